@@ -1,0 +1,70 @@
+"""`queuepilot serve | demo | send`: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bot.config import SettingsError, load_settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="queuepilot", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("serve", help="run the production server (reads the environment and .env)")
+    demo = commands.add_parser("demo", help="run the whole loop locally, no Slack workspace needed")
+    demo.add_argument("--once", action="store_true", help="replay the alert's life, print, exit")
+    send = commands.add_parser("send", help="POST an alert payload file to a running bot")
+    send.add_argument("file", type=Path)
+    send.add_argument("--url", default="http://127.0.0.1:3000", help="the bot's base URL")
+    send.add_argument("--source", choices=["grafana", "alertmanager"], default=None)
+    send.add_argument("--token", default=None, help="bearer token (default: ALERT_WEBHOOK_TOKEN)")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve()
+    if args.command == "demo":
+        from bot.sandbox.demo import run_demo
+
+        return run_demo(once=args.once)
+    return _send(args.file, args.url, args.source, args.token)
+
+
+def _serve() -> int:
+    import uvicorn
+
+    from bot import logs
+    from bot.app import build_app, build_bot
+
+    try:
+        settings = load_settings()
+        settings.check_serve()
+    except SettingsError as exc:
+        print(f"queuepilot: configuration error: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_level)
+    app = build_app(build_bot(settings))
+    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, lifespan="on")
+    return 0
+
+
+def _send(file: Path, url: str, source: str | None, token: str | None) -> int:
+    import os
+
+    import httpx
+
+    body = file.read_bytes()
+    if source is None:
+        source = "alertmanager" if json.loads(body).get("version") == "4" else "grafana"
+    headers = {"Content-Type": "application/json"}
+    token = token or os.environ.get("ALERT_WEBHOOK_TOKEN")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    response = httpx.post(f"{url.rstrip('/')}/alerts/{source}", content=body, headers=headers)
+    print(f"{response.status_code} {response.text}")
+    return 0 if response.status_code == 202 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""The composition root: builds every part from Settings, registers the handlers, runs the loop.
+
+This is the one module that knows both the core (`bot/`) and the adapters (`handlers/`).
+Background work (the stream consumer, the status scheduler, Socket Mode) starts and stops in the
+ASGI lifespan, so an app object can be created without touching the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from redis.asyncio import Redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
+from starlette.applications import Starlette
+
+import handlers.actions
+import handlers.commands
+import handlers.health
+import handlers.slack_events
+import handlers.webhooks
+from bot.actions import ActionCore
+from bot.backends.metrics.alert import AlertMetrics
+from bot.config import Settings
+from bot.intake import Intake, IntakeConfig
+from bot.leases import Leases
+from bot.slack import SlackConfig, SlackGateway, build_client
+from bot.status import StatusReporter, start_scheduler
+from bot.store import IncidentStore
+from bot.stream import NotificationStream
+from bot.telemetry import Telemetry
+from bot.threads import Threads
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Bot:
+    """Everything one replica runs, built once and passed down."""
+
+    settings: Settings
+    redis: Redis
+    telemetry: Telemetry
+    stream: NotificationStream
+    store: IncidentStore
+    gateway: SlackGateway
+    intake: Intake
+    reporter: StatusReporter
+    core: ActionCore
+    bolt: AsyncApp
+
+
+def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> Bot:
+    redis = Redis.from_url(
+        settings.redis_url,
+        decode_responses=True,
+        socket_connect_timeout=2,
+        socket_timeout=5,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
+    )
+    prefix = settings.redis_prefix
+    telemetry = Telemetry()
+    stream = NotificationStream(redis, prefix)
+    store = IncidentStore(redis, prefix)
+    leases = Leases(redis, prefix)
+    slack_config = SlackConfig(
+        token=settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else "",
+        base_url=settings.slack_api_url,
+        post_interval_ms=settings.slack_post_interval_ms,
+        update_interval_ms=settings.slack_update_interval_ms,
+    )
+    client = build_client(slack_config, telemetry)
+    gateway = SlackGateway(client, redis, config=slack_config, telemetry=telemetry, prefix=prefix)
+    threads = Threads(store, gateway, channel=settings.slack_channel, clock=clock)
+    intake = Intake(
+        stream,
+        store,
+        leases,
+        threads,
+        telemetry,
+        config=IntakeConfig(
+            consumer=f"{socket.gethostname()}-{os.getpid()}-{id(redis):x}",
+            status_interval_s=settings.status_interval_seconds,
+            reopen_window_s=settings.reopen_window_seconds,
+            reclaim_idle_ms=settings.intake_reclaim_idle_ms,
+            max_attempts=settings.intake_max_attempts,
+        ),
+        clock=clock,
+    )
+    reporter = StatusReporter(
+        store,
+        leases,
+        threads,
+        AlertMetrics(),
+        telemetry,
+        interval_s=settings.status_interval_seconds,
+        clock=clock,
+    )
+    core = ActionCore(store, leases, threads, telemetry, clock=clock)
+    signing_secret = settings.slack_signing_secret
+    bolt = AsyncApp(
+        client=client,
+        signing_secret=signing_secret.get_secret_value() if signing_secret else "",
+        logger=logging.getLogger("slack_bolt"),
+    )
+    _provide(bolt, core, gateway)
+    return Bot(settings, redis, telemetry, stream, store, gateway, intake, reporter, core, bolt)
+
+
+def _provide(bolt: AsyncApp, core: ActionCore, gateway: SlackGateway) -> None:
+    """Give every listener the action core and the gateway, in HTTP and Socket Mode alike."""
+
+    async def provide(context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
+        context["actions"] = core
+        context["slack"] = gateway
+        await next()
+
+    bolt.middleware(provide)
+
+
+def build_app(bot: Bot) -> Starlette:
+    """The ASGI app: every endpoint of CONTRACT.md on one port."""
+    app = Starlette(lifespan=_lifespan(bot))
+    handlers.webhooks.register(app, _webhooks(bot))
+    handlers.health.register(app, handlers.health.Health(bot.redis, bot.telemetry))
+    handlers.actions.register(bot.bolt)
+    handlers.commands.register(bot.bolt, command=bot.settings.slash_command)
+    handlers.slack_events.register(app, handlers.slack_events.SlackEvents(bot.bolt))
+    return app
+
+
+def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
+    s = bot.settings
+    auth = handlers.webhooks.WebhookAuth(
+        token=s.alert_webhook_token.get_secret_value() if s.alert_webhook_token else None,
+        hmac_secret=(
+            s.alert_webhook_hmac_secret.get_secret_value() if s.alert_webhook_hmac_secret else None
+        ),
+        basic_user=s.alert_webhook_basic_user,
+        basic_password=(
+            s.alert_webhook_basic_password.get_secret_value()
+            if s.alert_webhook_basic_password
+            else None
+        ),
+    )
+    if not s.webhook_auth_configured:
+        log.warning(
+            "alert endpoints accept unauthenticated notifications: set ALERT_WEBHOOK_TOKEN "
+            "(and ALERT_WEBHOOK_HMAC_SECRET for Grafana)"
+        )
+    return handlers.webhooks.AlertWebhooks(
+        bot.stream, bot.telemetry, auth=auth, max_body_bytes=s.alert_max_body_bytes
+    )
+
+
+def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        consumer = asyncio.create_task(bot.intake.run(stop), name="intake")
+        scheduler = start_scheduler(bot.reporter, tick_s=bot.settings.status_tick_seconds)
+        socket_mode = await _start_socket_mode(bot)
+        log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
+        try:
+            yield
+        finally:
+            stop.set()
+            scheduler.shutdown(wait=False)
+            if socket_mode is not None:
+                await socket_mode.close_async()
+            with suppress(asyncio.CancelledError):
+                await asyncio.wait_for(consumer, timeout=5)
+            await bot.redis.aclose()
+            await _close_client_session(bot)
+
+    return lifespan  # type: ignore[return-value]
+
+
+async def _start_socket_mode(bot: Bot):  # type: ignore[no-untyped-def]
+    """Socket Mode when SLACK_APP_TOKEN is set: Slack traffic over a websocket, no public URL."""
+    if bot.settings.slack_app_token is None:
+        return None
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    handler = AsyncSocketModeHandler(bot.bolt, bot.settings.slack_app_token.get_secret_value())
+    await handler.connect_async()
+    return handler
+
+
+async def _close_client_session(bot: Bot) -> None:
+    session = getattr(bot.gateway.client, "session", None)
+    if session is not None and not session.closed:
+        await session.close()

@@ -1,0 +1,116 @@
+"""Webhook authentication checks: pure functions of header values, secrets and the time.
+
+Every secret comparison goes through `hmac.compare_digest` so response timing says nothing about
+how much of a guess was right. Malformed input is a refusal, never an exception: these run on
+unauthenticated requests and must not turn a bad header into a 500.
+
+Grafana's HMAC signing (contact point "HMAC Signature", provisioning key `hmacConfig`, Grafana
+11.6+) as implemented by grafana/alerting's `HMACRoundTripper`: the signature header (default
+`X-Grafana-Alerting-Signature`, configurable) carries the lowercase hex HMAC-SHA256 of the raw
+body, keyed with the secret's UTF-8 bytes. When a timestamp header name is configured (it has no
+default; queuepilot expects `X-Grafana-Alerting-Timestamp`), Grafana sends the Unix time in
+seconds there and signs `<seconds>:<body>` instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+
+SIGNATURE_HEADER = "X-Grafana-Alerting-Signature"
+TIMESTAMP_HEADER = "X-Grafana-Alerting-Timestamp"
+_SECONDS = re.compile(r"\d{1,15}")
+
+
+def _same(given: str, expected: str) -> bool:
+    """Constant-time equality for any text (compare_digest refuses non-ASCII str)."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
+
+
+def _credentials(authorization: str | None, scheme: str) -> str | None:
+    """The credentials of an `Authorization: <scheme> <credentials>` header; the scheme is
+    case-insensitive (RFC 9110 §11.1), anything else yields None."""
+    if not authorization:
+        return None
+    given_scheme, _, credentials = authorization.strip().partition(" ")
+    if given_scheme.lower() != scheme or not credentials.strip():
+        return None
+    return credentials.strip()
+
+
+def bearer_ok(authorization: str | None, token: str) -> bool:
+    """`Authorization: Bearer <token>`. An empty configured token accepts nothing, so a blank
+    setting can never mean "any bearer token will do"."""
+    credentials = _credentials(authorization, "bearer")
+    if credentials is None or not token:
+        return False
+    return _same(credentials, token)
+
+
+def basic_ok(authorization: str | None, username: str, password: str) -> bool:
+    """`Authorization: Basic base64(user:password)` (RFC 7617, UTF-8). Both parts are compared
+    even when the first differs, so timing does not reveal a valid username."""
+    credentials = _credentials(authorization, "basic")
+    if credentials is None or not password:
+        return False
+    try:
+        decoded = base64.b64decode(credentials, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    given_user, colon, given_password = decoded.partition(":")
+    if not colon:
+        return False
+    user_ok = _same(given_user, username)
+    password_ok = _same(given_password, password)
+    return user_ok and password_ok
+
+
+def _window(max_skew: float) -> str:
+    """Describe the replay window the way operators configure it ("5-minute window")."""
+    minutes = max_skew / 60
+    if minutes.is_integer():
+        return f"{int(minutes)}-minute window"
+    return f"{max_skew:g}-second window"
+
+
+def grafana_signature_problem(
+    body: bytes,
+    signature: str | None,
+    timestamp: str | None,
+    secret: str,
+    *,
+    now: float,
+    max_skew: float = 300,
+    require_timestamp: bool = False,
+) -> str | None:
+    """None when Grafana's HMAC signature is valid, else a short reason for the 401 body.
+
+    `timestamp` is the timestamp header's value or None when it was not sent. A signed timestamp
+    more than `max_skew` seconds from `now` (either way) is refused so a captured request cannot be
+    replayed later; stripping the header does not help an attacker, because the body-only
+    signature differs. `require_timestamp` refuses body-only signatures, which can be replayed.
+    """
+    if not signature or not signature.strip():
+        return f"missing {SIGNATURE_HEADER}"
+    if not secret:
+        return "no HMAC secret configured"
+    message = body
+    if timestamp is None:
+        if require_timestamp:
+            return f"missing {TIMESTAMP_HEADER}"
+    else:
+        seconds = timestamp.strip()
+        if not _SECONDS.fullmatch(seconds):
+            return "malformed timestamp"
+        if abs(now - int(seconds)) > max_skew:
+            return f"timestamp outside the {_window(max_skew)}"
+        message = seconds.encode("ascii") + b":" + body
+    expected = hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+    if not _same(signature.strip().lower(), expected):
+        return "signature mismatch"
+    return None

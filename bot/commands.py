@@ -1,0 +1,122 @@
+"""`/queue` subcommands: parsed here, carried out by the action core, like the buttons.
+
+The command's name is whatever the Slack app configures; only its text is parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bot.actions import ActionCore, Actor, Outcome
+from bot.incidents import Incident
+from bot.messages import escape
+
+HELP = """*`/queue`* — queue status by runner type for the open incidents
+*`/queue incidents`* — open and recent incidents
+*`/queue ack [ID]`* — take ownership
+*`/queue resolve [ID]`* — close an incident by hand
+*`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`
+*`/queue scale <runner-type> <+N> [ID]`* — add runners
+*`/queue diagnose [ID]`* — run the runbook's checks
+Without an ID, a command acts on the most recent open incident."""
+
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+class CommandError(ValueError):
+    """A command that cannot be understood; the message says how to write it."""
+
+
+@dataclass(frozen=True)
+class Command:
+    verb: str
+    incident_ref: str | None = None
+    seconds: int | None = None
+    runner_type: str | None = None
+    count: int | None = None
+
+
+def parse_duration(text: str) -> int:
+    """`2h`, `30m`, `1h30m`, `1d` -> seconds (at most 7 days)."""
+    match = _DURATION.match(text.strip().lower())
+    if not text.strip() or match is None or not any(match.groups()):
+        raise CommandError(f"`{escape(text)}` is not a duration: use e.g. `30m`, `2h`, `1h30m`")
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = days * 86400 + hours * 3600 + minutes * 60 + seconds
+    if not 60 <= total <= 7 * 86400:
+        raise CommandError("a silence lasts between 1 minute and 7 days")
+    return total
+
+
+def parse_command(text: str) -> Command:
+    words = text.split()
+    if not words:
+        return Command("status")
+    verb, args = words[0].lower(), words[1:]
+    if verb in ("help", "status", "incidents"):
+        return Command(verb)
+    if verb in ("ack", "acknowledge", "resolve", "diagnose"):
+        return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
+    if verb == "silence":
+        if not args:
+            raise CommandError("usage: `/queue silence <duration> [ID]`, e.g. `/queue silence 2h`")
+        return Command(verb, seconds=parse_duration(args[0]), incident_ref=_optional_id(args, 1))
+    if verb == "scale":
+        return _parse_scale(args)
+    raise CommandError(f"unknown command `{escape(verb)}`. Try `/queue help`.")
+
+
+def _parse_scale(args: list[str]) -> Command:
+    usage = "usage: `/queue scale <runner-type> <+N> [ID]`, e.g. `/queue scale linux.2xlarge +4`"
+    if len(args) < 2 or not re.fullmatch(r"\+?\d{1,4}", args[1]):
+        raise CommandError(usage)
+    count = int(args[1].lstrip("+"))
+    if count < 1:
+        raise CommandError("scale up by at least 1 runner")
+    return Command("scale", runner_type=args[0], count=count, incident_ref=_optional_id(args, 2))
+
+
+def _optional_id(args: list[str], index: int) -> str | None:
+    return args[index].lstrip("#") if len(args) > index else None
+
+
+async def run_command(core: ActionCore, actor: Actor, text: str) -> Outcome:
+    try:
+        command = parse_command(text)
+    except CommandError as exc:
+        return Outcome(False, str(exc))
+    if command.verb == "help":
+        return Outcome(True, HELP)
+    if command.verb in ("status", "incidents"):
+        return await _overview(core, verbose=command.verb == "incidents")
+    if command.verb in ("silence", "scale", "diagnose"):
+        return core.unavailable(f"`/queue {command.verb}`")
+    incident = await core.find(command.incident_ref)
+    if incident is None:
+        return Outcome(False, "No open incident. `/queue incidents` lists them.")
+    if command.verb == "ack":
+        return await core.acknowledge(actor, incident.id)
+    return await core.resolve(actor, incident.id)
+
+
+async def _overview(core: ActionCore, *, verbose: bool) -> Outcome:
+    incidents = await core.recent() if verbose else await core.open_incidents()
+    if not incidents:
+        return Outcome(True, "No open incidents: the queues are quiet.")
+    return Outcome(True, "\n".join(_overview_line(incident) for incident in incidents))
+
+
+def _overview_line(incident: Incident) -> str:
+    state = "firing" if incident.is_open else "resolved"
+    line = f"*#{incident.id}* {escape(incident.title)} — {state}"
+    numbers = incident.numbers
+    if numbers.max_queue_time_mins is not None:
+        line += f", longest wait {numbers.max_queue_time_mins:g} min"
+    if numbers.max_queue_size is not None:
+        line += f", {numbers.max_queue_size:g} queued"
+    for name, queue in sorted(incident.runner_types.items())[:10]:
+        wait = f"{queue.longest_wait_mins:g} min" if queue.longest_wait_mins is not None else "?"
+        queued = f"{queue.queued:g}" if queue.queued is not None else "?"
+        line += f"\n    • `{escape(name)}`: {queued} queued, longest wait {wait}"
+    return line

@@ -1,0 +1,126 @@
+"""Settings: every knob in one validated object, read once at start and passed down.
+
+Names are the environment variables of CONTRACT.md (case-insensitive); an optional `.env` in the
+working directory is read too. A missing or malformed value stops `serve` with one line naming it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class SettingsError(Exception):
+    """Configuration that cannot work; the message names the variable and what is wrong."""
+
+
+class SilenceBackend(StrEnum):
+    GRAFANA = "grafana"
+    ALERTMANAGER = "alertmanager"
+
+
+class Settings(BaseSettings):
+    """queuepilot's configuration, from the environment and `.env`."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    slack_channel: str = ""
+    slash_command: str = "/queue"
+    # Slack allows about one message per second per channel, and chat.update is Tier 3 (~50/min);
+    # pacing below those keeps bursts of alerts from ever meeting a 429.
+    slack_post_interval_ms: int = Field(default=1000, ge=0, le=60_000)
+    slack_update_interval_ms: int = Field(default=1200, ge=0, le=60_000)
+    allow_channel_mentions: bool = False
+
+    redis_url: str = "redis://localhost:6379/0"
+    redis_prefix: str = "qp"
+    port: int = Field(default=3000, ge=1, le=65535)
+    host: str = "0.0.0.0"
+    log_level: str = "INFO"
+
+    alert_webhook_token: SecretStr | None = None
+    alert_webhook_hmac_secret: SecretStr | None = None
+    alert_webhook_basic_user: str | None = None
+    alert_webhook_basic_password: SecretStr | None = None
+    alert_max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+
+    silence_backend: SilenceBackend | None = None
+    grafana_url: str | None = None
+    grafana_token: SecretStr | None = None
+    alertmanager_url: str | None = None
+    metrics_backend: str = "alert"
+    prometheus_url: str | None = None
+    scaler_backend: str = "none"
+    scaler_webhook_url: str | None = None
+    scaler_webhook_secret: SecretStr | None = None
+    scale_allowed_users: Annotated[tuple[str, ...], NoDecode] = ()
+
+    status_interval_seconds: int = Field(default=600, ge=1, le=86_400)
+    # Each replica looks for due status posts this often; the due times live in Redis.
+    status_tick_seconds: float = Field(default=5.0, gt=0, le=300)
+    # A group that fires again this soon after resolving reopens its thread instead of a new one.
+    reopen_window_seconds: int = Field(default=3600, ge=0, le=7 * 86_400)
+    # Entries a dead replica left unacknowledged are taken over after this long.
+    intake_reclaim_idle_ms: int = Field(default=30_000, ge=100, le=3_600_000)
+    intake_max_attempts: int = Field(default=10, ge=1, le=1000)
+
+    @field_validator("scale_allowed_users", mode="before")
+    @classmethod
+    def _split_ids(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _trailing_slash(cls, value: str) -> str:
+        # slack_sdk joins base_url and method name by plain concatenation.
+        return value if value.endswith("/") else value + "/"
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.slack_app_token is not None
+
+    def check_serve(self) -> None:
+        """Refuse to serve with settings that would fail later, at the first alert."""
+        if self.slack_bot_token is None:
+            raise SettingsError("SLACK_BOT_TOKEN is required (the bot token, xoxb-…)")
+        if not self.socket_mode and self.slack_signing_secret is None:
+            raise SettingsError("SLACK_SIGNING_SECRET is required in HTTP mode")
+        if not self.slack_channel:
+            raise SettingsError("SLACK_CHANNEL is required (the channel ID where incidents open)")
+        if (self.alert_webhook_basic_user is None) != (self.alert_webhook_basic_password is None):
+            raise SettingsError(
+                "ALERT_WEBHOOK_BASIC_USER and ALERT_WEBHOOK_BASIC_PASSWORD must be set together"
+            )
+        if self.metrics_backend != "alert":
+            raise SettingsError(
+                f"METRICS_BACKEND={self.metrics_backend!r} is not available; use 'alert'"
+            )
+
+    @property
+    def webhook_auth_configured(self) -> bool:
+        return any(
+            (
+                self.alert_webhook_token,
+                self.alert_webhook_hmac_secret,
+                self.alert_webhook_basic_user,
+            )
+        )
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build Settings, turning pydantic's report into one line that names the variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "_".join(str(part) for part in first["loc"]).upper() or "settings"
+        raise SettingsError(f"{name}: {first['msg']}") from None

@@ -1,0 +1,268 @@
+"""The incident: plain state, and its lifecycle as pure functions of (state, event).
+
+Nothing here reads a clock or talks to Redis or Slack; callers pass `now` and persist the result,
+so races such as "a resolved notification overtaking a firing one" are table tests.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from bot.alerts import AlertFacts, Matcher, Notification, QueueNumbers, RunnerQueue, Source
+
+TREND_POINTS = 48
+
+
+class Status(StrEnum):
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class Resolution(StrEnum):
+    ALERT = "alert"  # the alert source said resolved
+    MANUAL = "manual"  # a responder pressed Resolve
+
+
+class Change(StrEnum):
+    """What a notification did to an incident; decides which thread replies follow."""
+
+    OPENED = "opened"
+    UPDATED = "updated"
+    ALERTS_CHANGED = "alerts_changed"  # a different set of alerts or runner types is firing
+    RESOLVED = "resolved"
+    REOPENED = "reopened"
+    STALE = "stale"  # older than what the incident already reflects, or a duplicate delivery
+
+
+class Event(BaseModel):
+    """One line of the incident's timeline: what happened, when, and who did it."""
+
+    at: datetime
+    kind: str  # opened, notified, alerts_changed, status, acknowledged, resolved, reopened, ...
+    text: str
+    actor: str | None = None  # Slack user ID for people; None for the alert source or the bot
+
+
+class Links(BaseModel):
+    runbook: str = ""
+    alert: str = ""
+    silence: str = ""
+    dashboard: str = ""
+    panel: str = ""
+
+
+class Snapshot(BaseModel):
+    """The queue at one moment: what a status post compares against."""
+
+    at: datetime
+    numbers: QueueNumbers = QueueNumbers()
+    runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
+
+
+class Incident(BaseModel):
+    """One alert group's incident. Stored as JSON in Redis; rendered by `bot.messages`."""
+
+    id: str
+    group_key: str
+    group_hash: str
+    source: Source
+    is_test: bool = False
+    status: Status = Status.FIRING
+    title: str
+    priority: str | None = None
+    team: str | None = None
+    summary: str = ""
+    description: str = ""
+    links: Links = Links()
+    numbers: QueueNumbers = QueueNumbers()
+    peak: QueueNumbers = QueueNumbers()
+    runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
+    other_values: dict[str, float] = Field(default_factory=dict)
+    firing_count: int = 0
+    silence_matchers: tuple[Matcher, ...] = ()
+    started_at: datetime
+    opened_at: datetime
+    updated_at: datetime
+    resolved_at: datetime | None = None
+    resolution: Resolution | None = None
+    resolved_by: str | None = None
+    acknowledged_by: str | None = None
+    acknowledged_at: datetime | None = None
+    notifications: int = 0
+    reopened: int = 0
+    last_entry_id: str = ""
+    last_status: Snapshot | None = None
+    trend: list[Snapshot] = Field(default_factory=list)
+
+    @property
+    def is_open(self) -> bool:
+        return self.status is Status.FIRING
+
+    def snapshot(self, at: datetime) -> Snapshot:
+        return Snapshot(at=at, numbers=self.numbers, runner_types=dict(self.runner_types))
+
+
+def entry_order(entry_id: str) -> tuple[int, int]:
+    """Redis stream IDs ("<ms>-<seq>") as a sortable pair; "" sorts first."""
+    if not entry_id:
+        return (-1, -1)
+    ms, _, seq = entry_id.partition("-")
+    return (int(ms), int(seq or 0))
+
+
+def is_reopenable(incident: Incident, now: datetime, window: timedelta) -> bool:
+    """A resolved incident takes its group back when it fires again within the window."""
+    return incident.resolved_at is not None and now - incident.resolved_at <= window
+
+
+def open_incident(
+    notification: Notification,
+    facts: AlertFacts,
+    *,
+    incident_id: str,
+    group_hash: str,
+    entry_id: str,
+    now: datetime,
+) -> Incident:
+    """A new incident from the first firing notification of a group."""
+    starts = [a.starts_at for a in notification.firing if a.starts_at is not None]
+    incident = Incident(
+        id=incident_id,
+        group_key=notification.group_key,
+        group_hash=group_hash,
+        source=notification.source,
+        is_test=notification.is_test,
+        title=facts.title,
+        started_at=min(starts) if starts else now,
+        opened_at=now,
+        updated_at=now,
+    )
+    incident = _with_facts(incident, facts, entry_id=entry_id, now=now)
+    return incident.model_copy(update={"last_status": incident.snapshot(now)})
+
+
+def apply_notification(
+    incident: Incident,
+    notification: Notification,
+    facts: AlertFacts,
+    *,
+    entry_id: str,
+    now: datetime,
+) -> tuple[Incident, Change]:
+    """Fold a later notification of the same group into its incident."""
+    if entry_order(entry_id) <= entry_order(incident.last_entry_id):
+        return incident, Change.STALE
+    if notification.status == "resolved":
+        if not incident.is_open:
+            return incident.model_copy(update={"last_entry_id": entry_id}), Change.STALE
+        # When we learned of it, not the alert's endsAt: the reopen window and the summary's
+        # duration are about this incident, and endsAt can be far off (a replayed payload).
+        resolved = incident.model_copy(
+            update={
+                "status": Status.RESOLVED,
+                "resolution": Resolution.ALERT,
+                "resolved_at": now,
+                "resolved_by": None,
+                "numbers": QueueNumbers(),
+                "runner_types": {},
+                "firing_count": 0,
+                "notifications": incident.notifications + 1,
+                "last_entry_id": entry_id,
+                "updated_at": now,
+            }
+        )
+        return resolved, Change.RESOLVED
+    updated = _with_facts(incident, facts, entry_id=entry_id, now=now)
+    if not incident.is_open:
+        return _reopened(updated), Change.REOPENED
+    changed = incident.firing_count != updated.firing_count or set(incident.runner_types) != set(
+        updated.runner_types
+    )
+    return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
+
+
+def resolve_manually(incident: Incident, *, by: str, now: datetime) -> Incident:
+    return incident.model_copy(
+        update={
+            "status": Status.RESOLVED,
+            "resolution": Resolution.MANUAL,
+            "resolved_by": by,
+            "resolved_at": now,
+            "updated_at": now,
+        }
+    )
+
+
+def acknowledge(incident: Incident, *, by: str, now: datetime) -> Incident:
+    return incident.model_copy(
+        update={"acknowledged_by": by, "acknowledged_at": now, "updated_at": now}
+    )
+
+
+def record_status(incident: Incident, snapshot: Snapshot) -> Incident:
+    """Remember what the latest status post showed, so the next one reports the change."""
+    trend = [*incident.trend, snapshot][-TREND_POINTS:]
+    return incident.model_copy(update={"last_status": snapshot, "trend": trend})
+
+
+def _reopened(incident: Incident) -> Incident:
+    return incident.model_copy(
+        update={
+            "status": Status.FIRING,
+            "resolution": None,
+            "resolved_at": None,
+            "resolved_by": None,
+            "acknowledged_by": None,
+            "acknowledged_at": None,
+            "reopened": incident.reopened + 1,
+        }
+    )
+
+
+def _with_facts(incident: Incident, facts: AlertFacts, *, entry_id: str, now: datetime) -> Incident:
+    return incident.model_copy(
+        update={
+            "title": facts.title,
+            "priority": facts.priority,
+            "team": facts.team,
+            "summary": facts.summary,
+            "description": facts.description,
+            "links": Links(
+                runbook=facts.runbook_url,
+                alert=facts.alert_url,
+                silence=facts.silence_url,
+                dashboard=facts.dashboard_url,
+                panel=facts.panel_url,
+            ),
+            "numbers": facts.numbers,
+            "peak": peak_of(incident.peak, facts.numbers),
+            "runner_types": dict(facts.runner_types),
+            "other_values": dict(facts.other_values),
+            "firing_count": facts.firing_count,
+            "silence_matchers": facts.silence_matchers,
+            "notifications": incident.notifications + 1,
+            "last_entry_id": entry_id,
+            "updated_at": now,
+        }
+    )
+
+
+def peak_of(peak: QueueNumbers, current: QueueNumbers) -> QueueNumbers:
+    """The worst numbers seen so far; thresholds follow the latest alert."""
+    return QueueNumbers(
+        max_queue_time_mins=_max(peak.max_queue_time_mins, current.max_queue_time_mins),
+        max_queue_size=_max(peak.max_queue_size, current.max_queue_size),
+        queue_time_threshold=current.queue_time_threshold,
+        queue_size_threshold=current.queue_size_threshold,
+    )
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)

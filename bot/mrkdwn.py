@@ -1,0 +1,220 @@
+"""Slack primitives: escaping, links, mentions, dates, numbers, and blocks that stay within limits.
+
+Everything an alert sender controls is untrusted: it must reach Slack with `&`, `<` and `>`
+escaped, so a label can neither ping `<!channel>` nor forge a link. The only `<…>` tokens the
+renderers emit are built here: user mentions, `<!date^…>` and http(s) links. The block builders
+truncate to Slack's documented limits, so no input size can make Slack refuse a message.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+ELLIPSIS = "…"
+
+# Slack user IDs start with U (or W on Enterprise Grid); anything else is shown as text.
+_USER_ID = re.compile(r"[UW][A-Z0-9]+")
+_MAX_USER_ID = 32
+# Links longer than this are shown as their label: one link must never eat a whole text object.
+MAX_URL = 2000
+_UNSAFE_IN_URL = re.compile(r"[\s|<>]")
+# Escape sequences and `<…>` tokens that truncation must keep whole.
+_TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
+
+
+def escape(text: str) -> str:
+    """Make untrusted text inert in mrkdwn and in fallback text, which Slack parses the same way."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def link(url: str, label: str) -> str:
+    """`<url|label>` for a plain http(s) URL; otherwise the escaped label, so nothing is forged.
+
+    URLs such as "www.time.com" or "javascript:…" are not links we vouch for: they stay text.
+    """
+    url = url.strip()
+    if not is_linkable(url):
+        return escape(label)
+    # Slack decodes entities inside the URL part too; Grafana URLs carry `&` between parameters.
+    return f"<{escape(url)}|{escape(label)}>"
+
+
+def is_linkable(url: str) -> bool:
+    """Only plain http(s) URLs become links: no scheme tricks, nothing that ends the token early."""
+    url = url.strip()
+    return (
+        url.lower().startswith(("http://", "https://"))
+        and len(url) <= MAX_URL
+        and not _UNSAFE_IN_URL.search(url)
+    )
+
+
+def mention(user_id: str) -> str:
+    """A user mention for a real Slack user ID, the escaped text otherwise."""
+    if len(user_id) <= _MAX_USER_ID and _USER_ID.fullmatch(user_id):
+        return f"<@{user_id}>"
+    return truncate(escape(user_id), 64)
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cut already-escaped mrkdwn to `limit` characters, ending with "…".
+
+    The cut never splits `&amp;` or a `<…>` token: half of either would show garbage or leave a
+    dangling `<` that Slack tries to parse.
+    """
+    if len(text) <= limit:
+        return text
+    cut = limit - len(ELLIPSIS)
+    for token in _TOKEN.finditer(text):
+        if token.start() >= cut:
+            break
+        if token.end() > cut:
+            cut = token.start()
+            break
+    return text[:cut].rstrip() + ELLIPSIS
+
+
+def fit_lines(lines: list[str], limit: int) -> list[str]:
+    """The leading lines that fit in `limit` characters when joined by newlines."""
+    kept: list[str] = []
+    size = -1
+    for line in lines:
+        size += len(line) + 1
+        if size > limit:
+            break
+        kept.append(line)
+    return kept
+
+
+def slack_date(moment: datetime, token: str = "{date_short_pretty} {time}") -> str:
+    """A date Slack renders in each reader's time zone, so the message never needs re-rendering.
+
+    The fallback (shown by clients that can't format dates) is the UTC time.
+    """
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    utc = aware.astimezone(UTC)
+    fallback = utc.strftime("%H:%M UTC" if token == "{time}" else "%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(utc.timestamp())}^{token}|{fallback}>"
+
+
+def number(value: float) -> str:
+    """Integers without ".0", other values to one decimal: "14", "2.5"."""
+    if not math.isfinite(value):
+        return str(value)
+    rounded = round(float(value), 1)
+    if rounded.is_integer():
+        return str(int(rounded))
+    return f"{rounded:.1f}"
+
+
+def minutes(value: float) -> str:
+    return f"{number(value)} min"
+
+
+def duration(span: timedelta) -> str:
+    """A human duration: "45 s", "18 min", "1 h 18 min", "2 d 3 h"; negative spans count as 0."""
+    total = max(int(span.total_seconds()), 0)
+    if total < 60:
+        return f"{total} s"
+    days, rest = divmod(total // 60, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {mins} min" if mins else f"{hours} h"
+    return f"{mins} min"
+
+
+def change(current: float | None, previous: float | None, unit: str = "") -> str | None:
+    """The change since the previous value: "▲ +12 min", "▼ -3", "no change"; None if unknown."""
+    if current is None or previous is None:
+        return None
+    diff = number(current - previous)
+    if diff == "0":
+        return "no change"
+    suffix = f" {unit}" if unit else ""
+    if diff.startswith("-"):
+        return f"▼ {diff}{suffix}"
+    return f"▲ +{diff}{suffix}"
+
+
+# --- blocks -----------------------------------------------------------------------------------
+
+MAX_BLOCKS = 50
+MAX_HEADER = 150
+MAX_SECTION = 3000
+MAX_FIELDS = 10
+MAX_FIELD = 2000
+MAX_CONTEXT_ELEMENTS = 10
+MAX_TEXT_OBJECT = 3000
+MAX_BUTTON_TEXT = 75
+MAX_FALLBACK = 3000
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One Slack message: `text` is the notification/fallback text (escaped, no mentions)."""
+
+    text: str
+    blocks: list[dict[str, Any]]
+
+
+def rendered(text: str, blocks: list[dict[str, Any]]) -> Rendered:
+    return Rendered(text=truncate(text, MAX_FALLBACK), blocks=blocks[:MAX_BLOCKS])
+
+
+def _mrkdwn(text: str, limit: int) -> dict[str, Any]:
+    # verbatim: Slack's own preprocessing would turn bare URLs and names in alert text into links
+    # and mentions; we emit exactly the tokens we build.
+    return {"type": "mrkdwn", "text": truncate(text, limit), "verbatim": True}
+
+
+def header(text: str) -> dict[str, Any]:
+    """A header block; `text` is escaped already (Slack decodes entities in plain_text too)."""
+    return {
+        "type": "header",
+        "text": {"type": "plain_text", "text": truncate(text, MAX_HEADER), "emoji": True},
+    }
+
+
+def section(text: str, *, block_id: str | None = None) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "section", "text": _mrkdwn(text, MAX_SECTION)}
+    if block_id:
+        block["block_id"] = block_id
+    return block
+
+
+def fields(items: list[str], *, more: str = "+{n} more") -> dict[str, Any]:
+    """A section of two-column fields; past ten, the last field says how many were left out."""
+    if len(items) > MAX_FIELDS:
+        hidden = len(items) - (MAX_FIELDS - 1)
+        items = [*items[: MAX_FIELDS - 1], more.format(n=hidden)]
+    return {"type": "section", "fields": [_mrkdwn(item, MAX_FIELD) for item in items]}
+
+
+def context(items: list[str], *, block_id: str | None = None) -> dict[str, Any]:
+    elements = [_mrkdwn(item, MAX_TEXT_OBJECT) for item in items[:MAX_CONTEXT_ELEMENTS]]
+    block: dict[str, Any] = {"type": "context", "elements": elements}
+    if block_id:
+        block["block_id"] = block_id
+    return block
+
+
+def sections(lines: list[str]) -> list[dict[str, Any]]:
+    """Lines packed into as few sections as fit; each line must be shorter than a section."""
+    blocks: list[dict[str, Any]] = []
+    rest = lines
+    while rest:
+        # An over-long line is truncated by section() rather than never fitting.
+        kept = fit_lines(rest, MAX_SECTION) or [rest[0]]
+        blocks.append(section("\n".join(kept)))
+        rest = rest[len(kept) :]
+    return blocks
+
+
+def plain(text: str, limit: int = MAX_BUTTON_TEXT) -> dict[str, Any]:
+    return {"type": "plain_text", "text": truncate(text, limit), "emoji": True}

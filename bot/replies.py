@@ -1,0 +1,229 @@
+"""Thread replies of an incident: periodic status, the closing summary, and one-line events.
+
+Pure functions of state like the root message (`bot.messages`): callers pass `now`, nothing here
+reads a clock. Times are Slack date tokens, so each reader sees their own time zone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from bot.alerts import RunnerQueue
+from bot.incidents import Event, Incident, Resolution, Snapshot
+from bot.mrkdwn import (
+    Rendered,
+    change,
+    duration,
+    escape,
+    fields,
+    mention,
+    minutes,
+    number,
+    rendered,
+    section,
+    sections,
+    slack_date,
+    truncate,
+)
+
+MAX_RUNNER_ROWS = 15
+MAX_RUNNER_NAME = 80
+MAX_TIMELINE = 20
+MAX_EVENT_TEXT = 200
+NO_NUMBERS = "_No queue numbers in the alert._"
+
+_EVENT_ICONS = {
+    "opened": "🚨",
+    "updated": "🔁",
+    "notified": "🔁",
+    "alerts_changed": "🔀",
+    "resolved": "✅",
+    "reopened": "🔴",
+    "acknowledged": "👀",
+    "silenced": "🔕",
+    "unsilenced": "🔔",
+    "scaled": "⬆️",
+    "diagnosed": "🩺",
+    "status": "📊",
+}
+
+
+# --- shared with the root message -------------------------------------------------------------
+
+
+def worst_first(runner_types: Mapping[str, RunnerQueue]) -> list[tuple[str, RunnerQueue]]:
+    """Longest wait first, then most queued; unknown numbers sort last, names break ties."""
+
+    def key(item: tuple[str, RunnerQueue]) -> tuple[bool, float, bool, float, str]:
+        name, queue = item
+        wait, queued = queue.longest_wait_mins, queue.queued
+        return (wait is None, -(wait or 0), queued is None, -(queued or 0), name)
+
+    return sorted(runner_types.items(), key=key)
+
+
+def runner_name(name: str) -> str:
+    """Runner type names come from alert labels: escaped, and short enough for 15 rows."""
+    return truncate(escape(name), MAX_RUNNER_NAME)
+
+
+def capped_rows(rows: list[str]) -> list[str]:
+    """At most MAX_RUNNER_ROWS rows, then a line saying how many runner types were left out."""
+    shown = rows[:MAX_RUNNER_ROWS]
+    if len(rows) > len(shown):
+        shown.append(f"+{len(rows) - len(shown)} more runner types")
+    return shown
+
+
+def resolved_how(incident: Incident) -> str:
+    """What follows "Resolved": "by <@U…>" for a responder, "(alert cleared)" for the source."""
+    if incident.resolution is Resolution.MANUAL and incident.resolved_by:
+        return f"by {mention(incident.resolved_by)}"
+    if incident.resolution is Resolution.ALERT:
+        return "(alert cleared)"
+    return ""
+
+
+def title_text(incident: Incident) -> str:
+    """Priority and title, escaped and marked when Grafana's Test button sent the alert."""
+    title = escape(incident.title)
+    if incident.priority:
+        title = f"{escape(incident.priority)} · {title}"
+    return f"[TEST] {title}" if incident.is_test else title
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+def render_status(
+    incident: Incident, *, previous: Snapshot | None, current: Snapshot, now: datetime
+) -> Rendered:
+    """The periodic status: the numbers now and their change since the previous status post."""
+    when = slack_date(current.at, "{time}")
+    blocks = [section(f"*📊 Status update · {when}*\n{_age_line(incident, now)}")]
+    headline = _headline(current, previous)
+    if headline:
+        items = [f"{label}: *{value}*{_paren(delta)}" for label, value, delta in headline]
+        blocks.append(fields(items))
+    elif not current.runner_types:
+        blocks.append(section(NO_NUMBERS))
+    rows = _runner_changes(current, previous)
+    if rows:
+        blocks.append(section("*By runner type*\n" + "\n".join(rows)))
+    plain = ", ".join(f"{label.lower()} {value}{_paren(delta)}" for label, value, delta in headline)
+    return rendered(f"Status update: {plain or 'no queue numbers'}", blocks)
+
+
+def _age_line(incident: Incident, now: datetime) -> str:
+    if incident.is_open:
+        line = f"Firing for *{duration(now - incident.started_at)}*"
+    else:
+        took = duration((incident.resolved_at or now) - incident.started_at)
+        line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
+    if incident.acknowledged_by:
+        return f"{line} · acknowledged by {mention(incident.acknowledged_by)}"
+    return f"{line} · not acknowledged" if incident.is_open else line
+
+
+def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, str, str | None]]:
+    """(label, value, change) of the headline numbers present in the current snapshot."""
+    now_n, before = current.numbers, previous.numbers if previous else None
+    items = []
+    if now_n.max_queue_time_mins is not None:
+        delta = change(now_n.max_queue_time_mins, before and before.max_queue_time_mins, "min")
+        items.append(("Longest wait", minutes(now_n.max_queue_time_mins), delta))
+    if now_n.max_queue_size is not None:
+        delta = change(now_n.max_queue_size, before and before.max_queue_size)
+        items.append(("Queued jobs", number(now_n.max_queue_size), delta))
+    return items
+
+
+def _runner_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
+    """Current runner types worst first with their change; then the ones that stopped queueing."""
+    before = previous.runner_types if previous else {}
+    ranked = worst_first(current.runner_types)
+    rows = [_runner_change(name, queue, before.get(name)) for name, queue in ranked]
+    gone = sorted(set(before) - set(current.runner_types))
+    rows += [f"• {runner_name(name)}: no longer queueing" for name in gone]
+    return capped_rows(rows)
+
+
+def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) -> str:
+    parts = []
+    if queue.queued is not None:
+        delta = change(queue.queued, before.queued if before else None)
+        parts.append(f"{number(queue.queued)} queued{_paren(delta)}")
+    if queue.longest_wait_mins is not None:
+        delta = change(queue.longest_wait_mins, before.longest_wait_mins if before else None, "min")
+        parts.append(f"longest wait {minutes(queue.longest_wait_mins)}{_paren(delta)}")
+    return f"• {runner_name(name)}: {' · '.join(parts) or 'no numbers'}"
+
+
+# --- summary -----------------------------------------------------------------------------------
+
+
+def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime) -> Rendered:
+    """The closing summary: how long, how bad, how it ended, who did what (events oldest first)."""
+    took = duration((incident.resolved_at or now) - incident.started_at)
+    incident_id = escape(incident.id)
+    if incident.is_open:
+        head = f"🔴 *Incident {incident_id} still firing*"
+    else:
+        head = _join(f"✅ *Incident {incident_id} resolved*", resolved_how(incident))
+    title = truncate(title_text(incident), 500)
+    blocks = [section(f"{head}\n{title}"), fields(_summary_fields(incident, took))]
+    shown = events[-MAX_TIMELINE:]
+    if shown:
+        lines = ["*What was done*"]
+        if len(events) > len(shown):
+            lines.append(f"_{len(events) - len(shown)} earlier events not shown_")
+        lines += [_timeline_line(event) for event in shown]
+        blocks += sections(lines)
+    state = "still firing" if incident.is_open else "resolved"
+    plain = f"Incident {incident_id} {state} after {took}"
+    return rendered(f"{plain}: {truncate(title_text(incident), 200)}", blocks)
+
+
+def _summary_fields(incident: Incident, took: str) -> list[str]:
+    peak = incident.peak
+    items = [f"Duration: *{took}*"]
+    if peak.max_queue_time_mins is not None:
+        items.append(f"Peak longest wait: *{minutes(peak.max_queue_time_mins)}*")
+    if peak.max_queue_size is not None:
+        items.append(f"Peak queued jobs: *{number(peak.max_queue_size)}*")
+    if peak.max_queue_time_mins is None and peak.max_queue_size is None:
+        items.append(NO_NUMBERS)
+    if not incident.is_open:
+        items.append(_join("Resolved", resolved_how(incident)))
+    if incident.acknowledged_by:
+        items.append(f"Acknowledged by {mention(incident.acknowledged_by)}")
+    items.append(f"Notifications: *{incident.notifications}*")
+    if incident.reopened:
+        items.append(f"Reopened: *{incident.reopened}×*")
+    return items
+
+
+def _timeline_line(event: Event) -> str:
+    line = f"{slack_date(event.at, '{time}')} · {truncate(escape(event.text), MAX_EVENT_TEXT)}"
+    return f"{line} · by {mention(event.actor)}" if event.actor else line
+
+
+# --- events ------------------------------------------------------------------------------------
+
+
+def render_event(incident: Incident, event: Event) -> Rendered:
+    """A one-line thread reply for something that happened: reopened, alerts changed, acked…"""
+    icon = _EVENT_ICONS.get(event.kind, "•")
+    line = f"{icon} {truncate(escape(event.text), 2000)}"
+    if event.actor:
+        line = f"{line} · by {mention(event.actor)}"
+    return rendered(f"Incident {escape(incident.id)}: {escape(event.text)}", [section(line)])
+
+
+def _join(*parts: str) -> str:
+    return " ".join(part for part in parts if part)
+
+
+def _paren(text: str | None) -> str:
+    return f" ({text})" if text else ""

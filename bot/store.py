@@ -1,0 +1,165 @@
+"""Redis persistence of incidents: state, group index, thread location, outbox, timeline, schedule.
+
+Every replica reads and writes the same keys, so any replica can serve any request. Mutations of
+one incident happen under its group's lease (see `bot.leases`); the few keys that must be right
+even without it (the group binding and the thread claim) are set atomically with NX.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import cast
+
+from redis.asyncio import Redis
+
+from bot.incidents import Event, Incident
+
+
+@dataclass(frozen=True)
+class ThreadRef:
+    """Where an incident's thread lives in Slack."""
+
+    channel: str
+    ts: str
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """A thread reply decided on but not yet posted: posted by whichever replica syncs next."""
+
+    text: str
+    blocks: list[dict[str, object]]
+
+
+_PENDING = "pending:"
+_RELEASE_CLAIM = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+class IncidentStore:
+    def __init__(self, redis: Redis, prefix: str) -> None:
+        self._redis = redis
+        self._p = prefix
+        self._release_claim = redis.register_script(_RELEASE_CLAIM)
+
+    # -- incidents -------------------------------------------------------------------------
+
+    async def next_id(self) -> str:
+        """Short sequential IDs, because people type them: `/queue ack 12`."""
+        return str(await self._redis.incr(f"{self._p}:incident-seq"))
+
+    async def get(self, incident_id: str) -> Incident | None:
+        raw = await self._redis.get(f"{self._p}:incident:{incident_id}")
+        return Incident.model_validate_json(raw) if raw else None
+
+    async def save(self, incident: Incident) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(f"{self._p}:incident:{incident.id}", incident.model_dump_json())
+            pipe.zadd(f"{self._p}:incidents", {incident.id: incident.opened_at.timestamp()})
+            if incident.is_open:
+                pipe.zadd(f"{self._p}:open", {incident.id: incident.opened_at.timestamp()})
+            else:
+                pipe.zrem(f"{self._p}:open", incident.id)
+            await pipe.execute()
+
+    async def open_ids(self) -> list[str]:
+        """Open incidents, most recently opened first."""
+        return cast(list[str], await self._redis.zrevrange(f"{self._p}:open", 0, -1))
+
+    async def recent_ids(self, limit: int = 20) -> list[str]:
+        return cast(list[str], await self._redis.zrevrange(f"{self._p}:incidents", 0, limit - 1))
+
+    # -- alert groups ----------------------------------------------------------------------
+
+    async def incident_of_group(self, group_hash: str) -> str | None:
+        return cast(str | None, await self._redis.get(f"{self._p}:group:{group_hash}"))
+
+    async def bind_group(self, group_hash: str, incident_id: str, *, replace: bool) -> bool:
+        """Point a group at an incident. Without `replace`, only the first binding wins."""
+        key = f"{self._p}:group:{group_hash}"
+        return bool(await self._redis.set(key, incident_id, nx=not replace))
+
+    # -- the Slack thread ------------------------------------------------------------------
+
+    async def thread(self, incident_id: str) -> ThreadRef | None:
+        raw = await self._redis.get(f"{self._p}:thread:{incident_id}")
+        if not raw or raw.startswith(_PENDING):
+            return None
+        data = json.loads(raw)
+        return ThreadRef(channel=data["channel"], ts=data["ts"])
+
+    async def claim_thread(self, incident_id: str, token: str, *, ttl_ms: int) -> bool:
+        """Claim the right to post the root message; only one replica ever wins it.
+
+        The claim expires (unless replaced by the posted thread's location) so that a replica
+        that died between claiming and posting does not leave the incident without a thread.
+        """
+        key = f"{self._p}:thread:{incident_id}"
+        return bool(await self._redis.set(key, _PENDING + token, nx=True, px=ttl_ms))
+
+    async def release_thread_claim(self, incident_id: str, token: str) -> None:
+        """Give the claim back after a post that surely failed, so the next try need not wait."""
+        key = f"{self._p}:thread:{incident_id}"
+        await self._release_claim(keys=[key], args=[_PENDING + token])
+
+    async def set_thread(self, incident_id: str, ref: ThreadRef) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(f"{self._p}:thread:{incident_id}", json.dumps(ref.__dict__))
+            pipe.set(f"{self._p}:message:{ref.channel}:{ref.ts}", incident_id)
+            await pipe.execute()
+
+    async def incident_of_message(self, channel: str, ts: str) -> str | None:
+        return cast(str | None, await self._redis.get(f"{self._p}:message:{channel}:{ts}"))
+
+    async def rendered_digest(self, incident_id: str) -> str | None:
+        return cast(str | None, await self._redis.get(f"{self._p}:rendered:{incident_id}"))
+
+    async def set_rendered_digest(self, incident_id: str, digest: str) -> None:
+        await self._redis.set(f"{self._p}:rendered:{incident_id}", digest)
+
+    # -- outbox and timeline ---------------------------------------------------------------
+
+    async def push_reply(self, incident_id: str, item: OutboxItem) -> None:
+        payload = json.dumps({"text": item.text, "blocks": item.blocks})
+        await self._redis.rpush(f"{self._p}:outbox:{incident_id}", payload)  # type: ignore[misc]
+
+    async def next_reply(self, incident_id: str) -> OutboxItem | None:
+        raw = await self._redis.lindex(f"{self._p}:outbox:{incident_id}", 0)  # type: ignore[misc]
+        if raw is None:
+            return None
+        data = json.loads(raw)
+        return OutboxItem(text=data["text"], blocks=data["blocks"])
+
+    async def pop_reply(self, incident_id: str) -> None:
+        await self._redis.lpop(f"{self._p}:outbox:{incident_id}")  # type: ignore[misc]
+
+    async def add_event(self, incident_id: str, event: Event) -> None:
+        key = f"{self._p}:timeline:{incident_id}"
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.rpush(key, event.model_dump_json())
+            pipe.ltrim(key, -500, -1)
+            await pipe.execute()
+
+    async def events(self, incident_id: str) -> list[Event]:
+        raw = await self._redis.lrange(f"{self._p}:timeline:{incident_id}", 0, -1)  # type: ignore[misc]
+        return [Event.model_validate_json(item) for item in raw]
+
+    # -- periodic status -------------------------------------------------------------------
+
+    async def schedule_status(self, incident_id: str, due: float) -> None:
+        await self._redis.zadd(f"{self._p}:status-due", {incident_id: due})
+
+    async def unschedule_status(self, incident_id: str) -> None:
+        await self._redis.zrem(f"{self._p}:status-due", incident_id)
+
+    async def status_due_at(self, incident_id: str) -> float | None:
+        return cast(float | None, await self._redis.zscore(f"{self._p}:status-due", incident_id))
+
+    async def due_status(self, now: float, *, limit: int = 20) -> list[str]:
+        key = f"{self._p}:status-due"
+        return cast(
+            list[str], await self._redis.zrangebyscore(key, "-inf", now, start=0, num=limit)
+        )

@@ -1,0 +1,53 @@
+"""The bot's own Prometheus metrics, in a registry per app so that two apps can share a process."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class Telemetry:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.notifications = Counter(
+            "queuepilot_notifications_total",
+            "Alert notifications received, by source and outcome (accepted or why rejected).",
+            ["source", "outcome"],
+            registry=self.registry,
+        )
+        self.incidents_opened = Counter(
+            "queuepilot_incidents_opened_total", "Incidents opened.", registry=self.registry
+        )
+        self.incidents_resolved = Counter(
+            "queuepilot_incidents_resolved_total",
+            "Incidents resolved, by how (alert, manual).",
+            ["resolution"],
+            registry=self.registry,
+        )
+        self.slack_calls = Counter(
+            "queuepilot_slack_calls_total",
+            "Slack Web API calls, by method and outcome (ok or the Slack error).",
+            ["method", "outcome"],
+            registry=self.registry,
+        )
+        self.slack_rate_limited = Counter(
+            "queuepilot_slack_rate_limited_total",
+            "Slack answers of 429 (each was waited out for its Retry-After).",
+            ["method"],
+            registry=self.registry,
+        )
+        self.intake_failures = Counter(
+            "queuepilot_intake_failures_total",
+            "Stream entries whose processing failed and will be retried, or were dead-lettered.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.status_posts = Counter(
+            "queuepilot_status_posts_total",
+            "Periodic status replies posted.",
+            registry=self.registry,
+        )
+        self.intake_backlog = Gauge(
+            "queuepilot_intake_backlog",
+            "Notifications accepted but not yet processed, as last seen by this replica.",
+            registry=self.registry,
+        )

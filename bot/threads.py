@@ -1,0 +1,105 @@
+"""Make Slack show an incident: its thread opened once, its root kept current, its replies posted.
+
+The incident in Redis is the truth and Slack converges to it. Callers change state, queue replies
+in the incident's outbox, then call `sync`; if a Slack call fails half-way, the next sync (the next
+notification, status tick or action, on any replica) finishes the job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from datetime import datetime
+
+from bot.incidents import Incident
+from bot.messages import Rendered, render_root
+from bot.slack import SlackError, SlackGateway
+from bot.store import IncidentStore, OutboxItem, ThreadRef
+
+log = logging.getLogger(__name__)
+
+# How long a claim to post the root message stands without the posted message's location.
+# Long enough to outlast Slack retries; short enough that a replica that died mid-post does not
+# leave the incident without a thread for long.
+THREAD_CLAIM_TTL_MS = 120_000
+
+
+class Threads:
+    def __init__(
+        self,
+        store: IncidentStore,
+        slack: SlackGateway,
+        *,
+        channel: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._store = store
+        self._slack = slack
+        self._channel = channel
+        self._clock = clock
+
+    async def reply(self, incident: Incident, rendered: Rendered) -> None:
+        """Queue a thread reply; it is posted by this or a later `sync`."""
+        await self._store.push_reply(incident.id, OutboxItem(rendered.text, rendered.blocks))
+
+    async def sync(self, incident: Incident) -> ThreadRef | None:
+        """Bring the thread up to date; returns where it is, or None if it is not posted yet."""
+        ref = await self._store.thread(incident.id)
+        root = render_root(incident, now=self._clock())
+        if ref is None:
+            ref = await self._open(incident, root)
+            if ref is None:
+                return None
+        else:
+            await self._refresh_root(incident, ref, root)
+        await self._drain_outbox(incident, ref)
+        return ref
+
+    async def _open(self, incident: Incident, root: Rendered) -> ThreadRef | None:
+        token = secrets.token_hex(8)
+        if not await self._store.claim_thread(incident.id, token, ttl_ms=THREAD_CLAIM_TTL_MS):
+            log.info("incident %s: another replica is opening its thread", incident.id)
+            return None
+        try:
+            ts = await self._slack.post(self._channel, root.text, root.blocks)
+        except SlackError as exc:
+            if not exc.uncertain:
+                await self._store.release_thread_claim(incident.id, token)
+            raise
+        ref = ThreadRef(channel=self._channel, ts=ts)
+        await self._store.set_thread(incident.id, ref)
+        await self._store.set_rendered_digest(incident.id, _digest(root))
+        log.info("incident %s: opened thread %s in %s", incident.id, ts, self._channel)
+        return ref
+
+    async def _refresh_root(self, incident: Incident, ref: ThreadRef, root: Rendered) -> None:
+        digest = _digest(root)
+        if digest == await self._store.rendered_digest(incident.id):
+            return
+        try:
+            await self._slack.update(ref.channel, ref.ts, root.text, root.blocks)
+        except SlackError as exc:
+            if exc.retryable:
+                raise
+            # The root was deleted or the channel archived: editing will never work again, and
+            # re-posting would be a second root. Record the render so we don't try each tick.
+            log.error("incident %s: cannot edit root message: %s", incident.id, exc.error)
+        await self._store.set_rendered_digest(incident.id, digest)
+
+    async def _drain_outbox(self, incident: Incident, ref: ThreadRef) -> None:
+        while (item := await self._store.next_reply(incident.id)) is not None:
+            try:
+                await self._slack.post(ref.channel, item.text, item.blocks, thread_ts=ref.ts)
+            except SlackError as exc:
+                if exc.retryable:
+                    raise
+                log.error("incident %s: dropped a thread reply: %s", incident.id, exc.error)
+            await self._store.pop_reply(incident.id)
+
+
+def _digest(rendered: Rendered) -> str:
+    payload = json.dumps({"text": rendered.text, "blocks": rendered.blocks}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()

@@ -1,0 +1,59 @@
+"""Root-message actions (buttons and the silence select): acknowledge, then hand to the core."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
+
+from bot.actions import Outcome
+from handlers.context import actor_of, core_of, incident_id_of, tell
+
+NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
+
+
+async def on_ack(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    core = core_of(context)
+    incident_id = await incident_id_of(body, core)
+    outcome = await core.acknowledge(actor_of(body), incident_id) if incident_id else NO_INCIDENT
+    await tell(context, body, outcome)
+
+
+async def on_resolve(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    core = core_of(context)
+    incident_id = await incident_id_of(body, core)
+    outcome = await core.resolve(actor_of(body), incident_id) if incident_id else NO_INCIDENT
+    await tell(context, body, outcome)
+
+
+async def on_silence(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    await tell(context, body, core_of(context).unavailable("Silencing from Slack"))
+
+
+async def on_unsilence(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    await tell(context, body, core_of(context).unavailable("Removing a silence from Slack"))
+
+
+async def on_scale(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    await tell(context, body, core_of(context).unavailable("Scaling up from Slack"))
+
+
+async def on_diagnose(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    await tell(context, body, core_of(context).unavailable("Diagnostics"))
+
+
+def register(app: AsyncApp) -> None:
+    app.action("incident_ack")(on_ack)
+    app.action("incident_resolve")(on_resolve)
+    app.action("incident_silence")(on_silence)
+    app.action("incident_unsilence")(on_unsilence)
+    app.action("incident_scale")(on_scale)
+    app.action("incident_diagnose")(on_diagnose)

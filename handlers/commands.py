@@ -1,0 +1,22 @@
+"""The `/queue` slash command: acknowledge within Slack's 3 seconds, then run it in the core."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
+
+from bot.commands import run_command
+from handlers.context import actor_of, core_of, tell
+
+
+async def on_queue(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    outcome = await run_command(core_of(context), actor_of(body), str(body.get("text") or ""))
+    await tell(context, body, outcome)
+
+
+def register(app: AsyncApp, *, command: str) -> None:
+    app.command(command)(on_queue)

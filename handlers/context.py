@@ -1,0 +1,56 @@
+"""What Slack listeners get from a request: who, where, which incident, and how to answer."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.context.async_context import AsyncBoltContext
+
+from bot.actions import ActionCore, Actor, Outcome
+from bot.slack import SlackError, SlackGateway
+
+log = logging.getLogger(__name__)
+
+
+def actor_of(body: dict[str, Any]) -> Actor:
+    """The user of an interaction payload (`user`) or a slash command form (`user_id`)."""
+    user = body.get("user") or {}
+    return Actor(
+        user_id=str(user.get("id") or body.get("user_id") or ""),
+        name=str(user.get("username") or body.get("user_name") or ""),
+    )
+
+
+def channel_of(body: dict[str, Any]) -> str:
+    container = body.get("container") or {}
+    channel = body.get("channel") or {}
+    return str(container.get("channel_id") or channel.get("id") or body.get("channel_id") or "")
+
+
+async def incident_id_of(body: dict[str, Any], core: ActionCore) -> str | None:
+    """The incident a root-message action is about.
+
+    Buttons carry the incident ID as their value; a select's value is its choice, so for it
+    (and as a fallback) the clicked message is looked up: every root message is indexed.
+    """
+    action = (body.get("actions") or [{}])[0]
+    if action.get("type") == "button" and action.get("value"):
+        return str(action["value"])
+    message_ts = (body.get("container") or {}).get("message_ts")
+    if not message_ts:
+        return None
+    return await core.incident_of_message(channel_of(body), str(message_ts))
+
+
+def core_of(context: AsyncBoltContext) -> ActionCore:
+    return context["actions"]  # type: ignore[no-any-return]
+
+
+async def tell(context: AsyncBoltContext, body: dict[str, Any], outcome: Outcome) -> None:
+    """Answer the person who acted, visible to them only."""
+    slack: SlackGateway = context["slack"]
+    try:
+        await slack.post_ephemeral(channel_of(body), actor_of(body).user_id, outcome.message)
+    except SlackError as exc:
+        log.warning("could not answer %s: %s", actor_of(body).user_id, exc.error)

@@ -1,0 +1,38 @@
+"""Liveness, readiness and the bot's own metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from bot.telemetry import Telemetry
+
+
+class Health:
+    def __init__(self, redis: Redis, telemetry: Telemetry) -> None:
+        self._redis = redis
+        self._telemetry = telemetry
+
+    async def healthz(self, request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(self, request: Request) -> JSONResponse:
+        """Ready only when Redis answers: without it no notification can be accepted."""
+        try:
+            await self._redis.ping()
+        except (RedisError, OSError) as exc:
+            return JSONResponse({"status": "unavailable", "redis": str(exc)}, status_code=503)
+        return JSONResponse({"status": "ok", "redis": "ok"})
+
+    async def metrics(self, request: Request) -> Response:
+        return Response(generate_latest(self._telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def register(app: Starlette, health: Health) -> None:
+    app.add_route("/healthz", health.healthz, methods=["GET"])
+    app.add_route("/readyz", health.readyz, methods=["GET"])
+    app.add_route("/metrics", health.metrics, methods=["GET"])

@@ -1,0 +1,157 @@
+"""Alert webhooks: authenticate, bound, validate, append to the stream, answer 202.
+
+Nothing here waits for Slack. A notification is acknowledged only once it is in Redis, so a 202
+is a promise kept; when Redis is unreachable the answer is 503 and the sender retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from redis.exceptions import RedisError
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+
+from bot.alerts import PayloadError, Source, parse_json_body, parse_notification
+from bot.auth import basic_ok, bearer_ok, grafana_signature_problem
+from bot.stream import NotificationStream
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Grafana-Alerting-Signature"
+TIMESTAMP_HEADER = "X-Grafana-Alerting-Timestamp"
+
+
+@dataclass(frozen=True)
+class WebhookAuth:
+    """Which credentials the alert endpoints demand; all unset means open (a warning at start)."""
+
+    token: str | None = None
+    hmac_secret: str | None = None
+    basic_user: str | None = None
+    basic_password: str | None = None
+
+
+class _Rejected(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class AlertWebhooks:
+    def __init__(
+        self,
+        stream: NotificationStream,
+        telemetry: Telemetry,
+        *,
+        auth: WebhookAuth,
+        max_body_bytes: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._stream = stream
+        self._telemetry = telemetry
+        self._auth = auth
+        self._max_body = max_body_bytes
+        self._clock = clock
+
+    async def grafana(self, request: Request) -> JSONResponse:
+        return await self._receive(request, "grafana")
+
+    async def alertmanager(self, request: Request) -> JSONResponse:
+        return await self._receive(request, "alertmanager")
+
+    async def _receive(self, request: Request, source: Source) -> JSONResponse:
+        try:
+            self._check_credentials(request)
+            self._check_content_type(request)
+            body = await self._read_body(request)
+            if source == "grafana":
+                self._check_signature(request, body)
+            notification = parse_notification(source, parse_json_body(body))
+        except _Rejected as exc:
+            return self._reject(source, exc.status, exc.reason, str(exc))
+        except PayloadError as exc:
+            return self._reject(source, 400, "invalid", str(exc))
+        try:
+            entry_id = await self._stream.append(source, body.decode(), self._clock())
+        except RedisError as exc:
+            log.error("webhook: cannot persist a %s notification: %s", source, exc)
+            return self._reject(
+                source, 503, "unavailable", "cannot persist the notification now; retry"
+            )
+        self._telemetry.notifications.labels(source, "accepted").inc()
+        log.info(
+            "webhook: accepted %s notification %s (%s, %d alerts)",
+            source,
+            entry_id,
+            notification.status,
+            len(notification.alerts),
+        )
+        return JSONResponse({"status": "accepted", "id": entry_id}, status_code=202)
+
+    def _check_credentials(self, request: Request) -> None:
+        auth = self._auth
+        header = request.headers.get("authorization")
+        allowed = []
+        if auth.token:
+            allowed.append(bearer_ok(header, auth.token))
+        if auth.basic_user is not None and auth.basic_password is not None:
+            allowed.append(basic_ok(header, auth.basic_user, auth.basic_password))
+        if allowed and not any(allowed):
+            reason = "missing" if header is None else "wrong"
+            raise _Rejected(
+                401, "unauthorized", f"{reason} credentials in the Authorization header"
+            )
+
+    def _check_content_type(self, request: Request) -> None:
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json" and not media_type.endswith("+json"):
+            shown = media_type or "none"
+            raise _Rejected(
+                415, "content_type", f"expected Content-Type application/json, got {shown}"
+            )
+
+    async def _read_body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._max_body:
+            raise _Rejected(413, "too_large", f"body over the {self._max_body}-byte limit")
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self._max_body:
+                    raise _Rejected(413, "too_large", f"body over the {self._max_body}-byte limit")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise _Rejected(400, "disconnected", "the client went away mid-body") from None
+        return b"".join(chunks)
+
+    def _check_signature(self, request: Request, body: bytes) -> None:
+        if not self._auth.hmac_secret:
+            return
+        problem = grafana_signature_problem(
+            body,
+            request.headers.get(SIGNATURE_HEADER),
+            request.headers.get(TIMESTAMP_HEADER),
+            self._auth.hmac_secret,
+            now=self._clock(),
+        )
+        if problem is not None:
+            raise _Rejected(401, "bad_signature", problem)
+
+    def _reject(self, source: Source, status: int, reason: str, message: str) -> JSONResponse:
+        self._telemetry.notifications.labels(source, reason).inc()
+        log.info("webhook: rejected a %s notification (%d): %s", source, status, message)
+        return JSONResponse({"status": "rejected", "error": message}, status_code=status)
+
+
+def register(app: Starlette, webhooks: AlertWebhooks) -> None:
+    app.add_route("/alerts/grafana", webhooks.grafana, methods=["POST"])
+    app.add_route("/alerts/alertmanager", webhooks.alertmanager, methods=["POST"])

@@ -1,0 +1,343 @@
+"""Alert payload parsing and incident facts, against real Grafana and Alertmanager payloads."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from bot.alert_facts import facts_of, matchers_from_silence_url
+from bot.alerts import (
+    Matcher,
+    Notification,
+    PayloadError,
+    QueueNumbers,
+    Series,
+    Source,
+    parse_json_body,
+    parse_notification,
+    parse_value_string,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ALL_FIXTURES = sorted(FIXTURES.glob("*/*.json"))
+
+
+def load(name: str) -> Notification:
+    """Parse a fixture under the source its folder names, as the webhook handler would."""
+    path = FIXTURES / name
+    return parse_notification(cast(Source, path.parent.name), parse_json_body(path.read_bytes()))
+
+
+def raw(name: str) -> dict[str, Any]:
+    return cast(dict[str, Any], json.loads((FIXTURES / name).read_text()))
+
+
+def problem(source: Source, data: object) -> str:
+    with pytest.raises(PayloadError) as caught:
+        parse_notification(source, data)
+    return str(caught.value)
+
+
+def test_fixtures_are_present() -> None:
+    assert {p.parent.name for p in ALL_FIXTURES} == {"grafana", "alertmanager"}
+    assert len(ALL_FIXTURES) >= 10
+
+
+@pytest.mark.parametrize("path", ALL_FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_fixture_parses_under_its_source(path: Path) -> None:
+    notification = load(f"{path.parent.name}/{path.name}")
+    assert notification.source == path.parent.name
+    assert notification.alerts and notification.group_key
+    for alert in notification.alerts:
+        for moment in (alert.starts_at, alert.ends_at):
+            assert moment is None or moment.tzinfo == UTC
+        assert "\\u0026" not in alert.silence_url + alert.generator_url
+    facts = facts_of(notification)
+    assert facts.title and facts.firing_count + facts.resolved_count == len(notification.alerts)
+
+
+def test_queue_alert_firing() -> None:
+    notification = load("grafana/queue-alert-firing.json")
+    facts = facts_of(notification)
+    assert not notification.is_test
+    assert facts.title == "Jobs queueing in autoscaled machines"
+    assert facts.priority == "P2"
+    assert facts.team == "pytorch-dev-infra"
+    assert facts.numbers == QueueNumbers(
+        max_queue_time_mins=114, max_queue_size=14, queue_time_threshold=1, queue_size_threshold=0
+    )
+    assert facts.other_values == {"threshold_breached": 1}
+    assert facts.runbook_url == "https://hud.pytorch.org/metrics"
+    assert facts.summary == "Jobs are queueing in the autoscaled machines"
+    assert facts.alert_url == (
+        "https://pytorchci.grafana.net/alerting/grafana/dez2aomgvru2oe/view?orgId=1"
+    )
+    assert facts.silence_matchers == (
+        Matcher("__alert_rule_uid__", "dez2aomgvru2oe"),
+        Matcher("type", "alerting-infra"),
+    )
+    assert (facts.firing_count, facts.resolved_count) == (1, 0)
+
+
+def test_queue_alert_resolved_ignores_zeroed_numbers() -> None:
+    facts = facts_of(load("grafana/queue-alert-resolved.json"))
+    assert facts.numbers == QueueNumbers()
+    assert facts.other_values == {}
+    assert (facts.firing_count, facts.resolved_count) == (0, 1)
+
+
+def test_alertmanager_firing_runner_type() -> None:
+    notification = load("alertmanager/runner-queue-am-00-firing.json")
+    facts = facts_of(notification)
+    assert notification.version == "4"
+    assert facts.priority == "P2"
+    assert facts.title == "RunnerQueueTimeHigh"
+    assert set(facts.runner_types) == {"linux.g5.4xlarge.nvidia.gpu"}
+    queue = facts.runner_types["linux.g5.4xlarge.nvidia.gpu"]
+    assert (queue.queued, queue.longest_wait_mins) == (14, 114)
+    assert facts.numbers.max_queue_time_mins == 114 and facts.numbers.max_queue_size == 14
+    assert notification.alerts[0].ends_at is None
+
+
+def test_alertmanager_resolved() -> None:
+    notification = load("alertmanager/runner-queue-am-03-resolved.json")
+    facts = facts_of(notification)
+    assert notification.status == "resolved"
+    assert facts.firing_count == 0 and facts.resolved_count == 2
+    assert facts.numbers == QueueNumbers()
+    assert facts.runner_types == {}
+    assert notification.alerts[0].ends_at == datetime(2026, 11, 22, 1, 28, 2, tzinfo=UTC)
+
+
+def test_grafana_test_button_notification() -> None:
+    notification = load("grafana/test-notification.json")
+    alert = notification.alerts[0]
+    assert notification.is_test
+    assert "&matcher=alertname%3DTestAlert&matcher=instance%3DGrafana" in alert.silence_url
+    assert alert.series == [Series(name="foo", labels={"instance": "bar"}, value=10)]
+    assert alert.values == {}  # values: null and the only series is labelled
+    assert alert.generator_url == ""
+    assert alert.starts_at == datetime(2025, 9, 16, 17, 11, 19, 283071, tzinfo=UTC)
+    assert facts_of(notification).silence_matchers == (
+        Matcher("alertname", "TestAlert"),
+        Matcher("instance", "Grafana"),
+    )
+
+
+def test_docs_example_two_alerts() -> None:
+    notification = load("grafana/docs-example-two-alerts.json")
+    facts = facts_of(notification)
+    assert len(notification.alerts) == 2
+    assert facts.title == "High memory usage (+1 more)"
+    assert facts.other_values == {"B": pytest.approx(44.23943737541908), "C": 1}
+    assert facts.team == "blue"
+    assert facts.priority is None
+    assert facts.silence_matchers == (
+        Matcher("alertname", "T2"),
+        Matcher("team", "blue"),
+        Matcher("zone", "us-1"),
+    )
+    assert notification.alerts[0].starts_at == datetime(2021, 10, 12, 7, 51, 3, 157076, tzinfo=UTC)
+
+
+def test_datasource_nodata_is_named_by_its_rule() -> None:
+    notification = load("grafana/datasource-nodata-firing.json")
+    facts = facts_of(notification)
+    assert facts.title == "viable/strict is broken (no data)"
+    assert facts.priority == "P1"
+    assert notification.alerts[0].values == {} and notification.alerts[0].series == []
+    assert facts.silence_matchers[0] == Matcher("__alert_rule_uid__", "eewi8oa4ccef4e")
+    assert facts.silence_matchers[-1] == Matcher("rulename", "viable/strict is broken")
+
+
+def test_scale_up_failure_pair() -> None:
+    firing = load("grafana/scale-up-failure-firing.json")
+    resolved = load("grafana/scale-up-failure-resolved.json")
+    facts = facts_of(firing)
+    assert facts.title == "Runners Scale Up Failure"
+    assert facts.priority == "P1" and facts.team == "dev-infra"
+    assert facts.silence_url == "" and facts.silence_matchers == ()
+    assert facts.dashboard_url == ""
+    assert firing.alerts[0].ends_at is None
+    assert resolved.alerts[0].ends_at == datetime(2025, 9, 3, 19, 25, 1, tzinfo=UTC)
+
+
+def test_pytorch_toggling_values_and_team_any_case() -> None:
+    facts = facts_of(load("grafana/pytorch-toggling-firing.json"))
+    assert facts.team == "pytorch-dev-infra"  # annotation key "TEAM"
+    assert facts.other_values == {"C": 1, "reducer": 1}
+    assert facts.priority is None  # "CustomAnnotationPriority" is not a priority key
+
+
+# --- rules on synthetic payloads ------------------------------------------------------------------
+
+
+def grafana(**alert: Any) -> dict[str, Any]:
+    """A minimal valid Grafana payload with one alert, overridden by keyword."""
+    base: dict[str, Any] = {"status": "firing", "labels": {"alertname": "Q"}, "annotations": {}}
+    return {
+        "version": "1",
+        "groupKey": "{}:{}",
+        "status": "firing",
+        "alerts": [{**base, **alert}],
+    }
+
+
+def test_runner_types_from_labelled_series_and_alerts() -> None:
+    value_string = (
+        "[ var='max_queue_size' labels={runner_label=linux.2xlarge} value=7 ], "
+        "[ var='max_queue_time_mins' labels={runner_label=linux.2xlarge} value=42.5 ], "
+        "[ var='max_queue_size' labels={runner_label=linux.4xlarge} value=null ]"
+    )
+    data = grafana(valueString=value_string, values=None)
+    data["alerts"].append(
+        {"status": "firing", "labels": {"runner_type": "linux.2xlarge"}, "annotations": {}}
+    )
+    facts = facts_of(parse_notification("grafana", data))
+    queue = facts.runner_types["linux.2xlarge"]
+    assert (queue.queued, queue.longest_wait_mins) == (7, 42.5)
+    assert "linux.4xlarge" not in facts.runner_types
+    assert facts.numbers.max_queue_size == 7  # labelled series still count toward the max
+
+
+def test_numbers_take_max_across_firing_alerts_and_aliases() -> None:
+    data = grafana(annotations={"queued_jobs": "3", "queue_time_mins": "not a number"})
+    data["alerts"] += [
+        {"status": "firing", "labels": {"queue_size": 9, "queue_time_mins": "12"}},
+        {"status": "resolved", "labels": {"max_queue_size": "500"}},
+    ]
+    numbers = facts_of(parse_notification("grafana", data)).numbers
+    assert (numbers.max_queue_size, numbers.max_queue_time_mins) == (9, 12)
+
+
+def test_priority_and_severity_keys() -> None:
+    data = grafana(labels={"alertname": "Q", "Severity": "critical"})
+    assert facts_of(parse_notification("grafana", data)).priority == "critical"
+    data = grafana(annotations={"priority": "3"})
+    assert facts_of(parse_notification("grafana", data)).priority == "P3"
+
+
+def test_label_values_are_coerced_to_text() -> None:
+    alert = parse_notification(
+        "alertmanager", {**grafana(labels={"n": 3, "b": True}), "version": "4"}
+    )
+    assert alert.alerts[0].labels == {"n": "3", "b": "true"}
+
+
+def test_value_string_grammar() -> None:
+    series = parse_value_string(
+        "[ var='A' labels={a=1, b=x y} value=2.5 ], [ var='B' labels={} value=NaN ], "
+        "[ metric='m' labels={} value=oops ]"
+    )
+    assert series == [
+        Series(name="A", labels={"a": "1", "b": "x y"}, value=2.5),
+        Series(name="B", labels={}, value=None),
+        Series(name="m", labels={}, value=None),
+    ]
+    assert parse_value_string("") == [] and parse_value_string(None) == []
+
+
+def test_silence_matcher_operators_and_quoting() -> None:
+    url = (
+        "https://g/alerting/silence/new?matcher=a%21%3Db&matcher=c%3D~x.%2A&matcher=d%21~y"
+        "&matchers=e%3D%221%2C2%22%2Cf%3Dg"
+    )
+    assert matchers_from_silence_url(url) == (
+        Matcher("a", "b", is_equal=False),
+        Matcher("c", "x.*", is_regex=True),
+        Matcher("d", "y", is_equal=False, is_regex=True),
+        Matcher("e", "1,2"),
+        Matcher("f", "g"),
+    )
+    assert matchers_from_silence_url("") == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2025-09-16T17:11:19.283071388Z", datetime(2025, 9, 16, 17, 11, 19, 283071, tzinfo=UTC)),
+        ("2021-10-12T09:51:03.157076+02:00", datetime(2021, 10, 12, 7, 51, 3, 157076, tzinfo=UTC)),
+        ("2025-09-03T19:10:01.000Z", datetime(2025, 9, 3, 19, 10, 1, tzinfo=UTC)),
+        ("2025-01-01T00:30:00-01:30", datetime(2025, 1, 1, 2, 0, tzinfo=UTC)),
+        ("0001-01-01T00:00:00Z", None),
+    ],
+)
+def test_timestamps(text: str, expected: datetime | None) -> None:
+    assert parse_notification("grafana", grafana(startsAt=text)).alerts[0].starts_at == expected
+
+
+# --- refusals -------------------------------------------------------------------------------------
+
+
+def test_wrong_version_on_each_endpoint_points_at_the_other() -> None:
+    am = raw("alertmanager/runner-queue-am-00-firing.json")
+    message = problem("grafana", am)
+    assert message.startswith("version: expected '1'") and "/alerts/alertmanager" in message
+    message = problem("alertmanager", raw("grafana/queue-alert-firing.json"))
+    assert message.startswith("version: expected '4'") and "/alerts/grafana" in message
+    assert problem("grafana", {**am, "version": 1}).startswith("version: expected '1'")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"groupKey": None}, "groupKey: must be a non-empty string"),
+        ({"groupKey": ""}, "groupKey: must be a non-empty string"),
+        ({"status": "pending"}, "status: must be 'firing' or 'resolved'"),
+        ({"alerts": []}, "alerts: must not be empty"),
+        ({"alerts": {}}, "alerts: must be a list"),
+        ({"alerts": [{"status": "firing"}] * 1001}, "alerts: at most 1000"),
+        ({"alerts": ["x"]}, "alerts[0]: must be an object"),
+        ({"alerts": [{"status": "ok"}]}, "alerts[0].status: must be 'firing' or 'resolved'"),
+        ({"alerts": [{}]}, "alerts[0].status: is required"),
+        ({"alerts": [{"status": "firing", "labels": ["a"]}]}, "alerts[0].labels: must be an obj"),
+        ({"commonLabels": "x"}, "commonLabels: must be an object"),
+        ({"alerts": [{"status": "firing", "startsAt": "yesterday"}]}, "alerts[0].startsAt: must"),
+        ({"alerts": [{"status": "firing", "endsAt": "2025-13-01T00:00:00Z"}]}, "alerts[0].endsAt"),
+        ({"alerts": [{"status": "firing", "values": [1]}]}, "alerts[0].values: must be an object"),
+        ({"truncatedAlerts": "many"}, "truncatedAlerts: must be an integer"),
+    ],
+)
+def test_invalid_fields_are_named(change: dict[str, Any], expected: str) -> None:
+    data = {**raw("grafana/queue-alert-firing.json"), **change}
+    assert problem("grafana", data).startswith(expected)
+
+
+def test_missing_group_key() -> None:
+    data = raw("grafana/queue-alert-firing.json")
+    del data["groupKey"]
+    assert problem("grafana", data).startswith("groupKey:")
+
+
+@pytest.mark.parametrize("data", [[], "x", 1, None])
+def test_body_must_be_an_object(data: object) -> None:
+    assert problem("grafana", data).startswith("body: must be a JSON object")
+
+
+def test_deep_nesting_is_refused_without_recursion_error() -> None:
+    depth = 100_000
+    with pytest.raises(PayloadError, match="nested deeper than 32 levels"):
+        parse_json_body(b"[" * depth + b"]" * depth)
+    with pytest.raises(PayloadError, match="nested deeper"):
+        parse_json_body(b'{"a":' * depth + b"1" + b"}" * depth)
+    brackets_in_a_string = json.dumps({"a": "[{" * 40 + '\\"]'}).encode()
+    assert parse_json_body(brackets_in_a_string) == {"a": "[{" * 40 + '\\"]'}
+    assert parse_json_body(b"[" * 32 + b"]" * 32) is not None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"{", b'{"a": NaN}', b"{'a': 1}", b'{"a": 1} x', b"1" * 5000],
+)
+def test_invalid_json(body: bytes) -> None:
+    with pytest.raises(PayloadError, match="body is not valid JSON"):
+        parse_json_body(body)
+
+
+def test_non_utf8_body() -> None:
+    with pytest.raises(PayloadError, match="not UTF-8"):
+        parse_json_body(b'{"a": "\xff\xfe"}')

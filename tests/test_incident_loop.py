@@ -1,0 +1,157 @@
+"""The incident loop end to end: webhook -> stream -> incident -> Slack thread -> status -> resolve."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from typing import Any
+
+from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
+
+FIRING = "grafana/queue-alert-firing.json"
+RESOLVED = "grafana/queue-alert-resolved.json"
+
+
+def worse(payload: dict[str, Any], *, wait: float, queued: float) -> dict[str, Any]:
+    """The same alert group re-notified with other numbers."""
+    changed = copy.deepcopy(payload)
+    values = changed["alerts"][0]["values"]
+    values["max_queue_time_mins"] = wait
+    values["max_queue_size"] = queued
+    return changed
+
+
+def all_text(message: Any) -> str:
+    return message.text + json.dumps(message.blocks)
+
+
+async def test_firing_opens_one_thread_with_the_numbers(running_bot: RunningBot, slack: Slack) -> None:
+    response = await running_bot.send("grafana", fixture_json(FIRING))
+    assert response.status_code == 202, response.text
+    assert response.json()["status"] == "accepted"
+
+    roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root message")
+    assert len(roots) == 1
+    root = all_text(roots[0])
+    assert "Jobs queueing in autoscaled machines" in root
+    assert "P2" in root
+    assert "114" in root and "14" in root
+    assert "https://hud.pytorch.org/metrics" in root
+    action_ids = {
+        element["action_id"]
+        for block in roots[0].blocks
+        if block["type"] == "actions"
+        for element in block["elements"]
+    }
+    assert action_ids == {
+        "incident_ack",
+        "incident_silence",
+        "incident_scale",
+        "incident_diagnose",
+        "incident_resolve",
+    }
+
+
+async def test_renotification_edits_the_root_in_place(running_bot: RunningBot, slack: Slack) -> None:
+    firing = fixture_json(FIRING)
+    await running_bot.send("grafana", firing)
+    await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root message")
+
+    response = await running_bot.send("grafana", worse(firing, wait=171, queued=23))
+    assert response.status_code == 202
+
+    def edited() -> Any:
+        roots = slack.emulator.channel_messages(CHANNEL)
+        return roots if roots and "171" in all_text(roots[0]) else None
+
+    roots = await eventually(edited, what="root edited with the new numbers")
+    assert len(roots) == 1, "a re-notification must never open a second thread"
+    assert roots[0].edits >= 1
+
+
+async def test_resolved_posts_a_summary_and_marks_the_root(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    await running_bot.send("grafana", fixture_json(FIRING))
+    roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+    await running_bot.send("grafana", fixture_json(RESOLVED))
+
+    def summary() -> Any:
+        thread = slack.emulator.thread(CHANNEL, roots[0].ts)
+        return thread if len(thread) >= 2 and "resolved" in all_text(thread[-1]).lower() else None
+
+    thread = await eventually(summary, what="summary reply")
+    root = slack.emulator.channel_messages(CHANNEL)[0]
+    assert "resolved" in all_text(root).lower()
+    actions = [block for block in root.blocks if block["type"] == "actions"]
+    assert actions == [], "a resolved incident offers no actions"
+    assert "114" in all_text(thread[-1]), "the summary reports the peak wait"
+    assert len(slack.emulator.channel_messages(CHANNEL)) == 1
+
+
+async def test_firing_again_soon_after_resolving_reopens_the_same_thread(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    await running_bot.send("grafana", fixture_json(FIRING))
+    roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+    await running_bot.send("grafana", fixture_json(RESOLVED))
+    await eventually(
+        lambda: len(slack.emulator.thread(CHANNEL, roots[0].ts)) >= 2, what="summary"
+    )
+    await running_bot.send("grafana", fixture_json(FIRING))
+
+    def reopened() -> Any:
+        root = slack.emulator.channel_messages(CHANNEL)[0]
+        return "resolved" not in root.text.lower() and any(
+            b["type"] == "actions" for b in root.blocks
+        )
+
+    await eventually(reopened, what="root back to firing")
+    assert len(slack.emulator.channel_messages(CHANNEL)) == 1
+    assert any("reopen" in all_text(m).lower() for m in slack.emulator.thread(CHANNEL, roots[0].ts))
+
+
+async def test_status_posts_periodically_and_stops_on_resolve(
+    settings_for: Any, slack: Slack
+) -> None:
+    async with run_bot(settings_for(status_interval_seconds=1)) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+
+        def status_replies() -> list[Any]:
+            thread = slack.emulator.thread(CHANNEL, roots[0].ts)[1:]
+            return [m for m in thread if "status" in all_text(m).lower()]
+
+        await eventually(lambda: len(status_replies()) >= 2, what="two status posts", timeout=8)
+        await running.send("grafana", fixture_json(RESOLVED))
+        await eventually(
+            lambda: "resolved" in slack.emulator.channel_messages(CHANNEL)[0].text.lower(),
+            what="resolved",
+        )
+        settled = len(status_replies())
+        incident_id = await running.bot.core.incident_of_message(CHANNEL, roots[0].ts)
+        assert incident_id is not None
+        assert await running.bot.store.status_due_at(incident_id) is None
+        # Absence takes time to show: one and a half intervals, in which a stray post would land.
+        await asyncio.sleep(1.5)
+        assert len(status_replies()) == settled
+
+
+async def test_two_replicas_open_one_thread(settings_for: Any, slack: Slack) -> None:
+    firing = fixture_json(FIRING)
+    async with run_bot(settings_for()) as first, run_bot(settings_for()) as second:
+        responses = await asyncio.gather(
+            first.send("grafana", firing),
+            second.send("grafana", firing),
+            first.send("grafana", worse(firing, wait=120, queued=15)),
+            second.send("grafana", worse(firing, wait=130, queued=16)),
+        )
+        assert [r.status_code for r in responses] == [202] * 4
+
+        async def drained() -> bool:
+            return await first.bot.stream.backlog() == 0
+
+        await eventually(drained, what="every notification processed")
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+        assert len(roots) == 1

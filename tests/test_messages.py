@@ -1,0 +1,623 @@
+"""Block Kit rendering: every message within Slack's limits and inert for hostile alert text."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from slack_sdk.models.blocks import Block
+
+from bot.alerts import QueueNumbers, RunnerQueue
+from bot.incidents import Event, Incident, Links, Resolution, Snapshot, Status
+from bot.messages import (
+    ACTIONS_BLOCK_ID,
+    Rendered,
+    incident_id_of,
+    render_event,
+    render_root,
+    render_status,
+    render_summary,
+)
+
+T0 = datetime(2025, 9, 16, 17, 0, tzinfo=UTC)
+EVIL = "<!channel> <!here> <!everyone> <@U0EVIL> <https://evil.example|click> &<> "
+
+
+def make_incident(**changes: Any) -> Incident:
+    """The product's reference alert (P2, 114 min, 14 queued), firing; override any field."""
+    fields: dict[str, Any] = {
+        "id": "12",
+        "group_key": '{}:{alertname="Jobs queueing"}',
+        "group_hash": "5f3c",
+        "source": "grafana",
+        "title": "Jobs queueing in autoscaled machines",
+        "priority": "P2",
+        "team": "pytorch-dev-infra",
+        "summary": "Max queue time 114 minutes, max queue size 14 runners.",
+        "links": Links(
+            runbook="https://github.com/pytorch/test-infra/wiki/runbook",
+            alert="https://grafana.example/alerting/grafana/dez2aomgvru2oe/view",
+            silence="https://grafana.example/alerting/silence/new?alertmanager=grafana&matcher=a%3Db",
+        ),
+        "numbers": QueueNumbers(114, 14, 1, 0),
+        "peak": QueueNumbers(114, 14, 1, 0),
+        "runner_types": {
+            "linux.2xlarge": RunnerQueue(queued=4, longest_wait_mins=20),
+            "linux.g5.4xlarge.nvidia.gpu": RunnerQueue(queued=10, longest_wait_mins=114),
+        },
+        "firing_count": 1,
+        "notifications": 1,
+        "started_at": T0,
+        "opened_at": T0 + timedelta(minutes=1),
+        "updated_at": T0 + timedelta(minutes=1),
+    }
+    return Incident(**(fields | changes))
+
+
+def acknowledged(incident: Incident, by: str = "U123ABC") -> Incident:
+    return incident.model_copy(update={"acknowledged_by": by, "acknowledged_at": T0})
+
+
+def resolved(incident: Incident, *, by: str | None = None) -> Incident:
+    update: dict[str, Any] = {
+        "status": Status.RESOLVED,
+        "resolved_at": incident.started_at + timedelta(hours=1, minutes=18),
+        "resolution": Resolution.MANUAL if by else Resolution.ALERT,
+        "resolved_by": by,
+    }
+    if not by:
+        update["numbers"] = QueueNumbers()
+        update["runner_types"] = {}
+    return incident.model_copy(update=update)
+
+
+def hostile_incident(**changes: Any) -> Incident:
+    """Everything an alert sender controls, huge and full of Slack control sequences."""
+    huge = (EVIL * 200)[:10_000]
+    runner_types = {
+        f"{i:03d}{EVIL}".ljust(300, "&"): RunnerQueue(queued=i, longest_wait_mins=i * 1.5)
+        for i in range(500)
+    }
+    fields: dict[str, Any] = {
+        "title": huge,
+        "priority": huge,
+        "team": huge,
+        "summary": huge,
+        "description": huge + "!",
+        "runner_types": runner_types,
+        "other_values": {f"{i}{EVIL}" * 20: i / 3 for i in range(50)},
+        "links": Links(
+            runbook="https://evil.example|click",
+            alert="https://evil.example/" + "&" * 5000,
+            silence="www.time.com/" + EVIL,
+            dashboard="javascript:alert(1)",
+            panel="https://ok.example/" + "a" * 1900 + "?x=<!channel>",
+        ),
+    }
+    return make_incident(**(fields | changes))
+
+
+def no_numbers(incident: Incident, **others: float) -> Incident:
+    return incident.model_copy(
+        update={
+            "numbers": QueueNumbers(),
+            "peak": QueueNumbers(),
+            "runner_types": {},
+            "other_values": others,
+        }
+    )
+
+
+def incidents() -> Iterator[tuple[str, Incident]]:
+    for kind, base in (("normal", make_incident()), ("hostile", hostile_incident())):
+        yield f"{kind}-firing", base
+        yield f"{kind}-acknowledged", acknowledged(base)
+        yield f"{kind}-resolved-manually", resolved(acknowledged(base), by="U999")
+        yield f"{kind}-resolved-by-alert", resolved(base)
+        yield f"{kind}-test", base.model_copy(update={"is_test": True})
+        yield f"{kind}-no-numbers", no_numbers(base, C=3.0, reducer=2.5)
+        cleared = {"numbers": QueueNumbers(), "peak": QueueNumbers()}
+        yield f"{kind}-only-other-values", base.model_copy(update=cleared)
+        yield f"{kind}-nothing-at-all", no_numbers(base).model_copy(update={"links": Links()})
+        yield f"{kind}-hostile-actors", resolved(acknowledged(base, EVIL), by=EVIL)
+        yield f"{kind}-reopened", base.model_copy(update={"reopened": 2, "firing_count": 3})
+
+
+INCIDENTS = list(incidents())
+IDS = [name for name, _ in INCIDENTS]
+
+
+def timeline(count: int, text: str = "Acknowledged") -> list[Event]:
+    return [
+        Event(at=T0 + timedelta(minutes=i), kind="acknowledged", text=f"{text} {i}", actor="U1")
+        for i in range(count)
+    ]
+
+
+# --- what every message must satisfy ---------------------------------------------------------
+
+ALLOWED_TOKEN = re.compile(
+    r"<@[UW][A-Z0-9]+>"
+    r"|<!date\^\d+\^\{[a-z_]+\}(?: \{[a-z_]+\})?\|[0-9: UTC-]+>"
+    r"|<https?://[^\s|<>]+\|[^<>|]+>"
+)
+ENTITY = re.compile(r"&(?:amp|lt|gt);")
+
+
+def texts_of(value: Any) -> Iterator[str]:
+    """Every `text` string in a block tree: what Slack would parse."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "text" and isinstance(item, str):
+                yield item
+            else:
+                yield from texts_of(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from texts_of(item)
+
+
+def assert_inert(text: str) -> None:
+    """Only the tokens the renderer builds; no stray `<`, `>` or unescaped `&` anywhere else."""
+    for banned in ("<!channel", "<!here", "<!everyone", "<@U0EVIL", "<https://evil"):
+        assert banned not in text
+    rest = ENTITY.sub("", ALLOWED_TOKEN.sub("", text))
+    assert not re.search(r"[<>&]", rest), text[:300]
+
+
+def assert_valid(rendered: Rendered) -> None:
+    assert isinstance(rendered, Rendered)
+    assert 0 < len(rendered.text) <= 3000
+    assert "<@" not in rendered.text, "fallback text must not mention anyone"
+    assert_inert(rendered.text)
+    assert 0 < len(rendered.blocks) <= 50
+    for block in rendered.blocks:
+        parsed = Block.parse(block)
+        parsed.validate_json()
+        assert parsed.to_dict() == block  # to_dict validates nested elements; nothing unknown
+        assert_limits(block)
+        for text in texts_of(block):
+            assert text
+            assert_inert(text)
+    json.dumps(rendered.blocks)
+
+
+def assert_limits(block: dict[str, Any]) -> None:
+    """Limits slack_sdk does not check itself."""
+    for field in block.get("fields", ()):
+        assert len(field["text"]) <= 2000
+    for element in block.get("elements", ()):
+        if element["type"] == "mrkdwn":
+            assert len(element["text"]) <= 3000
+        if element["type"] == "button":
+            assert len(element["value"]) <= 2000
+    if block["type"] == "context":
+        assert len(block["elements"]) <= 10
+
+
+@pytest.mark.parametrize(("name", "incident"), INCIDENTS, ids=IDS)
+def test_root_is_valid_and_inert(name: str, incident: Incident) -> None:
+    assert_valid(render_root(incident, now=T0))
+
+
+@pytest.mark.parametrize(("name", "incident"), INCIDENTS, ids=IDS)
+def test_status_is_valid_and_inert(name: str, incident: Incident) -> None:
+    later = T0 + timedelta(minutes=10)
+    current = incident.snapshot(later)
+    assert_valid(render_status(incident, previous=None, current=current, now=later))
+    previous = make_incident(runner_types={"gone" + EVIL: RunnerQueue(1, 1)}).snapshot(T0)
+    assert_valid(render_status(incident, previous=previous, current=current, now=later))
+    hostile_before = hostile_incident().snapshot(T0)
+    assert_valid(render_status(incident, previous=hostile_before, current=current, now=later))
+
+
+@pytest.mark.parametrize(("name", "incident"), INCIDENTS, ids=IDS)
+def test_summary_is_valid_and_inert(name: str, incident: Incident) -> None:
+    now = T0 + timedelta(hours=2)
+    assert_valid(render_summary(incident, [], now=now))
+    assert_valid(render_summary(incident, timeline(3), now=now))
+    huge = [
+        Event(at=T0, kind="notified", text=(EVIL * 100)[: 5000 + i], actor=EVIL if i % 2 else "U1")
+        for i in range(300)
+    ]
+    assert_valid(render_summary(incident, huge, now=now))
+
+
+@pytest.mark.parametrize(("name", "incident"), INCIDENTS, ids=IDS)
+def test_events_are_valid_and_inert(name: str, incident: Incident) -> None:
+    for event in [
+        Event(at=T0, kind="reopened", text="Alert fired again: incident reopened"),
+        Event(at=T0, kind="acknowledged", text="Acknowledged", actor="U123ABC"),
+        Event(at=T0, kind="alerts_changed", text=(EVIL * 300)[:10_000], actor=EVIL),
+        Event(at=T0, kind="made-up", text=EVIL),
+    ]:
+        assert_valid(render_event(incident, event))
+
+
+# --- the root message ------------------------------------------------------------------------
+
+
+def root_texts(incident: Incident) -> list[str]:
+    return list(texts_of(render_root(incident, now=T0).blocks))
+
+
+def block_of(rendered: Rendered, block_type: str) -> list[dict[str, Any]]:
+    return [block for block in rendered.blocks if block["type"] == block_type]
+
+
+def test_root_header_shows_state_priority_and_title() -> None:
+    root = render_root(make_incident(), now=T0)
+    assert root.blocks[0] == {
+        "type": "header",
+        "text": {
+            "type": "plain_text",
+            "text": "🔴 P2 · Jobs queueing in autoscaled machines",
+            "emoji": True,
+        },
+    }
+    assert root.text == (
+        "🔴 P2 · Jobs queueing in autoscaled machines: longest wait 114 min, 14 queued"
+    )
+
+
+def test_root_header_without_priority_and_for_a_test_incident() -> None:
+    header = render_root(make_incident(priority=None, is_test=True), now=T0).blocks[0]
+    assert header["text"]["text"] == "🔴 [TEST] Jobs queueing in autoscaled machines"
+    assert "🧪 Grafana test notification" in root_texts(make_incident(is_test=True))[1]
+
+
+def test_root_header_of_a_huge_title_is_truncated_with_an_ellipsis() -> None:
+    header = render_root(make_incident(title="&" * 10_000), now=T0).blocks[0]["text"]["text"]
+    assert len(header) <= 150
+    assert header.endswith("&amp;…")
+
+
+def test_firing_status_line_names_the_incident_id() -> None:
+    assert root_texts(make_incident())[1] == "🔴 *Firing* · not acknowledged · ID *12*"
+
+
+def test_acknowledged_status_line_mentions_the_owner() -> None:
+    line = root_texts(acknowledged(make_incident()))[1]
+    assert line == "🔴 *Firing* · acknowledged by <@U123ABC> · ID *12*"
+
+
+def test_an_owner_that_is_not_a_user_id_is_shown_as_text() -> None:
+    line = root_texts(acknowledged(make_incident(), by="bob <!here>"))[1]
+    assert "acknowledged by bob &lt;!here&gt;" in line
+
+
+def test_resolved_root_turns_green_and_says_how_and_how_long() -> None:
+    manual = render_root(resolved(make_incident(), by="U999"), now=T0)
+    assert manual.blocks[0]["text"]["text"].startswith("✅ P2 · ")
+    assert list(texts_of(manual.blocks))[1] == "✅ *Resolved* by <@U999> after 1 h 18 min · ID *12*"
+    assert manual.text == "✅ Resolved: P2 · Jobs queueing in autoscaled machines"
+    by_alert = root_texts(resolved(make_incident()))[1]
+    assert by_alert == "✅ *Resolved* (alert cleared) after 1 h 18 min · ID *12*"
+
+
+def test_key_numbers_against_thresholds() -> None:
+    root = render_root(make_incident(), now=T0)
+    numbers = [f["text"] for block in root.blocks for f in block.get("fields", ())]
+    assert numbers == [
+        "Longest wait: *114 min* (threshold 1 min)",
+        "Queued jobs: *14* (threshold 0)",
+    ]
+
+
+def test_peak_is_shown_when_it_differs_from_now() -> None:
+    incident = make_incident(numbers=QueueNumbers(90, 14, 1, 0), peak=QueueNumbers(130.5, 14, 1, 0))
+    fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
+    assert fields[0] == "Longest wait: *90 min* (threshold 1 min, peak 130.5 min)"
+    assert fields[1] == "Queued jobs: *14* (threshold 0)"
+
+
+def test_after_the_alert_cleared_the_peaks_remain() -> None:
+    root = render_root(resolved(make_incident(peak=QueueNumbers(130, 16, 1, 0))), now=T0)
+    fields = [f["text"] for b in root.blocks for f in b.get("fields", ())]
+    assert fields == [
+        "Peak longest wait: *130 min* (threshold 1 min)",
+        "Peak queued jobs: *16* (threshold 0)",
+    ]
+
+
+def test_only_the_numbers_present_are_shown() -> None:
+    incident = make_incident(numbers=QueueNumbers(max_queue_size=3), peak=QueueNumbers())
+    fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
+    assert fields == ["Queued jobs: *3*"]
+
+
+def test_without_queue_numbers_other_values_are_shown_generically() -> None:
+    incident = no_numbers(make_incident(), C=1.0, reducer=114.25)
+    fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
+    assert fields == ["C = *1*", "reducer = *114.2*"]
+
+
+def test_other_values_respect_the_ten_field_limit() -> None:
+    incident = no_numbers(make_incident(), **{f"v{i}": float(i) for i in range(14)})
+    fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
+    assert len(fields) == 10
+    assert fields[-1] == "+5 more values"
+
+
+def test_runner_types_are_listed_worst_first() -> None:
+    incident = make_incident(
+        runner_types={
+            "small": RunnerQueue(queued=50, longest_wait_mins=5),
+            "unknown": RunnerQueue(),
+            "gpu": RunnerQueue(queued=2, longest_wait_mins=114),
+            "arm": RunnerQueue(queued=9, longest_wait_mins=114),
+            "only-queued": RunnerQueue(queued=100),
+        }
+    )
+    listing = next(t for t in root_texts(incident) if t.startswith("*Runner types*"))
+    assert listing.splitlines() == [
+        "*Runner types* (worst first)",
+        "• arm: 9 queued · longest wait 114 min",
+        "• gpu: 2 queued · longest wait 114 min",
+        "• small: 50 queued · longest wait 5 min",
+        "• only-queued: 100 queued",
+        "• unknown: no numbers",
+    ]
+
+
+def test_many_runner_types_are_capped_with_a_count() -> None:
+    incident = make_incident(runner_types={f"type-{i:02d}": RunnerQueue(i, i) for i in range(40)})
+    listing = next(t for t in root_texts(incident) if t.startswith("*Runner types*"))
+    rows = listing.splitlines()[1:]
+    assert len(rows) == 16
+    assert rows[0] == "• type-39: 39 queued · longest wait 39 min"
+    assert rows[-1] == "+25 more runner types"
+
+
+def test_runner_type_names_are_escaped() -> None:
+    incident = make_incident(runner_types={"<!channel> & co": RunnerQueue(1, 1)})
+    assert "• &lt;!channel&gt; &amp; co: 1 queued" in "\n".join(root_texts(incident))
+
+
+def test_context_shows_id_start_team_source_and_notifications() -> None:
+    context = block_of(render_root(make_incident(notifications=3), now=T0), "context")[0]
+    assert [e["text"] for e in context["elements"]] == [
+        "Incident *12*",
+        "Started <!date^1758042000^{date_short_pretty} {time}|2025-09-16 17:00 UTC>",
+        "Team: pytorch-dev-infra",
+        "Source: Grafana",
+        "3 notifications",
+    ]
+    alertmanager = make_incident(source="alertmanager", team=None, notifications=1)
+    elements = block_of(render_root(alertmanager, now=T0), "context")[0]["elements"]
+    assert [e["text"] for e in elements][2:] == ["Source: Alertmanager", "1 notification"]
+
+
+def test_links_only_present_and_only_http_ones_linked() -> None:
+    incident = make_incident(
+        links=Links(runbook="www.time.com", alert="https://g.example/a?x=1&y=2", panel="")
+    )
+    links = block_of(render_root(incident, now=T0), "context")[1]
+    assert [e["text"] for e in links["elements"]] == [
+        "📖 Runbook: www.time.com",
+        "<https://g.example/a?x=1&amp;y=2|🔔 View alert>",
+    ]
+
+
+def test_no_links_no_links_block() -> None:
+    root = render_root(make_incident(links=Links()), now=T0)
+    assert len(block_of(root, "context")) == 1
+
+
+def test_firing_root_offers_exactly_the_contract_actions() -> None:
+    actions = block_of(render_root(make_incident(), now=T0), "actions")
+    assert len(actions) == 1
+    assert actions[0]["block_id"] == ACTIONS_BLOCK_ID == "incident_actions"
+    elements = actions[0]["elements"]
+    assert [e["action_id"] for e in elements] == [
+        "incident_ack",
+        "incident_silence",
+        "incident_scale",
+        "incident_diagnose",
+        "incident_resolve",
+    ]
+    buttons = [e for e in elements if e["type"] == "button"]
+    assert {b["value"] for b in buttons} == {"12"}
+    assert [b["text"]["text"] for b in buttons] == [
+        "Acknowledge",
+        "Scale up…",
+        "Run diagnostics",
+        "Resolve",
+    ]
+
+
+def test_silence_select_offers_durations_in_seconds() -> None:
+    elements = block_of(render_root(make_incident(), now=T0), "actions")[0]["elements"]
+    select = next(e for e in elements if e["action_id"] == "incident_silence")
+    assert select["type"] == "static_select"
+    assert select["placeholder"]["text"] == "Silence…"
+    assert "value" not in select
+    assert [(o["value"], o["text"]["text"]) for o in select["options"]] == [
+        ("1800", "30 minutes"),
+        ("3600", "1 hour"),
+        ("7200", "2 hours"),
+        ("14400", "4 hours"),
+        ("28800", "8 hours"),
+        ("86400", "24 hours"),
+    ]
+
+
+def test_resolve_is_dangerous_and_asks_first() -> None:
+    elements = block_of(render_root(make_incident(), now=T0), "actions")[0]["elements"]
+    resolve = next(e for e in elements if e["action_id"] == "incident_resolve")
+    assert resolve["style"] == "danger"
+    assert resolve["confirm"]["title"]["text"] == "Resolve incident 12?"
+    assert resolve["confirm"]["confirm"]["text"] == "Resolve"
+    assert resolve["confirm"]["deny"]["text"] == "Cancel"
+
+
+def test_acknowledged_root_drops_the_acknowledge_button() -> None:
+    elements = block_of(render_root(acknowledged(make_incident()), now=T0), "actions")[0][
+        "elements"
+    ]
+    assert "incident_ack" not in [e["action_id"] for e in elements]
+    assert len(elements) == 4
+
+
+def test_resolved_root_has_no_actions() -> None:
+    for incident in (resolved(make_incident()), resolved(make_incident(), by="U1")):
+        assert block_of(render_root(incident, now=T0), "actions") == []
+
+
+def test_the_incident_id_can_be_read_back_from_the_message() -> None:
+    root = render_root(make_incident(id="42"), now=T0)
+    assert incident_id_of({"blocks": root.blocks}) == "42"
+    assert incident_id_of({"blocks": []}) is None
+    assert incident_id_of({}) is None
+
+
+def test_root_does_not_depend_on_now() -> None:
+    incident = make_incident()
+    assert render_root(incident, now=T0) == render_root(incident, now=T0 + timedelta(days=3))
+
+
+# --- status replies --------------------------------------------------------------------------
+
+
+def status_of(
+    incident: Incident, previous: Snapshot | None, current: Snapshot, minutes_in: int = 65
+) -> Rendered:
+    now = incident.started_at + timedelta(minutes=minutes_in)
+    return render_status(incident, previous=previous, current=current, now=now)
+
+
+def test_first_status_has_numbers_without_changes() -> None:
+    incident = make_incident()
+    status = status_of(incident, None, incident.snapshot(T0 + timedelta(minutes=65)))
+    texts = list(texts_of(status.blocks))
+    assert texts[0] == (
+        "*📊 Status update · <!date^1758045900^{time}|18:05 UTC>*\n"
+        "Firing for *1 h 5 min* · not acknowledged"
+    )
+    assert texts[1:3] == ["Longest wait: *114 min*", "Queued jobs: *14*"]
+    assert "▲" not in status.text and "▼" not in status.text
+    assert status.text == "Status update: longest wait 114 min, queued jobs 14"
+
+
+def test_status_reports_changes_since_the_previous_post() -> None:
+    incident = acknowledged(make_incident())
+    previous = Snapshot(
+        at=T0,
+        numbers=QueueNumbers(102, 16),
+        runner_types={"gpu": RunnerQueue(10, 100), "gone": RunnerQueue(3, 7)},
+    )
+    current = Snapshot(
+        at=T0 + timedelta(minutes=10),
+        numbers=QueueNumbers(114, 14),
+        runner_types={"gpu": RunnerQueue(10, 114), "new": RunnerQueue(4, 2.5)},
+    )
+    status = status_of(incident, previous, current)
+    texts = list(texts_of(status.blocks))
+    assert texts[0].endswith("Firing for *1 h 5 min* · acknowledged by <@U123ABC>")
+    assert texts[1:3] == ["Longest wait: *114 min* (▲ +12 min)", "Queued jobs: *14* (▼ -2)"]
+    assert texts[3].splitlines() == [
+        "*By runner type*",
+        "• gpu: 10 queued (no change) · longest wait 114 min (▲ +14 min)",
+        "• new: 4 queued · longest wait 2.5 min",
+        "• gone: no longer queueing",
+    ]
+    assert status.text == ("Status update: longest wait 114 min (▲ +12 min), queued jobs 14 (▼ -2)")
+
+
+def test_status_without_numbers_says_so() -> None:
+    incident = no_numbers(make_incident())
+    status = status_of(incident, None, incident.snapshot(T0))
+    assert "_No queue numbers in the alert._" in list(texts_of(status.blocks))
+    assert status.text == "Status update: no queue numbers"
+
+
+def test_status_of_many_runner_types_is_capped() -> None:
+    current = Snapshot(at=T0, runner_types={f"t{i:03d}": RunnerQueue(i, i) for i in range(100)})
+    status = status_of(make_incident(), None, current)
+    rows = list(texts_of(status.blocks))[-1].splitlines()
+    assert rows[1].startswith("• t099: 99 queued")
+    assert rows[-1] == "+85 more runner types"
+
+
+# --- summary ---------------------------------------------------------------------------------
+
+
+def test_summary_of_a_manual_resolve() -> None:
+    incident = resolved(
+        acknowledged(make_incident(peak=QueueNumbers(130, 16), notifications=4)), by="U999"
+    )
+    events = [
+        Event(at=T0, kind="opened", text="Alert fired: <!channel>"),
+        Event(at=T0 + timedelta(minutes=3), kind="acknowledged", text="Acknowledged", actor="U1"),
+    ]
+    summary = render_summary(incident, events, now=T0 + timedelta(hours=5))
+    texts = list(texts_of(summary.blocks))
+    assert texts[0] == (
+        "✅ *Incident 12 resolved* by <@U999>\nP2 · Jobs queueing in autoscaled machines"
+    )
+    assert texts[1:7] == [
+        "Duration: *1 h 18 min*",
+        "Peak longest wait: *130 min*",
+        "Peak queued jobs: *16*",
+        "Resolved by <@U999>",
+        "Acknowledged by <@U123ABC>",
+        "Notifications: *4*",
+    ]
+    assert texts[7].splitlines() == [
+        "*What was done*",
+        "<!date^1758042000^{time}|17:00 UTC> · Alert fired: &lt;!channel&gt;",
+        "<!date^1758042180^{time}|17:03 UTC> · Acknowledged · by <@U1>",
+    ]
+    assert summary.text == (
+        "Incident 12 resolved after 1 h 18 min: P2 · Jobs queueing in autoscaled machines"
+    )
+
+
+def test_summary_of_an_alert_resolve_without_numbers() -> None:
+    incident = resolved(no_numbers(make_incident()).model_copy(update={"reopened": 1}))
+    texts = list(texts_of(render_summary(incident, [], now=T0).blocks))
+    assert texts[0].startswith("✅ *Incident 12 resolved* (alert cleared)\n")
+    assert "_No queue numbers in the alert._" in texts
+    assert "Resolved (alert cleared)" in texts
+    assert "Reopened: *1×*" in texts
+
+
+def test_summary_keeps_the_most_recent_twenty_events() -> None:
+    summary = render_summary(resolved(make_incident()), timeline(45), now=T0)
+    lines = "\n".join(texts_of(summary.blocks[2:])).splitlines()
+    assert lines[:2] == ["*What was done*", "_25 earlier events not shown_"]
+    assert len(lines) == 22
+    assert lines[2].endswith("· Acknowledged 25 · by <@U1>")
+    assert lines[-1].endswith("· Acknowledged 44 · by <@U1>")
+
+
+def test_summary_while_still_firing_counts_to_now() -> None:
+    summary = render_summary(make_incident(), [], now=T0 + timedelta(minutes=30))
+    texts = list(texts_of(summary.blocks))
+    assert texts[0].startswith("🔴 *Incident 12 still firing*")
+    assert texts[1] == "Duration: *30 min*"
+
+
+# --- event replies ---------------------------------------------------------------------------
+
+
+def test_event_reply_with_an_actor() -> None:
+    event = Event(at=T0, kind="acknowledged", text="Acknowledged", actor="U123ABC")
+    reply = render_event(make_incident(), event)
+    assert list(texts_of(reply.blocks)) == ["👀 Acknowledged · by <@U123ABC>"]
+    assert reply.text == "Incident 12: Acknowledged"
+
+
+def test_event_reply_escapes_alert_text() -> None:
+    event = Event(at=T0, kind="alerts_changed", text="2 alerts firing now (<!here>, a&b)")
+    reply = render_event(make_incident(), event)
+    assert list(texts_of(reply.blocks)) == ["🔀 2 alerts firing now (&lt;!here&gt;, a&amp;b)"]
+
+
+def test_unknown_event_kinds_get_a_bullet() -> None:
+    reply = render_event(make_incident(), Event(at=T0, kind="new-kind", text="Something"))
+    assert list(texts_of(reply.blocks)) == ["• Something"]
