@@ -25,7 +25,9 @@ class SilenceBackend(StrEnum):
 class Settings(BaseSettings):
     """queuepilot's configuration, from the environment and `.env`."""
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+    model_config = SettingsConfigDict(
+        env_file=".env", extra="ignore", case_sensitive=False, env_ignore_empty=True
+    )
 
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None

@@ -112,10 +112,10 @@ class RunningBot:
 
 
 @asynccontextmanager
-async def run_bot(settings: Settings) -> AsyncIterator[RunningBot]:
-    """A real bot: uvicorn on a free loopback port, with its lifespan (consumer, scheduler)."""
+async def run_bot(settings: Settings, *, port: int | None = None) -> AsyncIterator[RunningBot]:
+    """A real bot: uvicorn on a loopback port, with its lifespan (consumer, scheduler)."""
     bot = build_bot(settings)
-    port = free_port()
+    port = port or free_port()
     config = uvicorn.Config(
         build_app(bot), host="127.0.0.1", port=port, lifespan="on", log_level="warning"
     )

@@ -1,0 +1,206 @@
+"""Render emulated Slack messages as terminal text, so the demo can show a thread without a browser.
+
+Slack's wire format is not meant for reading: mrkdwn escapes `&<>`, links and mentions are `<…>`
+tokens, dates are `<!date^…|fallback>`, and most of a bot message lives in Block Kit. This module
+turns all of that into plain lines, roughly as a Slack client would draw them. Everything here is
+a pure function of the messages, so the rendering is tested without any server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from bot.sandbox.slack_state import BOT_USER_ID, BOT_USER_NAME
+
+REPLY_INDENT = "    "
+DIVIDER = "─" * 40
+DEFAULT_NAMES: Mapping[str, str] = {BOT_USER_ID: BOT_USER_NAME}
+
+# One pass over both kinds of escape, so `&amp;lt;` decodes once (to `&lt;`), as Slack does.
+_TOKEN_OR_ENTITY = re.compile(r"<([^<>]*)>|&(amp|lt|gt);")
+_ENTITIES = {"amp": "&", "lt": "<", "gt": ">"}
+# Slack only treats `*x*` / `_x_` as emphasis at word boundaries: `a*b*c` and `linux_2xl` stay.
+_BOLD = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
+_ITALIC = re.compile(r"(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])")
+_SELECTS = ("static_select", "external_select", "users_select", "conversations_select")
+
+
+class MessageLike(Protocol):
+    """What a transcript needs of a message; `bot.sandbox.slack_state.Message` has it all."""
+
+    ts: str
+    text: str
+    blocks: list[dict[str, Any]]
+    thread_ts: str | None
+    edits: int
+
+
+def mrkdwn_to_text(text: str, *, keep_emphasis: bool = False) -> str:
+    """Plain text for a mrkdwn string: tokens shown as a reader sees them, entities decoded.
+
+    Emphasis markers (`*bold*`, `_italic_`) are stripped unless `keep_emphasis`, because a
+    terminal cannot show them and the asterisks only add noise.
+    """
+    if not keep_emphasis:
+        text = _ITALIC.sub(r"\1", _BOLD.sub(r"\1", text))
+    return _TOKEN_OR_ENTITY.sub(_decode, text)
+
+
+def _decode(match: re.Match[str]) -> str:
+    entity = match.group(2)
+    if entity is not None:
+        return _ENTITIES[entity]
+    return _token(match.group(1))
+
+
+def _token(body: str) -> str:
+    """One `<…>` token: a link, a mention, a channel, a special mention or a date."""
+    target, _, label = body.partition("|")
+    target, label = _unescape(target), _unescape(label)
+    if target.startswith("@"):
+        return f"@{label or target[1:]}"
+    if target.startswith("#"):
+        return f"#{label or target[1:]}"
+    if target.startswith("!date^"):
+        return label or target
+    if target.startswith("!subteam^"):
+        return f"@{label.lstrip('@') or target[len('!subteam^') :]}"
+    if target.startswith("!"):
+        return f"@{label or target[1:]}"
+    return f"{label} ({target})" if label and label != target else target
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"&(amp|lt|gt);", lambda m: _ENTITIES[m.group(1)], text)
+
+
+def _text_object(obj: Mapping[str, Any] | None, *, keep_emphasis: bool) -> str:
+    """A Block Kit text object: mrkdwn is parsed; plain_text only has its entities decoded."""
+    if not obj:
+        return ""
+    text = str(obj.get("text", ""))
+    if obj.get("type") == "mrkdwn":
+        return mrkdwn_to_text(text, keep_emphasis=keep_emphasis)
+    return _unescape(text)
+
+
+def render_element(element: Mapping[str, Any]) -> str:
+    """An interactive element as a bracketed control: `[Resolve]`, `[Silence… ▾]`."""
+    kind = element.get("type", "")
+    if kind == "button":
+        return f"[{_text_object(element.get('text'), keep_emphasis=False)}]"
+    if kind in _SELECTS or kind.startswith("multi_"):
+        placeholder = _text_object(element.get("placeholder"), keep_emphasis=False)
+        return f"[{placeholder or 'Select'} ▾]"
+    if kind == "overflow":
+        return "[⋯]"
+    if kind in ("datepicker", "timepicker"):
+        return f"[{element.get('initial_date') or element.get('initial_time') or kind} ▾]"
+    return f"[{kind}]"
+
+
+def render_block(block: Mapping[str, Any], *, keep_emphasis: bool = False) -> list[str]:
+    """The lines one block shows; unknown block types are named so nothing vanishes silently."""
+    kind = block.get("type")
+    if kind == "header":
+        return [_text_object(block.get("text"), keep_emphasis=False)]
+    if kind == "divider":
+        return [DIVIDER]
+    if kind == "section":
+        return _section(block, keep_emphasis=keep_emphasis)
+    if kind == "context":
+        parts = [_context_part(e, keep_emphasis=keep_emphasis) for e in block.get("elements", [])]
+        return [" · ".join(part for part in parts if part)]
+    if kind == "actions":
+        return [" ".join(render_element(e) for e in block.get("elements", []))]
+    if kind == "image":
+        return [f"[image: {block.get('alt_text', '')}]"]
+    return [f"[{kind} block]"]
+
+
+def _section(block: Mapping[str, Any], *, keep_emphasis: bool) -> list[str]:
+    """A section's text, then its fields one per line, then its accessory control if any."""
+    lines: list[str] = []
+    text = _text_object(block.get("text"), keep_emphasis=keep_emphasis)
+    if text:
+        lines += text.split("\n")
+    for field in block.get("fields", []):
+        lines += _text_object(field, keep_emphasis=keep_emphasis).split("\n")
+    accessory = block.get("accessory")
+    if accessory:
+        lines.append(render_element(accessory))
+    return lines
+
+
+def _context_part(element: Mapping[str, Any], *, keep_emphasis: bool) -> str:
+    if element.get("type") == "image":
+        return f"[{element.get('alt_text', 'image')}]"
+    return _text_object(element, keep_emphasis=keep_emphasis)
+
+
+def render_message(
+    message: MessageLike,
+    *,
+    names: Mapping[str, str] = DEFAULT_NAMES,
+    keep_emphasis: bool = False,
+) -> list[str]:
+    """A message's byline (author, UTC time, edits) and its body lines, unindented.
+
+    The body is the blocks when there are any (that is what Slack shows), else the text.
+    """
+    author = getattr(message, "user", None)
+    byline = [names.get(author, f"@{author}") if author else "?", _clock(message.ts)]
+    if message.edits:
+        byline.append(f"edited {message.edits}×")
+    if message.blocks:
+        body = [
+            line for b in message.blocks for line in render_block(b, keep_emphasis=keep_emphasis)
+        ]
+    else:
+        body = mrkdwn_to_text(message.text, keep_emphasis=keep_emphasis).split("\n")
+    body += [f"📎 {f.get('title') or f.get('name', 'file')}" for f in _files(message)]
+    return [" · ".join(byline), *body]
+
+
+def _files(message: MessageLike) -> Iterable[Mapping[str, Any]]:
+    return getattr(message, "files", None) or ()
+
+
+def _clock(ts: str) -> str:
+    """Slack timestamps are epoch seconds; the demo shows UTC, like the bot's date fallbacks."""
+    try:
+        return datetime.fromtimestamp(float(ts), UTC).strftime("%H:%M:%S UTC")
+    except (ValueError, OverflowError, OSError):
+        return ts
+
+
+def render_thread(
+    messages: Sequence[MessageLike],
+    *,
+    channel: str = "",
+    names: Mapping[str, str] = DEFAULT_NAMES,
+    keep_emphasis: bool = False,
+) -> str:
+    """A thread as a transcript: a header line, the root, then each reply indented under it."""
+    if not messages:
+        return f"#{channel}: (no messages)" if channel else "(no messages)"
+    root, replies = messages[0], messages[1:]
+    noun = "reply" if len(replies) == 1 else "replies"
+    where = f"#{channel} · " if channel else ""
+    lines = [f"━━ {where}thread {root.ts} · {len(replies)} {noun} ━━"]
+    lines += _indented(render_message(root, names=names, keep_emphasis=keep_emphasis), "")
+    for reply in replies:
+        lines.append("")
+        rendered = render_message(reply, names=names, keep_emphasis=keep_emphasis)
+        lines += _indented(rendered, REPLY_INDENT, mark="↳ ")
+    return "\n".join(lines)
+
+
+def _indented(rendered: list[str], indent: str, *, mark: str = "") -> list[str]:
+    """Byline at `indent` (after `mark`), body two spaces deeper; blank lines stay blank."""
+    byline, body = rendered[0], rendered[1:]
+    deeper = indent + " " * max(len(mark), 2)
+    return [f"{indent}{mark}{byline}", *(f"{deeper}{line}" if line else "" for line in body)]

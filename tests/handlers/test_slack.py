@@ -1,0 +1,211 @@
+"""What a responder sees when Slack delivers their click or command to `/slack/events`."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+import urllib.parse
+from typing import Any
+
+import httpx
+
+from tests.conftest import (
+    CHANNEL,
+    SIGNING_SECRET,
+    RunningBot,
+    Slack,
+    eventually,
+    fixture_json,
+)
+
+USER = "U0ALICE"
+
+
+def signed(body: str, *, secret: str = SIGNING_SECRET, at: float | None = None) -> dict[str, str]:
+    timestamp = str(int(at if at is not None else time.time()))
+    base = f"v0:{timestamp}:{body}".encode()
+    signature = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": signature,
+    }
+
+
+def block_action(action: dict[str, Any], *, message_ts: str) -> str:
+    payload = {
+        "type": "block_actions",
+        "user": {"id": USER, "username": "alice", "name": "alice", "team_id": "T0QUEUE"},
+        "api_app_id": "A0QUEUE",
+        "token": "legacy",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": CHANNEL},
+        "trigger_id": "1.2.3",
+        "team": {"id": "T0QUEUE", "domain": "example"},
+        "channel": {"id": CHANNEL, "name": "ci-incidents"},
+        "response_url": "https://hooks.slack.invalid/actions/1",
+        "actions": [{**action, "block_id": "incident_actions", "action_ts": str(time.time())}],
+    }
+    return urllib.parse.urlencode({"payload": json.dumps(payload)})
+
+
+def slash(text: str) -> str:
+    return urllib.parse.urlencode(
+        {
+            "token": "legacy",
+            "team_id": "T0QUEUE",
+            "channel_id": CHANNEL,
+            "user_id": USER,
+            "user_name": "alice",
+            "command": "/queue",
+            "text": text,
+            "response_url": "https://hooks.slack.invalid/commands/1",
+            "trigger_id": "1.2.3",
+        }
+    )
+
+
+async def open_incident(running: RunningBot, slack: Slack) -> Any:
+    await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+    return roots[0]
+
+
+def button_value(root: Any, action_id: str) -> str:
+    for block in root.blocks:
+        for element in block.get("elements", []):
+            if element.get("action_id") == action_id:
+                return str(element["value"])
+    raise AssertionError(f"no {action_id} on the root message")
+
+
+async def post_event(http: httpx.AsyncClient, body: str, **kwargs: Any) -> httpx.Response:
+    return await http.post("/slack/events", content=body, headers=signed(body, **kwargs))
+
+
+def ephemeral_texts(slack: Slack) -> list[str]:
+    return [m.text for m in slack.emulator.ephemerals(CHANNEL)]
+
+
+async def test_acknowledge_button_marks_the_root_with_the_owner(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    root = await open_incident(running_bot, slack)
+    action = {
+        "type": "button",
+        "action_id": "incident_ack",
+        "value": button_value(root, "incident_ack"),
+    }
+    response = await post_event(running_bot.http, block_action(action, message_ts=root.ts))
+    assert response.status_code == 200
+
+    def acknowledged() -> bool:
+        current = slack.emulator.channel_messages(CHANNEL)[0]
+        return (
+            f"<@{USER}>" in json.dumps(current.blocks)
+            and "acknowledged" in json.dumps(current.blocks).lower()
+        )
+
+    await eventually(acknowledged, what="root shows who acknowledged")
+    await eventually(lambda: any("acknowledged" in t for t in ephemeral_texts(slack)), what="reply")
+    thread = slack.emulator.thread(CHANNEL, root.ts)
+    assert any(f"<@{USER}>" in m.text + json.dumps(m.blocks) for m in thread[1:])
+
+
+async def test_resolve_button_resolves_and_summarises(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    root = await open_incident(running_bot, slack)
+    action = {
+        "type": "button",
+        "action_id": "incident_resolve",
+        "value": button_value(root, "incident_resolve"),
+    }
+    response = await post_event(running_bot.http, block_action(action, message_ts=root.ts))
+    assert response.status_code == 200
+
+    await eventually(
+        lambda: "resolved" in slack.emulator.channel_messages(CHANNEL)[0].text.lower(),
+        what="root resolved",
+    )
+    thread = await eventually(
+        lambda: [
+            m
+            for m in slack.emulator.thread(CHANNEL, root.ts)[1:]
+            if f"<@{USER}>" in m.text + json.dumps(m.blocks)
+        ],
+        what="summary naming who resolved",
+    )
+    assert thread
+    # Grafana's resolved notification arriving afterwards changes nothing and posts nothing twice.
+    await running_bot.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
+    await eventually(lambda: _drained(running_bot), what="notification processed")
+    summaries = [m for m in slack.emulator.thread(CHANNEL, root.ts) if "summary" in m.text.lower()]
+    assert len(summaries) <= 1
+
+
+async def _drained(running: RunningBot) -> bool:
+    return await running.bot.stream.backlog() == 0
+
+
+async def test_silence_select_answers_not_yet_available(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    root = await open_incident(running_bot, slack)
+    action = {
+        "type": "static_select",
+        "action_id": "incident_silence",
+        "selected_option": {"text": {"type": "plain_text", "text": "1 hour"}, "value": "3600"},
+    }
+    response = await post_event(running_bot.http, block_action(action, message_ts=root.ts))
+    assert response.status_code == 200
+    await eventually(
+        lambda: any("not available yet" in t for t in ephemeral_texts(slack)), what="ephemeral"
+    )
+
+
+async def test_unsigned_or_stale_requests_are_refused(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    root = await open_incident(running_bot, slack)
+    action = {
+        "type": "button",
+        "action_id": "incident_resolve",
+        "value": button_value(root, "incident_resolve"),
+    }
+    body = block_action(action, message_ts=root.ts)
+    forged = await post_event(running_bot.http, body, secret="not-the-secret")
+    stale = await post_event(running_bot.http, body, at=time.time() - 600)
+    assert forged.status_code == 401
+    assert stale.status_code == 401
+    not_utf8 = await running_bot.http.post(
+        "/slack/events", content=b"payload=\xff\xfe", headers=signed("x")
+    )
+    assert not_utf8.status_code == 400
+    assert "resolved" not in slack.emulator.channel_messages(CHANNEL)[0].text.lower()
+
+
+async def test_queue_command_shows_status_and_acts_on_the_latest_incident(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    root = await open_incident(running_bot, slack)
+    response = await post_event(running_bot.http, slash(""))
+    assert response.status_code == 200
+    await eventually(
+        lambda: any("Jobs queueing" in t and "114" in t for t in ephemeral_texts(slack)),
+        what="status overview",
+    )
+    await post_event(running_bot.http, slash("ack"))
+    await eventually(
+        lambda: f"<@{USER}>" in json.dumps(slack.emulator.channel_messages(CHANNEL)[0].blocks),
+        what="acknowledged through the command",
+    )
+    await post_event(running_bot.http, slash("silence forever"))
+    await eventually(
+        lambda: any("not a duration" in t for t in ephemeral_texts(slack)), what="usage error"
+    )
+    await post_event(running_bot.http, slash("help"))
+    await eventually(lambda: any("/queue scale" in t for t in ephemeral_texts(slack)), what="help")
+    assert len(slack.emulator.channel_messages(CHANNEL)) == 1
+    assert slack.emulator.thread(CHANNEL, root.ts)
