@@ -8,14 +8,17 @@ its current state, changes it, records who did it, queues the thread reply and s
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+from redis.exceptions import RedisError
+
 from bot.incidents import Event, Incident, acknowledge, resolve_manually
-from bot.leases import Leases
+from bot.leases import LeaseBusy, Leases
 from bot.messages import Rendered, escape, render_event, render_summary
+from bot.slack import SlackError
 from bot.store import IncidentStore
 from bot.telemetry import Telemetry
 from bot.threads import Threads
@@ -76,6 +79,22 @@ class ActionCore:
         return await self._store.incident_of_message(channel, ts)
 
     async def acknowledge(self, actor: Actor, incident_id: str) -> Outcome:
+        return await self._safely(self._acknowledge(actor, incident_id))
+
+    async def resolve(self, actor: Actor, incident_id: str) -> Outcome:
+        return await self._safely(self._resolve(actor, incident_id))
+
+    async def _safely(self, action: Awaitable[Outcome]) -> Outcome:
+        """Failures of the parts behind an action, turned into an answer for the person asking."""
+        try:
+            return await action
+        except LeaseBusy:
+            return Outcome(False, "Someone else is changing this incident right now: try again.")
+        except RedisError as exc:
+            log.error("action failed: Redis: %s", exc)
+            return Outcome(False, "queuepilot cannot reach its database right now: try again soon.")
+
+    async def _acknowledge(self, actor: Actor, incident_id: str) -> Outcome:
         async with self._locked(incident_id) as incident:
             if incident is None:
                 return _no_incident(incident_id)
@@ -89,7 +108,7 @@ class ActionCore:
             await self._commit(updated, event, reply=render_event(updated, event))
         return Outcome(True, f"You acknowledged incident {incident.id}.")
 
-    async def resolve(self, actor: Actor, incident_id: str) -> Outcome:
+    async def _resolve(self, actor: Actor, incident_id: str) -> Outcome:
         async with self._locked(incident_id) as incident:
             if incident is None:
                 return _no_incident(incident_id)
@@ -111,7 +130,11 @@ class ActionCore:
         await self._store.save(incident)
         await self._store.add_event(incident.id, event)
         await self._threads.reply(incident, reply)
-        await self._threads.sync(incident)
+        try:
+            await self._threads.sync(incident)
+        except SlackError as exc:
+            # The change is saved and its reply queued; the thread catches up on a later sync.
+            log.warning("incident %s: Slack lags the %s: %s", incident.id, event.kind, exc)
 
     @asynccontextmanager
     async def _locked(self, incident_id: str) -> AsyncIterator[Incident | None]:

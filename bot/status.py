@@ -9,7 +9,7 @@ replicas tick at once, each status is posted once; a restart loses nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -49,19 +49,35 @@ class StatusReporter:
         self._clock = clock
 
     async def tick(self) -> None:
-        """Post every status that is due; never raises, so the scheduler keeps ticking."""
+        """Post every status that is due and repair lagging threads; never raises."""
         try:
             due = await self._store.due_status(self._clock().timestamp())
+            unsynced = await self._store.unsynced_ids()
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
         for incident_id in due:
-            try:
-                await self._report(incident_id)
-            except LeaseBusy:
-                continue  # another replica or an intake holds this group; the next tick retries
-            except (SlackError, BackendError, RedisError) as exc:
-                log.warning("status: incident %s: %s; retrying next tick", incident_id, exc)
+            await self._attempt(self._report, incident_id)
+        for incident_id in unsynced:
+            await self._attempt(self._repair, incident_id)
+
+    async def _attempt(self, work: Callable[[str], Awaitable[None]], incident_id: str) -> None:
+        try:
+            await work(incident_id)
+        except LeaseBusy:
+            pass  # another replica or an intake holds this group; the next tick retries
+        except (SlackError, BackendError, RedisError) as exc:
+            log.warning("status: incident %s: %s; retrying next tick", incident_id, exc)
+
+    async def _repair(self, incident_id: str) -> None:
+        incident = await self._store.get(incident_id)
+        if incident is None:
+            await self._store.mark_synced(incident_id)
+            return
+        async with self._leases.hold(f"group:{incident.group_hash}", wait_s=0):
+            current = await self._store.get(incident_id)
+            if current is not None:
+                await self._threads.sync(current)
 
     async def _report(self, incident_id: str) -> None:
         incident = await self._store.get(incident_id)

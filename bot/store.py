@@ -120,6 +120,16 @@ class IncidentStore:
     async def set_rendered_digest(self, incident_id: str, digest: str) -> None:
         await self._redis.set(f"{self._p}:rendered:{incident_id}", digest)
 
+    async def mark_unsynced(self, incident_id: str) -> None:
+        """Remember that Slack lags this incident's state, for the status tick to repair."""
+        await self._redis.sadd(f"{self._p}:unsynced", incident_id)  # type: ignore[misc]
+
+    async def mark_synced(self, incident_id: str) -> None:
+        await self._redis.srem(f"{self._p}:unsynced", incident_id)  # type: ignore[misc]
+
+    async def unsynced_ids(self, limit: int = 20) -> list[str]:
+        return cast(list[str], await self._redis.srandmember(f"{self._p}:unsynced", limit))
+
     # -- outbox and timeline ---------------------------------------------------------------
 
     async def push_reply(self, incident_id: str, item: OutboxItem) -> None:

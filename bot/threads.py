@@ -46,7 +46,21 @@ class Threads:
         await self._store.push_reply(incident.id, OutboxItem(rendered.text, rendered.blocks))
 
     async def sync(self, incident: Incident) -> ThreadRef | None:
-        """Bring the thread up to date; returns where it is, or None if it is not posted yet."""
+        """Bring the thread up to date; returns where it is, or None if it is not posted yet.
+
+        When Slack fails on the way, the incident is marked unsynced, so that the status tick
+        finishes the job even if nothing else happens to the incident (a resolved one, say).
+        """
+        try:
+            ref = await self._sync(incident)
+        except SlackError as exc:
+            if exc.retryable:
+                await self._store.mark_unsynced(incident.id)
+            raise
+        await self._store.mark_synced(incident.id)
+        return ref
+
+    async def _sync(self, incident: Incident) -> ThreadRef | None:
         ref = await self._store.thread(incident.id)
         root = render_root(incident, now=self._clock())
         if ref is None:

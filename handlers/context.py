@@ -48,9 +48,21 @@ def core_of(context: AsyncBoltContext) -> ActionCore:
 
 
 async def tell(context: AsyncBoltContext, body: dict[str, Any], outcome: Outcome) -> None:
-    """Answer the person who acted, visible to them only."""
+    """Answer the person who acted, visible to them only.
+
+    An ephemeral message through the Web API works wherever the bot is a member; elsewhere (a
+    slash command typed in a DM or a channel without the bot) the request's `response_url` does.
+    """
     slack: SlackGateway = context["slack"]
     try:
         await slack.post_ephemeral(channel_of(body), actor_of(body).user_id, outcome.message)
+        return
     except SlackError as exc:
-        log.warning("could not answer %s: %s", actor_of(body).user_id, exc.error)
+        log.info("ephemeral answer failed (%s); trying response_url", exc.error)
+    respond = context.respond
+    if respond is None:
+        return
+    try:
+        await respond(text=outcome.message, response_type="ephemeral", replace_original=False)
+    except Exception as exc:
+        log.warning("could not answer %s: %s", actor_of(body).user_id, type(exc).__name__)

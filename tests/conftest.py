@@ -140,7 +140,7 @@ async def running_bot(settings_for: Callable[..., Settings]) -> AsyncIterator[Ru
 async def eventually(
     check: Callable[[], Any] | Callable[[], Awaitable[Any]],
     *,
-    timeout: float = 10.0,
+    timeout: float = 10.0,  # noqa: ASYNC109 - a polling deadline, not a cancellation scope
     what: str = "condition",
 ) -> Any:
     """Poll until `check` returns something truthy; fail with `what` after `timeout`."""

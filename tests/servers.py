@@ -37,7 +37,7 @@ def wait_until(predicate, *, timeout: float = 10.0, what: str = "condition") -> 
         try:
             if predicate():
                 return
-        except Exception:  # noqa: BLE001 - the server is still coming up
+        except Exception:
             pass
         time.sleep(0.02)
     raise TimeoutError(f"timed out waiting for {what}")

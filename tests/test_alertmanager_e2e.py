@@ -1,4 +1,4 @@
-"""A real Alertmanager, configured as an operator would, drives an incident from firing to resolved."""
+"""A real Alertmanager, configured as an operator would, drives one incident to resolved."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The incident loop end to end: webhook -> stream -> incident -> Slack thread -> status -> resolve."""
+"""The incident loop end to end: webhook, stream, incident, Slack thread, status, resolve."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ def all_text(message: Any) -> str:
     return message.text + json.dumps(message.blocks)
 
 
-async def test_firing_opens_one_thread_with_the_numbers(running_bot: RunningBot, slack: Slack) -> None:
+async def test_firing_opens_one_thread_with_the_numbers(
+    running_bot: RunningBot, slack: Slack
+) -> None:
     response = await running_bot.send("grafana", fixture_json(FIRING))
     assert response.status_code == 202, response.text
     assert response.json()["status"] == "accepted"
@@ -53,7 +55,9 @@ async def test_firing_opens_one_thread_with_the_numbers(running_bot: RunningBot,
     }
 
 
-async def test_renotification_edits_the_root_in_place(running_bot: RunningBot, slack: Slack) -> None:
+async def test_renotification_edits_the_root_in_place(
+    running_bot: RunningBot, slack: Slack
+) -> None:
     firing = fixture_json(FIRING)
     await running_bot.send("grafana", firing)
     await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root message")
@@ -96,9 +100,7 @@ async def test_firing_again_soon_after_resolving_reopens_the_same_thread(
     await running_bot.send("grafana", fixture_json(FIRING))
     roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
     await running_bot.send("grafana", fixture_json(RESOLVED))
-    await eventually(
-        lambda: len(slack.emulator.thread(CHANNEL, roots[0].ts)) >= 2, what="summary"
-    )
+    await eventually(lambda: len(slack.emulator.thread(CHANNEL, roots[0].ts)) >= 2, what="summary")
     await running_bot.send("grafana", fixture_json(FIRING))
 
     def reopened() -> Any:

@@ -17,6 +17,7 @@ from bot.sandbox.slack_state import BOT_USER_ID, BOT_USER_NAME
 
 REPLY_INDENT = "    "
 DIVIDER = "─" * 40
+WIDTH = 100
 DEFAULT_NAMES: Mapping[str, str] = {BOT_USER_ID: BOT_USER_NAME}
 
 # One pass over both kinds of escape, so `&amp;lt;` decodes once (to `&lt;`), as Slack does.
@@ -113,7 +114,7 @@ def render_block(block: Mapping[str, Any], *, keep_emphasis: bool = False) -> li
         return _section(block, keep_emphasis=keep_emphasis)
     if kind == "context":
         parts = [_context_part(e, keep_emphasis=keep_emphasis) for e in block.get("elements", [])]
-        return [" · ".join(part for part in parts if part)]
+        return _wrap([part for part in parts if part])
     if kind == "actions":
         return [" ".join(render_element(e) for e in block.get("elements", []))]
     if kind == "image":
@@ -132,6 +133,18 @@ def _section(block: Mapping[str, Any], *, keep_emphasis: bool) -> list[str]:
     accessory = block.get("accessory")
     if accessory:
         lines.append(render_element(accessory))
+    return lines
+
+
+def _wrap(parts: list[str], *, width: int = WIDTH, sep: str = " · ") -> list[str]:
+    """Context elements side by side like Slack, starting a new line rather than passing
+    `width` (one long Grafana silence link would otherwise make an unreadable line)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
     return lines
 
 

@@ -1,0 +1,376 @@
+"""`queuepilot demo`: the whole incident loop on one machine, with no Slack workspace.
+
+It starts what it needs (a throwaway `redis-server` unless REDIS_URL is set, the Slack Web API
+emulator, the bot itself), then plays a Grafana queue alert's life through the bot's real webhook
+and prints the Slack thread that resulted. Every step waits on what the emulator shows rather
+than on fixed sleeps, so a slow machine makes the demo slower, not wrong. Whatever it started is
+stopped on the way out, including after Ctrl-C, SIGTERM or an error.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, suppress
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from bot import logs
+from bot.app import build_app, build_bot
+from bot.config import Settings, SettingsError, load_settings
+from bot.sandbox.serve import serve_in_thread
+from bot.sandbox.slack_api import Message, SlackEmulator
+from bot.sandbox.transcript import render_message, render_thread
+
+CHANNEL = "C0DEMO"
+BOT_TOKEN = "xoxb-demo"
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "grafana"
+FIRING, RESOLVED = FIXTURES / "queue-alert-firing.json", FIXTURES / "queue-alert-resolved.json"
+WORSE = {"max_queue_time_mins": 131, "max_queue_size": 19}
+STEP_TIMEOUT = 20.0
+REDIS_MISSING = "redis-server not found: install it (apt-get install redis-server) or set REDIS_URL"
+
+T = TypeVar("T")
+
+
+class DemoError(Exception):
+    """Something the user can fix or should know about; shown as one line, exit code 1."""
+
+
+def run_demo(*, once: bool) -> int:
+    """Run the demo; `once` replays the alert, prints the thread and stops everything."""
+    _configure_output()
+    previous_term = _term_raises_interrupt()
+    stack = ExitStack()
+    try:
+        with stack:
+            http, emulator = _start(stack)
+            root_ts = _replay(http, emulator)
+            _say("\n" + render_thread(emulator.thread(CHANNEL, root_ts), channel=CHANNEL) + "\n")
+            if not once:
+                _follow(emulator)
+            _quiet_while(stack.close)
+        return 0
+    except DemoError as exc:
+        _quiet_while(stack.close)
+        print(f"queuepilot demo: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        _say("\nStopping…")
+        _quiet_while(stack.close)
+        _say("Stopped: bot, Slack emulator and the demo's Redis are gone.")
+        return 130 if once else 0
+    finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
+
+
+def _start(stack: ExitStack) -> tuple[httpx.Client, SlackEmulator]:
+    """Redis, emulator, bot (stopped in reverse order by `stack`); prints where each one is."""
+    redis_url, prefix, redis_note = _redis(stack)
+    emulator = SlackEmulator(token=BOT_TOKEN, channels=(CHANNEL,))
+    slack = serve_in_thread(emulator.app)
+    stack.callback(slack.stop)
+    settings = _settings(f"{slack.url}/api/", redis_url, prefix)
+    bot = serve_in_thread(build_app(build_bot(settings)), port=settings.port)
+    stack.callback(bot.stop)
+    token = settings.alert_webhook_token.get_secret_value()  # type: ignore[union-attr]
+    http = stack.enter_context(
+        httpx.Client(base_url=bot.url, timeout=10, headers={"Authorization": f"Bearer {token}"})
+    )
+    _say(
+        "queuepilot demo: the incident loop, locally, with an emulated Slack\n"
+        f"  bot         {bot.url}  (POST /alerts/grafana, GET /healthz /readyz /metrics)\n"
+        f"  Slack       {slack.url}/_emulator/state  (the emulated workspace as JSON)\n"
+        f"  Redis       {redis_url}  ({redis_note})\n"
+        f"  send        {_send_hint(bot.url, token)}\n"
+    )
+    return http, emulator
+
+
+def _configure_output() -> None:
+    """Quiet logs (the bot's JSON lines would drown the narration) and a stdout that never
+    dies on an emoji it cannot encode."""
+    verbose = os.environ.get("QUEUEPILOT_DEMO_VERBOSE") == "1"
+    logs.configure("INFO" if verbose else "WARNING")
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")
+
+
+def _term_raises_interrupt() -> Any:
+    """SIGTERM stops the demo like Ctrl-C does; returns the handler to restore (None: untouched)."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals to whoever owns them
+        return None
+
+
+def _quiet_while(action: Callable[[], object]) -> None:
+    """Run a shutdown step with Ctrl-C ignored, so a second press cannot strand a redis-server."""
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:
+        previous = None
+    try:
+        action()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+# --- the servers ---------------------------------------------------------------------------------
+
+
+def _redis(stack: ExitStack) -> tuple[str, str, str]:
+    """(url, key prefix, note): REDIS_URL with a throwaway prefix, else a private redis-server."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        return _local_redis(stack), "qpdemo", "a private redis-server, removed on exit"
+    prefix = f"qpdemo-{secrets.token_hex(4)}"
+    from redis import Redis, RedisError
+
+    try:
+        client = stack.enter_context(Redis.from_url(url, socket_connect_timeout=2))
+        client.ping()
+    except (RedisError, ValueError) as exc:
+        raise DemoError(f"cannot use REDIS_URL: {exc}") from None
+    stack.callback(lambda: [client.delete(k) for k in client.scan_iter(f"{prefix}:*")])
+    return url, prefix, f"from REDIS_URL; demo keys under {prefix}:, deleted on exit"
+
+
+def _local_redis(stack: ExitStack) -> str:
+    """Start redis-server on a free loopback port without persistence, in a temp dir."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise DemoError(REDIS_MISSING)
+    workdir = Path(tempfile.mkdtemp(prefix="qpdemo-redis-"))
+    stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+    for _ in range(3):  # another process may grab the free port before redis binds it
+        port = _free_port()
+        command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+        command += ["--appendonly", "no", "--dir", str(workdir), "--logfile", "redis.log"]
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C reaches the demo, which stops redis last
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        stack.callback(_stop_process, process)
+        if _redis_answers(process, port):
+            return f"redis://127.0.0.1:{port}/0"
+    log = workdir / "redis.log"
+    tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+    raise DemoError("redis-server did not start: " + (" / ".join(tail) or "no log"))
+
+
+def _die_with_parent() -> None:
+    """In the child: have Linux SIGTERM redis-server if the demo is killed before cleaning up."""
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def _redis_answers(process: subprocess.Popen[bytes], port: int) -> bool:
+    deadline = time.monotonic() + 10
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def _stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _settings(api_url: str, redis_url: str, prefix: str) -> Settings:
+    """Demo settings: no .env, fast cadences, fresh secrets; risky environment values overridden
+    (an inherited SLACK_APP_TOKEN would switch to Socket Mode and talk to the real Slack)."""
+    try:
+        port = int(os.environ.get("PORT") or _free_port())
+        return load_settings(
+            _env_file=None,
+            slack_api_url=api_url,
+            slack_channel=CHANNEL,
+            slack_bot_token=BOT_TOKEN,
+            slack_signing_secret=secrets.token_hex(16),
+            slack_app_token=None,
+            redis_url=redis_url,
+            redis_prefix=prefix,
+            host="127.0.0.1",
+            port=port,
+            alert_webhook_token=secrets.token_urlsafe(16),
+            alert_webhook_hmac_secret=None,
+            alert_webhook_basic_user=None,
+            alert_webhook_basic_password=None,
+            status_interval_seconds=5,
+            status_tick_seconds=0.5,
+            slack_post_interval_ms=200,
+            slack_update_interval_ms=200,
+        )
+    except (SettingsError, ValueError) as exc:
+        raise DemoError(f"bad setting: {exc}") from None
+
+
+def _send_hint(bot_url: str, token: str) -> str:
+    python = os.path.relpath(sys.executable)
+    python = "python" if python.startswith("..") else python
+    fixture = os.path.relpath(FIRING)
+    fixture = str(FIRING) if fixture.startswith("..") else fixture
+    return f"{python} -m bot send {fixture} --url {bot_url} --token {token}"
+
+
+# --- the alert's life ----------------------------------------------------------------------------
+
+
+def _replay(http: httpx.Client, emulator: SlackEmulator) -> str:
+    """Fire, re-notify worse, let a status reply land, resolve; returns the thread's root ts."""
+    started = datetime.now(UTC) - timedelta(minutes=3)
+    firing = _payload(FIRING, started)
+    worse = _payload(FIRING, started, values=WORSE)
+    title = firing["commonLabels"]["alertname"]
+    _step(f"Grafana fires: {title!r} ({_numbers(firing)})", http, firing)
+    root = _wait_for(lambda: _root(emulator), "the incident thread to open")
+    _say(f"  ✓ thread opened in #{CHANNEL}: {root.text}")
+    _step(f"Grafana re-notifies, worse: {_numbers(worse)}", http, worse)
+    wait = f"{WORSE['max_queue_time_mins']} min"
+    root = _wait_for(lambda: _root(emulator, containing=wait), "the root to show the new numbers")
+    _say(f"  ✓ root edited in place ({root.edits}×): {root.text}")
+    _say("▶ The bot posts a status reply every 5 s in the demo (10 min by default)…")
+    status = _wait_for(lambda: _reply(emulator, root.ts, "Status update"), "a status reply")
+    _say(f"  ✓ {status.text}")
+    resolved = _payload(RESOLVED, started, ends_at=datetime.now(UTC))
+    _step("Grafana resolves: the queue drained", http, resolved)
+    summary = _wait_for(lambda: _reply(emulator, root.ts, " resolved after "), "the summary")
+    _wait_for(lambda: _root(emulator, containing="Resolved"), "the root to show it resolved")
+    _say(f"  ✓ {summary.text}")
+    return root.ts
+
+
+def _payload(
+    path: Path,
+    starts_at: datetime,
+    *,
+    ends_at: datetime | None = None,
+    values: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """A fixture with sensible times (its own are from 2025) and, optionally, other numbers."""
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DemoError(f"cannot read the demo alert {path}: {exc}") from None
+    payload = copy.deepcopy(payload)
+    for alert in payload["alerts"]:
+        alert["startsAt"] = _iso(starts_at)
+        if ends_at is not None:
+            alert["endsAt"] = _iso(ends_at)
+        for name, value in (values or {}).items():
+            alert["values"][name] = value
+            pattern = rf"(var='{re.escape(name)}' labels=\{{\}} value=)[^ \]]+"
+            alert["valueString"] = re.sub(pattern, rf"\g<1>{value}", alert["valueString"])
+    return payload
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _numbers(payload: dict[str, Any]) -> str:
+    values = payload["alerts"][0]["values"]
+    return f"longest wait {values['max_queue_time_mins']} min, {values['max_queue_size']} queued"
+
+
+def _step(narration: str, http: httpx.Client, payload: dict[str, Any]) -> None:
+    """Narrate, then POST the payload to the bot's real Grafana webhook."""
+    _say(f"▶ {narration}")
+    try:
+        response = http.post("/alerts/grafana", json=payload)
+    except httpx.HTTPError as exc:
+        raise DemoError(f"the bot did not answer the webhook: {exc}") from None
+    if response.status_code != 202:
+        raise DemoError(f"the bot refused the alert: {response.status_code} {response.text}")
+
+
+def _root(emulator: SlackEmulator, containing: str = "") -> Message | None:
+    roots = emulator.channel_messages(CHANNEL)
+    return roots[0] if roots and containing in roots[0].text else None
+
+
+def _reply(emulator: SlackEmulator, root_ts: str, containing: str) -> Message | None:
+    replies = emulator.thread(CHANNEL, root_ts)[1:]
+    return next((m for m in replies if containing in m.text), None)
+
+
+def _wait_for(check: Callable[[], T | None], what: str, timeout: float = STEP_TIMEOUT) -> T:
+    """Poll the emulator until `check` finds something; a clear error instead of a hang."""
+    deadline = time.monotonic() + timeout
+    while (found := check()) is None:
+        if time.monotonic() > deadline:
+            raise DemoError(f"gave up after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+    return found
+
+
+# --- after the replay ----------------------------------------------------------------------------
+
+
+def _follow(emulator: SlackEmulator) -> None:
+    """Keep serving and print each new or edited message until Ctrl-C or SIGTERM."""
+    _say("Demo running. Send more alerts with the `send` command above. Ctrl-C to stop.")
+    seen = {m.ts: m.edits for m in _all_messages(emulator)}
+    while True:
+        time.sleep(0.5)
+        for message in _all_messages(emulator):
+            if seen.get(message.ts) == message.edits:
+                continue
+            what = "new" if message.ts not in seen else "edited"
+            seen[message.ts] = message.edits
+            where = "reply" if message.thread_ts else "root"
+            lines = render_message(message)
+            _say(f"\n[{what} {where}] " + "\n  ".join(lines))
+
+
+def _all_messages(emulator: SlackEmulator) -> Iterator[Message]:
+    for root in emulator.channel_messages(CHANNEL):
+        yield from emulator.thread(CHANNEL, root.ts)
