@@ -60,11 +60,16 @@ class RedisServer:
         self.process = subprocess.Popen(
             [
                 self.binary,
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(self.dir),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -141,6 +146,59 @@ class Alertmanager:
 
     def post_alerts(self, alerts: list[dict[str, object]]) -> None:
         httpx.post(f"{self.url}/api/v2/alerts", json=alerts, timeout=5).raise_for_status()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Prometheus:
+    """`prometheus` scraping one target each second and sending its alerts to an Alertmanager."""
+
+    def __init__(self, *, target: str, alertmanager: str, rules: str) -> None:
+        self.binary = require_binary("prometheus")
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="qp-prom-"))
+        (self.dir / "rules.yml").write_text(rules)
+        (self.dir / "prometheus.yml").write_text(
+            "global:\n"
+            "  scrape_interval: 1s\n"
+            "  evaluation_interval: 1s\n"
+            "rule_files: [rules.yml]\n"
+            "alerting:\n"
+            "  alertmanagers:\n"
+            f"  - static_configs: [{{targets: ['{alertmanager}']}}]\n"
+            "scrape_configs:\n"
+            "- job_name: fleet\n"
+            f"  static_configs: [{{targets: ['{target}']}}]\n"
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                f"--config.file={self.dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.dir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--rules.alert.resend-delay=1s",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until(
+            lambda: httpx.get(f"{self.url}/-/ready", timeout=0.5).status_code == 200,
+            what="prometheus ready",
+            timeout=30,
+        )
 
     def stop(self) -> None:
         if self.process is not None:
