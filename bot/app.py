@@ -82,7 +82,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         post_interval_ms=settings.slack_post_interval_ms,
         update_interval_ms=settings.slack_update_interval_ms,
     )
-    client = build_client(slack_config, telemetry)
+    client = build_client(slack_config)
     gateway = SlackGateway(client, redis, config=slack_config, telemetry=telemetry, prefix=prefix)
     threads = Threads(store, gateway, channel=settings.slack_channel, clock=clock)
     intake = Intake(

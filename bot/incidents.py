@@ -113,6 +113,11 @@ def entry_order(entry_id: str) -> tuple[int, int]:
     return (int(ms), int(seq or 0))
 
 
+def _accepted_before(entry_id: str, moment: datetime | None) -> bool:
+    """Whether the stream accepted this entry before `moment` (its ID starts with Redis's ms)."""
+    return moment is not None and entry_order(entry_id)[0] < moment.timestamp() * 1000
+
+
 def is_reopenable(incident: Incident, now: datetime, window: timedelta) -> bool:
     """A resolved incident takes its group back when it fires again within the window."""
     return incident.resolved_at is not None and now - incident.resolved_at <= window
@@ -175,6 +180,11 @@ def apply_notification(
             }
         )
         return resolved, Change.RESOLVED
+    if incident.resolution is Resolution.MANUAL and _accepted_before(
+        entry_id, incident.resolved_at
+    ):
+        # Fired before someone resolved it by hand, processed after: not a new firing.
+        return incident.model_copy(update={"last_entry_id": entry_id}), Change.STALE
     updated = _with_facts(incident, facts, entry_id=entry_id, now=now)
     if not incident.is_open:
         return _reopened(updated), Change.REOPENED

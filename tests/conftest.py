@@ -78,6 +78,9 @@ def settings_for(redis_url: str, slack: Slack) -> Callable[..., Settings]:
 
     def make(**overrides: Any) -> Settings:
         values: dict[str, Any] = {
+            # Explicit, so nothing in the developer's environment (a SLACK_APP_TOKEN would mean
+            # Socket Mode against real Slack) reaches a test bot.
+            "slack_app_token": None,
             "slack_bot_token": BOT_TOKEN,
             "slack_signing_secret": SIGNING_SECRET,
             "slack_api_url": slack.api_url,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import os
 import shutil
 import signal
@@ -40,6 +41,7 @@ from tests.conftest import (
 from tests.servers import RedisServer, free_port
 
 FIRING = "grafana/queue-alert-firing.json"
+AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
 REPO = Path(__file__).resolve().parent.parent
 STREAM = "qp:notifications"
 GROUP = "intake"
@@ -99,14 +101,17 @@ async def test_redis_outage_answers_503_and_recovers_without_restart(
                 "status": "rejected",
                 "error": "cannot persist the notification now; retry",
             }
+        am = await running.send("alertmanager", fixture_json(AM_FIRING))
+        assert am.status_code == 503, am.text
         ready = await running.http.get("/readyz")
         assert ready.status_code == 503
         assert ready.json()["status"] == "unavailable"
         assert (await running.http.get("/healthz")).status_code == 200
         text = await metrics_of(running)
-        assert metric(
-            text, "queuepilot_notifications_total", source="grafana", outcome="unavailable"
-        ) == 3
+        assert (
+            metric(text, "queuepilot_notifications_total", source="grafana", outcome="unavailable")
+            == 3
+        )
 
         own_redis.start()  # same port, empty: no persistence
 
@@ -326,3 +331,30 @@ async def test_permanent_slack_error_does_not_wedge_intake(
             )
             == 2
         )
+
+
+# --- 5. One notification the consumer cannot process does not stop intake ---------------------
+
+
+async def test_unprocessable_notification_does_not_stop_intake(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    """A lone UTF-16 surrogate (`\\ud800`) is valid JSON syntax; whether the bot refuses it (400)
+    or accepts and sets it aside, the notifications after it must still reach Slack."""
+    firing = fixture_json(FIRING)
+    poison = other_group(firing, "\ud800")
+    response = await running_bot.send("grafana", json.dumps(poison).encode())
+    assert response.status_code in (202, 400), response.text
+
+    response = await running_bot.send("grafana", other_group(firing, "next"))
+    assert response.status_code == 202, response.text
+    await eventually(
+        lambda: slack.emulator.channel_messages(CHANNEL),
+        timeout=5,
+        what="a thread for the notification after the unprocessable one",
+    )
+
+    async def drained() -> bool:
+        return await running_bot.bot.stream.backlog() == 0
+
+    await eventually(drained, what="stream drained (the bad entry set aside, not retried forever)")

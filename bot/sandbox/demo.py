@@ -9,7 +9,6 @@ stopped on the way out, including after Ctrl-C, SIGTERM or an error.
 
 from __future__ import annotations
 
-import copy
 import ctypes
 import json
 import os
@@ -23,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,7 +38,8 @@ from bot.sandbox.transcript import render_message, render_thread
 
 CHANNEL = "C0DEMO"
 BOT_TOKEN = "xoxb-demo"
-FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "grafana"
+# The queue alert's real Grafana payloads (see tests/fixtures/README.md), shipped with the package.
+FIXTURES = Path(__file__).resolve().parent / "alerts"
 FIRING, RESOLVED = FIXTURES / "queue-alert-firing.json", FIXTURES / "queue-alert-resolved.json"
 WORSE = {"max_queue_time_mins": 131, "max_queue_size": 19}
 STEP_TIMEOUT = 20.0
@@ -55,52 +55,55 @@ class DemoError(Exception):
 def run_demo(*, once: bool) -> int:
     """Run the demo; `once` replays the alert, prints the thread and stops everything."""
     _configure_output()
-    previous_term = _term_raises_interrupt()
-    stack = ExitStack()
+    stack, code = ExitStack(), 0
     try:
-        with stack:
-            http, emulator = _start(stack)
+        with _signals(_interrupt, signal.SIGTERM):
+            http, emulator, hint = _start(stack)
             root_ts = _replay(http, emulator)
             _say("\n" + render_thread(emulator.thread(CHANNEL, root_ts), channel=CHANNEL) + "\n")
             if not once:
-                _follow(emulator)
-            _quiet_while(stack.close)
-        return 0
+                _follow(emulator, hint)
     except DemoError as exc:
-        _quiet_while(stack.close)
         print(f"queuepilot demo: {exc}", file=sys.stderr, flush=True)
-        return 1
+        code = 1
+    except BrokenPipeError:  # e.g. `make demo | head`: the reader left, so stop quietly
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python's documented remedy
+        code = 1
     except KeyboardInterrupt:
-        _say("\nStopping…")
-        _quiet_while(stack.close)
-        _say("Stopped: bot, Slack emulator and the demo's Redis are gone.")
-        return 130 if once else 0
+        _say("\nStopping the bot, the Slack emulator and the demo's Redis…")
+        code = 130 if once else 0
     finally:
-        if previous_term is not None:
-            signal.signal(signal.SIGTERM, previous_term)
+        # Ignored while stopping, so a second Ctrl-C cannot strand a redis-server.
+        with _signals(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
+            stack.close()
+    return code
 
 
-def _start(stack: ExitStack) -> tuple[httpx.Client, SlackEmulator]:
+def _start(stack: ExitStack) -> tuple[httpx.Client, SlackEmulator, str]:
     """Redis, emulator, bot (stopped in reverse order by `stack`); prints where each one is."""
     redis_url, prefix, redis_note = _redis(stack)
     emulator = SlackEmulator(token=BOT_TOKEN, channels=(CHANNEL,))
     slack = serve_in_thread(emulator.app)
     stack.callback(slack.stop)
     settings = _settings(f"{slack.url}/api/", redis_url, prefix)
-    bot = serve_in_thread(build_app(build_bot(settings)), port=settings.port)
+    try:
+        bot = serve_in_thread(build_app(build_bot(settings)), port=settings.port)
+    except (OSError, RuntimeError) as exc:
+        raise DemoError(f"the bot cannot listen on port {settings.port}: {exc}") from None
     stack.callback(bot.stop)
     token = settings.alert_webhook_token.get_secret_value()  # type: ignore[union-attr]
     http = stack.enter_context(
         httpx.Client(base_url=bot.url, timeout=10, headers={"Authorization": f"Bearer {token}"})
     )
+    hint = _send_hint(bot.url, token)
     _say(
         "queuepilot demo: the incident loop, locally, with an emulated Slack\n"
         f"  bot         {bot.url}  (POST /alerts/grafana, GET /healthz /readyz /metrics)\n"
         f"  Slack       {slack.url}/_emulator/state  (the emulated workspace as JSON)\n"
         f"  Redis       {redis_url}  ({redis_note})\n"
-        f"  send        {_send_hint(bot.url, token)}\n"
+        f"  send        {hint}\n"
     )
-    return http, emulator
+    return http, emulator, hint
 
 
 def _configure_output() -> None:
@@ -112,30 +115,23 @@ def _configure_output() -> None:
         sys.stdout.reconfigure(errors="replace")
 
 
-def _term_raises_interrupt() -> Any:
-    """SIGTERM stops the demo like Ctrl-C does; returns the handler to restore (None: untouched)."""
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM stops the demo the way Ctrl-C does."""
+    raise KeyboardInterrupt
 
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
 
+@contextmanager
+def _signals(handler: Any, *signums: int) -> Iterator[None]:
+    """`handler` for `signums` while inside; outside the main thread, signals are left alone."""
+    previous = {}
+    for signum in signums:
+        with suppress(ValueError):
+            previous[signum] = signal.signal(signum, handler)
     try:
-        return signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: leave signals to whoever owns them
-        return None
-
-
-def _quiet_while(action: Callable[[], object]) -> None:
-    """Run a shutdown step with Ctrl-C ignored, so a second press cannot strand a redis-server."""
-    previous = signal.getsignal(signal.SIGINT)
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:
-        previous = None
-    try:
-        action()
+        yield
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def _say(text: str) -> None:
@@ -158,8 +154,17 @@ def _redis(stack: ExitStack) -> tuple[str, str, str]:
         client.ping()
     except (RedisError, ValueError) as exc:
         raise DemoError(f"cannot use REDIS_URL: {exc}") from None
-    stack.callback(lambda: [client.delete(k) for k in client.scan_iter(f"{prefix}:*")])
+    stack.callback(_delete_keys, client, f"{prefix}:*")
     return url, prefix, f"from REDIS_URL; demo keys under {prefix}:, deleted on exit"
+
+
+def _delete_keys(client: Any, pattern: str) -> None:
+    """Leave a shared Redis as it was; a failure here is not worth a traceback on the way out."""
+    from redis import RedisError
+
+    with suppress(RedisError):
+        for key in client.scan_iter(pattern):
+            client.delete(key)
 
 
 def _local_redis(stack: ExitStack) -> str:
@@ -227,8 +232,10 @@ def _free_port() -> int:
 def _settings(api_url: str, redis_url: str, prefix: str) -> Settings:
     """Demo settings: no .env, fast cadences, fresh secrets; risky environment values overridden
     (an inherited SLACK_APP_TOKEN would switch to Socket Mode and talk to the real Slack)."""
+    port_text = os.environ.get("PORT") or str(_free_port())
+    if not port_text.isdigit():
+        raise DemoError(f"PORT must be a port number, not {port_text!r}")
     try:
-        port = int(os.environ.get("PORT") or _free_port())
         return load_settings(
             _env_file=None,
             slack_api_url=api_url,
@@ -239,7 +246,7 @@ def _settings(api_url: str, redis_url: str, prefix: str) -> Settings:
             redis_url=redis_url,
             redis_prefix=prefix,
             host="127.0.0.1",
-            port=port,
+            port=int(port_text),
             alert_webhook_token=secrets.token_urlsafe(16),
             alert_webhook_hmac_secret=None,
             alert_webhook_basic_user=None,
@@ -249,14 +256,14 @@ def _settings(api_url: str, redis_url: str, prefix: str) -> Settings:
             slack_post_interval_ms=200,
             slack_update_interval_ms=200,
         )
-    except (SettingsError, ValueError) as exc:
+    except SettingsError as exc:
         raise DemoError(f"bad setting: {exc}") from None
 
 
 def _send_hint(bot_url: str, token: str) -> str:
-    python = os.path.relpath(sys.executable)
+    """The `send` command line, with paths relative to here when that makes them shorter."""
+    python, fixture = (os.path.relpath(p) for p in (sys.executable, FIRING))
     python = "python" if python.startswith("..") else python
-    fixture = os.path.relpath(FIRING)
     fixture = str(FIRING) if fixture.startswith("..") else fixture
     return f"{python} -m bot send {fixture} --url {bot_url} --token {token}"
 
@@ -276,7 +283,8 @@ def _replay(http: httpx.Client, emulator: SlackEmulator) -> str:
     _step(f"Grafana re-notifies, worse: {_numbers(worse)}", http, worse)
     wait = f"{WORSE['max_queue_time_mins']} min"
     root = _wait_for(lambda: _root(emulator, containing=wait), "the root to show the new numbers")
-    _say(f"  ✓ root edited in place ({root.edits}×): {root.text}")
+    _say(f"  ✓ root edited in place ({root.edits}×); while firing it reads:")
+    _say("\n".join(f"      {line}" for line in render_message(root)[1:]))
     _say("▶ The bot posts a status reply every 5 s in the demo (10 min by default)…")
     status = _wait_for(lambda: _reply(emulator, root.ts, "Status update"), "a status reply")
     _say(f"  ✓ {status.text}")
@@ -300,7 +308,6 @@ def _payload(
         payload = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise DemoError(f"cannot read the demo alert {path}: {exc}") from None
-    payload = copy.deepcopy(payload)
     for alert in payload["alerts"]:
         alert["startsAt"] = _iso(starts_at)
         if ends_at is not None:
@@ -355,9 +362,9 @@ def _wait_for(check: Callable[[], T | None], what: str, timeout: float = STEP_TI
 # --- after the replay ----------------------------------------------------------------------------
 
 
-def _follow(emulator: SlackEmulator) -> None:
+def _follow(emulator: SlackEmulator, hint: str) -> None:
     """Keep serving and print each new or edited message until Ctrl-C or SIGTERM."""
-    _say("Demo running. Send more alerts with the `send` command above. Ctrl-C to stop.")
+    _say(f"Demo running. Send more alerts with:\n  {hint}\nCtrl-C to stop.")
     seen = {m.ts: m.edits for m in _all_messages(emulator)}
     while True:
         time.sleep(0.5)
@@ -367,8 +374,7 @@ def _follow(emulator: SlackEmulator) -> None:
             what = "new" if message.ts not in seen else "edited"
             seen[message.ts] = message.edits
             where = "reply" if message.thread_ts else "root"
-            lines = render_message(message)
-            _say(f"\n[{what} {where}] " + "\n  ".join(lines))
+            _say(f"\n[{what} {where}] " + "\n  ".join(render_message(message)))
 
 
 def _all_messages(emulator: SlackEmulator) -> Iterator[Message]:

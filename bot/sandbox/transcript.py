@@ -20,8 +20,10 @@ DIVIDER = "─" * 40
 WIDTH = 100
 DEFAULT_NAMES: Mapping[str, str] = {BOT_USER_ID: BOT_USER_NAME}
 
-# One pass over both kinds of escape, so `&amp;lt;` decodes once (to `&lt;`), as Slack does.
-_TOKEN_OR_ENTITY = re.compile(r"<([^<>]*)>|&(amp|lt|gt);")
+_TOKEN = re.compile(r"<([^<>]*)>")
+_PLACEHOLDER = re.compile(r"\0(\d+)\0")
+# One pass, so `&amp;lt;` decodes once (to `&lt;`), as Slack does.
+_ENTITY = re.compile(r"&(amp|lt|gt);")
 _ENTITIES = {"amp": "&", "lt": "<", "gt": ">"}
 # Slack only treats `*x*` / `_x_` as emphasis at word boundaries: `a*b*c` and `linux_2xl` stay.
 _BOLD = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
@@ -43,18 +45,19 @@ def mrkdwn_to_text(text: str, *, keep_emphasis: bool = False) -> str:
     """Plain text for a mrkdwn string: tokens shown as a reader sees them, entities decoded.
 
     Emphasis markers (`*bold*`, `_italic_`) are stripped unless `keep_emphasis`, because a
-    terminal cannot show them and the asterisks only add noise.
+    terminal cannot show them and the asterisks only add noise. Tokens are set aside first, so
+    an underscore or asterisk inside a URL is never mistaken for emphasis.
     """
+    shown: list[str] = []
+
+    def set_aside(match: re.Match[str]) -> str:
+        shown.append(_token(match.group(1)))
+        return f"\0{len(shown) - 1}\0"
+
+    text = _TOKEN.sub(set_aside, text.replace("\0", ""))
     if not keep_emphasis:
         text = _ITALIC.sub(r"\1", _BOLD.sub(r"\1", text))
-    return _TOKEN_OR_ENTITY.sub(_decode, text)
-
-
-def _decode(match: re.Match[str]) -> str:
-    entity = match.group(2)
-    if entity is not None:
-        return _ENTITIES[entity]
-    return _token(match.group(1))
+    return _PLACEHOLDER.sub(lambda m: shown[int(m.group(1))], _unescape(text))
 
 
 def _token(body: str) -> str:
@@ -75,7 +78,7 @@ def _token(body: str) -> str:
 
 
 def _unescape(text: str) -> str:
-    return re.sub(r"&(amp|lt|gt);", lambda m: _ENTITIES[m.group(1)], text)
+    return _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
 
 
 def _text_object(obj: Mapping[str, Any] | None, *, keep_emphasis: bool) -> str:

@@ -384,7 +384,8 @@ async def test_non_json_content_type_is_415(
     endpoint: Endpoint, slack: Slack, content_type: str | None, shown: str
 ) -> None:
     response = await endpoint.post("/alerts/grafana", body_of(FIRING), content_type=content_type)
-    assert "Content-Type" not in response.request.headers or content_type is not None
+    if content_type is None:
+        assert "Content-Type" not in response.request.headers, "httpx added a Content-Type"
     assert response.status_code == 415
     assert error_of(response) == f"expected Content-Type application/json, got {shown}"
     await assert_nothing_enqueued(endpoint, slack)

@@ -1,0 +1,123 @@
+"""`/queue` text -> Command: every form of CONTRACT.md, and errors that say how to write it."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.commands import Command, CommandError, parse_command, parse_duration
+
+
+@pytest.mark.parametrize(
+    ("text", "command"),
+    [
+        ("", Command("status")),
+        ("   ", Command("status")),
+        ("incidents", Command("incidents")),
+        ("help", Command("help")),
+        ("ack", Command("ack")),
+        ("ack 12", Command("ack", incident_ref="12")),
+        ("ack #12", Command("ack", incident_ref="12")),
+        ("acknowledge 12", Command("ack", incident_ref="12")),
+        ("resolve 3", Command("resolve", incident_ref="3")),
+        ("resolve", Command("resolve")),
+        ("diagnose", Command("diagnose")),
+        ("diagnose #4", Command("diagnose", incident_ref="4")),
+        ("silence 2h", Command("silence", seconds=7200)),
+        ("silence 30m 7", Command("silence", seconds=1800, incident_ref="7")),
+        ("silence 1h30m", Command("silence", seconds=5400)),
+        ("silence 1h30m #7", Command("silence", seconds=5400, incident_ref="7")),
+        ("scale linux.2xlarge +4", Command("scale", runner_type="linux.2xlarge", count=4)),
+        (
+            "scale linux.2xlarge 4 9",
+            Command("scale", runner_type="linux.2xlarge", count=4, incident_ref="9"),
+        ),
+        ("  ack   12  ", Command("ack", incident_ref="12")),
+    ],
+)
+def test_parse_command_understands_every_documented_form(text: str, command: Command) -> None:
+    assert parse_command(text) == command
+
+
+@pytest.mark.parametrize(
+    ("text", "command"),
+    [
+        ("ACK 12", Command("ack", incident_ref="12")),
+        ("Resolve 3", Command("resolve", incident_ref="3")),
+        ("HELP", Command("help")),
+        ("Incidents", Command("incidents")),
+        ("SILENCE 2H", Command("silence", seconds=7200)),
+        ("Scale linux.2xlarge +1", Command("scale", runner_type="linux.2xlarge", count=1)),
+    ],
+)
+def test_the_verb_is_case_insensitive(text: str, command: Command) -> None:
+    assert parse_command(text) == command
+
+
+def test_the_runner_type_keeps_its_case() -> None:
+    # Runner labels are case-sensitive in GitHub Actions; only the verb is folded.
+    assert parse_command("scale Linux.ARM64 +2").runner_type == "Linux.ARM64"
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("silence", "/queue silence <duration> [ID]"),
+        ("silence forever", "`forever` is not a duration"),
+        ("silence 0m", "between 1 minute and 7 days"),
+        ("silence 59s", "between 1 minute and 7 days"),
+        ("silence 8d", "between 1 minute and 7 days"),
+        ("scale", "/queue scale <runner-type> <+N> [ID]"),
+        ("scale x", "/queue scale <runner-type> <+N> [ID]"),
+        ("scale x +0", "at least 1 runner"),
+        ("scale x -3", "/queue scale <runner-type> <+N> [ID]"),
+        ("scale x lots", "/queue scale <runner-type> <+N> [ID]"),
+        ("frobnicate", "unknown command `frobnicate`"),
+    ],
+)
+def test_errors_say_how_to_write_the_command(text: str, hint: str) -> None:
+    with pytest.raises(CommandError) as caught:
+        parse_command(text)
+
+    assert hint in str(caught.value)
+
+
+def test_an_unknown_command_points_at_help() -> None:
+    with pytest.raises(CommandError, match=r"Try `/queue help`"):
+        parse_command("frobnicate 12")
+
+
+def test_error_text_escapes_what_the_user_typed() -> None:
+    # The error is echoed back into Slack: a typed `<!channel>` must not ping anyone.
+    with pytest.raises(CommandError) as caught:
+        parse_command("<!channel>")
+
+    assert "<!channel>" not in str(caught.value)
+    assert "&lt;!channel&gt;" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("1m", 60),
+        ("30m", 1800),
+        ("2h", 7200),
+        ("1h30m", 5400),
+        ("90s", 90),
+        ("1d", 86_400),
+        ("7d", 7 * 86_400),
+        ("1d2h3m4s", 86_400 + 7200 + 180 + 4),
+        ("2H", 7200),
+        (" 45m ", 2700),
+    ],
+)
+def test_parse_duration(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "  ", "m", "h2", "30", "30x", "30m2h", "-5m", "1.5h", "forever", "0m", "59s", "7d1s"],
+)
+def test_parse_duration_refuses(text: str) -> None:
+    with pytest.raises(CommandError):
+        parse_duration(text)

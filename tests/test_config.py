@@ -1,0 +1,222 @@
+"""Settings: defaults of CONTRACT.md, env parsing, and one clear line for what is wrong."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.config import Settings, SettingsError, SilenceBackend, load_settings
+
+FIELDS = frozenset(Settings.model_fields)
+SERVE_TIMEOUT_S = 10
+ENV_EXAMPLE = Path(__file__).parents[1] / ".env.example"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No setting leaks in from the developer's or CI's environment."""
+    for name in list(os.environ):
+        if name.lower() in FIELDS:
+            monkeypatch.delenv(name)
+
+
+def serve_ready() -> dict[str, str]:
+    return {
+        "slack_bot_token": "xoxb-1",
+        "slack_signing_secret": "s3cret",
+        "slack_channel": "C0QUEUE",
+    }
+
+
+def test_defaults_match_the_contract() -> None:
+    settings = load_settings(_env_file=None)
+
+    assert settings.port == 3000
+    assert settings.slack_api_url == "https://slack.com/api/"
+    assert settings.status_interval_seconds == 600
+    assert settings.metrics_backend == "alert"
+    assert settings.scaler_backend == "none"
+    assert settings.silence_backend is None
+    assert settings.scale_allowed_users == ()
+    assert settings.slack_bot_token is None
+    assert not settings.socket_mode
+
+
+def test_slack_api_url_gets_the_trailing_slash_slack_sdk_needs() -> None:
+    settings = load_settings(_env_file=None, slack_api_url="http://127.0.0.1:9999/api")
+
+    assert settings.slack_api_url == "http://127.0.0.1:9999/api/"
+
+
+def test_environment_variables_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PORT", "8080")
+    monkeypatch.setenv("SLACK_API_URL", "http://slack.local/api")
+    monkeypatch.setenv("SLACK_CHANNEL", "C0INCIDENTS")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-from-env")
+    monkeypatch.setenv("STATUS_INTERVAL_SECONDS", "120")
+    monkeypatch.setenv("SILENCE_BACKEND", "alertmanager")
+    monkeypatch.setenv("ALERTMANAGER_URL", "http://am:9093")
+    monkeypatch.setenv("SCALER_BACKEND", "webhook")
+
+    settings = load_settings(_env_file=None)
+
+    assert settings.port == 8080
+    assert settings.slack_api_url == "http://slack.local/api/"
+    assert settings.slack_channel == "C0INCIDENTS"
+    assert settings.slack_bot_token is not None
+    assert settings.slack_bot_token.get_secret_value() == "xoxb-from-env"
+    assert settings.status_interval_seconds == 120
+    assert settings.silence_backend is SilenceBackend.ALERTMANAGER
+    assert settings.alertmanager_url == "http://am:9093"
+    assert settings.scaler_backend == "webhook"
+
+
+def test_scale_allowed_users_is_a_comma_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCALE_ALLOWED_USERS", "U1, S2,,U3")
+
+    assert load_settings(_env_file=None).scale_allowed_users == ("U1", "S2", "U3")
+
+
+def test_secrets_do_not_show_in_the_settings_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret-value")
+
+    assert "xoxb-secret-value" not in repr(load_settings(_env_file=None))
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PORT", "abc"),
+        ("PORT", "70000"),
+        ("STATUS_INTERVAL_SECONDS", "0"),
+        ("SILENCE_BACKEND", "foo"),
+        ("SLACK_POST_INTERVAL_MS", "-1"),
+        ("ALLOW_CHANNEL_MENTIONS", "maybe"),
+    ],
+)
+def test_an_invalid_value_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+
+    with pytest.raises(SettingsError) as caught:
+        load_settings(_env_file=None)
+
+    assert str(caught.value).startswith(f"{name}:")
+    assert "\n" not in str(caught.value)
+
+
+def test_settings_are_read_from_dotenv_in_the_working_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / ".env").write_text("PORT=4000\nSLACK_CHANNEL=C0DOTENV\n")
+    monkeypatch.chdir(tmp_path)
+
+    settings = load_settings()
+
+    assert (settings.port, settings.slack_channel) == (4000, "C0DOTENV")
+
+
+@pytest.mark.parametrize("missing", ["slack_bot_token", "slack_signing_secret", "slack_channel"])
+def test_check_serve_names_what_is_missing(missing: str) -> None:
+    values = {k: v for k, v in serve_ready().items() if k != missing}
+    settings = load_settings(_env_file=None, **values)
+
+    with pytest.raises(SettingsError, match=missing.upper()):
+        settings.check_serve()
+
+
+def test_socket_mode_needs_no_signing_secret() -> None:
+    values = serve_ready()
+    del values["slack_signing_secret"]
+    settings = load_settings(_env_file=None, slack_app_token="xapp-1", **values)
+
+    assert settings.socket_mode
+    settings.check_serve()
+
+
+def test_an_empty_app_token_does_not_switch_to_socket_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLACK_APP_TOKEN", "")
+    values = serve_ready()
+    del values["slack_signing_secret"]
+    settings = load_settings(_env_file=None, **values)
+
+    assert not settings.socket_mode
+    with pytest.raises(SettingsError, match="SLACK_SIGNING_SECRET"):
+        settings.check_serve()
+
+
+def test_check_serve_accepts_a_complete_http_mode_config() -> None:
+    load_settings(_env_file=None, **serve_ready()).check_serve()
+
+
+# -- `python -m bot serve` as an operator runs it -------------------------------------------------
+
+
+def run_serve(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m bot serve` in an empty directory, with only PATH, HOME and `env` set."""
+    clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "serve"],
+        cwd=tmp_path,
+        env=clean | env,
+        capture_output=True,
+        text=True,
+        timeout=SERVE_TIMEOUT_S,
+        check=False,
+    )
+
+
+def test_serve_without_a_token_exits_2_with_one_line_naming_it(tmp_path: Path) -> None:
+    result = run_serve(tmp_path)
+
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "SLACK_BOT_TOKEN" in lines[0]
+
+
+def test_serve_with_the_example_env_unfilled_names_the_missing_token(tmp_path: Path) -> None:
+    # The README's first step is "copy .env.example to .env": its blanks must count as missing.
+    (tmp_path / ".env").write_text(ENV_EXAMPLE.read_text())
+
+    result = run_serve(tmp_path)
+
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "SLACK_BOT_TOKEN" in lines[0]
+
+
+def test_serve_with_a_bad_port_names_port(tmp_path: Path) -> None:
+    result = run_serve(
+        tmp_path,
+        PORT="notaport",
+        SLACK_BOT_TOKEN="xoxb-1",
+        SLACK_SIGNING_SECRET="s3cret",
+        SLACK_CHANNEL="C0QUEUE",
+    )
+
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "PORT" in lines[0]
+
+
+def test_serve_never_prints_a_secret(tmp_path: Path) -> None:
+    result = run_serve(
+        tmp_path,
+        SLACK_BOT_TOKEN="xoxb-secret-value",
+        SLACK_SIGNING_SECRET="signing-secret-value",
+        PORT="bad",
+    )
+
+    assert result.returncode == 2
+    output = result.stdout + result.stderr
+    assert "PORT" in output
+    assert "xoxb-secret-value" not in output
+    assert "signing-secret-value" not in output
