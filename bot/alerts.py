@@ -349,9 +349,15 @@ def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
         elif char in "]}":
             depth -= 1
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise PayloadError(f"body is not valid JSON: {exc}") from None
+    try:
+        # `\ud800` alone is valid JSON but no character: it could not be stored or posted.
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise PayloadError("body is not valid JSON: a string holds an unpaired surrogate") from None
+    return data
 
 
 # --- the facts an incident needs (computed by bot.alert_facts.facts_of) ---------------------------

@@ -13,7 +13,7 @@ import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from redis.asyncio import Redis
@@ -61,6 +61,10 @@ class Bot:
     reporter: StatusReporter
     core: ActionCore
     bolt: AsyncApp
+    background: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        return all(not task.done() for task in self.background)
 
 
 def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> Bot:
@@ -135,7 +139,7 @@ def build_app(bot: Bot) -> Starlette:
     """The ASGI app: every endpoint of CONTRACT.md on one port."""
     app = Starlette(lifespan=_lifespan(bot))
     handlers.webhooks.register(app, _webhooks(bot))
-    handlers.health.register(app, handlers.health.Health(bot.redis, bot.telemetry))
+    handlers.health.register(app, handlers.health.Health(bot.redis, bot.telemetry, alive=bot.alive))
     handlers.actions.register(bot.bolt)
     handlers.commands.register(bot.bolt, command=bot.settings.slash_command)
     handlers.slack_events.register(app, handlers.slack_events.SlackEvents(bot.bolt))
@@ -156,11 +160,9 @@ def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
             else None
         ),
     )
-    if not s.webhook_auth_configured:
-        log.warning(
-            "alert endpoints accept unauthenticated notifications: set ALERT_WEBHOOK_TOKEN "
-            "(and ALERT_WEBHOOK_HMAC_SECRET for Grafana)"
-        )
+    if not (auth.token or auth.basic_user):
+        open_paths = "/alerts/alertmanager" if auth.hmac_secret else "/alerts/*"
+        log.warning("%s accept unauthenticated notifications: set ALERT_WEBHOOK_TOKEN", open_paths)
     return handlers.webhooks.AlertWebhooks(
         bot.stream, bot.telemetry, auth=auth, max_body_bytes=s.alert_max_body_bytes
     )
@@ -171,6 +173,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
         consumer = asyncio.create_task(bot.intake.run(stop), name="intake")
+        bot.background.append(consumer)
         scheduler = start_scheduler(bot.reporter, tick_s=bot.settings.status_tick_seconds)
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)

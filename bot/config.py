@@ -107,16 +107,6 @@ class Settings(BaseSettings):
                 f"METRICS_BACKEND={self.metrics_backend!r} is not available; use 'alert'"
             )
 
-    @property
-    def webhook_auth_configured(self) -> bool:
-        return any(
-            (
-                self.alert_webhook_token,
-                self.alert_webhook_hmac_secret,
-                self.alert_webhook_basic_user,
-            )
-        )
-
 
 def load_settings(**overrides: object) -> Settings:
     """Build Settings, turning pydantic's report into one line that names the variable."""

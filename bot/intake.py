@@ -87,6 +87,10 @@ class Intake:
                 await _sleep_or_stop(stop, backoff)
                 backoff = min(backoff * 2, 2.0)
                 next_reclaim = 0.0
+            except Exception:
+                log.exception("intake: unexpected failure; retrying in %.1fs", backoff)
+                await _sleep_or_stop(stop, backoff)
+                backoff = min(backoff * 2, 2.0)
 
     async def _reclaim(self) -> None:
         entries = await self._stream.reclaim(
@@ -121,6 +125,13 @@ class Intake:
         except LeaseBusy:
             self._telemetry.intake_failures.labels("busy").inc()
             log.warning("intake: entry %s: its alert group stayed busy; will retry", entry.id)
+            return
+        except RedisError:
+            raise
+        except Exception:
+            # A bug must cost one notification (retried, then dead-lettered), never the consumer.
+            self._telemetry.intake_failures.labels("error").inc()
+            log.exception("intake: entry %s failed unexpectedly; will retry", entry.id)
             return
         await self._stream.ack(entry.id)
 

@@ -10,13 +10,18 @@ import asyncio
 import random
 import secrets
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
 return 0
 """
 
@@ -38,6 +43,7 @@ class Leases:
         self._redis = redis
         self._prefix = prefix
         self._release = redis.register_script(_RELEASE)
+        self._renew = redis.register_script(_RENEW)
 
     async def try_acquire(self, name: str, ttl_ms: int) -> Lease | None:
         lease = Lease(f"{self._prefix}:lease:{name}", secrets.token_hex(8))
@@ -49,12 +55,12 @@ class Leases:
 
     @asynccontextmanager
     async def hold(
-        self, name: str, *, ttl_ms: int = 60_000, wait_s: float = 10.0
+        self, name: str, *, ttl_ms: int = 10_000, wait_s: float = 10.0
     ) -> AsyncIterator[Lease]:
         """Hold `name` for the block, waiting up to `wait_s` for the current holder.
 
-        The TTL bounds how long a crashed holder can block others; it is generous because the
-        holder may be waiting out a Slack `Retry-After`.
+        The lease is renewed while the block runs (it may wait out a Slack `Retry-After`), so
+        the TTL only bounds how long a holder that died keeps others out.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
@@ -62,7 +68,17 @@ class Leases:
             if loop.time() >= deadline:
                 raise LeaseBusy(name)
             await asyncio.sleep(0.02 + random.random() * 0.03)
+        renewal = asyncio.create_task(self._keep(lease, ttl_ms))
         try:
             yield lease
         finally:
+            renewal.cancel()
+            with suppress(asyncio.CancelledError):
+                await renewal
             await self.release(lease)
+
+    async def _keep(self, lease: Lease, ttl_ms: int) -> None:
+        while True:
+            await asyncio.sleep(ttl_ms / 3000)
+            with suppress(RedisError):
+                await self._renew(keys=[lease.key], args=[lease.token, ttl_ms])

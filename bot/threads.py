@@ -21,10 +21,11 @@ from bot.store import IncidentStore, OutboxItem, ThreadRef
 
 log = logging.getLogger(__name__)
 
-# How long a claim to post the root message stands without the posted message's location.
-# Long enough to outlast Slack retries; short enough that a replica that died mid-post does not
-# leave the incident without a thread for long.
-THREAD_CLAIM_TTL_MS = 120_000
+# How long a claim to post the root message stands without the posted message's location. Live
+# posters also hold the group's lease, so this only matters when a replica died mid-post: then
+# we cannot know whether Slack got the message, and after this long we post (a rare duplicate
+# root beats an incident without a thread).
+THREAD_CLAIM_TTL_MS = 10_000
 
 
 class Threads:
@@ -57,7 +58,10 @@ class Threads:
             if exc.retryable:
                 await self._store.mark_unsynced(incident.id)
             raise
-        await self._store.mark_synced(incident.id)
+        if ref is None:
+            await self._store.mark_unsynced(incident.id)
+        else:
+            await self._store.mark_synced(incident.id)
         return ref
 
     async def _sync(self, incident: Incident) -> ThreadRef | None:
@@ -75,7 +79,7 @@ class Threads:
     async def _open(self, incident: Incident, root: Rendered) -> ThreadRef | None:
         token = secrets.token_hex(8)
         if not await self._store.claim_thread(incident.id, token, ttl_ms=THREAD_CLAIM_TTL_MS):
-            log.info("incident %s: another replica is opening its thread", incident.id)
+            log.info("incident %s: its thread is claimed by another poster; retrying", incident.id)
             return None
         try:
             ts = await self._slack.post(self._channel, root.text, root.blocks)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -13,11 +15,15 @@ from bot.telemetry import Telemetry
 
 
 class Health:
-    def __init__(self, redis: Redis, telemetry: Telemetry) -> None:
+    def __init__(self, redis: Redis, telemetry: Telemetry, *, alive: Callable[[], bool]) -> None:
         self._redis = redis
         self._telemetry = telemetry
+        self._alive = alive
 
     async def healthz(self, request: Request) -> JSONResponse:
+        """Alive while the process serves and its background work runs; else restart it."""
+        if not self._alive():
+            return JSONResponse({"status": "background work stopped"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     async def readyz(self, request: Request) -> JSONResponse:

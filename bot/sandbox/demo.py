@@ -9,17 +9,12 @@ stopped on the way out, including after Ctrl-C, SIGTERM or an error.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
 import secrets
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -32,6 +27,7 @@ import httpx
 from bot import logs
 from bot.app import build_app, build_bot
 from bot.config import Settings, SettingsError, load_settings
+from bot.sandbox.redis_server import RedisServer, RedisServerError, RedisServerNotFound, free_port
 from bot.sandbox.serve import serve_in_thread
 from bot.sandbox.slack_api import Message, SlackEmulator
 from bot.sandbox.transcript import render_message, render_thread
@@ -43,7 +39,6 @@ FIXTURES = Path(__file__).resolve().parent / "alerts"
 FIRING, RESOLVED = FIXTURES / "queue-alert-firing.json", FIXTURES / "queue-alert-resolved.json"
 WORSE = {"max_queue_time_mins": 131, "max_queue_size": 19}
 STEP_TIMEOUT = 20.0
-REDIS_MISSING = "redis-server not found: install it (apt-get install redis-server) or set REDIS_URL"
 
 T = TypeVar("T")
 
@@ -168,71 +163,19 @@ def _delete_keys(client: Any, pattern: str) -> None:
 
 
 def _local_redis(stack: ExitStack) -> str:
-    """Start redis-server on a free loopback port without persistence, in a temp dir."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise DemoError(REDIS_MISSING)
-    workdir = Path(tempfile.mkdtemp(prefix="qpdemo-redis-"))
-    stack.callback(shutil.rmtree, workdir, ignore_errors=True)
-    for _ in range(3):  # another process may grab the free port before redis binds it
-        port = _free_port()
-        command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
-        command += ["--appendonly", "no", "--dir", str(workdir), "--logfile", "redis.log"]
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # Ctrl-C reaches the demo, which stops redis last
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
-        stack.callback(_stop_process, process)
-        if _redis_answers(process, port):
-            return f"redis://127.0.0.1:{port}/0"
-    log = workdir / "redis.log"
-    tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
-    raise DemoError("redis-server did not start: " + (" / ".join(tail) or "no log"))
-
-
-def _die_with_parent() -> None:
-    """In the child: have Linux SIGTERM redis-server if the demo is killed before cleaning up."""
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-
-
-def _redis_answers(process: subprocess.Popen[bytes], port: int) -> bool:
-    deadline = time.monotonic() + 10
-    while process.poll() is None and time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def _stop_process(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A private redis-server, stopped (and its temp dir removed) when `stack` closes."""
+    try:
+        return stack.enter_context(RedisServer()).url
+    except RedisServerNotFound as exc:
+        raise DemoError(f"{exc} or set REDIS_URL") from None
+    except RedisServerError as exc:
+        raise DemoError(str(exc)) from None
 
 
 def _settings(api_url: str, redis_url: str, prefix: str) -> Settings:
     """Demo settings: no .env, fast cadences, fresh secrets; risky environment values overridden
     (an inherited SLACK_APP_TOKEN would switch to Socket Mode and talk to the real Slack)."""
-    port_text = os.environ.get("PORT") or str(_free_port())
+    port_text = os.environ.get("PORT") or str(free_port())
     if not port_text.isdigit():
         raise DemoError(f"PORT must be a port number, not {port_text!r}")
     try:

@@ -2,9 +2,10 @@
 
 The bot talks to Slack through slack_sdk's `AsyncWebClient`; pointing its `base_url` here
 lets tests and the local demo exercise the real client (serialisation, retries, error
-mapping) without a workspace. State lives in `slack_state.Workspace`; this module is the
-HTTP layer: it decodes parameters the way Slack accepts them, applies auth, injected
-faults, stalls and rate limits, dispatches to per-method handlers, and logs every call.
+mapping) without a workspace. State lives in `slack_state.Workspace` and each Web API
+method in `slack_methods`; this module is the HTTP layer: it decodes parameters the way
+Slack accepts them, applies auth, injected faults, stalls and rate limits, dispatches to
+the method's handler, and logs every call.
 
 The emulator runs in a server thread while tests read it from the main thread, so all
 state access goes through one lock and inspection methods hand out deep copies.
@@ -13,7 +14,6 @@ state access goes through one lock and inspection methods hand out deep copies.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import copy
 import json
@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -30,23 +30,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot.sandbox.slack_state import (
-    BOT_ID,
-    BOT_USER_ID,
-    BOT_USER_NAME,
-    MAX_VIEW_BLOCKS,
-    TEAM_ID,
-    TEAM_NAME,
-    Call,
-    Channel,
-    Fault,
-    Message,
-    SlackError,
-    Workspace,
-    check_content,
-    invalid_arguments,
-    validate_blocks,
-)
+from bot.sandbox.slack_methods import METHODS, Params, optional
+from bot.sandbox.slack_model import Call, Channel, Fault, Message, SlackError
+from bot.sandbox.slack_state import Workspace
 
 __all__ = ["UPLOAD_METHOD", "Call", "Message", "SlackEmulator"]
 
@@ -59,9 +45,6 @@ UPLOAD_METHOD = "files.upload_bytes"
 
 # Parameters that slack_sdk (or a curl user) may send as JSON strings inside a form post.
 _JSON_FIELDS = ("blocks", "attachments", "files", "view", "metadata")
-
-Params = dict[str, Any]
-Handler = Callable[[Workspace, Params, str], dict[str, Any]]
 
 
 @dataclass
@@ -118,279 +101,6 @@ def _bearer_token(request: Request) -> str | None:
     if scheme.lower() != "bearer":
         return None
     return credentials.strip() or None
-
-
-def _required(p: Params, name: str) -> str:
-    value = p.get(name)
-    if value is None or value == "":
-        raise invalid_arguments(f"[ERROR] missing required field: {name}")
-    return str(value)
-
-
-def _optional(p: Params, name: str) -> str | None:
-    value = p.get(name)
-    return None if value is None or value == "" else str(value)
-
-
-def _flag(p: Params, name: str) -> bool:
-    return str(p.get(name, "")).lower() in ("1", "true")
-
-
-def _integer(p: Params, name: str, default: int) -> int:
-    value = p.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise invalid_arguments(f"[ERROR] {name} must be an integer") from None
-
-
-def _blocks(p: Params) -> list[dict[str, Any]] | None:
-    blocks = p.get("blocks")
-    if blocks is None or isinstance(blocks, list):
-        return blocks
-    raise SlackError("invalid_blocks_format")
-
-
-def _metadata(p: Params) -> dict[str, Any] | None:
-    metadata = p.get("metadata")
-    if metadata is None or isinstance(metadata, dict):
-        return metadata
-    raise SlackError("invalid_metadata_format")
-
-
-def _text_and_blocks(p: Params) -> tuple[str, list[dict[str, Any]] | None]:
-    blocks = _blocks(p)
-    text = str(p.get("text") or "")
-    check_content(text, blocks, has_other=bool(p.get("attachments")))
-    return text, blocks
-
-
-# -- chat.* and conversations.* ----------------------------------------------------------
-
-
-def _auth_test(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    return {
-        "url": base_url,
-        "team": TEAM_NAME,
-        "user": BOT_USER_NAME,
-        "team_id": TEAM_ID,
-        "user_id": BOT_USER_ID,
-        "bot_id": BOT_ID,
-        "is_enterprise_install": False,
-    }
-
-
-def _chat_post_message(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    channel = _required(p, "channel")
-    ws.writable_channel(channel)  # Slack reports channel problems before content problems
-    text, blocks = _text_and_blocks(p)
-    message = ws.post(
-        channel,
-        text=text,
-        blocks=blocks or [],
-        thread_ts=_optional(p, "thread_ts"),
-        metadata=_metadata(p),
-        broadcast=_flag(p, "reply_broadcast"),
-    )
-    return {"channel": channel, "ts": message.ts, "message": ws.render(message)}
-
-
-def _chat_update(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    channel, ts = _required(p, "channel"), _required(p, "ts")
-    ws.find(channel, ts)
-    text, blocks = _text_and_blocks(p)
-    new_text = text if "text" in p else None
-    message = ws.update(channel, ts, text=new_text, blocks=blocks, metadata=_metadata(p))
-    return {"channel": channel, "ts": ts, "text": message.text, "message": ws.render(message)}
-
-
-def _chat_post_ephemeral(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    channel, user = _required(p, "channel"), _required(p, "user")
-    ws.writable_channel(channel)
-    text, blocks = _text_and_blocks(p)
-    message = ws.post_ephemeral(
-        channel, user, text=text, blocks=blocks or [], thread_ts=_optional(p, "thread_ts")
-    )
-    return {"message_ts": message.ts}
-
-
-def _chat_get_permalink(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    channel, ts = _required(p, "channel"), _required(p, "message_ts")
-    message = ws.find(channel, ts)
-    link = f"{base_url}archives/{channel}/p{ts.replace('.', '')}"
-    if message.thread_ts is not None:
-        link += f"?thread_ts={message.thread_ts}&cid={channel}"
-    return {"channel": channel, "permalink": link}
-
-
-def _conversations_history(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    channel = ws.channel(_required(p, "channel"))
-    if not channel.member:
-        raise SlackError("not_in_channel")
-    inclusive = _flag(p, "inclusive")
-    oldest, latest = _ts_bound(p, "oldest"), _ts_bound(p, "latest")
-    newest_first = [
-        m for m in reversed(channel.timeline) if _in_window(m.ts, oldest, latest, inclusive)
-    ]
-    page, paging = _paginate(newest_first, p, default_limit=100)
-    return {"messages": [ws.render(m) for m in page], "pin_count": 0, **paging}
-
-
-def _conversations_replies(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    channel_id, ts = _required(p, "channel"), _required(p, "ts")
-    if not ws.channel(channel_id).member:
-        raise SlackError("not_in_channel")
-    page, paging = _paginate(ws.thread(channel_id, ts), p, default_limit=1000)
-    return {"messages": [ws.render(m) for m in page], **paging}
-
-
-def _ts_bound(p: Params, name: str) -> Decimal | None:
-    value = _optional(p, name)
-    if value is None:
-        return None
-    try:
-        return Decimal(value)
-    except InvalidOperation:
-        raise invalid_arguments(f"[ERROR] {name} must be a timestamp") from None
-
-
-def _in_window(ts: str, oldest: Decimal | None, latest: Decimal | None, inclusive: bool) -> bool:
-    value = Decimal(ts)
-    if oldest is not None and (value < oldest or (value == oldest and not inclusive)):
-        return False
-    return latest is None or value < latest or (value == latest and inclusive)
-
-
-def _paginate(
-    items: list[Message], p: Params, *, default_limit: int
-) -> tuple[list[Message], Params]:
-    """Offset cursors, base64-wrapped so clients treat them as opaque like Slack's."""
-    limit = _integer(p, "limit", default_limit)
-    limit = limit if limit > 0 else default_limit
-    start = _decode_cursor(_optional(p, "cursor"))
-    end = start + limit
-    next_cursor = base64.b64encode(f"offset:{end}".encode()).decode() if end < len(items) else ""
-    paging = {"has_more": bool(next_cursor), "response_metadata": {"next_cursor": next_cursor}}
-    return items[start:end], paging
-
-
-def _decode_cursor(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    try:
-        prefix, _, offset = base64.b64decode(cursor).decode().partition(":")
-        if prefix == "offset":
-            return max(0, int(offset))
-    except ValueError:
-        pass
-    raise SlackError("invalid_cursor")
-
-
-# -- views.* -----------------------------------------------------------------------------
-
-
-def _view(p: Params) -> dict[str, Any]:
-    """Structural checks Slack applies to a view payload, reported as invalid_arguments."""
-    view = p.get("view")
-    if not isinstance(view, dict):
-        raise invalid_arguments("[ERROR] missing required field: view")
-    if view.get("type") not in ("modal", "home"):
-        raise invalid_arguments("[ERROR] view type must be modal or home [json-pointer:/view/type]")
-    if view["type"] == "modal" and not view.get("title"):
-        raise invalid_arguments("[ERROR] missing required field: title [json-pointer:/view]")
-    errors = validate_blocks(view.get("blocks", []), limit=MAX_VIEW_BLOCKS)
-    if errors:
-        raise invalid_arguments(*(e.replace("/blocks", "/view/blocks") for e in errors))
-    return view
-
-
-def _views_open(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    _required(p, "trigger_id")
-    return {"view": ws.open_view(_view(p))}
-
-
-def _views_push(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    _required(p, "trigger_id")
-    return {"view": ws.open_view(_view(p), root_view_id=ws.latest_modal_root())}
-
-
-def _views_update(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    view = _view(p)
-    view_id, external_id = _optional(p, "view_id"), _optional(p, "external_id")
-    if view_id is None and external_id is None:
-        raise invalid_arguments("[ERROR] either view_id or external_id is required")
-    updated = ws.update_view(
-        view, view_id=view_id, external_id=external_id, expected_hash=_optional(p, "hash")
-    )
-    return {"view": updated}
-
-
-# -- users.*, usergroups.*, files.* --------------------------------------------------------
-
-
-def _users_info(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    return {"user": ws.user(_required(p, "user"))}
-
-
-def _usergroups_users_list(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    return {"users": ws.usergroup_members(_required(p, "usergroup"))}
-
-
-def _files_get_upload_url(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    filename = _required(p, "filename")
-    length = _integer(p, "length", -1)
-    if length < 0:
-        raise invalid_arguments("[ERROR] missing required field: length")
-    stored = ws.reserve_file(filename, length)
-    return {"upload_url": f"{base_url}_emulator/upload/{stored.id}", "file_id": stored.id}
-
-
-def _files_complete_upload(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    entries = p.get("files")
-    if not isinstance(entries, list) or not entries:
-        raise invalid_arguments("[ERROR] missing required field: files")
-    channel_id = _optional(p, "channel_id")
-    targets = (
-        [channel_id] if channel_id else [c for c in str(p.get("channels", "")).split(",") if c]
-    )
-    thread_ts = _optional(p, "thread_ts")
-    for target in targets:  # check every destination before changing anything
-        channel = ws.writable_channel(target)
-        if thread_ts:
-            ws.thread_root(channel, thread_ts)
-    files = ws.complete_upload(entries)
-    comment = str(p.get("initial_comment") or "")
-    for target in targets:
-        ws.share_files(files, target, comment=comment, thread_ts=thread_ts)
-    return {"files": [stored.public() for stored in files]}
-
-
-def _files_info(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    stored = ws.files.get(_required(p, "file"))
-    if stored is None:
-        raise SlackError("file_not_found")
-    return {"file": stored.public()}
-
-
-METHODS: dict[str, Handler] = {
-    "auth.test": _auth_test,
-    "chat.postMessage": _chat_post_message,
-    "chat.update": _chat_update,
-    "chat.postEphemeral": _chat_post_ephemeral,
-    "chat.getPermalink": _chat_get_permalink,
-    "conversations.history": _conversations_history,
-    "conversations.replies": _conversations_replies,
-    "views.open": _views_open,
-    "views.push": _views_push,
-    "views.update": _views_update,
-    "users.info": _users_info,
-    "usergroups.users.list": _usergroups_users_list,
-    "files.getUploadURLExternal": _files_get_upload_url,
-    "files.completeUploadExternal": _files_complete_upload,
-    "files.info": _files_info,
-}
 
 
 # -- the emulator ------------------------------------------------------------------------
@@ -540,7 +250,7 @@ class SlackEmulator:
             params = await read_params(request)
         except SlackError as exc:
             read_error = exc
-        token = _bearer_token(request) or _optional(params, "token")
+        token = _bearer_token(request) or optional(params, "token")
         if "token" in params:
             params["token"] = "[redacted]"
         with self._lock:
@@ -571,7 +281,7 @@ class SlackEmulator:
 
     def _check_rate_limit(self, method: str, params: Params) -> None:
         channel = str(params.get("channel", ""))
-        if self.enforce_rate_limits and not self._ws.within_rate_limit(method, channel):
+        if self.enforce_rate_limits and not self._ws.rate_limits.allow(method, channel):
             raise SlackError("ratelimited", status=429, headers={"Retry-After": "1"})
 
     def _log(self, method: str, params: Params, outcome: _Outcome, at: float) -> None:
@@ -617,34 +327,10 @@ class SlackEmulator:
 
     async def _state_endpoint(self, request: Request) -> Response:
         with self._lock:
-            return JSONResponse(self._snapshot())
-
-    def _snapshot(self) -> dict[str, Any]:
-        ws = self._ws
-        channels = {}
-        for cid, channel in ws.channels.items():
-            roots = [m for m in channel.timeline if m.thread_ts is None]
-            channels[cid] = {
-                "archived": channel.archived,
-                "member": channel.member,
-                "messages": [
-                    {**ws.render(m), "edits": m.edits, "replies": _replies(ws, m)} for m in roots
-                ],
-                "ephemerals": [_ephemeral_json(m) for m in channel.ephemerals],
-            }
-        return {
-            "channels": channels,
-            "views": list(ws.views.values()),
-            "files": [f.public() for f in ws.files.values()],
-            "calls": [
-                {"method": c.method, "status": c.status, "ok": c.ok, "error": c.error}
-                for c in ws.calls
-            ],
-        }
+            return JSONResponse(self._ws.snapshot())
 
     async def _faults_endpoint(self, request: Request) -> Response:
-        try:
-            spec = _json_body(await request.body())
+        def fail_next(spec: dict[str, Any]) -> None:
             self.fail_next(
                 str(spec["method"]),
                 status=int(spec.get("status", 429)),
@@ -652,21 +338,13 @@ class SlackEmulator:
                 error=spec.get("error"),
                 count=int(spec.get("count", 1)),
             )
-        except (SlackError, KeyError, TypeError, ValueError) as exc:
-            return JSONResponse(
-                {"ok": False, "error": "invalid_arguments", "detail": str(exc)}, 400
-            )
-        return JSONResponse({"ok": True})
+
+        return await _control(request, fail_next)
 
     async def _stalls_endpoint(self, request: Request) -> Response:
-        try:
-            spec = _json_body(await request.body())
-            self.stall(str(spec["method"]), float(spec.get("seconds", 0)))
-        except (SlackError, KeyError, TypeError, ValueError) as exc:
-            return JSONResponse(
-                {"ok": False, "error": "invalid_arguments", "detail": str(exc)}, 400
-            )
-        return JSONResponse({"ok": True})
+        return await _control(
+            request, lambda spec: self.stall(str(spec["method"]), float(spec.get("seconds", 0)))
+        )
 
     async def _reset_endpoint(self, request: Request) -> Response:
         self.reset()
@@ -676,16 +354,10 @@ class SlackEmulator:
         return JSONResponse({"ok": True})
 
 
-def _replies(ws: Workspace, root: Message) -> list[dict[str, Any]]:
-    replies = ws.channels[root.channel].replies.get(root.ts, [])
-    return [{**ws.render(m), "edits": m.edits} for m in replies]
-
-
-def _ephemeral_json(message: Message) -> dict[str, Any]:
-    return {
-        "ts": message.ts,
-        "user": message.user,
-        "text": message.text,
-        "blocks": message.blocks,
-        "thread_ts": message.thread_ts,
-    }
+async def _control(request: Request, apply: Callable[[dict[str, Any]], None]) -> Response:
+    """Apply a JSON control request; a malformed one is a 400 that says what was wrong."""
+    try:
+        apply(_json_body(await request.body()))
+    except (SlackError, KeyError, TypeError, ValueError) as exc:
+        return JSONResponse({"ok": False, "error": "invalid_arguments", "detail": str(exc)}, 400)
+    return JSONResponse({"ok": True})

@@ -2,8 +2,9 @@
 
 This module knows nothing about HTTP: it holds channels, messages, threads, views, files,
 users and usergroups, plus the bookkeeping tests inspect (call log, queued faults, stalls,
-rate-limit buckets). Every rule that decides *which Slack error* a request earns lives here,
-so the HTTP layer only has to translate parameters in and JSON out.
+rate-limit buckets). The rules that depend on that state (unknown or archived channel,
+missing thread, hash conflict...) live here; rules about a payload alone are in
+`slack_limits`, so the HTTP layer only has to translate parameters in and JSON out.
 
 Nothing here is thread-safe on its own: `SlackEmulator` serialises all access with one lock.
 """
@@ -13,242 +14,27 @@ from __future__ import annotations
 import time
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from slack_sdk.models.blocks import Block
+from bot.sandbox.slack_limits import RateLimiter
+from bot.sandbox.slack_model import (
+    APP_ID,
+    BOT_ID,
+    BOT_USER_ID,
+    BOT_USER_NAME,
+    TEAM_ID,
+    Call,
+    Channel,
+    Fault,
+    IdSource,
+    Message,
+    SlackError,
+    StoredFile,
+    TsClock,
+)
 
-TEAM_ID = "T0QUEUE"
-TEAM_NAME = "queuepilot-sandbox"
-BOT_USER_ID = "U0QUEUEBOT"
-BOT_USER_NAME = "queuepilot"
-BOT_ID = "B0QUEUEBOT"
-APP_ID = "A0QUEUEBOT"
-
-MAX_MESSAGE_BLOCKS = 50
-MAX_VIEW_BLOCKS = 100
-MAX_TEXT_CHARS = 40_000
-
-# (burst, sustained calls per second) per (method, channel), mirroring Slack's documented
-# "1 message per second per channel" special limit and Tier 3 (50/min) for chat.update.
-RATE_LIMITS: dict[str, tuple[int, float]] = {
-    "chat.postMessage": (3, 1.0),
-    "chat.update": (5, 50 / 60),
-}
-
-
-class SlackError(Exception):
-    """A Slack-style failure: becomes `{"ok": false, "error": ...}` with `status`."""
-
-    def __init__(
-        self,
-        error: str,
-        *,
-        status: int = 200,
-        headers: Mapping[str, str] | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(error)
-        self.error = error
-        self.status = status
-        self.headers = dict(headers or {})
-        self.extra = dict(extra or {})
-
-
-def invalid_arguments(*messages: str) -> SlackError:
-    """Slack reports missing/malformed arguments with details in response_metadata."""
-    return SlackError("invalid_arguments", extra={"response_metadata": {"messages": [*messages]}})
-
-
-@dataclass
-class Message:
-    """A message as tests see it; mutable because chat.update edits it in place."""
-
-    ts: str
-    channel: str
-    text: str
-    blocks: list[dict[str, Any]]
-    thread_ts: str | None
-    user: str | None
-    edits: int = 0
-    files: list[dict[str, Any]] = field(default_factory=list)
-    metadata: dict[str, Any] | None = None
-    broadcast: bool = False
-
-
-@dataclass
-class Call:
-    """One request the emulator received, whatever its outcome."""
-
-    method: str
-    params: dict[str, Any]
-    status: int
-    ok: bool
-    error: str | None
-    at: float
-
-
-@dataclass
-class Fault:
-    """A failure queued by a test for an upcoming call."""
-
-    status: int
-    retry_after: int
-    error: str | None
-
-    def to_error(self) -> SlackError:
-        if self.status == 429:
-            return SlackError(
-                self.error or "ratelimited",
-                status=429,
-                headers={"Retry-After": str(self.retry_after)},
-            )
-        return SlackError(self.error or _default_fault_error(self.status), status=self.status)
-
-
-def _default_fault_error(status: int) -> str:
-    if status >= 500:
-        return "service_unavailable" if status == 503 else "internal_error"
-    return "fatal_error"
-
-
-@dataclass
-class Channel:
-    """A conversation: top-level timeline, threads keyed by root ts, and ephemerals."""
-
-    id: str
-    member: bool = True
-    archived: bool = False
-    timeline: list[Message] = field(default_factory=list)
-    replies: dict[str, list[Message]] = field(default_factory=dict)
-    ephemerals: list[Message] = field(default_factory=list)
-    by_ts: dict[str, Message] = field(default_factory=dict)
-
-    def clear(self) -> None:
-        self.timeline.clear()
-        self.replies.clear()
-        self.ephemerals.clear()
-        self.by_ts.clear()
-
-
-@dataclass
-class StoredFile:
-    """A file reserved by files.getUploadURLExternal; `data` arrives with the upload POST."""
-
-    id: str
-    name: str
-    length: int
-    title: str = ""
-    data: bytes | None = None
-    channels: list[str] = field(default_factory=list)
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "title": self.title or self.name,
-            "size": len(self.data) if self.data is not None else self.length,
-            "mimetype": "application/octet-stream",
-            "user": BOT_USER_ID,
-            "channels": list(self.channels),
-        }
-
-
-class TsClock:
-    """Issues Slack-like message timestamps that are unique and strictly increasing.
-
-    Real ts values are wall-clock seconds plus a 6-digit suffix; tests and the bot compare
-    and sort them, so the suffix is a counter rather than a random number.
-    """
-
-    def __init__(self) -> None:
-        self._seconds = 0
-        self._seq = 0
-
-    def next(self) -> str:
-        now = int(time.time())
-        if now > self._seconds:
-            self._seconds, self._seq = now, 0
-        self._seq += 1
-        if self._seq > 999_999:
-            self._seconds, self._seq = self._seconds + 1, 1
-        return f"{self._seconds}.{self._seq:06d}"
-
-
-class TokenBucket:
-    """Classic token bucket: `burst` immediate calls, then `per_second` refill."""
-
-    def __init__(self, burst: int, per_second: float) -> None:
-        self._capacity = float(burst)
-        self._rate = per_second
-        self._tokens = float(burst)
-        self._updated = time.monotonic()
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        elapsed = now - self._updated
-        self._tokens = min(self._capacity, self._tokens + elapsed * self._rate)
-        self._updated = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
-
-
-def validate_blocks(blocks: object, *, limit: int = MAX_MESSAGE_BLOCKS) -> list[str]:
-    """Return Slack-style error strings for `blocks`; empty means valid.
-
-    slack_sdk's own models carry Slack's length/count rules, so reusing them keeps the
-    emulator as strict as the real API without duplicating the rulebook.
-    """
-    if not isinstance(blocks, list):
-        return ["[ERROR] blocks must be an array [json-pointer:/blocks]"]
-    if len(blocks) > limit:
-        return [f"[ERROR] no more than {limit} items allowed [json-pointer:/blocks]"]
-    errors = []
-    for index, block in enumerate(blocks):
-        problem = _block_problem(block)
-        if problem is not None:
-            errors.append(f"[ERROR] {problem} [json-pointer:/blocks/{index}]")
-    return errors
-
-
-def _block_problem(block: object) -> str | None:
-    if not isinstance(block, dict):
-        return "block must be an object"
-    try:
-        parsed = Block.parse(dict(block))
-        if parsed is None:
-            return f"unsupported block type {block.get('type')!r}"
-        parsed.validate_json()
-        # to_dict() validates nested elements (buttons, text objects) too.
-        parsed.to_dict()
-    except Exception as exc:  # the SDK raises several types for malformed input
-        return str(exc) or type(exc).__name__
-    return None
-
-
-def check_content(text: str, blocks: list[dict[str, Any]] | None, *, has_other: bool) -> None:
-    """Apply chat.* content rules: something to show, not too long, valid blocks."""
-    if not text and not blocks and not has_other:
-        raise SlackError("no_text")
-    if len(text) > MAX_TEXT_CHARS:
-        raise SlackError("msg_too_long")
-    if blocks is not None:
-        errors = validate_blocks(blocks)
-        if errors:
-            raise SlackError("invalid_blocks", extra={"errors": errors})
-
-
-class IdSource:
-    """Sequential Slack-looking ids ("V0000000001"), readable in test failures."""
-
-    def __init__(self) -> None:
-        self._counters: dict[str, int] = defaultdict(int)
-
-    def next(self, prefix: str) -> str:
-        self._counters[prefix] += 1
-        return f"{prefix}{self._counters[prefix]:010d}"
+# transcript.py imports the bot's identity and Message from here (they are defined in slack_model).
+__all__ = ["BOT_USER_ID", "BOT_USER_NAME", "Message", "Workspace"]
 
 
 class Workspace:
@@ -270,7 +56,7 @@ class Workspace:
         self.calls: list[Call] = []
         self.faults: dict[str, deque[Fault]] = defaultdict(deque)
         self.stalls: dict[str, float] = {}
-        self.buckets: dict[tuple[str, str], TokenBucket] = {}
+        self.rate_limits = RateLimiter()
 
     def reset(self) -> None:
         """Forget activity but keep the cast (channels, their flags, users, groups)."""
@@ -281,7 +67,7 @@ class Workspace:
         self.calls.clear()
         self.faults.clear()
         self.stalls.clear()
-        self.buckets.clear()
+        self.rate_limits.reset()
 
     # -- channels and messages -------------------------------------------------------
 
@@ -351,11 +137,8 @@ class Workspace:
         blocks: list[dict[str, Any]] | None,
         metadata: dict[str, Any] | None = None,
     ) -> Message:
-        channel = self.channel(channel_id)
-        message = channel.by_ts.get(ts)
-        if message is None:
-            raise SlackError("message_not_found")
-        if channel.archived:
+        message = self.find(channel_id, ts)
+        if self.channels[channel_id].archived:
             raise SlackError("is_archived")
         if text is not None:
             message.text = text
@@ -427,7 +210,7 @@ class Workspace:
         return out
 
     def _thread_summary(self, root: Message) -> dict[str, Any]:
-        replies = self.channels[root.channel].replies.get(root.ts, [])
+        replies = self._replies(root)
         if not replies:
             return {}
         reply_users = list(dict.fromkeys(r.user for r in replies if r.user))
@@ -542,7 +325,7 @@ class Workspace:
             files=[stored.public() for stored in files],
         )
 
-    # -- users, faults, limits --------------------------------------------------------
+    # -- users and faults -------------------------------------------------------------
 
     def user(self, user_id: str) -> dict[str, Any]:
         name = self.users.get(user_id)
@@ -570,9 +353,44 @@ class Workspace:
         queue = self.faults.get(method)
         return queue.popleft() if queue else None
 
-    def within_rate_limit(self, method: str, channel_id: str) -> bool:
-        limits = RATE_LIMITS.get(method)
-        if limits is None:
-            return True
-        bucket = self.buckets.setdefault((method, channel_id), TokenBucket(*limits))
-        return bucket.take()
+    # -- the whole state as JSON, for out-of-process users ----------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a test in another process may check, as JSON (GET /_emulator/state)."""
+        channels = {}
+        for cid, channel in self.channels.items():
+            roots = [m for m in channel.timeline if m.thread_ts is None]
+            channels[cid] = {
+                "archived": channel.archived,
+                "member": channel.member,
+                "messages": [
+                    {**self.render(m), "edits": m.edits, "replies": self._replies_json(m)}
+                    for m in roots
+                ],
+                "ephemerals": [_ephemeral_json(m) for m in channel.ephemerals],
+            }
+        return {
+            "channels": channels,
+            "views": list(self.views.values()),
+            "files": [f.public() for f in self.files.values()],
+            "calls": [
+                {"method": c.method, "status": c.status, "ok": c.ok, "error": c.error}
+                for c in self.calls
+            ],
+        }
+
+    def _replies_json(self, root: Message) -> list[dict[str, Any]]:
+        return [{**self.render(m), "edits": m.edits} for m in self._replies(root)]
+
+    def _replies(self, root: Message) -> list[Message]:
+        return self.channels[root.channel].replies.get(root.ts, [])
+
+
+def _ephemeral_json(message: Message) -> dict[str, Any]:
+    return {
+        "ts": message.ts,
+        "user": message.user,
+        "text": message.text,
+        "blocks": message.blocks,
+        "thread_ts": message.thread_ts,
+    }

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.slack_state import Message
+from bot.sandbox.slack_api import Message
 from bot.sandbox.transcript import mrkdwn_to_text, render_block, render_thread
 from tests.servers import require_binary
 

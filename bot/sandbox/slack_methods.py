@@ -1,0 +1,307 @@
+"""The Slack Web API methods the emulator serves, each a function of (workspace, parameters).
+
+A handler reads its parameters the way Slack does (missing or malformed ones earn
+`invalid_arguments` with Slack's wording), checks the payload against `slack_limits`, then
+asks the `Workspace` to act and shapes the reply. Handlers run under the emulator's lock and
+return only the fields after `"ok": true`; the HTTP layer (`slack_api`) adds the rest.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from bot.sandbox.slack_limits import MAX_VIEW_BLOCKS, check_content, validate_blocks
+from bot.sandbox.slack_model import (
+    BOT_ID,
+    BOT_USER_ID,
+    BOT_USER_NAME,
+    TEAM_ID,
+    TEAM_NAME,
+    Message,
+    SlackError,
+    invalid_arguments,
+)
+from bot.sandbox.slack_state import Workspace
+
+Params = dict[str, Any]
+Handler = Callable[[Workspace, Params, str], dict[str, Any]]
+
+
+# -- reading parameters --------------------------------------------------------------------
+
+
+def _required(p: Params, name: str) -> str:
+    value = p.get(name)
+    if value is None or value == "":
+        raise invalid_arguments(f"[ERROR] missing required field: {name}")
+    return str(value)
+
+
+def optional(p: Params, name: str) -> str | None:
+    """The parameter as text, or None: Slack treats an empty value as an absent one."""
+    value = p.get(name)
+    return None if value is None or value == "" else str(value)
+
+
+def _flag(p: Params, name: str) -> bool:
+    return str(p.get(name, "")).lower() in ("1", "true")
+
+
+def _integer(p: Params, name: str, default: int) -> int:
+    value = p.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise invalid_arguments(f"[ERROR] {name} must be an integer") from None
+
+
+def _blocks(p: Params) -> list[dict[str, Any]] | None:
+    blocks = p.get("blocks")
+    if blocks is None or isinstance(blocks, list):
+        return blocks
+    raise SlackError("invalid_blocks_format")
+
+
+def _metadata(p: Params) -> dict[str, Any] | None:
+    metadata = p.get("metadata")
+    if metadata is None or isinstance(metadata, dict):
+        return metadata
+    raise SlackError("invalid_metadata_format")
+
+
+def _text_and_blocks(p: Params) -> tuple[str, list[dict[str, Any]] | None]:
+    blocks = _blocks(p)
+    text = str(p.get("text") or "")
+    check_content(text, blocks, has_other=bool(p.get("attachments")))
+    return text, blocks
+
+
+# -- chat.* and conversations.* ----------------------------------------------------------
+
+
+def _auth_test(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    return {
+        "url": base_url,
+        "team": TEAM_NAME,
+        "user": BOT_USER_NAME,
+        "team_id": TEAM_ID,
+        "user_id": BOT_USER_ID,
+        "bot_id": BOT_ID,
+        "is_enterprise_install": False,
+    }
+
+
+def _chat_post_message(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    channel = _required(p, "channel")
+    ws.writable_channel(channel)  # Slack reports channel problems before content problems
+    text, blocks = _text_and_blocks(p)
+    message = ws.post(
+        channel,
+        text=text,
+        blocks=blocks or [],
+        thread_ts=optional(p, "thread_ts"),
+        metadata=_metadata(p),
+        broadcast=_flag(p, "reply_broadcast"),
+    )
+    return {"channel": channel, "ts": message.ts, "message": ws.render(message)}
+
+
+def _chat_update(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    channel, ts = _required(p, "channel"), _required(p, "ts")
+    ws.find(channel, ts)
+    text, blocks = _text_and_blocks(p)
+    new_text = text if "text" in p else None
+    message = ws.update(channel, ts, text=new_text, blocks=blocks, metadata=_metadata(p))
+    return {"channel": channel, "ts": ts, "text": message.text, "message": ws.render(message)}
+
+
+def _chat_post_ephemeral(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    channel, user = _required(p, "channel"), _required(p, "user")
+    ws.writable_channel(channel)
+    text, blocks = _text_and_blocks(p)
+    message = ws.post_ephemeral(
+        channel, user, text=text, blocks=blocks or [], thread_ts=optional(p, "thread_ts")
+    )
+    return {"message_ts": message.ts}
+
+
+def _chat_get_permalink(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    channel, ts = _required(p, "channel"), _required(p, "message_ts")
+    message = ws.find(channel, ts)
+    link = f"{base_url}archives/{channel}/p{ts.replace('.', '')}"
+    if message.thread_ts is not None:
+        link += f"?thread_ts={message.thread_ts}&cid={channel}"
+    return {"channel": channel, "permalink": link}
+
+
+def _conversations_history(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    channel = ws.channel(_required(p, "channel"))
+    if not channel.member:
+        raise SlackError("not_in_channel")
+    inclusive = _flag(p, "inclusive")
+    oldest, latest = _ts_bound(p, "oldest"), _ts_bound(p, "latest")
+    newest_first = [
+        m for m in reversed(channel.timeline) if _in_window(m.ts, oldest, latest, inclusive)
+    ]
+    page, paging = _paginate(newest_first, p, default_limit=100)
+    return {"messages": [ws.render(m) for m in page], "pin_count": 0, **paging}
+
+
+def _conversations_replies(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    channel_id, ts = _required(p, "channel"), _required(p, "ts")
+    if not ws.channel(channel_id).member:
+        raise SlackError("not_in_channel")
+    page, paging = _paginate(ws.thread(channel_id, ts), p, default_limit=1000)
+    return {"messages": [ws.render(m) for m in page], **paging}
+
+
+def _ts_bound(p: Params, name: str) -> Decimal | None:
+    value = optional(p, name)
+    if value is None:
+        return None
+    try:
+        return Decimal(value)
+    except InvalidOperation:
+        raise invalid_arguments(f"[ERROR] {name} must be a timestamp") from None
+
+
+def _in_window(ts: str, oldest: Decimal | None, latest: Decimal | None, inclusive: bool) -> bool:
+    value = Decimal(ts)
+    if oldest is not None and (value < oldest or (value == oldest and not inclusive)):
+        return False
+    return latest is None or value < latest or (value == latest and inclusive)
+
+
+def _paginate(
+    items: list[Message], p: Params, *, default_limit: int
+) -> tuple[list[Message], Params]:
+    """Offset cursors, base64-wrapped so clients treat them as opaque like Slack's."""
+    limit = _integer(p, "limit", default_limit)
+    limit = limit if limit > 0 else default_limit
+    start = _decode_cursor(optional(p, "cursor"))
+    end = start + limit
+    next_cursor = base64.b64encode(f"offset:{end}".encode()).decode() if end < len(items) else ""
+    paging = {"has_more": bool(next_cursor), "response_metadata": {"next_cursor": next_cursor}}
+    return items[start:end], paging
+
+
+def _decode_cursor(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    try:
+        prefix, _, offset = base64.b64decode(cursor).decode().partition(":")
+        if prefix == "offset":
+            return max(0, int(offset))
+    except ValueError:
+        pass
+    raise SlackError("invalid_cursor")
+
+
+# -- views.* -----------------------------------------------------------------------------
+
+
+def _view(p: Params) -> dict[str, Any]:
+    """Structural checks Slack applies to a view payload, reported as invalid_arguments."""
+    view = p.get("view")
+    if not isinstance(view, dict):
+        raise invalid_arguments("[ERROR] missing required field: view")
+    if view.get("type") not in ("modal", "home"):
+        raise invalid_arguments("[ERROR] view type must be modal or home [json-pointer:/view/type]")
+    if view["type"] == "modal" and not view.get("title"):
+        raise invalid_arguments("[ERROR] missing required field: title [json-pointer:/view]")
+    errors = validate_blocks(view.get("blocks", []), limit=MAX_VIEW_BLOCKS)
+    if errors:
+        raise invalid_arguments(*(e.replace("/blocks", "/view/blocks") for e in errors))
+    return view
+
+
+def _views_open(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    _required(p, "trigger_id")
+    return {"view": ws.open_view(_view(p))}
+
+
+def _views_push(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    _required(p, "trigger_id")
+    return {"view": ws.open_view(_view(p), root_view_id=ws.latest_modal_root())}
+
+
+def _views_update(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    view = _view(p)
+    view_id, external_id = optional(p, "view_id"), optional(p, "external_id")
+    if view_id is None and external_id is None:
+        raise invalid_arguments("[ERROR] either view_id or external_id is required")
+    updated = ws.update_view(
+        view, view_id=view_id, external_id=external_id, expected_hash=optional(p, "hash")
+    )
+    return {"view": updated}
+
+
+# -- users.*, usergroups.*, files.* --------------------------------------------------------
+
+
+def _users_info(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    return {"user": ws.user(_required(p, "user"))}
+
+
+def _usergroups_users_list(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    return {"users": ws.usergroup_members(_required(p, "usergroup"))}
+
+
+def _files_get_upload_url(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    filename = _required(p, "filename")
+    length = _integer(p, "length", -1)
+    if length < 0:
+        raise invalid_arguments("[ERROR] missing required field: length")
+    stored = ws.reserve_file(filename, length)
+    return {"upload_url": f"{base_url}_emulator/upload/{stored.id}", "file_id": stored.id}
+
+
+def _files_complete_upload(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    entries = p.get("files")
+    if not isinstance(entries, list) or not entries:
+        raise invalid_arguments("[ERROR] missing required field: files")
+    channel_id = optional(p, "channel_id")
+    targets = (
+        [channel_id] if channel_id else [c for c in str(p.get("channels", "")).split(",") if c]
+    )
+    thread_ts = optional(p, "thread_ts")
+    for target in targets:  # check every destination before changing anything
+        channel = ws.writable_channel(target)
+        if thread_ts:
+            ws.thread_root(channel, thread_ts)
+    files = ws.complete_upload(entries)
+    comment = str(p.get("initial_comment") or "")
+    for target in targets:
+        ws.share_files(files, target, comment=comment, thread_ts=thread_ts)
+    return {"files": [stored.public() for stored in files]}
+
+
+def _files_info(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    stored = ws.files.get(_required(p, "file"))
+    if stored is None:
+        raise SlackError("file_not_found")
+    return {"file": stored.public()}
+
+
+METHODS: dict[str, Handler] = {
+    "auth.test": _auth_test,
+    "chat.postMessage": _chat_post_message,
+    "chat.update": _chat_update,
+    "chat.postEphemeral": _chat_post_ephemeral,
+    "chat.getPermalink": _chat_get_permalink,
+    "conversations.history": _conversations_history,
+    "conversations.replies": _conversations_replies,
+    "views.open": _views_open,
+    "views.push": _views_push,
+    "views.update": _views_update,
+    "users.info": _users_info,
+    "usergroups.users.list": _usergroups_users_list,
+    "files.getUploadURLExternal": _files_get_upload_url,
+    "files.completeUploadExternal": _files_complete_upload,
+    "files.info": _files_info,
+}

@@ -1,0 +1,170 @@
+"""The Slack emulator's data model: the records its layers pass around and the ids they carry.
+
+Plain data with no rules beyond their own shape: the workspace (`slack_state`) decides what
+happens to them, and tests read `Message` and `Call` copies through `slack_api.SlackEmulator`.
+The bot's identity is fixed so tests and transcripts can recognise its messages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TEAM_ID = "T0QUEUE"
+TEAM_NAME = "queuepilot-sandbox"
+BOT_USER_ID = "U0QUEUEBOT"
+BOT_USER_NAME = "queuepilot"
+BOT_ID = "B0QUEUEBOT"
+APP_ID = "A0QUEUEBOT"
+
+
+class SlackError(Exception):
+    """A Slack-style failure: becomes `{"ok": false, "error": ...}` with `status`."""
+
+    def __init__(
+        self,
+        error: str,
+        *,
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(error)
+        self.error = error
+        self.status = status
+        self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+
+
+def invalid_arguments(*messages: str) -> SlackError:
+    """Slack reports missing/malformed arguments with details in response_metadata."""
+    return SlackError("invalid_arguments", extra={"response_metadata": {"messages": [*messages]}})
+
+
+@dataclass
+class Message:
+    """A message as tests see it; mutable because chat.update edits it in place."""
+
+    ts: str
+    channel: str
+    text: str
+    blocks: list[dict[str, Any]]
+    thread_ts: str | None
+    user: str | None
+    edits: int = 0
+    files: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] | None = None
+    broadcast: bool = False
+
+
+@dataclass
+class Call:
+    """One request the emulator received, whatever its outcome."""
+
+    method: str
+    params: dict[str, Any]
+    status: int
+    ok: bool
+    error: str | None
+    at: float
+
+
+@dataclass
+class Fault:
+    """A failure queued by a test for an upcoming call."""
+
+    status: int
+    retry_after: int
+    error: str | None
+
+    def to_error(self) -> SlackError:
+        if self.status == 429:
+            return SlackError(
+                self.error or "ratelimited",
+                status=429,
+                headers={"Retry-After": str(self.retry_after)},
+            )
+        return SlackError(self.error or _default_fault_error(self.status), status=self.status)
+
+
+def _default_fault_error(status: int) -> str:
+    if status >= 500:
+        return "service_unavailable" if status == 503 else "internal_error"
+    return "fatal_error"
+
+
+@dataclass
+class Channel:
+    """A conversation: top-level timeline, threads keyed by root ts, and ephemerals."""
+
+    id: str
+    member: bool = True
+    archived: bool = False
+    timeline: list[Message] = field(default_factory=list)
+    replies: dict[str, list[Message]] = field(default_factory=dict)
+    ephemerals: list[Message] = field(default_factory=list)
+    by_ts: dict[str, Message] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.timeline.clear()
+        self.replies.clear()
+        self.ephemerals.clear()
+        self.by_ts.clear()
+
+
+@dataclass
+class StoredFile:
+    """A file reserved by files.getUploadURLExternal; `data` arrives with the upload POST."""
+
+    id: str
+    name: str
+    length: int
+    title: str = ""
+    data: bytes | None = None
+    channels: list[str] = field(default_factory=list)
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "title": self.title or self.name,
+            "size": len(self.data) if self.data is not None else self.length,
+            "mimetype": "application/octet-stream",
+            "user": BOT_USER_ID,
+            "channels": list(self.channels),
+        }
+
+
+class TsClock:
+    """Issues Slack-like message timestamps that are unique and strictly increasing.
+
+    Real ts values are wall-clock seconds plus a 6-digit suffix; tests and the bot compare
+    and sort them, so the suffix is a counter rather than a random number.
+    """
+
+    def __init__(self) -> None:
+        self._seconds = 0
+        self._seq = 0
+
+    def next(self) -> str:
+        now = int(time.time())
+        if now > self._seconds:
+            self._seconds, self._seq = now, 0
+        self._seq += 1
+        if self._seq > 999_999:
+            self._seconds, self._seq = self._seconds + 1, 1
+        return f"{self._seconds}.{self._seq:06d}"
+
+
+class IdSource:
+    """Sequential Slack-looking ids ("V0000000001"), readable in test failures."""
+
+    def __init__(self) -> None:
+        self._counters: dict[str, int] = defaultdict(int)
+
+    def next(self, prefix: str) -> str:
+        self._counters[prefix] += 1
+        return f"{prefix}{self._counters[prefix]:010d}"
