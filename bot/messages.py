@@ -211,7 +211,8 @@ def _runner_listing(incident: Incident) -> str:
 def _facts(incident: Incident) -> list[str]:
     facts = [
         f"Incident *{escape(incident.id)}*",
-        f"Started {slack_date(incident.started_at)}",
+        # {ago} is rendered by the reader's client, so the age stays true without edits.
+        f"Started {slack_date(incident.started_at, '{date_short_pretty} {time} ({ago})')}",
     ]
     if incident.team:
         facts.append(f"Team: {truncate(escape(incident.team), 200)}")

@@ -194,8 +194,6 @@ def _summary_fields(incident: Incident, took: str) -> list[str]:
         items.append(f"Peak queued jobs: *{number(peak.max_queue_size)}*")
     if peak.max_queue_time_mins is None and peak.max_queue_size is None:
         items.append(NO_NUMBERS)
-    if not incident.is_open:
-        items.append(_join("Resolved", resolved_how(incident)))
     if incident.acknowledged_by:
         items.append(f"Acknowledged by {mention(incident.acknowledged_by)}")
     items.append(f"Notifications: *{incident.notifications}*")
