@@ -36,6 +36,10 @@ demo: $(STAMP)
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
 	$(BIN)/python -m bot demo
 
+bench: $(STAMP)
+	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
+	$(BIN)/python -m bench.intake
+
 serve: $(STAMP)
 	$(BIN)/queuepilot serve
 

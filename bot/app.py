@@ -88,7 +88,13 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     client = build_client(slack_config)
     gateway = SlackGateway(client, redis, config=slack_config, telemetry=telemetry, prefix=prefix)
-    threads = Threads(store, gateway, channel=settings.slack_channel, clock=clock)
+    threads = Threads(
+        store,
+        gateway,
+        channel=settings.slack_channel,
+        clock=clock,
+        edit_interval_ms=settings.root_edit_interval_ms,
+    )
     intake = Intake(
         stream,
         store,

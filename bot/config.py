@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     # pacing below those keeps bursts of alerts from ever meeting a 429.
     slack_post_interval_ms: int = Field(default=1000, ge=0, le=60_000)
     slack_update_interval_ms: int = Field(default=1200, ge=0, le=60_000)
+    # One root message is edited at most this often; changes in between are folded into one edit.
+    root_edit_interval_ms: int = Field(default=2000, ge=0, le=600_000)
     allow_channel_mentions: bool = False
 
     redis_url: str = "redis://localhost:6379/0"

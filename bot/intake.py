@@ -201,6 +201,8 @@ class Intake:
         if change is Change.STALE:
             return incident
         await self._store.save(incident)
+        if change is Change.UPDATED:
+            return incident  # the root shows the new numbers; the timeline keeps to events
         event = _event_for(change, incident, now)
         await self._store.add_event(incident.id, event)
         if change is Change.RESOLVED:
@@ -224,7 +226,6 @@ def _event_for(change: Change, incident: Incident, now: datetime) -> Event:
         Change.RESOLVED: "Alert resolved",
         Change.REOPENED: "Alert fired again: incident reopened",
         Change.ALERTS_CHANGED: _alerts_line(incident),
-        Change.UPDATED: "Alert re-notified",
     }
     return Event(at=now, kind=change.value, text=texts.get(change, change.value))
 

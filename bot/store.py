@@ -114,6 +114,13 @@ class IncidentStore:
     async def incident_of_message(self, channel: str, ts: str) -> str | None:
         return cast(str | None, await self._redis.get(f"{self._p}:message:{channel}:{ts}"))
 
+    async def take_edit_slot(self, incident_id: str, interval_ms: int) -> bool:
+        """Whether the root may be edited now: at most one edit per interval, on any replica."""
+        if interval_ms <= 0:
+            return True
+        key = f"{self._p}:edit-slot:{incident_id}"
+        return bool(await self._redis.set(key, "1", nx=True, px=interval_ms))
+
     async def rendered_digest(self, incident_id: str) -> str | None:
         return cast(str | None, await self._redis.get(f"{self._p}:rendered:{incident_id}"))
 

@@ -36,11 +36,13 @@ class Threads:
         *,
         channel: str,
         clock: Callable[[], datetime],
+        edit_interval_ms: int = 2000,
     ) -> None:
         self._store = store
         self._slack = slack
         self._channel = channel
         self._clock = clock
+        self._edit_interval_ms = edit_interval_ms
 
     async def reply(self, incident: Incident, rendered: Rendered) -> None:
         """Queue a thread reply; it is posted by this or a later `sync`."""
@@ -65,16 +67,17 @@ class Threads:
         return ref
 
     async def _sync(self, incident: Incident) -> ThreadRef | None:
+        """The thread's location once everything is posted; None while something waits."""
         ref = await self._store.thread(incident.id)
         root = render_root(incident, now=self._clock())
         if ref is None:
             ref = await self._open(incident, root)
-            if ref is None:
-                return None
+            current = ref is not None
         else:
-            await self._refresh_root(incident, ref, root)
-        await self._drain_outbox(incident, ref)
-        return ref
+            current = await self._refresh_root(incident, ref, root)
+        if ref is not None:
+            await self._drain_outbox(incident, ref)
+        return ref if current else None
 
     async def _open(self, incident: Incident, root: Rendered) -> ThreadRef | None:
         token = secrets.token_hex(8)
@@ -93,10 +96,18 @@ class Threads:
         log.info("incident %s: opened thread %s in %s", incident.id, ts, self._channel)
         return ref
 
-    async def _refresh_root(self, incident: Incident, ref: ThreadRef, root: Rendered) -> None:
+    async def _refresh_root(self, incident: Incident, ref: ThreadRef, root: Rendered) -> bool:
+        """Edit the root if its rendering changed; False when the edit had to wait its turn.
+
+        Edits of one root are at least `edit_interval_ms` apart: a burst of re-notifications
+        (an HA Grafana pair, a flapping alert) becomes one edit showing the latest state, made by
+        the status tick, instead of a queue of stale edits that delays every other incident.
+        """
         digest = _digest(root)
         if digest == await self._store.rendered_digest(incident.id):
-            return
+            return True
+        if not await self._store.take_edit_slot(incident.id, self._edit_interval_ms):
+            return False
         try:
             await self._slack.update(ref.channel, ref.ts, root.text, root.blocks)
         except SlackError as exc:
@@ -106,6 +117,7 @@ class Threads:
             # re-posting would be a second root. Record the render so we don't try each tick.
             log.error("incident %s: cannot edit root message: %s", incident.id, exc.error)
         await self._store.set_rendered_digest(incident.id, digest)
+        return True
 
     async def _drain_outbox(self, incident: Incident, ref: ThreadRef) -> None:
         while (item := await self._store.next_reply(incident.id)) is not None:

@@ -157,3 +157,33 @@ async def test_two_replicas_open_one_thread(settings_for: Any, slack: Slack) -> 
         await eventually(drained, what="every notification processed")
         roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
         assert len(roots) == 1
+
+
+async def test_a_burst_of_renotifications_becomes_a_few_edits_showing_the_latest(
+    settings_for: Any, slack: Slack
+) -> None:
+    # An HA Grafana pair or a flapping rule can send many notifications a second: Slack must see
+    # a handful of edits ending on the latest numbers, and a new group must not queue behind them.
+    firing = fixture_json(FIRING)
+    async with run_bot(settings_for(root_edit_interval_ms=500)) as running:
+        await running.send("grafana", firing)
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+        for wait in range(120, 150):
+            await running.send("grafana", worse(firing, wait=wait, queued=20))
+        other = copy.deepcopy(firing)
+        other["groupKey"] = "another-group"
+        await running.send("grafana", other)
+
+        await eventually(
+            lambda: len(slack.emulator.channel_messages(CHANNEL)) == 2,
+            what="the other group's thread",
+            timeout=5,
+        )
+
+        def latest() -> bool:
+            root = slack.emulator.thread(CHANNEL, roots[0].ts)[0]
+            return "149" in all_text(root)
+
+        await eventually(latest, what="root shows the last numbers")
+        edits = slack.emulator.thread(CHANNEL, roots[0].ts)[0].edits
+        assert 1 <= edits <= 10, f"{edits} edits for 30 notifications"
