@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions import Outcome
+from bot.actions import Actor, Outcome
 from handlers.context import actor_of, core_of, incident_id_of, tell
 
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 
 
+async def _on_incident(
+    body: dict[str, Any],
+    context: AsyncBoltContext,
+    act: Callable[[Actor, str], Awaitable[Outcome]],
+) -> None:
+    incident_id = await incident_id_of(body, core_of(context))
+    outcome = await act(actor_of(body), incident_id) if incident_id else NO_INCIDENT
+    await tell(context, body, outcome)
+
+
 async def on_ack(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-    core = core_of(context)
-    incident_id = await incident_id_of(body, core)
-    outcome = await core.acknowledge(actor_of(body), incident_id) if incident_id else NO_INCIDENT
-    await tell(context, body, outcome)
+    await _on_incident(body, context, core_of(context).acknowledge)
 
 
 async def on_resolve(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-    core = core_of(context)
-    incident_id = await incident_id_of(body, core)
-    outcome = await core.resolve(actor_of(body), incident_id) if incident_id else NO_INCIDENT
-    await tell(context, body, outcome)
+    await _on_incident(body, context, core_of(context).resolve)
 
 
 async def on_silence(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:

@@ -84,6 +84,12 @@ async def post_event(http: httpx.AsyncClient, body: str, **kwargs: Any) -> httpx
     return await http.post("/slack/events", content=body, headers=signed(body, **kwargs))
 
 
+async def click(running: RunningBot, root: Any, action_id: str) -> httpx.Response:
+    """Press one of the root message's buttons, as Slack delivers the click."""
+    action = {"type": "button", "action_id": action_id, "value": button_value(root, action_id)}
+    return await post_event(running.http, block_action(action, message_ts=root.ts))
+
+
 def ephemeral_texts(slack: Slack) -> list[str]:
     return [m.text for m in slack.emulator.ephemerals(CHANNEL)]
 
@@ -92,12 +98,7 @@ async def test_acknowledge_button_marks_the_root_with_the_owner(
     running_bot: RunningBot, slack: Slack
 ) -> None:
     root = await open_incident(running_bot, slack)
-    action = {
-        "type": "button",
-        "action_id": "incident_ack",
-        "value": button_value(root, "incident_ack"),
-    }
-    response = await post_event(running_bot.http, block_action(action, message_ts=root.ts))
+    response = await click(running_bot, root, "incident_ack")
     assert response.status_code == 200
 
     def acknowledged() -> bool:
@@ -117,12 +118,7 @@ async def test_resolve_button_resolves_and_summarises(
     running_bot: RunningBot, slack: Slack
 ) -> None:
     root = await open_incident(running_bot, slack)
-    action = {
-        "type": "button",
-        "action_id": "incident_resolve",
-        "value": button_value(root, "incident_resolve"),
-    }
-    response = await post_event(running_bot.http, block_action(action, message_ts=root.ts))
+    response = await click(running_bot, root, "incident_resolve")
     assert response.status_code == 200
 
     await eventually(
