@@ -8,24 +8,30 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SERVERS := redis-server prometheus-alertmanager prometheus
 
-.PHONY: test demo lint format bench serve system-deps clean
+.PHONY: test demo lint format bench serve system-deps apt-install clean
 
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES=python3-venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Installs the servers the tests run for real. Without apt (or without root or sudo) it says what
+# is missing and goes on: those tests then skip on a developer machine and fail under CI.
 system-deps:
 	@missing=""; for s in $(SERVERS); do command -v $$s >/dev/null 2>&1 || missing="$$missing $$s"; done; \
-	if [ -n "$$missing" ]; then \
-	  if command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing:$$missing"; \
-	    SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
-	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
-	  else \
-	    echo "missing:$$missing (install them, or the tests that need them are skipped)"; \
-	  fi; \
+	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt-install PACKAGES="$$missing"; fi
+
+apt-install:
+	@if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "missing:$(PACKAGES) (no apt-get here: install them by hand)"; \
+	elif [ "$$(id -u)" -eq 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null; \
+	elif command -v sudo >/dev/null 2>&1; then \
+	  sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null; \
+	else \
+	  echo "missing:$(PACKAGES) (not root and no sudo: install them by hand)"; \
 	fi
 
 test: $(STAMP) system-deps

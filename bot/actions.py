@@ -19,7 +19,7 @@ from bot.incidents import Event, Incident, acknowledge, resolve_manually
 from bot.leases import LeaseBusy, Leases
 from bot.messages import Rendered, escape, render_event, render_summary
 from bot.slack import SlackError
-from bot.store import IncidentStore
+from bot.store import Commit, IncidentStore, OutboxItem
 from bot.telemetry import Telemetry
 from bot.threads import Threads
 
@@ -117,19 +117,22 @@ class ActionCore:
             now = self._clock()
             updated = resolve_manually(incident, by=actor.user_id, now=now)
             event = Event(at=now, kind="resolved", text="Resolved manually", actor=actor.user_id)
-            await self._store.unschedule_status(updated.id)
             events = [*await self._store.events(updated.id), event]
-            await self._commit(updated, event, reply=render_summary(updated, events, now=now))
+            summary = render_summary(updated, events, now=now)
+            await self._commit(updated, event, reply=summary, stop_status=True)
             self._telemetry.incidents_resolved.labels("manual").inc()
         return Outcome(True, f"You resolved incident {incident.id}.")
 
     def unavailable(self, what: str) -> Outcome:
         return Outcome(False, f"{escape(what)} is not available yet in this version of queuepilot.")
 
-    async def _commit(self, incident: Incident, event: Event, *, reply: Rendered) -> None:
-        await self._store.save(incident)
-        await self._store.add_event(incident.id, event)
-        await self._threads.reply(incident, reply)
+    async def _commit(
+        self, incident: Incident, event: Event, *, reply: Rendered, stop_status: bool = False
+    ) -> None:
+        item = OutboxItem(reply.text, reply.blocks)
+        await self._store.commit(
+            Commit(incident, events=(event,), replies=(item,), stop_status=stop_status)
+        )
         try:
             await self._threads.sync(incident)
         except SlackError as exc:

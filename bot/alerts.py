@@ -21,6 +21,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+# Re-exported: the models and callers keep importing both from here.
+from bot.value_string import Series, parse_value_string
+
 Source = Literal["grafana", "alertmanager"]
 
 MAX_ALERTS = 1000
@@ -149,43 +152,6 @@ StringMap = Annotated[dict[str, str], BeforeValidator(_string_map)]
 Text = Annotated[str, BeforeValidator(_text)]
 Url = Annotated[str, BeforeValidator(_url)]
 Timestamp = Annotated[datetime | None, BeforeValidator(parse_timestamp)]
-
-
-# --- valueString ----------------------------------------------------------------------------------
-
-_SERIES = re.compile(
-    r"\[\s*(?:var='(?P<var>.*?)'\s*)?(?:metric='(?P<metric>.*?)'\s*)?"
-    r"labels=\{(?P<labels>.*?)\}\s*value=(?P<value>[^\s\]]*)\s*\]",
-    re.DOTALL,
-)
-
-
-class Series(BaseModel, frozen=True):
-    """One entry of Grafana's valueString: a (possibly labelled) expression result."""
-
-    name: str
-    labels: dict[str, str] = Field(default_factory=dict)
-    value: float | None = None
-
-
-def _series_labels(text: str) -> dict[str, str]:
-    """`k=v, k2=v2` as Grafana prints label sets (unquoted, comma-space separated)."""
-    pairs = (part.partition("=") for part in text.split(", ") if part.strip())
-    return {k.strip(): v.strip() for k, sep, v in pairs if sep}
-
-
-def parse_value_string(text: object) -> list[Series]:
-    """Grafana's `[ var='B' labels={k=v} value=1 ], ...`; the only place labelled results live."""
-    if not isinstance(text, str) or not text.strip():
-        return []
-    return [
-        Series(
-            name=m["var"] or m["metric"] or "",
-            labels=_series_labels(m["labels"]),
-            value=None if m["value"] == "null" else _finite(m["value"]),
-        )
-        for m in _SERIES.finditer(text)
-    ]
 
 
 # --- models ---------------------------------------------------------------------------------------
@@ -361,6 +327,14 @@ def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
 
 
 # --- the facts an incident needs (computed by bot.alert_facts.facts_of) ---------------------------
+
+
+def max_known(a: float | None, b: float | None) -> float | None:
+    """The larger of two numbers where None means "not reported", not zero: an alert that omits
+    a number must neither erase a known one nor pull a maximum down."""
+    if a is None:
+        return b
+    return a if b is None else max(a, b)
 
 
 @dataclass(frozen=True)

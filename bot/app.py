@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from pydantic import SecretStr
 from redis.asyncio import Redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
@@ -68,20 +70,14 @@ class Bot:
 
 
 def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> Bot:
-    redis = Redis.from_url(
-        settings.redis_url,
-        decode_responses=True,
-        socket_connect_timeout=2,
-        socket_timeout=5,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
-    )
+    redis = _redis(settings)
     prefix = settings.redis_prefix
     telemetry = Telemetry()
     stream = NotificationStream(redis, prefix)
     store = IncidentStore(redis, prefix)
     leases = Leases(redis, prefix)
     slack_config = SlackConfig(
-        token=settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else "",
+        token=_secret(settings.slack_bot_token) or "",
         base_url=settings.slack_api_url,
         post_interval_ms=settings.slack_post_interval_ms,
         update_interval_ms=settings.slack_update_interval_ms,
@@ -95,21 +91,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         clock=clock,
         edit_interval_ms=settings.root_edit_interval_ms,
     )
-    intake = Intake(
-        stream,
-        store,
-        leases,
-        threads,
-        telemetry,
-        config=IntakeConfig(
-            consumer=f"{socket.gethostname()}-{os.getpid()}-{id(redis):x}",
-            status_interval_s=settings.status_interval_seconds,
-            reopen_window_s=settings.reopen_window_seconds,
-            reclaim_idle_ms=settings.intake_reclaim_idle_ms,
-            max_attempts=settings.intake_max_attempts,
-        ),
-        clock=clock,
-    )
+    intake_config = _intake_config(settings, consumer=f"{socket.gethostname()}-{os.getpid()}")
+    intake = Intake(stream, store, leases, threads, telemetry, config=intake_config, clock=clock)
     reporter = StatusReporter(
         store,
         leases,
@@ -120,14 +103,39 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         clock=clock,
     )
     core = ActionCore(store, leases, threads, telemetry, clock=clock)
-    signing_secret = settings.slack_signing_secret
     bolt = AsyncApp(
         client=client,
-        signing_secret=signing_secret.get_secret_value() if signing_secret else "",
+        signing_secret=_secret(settings.slack_signing_secret) or "",
         logger=logging.getLogger("slack_bolt"),
     )
     _provide(bolt, core, gateway)
     return Bot(settings, redis, telemetry, stream, store, gateway, intake, reporter, core, bolt)
+
+
+def _redis(settings: Settings) -> Redis:
+    """Short timeouts: a webhook must answer 503 quickly when Redis is gone, not hang."""
+    return Redis.from_url(
+        settings.redis_url,
+        decode_responses=True,
+        socket_connect_timeout=2,
+        socket_timeout=5,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
+    )
+
+
+def _intake_config(settings: Settings, *, consumer: str) -> IntakeConfig:
+    return IntakeConfig(
+        # Unique per process, so a restarted replica's entries are reclaimed, not assumed done.
+        consumer=f"{consumer}-{secrets.token_hex(3)}",
+        status_interval_s=settings.status_interval_seconds,
+        reopen_window_s=settings.reopen_window_seconds,
+        reclaim_idle_ms=settings.intake_reclaim_idle_ms,
+        max_attempts=settings.intake_max_attempts,
+    )
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
 def _provide(bolt: AsyncApp, core: ActionCore, gateway: SlackGateway) -> None:
@@ -148,23 +156,20 @@ def build_app(bot: Bot) -> Starlette:
     handlers.health.register(app, handlers.health.Health(bot.redis, bot.telemetry, alive=bot.alive))
     handlers.actions.register(bot.bolt)
     handlers.commands.register(bot.bolt, command=bot.settings.slash_command)
-    handlers.slack_events.register(app, handlers.slack_events.SlackEvents(bot.bolt))
+    if not bot.settings.socket_mode:
+        # In Socket Mode Slack's traffic arrives over the websocket, and there is no signing
+        # secret to verify an HTTP request with: the route would only ever answer errors.
+        handlers.slack_events.register(app, handlers.slack_events.SlackEvents(bot.bolt))
     return app
 
 
 def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
     s = bot.settings
     auth = handlers.webhooks.WebhookAuth(
-        token=s.alert_webhook_token.get_secret_value() if s.alert_webhook_token else None,
-        hmac_secret=(
-            s.alert_webhook_hmac_secret.get_secret_value() if s.alert_webhook_hmac_secret else None
-        ),
+        token=_secret(s.alert_webhook_token),
+        hmac_secret=_secret(s.alert_webhook_hmac_secret),
         basic_user=s.alert_webhook_basic_user,
-        basic_password=(
-            s.alert_webhook_basic_password.get_secret_value()
-            if s.alert_webhook_basic_password
-            else None
-        ),
+        basic_password=_secret(s.alert_webhook_basic_password),
     )
     if not (auth.token or auth.basic_user):
         open_paths = "/alerts/alertmanager" if auth.hmac_secret else "/alerts/*"

@@ -7,7 +7,7 @@ working directory is read too. A missing or malformed value stops `serve` with o
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -41,13 +41,12 @@ class Settings(BaseSettings):
     slack_update_interval_ms: int = Field(default=1200, ge=0, le=60_000)
     # One root message is edited at most this often; changes in between are folded into one edit.
     root_edit_interval_ms: int = Field(default=2000, ge=0, le=600_000)
-    allow_channel_mentions: bool = False
 
     redis_url: str = "redis://localhost:6379/0"
     redis_prefix: str = "qp"
     port: int = Field(default=3000, ge=1, le=65535)
     host: str = "0.0.0.0"
-    log_level: str = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
 
     alert_webhook_token: SecretStr | None = None
     alert_webhook_hmac_secret: SecretStr | None = None
@@ -81,6 +80,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @field_validator("slack_api_url")
     @classmethod

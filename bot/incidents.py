@@ -24,6 +24,7 @@ class Status(StrEnum):
 class Resolution(StrEnum):
     ALERT = "alert"  # the alert source said resolved
     MANUAL = "manual"  # a responder pressed Resolve
+    TEST = "test"  # Grafana's Test button: shown once, never followed up
 
 
 class Change(StrEnum):
@@ -146,7 +147,12 @@ def open_incident(
         updated_at=now,
     )
     incident = _with_facts(incident, facts, entry_id=entry_id, now=now)
-    return incident.model_copy(update={"last_status": incident.snapshot(now)})
+    incident = incident.model_copy(update={"last_status": incident.snapshot(now)})
+    if incident.is_test:
+        # Grafana never resolves a test notification; left open it would post status forever.
+        update = {"status": Status.RESOLVED, "resolution": Resolution.TEST, "resolved_at": now}
+        return incident.model_copy(update=update)
+    return incident
 
 
 def apply_notification(

@@ -20,11 +20,19 @@ from redis.exceptions import RedisError
 
 from bot.alert_facts import facts_of
 from bot.alerts import AlertFacts, Notification, PayloadError, parse_json_body, parse_notification
-from bot.incidents import Change, Event, Incident, apply_notification, is_reopenable, open_incident
+from bot.incidents import (
+    Change,
+    Event,
+    Incident,
+    apply_notification,
+    entry_order,
+    is_reopenable,
+    open_incident,
+)
 from bot.leases import LeaseBusy, Leases
-from bot.messages import render_event, render_summary
+from bot.messages import Rendered, render_event, render_summary
 from bot.slack import SlackError
-from bot.store import IncidentStore
+from bot.store import Commit, IncidentStore, OutboxItem
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 from bot.threads import Threads
@@ -39,6 +47,7 @@ class IntakeConfig:
     reopen_window_s: int = 3600
     reclaim_idle_ms: int = 30_000
     max_attempts: int = 10
+    max_in_flight: int = 16
 
 
 def group_hash(notification: Notification) -> str:
@@ -66,37 +75,59 @@ class Intake:
         self._telemetry = telemetry
         self._config = config
         self._clock = clock
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Consume until `stop` is set, riding out Redis outages with a capped backoff."""
+        """Consume until `stop` is set, riding out Redis outages with a capped backoff.
+
+        Entries are handled concurrently (up to `max_in_flight`), so a group whose lease is
+        busy, or a Slack `Retry-After`, holds up only its own notifications.
+        """
         backoff = 0.1
         loop = asyncio.get_running_loop()
         next_reclaim = 0.0
-        while not stop.is_set():
-            try:
-                if loop.time() >= next_reclaim:
-                    await self._stream.ensure_group()
-                    await self._reclaim()
-                    next_reclaim = loop.time() + min(self._config.reclaim_idle_ms / 2000, 5.0)
-                for entry in await self._stream.read(self._config.consumer, block_ms=500):
-                    await self.handle(entry)
-                self._telemetry.intake_backlog.set(await self._stream.backlog())
-                backoff = 0.1
-            except RedisError as exc:
-                log.warning("intake: Redis unavailable (%s); retrying in %.1fs", exc, backoff)
-                await _sleep_or_stop(stop, backoff)
-                backoff = min(backoff * 2, 2.0)
-                next_reclaim = 0.0
-            except Exception:
-                log.exception("intake: unexpected failure; retrying in %.1fs", backoff)
-                await _sleep_or_stop(stop, backoff)
-                backoff = min(backoff * 2, 2.0)
+        try:
+            while not stop.is_set():
+                try:
+                    if loop.time() >= next_reclaim:
+                        await self._stream.ensure_group()
+                        await self._reclaim()
+                        next_reclaim = loop.time() + min(self._config.reclaim_idle_ms / 2000, 5.0)
+                    await self._read_more()
+                    backoff = 0.1
+                except RedisError as exc:
+                    log.warning("intake: Redis unavailable (%s); retrying in %.1fs", exc, backoff)
+                    await _sleep_or_stop(stop, backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    next_reclaim = 0.0
+                except Exception:
+                    log.exception("intake: unexpected failure; retrying in %.1fs", backoff)
+                    await _sleep_or_stop(stop, backoff)
+                    backoff = min(backoff * 2, 2.0)
+        finally:
+            await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+
+    async def _read_more(self) -> None:
+        free = self._config.max_in_flight - len(self._in_flight)
+        if free <= 0:
+            await asyncio.wait(self._in_flight.values(), return_when=asyncio.FIRST_COMPLETED)
+            return
+        for entry in await self._stream.read(self._config.consumer, count=free, block_ms=500):
+            self._start(entry)
+        self._telemetry.intake_backlog.set(await self._stream.backlog())
+
+    def _start(self, entry: StreamEntry) -> None:
+        task = asyncio.create_task(self.handle(entry), name=f"intake:{entry.id}")
+        self._in_flight[entry.id] = task
+        task.add_done_callback(lambda _: self._in_flight.pop(entry.id, None))
 
     async def _reclaim(self) -> None:
         entries = await self._stream.reclaim(
             self._config.consumer, min_idle_ms=self._config.reclaim_idle_ms
         )
         for entry in entries:
+            if entry.id in self._in_flight:
+                continue  # idle only because its handler waits (a lease, a Retry-After)
             attempts = await self._stream.deliveries(entry.id)
             if attempts > self._config.max_attempts:
                 log.error("intake: entry %s failed %d times; dead-lettered", entry.id, attempts)
@@ -104,36 +135,42 @@ class Intake:
                 await self._stream.bury(entry, f"failed {attempts} times")
                 continue
             log.info("intake: took over entry %s (delivery %d)", entry.id, attempts)
-            await self.handle(entry)
+            self._start(entry)
 
     async def handle(self, entry: StreamEntry) -> None:
-        """Process one entry; acknowledge it unless a later attempt may do better."""
+        """Process one entry; acknowledge it unless a later attempt may do better. Never raises."""
+        try:
+            if await self._handle(entry):
+                await self._stream.ack(entry.id)
+        except RedisError as exc:
+            self._telemetry.intake_failures.labels("redis").inc()
+            log.warning("intake: entry %s: Redis failed (%s); will retry", entry.id, exc)
+        except Exception:
+            # A bug must cost one notification (retried, then dead-lettered), never the consumer.
+            self._telemetry.intake_failures.labels("error").inc()
+            log.exception("intake: entry %s failed unexpectedly; will retry", entry.id)
+
+    async def _handle(self, entry: StreamEntry) -> bool:
+        """Whether the entry is done with (and can be acknowledged)."""
         try:
             await self.process(entry)
         except PayloadError as exc:
             # Validated before it was accepted, so only a newer/older parser disagreeing gets here.
             self._telemetry.intake_failures.labels("invalid").inc()
             await self._stream.bury(entry, str(exc))
-            return
+            return False
         except SlackError as exc:
             if exc.retryable:
                 self._telemetry.intake_failures.labels("slack_retryable").inc()
                 log.warning("intake: entry %s: Slack %s; will retry", entry.id, exc)
-                return
+                return False
             self._telemetry.intake_failures.labels("slack_permanent").inc()
             log.error("intake: entry %s: Slack refused %s; incident state kept", entry.id, exc)
         except LeaseBusy:
             self._telemetry.intake_failures.labels("busy").inc()
             log.warning("intake: entry %s: its alert group stayed busy; will retry", entry.id)
-            return
-        except RedisError:
-            raise
-        except Exception:
-            # A bug must cost one notification (retried, then dead-lettered), never the consumer.
-            self._telemetry.intake_failures.labels("error").inc()
-            log.exception("intake: entry %s failed unexpectedly; will retry", entry.id)
-            return
-        await self._stream.ack(entry.id)
+            return False
+        return True
 
     async def process(self, entry: StreamEntry) -> None:
         notification = parse_notification(entry.source, parse_json_body(entry.body.encode()))
@@ -153,12 +190,12 @@ class Intake:
         window = timedelta(seconds=self._config.reopen_window_s)
         if current is not None and (current.is_open or is_reopenable(current, now, window)):
             return await self._update(current, notification, facts, entry_id, now)
+        if current is not None and entry_order(entry_id) <= entry_order(current.last_entry_id):
+            return current  # an old delivery of the group's previous life
         if notification.status == "resolved":
             log.info("intake: resolved notification for a group with no open incident; ignored")
             return None
-        return await self._open(
-            notification, facts, key, entry_id, now, replace=current is not None
-        )
+        return await self._open(notification, facts, key, entry_id, now)
 
     async def _open(
         self,
@@ -167,8 +204,6 @@ class Intake:
         key: str,
         entry_id: str,
         now: datetime,
-        *,
-        replace: bool,
     ) -> Incident:
         incident = open_incident(
             notification,
@@ -178,11 +213,14 @@ class Intake:
             entry_id=entry_id,
             now=now,
         )
-        await self._store.save(incident)
-        await self._store.bind_group(key, incident.id, replace=replace)
-        await self._store.schedule_status(incident.id, self._next_status(now))
-        await self._store.add_event(
-            incident.id, Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
+        opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
+        await self._store.commit(
+            Commit(
+                incident,
+                events=(opened,),
+                bind_group=True,
+                status_due=self._next_status(now) if incident.is_open else None,
+            )
         )
         self._telemetry.incidents_opened.inc()
         return incident
@@ -200,25 +238,32 @@ class Intake:
         )
         if change is Change.STALE:
             return incident
-        await self._store.save(incident)
         if change is Change.UPDATED:
-            return incident  # the root shows the new numbers; the timeline keeps to events
+            # The root shows the new numbers; the timeline keeps to events.
+            await self._store.commit(Commit(incident))
+            return incident
         event = _event_for(change, incident, now)
-        await self._store.add_event(incident.id, event)
         if change is Change.RESOLVED:
-            await self._store.unschedule_status(incident.id)
-            events = await self._store.events(incident.id)
-            await self._threads.reply(incident, render_summary(incident, events, now=now))
+            events = [*await self._store.events(incident.id), event]
+            summary = render_summary(incident, events, now=now)
+            await self._store.commit(
+                Commit(incident, events=(event,), replies=(_outbox(summary),), stop_status=True)
+            )
             self._telemetry.incidents_resolved.labels("alert").inc()
-        elif change is Change.REOPENED:
-            await self._store.schedule_status(incident.id, self._next_status(now))
-            await self._threads.reply(incident, render_event(incident, event))
-        elif change is Change.ALERTS_CHANGED:
-            await self._threads.reply(incident, render_event(incident, event))
+            return incident
+        due = self._next_status(now) if change is Change.REOPENED else None
+        reply = _outbox(render_event(incident, event))
+        await self._store.commit(
+            Commit(incident, events=(event,), replies=(reply,), status_due=due)
+        )
         return incident
 
     def _next_status(self, now: datetime) -> float:
         return now.timestamp() + self._config.status_interval_s
+
+
+def _outbox(rendered: Rendered) -> OutboxItem:
+    return OutboxItem(rendered.text, rendered.blocks)
 
 
 def _event_for(change: Change, incident: Incident, now: datetime) -> Event:

@@ -7,6 +7,7 @@ compare-and-delete), so a replica whose lease expired can never release someone 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import secrets
 from collections.abc import AsyncIterator
@@ -16,7 +17,10 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-_RELEASE = """
+log = logging.getLogger(__name__)
+
+# Delete a key only if it still holds our token; shared with the thread claim in bot.store.
+COMPARE_AND_DELETE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
 """
@@ -42,7 +46,7 @@ class Leases:
     def __init__(self, redis: Redis, prefix: str) -> None:
         self._redis = redis
         self._prefix = prefix
-        self._release = redis.register_script(_RELEASE)
+        self._release = redis.register_script(COMPARE_AND_DELETE)
         self._renew = redis.register_script(_RENEW)
 
     async def try_acquire(self, name: str, ttl_ms: int) -> Lease | None:
@@ -81,4 +85,9 @@ class Leases:
         while True:
             await asyncio.sleep(ttl_ms / 3000)
             with suppress(RedisError):
-                await self._renew(keys=[lease.key], args=[lease.token, ttl_ms])
+                if not await self._renew(keys=[lease.key], args=[lease.token, ttl_ms]):
+                    # Expired under us (the loop stalled, Redis failed over): another replica
+                    # may work on the same group now. The writes that matter are guarded
+                    # (claims, compare-and-pop), so this is worth a warning, not a crash.
+                    log.warning("lease %s expired while held", lease.key)
+                    return

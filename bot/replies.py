@@ -82,6 +82,8 @@ def resolved_how(incident: Incident) -> str:
         return f"by {mention(incident.resolved_by)}"
     if incident.resolution is Resolution.ALERT:
         return "(alert cleared)"
+    if incident.resolution is Resolution.TEST:
+        return "(test notification: nothing to follow up)"
     return ""
 
 

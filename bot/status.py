@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from datetime import datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -21,7 +22,7 @@ from bot.incidents import Incident, record_status
 from bot.leases import LeaseBusy, Leases
 from bot.messages import render_status
 from bot.slack import SlackError
-from bot.store import IncidentStore
+from bot.store import Commit, IncidentStore, OutboxItem
 from bot.telemetry import Telemetry
 from bot.threads import Threads
 
@@ -68,6 +69,13 @@ class StatusReporter:
             pass  # another replica or an intake holds this group; the next tick retries
         except (SlackError, BackendError, RedisError) as exc:
             log.warning("status: incident %s: %s; retrying next tick", incident_id, exc)
+        except Exception:
+            # One unreadable incident must not stop every other status post: push it back.
+            log.exception("status: incident %s failed; postponed", incident_id)
+            with suppress(RedisError):
+                later = self._clock().timestamp() + self._interval_s
+                await self._store.schedule_status(incident_id, later)
+                await self._store.mark_synced(incident_id)
 
     async def _repair(self, incident_id: str) -> None:
         incident = await self._store.get(incident_id)
@@ -95,12 +103,17 @@ class StatusReporter:
             await self._post(incident, now)
 
     async def _post(self, incident: Incident, now: datetime) -> None:
+        due = now.timestamp() + self._interval_s
+        if await self._store.thread(incident.id) is None:
+            # No thread to reply in yet (Slack refused the root): keep trying, don't hoard.
+            await self._store.schedule_status(incident.id, due)
+            await self._threads.sync(incident)
+            return
         current = await self._metrics.snapshot(incident, now=now)
         rendered = render_status(incident, previous=incident.last_status, current=current, now=now)
         updated = record_status(incident, current)
-        await self._store.save(updated)
-        await self._store.schedule_status(updated.id, now.timestamp() + self._interval_s)
-        await self._threads.reply(updated, rendered)
+        reply = OutboxItem(rendered.text, rendered.blocks)
+        await self._store.commit(Commit(updated, replies=(reply,), status_due=due))
         await self._threads.sync(updated)
         self._telemetry.status_posts.inc()
 

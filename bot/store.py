@@ -14,6 +14,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from bot.incidents import Event, Incident
+from bot.leases import COMPARE_AND_DELETE
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,32 @@ class OutboxItem:
     text: str
     blocks: list[dict[str, object]]
 
+    def encode(self) -> str:
+        return json.dumps({"text": self.text, "blocks": self.blocks}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Everything one change of an incident writes, applied in one MULTI/EXEC.
+
+    All or nothing: a retry after a failed write finds either the old state (and redoes the
+    change) or the new one with its schedule, events and replies, never half of it.
+    """
+
+    incident: Incident
+    events: tuple[Event, ...] = ()
+    replies: tuple[OutboxItem, ...] = ()
+    status_due: float | None = None  # schedule the next status post at this time
+    stop_status: bool = False
+    bind_group: bool = False  # point the incident's alert group at it
+
 
 _PENDING = "pending:"
-_RELEASE_CLAIM = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
-return 0
+# A thread that cannot be posted (the bot is not in the channel) must not hoard status replies.
+MAX_OUTBOX = 20
+_POP_IF_FIRST = """
+if redis.call('lindex', KEYS[1], 0) == ARGV[1] then return redis.call('lpop', KEYS[1]) end
+return false
 """
 
 
@@ -43,7 +65,8 @@ class IncidentStore:
     def __init__(self, redis: Redis, prefix: str) -> None:
         self._redis = redis
         self._p = prefix
-        self._release_claim = redis.register_script(_RELEASE_CLAIM)
+        self._release_claim = redis.register_script(COMPARE_AND_DELETE)
+        self._pop_if_first = redis.register_script(_POP_IF_FIRST)
 
     # -- incidents -------------------------------------------------------------------------
 
@@ -56,13 +79,30 @@ class IncidentStore:
         return Incident.model_validate_json(raw) if raw else None
 
     async def save(self, incident: Incident) -> None:
+        await self.commit(Commit(incident))
+
+    async def commit(self, change: Commit) -> None:
+        incident = change.incident
+        opened = incident.opened_at.timestamp()
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.set(f"{self._p}:incident:{incident.id}", incident.model_dump_json())
-            pipe.zadd(f"{self._p}:incidents", {incident.id: incident.opened_at.timestamp()})
-            if incident.is_open:
-                pipe.zadd(f"{self._p}:open", {incident.id: incident.opened_at.timestamp()})
+            pipe.zadd(f"{self._p}:incidents", {incident.id: opened})
+            if incident.is_open and not incident.is_test:
+                pipe.zadd(f"{self._p}:open", {incident.id: opened})
             else:
                 pipe.zrem(f"{self._p}:open", incident.id)
+            if change.bind_group:
+                pipe.set(f"{self._p}:group:{incident.group_hash}", incident.id)
+            if change.status_due is not None:
+                pipe.zadd(f"{self._p}:status-due", {incident.id: change.status_due})
+            if change.stop_status:
+                pipe.zrem(f"{self._p}:status-due", incident.id)
+            for event in change.events:
+                pipe.rpush(f"{self._p}:timeline:{incident.id}", event.model_dump_json())
+            pipe.ltrim(f"{self._p}:timeline:{incident.id}", -500, -1)
+            for reply in change.replies:
+                pipe.rpush(f"{self._p}:outbox:{incident.id}", reply.encode())
+            pipe.ltrim(f"{self._p}:outbox:{incident.id}", -MAX_OUTBOX, -1)
             await pipe.execute()
 
     async def open_ids(self) -> list[str]:
@@ -140,8 +180,11 @@ class IncidentStore:
     # -- outbox and timeline ---------------------------------------------------------------
 
     async def push_reply(self, incident_id: str, item: OutboxItem) -> None:
-        payload = json.dumps({"text": item.text, "blocks": item.blocks})
-        await self._redis.rpush(f"{self._p}:outbox:{incident_id}", payload)  # type: ignore[misc]
+        key = f"{self._p}:outbox:{incident_id}"
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(key, item.encode())
+            pipe.ltrim(key, -MAX_OUTBOX, -1)
+            await pipe.execute()
 
     async def next_reply(self, incident_id: str) -> OutboxItem | None:
         raw = await self._redis.lindex(f"{self._p}:outbox:{incident_id}", 0)  # type: ignore[misc]
@@ -150,8 +193,9 @@ class IncidentStore:
         data = json.loads(raw)
         return OutboxItem(text=data["text"], blocks=data["blocks"])
 
-    async def pop_reply(self, incident_id: str) -> None:
-        await self._redis.lpop(f"{self._p}:outbox:{incident_id}")  # type: ignore[misc]
+    async def pop_reply(self, incident_id: str, item: OutboxItem) -> None:
+        """Remove `item` once posted, only if it is still first (another replica may have)."""
+        await self._pop_if_first(keys=[f"{self._p}:outbox:{incident_id}"], args=[item.encode()])
 
     async def add_event(self, incident_id: str, event: Event) -> None:
         key = f"{self._p}:timeline:{incident_id}"

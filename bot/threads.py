@@ -17,7 +17,7 @@ from datetime import datetime
 from bot.incidents import Incident
 from bot.messages import Rendered, render_root
 from bot.slack import SlackError, SlackGateway
-from bot.store import IncidentStore, OutboxItem, ThreadRef
+from bot.store import IncidentStore, ThreadRef
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,6 @@ class Threads:
         self._clock = clock
         self._edit_interval_ms = edit_interval_ms
 
-    async def reply(self, incident: Incident, rendered: Rendered) -> None:
-        """Queue a thread reply; it is posted by this or a later `sync`."""
-        await self._store.push_reply(incident.id, OutboxItem(rendered.text, rendered.blocks))
-
     async def sync(self, incident: Incident) -> ThreadRef | None:
         """Bring the thread up to date; returns where it is, or None if it is not posted yet.
 
@@ -59,6 +55,10 @@ class Threads:
         except SlackError as exc:
             if exc.retryable:
                 await self._store.mark_unsynced(incident.id)
+            else:
+                # Permanent (the bot is not in the channel, say): the tick must not retry it
+                # every few seconds; the incident's next change tries again.
+                await self._store.mark_synced(incident.id)
             raise
         if ref is None:
             await self._store.mark_unsynced(incident.id)
@@ -127,7 +127,7 @@ class Threads:
                 if exc.retryable:
                     raise
                 log.error("incident %s: dropped a thread reply: %s", incident.id, exc.error)
-            await self._store.pop_reply(incident.id)
+            await self._store.pop_reply(incident.id, item)
 
 
 def _digest(rendered: Rendered) -> str:

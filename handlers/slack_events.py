@@ -10,8 +10,10 @@ from __future__ import annotations
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
+
+from handlers.body import BodyTooLarge, read_limited
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -21,13 +23,18 @@ class SlackEvents:
         self._handler = AsyncSlackRequestHandler(bolt)
 
     async def handle(self, request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return JSONResponse({"error": "body too large"}, status_code=413)
         try:
+            body = await read_limited(request, MAX_BODY_BYTES)
             body.decode("utf-8")
+        except BodyTooLarge:
+            return JSONResponse({"error": "body too large"}, status_code=413)
         except UnicodeDecodeError:
             return JSONResponse({"error": "body is not UTF-8"}, status_code=400)
+        except ClientDisconnect:
+            return JSONResponse({"error": "the client went away mid-body"}, status_code=400)
+        # Bolt's adapter calls request.body() after the stream is consumed; Starlette answers that
+        # from `_body`, which its own body() would have set.
+        request._body = body
         return await self._handler.handle(request)
 
 

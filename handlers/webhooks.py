@@ -17,14 +17,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from bot.alerts import PayloadError, Source, parse_json_body, parse_notification
-from bot.auth import basic_ok, bearer_ok, grafana_signature_problem
+from bot.auth import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    basic_ok,
+    bearer_ok,
+    grafana_signature_problem,
+)
 from bot.stream import NotificationStream
 from bot.telemetry import Telemetry
+from handlers.body import BodyTooLarge, read_limited
 
 log = logging.getLogger(__name__)
-
-SIGNATURE_HEADER = "X-Grafana-Alerting-Signature"
-TIMESTAMP_HEADER = "X-Grafana-Alerting-Timestamp"
 
 
 @dataclass(frozen=True)
@@ -118,20 +122,14 @@ class AlertWebhooks:
             )
 
     async def _read_body(self, request: Request) -> bytes:
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._max_body:
-            raise _Rejected(413, "too_large", f"body over the {self._max_body}-byte limit")
-        chunks: list[bytes] = []
-        size = 0
         try:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > self._max_body:
-                    raise _Rejected(413, "too_large", f"body over the {self._max_body}-byte limit")
-                chunks.append(chunk)
+            return await read_limited(request, self._max_body)
+        except BodyTooLarge:
+            raise _Rejected(
+                413, "too_large", f"body over the {self._max_body}-byte limit"
+            ) from None
         except ClientDisconnect:
             raise _Rejected(400, "disconnected", "the client went away mid-body") from None
-        return b"".join(chunks)
 
     def _check_signature(self, request: Request, body: bytes) -> None:
         if not self._auth.hmac_secret:

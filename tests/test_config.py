@@ -95,7 +95,7 @@ def test_secrets_do_not_show_in_the_settings_repr(monkeypatch: pytest.MonkeyPatc
         ("STATUS_INTERVAL_SECONDS", "0"),
         ("SILENCE_BACKEND", "foo"),
         ("SLACK_POST_INTERVAL_MS", "-1"),
-        ("ALLOW_CHANNEL_MENTIONS", "maybe"),
+        ("LOG_LEVEL", "verbose"),
     ],
 )
 def test_an_invalid_value_names_its_variable(

@@ -187,3 +187,18 @@ async def test_a_burst_of_renotifications_becomes_a_few_edits_showing_the_latest
         await eventually(latest, what="root shows the last numbers")
         edits = slack.emulator.thread(CHANNEL, roots[0].ts)[0].edits
         assert 1 <= edits <= 10, f"{edits} edits for 30 notifications"
+
+
+async def test_grafana_test_button_shows_once_and_is_never_followed_up(
+    settings_for: Any, slack: Slack
+) -> None:
+    async with run_bot(settings_for(status_interval_seconds=1)) as running:
+        await running.send("grafana", fixture_json("grafana/test-notification.json"))
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+        root = all_text(roots[0])
+        assert "TEST" in root and "test notification" in root.lower()
+        assert not [b for b in roots[0].blocks if b["type"] == "actions"]
+        incident_id = await running.bot.core.incident_of_message(CHANNEL, roots[0].ts)
+        assert incident_id is not None
+        assert await running.bot.store.status_due_at(incident_id) is None
+        assert await running.bot.core.find(None) is None, "/queue ack must not pick a test"

@@ -14,7 +14,7 @@ from bot.alert_facts import facts_of
 from bot.alerts import parse_notification
 from bot.incidents import Event, Incident, open_incident, resolve_manually
 from bot.leases import LeaseBusy, Leases
-from bot.store import IncidentStore, OutboxItem, ThreadRef
+from bot.store import MAX_OUTBOX, Commit, IncidentStore, OutboxItem, ThreadRef
 from bot.stream import GROUP, NotificationStream
 from tests.conftest import eventually, fixture_json
 
@@ -260,11 +260,41 @@ async def test_outbox_is_first_in_first_out(redis: Redis) -> None:
 
     assert await store.next_reply("7") == first
     assert await store.next_reply("7") == first  # peeking does not consume
-    await store.pop_reply("7")
+    await store.pop_reply("7", first)
     assert await store.next_reply("7") == second
-    await store.pop_reply("7")
+    await store.pop_reply("7", first)  # a replica that posted `first` late removes nothing
+    assert await store.next_reply("7") == second
+    await store.pop_reply("7", second)
     assert await store.next_reply("7") is None
     assert await store.next_reply("8") is None
+
+
+async def test_outbox_keeps_only_the_latest_replies(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX)
+    for n in range(MAX_OUTBOX + 5):
+        await store.push_reply("7", OutboxItem(f"status {n}", []))
+
+    first = await store.next_reply("7")
+    assert first is not None and first.text == "status 5"
+
+
+async def test_a_commit_writes_state_binding_schedule_events_and_replies(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX)
+    opened = incident("7")
+    event = Event(at=T0, kind="opened", text="Alert fired")
+    reply = OutboxItem("summary", [])
+    await store.commit(
+        Commit(opened, events=(event,), replies=(reply,), status_due=123.0, bind_group=True)
+    )
+
+    assert await store.get(opened.id) == opened
+    assert await store.incident_of_group(opened.group_hash) == opened.id
+    assert await store.status_due_at(opened.id) == 123.0
+    assert await store.events(opened.id) == [event]
+    assert await store.next_reply(opened.id) == reply
+
+    await store.commit(Commit(opened, stop_status=True))
+    assert await store.status_due_at(opened.id) is None
 
 
 async def test_timeline_keeps_the_latest_500_events(redis: Redis) -> None:
