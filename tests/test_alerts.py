@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import pytest
 
-from bot.alert_facts import facts_of, matchers_from_silence_url
+from bot.alert_facts import facts_of, matchers_from_silence_url, parse_matcher
 from bot.alerts import (
     Matcher,
     Notification,
@@ -17,6 +19,7 @@ from bot.alerts import (
     QueueNumbers,
     Series,
     Source,
+    max_known,
     parse_json_body,
     parse_notification,
     parse_value_string,
@@ -341,3 +344,98 @@ def test_invalid_json(body: bytes) -> None:
 def test_non_utf8_body() -> None:
     with pytest.raises(PayloadError, match="not UTF-8"):
         parse_json_body(b'{"a": "\xff\xfe"}')
+
+
+# --- hostile input: linear time, nothing invented -------------------------------------------------
+
+# Each of these froze the event loop (seconds to minutes) or probes the same backtracking: the
+# bound is 100x what they take now and far below the old time, so it flags a blow-up, not noise.
+SECONDS_BOUND = 1.0
+T = TypeVar("T")
+
+
+def timed(parse: Callable[[], T]) -> T:
+    """Run `parse` and fail if it takes longer than SECONDS_BOUND."""
+    start = time.perf_counter()
+    result = parse()
+    elapsed = time.perf_counter() - start
+    assert elapsed < SECONDS_BOUND, f"took {elapsed:.2f}s"
+    return result
+
+
+@pytest.mark.parametrize(
+    "value_string",
+    [
+        "[ var='x' labels={" * 5000,  # 7.7 s at 700 repeats before the fix, roughly cubic
+        "[ var='x' metric='" * 5000,  # the same blow-up through the metric group
+        "[ var='x' labels={} value=1 " * 5000,  # entries that never close
+        "[" * 100_000,
+        "'" * 100_000,
+        "labels={" * 12_500,
+        "[ labels={" + "}value=" * 14_000,  # every `}` could start the tail
+    ],
+    ids=["var-labels", "var-metric", "unclosed", "brackets", "quotes", "labels", "tails"],
+)
+def test_hostile_value_string_is_linear(value_string: str) -> None:
+    data = grafana(valueString=value_string, values=None)
+    alert = timed(lambda: parse_notification("grafana", data)).alerts[0]
+    assert alert.series == [] and alert.values == {}
+
+
+def silence_facts(url: str) -> tuple[Matcher, ...]:
+    return facts_of(parse_notification("grafana", grafana(silenceURL=url))).silence_matchers
+
+
+def test_hostile_silence_urls_are_linear() -> None:
+    base = "https://g/alerting/silence/new?"
+    assert timed(lambda: silence_facts(base + "matcher=" + "%20" * 5000 + "x")) == ()
+    for key in ("matcher", "matchers", "filter"):
+        assert timed(lambda key=key: silence_facts(f"{base}{key}=" + "=~!" * 17_000)) == ()
+    many = timed(lambda: silence_facts(base + "&".join(f"matcher=a{i}%3Db" for i in range(10_000))))
+    assert len(many) == 10_000 and many[-1] == Matcher("a9999", "b")
+
+
+# --- grammar edges the linear parsers keep -------------------------------------------------------
+
+
+def test_value_string_names_and_label_values_may_hold_delimiters() -> None:
+    series = parse_value_string(
+        "[ metric='seriesByTag('name=cpu')' labels={} value=3 ], "
+        "[ var='A' labels={path=/a}b, q=x]['y} value=1 ]"
+    )
+    assert series == [
+        Series(name="seriesByTag('name=cpu')", value=3),
+        Series(name="A", labels={"path": "/a}b", "q": "x]['y"}, value=1),
+    ]
+
+
+def test_value_string_skips_malformed_entries() -> None:
+    broken_head = "[ var='A' labls={} value=1 ], [ var='B' labels={} value=2 ]"
+    assert parse_value_string(broken_head) == [Series(name="B", value=2)]
+    truncated = "[ var='A' labels={} value=1 ], [ var='B' labels={} value=2"
+    assert parse_value_string(truncated) == [Series(name="A", value=1)]
+    assert parse_value_string("[ var='A' labels={} value=1 } ]") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('  team  =~  "a b"  ', Matcher("team", "a b", is_regex=True)),
+        ("a b=c", Matcher("a b", "c")),
+        ("a==b", Matcher("a", "=b")),
+        ("a=", Matcher("a", "")),
+        ("=x", None),
+        (" =x", None),  # a blank name matches nothing a silence could use
+        ("a~b", None),
+        ("a!b", None),
+        ("", None),
+    ],
+)
+def test_parse_matcher_edges(text: str, expected: Matcher | None) -> None:
+    assert parse_matcher(text) == expected
+
+
+def test_max_known_treats_none_as_unknown() -> None:
+    assert max_known(None, None) is None
+    assert max_known(None, 0) == 0 and max_known(-1, None) == -1
+    assert max_known(2, 3.5) == 3.5 and max_known(3.5, 2) == 3.5

@@ -205,3 +205,11 @@ async def test_queue_command_shows_status_and_acts_on_the_latest_incident(
     await eventually(lambda: any("/queue scale" in t for t in ephemeral_texts(slack)), what="help")
     assert len(slack.emulator.channel_messages(CHANNEL)) == 1
     assert slack.emulator.thread(CHANNEL, root.ts)
+
+
+async def test_an_oversized_request_is_refused_before_it_is_read(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    body = "payload=" + "x" * (2 * 1024 * 1024)
+    response = await post_event(running_bot.http, body)
+    assert response.status_code == 413
