@@ -22,7 +22,7 @@ import re
 
 SIGNATURE_HEADER = "X-Grafana-Alerting-Signature"
 TIMESTAMP_HEADER = "X-Grafana-Alerting-Timestamp"
-_SECONDS = re.compile(r"\d{1,15}")
+_SECONDS = re.compile(r"[0-9]{1,15}")
 
 
 def _same(given: str, expected: str) -> bool:

@@ -11,7 +11,15 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from bot.alerts import AlertFacts, Matcher, Notification, QueueNumbers, RunnerQueue, Source
+from bot.alerts import (
+    AlertFacts,
+    Matcher,
+    Notification,
+    QueueNumbers,
+    RunnerQueue,
+    Source,
+    max_known,
+)
 
 TREND_POINTS = 48
 
@@ -269,16 +277,8 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, entry_id: str, now: da
 def peak_of(peak: QueueNumbers, current: QueueNumbers) -> QueueNumbers:
     """The worst numbers seen so far; thresholds follow the latest alert."""
     return QueueNumbers(
-        max_queue_time_mins=_max(peak.max_queue_time_mins, current.max_queue_time_mins),
-        max_queue_size=_max(peak.max_queue_size, current.max_queue_size),
+        max_queue_time_mins=max_known(peak.max_queue_time_mins, current.max_queue_time_mins),
+        max_queue_size=max_known(peak.max_queue_size, current.max_queue_size),
         queue_time_threshold=current.queue_time_threshold,
         queue_size_threshold=current.queue_size_threshold,
     )
-
-
-def _max(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return max(a, b)
