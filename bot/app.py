@@ -74,7 +74,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     prefix = settings.redis_prefix
     telemetry = Telemetry()
     stream = NotificationStream(redis, prefix)
-    store = IncidentStore(redis, prefix)
+    store = IncidentStore(redis, prefix, retention_s=settings.incident_retention_days * 86_400)
     leases = Leases(redis, prefix)
     slack_config = SlackConfig(
         token=_secret(settings.slack_bot_token) or "",

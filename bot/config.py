@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     status_tick_seconds: float = Field(default=5.0, gt=0, le=300)
     # A group that fires again this soon after resolving reopens its thread instead of a new one.
     reopen_window_seconds: int = Field(default=3600, ge=0, le=7 * 86_400)
+    # Resolved incidents (state, timeline, thread location) are forgotten this long after.
+    incident_retention_days: int = Field(default=30, ge=1, le=3650)
     # Entries a dead replica left unacknowledged are taken over after this long.
     intake_reclaim_idle_ms: int = Field(default=30_000, ge=100, le=3_600_000)
     intake_max_attempts: int = Field(default=10, ge=1, le=1000)

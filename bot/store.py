@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from bot.incidents import Event, Incident
 from bot.leases import COMPARE_AND_DELETE
@@ -62,9 +63,10 @@ return false
 
 
 class IncidentStore:
-    def __init__(self, redis: Redis, prefix: str) -> None:
+    def __init__(self, redis: Redis, prefix: str, *, retention_s: int = 30 * 86_400) -> None:
         self._redis = redis
         self._p = prefix
+        self._retention_s = retention_s
         self._release_claim = redis.register_script(COMPARE_AND_DELETE)
         self._pop_if_first = redis.register_script(_POP_IF_FIRST)
 
@@ -103,7 +105,22 @@ class IncidentStore:
             for reply in change.replies:
                 pipe.rpush(f"{self._p}:outbox:{incident.id}", reply.encode())
             pipe.ltrim(f"{self._p}:outbox:{incident.id}", -MAX_OUTBOX, -1)
+            self._retain(pipe, incident)
             await pipe.execute()
+
+    def _retain(self, pipe: Pipeline, incident: Incident) -> None:
+        """Keep an open incident; let a resolved one go `retention_s` after its last change."""
+        keys = [
+            f"{self._p}:{kind}:{incident.id}"
+            for kind in ("incident", "timeline", "outbox", "thread", "rendered")
+        ]
+        for key in keys:
+            if incident.is_open:
+                pipe.persist(key)
+            else:
+                pipe.expire(key, self._retention_s)
+        horizon = incident.updated_at.timestamp() - self._retention_s
+        pipe.zremrangebyscore(f"{self._p}:incidents", "-inf", horizon)
 
     async def open_ids(self) -> list[str]:
         """Open incidents, most recently opened first."""

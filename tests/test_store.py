@@ -379,3 +379,19 @@ async def test_bury_moves_the_entry_to_the_dead_letter_stream(redis: Redis) -> N
         "body": "not json",
         "reason": "invalid JSON",
     }
+
+
+async def test_resolved_incidents_expire_and_open_ones_are_kept(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX, retention_s=3600)
+    opened = incident("7")
+    await store.commit(Commit(opened, events=(Event(at=T0, kind="opened", text="fired"),)))
+    assert await redis.ttl(f"{PREFIX}:incident:7") == -1
+    assert await redis.ttl(f"{PREFIX}:timeline:7") == -1
+
+    resolved = resolve_manually(opened, by="U1", now=T0)
+    await store.commit(Commit(resolved))
+    assert 0 < await redis.ttl(f"{PREFIX}:incident:7") <= 3600
+    assert 0 < await redis.ttl(f"{PREFIX}:timeline:7") <= 3600
+
+    await store.commit(Commit(opened))  # reopened: kept again
+    assert await redis.ttl(f"{PREFIX}:timeline:7") == -1
