@@ -19,7 +19,7 @@ from bot.incidents import Event, Incident, acknowledge, resolve_manually
 from bot.leases import LeaseBusy, Leases
 from bot.messages import Rendered, escape, render_event, render_summary
 from bot.slack import SlackError
-from bot.store import Commit, IncidentStore, OutboxItem
+from bot.store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from bot.threads import Threads
 
@@ -129,9 +129,8 @@ class ActionCore:
     async def _commit(
         self, incident: Incident, event: Event, *, reply: Rendered, stop_status: bool = False
     ) -> None:
-        item = OutboxItem(reply.text, reply.blocks)
         await self._store.commit(
-            Commit(incident, events=(event,), replies=(item,), stop_status=stop_status)
+            Commit(incident, events=(event,), replies=(reply,), stop_status=stop_status)
         )
         try:
             await self._threads.sync(incident)

@@ -30,9 +30,9 @@ from bot.incidents import (
     open_incident,
 )
 from bot.leases import LeaseBusy, Leases
-from bot.messages import Rendered, render_event, render_summary
+from bot.messages import render_event, render_summary
 from bot.slack import SlackError
-from bot.store import Commit, IncidentStore, OutboxItem
+from bot.store import Commit, IncidentStore
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 from bot.threads import Threads
@@ -247,12 +247,12 @@ class Intake:
             events = [*await self._store.events(incident.id), event]
             summary = render_summary(incident, events, now=now)
             await self._store.commit(
-                Commit(incident, events=(event,), replies=(_outbox(summary),), stop_status=True)
+                Commit(incident, events=(event,), replies=(summary,), stop_status=True)
             )
             self._telemetry.incidents_resolved.labels("alert").inc()
             return incident
         due = self._next_status(now) if change is Change.REOPENED else None
-        reply = _outbox(render_event(incident, event))
+        reply = render_event(incident, event)
         await self._store.commit(
             Commit(incident, events=(event,), replies=(reply,), status_due=due)
         )
@@ -260,10 +260,6 @@ class Intake:
 
     def _next_status(self, now: datetime) -> float:
         return now.timestamp() + self._config.status_interval_s
-
-
-def _outbox(rendered: Rendered) -> OutboxItem:
-    return OutboxItem(rendered.text, rendered.blocks)
 
 
 def _event_for(change: Change, incident: Incident, now: datetime) -> Event:

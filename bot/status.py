@@ -22,7 +22,7 @@ from bot.incidents import Incident, record_status
 from bot.leases import LeaseBusy, Leases
 from bot.messages import render_status
 from bot.slack import SlackError
-from bot.store import Commit, IncidentStore, OutboxItem
+from bot.store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from bot.threads import Threads
 
@@ -112,8 +112,7 @@ class StatusReporter:
         current = await self._metrics.snapshot(incident, now=now)
         rendered = render_status(incident, previous=incident.last_status, current=current, now=now)
         updated = record_status(incident, current)
-        reply = OutboxItem(rendered.text, rendered.blocks)
-        await self._store.commit(Commit(updated, replies=(reply,), status_due=due))
+        await self._store.commit(Commit(updated, replies=(rendered,), status_due=due))
         await self._threads.sync(updated)
         self._telemetry.status_posts.inc()
 

@@ -1,8 +1,8 @@
 """Redis persistence of incidents: state, group index, thread location, outbox, timeline, schedule.
 
 Every replica reads and writes the same keys, so any replica can serve any request. Mutations of
-one incident happen under its group's lease (see `bot.leases`); the few keys that must be right
-even without it (the group binding and the thread claim) are set atomically with NX.
+one incident happen under its group's lease (see `bot.leases`) and are written as one `Commit`
+(MULTI/EXEC); the thread claim, which must hold even without the lease, is set with NX.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from redis.asyncio.client import Pipeline
 
 from bot.incidents import Event, Incident
 from bot.leases import COMPARE_AND_DELETE
+from bot.mrkdwn import Rendered
 
 
 @dataclass(frozen=True)
@@ -24,17 +25,6 @@ class ThreadRef:
 
     channel: str
     ts: str
-
-
-@dataclass(frozen=True)
-class OutboxItem:
-    """A thread reply decided on but not yet posted: posted by whichever replica syncs next."""
-
-    text: str
-    blocks: list[dict[str, object]]
-
-    def encode(self) -> str:
-        return json.dumps({"text": self.text, "blocks": self.blocks}, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -47,7 +37,8 @@ class Commit:
 
     incident: Incident
     events: tuple[Event, ...] = ()
-    replies: tuple[OutboxItem, ...] = ()
+    # Thread replies decided on but not yet posted: posted by whichever replica syncs next.
+    replies: tuple[Rendered, ...] = ()
     status_due: float | None = None  # schedule the next status post at this time
     stop_status: bool = False
     bind_group: bool = False  # point the incident's alert group at it
@@ -80,9 +71,6 @@ class IncidentStore:
         raw = await self._redis.get(f"{self._p}:incident:{incident_id}")
         return Incident.model_validate_json(raw) if raw else None
 
-    async def save(self, incident: Incident) -> None:
-        await self.commit(Commit(incident))
-
     async def commit(self, change: Commit) -> None:
         incident = change.incident
         opened = incident.opened_at.timestamp()
@@ -103,7 +91,7 @@ class IncidentStore:
                 pipe.rpush(f"{self._p}:timeline:{incident.id}", event.model_dump_json())
             pipe.ltrim(f"{self._p}:timeline:{incident.id}", -500, -1)
             for reply in change.replies:
-                pipe.rpush(f"{self._p}:outbox:{incident.id}", reply.encode())
+                pipe.rpush(f"{self._p}:outbox:{incident.id}", _encode(reply))
             pipe.ltrim(f"{self._p}:outbox:{incident.id}", -MAX_OUTBOX, -1)
             self._retain(pipe, incident)
             await pipe.execute()
@@ -133,11 +121,6 @@ class IncidentStore:
 
     async def incident_of_group(self, group_hash: str) -> str | None:
         return cast(str | None, await self._redis.get(f"{self._p}:group:{group_hash}"))
-
-    async def bind_group(self, group_hash: str, incident_id: str, *, replace: bool) -> bool:
-        """Point a group at an incident. Without `replace`, only the first binding wins."""
-        key = f"{self._p}:group:{group_hash}"
-        return bool(await self._redis.set(key, incident_id, nx=not replace))
 
     # -- the Slack thread ------------------------------------------------------------------
 
@@ -196,30 +179,16 @@ class IncidentStore:
 
     # -- outbox and timeline ---------------------------------------------------------------
 
-    async def push_reply(self, incident_id: str, item: OutboxItem) -> None:
-        key = f"{self._p}:outbox:{incident_id}"
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(key, item.encode())
-            pipe.ltrim(key, -MAX_OUTBOX, -1)
-            await pipe.execute()
-
-    async def next_reply(self, incident_id: str) -> OutboxItem | None:
+    async def next_reply(self, incident_id: str) -> Rendered | None:
         raw = await self._redis.lindex(f"{self._p}:outbox:{incident_id}", 0)  # type: ignore[misc]
         if raw is None:
             return None
         data = json.loads(raw)
-        return OutboxItem(text=data["text"], blocks=data["blocks"])
+        return Rendered(text=data["text"], blocks=data["blocks"])
 
-    async def pop_reply(self, incident_id: str, item: OutboxItem) -> None:
+    async def pop_reply(self, incident_id: str, item: Rendered) -> None:
         """Remove `item` once posted, only if it is still first (another replica may have)."""
-        await self._pop_if_first(keys=[f"{self._p}:outbox:{incident_id}"], args=[item.encode()])
-
-    async def add_event(self, incident_id: str, event: Event) -> None:
-        key = f"{self._p}:timeline:{incident_id}"
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.rpush(key, event.model_dump_json())
-            pipe.ltrim(key, -500, -1)
-            await pipe.execute()
+        await self._pop_if_first(keys=[f"{self._p}:outbox:{incident_id}"], args=[_encode(item)])
 
     async def events(self, incident_id: str) -> list[Event]:
         raw = await self._redis.lrange(f"{self._p}:timeline:{incident_id}", 0, -1)  # type: ignore[misc]
@@ -241,3 +210,8 @@ class IncidentStore:
         return cast(
             list[str], await self._redis.zrangebyscore(key, "-inf", now, start=0, num=limit)
         )
+
+
+def _encode(reply: Rendered) -> str:
+    """Deterministic, so the compare-and-pop recognises a reply it read back."""
+    return json.dumps({"text": reply.text, "blocks": reply.blocks}, sort_keys=True)

@@ -14,7 +14,8 @@ from bot.alert_facts import facts_of
 from bot.alerts import parse_notification
 from bot.incidents import Event, Incident, open_incident, resolve_manually
 from bot.leases import LeaseBusy, Leases
-from bot.store import MAX_OUTBOX, Commit, IncidentStore, OutboxItem, ThreadRef
+from bot.mrkdwn import Rendered
+from bot.store import MAX_OUTBOX, Commit, IncidentStore, ThreadRef
 from bot.stream import GROUP, NotificationStream
 from tests.conftest import eventually, fixture_json
 
@@ -191,17 +192,6 @@ async def test_set_thread_finds_the_thread_and_the_incident_of_its_root(redis: R
     assert await store.thread("8") is None
 
 
-async def test_bind_group_first_wins_unless_replacing(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-
-    assert await store.bind_group("g", "1", replace=False)
-    assert not await store.bind_group("g", "2", replace=False)
-    assert await store.incident_of_group("g") == "1"
-
-    assert await store.bind_group("g", "3", replace=True)
-    assert await store.incident_of_group("g") == "3"
-
-
 async def test_next_id_is_short_and_sequential(replicas: list[Redis]) -> None:
     stores = [IncidentStore(client, PREFIX) for client in replicas]
 
@@ -214,7 +204,7 @@ async def test_an_incident_survives_the_round_trip(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
     original = incident("7")
 
-    await store.save(original)
+    await store.commit(Commit(original))
 
     assert await store.get("7") == original
     assert await store.get("8") is None
@@ -223,11 +213,11 @@ async def test_an_incident_survives_the_round_trip(redis: Redis) -> None:
 async def test_open_ids_lists_open_incidents_most_recent_first(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
     for number in range(1, 5):
-        await store.save(incident(str(number), opened_at=T0 + timedelta(minutes=number)))
+        await store.commit(Commit(incident(str(number), opened_at=T0 + timedelta(minutes=number))))
     closed = await store.get("3")
     assert closed is not None
 
-    await store.save(resolve_manually(closed, by="U0ALICE", now=T0 + timedelta(hours=1)))
+    await store.commit(Commit(resolve_manually(closed, by="U0ALICE", now=T0 + timedelta(hours=1))))
 
     assert await store.open_ids() == ["4", "2", "1"]
     assert await store.recent_ids() == ["4", "3", "2", "1"]
@@ -251,12 +241,11 @@ async def test_due_status_returns_only_due_incidents(redis: Redis) -> None:
 
 async def test_outbox_is_first_in_first_out(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
-    first = OutboxItem(
+    first = Rendered(
         "status update", [{"type": "section", "text": {"type": "mrkdwn", "text": "a"}}]
     )
-    second = OutboxItem("summary", [])
-    await store.push_reply("7", first)
-    await store.push_reply("7", second)
+    second = Rendered("summary", [])
+    await store.commit(Commit(incident("7"), replies=(first, second)))
 
     assert await store.next_reply("7") == first
     assert await store.next_reply("7") == first  # peeking does not consume
@@ -272,7 +261,7 @@ async def test_outbox_is_first_in_first_out(redis: Redis) -> None:
 async def test_outbox_keeps_only_the_latest_replies(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
     for n in range(MAX_OUTBOX + 5):
-        await store.push_reply("7", OutboxItem(f"status {n}", []))
+        await store.commit(Commit(incident("7"), replies=(Rendered(f"status {n}", []),)))
 
     first = await store.next_reply("7")
     assert first is not None and first.text == "status 5"
@@ -282,7 +271,7 @@ async def test_a_commit_writes_state_binding_schedule_events_and_replies(redis: 
     store = IncidentStore(redis, PREFIX)
     opened = incident("7")
     event = Event(at=T0, kind="opened", text="Alert fired")
-    reply = OutboxItem("summary", [])
+    reply = Rendered("summary", [])
     await store.commit(
         Commit(opened, events=(event,), replies=(reply,), status_due=123.0, bind_group=True)
     )
@@ -299,8 +288,8 @@ async def test_a_commit_writes_state_binding_schedule_events_and_replies(redis: 
 
 async def test_timeline_keeps_the_latest_500_events(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
-    for n in range(510):
-        await store.add_event("7", Event(at=T0, kind="notified", text=f"event {n}"))
+    events = tuple(Event(at=T0, kind="notified", text=f"event {n}") for n in range(510))
+    await store.commit(Commit(incident("7"), events=events))
 
     events = await store.events("7")
 
