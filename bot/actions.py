@@ -1,34 +1,38 @@
 """The action core: what a responder can do to an incident, whichever surface they used.
 
 Buttons and `/queue` subcommands both land here, so both get the same checks, the same timeline
-entries and the same idempotency: each action loads the incident under its group's lease, checks
-its current state, changes it, records who did it, queues the thread reply and syncs Slack.
+entries and the same idempotency: an action reads the incident, decides from its current state,
+and commits the change with the thread reply, fenced by the version it read. If the incident
+moved on meanwhile (an alert resolved it, someone else acted), the action decides again on the
+fresh state, so a double click or a race with auto-resolve ends in one consistent outcome.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from redis.exceptions import RedisError
 
 from bot.incidents import Event, Incident, acknowledge, resolve_manually
-from bot.leases import LeaseBusy, Leases
-from bot.messages import Rendered, escape, render_event, render_summary
-from bot.slack import SlackError
-from bot.store import Commit, IncidentStore
+from bot.messages import escape, render_event, render_summary
+from bot.store import BAND_ACTION, Commit, IncidentStore, Loaded, Reply
 from bot.telemetry import Telemetry
-from bot.threads import Threads
 
 log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+UNKNOWN = (
+    "This incident is no longer known to queuepilot (it expired, or its data was lost). "
+    "`/queue incidents` lists the current ones."
+)
 
 
 @dataclass(frozen=True)
 class Actor:
-    """Who asked: a Slack user ID (and a display name for logs, never for permissions)."""
+    """Who asked: a Slack user ID, and the name Slack's payload gave (a fallback for display)."""
 
     user_id: str
     name: str = ""
@@ -42,112 +46,157 @@ class Outcome:
     message: str
 
 
+@dataclass(frozen=True)
+class Decision:
+    """What an action does to the incident as read: a commit (or none) and the answer."""
+
+    outcome: Outcome
+    commit: Commit | None = None
+
+
+def parse_ref(ref: str) -> tuple[str, str | None]:
+    """`12:9f3a…` (what buttons carry) or `12` / `#12` (what people type) -> (id, uid)."""
+    incident_id, _, uid = ref.strip().lstrip("#").partition(":")
+    return incident_id, (uid or None)
+
+
 class ActionCore:
     def __init__(
         self,
         store: IncidentStore,
-        leases: Leases,
-        threads: Threads,
         telemetry: Telemetry,
         *,
+        display_name: Callable[[str], Awaitable[str | None]],
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
-        self._leases = leases
-        self._threads = threads
         self._telemetry = telemetry
+        self._display_name = display_name
         self._clock = clock
 
-    async def find(self, ref: str | None) -> Incident | None:
-        """An incident by ID, or without one the most recently opened open incident."""
-        if ref:
-            return await self._store.get(ref.lstrip("#"))
-        open_ids = await self._store.open_ids()
-        return await self._store.get(open_ids[0]) if open_ids else None
+    # -- finding incidents -----------------------------------------------------------------
 
-    async def open_incidents(self) -> list[Incident]:
-        return await self._load(await self._store.open_ids())
+    async def get(self, ref: str) -> Incident | None:
+        """The incident a reference names, if it is still the one the reference meant."""
+        incident_id, uid = parse_ref(ref)
+        incident = await self._store.get(incident_id) if incident_id else None
+        if incident is None or (uid is not None and uid != incident.uid):
+            return None
+        return incident
+
+    async def open_incidents(self, limit: int = 100) -> list[Incident]:
+        return await self._store.get_many((await self._store.open_ids())[:limit])
 
     async def recent(self, limit: int = 10) -> list[Incident]:
-        return await self._load(await self._store.recent_ids(limit))
-
-    async def _load(self, ids: list[str]) -> list[Incident]:
-        loaded = [await self._store.get(incident_id) for incident_id in ids]
-        return [incident for incident in loaded if incident is not None]
+        return await self._store.get_many(await self._store.recent_ids(limit))
 
     async def incident_of_message(self, channel: str, ts: str) -> str | None:
         return await self._store.incident_of_message(channel, ts)
 
-    async def acknowledge(self, actor: Actor, incident_id: str) -> Outcome:
-        return await self._safely(self._acknowledge(actor, incident_id))
+    # -- actions ---------------------------------------------------------------------------
 
-    async def resolve(self, actor: Actor, incident_id: str) -> Outcome:
-        return await self._safely(self._resolve(actor, incident_id))
+    async def acknowledge(self, actor: Actor, ref: str) -> Outcome:
+        name = await self._name(actor)
 
-    async def _safely(self, action: Awaitable[Outcome]) -> Outcome:
-        """Failures of the parts behind an action, turned into an answer for the person asking."""
-        try:
-            return await action
-        except LeaseBusy:
-            return Outcome(False, "Someone else is changing this incident right now: try again.")
-        except RedisError as exc:
-            log.error("action failed: Redis: %s", exc)
-            return Outcome(False, "queuepilot cannot reach its database right now: try again soon.")
-
-    async def _acknowledge(self, actor: Actor, incident_id: str) -> Outcome:
-        async with self._locked(incident_id) as incident:
-            if incident is None:
-                return _no_incident(incident_id)
+        def decide(incident: Incident, now: datetime) -> Decision:
             if not incident.is_open:
-                return Outcome(False, f"Incident {incident.id} is already resolved.")
+                return Decision(Outcome(False, f"Incident {incident.id} is already resolved."))
             if incident.acknowledged_by == actor.user_id:
-                return Outcome(True, f"You already own incident {incident.id}.")
-            now = self._clock()
-            updated = acknowledge(incident, by=actor.user_id, now=now)
-            event = Event(at=now, kind="acknowledged", text="Acknowledged", actor=actor.user_id)
-            await self._commit(updated, event, reply=render_event(updated, event))
-        return Outcome(True, f"You acknowledged incident {incident.id}.")
+                return Decision(Outcome(True, f"You already own incident {incident.id}."))
+            previous = incident.acknowledged_name or incident.acknowledged_by
+            updated = acknowledge(incident, by=actor.user_id, name=name, now=now)
+            if previous:
+                kind, text = "handed_over", f"Taken over from {previous}"
+                answer = f"You took incident {incident.id} over from {escape(previous)}."
+            else:
+                kind, text = "acknowledged", "Acknowledged"
+                answer = f"You acknowledged incident {incident.id}."
+            event = Event(at=now, kind=kind, text=text, actor=actor.user_id, actor_name=name)
+            reply = Reply("action", BAND_ACTION, render_event(updated, event))
+            commit = Commit(updated, events=(event,), replies=(reply,))
+            return Decision(Outcome(True, answer), commit)
 
-    async def _resolve(self, actor: Actor, incident_id: str) -> Outcome:
-        async with self._locked(incident_id) as incident:
-            if incident is None:
-                return _no_incident(incident_id)
+        return await self._act("acknowledge", ref, decide)
+
+    async def resolve(self, actor: Actor, ref: str) -> Outcome:
+        name = await self._name(actor)
+        timeline: list[Event] = []
+
+        def decide(incident: Incident, now: datetime) -> Decision:
             if not incident.is_open:
-                return Outcome(True, f"Incident {incident.id} is already resolved.")
-            now = self._clock()
-            updated = resolve_manually(incident, by=actor.user_id, now=now)
-            event = Event(at=now, kind="resolved", text="Resolved manually", actor=actor.user_id)
-            events = [*await self._store.events(updated.id), event]
-            summary = render_summary(updated, events, now=now)
-            await self._commit(updated, event, reply=summary, stop_status=True)
-            self._telemetry.incidents_resolved.labels("manual").inc()
-        return Outcome(True, f"You resolved incident {incident.id}.")
+                return Decision(Outcome(True, f"Incident {incident.id} is already resolved."))
+            updated = resolve_manually(incident, by=actor.user_id, name=name, now=now)
+            event = Event(
+                at=now,
+                kind="resolved",
+                text="Resolved manually",
+                actor=actor.user_id,
+                actor_name=name,
+            )
+            summary = render_summary(updated, [*timeline, event], now=now)
+            commit = Commit(
+                updated,
+                events=(event,),
+                replies=(Reply("summary", BAND_ACTION, summary),),
+                stop_status=True,
+            )
+            return Decision(Outcome(True, f"You resolved incident {incident.id}."), commit)
+
+        async def before(incident: Incident) -> None:
+            timeline[:] = await self._store.events(incident.id)
+
+        outcome = await self._act("resolve", ref, decide, before=before)
+        return outcome
 
     def unavailable(self, what: str) -> Outcome:
         return Outcome(False, f"{escape(what)} is not available yet in this version of queuepilot.")
 
-    async def _commit(
-        self, incident: Incident, event: Event, *, reply: Rendered, stop_status: bool = False
-    ) -> None:
-        await self._store.commit(
-            Commit(incident, events=(event,), replies=(reply,), stop_status=stop_status)
-        )
+    # -- the one path every action takes ---------------------------------------------------
+
+    async def _act(
+        self,
+        name: str,
+        ref: str,
+        decide: Callable[[Incident, datetime], Decision],
+        *,
+        before: Callable[[Incident], Awaitable[None]] | None = None,
+    ) -> Outcome:
         try:
-            await self._threads.sync(incident)
-        except SlackError as exc:
-            # The change is saved and its reply queued; the thread catches up on a later sync.
-            log.warning("incident %s: Slack lags the %s: %s", incident.id, event.kind, exc)
+            outcome = await self._decide_and_commit(ref, decide, before)
+        except RedisError as exc:
+            log.error("action %s failed: Redis: %s", name, exc)
+            outcome = Outcome(False, "queuepilot cannot reach its database right now: try again.")
+        self._telemetry.actions.labels(name, "ok" if outcome.ok else "refused").inc()
+        return outcome
 
-    @asynccontextmanager
-    async def _locked(self, incident_id: str) -> AsyncIterator[Incident | None]:
-        """The incident, re-read under its group's lease; None when there is no such incident."""
-        incident = await self._store.get(incident_id)
-        if incident is None:
-            yield None
-            return
-        async with self._leases.hold(f"group:{incident.group_hash}"):
-            yield await self._store.get(incident_id)
+    async def _decide_and_commit(
+        self,
+        ref: str,
+        decide: Callable[[Incident, datetime], Decision],
+        before: Callable[[Incident], Awaitable[None]] | None,
+    ) -> Outcome:
+        incident_id, uid = parse_ref(ref)
+        for _ in range(MAX_ATTEMPTS):
+            loaded = await self._store.load(incident_id) if incident_id else Loaded(None)
+            incident = loaded.incident
+            if incident is None or (uid is not None and uid != incident.uid):
+                return Outcome(False, UNKNOWN)
+            if before is not None:
+                await before(incident)
+            now = self._clock()
+            decision = decide(incident, now)
+            if decision.commit is None:
+                return decision.outcome
+            commit = replace(decision.commit, version=loaded.version, thread=loaded.thread)
+            if await self._store.commit(commit, now=now.timestamp()):
+                if commit.stop_status:
+                    self._telemetry.incidents_resolved.labels("manual").inc()
+                return decision.outcome
+        return Outcome(False, "This incident is changing right now: try again in a moment.")
 
-
-def _no_incident(incident_id: str) -> Outcome:
-    return Outcome(False, f"No incident {escape(incident_id)}. Try `/queue incidents`.")
+    async def _name(self, actor: Actor) -> str:
+        """How routine replies name the actor: their Slack display name, else the payload's."""
+        try:
+            return await self._display_name(actor.user_id) or actor.name or actor.user_id
+        except RedisError:
+            return actor.name or actor.user_id

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from typing import TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from bot.alerts import (
@@ -23,6 +24,8 @@ from bot.alerts import (
     max_known,
 )
 
+T = TypeVar("T")
+
 QUEUE_TIME_NAMES = ("max_queue_time_mins", "queue_time_mins")
 QUEUE_SIZE_NAMES = ("max_queue_size", "queued_jobs", "queue_size")
 THRESHOLD_NAMES = ("queue_time_threshold", "queue_size_threshold")
@@ -30,30 +33,101 @@ QUEUE_NAMES = frozenset((*QUEUE_TIME_NAMES, *QUEUE_SIZE_NAMES, *THRESHOLD_NAMES)
 RUNNER_KEYS = ("runner_type", "runner_label", "runner")
 NO_DATA_SUFFIX = {"DatasourceNoData": " (no data)", "DatasourceError": " (datasource error)"}
 
+# Caps on what one notification can put into an incident. The incident is stored, rendered and
+# read on every tick: a 0.8 MB silence link with 200,000 matchers must cost what a normal one
+# does. Whatever a cap leaves out is named in `AlertFacts.truncated` and shown on the root.
+MAX_URL = 2000
+MAX_MATCHERS = 64
+MAX_RUNNER_TYPES = 100
+MAX_OTHER_VALUES = 20
+MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "description": 3000}
+
 
 def facts_of(notification: Notification) -> AlertFacts:
-    """Everything the incident shows and acts on, from one notification."""
+    """Everything the incident shows and acts on, from one notification, within the caps."""
     firing = notification.firing
+    notes: list[str] = []
     silence_url = _first_url(notification, "silence_url")
+    matchers = matchers_from_silence_url(silence_url)
+    annotations = _annotation_sources(notification)
+    text = {
+        "title": title_of(notification),
+        "priority": priority_of(notification) or "",
+        "team": _first_value(_label_sources(notification), ("team", "teams")) or "",
+        "summary": _first_value(annotations, ("summary",)) or "",
+        "description": _first_value(annotations, ("description",)) or "",
+    }
+    text = {name: _capped_text(name, value, notes) for name, value in text.items()}
+    urls = {
+        "runbook": _first_value(annotations, ("runbook_url", "runbook")) or "",
+        "alert": _first_url(notification, "generator_url"),
+        "silence": silence_url,
+        "dashboard": _first_url(notification, "dashboard_url"),
+        "panel": _first_url(notification, "panel_url"),
+    }
+    urls = {name: _capped_url(name, url, notes) for name, url in urls.items()}
+    if notification.truncated_alerts:
+        notes.append(f"the sender left out {notification.truncated_alerts} alerts")
     return AlertFacts(
-        title=title_of(notification),
-        priority=priority_of(notification),
-        team=_first_value(_label_sources(notification), ("team", "teams")),
-        summary=_first_value(_annotation_sources(notification), ("summary",)) or "",
-        description=_first_value(_annotation_sources(notification), ("description",)) or "",
-        runbook_url=_first_value(_annotation_sources(notification), ("runbook_url", "runbook"))
-        or "",
-        alert_url=_first_url(notification, "generator_url"),
-        silence_url=silence_url,
-        dashboard_url=_first_url(notification, "dashboard_url"),
-        panel_url=_first_url(notification, "panel_url"),
+        title=text["title"],
+        priority=text["priority"] or None,
+        team=text["team"] or None,
+        summary=text["summary"],
+        description=text["description"],
+        runbook_url=urls["runbook"],
+        alert_url=urls["alert"],
+        silence_url=urls["silence"],
+        dashboard_url=urls["dashboard"],
+        panel_url=urls["panel"],
         numbers=queue_numbers(firing),
-        other_values=other_values(firing),
-        runner_types=runner_types(firing),
+        other_values=_capped_map(other_values(firing), MAX_OTHER_VALUES, "values", notes),
+        runner_types=_capped_map(
+            _worst_first(runner_types(firing)), MAX_RUNNER_TYPES, "runner types", notes
+        ),
         firing_count=len(firing),
         resolved_count=len(notification.alerts) - len(firing),
-        silence_matchers=matchers_from_silence_url(silence_url),
+        silence_matchers=_capped_matchers(matchers, notes),
+        truncated=tuple(notes),
     )
+
+
+def _capped_text(name: str, value: str, notes: list[str]) -> str:
+    limit = MAX_TEXT[name]
+    if len(value) <= limit:
+        return value
+    notes.append(f"{name} cut to {limit} of {len(value):,} characters")
+    return value[: limit - 1] + "…"
+
+
+def _capped_url(name: str, url: str, notes: list[str]) -> str:
+    if len(url) <= MAX_URL:
+        return url
+    notes.append(f"{name} link dropped: {len(url):,} characters (at most {MAX_URL:,})")
+    return ""
+
+
+def _capped_map(values: dict[str, T], limit: int, what: str, notes: list[str]) -> dict[str, T]:
+    if len(values) <= limit:
+        return values
+    notes.append(f"{len(values):,} {what}, {limit} kept")
+    return dict(list(values.items())[:limit])
+
+
+def _worst_first(queues: dict[str, RunnerQueue]) -> dict[str, RunnerQueue]:
+    """So a cap on runner types keeps the ones that hurt most."""
+
+    def badness(item: tuple[str, RunnerQueue]) -> tuple[float, float]:
+        queue = item[1]
+        return (-(queue.longest_wait_mins or 0), -(queue.queued or 0))
+
+    return dict(sorted(queues.items(), key=badness))
+
+
+def _capped_matchers(matchers: tuple[Matcher, ...], notes: list[str]) -> tuple[Matcher, ...]:
+    if len(matchers) <= MAX_MATCHERS:
+        return matchers
+    notes.append(f"silence link has {len(matchers):,} matchers, {MAX_MATCHERS} kept")
+    return matchers[:MAX_MATCHERS]
 
 
 # --- where text facts come from -------------------------------------------------------------------

@@ -385,3 +385,5 @@ class AlertFacts:
     firing_count: int = 0
     resolved_count: int = 0
     silence_matchers: tuple[Matcher, ...] = ()
+    # What the caps of `bot.alert_facts` left out, said in words the incident shows.
+    truncated: tuple[str, ...] = ()

@@ -1,8 +1,8 @@
 """The composition root: builds every part from Settings, registers the handlers, runs the loop.
 
 This is the one module that knows both the core (`bot/`) and the adapters (`handlers/`).
-Background work (the stream consumer, the status scheduler, Socket Mode) starts and stops in the
-ASGI lifespan, so an app object can be created without touching the network.
+Background work (the stream consumer, the senders, the status scheduler, Socket Mode) starts and
+stops in the ASGI lifespan, so an app object can be created without touching the network.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from datetime import UTC, datetime
 
 from pydantic import SecretStr
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from starlette.applications import Starlette
@@ -34,13 +37,14 @@ from bot.actions import ActionCore
 from bot.backends.metrics.alert import AlertMetrics
 from bot.config import Settings
 from bot.intake import Intake, IntakeConfig
-from bot.leases import Leases
+from bot.leases import Lease, Leases
+from bot.send_queue import SendQueue
+from bot.sender import ChannelSender, SenderConfig, Senders
 from bot.slack import SlackConfig, SlackGateway, build_client
 from bot.status import StatusReporter, start_scheduler
 from bot.store import IncidentStore
 from bot.stream import NotificationStream
 from bot.telemetry import Telemetry
-from bot.threads import Threads
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +62,10 @@ class Bot:
     telemetry: Telemetry
     stream: NotificationStream
     store: IncidentStore
+    queue: SendQueue
     gateway: SlackGateway
     intake: Intake
+    senders: Senders
     reporter: StatusReporter
     core: ActionCore
     bolt: AsyncApp
@@ -70,63 +76,98 @@ class Bot:
 
 
 def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> Bot:
-    redis = _redis(settings)
+    redis = build_redis(settings.redis_url)
     prefix = settings.redis_prefix
     telemetry = Telemetry()
+    retention_s = settings.incident_retention_days * 86_400
     stream = NotificationStream(redis, prefix)
-    store = IncidentStore(redis, prefix, retention_s=settings.incident_retention_days * 86_400)
+    store = IncidentStore(redis, prefix, retention_s=retention_s)
+    queue = SendQueue(redis, prefix, retention_s=retention_s)
     leases = Leases(redis, prefix)
     slack_config = SlackConfig(
         token=_secret(settings.slack_bot_token) or "",
         base_url=settings.slack_api_url,
+        timeout_s=settings.slack_timeout_seconds,
         post_interval_ms=settings.slack_post_interval_ms,
+        post_burst=settings.slack_post_burst,
         update_interval_ms=settings.slack_update_interval_ms,
     )
     client = build_client(slack_config)
     gateway = SlackGateway(client, redis, config=slack_config, telemetry=telemetry, prefix=prefix)
-    threads = Threads(
-        store,
-        gateway,
-        channel=settings.slack_channel,
-        clock=clock,
-        edit_interval_ms=settings.root_edit_interval_ms,
+    intake = Intake(stream, store, telemetry, config=_intake_config(settings), clock=clock)
+    sender_config = SenderConfig(
+        post_interval_s=settings.slack_post_interval_ms / 1000,
+        post_burst=settings.slack_post_burst,
+        update_interval_ms=settings.slack_update_interval_ms,
+        root_edit_interval_ms=settings.root_edit_interval_ms,
     )
-    intake_config = _intake_config(settings, consumer=f"{socket.gethostname()}-{os.getpid()}")
-    intake = Intake(stream, store, leases, threads, telemetry, config=intake_config, clock=clock)
+
+    def make_sender(channel: str, lease: Lease) -> ChannelSender:
+        return ChannelSender(
+            channel,
+            lease,
+            store=store,
+            queue=queue,
+            slack=gateway,
+            leases=leases,
+            telemetry=telemetry,
+            config=sender_config,
+            clock=clock,
+        )
+
+    async def channels() -> list[str]:
+        return sorted({settings.slack_channel, *await queue.channels()} - {""})
+
+    senders = Senders(channels, make_sender, leases, lease_ttl_ms=sender_config.lease_ttl_ms)
     reporter = StatusReporter(
-        store,
-        leases,
-        threads,
-        AlertMetrics(),
-        telemetry,
-        interval_s=settings.status_interval_seconds,
-        clock=clock,
+        store, AlertMetrics(), telemetry, interval_s=settings.status_interval_seconds, clock=clock
     )
-    core = ActionCore(store, leases, threads, telemetry, clock=clock)
+    core = ActionCore(store, telemetry, display_name=gateway.display_name, clock=clock)
     bolt = AsyncApp(
         client=client,
-        signing_secret=_secret(settings.slack_signing_secret) or "",
+        signing_secret=_secret(settings.slack_signing_secret) or "unused",
         logger=logging.getLogger("slack_bolt"),
+        request_verification_enabled=False,  # handlers.slack_events verifies, before parsing
     )
     _provide(bolt, core, gateway)
-    return Bot(settings, redis, telemetry, stream, store, gateway, intake, reporter, core, bolt)
+    return Bot(
+        settings,
+        redis,
+        telemetry,
+        stream,
+        store,
+        queue,
+        gateway,
+        intake,
+        senders,
+        reporter,
+        core,
+        bolt,
+    )
 
 
-def _redis(settings: Settings) -> Redis:
-    """Short timeouts: a webhook must answer 503 quickly when Redis is gone, not hang."""
+def build_redis(url: str) -> Redis:
+    """A client that rides out a Redis restart: commands retried on connection errors (the
+    asyncio `Retry`, which the asyncio client awaits), dead pooled connections found by health
+    checks and keepalive, and short timeouts so a webhook answers 503 quickly when Redis is gone."""
     return Redis.from_url(
-        settings.redis_url,
+        url,
         decode_responses=True,
         socket_connect_timeout=2,
         socket_timeout=5,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
+        socket_keepalive=True,
+        health_check_interval=10,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionResetError],
     )
 
 
-def _intake_config(settings: Settings, *, consumer: str) -> IntakeConfig:
+def _intake_config(settings: Settings) -> IntakeConfig:
+    host = f"{socket.gethostname()}-{os.getpid()}"
     return IntakeConfig(
         # Unique per process, so a restarted replica's entries are reclaimed, not assumed done.
-        consumer=f"{consumer}-{secrets.token_hex(3)}",
+        consumer=f"{host}-{secrets.token_hex(3)}",
+        channel=settings.slack_channel,
         status_interval_s=settings.status_interval_seconds,
         reopen_window_s=settings.reopen_window_seconds,
         reclaim_idle_ms=settings.intake_reclaim_idle_ms,
@@ -153,14 +194,30 @@ def build_app(bot: Bot) -> Starlette:
     """The ASGI app: every endpoint of CONTRACT.md on one port."""
     app = Starlette(lifespan=_lifespan(bot))
     handlers.webhooks.register(app, _webhooks(bot))
-    handlers.health.register(app, handlers.health.Health(bot.redis, bot.telemetry, alive=bot.alive))
+    health = handlers.health.Health(
+        bot.redis, bot.telemetry, alive=bot.alive, backlogs=lambda: _backlogs(bot)
+    )
+    handlers.health.register(app, health)
     handlers.actions.register(bot.bolt)
     handlers.commands.register(bot.bolt, command=bot.settings.slash_command)
     if not bot.settings.socket_mode:
         # In Socket Mode Slack's traffic arrives over the websocket, and there is no signing
         # secret to verify an HTTP request with: the route would only ever answer errors.
-        handlers.slack_events.register(app, handlers.slack_events.SlackEvents(bot.bolt))
+        events = handlers.slack_events.SlackEvents(
+            bot.bolt,
+            signing_secret=_secret(bot.settings.slack_signing_secret) or "",
+            redis=bot.redis,
+            prefix=bot.settings.redis_prefix,
+        )
+        handlers.slack_events.register(app, events)
     return app
+
+
+async def _backlogs(bot: Bot) -> None:
+    bot.telemetry.intake_backlog.set(await bot.stream.backlog())
+    for channel in await bot.queue.channels():
+        size = await bot.redis.zcard(bot.queue.keys.posts(channel))
+        bot.telemetry.send_queue.labels(channel).set(size)
 
 
 def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
@@ -170,10 +227,13 @@ def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
         hmac_secret=_secret(s.alert_webhook_hmac_secret),
         basic_user=s.alert_webhook_basic_user,
         basic_password=_secret(s.alert_webhook_basic_password),
+        allow_unauthenticated=s.alert_webhook_allow_unauthenticated,
+        hmac_allow_no_timestamp=s.alert_webhook_hmac_allow_no_timestamp,
     )
-    if not (auth.token or auth.basic_user):
-        open_paths = "/alerts/alertmanager" if auth.hmac_secret else "/alerts/*"
-        log.warning("%s accept unauthenticated notifications: set ALERT_WEBHOOK_TOKEN", open_paths)
+    if s.alert_webhook_allow_unauthenticated and not s.has_webhook_credential:
+        log.warning("alert endpoints accept unauthenticated notifications (allowed by settings)")
+    elif not auth.configured_for("alertmanager"):
+        log.warning("/alerts/alertmanager refuses everything: only the HMAC secret is set")
     return handlers.webhooks.AlertWebhooks(
         bot.stream, bot.telemetry, auth=auth, max_body_bytes=s.alert_max_body_bytes
     )
@@ -184,20 +244,24 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
         consumer = asyncio.create_task(bot.intake.run(stop), name="intake")
-        bot.background.append(consumer)
+        senders = asyncio.create_task(bot.senders.run(stop), name="senders")
+        bot.background += [consumer, senders]
         scheduler = start_scheduler(bot.reporter, tick_s=bot.settings.status_tick_seconds)
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
         try:
             yield
         finally:
+            # Stop taking work, let in-flight entries finish (or hand them back to the group),
+            # give up the channels this replica sends to so another takes over at once.
             stop.set()
             scheduler.shutdown(wait=False)
             if socket_mode is not None:
                 await socket_mode.close_async()
-            with suppress(asyncio.CancelledError):
-                await asyncio.wait_for(consumer, timeout=5)
-            await bot.redis.aclose()
+            with suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(asyncio.gather(consumer, senders), timeout=10)
+            with suppress(RedisError, OSError):
+                await bot.redis.aclose()
             await _close_client_session(bot)
 
     return lifespan  # type: ignore[return-value]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from bot.actions import ActionCore, Actor, Outcome
 from bot.incidents import Incident
 from bot.messages import escape
+from bot.mrkdwn import truncate
 
 HELP = """*`/queue`* — queue status by runner type for the open incidents
 *`/queue incidents`* — open and recent incidents
@@ -19,7 +20,12 @@ HELP = """*`/queue`* — queue status by runner type for the open incidents
 *`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`
 *`/queue scale <runner-type> <+N> [ID]`* — add runners
 *`/queue diagnose [ID]`* — run the runbook's checks
-Without an ID, a command acts on the most recent open incident."""
+Without an ID, a command acts on the one open incident; when several are open it asks which."""
+
+# An ephemeral answer is one section-sized text: the overview stops before it, saying how many
+# it left out, whatever the number of open incidents.
+MAX_ANSWER = 2900
+MAX_LINES = 20
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -92,31 +98,67 @@ async def run_command(core: ActionCore, actor: Actor, text: str) -> Outcome:
         return await _overview(core, verbose=command.verb == "incidents")
     if command.verb in ("silence", "scale", "diagnose"):
         return core.unavailable(f"`/queue {command.verb}`")
-    incident = await core.find(command.incident_ref)
-    if incident is None:
-        return Outcome(False, "No open incident. `/queue incidents` lists them.")
+    ref = command.incident_ref
+    if ref is None:
+        open_now = await core.open_incidents()
+        if not open_now:
+            return Outcome(False, "No open incident. `/queue incidents` lists recent ones.")
+        if len(open_now) > 1:
+            return _which(command, open_now)
+        ref = open_now[0].id
     if command.verb == "ack":
-        return await core.acknowledge(actor, incident.id)
-    return await core.resolve(actor, incident.id)
+        return await core.acknowledge(actor, ref)
+    return await core.resolve(actor, ref)
+
+
+def _which(command: Command, incidents: list[Incident]) -> Outcome:
+    """Several incidents are open: acting on a guess could hit the wrong one, so ask."""
+    lines = [
+        f"{len(incidents)} incidents are open: say which, e.g. `/queue {command.verb} "
+        f"{escape(incidents[0].id)}`."
+    ]
+    lines += [_brief(incident) for incident in incidents]
+    return Outcome(False, _capped(lines, len(incidents)))
 
 
 async def _overview(core: ActionCore, *, verbose: bool) -> Outcome:
-    incidents = await core.recent() if verbose else await core.open_incidents()
+    incidents = await core.recent(MAX_LINES + 1) if verbose else await core.open_incidents()
     if not incidents:
         return Outcome(True, "No open incidents: the queues are quiet.")
-    return Outcome(True, "\n".join(_overview_line(incident) for incident in incidents))
+    return Outcome(True, _capped([_overview_line(i) for i in incidents], len(incidents)))
+
+
+def _capped(lines: list[str], total: int) -> str:
+    """Lines within MAX_LINES and MAX_ANSWER characters, then "+N more"."""
+    kept: list[str] = []
+    size = 0
+    for line in lines[: MAX_LINES + 1]:
+        if size + len(line) + 1 > MAX_ANSWER:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    shown = len(kept) - (1 if len(lines) > total else 0)
+    if total > shown:
+        kept.append(f"… and {total - shown} more: `/queue <command> <ID>` acts on one of them.")
+    return "\n".join(kept)
+
+
+def _brief(incident: Incident) -> str:
+    return f"• *#{escape(incident.id)}* {truncate(escape(incident.title), 150)}"
 
 
 def _overview_line(incident: Incident) -> str:
     state = "firing" if incident.is_open else "resolved"
-    line = f"*#{incident.id}* {escape(incident.title)} — {state}"
+    line = f"*#{escape(incident.id)}* {truncate(escape(incident.title), 150)} — {state}"
     numbers = incident.numbers
     if numbers.max_queue_time_mins is not None:
         line += f", longest wait {numbers.max_queue_time_mins:g} min"
     if numbers.max_queue_size is not None:
         line += f", {numbers.max_queue_size:g} queued"
-    for name, queue in sorted(incident.runner_types.items())[:10]:
+    for name, queue in sorted(incident.runner_types.items())[:5]:
         wait = f"{queue.longest_wait_mins:g} min" if queue.longest_wait_mins is not None else "?"
         queued = f"{queue.queued:g}" if queue.queued is not None else "?"
-        line += f"\n    • `{escape(name)}`: {queued} queued, longest wait {wait}"
+        line += f"\n    • `{truncate(escape(name), 80)}`: {queued} queued, longest wait {wait}"
+    if len(incident.runner_types) > 5:
+        line += f"\n    • +{len(incident.runner_types) - 5} more runner types"
     return line

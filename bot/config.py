@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     # pacing below those keeps bursts of alerts from ever meeting a 429.
     slack_post_interval_ms: int = Field(default=1000, ge=0, le=60_000)
     slack_update_interval_ms: int = Field(default=1200, ge=0, le=60_000)
+    # Slack lets a channel take a short burst above one post per second; the sender's token
+    # bucket holds this many posts, refilled one per SLACK_POST_INTERVAL_MS.
+    slack_post_burst: int = Field(default=3, ge=1, le=20)
+    # A Slack call not answered within this long is treated as uncertain: a post is looked up
+    # (by its metadata) before it is sent again.
+    slack_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     # One root message is edited at most this often; changes in between are folded into one edit.
     root_edit_interval_ms: int = Field(default=2000, ge=0, le=600_000)
 
@@ -49,7 +55,13 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
 
     alert_webhook_token: SecretStr | None = None
+    # Alert endpoints are closed by default: without any credential `serve` refuses to start,
+    # unless the operator says the network is private.
+    alert_webhook_allow_unauthenticated: bool = False
     alert_webhook_hmac_secret: SecretStr | None = None
+    # A signature of the body alone can be replayed forever; only for Grafana versions that
+    # cannot send the timestamp header.
+    alert_webhook_hmac_allow_no_timestamp: bool = False
     alert_webhook_basic_user: str | None = None
     alert_webhook_basic_password: SecretStr | None = None
     alert_max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
@@ -98,6 +110,13 @@ class Settings(BaseSettings):
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
 
+    @property
+    def has_webhook_credential(self) -> bool:
+        basic = self.alert_webhook_basic_user is not None and (
+            self.alert_webhook_basic_password is not None
+        )
+        return bool(self.alert_webhook_token or self.alert_webhook_hmac_secret or basic)
+
     def check_serve(self) -> None:
         """Refuse to serve with settings that would fail later, at the first alert."""
         if self.slack_bot_token is None:
@@ -109,6 +128,12 @@ class Settings(BaseSettings):
         if (self.alert_webhook_basic_user is None) != (self.alert_webhook_basic_password is None):
             raise SettingsError(
                 "ALERT_WEBHOOK_BASIC_USER and ALERT_WEBHOOK_BASIC_PASSWORD must be set together"
+            )
+        if not self.has_webhook_credential and not self.alert_webhook_allow_unauthenticated:
+            raise SettingsError(
+                "no alert webhook credential: set ALERT_WEBHOOK_TOKEN, ALERT_WEBHOOK_HMAC_SECRET "
+                "or ALERT_WEBHOOK_BASIC_USER/ALERT_WEBHOOK_BASIC_PASSWORD "
+                "(or ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED=true on a private network)"
             )
         if self.metrics_backend != "alert":
             raise SettingsError(

@@ -11,17 +11,12 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from bot.alerts import (
-    AlertFacts,
-    Matcher,
-    Notification,
-    QueueNumbers,
-    RunnerQueue,
-    Source,
-    max_known,
-)
+from bot.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
+from bot.delivery import Delivery
 
 TREND_POINTS = 48
+# Alert instances seen resolved, per group: enough for the largest notification we accept.
+MAX_RESOLVED_INSTANCES = 1000
 
 
 class Status(StrEnum):
@@ -53,6 +48,8 @@ class Event(BaseModel):
     kind: str  # opened, notified, alerts_changed, status, acknowledged, resolved, reopened, ...
     text: str
     actor: str | None = None  # Slack user ID for people; None for the alert source or the bot
+    # How to name the actor without mentioning them (routine replies must not ping anyone).
+    actor_name: str = ""
 
 
 class Links(BaseModel):
@@ -75,6 +72,10 @@ class Incident(BaseModel):
     """One alert group's incident. Stored as JSON in Redis; rendered by `bot.messages`."""
 
     id: str
+    # Random, beside the short ID people type: a button from before a Redis data loss carries
+    # the old UID, so it can never act on the new incident that got the same short ID.
+    uid: str = ""
+    channel: str = ""
     group_key: str
     group_hash: str
     source: Source
@@ -98,11 +99,13 @@ class Incident(BaseModel):
     resolved_at: datetime | None = None
     resolution: Resolution | None = None
     resolved_by: str | None = None
+    resolved_by_name: str = ""
     acknowledged_by: str | None = None
+    acknowledged_name: str = ""
     acknowledged_at: datetime | None = None
     notifications: int = 0
     reopened: int = 0
-    last_entry_id: str = ""
+    truncated: tuple[str, ...] = ()
     last_status: Snapshot | None = None
     trend: list[Snapshot] = Field(default_factory=list)
 
@@ -114,12 +117,47 @@ class Incident(BaseModel):
         return Snapshot(at=at, numbers=self.numbers, runner_types=dict(self.runner_types))
 
 
+class GroupState(BaseModel):
+    """What an alert group remembers across its incidents: the order and identity of what it saw.
+
+    Kept even when no incident is open, so a resolved notification handled before an older
+    firing one (a delayed or reclaimed entry) still stops that firing from opening an incident.
+    """
+
+    incident_id: str | None = None
+    last_entry: str = ""  # the newest stream entry applied to this group
+    resolved: tuple[str, ...] = ()  # alert instances seen resolved, oldest first
+
+
 def entry_order(entry_id: str) -> tuple[int, int]:
     """Redis stream IDs ("<ms>-<seq>") as a sortable pair; "" sorts first."""
     if not entry_id:
         return (-1, -1)
     ms, _, seq = entry_id.partition("-")
     return (int(ms), int(seq or 0))
+
+
+def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
+    """Whether a delivery is older than what its group reflects, so it must change nothing.
+
+    Older in stream order than the newest entry applied; or a firing whose alerts were all seen
+    resolved already: an Alertmanager HA peer lagging behind or a Grafana retry repeats the old
+    startsAt, where a real re-fire carries a new one.
+    """
+    if entry_order(entry_id) <= entry_order(group.last_entry):
+        return True
+    if delivery.status == "firing" and delivery.firing:
+        seen = set(group.resolved)
+        return all(instance in seen for instance in delivery.firing)
+    return False
+
+
+def noted(group: GroupState, delivery: Delivery, entry_id: str) -> GroupState:
+    """The group after a delivery that is not stale: its order and what it saw resolved."""
+    resolved = list(dict.fromkeys((*group.resolved, *delivery.resolved)))
+    return group.model_copy(
+        update={"last_entry": entry_id, "resolved": tuple(resolved[-MAX_RESOLVED_INSTANCES:])}
+    )
 
 
 def _accepted_before(entry_id: str, moment: datetime | None) -> bool:
@@ -133,28 +171,23 @@ def is_reopenable(incident: Incident, now: datetime, window: timedelta) -> bool:
 
 
 def open_incident(
-    notification: Notification,
-    facts: AlertFacts,
-    *,
-    incident_id: str,
-    group_hash: str,
-    entry_id: str,
-    now: datetime,
+    delivery: Delivery, *, incident_id: str, uid: str, channel: str, now: datetime
 ) -> Incident:
     """A new incident from the first firing notification of a group."""
-    starts = [a.starts_at for a in notification.firing if a.starts_at is not None]
     incident = Incident(
         id=incident_id,
-        group_key=notification.group_key,
-        group_hash=group_hash,
-        source=notification.source,
-        is_test=notification.is_test,
-        title=facts.title,
-        started_at=min(starts) if starts else now,
+        uid=uid,
+        channel=channel,
+        group_key=delivery.group_key,
+        group_hash=delivery.group_hash,
+        source=delivery.source,
+        is_test=delivery.is_test,
+        title=delivery.facts.title,
+        started_at=delivery.started_at or now,
         opened_at=now,
         updated_at=now,
     )
-    incident = _with_facts(incident, facts, entry_id=entry_id, now=now)
+    incident = _with_facts(incident, delivery.facts, now=now)
     incident = incident.model_copy(update={"last_status": incident.snapshot(now)})
     if incident.is_test:
         # Grafana never resolves a test notification; left open it would post status forever.
@@ -164,19 +197,13 @@ def open_incident(
 
 
 def apply_notification(
-    incident: Incident,
-    notification: Notification,
-    facts: AlertFacts,
-    *,
-    entry_id: str,
-    now: datetime,
+    incident: Incident, delivery: Delivery, *, entry_id: str, now: datetime
 ) -> tuple[Incident, Change]:
-    """Fold a later notification of the same group into its incident."""
-    if entry_order(entry_id) <= entry_order(incident.last_entry_id):
-        return incident, Change.STALE
-    if notification.status == "resolved":
+    """Fold a later notification of the same group into its incident (staleness is checked
+    against the group first, see `is_stale`)."""
+    if delivery.status == "resolved":
         if not incident.is_open:
-            return incident.model_copy(update={"last_entry_id": entry_id}), Change.STALE
+            return incident, Change.STALE
         # When we learned of it, not the alert's endsAt: the reopen window and the summary's
         # duration are about this incident, and endsAt can be far off (a replayed payload).
         resolved = incident.model_copy(
@@ -189,7 +216,6 @@ def apply_notification(
                 "runner_types": {},
                 "firing_count": 0,
                 "notifications": incident.notifications + 1,
-                "last_entry_id": entry_id,
                 "updated_at": now,
             }
         )
@@ -198,8 +224,8 @@ def apply_notification(
         entry_id, incident.resolved_at
     ):
         # Fired before someone resolved it by hand, processed after: not a new firing.
-        return incident.model_copy(update={"last_entry_id": entry_id}), Change.STALE
-    updated = _with_facts(incident, facts, entry_id=entry_id, now=now)
+        return incident, Change.STALE
+    updated = _with_facts(incident, delivery.facts, now=now)
     if not incident.is_open:
         return _reopened(updated), Change.REOPENED
     changed = incident.firing_count != updated.firing_count or set(incident.runner_types) != set(
@@ -208,21 +234,27 @@ def apply_notification(
     return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
 
 
-def resolve_manually(incident: Incident, *, by: str, now: datetime) -> Incident:
+def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
     return incident.model_copy(
         update={
             "status": Status.RESOLVED,
             "resolution": Resolution.MANUAL,
             "resolved_by": by,
+            "resolved_by_name": name,
             "resolved_at": now,
             "updated_at": now,
         }
     )
 
 
-def acknowledge(incident: Incident, *, by: str, now: datetime) -> Incident:
+def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
     return incident.model_copy(
-        update={"acknowledged_by": by, "acknowledged_at": now, "updated_at": now}
+        update={
+            "acknowledged_by": by,
+            "acknowledged_name": name,
+            "acknowledged_at": now,
+            "updated_at": now,
+        }
     )
 
 
@@ -239,14 +271,16 @@ def _reopened(incident: Incident) -> Incident:
             "resolution": None,
             "resolved_at": None,
             "resolved_by": None,
+            "resolved_by_name": "",
             "acknowledged_by": None,
+            "acknowledged_name": "",
             "acknowledged_at": None,
             "reopened": incident.reopened + 1,
         }
     )
 
 
-def _with_facts(incident: Incident, facts: AlertFacts, *, entry_id: str, now: datetime) -> Incident:
+def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Incident:
     return incident.model_copy(
         update={
             "title": facts.title,
@@ -267,8 +301,8 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, entry_id: str, now: da
             "other_values": dict(facts.other_values),
             "firing_count": facts.firing_count,
             "silence_matchers": facts.silence_matchers,
+            "truncated": facts.truncated,
             "notifications": incident.notifications + 1,
-            "last_entry_id": entry_id,
             "updated_at": now,
         }
     )

@@ -1,41 +1,42 @@
-"""The stream consumer: an accepted notification becomes an incident change, then a Slack thread.
+"""The stream consumer: an accepted notification becomes an incident change, and what Slack shows.
 
-Each replica runs one consumer in the shared group. An entry is acknowledged only once the
-incident reflects it; failures that may pass (Slack 429/5xx, a busy group lease) leave the entry
-pending, and after `reclaim_idle_ms` any replica takes it over. Entries that can never succeed,
-or failed `max_attempts` times, go to a dead-letter stream instead of blocking the rest.
+Each replica runs one consumer in the shared group. Applying an entry never waits for Slack: the
+change, the root and thread replies for the channel's sender, and the entry's acknowledgement
+are one commit (`bot.store`). Transient failures (Redis unreachable, a commit that lost a race
+to another writer) are retried here, by the consumer that owns the entry, within moments. Only
+an entry that can never be applied (unreadable, or failing the same way `max_attempts` times) is
+dead-lettered, with the reason.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
+import random
+import secrets
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.alert_facts import facts_of
-from bot.alerts import AlertFacts, Notification, PayloadError, parse_json_body, parse_notification
+from bot.delivery import Delivery
 from bot.incidents import (
     Change,
     Event,
+    GroupState,
     Incident,
     apply_notification,
-    entry_order,
     is_reopenable,
+    is_stale,
+    noted,
     open_incident,
 )
-from bot.leases import LeaseBusy, Leases
 from bot.messages import render_event, render_summary
-from bot.slack import SlackError
-from bot.store import Commit, IncidentStore
+from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
-from bot.threads import Threads
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +44,18 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class IntakeConfig:
     consumer: str
+    channel: str
     status_interval_s: int = 600
     reopen_window_s: int = 3600
     reclaim_idle_ms: int = 30_000
     max_attempts: int = 10
     max_in_flight: int = 16
+    # A consumer idle this long with nothing pending has left (its replica is gone).
+    dead_consumer_idle_ms: int = 600_000
 
 
-def group_hash(notification: Notification) -> str:
-    """A fixed-length key for an alert group; group keys can be long and hold any character."""
-    raw = f"{notification.source}\0{notification.group_key}".encode()
-    return hashlib.sha256(raw).hexdigest()[:24]
+class _Conflict(Exception):
+    """The group or incident changed between read and commit: redo on fresh state."""
 
 
 class Intake:
@@ -61,8 +63,6 @@ class Intake:
         self,
         stream: NotificationStream,
         store: IncidentStore,
-        leases: Leases,
-        threads: Threads,
         telemetry: Telemetry,
         *,
         config: IntakeConfig,
@@ -70,42 +70,53 @@ class Intake:
     ) -> None:
         self._stream = stream
         self._store = store
-        self._leases = leases
-        self._threads = threads
         self._telemetry = telemetry
         self._config = config
         self._clock = clock
         self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._stop = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Consume until `stop` is set, riding out Redis outages with a capped backoff.
-
-        Entries are handled concurrently (up to `max_in_flight`), so a group whose lease is
-        busy, or a Slack `Retry-After`, holds up only its own notifications.
-        """
-        backoff = 0.1
+        """Consume until `stop` is set, riding out Redis outages with a capped backoff."""
+        self._stop = stop
         loop = asyncio.get_running_loop()
-        next_reclaim = 0.0
+        backoff, next_upkeep, next_prune = 0.05, 0.0, 0.0
         try:
             while not stop.is_set():
                 try:
-                    if loop.time() >= next_reclaim:
-                        await self._stream.ensure_group()
-                        await self._reclaim()
-                        next_reclaim = loop.time() + min(self._config.reclaim_idle_ms / 2000, 5.0)
+                    if loop.time() >= next_upkeep:
+                        await self._upkeep()
+                        next_upkeep = loop.time() + min(self._config.reclaim_idle_ms / 3000, 5.0)
+                    if loop.time() >= next_prune:
+                        next_prune = loop.time() + 60
+                        await self._stream.prune_consumers(
+                            self._config.consumer, idle_ms=self._config.dead_consumer_idle_ms
+                        )
                     await self._read_more()
-                    backoff = 0.1
+                    backoff = 0.05
                 except RedisError as exc:
-                    log.warning("intake: Redis unavailable (%s); retrying in %.1fs", exc, backoff)
+                    log.warning("intake: Redis unavailable (%s); retrying in %.2fs", exc, backoff)
                     await _sleep_or_stop(stop, backoff)
-                    backoff = min(backoff * 2, 2.0)
-                    next_reclaim = 0.0
-                except Exception:
-                    log.exception("intake: unexpected failure; retrying in %.1fs", backoff)
-                    await _sleep_or_stop(stop, backoff)
-                    backoff = min(backoff * 2, 2.0)
+                    backoff = min(backoff * 2, 1.0)
+                    next_upkeep = 0.0
         finally:
-            await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+            await self._finish()
+
+    async def _finish(self) -> None:
+        """Let in-flight entries finish briefly, then hand what is left back to the group."""
+        if self._in_flight:
+            await asyncio.wait(self._in_flight.values(), timeout=5)
+        left = list(self._in_flight)
+        for task in self._in_flight.values():
+            task.cancel()
+        await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+        with suppress(RedisError):
+            await self._stream.hand_back(self._config.consumer, left)
+
+    async def _upkeep(self) -> None:
+        await self._stream.ensure_group()
+        await self._stream.keep_alive(self._config.consumer, list(self._in_flight))
+        await self._reclaim()
 
     async def _read_more(self) -> None:
         free = self._config.max_in_flight - len(self._in_flight)
@@ -114,7 +125,6 @@ class Intake:
             return
         for entry in await self._stream.read(self._config.consumer, count=free, block_ms=500):
             self._start(entry)
-        self._telemetry.intake_backlog.set(await self._stream.backlog())
 
     def _start(self, entry: StreamEntry) -> None:
         task = asyncio.create_task(self.handle(entry), name=f"intake:{entry.id}")
@@ -127,139 +137,132 @@ class Intake:
         )
         for entry in entries:
             if entry.id in self._in_flight:
-                continue  # idle only because its handler waits (a lease, a Retry-After)
+                continue
             attempts = await self._stream.deliveries(entry.id)
             if attempts > self._config.max_attempts:
-                log.error("intake: entry %s failed %d times; dead-lettered", entry.id, attempts)
-                self._telemetry.intake_failures.labels("dead_lettered").inc()
-                await self._stream.bury(entry, f"failed {attempts} times")
+                await self._bury(entry, f"taken over {attempts} times without being applied")
                 continue
             log.info("intake: took over entry %s (delivery %d)", entry.id, attempts)
             self._start(entry)
 
     async def handle(self, entry: StreamEntry) -> None:
-        """Process one entry; acknowledge it unless a later attempt may do better. Never raises."""
-        try:
-            if await self._handle(entry):
-                await self._stream.ack(entry.id)
-        except RedisError as exc:
-            self._telemetry.intake_failures.labels("redis").inc()
-            log.warning("intake: entry %s: Redis failed (%s); will retry", entry.id, exc)
-        except Exception:
-            # A bug must cost one notification (retried, then dead-lettered), never the consumer.
-            self._telemetry.intake_failures.labels("error").inc()
-            log.exception("intake: entry %s failed unexpectedly; will retry", entry.id)
+        """Apply one entry, retrying what may pass; never raises."""
+        if entry.delivery is None:
+            await self._bury(entry, f"unreadable: {entry.problem}")
+            return
+        delay, errors = 0.02, 0
+        while not self._stop.is_set():
+            try:
+                await self.apply(entry.id, entry.delivery)
+                return
+            except _Conflict:
+                self._telemetry.intake_failures.labels("conflict").inc()
+                await asyncio.sleep(random.random() * 0.01)
+                continue
+            except RedisError as exc:
+                self._telemetry.intake_failures.labels("redis").inc()
+                log.warning("intake: entry %s: Redis failed (%s); retrying", entry.id, exc)
+            except Exception as exc:
+                # A bug must cost one notification (dead-lettered), never the consumer.
+                errors += 1
+                self._telemetry.intake_failures.labels("error").inc()
+                log.exception("intake: entry %s failed (%d)", entry.id, errors)
+                if errors >= self._config.max_attempts:
+                    await self._bury(entry, f"failed {errors} times: {type(exc).__name__}")
+                    return
+            await _sleep_or_stop(self._stop, delay)
+            delay = min(delay * 2, 1.0)
 
-    async def _handle(self, entry: StreamEntry) -> bool:
-        """Whether the entry is done with (and can be acknowledged)."""
-        try:
-            await self.process(entry)
-        except PayloadError as exc:
-            # Validated before it was accepted, so only a newer/older parser disagreeing gets here.
-            self._telemetry.intake_failures.labels("invalid").inc()
-            await self._stream.bury(entry, str(exc))
-            return False
-        except SlackError as exc:
-            if exc.retryable:
-                self._telemetry.intake_failures.labels("slack_retryable").inc()
-                log.warning("intake: entry %s: Slack %s; will retry", entry.id, exc)
-                return False
-            self._telemetry.intake_failures.labels("slack_permanent").inc()
-            log.error("intake: entry %s: Slack refused %s; incident state kept", entry.id, exc)
-        except LeaseBusy:
-            self._telemetry.intake_failures.labels("busy").inc()
-            log.warning("intake: entry %s: its alert group stayed busy; will retry", entry.id)
-            return False
-        return True
+    async def _bury(self, entry: StreamEntry, reason: str) -> None:
+        log.error("intake: entry %s dead-lettered: %s", entry.id, reason)
+        self._telemetry.intake_failures.labels("dead_lettered").inc()
+        with suppress(RedisError):
+            await self._stream.bury(entry, reason)
 
-    async def process(self, entry: StreamEntry) -> None:
-        notification = parse_notification(entry.source, parse_json_body(entry.body.encode()))
-        facts = facts_of(notification)
-        key = group_hash(notification)
-        async with self._leases.hold(f"group:{key}"):
-            incident = await self._apply(notification, facts, key, entry.id)
-            if incident is not None:
-                await self._threads.sync(incident)
+    # -- applying one delivery -----------------------------------------------------------------
 
-    async def _apply(
-        self, notification: Notification, facts: AlertFacts, key: str, entry_id: str
-    ) -> Incident | None:
+    async def apply(self, entry_id: str, delivery: Delivery) -> Change:
+        """Fold one delivery into its group's incident, in one fenced commit."""
+        group, group_version, loaded = await self._store.load_group(delivery.group_hash)
+        if is_stale(group, delivery, entry_id):
+            await self._stream.ack(entry_id)
+            self._telemetry.notifications_applied.labels("stale").inc()
+            return Change.STALE
         now = self._clock()
-        current_id = await self._store.incident_of_group(key)
-        current = await self._store.get(current_id) if current_id else None
+        after = noted(group, delivery, entry_id)
+        current = loaded.incident
         window = timedelta(seconds=self._config.reopen_window_s)
+        base = Commit(group=after, group_hash=delivery.group_hash, group_version=group_version)
         if current is not None and (current.is_open or is_reopenable(current, now, window)):
-            return await self._update(current, notification, facts, entry_id, now)
-        if current is not None and entry_order(entry_id) <= entry_order(current.last_entry_id):
-            return current  # an old delivery of the group's previous life
-        if notification.status == "resolved":
-            log.info("intake: resolved notification for a group with no open incident; ignored")
-            return None
-        return await self._open(notification, facts, key, entry_id, now)
+            change, commit = await self._update(base, loaded, delivery, entry_id, now)
+        elif delivery.status == "resolved":
+            change, commit = Change.STALE, base  # nothing open to resolve; remember the order
+        else:
+            change, commit = await self._open(base, after, delivery, now)
+        if not await self._store.commit(_with_ack(commit, entry_id), now=now.timestamp()):
+            raise _Conflict
+        self._telemetry.notifications_applied.labels(change.value).inc()
+        if change is Change.OPENED:
+            self._telemetry.incidents_opened.inc()
+        elif change is Change.RESOLVED:
+            self._telemetry.incidents_resolved.labels("alert").inc()
+        return change
 
     async def _open(
-        self,
-        notification: Notification,
-        facts: AlertFacts,
-        key: str,
-        entry_id: str,
-        now: datetime,
-    ) -> Incident:
+        self, base: Commit, group: GroupState, delivery: Delivery, now: datetime
+    ) -> tuple[Change, Commit]:
         incident = open_incident(
-            notification,
-            facts,
+            delivery,
             incident_id=await self._store.next_id(),
-            group_hash=key,
-            entry_id=entry_id,
+            uid=secrets.token_hex(6),
+            channel=self._config.channel,
             now=now,
         )
         opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
-        await self._store.commit(
-            Commit(
-                incident,
-                events=(opened,),
-                bind_group=True,
-                status_due=self._next_status(now) if incident.is_open else None,
-            )
+        commit = Commit(
+            incident,
+            version=0,
+            group=group.model_copy(update={"incident_id": incident.id}),
+            group_hash=base.group_hash,
+            group_version=base.group_version,
+            events=(opened,),
+            status_due=self._next_status(now) if incident.is_open else None,
         )
-        self._telemetry.incidents_opened.inc()
-        return incident
+        return Change.OPENED, commit
 
     async def _update(
-        self,
-        current: Incident,
-        notification: Notification,
-        facts: AlertFacts,
-        entry_id: str,
-        now: datetime,
-    ) -> Incident:
-        incident, change = apply_notification(
-            current, notification, facts, entry_id=entry_id, now=now
-        )
+        self, base: Commit, loaded: Loaded, delivery: Delivery, entry_id: str, now: datetime
+    ) -> tuple[Change, Commit]:
+        current = loaded.incident
+        assert current is not None
+        incident, change = apply_notification(current, delivery, entry_id=entry_id, now=now)
+        fenced = {"incident": incident, "version": loaded.version, "thread": loaded.thread}
         if change is Change.STALE:
-            return incident
+            return change, base
         if change is Change.UPDATED:
-            # The root shows the new numbers; the timeline keeps to events.
-            await self._store.commit(Commit(incident))
-            return incident
+            return change, _replace(base, **fenced)
         event = _event_for(change, incident, now)
         if change is Change.RESOLVED:
+            # The summary is rendered now, from the timeline so far plus this event.
             events = [*await self._store.events(incident.id), event]
-            summary = render_summary(incident, events, now=now)
-            await self._store.commit(
-                Commit(incident, events=(event,), replies=(summary,), stop_status=True)
+            reply = Reply("summary", BAND_EVENT, render_summary(incident, events, now=now))
+            return change, _replace(
+                base, **fenced, events=(event,), replies=(reply,), stop_status=True
             )
-            self._telemetry.incidents_resolved.labels("alert").inc()
-            return incident
         due = self._next_status(now) if change is Change.REOPENED else None
-        reply = render_event(incident, event)
-        await self._store.commit(
-            Commit(incident, events=(event,), replies=(reply,), status_due=due)
-        )
-        return incident
+        reply = Reply("event", BAND_EVENT, render_event(incident, event))
+        return change, _replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
 
     def _next_status(self, now: datetime) -> float:
         return now.timestamp() + self._config.status_interval_s
+
+
+def _replace(commit: Commit, **changes: object) -> Commit:
+    return replace(commit, **changes)  # type: ignore[arg-type]
+
+
+def _with_ack(commit: Commit, entry_id: str) -> Commit:
+    return replace(commit, ack=entry_id)
 
 
 def _event_for(change: Change, incident: Incident, now: datetime) -> Event:

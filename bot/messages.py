@@ -30,6 +30,7 @@ from bot.mrkdwn import (
     mention,
     minutes,
     number,
+    person,
     plain,
     rendered,
     section,
@@ -52,7 +53,8 @@ __all__ = [
     "SILENCE_OPTIONS",
     "Rendered",
     "escape",
-    "incident_id_of",
+    "incident_ref",
+    "incident_ref_of",
     "link",
     "render_event",
     "render_root",
@@ -61,7 +63,7 @@ __all__ = [
 ]
 
 ACTIONS_BLOCK_ID = "incident_actions"
-INCIDENT_BLOCK_PREFIX = "incident_id:"
+INCIDENT_BLOCK_PREFIX = "incident:"
 SILENCE_OPTIONS = (
     (1800, "30 minutes"),
     (3600, "1 hour"),
@@ -76,13 +78,14 @@ MAX_VALUE_NAME = 100
 MAX_FALLBACK_TITLE = 200
 
 
-def render_root(incident: Incident, *, now: datetime) -> Rendered:
+def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> Rendered:
     """The incident's dashboard: title, status, numbers, runner types, facts, links, actions.
 
     Block Kit has no colours for blocks, so "turning green" on resolve is the ✅ in the header
-    and the status line, and the actions disappear.
+    and the status line, and the actions disappear. `mentions=False` for the first post, which
+    notifies the channel: the owner is named there, mentioned only in later edits.
     """
-    blocks = [header(_header_text(incident)), section(_status_line(incident))]
+    blocks = [header(_header_text(incident)), section(_status_line(incident, mentions=mentions))]
     summary = _summary(incident)
     if summary:
         blocks.append(section(summary))
@@ -91,20 +94,32 @@ def render_root(incident: Incident, *, now: datetime) -> Rendered:
         blocks.append(fields(numbers, more="+{n} more values"))
     if incident.runner_types:
         blocks.append(section(_runner_listing(incident)))
-    blocks.append(context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + incident.id))
+    blocks.append(context(_facts(incident), block_id=incident_block_id(incident)))
     links = _links(incident.links)
     if links:
         blocks.append(context(links))
+    if incident.truncated:
+        notes = "; ".join(escape(note) for note in incident.truncated[:10])
+        blocks.append(context([truncate(f"⚠️ Alert cut to fit: {notes}", 2000)]))
     if incident.is_open:
         blocks.append(_actions(incident))
     return rendered(_fallback(incident), blocks)
 
 
-def incident_id_of(message: dict[str, Any]) -> str | None:
-    """The incident ID of a root message as Slack echoes it in an action payload's `message`."""
+def incident_ref(incident: Incident) -> str:
+    """What buttons carry: the short ID people see and the UID that survives a data loss."""
+    return f"{incident.id}:{incident.uid}"
+
+
+def incident_block_id(incident: Incident) -> str:
+    return INCIDENT_BLOCK_PREFIX + incident_ref(incident)
+
+
+def incident_ref_of(message: dict[str, Any]) -> str | None:
+    """The incident reference of a root message as Slack echoes it in an action payload."""
     for block in message.get("blocks") or ():
-        block_id = block.get("block_id") or ""
-        if block_id.startswith(INCIDENT_BLOCK_PREFIX):
+        block_id = block.get("block_id") if isinstance(block, dict) else None
+        if isinstance(block_id, str) and block_id.startswith(INCIDENT_BLOCK_PREFIX):
             return block_id[len(INCIDENT_BLOCK_PREFIX) :] or None
     return None
 
@@ -113,16 +128,21 @@ def _header_text(incident: Incident) -> str:
     return f"{'🔴' if incident.is_open else '✅'} {title_text(incident)}"
 
 
-def _status_line(incident: Incident) -> str:
+def _status_line(incident: Incident, *, mentions: bool) -> str:
     if incident.is_open:
         parts = ["🔴 *Firing*"]
         if incident.firing_count > 1:
             parts.append(f"{incident.firing_count} alerts")
     else:
-        resolved = ("✅ *Resolved*", resolved_how(incident), _span(incident))
+        resolved = ("✅ *Resolved*", resolved_how(incident, mentions=mentions), _span(incident))
         parts = [" ".join(part for part in resolved if part)]
     if incident.acknowledged_by:
-        parts.append(f"acknowledged by {mention(incident.acknowledged_by)}")
+        owner = (
+            mention(incident.acknowledged_by)
+            if mentions
+            else person(incident.acknowledged_by, incident.acknowledged_name)
+        )
+        parts.append(f"acknowledged by {owner}")
     elif incident.is_open:
         parts.append("not acknowledged")
     if incident.reopened:
@@ -243,10 +263,13 @@ def _links(links: Links) -> list[str]:
 
 
 def _actions(incident: Incident) -> dict[str, Any]:
-    """The responder's buttons; every value is the incident ID (state lives in Redis)."""
+    """The responder's buttons; every value is the incident's reference (state lives in Redis)."""
+    ref = incident_ref(incident)
     elements: list[dict[str, Any]] = []
-    if not incident.acknowledged_by:
-        elements.append(_button("Acknowledge", "incident_ack", incident.id, style="primary"))
+    if incident.acknowledged_by:
+        elements.append(_button("Take over", "incident_ack", ref))
+    else:
+        elements.append(_button("Acknowledge", "incident_ack", ref, style="primary"))
     elements += [
         {
             "type": "static_select",
@@ -256,9 +279,9 @@ def _actions(incident: Incident) -> dict[str, Any]:
                 {"text": plain(label), "value": str(seconds)} for seconds, label in SILENCE_OPTIONS
             ],
         },
-        _button("Scale up…", "incident_scale", incident.id),
-        _button("Run diagnostics", "incident_diagnose", incident.id),
-        _button("Resolve", "incident_resolve", incident.id, style="danger")
+        _button("Scale up…", "incident_scale", ref),
+        _button("Run diagnostics", "incident_diagnose", ref),
+        _button("Resolve", "incident_resolve", ref, style="danger")
         | {"confirm": _confirm(incident)},
     ]
     return {"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": elements}

@@ -60,6 +60,16 @@ def mention(user_id: str) -> str:
     return truncate(escape(user_id), 64)
 
 
+def person(user_id: str | None, name: str = "") -> str:
+    """Someone named without a mention, for replies that must ping nobody (status, summary).
+
+    The display name comes from `users.info` (or the interaction payload); without one, the
+    user ID is shown as plain text, which Slack never turns into a mention on its own.
+    """
+    shown = name.strip() or (user_id or "someone")
+    return f"*{truncate(escape(shown), 80)}*"
+
+
 def truncate(text: str, limit: int) -> str:
     """Cut already-escaped mrkdwn to `limit` characters, ending with "…".
 

@@ -20,6 +20,7 @@ from bot.mrkdwn import (
     mention,
     minutes,
     number,
+    person,
     rendered,
     section,
     sections,
@@ -41,6 +42,7 @@ _EVENT_ICONS = {
     "resolved": "✅",
     "reopened": "🔴",
     "acknowledged": "👀",
+    "handed_over": "🤝",
     "silenced": "🔕",
     "unsilenced": "🔔",
     "scaled": "⬆️",
@@ -76,10 +78,15 @@ def capped_rows(rows: list[str]) -> list[str]:
     return shown
 
 
-def resolved_how(incident: Incident) -> str:
-    """What follows "Resolved": "by <@U…>" for a responder, "(alert cleared)" for the source."""
+def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
+    """What follows "Resolved": who for a responder, "(alert cleared)" for the source.
+
+    Only an edited root may mention them (an edit notifies nobody); replies name them.
+    """
     if incident.resolution is Resolution.MANUAL and incident.resolved_by:
-        return f"by {mention(incident.resolved_by)}"
+        if mentions:
+            return f"by {mention(incident.resolved_by)}"
+        return f"by {person(incident.resolved_by, incident.resolved_by_name)}"
     if incident.resolution is Resolution.ALERT:
         return "(alert cleared)"
     if incident.resolution is Resolution.TEST:
@@ -124,7 +131,8 @@ def _age_line(incident: Incident, now: datetime) -> str:
         took = duration((incident.resolved_at or now) - incident.started_at)
         line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
     if incident.acknowledged_by:
-        return f"{line} · acknowledged by {mention(incident.acknowledged_by)}"
+        owner = person(incident.acknowledged_by, incident.acknowledged_name)
+        return f"{line} · acknowledged by {owner}"
     return f"{line} · not acknowledged" if incident.is_open else line
 
 
@@ -197,7 +205,9 @@ def _summary_fields(incident: Incident, took: str) -> list[str]:
     if peak.max_queue_time_mins is None and peak.max_queue_size is None:
         items.append(NO_NUMBERS)
     if incident.acknowledged_by:
-        items.append(f"Acknowledged by {mention(incident.acknowledged_by)}")
+        items.append(
+            f"Acknowledged by {person(incident.acknowledged_by, incident.acknowledged_name)}"
+        )
     items.append(f"Notifications: *{incident.notifications}*")
     if incident.reopened:
         items.append(f"Reopened: *{incident.reopened}×*")
@@ -206,10 +216,15 @@ def _summary_fields(incident: Incident, took: str) -> list[str]:
 
 def _timeline_line(event: Event) -> str:
     line = f"{slack_date(event.at, '{time}')} · {truncate(escape(event.text), MAX_EVENT_TEXT)}"
-    return f"{line} · by {mention(event.actor)}" if event.actor else line
+    return f"{line} · by {person(event.actor, event.actor_name)}" if event.actor else line
 
 
 # --- events ------------------------------------------------------------------------------------
+
+
+# The one reply that may mention someone: taking ownership (or taking it over) tells the owner
+# the thread is theirs. Everything else names people without a ping.
+MENTIONING_EVENTS = frozenset({"acknowledged", "handed_over"})
 
 
 def render_event(incident: Incident, event: Event) -> Rendered:
@@ -217,7 +232,12 @@ def render_event(incident: Incident, event: Event) -> Rendered:
     icon = _EVENT_ICONS.get(event.kind, "•")
     line = f"{icon} {truncate(escape(event.text), 2000)}"
     if event.actor:
-        line = f"{line} · by {mention(event.actor)}"
+        who = (
+            mention(event.actor)
+            if event.kind in MENTIONING_EVENTS
+            else person(event.actor, event.actor_name)
+        )
+        line = f"{line} · by {who}"
     return rendered(f"Incident {escape(incident.id)}: {escape(event.text)}", [section(line)])
 
 

@@ -1,22 +1,43 @@
-"""Redis persistence of incidents: state, group index, thread location, outbox, timeline, schedule.
+"""Redis persistence of incidents: state, groups, timeline, schedule, and what Slack must show.
 
-Every replica reads and writes the same keys, so any replica can serve any request. Mutations of
-one incident happen under its group's lease (see `bot.leases`) and are written as one `Commit`
-(MULTI/EXEC); the thread claim, which must hold even without the lease, is set with NX.
+Every replica reads and writes the same keys, so any replica can serve any request. A change is a
+`Commit`, applied by one Lua script (`bot/lua/commit.lua`): it checks that the incident (and its
+group) are still at the version the change was computed from, then writes the state, indexes,
+schedule, timeline, the thread replies and root work for the channel's sender, and acknowledges
+the stream entry it came from, all at once. A writer that lost a race, or whose replica stalled
+past its turn, gets `False` and redoes its work on fresh state: an older state can never
+overwrite a newer one.
+
+Every key carries a TTL, refreshed by each write: an incident's keys live `retention_s` after its
+last change (a Grafana test incident's only an hour), index keys as long as anything writes them.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
-from typing import cast
+from importlib import resources
+from typing import Any, cast
 
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 
-from bot.incidents import Event, Incident
-from bot.leases import COMPARE_AND_DELETE
+from bot.incidents import Event, GroupState, Incident
+from bot.keys import Keys
 from bot.mrkdwn import Rendered
+
+# Thread replies wait in an outbox per incident, ordered; the channel's sender posts them by
+# band (most urgent first across threads), then age.
+BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
+# A thread that cannot be posted for long (a Slack outage) keeps at most this many replies; a
+# waiting status is replaced by the newer one, so only events accumulate.
+MAX_OUTBOX = 50
+TEST_RETENTION_S = 3600
+MAX_TIMELINE = 500
+
+
+def lua(name: str) -> str:
+    return (resources.files("bot") / "lua" / f"{name}.lua").read_text()
 
 
 @dataclass(frozen=True)
@@ -28,190 +49,211 @@ class ThreadRef:
 
 
 @dataclass(frozen=True)
+class Reply:
+    """A thread reply decided on: posted by the channel's sender in its turn."""
+
+    kind: str  # event, action, status, summary
+    band: int
+    rendered: Rendered
+    replaces: bool = False  # replaces a reply of the same kind still waiting (status)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """An incident as read, with the version a change of it must be committed against."""
+
+    incident: Incident | None
+    version: int = 0
+    thread: ThreadRef | None = None
+    rendered: str | None = None  # digest of the root as Slack last showed it
+
+
+@dataclass(frozen=True)
 class Commit:
-    """Everything one change of an incident writes, applied in one MULTI/EXEC.
+    """Everything one change writes. `version` is the incident's version it was computed from
+    (0 for a new incident); `group_version`, when a group state is written, likewise."""
 
-    All or nothing: a retry after a failed write finds either the old state (and redoes the
-    change) or the new one with its schedule, events and replies, never half of it.
-    """
-
-    incident: Incident
+    incident: Incident | None = None
+    version: int = 0
+    group: GroupState | None = None
+    group_hash: str = ""
+    group_version: int = 0
     events: tuple[Event, ...] = ()
-    # Thread replies decided on but not yet posted: posted by whichever replica syncs next.
-    replies: tuple[Rendered, ...] = ()
-    status_due: float | None = None  # schedule the next status post at this time
+    replies: tuple[Reply, ...] = ()
+    root: bool = True  # Slack must show the new state on the root message
+    status_due: float | None = None
     stop_status: bool = False
-    bind_group: bool = False  # point the incident's alert group at it
-
-
-_PENDING = "pending:"
-# A thread that cannot be posted (the bot is not in the channel) must not hoard status replies.
-MAX_OUTBOX = 20
-_POP_IF_FIRST = """
-if redis.call('lindex', KEYS[1], 0) == ARGV[1] then return redis.call('lpop', KEYS[1]) end
-return false
-"""
+    ack: str | None = None  # the stream entry this change applies, acknowledged with it
+    thread: ThreadRef | None = None  # known location of the root, to keep its index alive
 
 
 class IncidentStore:
-    def __init__(self, redis: Redis, prefix: str, *, retention_s: int = 30 * 86_400) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        *,
+        retention_s: int = 30 * 86_400,
+        test_retention_s: int = TEST_RETENTION_S,
+    ) -> None:
         self._redis = redis
-        self._p = prefix
-        self._retention_s = retention_s
-        self._release_claim = redis.register_script(COMPARE_AND_DELETE)
-        self._pop_if_first = redis.register_script(_POP_IF_FIRST)
+        self.keys = Keys(prefix)
+        self.retention_s = retention_s
+        self._test_retention_s = min(test_retention_s, retention_s)
+        self._commit = redis.register_script(lua("commit"))
+        self._load_group = redis.register_script(lua("load_group"))
 
-    # -- incidents -------------------------------------------------------------------------
+    # -- reads -----------------------------------------------------------------------------
 
     async def next_id(self) -> str:
         """Short sequential IDs, because people type them: `/queue ack 12`."""
-        return str(await self._redis.incr(f"{self._p}:incident-seq"))
+        key = self.keys.incident_seq
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incr(key)
+            pipe.expire(key, self.retention_s)
+            number, _ = await pipe.execute()
+        return str(number)
+
+    async def load(self, incident_id: str) -> Loaded:
+        raw = await self._redis.hmget(
+            self.keys.incident(incident_id), ["v", "state", "thread", "rendered"]
+        )
+        return loaded_from(raw)
 
     async def get(self, incident_id: str) -> Incident | None:
-        raw = await self._redis.get(f"{self._p}:incident:{incident_id}")
-        return Incident.model_validate_json(raw) if raw else None
+        return (await self.load(incident_id)).incident
 
-    async def commit(self, change: Commit) -> None:
-        incident = change.incident
-        opened = incident.opened_at.timestamp()
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.set(f"{self._p}:incident:{incident.id}", incident.model_dump_json())
-            pipe.zadd(f"{self._p}:incidents", {incident.id: opened})
-            if incident.is_open and not incident.is_test:
-                pipe.zadd(f"{self._p}:open", {incident.id: opened})
-            else:
-                pipe.zrem(f"{self._p}:open", incident.id)
-            if change.bind_group:
-                pipe.set(f"{self._p}:group:{incident.group_hash}", incident.id)
-            if change.status_due is not None:
-                pipe.zadd(f"{self._p}:status-due", {incident.id: change.status_due})
-            if change.stop_status:
-                pipe.zrem(f"{self._p}:status-due", incident.id)
-            for event in change.events:
-                pipe.rpush(f"{self._p}:timeline:{incident.id}", event.model_dump_json())
-            pipe.ltrim(f"{self._p}:timeline:{incident.id}", -500, -1)
-            for reply in change.replies:
-                pipe.rpush(f"{self._p}:outbox:{incident.id}", _encode(reply))
-            pipe.ltrim(f"{self._p}:outbox:{incident.id}", -MAX_OUTBOX, -1)
-            self._retain(pipe, incident)
-            await pipe.execute()
+    async def load_group(self, group_hash: str) -> tuple[GroupState, int, Loaded]:
+        raw = await self._load_group(
+            keys=[self.keys.group(group_hash)], args=[self.keys.incident("")]
+        )
+        version, state = raw[0], raw[1]
+        group = GroupState.model_validate_json(state) if state else GroupState()
+        return group, int(version or 0), loaded_from(raw[2:])
 
-    def _retain(self, pipe: Pipeline, incident: Incident) -> None:
-        """Keep an open incident; let a resolved one go `retention_s` after its last change."""
-        keys = [
-            f"{self._p}:{kind}:{incident.id}"
-            for kind in ("incident", "timeline", "outbox", "thread", "rendered")
-        ]
-        for key in keys:
-            if incident.is_open:
-                pipe.persist(key)
-            else:
-                pipe.expire(key, self._retention_s)
-        horizon = incident.updated_at.timestamp() - self._retention_s
-        pipe.zremrangebyscore(f"{self._p}:incidents", "-inf", horizon)
+    async def get_many(self, incident_ids: list[str]) -> list[Incident]:
+        if not incident_ids:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for incident_id in incident_ids:
+                pipe.hget(self.keys.incident(incident_id), "state")
+            raws = await pipe.execute()
+        return [Incident.model_validate_json(raw) for raw in raws if raw]
 
     async def open_ids(self) -> list[str]:
         """Open incidents, most recently opened first."""
-        return cast(list[str], await self._redis.zrevrange(f"{self._p}:open", 0, -1))
+        return cast(list[str], await self._redis.zrevrange(self.keys.open, 0, -1))
 
     async def recent_ids(self, limit: int = 20) -> list[str]:
-        return cast(list[str], await self._redis.zrevrange(f"{self._p}:incidents", 0, limit - 1))
-
-    # -- alert groups ----------------------------------------------------------------------
-
-    async def incident_of_group(self, group_hash: str) -> str | None:
-        return cast(str | None, await self._redis.get(f"{self._p}:group:{group_hash}"))
-
-    # -- the Slack thread ------------------------------------------------------------------
-
-    async def thread(self, incident_id: str) -> ThreadRef | None:
-        raw = await self._redis.get(f"{self._p}:thread:{incident_id}")
-        if not raw or raw.startswith(_PENDING):
-            return None
-        data = json.loads(raw)
-        return ThreadRef(channel=data["channel"], ts=data["ts"])
-
-    async def claim_thread(self, incident_id: str, token: str, *, ttl_ms: int) -> bool:
-        """Claim the right to post the root message; only one replica ever wins it.
-
-        The claim expires (unless replaced by the posted thread's location) so that a replica
-        that died between claiming and posting does not leave the incident without a thread.
-        """
-        key = f"{self._p}:thread:{incident_id}"
-        return bool(await self._redis.set(key, _PENDING + token, nx=True, px=ttl_ms))
-
-    async def release_thread_claim(self, incident_id: str, token: str) -> None:
-        """Give the claim back after a post that surely failed, so the next try need not wait."""
-        key = f"{self._p}:thread:{incident_id}"
-        await self._release_claim(keys=[key], args=[_PENDING + token])
-
-    async def set_thread(self, incident_id: str, ref: ThreadRef) -> None:
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.set(f"{self._p}:thread:{incident_id}", json.dumps(ref.__dict__))
-            pipe.set(f"{self._p}:message:{ref.channel}:{ref.ts}", incident_id)
-            await pipe.execute()
+        """Incidents by their last change, newest first."""
+        return cast(list[str], await self._redis.zrevrange(self.keys.incidents, 0, limit - 1))
 
     async def incident_of_message(self, channel: str, ts: str) -> str | None:
-        return cast(str | None, await self._redis.get(f"{self._p}:message:{channel}:{ts}"))
-
-    async def take_edit_slot(self, incident_id: str, interval_ms: int) -> bool:
-        """Whether the root may be edited now: at most one edit per interval, on any replica."""
-        if interval_ms <= 0:
-            return True
-        key = f"{self._p}:edit-slot:{incident_id}"
-        return bool(await self._redis.set(key, "1", nx=True, px=interval_ms))
-
-    async def rendered_digest(self, incident_id: str) -> str | None:
-        return cast(str | None, await self._redis.get(f"{self._p}:rendered:{incident_id}"))
-
-    async def set_rendered_digest(self, incident_id: str, digest: str) -> None:
-        await self._redis.set(f"{self._p}:rendered:{incident_id}", digest)
-
-    async def mark_unsynced(self, incident_id: str) -> None:
-        """Remember that Slack lags this incident's state, for the status tick to repair."""
-        await self._redis.sadd(f"{self._p}:unsynced", incident_id)  # type: ignore[misc]
-
-    async def mark_synced(self, incident_id: str) -> None:
-        await self._redis.srem(f"{self._p}:unsynced", incident_id)  # type: ignore[misc]
-
-    async def unsynced_ids(self, limit: int = 20) -> list[str]:
-        return cast(list[str], await self._redis.srandmember(f"{self._p}:unsynced", limit))
-
-    # -- outbox and timeline ---------------------------------------------------------------
-
-    async def next_reply(self, incident_id: str) -> Rendered | None:
-        raw = await self._redis.lindex(f"{self._p}:outbox:{incident_id}", 0)  # type: ignore[misc]
-        if raw is None:
-            return None
-        data = json.loads(raw)
-        return Rendered(text=data["text"], blocks=data["blocks"])
-
-    async def pop_reply(self, incident_id: str, item: Rendered) -> None:
-        """Remove `item` once posted, only if it is still first (another replica may have)."""
-        await self._pop_if_first(keys=[f"{self._p}:outbox:{incident_id}"], args=[_encode(item)])
+        return cast(str | None, await self._redis.get(self.keys.message(channel, ts)))
 
     async def events(self, incident_id: str) -> list[Event]:
-        raw = await self._redis.lrange(f"{self._p}:timeline:{incident_id}", 0, -1)  # type: ignore[misc]
+        raw = await self._redis.lrange(self.keys.timeline(incident_id), 0, -1)  # type: ignore[misc]
         return [Event.model_validate_json(item) for item in raw]
 
-    # -- periodic status -------------------------------------------------------------------
-
-    async def schedule_status(self, incident_id: str, due: float) -> None:
-        await self._redis.zadd(f"{self._p}:status-due", {incident_id: due})
-
-    async def unschedule_status(self, incident_id: str) -> None:
-        await self._redis.zrem(f"{self._p}:status-due", incident_id)
-
-    async def status_due_at(self, incident_id: str) -> float | None:
-        return cast(float | None, await self._redis.zscore(f"{self._p}:status-due", incident_id))
-
-    async def due_status(self, now: float, *, limit: int = 20) -> list[str]:
-        key = f"{self._p}:status-due"
+    async def due_status(self, now: float, *, limit: int = 100) -> list[str]:
+        key = self.keys.status_due
         return cast(
             list[str], await self._redis.zrangebyscore(key, "-inf", now, start=0, num=limit)
         )
 
+    async def status_due_at(self, incident_id: str) -> float | None:
+        return cast(float | None, await self._redis.zscore(self.keys.status_due, incident_id))
 
-def _encode(reply: Rendered) -> str:
-    """Deterministic, so the compare-and-pop recognises a reply it read back."""
-    return json.dumps({"text": reply.text, "blocks": reply.blocks}, sort_keys=True)
+    async def unschedule_status(self, incident_id: str) -> None:
+        await self._redis.zrem(self.keys.status_due, incident_id)
+
+    async def postpone_status(self, incident_id: str, due: float) -> None:
+        """Push a status that could not be computed to later, without touching the incident."""
+        await self._redis.zadd(self.keys.status_due, {incident_id: due}, xx=True)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def commit(self, change: Commit, *, now: float | None = None) -> bool:
+        """Apply `change` atomically; False when the incident or group moved on since read."""
+        incident = change.incident
+        incident_id = incident.id if incident else ""
+        k = self.keys
+        channel = incident.channel if incident else ""
+        thread = change.thread
+        message_key = k.message(thread.channel, thread.ts) if thread else k.incident(incident_id)
+        keys = [
+            k.incident(incident_id),
+            k.group(change.group_hash or (incident.group_hash if incident else "")),
+            k.timeline(incident_id),
+            k.incidents,
+            k.open,
+            k.status_due,
+            k.outbox(incident_id),
+            k.outbox_items(incident_id),
+            k.posts(channel),
+            k.edits(channel),
+            k.edit_after(channel),
+            k.send_channels,
+            k.send_seq,
+            k.stream,
+            k.posts_bell(channel),
+            k.edits_bell(channel),
+            message_key,
+        ]
+        spec = self._spec(change, now if now is not None else time.time())
+        version = await self._commit(keys=keys, args=[json.dumps(spec, separators=(",", ":"))])
+        return int(version) >= 0
+
+    def _spec(self, change: Commit, now: float) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "now_ms": int(now * 1000),
+            "index_ttl_ms": self.retention_s * 1000,
+            "max_outbox": MAX_OUTBOX,
+            "stop_status": change.stop_status,
+            "root": bool(change.incident and change.root),
+        }
+        ttl_s = self.retention_s
+        incident = change.incident
+        if incident is not None:
+            ttl_s = self._test_retention_s if incident.is_test else self.retention_s
+            spec.update(
+                id=incident.id,
+                uid=incident.uid,
+                channel=incident.channel,
+                incident_v=change.version,
+                state=incident.model_dump_json(),
+                ttl_ms=ttl_s * 1000,
+                index=not incident.is_test,
+                open=incident.is_open and not incident.is_test,
+                opened=incident.opened_at.timestamp(),
+                # Recent = recently changed; pruned against the incident's own clock.
+                updated=incident.updated_at.timestamp(),
+                horizon=incident.updated_at.timestamp() - self.retention_s,
+                events=[event.model_dump_json() for event in change.events],
+                replies=[_reply_spec(reply) for reply in change.replies],
+            )
+        if change.group is not None:
+            spec.update(
+                group=change.group.model_dump_json(),
+                group_incident=change.group.incident_id or "",
+                group_v=change.group_version,
+                group_ttl_ms=ttl_s * 1000,
+            )
+        if change.status_due is not None:
+            spec["due"] = change.status_due
+        if change.ack is not None:
+            spec["ack"] = change.ack
+        return spec
+
+
+def _reply_spec(reply: Reply) -> dict[str, Any]:
+    payload = json.dumps({"text": reply.rendered.text, "blocks": reply.rendered.blocks})
+    return {"kind": reply.kind, "band": reply.band, "payload": payload, "replaces": reply.replaces}
+
+
+def loaded_from(raw: list[Any]) -> Loaded:
+    version, state, thread, rendered = raw[0], raw[1], raw[2], raw[3]
+    if not state:
+        return Loaded(None)
+    ref = ThreadRef(**json.loads(thread)) if thread else None
+    return Loaded(Incident.model_validate_json(state), int(version or 0), ref, rendered or None)

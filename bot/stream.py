@@ -1,40 +1,52 @@
 """The durable notification stream: accepted webhooks wait here until an incident reflects them.
 
-The webhook handler appends before answering 202; consumers in one group read, process, then
-acknowledge and delete. An entry a dead consumer left pending is taken over with XAUTOCLAIM once it
-has been idle long enough, so an acknowledged notification is never lost.
+The webhook handler appends before answering 202; consumers in one group read, apply, and the
+commit that applies an entry acknowledges and deletes it in the same transaction. An entry a
+dead consumer left pending is taken over with XAUTOCLAIM once it has been idle long enough;
+a live consumer keeps its own entries from looking idle (`keep_alive`), and a consumer that
+shuts down hands its unfinished entries back at once (`hand_back`).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
+from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from bot.alerts import Source
+from bot.alerts import PayloadError, parse_json_body, parse_notification
+from bot.delivery import Delivery, delivery_of
+from bot.keys import Keys
+
+log = logging.getLogger(__name__)
 
 GROUP = "intake"
+DEAD_LETTER_MAXLEN = 10_000
+_IDLE_FOREVER_MS = 2**31
 
 
 @dataclass(frozen=True)
 class StreamEntry:
     id: str
-    source: Source
-    body: str
-    received_at: float
+    delivery: Delivery | None
+    problem: str = ""  # why `delivery` could not be read back, when it is None
+    fields: dict[str, str] | None = None
 
 
 class NotificationStream:
     def __init__(self, redis: Redis, prefix: str) -> None:
         self._redis = redis
-        self.key = f"{prefix}:notifications"
-        self.dead_key = f"{prefix}:notifications:dead"
+        keys = Keys(prefix)
+        self.key = keys.stream
+        self.dead_key = keys.dead_letters
+        self._cursor = "0-0"
 
-    async def append(self, source: Source, body: str, received_at: float) -> str:
-        fields = {"source": source, "body": body, "received_at": repr(received_at)}
-        return cast(str, await self._redis.xadd(self.key, fields))  # type: ignore[arg-type]
+    async def append(self, delivery: Delivery, received_at: float) -> str:
+        fields: dict[Any, Any] = {"d": delivery.model_dump_json(), "at": repr(received_at)}
+        return cast(str, await self._redis.xadd(self.key, fields))
 
     async def ensure_group(self) -> None:
         try:
@@ -61,19 +73,36 @@ class NotificationStream:
         ]
 
     async def reclaim(
-        self, consumer: str, *, min_idle_ms: int, count: int = 10
+        self, consumer: str, *, min_idle_ms: int, count: int = 20
     ) -> list[StreamEntry]:
-        """Entries other consumers took but did not acknowledge within `min_idle_ms`."""
+        """Entries other consumers took but left idle for `min_idle_ms`, continuing where the
+        last call stopped (the cursor), so a long backlog is walked through, not re-scanned."""
         try:
             reply = await self._redis.xautoclaim(
-                self.key, GROUP, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count
+                self.key, GROUP, consumer, min_idle_ms, start_id=self._cursor, count=count
             )
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
+            self._cursor = "0-0"
             await self.ensure_group()
             return []
+        self._cursor = str(reply[0] or "0-0")
         return [_entry(entry_id, fields) for entry_id, fields in reply[1] if fields]
+
+    async def keep_alive(self, consumer: str, entry_ids: list[str]) -> None:
+        """Reset the idle time of entries this consumer is still working on, so no other
+        replica takes over a handler that is alive (only slow)."""
+        if entry_ids:
+            await self._redis.xclaim(self.key, GROUP, consumer, 0, entry_ids, justid=True)
+
+    async def hand_back(self, consumer: str, entry_ids: list[str]) -> None:
+        """Shutting down with entries unfinished: make them look idle for ages, so the next
+        reclaim (any replica's, or this one's after a restart) takes them over at once."""
+        if entry_ids:
+            await self._redis.xclaim(
+                self.key, GROUP, consumer, 0, entry_ids, idle=_IDLE_FOREVER_MS, justid=True
+            )
 
     async def deliveries(self, entry_id: str) -> int:
         """How many times the group has handed this entry out (1 on first delivery)."""
@@ -90,19 +119,47 @@ class NotificationStream:
             await pipe.execute()
 
     async def bury(self, entry: StreamEntry, reason: str) -> None:
-        """Move an entry that can never be processed aside, where an operator can inspect it."""
-        fields = {"id": entry.id, "source": entry.source, "body": entry.body, "reason": reason}
-        await self._redis.xadd(self.dead_key, fields, maxlen=10_000, approximate=True)  # type: ignore[arg-type]
-        await self.ack(entry.id)
+        """Move an entry that can never be applied aside, with the reason, for an operator."""
+        fields: dict[Any, Any] = {"id": entry.id, "reason": reason, **(entry.fields or {})}
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(self.dead_key, fields, maxlen=DEAD_LETTER_MAXLEN, approximate=True)
+            pipe.xack(self.key, GROUP, entry.id)
+            pipe.xdel(self.key, entry.id)
+            await pipe.execute()
 
     async def backlog(self) -> int:
         return cast(int, await self._redis.xlen(self.key))
 
+    async def prune_consumers(self, own: str, *, idle_ms: int) -> int:
+        """Remove consumers that left the group (dead replicas) once nothing is pending on them.
+
+        A consumer with pending entries is kept: deleting it would forget those entries.
+        """
+        try:
+            consumers = await self._redis.xinfo_consumers(self.key, GROUP)
+        except ResponseError:
+            return 0
+        removed = 0
+        for consumer in consumers:
+            name = str(consumer.get("name"))
+            idle, pending = int(consumer.get("idle", 0)), int(consumer.get("pending", 0))
+            if name != own and pending == 0 and idle > idle_ms:
+                await self._redis.xgroup_delconsumer(self.key, GROUP, name)
+                removed += 1
+        return removed
+
 
 def _entry(entry_id: str, fields: dict[str, str]) -> StreamEntry:
-    return StreamEntry(
-        id=entry_id,
-        source=cast(Source, fields.get("source", "grafana")),
-        body=fields.get("body", ""),
-        received_at=float(fields.get("received_at", "0") or 0),
-    )
+    """An entry with its delivery read back. Entries written by an older version hold the raw
+    body instead; they are parsed as the webhook would have."""
+    try:
+        if "d" in fields:
+            return StreamEntry(entry_id, Delivery.model_validate_json(fields["d"]), fields=fields)
+        body = fields.get("body", "")
+        source = fields.get("source", "")
+        if source not in ("grafana", "alertmanager"):
+            raise PayloadError(f"unknown source {source!r}")
+        notification = parse_notification(source, parse_json_body(body.encode()))  # type: ignore[arg-type]
+        return StreamEntry(entry_id, delivery_of(notification), fields=fields)
+    except (PayloadError, ValidationError, ValueError) as exc:
+        return StreamEntry(entry_id, None, problem=str(exc)[:500], fields=fields)

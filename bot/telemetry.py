@@ -14,6 +14,12 @@ class Telemetry:
             ["source", "outcome"],
             registry=self.registry,
         )
+        self.notifications_applied = Counter(
+            "queuepilot_notifications_applied_total",
+            "Accepted notifications applied to incidents, by what they changed (stale: nothing).",
+            ["change"],
+            registry=self.registry,
+        )
         self.incidents_opened = Counter(
             "queuepilot_incidents_opened_total", "Incidents opened.", registry=self.registry
         )
@@ -35,10 +41,28 @@ class Telemetry:
             ["method"],
             registry=self.registry,
         )
+        self.slack_undeliverable = Counter(
+            "queuepilot_slack_undeliverable_total",
+            "Messages Slack refused for good (dropped, recorded in the undeliverable stream).",
+            ["error"],
+            registry=self.registry,
+        )
+        self.slack_lookups = Counter(
+            "queuepilot_slack_lookups_total",
+            "Posts looked up after an uncertain failure: found (not posted again) or not_found.",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.intake_failures = Counter(
             "queuepilot_intake_failures_total",
             "Stream entries whose processing failed and will be retried, or were dead-lettered.",
             ["kind"],
+            registry=self.registry,
+        )
+        self.actions = Counter(
+            "queuepilot_actions_total",
+            "Responder actions (buttons and /queue), by action and outcome (ok or refused).",
+            ["action", "outcome"],
             registry=self.registry,
         )
         self.status_posts = Counter(
@@ -48,6 +72,12 @@ class Telemetry:
         )
         self.intake_backlog = Gauge(
             "queuepilot_intake_backlog",
-            "Notifications accepted but not yet processed, as last seen by this replica.",
+            "Notifications accepted but not yet applied (read when /metrics is scraped).",
+            registry=self.registry,
+        )
+        self.send_queue = Gauge(
+            "queuepilot_send_queue",
+            "Root posts and threads with replies waiting for the channel's sender.",
+            ["channel"],
             registry=self.registry,
         )

@@ -10,7 +10,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions import Actor, Outcome
-from handlers.context import actor_of, core_of, incident_id_of, tell
+from handlers.context import actor_of, core_of, incident_ref_of, tell
 
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 
@@ -20,8 +20,8 @@ async def _on_incident(
     context: AsyncBoltContext,
     act: Callable[[Actor, str], Awaitable[Outcome]],
 ) -> None:
-    incident_id = await incident_id_of(body, core_of(context))
-    outcome = await act(actor_of(body), incident_id) if incident_id else NO_INCIDENT
+    ref = await incident_ref_of(body, core_of(context))
+    outcome = await act(actor_of(body), ref) if ref else NO_INCIDENT
     await tell(context, body, outcome)
 
 

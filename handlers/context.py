@@ -8,6 +8,7 @@ from typing import Any
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions import ActionCore, Actor, Outcome
+from bot.messages import incident_ref_of as incident_ref_of_message
 from bot.slack import SlackError, SlackGateway
 
 log = logging.getLogger(__name__)
@@ -28,15 +29,18 @@ def channel_of(body: dict[str, Any]) -> str:
     return str(container.get("channel_id") or channel.get("id") or body.get("channel_id") or "")
 
 
-async def incident_id_of(body: dict[str, Any], core: ActionCore) -> str | None:
-    """The incident a root-message action is about.
+async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:
+    """The incident a root-message action is about, as `<id>:<uid>` whenever known.
 
-    Buttons carry the incident ID as their value; a select's value is its choice, so for it
-    (and as a fallback) the clicked message is looked up: every root message is indexed.
+    Buttons carry it as their value. A select's value is its choice, so for it the clicked
+    message tells: its blocks (which Slack echoes) name the incident, else the message index.
     """
     action = (body.get("actions") or [{}])[0]
     if action.get("type") == "button" and action.get("value"):
         return str(action["value"])
+    message = body.get("message")
+    if isinstance(message, dict) and (ref := incident_ref_of_message(message)):
+        return ref
     message_ts = (body.get("container") or {}).get("message_ts")
     if not message_ts:
         return None

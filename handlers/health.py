@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.asyncio import Redis
@@ -15,10 +16,18 @@ from bot.telemetry import Telemetry
 
 
 class Health:
-    def __init__(self, redis: Redis, telemetry: Telemetry, *, alive: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        telemetry: Telemetry,
+        *,
+        alive: Callable[[], bool],
+        backlogs: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._redis = redis
         self._telemetry = telemetry
         self._alive = alive
+        self._backlogs = backlogs
 
     async def healthz(self, request: Request) -> JSONResponse:
         """Alive while the process serves and its background work runs; else restart it."""
@@ -30,11 +39,17 @@ class Health:
         """Ready only when Redis answers: without it no notification can be accepted."""
         try:
             await self._redis.ping()
-        except (RedisError, OSError) as exc:
-            return JSONResponse({"status": "unavailable", "redis": str(exc)}, status_code=503)
-        return JSONResponse({"status": "ok", "redis": "ok"})
+        except (RedisError, OSError):
+            # The cause (hosts, ports, auth errors) is for the logs, not for whoever asks.
+            return JSONResponse({"status": "not ready"}, status_code=503)
+        return JSONResponse({"status": "ready"})
 
     async def metrics(self, request: Request) -> Response:
+        """The bot's counters, and the backlogs read from Redis at scrape time (not on every
+        notification: a gauge nobody scrapes costs nothing)."""
+        if self._backlogs is not None:
+            with suppress(RedisError, OSError):
+                await self._backlogs()
         return Response(generate_latest(self._telemetry.registry), media_type=CONTENT_TYPE_LATEST)
 
 

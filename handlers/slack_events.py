@@ -1,42 +1,112 @@
-"""`POST /slack/events`: Slack's one Request URL, handed to Bolt.
+"""`POST /slack/events`: Slack's one Request URL, verified and parsed here, then routed by Bolt.
 
-Bolt verifies the signature and routes to the listeners in `handlers.actions` and
-`handlers.commands`. This adapter only refuses what Bolt would turn into a 500: oversized or
-non-UTF-8 bodies.
+The adapter verifies the signature on the raw body and validates the payload itself
+(`handlers.slack_request`), and gives Bolt the parsed body: Bolt never sees bytes it could fail
+on, so no request is answered 500 or leaves a traceback. Bolt's `socket_mode` request mode is
+what takes an already-verified, already-parsed body; the listeners (`handlers.actions`,
+`handlers.commands`) are the same as in Socket Mode. Event retries (`X-Slack-Retry-Num`) are
+recognised by their `event_id` and answered without being handled twice.
 """
 
 from __future__ import annotations
 
-from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from bot.keys import Keys
 from handlers.body import BodyTooLarge, read_limited
+from handlers.slack_request import SlackRequest, SlackRequestError, parse, verify
+
+log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+EVENT_MEMORY_S = 3600
 
 
 class SlackEvents:
-    def __init__(self, bolt: AsyncApp) -> None:
-        self._handler = AsyncSlackRequestHandler(bolt)
+    def __init__(
+        self,
+        bolt: AsyncApp,
+        *,
+        signing_secret: str,
+        redis: Redis,
+        prefix: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._bolt = bolt
+        self._secret = signing_secret
+        self._redis = redis
+        self._keys = Keys(prefix)
+        self._clock = clock
 
     async def handle(self, request: Request) -> Response:
         try:
             body = await read_limited(request, MAX_BODY_BYTES)
-            body.decode("utf-8")
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            verify(headers, body, self._secret, now=self._clock())
+            slack_request = parse(body, headers.get("content-type", ""))
         except BodyTooLarge:
-            return JSONResponse({"error": "body too large"}, status_code=413)
-        except UnicodeDecodeError:
-            return JSONResponse({"error": "body is not UTF-8"}, status_code=400)
+            return _error(413, "body too large")
         except ClientDisconnect:
-            return JSONResponse({"error": "the client went away mid-body"}, status_code=400)
-        # Bolt's adapter calls request.body() after the stream is consumed; Starlette answers that
-        # from `_body`, which its own body() would have set.
-        request._body = body
-        return await self._handler.handle(request)
+            return _error(400, "the client went away mid-body")
+        except SlackRequestError as exc:
+            log.info("slack: refused a request (%d): %s", exc.status, exc)
+            return _error(exc.status, str(exc))
+        return await self._route(slack_request, headers)
+
+    async def _route(self, req: SlackRequest, headers: dict[str, str]) -> Response:
+        if req.kind == "url_verification":
+            return JSONResponse({"challenge": req.body["challenge"]})
+        if req.kind in ("ssl_check", "ignored"):
+            return Response(status_code=200)
+        if req.kind == "event" and req.event_id and await self._seen(req.event_id):
+            log.info(
+                "slack: event %s delivered again (retry %s); already handled",
+                req.event_id,
+                headers.get("x-slack-retry-num", "?"),
+            )
+            return Response(status_code=200)
+        return await self._dispatch(req)
+
+    async def _dispatch(self, req: SlackRequest) -> Response:
+        bolt_request = AsyncBoltRequest(body=req.body, mode="socket_mode")
+        try:
+            answer = await self._bolt.async_dispatch(bolt_request)
+        except Exception as exc:
+            log.error("slack: could not handle a %s request: %s", req.kind, type(exc).__name__)
+            return _error(400, "could not handle this request")
+        if answer.status == 404:
+            return Response(status_code=200)  # nothing listens for it: Slack wants a 200
+        if answer.status >= 500:
+            log.error("slack: a %s request failed inside the listener", req.kind)
+            return _error(400, "could not handle this request")
+        content_type = answer.headers.get("content-type", ["text/plain"])[0]
+        return Response(answer.body, status_code=answer.status, media_type=content_type)
+
+    async def _seen(self, event_id: str) -> bool:
+        """Whether this event was handled already (Slack retries until it gets a fast 200)."""
+        try:
+            first = await self._redis.set(
+                self._keys.slack_event(event_id[:100]), "1", nx=True, ex=EVENT_MEMORY_S
+            )
+        except RedisError:
+            return False  # better handled twice than not at all
+        return not first
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": message}, status_code=status)
 
 
 def register(app: Starlette, events: SlackEvents) -> None:
-    app.add_route("/slack/events", events.handle, methods=["POST"])
+    handle: Callable[[Request], Awaitable[Response]] = events.handle
+    app.add_route("/slack/events", handle, methods=["POST"])

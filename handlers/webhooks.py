@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
-from bot.alerts import PayloadError, Source, parse_json_body, parse_notification
+from bot.alerts import ENDPOINT, PayloadError, Source, parse_json_body, parse_notification
 from bot.auth import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -24,6 +24,7 @@ from bot.auth import (
     bearer_ok,
     grafana_signature_problem,
 )
+from bot.delivery import delivery_of
 from bot.stream import NotificationStream
 from bot.telemetry import Telemetry
 from handlers.body import BodyTooLarge, read_limited
@@ -33,12 +34,23 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WebhookAuth:
-    """Which credentials the alert endpoints demand; all unset means open (a warning at start)."""
+    """Which credentials the alert endpoints demand.
+
+    Each endpoint requires every credential configured for it (bearer or basic auth for both,
+    the HMAC signature for Grafana's). An endpoint with none configured for it refuses
+    everything, unless `allow_unauthenticated` says the network is private.
+    """
 
     token: str | None = None
     hmac_secret: str | None = None
     basic_user: str | None = None
     basic_password: str | None = None
+    allow_unauthenticated: bool = False
+    hmac_allow_no_timestamp: bool = False
+
+    def configured_for(self, source: Source) -> bool:
+        header = bool(self.token) or (self.basic_user is not None and bool(self.basic_password))
+        return header or (source == "grafana" and bool(self.hmac_secret))
 
 
 class _Rejected(Exception):
@@ -72,18 +84,20 @@ class AlertWebhooks:
 
     async def _receive(self, request: Request, source: Source) -> JSONResponse:
         try:
+            self._check_open(source)
             self._check_credentials(request)
             self._check_content_type(request)
             body = await self._read_body(request)
             if source == "grafana":
                 self._check_signature(request, body)
             notification = parse_notification(source, parse_json_body(body))
+            delivery = delivery_of(notification)
         except _Rejected as exc:
             return self._reject(source, exc.status, exc.reason, str(exc))
         except PayloadError as exc:
             return self._reject(source, 400, "invalid", str(exc))
         try:
-            entry_id = await self._stream.append(source, body.decode(), self._clock())
+            entry_id = await self._stream.append(delivery, self._clock())
         except RedisError as exc:
             log.error("webhook: cannot persist a %s notification: %s", source, exc)
             return self._reject(
@@ -98,6 +112,15 @@ class AlertWebhooks:
             len(notification.alerts),
         )
         return JSONResponse({"status": "accepted", "id": entry_id}, status_code=202)
+
+    def _check_open(self, source: Source) -> None:
+        if not self._auth.configured_for(source) and not self._auth.allow_unauthenticated:
+            raise _Rejected(
+                401,
+                "unauthorized",
+                f"no credential is configured for {ENDPOINT[source]}: set ALERT_WEBHOOK_TOKEN "
+                "or basic auth on the bot, and send it",
+            )
 
     def _check_credentials(self, request: Request) -> None:
         auth = self._auth
@@ -140,6 +163,7 @@ class AlertWebhooks:
             request.headers.get(TIMESTAMP_HEADER),
             self._auth.hmac_secret,
             now=self._clock(),
+            require_timestamp=not self._auth.hmac_allow_no_timestamp,
         )
         if problem is not None:
             raise _Rejected(401, "bad_signature", problem)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
-from bot.alert_facts import facts_of, matchers_from_silence_url, parse_matcher
+from bot.alert_facts import MAX_MATCHERS, facts_of, matchers_from_silence_url, parse_matcher
 from bot.alerts import (
     Matcher,
     Notification,
@@ -391,8 +391,27 @@ def test_hostile_silence_urls_are_linear() -> None:
     assert timed(lambda: silence_facts(base + "matcher=" + "%20" * 5000 + "x")) == ()
     for key in ("matcher", "matchers", "filter"):
         assert timed(lambda key=key: silence_facts(f"{base}{key}=" + "=~!" * 17_000)) == ()
-    many = timed(lambda: silence_facts(base + "&".join(f"matcher=a{i}%3Db" for i in range(10_000))))
+    url = base + "&".join(f"matcher=a{i}%3Db" for i in range(10_000))
+    many = timed(lambda: matchers_from_silence_url(url))
     assert len(many) == 10_000 and many[-1] == Matcher("a9999", "b")
+
+
+def test_an_incident_keeps_a_bounded_number_of_matchers_and_says_it_cut_them() -> None:
+    url = "https://g/alerting/silence/new?" + "&".join(f"matcher=a{i}%3Db" for i in range(500))
+    facts = facts_of(parse_notification("grafana", grafana(silenceURL=url)))
+    assert len(facts.silence_matchers) == MAX_MATCHERS
+    assert facts.silence_matchers[0] == Matcher("a0", "b")
+    assert "silence link has 500 matchers, 64 kept" in facts.truncated
+
+
+def test_oversized_text_and_links_are_cut_and_the_cut_is_named() -> None:
+    long_url = "https://g/d/" + "x" * 5000
+    data = grafana(dashboardURL=long_url, annotations={"summary": "s" * 10_000})
+    facts = facts_of(parse_notification("grafana", data))
+    assert facts.dashboard_url == ""
+    assert len(facts.summary) == 3000
+    assert any("dashboard link dropped" in note for note in facts.truncated)
+    assert any("summary cut to 3000" in note for note in facts.truncated)
 
 
 # --- grammar edges the linear parsers keep -------------------------------------------------------

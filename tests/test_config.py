@@ -29,6 +29,7 @@ def serve_ready() -> dict[str, str]:
         "slack_bot_token": "xoxb-1",
         "slack_signing_secret": "s3cret",
         "slack_channel": "C0QUEUE",
+        "alert_webhook_token": "hook-token",
     }
 
 
@@ -154,6 +155,36 @@ def test_check_serve_accepts_a_complete_http_mode_config() -> None:
     load_settings(_env_file=None, **serve_ready()).check_serve()
 
 
+@pytest.mark.parametrize(
+    "credential",
+    [
+        {"alert_webhook_token": "t"},
+        {"alert_webhook_hmac_secret": "h"},
+        {"alert_webhook_basic_user": "u", "alert_webhook_basic_password": "p"},
+        {"alert_webhook_allow_unauthenticated": True},
+    ],
+)
+def test_any_one_webhook_credential_or_the_explicit_opt_out_is_enough(
+    credential: dict[str, object],
+) -> None:
+    values: dict[str, object] = {**serve_ready(), "alert_webhook_token": None, **credential}
+    load_settings(_env_file=None, **values).check_serve()
+
+
+def test_serve_is_closed_by_default_without_a_webhook_credential() -> None:
+    values: dict[str, object] = {**serve_ready(), "alert_webhook_token": None}
+    with pytest.raises(SettingsError) as refused:
+        load_settings(_env_file=None, **values).check_serve()
+    message = str(refused.value)
+    for name in (
+        "ALERT_WEBHOOK_TOKEN",
+        "ALERT_WEBHOOK_HMAC_SECRET",
+        "ALERT_WEBHOOK_BASIC_USER",
+        "ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED",
+    ):
+        assert name in message
+
+
 # -- `python -m bot serve` as an operator runs it -------------------------------------------------
 
 
@@ -190,6 +221,17 @@ def test_serve_with_the_example_env_unfilled_names_the_missing_token(tmp_path: P
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "SLACK_BOT_TOKEN" in lines[0]
+
+
+def test_serve_without_a_webhook_credential_refuses_to_start(tmp_path: Path) -> None:
+    result = run_serve(
+        tmp_path, SLACK_BOT_TOKEN="xoxb-1", SLACK_SIGNING_SECRET="s3cret", SLACK_CHANNEL="C0QUEUE"
+    )
+
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "ALERT_WEBHOOK_TOKEN" in lines[0] and "ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED" in lines[0]
 
 
 def test_serve_with_a_bad_port_names_port(tmp_path: Path) -> None:

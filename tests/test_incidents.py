@@ -1,7 +1,9 @@
-"""The incident lifecycle as pure functions: (state, notification, stream entry) -> (state, change).
+"""The incident lifecycle as pure functions: (group, state, notification, entry) -> (state, change).
 
 Every race the intake can meet (duplicate deliveries, a resolved notification overtaken by an older
-firing one, a responder resolving before Grafana does) is a row of a table here, not a flaky test.
+firing one, a lagging HA peer repeating a firing after its resolve, a responder resolving before
+Grafana does) is a row of a table here, not a flaky test. `apply` below composes the two steps the
+intake takes: the group decides whether a delivery is stale, the incident folds in the rest.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from bot.alert_facts import facts_of
-from bot.alerts import AlertFacts, Notification, QueueNumbers, Source, parse_notification
+from bot.alerts import QueueNumbers, Source, parse_notification
+from bot.delivery import Delivery, delivery_of
 from bot.incidents import (
     TREND_POINTS,
     Change,
+    GroupState,
     Incident,
     Resolution,
     Snapshot,
@@ -27,6 +30,8 @@ from bot.incidents import (
     apply_notification,
     entry_order,
     is_reopenable,
+    is_stale,
+    noted,
     open_incident,
     record_status,
     resolve_manually,
@@ -76,23 +81,52 @@ def with_runner_label(data: dict[str, Any], runner: str) -> dict[str, Any]:
     return data
 
 
-def parsed(data: dict[str, Any], source: Source = "grafana") -> tuple[Notification, AlertFacts]:
-    notification = parse_notification(source, data)
-    return notification, facts_of(notification)
+def refired(data: dict[str, Any], starts_at: str = "2025-12-01T05:00:00Z") -> dict[str, Any]:
+    """The alert firing again: senders give a new firing a new startsAt."""
+    for alert in data["alerts"]:
+        alert["startsAt"] = starts_at
+    return data
+
+
+def parsed(data: dict[str, Any], source: Source = "grafana") -> Delivery:
+    return delivery_of(parse_notification(source, data))
 
 
 def opened(source_file: str = GRAFANA_FIRING, source: Source = "grafana") -> Incident:
-    notification, facts = parsed(payload(source_file), source)
     return open_incident(
-        notification, facts, incident_id="7", group_hash="g7", entry_id=OPENED_ENTRY, now=T0
+        parsed(payload(source_file), source), incident_id="7", uid="u7", channel="C1", now=T0
     )
 
 
+@dataclass(frozen=True)
+class State:
+    """An alert group with its incident, as the intake reads them."""
+
+    group: GroupState
+    incident: Incident
+
+
+def state_of(incident: Incident, group: GroupState | None = None) -> State:
+    return State(group or GroupState(incident_id=incident.id, last_entry=OPENED_ENTRY), incident)
+
+
 def apply(
-    incident: Incident, data: dict[str, Any], entry_id: str, *, at: timedelta = timedelta(hours=1)
-) -> tuple[Incident, Change]:
-    notification, facts = parsed(data)
-    return apply_notification(incident, notification, facts, entry_id=entry_id, now=T0 + at)
+    state: State | Incident,
+    data: dict[str, Any],
+    entry_id: str,
+    *,
+    at: timedelta = timedelta(hours=1),
+    source: Source = "grafana",
+) -> tuple[State, Change]:
+    """What the intake does with one delivery (the reopen window aside)."""
+    current = state if isinstance(state, State) else state_of(state)
+    delivery = parsed(data, source)
+    if is_stale(current.group, delivery, entry_id):
+        return current, Change.STALE
+    incident, change = apply_notification(
+        current.incident, delivery, entry_id=entry_id, now=T0 + at
+    )
+    return State(noted(current.group, delivery, entry_id), incident), change
 
 
 # -- open_incident -------------------------------------------------------------------------------
@@ -111,7 +145,7 @@ def test_open_incident_from_the_queue_alert_shows_its_title_priority_and_numbers
     assert incident.peak == incident.numbers
     assert incident.firing_count == 1
     assert incident.notifications == 1
-    assert incident.last_entry_id == OPENED_ENTRY
+    assert (incident.id, incident.uid, incident.channel) == ("7", "u7", "C1")
     assert incident.links.runbook == "https://hud.pytorch.org/metrics"
     assert [m.name for m in incident.silence_matchers] == ["__alert_rule_uid__", "type"]
 
@@ -142,29 +176,30 @@ def test_open_incident_from_alertmanager_keeps_the_runner_type_queue() -> None:
 # -- apply_notification: the table ---------------------------------------------------------------
 
 
-def _open() -> Incident:
-    return opened()
+def _open() -> State:
+    return state_of(opened())
 
 
-def _resolved_by_alert() -> Incident:
-    incident, change = apply(opened(), payload(GRAFANA_RESOLVED), RESOLVED_ENTRY)
+def _resolved_by_alert() -> State:
+    state, change = apply(opened(), payload(GRAFANA_RESOLVED), RESOLVED_ENTRY)
     assert change is Change.RESOLVED
-    return incident
+    return state
 
 
-def _resolved_by_hand() -> Incident:
-    return resolve_manually(opened(), by="U0ALICE", now=T0 + timedelta(minutes=30))
+def _resolved_by_hand() -> State:
+    return state_of(resolve_manually(opened(), by="U0ALICE", name="alice", now=T0 + MIN * 30))
 
 
-def _acknowledged() -> Incident:
-    return acknowledge(opened(), by="U0ALICE", now=T0 + timedelta(minutes=5))
+def _acknowledged() -> State:
+    return state_of(acknowledge(opened(), by="U0ALICE", name="alice", now=T0 + MIN * 5))
 
 
-def _opened_at_entry_9_5() -> Incident:
-    return opened().model_copy(update={"last_entry_id": entry(9, 5)})
+def _opened_at_entry_9_5() -> State:
+    return state_of(opened(), GroupState(incident_id="7", last_entry=entry(9, 5)))
 
 
-STATES: dict[str, Callable[[], Incident]] = {
+MIN = timedelta(minutes=1)
+STATES: dict[str, Callable[[], State]] = {
     "open": _open,
     "resolved by alert": _resolved_by_alert,
     "resolved by hand": _resolved_by_hand,
@@ -178,6 +213,7 @@ NOTIFICATIONS: dict[str, Callable[[], dict[str, Any]]] = {
     "firing, better": lambda: with_queue(payload(), wait=20, queued=2),
     "firing, two alerts": lambda: with_second_alert(payload()),
     "firing, a runner type": lambda: with_runner_label(payload(), "linux.2xlarge"),
+    "firing again (new start)": lambda: refired(payload()),
     "resolved": lambda: payload(GRAFANA_RESOLVED),
 }
 
@@ -207,8 +243,15 @@ TABLE = [
     Row("resolved by alert", "resolved", RESOLVED_ENTRY, Change.STALE, Status.RESOLVED),
     Row("resolved by alert", "firing, same numbers", entry(1500, 0), Change.STALE, Status.RESOLVED),
     Row("resolved by alert", "firing, worse", RESOLVED_ENTRY, Change.STALE, Status.RESOLVED),
+    # A lagging HA peer or a retry repeats the firing it resolved: same instance, same start.
+    Row("resolved by alert", "firing, same numbers", entry(3000, 0), Change.STALE, Status.RESOLVED),
+    Row("resolved by alert", "firing, worse", entry(3000, 0), Change.STALE, Status.RESOLVED),
     Row(
-        "resolved by alert", "firing, same numbers", entry(3000, 0), Change.REOPENED, Status.FIRING
+        "resolved by alert",
+        "firing again (new start)",
+        entry(3000, 0),
+        Change.REOPENED,
+        Status.FIRING,
     ),
     Row("resolved by hand", "resolved", entry(3000, 0), Change.STALE, Status.RESOLVED),
     Row("resolved by hand", "firing, worse", entry(3000, 0), Change.REOPENED, Status.FIRING),
@@ -223,19 +266,18 @@ TABLE = [
     "row", TABLE, ids=[f"{r.state} + {r.notification} @{r.entry_id}" for r in TABLE]
 )
 def test_apply_notification(row: Row) -> None:
-    incident = STATES[row.state]()
+    before = STATES[row.state]()
     data = NOTIFICATIONS[row.notification]()
 
-    result, change = apply(incident, data, row.entry_id)
+    after, change = apply(before, data, row.entry_id)
 
-    assert (change, result.status) == (row.change, row.status)
+    assert (change, after.incident.status) == (row.change, row.status)
     if change is Change.STALE:
         # A stale notification changes nothing anyone sees.
-        ignored = {"last_entry_id"}
-        assert result.model_dump(exclude=ignored) == incident.model_dump(exclude=ignored)
+        assert after.incident == before.incident
     else:
-        assert result.last_entry_id == row.entry_id
-        assert result.notifications == incident.notifications + 1
+        assert after.group.last_entry == row.entry_id
+        assert after.incident.notifications == before.incident.notifications + 1
 
 
 # -- what each change carries --------------------------------------------------------------------
@@ -244,11 +286,13 @@ def test_apply_notification(row: Row) -> None:
 def test_firing_updates_follow_the_numbers_and_the_peak_keeps_the_worst() -> None:
     incident = opened()
 
-    better, _ = apply(incident, with_queue(payload(), wait=20, queued=2), entry(2000, 0))
+    state, _ = apply(incident, with_queue(payload(), wait=20, queued=2), entry(2000, 0))
+    better = state.incident
     assert (better.numbers.max_queue_time_mins, better.numbers.max_queue_size) == (20, 2)
     assert (better.peak.max_queue_time_mins, better.peak.max_queue_size) == (114, 14)
 
-    worse, _ = apply(better, with_queue(payload(), wait=300, queued=9), entry(3000, 0))
+    state, _ = apply(state, with_queue(payload(), wait=300, queued=9), entry(3000, 0))
+    worse = state.incident
     assert (worse.numbers.max_queue_time_mins, worse.numbers.max_queue_size) == (300, 9)
     assert (worse.peak.max_queue_time_mins, worse.peak.max_queue_size) == (300, 14)
     assert worse.updated_at == T0 + timedelta(hours=1)
@@ -256,14 +300,10 @@ def test_firing_updates_follow_the_numbers_and_the_peak_keeps_the_worst() -> Non
 
 def test_resolved_clears_the_live_numbers_but_keeps_the_peak_for_the_summary() -> None:
     incident = opened("alertmanager/runner-queue-am-00-firing.json", "alertmanager")
-    notification, facts = parsed(
-        payload("alertmanager/runner-queue-am-03-resolved.json"), "alertmanager"
-    )
+    delivery = parsed(payload("alertmanager/runner-queue-am-03-resolved.json"), "alertmanager")
     now = T0 + timedelta(minutes=42)
 
-    resolved, change = apply_notification(
-        incident, notification, facts, entry_id=entry(2000, 0), now=now
-    )
+    resolved, change = apply_notification(incident, delivery, entry_id=entry(2000, 0), now=now)
 
     assert change is Change.RESOLVED
     assert resolved.numbers == QueueNumbers()
@@ -285,17 +325,36 @@ def test_a_resolved_notification_overtaken_by_an_older_firing_one_does_not_reope
 
     assert change is Change.STALE
     assert late == resolved
-    assert late.reopened == 0
+    assert late.incident.reopened == 0
+
+
+def test_a_resolved_entry_handled_before_its_firing_keeps_the_group_from_opening() -> None:
+    """No incident yet: the resolved delivery (newer entry) is handled first and ignored, but
+    the group remembers it, so the older firing entry handled next opens nothing."""
+    empty = GroupState()
+    resolved = parsed(payload(GRAFANA_RESOLVED))
+    firing = parsed(payload())
+
+    assert not is_stale(empty, resolved, RESOLVED_ENTRY)
+    after = noted(empty, resolved, RESOLVED_ENTRY)
+
+    assert is_stale(after, firing, OPENED_ENTRY), "older in stream order"
+    assert is_stale(after, firing, entry(3000, 0)), "newer, but the instance was seen resolved"
+    assert not is_stale(after, parsed(refired(payload())), entry(3000, 0)), "a real re-fire"
 
 
 def test_firing_after_resolved_reopens_clears_the_ack_and_counts_the_reopen() -> None:
-    acked = acknowledge(opened(), by="U0ALICE", now=T0 + timedelta(minutes=5))
-    resolved, _ = apply(acked, payload(GRAFANA_RESOLVED), RESOLVED_ENTRY)
-    assert resolved.acknowledged_by == "U0ALICE"
+    acked = acknowledge(opened(), by="U0ALICE", name="alice", now=T0 + timedelta(minutes=5))
+    state, _ = apply(acked, payload(GRAFANA_RESOLVED), RESOLVED_ENTRY)
+    assert state.incident.acknowledged_by == "U0ALICE"
 
-    reopened, change = apply(
-        resolved, with_queue(payload(), wait=50, queued=5), entry(3000, 0), at=timedelta(hours=2)
+    state, change = apply(
+        state,
+        refired(with_queue(payload(), wait=50, queued=5)),
+        entry(3000, 0),
+        at=timedelta(hours=2),
     )
+    reopened = state.incident
 
     assert change is Change.REOPENED
     assert reopened.is_open
@@ -305,17 +364,19 @@ def test_firing_after_resolved_reopens_clears_the_ack_and_counts_the_reopen() ->
     assert (reopened.numbers.max_queue_time_mins, reopened.numbers.max_queue_size) == (50, 5)
     assert reopened.peak.max_queue_time_mins == 114
 
+    resolved_again, _ = apply(state, refired(payload(GRAFANA_RESOLVED)), entry(4000, 0))
     again, change = apply(
-        apply(reopened, payload(GRAFANA_RESOLVED), entry(4000, 0))[0], payload(), entry(5000, 0)
+        resolved_again, refired(payload(), "2025-12-01T07:00:00Z"), entry(5000, 0)
     )
     assert change is Change.REOPENED
-    assert again.reopened == 2
+    assert again.incident.reopened == 2
 
 
 def test_grafana_resolving_after_a_manual_resolve_is_stale_so_no_second_summary() -> None:
-    by_hand = resolve_manually(opened(), by="U0ALICE", now=T0 + timedelta(minutes=30))
+    by_hand = resolve_manually(opened(), by="U0ALICE", name="alice", now=T0 + MIN * 30)
 
-    after, change = apply(by_hand, payload(GRAFANA_RESOLVED), entry(3000, 0))
+    state, change = apply(by_hand, payload(GRAFANA_RESOLVED), entry(3000, 0))
+    after = state.incident
 
     assert change is Change.STALE
     assert after.resolution is Resolution.MANUAL
@@ -329,17 +390,17 @@ def test_resolved_twice_is_stale_and_keeps_the_first_resolution_time() -> None:
     twice, change = apply(once, payload(GRAFANA_RESOLVED), entry(3000, 0), at=timedelta(hours=5))
 
     assert change is Change.STALE
-    assert twice.resolved_at == once.resolved_at
-    assert twice.notifications == once.notifications
+    assert twice.incident.resolved_at == once.incident.resolved_at
+    assert twice.incident.notifications == once.incident.notifications
 
 
 # -- acknowledge and resolve racing --------------------------------------------------------------
 
 
 def test_ack_after_resolve_does_not_reopen_the_incident() -> None:
-    resolved = resolve_manually(opened(), by="U0BOB", now=T0 + timedelta(minutes=10))
+    resolved = resolve_manually(opened(), by="U0BOB", name="bob", now=T0 + timedelta(minutes=10))
 
-    acked = acknowledge(resolved, by="U0ALICE", now=T0 + timedelta(minutes=11))
+    acked = acknowledge(resolved, by="U0ALICE", name="alice", now=T0 + timedelta(minutes=11))
 
     assert acked.status is Status.RESOLVED
     assert not acked.is_open  # the action core refuses the ack on this
@@ -348,9 +409,9 @@ def test_ack_after_resolve_does_not_reopen_the_incident() -> None:
 
 
 def test_resolve_after_ack_keeps_who_owned_it() -> None:
-    acked = acknowledge(opened(), by="U0ALICE", now=T0 + timedelta(minutes=5))
+    acked = acknowledge(opened(), by="U0ALICE", name="alice", now=T0 + timedelta(minutes=5))
 
-    resolved = resolve_manually(acked, by="U0BOB", now=T0 + timedelta(minutes=20))
+    resolved = resolve_manually(acked, by="U0BOB", name="bob", now=T0 + timedelta(minutes=20))
 
     assert resolved.status is Status.RESOLVED
     assert resolved.resolution is Resolution.MANUAL
@@ -361,7 +422,7 @@ def test_resolve_after_ack_keeps_who_owned_it() -> None:
 
 
 def test_acknowledge_records_who_and_when() -> None:
-    acked = acknowledge(opened(), by="U0ALICE", now=T0 + timedelta(minutes=5))
+    acked = acknowledge(opened(), by="U0ALICE", name="alice", now=T0 + timedelta(minutes=5))
 
     assert acked.is_open
     assert (acked.acknowledged_by, acked.acknowledged_at) == ("U0ALICE", T0 + timedelta(minutes=5))
@@ -385,7 +446,7 @@ RESOLVED_AT = T0 + timedelta(minutes=30)
     ],
 )
 def test_is_reopenable_at_the_window_edges(since_resolve: timedelta, reopenable: bool) -> None:
-    resolved = resolve_manually(opened(), by="U0ALICE", now=RESOLVED_AT)
+    resolved = resolve_manually(opened(), by="U0ALICE", name="alice", now=RESOLVED_AT)
 
     assert is_reopenable(resolved, RESOLVED_AT + since_resolve, WINDOW) is reopenable
 

@@ -16,7 +16,7 @@ from bot.incidents import Event, Incident, Links, Resolution, Snapshot, Status
 from bot.messages import (
     ACTIONS_BLOCK_ID,
     Rendered,
-    incident_id_of,
+    incident_ref_of,
     render_event,
     render_root,
     render_status,
@@ -31,6 +31,7 @@ def make_incident(**changes: Any) -> Incident:
     """The product's reference alert (P2, 114 min, 14 queued), firing; override any field."""
     fields: dict[str, Any] = {
         "id": "12",
+        "uid": "u12",
         "group_key": '{}:{alertname="Jobs queueing"}',
         "group_hash": "5f3c",
         "source": "grafana",
@@ -58,8 +59,10 @@ def make_incident(**changes: Any) -> Incident:
     return Incident(**(fields | changes))
 
 
-def acknowledged(incident: Incident, by: str = "U123ABC") -> Incident:
-    return incident.model_copy(update={"acknowledged_by": by, "acknowledged_at": T0})
+def acknowledged(incident: Incident, by: str = "U123ABC", name: str = "ann") -> Incident:
+    return incident.model_copy(
+        update={"acknowledged_by": by, "acknowledged_name": name, "acknowledged_at": T0}
+    )
 
 
 def resolved(incident: Incident, *, by: str | None = None) -> Incident:
@@ -68,6 +71,7 @@ def resolved(incident: Incident, *, by: str | None = None) -> Incident:
         "resolved_at": incident.started_at + timedelta(hours=1, minutes=18),
         "resolution": Resolution.MANUAL if by else Resolution.ALERT,
         "resolved_by": by,
+        "resolved_by_name": "ursula" if by else "",
     }
     if not by:
         update["numbers"] = QueueNumbers()
@@ -421,7 +425,7 @@ def test_firing_root_offers_exactly_the_contract_actions() -> None:
         "incident_resolve",
     ]
     buttons = [e for e in elements if e["type"] == "button"]
-    assert {b["value"] for b in buttons} == {"12"}
+    assert {b["value"] for b in buttons} == {"12:u12"}, "the short ID and the UID"
     assert [b["text"]["text"] for b in buttons] == [
         "Acknowledge",
         "Scale up…",
@@ -455,12 +459,23 @@ def test_resolve_is_dangerous_and_asks_first() -> None:
     assert resolve["confirm"]["deny"]["text"] == "Cancel"
 
 
-def test_acknowledged_root_drops_the_acknowledge_button() -> None:
+def test_acknowledged_root_offers_to_take_over_instead() -> None:
     elements = block_of(render_root(acknowledged(make_incident()), now=T0), "actions")[0][
         "elements"
     ]
-    assert "incident_ack" not in [e["action_id"] for e in elements]
-    assert len(elements) == 4
+    take_over = next(e for e in elements if e["action_id"] == "incident_ack")
+    assert take_over["text"]["text"] == "Take over"
+    assert "style" not in take_over
+    assert len(elements) == 5
+
+
+def test_the_first_post_of_the_root_names_the_owner_and_edits_mention_them() -> None:
+    incident = acknowledged(make_incident())
+    posted = render_root(incident, now=T0, mentions=False)
+    edited = render_root(incident, now=T0)
+    assert "<@" not in json.dumps(posted.blocks) + posted.text
+    assert "acknowledged by *ann*" in json.dumps(posted.blocks)
+    assert "acknowledged by <@U123ABC>" in json.dumps(edited.blocks)
 
 
 def test_resolved_root_has_no_actions() -> None:
@@ -468,11 +483,12 @@ def test_resolved_root_has_no_actions() -> None:
         assert block_of(render_root(incident, now=T0), "actions") == []
 
 
-def test_the_incident_id_can_be_read_back_from_the_message() -> None:
-    root = render_root(make_incident(id="42"), now=T0)
-    assert incident_id_of({"blocks": root.blocks}) == "42"
-    assert incident_id_of({"blocks": []}) is None
-    assert incident_id_of({}) is None
+def test_the_incident_ref_can_be_read_back_from_the_message() -> None:
+    root = render_root(make_incident(id="42", uid="9f3a"), now=T0)
+    assert incident_ref_of({"blocks": root.blocks}) == "42:9f3a"
+    assert incident_ref_of({"blocks": []}) is None
+    assert incident_ref_of({"blocks": ["not a block", 7]}) is None
+    assert incident_ref_of({}) is None
 
 
 def test_root_does_not_depend_on_now() -> None:
@@ -517,7 +533,8 @@ def test_status_reports_changes_since_the_previous_post() -> None:
     )
     status = status_of(incident, previous, current)
     texts = list(texts_of(status.blocks))
-    assert texts[0].endswith("Firing for *1 h 5 min* · acknowledged by <@U123ABC>")
+    assert texts[0].endswith("Firing for *1 h 5 min* · acknowledged by *ann*")
+    assert "<@" not in json.dumps(status.blocks) + status.text, "a status pings nobody"
     assert texts[1:3] == ["Longest wait: *114 min* (▲ +12 min)", "Queued jobs: *14* (▼ -2)"]
     assert texts[3].splitlines() == [
         "*By runner type*",
@@ -552,25 +569,32 @@ def test_summary_of_a_manual_resolve() -> None:
     )
     events = [
         Event(at=T0, kind="opened", text="Alert fired: <!channel>"),
-        Event(at=T0 + timedelta(minutes=3), kind="acknowledged", text="Acknowledged", actor="U1"),
+        Event(
+            at=T0 + timedelta(minutes=3),
+            kind="acknowledged",
+            text="Acknowledged",
+            actor="U1",
+            actor_name="al",
+        ),
     ]
     summary = render_summary(incident, events, now=T0 + timedelta(hours=5))
     texts = list(texts_of(summary.blocks))
     assert texts[0] == (
-        "✅ *Incident 12 resolved* by <@U999>\nP2 · Jobs queueing in autoscaled machines"
+        "✅ *Incident 12 resolved* by *ursula*\nP2 · Jobs queueing in autoscaled machines"
     )
     assert texts[1:6] == [
         "Duration: *1 h 18 min*",
         "Peak longest wait: *130 min*",
         "Peak queued jobs: *16*",
-        "Acknowledged by <@U123ABC>",
+        "Acknowledged by *ann*",
         "Notifications: *4*",
     ]
     assert texts[6].splitlines() == [
         "*What was done*",
         "<!date^1758042000^{time}|17:00 UTC> · Alert fired: &lt;!channel&gt;",
-        "<!date^1758042180^{time}|17:03 UTC> · Acknowledged · by <@U1>",
+        "<!date^1758042180^{time}|17:03 UTC> · Acknowledged · by *al*",
     ]
+    assert "<@" not in json.dumps(summary.blocks) + summary.text, "a summary pings nobody"
     assert summary.text == (
         "Incident 12 resolved after 1 h 18 min: P2 · Jobs queueing in autoscaled machines"
     )
@@ -590,8 +614,8 @@ def test_summary_keeps_the_most_recent_twenty_events() -> None:
     lines = "\n".join(texts_of(summary.blocks[2:])).splitlines()
     assert lines[:2] == ["*What was done*", "_25 earlier events not shown_"]
     assert len(lines) == 22
-    assert lines[2].endswith("· Acknowledged 25 · by <@U1>")
-    assert lines[-1].endswith("· Acknowledged 44 · by <@U1>")
+    assert lines[2].endswith("· Acknowledged 25 · by *U1*"), "no name known: the ID, unlinked"
+    assert lines[-1].endswith("· Acknowledged 44 · by *U1*")
 
 
 def test_summary_while_still_firing_counts_to_now() -> None:
@@ -604,11 +628,17 @@ def test_summary_while_still_firing_counts_to_now() -> None:
 # --- event replies ---------------------------------------------------------------------------
 
 
-def test_event_reply_with_an_actor() -> None:
+def test_the_acknowledge_reply_mentions_the_new_owner() -> None:
     event = Event(at=T0, kind="acknowledged", text="Acknowledged", actor="U123ABC")
     reply = render_event(make_incident(), event)
     assert list(texts_of(reply.blocks)) == ["👀 Acknowledged · by <@U123ABC>"]
     assert reply.text == "Incident 12: Acknowledged"
+
+
+def test_other_event_replies_name_the_actor_without_a_mention() -> None:
+    event = Event(at=T0, kind="silenced", text="Silenced for 1 h", actor="U1", actor_name="al")
+    reply = render_event(make_incident(), event)
+    assert list(texts_of(reply.blocks)) == ["🔕 Silenced for 1 h · by *al*"]
 
 
 def test_event_reply_escapes_alert_text() -> None:

@@ -10,35 +10,24 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.config import Settings
 from tests.conftest import (
-    BOT_TOKEN,
     CHANNEL,
-    SIGNING_SECRET,
-    WEBHOOK_TOKEN,
     RunningBot,
     Slack,
     eventually,
     fixture_json,
     run_bot,
 )
-from tests.servers import RedisServer, free_port
+from tests.servers import RedisServer
 
 FIRING = "grafana/queue-alert-firing.json"
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
@@ -87,7 +76,9 @@ async def test_redis_outage_answers_503_and_recovers_without_restart(
     own_redis: RedisServer, settings_for: Callable[..., Settings], slack: Slack
 ) -> None:
     firing = fixture_json(FIRING)
-    async with run_bot(settings_for(redis_url=own_redis.url)) as running:
+    # The default reclaim (30 s): recovery must not wait for another replica to take over.
+    settings = settings_for(redis_url=own_redis.url, intake_reclaim_idle_ms=30_000)
+    async with run_bot(settings) as running:
         first = await running.send("grafana", firing)
         assert first.status_code == 202, first.text
         await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="first thread")
@@ -105,7 +96,7 @@ async def test_redis_outage_answers_503_and_recovers_without_restart(
         assert am.status_code == 503, am.text
         ready = await running.http.get("/readyz")
         assert ready.status_code == 503
-        assert ready.json()["status"] == "unavailable"
+        assert ready.json() == {"status": "not ready"}, "the cause is for logs, not callers"
         assert (await running.http.get("/healthz")).status_code == 200
         text = await metrics_of(running)
         assert (
@@ -122,6 +113,7 @@ async def test_redis_outage_answers_503_and_recovers_without_restart(
         response = await running.send("grafana", other_group(firing, "after-outage"))
         assert response.status_code == 202, response.text
 
+        # Well inside the 30 s reclaim: the consumer itself retried (make bench times it).
         await eventually(
             lambda: len(slack.emulator.channel_messages(CHANNEL)) == 2,
             timeout=15,
@@ -134,145 +126,6 @@ async def test_redis_outage_answers_503_and_recovers_without_restart(
             return await running.bot.stream.backlog() == 0
 
         await eventually(drained, what="stream drained")
-
-
-# --- 2. A consumer killed between accept and post ----------------------------------------------
-
-
-def bot_env(slack: Slack, redis_url: str, port: int) -> dict[str, str]:
-    """The environment `queuepilot serve` reads, without any of the developer's own settings."""
-    fields = {name.upper() for name in Settings.model_fields}
-    env = {k: v for k, v in os.environ.items() if k.upper() not in fields}
-    env.update(
-        PYTHONPATH=str(REPO),
-        PYTHONUNBUFFERED="1",
-        SLACK_BOT_TOKEN=BOT_TOKEN,
-        SLACK_SIGNING_SECRET=SIGNING_SECRET,
-        SLACK_API_URL=slack.api_url,
-        SLACK_CHANNEL=CHANNEL,
-        REDIS_URL=redis_url,
-        HOST="127.0.0.1",
-        PORT=str(port),
-        ALERT_WEBHOOK_TOKEN=WEBHOOK_TOKEN,
-        INTAKE_RECLAIM_IDLE_MS="500",
-        SLACK_POST_INTERVAL_MS="20",
-        SLACK_UPDATE_INTERVAL_MS="20",
-        STATUS_TICK_SECONDS="0.2",
-    )
-    return env
-
-
-class BotProcess:
-    """`python -m bot serve` in a temporary directory (so no `.env` is read), output to a file."""
-
-    def __init__(self, slack: Slack, redis_url: str, workdir: Path, name: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / f"{name}.log"
-        self.name = name
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "bot", "serve"],
-                cwd=workdir,
-                env=bot_env(slack, redis_url, self.port),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    @property
-    def consumer_prefix(self) -> str:
-        """Consumer names are `<hostname>-<pid>-<id>` (bot/app.py)."""
-        return f"{socket.gethostname()}-{self.process.pid}-"
-
-    async def wait_healthy(self) -> None:
-        async def healthy() -> bool:
-            assert self.process.poll() is None, f"{self.name} exited: {self.output()}"
-            try:
-                async with httpx.AsyncClient(timeout=1) as http:
-                    return (await http.get(f"{self.url}/healthz")).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        await eventually(healthy, timeout=20, what=f"{self.name} /healthz")
-
-    async def send(self, payload: dict[str, Any]) -> httpx.Response:
-        async with httpx.AsyncClient(base_url=self.url, timeout=10) as http:
-            return await http.post(
-                "/alerts/grafana",
-                json=payload,
-                headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"},
-            )
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="qp-resilience-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.mark.slow
-async def test_consumer_killed_between_accept_and_post_loses_nothing(
-    redis_url: str, slack: Slack, workdir: Path
-) -> None:
-    processes: list[BotProcess] = []
-    store = redis.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        first = BotProcess(slack, redis_url, workdir, "first")
-        processes.append(first)
-        await first.wait_healthy()
-        slack.emulator.fail_next("chat.postMessage", status=503, count=1000)
-
-        response = await first.send(fixture_json(FIRING))
-        assert response.status_code == 202, response.text
-        await eventually(
-            lambda: slack.emulator.calls("chat.postMessage"),
-            what="the consumer trying to post the root",
-        )
-        first.kill()
-
-        # The 202 was a promise: the entry is still in Redis, pending for the dead consumer.
-        assert store.xlen(STREAM) == 1
-        pending = store.xpending(STREAM, GROUP)
-        assert pending["pending"] == 1
-        owners = {c["name"]: c["pending"] for c in pending["consumers"]}
-        assert len(owners) == 1
-        [(owner, count)] = owners.items()
-        assert owner.startswith(first.consumer_prefix) and count == 1
-        assert slack.emulator.channel_messages(CHANNEL) == []
-
-        slack.emulator.reset()  # Slack is healthy again (this also forgets the logged calls)
-        second = BotProcess(slack, redis_url, workdir, "second")
-        processes.append(second)
-        await second.wait_healthy()
-
-        await eventually(
-            lambda: slack.emulator.channel_messages(CHANNEL),
-            timeout=20,
-            what="the root message, posted by the second process",
-        )
-        await eventually(lambda: store.xlen(STREAM) == 0, what="stream drained")
-        roots = slack.emulator.channel_messages(CHANNEL)
-        assert len(roots) == 1
-        assert "Jobs queueing in autoscaled machines" in roots[0].text + str(roots[0].blocks)
-        posted = [c for c in slack.emulator.calls("chat.postMessage") if c.ok]
-        assert len(posted) == 1, "the root was posted exactly once"
-    except BaseException:
-        for bot in processes:
-            print(f"--- {bot.name} bot output ---\n{bot.output()}")
-        raise
-    finally:
-        for bot in processes:
-            bot.kill()
-        store.close()
 
 
 # --- 3. Slack 429: waited out, not hammered ----------------------------------------------------

@@ -1,9 +1,7 @@
-"""The Slack gateway over real HTTP against the Web API emulator: retries, error classes, pacing."""
+"""The Slack gateway over real HTTP against the Web API emulator: one call, one classification."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -136,30 +134,24 @@ async def test_a_wrong_token_is_invalid_auth_and_not_retried(slack: Slack, redis
     assert slack.emulator.channel_messages(CHANNEL) == []
 
 
-async def test_one_503_is_retried_and_the_message_lands_once(slack: Slack, redis: Redis) -> None:
-    slack.emulator.fail_next("chat.postMessage", status=503)
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+async def test_a_5xx_is_retryable_and_uncertain_and_never_resent_by_the_gateway(
+    slack: Slack, redis: Redis, status: int
+) -> None:
+    """A 502 or 504 does not prove Slack did nothing: the gateway sends once and says so, and
+    the sender looks the message up before it posts again (tests/test_sender.py)."""
+    slack.emulator.fail_next("chat.postMessage", status=status, count=2)
     gateway = make_gateway(slack, redis)
-
-    ts = await gateway.post(CHANNEL, "hello", BLOCKS)
-
-    assert [c.status for c in slack.emulator.calls("chat.postMessage")] == [503, 200]
-    assert [m.ts for m in slack.emulator.channel_messages(CHANNEL)] == [ts]
-
-
-async def test_a_lasting_503_gives_up_as_retryable(slack: Slack, redis: Redis) -> None:
-    slack.emulator.fail_next("chat.postMessage", status=503, count=10)
-    gateway = make_gateway(slack, redis, max_retries=1)
 
     with pytest.raises(SlackError) as caught:
         await gateway.post(CHANNEL, "hello", BLOCKS)
 
-    assert caught.value.retryable
-    assert caught.value.error == "service_unavailable"
-    assert [c.status for c in slack.emulator.calls("chat.postMessage")] == [503, 503]
+    assert caught.value.retryable and caught.value.uncertain
+    assert [c.status for c in slack.emulator.calls("chat.postMessage")] == [status]
 
 
-@pytest.mark.parametrize("error", ["internal_error", "ratelimited", "fatal_error"])
-async def test_transient_errors_in_a_200_answer_are_retryable(
+@pytest.mark.parametrize("error", ["internal_error", "fatal_error", "service_unavailable"])
+async def test_transient_errors_in_a_200_answer_are_retryable_and_uncertain(
     slack: Slack, redis: Redis, error: str
 ) -> None:
     slack.emulator.fail_next("chat.postMessage", status=200, error=error)
@@ -168,41 +160,68 @@ async def test_transient_errors_in_a_200_answer_are_retryable(
     with pytest.raises(SlackError) as caught:
         await gateway.post(CHANNEL, "hello", BLOCKS)
 
-    assert (caught.value.error, caught.value.retryable) == (error, True)
+    assert (caught.value.error, caught.value.retryable, caught.value.uncertain) == (
+        error,
+        True,
+        True,
+    )
 
 
-async def test_429_waits_out_retry_after_then_succeeds(slack: Slack, redis: Redis) -> None:
-    slack.emulator.fail_next("chat.postMessage", status=429, retry_after=1)
+async def test_a_429_is_certain_and_holds_the_method_for_every_replica(
+    slack: Slack, redis: Redis
+) -> None:
+    # Two gateways on one Redis are two replicas: when Slack tells one to wait, both know.
     telemetry = Telemetry()
-    gateway = make_gateway(slack, redis, telemetry)
+    first, second = make_gateway(slack, redis, telemetry), make_gateway(slack, redis)
+    slack.emulator.fail_next("chat.postMessage", status=429, retry_after=2)
 
-    await gateway.post(CHANNEL, "hello", BLOCKS)
+    with pytest.raises(SlackError) as caught:
+        await first.post(CHANNEL, "from replica one", BLOCKS)
 
-    limited, retried = slack.emulator.calls("chat.postMessage")
-    assert (limited.status, retried.status) == (429, 200)
-    assert retried.at - limited.at >= 1.0 - JITTER_S
-    assert len(slack.emulator.channel_messages(CHANNEL)) == 1
+    assert caught.value.error == "ratelimited"
+    assert caught.value.retry_after == 2
+    assert caught.value.retryable and not caught.value.uncertain, "a 429 posted nothing"
+    held = await second.held_for("chat.postMessage")
+    assert 1.5 < held <= 2.0
+    assert await second.held_for("chat.update") == 0, "other methods are not held"
     rate_limited = "queuepilot_slack_rate_limited_total"
     assert counted(telemetry, rate_limited, method="chat.postMessage") == 1
 
 
-async def test_a_429_holds_the_method_for_every_replica(slack: Slack, redis: Redis) -> None:
-    # Two gateways on one Redis are two replicas: when Slack tells one to wait, both wait.
-    first, second = make_gateway(slack, redis), make_gateway(slack, redis)
-    slack.emulator.fail_next("chat.postMessage", status=429, retry_after=1)
-    limited = asyncio.create_task(first.post(CHANNEL, "from replica one", BLOCKS))
-    while not await redis.exists("qp:pace:hold:chat.postMessage"):
-        assert not limited.done(), "the 429 should have set a hold"
-        await asyncio.sleep(0.01)
+async def test_an_ephemeral_answer_waits_out_a_short_hold(slack: Slack, redis: Redis) -> None:
+    slack.emulator.fail_next("chat.postEphemeral", status=429, retry_after=1)
+    gateway = make_gateway(slack, redis)
 
-    await second.post(CHANNEL, "from replica two", BLOCKS)
-    await limited
+    await gateway.post_ephemeral(CHANNEL, "U0ALICE", "You acknowledged incident 3.")
 
-    calls = slack.emulator.calls("chat.postMessage")
-    limited_at = next(c.at for c in calls if c.status == 429)
-    later = [c.at - limited_at for c in calls if c.status == 200]
-    assert len(later) == 2 and min(later) >= 1 - JITTER_S, later
-    assert len(slack.emulator.channel_messages(CHANNEL)) == 2
+    limited, answered = slack.emulator.calls("chat.postEphemeral")
+    assert (limited.status, answered.status) == (429, 200)
+    assert answered.at - limited.at >= 1.0 - JITTER_S
+    assert [m.text for m in slack.emulator.ephemerals(CHANNEL)] == ["You acknowledged incident 3."]
+
+
+async def test_display_names_come_from_users_info_once(slack: Slack, redis: Redis) -> None:
+    gateway = make_gateway(slack, redis)
+
+    assert await gateway.display_name("U0ALICE") == "alice"
+    assert await gateway.display_name("U0ALICE") == "alice"
+    assert await gateway.display_name("U0NOBODY") is None
+
+    assert len(slack.emulator.calls("users.info")) == 2, "the known name is cached"
+
+
+async def test_messages_reads_every_page_with_metadata(slack: Slack, redis: Redis) -> None:
+    gateway = make_gateway(slack, redis)
+    meta = {"event_type": "queuepilot_message", "event_payload": {"item": "root"}}
+    root = await gateway.post(CHANNEL, "root", BLOCKS, metadata=meta)
+    for i in range(450):
+        await gateway.post(CHANNEL, f"reply {i}", [], thread_ts=root)
+
+    replies = await gateway.messages("conversations.replies", CHANNEL, ts=root)
+    history = await gateway.messages("conversations.history", CHANNEL)
+
+    assert len(replies) == 451
+    assert [m["metadata"] for m in history] == [meta]
 
 
 async def test_connection_refused_is_retryable_and_certain(redis: Redis, slack: Slack) -> None:
@@ -216,49 +235,9 @@ async def test_connection_refused_is_retryable_and_certain(redis: Redis, slack: 
     assert not caught.value.uncertain, "a refused connection never reached Slack"
 
 
-# -- pacing ---------------------------------------------------------------------------------------
-
-
-async def test_pacing_spans_replicas(slack: Slack, redis_url: str) -> None:
-    clients = [Redis.from_url(redis_url, decode_responses=True) for _ in range(2)]
-    try:
-        gateways = [make_gateway(slack, c, post_interval_ms=200) for c in clients]
-
-        await asyncio.gather(
-            *(
-                gw.post(CHANNEL, f"replica {r} message {i}", [])
-                for r, gw in enumerate(gateways)
-                for i in range(5)
-            )
-        )
-    finally:
-        for client in clients:
-            await client.aclose()
-
-    calls = slack.emulator.calls("chat.postMessage")
-    assert len(calls) == 10 and all(c.ok for c in calls)
-    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(calls)]
-    assert min(gaps) >= 0.2 - JITTER_S, gaps
-    assert len(slack.emulator.channel_messages(CHANNEL)) == 10
-
-
-async def test_paced_bursts_never_meet_slacks_rate_limit(slack: Slack, redis: Redis) -> None:
-    gateway = make_gateway(slack, redis, post_interval_ms=1000)
-    slack.emulator.enforce_rate_limits = True
-    try:
-        await asyncio.gather(*(gateway.post(CHANNEL, f"alert {i}", []) for i in range(5)))
-    finally:
-        slack.emulator.enforce_rate_limits = False
-
-    statuses = [c.status for c in slack.emulator.calls("chat.postMessage")]
-    assert statuses == [200] * 5
-    assert len(slack.emulator.channel_messages(CHANNEL)) == 5
-
-
 async def test_a_post_that_timed_out_is_not_sent_again(slack: Slack, redis: Redis) -> None:
     # Slack acted but its answer never came: sending again would post a second root or reply.
-    # threads.py already handles `uncertain` (it keeps the thread claim); the gateway must not
-    # undo that by re-sending on its own.
+    # The sender looks it up by its metadata; the gateway must not re-send on its own.
     slack.emulator.stall("chat.postMessage", 3)
     gateway = make_gateway(slack, redis, timeout_s=1, max_retries=1)
     try:

@@ -16,7 +16,9 @@ async def test_an_unreadable_incident_does_not_stop_other_status_posts(
 ) -> None:
     # A corrupt or newer-format record (a rolling deploy) must cost only itself.
     redis = Redis.from_url(redis_url, decode_responses=True)
-    await redis.set("qp:incident:999", json.dumps({"id": "999", "unexpected": True}))
+    await redis.hset(
+        "qp:incident:999", mapping={"v": 1, "state": json.dumps({"id": "999", "unexpected": True})}
+    )
     started = time.time()
     await redis.zadd("qp:status-due", {"999": started - 1})
     try:

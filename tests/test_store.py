@@ -1,26 +1,37 @@
-"""Redis persistence against a real redis-server: leases, incidents, the notification stream."""
+"""Redis persistence against a real redis-server: leases, fenced commits, the send queue they fill,
+the notification stream, and the retention of every key."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from redis.asyncio import Redis
 
-from bot.alert_facts import facts_of
 from bot.alerts import parse_notification
-from bot.incidents import Event, Incident, open_incident, resolve_manually
-from bot.leases import LeaseBusy, Leases
+from bot.delivery import Delivery, delivery_of
+from bot.incidents import Event, GroupState, Incident, open_incident, resolve_manually
+from bot.leases import Leases
 from bot.mrkdwn import Rendered
-from bot.store import MAX_OUTBOX, Commit, IncidentStore, ThreadRef
+from bot.send_queue import SendQueue
+from bot.store import (
+    BAND_ACTION,
+    BAND_EVENT,
+    BAND_STATUS,
+    MAX_OUTBOX,
+    Commit,
+    IncidentStore,
+    Reply,
+)
 from bot.stream import GROUP, NotificationStream
-from tests.conftest import eventually, fixture_json
+from tests.conftest import fixture_json
 
 PREFIX = "qp"
 T0 = datetime(2025, 12, 1, 2, 30, tzinfo=UTC)
+CHANNEL = "C0STORE"
+DAY = 86_400
 
 
 @pytest.fixture
@@ -39,348 +50,356 @@ async def replicas(redis_url: str) -> AsyncIterator[list[Redis]]:
         await client.aclose()
 
 
-def incident(incident_id: str, *, opened_at: datetime = T0) -> Incident:
-    notification = parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
+def delivery(name: str = "grafana/queue-alert-firing.json", **changes: object) -> Delivery:
+    payload = {**fixture_json(name), **changes}
+    return delivery_of(parse_notification("grafana", payload))
+
+
+def incident(incident_id: str, *, opened_at: datetime = T0, test: bool = False) -> Incident:
+    group_key = "test-1-2" if test else f"group-{incident_id}"
     return open_incident(
-        notification,
-        facts_of(notification),
+        delivery(groupKey=group_key),
         incident_id=incident_id,
-        group_hash=f"g{incident_id}",
-        entry_id="1-0",
+        uid=f"uid{incident_id}",
+        channel=CHANNEL,
         now=opened_at,
     )
+
+
+def reply(text: str, kind: str = "event", band: int = BAND_EVENT) -> Reply:
+    return Reply(kind, band, Rendered(text, []), replaces=kind == "status")
+
+
+async def opened(store: IncidentStore, incident_id: str = "1", **changes: object) -> Incident:
+    new = incident(incident_id, **changes)  # type: ignore[arg-type]
+    group = GroupState(incident_id=new.id, last_entry="1-0")
+    assert await store.commit(Commit(new, version=0, group=group, group_hash=new.group_hash))
+    return new
 
 
 # -- leases ---------------------------------------------------------------------------------------
 
 
 async def test_only_one_of_concurrent_acquirers_wins(replicas: list[Redis]) -> None:
-    leases = [Leases(client, PREFIX) for client in replicas]
-
-    won = await asyncio.gather(*(lease.try_acquire("status:7", 10_000) for lease in leases * 3))
-
-    assert len([lease for lease in won if lease is not None]) == 1
+    leases = [Leases(r, PREFIX) for r in replicas]
+    won = await asyncio.gather(*(lease.try_acquire("sender:C1", 5000) for lease in leases))
+    assert sum(lease is not None for lease in won) == 1
 
 
-async def test_a_holder_whose_lease_expired_cannot_release_the_new_holders_lease(
+async def test_an_expired_holder_can_neither_renew_nor_release_the_new_holders_lease(
     replicas: list[Redis],
 ) -> None:
-    slow, fast = Leases(replicas[0], PREFIX), Leases(replicas[1], PREFIX)
-    stale = await slow.try_acquire("status:7", 50)
+    old, new = Leases(replicas[0], PREFIX), Leases(replicas[1], PREFIX)
+    stale = await old.try_acquire("sender:C1", 50)
     assert stale is not None
-    await eventually(
-        lambda: fast.try_acquire("status:7", 10_000), timeout=3, what="lease expiry and takeover"
+    await asyncio.sleep(0.1)
+    current = await new.try_acquire("sender:C1", 5000)
+    assert current is not None
+
+    assert not await old.renew(stale, 5000)
+    await old.release(stale)
+
+    assert await replicas[2].get(current.key) == current.token
+    assert await new.renew(current, 5000)
+
+
+async def test_a_slot_is_taken_once_per_interval_across_replicas(replicas: list[Redis]) -> None:
+    leases = [Leases(r, PREFIX) for r in replicas]
+    taken = await asyncio.gather(*(lease.take_slot("pace:update", 300) for lease in leases))
+    assert sum(taken) == 1
+
+
+# -- incidents and fenced commits -----------------------------------------------------------------
+
+
+async def test_next_id_is_short_sequential_and_expires(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX)
+    assert [await store.next_id() for _ in range(3)] == ["1", "2", "3"]
+    assert 0 < await redis.ttl("qp:incident-seq") <= 30 * DAY
+
+
+async def test_a_new_incident_is_found_by_its_group_and_its_id(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX)
+    new = await opened(store, "7")
+
+    group, group_version, loaded = await store.load_group(new.group_hash)
+    assert group.incident_id == "7" and group_version == 1
+    assert loaded.incident == new and loaded.version == 1
+    assert (await store.load("7")).incident == new
+    assert await store.open_ids() == ["7"]
+    assert await store.recent_ids() == ["7"]
+
+
+async def test_a_commit_computed_from_an_old_version_is_refused_and_writes_nothing(
+    redis: Redis,
+) -> None:
+    """Two writers read version 1; the resolve commits first; the other's commit, computed
+    from what is now an older state, must not overwrite the resolve (a replica that stalled
+    past its turn, or lost a race)."""
+    store = IncidentStore(redis, PREFIX)
+    new = await opened(store, "7")
+    loaded = await store.load("7")
+    resolved = resolve_manually(new, by="U1", name="al", now=T0 + timedelta(minutes=5))
+    event = Event(at=T0, kind="resolved", text="Resolved manually", actor="U1")
+    assert await store.commit(
+        Commit(resolved, version=loaded.version, events=(event,), stop_status=True)
     )
 
-    await slow.release(stale)
-
-    assert await fast.try_acquire("status:7", 10_000) is None
-    assert await replicas[2].exists(stale.key) == 1
-
-
-async def test_hold_waits_for_the_holder_to_release(replicas: list[Redis]) -> None:
-    holder, waiter = Leases(replicas[0], PREFIX), Leases(replicas[1], PREFIX)
-    held = await holder.try_acquire("group:g7", 10_000)
-    assert held is not None
-    entered = asyncio.Event()
-
-    async def second() -> None:
-        async with waiter.hold("group:g7", wait_s=5):
-            entered.set()
-
-    task = asyncio.create_task(second())
-    done, _ = await asyncio.wait({task}, timeout=0.2)
-    assert not done and not entered.is_set()
-
-    await holder.release(held)
-    await asyncio.wait_for(task, timeout=3)
-
-    assert entered.is_set()
-    assert await holder.try_acquire("group:g7", 1000) is not None  # released after the block
-
-
-async def test_hold_gives_up_with_lease_busy_after_wait_s(replicas: list[Redis]) -> None:
-    holder, waiter = Leases(replicas[0], PREFIX), Leases(replicas[1], PREFIX)
-    held = await holder.try_acquire("group:g7", 10_000)
-    assert held is not None
-    started = time.monotonic()
-
-    with pytest.raises(LeaseBusy):
-        async with waiter.hold("group:g7", wait_s=0.3):
-            pytest.fail("entered a lease someone else holds")
-
-    assert 0.3 <= time.monotonic() - started < 2
-    assert await replicas[2].get(held.key) == held.token
-
-
-async def test_hold_releases_when_the_work_fails(redis: Redis) -> None:
-    leases = Leases(redis, PREFIX)
-
-    with pytest.raises(RuntimeError):
-        async with leases.hold("group:g7"):
-            raise RuntimeError("slack is down")
-
-    assert await leases.try_acquire("group:g7", 1000) is not None
-
-
-async def test_concurrent_holders_of_one_name_never_overlap(replicas: list[Redis]) -> None:
-    leases = [Leases(client, PREFIX) for client in replicas]
-    active = 0
-    most = 0
-    finished = 0
-
-    async def work(lease: Leases) -> None:
-        nonlocal active, most, finished
-        async with lease.hold("group:g7", wait_s=10):
-            active += 1
-            most = max(most, active)
-            await asyncio.sleep(0.01)
-            active -= 1
-            finished += 1
-
-    await asyncio.gather(*(work(leases[i % 3]) for i in range(12)))
-
-    assert finished == 12
-    assert most == 1
-
-
-# -- incident store -------------------------------------------------------------------------------
-
-
-async def test_claim_thread_is_won_once(replicas: list[Redis]) -> None:
-    one, two = IncidentStore(replicas[0], PREFIX), IncidentStore(replicas[1], PREFIX)
-
-    claims = await asyncio.gather(
-        one.claim_thread("7", "token-a", ttl_ms=10_000),
-        two.claim_thread("7", "token-b", ttl_ms=10_000),
+    stale = new.model_copy(update={"notifications": 99})
+    late = Event(at=T0, kind="alerts_changed", text="late")
+    refused = await store.commit(
+        Commit(stale, version=loaded.version, events=(late,), replies=(reply("late"),))
     )
 
-    assert sorted(claims) == [False, True]
-    assert await one.thread("7") is None  # claimed, not yet posted
+    assert not refused
+    after = await store.load("7")
+    assert after.incident == resolved and after.version == 2
+    assert [e.kind for e in await store.events("7")] == ["resolved"]
+    assert await redis.llen("qp:outbox:7") == 0, "the refused commit queued no reply"
+    assert await store.open_ids() == []
 
 
-async def test_release_thread_claim_needs_the_claimers_token(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-    assert await store.claim_thread("7", "token-a", ttl_ms=10_000)
-
-    await store.release_thread_claim("7", "token-b")
-    assert not await store.claim_thread("7", "token-c", ttl_ms=10_000)
-
-    await store.release_thread_claim("7", "token-a")
-    assert await store.claim_thread("7", "token-c", ttl_ms=10_000)
-
-
-async def test_releasing_a_claim_never_forgets_a_posted_thread(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-    assert await store.claim_thread("7", "token-a", ttl_ms=10_000)
-    await store.set_thread("7", ThreadRef("C0QUEUE", "1700000000.000100"))
-
-    await store.release_thread_claim("7", "token-a")
-
-    assert await store.thread("7") == ThreadRef("C0QUEUE", "1700000000.000100")
-    assert not await store.claim_thread("7", "token-b", ttl_ms=10_000)
-
-
-async def test_set_thread_finds_the_thread_and_the_incident_of_its_root(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-
-    await store.set_thread("7", ThreadRef("C0QUEUE", "1700000000.000100"))
-
-    assert await store.thread("7") == ThreadRef("C0QUEUE", "1700000000.000100")
-    assert await store.incident_of_message("C0QUEUE", "1700000000.000100") == "7"
-    assert await store.incident_of_message("C0QUEUE", "1700000000.000200") is None
-    assert await store.thread("8") is None
-
-
-async def test_next_id_is_short_and_sequential(replicas: list[Redis]) -> None:
-    stores = [IncidentStore(client, PREFIX) for client in replicas]
-
-    ids = await asyncio.gather(*(store.next_id() for store in stores * 2))
-
-    assert sorted(ids, key=int) == ["1", "2", "3", "4", "5", "6"]
-
-
-async def test_an_incident_survives_the_round_trip(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-    original = incident("7")
-
-    await store.commit(Commit(original))
-
-    assert await store.get("7") == original
-    assert await store.get("8") is None
-
-
-async def test_open_ids_lists_open_incidents_most_recent_first(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-    for number in range(1, 5):
-        await store.commit(Commit(incident(str(number), opened_at=T0 + timedelta(minutes=number))))
-    closed = await store.get("3")
-    assert closed is not None
-
-    await store.commit(Commit(resolve_manually(closed, by="U0ALICE", now=T0 + timedelta(hours=1))))
-
-    assert await store.open_ids() == ["4", "2", "1"]
-    assert await store.recent_ids() == ["4", "3", "2", "1"]
+async def test_opening_a_group_twice_at_once_opens_one_incident(replicas: list[Redis]) -> None:
+    stores = [IncidentStore(r, PREFIX) for r in replicas]
+    first, second = incident("1"), incident("2")
+    second = second.model_copy(update={"group_hash": first.group_hash})
+    results = await asyncio.gather(
+        *(
+            store.commit(
+                Commit(
+                    new, version=0, group=GroupState(incident_id=new.id), group_hash=new.group_hash
+                )
+            )
+            for store, new in zip(stores, (first, second), strict=False)
+        )
+    )
+    assert sorted(results) == [False, True], "the group's version fences the second open"
 
 
 async def test_due_status_returns_only_due_incidents(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
-    await store.schedule_status("1", 100.0)
-    await store.schedule_status("2", 200.0)
-    await store.schedule_status("3", 300.0)
-
+    for incident_id, due in (("1", 100.0), ("2", 200.0), ("3", 300.0)):
+        await store.commit(Commit(incident(incident_id), status_due=due))
     assert await store.due_status(250.0) == ["1", "2"]
-    assert await store.due_status(50.0) == []
-
-    await store.unschedule_status("1")
-
-    assert await store.due_status(250.0) == ["2"]
-    assert await store.status_due_at("1") is None
     assert await store.status_due_at("3") == 300.0
-
-
-async def test_outbox_is_first_in_first_out(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-    first = Rendered(
-        "status update", [{"type": "section", "text": {"type": "mrkdwn", "text": "a"}}]
-    )
-    second = Rendered("summary", [])
-    await store.commit(Commit(incident("7"), replies=(first, second)))
-
-    assert await store.next_reply("7") == first
-    assert await store.next_reply("7") == first  # peeking does not consume
-    await store.pop_reply("7", first)
-    assert await store.next_reply("7") == second
-    await store.pop_reply("7", first)  # a replica that posted `first` late removes nothing
-    assert await store.next_reply("7") == second
-    await store.pop_reply("7", second)
-    assert await store.next_reply("7") is None
-    assert await store.next_reply("8") is None
-
-
-async def test_outbox_keeps_only_the_latest_replies(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-    for n in range(MAX_OUTBOX + 5):
-        await store.commit(Commit(incident("7"), replies=(Rendered(f"status {n}", []),)))
-
-    first = await store.next_reply("7")
-    assert first is not None and first.text == "status 5"
-
-
-async def test_a_commit_writes_state_binding_schedule_events_and_replies(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-    opened = incident("7")
-    event = Event(at=T0, kind="opened", text="Alert fired")
-    reply = Rendered("summary", [])
-    await store.commit(
-        Commit(opened, events=(event,), replies=(reply,), status_due=123.0, bind_group=True)
-    )
-
-    assert await store.get(opened.id) == opened
-    assert await store.incident_of_group(opened.group_hash) == opened.id
-    assert await store.status_due_at(opened.id) == 123.0
-    assert await store.events(opened.id) == [event]
-    assert await store.next_reply(opened.id) == reply
-
-    await store.commit(Commit(opened, stop_status=True))
-    assert await store.status_due_at(opened.id) is None
 
 
 async def test_timeline_keeps_the_latest_500_events(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
-    events = tuple(Event(at=T0, kind="notified", text=f"event {n}") for n in range(510))
-    await store.commit(Commit(incident("7"), events=events))
-
-    events = await store.events("7")
-
-    assert len(events) == 500
-    assert events[0].text == "event 10"
-    assert events[-1].text == "event 509"
-
-
-# -- notification stream --------------------------------------------------------------------------
+    new = await opened(store)
+    version = 1
+    for batch in range(6):
+        events = tuple(Event(at=T0, kind="status", text=f"{batch}-{i}") for i in range(100))
+        assert await store.commit(Commit(new, version=version, events=events, root=False))
+        version += 1
+    kept = await store.events("1")
+    assert len(kept) == 500
+    assert (kept[0].text, kept[-1].text) == ("1-0", "5-99")
 
 
-async def test_an_unacknowledged_entry_is_reclaimed_by_another_consumer(
-    replicas: list[Redis],
+# -- what a commit queues for the channel's sender -------------------------------------------------
+
+
+async def test_replies_wait_in_order_and_threads_queue_by_their_most_urgent_reply(
+    redis: Redis,
 ) -> None:
-    a, b = NotificationStream(replicas[0], PREFIX), NotificationStream(replicas[1], PREFIX)
-    await a.ensure_group()
-    entry_id = await a.append("grafana", '{"status": "firing"}', 1700000000.5)
-
-    [taken] = await a.read("replica-a", block_ms=100)
-    assert (taken.id, taken.source, taken.body) == (entry_id, "grafana", '{"status": "firing"}')
-    assert taken.received_at == 1700000000.5
-    assert await b.read("replica-b", block_ms=50) == []  # not handed out twice
-    assert await b.reclaim("replica-b", min_idle_ms=60_000) == []  # not idle long enough
-
-    reclaimed = await eventually(
-        lambda: b.reclaim("replica-b", min_idle_ms=50), timeout=3, what="reclaim after idle"
+    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
+    one, two = await opened(store, "1"), await opened(store, "2")
+    # Thread 1: a status then an event; thread 2: a responder's action.
+    await store.commit(
+        Commit(one, version=1, replies=(reply("s1", "status", BAND_STATUS), reply("e1")))
     )
+    await store.commit(Commit(two, version=1, replies=(reply("a2", "action", BAND_ACTION),)))
 
-    assert [e.id for e in reclaimed] == [entry_id]
-    assert await b.deliveries(entry_id) == 2
+    posts = await redis.zrange(f"qp:send:{CHANNEL}:posts", 0, -1)
+    assert posts == ["root:1", "root:2", "replies:2", "replies:1"], "roots, then urgency"
+    head = await queue.head_reply("1")
+    assert head is not None and head.rendered.text == "s1", "a thread keeps its own order"
 
 
-async def test_ack_removes_the_entry_from_the_backlog(redis: Redis) -> None:
-    stream = NotificationStream(redis, PREFIX)
+async def test_a_newer_status_replaces_the_one_still_waiting(redis: Redis) -> None:
+    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
+    new = await opened(store)
+    await store.commit(Commit(new, version=1, replies=(reply("status 1", "status", BAND_STATUS),)))
+    await store.commit(Commit(new, version=2, replies=(reply("event", "event"),)))
+    await store.commit(Commit(new, version=3, replies=(reply("status 2", "status", BAND_STATUS),)))
+
+    texts = []
+    while (head := await queue.head_reply("1")) is not None:
+        texts.append(head.rendered.text)
+        await queue.record_reply(CHANNEL, "1", head.item)
+    assert texts == ["event", "status 2"]
+    assert await redis.zrange(f"qp:send:{CHANNEL}:posts", 0, -1) == ["root:1"]
+
+
+async def test_an_outbox_keeps_only_the_latest_replies(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX)
+    new = await opened(store)
+    replies = tuple(reply(f"event {i}") for i in range(MAX_OUTBOX + 5))
+    assert await store.commit(Commit(new, version=1, replies=replies))
+    assert await redis.llen("qp:outbox:1") == MAX_OUTBOX
+
+
+async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
+    redis: Redis,
+) -> None:
+    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
+    new = await opened(store)
+    await queue.record_root(new, "1700000000.000100", "digest", edit_after_ms=0, bucket="{}")
+    loaded = await store.load("1")
+    await redis.delete(f"qp:send:{CHANNEL}:edits")
+
+    assert await store.commit(Commit(new, version=loaded.version, thread=loaded.thread))
+
+    assert await redis.zrange(f"qp:send:{CHANNEL}:posts", 0, -1) == []
+    assert await redis.zrange(f"qp:send:{CHANNEL}:edits", 0, -1) == ["1"]
+    assert await store.incident_of_message(CHANNEL, "1700000000.000100") == "1"
+
+
+# -- the notification stream -----------------------------------------------------------------------
+
+
+async def test_an_entry_applied_by_a_commit_is_acknowledged_with_it(redis: Redis) -> None:
+    stream, store = NotificationStream(redis, PREFIX), IncidentStore(redis, PREFIX)
     await stream.ensure_group()
-    await stream.append("alertmanager", "{}", 1.0)
-    [entry] = await stream.read("replica-a", block_ms=100)
-    assert await stream.backlog() == 1
+    entry_id = await stream.append(delivery(), 0.0)
+    [entry] = await stream.read("c1", block_ms=100)
+    assert entry.delivery == delivery()
 
-    await stream.ack(entry.id)
+    assert await store.commit(Commit(incident("1"), ack=entry_id))
 
     assert await stream.backlog() == 0
-    assert await stream.deliveries(entry.id) == 0
-    assert await stream.reclaim("replica-b", min_idle_ms=0) == []
+    assert (await redis.xpending("qp:notifications", GROUP))["pending"] == 0
+
+
+async def test_an_idle_entry_is_reclaimed_by_another_consumer(redis: Redis) -> None:
+    stream = NotificationStream(redis, PREFIX)
+    await stream.ensure_group()
+    entry_id = await stream.append(delivery(), 0.0)
+    await stream.read("dead", block_ms=100)
+    await asyncio.sleep(0.06)
+
+    [taken] = await stream.reclaim("alive", min_idle_ms=50)
+
+    assert taken.id == entry_id and taken.delivery == delivery()
+    assert await stream.deliveries(entry_id) == 2
+
+
+async def test_a_live_handler_is_not_taken_over(redis: Redis) -> None:
+    stream = NotificationStream(redis, PREFIX)
+    await stream.ensure_group()
+    await stream.append(delivery(), 0.0)
+    [entry] = await stream.read("slow", block_ms=100)
+    for _ in range(4):
+        await asyncio.sleep(0.04)
+        await stream.keep_alive("slow", [entry.id])
+    assert await stream.reclaim("other", min_idle_ms=100) == [], "kept alive by its owner"
+
+
+async def test_entries_handed_back_at_shutdown_are_taken_over_at_once(redis: Redis) -> None:
+    stream = NotificationStream(redis, PREFIX)
+    await stream.ensure_group()
+    await stream.append(delivery(), 0.0)
+    [entry] = await stream.read("stopping", block_ms=100)
+
+    await stream.hand_back("stopping", [entry.id])
+
+    [taken] = await stream.reclaim("next", min_idle_ms=30_000)
+    assert taken.id == entry.id
+
+
+async def test_reclaim_walks_a_long_backlog_with_its_cursor(redis: Redis) -> None:
+    stream = NotificationStream(redis, PREFIX)
+    await stream.ensure_group()
+    ids = [await stream.append(delivery(), 0.0) for _ in range(5)]
+    await stream.read("dead", count=5, block_ms=100)
+    await asyncio.sleep(0.02)
+
+    first = await stream.reclaim("alive", min_idle_ms=10, count=2)
+    second = await stream.reclaim("alive", min_idle_ms=10, count=2)
+    third = await stream.reclaim("alive", min_idle_ms=10, count=2)
+
+    assert [e.id for e in first + second + third] == ids
 
 
 async def test_read_after_redis_lost_everything_recreates_the_group(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    await stream.append("grafana", "before", 1.0)
     await redis.flushall()
+    entry_id = await stream.append(delivery(), 0.0)  # the webhook's XADD makes the stream
 
-    assert await stream.read("replica-a", block_ms=50) == []
-    assert await stream.reclaim("replica-a", min_idle_ms=0) == []
-
-    entry_id = await stream.append("grafana", "after", 2.0)
-    assert [e.id for e in await stream.read("replica-a", block_ms=100)] == [entry_id]
-    groups = await redis.xinfo_groups(stream.key)
-    assert [g["name"] for g in groups] == [GROUP]
+    assert await stream.read("c1", block_ms=100) == []  # NOGROUP: the group is made again
+    [entry] = await stream.read("c1", block_ms=100)
+    assert entry.id == entry_id
 
 
-async def test_bury_moves_the_entry_to_the_dead_letter_stream(redis: Redis) -> None:
+async def test_an_unreadable_entry_is_dead_lettered_with_its_reason(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    await stream.append("grafana", "not json", 1.0)
-    [entry] = await stream.read("replica-a", block_ms=100)
+    await redis.xadd("qp:notifications", {"d": "{not json"})
+    [entry] = await stream.read("c1", block_ms=100)
+    assert entry.delivery is None and entry.problem
 
-    await stream.bury(entry, "invalid JSON")
+    await stream.bury(entry, f"unreadable: {entry.problem}")
 
     assert await stream.backlog() == 0
-    assert await stream.reclaim("replica-b", min_idle_ms=0) == []
-    [(_, dead)] = await redis.xrange(stream.dead_key)
-    assert dead == {
-        "id": entry.id,
-        "source": "grafana",
-        "body": "not json",
-        "reason": "invalid JSON",
-    }
+    [(_, fields)] = await redis.xrange("qp:notifications:dead")
+    assert fields["id"] == entry.id and fields["reason"].startswith("unreadable")
+    assert fields["d"] == "{not json", "kept for an operator to look at"
 
 
-async def test_resolved_incidents_expire_and_open_ones_are_kept(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX, retention_s=3600)
-    opened = incident("7")
-    await store.commit(Commit(opened, events=(Event(at=T0, kind="opened", text="fired"),)))
-    assert await redis.ttl(f"{PREFIX}:incident:7") == -1
-    assert await redis.ttl(f"{PREFIX}:timeline:7") == -1
+async def test_dead_consumers_are_removed_only_when_nothing_is_pending_on_them(
+    redis: Redis,
+) -> None:
+    stream = NotificationStream(redis, PREFIX)
+    await stream.ensure_group()
+    await stream.append(delivery(), 0.0)
+    await stream.read("holding", block_ms=100)
+    await redis.xgroup_createconsumer("qp:notifications", GROUP, "empty")
+    await asyncio.sleep(0.05)
 
-    resolved = resolve_manually(opened, by="U1", now=T0)
-    await store.commit(Commit(resolved))
-    assert 0 < await redis.ttl(f"{PREFIX}:incident:7") <= 3600
-    assert 0 < await redis.ttl(f"{PREFIX}:timeline:7") <= 3600
+    removed = await stream.prune_consumers("me", idle_ms=10)
 
-    await store.commit(Commit(opened))  # reopened: kept again
-    assert await redis.ttl(f"{PREFIX}:timeline:7") == -1
+    names = {c["name"] for c in await redis.xinfo_consumers("qp:notifications", GROUP)}
+    assert removed == 1 and names == {"holding"}
+
+
+# -- retention ------------------------------------------------------------------------------------
+
+
+async def test_every_key_a_commit_writes_has_a_retention(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX, retention_s=30 * DAY)
+    new = await opened(store)
+    event = Event(at=T0, kind="opened", text="opened")
+    assert await store.commit(
+        Commit(new, version=1, events=(event,), replies=(reply("r"),), status_due=1.0)
+    )
+    for key in await redis.keys("*"):
+        ttl = await redis.ttl(key)
+        assert 0 < ttl <= 30 * DAY, f"{key} has TTL {ttl}"
+
+
+async def test_a_grafana_test_incident_is_kept_an_hour_and_indexed_nowhere(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX)
+    test = incident("5", test=True)
+    assert test.is_test and not test.is_open
+
+    assert await store.commit(
+        Commit(test, version=0, group=GroupState(incident_id="5"), group_hash=test.group_hash)
+    )
+
+    assert await store.recent_ids() == [] and await store.open_ids() == []
+    for key in ("qp:incident:5", f"qp:group:{test.group_hash}"):
+        assert 0 < await redis.ttl(key) <= 3600, key
+
+
+async def test_resolved_incidents_and_their_keys_expire(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX, retention_s=1)
+    new = await opened(store)
+    closed = resolve_manually(new, by="U1", name="al", now=T0)
+    assert await store.commit(Commit(closed, version=1, stop_status=True))
+
+    await asyncio.sleep(1.2)
+
+    left = await redis.keys("*")
+    assert left == [], f"nothing of the incident is left: {left}"

@@ -204,6 +204,11 @@ class SlackEmulator:
             queue = self._ws.faults[method]
             queue.extend(Fault(status, retry_after, error) for _ in range(count))
 
+    def clear_faults(self) -> None:
+        """Drop every queued failure: Slack is healthy again (messages are kept)."""
+        with self._lock:
+            self._ws.faults.clear()
+
     def stall(self, method: str, seconds: float) -> None:
         """Delay responses to `method` by `seconds`; 0 clears it and releases held calls.
 

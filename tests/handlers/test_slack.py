@@ -129,11 +129,12 @@ async def test_resolve_button_resolves_and_summarises(
         lambda: [
             m
             for m in slack.emulator.thread(CHANNEL, root.ts)[1:]
-            if f"<@{USER}>" in m.text + json.dumps(m.blocks)
+            if "alice" in m.text + json.dumps(m.blocks)
         ],
         what="summary naming who resolved",
     )
     assert thread
+    assert not any("<@" in m.text + json.dumps(m.blocks) for m in thread), "a summary pings nobody"
     # Grafana's resolved notification arriving afterwards changes nothing and posts nothing twice.
     await running_bot.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
     await eventually(lambda: _drained(running_bot), what="notification processed")

@@ -253,10 +253,38 @@ async def hmac_endpoint(settings_for: Callable[..., Settings]) -> AsyncIterator[
         yield ep
 
 
-async def test_hmac_body_only_signature_is_202(hmac_endpoint: Endpoint) -> None:
+def timestamped(body: bytes, *, secret: str = HMAC_SECRET) -> dict[str, str]:
+    seconds = str(int(time.time()))
+    return {
+        "X-Grafana-Alerting-Signature": hmac_hex(seconds.encode() + b":" + body, secret=secret),
+        "X-Grafana-Alerting-Timestamp": seconds,
+    }
+
+
+async def test_hmac_body_only_signature_is_401_by_default(
+    hmac_endpoint: Endpoint, slack: Slack
+) -> None:
+    """A signature of the body alone can be replayed forever: refused unless allowed."""
     body = body_of(FIRING)
     headers = {"X-Grafana-Alerting-Signature": hmac_hex(body)}
-    assert_accepted(await hmac_endpoint.post("/alerts/grafana", body, token=None, headers=headers))
+    response = await hmac_endpoint.post("/alerts/grafana", body, token=None, headers=headers)
+    assert response.status_code == 401
+    assert "missing X-Grafana-Alerting-Timestamp" in error_of(response)
+    await assert_nothing_enqueued(hmac_endpoint, slack)
+
+
+async def test_hmac_body_only_signature_is_202_when_allowed(
+    settings_for: Callable[..., Settings],
+) -> None:
+    settings = settings_for(
+        alert_webhook_token=None,
+        alert_webhook_hmac_secret=HMAC_SECRET,
+        alert_webhook_hmac_allow_no_timestamp=True,
+    )
+    async with endpoint_for(settings) as ep:
+        body = body_of(FIRING)
+        headers = {"X-Grafana-Alerting-Signature": hmac_hex(body)}
+        assert_accepted(await ep.post("/alerts/grafana", body, token=None, headers=headers))
 
 
 async def test_hmac_timestamped_signature_is_202(hmac_endpoint: Endpoint) -> None:
@@ -285,7 +313,7 @@ async def test_hmac_timestamp_six_minutes_old_is_401(hmac_endpoint: Endpoint, sl
 async def test_hmac_tampered_body_is_401(hmac_endpoint: Endpoint, slack: Slack) -> None:
     signed_body = body_of(FIRING)
     tampered = body_of(FIRING, groupKey="attacker-chosen-group")
-    headers = {"X-Grafana-Alerting-Signature": hmac_hex(signed_body)}
+    headers = timestamped(signed_body)
     response = await hmac_endpoint.post("/alerts/grafana", tampered, token=None, headers=headers)
     assert response.status_code == 401
     assert "signature mismatch" in error_of(response)
@@ -296,7 +324,7 @@ async def test_hmac_signed_with_another_secret_is_401(
     hmac_endpoint: Endpoint, slack: Slack
 ) -> None:
     body = body_of(FIRING)
-    headers = {"X-Grafana-Alerting-Signature": hmac_hex(body, secret="guessed")}
+    headers = timestamped(body, secret="guessed")
     response = await hmac_endpoint.post("/alerts/grafana", body, token=None, headers=headers)
     assert response.status_code == 401
     assert "signature mismatch" in error_of(response)
@@ -310,18 +338,50 @@ async def test_hmac_missing_signature_is_401(hmac_endpoint: Endpoint, slack: Sla
     await assert_nothing_enqueued(hmac_endpoint, slack)
 
 
-async def test_alertmanager_endpoint_does_not_require_hmac(hmac_endpoint: Endpoint) -> None:
+async def test_alertmanager_endpoint_is_closed_when_only_hmac_is_configured(
+    hmac_endpoint: Endpoint, slack: Slack
+) -> None:
+    """Alertmanager cannot sign like Grafana: with only the HMAC secret, its endpoint has no
+    credential to check, so it refuses everything rather than accept anyone."""
     response = await hmac_endpoint.post("/alerts/alertmanager", body_of(AM_FIRING), token=None)
-    assert_accepted(response)
+    assert response.status_code == 401
+    assert "no credential is configured for /alerts/alertmanager" in error_of(response)
+    await assert_nothing_enqueued(hmac_endpoint, slack)
+
+
+async def test_hmac_and_token_are_both_required_on_grafana_when_both_are_set(
+    settings_for: Callable[..., Settings],
+) -> None:
+    settings = settings_for(alert_webhook_hmac_secret=HMAC_SECRET)
+    async with endpoint_for(settings) as ep:
+        body = body_of(FIRING)
+        only_token = await ep.post("/alerts/grafana", body)
+        assert only_token.status_code == 401
+        assert_accepted(await ep.post("/alerts/grafana", body, headers=timestamped(body)))
+        assert_accepted(await ep.post("/alerts/alertmanager", body_of(AM_FIRING)))
 
 
 # --- no auth configured ------------------------------------------------------------------------
 
 
-async def test_no_auth_configured_accepts_without_credentials(
+async def test_no_credential_refuses_everything_by_default(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """`serve` refuses to start like this (tests/test_config.py); an app built anyway is
+    closed, not open."""
+    async with endpoint_for(settings_for(alert_webhook_token=None)) as ep:
+        for path, name in (("/alerts/grafana", FIRING), ("/alerts/alertmanager", AM_FIRING)):
+            response = await ep.post(path, body_of(name), token=None)
+            assert response.status_code == 401
+            assert "no credential is configured" in error_of(response)
+        await assert_nothing_enqueued(ep, slack)
+
+
+async def test_allow_unauthenticated_accepts_without_credentials(
     settings_for: Callable[..., Settings],
 ) -> None:
-    async with endpoint_for(settings_for(alert_webhook_token=None)) as ep:
+    settings = settings_for(alert_webhook_token=None, alert_webhook_allow_unauthenticated=True)
+    async with endpoint_for(settings) as ep:
         assert_accepted(await ep.post("/alerts/grafana", body_of(FIRING), token=None))
         assert_accepted(await ep.post("/alerts/alertmanager", body_of(AM_FIRING), token=None))
 
@@ -473,7 +533,7 @@ async def test_healthz_and_readyz_with_redis_up(endpoint: Endpoint) -> None:
     assert health.json()["status"] == "ok"
     ready = await endpoint.http.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ok", "redis": "ok"}
+    assert ready.json() == {"status": "ready"}
 
 
 def notification_counts(text: str) -> dict[tuple[str, str], float]:

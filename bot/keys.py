@@ -1,0 +1,116 @@
+"""Every Redis key queuepilot uses, named in one place.
+
+Per incident (TTL: retention after the last change): `incident:<id>` (hash: v, uid, channel,
+state, thread, rendered), `timeline:<id>`, `outbox:<id>` and `outbox:<id>:items`,
+`message:<channel>:<ts>`. Per alert group: `group:<hash>`. Per channel, for its sender:
+`send:<channel>:*`. Indexes (`incidents`, `open`, `status-due`, `send-channels`) and counters are
+refreshed by every write. The notification stream and its dead letters are the only keys without
+a TTL: the stream holds accepted notifications until they are applied, and is empty otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str
+
+    def _(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    # -- intake ----------------------------------------------------------------------------
+    @property
+    def stream(self) -> str:
+        return self._("notifications")
+
+    @property
+    def dead_letters(self) -> str:
+        return self._("notifications", "dead")
+
+    # -- incidents -------------------------------------------------------------------------
+    def incident(self, incident_id: str) -> str:
+        return self._("incident", incident_id)
+
+    def group(self, group_hash: str) -> str:
+        return self._("group", group_hash)
+
+    def timeline(self, incident_id: str) -> str:
+        return self._("timeline", incident_id)
+
+    def message(self, channel: str, ts: str) -> str:
+        return self._("message", channel, ts)
+
+    @property
+    def incidents(self) -> str:
+        return self._("incidents")
+
+    @property
+    def open(self) -> str:
+        return self._("open")
+
+    @property
+    def status_due(self) -> str:
+        return self._("status-due")
+
+    @property
+    def incident_seq(self) -> str:
+        return self._("incident-seq")
+
+    # -- what Slack must show --------------------------------------------------------------
+    def outbox(self, incident_id: str) -> str:
+        return self._("outbox", incident_id)
+
+    def outbox_items(self, incident_id: str) -> str:
+        return self._("outbox", incident_id, "items")
+
+    def posts(self, channel: str) -> str:
+        return self._("send", channel, "posts")
+
+    def edits(self, channel: str) -> str:
+        return self._("send", channel, "edits")
+
+    def edit_after(self, channel: str) -> str:
+        return self._("send", channel, "edit-after")
+
+    def posts_bell(self, channel: str) -> str:
+        return self._("send", channel, "bell", "posts")
+
+    def edits_bell(self, channel: str) -> str:
+        return self._("send", channel, "bell", "edits")
+
+    def in_flight(self, channel: str) -> str:
+        return self._("send", channel, "in-flight")
+
+    def bucket(self, channel: str) -> str:
+        return self._("send", channel, "bucket")
+
+    def sender_lease(self, channel: str) -> str:
+        return self._("lease", "sender", channel)
+
+    @property
+    def send_channels(self) -> str:
+        return self._("send-channels")
+
+    @property
+    def send_seq(self) -> str:
+        return self._("send-seq")
+
+    @property
+    def undeliverable(self) -> str:
+        return self._("send", "undeliverable")
+
+    # -- Slack pacing and lookups shared by every caller ------------------------------------
+    def hold(self, method: str) -> str:
+        return self._("pace", "hold", method)
+
+    @property
+    def update_slot(self) -> str:
+        return self._("pace", "update")
+
+    def user(self, user_id: str) -> str:
+        return self._("user", user_id)
+
+    def slack_event(self, event_id: str) -> str:
+        return self._("slack-event", event_id)

@@ -1,0 +1,23 @@
+-- A reply was posted (or can never be): take it off the thread's outbox if it is still first,
+-- and move the thread to its next reply's place in the channel's queue.
+-- KEYS 1 outbox  2 outbox items  3 posts  4 in-flight  5 bucket
+-- ARGV 1 incident id  2 item name  3 bucket (JSON, or '' to leave it)
+local BAND = 1099511627776
+if redis.call('LINDEX', KEYS[1], 0) == ARGV[2] then
+  redis.call('LPOP', KEYS[1])
+  redis.call('HDEL', KEYS[2], ARGV[2])
+end
+local best = nil
+for _, item in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  local _, _, band, seq = string.find(item, '^[^:]+:(%d+):(%d+)$')
+  local score = tonumber(band) * BAND + tonumber(seq)
+  if best == nil or score < best then best = score end
+end
+if best == nil then
+  redis.call('ZREM', KEYS[3], 'replies:' .. ARGV[1])
+else
+  redis.call('ZADD', KEYS[3], best, 'replies:' .. ARGV[1])
+end
+redis.call('DEL', KEYS[4])
+if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[3], 'PX', 60000) end
+return 1

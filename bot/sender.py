@@ -1,0 +1,476 @@
+"""The per-channel sender: the one writer of incident messages in a Slack channel.
+
+Whoever changes an incident commits what Slack must show (`bot.store`) and is done; for each
+channel one replica at a time, holding the channel's lease, drains its queue (`bot.send_queue`):
+- posts (new roots, then thread replies, most urgent band first, each thread in order) within a
+  token bucket modelled on Slack's: about one post per second per channel, short bursts;
+- edits of root messages on their own budget, rendered from the incident's latest state at the
+  moment of sending, so a burst of changes is one edit and a Slack outage ends with the latest
+  state, never a replay;
+- a 429 is waited out before the next slot is taken, so a hold never ends in a burst;
+- an uncertain failure (a timeout, a 5xx) is followed by a lookup of the message by its
+  `metadata` before anything is posted again, and so is a post its predecessor left in flight;
+- a retryable failure is retried with backoff for as long as it takes: an outage delays the
+  channel, it never drops an update. A permanent refusal drops that one item, with a record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from bot.incidents import Incident
+from bot.leases import Lease, Leases
+from bot.messages import render_root
+from bot.mrkdwn import Rendered
+from bot.send_queue import EditCandidate, InFlight, SendQueue
+from bot.slack import SlackError, SlackGateway
+from bot.store import IncidentStore, ThreadRef
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+METADATA_EVENT = "queuepilot_message"
+# Errors that say the message the edit was for is gone or frozen: editing will never work.
+_LOST_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    post_interval_s: float = 1.0
+    post_burst: int = 3
+    update_interval_ms: int = 1200
+    root_edit_interval_ms: int = 2000
+    lease_ttl_ms: int = 5000
+    backoff_max_s: float = 30.0
+    # Slack's history can lag a post by a moment; a lookup looks this far before the attempt.
+    lookup_margin_s: float = 60.0
+
+
+# Slack counts from when a call arrives: network jitter can make calls sent exactly one interval
+# apart arrive closer than that, and earn a 429. Refilling a little slower keeps a margin.
+JITTER_MARGIN = 1.05
+
+
+class TokenBucket:
+    """Posts per channel: `burst` at once at most, refilled one per `interval_s`."""
+
+    def __init__(self, interval_s: float, burst: int, *, now: float) -> None:
+        self.interval_s = interval_s * JITTER_MARGIN
+        self.burst = burst
+        self.tokens = float(burst)
+        self.at = now
+
+    def _refill(self, now: float) -> None:
+        if now > self.at and self.interval_s > 0:
+            self.tokens = min(self.burst, self.tokens + (now - self.at) / self.interval_s)
+            self.at = now
+        elif self.interval_s <= 0:
+            self.tokens = float(self.burst)
+
+    def wait_s(self, now: float) -> float:
+        """How long until a post may go out."""
+        if now < self.at:
+            return self.at - now  # a Retry-After hold
+        self._refill(now)
+        return 0.0 if self.tokens >= 1 else (1 - self.tokens) * self.interval_s
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self.tokens -= 1
+
+    def hold(self, until: float) -> None:
+        """After a 429: nothing until `until`, then one post, then the usual pace."""
+        self.at = max(self.at, until)
+        self.tokens = 1.0
+
+    def encode(self) -> str:
+        return json.dumps({"tokens": self.tokens, "at": self.at})
+
+    def restore(self, raw: str | None, now: float) -> None:
+        """Take over a predecessor's bucket, so a change of sender is not a fresh burst."""
+        if not raw:
+            return
+        with suppress(ValueError, KeyError, TypeError):
+            data = json.loads(raw)
+            self.tokens = min(float(data["tokens"]), float(self.burst))
+            self.at = float(data["at"])
+            self._refill(now)
+
+
+def digest_of(rendered: Rendered) -> str:
+    payload = json.dumps({"text": rendered.text, "blocks": rendered.blocks}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def metadata(incident_id: str, uid: str, item: str) -> dict[str, Any]:
+    """What every post carries, so it can be found again after an uncertain failure."""
+    return {
+        "event_type": METADATA_EVENT,
+        "event_payload": {"incident": incident_id, "uid": uid, "item": item},
+    }
+
+
+def _carries(message: dict[str, Any], uid: str, item: str) -> bool:
+    payload = (message.get("metadata") or {}).get("event_payload") or {}
+    return payload.get("uid") == uid and payload.get("item") == item
+
+
+class _Backoff:
+    def __init__(self, maximum: float) -> None:
+        self._max = maximum
+        self._next = 0.5
+
+    def next(self) -> float:
+        wait, self._next = self._next, min(self._next * 2, self._max)
+        return wait
+
+    def reset(self) -> None:
+        self._next = 0.5
+
+
+class ChannelSender:
+    """Drains one channel's queue while `lease` is held; see the module docstring."""
+
+    def __init__(
+        self,
+        channel: str,
+        lease: Lease,
+        *,
+        store: IncidentStore,
+        queue: SendQueue,
+        slack: SlackGateway,
+        leases: Leases,
+        telemetry: Telemetry,
+        config: SenderConfig,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.channel = channel
+        self._lease = lease
+        self._store = store
+        self._queue = queue
+        self._slack = slack
+        self._leases = leases
+        self._telemetry = telemetry
+        self._config = config
+        self._clock = clock
+        self._bucket = TokenBucket(config.post_interval_s, config.post_burst, now=time.time())
+        self._failures: dict[str, int] = {}
+
+    async def run(self) -> None:
+        self._bucket.restore(await self._queue.bucket(self.channel), time.time())
+        await asyncio.gather(self._loop(self._post_next), self._loop(self._edit_next))
+
+    async def _loop(self, step: Callable[[], Any]) -> None:
+        backoff = _Backoff(self._config.backoff_max_s)
+        while True:
+            try:
+                await step()
+                backoff.reset()
+            except SlackError as exc:
+                wait = exc.retry_after if exc.retry_after is not None else backoff.next()
+                if exc.retry_after is not None:
+                    self._bucket.hold(time.time() + wait)
+                log.warning("sender %s: Slack %s; retrying in %.1f s", self.channel, exc, wait)
+                await asyncio.sleep(wait)
+            except RedisError as exc:
+                wait = backoff.next()
+                log.warning("sender %s: Redis %s; retrying in %.1f s", self.channel, exc, wait)
+                await asyncio.sleep(wait)
+            except _Retry:
+                await asyncio.sleep(backoff.next())
+
+    # -- posts -----------------------------------------------------------------------------
+
+    async def _post_next(self) -> None:
+        member, in_flight = await self._queue.next_post(self.channel)
+        if member is None:
+            await self._queue.wait_bell(self._queue.keys.posts_bell(self.channel), 1.0)
+            return
+        kind, _, incident_id = member.partition(":")
+        try:
+            if kind == "root":
+                await self._post_root(member, incident_id, in_flight)
+            else:
+                await self._post_reply(member, incident_id, in_flight)
+        except (SlackError, RedisError, _LostLease):
+            raise
+        except Exception:
+            # A bug or unreadable state must cost this one item, never the whole channel.
+            failures = self._failures.get(member, 0) + 1
+            self._failures[member] = failures
+            log.exception("sender %s: %s failed (%d times)", self.channel, member, failures)
+            if failures >= 3:
+                self._failures.pop(member, None)
+                await self._queue.undeliverable(incident_id, member, "unreadable")
+                await self._queue.drop_thread(self.channel, incident_id)
+            raise _Retry from None
+
+    async def _post_root(self, member: str, incident_id: str, in_flight: InFlight | None) -> None:
+        loaded = await self._store.load(incident_id)
+        incident = loaded.incident
+        if incident is None or loaded.thread is not None:
+            await self._queue.forget(self.channel, member)  # gone, or posted already
+            return
+        root = render_root(incident, now=self._clock(), mentions=False)
+        if in_flight is not None and in_flight.member == member:
+            found = await self._look_up(in_flight, incident.uid, thread=None)
+            if found is not None:
+                await self._root_posted(incident, found, root)
+                return
+        ts = await self._send(member, "root", incident.id, incident.uid, root, thread=None)
+        if ts is not None:
+            await self._root_posted(incident, ts, root)
+
+    async def _root_posted(self, incident: Incident, ts: str, root: Rendered) -> None:
+        # A post is not an edit: the first edit (the state moved on during the post) may follow.
+        after = int(time.time() * 1000)
+        await self._queue.record_root(
+            incident, ts, digest_of(root), edit_after_ms=after, bucket=self._bucket.encode()
+        )
+        log.info("incident %s: opened thread %s in %s", incident.id, ts, self.channel)
+
+    async def _post_reply(self, member: str, incident_id: str, in_flight: InFlight | None) -> None:
+        head = await self._queue.head_reply(incident_id)
+        if head is None:
+            await self._queue.forget(self.channel, member)
+            return
+        if head.thread is None:
+            # Its root was refused or expired: the root goes first (band 0), or the thread is
+            # dropped if the root can never be posted.
+            await self._queue.ensure_root_queued(self.channel, incident_id)
+            return
+        if in_flight is not None and in_flight.member == member and in_flight.item == head.item:
+            found = await self._look_up(in_flight, head.uid, thread=head.thread)
+            if found is not None:
+                await self._queue.record_reply(self.channel, incident_id, head.item)
+                return
+        ts = await self._send(
+            member, head.item, incident_id, head.uid, head.rendered, thread=head.thread
+        )
+        if ts is not None:
+            await self._queue.record_reply(
+                self.channel, incident_id, head.item, bucket=self._bucket.encode()
+            )
+
+    async def _send(
+        self,
+        member: str,
+        item: str,
+        incident_id: str,
+        uid: str,
+        rendered: Rendered,
+        *,
+        thread: ThreadRef | None,
+    ) -> str | None:
+        """Post within the budget, marked in flight; None if it can never be posted."""
+        await self._wait_for_slot()
+        marker = InFlight(member, item, time.time())
+        if not await self._queue.begin(self.channel, self._lease.token, marker):
+            raise _LostLease
+        self._bucket.take(time.time())
+        try:
+            return await self._slack.post(
+                self.channel,
+                rendered.text,
+                rendered.blocks,
+                thread_ts=thread.ts if thread else None,
+                metadata=metadata(incident_id, uid, item),
+            )
+        except SlackError as exc:
+            if exc.retryable:
+                raise  # the marker stays when uncertain: the next attempt looks it up first
+            await self._refused(member, item, incident_id, exc)
+            return None
+
+    async def _refused(self, member: str, item: str, incident_id: str, exc: SlackError) -> None:
+        """Slack refused for good: drop this item (a root takes its thread with it)."""
+        log.error("incident %s: Slack refused %s: %s; dropped", incident_id, item, exc.error)
+        self._telemetry.slack_undeliverable.labels(exc.error).inc()
+        await self._queue.undeliverable(incident_id, item, exc.error)
+        if member.startswith("root:"):
+            await self._queue.drop_thread(self.channel, incident_id)
+        else:
+            await self._queue.record_reply(self.channel, incident_id, item)
+
+    async def _wait_for_slot(self) -> None:
+        while True:
+            held = await self._slack.held_for("chat.postMessage")
+            if held > 0:
+                self._bucket.hold(time.time() + held)
+            wait = self._bucket.wait_s(time.time())
+            if wait <= 0:
+                return
+            await asyncio.sleep(wait)
+
+    async def _look_up(
+        self, in_flight: InFlight, uid: str, *, thread: ThreadRef | None
+    ) -> str | None:
+        """The ts of a post that may have landed before its sender heard back, if it did."""
+        oldest = f"{in_flight.since - self._config.lookup_margin_s:.6f}"
+        if thread is None:
+            messages = await self._slack.messages(
+                "conversations.history", self.channel, oldest=oldest
+            )
+        else:
+            messages = await self._slack.messages(
+                "conversations.replies", self.channel, ts=thread.ts, oldest=oldest
+            )
+        for message in messages:
+            if _carries(message, uid, in_flight.item):
+                log.info("sender %s: %s had landed; not posted again", self.channel, in_flight.item)
+                self._telemetry.slack_lookups.labels("found").inc()
+                return str(message.get("ts"))
+        self._telemetry.slack_lookups.labels("not_found").inc()
+        return None
+
+    # -- edits -----------------------------------------------------------------------------
+
+    async def _edit_next(self) -> None:
+        now_ms = int(time.time() * 1000)
+        incident_id, next_at = await self._queue.next_edit(self.channel, now_ms)
+        if incident_id is None:
+            wait = 1.0 if next_at is None else min(1.0, (next_at - now_ms) / 1000)
+            await self._queue.wait_bell(self._queue.keys.edits_bell(self.channel), wait)
+            return
+        candidate = await self._queue.edit_candidate(self.channel, incident_id)
+        await self._edit(candidate, now_ms)
+
+    async def _edit(self, candidate: EditCandidate, now_ms: int) -> None:
+        loaded, incident_id = candidate.loaded, candidate.incident_id
+        if loaded.incident is None or loaded.thread is None:
+            await self._queue.drop_edit(self.channel, incident_id)
+            return
+        root = render_root(loaded.incident, now=self._clock(), mentions=True)
+        digest = digest_of(root)
+        edited = digest != loaded.rendered
+        if edited and now_ms < candidate.edit_after_ms:
+            await self._queue.postpone_edit(self.channel, incident_id, candidate.edit_after_ms)
+            return
+        if edited:
+            await self._wait_for_update_slot()
+            try:
+                await self._slack.update(
+                    loaded.thread.channel, loaded.thread.ts, root.text, root.blocks
+                )
+            except SlackError as exc:
+                if exc.retryable:
+                    raise
+                # The root was deleted or the channel archived: editing will never work again,
+                # and posting it again would make a second root. Record it and stop trying.
+                log.error("incident %s: cannot edit its root: %s", incident_id, exc.error)
+                self._telemetry.slack_undeliverable.labels(exc.error).inc()
+        await self._queue.record_edit(
+            self.channel,
+            incident_id,
+            version=loaded.version,
+            digest=digest,
+            next_at_ms=int(time.time() * 1000) + self._config.root_edit_interval_ms,
+            edited=edited,
+        )
+
+    async def _wait_for_update_slot(self) -> None:
+        """chat.update is limited per workspace: replicas and channels share one slot."""
+        while True:
+            held = await self._slack.held_for("chat.update")
+            if held > 0:
+                await asyncio.sleep(held)
+                continue
+            if await self._leases.take_slot("pace:update", self._config.update_interval_ms):
+                return
+            await asyncio.sleep(0.05)
+
+
+class _LostLease(Exception):
+    """Another replica took this channel over: this sender stops before it posts anything."""
+
+
+class _Retry(Exception):
+    """The step failed in a way already logged; try again after a backoff."""
+
+
+class Senders:
+    """Every replica runs one: it leads each channel it can get the lease of, and follows the
+    others, ready to take over within about one lease TTL when their sender dies."""
+
+    def __init__(
+        self,
+        channels: Callable[[], Any],
+        make: Callable[[str, Lease], ChannelSender],
+        leases: Leases,
+        *,
+        lease_ttl_ms: int,
+    ) -> None:
+        self._channels = channels
+        self._make = make
+        self._leases = leases
+        self._ttl_ms = lease_ttl_ms
+        self._led: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def leading(self) -> list[str]:
+        return sorted(self._led)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    for channel in await self._channels():
+                        if channel not in self._led:
+                            await self._try_lead(channel)
+                except RedisError as exc:
+                    log.warning("senders: Redis unavailable: %s", exc)
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self._ttl_ms / 5000)
+        finally:
+            await self.stop()
+
+    async def _try_lead(self, channel: str) -> None:
+        lease = await self._leases.try_acquire(f"sender:{channel}", self._ttl_ms)
+        if lease is None:
+            return
+        log.info("senders: this replica now sends to %s", channel)
+        task = asyncio.create_task(self._lead(channel, lease), name=f"sender:{channel}")
+        self._led[channel] = task
+        task.add_done_callback(lambda _: self._led.pop(channel, None))
+
+    async def _lead(self, channel: str, lease: Lease) -> None:
+        sender = asyncio.create_task(self._make(channel, lease).run())
+        try:
+            while not sender.done():
+                done, _ = await asyncio.wait({sender}, timeout=self._ttl_ms / 3000)
+                if done:
+                    break
+                try:
+                    if not await self._leases.renew(lease, self._ttl_ms):
+                        log.warning(
+                            "senders: stopped sending to %s: another replica holds it", channel
+                        )
+                        break
+                except RedisError as exc:
+                    log.warning("senders: cannot renew %s (%s)", channel, exc)
+        finally:
+            sender.cancel()
+            (outcome,) = await asyncio.gather(sender, return_exceptions=True)
+            if isinstance(outcome, _LostLease):
+                log.warning("senders: stopped sending to %s: another replica holds it", channel)
+            elif isinstance(outcome, Exception):
+                log.error("senders: the sender of %s failed: %r", channel, outcome)
+            with suppress(RedisError):
+                await self._leases.release(lease)
+
+    async def stop(self) -> None:
+        tasks = list(self._led.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,217 @@
+"""The per-channel sender against the Slack emulator: pace, holds, priorities, coalescing, and
+no duplicate after an uncertain failure. What a channel would see, measured from Slack's side."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bot.config import Settings
+from bot.sender import TokenBucket
+from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
+
+FIRING = "grafana/queue-alert-firing.json"
+# Call.at is taken when the emulator receives a request: allow this much HTTP jitter.
+JITTER_S = 0.02
+
+
+def group(n: int | str) -> dict[str, Any]:
+    payload = copy.deepcopy(fixture_json(FIRING))
+    payload["groupKey"] = f"{payload['groupKey']}/{n}"
+    return payload
+
+
+def queue_of(payload: dict[str, Any], size: float) -> dict[str, Any]:
+    changed = copy.deepcopy(payload)
+    changed["alerts"][0]["values"]["max_queue_size"] = size
+    return changed
+
+
+def text_of(message: Any) -> str:
+    return message.text + json.dumps(message.blocks)
+
+
+def ok_posts(slack: Slack) -> list[Any]:
+    return [c for c in slack.emulator.calls("chat.postMessage") if c.ok]
+
+
+def count(running: RunningBot, name: str, **labels: str) -> float:
+    return running.bot.telemetry.registry.get_sample_value(name, labels) or 0.0
+
+
+async def queue_drained(running: RunningBot) -> bool:
+    posts = await running.bot.redis.zcard(running.bot.queue.keys.posts(CHANNEL))
+    edits = await running.bot.redis.zcard(running.bot.queue.keys.edits(CHANNEL))
+    return posts == 0 and edits == 0
+
+
+# -- the bucket, alone ----------------------------------------------------------------------
+
+
+def test_the_bucket_allows_a_burst_then_one_post_per_interval() -> None:
+    bucket = TokenBucket(1.0, 3, now=0.0)
+    for _ in range(3):
+        assert bucket.wait_s(0.0) == 0
+        bucket.take(0.0)
+    assert bucket.wait_s(0.0) == pytest.approx(1.05), "one interval, and a margin for jitter"
+    assert bucket.wait_s(0.5) == pytest.approx(0.55)
+    assert bucket.wait_s(1.05) == 0
+
+
+def test_a_hold_is_waited_out_and_ends_in_one_post_not_a_burst() -> None:
+    bucket = TokenBucket(1.0, 3, now=0.0)
+    bucket.hold(until=30.0)
+    assert bucket.wait_s(10.0) == pytest.approx(20.0)
+    assert bucket.wait_s(30.0) == 0
+    bucket.take(30.0)
+    assert bucket.wait_s(30.0) == pytest.approx(1.05), "after a hold, the usual pace"
+
+
+def test_a_new_sender_continues_its_predecessors_bucket() -> None:
+    spent = TokenBucket(1.0, 3, now=0.0)
+    for _ in range(3):
+        spent.take(0.0)
+    successor = TokenBucket(1.0, 3, now=0.0)
+    successor.restore(spent.encode(), now=0.0)
+    assert successor.wait_s(0.0) == pytest.approx(1.05), "a change of sender is not a burst"
+
+
+# -- pace and holds, as Slack sees them ------------------------------------------------------
+
+
+async def test_a_burst_of_new_groups_never_meets_slacks_rate_limit(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    slack.emulator.enforce_rate_limits = True
+    try:
+        # Slack's own pace (one post a second, a short burst), not the tests' fast one.
+        settings = settings_for(slack_post_interval_ms=1000, slack_update_interval_ms=1200)
+        async with run_bot(settings) as running:
+            for n in range(6):
+                assert (await running.send("grafana", group(n))).status_code == 202
+            await eventually(
+                lambda: len(slack.emulator.channel_messages(CHANNEL)) == 6,
+                timeout=15,
+                what="six threads",
+            )
+    finally:
+        slack.emulator.enforce_rate_limits = False
+    statuses = [c.status for c in slack.emulator.calls("chat.postMessage")]
+    assert 429 not in statuses and len(statuses) == 6
+
+
+async def test_a_429_is_waited_out_and_no_burst_follows_it(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    slack.emulator.fail_next("chat.postMessage", status=429, retry_after=1)
+    async with run_bot(settings_for(slack_post_interval_ms=200, slack_post_burst=3)) as running:
+        for n in range(4):
+            await running.send("grafana", group(n))
+        await eventually(lambda: len(ok_posts(slack)) == 4, what="four roots", timeout=10)
+
+    calls = slack.emulator.calls("chat.postMessage")
+    limited = next(c for c in calls if c.status == 429)
+    after = [c.at for c in calls if c.ok and c.at > limited.at]
+    assert after[0] - limited.at >= 1.0 - JITTER_S, "Retry-After waited out"
+    gaps = [later - earlier for earlier, later in itertools.pairwise(after)]
+    assert min(gaps) >= 0.2 - JITTER_S, f"paced after the hold, not a burst: {gaps}"
+
+
+# -- priorities and the latest state ---------------------------------------------------------------
+
+
+async def test_a_new_root_goes_before_other_threads_routine_status(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    async with run_bot(settings_for(status_interval_seconds=1)) as running:
+        for n in range(3):
+            await running.send("grafana", group(n))
+        await eventually(lambda: len(slack.emulator.channel_messages(CHANNEL)) == 3, what="roots")
+        # Slack is out while status replies of the three incidents pile up; then a new group.
+        slack.emulator.fail_next("chat.postMessage", status=503, count=100_000)
+        statuses = count(running, "queuepilot_status_posts_total")
+        await eventually(
+            lambda: count(running, "queuepilot_status_posts_total") >= statuses + 3,
+            what="status replies queued during the outage",
+        )
+        await running.send("grafana", group("new"))
+        await eventually(
+            lambda: count(running, "queuepilot_incidents_opened_total") == 4, what="4th incident"
+        )
+        slack.emulator.clear_faults()
+        await eventually(lambda: len(slack.emulator.channel_messages(CHANNEL)) == 4, what="root")
+
+    calls = slack.emulator.calls("chat.postMessage")
+    outage_end = max(c.at for c in calls if not c.ok)
+    recovered = [c for c in calls if c.ok and c.at > outage_end]
+    assert recovered[0].params.get("thread_ts") is None, "the new root went first"
+    assert all(c.params.get("thread_ts") for c in recovered[1:]), "then the status replies"
+
+
+async def test_after_an_edit_outage_the_root_shows_the_latest_state_in_one_edit(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    firing = fixture_json(FIRING)
+    await running_bot.send("grafana", firing)
+    [root] = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+    slack.emulator.fail_next("chat.update", status=503, count=100_000)
+    for size in range(20, 40):
+        assert (await running_bot.send("grafana", queue_of(firing, size))).status_code == 202
+    await eventually(lambda: len(slack.emulator.calls("chat.update")) >= 2, what="edits failing")
+    slack.emulator.clear_faults()
+
+    await eventually(
+        lambda: "39" in text_of(slack.emulator.channel_messages(CHANNEL)[0]),
+        what="the latest numbers",
+        timeout=15,
+    )
+    await eventually(lambda: queue_drained(running_bot), what="nothing left to send")
+    landed = [c for c in slack.emulator.calls("chat.update") if c.ok]
+    assert len(landed) == 1, "twenty changes, one edit, and no replay of the old ones"
+    assert slack.emulator.channel_messages(CHANNEL)[0].ts == root.ts
+
+
+# -- uncertain failures ---------------------------------------------------------------------
+
+
+async def test_a_post_slack_made_but_never_answered_is_looked_up_not_sent_again(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    slack.emulator.stall("chat.postMessage", 3)  # Slack posts, the answer comes too late
+    try:
+        async with run_bot(settings_for(slack_timeout_seconds=0.5)) as running:
+            await running.send("grafana", fixture_json(FIRING))
+            await eventually(
+                lambda: count(running, "queuepilot_slack_lookups_total", outcome="found") >= 1,
+                what="the root looked up and found",
+            )
+            [root] = slack.emulator.channel_messages(CHANNEL)
+            slack.emulator.stall("chat.postMessage", 0)
+            # Now a thread reply whose answer is lost the same way.
+            slack.emulator.stall("chat.postMessage", 3)
+            second_alert = copy.deepcopy(fixture_json(FIRING))
+            extra = copy.deepcopy(second_alert["alerts"][0])
+            extra["fingerprint"] = "0a1b2c3d4e5f6071"
+            second_alert["alerts"].append(extra)
+            await running.send("grafana", second_alert)
+            await eventually(
+                lambda: count(running, "queuepilot_slack_lookups_total", outcome="found") >= 2,
+                what="the reply looked up and found",
+            )
+            slack.emulator.stall("chat.postMessage", 0)
+            await eventually(lambda: queue_drained(running), what="nothing left to send")
+    finally:
+        slack.emulator.stall("chat.postMessage", 0)
+
+    assert len(slack.emulator.channel_messages(CHANNEL)) == 1, "one root"
+    thread = slack.emulator.thread(CHANNEL, root.ts)
+    assert len(thread) == 2, [m.text for m in thread]
+    assert "2 alerts firing" in text_of(thread[1])
+    assert {m.metadata["event_payload"]["uid"] for m in thread if m.metadata} == {
+        root.metadata["event_payload"]["uid"]
+    }
