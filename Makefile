@@ -45,6 +45,9 @@ demo: $(STAMP)
 bench: $(STAMP)
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
 	$(BIN)/python -m bench.intake
+	$(BIN)/python -m bench.cost
+	$(BIN)/python -m bench.recovery
+	$(BIN)/python -m bench.fuzz
 
 serve: $(STAMP)
 	$(BIN)/queuepilot serve

@@ -263,6 +263,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
             with suppress(RedisError, OSError):
                 await bot.redis.aclose()
             await _close_client_session(bot)
+            log.info("queuepilot stopped cleanly")
 
     return lifespan  # type: ignore[return-value]
 

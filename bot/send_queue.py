@@ -66,7 +66,7 @@ class SendQueue:
     def __init__(self, redis: Redis, prefix: str, *, retention_s: int) -> None:
         self._redis = redis
         self.keys = Keys(prefix)
-        self._retention_s = retention_s
+        self.retention_s = retention_s
         self._head_reply = redis.register_script(lua("head_reply"))
         self._begin = redis.register_script(lua("begin_send"))
         self._record_root = redis.register_script(lua("record_root"))
@@ -109,12 +109,20 @@ class SendQueue:
         k = self.keys
         done = await self._begin(
             keys=[k.sender_lease(channel), k.in_flight(channel)],
-            args=[lease_token, marker.encode(), self._retention_s * 1000],
+            args=[lease_token, marker.encode(), self.retention_s * 1000],
         )
         return bool(done)
 
     async def record_root(
-        self, incident: Incident, ts: str, digest: str, *, edit_after_ms: int, bucket: str
+        self,
+        incident: Incident,
+        ts: str,
+        digest: str,
+        *,
+        version: int,
+        edit_differs: bool,
+        edit_after_ms: int,
+        bucket: str,
     ) -> None:
         k, channel = self.keys, incident.channel
         await self._record_root(
@@ -134,7 +142,9 @@ class SendQueue:
                 digest,
                 edit_after_ms,
                 bucket,
-                self._retention_s * 1000,
+                self.retention_s * 1000,
+                version,
+                "1" if edit_differs else "0",
             ],
         )
 
@@ -174,7 +184,7 @@ class SendQueue:
         fields: dict[Any, Any] = {"incident": incident_id, "item": item, "error": error}
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.xadd(key, fields, maxlen=UNDELIVERABLE_MAXLEN, approximate=True)
-            pipe.expire(key, self._retention_s)
+            pipe.expire(key, self.retention_s)
             await pipe.execute()
 
     async def bucket(self, channel: str) -> str | None:
@@ -228,6 +238,6 @@ class SendQueue:
                 digest,
                 next_at_ms,
                 "1" if edited else "0",
-                self._retention_s * 1000,
+                self.retention_s * 1000,
             ],
         )

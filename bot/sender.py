@@ -168,7 +168,11 @@ class ChannelSender:
         self._failures: dict[str, int] = {}
 
     async def run(self) -> None:
-        self._bucket.restore(await self._queue.bucket(self.channel), time.time())
+        now = time.time()
+        self._bucket.restore(await self._queue.bucket(self.channel), now)
+        held = await self._slack.held_for("chat.postMessage")
+        if held > 0:  # a 429 its predecessor got and did not live to record
+            self._bucket.hold(now + held)
         await asyncio.gather(self._loop(self._post_next), self._loop(self._edit_next))
 
     async def _loop(self, step: Callable[[], Any]) -> None:
@@ -226,17 +230,27 @@ class ChannelSender:
         if in_flight is not None and in_flight.member == member:
             found = await self._look_up(in_flight, incident.uid, thread=None)
             if found is not None:
-                await self._root_posted(incident, found, root)
+                await self._root_posted(loaded.version, incident, found, root)
                 return
         ts = await self._send(member, "root", incident.id, incident.uid, root, thread=None)
         if ts is not None:
-            await self._root_posted(incident, ts, root)
+            await self._root_posted(loaded.version, incident, ts, root)
 
-    async def _root_posted(self, incident: Incident, ts: str, root: Rendered) -> None:
-        # A post is not an edit: the first edit (the state moved on during the post) may follow.
-        after = int(time.time() * 1000)
+    async def _root_posted(self, version: int, incident: Incident, ts: str, root: Rendered) -> None:
+        digest = digest_of(root)
+        # Only an owner named in the post (mentioned in edits) makes an edit differ by itself.
+        differs = bool(incident.acknowledged_by or incident.resolved_by) and digest != digest_of(
+            render_root(incident, now=self._clock(), mentions=True)
+        )
         await self._queue.record_root(
-            incident, ts, digest_of(root), edit_after_ms=after, bucket=self._bucket.encode()
+            incident,
+            ts,
+            digest,
+            version=version,
+            edit_differs=differs,
+            # A post is not an edit: the first edit may follow at once.
+            edit_after_ms=int(time.time() * 1000),
+            bucket=self._bucket.encode(),
         )
         log.info("incident %s: opened thread %s in %s", incident.id, ts, self.channel)
 
@@ -304,13 +318,10 @@ class ChannelSender:
             await self._queue.record_reply(self.channel, incident_id, item)
 
     async def _wait_for_slot(self) -> None:
-        while True:
-            held = await self._slack.held_for("chat.postMessage")
-            if held > 0:
-                self._bucket.hold(time.time() + held)
-            wait = self._bucket.wait_s(time.time())
-            if wait <= 0:
-                return
+        """The channel's budget is this sender's alone (it is the one poster, and Slack limits
+        posts per channel); a 429's hold is in the bucket, which its successor inherits."""
+        wait = self._bucket.wait_s(time.time())
+        if wait > 0:
             await asyncio.sleep(wait)
 
     async def _look_up(
@@ -453,9 +464,9 @@ class Senders:
                     break
                 try:
                     if not await self._leases.renew(lease, self._ttl_ms):
-                        log.warning(
-                            "senders: stopped sending to %s: another replica holds it", channel
-                        )
+                        # Expired (this replica stalled) or gone (Redis lost it): whoever holds
+                        # it now sends; this replica competes for it again next round.
+                        log.warning("senders: stopped sending to %s: its lease is lost", channel)
                         break
                 except RedisError as exc:
                     log.warning("senders: cannot renew %s (%s)", channel, exc)
@@ -463,7 +474,7 @@ class Senders:
             sender.cancel()
             (outcome,) = await asyncio.gather(sender, return_exceptions=True)
             if isinstance(outcome, _LostLease):
-                log.warning("senders: stopped sending to %s: another replica holds it", channel)
+                log.warning("senders: stopped sending to %s: its lease is lost", channel)
             elif isinstance(outcome, Exception):
                 log.error("senders: the sender of %s failed: %r", channel, outcome)
             with suppress(RedisError):

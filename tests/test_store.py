@@ -245,7 +245,15 @@ async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
 ) -> None:
     store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
     new = await opened(store)
-    await queue.record_root(new, "1700000000.000100", "digest", edit_after_ms=0, bucket="{}")
+    await queue.record_root(
+        new,
+        "1700000000.000100",
+        "digest",
+        version=1,
+        edit_differs=False,
+        edit_after_ms=0,
+        bucket="{}",
+    )
     loaded = await store.load("1")
     await redis.delete(f"qp:send:{CHANNEL}:edits")
 

@@ -2,7 +2,7 @@
 -- KEYS 1 incident  2 message index  3 posts  4 in-flight  5 edits  6 edit-after  7 edits bell
 --      8 bucket
 -- ARGV 1 incident id  2 thread JSON  3 digest of what was posted  4 edit-after (ms)  5 bucket
---      6 TTL of the channel's bookkeeping (ms)
+--      6 TTL of the channel's bookkeeping (ms)  7 version posted  8 '1' if an edit would differ
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = tonumber(ARGV[6]) end
 redis.call('HSET', KEYS[1], 'thread', ARGV[2], 'rendered', ARGV[3])
@@ -11,10 +11,14 @@ redis.call('ZREM', KEYS[3], 'root:' .. ARGV[1])
 redis.call('DEL', KEYS[4])
 redis.call('HSET', KEYS[6], ARGV[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[6], ARGV[6])
--- The state may have moved on while the post was under way: the edit loop compares renderings.
-redis.call('ZADD', KEYS[5], 'NX', ARGV[4], ARGV[1])
-redis.call('PEXPIRE', KEYS[5], ARGV[6])
-redis.call('LPUSH', KEYS[7], '1')
-redis.call('LTRIM', KEYS[7], 0, 0)
+-- The state may have moved on while the post was under way, or the owner is named in the post and
+-- mentioned in edits: then the root needs an edit.
+if ARGV[8] == '1' or tonumber(redis.call('HGET', KEYS[1], 'v') or '0') ~= tonumber(ARGV[7]) then
+  redis.call('ZADD', KEYS[5], 'NX', ARGV[4], ARGV[1])
+  redis.call('PEXPIRE', KEYS[5], ARGV[6])
+  redis.call('LPUSH', KEYS[7], '1')
+  redis.call('LTRIM', KEYS[7], 0, 0)
+  redis.call('PEXPIRE', KEYS[7], 10000)
+end
 redis.call('SET', KEYS[8], ARGV[5], 'PX', 60000)
 return 1

@@ -18,6 +18,7 @@ from tests.conftest import (
     Slack,
     eventually,
     fixture_json,
+    run_bot,
 )
 
 USER = "U0ALICE"
@@ -214,3 +215,31 @@ async def test_an_oversized_request_is_refused_before_it_is_read(
     body = "payload=" + "x" * (2 * 1024 * 1024)
     response = await post_event(running_bot.http, body)
     assert response.status_code == 413
+
+
+async def test_after_an_acknowledge_only_its_own_reply_mentions_the_owner(
+    settings_for: Any, slack: Slack
+) -> None:
+    """Status replies and the summary name the owner; only the acknowledge reply pings them."""
+    async with run_bot(settings_for(status_interval_seconds=1)) as running:
+        root = await open_incident(running, slack)
+        await click(running, root, "incident_ack")
+
+        def replies() -> list[Any]:
+            return slack.emulator.thread(CHANNEL, root.ts)[1:]
+
+        def statuses_after_ack() -> int:
+            texts = [m.text + json.dumps(m.blocks) for m in replies()]
+            acked = next((i for i, t in enumerate(texts) if "Acknowledged" in t), None)
+            return 0 if acked is None else sum("Status update" in t for t in texts[acked:])
+
+        await eventually(lambda: statuses_after_ack() >= 2, what="two status replies", timeout=8)
+        await running.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
+        await eventually(
+            lambda: any("resolved" in m.text for m in replies()[-1:]), what="the summary"
+        )
+
+    texts = [m.text + json.dumps(m.blocks) for m in replies()]
+    mentioning = [t for t in texts if "<@" in t]
+    assert len(mentioning) == 1 and "Acknowledged" in mentioning[0], mentioning
+    assert sum("alice" in t for t in texts) >= 3, "later replies name the owner instead"

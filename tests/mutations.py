@@ -1,0 +1,106 @@
+"""Hypothesis strategies for hostile input: arbitrary JSON, and real payloads mutated in shape,
+in bytes and in headers, the way an attacker or a broken sender would."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import hmac
+import json
+import time
+import urllib.parse
+from typing import Any
+
+from hypothesis import strategies as st
+
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40)
+)
+JSON = st.recursive(
+    JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _paths(item, (*prefix, index))
+    return found
+
+
+@st.composite
+def mutated(draw: st.DrawFn, original: Any) -> Any:
+    """`original` with one to three of its parts replaced by arbitrary JSON, or removed."""
+    data = copy.deepcopy(original)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(data)
+        path = draw(st.sampled_from(paths))
+        if not path:
+            data = draw(JSON)
+            continue
+        parent = data
+        try:
+            for part in path[:-1]:
+                parent = parent[part]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if draw(st.booleans()) and isinstance(parent, dict):
+            parent.pop(path[-1], None)
+        else:
+            parent[path[-1]] = draw(JSON)
+    return data
+
+
+@st.composite
+def mangled_bytes(draw: st.DrawFn, original: bytes) -> bytes:
+    """`original` with bytes flipped, cut or inserted: invalid UTF-8, bad escapes, truncation."""
+    data = bytearray(original)
+    for _ in range(draw(st.integers(1, 4))):
+        if not data:
+            break
+        at = draw(st.integers(0, len(data) - 1))
+        action = draw(st.sampled_from(["flip", "cut", "insert", "truncate"]))
+        if action == "flip":
+            data[at] = draw(st.integers(0, 255))
+        elif action == "cut":
+            del data[at]
+        elif action == "insert":
+            data[at:at] = draw(
+                st.sampled_from([b"%", b"%zz", b"%ff", b"\xff\xfe", b"&", b"=", b"\x00"])
+            )
+        else:
+            del data[at:]
+    return bytes(data)
+
+
+def slack_signed(body: bytes, secret: str, *, at: float | None = None) -> dict[str, str]:
+    """Headers Slack would send with `body` (v0 signature over the raw bytes)."""
+    timestamp = str(int(at if at is not None else time.time()))
+    base = b"v0:" + timestamp.encode() + b":" + body
+    signature = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": signature,
+    }
+
+
+def interaction_body(payload: Any) -> bytes:
+    return urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+
+
+HEADER_TEXT = st.text(
+    alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=60
+) | st.sampled_from(["", "0", "-1", "1" * 5000, "v0=" + "0" * 64, "١٢٣", "1e9", " 12"])

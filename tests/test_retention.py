@@ -1,0 +1,97 @@
+"""A key census: what an incident leaves in Redis, and for how long.
+
+Every key carries a TTL (the notification stream aside: it holds what is not applied yet, and is
+empty otherwise); an incident's keys go `INCIDENT_RETENTION_DAYS` after its last change, a Grafana
+test's after an hour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bot.actions import Actor
+from bot.config import Settings
+from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
+
+STREAM = "qp:notifications"
+# What a running bot keeps that is not about any incident: its channel lease, the name cache,
+# pacing state. Each has a TTL of its own; none outlives a day.
+BOOKKEEPING = ("qp:lease:", "qp:user:", "qp:pace:", f"qp:send:{CHANNEL}:bucket")
+
+
+async def settled(running: RunningBot) -> bool:
+    redis = running.bot.redis
+    waiting = await redis.zcard(f"qp:send:{CHANNEL}:posts") + await redis.zcard(
+        f"qp:send:{CHANNEL}:edits"
+    )
+    return waiting == 0 and await redis.xlen(STREAM) == 0
+
+
+async def census(running: RunningBot) -> dict[str, int]:
+    redis = running.bot.redis
+    return {key: await redis.ttl(key) for key in await redis.keys("qp:*")}
+
+
+async def live_an_incident(running: RunningBot, slack: Slack) -> None:
+    """Open, acknowledge, a status reply, resolve: every kind of write an incident gets."""
+    await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    [root] = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+    [incident] = await running.bot.core.open_incidents()
+    await running.bot.core.acknowledge(Actor("U0ALICE", "alice"), f"{incident.id}:{incident.uid}")
+    await eventually(
+        lambda: any("Status" in m.text for m in slack.emulator.thread(CHANNEL, root.ts)),
+        what="a status reply",
+        timeout=8,
+    )
+    await running.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
+    await eventually(lambda: settled(running), what="everything sent")
+
+
+async def test_every_key_has_a_retention_after_an_incidents_life(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    async with run_bot(settings_for(status_interval_seconds=1)) as running:
+        await live_an_incident(running, slack)
+        keys = await census(running)
+
+    limit = 30 * 86_400
+    without_ttl = [key for key, ttl in keys.items() if ttl < 0 and key != STREAM]
+    assert without_ttl == [], f"keys that would stay forever: {without_ttl}"
+    assert all(ttl <= limit for ttl in keys.values()), keys
+    assert "qp:incident:1" in keys and keys["qp:incident:1"] > limit - 60
+
+
+async def test_nothing_of_a_resolved_incident_is_left_after_its_retention(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    async with run_bot(settings_for(status_interval_seconds=1)) as running:
+        # Two seconds instead of thirty days: the same code path, observed to its end.
+        running.bot.store.retention_s = running.bot.queue.retention_s = 2
+        await live_an_incident(running, slack)
+        await eventually(
+            lambda: only_bookkeeping_left(running), what="the incident's keys gone", timeout=6
+        )
+        left = await census(running)
+
+    assert all(ttl > 0 for key, ttl in left.items() if key != STREAM), left
+
+
+async def only_bookkeeping_left(running: RunningBot) -> bool:
+    keys = await census(running)
+    return all(key == STREAM or key.startswith(BOOKKEEPING) for key in keys)
+
+
+async def test_a_grafana_test_notification_is_gone_within_the_hour(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    async with run_bot(settings_for()) as running:
+        await running.send("grafana", fixture_json("grafana/test-notification.json"))
+        await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="the test root")
+        await eventually(lambda: settled(running), what="everything sent")
+        keys = await census(running)
+        assert await running.bot.store.recent_ids() == [], "a test is listed nowhere"
+
+    incident_keys = {k: t for k, t in keys.items() if k != STREAM and not k.startswith(BOOKKEEPING)}
+    for key, ttl in incident_keys.items():
+        if key.startswith(("qp:incident:", "qp:group:", "qp:timeline:", "qp:message:")):
+            assert 0 < ttl <= 3600, (key, ttl)
