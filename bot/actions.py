@@ -85,7 +85,11 @@ class ActionCore:
         return incident
 
     async def open_incidents(self, limit: int = 100) -> list[Incident]:
+        """The most recently opened open incidents, at most `limit` of them."""
         return await self._store.get_many((await self._store.open_ids())[:limit])
+
+    async def open_count(self) -> int:
+        return await self._store.open_count()
 
     async def recent(self, limit: int = 10) -> list[Incident]:
         return await self._store.get_many(await self._store.recent_ids(limit))

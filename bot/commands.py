@@ -100,44 +100,48 @@ async def run_command(core: ActionCore, actor: Actor, text: str) -> Outcome:
         return core.unavailable(f"`/queue {command.verb}`")
     ref = command.incident_ref
     if ref is None:
-        open_now = await core.open_incidents()
+        open_now = await core.open_incidents(MAX_LINES)
         if not open_now:
             return Outcome(False, "No open incident. `/queue incidents` lists recent ones.")
         if len(open_now) > 1:
-            return _which(command, open_now)
+            return _which(command, open_now, await core.open_count())
         ref = open_now[0].id
     if command.verb == "ack":
         return await core.acknowledge(actor, ref)
     return await core.resolve(actor, ref)
 
 
-def _which(command: Command, incidents: list[Incident]) -> Outcome:
+def _which(command: Command, incidents: list[Incident], total: int) -> Outcome:
     """Several incidents are open: acting on a guess could hit the wrong one, so ask."""
-    lines = [
-        f"{len(incidents)} incidents are open: say which, e.g. `/queue {command.verb} "
-        f"{escape(incidents[0].id)}`."
-    ]
-    lines += [_brief(incident) for incident in incidents]
-    return Outcome(False, _capped(lines, len(incidents)))
+    head = (
+        f"{total} incidents are open: say which, e.g. "
+        f"`/queue {command.verb} {escape(incidents[0].id)}`."
+    )
+    return Outcome(False, _capped(head, [_brief(incident) for incident in incidents], total))
 
 
 async def _overview(core: ActionCore, *, verbose: bool) -> Outcome:
-    incidents = await core.recent(MAX_LINES + 1) if verbose else await core.open_incidents()
+    if verbose:
+        incidents = await core.recent(MAX_LINES)
+        total = len(incidents)
+    else:
+        incidents, total = await core.open_incidents(MAX_LINES), await core.open_count()
     if not incidents:
         return Outcome(True, "No open incidents: the queues are quiet.")
-    return Outcome(True, _capped([_overview_line(i) for i in incidents], len(incidents)))
+    return Outcome(True, _capped("", [_overview_line(i) for i in incidents], total))
 
 
-def _capped(lines: list[str], total: int) -> str:
-    """Lines within MAX_LINES and MAX_ANSWER characters, then "+N more"."""
-    kept: list[str] = []
-    size = 0
-    for line in lines[: MAX_LINES + 1]:
+def _capped(head: str, lines: list[str], total: int) -> str:
+    """`head`, then as many lines as fit MAX_LINES and MAX_ANSWER, then how many were left out
+    of `total`. The "more" line is reserved room, so the answer never passes MAX_ANSWER."""
+    kept = [head] if head else []
+    size = len(head) + 100
+    for line in lines[:MAX_LINES]:
         if size + len(line) + 1 > MAX_ANSWER:
             break
         kept.append(line)
         size += len(line) + 1
-    shown = len(kept) - (1 if len(lines) > total else 0)
+    shown = len(kept) - (1 if head else 0)
     if total > shown:
         kept.append(f"… and {total - shown} more: `/queue <command> <ID>` acts on one of them.")
     return "\n".join(kept)

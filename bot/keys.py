@@ -1,5 +1,10 @@
 """Every Redis key queuepilot uses, named in one place.
 
+State lives under `<prefix>:v2:` (this layout's version): 0.1.0 kept incidents and groups as plain
+strings under `<prefix>:incident:…`, and reading those as hashes would wedge their groups after an
+upgrade. The notification stream keeps its name, so entries accepted before an upgrade are applied
+after it. Below, names are relative to `<prefix>:v2:`.
+
 Per incident (TTL: retention after the last change): `incident:<id>` (hash: v, uid, channel,
 state, thread, rendered), `timeline:<id>`, `outbox:<id>` and `outbox:<id>:items`,
 `message:<channel>:<ts>`. Per alert group: `group:<hash>`. Per channel, for its sender:
@@ -12,22 +17,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SCHEMA = "v2"
+
 
 @dataclass(frozen=True)
 class Keys:
     prefix: str
 
     def _(self, *parts: str) -> str:
-        return ":".join((self.prefix, *parts))
+        return ":".join((self.prefix, SCHEMA, *parts))
 
-    # -- intake ----------------------------------------------------------------------------
+    # -- intake (unversioned: accepted notifications outlive an upgrade) --------------------
     @property
     def stream(self) -> str:
-        return self._("notifications")
+        return f"{self.prefix}:notifications"
 
     @property
     def dead_letters(self) -> str:
-        return self._("notifications", "dead")
+        return f"{self.prefix}:notifications:dead"
 
     # -- incidents -------------------------------------------------------------------------
     def incident(self, incident_id: str) -> str:

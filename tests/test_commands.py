@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from bot.commands import Command, CommandError, parse_command, parse_duration
+from bot.actions import ActionCore, Actor
+from bot.commands import (
+    MAX_ANSWER,
+    MAX_LINES,
+    Command,
+    CommandError,
+    parse_command,
+    parse_duration,
+    run_command,
+)
 
 
 @pytest.mark.parametrize(
@@ -121,3 +132,90 @@ def test_parse_duration(text: str, seconds: int) -> None:
 def test_parse_duration_refuses(text: str) -> None:
     with pytest.raises(CommandError):
         parse_duration(text)
+
+
+# -- answering: against the real store -------------------------------------------------------
+
+
+async def open_many(redis_url: str, count: int) -> ActionCore:
+    from redis.asyncio import Redis
+
+    from bot.alerts import parse_notification
+    from bot.delivery import delivery_of
+    from bot.incidents import GroupState, open_incident
+    from bot.store import Commit, IncidentStore
+    from bot.telemetry import Telemetry
+    from tests.conftest import fixture_json
+
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    store = IncidentStore(redis, "qp")
+    payload = fixture_json("grafana/queue-alert-firing.json")
+    for n in range(1, count + 1):
+        payload["groupKey"] = f"group-{n}"
+        payload["groupLabels"]["alertname"] = f"Queue <{n}> " + "long title " * 20
+        incident = open_incident(
+            delivery_of(parse_notification("grafana", payload)),
+            incident_id=str(n),
+            uid=f"u{n}",
+            channel="C1",
+            now=datetime.now(UTC),
+        )
+        group = GroupState(incident_id=incident.id)
+        await store.commit(Commit(incident, group=group, group_hash=incident.group_hash))
+
+    async def no_name(user: str) -> str | None:
+        return None
+
+    return ActionCore(store, Telemetry(), display_name=no_name, clock=lambda: datetime.now(UTC))
+
+
+@pytest.mark.parametrize("count", [1, 3, 250])
+async def test_the_overview_stays_within_one_message_at_any_count(
+    redis_url: str, count: int
+) -> None:
+    core = await open_many(redis_url, count)
+
+    outcome = await run_command(core, Actor("U1", "al"), "")
+
+    assert len(outcome.message) <= MAX_ANSWER
+    assert "&lt;1&gt;" in outcome.message or count > MAX_LINES, "titles escaped"
+    shown = outcome.message.count("*#")
+    assert 1 <= shown <= MAX_LINES
+    if count > shown:
+        assert f"… and {count - shown} more" in outcome.message
+
+
+async def test_an_action_without_an_id_asks_which_when_several_are_open(redis_url: str) -> None:
+    core = await open_many(redis_url, 3)
+
+    outcome = await run_command(core, Actor("U1", "al"), "ack")
+
+    assert not outcome.ok
+    assert "3 incidents are open" in outcome.message and "/queue ack" in outcome.message
+    assert all(f"#{n}" in outcome.message for n in (1, 2, 3))
+    assert all(i.acknowledged_by is None for i in await core.open_incidents()), "nothing acted on"
+
+
+async def test_an_action_without_an_id_acts_on_the_one_open_incident(redis_url: str) -> None:
+    core = await open_many(redis_url, 1)
+
+    outcome = await run_command(core, Actor("U1", "al"), "ack")
+
+    assert outcome.ok and "incident 1" in outcome.message
+    [incident] = await core.open_incidents()
+    assert (incident.acknowledged_by, incident.acknowledged_name) == ("U1", "al")
+
+
+async def test_a_reference_from_before_a_data_loss_never_acts_on_a_new_incident(
+    redis_url: str,
+) -> None:
+    """Redis lost everything and the short IDs started again at 1: a button that still says
+    `1:<old uid>` must not acknowledge the new incident 1."""
+    core = await open_many(redis_url, 1)
+
+    outcome = await core.acknowledge(Actor("U1", "al"), "1:uid-before-the-loss")
+
+    assert not outcome.ok and "no longer known" in outcome.message
+    [incident] = await core.open_incidents()
+    assert incident.acknowledged_by is None
+    assert (await core.acknowledge(Actor("U1", "al"), "1:u1")).ok, "its own reference works"

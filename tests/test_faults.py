@@ -61,7 +61,7 @@ def sync_redis(url: str) -> redis.Redis:
 
 
 def queue_empty(store: redis.Redis) -> bool:
-    return store.zcard(f"qp:send:{CHANNEL}:posts") == 0 and store.xlen("qp:notifications") == 0
+    return store.zcard(f"qp:v2:send:{CHANNEL}:posts") == 0 and store.xlen("qp:notifications") == 0
 
 
 async def dump_on_failure(processes: list[BotProcess]) -> None:
@@ -285,5 +285,33 @@ async def test_a_resolved_entry_handled_before_its_older_firing_opens_nothing(
     assert (await intake.apply("1000000000000-0", firing)).value == "stale"
 
     assert await running_bot.bot.store.open_ids() == []
-    assert await running_bot.bot.redis.zcard(f"qp:send:{CHANNEL}:posts") == 0
+    assert await running_bot.bot.redis.zcard(f"qp:v2:send:{CHANNEL}:posts") == 0
     assert slack.emulator.channel_messages(CHANNEL) == []
+
+
+async def test_state_left_by_0_1_0_neither_wedges_its_groups_nor_loses_its_stream(
+    redis_url: str, settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """An upgrade: 0.1.0 left its incident and group as plain strings, and an accepted
+    notification (raw body) in the stream. The new version applies the entry and opens the
+    group again, without tripping over the old keys."""
+    from bot.delivery import group_hash
+
+    store = sync_redis(redis_url)
+    payload = fixture_json(FIRING)
+    old_group = group_hash("grafana", payload["groupKey"])
+    store.set(f"qp:group:{old_group}", "1")
+    store.set("qp:incident:1", json.dumps({"id": "1", "group_key": payload["groupKey"]}))
+    store.xgroup_create("qp:notifications", "intake", id="0", mkstream=True)
+    store.xadd(
+        "qp:notifications", {"source": "grafana", "body": json.dumps(payload), "received_at": "0"}
+    )
+    try:
+        async with run_bot(settings_for()) as running:
+            await eventually(lambda: len(incidents_shown(slack)) == 1, what="the old entry shown")
+            await eventually(lambda: queue_empty(store), what="applied")
+            assert [i.group_key for i in await running.bot.core.open_incidents()] == [
+                payload["groupKey"]
+            ]
+    finally:
+        store.close()

@@ -17,10 +17,11 @@ async def test_an_unreadable_incident_does_not_stop_other_status_posts(
     # A corrupt or newer-format record (a rolling deploy) must cost only itself.
     redis = Redis.from_url(redis_url, decode_responses=True)
     await redis.hset(
-        "qp:incident:999", mapping={"v": 1, "state": json.dumps({"id": "999", "unexpected": True})}
+        "qp:v2:incident:999",
+        mapping={"v": 1, "state": json.dumps({"id": "999", "unexpected": True})},
     )
     started = time.time()
-    await redis.zadd("qp:status-due", {"999": started - 1})
+    await redis.zadd("qp:v2:status-due", {"999": started - 1})
     try:
         async with run_bot(settings_for(status_interval_seconds=1)) as running:
             await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
@@ -31,7 +32,7 @@ async def test_an_unreadable_incident_does_not_stop_other_status_posts(
                 return sum("status" in m.text.lower() for m in replies)
 
             await eventually(lambda: statuses() >= 2, what="status posts go on", timeout=8)
-            postponed = await redis.zscore("qp:status-due", "999")
+            postponed = await redis.zscore("qp:v2:status-due", "999")
             assert postponed is not None and postponed > started, "the bad one is pushed back"
     finally:
         await redis.aclose()

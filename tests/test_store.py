@@ -115,7 +115,7 @@ async def test_a_slot_is_taken_once_per_interval_across_replicas(replicas: list[
 async def test_next_id_is_short_sequential_and_expires(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
     assert [await store.next_id() for _ in range(3)] == ["1", "2", "3"]
-    assert 0 < await redis.ttl("qp:incident-seq") <= 30 * DAY
+    assert 0 < await redis.ttl("qp:v2:incident-seq") <= 30 * DAY
 
 
 async def test_a_new_incident_is_found_by_its_group_and_its_id(redis: Redis) -> None:
@@ -155,7 +155,7 @@ async def test_a_commit_computed_from_an_old_version_is_refused_and_writes_nothi
     after = await store.load("7")
     assert after.incident == resolved and after.version == 2
     assert [e.kind for e in await store.events("7")] == ["resolved"]
-    assert await redis.llen("qp:outbox:7") == 0, "the refused commit queued no reply"
+    assert await redis.llen("qp:v2:outbox:7") == 0, "the refused commit queued no reply"
     assert await store.open_ids() == []
 
 
@@ -211,7 +211,7 @@ async def test_replies_wait_in_order_and_threads_queue_by_their_most_urgent_repl
     )
     await store.commit(Commit(two, version=1, replies=(reply("a2", "action", BAND_ACTION),)))
 
-    posts = await redis.zrange(f"qp:send:{CHANNEL}:posts", 0, -1)
+    posts = await redis.zrange(f"qp:v2:send:{CHANNEL}:posts", 0, -1)
     assert posts == ["root:1", "root:2", "replies:2", "replies:1"], "roots, then urgency"
     head = await queue.head_reply("1")
     assert head is not None and head.rendered.text == "s1", "a thread keeps its own order"
@@ -229,7 +229,7 @@ async def test_a_newer_status_replaces_the_one_still_waiting(redis: Redis) -> No
         texts.append(head.rendered.text)
         await queue.record_reply(CHANNEL, "1", head.item)
     assert texts == ["event", "status 2"]
-    assert await redis.zrange(f"qp:send:{CHANNEL}:posts", 0, -1) == ["root:1"]
+    assert await redis.zrange(f"qp:v2:send:{CHANNEL}:posts", 0, -1) == ["root:1"]
 
 
 async def test_an_outbox_keeps_only_the_latest_replies(redis: Redis) -> None:
@@ -237,7 +237,7 @@ async def test_an_outbox_keeps_only_the_latest_replies(redis: Redis) -> None:
     new = await opened(store)
     replies = tuple(reply(f"event {i}") for i in range(MAX_OUTBOX + 5))
     assert await store.commit(Commit(new, version=1, replies=replies))
-    assert await redis.llen("qp:outbox:1") == MAX_OUTBOX
+    assert await redis.llen("qp:v2:outbox:1") == MAX_OUTBOX
 
 
 async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
@@ -255,12 +255,12 @@ async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
         bucket="{}",
     )
     loaded = await store.load("1")
-    await redis.delete(f"qp:send:{CHANNEL}:edits")
+    await redis.delete(f"qp:v2:send:{CHANNEL}:edits")
 
     assert await store.commit(Commit(new, version=loaded.version, thread=loaded.thread))
 
-    assert await redis.zrange(f"qp:send:{CHANNEL}:posts", 0, -1) == []
-    assert await redis.zrange(f"qp:send:{CHANNEL}:edits", 0, -1) == ["1"]
+    assert await redis.zrange(f"qp:v2:send:{CHANNEL}:posts", 0, -1) == []
+    assert await redis.zrange(f"qp:v2:send:{CHANNEL}:edits", 0, -1) == ["1"]
     assert await store.incident_of_message(CHANNEL, "1700000000.000100") == "1"
 
 
@@ -397,7 +397,7 @@ async def test_a_grafana_test_incident_is_kept_an_hour_and_indexed_nowhere(redis
     )
 
     assert await store.recent_ids() == [] and await store.open_ids() == []
-    for key in ("qp:incident:5", f"qp:group:{test.group_hash}"):
+    for key in ("qp:v2:incident:5", f"qp:v2:group:{test.group_hash}"):
         assert 0 < await redis.ttl(key) <= 3600, key
 
 
