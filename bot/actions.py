@@ -54,6 +54,10 @@ class Decision:
     commit: Commit | None = None
 
 
+# An action's decision, from the incident as read, the time, and its timeline when asked for.
+Decide = Callable[[Incident, datetime, list[Event]], Decision]
+
+
 def parse_ref(ref: str) -> tuple[str, str | None]:
     """`12:9f3a…` (what buttons carry) or `12` / `#12` (what people type) -> (id, uid)."""
     incident_id, _, uid = ref.strip().lstrip("#").partition(":")
@@ -102,7 +106,7 @@ class ActionCore:
     async def acknowledge(self, actor: Actor, ref: str) -> Outcome:
         name = await self._name(actor)
 
-        def decide(incident: Incident, now: datetime) -> Decision:
+        def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
             if not incident.is_open:
                 return Decision(Outcome(False, f"Incident {incident.id} is already resolved."))
             if incident.acknowledged_by == actor.user_id:
@@ -124,9 +128,8 @@ class ActionCore:
 
     async def resolve(self, actor: Actor, ref: str) -> Outcome:
         name = await self._name(actor)
-        timeline: list[Event] = []
 
-        def decide(incident: Incident, now: datetime) -> Decision:
+        def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
             if not incident.is_open:
                 return Decision(Outcome(True, f"Incident {incident.id} is already resolved."))
             updated = resolve_manually(incident, by=actor.user_id, name=name, now=now)
@@ -146,11 +149,7 @@ class ActionCore:
             )
             return Decision(Outcome(True, f"You resolved incident {incident.id}."), commit)
 
-        async def before(incident: Incident) -> None:
-            timeline[:] = await self._store.events(incident.id)
-
-        outcome = await self._act("resolve", ref, decide, before=before)
-        return outcome
+        return await self._act("resolve", ref, decide, with_timeline=True)
 
     def unavailable(self, what: str) -> Outcome:
         return Outcome(False, f"{escape(what)} is not available yet in this version of queuepilot.")
@@ -161,34 +160,33 @@ class ActionCore:
         self,
         name: str,
         ref: str,
-        decide: Callable[[Incident, datetime], Decision],
+        decide: Decide,
         *,
-        before: Callable[[Incident], Awaitable[None]] | None = None,
+        with_timeline: bool = False,
     ) -> Outcome:
+        """Decide on the incident as read and commit, again on fresh state if it moved on.
+
+        `with_timeline` reads the incident's timeline first, for decisions that render it (the
+        summary of a resolve).
+        """
         try:
-            outcome = await self._decide_and_commit(ref, decide, before)
+            outcome = await self._decide_and_commit(ref, decide, with_timeline)
         except RedisError as exc:
             log.error("action %s failed: Redis: %s", name, exc)
             outcome = Outcome(False, "queuepilot cannot reach its database right now: try again.")
         self._telemetry.actions.labels(name, "ok" if outcome.ok else "refused").inc()
         return outcome
 
-    async def _decide_and_commit(
-        self,
-        ref: str,
-        decide: Callable[[Incident, datetime], Decision],
-        before: Callable[[Incident], Awaitable[None]] | None,
-    ) -> Outcome:
+    async def _decide_and_commit(self, ref: str, decide: Decide, with_timeline: bool) -> Outcome:
         incident_id, uid = parse_ref(ref)
         for _ in range(MAX_ATTEMPTS):
             loaded = await self._store.load(incident_id) if incident_id else Loaded(None)
             incident = loaded.incident
             if incident is None or (uid is not None and uid != incident.uid):
                 return Outcome(False, UNKNOWN)
-            if before is not None:
-                await before(incident)
+            timeline = await self._store.events(incident.id) if with_timeline else []
             now = self._clock()
-            decision = decide(incident, now)
+            decision = decide(incident, now, timeline)
             if decision.commit is None:
                 return decision.outcome
             commit = replace(decision.commit, version=loaded.version, thread=loaded.thread)

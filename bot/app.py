@@ -39,7 +39,8 @@ from bot.config import Settings
 from bot.intake import Intake, IntakeConfig
 from bot.leases import Lease, Leases
 from bot.send_queue import SendQueue
-from bot.sender import ChannelSender, SenderConfig, Senders
+from bot.sender import ChannelSender, SenderConfig
+from bot.senders import Senders
 from bot.slack import SlackConfig, SlackGateway, build_client
 from bot.status import StatusReporter, start_scheduler
 from bot.store import IncidentStore

@@ -240,25 +240,21 @@ class Intake:
         if change is Change.STALE:
             return change, base
         if change is Change.UPDATED:
-            return change, _replace(base, **fenced)
+            return change, replace(base, **fenced)
         event = _event_for(change, incident, now)
         if change is Change.RESOLVED:
             # The summary is rendered now, from the timeline so far plus this event.
             events = [*await self._store.events(incident.id), event]
             reply = Reply("summary", BAND_EVENT, render_summary(incident, events, now=now))
-            return change, _replace(
+            return change, replace(
                 base, **fenced, events=(event,), replies=(reply,), stop_status=True
             )
         due = self._next_status(now) if change is Change.REOPENED else None
         reply = Reply("event", BAND_EVENT, render_event(incident, event))
-        return change, _replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
+        return change, replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
 
     def _next_status(self, now: datetime) -> float:
         return now.timestamp() + self._config.status_interval_s
-
-
-def _replace(commit: Commit, **changes: object) -> Commit:
-    return replace(commit, **changes)  # type: ignore[arg-type]
 
 
 def _with_ack(commit: Commit, entry_id: str) -> Commit:

@@ -22,7 +22,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,6 +32,7 @@ from bot.incidents import Incident
 from bot.leases import Lease, Leases
 from bot.messages import render_root
 from bot.mrkdwn import Rendered
+from bot.pacing import Backoff, TokenBucket
 from bot.send_queue import EditCandidate, InFlight, SendQueue
 from bot.slack import SlackError, SlackGateway
 from bot.store import IncidentStore, ThreadRef
@@ -57,57 +57,6 @@ class SenderConfig:
     lookup_margin_s: float = 60.0
 
 
-# Slack counts from when a call arrives: network jitter can make calls sent exactly one interval
-# apart arrive closer than that, and earn a 429. Refilling a little slower keeps a margin.
-JITTER_MARGIN = 1.05
-
-
-class TokenBucket:
-    """Posts per channel: `burst` at once at most, refilled one per `interval_s`."""
-
-    def __init__(self, interval_s: float, burst: int, *, now: float) -> None:
-        self.interval_s = interval_s * JITTER_MARGIN
-        self.burst = burst
-        self.tokens = float(burst)
-        self.at = now
-
-    def _refill(self, now: float) -> None:
-        if now > self.at and self.interval_s > 0:
-            self.tokens = min(self.burst, self.tokens + (now - self.at) / self.interval_s)
-            self.at = now
-        elif self.interval_s <= 0:
-            self.tokens = float(self.burst)
-
-    def wait_s(self, now: float) -> float:
-        """How long until a post may go out."""
-        if now < self.at:
-            return self.at - now  # a Retry-After hold
-        self._refill(now)
-        return 0.0 if self.tokens >= 1 else (1 - self.tokens) * self.interval_s
-
-    def take(self, now: float) -> None:
-        self._refill(now)
-        self.tokens -= 1
-
-    def hold(self, until: float) -> None:
-        """After a 429: nothing until `until`, then one post, then the usual pace."""
-        self.at = max(self.at, until)
-        self.tokens = 1.0
-
-    def encode(self) -> str:
-        return json.dumps({"tokens": self.tokens, "at": self.at})
-
-    def restore(self, raw: str | None, now: float) -> None:
-        """Take over a predecessor's bucket, so a change of sender is not a fresh burst."""
-        if not raw:
-            return
-        with suppress(ValueError, KeyError, TypeError):
-            data = json.loads(raw)
-            self.tokens = min(float(data["tokens"]), float(self.burst))
-            self.at = float(data["at"])
-            self._refill(now)
-
-
 def digest_of(rendered: Rendered) -> str:
     payload = json.dumps({"text": rendered.text, "blocks": rendered.blocks}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
@@ -124,19 +73,6 @@ def metadata(incident_id: str, uid: str, item: str) -> dict[str, Any]:
 def _carries(message: dict[str, Any], uid: str, item: str) -> bool:
     payload = (message.get("metadata") or {}).get("event_payload") or {}
     return payload.get("uid") == uid and payload.get("item") == item
-
-
-class _Backoff:
-    def __init__(self, maximum: float) -> None:
-        self._max = maximum
-        self._next = 0.5
-
-    def next(self) -> float:
-        wait, self._next = self._next, min(self._next * 2, self._max)
-        return wait
-
-    def reset(self) -> None:
-        self._next = 0.5
 
 
 class ChannelSender:
@@ -176,7 +112,7 @@ class ChannelSender:
         await asyncio.gather(self._loop(self._post_next), self._loop(self._edit_next))
 
     async def _loop(self, step: Callable[[], Any]) -> None:
-        backoff = _Backoff(self._config.backoff_max_s)
+        backoff = Backoff(self._config.backoff_max_s)
         while True:
             try:
                 await step()
@@ -207,7 +143,7 @@ class ChannelSender:
                 await self._post_root(member, incident_id, in_flight)
             else:
                 await self._post_reply(member, incident_id, in_flight)
-        except (SlackError, RedisError, _LostLease):
+        except (SlackError, RedisError, LostLease):
             raise
         except Exception:
             # A bug or unreadable state must cost this one item, never the whole channel.
@@ -291,7 +227,7 @@ class ChannelSender:
         await self._wait_for_slot()
         marker = InFlight(member, item, time.time())
         if not await self._queue.begin(self.channel, self._lease.token, marker):
-            raise _LostLease
+            raise LostLease
         self._bucket.take(time.time())
         try:
             return await self._slack.post(
@@ -402,86 +338,9 @@ class ChannelSender:
             await asyncio.sleep(0.05)
 
 
-class _LostLease(Exception):
+class LostLease(Exception):
     """Another replica took this channel over: this sender stops before it posts anything."""
 
 
 class _Retry(Exception):
     """The step failed in a way already logged; try again after a backoff."""
-
-
-class Senders:
-    """Every replica runs one: it leads each channel it can get the lease of, and follows the
-    others, ready to take over within about one lease TTL when their sender dies."""
-
-    def __init__(
-        self,
-        channels: Callable[[], Any],
-        make: Callable[[str, Lease], ChannelSender],
-        leases: Leases,
-        *,
-        lease_ttl_ms: int,
-    ) -> None:
-        self._channels = channels
-        self._make = make
-        self._leases = leases
-        self._ttl_ms = lease_ttl_ms
-        self._led: dict[str, asyncio.Task[None]] = {}
-
-    @property
-    def leading(self) -> list[str]:
-        return sorted(self._led)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        try:
-            while not stop.is_set():
-                try:
-                    for channel in await self._channels():
-                        if channel not in self._led:
-                            await self._try_lead(channel)
-                except RedisError as exc:
-                    log.warning("senders: Redis unavailable: %s", exc)
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self._ttl_ms / 5000)
-        finally:
-            await self.stop()
-
-    async def _try_lead(self, channel: str) -> None:
-        lease = await self._leases.try_acquire(f"sender:{channel}", self._ttl_ms)
-        if lease is None:
-            return
-        log.info("senders: this replica now sends to %s", channel)
-        task = asyncio.create_task(self._lead(channel, lease), name=f"sender:{channel}")
-        self._led[channel] = task
-        task.add_done_callback(lambda _: self._led.pop(channel, None))
-
-    async def _lead(self, channel: str, lease: Lease) -> None:
-        sender = asyncio.create_task(self._make(channel, lease).run())
-        try:
-            while not sender.done():
-                done, _ = await asyncio.wait({sender}, timeout=self._ttl_ms / 3000)
-                if done:
-                    break
-                try:
-                    if not await self._leases.renew(lease, self._ttl_ms):
-                        # Expired (this replica stalled) or gone (Redis lost it): whoever holds
-                        # it now sends; this replica competes for it again next round.
-                        log.warning("senders: stopped sending to %s: its lease is lost", channel)
-                        break
-                except RedisError as exc:
-                    log.warning("senders: cannot renew %s (%s)", channel, exc)
-        finally:
-            sender.cancel()
-            (outcome,) = await asyncio.gather(sender, return_exceptions=True)
-            if isinstance(outcome, _LostLease):
-                log.warning("senders: stopped sending to %s: its lease is lost", channel)
-            elif isinstance(outcome, Exception):
-                log.error("senders: the sender of %s failed: %r", channel, outcome)
-            with suppress(RedisError):
-                await self._leases.release(lease)
-
-    async def stop(self) -> None:
-        tasks = list(self._led.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
