@@ -22,6 +22,7 @@ from bot.messages import (
     render_status,
     render_summary,
 )
+from bot.sandbox.slack_limits import validate_blocks
 
 T0 = datetime(2025, 9, 16, 17, 0, tzinfo=UTC)
 EVIL = "<!channel> <!here> <!everyone> <@U0EVIL> <https://evil.example|click> &<> "
@@ -650,3 +651,15 @@ def test_event_reply_escapes_alert_text() -> None:
 def test_unknown_event_kinds_get_a_bullet() -> None:
     reply = render_event(make_incident(), Event(at=T0, kind="new-kind", text="Something"))
     assert list(texts_of(reply.blocks)) == ["• Something"]
+
+
+def test_a_cut_alert_says_so_on_the_root() -> None:
+    cut = (
+        "silence link has 200,000 matchers, 64 kept",
+        "summary cut to 3000 of <9,000> characters",
+    )
+    root = render_root(make_incident(truncated=cut), now=T0)
+    shown = json.dumps(root.blocks)
+    assert "Alert cut to fit" in shown and "200,000 matchers, 64 kept" in shown
+    assert "&lt;9,000&gt;" in shown, "escaped like any alert text"
+    assert validate_blocks(root.blocks) == []
