@@ -80,14 +80,6 @@ class ActionCore:
 
     # -- finding incidents -----------------------------------------------------------------
 
-    async def get(self, ref: str) -> Incident | None:
-        """The incident a reference names, if it is still the one the reference meant."""
-        incident_id, uid = parse_ref(ref)
-        incident = await self._store.get(incident_id) if incident_id else None
-        if incident is None or (uid is not None and uid != incident.uid):
-            return None
-        return incident
-
     async def open_incidents(self, limit: int = 100) -> list[Incident]:
         """The most recently opened open incidents, at most `limit` of them."""
         return await self._store.get_many((await self._store.open_ids())[:limit])

@@ -84,14 +84,11 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     stream = NotificationStream(redis, prefix)
     store = IncidentStore(redis, prefix, retention_s=retention_s)
     queue = SendQueue(redis, prefix, retention_s=retention_s)
-    leases = Leases(redis, prefix)
+    leases = Leases(redis)
     slack_config = SlackConfig(
         token=_secret(settings.slack_bot_token) or "",
         base_url=settings.slack_api_url,
         timeout_s=settings.slack_timeout_seconds,
-        post_interval_ms=settings.slack_post_interval_ms,
-        post_burst=settings.slack_post_burst,
-        update_interval_ms=settings.slack_update_interval_ms,
     )
     client = build_client(slack_config)
     gateway = SlackGateway(client, redis, config=slack_config, telemetry=telemetry, prefix=prefix)
@@ -119,7 +116,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     async def channels() -> list[str]:
         return sorted({settings.slack_channel, *await queue.channels()} - {""})
 
-    senders = Senders(channels, make_sender, leases, lease_ttl_ms=sender_config.lease_ttl_ms)
+    senders = Senders(
+        channels, make_sender, leases, queue.keys, lease_ttl_ms=sender_config.lease_ttl_ms
+    )
     reporter = StatusReporter(
         store, AlertMetrics(), telemetry, interval_s=settings.status_interval_seconds, clock=clock
     )
@@ -217,8 +216,7 @@ def build_app(bot: Bot) -> Starlette:
 async def _backlogs(bot: Bot) -> None:
     bot.telemetry.intake_backlog.set(await bot.stream.backlog())
     for channel in await bot.queue.channels():
-        size = await bot.redis.zcard(bot.queue.keys.posts(channel))
-        bot.telemetry.send_queue.labels(channel).set(size)
+        bot.telemetry.send_queue.labels(channel).set(await bot.queue.waiting(channel))
 
 
 def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
@@ -233,7 +231,7 @@ def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
     )
     if s.alert_webhook_allow_unauthenticated and not s.has_webhook_credential:
         log.warning("alert endpoints accept unauthenticated notifications (allowed by settings)")
-    elif not auth.configured_for("alertmanager"):
+    elif not auth.configured_for("alertmanager") and not s.alert_webhook_allow_unauthenticated:
         log.warning("/alerts/alertmanager refuses everything: only the HMAC secret is set")
     return handlers.webhooks.AlertWebhooks(
         bot.stream, bot.telemetry, auth=auth, max_body_bytes=s.alert_max_body_bytes

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from bot.keys import Keys
-
 COMPARE_AND_DELETE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
@@ -33,16 +31,16 @@ class Lease:
 
 
 class Leases:
-    """Acquire, renew and release leases under one key prefix."""
+    """Acquire, renew and release leases; keys are named by `bot.keys.Keys`, because scripts
+    check the same leases (`begin_send.lua`)."""
 
-    def __init__(self, redis: Redis, prefix: str) -> None:
+    def __init__(self, redis: Redis) -> None:
         self._redis = redis
-        self._keys = Keys(prefix)
         self._release = redis.register_script(COMPARE_AND_DELETE)
         self._renew = redis.register_script(_RENEW)
 
-    async def try_acquire(self, name: str, ttl_ms: int) -> Lease | None:
-        lease = Lease(self._keys._("lease", name), secrets.token_hex(8))
+    async def try_acquire(self, key: str, ttl_ms: int) -> Lease | None:
+        lease = Lease(key, secrets.token_hex(8))
         acquired = await self._redis.set(lease.key, lease.token, nx=True, px=ttl_ms)
         return lease if acquired else None
 
@@ -53,8 +51,8 @@ class Leases:
     async def release(self, lease: Lease) -> None:
         await self._release(keys=[lease.key], args=[lease.token])
 
-    async def take_slot(self, name: str, interval_ms: int) -> bool:
+    async def take_slot(self, key: str, interval_ms: int) -> bool:
         """Whether a paced action may happen now: at most once per interval, on any replica."""
         if interval_ms <= 0:
             return True
-        return bool(await self._redis.set(self._keys._(name), "1", nx=True, px=interval_ms))
+        return bool(await self._redis.set(key, "1", nx=True, px=interval_ms))

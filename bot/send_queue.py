@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from bot.incidents import Incident
 from bot.keys import Keys
 from bot.mrkdwn import Rendered
-from bot.store import Loaded, ThreadRef, loaded_from, lua
+from bot.store import LOADED_FIELDS, Loaded, ThreadRef, loaded_from, lua
 
 UNDELIVERABLE_MAXLEN = 1000
 
@@ -77,6 +77,10 @@ class SendQueue:
         return cast(list[str], await self._redis.smembers(self.keys.send_channels))  # type: ignore[misc]
 
     # -- posts -----------------------------------------------------------------------------
+
+    async def waiting(self, channel: str) -> int:
+        """Root posts and threads with replies waiting in the channel."""
+        return cast(int, await self._redis.zcard(self.keys.posts(channel)))
 
     async def next_post(self, channel: str) -> tuple[str | None, InFlight | None]:
         """The most urgent member of the channel's posts, and the in-flight mark if any."""
@@ -208,7 +212,7 @@ class SendQueue:
     async def edit_candidate(self, channel: str, incident_id: str) -> EditCandidate:
         k = self.keys
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(k.incident(incident_id), ["v", "state", "thread", "rendered"])
+            pipe.hmget(k.incident(incident_id), LOADED_FIELDS)
             pipe.hget(k.edit_after(channel), incident_id)
             raw, after = await pipe.execute()
         return EditCandidate(incident_id, loaded_from(raw), int(after or 0))

@@ -333,7 +333,8 @@ class ChannelSender:
             if held > 0:
                 await asyncio.sleep(held)
                 continue
-            if await self._leases.take_slot("pace:update", self._config.update_interval_ms):
+            slot = self._queue.keys.update_slot
+            if await self._leases.take_slot(slot, self._config.update_interval_ms):
                 return
             await asyncio.sleep(0.05)
 

@@ -14,6 +14,7 @@ from contextlib import suppress
 
 from redis.exceptions import RedisError
 
+from bot.keys import Keys
 from bot.leases import Lease, Leases
 from bot.sender import ChannelSender, LostLease
 
@@ -29,18 +30,16 @@ class Senders:
         channels: Callable[[], Awaitable[list[str]]],
         make: Callable[[str, Lease], ChannelSender],
         leases: Leases,
+        keys: Keys,
         *,
         lease_ttl_ms: int,
     ) -> None:
         self._channels = channels
         self._make = make
         self._leases = leases
+        self._keys = keys
         self._ttl_ms = lease_ttl_ms
         self._led: dict[str, asyncio.Task[None]] = {}
-
-    @property
-    def leading(self) -> list[str]:
-        return sorted(self._led)
 
     async def run(self, stop: asyncio.Event) -> None:
         try:
@@ -57,7 +56,7 @@ class Senders:
             await self.stop()
 
     async def _try_lead(self, channel: str) -> None:
-        lease = await self._leases.try_acquire(f"sender:{channel}", self._ttl_ms)
+        lease = await self._leases.try_acquire(self._keys.sender_lease(channel), self._ttl_ms)
         if lease is None:
             return
         log.info("senders: this replica now sends to %s", channel)

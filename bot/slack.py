@@ -69,9 +69,6 @@ class SlackConfig:
     base_url: str = "https://slack.com/api/"
     timeout_s: float = 10
     max_retries: int = 3
-    post_interval_ms: int = 1000
-    post_burst: int = 3
-    update_interval_ms: int = 1200
 
 
 def retry_after_s(headers: Mapping[str, Any]) -> float:

@@ -33,6 +33,8 @@ BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
 # waiting status is replaced by the newer one, so only events accumulate.
 MAX_OUTBOX = 50
 TEST_RETENTION_S = 3600
+# The fields of an incident's hash that make a `Loaded` (load_group.lua reads the same).
+LOADED_FIELDS = ["v", "state", "thread", "rendered"]
 MAX_TIMELINE = 500
 
 
@@ -115,9 +117,7 @@ class IncidentStore:
         return str(number)
 
     async def load(self, incident_id: str) -> Loaded:
-        raw = await self._redis.hmget(
-            self.keys.incident(incident_id), ["v", "state", "thread", "rendered"]
-        )
+        raw = await self._redis.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
         return loaded_from(raw)
 
     async def get(self, incident_id: str) -> Incident | None:

@@ -40,11 +40,7 @@ def make_gateway(
     base_url: str | None = None,
     **config: Any,
 ) -> SlackGateway:
-    settings = SlackConfig(
-        token=token,
-        base_url=base_url or slack.api_url,
-        **({"post_interval_ms": 0, "update_interval_ms": 0} | config),
-    )
+    settings = SlackConfig(token=token, base_url=base_url or slack.api_url, **config)
     telemetry = telemetry or Telemetry()
     return SlackGateway(
         build_client(settings), redis, config=settings, telemetry=telemetry, prefix="qp"

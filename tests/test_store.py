@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from bot.alerts import parse_notification
 from bot.delivery import Delivery, delivery_of
 from bot.incidents import Event, GroupState, Incident, open_incident, resolve_manually
+from bot.keys import Keys
 from bot.leases import Leases
 from bot.mrkdwn import Rendered
 from bot.send_queue import SendQueue
@@ -29,6 +30,7 @@ from bot.stream import GROUP, NotificationStream
 from tests.conftest import fixture_json
 
 PREFIX = "qp"
+KEYS = Keys(PREFIX)
 T0 = datetime(2025, 12, 1, 2, 30, tzinfo=UTC)
 CHANNEL = "C0STORE"
 DAY = 86_400
@@ -81,19 +83,21 @@ async def opened(store: IncidentStore, incident_id: str = "1", **changes: object
 
 
 async def test_only_one_of_concurrent_acquirers_wins(replicas: list[Redis]) -> None:
-    leases = [Leases(r, PREFIX) for r in replicas]
-    won = await asyncio.gather(*(lease.try_acquire("sender:C1", 5000) for lease in leases))
+    leases = [Leases(r) for r in replicas]
+    won = await asyncio.gather(
+        *(lease.try_acquire(KEYS.sender_lease("C1"), 5000) for lease in leases)
+    )
     assert sum(lease is not None for lease in won) == 1
 
 
 async def test_an_expired_holder_can_neither_renew_nor_release_the_new_holders_lease(
     replicas: list[Redis],
 ) -> None:
-    old, new = Leases(replicas[0], PREFIX), Leases(replicas[1], PREFIX)
-    stale = await old.try_acquire("sender:C1", 50)
+    old, new = Leases(replicas[0]), Leases(replicas[1])
+    stale = await old.try_acquire(KEYS.sender_lease("C1"), 50)
     assert stale is not None
     await asyncio.sleep(0.1)
-    current = await new.try_acquire("sender:C1", 5000)
+    current = await new.try_acquire(KEYS.sender_lease("C1"), 5000)
     assert current is not None
 
     assert not await old.renew(stale, 5000)
@@ -104,8 +108,8 @@ async def test_an_expired_holder_can_neither_renew_nor_release_the_new_holders_l
 
 
 async def test_a_slot_is_taken_once_per_interval_across_replicas(replicas: list[Redis]) -> None:
-    leases = [Leases(r, PREFIX) for r in replicas]
-    taken = await asyncio.gather(*(lease.take_slot("pace:update", 300) for lease in leases))
+    leases = [Leases(r) for r in replicas]
+    taken = await asyncio.gather(*(lease.take_slot(KEYS.update_slot, 300) for lease in leases))
     assert sum(taken) == 1
 
 
