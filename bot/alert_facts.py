@@ -48,7 +48,7 @@ def facts_of(notification: Notification) -> AlertFacts:
     firing = notification.firing
     notes: list[str] = []
     silence_url = _first_url(notification, "silence_url")
-    matchers = matchers_from_silence_url(silence_url)
+    matchers = group_matchers(notification)
     annotations = _annotation_sources(notification)
     text = {
         "title": title_of(notification),
@@ -391,3 +391,36 @@ def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
                 expressions.extend(_split_matchers(value))
     matchers = (parse_matcher(e) for e in expressions)
     return tuple(m for m in matchers if m is not None)
+
+
+RULE_UID = "__alert_rule_uid__"
+# Grafana's alert links: `/alerting/grafana/<rule uid>/view` (and `/edit`).
+_RULE_LINK = re.compile(r"/alerting/grafana/([^/?#]+)/")
+
+
+def group_matchers(notification: Notification) -> tuple[Matcher, ...]:
+    """Matchers that select this alert group, for a silence made from Slack.
+
+    Grafana: the rule (`__alert_rule_uid__`, from the silence links, else the alert links) when
+    every alert shares one, the matchers every alert's own silence link carries, and the group
+    labels. Alertmanager: the group labels (what `group_by` grouped on), else the common labels.
+    """
+    alerts = notification.firing or notification.alerts
+    labels = notification.group_labels or notification.common_labels
+    grouped = [Matcher(name, value) for name, value in sorted(labels.items())]
+    if notification.source != "grafana":
+        return tuple(grouped)
+    links = [matchers_from_silence_url(a.silence_url) for a in alerts if a.silence_url]
+    shared = [m for m in links[0] if all(m in other for other in links[1:])] if links else []
+    shared = [m for m in shared if m.name != RULE_UID]
+    matchers = [*shared, *(m for m in grouped if m.name not in {s.name for s in shared})]
+    rule = _rule_uid(alerts, links)
+    return tuple([Matcher(RULE_UID, rule)] if rule else []) + tuple(matchers)
+
+
+def _rule_uid(alerts: Iterable[Alert], links: list[tuple[Matcher, ...]]) -> str | None:
+    """The one rule every alert of the group comes from, or None when they differ or none say."""
+    from_links = {m.value for link in links for m in link if m.name == RULE_UID and m.is_equal}
+    from_alerts = {match[1] for a in alerts if (match := _RULE_LINK.search(a.generator_url))}
+    uids = from_links or from_alerts
+    return next(iter(uids)) if len(uids) == 1 else None

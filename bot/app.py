@@ -33,14 +33,20 @@ import handlers.commands
 import handlers.health
 import handlers.slack_events
 import handlers.webhooks
+from bot.acting import Acting
 from bot.actions import ActionCore
+from bot.authorization import Authorizer, Rules
+from bot.backends.factory import build_silencer
 from bot.backends.metrics.alert import AlertMetrics
 from bot.config import Settings
 from bot.intake import Intake, IntakeConfig
+from bot.interactions import Interactions
 from bot.leases import Lease, Leases
 from bot.send_queue import SendQueue
 from bot.sender import ChannelSender, SenderConfig
 from bot.senders import Senders
+from bot.silence_watch import SilenceWatch
+from bot.silencing import SilenceConfig, Silencing
 from bot.slack import SlackConfig, SlackGateway, build_client
 from bot.status import StatusReporter, start_scheduler
 from bot.store import IncidentStore
@@ -70,6 +76,7 @@ class Bot:
     reporter: StatusReporter
     core: ActionCore
     bolt: AsyncApp
+    silence_watch: SilenceWatch | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -122,7 +129,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     reporter = StatusReporter(
         store, AlertMetrics(), telemetry, interval_s=settings.status_interval_seconds, clock=clock
     )
-    core = ActionCore(store, telemetry, display_name=gateway.display_name, clock=clock)
+    core, silence_watch = _action_core(settings, store, telemetry, gateway, redis, clock)
     bolt = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "unused",
@@ -143,7 +150,35 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         reporter,
         core,
         bolt,
+        silence_watch,
     )
+
+
+def _action_core(
+    settings: Settings,
+    store: IncidentStore,
+    telemetry: Telemetry,
+    gateway: SlackGateway,
+    redis: Redis,
+    clock: Callable[[], datetime],
+) -> tuple[ActionCore, SilenceWatch | None]:
+    """The action core with its backends, and the watch over the silences it makes."""
+    interactions = Interactions(redis, settings.redis_prefix)
+    authorizer = Authorizer(
+        Rules(scale_allowed=settings.scale_allowed_users), group_members=gateway.usergroup_members
+    )
+    acting = Acting(
+        store, telemetry, interactions, authorizer, display_name=gateway.display_name, clock=clock
+    )
+    silencer = build_silencer(settings)
+    silence_config = SilenceConfig(
+        timeout_s=settings.backend_timeout_seconds, check_s=settings.silence_check_seconds
+    )
+    silencing = Silencing(acting, silencer, config=silence_config, permalink=gateway.permalink)
+    watch = None
+    if silencer is not None:
+        watch = SilenceWatch(store, silencer, interactions, config=silence_config, clock=clock)
+    return ActionCore(acting, silencing), watch
 
 
 def build_redis(url: str) -> Redis:
@@ -245,7 +280,9 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
         consumer = asyncio.create_task(bot.intake.run(stop), name="intake")
         senders = asyncio.create_task(bot.senders.run(stop), name="senders")
         bot.background += [consumer, senders]
-        scheduler = start_scheduler(bot.reporter, tick_s=bot.settings.status_tick_seconds)
+        scheduler = start_scheduler(
+            bot.reporter, tick_s=bot.settings.status_tick_seconds, watch=bot.silence_watch
+        )
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
         try:

@@ -17,7 +17,8 @@ HELP = """*`/queue`* — queue status by runner type for the open incidents
 *`/queue incidents`* — open and recent incidents
 *`/queue ack [ID]`* — take ownership
 *`/queue resolve [ID]`* — close an incident by hand
-*`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`
+*`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`: a real silence of the alert group
+*`/queue unsilence [ID]`* — remove the silence made from Slack
 *`/queue scale <runner-type> <+N> [ID]`* — add runners
 *`/queue diagnose [ID]`* — run the runbook's checks
 Without an ID, a command acts on the one open incident; when several are open it asks which."""
@@ -62,7 +63,7 @@ def parse_command(text: str) -> Command:
     verb, args = words[0].lower(), words[1:]
     if verb in ("help", "status", "incidents"):
         return Command(verb)
-    if verb in ("ack", "acknowledge", "resolve", "diagnose"):
+    if verb in ("ack", "acknowledge", "resolve", "diagnose", "unsilence"):
         return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
     if verb == "silence":
         if not args:
@@ -87,7 +88,9 @@ def _optional_id(args: list[str], index: int) -> str | None:
     return args[index].lstrip("#") if len(args) > index else None
 
 
-async def run_command(core: ActionCore, actor: Actor, text: str) -> Outcome:
+async def run_command(
+    core: ActionCore, actor: Actor, text: str, *, interaction: str | None = None
+) -> Outcome:
     try:
         command = parse_command(text)
     except CommandError as exc:
@@ -96,7 +99,7 @@ async def run_command(core: ActionCore, actor: Actor, text: str) -> Outcome:
         return Outcome(True, HELP)
     if command.verb in ("status", "incidents"):
         return await _overview(core, verbose=command.verb == "incidents")
-    if command.verb in ("silence", "scale", "diagnose"):
+    if command.verb in ("scale", "diagnose"):
         return core.unavailable(f"`/queue {command.verb}`")
     ref = command.incident_ref
     if ref is None:
@@ -107,8 +110,12 @@ async def run_command(core: ActionCore, actor: Actor, text: str) -> Outcome:
             return _which(command, open_now, await core.open_count())
         ref = open_now[0].id
     if command.verb == "ack":
-        return await core.acknowledge(actor, ref)
-    return await core.resolve(actor, ref)
+        return await core.acknowledge(actor, ref, interaction=interaction)
+    if command.verb == "silence" and command.seconds is not None:
+        return await core.silence(actor, ref, command.seconds, interaction=interaction)
+    if command.verb == "unsilence":
+        return await core.unsilence(actor, ref, interaction=interaction)
+    return await core.resolve(actor, ref, interaction=interaction)
 
 
 def _which(command: Command, incidents: list[Incident], total: int) -> Outcome:

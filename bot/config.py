@@ -70,6 +70,11 @@ class Settings(BaseSettings):
     grafana_url: str | None = None
     grafana_token: SecretStr | None = None
     alertmanager_url: str | None = None
+    # Every backend call (silences, scalers, metrics) gives up after this long: a responder is
+    # waiting, and the answer "it did not answer" is better than none.
+    backend_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    # How often the tick asks the silence backend whether a silence made from Slack still holds.
+    silence_check_seconds: int = Field(default=60, ge=5, le=3600)
     metrics_backend: str = "alert"
     prometheus_url: str | None = None
     scaler_backend: str = "none"
@@ -135,9 +140,21 @@ class Settings(BaseSettings):
                 "or ALERT_WEBHOOK_BASIC_USER/ALERT_WEBHOOK_BASIC_PASSWORD "
                 "(or ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED=true on a private network)"
             )
+        self._check_silences()
         if self.metrics_backend != "alert":
             raise SettingsError(
                 f"METRICS_BACKEND={self.metrics_backend!r} is not available; use 'alert'"
+            )
+
+    def _check_silences(self) -> None:
+        if self.silence_backend is SilenceBackend.ALERTMANAGER and not self.alertmanager_url:
+            raise SettingsError("SILENCE_BACKEND=alertmanager needs ALERTMANAGER_URL")
+        if self.silence_backend is SilenceBackend.GRAFANA and not (
+            self.grafana_url and self.grafana_token
+        ):
+            raise SettingsError(
+                "SILENCE_BACKEND=grafana needs GRAFANA_URL and GRAFANA_TOKEN "
+                "(a service-account token allowed to create and remove silences)"
             )
 
 

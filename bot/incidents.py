@@ -15,6 +15,8 @@ from bot.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, m
 from bot.delivery import Delivery
 
 TREND_POINTS = 48
+# The root shows the latest responder actions; the timeline keeps them all.
+RECENT_ACTIONS = 3
 # Alert instances seen resolved, per group: enough for the largest notification we accept.
 MAX_RESOLVED_INSTANCES = 1000
 
@@ -58,6 +60,17 @@ class Links(BaseModel):
     silence: str = ""
     dashboard: str = ""
     panel: str = ""
+
+
+class ActiveSilence(BaseModel):
+    """A silence created from Slack and still believed in force (the status tick checks it)."""
+
+    silence_id: str
+    backend: str  # "Alertmanager", "Grafana": where it lives, as messages name it
+    until: datetime
+    by: str
+    by_name: str = ""
+    at: datetime
 
 
 class Snapshot(BaseModel):
@@ -106,6 +119,8 @@ class Incident(BaseModel):
     notifications: int = 0
     reopened: int = 0
     truncated: tuple[str, ...] = ()
+    silence: ActiveSilence | None = None
+    recent_actions: tuple[Event, ...] = ()
     last_status: Snapshot | None = None
     trend: list[Snapshot] = Field(default_factory=list)
 
@@ -256,6 +271,20 @@ def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Inc
             "updated_at": now,
         }
     )
+
+
+def with_action(incident: Incident, event: Event) -> Incident:
+    """Remember a responder's action for the root (the timeline has them all)."""
+    recent = (*incident.recent_actions, event)[-RECENT_ACTIONS:]
+    return incident.model_copy(update={"recent_actions": recent, "updated_at": event.at})
+
+
+def silenced(incident: Incident, silence: ActiveSilence) -> Incident:
+    return incident.model_copy(update={"silence": silence, "updated_at": silence.at})
+
+
+def unsilenced(incident: Incident, *, now: datetime) -> Incident:
+    return incident.model_copy(update={"silence": None, "updated_at": now})
 
 
 def record_status(incident: Incident, snapshot: Snapshot) -> Incident:

@@ -119,5 +119,16 @@ class Keys:
     def user(self, user_id: str) -> str:
         return self._("user", user_id)
 
+    # -- responder actions -----------------------------------------------------------------
+    def interaction(self, interaction_id: str) -> str:
+        return self._("interaction", interaction_id)
+
+    def action_lock(self, incident_id: str, what: str) -> str:
+        return self._("action-lock", incident_id, what)
+
+    @property
+    def silence_watch(self) -> str:
+        return self._("silence-watch")
+
     def slack_event(self, event_id: str) -> str:
         return self._("slack-event", event_id)

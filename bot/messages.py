@@ -101,8 +101,14 @@ def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> 
     if incident.truncated:
         notes = "; ".join(escape(note) for note in incident.truncated[:10])
         blocks.append(context([truncate(f"⚠️ Alert cut to fit: {notes}", 2000)]))
+    if incident.recent_actions:
+        blocks.append(context([_recent_actions(incident)]))
     if incident.is_open:
         blocks.append(_actions(incident))
+    elif incident.silence is not None:
+        # The alert is over but the silence made from Slack is not: keep the way to remove it.
+        unsilence = _button("Remove silence", "incident_unsilence", incident_ref(incident))
+        blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": [unsilence]})
     return rendered(_fallback(incident), blocks)
 
 
@@ -145,6 +151,10 @@ def _status_line(incident: Incident, *, mentions: bool) -> str:
         parts.append(f"acknowledged by {owner}")
     elif incident.is_open:
         parts.append("not acknowledged")
+    if incident.silence is not None:
+        silence = incident.silence
+        who = mention(silence.by) if mentions else person(silence.by, silence.by_name)
+        parts.append(f"🔕 silenced until {slack_date(silence.until)} by {who}")
     if incident.reopened:
         parts.append(f"reopened {incident.reopened}×")
     if incident.is_test:
@@ -270,21 +280,37 @@ def _actions(incident: Incident) -> dict[str, Any]:
         elements.append(_button("Take over", "incident_ack", ref))
     else:
         elements.append(_button("Acknowledge", "incident_ack", ref, style="primary"))
+    if incident.silence is not None:
+        elements.append(_button("Remove silence", "incident_unsilence", ref))
+    else:
+        elements.append(
+            {
+                "type": "static_select",
+                "action_id": "incident_silence",
+                "placeholder": plain("Silence…"),
+                "options": [
+                    {"text": plain(label), "value": str(seconds)}
+                    for seconds, label in SILENCE_OPTIONS
+                ],
+            }
+        )
     elements += [
-        {
-            "type": "static_select",
-            "action_id": "incident_silence",
-            "placeholder": plain("Silence…"),
-            "options": [
-                {"text": plain(label), "value": str(seconds)} for seconds, label in SILENCE_OPTIONS
-            ],
-        },
         _button("Scale up…", "incident_scale", ref),
         _button("Run diagnostics", "incident_diagnose", ref),
         _button("Resolve", "incident_resolve", ref, style="danger")
         | {"confirm": _confirm(incident)},
     ]
     return {"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": elements}
+
+
+def _recent_actions(incident: Incident) -> str:
+    """The latest things responders did, newest first, named without a ping."""
+    lines = [
+        f"{slack_date(event.at, '{time}')} {truncate(escape(event.text), 150)}"
+        + (f" by {person(event.actor, event.actor_name)}" if event.actor else "")
+        for event in reversed(incident.recent_actions)
+    ]
+    return truncate("Latest: " + " · ".join(lines), 2000)
 
 
 def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> dict[str, Any]:

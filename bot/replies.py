@@ -182,7 +182,17 @@ def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime
     else:
         head = _join(f"✅ *Incident {incident_id} resolved*", resolved_how(incident))
     title = truncate(title_text(incident), 500)
-    blocks = [section(f"{head}\n{title}"), fields(_summary_fields(incident, took))]
+    blocks = [section(f"{head}\n{title}"), fields(_summary_fields(incident, took, events))]
+    if incident.silence is not None:
+        silence = incident.silence
+        blocks.append(
+            section(
+                f"🔕 A silence made from Slack is still in force until "
+                f"{slack_date(silence.until)} ({escape(silence.backend)} silence "
+                f"`{truncate(escape(silence.silence_id), 80)}`): "
+                f"`/queue unsilence {incident_id}` removes it."
+            )
+        )
     shown = events[-MAX_TIMELINE:]
     if shown:
         lines = ["*What was done*"]
@@ -195,7 +205,7 @@ def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime
     return rendered(f"{plain}: {truncate(title_text(incident), 200)}", blocks)
 
 
-def _summary_fields(incident: Incident, took: str) -> list[str]:
+def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:
     peak = incident.peak
     items = [f"Duration: *{took}*"]
     if peak.max_queue_time_mins is not None:
@@ -208,6 +218,11 @@ def _summary_fields(incident: Incident, took: str) -> list[str]:
         items.append(
             f"Acknowledged by {person(incident.acknowledged_by, incident.acknowledged_name)}"
         )
+    actions = [event for event in events if event.actor]
+    if actions:
+        people = list(dict.fromkeys(person(e.actor, e.actor_name) for e in actions))
+        shown = ", ".join(people[:5]) + (f" and {len(people) - 5} more" if len(people) > 5 else "")
+        items.append(f"Actions taken: *{len(actions)}*, by {shown}")
     items.append(f"Notifications: *{incident.notifications}*")
     if incident.reopened:
         items.append(f"Reopened: *{incident.reopened}×*")
@@ -227,10 +242,13 @@ def _timeline_line(event: Event) -> str:
 MENTIONING_EVENTS = frozenset({"acknowledged", "handed_over"})
 
 
-def render_event(incident: Incident, event: Event) -> Rendered:
-    """A one-line thread reply for something that happened: reopened, alerts changed, acked…"""
+def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rendered:
+    """A one-line thread reply for something that happened: reopened, alerts changed, acked…
+
+    `detail` is mrkdwn already made safe (a Slack date, say) that follows the escaped text.
+    """
     icon = _EVENT_ICONS.get(event.kind, "•")
-    line = f"{icon} {truncate(escape(event.text), 2000)}"
+    line = f"{icon} {truncate(escape(event.text), 2000)}" + (f" {detail}" if detail else "")
     if event.actor:
         who = (
             mention(event.actor)

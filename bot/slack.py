@@ -242,3 +242,13 @@ class SlackGateway:
         name = name or str((response.get("user") or {}).get("name") or "")
         await self._redis.set(key, name, ex=86_400)
         return name or None
+
+    async def usergroup_members(self, group: str) -> list[str]:
+        """User IDs of a user group (`usergroups.users.list`); raises `SlackError`."""
+        response = await self.call("usergroups.users.list", usergroup=group)
+        return [str(user) for user in response.get("users") or []]
+
+    async def permalink(self, channel: str, ts: str) -> str | None:
+        """A link to a message (`chat.getPermalink`), for texts that point back at a thread."""
+        response = await self.call("chat.getPermalink", channel=channel, message_ts=ts)
+        return str(response.get("permalink") or "") or None

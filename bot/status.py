@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from datetime import datetime
 
@@ -23,6 +23,7 @@ from bot.backends.errors import BackendError
 from bot.backends.metrics import QueueMetrics
 from bot.incidents import record_status
 from bot.messages import render_status
+from bot.silence_watch import SilenceWatch
 from bot.store import BAND_STATUS, Commit, IncidentStore, Reply
 from bot.telemetry import Telemetry
 
@@ -101,17 +102,26 @@ class StatusReporter:
         return due is not None and due <= now
 
 
-def start_scheduler(reporter: StatusReporter, *, tick_s: float) -> AsyncIOScheduler:
-    """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping."""
+def start_scheduler(
+    reporter: StatusReporter, *, tick_s: float, watch: SilenceWatch | None = None
+) -> AsyncIOScheduler:
+    """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping.
+
+    The silence watch ticks beside the status: each looks only at what is due in Redis.
+    """
     scheduler = AsyncIOScheduler()
-    scheduler.add_job(
-        reporter.tick,
-        "interval",
-        seconds=tick_s,
-        id="status-tick",
-        max_instances=1,
-        coalesce=True,
-        misfire_grace_time=None,
-    )
+    jobs: list[tuple[str, Callable[[], Awaitable[None]]]] = [("status-tick", reporter.tick)]
+    if watch is not None:
+        jobs.append(("silence-watch", watch.tick))
+    for job_id, job in jobs:
+        scheduler.add_job(
+            job,
+            "interval",
+            seconds=tick_s,
+            id=job_id,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
     scheduler.start()
     return scheduler

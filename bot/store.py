@@ -174,6 +174,24 @@ class IncidentStore:
         """Push a status that could not be computed to later, without touching the incident."""
         await self._redis.zadd(self.keys.status_due, {incident_id: due}, xx=True)
 
+    # -- silences made from Slack, checked by the tick until they end ----------------------
+
+    async def watch_silence(self, incident_id: str, due: float) -> None:
+        key = self.keys.silence_watch
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(key, {incident_id: due})
+            pipe.expire(key, self.retention_s)
+            await pipe.execute()
+
+    async def silences_due(self, now: float, *, limit: int = 100) -> list[str]:
+        key = self.keys.silence_watch
+        return cast(
+            list[str], await self._redis.zrangebyscore(key, "-inf", now, start=0, num=limit)
+        )
+
+    async def unwatch_silence(self, incident_id: str) -> None:
+        await self._redis.zrem(self.keys.silence_watch, incident_id)
+
     # -- writes ----------------------------------------------------------------------------
 
     async def commit(self, change: Commit, *, now: float | None = None) -> bool:

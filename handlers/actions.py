@@ -1,4 +1,4 @@
-"""Root-message actions (buttons and the silence select): acknowledge, then hand to the core."""
+"""Root-message actions: acknowledge Slack at once, then hand the click to the action core."""
 
 from __future__ import annotations
 
@@ -9,40 +9,55 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions import Actor, Outcome
-from handlers.context import actor_of, core_of, incident_ref_of, tell
+from bot.actions import Outcome
+from handlers.context import actor_of, core_of, incident_ref_of, interaction_of, tell
 
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 
 
 async def _on_incident(
-    body: dict[str, Any],
-    context: AsyncBoltContext,
-    act: Callable[[Actor, str], Awaitable[Outcome]],
+    body: dict[str, Any], context: AsyncBoltContext, act: Callable[[str], Awaitable[Outcome]]
 ) -> None:
     ref = await incident_ref_of(body, core_of(context))
-    outcome = await act(actor_of(body), ref) if ref else NO_INCIDENT
-    await tell(context, body, outcome)
+    await tell(context, body, await act(ref) if ref else NO_INCIDENT)
 
 
 async def on_ack(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-    await _on_incident(body, context, core_of(context).acknowledge)
+    actor, interaction = actor_of(body), interaction_of(body)
+    core = core_of(context)
+    await _on_incident(
+        body, context, lambda ref: core.acknowledge(actor, ref, interaction=interaction)
+    )
 
 
 async def on_resolve(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-    await _on_incident(body, context, core_of(context).resolve)
+    actor, interaction = actor_of(body), interaction_of(body)
+    core = core_of(context)
+    await _on_incident(body, context, lambda ref: core.resolve(actor, ref, interaction=interaction))
 
 
 async def on_silence(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-    await tell(context, body, core_of(context).unavailable("Silencing from Slack"))
+    seconds = _selected_seconds(body)
+    if seconds is None:
+        await tell(context, body, Outcome(False, "Choose how long to silence it for."))
+        return
+    actor, interaction = actor_of(body), interaction_of(body)
+    core = core_of(context)
+    await _on_incident(
+        body, context, lambda ref: core.silence(actor, ref, seconds, interaction=interaction)
+    )
 
 
 async def on_unsilence(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-    await tell(context, body, core_of(context).unavailable("Removing a silence from Slack"))
+    actor, interaction = actor_of(body), interaction_of(body)
+    core = core_of(context)
+    await _on_incident(
+        body, context, lambda ref: core.unsilence(actor, ref, interaction=interaction)
+    )
 
 
 async def on_scale(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -53,6 +68,13 @@ async def on_scale(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContex
 async def on_diagnose(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
     await tell(context, body, core_of(context).unavailable("Diagnostics"))
+
+
+def _selected_seconds(body: dict[str, Any]) -> int | None:
+    """The silence select's choice: its option values are durations in seconds."""
+    action = (body.get("actions") or [{}])[0]
+    value = str(((action.get("selected_option") or {}).get("value")) or "")
+    return int(value) if value.isdigit() and 60 <= int(value) <= 7 * 86_400 else None
 
 
 def register(app: AsyncApp) -> None:

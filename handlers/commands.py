@@ -9,12 +9,17 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.commands import run_command
-from handlers.context import actor_of, core_of, tell
+from handlers.context import actor_of, core_of, interaction_of, tell
 
 
 async def on_queue(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-    outcome = await run_command(core_of(context), actor_of(body), str(body.get("text") or ""))
+    outcome = await run_command(
+        core_of(context),
+        actor_of(body),
+        str(body.get("text") or ""),
+        interaction=interaction_of(body),
+    )
     await tell(context, body, outcome)
 
 

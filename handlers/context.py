@@ -23,6 +23,23 @@ def actor_of(body: dict[str, Any]) -> Actor:
     )
 
 
+def interaction_of(body: dict[str, Any]) -> str | None:
+    """The request's own identity, so the same delivery twice is acted on once.
+
+    A click has its `action_ts`; a modal submission its view ID (with the step's callback); a
+    slash command its `trigger_id`.
+    """
+    actions = body.get("actions")
+    if isinstance(actions, list) and actions and isinstance(actions[0], dict):
+        stamp = actions[0].get("action_ts")
+        return f"action:{stamp}" if stamp else None
+    view = body.get("view")
+    if isinstance(view, dict) and view.get("id"):
+        return f"view:{view['id']}:{view.get('callback_id', '')}:{view.get('hash', '')}"
+    trigger = body.get("trigger_id")
+    return f"trigger:{trigger}" if trigger else None
+
+
 def channel_of(body: dict[str, Any]) -> str:
     container = body.get("container") or {}
     channel = body.get("channel") or {}

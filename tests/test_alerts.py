@@ -82,6 +82,8 @@ def test_queue_alert_firing() -> None:
     assert facts.silence_matchers == (
         Matcher("__alert_rule_uid__", "dez2aomgvru2oe"),
         Matcher("type", "alerting-infra"),
+        Matcher("alertname", "Jobs queueing in autoscaled machines"),
+        Matcher("grafana_folder", "Dev Infra"),
     )
     assert (facts.firing_count, facts.resolved_count) == (1, 0)
 
@@ -139,11 +141,8 @@ def test_docs_example_two_alerts() -> None:
     assert facts.other_values == {"B": pytest.approx(44.23943737541908), "C": 1}
     assert facts.team == "blue"
     assert facts.priority is None
-    assert facts.silence_matchers == (
-        Matcher("alertname", "T2"),
-        Matcher("team", "blue"),
-        Matcher("zone", "us-1"),
-    )
+    # Two rules in one group: a silence of the group takes what both alerts' links share.
+    assert facts.silence_matchers == (Matcher("team", "blue"),)
     assert notification.alerts[0].starts_at == datetime(2021, 10, 12, 7, 51, 3, 157076, tzinfo=UTC)
 
 
@@ -154,7 +153,7 @@ def test_datasource_nodata_is_named_by_its_rule() -> None:
     assert facts.priority == "P1"
     assert notification.alerts[0].values == {} and notification.alerts[0].series == []
     assert facts.silence_matchers[0] == Matcher("__alert_rule_uid__", "eewi8oa4ccef4e")
-    assert facts.silence_matchers[-1] == Matcher("rulename", "viable/strict is broken")
+    assert Matcher("rulename", "viable/strict is broken") in facts.silence_matchers
 
 
 def test_scale_up_failure_pair() -> None:
@@ -163,7 +162,8 @@ def test_scale_up_failure_pair() -> None:
     facts = facts_of(firing)
     assert facts.title == "Runners Scale Up Failure"
     assert facts.priority == "P1" and facts.team == "dev-infra"
-    assert facts.silence_url == "" and facts.silence_matchers == ()
+    assert facts.silence_url == ""
+    assert facts.silence_matchers == (Matcher("alertname", "Runners Scale Up Failure"),)
     assert facts.dashboard_url == ""
     assert firing.alerts[0].ends_at is None
     assert resolved.alerts[0].ends_at == datetime(2025, 9, 3, 19, 25, 1, tzinfo=UTC)
@@ -458,3 +458,53 @@ def test_max_known_treats_none_as_unknown() -> None:
     assert max_known(None, None) is None
     assert max_known(None, 0) == 0 and max_known(-1, None) == -1
     assert max_known(2, 3.5) == 3.5 and max_known(3.5, 2) == 3.5
+
+
+# --- matchers for a silence made from Slack: this alert group, and only it -------------------
+
+
+def _matchers(
+    name: str, source: Source, edit: Callable[[dict[str, Any]], None] | None = None
+) -> list[tuple[str, str]]:
+    payload = raw(name)
+    if edit is not None:
+        edit(payload)
+    facts = facts_of(parse_notification(source, payload))
+    return [(m.name, m.value) for m in facts.silence_matchers]
+
+
+def test_alertmanager_silences_by_its_group_labels() -> None:
+    assert _matchers("alertmanager/runner-queue-am-00-firing.json", "alertmanager") == [
+        ("alertname", "RunnerQueueTimeHigh")
+    ]
+
+
+def test_alertmanager_without_group_labels_silences_by_the_common_labels() -> None:
+    def ungrouped(payload: dict[str, Any]) -> None:
+        payload["groupLabels"] = {}
+
+    got = _matchers("alertmanager/runner-queue-am-00-firing.json", "alertmanager", ungrouped)
+    assert ("runner_type", "linux.g5.4xlarge.nvidia.gpu") in got
+    assert ("alertname", "RunnerQueueTimeHigh") in got
+
+
+def test_grafana_alerts_of_different_rules_share_only_their_common_matchers() -> None:
+    got = _matchers("grafana/docs-example-two-alerts.json", "grafana")
+    assert got == [("team", "blue")], "no rule matcher when the alerts come from two rules"
+
+
+def test_grafana_without_a_silence_link_takes_the_rule_from_the_alert_link() -> None:
+    def no_link(payload: dict[str, Any]) -> None:
+        for alert in payload["alerts"]:
+            alert.pop("silenceURL", None)
+
+    got = _matchers("grafana/queue-alert-firing.json", "grafana", no_link)
+    assert got[0] == ("__alert_rule_uid__", "dez2aomgvru2oe")
+    assert ("alertname", "Jobs queueing in autoscaled machines") in got
+
+
+def test_grafana_no_data_alert_keeps_every_matcher_of_its_link() -> None:
+    got = dict(_matchers("grafana/datasource-nodata-firing.json", "grafana"))
+    assert got["__alert_rule_uid__"] == "eewi8oa4ccef4e"
+    assert got["datasource_uid"] == "grafanacloud-prom"
+    assert got["alertname"] == "DatasourceNoData"

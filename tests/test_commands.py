@@ -16,6 +16,7 @@ from bot.commands import (
     parse_duration,
     run_command,
 )
+from tests.cores import action_core
 
 
 @pytest.mark.parametrize(
@@ -144,7 +145,6 @@ async def open_many(redis_url: str, count: int) -> ActionCore:
     from bot.delivery import delivery_of
     from bot.incidents import GroupState, open_incident
     from bot.store import Commit, IncidentStore
-    from bot.telemetry import Telemetry
     from tests.conftest import fixture_json
 
     redis = Redis.from_url(redis_url, decode_responses=True)
@@ -163,10 +163,7 @@ async def open_many(redis_url: str, count: int) -> ActionCore:
         group = GroupState(incident_id=incident.id)
         await store.commit(Commit(incident, group=group, group_hash=incident.group_hash))
 
-    async def no_name(user: str) -> str | None:
-        return None
-
-    return ActionCore(store, Telemetry(), display_name=no_name, clock=lambda: datetime.now(UTC))
+    return action_core(redis, store)
 
 
 @pytest.mark.parametrize("count", [1, 3, 250])

@@ -147,7 +147,12 @@ def test_open_incident_from_the_queue_alert_shows_its_title_priority_and_numbers
     assert incident.notifications == 1
     assert (incident.id, incident.uid, incident.channel) == ("7", "u7", "C1")
     assert incident.links.runbook == "https://hud.pytorch.org/metrics"
-    assert [m.name for m in incident.silence_matchers] == ["__alert_rule_uid__", "type"]
+    assert [m.name for m in incident.silence_matchers] == [
+        "__alert_rule_uid__",
+        "type",
+        "alertname",
+        "grafana_folder",
+    ], "the rule, what its silence link carries, and the group labels"
 
 
 def test_open_incident_starts_when_the_alert_started_not_when_the_bot_heard_of_it() -> None:

@@ -583,14 +583,15 @@ def test_summary_of_a_manual_resolve() -> None:
     assert texts[0] == (
         "✅ *Incident 12 resolved* by *ursula*\nP2 · Jobs queueing in autoscaled machines"
     )
-    assert texts[1:6] == [
+    assert texts[1:7] == [
         "Duration: *1 h 18 min*",
         "Peak longest wait: *130 min*",
         "Peak queued jobs: *16*",
         "Acknowledged by *ann*",
+        "Actions taken: *1*, by *al*",
         "Notifications: *4*",
     ]
-    assert texts[6].splitlines() == [
+    assert texts[7].splitlines() == [
         "*What was done*",
         "<!date^1758042000^{time}|17:00 UTC> · Alert fired: &lt;!channel&gt;",
         "<!date^1758042180^{time}|17:03 UTC> · Acknowledged · by *al*",

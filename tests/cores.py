@@ -1,0 +1,52 @@
+"""An action core for tests that drive it directly (no Slack request), on a real Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from redis.asyncio import Redis
+
+from bot.acting import Acting
+from bot.actions import ActionCore
+from bot.authorization import Authorizer, Rules
+from bot.backends.silence import Silencer
+from bot.interactions import Interactions
+from bot.silencing import SilenceConfig, Silencing
+from bot.store import IncidentStore
+from bot.telemetry import Telemetry
+
+
+async def _no_name(user: str) -> str | None:
+    return None
+
+
+async def _no_members(group: str) -> list[str]:
+    return []
+
+
+async def _no_link(channel: str, ts: str) -> str | None:
+    return None
+
+
+def action_core(
+    redis: Redis,
+    store: IncidentStore,
+    *,
+    silencer: Silencer | None = None,
+    scale_allowed: tuple[str, ...] = (),
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    telemetry: Telemetry | None = None,
+) -> ActionCore:
+    interactions = Interactions(redis, store.keys.prefix)
+    authorizer = Authorizer(Rules(scale_allowed=scale_allowed), group_members=_no_members)
+    acting = Acting(
+        store,
+        telemetry or Telemetry(),
+        interactions,
+        authorizer,
+        display_name=_no_name,
+        clock=clock,
+    )
+    silencing = Silencing(acting, silencer, config=SilenceConfig(timeout_s=2), permalink=_no_link)
+    return ActionCore(acting, silencing)

@@ -1,0 +1,124 @@
+"""A silence API shaped like Grafana's (Alertmanager API v2 under Grafana's prefix), for tests.
+
+It checks what Grafana would: the path, the service-account bearer token, and the body of a new
+silence (matchers, RFC 3339 times, createdBy, comment), and answers 202 `{"silenceID"}` as
+Grafana does. Tests can make the next calls fail with a status, or hang until released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+PREFIX = "/api/alertmanager/grafana/api/v2"
+
+
+@dataclass
+class FakeSilenceApi:
+    token: str = "glsa_test-token"
+    prefix: str = PREFIX
+    created_status: int = 202
+    silences: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    failures: list[tuple[int, str]] = field(default_factory=list)
+    hanging: threading.Event | None = None
+    in_flight: int = 0
+
+    def __post_init__(self) -> None:
+        self.app = Starlette(
+            routes=[
+                Route(f"{self.prefix}/silences", self._create, methods=["POST"]),
+                Route(f"{self.prefix}/silence/{{sid}}", self._one, methods=["GET", "DELETE"]),
+            ]
+        )
+
+    def fail_next(self, status: int, message: str = "refused", *, times: int = 1) -> None:
+        self.failures += [(status, message)] * times
+
+    def hang(self) -> threading.Event:
+        """Calls wait until the returned event is set."""
+        self.hanging = threading.Event()
+        return self.hanging
+
+    def expire_behind_the_bots_back(self, silence_id: str) -> None:
+        self.silences[silence_id]["status"] = {"state": "expired"}
+        self.silences[silence_id]["endsAt"] = _now()
+
+    def run_out(self, silence_id: str) -> None:
+        """The silence reached its planned end."""
+        self.silences[silence_id]["status"] = {"state": "expired"}
+
+    async def _gate(self, request: Request) -> Response | None:
+        body = await request.body()
+        self.requests.append((request.method, request.url.path, body))
+        if request.headers.get("authorization") != f"Bearer {self.token}":
+            return JSONResponse({"message": "invalid API key"}, status_code=401)
+        if self.hanging is not None:
+            self.in_flight += 1
+            try:
+                # Released from the test's thread, so a thread event, waited for off the loop.
+                await asyncio.to_thread(self.hanging.wait, 30)
+            finally:
+                self.in_flight -= 1
+        if self.failures:
+            status, message = self.failures.pop(0)
+            return JSONResponse({"message": message}, status_code=status)
+        return None
+
+    async def _create(self, request: Request) -> Response:
+        refusal = await self._gate(request)
+        if refusal is not None:
+            return refusal
+        data = await request.json()
+        problem = _problem(data)
+        if problem:
+            return JSONResponse({"message": problem}, status_code=400)
+        silence_id = str(uuid.uuid4())
+        self.silences[silence_id] = {**data, "id": silence_id, "status": {"state": "active"}}
+        return JSONResponse({"silenceID": silence_id}, status_code=self.created_status)
+
+    async def _one(self, request: Request) -> Response:
+        refusal = await self._gate(request)
+        if refusal is not None:
+            return refusal
+        silence = self.silences.get(request.path_params["sid"])
+        if silence is None:
+            return JSONResponse({"message": "silence not found"}, status_code=404)
+        if request.method == "DELETE":
+            self.expire_behind_the_bots_back(silence["id"])
+            return Response(status_code=200)
+        return JSONResponse(silence)
+
+
+def _problem(data: Any) -> str:
+    if not isinstance(data, dict):
+        return "body must be an object"
+    for key in ("matchers", "startsAt", "endsAt", "createdBy", "comment"):
+        if key not in data:
+            return f"{key} is required"
+    matchers = data["matchers"]
+    if not matchers or not all(
+        isinstance(m, dict) and {"name", "value", "isRegex", "isEqual"} <= set(m) for m in matchers
+    ):
+        return "matchers must be a non-empty list of {name, value, isRegex, isEqual}"
+    try:
+        starts = datetime.fromisoformat(data["startsAt"].replace("Z", "+00:00"))
+        ends = datetime.fromisoformat(data["endsAt"].replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return "startsAt and endsAt must be RFC 3339"
+    if ends <= starts:
+        return "endsAt must be after startsAt"
+    return ""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")

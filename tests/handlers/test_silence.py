@@ -1,0 +1,387 @@
+"""Silence and unsilence from Slack: real silences in a real Alertmanager, and Grafana's API.
+
+Every request is signed as Slack signs it and goes through `/slack/events`; what is asserted is
+what a responder sees (the root, the thread, their ephemeral answer) and what the backend holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.sandbox.serve import serve_in_thread
+from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
+from tests.fakes.silence_api import FakeSilenceApi
+from tests.handlers.test_slack import (
+    block_action,
+    click,
+    ephemeral_texts,
+    post_event,
+    slash,
+)
+from tests.servers import Alertmanager
+
+AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
+
+
+@pytest.fixture(scope="module")
+def alertmanager() -> Iterator[Alertmanager]:
+    # Only its silence API is used here: the receiver points nowhere.
+    server = Alertmanager("http://127.0.0.1:9/nowhere")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def grafana() -> Iterator[FakeSilenceApi]:
+    api = FakeSilenceApi()
+    server = serve_in_thread(api.app)
+    api.url = server.url  # type: ignore[attr-defined]
+    yield api
+    if api.hanging is not None:
+        api.hanging.set()
+    server.stop()
+
+
+def am_settings(settings_for: Any, alertmanager: Alertmanager, **extra: Any) -> Any:
+    return settings_for(silence_backend="alertmanager", alertmanager_url=alertmanager.url, **extra)
+
+
+def grafana_settings(settings_for: Any, grafana: FakeSilenceApi, **extra: Any) -> Any:
+    values = {
+        "silence_backend": "grafana",
+        "grafana_url": grafana.url,  # type: ignore[attr-defined]
+        "grafana_token": grafana.token,
+    }
+    return settings_for(**{**values, **extra})
+
+
+async def open_am_incident(running: RunningBot, slack: Slack, *, group: str = "") -> Any:
+    payload = fixture_json(AM_FIRING)
+    if group:
+        payload["groupKey"] = f'{{}}:{{alertname="{group}"}}'
+        payload["groupLabels"] = {"alertname": group}
+        payload["commonLabels"]["alertname"] = group
+        for alert in payload["alerts"]:
+            alert["labels"]["alertname"] = group
+    assert (await running.send("alertmanager", payload)).status_code == 202
+    roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+    return roots[-1]
+
+
+def root_now(slack: Slack, ts: str) -> Any:
+    return next(m for m in slack.emulator.channel_messages(CHANNEL) if m.ts == ts)
+
+
+def action_ids(message: Any) -> set[str]:
+    return {
+        element.get("action_id")
+        for block in message.blocks
+        for element in block.get("elements", [])
+        if isinstance(element, dict)
+    }
+
+
+def thread_texts(slack: Slack, ts: str) -> list[str]:
+    return [json.dumps(m.blocks) for m in slack.emulator.thread(CHANNEL, ts)[1:]]
+
+
+async def choose_silence(running: RunningBot, root: Any, seconds: int) -> httpx.Response:
+    action = {
+        "type": "static_select",
+        "action_id": "incident_silence",
+        "selected_option": {"text": {"type": "plain_text", "text": "x"}, "value": str(seconds)},
+    }
+    return await post_event(running.http, block_action(action, message_ts=root.ts))
+
+
+def am_silences(alertmanager: Alertmanager) -> list[dict[str, Any]]:
+    return httpx.get(f"{alertmanager.url}/api/v2/silences", timeout=5).json()
+
+
+def am_silence(alertmanager: Alertmanager, silence_id: str) -> dict[str, Any]:
+    return httpx.get(f"{alertmanager.url}/api/v2/silence/{silence_id}", timeout=5).json()
+
+
+def am_alert(name: str, runner: str) -> dict[str, Any]:
+    return {
+        "labels": {"alertname": name, "runner_type": runner, "priority": "P2"},
+        "annotations": {"summary": "queue"},
+        "startsAt": (datetime.now(UTC) - timedelta(minutes=1)).isoformat(),
+    }
+
+
+@pytest.mark.slow
+async def test_silence_select_makes_a_silence_of_this_group_only_and_unsilence_expires_it(
+    settings_for: Any, slack: Slack, alertmanager: Alertmanager
+) -> None:
+    group = f"RunnerQueueTimeHigh{time.time_ns()}"
+    # Alertmanager holds an alert of this group and one of another: only the first is silenced.
+    alertmanager.post_alerts([am_alert(group, "linux.2xlarge"), am_alert("DiskFull", "x")])
+    async with run_bot(am_settings(settings_for, alertmanager)) as running:
+        root = await open_am_incident(running, slack, group=group)
+        started = datetime.now(UTC)
+        response = await choose_silence(running, root, 3600)
+        assert response.status_code == 200
+
+        shown = await eventually(
+            lambda: "silenced until" in json.dumps(root_now(slack, root.ts).blocks), what="root"
+        )
+        assert shown
+        after = root_now(slack, root.ts)
+        assert "incident_unsilence" in action_ids(after), "the select became Remove silence"
+        assert "incident_silence" not in action_ids(after)
+        await eventually(
+            lambda: any("You silenced incident" in t for t in ephemeral_texts(slack)),
+            what="the clicker's answer",
+        )
+        await eventually(
+            lambda: any(
+                "Silenced for 1 h in Alertmanager" in t for t in thread_texts(slack, root.ts)
+            ),
+            what="thread reply",
+        )
+
+        mine = [s for s in am_silences(alertmanager) if s["createdBy"] == "alice"]
+        mine = [s for s in mine if s["status"]["state"] == "active"]
+        assert len(mine) == 1
+        silence = mine[0]
+        assert silence["matchers"] == [
+            {"name": "alertname", "value": group, "isRegex": False, "isEqual": True}
+        ]
+        ends = datetime.fromisoformat(silence["endsAt"].replace("Z", "+00:00"))
+        assert timedelta(minutes=59) < ends - started < timedelta(minutes=61)
+        assert "queuepilot incident #1" in silence["comment"]
+
+        def silenced_by() -> dict[str, list[str]]:
+            alerts = httpx.get(f"{alertmanager.url}/api/v2/alerts", timeout=5).json()
+            return {a["labels"]["alertname"]: a["status"]["silencedBy"] for a in alerts}
+
+        await eventually(lambda: silenced_by().get(group) == [silence["id"]], what="silenced")
+        assert silenced_by().get("DiskFull") == [], "another group is not silenced"
+
+        assert (await click(running, after, "incident_unsilence")).status_code == 200
+        await eventually(
+            lambda: am_silence(alertmanager, silence["id"])["status"]["state"] == "expired",
+            what="silence expired in Alertmanager",
+        )
+        await eventually(
+            lambda: "incident_silence" in action_ids(root_now(slack, root.ts)), what="select back"
+        )
+        assert "silenced until" not in json.dumps(root_now(slack, root.ts).blocks)
+
+
+@pytest.mark.slow
+async def test_queue_silence_and_unsilence_commands(
+    settings_for: Any, slack: Slack, alertmanager: Alertmanager
+) -> None:
+    async with run_bot(am_settings(settings_for, alertmanager)) as running:
+        root = await open_am_incident(running, slack, group=f"Cmd{time.time_ns()}")
+        assert (await post_event(running.http, slash("silence 2h"))).status_code == 200
+        await eventually(
+            lambda: "silenced until" in json.dumps(root_now(slack, root.ts).blocks), what="root"
+        )
+        incident = await running.bot.store.get("1")
+        assert incident is not None and incident.silence is not None
+        silence = am_silence(alertmanager, incident.silence.silence_id)
+        ends = datetime.fromisoformat(silence["endsAt"].replace("Z", "+00:00"))
+        starts = datetime.fromisoformat(silence["startsAt"].replace("Z", "+00:00"))
+        assert abs((ends - starts) - timedelta(hours=2)) < timedelta(seconds=5)
+
+        await post_event(running.http, slash("silence 1h 1"))
+        await eventually(
+            lambda: any("already silenced" in t for t in ephemeral_texts(slack)),
+            what="a second silence refused",
+        )
+        await post_event(running.http, slash("unsilence"))
+        await eventually(
+            lambda: am_silence(alertmanager, silence["id"])["status"]["state"] == "expired",
+            what="expired",
+        )
+        await eventually(
+            lambda: any("removed incident 1's silence" in t for t in ephemeral_texts(slack)),
+            what="answer",
+        )
+
+
+@pytest.mark.slow
+async def test_a_silence_expired_in_alertmanager_is_noticed_and_shown(
+    settings_for: Any, slack: Slack, alertmanager: Alertmanager
+) -> None:
+    settings = am_settings(settings_for, alertmanager, silence_check_seconds=5)
+    async with run_bot(settings) as running:
+        root = await open_am_incident(running, slack, group=f"Behind{time.time_ns()}")
+        await choose_silence(running, root, 1800)
+        incident = await eventually(lambda: _silenced(running), what="silence recorded", timeout=10)
+        silence_id = incident.silence.silence_id
+        url = f"{alertmanager.url}/api/v2/silence/{silence_id}"
+        await asyncio.to_thread(httpx.delete, url, timeout=5)
+        await eventually(
+            lambda: any(
+                "Silence removed in Alertmanager, outside Slack" in t
+                for t in thread_texts(slack, root.ts)
+            ),
+            what="the watch noticed",
+            timeout=15,
+        )
+        await eventually(
+            lambda: "incident_silence" in action_ids(root_now(slack, root.ts)), what="select back"
+        )
+
+
+async def _silenced(running: RunningBot) -> Any:
+    incident = await running.bot.store.get("1")
+    return incident if incident is not None and incident.silence is not None else None
+
+
+async def test_grafana_silence_uses_grafanas_path_token_and_rule_matchers(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        await choose_silence(running, root, 7200)
+        await eventually(lambda: grafana.silences, what="silence created")
+        (silence,) = grafana.silences.values()
+        method, path, _ = grafana.requests[0]
+        assert (method, path) == ("POST", "/api/alertmanager/grafana/api/v2/silences")
+        names = {m["name"]: m["value"] for m in silence["matchers"]}
+        assert names["__alert_rule_uid__"] == "dez2aomgvru2oe"
+        assert names["type"] == "alerting-infra"
+        assert silence["createdBy"] == "alice"
+        await eventually(
+            lambda: "silenced until" in json.dumps(root_now(slack, root.ts).blocks), what="root"
+        )
+
+
+async def test_a_silence_that_runs_out_is_shown_as_ended(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    settings = grafana_settings(settings_for, grafana, silence_check_seconds=5)
+    async with run_bot(settings) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        await choose_silence(running, root, 1800)
+        incident = await eventually(lambda: _silenced(running), what="recorded")
+        grafana.run_out(incident.silence.silence_id)
+        # The watch looks again at the planned end; here the backend says it is over already.
+        await running.bot.store.watch_silence("1", 0)
+        await eventually(
+            lambda: any("Silence ended" in t for t in thread_texts(slack, root.ts)),
+            what="ended",
+        )
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("unreachable", "Grafana is unreachable"),
+        ("400", "Grafana answered 400: bad matchers"),
+        ("500", "Grafana answered 500: database is locked"),
+        ("timeout", "did not answer"),
+        ("token", "Grafana answered 401: invalid API key"),
+    ],
+)
+async def test_a_failing_backend_is_told_and_nothing_is_recorded(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi, fault: str, expected: str
+) -> None:
+    extra: dict[str, Any] = {"backend_timeout_seconds": 0.5}
+    if fault == "unreachable":
+        extra["grafana_url"] = "http://127.0.0.1:9"
+    if fault == "token":
+        extra["grafana_token"] = "wrong"
+    if fault == "400":
+        grafana.fail_next(400, "bad matchers")
+    if fault == "500":
+        grafana.fail_next(500, "database is locked")
+    if fault == "timeout":
+        grafana.hang()
+    settings = grafana_settings(settings_for, grafana, **extra)
+    async with run_bot(settings) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        await choose_silence(running, root, 3600)
+        answer = await eventually(
+            lambda: [t for t in ephemeral_texts(slack) if "Could not silence" in t],
+            what="the failure, told",
+        )
+        assert expected in answer[0] and "Nothing changed" in answer[0]
+        incident = await running.bot.store.get("1")
+        assert incident is not None and incident.silence is None
+        assert "silenced until" not in json.dumps(root_now(slack, root.ts).blocks)
+        assert not any("Silenced" in t for t in thread_texts(slack, root.ts))
+        metrics = (await running.http.get("/metrics")).text
+        assert 'queuepilot_actions_total{action="silence",outcome="failed"} 1.0' in metrics
+
+
+async def test_a_hanging_backend_does_not_hold_up_the_groups_notifications(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    release = grafana.hang()
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        firing = fixture_json("grafana/queue-alert-firing.json")
+        await running.send("grafana", firing)
+        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        clicked = asyncio.get_running_loop().time()
+        await choose_silence(running, root, 3600)
+        await eventually(lambda: grafana.in_flight == 1, what="the silence call hangs")
+        worse = json.loads(json.dumps(firing))
+        worse["alerts"][0]["values"]["max_queue_time_mins"] = 140
+        assert (await running.send("grafana", worse)).status_code == 202
+        await eventually(
+            lambda: "140 min" in json.dumps(root_now(slack, root.ts).blocks),
+            what="the re-notification on the root while the silence call hangs",
+        )
+        assert grafana.in_flight == 1, "the backend call is still hanging"
+        assert asyncio.get_running_loop().time() - clicked < 10
+        release.set()
+        await eventually(
+            lambda: "silenced until" in json.dumps(root_now(slack, root.ts).blocks), what="done"
+        )
+
+
+async def test_two_silence_clicks_at_once_make_one_silence(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        release = grafana.hang()
+        first = asyncio.create_task(choose_silence(running, root, 3600))
+        second = asyncio.create_task(choose_silence(running, root, 7200))
+        await asyncio.gather(first, second)
+        await eventually(
+            lambda: any("being silenced right now" in t for t in ephemeral_texts(slack)),
+            what="the second click told",
+        )
+        release.set()
+        await eventually(lambda: _silenced(running), what="one silence recorded")
+        assert len(grafana.silences) == 1
+
+
+async def test_the_same_click_delivered_twice_silences_once(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        action = {
+            "type": "static_select",
+            "action_id": "incident_silence",
+            "selected_option": {"text": {"type": "plain_text", "text": "1h"}, "value": "3600"},
+        }
+        body = block_action(action, message_ts=root.ts)
+        await post_event(running.http, body)
+        await eventually(lambda: _silenced(running), what="silenced")
+        await post_event(running.http, body)
+        await eventually(lambda: len(ephemeral_texts(slack)) >= 2, what="second answer")
+        assert len(grafana.silences) == 1
+        assert ephemeral_texts(slack)[0] == ephemeral_texts(slack)[1], "the same answer again"
