@@ -14,6 +14,7 @@ from datetime import datetime
 from bot.acting import Acting, Actor, Decide, Decision, Outcome, refused
 from bot.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.messages import escape, render_event, render_summary
+from bot.scaling import Scaling
 from bot.silencing import Silencing
 from bot.store import BAND_ACTION, Commit, Reply
 
@@ -23,11 +24,13 @@ log = logging.getLogger(__name__)
 
 
 class ActionCore:
-    def __init__(self, acting: Acting, silencing: Silencing) -> None:
+    def __init__(self, acting: Acting, silencing: Silencing, scaling: Scaling) -> None:
         self._acting = acting
         self._store = acting.store
         self.silence = silencing.silence
         self.unsilence = silencing.unsilence
+        self.scaling = scaling
+        self.scale = scaling.scale
 
     # -- finding incidents -----------------------------------------------------------------
 

@@ -32,16 +32,18 @@ import handlers.actions
 import handlers.commands
 import handlers.health
 import handlers.slack_events
+import handlers.views
 import handlers.webhooks
 from bot.acting import Acting
 from bot.actions import ActionCore
 from bot.authorization import Authorizer, Rules
-from bot.backends.factory import build_silencer
+from bot.backends.factory import build_scaler, build_silencer, scale_targets
 from bot.backends.metrics.alert import AlertMetrics
 from bot.config import Settings
 from bot.intake import Intake, IntakeConfig
 from bot.interactions import Interactions
 from bot.leases import Lease, Leases
+from bot.scaling import ScaleConfig, Scaling
 from bot.send_queue import SendQueue
 from bot.sender import ChannelSender, SenderConfig
 from bot.senders import Senders
@@ -178,7 +180,16 @@ def _action_core(
     watch = None
     if silencer is not None:
         watch = SilenceWatch(store, silencer, interactions, config=silence_config, clock=clock)
-    return ActionCore(acting, silencing), watch
+    scale_config = ScaleConfig(
+        timeout_s=settings.backend_timeout_seconds, cooldown_s=settings.scale_cooldown_seconds
+    )
+    scaling = Scaling(
+        acting,
+        build_scaler(settings, os.environ),
+        scale_targets(settings),
+        config=scale_config,
+    )
+    return ActionCore(acting, silencing, scaling), watch
 
 
 def build_redis(url: str) -> Redis:
@@ -234,6 +245,7 @@ def build_app(bot: Bot) -> Starlette:
     )
     handlers.health.register(app, health)
     handlers.actions.register(bot.bolt)
+    handlers.views.register(bot.bolt)
     handlers.commands.register(bot.bolt, command=bot.settings.slash_command)
     if not bot.settings.socket_mode:
         # In Socket Mode Slack's traffic arrives over the websocket, and there is no signing

@@ -99,7 +99,7 @@ async def run_command(
         return Outcome(True, HELP)
     if command.verb in ("status", "incidents"):
         return await _overview(core, verbose=command.verb == "incidents")
-    if command.verb in ("scale", "diagnose"):
+    if command.verb == "diagnose":
         return core.unavailable(f"`/queue {command.verb}`")
     ref = command.incident_ref
     if ref is None:
@@ -115,6 +115,10 @@ async def run_command(
         return await core.silence(actor, ref, command.seconds, interaction=interaction)
     if command.verb == "unsilence":
         return await core.unsilence(actor, ref, interaction=interaction)
+    if command.verb == "scale" and command.runner_type and command.count:
+        return await core.scale(
+            actor, ref, command.runner_type, command.count, interaction=interaction
+        )
     return await core.resolve(actor, ref, interaction=interaction)
 
 

@@ -6,10 +6,19 @@ working directory is read too. A missing or malformed value stops `serve` with o
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -20,6 +29,30 @@ class SettingsError(Exception):
 class SilenceBackend(StrEnum):
     GRAFANA = "grafana"
     ALERTMANAGER = "alertmanager"
+
+
+class ScalerBackend(StrEnum):
+    NONE = "none"
+    WEBHOOK = "webhook"
+    ARC = "arc"
+    SQS = "sqs"
+    AWS_ASG = "aws-asg"
+
+
+class ScaleTargetSetting(BaseModel):
+    """One runner type's entry of SCALER_TARGETS."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: str = Field(min_length=1, max_length=300)
+    cap: int | None = Field(default=None, ge=1, le=10_000)
+    ceiling: int | None = Field(default=None, ge=1, le=1_000_000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_target(cls, value: object) -> object:
+        """`"linux.2xlarge": "arc-runners/x"` is short for `{"target": "arc-runners/x"}`."""
+        return {"target": value} if isinstance(value, str) else value
 
 
 class Settings(BaseSettings):
@@ -77,9 +110,26 @@ class Settings(BaseSettings):
     silence_check_seconds: int = Field(default=60, ge=5, le=3600)
     metrics_backend: str = "alert"
     prometheus_url: str | None = None
-    scaler_backend: str = "none"
+    scaler_backend: ScalerBackend = ScalerBackend.NONE
+    # Runner type -> what the backend scales, as JSON: {"linux.2xlarge": "arc-runners/x"} or
+    # {"linux.2xlarge": {"target": "arc-runners/x", "cap": 20, "ceiling": 200}}. Only the types
+    # listed here can be scaled from Slack.
+    scaler_targets: Annotated[dict[str, ScaleTargetSetting], NoDecode] = Field(default_factory=dict)
+    # The most runners one request may add, for targets that name no cap of their own.
+    scale_default_cap: int = Field(default=10, ge=1, le=10_000)
+    # After a scale-up of a runner type, another one waits this long (a double submit, two
+    # people reacting to the same alert); the refusal says who scaled it and when.
+    scale_cooldown_seconds: int = Field(default=60, ge=0, le=3600)
     scaler_webhook_url: str | None = None
     scaler_webhook_secret: SecretStr | None = None
+    # arc: a kubeconfig file; without one, the pod's service account (in-cluster).
+    scaler_kubeconfig: str | None = None
+    scaler_arc_namespace: str = "arc-runners"
+    scaler_sqs_queue_url: str | None = None
+    scaler_sqs_repository: str = ""
+    scaler_sqs_installation_id: str = ""
+    aws_region: str | None = None
+    aws_endpoint_url: str | None = None
     scale_allowed_users: Annotated[tuple[str, ...], NoDecode] = ()
 
     status_interval_seconds: int = Field(default=600, ge=1, le=86_400)
@@ -98,6 +148,16 @@ class Settings(BaseSettings):
     def _split_ids(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("scaler_targets", mode="before")
+    @classmethod
+    def _json_map(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else {}
+            except ValueError as exc:
+                raise ValueError(f"must be a JSON object: {exc}") from None
         return value
 
     @field_validator("log_level", mode="before")
@@ -141,6 +201,7 @@ class Settings(BaseSettings):
                 "(or ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED=true on a private network)"
             )
         self._check_silences()
+        self._check_scaler()
         if self.metrics_backend != "alert":
             raise SettingsError(
                 f"METRICS_BACKEND={self.metrics_backend!r} is not available; use 'alert'"
@@ -156,6 +217,25 @@ class Settings(BaseSettings):
                 "SILENCE_BACKEND=grafana needs GRAFANA_URL and GRAFANA_TOKEN "
                 "(a service-account token allowed to create and remove silences)"
             )
+
+    def _check_scaler(self) -> None:
+        backend = self.scaler_backend
+        if backend is ScalerBackend.NONE:
+            return
+        if not self.scaler_targets:
+            raise SettingsError(
+                f"SCALER_BACKEND={backend.value} needs SCALER_TARGETS: a JSON map of runner type "
+                'to target, e.g. {"linux.2xlarge": {"target": "...", "cap": 10}}'
+            )
+        needs = {
+            ScalerBackend.WEBHOOK: ("scaler_webhook_url", "scaler_webhook_secret"),
+            ScalerBackend.SQS: ("scaler_sqs_queue_url", "scaler_sqs_repository"),
+        }.get(backend, ())
+        missing = [name.upper() for name in needs if not getattr(self, name)]
+        if missing:
+            raise SettingsError(f"SCALER_BACKEND={backend.value} needs {' and '.join(missing)}")
+        if backend is ScalerBackend.SQS and "/" not in self.scaler_sqs_repository:
+            raise SettingsError("SCALER_SQS_REPOSITORY must be owner/name, e.g. pytorch/pytorch")
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -60,11 +60,6 @@ async def on_unsilence(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltCo
     )
 
 
-async def on_scale(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
-    await tell(context, body, core_of(context).unavailable("Scaling up from Slack"))
-
-
 async def on_diagnose(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
     await tell(context, body, core_of(context).unavailable("Diagnostics"))
@@ -82,5 +77,4 @@ def register(app: AsyncApp) -> None:
     app.action("incident_resolve")(on_resolve)
     app.action("incident_silence")(on_silence)
     app.action("incident_unsilence")(on_unsilence)
-    app.action("incident_scale")(on_scale)
     app.action("incident_diagnose")(on_diagnose)

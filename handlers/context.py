@@ -68,7 +68,13 @@ def core_of(context: AsyncBoltContext) -> ActionCore:
     return context["actions"]  # type: ignore[no-any-return]
 
 
-async def tell(context: AsyncBoltContext, body: dict[str, Any], outcome: Outcome) -> None:
+async def tell(
+    context: AsyncBoltContext,
+    body: dict[str, Any],
+    outcome: Outcome,
+    *,
+    channel: str | None = None,
+) -> None:
     """Answer the person who acted, visible to them only.
 
     An ephemeral message through the Web API works wherever the bot is a member; elsewhere (a
@@ -76,7 +82,8 @@ async def tell(context: AsyncBoltContext, body: dict[str, Any], outcome: Outcome
     """
     slack: SlackGateway = context["slack"]
     try:
-        await slack.post_ephemeral(channel_of(body), actor_of(body).user_id, outcome.message)
+        where = channel or channel_of(body)
+        await slack.post_ephemeral(where, actor_of(body).user_id, outcome.message)
         return
     except SlackError as exc:
         log.info("ephemeral answer failed (%s); trying response_url", exc.error)

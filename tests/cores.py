@@ -10,8 +10,10 @@ from redis.asyncio import Redis
 from bot.acting import Acting
 from bot.actions import ActionCore
 from bot.authorization import Authorizer, Rules
+from bot.backends.scale import Scaler, ScaleTarget
 from bot.backends.silence import Silencer
 from bot.interactions import Interactions
+from bot.scaling import ScaleConfig, Scaling
 from bot.silencing import SilenceConfig, Silencing
 from bot.store import IncidentStore
 from bot.telemetry import Telemetry
@@ -34,6 +36,8 @@ def action_core(
     store: IncidentStore,
     *,
     silencer: Silencer | None = None,
+    scaler: Scaler | None = None,
+    targets: dict[str, ScaleTarget] | None = None,
     scale_allowed: tuple[str, ...] = (),
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     telemetry: Telemetry | None = None,
@@ -49,4 +53,5 @@ def action_core(
         clock=clock,
     )
     silencing = Silencing(acting, silencer, config=SilenceConfig(timeout_s=2), permalink=_no_link)
-    return ActionCore(acting, silencing)
+    scaling = Scaling(acting, scaler, targets or {}, config=ScaleConfig(timeout_s=2, cooldown_s=60))
+    return ActionCore(acting, silencing, scaling)

@@ -6,10 +6,25 @@ each backend takes, so no backend reads settings or the environment itself.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from bot.backends.errors import BackendError
+from bot.backends.kube import KubeAccess, from_kubeconfig, in_cluster
+from bot.backends.scale import Scaler, ScaleTarget
+from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.backends.scale.asg import AsgScaler, AsgScalerConfig
+from bot.backends.scale.aws import AwsConfig
+from bot.backends.scale.sqs import SqsScaler, SqsScalerConfig
+from bot.backends.scale.webhook import WebhookScaler, WebhookScalerConfig
 from bot.backends.silence import Silencer
 from bot.backends.silence.alertmanager import alertmanager_silencer
 from bot.backends.silence.grafana import grafana_silencer
-from bot.config import Settings, SilenceBackend
+from bot.config import ScalerBackend, Settings, SettingsError, SilenceBackend
 
 
 def build_silencer(settings: Settings) -> Silencer | None:
@@ -24,3 +39,57 @@ def build_silencer(settings: Settings) -> Silencer | None:
         token = settings.grafana_token.get_secret_value()
         return grafana_silencer(settings.grafana_url, token, timeout_s=timeout)
     return None
+
+
+def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
+    return {
+        runner_type: ScaleTarget(
+            runner_type,
+            entry.target,
+            entry.cap or settings.scale_default_cap,
+            entry.ceiling,
+        )
+        for runner_type, entry in settings.scaler_targets.items()
+    }
+
+
+def build_scaler(settings: Settings, environ: Mapping[str, str]) -> Scaler | None:
+    """The configured scaler; `environ` is read only for the Kubernetes in-cluster service
+    account's address and the default kubeconfig location, as kubectl does."""
+    backend, timeout = settings.scaler_backend, settings.backend_timeout_seconds
+    aws = AwsConfig(settings.aws_region, settings.aws_endpoint_url, timeout)
+    if backend is ScalerBackend.WEBHOOK and settings.scaler_webhook_url:
+        secret = _secret(settings.scaler_webhook_secret)
+        return WebhookScaler(WebhookScalerConfig(settings.scaler_webhook_url, secret, timeout))
+    if backend is ScalerBackend.ARC:
+        config = ArcScalerConfig(_kube_access(settings, environ), settings.scaler_arc_namespace)
+        return ArcScaler(replace(config, timeout_s=timeout))
+    if backend is ScalerBackend.SQS and settings.scaler_sqs_queue_url:
+        return SqsScaler(
+            SqsScalerConfig(
+                settings.scaler_sqs_queue_url,
+                settings.scaler_sqs_repository,
+                settings.scaler_sqs_installation_id,
+                aws,
+            )
+        )
+    if backend is ScalerBackend.AWS_ASG:
+        return AsgScaler(AsgScalerConfig(aws))
+    return None
+
+
+def _kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
+    try:
+        if settings.scaler_kubeconfig:
+            return from_kubeconfig(Path(settings.scaler_kubeconfig))
+        host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+        if host and port:
+            return in_cluster(host, port)
+        default = environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+        return from_kubeconfig(Path(default.split(os.pathsep)[0]))
+    except (BackendError, OSError) as exc:
+        raise SettingsError(f"SCALER_BACKEND=arc: no Kubernetes access: {exc}") from None
+
+
+def _secret(value: SecretStr | None) -> str:
+    return value.get_secret_value() if value is not None else ""

@@ -91,7 +91,9 @@ def action_ids(message: Any) -> set[str]:
 
 
 def thread_texts(slack: Slack, ts: str) -> list[str]:
-    return [json.dumps(m.blocks) for m in slack.emulator.thread(CHANNEL, ts)[1:]]
+    return [
+        json.dumps(m.blocks, ensure_ascii=False) for m in slack.emulator.thread(CHANNEL, ts)[1:]
+    ]
 
 
 async def choose_silence(running: RunningBot, root: Any, seconds: int) -> httpx.Response:

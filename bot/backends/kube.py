@@ -1,0 +1,109 @@
+"""Reaching the Kubernetes API: in-cluster service account, or a kubeconfig file.
+
+Only what a scaler needs: the server URL, TLS trust, and a bearer token or a client certificate.
+The in-cluster token is read from its file on every request, because the kubelet rotates bound
+service-account tokens (they expire within hours). kubeconfig `exec` plugins are not supported:
+give the bot a service account token instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from bot.backends.errors import BackendError
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+@dataclass(frozen=True)
+class KubeAccess:
+    server: str
+    verify: ssl.SSLContext | bool = True
+    token: str | None = None
+    token_file: Path | None = None
+    cert: tuple[str, str] | None = None
+
+    def headers(self) -> dict[str, str]:
+        token = self.token
+        if self.token_file is not None:
+            token = self.token_file.read_text().strip()
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def client(self, timeout_s: float) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.server.rstrip("/"), verify=self.verify, cert=self.cert, timeout=timeout_s
+        )
+
+
+def in_cluster(host: str, port: str, account: Path = SERVICE_ACCOUNT) -> KubeAccess:
+    """The pod's own service account (KUBERNETES_SERVICE_HOST/PORT, given by the caller)."""
+    server = f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}"
+    context = ssl.create_default_context(cafile=str(account / "ca.crt"))
+    return KubeAccess(server, verify=context, token_file=account / "token")
+
+
+def from_kubeconfig(path: Path) -> KubeAccess:
+    """The current context of a kubeconfig file."""
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise BackendError(f"kubeconfig {path} is unreadable: {exc}", retryable=False) from None
+    context = _named(config, "contexts", config.get("current-context"), "context")
+    cluster = _named(config, "clusters", context.get("cluster"), "cluster")
+    user = _named(config, "users", context.get("user"), "user") if context.get("user") else {}
+    if "exec" in user or "auth-provider" in user:
+        raise BackendError(
+            "kubeconfig users with exec or auth-provider plugins are not supported: "
+            "use a service-account token",
+            retryable=False,
+        )
+    server = str(cluster.get("server") or "")
+    if not server:
+        raise BackendError(f"kubeconfig {path}: the cluster has no server", retryable=False)
+    verify: ssl.SSLContext | bool = not cluster.get("insecure-skip-tls-verify", False)
+    ca = _pem(cluster, "certificate-authority", path.parent)
+    if ca is not None and verify:
+        verify = ssl.create_default_context(cadata=ca)
+    cert = None
+    client_cert = _pem(user, "client-certificate", path.parent)
+    client_key = _pem(user, "client-key", path.parent)
+    if client_cert and client_key:
+        cert = (_temp_file(client_cert), _temp_file(client_key))
+    token_file = Path(user["tokenFile"]) if user.get("tokenFile") else None
+    return KubeAccess(
+        server, verify=verify, token=user.get("token"), token_file=token_file, cert=cert
+    )
+
+
+def _named(config: dict[str, Any], section: str, name: object, key: str) -> dict[str, Any]:
+    for entry in config.get(section) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            return dict(entry.get(key) or {})
+    raise BackendError(f"kubeconfig: no {key} named {name!r}", retryable=False)
+
+
+def _pem(section: dict[str, Any], key: str, base: Path) -> str | None:
+    """A PEM from `<key>-data` (base64) or the file `<key>` names (relative to the config)."""
+    data = section.get(f"{key}-data")
+    if data:
+        return base64.b64decode(data).decode()
+    file = section.get(key)
+    if file:
+        return (base / file).read_text() if not Path(file).is_absolute() else Path(file).read_text()
+    return None
+
+
+def _temp_file(pem: str) -> str:
+    """httpx takes client certificates as files only."""
+    handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)  # noqa: SIM115
+    with handle:
+        handle.write(pem)
+    return handle.name

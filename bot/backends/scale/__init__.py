@@ -1,0 +1,89 @@
+"""Scaling a runner type up: a real call to the autoscaler, and its capacity before and after.
+
+Every runner type that may be scaled is mapped in configuration to a target (what the backend
+acts on) with a cap (the most runners one request may add) and optionally a ceiling (the largest
+capacity queuepilot will ever set). Implementations side by side: `webhook.py` (a signed POST),
+`arc.py` (an AutoscalingRunnerSet), `sqs.py` (PyTorch's scale-up queue), `asg.py` (an EC2 Auto
+Scaling group). Every implementation raises `BackendError` only; a request the backend would
+refuse (past its maximum, past the ceiling) is refused with the reason before anything changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.backends.errors import BackendError
+
+
+@dataclass(frozen=True)
+class ScaleTarget:
+    runner_type: str
+    target: str  # arc: "namespace/name"; aws-asg: the group's name; sqs: the runner label
+    cap: int
+    ceiling: int | None = None
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a target has now, as far as its backend can say (None: not known)."""
+
+    current: int | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    # Raising the floor would change nothing: ARC runs min(minRunners + assigned, maxRunners).
+    at_maximum: bool = False
+
+    def describe(self) -> str:
+        parts = [f"{self.current} runners" if self.current is not None else "runners unknown"]
+        bounds = []
+        if self.minimum is not None:
+            bounds.append(f"min {self.minimum}")
+        if self.maximum is not None:
+            bounds.append(f"max {self.maximum}")
+        return parts[0] + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+@dataclass(frozen=True)
+class ScaleRequest:
+    target: ScaleTarget
+    delta: int
+    incident_id: str
+    requested_by: str
+    # ARC at its maximum: raise maxRunners instead of minRunners.
+    raise_maximum: bool = False
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    """What the backend did, in words for the thread: e.g. "minRunners 40 → 44 (max 120)"."""
+
+    detail: str
+    before: Capacity | None = None
+    after: Capacity | None = None
+
+
+class Scaler(Protocol):
+    # How messages name the backend: "ARC", "the scaler webhook", ...
+    name: str
+    # Whether `raise_maximum` means anything here (ARC only).
+    can_raise_maximum: bool
+
+    async def capacity(self, target: ScaleTarget) -> Capacity | None:
+        """The target's capacity now; None when this backend cannot read it in advance."""
+        ...
+
+    async def scale(self, request: ScaleRequest) -> ScaleResult:
+        """Add `delta` runners of capacity to the target."""
+        ...
+
+
+def within_ceiling(target: ScaleTarget, value: int, what: str) -> None:
+    """Refuse a new capacity above the target's ceiling, naming both."""
+    if target.ceiling is not None and value > target.ceiling:
+        raise BackendError(
+            f"{what} would become {value}, above the ceiling of {target.ceiling} configured "
+            f"for {target.runner_type}",
+            retryable=False,
+        )

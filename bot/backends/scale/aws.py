@@ -1,0 +1,71 @@
+"""What the two AWS scalers share: a boto3 client built from explicit settings, calls run off
+the event loop with a deadline, and AWS's errors told the way every other backend's are.
+
+boto3 is an optional extra (`pip install 'queuepilot[aws]'`); it is imported only when an AWS
+scaler is configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from bot.backends.errors import BackendError
+
+T = TypeVar("T")
+THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", "SlowDown"})
+
+
+@dataclass(frozen=True)
+class AwsConfig:
+    region: str | None = None
+    # A local AWS API (moto's server in the tests, LocalStack) instead of AWS's endpoints.
+    endpoint_url: str | None = None
+    timeout_s: float = 10.0
+
+
+def client(service: str, config: AwsConfig) -> Any:
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise BackendError(
+            "the AWS scalers need boto3: install queuepilot with the `aws` extra", retryable=False
+        ) from None
+    settings = Config(
+        connect_timeout=config.timeout_s,
+        read_timeout=config.timeout_s,
+        retries={"max_attempts": 2, "mode": "standard"},
+    )
+    return boto3.client(
+        service, region_name=config.region, endpoint_url=config.endpoint_url, config=settings
+    )
+
+
+async def call(service: str, fn: Callable[..., T], **kwargs: Any) -> T:
+    """`fn(**kwargs)` in a thread (boto3 blocks), its failures as `BackendError`."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    try:
+        return await asyncio.to_thread(fn, **kwargs)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code") or "error")
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        message = str(error.get("Message") or code)
+        retryable = code in THROTTLED or status >= 500
+        raise BackendError(f"{service} refused: {code}: {message}", retryable=retryable) from None
+    except (ConnectTimeoutError, ReadTimeoutError):
+        raise BackendError(f"{service} did not answer in time", retryable=True) from None
+    except EndpointConnectionError:
+        raise BackendError(f"{service} is unreachable", retryable=True) from None
+    except BotoCoreError as exc:
+        raise BackendError(f"{service}: {type(exc).__name__}", retryable=False) from None

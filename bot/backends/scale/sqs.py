@@ -1,0 +1,99 @@
+"""The `sqs` scaler: ask PyTorch-style Lambda autoscalers for runners the way their operators do.
+
+terraform-aws-github-runner's scale-up Lambda (pytorch/test-infra) consumes `workflow_job`
+"queued" messages from `<environment>-queued-builds`, and treats each as a request for one runner
+of the labels it names. Operators scale a label up by sending such messages themselves (pytorch/
+ci-infra's `send_scale_message.py`): one per runner wanted. This sends N for `+N`, in batches of
+ten. The fleet's capacity cannot be read from the queue, so `capacity` says so (None); the Lambda
+still honours each type's `max_available`. IAM: `sqs:SendMessage` on the queue.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.backends.errors import BackendError
+from bot.backends.scale import Capacity, ScaleRequest, ScaleResult, ScaleTarget
+from bot.backends.scale.aws import AwsConfig, call, client
+
+BATCH = 10  # SendMessageBatch takes at most ten entries
+MAX_BODY = 2048  # the queue's maximum message size in terraform-aws-github-runner
+CALLBACK = "MANUAL SCALE EVENT"  # what the manual helper sends; scale-up never reads it
+
+
+@dataclass(frozen=True)
+class SqsScalerConfig:
+    queue_url: str
+    repository: str  # "owner/name" the runners are for (pytorch/pytorch)
+    installation_id: str = ""  # the GitHub App installation; numbers are sent as numbers
+    aws: AwsConfig = field(default_factory=AwsConfig)
+
+
+class SqsScaler:
+    name = "the scale-up queue"
+    can_raise_maximum = False
+
+    def __init__(self, config: SqsScalerConfig, sqs: Any | None = None) -> None:
+        self._config = config
+        self._sqs = sqs
+
+    async def capacity(self, target: ScaleTarget) -> Capacity | None:
+        return None
+
+    async def scale(self, scale: ScaleRequest) -> ScaleResult:
+        sqs = self._sqs = self._sqs or client("sqs", _with_region(self._config))
+        bodies = [self._body(scale.target.target) for _ in range(scale.delta)]
+        sent, refused = 0, []
+        for start in range(0, len(bodies), BATCH):
+            entries = [
+                {"Id": str(i), "MessageBody": body}
+                for i, body in enumerate(bodies[start : start + BATCH])
+            ]
+            answer = await call(
+                "SQS", sqs.send_message_batch, QueueUrl=self._config.queue_url, Entries=entries
+            )
+            sent += len(answer.get("Successful") or [])
+            refused += [str(f.get("Code") or "error") for f in answer.get("Failed") or []]
+        if sent == 0:
+            raise BackendError(f"SQS refused every message ({', '.join(refused)})", retryable=True)
+        queue = self._config.queue_url.rstrip("/").rpartition("/")[2]
+        detail = f"{sent} scale-up message{'s' if sent != 1 else ''} sent to {queue}"
+        if refused:
+            detail += f"; {len(refused)} refused ({refused[0]})"
+        return ScaleResult(detail)
+
+    def _body(self, label: str) -> str:
+        owner, _, repository = self._config.repository.partition("/")
+        installation: int | str = self._config.installation_id
+        if isinstance(installation, str) and installation.isdigit():
+            installation = int(installation)
+        body = json.dumps(
+            {
+                "id": str(uuid.uuid4()),
+                "eventType": "workflow_job",
+                "repositoryName": repository,
+                "repositoryOwner": owner,
+                "installationId": installation or 0,
+                "runnerLabels": [label],
+                "callbackUrl": CALLBACK,
+            },
+            separators=(",", ":"),
+        )
+        if len(body.encode()) > MAX_BODY:
+            raise BackendError(f"a scale-up message would pass {MAX_BODY} bytes", retryable=False)
+        return body
+
+
+def _with_region(config: SqsScalerConfig) -> AwsConfig:
+    """The queue URL names its region (`https://sqs.us-east-1.amazonaws.com/…`)."""
+    if config.aws.region:
+        return config.aws
+    host = config.queue_url.split("//", 1)[-1].split("/", 1)[0]
+    parts = host.split(".")
+    region = parts[1] if len(parts) > 2 and parts[0] == "sqs" else None
+    return AwsConfig(
+        region=region, endpoint_url=config.aws.endpoint_url, timeout_s=config.aws.timeout_s
+    )

@@ -1,0 +1,92 @@
+"""The `webhook` scaler: a signed POST that your own automation turns into runners.
+
+Body: `{"runner_type", "delta", "target", "incident_id", "requested_by", "request_id"}`, signed as
+`signature.py` says. Any 2xx is success. A receiver that knows the fleet may answer
+`{"before": n, "after": m, "maximum": k}`, which the thread reply then shows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from bot.backends.http import request
+from bot.backends.scale import Capacity, ScaleRequest, ScaleResult, ScaleTarget
+from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+
+
+@dataclass(frozen=True)
+class WebhookScalerConfig:
+    url: str
+    secret: str
+    timeout_s: float = 10.0
+
+
+class WebhookScaler:
+    name = "the scaler webhook"
+    can_raise_maximum = False
+
+    def __init__(
+        self, config: WebhookScalerConfig, client: httpx.AsyncClient | None = None
+    ) -> None:
+        self._config = config
+        self._client = client or httpx.AsyncClient(timeout=config.timeout_s)
+
+    async def capacity(self, target: ScaleTarget) -> Capacity | None:
+        return None  # a webhook only receives; it cannot be asked in advance
+
+    async def scale(self, scale: ScaleRequest) -> ScaleResult:
+        body = json.dumps(
+            {
+                "runner_type": scale.target.runner_type,
+                "delta": scale.delta,
+                "target": scale.target.target,
+                "incident_id": scale.incident_id,
+                "requested_by": scale.requested_by,
+                "request_id": scale.request_id,
+            },
+            separators=(",", ":"),
+        ).encode()
+        stamp = int(time.time())
+        response = await request(
+            self._client,
+            "The scaler webhook",
+            "POST",
+            self._config.url,
+            expect=range(200, 300),
+            content=body,
+            headers={
+                "Content-Type": "application/json",
+                TIMESTAMP_HEADER: str(stamp),
+                SIGNATURE_HEADER: sign(self._config.secret, stamp, body),
+            },
+        )
+        return _result(scale, response)
+
+
+def _result(scale: ScaleRequest, response: httpx.Response) -> ScaleResult:
+    detail = f"+{scale.delta} requested from the scaler webhook ({scale.target.target})"
+    try:
+        data = response.json()
+    except ValueError:
+        return ScaleResult(detail)
+    if not isinstance(data, dict):
+        return ScaleResult(detail)
+    before, after, maximum = (_count(data.get(k)) for k in ("before", "after", "maximum"))
+    if before is None or after is None:
+        return ScaleResult(detail)
+    tail = f" (max {maximum})" if maximum is not None else ""
+    return ScaleResult(
+        f"{before} → {after} runners{tail} via the scaler webhook",
+        Capacity(current=before, maximum=maximum),
+        Capacity(current=after, maximum=maximum),
+    )
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**9:
+        return None
+    return value

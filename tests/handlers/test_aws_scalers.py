@@ -1,0 +1,180 @@
+"""The AWS scalers against moto's server mode (a local AWS API over HTTP, not a patched boto3):
+`sqs` sends PyTorch-style scale-up messages that the test reads back; `aws-asg` raises a real
+(local) Auto Scaling group's desired capacity."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
+from tests.handlers.test_slack import USER, ephemeral_texts, post_event, slash
+from tests.servers import free_port
+
+RUNNER = "linux.g5.4xlarge.nvidia.gpu"
+REGION = "us-east-1"
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[str]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+
+
+def client(service: str, endpoint: str) -> Any:
+    return boto3.client(service, region_name=REGION, endpoint_url=endpoint)
+
+
+async def open_incident(running: Any, slack: Slack) -> Any:
+    payload = fixture_json("alertmanager/runner-queue-am-00-firing.json")
+    assert (await running.send("alertmanager", payload)).status_code == 202
+    return (await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root"))[0]
+
+
+async def test_sqs_sends_one_scale_up_message_per_runner(
+    settings_for: Any, slack: Slack, aws: str
+) -> None:
+    sqs = client("sqs", aws)
+    queue_url = sqs.create_queue(QueueName=f"ghci-lf-queued-builds-{free_port()}")["QueueUrl"]
+    settings = settings_for(
+        scaler_backend="sqs",
+        scaler_sqs_queue_url=queue_url,
+        scaler_sqs_repository="pytorch/pytorch",
+        scaler_sqs_installation_id="51323823",
+        aws_endpoint_url=aws,
+        aws_region=REGION,
+        scaler_targets=json.dumps(
+            {RUNNER: {"target": "lf.linux.g5.4xlarge.nvidia.gpu", "cap": 12}}
+        ),
+        scale_allowed_users=USER,
+    )
+    async with run_bot(settings) as running:
+        await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +12"))
+        await eventually(
+            lambda: any("12 scale-up messages sent" in t for t in ephemeral_texts(slack)),
+            what="the answer",
+        )
+    bodies = []
+    while True:
+        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
+        if not got.get("Messages"):
+            break
+        bodies += [json.loads(m["Body"]) for m in got["Messages"]]
+    assert len(bodies) == 12, "one message asks for one runner"
+    shape = fixture_json("backends/sqs/scale-up-message-manual.json")
+    for body in bodies:
+        assert set(body) == set(shape), "the fields the scale-up Lambda reads, no more"
+        assert body["eventType"] == "workflow_job"
+        assert (body["repositoryOwner"], body["repositoryName"]) == ("pytorch", "pytorch")
+        assert body["runnerLabels"] == ["lf.linux.g5.4xlarge.nvidia.gpu"]
+        assert body["installationId"] == 51323823
+    assert len({b["id"] for b in bodies}) == 12
+
+
+async def test_sqs_refuses_more_than_the_cap(settings_for: Any, slack: Slack, aws: str) -> None:
+    sqs = client("sqs", aws)
+    queue_url = sqs.create_queue(QueueName=f"capped-{free_port()}")["QueueUrl"]
+    settings = settings_for(
+        scaler_backend="sqs",
+        scaler_sqs_queue_url=queue_url,
+        scaler_sqs_repository="pytorch/pytorch",
+        aws_endpoint_url=aws,
+        scaler_targets=json.dumps({RUNNER: {"target": "lf.x", "cap": 4}}),
+        scale_allowed_users=USER,
+    )
+    async with run_bot(settings) as running:
+        await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +5"))
+        await eventually(lambda: any("At most +4" in t for t in ephemeral_texts(slack)))
+    assert "Messages" not in sqs.receive_message(QueueUrl=queue_url)
+
+
+def asg(endpoint: str, *, desired: int, maximum: int) -> str:
+    autoscaling = client("autoscaling", endpoint)
+    name = f"gpu-runners-{free_port()}"
+    autoscaling.create_launch_configuration(
+        LaunchConfigurationName=name, ImageId="ami-12c6146b", InstanceType="g5.4xlarge"
+    )
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        LaunchConfigurationName=name,
+        MinSize=0,
+        MaxSize=maximum,
+        DesiredCapacity=desired,
+        AvailabilityZones=[f"{REGION}a"],
+    )
+    return name
+
+
+def desired_of(endpoint: str, name: str) -> int:
+    groups = client("autoscaling", endpoint).describe_auto_scaling_groups(
+        AutoScalingGroupNames=[name]
+    )
+    return int(groups["AutoScalingGroups"][0]["DesiredCapacity"])
+
+
+async def test_aws_asg_sets_desired_capacity_and_refuses_past_max_size(
+    settings_for: Any, slack: Slack, aws: str
+) -> None:
+    name = asg(aws, desired=2, maximum=8)
+    settings = settings_for(
+        scaler_backend="aws-asg",
+        aws_endpoint_url=aws,
+        aws_region=REGION,
+        scaler_targets=json.dumps({RUNNER: {"target": name, "cap": 10}}),
+        scale_allowed_users=USER,
+        scale_cooldown_seconds=0,
+    )
+    async with run_bot(settings) as running:
+        root = await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +4"))
+        await eventually(lambda: desired_of(aws, name) == 6, what="desired 2 → 6")
+        await eventually(
+            lambda: any(
+                "desired capacity 2 → 6 (max 8)" in json.dumps(m.blocks, ensure_ascii=False)
+                for m in slack.emulator.thread(CHANNEL, root.ts)
+            ),
+            what="before → after in the thread",
+        )
+        await post_event(running.http, slash(f"scale {RUNNER} +5"))
+        await eventually(
+            lambda: any("above the group's MaxSize (8)" in t for t in ephemeral_texts(slack)),
+            what="refused past MaxSize",
+        )
+        assert desired_of(aws, name) == 6
+
+
+async def test_an_unknown_group_is_a_clear_failure(
+    settings_for: Any, slack: Slack, aws: str
+) -> None:
+    settings = settings_for(
+        scaler_backend="aws-asg",
+        aws_endpoint_url=aws,
+        aws_region=REGION,
+        scaler_targets=json.dumps({RUNNER: "no-such-group"}),
+        scale_allowed_users=USER,
+    )
+    async with run_bot(settings) as running:
+        await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +1"))
+        await eventually(
+            lambda: any(
+                "no Auto Scaling group named no-such-group" in t for t in ephemeral_texts(slack)
+            )
+        )

@@ -1,0 +1,373 @@
+"""Scale up from Slack: the modal's two steps, `/queue scale`, permissions, caps, idempotency,
+and the real calls: a signed webhook to a receiver that verifies it, and an ARC scale set's
+merge patch through a Kubernetes-shaped API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.sandbox.serve import serve_in_thread
+from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
+from tests.fakes.kube_api import FakeKubeApi
+from tests.fakes.scale_receiver import ScaleReceiver
+from tests.handlers.test_slack import USER, click, ephemeral_texts, post_event, slash
+
+RUNNER = "linux.g5.4xlarge.nvidia.gpu"  # the runner type of the Alertmanager fixture
+AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
+
+
+@pytest.fixture
+def receiver() -> Iterator[ScaleReceiver]:
+    fake = ScaleReceiver()
+    server = serve_in_thread(fake.app)
+    fake.url = f"{server.url}/scale"  # type: ignore[attr-defined]
+    yield fake
+    if fake.hanging is not None:
+        fake.hanging.set()
+    server.stop()
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKubeApi]:
+    fake = FakeKubeApi()
+    server = serve_in_thread(fake.app)
+    fake.url = server.url  # type: ignore[attr-defined]
+    yield fake
+    server.stop()
+
+
+def webhook_settings(settings_for: Any, receiver: ScaleReceiver, **extra: Any) -> Any:
+    values = {
+        "scaler_backend": "webhook",
+        "scaler_webhook_url": receiver.url,  # type: ignore[attr-defined]
+        "scaler_webhook_secret": receiver.secret,
+        "scaler_targets": json.dumps({RUNNER: {"target": "gpu-pool", "cap": 10}}),
+        "scale_allowed_users": USER,
+    }
+    return settings_for(**{**values, **extra})
+
+
+async def open_incident(running: RunningBot, slack: Slack) -> Any:
+    assert (await running.send("alertmanager", fixture_json(AM_FIRING))).status_code == 202
+    return (await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root"))[0]
+
+
+def view_submission(view: dict[str, Any], values: dict[str, Any], *, user: str = USER) -> str:
+    payload = {
+        "type": "view_submission",
+        "team": {"id": "T0QUEUE", "domain": "example"},
+        "user": {"id": user, "username": "alice", "name": "alice", "team_id": "T0QUEUE"},
+        "api_app_id": "A0QUEUE",
+        "token": "legacy",
+        "trigger_id": f"{time.time_ns()}.1",
+        "view": {
+            "id": view["id"],
+            "type": "modal",
+            "callback_id": view["callback_id"],
+            "private_metadata": view["private_metadata"],
+            "hash": view.get("hash", "1.x"),
+            "state": {"values": values},
+            "blocks": view["blocks"],
+        },
+        "response_urls": [],
+    }
+    return urllib.parse.urlencode({"payload": json.dumps(payload)})
+
+
+def form_values(runner_type: str, amount: str, mode: str | None = None) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "runner_type": {
+            "value": {
+                "type": "static_select",
+                "selected_option": {
+                    "text": {"type": "plain_text", "text": runner_type},
+                    "value": runner_type,
+                },
+            }
+        },
+        "amount": {"value": {"type": "number_input", "value": amount}},
+    }
+    if mode is not None:
+        values["mode"] = {"value": {"type": "radio_buttons", "selected_option": {"value": mode}}}
+    return values
+
+
+def thread_texts(slack: Slack, ts: str) -> list[str]:
+    return [
+        json.dumps(m.blocks, ensure_ascii=False) for m in slack.emulator.thread(CHANNEL, ts)[1:]
+    ]
+
+
+async def open_form(running: RunningBot, slack: Slack, root: Any) -> dict[str, Any]:
+    assert (await click(running, root, "incident_scale")).status_code == 200
+    views = await eventually(
+        lambda: (
+            [v for v in slack.emulator.views() if "Now:" in json.dumps(v["blocks"])]
+            or [v for v in slack.emulator.views() if "cannot report" in json.dumps(v["blocks"])]
+        ),
+        what="the form with capacity",
+    )
+    return views[-1]
+
+
+async def test_scale_modal_reviews_confirms_and_calls_the_signed_webhook(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver
+) -> None:
+    receiver.capacity[RUNNER] = 12
+    async with run_bot(webhook_settings(settings_for, receiver)) as running:
+        root = await open_incident(running, slack)
+        form = await open_form(running, slack, root)
+        blocks = json.dumps(form["blocks"], ensure_ascii=False)
+        assert RUNNER in blocks, "the incident's runner type is preselected"
+        assert "cannot report capacity in advance" in blocks
+        assert "Recommended: *+14*" in blocks, "one runner per queued job"
+        assert "one request adds at most +10" in blocks
+        assert '"initial_value": "10"' in blocks, "prefilled with the most one request may add"
+
+        response = await post_event(running.http, view_submission(form, form_values(RUNNER, "4")))
+        step = response.json()
+        assert step["response_action"] == "update"
+        confirm = step["view"]
+        assert confirm["callback_id"] == "incident_scale_confirm"
+        assert f"Scale *{RUNNER}* by *+4*" in json.dumps(confirm["blocks"], ensure_ascii=False)
+        assert not receiver.accepted, "nothing is called before the confirmation"
+
+        confirm_view = {**confirm, "id": form["id"]}
+        response = await post_event(running.http, view_submission(confirm_view, {}))
+        assert response.json() == {"response_action": "clear"}
+        await eventually(lambda: receiver.accepted, what="the webhook called")
+        (call,) = receiver.accepted
+        assert call["runner_type"] == RUNNER and call["delta"] == 4
+        assert call["target"] == "gpu-pool" and call["incident_id"] == "1"
+        assert call["requested_by"] == "alice"
+        await eventually(
+            lambda: any("12 → 16 runners" in t for t in thread_texts(slack, root.ts)),
+            what="before → after in the thread",
+        )
+        await eventually(
+            lambda: any("You scaled" in t for t in ephemeral_texts(slack)), what="the answer"
+        )
+
+        # A replayed request (same signature, same request_id) is refused by the receiver.
+        headers, body = receiver.raw[0]
+        replay = {k: v for k, v in headers.items() if k.startswith("x-queuepilot")}
+        replay["content-type"] = "application/json"
+        answer = await asyncio.to_thread(
+            httpx.post,
+            receiver.url,
+            content=body,
+            headers=replay,  # type: ignore[attr-defined]
+        )
+        assert answer.status_code == 401 and receiver.refused == ["replayed request"]
+        stale = dict(replay, **{"x-queuepilot-timestamp": str(int(time.time()) - 3600)})
+        answer = await asyncio.to_thread(
+            httpx.post,
+            receiver.url,
+            content=body,
+            headers=stale,  # type: ignore[attr-defined]
+        )
+        assert receiver.refused[-1] == "timestamp outside the replay window"
+        metrics = (await running.http.get("/metrics")).text
+        assert 'queuepilot_actions_total{action="scale",outcome="ok"} 1.0' in metrics
+
+
+async def test_the_form_refuses_an_amount_over_the_cap_under_the_field(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver
+) -> None:
+    async with run_bot(webhook_settings(settings_for, receiver)) as running:
+        root = await open_incident(running, slack)
+        form = await open_form(running, slack, root)
+        response = await post_event(running.http, view_submission(form, form_values(RUNNER, "11")))
+        answer = response.json()
+        assert answer["response_action"] == "errors"
+        assert "At most +10 runners per request" in answer["errors"]["amount"]
+
+
+async def test_queue_scale_refuses_over_the_cap_and_scales_within_it(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver
+) -> None:
+    async with run_bot(webhook_settings(settings_for, receiver)) as running:
+        await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +50"))
+        await eventually(
+            lambda: any("At most +10" in t for t in ephemeral_texts(slack)), what="the cap"
+        )
+        assert not receiver.raw, "nothing was called"
+        await post_event(running.http, slash(f"scale {RUNNER} +3"))
+        await eventually(lambda: receiver.accepted, what="scaled")
+        assert receiver.accepted[0]["delta"] == 3
+
+
+@pytest.mark.parametrize(
+    ("allowed", "user", "verdict"),
+    [
+        ("", "U0ALICE", "turned off"),
+        ("U0BOB", "U0ALICE", "not allowed to scale"),
+        ("S0ONCALL", "U0ALICE", "scaled"),
+        ("S0ONCALL", "U0BOB", "not allowed to scale"),
+    ],
+)
+async def test_only_allowed_people_and_user_groups_may_scale(
+    settings_for: Any,
+    slack: Slack,
+    receiver: ScaleReceiver,
+    allowed: str,
+    user: str,
+    verdict: str,
+) -> None:
+    settings = webhook_settings(settings_for, receiver, scale_allowed_users=allowed)
+    async with run_bot(settings) as running:
+        await open_incident(running, slack)
+        body = slash(f"scale {RUNNER} +2").replace(f"user_id={USER}", f"user_id={user}")
+        await post_event(running.http, body)
+        answer = await eventually(lambda: [m.text for m in slack.emulator.ephemerals(CHANNEL)])
+        if verdict == "scaled":
+            await eventually(lambda: receiver.accepted, what="scaled")
+            assert "You scaled" in answer[0]
+        else:
+            assert verdict in answer[0] and "SCALE_ALLOWED_USERS" in answer[0]
+            assert not receiver.raw, "a refused request calls nothing"
+
+
+async def test_the_same_confirmation_twice_and_a_second_modal_scale_once(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver
+) -> None:
+    async with run_bot(webhook_settings(settings_for, receiver)) as running:
+        root = await open_incident(running, slack)
+        form = await open_form(running, slack, root)
+        step = await post_event(running.http, view_submission(form, form_values(RUNNER, "2")))
+        confirm = {**step.json()["view"], "id": form["id"]}
+        body = view_submission(confirm, {})
+        await asyncio.gather(post_event(running.http, body), post_event(running.http, body))
+        await eventually(lambda: receiver.accepted, what="scaled")
+        # Another modal (another view ID), submitted right after: the cooldown refuses it.
+        other = {**confirm, "id": "V0OTHER"}
+        await post_event(running.http, view_submission(other, {}))
+        await eventually(
+            lambda: any("was just scaled" in t for t in ephemeral_texts(slack)), what="refusal"
+        )
+        assert len(receiver.accepted) == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ("500", "The scaler webhook answered 500: scaler broke"),
+        ("404", "The scaler webhook answered 404"),
+        ("unreachable", "The scaler webhook is unreachable"),
+        ("timeout", "did not answer"),
+    ],
+)
+async def test_a_failing_scaler_is_told_and_nothing_is_recorded(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver, fault: str, expected: str
+) -> None:
+    extra: dict[str, Any] = {"backend_timeout_seconds": 0.5}
+    if fault == "500":
+        receiver.failures.append(500)
+    if fault == "404":
+        extra["scaler_webhook_url"] = receiver.url.replace("/scale", "/nope")  # type: ignore[attr-defined]
+    if fault == "unreachable":
+        extra["scaler_webhook_url"] = "http://127.0.0.1:9/scale"
+    if fault == "timeout":
+        receiver.hang()
+    async with run_bot(webhook_settings(settings_for, receiver, **extra)) as running:
+        root = await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +2"))
+        answer = await eventually(
+            lambda: [t for t in ephemeral_texts(slack) if "Could not scale" in t], what="told"
+        )
+        assert expected in answer[0] and "Nothing changed" in answer[0]
+        assert not any("Scaled" in t for t in thread_texts(slack, root.ts))
+        incident = await running.bot.store.get("1")
+        assert incident is not None and not incident.recent_actions
+
+
+def arc_settings(settings_for: Any, kube: FakeKubeApi, tmp_path: Path, **extra: Any) -> Any:
+    values = {
+        "scaler_backend": "arc",
+        "scaler_kubeconfig": str(kube.kubeconfig(tmp_path, kube.url)),  # type: ignore[attr-defined]
+        "scaler_targets": json.dumps(
+            {RUNNER: {"target": "arc-runners/mt-l-x86iavx512-8-64", "cap": 20, "ceiling": 150}}
+        ),
+        "scale_allowed_users": USER,
+    }
+    return settings_for(**{**values, **extra})
+
+
+async def test_arc_raises_min_runners_with_a_merge_patch(
+    settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    runner_set = kube.add_from_fixture(minRunners=0, maxRunners=120)
+    runner_set["status"]["currentRunners"] = 40
+    async with run_bot(arc_settings(settings_for, kube, tmp_path)) as running:
+        root = await open_incident(running, slack)
+        form = await open_form(running, slack, root)
+        assert "Now: 40 runners (min 0, max 120)" in json.dumps(form["blocks"])
+        step = await post_event(running.http, view_submission(form, form_values(RUNNER, "5")))
+        confirm = step.json()["view"]
+        assert "minRunners 0 → 5" in json.dumps(confirm["blocks"], ensure_ascii=False)
+        await post_event(running.http, view_submission({**confirm, "id": form["id"]}, {}))
+        await eventually(lambda: kube.patches, what="patched")
+        path, content_type, body = kube.patches[0]
+        assert path == (
+            "/apis/actions.github.com/v1alpha1/namespaces/arc-runners/"
+            "autoscalingrunnersets/mt-l-x86iavx512-8-64"
+        )
+        assert content_type == "application/merge-patch+json"
+        assert body == {"metadata": {"resourceVersion": "318874529"}, "spec": {"minRunners": 5}}
+        await eventually(
+            lambda: any(
+                "minRunners 0 → 5 (maxRunners 120)" in t for t in thread_texts(slack, root.ts)
+            ),
+            what="thread reply",
+        )
+
+
+async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
+    settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    kube.add_from_fixture(minRunners=0, maxRunners=120)  # the fixture runs 120: at the max
+    settings = arc_settings(settings_for, kube, tmp_path, scale_cooldown_seconds=0)
+    async with run_bot(settings) as running:
+        root = await open_incident(running, slack)
+        form = await open_form(running, slack, root)
+        blocks = json.dumps(form["blocks"], ensure_ascii=False)
+        assert "at its maximum (120 runners)" in blocks and "Raise maxRunners" in blocks
+
+        # Raising minRunners anyway is refused with the reason; nothing is patched.
+        await post_event(running.http, slash(f"scale {RUNNER} +5"))
+        await eventually(
+            lambda: any("raising minRunners changes nothing" in t for t in ephemeral_texts(slack)),
+            what="refused",
+        )
+        assert not kube.patches
+
+        step = await post_event(
+            running.http, view_submission(form, form_values(RUNNER, "20", "raise_max"))
+        )
+        confirm = step.json()["view"]
+        assert "maxRunners 120 → 140" in json.dumps(confirm["blocks"], ensure_ascii=False)
+        await post_event(running.http, view_submission({**confirm, "id": form["id"]}, {}))
+        await eventually(lambda: kube.patches, what="patched")
+        assert kube.patches[0][2]["spec"] == {"maxRunners": 140}
+
+        # Past the ceiling (150): refused with the ceiling named, and nothing patched.
+        step = await post_event(
+            running.http, view_submission(form, form_values(RUNNER, "15", "raise_max"))
+        )
+        again = {**step.json()["view"], "id": "V0AGAIN"}
+        await post_event(running.http, view_submission(again, {}))
+        await eventually(
+            lambda: any("above the ceiling of 150" in t for t in ephemeral_texts(slack)),
+            what="the ceiling",
+        )
+        assert len(kube.patches) == 1
