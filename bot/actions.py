@@ -12,6 +12,7 @@ import logging
 from datetime import datetime
 
 from bot.acting import Acting, Actor, Decide, Decision, Outcome, refused
+from bot.diagnosing import Diagnosing
 from bot.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.messages import escape, render_event, render_summary
 from bot.scaling import Scaling
@@ -24,13 +25,16 @@ log = logging.getLogger(__name__)
 
 
 class ActionCore:
-    def __init__(self, acting: Acting, silencing: Silencing, scaling: Scaling) -> None:
+    def __init__(
+        self, acting: Acting, silencing: Silencing, scaling: Scaling, diagnosing: Diagnosing
+    ) -> None:
         self._acting = acting
         self._store = acting.store
         self.silence = silencing.silence
         self.unsilence = silencing.unsilence
         self.scaling = scaling
         self.scale = scaling.scale
+        self.diagnose = diagnosing.diagnose
 
     # -- finding incidents -----------------------------------------------------------------
 
@@ -64,9 +68,6 @@ class ActionCore:
             return await self._acting.commit(ref, _resolve(actor, name), with_timeline=True)
 
         return await self._acting.guarded("resolve", actor, interaction, run)
-
-    def unavailable(self, what: str) -> Outcome:
-        return refused(f"{escape(what)} is not available yet in this version of queuepilot.")
 
 
 def _acknowledge(actor: Actor, name: str) -> Decide:

@@ -38,8 +38,10 @@ from bot.acting import Acting
 from bot.actions import ActionCore
 from bot.authorization import Authorizer, Rules
 from bot.backends.factory import build_scaler, build_silencer, scale_targets
+from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.config import Settings
+from bot.diagnosing import DiagnoseConfig, Diagnosing
 from bot.intake import Intake, IntakeConfig
 from bot.interactions import Interactions
 from bot.leases import Lease, Leases
@@ -128,10 +130,11 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     senders = Senders(
         channels, make_sender, leases, queue.keys, lease_ttl_ms=sender_config.lease_ttl_ms
     )
+    metrics = AlertMetrics()
     reporter = StatusReporter(
-        store, AlertMetrics(), telemetry, interval_s=settings.status_interval_seconds, clock=clock
+        store, metrics, telemetry, interval_s=settings.status_interval_seconds, clock=clock
     )
-    core, silence_watch = _action_core(settings, store, telemetry, gateway, redis, clock)
+    core, silence_watch = _action_core(settings, metrics, store, telemetry, gateway, redis, clock)
     bolt = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "unused",
@@ -158,6 +161,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
 
 def _action_core(
     settings: Settings,
+    metrics: QueueMetrics,
     store: IncidentStore,
     telemetry: Telemetry,
     gateway: SlackGateway,
@@ -189,7 +193,10 @@ def _action_core(
         scale_targets(settings),
         config=scale_config,
     )
-    return ActionCore(acting, silencing, scaling), watch
+    diagnosing = Diagnosing(
+        acting, metrics, config=DiagnoseConfig(timeout_s=settings.backend_timeout_seconds)
+    )
+    return ActionCore(acting, silencing, scaling, diagnosing), watch
 
 
 def build_redis(url: str) -> Redis:

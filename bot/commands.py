@@ -99,8 +99,6 @@ async def run_command(
         return Outcome(True, HELP)
     if command.verb in ("status", "incidents"):
         return await _overview(core, verbose=command.verb == "incidents")
-    if command.verb == "diagnose":
-        return core.unavailable(f"`/queue {command.verb}`")
     ref = command.incident_ref
     if ref is None:
         open_now = await core.open_incidents(MAX_LINES)
@@ -111,6 +109,8 @@ async def run_command(
         ref = open_now[0].id
     if command.verb == "ack":
         return await core.acknowledge(actor, ref, interaction=interaction)
+    if command.verb == "diagnose":
+        return await core.diagnose(actor, ref, interaction=interaction)
     if command.verb == "silence" and command.seconds is not None:
         return await core.silence(actor, ref, command.seconds, interaction=interaction)
     if command.verb == "unsilence":

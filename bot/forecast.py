@@ -38,7 +38,7 @@ def runners_to_drain(
         return None
     if job_duration_mins is None or job_duration_mins <= 0:
         return Recommendation(
-            math.ceil(queued), "one runner per queued job (the job duration is not known)"
+            math.ceil(queued), "one runner per queued job: the job duration is not known"
         )
     growth = 0.0
     if arrival_per_min is not None and completion_per_min is not None:

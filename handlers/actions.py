@@ -62,7 +62,11 @@ async def on_unsilence(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltCo
 
 async def on_diagnose(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-    await tell(context, body, core_of(context).unavailable("Diagnostics"))
+    actor, interaction = actor_of(body), interaction_of(body)
+    core = core_of(context)
+    await _on_incident(
+        body, context, lambda ref: core.diagnose(actor, ref, interaction=interaction)
+    )
 
 
 def _selected_seconds(body: dict[str, Any]) -> int | None:

@@ -10,8 +10,11 @@ from redis.asyncio import Redis
 from bot.acting import Acting
 from bot.actions import ActionCore
 from bot.authorization import Authorizer, Rules
+from bot.backends.metrics import QueueMetrics
+from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.scale import Scaler, ScaleTarget
 from bot.backends.silence import Silencer
+from bot.diagnosing import DiagnoseConfig, Diagnosing
 from bot.interactions import Interactions
 from bot.scaling import ScaleConfig, Scaling
 from bot.silencing import SilenceConfig, Silencing
@@ -38,6 +41,7 @@ def action_core(
     silencer: Silencer | None = None,
     scaler: Scaler | None = None,
     targets: dict[str, ScaleTarget] | None = None,
+    metrics: QueueMetrics | None = None,
     scale_allowed: tuple[str, ...] = (),
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     telemetry: Telemetry | None = None,
@@ -54,4 +58,5 @@ def action_core(
     )
     silencing = Silencing(acting, silencer, config=SilenceConfig(timeout_s=2), permalink=_no_link)
     scaling = Scaling(acting, scaler, targets or {}, config=ScaleConfig(timeout_s=2, cooldown_s=60))
-    return ActionCore(acting, silencing, scaling)
+    diagnosing = Diagnosing(acting, metrics or AlertMetrics(), config=DiagnoseConfig(timeout_s=2))
+    return ActionCore(acting, silencing, scaling, diagnosing)

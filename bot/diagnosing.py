@@ -1,0 +1,92 @@
+"""Run diagnostics: the runbook's checks over what the metrics backend knows, into the thread.
+
+Read-only, yet a double click must not post two reports: the report is locked per incident for
+a short cooldown, and the refusal points at the report just posted. A failing live backend
+leaves the report on the alert's own numbers, and the report says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.acting import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
+from bot.backends.errors import BackendError
+from bot.backends.metrics import QueueMetrics
+from bot.backends.metrics.alert import AlertMetrics
+from bot.diagnostics import diagnose
+from bot.diagnostics_report import render_diagnostics
+from bot.fleet import FleetSnapshot
+from bot.incidents import Event, Incident, with_action
+from bot.interactions import Held
+from bot.mrkdwn import person
+from bot.store import BAND_ACTION, Commit, Reply
+
+
+@dataclass(frozen=True)
+class DiagnoseConfig:
+    timeout_s: float = 10.0
+    cooldown_s: float = 30.0
+
+
+class Diagnosing:
+    def __init__(self, acting: Acting, metrics: QueueMetrics, *, config: DiagnoseConfig) -> None:
+        self._acting = acting
+        self._metrics = metrics
+        self._config = config
+
+    async def diagnose(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:
+        return await self._acting.guarded(
+            "diagnose", actor, interaction, lambda: self._diagnose(actor, ref)
+        )
+
+    async def _diagnose(self, actor: Actor, ref: str) -> Outcome:
+        incident = (await self._acting.load(ref)).incident
+        if incident is None:
+            return refused(UNKNOWN)
+        if not incident.is_open:
+            return refused(
+                f"Incident {incident.id} is already resolved: its summary is in the thread."
+            )
+        name = await self._acting.name(actor)
+        lock = await self._acting.interactions.lock(
+            incident.id, "diagnose", doing=f"{name} ran them", ttl_s=self._config.timeout_s + 5
+        )
+        if isinstance(lock, Held):
+            return refused(f"Diagnostics were just run ({lock.what}): see the thread.")
+        snapshot = await self._snapshot(incident)
+        await lock.keep(self._config.cooldown_s, f"{name} ran them")
+        return await self._acting.commit(ref, _record(actor, name, snapshot))
+
+    async def _snapshot(self, incident: Incident) -> FleetSnapshot:
+        now = self._acting.clock()
+        try:
+            return await asyncio.wait_for(
+                self._metrics.fleet(incident, now=now), self._config.timeout_s
+            )
+        except (BackendError, TimeoutError) as exc:
+            fallback = await AlertMetrics().fleet(incident, now=now)
+            reason = str(exc) or "no answer in time"
+            note = f"{self._metrics.name} failed ({reason}): these are the alert's own numbers"
+            return fallback.model_copy(update={"note": note})
+
+
+def _record(actor: Actor, name: str, snapshot: FleetSnapshot) -> Decide:
+    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+        diagnosis = diagnose(snapshot)
+        cause = diagnosis.cause.value if diagnosis.cause else "not determined"
+        event = Event(
+            at=now,
+            kind="diagnosed",
+            text=f"Diagnostics: likely cause {cause}",
+            actor=actor.user_id,
+            actor_name=name,
+        )
+        updated = with_action(incident, event)
+        report = render_diagnostics(updated, diagnosis, snapshot, by=person(actor.user_id, name))
+        commit = Commit(updated, events=(event,), replies=(Reply("action", BAND_ACTION, report),))
+        answer = f"Diagnostics of incident {incident.id} are in its thread: likely cause {cause}."
+        return Decision(Outcome(True, answer), commit)
+
+    return decide

@@ -1,0 +1,46 @@
+"""The fleet at one moment, by runner type: what diagnostics, the scale modal and (with the
+live-metrics backends) status read. Every number is optional: each backend knows different
+things, and every consumer says what it could not know instead of guessing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.alerts import RunnerQueue
+
+
+class RunnerTypeMetrics(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    queued: float | None = None
+    longest_wait_mins: float | None = None
+    registered: float | None = None
+    busy: float | None = None
+    idle: float | None = None
+    offline: float | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    desired: float | None = None  # what the autoscaler targets now (ARC: gha_desired_runners)
+    arrival_per_min: float | None = None  # jobs queued per minute: the demand
+    completed_per_min: float | None = None  # jobs finished per minute: the throughput
+    job_duration_mins: float | None = None
+    arrival_baseline_per_min: float | None = None  # the same hour on earlier days, or before
+    duration_baseline_mins: float | None = None
+    scale_errors: float | None = None  # scale-up failures in the recent window
+
+    @classmethod
+    def from_alert(cls, queue: RunnerQueue) -> RunnerTypeMetrics:
+        return cls(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
+
+
+class FleetSnapshot(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime
+    source: str  # "alert", "prometheus", ...: which backend said so
+    runner_types: dict[str, RunnerTypeMetrics] = Field(default_factory=dict)
+    # Said to the reader: e.g. the live backend failed and the alert's numbers stand in.
+    note: str = ""

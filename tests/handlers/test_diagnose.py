@@ -1,0 +1,117 @@
+"""Run diagnostics from Slack: the report lands in the thread, says what it cannot know from the
+alert alone, and a double click posts it once."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from redis.asyncio import Redis
+
+from bot.acting import Actor
+from bot.backends.errors import BackendError
+from bot.fleet import FleetSnapshot
+from bot.incidents import Incident, Snapshot
+from bot.store import IncidentStore
+from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json
+from tests.cores import action_core
+from tests.handlers.test_slack import click, ephemeral_texts, open_incident, post_event, slash
+
+
+def thread_texts(slack: Slack, ts: str) -> list[str]:
+    return [
+        json.dumps(m.blocks, ensure_ascii=False) for m in slack.emulator.thread(CHANNEL, ts)[1:]
+    ]
+
+
+async def test_diagnose_button_posts_the_report_in_the_thread(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    root = await open_incident(running_bot, slack)
+    assert (await click(running_bot, root, "incident_diagnose")).status_code == 200
+    reports = await eventually(
+        lambda: [t for t in thread_texts(slack, root.ts) if "Diagnostics" in t], what="report"
+    )
+    report = reports[0]
+    assert "from the alert's own numbers" in report
+    for check in (
+        "Runner utilization",
+        "Job arrival rate",
+        "Job duration",
+        "Resource constraints",
+        "Autoscaling configuration",
+    ):
+        assert f"❔ *{check}*: needs" in report, check
+    assert "*Likely cause:* not determined" in report
+    assert "*Next:* scale" in report and "+14" in report
+    await eventually(
+        lambda: any(
+            "Diagnostics of incident 1 are in its thread" in t for t in ephemeral_texts(slack)
+        )
+    )
+    # The root names the last action.
+    await eventually(
+        lambda: (
+            "Diagnostics: likely cause not determined"
+            in json.dumps(
+                next(m for m in slack.emulator.channel_messages(CHANNEL) if m.ts == root.ts).blocks
+            )
+        ),
+        what="root shows the action",
+    )
+
+
+async def test_queue_diagnose_and_a_second_run_right_after(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    root = await open_incident(running_bot, slack)
+    await post_event(running_bot.http, slash("diagnose"))
+    await eventually(lambda: any("Diagnostics" in t for t in thread_texts(slack, root.ts)))
+    await post_event(running_bot.http, slash("diagnose 1"))
+    await eventually(
+        lambda: any("Diagnostics were just run" in t for t in ephemeral_texts(slack)),
+        what="the second run refused",
+    )
+    assert sum("Diagnostics ·" in t for t in thread_texts(slack, root.ts)) == 1
+
+
+class FailingMetrics:
+    name = "Prometheus"
+
+    async def snapshot(self, incident: Incident, *, now: datetime) -> Snapshot:
+        raise BackendError("Prometheus is unreachable at http://prom:9090", retryable=True)
+
+    async def fleet(self, incident: Incident, *, now: datetime) -> FleetSnapshot:
+        raise BackendError("Prometheus is unreachable at http://prom:9090", retryable=True)
+
+
+async def test_a_failing_metrics_backend_leaves_the_report_on_the_alerts_numbers(
+    redis_url: str,
+) -> None:
+    from bot.alerts import parse_notification
+    from bot.delivery import delivery_of
+    from bot.incidents import GroupState
+    from bot.incidents import open_incident as opened
+    from bot.store import Commit
+
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    store = IncidentStore(redis, "qp")
+    payload = fixture_json("grafana/queue-alert-firing.json")
+    incident = opened(
+        delivery_of(parse_notification("grafana", payload)),
+        incident_id="1",
+        uid="u1",
+        channel="C1",
+        now=datetime.now(UTC),
+    )
+    await store.commit(
+        Commit(incident, group=GroupState(incident_id="1"), group_hash=incident.group_hash)
+    )
+    core = action_core(redis, store, metrics=FailingMetrics())
+    outcome = await core.diagnose(Actor("U1", "al"), "1:u1")
+    assert outcome.ok
+    waiting = list((await redis.hgetall(store.keys.outbox_items("1"))).values())
+    text = json.dumps(waiting, ensure_ascii=False)
+    assert "Prometheus failed (Prometheus is unreachable" in text
+    assert "these are the alert" in text
+    await redis.aclose()
