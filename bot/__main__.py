@@ -40,11 +40,13 @@ def _serve() -> int:
     try:
         settings = load_settings()
         settings.check_serve()
+        # Building the backends can still find a setting unusable (an unreadable kubeconfig).
+        bot = build_bot(settings)
     except SettingsError as exc:
         print(f"queuepilot: configuration error: {exc}", file=sys.stderr)
         return 2
     logs.configure(settings.log_level)
-    app = build_app(build_bot(settings))
+    app = build_app(bot)
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, lifespan="on")
     return 0
 

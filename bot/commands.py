@@ -19,8 +19,8 @@ HELP = """*`/queue`* — queue status by runner type for the open incidents
 *`/queue resolve [ID]`* — close an incident by hand
 *`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`: a real silence of the alert group
 *`/queue unsilence [ID]`* — remove the silence made from Slack
-*`/queue scale <runner-type> <+N> [ID]`* — add runners
-*`/queue diagnose [ID]`* — run the runbook's checks
+*`/queue scale <runner-type> <+N> [ID]`* — add runners (the button asks for confirmation)
+*`/queue diagnose [ID]`* — the runbook's checks, the likely cause, what to do next
 Without an ID, a command acts on the one open incident; when several are open it asks which."""
 
 # An ephemeral answer is one section-sized text: the overview stops before it, saying how many
@@ -94,7 +94,7 @@ async def run_command(
     try:
         command = parse_command(text)
     except CommandError as exc:
-        return Outcome(False, str(exc))
+        return Outcome(False, f"{exc}\n\n{HELP}", "refused")
     if command.verb == "help":
         return Outcome(True, HELP)
     if command.verb in ("status", "incidents"):

@@ -216,3 +216,22 @@ async def test_a_reference_from_before_a_data_loss_never_acts_on_a_new_incident(
     [incident] = await core.open_incidents()
     assert incident.acknowledged_by is None
     assert (await core.acknowledge(Actor("U1", "al"), "1:u1")).ok, "its own reference works"
+
+
+@pytest.mark.parametrize(
+    ("text", "wrong"),
+    [
+        ("frobnicate", "unknown command `frobnicate`"),
+        ("silence", "usage: `/queue silence <duration> [ID]`"),
+        ("silence forever", "`forever` is not a duration"),
+        ("scale linux.2xlarge lots", "usage: `/queue scale <runner-type> <+N> [ID]`"),
+    ],
+)
+async def test_bad_input_answers_what_was_wrong_and_the_help(
+    redis_url: str, text: str, wrong: str
+) -> None:
+    core = await open_many(redis_url, 1)
+    outcome = await run_command(core, Actor("U1", "al"), text)
+    assert not outcome.ok
+    assert outcome.message.startswith(wrong)
+    assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"

@@ -45,7 +45,8 @@ async def request(
         within = f" within {timeout:g} s" if timeout else ""
         raise BackendError(f"{service} did not answer{within}", retryable=True) from None
     except httpx.ConnectError:
-        raise BackendError(f"{service} is unreachable at {_origin(url)}", retryable=True) from None
+        where = _origin(str(client.base_url.join(url)))
+        raise BackendError(f"{service} is unreachable at {where}", retryable=True) from None
     except httpx.HTTPError as exc:
         raise BackendError(f"{service}: {type(exc).__name__}", retryable=True) from None
     if response.status_code in expect:

@@ -54,8 +54,17 @@ def from_kubeconfig(path: Path) -> KubeAccess:
     """The current context of a kubeconfig file."""
     try:
         config = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise BackendError(f"kubeconfig {path} is unreadable: {exc}", retryable=False) from None
+    if not isinstance(config, dict):
+        raise BackendError(f"kubeconfig {path} is not a kubeconfig", retryable=False)
+    try:
+        return _access(config, path)
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise BackendError(f"kubeconfig {path}: {exc}", retryable=False) from None
+
+
+def _access(config: dict[str, Any], path: Path) -> KubeAccess:
     context = _named(config, "contexts", config.get("current-context"), "context")
     cluster = _named(config, "clusters", context.get("cluster"), "cluster")
     user = _named(config, "users", context.get("user"), "user") if context.get("user") else {}
@@ -66,7 +75,7 @@ def from_kubeconfig(path: Path) -> KubeAccess:
             retryable=False,
         )
     server = str(cluster.get("server") or "")
-    if not server:
+    if not server.startswith(("https://", "http://")):
         raise BackendError(f"kubeconfig {path}: the cluster has no server", retryable=False)
     verify: ssl.SSLContext | bool = not cluster.get("insecure-skip-tls-verify", False)
     ca = _pem(cluster, "certificate-authority", path.parent)
@@ -77,16 +86,26 @@ def from_kubeconfig(path: Path) -> KubeAccess:
     client_key = _pem(user, "client-key", path.parent)
     if client_cert and client_key:
         cert = (_temp_file(client_cert), _temp_file(client_key))
-    token_file = Path(user["tokenFile"]) if user.get("tokenFile") else None
+    token_file = Path(str(user["tokenFile"])) if user.get("tokenFile") else None
+    token = user.get("token")
     return KubeAccess(
-        server, verify=verify, token=user.get("token"), token_file=token_file, cert=cert
+        server,
+        verify=verify,
+        token=str(token) if token else None,
+        token_file=token_file,
+        cert=cert,
     )
 
 
 def _named(config: dict[str, Any], section: str, name: object, key: str) -> dict[str, Any]:
-    for entry in config.get(section) or []:
-        if isinstance(entry, dict) and entry.get("name") == name:
-            return dict(entry.get(key) or {})
+    entries = config.get(section)
+    for entry in entries if isinstance(entries, list) else []:
+        if (
+            isinstance(entry, dict)
+            and entry.get("name") == name
+            and isinstance(entry.get(key), dict)
+        ):
+            return dict(entry[key])
     raise BackendError(f"kubeconfig: no {key} named {name!r}", retryable=False)
 
 
@@ -94,10 +113,10 @@ def _pem(section: dict[str, Any], key: str, base: Path) -> str | None:
     """A PEM from `<key>-data` (base64) or the file `<key>` names (relative to the config)."""
     data = section.get(f"{key}-data")
     if data:
-        return base64.b64decode(data).decode()
+        return base64.b64decode(str(data), validate=True).decode()
     file = section.get(key)
     if file:
-        return (base / file).read_text() if not Path(file).is_absolute() else Path(file).read_text()
+        return (base / str(file)).read_text()  # an absolute path stays absolute
     return None
 
 

@@ -387,3 +387,26 @@ async def test_the_same_click_delivered_twice_silences_once(
         await eventually(lambda: len(ephemeral_texts(slack)) >= 2, what="second answer")
         assert len(grafana.silences) == 1
         assert ephemeral_texts(slack)[0] == ephemeral_texts(slack)[1], "the same answer again"
+
+
+async def test_resolving_while_silenced_says_the_silence_is_still_in_force(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        await choose_silence(running, root, 3600)
+        await eventually(lambda: _silenced(running), what="silenced")
+        await post_event(running.http, slash("resolve 1"))
+        summary = await eventually(
+            lambda: [
+                t for t in thread_texts(slack, root.ts) if "resolved" in t and "Duration" in t
+            ],
+            what="summary",
+        )
+        assert "still in force" in summary[0] and "/queue unsilence 1" in summary[0]
+        assert "Actions taken: *2*, by *alice*" in summary[0]
+        await eventually(
+            lambda: "incident_unsilence" in action_ids(root_now(slack, root.ts)),
+            what="the resolved root still offers to remove the silence",
+        )

@@ -64,15 +64,16 @@ class WebhookScaler:
                 SIGNATURE_HEADER: sign(self._config.secret, stamp, body),
             },
         )
-        return _result(scale, response)
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        return webhook_result(scale, answer)
 
 
-def _result(scale: ScaleRequest, response: httpx.Response) -> ScaleResult:
+def webhook_result(scale: ScaleRequest, data: object) -> ScaleResult:
+    """What the receiver said it did, when it says it in the documented shape."""
     detail = f"+{scale.delta} requested from the scaler webhook ({scale.target.target})"
-    try:
-        data = response.json()
-    except ValueError:
-        return ScaleResult(detail)
     if not isinstance(data, dict):
         return ScaleResult(detail)
     before, after, maximum = (_count(data.get(k)) for k in ("before", "after", "maximum"))

@@ -69,16 +69,7 @@ class ApiV2Silencer:
         )
         if response.status_code == 404:
             return None
-        data = json_object(response, self.name)
-        status = data.get("status")
-        state = status.get("state") if isinstance(status, dict) else None
-        if not isinstance(state, str):
-            raise BackendError(f"{self.name} sent a silence without a state", retryable=True)
-        try:
-            ends_at = parse_timestamp(data.get("endsAt"))
-        except ValueError:
-            ends_at = None
-        return SilenceState(silence_id, state, ends_at)
+        return silence_state(silence_id, json_object(response, self.name), self.name)
 
     async def _call(
         self, method: str, path: str, *, expect: tuple[int, ...] = (200,), json_body: Any = None
@@ -106,3 +97,16 @@ def alertmanager_silencer(
 
 def _rfc3339(silence: SilenceRequest) -> str:
     return silence.starts_at.isoformat().replace("+00:00", "Z")
+
+
+def silence_state(silence_id: str, data: dict[str, Any], service: str) -> SilenceState:
+    """A gettableSilence (`status.state`, `endsAt`) as the watch needs it."""
+    status = data.get("status")
+    state = status.get("state") if isinstance(status, dict) else None
+    if not isinstance(state, str):
+        raise BackendError(f"{service} sent a silence without a state", retryable=True)
+    try:
+        ends_at = parse_timestamp(data.get("endsAt"))
+    except ValueError:
+        ends_at = None
+    return SilenceState(silence_id, state, ends_at)

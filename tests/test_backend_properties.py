@@ -1,0 +1,122 @@
+"""Property tests for every parser of outside input this release adds: answers of silence and
+scale backends, kubeconfig files, and what Slack echoes back in modals and interactions. None may
+raise anything but its one documented error, whatever arrives."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.backends.errors import BackendError
+from bot.backends.http import error_of
+from bot.backends.kube import from_kubeconfig
+from bot.backends.scale import ScaleRequest, ScaleTarget
+from bot.backends.scale.arc import _capacity
+from bot.backends.scale.signature import sign, verify
+from bot.backends.scale.webhook import webhook_result
+from bot.backends.silence.alertmanager import silence_state
+from bot.scale_modal import ScaleForm
+from handlers.context import interaction_of
+from handlers.views import _amount, _selected
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+objects = st.dictionaries(st.text(max_size=12), json_values, max_size=6)
+REQUEST = ScaleRequest(ScaleTarget("t", "x", cap=5), 2, "1", "al")
+
+
+@given(objects)
+def test_a_silence_answer_is_a_state_or_a_backend_error(data: dict[str, Any]) -> None:
+    try:
+        state = silence_state("id", data, "Alertmanager")
+    except BackendError:
+        return
+    assert isinstance(state.state, str)
+
+
+@given(st.builds(dict, status=st.fixed_dictionaries({"state": st.text()}), endsAt=json_values))
+def test_a_silence_with_a_state_is_read_whatever_its_end(data: dict[str, Any]) -> None:
+    assert silence_state("id", data, "Grafana").state == data["status"]["state"]
+
+
+@given(json_values)
+def test_a_webhook_answer_never_breaks_the_result(data: object) -> None:
+    result = webhook_result(REQUEST, data)
+    assert result.detail
+
+
+@given(objects)
+def test_any_scale_set_object_gives_a_capacity(data: dict[str, Any]) -> None:
+    capacity = _capacity(data)
+    assert capacity.minimum is None or capacity.minimum >= 0
+
+
+@given(st.integers(100, 599), st.binary(max_size=600))
+def test_any_refusal_is_told_short(status: int, body: bytes) -> None:
+    error = error_of("Grafana", httpx.Response(status, content=body))
+    assert str(error).startswith(f"Grafana answered {status}")
+    assert len(str(error)) <= 250
+    assert error.retryable is (status >= 500 or status == 429)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=400) | st.builds(lambda v: json.dumps(v), json_values))
+def test_any_kubeconfig_is_access_or_a_clear_error(text: str) -> None:
+    with TemporaryDirectory() as directory:
+        path = Path(directory) / "kubeconfig"
+        path.write_text(text)
+        try:
+            access = from_kubeconfig(path)
+        except BackendError as exc:
+            assert "kubeconfig" in str(exc)
+            return
+        assert access.server.startswith(("http://", "https://"))
+
+
+@given(st.text(max_size=300))
+def test_private_metadata_is_a_form_or_nothing(text: str) -> None:
+    form = ScaleForm.load(text)
+    assert form is None or isinstance(form, ScaleForm)
+
+
+@given(objects)
+def test_modal_state_values_never_break_the_submission(values: dict[str, Any]) -> None:
+    amount = _amount(values)
+    assert amount is None or 0 <= amount < 10**6
+    assert isinstance(_selected(values, "runner_type"), str)
+
+
+@given(objects)
+def test_any_interaction_has_an_identity_or_none(body: dict[str, Any]) -> None:
+    identity = interaction_of(body)
+    assert identity is None or isinstance(identity, str)
+
+
+@given(st.binary(max_size=200), st.integers(0, 2**31), st.text(max_size=30))
+def test_a_signature_verifies_only_its_own_body_and_time(
+    body: bytes, stamp: int, secret: str
+) -> None:
+    headers = {
+        "X-Queuepilot-Timestamp": str(stamp),
+        "X-Queuepilot-Signature": sign(secret, stamp, body),
+    }
+    assert verify(secret, headers, body, now=stamp) is None
+    assert verify(secret, headers, body + b"x", now=stamp) == "signature mismatch"
+    assert verify(secret, headers, body, now=stamp + 301) == "timestamp outside the replay window"
+
+
+def test_signature_of_a_known_body() -> None:
+    # What a receiver in another language must compute, byte for byte.
+    expected = hmac.new(b"secret", b'1763800000:{"delta":2}', hashlib.sha256).hexdigest()
+    assert sign("secret", 1763800000, b'{"delta":2}') == expected
