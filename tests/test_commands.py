@@ -235,3 +235,22 @@ async def test_bad_input_answers_what_was_wrong_and_the_help(
     assert not outcome.ok
     assert outcome.message.startswith(wrong)
     assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
+
+
+async def test_acknowledge_racing_resolve_ends_consistently(redis_url: str) -> None:
+    """Whatever order the two land in, the incident ends resolved, and each person is told the
+    truth: the acknowledge either came first (and is kept) or is told it was too late."""
+    import asyncio
+
+    for _ in range(10):
+        core = await open_many(redis_url, 1)
+        ack, resolve = await asyncio.gather(
+            core.acknowledge(Actor("U1", "al"), "1"), core.resolve(Actor("U2", "bo"), "1")
+        )
+        (incident,) = await core.recent(1)
+        assert not incident.is_open and resolve.ok
+        if ack.ok:
+            assert incident.acknowledged_by == "U1"
+        else:
+            assert "already resolved" in ack.message and incident.acknowledged_by is None
+        await core._store._redis.flushdb()  # type: ignore[attr-defined]  # next round afresh

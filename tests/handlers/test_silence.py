@@ -410,3 +410,27 @@ async def test_resolving_while_silenced_says_the_silence_is_still_in_force(
             lambda: "incident_unsilence" in action_ids(root_now(slack, root.ts)),
             what="the resolved root still offers to remove the silence",
         )
+
+
+async def test_a_silence_racing_the_alerts_resolve_is_recorded_and_said(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        release = grafana.hang()
+        await choose_silence(running, root, 3600)
+        await eventually(lambda: grafana.in_flight == 1, what="the silence call is under way")
+        await running.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
+        await eventually(
+            lambda: "Resolved" in json.dumps(root_now(slack, root.ts).blocks), what="resolved"
+        )
+        release.set()
+        await eventually(
+            lambda: any("had resolved meanwhile" in t for t in ephemeral_texts(slack)),
+            what="told",
+        )
+        await eventually(
+            lambda: "incident_unsilence" in action_ids(root_now(slack, root.ts)),
+            what="the silence exists, so the resolved root offers to remove it",
+        )
