@@ -8,6 +8,7 @@ are read with `usergroups.users.list` and kept for a few minutes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -19,6 +20,9 @@ log = logging.getLogger(__name__)
 
 RESTRICTED = frozenset({"scale"})
 GROUP_CACHE_S = 300.0
+# The check runs before a modal opens, within Slack's 3-second trigger: a slow lookup allows
+# nobody this time rather than losing the modal.
+GROUP_LOOKUP_S = 1.5
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ class Authorizer:
         if cached is not None and now - cached[0] < GROUP_CACHE_S:
             return cached[1]
         try:
-            members = frozenset(await self._group_members(group))
+            members = frozenset(await asyncio.wait_for(self._group_members(group), GROUP_LOOKUP_S))
         except Exception as exc:  # an unreadable group allows nobody, and is asked again soon
             log.warning("user group %s: members unreadable (%s)", group, exc)
             return cached[1] if cached is not None else frozenset()

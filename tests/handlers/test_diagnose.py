@@ -15,13 +15,14 @@ from bot.incidents import Incident, Snapshot
 from bot.store import IncidentStore
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json
 from tests.cores import action_core
-from tests.handlers.test_slack import click, ephemeral_texts, open_incident, post_event, slash
-
-
-def thread_texts(slack: Slack, ts: str) -> list[str]:
-    return [
-        json.dumps(m.blocks, ensure_ascii=False) for m in slack.emulator.thread(CHANNEL, ts)[1:]
-    ]
+from tests.handlers.test_slack import (
+    click,
+    ephemeral_texts,
+    open_incident,
+    post_event,
+    slash,
+    thread_texts,
+)
 
 
 async def test_diagnose_button_posts_the_report_in_the_thread(

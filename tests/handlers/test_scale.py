@@ -19,7 +19,7 @@ from bot.sandbox.serve import serve_in_thread
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 from tests.fakes.kube_api import FakeKubeApi
 from tests.fakes.scale_receiver import ScaleReceiver
-from tests.handlers.test_slack import USER, click, ephemeral_texts, post_event, slash
+from tests.handlers.test_slack import USER, click, ephemeral_texts, post_event, slash, thread_texts
 
 RUNNER = "linux.g5.4xlarge.nvidia.gpu"  # the runner type of the Alertmanager fixture
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
@@ -99,12 +99,6 @@ def form_values(runner_type: str, amount: str, mode: str | None = None) -> dict[
     if mode is not None:
         values["mode"] = {"value": {"type": "radio_buttons", "selected_option": {"value": mode}}}
     return values
-
-
-def thread_texts(slack: Slack, ts: str) -> list[str]:
-    return [
-        json.dumps(m.blocks, ensure_ascii=False) for m in slack.emulator.thread(CHANNEL, ts)[1:]
-    ]
 
 
 async def open_form(running: RunningBot, slack: Slack, root: Any) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from tests.handlers.test_slack import (
     ephemeral_texts,
     post_event,
     slash,
+    thread_texts,
 )
 from tests.servers import Alertmanager
 
@@ -88,12 +89,6 @@ def action_ids(message: Any) -> set[str]:
         for element in block.get("elements", [])
         if isinstance(element, dict)
     }
-
-
-def thread_texts(slack: Slack, ts: str) -> list[str]:
-    return [
-        json.dumps(m.blocks, ensure_ascii=False) for m in slack.emulator.thread(CHANNEL, ts)[1:]
-    ]
 
 
 async def choose_silence(running: RunningBot, root: Any, seconds: int) -> httpx.Response:

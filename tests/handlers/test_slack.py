@@ -94,6 +94,12 @@ async def click(running: RunningBot, root: Any, action_id: str) -> httpx.Respons
     return await post_event(running.http, block_action(action, message_ts=root.ts))
 
 
+def thread_texts(slack: Slack, ts: str) -> list[str]:
+    """The thread's replies (not the root) as their blocks' JSON, readable (no \\u escapes)."""
+    replies = slack.emulator.thread(CHANNEL, ts)[1:]
+    return [json.dumps(m.blocks, ensure_ascii=False) for m in replies]
+
+
 def ephemeral_texts(slack: Slack) -> list[str]:
     return [m.text for m in slack.emulator.ephemerals(CHANNEL)]
 
