@@ -262,3 +262,83 @@ def test_serve_never_prints_a_secret(tmp_path: Path) -> None:
     assert "PORT" in output
     assert "xoxb-secret-value" not in output
     assert "signing-secret-value" not in output
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        (
+            {"silence_backend": "alertmanager"},
+            "SILENCE_BACKEND=alertmanager needs ALERTMANAGER_URL",
+        ),
+        ({"silence_backend": "grafana", "grafana_url": "https://g"}, "GRAFANA_TOKEN"),
+        ({"scaler_backend": "webhook"}, "needs SCALER_TARGETS"),
+        (
+            {"scaler_backend": "webhook", "scaler_targets": '{"a": "b"}'},
+            "needs SCALER_WEBHOOK_URL and SCALER_WEBHOOK_SECRET",
+        ),
+        (
+            {
+                "scaler_backend": "sqs",
+                "scaler_targets": '{"a": "b"}',
+                "scaler_sqs_queue_url": "https://sqs.us-east-1.amazonaws.com/1/q",
+                "scaler_sqs_repository": "pytorch",
+            },
+            "SCALER_SQS_REPOSITORY must be owner/name",
+        ),
+    ],
+)
+def test_a_backend_without_its_settings_stops_serve_naming_them(
+    values: dict[str, str], named: str
+) -> None:
+    with pytest.raises(SettingsError, match=named):
+        load_settings(_env_file=None, **serve_ready(), **values).check_serve()
+
+
+@pytest.mark.parametrize(
+    ("targets", "named"),
+    [
+        ('{"linux": {"target": "x", "cap": 0}}', "SCALER_TARGETS_LINUX_CAP"),
+        ('{"linux": {"target": ""}}', "SCALER_TARGETS_LINUX_TARGET"),
+        ('{"linux": {"target": "x", "cpa": 3}}', "SCALER_TARGETS_LINUX_CPA"),
+        ('{"linux": ', "SCALER_TARGETS: Value error, must be a JSON object"),
+    ],
+)
+def test_a_bad_scale_target_names_its_field(targets: str, named: str) -> None:
+    with pytest.raises(SettingsError, match=named):
+        load_settings(_env_file=None, scaler_targets=targets)
+
+
+def test_scale_targets_take_a_bare_target_and_the_default_cap() -> None:
+    from bot.backends.factory import scale_targets
+
+    settings = load_settings(
+        _env_file=None,
+        scaler_targets='{"a": "arc-runners/a", "b": {"target": "b", "cap": 3, "ceiling": 9}}',
+        scale_default_cap=7,
+    )
+    targets = scale_targets(settings)
+    assert (targets["a"].target, targets["a"].cap, targets["a"].ceiling) == (
+        "arc-runners/a",
+        7,
+        None,
+    )
+    assert (targets["b"].cap, targets["b"].ceiling) == (3, 9)
+
+
+def test_serve_with_an_unreadable_kubeconfig_exits_2_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "kubeconfig").write_text("- not a kubeconfig\n")
+    result = run_serve(
+        tmp_path,
+        SLACK_BOT_TOKEN="xoxb-1",
+        SLACK_SIGNING_SECRET="s3cret",
+        SLACK_CHANNEL="C0QUEUE",
+        ALERT_WEBHOOK_TOKEN="t",
+        SCALER_BACKEND="arc",
+        SCALER_TARGETS='{"linux": "arc-runners/linux"}',
+        SCALER_KUBECONFIG=str(tmp_path / "kubeconfig"),
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "SCALER_BACKEND=arc: no Kubernetes access" in lines[0]
