@@ -130,6 +130,8 @@ def _age_line(incident: Incident, now: datetime) -> str:
     else:
         took = duration((incident.resolved_at or now) - incident.started_at)
         line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
+    if incident.silence is not None:
+        line += f" · 🔕 silenced until {slack_date(incident.silence.until, '{time}')}"
     if incident.acknowledged_by:
         owner = person(incident.acknowledged_by, incident.acknowledged_name)
         return f"{line} · acknowledged by {owner}"

@@ -664,3 +664,27 @@ def test_a_cut_alert_says_so_on_the_root() -> None:
     assert "Alert cut to fit" in shown and "200,000 matchers, 64 kept" in shown
     assert "&lt;9,000&gt;" in shown, "escaped like any alert text"
     assert validate_blocks(root.blocks) == []
+
+
+def test_a_silence_shows_on_the_root_and_in_status_replies_without_a_ping() -> None:
+    from bot.incidents import ActiveSilence, silenced
+
+    until = T0 + timedelta(hours=2)
+    silence = ActiveSilence(
+        silence_id="abc", backend="Grafana", until=until, by="U7", by_name="sam", at=T0
+    )
+    incident = silenced(make_incident(), silence)
+    first_post = json.dumps(
+        render_root(incident, now=T0, mentions=False).blocks, ensure_ascii=False
+    )
+    assert "🔕 silenced until <!date^" in first_post and "by *sam*" in first_post
+    assert "<@U7>" not in first_post, "the first post notifies: it names, never mentions"
+    elements = [
+        e["action_id"]
+        for b in render_root(incident, now=T0).blocks
+        if b["type"] == "actions"
+        for e in b["elements"]
+    ]
+    assert "incident_unsilence" in elements and "incident_silence" not in elements
+    status = render_status(incident, previous=None, current=incident.snapshot(T0), now=T0)
+    assert "🔕 silenced until" in json.dumps(status.blocks, ensure_ascii=False)
