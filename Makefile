@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.cost
 	$(BIN)/python -m bench.recovery
 	$(BIN)/python -m bench.fuzz
+	$(BIN)/python -m bench.actions
 
 serve: $(STAMP)
 	$(BIN)/queuepilot serve

@@ -1,4 +1,5 @@
-"""A silence API shaped like Grafana's (Alertmanager API v2 under Grafana's prefix), for tests.
+"""A silence API shaped like Grafana's (Alertmanager API v2 under Grafana's prefix), for the tests,
+the benchmarks and the sandbox.
 
 It checks what Grafana would: the path, the service-account bearer token, and the body of a new
 silence (matchers, RFC 3339 times, createdBy, comment), and answers 202 `{"silenceID"}` as
