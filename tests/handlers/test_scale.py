@@ -365,3 +365,41 @@ async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
             what="the ceiling",
         )
         assert len(kube.patches) == 1
+
+
+async def test_hostile_modal_submissions_get_errors_or_a_clear_never_a_failure(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver
+) -> None:
+    """Any state and metadata under our callback IDs: answered 200 (errors, update or clear),
+    nothing scaled without a valid confirmation, and the bot keeps serving."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.test_backend_properties import json_values, objects
+
+    async with run_bot(webhook_settings(settings_for, receiver)) as running:
+        await open_incident(running, slack)
+        answers: list[int] = []
+
+        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(
+            st.sampled_from(["incident_scale_modal", "incident_scale_confirm"]),
+            objects,
+            st.text(max_size=200) | st.builds(json.dumps, json_values),
+        )
+        def submit(callback: str, values: dict[str, Any], metadata: str) -> None:
+            view = {
+                "id": "V0FUZZ",
+                "callback_id": callback,
+                "private_metadata": metadata,
+                "blocks": [],
+            }
+            body = view_submission(view, values)
+            future = asyncio.run_coroutine_threadsafe(post_event(running.http, body), loop)
+            answers.append(future.result(timeout=10).status_code)
+
+        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(submit)
+        assert set(answers) == {200}, answers
+        assert (await running.http.get("/healthz")).status_code == 200
+        assert not receiver.accepted, "nothing confirmed, nothing scaled"
