@@ -19,7 +19,7 @@ HELP = """*`/queue`* — queue status by runner type for the open incidents
 *`/queue resolve [ID]`* — close an incident by hand
 *`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`: a real silence of the alert group
 *`/queue unsilence [ID]`* — remove the silence made from Slack
-*`/queue scale <runner-type> <+N> [ID]`* — add runners (the button asks for confirmation)
+*`/queue scale <runner-type> <+N> [ID] [max]`* — add runners (`max`: raise ARC's maxRunners)
 *`/queue diagnose [ID]`* — the runbook's checks, the likely cause, what to do next
 Without an ID, a command acts on the one open incident; when several are open it asks which."""
 
@@ -42,6 +42,7 @@ class Command:
     seconds: int | None = None
     runner_type: str | None = None
     count: int | None = None
+    raise_maximum: bool = False  # `max`: raise an ARC scale set's maxRunners
 
 
 def parse_duration(text: str) -> int:
@@ -75,13 +76,25 @@ def parse_command(text: str) -> Command:
 
 
 def _parse_scale(args: list[str]) -> Command:
-    usage = "usage: `/queue scale <runner-type> <+N> [ID]`, e.g. `/queue scale linux.2xlarge +4`"
+    usage = (
+        "usage: `/queue scale <runner-type> <+N> [ID] [max]`, e.g. `/queue scale linux.2xlarge "
+        "+4` (`max`: raise an ARC scale set's maxRunners)"
+    )
     if len(args) < 2 or not re.fullmatch(r"\+?\d{1,4}", args[1]):
         raise CommandError(usage)
     count = int(args[1].lstrip("+"))
     if count < 1:
         raise CommandError("scale up by at least 1 runner")
-    return Command("scale", runner_type=args[0], count=count, incident_ref=_optional_id(args, 2))
+    rest = [arg for arg in args[2:] if arg.lower() != "max"]
+    if len(rest) > 1:
+        raise CommandError(usage)
+    return Command(
+        "scale",
+        runner_type=args[0],
+        count=count,
+        incident_ref=_optional_id(rest, 0),
+        raise_maximum=len(rest) < len(args[2:]),
+    )
 
 
 def _optional_id(args: list[str], index: int) -> str | None:
@@ -117,7 +130,12 @@ async def run_command(
         return await core.unsilence(actor, ref, interaction=interaction)
     if command.verb == "scale" and command.runner_type and command.count:
         return await core.scale(
-            actor, ref, command.runner_type, command.count, interaction=interaction
+            actor,
+            ref,
+            command.runner_type,
+            command.count,
+            raise_maximum=command.raise_maximum,
+            interaction=interaction,
         )
     return await core.resolve(actor, ref, interaction=interaction)
 

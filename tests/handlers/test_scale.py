@@ -354,6 +354,11 @@ async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
         await eventually(lambda: kube.patches, what="patched")
         assert kube.patches[0][2]["spec"] == {"maxRunners": 140}
 
+        # The command can raise the ceiling too: 140 → 145.
+        await post_event(running.http, slash(f"scale {RUNNER} +5 max"))
+        await eventually(lambda: len(kube.patches) == 2, what="patched by the command")
+        assert kube.patches[1][2]["spec"] == {"maxRunners": 145}
+
         # Past the ceiling (150): refused with the ceiling named, and nothing patched.
         step = await post_event(
             running.http, view_submission(form, form_values(RUNNER, "15", "raise_max"))
@@ -364,7 +369,7 @@ async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
             lambda: any("above the ceiling of 150" in t for t in ephemeral_texts(slack)),
             what="the ceiling",
         )
-        assert len(kube.patches) == 1
+        assert len(kube.patches) == 2
 
 
 async def test_hostile_modal_submissions_get_errors_or_a_clear_never_a_failure(
