@@ -1,4 +1,9 @@
-"""Root-message actions: acknowledge Slack at once, then hand the click to the action core."""
+"""Root-message actions: acknowledge Slack at once, then hand the click to the action core.
+
+Every button (and the silence select) is the same few steps: ack, find the incident the message
+is about, call one method of the core with who clicked and the click's identity, tell the person
+the answer. `incident_action` builds such a listener from that one call.
+"""
 
 from __future__ import annotations
 
@@ -9,64 +14,37 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions import Outcome
+from bot.actions import ActionCore, Actor, Outcome
 from handlers.context import actor_of, core_of, incident_ref_of, interaction_of, tell
 
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
+CHOOSE = Outcome(False, "Choose how long to silence it for.")
+
+# (core, who, incident reference, the click's identity, the payload) -> the answer
+Act = Callable[[ActionCore, Actor, str, str | None, dict[str, Any]], Awaitable[Outcome]]
+Listener = Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[None]]
 
 
-async def _on_incident(
-    body: dict[str, Any], context: AsyncBoltContext, act: Callable[[str], Awaitable[Outcome]]
-) -> None:
-    ref = await incident_ref_of(body, core_of(context))
-    await tell(context, body, await act(ref) if ref else NO_INCIDENT)
+def incident_action(act: Act) -> Listener:
+    async def listener(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        await ack()
+        core = core_of(context)
+        ref = await incident_ref_of(body, core)
+        outcome = (
+            await act(core, actor_of(body), ref, interaction_of(body), body) if ref else NO_INCIDENT
+        )
+        await tell(context, body, outcome)
+
+    return listener
 
 
-async def on_ack(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
-    actor, interaction = actor_of(body), interaction_of(body)
-    core = core_of(context)
-    await _on_incident(
-        body, context, lambda ref: core.acknowledge(actor, ref, interaction=interaction)
-    )
-
-
-async def on_resolve(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
-    actor, interaction = actor_of(body), interaction_of(body)
-    core = core_of(context)
-    await _on_incident(body, context, lambda ref: core.resolve(actor, ref, interaction=interaction))
-
-
-async def on_silence(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
+async def _silence(
+    core: ActionCore, actor: Actor, ref: str, interaction: str | None, body: dict[str, Any]
+) -> Outcome:
     seconds = _selected_seconds(body)
     if seconds is None:
-        await tell(context, body, Outcome(False, "Choose how long to silence it for."))
-        return
-    actor, interaction = actor_of(body), interaction_of(body)
-    core = core_of(context)
-    await _on_incident(
-        body, context, lambda ref: core.silence(actor, ref, seconds, interaction=interaction)
-    )
-
-
-async def on_unsilence(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
-    actor, interaction = actor_of(body), interaction_of(body)
-    core = core_of(context)
-    await _on_incident(
-        body, context, lambda ref: core.unsilence(actor, ref, interaction=interaction)
-    )
-
-
-async def on_diagnose(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    await ack()
-    actor, interaction = actor_of(body), interaction_of(body)
-    core = core_of(context)
-    await _on_incident(
-        body, context, lambda ref: core.diagnose(actor, ref, interaction=interaction)
-    )
+        return CHOOSE
+    return await core.silence(actor, ref, seconds, interaction=interaction)
 
 
 def _selected_seconds(body: dict[str, Any]) -> int | None:
@@ -76,7 +54,15 @@ def _selected_seconds(body: dict[str, Any]) -> int | None:
     return int(value) if value.isdigit() and 60 <= int(value) <= 7 * 86_400 else None
 
 
+on_ack = incident_action(lambda core, who, ref, i, _: core.acknowledge(who, ref, interaction=i))
+on_resolve = incident_action(lambda core, who, ref, i, _: core.resolve(who, ref, interaction=i))
+on_silence = incident_action(_silence)
+on_unsilence = incident_action(lambda core, who, ref, i, _: core.unsilence(who, ref, interaction=i))
+on_diagnose = incident_action(lambda core, who, ref, i, _: core.diagnose(who, ref, interaction=i))
+
+
 def register(app: AsyncApp) -> None:
+    """Every root-message action but `incident_scale`, which opens a modal (`handlers.views`)."""
     app.action("incident_ack")(on_ack)
     app.action("incident_resolve")(on_resolve)
     app.action("incident_silence")(on_silence)
