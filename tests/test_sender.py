@@ -119,7 +119,10 @@ async def test_a_429_is_waited_out_and_no_burst_follows_it(
     after = [c.at for c in calls if c.ok and c.at > limited.at]
     assert after[0] - limited.at >= 1.0 - JITTER_S, "Retry-After waited out"
     gaps = [later - earlier for earlier, later in itertools.pairwise(after)]
-    assert min(gaps) >= 0.2 - JITTER_S, f"paced after the hold, not a burst: {gaps}"
+    # Arrival times carry the loop's jitter: one late arrival shortens the next gap. A burst has
+    # gaps of milliseconds; a paced sender's are the interval on average.
+    assert min(gaps) >= 0.2 / 2, f"paced after the hold, not a burst: {gaps}"
+    assert sum(gaps) >= len(gaps) * 0.2 - JITTER_S, f"the pace holds on average: {gaps}"
 
 
 # -- priorities and the latest state ---------------------------------------------------------------
