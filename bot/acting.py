@@ -132,16 +132,16 @@ class Acting:
         refusal = await self.authorizer.refusal(actor.user_id, action)
         if refusal is not None:
             return refused(refusal)
-        if interaction:
-            previous = await self.interactions.claim(f"{action}:{actor.user_id}:{interaction}")
-            if previous is not None:
-                if previous == IN_PROGRESS:
-                    return Outcome(False, "This request is already being handled.", "duplicate")
-                return Outcome(True, previous, "duplicate")
+        if not interaction:
+            return await run()
+        key = f"{action}:{actor.user_id}:{interaction}"
+        previous = await self.interactions.claim(key)
+        if previous == IN_PROGRESS:
+            return Outcome(False, "This request is already being handled.", "duplicate")
+        if previous is not None:
+            return Outcome(True, previous, "duplicate")
         outcome = await run()
-        if interaction:
-            key = f"{action}:{actor.user_id}:{interaction}"
-            await self.interactions.answered(key, outcome.message)
+        await self.interactions.answered(key, outcome.message)
         return outcome
 
     async def load(self, ref: str) -> Loaded:

@@ -7,12 +7,11 @@ leaves the report on the alert's own numbers, and the report says so.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 
 from bot.acting import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
-from bot.backends.errors import BackendError
+from bot.backends.errors import BackendError, within
 from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.diagnostics import diagnose
@@ -62,13 +61,11 @@ class Diagnosing:
     async def _snapshot(self, incident: Incident) -> FleetSnapshot:
         now = self._acting.clock()
         try:
-            return await asyncio.wait_for(
-                self._metrics.fleet(incident, now=now), self._config.timeout_s
-            )
-        except (BackendError, TimeoutError) as exc:
+            fleet = self._metrics.fleet(incident, now=now)
+            return await within(fleet, self._config.timeout_s, self._metrics.name)
+        except BackendError as exc:
             fallback = await AlertMetrics().fleet(incident, now=now)
-            reason = str(exc) or "no answer in time"
-            note = f"{self._metrics.name} failed ({reason}): these are the alert's own numbers"
+            note = f"{self._metrics.name} failed ({exc}): these are the alert's own numbers"
             return fallback.model_copy(update={"note": note})
 
 

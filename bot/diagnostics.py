@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from bot.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.forecast import runners_to_drain
+from bot.mrkdwn import number
 
 FOCUS = 3  # runner types diagnosed: the worst queues
 BUSY = 0.9  # a fleet this busy cannot absorb a queue
@@ -98,10 +99,10 @@ def utilization(m: RunnerTypeMetrics) -> Check:
     if m.registered == 0:
         return Check(name, Verdict.BAD, "no runner registered at all")
     share = m.busy / m.registered
-    numbers = f"{_n(m.busy)}/{_n(m.registered)} busy ({share:.0%})"
+    numbers = f"{number(m.busy)}/{number(m.registered)} busy ({share:.0%})"
     idle = m.idle if m.idle is not None else m.registered - m.busy
     if idle > 0 and (m.queued or 0) > 0 and share < BUSY:
-        return Check(name, Verdict.WARN, f"{numbers}: {_n(idle)} idle while jobs wait")
+        return Check(name, Verdict.WARN, f"{numbers}: {number(idle)} idle while jobs wait")
     if share >= BUSY:
         return Check(name, Verdict.BAD, f"{numbers}: no spare runner to take the queue")
     return Check(name, Verdict.OK, numbers)
@@ -140,13 +141,13 @@ def constraints(m: RunnerTypeMetrics) -> Check:
     problems, bad = [], False
     running = m.registered if m.registered is not None else m.desired
     if m.maximum is not None and running is not None and running >= m.maximum:
-        problems.append(f"at its maximum ({_n(running)}/{_n(m.maximum)})")
+        problems.append(f"at its maximum ({number(running)}/{number(m.maximum)})")
         bad = True
     if m.scale_errors:
-        problems.append(f"{_n(m.scale_errors)} scale-up errors")
+        problems.append(f"{number(m.scale_errors)} scale-up errors")
         bad = True
     if m.offline:
-        problems.append(f"{_n(m.offline)} runners offline")
+        problems.append(f"{number(m.offline)} runners offline")
     known = m.maximum is not None or m.scale_errors is not None or m.offline is not None
     if not known:
         return Check(
@@ -171,12 +172,14 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
     demand = running + m.queued
     if demand > m.maximum:
         short = math.ceil(demand - m.maximum)
-        text = f"demand {_n(demand)} runners > maximum {_n(m.maximum)}: {short} short"
+        text = f"demand {number(demand)} runners > maximum {number(m.maximum)}: {short} short"
         return Check(name, Verdict.BAD, text)
     if m.desired is not None and m.desired < demand:
-        text = f"the autoscaler targets {_n(m.desired)} while demand is {_n(demand)}: lagging"
+        text = (
+            f"the autoscaler targets {number(m.desired)} while demand is {number(demand)}: lagging"
+        )
         return Check(name, Verdict.WARN, text)
-    return Check(name, Verdict.OK, f"demand {_n(demand)} fits the maximum {_n(m.maximum)}")
+    return Check(name, Verdict.OK, f"demand {number(demand)} fits the maximum {number(m.maximum)}")
 
 
 # --- the likely cause and what to do ---------------------------------------------------------
@@ -263,7 +266,3 @@ def recommended_runners(metrics: RunnerTypeMetrics) -> str:
 
 def _level(ratio: float, warn: float, bad: float) -> Verdict:
     return Verdict.BAD if ratio >= bad else Verdict.WARN if ratio >= warn else Verdict.OK
-
-
-def _n(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"

@@ -6,7 +6,18 @@ from __future__ import annotations
 from bot.diagnostics import Diagnosis, Verdict
 from bot.fleet import FleetSnapshot
 from bot.incidents import Incident
-from bot.mrkdwn import Rendered, context, escape, rendered, section, sections, slack_date, truncate
+from bot.mrkdwn import (
+    Rendered,
+    context,
+    escape,
+    minutes,
+    number,
+    rendered,
+    section,
+    sections,
+    slack_date,
+    truncate,
+)
 from bot.replies import runner_name
 
 ICONS = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.BAD: "❌", Verdict.UNKNOWN: "❔"}
@@ -29,9 +40,9 @@ def render_diagnostics(
         metrics = snapshot.runner_types.get(finding.runner_type)
         queue = []
         if metrics is not None and metrics.queued is not None:
-            queue.append(f"{metrics.queued:g} queued")
+            queue.append(f"{number(metrics.queued)} queued")
         if metrics is not None and metrics.longest_wait_mins is not None:
-            queue.append(f"longest wait {metrics.longest_wait_mins:g} min")
+            queue.append(f"longest wait {minutes(metrics.longest_wait_mins)}")
         lines = [f"*{name}*" + (f" · {', '.join(queue)}" if queue else "")]
         lines += [
             f"{ICONS[check.verdict]} *{check.name}*: {truncate(escape(check.text), 300)}"

@@ -9,7 +9,6 @@ same alert, add runners once; the refusal says who scaled it and when.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +24,7 @@ from bot.acting import (
     failed,
     refused,
 )
-from bot.backends.errors import BackendError
+from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Capacity, Scaler, ScaleRequest, ScaleResult, ScaleTarget
 from bot.forecast import Recommendation, runners_to_drain
 from bot.incidents import Event, Incident, with_action
@@ -124,9 +123,9 @@ class Scaling:
         scaler: Scaler, target: ScaleTarget, timeout_s: float
     ) -> tuple[Capacity | None, str]:
         try:
-            capacity = await asyncio.wait_for(scaler.capacity(target), timeout_s)
-        except (BackendError, TimeoutError) as exc:
-            return None, f"capacity unknown: {exc or 'no answer in time'}"
+            capacity = await within(scaler.capacity(target), timeout_s, scaler.name)
+        except BackendError as exc:
+            return None, f"capacity unknown: {exc}"
         if capacity is None:
             return None, f"{scaler.name} cannot report capacity in advance"
         return capacity, ""
@@ -180,7 +179,10 @@ class Scaling:
             return refused(f"Incident {incident.id} is already resolved: nothing was scaled.")
         name = await self._acting.name(actor)
         lock = await self._acting.interactions.lock(
-            FLEET, f"scale:{runner_type}", doing=f"{name} is scaling it", ttl_s=self._deadline + 5
+            FLEET,
+            f"scale:{runner_type}",
+            doing=f"{name} is scaling it",
+            ttl_s=deadline_of(self._config.timeout_s) + 5,
         )
         if isinstance(lock, Held):
             return refused(f"`{escape(runner_type)}` was just scaled: {escape(lock.what)}.")
@@ -193,20 +195,16 @@ class Scaling:
             request_id=secrets.token_hex(8),
         )
         try:
-            result = await asyncio.wait_for(scaler.scale(request), self._deadline)
-        except (BackendError, TimeoutError) as exc:
+            result = await within(scaler.scale(request), self._config.timeout_s, scaler.name)
+        except BackendError as exc:
             await lock.release()
-            reason = escape(str(exc)) if str(exc) else f"{scaler.name} did not answer in time"
+            reason = escape(str(exc))
             return failed(f"Could not scale `{escape(runner_type)}`: {reason}. Nothing changed.")
         at = self._acting.clock()
         await lock.keep(self._config.cooldown_s, f"{name} asked for +{delta} at {at:%H:%M} UTC")
         return await self._acting.commit(
             ref, _record(actor, name, request, result, scaler.name), attempts=MAX_RECORD_ATTEMPTS
         )
-
-    @property
-    def _deadline(self) -> float:
-        return self._config.timeout_s + 2
 
 
 def _record(

@@ -8,14 +8,14 @@ checking at once post one "silence ended" reply.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.backends.errors import BackendError
+from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceState
 from bot.incidents import ActiveSilence, Event, Incident, unsilenced
 from bot.interactions import Held, Interactions
@@ -55,14 +55,17 @@ class SilenceWatch:
         for incident_id in due:
             try:
                 await self.check(incident_id)
-            except (RedisError, BackendError, TimeoutError) as exc:
+            except (RedisError, BackendError) as exc:
                 log.warning("silence watch: incident %s: %s; retrying", incident_id, exc)
             except Exception:
                 log.exception("silence watch: incident %s failed", incident_id)
 
     async def check(self, incident_id: str) -> None:
         lock = await self._interactions.lock(
-            incident_id, "silence-check", doing="checking", ttl_s=self._config.timeout_s + 5
+            incident_id,
+            "silence-check",
+            doing="checking",
+            ttl_s=deadline_of(self._config.timeout_s) + 5,
         )
         if isinstance(lock, Held):
             return  # another replica is on it
@@ -79,10 +82,12 @@ class SilenceWatch:
         current = incident.silence
         now = self._clock()
         try:
-            state = await asyncio.wait_for(
-                self._silencer.state(current.silence_id), self._config.timeout_s + 2
+            state = await within(
+                self._silencer.state(current.silence_id),
+                self._config.timeout_s,
+                self._silencer.name,
             )
-        except (BackendError, TimeoutError):
+        except BackendError:
             await self._store.watch_silence(incident_id, now.timestamp() + self._config.check_s)
             raise
         if state is not None and state.in_force:
@@ -110,13 +115,7 @@ class SilenceWatch:
             commit = change(incident, now)
             if commit is None:
                 return
-            commit = Commit(
-                commit.incident,
-                version=loaded.version,
-                events=commit.events,
-                replies=commit.replies,
-                thread=loaded.thread,
-            )
+            commit = replace(commit, version=loaded.version, thread=loaded.thread)
             if await self._store.commit(commit, now=now.timestamp()):
                 return
 

@@ -26,7 +26,7 @@ from bot.acting import (
     failed,
     refused,
 )
-from bot.backends.errors import BackendError
+from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
 from bot.interactions import Held
@@ -90,7 +90,7 @@ class Silencing:
             return refused(refusal)
         name = await self._acting.name(actor)
         lock = await self._acting.interactions.lock(
-            incident.id, "silence", doing=f"{name} is silencing it", ttl_s=self._deadline + 5
+            incident.id, "silence", doing=f"{name} is silencing it", ttl_s=self._lock_s
         )
         if isinstance(lock, Held):
             return refused(f"Incident {incident.id} is being silenced right now: {lock.what}.")
@@ -108,10 +108,10 @@ class Silencing:
             # tick look at the incident (and find nothing, if the silence was never recorded).
             first_check = min(until.timestamp(), now.timestamp() + self._config.check_s)
             await self._acting.store.watch_silence(incident.id, first_check)
-            silence_id = await asyncio.wait_for(silencer.create(request), self._deadline)
-        except (BackendError, TimeoutError) as exc:
+            silence_id = await within(silencer.create(request), self._timeout, silencer.name)
+        except BackendError as exc:
             await lock.release()
-            reason = _reason(exc, silencer.name, self._deadline)
+            reason = escape(str(exc))
             return failed(f"Could not silence incident {incident.id}: {reason}. Nothing changed.")
         record = ActiveSilence(
             silence_id=silence_id,
@@ -159,15 +159,15 @@ class Silencing:
             )
         name = await self._acting.name(actor)
         lock = await self._acting.interactions.lock(
-            incident.id, "silence", doing=f"{name} is changing its silence", ttl_s=self._deadline
+            incident.id, "silence", doing=f"{name} is changing its silence", ttl_s=self._lock_s
         )
         if isinstance(lock, Held):
             return refused(f"Incident {incident.id}'s silence is changing right now: {lock.what}.")
         try:
-            await asyncio.wait_for(silencer.expire(current.silence_id), self._deadline)
-        except (BackendError, TimeoutError) as exc:
+            await within(silencer.expire(current.silence_id), self._timeout, silencer.name)
+        except BackendError as exc:
             await lock.release()
-            reason = _reason(exc, silencer.name, self._deadline)
+            reason = escape(str(exc))
             return failed(f"Could not remove the silence: {reason}. It is still in force.")
         try:
             return await self._acting.commit(
@@ -177,8 +177,13 @@ class Silencing:
             await lock.release()
 
     @property
-    def _deadline(self) -> float:
-        return self._config.timeout_s + 2
+    def _timeout(self) -> float:
+        return self._config.timeout_s
+
+    @property
+    def _lock_s(self) -> float:
+        """Held past the call's deadline: the commit that records the result follows it."""
+        return deadline_of(self._config.timeout_s) + 5
 
 
 def _silence_refusal(incident: Incident) -> str:
@@ -238,9 +243,3 @@ def _record_unsilence(removed: ActiveSilence, actor: Actor, name: str) -> Decide
         return Decision(Outcome(True, answer), Commit(updated, events=(event,), replies=(reply,)))
 
     return decide
-
-
-def _reason(exc: Exception, backend: str, deadline: float) -> str:
-    if isinstance(exc, TimeoutError):
-        return f"{escape(backend)} did not answer within {deadline:g} s"
-    return escape(str(exc))

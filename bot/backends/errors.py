@@ -1,6 +1,17 @@
-"""The one failure type every backend raises, so the core handles backend failures in one place."""
+"""The one failure type every backend raises, so the core handles backend failures in one place,
+and the one deadline every backend call runs under."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# Past a backend's own timeout: its client answers first with the precise reason (connect, read);
+# the deadline catches what a client timeout cannot (retries, a thread running boto3).
+MARGIN_S = 2.0
 
 
 class BackendError(Exception):
@@ -16,3 +27,17 @@ class BackendError(Exception):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+
+
+def deadline_of(timeout_s: float) -> float:
+    return timeout_s + MARGIN_S
+
+
+async def within(call: Awaitable[T], timeout_s: float, service: str) -> T:
+    """`call`, or a retryable `BackendError` once it overran `timeout_s` (plus the margin): a
+    responder always gets an answer, and callers handle one error type, not two."""
+    try:
+        return await asyncio.wait_for(call, deadline_of(timeout_s))
+    except TimeoutError:
+        message = f"{service} did not answer within {timeout_s:g} s"
+        raise BackendError(message, retryable=True) from None

@@ -35,13 +35,14 @@ class Capacity:
     at_maximum: bool = False
 
     def describe(self) -> str:
-        parts = [f"{self.current} runners" if self.current is not None else "runners unknown"]
-        bounds = []
-        if self.minimum is not None:
-            bounds.append(f"min {self.minimum}")
-        if self.maximum is not None:
-            bounds.append(f"max {self.maximum}")
-        return parts[0] + (f" ({', '.join(bounds)})" if bounds else "")
+        """ "40 runners (min 0, max 120)", with what is known."""
+        runners = f"{self.current} runners" if self.current is not None else "runners unknown"
+        bounds = [
+            f"{name} {value}"
+            for name, value in (("min", self.minimum), ("max", self.maximum))
+            if value is not None
+        ]
+        return runners + (f" ({', '.join(bounds)})" if bounds else "")
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ class Scaler(Protocol):
     async def scale(self, request: ScaleRequest) -> ScaleResult:
         """Add `delta` runners of capacity to the target."""
         ...
+
+
+def count_of(value: object, *, most: int = 10**9) -> int | None:
+    """A runner count from a backend's JSON: a whole number in 0..most, else None (unknown)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        return None
+    return value
 
 
 def within_ceiling(target: ScaleTarget, value: int, what: str) -> None:

@@ -20,7 +20,14 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
 from bot.backends.kube import KubeAccess
-from bot.backends.scale import Capacity, ScaleRequest, ScaleResult, ScaleTarget, within_ceiling
+from bot.backends.scale import (
+    Capacity,
+    ScaleRequest,
+    ScaleResult,
+    ScaleTarget,
+    count_of,
+    within_ceiling,
+)
 
 API = "/apis/actions.github.com/v1alpha1"
 SERVICE = "The Kubernetes API"
@@ -95,9 +102,9 @@ def _path(namespace: str, target: ScaleTarget) -> str:
 def _capacity(runner_set: dict[str, Any]) -> Capacity:
     spec = runner_set.get("spec") if isinstance(runner_set.get("spec"), dict) else {}
     status = runner_set.get("status") if isinstance(runner_set.get("status"), dict) else {}
-    minimum = _count(spec.get("minRunners")) or 0  # absent: 0
-    maximum = _count(spec.get("maxRunners"))  # absent: unbounded
-    current = _count(status.get("currentRunners"))
+    minimum = count_of(spec.get("minRunners")) or 0  # absent: 0
+    maximum = count_of(spec.get("maxRunners"))  # absent: unbounded
+    current = count_of(status.get("currentRunners"))
     at_max = maximum is not None and current is not None and current >= maximum
     return Capacity(current=current, minimum=minimum, maximum=maximum, at_maximum=at_max)
 
@@ -140,9 +147,3 @@ def _version(runner_set: dict[str, Any]) -> str:
     if not isinstance(version, str) or not version:
         raise BackendError("the scale set came without a resourceVersion", retryable=True)
     return version
-
-
-def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
-    return value

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import httpx
 
 from bot.backends.http import request
-from bot.backends.scale import Capacity, ScaleRequest, ScaleResult, ScaleTarget
+from bot.backends.scale import Capacity, ScaleRequest, ScaleResult, ScaleTarget, count_of
 from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
 
@@ -76,7 +76,7 @@ def webhook_result(scale: ScaleRequest, data: object) -> ScaleResult:
     detail = f"+{scale.delta} requested from the scaler webhook ({scale.target.target})"
     if not isinstance(data, dict):
         return ScaleResult(detail)
-    before, after, maximum = (_count(data.get(k)) for k in ("before", "after", "maximum"))
+    before, after, maximum = (count_of(data.get(k)) for k in ("before", "after", "maximum"))
     if before is None or after is None:
         return ScaleResult(detail)
     tail = f" (max {maximum})" if maximum is not None else ""
@@ -85,9 +85,3 @@ def webhook_result(scale: ScaleRequest, data: object) -> ScaleResult:
         Capacity(current=before, maximum=maximum),
         Capacity(current=after, maximum=maximum),
     )
-
-
-def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**9:
-        return None
-    return value
