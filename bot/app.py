@@ -37,14 +37,14 @@ import handlers.webhooks
 from bot.acting import Acting
 from bot.actions import ActionCore
 from bot.authorization import Authorizer, Rules
-from bot.backends.factory import build_scaler, build_silencer, scale_targets
-from bot.backends.metrics import QueueMetrics
-from bot.backends.metrics.alert import AlertMetrics
+from bot.backends.factory import build_metrics, build_scaler, build_silencer, scale_targets
 from bot.config import Settings
 from bot.diagnosing import DiagnoseConfig, Diagnosing
+from bot.incident_fleet import DrainConfig
 from bot.intake import Intake, IntakeConfig
 from bot.interactions import Interactions
 from bot.leases import Lease, Leases
+from bot.readings import FleetReadings
 from bot.scaling import ScaleConfig, Scaling
 from bot.send_queue import SendQueue
 from bot.sender import ChannelSender, SenderConfig
@@ -52,7 +52,7 @@ from bot.senders import Senders
 from bot.silence_watch import SilenceWatch
 from bot.silencing import SilenceConfig, Silencing
 from bot.slack import SlackConfig, SlackGateway, build_client
-from bot.status import StatusReporter, start_scheduler
+from bot.status import StatusConfig, StatusReporter, start_scheduler
 from bot.store import IncidentStore
 from bot.stream import NotificationStream
 from bot.telemetry import Telemetry
@@ -81,6 +81,7 @@ class Bot:
     core: ActionCore
     bolt: AsyncApp
     silence_watch: SilenceWatch | None = None
+    readings: FleetReadings | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -130,11 +131,18 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     senders = Senders(
         channels, make_sender, leases, queue.keys, lease_ttl_ms=sender_config.lease_ttl_ms
     )
-    metrics = AlertMetrics()
-    reporter = StatusReporter(
-        store, metrics, telemetry, interval_s=settings.status_interval_seconds, clock=clock
+    readings = FleetReadings(
+        redis,
+        store.keys,
+        build_metrics(settings),
+        interval_s=settings.metrics_interval_seconds,
+        timeout_s=settings.backend_timeout_seconds,
+        clock=clock,
     )
-    core, silence_watch = _action_core(settings, metrics, store, telemetry, gateway, redis, clock)
+    reporter = StatusReporter(
+        store, readings, telemetry, config=status_config(settings), clock=clock
+    )
+    core, silence_watch = _action_core(settings, readings, store, telemetry, gateway, redis, clock)
     bolt = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "unused",
@@ -156,12 +164,28 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         core,
         bolt,
         silence_watch,
+        readings,
+    )
+
+
+def status_config(settings: Settings) -> StatusConfig:
+    drain = DrainConfig(
+        checks=settings.drain_checks,
+        max_queued=settings.drain_max_queued,
+        max_wait_mins=settings.drain_max_wait_minutes,
+        check_interval_s=settings.drain_check_seconds,
+    )
+    return StatusConfig(
+        interval_s=settings.status_interval_seconds,
+        drain=drain,
+        chart_every=settings.status_chart_every,
+        within_mins=settings.drain_target_minutes,
     )
 
 
 def _action_core(
     settings: Settings,
-    metrics: QueueMetrics,
+    readings: FleetReadings,
     store: IncidentStore,
     telemetry: Telemetry,
     gateway: SlackGateway,
@@ -194,7 +218,7 @@ def _action_core(
         config=scale_config,
     )
     diagnosing = Diagnosing(
-        acting, metrics, config=DiagnoseConfig(timeout_s=settings.backend_timeout_seconds)
+        acting, readings, config=DiagnoseConfig(timeout_s=settings.backend_timeout_seconds)
     )
     return ActionCore(acting, silencing, scaling, diagnosing), watch
 
@@ -315,6 +339,9 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
                 await socket_mode.close_async()
             with suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(asyncio.gather(consumer, senders), timeout=10)
+            if bot.readings is not None:
+                with suppress(OSError):
+                    await bot.readings.metrics.aclose()
             with suppress(RedisError, OSError):
                 await bot.redis.aclose()
             await _close_client_session(bot)

@@ -39,6 +39,13 @@ class ScalerBackend(StrEnum):
     AWS_ASG = "aws-asg"
 
 
+class MetricsBackend(StrEnum):
+    ALERT = "alert"
+    PROMETHEUS = "prometheus"
+    GITHUB = "github"
+    HUD = "hud"
+
+
 class ScaleTargetSetting(BaseModel):
     """One runner type's entry of SCALER_TARGETS."""
 
@@ -108,8 +115,39 @@ class Settings(BaseSettings):
     backend_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     # How often the tick asks the silence backend whether a silence made from Slack still holds.
     silence_check_seconds: int = Field(default=60, ge=5, le=3600)
-    metrics_backend: str = "alert"
+    metrics_backend: MetricsBackend = MetricsBackend.ALERT
+    # The fleet is read at most this often, by one replica, for every open incident.
+    metrics_interval_seconds: int = Field(default=60, ge=5, le=3600)
     prometheus_url: str | None = None
+    prometheus_token: SecretStr | None = None
+    # Field of a runner type's reading -> PromQL, replacing the ARC defaults (see the README).
+    prometheus_queries: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    prometheus_runner_type_label: str = "name"
+    # Stripped from the label's value: ARC 0.14 runner sets are "<scale set>-<5 chars>".
+    prometheus_name_suffix: str = "-[bcdfghjklmnpqrstvwxz2456789]{5}$"
+    prometheus_rate_window: str = Field(default="10m", pattern=r"^[0-9]+[smhd]$")
+    github_token: SecretStr | None = None
+    github_api_url: str = "https://api.github.com"
+    github_org: str = ""
+    # owner/name, comma-separated: the repositories whose queued jobs are counted.
+    github_repos: Annotated[tuple[str, ...], NoDecode] = ()
+    hud_url: str | None = None
+    hud_token: SecretStr | None = None
+    hud_query: Literal["queued_jobs_aggregate", "queued_jobs_by_label"] = "queued_jobs_aggregate"
+    # The query's parameters as JSON, over the defaults (queuedThresholdMinutes 5, as PyTorch's
+    # own queue alert counts).
+    hud_parameters: Annotated[dict[str, object], NoDecode] = Field(default_factory=dict)
+    # The queue counts as drained when every runner type has at most DRAIN_MAX_QUEUED jobs
+    # waiting, none longer than DRAIN_MAX_WAIT_MINUTES, for DRAIN_CHECKS checks in a row
+    # (DRAIN_CHECK_SECONDS apart once the first one found it drained).
+    drain_checks: int = Field(default=3, ge=1, le=100)
+    drain_max_queued: float = Field(default=0, ge=0)
+    drain_max_wait_minutes: float = Field(default=5, ge=0)
+    drain_check_seconds: int = Field(default=60, ge=1, le=3600)
+    # Forecasts say how many runners would drain the queue within this long.
+    drain_target_minutes: float = Field(default=30, gt=0, le=1440)
+    # The trend chart goes with every Nth new status reply (0: only in the summary).
+    status_chart_every: int = Field(default=3, ge=0, le=100)
     scaler_backend: ScalerBackend = ScalerBackend.NONE
     # Runner type -> what the backend scales, as JSON: {"linux.2xlarge": "arc-runners/x"} or
     # {"linux.2xlarge": {"target": "arc-runners/x", "cap": 20, "ceiling": 200}}. Only the types
@@ -143,14 +181,14 @@ class Settings(BaseSettings):
     intake_reclaim_idle_ms: int = Field(default=30_000, ge=100, le=3_600_000)
     intake_max_attempts: int = Field(default=10, ge=1, le=1000)
 
-    @field_validator("scale_allowed_users", mode="before")
+    @field_validator("scale_allowed_users", "github_repos", mode="before")
     @classmethod
     def _split_ids(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
-    @field_validator("scaler_targets", mode="before")
+    @field_validator("scaler_targets", "prometheus_queries", "hud_parameters", mode="before")
     @classmethod
     def _json_map(cls, value: object) -> object:
         if isinstance(value, str):
@@ -202,10 +240,31 @@ class Settings(BaseSettings):
             )
         self._check_silences()
         self._check_scaler()
-        if self.metrics_backend != "alert":
-            raise SettingsError(
-                f"METRICS_BACKEND={self.metrics_backend!r} is not available; use 'alert'"
-            )
+        self._check_metrics()
+
+    def _check_metrics(self) -> None:
+        backend = self.metrics_backend
+        needs = {
+            MetricsBackend.PROMETHEUS: ("prometheus_url",),
+            MetricsBackend.GITHUB: ("github_token",),
+            MetricsBackend.HUD: ("hud_url",),
+        }.get(backend, ())
+        missing = [name.upper() for name in needs if not getattr(self, name)]
+        if missing:
+            raise SettingsError(f"METRICS_BACKEND={backend.value} needs {' and '.join(missing)}")
+        if backend is MetricsBackend.GITHUB and not (self.github_org or self.github_repos):
+            raise SettingsError("METRICS_BACKEND=github needs GITHUB_ORG and/or GITHUB_REPOS")
+        bad = [repo for repo in self.github_repos if repo.count("/") != 1]
+        if bad:
+            raise SettingsError(f"GITHUB_REPOS must list owner/name, not {bad[0]!r}")
+        if backend is MetricsBackend.PROMETHEUS:
+            from bot.backends.metrics.prometheus import FIELDS
+
+            unknown = sorted(set(self.prometheus_queries) - FIELDS)
+            if unknown:
+                raise SettingsError(
+                    f"PROMETHEUS_QUERIES: unknown fields {unknown}; known: {sorted(FIELDS)}"
+                )
 
     def _check_silences(self) -> None:
         if self.silence_backend is SilenceBackend.ALERTMANAGER and not self.alertmanager_url:

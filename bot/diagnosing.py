@@ -11,15 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.acting import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
-from bot.backends.errors import BackendError, within
-from bot.backends.metrics import QueueMetrics
-from bot.backends.metrics.alert import AlertMetrics
 from bot.diagnostics import diagnose
 from bot.diagnostics_report import render_diagnostics
 from bot.fleet import FleetSnapshot
+from bot.incident_fleet import incident_fleet, with_baselines
 from bot.incidents import Event, Incident, with_action
 from bot.interactions import Held
 from bot.mrkdwn import person
+from bot.readings import FleetReadings
 from bot.store import BAND_ACTION, Commit, Reply
 
 
@@ -30,9 +29,9 @@ class DiagnoseConfig:
 
 
 class Diagnosing:
-    def __init__(self, acting: Acting, metrics: QueueMetrics, *, config: DiagnoseConfig) -> None:
+    def __init__(self, acting: Acting, readings: FleetReadings, *, config: DiagnoseConfig) -> None:
         self._acting = acting
-        self._metrics = metrics
+        self._readings = readings
         self._config = config
 
     async def diagnose(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:
@@ -59,14 +58,21 @@ class Diagnosing:
         return await self._acting.commit(ref, _record(actor, name, snapshot))
 
     async def _snapshot(self, incident: Incident) -> FleetSnapshot:
+        """The incident's runner types from the shared fleet reading (refreshed if due), with
+        baselines; the alert's numbers, with a note saying why, when the backend failed."""
         now = self._acting.clock()
-        try:
-            fleet = self._metrics.fleet(incident, now=now)
-            return await within(fleet, self._config.timeout_s, self._metrics.name)
-        except BackendError as exc:
-            fallback = await AlertMetrics().fleet(incident, now=now)
-            note = f"{self._metrics.name} failed ({exc}): these are the alert's own numbers"
-            return fallback.model_copy(update={"note": note})
+        reading = await self._readings.latest()
+        view = incident_fleet(
+            incident,
+            reading,
+            backend=self._readings.metrics.name,
+            now=now,
+            interval=self._readings.interval,
+        )
+        if view.is_live:
+            history = await self._readings.history()
+            view = with_baselines(view, history, started_at=incident.started_at)
+        return view
 
 
 def _record(actor: Actor, name: str, snapshot: FleetSnapshot) -> Decide:

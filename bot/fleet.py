@@ -25,6 +25,7 @@ class RunnerTypeMetrics(BaseModel):
     maximum: float | None = None
     desired: float | None = None  # what the autoscaler targets now (ARC: gha_desired_runners)
     arrival_per_min: float | None = None  # jobs queued per minute: the demand
+    started_per_min: float | None = None  # jobs a runner picked up per minute
     completed_per_min: float | None = None  # jobs finished per minute: the throughput
     job_duration_mins: float | None = None
     arrival_baseline_per_min: float | None = None  # the same hour on earlier days, or before
@@ -44,3 +45,20 @@ class FleetSnapshot(BaseModel):
     runner_types: dict[str, RunnerTypeMetrics] = Field(default_factory=dict)
     # Said to the reader: e.g. the live backend failed and the alert's numbers stand in.
     note: str = ""
+
+    @property
+    def is_live(self) -> bool:
+        """Read from a metrics system, not taken from the alert."""
+        return self.source != "alert"
+
+
+SOURCE_NAMES = {
+    "alert": "the alert",
+    "prometheus": "Prometheus",
+    "github": "GitHub",
+    "hud": "the HUD",
+}
+
+
+def source_name(source: str) -> str:
+    return SOURCE_NAMES.get(source, source)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from bot.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
 from bot.delivery import Delivery
+from bot.fleet import FleetSnapshot
 
 TREND_POINTS = 48
 # The root shows the latest responder actions; the timeline keeps them all.
@@ -30,6 +31,7 @@ class Resolution(StrEnum):
     ALERT = "alert"  # the alert source said resolved
     MANUAL = "manual"  # a responder pressed Resolve
     TEST = "test"  # Grafana's Test button: shown once, never followed up
+    DRAINED = "drained"  # the live metrics saw the queue drain (no resolved notification needed)
 
 
 class Change(StrEnum):
@@ -123,6 +125,13 @@ class Incident(BaseModel):
     recent_actions: tuple[Event, ...] = ()
     last_status: Snapshot | None = None
     trend: list[Snapshot] = Field(default_factory=list)
+    # The live metrics backend's view of this incident's runner types at the latest check; None
+    # with the `alert` backend (the alert's numbers above are all there is).
+    live: FleetSnapshot | None = None
+    peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
+    drain_checks: int = 0  # consecutive checks that found the queue drained
+    last_posted: Snapshot | None = None  # what the latest *new* status reply showed
+    status_posts: int = 0  # new status replies so far (edits of a quiet one not counted)
 
     @property
     def is_open(self) -> bool:
@@ -287,10 +296,57 @@ def unsilenced(incident: Incident, *, now: datetime) -> Incident:
     return incident.model_copy(update={"silence": None, "updated_at": now})
 
 
-def record_status(incident: Incident, snapshot: Snapshot) -> Incident:
-    """Remember what the latest status post showed, so the next one reports the change."""
+def record_status(
+    incident: Incident,
+    snapshot: Snapshot,
+    *,
+    live: FleetSnapshot | None = None,
+    drain_checks: int = 0,
+    posted: bool = True,
+) -> Incident:
+    """Remember what the latest status showed, so the next one reports the change; `posted`
+    when it is a new reply (not an edit of a quiet one)."""
     trend = [*incident.trend, snapshot][-TREND_POINTS:]
-    return incident.model_copy(update={"last_status": snapshot, "trend": trend})
+    update: dict[str, object] = {
+        "last_status": snapshot,
+        "trend": trend,
+        "drain_checks": drain_checks,
+        "peak_types": peak_types_of(incident.peak_types, snapshot.runner_types),
+        "peak": peak_of(incident.peak, snapshot.numbers),
+    }
+    if live is not None:
+        update["live"] = live
+    if posted:
+        update["last_posted"] = snapshot
+        update["status_posts"] = incident.status_posts + 1
+    return incident.model_copy(update=update)
+
+
+def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
+    """The live metrics saw the queue drained for long enough: resolved without an alert."""
+    return incident.model_copy(
+        update={
+            "status": Status.RESOLVED,
+            "resolution": Resolution.DRAINED,
+            "resolved_at": now,
+            "resolved_by": None,
+            "updated_at": now,
+        }
+    )
+
+
+def peak_types_of(
+    peak: dict[str, RunnerQueue], current: dict[str, RunnerQueue]
+) -> dict[str, RunnerQueue]:
+    """The worst queue seen per runner type."""
+    merged = dict(peak)
+    for name, queue in current.items():
+        before = merged.get(name, RunnerQueue())
+        merged[name] = RunnerQueue(
+            queued=max_known(before.queued, queue.queued),
+            longest_wait_mins=max_known(before.longest_wait_mins, queue.longest_wait_mins),
+        )
+    return merged
 
 
 def _reopened(incident: Incident) -> Incident:
@@ -327,6 +383,7 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
             "numbers": facts.numbers,
             "peak": peak_of(incident.peak, facts.numbers),
             "runner_types": dict(facts.runner_types),
+            "peak_types": peak_types_of(incident.peak_types, facts.runner_types),
             "other_values": dict(facts.other_values),
             "firing_count": facts.firing_count,
             "silence_matchers": facts.silence_matchers,

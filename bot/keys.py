@@ -130,5 +130,18 @@ class Keys:
     def silence_watch(self) -> str:
         return self._("silence-watch")
 
+    # -- live queue metrics (one reading shared by every incident and replica) ------------
+    @property
+    def fleet_reading(self) -> str:
+        return self._("fleet", "reading")
+
+    @property
+    def fleet_history(self) -> str:
+        return self._("fleet", "history")
+
+    @property
+    def fleet_lease(self) -> str:
+        return self._("lease", "fleet")
+
     def slack_event(self, event_id: str) -> str:
         return self._("slack-event", event_id)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from bot.fleet import FleetSnapshot, source_name
 from bot.incidents import Incident, Links
 from bot.mrkdwn import (
     Rendered,
@@ -37,6 +38,7 @@ from bot.mrkdwn import (
     slack_date,
     truncate,
 )
+from bot.queue_view import source_note, type_lines
 from bot.replies import (
     capped_rows,
     render_event,
@@ -92,8 +94,13 @@ def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> 
     numbers = _number_fields(incident)
     if numbers:
         blocks.append(fields(numbers, more="+{n} more values"))
-    if incident.runner_types:
+    live = incident.live
+    if live is not None and live.is_live and incident.is_open:
+        blocks.append(section(_live_listing(incident, live)))
+    elif incident.runner_types:
         blocks.append(section(_runner_listing(incident)))
+    if live is not None and live.note and incident.is_open:
+        blocks.append(context([truncate(source_note(live, source_name(live.source)), 2000)]))
     blocks.append(context(_facts(incident), block_id=incident_block_id(incident)))
     links = _links(incident.links)
     if links:
@@ -224,6 +231,13 @@ def _notes(notes: list[str]) -> str:
 
 def _first(*values: float | None) -> float | None:
     return next((value for value in values if value is not None), None)
+
+
+def _live_listing(incident: Incident, live: FleetSnapshot) -> str:
+    when = slack_date(live.at, "{time}")
+    head = f"*Runner types* · live from {escape(source_name(live.source))} at {when}"
+    lines = type_lines(live, incident.trend)
+    return head + "\n" + "\n".join(lines or ["_No runner type is queueing._"])
 
 
 def _runner_listing(incident: Incident) -> str:

@@ -7,13 +7,16 @@ reads a clock. Times are Slack date tokens, so each reader sees their own time z
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bot.alerts import RunnerQueue
+from bot.fleet import FleetSnapshot, source_name
+from bot.forecast import DRAIN_TARGET_MINS
 from bot.incidents import Event, Incident, Resolution, Snapshot
 from bot.mrkdwn import (
     Rendered,
     change,
+    context,
     duration,
     escape,
     fields,
@@ -27,8 +30,10 @@ from bot.mrkdwn import (
     slack_date,
     truncate,
 )
+from bot.queue_view import source_note, type_lines
 
 MAX_RUNNER_ROWS = 15
+MAX_PEAK_ROWS = 5
 MAX_RUNNER_NAME = 80
 MAX_TIMELINE = 20
 MAX_EVENT_TEXT = 200
@@ -89,6 +94,8 @@ def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
         return f"by {person(incident.resolved_by, incident.resolved_by_name)}"
     if incident.resolution is Resolution.ALERT:
         return "(alert cleared)"
+    if incident.resolution is Resolution.DRAINED:
+        return "(queue drained)"
     if incident.resolution is Resolution.TEST:
         return "(test notification: nothing to follow up)"
     return ""
@@ -106,20 +113,48 @@ def title_text(incident: Incident) -> str:
 
 
 def render_status(
-    incident: Incident, *, previous: Snapshot | None, current: Snapshot, now: datetime
+    incident: Incident,
+    *,
+    previous: Snapshot | None,
+    current: Snapshot,
+    now: datetime,
+    view: FleetSnapshot | None = None,
+    drain: tuple[int, int] | None = None,
+    since: datetime | None = None,
+    within_mins: float = DRAIN_TARGET_MINS,
 ) -> Rendered:
-    """The periodic status: the numbers now and their change since the previous status post."""
+    """The periodic status: the numbers now and their change since the previous status.
+
+    With a live `view`, each runner type's line carries its trend and outlook (`queue_view`);
+    `drain` is (checks that found it drained, checks needed); `since` marks a quiet status that
+    edits the previous reply in place, saying since when nothing changed meaningfully.
+    """
     when = slack_date(current.at, "{time}")
     blocks = [section(f"*📊 Status update · {when}*\n{_age_line(incident, now)}")]
     headline = _headline(current, previous)
     if headline:
         items = [f"{label}: *{value}*{_paren(delta)}" for label, value, delta in headline]
         blocks.append(fields(items))
-    elif not current.runner_types:
+    elif not current.runner_types and not (view and view.is_live):
         blocks.append(section(NO_NUMBERS))
-    rows = _runner_changes(current, previous)
-    if rows:
-        blocks.append(section("*By runner type*\n" + "\n".join(rows)))
+    if view is not None and view.is_live:
+        lines = type_lines(view, [*incident.trend, current], within_mins=within_mins)
+        gone = sorted(set(previous.runner_types if previous else {}) - set(view.runner_types))
+        lines += [f"• {runner_name(name)}: no longer queueing" for name in gone[:5]]
+        blocks.append(section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
+    else:
+        rows = _runner_changes(current, previous)
+        if rows:
+            blocks.append(section("*By runner type*\n" + "\n".join(rows)))
+    notes = []
+    if view is not None:
+        notes.append(source_note(view, source_name(view.source)))
+    if drain is not None and drain[0] > 0:
+        notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
+    if since is not None:
+        notes.append(f"No meaningful change since {slack_date(since, '{time}')}: updated in place")
+    if notes:
+        blocks.append(context([truncate(n, 2000) for n in notes]))
     plain = ", ".join(f"{label.lower()} {value}{_paren(delta)}" for label, value, delta in headline)
     return rendered(f"Status update: {plain or 'no queue numbers'}", blocks)
 
@@ -185,6 +220,9 @@ def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime
         head = _join(f"✅ *Incident {incident_id} resolved*", resolved_how(incident))
     title = truncate(title_text(incident), 500)
     blocks = [section(f"{head}\n{title}"), fields(_summary_fields(incident, took, events))]
+    peaks = _peak_rows(incident)
+    if peaks:
+        blocks.append(section("*Peak by runner type*\n" + "\n".join(peaks)))
     if incident.silence is not None:
         silence = incident.silence
         blocks.append(
@@ -216,6 +254,9 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
         items.append(f"Peak queued jobs: *{number(peak.max_queue_size)}*")
     if peak.max_queue_time_mins is None and peak.max_queue_size is None:
         items.append(NO_NUMBERS)
+    drained = time_to_drain(incident)
+    if drained is not None:
+        items.append(f"Drained in: *{duration(drained)}* from the peak")
     if incident.acknowledged_by:
         items.append(
             f"Acknowledged by {person(incident.acknowledged_by, incident.acknowledged_name)}"
@@ -229,6 +270,33 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
     if incident.reopened:
         items.append(f"Reopened: *{incident.reopened}×*")
     return items
+
+
+def time_to_drain(incident: Incident) -> timedelta | None:
+    """From the reading with the most jobs queued to the resolve; None without live readings."""
+    if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
+        return None
+    known = [s for s in incident.trend if s.numbers.max_queue_size is not None]
+    if not known:
+        return None
+    peak = max(known, key=lambda s: (s.numbers.max_queue_size or 0, -s.at.timestamp()))
+    return incident.resolved_at - peak.at
+
+
+def _peak_rows(incident: Incident) -> list[str]:
+    rows = []
+    for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
+        parts = []
+        if queue.queued is not None:
+            parts.append(f"{number(queue.queued)} queued")
+        if queue.longest_wait_mins is not None:
+            parts.append(f"longest wait {minutes(queue.longest_wait_mins)}")
+        if parts:
+            rows.append(f"• {runner_name(name) or 'all runner types'}: {' · '.join(parts)}")
+    more = len(incident.peak_types) - MAX_PEAK_ROWS
+    if more > 0:
+        rows.append(f"+{more} more runner types")
+    return rows
 
 
 def _timeline_line(event: Event) -> str:

@@ -53,6 +53,12 @@ class HeadReply:
     rendered: Rendered
     thread: ThreadRef | None
     uid: str
+    status_ts: str = ""  # the thread's latest status reply, which a quiet status edits
+    extra: dict[str, Any] | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.item.partition(":")[0]
 
 
 @dataclass(frozen=True)
@@ -92,14 +98,15 @@ class SendQueue:
 
     async def head_reply(self, incident_id: str) -> HeadReply | None:
         k = self.keys
-        item, payload, thread, uid = await self._head_reply(
+        item, payload, thread, uid, status_ts = await self._head_reply(
             keys=[k.outbox(incident_id), k.outbox_items(incident_id), k.incident(incident_id)]
         )
         if not item:
             return None
         data = json.loads(payload) if payload else {"text": "", "blocks": []}
         ref = ThreadRef(**json.loads(thread)) if thread else None
-        return HeadReply(item, Rendered(data["text"], data["blocks"]), ref, uid or "")
+        rendered = Rendered(data["text"], data["blocks"])
+        return HeadReply(item, rendered, ref, uid or "", status_ts or "", data.get("extra"))
 
     async def ensure_root_queued(self, channel: str, incident_id: str) -> None:
         """A thread has replies waiting but no root: queue the root ahead of them."""
@@ -153,7 +160,13 @@ class SendQueue:
         )
 
     async def record_reply(
-        self, channel: str, incident_id: str, item: str, *, bucket: str = ""
+        self,
+        channel: str,
+        incident_id: str,
+        item: str,
+        *,
+        bucket: str = "",
+        status_ts: str = "",
     ) -> None:
         k = self.keys
         await self._record_reply(
@@ -163,9 +176,14 @@ class SendQueue:
                 k.posts(channel),
                 k.in_flight(channel),
                 k.bucket(channel),
+                k.incident(incident_id),
             ],
-            args=[incident_id, item, bucket],
+            args=[incident_id, item, bucket, status_ts],
         )
+
+    async def forget_status_ts(self, incident_id: str) -> None:
+        """The latest status reply can no longer be edited: the next status is posted anew."""
+        await self._redis.hdel(self.keys.incident(incident_id), "status_ts")  # type: ignore[misc]
 
     async def forget(self, channel: str, member: str) -> None:
         """Take a member off the queue (its incident is gone, or its root is posted)."""

@@ -28,12 +28,13 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from bot.chart import ChartData, render_chart
 from bot.incidents import Incident
 from bot.leases import Lease, Leases
 from bot.messages import render_root
 from bot.mrkdwn import Rendered
 from bot.pacing import Backoff, TokenBucket
-from bot.send_queue import EditCandidate, InFlight, SendQueue
+from bot.send_queue import EditCandidate, HeadReply, InFlight, SendQueue
 from bot.slack import SlackError, SlackGateway
 from bot.store import IncidentStore, ThreadRef
 from bot.telemetry import Telemetry
@@ -41,6 +42,10 @@ from bot.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 METADATA_EVENT = "queuepilot_message"
+# Reply kinds the sender treats specially: a quiet status edits the previous status reply; a
+# chart is an image uploaded into the thread.
+RESTATUS, CHART = "restatus", "chart"
+STATUS_KINDS = frozenset({"status", RESTATUS})
 # Errors that say the message the edit was for is gone or frozen: editing will never work.
 _LOST_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
 
@@ -200,18 +205,99 @@ class ChannelSender:
             # dropped if the root can never be posted.
             await self._queue.ensure_root_queued(self.channel, incident_id)
             return
+        if head.kind == RESTATUS and head.status_ts:
+            await self._edit_status(incident_id, head)
+            return
+        if head.kind == CHART:
+            await self._upload_chart(member, incident_id, head, in_flight)
+            return
         if in_flight is not None and in_flight.member == member and in_flight.item == head.item:
             found = await self._look_up(in_flight, head.uid, thread=head.thread)
             if found is not None:
-                await self._queue.record_reply(self.channel, incident_id, head.item)
+                await self._record_posted(incident_id, head, found)
                 return
         ts = await self._send(
             member, head.item, incident_id, head.uid, head.rendered, thread=head.thread
         )
         if ts is not None:
-            await self._queue.record_reply(
-                self.channel, incident_id, head.item, bucket=self._bucket.encode()
+            await self._record_posted(incident_id, head, ts, bucket=self._bucket.encode())
+
+    async def _record_posted(
+        self, incident_id: str, head: HeadReply, ts: str, *, bucket: str = ""
+    ) -> None:
+        status_ts = ts if head.kind in STATUS_KINDS else ""
+        await self._queue.record_reply(
+            self.channel, incident_id, head.item, bucket=bucket, status_ts=status_ts
+        )
+
+    async def _edit_status(self, incident_id: str, head: HeadReply) -> None:
+        """A quiet status edits the previous status reply, on the edit budget, not the posts'."""
+        assert head.thread is not None
+        await self._wait_for_update_slot()
+        try:
+            await self._slack.update(
+                head.thread.channel, head.status_ts, head.rendered.text, head.rendered.blocks
             )
+        except SlackError as exc:
+            if exc.retryable:
+                raise
+            # The previous status is gone (deleted, too old to edit): post this one instead.
+            log.info("incident %s: status reply not editable (%s); posting", incident_id, exc.error)
+            await self._queue.forget_status_ts(incident_id)
+            return
+        await self._queue.record_reply(self.channel, incident_id, head.item)
+
+    async def _upload_chart(
+        self, member: str, incident_id: str, head: HeadReply, in_flight: InFlight | None
+    ) -> None:
+        """The trend chart, rendered off the event loop at send time from the series the tick
+        stored; a chart whose upload may have landed is looked up by its file name first."""
+        assert head.thread is not None
+        filename = f"queue-trend-{incident_id}-{head.item.rsplit(':', 1)[-1]}.png"
+        landed = (
+            in_flight is not None
+            and in_flight.member == member
+            and in_flight.item == head.item
+            and await self._chart_landed(head.thread, filename, in_flight.since)
+        )
+        if landed:
+            await self._queue.record_reply(self.channel, incident_id, head.item)
+            return
+        chart = ChartData.from_extra(head.extra or {})
+        png = await asyncio.to_thread(render_chart, chart) if chart.series else None
+        if png is None:
+            await self._queue.record_reply(self.channel, incident_id, head.item)
+            return
+        await self._wait_for_slot()
+        if not await self._queue.begin(
+            self.channel, self._lease.token, InFlight(member, head.item, time.time())
+        ):
+            raise LostLease
+        self._bucket.take(time.time())
+        try:
+            await self._slack.upload_png(
+                head.thread.channel,
+                head.thread.ts,
+                data=png,
+                filename=filename,
+                title=head.rendered.text,
+                alt=chart.alt_text,
+            )
+        except SlackError as exc:
+            if exc.retryable:
+                raise
+            await self._refused(member, head.item, incident_id, exc)
+            return
+        await self._queue.record_reply(
+            self.channel, incident_id, head.item, bucket=self._bucket.encode()
+        )
+
+    async def _chart_landed(self, thread: ThreadRef, filename: str, since: float) -> bool:
+        oldest = f"{since - self._config.lookup_margin_s:.6f}"
+        messages = await self._slack.messages(
+            "conversations.replies", self.channel, ts=thread.ts, oldest=oldest
+        )
+        return any(f.get("name") == filename for m in messages for f in (m.get("files") or ()) if f)
 
     async def _send(
         self,

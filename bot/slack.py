@@ -185,6 +185,29 @@ class SlackGateway:
     async def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
         await self.call("chat.update", channel=channel, ts=ts, text=text, blocks=blocks)
 
+    async def upload_png(
+        self, channel: str, thread_ts: str, *, data: bytes, filename: str, title: str, alt: str
+    ) -> None:
+        """files.upload v2 into a thread: reserve, upload the bytes, share (slack_sdk's own
+        three steps); failures are classified like every other call."""
+        method = "files.completeUploadExternal"
+        try:
+            await self.client.files_upload_v2(
+                file=data,
+                filename=filename,
+                title=title,
+                alt_txt=alt,
+                channel=channel,
+                thread_ts=thread_ts,
+                request_file_info=False,
+            )
+        except SlackApiError as exc:
+            raise await self._failure(method, exc) from None
+        except (ClientError, TimeoutError) as exc:
+            self._telemetry.slack_calls.labels(method, "connection_error").inc()
+            raise SlackError(method, type(exc).__name__, retryable=True, uncertain=True) from None
+        self._telemetry.slack_calls.labels(method, "ok").inc()
+
     async def messages(
         self, method: str, channel: str, *, ts: str | None = None, oldest: str | None = None
     ) -> list[dict[str, Any]]:

@@ -1,74 +1,106 @@
-"""Periodic status: every open incident gets a status reply each interval until it resolves.
+"""Periodic status: every open incident gets a status each interval until its queue drains.
 
 APScheduler's job stores must not be shared between processes, so each replica runs its own
-in-memory scheduler with a short tick, and the due times live in a Redis sorted set. A tick
-computes the status of a due incident and commits it fenced by the incident's version with the
-next due time: however many replicas tick at once, one commit wins and the others see the
-incident moved on. Posting is the channel sender's job; a status still waiting for its slot
-when the next one is due is replaced by it, never piled up.
+in-memory scheduler with a short tick, and the due times live in a Redis sorted set. A tick that
+finds incidents due first takes the fleet's reading (`bot.readings`: one backend query round per
+interval for every incident and replica, never inside an incident's commit), then computes each
+due incident's status and commits it fenced by the incident's version with the next due time:
+however many replicas tick at once, one commit wins and the others see the incident moved on.
+
+Each status also checks for a drained queue (`bot.incident_fleet`): after `DrainConfig.checks`
+drained checks in a row the incident resolves itself with its summary. A status with nothing
+meaningful to say (`bot.quiet`) edits the previous status reply instead of posting a new one.
+Posting is the channel sender's job; a status still waiting for its slot when the next one is
+due is replaced by it, never piled up.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError
-from bot.backends.metrics import QueueMetrics
-from bot.incidents import record_status
-from bot.messages import render_status
+from bot.chart import chart_data
+from bot.fleet import FleetSnapshot
+from bot.forecast import DRAIN_TARGET_MINS
+from bot.incident_fleet import (
+    DrainConfig,
+    as_snapshot,
+    drain_checks,
+    incident_fleet,
+    with_baselines,
+)
+from bot.incidents import Event, Incident, Snapshot, record_status, resolve_drained
+from bot.messages import render_status, render_summary
+from bot.mrkdwn import Rendered
+from bot.queue_view import worst_types
+from bot.quiet import is_meaningful
+from bot.readings import FleetReadings, Reading
 from bot.silence_watch import SilenceWatch
-from bot.store import BAND_STATUS, Commit, IncidentStore, Reply
+from bot.store import BAND_EVENT, BAND_STATUS, Commit, IncidentStore, Loaded, Reply
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-METRICS_TIMEOUT_S = 10.0
+STATUS_KINDS = ("status", "restatus")
+
+
+@dataclass(frozen=True)
+class StatusConfig:
+    interval_s: float = 600
+    drain: DrainConfig = field(default_factory=DrainConfig)
+    # Upload the trend chart with every Nth new status reply (0: never), and in the summary.
+    chart_every: int = 3
+    # Forecasts say how many runners would drain the queue within this many minutes.
+    within_mins: float = DRAIN_TARGET_MINS
 
 
 class StatusReporter:
     def __init__(
         self,
         store: IncidentStore,
-        metrics: QueueMetrics,
+        readings: FleetReadings,
         telemetry: Telemetry,
         *,
-        interval_s: int,
+        config: StatusConfig,
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
-        self._metrics = metrics
+        self._readings = readings
         self._telemetry = telemetry
-        self._interval_s = interval_s
+        self._config = config
         self._clock = clock
 
     async def tick(self) -> None:
         """Commit every status that is due; never raises."""
         try:
             due = await self._store.due_status(self._clock().timestamp())
+            if not due:
+                return
+            reading = await self._readings.latest()
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
         for incident_id in due:
             try:
-                await self.report(incident_id)
+                await self.report(incident_id, reading)
             except (BackendError, RedisError, TimeoutError) as exc:
                 log.warning("status: incident %s: %s; retrying next tick", incident_id, exc)
             except Exception:
                 # One unreadable incident must not stop every other status post: push it back.
                 log.exception("status: incident %s failed; postponed", incident_id)
                 with suppress(RedisError):
-                    later = self._clock().timestamp() + self._interval_s
+                    later = self._clock().timestamp() + self._config.interval_s
                     await self._store.postpone_status(incident_id, later)
 
-    async def report(self, incident_id: str) -> bool:
-        """Commit one status if it is still due; whether this call committed it."""
+    async def report(self, incident_id: str, reading: Reading | None = None) -> bool:
+        """Commit one status (or the drain's resolve) if still due; whether this call did."""
         for _ in range(3):
             loaded = await self._store.load(incident_id)
             incident = loaded.incident
@@ -78,24 +110,102 @@ class StatusReporter:
                 return False
             if not await self._still_due(incident_id, now.timestamp()):
                 return False  # another replica committed it while we were getting here
-            current = await asyncio.wait_for(
-                self._metrics.snapshot(incident, now=now), METRICS_TIMEOUT_S
-            )
-            rendered = render_status(
-                incident, previous=incident.last_status, current=current, now=now
-            )
-            commit = Commit(
-                record_status(incident, current),
-                version=loaded.version,
-                replies=(Reply("status", BAND_STATUS, rendered, replaces=True),),
-                root=False,
-                status_due=now.timestamp() + self._interval_s,
-                thread=loaded.thread,
-            )
+            view = await self._view(incident, reading, now)
+            commit = await self._decide(loaded, incident, view, now)
             if await self._store.commit(commit, now=now.timestamp()):
-                self._telemetry.status_posts.inc()
+                if commit.stop_status:
+                    self._telemetry.incidents_resolved.labels("drained").inc()
+                else:
+                    self._telemetry.status_posts.inc()
                 return True
         return False
+
+    async def _view(
+        self, incident: Incident, reading: Reading | None, now: datetime
+    ) -> FleetSnapshot:
+        metrics = self._readings.metrics
+        view = incident_fleet(
+            incident, reading, backend=metrics.name, now=now, interval=self._readings.interval
+        )
+        if view.is_live:
+            with suppress(RedisError):
+                view = with_baselines(
+                    view, await self._readings.history(), started_at=incident.started_at
+                )
+        return view
+
+    async def _decide(
+        self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime
+    ) -> Commit:
+        current = as_snapshot(incident, view, now)
+        drain = self._config.drain
+        checks = drain_checks(incident, view, drain)
+        live = view if (view.is_live or view.note) else None
+        fenced = {"version": loaded.version, "thread": loaded.thread}
+        if checks >= drain.checks:
+            return await self._drained(incident, current, live, fenced, now)
+        quiet = not is_meaningful(incident.last_posted, current) and incident.status_posts > 0
+        updated = record_status(incident, current, live=live, drain_checks=checks, posted=not quiet)
+        since = incident.last_posted.at if quiet and incident.last_posted else None
+        rendered = render_status(
+            incident,
+            previous=incident.last_status,
+            current=current,
+            now=now,
+            view=view if view.is_live or view.note else None,
+            drain=(checks, drain.checks) if checks else None,
+            since=since,
+            within_mins=self._config.within_mins,
+        )
+        kind = "restatus" if quiet else "status"
+        replies = [Reply(kind, BAND_STATUS, rendered, replaces=STATUS_KINDS)]
+        every = self._config.chart_every
+        if not quiet and every and view.is_live and updated.status_posts % every == 0:
+            chart = self._chart(updated)
+            if chart is not None:
+                replies.append(chart)
+        interval = drain.check_interval_s if checks else self._config.interval_s
+        return Commit(
+            updated,
+            replies=tuple(replies),
+            root=view.is_live or incident.live is not None,
+            status_due=now.timestamp() + min(interval, self._config.interval_s),
+            **fenced,  # type: ignore[arg-type]
+        )
+
+    async def _drained(
+        self,
+        incident: Incident,
+        current: Snapshot,
+        live: FleetSnapshot | None,
+        fenced: dict[str, object],
+        now: datetime,
+    ) -> Commit:
+        recorded = record_status(incident, current, live=live, drain_checks=0, posted=False)
+        resolved = resolve_drained(recorded, now=now)
+        event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
+        events = [*await self._store.events(incident.id), event]
+        replies = [Reply("summary", BAND_EVENT, render_summary(resolved, events, now=now))]
+        chart = self._chart(resolved)
+        if chart is not None:
+            replies.append(chart)
+        return Commit(
+            resolved,
+            events=(event,),
+            replies=tuple(replies),
+            stop_status=True,
+            **fenced,  # type: ignore[arg-type]
+        )
+
+    def _chart(self, incident: Incident) -> Reply | None:
+        """The trend chart's reply: the series now, the picture at send time (`bot.chart`)."""
+        names = [n for n, _ in worst_types(incident.live.runner_types)] if incident.live else []
+        names += [n for n in incident.peak_types if n not in names]
+        data = chart_data(f"Queue trend · incident {incident.id}", incident.trend, worst=names)
+        if not data.series:
+            return None
+        text = Rendered(f"Queue trend · incident {incident.id}", [])
+        return Reply("chart", BAND_STATUS, text, replaces=("chart",), extra=data.to_extra())
 
     async def _still_due(self, incident_id: str, now: float) -> bool:
         due = await self._store.status_due_at(incident_id)

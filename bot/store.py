@@ -57,7 +57,11 @@ class Reply:
     kind: str  # event, action, status, summary
     band: int
     rendered: Rendered
-    replaces: bool = False  # replaces a reply of the same kind still waiting (status)
+    # Kinds of waiting replies this one makes pointless: a newer status replaces a status still
+    # waiting for its slot, a newer chart a chart.
+    replaces: tuple[str, ...] = ()
+    # Data the sender needs beyond the message (a chart's series, rendered at send time).
+    extra: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -268,8 +272,16 @@ class IncidentStore:
 
 
 def _reply_spec(reply: Reply) -> dict[str, Any]:
-    payload = json.dumps({"text": reply.rendered.text, "blocks": reply.rendered.blocks})
-    return {"kind": reply.kind, "band": reply.band, "payload": payload, "replaces": reply.replaces}
+    body: dict[str, Any] = {"text": reply.rendered.text, "blocks": reply.rendered.blocks}
+    if reply.extra is not None:
+        body["extra"] = reply.extra
+    replaces = list(reply.replaces) or None  # cjson turns [] into {}
+    return {
+        "kind": reply.kind,
+        "band": reply.band,
+        "payload": json.dumps(body),
+        "replaces": replaces,
+    }
 
 
 def loaded_from(raw: list[Any]) -> Loaded:

@@ -16,6 +16,7 @@ from bot.backends.scale import Scaler, ScaleTarget
 from bot.backends.silence import Silencer
 from bot.diagnosing import DiagnoseConfig, Diagnosing
 from bot.interactions import Interactions
+from bot.readings import FleetReadings
 from bot.scaling import ScaleConfig, Scaling
 from bot.silencing import SilenceConfig, Silencing
 from bot.store import IncidentStore
@@ -58,5 +59,13 @@ def action_core(
     )
     silencing = Silencing(acting, silencer, config=SilenceConfig(timeout_s=2), permalink=_no_link)
     scaling = Scaling(acting, scaler, targets or {}, config=ScaleConfig(timeout_s=2, cooldown_s=60))
-    diagnosing = Diagnosing(acting, metrics or AlertMetrics(), config=DiagnoseConfig(timeout_s=2))
+    readings = FleetReadings(
+        redis,
+        store.keys,
+        metrics or AlertMetrics(),
+        interval_s=60,
+        timeout_s=2,
+        clock=clock,
+    )
+    diagnosing = Diagnosing(acting, readings, config=DiagnoseConfig(timeout_s=2))
     return ActionCore(acting, silencing, scaling, diagnosing)

@@ -119,22 +119,34 @@ class Alertmanager(_ReadyServer):
 
 
 class Prometheus(_ReadyServer):
-    """`prometheus` scraping one target each second and sending its alerts to an Alertmanager."""
+    """`prometheus` scraping its targets each second, sending alerts to an Alertmanager if given."""
 
-    def __init__(self, *, target: str, alertmanager: str, rules: str) -> None:
+    def __init__(
+        self,
+        *,
+        target: str | None = None,
+        targets: list[str] | None = None,
+        alertmanager: str | None = None,
+        rules: str = "",
+    ) -> None:
         super().__init__("prometheus")
-        (self.dir / "rules.yml").write_text(rules)
+        scraped = [*(targets or []), *([target] if target else [])]
+        (self.dir / "rules.yml").write_text(rules or "groups: []\n")
+        alerting = (
+            f"alerting:\n  alertmanagers:\n  - static_configs: [{{targets: ['{alertmanager}']}}]\n"
+            if alertmanager
+            else ""
+        )
+        listed = ", ".join(f"'{t}'" for t in scraped)
         (self.dir / "prometheus.yml").write_text(
             "global:\n"
             "  scrape_interval: 1s\n"
             "  evaluation_interval: 1s\n"
             "rule_files: [rules.yml]\n"
-            "alerting:\n"
-            "  alertmanagers:\n"
-            f"  - static_configs: [{{targets: ['{alertmanager}']}}]\n"
+            f"{alerting}"
             "scrape_configs:\n"
             "- job_name: fleet\n"
-            f"  static_configs: [{{targets: ['{target}']}}]\n"
+            f"  static_configs: [{{targets: [{listed}]}}]\n"
         )
 
     def start(self) -> None:

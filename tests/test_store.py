@@ -69,7 +69,7 @@ def incident(incident_id: str, *, opened_at: datetime = T0, test: bool = False) 
 
 
 def reply(text: str, kind: str = "event", band: int = BAND_EVENT) -> Reply:
-    return Reply(kind, band, Rendered(text, []), replaces=kind == "status")
+    return Reply(kind, band, Rendered(text, []), replaces=("status",) if kind == "status" else ())
 
 
 async def opened(store: IncidentStore, incident_id: str = "1", **changes: object) -> Incident:

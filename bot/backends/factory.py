@@ -15,6 +15,11 @@ from pydantic import SecretStr
 
 from bot.backends.errors import BackendError
 from bot.backends.kube import KubeAccess, from_kubeconfig, in_cluster
+from bot.backends.metrics import QueueMetrics
+from bot.backends.metrics.alert import AlertMetrics
+from bot.backends.metrics.github import GithubConfig, GithubMetrics
+from bot.backends.metrics.hud import HudConfig, HudMetrics
+from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
 from bot.backends.scale import Scaler, ScaleTarget
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
 from bot.backends.scale.asg import AsgScaler, AsgScalerConfig
@@ -24,7 +29,7 @@ from bot.backends.scale.webhook import WebhookScaler, WebhookScalerConfig
 from bot.backends.silence import Silencer
 from bot.backends.silence.alertmanager import alertmanager_silencer
 from bot.backends.silence.grafana import grafana_silencer
-from bot.config import ScalerBackend, Settings, SettingsError, SilenceBackend
+from bot.config import MetricsBackend, ScalerBackend, Settings, SettingsError, SilenceBackend
 
 
 def build_silencer(settings: Settings) -> Silencer | None:
@@ -93,3 +98,41 @@ def _kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
 
 def _secret(value: SecretStr | None) -> str:
     return value.get_secret_value() if value is not None else ""
+
+
+def build_metrics(settings: Settings) -> QueueMetrics:
+    """The configured metrics backend; `alert` when none is (the notifications' own numbers)."""
+    backend, timeout = settings.metrics_backend, settings.backend_timeout_seconds
+    if backend is MetricsBackend.PROMETHEUS and settings.prometheus_url:
+        return PrometheusMetrics(
+            PrometheusConfig(
+                url=settings.prometheus_url,
+                queries=settings.prometheus_queries,
+                runner_type_label=settings.prometheus_runner_type_label,
+                name_suffix=settings.prometheus_name_suffix,
+                window=settings.prometheus_rate_window,
+                timeout_s=timeout,
+                bearer_token=_secret(settings.prometheus_token) or None,
+            )
+        )
+    if backend is MetricsBackend.GITHUB and settings.github_token:
+        return GithubMetrics(
+            GithubConfig(
+                token=settings.github_token.get_secret_value(),
+                api_url=settings.github_api_url,
+                org=settings.github_org,
+                repos=settings.github_repos,
+                timeout_s=timeout,
+            )
+        )
+    if backend is MetricsBackend.HUD and settings.hud_url:
+        return HudMetrics(
+            HudConfig(
+                url=settings.hud_url,
+                token=_secret(settings.hud_token) or None,
+                query=settings.hud_query,
+                parameters=settings.hud_parameters,
+                timeout_s=timeout,
+            )
+        )
+    return AlertMetrics()

@@ -69,9 +69,12 @@ if c.replies ~= nil and #c.replies > 0 then
   for _, reply in ipairs(c.replies) do
     local seq = redis.call('INCR', KEYS[13])
     local item = reply.kind .. ':' .. reply.band .. ':' .. seq
-    if reply.replaces then -- a newer status replaces one still waiting for its slot
+    if type(reply.replaces) == 'table' then -- e.g. a newer status replaces one still waiting
+      local kinds = {}
+      for _, kind in ipairs(reply.replaces) do kinds[kind] = true end
       for _, old in ipairs(redis.call('LRANGE', KEYS[7], 0, -1)) do
-        if string.sub(old, 1, #reply.kind + 1) == reply.kind .. ':' then
+        local _, _, kind = string.find(old, '^([^:]+):')
+        if kinds[kind] then
           redis.call('LREM', KEYS[7], 0, old)
           redis.call('HDEL', KEYS[8], old)
         end

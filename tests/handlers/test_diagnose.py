@@ -11,7 +11,6 @@ from redis.asyncio import Redis
 from bot.acting import Actor
 from bot.backends.errors import BackendError
 from bot.fleet import FleetSnapshot
-from bot.incidents import Incident, Snapshot
 from bot.store import IncidentStore
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json
 from tests.cores import action_core
@@ -78,12 +77,13 @@ async def test_queue_diagnose_and_a_second_run_right_after(
 
 class FailingMetrics:
     name = "Prometheus"
+    live = True
 
-    async def snapshot(self, incident: Incident, *, now: datetime) -> Snapshot:
+    async def read(self, *, now: datetime) -> FleetSnapshot:
         raise BackendError("Prometheus is unreachable at http://prom:9090", retryable=True)
 
-    async def fleet(self, incident: Incident, *, now: datetime) -> FleetSnapshot:
-        raise BackendError("Prometheus is unreachable at http://prom:9090", retryable=True)
+    async def aclose(self) -> None:
+        return None
 
 
 async def test_a_failing_metrics_backend_leaves_the_report_on_the_alerts_numbers(
@@ -113,6 +113,6 @@ async def test_a_failing_metrics_backend_leaves_the_report_on_the_alerts_numbers
     assert outcome.ok
     waiting = list((await redis.hgetall(store.keys.outbox_items("1"))).values())
     text = json.dumps(waiting, ensure_ascii=False)
-    assert "Prometheus failed (Prometheus is unreachable" in text
+    assert "Prometheus is unreachable at http://prom:9090" in text
     assert "these are the alert" in text
     await redis.aclose()

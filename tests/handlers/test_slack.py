@@ -227,12 +227,14 @@ async def test_after_an_acknowledge_only_its_own_reply_mentions_the_owner(
         def replies() -> list[Any]:
             return slack.emulator.thread(CHANNEL, root.ts)[1:]
 
-        def statuses_after_ack() -> int:
+        def statuses_naming_the_owner() -> int:
+            # A quiet status edits the previous one in place: count what the thread shows now.
             texts = [m.text + json.dumps(m.blocks) for m in replies()]
-            acked = next((i for i, t in enumerate(texts) if "Acknowledged" in t), None)
-            return 0 if acked is None else sum("Status update" in t for t in texts[acked:])
+            return sum("Status update" in t and "acknowledged by" in t for t in texts)
 
-        await eventually(lambda: statuses_after_ack() >= 2, what="two status replies", timeout=8)
+        await eventually(
+            lambda: statuses_naming_the_owner() >= 1, what="a status naming the owner", timeout=8
+        )
         await running.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
         await eventually(
             lambda: any("resolved" in m.text for m in replies()[-1:]), what="the summary"
@@ -241,4 +243,4 @@ async def test_after_an_acknowledge_only_its_own_reply_mentions_the_owner(
     texts = [m.text + json.dumps(m.blocks) for m in replies()]
     mentioning = [t for t in texts if "<@" in t]
     assert len(mentioning) == 1 and "Acknowledged" in mentioning[0], mentioning
-    assert sum("alice" in t for t in texts) >= 3, "later replies name the owner instead"
+    assert sum("alice" in t for t in texts) >= 2, "later replies name the owner instead"

@@ -1,7 +1,9 @@
-"""Where the queue numbers of a status update come from.
+"""Where the queue numbers come from: one reading of every runner type at a time.
 
-Each implementation answers one question: what does the queue of this incident look like now?
-The `alert` backend knows only what the notifications carried; others query a metrics system.
+Each implementation answers one question, fleet-wide: what do the queues look like now? One
+replica at a time asks it per tick (`bot.readings`), and every open incident takes its runner
+types from that one answer (`bot.incident_fleet`), so a hundred incidents cost one query round.
+The `alert` backend has no fleet of its own: incidents keep what their notifications carried.
 """
 
 from __future__ import annotations
@@ -10,17 +12,18 @@ from datetime import datetime
 from typing import Protocol
 
 from bot.fleet import FleetSnapshot
-from bot.incidents import Incident, Snapshot
 
 
 class QueueMetrics(Protocol):
-    # How reports name the source: "the alert", "Prometheus", ...
+    # How messages name the source: "the alert", "Prometheus", "GitHub", "the HUD".
     name: str
+    # False for the alert backend: there is nothing to read beyond the notifications.
+    live: bool
 
-    async def snapshot(self, incident: Incident, *, now: datetime) -> Snapshot:
-        """The incident's queue now; raises `BackendError` when the source cannot say."""
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        """Every runner type the source knows about; raises `BackendError` when it cannot say."""
         ...
 
-    async def fleet(self, incident: Incident, *, now: datetime) -> FleetSnapshot:
-        """Everything the source knows about the runner types, for diagnostics and scaling."""
+    async def aclose(self) -> None:
+        """Release connections."""
         ...

@@ -1,0 +1,325 @@
+"""Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label.
+
+Per reading: the organization's self-hosted runners (`GITHUB_ORG`) or each repository's, and for
+each repository in `GITHUB_REPOS` the workflow runs that are queued or in progress, then their
+jobs. A job's runner type is its first `runs-on` label that is not generic (`self-hosted`, an OS,
+an architecture); its wait is now minus `created_at`. A runner counts for every type among its
+labels.
+
+The API's quota is shared with everything else using the token, so the client is frugal: every
+page is asked with the ETag of its last answer (a 304 costs no quota), pagination follows the
+`link` header as given, and a rate-limit answer (`x-ratelimit-remaining: 0`, `retry-after`, or a
+secondary limit without either) stops all calls until GitHub says they may resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Coroutine, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import httpx
+
+from bot.backends.errors import BackendError
+from bot.backends.http import error_of, request
+from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+
+T = TypeVar("T")
+
+GENERIC_LABELS = frozenset(
+    {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
+)
+QUEUED_STATUSES = frozenset({"queued"})
+# Back off this long after a secondary limit that named no time (GitHub's advice: a minute).
+SECONDARY_BACKOFF_S = 60.0
+API_VERSION = "2022-11-28"
+
+
+@dataclass(frozen=True)
+class GithubConfig:
+    token: str
+    api_url: str = "https://api.github.com"
+    org: str = ""
+    repos: tuple[str, ...] = ()
+    timeout_s: float = 10.0
+    max_pages: int = 20  # per listing: a runaway org must not eat the hour's quota
+    concurrency: int = 4
+
+
+@dataclass
+class _Cached:
+    etag: str
+    body: Any
+    next_url: str | None
+
+
+class GithubApi:
+    """GET with ETags, `link` pagination and the rate limits; one instance per backend."""
+
+    def __init__(self, config: GithubConfig, client: httpx.AsyncClient | None = None) -> None:
+        self._config = config
+        self._client = client or httpx.AsyncClient(
+            base_url=config.api_url.rstrip("/"),
+            timeout=config.timeout_s,
+            headers={
+                "Authorization": f"Bearer {config.token}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": API_VERSION,
+            },
+        )
+        self._cache: dict[str, _Cached] = {}
+        self._blocked_until = 0.0
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self.calls = 0  # requests sent, for the tests and the logs
+        self.not_modified = 0
+
+    async def pages(self, url: str, key: str) -> list[Any]:
+        """The `key` list of every page, following `rel="next"`."""
+        items: list[Any] = []
+        next_url: str | None = url
+        for _ in range(self._config.max_pages):
+            if next_url is None:
+                break
+            body, next_url = await self.get(next_url)
+            if isinstance(body, dict) and isinstance(body.get(key), list):
+                items.extend(body[key])
+            else:
+                raise BackendError("GitHub answered with an unexpected shape", retryable=True)
+        return items
+
+    async def get(self, url: str) -> tuple[Any, str | None]:
+        """One page: its JSON and the next page's URL."""
+        cached = self._cache.get(url)
+        headers = {"If-None-Match": cached.etag} if cached else {}
+        async with self._slots:
+            # Checked in the slot: a call waiting for one sees a limit hit meanwhile.
+            wait = self._blocked_until - time.time()
+            if wait > 0:
+                raise BackendError(
+                    f"GitHub's rate limit: no calls for another {wait:.0f} s", retryable=True
+                )
+            self.calls += 1
+            response = await request(
+                self._client, "GitHub", "GET", url, headers=headers, expect=(200, 304, 403, 429)
+            )
+        if response.status_code == 304 and cached is not None:
+            self.not_modified += 1
+            return cached.body, cached.next_url
+        if response.status_code in (403, 429):
+            raise self._limited(response)
+        try:
+            body = response.json()
+        except ValueError:
+            raise BackendError(
+                "GitHub answered with something that is not JSON", retryable=True
+            ) from None
+        next_url = next_link(response.headers.get("link", ""))
+        etag = response.headers.get("etag")
+        if etag:
+            self._cache[url] = _Cached(etag, body, next_url)
+        return body, next_url
+
+    def _limited(self, response: httpx.Response) -> BackendError:
+        """A 403/429: a rate limit (stop calling until GitHub allows it) or a refusal."""
+        headers = response.headers
+        retry_after = _float(headers.get("retry-after"))
+        remaining = headers.get("x-ratelimit-remaining")
+        reset = _float(headers.get("x-ratelimit-reset"))
+        secondary = "secondary rate limit" in response.text.lower()
+        if retry_after is not None:
+            until = time.time() + retry_after
+        elif remaining == "0" and reset is not None:
+            until = reset
+        elif secondary or response.status_code == 429:
+            until = time.time() + SECONDARY_BACKOFF_S
+        else:
+            return error_of("GitHub", response)  # a token without the permission
+        self._blocked_until = max(self._blocked_until, until)
+        when = datetime.fromtimestamp(until, UTC).strftime("%H:%M:%S UTC")
+        return BackendError(
+            f"GitHub's rate limit is exhausted until {when}",
+            retryable=True,
+            status=response.status_code,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def next_link(header: str) -> str | None:
+    """The `rel="next"` URL of a `link` header, as given (never built by hand)."""
+    for part in header.split(","):
+        section = part.strip()
+        if not section.startswith("<") or ">" not in section:
+            continue
+        url, _, params = section[1:].partition(">")
+        rels = [
+            p.strip().partition("=")[2].strip('"')
+            for p in params.split(";")
+            if p.strip().startswith("rel=")
+        ]
+        if any("next" in rel.split() for rel in rels):
+            return url
+    return None
+
+
+def runner_type_of(labels: Iterable[Any]) -> str:
+    """A job's runner type: its first `runs-on` label that is not generic."""
+    names = [str(label) for label in labels if isinstance(label, str) and label]
+    specific = [name for name in names if name.casefold() not in GENERIC_LABELS]
+    if specific:
+        return specific[0]
+    return ",".join(names)
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class GithubMetrics:
+    name = "GitHub"
+    live = True
+
+    def __init__(self, config: GithubConfig, api: GithubApi | None = None) -> None:
+        self._config = config
+        self._api = api or GithubApi(config)
+
+    @property
+    def api(self) -> GithubApi:
+        return self._api
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        jobs, runners = await all_or_none([self._jobs(), self._runners()])
+        return fleet_of(jobs, runners, now=now)
+
+    async def _runners(self) -> list[Any]:
+        config = self._config
+        if config.org:
+            return await self._api.pages(
+                f"/orgs/{config.org}/actions/runners?per_page=100", "runners"
+            )
+        listings = await all_or_none(
+            [
+                self._api.pages(f"/repos/{repo}/actions/runners?per_page=100", "runners")
+                for repo in config.repos
+            ]
+        )
+        return [runner for listing in listings for runner in listing]
+
+    async def _jobs(self) -> list[Any]:
+        """Jobs of the runs that may hold queued jobs: queued runs, and runs in progress (one
+        job running and the next waiting for a runner is the usual shape of a queue)."""
+        run_lists = await all_or_none(
+            [
+                self._api.pages(
+                    f"/repos/{repo}/actions/runs?status={status}&per_page=100", "workflow_runs"
+                )
+                for repo in self._config.repos
+                for status in ("queued", "in_progress")
+            ]
+        )
+        runs = {
+            run["id"]: run
+            for runs in run_lists
+            for run in runs
+            if isinstance(run, dict) and "id" in run
+        }
+        job_lists = await all_or_none(
+            [
+                self._api.pages(f"{_path(run.get('url'))}/jobs?per_page=100", "jobs")
+                for run in runs.values()
+                if _path(run.get("url"))
+            ]
+        )
+        return [job for jobs in job_lists for job in jobs]
+
+    async def aclose(self) -> None:
+        await self._api.aclose()
+
+
+async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Every call's result, or the first failure with the others cancelled: after a rate
+    limit, no sibling call may still reach GitHub."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(call) for call in calls]
+    except* BackendError as failed:
+        raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
+
+
+def _path(url: Any) -> str:
+    """An API URL as a path on the configured base (GitHub Enterprise has its own host)."""
+    if not isinstance(url, str) or "/repos/" not in url:
+        return ""
+    return "/repos/" + url.split("/repos/", 1)[1]
+
+
+def fleet_of(jobs: Iterable[Any], runners: Iterable[Any], *, now: datetime) -> FleetSnapshot:
+    """Per runner type: queued jobs and the longest wait, and the runners carrying its label.
+
+    Types are those of the jobs seen (queued or running): the labels jobs ask for, not every
+    label a runner carries (`AWS:us-east-1`…).
+    """
+    queued: dict[str, list[datetime]] = {}
+    types: set[str] = set()
+    for job in jobs:
+        if not isinstance(job, dict) or not isinstance(job.get("labels"), list):
+            continue
+        runner_type = runner_type_of(job["labels"])
+        if not runner_type:
+            continue
+        types.add(runner_type)
+        if job.get("status") in QUEUED_STATUSES and not job.get("runner_id"):
+            since = parse_time(job.get("created_at")) or parse_time(job.get("started_at")) or now
+            queued.setdefault(runner_type, []).append(since)
+    counts: dict[str, dict[str, float]] = {
+        t: {"registered": 0, "busy": 0, "idle": 0, "offline": 0} for t in types
+    }
+    folded = {t.casefold(): t for t in types}
+    for runner in runners:
+        if not isinstance(runner, dict):
+            continue
+        listed = runner.get("labels")
+        labels = {
+            str(label.get("name", "")).casefold()
+            for label in (listed if isinstance(listed, list) else ())
+            if isinstance(label, dict)
+        }
+        online = runner.get("status") == "online"
+        busy = runner.get("busy") is True
+        for label in labels & set(folded):
+            c = counts[folded[label]]
+            c["registered"] += 1
+            if not online:
+                c["offline"] += 1
+            elif busy:
+                c["busy"] += 1
+            else:
+                c["idle"] += 1
+    result = {}
+    for runner_type in sorted(types):
+        waits = queued.get(runner_type, [])
+        oldest = min(waits) if waits else None
+        result[runner_type] = RunnerTypeMetrics(
+            queued=len(waits),
+            longest_wait_mins=max((now - oldest).total_seconds() / 60, 0) if oldest else None,
+            **counts[runner_type],
+        )
+    return FleetSnapshot(at=now, source="github", runner_types=result)

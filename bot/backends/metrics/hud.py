@@ -1,0 +1,153 @@
+"""Queue numbers from a PyTorch-style HUD (pytorch/test-infra `torchci`): its saved ClickHouse
+queries over HTTP, as PyTorch's own bots read them.
+
+`GET {HUD_URL}/api/clickhouse/<query>?parameters=<URL-encoded JSON>` with the
+`x-hud-internal-bot` header answers a JSON array of rows. Two queries fit:
+- `queued_jobs_aggregate` (the default; what PyTorch's scale-up-chron reads): rows per
+  (runner_label, org, repo) with `num_queued_jobs` and `max_queue_time_minutes`; a label appears
+  once per repo, so rows are added up per label. Only jobs queued longer than
+  `queuedThresholdMinutes` count; it is 5 here, so the numbers read like PyTorch's own queue
+  alert ("machines queueing" longer than 5 minutes), not the query's default of 30.
+- `queued_jobs_by_label`: rows per `machine_type` with `count` and `avg_queue_s`, which despite
+  its name holds the longest wait in seconds; it takes no parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from bot.backends.errors import BackendError
+from bot.backends.http import request
+from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+
+AGGREGATE, BY_LABEL = "queued_jobs_aggregate", "queued_jobs_by_label"
+DEFAULT_PARAMETERS: dict[str, dict[str, Any]] = {
+    AGGREGATE: {"queuedThresholdMinutes": 5, "maxAgeDays": 3},
+    BY_LABEL: {},
+}
+
+
+@dataclass(frozen=True)
+class HudConfig:
+    url: str
+    token: str | None = None
+    query: str = AGGREGATE
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    timeout_s: float = 10.0
+
+    def all_parameters(self) -> dict[str, Any]:
+        return {**DEFAULT_PARAMETERS.get(self.query, {}), **self.parameters}
+
+
+class HudMetrics:
+    name = "the HUD"
+    live = True
+
+    def __init__(self, config: HudConfig, client: httpx.AsyncClient | None = None) -> None:
+        if config.query not in DEFAULT_PARAMETERS:
+            raise ValueError(f"HUD_QUERY must be one of {sorted(DEFAULT_PARAMETERS)}")
+        self._config = config
+        headers = {"x-hud-internal-bot": config.token} if config.token else {}
+        self._client = client or httpx.AsyncClient(
+            base_url=config.url.rstrip("/"), timeout=config.timeout_s, headers=headers
+        )
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        config = self._config
+        response = await request(
+            self._client,
+            "The HUD",
+            "GET",
+            f"/api/clickhouse/{config.query}",
+            # `parameters` is required (the route JSON-parses it): at least "{}".
+            params={"parameters": json.dumps(config.all_parameters(), separators=(",", ":"))},
+        )
+        try:
+            rows = response.json()
+        except ValueError:
+            raise BackendError(
+                "The HUD answered with something that is not JSON", retryable=True
+            ) from None
+        parse = aggregate_rows if config.query == AGGREGATE else by_label_rows
+        types, skipped = parse(rows)
+        note = f"{skipped} unreadable HUD rows left out" if skipped else ""
+        return FleetSnapshot(at=now, source="hud", runner_types=types, note=note)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def aggregate_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
+    """`queued_jobs_aggregate` rows added up per `runner_label`; and how many rows were not
+    readable (left out, never guessed)."""
+    if not isinstance(rows, list):
+        raise BackendError(
+            "The HUD answered with something that is not a list of rows", retryable=True
+        )
+    queued: dict[str, float] = {}
+    waits: dict[str, float] = {}
+    skipped = 0
+    for row in rows:
+        label = row.get("runner_label") if isinstance(row, dict) else None
+        count = _count(row.get("num_queued_jobs")) if isinstance(row, dict) else None
+        wait = _count(row.get("max_queue_time_minutes")) if isinstance(row, dict) else None
+        if not isinstance(label, str) or not label or count is None:
+            skipped += 1
+            continue
+        queued[label] = queued.get(label, 0) + count
+        if wait is not None:
+            waits[label] = max(waits.get(label, 0), wait)
+    types = {
+        label: RunnerTypeMetrics(queued=queued[label], longest_wait_mins=waits.get(label))
+        for label in sorted(queued)
+    }
+    return types, skipped
+
+
+def by_label_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
+    """`queued_jobs_by_label` rows: `count` queued, `avg_queue_s` (the maximum) in seconds."""
+    if not isinstance(rows, list):
+        raise BackendError(
+            "The HUD answered with something that is not a list of rows", retryable=True
+        )
+    types: dict[str, RunnerTypeMetrics] = {}
+    skipped = 0
+    for row in rows:
+        label = row.get("machine_type") if isinstance(row, dict) else None
+        count = _count(row.get("count")) if isinstance(row, dict) else None
+        wait_s = _count(row.get("avg_queue_s")) if isinstance(row, dict) else None
+        if not isinstance(label, str) or not label or count is None:
+            skipped += 1
+            continue
+        before = types.get(label, RunnerTypeMetrics(queued=0))
+        wait = wait_s / 60 if wait_s is not None else None
+        longest = before.longest_wait_mins
+        types[label] = RunnerTypeMetrics(
+            queued=(before.queued or 0) + count,
+            longest_wait_mins=wait
+            if longest is None
+            else (longest if wait is None else max(longest, wait)),
+        )
+    return dict(sorted(types.items())), skipped
+
+
+def _count(value: Any) -> float | None:
+    """A non-negative finite number (ClickHouse numbers arrive as JSON numbers, or as strings
+    when a deployment quotes 64-bit integers)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)

@@ -1,0 +1,201 @@
+"""Queue numbers from Prometheus's HTTP API: by default, ARC's scale-set listener metrics.
+
+Every field of a runner type's reading is one instant query (`/api/v1/query`) returning one series
+per runner type, in the reading's units (jobs, runners, jobs per minute, minutes). The defaults
+read the gauges of ARC's listeners (one listener per scale set, its `name` label naming the
+runner set); the job counters and histograms carry the job's labels, not the scale set's, so they
+are joined to the set through the scrape target (`instance`) they share with its gauges. Any query
+can be replaced (`PROMETHEUS_QUERIES`), so other exporters fit; see the README for an EC2
+autoscaler's example.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from bot.backends.errors import BackendError
+from bot.backends.http import json_object, request
+from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+
+# ARC 0.14 names a runner set `<scale set>-<5 chars>`, the chars from Kubernetes'
+# `utilrand.String` alphabet (no vowels, no 0/1/3): so "linux-large" keeps its "-large".
+ARC_NAME_SUFFIX = r"-[bcdfghjklmnpqrstvwxz2456789]{5}$"
+
+# Gives a job-level series its scale set's `name`: they come from the same listener target.
+_JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assigned_jobs{offset})"
+_QUEUED = "(max by (name) (gha_assigned_jobs) - max by (name) (gha_running_jobs))"
+
+
+def _joined(expr: str, offset: str = "") -> str:
+    return f"sum by (name) ({expr}{_JOIN.format(offset=offset)})"
+
+
+def _histogram_mean_mins(family: str, window: str, offset: str = "") -> str:
+    total = _joined(f"rate({family}_sum[{window}]{offset})", offset)
+    count = _joined(f"rate({family}_count[{window}]{offset})", offset)
+    return f"{total} / {count} / 60"
+
+
+def arc_queries(window: str = "10m") -> dict[str, str]:
+    """ARC's listener metrics, by `name`; rates and means over `window`."""
+    started = "60 * " + _joined(f"rate(gha_started_jobs_total[{window}])")
+    growth = f"60 * deriv({_QUEUED}[{window}:])"
+    bucket = _joined(f"rate(gha_job_startup_duration_seconds_bucket[{window}])")
+    return {
+        "queued": _QUEUED,
+        "registered": "max by (name) (gha_registered_runners)",
+        "busy": "max by (name) (gha_busy_runners)",
+        "idle": "max by (name) (gha_idle_runners)",
+        "minimum": "max by (name) (gha_min_runners)",
+        "maximum": "max by (name) (gha_max_runners)",
+        "desired": "max by (name) (gha_desired_runners)",
+        "started_per_min": started,
+        # Demand: what started, plus what the queue grew by meanwhile.
+        "arrival_per_min": f"{started} + on (name) {growth}",
+        "completed_per_min": "60 * " + _joined(f"rate(gha_completed_jobs_total[{window}])"),
+        # The startup histogram holds the waits of jobs that got a runner: the slowest recent.
+        "longest_wait_mins": (
+            "histogram_quantile(0.99, "
+            + bucket.replace("sum by (name)", "sum by (name, le)", 1)
+            + ") / 60"
+        ),
+        "job_duration_mins": _histogram_mean_mins("gha_job_execution_duration_seconds", window),
+        # The same hour yesterday: what "normal" means for this hour of the day.
+        "arrival_baseline_per_min": "60 * "
+        + _joined("rate(gha_started_jobs_total[1h] offset 1d)", " offset 1d"),
+        "duration_baseline_mins": _histogram_mean_mins(
+            "gha_job_execution_duration_seconds", "1h", " offset 1d"
+        ),
+    }
+
+
+FIELDS = frozenset(RunnerTypeMetrics.model_fields)
+
+
+@dataclass(frozen=True)
+class PrometheusConfig:
+    url: str
+    # Field of `RunnerTypeMetrics` -> PromQL; merged over `arc_queries()`. An empty query drops
+    # a field (an exporter that has no such number).
+    queries: Mapping[str, str] = field(default_factory=dict)
+    runner_type_label: str = "name"
+    name_suffix: str = ARC_NAME_SUFFIX
+    window: str = "10m"
+    timeout_s: float = 10.0
+    bearer_token: str | None = None
+
+    def all_queries(self) -> dict[str, str]:
+        unknown = set(self.queries) - FIELDS
+        if unknown:
+            raise ValueError(f"PROMETHEUS_QUERIES: unknown fields {sorted(unknown)}")
+        merged = {**arc_queries(self.window), **self.queries}
+        return {name: query for name, query in merged.items() if query.strip()}
+
+
+class PrometheusMetrics:
+    name = "Prometheus"
+    live = True
+
+    def __init__(self, config: PrometheusConfig, client: httpx.AsyncClient | None = None) -> None:
+        self._config = config
+        self._queries = config.all_queries()
+        self._suffix = re.compile(config.name_suffix) if config.name_suffix else None
+        headers = {"Authorization": f"Bearer {config.bearer_token}"} if config.bearer_token else {}
+        self._client = client or httpx.AsyncClient(
+            base_url=config.url.rstrip("/"), timeout=config.timeout_s, headers=headers
+        )
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        """All queries at once, at one evaluation time: every field describes the same moment."""
+        names = list(self._queries)
+        answers = await asyncio.gather(
+            *(self._query(self._queries[name], now) for name in names), return_exceptions=True
+        )
+        by_type: dict[str, dict[str, float]] = {}
+        failures = []
+        for name, answer in zip(names, answers, strict=True):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, BackendError):
+                    raise answer
+                failures.append((name, answer))
+                continue
+            for labels, value in answer:
+                runner_type = self.runner_type(labels)
+                if runner_type:
+                    by_type.setdefault(runner_type, {})[name] = value
+        if failures and len(failures) == len(names):
+            raise failures[0][1]
+        note = ""
+        if failures:
+            note = f"Prometheus could not answer for {', '.join(n for n, _ in failures)}"
+        types = {name: RunnerTypeMetrics(**values) for name, values in sorted(by_type.items())}
+        return FleetSnapshot(at=now, source="prometheus", runner_types=types, note=note)
+
+    def runner_type(self, labels: Mapping[str, str]) -> str:
+        raw = labels.get(self._config.runner_type_label, "")
+        return self._suffix.sub("", raw) if self._suffix else raw
+
+    async def _query(self, query: str, now: datetime) -> list[tuple[dict[str, str], float]]:
+        response = await request(
+            self._client,
+            "Prometheus",
+            "GET",
+            "/api/v1/query",
+            params={"query": query, "time": f"{now.timestamp():.3f}"},
+        )
+        return parse_vector(json_object(response, "Prometheus"))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def parse_vector(body: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
+    """An instant query's answer as (labels, value) pairs; NaN and infinities are dropped (a
+    quantile of no observations, a division by zero rate): they are "not known", not numbers.
+
+    Raises `BackendError` for an error answer or a shape that is not an instant vector.
+    """
+    if body.get("status") != "success":
+        error = body.get("error") or body.get("errorType") or "an error"
+        raise BackendError(f"Prometheus answered {str(error)[:200]}", retryable=False)
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise BackendError("Prometheus answered without data", retryable=True)
+    result_type, result = data.get("resultType"), data.get("result")
+    if result_type == "scalar" and isinstance(result, list):
+        value = _number(result)
+        return [] if value is None else [({}, value)]
+    if result_type != "vector" or not isinstance(result, list):
+        raise BackendError(
+            f"Prometheus answered a {str(result_type)[:20]}, not an instant vector",
+            retryable=False,
+        )
+    series = []
+    for item in result:
+        if not isinstance(item, dict):
+            continue
+        metric = item.get("metric")
+        labels = {str(k): str(v) for k, v in metric.items()} if isinstance(metric, dict) else {}
+        value = _number(item.get("value"))
+        if value is not None:
+            series.append((labels, value))
+    return series
+
+
+def _number(sample: Any) -> float | None:
+    """`[<unix time>, "<value>"]` -> the value, when finite."""
+    if not isinstance(sample, list) or len(sample) != 2:
+        return None
+    try:
+        value = float(sample[1])
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None

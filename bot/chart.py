@@ -1,0 +1,110 @@
+"""The trend chart: queued jobs and longest wait per runner type over the incident, as a PNG.
+
+Rendered by the channel's sender when the chart's turn comes (in a worker thread: matplotlib is
+slow and blocking), from the series the status tick stored with the reply. The picture carries
+its own opaque background and dark text, so it reads the same in Slack's light and dark themes;
+the alt text says in words what it shows.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.incidents import Snapshot
+
+WIDTH_PX, HEIGHT_PX, DPI = 800, 450, 100
+MAX_SERIES = 5  # the worst few types: more lines make a chart nobody can read
+# Colour-blind-safe (Okabe-Ito), dark enough on the white background.
+COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
+
+
+@dataclass(frozen=True)
+class ChartData:
+    title: str
+    # runner type -> [(unix time, queued, longest wait in minutes)], oldest first
+    series: dict[str, list[tuple[float, float | None, float | None]]] = field(default_factory=dict)
+
+    @property
+    def alt_text(self) -> str:
+        parts = []
+        for name, points in self.series.items():
+            queued = [q for _, q, _ in points if q is not None]
+            waits = [w for _, _, w in points if w is not None]
+            text = f"{name or 'all runner types'}:"
+            if queued:
+                text += f" queued from {queued[0]:g} to {queued[-1]:g} (peak {max(queued):g})"
+            if waits:
+                text += f", longest wait peak {max(waits):g} min"
+            parts.append(text)
+        return f"{self.title}. " + "; ".join(parts)
+
+    def to_extra(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "series": {k: list(map(list, v)) for k, v in self.series.items()},
+        }
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> ChartData:
+        series = {
+            str(name): [(float(p[0]), _num(p[1]), _num(p[2])) for p in points]
+            for name, points in (extra.get("series") or {}).items()
+        }
+        return cls(str(extra.get("title") or "Queue trend"), series)
+
+
+def chart_data(title: str, trend: list[Snapshot], *, worst: list[str]) -> ChartData:
+    """The series of the `worst` runner types (at most MAX_SERIES) over the trend."""
+    series = {}
+    for name in worst[:MAX_SERIES]:
+        points = [
+            (s.at.timestamp(), s.runner_types[name].queued, s.runner_types[name].longest_wait_mins)
+            for s in trend
+            if name in s.runner_types
+        ]
+        if len(points) >= 2:
+            series[name] = points
+    return ChartData(title, series)
+
+
+def render_chart(data: ChartData) -> bytes:
+    """A WIDTH_PX × HEIGHT_PX PNG; blocking, call it off the event loop."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import dates
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI, facecolor="white")
+    queued_ax, wait_ax = figure.subplots(2, 1, sharex=True)
+    for ax, label in ((queued_ax, "queued jobs"), (wait_ax, "longest wait (min)")):
+        ax.set_facecolor("white")
+        ax.set_ylabel(label, color="#222222")
+        ax.tick_params(colors="#222222", labelsize=8)
+        ax.grid(True, color="#dddddd", linewidth=0.6)
+        for spine in ax.spines.values():
+            spine.set_color("#888888")
+    for colour, (name, points) in zip(COLOURS, data.series.items(), strict=False):
+        times = [datetime.fromtimestamp(t, UTC) for t, _, _ in points]
+        queued_ax.plot(times, [_nan(q) for _, q, _ in points], color=colour, label=name or "all")
+        wait_ax.plot(times, [_nan(w) for _, _, w in points], color=colour)
+    queued_ax.set_title(data.title, color="#222222", fontsize=10)
+    if data.series:
+        queued_ax.legend(fontsize=7, loc="upper left", frameon=False)
+    wait_ax.xaxis.set_major_formatter(dates.DateFormatter("%H:%M", tz=UTC))
+    wait_ax.set_xlabel("UTC", color="#222222", fontsize=8)
+    figure.tight_layout()
+    out = io.BytesIO()
+    figure.savefig(out, format="png", dpi=DPI, facecolor="white")
+    return out.getvalue()
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else value

@@ -1,0 +1,148 @@
+"""An incident's share of the fleet reading: which runner types it shows, whether it drained.
+
+Pure functions of (incident, reading, now). The alert names the runner types that queue; the
+reading is matched to them by name. An alert that names none is about the fleet, so the incident
+shows every type that queues. When the reading is missing, failed or too old, the incident keeps
+the alert's own numbers and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.alerts import QueueNumbers, RunnerQueue
+from bot.backends.metrics.alert import alert_fleet
+from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.incidents import Incident, Snapshot
+from bot.mrkdwn import duration
+from bot.readings import HistoryPoint, Reading
+
+# A reading older than this many intervals no longer describes "now".
+STALE_INTERVALS = 3
+# "The hours before the incident": baselines average the readings in this window before it.
+BASELINE_WINDOW = timedelta(hours=6)
+BASELINE_GAP = timedelta(minutes=10)  # the ramp-up just before the alert is not "normal"
+
+
+@dataclass(frozen=True)
+class DrainConfig:
+    """When an incident's queue counts as drained: every runner type it shows has at most
+    `max_queued` jobs waiting and none waiting longer than `max_wait_mins`, for `checks`
+    consecutive checks, `check_interval_s` apart once the first one found it drained."""
+
+    checks: int = 3
+    max_queued: float = 0
+    max_wait_mins: float = 5.0
+    check_interval_s: float = 60.0
+
+
+def incident_fleet(
+    incident: Incident,
+    reading: Reading | None,
+    *,
+    backend: str,
+    now: datetime,
+    interval: timedelta,
+) -> FleetSnapshot:
+    """The runner types this incident shows, from the reading or, failing it, from the alert."""
+    if reading is None:
+        return alert_fleet(incident, now=now)
+    fleet = reading.fleet
+    why = ""
+    if reading.error:
+        why = reading.error
+    elif fleet is None:
+        why = f"no reading from {backend} yet"
+    elif now - fleet.at > interval * STALE_INTERVALS:
+        why = f"{backend}'s latest reading is {duration(now - fleet.at)} old"
+    if why or fleet is None:
+        return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
+    types, note = _relevant(incident, fleet)
+    notes = " · ".join(n for n in (fleet.note, note) if n)
+    return FleetSnapshot(at=fleet.at, source=fleet.source, runner_types=types, note=notes)
+
+
+def _relevant(incident: Incident, fleet: FleetSnapshot) -> tuple[dict[str, RunnerTypeMetrics], str]:
+    named = {name.casefold() for name in incident.runner_types if name}
+    if named:
+        matched = {n: m for n, m in fleet.runner_types.items() if n.casefold() in named}
+        if matched:
+            return matched, ""
+    queueing = {n: m for n, m in fleet.runner_types.items() if (m.queued or 0) > 0}
+    if named:
+        return (
+            queueing,
+            "none of the alert's runner types is in the reading: showing all that queue",
+        )
+    return queueing, ""
+
+
+def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:
+    """Only a live view of the incident's own runner types can say it drained: a reading that
+    does not know the alert's types (a misconfigured label) must never close it."""
+    if not view.is_live:
+        return False
+    named = {name.casefold() for name in incident.runner_types if name}
+    return not named or any(n.casefold() in named for n in view.runner_types)
+
+
+def is_drained(view: FleetSnapshot, config: DrainConfig) -> bool:
+    """Every runner type shown is at or below both thresholds (an unknown wait does not count)."""
+    return all(
+        (m.queued or 0) <= config.max_queued
+        and (m.longest_wait_mins is None or m.longest_wait_mins <= config.max_wait_mins)
+        for m in view.runner_types.values()
+    )
+
+
+def drain_checks(incident: Incident, view: FleetSnapshot, config: DrainConfig) -> int:
+    """Consecutive drained checks including this one: 0 when it queues or cannot be told."""
+    if not can_decide_drain(incident, view):
+        return incident.drain_checks if view.is_live else 0
+    return incident.drain_checks + 1 if is_drained(view, config) else 0
+
+
+def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snapshot:
+    """The compact form kept in the trend: queued and longest wait per type, and the totals."""
+    if not view.is_live:
+        return incident.snapshot(now)
+    types = {
+        name: RunnerQueue(queued=m.queued, longest_wait_mins=m.longest_wait_mins)
+        for name, m in view.runner_types.items()
+    }
+    waits = [q.longest_wait_mins for q in types.values() if q.longest_wait_mins is not None]
+    queued = [q.queued for q in types.values() if q.queued is not None]
+    numbers = QueueNumbers(
+        max_queue_time_mins=max(waits) if waits else None,
+        max_queue_size=sum(queued) if queued else None,
+        queue_time_threshold=incident.numbers.queue_time_threshold,
+        queue_size_threshold=incident.numbers.queue_size_threshold,
+    )
+    return Snapshot(at=view.at, numbers=numbers, runner_types=types)
+
+
+def with_baselines(
+    view: FleetSnapshot, history: Sequence[HistoryPoint], *, started_at: datetime
+) -> FleetSnapshot:
+    """Fill the baselines the backend could not give from the readings in the hours before the
+    incident started (the backend's own "same hour yesterday" wins when it has one)."""
+    before = [
+        p for p in history if started_at - BASELINE_WINDOW <= p.at <= started_at - BASELINE_GAP
+    ]
+    if not before:
+        return view
+    types = {}
+    for name, m in view.runner_types.items():
+        update: dict[str, float] = {}
+        if m.arrival_baseline_per_min is None:
+            values = [p.arrival_per_min[name] for p in before if name in p.arrival_per_min]
+            if values:
+                update["arrival_baseline_per_min"] = sum(values) / len(values)
+        if m.duration_baseline_mins is None:
+            values = [p.job_duration_mins[name] for p in before if name in p.job_duration_mins]
+            if values:
+                update["duration_baseline_mins"] = sum(values) / len(values)
+        types[name] = m.model_copy(update=update) if update else m
+    return view.model_copy(update={"runner_types": types})

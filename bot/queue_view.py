@@ -1,0 +1,115 @@
+"""Live queues as people read them: one line per runner type, shared by the root message,
+status replies and `/queue`. Pure functions of a fleet view and the incident's trend.
+
+A line: `• linux.2xlarge: 43 queued · longest wait 10 min · busy 120/120 · ▂▄▆█ · growing
++3.0 jobs/min: ~+6 runners to drain in 30 min`, worst first (longest wait, then most queued).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+
+from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.forecast import DRAIN_TARGET_MINS, Outlook, outlook
+from bot.incidents import Snapshot
+from bot.mrkdwn import escape, minutes, number, truncate
+from bot.trend import slope_per_min, sparkline
+
+TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
+MAX_NAME = 80
+# The slope of the queue is taken over this much of the recent trend.
+SLOPE_WINDOW = timedelta(minutes=30)
+
+
+def worst_types(
+    types: Mapping[str, RunnerTypeMetrics],
+) -> list[tuple[str, RunnerTypeMetrics]]:
+    """Longest wait first, then most queued; unknown numbers last; names break ties."""
+
+    def key(item: tuple[str, RunnerTypeMetrics]) -> tuple[bool, float, bool, float, str]:
+        name, m = item
+        return (
+            m.longest_wait_mins is None,
+            -(m.longest_wait_mins or 0),
+            m.queued is None,
+            -(m.queued or 0),
+            name,
+        )
+
+    return sorted(types.items(), key=key)
+
+
+def type_outlook(
+    name: str,
+    metrics: RunnerTypeMetrics,
+    trend: Sequence[Snapshot] = (),
+    *,
+    within_mins: float = DRAIN_TARGET_MINS,
+) -> Outlook | None:
+    """Where this type's queue is heading: from the backend's rates, else from the trend."""
+    points = []
+    if trend:
+        since = trend[-1].at - SLOPE_WINDOW
+        points = [
+            (s.at, s.runner_types[name].queued)
+            for s in trend
+            if s.at >= since and name in s.runner_types and s.runner_types[name].queued is not None
+        ]
+    return outlook(
+        metrics.queued,
+        arrival_per_min=metrics.arrival_per_min,
+        completion_per_min=metrics.completed_per_min,
+        slope_per_min=slope_per_min(points),  # type: ignore[arg-type]
+        job_duration_mins=metrics.job_duration_mins,
+        within_mins=within_mins,
+    )
+
+
+def type_line(
+    name: str,
+    metrics: RunnerTypeMetrics,
+    trend: Sequence[Snapshot] = (),
+    *,
+    within_mins: float = DRAIN_TARGET_MINS,
+) -> str:
+    parts = []
+    if metrics.queued is not None:
+        parts.append(f"*{number(metrics.queued)}* queued")
+    if metrics.longest_wait_mins is not None:
+        parts.append(f"longest wait *{minutes(metrics.longest_wait_mins)}*")
+    total = metrics.registered
+    if metrics.busy is not None and total is not None:
+        parts.append(f"busy {number(metrics.busy)}/{number(total)}")
+    history = [s.runner_types[name].queued if name in s.runner_types else None for s in trend]
+    spark = sparkline(history)
+    if spark:
+        parts.append(f"`{spark}`")
+    ahead = type_outlook(name, metrics, trend, within_mins=within_mins)
+    if ahead is not None and ahead.text:
+        parts.append(ahead.text)
+    label = truncate(escape(name), MAX_NAME) if name else "all runner types"
+    return f"• {label}: {' · '.join(parts) or 'no numbers'}"
+
+
+def type_lines(
+    view: FleetSnapshot,
+    trend: Sequence[Snapshot] = (),
+    *,
+    top: int = TOP_TYPES,
+    within_mins: float = DRAIN_TARGET_MINS,
+) -> list[str]:
+    """The worst `top` types, then how many more were left out."""
+    ranked = worst_types(view.runner_types)
+    lines = [type_line(n, m, trend, within_mins=within_mins) for n, m in ranked[:top]]
+    if len(ranked) > top:
+        lines.append(f"+{len(ranked) - top} more runner types (`/queue` lists them)")
+    return lines
+
+
+def source_note(view: FleetSnapshot, backend: str) -> str:
+    """Where the numbers come from, and what went wrong if they are the alert's instead."""
+    if view.note and not view.is_live:
+        return f"⚠️ {escape(view.note)}"
+    head = f"Live from {escape(backend)}" if view.is_live else "From the alert"
+    return f"{head} · ⚠️ {escape(view.note)}" if view.note else head

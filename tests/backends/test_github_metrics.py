@@ -1,0 +1,201 @@
+"""The `github` backend against a local server shaped like GitHub's REST API."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.backends.errors import BackendError
+from bot.backends.metrics.github import GithubConfig, GithubMetrics, fleet_of, next_link
+from bot.sandbox.serve import RunningServer, serve_in_thread
+from tests.fakes.github_api import FakeGithub
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "linux.2xlarge"
+
+
+def ago(minutes: int) -> str:
+    return (NOW - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture
+def github() -> Iterator[tuple[FakeGithub, RunningServer]]:
+    fake = FakeGithub()
+    server = serve_in_thread(fake.app)
+    fake.base_url = server.url
+    # Five runners over three pages: the client must follow `link` to see them all.
+    fake.runner(1, "AWS:us-east-1", GPU, busy=True)
+    fake.runner(2, "AWS:us-east-1", GPU, busy=True)
+    fake.runner(3, "AWS:us-east-1", GPU, status="offline")
+    fake.runner(4, CPU, busy=False)
+    fake.runner(5, CPU, busy=True)
+    job = FakeGithub.job
+    fake.run("pytorch/pytorch", 11, "in_progress", [
+        job(101, [GPU], "in_progress", ago(50)),
+        job(102, [GPU], "queued", ago(114)),  # the oldest: the longest wait
+        job(103, ["self-hosted", GPU], "queued", ago(30)),
+    ])  # fmt: skip
+    fake.run("pytorch/pytorch", 12, "queued", [job(104, [CPU], "queued", ago(3))])
+    fake.run("pytorch/vision", 13, "queued", [job(105, [GPU], "queued", ago(71))])
+    try:
+        yield fake, server
+    finally:
+        server.stop()
+
+
+def backend(server: RunningServer, **config: object) -> GithubMetrics:
+    settings: dict[str, object] = {
+        "token": "ghp-test",
+        "api_url": server.url,
+        "org": "pytorch",
+        "repos": ("pytorch/pytorch", "pytorch/vision"),
+        **config,
+    }
+    return GithubMetrics(GithubConfig(**settings))  # type: ignore[arg-type]
+
+
+async def test_queued_jobs_and_runners_per_label(github: tuple[FakeGithub, RunningServer]) -> None:
+    fake, server = github
+    metrics = backend(server)
+    snap = await metrics.read(now=NOW)
+    await metrics.aclose()
+    gpu, cpu = snap.runner_types[GPU], snap.runner_types[CPU]
+    assert gpu.queued == 3 and gpu.longest_wait_mins == pytest.approx(114)
+    assert (gpu.registered, gpu.busy, gpu.idle, gpu.offline) == (3, 2, 0, 1)
+    assert cpu.queued == 1 and cpu.longest_wait_mins == pytest.approx(3)
+    assert (cpu.registered, cpu.busy, cpu.idle) == (2, 1, 1)
+    assert "AWS:us-east-1" not in snap.runner_types  # a runner's label, not a type jobs ask for
+    # The runners' later pages were read where `link` pointed, not where we would have guessed.
+    assert any("/organizations/1/actions/runners" in call for call in fake.calls)
+
+
+async def test_unchanged_pages_are_asked_with_their_etag_and_cost_no_quota(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    fake, server = github
+    metrics = backend(server)
+    first = await metrics.read(now=NOW)
+    spent = 5000 - fake.remaining
+    second = await metrics.read(now=NOW)
+    assert second == first
+    assert metrics.api.not_modified == spent  # every page answered 304 the second time
+    assert 5000 - fake.remaining == spent
+    await metrics.aclose()
+
+
+async def test_a_rate_limit_stops_every_call_until_githubs_reset(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    fake, server = github
+    metrics = backend(server)
+    reset = int(time.time()) + 600
+    fake.limited = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)}
+    with pytest.raises(BackendError, match="rate limit is exhausted until") as caught:
+        await metrics.read(now=NOW)
+    assert caught.value.retryable
+    fake.limited = None
+    calls = len(fake.calls)
+    with pytest.raises(BackendError, match="rate limit"):
+        await metrics.read(now=NOW)
+    assert len(fake.calls) == calls, "no call may reach GitHub before the reset"
+    await metrics.aclose()
+
+
+async def test_a_secondary_limit_waits_retry_after(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    fake, server = github
+    metrics = backend(server)
+    fake.limited, fake.limited_status = {"retry-after": "1"}, 429
+    with pytest.raises(BackendError, match="rate limit"):
+        await metrics.read(now=NOW)
+    fake.limited = None
+    deadline = time.monotonic() + 5
+    while True:  # allowed again once Retry-After has passed, not before
+        try:
+            snap = await metrics.read(now=NOW)
+            break
+        except BackendError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    assert snap.runner_types[GPU].queued == 3
+    await metrics.aclose()
+
+
+async def test_a_token_without_permission_is_a_clear_refusal(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    _, server = github
+    metrics = backend(server, token="wrong")
+    with pytest.raises(BackendError, match="GitHub answered 401: Bad credentials") as caught:
+        await metrics.read(now=NOW)
+    assert not caught.value.retryable
+    await metrics.aclose()
+
+
+def test_the_link_header_of_githubs_docs() -> None:
+    header = (
+        '<https://api.github.com/repositories/1300192/issues?page=2>; rel="prev", '
+        '<https://api.github.com/repositories/1300192/issues?page=4>; rel="next", '
+        '<https://api.github.com/repositories/1300192/issues?page=515>; rel="last", '
+        '<https://api.github.com/repositories/1300192/issues?page=1>; rel="first"'
+    )
+    assert next_link(header) == "https://api.github.com/repositories/1300192/issues?page=4"
+    assert next_link("") is None
+    assert next_link('<https://x/?page=1>; rel="first"') is None
+
+
+@given(st.text(max_size=300))
+def test_any_link_header_gives_a_url_from_it_or_none(header: str) -> None:
+    found = next_link(header)
+    assert found is None or found in header
+
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=12)
+labels = st.lists(
+    st.sampled_from(["self-hosted", "Linux", GPU, CPU, "X64", ""]) | json_scalars, max_size=4
+)
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "labels": labels | json_scalars,
+                "status": st.sampled_from(["queued", "in_progress", "completed"]) | json_scalars,
+                "created_at": st.sampled_from([ago(5), "not a time", "2026-02-30T00:00:00Z"])
+                | json_scalars,
+                "runner_id": json_scalars,
+            },
+        )
+        | json_scalars,
+        max_size=6,
+    ),
+    st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "labels": st.lists(
+                    st.fixed_dictionaries({}, optional={"name": json_scalars}) | json_scalars,
+                    max_size=3,
+                )
+                | json_scalars,
+                "status": json_scalars,
+                "busy": json_scalars,
+            },
+        )
+        | json_scalars,
+        max_size=6,
+    ),
+)
+def test_any_jobs_and_runners_give_a_reading_never_an_exception(jobs: list, runners: list) -> None:
+    snap = fleet_of(jobs, runners, now=NOW)
+    for metrics in snap.runner_types.values():
+        assert metrics.queued is not None and metrics.queued >= 0
+        assert metrics.longest_wait_mins is None or metrics.longest_wait_mins >= 0

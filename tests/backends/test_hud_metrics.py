@@ -1,0 +1,130 @@
+"""The `hud` backend against a local server answering like PyTorch's HUD."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.backends.errors import BackendError
+from bot.backends.metrics.hud import HudConfig, HudMetrics, aggregate_rows, by_label_rows
+from bot.sandbox.serve import RunningServer, serve_in_thread
+from tests.fakes.hud_api import FakeHud
+
+ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "backends" / "hud"
+NOW = datetime(2026, 8, 21, 16, 5, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def hud() -> Iterator[tuple[FakeHud, RunningServer]]:
+    fake = FakeHud()
+    for name in ("queued_jobs_aggregate", "queued_jobs_by_label"):
+        fake.rows[name] = json.loads((ROWS / f"{name}.json").read_text())
+    server = serve_in_thread(fake.app)
+    try:
+        yield fake, server
+    finally:
+        server.stop()
+
+
+async def read(server: RunningServer, **config: object) -> tuple[HudMetrics, object]:
+    metrics = HudMetrics(HudConfig(**{"url": server.url, "token": "hud-bot-token", **config}))  # type: ignore[arg-type]
+    try:
+        return metrics, await metrics.read(now=NOW)
+    finally:
+        await metrics.aclose()
+
+
+async def test_the_aggregate_adds_up_a_labels_rows_over_repos(
+    hud: tuple[FakeHud, RunningServer],
+) -> None:
+    fake, server = hud
+    _, snap = await read(server)
+    gpu = snap.runner_types["linux.g5.4xlarge.nvidia.gpu"]  # type: ignore[attr-defined]
+    # 14 in pytorch/pytorch plus 3 in pytorch/vision; the longest of both waits.
+    assert (gpu.queued, gpu.longest_wait_mins) == (17, 114)
+    assert snap.runner_types["lf.linux.2xlarge"].queued == 37  # type: ignore[attr-defined]
+    # Counted like PyTorch's queue alert: jobs queued longer than 5 minutes.
+    assert fake.seen[-1] == {"queuedThresholdMinutes": 5, "maxAgeDays": 3}
+
+
+async def test_parameters_are_configurable(hud: tuple[FakeHud, RunningServer]) -> None:
+    fake, server = hud
+    await read(server, parameters={"orgs": ["pytorch"], "repo": "pytorch/pytorch"})
+    assert fake.seen[-1] == {
+        "queuedThresholdMinutes": 5,
+        "maxAgeDays": 3,
+        "orgs": ["pytorch"],
+        "repo": "pytorch/pytorch",
+    }
+
+
+async def test_by_label_reads_count_and_the_maximum_hidden_in_avg_queue_s(
+    hud: tuple[FakeHud, RunningServer],
+) -> None:
+    fake, server = hud
+    _, snap = await read(server, query="queued_jobs_by_label")
+    gpu = snap.runner_types["linux.g5.4xlarge.nvidia.gpu"]  # type: ignore[attr-defined]
+    assert gpu.queued == 16 and gpu.longest_wait_mins == pytest.approx(6871 / 60)
+    assert fake.seen[-1] == {}  # no parameters, but `parameters` is sent: the route needs it
+
+
+async def test_without_the_bot_token_the_refusal_is_clear(
+    hud: tuple[FakeHud, RunningServer],
+) -> None:
+    _, server = hud
+    with pytest.raises(BackendError, match="The HUD answered 403") as caught:
+        await read(server, token="wrong")
+    assert not caught.value.retryable
+
+
+async def test_a_malformed_row_is_left_out_and_said(hud: tuple[FakeHud, RunningServer]) -> None:
+    fake, server = hud
+    fake.rows["queued_jobs_aggregate"] = [
+        {"runner_label": "linux.4xlarge", "num_queued_jobs": "5", "max_queue_time_minutes": 58},
+        {"runner_label": "linux.4xlarge", "num_queued_jobs": None},
+    ]
+    _, snap = await read(server)
+    assert snap.runner_types["linux.4xlarge"].queued == 5  # type: ignore[attr-defined]
+    assert "1 unreadable HUD rows left out" in snap.note  # type: ignore[attr-defined]
+
+
+rows = st.lists(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "runner_label",
+                "num_queued_jobs",
+                "max_queue_time_minutes",
+                "machine_type",
+                "count",
+                "avg_queue_s",
+            ]
+        ),
+        st.none() | st.booleans() | st.integers(-5, 10**12) | st.floats() | st.text(max_size=10),
+    )
+    | st.none()
+    | st.integers(),
+    max_size=8,
+)
+
+
+@given(rows)
+def test_any_rows_parse_to_non_negative_numbers(data: list) -> None:
+    for parse in (aggregate_rows, by_label_rows):
+        types, skipped = parse(data)
+        assert 0 <= skipped <= len(data)
+        for metrics in types.values():
+            assert metrics.queued is not None and metrics.queued >= 0
+            assert metrics.longest_wait_mins is None or metrics.longest_wait_mins >= 0
+
+
+@given(st.none() | st.integers() | st.text() | st.dictionaries(st.text(max_size=3), st.integers()))
+def test_an_answer_that_is_not_a_list_is_a_backend_error(data: object) -> None:
+    with pytest.raises(BackendError):
+        aggregate_rows(data)

@@ -1,0 +1,183 @@
+"""The `prometheus` backend against a real `prometheus` scraping two ARC listeners."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.backends.errors import BackendError
+from bot.backends.metrics.prometheus import FIELDS as PROMETHEUS_FIELDS
+from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics, parse_vector
+from bot.fleet import FleetSnapshot
+from bot.sandbox.serve import RunningServer, serve_in_thread
+from tests.conftest import eventually
+from tests.fakes.arc_exporter import ArcListener
+from tests.servers import Prometheus
+
+QUEUEING, HEALTHY = "mt-l-x86iavx512-8-64", "mt-l-x86iamx-8-32"
+
+
+class Fleet:
+    def __init__(self) -> None:
+        # The runner sets' names as ARC 0.14 makes them: "<scale set>-<5 chars>".
+        self.queueing = ArcListener(f"{QUEUEING}-x7q2k")
+        self.healthy = ArcListener(f"{HEALTHY}-d4zt9")
+        self.queueing.set(
+            assigned_jobs=163, running_jobs=120, registered_runners=120, busy_runners=120,
+            idle_runners=0, min_runners=0, max_runners=120, desired_runners=120,
+        )  # fmt: skip
+        self.healthy.set(
+            assigned_jobs=17, running_jobs=17, registered_runners=19, busy_runners=17,
+            idle_runners=2, min_runners=2, max_runners=200, desired_runners=19,
+        )  # fmt: skip
+        self.servers: list[RunningServer] = [
+            serve_in_thread(self.queueing.app),
+            serve_in_thread(self.healthy.app),
+        ]
+        # One scrape target per listener, as in a cluster: the job metrics join on `instance`.
+        self.prometheus = Prometheus(targets=[s.url.split("//", 1)[1] for s in self.servers])
+        self.prometheus.start()
+
+    def stop(self) -> None:
+        self.prometheus.stop()
+        for server in self.servers:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def arc_fleet() -> Iterator[Fleet]:
+    fleet = Fleet()
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+async def read(url: str, **config: Any) -> FleetSnapshot:
+    metrics = PrometheusMetrics(PrometheusConfig(url=url, **{"window": "30s", **config}))
+    try:
+        return await metrics.read(now=datetime.now(UTC))
+    finally:
+        await metrics.aclose()
+
+
+async def test_per_runner_type_numbers_from_arcs_listener_metrics(arc_fleet: Fleet) -> None:
+    async def scraped() -> FleetSnapshot | None:
+        # Jobs keep starting and finishing, so the counters have rates between scrapes.
+        arc_fleet.queueing.start(waited_s=600, count=2)
+        arc_fleet.queueing.complete(took_s=1500, count=2)
+        snap = await read(arc_fleet.prometheus.url)
+        gpu = snap.runner_types.get(QUEUEING)
+        ready = (
+            gpu is not None and gpu.job_duration_mins is not None and HEALTHY in snap.runner_types
+        )
+        return snap if ready else None
+
+    snap = await eventually(scraped, what="both listeners scraped", timeout=30)
+    gpu, healthy = snap.runner_types[QUEUEING], snap.runner_types[HEALTHY]
+    # The random suffix is gone: the type is the scale set, as alerts and scale targets name it.
+    assert set(snap.runner_types) == {QUEUEING, HEALTHY}
+    assert (gpu.queued, gpu.registered, gpu.busy, gpu.idle) == (43, 120, 120, 0)
+    assert (gpu.minimum, gpu.maximum, gpu.desired) == (0, 120, 120)
+    assert gpu.job_duration_mins == pytest.approx(25.0)
+    # The slowest recent start: 600 s falls in the (540, 600] bucket.
+    assert gpu.longest_wait_mins is not None and 9 <= gpu.longest_wait_mins <= 10
+    assert gpu.started_per_min is not None and gpu.started_per_min > 0
+    # The healthy set has no job metrics yet (ARC shows them after the first job event).
+    assert (healthy.queued, healthy.busy, healthy.registered) == (0, 17, 19)
+    assert healthy.job_duration_mins is None and healthy.started_per_min is None
+
+
+async def test_a_replaced_query_fits_another_exporter(arc_fleet: Fleet) -> None:
+    """An EC2 autoscaler's metrics, say: one query per field, any label naming the type."""
+    queries = {
+        "queued": 'label_replace(max by (name) (gha_assigned_jobs), "pool", "$1", "name", "(.*)")',
+        "busy": "",  # an exporter without such a number
+    }
+    snap = await eventually(
+        lambda: read(arc_fleet.prometheus.url, queries=queries, runner_type_label="pool"),
+        what="a reading",
+        timeout=30,
+    )
+    assert snap.runner_types[QUEUEING].queued == 163
+    assert snap.runner_types[QUEUEING].busy is None
+
+
+async def test_a_query_prometheus_refuses_is_named_and_the_rest_still_read(
+    arc_fleet: Fleet,
+) -> None:
+    snap = await read(arc_fleet.prometheus.url, queries={"queued": "sum("})
+    assert "Prometheus could not answer for queued" in snap.note
+    assert snap.runner_types[QUEUEING].registered == 120
+    every = {field: "sum(" for field in ("queued", "busy")}
+    with pytest.raises(BackendError, match="Prometheus answered 400"):
+        await read(
+            arc_fleet.prometheus.url,
+            queries={**every, **{f: "" for f in PROMETHEUS_FIELDS if f not in every}},
+        )
+
+
+async def test_an_unreachable_prometheus_is_a_retryable_error() -> None:
+    from tests.servers import free_port
+
+    with pytest.raises(BackendError, match="unreachable") as caught:
+        await read(f"http://127.0.0.1:{free_port()}")
+    assert caught.value.retryable
+
+
+# -- the parser of Prometheus's answers -----------------------------------------------------
+
+
+def test_nan_and_infinities_are_unknown_not_numbers() -> None:
+    body = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"name": "a"}, "value": [1, "NaN"]},
+                {"metric": {"name": "b"}, "value": [1, "+Inf"]},
+                {"metric": {"name": "c"}, "value": [1, "4"]},
+            ],
+        },
+    }
+    assert parse_vector(body) == [({"name": "c"}, 4.0)]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    st.fixed_dictionaries(
+        {"status": st.sampled_from(["success", "error"]) | json_values},
+        optional={
+            "data": st.fixed_dictionaries(
+                {},
+                optional={
+                    "resultType": st.sampled_from(["vector", "scalar", "matrix"]) | json_values,
+                    "result": json_values,
+                },
+            )
+            | json_values,
+            "error": json_values,
+        },
+    )
+)
+def test_any_answer_parses_to_finite_samples_or_a_backend_error(body: dict) -> None:
+    try:
+        samples = parse_vector(body)
+    except BackendError as exc:
+        assert str(exc)
+        return
+    for labels, value in samples:
+        assert isinstance(labels, dict) and value == value and abs(value) != float("inf")

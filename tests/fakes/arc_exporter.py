@@ -1,0 +1,102 @@
+"""One ARC scale-set listener's `/metrics`, in the exposition format ARC serves, with values a
+test changes between scrapes. Families, label names and buckets are ARC's (`metrics.go`, see
+`../shared/fixtures/arc/README.md`): gauges carry the runner set's `name`, job counters and
+histograms carry the job's labels only.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+BUCKETS = (
+    0.01, 0.05, 0.1, 0.5, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 18, 20, 25, 30, 40, 50, 60, 70,
+    80, 90, 100, 110, 120, 150, 180, 210, 240, 300, 360, 420, 480, 540, 600, 900, 1200, 1800,
+    2400, 3000, 3600,
+)  # fmt: skip
+GAUGES = ("assigned_jobs", "running_jobs", "registered_runners", "busy_runners", "idle_runners",
+          "min_runners", "max_runners", "desired_runners")  # fmt: skip
+JOB = 'enterprise="",event_name="pull_request",job_name="build",organization="pytorch",repository="pytorch"'  # noqa: E501
+
+
+@dataclass
+class Histogram:
+    observations: list[float] = field(default_factory=list)
+
+    def lines(self, family: str, labels: str) -> list[str]:
+        out = []
+        for le in BUCKETS:
+            count = sum(1 for o in self.observations if o <= le)
+            out.append(f'{family}_bucket{{{labels},le="{le:g}"}} {count}')
+        out.append(f'{family}_bucket{{{labels},le="+Inf"}} {len(self.observations)}')
+        out.append(f"{family}_sum{{{labels}}} {sum(self.observations):g}")
+        out.append(f"{family}_count{{{labels}}} {len(self.observations)}")
+        return out
+
+
+@dataclass
+class ArcListener:
+    """A scale set's listener: set the gauges, `start()` and `complete()` jobs, scrape."""
+
+    name: str  # the EphemeralRunnerSet's name, e.g. "mt-l-x86iavx512-8-64-x7q2k"
+    gauges: dict[str, float] = field(default_factory=dict)
+    started: int = 0
+    completed: int = 0
+    startup: Histogram = field(default_factory=Histogram)
+    execution: Histogram = field(default_factory=Histogram)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def set(self, **gauges: float) -> None:
+        with self.lock:
+            self.gauges.update(gauges)
+
+    def start(self, waited_s: float, count: int = 1) -> None:
+        with self.lock:
+            self.started += count
+            self.startup.observations.extend([waited_s] * count)
+
+    def complete(self, took_s: float, count: int = 1) -> None:
+        with self.lock:
+            self.completed += count
+            self.execution.observations.extend([took_s] * count)
+
+    def exposition(self) -> str:
+        labels = (
+            f'enterprise="",name="{self.name}",namespace="arc-runners",'
+            f'organization="pytorch",repository=""'
+        )
+        lines = []
+        with self.lock:
+            for gauge in GAUGES:
+                if gauge in self.gauges:
+                    lines += [
+                        f"# TYPE gha_{gauge} gauge",
+                        f"gha_{gauge}{{{labels}}} {self.gauges[gauge]:g}",
+                    ]
+            # Counters and histograms appear after the listener's first job event, as in ARC.
+            if self.started:
+                lines += ["# TYPE gha_started_jobs_total counter",
+                          f"gha_started_jobs_total{{{JOB}}} {self.started}"]  # fmt: skip
+                lines += ["# TYPE gha_job_startup_duration_seconds histogram"]
+                lines += self.startup.lines("gha_job_startup_duration_seconds", JOB)
+            if self.completed:
+                done = f'{JOB},job_result="succeeded"'
+                lines += ["# TYPE gha_completed_jobs_total counter",
+                          f"gha_completed_jobs_total{{{done}}} {self.completed}"]  # fmt: skip
+                lines += ["# TYPE gha_job_execution_duration_seconds histogram"]
+                lines += self.execution.lines("gha_job_execution_duration_seconds", done)
+        return "\n".join(lines) + "\n"
+
+    @property
+    def app(self) -> Starlette:
+        async def metrics(request: Request) -> PlainTextResponse:
+            return PlainTextResponse(
+                self.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8"
+            )
+
+        return Starlette(routes=[Route("/metrics", metrics)])

@@ -1,0 +1,150 @@
+"""GitHub's REST API for self-hosted runners and workflow jobs, shaped like the real one
+(`../shared/fixtures/github/README.md`): bearer token, `link` pagination with URLs the client
+must follow as given, ETags with 304 answers that cost no quota, `x-ratelimit-*` headers on every
+answer, and rate-limit refusals a test switches on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+
+@dataclass
+class FakeGithub:
+    token: str = "ghp-test"
+    runners: list[dict[str, Any]] = field(default_factory=list)
+    # repo -> runs (each: id, status, jobs)
+    runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    page_size: int = 2
+    remaining: int = 5000
+    # Set by a test: the next answers are refused like GitHub's rate limits.
+    limited: dict[str, str] | None = None
+    limited_status: int = 403
+    calls: list[str] = field(default_factory=list)
+    base_url: str = ""
+
+    def runner(self, rid: int, *labels: str, status: str = "online", busy: bool = False) -> None:
+        generic = [{"id": 5, "name": "self-hosted", "type": "read-only"},
+                   {"id": 7, "name": "X64", "type": "read-only"},
+                   {"id": 11, "name": "Linux", "type": "read-only"}]  # fmt: skip
+        custom = [{"id": 3000 + i, "name": name, "type": "custom"} for i, name in enumerate(labels)]
+        self.runners.append(
+            {
+                "id": rid,
+                "runner_group_id": 1,
+                "name": f"i-{rid:016x}",
+                "os": "linux",
+                "status": status,
+                "busy": busy,
+                "ephemeral": True,
+                "version": "2.328.0",
+                "labels": generic + custom,
+            }  # fmt: skip
+        )
+
+    def run(self, repo: str, run_id: int, status: str, jobs: list[dict[str, Any]]) -> None:
+        self.runs.setdefault(repo, []).append({"id": run_id, "status": status, "jobs": jobs})
+
+    @staticmethod
+    def job(job_id: int, labels: list[str], status: str, created_at: str) -> dict[str, Any]:
+        queued = status == "queued"
+        return {
+            "id": job_id, "status": status, "conclusion": None, "created_at": created_at,
+            "started_at": created_at, "completed_at": None, "labels": labels, "steps": [],
+            "runner_id": None if queued else 77, "runner_name": None if queued else "i-77",
+            "runner_group_id": None if queued else 1,
+            "runner_group_name": None if queued else "Default",
+        }  # fmt: skip
+
+    # -- HTTP ----------------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        return {
+            "x-ratelimit-limit": "5000",
+            "x-ratelimit-remaining": str(self.remaining),
+            "x-ratelimit-used": str(5000 - self.remaining),
+            "x-ratelimit-reset": str(int(time.time()) + 3600),
+            "x-ratelimit-resource": "core",
+        }
+
+    def _page(
+        self, request: Request, items: list[Any], key: str, path: str, extra: dict
+    ) -> Response:
+        if request.headers.get("authorization") != f"Bearer {self.token}":
+            return JSONResponse(
+                {"message": "Bad credentials"}, status_code=401, headers=self._headers()
+            )
+        if self.limited is not None:
+            headers = {**self._headers(), **self.limited}
+            message = (
+                "You have exceeded a secondary rate limit"
+                if "retry-after" in self.limited
+                else "API rate limit exceeded"
+            )
+            return JSONResponse(
+                {"message": message}, status_code=self.limited_status, headers=headers
+            )
+        per_page = int(request.query_params.get("per_page", "30"))
+        per_page = min(per_page, self.page_size)
+        page = int(request.query_params.get("page", "1"))
+        chunk = items[(page - 1) * per_page : page * per_page]
+        body = {"total_count": len(items), key: chunk, **extra}
+        raw = json.dumps(body).encode()
+        etag = 'W/"' + hashlib.sha256(raw).hexdigest()[:32] + '"'
+        headers = {**self._headers(), "etag": etag}
+        if page * per_page < len(items):
+            status = request.query_params.get("status")
+            query = f"per_page={per_page}&page={page + 1}" + (f"&status={status}" if status else "")
+            headers["link"] = f'<{self.base_url}{path}?{query}>; rel="next"'
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)  # free: no quota used
+        self.remaining -= 1
+        return Response(raw, headers=headers, media_type="application/json")
+
+    @property
+    def app(self) -> Starlette:
+        async def org_runners(request: Request) -> Response:
+            self.calls.append(str(request.url))
+            # Next pages point elsewhere, as GitHub's do: the client must follow them as given.
+            return self._page(
+                request, self.runners, "runners", "/organizations/1/actions/runners", {}
+            )
+
+        async def runs(request: Request) -> Response:
+            self.calls.append(str(request.url))
+            repo = f"{request.path_params['owner']}/{request.path_params['repo']}"
+            status = request.query_params.get("status")
+            chosen = [
+                {"id": r["id"], "status": r["status"],
+                 "url": f"{self.base_url}/repos/{repo}/actions/runs/{r['id']}"}
+                for r in self.runs.get(repo, []) if status in (None, r["status"])
+            ]  # fmt: skip
+            return self._page(request, chosen, "workflow_runs", f"/repos/{repo}/actions/runs", {})
+
+        async def jobs(request: Request) -> Response:
+            self.calls.append(str(request.url))
+            repo = f"{request.path_params['owner']}/{request.path_params['repo']}"
+            run_id = int(request.path_params["run_id"])
+            run = next((r for r in self.runs.get(repo, []) if r["id"] == run_id), None)
+            if run is None:
+                return JSONResponse({"message": "Not Found"}, status_code=404)
+            path = f"/repos/{repo}/actions/runs/{run_id}/jobs"
+            return self._page(request, run["jobs"], "jobs", path, {})
+
+        return Starlette(
+            routes=[
+                Route("/orgs/{org}/actions/runners", org_runners),
+                Route("/organizations/{org_id}/actions/runners", org_runners),
+                Route("/repos/{owner}/{repo}/actions/runs", runs),
+                Route("/repos/{owner}/{repo}/actions/runs/{run_id:int}/jobs", jobs),
+            ]
+        )

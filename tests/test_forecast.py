@@ -1,0 +1,64 @@
+"""The outlook of a queue, as status lines say it: tables of cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.forecast import outlook, runners_to_drain
+
+
+@pytest.mark.parametrize(
+    ("queued", "kwargs", "text"),
+    [
+        # Draining from rates: completions beat arrivals by 0.6/min; 15 jobs -> 25 min.
+        (
+            15,
+            {"arrival_per_min": 2.0, "completion_per_min": 2.6},
+            "draining ~0.6 jobs/min → ~25 min",
+        ),
+        # Growing +3/min with 10-minute jobs: (10 + 3 * 30) * 10 / 30 = 33.3 -> 34 runners.
+        (
+            10,
+            {"arrival_per_min": 5.0, "completion_per_min": 2.0, "job_duration_mins": 10.0},
+            "growing +3.0 jobs/min: ~+34 runners to drain in 30 min",
+        ),
+        # Growing, known only from the trend's slope; the job duration says how many runners.
+        (
+            6,
+            {"slope_per_min": 0.4, "job_duration_mins": 5.0},
+            "growing +0.4 jobs/min: ~+3 runners to drain in 30 min",
+        ),
+        # Holding: the backlog alone decides: 30 jobs of 3 min drain in 30 min with 3 runners.
+        (
+            30,
+            {"slope_per_min": 0.0, "job_duration_mins": 3.0},
+            "holding steady: ~+3 runners to drain in 30 min",
+        ),
+        # Draining from the trend, hours away.
+        (120, {"slope_per_min": -1.0}, "draining ~1.0 jobs/min → ~2.0 h"),
+        # Nothing known but the queue: one runner per job, as PyTorch's scale-up-chron asks.
+        (7, {}, "~+7 runners to drain in 30 min"),
+    ],
+)
+def test_outlook_says_where_the_queue_is_heading(queued: float, kwargs: dict, text: str) -> None:
+    result = outlook(queued, **kwargs)
+    assert result is not None
+    assert result.text == text
+
+
+def test_rates_win_over_the_trend_and_an_empty_queue_has_no_outlook() -> None:
+    from_rates = outlook(10, arrival_per_min=1, completion_per_min=3, slope_per_min=5)
+    assert from_rates is not None and from_rates.growth_per_min == -2
+    assert outlook(0, slope_per_min=3) is None
+    assert outlook(None) is None
+
+
+def test_a_custom_target_time_changes_the_runners() -> None:
+    short = outlook(20, slope_per_min=0, job_duration_mins=6, within_mins=10)
+    assert short is not None and short.runners == 12 and "in 10 min" in short.text
+
+
+def test_runners_to_drain_matches_the_documented_formula() -> None:
+    # ceil((Q + max(a - c, 0) * T) * D / T) = ceil((12 + 2 * 30) * 4 / 30) = ceil(9.6) = 10
+    advice = runners_to_drain(12, job_duration_mins=4, arrival_per_min=5, completion_per_min=3)
+    assert advice is not None and advice.runners == 10

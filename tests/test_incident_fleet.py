@@ -1,0 +1,159 @@
+"""An incident's share of the fleet reading, drain detection and baselines: pure, tables."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.alerts import RunnerQueue
+from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.incident_fleet import (
+    DrainConfig,
+    as_snapshot,
+    drain_checks,
+    incident_fleet,
+    is_drained,
+    with_baselines,
+)
+from bot.incidents import Incident
+from bot.readings import HistoryPoint, Reading
+from bot.trend import slope_per_min, sparkline
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+
+
+def incident(*types: str, checks: int = 0) -> Incident:
+    return Incident(
+        id="7",
+        group_key="g",
+        group_hash="h",
+        source="grafana",
+        title="jobs queueing",
+        runner_types={name: RunnerQueue(queued=14, longest_wait_mins=114) for name in types},
+        started_at=NOW - timedelta(hours=1),
+        opened_at=NOW - timedelta(hours=1),
+        updated_at=NOW,
+        drain_checks=checks,
+    )
+
+
+def fleet(**types: tuple[float | None, float | None]) -> FleetSnapshot:
+    return FleetSnapshot(
+        at=NOW,
+        source="prometheus",
+        runner_types={
+            n: RunnerTypeMetrics(queued=q, longest_wait_mins=w) for n, (q, w) in types.items()
+        },
+    )
+
+
+def view_of(inc: Incident, reading: Reading | None) -> FleetSnapshot:
+    return incident_fleet(inc, reading, backend="Prometheus", now=NOW, interval=MINUTE)
+
+
+def test_the_incident_shows_the_alerts_runner_types_matched_by_name() -> None:
+    reading = Reading(fleet(**{"GPU": (14, 100), "cpu": (2, 3), "arm": (0, None)}), NOW)
+    view = view_of(incident("gpu"), reading)
+    assert list(view.runner_types) == ["GPU"] and view.is_live and not view.note
+
+
+def test_an_alert_naming_no_type_shows_every_type_that_queues() -> None:
+    reading = Reading(fleet(gpu=(14, 100), cpu=(2, 3), arm=(0, None)), NOW)
+    assert sorted(view_of(incident(), reading).runner_types) == ["cpu", "gpu"]
+
+
+@pytest.mark.parametrize(
+    ("reading", "says"),
+    [
+        (Reading(None, NOW, "Prometheus did not answer within 10 s"), "did not answer within 10 s"),
+        (Reading(None, NOW), "no reading from Prometheus yet"),
+        (
+            Reading(fleet(gpu=(1, 1)).model_copy(update={"at": NOW - 10 * MINUTE}), NOW),
+            "10 min old",
+        ),
+    ],
+)
+def test_without_a_fresh_reading_the_incident_keeps_the_alerts_numbers_and_says_why(
+    reading: Reading, says: str
+) -> None:
+    view = view_of(incident("gpu"), reading)
+    assert not view.is_live
+    assert view.runner_types["gpu"].queued == 14  # the alert's number
+    assert says in view.note and "these are the alert's numbers" in view.note
+
+
+DRAIN = DrainConfig(checks=3, max_queued=0, max_wait_mins=5)
+
+
+@pytest.mark.parametrize(
+    ("types", "drained"),
+    [
+        ({"gpu": (0, 0)}, True),
+        ({"gpu": (0, None)}, True),  # no job waited recently: only the queue counts
+        ({"gpu": (0, 5)}, True),  # at the threshold
+        ({"gpu": (0, 6)}, False),  # the last jobs still waited long
+        ({"gpu": (1, 0)}, False),
+        ({"gpu": (0, 0), "cpu": (3, 2)}, False),  # every type shown must be drained
+        ({}, True),  # nothing queues anywhere
+    ],
+)
+def test_drained_means_every_type_at_or_below_both_thresholds(types: dict, drained: bool) -> None:
+    assert is_drained(fleet(**types), DRAIN) is drained
+
+
+@pytest.mark.parametrize(
+    ("inc", "view", "checks"),
+    [
+        (incident("gpu", checks=0), fleet(gpu=(0, 0)), 1),
+        (incident("gpu", checks=2), fleet(gpu=(0, 0)), 3),
+        (incident("gpu", checks=2), fleet(gpu=(4, 0)), 0),  # queueing again: start over
+        # A reading that does not know the alert's type never counts toward closing it.
+        (incident("gpu", checks=1), fleet(cpu=(0, 0)), 1),
+        # The alert's own numbers (a failed backend) never count either, and reset nothing.
+        (incident("gpu", checks=2), fleet(gpu=(0, 0)).model_copy(update={"source": "alert"}), 0),
+    ],
+)
+def test_drain_checks_count_consecutive_drained_readings(
+    inc: Incident, view: FleetSnapshot, checks: int
+) -> None:
+    assert drain_checks(inc, view, DRAIN) == checks
+
+
+def test_the_trend_keeps_queued_and_wait_per_type_and_the_totals() -> None:
+    snap = as_snapshot(incident("gpu"), fleet(gpu=(14, 100), cpu=(3, 20)), NOW)
+    assert snap.numbers.max_queue_size == 17 and snap.numbers.max_queue_time_mins == 100
+    assert snap.runner_types["cpu"] == RunnerQueue(3, 20)
+
+
+def test_baselines_come_from_the_hours_before_the_incident_when_the_backend_has_none() -> None:
+    inc = incident("gpu")
+    history = [
+        HistoryPoint(inc.started_at - timedelta(hours=2), {"gpu": 4.0}, {"gpu": 20.0}),
+        HistoryPoint(inc.started_at - timedelta(hours=1), {"gpu": 6.0}, {"gpu": 30.0}),
+        # During the incident and just before it: not "normal".
+        HistoryPoint(inc.started_at + timedelta(minutes=5), {"gpu": 50.0}, {"gpu": 90.0}),
+        HistoryPoint(inc.started_at - timedelta(minutes=2), {"gpu": 40.0}, {"gpu": 90.0}),
+    ]
+    view = FleetSnapshot(
+        at=NOW,
+        source="github",
+        runner_types={
+            "gpu": RunnerTypeMetrics(queued=5),
+            "cpu": RunnerTypeMetrics(queued=1, arrival_baseline_per_min=9.0),
+        },
+    )
+    filled = with_baselines(view, history, started_at=inc.started_at)
+    assert filled.runner_types["gpu"].arrival_baseline_per_min == 5.0
+    assert filled.runner_types["gpu"].duration_baseline_mins == 25.0
+    assert filled.runner_types["cpu"].arrival_baseline_per_min == 9.0  # the backend's own wins
+
+
+def test_sparkline_and_slope() -> None:
+    assert sparkline([0, 2, 4, 8]) == "▁▃▅█"
+    assert sparkline([3]) == ""  # one reading is no trend
+    assert sparkline([None, 0, 0]) == " ▁▁"
+    points = [(NOW + i * MINUTE, 10.0 + 2 * i) for i in range(5)]
+    assert slope_per_min(points) == pytest.approx(2.0)
+    assert slope_per_min(points[:2]) is None  # one minute apart: too little to tell
