@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from bot.backends.errors import BackendError
 from bot.backends.metrics.github import GithubConfig, GithubMetrics, fleet_of, next_link
 from bot.sandbox.serve import RunningServer, serve_in_thread
+from tests.conftest import eventually
 from tests.fakes.github_api import FakeGithub
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -115,15 +116,18 @@ async def test_a_secondary_limit_waits_retry_after(
     with pytest.raises(BackendError, match="rate limit"):
         await metrics.read(now=NOW)
     fake.limited = None
-    deadline = time.monotonic() + 5
-    while True:  # allowed again once Retry-After has passed, not before
+    calls = len(fake.calls)
+    with pytest.raises(BackendError, match="rate limit"):
+        await metrics.read(now=NOW)  # at once: still inside Retry-After
+    assert len(fake.calls) == calls
+
+    async def read_again() -> bool:
         try:
-            snap = await metrics.read(now=NOW)
-            break
+            return (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
         except BackendError:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-    assert snap.runner_types[GPU].queued == 3
+            return False
+
+    await eventually(read_again, what="GitHub asked again after Retry-After", timeout=5)
     await metrics.aclose()
 
 

@@ -48,7 +48,7 @@ class FakeGithub:
                 "ephemeral": True,
                 "version": "2.328.0",
                 "labels": generic + custom,
-            }  # fmt: skip
+            }
         )
 
     def run(self, repo: str, run_id: int, status: str, jobs: list[dict[str, Any]]) -> None:
