@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     silence_check_seconds: int = Field(default=60, ge=5, le=3600)
     metrics_backend: MetricsBackend = MetricsBackend.ALERT
     # The fleet is read at most this often, by one replica, for every open incident.
-    metrics_interval_seconds: int = Field(default=60, ge=5, le=3600)
+    metrics_interval_seconds: int = Field(default=60, ge=1, le=3600)
     prometheus_url: str | None = None
     prometheus_token: SecretStr | None = None
     # Field of a runner type's reading -> PromQL, replacing the ARC defaults (see the README).

@@ -45,6 +45,9 @@ class FleetSnapshot(BaseModel):
     runner_types: dict[str, RunnerTypeMetrics] = Field(default_factory=dict)
     # Said to the reader: e.g. the live backend failed and the alert's numbers stand in.
     note: str = ""
+    # Runner types the incident follows that this reading has no numbers for (a listener being
+    # recreated, a target not scraped): while any is missing, nobody can say the queue drained.
+    missing: tuple[str, ...] = ()
 
     @property
     def is_live(self) -> bool:

@@ -57,32 +57,59 @@ def incident_fleet(
         why = f"no reading from {backend} yet"
     elif now - fleet.at > interval * STALE_INTERVALS:
         why = f"{backend}'s latest reading is {duration(now - fleet.at)} old"
+    elif not fleet.runner_types:
+        # No series at all is not "nothing queues": metrics switched off, a wrong query, a
+        # target not scraped yet. Taken as drained, it would close every incident.
+        why = f"{backend} knows no runner type"
     if why or fleet is None:
         return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
-    types, note = _relevant(incident, fleet)
+    types, missing, note = _relevant(incident, fleet)
     notes = " · ".join(n for n in (fleet.note, note) if n)
-    return FleetSnapshot(at=fleet.at, source=fleet.source, runner_types=types, note=notes)
+    return FleetSnapshot(
+        at=fleet.at, source=fleet.source, runner_types=types, note=notes, missing=missing
+    )
 
 
-def _relevant(incident: Incident, fleet: FleetSnapshot) -> tuple[dict[str, RunnerTypeMetrics], str]:
+def _relevant(
+    incident: Incident, fleet: FleetSnapshot
+) -> tuple[dict[str, RunnerTypeMetrics], tuple[str, ...], str]:
+    """The types to show, the followed types the reading lacks, and a note for the reader.
+
+    Shown: the alert's types found in the reading, else every type that queues; and every type
+    the incident showed before, so one that drained reads "0 queued" instead of vanishing.
+    """
+    by_name = {name.casefold(): name for name in fleet.runner_types}
     named = {name.casefold() for name in incident.runner_types if name}
-    if named:
-        matched = {n: m for n, m in fleet.runner_types.items() if n.casefold() in named}
-        if matched:
-            return matched, ""
-    queueing = {n: m for n, m in fleet.runner_types.items() if (m.queued or 0) > 0}
-    if named:
-        return (
-            queueing,
-            "none of the alert's runner types is in the reading: showing all that queue",
+    matched = named & set(by_name)
+    note = ""
+    if matched:
+        chosen = {by_name[n] for n in matched}
+    else:
+        chosen = {n for n, m in fleet.runner_types.items() if (m.queued or 0) > 0}
+        if named:
+            note = "none of the alert's runner types is in the reading: showing all that queue"
+    followed = {n.casefold() for n in incident.peak_types if n} | (named if matched else set())
+    chosen |= {by_name[n] for n in followed & set(by_name)}
+    missing = tuple(sorted(n for n in incident.peak_types if n and n.casefold() not in by_name))
+    if matched:
+        missing = tuple(
+            sorted(
+                {*missing, *(n for n in incident.runner_types if n and n.casefold() not in by_name)}
+            )
         )
-    return queueing, ""
+    types = {name: fleet.runner_types[name] for name in sorted(chosen)}
+    if missing:
+        shown = ", ".join(missing[:3]) + (
+            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        )
+        note = "; ".join(n for n in (note, f"no numbers for {shown} in this reading") if n)
+    return types, missing, note
 
 
 def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:
     """Only a live view of the incident's own runner types can say it drained: a reading that
     does not know the alert's types (a misconfigured label) must never close it."""
-    if not view.is_live:
+    if not view.is_live or view.missing:
         return False
     named = {name.casefold() for name in incident.runner_types if name}
     return not named or any(n.casefold() in named for n in view.runner_types)

@@ -132,6 +132,7 @@ class Incident(BaseModel):
     drain_checks: int = 0  # consecutive checks that found the queue drained
     last_posted: Snapshot | None = None  # what the latest *new* status reply showed
     status_posts: int = 0  # new status replies so far (edits of a quiet one not counted)
+    status_checks: int = 0  # statuses so far, posted or edited in place: the chart's cadence
 
     @property
     def is_open(self) -> bool:
@@ -313,6 +314,7 @@ def record_status(
         "drain_checks": drain_checks,
         "peak_types": peak_types_of(incident.peak_types, snapshot.runner_types),
         "peak": peak_of(incident.peak, snapshot.numbers),
+        "status_checks": incident.status_checks + 1,
     }
     if live is not None:
         update["live"] = live

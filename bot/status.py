@@ -55,7 +55,7 @@ STATUS_KINDS = ("status", "restatus")
 class StatusConfig:
     interval_s: float = 600
     drain: DrainConfig = field(default_factory=DrainConfig)
-    # Upload the trend chart with every Nth new status reply (0: never), and in the summary.
+    # Upload the trend chart with every Nth status (0: never), and with the summary.
     chart_every: int = 3
     # Forecasts say how many runners would drain the queue within this many minutes.
     within_mins: float = DRAIN_TARGET_MINS
@@ -160,7 +160,7 @@ class StatusReporter:
         kind = "restatus" if quiet else "status"
         replies = [Reply(kind, BAND_STATUS, rendered, replaces=STATUS_KINDS)]
         every = self._config.chart_every
-        if not quiet and every and view.is_live and updated.status_posts % every == 0:
+        if every and view.is_live and updated.status_checks % every == 0:
             chart = self._chart(updated)
             if chart is not None:
                 replies.append(chart)

@@ -157,3 +157,14 @@ def test_sparkline_and_slope() -> None:
     points = [(NOW + i * MINUTE, 10.0 + 2 * i) for i in range(5)]
     assert slope_per_min(points) == pytest.approx(2.0)
     assert slope_per_min(points[:2]) is None  # one minute apart: too little to tell
+
+
+def test_a_type_that_drained_stays_in_view_and_one_that_vanished_blocks_the_drain() -> None:
+    followed = incident().model_copy(
+        update={"peak_types": {"gpu": RunnerQueue(43, 10), "cpu": RunnerQueue(3, 2)}}
+    )
+    # gpu drained and is still read; cpu's listener is being recreated: no numbers for it.
+    view = view_of(followed, Reading(fleet(gpu=(0, None), arm=(0, None)), NOW))
+    assert list(view.runner_types) == ["gpu"] and view.runner_types["gpu"].queued == 0
+    assert view.missing == ("cpu",) and "no numbers for cpu" in view.note
+    assert drain_checks(followed.model_copy(update={"drain_checks": 2}), view, DRAIN) == 2

@@ -145,6 +145,12 @@ class SlackEmulator:
 
     # -- inspection (main thread) --------------------------------------------------------
 
+    def file_bytes(self, file_id: str) -> bytes | None:
+        """What was uploaded for a file (files.upload v2's second step), None if nothing."""
+        with self._lock:
+            stored = self._ws.files.get(file_id)
+            return None if stored is None else stored.data
+
     def channel_messages(self, channel: str) -> list[Message]:
         """Top-level messages in post order; raises KeyError for an unknown channel."""
         with self._lock:

@@ -14,44 +14,13 @@ from bot.backends.errors import BackendError
 from bot.backends.metrics.prometheus import FIELDS as PROMETHEUS_FIELDS
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics, parse_vector
 from bot.fleet import FleetSnapshot
-from bot.sandbox.serve import RunningServer, serve_in_thread
 from tests.conftest import eventually
-from tests.fakes.arc_exporter import ArcListener
-from tests.servers import Prometheus
-
-QUEUEING, HEALTHY = "mt-l-x86iavx512-8-64", "mt-l-x86iamx-8-32"
-
-
-class Fleet:
-    def __init__(self) -> None:
-        # The runner sets' names as ARC 0.14 makes them: "<scale set>-<5 chars>".
-        self.queueing = ArcListener(f"{QUEUEING}-x7q2k")
-        self.healthy = ArcListener(f"{HEALTHY}-d4zt9")
-        self.queueing.set(
-            assigned_jobs=163, running_jobs=120, registered_runners=120, busy_runners=120,
-            idle_runners=0, min_runners=0, max_runners=120, desired_runners=120,
-        )  # fmt: skip
-        self.healthy.set(
-            assigned_jobs=17, running_jobs=17, registered_runners=19, busy_runners=17,
-            idle_runners=2, min_runners=2, max_runners=200, desired_runners=19,
-        )  # fmt: skip
-        self.servers: list[RunningServer] = [
-            serve_in_thread(self.queueing.app),
-            serve_in_thread(self.healthy.app),
-        ]
-        # One scrape target per listener, as in a cluster: the job metrics join on `instance`.
-        self.prometheus = Prometheus(targets=[s.url.split("//", 1)[1] for s in self.servers])
-        self.prometheus.start()
-
-    def stop(self) -> None:
-        self.prometheus.stop()
-        for server in self.servers:
-            server.stop()
+from tests.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 
 
 @pytest.fixture(scope="module")
-def arc_fleet() -> Iterator[Fleet]:
-    fleet = Fleet()
+def arc_fleet() -> Iterator[ArcFleet]:
+    fleet = ArcFleet()
     try:
         yield fleet
     finally:
@@ -66,7 +35,7 @@ async def read(url: str, **config: Any) -> FleetSnapshot:
         await metrics.aclose()
 
 
-async def test_per_runner_type_numbers_from_arcs_listener_metrics(arc_fleet: Fleet) -> None:
+async def test_per_runner_type_numbers_from_arcs_listener_metrics(arc_fleet: ArcFleet) -> None:
     async def scraped() -> FleetSnapshot | None:
         # Jobs keep starting and finishing, so the counters have rates between scrapes.
         arc_fleet.queueing.start(waited_s=600, count=2)
@@ -93,7 +62,7 @@ async def test_per_runner_type_numbers_from_arcs_listener_metrics(arc_fleet: Fle
     assert healthy.job_duration_mins is None and healthy.started_per_min is None
 
 
-async def test_a_replaced_query_fits_another_exporter(arc_fleet: Fleet) -> None:
+async def test_a_replaced_query_fits_another_exporter(arc_fleet: ArcFleet) -> None:
     """An EC2 autoscaler's metrics, say: one query per field, any label naming the type."""
     queries = {
         "queued": 'label_replace(max by (name) (gha_assigned_jobs), "pool", "$1", "name", "(.*)")',
@@ -109,7 +78,7 @@ async def test_a_replaced_query_fits_another_exporter(arc_fleet: Fleet) -> None:
 
 
 async def test_a_query_prometheus_refuses_is_named_and_the_rest_still_read(
-    arc_fleet: Fleet,
+    arc_fleet: ArcFleet,
 ) -> None:
     snap = await read(arc_fleet.prometheus.url, queries={"queued": "sum("})
     assert "Prometheus could not answer for queued" in snap.note

@@ -100,3 +100,39 @@ class ArcListener:
             )
 
         return Starlette(routes=[Route("/metrics", metrics)])
+
+
+QUEUEING, HEALTHY = "mt-l-x86iavx512-8-64", "mt-l-x86iamx-8-32"
+
+
+class ArcFleet:
+    """Two scale sets' listeners, each its own scrape target of a real `prometheus` (as in a
+    cluster: the job metrics join the gauges on `instance`); the first one queueing."""
+
+    def __init__(self) -> None:
+        from bot.sandbox.serve import serve_in_thread
+        from tests.servers import Prometheus
+
+        # The runner sets' names as ARC 0.14 makes them: "<scale set>-<5 chars>".
+        self.queueing = ArcListener(f"{QUEUEING}-x7q2k")
+        self.healthy = ArcListener(f"{HEALTHY}-d4zt9")
+        self.queueing.set(
+            assigned_jobs=163, running_jobs=120, registered_runners=120, busy_runners=120,
+            idle_runners=0, min_runners=0, max_runners=120, desired_runners=120,
+        )  # fmt: skip
+        self.healthy.set(
+            assigned_jobs=17, running_jobs=17, registered_runners=19, busy_runners=17,
+            idle_runners=2, min_runners=2, max_runners=200, desired_runners=19,
+        )  # fmt: skip
+        self.servers = [serve_in_thread(self.queueing.app), serve_in_thread(self.healthy.app)]
+        self.prometheus = Prometheus(targets=[s.url.split("//", 1)[1] for s in self.servers])
+        try:
+            self.prometheus.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self.prometheus.stop()
+        for server in self.servers:
+            server.stop()

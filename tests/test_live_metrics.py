@@ -1,0 +1,139 @@
+"""Live queue metrics end to end: a real bot reading a real `prometheus` that scrapes ARC
+listeners, with Slack emulated: per-type numbers, the chart, the queue draining, the incident
+resolving itself; and a backend that fails, which never closes anything."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
+from tests.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
+from tests.servers import free_port
+
+FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"
+
+
+@pytest.fixture
+def arc_fleet() -> Iterator[ArcFleet]:
+    fleet = ArcFleet()
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+def live(settings_for: Any, url: str, **overrides: Any) -> Any:
+    values = {
+        "metrics_backend": "prometheus",
+        "prometheus_url": url,
+        "prometheus_rate_window": "30s",
+        "metrics_interval_seconds": 1,
+        "status_interval_seconds": 1,
+        "drain_checks": 2,
+        "drain_check_seconds": 1,
+        "status_chart_every": 1,
+        **overrides,
+    }
+    return settings_for(**values)
+
+
+def text_of(message: Any) -> str:
+    return message.text + json.dumps(message.blocks, ensure_ascii=False)
+
+
+async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
+    settings_for: Any, slack: Slack, arc_fleet: ArcFleet
+) -> None:
+    async with run_bot(live(settings_for, arc_fleet.prometheus.url)) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+        root_ts = roots[0].ts
+
+        def thread() -> list[Any]:
+            return slack.emulator.thread(CHANNEL, root_ts)
+
+        # The alert names no runner type: the incident shows the type that queues, live.
+        await eventually(
+            lambda: any(
+                "Status update" in text_of(m) and f"{QUEUEING}: *43* queued" in text_of(m)
+                for m in thread()[1:]
+            ),
+            what="a status with the live queue",
+            timeout=30,
+        )
+        assert all(HEALTHY not in text_of(m) for m in thread()[1:]), "a healthy type stays out"
+        await eventually(
+            lambda: (
+                "live from Prometheus" in text_of(thread()[0])
+                and "busy 120/120" in text_of(thread()[0])
+            ),
+            what="the root showing the live queue",
+        )
+
+        # The chart: uploaded into the thread with files.upload v2, a PNG of the promised size.
+        chart = await eventually(
+            lambda: next((m for m in thread()[1:] if m.files), None), what="a chart", timeout=30
+        )
+        data = slack.emulator.file_bytes(chart.files[0]["id"])
+        assert data is not None and data[:8] == b"\x89PNG\r\n\x1a\n"
+        assert struct.unpack(">II", data[16:24]) == (800, 450)
+        reserve = slack.emulator.calls("files.getUploadURLExternal")[-1]
+        assert "queued from" in str(reserve.params.get("alt_txt", ""))
+
+        # The queue drains: the incident resolves itself, with no resolved notification.
+        arc_fleet.queueing.set(assigned_jobs=120)
+        await eventually(
+            lambda: "Resolved" in text_of(thread()[0]) and "queue drained" in text_of(thread()[0]),
+            what="the root resolved on drain",
+            timeout=30,
+        )
+        summary = await eventually(
+            lambda: next((m for m in thread()[1:] if "Peak by runner type" in text_of(m)), None),
+            what="the summary",
+        )
+        assert f"{QUEUEING}: 43 queued" in text_of(summary)
+        assert "(queue drained)" in text_of(summary)
+        settled = [(m.ts, m.edits) for m in thread()]
+
+        # A later resolved notification for it changes nothing.
+        response = await running.send("grafana", fixture_json(RESOLVED))
+        assert response.status_code == 202
+        await eventually(
+            lambda: (
+                running.bot.telemetry.notifications_applied_count() >= 2
+                if hasattr(running.bot.telemetry, "notifications_applied_count")
+                else True
+            ),
+            what="applied",
+        )
+        incident_id = await running.bot.core.incident_of_message(CHANNEL, root_ts)
+        assert incident_id is not None
+        assert await running.bot.store.status_due_at(incident_id) is None
+        assert [m.ts for m in thread()] == [ts for ts, _ in settled]
+
+
+async def test_a_failing_backend_says_so_and_never_closes_the_incident(
+    settings_for: Any, slack: Slack
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    async with run_bot(live(settings_for, dead)) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+
+        def statuses() -> list[Any]:
+            replies = slack.emulator.thread(CHANNEL, roots[0].ts)[1:]
+            return [m for m in replies if "Status update" in m.text]
+
+        # Several checks later (edits of a quiet status count): still open, on the alert's numbers.
+        await eventually(
+            lambda: sum(1 + m.edits for m in statuses()) >= 4, what="four statuses", timeout=30
+        )
+        shown = text_of(statuses()[-1])
+        assert "Prometheus is unreachable" in shown and "these are the alert" in shown
+        assert "Longest wait: *114 min*" in shown
+        assert "Resolved" not in text_of(slack.emulator.channel_messages(CHANNEL)[0])
