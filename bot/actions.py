@@ -35,6 +35,7 @@ class ActionCore:
         self.scaling = scaling
         self.scale = scaling.scale
         self.diagnose = diagnosing.diagnose
+        self.readings = diagnosing.readings
 
     # -- finding incidents -----------------------------------------------------------------
 

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from bot.actions import ActionCore, Actor, Outcome
 from bot.incidents import Incident
 from bot.messages import escape
-from bot.mrkdwn import truncate
+from bot.mrkdwn import slack_date, truncate
+from bot.queue_view import type_lines
 
-HELP = """*`/queue`* — queue status by runner type for the open incidents
+HELP = """*`/queue`* — the live queue by runner type, and the open incidents
 *`/queue incidents`* — open and recent incidents
 *`/queue ack [ID]`* — take ownership
 *`/queue resolve [ID]`* — close an incident by hand
@@ -27,6 +28,7 @@ Without an ID, a command acts on the one open incident; when several are open it
 # it left out, whatever the number of open incidents.
 MAX_ANSWER = 2900
 MAX_LINES = 20
+LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -110,8 +112,10 @@ async def run_command(
         return Outcome(False, f"{exc}\n\n{HELP}", "refused")
     if command.verb == "help":
         return Outcome(True, HELP)
-    if command.verb in ("status", "incidents"):
-        return await _overview(core, verbose=command.verb == "incidents")
+    if command.verb == "status":
+        return await _status(core)
+    if command.verb == "incidents":
+        return await _overview(core, verbose=True)
     ref = command.incident_ref
     if ref is None:
         open_now = await core.open_incidents(MAX_LINES)
@@ -158,6 +162,39 @@ async def _overview(core: ActionCore, *, verbose: bool) -> Outcome:
     if not incidents:
         return Outcome(True, "No open incidents: the queues are quiet.")
     return Outcome(True, _capped("", [_overview_line(i) for i in incidents], total))
+
+
+async def _status(core: ActionCore) -> Outcome:
+    """The live queue by runner type from the metrics backend, whether or not an incident is
+    open; then the open incidents. With the `alert` backend, the incidents' alert numbers."""
+    readings = core.readings
+    if not readings.metrics.live:
+        return await _overview(core, verbose=False)
+    reading = await readings.latest()
+    name = readings.metrics.name
+    fleet = reading.fleet if reading is not None else None
+    if reading is None or fleet is None:
+        why = reading.error if reading is not None and reading.error else "no reading yet"
+        head = f"⚠️ No live numbers from {escape(name)}: {escape(why)}"
+    else:
+        when = slack_date(fleet.at, "{time}")
+        head = f"*Queue by runner type* · live from {escape(name)} at {when}"
+        if reading.error:
+            head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
+        lines = type_lines(fleet, top=LIVE_TYPES) or ["_No runner type is known._"]
+        head += "\n" + "\n".join(lines)
+    incidents, total = await core.open_incidents(MAX_LINES), await core.open_count()
+    if not incidents:
+        return Outcome(True, _fit(head) + "\n\nNo open incidents.")
+    return Outcome(
+        True,
+        _capped(_fit(head) + "\n\n*Open incidents*", [_overview_line(i) for i in incidents], total),
+    )
+
+
+def _fit(text: str) -> str:
+    """The live part keeps room for the incidents under it."""
+    return truncate(text, MAX_ANSWER // 2)
 
 
 def _capped(head: str, lines: list[str], total: int) -> str:

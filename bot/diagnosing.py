@@ -34,6 +34,10 @@ class Diagnosing:
         self._readings = readings
         self._config = config
 
+    @property
+    def readings(self) -> FleetReadings:
+        return self._readings
+
     async def diagnose(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:
         return await self._acting.guarded(
             "diagnose", actor, interaction, lambda: self._diagnose(actor, ref)

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from bot.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.forecast import DRAIN_TARGET_MINS, Outlook, outlook
-from bot.incidents import Snapshot
+from bot.forecast import DRAIN_TARGET_MINS, Outlook, Recommendation, outlook, runners_to_drain
+from bot.incidents import Incident, Snapshot
 from bot.mrkdwn import escape, minutes, number, truncate
 from bot.trend import slope_per_min, sparkline
 
@@ -113,3 +113,29 @@ def source_note(view: FleetSnapshot, backend: str) -> str:
         return f"⚠️ {escape(view.note)}"
     head = f"Live from {escape(backend)}" if view.is_live else "From the alert"
     return f"{head} · ⚠️ {escape(view.note)}" if view.note else head
+
+
+def recommend_for(
+    incident: Incident, runner_type: str, *, within_mins: float = DRAIN_TARGET_MINS
+) -> Recommendation | None:
+    """How many runners to add to `runner_type`: what the scale modal prefills.
+
+    From the live reading when the incident has one (rates, job duration, the trend), the same
+    outlook its status shows; else from the alert's queue, one runner per queued job.
+    """
+    live = incident.live
+    if live is not None and live.is_live:
+        for name, metrics in live.runner_types.items():
+            if name.casefold() != runner_type.casefold():
+                continue
+            ahead = type_outlook(name, metrics, incident.trend, within_mins=within_mins)
+            if ahead is not None and ahead.runners:
+                return Recommendation(ahead.runners, ahead.text)
+            return runners_to_drain(
+                metrics.queued, job_duration_mins=metrics.job_duration_mins, within_mins=within_mins
+            )
+    queue = incident.runner_types.get(runner_type)
+    queued = queue.queued if queue is not None else None
+    if queued is None and len(incident.runner_types) <= 1:
+        queued = incident.numbers.max_queue_size
+    return runners_to_drain(queued, within_mins=within_mins)

@@ -26,10 +26,11 @@ from bot.acting import (
 )
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Capacity, Scaler, ScaleRequest, ScaleResult, ScaleTarget
-from bot.forecast import Recommendation, runners_to_drain
+from bot.forecast import Recommendation
 from bot.incidents import Event, Incident, with_action
 from bot.interactions import Held
 from bot.mrkdwn import escape
+from bot.queue_view import recommend_for, worst_types
 from bot.replies import render_event, worst_first
 from bot.store import BAND_ACTION, Commit, Reply
 
@@ -86,7 +87,11 @@ class Scaling:
             return refused(UNKNOWN)
         if not incident.is_open:
             return refused(f"Incident {incident.id} is already resolved.")
-        own = [name for name, _ in worst_first(incident.runner_types) if name in self._targets]
+        # The live reading's worst types first (it is fresher than the alert), then the alert's.
+        live = incident.live
+        ranked = [n for n, _ in worst_types(live.runner_types)] if live and live.is_live else []
+        ranked += [name for name, _ in worst_first(incident.runner_types)]
+        own = list(dict.fromkeys(name for name in ranked if name in self._targets))
         return incident, own + sorted(set(self._targets) - set(own))
 
     @property
@@ -105,18 +110,8 @@ class Scaling:
         if self._scaler is not None:
             capacity, note = await self._capacity(self._scaler, target, timeout_s)
             raises = self._scaler.can_raise_maximum
-        queue = incident.runner_types.get(runner_type)
-        queued = queue.queued if queue is not None else None
-        if queued is None and len(incident.runner_types) <= 1:
-            queued = incident.numbers.max_queue_size
-        return ScalePreview(
-            incident,
-            target,
-            capacity,
-            note,
-            runners_to_drain(queued),
-            raises,
-        )
+        recommended = recommend_for(incident, runner_type)
+        return ScalePreview(incident, target, capacity, note, recommended, raises)
 
     @staticmethod
     async def _capacity(

@@ -168,3 +168,20 @@ def test_a_type_that_drained_stays_in_view_and_one_that_vanished_blocks_the_drai
     assert list(view.runner_types) == ["gpu"] and view.runner_types["gpu"].queued == 0
     assert view.missing == ("cpu",) and "no numbers for cpu" in view.note
     assert drain_checks(followed.model_copy(update={"drain_checks": 2}), view, DRAIN) == 2
+
+
+def test_the_scale_modal_prefill_follows_the_live_outlook() -> None:
+    from bot.queue_view import recommend_for
+
+    growing = RunnerTypeMetrics(
+        queued=10, arrival_per_min=5, completed_per_min=2, job_duration_mins=10, busy=8
+    )
+    live = FleetSnapshot(at=NOW, source="prometheus", runner_types={"GPU": growing})
+    inc = incident("gpu").model_copy(update={"live": live})
+    advice = recommend_for(inc, "gpu")
+    # ceil((10 + 3 * 30) * 10 / 30) = 34, and the status line's words as the reason.
+    assert advice is not None and advice.runners == 34
+    assert advice.why == "growing +3.0 jobs/min: ~+34 runners to drain in 30 min"
+    # Without a live reading: one runner per job the alert counted.
+    fallback = recommend_for(incident("gpu"), "gpu")
+    assert fallback is not None and fallback.runners == 14

@@ -137,3 +137,30 @@ async def test_a_failing_backend_says_so_and_never_closes_the_incident(
         assert "Prometheus is unreachable" in shown and "these are the alert" in shown
         assert "Longest wait: *114 min*" in shown
         assert "Resolved" not in text_of(slack.emulator.channel_messages(CHANNEL)[0])
+
+
+async def test_queue_shows_the_live_queue_with_no_incident_open(
+    settings_for: Any, slack: Slack, arc_fleet: ArcFleet
+) -> None:
+    from tests.handlers.test_slack import ephemeral_texts, post_event, slash
+
+    async with run_bot(live(settings_for, arc_fleet.prometheus.url)) as running:
+
+        async def answered() -> str | None:
+            before = len(ephemeral_texts(slack))
+            response = await post_event(running.http, slash(""))
+            assert response.status_code == 200
+            texts = await eventually(
+                lambda: ephemeral_texts(slack)[before:], what="the answer", timeout=15
+            )
+            # Until prometheus has scraped both listeners, ask again.
+            return (
+                texts[0] if f"{QUEUEING}: *43* queued" in texts[0] and HEALTHY in texts[0] else None
+            )
+
+        text = await eventually(answered, what="the live queue", timeout=30)
+    assert "live from Prometheus" in text
+    # Worst first: the queueing type before the healthy one, each with its runners.
+    assert text.index(QUEUEING) < text.index(HEALTHY)
+    assert "busy 120/120" in text and "busy 17/19" in text
+    assert "No open incidents." in text
