@@ -342,3 +342,49 @@ def test_serve_with_an_unreadable_kubeconfig_exits_2_with_one_line(tmp_path: Pat
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "SCALER_BACKEND=arc: no Kubernetes access" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"metrics_backend": "prometheus"}, "METRICS_BACKEND=prometheus needs PROMETHEUS_URL"),
+        ({"metrics_backend": "github"}, "METRICS_BACKEND=github needs GITHUB_TOKEN"),
+        (
+            {"metrics_backend": "github", "github_token": "t"},
+            "needs GITHUB_ORG and/or GITHUB_REPOS",
+        ),
+        (
+            {"metrics_backend": "github", "github_token": "t", "github_repos": "pytorch"},
+            "GITHUB_REPOS must list owner/name",
+        ),
+        ({"metrics_backend": "hud"}, "METRICS_BACKEND=hud needs HUD_URL"),
+        (
+            {
+                "metrics_backend": "prometheus",
+                "prometheus_url": "http://p:9090",
+                "prometheus_queries": '{"queue": "x"}',
+            },
+            "PROMETHEUS_QUERIES: unknown fields ['queue']",
+        ),
+    ],
+)
+def test_a_metrics_backend_without_its_settings_stops_serve(values: dict, says: str) -> None:
+    settings = load_settings(_env_file=None, **serve_ready(), **values)
+    with pytest.raises(SettingsError, match=None) as caught:
+        settings.check_serve()
+    assert says in str(caught.value)
+
+
+def test_metrics_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("METRICS_BACKEND", "hud")
+    monkeypatch.setenv("HUD_URL", "https://hud.pytorch.org")
+    monkeypatch.setenv("HUD_PARAMETERS", '{"orgs": ["pytorch"]}')
+    monkeypatch.setenv("GITHUB_REPOS", "pytorch/pytorch, pytorch/vision")
+    settings = load_settings(_env_file=None, **serve_ready())
+    settings.check_serve()
+    assert settings.hud_parameters == {"orgs": ["pytorch"]}
+    assert settings.github_repos == ("pytorch/pytorch", "pytorch/vision")
+    # The defaults users get: a reading a minute, three drained checks a minute apart.
+    assert (settings.metrics_interval_seconds, settings.drain_checks) == (60, 3)
+    assert (settings.drain_check_seconds, settings.status_chart_every) == (60, 3)
+    assert settings.prometheus_rate_window == "10m"
