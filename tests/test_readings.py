@@ -1,0 +1,105 @@
+"""The shared fleet reading, against a real Redis: one backend read per interval for all
+replicas, and a backend that hangs costs one timeout, not one per incident or per tick."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from redis.asyncio import Redis
+
+from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
+from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.keys import Keys
+from bot.readings import FleetReadings
+
+
+class CountingMetrics:
+    name = "Prometheus"
+    live = True
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        self.reads += 1
+        await asyncio.sleep(0.2)  # a query round takes a moment: replicas overlap
+        metrics = RunnerTypeMetrics(queued=self.reads)
+        return FleetSnapshot(at=now, source="prometheus", runner_types={"gpu": metrics})
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_replicas_share_one_read_per_interval(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    metrics = CountingMetrics()
+    now = [datetime(2026, 11, 22, 10, tzinfo=UTC)]
+    replicas = [
+        FleetReadings(redis, Keys("qp"), metrics, interval_s=60, timeout_s=5, clock=lambda: now[0])
+        for _ in range(3)
+    ]
+    await asyncio.gather(*(r.latest() for r in replicas for _ in range(5)))
+    # The first read's answer is shared: a replica that lost the lease waits for nothing.
+    readings = await asyncio.gather(*(r.latest() for r in replicas))
+    assert metrics.reads == 1
+    assert {r.fleet.runner_types["gpu"].queued for r in readings if r and r.fleet} == {1}
+    now[0] += timedelta(seconds=61)
+    await asyncio.gather(*(r.latest() for r in replicas))
+    assert metrics.reads == 2
+    await redis.aclose()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """Accepts connections and never answers: a backend that hangs."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+async def test_a_hanging_backend_costs_one_timeout_and_is_said(
+    redis_url: str, silent_server: str
+) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    metrics = PrometheusMetrics(PrometheusConfig(url=silent_server, timeout_s=1))
+    readings = FleetReadings(
+        redis, Keys("qp"), metrics, interval_s=60, timeout_s=1, clock=lambda: datetime.now(UTC)
+    )
+    started = time.monotonic()
+    reading = await readings.latest()
+    assert time.monotonic() - started < 5  # the timeout and its margin, not forever
+    assert reading is not None and reading.fleet is None
+    assert "Prometheus did not answer within 1 s" in reading.error
+    # Within the interval the failure is served from Redis: no second wait.
+    started = time.monotonic()
+    again = await readings.latest()
+    assert time.monotonic() - started < 0.5 and again is not None and again.error
+    await metrics.aclose()
+    await redis.aclose()
