@@ -380,7 +380,10 @@ def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
     """
     if not url:
         return ()
-    parts = urlsplit(url.replace("\\u0026", "&"))
+    try:
+        parts = urlsplit(url.replace("\\u0026", "&"))
+    except ValueError:  # "https://[host…": urlsplit refuses an unclosed IPv6 bracket
+        return ()
     fragment_query = parts.fragment.partition("?")[2]
     expressions: list[str] = []
     for query in (parts.query, fragment_query):

@@ -508,3 +508,11 @@ def test_grafana_no_data_alert_keeps_every_matcher_of_its_link() -> None:
     assert got["__alert_rule_uid__"] == "eewi8oa4ccef4e"
     assert got["datasource_uid"] == "grafanacloud-prom"
     assert got["alertname"] == "DatasourceNoData"
+
+
+def test_a_silence_url_urlsplit_refuses_gives_no_matchers() -> None:
+    """Found by the property test: an unclosed IPv6 bracket made the whole notification fail."""
+    from bot.alert_facts import matchers_from_silence_url
+
+    url = "https://[lay.grafana.org/alerting/silence/new?matcher=alertname%3DT2"
+    assert matchers_from_silence_url(url) == ()

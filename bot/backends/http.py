@@ -98,5 +98,8 @@ def _detail(response: httpx.Response) -> str:
 
 
 def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    try:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    except ValueError:  # a malformed port or bracket: name no address rather than fail
+        return "its configured address"
