@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.recovery
 	$(BIN)/python -m bench.fuzz
 	$(BIN)/python -m bench.actions
+	$(BIN)/python -m bench.status_tick
 
 serve: $(STAMP)
 	$(BIN)/queuepilot serve

@@ -48,6 +48,10 @@ class FleetSnapshot(BaseModel):
     # Runner types the incident follows that this reading has no numbers for (a listener being
     # recreated, a target not scraped): while any is missing, nobody can say the queue drained.
     missing: tuple[str, ...] = ()
+    # Types left out of an incident's view to keep its state small (the least bad ones), and
+    # how many of them still queue: while any does, the incident has not drained.
+    hidden: int = 0
+    hidden_queueing: int = 0
 
     @property
     def is_live(self) -> bool:

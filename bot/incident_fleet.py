@@ -17,8 +17,11 @@ from bot.backends.metrics.alert import alert_fleet
 from bot.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.incidents import Incident, Snapshot
 from bot.mrkdwn import duration
+from bot.queue_view import worst_types
 from bot.readings import HistoryPoint, Reading
 
+# An incident keeps its worst types of a reading: its state stays small in a fleet of hundreds.
+MAX_VIEW_TYPES = 10
 # A reading older than this many intervals no longer describes "now".
 STALE_INTERVALS = 3
 # "The hours before the incident": baselines average the readings in this window before it.
@@ -64,9 +67,17 @@ def incident_fleet(
     if why or fleet is None:
         return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
     types, missing, note = _relevant(incident, fleet)
+    ranked = worst_types(types)
+    kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
     notes = " · ".join(n for n in (fleet.note, note) if n)
     return FleetSnapshot(
-        at=fleet.at, source=fleet.source, runner_types=types, note=notes, missing=missing
+        at=fleet.at,
+        source=fleet.source,
+        runner_types=kept,
+        note=notes,
+        missing=missing,
+        hidden=len(cut),
+        hidden_queueing=sum(1 for _, m in cut if (m.queued or 0) > 0),
     )
 
 
@@ -110,6 +121,8 @@ def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:
     """Only a live view of the incident's own runner types can say it drained: a reading that
     does not know the alert's types (a misconfigured label) must never close it."""
     if not view.is_live or view.missing:
+        return False
+    if view.hidden_queueing:
         return False
     named = {name.casefold() for name in incident.runner_types if name}
     return not named or any(n.casefold() in named for n in view.runner_types)

@@ -102,8 +102,9 @@ def type_lines(
     """The worst `top` types, then how many more were left out."""
     ranked = worst_types(view.runner_types)
     lines = [type_line(n, m, trend, within_mins=within_mins) for n, m in ranked[:top]]
-    if len(ranked) > top:
-        lines.append(f"+{len(ranked) - top} more runner types (`/queue` lists them)")
+    more = max(len(ranked) - top, 0) + view.hidden
+    if more:
+        lines.append(f"+{more} more runner types (`/queue` lists them)")
     return lines
 
 

@@ -185,3 +185,13 @@ def test_the_scale_modal_prefill_follows_the_live_outlook() -> None:
     # Without a live reading: one runner per job the alert counted.
     fallback = recommend_for(incident("gpu"), "gpu")
     assert fallback is not None and fallback.runners == 14
+
+
+def test_a_big_fleet_keeps_the_worst_ten_and_a_hidden_queue_blocks_the_drain() -> None:
+    many = {f"t{i:02d}": (i % 3, 20 + i) for i in range(25)}
+    view = view_of(incident(), Reading(fleet(**many), NOW))
+    # 16 of the 25 queue (i % 3 != 0); the ten with the longest waits are kept.
+    assert len(view.runner_types) == 10 and view.hidden == 6
+    assert min(m.longest_wait_mins or 0 for m in view.runner_types.values()) == 30
+    assert view.hidden_queueing > 0
+    assert drain_checks(incident(), view, DrainConfig(max_queued=5, max_wait_mins=100)) == 0
