@@ -17,7 +17,7 @@ due is replaced by it, never piled up.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,7 +41,7 @@ from bot.messages import render_status, render_summary
 from bot.mrkdwn import Rendered
 from bot.queue_view import worst_types
 from bot.quiet import is_meaningful
-from bot.readings import FleetReadings, Reading
+from bot.readings import FleetReadings, HistoryPoint, Reading
 from bot.silence_watch import SilenceWatch
 from bot.store import BAND_EVENT, BAND_STATUS, Commit, IncidentStore, Loaded, Reply
 from bot.telemetry import Telemetry
@@ -84,12 +84,14 @@ class StatusReporter:
             if not due:
                 return
             reading = await self._readings.latest()
+            # Read once per tick, not per incident: the baselines of every due incident.
+            history = await self._readings.history() if reading and reading.fleet else []
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
         for incident_id in due:
             try:
-                await self.report(incident_id, reading)
+                await self.report(incident_id, reading, history)
             except (BackendError, RedisError, TimeoutError) as exc:
                 log.warning("status: incident %s: %s; retrying next tick", incident_id, exc)
             except Exception:
@@ -99,7 +101,12 @@ class StatusReporter:
                     later = self._clock().timestamp() + self._config.interval_s
                     await self._store.postpone_status(incident_id, later)
 
-    async def report(self, incident_id: str, reading: Reading | None = None) -> bool:
+    async def report(
+        self,
+        incident_id: str,
+        reading: Reading | None = None,
+        history: Sequence[HistoryPoint] = (),
+    ) -> bool:
         """Commit one status (or the drain's resolve) if still due; whether this call did."""
         for _ in range(3):
             loaded = await self._store.load(incident_id)
@@ -110,7 +117,7 @@ class StatusReporter:
                 return False
             if not await self._still_due(incident_id, now.timestamp()):
                 return False  # another replica committed it while we were getting here
-            view = await self._view(incident, reading, now)
+            view = self._view(incident, reading, history, now)
             commit = await self._decide(loaded, incident, view, now)
             if await self._store.commit(commit, now=now.timestamp()):
                 if commit.stop_status:
@@ -120,18 +127,19 @@ class StatusReporter:
                 return True
         return False
 
-    async def _view(
-        self, incident: Incident, reading: Reading | None, now: datetime
+    def _view(
+        self,
+        incident: Incident,
+        reading: Reading | None,
+        history: Sequence[HistoryPoint],
+        now: datetime,
     ) -> FleetSnapshot:
         metrics = self._readings.metrics
         view = incident_fleet(
             incident, reading, backend=metrics.name, now=now, interval=self._readings.interval
         )
-        if view.is_live:
-            with suppress(RedisError):
-                view = with_baselines(
-                    view, await self._readings.history(), started_at=incident.started_at
-                )
+        if view.is_live and history:
+            view = with_baselines(view, history, started_at=incident.started_at)
         return view
 
     async def _decide(
