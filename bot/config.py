@@ -258,9 +258,9 @@ class Settings(BaseSettings):
         if bad:
             raise SettingsError(f"GITHUB_REPOS must list owner/name, not {bad[0]!r}")
         if backend is MetricsBackend.PROMETHEUS:
-            from bot.backends.metrics.prometheus import FIELDS
+            from bot.backends.metrics.prometheus import FIELDS, unknown_fields
 
-            unknown = sorted(set(self.prometheus_queries) - FIELDS)
+            unknown = unknown_fields(self.prometheus_queries)
             if unknown:
                 raise SettingsError(
                     f"PROMETHEUS_QUERIES: unknown fields {unknown}; known: {sorted(FIELDS)}"

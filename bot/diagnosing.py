@@ -14,7 +14,7 @@ from bot.acting import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refuse
 from bot.diagnostics import diagnose
 from bot.diagnostics_report import render_diagnostics
 from bot.fleet import FleetSnapshot
-from bot.incident_fleet import incident_fleet, with_baselines
+from bot.incident_fleet import incident_fleet
 from bot.incidents import Event, Incident, with_action
 from bot.interactions import Held
 from bot.mrkdwn import person
@@ -64,19 +64,15 @@ class Diagnosing:
     async def _snapshot(self, incident: Incident) -> FleetSnapshot:
         """The incident's runner types from the shared fleet reading (refreshed if due), with
         baselines; the alert's numbers, with a note saying why, when the backend failed."""
-        now = self._acting.clock()
-        reading = await self._readings.latest()
-        view = incident_fleet(
+        reading, history = await self._readings.current()
+        return incident_fleet(
             incident,
             reading,
+            history,
             backend=self._readings.metrics.name,
-            now=now,
+            now=self._acting.clock(),
             interval=self._readings.interval,
         )
-        if view.is_live:
-            history = await self._readings.history()
-            view = with_baselines(view, history, started_at=incident.started_at)
-        return view
 
 
 def _record(actor: Actor, name: str, snapshot: FleetSnapshot) -> Decide:

@@ -17,7 +17,7 @@ from bot.backends.metrics.alert import alert_fleet
 from bot.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.incidents import Incident, Snapshot
 from bot.mrkdwn import duration
-from bot.queue_view import worst_types
+from bot.queue_view import worst_first
 from bot.readings import HistoryPoint, Reading
 
 # An incident keeps its worst types of a reading: its state stays small in a fleet of hundreds.
@@ -44,12 +44,14 @@ class DrainConfig:
 def incident_fleet(
     incident: Incident,
     reading: Reading | None,
+    history: Sequence[HistoryPoint] = (),
     *,
     backend: str,
     now: datetime,
     interval: timedelta,
 ) -> FleetSnapshot:
-    """The runner types this incident shows, from the reading or, failing it, from the alert."""
+    """The runner types this incident shows, from the reading or, failing it, from the alert;
+    baselines the backend lacks are filled from `history` (`with_baselines`)."""
     if reading is None:
         return alert_fleet(incident, now=now)
     fleet = reading.fleet
@@ -67,10 +69,10 @@ def incident_fleet(
     if why or fleet is None:
         return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
     types, missing, note = _relevant(incident, fleet)
-    ranked = worst_types(types)
+    ranked = worst_first(types)
     kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
     notes = " · ".join(n for n in (fleet.note, note) if n)
-    return FleetSnapshot(
+    view = FleetSnapshot(
         at=fleet.at,
         source=fleet.source,
         runner_types=kept,
@@ -79,6 +81,7 @@ def incident_fleet(
         hidden=len(cut),
         hidden_queueing=sum(1 for _, m in cut if (m.queued or 0) > 0),
     )
+    return with_baselines(view, history, started_at=incident.started_at)
 
 
 def _relevant(
@@ -99,15 +102,10 @@ def _relevant(
         chosen = {n for n, m in fleet.runner_types.items() if (m.queued or 0) > 0}
         if named:
             note = "none of the alert's runner types is in the reading: showing all that queue"
-    followed = {n.casefold() for n in incident.peak_types if n} | (named if matched else set())
-    chosen |= {by_name[n] for n in followed & set(by_name)}
-    missing = tuple(sorted(n for n in incident.peak_types if n and n.casefold() not in by_name))
-    if matched:
-        missing = tuple(
-            sorted(
-                {*missing, *(n for n in incident.runner_types if n and n.casefold() not in by_name)}
-            )
-        )
+    # Followed: every type the incident has shown or its alert named (peaks keep both).
+    followed = {n for n in (*incident.peak_types, *incident.runner_types) if n}
+    chosen |= {by_name[n.casefold()] for n in followed if n.casefold() in by_name}
+    missing = tuple(sorted(n for n in followed if n.casefold() not in by_name))
     types = {name: fleet.runner_types[name] for name in sorted(chosen)}
     if missing:
         shown = ", ".join(missing[:3]) + (
@@ -138,7 +136,8 @@ def is_drained(view: FleetSnapshot, config: DrainConfig) -> bool:
 
 
 def drain_checks(incident: Incident, view: FleetSnapshot, config: DrainConfig) -> int:
-    """Consecutive drained checks including this one: 0 when it queues or cannot be told."""
+    """Consecutive drained checks including this one: 0 when it queues or the numbers are the
+    alert's; unchanged while a live reading cannot tell (a followed type missing from it)."""
     if not can_decide_drain(incident, view):
         return incident.drain_checks if view.is_live else 0
     return incident.drain_checks + 1 if is_drained(view, config) else 0

@@ -38,16 +38,16 @@ from bot.mrkdwn import (
     slack_date,
     truncate,
 )
-from bot.queue_view import source_note, type_lines
+from bot.queue_view import source_note, type_lines, worst_first
 from bot.replies import (
     capped_rows,
+    queue_numbers,
     render_event,
     render_status,
     render_summary,
     resolved_how,
     runner_name,
     title_text,
-    worst_first,
 )
 
 __all__ = [
@@ -243,12 +243,7 @@ def _live_listing(incident: Incident, live: FleetSnapshot) -> str:
 def _runner_listing(incident: Incident) -> str:
     rows = []
     for name, queue in worst_first(incident.runner_types):
-        parts = []
-        if queue.queued is not None:
-            parts.append(f"{number(queue.queued)} queued")
-        if queue.longest_wait_mins is not None:
-            parts.append(f"longest wait {minutes(queue.longest_wait_mins)}")
-        rows.append(f"• {runner_name(name)}: {' · '.join(parts) or 'no numbers'}")
+        rows.append(f"• {runner_name(name)}: {queue_numbers(queue) or 'no numbers'}")
     return "*Runner types* (worst first)\n" + "\n".join(capped_rows(rows))
 
 

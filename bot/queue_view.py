@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import Protocol, TypeVar
 
 from bot.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.forecast import DRAIN_TARGET_MINS, Outlook, Recommendation, outlook, runners_to_drain
@@ -22,20 +23,26 @@ MAX_NAME = 80
 SLOPE_WINDOW = timedelta(minutes=30)
 
 
-def worst_types(
-    types: Mapping[str, RunnerTypeMetrics],
-) -> list[tuple[str, RunnerTypeMetrics]]:
-    """Longest wait first, then most queued; unknown numbers last; names break ties."""
+class Queue(Protocol):
+    """What ranking needs of a runner type: the alert's `RunnerQueue` or a live reading."""
 
-    def key(item: tuple[str, RunnerTypeMetrics]) -> tuple[bool, float, bool, float, str]:
-        name, m = item
-        return (
-            m.longest_wait_mins is None,
-            -(m.longest_wait_mins or 0),
-            m.queued is None,
-            -(m.queued or 0),
-            name,
-        )
+    @property
+    def queued(self) -> float | None: ...
+
+    @property
+    def longest_wait_mins(self) -> float | None: ...
+
+
+Q = TypeVar("Q", bound=Queue)
+
+
+def worst_first(types: Mapping[str, Q]) -> list[tuple[str, Q]]:
+    """Longest wait first, then most queued; unknown numbers sort last, names break ties."""
+
+    def key(item: tuple[str, Q]) -> tuple[bool, float, bool, float, str]:
+        name, queue = item
+        wait, queued = queue.longest_wait_mins, queue.queued
+        return (wait is None, -(wait or 0), queued is None, -(queued or 0), name)
 
     return sorted(types.items(), key=key)
 
@@ -100,7 +107,7 @@ def type_lines(
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> list[str]:
     """The worst `top` types, then how many more were left out."""
-    ranked = worst_types(view.runner_types)
+    ranked = worst_first(view.runner_types)
     lines = [type_line(n, m, trend, within_mins=within_mins) for n, m in ranked[:top]]
     more = max(len(ranked) - top, 0) + view.hidden
     if more:

@@ -121,6 +121,12 @@ class FleetReadings:
                 await self._leases.release(lease)
         return reading
 
+    async def current(self) -> tuple[Reading | None, list[HistoryPoint]]:
+        """The latest reading, and the history baselines need when it has a fleet."""
+        reading = await self.latest()
+        has_fleet = reading is not None and reading.fleet is not None
+        return reading, (await self.history() if has_fleet else [])
+
     async def _refresh(self, stored: Reading | None, now: datetime) -> Reading:
         try:
             fleet = await within(self._metrics.read(now=now), self._timeout_s, self._metrics.name)

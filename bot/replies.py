@@ -6,7 +6,7 @@ reads a clock. Times are Slack date tokens, so each reader sees their own time z
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from bot.alerts import RunnerQueue
@@ -30,7 +30,7 @@ from bot.mrkdwn import (
     slack_date,
     truncate,
 )
-from bot.queue_view import source_note, type_lines
+from bot.queue_view import source_note, type_lines, worst_first
 
 MAX_RUNNER_ROWS = 15
 MAX_PEAK_ROWS = 5
@@ -57,17 +57,6 @@ _EVENT_ICONS = {
 
 
 # --- shared with the root message -------------------------------------------------------------
-
-
-def worst_first(runner_types: Mapping[str, RunnerQueue]) -> list[tuple[str, RunnerQueue]]:
-    """Longest wait first, then most queued; unknown numbers sort last, names break ties."""
-
-    def key(item: tuple[str, RunnerQueue]) -> tuple[bool, float, bool, float, str]:
-        name, queue = item
-        wait, queued = queue.longest_wait_mins, queue.queued
-        return (wait is None, -(wait or 0), queued is None, -(queued or 0), name)
-
-    return sorted(runner_types.items(), key=key)
 
 
 def runner_name(name: str) -> str:
@@ -283,16 +272,22 @@ def time_to_drain(incident: Incident) -> timedelta | None:
     return incident.resolved_at - peak.at
 
 
+def queue_numbers(queue: RunnerQueue) -> str:
+    """ "14 queued · longest wait 114 min", or "" when the alert gave neither."""
+    parts = []
+    if queue.queued is not None:
+        parts.append(f"{number(queue.queued)} queued")
+    if queue.longest_wait_mins is not None:
+        parts.append(f"longest wait {minutes(queue.longest_wait_mins)}")
+    return " · ".join(parts)
+
+
 def _peak_rows(incident: Incident) -> list[str]:
     rows = []
     for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
-        parts = []
-        if queue.queued is not None:
-            parts.append(f"{number(queue.queued)} queued")
-        if queue.longest_wait_mins is not None:
-            parts.append(f"longest wait {minutes(queue.longest_wait_mins)}")
-        if parts:
-            rows.append(f"• {runner_name(name) or 'all runner types'}: {' · '.join(parts)}")
+        numbers = queue_numbers(queue)
+        if numbers:
+            rows.append(f"• {runner_name(name) or 'all runner types'}: {numbers}")
     more = len(incident.peak_types) - MAX_PEAK_ROWS
     if more > 0:
         rows.append(f"+{more} more runner types")

@@ -30,8 +30,8 @@ from bot.forecast import Recommendation
 from bot.incidents import Event, Incident, with_action
 from bot.interactions import Held
 from bot.mrkdwn import escape
-from bot.queue_view import recommend_for, worst_types
-from bot.replies import render_event, worst_first
+from bot.queue_view import recommend_for, worst_first
+from bot.replies import render_event
 from bot.store import BAND_ACTION, Commit, Reply
 
 NOT_CONFIGURED = (
@@ -89,7 +89,7 @@ class Scaling:
             return refused(f"Incident {incident.id} is already resolved.")
         # The live reading's worst types first (it is fresher than the alert), then the alert's.
         live = incident.live
-        ranked = [n for n, _ in worst_types(live.runner_types)] if live and live.is_live else []
+        ranked = [n for n, _ in worst_first(live.runner_types)] if live and live.is_live else []
         ranked += [name for name, _ in worst_first(incident.runner_types)]
         own = list(dict.fromkeys(name for name in ranked if name in self._targets))
         return incident, own + sorted(set(self._targets) - set(own))

@@ -21,10 +21,10 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -36,16 +36,13 @@ from bot.mrkdwn import Rendered
 from bot.pacing import Backoff, TokenBucket
 from bot.send_queue import EditCandidate, HeadReply, InFlight, SendQueue
 from bot.slack import SlackError, SlackGateway
-from bot.store import IncidentStore, ThreadRef
+from bot.store import CHART, RESTATUS, STATUS_KINDS, IncidentStore, ThreadRef
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 METADATA_EVENT = "queuepilot_message"
-# Reply kinds the sender treats specially: a quiet status edits the previous status reply; a
-# chart is an image uploaded into the thread.
-RESTATUS, CHART = "restatus", "chart"
-STATUS_KINDS = frozenset({"status", RESTATUS})
 # Errors that say the message the edit was for is gone or frozen: editing will never work.
 _LOST_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
 
@@ -211,7 +208,7 @@ class ChannelSender:
         if head.kind == CHART:
             await self._upload_chart(member, incident_id, head, in_flight)
             return
-        if in_flight is not None and in_flight.member == member and in_flight.item == head.item:
+        if _started(in_flight, member, head.item):
             found = await self._look_up(in_flight, head.uid, thread=head.thread)
             if found is not None:
                 await self._record_posted(incident_id, head, found)
@@ -254,13 +251,9 @@ class ChannelSender:
         stored; a chart whose upload may have landed is looked up by its file name first."""
         assert head.thread is not None
         filename = f"queue-trend-{incident_id}-{head.item.rsplit(':', 1)[-1]}.png"
-        landed = (
-            in_flight is not None
-            and in_flight.member == member
-            and in_flight.item == head.item
-            and await self._chart_landed(head.thread, filename, in_flight.since)
-        )
-        if landed:
+        if _started(in_flight, member, head.item) and await self._chart_landed(
+            head.thread, filename, in_flight.since
+        ):
             await self._queue.record_reply(self.channel, incident_id, head.item)
             return
         chart = ChartData.from_extra(head.extra or {})
@@ -268,29 +261,24 @@ class ChannelSender:
         if png is None:
             await self._queue.record_reply(self.channel, incident_id, head.item)
             return
-        await self._wait_for_slot()
-        if not await self._queue.begin(
-            self.channel, self._lease.token, InFlight(member, head.item, time.time())
-        ):
-            raise LostLease
-        self._bucket.take(time.time())
-        try:
-            await self._slack.upload_png(
-                head.thread.channel,
-                head.thread.ts,
+        thread = head.thread
+        uploaded = await self._within_budget(
+            member,
+            head.item,
+            incident_id,
+            lambda: self._slack.upload_png(
+                thread.channel,
+                thread.ts,
                 data=png,
                 filename=filename,
                 title=head.rendered.text,
                 alt=chart.alt_text,
-            )
-        except SlackError as exc:
-            if exc.retryable:
-                raise
-            await self._refused(member, head.item, incident_id, exc)
-            return
-        await self._queue.record_reply(
-            self.channel, incident_id, head.item, bucket=self._bucket.encode()
+            ),
         )
+        if uploaded is not None:
+            await self._queue.record_reply(
+                self.channel, incident_id, head.item, bucket=self._bucket.encode()
+            )
 
     async def _chart_landed(self, thread: ThreadRef, filename: str, since: float) -> bool:
         oldest = f"{since - self._config.lookup_margin_s:.6f}"
@@ -310,19 +298,31 @@ class ChannelSender:
         thread: ThreadRef | None,
     ) -> str | None:
         """Post within the budget, marked in flight; None if it can never be posted."""
+        return await self._within_budget(
+            member,
+            item,
+            incident_id,
+            lambda: self._slack.post(
+                self.channel,
+                rendered.text,
+                rendered.blocks,
+                thread_ts=thread.ts if thread else None,
+                metadata=metadata(incident_id, uid, item),
+            ),
+        )
+
+    async def _within_budget(
+        self, member: str, item: str, incident_id: str, call: Callable[[], Awaitable[T]]
+    ) -> T | None:
+        """One post-like call (a message, a file shared into the thread) in the channel's
+        budget, marked in flight first; None when Slack refused it for good."""
         await self._wait_for_slot()
         marker = InFlight(member, item, time.time())
         if not await self._queue.begin(self.channel, self._lease.token, marker):
             raise LostLease
         self._bucket.take(time.time())
         try:
-            return await self._slack.post(
-                self.channel,
-                rendered.text,
-                rendered.blocks,
-                thread_ts=thread.ts if thread else None,
-                metadata=metadata(incident_id, uid, item),
-            )
+            return await call()
         except SlackError as exc:
             if exc.retryable:
                 raise  # the marker stays when uncertain: the next attempt looks it up first
@@ -423,6 +423,11 @@ class ChannelSender:
             if await self._leases.take_slot(slot, self._config.update_interval_ms):
                 return
             await asyncio.sleep(0.05)
+
+
+def _started(in_flight: InFlight | None, member: str, item: str) -> TypeGuard[InFlight]:
+    """Whether this very item was in flight when its sender stopped: it may have landed."""
+    return in_flight is not None and in_flight.member == member and in_flight.item == item
 
 
 class LostLease(Exception):

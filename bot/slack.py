@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.keys import Keys
 from bot.telemetry import Telemetry
@@ -120,8 +121,15 @@ class SlackGateway:
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
         """One call of a Web API method; raises `SlackError` classified as above."""
         params = {k: v for k, v in params.items() if v is not None}
+        response = await self._classified(method, self.client.api_call(method, json=params))
+        return response.data if isinstance(response.data, dict) else {}
+
+    async def _classified(
+        self, method: str, request: Awaitable[AsyncSlackResponse]
+    ) -> AsyncSlackResponse:
+        """The response, or a `SlackError` saying whether and when to try again."""
         try:
-            response = await self.client.api_call(method, json=params)
+            response = await request
         except SlackApiError as exc:
             raise await self._failure(method, exc) from None
         except ClientConnectorError as exc:
@@ -131,7 +139,7 @@ class SlackGateway:
             self._telemetry.slack_calls.labels(method, "connection_error").inc()
             raise SlackError(method, type(exc).__name__, retryable=True, uncertain=True) from None
         self._telemetry.slack_calls.labels(method, "ok").inc()
-        return response.data if isinstance(response.data, dict) else {}
+        return response
 
     async def _failure(self, method: str, exc: SlackApiError) -> SlackError:
         status = exc.response.status_code
@@ -187,26 +195,21 @@ class SlackGateway:
 
     async def upload_png(
         self, channel: str, thread_ts: str, *, data: bytes, filename: str, title: str, alt: str
-    ) -> None:
-        """files.upload v2 into a thread: reserve, upload the bytes, share (slack_sdk's own
-        three steps); failures are classified like every other call."""
-        method = "files.completeUploadExternal"
-        try:
-            await self.client.files_upload_v2(
-                file=data,
-                filename=filename,
-                title=title,
-                alt_txt=alt,
-                channel=channel,
-                thread_ts=thread_ts,
-                request_file_info=False,
-            )
-        except SlackApiError as exc:
-            raise await self._failure(method, exc) from None
-        except (ClientError, TimeoutError) as exc:
-            self._telemetry.slack_calls.labels(method, "connection_error").inc()
-            raise SlackError(method, type(exc).__name__, retryable=True, uncertain=True) from None
-        self._telemetry.slack_calls.labels(method, "ok").inc()
+    ) -> str:
+        """files.upload v2 into a thread (slack_sdk's own three steps: reserve, upload the
+        bytes, share); returns the file's ID."""
+        upload = self.client.files_upload_v2(
+            file=data,
+            filename=filename,
+            title=title,
+            alt_txt=alt,
+            channel=channel,
+            thread_ts=thread_ts,
+            request_file_info=False,
+        )
+        response = await self._classified("files.completeUploadExternal", upload)
+        files = response.get("files") or [{}]
+        return str(files[0].get("id", "")) if isinstance(files[0], dict) else ""
 
     async def messages(
         self, method: str, channel: str, *, ts: str | None = None, oldest: str | None = None

@@ -34,21 +34,29 @@ from bot.incident_fleet import (
     as_snapshot,
     drain_checks,
     incident_fleet,
-    with_baselines,
 )
 from bot.incidents import Event, Incident, Snapshot, record_status, resolve_drained
 from bot.messages import render_status, render_summary
 from bot.mrkdwn import Rendered
-from bot.queue_view import worst_types
+from bot.queue_view import worst_first
 from bot.quiet import is_meaningful
 from bot.readings import FleetReadings, HistoryPoint, Reading
 from bot.silence_watch import SilenceWatch
-from bot.store import BAND_EVENT, BAND_STATUS, Commit, IncidentStore, Loaded, Reply
+from bot.store import (
+    BAND_EVENT,
+    BAND_STATUS,
+    CHART,
+    RESTATUS,
+    STATUS,
+    STATUS_KINDS,
+    Commit,
+    IncidentStore,
+    Loaded,
+    Reply,
+)
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-
-STATUS_KINDS = ("status", "restatus")
 
 
 @dataclass(frozen=True)
@@ -83,9 +91,8 @@ class StatusReporter:
             due = await self._store.due_status(self._clock().timestamp())
             if not due:
                 return
-            reading = await self._readings.latest()
-            # Read once per tick, not per incident: the baselines of every due incident.
-            history = await self._readings.history() if reading and reading.fleet else []
+            # Read once per tick, not per incident: the reading and the baselines' history.
+            reading, history = await self._readings.current()
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
@@ -117,7 +124,14 @@ class StatusReporter:
                 return False
             if not await self._still_due(incident_id, now.timestamp()):
                 return False  # another replica committed it while we were getting here
-            view = self._view(incident, reading, history, now)
+            view = incident_fleet(
+                incident,
+                reading,
+                history,
+                backend=self._readings.metrics.name,
+                now=now,
+                interval=self._readings.interval,
+            )
             commit = await self._decide(loaded, incident, view, now)
             if await self._store.commit(commit, now=now.timestamp()):
                 if commit.stop_status:
@@ -127,31 +141,16 @@ class StatusReporter:
                 return True
         return False
 
-    def _view(
-        self,
-        incident: Incident,
-        reading: Reading | None,
-        history: Sequence[HistoryPoint],
-        now: datetime,
-    ) -> FleetSnapshot:
-        metrics = self._readings.metrics
-        view = incident_fleet(
-            incident, reading, backend=metrics.name, now=now, interval=self._readings.interval
-        )
-        if view.is_live and history:
-            view = with_baselines(view, history, started_at=incident.started_at)
-        return view
-
     async def _decide(
         self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime
     ) -> Commit:
         current = as_snapshot(incident, view, now)
         drain = self._config.drain
         checks = drain_checks(incident, view, drain)
+        # What the root and the status show of the backend: a live view, or why there is none.
         live = view if (view.is_live or view.note) else None
-        fenced = {"version": loaded.version, "thread": loaded.thread}
         if checks >= drain.checks:
-            return await self._drained(incident, current, live, fenced, now)
+            return await self._drained(loaded, incident, current, live, now)
         quiet = not is_meaningful(incident.last_posted, current) and incident.status_posts > 0
         updated = record_status(incident, current, live=live, drain_checks=checks, posted=not quiet)
         since = incident.last_posted.at if quiet and incident.last_posted else None
@@ -160,12 +159,12 @@ class StatusReporter:
             previous=incident.last_status,
             current=current,
             now=now,
-            view=view if view.is_live or view.note else None,
+            view=live,
             drain=(checks, drain.checks) if checks else None,
             since=since,
             within_mins=self._config.within_mins,
         )
-        kind = "restatus" if quiet else "status"
+        kind = RESTATUS if quiet else STATUS
         replies = [Reply(kind, BAND_STATUS, rendered, replaces=STATUS_KINDS)]
         every = self._config.chart_every
         if every and view.is_live and updated.status_checks % every == 0:
@@ -178,15 +177,16 @@ class StatusReporter:
             replies=tuple(replies),
             root=view.is_live or incident.live is not None,
             status_due=now.timestamp() + min(interval, self._config.interval_s),
-            **fenced,  # type: ignore[arg-type]
+            version=loaded.version,
+            thread=loaded.thread,
         )
 
     async def _drained(
         self,
+        loaded: Loaded,
         incident: Incident,
         current: Snapshot,
         live: FleetSnapshot | None,
-        fenced: dict[str, object],
         now: datetime,
     ) -> Commit:
         recorded = record_status(incident, current, live=live, drain_checks=0, posted=False)
@@ -202,18 +202,20 @@ class StatusReporter:
             events=(event,),
             replies=tuple(replies),
             stop_status=True,
-            **fenced,  # type: ignore[arg-type]
+            version=loaded.version,
+            thread=loaded.thread,
         )
 
     def _chart(self, incident: Incident) -> Reply | None:
         """The trend chart's reply: the series now, the picture at send time (`bot.chart`)."""
-        names = [n for n, _ in worst_types(incident.live.runner_types)] if incident.live else []
+        names = [n for n, _ in worst_first(incident.live.runner_types)] if incident.live else []
         names += [n for n in incident.peak_types if n not in names]
-        data = chart_data(f"Queue trend · incident {incident.id}", incident.trend, worst=names)
+        title = f"Queue trend · incident {incident.id}"
+        data = chart_data(title, incident.trend, worst=names)
         if not data.series:
             return None
-        text = Rendered(f"Queue trend · incident {incident.id}", [])
-        return Reply("chart", BAND_STATUS, text, replaces=("chart",), extra=data.to_extra())
+        text = Rendered(title, [])
+        return Reply(CHART, BAND_STATUS, text, replaces=(CHART,), extra=data.to_extra())
 
     async def _still_due(self, incident_id: str, now: float) -> bool:
         due = await self._store.status_due_at(incident_id)

@@ -50,11 +50,17 @@ class ThreadRef:
     ts: str
 
 
+# Reply kinds the sender treats specially: a quiet status (`RESTATUS`) edits the previous
+# status reply; a chart is an image uploaded into the thread.
+STATUS, RESTATUS, CHART = "status", "restatus", "chart"
+STATUS_KINDS = (STATUS, RESTATUS)
+
+
 @dataclass(frozen=True)
 class Reply:
     """A thread reply decided on: posted by the channel's sender in its turn."""
 
-    kind: str  # event, action, status, summary
+    kind: str  # event, action, summary, or one of the kinds above
     band: int
     rendered: Rendered
     # Kinds of waiting replies this one makes pointless: a newer status replaces a status still

@@ -112,7 +112,7 @@ async def test_a_secondary_limit_waits_retry_after(
 ) -> None:
     fake, server = github
     metrics = backend(server)
-    fake.limited, fake.limited_status = {"retry-after": "1"}, 429
+    fake.limited, fake.limited_status = {"retry-after": "3"}, 429
     with pytest.raises(BackendError, match="rate limit"):
         await metrics.read(now=NOW)
     fake.limited = None
@@ -127,7 +127,7 @@ async def test_a_secondary_limit_waits_retry_after(
         except BackendError:
             return False
 
-    await eventually(read_again, what="GitHub asked again after Retry-After", timeout=5)
+    await eventually(read_again, what="GitHub asked again after Retry-After", timeout=10)
     await metrics.aclose()
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from bot.alerts import max_known
 from bot.backends.errors import BackendError
 from bot.backends.http import request
 from bot.fleet import FleetSnapshot, RunnerTypeMetrics
@@ -85,34 +86,20 @@ class HudMetrics:
 
 
 def aggregate_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
-    """`queued_jobs_aggregate` rows added up per `runner_label`; and how many rows were not
-    readable (left out, never guessed)."""
-    if not isinstance(rows, list):
-        raise BackendError(
-            "The HUD answered with something that is not a list of rows", retryable=True
-        )
-    queued: dict[str, float] = {}
-    waits: dict[str, float] = {}
-    skipped = 0
-    for row in rows:
-        label = row.get("runner_label") if isinstance(row, dict) else None
-        count = _count(row.get("num_queued_jobs")) if isinstance(row, dict) else None
-        wait = _count(row.get("max_queue_time_minutes")) if isinstance(row, dict) else None
-        if not isinstance(label, str) or not label or count is None:
-            skipped += 1
-            continue
-        queued[label] = queued.get(label, 0) + count
-        if wait is not None:
-            waits[label] = max(waits.get(label, 0), wait)
-    types = {
-        label: RunnerTypeMetrics(queued=queued[label], longest_wait_mins=waits.get(label))
-        for label in sorted(queued)
-    }
-    return types, skipped
+    """`queued_jobs_aggregate` rows added up per `runner_label` over repos; and how many rows
+    were not readable (left out, never guessed)."""
+    return _per_label(rows, "runner_label", "num_queued_jobs", "max_queue_time_minutes", 1.0)
 
 
 def by_label_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
     """`queued_jobs_by_label` rows: `count` queued, `avg_queue_s` (the maximum) in seconds."""
+    return _per_label(rows, "machine_type", "count", "avg_queue_s", 60.0)
+
+
+def _per_label(
+    rows: Any, label_key: str, count_key: str, wait_key: str, wait_per_minute: float
+) -> tuple[dict[str, RunnerTypeMetrics], int]:
+    """Rows summed per label (queued) with the longest of their waits, in minutes."""
     if not isinstance(rows, list):
         raise BackendError(
             "The HUD answered with something that is not a list of rows", retryable=True
@@ -120,20 +107,18 @@ def by_label_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
     types: dict[str, RunnerTypeMetrics] = {}
     skipped = 0
     for row in rows:
-        label = row.get("machine_type") if isinstance(row, dict) else None
-        count = _count(row.get("count")) if isinstance(row, dict) else None
-        wait_s = _count(row.get("avg_queue_s")) if isinstance(row, dict) else None
+        label = row.get(label_key) if isinstance(row, dict) else None
+        count = _count(row.get(count_key)) if isinstance(row, dict) else None
         if not isinstance(label, str) or not label or count is None:
             skipped += 1
             continue
+        wait = _count(row.get(wait_key))
         before = types.get(label, RunnerTypeMetrics(queued=0))
-        wait = wait_s / 60 if wait_s is not None else None
-        longest = before.longest_wait_mins
         types[label] = RunnerTypeMetrics(
             queued=(before.queued or 0) + count,
-            longest_wait_mins=wait
-            if longest is None
-            else (longest if wait is None else max(longest, wait)),
+            longest_wait_mins=max_known(
+                before.longest_wait_mins, None if wait is None else wait / wait_per_minute
+            ),
         )
     return dict(sorted(types.items())), skipped
 

@@ -34,8 +34,8 @@ _JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assig
 _QUEUED = "(max by (name) (gha_assigned_jobs) - max by (name) (gha_running_jobs))"
 
 
-def _joined(expr: str, offset: str = "") -> str:
-    return f"sum by (name) ({expr}{_JOIN.format(offset=offset)})"
+def _joined(expr: str, offset: str = "", *, by: str = "name") -> str:
+    return f"sum by ({by}) ({expr}{_JOIN.format(offset=offset)})"
 
 
 def _histogram_mean_mins(family: str, window: str, offset: str = "") -> str:
@@ -48,7 +48,7 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
     """ARC's listener metrics, by `name`; rates and means over `window`."""
     started = "60 * " + _joined(f"rate(gha_started_jobs_total[{window}])")
     growth = f"60 * deriv({_QUEUED}[{window}:])"
-    bucket = _joined(f"rate(gha_job_startup_duration_seconds_bucket[{window}])")
+    bucket = _joined(f"rate(gha_job_startup_duration_seconds_bucket[{window}])", by="name, le")
     return {
         "queued": _QUEUED,
         "registered": "max by (name) (gha_registered_runners)",
@@ -62,11 +62,7 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
         "arrival_per_min": f"{started} + on (name) {growth}",
         "completed_per_min": "60 * " + _joined(f"rate(gha_completed_jobs_total[{window}])"),
         # The startup histogram holds the waits of jobs that got a runner: the slowest recent.
-        "longest_wait_mins": (
-            "histogram_quantile(0.99, "
-            + bucket.replace("sum by (name)", "sum by (name, le)", 1)
-            + ") / 60"
-        ),
+        "longest_wait_mins": f"histogram_quantile(0.99, {bucket}) / 60",
         "job_duration_mins": _histogram_mean_mins("gha_job_execution_duration_seconds", window),
         # The same hour yesterday: what "normal" means for this hour of the day.
         "arrival_baseline_per_min": "60 * "
@@ -78,6 +74,11 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
 
 
 FIELDS = frozenset(RunnerTypeMetrics.model_fields)
+
+
+def unknown_fields(queries: Mapping[str, str]) -> list[str]:
+    """Query names that are no field of a runner type's reading (a typo would be ignored)."""
+    return sorted(set(queries) - FIELDS)
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,9 @@ class PrometheusConfig:
     bearer_token: str | None = None
 
     def all_queries(self) -> dict[str, str]:
-        unknown = set(self.queries) - FIELDS
+        unknown = unknown_fields(self.queries)
         if unknown:
-            raise ValueError(f"PROMETHEUS_QUERIES: unknown fields {sorted(unknown)}")
+            raise ValueError(f"PROMETHEUS_QUERIES: unknown fields {unknown}")
         merged = {**arc_queries(self.window), **self.queries}
         return {name: query for name, query in merged.items() if query.strip()}
 
