@@ -7,8 +7,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SERVERS := redis-server prometheus-alertmanager prometheus
+# The browser test drives Debian's chromium (never a downloaded browser); the emoji font makes
+# the page's screenshots show what Slack shows.
+BROWSER := chromium
+BROWSER_PACKAGES := chromium fonts-noto-color-emoji
 
-.PHONY: test demo lint format bench serve system-deps apt-install clean
+.PHONY: test demo lint format bench serve system-deps browser-deps screenshot apt-install clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES=python3-venv
@@ -23,6 +27,10 @@ system-deps:
 	@missing=""; for s in $(SERVERS); do command -v $$s >/dev/null 2>&1 || missing="$$missing $$s"; done; \
 	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt-install PACKAGES="$$missing"; fi
 
+browser-deps:
+	@if ! command -v $(BROWSER) >/dev/null 2>&1 || [ ! -d /usr/share/fonts/truetype/noto ]; then \
+	  $(MAKE) --no-print-directory apt-install PACKAGES="$(BROWSER_PACKAGES)"; fi
+
 apt-install:
 	@if ! command -v apt-get >/dev/null 2>&1; then \
 	  echo "missing:$(PACKAGES) (no apt-get here: install them by hand)"; \
@@ -34,13 +42,18 @@ apt-install:
 	  echo "missing:$(PACKAGES) (not root and no sudo: install them by hand)"; \
 	fi
 
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 
 demo: $(STAMP)
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
-	$(BIN)/python -m bot demo
+	@$(BIN)/python -m bot demo
+
+# Regenerates docs/demo-thread.png, the README's picture: the demo played to its end in chromium.
+screenshot: $(STAMP) browser-deps
+	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
+	$(BIN)/python -m bot.sandbox.screenshot docs/demo-thread.png
 
 bench: $(STAMP)
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi

@@ -19,7 +19,7 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from bot.sandbox.slack_interactions import AppLink, Person
 from bot.sandbox.slack_methods import METHODS, Params, optional
 from bot.sandbox.slack_model import Call, Channel, Fault, Message, SlackError
 from bot.sandbox.slack_state import Workspace
@@ -42,6 +43,20 @@ DEFAULT_USERGROUPS: Mapping[str, Sequence[str]] = {"S0ONCALL": ["U0ALICE"]}
 # The byte upload of files.upload v2 goes to a URL, not a Web API method; it is logged
 # (and fault-injectable) under this name so tests can see all three upload steps.
 UPLOAD_METHOD = "files.upload_bytes"
+
+# Calls that change nothing a client shows; every other successful call refreshes the page.
+_READ_ONLY = frozenset(
+    {
+        "auth.test",
+        "chat.getPermalink",
+        "conversations.history",
+        "conversations.replies",
+        "users.info",
+        "usergroups.users.list",
+        "files.info",
+        "files.getUploadURLExternal",
+    }
+)
 
 # Parameters that slack_sdk (or a curl user) may send as JSON strings inside a form post.
 _JSON_FIELDS = ("blocks", "attachments", "files", "view", "metadata")
@@ -121,6 +136,9 @@ class SlackEmulator:
         users: Mapping[str, str] | None = None,
         usergroups: Mapping[str, Sequence[str]] | None = None,
         enforce_rate_limits: bool = False,
+        channel_names: Mapping[str, str] | None = None,
+        page_user: str = "U0ALICE",
+        command: str = "/queue",
     ) -> None:
         self.token = token
         self.enforce_rate_limits = enforce_rate_limits
@@ -131,8 +149,17 @@ class SlackEmulator:
             DEFAULT_USERGROUPS if usergroups is None else usergroups,
         )
         self._stalled: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self.channel_names = dict(channel_names or {})
+        self.command = command
+        self.person = Person(page_user, self._ws.users.get(page_user, page_user))
+        # The app that interactions and commands go to; set once it is listening.
+        self.app_link: AppLink | None = None
+        from bot.sandbox.slack_page import page_routes  # the page builds on this class
+
         self.app = Starlette(
             routes=[
+                *page_routes(self),
                 Route("/api/{method:str}", self._api, methods=["GET", "POST"]),
                 Route("/_emulator/upload/{file_id:str}", self._upload, methods=["POST"]),
                 Route("/_emulator/state", self._state_endpoint, methods=["GET"]),
@@ -190,6 +217,51 @@ class SlackEmulator:
             raise KeyError(f"unknown channel {channel!r}")
         return self._ws.channels[channel]
 
+    # -- the local page's side (see slack_page) ----------------------------------------------
+
+    def connect_app(self, request_url: str, signing_secret: str) -> None:
+        """Where the page's clicks, submissions and commands go, signed like Slack signs them."""
+        self.app_link = AppLink(request_url, signing_secret)
+
+    @contextlib.contextmanager
+    def workspace(self) -> Iterator[Workspace]:
+        """The workspace under the emulator's lock, for the page's handlers; changes made inside
+        are shown to the page."""
+        with self._lock:
+            before = self._ws.version
+            yield self._ws
+            if self._ws.version == before:
+                self._ws.version += 1
+            self._notify()
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Workspace]:
+        """The workspace under the lock, for reads that change nothing."""
+        with self._lock:
+            yield self._ws
+
+    async def wait_for_change(self, version: int, within_s: float) -> int:
+        """The workspace's version once it differs from `version` (or after `within_s`)."""
+        waiter = (asyncio.get_running_loop(), asyncio.Event())
+        with self._lock:
+            if self._ws.version != version:
+                return self._ws.version
+            self._watchers.add(waiter)
+        try:
+            await asyncio.wait_for(waiter[1].wait(), timeout=within_s)
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                self._watchers.discard(waiter)
+        with self._lock:
+            return self._ws.version
+
+    def _notify(self) -> None:
+        for loop, changed in self._watchers:
+            with contextlib.suppress(RuntimeError):  # that page's loop is gone
+                loop.call_soon_threadsafe(changed.set)
+
     # -- control ---------------------------------------------------------------------------
 
     def fail_next(
@@ -244,6 +316,7 @@ class SlackEmulator:
         with self._lock:
             self._ws.reset()
             self._release_stalled()
+            self._notify()
 
     def _release_stalled(self) -> None:
         for loop, released in self._stalled:
@@ -270,6 +343,9 @@ class SlackEmulator:
             else:
                 outcome = self._answer(method, params, token, str(request.base_url))
             self._log(method, params, outcome, at)
+            if outcome.error is None and method not in _READ_ONLY:
+                self._ws.version += 1
+                self._notify()
         await self._stall(method)
         return JSONResponse(outcome.body, status_code=outcome.status, headers=outcome.headers)
 
@@ -325,6 +401,7 @@ class SlackEmulator:
             if fault is not None:
                 outcome = _Outcome.failure(fault.to_error())
             elif self._ws.receive_upload(file_id, data):
+                self._ws.version += 1
                 outcome = _Outcome(200, {"ok": True})
             else:
                 outcome = _Outcome(404, {"ok": False, "error": "file_not_found"})

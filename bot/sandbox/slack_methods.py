@@ -205,8 +205,13 @@ def _decode_cursor(cursor: str | None) -> int:
 # -- views.* -----------------------------------------------------------------------------
 
 
+def check_view(view: object) -> dict[str, Any]:
+    """Structural checks Slack applies to a view (from a views.* call or an app's
+    `response_action`), reported as invalid_arguments."""
+    return _view({"view": view})
+
+
 def _view(p: Params) -> dict[str, Any]:
-    """Structural checks Slack applies to a view payload, reported as invalid_arguments."""
     view = p.get("view")
     if not isinstance(view, dict):
         raise invalid_arguments("[ERROR] missing required field: view")
@@ -221,13 +226,21 @@ def _view(p: Params) -> dict[str, Any]:
 
 
 def _views_open(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    _required(p, "trigger_id")
-    return {"view": ws.open_view(_view(p))}
+    user = ws.ui.take_trigger(_required(p, "trigger_id"))
+    view = ws.open_view(_view(p))
+    if user is not None:  # a trigger the page issued: the modal opens in front of its user
+        ws.ui.modals[user] = [view["id"]]
+    return {"view": view}
 
 
 def _views_push(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
-    _required(p, "trigger_id")
-    return {"view": ws.open_view(_view(p), root_view_id=ws.latest_modal_root())}
+    user = ws.ui.take_trigger(_required(p, "trigger_id"))
+    stack = ws.ui.modal_of(user) if user is not None else []
+    root = ws.views[stack[0]]["root_view_id"] if stack else ws.latest_modal_root()
+    view = ws.open_view(_view(p), root_view_id=root)
+    if user is not None:
+        stack.append(view["id"])
+    return {"view": view}
 
 
 def _views_update(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:

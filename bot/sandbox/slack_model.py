@@ -132,10 +132,17 @@ class StoredFile:
             "name": self.name,
             "title": self.title or self.name,
             "size": len(self.data) if self.data is not None else self.length,
-            "mimetype": "application/octet-stream",
+            "mimetype": _sniff(self.data),
             "user": BOT_USER_ID,
             "channels": list(self.channels),
         }
+
+
+def _sniff(data: bytes | None) -> str:
+    """Slack reports the type it detected; the page shows images inline by it."""
+    if data is not None and data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    return "application/octet-stream"
 
 
 class TsClock:

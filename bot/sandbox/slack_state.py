@@ -32,6 +32,7 @@ from bot.sandbox.slack_model import (
     StoredFile,
     TsClock,
 )
+from bot.sandbox.slack_ui_state import UiState
 
 # transcript.py imports the bot's identity and Message from here (they are defined in slack_model).
 __all__ = ["BOT_USER_ID", "BOT_USER_NAME", "Message", "Workspace"]
@@ -57,6 +58,9 @@ class Workspace:
         self.faults: dict[str, deque[Fault]] = defaultdict(deque)
         self.stalls: dict[str, float] = {}
         self.rate_limits = RateLimiter()
+        self.ui = UiState()
+        # Bumped on every change a client would show (the local page refreshes on it).
+        self.version = 0
 
     def reset(self) -> None:
         """Forget activity but keep the cast (channels, their flags, users, groups)."""
@@ -68,6 +72,8 @@ class Workspace:
         self.faults.clear()
         self.stalls.clear()
         self.rate_limits.reset()
+        self.ui.reset()
+        self.version += 1
 
     # -- channels and messages -------------------------------------------------------
 
@@ -148,6 +154,18 @@ class Workspace:
             message.metadata = metadata
         message.edits += 1
         return message
+
+    def delete(self, channel_id: str, ts: str) -> None:
+        """Remove a message (and, for a root, its thread) as chat.delete would."""
+        channel = self.channel(channel_id)
+        message = self.find(channel_id, ts)
+        del channel.by_ts[ts]
+        if message.thread_ts is None:
+            channel.timeline.remove(message)
+            for reply in channel.replies.pop(ts, []):
+                channel.by_ts.pop(reply.ts, None)
+        else:
+            channel.replies[message.thread_ts].remove(message)
 
     def post_ephemeral(
         self,

@@ -218,8 +218,10 @@ def test_demo_without_redis_server_says_how_to_get_one(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_running_demo_stops_everything_on_a_signal(signum: signal.Signals, tmp_path: Path) -> None:
+def test_running_demo_prints_the_page_first_opens_the_incident_and_stops_on_ctrl_c(
+    tmp_path: Path,
+) -> None:
+    """The default path a visitor gets: `make demo`'s command at its default speed."""
     require_binary("redis-server")
     with (tmp_path / "stderr").open("w+", encoding="utf-8") as stderr:
         process = subprocess.Popen(
@@ -232,8 +234,11 @@ def test_running_demo_stops_everything_on_a_signal(signum: signal.Signals, tmp_p
         )
         try:
             lines = LineReader(process.stdout)
-            started = lines.until("Demo running", timeout=60)
-            process.send_signal(signum)
+            first = lines.until("\n", timeout=60)
+            assert re.match(r"queuepilot demo: open http://127\.0\.0\.1:\d+/ ", first), first
+            # The fleet's burst makes the alert fire, and the bot opens the incident, in ~1 min.
+            started = first + lines.until("[new root]", timeout=120)
+            process.send_signal(signal.SIGINT)
             process.wait(timeout=30)
         finally:
             if process.poll() is None:
@@ -244,7 +249,44 @@ def test_running_demo_stops_everything_on_a_signal(signum: signal.Signals, tmp_p
     assert process.returncode == 0, output
     assert "Traceback" not in output
     assert "Stopping" in output
-    assert_nothing_listens(redis_port(started))
+    for port in listening_ports(started):
+        assert_nothing_listens(port)
+
+
+@pytest.mark.slow
+def test_running_demo_stops_everything_on_sigterm(tmp_path: Path) -> None:
+    require_binary("redis-server")
+    with (tmp_path / "stderr").open("w+", encoding="utf-8") as stderr:
+        process = subprocess.Popen(
+            demo_command(),
+            cwd=REPO,
+            env=demo_env(),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            encoding="utf-8",
+        )
+        try:
+            lines = LineReader(process.stdout)
+            started = lines.until("Ctrl-C stops everything", timeout=60)
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        stderr.seek(0)
+        output = started + lines.rest() + stderr.read()
+    assert process.returncode == 0, output
+    assert "Traceback" not in output
+    for port in listening_ports(started):
+        assert_nothing_listens(port)
+
+
+def listening_ports(output: str) -> list[int]:
+    """Every port the demo said it listens on (page, bot, fleet, Redis)."""
+    ports = [int(p) for p in re.findall(r"(?:http|redis)://127\.0\.0\.1:(\d+)", output)]
+    assert len(ports) >= 4, f"the demo did not print where it listens:\n{output}"
+    return ports
 
 
 class LineReader:

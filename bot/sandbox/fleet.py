@@ -1,0 +1,293 @@
+"""A simulated CI fleet: runner types, their jobs and their autoscaler, on a compressible clock.
+
+Each runner type has a job arrival rate, a job duration, a boot time and min/max capacity. Jobs
+queue until a runner is idle; an ARC-like autoscaler asks for `busy + queued` runners within
+[min, max], and a runner it asks for is usable after its boot time. A `Burst` raises one type's
+arrival rate for a while, so that type hits its maximum and queues: that is what the demo's alert
+catches. `scale_up` (the target of queuepilot's `webhook` scaler) adds capacity that boots like
+any other runner.
+
+Time is simulated: `speed` simulated seconds pass per real second, so a 40-minute incident plays
+in 4 minutes at `--speed 10`. Every number the fleet reports (waits, rates, durations) is in
+simulated minutes, as a real fleet would report it. The model is advanced lazily to "now" by
+whoever reads it, in fixed steps, so its results do not depend on how often it is read.
+
+`python -m bot.sandbox.fleet` serves it on its own (see `fleet_api`); `make demo` runs it beside
+the bot and the Slack emulator.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+STEP_S = 5.0  # simulated seconds per step
+
+
+@dataclass(frozen=True)
+class RunnerTypeSpec:
+    name: str
+    arrival_per_min: float
+    job_minutes: float
+    boot_minutes: float
+    minimum: int
+    maximum: int
+
+
+@dataclass(frozen=True)
+class Burst:
+    """`runner_type` receives `arrival_per_min` jobs a minute from `starts_min` for `lasts_min`."""
+
+    runner_type: str
+    starts_min: float
+    lasts_min: float
+    arrival_per_min: float
+
+    def active(self, minute: float) -> bool:
+        return self.starts_min <= minute < self.starts_min + self.lasts_min
+
+
+DEMO_TYPES = (
+    # Minimums hold a warm pool above the usual load, as a fleet that does not queue daily would.
+    RunnerTypeSpec("linux.2xlarge", 2.0, 6.0, 2.0, 16, 20),
+    RunnerTypeSpec("linux.4xlarge", 1.0, 10.0, 2.0, 14, 18),
+    RunnerTypeSpec("linux.g5.4xlarge.nvidia.gpu", 0.3, 15.0, 5.0, 8, 10),
+    RunnerTypeSpec("windows.4xlarge", 0.5, 12.0, 6.0, 10, 12),
+)
+# A merge train lands: for 15 minutes 2xlarge needs ~36 runners and has 20, so ~40 jobs queue;
+# alone the queue drains in about half an hour, with ten more runners in about ten minutes.
+DEMO_BURSTS = (Burst("linux.2xlarge", 1.0, 15.0, 6.0),)
+
+
+@dataclass
+class _Runners:
+    """One runner type's live state, in simulated seconds."""
+
+    spec: RunnerTypeSpec
+    maximum: int
+    queue: deque[float] = field(default_factory=deque)  # enqueue times
+    running: list[tuple[float, float]] = field(default_factory=list)  # (end, duration)
+    booted: int = 0
+    booting: list[float] = field(default_factory=list)  # ready times
+    # Events for rates over a window: arrival and start times, (end, duration) of finished jobs.
+    arrived: deque[float] = field(default_factory=deque)
+    started: deque[float] = field(default_factory=deque)
+    completed: deque[tuple[float, float]] = field(default_factory=deque)
+    owed: float = 0.0  # fractional arrivals carried to the next step
+
+    @property
+    def busy(self) -> int:
+        return len(self.running)
+
+    @property
+    def desired(self) -> int:
+        return max(self.spec.minimum, min(self.maximum, self.busy + len(self.queue)))
+
+
+@dataclass(frozen=True)
+class TypeReading:
+    """One runner type's numbers, in the units the bot's readings use (jobs, runners, minutes)."""
+
+    queued: int
+    longest_wait_mins: float
+    registered: int
+    busy: int
+    idle: int
+    minimum: int
+    maximum: int
+    desired: int
+    arrival_per_min: float
+    started_per_min: float
+    completed_per_min: float
+    job_duration_mins: float
+    arrival_baseline_per_min: float
+    duration_baseline_mins: float
+
+
+@dataclass(frozen=True)
+class ScaleAnswer:
+    before: int
+    after: int
+    maximum: int
+
+
+class Fleet:
+    """The simulated fleet; thread-safe (the HTTP server and the alert loop both read it)."""
+
+    def __init__(
+        self,
+        types: Iterable[RunnerTypeSpec] = DEMO_TYPES,
+        bursts: Iterable[Burst] = DEMO_BURSTS,
+        *,
+        speed: float = 1.0,
+        seed: int = 7,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if speed <= 0:
+            raise ValueError("speed must be positive")
+        self.speed = speed
+        self.bursts = tuple(bursts)
+        self._clock = clock
+        self._started_at = clock()
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._now = 0.0
+        self._types = {spec.name: _Runners(spec, spec.maximum) for spec in types}
+        for runners in self._types.values():  # the fleet starts warm, at its minimum
+            runners.booted = runners.spec.minimum
+
+    # -- time ----------------------------------------------------------------------------
+
+    @property
+    def minute(self) -> float:
+        """Simulated minutes since the fleet started (advanced to now)."""
+        with self._lock:
+            self._advance()
+            return self._now / 60
+
+    def _advance(self) -> None:
+        target = (self._clock() - self._started_at) * self.speed
+        while self._now + STEP_S <= target:
+            self._now += STEP_S
+            for runners in self._types.values():
+                self._step(runners)
+
+    def _step(self, r: _Runners) -> None:
+        now, minute = self._now, self._now / 60
+        bursting = (b for b in self.bursts if b.runner_type == r.spec.name and b.active(minute))
+        rate = next((b.arrival_per_min for b in bursting), r.spec.arrival_per_min)
+        r.owed += rate * STEP_S / 60 * self._rng.uniform(0.6, 1.4)
+        arrivals, r.owed = int(r.owed), r.owed - int(r.owed)
+        for _ in range(arrivals):
+            r.queue.append(now)
+            r.arrived.append(now)
+        r.completed.extend((now, d) for end, d in r.running if end <= now)
+        r.running = [(end, d) for end, d in r.running if end > now]
+        ready = [t for t in r.booting if t <= now]
+        r.booting = [t for t in r.booting if t > now]
+        r.booted += len(ready)
+        while r.queue and r.booted > r.busy:
+            r.queue.popleft()
+            r.started.append(now)
+            duration = r.spec.job_minutes * 60 * self._rng.uniform(0.75, 1.25)
+            r.running.append((now + duration, duration))
+        self._autoscale(r)
+        horizon = now - 3600  # keep an hour of events
+        for events in (r.arrived, r.started):
+            while events and events[0] < horizon:
+                events.popleft()
+        while r.completed and r.completed[0][0] < horizon:
+            r.completed.popleft()
+
+    def _autoscale(self, r: _Runners) -> None:
+        """ARC's listener: as many runners as busy + queued jobs, within [min, max]."""
+        have = r.booted + len(r.booting)
+        want = r.desired
+        if have < want:
+            ready_at = self._now + r.spec.boot_minutes * 60
+            r.booting.extend([ready_at] * (want - have))
+        elif have > want:
+            # Only idle runners go; booting ones are cancelled first.
+            surplus = have - want
+            cancel = min(surplus, len(r.booting))
+            r.booting = r.booting[: len(r.booting) - cancel]
+            r.booted -= min(surplus - cancel, r.booted - r.busy)
+
+    # -- what the outside world sees ---------------------------------------------------------
+
+    def runner_types(self) -> list[str]:
+        return list(self._types)
+
+    def reading(self, window_min: float = 10.0) -> dict[str, TypeReading]:
+        with self._lock:
+            self._advance()
+            return {name: self._read(r, window_min) for name, r in self._types.items()}
+
+    def _read(self, r: _Runners, window_min: float) -> TypeReading:
+        now = self._now
+        since = now - window_min * 60
+        span = min(window_min, max(now / 60, STEP_S / 60))  # a young fleet has a shorter window
+        done = [d for end, d in r.completed if end > since]
+        return TypeReading(
+            queued=len(r.queue),
+            longest_wait_mins=round((now - r.queue[0]) / 60, 2) if r.queue else 0.0,
+            registered=r.booted,
+            busy=r.busy,
+            idle=r.booted - r.busy,
+            minimum=r.spec.minimum,
+            maximum=r.maximum,
+            desired=r.desired,
+            arrival_per_min=round(sum(1 for t in r.arrived if t > since) / span, 3),
+            started_per_min=round(sum(1 for t in r.started if t > since) / span, 3),
+            completed_per_min=round(len(done) / span, 3),
+            job_duration_mins=round(sum(done) / len(done) / 60, 2) if done else r.spec.job_minutes,
+            arrival_baseline_per_min=r.spec.arrival_per_min,
+            duration_baseline_mins=r.spec.job_minutes,
+        )
+
+    def scale_up(self, runner_type: str, delta: int) -> ScaleAnswer:
+        """Raise a type's capacity by `delta` runners; they boot and take queued jobs."""
+        if delta < 1:
+            raise ValueError("delta must be at least 1")
+        with self._lock:
+            self._advance()
+            r = self._types.get(runner_type)
+            if r is None:
+                raise KeyError(runner_type)
+            before = r.booted + len(r.booting)
+            r.maximum += delta
+            r.booting.extend([self._now + r.spec.boot_minutes * 60] * delta)
+            return ScaleAnswer(before, before + delta, r.maximum)
+
+    def worst(self, window_min: float = 10.0) -> tuple[int, float]:
+        """(largest queue, longest wait in minutes) over every runner type: the alert's values."""
+        readings = self.reading(window_min).values()
+        return (
+            max((t.queued for t in readings), default=0),
+            max((t.longest_wait_mins for t in readings), default=0.0),
+        )
+
+
+def burst_end_minute(bursts: Iterable[Burst]) -> float:
+    return max((b.starts_min + b.lasts_min for b in bursts), default=0.0)
+
+
+def minutes(text: str) -> float:
+    """A Prometheus duration ("10m", "1h", "90s") in minutes."""
+    units = {"s": 1 / 60, "m": 1.0, "h": 60.0, "d": 1440.0}
+    value, unit = text[:-1], text[-1:]
+    if unit not in units or not value.isdigit():
+        raise ValueError(f"not a duration: {text!r}")
+    return int(value) * units[unit]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bot.sandbox.fleet`: serve the simulated fleet on its own."""
+    import argparse
+    import logging
+
+    import uvicorn
+
+    from bot.sandbox.fleet_api import FleetApi, FleetApiConfig
+
+    parser = argparse.ArgumentParser(prog="python -m bot.sandbox.fleet", description=__doc__)
+    parser.add_argument("--speed", type=float, default=10.0, help="simulated seconds per second")
+    parser.add_argument("--port", type=int, default=9090)
+    parser.add_argument("--webhook-url", help="where to POST Grafana alerts (the bot's URL)")
+    parser.add_argument("--webhook-token", help="bearer token for the webhook")
+    parser.add_argument("--scale-secret", default="", help="the webhook scaler's shared secret")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    config = FleetApiConfig(args.webhook_url, args.webhook_token, args.scale_secret)
+    api = FleetApi(Fleet(speed=args.speed), config)
+    api.url = f"http://127.0.0.1:{args.port}"
+    uvicorn.run(api.app, host="127.0.0.1", port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

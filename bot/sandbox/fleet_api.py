@@ -1,0 +1,301 @@
+"""The simulated fleet over HTTP, speaking the real protocols the bot's production backends use.
+
+- Prometheus: `GET|POST /api/v1/query` answers the instant queries of the `prometheus` metrics
+  backend (its default ARC queries, at the bot's rate window) with instant vectors labelled like
+  ARC's listener metrics (`name` = the scale set with its random suffix). Any other query is a
+  `bad_data` error, as Prometheus answers a query it cannot run.
+- Alertmanager API v2: `/api/v2/silences`, `/api/v2/silence/{id}`, `/api/v2/alerts`,
+  `/-/ready`; the `alertmanager` silence backend points here, and the alert rule honours what
+  is silenced.
+- The `webhook` scaler's receiver: `POST /scale`, verified with the shared secret
+  (`bot.backends.scale.signature`), replays refused; the added runners boot, then take jobs.
+- Grafana's side: a background loop evaluates the alert rule and posts Grafana webhook payloads
+  to the bot, retrying like Grafana when the bot cannot take them.
+- A human's view: `GET /` (the fleet, refreshed), `GET /runbook`, `GET /fleet.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import html
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from bot.backends.metrics.prometheus import arc_queries
+from bot.backends.scale.signature import verify
+from bot.sandbox.fleet import Fleet, minutes
+from bot.sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
+
+log = logging.getLogger(__name__)
+
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+EVALUATE_EVERY_SIM_S = 30.0  # Grafana evaluates a rule every 30 s here (simulated)
+
+
+@dataclass(frozen=True)
+class FleetApiConfig:
+    """Where the fleet sends its alerts, and what it shares with the bot."""
+
+    webhook_url: str | None = None  # the bot's /alerts/grafana; None sends nothing
+    webhook_token: str | None = None
+    scale_secret: str = ""
+    rate_window: str = "10m"
+    rule: RuleConfig = field(default_factory=RuleConfig)
+
+
+def scale_set_name(runner_type: str) -> str:
+    """ARC 0.14's `<scale set>-<5 random chars>`, stable per type (the bot strips the suffix)."""
+    digest = hashlib.sha256(runner_type.encode()).digest()
+    suffix = "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])
+    return f"{runner_type}-{suffix}"
+
+
+class FleetApi:
+    def __init__(self, fleet: Fleet, config: FleetApiConfig) -> None:
+        self.fleet = fleet
+        self.config = config
+        self.rule = QueueRule(config.rule)
+        self.silences = Silences()
+        self.sent: list[dict[str, Any]] = []  # every notification the bot accepted, in order
+        self.scaled: list[dict[str, Any]] = []
+        self._seen_requests: set[str] = set()
+        self._window_min = minutes(config.rate_window)
+        self._fields = {query: name for name, query in arc_queries(config.rate_window).items()}
+        self.url = ""  # set once served; the payloads' links point here
+        self.app = Starlette(
+            routes=[
+                Route("/", self._dashboard, methods=["GET"]),
+                Route("/fleet.json", self._fleet_json, methods=["GET"]),
+                Route("/runbook", self._runbook, methods=["GET"]),
+                Route("/api/v1/query", self._query, methods=["GET", "POST"]),
+                Route("/api/v2/silences", self._silences, methods=["GET", "POST"]),
+                Route("/api/v2/silence/{sid:str}", self._silence, methods=["GET", "DELETE"]),
+                Route("/api/v2/alerts", self._alerts, methods=["GET"]),
+                Route("/-/ready", self._ready, methods=["GET"]),
+                Route("/-/healthy", self._ready, methods=["GET"]),
+                Route("/scale", self._scale, methods=["POST"]),
+            ],
+            lifespan=self._lifespan,
+        )
+
+    # -- Prometheus ------------------------------------------------------------------------
+
+    async def _query(self, request: Request) -> Response:
+        params = dict(request.query_params)
+        if request.method == "POST":
+            params.update({k: str(v) for k, v in (await request.form()).items()})
+        query = params.get("query", "")
+        wanted = self._fields.get(query.strip())
+        if wanted is None:
+            return JSONResponse(
+                {
+                    "status": "error",
+                    "errorType": "bad_data",
+                    "error": "the simulated fleet answers only the prometheus backend's ARC "
+                    f"queries at rate window {self.config.rate_window}",
+                },
+                status_code=400,
+            )
+        stamp = _stamp(params.get("time"))
+        result = [
+            {
+                "metric": {"name": scale_set_name(name), "namespace": "arc-runners"},
+                "value": [stamp, _sample(getattr(reading, wanted))],
+            }
+            for name, reading in self.fleet.reading(self._window_min).items()
+        ]
+        return JSONResponse(
+            {"status": "success", "data": {"resultType": "vector", "result": result}}
+        )
+
+    # -- Alertmanager API v2 -------------------------------------------------------------------
+
+    async def _silences(self, request: Request) -> Response:
+        now = datetime.now(UTC)
+        if request.method == "GET":
+            return JSONResponse([s.as_json(now) for s in self.silences.all()])
+        try:
+            body = json.loads(await request.body())
+            silence_id = self.silences.create(body, now)
+        except ValueError as exc:  # SilenceError and undecodable JSON alike
+            reason = str(exc) if isinstance(exc, SilenceError) else "body is not JSON"
+            return PlainTextResponse(reason, status_code=400)
+        log.info("fleet: silence %s created", silence_id)
+        return JSONResponse({"silenceID": silence_id})
+
+    async def _silence(self, request: Request) -> Response:
+        now, silence_id = datetime.now(UTC), request.path_params["sid"]
+        silence = self.silences.get(silence_id)
+        if silence is None:
+            return PlainTextResponse("silence not found", status_code=404)
+        if request.method == "GET":
+            return JSONResponse(silence.as_json(now))
+        if not self.silences.expire(silence_id, now):
+            return PlainTextResponse("silence already expired", status_code=500)
+        return Response(status_code=200)
+
+    async def _alerts(self, request: Request) -> Response:
+        if self.rule.state != "firing":
+            return JSONResponse([])
+        now = datetime.now(UTC)
+        silenced_by = self.silences.silencing(self.rule.labels, now)
+        state = "suppressed" if silenced_by else "active"
+        return JSONResponse(
+            [
+                {
+                    "labels": self.rule.labels,
+                    "annotations": {},
+                    "status": {"state": state, "silencedBy": silenced_by, "inhibitedBy": []},
+                    "fingerprint": hashlib.sha256(b"queue").hexdigest()[:16],
+                }
+            ]
+        )
+
+    async def _ready(self, request: Request) -> Response:
+        return PlainTextResponse("OK")
+
+    # -- the webhook scaler's receiver -------------------------------------------------------
+
+    async def _scale(self, request: Request) -> Response:
+        body = await request.body()
+        problem = verify(self.config.scale_secret, request.headers, body, now=time.time())
+        if problem:
+            return JSONResponse({"error": problem}, status_code=401)
+        try:
+            ask = json.loads(body)
+            runner_type, delta = str(ask["runner_type"]), int(ask["delta"])
+            request_id = str(ask["request_id"])
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse({"error": "runner_type, delta and request_id required"}, 400)
+        if request_id in self._seen_requests:
+            return JSONResponse({"error": "replayed request"}, status_code=409)
+        try:
+            answer = self.fleet.scale_up(runner_type, delta)
+        except KeyError:
+            return JSONResponse({"error": f"no runner type {runner_type!r}"}, status_code=404)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        self._seen_requests.add(request_id)
+        self.scaled.append({**ask, "at_minute": round(self.fleet.minute, 1)})
+        log.info("fleet: %s +%d requested by %s", runner_type, delta, ask.get("requested_by"))
+        return JSONResponse(
+            {"before": answer.before, "after": answer.after, "maximum": answer.maximum}
+        )
+
+    # -- the human's view ------------------------------------------------------------------
+
+    async def _fleet_json(self, request: Request) -> Response:
+        readings = self.fleet.reading(self._window_min)
+        return JSONResponse(
+            {
+                "minute": round(self.fleet.minute, 2),
+                "speed": self.fleet.speed,
+                "alert": self.rule.state,
+                "runner_types": {name: vars(r) for name, r in readings.items()},
+            }
+        )
+
+    async def _dashboard(self, request: Request) -> Response:
+        readings = self.fleet.reading(self._window_min)
+        rows = "".join(
+            f"<tr><td>{html.escape(name)}</td><td>{r.queued}</td><td>{r.longest_wait_mins}</td>"
+            f"<td>{r.busy}/{r.registered}</td><td>{r.minimum}–{r.maximum}</td>"
+            f"<td>{r.arrival_per_min}</td><td>{r.completed_per_min}</td></tr>"
+            for name, r in readings.items()
+        )
+        page = (
+            "<!doctype html><meta charset=utf-8><meta http-equiv=refresh content=5>"
+            "<title>Simulated CI fleet</title><body style='font-family:sans-serif'>"
+            f"<h1>Simulated CI fleet</h1><p>minute {self.fleet.minute:.1f} at ×{self.fleet.speed}"
+            f" · alert: {self.rule.state}</p><table border=1 cellpadding=4>"
+            "<tr><th>runner type</th><th>queued</th><th>longest wait (min)</th><th>busy</th>"
+            "<th>min–max</th><th>arrivals/min</th><th>completions/min</th></tr>"
+            f"{rows}</table></body>"
+        )
+        return HTMLResponse(page)
+
+    async def _runbook(self, request: Request) -> Response:
+        return PlainTextResponse(
+            "Jobs queueing in autoscaled machines (simulated fleet)\n\n"
+            "1. Run diagnostics from the incident: is it demand (arrivals over baseline), slow\n"
+            "   jobs, or capacity (busy = max)?\n"
+            "2. Capacity: scale the queueing runner type up from the incident.\n"
+            "3. Silence the alert while you work on it; the thread keeps the numbers coming.\n"
+        )
+
+    # -- Grafana's side: evaluate the rule, send the notifications -------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.create_task(self._notify_forever()) if self.config.webhook_url else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _notify_forever(self) -> None:
+        every_s = EVALUATE_EVERY_SIM_S / self.fleet.speed
+        headers = {"Content-Type": "application/json"}
+        if self.config.webhook_token:
+            headers["Authorization"] = f"Bearer {self.config.webhook_token}"
+        async with httpx.AsyncClient(timeout=10, headers=headers) as client:
+            while True:
+                await asyncio.sleep(every_s)
+                payload = self.evaluate()
+                if payload is not None:
+                    await self._deliver(client, payload)
+
+    def evaluate(self) -> dict[str, Any] | None:
+        """One evaluation of the alert rule: the payload to send, if any."""
+        queued, wait = self.fleet.worst(self._window_min)
+        now = datetime.now(UTC)
+        silenced = bool(self.silences.silencing(self.rule.labels, now))
+        note = self.rule.evaluate(self.fleet.minute, now, queued, wait, silenced=silenced)
+        if note is None:
+            return None
+        labels, thresholds = self.rule.labels, self.rule.config
+        return grafana_payload(note, labels, fleet_url=self.url, thresholds=thresholds)
+
+    async def _deliver(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> None:
+        """Post until the bot accepts it: Grafana retries a contact point that fails."""
+        assert self.config.webhook_url is not None
+        for attempt in range(1, 6):
+            try:
+                response = await client.post(self.config.webhook_url, json=payload)
+                if response.status_code < 300:
+                    self.sent.append(payload)
+                    return
+                if 400 <= response.status_code < 500:
+                    log.warning("fleet: the bot refused the alert: %s", response.text[:200])
+                    return
+            except httpx.HTTPError as exc:
+                log.info("fleet: alert not delivered (%s), retrying", type(exc).__name__)
+            await asyncio.sleep(min(2**attempt, 10))
+        log.warning("fleet: gave up delivering a %s notification", payload.get("status"))
+
+
+def _stamp(value: str | None) -> float:
+    try:
+        return float(value) if value else time.time()
+    except ValueError:
+        return time.time()
+
+
+def _sample(value: float | int) -> str:
+    return repr(float(value))

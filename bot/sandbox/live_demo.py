@@ -1,0 +1,108 @@
+"""`queuepilot demo`: the local Slack page, a simulated fleet whose queue grows, and the bot.
+
+Prints the page's URL first, then narrates what happens in the terminal (the alert firing, each
+message the bot posts or edits) until Ctrl-C or SIGTERM stops everything it started. With
+`--until-resolved` it stops by itself once the incident resolved and its summary is posted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from contextlib import ExitStack
+
+from bot.sandbox.demo import (
+    DemoError,
+    _configure_output,
+    _interrupt,
+    _redis,
+    _say,
+    _signals,
+)
+from bot.sandbox.slack_api import Message
+from bot.sandbox.stack import CHANNEL, Sandbox, SandboxConfig, SandboxError, start_sandbox
+
+PREFERRED_PAGE_PORT = 8080
+
+
+def run_live_demo(*, speed: float, until_resolved: bool = False) -> int:
+    _configure_output()
+    stack, code = ExitStack(), 0
+    try:
+        with _signals(_interrupt, signal.SIGTERM):
+            sandbox = _start(stack, speed)
+            _narrate(sandbox, until_resolved=until_resolved)
+    except (DemoError, SandboxError) as exc:
+        print(f"queuepilot demo: {exc}", file=sys.stderr, flush=True)
+        code = 1
+    except BrokenPipeError:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python's documented remedy
+        code = 1
+    except KeyboardInterrupt:
+        _say("\nStopping the bot, the fleet, the Slack emulator and the demo's Redis…")
+    finally:
+        with _signals(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
+            stack.close()
+    return code
+
+
+def _start(stack: ExitStack, speed: float) -> Sandbox:
+    redis_url, prefix, redis_note = _redis(stack)
+    port_text = os.environ.get("DEMO_PORT", "")
+    if port_text and not port_text.isdigit():
+        raise DemoError(f"DEMO_PORT must be a port number, not {port_text!r}")
+    config = SandboxConfig(speed=speed, page_port=int(port_text or PREFERRED_PAGE_PORT))
+    try:
+        sandbox = start_sandbox(stack, redis_url, prefix, config)
+    except SandboxError:
+        if port_text:  # the port asked for is taken: say so rather than pick another
+            raise
+        sandbox = start_sandbox(stack, redis_url, prefix, SandboxConfig(speed=speed))
+    _say(
+        f"queuepilot demo: open {sandbox.page_url} in your browser (a local Slack; no workspace)\n"
+        f"  bot     {sandbox.bot_url}  (the production app: /alerts/grafana, /slack/events)\n"
+        f"  fleet   {sandbox.fleet_url}  (simulated CI fleet at ×{speed:g}: Grafana alerts, "
+        "Prometheus, Alertmanager silences, the scaler webhook)\n"
+        f"  Redis   {redis_url}  ({redis_note})\n"
+        "A burst of jobs is about to make linux.2xlarge queue; the alert fires within about a "
+        "minute.\nIn the incident: silence it, run diagnostics, scale up; or type /queue help. "
+        "Ctrl-C stops everything.\n"
+    )
+    return sandbox
+
+
+def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
+    """Print each new or edited message (its first line) and the fleet's alert state."""
+    seen: dict[str, int] = {}
+    alert_state = ""
+    while True:
+        time.sleep(0.5)
+        state = sandbox.fleet.rule.state
+        if state != alert_state:
+            alert_state = state
+            _say(f"[fleet minute {sandbox.fleet.fleet.minute:4.1f}] alert rule: {state}")
+        resolved = False
+        for message in _messages(sandbox):
+            if seen.get(message.ts) == message.edits:
+                continue
+            what = "new" if message.ts not in seen else "edited"
+            seen[message.ts] = message.edits
+            where = "reply" if message.thread_ts else "root"
+            first = (message.text or "(a file)").splitlines()[0][:110]
+            _say(f"  [{what} {where}] {first}")
+            summary = message.thread_ts is not None and " resolved after " in message.text
+            resolved = resolved or summary
+        if resolved:
+            _say("The queue drained and the incident resolved; the summary is in the thread.")
+            if until_resolved:
+                return
+            _say("The page stays up: Ctrl-C to stop.")
+
+
+def _messages(sandbox: Sandbox) -> list[Message]:
+    found = []
+    for root in sandbox.emulator.channel_messages(CHANNEL):
+        found.extend(sandbox.emulator.thread(CHANNEL, root.ts))
+    return found

@@ -1,0 +1,224 @@
+// The local Slack page: shows the emulator's workspace to one person and tells the emulator what
+// they did. The emulator turns each act into the signed request Slack would send the bot; this
+// file never talks to the bot itself.
+
+import { collectValues, el, renderBlocks } from "./blocks.js";
+import { mrkdwn } from "./mrkdwn.js";
+
+const view = {
+  state: null,
+  channel: null, // the channel shown
+  thread: null, // root ts of the open thread
+  threadClosed: false, // the visitor closed it: do not reopen one by itself
+  modalKey: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+async function post(path, body) {
+  let answer;
+  try {
+    const response = await fetch(path, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    });
+    answer = await response.json();
+  } catch (error) {
+    answer = { ok: false, problem: `the local Slack did not answer (${error})` };
+  }
+  if (!answer.ok) toast(answer.problem || "something went wrong");
+  return answer;
+}
+
+function toast(message) {
+  const box = $("toast");
+  box.textContent = message;
+  box.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { box.hidden = true; }, 6000);
+}
+
+// -- state and live updates ------------------------------------------------------------------
+
+async function refresh() {
+  const response = await fetch("/_page/state", { cache: "no-store" });
+  view.state = await response.json();
+  render();
+}
+
+function listen() {
+  const events = new EventSource("/_page/events");
+  let pending = null;
+  events.addEventListener("change", () => {
+    // Changes come in bursts (a post, then its edit): one refresh per frame is enough.
+    if (pending) return;
+    pending = requestAnimationFrame(async () => { pending = null; await refresh(); });
+  });
+  events.onopen = () => $("live").classList.add("on");
+  events.onerror = () => $("live").classList.remove("on");
+}
+
+// -- rendering -------------------------------------------------------------------------------
+
+function render() {
+  const state = view.state;
+  document.body.dataset.version = state.version;
+  $("me").textContent = `● ${state.me.name}`;
+  const channels = state.channels;
+  if (!view.channel || !channels.some((c) => c.id === view.channel)) view.channel = channels[0]?.id;
+  $("channels").replaceChildren(...channels.map((c) => el("li", {},
+    el("button", {
+      type: "button", class: c.id === view.channel ? "channel current" : "channel",
+      onclick: () => { view.channel = c.id; view.thread = null; render(); },
+    }, `# ${c.name}`))));
+  const channel = channels.find((c) => c.id === view.channel);
+  if (!channel) return;
+  $("channel-name").textContent = `# ${channel.name}`;
+  $("composer-input").placeholder = `Message #${channel.name}, or type ${state.command} help`;
+  renderChannel(channel);
+  renderThread(channel);
+  renderModal(state.modal);
+}
+
+function renderChannel(channel) {
+  const box = $("messages");
+  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  const loose = channel.ephemerals.filter((e) => !e.thread_ts);
+  const items = [...channel.messages.map((m) => ({ ...m, kind: "message" })),
+    ...loose.map((e) => ({ ...e, kind: "ephemeral" }))].sort((a, b) => Number(a.ts) - Number(b.ts));
+  if (!view.thread && !view.threadClosed) {
+    const incident = [...channel.messages].reverse().find((m) => m.blocks?.length);
+    if (incident) view.thread = incident.ts;
+  }
+  box.replaceChildren(...(items.length ? items.map((item) => message(item, channel, true))
+    : [el("p", { class: "empty" }, "No messages yet. The simulated fleet's alert will open an incident here.")]));
+  if (atBottom) stickToBottom(box);
+}
+
+function renderThread(channel) {
+  const pane = $("thread");
+  const root = channel.messages.find((m) => m.ts === view.thread);
+  if (!root) { pane.hidden = true; return; }
+  const opened = pane.hidden || pane.dataset.root !== root.ts;
+  pane.hidden = false;
+  pane.dataset.root = root.ts;
+  const box = $("thread-messages");
+  const atBottom = opened || box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  const mine = channel.ephemerals.filter((e) => e.thread_ts === root.ts).map((e) => ({ ...e, kind: "ephemeral" }));
+  const replies = [...root.replies.map((r) => ({ ...r, kind: "message" })), ...mine]
+    .sort((a, b) => Number(a.ts) - Number(b.ts));
+  box.replaceChildren(
+    message({ ...root, kind: "message" }, channel, false),
+    el("div", { class: "reply-count" }, `${root.replies.length} ${root.replies.length === 1 ? "reply" : "replies"}`),
+    ...replies.map((r) => message(r, channel, false)));
+  if (atBottom) stickToBottom(box);
+}
+
+// Scroll to the newest message, again as images load (a chart arrives after its message).
+function stickToBottom(box) {
+  box.scrollTop = box.scrollHeight;
+  for (const image of box.querySelectorAll("img")) {
+    if (!image.complete) image.addEventListener("load", () => { box.scrollTop = box.scrollHeight; }, { once: true });
+  }
+}
+
+function message(item, channel, inChannel) {
+  const users = view.state.users;
+  const isBot = item.user === view.state.bot_user_id || item.bot_id;
+  const name = isBot ? "queuepilot" : users[item.user] || item.user;
+  const when = new Date(Number(item.ts) * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  const ctx = {
+    users,
+    confirm,
+    act: (blockId, element, selected) => post("/_page/action", {
+      channel: channel.id, message_ts: item.ts, block_id: blockId, action_id: element.action_id, selected,
+    }),
+  };
+  const interactive = item.kind === "message";
+  const body = item.blocks?.length ? renderBlocks(item.blocks, interactive ? ctx : { ...ctx, act: () => {} })
+    : el("div", { class: "message-text", html: mrkdwn(item.text, users) });
+  const files = (item.files || []).map((file) => file.mimetype?.startsWith("image/")
+    ? el("figure", { class: "file" },
+      el("img", { src: `/_emulator/files/${file.id}`, alt: file.title || file.name, loading: "lazy" }),
+      el("figcaption", {}, file.title || file.name))
+    : el("div", { class: "file" }, `📎 ${file.title || file.name}`));
+  const threadLink = inChannel && item.reply_count ? el("button", {
+    type: "button", class: "thread-link",
+    onclick: () => { view.thread = item.ts; view.threadClosed = false; render(); },
+  }, `${item.reply_count} ${item.reply_count === 1 ? "reply" : "replies"}`) : null;
+  return el("article", {
+    class: `message ${item.kind}${view.thread === item.ts && inChannel ? " selected" : ""}`,
+    "data-ts": item.ts,
+  },
+  el("div", { class: `avatar${isBot ? " bot" : ""}` }, name[0].toUpperCase()),
+  el("div", { class: "message-main" },
+    el("div", { class: "message-meta" },
+      el("b", {}, name), isBot ? el("span", { class: "app-badge" }, "APP") : null,
+      el("time", {}, when), item.edits ? el("span", { class: "edited" }, "(edited)") : null,
+      item.kind === "ephemeral" ? el("span", { class: "only-you" }, "Only visible to you") : null),
+    body, ...files, threadLink));
+}
+
+// -- modals and confirm dialogs ------------------------------------------------------------------
+
+function renderModal(modal) {
+  const overlay = $("overlay");
+  const key = modal ? `${modal.id}:${modal.hash}:${JSON.stringify(modal.errors)}` : null;
+  if (key === view.modalKey) return; // unchanged: keep what the visitor typed
+  view.modalKey = key;
+  if (!modal) { overlay.hidden = true; overlay.replaceChildren(); return; }
+  const form = el("form", { class: "modal", role: "dialog", "aria-modal": "true", "aria-label": modal.title?.text });
+  const body = renderBlocks(modal.blocks, {
+    users: view.state.users, confirm, errors: modal.errors,
+    act: (blockId, element, selected) => post("/_page/action", { view_id: modal.id, block_id: blockId, action_id: element.action_id, selected }),
+  });
+  const close = () => post("/_page/view/close", { view_id: modal.id });
+  form.append(
+    el("header", {}, el("h2", {}, modal.title?.text || ""), el("button", { type: "button", class: "modal-x", "aria-label": "Close", onclick: close }, "×")),
+    el("div", { class: "modal-body" }, body),
+    el("footer", {},
+      el("button", { type: "button", class: "button", onclick: close }, modal.close?.text || "Cancel"),
+      modal.submit ? el("button", { type: "submit", class: "button button-primary" }, modal.submit.text) : null));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const submit = form.querySelector("button[type=submit]");
+    submit.disabled = true;
+    await post("/_page/view", { view_id: modal.id, values: collectValues(form) });
+    submit.disabled = false;
+  });
+  overlay.replaceChildren(form);
+  overlay.hidden = false;
+}
+
+function confirm(dialog) {
+  return new Promise((resolve) => {
+    const overlay = el("div", { class: "confirm-overlay" });
+    const done = (answer) => { overlay.remove(); resolve(answer); };
+    overlay.append(el("div", { class: "modal confirm", role: "alertdialog", "aria-label": dialog.title?.text || "Confirm" },
+      el("header", {}, el("h2", {}, dialog.title?.text || "Are you sure?")),
+      el("div", { class: "modal-body", html: mrkdwn(dialog.text?.text || "", view.state.users) }),
+      el("footer", {},
+        el("button", { type: "button", class: "button", onclick: () => done(false) }, dialog.deny?.text || "Cancel"),
+        el("button", { type: "button", class: `button button-${dialog.style || "primary"}`, onclick: () => done(true) }, dialog.confirm?.text || "Yes"))));
+    document.body.append(overlay);
+  });
+}
+
+// -- composer ------------------------------------------------------------------------------------
+
+$("composer").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const input = $("composer-input");
+  const text = input.value.trim();
+  if (!text) return;
+  if (!text.startsWith("/")) {
+    toast(`Only slash commands reach the bot here: try ${view.state.command} help`);
+    return;
+  }
+  input.value = "";
+  const answer = await post("/_page/command", { channel: view.channel, text });
+  if (!answer.ok) input.value = text;
+});
+
+$("thread-close").addEventListener("click", () => { view.thread = null; view.threadClosed = true; render(); });
+
+refresh().then(listen);

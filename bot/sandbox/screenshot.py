@@ -1,0 +1,57 @@
+"""`make screenshot`: play the demo to its end in chromium and save the page as a PNG.
+
+    python -m bot.sandbox.screenshot docs/demo-thread.png
+
+The README opens with this picture; regenerating it after a change to the messages keeps the
+README honest. It runs the same sandbox and the same visitor as the browser test.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+from bot import logs
+from bot.sandbox.demo import DemoError, _redis
+from bot.sandbox.stack import SandboxConfig, start_sandbox
+from bot.sandbox.visitor import (
+    chromium_page,
+    run_diagnostics,
+    scale_up,
+    see_it_drain,
+    see_the_incident,
+    silence_for_an_hour,
+)
+
+STEP_MS = 60_000
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m bot.sandbox.screenshot OUTPUT.png", file=sys.stderr)
+        return 2
+    output = Path(argv[0])
+    logs.configure("WARNING")
+    with ExitStack() as stack:
+        try:
+            redis_url, prefix, _ = _redis(stack)
+        except DemoError as exc:
+            print(f"screenshot: {exc}", file=sys.stderr)
+            return 1
+        sandbox = start_sandbox(stack, redis_url, prefix, SandboxConfig(speed=30))
+        print(f"screenshot: playing the demo at {sandbox.page_url}", flush=True)
+        with chromium_page(sandbox.page_url) as page:
+            root = see_the_incident(page, within_ms=STEP_MS)
+            silence_for_an_hour(page, root, within_ms=STEP_MS)
+            scale_up(page, root, 10, within_ms=STEP_MS)
+            run_diagnostics(page, root, within_ms=STEP_MS)
+            see_it_drain(page, root, within_ms=4 * STEP_MS)
+            output.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(output))
+    print(f"screenshot: wrote {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,173 @@
+"""The whole loop on one machine: Slack emulator with its page, simulated fleet, and the bot.
+
+`start_sandbox` wires the three together the way production wires queuepilot to Slack, Grafana,
+Alertmanager, Prometheus and an autoscaler, each over its real protocol:
+
+    fleet --Grafana webhook--> bot --Web API--> emulator <--clicks, /queue-- page (browser)
+    bot --/api/v1/query, /api/v2/silences, POST /scale--> fleet
+    emulator --signed interactions and commands--> bot /slack/events
+
+The bot is the production app (`build_bot`, `build_app`, the `prometheus` metrics backend, the
+`alertmanager` silence backend, the `webhook` scaler), with cadences shortened for a demo that
+lasts minutes. `make demo`, the browser test and the README's screenshot all run this.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+from bot.app import build_app, build_bot
+from bot.config import Settings, SettingsError, load_settings
+from bot.sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Fleet
+from bot.sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
+from bot.sandbox.redis_server import free_port
+from bot.sandbox.serve import serve_in_thread
+from bot.sandbox.slack_api import SlackEmulator
+
+CHANNEL = "C0CIQUEUE"
+CHANNEL_NAME = "ci-queue-incidents"
+BOT_TOKEN = "xoxb-sandbox"
+PAGE_USER = "U0ALICE"  # alice: the page's user, allowed to scale
+RATE_WINDOW = "10m"
+
+
+class SandboxError(Exception):
+    """A part of the sandbox could not start; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How fast the demo plays. `speed` compresses the fleet's time; the bot's cadences are real
+    seconds, shortened so that a status, a chart and the drain checks fit in a few minutes."""
+
+    speed: float = 10.0
+    status_interval_s: int = 30
+    metrics_interval_s: int = 5
+    drain_check_s: int = 10
+    page_port: int = 0  # 0: any free port
+    bot_port: int = 0
+
+
+@dataclass
+class Sandbox:
+    page_url: str
+    bot_url: str
+    fleet_url: str
+    redis_url: str
+    emulator: SlackEmulator
+    fleet: FleetApi
+    settings: Settings
+
+
+def start_sandbox(
+    stack: ExitStack, redis_url: str, prefix: str, config: SandboxConfig = SandboxConfig()
+) -> Sandbox:
+    """Start emulator, fleet and bot (stopped in reverse order when `stack` closes)."""
+    emulator = SlackEmulator(
+        token=BOT_TOKEN,
+        channels=(CHANNEL,),
+        channel_names={CHANNEL: CHANNEL_NAME},
+        page_user=PAGE_USER,
+    )
+    page = _serve(stack, emulator.app, config.page_port, "the local Slack page")
+    bot_port = config.bot_port or free_port()
+    webhook_token, scale_secret = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+    fleet = FleetApi(
+        Fleet(DEMO_TYPES, DEMO_BURSTS, speed=config.speed),
+        FleetApiConfig(
+            webhook_url=f"http://127.0.0.1:{bot_port}/alerts/grafana",
+            webhook_token=webhook_token,
+            scale_secret=scale_secret,
+            rate_window=RATE_WINDOW,
+        ),
+    )
+    fleet_server = _serve(stack, fleet.app, 0, "the simulated fleet")
+    fleet.url = fleet_server.url
+    signing_secret = secrets.token_hex(16)
+    settings = _settings(
+        config,
+        api_url=f"{page.url}/api/",
+        redis_url=redis_url,
+        prefix=prefix,
+        port=bot_port,
+        fleet_url=fleet.url,
+        webhook_token=webhook_token,
+        scale_secret=scale_secret,
+        signing_secret=signing_secret,
+    )
+    bot = _serve(stack, build_app(build_bot(settings)), bot_port, "the bot")
+    emulator.connect_app(f"{bot.url}/slack/events", signing_secret)
+    return Sandbox(page.url + "/", bot.url, fleet.url, redis_url, emulator, fleet, settings)
+
+
+def _serve(stack: ExitStack, app: object, port: int, what: str):
+    try:
+        server = serve_in_thread(app, port=port)
+    except (OSError, RuntimeError) as exc:
+        raise SandboxError(f"{what} cannot listen on port {port}: {exc}") from None
+    stack.callback(server.stop)
+    return server
+
+
+def _settings(
+    config: SandboxConfig,
+    *,
+    api_url: str,
+    redis_url: str,
+    prefix: str,
+    port: int,
+    fleet_url: str,
+    webhook_token: str,
+    scale_secret: str,
+    signing_secret: str,
+) -> Settings:
+    """The bot's settings: production backends pointed at the fleet; no .env, nothing inherited
+    that could reach a real Slack (an SLACK_APP_TOKEN would switch to Socket Mode)."""
+    targets = {
+        name: {"target": f"arc-runners/{scale_set_name(name)}", "cap": 20}
+        for name in (spec.name for spec in DEMO_TYPES)
+    }
+    try:
+        settings = load_settings(
+            _env_file=None,
+            slack_api_url=api_url,
+            slack_channel=CHANNEL,
+            slack_bot_token=BOT_TOKEN,
+            slack_signing_secret=signing_secret,
+            slack_app_token=None,
+            redis_url=redis_url,
+            redis_prefix=prefix,
+            host="127.0.0.1",
+            port=port,
+            alert_webhook_token=webhook_token,
+            alert_webhook_hmac_secret=None,
+            alert_webhook_basic_user=None,
+            alert_webhook_basic_password=None,
+            silence_backend="alertmanager",
+            alertmanager_url=fleet_url,
+            metrics_backend="prometheus",
+            prometheus_url=fleet_url,
+            prometheus_queries={},
+            prometheus_rate_window=RATE_WINDOW,
+            metrics_interval_seconds=config.metrics_interval_s,
+            scaler_backend="webhook",
+            scaler_webhook_url=f"{fleet_url}/scale",
+            scaler_webhook_secret=scale_secret,
+            scaler_targets=json.dumps(targets),
+            scale_allowed_users=PAGE_USER,
+            scale_cooldown_seconds=10,
+            status_interval_seconds=config.status_interval_s,
+            status_tick_seconds=1.0,
+            status_chart_every=2,
+            drain_check_seconds=config.drain_check_s,
+            slack_post_interval_ms=300,
+            slack_update_interval_ms=300,
+            root_edit_interval_ms=1000,
+        )
+        settings.check_serve()
+    except SettingsError as exc:
+        raise SandboxError(f"bad setting: {exc}") from None
+    return settings

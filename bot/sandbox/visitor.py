@@ -1,0 +1,108 @@
+"""A visitor on the local Slack page, played by Playwright in Debian's chromium.
+
+The browser end-to-end test and `make screenshot` both walk the demo this way: read the incident,
+choose Silence 1h, scale up through the modal, run diagnostics, and wait for the drained queue's
+summary. Each step waits for what a person would wait for on the page (Playwright's `expect`
+retries until it holds or the step's time runs out), never for a fixed time.
+
+Playwright is a development dependency: this module is imported only by the test and the
+screenshot target, never by the bot.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+# Headless chromium on a closed network: no background connections, no GPU, and no sandbox
+# (CI runs as root, where chromium's own sandbox cannot start).
+CHROMIUM_ARGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+)
+VIEWPORT = {"width": 1500, "height": 1000}
+SUMMARY = re.compile(r"Incident \d+ resolved \(queue drained\)")
+
+
+def chromium_path() -> str | None:
+    found = shutil.which("chromium") or "/usr/bin/chromium"
+    return found if os.path.exists(found) else None
+
+
+@contextmanager
+def chromium_page(url: str) -> Iterator[Page]:
+    """A page of Debian's chromium at `url`; page errors fail the visit when it ends."""
+    executable = chromium_path()
+    if executable is None:
+        raise RuntimeError("Debian's chromium is missing: apt-get install chromium")
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=executable, args=list(CHROMIUM_ARGS))
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(url)
+            yield page
+            if errors:
+                raise AssertionError(f"the page threw: {errors}")
+        finally:
+            browser.close()
+
+
+def see_the_incident(page: Page, *, within_ms: float) -> Any:
+    """The incident's root, once it shows the live numbers by runner type."""
+    root = page.locator("#messages article.message").first
+    expect(root).to_contain_text("Jobs queueing in autoscaled machines", timeout=within_ms)
+    expect(root).to_contain_text(re.compile(r"linux\.2xlarge: \d+ queued"), timeout=within_ms)
+    expect(root).to_contain_text("live from Prometheus", timeout=within_ms)
+    return root
+
+
+def silence_for_an_hour(page: Page, root: Any, *, within_ms: float) -> None:
+    root.locator("select[data-action-id=incident_silence]").select_option("3600")
+    expect(root.locator("[data-action-id=incident_unsilence]")).to_be_visible(timeout=within_ms)
+    expect(root).to_contain_text("silenced until", timeout=within_ms)
+
+
+def scale_up(page: Page, root: Any, runners: int, *, within_ms: float) -> None:
+    """Open the scale modal, ask for `runners` more, confirm, and see the thread say it."""
+    root.locator("[data-action-id=incident_scale]").click()
+    modal = page.locator("#overlay .modal")
+    expect(modal).to_contain_text("Runner type", timeout=within_ms)
+    modal.locator("input[type=number]").fill(str(runners))
+    modal.locator("button[type=submit]").click()
+    expect(modal).to_contain_text(f"+{runners}", timeout=within_ms)  # the confirmation step
+    modal.locator("button[type=submit]").click()
+    expect(page.locator("#overlay")).to_be_hidden(timeout=within_ms)
+    expect(page.locator("#thread")).to_contain_text("via the scaler webhook", timeout=within_ms)
+
+
+def run_diagnostics(page: Page, root: Any, *, within_ms: float) -> None:
+    root.locator("[data-action-id=incident_diagnose]").click()
+    expect(page.locator("#thread")).to_contain_text("Likely cause", timeout=within_ms)
+
+
+def see_it_drain(page: Page, root: Any, *, within_ms: float) -> None:
+    """The summary in the thread, the root marked resolved, the summary's chart shown."""
+    thread = page.locator("#thread")
+    expect(thread).to_contain_text(SUMMARY, timeout=within_ms)
+    expect(root).to_contain_text("Resolved", timeout=within_ms)
+    expect(thread.locator("figure.file img").last).to_be_visible(timeout=within_ms)
+    # The chart is the thread's last message: wait until it has loaded, so a screenshot has it.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#thread img')].every((i) => i.complete)",
+        timeout=within_ms,
+    )

@@ -1,0 +1,69 @@
+"""The demo as a visitor uses it: Debian's chromium, headless, on the local Slack page.
+
+The whole sandbox runs for real (the production bot, the Slack emulator and its page, the
+simulated fleet); Playwright drives the browser like a person (`bot.sandbox.visitor`): it reads
+the incident, chooses Silence 1h, scales up through the modal, runs diagnostics, and waits for
+the queue to drain and the summary to land. Each step is checked on the page, and in the fleet
+where the bot's call had to arrive. A screenshot of the end is saved in `build/test-artifacts/`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from bot.sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
+from tests.servers import RedisServer
+
+pytest.importorskip("playwright.sync_api")
+
+from bot.sandbox import visitor
+
+ARTIFACTS = Path(os.environ.get("QUEUEPILOT_ARTIFACTS", "build/test-artifacts"))
+# Generous for a loaded 2-core CI machine; every wait ends as soon as its condition holds.
+STEP_MS = 60_000
+DRAIN_MS = 240_000
+
+
+@pytest.fixture
+def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
+    if visitor.chromium_path() is None:
+        pytest.fail("Debian's chromium is missing: `make test` installs it (apt install chromium)")
+    redis_server.flush()
+    with ExitStack() as stack:
+        # The fleet at 30× and a status every 15 s: the incident's whole life in about two minutes.
+        config = SandboxConfig(speed=30, status_interval_s=15)
+        yield start_sandbox(stack, redis_server.url, "qpbrowser", config)
+
+
+def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: Sandbox) -> None:
+    with visitor.chromium_page(sandbox.page_url) as page:
+        root = visitor.see_the_incident(page, within_ms=STEP_MS)
+
+        visitor.silence_for_an_hour(page, root, within_ms=STEP_MS)
+        [silence] = sandbox.fleet.silences.all()
+        assert silence.created_by == "alice"
+        assert abs((silence.ends_at - silence.starts_at).total_seconds() - 3600) < 60
+
+        visitor.scale_up(page, root, 10, within_ms=STEP_MS)
+        assert [(s["runner_type"], s["delta"]) for s in sandbox.fleet.scaled] == [
+            ("linux.2xlarge", 10)
+        ]
+
+        visitor.run_diagnostics(page, root, within_ms=STEP_MS)
+
+        # Silenced, Grafana sends no resolve: the bot sees the drain itself and says so.
+        visitor.see_it_drain(page, root, within_ms=DRAIN_MS)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "demo-thread.png"))
+
+    # One incident, one silence, one scale-up: nothing the visitor did happened twice.
+    assert len(sandbox.emulator.channel_messages(CHANNEL)) == 1
+    assert len(sandbox.fleet.silences.all()) == 1
+    assert len(sandbox.fleet.scaled) == 1
+    # The silence held Grafana's resolve back, as Alertmanager would.
+    assert [p["status"] for p in sandbox.fleet.sent].count("resolved") == 0
