@@ -34,6 +34,7 @@ class ResponseTarget:
 @dataclass
 class UiState:
     triggers: dict[str, tuple[str, float]] = field(default_factory=dict)
+    exchanged: set[str] = field(default_factory=set)
     # Per person, the modal's views, bottom first (views.push stacks them).
     modals: dict[str, list[str]] = field(default_factory=dict)
     # Errors an app answered a submission with, by view ID, shown under their inputs.
@@ -42,6 +43,7 @@ class UiState:
 
     def reset(self) -> None:
         self.triggers.clear()
+        self.exchanged.clear()
         self.modals.clear()
         self.view_errors.clear()
         self.responses.clear()
@@ -54,9 +56,12 @@ class UiState:
     def take_trigger(self, trigger_id: str) -> str | None:
         """The person a trigger was issued for, once; None for a trigger this client never
         issued (tests make their own). Slack refuses a late or reused one."""
+        if trigger_id in self.exchanged:
+            raise SlackError("exchanged_trigger_id")
         issued = self.triggers.pop(trigger_id, None)
         if issued is None:
             return None
+        self.exchanged.add(trigger_id)
         user, at = issued
         if time.monotonic() - at > TRIGGER_TTL_S:
             raise SlackError("expired_trigger_id")

@@ -1,0 +1,355 @@
+"""The simulated CI fleet: its queue, and the real protocols it speaks to the bot's backends.
+
+The bot's own production clients are pointed at the fleet over HTTP (the `prometheus` metrics
+backend, the `alertmanager` silencer, the `webhook` scaler, the Grafana payload parser), so a
+drift between what the fleet serves and what the bot expects fails here, not in a demo.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bot.alert_facts import facts_of
+from bot.alerts import Matcher, parse_notification
+from bot.backends.errors import BackendError
+from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
+from bot.backends.scale import ScaleRequest, ScaleTarget
+from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from bot.backends.scale.webhook import WebhookScaler, WebhookScalerConfig
+from bot.backends.silence import SilenceRequest
+from bot.backends.silence.alertmanager import alertmanager_silencer
+from bot.sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec, minutes
+from bot.sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
+from bot.sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
+from bot.sandbox.serve import serve_in_thread
+
+SECRET = "fleet-test-secret"
+
+
+class Clock:
+    """The fleet's clock, moved by the test: simulated minutes pass at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def to_minute(self, minute: float) -> None:
+        self.now = minute * 60
+
+
+def drained_at(fleet: Fleet, clock: Clock, *, scale_at: float | None = None) -> float:
+    """The first minute after the burst at which linux.2xlarge has no queue."""
+    peak = 0
+    for minute in range(0, 120):
+        clock.to_minute(minute)
+        if scale_at is not None and minute == scale_at:
+            fleet.scale_up("linux.2xlarge", 10)
+        queued = fleet.reading()["linux.2xlarge"].queued
+        peak = max(peak, queued)
+        if minute > 16 and queued == 0:
+            assert peak >= 25, f"the burst should queue, peaked at {peak}"
+            return minute
+    raise AssertionError("never drained")
+
+
+def test_the_burst_queues_one_type_and_scaling_drains_it_sooner() -> None:
+    clock = Clock()
+    alone = drained_at(Fleet(speed=1, clock=clock), clock)
+    clock = Clock()
+    scaled = drained_at(Fleet(speed=1, clock=clock), clock, scale_at=12)
+    assert 30 <= alone <= 70
+    assert scaled < alone - 10
+    # The other runner types never queue: the alert is about one type.
+    clock = Clock()
+    fleet = Fleet(speed=1, clock=clock)
+    for minute in range(0, 60, 5):
+        clock.to_minute(minute)
+        others = {n: r.queued for n, r in fleet.reading().items() if n != "linux.2xlarge"}
+        assert max(others.values()) <= 2, (minute, others)
+
+
+def test_scaled_runners_boot_before_they_take_jobs() -> None:
+    clock = Clock()
+    spec = RunnerTypeSpec(
+        "t", arrival_per_min=0, job_minutes=5, boot_minutes=3, minimum=0, maximum=1
+    )
+    fleet = Fleet([spec], [Burst("t", 0, 1, 20)], speed=1, clock=clock)  # ~20 jobs
+    clock.to_minute(1)
+    before = fleet.reading()["t"]
+    answer = fleet.scale_up("t", 4)
+    assert (answer.after - answer.before, answer.maximum) == (4, 5)
+    clock.to_minute(2.5)
+    assert fleet.reading()["t"].registered == before.registered  # still booting
+    clock.to_minute(4.5)
+    booted = fleet.reading()["t"]
+    assert booted.registered == 5 and booted.busy == 5
+
+
+def test_time_runs_at_the_speed_asked() -> None:
+    clock = Clock()
+    fleet = Fleet(speed=10, clock=clock)
+    clock.now = 30  # 30 real seconds
+    assert fleet.minute == pytest.approx(5.0, abs=0.1)
+    with pytest.raises(ValueError):
+        Fleet(speed=0)
+
+
+def test_durations_read_like_prometheus_ranges() -> None:
+    assert [minutes(t) for t in ("10m", "1h", "90s", "1d")] == [10, 60, 1.5, 1440]
+    with pytest.raises(ValueError):
+        minutes("10 m")
+
+
+# -- over HTTP -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fleet_api() -> Iterator[FleetApi]:
+    api = FleetApi(
+        Fleet(DEMO_TYPES, DEMO_BURSTS, speed=60),  # a simulated minute per real second
+        FleetApiConfig(scale_secret=SECRET, rate_window="10m"),
+    )
+    with serve_in_thread(api.app) as server:
+        api.url = server.url
+        yield api
+
+
+async def test_the_prometheus_backend_reads_the_fleet_by_runner_type(fleet_api: FleetApi) -> None:
+    metrics = PrometheusMetrics(PrometheusConfig(fleet_api.url, window="10m"))
+    try:
+        snapshot = await metrics.read(now=datetime.now(UTC))
+    finally:
+        await metrics.aclose()
+    assert set(snapshot.runner_types) == {spec.name for spec in DEMO_TYPES}  # suffix stripped
+    assert snapshot.note == ""  # every default ARC query was answered
+    truth = fleet_api.fleet.reading()
+    for name, read in snapshot.runner_types.items():
+        assert read.maximum == truth[name].maximum
+        assert read.minimum == truth[name].minimum
+        assert read.duration_baseline_mins == truth[name].duration_baseline_mins
+
+
+def test_a_query_the_fleet_cannot_run_is_prometheus_bad_data(fleet_api: FleetApi) -> None:
+    answer = httpx.get(f"{fleet_api.url}/api/v1/query", params={"query": "up"})
+    assert answer.status_code == 400
+    assert answer.json()["status"] == "error" and answer.json()["errorType"] == "bad_data"
+
+
+def test_scale_set_names_carry_arcs_suffix() -> None:
+    name = scale_set_name("linux.2xlarge")
+    assert name.startswith("linux.2xlarge-") and len(name) == len("linux.2xlarge-") + 5
+    assert name == scale_set_name("linux.2xlarge")
+
+
+async def test_the_alertmanager_silencer_creates_reads_and_expires(fleet_api: FleetApi) -> None:
+    silencer = alertmanager_silencer(fleet_api.url)
+    now = datetime.now(UTC)
+    request = SilenceRequest(
+        (Matcher("__alert_rule_uid__", RULE_UID), Matcher("type", "alerting-infra")),
+        now,
+        now + timedelta(hours=1),
+        "alice",
+        "from the test",
+    )
+    try:
+        silence_id = await silencer.create(request)
+        state = await silencer.state(silence_id)
+        assert state is not None and state.in_force
+        assert fleet_api.silences.silencing(fleet_api.rule.labels, datetime.now(UTC)) == [
+            silence_id
+        ]
+        await silencer.expire(silence_id)
+        await silencer.expire(silence_id)  # already expired: what was asked is true
+        state = await silencer.state(silence_id)
+        assert state is not None and not state.in_force
+        assert await silencer.state(str(uuid.uuid4())) is None
+    finally:
+        await silencer.aclose()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"matchers": []},
+        {"matchers": [{"name": "a", "value": "("}], "isRegex": True},
+        {"matchers": [{"name": "a", "value": "b"}], "startsAt": "x", "endsAt": "y"},
+        {
+            "matchers": [{"name": "a", "value": "b"}],
+            "startsAt": "2020-01-01T00:00:00Z",
+            "endsAt": "2020-01-01T01:00:00Z",
+        },
+    ],
+)
+def test_a_bad_silence_is_refused_with_a_reason(fleet_api: FleetApi, body: dict[str, Any]) -> None:
+    answer = httpx.post(f"{fleet_api.url}/api/v2/silences", json=body)
+    assert answer.status_code == 400 and answer.text
+    assert fleet_api.silences.all() == []
+
+
+def target(runner_type: str = "linux.2xlarge") -> ScaleTarget:
+    return ScaleTarget(runner_type, f"arc-runners/{scale_set_name(runner_type)}", cap=20)
+
+
+async def test_the_webhook_scaler_adds_runners_to_the_fleet(fleet_api: FleetApi) -> None:
+    scaler = WebhookScaler(WebhookScalerConfig(f"{fleet_api.url}/scale", SECRET))
+    request = ScaleRequest(target(), 6, "1", "U0ALICE", request_id="r-1")
+    before = fleet_api.fleet.reading()["linux.2xlarge"].maximum
+    try:
+        result = await scaler.scale(request)
+        assert result.after is not None and result.before is not None
+        assert result.after.current - result.before.current == 6
+        assert fleet_api.fleet.reading()["linux.2xlarge"].maximum == before + 6
+        with pytest.raises(BackendError):  # the same request again is a replay
+            await scaler.scale(request)
+        with pytest.raises(BackendError):
+            await scaler.scale(ScaleRequest(target("macos.m1"), 1, "1", "U0ALICE", request_id="r2"))
+    finally:
+        await scaler._client.aclose()
+    assert [s["delta"] for s in fleet_api.scaled] == [6]
+
+
+def signed_post(
+    url: str, body: bytes, *, secret: str = SECRET, at: int | None = None
+) -> httpx.Response:
+    stamp = int(time.time()) if at is None else at
+    headers = {TIMESTAMP_HEADER: str(stamp), SIGNATURE_HEADER: sign(secret, stamp, body)}
+    return httpx.post(url, content=body, headers=headers)
+
+
+def test_the_scale_receiver_refuses_forgeries_and_stale_requests(fleet_api: FleetApi) -> None:
+    body = json.dumps({"runner_type": "linux.2xlarge", "delta": 3, "request_id": "x"}).encode()
+    url = f"{fleet_api.url}/scale"
+    assert signed_post(url, body, secret="wrong").status_code == 401
+    assert signed_post(url, body, at=int(time.time()) - 3600).status_code == 401
+    assert httpx.post(url, content=body).status_code == 401
+    assert fleet_api.scaled == []
+
+
+BODIES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=BODIES
+    | st.fixed_dictionaries(
+        {"runner_type": st.text(max_size=20), "delta": BODIES, "request_id": st.text(max_size=8)}
+    )
+    | st.fixed_dictionaries({"matchers": BODIES, "startsAt": BODIES, "endsAt": BODIES}),
+    path=st.sampled_from(["/scale", "/api/v2/silences"]),
+)
+def test_anything_posted_to_the_fleet_gets_an_answer_never_a_crash(
+    fleet_api: FleetApi, body: object, path: str
+) -> None:
+    raw = json.dumps(body, allow_nan=True).encode()
+    answer = signed_post(f"{fleet_api.url}{path}", raw)
+    assert answer.status_code < 500, answer.text
+
+
+# -- the alert rule and its Grafana payloads -----------------------------------------------------
+
+
+def evaluate(
+    rule: QueueRule, minute: float, queued: int, wait: float, silenced: bool = False
+) -> Any:
+    wall = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=minute)
+    return rule.evaluate(minute, wall, queued, wait, silenced=silenced)
+
+
+def test_the_rule_fires_after_pending_renotifies_and_resolves_on_recovery() -> None:
+    rule = QueueRule(RuleConfig(fire_queued=10, pending_min=2, repeat_min=10))
+    assert evaluate(rule, 0, 12, 1) is None and rule.state == "pending"
+    assert evaluate(rule, 1, 14, 1) is None
+    fired = evaluate(rule, 2, 15, 1.5)
+    assert fired.status == "firing" and fired.queued == 15
+    assert evaluate(rule, 5, 20, 3) is None
+    again = evaluate(rule, 12, 30, 6)
+    assert again.status == "firing" and again.starts_at == fired.starts_at
+    assert evaluate(rule, 13, 5, 3) is None  # below the threshold, not yet recovered
+    resolved = evaluate(rule, 14, 1, 0.5)
+    assert resolved.status == "resolved" and resolved.ends_at > resolved.starts_at
+    assert rule.state == "normal"
+
+
+def test_a_flap_shorter_than_pending_sends_nothing() -> None:
+    rule = QueueRule(RuleConfig(pending_min=2))
+    assert evaluate(rule, 0, 12, 0) is None
+    assert evaluate(rule, 1, 0, 0) is None and rule.state == "normal"
+    assert evaluate(rule, 3, 12, 0) is None and rule.state == "pending"
+
+
+def test_a_silenced_alert_sends_nothing_until_the_silence_ends() -> None:
+    rule = QueueRule(RuleConfig(pending_min=0, repeat_min=10))
+    assert evaluate(rule, 0, 12, 0).status == "firing"
+    assert evaluate(rule, 10, 30, 8, silenced=True) is None
+    assert evaluate(rule, 11, 30, 8) is not None  # the silence ended: the repeat goes out
+    assert evaluate(rule, 30, 0, 0, silenced=True) is None  # the resolve is held back too
+    assert rule.state == "normal"
+
+
+def test_the_payload_is_a_grafana_notification_the_bot_reads(fleet_api: FleetApi) -> None:
+    rule = fleet_api.rule
+    note = evaluate(QueueRule(RuleConfig(pending_min=0)), 0, 17, 6.25)
+    from bot.sandbox.fleet_alerts import grafana_payload
+
+    payload = grafana_payload(note, rule.labels, fleet_url=fleet_api.url, thresholds=rule.config)
+    facts = facts_of(parse_notification("grafana", payload))
+    assert (facts.numbers.max_queue_size, facts.numbers.max_queue_time_mins) == (17, 6.2)
+    assert Matcher("__alert_rule_uid__", RULE_UID) in facts.silence_matchers
+    assert facts.title == "Jobs queueing in autoscaled machines"
+    assert "__alert_rule_uid__" not in payload["alerts"][0]["labels"]  # Grafana hides it
+
+
+def test_notifications_reach_the_bot_with_its_token_and_are_retried() -> None:
+    received: list[tuple[str | None, dict[str, Any]]] = []
+    failures = [503]
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def grafana(request: Request) -> JSONResponse:
+        if failures:
+            return JSONResponse({"error": "busy"}, status_code=failures.pop())
+        received.append((request.headers.get("authorization"), await request.json()))
+        return JSONResponse({"accepted": True}, status_code=202)
+
+    bot = Starlette(routes=[Route("/alerts/grafana", grafana, methods=["POST"])])
+    with serve_in_thread(bot) as bot_server:
+        config = FleetApiConfig(
+            webhook_url=f"{bot_server.url}/alerts/grafana",
+            webhook_token="tok",
+            rule=RuleConfig(pending_min=0),
+        )
+        api = FleetApi(Fleet(DEMO_TYPES, DEMO_BURSTS, speed=600), config)
+        with serve_in_thread(api.app) as server:
+            api.url = server.url
+            deadline = time.monotonic() + 30
+            while not received:
+                assert time.monotonic() < deadline, "no notification arrived"
+                time.sleep(0.05)
+    token, payload = received[0]
+    assert token == "Bearer tok"
+    assert payload["status"] == "firing" and payload["version"] == "1"
+    assert payload["alerts"][0]["silenceURL"].startswith(server.url)
