@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.once:
             from bot.sandbox.demo import run_demo
 
-            return run_demo(once=True)
+            return run_demo()
         if args.speed <= 0:
             parser.error("--speed must be positive")
         from bot.sandbox.live_demo import run_live_demo

@@ -1,9 +1,11 @@
-"""`queuepilot demo`: the whole incident loop on one machine, with no Slack workspace.
+"""`queuepilot demo --once`: a canned alert's life, printed as a terminal transcript.
 
-It starts what it needs (a throwaway `redis-server` unless REDIS_URL is set, the Slack Web API
-emulator, the bot itself), then plays a Grafana queue alert's life through the bot's real webhook
-and prints the Slack thread that resulted. Every step waits on what the emulator shows rather
-than on fixed sleeps, so a slow machine makes the demo slower, not wrong. Whatever it started is
+`make demo` runs the live sandbox instead (`live_demo.py`); this replay stays for a quick look
+without a browser, and its helpers (Redis for the demo, signals, output) serve both. It starts
+what it needs (a throwaway `redis-server` unless REDIS_URL is set, the Slack Web API emulator,
+the bot itself), then plays a Grafana queue alert's life through the bot's real webhook and
+prints the Slack thread that resulted. Every step waits on what the emulator shows rather than
+on fixed sleeps, so a slow machine makes the demo slower, not wrong. Whatever it started is
 stopped on the way out, including after Ctrl-C, SIGTERM or an error.
 """
 
@@ -47,17 +49,15 @@ class DemoError(Exception):
     """Something the user can fix or should know about; shown as one line, exit code 1."""
 
 
-def run_demo(*, once: bool) -> int:
-    """Run the demo; `once` replays the alert, prints the thread and stops everything."""
-    _configure_output()
+def run_demo() -> int:
+    """Replay the alert, print the thread, and stop everything."""
+    configure_output()
     stack, code = ExitStack(), 0
     try:
-        with _signals(_interrupt, signal.SIGTERM):
-            http, emulator, hint = _start(stack)
+        with signals(interrupt, signal.SIGTERM):
+            http, emulator = _start(stack)
             root_ts = _replay(http, emulator)
-            _say("\n" + render_thread(emulator.thread(CHANNEL, root_ts), channel=CHANNEL) + "\n")
-            if not once:
-                _follow(emulator, hint)
+            say("\n" + render_thread(emulator.thread(CHANNEL, root_ts), channel=CHANNEL) + "\n")
     except DemoError as exc:
         print(f"queuepilot demo: {exc}", file=sys.stderr, flush=True)
         code = 1
@@ -65,18 +65,18 @@ def run_demo(*, once: bool) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python's documented remedy
         code = 1
     except KeyboardInterrupt:
-        _say("\nStopping the bot, the Slack emulator and the demo's Redis…")
-        code = 130 if once else 0
+        say("\nStopping the bot, the Slack emulator and the demo's Redis…")
+        code = 130
     finally:
         # Ignored while stopping, so a second Ctrl-C cannot strand a redis-server.
-        with _signals(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
+        with signals(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
             stack.close()
     return code
 
 
-def _start(stack: ExitStack) -> tuple[httpx.Client, SlackEmulator, str]:
+def _start(stack: ExitStack) -> tuple[httpx.Client, SlackEmulator]:
     """Redis, emulator, bot (stopped in reverse order by `stack`); prints where each one is."""
-    redis_url, prefix, redis_note = _redis(stack)
+    redis_url, prefix, redis_note = demo_redis(stack)
     emulator = SlackEmulator(token=BOT_TOKEN, channels=(CHANNEL,))
     slack = serve_in_thread(emulator.app)
     stack.callback(slack.stop)
@@ -91,17 +91,17 @@ def _start(stack: ExitStack) -> tuple[httpx.Client, SlackEmulator, str]:
         httpx.Client(base_url=bot.url, timeout=10, headers={"Authorization": f"Bearer {token}"})
     )
     hint = _send_hint(bot.url, token)
-    _say(
+    say(
         "queuepilot demo: the incident loop, locally, with an emulated Slack\n"
         f"  bot         {bot.url}  (POST /alerts/grafana, GET /healthz /readyz /metrics)\n"
         f"  Slack       {slack.url}/_emulator/state  (the emulated workspace as JSON)\n"
         f"  Redis       {redis_url}  ({redis_note})\n"
         f"  send        {hint}\n"
     )
-    return http, emulator, hint
+    return http, emulator
 
 
-def _configure_output() -> None:
+def configure_output() -> None:
     """Quiet logs (the bot's JSON lines would drown the narration) and a stdout that never
     dies on an emoji it cannot encode."""
     verbose = os.environ.get("QUEUEPILOT_DEMO_VERBOSE") == "1"
@@ -110,13 +110,13 @@ def _configure_output() -> None:
         sys.stdout.reconfigure(errors="replace")
 
 
-def _interrupt(signum: int, frame: Any) -> None:
+def interrupt(signum: int, frame: Any) -> None:
     """SIGTERM stops the demo the way Ctrl-C does."""
     raise KeyboardInterrupt
 
 
 @contextmanager
-def _signals(handler: Any, *signums: int) -> Iterator[None]:
+def signals(handler: Any, *signums: int) -> Iterator[None]:
     """`handler` for `signums` while inside; outside the main thread, signals are left alone."""
     previous = {}
     for signum in signums:
@@ -129,14 +129,14 @@ def _signals(handler: Any, *signums: int) -> Iterator[None]:
             signal.signal(signum, old)
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
     print(text, flush=True)
 
 
 # --- the servers ---------------------------------------------------------------------------------
 
 
-def _redis(stack: ExitStack) -> tuple[str, str, str]:
+def demo_redis(stack: ExitStack) -> tuple[str, str, str]:
     """(url, key prefix, note): REDIS_URL with a throwaway prefix, else a private redis-server."""
     url = os.environ.get("REDIS_URL")
     if not url:
@@ -222,20 +222,20 @@ def _replay(http: httpx.Client, emulator: SlackEmulator) -> str:
     title = firing["commonLabels"]["alertname"]
     _step(f"Grafana fires: {title!r} ({_numbers(firing)})", http, firing)
     root = _wait_for(lambda: _root(emulator), "the incident thread to open")
-    _say(f"  ✓ thread opened in #{CHANNEL}: {root.text}")
+    say(f"  ✓ thread opened in #{CHANNEL}: {root.text}")
     _step(f"Grafana re-notifies, worse: {_numbers(worse)}", http, worse)
     wait = f"{WORSE['max_queue_time_mins']} min"
     root = _wait_for(lambda: _root(emulator, containing=wait), "the root to show the new numbers")
-    _say(f"  ✓ root edited in place ({root.edits}×); while firing it reads:")
-    _say("\n".join(f"      {line}" for line in render_message(root)[1:]))
-    _say("▶ The bot posts a status reply every 5 s in the demo (10 min by default)…")
+    say(f"  ✓ root edited in place ({root.edits}×); while firing it reads:")
+    say("\n".join(f"      {line}" for line in render_message(root)[1:]))
+    say("▶ The bot posts a status reply every 5 s in the demo (10 min by default)…")
     status = _wait_for(lambda: _reply(emulator, root.ts, "Status update"), "a status reply")
-    _say(f"  ✓ {status.text}")
+    say(f"  ✓ {status.text}")
     resolved = _payload(RESOLVED, started, ends_at=datetime.now(UTC))
     _step("Grafana resolves: the queue drained", http, resolved)
     summary = _wait_for(lambda: _reply(emulator, root.ts, " resolved after "), "the summary")
     _wait_for(lambda: _root(emulator, containing="Resolved"), "the root to show it resolved")
-    _say(f"  ✓ {summary.text}")
+    say(f"  ✓ {summary.text}")
     return root.ts
 
 
@@ -273,7 +273,7 @@ def _numbers(payload: dict[str, Any]) -> str:
 
 def _step(narration: str, http: httpx.Client, payload: dict[str, Any]) -> None:
     """Narrate, then POST the payload to the bot's real Grafana webhook."""
-    _say(f"▶ {narration}")
+    say(f"▶ {narration}")
     try:
         response = http.post("/alerts/grafana", json=payload)
     except httpx.HTTPError as exc:
@@ -300,26 +300,3 @@ def _wait_for(check: Callable[[], T | None], what: str, timeout: float = STEP_TI
             raise DemoError(f"gave up after {timeout:.0f} s waiting for {what}")
         time.sleep(0.05)
     return found
-
-
-# --- after the replay ----------------------------------------------------------------------------
-
-
-def _follow(emulator: SlackEmulator, hint: str) -> None:
-    """Keep serving and print each new or edited message until Ctrl-C or SIGTERM."""
-    _say(f"Demo running. Send more alerts with:\n  {hint}\nCtrl-C to stop.")
-    seen = {m.ts: m.edits for m in _all_messages(emulator)}
-    while True:
-        time.sleep(0.5)
-        for message in _all_messages(emulator):
-            if seen.get(message.ts) == message.edits:
-                continue
-            what = "new" if message.ts not in seen else "edited"
-            seen[message.ts] = message.edits
-            where = "reply" if message.thread_ts else "root"
-            _say(f"\n[{what} {where}] " + "\n  ".join(render_message(message)))
-
-
-def _all_messages(emulator: SlackEmulator) -> Iterator[Message]:
-    for root in emulator.channel_messages(CHANNEL):
-        yield from emulator.thread(CHANNEL, root.ts)

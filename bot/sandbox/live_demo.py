@@ -15,11 +15,11 @@ from contextlib import ExitStack
 
 from bot.sandbox.demo import (
     DemoError,
-    _configure_output,
-    _interrupt,
-    _redis,
-    _say,
-    _signals,
+    configure_output,
+    demo_redis,
+    interrupt,
+    say,
+    signals,
 )
 from bot.sandbox.slack_api import Message
 from bot.sandbox.stack import CHANNEL, Sandbox, SandboxConfig, SandboxError, start_sandbox
@@ -28,10 +28,10 @@ PREFERRED_PAGE_PORT = 8080
 
 
 def run_live_demo(*, speed: float, until_resolved: bool = False) -> int:
-    _configure_output()
+    configure_output()
     stack, code = ExitStack(), 0
     try:
-        with _signals(_interrupt, signal.SIGTERM):
+        with signals(interrupt, signal.SIGTERM):
             sandbox = _start(stack, speed)
             _narrate(sandbox, until_resolved=until_resolved)
     except (DemoError, SandboxError) as exc:
@@ -41,15 +41,15 @@ def run_live_demo(*, speed: float, until_resolved: bool = False) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python's documented remedy
         code = 1
     except KeyboardInterrupt:
-        _say("\nStopping the bot, the fleet, the Slack emulator and the demo's Redis…")
+        say("\nStopping the bot, the fleet, the Slack emulator and the demo's Redis…")
     finally:
-        with _signals(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
+        with signals(signal.SIG_IGN, signal.SIGINT, signal.SIGTERM):
             stack.close()
     return code
 
 
 def _start(stack: ExitStack, speed: float) -> Sandbox:
-    redis_url, prefix, redis_note = _redis(stack)
+    redis_url, prefix, redis_note = demo_redis(stack)
     port_text = os.environ.get("DEMO_PORT", "")
     if port_text and not port_text.isdigit():
         raise DemoError(f"DEMO_PORT must be a port number, not {port_text!r}")
@@ -60,7 +60,7 @@ def _start(stack: ExitStack, speed: float) -> Sandbox:
         if port_text:  # the port asked for is taken: say so rather than pick another
             raise
         sandbox = start_sandbox(stack, redis_url, prefix, SandboxConfig(speed=speed))
-    _say(
+    say(
         f"queuepilot demo: open {sandbox.page_url} in your browser (a local Slack; no workspace)\n"
         f"  bot     {sandbox.bot_url}  (the production app: /alerts/grafana, /slack/events)\n"
         f"  fleet   {sandbox.fleet_url}  (simulated CI fleet at ×{speed:g}: Grafana alerts, "
@@ -82,7 +82,7 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
         state = sandbox.fleet.rule.state
         if state != alert_state:
             alert_state = state
-            _say(f"[fleet minute {sandbox.fleet.fleet.minute:4.1f}] alert rule: {state}")
+            say(f"[fleet minute {sandbox.fleet.fleet.minute:4.1f}] alert rule: {state}")
         resolved = False
         for message in _messages(sandbox):
             if seen.get(message.ts) == message.edits:
@@ -91,14 +91,14 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
             seen[message.ts] = message.edits
             where = "reply" if message.thread_ts else "root"
             first = (message.text or "(a file)").splitlines()[0][:110]
-            _say(f"  [{what} {where}] {first}")
+            say(f"  [{what} {where}] {first}")
             summary = message.thread_ts is not None and " resolved after " in message.text
             resolved = resolved or summary
         if resolved:
-            _say("The queue drained and the incident resolved; the summary is in the thread.")
+            say("The queue drained and the incident resolved; the summary is in the thread.")
             if until_resolved:
                 return
-            _say("The page stays up: Ctrl-C to stop.")
+            say("The page stays up: Ctrl-C to stop.")
 
 
 def _messages(sandbox: Sandbox) -> list[Message]:

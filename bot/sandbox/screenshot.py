@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bot import logs
-from bot.sandbox.demo import DemoError, _redis
+from bot.sandbox.demo import DemoError, demo_redis
 from bot.sandbox.stack import SandboxConfig, start_sandbox
 from bot.sandbox.visitor import (
     chromium_page,
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     logs.configure("WARNING")
     with ExitStack() as stack:
         try:
-            redis_url, prefix, _ = _redis(stack)
+            redis_url, prefix, _ = demo_redis(stack)
         except DemoError as exc:
             print(f"screenshot: {exc}", file=sys.stderr)
             return 1

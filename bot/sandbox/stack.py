@@ -24,7 +24,7 @@ from bot.config import Settings, SettingsError, load_settings
 from bot.sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Fleet
 from bot.sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
 from bot.sandbox.redis_server import free_port
-from bot.sandbox.serve import serve_in_thread
+from bot.sandbox.serve import RunningServer, serve_in_thread
 from bot.sandbox.slack_api import SlackEmulator
 
 CHANNEL = "C0CIQUEUE"
@@ -103,7 +103,7 @@ def start_sandbox(
     return Sandbox(page.url + "/", bot.url, fleet.url, redis_url, emulator, fleet, settings)
 
 
-def _serve(stack: ExitStack, app: object, port: int, what: str):
+def _serve(stack: ExitStack, app: object, port: int, what: str) -> RunningServer:
     try:
         server = serve_in_thread(app, port=port)
     except (OSError, RuntimeError) as exc:

@@ -95,6 +95,15 @@ def run_diagnostics(page: Page, root: Any, *, within_ms: float) -> None:
     expect(page.locator("#thread")).to_contain_text("Likely cause", timeout=within_ms)
 
 
+def ask_the_queue(page: Page, *, within_ms: float) -> Any:
+    """Type `/queue` in the composer; the answer shows only to the visitor, in the channel."""
+    page.locator("#composer-input").fill("/queue")
+    page.locator("#composer-input").press("Enter")
+    answer = page.locator("#messages article.ephemeral", has_text="Queue by runner type").last
+    expect(answer).to_contain_text("Only visible to you", timeout=within_ms)
+    return answer
+
+
 def see_it_drain(page: Page, root: Any, *, within_ms: float) -> None:
     """The summary in the thread, the root marked resolved, the summary's chart shown."""
     thread = page.locator("#thread")

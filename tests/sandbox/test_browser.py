@@ -3,8 +3,9 @@
 The whole sandbox runs for real (the production bot, the Slack emulator and its page, the
 simulated fleet); Playwright drives the browser like a person (`bot.sandbox.visitor`): it reads
 the incident, chooses Silence 1h, scales up through the modal, runs diagnostics, and waits for
-the queue to drain and the summary to land. Each step is checked on the page, and in the fleet
-where the bot's call had to arrive. A screenshot of the end is saved in `build/test-artifacts/`.
+the queue to drain and the summary to land; it also asks `/queue` in the composer. Each step is
+checked on the page, and in the fleet where the bot's call had to arrive. A screenshot of the end
+is saved in `build/test-artifacts/`.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import pytest
 from bot.sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
 from tests.servers import RedisServer
 
-pytest.importorskip("playwright.sync_api")
+playwright_expect = pytest.importorskip("playwright.sync_api").expect
 
-from bot.sandbox import visitor
+from bot.sandbox import visitor  # noqa: E402 - needs playwright, checked just above
 
 ARTIFACTS = Path(os.environ.get("QUEUEPILOT_ARTIFACTS", "build/test-artifacts"))
 # Generous for a loaded 2-core CI machine; every wait ends as soon as its condition holds.
@@ -55,6 +56,10 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         ]
 
         visitor.run_diagnostics(page, root, within_ms=STEP_MS)
+
+        answer = visitor.ask_the_queue(page, within_ms=STEP_MS)
+        playwright_expect(answer).to_contain_text("linux.2xlarge")
+        playwright_expect(answer).to_contain_text("Open incidents")
 
         # Silenced, Grafana sends no resolve: the bot sees the drain itself and says so.
         visitor.see_it_drain(page, root, within_ms=DRAIN_MS)
