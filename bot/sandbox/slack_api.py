@@ -150,6 +150,7 @@ class SlackEmulator:
         )
         self._stalled: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self.closing = False
         self.channel_names = dict(channel_names or {})
         self.command = command
         self.person = Person(page_user, self._ws.users.get(page_user, page_user))
@@ -239,6 +240,13 @@ class SlackEmulator:
         """The workspace under the lock, for reads that change nothing."""
         with self._lock:
             yield self._ws
+
+    def close(self) -> None:
+        """End the page's event streams, so the server stops at once instead of waiting on them
+        (call it before stopping the server)."""
+        with self._lock:
+            self.closing = True
+            self._notify()
 
     async def wait_for_change(self, version: int, within_s: float) -> int:
         """The workspace's version once it differs from `version` (or after `within_s`)."""

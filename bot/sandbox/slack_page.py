@@ -115,7 +115,7 @@ class SlackPage:
         async def stream() -> Any:
             version = -1
             yield "retry: 1000\n\n"
-            while True:
+            while not self._emulator.closing:
                 current = await self._emulator.wait_for_change(version, HEARTBEAT_S)
                 if current == version:
                     yield ": heartbeat\n\n"

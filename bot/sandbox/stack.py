@@ -73,6 +73,7 @@ def start_sandbox(
         page_user=PAGE_USER,
     )
     page = _serve(stack, emulator.app, config.page_port, "the local Slack page")
+    stack.callback(emulator.close)  # runs before the server stops: open pages let go at once
     bot_port = config.bot_port or free_port()
     webhook_token, scale_secret = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     fleet = FleetApi(

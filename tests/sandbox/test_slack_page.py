@@ -444,3 +444,18 @@ def test_anything_the_page_sends_gets_an_answer_never_a_crash(
     answer = page.http.post(path, content=content, headers={"Content-Type": "application/json"})
     assert answer.status_code < 500, answer.text
     assert answer.json()["ok"] in (True, False)
+
+
+def test_closing_the_emulator_ends_open_event_streams() -> None:
+    """Ctrl-C on `make demo` with a browser open: the page's stream lets go, nothing hangs."""
+    emulator = SlackEmulator(token=TOKEN, channels=(CHANNEL,))
+    with (
+        serve_in_thread(emulator.app) as server,
+        httpx.stream("GET", f"{server.url}/_page/events", timeout=10) as events,
+    ):
+        lines = events.iter_lines()
+        assert next(lines).startswith("retry:")
+        emulator.close()
+        list(lines)  # returns once the server ends the stream
+        started = time.monotonic()
+    assert time.monotonic() - started < 2  # the server stopped without waiting on the stream
