@@ -81,9 +81,9 @@ class SlackPage:
             return JSONResponse(self._state(ws), headers={"Cache-Control": "no-store"})
 
     def _state(self, ws: Workspace) -> dict[str, Any]:
-        snapshot = ws.snapshot()
         channels = []
-        for cid, channel in snapshot["channels"].items():
+        for cid in ws.channels:
+            channel = ws.channel_json(cid)
             mine = [e for e in channel["ephemerals"] if e["user"] == self._me]
             channels.append(
                 {

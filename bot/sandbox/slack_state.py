@@ -375,26 +375,28 @@ class Workspace:
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a test in another process may check, as JSON (GET /_emulator/state)."""
-        channels = {}
-        for cid, channel in self.channels.items():
-            roots = [m for m in channel.timeline if m.thread_ts is None]
-            channels[cid] = {
-                "archived": channel.archived,
-                "member": channel.member,
-                "messages": [
-                    {**self.render(m), "edits": m.edits, "replies": self._replies_json(m)}
-                    for m in roots
-                ],
-                "ephemerals": [_ephemeral_json(m) for m in channel.ephemerals],
-            }
         return {
-            "channels": channels,
+            "channels": {cid: self.channel_json(cid) for cid in self.channels},
             "views": list(self.views.values()),
             "files": [f.public() for f in self.files.values()],
             "calls": [
                 {"method": c.method, "status": c.status, "ok": c.ok, "error": c.error}
                 for c in self.calls
             ],
+        }
+
+    def channel_json(self, channel_id: str) -> dict[str, Any]:
+        """One channel as a client shows it: roots with their replies, and ephemerals."""
+        channel = self.channels[channel_id]
+        roots = [m for m in channel.timeline if m.thread_ts is None]
+        return {
+            "archived": channel.archived,
+            "member": channel.member,
+            "messages": [
+                {**self.render(m), "edits": m.edits, "replies": self._replies_json(m)}
+                for m in roots
+            ],
+            "ephemerals": [_ephemeral_json(m) for m in channel.ephemerals],
         }
 
     def _replies_json(self, root: Message) -> list[dict[str, Any]]:
