@@ -207,9 +207,7 @@ def _record(
 ) -> Decide:
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
         runner_type = request.target.runner_type
-        # A detail that already says which backend did it needs no "(backend)" after it.
-        via = "" if backend in result.detail else f" ({backend})"
-        text = f"Scaled {runner_type} by +{request.delta}: {result.detail}{via}"
+        text = f"Scaled {runner_type} by +{request.delta}: {result.detail} ({backend})"
         event = Event(at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name)
         updated = with_action(incident, event)
         reply = Reply("action", BAND_ACTION, render_event(updated, event))

@@ -199,9 +199,6 @@ class Fleet:
 
     # -- what the outside world sees ---------------------------------------------------------
 
-    def runner_types(self) -> list[str]:
-        return list(self._types)
-
     def reading(self, window_min: float = 10.0) -> dict[str, TypeReading]:
         with self._lock:
             self._advance()
@@ -250,10 +247,6 @@ class Fleet:
             max((t.queued for t in readings), default=0),
             max((t.longest_wait_mins for t in readings), default=0.0),
         )
-
-
-def burst_end_minute(bursts: Iterable[Burst]) -> float:
-    return max((b.starts_min + b.lasts_min for b in bursts), default=0.0)
 
 
 def minutes(text: str) -> float:

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from bot.sandbox.silence_api import rfc3339, silence_problem
+
 ALERTS = Path(__file__).resolve().parent / "alerts"
 RULE_UID = "queuepilot-demo-queue"
 GRAFANA_ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -158,25 +160,18 @@ class Silences:
         self._by_id: dict[str, Silence] = {}
 
     def create(self, body: object, now: datetime) -> str:
-        if not isinstance(body, dict):
-            raise SilenceError("silence must be an object")
-        matchers = body.get("matchers")
-        if not isinstance(matchers, list) or not matchers:
-            raise SilenceError("at least one matcher required")
+        problem = silence_problem(body)
+        if problem:
+            raise SilenceError(problem)
+        assert isinstance(body, dict)
+        matchers = body["matchers"]
         for m in matchers:
-            if not isinstance(m, dict) or not isinstance(m.get("name"), str) or "value" not in m:
-                raise SilenceError("matcher needs a name and a value")
-            if m.get("isRegex"):
+            if m["isRegex"]:
                 try:
                     re.compile(str(m["value"]))
                 except re.error as exc:
                     raise SilenceError(f"invalid regular expression: {exc}") from None
-        try:
-            starts, ends = _time(body.get("startsAt")), _time(body.get("endsAt"))
-        except ValueError:
-            raise SilenceError("startsAt and endsAt must be RFC 3339 times") from None
-        if ends <= starts:
-            raise SilenceError("end time must not be before start time")
+        starts, ends = rfc3339(body["startsAt"]), rfc3339(body["endsAt"])
         if ends <= now:
             raise SilenceError("end time can't be in the past")
         silence_id = str(body.get("id") or uuid.uuid4())
@@ -257,15 +252,6 @@ def grafana_payload(
         commonAnnotations=dict(alert["annotations"]),
     )
     return payload
-
-
-def _time(value: object) -> datetime:
-    if not isinstance(value, str):
-        raise ValueError("not a string")
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        raise ValueError("no timezone")
-    return parsed.astimezone(UTC)
 
 
 def _iso(moment: datetime) -> str:

@@ -70,8 +70,7 @@ class FleetApi:
         self.rule = QueueRule(config.rule)
         self.silences = Silences()
         self.sent: list[dict[str, Any]] = []  # every notification the bot accepted, in order
-        self.scaled: list[dict[str, Any]] = []
-        self._seen_requests: set[str] = set()
+        self.scaled: list[dict[str, Any]] = []  # every scale-up done, with its request_id
         self._window_min = minutes(config.rate_window)
         self._fields = {query: name for name, query in arc_queries(config.rate_window).items()}
         self.url = ""  # set once served; the payloads' links point here
@@ -180,7 +179,7 @@ class FleetApi:
             request_id = str(ask["request_id"])
         except (ValueError, KeyError, TypeError):
             return JSONResponse({"error": "runner_type, delta and request_id required"}, 400)
-        if request_id in self._seen_requests:
+        if any(done.get("request_id") == request_id for done in self.scaled):
             return JSONResponse({"error": "replayed request"}, status_code=409)
         try:
             answer = self.fleet.scale_up(runner_type, delta)
@@ -188,7 +187,6 @@ class FleetApi:
             return JSONResponse({"error": f"no runner type {runner_type!r}"}, status_code=404)
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        self._seen_requests.add(request_id)
         self.scaled.append({**ask, "at_minute": round(self.fleet.minute, 1)})
         log.info("fleet: %s +%d requested by %s", runner_type, delta, ask.get("requested_by"))
         return JSONResponse(

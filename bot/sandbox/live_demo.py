@@ -63,7 +63,7 @@ def _start(stack: ExitStack, speed: float) -> Sandbox:
     say(
         f"queuepilot demo: open {sandbox.page_url} in your browser (a local Slack; no workspace)\n"
         f"  bot     {sandbox.bot_url}  (the production app: /alerts/grafana, /slack/events)\n"
-        f"  fleet   {sandbox.fleet_url}  (simulated CI fleet at ×{speed:g}: Grafana alerts, "
+        f"  fleet   {sandbox.fleet.url}  (simulated CI fleet at ×{speed:g}: Grafana alerts, "
         "Prometheus, Alertmanager silences, the scaler webhook)\n"
         f"  Redis   {redis_url}  ({redis_note})\n"
         "A burst of jobs is about to make linux.2xlarge queue; the alert fires within about a "

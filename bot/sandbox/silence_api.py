@@ -80,7 +80,7 @@ class FakeSilenceApi:
         if refusal is not None:
             return refusal
         data = await request.json()
-        problem = _problem(data)
+        problem = silence_problem(data)
         if problem:
             return JSONResponse({"message": problem}, status_code=400)
         silence_id = str(uuid.uuid4())
@@ -100,25 +100,41 @@ class FakeSilenceApi:
         return JSONResponse(silence)
 
 
-def _problem(data: Any) -> str:
+def silence_problem(data: Any) -> str:
+    """Why Alertmanager's API v2 (and Grafana's, the same) refuses a new silence; "" if it is
+    well-formed. The simulated fleet's Alertmanager API checks silences with this too."""
     if not isinstance(data, dict):
         return "body must be an object"
     for key in ("matchers", "startsAt", "endsAt", "createdBy", "comment"):
         if key not in data:
             return f"{key} is required"
     matchers = data["matchers"]
-    if not matchers or not all(
-        isinstance(m, dict) and {"name", "value", "isRegex", "isEqual"} <= set(m) for m in matchers
+    if (
+        not isinstance(matchers, list)
+        or not matchers
+        or not all(
+            isinstance(m, dict) and {"name", "value", "isRegex", "isEqual"} <= set(m)
+            for m in matchers
+        )
     ):
         return "matchers must be a non-empty list of {name, value, isRegex, isEqual}"
     try:
-        starts = datetime.fromisoformat(data["startsAt"].replace("Z", "+00:00"))
-        ends = datetime.fromisoformat(data["endsAt"].replace("Z", "+00:00"))
-    except (AttributeError, ValueError):
+        starts, ends = rfc3339(data["startsAt"]), rfc3339(data["endsAt"])
+    except ValueError:
         return "startsAt and endsAt must be RFC 3339"
     if ends <= starts:
         return "endsAt must be after startsAt"
     return ""
+
+
+def rfc3339(value: object) -> datetime:
+    """An RFC 3339 time, with its offset (a time without one is not RFC 3339), in UTC."""
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        raise ValueError("no offset")
+    return parsed.astimezone(UTC)
 
 
 def _now() -> str:

@@ -229,11 +229,8 @@ class SlackEmulator:
         """The workspace under the emulator's lock, for the page's handlers; changes made inside
         are shown to the page."""
         with self._lock:
-            before = self._ws.version
             yield self._ws
-            if self._ws.version == before:
-                self._ws.version += 1
-            self._notify()
+            self._changed()
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[Workspace]:
@@ -246,7 +243,7 @@ class SlackEmulator:
         (call it before stopping the server)."""
         with self._lock:
             self.closing = True
-            self._notify()
+            _wake(self._watchers)
 
     async def wait_for_change(self, version: int, within_s: float) -> int:
         """The workspace's version once it differs from `version` (or after `within_s`)."""
@@ -265,10 +262,10 @@ class SlackEmulator:
         with self._lock:
             return self._ws.version
 
-    def _notify(self) -> None:
-        for loop, changed in self._watchers:
-            with contextlib.suppress(RuntimeError):  # that page's loop is gone
-                loop.call_soon_threadsafe(changed.set)
+    def _changed(self) -> None:
+        """Under the lock: the workspace moved; the page's event streams say so."""
+        self._ws.version += 1
+        _wake(self._watchers)
 
     # -- control ---------------------------------------------------------------------------
 
@@ -306,7 +303,7 @@ class SlackEmulator:
                 self._ws.stalls[method] = seconds
             else:
                 self._ws.stalls.pop(method, None)
-                self._release_stalled()
+                _wake(self._stalled)
 
     def archive(self, channel: str) -> None:
         """Archive a channel: later posts fail with is_archived, reads still work."""
@@ -323,13 +320,8 @@ class SlackEmulator:
         """Forget messages, views, files, calls, faults and stalls; keep channels and users."""
         with self._lock:
             self._ws.reset()
-            self._release_stalled()
-            self._notify()
-
-    def _release_stalled(self) -> None:
-        for loop, released in self._stalled:
-            with contextlib.suppress(RuntimeError):  # the server loop may already be closed
-                loop.call_soon_threadsafe(released.set)
+            _wake(self._stalled)
+            self._changed()
 
     # -- HTTP pipeline (server thread) ------------------------------------------------------
 
@@ -352,8 +344,7 @@ class SlackEmulator:
                 outcome = self._answer(method, params, token, str(request.base_url))
             self._log(method, params, outcome, at)
             if outcome.error is None and method not in _READ_ONLY:
-                self._ws.version += 1
-                self._notify()
+                self._changed()
         await self._stall(method)
         return JSONResponse(outcome.body, status_code=outcome.status, headers=outcome.headers)
 
@@ -409,7 +400,6 @@ class SlackEmulator:
             if fault is not None:
                 outcome = _Outcome.failure(fault.to_error())
             elif self._ws.receive_upload(file_id, data):
-                self._ws.version += 1
                 outcome = _Outcome(200, {"ok": True})
             else:
                 outcome = _Outcome(404, {"ok": False, "error": "file_not_found"})
@@ -448,6 +438,13 @@ class SlackEmulator:
 
     async def _healthz_endpoint(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
+
+
+def _wake(waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]) -> None:
+    """Set each waiter's event from whatever thread we are on (stalled calls, page streams)."""
+    for loop, event in waiters:
+        with contextlib.suppress(RuntimeError):  # that server's loop is already closed
+            loop.call_soon_threadsafe(event.set)
 
 
 async def _control(request: Request, apply: Callable[[dict[str, Any]], None]) -> Response:

@@ -106,7 +106,6 @@ class SlackPage:
             "bot_user_id": BOT_USER_ID,
             "channels": channels,
             "modal": modal,
-            "connected": self._emulator.app_link is not None,
         }
 
     async def events(self, request: Request) -> Response:
@@ -247,10 +246,8 @@ class SlackPage:
 
     async def respond(self, request: Request) -> Response:
         try:
-            data = json.loads(await request.body())
-            if not isinstance(data, dict):
-                raise ValueError("not an object")
-        except ValueError:
+            data = await _ask(request)
+        except PageError:
             return JSONResponse({"ok": False, "error": "invalid_payload"}, 400)
         try:
             with self._emulator.workspace() as ws:
@@ -276,6 +273,7 @@ class SlackPage:
 
 
 async def _ask(request: Request) -> dict[str, Any]:
+    """A JSON object from the page (or an app's response_url post)."""
     try:
         ask = json.loads(await request.body())
     except ValueError:

@@ -73,7 +73,6 @@ class Workspace:
         self.stalls.clear()
         self.rate_limits.reset()
         self.ui.reset()
-        self.version += 1
 
     # -- channels and messages -------------------------------------------------------
 

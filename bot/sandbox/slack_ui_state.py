@@ -70,9 +70,6 @@ class UiState:
     def modal_of(self, user: str) -> list[str]:
         return self.modals.setdefault(user, [])
 
-    def owner_of(self, view_id: str) -> str | None:
-        return next((u for u, stack in self.modals.items() if view_id in stack), None)
-
     def close(self, user: str, *, everything: bool = False) -> None:
         stack = self.modal_of(user)
         closed = list(stack) if everything else stack[-1:]

@@ -48,18 +48,14 @@ class SandboxConfig:
     metrics_interval_s: int = 5
     drain_check_s: int = 10
     page_port: int = 0  # 0: any free port
-    bot_port: int = 0
 
 
 @dataclass
 class Sandbox:
     page_url: str
     bot_url: str
-    fleet_url: str
-    redis_url: str
     emulator: SlackEmulator
     fleet: FleetApi
-    settings: Settings
 
 
 def start_sandbox(
@@ -74,7 +70,7 @@ def start_sandbox(
     )
     page = _serve(stack, emulator.app, config.page_port, "the local Slack page")
     stack.callback(emulator.close)  # runs before the server stops: open pages let go at once
-    bot_port = config.bot_port or free_port()
+    bot_port = free_port()
     webhook_token, scale_secret = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     fleet = FleetApi(
         Fleet(DEMO_TYPES, DEMO_BURSTS, speed=config.speed),
@@ -101,7 +97,7 @@ def start_sandbox(
     )
     bot = _serve(stack, build_app(build_bot(settings)), bot_port, "the bot")
     emulator.connect_app(f"{bot.url}/slack/events", signing_secret)
-    return Sandbox(page.url + "/", bot.url, fleet.url, redis_url, emulator, fleet, settings)
+    return Sandbox(page.url + "/", bot.url, emulator, fleet)
 
 
 def _serve(stack: ExitStack, app: object, port: int, what: str) -> RunningServer:

@@ -87,7 +87,7 @@ def scale_up(page: Page, root: Any, runners: int, *, within_ms: float) -> None:
     expect(modal).to_contain_text(f"+{runners}", timeout=within_ms)  # the confirmation step
     modal.locator("button[type=submit]").click()
     expect(page.locator("#overlay")).to_be_hidden(timeout=within_ms)
-    expect(page.locator("#thread")).to_contain_text("via the scaler webhook", timeout=within_ms)
+    expect(page.locator("#thread")).to_contain_text("(the scaler webhook)", timeout=within_ms)
 
 
 def run_diagnostics(page: Page, root: Any, *, within_ms: float) -> None:

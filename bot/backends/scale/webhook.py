@@ -73,7 +73,7 @@ class WebhookScaler:
 
 def webhook_result(scale: ScaleRequest, data: object) -> ScaleResult:
     """What the receiver said it did, when it says it in the documented shape."""
-    detail = f"+{scale.delta} requested from the scaler webhook ({scale.target.target})"
+    detail = f"+{scale.delta} requested ({scale.target.target})"
     if not isinstance(data, dict):
         return ScaleResult(detail)
     before, after, maximum = (count_of(data.get(k)) for k in ("before", "after", "maximum"))
@@ -81,7 +81,7 @@ def webhook_result(scale: ScaleRequest, data: object) -> ScaleResult:
         return ScaleResult(detail)
     tail = f" (max {maximum})" if maximum is not None else ""
     return ScaleResult(
-        f"{before} → {after} runners{tail} via the scaler webhook",
+        f"{before} → {after} runners{tail}",
         Capacity(current=before, maximum=maximum),
         Capacity(current=after, maximum=maximum),
     )
