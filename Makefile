@@ -6,7 +6,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SERVERS := redis-server prometheus-alertmanager prometheus
+# Debian ships redis-sentinel as its own package (the failover tests run three of them).
+SERVERS := redis-server redis-sentinel prometheus-alertmanager prometheus
 # The browser test drives Debian's chromium (never a downloaded browser); the emoji font makes
 # the page's screenshots show what Slack shows.
 BROWSER := chromium

@@ -50,6 +50,7 @@ def _serve() -> int:
 
     from bot import logs
     from bot.app import build_app, build_bot
+    from bot.redis_conn import RedisSetupError, refuse_cluster
 
     try:
         settings = load_settings()
@@ -60,6 +61,11 @@ def _serve() -> int:
         print(f"queuepilot: configuration error: {exc}", file=sys.stderr)
         return 2
     logs.configure(settings.log_level)
+    try:
+        refuse_cluster(settings.redis_url, settings.sentinel())
+    except RedisSetupError as exc:
+        print(f"queuepilot: configuration error: {exc}", file=sys.stderr)
+        return 2
     app = build_app(bot)
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, lifespan="on")
     return 0

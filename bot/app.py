@@ -19,11 +19,7 @@ from datetime import UTC, datetime
 
 from pydantic import SecretStr
 from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from starlette.applications import Starlette
@@ -45,6 +41,7 @@ from bot.intake import Intake, IntakeConfig
 from bot.interactions import Interactions
 from bot.leases import Lease, Leases
 from bot.readings import FleetReadings
+from bot.redis_conn import build_redis
 from bot.scaling import ScaleConfig, Scaling
 from bot.send_queue import SendQueue
 from bot.sender import ChannelSender, SenderConfig
@@ -54,6 +51,7 @@ from bot.silencing import SilenceConfig, Silencing
 from bot.slack import SlackConfig, SlackGateway, build_client
 from bot.status import StatusConfig, StatusReporter, start_scheduler
 from bot.store import IncidentStore
+from bot.storm_queue import StormQueue
 from bot.stream import NotificationStream
 from bot.telemetry import Telemetry
 
@@ -89,11 +87,11 @@ class Bot:
 
 
 def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> Bot:
-    redis = build_redis(settings.redis_url)
+    redis = build_redis(settings.redis_url, settings.sentinel())
     prefix = settings.redis_prefix
     telemetry = Telemetry()
     retention_s = settings.incident_retention_days * 86_400
-    stream = NotificationStream(redis, prefix)
+    stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
     store = IncidentStore(redis, prefix, retention_s=retention_s)
     queue = SendQueue(redis, prefix, retention_s=retention_s)
     leases = Leases(redis)
@@ -110,7 +108,11 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         post_burst=settings.slack_post_burst,
         update_interval_ms=settings.slack_update_interval_ms,
         root_edit_interval_ms=settings.root_edit_interval_ms,
+        storm_threshold=settings.storm_digest_threshold,
+        storm_quiet_s=settings.storm_quiet_seconds,
+        command=settings.slash_command,
     )
+    storms = StormQueue(redis, prefix, retention_s=retention_s)
 
     def make_sender(channel: str, lease: Lease) -> ChannelSender:
         return ChannelSender(
@@ -118,6 +120,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             lease,
             store=store,
             queue=queue,
+            storms=storms,
             slack=gateway,
             leases=leases,
             telemetry=telemetry,
@@ -221,22 +224,6 @@ def _action_core(
         acting, readings, config=DiagnoseConfig(timeout_s=settings.backend_timeout_seconds)
     )
     return ActionCore(acting, silencing, scaling, diagnosing), watch
-
-
-def build_redis(url: str) -> Redis:
-    """A client that rides out a Redis restart: commands retried on connection errors (the
-    asyncio `Retry`, which the asyncio client awaits), dead pooled connections found by health
-    checks and keepalive, and short timeouts so a webhook answers 503 quickly when Redis is gone."""
-    return Redis.from_url(
-        url,
-        decode_responses=True,
-        socket_connect_timeout=2,
-        socket_timeout=5,
-        socket_keepalive=True,
-        health_check_interval=10,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),
-        retry_on_error=[RedisConnectionError, RedisTimeoutError, ConnectionResetError],
-    )
 
 
 def _intake_config(settings: Settings) -> IntakeConfig:

@@ -7,8 +7,10 @@ working directory is read too. A missing or malformed value stops `serve` with o
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from enum import StrEnum
 from typing import Annotated, Literal
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -20,6 +22,14 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from bot.redis_conn import (
+    SENTINEL_SCHEME,
+    RedisSetupError,
+    SentinelTarget,
+    parse_sentinel_url,
+    parse_sentinels,
+)
 
 
 class SettingsError(Exception):
@@ -88,7 +98,21 @@ class Settings(BaseSettings):
     # One root message is edited at most this often; changes in between are folded into one edit.
     root_edit_interval_ms: int = Field(default=2000, ge=0, le=600_000)
 
+    # A storm: this many new alert groups waiting for their root post at once in a channel.
+    # Then one digest message lists them all at once (0 turns the digest off).
+    storm_digest_threshold: int = Field(default=5, ge=0, le=10_000)
+    # The storm is over, and its digest becomes a summary, after this long without a new group.
+    storm_quiet_seconds: float = Field(default=60.0, gt=0, le=86_400)
+
     redis_url: str = "redis://localhost:6379/0"
+    # High availability: the Sentinels (host:port,…) that watch the master named below. The
+    # master's password and database come from REDIS_URL. (Or REDIS_URL=redis+sentinel://…)
+    redis_sentinels: str | None = None
+    redis_sentinel_master: str = "mymaster"
+    redis_sentinel_password: SecretStr | None = None
+    # A notification is answered 202 only once this many replicas have it, so a failover never
+    # loses an accepted one. Default: 1 with Sentinel, 0 for a single Redis.
+    redis_wait_replicas: int | None = Field(default=None, ge=0, le=10)
     redis_prefix: str = "qp"
     port: int = Field(default=3000, ge=1, le=65535)
     host: str = "0.0.0.0"
@@ -209,6 +233,35 @@ class Settings(BaseSettings):
         # slack_sdk joins base_url and method name by plain concatenation.
         return value if value.endswith("/") else value + "/"
 
+    def sentinel(self) -> SentinelTarget | None:
+        """Where Sentinel is, from REDIS_SENTINELS or a redis+sentinel:// REDIS_URL."""
+        try:
+            if self.redis_url.startswith(f"{SENTINEL_SCHEME}://"):
+                target = parse_sentinel_url(self.redis_url)
+            elif self.redis_sentinels:
+                parts = urlsplit(self.redis_url)
+                db = parts.path.strip("/")
+                target = SentinelTarget(
+                    parse_sentinels(self.redis_sentinels),
+                    self.redis_sentinel_master,
+                    int(db) if db.isdigit() else 0,
+                    unquote(parts.password) if parts.password else None,
+                )
+            else:
+                return None
+        except (RedisSetupError, ValueError) as exc:
+            raise SettingsError(str(exc)) from None
+        password = self.redis_sentinel_password
+        if password is not None:
+            target = replace(target, sentinel_password=password.get_secret_value())
+        return target
+
+    @property
+    def wait_replicas(self) -> int:
+        if self.redis_wait_replicas is not None:
+            return self.redis_wait_replicas
+        return 1 if self.redis_sentinels or self.redis_url.startswith(SENTINEL_SCHEME) else 0
+
     @property
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
@@ -222,6 +275,7 @@ class Settings(BaseSettings):
 
     def check_serve(self) -> None:
         """Refuse to serve with settings that would fail later, at the first alert."""
+        self.sentinel()
         if self.slack_bot_token is None:
             raise SettingsError("SLACK_BOT_TOKEN is required (the bot token, xoxb-…)")
         if not self.socket_mode and self.slack_signing_secret is None:

@@ -6,6 +6,7 @@ so races such as "a resolved notification overtaking a firing one" are table tes
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -152,6 +153,34 @@ class GroupState(BaseModel):
     incident_id: str | None = None
     last_entry: str = ""  # the newest stream entry applied to this group
     resolved: tuple[str, ...] = ()  # alert instances seen resolved, oldest first
+
+
+# Priority names alert rules use, by rank (0 is the most severe); "P1", "sev2", "S3" rank by
+# their digit. Anything else ranks after all of them.
+_SEVERITY_NAMES = {
+    "critical": 1,
+    "high": 2,
+    "major": 2,
+    "error": 2,
+    "warning": 3,
+    "medium": 3,
+    "moderate": 3,
+    "low": 4,
+    "minor": 4,
+    "info": 4,
+}
+_SEVERITY_DIGIT = re.compile(r"(?:p|sev|s)?\s*-?\s*([0-9])", re.IGNORECASE)
+UNRANKED = 5
+
+
+def severity_rank(priority: str | None) -> int:
+    """0 (P0) … 4 (P4 and below, low), 5 for no or an unknown priority: in a storm, the order
+    in which new groups get their threads."""
+    text = (priority or "").strip().lower()
+    if text in _SEVERITY_NAMES:
+        return _SEVERITY_NAMES[text]
+    match = _SEVERITY_DIGIT.fullmatch(text)
+    return min(int(match.group(1)), 4) if match else UNRANKED
 
 
 def entry_order(entry_id: str) -> tuple[int, int]:

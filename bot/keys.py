@@ -93,6 +93,15 @@ class Keys:
     def bucket(self, channel: str) -> str:
         return self._("send", channel, "bucket")
 
+    def storm(self, channel: str) -> str:
+        return self._("send", channel, "storm")
+
+    def storm_members(self, channel: str) -> str:
+        return self._("send", channel, "storm", "members")
+
+    def storm_links(self, channel: str) -> str:
+        return self._("send", channel, "storm", "links")
+
     def sender_lease(self, channel: str) -> str:
         return self._("lease", "sender", channel)
 

@@ -3,11 +3,12 @@
 Committers (intake, the status tick, actions) fill it through `bot.store`'s commit script:
 - `posts`, a sorted set of `root:<id>` (a root message to post) and `replies:<id>` (a thread with
   replies waiting in its outbox), scored by band (new roots, action replies, events, status)
-  then age;
+  then age, and new roots by severity before age;
 - `edits`, a sorted set of incident IDs whose root may need an edit, scored by the earliest time
   the edit is allowed (one root is edited at most every `ROOT_EDIT_INTERVAL_MS`).
 The sender marks a post as in flight before it calls Slack and clears the mark when it records
 the result, so a successor that finds the mark knows the post may have landed and looks it up.
+Marks are kept per queue member: a more urgent post sent meanwhile leaves another's mark alone.
 """
 
 from __future__ import annotations
@@ -89,12 +90,15 @@ class SendQueue:
         return cast(int, await self._redis.zcard(self.keys.posts(channel)))
 
     async def next_post(self, channel: str) -> tuple[str | None, InFlight | None]:
-        """The most urgent member of the channel's posts, and the in-flight mark if any."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.zrange(self.keys.posts(channel), 0, 0)
-            pipe.get(self.keys.in_flight(channel))
-            members, marker = await pipe.execute()
-        return (members[0] if members else None), InFlight.decode(marker)
+        """The most urgent member of the channel's posts, and its in-flight mark if any."""
+        members = await self._redis.zrange(self.keys.posts(channel), 0, 0)
+        if not members:
+            return None, None
+        return members[0], await self.in_flight(channel, members[0])
+
+    async def in_flight(self, channel: str, member: str) -> InFlight | None:
+        marker = await self._redis.hget(self.keys.in_flight(channel), member)  # type: ignore[misc]
+        return InFlight.decode(marker)
 
     async def head_reply(self, incident_id: str) -> HeadReply | None:
         k = self.keys
@@ -120,7 +124,7 @@ class SendQueue:
         k = self.keys
         done = await self._begin(
             keys=[k.sender_lease(channel), k.in_flight(channel)],
-            args=[lease_token, marker.encode(), self.retention_s * 1000],
+            args=[lease_token, marker.encode(), self.retention_s * 1000, marker.member],
         )
         return bool(done)
 
@@ -189,15 +193,17 @@ class SendQueue:
         """Take a member off the queue (its incident is gone, or its root is posted)."""
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.zrem(self.keys.posts(channel), member)
-            pipe.delete(self.keys.in_flight(channel))
+            pipe.hdel(self.keys.in_flight(channel), member)
             await pipe.execute()
 
     async def drop_thread(self, channel: str, incident_id: str) -> None:
         """The root can never be posted: its replies have nowhere to go either."""
         k = self.keys
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(k.posts(channel), f"root:{incident_id}", f"replies:{incident_id}")
-            pipe.delete(k.outbox(incident_id), k.outbox_items(incident_id), k.in_flight(channel))
+            members = (f"root:{incident_id}", f"replies:{incident_id}")
+            pipe.zrem(k.posts(channel), *members)
+            pipe.hdel(k.in_flight(channel), *members)
+            pipe.delete(k.outbox(incident_id), k.outbox_items(incident_id))
             await pipe.execute()
 
     async def undeliverable(self, incident_id: str, item: str, error: str) -> None:

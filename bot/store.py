@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from bot.incidents import Event, GroupState, Incident
+from bot.incidents import Event, GroupState, Incident, severity_rank
 from bot.keys import Keys
 from bot.mrkdwn import Rendered
 
@@ -250,6 +250,8 @@ class IncidentStore:
             spec.update(
                 id=incident.id,
                 uid=incident.uid,
+                # A root waits for its post most severe first (then in order of arrival).
+                rank=severity_rank(incident.priority),
                 channel=incident.channel,
                 incident_v=change.version,
                 state=incident.model_dump_json(),

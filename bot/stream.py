@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from bot.alerts import PayloadError, parse_json_body, parse_notification
 from bot.delivery import Delivery, delivery_of
@@ -36,17 +36,40 @@ class StreamEntry:
     fields: dict[str, str] | None = None
 
 
+class NotReplicated(RedisError):
+    """The entry is on the master, but no replica confirmed it in time: a failover now could
+    lose it, so it is not acknowledged (the sender retries; a duplicate is recognised)."""
+
+
 class NotificationStream:
-    def __init__(self, redis: Redis, prefix: str) -> None:
+    def __init__(
+        self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
+    ) -> None:
         self._redis = redis
         keys = Keys(prefix)
         self.key = keys.stream
         self.dead_key = keys.dead_letters
         self._cursor = "0-0"
+        self._wait_replicas = wait_replicas
+        self._wait_ms = wait_ms
 
     async def append(self, delivery: Delivery, received_at: float) -> str:
         fields: dict[Any, Any] = {"d": delivery.model_dump_json(), "at": repr(received_at)}
-        return cast(str, await self._redis.xadd(self.key, fields))
+        if not self._wait_replicas:
+            return cast(str, await self._redis.xadd(self.key, fields))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.xadd(self.key, fields)
+            pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
+            entry_id, acked = await pipe.execute()
+        if int(acked) < self._wait_replicas and await self._replicas() >= self._wait_replicas:
+            raise NotReplicated(f"{acked} of {self._wait_replicas} replicas confirmed {entry_id}")
+        # Fewer replicas than asked for are connected at all (one is down): refusing would turn
+        # a degraded set-up into an outage; the entry is as safe as the set-up allows.
+        return cast(str, entry_id)
+
+    async def _replicas(self) -> int:
+        info = await self._redis.info("replication")
+        return int(info.get("connected_slaves", 0))
 
     async def ensure_group(self) -> None:
         try:

@@ -70,6 +70,17 @@ class Telemetry:
             "Periodic status replies posted.",
             registry=self.registry,
         )
+        self.storms = Counter(
+            "queuepilot_storms_total",
+            "Alert storms: new groups arrived faster than a channel posts, and a digest listed "
+            "them at once.",
+            registry=self.registry,
+        )
+        self.storm_groups = Counter(
+            "queuepilot_storm_groups_total",
+            "New alert groups shown in a storm digest before their own thread.",
+            registry=self.registry,
+        )
         self.intake_backlog = Gauge(
             "queuepilot_intake_backlog",
             "Notifications accepted but not yet applied (read when /metrics is scraped).",

@@ -156,6 +156,41 @@ async def test_a_new_root_goes_before_other_threads_routine_status(
     assert all(c.params.get("thread_ts") for c in recovered[1:]), "then the status replies"
 
 
+async def test_with_30_incidents_due_for_status_a_new_root_takes_the_next_slot(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    # Five posts a second, so thirty status replies stay queued for seconds; no digest, so the
+    # new group's own root is what is measured.
+    settings = settings_for(
+        slack_post_interval_ms=200, status_interval_seconds=1, storm_digest_threshold=0
+    )
+    async with run_bot(settings) as running:
+        for n in range(30):
+            await running.send("grafana", group(n))
+        await eventually(
+            lambda: len(slack.emulator.channel_messages(CHANNEL)) == 30, timeout=20, what="roots"
+        )
+        await eventually(
+            lambda: count(running, "queuepilot_status_posts_total") >= 30, what="30 statuses due"
+        )
+        posts_key = running.bot.queue.keys.posts(CHANNEL)
+        waiting = await running.bot.redis.zcard(posts_key)
+        await running.send("grafana", group("new"))
+        await eventually(
+            lambda: count(running, "queuepilot_incidents_opened_total") == 31, what="committed"
+        )
+        committed = len(ok_posts(slack))
+        await eventually(
+            lambda: len(slack.emulator.channel_messages(CHANNEL)) == 31, what="the new root"
+        )
+
+    posts = ok_posts(slack)
+    new_root = next(i for i, c in enumerate(posts) if c.params.get("thread_ts") is None and i >= 30)
+    assert waiting >= 10, "status replies of many threads were waiting when the group arrived"
+    # The post under way when it was committed may finish first; nothing else may.
+    assert new_root - committed <= 1, f"{new_root - committed} replies went before the new root"
+
+
 async def test_after_an_edit_outage_the_root_shows_the_latest_state_in_one_edit(
     running_bot: RunningBot, slack: Slack
 ) -> None:

@@ -9,6 +9,7 @@
 -- Returns the incident's new version, 0 when no incident was written, -1 on a version mismatch.
 local c = cjson.decode(ARGV[1])
 local BAND = 1099511627776 -- 2^40: a reply's score is band * BAND + its sequence number
+local RANK = 17179869184 -- 2^34: a root's score is its severity rank * RANK + its sequence number
 
 local function version_of(key)
   return tonumber(redis.call('HGET', key, 'v') or '0')
@@ -106,7 +107,8 @@ if c.root then
     keep(KEYS[10], c.index_ttl_ms)
     ring(KEYS[16])
   elseif not redis.call('ZSCORE', KEYS[9], 'root:' .. c.id) then
-    redis.call('ZADD', KEYS[9], redis.call('INCR', KEYS[13]), 'root:' .. c.id)
+    local score = (c.rank or 0) * RANK + redis.call('INCR', KEYS[13])
+    redis.call('ZADD', KEYS[9], score, 'root:' .. c.id)
     posts_changed = true
   end
 end

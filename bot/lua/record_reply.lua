@@ -19,7 +19,7 @@ if best == nil then
 else
   redis.call('ZADD', KEYS[3], best, 'replies:' .. ARGV[1])
 end
-redis.call('DEL', KEYS[4])
+redis.call('HDEL', KEYS[4], 'replies:' .. ARGV[1])
 if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[3], 'PX', 60000) end
 if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[6]) == 1 then
   redis.call('HSET', KEYS[6], 'status_ts', ARGV[4])

@@ -8,7 +8,7 @@ if ttl < 0 then ttl = tonumber(ARGV[6]) end
 redis.call('HSET', KEYS[1], 'thread', ARGV[2], 'rendered', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
 redis.call('ZREM', KEYS[3], 'root:' .. ARGV[1])
-redis.call('DEL', KEYS[4])
+redis.call('HDEL', KEYS[4], 'root:' .. ARGV[1])
 redis.call('HSET', KEYS[6], ARGV[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[6], ARGV[6])
 -- The state may have moved on while the post was under way, or the owner is named in the post and

@@ -1,0 +1,149 @@
+"""How queuepilot reaches Redis: one server by URL, or the master a set of Sentinels names.
+
+Every replica keeps all its state in one Redis: the commit script changes an incident, its group,
+the channel's send queue and the notification stream at once, and Lua scripts may only touch
+keys of one hash slot in a Redis Cluster. Cluster would need every key under one hash tag, which
+is one node with extra steps, so it is refused at startup with a message saying what to use.
+High availability comes from Sentinel: the client asks the Sentinels for the master on every
+new connection, so after a failover the next retry reaches the new master.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+from redis import Redis as SyncRedis
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+log = logging.getLogger(__name__)
+
+SENTINEL_SCHEME = "redis+sentinel"
+DEFAULT_SENTINEL_PORT = 26379
+
+
+class RedisSetupError(ValueError):
+    """A Redis setting or server queuepilot cannot work with; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    """Where the Sentinels are, which master they watch, and how to log in to it."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master: str
+    db: int = 0
+    password: str | None = None
+    sentinel_password: str | None = None
+
+
+def parse_sentinels(value: str) -> tuple[tuple[str, int], ...]:
+    """`host:port,host:port` (the port defaults to 26379) into pairs; IPv6 hosts in brackets."""
+    found: list[tuple[str, int]] = []
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        host, port = part, DEFAULT_SENTINEL_PORT
+        if part.startswith("["):
+            host, _, rest = part[1:].partition("]")
+            if rest:
+                if not rest.startswith(":"):
+                    raise RedisSetupError(f"sentinel {part!r}: expected [host]:port")
+                port = _port(part, rest[1:])
+        elif part.count(":") == 1:
+            host, _, raw = part.partition(":")
+            port = _port(part, raw)
+        elif ":" in part:
+            raise RedisSetupError(f"sentinel {part!r}: put an IPv6 address in brackets")
+        if not host or any(c.isspace() or c in "/@?#" for c in host):
+            raise RedisSetupError(f"sentinel {part!r}: not a host name")
+        found.append((host, port))
+    if not found:
+        raise RedisSetupError("no sentinel given: expected host:port[,host:port…]")
+    return tuple(found)
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """`redis+sentinel://[:password@]host:port[,host:port…]/master[/db]`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise RedisSetupError(f"REDIS_URL: {exc}") from None
+    if parts.scheme != SENTINEL_SCHEME:
+        raise RedisSetupError(f"REDIS_URL: expected {SENTINEL_SCHEME}://…")
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    password = unquote(userinfo.partition(":")[2]) or None if userinfo else None
+    path = [p for p in parts.path.split("/") if p]
+    if not path or len(path) > 2:
+        raise RedisSetupError("REDIS_URL: expected /<master name>[/<db>] after the sentinels")
+    db = 0
+    if len(path) == 2:
+        if not path[1].isdigit() or int(path[1]) > 15:
+            raise RedisSetupError(f"REDIS_URL: database {path[1]!r} is not 0-15")
+        db = int(path[1])
+    return SentinelTarget(parse_sentinels(hosts), unquote(path[0]), db, password)
+
+
+def build_redis(url: str, sentinel: SentinelTarget | None = None) -> Redis:
+    """A client that rides out a Redis restart or failover: commands retried on connection
+    errors (the asyncio `Retry`, which the asyncio client awaits), dead pooled connections found
+    by health checks and keepalive, and short timeouts so a webhook answers 503 quickly when
+    Redis is gone. With Sentinel, each new connection goes to the master the Sentinels name."""
+    options = {
+        "decode_responses": True,
+        "socket_connect_timeout": 2,
+        "socket_timeout": 5,
+        "socket_keepalive": True,
+        "health_check_interval": 10,
+        "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError, ConnectionResetError],
+    }
+    if sentinel is None:
+        return Redis.from_url(url, **options)
+    sentinels = Sentinel(
+        list(sentinel.sentinels),
+        sentinel_kwargs={
+            "socket_timeout": 1,
+            "socket_connect_timeout": 1,
+            "password": sentinel.sentinel_password,
+        },
+    )
+    return sentinels.master_for(
+        sentinel.master, redis_class=Redis, db=sentinel.db, password=sentinel.password, **options
+    )
+
+
+def refuse_cluster(url: str, sentinel: SentinelTarget | None) -> None:
+    """Fail at startup, clearly, when pointed at a Redis Cluster node. An unreachable Redis is
+    not refused: the bot starts, answers 503 and turns ready when Redis comes."""
+    if sentinel is not None:
+        return  # Sentinel watches plain masters; a cluster node cannot be one
+    try:
+        client = SyncRedis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        try:
+            info = client.info("cluster")
+        finally:
+            client.close()
+    except (RedisError, OSError, ValueError) as exc:
+        log.info("redis: not checked for cluster mode (%s)", type(exc).__name__)
+        return
+    if str(info.get("cluster_enabled", 0)) == "1":
+        raise RedisSetupError(
+            "REDIS_URL points at a Redis Cluster node. queuepilot changes an incident, its "
+            "channel's send queue and the notification stream in one Lua script, which Cluster "
+            "allows only within one hash slot. Use a single Redis, or Sentinel for failover "
+            "(REDIS_SENTINELS and REDIS_SENTINEL_MASTER)."
+        )
+
+
+def _port(part: str, raw: str) -> int:
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise RedisSetupError(f"sentinel {part!r}: port {raw!r} is not 1-65535")
+    return int(raw)

@@ -1,0 +1,240 @@
+"""Alert storms, as a channel sees them: new groups faster than Slack lets a channel post are
+listed at once in one digest, their threads follow most severe first, and nothing is lost or
+shown twice, with two replicas and Slack's own limits."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.alerts import QueueNumbers
+from bot.config import Settings
+from bot.incidents import Incident, severity_rank
+from bot.sandbox.slack_limits import validate_blocks
+from bot.storm_digest import MAX_LINES, DigestEntry, render_digest
+from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
+
+FIRING = "grafana/queue-alert-firing.json"
+STORM_MARK = "Alert storm"
+
+
+def storm_group(n: int, *, priority: str = "P2") -> dict[str, Any]:
+    """A group of its own, named so a reader can tell it from the others."""
+    payload = copy.deepcopy(fixture_json(FIRING))
+    name = f"Queue storm {n:03d}"
+    payload["groupKey"] = f"{payload['groupKey']}/storm-{n}"
+    payload["groupLabels"] = {"alertname": name}
+    payload["commonLabels"]["alertname"] = name
+    for alert in payload["alerts"]:
+        alert["labels"]["alertname"] = name
+        alert["annotations"]["Priority"] = priority
+    payload["commonAnnotations"]["Priority"] = priority
+    return payload
+
+
+def shown(message: Any) -> str:
+    return message.text + json.dumps(message.blocks, ensure_ascii=False)
+
+
+def digests(slack: Slack) -> list[Any]:
+    return [m for m in slack.emulator.channel_messages(CHANNEL) if STORM_MARK in m.text]
+
+
+def roots(slack: Slack) -> list[Any]:
+    """Incident roots in post order (the digest is not one)."""
+    return [m for m in slack.emulator.channel_messages(CHANNEL) if STORM_MARK not in m.text]
+
+
+def visible(slack: Slack, names: list[str]) -> list[str]:
+    everything = "".join(shown(m) for m in slack.emulator.channel_messages(CHANNEL))
+    return [name for name in names if name in everything]
+
+
+async def send_all(bots: list[RunningBot], payloads: list[dict[str, Any]]) -> None:
+    """Deliver at once, spread over the replicas, as Alertmanager's peers or Grafana would."""
+    gate = asyncio.Semaphore(20)
+
+    async def one(n: int, payload: dict[str, Any]) -> None:
+        async with gate:
+            response = await bots[n % len(bots)].send("grafana", payload)
+            assert response.status_code == 202, response.text
+
+    await asyncio.gather(*(one(n, p) for n, p in enumerate(payloads)))
+
+
+def opened(bots: list[RunningBot]) -> float:
+    return sum(
+        b.bot.telemetry.registry.get_sample_value("queuepilot_incidents_opened_total") or 0
+        for b in bots
+    )
+
+
+# -- a storm at Slack's pace, two replicas --------------------------------------------------
+
+
+async def test_a_storm_of_120_groups_is_listed_at_once_within_slacks_limits_by_two_replicas(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    slack.emulator.enforce_rate_limits = True
+    names = [f"Queue storm {n:03d}" for n in range(120)]
+    try:
+        # Slack's pace, the defaults: one post a second, short bursts.
+        settings = settings_for(slack_post_interval_ms=1000, slack_update_interval_ms=1200)
+        async with run_bot(settings) as one, run_bot(settings) as two:
+            await send_all([one, two], [storm_group(n) for n in range(120)])
+            await eventually(
+                lambda: len(visible(slack, names)) == 120,
+                timeout=30,
+                what="all 120 groups visible",
+            )
+            assert opened([one, two]) == 120, "every group accepted opened one incident"
+            # A few threads follow at one post a second, each group once.
+            await eventually(lambda: len(roots(slack)) >= 4, timeout=15, what="threads following")
+    finally:
+        slack.emulator.enforce_rate_limits = False
+
+    assert len(digests(slack)) == 1, "one digest, whichever replica sent"
+    [digest] = digests(slack)
+    listed = json.dumps(digest.blocks)
+    # The first few may have had their own roots before the storm was seen: listed at most once.
+    assert all(listed.count(name) <= 1 for name in names), "no group listed twice"
+    assert sum(listed.count(name) for name in names) >= 110, "the storm is in the digest"
+    limited = [c for c in slack.emulator.calls() if c.status == 429]
+    assert len(limited) <= 10, f"{len(limited)} calls answered 429"
+    titles = Counter(m.text for m in roots(slack))
+    assert all(n == 1 for n in titles.values()), f"a group posted twice: {titles}"
+
+
+# -- a storm during a Slack outage: order, threads, links, summary ---------------------------
+
+
+async def test_after_an_outage_the_digest_comes_first_then_the_most_severe_threads(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    settings = settings_for(slack_post_interval_ms=50, storm_quiet_seconds=1)
+    urgent = list(range(25, 30))
+    payloads = [storm_group(n, priority="P1" if n in urgent else "P3") for n in range(30)]
+    async with run_bot(settings) as running:
+        slack.emulator.fail_next("chat.postMessage", status=503, count=100_000)
+        await send_all([running], payloads)
+        await eventually(lambda: opened([running]) == 30, what="30 incidents")
+        slack.emulator.clear_faults()
+
+        await eventually(lambda: len(roots(slack)) == 30, timeout=20, what="every thread")
+        await eventually(
+            lambda: "Alert storm over" in digests(slack)[0].text, timeout=20, what="summary"
+        )
+
+    [digest, *_] = slack.emulator.channel_messages(CHANNEL)
+    assert STORM_MARK in digest.text, "the digest is the first thing the channel shows"
+    first = [m.text for m in roots(slack)[: len(urgent)]]
+    assert all("P1" in text for text in first), f"the most severe first: {first}"
+    assert Counter(m.text for m in roots(slack)).most_common(1)[0][1] == 1, "no group twice"
+    # The summary links every group to its thread.
+    summary = shown(digests(slack)[0])
+    for root in roots(slack):
+        link = f"/archives/{CHANNEL}/p{root.ts.replace('.', '')}"
+        assert link in summary, f"no link to {root.text}"
+    assert "30 alert groups" in digests(slack)[0].text
+    assert "thread soon" not in summary
+
+
+async def test_a_few_new_groups_are_no_storm_and_the_digest_can_be_turned_off(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    async with run_bot(settings_for(storm_digest_threshold=0)) as running:
+        slack.emulator.fail_next("chat.postMessage", status=503, count=100_000)
+        await send_all([running], [storm_group(n) for n in range(12)])
+        await eventually(lambda: opened([running]) == 12, what="12 incidents")
+        slack.emulator.clear_faults()
+        await eventually(lambda: len(roots(slack)) == 12, what="12 threads")
+    assert digests(slack) == [], "off: no digest however many wait"
+
+    slack.emulator.reset()
+    async with run_bot(settings_for(storm_digest_threshold=5)) as running:
+        for n in range(3):  # below the threshold, even all at once
+            await running.send("grafana", storm_group(100 + n))
+        await eventually(lambda: len(roots(slack)) == 3, what="3 threads")
+    assert digests(slack) == []
+
+
+# -- the digest, alone ----------------------------------------------------------------------
+
+NOW = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+
+
+def incident(n: int, *, title: str = "Jobs queueing", priority: str | None = "P2") -> Incident:
+    return Incident(
+        id=str(n),
+        uid=f"u{n}",
+        channel=CHANNEL,
+        group_key=f"g{n}",
+        group_hash=f"h{n}",
+        source="grafana",
+        title=title,
+        priority=priority,
+        numbers=QueueNumbers(max_queue_size=14, max_queue_time_mins=114),
+        started_at=NOW,
+        opened_at=NOW,
+        updated_at=NOW,
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    titles=st.lists(st.text(min_size=1, max_size=400), min_size=1, max_size=400),
+    over=st.booleans(),
+)
+def test_the_digest_stays_within_block_kit_limits_however_many_and_whatever_titles(
+    titles: list[str], over: bool
+) -> None:
+    entries = [
+        DigestEntry(incident(n, title=t), threaded=n % 2 == 0, link=f"https://x.slack.com/p{n}")
+        for n, t in enumerate(titles)
+    ]
+    digest = render_digest(entries, started=NOW, now=NOW + timedelta(minutes=3), over=over)
+    assert validate_blocks(digest.blocks) == []
+    everything = json.dumps(digest.blocks)
+    if len(titles) > MAX_LINES or "more:" in everything:
+        assert "/queue incidents" in everything, "past the limits, the way to see the rest"
+    assert "<!channel>" not in everything and "<!here>" not in everything
+
+
+def test_hostile_titles_reach_the_digest_inert() -> None:
+    entries = [DigestEntry(incident(1, title="<!channel> <https://evil|click> & co"), False)]
+    digest = render_digest(entries, started=NOW, now=NOW, over=False)
+    text = json.dumps(digest.blocks)
+    assert "<!channel>" not in text and "<https://evil" not in text
+    assert "&lt;!channel&gt;" in text
+
+
+def test_the_summary_counts_what_is_still_firing_and_by_priority() -> None:
+    entries = [
+        DigestEntry(incident(1, priority="P1"), True, "https://x.slack.com/archives/C/p1"),
+        DigestEntry(incident(2, priority="P3"), True, "https://x.slack.com/archives/C/p2"),
+        DigestEntry(incident(3, priority="P3"), True, ""),
+    ]
+    summary = render_digest(entries, started=NOW, now=NOW + timedelta(minutes=2), over=True)
+    text = json.dumps(summary.blocks, ensure_ascii=False)
+    assert "Alert storm over: 3 alert groups" in summary.text
+    assert "3 still firing, 0 resolved" in text and "2 min" in text
+    assert "P1 × 1" in text and "P3 × 2" in text
+    assert "<https://x.slack.com/archives/C/p1|thread>" in text
+
+
+@given(st.text(max_size=20))
+def test_any_priority_has_a_rank(priority: str) -> None:
+    assert 0 <= severity_rank(priority) <= 5
+
+
+def test_priorities_rank_most_severe_first() -> None:
+    ranked = ["P0", "p1", "critical", "SEV2", "P3", "warning", "P9", "low", None, "whatever"]
+    assert [severity_rank(p) for p in ranked] == [0, 1, 1, 2, 3, 3, 4, 4, 5, 5]
