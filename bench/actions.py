@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from bench import incident_roots
 from bot.app import build_app, build_bot
 from bot.config import load_settings
 from bot.sandbox.redis_server import RedisServer, free_port
@@ -74,11 +75,11 @@ async def open_incidents(http: httpx.AsyncClient, emulator: SlackEmulator, count
         response = await http.post("/alerts/grafana", content=json.dumps(payload), headers=headers)
         assert response.status_code == 202, response.text
     deadline = time.perf_counter() + 120
-    while len(emulator.channel_messages(CHANNEL)) < count:
+    while len(incident_roots(emulator, CHANNEL)) < count:
         if time.perf_counter() > deadline:
             raise TimeoutError("threads did not all open within 120 s")
         await asyncio.sleep(0.02)
-    return [m.ts for m in emulator.channel_messages(CHANNEL)]
+    return [m.ts for m in incident_roots(emulator, CHANNEL)]
 
 
 async def clicks(
@@ -92,7 +93,7 @@ async def clicks(
         acked.append(time.perf_counter() - started)
         assert response.status_code == 200, response.text
         while True:
-            root = next(m for m in emulator.channel_messages(CHANNEL) if m.ts == ts)
+            root = next(m for m in incident_roots(emulator, CHANNEL) if m.ts == ts)
             if "silenced until" in json.dumps(root.blocks):
                 break
             await asyncio.sleep(0.002)

@@ -26,6 +26,7 @@ import httpx
 import redis as sync_redis
 from redis.asyncio.connection import Connection
 
+from bench import incident_roots
 from bot.app import build_app, build_bot
 from bot.config import load_settings
 from bot.sandbox.redis_server import RedisServer, free_port
@@ -112,7 +113,7 @@ async def run(count: int) -> None:
             headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
             async with httpx.AsyncClient(base_url=served.url, headers=headers, timeout=30) as http:
                 await http.post("/alerts/grafana", content=json.dumps(base))
-                await _until(lambda: bool(emulator.channel_messages(CHANNEL)))
+                await _until(lambda: bool(incident_roots(emulator, CHANNEL)))
                 renotify = []
                 for i in range(count):
                     payload = copy.deepcopy(base)
@@ -121,7 +122,7 @@ async def run(count: int) -> None:
                 last = str(100 + count - 1)
 
                 def edited() -> bool:
-                    root = emulator.channel_messages(CHANNEL)[0]
+                    root = incident_roots(emulator, CHANNEL)[0]
                     return last in json.dumps(root.blocks)
 
                 re_trips, re_cmds, re_cpu = await _measure(http, emulator, client, renotify, edited)
@@ -132,7 +133,7 @@ async def run(count: int) -> None:
                     groups.append(json.dumps(payload).encode())
 
                 def opened() -> bool:
-                    return len(emulator.channel_messages(CHANNEL)) >= count + 1
+                    return len(incident_roots(emulator, CHANNEL)) >= count + 1
 
                 new_trips, new_cmds, new_cpu = await _measure(
                     http, emulator, client, groups, opened

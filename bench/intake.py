@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from bench import incident_roots
 from bot.app import build_app, build_bot
 from bot.config import load_settings
 from bot.sandbox.redis_server import RedisServer, free_port
@@ -74,7 +75,7 @@ async def webhook_throughput(
 async def alert_to_threads(
     http: httpx.AsyncClient, emulator: SlackEmulator, base: dict[str, Any], groups: int
 ) -> float:
-    before = len(emulator.channel_messages(CHANNEL))
+    before = len(incident_roots(emulator, CHANNEL))
     started = time.perf_counter()
     for group in range(groups):
         response = await http.post(
@@ -82,7 +83,7 @@ async def alert_to_threads(
         )
         assert response.status_code == 202, response.text
     deadline = started + 120
-    while len(emulator.channel_messages(CHANNEL)) < before + groups:
+    while len(incident_roots(emulator, CHANNEL)) < before + groups:
         if time.perf_counter() > deadline:
             raise TimeoutError("threads did not all open within 120 s")
         await asyncio.sleep(0.01)

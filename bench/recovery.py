@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from bench import incident_roots
 from bot.app import build_app, build_bot
 from bot.config import load_settings
 from bot.sandbox.redis_server import RedisServer, free_port
@@ -69,7 +70,7 @@ def run(rounds: int) -> None:
 def _round(
     n: int, base: dict, http: httpx.Client, emulator: SlackEmulator, redis: RedisServer
 ) -> tuple[float, float]:
-    before = len(emulator.channel_messages(CHANNEL))
+    before = len(incident_roots(emulator, CHANNEL))
     redis.stop()
     redis.start()  # same port, empty
     restarted = time.perf_counter()
@@ -77,7 +78,7 @@ def _round(
     payload["groupKey"] = f"{base['groupKey']}/recovery-{n}"
     body = json.dumps(payload)
     accepted_at = _until(lambda: http.post("/alerts/grafana", content=body).status_code == 202)
-    visible_at = _until(lambda: len(emulator.channel_messages(CHANNEL)) > before)
+    visible_at = _until(lambda: len(incident_roots(emulator, CHANNEL)) > before)
     return accepted_at - restarted, visible_at - accepted_at
 
 

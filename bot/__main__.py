@@ -67,7 +67,16 @@ def _serve() -> int:
         print(f"queuepilot: configuration error: {exc}", file=sys.stderr)
         return 2
     app = build_app(bot)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, lifespan="on")
+    # No access log: each accepted notification is logged by its handler already, and a second
+    # line per request is CPU the intake needs under load.
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        lifespan="on",
+        access_log=False,
+    )
     return 0
 
 
