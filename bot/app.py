@@ -52,6 +52,7 @@ from bot.slack import SlackConfig, SlackGateway, build_client
 from bot.status import StatusConfig, StatusReporter, start_scheduler
 from bot.store import IncidentStore
 from bot.storm_queue import StormQueue
+from bot.storm_sender import StormConfig
 from bot.stream import NotificationStream
 from bot.telemetry import Telemetry
 
@@ -108,9 +109,12 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         post_burst=settings.slack_post_burst,
         update_interval_ms=settings.slack_update_interval_ms,
         root_edit_interval_ms=settings.root_edit_interval_ms,
-        storm_threshold=settings.storm_digest_threshold,
-        storm_quiet_s=settings.storm_quiet_seconds,
-        command=settings.slash_command,
+        storm=StormConfig(
+            threshold=settings.storm_digest_threshold,
+            quiet_s=settings.storm_quiet_seconds,
+            edit_interval_s=settings.root_edit_interval_ms / 1000,
+            command=settings.slash_command,
+        ),
     )
     storms = StormQueue(redis, prefix, retention_s=retention_s)
 

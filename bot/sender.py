@@ -14,20 +14,17 @@ channel one replica at a time, holding the channel's lease, drains its queue (`b
   channel, it never drops an update. A permanent refusal drops that one item, with a record;
 - in a storm (`storm_threshold` new roots waiting at once), one digest message lists every new
   group at once and is edited as more arrive; the roots still follow one slot at a time, most
-  severe first, and the digest becomes a summary once the storm is over (`bot.storm_queue`).
+  severe first, and the digest becomes a summary once the storm is over (`bot.storm_sender`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeGuard, TypeVar
 
 from redis.exceptions import RedisError
@@ -35,24 +32,22 @@ from redis.exceptions import RedisError
 from bot.chart import ChartData, render_chart
 from bot.incidents import Incident
 from bot.leases import Lease, Leases
+from bot.message_marks import carries, digest_of, metadata
 from bot.messages import render_root
 from bot.mrkdwn import Rendered
 from bot.pacing import Backoff, TokenBucket
 from bot.send_queue import EditCandidate, HeadReply, InFlight, SendQueue
 from bot.slack import SlackError, SlackGateway
 from bot.store import CHART, RESTATUS, STATUS_KINDS, IncidentStore, ThreadRef
-from bot.storm_digest import DigestEntry, render_digest
-from bot.storm_queue import Member, Storm, StormQueue
+from bot.storm_queue import StormQueue
+from bot.storm_sender import StormConfig, StormDigest
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-METADATA_EVENT = "queuepilot_message"
 # Errors that say the message the edit was for is gone or frozen: editing will never work.
 _LOST_MESSAGE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
-# Permalinks for the digest's lines, per step of the storm loop: each is a Web API call.
-LINKS_PER_STEP = 10
 
 
 @dataclass(frozen=True)
@@ -65,31 +60,7 @@ class SenderConfig:
     backoff_max_s: float = 30.0
     # Slack's history can lag a post by a moment; a lookup looks this far before the attempt.
     lookup_margin_s: float = 60.0
-    # This many new roots waiting at once make a storm: a digest lists them all (0: never).
-    storm_threshold: int = 5
-    # A storm is over once no group has joined for this long and every group has its thread.
-    storm_quiet_s: float = 60.0
-    # How often the digest's holder looks for groups joining and threads opening.
-    storm_poll_s: float = 0.25
-    command: str = "/queue"  # the slash command the digest points at for the full list
-
-
-def digest_of(rendered: Rendered) -> str:
-    payload = json.dumps({"text": rendered.text, "blocks": rendered.blocks}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def metadata(incident_id: str, uid: str, item: str) -> dict[str, Any]:
-    """What every post carries, so it can be found again after an uncertain failure."""
-    return {
-        "event_type": METADATA_EVENT,
-        "event_payload": {"incident": incident_id, "uid": uid, "item": item},
-    }
-
-
-def _carries(message: dict[str, Any], uid: str, item: str) -> bool:
-    payload = (message.get("metadata") or {}).get("event_payload") or {}
-    return payload.get("uid") == uid and payload.get("item") == item
+    storm: StormConfig = field(default_factory=StormConfig)
 
 
 class ChannelSender:
@@ -113,7 +84,6 @@ class ChannelSender:
         self._lease = lease
         self._store = store
         self._queue = queue
-        self._storms = storms
         self._slack = slack
         self._leases = leases
         self._telemetry = telemetry
@@ -121,12 +91,17 @@ class ChannelSender:
         self._clock = clock
         self._bucket = TokenBucket(config.post_interval_s, config.post_burst, now=time.time())
         self._failures: dict[str, int] = {}
-        self._storm_opened = asyncio.Event()
-        # What the digest was last drawn from: it is edited only when that changes, at once
-        # when groups joined, otherwise at most once per ROOT_EDIT_INTERVAL_MS.
-        self._storm_drawn: tuple[object, ...] = ()
-        self._storm_groups_drawn = 0
-        self._storm_next_edit = 0.0
+        self._storm = StormDigest(
+            channel,
+            self,
+            storms=storms,
+            queue=queue,
+            store=store,
+            slack=slack,
+            telemetry=telemetry,
+            config=config.storm,
+            clock=clock,
+        )
 
     async def run(self) -> None:
         now = time.time()
@@ -135,8 +110,8 @@ class ChannelSender:
         if held > 0:  # a 429 its predecessor got and did not live to record
             self._bucket.hold(now + held)
         loops = [self._loop(self._post_next), self._loop(self._edit_next)]
-        if self._config.storm_threshold > 0:
-            loops.append(self._loop(self._storm_next))
+        if self._storm.enabled:
+            loops.append(self._loop(self._storm.step))
         await asyncio.gather(*loops)
 
     async def _loop(self, step: Callable[[], Any]) -> None:
@@ -166,10 +141,10 @@ class ChannelSender:
             await self._queue.wait_bell(self._queue.keys.posts_bell(self.channel), 1.0)
             return
         kind, _, incident_id = member.partition(":")
-        if kind == "root" and self._config.storm_threshold > 0:
-            storm = await self._storm_before_root()
+        if kind == "root" and self._storm.enabled:
+            storm = await self._storm.before_root()
             if storm is not None and not storm.ts:
-                await self._post_digest(storm)
+                await self._storm.post(storm)
                 return
         try:
             if kind == "root":
@@ -197,7 +172,7 @@ class ChannelSender:
             return
         root = render_root(incident, now=self._clock(), mentions=False)
         if in_flight is not None and in_flight.member == member:
-            found = await self._look_up(in_flight, incident.uid, thread=None)
+            found = await self.look_up(in_flight, incident.uid, thread=None)
             if found is not None:
                 await self._root_posted(loaded.version, incident, found, root)
                 return
@@ -240,7 +215,7 @@ class ChannelSender:
             await self._upload_chart(member, incident_id, head, in_flight)
             return
         if _started(in_flight, member, head.item):
-            found = await self._look_up(in_flight, head.uid, thread=head.thread)
+            found = await self.look_up(in_flight, head.uid, thread=head.thread)
             if found is not None:
                 await self._record_posted(incident_id, head, found)
                 return
@@ -261,7 +236,7 @@ class ChannelSender:
     async def _edit_status(self, incident_id: str, head: HeadReply) -> None:
         """A quiet status edits the previous status reply, on the edit budget, not the posts'."""
         assert head.thread is not None
-        await self._wait_for_update_slot()
+        await self.wait_for_update_slot()
         try:
             await self._slack.update(
                 head.thread.channel, head.status_ts, head.rendered.text, head.rendered.blocks
@@ -293,7 +268,7 @@ class ChannelSender:
             await self._queue.record_reply(self.channel, incident_id, head.item)
             return
         thread = head.thread
-        uploaded = await self._within_budget(
+        uploaded = await self.within_budget(
             member,
             head.item,
             incident_id,
@@ -329,7 +304,7 @@ class ChannelSender:
         thread: ThreadRef | None,
     ) -> str | None:
         """Post within the budget, marked in flight; None if it can never be posted."""
-        return await self._within_budget(
+        return await self.within_budget(
             member,
             item,
             incident_id,
@@ -342,7 +317,7 @@ class ChannelSender:
             ),
         )
 
-    async def _within_budget(
+    async def within_budget(
         self,
         member: str,
         item: str,
@@ -369,6 +344,10 @@ class ChannelSender:
                 await self._refused(member, item, incident_id, exc)
             return None
 
+    def bucket_state(self) -> str:
+        """The channel's bucket as its successor would take it over."""
+        return self._bucket.encode()
+
     async def _refused(self, member: str, item: str, incident_id: str, exc: SlackError) -> None:
         """Slack refused for good: drop this item (a root takes its thread with it)."""
         log.error("incident %s: Slack refused %s: %s; dropped", incident_id, item, exc.error)
@@ -386,7 +365,7 @@ class ChannelSender:
         if wait > 0:
             await asyncio.sleep(wait)
 
-    async def _look_up(
+    async def look_up(
         self, in_flight: InFlight, uid: str, *, thread: ThreadRef | None
     ) -> str | None:
         """The ts of a post that may have landed before its sender heard back, if it did."""
@@ -400,148 +379,12 @@ class ChannelSender:
                 "conversations.replies", self.channel, ts=thread.ts, oldest=oldest
             )
         for message in messages:
-            if _carries(message, uid, in_flight.item):
+            if carries(message, uid, in_flight.item):
                 log.info("sender %s: %s had landed; not posted again", self.channel, in_flight.item)
                 self._telemetry.slack_lookups.labels("found").inc()
                 return str(message.get("ts"))
         self._telemetry.slack_lookups.labels("not_found").inc()
         return None
-
-    # -- the storm digest ----------------------------------------------------------------------
-
-    async def _storm_before_root(self) -> Storm | None:
-        """Fold the waiting roots into the storm (opening one when enough wait) before a root
-        takes a slot: the digest, if there is one to post, goes first."""
-        opened, added = await self._storms.sweep(
-            self.channel, threshold=self._config.storm_threshold, now_ms=int(time.time() * 1000)
-        )
-        if opened:
-            log.warning(
-                "sender %s: alert storm, %d new groups at once: a digest", self.channel, added
-            )
-            self._telemetry.storms.inc()
-            self._storm_opened.set()
-        if added:
-            self._telemetry.storm_groups.inc(added)
-        return await self._storms.current(self.channel)
-
-    async def _post_digest(self, storm: Storm) -> None:
-        members = await self._storms.members(self.channel)
-        digest = await self._render_digest(storm, members, {}, over=False)
-        shown = digest_of(digest)
-        in_flight = await self._queue.in_flight(self.channel, storm.member)
-        if in_flight is not None:
-            found = await self._look_up(in_flight, storm.metadata_uid, thread=None)
-            if found is not None:
-                await self._storms.record_digest(self.channel, storm, found, bucket="", shown="")
-                return
-
-        async def refused(exc: SlackError) -> None:
-            log.error("sender %s: Slack refused the storm digest: %s", self.channel, exc.error)
-            self._telemetry.slack_undeliverable.labels(exc.error).inc()
-            await self._storms.abandon(self.channel, storm)
-
-        ts = await self._within_budget(
-            storm.member,
-            storm.item,
-            "",
-            lambda: self._slack.post(
-                self.channel,
-                digest.text,
-                digest.blocks,
-                metadata=metadata("", storm.metadata_uid, storm.item),
-            ),
-            refused=refused,
-        )
-        if ts is not None:
-            await self._storms.record_digest(
-                self.channel, storm, ts, bucket=self._bucket.encode(), shown=shown
-            )
-            self._storm_opened.set()
-
-    async def _storm_next(self) -> None:
-        """While a storm lasts: take in the groups joining it, link the threads as they open,
-        edit the digest when what it shows changed, and turn it into a summary at the end."""
-        storm = await self._storms.current(self.channel)
-        if storm is None or not storm.ts:
-            self._storm_opened.clear()
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._storm_opened.wait(), timeout=1.0)
-            return
-        now_ms = int(time.time() * 1000)
-        _, added = await self._storms.sweep(self.channel, threshold=0, now_ms=now_ms)
-        if added:
-            self._telemetry.storm_groups.inc(added)
-            storm = await self._storms.current(self.channel) or storm
-        # Waiting first: a root leaves the queue as its thread is recorded, so with none
-        # waiting, the members read next all show their threads.
-        waiting = await self._storms.roots_waiting(self.channel)
-        members = await self._storms.members(self.channel)
-        links = await self._link_threads(members, await self._storms.links(self.channel))
-        over = (
-            waiting == 0
-            and all(m.incident_id in links for m in members if m.threaded)
-            and now_ms - storm.last_added_ms >= self._config.storm_quiet_s * 1000
-        )
-        drawn = (storm.id, tuple((m.incident_id, m.version, m.threaded) for m in members), over)
-        drawn += (len(links),)
-        grew = len(members) > self._storm_groups_drawn
-        if drawn != self._storm_drawn and (grew or over or time.time() >= self._storm_next_edit):
-            await self._edit_digest(storm, members, links, over=over)
-            self._storm_drawn, self._storm_groups_drawn = drawn, len(members)
-            self._storm_next_edit = time.time() + self._config.root_edit_interval_ms / 1000
-        if over and await self._storms.close(self.channel, storm):
-            log.info("sender %s: the alert storm is over (%d groups)", self.channel, len(members))
-            self._storm_drawn, self._storm_groups_drawn = (), 0
-            return
-        await asyncio.sleep(self._config.storm_poll_s)
-
-    async def _link_threads(self, members: list[Member], links: dict[str, str]) -> dict[str, str]:
-        """Permalinks of the threads opened since the last step, a few per step."""
-        missing = [m for m in members if m.threaded and m.incident_id not in links]
-        for member in missing[:LINKS_PER_STEP]:
-            try:
-                url = await self._slack.permalink(self.channel, member.thread_ts) or ""
-            except SlackError as exc:
-                if exc.retryable:
-                    break
-                url = ""  # never linkable (the root is gone): the line says no more
-            await self._storms.add_link(self.channel, member.incident_id, url)
-            links[member.incident_id] = url
-        return links
-
-    async def _edit_digest(
-        self, storm: Storm, members: list[Member], links: dict[str, str], *, over: bool
-    ) -> None:
-        digest = await self._render_digest(storm, members, links, over=over)
-        shown = digest_of(digest)
-        if shown == storm.shown:
-            return
-        await self._wait_for_update_slot()
-        try:
-            await self._slack.update(self.channel, storm.ts, digest.text, digest.blocks)
-        except SlackError as exc:
-            if exc.retryable:
-                raise
-            # The digest was deleted: the threads carry on; a later storm gets a new digest.
-            log.error("sender %s: cannot edit the storm digest: %s", self.channel, exc.error)
-            self._telemetry.slack_undeliverable.labels(exc.error).inc()
-        await self._storms.record_shown(self.channel, storm, shown)
-
-    async def _render_digest(
-        self, storm: Storm, members: list[Member], links: dict[str, str], *, over: bool
-    ) -> Rendered:
-        incidents = await self._store.get_many([m.incident_id for m in members])
-        by_id = {incident.id: incident for incident in incidents}
-        entries = [
-            DigestEntry(by_id[m.incident_id], m.threaded, links.get(m.incident_id, ""))
-            for m in members
-            if m.incident_id in by_id
-        ]
-        started = datetime.fromtimestamp(storm.started_ms / 1000, tz=UTC)
-        return render_digest(
-            entries, started=started, now=self._clock(), over=over, command=self._config.command
-        )
 
     # -- edits -----------------------------------------------------------------------------
 
@@ -567,7 +410,7 @@ class ChannelSender:
             await self._queue.postpone_edit(self.channel, incident_id, candidate.edit_after_ms)
             return
         if edited:
-            await self._wait_for_update_slot()
+            await self.wait_for_update_slot()
             try:
                 await self._slack.update(
                     loaded.thread.channel, loaded.thread.ts, root.text, root.blocks
@@ -588,7 +431,7 @@ class ChannelSender:
             edited=edited,
         )
 
-    async def _wait_for_update_slot(self) -> None:
+    async def wait_for_update_slot(self) -> None:
         """chat.update is limited per workspace: replicas and channels share one slot."""
         while True:
             held = await self._slack.held_for("chat.update")
