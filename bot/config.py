@@ -260,7 +260,7 @@ class Settings(BaseSettings):
     def wait_replicas(self) -> int:
         if self.redis_wait_replicas is not None:
             return self.redis_wait_replicas
-        return 1 if self.redis_sentinels or self.redis_url.startswith(SENTINEL_SCHEME) else 0
+        return 1 if self.sentinel() is not None else 0
 
     @property
     def socket_mode(self) -> bool:

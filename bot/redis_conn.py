@@ -79,7 +79,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     if parts.scheme != SENTINEL_SCHEME:
         raise RedisSetupError(f"REDIS_URL: expected {SENTINEL_SCHEME}://…")
     userinfo, _, hosts = parts.netloc.rpartition("@")
-    password = unquote(userinfo.partition(":")[2]) or None if userinfo else None
+    password = unquote(userinfo.partition(":")[2]) or None
     path = [p for p in parts.path.split("/") if p]
     if not path or len(path) > 2:
         raise RedisSetupError("REDIS_URL: expected /<master name>[/<db>] after the sentinels")

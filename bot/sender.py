@@ -171,7 +171,7 @@ class ChannelSender:
             await self._queue.forget(self.channel, member)  # gone, or posted already
             return
         root = render_root(incident, now=self._clock(), mentions=False)
-        if in_flight is not None and in_flight.member == member:
+        if in_flight is not None:  # marks are per queue member: this very root
             found = await self.look_up(in_flight, incident.uid, thread=None)
             if found is not None:
                 await self._root_posted(loaded.version, incident, found, root)
@@ -214,7 +214,7 @@ class ChannelSender:
         if head.kind == CHART:
             await self._upload_chart(member, incident_id, head, in_flight)
             return
-        if _started(in_flight, member, head.item):
+        if _started(in_flight, head.item):
             found = await self.look_up(in_flight, head.uid, thread=head.thread)
             if found is not None:
                 await self._record_posted(incident_id, head, found)
@@ -257,7 +257,7 @@ class ChannelSender:
         stored; a chart whose upload may have landed is looked up by its file name first."""
         assert head.thread is not None
         filename = f"queue-trend-{incident_id}-{head.item.rsplit(':', 1)[-1]}.png"
-        if _started(in_flight, member, head.item) and await self._chart_landed(
+        if _started(in_flight, head.item) and await self._chart_landed(
             head.thread, filename, in_flight.since
         ):
             await self._queue.record_reply(self.channel, incident_id, head.item)
@@ -444,9 +444,9 @@ class ChannelSender:
             await asyncio.sleep(0.05)
 
 
-def _started(in_flight: InFlight | None, member: str, item: str) -> TypeGuard[InFlight]:
+def _started(in_flight: InFlight | None, item: str) -> TypeGuard[InFlight]:
     """Whether this very item was in flight when its sender stopped: it may have landed."""
-    return in_flight is not None and in_flight.member == member and in_flight.item == item
+    return in_flight is not None and in_flight.item == item
 
 
 class LostLease(Exception):

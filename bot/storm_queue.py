@@ -60,6 +60,15 @@ class Member:
         return bool(self.thread_ts)
 
 
+@dataclass(frozen=True)
+class Swept:
+    """What a sweep found: whether a storm is open, whether it opened now, groups that joined."""
+
+    open: bool
+    opened: bool
+    added: int
+
+
 class StormQueue:
     def __init__(self, redis: Redis, prefix: str, *, retention_s: int) -> None:
         self._redis = redis
@@ -69,15 +78,15 @@ class StormQueue:
         self._close = redis.register_script(lua("storm_close"))
         self._record = redis.register_script(lua("record_digest"))
 
-    async def sweep(self, channel: str, *, threshold: int, now_ms: int) -> tuple[bool, int]:
+    async def sweep(self, channel: str, *, threshold: int, now_ms: int) -> Swept:
         """Fold the waiting roots into the channel's storm, opening one if `threshold` (> 0)
-        roots wait; (whether one opened now, how many groups joined)."""
+        roots wait."""
         k = self.keys
-        _, opened, added = await self._sweep(
+        storm_id, opened, added = await self._sweep(
             keys=[k.posts(channel), k.storm(channel), k.storm_members(channel), k.send_seq],
             args=[threshold, now_ms, self._ttl_ms],
         )
-        return bool(opened), int(added)
+        return Swept(bool(storm_id), bool(opened), int(added))
 
     async def current(self, channel: str) -> Storm | None:
         raw = cast(dict[str, str], await self._redis.hgetall(self.keys.storm(channel)))  # type: ignore[misc]

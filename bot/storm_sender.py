@@ -105,18 +105,19 @@ class StormDigest:
     async def before_root(self) -> Storm | None:
         """Fold the waiting roots into the storm (opening one when enough wait) before a root
         takes a slot: the digest, if there is one to post, goes first."""
-        opened, added = await self._storms.sweep(
+        swept = await self._storms.sweep(
             self.channel, threshold=self._config.threshold, now_ms=int(time.time() * 1000)
         )
-        if opened:
+        if swept.opened:
             log.warning(
-                "sender %s: alert storm, %d new groups at once: a digest", self.channel, added
+                "sender %s: alert storm, %d new groups at once: a digest", self.channel, swept.added
             )
             self._telemetry.storms.inc()
             self._opened.set()
-        if added:
-            self._telemetry.storm_groups.inc(added)
-        return await self._storms.current(self.channel)
+        if swept.added:
+            self._telemetry.storm_groups.inc(swept.added)
+        # Most roots go out with no storm: then there is nothing more to read.
+        return await self._storms.current(self.channel) if swept.open else None
 
     async def post(self, storm: Storm) -> None:
         """Post the digest in the channel's budget, looked up first if a post may have landed."""
@@ -163,7 +164,7 @@ class StormDigest:
                 await asyncio.wait_for(self._opened.wait(), timeout=1.0)
             return
         now_ms = int(time.time() * 1000)
-        _, added = await self._storms.sweep(self.channel, threshold=0, now_ms=now_ms)
+        added = (await self._storms.sweep(self.channel, threshold=0, now_ms=now_ms)).added
         if added:
             self._telemetry.storm_groups.inc(added)
             storm = await self._storms.current(self.channel) or storm

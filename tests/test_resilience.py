@@ -163,6 +163,10 @@ async def test_permanent_slack_error_does_not_wedge_intake(
             assert response.status_code == 202, response.text
             await eventually(drained, what=f"notification {attempt} acknowledged")
 
+        # The sender posts in its own time, after the intake committed: wait for both tries.
+        await eventually(
+            lambda: len(slack.emulator.calls("chat.postMessage")) >= 2, what="both roots tried"
+        )
         calls = slack.emulator.calls("chat.postMessage")
         assert [c.error for c in calls] == ["channel_not_found"] * 2, "one try per notification"
         assert await running.bot.redis.xlen(running.bot.stream.dead_key) == 0
