@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.incidents import Snapshot
+from bot.trend import Trend
 
 WIDTH_PX, HEIGHT_PX, DPI = 800, 450, 100
 MAX_SERIES = 5  # the worst few types: more lines make a chart nobody can read
@@ -56,15 +56,11 @@ class ChartData:
         return cls(str(extra.get("title") or "Queue trend"), series)
 
 
-def chart_data(title: str, trend: list[Snapshot], *, worst: list[str]) -> ChartData:
+def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
     """The series of the `worst` runner types (at most MAX_SERIES) over the trend."""
     series = {}
     for name in worst[:MAX_SERIES]:
-        points = [
-            (s.at.timestamp(), s.runner_types[name].queued, s.runner_types[name].longest_wait_mins)
-            for s in trend
-            if name in s.runner_types
-        ]
+        points = trend.points(name)
         if len(points) >= 2:
             series[name] = points
     return ChartData(title, series)

@@ -10,11 +10,12 @@ import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from bot.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
 from bot.delivery import Delivery
 from bot.fleet import FleetSnapshot
+from bot.trend import Trend
 
 TREND_POINTS = 48
 # The root shows the latest responder actions; the timeline keeps them all.
@@ -125,7 +126,7 @@ class Incident(BaseModel):
     silence: ActiveSilence | None = None
     recent_actions: tuple[Event, ...] = ()
     last_status: Snapshot | None = None
-    trend: list[Snapshot] = Field(default_factory=list)
+    trend: Trend = Field(default_factory=Trend)
     # The live metrics backend's view of this incident's runner types at the latest check; None
     # with the `alert` backend (the alert's numbers above are all there is).
     live: FleetSnapshot | None = None
@@ -134,6 +135,20 @@ class Incident(BaseModel):
     last_posted: Snapshot | None = None  # what the latest *new* status reply showed
     status_posts: int = 0  # new status replies so far (edits of a quiet one not counted)
     status_checks: int = 0  # statuses so far, posted or edited in place: the chart's cadence
+
+    @field_validator("trend", mode="before")
+    @classmethod
+    def _trend_of_snapshots(cls, value: object) -> object:
+        """Before 0.7 the trend was a list of snapshots: read it into the columns."""
+        if not isinstance(value, list):
+            return value
+        trend = Trend()
+        for item in value:
+            snap = Snapshot.model_validate(item)
+            trend = trend.appended(
+                snap.at, snap.numbers.max_queue_size, snap.runner_types, limit=TREND_POINTS
+            )
+        return trend
 
     @property
     def is_open(self) -> bool:
@@ -336,7 +351,9 @@ def record_status(
 ) -> Incident:
     """Remember what the latest status showed, so the next one reports the change; `posted`
     when it is a new reply (not an edit of a quiet one)."""
-    trend = [*incident.trend, snapshot][-TREND_POINTS:]
+    trend = incident.trend.appended(
+        snapshot.at, snapshot.numbers.max_queue_size, snapshot.runner_types, limit=TREND_POINTS
+    )
     update: dict[str, object] = {
         "last_status": snapshot,
         "trend": trend,

@@ -7,20 +7,21 @@ A line: `• linux.2xlarge: 43 queued · longest wait 10 min · busy 120/120 · 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Protocol, TypeVar
 
 from bot.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.forecast import DRAIN_TARGET_MINS, Outlook, Recommendation, outlook, runners_to_drain
-from bot.incidents import Incident, Snapshot
+from bot.incidents import Incident
 from bot.mrkdwn import escape, minutes, number, truncate
-from bot.trend import slope_per_min, sparkline
+from bot.trend import Trend, slope_per_min, sparkline
 
 TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
 MAX_NAME = 80
 # The slope of the queue is taken over this much of the recent trend.
 SLOPE_WINDOW = timedelta(minutes=30)
+EMPTY = Trend()
 
 
 class Queue(Protocol):
@@ -50,35 +51,42 @@ def worst_first(types: Mapping[str, Q]) -> list[tuple[str, Q]]:
 def type_outlook(
     name: str,
     metrics: RunnerTypeMetrics,
-    trend: Sequence[Snapshot] = (),
+    trend: Trend = EMPTY,
     *,
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> Outlook | None:
     """Where this type's queue is heading: from the backend's rates, else from the trend."""
-    points = []
-    if trend:
-        since = trend[-1].at - SLOPE_WINDOW
+    return _outlook(metrics, trend.times(), trend.queued_of(name), within_mins)
+
+
+def _outlook(
+    metrics: RunnerTypeMetrics,
+    times: list[float],
+    queued: list[float | None],
+    within_mins: float,
+) -> Outlook | None:
+    points: list[tuple[float, float]] = []
+    if times:
+        since = times[-1] - SLOPE_WINDOW.total_seconds()
         points = [
-            (s.at, s.runner_types[name].queued)
-            for s in trend
-            if s.at >= since and name in s.runner_types and s.runner_types[name].queued is not None
+            (at, q) for at, q in zip(times, queued, strict=True) if at >= since and q is not None
         ]
     return outlook(
         metrics.queued,
         arrival_per_min=metrics.arrival_per_min,
         completion_per_min=metrics.completed_per_min,
-        slope_per_min=slope_per_min(points),  # type: ignore[arg-type]
+        slope_per_min=slope_per_min(points),
         job_duration_mins=metrics.job_duration_mins,
         within_mins=within_mins,
     )
 
 
-def type_line(
+def _line(
     name: str,
     metrics: RunnerTypeMetrics,
-    trend: Sequence[Snapshot] = (),
-    *,
-    within_mins: float = DRAIN_TARGET_MINS,
+    times: list[float],
+    queued: list[float | None],
+    within_mins: float,
 ) -> str:
     parts = []
     if metrics.queued is not None:
@@ -88,11 +96,10 @@ def type_line(
     total = metrics.registered
     if metrics.busy is not None and total is not None:
         parts.append(f"busy {number(metrics.busy)}/{number(total)}")
-    history = [s.runner_types[name].queued if name in s.runner_types else None for s in trend]
-    spark = sparkline(history)
+    spark = sparkline(queued)
     if spark:
         parts.append(f"`{spark}`")
-    ahead = type_outlook(name, metrics, trend, within_mins=within_mins)
+    ahead = _outlook(metrics, times, queued, within_mins)
     if ahead is not None and ahead.text:
         parts.append(ahead.text)
     label = truncate(escape(name), MAX_NAME) if name else "all runner types"
@@ -101,14 +108,17 @@ def type_line(
 
 def type_lines(
     view: FleetSnapshot,
-    trend: Sequence[Snapshot] = (),
+    trend: Trend = EMPTY,
     *,
     top: int = TOP_TYPES,
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> list[str]:
     """The worst `top` types, then how many more were left out."""
     ranked = worst_first(view.runner_types)
-    lines = [type_line(n, m, trend, within_mins=within_mins) for n, m in ranked[:top]]
+    times = trend.times()  # read once for every line
+    lines = [
+        _line(n, m, times, trend.queued_of(n), within_mins=within_mins) for n, m in ranked[:top]
+    ]
     more = max(len(ranked) - top, 0) + view.hidden
     if more:
         lines.append(f"+{more} more runner types (`/queue` lists them)")

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from bot.alerts import RunnerQueue
 from bot.fleet import FleetSnapshot, source_name
 from bot.forecast import DRAIN_TARGET_MINS
-from bot.incidents import Event, Incident, Resolution, Snapshot
+from bot.incidents import TREND_POINTS, Event, Incident, Resolution, Snapshot
 from bot.mrkdwn import (
     Rendered,
     change,
@@ -31,6 +31,7 @@ from bot.mrkdwn import (
     truncate,
 )
 from bot.queue_view import source_note, type_lines, worst_first
+from bot.trend import Trend
 
 MAX_RUNNER_ROWS = 15
 MAX_PEAK_ROWS = 5
@@ -111,10 +112,13 @@ def render_status(
     drain: tuple[int, int] | None = None,
     since: datetime | None = None,
     within_mins: float = DRAIN_TARGET_MINS,
+    trend: Trend | None = None,
 ) -> Rendered:
     """The periodic status: the numbers now and their change since the previous status.
 
-    With a live `view`, each runner type's line carries its trend and outlook (`queue_view`);
+    With a live `view`, each runner type's line carries its trend and outlook (`queue_view`):
+    `trend` when the caller has the incident's trend with `current` already recorded, else
+    the incident's with `current` appended;
     `drain` is (checks that found it drained, checks needed); `since` marks a quiet status that
     edits the previous reply in place, saying since when nothing changed meaningfully.
     """
@@ -127,7 +131,11 @@ def render_status(
     elif not current.runner_types and not (view and view.is_live):
         blocks.append(section(NO_NUMBERS))
     if view is not None and view.is_live:
-        lines = type_lines(view, [*incident.trend, current], within_mins=within_mins)
+        if trend is None:
+            trend = incident.trend.appended(
+                current.at, current.numbers.max_queue_size, current.runner_types, limit=TREND_POINTS
+            )
+        lines = type_lines(view, trend, within_mins=within_mins)
         gone = sorted(set(previous.runner_types if previous else {}) - set(view.runner_types))
         lines += [f"• {runner_name(name)}: no longer queueing" for name in gone[:5]]
         blocks.append(section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
@@ -265,11 +273,8 @@ def time_to_drain(incident: Incident) -> timedelta | None:
     """From the reading with the most jobs queued to the resolve; None without live readings."""
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
         return None
-    known = [s for s in incident.trend if s.numbers.max_queue_size is not None]
-    if not known:
-        return None
-    peak = max(known, key=lambda s: (s.numbers.max_queue_size or 0, -s.at.timestamp()))
-    return incident.resolved_at - peak.at
+    peak = incident.trend.peak_at()
+    return None if peak is None else incident.resolved_at - peak
 
 
 def queue_numbers(queue: RunnerQueue) -> str:

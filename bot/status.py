@@ -16,9 +16,10 @@ due is replaced by it, never piled up.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -86,27 +87,59 @@ class StatusReporter:
         self._clock = clock
 
     async def tick(self) -> None:
-        """Commit every status that is due; never raises."""
+        """Commit every status that is due; never raises.
+
+        The due incidents are read in one round trip and their commits go in another, each
+        still fenced by its own version: one that lost a race to another replica is redone
+        alone on fresh state (`report`).
+        """
         try:
             due = await self._store.due_status(self._clock().timestamp())
             if not due:
                 return
             # Read once per tick, not per incident: the reading and the baselines' history.
             reading, history = await self._readings.current()
+            reads = await self._store.read_due(due)
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
-        for incident_id in due:
-            try:
+        now = self._clock()
+        decided: list[tuple[str, Commit]] = []
+        for read in reads:
+            # Each status is a millisecond of CPU: let webhooks and button clicks in between,
+            # so a tick of many statuses never holds them up for the whole batch.
+            await asyncio.sleep(0)
+            async with self._guard(read.incident_id):
+                commit = await self._status_of(
+                    read.incident_id, read.loaded(), read.due_at, reading, history, now
+                )
+                if commit is not None:
+                    decided.append((read.incident_id, commit))
+        try:
+            applied = await self._store.commit_many([c for _, c in decided], now=now.timestamp())
+        except RedisError as exc:
+            log.warning("status: Redis unavailable: %s", exc)
+            return
+        for (incident_id, commit), done in zip(decided, applied, strict=True):
+            if done:
+                self._count(commit)
+                continue
+            async with self._guard(incident_id):
                 await self.report(incident_id, reading, history)
-            except (BackendError, RedisError, TimeoutError) as exc:
-                log.warning("status: incident %s: %s; retrying next tick", incident_id, exc)
-            except Exception:
-                # One unreadable incident must not stop every other status post: push it back.
-                log.exception("status: incident %s failed; postponed", incident_id)
-                with suppress(RedisError):
-                    later = self._clock().timestamp() + self._config.interval_s
-                    await self._store.postpone_status(incident_id, later)
+
+    @asynccontextmanager
+    async def _guard(self, incident_id: str) -> AsyncIterator[None]:
+        """One incident's failure is logged and retried later; it never stops the others."""
+        try:
+            yield
+        except (BackendError, RedisError, TimeoutError) as exc:
+            log.warning("status: incident %s: %s; retrying next tick", incident_id, exc)
+        except Exception:
+            # One unreadable incident must not stop every other status post: push it back.
+            log.exception("status: incident %s failed; postponed", incident_id)
+            with suppress(RedisError):
+                later = self._clock().timestamp() + self._config.interval_s
+                await self._store.postpone_status(incident_id, later)
 
     async def report(
         self,
@@ -117,29 +150,47 @@ class StatusReporter:
         """Commit one status (or the drain's resolve) if still due; whether this call did."""
         for _ in range(3):
             loaded = await self._store.load(incident_id)
-            incident = loaded.incident
+            due_at = await self._store.status_due_at(incident_id)
             now = self._clock()
-            if incident is None or not incident.is_open:
-                await self._store.unschedule_status(incident_id)
+            commit = await self._status_of(incident_id, loaded, due_at, reading, history, now)
+            if commit is None:
                 return False
-            if not await self._still_due(incident_id, now.timestamp()):
-                return False  # another replica committed it while we were getting here
-            view = incident_fleet(
-                incident,
-                reading,
-                history,
-                backend=self._readings.metrics.name,
-                now=now,
-                interval=self._readings.interval,
-            )
-            commit = await self._decide(loaded, incident, view, now)
             if await self._store.commit(commit, now=now.timestamp()):
-                if commit.stop_status:
-                    self._telemetry.incidents_resolved.labels("drained").inc()
-                else:
-                    self._telemetry.status_posts.inc()
+                self._count(commit)
                 return True
         return False
+
+    async def _status_of(
+        self,
+        incident_id: str,
+        loaded: Loaded,
+        due_at: float | None,
+        reading: Reading | None,
+        history: Sequence[HistoryPoint],
+        now: datetime,
+    ) -> Commit | None:
+        """The status commit of an incident as read, or None when none is due any more."""
+        incident = loaded.incident
+        if incident is None or not incident.is_open:
+            await self._store.unschedule_status(incident_id)
+            return None
+        if due_at is None or due_at > now.timestamp():
+            return None  # another replica committed it while we were getting here
+        view = incident_fleet(
+            incident,
+            reading,
+            history,
+            backend=self._readings.metrics.name,
+            now=now,
+            interval=self._readings.interval,
+        )
+        return await self._decide(loaded, incident, view, now)
+
+    def _count(self, commit: Commit) -> None:
+        if commit.stop_status:
+            self._telemetry.incidents_resolved.labels("drained").inc()
+        else:
+            self._telemetry.status_posts.inc()
 
     async def _decide(
         self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime
@@ -163,6 +214,7 @@ class StatusReporter:
             drain=(checks, drain.checks) if checks else None,
             since=since,
             within_mins=self._config.within_mins,
+            trend=updated.trend,
         )
         kind = RESTATUS if quiet else STATUS
         replies = [Reply(kind, BAND_STATUS, rendered, replaces=STATUS_KINDS)]
@@ -216,10 +268,6 @@ class StatusReporter:
             return None
         text = Rendered(title, [])
         return Reply(CHART, BAND_STATUS, text, replaces=(CHART,), extra=data.to_extra())
-
-    async def _still_due(self, incident_id: str, now: float) -> bool:
-        due = await self._store.status_due_at(incident_id)
-        return due is not None and due <= now
 
 
 def start_scheduler(

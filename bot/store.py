@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, cast
 
+import orjson
 from redis.asyncio import Redis
 
 from bot.incidents import Event, GroupState, Incident, severity_rank
@@ -78,6 +80,19 @@ class Loaded:
     version: int = 0
     thread: ThreadRef | None = None
     rendered: str | None = None  # digest of the root as Slack last showed it
+
+
+@dataclass(frozen=True)
+class DueRead:
+    """An incident read for its status with when it is due, parsed only when asked: one
+    unreadable incident (a newer replica's state during a rolling deploy) spoils only itself."""
+
+    incident_id: str
+    due_at: float | None
+    raw: list[Any]
+
+    def loaded(self) -> Loaded:
+        return loaded_from(self.raw)
 
 
 @dataclass(frozen=True)
@@ -168,6 +183,18 @@ class IncidentStore:
         raw = await self._redis.lrange(self.keys.timeline(incident_id), 0, -1)  # type: ignore[misc]
         return [Event.model_validate_json(item) for item in raw]
 
+    async def read_due(self, incident_ids: Sequence[str]) -> list[DueRead]:
+        """Many incidents and their due times in one round trip: what a status tick works on."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for incident_id in incident_ids:
+                pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
+                pipe.zscore(self.keys.status_due, incident_id)
+            raws = await pipe.execute()
+        return [
+            DueRead(incident_id, raws[2 * i + 1], raws[2 * i])
+            for i, incident_id in enumerate(incident_ids)
+        ]
+
     async def due_status(self, now: float, *, limit: int = 100) -> list[str]:
         key = self.keys.status_due
         return cast(
@@ -206,6 +233,27 @@ class IncidentStore:
 
     async def commit(self, change: Commit, *, now: float | None = None) -> bool:
         """Apply `change` atomically; False when the incident or group moved on since read."""
+        keys, args = self._commit_call(change, time.time() if now is None else now)
+        version = await self._commit(keys=keys, args=args)
+        return int(version) >= 0
+
+    async def commit_many(self, changes: Sequence[Commit], *, now: float) -> list[bool]:
+        """Apply each change atomically on its own, all in one round trip: whether each applied.
+
+        Each is fenced by its own versions, so one that lost a race fails alone and its writer
+        redoes it on fresh state.
+        """
+        if not changes:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for change in changes:
+                keys, args = self._commit_call(change, now)
+                await self._commit(keys=keys, args=args, client=pipe)
+            versions = await pipe.execute()
+        return [int(version) >= 0 for version in versions]
+
+    def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
+        """The commit script's keys and argument (`bot/lua/commit.lua`)."""
         incident = change.incident
         incident_id = incident.id if incident else ""
         k = self.keys
@@ -231,9 +279,7 @@ class IncidentStore:
             k.edits_bell(channel),
             message_key,
         ]
-        spec = self._spec(change, now if now is not None else time.time())
-        version = await self._commit(keys=keys, args=[json.dumps(spec, separators=(",", ":"))])
-        return int(version) >= 0
+        return keys, [orjson.dumps(self._spec(change, now))]
 
     def _spec(self, change: Commit, now: float) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -254,7 +300,7 @@ class IncidentStore:
                 rank=severity_rank(incident.priority),
                 channel=incident.channel,
                 incident_v=change.version,
-                state=incident.model_dump_json(),
+                state=state_json(incident),
                 ttl_ms=ttl_s * 1000,
                 index=not incident.is_test,
                 open=incident.is_open and not incident.is_test,
@@ -287,9 +333,15 @@ def _reply_spec(reply: Reply) -> dict[str, Any]:
     return {
         "kind": reply.kind,
         "band": reply.band,
-        "payload": json.dumps(body),
+        "payload": orjson.dumps(body).decode(),
         "replaces": replaces,
     }
+
+
+def state_json(incident: Incident) -> str:
+    """The incident as stored: unset numbers (most of a live reading's) are left out, and read
+    back as the None they default to."""
+    return incident.model_dump_json(exclude_none=True, exclude_defaults=True)
 
 
 def loaded_from(raw: list[Any]) -> Loaded:

@@ -154,7 +154,7 @@ def test_sparkline_and_slope() -> None:
     assert sparkline([0, 2, 4, 8]) == "▁▃▅█"
     assert sparkline([3]) == ""  # one reading is no trend
     assert sparkline([None, 0, 0]) == " ▁▁"
-    points = [(NOW + i * MINUTE, 10.0 + 2 * i) for i in range(5)]
+    points = [((NOW + i * MINUTE).timestamp(), 10.0 + 2 * i) for i in range(5)]
     assert slope_per_min(points) == pytest.approx(2.0)
     assert slope_per_min(points[:2]) is None  # one minute apart: too little to tell
 

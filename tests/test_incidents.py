@@ -9,6 +9,7 @@ intake takes: the group decides whether a delivery is stale, the incident folds 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bot.alerts import QueueNumbers, Source, parse_notification
+from bot.alerts import QueueNumbers, RunnerQueue, Source, parse_notification
 from bot.delivery import Delivery, delivery_of
 from bot.incidents import (
     TREND_POINTS,
@@ -477,6 +478,39 @@ def test_record_status_keeps_the_latest_trend_points() -> None:
     for snapshot in snapshots:
         incident = record_status(incident, snapshot)
 
+    kept = snapshots[-TREND_POINTS:]
     assert len(incident.trend) == TREND_POINTS
-    assert incident.trend == snapshots[-TREND_POINTS:]
+    assert incident.trend.times() == [s.at.timestamp() for s in kept]
+    assert incident.trend.totals() == [s.numbers.max_queue_size for s in kept]
     assert incident.last_status == snapshots[-1]
+
+
+def test_the_trend_keeps_each_runner_types_column_aligned_and_forgets_types_gone_from_it() -> None:
+    incident = opened()
+    gpu, cpu = RunnerQueue(queued=4, longest_wait_mins=9), RunnerQueue(queued=1)
+    incident = record_status(incident, Snapshot(at=T0, runner_types={"gpu": gpu}))
+    for i in range(1, TREND_POINTS + 1):
+        at = T0 + timedelta(minutes=i)
+        incident = record_status(incident, Snapshot(at=at, runner_types={"cpu": cpu}))
+
+    trend = incident.trend
+    assert "gpu" not in trend.names()  # its only status fell out of the window
+    assert trend.queued_of("cpu") == [1.0] * TREND_POINTS
+    assert trend.points("cpu")[-1] == (trend.times()[-1], 1.0, None)
+    assert trend.queued_of("gpu") == [None] * TREND_POINTS
+
+
+def test_an_incident_stored_with_the_old_list_of_snapshots_reads_into_the_columns() -> None:
+    stored = json.loads(opened().model_dump_json())
+    stored["trend"] = [
+        {"at": "2026-11-22T10:00:00Z", "numbers": {"max_queue_size": 5}, "runner_types": {}},
+        {
+            "at": "2026-11-22T10:10:00Z",
+            "numbers": {"max_queue_size": 7},
+            "runner_types": {"gpu": {"queued": 7, "longest_wait_mins": 12}},
+        },
+    ]
+    incident = Incident.model_validate_json(json.dumps(stored))
+    assert incident.trend.totals() == [5, 7]
+    assert incident.trend.points("gpu") == [(incident.trend.times()[1], 7, 12)]
+    assert incident.trend.peak_at() == datetime(2026, 11, 22, 10, 10, tzinfo=UTC)

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from redis.asyncio import Redis
 
+from bot.alerts import parse_notification
+from bot.delivery import delivery_of
+from bot.fleet import FleetSnapshot
+from bot.incidents import GroupState, open_incident
+from bot.readings import FleetReadings
+from bot.status import StatusConfig, StatusReporter
+from bot.store import Commit, IncidentStore
+from bot.telemetry import Telemetry
 from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
 
 
@@ -37,3 +47,67 @@ async def test_an_unreadable_incident_does_not_stop_other_status_posts(
             assert postponed is not None and postponed > started, "the bad one is pushed back"
     finally:
         await redis.aclose()
+
+
+async def test_two_replicas_ticking_at_once_give_each_due_incident_one_status(
+    redis_url: str,
+) -> None:
+    # The tick reads its due incidents in one round trip and commits them in another: a replica
+    # that lost an incident's race must redo it on fresh state, never post it a second time.
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushall()
+    store = IncidentStore(redis, "race")
+    now = [datetime(2026, 11, 22, 10, tzinfo=UTC)]
+    payload = fixture_json("grafana/queue-alert-firing.json")
+    count = 60
+    for n in range(count):
+        payload["groupKey"] = f"race-{n}"
+        incident = open_incident(
+            delivery_of(parse_notification("grafana", payload)),
+            incident_id=str(n),
+            uid=f"u{n}",
+            channel="C1",
+            now=now[0],
+        )
+        await store.commit(
+            Commit(incident, group=GroupState(incident_id=str(n)), status_due=now[0].timestamp())
+        )
+    now[0] += timedelta(seconds=1)
+    telemetry = [Telemetry(), Telemetry()]
+    replicas = [
+        StatusReporter(
+            IncidentStore(redis, "race"),
+            FleetReadings(
+                redis, store.keys, AlertOnly(), interval_s=60, timeout_s=5, clock=lambda: now[0]
+            ),
+            t,
+            config=StatusConfig(),
+            clock=lambda: now[0],
+        )
+        for t in telemetry
+    ]
+    try:
+        await asyncio.gather(*(replica.tick() for replica in replicas))
+
+        incidents = await store.get_many([str(n) for n in range(count)])
+        assert [i.status_checks for i in incidents] == [1] * count
+        posted = sum(t.status_posts._value.get() for t in telemetry)
+        assert posted == count
+        for n in range(count):
+            waiting = await redis.lrange(store.keys.outbox(str(n)), 0, -1)
+            assert [item.split(":")[0] for item in waiting] == ["status"]
+        assert await store.due_status(now[0].timestamp()) == []
+    finally:
+        await redis.aclose()
+
+
+class AlertOnly:
+    """A live backend that knows no runner type: the statuses show the alert's numbers."""
+
+    name, live = "Prometheus", True
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        return FleetSnapshot(at=now, source="prometheus", runner_types={})
+
+    async def aclose(self) -> None:
+        return None
