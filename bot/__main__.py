@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -67,6 +68,7 @@ def _serve() -> int:
         print(f"queuepilot: configuration error: {exc}", file=sys.stderr)
         return 2
     app = build_app(bot)
+    _settle_heap()
     # No access log: each accepted notification is logged by its handler already, and a second
     # line per request is CPU the intake needs under load.
     uvicorn.run(
@@ -78,6 +80,15 @@ def _serve() -> int:
         access_log=False,
     )
     return 0
+
+
+def _settle_heap() -> None:
+    """Move everything built at startup (modules, the app, its clients) out of the garbage
+    collector's view. A full collection otherwise walks all of it every few thousand requests:
+    a pause of tens of milliseconds in the middle of a burst of webhooks, which is most of
+    their p99."""
+    gc.collect()
+    gc.freeze()
 
 
 def _send(file: Path, url: str, source: str | None, token: str | None) -> int:

@@ -220,11 +220,21 @@ def _parse_number(text: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def alert_number(alert: Alert, names: tuple[str, ...]) -> float | None:
-    """One named number of an alert: Grafana's values first, then annotations, then labels."""
+NumberSources = tuple[dict[str, float | str], ...]
+
+
+def number_sources(alert: Alert) -> NumberSources:
+    """Where an alert keeps its numbers, keyed case-insensitively: Grafana's values first, then
+    annotations, then labels. Worked out once per alert for all the numbers read from it."""
     sources: tuple[Mapping[str, float | str], ...] = (alert.values, alert.annotations, alert.labels)
-    for source in sources:
-        by_key = {k.lower(): v for k, v in source.items()}
+    return tuple({k.lower(): v for k, v in source.items()} for source in sources)
+
+
+def alert_number(
+    alert: Alert, names: tuple[str, ...], sources: NumberSources | None = None
+) -> float | None:
+    """One named number of an alert: Grafana's values first, then annotations, then labels."""
+    for by_key in sources if sources is not None else number_sources(alert):
         for name in names:
             value = by_key.get(name)
             number = _parse_number(value) if isinstance(value, str) else value
@@ -239,10 +249,11 @@ def _series_max(alert: Alert, names: tuple[str, ...]) -> float | None:
     return max(found) if found else None
 
 
-def _alert_queue(alert: Alert) -> RunnerQueue:
+def _alert_queue(alert: Alert, sources: NumberSources | None = None) -> RunnerQueue:
     """The queue size and wait one alert reports, whichever place it keeps them in."""
-    queued = alert_number(alert, QUEUE_SIZE_NAMES)
-    wait = alert_number(alert, QUEUE_TIME_NAMES)
+    sources = sources if sources is not None else number_sources(alert)
+    queued = alert_number(alert, QUEUE_SIZE_NAMES, sources)
+    wait = alert_number(alert, QUEUE_TIME_NAMES, sources)
     return RunnerQueue(
         queued=queued if queued is not None else _series_max(alert, QUEUE_SIZE_NAMES),
         longest_wait_mins=wait if wait is not None else _series_max(alert, QUEUE_TIME_NAMES),
@@ -259,12 +270,13 @@ def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
     size: float | None = None
     thresholds: dict[str, float | None] = dict.fromkeys(THRESHOLD_NAMES)
     for alert in firing:
-        queue = _alert_queue(alert)
+        sources = number_sources(alert)
+        queue = _alert_queue(alert, sources)
         wait = max_known(wait, queue.longest_wait_mins)
         size = max_known(size, queue.queued)
         for name, known in thresholds.items():
             if known is None:
-                thresholds[name] = alert_number(alert, (name,))
+                thresholds[name] = alert_number(alert, (name,), sources)
     return QueueNumbers(
         max_queue_time_mins=wait,
         max_queue_size=size,

@@ -2,10 +2,13 @@
 
 Each replica runs one consumer in the shared group. Applying an entry never waits for Slack: the
 change, the root and thread replies for the channel's sender, and the entry's acknowledgement
-are one commit (`bot.store`). Transient failures (Redis unreachable, a commit that lost a race
-to another writer) are retried here, by the consumer that owns the entry, within moments. Only
-an entry that can never be applied (unreadable, or failing the same way `max_attempts` times) is
-dead-lettered, with the reason.
+are one commit (`bot.store`). The entries of one alert group are applied in order by one task,
+and those that arrived together in one commit: a flood of repeats (an Alertmanager HA pair, a
+retrying sender) costs one read and one write per batch, not per entry, and never races itself.
+Transient failures (Redis unreachable, a commit that lost a race to another writer) are retried
+here, by the consumer that owns the entry, within moments. Only an entry that can never be
+applied (unreadable, or failing the same way `max_attempts` times) is dead-lettered, with the
+reason.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class IntakeConfig:
     reopen_window_s: int = 3600
     reclaim_idle_ms: int = 30_000
     max_attempts: int = 10
-    max_in_flight: int = 16
+    max_in_flight: int = 64
     # A consumer idle this long with nothing pending has left (its replica is gone).
     dead_consumer_idle_ms: int = 600_000
 
@@ -73,7 +76,10 @@ class Intake:
         self._telemetry = telemetry
         self._config = config
         self._clock = clock
+        # Entry ID -> the task of its group; entries waiting for their group's task.
         self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._groups: dict[str, asyncio.Task[None]] = {}
+        self._queued: dict[str, list[StreamEntry]] = {}
         self._stop = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -104,12 +110,13 @@ class Intake:
 
     async def _finish(self) -> None:
         """Let in-flight entries finish briefly, then hand what is left back to the group."""
-        if self._in_flight:
-            await asyncio.wait(self._in_flight.values(), timeout=5)
+        if self._groups:
+            await asyncio.wait(set(self._groups.values()), timeout=5)
         left = list(self._in_flight)
-        for task in self._in_flight.values():
+        tasks = set(self._groups.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         with suppress(RedisError):
             await self._stream.hand_back(self._config.consumer, left)
 
@@ -121,15 +128,30 @@ class Intake:
     async def _read_more(self) -> None:
         free = self._config.max_in_flight - len(self._in_flight)
         if free <= 0:
-            await asyncio.wait(self._in_flight.values(), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(set(self._groups.values()), return_when=asyncio.FIRST_COMPLETED)
             return
         for entry in await self._stream.read(self._config.consumer, count=free, block_ms=500):
             self._start(entry)
 
     def _start(self, entry: StreamEntry) -> None:
-        task = asyncio.create_task(self.handle(entry), name=f"intake:{entry.id}")
+        """Queue the entry for its group's task, starting one if the group has none running."""
+        key = entry.delivery.group_hash if entry.delivery else f"unreadable:{entry.id}"
+        self._queued.setdefault(key, []).append(entry)
+        task = self._groups.get(key)
+        if task is None:
+            task = asyncio.create_task(self._drain(key), name=f"intake:{key}")
+            self._groups[key] = task
         self._in_flight[entry.id] = task
-        task.add_done_callback(lambda _: self._in_flight.pop(entry.id, None))
+
+    async def _drain(self, key: str) -> None:
+        """Apply the group's entries, batch after batch, until none is waiting."""
+        try:
+            while batch := self._queued.pop(key, []):
+                await self.handle_batch(batch)
+                for entry in batch:
+                    self._in_flight.pop(entry.id, None)
+        finally:
+            self._groups.pop(key, None)
 
     async def _reclaim(self) -> None:
         entries = await self._stream.reclaim(
@@ -144,6 +166,36 @@ class Intake:
                 continue
             log.info("intake: took over entry %s (delivery %d)", entry.id, attempts)
             self._start(entry)
+
+    async def handle_batch(self, entries: list[StreamEntry]) -> None:
+        """Apply one group's entries in order, together where they can be; never raises.
+
+        A batch that fails in a way a retry cannot mend (a bug) is taken apart: each entry is
+        then applied on its own, so only the entry at fault is dead-lettered.
+        """
+        pending = [e for e in entries if e.delivery is not None]
+        for entry in entries:
+            if entry.delivery is None:
+                await self._bury(entry, f"unreadable: {entry.problem}")
+        delay = 0.02
+        while pending and len(pending) > 1 and not self._stop.is_set():
+            try:
+                await self._apply_all(pending)
+                return
+            except _Conflict:
+                self._telemetry.intake_failures.labels("conflict").inc()
+                await asyncio.sleep(random.random() * 0.01)
+                continue
+            except RedisError as exc:
+                self._telemetry.intake_failures.labels("redis").inc()
+                log.warning("intake: %d entries: Redis failed (%s); retrying", len(pending), exc)
+            except Exception:
+                log.exception("intake: a batch of %d entries failed; one by one", len(pending))
+                break
+            await _sleep_or_stop(self._stop, delay)
+            delay = min(delay * 2, 1.0)
+        for entry in list(pending):
+            await self.handle(entry)
 
     async def handle(self, entry: StreamEntry) -> None:
         """Apply one entry, retrying what may pass; never raises."""
@@ -183,30 +235,66 @@ class Intake:
 
     async def apply(self, entry_id: str, delivery: Delivery) -> Change:
         """Fold one delivery into its group's incident, in one fenced commit."""
-        group, group_version, loaded = await self._store.load_group(delivery.group_hash)
-        if is_stale(group, delivery, entry_id):
-            await self._stream.ack(entry_id)
-            self._telemetry.notifications_applied.labels("stale").inc()
-            return Change.STALE
-        now = self._clock()
-        after = noted(group, delivery, entry_id)
-        current = loaded.incident
-        window = timedelta(seconds=self._config.reopen_window_s)
-        base = Commit(group=after, group_hash=delivery.group_hash, group_version=group_version)
-        if current is not None and (current.is_open or is_reopenable(current, now, window)):
-            change, commit = await self._update(base, loaded, delivery, entry_id, now)
-        elif delivery.status == "resolved":
-            change, commit = Change.STALE, base  # nothing open to resolve; remember the order
-        else:
-            change, commit = await self._open(base, after, delivery, now)
-        if not await self._store.commit(_with_ack(commit, entry_id), now=now.timestamp()):
-            raise _Conflict
-        self._telemetry.notifications_applied.labels(change.value).inc()
-        if change is Change.OPENED:
-            self._telemetry.incidents_opened.inc()
-        elif change is Change.RESOLVED:
-            self._telemetry.incidents_resolved.labels("alert").inc()
+        [change] = await self._apply_all([StreamEntry(entry_id, delivery)])
         return change
+
+    async def _apply_all(self, pending: list[StreamEntry]) -> list[Change]:
+        """Fold a group's entries, in order, into as few fenced commits as keep their meaning.
+
+        Changes that only update the incident (a repeat, new numbers) fold into the state the
+        next commit writes; a change that posts to the thread or moves the status schedule
+        (opened, resolved, reopened, other alerts) is committed before the next entry is looked
+        at, exactly as if each entry were applied on its own. Each commit acknowledges the
+        entries it covers, and they leave `pending`; on a conflict the rest is redone on fresh
+        state.
+        """
+        changes: list[Change] = []
+        while pending:
+            changes += await self._apply_some(pending)
+        return changes
+
+    async def _apply_some(self, pending: list[StreamEntry]) -> list[Change]:
+        """Apply entries from the front of `pending` up to and including the first that must
+        be committed on its own; remove them from `pending` once committed."""
+        group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
+        group, group_version, loaded = await self._store.load_group(group_hash)
+        now = self._clock()
+        window = timedelta(seconds=self._config.reopen_window_s)
+        commit: Commit | None = None
+        changes: list[Change] = []
+        for entry in pending:
+            delivery = entry.delivery
+            assert delivery is not None
+            changes.append(Change.STALE)
+            if is_stale(group, delivery, entry.id):
+                continue
+            after = noted(group, delivery, entry.id)
+            base = Commit(group=after, group_hash=group_hash, group_version=group_version)
+            current = loaded.incident
+            if current is not None and (current.is_open or is_reopenable(current, now, window)):
+                changes[-1], commit = await self._update(base, loaded, delivery, entry.id, now)
+            elif delivery.status == "resolved":
+                commit = base  # nothing open to resolve; remember the order
+            else:
+                changes[-1], commit = await self._open(base, after, delivery, now)
+            group = after if commit.group is None else commit.group
+            if commit.incident is not None:
+                loaded = replace(loaded, incident=commit.incident)
+            if changes[-1] not in _FOLDABLE:
+                break
+        acks = tuple(entry.id for entry in pending[: len(changes)])
+        if commit is None:
+            await self._stream.ack(*acks)
+        elif not await self._store.commit(replace(commit, acks=acks), now=now.timestamp()):
+            raise _Conflict
+        del pending[: len(changes)]
+        for change in changes:
+            self._telemetry.notifications_applied.labels(change.value).inc()
+            if change is Change.OPENED:
+                self._telemetry.incidents_opened.inc()
+            elif change is Change.RESOLVED:
+                self._telemetry.incidents_resolved.labels("alert").inc()
+        return changes
 
     async def _open(
         self, base: Commit, group: GroupState, delivery: Delivery, now: datetime
@@ -257,8 +345,8 @@ class Intake:
         return now.timestamp() + self._config.status_interval_s
 
 
-def _with_ack(commit: Commit, entry_id: str) -> Commit:
-    return replace(commit, ack=entry_id)
+# Changes that only update the incident's state: later entries of the batch fold onto them.
+_FOLDABLE = frozenset({Change.STALE, Change.UPDATED})
 
 
 def _event_for(change: Change, incident: Incident, now: datetime) -> Event:

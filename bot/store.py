@@ -110,7 +110,7 @@ class Commit:
     root: bool = True  # Slack must show the new state on the root message
     status_due: float | None = None
     stop_status: bool = False
-    ack: str | None = None  # the stream entry this change applies, acknowledged with it
+    acks: tuple[str, ...] = ()  # the stream entries this change applies, acknowledged with it
     thread: ThreadRef | None = None  # known location of the root, to keep its index alive
 
 
@@ -320,8 +320,8 @@ class IncidentStore:
             )
         if change.status_due is not None:
             spec["due"] = change.status_due
-        if change.ack is not None:
-            spec["ack"] = change.ack
+        if change.acks:
+            spec["acks"] = list(change.acks)
         return spec
 
 

@@ -9,6 +9,7 @@ shuts down hands its unfinished entries back at once (`hand_back`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, cast
@@ -52,20 +53,55 @@ class NotificationStream:
         self._cursor = "0-0"
         self._wait_replicas = wait_replicas
         self._wait_ms = wait_ms
+        self._waiting: list[tuple[dict[Any, Any], asyncio.Future[str]]] = []
+        self._flusher: asyncio.Task[None] | None = None
 
     async def append(self, delivery: Delivery, received_at: float) -> str:
+        """Persist one accepted notification; its stream entry ID once Redis has it (and, with
+        `wait_replicas`, once that many replicas confirmed it).
+
+        Appends arriving together (a burst of webhooks) go to Redis in one pipeline with one
+        `WAIT` (a group commit): each caller still gets its own entry ID or error, and nothing
+        is acknowledged before Redis has it.
+        """
         fields: dict[Any, Any] = {"d": delivery.model_dump_json(), "at": repr(received_at)}
-        if not self._wait_replicas:
-            return cast(str, await self._redis.xadd(self.key, fields))
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting.append((fields, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="stream-append")
+        return await future
+
+    async def _flush(self) -> None:
+        """Write what is waiting, batch after batch, until nothing is."""
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                entry_ids = await self._write([fields for fields, _ in batch])
+            except (RedisError, OSError) as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), entry_id in zip(batch, entry_ids, strict=True):
+                if not future.done():  # its request may have gone (the client hung up)
+                    future.set_result(entry_id)
+
+    async def _write(self, batch: list[dict[Any, Any]]) -> list[str]:
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.xadd(self.key, fields)
-            pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
-            entry_id, acked = await pipe.execute()
-        if int(acked) < self._wait_replicas and await self._replicas() >= self._wait_replicas:
-            raise NotReplicated(f"{acked} of {self._wait_replicas} replicas confirmed {entry_id}")
+            for fields in batch:
+                pipe.xadd(self.key, fields)
+            if self._wait_replicas:
+                pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
+            replies = await pipe.execute()
+        entry_ids = [str(entry_id) for entry_id in replies[: len(batch)]]
+        if not self._wait_replicas:
+            return entry_ids
+        acked = int(replies[-1])
+        if acked < self._wait_replicas and await self._replicas() >= self._wait_replicas:
+            raise NotReplicated(f"{acked} of {self._wait_replicas} replicas confirmed {entry_ids}")
         # Fewer replicas than asked for are connected at all (one is down): refusing would turn
-        # a degraded set-up into an outage; the entry is as safe as the set-up allows.
-        return cast(str, entry_id)
+        # a degraded set-up into an outage; the entries are as safe as the set-up allows.
+        return entry_ids
 
     async def _replicas(self) -> int:
         info = await self._redis.info("replication")
@@ -134,11 +170,11 @@ class NotificationStream:
         )
         return int(pending[0]["times_delivered"]) if pending else 0
 
-    async def ack(self, entry_id: str) -> None:
+    async def ack(self, *entry_ids: str) -> None:
         # Deleting as well as acknowledging keeps the stream as long as the backlog, no longer.
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.xack(self.key, GROUP, entry_id)
-            pipe.xdel(self.key, entry_id)
+            pipe.xack(self.key, GROUP, *entry_ids)
+            pipe.xdel(self.key, *entry_ids)
             await pipe.execute()
 
     async def bury(self, entry: StreamEntry, reason: str) -> None:

@@ -278,7 +278,7 @@ async def test_an_entry_applied_by_a_commit_is_acknowledged_with_it(redis: Redis
     [entry] = await stream.read("c1", block_ms=100)
     assert entry.delivery == delivery()
 
-    assert await store.commit(Commit(incident("1"), ack=entry_id))
+    assert await store.commit(Commit(incident("1"), acks=(entry_id,)))
 
     assert await stream.backlog() == 0
     assert (await redis.xpending("qp:notifications", GROUP))["pending"] == 0

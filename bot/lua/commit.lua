@@ -120,8 +120,8 @@ if posts_changed then
   ring(KEYS[15])
 end
 
-if c.ack ~= nil then
-  redis.call('XACK', KEYS[14], 'intake', c.ack)
-  redis.call('XDEL', KEYS[14], c.ack)
+if type(c.acks) == 'table' and #c.acks > 0 then
+  redis.call('XACK', KEYS[14], 'intake', unpack(c.acks))
+  redis.call('XDEL', KEYS[14], unpack(c.acks))
 end
 return version

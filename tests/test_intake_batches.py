@@ -1,0 +1,149 @@
+"""Notifications that arrive together: appended to Redis in one round trip, and applied per
+alert group in batches, with exactly the outcome of one-by-one handling."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from bot.alerts import parse_notification
+from bot.config import Settings
+from bot.delivery import Delivery, delivery_of
+from bot.sandbox.redis_server import free_port
+from bot.stream import NotificationStream
+from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
+
+FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"
+
+
+def delivery(name: str, *, starts_at: str | None = None, group: str | None = None) -> Delivery:
+    payload = fixture_json(name)
+    if starts_at is not None:
+        for alert in payload["alerts"]:
+            alert["startsAt"] = starts_at
+    if group is not None:
+        payload["groupKey"] = group
+    return delivery_of(parse_notification("grafana", payload))
+
+
+async def test_appends_arriving_together_each_get_their_own_entry_in_order(
+    redis_url: str,
+) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    stream = NotificationStream(redis, "batch")
+    sent = [delivery(FIRING, group=f"group-{n}") for n in range(40)]
+    try:
+        ids = await asyncio.gather(*(stream.append(d, float(n)) for n, d in enumerate(sent)))
+
+        assert len(set(ids)) == 40
+        entries = await redis.xrange(stream.key)
+        assert [entry_id for entry_id, _ in entries] == ids  # in the order they were accepted
+        for (_, fields), expected in zip(entries, sent, strict=True):
+            assert Delivery.model_validate_json(fields["d"]) == expected
+    finally:
+        await redis.aclose()
+
+
+async def test_appends_arriving_together_all_fail_when_redis_is_down() -> None:
+    # Nothing is acknowledged unless Redis has it: every waiting webhook gets the error (a 503).
+    redis = Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.5)
+    stream = NotificationStream(redis, "batch")
+    try:
+        results = await asyncio.gather(
+            *(stream.append(delivery(FIRING), 0.0) for _ in range(5)), return_exceptions=True
+        )
+        assert all(isinstance(r, RedisError) for r in results), results
+    finally:
+        await redis.aclose()
+
+
+async def test_a_backlog_of_one_group_applies_in_order_as_if_one_by_one(
+    redis_url: str, settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """Repeats, a resolve, a lagging repeat of the old firing, and a real re-fire, all waiting
+    in the stream when the consumer starts (a restart, a burst): one batch read."""
+    old, new = "2025-12-01T02:23:00Z", "2025-12-01T04:00:00Z"
+    backlog = (
+        [delivery(FIRING, starts_at=old)] * 20
+        + [delivery(RESOLVED, starts_at=old)]
+        + [delivery(FIRING, starts_at=old)] * 5  # stale: that firing is over
+        + [delivery(FIRING, starts_at=new)] * 10  # fired again
+    )
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    stream = NotificationStream(redis, "qp")
+    await stream.ensure_group()
+    for n, item in enumerate(backlog):
+        await stream.append(item, float(n))
+    try:
+        async with run_bot(settings_for()) as running:
+            await eventually(lambda: _applied(running) >= len(backlog), what="all applied")
+            roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+            thread = await eventually(
+                lambda: _replies(slack, roots[0].ts, 2), what="summary and reopen replies"
+            )
+
+            assert len(roots) == 1, "one incident thread for the group"
+            assert "resolved" in _text(thread[0]).lower()
+            assert "fired again" in _text(thread[1]).lower()
+            assert await running.bot.store.open_ids() == ["1"]
+            incident = await running.bot.store.get("1")
+            assert incident is not None and incident.reopened == 1
+            assert _applied(running, "opened") == 1
+            assert _applied(running, "resolved") == 1
+            assert _applied(running, "reopened") == 1
+            assert _applied(running, "stale") >= 5
+            assert await stream.backlog() == 0
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.parametrize("groups", [3])
+async def test_a_backlog_of_several_groups_opens_one_incident_each(
+    redis_url: str, settings_for: Callable[..., Settings], slack: Slack, groups: int
+) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    stream = NotificationStream(redis, "qp")
+    await stream.ensure_group()
+    interleaved = [delivery(FIRING, group=f"g{n % groups}") for n in range(30)]
+    for n, item in enumerate(interleaved):
+        await stream.append(item, float(n))
+    try:
+        async with run_bot(settings_for()) as running:
+            await eventually(lambda: _applied(running) >= 30, what="all applied")
+            roots = await eventually(
+                lambda: len(slack.emulator.channel_messages(CHANNEL)) >= groups, what="roots"
+            )
+            assert roots
+            assert len(slack.emulator.channel_messages(CHANNEL)) == groups
+            assert _applied(running, "opened") == groups
+            assert len(await running.bot.store.open_ids()) == groups
+    finally:
+        await redis.aclose()
+
+
+def _applied(running: Any, change: str | None = None) -> float:
+    registry = running.bot.telemetry.registry
+    changes = (
+        [change]
+        if change
+        else ["opened", "updated", "alerts_changed", "resolved", "reopened", "stale"]
+    )
+    return sum(
+        registry.get_sample_value("queuepilot_notifications_applied_total", {"change": c}) or 0.0
+        for c in changes
+    )
+
+
+def _replies(slack: Slack, ts: str, count: int) -> list[Any] | None:
+    replies = slack.emulator.thread(CHANNEL, ts)[1:]
+    return replies if len(replies) >= count else None
+
+
+def _text(message: Any) -> str:
+    return message.text + json.dumps(message.blocks)
