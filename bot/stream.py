@@ -10,7 +10,9 @@ shuts down hands its unfinished entries back at once (`hand_back`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -18,7 +20,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from bot.alerts import PayloadError, parse_json_body, parse_notification
+from bot.alerts import PayloadError, Source, parse_json_body, parse_notification
 from bot.delivery import Delivery, delivery_of
 from bot.keys import Keys
 
@@ -54,17 +56,22 @@ class NotificationStream:
         self._wait_replicas = wait_replicas
         self._wait_ms = wait_ms
         self._waiting: list[tuple[dict[Any, Any], asyncio.Future[str]]] = []
+        self._recent = RecentDeliveries()
         self._flusher: asyncio.Task[None] | None = None
 
-    async def append(self, delivery: Delivery, received_at: float) -> str:
-        """Persist one accepted notification; its stream entry ID once Redis has it (and, with
-        `wait_replicas`, once that many replicas confirmed it).
+    async def append(self, source: Source, body: bytes, received_at: float) -> str:
+        """Persist one accepted notification, as the validated body it came in; its stream entry
+        ID once Redis has it (and, with `wait_replicas`, once that many replicas confirmed it).
+
+        The consumer works out the notification's facts (`bot.delivery`): the webhook answers as
+        soon as the body is known to be good, and a repeat of a body waiting in the same batch
+        (an Alertmanager HA pair, a retry) is read once.
 
         Appends arriving together (a burst of webhooks) go to Redis in one pipeline with one
         `WAIT` (a group commit): each caller still gets its own entry ID or error, and nothing
         is acknowledged before Redis has it.
         """
-        fields: dict[Any, Any] = {"d": delivery.model_dump_json(), "at": repr(received_at)}
+        fields: dict[Any, Any] = {"source": source, "body": body, "at": repr(received_at)}
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting.append((fields, future))
         if self._flusher is None or self._flusher.done():
@@ -128,7 +135,9 @@ class NotificationStream:
             await self.ensure_group()
             return []
         return [
-            _entry(entry_id, fields) for _, entries in reply or [] for entry_id, fields in entries
+            _entry(entry_id, fields, self._recent)
+            for _, entries in reply or []
+            for entry_id, fields in entries
         ]
 
     async def reclaim(
@@ -208,9 +217,35 @@ class NotificationStream:
         return removed
 
 
-def _entry(entry_id: str, fields: dict[str, str]) -> StreamEntry:
-    """An entry with its delivery read back. Entries written by an older version hold the raw
-    body instead; they are parsed as the webhook would have."""
+class RecentDeliveries:
+    """The deliveries of the bodies read last, by a digest of source and body: a body repeated
+    (an Alertmanager HA pair, a retry, a flood of one alert) is worked out once."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._items: OrderedDict[bytes, Delivery] = OrderedDict()
+
+    @staticmethod
+    def key(source: str, body: str) -> bytes:
+        return hashlib.blake2b(f"{source}\0{body}".encode(), digest_size=16).digest()
+
+    def get(self, key: bytes) -> Delivery | None:
+        found = self._items.get(key)
+        if found is not None:
+            self._items.move_to_end(key)
+        return found
+
+    def put(self, key: bytes, delivery: Delivery) -> None:
+        self._items[key] = delivery
+        if len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+
+def _entry(
+    entry_id: str, fields: dict[str, str], recent: RecentDeliveries | None = None
+) -> StreamEntry:
+    """An entry with its delivery worked out from the body the webhook accepted (or taken from
+    `recent`). Entries written by 0.6 hold the delivery itself."""
     try:
         if "d" in fields:
             return StreamEntry(entry_id, Delivery.model_validate_json(fields["d"]), fields=fields)
@@ -218,7 +253,14 @@ def _entry(entry_id: str, fields: dict[str, str]) -> StreamEntry:
         source = fields.get("source", "")
         if source not in ("grafana", "alertmanager"):
             raise PayloadError(f"unknown source {source!r}")
+        key = RecentDeliveries.key(source, body)
+        known = recent.get(key) if recent is not None else None
+        if known is not None:
+            return StreamEntry(entry_id, known, fields=fields)
         notification = parse_notification(source, parse_json_body(body.encode()))  # type: ignore[arg-type]
-        return StreamEntry(entry_id, delivery_of(notification), fields=fields)
+        delivery = delivery_of(notification)
+        if recent is not None:
+            recent.put(key, delivery)
+        return StreamEntry(entry_id, delivery, fields=fields)
     except (PayloadError, ValidationError, ValueError) as exc:
         return StreamEntry(entry_id, None, problem=str(exc)[:500], fields=fields)

@@ -24,7 +24,6 @@ from bot.auth import (
     bearer_ok,
     grafana_signature_problem,
 )
-from bot.delivery import delivery_of
 from bot.stream import NotificationStream
 from bot.telemetry import Telemetry
 from handlers.body import BodyTooLarge, read_limited
@@ -91,13 +90,12 @@ class AlertWebhooks:
             if source == "grafana":
                 self._check_signature(request, body)
             notification = parse_notification(source, parse_json_body(body))
-            delivery = delivery_of(notification)
         except _Rejected as exc:
             return self._reject(source, exc.status, exc.reason, str(exc))
         except PayloadError as exc:
             return self._reject(source, 400, "invalid", str(exc))
         try:
-            entry_id = await self._stream.append(delivery, self._clock())
+            entry_id = await self._stream.append(source, body, self._clock())
         except RedisError as exc:
             log.error("webhook: cannot persist a %s notification: %s", source, exc)
             return self._reject(

@@ -22,14 +22,19 @@ from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
 FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"
 
 
-def delivery(name: str, *, starts_at: str | None = None, group: str | None = None) -> Delivery:
+def body(name: str, *, starts_at: str | None = None, group: str | None = None) -> bytes:
+    """A Grafana notification as the webhook accepts it."""
     payload = fixture_json(name)
     if starts_at is not None:
         for alert in payload["alerts"]:
             alert["startsAt"] = starts_at
     if group is not None:
         payload["groupKey"] = group
-    return delivery_of(parse_notification("grafana", payload))
+    return json.dumps(payload).encode()
+
+
+def delivery(raw: bytes) -> Delivery:
+    return delivery_of(parse_notification("grafana", json.loads(raw)))
 
 
 async def test_appends_arriving_together_each_get_their_own_entry_in_order(
@@ -37,15 +42,34 @@ async def test_appends_arriving_together_each_get_their_own_entry_in_order(
 ) -> None:
     redis = Redis.from_url(redis_url, decode_responses=True)
     stream = NotificationStream(redis, "batch")
-    sent = [delivery(FIRING, group=f"group-{n}") for n in range(40)]
+    sent = [body(FIRING, group=f"group-{n}") for n in range(40)]
     try:
-        ids = await asyncio.gather(*(stream.append(d, float(n)) for n, d in enumerate(sent)))
+        ids = await asyncio.gather(
+            *(stream.append("grafana", raw, float(n)) for n, raw in enumerate(sent))
+        )
 
         assert len(set(ids)) == 40
         entries = await redis.xrange(stream.key)
         assert [entry_id for entry_id, _ in entries] == ids  # in the order they were accepted
-        for (_, fields), expected in zip(entries, sent, strict=True):
-            assert Delivery.model_validate_json(fields["d"]) == expected
+        await stream.ensure_group()
+        read = await stream.read("c1", count=40, block_ms=100)
+        assert [e.id for e in read] == ids
+        assert [e.delivery for e in read] == [delivery(raw) for raw in sent]
+    finally:
+        await redis.aclose()
+
+
+async def test_a_body_repeated_in_one_read_is_worked_out_once(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    stream = NotificationStream(redis, "batch")
+    await stream.ensure_group()
+    repeated, other = body(FIRING), body(FIRING, group="another")
+    try:
+        for raw in (repeated, other, repeated, repeated):
+            await stream.append("grafana", raw, 0.0)
+        first, second, third, fourth = await stream.read("c1", count=10, block_ms=100)
+        assert first.delivery == delivery(repeated) and second.delivery == delivery(other)
+        assert third.delivery is first.delivery and fourth.delivery is first.delivery
     finally:
         await redis.aclose()
 
@@ -56,7 +80,8 @@ async def test_appends_arriving_together_all_fail_when_redis_is_down() -> None:
     stream = NotificationStream(redis, "batch")
     try:
         results = await asyncio.gather(
-            *(stream.append(delivery(FIRING), 0.0) for _ in range(5)), return_exceptions=True
+            *(stream.append("grafana", body(FIRING), 0.0) for _ in range(5)),
+            return_exceptions=True,
         )
         assert all(isinstance(r, RedisError) for r in results), results
     finally:
@@ -70,16 +95,16 @@ async def test_a_backlog_of_one_group_applies_in_order_as_if_one_by_one(
     in the stream when the consumer starts (a restart, a burst): one batch read."""
     old, new = "2025-12-01T02:23:00Z", "2025-12-01T04:00:00Z"
     backlog = (
-        [delivery(FIRING, starts_at=old)] * 20
-        + [delivery(RESOLVED, starts_at=old)]
-        + [delivery(FIRING, starts_at=old)] * 5  # stale: that firing is over
-        + [delivery(FIRING, starts_at=new)] * 10  # fired again
+        [body(FIRING, starts_at=old)] * 20
+        + [body(RESOLVED, starts_at=old)]
+        + [body(FIRING, starts_at=old)] * 5  # stale: that firing is over
+        + [body(FIRING, starts_at=new)] * 10  # fired again
     )
     redis = Redis.from_url(redis_url, decode_responses=True)
     stream = NotificationStream(redis, "qp")
     await stream.ensure_group()
     for n, item in enumerate(backlog):
-        await stream.append(item, float(n))
+        await stream.append("grafana", item, float(n))
     try:
         async with run_bot(settings_for()) as running:
             await eventually(lambda: _applied(running) >= len(backlog), what="all applied")
@@ -110,9 +135,9 @@ async def test_a_backlog_of_several_groups_opens_one_incident_each(
     redis = Redis.from_url(redis_url, decode_responses=True)
     stream = NotificationStream(redis, "qp")
     await stream.ensure_group()
-    interleaved = [delivery(FIRING, group=f"g{n % groups}") for n in range(30)]
+    interleaved = [body(FIRING, group=f"g{n % groups}") for n in range(30)]
     for n, item in enumerate(interleaved):
-        await stream.append(item, float(n))
+        await stream.append("grafana", item, float(n))
     try:
         async with run_bot(settings_for()) as running:
             await eventually(lambda: _applied(running) >= 30, what="all applied")

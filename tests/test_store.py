@@ -4,6 +4,7 @@ the notification stream, and the retention of every key."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -53,8 +54,12 @@ async def replicas(redis_url: str) -> AsyncIterator[list[Redis]]:
 
 
 def delivery(name: str = "grafana/queue-alert-firing.json", **changes: object) -> Delivery:
-    payload = {**fixture_json(name), **changes}
-    return delivery_of(parse_notification("grafana", payload))
+    return delivery_of(parse_notification("grafana", json.loads(body(name, **changes))))
+
+
+def body(name: str = "grafana/queue-alert-firing.json", **changes: object) -> bytes:
+    """A Grafana notification as the webhook accepts it."""
+    return json.dumps({**fixture_json(name), **changes}).encode()
 
 
 def incident(incident_id: str, *, opened_at: datetime = T0, test: bool = False) -> Incident:
@@ -274,7 +279,7 @@ async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
 async def test_an_entry_applied_by_a_commit_is_acknowledged_with_it(redis: Redis) -> None:
     stream, store = NotificationStream(redis, PREFIX), IncidentStore(redis, PREFIX)
     await stream.ensure_group()
-    entry_id = await stream.append(delivery(), 0.0)
+    entry_id = await stream.append("grafana", body(), 0.0)
     [entry] = await stream.read("c1", block_ms=100)
     assert entry.delivery == delivery()
 
@@ -287,7 +292,7 @@ async def test_an_entry_applied_by_a_commit_is_acknowledged_with_it(redis: Redis
 async def test_an_idle_entry_is_reclaimed_by_another_consumer(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    entry_id = await stream.append(delivery(), 0.0)
+    entry_id = await stream.append("grafana", body(), 0.0)
     await stream.read("dead", block_ms=100)
     await asyncio.sleep(0.06)
 
@@ -300,7 +305,7 @@ async def test_an_idle_entry_is_reclaimed_by_another_consumer(redis: Redis) -> N
 async def test_a_live_handler_is_not_taken_over(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    await stream.append(delivery(), 0.0)
+    await stream.append("grafana", body(), 0.0)
     [entry] = await stream.read("slow", block_ms=100)
     for _ in range(4):
         await asyncio.sleep(0.04)
@@ -311,7 +316,7 @@ async def test_a_live_handler_is_not_taken_over(redis: Redis) -> None:
 async def test_entries_handed_back_at_shutdown_are_taken_over_at_once(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    await stream.append(delivery(), 0.0)
+    await stream.append("grafana", body(), 0.0)
     [entry] = await stream.read("stopping", block_ms=100)
 
     await stream.hand_back("stopping", [entry.id])
@@ -323,7 +328,7 @@ async def test_entries_handed_back_at_shutdown_are_taken_over_at_once(redis: Red
 async def test_reclaim_walks_a_long_backlog_with_its_cursor(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    ids = [await stream.append(delivery(), 0.0) for _ in range(5)]
+    ids = [await stream.append("grafana", body(), 0.0) for _ in range(5)]
     await stream.read("dead", count=5, block_ms=100)
     await asyncio.sleep(0.02)
 
@@ -338,7 +343,7 @@ async def test_read_after_redis_lost_everything_recreates_the_group(redis: Redis
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
     await redis.flushall()
-    entry_id = await stream.append(delivery(), 0.0)  # the webhook's XADD makes the stream
+    entry_id = await stream.append("grafana", body(), 0.0)  # the webhook's XADD makes the stream
 
     assert await stream.read("c1", block_ms=100) == []  # NOGROUP: the group is made again
     [entry] = await stream.read("c1", block_ms=100)
@@ -365,7 +370,7 @@ async def test_dead_consumers_are_removed_only_when_nothing_is_pending_on_them(
 ) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    await stream.append(delivery(), 0.0)
+    await stream.append("grafana", body(), 0.0)
     await stream.read("holding", block_ms=100)
     await redis.xgroup_createconsumer("qp:notifications", GROUP, "empty")
     await asyncio.sleep(0.05)
