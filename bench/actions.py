@@ -1,10 +1,14 @@
 """Actions benchmark: how fast a responder's click is answered, and how fast it shows.
 
 Runs a real redis-server, the Slack emulator (enforcing Slack's rate limits), a Grafana-shaped
-silence API and one bot on loopback, then measures, for N incidents:
+silence API and the bot as its production process (`python -m bot serve`), all on loopback, then
+measures, for N incidents:
 - click to Slack's 200 (signed `block_actions`, the silence select), with a backend answering at
   once and with one that hangs: Slack needs the 200 within 3 s whatever the backend does;
-- click to the silence shown on the root message (the backend call, the commit, the edit).
+- click to the silence shown on the root message (the backend call, the commit, the edit);
+- click to Slack's 200 under load: `--rate` clicks per second (50 by default) for `--seconds`,
+  Acknowledge and Silence in turn across the incidents, each sent on schedule whether or not
+  the previous one was answered (an open loop, as many responders clicking at once would).
 """
 
 from __future__ import annotations
@@ -15,21 +19,24 @@ import copy
 import hashlib
 import hmac
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from bench import incident_roots
-from bot.app import build_app, build_bot
-from bot.config import load_settings
 from bot.sandbox.redis_server import RedisServer, free_port
 from bot.sandbox.serve import serve_in_thread
 from bot.sandbox.silence_api import FakeSilenceApi
 from bot.sandbox.slack_api import SlackEmulator
 
-ALERT = Path(__file__).resolve().parents[1] / "bot/sandbox/alerts/queue-alert-firing.json"
+ROOT = Path(__file__).resolve().parents[1]
+ALERT = ROOT / "bot/sandbox/alerts/queue-alert-firing.json"
 TOKEN, SECRET, CHANNEL = "bench-token", "bench-signing", "C0BENCH"
 
 
@@ -39,7 +46,11 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def signed_click(message_ts: str, n: int) -> tuple[str, dict[str, str]]:
-    payload = {
+    return signed(silence_click(message_ts, n))
+
+
+def silence_click(message_ts: str, n: int) -> dict[str, Any]:
+    return {
         "type": "block_actions",
         "user": {"id": "U0ALICE", "username": "alice"},
         "team": {"id": "T0BENCH"},
@@ -56,6 +67,31 @@ def signed_click(message_ts: str, n: int) -> tuple[str, dict[str, str]]:
             }
         ],
     }
+
+
+def ack_click(root: Any, n: int) -> dict[str, Any]:
+    """The Acknowledge button as the root message shows it (its value names the incident)."""
+    button = next(
+        element
+        for block in root.blocks
+        if block.get("type") == "actions"
+        for element in block.get("elements", [])
+        if element.get("action_id") == "incident_ack"
+    )
+    payload = silence_click(root.ts, n)
+    payload["actions"] = [
+        {
+            "type": "button",
+            "action_id": "incident_ack",
+            "block_id": "incident_actions",
+            "value": button["value"],
+            "action_ts": f"{time.time():.6f}",
+        }
+    ]
+    return payload
+
+
+def signed(payload: dict[str, Any]) -> tuple[str, dict[str, str]]:
     body = urllib.parse.urlencode({"payload": json.dumps(payload)})
     stamp = str(int(time.time()))
     signature = hmac.new(SECRET.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256)
@@ -101,7 +137,31 @@ async def clicks(
     return acked, shown
 
 
-async def run(count: int) -> None:
+async def under_load(
+    http: httpx.AsyncClient, emulator: SlackEmulator, roots: list[str], rate: float, seconds: float
+) -> list[float]:
+    """Click to Slack's 200 for `rate` clicks per second, sent on schedule (an open loop)."""
+    shown = {m.ts: m for m in incident_roots(emulator, CHANNEL)}
+
+    async def click(n: int) -> float:
+        ts = roots[n % len(roots)]
+        payload = ack_click(shown[ts], n) if n % 2 == 0 else silence_click(ts, n)
+        body, headers = signed(payload)
+        started = time.perf_counter()
+        response = await http.post("/slack/events", content=body, headers=headers)
+        assert response.status_code == 200, response.text
+        return time.perf_counter() - started
+
+    total = int(rate * seconds)
+    start = time.perf_counter()
+    tasks = []
+    for n in range(total):
+        await asyncio.sleep(max(0.0, start + n / rate - time.perf_counter()))
+        tasks.append(asyncio.create_task(click(n)))
+    return list(await asyncio.gather(*tasks))
+
+
+async def run(count: int, rate: float, seconds: float) -> None:
     emulator = SlackEmulator(token="xoxb-bench", channels=(CHANNEL,), enforce_rate_limits=True)
     grafana = FakeSilenceApi()
     with (
@@ -109,27 +169,57 @@ async def run(count: int) -> None:
         serve_in_thread(emulator.app) as slack,
         serve_in_thread(grafana.app) as api,
     ):
-        settings = load_settings(
-            _env_file=None,
-            slack_app_token=None,
-            slack_bot_token="xoxb-bench",
-            slack_signing_secret=SECRET,
-            slack_api_url=f"{slack.url}/api/",
-            slack_channel=CHANNEL,
-            redis_url=redis.url,
-            alert_webhook_token=TOKEN,
-            silence_backend="grafana",
-            grafana_url=api.url,
-            grafana_token=grafana.token,
-            log_level="WARNING",
+        port = free_port()
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": "xoxb-bench",
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": f"{slack.url}/api/",
+            "SLACK_CHANNEL": CHANNEL,
+            "REDIS_URL": redis.url,
+            "ALERT_WEBHOOK_TOKEN": TOKEN,
+            "SILENCE_BACKEND": "grafana",
+            "GRAFANA_URL": api.url,
+            "GRAFANA_TOKEN": grafana.token,
+            "HOST": "127.0.0.1",
+            "PORT": str(port),
+            "LOG_LEVEL": "WARNING",
+        }
+        env.pop("SLACK_APP_TOKEN", None)
+        bot = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is timed)
+            [sys.executable, "-m", "bot", "serve"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
         )
-        with serve_in_thread(build_app(build_bot(settings)), port=free_port()) as bot:
-            async with httpx.AsyncClient(base_url=bot.url, timeout=30) as http:
-                await report(http, emulator, grafana, count)
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+                await _ready(http)
+                await report(http, emulator, grafana, count, rate, seconds)
+        finally:
+            bot.terminate()
+            bot.wait(10)
+
+
+async def _ready(http: httpx.AsyncClient) -> None:
+    deadline = time.perf_counter() + 30
+    while time.perf_counter() < deadline:
+        try:
+            if (await http.get("/readyz")).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(0.05)
+    raise TimeoutError("the bot did not start")
 
 
 async def report(
-    http: httpx.AsyncClient, emulator: SlackEmulator, grafana: FakeSilenceApi, count: int
+    http: httpx.AsyncClient,
+    emulator: SlackEmulator,
+    grafana: FakeSilenceApi,
+    count: int,
+    rate: float,
+    seconds: float,
 ) -> None:
     roots = await open_incidents(http, emulator, count + 1)
     acked, shown = await clicks(http, emulator, roots[:count])
@@ -150,12 +240,21 @@ async def report(
     assert response.status_code == 200
     print(f"  with the backend hanging: Slack's 200 after {hung * 1000:.1f} ms")
     release.set()
+    loaded = await under_load(http, emulator, roots[:count], rate, seconds)
+    print(
+        f"clicks under load ({rate:g}/s for {seconds:g} s, Acknowledge and Silence in turn): "
+        f"to Slack's 200 p50 {percentile(loaded, 0.5) * 1000:.1f} ms · "
+        f"p99 {percentile(loaded, 0.99) * 1000:.1f} ms · max {max(loaded) * 1000:.1f} ms"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--incidents", type=int, default=30)
-    asyncio.run(run(parser.parse_args().incidents))
+    parser.add_argument("--rate", type=float, default=50, help="clicks per second under load")
+    parser.add_argument("--seconds", type=float, default=10)
+    args = parser.parse_args()
+    asyncio.run(run(args.incidents, args.rate, args.seconds))
 
 
 if __name__ == "__main__":

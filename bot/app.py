@@ -155,6 +155,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         signing_secret=_secret(settings.slack_signing_secret) or "unused",
         logger=logging.getLogger("slack_bolt"),
         request_verification_enabled=False,  # handlers.slack_events verifies, before parsing
+        # Listeners acknowledge and hand their work to `handlers.context.after_ack`; Slack's
+        # answer goes out when they return, not at Bolt's next 10 ms poll of `ack`.
+        process_before_response=True,
     )
     _provide(bolt, core, gateway)
     return Bot(

@@ -15,7 +15,14 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions import ActionCore, Actor, Outcome
-from handlers.context import actor_of, core_of, incident_ref_of, interaction_of, tell
+from handlers.context import (
+    actor_of,
+    after_ack,
+    core_of,
+    incident_ref_of,
+    interaction_of,
+    tell,
+)
 
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 CHOOSE = Outcome(False, "Choose how long to silence it for.")
@@ -28,14 +35,18 @@ Listener = Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[None
 def incident_action(act: Act) -> Listener:
     async def listener(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
-        core = core_of(context)
-        ref = await incident_ref_of(body, core)
-        outcome = (
-            await act(core, actor_of(body), ref, interaction_of(body), body) if ref else NO_INCIDENT
-        )
-        await tell(context, body, outcome)
+        after_ack(_act(act, body, context))
 
     return listener
+
+
+async def _act(act: Act, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    core = core_of(context)
+    ref = await incident_ref_of(body, core)
+    outcome = (
+        await act(core, actor_of(body), ref, interaction_of(body), body) if ref else NO_INCIDENT
+    )
+    await tell(context, body, outcome)
 
 
 async def _silence(

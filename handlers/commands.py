@@ -9,11 +9,15 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.commands import run_command
-from handlers.context import actor_of, core_of, interaction_of, tell
+from handlers.context import actor_of, after_ack, core_of, interaction_of, tell
 
 
 async def on_queue(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
+    after_ack(_run(body, context))
+
+
+async def _run(body: dict[str, Any], context: AsyncBoltContext) -> None:
     outcome = await run_command(
         core_of(context),
         actor_of(body),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -12,6 +14,28 @@ from bot.messages import incident_ref_of as incident_ref_of_message
 from bot.slack import SlackError, SlackGateway
 
 log = logging.getLogger(__name__)
+
+
+_after_ack: set[asyncio.Task[None]] = set()
+
+
+def after_ack(work: Awaitable[None]) -> None:
+    """Do a listener's work once Slack has its answer.
+
+    Bolt runs listeners with `process_before_response`, so the HTTP answer (or the Socket Mode
+    envelope's) goes out the moment the listener returns, instead of when Bolt next polls its
+    `ack` (every 10 ms): a listener acknowledges, hands its work here, and returns.
+    """
+    task = asyncio.ensure_future(_logged(work))
+    _after_ack.add(task)  # a reference, so the task is not collected mid-way
+    task.add_done_callback(_after_ack.discard)
+
+
+async def _logged(work: Awaitable[None]) -> None:
+    try:
+        await work
+    except Exception:
+        log.exception("slack: a listener failed after acknowledging")
 
 
 def actor_of(body: dict[str, Any]) -> Actor:

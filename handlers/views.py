@@ -31,7 +31,15 @@ from bot.scale_modal import (
     render_scale_form,
 )
 from bot.slack import SlackError, SlackGateway
-from handlers.context import actor_of, channel_of, core_of, incident_ref_of, interaction_of, tell
+from handlers.context import (
+    actor_of,
+    after_ack,
+    channel_of,
+    core_of,
+    incident_ref_of,
+    interaction_of,
+    tell,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +51,10 @@ NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows."
 
 async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
+    after_ack(_open_form(body, context))
+
+
+async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
     core, actor = core_of(context), actor_of(body)
     ref = await incident_ref_of(body, core)
     choice = await core.scaling.choices(actor, ref) if ref else NO_INCIDENT
@@ -103,6 +115,10 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
 
 async def on_scale_confirm(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack(response_action="clear")
+    after_ack(_scale(body, context))
+
+
+async def _scale(body: dict[str, Any], context: AsyncBoltContext) -> None:
     view = body.get("view") or {}
     form = ScaleForm.load(str(view.get("private_metadata") or ""))
     if form is None or not form.runner_type:
