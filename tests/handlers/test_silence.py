@@ -345,6 +345,31 @@ async def test_a_hanging_backend_does_not_hold_up_the_groups_notifications(
         )
 
 
+async def test_the_click_is_answered_while_its_backend_call_still_hangs(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    # Slack wants its 200 within 3 s whatever the backend does: the answer must not wait for
+    # the work the click starts.
+    release = grafana.hang()
+    try:
+        async with run_bot(grafana_settings(settings_for, grafana)) as running:
+            await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+            root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+
+            answer = await asyncio.wait_for(choose_silence(running, root, 3600), timeout=3)
+
+            assert answer.status_code == 200
+            await eventually(lambda: grafana.in_flight == 1, what="the silence call under way")
+            assert "silenced until" not in json.dumps(root_now(slack, root.ts).blocks)
+            release.set()
+            await eventually(
+                lambda: "silenced until" in json.dumps(root_now(slack, root.ts).blocks),
+                what="the silence shown once the backend answers",
+            )
+    finally:
+        release.set()
+
+
 async def test_two_silence_clicks_at_once_make_one_silence(
     settings_for: Any, slack: Slack, grafana: FakeSilenceApi
 ) -> None:
