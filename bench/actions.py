@@ -183,7 +183,7 @@ async def run(count: int, rate: float, seconds: float) -> None:
             "GRAFANA_TOKEN": grafana.token,
             "HOST": "127.0.0.1",
             "PORT": str(port),
-            "LOG_LEVEL": "WARNING",
+            "LOG_LEVEL": "INFO",  # the default, as users run it
         }
         env.pop("SLACK_APP_TOKEN", None)
         bot = subprocess.Popen(  # noqa: ASYNC220 (started once, before anything is timed)

@@ -116,7 +116,7 @@ class Stack:
             "PORT": str(self.qp_port),
             "HOST": "127.0.0.1",
             "ALERT_WEBHOOK_TOKEN": TOKEN,
-            "LOG_LEVEL": "WARNING",
+            "LOG_LEVEL": "INFO",  # the default, as users run it
         }
         env.pop("SLACK_APP_TOKEN", None)
         self.qp = self._spawn([sys.executable, "-m", "bot", "serve"], env)
