@@ -121,8 +121,14 @@ async def test_a_429_is_waited_out_and_no_burst_follows_it(
     gaps = [later - earlier for earlier, later in itertools.pairwise(after)]
     # Arrival times carry the loop's jitter: one late arrival shortens the next gap. A burst has
     # gaps of milliseconds; a paced sender's are the interval on average.
-    assert min(gaps) >= 0.2 / 2, f"paced after the hold, not a burst: {gaps}"
-    assert sum(gaps) >= len(gaps) * 0.2 - JITTER_S, f"the pace holds on average: {gaps}"
+    # A burst's gaps are an HTTP round trip (milliseconds); a late post shortens the gap after
+    # it by its lateness (up to a tenth of a second seen on a loaded machine), never to that.
+    assert min(gaps) >= 0.2 / 4, f"paced after the hold, not a burst: {gaps}"
+    # From the end of the hold, not from the first post after it: that one may go out a little
+    # late on a busy machine, and the paced ones after it keep their own slots.
+    held_until = limited.at + 1.0
+    paced = after[-1] - held_until
+    assert paced >= len(gaps) * 0.2 - JITTER_S, f"the pace holds on average: {gaps}"
 
 
 # -- priorities and the latest state ---------------------------------------------------------------
