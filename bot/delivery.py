@@ -1,9 +1,9 @@
-"""An accepted notification, reduced to what an incident needs: what the stream carries.
+"""A notification reduced to what an incident needs, as the consumer applies it.
 
-The webhook validates the payload once, computes its facts, and stores this record; the consumer
-reads it back with one `model_validate_json` instead of parsing and re-deriving the payload. It
-also carries each alert's identity (fingerprint and start time), which is how a stale firing is
-told apart from a real re-fire.
+The webhook validates the body and stores it as it came; the consumer works out this record
+(`delivery_of`), once per distinct body among the recent ones (`bot.stream`). It also carries each
+alert's identity (fingerprint and start time), which is how a stale firing is told apart from a
+real re-fire. Entries written by 0.6 hold this record itself, and still read.
 """
 
 from __future__ import annotations
