@@ -121,10 +121,12 @@ class StatusReporter:
             log.warning("status: Redis unavailable: %s", exc)
             return
         for (incident_id, commit), done in zip(decided, applied, strict=True):
-            if done:
+            if done is True:
                 self._count(commit)
                 continue
             async with self._guard(incident_id):
+                if isinstance(done, Exception):
+                    raise done
                 await self.report(incident_id, reading, history)
 
     @asynccontextmanager

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import orjson
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from bot.incidents import Event, GroupState, Incident, severity_rank
 from bot.keys import Keys
@@ -89,9 +90,11 @@ class DueRead:
 
     incident_id: str
     due_at: float | None
-    raw: list[Any]
+    raw: list[Any] | Exception
 
     def loaded(self) -> Loaded:
+        if isinstance(self.raw, Exception):
+            raise self.raw
         return loaded_from(self.raw)
 
 
@@ -184,14 +187,15 @@ class IncidentStore:
         return [Event.model_validate_json(item) for item in raw]
 
     async def read_due(self, incident_ids: Sequence[str]) -> list[DueRead]:
-        """Many incidents and their due times in one round trip: what a status tick works on."""
+        """Many incidents and their due times in one round trip: what a status tick works on.
+        A key Redis cannot read (of the wrong type) fails only its own incident's read."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for incident_id in incident_ids:
                 pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
                 pipe.zscore(self.keys.status_due, incident_id)
-            raws = await pipe.execute()
+            raws = await pipe.execute(raise_on_error=False)
         return [
-            DueRead(incident_id, raws[2 * i + 1], raws[2 * i])
+            DueRead(incident_id, _or_raise(raws[2 * i + 1]), raws[2 * i])
             for i, incident_id in enumerate(incident_ids)
         ]
 
@@ -237,8 +241,11 @@ class IncidentStore:
         version = await self._commit(keys=keys, args=args)
         return int(version) >= 0
 
-    async def commit_many(self, changes: Sequence[Commit], *, now: float) -> list[bool]:
-        """Apply each change atomically on its own, all in one round trip: whether each applied.
+    async def commit_many(
+        self, changes: Sequence[Commit], *, now: float
+    ) -> list[bool | RedisError]:
+        """Apply each change atomically on its own, all in one round trip: whether each applied,
+        or the error Redis gave that one alone.
 
         Each is fenced by its own versions, so one that lost a race fails alone and its writer
         redoes it on fresh state.
@@ -249,8 +256,8 @@ class IncidentStore:
             for change in changes:
                 keys, args = self._commit_call(change, now)
                 await self._commit(keys=keys, args=args, client=pipe)
-            versions = await pipe.execute()
-        return [int(version) >= 0 for version in versions]
+            versions = await pipe.execute(raise_on_error=False)
+        return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
 
     def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
         """The commit script's keys and argument (`bot/lua/commit.lua`)."""
@@ -336,6 +343,12 @@ def _reply_spec(reply: Reply) -> dict[str, Any]:
         "payload": orjson.dumps(body).decode(),
         "replaces": replaces,
     }
+
+
+def _or_raise(value: Any) -> Any:
+    if isinstance(value, Exception):
+        raise value
+    return value
 
 
 def state_json(incident: Incident) -> str:

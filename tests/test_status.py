@@ -111,3 +111,25 @@ class AlertOnly:
 
     async def aclose(self) -> None:
         return None
+
+
+async def test_an_incident_key_redis_cannot_read_does_not_stop_other_status_posts(
+    settings_for: Any, slack: Slack, redis_url: str
+) -> None:
+    # The tick reads every due incident in one round trip: a key of the wrong type must fail
+    # only its own read, not the whole tick.
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.set("qp:v2:incident:998", "not a hash")
+    await redis.zadd("qp:v2:status-due", {"998": time.time() - 1})
+    try:
+        async with run_bot(settings_for(status_interval_seconds=1)) as running:
+            await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+            roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+
+            def statuses() -> int:
+                replies = slack.emulator.thread(CHANNEL, roots[0].ts)[1:]
+                return sum(1 + m.edits for m in replies if "status" in m.text.lower())
+
+            await eventually(lambda: statuses() >= 2, what="status posts go on", timeout=8)
+    finally:
+        await redis.aclose()
