@@ -186,7 +186,7 @@ class Intake:
             if entry.delivery is None:
                 await self._bury(entry, f"unreadable: {entry.problem}")
         delay = 0.02
-        while pending and len(pending) > 1 and not self._stop.is_set():
+        while len(pending) > 1 and not self._stop.is_set():
             try:
                 await self._apply_all(pending)
                 return

@@ -84,11 +84,15 @@ class NotificationStream:
             batch, self._waiting = self._waiting, []
             try:
                 entry_ids = await self._write([fields for fields, _ in batch])
-            except (RedisError, OSError) as exc:
+            except Exception as exc:  # each waiting webhook answers for itself (a 503)
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(exc)
                 continue
+            except BaseException:  # cancelled (shutting down): no caller is left hanging
+                for _, future in [*batch, *self._waiting]:
+                    future.cancel()
+                raise
             for (_, future), entry_id in zip(batch, entry_ids, strict=True):
                 if not future.done():  # its request may have gone (the client hung up)
                     future.set_result(entry_id)
