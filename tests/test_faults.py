@@ -215,10 +215,16 @@ async def test_a_slack_outage_longer_than_reclaim_times_attempts_drops_nothing(
         for n in range(5):
             assert (await running.send("grafana", group(n))).status_code == 202
         assert (await running.send("grafana", group("a", size=44))).status_code == 202
+
+        def outage_s() -> float:
+            failed = [c.at for c in slack.emulator.calls() if c.status == 503]
+            return failed[-1] - failed[0] if len(failed) >= 3 else 0.0
+
+        # Failed calls for longer than reclaim idle × attempts (1 s), whichever loops make them:
+        # on a loaded machine the first thread's answer can itself time out, and then only the
+        # posts fail (with the sender's backoff), not the root's edits.
         await eventually(
-            lambda: len([c for c in slack.emulator.calls() if c.status == 503]) >= 6,
-            what="several failed calls (seconds of outage)",
-            timeout=15,
+            lambda: outage_s() >= 1.5, what="failed calls for seconds of outage", timeout=20
         )
         slack.emulator.clear_faults()
         slack.emulator.stall("chat.postMessage", 2)  # Slack acts, the answers time out
