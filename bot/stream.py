@@ -27,6 +27,8 @@ from bot.keys import Keys
 log = logging.getLogger(__name__)
 
 GROUP = "intake"
+# Bodies up to this size wait in the stream as they came; larger ones as their (capped) facts.
+BODY_MAX_BYTES = 16 * 1024
 DEAD_LETTER_MAXLEN = 10_000
 _IDLE_FOREVER_MS = 2**31
 
@@ -65,13 +67,21 @@ class NotificationStream:
 
         The consumer works out the notification's facts (`bot.delivery`): the webhook answers as
         soon as the body is known to be good, and a repeat of a body waiting in the same batch
-        (an Alertmanager HA pair, a retry) is read once.
+        (an Alertmanager HA pair, a retry) is read once. A body larger than `BODY_MAX_BYTES` is
+        stored as its delivery instead (`append_delivery`): facts are capped, bodies are not, and
+        a backlog of big bodies would cost Redis memory that a backlog of facts does not.
 
         Appends arriving together (a burst of webhooks) go to Redis in one pipeline with one
         `WAIT` (a group commit): each caller still gets its own entry ID or error, and nothing
         is acknowledged before Redis has it.
         """
-        fields: dict[Any, Any] = {"source": source, "body": body, "at": repr(received_at)}
+        return await self._append({"source": source, "body": body, "at": repr(received_at)})
+
+    async def append_delivery(self, delivery: Delivery, received_at: float) -> str:
+        """Persist a notification as its delivery (see `append`)."""
+        return await self._append({"d": delivery.model_dump_json(), "at": repr(received_at)})
+
+    async def _append(self, fields: dict[Any, Any]) -> str:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting.append((fields, future))
         if self._flusher is None or self._flusher.done():
@@ -249,7 +259,7 @@ def _entry(
     entry_id: str, fields: dict[str, str], recent: RecentDeliveries | None = None
 ) -> StreamEntry:
     """An entry with its delivery worked out from the body the webhook accepted (or taken from
-    `recent`). Entries written by 0.6 hold the delivery itself."""
+    `recent`). Entries of large bodies, and those written by 0.6, hold the delivery itself."""
     try:
         if "d" in fields:
             return StreamEntry(entry_id, Delivery.model_validate_json(fields["d"]), fields=fields)

@@ -8,15 +8,19 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from starlette.applications import Starlette
 
 from bot.alerts import parse_notification
 from bot.config import Settings
 from bot.delivery import Delivery, delivery_of
 from bot.sandbox.redis_server import free_port
-from bot.stream import NotificationStream
+from bot.stream import BODY_MAX_BYTES, NotificationStream
+from bot.telemetry import Telemetry
+from handlers import webhooks
 from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
 
 FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"
@@ -172,3 +176,37 @@ def _replies(slack: Slack, ts: str, count: int) -> list[Any] | None:
 
 def _text(message: Any) -> str:
     return message.text + json.dumps(message.blocks)
+
+
+async def test_a_large_body_waits_in_the_stream_as_its_capped_facts(redis_url: str) -> None:
+    # Facts are capped, bodies are not: a backlog of big bodies would cost Redis what a backlog
+    # of facts does not. Small bodies wait as they came; both read back as their delivery.
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    stream = NotificationStream(redis, "big")
+    app = Starlette()
+    webhooks.register(
+        app,
+        webhooks.AlertWebhooks(
+            stream, Telemetry(), auth=webhooks.WebhookAuth(token="t"), max_body_bytes=1 << 20
+        ),
+    )
+    small = body(FIRING)
+    payload = fixture_json(FIRING)
+    payload["alerts"][0]["annotations"]["description"] = "x" * (BODY_MAX_BYTES * 2)
+    big = json.dumps(payload).encode()
+    headers = {"Authorization": "Bearer t", "Content-Type": "application/json"}
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://qp") as http:
+            for raw in (small, big):
+                response = await http.post("/alerts/grafana", content=raw, headers=headers)
+                assert response.status_code == 202, response.text
+
+        (_, as_body), (_, as_facts) = await redis.xrange(stream.key)
+        assert as_body["body"].encode() == small and "d" not in as_body
+        assert "body" not in as_facts and len(as_facts["d"]) < BODY_MAX_BYTES
+        await stream.ensure_group()
+        read = await stream.read("c1", count=10, block_ms=100)
+        assert [e.delivery for e in read] == [delivery(small), delivery(big)]
+    finally:
+        await redis.aclose()
