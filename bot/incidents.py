@@ -144,10 +144,7 @@ class Incident(BaseModel):
             return value
         trend = Trend()
         for item in value:
-            snap = Snapshot.model_validate(item)
-            trend = trend.appended(
-                snap.at, snap.numbers.max_queue_size, snap.runner_types, limit=TREND_POINTS
-            )
+            trend = with_status(trend, Snapshot.model_validate(item))
         return trend
 
     @property
@@ -351,12 +348,9 @@ def record_status(
 ) -> Incident:
     """Remember what the latest status showed, so the next one reports the change; `posted`
     when it is a new reply (not an edit of a quiet one)."""
-    trend = incident.trend.appended(
-        snapshot.at, snapshot.numbers.max_queue_size, snapshot.runner_types, limit=TREND_POINTS
-    )
     update: dict[str, object] = {
         "last_status": snapshot,
-        "trend": trend,
+        "trend": with_status(incident.trend, snapshot),
         "drain_checks": drain_checks,
         "peak_types": peak_types_of(incident.peak_types, snapshot.runner_types),
         "peak": peak_of(incident.peak, snapshot.numbers),
@@ -368,6 +362,13 @@ def record_status(
         update["last_posted"] = snapshot
         update["status_posts"] = incident.status_posts + 1
     return incident.model_copy(update=update)
+
+
+def with_status(trend: Trend, snapshot: Snapshot) -> Trend:
+    """The trend with one more status's snapshot, keeping the latest TREND_POINTS."""
+    return trend.appended(
+        snapshot.at, snapshot.numbers.max_queue_size, snapshot.runner_types, limit=TREND_POINTS
+    )
 
 
 def resolve_drained(incident: Incident, *, now: datetime) -> Incident:

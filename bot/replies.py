@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from bot.alerts import RunnerQueue
 from bot.fleet import FleetSnapshot, source_name
 from bot.forecast import DRAIN_TARGET_MINS
-from bot.incidents import TREND_POINTS, Event, Incident, Resolution, Snapshot
+from bot.incidents import Event, Incident, Resolution, Snapshot, with_status
 from bot.mrkdwn import (
     Rendered,
     change,
@@ -131,10 +131,7 @@ def render_status(
     elif not current.runner_types and not (view and view.is_live):
         blocks.append(section(NO_NUMBERS))
     if view is not None and view.is_live:
-        if trend is None:
-            trend = incident.trend.appended(
-                current.at, current.numbers.max_queue_size, current.runner_types, limit=TREND_POINTS
-            )
+        trend = trend if trend is not None else with_status(incident.trend, current)
         lines = type_lines(view, trend, within_mins=within_mins)
         gone = sorted(set(previous.runner_types if previous else {}) - set(view.runner_types))
         lines += [f"• {runner_name(name)}: no longer queueing" for name in gone[:5]]

@@ -51,6 +51,7 @@ from bot.store import (
     STATUS,
     STATUS_KINDS,
     Commit,
+    DueRead,
     IncidentStore,
     Loaded,
     Reply,
@@ -110,9 +111,7 @@ class StatusReporter:
             # so a tick of many statuses never holds them up for the whole batch.
             await asyncio.sleep(0)
             async with self._guard(read.incident_id):
-                commit = await self._status_of(
-                    read.incident_id, read.loaded(), read.due_at, reading, history, now
-                )
+                commit = await self._status_of(read, reading, history, now)
                 if commit is not None:
                     decided.append((read.incident_id, commit))
         try:
@@ -151,10 +150,9 @@ class StatusReporter:
     ) -> bool:
         """Commit one status (or the drain's resolve) if still due; whether this call did."""
         for _ in range(3):
-            loaded = await self._store.load(incident_id)
-            due_at = await self._store.status_due_at(incident_id)
+            [read] = await self._store.read_due([incident_id])
             now = self._clock()
-            commit = await self._status_of(incident_id, loaded, due_at, reading, history, now)
+            commit = await self._status_of(read, reading, history, now)
             if commit is None:
                 return False
             if await self._store.commit(commit, now=now.timestamp()):
@@ -164,19 +162,18 @@ class StatusReporter:
 
     async def _status_of(
         self,
-        incident_id: str,
-        loaded: Loaded,
-        due_at: float | None,
+        read: DueRead,
         reading: Reading | None,
         history: Sequence[HistoryPoint],
         now: datetime,
     ) -> Commit | None:
         """The status commit of an incident as read, or None when none is due any more."""
+        loaded = read.loaded()
         incident = loaded.incident
         if incident is None or not incident.is_open:
-            await self._store.unschedule_status(incident_id)
+            await self._store.unschedule_status(read.incident_id)
             return None
-        if due_at is None or due_at > now.timestamp():
+        if read.due_at is None or read.due_at > now.timestamp():
             return None  # another replica committed it while we were getting here
         view = incident_fleet(
             incident,

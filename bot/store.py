@@ -93,9 +93,7 @@ class DueRead:
     raw: list[Any] | Exception
 
     def loaded(self) -> Loaded:
-        if isinstance(self.raw, Exception):
-            raise self.raw
-        return loaded_from(self.raw)
+        return loaded_from(_or_raise(self.raw))
 
 
 @dataclass(frozen=True)
@@ -199,14 +197,14 @@ class IncidentStore:
             for i, incident_id in enumerate(incident_ids)
         ]
 
+    async def status_due_at(self, incident_id: str) -> float | None:
+        return cast(float | None, await self._redis.zscore(self.keys.status_due, incident_id))
+
     async def due_status(self, now: float, *, limit: int = 100) -> list[str]:
         key = self.keys.status_due
         return cast(
             list[str], await self._redis.zrangebyscore(key, "-inf", now, start=0, num=limit)
         )
-
-    async def status_due_at(self, incident_id: str) -> float | None:
-        return cast(float | None, await self._redis.zscore(self.keys.status_due, incident_id))
 
     async def unschedule_status(self, incident_id: str) -> None:
         await self._redis.zrem(self.keys.status_due, incident_id)

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from bot.alerts import PayloadError, Source, parse_json_body, parse_notification
+from bot.alerts import Notification, PayloadError, parse_json_body, parse_notification
 from bot.delivery import Delivery, delivery_of
 from bot.keys import Keys
 
@@ -61,27 +61,26 @@ class NotificationStream:
         self._recent = RecentDeliveries()
         self._flusher: asyncio.Task[None] | None = None
 
-    async def append(self, source: Source, body: bytes, received_at: float) -> str:
-        """Persist one accepted notification, as the validated body it came in; its stream entry
-        ID once Redis has it (and, with `wait_replicas`, once that many replicas confirmed it).
+    async def append(self, notification: Notification, body: bytes, received_at: float) -> str:
+        """Persist one accepted notification (`body`, validated as `notification`); its stream
+        entry ID once Redis has it (and, with `wait_replicas`, once that many replicas confirmed
+        it).
 
-        The consumer works out the notification's facts (`bot.delivery`): the webhook answers as
-        soon as the body is known to be good, and a repeat of a body waiting in the same batch
-        (an Alertmanager HA pair, a retry) is read once. A body larger than `BODY_MAX_BYTES` is
-        stored as its delivery instead (`append_delivery`): facts are capped, bodies are not, and
-        a backlog of big bodies would cost Redis memory that a backlog of facts does not.
+        It waits as the body it came in, and the consumer works out its facts (`bot.delivery`):
+        the webhook answers as soon as the body is known to be good, and a repeated body (an
+        Alertmanager HA pair, a retry) is read once. A body larger than `BODY_MAX_BYTES` waits as
+        its delivery instead: facts are capped, bodies are not, and a backlog of big bodies would
+        cost Redis memory that a backlog of facts does not.
 
         Appends arriving together (a burst of webhooks) go to Redis in one pipeline with one
         `WAIT` (a group commit): each caller still gets its own entry ID or error, and nothing
         is acknowledged before Redis has it.
         """
-        return await self._append({"source": source, "body": body, "at": repr(received_at)})
-
-    async def append_delivery(self, delivery: Delivery, received_at: float) -> str:
-        """Persist a notification as its delivery (see `append`)."""
-        return await self._append({"d": delivery.model_dump_json(), "at": repr(received_at)})
-
-    async def _append(self, fields: dict[Any, Any]) -> str:
+        fields: dict[Any, Any] = {"at": repr(received_at)}
+        if len(body) <= BODY_MAX_BYTES:
+            fields.update(source=notification.source, body=body)
+        else:
+            fields["d"] = delivery_of(notification).model_dump_json()
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting.append((fields, future))
         if self._flusher is None or self._flusher.done():
@@ -170,7 +169,7 @@ class NotificationStream:
             await self.ensure_group()
             return []
         self._cursor = str(reply[0] or "0-0")
-        return [_entry(entry_id, fields) for entry_id, fields in reply[1] if fields]
+        return [_entry(entry_id, fields, self._recent) for entry_id, fields in reply[1] if fields]
 
     async def keep_alive(self, consumer: str, entry_ids: list[str]) -> None:
         """Reset the idle time of entries this consumer is still working on, so no other
@@ -255,9 +254,7 @@ class RecentDeliveries:
             self._items.popitem(last=False)
 
 
-def _entry(
-    entry_id: str, fields: dict[str, str], recent: RecentDeliveries | None = None
-) -> StreamEntry:
+def _entry(entry_id: str, fields: dict[str, str], recent: RecentDeliveries) -> StreamEntry:
     """An entry with its delivery worked out from the body the webhook accepted (or taken from
     `recent`). Entries of large bodies, and those written by 0.6, hold the delivery itself."""
     try:
@@ -268,13 +265,12 @@ def _entry(
         if source not in ("grafana", "alertmanager"):
             raise PayloadError(f"unknown source {source!r}")
         key = RecentDeliveries.key(source, body)
-        known = recent.get(key) if recent is not None else None
+        known = recent.get(key)
         if known is not None:
             return StreamEntry(entry_id, known, fields=fields)
         notification = parse_notification(source, parse_json_body(body.encode()))  # type: ignore[arg-type]
         delivery = delivery_of(notification)
-        if recent is not None:
-            recent.put(key, delivery)
+        recent.put(key, delivery)
         return StreamEntry(entry_id, delivery, fields=fields)
     except (PayloadError, ValidationError, ValueError) as exc:
         return StreamEntry(entry_id, None, problem=str(exc)[:500], fields=fields)

@@ -128,15 +128,13 @@ def sparkline(values: Sequence[float | None], *, points: int = SPARK_POINTS) -> 
     if len(known) < 2:
         return ""
     top = max(max(known), 0)
-    last = len(BARS) - 1
-    return "".join(
-        " "
-        if v is None
-        else BARS[0]
-        if top <= 0 or v <= 0
-        else BARS[min(int(v / top * last + 0.5), last)]
-        for v in shown
-    )
+
+    def bar(value: float) -> str:
+        if top <= 0 or value <= 0:
+            return BARS[0]
+        return BARS[min(int(value / top * (len(BARS) - 1) + 0.5), len(BARS) - 1)]
+
+    return "".join(" " if v is None else bar(v) for v in shown)
 
 
 def slope_per_min(points: Sequence[tuple[float, float]]) -> float | None:

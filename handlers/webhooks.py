@@ -24,8 +24,7 @@ from bot.auth import (
     bearer_ok,
     grafana_signature_problem,
 )
-from bot.delivery import delivery_of
-from bot.stream import BODY_MAX_BYTES, NotificationStream
+from bot.stream import NotificationStream
 from bot.telemetry import Telemetry
 from handlers.body import BodyTooLarge, read_limited
 
@@ -96,11 +95,7 @@ class AlertWebhooks:
         except PayloadError as exc:
             return self._reject(source, 400, "invalid", str(exc))
         try:
-            if len(body) <= BODY_MAX_BYTES:
-                entry_id = await self._stream.append(source, body, self._clock())
-            else:
-                delivery = delivery_of(notification)
-                entry_id = await self._stream.append_delivery(delivery, self._clock())
+            entry_id = await self._stream.append(notification, body, self._clock())
         except RedisError as exc:
             log.error("webhook: cannot persist a %s notification: %s", source, exc)
             return self._reject(

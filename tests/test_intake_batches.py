@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
 
-from bot.alerts import parse_notification
+from bot.alerts import Notification, parse_notification
 from bot.config import Settings
 from bot.delivery import Delivery, delivery_of
 from bot.sandbox.redis_server import free_port
@@ -37,8 +37,12 @@ def body(name: str, *, starts_at: str | None = None, group: str | None = None) -
     return json.dumps(payload).encode()
 
 
+def notification(raw: bytes) -> Notification:
+    return parse_notification("grafana", json.loads(raw))
+
+
 def delivery(raw: bytes) -> Delivery:
-    return delivery_of(parse_notification("grafana", json.loads(raw)))
+    return delivery_of(notification(raw))
 
 
 async def test_appends_arriving_together_each_get_their_own_entry_in_order(
@@ -49,7 +53,7 @@ async def test_appends_arriving_together_each_get_their_own_entry_in_order(
     sent = [body(FIRING, group=f"group-{n}") for n in range(40)]
     try:
         ids = await asyncio.gather(
-            *(stream.append("grafana", raw, float(n)) for n, raw in enumerate(sent))
+            *(stream.append(notification(raw), raw, float(n)) for n, raw in enumerate(sent))
         )
 
         assert len(set(ids)) == 40
@@ -70,7 +74,7 @@ async def test_a_body_repeated_in_one_read_is_worked_out_once(redis_url: str) ->
     repeated, other = body(FIRING), body(FIRING, group="another")
     try:
         for raw in (repeated, other, repeated, repeated):
-            await stream.append("grafana", raw, 0.0)
+            await stream.append(notification(raw), raw, 0.0)
         first, second, third, fourth = await stream.read("c1", count=10, block_ms=100)
         assert first.delivery == delivery(repeated) and second.delivery == delivery(other)
         assert third.delivery is first.delivery and fourth.delivery is first.delivery
@@ -84,7 +88,7 @@ async def test_appends_arriving_together_all_fail_when_redis_is_down() -> None:
     stream = NotificationStream(redis, "batch")
     try:
         results = await asyncio.gather(
-            *(stream.append("grafana", body(FIRING), 0.0) for _ in range(5)),
+            *(stream.append(notification(body(FIRING)), body(FIRING), 0.0) for _ in range(5)),
             return_exceptions=True,
         )
         assert all(isinstance(r, RedisError) for r in results), results
@@ -108,7 +112,7 @@ async def test_a_backlog_of_one_group_applies_in_order_as_if_one_by_one(
     stream = NotificationStream(redis, "qp")
     await stream.ensure_group()
     for n, item in enumerate(backlog):
-        await stream.append("grafana", item, float(n))
+        await stream.append(notification(item), item, float(n))
     try:
         async with run_bot(settings_for()) as running:
             await eventually(lambda: _applied(running) >= len(backlog), what="all applied")
@@ -141,7 +145,7 @@ async def test_a_backlog_of_several_groups_opens_one_incident_each(
     await stream.ensure_group()
     interleaved = [body(FIRING, group=f"g{n % groups}") for n in range(30)]
     for n, item in enumerate(interleaved):
-        await stream.append("grafana", item, float(n))
+        await stream.append(notification(item), item, float(n))
     try:
         async with run_bot(settings_for()) as running:
             await eventually(lambda: _applied(running) >= 30, what="all applied")

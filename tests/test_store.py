@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from redis.asyncio import Redis
 
-from bot.alerts import parse_notification
+from bot.alerts import Notification, parse_notification
 from bot.delivery import Delivery, delivery_of
 from bot.incidents import Event, GroupState, Incident, open_incident, resolve_manually
 from bot.keys import Keys
@@ -55,6 +55,10 @@ async def replicas(redis_url: str) -> AsyncIterator[list[Redis]]:
 
 def delivery(name: str = "grafana/queue-alert-firing.json", **changes: object) -> Delivery:
     return delivery_of(parse_notification("grafana", json.loads(body(name, **changes))))
+
+
+def notification(name: str = "grafana/queue-alert-firing.json") -> Notification:
+    return parse_notification("grafana", json.loads(body(name)))
 
 
 def body(name: str = "grafana/queue-alert-firing.json", **changes: object) -> bytes:
@@ -279,7 +283,7 @@ async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
 async def test_an_entry_applied_by_a_commit_is_acknowledged_with_it(redis: Redis) -> None:
     stream, store = NotificationStream(redis, PREFIX), IncidentStore(redis, PREFIX)
     await stream.ensure_group()
-    entry_id = await stream.append("grafana", body(), 0.0)
+    entry_id = await stream.append(notification(), body(), 0.0)
     [entry] = await stream.read("c1", block_ms=100)
     assert entry.delivery == delivery()
 
@@ -292,7 +296,7 @@ async def test_an_entry_applied_by_a_commit_is_acknowledged_with_it(redis: Redis
 async def test_an_idle_entry_is_reclaimed_by_another_consumer(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    entry_id = await stream.append("grafana", body(), 0.0)
+    entry_id = await stream.append(notification(), body(), 0.0)
     await stream.read("dead", block_ms=100)
     await asyncio.sleep(0.06)
 
@@ -305,7 +309,7 @@ async def test_an_idle_entry_is_reclaimed_by_another_consumer(redis: Redis) -> N
 async def test_a_live_handler_is_not_taken_over(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    await stream.append("grafana", body(), 0.0)
+    await stream.append(notification(), body(), 0.0)
     [entry] = await stream.read("slow", block_ms=100)
     for _ in range(4):
         await asyncio.sleep(0.04)
@@ -316,7 +320,7 @@ async def test_a_live_handler_is_not_taken_over(redis: Redis) -> None:
 async def test_entries_handed_back_at_shutdown_are_taken_over_at_once(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    await stream.append("grafana", body(), 0.0)
+    await stream.append(notification(), body(), 0.0)
     [entry] = await stream.read("stopping", block_ms=100)
 
     await stream.hand_back("stopping", [entry.id])
@@ -328,7 +332,7 @@ async def test_entries_handed_back_at_shutdown_are_taken_over_at_once(redis: Red
 async def test_reclaim_walks_a_long_backlog_with_its_cursor(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    ids = [await stream.append("grafana", body(), 0.0) for _ in range(5)]
+    ids = [await stream.append(notification(), body(), 0.0) for _ in range(5)]
     await stream.read("dead", count=5, block_ms=100)
     await asyncio.sleep(0.02)
 
@@ -343,7 +347,8 @@ async def test_read_after_redis_lost_everything_recreates_the_group(redis: Redis
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
     await redis.flushall()
-    entry_id = await stream.append("grafana", body(), 0.0)  # the webhook's XADD makes the stream
+    # The webhook's XADD makes the stream.
+    entry_id = await stream.append(notification(), body(), 0.0)
 
     assert await stream.read("c1", block_ms=100) == []  # NOGROUP: the group is made again
     [entry] = await stream.read("c1", block_ms=100)
@@ -370,7 +375,7 @@ async def test_dead_consumers_are_removed_only_when_nothing_is_pending_on_them(
 ) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
-    await stream.append("grafana", body(), 0.0)
+    await stream.append(notification(), body(), 0.0)
     await stream.read("holding", block_ms=100)
     await redis.xgroup_createconsumer("qp:notifications", GROUP, "empty")
     await asyncio.sleep(0.05)
