@@ -269,6 +269,9 @@ class StatusReporter:
         return Reply(CHART, BAND_STATUS, text, replaces=(CHART,), extra=data.to_extra())
 
 
+Tick = Callable[[], Awaitable[None]]
+
+
 def start_scheduler(
     reporter: StatusReporter, *, tick_s: float, watch: SilenceWatch | None = None
 ) -> AsyncIOScheduler:
@@ -277,12 +280,12 @@ def start_scheduler(
     The silence watch ticks beside the status: each looks only at what is due in Redis.
     """
     scheduler = AsyncIOScheduler()
-    jobs: list[tuple[str, Callable[[], Awaitable[None]]]] = [("status-tick", reporter.tick)]
+    jobs: list[tuple[str, Tick]] = [("status-tick", reporter.tick)]
     if watch is not None:
         jobs.append(("silence-watch", watch.tick))
     for job_id, job in jobs:
         scheduler.add_job(
-            job,
+            _ended_quietly(job_id, job),
             "interval",
             seconds=tick_s,
             id=job_id,
@@ -292,3 +295,17 @@ def start_scheduler(
         )
     scheduler.start()
     return scheduler
+
+
+def _ended_quietly(job_id: str, job: Tick) -> Tick:
+    """A tick still running when the process stops is cancelled with the event loop; both ticks
+    only read or fence-commit, so nothing is lost, and APScheduler would log it as a failure
+    with a traceback."""
+
+    async def run() -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            log.debug("%s: stopped with the process", job_id)
+
+    return run
