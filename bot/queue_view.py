@@ -7,6 +7,7 @@ A line: `• linux.2xlarge: 43 queued · longest wait 10 min · busy 120/120 · 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Protocol, TypeVar
@@ -15,7 +16,7 @@ from bot.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.forecast import DRAIN_TARGET_MINS, Outlook, Recommendation, outlook, runners_to_drain
 from bot.incidents import Incident
 from bot.mrkdwn import escape, minutes, number, truncate
-from bot.trend import Trend, slope_per_min, sparkline
+from bot.trend import SPARK_POINTS, Trend, slope_per_min, sparkline
 
 TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
 MAX_NAME = 80
@@ -116,8 +117,13 @@ def type_lines(
     """The worst `top` types, then how many more were left out."""
     ranked = worst_first(view.runner_types)
     times = trend.times()  # read once for every line
+    # A line needs only the sparkline's points and the slope's window: parse only those.
+    since = bisect_left(times, times[-1] - SLOPE_WINDOW.total_seconds()) if times else 0
+    last = max(len(times) - since, SPARK_POINTS)
+    recent = times[-last:]
     lines = [
-        _line(n, m, times, trend.queued_of(n), within_mins=within_mins) for n, m in ranked[:top]
+        _line(n, m, recent, trend.queued_of(n, last), within_mins=within_mins)
+        for n, m in ranked[:top]
     ]
     more = max(len(ranked) - top, 0) + view.hidden
     if more:

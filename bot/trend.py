@@ -31,8 +31,19 @@ def _cell(value: float | None) -> str:
     return str(int(rounded)) if rounded.is_integer() else f"{rounded:.1f}"
 
 
-def _column(text: str) -> list[float | None]:
-    return [float(cell) if cell else None for cell in text.split(",")] if text else []
+def _column(text: str, last: int | None = None) -> list[float | None]:
+    """The column's numbers, or only its `last` ones: splitting from the right leaves the rest
+    of a long column unparsed. "" is one unknown cell: callers look at an empty trend first."""
+    cells = text.split(",") if last is None else text.rsplit(",", last)[-last:]
+    return [float(cell) if cell else None for cell in cells]
+
+
+def _without_first(column: str, count: int) -> str | None:
+    """The column without its first `count` cells; None when no cell is left."""
+    if count == 0:
+        return column
+    rest = column.split(",", count)
+    return rest[count] if len(rest) > count else None
 
 
 class Trend(BaseModel):
@@ -68,8 +79,11 @@ class Trend(BaseModel):
         start = max(size + 1 - limit, 0)
 
         def extended(column: str | None, cell: str) -> str:
-            cells = column.split(",") if column is not None else [""] * size
-            return ",".join([*cells[start:], cell])
+            # String surgery, not split and join: every status rewrites every column.
+            if column is None:  # a type new to this trend: empty cells before this status
+                return "," * (size - start) + cell
+            kept = _without_first(column, start)
+            return cell if kept is None else f"{kept},{cell}"
 
         queued: dict[str, str] = {}
         waits: dict[str, str] = {}
@@ -93,14 +107,18 @@ class Trend(BaseModel):
         return [float(cell) for cell in self.at.split(",")] if self.at else []
 
     def totals(self) -> list[float | None]:
-        return _column(self.total)
+        return _column(self.total) if self.at else []
 
     def names(self) -> list[str]:
         return list(self.queued)
 
-    def queued_of(self, name: str) -> list[float | None]:
-        """The type's queue at every status (None where a status did not show it)."""
-        return _column(self.queued[name]) if name in self.queued else [None] * len(self)
+    def queued_of(self, name: str, last: int | None = None) -> list[float | None]:
+        """The type's queue at every status, or at the `last` ones (None where a status did not
+        show it)."""
+        if name in self.queued:
+            return _column(self.queued[name], last)
+        size = len(self)
+        return [None] * (size if last is None else min(size, last))
 
     def points(self, name: str) -> list[Point]:
         """(time, queued, longest wait) of the statuses that showed the type."""
@@ -127,14 +145,16 @@ def sparkline(values: Sequence[float | None], *, points: int = SPARK_POINTS) -> 
     known = [v for v in shown if v is not None]
     if len(known) < 2:
         return ""
-    top = max(max(known), 0)
-
-    def bar(value: float) -> str:
-        if top <= 0 or value <= 0:
-            return BARS[0]
-        return BARS[min(int(value / top * (len(BARS) - 1) + 0.5), len(BARS) - 1)]
-
-    return "".join(" " if v is None else bar(v) for v in shown)
+    top, highest = max(max(known), 0), len(BARS) - 1
+    # One expression, not a function per bar: every status draws one line per runner type.
+    return "".join(
+        " "
+        if v is None
+        else BARS[0]
+        if top <= 0 or v <= 0
+        else BARS[min(int(v / top * highest + 0.5), highest)]
+        for v in shown
+    )
 
 
 def slope_per_min(points: Sequence[tuple[float, float]]) -> float | None:

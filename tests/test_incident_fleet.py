@@ -16,7 +16,8 @@ from bot.incident_fleet import (
     is_drained,
     with_baselines,
 )
-from bot.incidents import Incident
+from bot.incidents import Incident, record_status
+from bot.queue_view import type_lines
 from bot.readings import HistoryPoint, Reading
 from bot.trend import slope_per_min, sparkline
 
@@ -157,6 +158,18 @@ def test_sparkline_and_slope() -> None:
     points = [((NOW + i * MINUTE).timestamp(), 10.0 + 2 * i) for i in range(5)]
     assert slope_per_min(points) == pytest.approx(2.0)
     assert slope_per_min(points[:2]) is None  # one minute apart: too little to tell
+
+
+def test_the_first_status_shows_a_type_whose_backend_knows_only_its_wait() -> None:
+    # A one-status trend's unknown cell is "": it once read as no cell at all, and the
+    # first status of such an incident failed instead of posting.
+    inc = incident("gpu")
+    view = fleet(gpu=(None, 12))
+    trend = record_status(inc, as_snapshot(inc, view, NOW), live=view).trend
+
+    assert type_lines(view, trend) == ["• gpu: longest wait *12 min*"]
+    assert trend.queued_of("gpu") == [None]
+    assert trend.points("gpu") == [(NOW.timestamp(), None, 12)]
 
 
 def test_a_type_that_drained_stays_in_view_and_one_that_vanished_blocks_the_drain() -> None:

@@ -16,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bot.alerts import QueueNumbers, RunnerQueue, Source, parse_notification
 from bot.delivery import Delivery, delivery_of
@@ -37,6 +39,7 @@ from bot.incidents import (
     record_status,
     resolve_manually,
 )
+from bot.trend import Trend
 from tests.conftest import fixture_json
 
 T0 = datetime(2025, 12, 1, 2, 30, tzinfo=UTC)
@@ -514,3 +517,48 @@ def test_an_incident_stored_with_the_old_list_of_snapshots_reads_into_the_column
     assert incident.trend.totals() == [5, 7]
     assert incident.trend.points("gpu") == [(incident.trend.times()[1], 7, 12)]
     assert incident.trend.peak_at() == datetime(2026, 11, 22, 10, 10, tzinfo=UTC)
+
+
+_queues = st.one_of(
+    st.none(),
+    st.builds(
+        RunnerQueue,
+        queued=st.one_of(st.none(), st.integers(0, 500)),
+        longest_wait_mins=st.one_of(st.none(), st.integers(0, 500)),
+    ),
+)
+
+
+@given(
+    statuses=st.lists(
+        st.dictionaries(st.sampled_from(["cpu", "gpu", "arm"]), _queues, max_size=3), max_size=12
+    ),
+    limit=st.integers(1, 6),
+    last=st.integers(1, 8),
+)
+def test_the_trend_columns_hold_what_each_kept_status_showed(
+    statuses: list[dict[str, RunnerQueue | None]], limit: int, last: int
+) -> None:
+    trend = Trend()
+    for i, shown in enumerate(statuses):
+        types = {name: queue for name, queue in shown.items() if queue is not None}
+        trend = trend.appended(T0 + timedelta(minutes=i), i, types, limit=limit)
+
+    kept = statuses[-limit:]
+    assert len(trend) == len(kept)
+    assert trend.totals() == list(range(len(statuses)))[-limit:]
+    for name in ("cpu", "gpu", "arm"):
+        queues = [status.get(name) for status in kept]
+        expected = [q.queued if q is not None else None for q in queues]
+        shown = any(
+            q is not None and (q.queued is not None or q.longest_wait_mins is not None)
+            for q in queues
+        )
+        assert (name in trend.names()) == shown
+        if shown:
+            assert trend.queued_of(name) == expected
+            waits = [q.longest_wait_mins if q is not None else None for q in queues]
+            assert [w for _, _, w in trend.points(name)] == [
+                w for q, w in zip(expected, waits, strict=True) if q is not None or w is not None
+            ]
+        assert trend.queued_of(name, last) == trend.queued_of(name)[-last:]
