@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
+from bot.alerts import RunnerQueue
 from bot.trend import Trend
 
 WIDTH_PX, HEIGHT_PX, DPI = 800, 450, 100
@@ -21,11 +23,27 @@ MAX_SERIES = 5  # the worst few types: more lines make a chart nobody can read
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
 
 
+Point = tuple[float, float | None, float | None]  # (unix time, queued, longest wait in min)
+
+
 @dataclass(frozen=True)
 class ChartData:
+    """What the chart shows: the worst types' columns of the trend, kept as the trend keeps
+    them (text), so the tick stores them without expanding a point per status; the sender
+    expands them once, when it draws."""
+
     title: str
-    # runner type -> [(unix time, queued, longest wait in minutes)], oldest first
-    series: dict[str, list[tuple[float, float | None, float | None]]] = field(default_factory=dict)
+    trend: Trend = field(default_factory=Trend)
+
+    @cached_property
+    def series(self) -> dict[str, list[Point]]:
+        """runner type -> its points, oldest first; types with fewer than two are left out."""
+        series = {}
+        for name in self.trend.names():
+            points = self.trend.points(name)
+            if len(points) >= 2:
+                series[name] = points
+        return series
 
     @property
     def alt_text(self) -> str:
@@ -42,28 +60,42 @@ class ChartData:
         return f"{self.title}. " + "; ".join(parts)
 
     def to_extra(self) -> dict[str, Any]:
-        return {
-            "title": self.title,
-            "series": {k: list(map(list, v)) for k, v in self.series.items()},
-        }
+        return {"title": self.title, "trend": self.trend.model_dump()}
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> ChartData:
+        title = str(extra.get("title") or "Queue trend")
+        if "trend" in extra:
+            return cls(title, Trend.model_validate(extra["trend"]))
+        # A chart queued by 0.7, before the columns: a list of points per type.
         series = {
             str(name): [(float(p[0]), _num(p[1]), _num(p[2])) for p in points]
             for name, points in (extra.get("series") or {}).items()
         }
-        return cls(str(extra.get("title") or "Queue trend"), series)
+        return cls(title, _trend_of(series))
+
+
+def _trend_of(series: dict[str, list[Point]]) -> Trend:
+    times = sorted({at for points in series.values() for at, _, _ in points})
+    shown: dict[float, dict[str, RunnerQueue]] = {at: {} for at in times}
+    for name, points in series.items():
+        for at, queued, wait in points:
+            shown[at][name] = RunnerQueue(queued=queued, longest_wait_mins=wait)
+    trend = Trend()
+    for at in times:
+        trend = trend.appended(datetime.fromtimestamp(at, UTC), None, shown[at], limit=len(times))
+    return trend
 
 
 def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
-    """The series of the `worst` runner types (at most MAX_SERIES) over the trend."""
-    series = {}
-    for name in worst[:MAX_SERIES]:
-        points = trend.points(name)
-        if len(points) >= 2:
-            series[name] = points
-    return ChartData(title, series)
+    """The chart of the `worst` runner types (at most MAX_SERIES) that have a line to draw."""
+    drawable: list[str] = []
+    for name in worst:
+        if len(drawable) == MAX_SERIES:
+            break
+        if trend.known_at_least(name, 2):
+            drawable.append(name)
+    return ChartData(title, trend.keeping(drawable))
 
 
 def render_chart(data: ChartData) -> bytes:

@@ -263,7 +263,7 @@ class StatusReporter:
         names += [n for n in incident.peak_types if n not in names]
         title = f"Queue trend · incident {incident.id}"
         data = chart_data(title, incident.trend, worst=names)
-        if not data.series:
+        if not data.trend.names():
             return None
         text = Rendered(title, [])
         return Reply(CHART, BAND_STATUS, text, replaces=(CHART,), extra=data.to_extra())

@@ -120,6 +120,27 @@ class Trend(BaseModel):
         size = len(self)
         return [None] * (size if last is None else min(size, last))
 
+    def keeping(self, names: list[str]) -> Trend:
+        """This trend with only the columns of `names` (in that order)."""
+        kept = [n for n in names if n in self.queued]
+        return Trend.model_construct(
+            at=self.at,
+            total=self.total,
+            queued={n: self.queued[n] for n in kept},
+            waits={n: self.waits[n] for n in kept},
+        )
+
+    def known_at_least(self, name: str, count: int) -> bool:
+        """Whether at least `count` statuses knew the type's queue or wait, without parsing
+        its numbers."""
+        if name not in self.queued:
+            return False
+        queued = self.queued[name].split(",")
+        if len(queued) - queued.count("") >= count:  # the usual case, at C speed
+            return True
+        cells = zip(queued, self.waits[name].split(","), strict=True)
+        return sum(1 for q, w in cells if q or w) >= count
+
     def points(self, name: str) -> list[Point]:
         """(time, queued, longest wait) of the statuses that showed the type."""
         if name not in self.queued or name not in self.waits:
