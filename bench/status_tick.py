@@ -72,7 +72,7 @@ def seasoned(incident: Incident, fleet: FleetSnapshot, statuses: int) -> Inciden
 
 async def measure(
     redis_url: str, incidents: int, history: int = TREND_POINTS
-) -> tuple[float, float, float, int, int, int]:
+) -> tuple[float, float, float, int, tuple[int, int], int]:
     redis = Redis.from_url(redis_url, decode_responses=True)
     await redis.flushall()
     store = IncidentStore(redis, "bench")
@@ -133,20 +133,23 @@ async def measure(
             rounds += 1
         intervals.append((time.process_time() - cpu, time.perf_counter() - wall))
     sample = min(incidents, 50)
-    size = 0
-    for n in range(sample):  # everything the incident keeps: state, group, thread's outbox
-        k = store.keys
-        for key in (k.incident(str(n)), k.timeline(str(n)), k.outbox(str(n))):
-            size += await redis.memory_usage(key) or 0
-        size += await redis.memory_usage(k.outbox_items(str(n))) or 0
+    kept = waiting = 0
+    k = store.keys
+    for n in range(sample):
+        # What the incident keeps (state, timeline, group) and its replies waiting for the
+        # channel's posting budget (no sender runs here; once posted they are deleted).
+        for key in (k.incident(str(n)), k.timeline(str(n))):
+            kept += await redis.memory_usage(key) or 0
+        for key in (k.outbox(str(n)), k.outbox_items(str(n))):
+            waiting += await redis.memory_usage(key) or 0
     group_hashes = [key async for key in redis.scan_iter(match=store.keys.group("*"))]
     for key in group_hashes[:sample]:
-        size += await redis.memory_usage(key) or 0
+        kept += await redis.memory_usage(key) or 0
     await redis.aclose()
     gc.unfreeze()
     cpu = sum(t[0] for t in intervals) / len(intervals)
     wall = sum(t[1] for t in intervals) / len(intervals)
-    return cpu, wall, worst_tick, fleet.reads, size // sample, rounds
+    return cpu, wall, worst_tick, fleet.reads, (kept // sample, waiting // sample), rounds
 
 
 def main() -> None:
@@ -164,14 +167,15 @@ def main() -> None:
             f"{args.history} statuses:"
         )
         for size in (int(s) for s in args.sizes.split(",")):
-            cpu, wall, worst, reads, per_incident, rounds = asyncio.run(
+            cpu, wall, worst, reads, (kept, waiting), rounds = asyncio.run(
                 measure(server.url, size, args.history)
             )
             print(
                 f"  {size:5d} incidents: worst tick {worst * 1000:6.1f} ms CPU; every status of "
                 f"an interval {cpu * 1000:7.1f} ms CPU ({cpu * 1e6 / size:.0f} µs per incident), "
                 f"{wall * 1000:7.1f} ms wall, in {rounds // 3} ticks; {reads} backend reads in "
-                f"3 intervals; {per_incident / 1024:.1f} KiB of Redis per incident"
+                f"3 intervals; Redis per incident {kept / 1024:.1f} KiB kept, "
+                f"+{waiting / 1024:.1f} KiB of replies waiting to be posted"
             )
     finally:
         server.stop()

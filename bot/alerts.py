@@ -20,7 +20,16 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    AliasGenerator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 # Re-exported: the models and callers keep importing both from here.
 from bot.value_string import Series, parse_value_string
@@ -340,10 +349,23 @@ def max_known(a: float | None, b: float | None) -> float | None:
     return a if b is None else max(a, b)
 
 
+def stored_short(short: dict[str, str]) -> ConfigDict:
+    """Models kept many times in every incident's state (a number per runner type) are stored
+    under short keys (`by_alias=True`) and read under either name: the field names once per
+    runner type were a fifth of an incident's Redis."""
+    return ConfigDict(
+        alias_generator=AliasGenerator(
+            validation_alias=lambda name: AliasChoices(name, short[name]),
+            serialization_alias=lambda name: short[name],
+        )
+    )
+
+
 @dataclass(frozen=True)
 class RunnerQueue:
     """How one runner type's queue looks according to the alert."""
 
+    __pydantic_config__ = stored_short({"queued": "q", "longest_wait_mins": "w"})
     queued: float | None = None
     longest_wait_mins: float | None = None
 
@@ -351,6 +373,15 @@ class RunnerQueue:
 @dataclass(frozen=True)
 class QueueNumbers:
     """The queue alert's headline numbers; None when the notification does not carry them."""
+
+    __pydantic_config__ = stored_short(
+        {
+            "max_queue_time_mins": "wait",
+            "max_queue_size": "size",
+            "queue_time_threshold": "wait_limit",
+            "queue_size_threshold": "size_limit",
+        }
+    )
 
     max_queue_time_mins: float | None = None
     max_queue_size: float | None = None

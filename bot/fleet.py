@@ -9,11 +9,33 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.alerts import RunnerQueue
+from bot.alerts import RunnerQueue, stored_short
 
 
 class RunnerTypeMetrics(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(
+        frozen=True,
+        **stored_short(
+            {
+                "queued": "q",
+                "longest_wait_mins": "w",
+                "registered": "reg",
+                "busy": "busy",
+                "idle": "idle",
+                "offline": "off",
+                "minimum": "min",
+                "maximum": "max",
+                "desired": "want",
+                "arrival_per_min": "in",
+                "started_per_min": "start",
+                "completed_per_min": "out",
+                "job_duration_mins": "dur",
+                "arrival_baseline_per_min": "in0",
+                "duration_baseline_mins": "dur0",
+                "scale_errors": "err",
+            }
+        ),
+    )
 
     queued: float | None = None
     longest_wait_mins: float | None = None

@@ -132,7 +132,10 @@ class Incident(BaseModel):
     live: FleetSnapshot | None = None
     peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     drain_checks: int = 0  # consecutive checks that found the queue drained
-    last_posted: Snapshot | None = None  # what the latest *new* status reply showed
+    # What the latest *new* status reply showed once quiet statuses (edits in place) followed
+    # it; None while the latest status was itself posted, instead of a copy of `last_status`
+    # in every incident's state (`posted_status` reads either).
+    last_posted: Snapshot | None = None
     status_posts: int = 0  # new status replies so far (edits of a quiet one not counted)
     status_checks: int = 0  # statuses so far, posted or edited in place: the chart's cadence
 
@@ -146,6 +149,11 @@ class Incident(BaseModel):
         for item in value:
             trend = with_status(trend, Snapshot.model_validate(item))
         return trend
+
+    @property
+    def posted_status(self) -> Snapshot | None:
+        """What the latest new status reply showed (None before the first)."""
+        return self.last_posted or self.last_status
 
     @property
     def is_open(self) -> bool:
@@ -359,8 +367,10 @@ def record_status(
     if live is not None:
         update["live"] = live
     if posted:
-        update["last_posted"] = snapshot
+        update["last_posted"] = None  # it is `last_status` now
         update["status_posts"] = incident.status_posts + 1
+    else:
+        update["last_posted"] = incident.posted_status
     return incident.model_copy(update=update)
 
 

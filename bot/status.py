@@ -201,9 +201,10 @@ class StatusReporter:
         live = view if (view.is_live or view.note) else None
         if checks >= drain.checks:
             return await self._drained(loaded, incident, current, live, now)
-        quiet = not is_meaningful(incident.last_posted, current) and incident.status_posts > 0
+        posted = incident.posted_status
+        quiet = not is_meaningful(posted, current) and incident.status_posts > 0
         updated = record_status(incident, current, live=live, drain_checks=checks, posted=not quiet)
-        since = incident.last_posted.at if quiet and incident.last_posted else None
+        since = posted.at if quiet and posted else None
         rendered = render_status(
             incident,
             previous=incident.last_status,

@@ -351,8 +351,9 @@ def _or_raise(value: Any) -> Any:
 
 def state_json(incident: Incident) -> str:
     """The incident as stored: unset numbers (most of a live reading's) are left out, and read
-    back as the None they default to."""
-    return incident.model_dump_json(exclude_none=True, exclude_defaults=True)
+    back as the None they default to; numbers per runner type under short keys
+    (`bot.alerts.stored_short`)."""
+    return incident.model_dump_json(exclude_none=True, exclude_defaults=True, by_alias=True)
 
 
 def loaded_from(raw: list[Any]) -> Loaded:

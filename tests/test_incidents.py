@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from bot.alerts import QueueNumbers, RunnerQueue, Source, parse_notification
 from bot.delivery import Delivery, delivery_of
+from bot.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.incidents import (
     TREND_POINTS,
     Change,
@@ -39,6 +40,7 @@ from bot.incidents import (
     record_status,
     resolve_manually,
 )
+from bot.store import state_json
 from bot.trend import Trend
 from tests.conftest import fixture_json
 
@@ -562,3 +564,48 @@ def test_the_trend_columns_hold_what_each_kept_status_showed(
                 w for q, w in zip(expected, waits, strict=True) if q is not None or w is not None
             ]
         assert trend.queued_of(name, last) == trend.queued_of(name)[-last:]
+
+
+def test_the_posted_status_is_stored_once_and_survives_quiet_statuses() -> None:
+    incident = opened()
+    first = Snapshot(at=T0, numbers=QueueNumbers(max_queue_size=14))
+    quiet = [
+        Snapshot(at=T0 + timedelta(minutes=i), numbers=QueueNumbers(max_queue_size=14))
+        for i in (10, 20)
+    ]
+    incident = record_status(incident, first)
+    assert incident.posted_status == first
+    assert "last_posted" not in json.loads(state_json(incident))  # not a copy of last_status
+
+    for snapshot in quiet:  # edits in place: the posted one stays what "since" refers to
+        incident = Incident.model_validate_json(
+            state_json(record_status(incident, snapshot, posted=False))
+        )
+        assert incident.posted_status == first
+        assert incident.last_status == snapshot
+
+    later = Snapshot(at=T0 + timedelta(minutes=30), numbers=QueueNumbers(max_queue_size=40))
+    incident = Incident.model_validate_json(state_json(record_status(incident, later)))
+    assert incident.posted_status == later and incident.last_posted is None
+    assert incident.status_posts == 2
+
+
+def test_numbers_per_runner_type_are_stored_under_short_keys_and_0_7_state_still_reads() -> None:
+    metrics = RunnerTypeMetrics(
+        queued=4, longest_wait_mins=39, registered=12, busy=10, arrival_per_min=2.5
+    )
+    live = FleetSnapshot(at=T0, source="prometheus", runner_types={"linux.4xl": metrics})
+    snapshot = Snapshot(
+        at=T0,
+        numbers=QueueNumbers(max_queue_time_mins=39, max_queue_size=4),
+        runner_types={"linux.4xl": RunnerQueue(queued=4, longest_wait_mins=39)},
+    )
+    incident = record_status(opened(), snapshot, live=live)
+
+    stored = state_json(incident)
+    as_0_7 = incident.model_dump_json(exclude_none=True, exclude_defaults=True)
+
+    assert "longest_wait_mins" not in stored and "max_queue_size" not in stored
+    assert len(stored) < len(as_0_7)
+    assert Incident.model_validate_json(stored) == incident
+    assert Incident.model_validate_json(as_0_7) == incident
