@@ -68,8 +68,9 @@ def incident_fleet(
         why = f"{backend} knows no runner type"
     if why or fleet is None:
         return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
-    types, missing, note = _relevant(incident, fleet)
-    ranked = worst_first(types)
+    index = _index(fleet)
+    chosen, missing, note = _relevant(incident, fleet, index.by_name)
+    ranked = [item for item in index.ranked if item[0] in chosen]
     kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
     notes = " · ".join(n for n in (fleet.note, note) if n)
     view = FleetSnapshot(
@@ -84,15 +85,35 @@ def incident_fleet(
     return with_baselines(view, history, started_at=incident.started_at)
 
 
+@dataclass(frozen=True)
+class _FleetIndex:
+    fleet: FleetSnapshot
+    by_name: dict[str, str]  # casefolded name -> the reading's name
+    ranked: list[tuple[str, RunnerTypeMetrics]]  # worst first
+
+
+_latest: _FleetIndex | None = None
+
+
+def _index(fleet: FleetSnapshot) -> _FleetIndex:
+    """The reading's names and ranking: every incident of a status tick shares one reading, so
+    it is indexed once per reading instead of once per incident."""
+    global _latest
+    latest = _latest
+    if latest is None or latest.fleet is not fleet:
+        by_name = {name.casefold(): name for name in fleet.runner_types}
+        latest = _latest = _FleetIndex(fleet, by_name, worst_first(fleet.runner_types))
+    return latest
+
+
 def _relevant(
-    incident: Incident, fleet: FleetSnapshot
-) -> tuple[dict[str, RunnerTypeMetrics], tuple[str, ...], str]:
+    incident: Incident, fleet: FleetSnapshot, by_name: dict[str, str]
+) -> tuple[set[str], tuple[str, ...], str]:
     """The types to show, the followed types the reading lacks, and a note for the reader.
 
     Shown: the alert's types found in the reading, else every type that queues; and every type
     the incident showed before, so one that drained reads "0 queued" instead of vanishing.
     """
-    by_name = {name.casefold(): name for name in fleet.runner_types}
     named = {name.casefold() for name in incident.runner_types if name}
     matched = named & set(by_name)
     note = ""
@@ -106,13 +127,12 @@ def _relevant(
     followed = {n for n in (*incident.peak_types, *incident.runner_types) if n}
     chosen |= {by_name[n.casefold()] for n in followed if n.casefold() in by_name}
     missing = tuple(sorted(n for n in followed if n.casefold() not in by_name))
-    types = {name: fleet.runner_types[name] for name in sorted(chosen)}
     if missing:
         shown = ", ".join(missing[:3]) + (
             f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         )
         note = "; ".join(n for n in (note, f"no numbers for {shown} in this reading") if n)
-    return types, missing, note
+    return chosen, missing, note
 
 
 def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:

@@ -400,11 +400,14 @@ def peak_types_of(
     """The worst queue seen per runner type."""
     merged = dict(peak)
     for name, queue in current.items():
-        before = merged.get(name, RunnerQueue())
-        merged[name] = RunnerQueue(
-            queued=max_known(before.queued, queue.queued),
-            longest_wait_mins=max_known(before.longest_wait_mins, queue.longest_wait_mins),
-        )
+        before = merged.get(name)
+        if before is None:
+            merged[name] = queue
+            continue
+        queued = max_known(before.queued, queue.queued)
+        wait = max_known(before.longest_wait_mins, queue.longest_wait_mins)
+        if queued != before.queued or wait != before.longest_wait_mins:
+            merged[name] = RunnerQueue(queued=queued, longest_wait_mins=wait)
     return merged
 
 
