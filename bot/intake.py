@@ -265,7 +265,7 @@ class Intake:
         """Apply entries from the front of `pending` up to and including the first that must
         be committed on its own; remove them from `pending` once committed."""
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
-        group, group_version, loaded = await self._store.load_group(group_hash)
+        group, group_version, loaded, reserved = await self._store.load_group(group_hash)
         now = self._clock()
         window = timedelta(seconds=self._config.reopen_window_s)
         commit: Commit | None = None
@@ -284,7 +284,8 @@ class Intake:
             elif delivery.status == "resolved":
                 commit = base  # nothing open to resolve; remember the order
             else:
-                changes[-1], commit = await self._open(base, after, delivery, now)
+                incident_id, reserved = reserved or await self._store.next_id(), None
+                changes[-1], commit = self._open(base, after, delivery, incident_id, now)
             group = after if commit.group is None else commit.group
             if commit.incident is not None:
                 loaded = replace(loaded, incident=commit.incident)
@@ -304,12 +305,12 @@ class Intake:
                 self._telemetry.incidents_resolved.labels("alert").inc()
         return changes
 
-    async def _open(
-        self, base: Commit, group: GroupState, delivery: Delivery, now: datetime
+    def _open(
+        self, base: Commit, group: GroupState, delivery: Delivery, incident_id: str, now: datetime
     ) -> tuple[Change, Commit]:
         incident = open_incident(
             delivery,
-            incident_id=await self._store.next_id(),
+            incident_id=incident_id,
             uid=secrets.token_hex(6),
             channel=self._config.channel,
             now=now,
