@@ -19,6 +19,7 @@ from bot.trend import Trend
 
 WIDTH_PX, HEIGHT_PX, DPI = 800, 450, 100
 MAX_SERIES = 5  # the worst few types: more lines make a chart nobody can read
+MIN_POINTS = 2  # fewer is a dot, not a line
 # Colour-blind-safe (Okabe-Ito), dark enough on the white background.
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
 
@@ -37,11 +38,11 @@ class ChartData:
 
     @cached_property
     def series(self) -> dict[str, list[Point]]:
-        """runner type -> its points, oldest first; types with fewer than two are left out."""
+        """runner type -> its points, oldest first; types with too few to draw are left out."""
         series = {}
         for name in self.trend.names():
             points = self.trend.points(name)
-            if len(points) >= 2:
+            if len(points) >= MIN_POINTS:
                 series[name] = points
         return series
 
@@ -93,7 +94,7 @@ def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
     for name in worst:
         if len(drawable) == MAX_SERIES:
             break
-        if trend.known_at_least(name, 2):
+        if trend.known_at_least(name, MIN_POINTS):
             drawable.append(name)
     return ChartData(title, trend.keeping(drawable))
 

@@ -166,16 +166,14 @@ def sparkline(values: Sequence[float | None], *, points: int = SPARK_POINTS) -> 
     known = [v for v in shown if v is not None]
     if len(known) < 2:
         return ""
-    top, highest = max(max(known), 0), len(BARS) - 1
-    # One expression, not a function per bar: every status draws one line per runner type.
-    return "".join(
-        " "
-        if v is None
-        else BARS[0]
-        if top <= 0 or v <= 0
-        else BARS[min(int(v / top * highest + 0.5), highest)]
-        for v in shown
-    )
+    top = max(max(known), 0)
+
+    def bar(value: float) -> str:
+        if top <= 0 or value <= 0:
+            return BARS[0]
+        return BARS[min(int(value / top * (len(BARS) - 1) + 0.5), len(BARS) - 1)]
+
+    return "".join(" " if v is None else bar(v) for v in shown)
 
 
 def slope_per_min(points: Sequence[tuple[float, float]]) -> float | None:
