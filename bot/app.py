@@ -48,7 +48,7 @@ from bot.sender import ChannelSender, SenderConfig
 from bot.senders import Senders
 from bot.silence_watch import SilenceWatch
 from bot.silencing import SilenceConfig, Silencing
-from bot.slack import SlackConfig, SlackGateway, build_client
+from bot.slack import SlackConfig, SlackGateway, build_client, open_session
 from bot.status import StatusConfig, StatusReporter, start_scheduler
 from bot.store import IncidentStore
 from bot.storm_queue import StormQueue
@@ -314,6 +314,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
+        bot.gateway.client.session = open_session(bot.gateway.config)
         consumer = asyncio.create_task(bot.intake.run(stop), name="intake")
         senders = asyncio.create_task(bot.senders.run(stop), name="senders")
         bot.background += [consumer, senders]

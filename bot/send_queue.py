@@ -74,6 +74,7 @@ class SendQueue:
         self._redis = redis
         self.keys = Keys(prefix)
         self.retention_s = retention_s
+        self._next_post = redis.register_script(lua("next_post"))
         self._head_reply = redis.register_script(lua("head_reply"))
         self._begin = redis.register_script(lua("begin_send"))
         self._record_root = redis.register_script(lua("record_root"))
@@ -91,10 +92,11 @@ class SendQueue:
 
     async def next_post(self, channel: str) -> tuple[str | None, InFlight | None]:
         """The most urgent member of the channel's posts, and its in-flight mark if any."""
-        members = await self._redis.zrange(self.keys.posts(channel), 0, 0)
-        if not members:
+        k = self.keys
+        found = await self._next_post(keys=[k.posts(channel), k.in_flight(channel)])
+        if not found:
             return None, None
-        return members[0], await self.in_flight(channel, members[0])
+        return found[0], InFlight.decode(found[1])
 
     async def in_flight(self, channel: str, member: str) -> InFlight | None:
         marker = await self._redis.hget(self.keys.in_flight(channel), member)  # type: ignore[misc]

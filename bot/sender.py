@@ -38,7 +38,7 @@ from bot.mrkdwn import Rendered
 from bot.pacing import Backoff, TokenBucket
 from bot.send_queue import EditCandidate, HeadReply, InFlight, SendQueue
 from bot.slack import SlackError, SlackGateway
-from bot.store import CHART, RESTATUS, STATUS_KINDS, IncidentStore, ThreadRef
+from bot.store import CHART, RESTATUS, STATUS_KINDS, IncidentStore, Loaded, ThreadRef
 from bot.storm_queue import StormQueue
 from bot.storm_sender import StormConfig, StormDigest
 from bot.telemetry import Telemetry
@@ -141,14 +141,9 @@ class ChannelSender:
             await self._queue.wait_bell(self._queue.keys.posts_bell(self.channel), 1.0)
             return
         kind, _, incident_id = member.partition(":")
-        if kind == "root" and self._storm.enabled:
-            storm = await self._storm.before_root()
-            if storm is not None and not storm.ts:
-                await self._storm.post(storm)
-                return
         try:
             if kind == "root":
-                await self._post_root(member, incident_id, in_flight)
+                await self._next_root(member, incident_id, in_flight)
             else:
                 await self._post_reply(member, incident_id, in_flight)
         except (SlackError, RedisError, LostLease):
@@ -164,8 +159,24 @@ class ChannelSender:
                 await self._queue.drop_thread(self.channel, incident_id)
             raise _Retry from None
 
-    async def _post_root(self, member: str, incident_id: str, in_flight: InFlight | None) -> None:
-        loaded = await self._store.load(incident_id)
+    async def _next_root(self, member: str, incident_id: str, in_flight: InFlight | None) -> None:
+        """A storm's digest goes first when roots wait in numbers; otherwise the root itself.
+
+        The root's state is read while the storm is looked at, not after: a new incident's
+        root is the chain from an alert to Slack, and the two reads are independent.
+        """
+        if not self._storm.enabled:
+            await self._post_root(member, await self._store.load(incident_id), in_flight)
+            return
+        storm, loaded = await asyncio.gather(
+            self._storm.before_root(), self._store.load(incident_id)
+        )
+        if storm is not None and not storm.ts:
+            await self._storm.post(storm)
+            return
+        await self._post_root(member, loaded, in_flight)
+
+    async def _post_root(self, member: str, loaded: Loaded, in_flight: InFlight | None) -> None:
         incident = loaded.incident
         if incident is None or loaded.thread is not None:
             await self._queue.forget(self.channel, member)  # gone, or posted already

@@ -224,3 +224,20 @@ async def test_grafana_test_button_shows_once_and_is_never_followed_up(
         assert incident_id is not None
         assert await running.bot.store.status_due_at(incident_id) is None
         assert await running.bot.core.open_incidents() == [], "/queue ack must not pick a test"
+
+
+async def test_the_bot_posts_over_one_kept_alive_connection(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    """Slack sees one connection, not one per call: against slack.com every new connection is
+    a TLS handshake in front of the post."""
+    for n in range(3):
+        payload = fixture_json(FIRING)
+        payload["groupKey"] = f'{{}}:{{alertname="queue-{n}"}}'
+        assert (await running_bot.send("grafana", payload)).status_code == 202
+
+    await eventually(lambda: len(slack.emulator.channel_messages(CHANNEL)) == 3, what="three roots")
+    posts = [c for c in slack.emulator.calls("chat.postMessage") if c.ok]
+    assert len(posts) == 3
+    assert all(call.client for call in posts)
+    assert len({call.client for call in posts}) == 1

@@ -111,6 +111,10 @@ def _json_body(body: bytes) -> Params:
     return decoded
 
 
+def _peer(request: Request) -> str:
+    return f"{request.client.host}:{request.client.port}" if request.client else ""
+
+
 def _bearer_token(request: Request) -> str | None:
     scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer":
@@ -342,7 +346,7 @@ class SlackEmulator:
                 outcome = _Outcome.failure(read_error)
             else:
                 outcome = self._answer(method, params, token, str(request.base_url))
-            self._log(method, params, outcome, at)
+            self._log(method, params, outcome, at, _peer(request))
             if outcome.error is None and method not in _READ_ONLY:
                 self._changed()
         await self._stall(method)
@@ -370,9 +374,11 @@ class SlackEmulator:
         if self.enforce_rate_limits and not self._ws.rate_limits.allow(method, channel):
             raise SlackError("ratelimited", status=429, headers={"Retry-After": "1"})
 
-    def _log(self, method: str, params: Params, outcome: _Outcome, at: float) -> None:
+    def _log(
+        self, method: str, params: Params, outcome: _Outcome, at: float, client: str = ""
+    ) -> None:
         ok = outcome.status == 200 and outcome.error is None
-        call = Call(method, copy.deepcopy(params), outcome.status, ok, outcome.error, at)
+        call = Call(method, copy.deepcopy(params), outcome.status, ok, outcome.error, at, client)
         self._ws.calls.append(call)
 
     async def _stall(self, method: str) -> None:
@@ -403,7 +409,8 @@ class SlackEmulator:
                 outcome = _Outcome(200, {"ok": True})
             else:
                 outcome = _Outcome(404, {"ok": False, "error": "file_not_found"})
-            self._log(UPLOAD_METHOD, {"file_id": file_id, "length": len(data)}, outcome, at)
+            params = {"file_id": file_id, "length": len(data)}
+            self._log(UPLOAD_METHOD, params, outcome, at, _peer(request))
         await self._stall(UPLOAD_METHOD)
         if outcome.status == 200:
             return PlainTextResponse(f"OK - {len(data)}")

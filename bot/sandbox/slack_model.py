@@ -70,6 +70,7 @@ class Call:
     ok: bool
     error: str | None
     at: float
+    client: str = ""  # "host:port" of the connection it came on, as an access log has it
 
 
 @dataclass
