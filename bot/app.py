@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 import handlers.actions
 import handlers.commands
@@ -261,10 +262,10 @@ def _provide(bolt: AsyncApp, core: ActionCore, gateway: SlackGateway) -> None:
     bolt.middleware(provide)
 
 
-def build_app(bot: Bot) -> Starlette:
+def build_app(bot: Bot) -> ASGIApp:
     """The ASGI app: every endpoint of CONTRACT.md on one port."""
     app = Starlette(lifespan=_lifespan(bot))
-    handlers.webhooks.register(app, _webhooks(bot))
+    alert_routes = handlers.webhooks.register(app, _webhooks(bot))
     health = handlers.health.Health(
         bot.redis, bot.telemetry, alive=bot.alive, backlogs=lambda: _backlogs(bot)
     )
@@ -282,7 +283,7 @@ def build_app(bot: Bot) -> Starlette:
             prefix=bot.settings.redis_prefix,
         )
         handlers.slack_events.register(app, events)
-    return app
+    return alert_routes
 
 
 async def _backlogs(bot: Bot) -> None:

@@ -308,6 +308,15 @@ def apply_notification(
     return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
 
 
+def repeated(incident: Incident, *, now: datetime) -> Incident:
+    """The incident after the delivery it was just UPDATED with arrives again (a retry, a flood
+    of one body): its facts are the incident's already and the peaks hold them, so only the count
+    moves. The same as `apply_notification` gives, without working the facts out again."""
+    return incident.model_copy(
+        update={"notifications": incident.notifications + 1, "updated_at": now}
+    )
+
+
 def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
     return incident.model_copy(
         update={

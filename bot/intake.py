@@ -17,6 +17,7 @@ import asyncio
 import logging
 import random
 import secrets
+from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -35,6 +36,7 @@ from bot.incidents import (
     is_stale,
     noted,
     open_incident,
+    repeated,
 )
 from bot.messages import render_event, render_summary
 from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply
@@ -52,10 +54,11 @@ class IntakeConfig:
     reopen_window_s: int = 3600
     reclaim_idle_ms: int = 30_000
     max_attempts: int = 10
-    max_in_flight: int = 64
-    # How long a consumer under load (its last read found several entries) waits before it
-    # reads again, so more of a group's entries share a commit.
-    gather_s: float = 0.005
+    max_in_flight: int = 256
+    # How long a consumer under load (its last read found several entries, fewer than it asked
+    # for) waits before it reads again, so more of a group's entries share a commit: in a
+    # flood, the commits per second, not the notifications, set what the consumer costs.
+    gather_s: float = 0.02
     # A consumer idle this long with nothing pending has left (its replica is gone).
     dead_consumer_idle_ms: int = 600_000
 
@@ -136,9 +139,10 @@ class Intake:
         entries = await self._stream.read(self._config.consumer, count=free, block_ms=500)
         for entry in entries:
             self._start(entry)
-        if len(entries) > 1:
+        if 1 < len(entries) < free:
             # Under load, let the next entries gather for a moment: a group's entries read
-            # together are applied in one commit. A lone notification is never held up.
+            # together are applied in one commit. A lone notification is never held up, and
+            # a backlog (the read was full) is read on at once.
             await asyncio.sleep(self._config.gather_s)
 
     def _start(self, entry: StreamEntry) -> None:
@@ -270,6 +274,7 @@ class Intake:
         window = timedelta(seconds=self._config.reopen_window_s)
         commit: Commit | None = None
         changes: list[Change] = []
+        updated_by: Delivery | None = None  # the delivery the incident was last UPDATED with
         for entry in pending:
             delivery = entry.delivery
             assert delivery is not None
@@ -277,6 +282,13 @@ class Intake:
             if is_stale(group, delivery, entry.id):
                 continue
             after = noted(group, delivery, entry.id)
+            if delivery is updated_by and commit is not None and loaded.incident is not None:
+                # The same body again (a flood of repeats is read as one shared delivery).
+                incident = repeated(loaded.incident, now=now)
+                commit = replace(commit, group=after, incident=incident)
+                loaded = replace(loaded, incident=incident)
+                changes[-1], group = Change.UPDATED, after
+                continue
             base = Commit(group=after, group_hash=group_hash, group_version=group_version)
             current = loaded.incident
             if current is not None and (current.is_open or is_reopenable(current, now, window)):
@@ -289,6 +301,7 @@ class Intake:
             group = after if commit.group is None else commit.group
             if commit.incident is not None:
                 loaded = replace(loaded, incident=commit.incident)
+            updated_by = delivery if changes[-1] is Change.UPDATED else None
             if changes[-1] not in _FOLDABLE:
                 break
         acks = tuple(entry.id for entry in pending[: len(changes)])
@@ -297,12 +310,12 @@ class Intake:
         elif not await self._store.commit(replace(commit, acks=acks), now=now.timestamp()):
             raise _Conflict
         del pending[: len(changes)]
-        for change in changes:
-            self._telemetry.notifications_applied.labels(change.value).inc()
+        for change, count in Counter(changes).items():
+            self._telemetry.notifications_applied.labels(change.value).inc(count)
             if change is Change.OPENED:
-                self._telemetry.incidents_opened.inc()
+                self._telemetry.incidents_opened.inc(count)
             elif change is Change.RESOLVED:
-                self._telemetry.incidents_resolved.labels("alert").inc()
+                self._telemetry.incidents_resolved.labels("alert").inc(count)
         return changes
 
     def _open(

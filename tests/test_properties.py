@@ -22,7 +22,7 @@ from bot.alert_facts import matchers_from_silence_url
 from bot.alerts import PayloadError, parse_json_body, parse_notification
 from bot.auth import basic_ok, bearer_ok, grafana_signature_problem
 from bot.delivery import Delivery, delivery_of
-from bot.incidents import open_incident
+from bot.incidents import Change, apply_notification, open_incident, repeated
 from bot.messages import render_root
 from bot.sandbox.slack_limits import check_content, validate_blocks
 from bot.value_string import parse_value_string
@@ -212,3 +212,30 @@ def test_the_real_shapes_parse() -> None:
     assert isinstance(action, SlackRequest) and action.kind == "interactive"
     assert isinstance(command, SlackRequest) and command.kind == "command"
     assert command.body["text"] == "ack"
+
+
+@FAST
+@given(
+    data=st.data(), first=st.sampled_from(sorted(PAYLOADS)), then=st.sampled_from(sorted(PAYLOADS))
+)
+def test_a_repeat_of_the_delivery_an_incident_was_just_updated_with_only_counts(
+    data: st.DataObject, first: str, then: str
+) -> None:
+    """The consumer folds a flood of one body with `repeated` instead of working the facts out
+    again: it must leave the incident exactly as `apply_notification` would."""
+    deliveries = []
+    for name in (first, then):
+        source, payload = PAYLOADS[name]
+        try:
+            deliveries.append(delivery_of(parse_notification(source, data.draw(mutated(payload)))))
+        except PayloadError:
+            return
+    opened_at = datetime.fromtimestamp(NOW, UTC)
+    incident = open_incident(deliveries[0], incident_id="1", uid="u", channel="C", now=opened_at)
+    later = datetime.fromtimestamp(NOW + 60, UTC)
+    updated, change = apply_notification(incident, deliveries[1], entry_id="2-0", now=later)
+    if change is not Change.UPDATED:
+        return
+    again = datetime.fromtimestamp(NOW + 61, UTC)
+    expected = apply_notification(updated, deliveries[1], entry_id="3-0", now=again)
+    assert expected == (repeated(updated, now=again), Change.UPDATED)
