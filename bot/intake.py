@@ -275,7 +275,9 @@ class Intake:
         commit: Commit | None = None
         changes: list[Change] = []
         updated_by: Delivery | None = None  # the delivery the incident was last UPDATED with
-        for entry in pending:
+        for n, entry in enumerate(pending, 1):
+            if n % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a long fold must not hold up the webhooks' answers
             delivery = entry.delivery
             assert delivery is not None
             changes.append(Change.STALE)
@@ -366,6 +368,9 @@ class Intake:
     def _next_status(self, now: datetime) -> float:
         return now.timestamp() + self._config.status_interval_s
 
+
+# Entries folded between two looks at the event loop: about 1 ms of work in a flood.
+_YIELD_EVERY = 32
 
 # Changes that only update the incident's state: later entries of the batch fold onto them.
 _FOLDABLE = frozenset({Change.STALE, Change.UPDATED})
