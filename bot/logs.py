@@ -12,8 +12,13 @@ from datetime import UTC, datetime
 _SECRET = re.compile(r"(xox[abposr]-[\w-]+|xapp-[\w-]+|(?i:bearer|basic)\s+[\w.~+/=-]+)")
 
 
+# The password of a URL's userinfo (`https://user:password@host`, how basic auth to a metrics or
+# silence backend is often configured), which an error message quoting the URL would carry.
+_URL_PASSWORD = re.compile(r"(?<=://)([^/\s:@]*):[^/\s@]*@")
+
+
 def scrub(text: str) -> str:
-    return _SECRET.sub("[redacted]", text)
+    return _URL_PASSWORD.sub(r"\1:[redacted]@", _SECRET.sub("[redacted]", text))
 
 
 class JsonFormatter(logging.Formatter):
@@ -35,8 +40,9 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # Per-request access lines from uvicorn and per-call lines from slack_sdk are noise here;
-    # the bot logs what it did with each request itself.
+    # Per-request access lines from uvicorn and per-call lines from slack_sdk and httpx (every
+    # backend call, its URL included) are noise here; the bot logs what it did itself.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     logging.getLogger("slack_sdk").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
