@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from bot.alerts import RunnerQueue
 from bot.fleet import FleetSnapshot, source_name
@@ -100,6 +103,53 @@ def title_text(incident: Incident) -> str:
 
 
 # --- status ------------------------------------------------------------------------------------
+
+
+# What a status reply says before the sender renders it (`StatusShown`).
+STATUS_FALLBACK = "Status update"
+
+
+class StatusShown(BaseModel):
+    """What a status reply shows, decided by the tick and rendered by the sender when it posts.
+
+    The tick only decides (post, edit in place, or nothing) and records; the blocks are the
+    sender's work, at Slack's pace, from the incident as it is then: a waiting status is these
+    few hundred bytes instead of its blocks, and a tick of many statuses renders none of them.
+    `current` is the snapshot this status recorded and `previous` the one it is compared with.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    current: Snapshot
+    previous: Snapshot | None = None
+    live: bool = False  # the runner types' lines come from the incident's live view
+    drain: tuple[int, int] | None = None
+    since: datetime | None = None
+    within_mins: float = DRAIN_TARGET_MINS
+
+    def to_extra(self) -> dict[str, Any]:
+        return {"status": self.model_dump(mode="json", exclude_defaults=True, by_alias=True)}
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any] | None) -> StatusShown | None:
+        """The status a reply carries; None for one queued rendered (by 0.8 and before)."""
+        found = (extra or {}).get("status")
+        return cls.model_validate(found) if found is not None else None
+
+
+def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
+    """A status reply as the sender posts it, from the incident it was recorded on."""
+    return render_status(
+        incident,
+        previous=shown.previous,
+        current=shown.current,
+        now=now,
+        view=incident.live if shown.live else None,
+        drain=shown.drain,
+        since=shown.since,
+        within_mins=shown.within_mins,
+        trend=incident.trend,
+    )
 
 
 def render_status(

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeGuard, TypeVar
 
@@ -36,6 +36,7 @@ from bot.message_marks import carries, digest_of, metadata
 from bot.messages import render_root
 from bot.mrkdwn import Rendered
 from bot.pacing import Backoff, TokenBucket
+from bot.replies import StatusShown, render_shown
 from bot.send_queue import EditCandidate, HeadReply, InFlight, SendQueue
 from bot.slack import SlackError, SlackGateway
 from bot.store import CHART, RESTATUS, STATUS_KINDS, IncidentStore, Loaded, ThreadRef
@@ -219,6 +220,12 @@ class ChannelSender:
             # dropped if the root can never be posted.
             await self._queue.ensure_root_queued(self.channel, incident_id)
             return
+        if head.kind in STATUS_KINDS:
+            rendered = await self._status_now(incident_id, head)
+            if rendered is None:
+                await self._queue.record_reply(self.channel, incident_id, head.item)
+                return
+            head = replace(head, rendered=rendered)
         if head.kind == RESTATUS and head.status_ts:
             await self._edit_status(incident_id, head)
             return
@@ -235,6 +242,17 @@ class ChannelSender:
         )
         if ts is not None:
             await self._record_posted(incident_id, head, ts, bucket=self._bucket.encode())
+
+    async def _status_now(self, incident_id: str, head: HeadReply) -> Rendered | None:
+        """A status reply's blocks, rendered now from the incident it was recorded on (the tick
+        only decided it); None when the incident is gone, so there is nothing to show."""
+        shown = StatusShown.from_extra(head.extra)
+        if shown is None:
+            return head.rendered  # queued rendered, by 0.8 or before
+        incident = (await self._store.load(incident_id)).incident
+        if incident is None:
+            return None
+        return render_shown(incident, shown, now=self._clock())
 
     async def _record_posted(
         self, incident_id: str, head: HeadReply, ts: str, *, bucket: str = ""

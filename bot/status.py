@@ -37,11 +37,12 @@ from bot.incident_fleet import (
     incident_fleet,
 )
 from bot.incidents import Event, Incident, Snapshot, record_status, resolve_drained
-from bot.messages import render_status, render_summary
+from bot.messages import render_summary
 from bot.mrkdwn import Rendered
 from bot.queue_view import worst_first
 from bot.quiet import is_meaningful
 from bot.readings import FleetReadings, HistoryPoint, Reading
+from bot.replies import STATUS_FALLBACK, StatusShown
 from bot.silence_watch import SilenceWatch
 from bot.store import (
     BAND_EVENT,
@@ -204,20 +205,19 @@ class StatusReporter:
         posted = incident.posted_status
         quiet = not is_meaningful(posted, current) and incident.status_posts > 0
         updated = record_status(incident, current, live=live, drain_checks=checks, posted=not quiet)
-        since = posted.at if quiet and posted else None
-        rendered = render_status(
-            incident,
-            previous=incident.last_status,
+        shown = StatusShown(
             current=current,
-            now=now,
-            view=live,
+            previous=incident.last_status,
+            live=live is not None,
             drain=(checks, drain.checks) if checks else None,
-            since=since,
+            since=posted.at if quiet and posted else None,
             within_mins=self._config.within_mins,
-            trend=updated.trend,
         )
+        # Rendered by the sender when it posts (`bot.replies.render_shown`): the text here is
+        # only what a sender that cannot read `shown` would fall back to.
+        text = Rendered(STATUS_FALLBACK, [])
         kind = RESTATUS if quiet else STATUS
-        replies = [Reply(kind, BAND_STATUS, rendered, replaces=STATUS_KINDS)]
+        replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
         every = self._config.chart_every
         if every and view.is_live and updated.status_checks % every == 0:
             chart = self._chart(updated)
