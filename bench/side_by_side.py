@@ -260,9 +260,12 @@ def main() -> None:
         sys.exit("bench.side_by_side needs wrk and prometheus-alertmanager (make bench installs)")
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as workdir, Stack(Path(workdir)) as stack:
-        # The chain first, on the fresh stack: after a wrk run both sides would still be
-        # digesting the flood (Alertmanager's p50 doubled), and the chain is the quiet path.
+        # The chain and the storm first, on the fresh stack: after a wrk run both sides would
+        # still be digesting the flood (Alertmanager's chain p50 doubled, and it delivered the
+        # storm's groups to both receivers seconds late).
         am_lat, qp_lat = chain_latency(stack, args.latency_samples)
+        samples = storm(stack)
+        am_429, qp_429 = stack.limited()
         am_body = json.dumps([alert("wrk-load")]).encode()
         qp_body = (ROOT / "tests/fixtures/alertmanager/runner-queue-am-00-firing.json").read_bytes()
         headers = {"Content-Type": "application/json"}
@@ -275,8 +278,6 @@ def main() -> None:
             headers={**headers, "Authorization": f"Bearer {TOKEN}"},
             seconds=args.seconds,
         )
-        samples = storm(stack)
-        am_429, qp_429 = stack.limited()
         store = redis.Redis.from_url(stack.redis.url)
         incidents = len(store.keys("qp:v2:incident:*"))
         used = store.info("memory")["used_memory"]
