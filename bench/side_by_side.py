@@ -260,9 +260,8 @@ def main() -> None:
         sys.exit("bench.side_by_side needs wrk and prometheus-alertmanager (make bench installs)")
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as workdir, Stack(Path(workdir)) as stack:
-        # The chain and the storm first, on the fresh stack: after a wrk run both sides would
-        # still be digesting the flood (Alertmanager's chain p50 doubled, and it delivered the
-        # storm's groups to both receivers seconds late).
+        # The chain and the storm first, on the fresh stack: after a wrk run both sides may
+        # still be digesting the flood (Alertmanager's chain p50 doubled after it).
         am_lat, qp_lat = chain_latency(stack, args.latency_samples)
         samples = storm(stack)
         am_429, qp_429 = stack.limited()
