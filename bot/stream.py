@@ -23,6 +23,7 @@ from redis.exceptions import RedisError, ResponseError
 from bot.alerts import Notification, PayloadError, parse_json_body, parse_notification
 from bot.delivery import Delivery, delivery_of
 from bot.keys import Keys
+from bot.store import lua
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class NotificationStream:
         self._waiting: list[tuple[dict[Any, Any], asyncio.Future[str]]] = []
         self._recent = RecentDeliveries()
         self._flusher: asyncio.Task[None] | None = None
+        self._append = redis.register_script(lua("append"))
 
     async def append(self, notification: Notification, body: bytes, received_at: float) -> str:
         """Persist one accepted notification (`body`, validated as `notification`); its stream
@@ -107,16 +109,19 @@ class NotificationStream:
                     future.set_result(entry_id)
 
     async def _write(self, batch: list[dict[Any, Any]]) -> list[str]:
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for fields in batch:
-                pipe.xadd(self.key, fields)
-            if self._wait_replicas:
-                pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
-            replies = await pipe.execute()
-        entry_ids = [str(entry_id) for entry_id in replies[: len(batch)]]
+        args: list[Any] = []
+        for fields in batch:
+            args.append(len(fields))
+            for name, value in fields.items():
+                args += (name, value)
         if not self._wait_replicas:
-            return entry_ids
-        acked = int(replies[-1])
+            return [str(entry_id) for entry_id in await self._append(keys=[self.key], args=args)]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            await self._append(keys=[self.key], args=args, client=pipe)
+            pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
+            added, acked = await pipe.execute()
+        entry_ids = [str(entry_id) for entry_id in added]
+        acked = int(acked)
         if acked < self._wait_replicas and await self._replicas() >= self._wait_replicas:
             raise NotReplicated(f"{acked} of {self._wait_replicas} replicas confirmed {entry_ids}")
         # Fewer replicas than asked for are connected at all (one is down): refusing would turn
