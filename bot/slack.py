@@ -106,10 +106,10 @@ def open_session(config: SlackConfig) -> ClientSession:
     """The process's one pool of Web API connections, kept alive between calls.
 
     Without a session slack_sdk opens a new connection for every call and closes it after: a TCP
-    (and, against slack.com, a TLS) handshake in front of every post. Measured on loopback
-    against the emulator, a post took 4.6-6.0 ms that way. Created in the running loop (the
-    lifespan) and closed with it; a call on a connection the server has just closed fails as
-    uncertain and is looked up before it is repeated, like any other dropped connection.
+    (and, against slack.com, a TLS) handshake in front of every post. Against the emulator on
+    loopback a post took 3.5 ms p50 that way and 2.1 ms with the pool. Created in the running
+    loop (the lifespan) and closed with it; a call on a connection the server has just closed
+    fails as uncertain and is looked up before it is repeated, like any dropped connection.
     """
     return ClientSession(timeout=ClientTimeout(total=config.timeout_s))
 
