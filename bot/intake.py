@@ -39,7 +39,7 @@ from bot.incidents import (
     repeated,
 )
 from bot.messages import render_event, render_summary
-from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply
+from bot.store import BAND_EVENT, STATUS_KINDS, Commit, IncidentStore, Loaded, Reply
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 
@@ -357,7 +357,9 @@ class Intake:
         if change is Change.RESOLVED:
             # The summary is rendered now, from the timeline so far plus this event.
             events = [*await self._store.events(incident.id), event]
-            reply = Reply("summary", BAND_EVENT, render_summary(incident, events, now=now))
+            summary = render_summary(incident, events, now=now)
+            # A status still waiting for its slot is stale now: the summary has the last numbers.
+            reply = Reply("summary", BAND_EVENT, summary, replaces=STATUS_KINDS)
             return change, replace(
                 base, **fenced, events=(event,), replies=(reply,), stop_status=True
             )

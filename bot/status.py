@@ -245,7 +245,8 @@ class StatusReporter:
         resolved = resolve_drained(recorded, now=now)
         event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
         events = [*await self._store.events(incident.id), event]
-        replies = [Reply("summary", BAND_EVENT, render_summary(resolved, events, now=now))]
+        summary = render_summary(resolved, events, now=now)
+        replies = [Reply("summary", BAND_EVENT, summary, replaces=STATUS_KINDS)]
         chart = self._chart(resolved)
         if chart is not None:
             replies.append(chart)

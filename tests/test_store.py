@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from bot.alerts import Notification, parse_notification
 from bot.delivery import Delivery, delivery_of
 from bot.incidents import Event, GroupState, Incident, open_incident, resolve_manually
+from bot.intake import Intake, IntakeConfig
 from bot.keys import Keys
 from bot.leases import Leases
 from bot.mrkdwn import Rendered
@@ -28,6 +29,7 @@ from bot.store import (
     Reply,
 )
 from bot.stream import GROUP, NotificationStream
+from bot.telemetry import Telemetry
 from tests.conftest import fixture_json
 
 PREFIX = "qp"
@@ -437,3 +439,30 @@ async def test_resolved_incidents_and_their_keys_expire(redis: Redis) -> None:
 
     left = await redis.keys("*")
     assert left == [], f"nothing of the incident is left: {left}"
+
+
+async def test_a_status_still_waiting_when_the_alert_resolves_gives_way_to_the_summary(
+    redis: Redis,
+) -> None:
+    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
+    intake = Intake(
+        NotificationStream(redis, PREFIX),
+        store,
+        Telemetry(),
+        config=IntakeConfig(consumer="c1", channel=CHANNEL),
+        clock=lambda: T0 + timedelta(hours=1),
+    )
+    await intake.apply("1-0", delivery())
+    loaded = await store.load("1")
+    assert loaded.incident is not None
+    status = reply("status 1", "status", BAND_STATUS)
+    assert await store.commit(Commit(loaded.incident, version=loaded.version, replies=(status,)))
+
+    await intake.apply("2-0", delivery("grafana/queue-alert-resolved.json"))
+
+    kinds = []
+    while (head := await queue.head_reply("1")) is not None:
+        kinds.append(head.kind)
+        await queue.record_reply(CHANNEL, "1", head.item)
+    # The status was decided before the resolve; the summary has the last numbers.
+    assert kinds == ["summary"]
