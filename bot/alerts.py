@@ -38,7 +38,7 @@ Source = Literal["grafana", "alertmanager"]
 
 MAX_ALERTS = 1000
 EXPECTED_VERSION: dict[str, str] = {"grafana": "1", "alertmanager": "4"}
-ENDPOINT: dict[str, str] = {"grafana": "/alerts/grafana", "alertmanager": "/alerts/alertmanager"}
+ENDPOINT: dict[Source, str] = {"grafana": "/alerts/grafana", "alertmanager": "/alerts/alertmanager"}
 SENDER: dict[str, str] = {"grafana": "a Grafana", "alertmanager": "an Alertmanager"}
 
 

@@ -49,7 +49,7 @@ from bot.sender import ChannelSender, SenderConfig
 from bot.senders import Senders
 from bot.silence_watch import SilenceWatch
 from bot.silencing import SilenceConfig, Silencing
-from bot.slack import SlackConfig, SlackGateway, build_client, open_session
+from bot.slack import SlackConfig, SlackGateway, build_client
 from bot.status import StatusConfig, StatusReporter, start_scheduler
 from bot.store import IncidentStore
 from bot.storm_queue import StormQueue
@@ -315,7 +315,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
-        bot.gateway.client.session = open_session(bot.gateway.config)
+        bot.gateway.open()
         consumer = asyncio.create_task(bot.intake.run(stop), name="intake")
         senders = asyncio.create_task(bot.senders.run(stop), name="senders")
         bot.background += [consumer, senders]
@@ -340,7 +340,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
                     await bot.readings.metrics.aclose()
             with suppress(RedisError, OSError):
                 await bot.redis.aclose()
-            await _close_client_session(bot)
+            await bot.gateway.aclose()
             log.info("queuepilot stopped cleanly")
 
     return lifespan  # type: ignore[return-value]
@@ -355,9 +355,3 @@ async def _start_socket_mode(bot: Bot):  # type: ignore[no-untyped-def]
     handler = AsyncSocketModeHandler(bot.bolt, bot.settings.slack_app_token.get_secret_value())
     await handler.connect_async()
     return handler
-
-
-async def _close_client_session(bot: Bot) -> None:
-    session = getattr(bot.gateway.client, "session", None)
-    if session is not None and not session.closed:
-        await session.close()

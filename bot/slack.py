@@ -102,18 +102,6 @@ def build_client(config: SlackConfig) -> AsyncWebClient:
     )
 
 
-def open_session(config: SlackConfig) -> ClientSession:
-    """The process's one pool of Web API connections, kept alive between calls.
-
-    Without a session slack_sdk opens a new connection for every call and closes it after: a TCP
-    (and, against slack.com, a TLS) handshake in front of every post. Against the emulator on
-    loopback a post took 3.5 ms p50 that way and 2.1 ms with the pool. Created in the running
-    loop (the lifespan) and closed with it; a call on a connection the server has just closed
-    fails as uncertain and is looked up before it is repeated, like any dropped connection.
-    """
-    return ClientSession(timeout=ClientTimeout(total=config.timeout_s))
-
-
 class SlackGateway:
     def __init__(
         self,
@@ -129,6 +117,22 @@ class SlackGateway:
         self._redis = redis
         self._keys = Keys(prefix)
         self._telemetry = telemetry
+
+    def open(self) -> None:
+        """Keep one pool of Web API connections alive between calls, from now until `aclose`.
+
+        Without a session slack_sdk opens a new connection for every call and closes it after:
+        a TCP (and, against slack.com, a TLS) handshake in front of every post. Against the
+        emulator on loopback a post took 3.5 ms p50 that way and 2.1 ms with the pool. Called in
+        the running loop (the lifespan); a call on a connection the server has just closed fails
+        as uncertain and is looked up before it is repeated, like any dropped connection.
+        """
+        self.client.session = ClientSession(timeout=ClientTimeout(total=self.config.timeout_s))
+
+    async def aclose(self) -> None:
+        session = self.client.session
+        if session is not None and not session.closed:
+            await session.close()
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
         """One call of a Web API method; raises `SlackError` classified as above."""

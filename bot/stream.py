@@ -74,8 +74,8 @@ class NotificationStream:
         its delivery instead: facts are capped, bodies are not, and a backlog of big bodies would
         cost Redis memory that a backlog of facts does not.
 
-        Appends arriving together (a burst of webhooks) go to Redis in one pipeline with one
-        `WAIT` (a group commit): each caller still gets its own entry ID or error, and nothing
+        Appends arriving together (a burst of webhooks) go to Redis in one script call, with
+        one `WAIT` (a group commit): each caller still gets its own entry ID or error, and nothing
         is acknowledged before Redis has it.
         """
         fields: dict[Any, Any] = {"at": repr(received_at)}

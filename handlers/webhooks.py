@@ -195,10 +195,7 @@ class AlertRoutes:
 
     def __init__(self, app: ASGIApp, webhooks: AlertWebhooks) -> None:
         self.app = app
-        self._sources: dict[str, Source] = {
-            "/alerts/grafana": "grafana",
-            "/alerts/alertmanager": "alertmanager",
-        }
+        self._sources: dict[str, Source] = {path: source for source, path in ENDPOINT.items()}
         self._webhooks = webhooks
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -211,6 +208,6 @@ class AlertRoutes:
 
 
 def register(app: Starlette, webhooks: AlertWebhooks) -> AlertRoutes:
-    app.add_route("/alerts/grafana", webhooks.grafana, methods=["POST"])
-    app.add_route("/alerts/alertmanager", webhooks.alertmanager, methods=["POST"])
+    app.add_route(ENDPOINT["grafana"], webhooks.grafana, methods=["POST"])
+    app.add_route(ENDPOINT["alertmanager"], webhooks.alertmanager, methods=["POST"])
     return AlertRoutes(app, webhooks)
