@@ -43,6 +43,7 @@ from bot.interactions import Interactions
 from bot.leases import Lease, Leases
 from bot.readings import FleetReadings
 from bot.redis_conn import build_redis
+from bot.root_hints import RootHints
 from bot.scaling import ScaleConfig, Scaling
 from bot.send_queue import SendQueue
 from bot.sender import ChannelSender, SenderConfig
@@ -104,7 +105,11 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     client = build_client(slack_config)
     gateway = SlackGateway(client, redis, config=slack_config, telemetry=telemetry, prefix=prefix)
-    intake = Intake(stream, store, telemetry, config=_intake_config(settings), clock=clock)
+    # A new incident's root goes from this replica's intake to its sender, when it has it.
+    hints = RootHints()
+    intake = Intake(
+        stream, store, telemetry, config=_intake_config(settings), clock=clock, hints=hints
+    )
     sender_config = SenderConfig(
         post_interval_s=settings.slack_post_interval_ms / 1000,
         post_burst=settings.slack_post_burst,
@@ -131,6 +136,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             telemetry=telemetry,
             config=sender_config,
             clock=clock,
+            hints=hints,
         )
 
     async def channels() -> list[str]:

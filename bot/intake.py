@@ -39,6 +39,7 @@ from bot.incidents import (
     repeated,
 )
 from bot.messages import render_event, render_summary
+from bot.root_hints import RootHint, RootHints
 from bot.store import BAND_EVENT, STATUS_KINDS, Commit, IncidentStore, Loaded, Reply
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
@@ -76,12 +77,14 @@ class Intake:
         *,
         config: IntakeConfig,
         clock: Callable[[], datetime],
+        hints: RootHints | None = None,
     ) -> None:
         self._stream = stream
         self._store = store
         self._telemetry = telemetry
         self._config = config
         self._clock = clock
+        self._hints = hints or RootHints()
         # Entry ID -> the task of its group; entries waiting for their group's task.
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._groups: dict[str, asyncio.Task[None]] = {}
@@ -309,7 +312,7 @@ class Intake:
         acks = tuple(entry.id for entry in pending[: len(changes)])
         if commit is None:
             await self._stream.ack(*acks)
-        elif not await self._store.commit(replace(commit, acks=acks), now=now.timestamp()):
+        elif not await self._commit(replace(commit, acks=acks), changes[-1], now):
             raise _Conflict
         del pending[: len(changes)]
         for change, count in Counter(changes).items():
@@ -319,6 +322,23 @@ class Intake:
             elif change is Change.RESOLVED:
                 self._telemetry.incidents_resolved.labels("alert").inc(count)
         return changes
+
+    async def _commit(self, commit: Commit, last: Change, now: datetime) -> bool:
+        """Commit; a new incident's root is also handed to this replica's sender of its
+        channel, if it runs here (`bot.root_hints`)."""
+        incident = commit.incident
+        hint = None
+        if last is Change.OPENED and incident is not None:
+            hint = self._hints.expect(incident.channel)
+        if hint is None:
+            return await self._store.commit(commit, now=now.timestamp())
+        version = None
+        try:
+            version = await self._store.commit_versioned(commit, now=now.timestamp())
+        finally:
+            if not hint.done():  # its sender may have stopped meanwhile
+                hint.set_result(RootHint(incident, version) if version else None)
+        return version is not None
 
     def _open(
         self, base: Commit, group: GroupState, delivery: Delivery, incident_id: str, now: datetime

@@ -77,6 +77,7 @@ class SendQueue:
         self._next_post = redis.register_script(lua("next_post"))
         self._head_reply = redis.register_script(lua("head_reply"))
         self._begin = redis.register_script(lua("begin_send"))
+        self._begin_root = redis.register_script(lua("begin_root"))
         self._record_root = redis.register_script(lua("record_root"))
         self._record_reply = redis.register_script(lua("record_reply"))
         self._record_edit = redis.register_script(lua("record_edit"))
@@ -127,6 +128,38 @@ class SendQueue:
         done = await self._begin(
             keys=[k.sender_lease(channel), k.in_flight(channel)],
             args=[lease_token, marker.encode(), self.retention_s * 1000, marker.member],
+        )
+        return bool(done)
+
+    async def begin_root(
+        self,
+        channel: str,
+        lease_token: str,
+        marker: InFlight,
+        *,
+        incident_id: str,
+        version: int,
+        storm_threshold: int,
+    ) -> bool:
+        """Mark a hinted root in flight (`bot/root_hints.py`); False, writing nothing, unless it
+        is exactly what `next_post` and the incident's state would have the sender post now."""
+        k = self.keys
+        done = await self._begin_root(
+            keys=[
+                k.sender_lease(channel),
+                k.in_flight(channel),
+                k.posts(channel),
+                k.incident(incident_id),
+                k.storm(channel),
+            ],
+            args=[
+                lease_token,
+                marker.encode(),
+                self.retention_s * 1000,
+                marker.member,
+                version,
+                storm_threshold,
+            ],
         )
         return bool(done)
 

@@ -37,6 +37,7 @@ from bot.messages import render_root
 from bot.mrkdwn import Rendered
 from bot.pacing import Backoff, TokenBucket
 from bot.replies import StatusShown, render_shown
+from bot.root_hints import RootHint, RootHints
 from bot.send_queue import EditCandidate, HeadReply, InFlight, SendQueue
 from bot.slack import SlackError, SlackGateway
 from bot.store import CHART, RESTATUS, STATUS_KINDS, IncidentStore, Loaded, ThreadRef
@@ -80,6 +81,7 @@ class ChannelSender:
         telemetry: Telemetry,
         config: SenderConfig,
         clock: Callable[[], datetime],
+        hints: RootHints | None = None,
     ) -> None:
         self.channel = channel
         self._lease = lease
@@ -92,6 +94,7 @@ class ChannelSender:
         self._clock = clock
         self._bucket = TokenBucket(config.post_interval_s, config.post_burst, now=time.time())
         self._failures: dict[str, int] = {}
+        self._hints = hints or RootHints()
         self._storm = StormDigest(
             channel,
             self,
@@ -113,7 +116,11 @@ class ChannelSender:
         loops = [self._loop(self._post_next), self._loop(self._edit_next)]
         if self._storm.enabled:
             loops.append(self._loop(self._storm.step))
-        await asyncio.gather(*loops)
+        self._hints.attach(self.channel)
+        try:
+            await asyncio.gather(*loops)
+        finally:
+            self._hints.detach(self.channel)
 
     async def _loop(self, step: Callable[[], Any]) -> None:
         backoff = Backoff(self._config.backoff_max_s)
@@ -137,6 +144,17 @@ class ChannelSender:
     # -- posts -----------------------------------------------------------------------------
 
     async def _post_next(self) -> None:
+        hint = await self._hints.take(self.channel)
+        if hint is not None:
+            try:
+                if await self._post_hinted(hint):
+                    return
+            except (SlackError, RedisError, LostLease):
+                raise
+            except Exception:  # a bug: the queue, read as usual, still has the root
+                log.exception(
+                    "sender %s: the hinted root of %s failed", self.channel, hint.incident.id
+                )
         member, in_flight = await self._queue.next_post(self.channel)
         if member is None:
             await self._queue.wait_bell(self._queue.keys.posts_bell(self.channel), 1.0)
@@ -191,6 +209,40 @@ class ChannelSender:
         ts = await self._send(member, "root", incident.id, incident.uid, root, thread=None)
         if ts is not None:
             await self._root_posted(loaded.version, incident, ts, root)
+
+    async def _post_hinted(self, hint: RootHint) -> bool:
+        """Post a root the intake of this replica just committed, from the state it handed
+        over, if Redis confirms it is exactly what would be posted next; False if not (then the
+        queue is read as usual)."""
+        incident = hint.incident
+        member = f"root:{incident.id}"
+        root = render_root(incident, now=self._clock(), mentions=False)
+        await self._wait_for_slot()
+        marker = InFlight(member, "root", time.time())
+        threshold = self._config.storm.threshold if self._storm.enabled else 0
+        if not await self._queue.begin_root(
+            self.channel,
+            self._lease.token,
+            marker,
+            incident_id=incident.id,
+            version=hint.version,
+            storm_threshold=threshold,
+        ):
+            return False
+        ts = await self._in_budget(
+            member,
+            "root",
+            incident.id,
+            lambda: self._slack.post(
+                self.channel,
+                root.text,
+                root.blocks,
+                metadata=metadata(incident.id, incident.uid, "root"),
+            ),
+        )
+        if ts is not None:
+            await self._root_posted(hint.version, incident, ts, root)
+        return True
 
     async def _root_posted(self, version: int, incident: Incident, ts: str, root: Rendered) -> None:
         digest = digest_of(root)
@@ -361,6 +413,18 @@ class ChannelSender:
         marker = InFlight(member, item, time.time())
         if not await self._queue.begin(self.channel, self._lease.token, marker):
             raise LostLease
+        return await self._in_budget(member, item, incident_id, call, refused=refused)
+
+    async def _in_budget(
+        self,
+        member: str,
+        item: str,
+        incident_id: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        refused: Callable[[SlackError], Awaitable[None]] | None = None,
+    ) -> T | None:
+        """The call itself, once its slot is taken and it is marked in flight."""
         self._bucket.take(time.time())
         try:
             return await call()

@@ -240,9 +240,14 @@ class IncidentStore:
 
     async def commit(self, change: Commit, *, now: float | None = None) -> bool:
         """Apply `change` atomically; False when the incident or group moved on since read."""
+        return await self.commit_versioned(change, now=now) is not None
+
+    async def commit_versioned(self, change: Commit, *, now: float | None = None) -> int | None:
+        """`commit`, telling the incident's new version (0 when no incident was written), or
+        None when the incident or group moved on since read."""
         keys, args = self._commit_call(change, time.time() if now is None else now)
-        version = await self._commit(keys=keys, args=args)
-        return int(version) >= 0
+        version = int(await self._commit(keys=keys, args=args))
+        return version if version >= 0 else None
 
     async def commit_many(
         self, changes: Sequence[Commit], *, now: float
