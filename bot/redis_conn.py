@@ -10,23 +10,28 @@ new connection, so after a failover the next retry reaches the new master.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from redis import Redis as SyncRedis
-from redis.asyncio import Redis
+from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import MaxConnectionsError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 log = logging.getLogger(__name__)
 
 SENTINEL_SCHEME = "redis+sentinel"
 DEFAULT_SENTINEL_PORT = 26379
+# How long a command waits for one of the pool's connections (redis-py's default of 100) when
+# all are in use, as the socket timeout bounds a command's answer.
+POOL_WAIT_S = 5.0
 
 
 class RedisSetupError(ValueError):
@@ -91,6 +96,55 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     return SentinelTarget(parse_sentinels(hosts), unquote(path[0]), db, password)
 
 
+class _WaitForConnection:
+    """For redis-py's asyncio pools: when every connection is in use, a command waits its turn
+    for one to come back instead of failing at once.
+
+    Why: redis-py's pool raises "Too many connections" the moment it has 100 in use. A crowd of
+    clicks did that: actions failed, and the channel's sender lost its lease because the renewal
+    could not get a connection. redis-py's `BlockingConnectionPool` waits too, but takes a
+    condition lock around every command, which measured 30–55 µs a command here; a semaphore
+    costs nothing until the pool is full, and serves waiters in order (none is starved by
+    commands arriving later).
+    """
+
+    max_connections: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turns = asyncio.Semaphore(self.max_connections)
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        if self._turns.locked():
+            try:
+                await asyncio.wait_for(self._turns.acquire(), POOL_WAIT_S)
+            except TimeoutError:
+                raise MaxConnectionsError(
+                    f"all {self.max_connections} connections stayed in use for {POOL_WAIT_S:g} s"
+                ) from None
+        else:
+            await self._turns.acquire()
+        try:
+            return await super().get_connection(*args, **kwargs)  # type: ignore[misc]
+        except BaseException:
+            self._turns.release()
+            raise
+
+    async def release(self, connection: Any) -> None:
+        try:
+            await super().release(connection)  # type: ignore[misc]
+        finally:
+            self._turns.release()
+
+
+class WaitingConnectionPool(_WaitForConnection, ConnectionPool):
+    """One Redis server's pool, waiting for a connection when all are in use."""
+
+
+class WaitingSentinelPool(_WaitForConnection, SentinelConnectionPool):
+    """The pool of the master the Sentinels name, waiting for a connection when all are in use."""
+
+
 def build_redis(url: str, sentinel: SentinelTarget | None = None) -> Redis:
     """A client that rides out a Redis restart or failover: commands retried on connection
     errors (the asyncio `Retry`, which the asyncio client awaits), dead pooled connections found
@@ -106,7 +160,7 @@ def build_redis(url: str, sentinel: SentinelTarget | None = None) -> Redis:
         "retry_on_error": [RedisConnectionError, RedisTimeoutError, ConnectionResetError],
     }
     if sentinel is None:
-        return Redis.from_url(url, **options)
+        return Redis.from_pool(WaitingConnectionPool.from_url(url, **options))
     sentinels = Sentinel(
         list(sentinel.sentinels),
         sentinel_kwargs={
@@ -116,7 +170,12 @@ def build_redis(url: str, sentinel: SentinelTarget | None = None) -> Redis:
         },
     )
     return sentinels.master_for(
-        sentinel.master, redis_class=Redis, db=sentinel.db, password=sentinel.password, **options
+        sentinel.master,
+        redis_class=Redis,
+        connection_pool_class=WaitingSentinelPool,
+        db=sentinel.db,
+        password=sentinel.password,
+        **options,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import itertools
@@ -244,3 +245,26 @@ async def test_after_an_acknowledge_only_its_own_reply_mentions_the_owner(
     mentioning = [t for t in texts if "<@" in t]
     assert len(mentioning) == 1 and "Acknowledged" in mentioning[0], mentioning
     assert sum("alice" in t for t in texts) >= 2, "later replies name the owner instead"
+
+
+async def test_a_burst_of_clicks_at_once_is_each_answered_and_done(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    """A crowd clicking at once (150 clicks in one moment) needs more Redis connections at once
+    than a pool of 100 has: each click's work waits for a connection instead of failing."""
+    root = await open_incident(running_bot, slack)
+    clicks = 200
+    action = {"type": "button", "action_id": "incident_ack"}
+    action["value"] = button_value(root, "incident_ack")
+    bodies = [block_action(action, message_ts=root.ts) for _ in range(clicks)]
+    crowd = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(base_url=running_bot.http.base_url, limits=crowd) as http:
+        responses = await asyncio.gather(*(post_event(http, body) for body in bodies))
+    assert [r.status_code for r in responses] == [200] * clicks
+    await eventually(
+        lambda: len(ephemeral_texts(slack)) >= clicks, what="every click answered", timeout=30
+    )
+    answers = ephemeral_texts(slack)
+    assert len(answers) == clicks
+    assert answers.count("You acknowledged incident 1.") == 1, set(answers)
+    assert answers.count("You already own incident 1.") == clicks - 1, set(answers)

@@ -1,0 +1,71 @@
+"""The Redis connection pool under a crowd, against a real redis-server: a command that finds
+every connection in use waits its turn instead of failing (`bot.redis_conn`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import ConnectionPool, Redis
+from redis.exceptions import MaxConnectionsError
+
+from bot import redis_conn
+from bot.redis_conn import WaitingConnectionPool, build_redis
+from tests.conftest import eventually
+
+
+async def crowd(client: Redis, size: int) -> list[object]:
+    """`size` commands at once, each holding its connection for a moment (a blocking read)."""
+    return await asyncio.gather(
+        *(client.blpop(["nothing-here"], timeout=0.2) for _ in range(size)),
+        return_exceptions=True,
+    )
+
+
+async def test_a_crowd_larger_than_the_pool_waits_its_turn(redis_url: str) -> None:
+    client = Redis.from_pool(WaitingConnectionPool.from_url(redis_url, max_connections=3))
+    try:
+        results = await crowd(client, 12)
+    finally:
+        await client.aclose()
+    assert results == [None] * 12, "every command answered, none refused"
+
+
+async def test_redis_pys_own_pool_refuses_the_same_crowd(redis_url: str) -> None:
+    """Why the waiting pool exists: the same crowd on redis-py's pool is refused at once."""
+    client = Redis.from_pool(ConnectionPool.from_url(redis_url, max_connections=3))
+    try:
+        results = await crowd(client, 12)
+    finally:
+        await client.aclose()
+    assert any(isinstance(r, MaxConnectionsError) for r in results)
+
+
+async def test_the_bots_client_waits_for_a_connection(redis_url: str) -> None:
+    client = build_redis(redis_url)
+    try:
+        results = await crowd(client, client.connection_pool.max_connections + 50)
+    finally:
+        await client.aclose()
+    assert all(r is None for r in results)
+
+
+async def test_a_connection_that_never_comes_back_ends_the_wait_with_an_error(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_conn, "POOL_WAIT_S", 0.1)
+    client = Redis.from_pool(WaitingConnectionPool.from_url(redis_url, max_connections=1))
+    try:
+        held = asyncio.create_task(client.blpop(["nothing-here"], timeout=1))
+        async with Redis.from_url(redis_url) as watcher:  # the one connection is now taken
+
+            async def blocked() -> bool:
+                return any(c["cmd"] == "blpop" for c in await watcher.client_list())
+
+            await eventually(blocked, what="the blocking read holding the connection")
+        with pytest.raises(MaxConnectionsError, match="stayed in use"):
+            await client.get("key")
+        assert await held is None
+        assert await client.get("key") is None, "the connection came back: the pool serves again"
+    finally:
+        await client.aclose()
