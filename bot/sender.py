@@ -216,7 +216,6 @@ class ChannelSender:
         queue is read as usual)."""
         incident = hint.incident
         member = f"root:{incident.id}"
-        root = render_root(incident, now=self._clock(), mentions=False)
         await self._wait_for_slot()
         marker = InFlight(member, "root", time.time())
         threshold = self._config.storm.threshold if self._storm.enabled else 0
@@ -229,6 +228,7 @@ class ChannelSender:
             storm_threshold=threshold,
         ):
             return False
+        root = render_root(incident, now=self._clock(), mentions=False)
         ts = await self._in_budget(
             member,
             "root",
