@@ -83,6 +83,7 @@ class Bot:
     bolt: AsyncApp
     silence_watch: SilenceWatch | None = None
     readings: FleetReadings | None = None
+    lease_redis: Redis | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -142,8 +143,15 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     async def channels() -> list[str]:
         return sorted({settings.slack_channel, *await queue.channels()} - {""})
 
+    # The channels' leases are renewed over connections of their own: a crowd that keeps every
+    # connection of the main pool busy (`bot.redis_conn`) must not cost a channel its sender.
+    lease_redis = build_redis(settings.redis_url, settings.sentinel())
     senders = Senders(
-        channels, make_sender, leases, queue.keys, lease_ttl_ms=sender_config.lease_ttl_ms
+        channels,
+        make_sender,
+        Leases(lease_redis),
+        queue.keys,
+        lease_ttl_ms=sender_config.lease_ttl_ms,
     )
     readings = FleetReadings(
         redis,
@@ -182,6 +190,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         bolt,
         silence_watch,
         readings,
+        lease_redis,
     )
 
 
@@ -346,6 +355,8 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
                     await bot.readings.metrics.aclose()
             with suppress(RedisError, OSError):
                 await bot.redis.aclose()
+                if bot.lease_redis is not None:
+                    await bot.lease_redis.aclose()
             await bot.gateway.aclose()
             log.info("queuepilot stopped cleanly")
 

@@ -11,7 +11,7 @@ from redis.exceptions import MaxConnectionsError
 
 from bot import redis_conn
 from bot.redis_conn import WaitingConnectionPool, build_redis
-from tests.conftest import eventually
+from tests.conftest import CHANNEL, RunningBot, eventually
 
 
 async def crowd(client: Redis, size: int) -> list[object]:
@@ -69,3 +69,36 @@ async def test_a_connection_that_never_comes_back_ends_the_wait_with_an_error(
         assert await client.get("key") is None, "the connection came back: the pool serves again"
     finally:
         await client.aclose()
+
+
+async def test_a_crowd_on_the_pool_does_not_cost_the_channel_its_sender(
+    running_bot: RunningBot, redis_url: str
+) -> None:
+    """Every connection of the bot's pool held by slow commands for longer than a lease's life:
+    the channel's sender still renews its lease (it has connections of its own)."""
+    bot = running_bot.bot
+    key = bot.queue.keys.sender_lease(CHANNEL)
+    async with Redis.from_url(redis_url, decode_responses=True) as watcher:
+        holder = await eventually(lambda: watcher.get(key), what="the channel's sender")
+        size = bot.redis.connection_pool.max_connections
+        crowd = [
+            asyncio.create_task(bot.redis.blpop(["nothing-here"], timeout=8)) for _ in range(size)
+        ]
+        try:
+
+            async def pool_taken() -> bool:
+                clients = await watcher.client_list()
+                return sum(c["cmd"] == "blpop" for c in clients) >= size
+
+            await eventually(pool_taken, what="every connection of the pool held")
+            before = await watcher.pttl(key)
+
+            async def renewed() -> bool:
+                return int(await watcher.pttl(key)) > before
+
+            await eventually(renewed, what="the lease renewed while the pool is full", timeout=4)
+            assert await watcher.get(key) == holder
+        finally:
+            for task in crowd:
+                task.cancel()
+            await asyncio.gather(*crowd, return_exceptions=True)
