@@ -7,7 +7,6 @@ honoured, and a permanent Slack error that neither wedges intake nor gets retrie
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import shutil
@@ -171,10 +170,27 @@ async def test_permanent_slack_error_does_not_wedge_intake(
         assert [c.error for c in calls] == ["channel_not_found"] * 2, "one try per notification"
         assert await running.bot.redis.xlen(running.bot.stream.dead_key) == 0
 
-        # Showing that something does NOT happen takes a wait: several reclaim cycles
-        # (reclaim idle 500 ms) and status ticks (0.1 s), in which a retry would show up.
-        await asyncio.sleep(1.5)
-        assert len(slack.emulator.calls("chat.postMessage")) == 2, "refusals must not be retried"
+        # Nothing is left to retry: both entries are acknowledged (so no reclaim can redeliver
+        # them) and the channel's queue holds neither root. A third group, posted after them,
+        # shows the sender went on past the refusals instead of retrying them.
+        keys = running.bot.queue.keys
+
+        async def nothing_waits() -> bool:
+            redis = running.bot.redis
+            return not await redis.zcard(keys.posts("C0MISSING")) and not await redis.hlen(
+                keys.in_flight("C0MISSING")
+            )
+
+        await eventually(nothing_waits, what="the refused roots dropped from the queue")
+        response = await running.send("grafana", other_group(firing, "after"))
+        assert response.status_code == 202, response.text
+        await eventually(
+            lambda: len(slack.emulator.calls("chat.postMessage")) >= 3, what="the third root tried"
+        )
+        calls = slack.emulator.calls("chat.postMessage")
+        assert len(calls) == 3, "refusals must not be retried"
+        incidents = [c.params["metadata"]["event_payload"] for c in calls]
+        assert len({i["uid"] for i in incidents}) == 3, "one try for each group, none again"
 
         assert (await running.http.get("/healthz")).status_code == 200
         assert (await running.http.get("/readyz")).status_code == 200
@@ -186,7 +202,7 @@ async def test_permanent_slack_error_does_not_wedge_intake(
                 method="chat.postMessage",
                 outcome="channel_not_found",
             )
-            == 2
+            == 3
         )
 
 

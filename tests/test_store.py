@@ -30,7 +30,7 @@ from bot.store import (
 )
 from bot.stream import GROUP, NotificationStream
 from bot.telemetry import Telemetry
-from tests.conftest import fixture_json
+from tests.conftest import eventually, fixture_json
 
 PREFIX = "qp"
 KEYS = Keys(PREFIX)
@@ -90,6 +90,17 @@ async def opened(store: IncidentStore, incident_id: str = "1", **changes: object
     return new
 
 
+async def gone(redis: Redis, key: str) -> bool:
+    return not await redis.exists(key)
+
+
+async def idle_at_least(redis: Redis, ms: int, *entry_ids: str) -> bool:
+    """Whether Redis counts each of these pending entries idle for `ms` or more."""
+    pending = await redis.xpending_range("qp:notifications", GROUP, min="-", max="+", count=100)
+    idle = {p["message_id"]: p["time_since_delivered"] for p in pending}
+    return all(idle.get(entry_id, -1) >= ms for entry_id in entry_ids)
+
+
 # -- leases ---------------------------------------------------------------------------------------
 
 
@@ -107,7 +118,7 @@ async def test_an_expired_holder_can_neither_renew_nor_release_the_new_holders_l
     old, new = Leases(replicas[0]), Leases(replicas[1])
     stale = await old.try_acquire(KEYS.sender_lease("C1"), 50)
     assert stale is not None
-    await asyncio.sleep(0.1)
+    await eventually(lambda: gone(replicas[1], KEYS.sender_lease("C1")), what="lease expired")
     current = await new.try_acquire(KEYS.sender_lease("C1"), 5000)
     assert current is not None
 
@@ -312,7 +323,7 @@ async def test_an_idle_entry_is_reclaimed_by_another_consumer(redis: Redis) -> N
     await stream.ensure_group()
     entry_id = await stream.append(notification(), body(), 0.0)
     await stream.read("dead", block_ms=100)
-    await asyncio.sleep(0.06)
+    await eventually(lambda: idle_at_least(redis, 50, entry_id), what="the entry idle 50 ms")
 
     [taken] = await stream.reclaim("alive", min_idle_ms=50)
 
@@ -324,11 +335,16 @@ async def test_a_live_handler_is_not_taken_over(redis: Redis) -> None:
     stream = NotificationStream(redis, PREFIX)
     await stream.ensure_group()
     await stream.append(notification(), body(), 0.0)
-    [entry] = await stream.read("slow", block_ms=100)
-    for _ in range(4):
-        await asyncio.sleep(0.04)
-        await stream.keep_alive("slow", [entry.id])
-    assert await stream.reclaim("other", min_idle_ms=100) == [], "kept alive by its owner"
+    await stream.append(notification(), body(), 0.0)
+    [kept, left] = await stream.read("slow", count=2, block_ms=100)
+
+    async def left_long_enough() -> bool:
+        await stream.keep_alive("slow", [kept.id])
+        return await idle_at_least(redis, 100, left.id)
+
+    # Kept alive by its owner for as long as its twin takes to become reclaimable.
+    await eventually(left_long_enough, what="the twin left idle for 100 ms")
+    assert [e.id for e in await stream.reclaim("other", min_idle_ms=100)] == [left.id]
 
 
 async def test_entries_handed_back_at_shutdown_are_taken_over_at_once(redis: Redis) -> None:
@@ -348,7 +364,7 @@ async def test_reclaim_walks_a_long_backlog_with_its_cursor(redis: Redis) -> Non
     await stream.ensure_group()
     ids = [await stream.append(notification(), body(), 0.0) for _ in range(5)]
     await stream.read("dead", count=5, block_ms=100)
-    await asyncio.sleep(0.02)
+    await eventually(lambda: idle_at_least(redis, 10, *ids), what="the entries idle 10 ms")
 
     first = await stream.reclaim("alive", min_idle_ms=10, count=2)
     second = await stream.reclaim("alive", min_idle_ms=10, count=2)
@@ -392,7 +408,12 @@ async def test_dead_consumers_are_removed_only_when_nothing_is_pending_on_them(
     await stream.append(notification(), body(), 0.0)
     await stream.read("holding", block_ms=100)
     await redis.xgroup_createconsumer("qp:notifications", GROUP, "empty")
-    await asyncio.sleep(0.05)
+
+    async def both_idle() -> bool:
+        consumers = await redis.xinfo_consumers("qp:notifications", GROUP)
+        return all(int(c["idle"]) > 10 for c in consumers)
+
+    await eventually(both_idle, what="both consumers idle 10 ms")
 
     removed = await stream.prune_consumers("me", idle_ms=10)
 
@@ -435,10 +456,10 @@ async def test_resolved_incidents_and_their_keys_expire(redis: Redis) -> None:
     closed = resolve_manually(new, by="U1", name="al", now=T0)
     assert await store.commit(Commit(closed, version=1, stop_status=True))
 
-    await asyncio.sleep(1.2)
+    async def nothing_left() -> bool:
+        return await redis.keys("*") == []
 
-    left = await redis.keys("*")
-    assert left == [], f"nothing of the incident is left: {left}"
+    await eventually(nothing_left, what="every key of the incident expired", timeout=5)
 
 
 async def test_a_status_still_waiting_when_the_alert_resolves_gives_way_to_the_summary(

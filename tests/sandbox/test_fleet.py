@@ -32,6 +32,7 @@ from bot.sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeS
 from bot.sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
 from bot.sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
 from bot.sandbox.serve import serve_in_thread
+from tests.servers import wait_until
 
 SECRET = "fleet-test-secret"
 
@@ -345,10 +346,7 @@ def test_notifications_reach_the_bot_with_its_token_and_are_retried() -> None:
         api = FleetApi(Fleet(DEMO_TYPES, DEMO_BURSTS, speed=600), config)
         with serve_in_thread(api.app) as server:
             api.url = server.url
-            deadline = time.monotonic() + 30
-            while not received:
-                assert time.monotonic() < deadline, "no notification arrived"
-                time.sleep(0.05)
+            wait_until(lambda: received, timeout=30, what="a notification")
     token, payload = received[0]
     assert token == "Bearer tok"
     assert payload["status"] == "firing" and payload["version"] == "1"

@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.sandbox.serve import RunningServer, serve_in_thread
 from bot.sandbox.slack_api import UPLOAD_METHOD, SlackEmulator
+from tests.conftest import eventually
 
 TOKEN = "xoxb-queuepilot-test"
 CHANNEL = "C0QUEUE"
@@ -45,16 +46,6 @@ def emulator(shared_emulator: SlackEmulator, server: RunningServer) -> SlackEmul
 @pytest.fixture
 def client(emulator: SlackEmulator, server: RunningServer) -> AsyncWebClient:
     return AsyncWebClient(token=TOKEN, base_url=f"{server.url}/api/")
-
-
-async def wait_until(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    """Poll a condition on the emulator; the server runs in another thread."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
 
 
 def section(text: str) -> dict:
@@ -271,7 +262,7 @@ async def test_stall_holds_the_response_after_the_effect(
 ) -> None:
     emulator.stall("chat.postMessage", 30)
     pending = asyncio.create_task(client.chat_postMessage(channel=CHANNEL, text="lost reply"))
-    await wait_until(lambda: bool(emulator.calls("chat.postMessage")))
+    await eventually(lambda: emulator.calls("chat.postMessage"), what="the post received")
     assert not pending.done()
     pending.cancel()  # the client dies mid-call...
     with pytest.raises(asyncio.CancelledError):
