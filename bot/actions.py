@@ -17,7 +17,7 @@ from bot.incidents import Event, Incident, acknowledge, resolve_manually, with_a
 from bot.messages import escape, render_event, render_summary
 from bot.scaling import Scaling
 from bot.silencing import Silencing
-from bot.store import BAND_ACTION, STATUS_KINDS, Commit, Reply
+from bot.store import BAND_ACTION, Commit, Reply, summary_reply
 
 __all__ = ["ActionCore", "Actor", "Outcome"]
 
@@ -105,7 +105,7 @@ def _resolve(actor: Actor, name: str) -> Decide:
         commit = Commit(
             updated,
             events=(event,),
-            replies=(Reply("summary", BAND_ACTION, summary, replaces=STATUS_KINDS),),
+            replies=(summary_reply(BAND_ACTION, summary),),
             stop_status=True,
         )
         return Decision(Outcome(True, f"You resolved incident {incident.id}."), commit)

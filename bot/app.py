@@ -353,10 +353,10 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
             if bot.readings is not None:
                 with suppress(OSError):
                     await bot.readings.metrics.aclose()
-            with suppress(RedisError, OSError):
-                await bot.redis.aclose()
-                if bot.lease_redis is not None:
-                    await bot.lease_redis.aclose()
+            for client in (bot.redis, bot.lease_redis):
+                if client is not None:
+                    with suppress(RedisError, OSError):
+                        await client.aclose()
             await bot.gateway.aclose()
             log.info("queuepilot stopped cleanly")
 

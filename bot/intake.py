@@ -40,7 +40,7 @@ from bot.incidents import (
 )
 from bot.messages import render_event, render_summary
 from bot.root_hints import RootHint, RootHints
-from bot.store import BAND_EVENT, STATUS_KINDS, Commit, IncidentStore, Loaded, Reply
+from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply, summary_reply
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 
@@ -377,9 +377,7 @@ class Intake:
         if change is Change.RESOLVED:
             # The summary is rendered now, from the timeline so far plus this event.
             events = [*await self._store.events(incident.id), event]
-            summary = render_summary(incident, events, now=now)
-            # A status still waiting for its slot is stale now: the summary has the last numbers.
-            reply = Reply("summary", BAND_EVENT, summary, replaces=STATUS_KINDS)
+            reply = summary_reply(BAND_EVENT, render_summary(incident, events, now=now))
             return change, replace(
                 base, **fenced, events=(event,), replies=(reply,), stop_status=True
             )

@@ -229,16 +229,8 @@ class ChannelSender:
         ):
             return False
         root = render_root(incident, now=self._clock(), mentions=False)
-        ts = await self._in_budget(
-            member,
-            "root",
-            incident.id,
-            lambda: self._slack.post(
-                self.channel,
-                root.text,
-                root.blocks,
-                metadata=metadata(incident.id, incident.uid, "root"),
-            ),
+        ts = await self._send(
+            member, "root", incident.id, incident.uid, root, thread=None, marked=True
         )
         if ts is not None:
             await self._root_posted(hint.version, incident, ts, root)
@@ -383,9 +375,12 @@ class ChannelSender:
         rendered: Rendered,
         *,
         thread: ThreadRef | None,
+        marked: bool = False,
     ) -> str | None:
-        """Post within the budget, marked in flight; None if it can never be posted."""
-        return await self.within_budget(
+        """Post within the budget, marked in flight (already, when `marked`); None if it can
+        never be posted."""
+        send = self._in_budget if marked else self.within_budget
+        return await send(
             member,
             item,
             incident_id,

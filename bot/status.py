@@ -56,6 +56,7 @@ from bot.store import (
     IncidentStore,
     Loaded,
     Reply,
+    summary_reply,
 )
 from bot.telemetry import Telemetry
 
@@ -245,8 +246,7 @@ class StatusReporter:
         resolved = resolve_drained(recorded, now=now)
         event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
         events = [*await self._store.events(incident.id), event]
-        summary = render_summary(resolved, events, now=now)
-        replies = [Reply("summary", BAND_EVENT, summary, replaces=STATUS_KINDS)]
+        replies = [summary_reply(BAND_EVENT, render_summary(resolved, events, now=now))]
         chart = self._chart(resolved)
         if chart is not None:
             replies.append(chart)

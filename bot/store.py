@@ -73,6 +73,12 @@ class Reply:
     extra: dict[str, Any] | None = None
 
 
+def summary_reply(band: int, rendered: Rendered) -> Reply:
+    """The summary of a resolved incident: a status still waiting for its slot gives way to it
+    (decided before the resolve, it would show the incident as if still open)."""
+    return Reply("summary", band, rendered, replaces=STATUS_KINDS)
+
+
 @dataclass(frozen=True)
 class Loaded:
     """An incident as read, with the version a change of it must be committed against."""
