@@ -322,7 +322,11 @@ def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
     elif not auth.configured_for("alertmanager") and not s.alert_webhook_allow_unauthenticated:
         log.warning("/alerts/alertmanager refuses everything: only the HMAC secret is set")
     return handlers.webhooks.AlertWebhooks(
-        bot.stream, bot.telemetry, auth=auth, max_body_bytes=s.alert_max_body_bytes
+        bot.stream,
+        bot.telemetry,
+        auth=auth,
+        max_body_bytes=s.alert_max_body_bytes,
+        preload=bot.intake.preload,
     )
 
 

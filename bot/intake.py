@@ -17,6 +17,7 @@ import asyncio
 import logging
 import random
 import secrets
+import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
@@ -25,7 +26,8 @@ from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.delivery import Delivery
+from bot.alerts import Notification
+from bot.delivery import Delivery, group_hash
 from bot.incidents import (
     Change,
     Event,
@@ -39,6 +41,7 @@ from bot.incidents import (
     repeated,
 )
 from bot.messages import render_event, render_summary
+from bot.preloads import GroupPreloads
 from bot.root_hints import RootHint, RootHints
 from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply, summary_reply
 from bot.stream import NotificationStream, StreamEntry
@@ -89,7 +92,20 @@ class Intake:
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._groups: dict[str, asyncio.Task[None]] = {}
         self._queued: dict[str, list[StreamEntry]] = {}
+        self._preloads = GroupPreloads(store.load_group)
         self._stop = asyncio.Event()
+
+    def preload(self, notification: Notification) -> None:
+        """The webhook is appending `notification`: read its group meanwhile (`bot.preloads`),
+        unless a batch of the group is running here (its commit would make the read stale)."""
+        key = group_hash(notification.source, notification.group_key)
+        if key not in self._groups and not self._stop.is_set():
+            self._preloads.start(key)
+
+    @property
+    def preloads_waiting(self) -> int:
+        """Group reads started by webhooks and not yet taken (`bot.preloads`)."""
+        return len(self._preloads)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until `stop` is set, riding out Redis outages with a capped backoff."""
@@ -119,6 +135,7 @@ class Intake:
 
     async def _finish(self) -> None:
         """Let in-flight entries finish briefly, then hand what is left back to the group."""
+        self._preloads.cancel()
         if self._groups:
             await asyncio.wait(set(self._groups.values()), timeout=5)
         left = list(self._in_flight)
@@ -142,6 +159,11 @@ class Intake:
         entries = await self._stream.read(self._config.consumer, count=free, block_ms=500)
         for entry in entries:
             self._start(entry)
+        if entries:
+            # The entries' tasks go first, before this loop sends its next read: a new alert's
+            # commit is the chain from the alert to Slack, and Redis answers it sooner while
+            # it is still awake from the append.
+            await asyncio.sleep(0)
         if 1 < len(entries) < free:
             # Under load, let the next entries gather for a moment: a group's entries read
             # together are applied in one commit. A lone notification is never held up, and
@@ -272,7 +294,8 @@ class Intake:
         """Apply entries from the front of `pending` up to and including the first that must
         be committed on its own; remove them from `pending` once committed."""
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
-        group, group_version, loaded, reserved = await self._store.load_group(group_hash)
+        preloaded = await self._preloads.take(group_hash)
+        group, group_version, loaded, reserved = preloaded or await self._preloads.load(group_hash)
         now = self._clock()
         window = timedelta(seconds=self._config.reopen_window_s)
         commit: Commit | None = None
@@ -301,7 +324,8 @@ class Intake:
             elif delivery.status == "resolved":
                 commit = base  # nothing open to resolve; remember the order
             else:
-                incident_id, reserved = reserved or await self._store.next_id(), None
+                incident_id = reserved or self._preloads.kept_id() or await self._store.next_id()
+                reserved = None
                 changes[-1], commit = self._open(base, after, delivery, incident_id, now)
             group = after if commit.group is None else commit.group
             if commit.incident is not None:
@@ -309,10 +333,13 @@ class Intake:
             updated_by = delivery if changes[-1] is Change.UPDATED else None
             if changes[-1] not in _FOLDABLE:
                 break
+        self._preloads.keep_id(reserved)  # no incident opened: the next one takes it
         acks = tuple(entry.id for entry in pending[: len(changes)])
         if commit is None:
             await self._stream.ack(*acks)
         elif not await self._commit(replace(commit, acks=acks), changes[-1], now):
+            if changes[-1] is Change.OPENED and commit.incident is not None:
+                self._preloads.keep_id(commit.incident.id)  # the redo may not open one
             raise _Conflict
         del pending[: len(changes)]
         for change, count in Counter(changes).items():
@@ -332,12 +359,15 @@ class Intake:
             hint = self._hints.expect(incident.channel)
         if hint is None:
             return await self._store.commit(commit, now=now.timestamp())
-        version = None
+        assert incident is not None
+        commit = replace(commit, mark=self._hints.mark(incident.channel, incident.id))
+        version, marked, since = None, False, time.monotonic()
         try:
-            version = await self._store.commit_versioned(commit, now=now.timestamp())
+            version, marked = await self._store.commit_marked(commit, now=now.timestamp())
         finally:
             if not hint.done():  # its sender may have stopped meanwhile
-                hint.set_result(RootHint(incident, version) if version else None)
+                marked_at = since if marked else None
+                hint.set_result(RootHint(incident, version, marked_at) if version else None)
         return version is not None
 
     def _open(

@@ -37,7 +37,7 @@ from bot.messages import render_root
 from bot.mrkdwn import Rendered
 from bot.pacing import Backoff, TokenBucket
 from bot.replies import StatusShown, render_shown
-from bot.root_hints import RootHint, RootHints
+from bot.root_hints import RootHint, RootHints, Sending
 from bot.send_queue import EditCandidate, HeadReply, InFlight, SendQueue
 from bot.slack import SlackError, SlackGateway
 from bot.store import CHART, RESTATUS, STATUS_KINDS, IncidentStore, Loaded, ThreadRef
@@ -116,7 +116,8 @@ class ChannelSender:
         loops = [self._loop(self._post_next), self._loop(self._edit_next)]
         if self._storm.enabled:
             loops.append(self._loop(self._storm.step))
-        self._hints.attach(self.channel)
+        threshold = self._config.storm.threshold if self._storm.enabled else 0
+        self._hints.attach(self.channel, Sending(self._lease.token, threshold))
         try:
             await asyncio.gather(*loops)
         finally:
@@ -217,15 +218,16 @@ class ChannelSender:
         incident = hint.incident
         member = f"root:{incident.id}"
         await self._wait_for_slot()
-        marker = InFlight(member, "root", time.time())
-        threshold = self._config.storm.threshold if self._storm.enabled else 0
-        if not await self._queue.begin_root(
+        if hint.marked_at is not None:
+            if not hint.fresh():  # the queue's way looks the marked root up before posting
+                return False
+        elif not await self._queue.begin_root(
             self.channel,
             self._lease.token,
-            marker,
+            InFlight(member, "root", time.time()),
             incident_id=incident.id,
             version=hint.version,
-            storm_threshold=threshold,
+            storm_threshold=self._config.storm.threshold if self._storm.enabled else 0,
         ):
             return False
         root = render_root(incident, now=self._clock(), mentions=False)

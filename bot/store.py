@@ -103,6 +103,17 @@ class DueRead:
 
 
 @dataclass(frozen=True)
+class RootMark:
+    """Asks a commit that queues a new root to mark it in flight for the sender of its channel
+    in this replica, if that is exactly what the sender would post next (`bot.root_hints`)."""
+
+    lease_token: str
+    marker: str  # the in-flight mark (`bot.send_queue.InFlight`), encoded
+    storm_threshold: int  # 0: no storm digest
+    lease_margin_ms: int  # the lease must outlive the mark by this long
+
+
+@dataclass(frozen=True)
 class Commit:
     """Everything one change writes. `version` is the incident's version it was computed from
     (0 for a new incident); `group_version`, when a group state is written, likewise."""
@@ -119,6 +130,12 @@ class Commit:
     stop_status: bool = False
     acks: tuple[str, ...] = ()  # the stream entries this change applies, acknowledged with it
     thread: ThreadRef | None = None  # known location of the root, to keep its index alive
+    mark: RootMark | None = None
+
+
+# What `IncidentStore.load_group` reads: the group, its version, its current incident, and the
+# ID reserved for a new group's first incident.
+GroupLoad = tuple[GroupState, int, Loaded, str | None]
 
 
 class IncidentStore:
@@ -155,14 +172,13 @@ class IncidentStore:
     async def get(self, incident_id: str) -> Incident | None:
         return (await self.load(incident_id)).incident
 
-    async def load_group(self, group_hash: str) -> tuple[GroupState, int, Loaded, str | None]:
+    async def load_group(self, group_hash: str, *, reserve: bool = True) -> GroupLoad:
         """The group, its version and its current incident; and, for a group never seen
-        before, the ID reserved for its first incident (one round trip instead of two for a
-        new group; the ID is skipped if no incident opens, as when its first notification is
-        a resolve)."""
+        before, unless `reserve` is False, the ID reserved for its first incident (one round
+        trip instead of two for a new group)."""
         raw = await self._load_group(
             keys=[self.keys.group(group_hash), self.keys.incident_seq],
-            args=[self.keys.incident(""), self.retention_s],
+            args=[self.keys.incident(""), self.retention_s, int(reserve)],
         )
         version, state, reserved = raw[0], raw[1], raw[6]
         group = GroupState.model_validate_json(state) if state else GroupState()
@@ -251,9 +267,17 @@ class IncidentStore:
     async def commit_versioned(self, change: Commit, *, now: float | None = None) -> int | None:
         """`commit`, telling the incident's new version (0 when no incident was written), or
         None when the incident or group moved on since read."""
+        version, _ = await self.commit_marked(change, now=now)
+        return version
+
+    async def commit_marked(
+        self, change: Commit, *, now: float | None = None
+    ) -> tuple[int | None, bool]:
+        """`commit_versioned`, and whether the new root was marked in flight (`change.mark`)."""
         keys, args = self._commit_call(change, time.time() if now is None else now)
-        version = int(await self._commit(keys=keys, args=args))
-        return version if version >= 0 else None
+        raw = await self._commit(keys=keys, args=args)
+        version, marked = (raw[0], raw[1]) if isinstance(raw, list) else (raw, 0)
+        return (int(version) if int(version) >= 0 else None), bool(marked)
 
     async def commit_many(
         self, changes: Sequence[Commit], *, now: float
@@ -299,6 +323,9 @@ class IncidentStore:
             k.posts_bell(channel),
             k.edits_bell(channel),
             message_key,
+            k.sender_lease(channel),
+            k.in_flight(channel),
+            k.storm(channel),
         ]
         return keys, [orjson.dumps(self._spec(change, now))]
 
@@ -343,6 +370,15 @@ class IncidentStore:
             spec["due"] = change.status_due
         if change.acks:
             spec["acks"] = list(change.acks)
+        if change.mark is not None and incident is not None:
+            mark = change.mark
+            spec["mark"] = {
+                "token": mark.lease_token,
+                "marker": mark.marker,
+                "storm_threshold": mark.storm_threshold,
+                "lease_margin_ms": mark.lease_margin_ms,
+                "ttl_ms": self.retention_s * 1000,
+            }
         return spec
 
 

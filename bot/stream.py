@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import logging
 from collections import OrderedDict
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -83,10 +84,16 @@ class NotificationStream:
             fields.update(source=notification.source, body=body)
         else:
             fields["d"] = delivery_of(notification).model_dump_json()
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
         self._waiting.append((fields, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="stream-append")
+        if "body" in fields and len(self._waiting) == 1:
+            # A lone notification (not a burst: there, the consumer's batches share the work):
+            # its delivery is worked out while Redis answers, after the append is sent, and
+            # this replica's consumer finds it known instead of parsing the body again.
+            loop.call_soon(self._recent.learn, notification, body)
         return await future
 
     async def _flush(self) -> None:
@@ -244,8 +251,15 @@ class RecentDeliveries:
         self._items: OrderedDict[bytes, Delivery] = OrderedDict()
 
     @staticmethod
-    def key(source: str, body: str) -> bytes:
-        return hashlib.blake2b(f"{source}\0{body}".encode(), digest_size=16).digest()
+    def key(source: str, body: bytes) -> bytes:
+        return hashlib.blake2b(b"%s\0%s" % (source.encode(), body), digest_size=16).digest()
+
+    def learn(self, notification: Notification, body: bytes) -> None:
+        """Remember the delivery of a body the webhook validated as `notification`."""
+        key = self.key(notification.source, body)
+        if self.get(key) is None:
+            with suppress(PayloadError, ValidationError, ValueError):  # the consumer says why
+                self.put(key, delivery_of(notification))
 
     def get(self, key: bytes) -> Delivery | None:
         found = self._items.get(key)
@@ -269,7 +283,7 @@ def _entry(entry_id: str, fields: dict[str, str], recent: RecentDeliveries) -> S
         source = fields.get("source", "")
         if source not in ("grafana", "alertmanager"):
             raise PayloadError(f"unknown source {source!r}")
-        key = RecentDeliveries.key(source, body)
+        key = RecentDeliveries.key(source, body.encode())
         known = recent.get(key)
         if known is not None:
             return StreamEntry(entry_id, known, fields=fields)

@@ -18,7 +18,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bot.alerts import ENDPOINT, PayloadError, Source, parse_json_body, parse_notification
+from bot.alerts import (
+    ENDPOINT,
+    Notification,
+    PayloadError,
+    Source,
+    parse_json_body,
+    parse_notification,
+)
 from bot.auth import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -77,8 +84,10 @@ class AlertWebhooks:
         auth: WebhookAuth,
         max_body_bytes: int,
         clock: Callable[[], float] = time.time,
+        preload: Callable[[Notification], None] | None = None,
     ) -> None:
         self._stream = stream
+        self._preload = preload
         self._telemetry = telemetry
         self._auth = auth
         self._max_body = max_body_bytes
@@ -103,6 +112,9 @@ class AlertWebhooks:
             return self._reject(source, exc.status, exc.reason, str(exc))
         except PayloadError as exc:
             return self._reject(source, 400, "invalid", str(exc))
+        if self._preload is not None:
+            # The consumer's read of the group goes to Redis beside the append (`bot.preloads`).
+            self._preload(notification)
         try:
             entry_id = await self._stream.append(notification, body, self._clock())
         except RedisError as exc:

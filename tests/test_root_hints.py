@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -16,9 +17,16 @@ from redis.asyncio import Redis
 from bot.config import Settings
 from bot.incidents import Incident, open_incident
 from bot.leases import Leases
-from bot.root_hints import SETTLE_S, RootHint, RootHints
+from bot.root_hints import (
+    LEASE_MARGIN_MS,
+    MARK_FRESH_S,
+    SETTLE_S,
+    RootHint,
+    RootHints,
+    Sending,
+)
 from bot.send_queue import InFlight, SendQueue
-from bot.store import Commit, IncidentStore, ThreadRef
+from bot.store import Commit, IncidentStore, RootMark, ThreadRef
 from tests.conftest import CHANNEL, Slack, eventually, run_bot
 from tests.test_sender import group, queue_of, text_of
 from tests.test_store import PREFIX, T0, delivery
@@ -239,3 +247,152 @@ async def test_a_new_groups_root_shows_what_changed_while_it_waited_for_its_slot
     assert len(roots) == 2
     assert "987" in str(roots[-1].params), "the root as posted, before any edit"
     assert "987" in text_of(slack.emulator.channel_messages(CHANNEL)[-1])
+
+
+# -- the commit that marks the root itself --------------------------------------------------------
+
+
+async def open_marked(
+    channel: Channel, incident_id: str, *, token: str, margin_ms: int = LEASE_MARGIN_MS
+) -> tuple[int | None, bool]:
+    """Open an incident in one commit that asks to mark its root in flight for `token`."""
+    marker = InFlight(f"root:{incident_id}", "root", time.time()).encode()
+    mark = RootMark(token, marker, storm_threshold=THRESHOLD, lease_margin_ms=margin_ms)
+    return await channel.store.commit_marked(Commit(new_incident(incident_id), mark=mark))
+
+
+async def test_a_commit_marks_its_new_root_in_flight_when_it_is_the_senders_next_post(
+    channel: Channel,
+) -> None:
+    token = await lease_of(channel)
+    version, marked = await open_marked(channel, "1", token=token)
+    assert version and marked
+    marks = await channel.marks()
+    assert list(marks) == ["root:1"]
+    assert InFlight.decode(marks["root:1"]) == InFlight("root:1", "root", ANY_TIME)
+    assert await channel.redis.zrange(channel.keys.posts(CHANNEL), 0, -1) == ["root:1"]
+
+
+class _AnyTime(float):
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and abs(other - time.time()) < 60
+
+    def __hash__(self) -> int:
+        return 0
+
+
+ANY_TIME = _AnyTime()
+
+
+async def _spoil_ahead(channel: Channel) -> str:
+    await channel.redis.zadd(channel.keys.posts(CHANNEL), {"root:0": 0})
+    return await lease_of(channel)
+
+
+async def _spoil_earlier_attempt(channel: Channel) -> str:
+    await channel.redis.hset(channel.keys.in_flight(CHANNEL), "root:1", "{}")  # type: ignore[misc]
+    return await lease_of(channel)
+
+
+async def _spoil_storm_open(channel: Channel) -> str:
+    await channel.redis.hset(channel.keys.storm(CHANNEL), "id", "9")  # type: ignore[misc]
+    return await lease_of(channel)
+
+
+async def _spoil_storm_would_open(channel: Channel) -> str:
+    for n in range(2, THRESHOLD + 1):
+        await channel.open(str(n))
+    return await lease_of(channel)
+
+
+async def _spoil_lease_about_to_expire(channel: Channel) -> str:
+    key = channel.keys.sender_lease(CHANNEL)
+    lease = await Leases(channel.redis).try_acquire(key, LEASE_MARGIN_MS // 2)
+    assert lease is not None
+    return lease.token
+
+
+async def _spoil_lease_held_by_another(channel: Channel) -> str:
+    await lease_of(channel)
+    return "someone-else"
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        _spoil_ahead,
+        _spoil_earlier_attempt,
+        _spoil_storm_open,
+        _spoil_storm_would_open,
+        _spoil_lease_about_to_expire,
+        _spoil_lease_held_by_another,
+    ],
+    ids=lambda spoil: spoil.__name__.removeprefix("_spoil_"),
+)
+async def test_a_commit_whose_root_is_not_the_senders_next_post_applies_but_marks_nothing(
+    channel: Channel, spoil: Callable[[Channel], Any]
+) -> None:
+    token = await spoil(channel)
+    before = await channel.marks()
+    version, marked = await open_marked(channel, "1", token=token)
+    assert version, "the change itself is committed"
+    assert not marked
+    assert await channel.marks() == before
+    assert await channel.redis.zscore(channel.keys.posts(CHANNEL), "root:1") is not None
+
+
+async def test_a_marked_hint_is_not_displaced_by_a_later_one() -> None:
+    """A marked root heads the channel's queue: it is the sender's next post, and must not wait
+    behind a hint that settled after it (that one is posted after it, from the queue)."""
+    hints = RootHints()
+    hints.attach(CHANNEL, Sending("token", THRESHOLD))
+    first, second = hints.expect(CHANNEL), hints.expect(CHANNEL)
+    assert first is not None and second is not None
+    marked = RootHint(new_incident("1"), 1, marked_at=time.monotonic())
+    first.set_result(marked)
+    second.set_result(RootHint(new_incident("2"), 1))
+    assert await hints.take(CHANNEL) == marked
+
+
+def test_a_mark_is_asked_for_only_by_a_channel_this_replica_sends_to() -> None:
+    hints = RootHints()
+    assert hints.mark(CHANNEL, "1") is None
+    hints.attach(CHANNEL, Sending("token", THRESHOLD))
+    mark = hints.mark(CHANNEL, "1")
+    assert mark is not None
+    assert (mark.lease_token, mark.storm_threshold) == ("token", THRESHOLD)
+    assert InFlight.decode(mark.marker) == InFlight("root:1", "root", ANY_TIME)
+
+
+def test_a_marked_hint_is_posted_from_only_while_fresh() -> None:
+    now = time.monotonic()
+    assert RootHint(new_incident("1"), 1, marked_at=now).fresh()
+    assert not RootHint(new_incident("1"), 1, marked_at=now - MARK_FRESH_S - 0.01).fresh()
+    assert not RootHint(new_incident("1"), 1).fresh(), "not marked"
+
+
+async def test_a_root_marked_by_its_commit_whose_hint_is_lost_is_posted_once(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """The replica's sender never hears of the mark (the hint went stale, or the commit came
+    from a replica that then died): it reads the queue, finds the root marked in flight, looks it
+    up in Slack first, and posts it once."""
+    async with run_bot(settings_for()) as running:
+        bot = running.bot
+        lease_key = bot.queue.keys.sender_lease(CHANNEL)
+        await eventually(lambda: bot.redis.get(lease_key), what="the channel's sender")
+        token = await bot.redis.get(lease_key)
+        incident = new_incident("41")
+        marker = InFlight("root:41", "root", time.time()).encode()
+        mark = RootMark(token, marker, storm_threshold=0, lease_margin_ms=LEASE_MARGIN_MS)
+        version, marked = await bot.store.commit_marked(Commit(incident, mark=mark))
+        assert version and marked
+        await eventually(
+            lambda: len(slack.emulator.channel_messages(CHANNEL)) == 1, what="the root"
+        )
+        await eventually(
+            lambda: bot.redis.hget(bot.queue.keys.incident("41"), "thread"), what="recorded"
+        )
+    assert slack.emulator.calls("conversations.history"), "looked up before posting"
+    roots = [c for c in slack.emulator.calls("chat.postMessage") if c.ok]
+    assert len(roots) == 1
