@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 
+from bot.sandbox.serve import serve_in_thread
 from bot.slack import SlackConfig, SlackError, SlackGateway, build_client
 from bot.telemetry import Telemetry
 from tests.conftest import BOT_TOKEN, CHANNEL, Slack
@@ -244,3 +249,27 @@ async def test_a_post_that_timed_out_is_not_sent_again(slack: Slack, redis: Redi
 
     assert caught.value.uncertain
     assert len(slack.emulator.channel_messages(CHANNEL)) == 1
+
+
+async def test_an_html_error_page_from_a_proxy_is_retryable_and_uncertain(
+    slack: Slack, redis: Redis
+) -> None:
+    """A load balancer in front of Slack answers 502 with an HTML page, not Slack's JSON: the
+    call may have reached Slack, so it is uncertain, and named by its status."""
+
+    async def proxy(request: Request) -> Response:
+        return HTMLResponse("<html><body>502 Bad Gateway</body></html>", status_code=502)
+
+    server = serve_in_thread(Starlette(routes=[Route("/api/{method}", proxy, methods=["POST"])]))
+    try:
+        gateway = make_gateway(slack, redis, base_url=f"{server.url}/api/")
+        with pytest.raises(SlackError) as caught:
+            await gateway.post(CHANNEL, "hello", BLOCKS)
+    finally:
+        server.stop()
+
+    assert (caught.value.error, caught.value.retryable, caught.value.uncertain) == (
+        "http_502",
+        True,
+        True,
+    )
