@@ -26,7 +26,6 @@ from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.alerts import Notification
 from bot.delivery import Delivery, group_hash
 from bot.incidents import (
     Change,
@@ -40,7 +39,7 @@ from bot.incidents import (
     open_incident,
     repeated,
 )
-from bot.messages import render_event, render_summary
+from bot.messages import render_event, render_root, render_summary
 from bot.preloads import GroupPreloads
 from bot.root_hints import RootHint, RootHints
 from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply, summary_reply
@@ -95,11 +94,14 @@ class Intake:
         self._preloads = GroupPreloads(store.load_group)
         self._stop = asyncio.Event()
 
-    def preload(self, notification: Notification) -> None:
-        """The webhook is appending `notification`: read its group meanwhile (`bot.preloads`),
-        unless a batch of the group is running here (its commit would make the read stale)."""
-        key = group_hash(notification.source, notification.group_key)
-        if key not in self._groups and not self._stop.is_set():
+    def preload(self, source: str, group_key: object) -> None:
+        """A webhook is taking a notification of `group_key`: read its group meanwhile
+        (`bot.preloads`), unless a batch of the group is running here (its commit would make
+        the read stale). Not a key (a body about to be refused): nothing to read."""
+        if not isinstance(group_key, str) or not group_key or self._stop.is_set():
+            return
+        key = group_hash(source, group_key)
+        if key not in self._groups:
             self._preloads.start(key)
 
     @property
@@ -362,12 +364,23 @@ class Intake:
         assert incident is not None
         commit = replace(commit, mark=self._hints.mark(incident.channel, incident.id))
         version, marked, since = None, False, time.monotonic()
+        committing = asyncio.ensure_future(self._store.commit_marked(commit, now=now.timestamp()))
+        root = None
         try:
-            version, marked = await self._store.commit_marked(commit, now=now.timestamp())
+            await asyncio.sleep(0)  # the commit is sent: the root is rendered while Redis works
+            try:
+                root = render_root(incident, now=self._clock(), mentions=False)
+            except Exception:  # a bug: the sender renders it, the commit goes on
+                log.exception("intake: rendering the root of %s failed", incident.id)
+            version, marked = await committing
         finally:
+            if not committing.done():
+                committing.cancel()
             if not hint.done():  # its sender may have stopped meanwhile
-                marked_at = since if marked else None
-                hint.set_result(RootHint(incident, version, marked_at) if version else None)
+                if marked:
+                    hint.set_result(RootHint(incident, version or 0, since, root))
+                else:
+                    hint.set_result(RootHint(incident, version) if version else None)
         return version is not None
 
     def _open(

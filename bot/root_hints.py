@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from bot.incidents import Incident
+from bot.mrkdwn import Rendered
 from bot.send_queue import InFlight
 from bot.store import RootMark
 
@@ -38,11 +39,13 @@ MARK_FRESH_S = 0.5
 @dataclass(frozen=True)
 class RootHint:
     """An incident whose root a commit just queued, as committed, at `version`; `marked_at`
-    (monotonic, taken before the commit) when the commit marked the root in flight."""
+    (monotonic, taken before the commit) when the commit marked the root in flight, and the
+    root as the intake rendered it while the commit was in flight."""
 
     incident: Incident
     version: int
     marked_at: float | None = None
+    root: Rendered | None = None
 
     def fresh(self) -> bool:
         """Marked, and recently enough to post from the mark (see the module docstring)."""

@@ -213,8 +213,9 @@ class ChannelSender:
 
     async def _post_hinted(self, hint: RootHint) -> bool:
         """Post a root the intake of this replica just committed, from the state it handed
-        over, if Redis confirms it is exactly what would be posted next; False if not (then the
-        queue is read as usual)."""
+        over, if Redis confirmed it is exactly what would be posted next (the commit marked it,
+        and the mark is fresh; or `begin_root`); False if not (then the queue is read as usual).
+        A marked root comes rendered: the intake rendered it while its commit was in flight."""
         incident = hint.incident
         member = f"root:{incident.id}"
         await self._wait_for_slot()
@@ -230,7 +231,7 @@ class ChannelSender:
             storm_threshold=self._config.storm.threshold if self._storm.enabled else 0,
         ):
             return False
-        root = render_root(incident, now=self._clock(), mentions=False)
+        root = hint.root or render_root(incident, now=self._clock(), mentions=False)
         ts = await self._send(
             member, "root", incident.id, incident.uid, root, thread=None, marked=True
         )

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from bot.alerts import Notification
 from bot.incidents import Change
 from bot.intake import Intake, IntakeConfig
 from bot.preloads import TTL_S
@@ -16,7 +15,7 @@ from bot.store import IncidentStore
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 from tests.conftest import eventually
-from tests.test_store import CHANNEL, PREFIX, T0, delivery, notification
+from tests.test_store import CHANNEL, PREFIX, T0, delivery
 
 
 @pytest.fixture
@@ -36,15 +35,16 @@ def replica(redis: Redis, consumer: str) -> Intake:
     )
 
 
-def note(group: str) -> Notification:
-    return notification().model_copy(update={"group_key": group})
+def note(group: str) -> tuple[str, str]:
+    """What the webhook hands `Intake.preload`: the source, and the body's group key."""
+    return "grafana", group
 
 
 async def test_a_read_nobody_took_leaves_no_gap_in_incident_numbers(redis: Redis) -> None:
     """The webhook's entry went to another replica's consumer: the read made for it is dropped,
     and the incident number it reserved goes to this replica's next new incident."""
     intake = replica(redis, "c1")
-    intake.preload(note("taken-elsewhere"))
+    intake.preload(*note("taken-elsewhere"))
     assert intake.preloads_waiting == 1
     await eventually(lambda: intake.preloads_waiting == 0, what="dropped", timeout=TTL_S + 5)
 
@@ -62,7 +62,7 @@ async def test_a_read_another_replica_made_stale_is_redone_and_opens_nothing_twi
     its own entry. A's commit meets the fence, is redone on a fresh read, and updates B's
     incident: one incident, both notifications."""
     a, b = replica(redis, "a"), replica(redis, "b")
-    a.preload(note("shared"))
+    a.preload(*note("shared"))
     assert await b.apply("1-0", delivery(groupKey="shared")) is Change.OPENED
     await a.handle(StreamEntry("2-0", delivery(groupKey="shared")))  # as the consumer does
 
@@ -79,7 +79,7 @@ async def test_a_read_is_taken_once(redis: Redis) -> None:
     """A read serves the first batch of its group only: the next batch reads afresh, after the
     first one's commit."""
     intake = replica(redis, "c1")
-    intake.preload(note("once"))
+    intake.preload(*note("once"))
     assert await intake.apply("1-0", delivery(groupKey="once")) is Change.OPENED
     assert intake.preloads_waiting == 0
     assert await intake.apply("2-0", delivery(groupKey="once")) is Change.UPDATED

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from bot.alert_facts import matchers_from_silence_url
 from bot.alerts import PayloadError, parse_json_body, parse_notification
 from bot.auth import basic_ok, bearer_ok, grafana_signature_problem
-from bot.delivery import Delivery, delivery_of
+from bot.delivery import Delivery, delivery_of, group_hash
 from bot.incidents import Change, apply_notification, open_incident, repeated
 from bot.messages import render_root
 from bot.sandbox.slack_limits import check_content, validate_blocks
@@ -57,6 +57,9 @@ def _accepted_path(source: str, data: object) -> None:
         return
     delivery = delivery_of(notification)
     assert Delivery.model_validate_json(delivery.model_dump_json()) == delivery
+    # The webhook reads the group early from the body's own key (`bot.preloads`): the same group.
+    assert isinstance(data, dict)
+    assert group_hash(source, data["groupKey"]) == delivery.group_hash
     if notification.status == "firing":
         now = datetime(2026, 1, 1, tzinfo=UTC)
         incident = open_incident(delivery, incident_id="1", uid="u", channel="C1", now=now)
