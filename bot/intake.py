@@ -94,14 +94,12 @@ class Intake:
         self._preloads = GroupPreloads(store.load_group)
         self._stop = asyncio.Event()
 
-    def preload(self, source: str, group_key: object) -> None:
-        """A webhook is taking a notification of `group_key`: read its group meanwhile
+    def preload(self, source: str, group_key: str) -> None:
+        """A webhook is appending a notification of `group_key`: read its group meanwhile
         (`bot.preloads`), unless a batch of the group is running here (its commit would make
-        the read stale). Not a key (a body about to be refused): nothing to read."""
-        if not isinstance(group_key, str) or not group_key or self._stop.is_set():
-            return
+        the read stale)."""
         key = group_hash(source, group_key)
-        if key not in self._groups:
+        if key not in self._groups and not self._stop.is_set():
             self._preloads.start(key)
 
     @property

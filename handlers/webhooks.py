@@ -83,7 +83,7 @@ class AlertWebhooks:
         auth: WebhookAuth,
         max_body_bytes: int,
         clock: Callable[[], float] = time.time,
-        preload: Callable[[Source, object], None] | None = None,
+        preload: Callable[[Source, str], None] | None = None,
     ) -> None:
         self._stream = stream
         self._preload = preload
@@ -106,16 +106,14 @@ class AlertWebhooks:
             body = await self._read_body(request)
             if source == "grafana":
                 self._check_signature(request, body)
-            data = parse_json_body(body)
-            if self._preload is not None and isinstance(data, dict):
-                # The consumer's read of the group goes to Redis now, while the body is
-                # validated and appended (`bot.preloads`); a body refused below wastes a read.
-                self._preload(source, data.get("groupKey"))
-            notification = parse_notification(source, data)
+            notification = parse_notification(source, parse_json_body(body))
         except _Rejected as exc:
             return self._reject(source, exc.status, exc.reason, str(exc))
         except PayloadError as exc:
             return self._reject(source, 400, "invalid", str(exc))
+        if self._preload is not None:
+            # The consumer's read of the group goes to Redis beside the append (`bot.preloads`).
+            self._preload(source, notification.group_key)
         try:
             entry_id = await self._stream.append(notification, body, self._clock())
         except RedisError as exc:
