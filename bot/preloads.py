@@ -19,7 +19,7 @@ stops are skipped.
 from __future__ import annotations
 
 import asyncio
-import logging
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
@@ -27,12 +27,13 @@ from redis.exceptions import RedisError
 
 from bot.store import GroupLoad
 
-log = logging.getLogger(__name__)
-
 # A read not taken within this long was for an entry another replica took.
 TTL_S = 1.0
 # Reads waiting at once; past this (a storm of new groups), the consumer reads as it used to.
 LIMIT = 1024
+# An ID kept longer than this is let go: the ID sequence expires after its retention with no new
+# group, and starts again from 1, so a very old ID could come round again.
+KEEP_ID_S = 3600.0
 
 
 class GroupPreloads:
@@ -44,12 +45,14 @@ class GroupPreloads:
         *,
         ttl_s: float = TTL_S,
         limit: int = LIMIT,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._load = load
+        self._clock = clock
         self._ttl_s = ttl_s
         self._limit = limit
         self._reads: dict[str, asyncio.Task[GroupLoad]] = {}
-        self._kept_ids: list[int] = []
+        self._kept_ids: list[tuple[int, float]] = []  # (ID, monotonic time it was kept)
 
     def __len__(self) -> int:
         return len(self._reads)
@@ -79,12 +82,14 @@ class GroupPreloads:
     def keep_id(self, incident_id: str | None) -> None:
         """An ID reserved and not used: the next new incident here takes it."""
         if incident_id is not None and incident_id.isdigit():
-            self._kept_ids.append(int(incident_id))
+            self._kept_ids.append((int(incident_id), self._clock()))
             self._kept_ids.sort()
 
     def kept_id(self) -> str | None:
-        """The lowest ID kept, if any; it is then no longer kept."""
-        return str(self._kept_ids.pop(0)) if self._kept_ids else None
+        """The lowest ID kept (within `KEEP_ID_S`), if any; it is then no longer kept."""
+        horizon = self._clock() - KEEP_ID_S
+        self._kept_ids = [(n, at) for n, at in self._kept_ids if at > horizon]
+        return str(self._kept_ids.pop(0)[0]) if self._kept_ids else None
 
     def cancel(self) -> None:
         """Shutting down: reads waiting are not needed."""

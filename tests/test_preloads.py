@@ -10,8 +10,8 @@ from redis.asyncio import Redis
 
 from bot.incidents import Change
 from bot.intake import Intake, IntakeConfig
-from bot.preloads import TTL_S
-from bot.store import IncidentStore
+from bot.preloads import KEEP_ID_S, TTL_S, GroupPreloads
+from bot.store import GroupLoad, IncidentStore
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 from tests.conftest import eventually
@@ -97,3 +97,22 @@ async def test_a_group_whose_first_notification_is_a_resolve_costs_no_incident_n
     assert await intake.apply("1-0", resolved) is Change.STALE
     assert await intake.apply("2-0", delivery(groupKey="next")) is Change.OPENED
     assert await IncidentStore(redis, PREFIX).open_ids() == ["1"]
+
+
+async def _never(group_hash: str, *, reserve: bool) -> GroupLoad:
+    raise AssertionError("no read in this test")
+
+
+def test_kept_ids_go_lowest_first_and_not_after_an_hour() -> None:
+    """A kept ID is handed out within the hour; after that the ID sequence may have expired and
+    started again (no new group for its retention), so an old ID could come round again."""
+    now = [0.0]
+    preloads = GroupPreloads(_never, clock=lambda: now[0])
+    for incident_id in ("9", "4", None, "not-a-number"):
+        preloads.keep_id(incident_id)
+    assert preloads.kept_id() == "4"
+    now[0] = KEEP_ID_S + 1
+    assert preloads.kept_id() is None, "9 was kept too long ago"
+    preloads.keep_id("12")
+    assert preloads.kept_id() == "12"
+    assert preloads.kept_id() is None
