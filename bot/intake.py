@@ -40,7 +40,6 @@ from bot.incidents import (
     repeated,
 )
 from bot.messages import render_event, render_root, render_summary
-from bot.mrkdwn import Rendered
 from bot.preloads import GroupPreloads
 from bot.root_hints import RootHint, RootHints
 from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply, summary_reply
@@ -363,27 +362,24 @@ class Intake:
         assert incident is not None
         commit = replace(commit, mark=self._hints.mark(incident.channel, incident.id))
         version, marked, since = None, False, time.monotonic()
-        rendered: list[Rendered] = []
-        # The commit is awaited at once, so it leaves before any other work queued on the loop
-        # (`bot.redis_conn._PromptWrite`); the root is rendered while Redis runs it, by a
-        # callback the loop runs before it reads the commit's answer.
-        asyncio.get_running_loop().call_soon(self._render_root, incident, rendered)
+        committing = asyncio.ensure_future(self._store.commit_marked(commit, now=now.timestamp()))
+        root = None
         try:
-            version, marked = await self._store.commit_marked(commit, now=now.timestamp())
+            await asyncio.sleep(0)  # the commit is sent: the root is rendered while Redis works
+            try:
+                root = render_root(incident, now=self._clock(), mentions=False)
+            except Exception:  # a bug: the sender renders it, the commit goes on
+                log.exception("intake: rendering the root of %s failed", incident.id)
+            version, marked = await committing
         finally:
+            if not committing.done():
+                committing.cancel()
             if not hint.done():  # its sender may have stopped meanwhile
                 if marked:
-                    root = rendered[0] if rendered else None
                     hint.set_result(RootHint(incident, version or 0, since, root))
                 else:
                     hint.set_result(RootHint(incident, version) if version else None)
         return version is not None
-
-    def _render_root(self, incident: Incident, into: list[Rendered]) -> None:
-        try:
-            into.append(render_root(incident, now=self._clock(), mentions=False))
-        except Exception:  # a bug: the sender renders it, the commit goes on
-            log.exception("intake: rendering the root of %s failed", incident.id)
 
     def _open(
         self, base: Commit, group: GroupState, delivery: Delivery, incident_id: str, now: datetime

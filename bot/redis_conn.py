@@ -11,16 +11,13 @@ new connection, so after a failover the next retry reaches the new master.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from redis import Redis as SyncRedis
 from redis.asyncio import ConnectionPool, Redis
-from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import ExponentialBackoff
@@ -99,56 +96,6 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     return SentinelTarget(parse_sentinels(hosts), unquote(path[0]), db, password)
 
 
-class _PromptWrite:
-    """A command is written to the socket at once; only a write the socket did not take whole
-    waits, bounded by `socket_timeout`.
-
-    Why: redis-py's asyncio connection writes every command inside `asyncio.wait_for`, to bound
-    the write by the socket timeout. On Python 3.11 (Debian 12's) that is a new task and two more
-    turns of the event loop for each command, whatever the socket does: work already queued on
-    the loop (a webhook's answer, a render) ran before the command left, which put that work on
-    the chain from an alert to Slack, and a command cost 13-15 µs more CPU (measured, uvloop).
-    The timeout only matters when the kernel's buffer is full, which is when the transport keeps
-    bytes back; then this waits, and fails, exactly as redis-py does.
-    """
-
-    _writer: asyncio.StreamWriter | None
-    socket_timeout: float | None
-
-    async def send_packed_command(
-        self, command: bytes | str | Iterable[bytes], check_health: bool = True
-    ) -> None:
-        writer = self._writer
-        if writer is None or writer.transport.is_closing() or not self.socket_timeout:
-            await super().send_packed_command(command, check_health)  # type: ignore[misc]
-            return
-        if check_health:
-            await self.check_health()  # type: ignore[attr-defined]
-        if isinstance(command, str):
-            command = command.encode()
-        chunks = [command] if isinstance(command, bytes) else command
-        writer.writelines(chunks)
-        if not writer.transport.get_write_buffer_size():
-            return
-        try:
-            await asyncio.wait_for(writer.drain(), self.socket_timeout)
-        except TimeoutError:
-            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
-            raise RedisTimeoutError("Timeout writing to socket") from None
-        except OSError as exc:
-            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
-            raise RedisConnectionError(f"Error while writing to socket: {exc}") from exc
-        except BaseException:
-            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
-            raise
-
-
-@functools.cache
-def prompt_writing(connection_class: type[AbstractConnection]) -> type[AbstractConnection]:
-    """`connection_class` (plain, TLS, Unix socket or Sentinel's) writing commands at once."""
-    return type(f"Prompt{connection_class.__name__}", (_PromptWrite, connection_class), {})
-
-
 class _WaitForConnection:
     """For redis-py's asyncio pools: when every connection is in use, a command waits its turn
     for one to come back instead of failing at once.
@@ -162,11 +109,9 @@ class _WaitForConnection:
     """
 
     max_connections: int
-    connection_class: type[AbstractConnection]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.connection_class = prompt_writing(self.connection_class)  # `_PromptWrite`
         self._turns = asyncio.Semaphore(self.max_connections)
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:

@@ -1,26 +1,17 @@
-"""The bot's Redis connections, against a real redis-server (`bot.redis_conn`): a command that
-finds every connection in use waits its turn instead of failing, and a command is written at
-once, waiting only when the socket cannot take it."""
+"""The Redis connection pool under a crowd, against a real redis-server: a command that finds
+every connection in use waits its turn instead of failing (`bot.redis_conn`)."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
-import signal
-import time
 
 import pytest
-from redis import Redis as SyncRedis
 from redis.asyncio import ConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import MaxConnectionsError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot import redis_conn
-from bot.redis_conn import SentinelTarget, WaitingConnectionPool, build_redis
+from bot.redis_conn import WaitingConnectionPool, build_redis
 from tests.conftest import CHANNEL, RunningBot, eventually
-from tests.servers import RedisServer
 
 
 async def crowd(client: Redis, size: int) -> list[object]:
@@ -111,84 +102,3 @@ async def test_a_crowd_on_the_pool_does_not_cost_the_channel_its_sender(
             for task in crowd:
                 task.cancel()
             await asyncio.gather(*crowd, return_exceptions=True)
-
-
-# -- commands written at once (`_PromptWrite`) ---------------------------------------------------
-
-
-async def test_a_command_is_on_its_way_before_work_queued_ahead_of_it_runs(redis_url: str) -> None:
-    """Why it matters: the intake's commit must not wait behind a webhook's answer or a render
-    already queued on the loop. Here the queued work looks for the command's effect in Redis,
-    holding the loop meanwhile: it sees it only if the command left when it was awaited."""
-    client = build_redis(redis_url)
-    seen: list[object] = []
-
-    def queued_work() -> None:  # holds the loop, as CPU work does
-        with SyncRedis.from_url(redis_url, decode_responses=True) as other:
-            deadline = time.monotonic() + 2
-            while time.monotonic() < deadline and not seen:
-                if other.get("prompt") == "sent":
-                    seen.append(True)
-
-    try:
-        await client.ping()  # connected: the next command finds its connection ready
-        asyncio.get_running_loop().call_soon(queued_work)
-        await client.set("prompt", "sent")
-    finally:
-        await client.aclose()
-    assert seen, "the command left only after the work queued ahead of it"
-
-
-async def test_a_value_larger_than_the_sockets_buffers_goes_through_whole(
-    redis_url: str,
-) -> None:
-    """The socket takes part of a 32 MiB command at once: the rest is waited for, as before."""
-    value = bytes(range(256)) * (32 * 4096)
-    client = build_redis(redis_url)
-    try:
-        await client.set("big", value)
-        assert (await client.strlen("big")) == len(value)
-        async with Redis.from_url(redis_url) as raw:
-            assert await raw.get("big") == value
-    finally:
-        await client.aclose()
-
-
-async def test_a_write_to_a_hung_server_fails_within_the_socket_timeout() -> None:
-    """A redis-server that stops reading (hung: SIGSTOP) mid-session: a command larger than the
-    kernel's buffers fails with a timeout after the bot's socket timeout (5 s, the default path)
-    and the connection is dropped; nothing hangs."""
-    server = RedisServer()
-    server.start()
-    client = build_redis(server.url)
-    pool = client.connection_pool
-    # The timeout is the bot's; only the retries are dropped (each would wait it again).
-    pool.connection_kwargs["retry"] = Retry(NoBackoff(), 0)
-    try:
-        await client.ping()
-        assert server.process is not None
-        server.process.send_signal(signal.SIGSTOP)
-        try:
-            with pytest.raises(RedisTimeoutError, match="writing"):
-                await asyncio.wait_for(client.set("big", b"x" * (64 << 20)), 30)
-        finally:
-            server.process.send_signal(signal.SIGCONT)
-        assert pool.connection_kwargs["socket_timeout"] == 5
-        assert not any(c.is_connected for c in pool._available_connections)
-        assert await client.ping(), "a new connection serves once the server is back"
-    finally:
-        await client.aclose()
-        server.stop()
-        shutil.rmtree(server.dir, ignore_errors=True)
-
-
-def test_every_kind_of_connection_the_bot_makes_writes_at_once() -> None:
-    """Plain, TLS, Unix socket and Sentinel's connections alike (nothing is connected here)."""
-    sentinel = SentinelTarget((("127.0.0.1", 1),), "main")
-    for client in (
-        build_redis("redis://127.0.0.1:1"),
-        build_redis("rediss://127.0.0.1:1"),
-        build_redis("unix:///nowhere.sock"),
-        build_redis("redis://unused", sentinel),
-    ):
-        assert issubclass(client.connection_pool.connection_class, redis_conn._PromptWrite)

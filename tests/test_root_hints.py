@@ -14,12 +14,9 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-import bot.intake
 from bot.config import Settings
-from bot.incidents import Change, Incident, open_incident
-from bot.intake import Intake, IntakeConfig
+from bot.incidents import Incident, open_incident
 from bot.leases import Leases
-from bot.messages import render_root
 from bot.root_hints import (
     LEASE_MARGIN_MS,
     MARK_FRESH_S,
@@ -30,8 +27,6 @@ from bot.root_hints import (
 )
 from bot.send_queue import InFlight, SendQueue
 from bot.store import Commit, IncidentStore, RootMark, ThreadRef
-from bot.stream import NotificationStream
-from bot.telemetry import Telemetry
 from tests.conftest import CHANNEL, Slack, eventually, run_bot
 from tests.test_sender import group, queue_of, text_of
 from tests.test_store import PREFIX, T0, delivery
@@ -344,52 +339,6 @@ async def test_a_commit_whose_root_is_not_the_senders_next_post_applies_but_mark
     assert not marked
     assert await channel.marks() == before
     assert await channel.redis.zscore(channel.keys.posts(CHANNEL), "root:1") is not None
-
-
-def intake_sending_to(channel: Channel, hints: RootHints) -> Intake:
-    """An intake in the replica whose sender holds the channel's lease."""
-    return Intake(
-        NotificationStream(channel.redis, PREFIX),
-        channel.store,
-        Telemetry(),
-        config=IntakeConfig(consumer="c1", channel=CHANNEL),
-        clock=lambda: T0,
-        hints=hints,
-    )
-
-
-async def test_an_intakes_new_root_is_handed_over_marked_and_rendered(channel: Channel) -> None:
-    """The sender posts what it is handed without a read or a render of its own: the root is
-    rendered while the commit runs, for the incident exactly as committed."""
-    hints = RootHints()
-    hints.attach(CHANNEL, Sending(await lease_of(channel), THRESHOLD))
-    intake = intake_sending_to(channel, hints)
-    assert await intake.apply("1-0", delivery(groupKey="handed-over")) is Change.OPENED
-    hint = await hints.take(CHANNEL)
-    assert hint is not None and hint.fresh(), "marked in flight"
-    loaded = await channel.store.load(hint.incident.id)
-    assert loaded.incident == hint.incident and loaded.version == hint.version
-    assert hint.root == render_root(loaded.incident, now=T0, mentions=False)
-
-
-async def test_a_root_that_fails_to_render_is_still_committed_and_handed_over(
-    channel: Channel, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A bug in the render costs the intake nothing: the incident is committed and marked, and
-    the sender renders the root itself."""
-
-    def broken(*_args: object, **_kwargs: object) -> None:
-        raise ValueError("a bug in the render")
-
-    monkeypatch.setattr(bot.intake, "render_root", broken)
-    hints = RootHints()
-    hints.attach(CHANNEL, Sending(await lease_of(channel), THRESHOLD))
-    intake = intake_sending_to(channel, hints)
-    assert await intake.apply("1-0", delivery(groupKey="unrendered")) is Change.OPENED
-    hint = await hints.take(CHANNEL)
-    assert hint is not None and hint.fresh()
-    assert hint.root is None, "the sender renders it"
-    assert await channel.store.open_ids() == [hint.incident.id]
 
 
 async def test_a_marked_hint_is_not_displaced_by_a_later_one() -> None:
