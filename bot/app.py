@@ -41,6 +41,7 @@ from bot.incident_fleet import DrainConfig
 from bot.intake import Intake, IntakeConfig
 from bot.interactions import Interactions
 from bot.leases import Lease, Leases
+from bot.opening import DirectOpens, KnownGroups, OpenConfig
 from bot.readings import FleetReadings
 from bot.redis_conn import build_redis
 from bot.root_hints import RootHints
@@ -84,6 +85,7 @@ class Bot:
     silence_watch: SilenceWatch | None = None
     readings: FleetReadings | None = None
     lease_redis: Redis | None = None
+    direct: DirectOpens | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -108,8 +110,20 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     gateway = SlackGateway(client, redis, config=slack_config, telemetry=telemetry, prefix=prefix)
     # A new incident's root goes from this replica's intake to its sender, when it has it.
     hints = RootHints()
+    known = KnownGroups()
+    intake_config = _intake_config(settings)
     intake = Intake(
-        stream, store, telemetry, config=_intake_config(settings), clock=clock, hints=hints
+        stream, store, telemetry, config=intake_config, clock=clock, hints=hints, known=known
+    )
+    # A lone first notification of a new group is opened as the webhook writes it.
+    direct = DirectOpens(
+        store,
+        stream,
+        telemetry,
+        config=OpenConfig(intake_config.channel, intake_config.status_interval_s),
+        clock=clock,
+        hints=hints,
+        known=known,
     )
     sender_config = SenderConfig(
         post_interval_s=settings.slack_post_interval_ms / 1000,
@@ -191,6 +205,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         silence_watch,
         readings,
         lease_redis,
+        direct,
     )
 
 
@@ -327,6 +342,7 @@ def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
         auth=auth,
         max_body_bytes=s.alert_max_body_bytes,
         preload=bot.intake.preload,
+        direct=bot.direct,
     )
 
 

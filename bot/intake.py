@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import secrets
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -36,10 +35,10 @@ from bot.incidents import (
     is_reopenable,
     is_stale,
     noted,
-    open_incident,
     repeated,
 )
 from bot.messages import render_event, render_root, render_summary
+from bot.opening import KnownGroups, opening_commit
 from bot.preloads import GroupPreloads
 from bot.root_hints import RootHint, RootHints
 from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply, summary_reply
@@ -80,6 +79,7 @@ class Intake:
         config: IntakeConfig,
         clock: Callable[[], datetime],
         hints: RootHints | None = None,
+        known: KnownGroups | None = None,
     ) -> None:
         self._stream = stream
         self._store = store
@@ -87,6 +87,7 @@ class Intake:
         self._config = config
         self._clock = clock
         self._hints = hints or RootHints()
+        self._known = known or KnownGroups()
         # Entry ID -> the task of its group; entries waiting for their group's task.
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._groups: dict[str, asyncio.Task[None]] = {}
@@ -342,6 +343,7 @@ class Intake:
                 self._preloads.keep_id(commit.incident.id)  # the redo may not open one
             raise _Conflict
         del pending[: len(changes)]
+        self._known.add(group_hash)  # its notifications need no direct open (`bot.opening`)
         for change, count in Counter(changes).items():
             self._telemetry.notifications_applied.labels(change.value).inc(count)
             if change is Change.OPENED:
@@ -384,22 +386,14 @@ class Intake:
     def _open(
         self, base: Commit, group: GroupState, delivery: Delivery, incident_id: str, now: datetime
     ) -> tuple[Change, Commit]:
-        incident = open_incident(
+        commit = opening_commit(
+            base,
+            group,
             delivery,
-            incident_id=incident_id,
-            uid=secrets.token_hex(6),
+            incident_id,
             channel=self._config.channel,
             now=now,
-        )
-        opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
-        commit = Commit(
-            incident,
-            version=0,
-            group=group.model_copy(update={"incident_id": incident.id}),
-            group_hash=base.group_hash,
-            group_version=base.group_version,
-            events=(opened,),
-            status_due=self._next_status(now) if incident.is_open else None,
+            status_due=self._next_status(now),
         )
         return Change.OPENED, commit
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from typing import Any, cast
 
@@ -43,6 +44,12 @@ MAX_TIMELINE = 500
 
 def lua(name: str) -> str:
     return (resources.files("bot") / "lua" / f"{name}.lua").read_text()
+
+
+def open_first_lua() -> str:
+    """open_first.lua with commit.lua's code in it: a direct open writes exactly what the
+    consumer's commit of the same change writes."""
+    return lua("open_first").replace("--[[commit.lua]]", lua("commit"))
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,17 @@ class Commit:
     mark: RootMark | None = None
 
 
+@dataclass(frozen=True)
+class FirstOpen:
+    """What `IncidentStore.open_first` did: appended the entry for a consumer (`entry_id`), or
+    opened the incident (`incident_id`, at `version`, its root `marked` in flight or not)."""
+
+    entry_id: str = ""
+    incident_id: str = ""
+    version: int = 0
+    marked: bool = False
+
+
 # What `IncidentStore.load_group` reads: the group, its version, its current incident, and the
 # ID reserved for a new group's first incident.
 GroupLoad = tuple[GroupState, int, Loaded, str | None]
@@ -153,6 +171,7 @@ class IncidentStore:
         self._test_retention_s = min(test_retention_s, retention_s)
         self._commit = redis.register_script(lua("commit"))
         self._load_group = redis.register_script(lua("load_group"))
+        self._open_first = redis.register_script(open_first_lua())
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -296,6 +315,34 @@ class IncidentStore:
                 await self._commit(keys=keys, args=args, client=pipe)
             versions = await pipe.execute(raise_on_error=False)
         return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
+
+    async def open_first(
+        self,
+        change: Commit,
+        entry: Mapping[str, Any],
+        *,
+        slots: tuple[str, str],
+        now: float,
+        durably: Callable[[Callable[..., Awaitable[Any]]], Awaitable[Any]] | None = None,
+    ) -> FirstOpen:
+        """Open a new group's incident as its notification is accepted, in one round trip
+        (`bot/lua/open_first.lua`); if the group exists, append `entry` (the stream fields, as
+        `bot.stream` writes them) for a consumer instead.
+
+        `change` opens the incident as the consumer would, with `slots[0]` for the incident's
+        ID and `slots[1]` for the group's order, which only Redis can give. `durably` sends the
+        script as the stream sends its appends (`NotificationStream.durably`: with a `WAIT`).
+        """
+        keys, args = self._commit_call(change, now)
+        call = partial(
+            self._open_first,
+            keys=[*keys, self.keys.incident_seq],
+            args=[*args, *slots, self.retention_s, *(x for pair in entry.items() for x in pair)],
+        )
+        raw = await (durably(call) if durably is not None else call())
+        if raw[0]:
+            return FirstOpen(entry_id=str(raw[0]))
+        return FirstOpen(incident_id=str(raw[1]), version=int(raw[2]), marked=bool(raw[3]))
 
     def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
         """The commit script's keys and argument (`bot/lua/commit.lua`)."""

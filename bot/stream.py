@@ -13,8 +13,10 @@ import asyncio
 import hashlib
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 from pydantic import ValidationError
@@ -79,11 +81,7 @@ class NotificationStream:
         one `WAIT` (a group commit): each caller still gets its own entry ID or error, and nothing
         is acknowledged before Redis has it.
         """
-        fields: dict[Any, Any] = {"at": repr(received_at)}
-        if len(body) <= BODY_MAX_BYTES:
-            fields.update(source=notification.source, body=body)
-        else:
-            fields["d"] = delivery_of(notification).model_dump_json()
+        fields = entry_fields(notification, body, received_at)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[str] = loop.create_future()
         self._waiting.append((fields, future))
@@ -95,6 +93,11 @@ class NotificationStream:
             # this replica's consumer finds it known instead of parsing the body again.
             loop.call_soon(self._recent.learn, notification, body)
         return await future
+
+    @property
+    def quiet(self) -> bool:
+        """No append is waiting or being written: a notification now is a lone one."""
+        return not self._waiting and (self._flusher is None or self._flusher.done())
 
     async def _flush(self) -> None:
         """Write what is waiting, batch after batch, until nothing is."""
@@ -121,19 +124,25 @@ class NotificationStream:
             args.append(len(fields))
             for name, value in fields.items():
                 args += (name, value)
+        added = await self.durably(partial(self._append, keys=[self.key], args=args))
+        return [str(entry_id) for entry_id in added]
+
+    async def durably(self, call: Callable[..., Awaitable[Any]]) -> Any:
+        """What `call()` answers, once the write is as durable as an accepted notification must
+        be: with `wait_replicas`, `call(client=pipeline)` is sent with a `WAIT` in the same
+        round trip, and NotReplicated is raised if too few replicas confirmed it."""
         if not self._wait_replicas:
-            return [str(entry_id) for entry_id in await self._append(keys=[self.key], args=args)]
+            return await call()
         async with self._redis.pipeline(transaction=False) as pipe:
-            await self._append(keys=[self.key], args=args, client=pipe)
+            await call(client=pipe)
             pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
-            added, acked = await pipe.execute()
-        entry_ids = [str(entry_id) for entry_id in added]
+            result, acked = await pipe.execute()
         acked = int(acked)
         if acked < self._wait_replicas and await self._replicas() >= self._wait_replicas:
-            raise NotReplicated(f"{acked} of {self._wait_replicas} replicas confirmed {entry_ids}")
+            raise NotReplicated(f"{acked} of {self._wait_replicas} replicas confirmed {result}")
         # Fewer replicas than asked for are connected at all (one is down): refusing would turn
-        # a degraded set-up into an outage; the entries are as safe as the set-up allows.
-        return entry_ids
+        # a degraded set-up into an outage; the write is as safe as the set-up allows.
+        return result
 
     async def _replicas(self) -> int:
         info = await self._redis.info("replication")
@@ -240,6 +249,17 @@ class NotificationStream:
                 await self._redis.xgroup_delconsumer(self.key, GROUP, name)
                 removed += 1
         return removed
+
+
+def entry_fields(notification: Notification, body: bytes, received_at: float) -> dict[str, Any]:
+    """The stream entry of an accepted notification: the body it came in (its facts are worked
+    out by the consumer), or, past `BODY_MAX_BYTES`, its delivery."""
+    fields: dict[str, Any] = {"at": repr(received_at)}
+    if len(body) <= BODY_MAX_BYTES:
+        fields.update(source=notification.source, body=body)
+    else:
+        fields["d"] = delivery_of(notification).model_dump_json()
+    return fields
 
 
 class RecentDeliveries:
