@@ -37,10 +37,10 @@ from bot.incidents import (
     noted,
     repeated,
 )
-from bot.messages import render_event, render_root, render_summary
+from bot.messages import render_event, render_summary
 from bot.opening import KnownGroups, opening_commit
 from bot.preloads import GroupPreloads
-from bot.root_hints import RootHint, RootHints
+from bot.root_hints import RootHints, rendered_root, settle
 from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply, summary_reply
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
@@ -368,19 +368,12 @@ class Intake:
         root = None
         try:
             await asyncio.sleep(0)  # the commit is sent: the root is rendered while Redis works
-            try:
-                root = render_root(incident, now=self._clock(), mentions=False)
-            except Exception:  # a bug: the sender renders it, the commit goes on
-                log.exception("intake: rendering the root of %s failed", incident.id)
+            root = rendered_root(incident, self._clock())
             version, marked = await committing
         finally:
             if not committing.done():
                 committing.cancel()
-            if not hint.done():  # its sender may have stopped meanwhile
-                if marked:
-                    hint.set_result(RootHint(incident, version or 0, since, root))
-                else:
-                    hint.set_result(RootHint(incident, version) if version else None)
+            settle(hint, incident, version, marked_at=since if marked else None, root=root)
         return version is not None
 
     def _open(

@@ -28,10 +28,8 @@ from pydantic import ValidationError
 
 from bot.alerts import Notification, PayloadError
 from bot.delivery import Delivery, delivery_of, group_hash
-from bot.incidents import Change, Event, GroupState, Incident, noted, open_incident
-from bot.messages import render_root
-from bot.mrkdwn import Rendered
-from bot.root_hints import RootHint, RootHints
+from bot.incidents import Change, Event, GroupState, noted, open_incident
+from bot.root_hints import RootHints, rendered_root, settle
 from bot.store import Commit, FirstOpen, IncidentStore
 from bot.stream import NotificationStream, entry_fields
 from bot.telemetry import Telemetry
@@ -164,29 +162,21 @@ class DirectOpens:
         if hint is not None:
             commit = replace(commit, mark=self._hints.mark(channel, slots[0]))
         since, done = time.monotonic(), FirstOpen()
+        incident = commit.incident
         try:
             done = await self._store.open_first(
                 commit, entry, slots=slots, now=now.timestamp(), durably=self._stream.durably
             )
+            if done.incident_id:
+                incident = incident.model_copy(update={"id": done.incident_id})
         finally:
-            if hint is not None and not hint.done() and not done.incident_id:
-                hint.set_result(None)  # appended, or failed: the sender reads the queue
+            if hint is not None:  # no version unless opened: the sender then reads its queue
+                marked_at = since if done.marked else None
+                root = rendered_root(incident, self._clock()) if marked_at else None
+                settle(hint, incident, done.version, marked_at=marked_at, root=root)
         if not done.incident_id:
             return done
-        incident = commit.incident.model_copy(update={"id": done.incident_id})
-        if hint is not None and not hint.done():  # its sender may have stopped meanwhile
-            if done.marked:
-                hint.set_result(RootHint(incident, done.version, since, self._root(incident)))
-            else:
-                hint.set_result(RootHint(incident, done.version))
         self._telemetry.notifications_applied.labels(Change.OPENED.value).inc()
         self._telemetry.incidents_opened.inc()
         log.debug("intake: opened %s on acceptance", incident.id)
         return done
-
-    def _root(self, incident: Incident) -> Rendered | None:
-        try:
-            return render_root(incident, now=self._clock(), mentions=False)
-        except Exception:  # a bug: the sender renders it
-            log.exception("intake: rendering the root of %s failed", incident.id)
-            return None

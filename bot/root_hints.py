@@ -19,13 +19,18 @@ the mark, and looks the root up in Slack before posting it, as after any interru
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from bot.incidents import Incident
+from bot.messages import render_root
 from bot.mrkdwn import Rendered
 from bot.send_queue import InFlight
 from bot.store import RootMark
+
+log = logging.getLogger(__name__)
 
 # The longest a sender waits for a commit it was told to expect: one Redis round trip, with a
 # wide margin. Past it, the sender reads the queue as usual and the hint waits for its next post.
@@ -65,6 +70,37 @@ class _Channel:
     sending: Sending | None = None
     pending: set[asyncio.Future[RootHint | None]] = field(default_factory=set)
     latest: RootHint | None = None
+
+
+def rendered_root(incident: Incident, now: datetime) -> Rendered | None:
+    """The root as the sender would post it, for a hint; None if rendering fails (a bug): the
+    sender then renders it itself, and the commit is never held up by it."""
+    try:
+        return render_root(incident, now=now, mentions=False)
+    except Exception:
+        log.exception("intake: rendering the root of %s failed", incident.id)
+        return None
+
+
+def settle(
+    hint: asyncio.Future[RootHint | None],
+    incident: Incident,
+    version: int | None,
+    *,
+    marked_at: float | None = None,
+    root: Rendered | None = None,
+) -> None:
+    """Settle an announced commit (`RootHints.expect`): the incident as committed at `version`
+    (None or 0: nothing opened, and the sender reads its queue), marked in flight at
+    `marked_at` with the root rendered meanwhile, or not marked."""
+    if hint.done():  # its sender may have stopped meanwhile
+        return
+    if not version:
+        hint.set_result(None)
+    elif marked_at is not None:
+        hint.set_result(RootHint(incident, version, marked_at, root))
+    else:
+        hint.set_result(RootHint(incident, version))
 
 
 class RootHints:
