@@ -178,13 +178,27 @@ def parse(body: bytes, content_type: str) -> SlackRequest:
     if form.get("ssl_check") == "1":
         return SlackRequest("ssl_check")
     if "payload" in form:
-        return _interactive(form["payload"])
+        return checked("interactive", _json_object(form["payload"], "payload"))
     if "command" in form:
-        missing = [name for name in _COMMAND_FIELDS if not form.get(name)]
-        if missing or not form["command"].startswith("/"):
-            raise SlackRequestError(400, f"slash command without {', '.join(missing) or 'a /name'}")
-        return SlackRequest("command", form)
+        return checked("command", form)
     raise SlackRequestError(400, "neither a slash command nor an interaction payload")
+
+
+def checked(kind: Literal["interactive", "command", "event"], data: dict[str, Any]) -> SlackRequest:
+    """An already-decoded payload checked into the shapes the listeners read: the one check
+    for both ways Slack's traffic arrives (an HTTP request here, a Socket Mode envelope)."""
+    if kind == "interactive":
+        return _interactive(data)
+    if kind == "command":
+        missing = [name for name in _COMMAND_FIELDS if not data.get(name)]
+        command = data.get("command")
+        if missing or not isinstance(command, str) or not command.startswith("/"):
+            raise SlackRequestError(400, f"slash command without {', '.join(missing) or 'a /name'}")
+        return SlackRequest("command", data)
+    if data.get("type") == "event_callback":
+        event = _validate(_EventCallback, data, "body")
+        return SlackRequest("event", data, event_id=event.event_id)
+    return SlackRequest("ignored")
 
 
 def _form(text: str) -> dict[str, str]:
@@ -210,8 +224,7 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     return data
 
 
-def _interactive(payload: str) -> SlackRequest:
-    data = _json_object(payload, "payload")
+def _interactive(data: dict[str, Any]) -> SlackRequest:
     kind = data.get("type")
     model = _INTERACTIVE.get(kind) if isinstance(kind, str) else None
     if not isinstance(kind, str):
@@ -229,10 +242,7 @@ def _json_request(text: str) -> SlackRequest:
         if not isinstance(data.get("challenge"), str):
             raise SlackRequestError(400, "url_verification without a challenge")
         return SlackRequest("url_verification", data)
-    if kind == "event_callback":
-        event = _validate(_EventCallback, data, "body")
-        return SlackRequest("event", data, event_id=event.event_id)
-    return SlackRequest("ignored")
+    return checked("event", data)
 
 
 def _validate(model: type[M], data: dict[str, Any], what: str) -> M:
