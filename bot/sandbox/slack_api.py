@@ -33,6 +33,7 @@ from starlette.routing import Route
 from bot.sandbox.slack_interactions import AppLink, Person
 from bot.sandbox.slack_methods import METHODS, Params, optional
 from bot.sandbox.slack_model import Call, Channel, Fault, Message, SlackError
+from bot.sandbox.slack_socket import SocketLink, SocketMode, socket_routes
 from bot.sandbox.slack_state import Workspace
 
 __all__ = ["UPLOAD_METHOD", "Call", "Message", "SlackEmulator"]
@@ -143,6 +144,7 @@ class SlackEmulator:
         channel_names: Mapping[str, str] | None = None,
         page_user: str = "U0ALICE",
         command: str = "/queue",
+        app_token: str | None = None,
     ) -> None:
         self.token = token
         self.enforce_rate_limits = enforce_rate_limits
@@ -159,7 +161,11 @@ class SlackEmulator:
         self.command = command
         self.person = Person(page_user, self._ws.users.get(page_user, page_user))
         # The app that interactions and commands go to; set once it is listening.
-        self.app_link: AppLink | None = None
+        self.app_link: AppLink | SocketLink | None = None
+        # With an app-level token the app is in Socket Mode: its traffic goes over the socket.
+        self.socket = SocketMode(app_token) if app_token else None
+        if self.socket is not None:
+            self.app_link = SocketLink(self.socket)
         from bot.sandbox.slack_page import page_routes  # the page builds on this class
 
         self.app = Starlette(
@@ -172,6 +178,7 @@ class SlackEmulator:
                 Route("/_emulator/stalls", self._stalls_endpoint, methods=["POST"]),
                 Route("/_emulator/reset", self._reset_endpoint, methods=["POST"]),
                 Route("/_emulator/healthz", self._healthz_endpoint, methods=["GET"]),
+                *(socket_routes(self.socket) if self.socket else []),
             ]
         )
 
@@ -357,6 +364,10 @@ class SlackEmulator:
             fault = self._ws.take_fault(method)
             if fault is not None:
                 raise fault.to_error()
+            if method == "apps.connections.open":
+                return _Outcome(200, {"ok": True, **self._open_socket(token, base_url)})
+            if token is not None and token.startswith("xapp-"):
+                raise SlackError("not_allowed_token_type")  # an app-level token opens sockets only
             handler = METHODS.get(method)
             if handler is None:
                 raise SlackError("unknown_method")
@@ -368,6 +379,11 @@ class SlackEmulator:
             return _Outcome(200, {"ok": True, **handler(self._ws, params, base_url)})
         except SlackError as exc:
             return _Outcome.failure(exc)
+
+    def _open_socket(self, token: str | None, base_url: str) -> dict[str, Any]:
+        if self.socket is None:  # no app-level token here: Socket Mode is off for the app
+            raise SlackError("invalid_auth" if token else "not_authed")
+        return self.socket.open_connection(token, base_url)
 
     def _check_rate_limit(self, method: str, params: Params) -> None:
         channel = str(params.get("channel", ""))
