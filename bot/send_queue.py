@@ -78,6 +78,7 @@ class SendQueue:
         self._head_reply = redis.register_script(lua("head_reply"))
         self._begin = redis.register_script(lua("begin_send"))
         self._begin_root = redis.register_script(lua("begin_root"))
+        self._end_attempt = redis.register_script(lua("end_attempt"))
         self._record_root = redis.register_script(lua("record_root"))
         self._record_reply = redis.register_script(lua("record_reply"))
         self._record_edit = redis.register_script(lua("record_edit"))
@@ -130,6 +131,11 @@ class SendQueue:
             args=[lease_token, marker.encode(), self.retention_s * 1000, marker.member],
         )
         return bool(done)
+
+    async def end_attempt(self, channel: str, member: str, item: str) -> None:
+        """Clear the in-flight mark of an attempt Slack certainly did not act on (a 429, a
+        refused connection), so the next attempt posts without a lookup."""
+        await self._end_attempt(keys=[self.keys.in_flight(channel)], args=[member, item])
 
     async def begin_root(
         self,

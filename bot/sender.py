@@ -60,7 +60,8 @@ class SenderConfig:
     root_edit_interval_ms: int = 2000
     lease_ttl_ms: int = 5000
     backoff_max_s: float = 30.0
-    # Slack's history can lag a post by a moment; a lookup looks this far before the attempt.
+    # A lookup reads this far either side of the attempt: Slack's clock is not ours, and its
+    # history can lag a post by a moment; a post lands within the call's timeout (10 s).
     lookup_margin_s: float = 60.0
     storm: StormConfig = field(default_factory=StormConfig)
 
@@ -363,10 +364,7 @@ class ChannelSender:
             )
 
     async def _chart_landed(self, thread: ThreadRef, filename: str, since: float) -> bool:
-        oldest = f"{since - self._config.lookup_margin_s:.6f}"
-        messages = await self._slack.messages(
-            "conversations.replies", self.channel, ts=thread.ts, oldest=oldest
-        )
+        messages = await self._messages_around(since, thread)
         return any(f.get("name") == filename for m in messages for f in (m.get("files") or ()) if f)
 
     async def _send(
@@ -428,7 +426,9 @@ class ChannelSender:
             return await call()
         except SlackError as exc:
             if exc.retryable:
-                raise  # the marker stays when uncertain: the next attempt looks it up first
+                if not exc.uncertain:  # a 429 or a refused connection: nothing was posted
+                    await self._queue.end_attempt(self.channel, member, item)
+                raise  # the mark stays when uncertain: the next attempt looks it up first
             if refused is not None:
                 await refused(exc)
             else:
@@ -460,15 +460,21 @@ class ChannelSender:
         self, in_flight: InFlight, uid: str, *, thread: ThreadRef | None
     ) -> str | None:
         """The ts of a post that may have landed before its sender heard back, if it did."""
-        oldest = f"{in_flight.since - self._config.lookup_margin_s:.6f}"
-        if thread is None:
-            messages = await self._slack.messages(
-                "conversations.history", self.channel, oldest=oldest
+        try:
+            messages = await self._messages_around(in_flight.since, thread)
+        except SlackError as exc:
+            if exc.retryable:
+                raise
+            # Slack refuses the lookup for good (a scope removed from the app, say): posting is
+            # the lesser harm. A possible duplicate beats a channel that never posts again.
+            log.error(
+                "sender %s: cannot look %s up (%s); posting it, it may show twice",
+                self.channel,
+                in_flight.item,
+                exc.error,
             )
-        else:
-            messages = await self._slack.messages(
-                "conversations.replies", self.channel, ts=thread.ts, oldest=oldest
-            )
+            self._telemetry.slack_lookups.labels("failed").inc()
+            return None
         for message in messages:
             if carries(message, uid, in_flight.item):
                 log.info("sender %s: %s had landed; not posted again", self.channel, in_flight.item)
@@ -476,6 +482,24 @@ class ChannelSender:
                 return str(message.get("ts"))
         self._telemetry.slack_lookups.labels("not_found").inc()
         return None
+
+    async def _messages_around(
+        self, since: float, thread: ThreadRef | None
+    ) -> list[dict[str, Any]]:
+        """What the channel (or the thread) shows from shortly before an attempt to shortly
+        after it: a post that landed has its ts there, whatever the clocks' skew."""
+        margin = self._config.lookup_margin_s
+        if thread is None:
+            return await self._slack.messages(
+                "conversations.history", self.channel, oldest=since - margin, latest=since + margin
+            )
+        return await self._slack.messages(
+            "conversations.replies",
+            self.channel,
+            ts=thread.ts,
+            oldest=since - margin,
+            latest=since + margin,
+        )
 
     # -- edits -----------------------------------------------------------------------------
 

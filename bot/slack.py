@@ -20,9 +20,7 @@ import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin
 
-import orjson
 from aiohttp import ClientConnectorError, ClientError, ClientSession, ClientTimeout
 from redis.asyncio import Redis
 from slack_sdk.errors import SlackApiError
@@ -40,9 +38,11 @@ _TRANSIENT_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
 MAX_RETRY_AFTER_S = 300.0
-# A refused connection is tried again after 0.5, 1, 2 s (`SlackConfig.max_retries`).
-_REFUSED_BACKOFF_S = 0.5
-USER_AGENT = "queuepilot"
+# A lookup asks for pages of 15 messages, the most a distributed app gets per history call since
+# 2025 (and Tier 3 allows); a bounded window rarely needs more than one.
+LOOKUP_PAGE = 15
+LOOKUP_MAX_PAGES = 20
+LOOKUP_RATE_LIMITED_TRIES = 5
 
 
 class SlackError(Exception):
@@ -107,15 +107,6 @@ def build_client(config: SlackConfig) -> AsyncWebClient:
     )
 
 
-def _json_object(raw: bytes) -> dict[str, Any]:
-    """A response body as a JSON object; {} when it is not one (a proxy's HTML error page)."""
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 class SlackGateway:
     def __init__(
         self,
@@ -151,63 +142,33 @@ class SlackGateway:
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
         """One call of a Web API method; raises `SlackError` classified as above.
 
-        Sent over the client's aiohttp session directly, not through `AsyncWebClient.api_call`:
-        a Web API call is a JSON POST with a bearer token, and slack_sdk's request path (its
-        retry state, a debug line of every request built whatever the log level) took about
-        0.3 ms of a root's post, from the call to the first byte on the wire (measured against
-        a local server: 1.0 → 0.7 ms). Bolt and file uploads still go through the client.
+        Sent through slack_sdk's method of that name, which encodes each method as Slack takes
+        it: only about half the Web API reads a JSON body, and the rest (`conversations.history`,
+        `users.info`, `chat.getPermalink`, ...) read the query string or a form, so a JSON body
+        reaches Slack as a call without arguments (`invalid_arguments`). 0.6-0.13 sent every
+        method as JSON and could not look a post up in real Slack.
         """
-        body = orjson.dumps({k: v for k, v in params.items() if v is not None})
-        session = self.client.session
-        if session is None or session.closed:  # not opened: a connection for this call alone
-            async with ClientSession(timeout=ClientTimeout(total=self.config.timeout_s)) as own:
-                status, headers, data = await self._exchange(own, method, body)
-        else:
-            status, headers, data = await self._exchange(session, method, body)
-        if status == 429 or data.get("ok") is not True:
-            raise await self._failure(method, status, data, headers)
-        self._telemetry.slack_calls.labels(method, "ok").inc()
-        return data
-
-    async def _exchange(
-        self, session: ClientSession, method: str, body: bytes
-    ) -> tuple[int, Mapping[str, str], dict[str, Any]]:
-        """The HTTP exchange. Only a refused connection is tried again (Slack never saw the
-        call); a call that may have reached Slack is the caller's to look up."""
-        url = urljoin(self.config.base_url, method)
-        headers = {
-            "Authorization": f"Bearer {self.config.token}",
-            "Content-Type": "application/json; charset=utf-8",
-            "User-Agent": USER_AGENT,
-        }
-        attempt = 0
-        while True:
-            try:
-                async with session.post(url, data=body, headers=headers) as response:
-                    raw = await response.read()
-                    return response.status, response.headers, _json_object(raw)
-            except ClientConnectorError as exc:
-                if attempt >= self.config.max_retries:
-                    self._telemetry.slack_calls.labels(method, "connection_refused").inc()
-                    raise SlackError(method, type(exc).__name__, retryable=True) from None
-            except (ClientError, TimeoutError) as exc:
-                self._telemetry.slack_calls.labels(method, "connection_error").inc()
-                raise SlackError(
-                    method, type(exc).__name__, retryable=True, uncertain=True
-                ) from None
-            await asyncio.sleep(_REFUSED_BACKOFF_S * 2**attempt)
-            attempt += 1
+        send = getattr(self.client, method.replace(".", "_"))
+        arguments = {name: value for name, value in params.items() if value is not None}
+        response = await self._classified(method, send(**arguments))
+        return response.data if isinstance(response.data, dict) else {}
 
     async def _classified(
         self, method: str, request: Awaitable[AsyncSlackResponse]
     ) -> AsyncSlackResponse:
-        """The response, or a `SlackError` saying whether and when to try again."""
+        """The response, or a `SlackError` saying whether and when to try again. A refused
+        connection reaches here only after the client's own retries (`build_client`)."""
         try:
             response = await request
         except SlackApiError as exc:
-            data = exc.response.data if isinstance(exc.response.data, dict) else {}
-            status, headers = exc.response.status_code, exc.response.headers
-            raise await self._failure(method, status, data, headers) from None
+            # slack_sdk answers a 200 whose body is not JSON with the raw aiohttp response.
+            data = getattr(exc.response, "data", None)
+            status = getattr(exc.response, "status_code", None) or getattr(
+                exc.response, "status", 0
+            )
+            headers = getattr(exc.response, "headers", None) or {}
+            body = data if isinstance(data, dict) else {}
+            raise await self._failure(method, int(status), body, headers) from None
         except ClientConnectorError as exc:
             self._telemetry.slack_calls.labels(method, "connection_refused").inc()
             raise SlackError(method, type(exc).__name__, retryable=True) from None
@@ -226,7 +187,8 @@ class SlackGateway:
             wait = retry_after_s(headers)
             await self._hold(method, wait)
             return SlackError(method, "ratelimited", retryable=True, retry_after=wait)
-        uncertain = status >= 500 or error in _TRANSIENT_ERRORS
+        # A body without Slack's `ok` (a proxy's error page) says nothing of what Slack did.
+        uncertain = status >= 500 or error in _TRANSIENT_ERRORS or "ok" not in data
         return SlackError(method, error, retryable=uncertain, uncertain=uncertain)
 
     async def _hold(self, method: str, seconds: float) -> None:
@@ -289,19 +251,28 @@ class SlackGateway:
         return str(files[0].get("id", "")) if isinstance(files[0], dict) else ""
 
     async def messages(
-        self, method: str, channel: str, *, ts: str | None = None, oldest: str | None = None
+        self, method: str, channel: str, *, oldest: float, latest: float, ts: str | None = None
     ) -> list[dict[str, Any]]:
-        """Messages of a channel's history or of one thread, with their metadata, all pages."""
+        """The messages of a channel (`conversations.history`) or of one thread
+        (`conversations.replies`, `ts`) posted between `oldest` and `latest`, with their metadata.
+
+        Written for Slack's 2025 limits on commercially distributed non-Marketplace apps, the
+        strictest there are: these two methods about once a minute, 15 messages a call. So the
+        window is bounded, a page holds 15, and a 429 is waited out and the same page asked
+        again: a lookup that needs three pages takes three minutes there, but it ends.
+        """
         found: list[dict[str, Any]] = []
         cursor: str | None = None
-        for _ in range(20):  # 20 pages of 200: far more than a lookup window ever holds
-            response = await self.call(
+        for _ in range(LOOKUP_MAX_PAGES):
+            response = await self._waiting_out_holds(
                 method,
                 channel=channel,
                 ts=ts,
-                oldest=oldest,
+                oldest=f"{oldest:.6f}",
+                latest=f"{latest:.6f}",
+                inclusive=True,
                 cursor=cursor,
-                limit=200,
+                limit=LOOKUP_PAGE,
                 include_all_metadata=True,
             )
             found += [m for m in response.get("messages") or [] if isinstance(m, dict)]
@@ -309,6 +280,19 @@ class SlackGateway:
             if not cursor:
                 break
         return found
+
+    async def _waiting_out_holds(self, method: str, **params: Any) -> dict[str, Any]:
+        """A call made once no `Retry-After` holds its method; a 429 is waited out and the
+        call made again (a few times), never hammered."""
+        tries = 0
+        while True:
+            await asyncio.sleep(await self.held_for(method))
+            try:
+                return await self.call(method, **params)
+            except SlackError as exc:
+                tries += 1
+                if exc.retry_after is None or tries >= LOOKUP_RATE_LIMITED_TRIES:
+                    raise
 
     async def post_ephemeral(
         self, channel: str, user: str, text: str, *, thread_ts: str | None = None

@@ -255,7 +255,61 @@ async def test_a_post_slack_made_but_never_answered_is_looked_up_not_sent_again(
     assert len(slack.emulator.channel_messages(CHANNEL)) == 1, "one root"
     thread = slack.emulator.thread(CHANNEL, root.ts)
     assert len(thread) == 2, [m.text for m in thread]
+    lookups = slack.emulator.calls("conversations.history") + slack.emulator.calls(
+        "conversations.replies"
+    )
+    assert lookups and all(c.ok for c in lookups), "Slack took every lookup as sent"
     assert "2 alerts firing" in text_of(thread[1])
     assert {m.metadata["event_payload"]["uid"] for m in thread if m.metadata} == {
         root.metadata["event_payload"]["uid"]
     }
+
+
+async def test_a_post_slack_refused_with_429_is_posted_again_without_a_lookup(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """A 429 says Slack did nothing: a lookup would spend a history call (about one a minute
+    for a distributed app) to find nothing."""
+    slack.emulator.fail_next("chat.postMessage", status=429, retry_after=1)
+    async with run_bot(settings_for()) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        await eventually(lambda: len(ok_posts(slack)) == 1, what="the root, after the hold")
+        await eventually(lambda: queue_drained(running), what="nothing left to send")
+        assert count(running, "queuepilot_slack_lookups_total", outcome="not_found") == 0
+
+    assert [c.status for c in slack.emulator.calls("chat.postMessage")] == [429, 200]
+    assert slack.emulator.calls("conversations.history") == []
+
+
+async def test_after_a_lost_answer_the_channel_goes_on_under_distributed_app_limits(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """The defect of 0.13 against real Slack: a root whose answer was lost was looked up with a
+    JSON body Slack reads as no arguments, the lookup was refused forever, and no other group
+    of the channel ever got a thread. Here Slack also holds history reads to a distributed
+    app's limits (one a second here, one a minute in Slack; 15 messages a call)."""
+    slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 1.0
+    slack.emulator.stall("chat.postMessage", 3)
+    try:
+        async with run_bot(settings_for(slack_timeout_seconds=0.5)) as running:
+            await running.send("grafana", group("lost"))
+            await eventually(
+                lambda: count(running, "queuepilot_slack_lookups_total", outcome="found") >= 1,
+                what="the root looked up and found",
+            )
+            slack.emulator.stall("chat.postMessage", 0)
+            await running.send("grafana", group("next"))
+            await eventually(
+                lambda: len(slack.emulator.channel_messages(CHANNEL)) == 2,
+                what="the next group's thread",
+            )
+            await eventually(lambda: queue_drained(running), what="nothing left to send")
+    finally:
+        slack.emulator.stall("chat.postMessage", 0)
+        slack.emulator.history_tier = 3
+
+    roots = slack.emulator.channel_messages(CHANNEL)
+    assert len({m.metadata["event_payload"]["uid"] for m in roots}) == 2, "no root twice"
+    for call in slack.emulator.calls("conversations.history"):
+        assert int(call.params["limit"]) <= 15
+        assert float(call.params["latest"]) - float(call.params["oldest"]) <= 120, "bounded"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -211,18 +212,62 @@ async def test_display_names_come_from_users_info_once(slack: Slack, redis: Redi
     assert len(slack.emulator.calls("users.info")) == 2, "the known name is cached"
 
 
-async def test_messages_reads_every_page_with_metadata(slack: Slack, redis: Redis) -> None:
+async def test_messages_reads_every_page_of_the_window_with_metadata(
+    slack: Slack, redis: Redis
+) -> None:
     gateway = make_gateway(slack, redis)
     meta = {"event_type": "queuepilot_message", "event_payload": {"item": "root"}}
     root = await gateway.post(CHANNEL, "root", BLOCKS, metadata=meta)
-    for i in range(450):
+    for i in range(40):
         await gateway.post(CHANNEL, f"reply {i}", [], thread_ts=root)
+    now = time.time()
 
-    replies = await gateway.messages("conversations.replies", CHANNEL, ts=root)
-    history = await gateway.messages("conversations.history", CHANNEL)
+    replies = await gateway.messages(
+        "conversations.replies", CHANNEL, ts=root, oldest=now - 60, latest=now + 60
+    )
+    history = await gateway.messages(
+        "conversations.history", CHANNEL, oldest=now - 60, latest=now + 60
+    )
+    before = await gateway.messages(
+        "conversations.history", CHANNEL, oldest=now - 7200, latest=now - 3600
+    )
 
-    assert len(replies) == 451
+    assert len({m["ts"] for m in replies}) == 41, "the root and every reply, across pages"
     assert [m["metadata"] for m in history] == [meta]
+    assert before == [], "nothing outside the window"
+    pages = slack.emulator.calls("conversations.replies")
+    assert len(pages) == 3 and all(int(c.params["limit"]) <= 15 for c in pages), (
+        "pages of 15, the most a distributed app may ask for"
+    )
+
+
+async def test_a_lookup_under_distributed_app_limits_waits_out_each_429_and_ends(
+    slack: Slack, redis: Redis
+) -> None:
+    """Since 2025 Slack lets a commercially distributed non-Marketplace app read history about
+    once a minute, 15 messages a call: a lookup of three pages waits out every Retry-After and
+    asks for the same page again (the interval is shortened here)."""
+    gateway = make_gateway(slack, redis)
+    root = await gateway.post(CHANNEL, "root", BLOCKS)
+    for i in range(40):
+        await gateway.post(CHANNEL, f"reply {i}", [], thread_ts=root)
+    now = time.time()
+    slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 1.0
+    try:
+        replies = await gateway.messages(
+            "conversations.replies", CHANNEL, ts=root, oldest=now - 60, latest=now + 60
+        )
+    finally:
+        slack.emulator.history_tier = 3
+
+    assert len({m["ts"] for m in replies}) == 41
+    calls = slack.emulator.calls("conversations.replies")
+    answered = [c for c in calls if c.ok]
+    assert len(answered) == 3, "each page asked until answered, none skipped"
+    assert any(c.status == 429 for c in calls), "Slack held the app to its limit"
+    for limited in (c for c in calls if c.status == 429):
+        after = next(c for c in calls if c.at > limited.at)
+        assert after.at - limited.at >= 1.0 - JITTER_S, "Retry-After waited out, not hammered"
 
 
 async def test_connection_refused_is_retryable_and_certain(redis: Redis, slack: Slack) -> None:
@@ -273,3 +318,40 @@ async def test_an_html_error_page_from_a_proxy_is_retryable_and_uncertain(
         True,
         True,
     )
+
+
+async def test_every_call_the_bot_makes_is_taken_by_a_slack_that_follows_the_method_table(
+    slack: Slack, redis: Redis
+) -> None:
+    """The emulator refuses what Slack refuses: a JSON body to a method that reads only the query
+    string or a form (`conversations.history`, `users.info`, `usergroups.users.list`,
+    `chat.getPermalink`, the upload steps) arrives as no arguments. 0.13 sent them all as JSON."""
+    gateway = make_gateway(slack, redis)
+    now = time.time()
+    root = await gateway.post(
+        CHANNEL,
+        "root",
+        BLOCKS,
+        metadata={"event_type": "queuepilot_message", "event_payload": {"item": "root"}},
+    )
+    await gateway.update(CHANNEL, root, "root, edited", BLOCKS)
+    await gateway.post_ephemeral(CHANNEL, "U0ALICE", "only for alice", thread_ts=root)
+    history = await gateway.messages(
+        "conversations.history", CHANNEL, oldest=now - 60, latest=now + 60
+    )
+    thread = await gateway.messages(
+        "conversations.replies", CHANNEL, ts=root, oldest=now - 60, latest=now + 60
+    )
+    name = await gateway.display_name("U0ALICE")
+    members = await gateway.usergroup_members("S0ONCALL")
+    link = await gateway.permalink(CHANNEL, root)
+    file_id = await gateway.upload_png(
+        CHANNEL, root, data=b"\x89PNG\r\n\x1a\n", filename="t.png", title="trend", alt="a chart"
+    )
+
+    assert [m["ts"] for m in history] == [root] and [m["ts"] for m in thread] == [root]
+    assert (name, members) == ("alice", ["U0ALICE"])
+    assert link and root.replace(".", "") in link
+    assert file_id and slack.emulator.file_bytes(file_id) == b"\x89PNG\r\n\x1a\n"
+    refused = [(c.method, c.error) for c in slack.emulator.calls() if not c.ok]
+    assert refused == []
