@@ -67,6 +67,13 @@ class FleetSnapshot(BaseModel):
     runner_types: dict[str, RunnerTypeMetrics] = Field(default_factory=dict)
     # Said to the reader: e.g. the live backend failed and the alert's numbers stand in.
     note: str = ""
+    # What a runner type this reading lacks means, set by the backend that read it. True: it has
+    # nothing queued, because the source lists every type that queues (the HUD's queue queries;
+    # a GitHub listing that covered every configured repository). False: nobody knows (a
+    # Prometheus series vanishes while its listener is recreated). Readings stored before this
+    # field existed read False: the old, cautious meaning. The drain rule reads it
+    # (`bot.incident_fleet`).
+    absent_means_empty: bool = False
     # Runner types the incident follows that this reading has no numbers for (a listener being
     # recreated, a target not scraped): while any is missing, nobody can say the queue drained.
     missing: tuple[str, ...] = ()

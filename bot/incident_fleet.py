@@ -24,6 +24,8 @@ from bot.readings import HistoryPoint, Reading
 MAX_VIEW_TYPES = 10
 # A reading older than this many intervals no longer describes "now".
 STALE_INTERVALS = 3
+# A followed type whose absence from the reading means an empty queue, as it is shown.
+NOTHING_QUEUED = RunnerTypeMetrics(queued=0)
 # "The hours before the incident": baselines average the readings in this window before it.
 BASELINE_WINDOW = timedelta(hours=6)
 BASELINE_GAP = timedelta(minutes=10)  # the ramp-up just before the alert is not "normal"
@@ -62,15 +64,15 @@ def incident_fleet(
         why = f"no reading from {backend} yet"
     elif now - fleet.at > interval * STALE_INTERVALS:
         why = f"{backend}'s latest reading is {duration(now - fleet.at)} old"
-    elif not fleet.runner_types:
+    elif not fleet.runner_types and not (fleet.absent_means_empty and _read_before(incident)):
         # No series at all is not "nothing queues": metrics switched off, a wrong query, a
-        # target not scraped yet. Taken as drained, it would close every incident.
+        # target not scraped yet. Taken as drained, it would close every incident. Only from a
+        # source that lists every queue, for types this incident has read, is it "all drained".
         why = f"{backend} knows no runner type"
     if why or fleet is None:
         return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
     index = _index(fleet)
-    chosen, missing, note = _relevant(incident, fleet, index.by_name)
-    ranked = [item for item in index.ranked if item[0] in chosen]
+    ranked, missing, note = _relevant(incident, index)
     kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
     notes = " · ".join(n for n in (fleet.note, note) if n)
     view = FleetSnapshot(
@@ -107,32 +109,71 @@ def _index(fleet: FleetSnapshot) -> _FleetIndex:
 
 
 def _relevant(
-    incident: Incident, fleet: FleetSnapshot, by_name: dict[str, str]
-) -> tuple[set[str], tuple[str, ...], str]:
-    """The types to show, the followed types the reading lacks, and a note for the reader.
+    incident: Incident, index: _FleetIndex
+) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], str]:
+    """The types to show (worst first), the followed types the reading cannot speak for, and a
+    note for the reader.
 
     Shown: the alert's types found in the reading, else every type that queues; and every type
-    the incident showed before, so one that drained reads "0 queued" instead of vanishing.
+    the incident showed before, so one that drained reads "0 queued" instead of vanishing. A
+    followed type the reading lacks reads "0 queued" too when its absence means that
+    (`_absent_as_empty`); otherwise it is missing, and while it is, the drain cannot be decided.
     """
+    fleet, by_name = index.fleet, index.by_name
+    # Followed: every type the incident has shown or its alert named (peaks keep both).
+    followed = {n for n in (*incident.peak_types, *incident.runner_types) if n}
+    absent = sorted({n.casefold(): n for n in followed if n.casefold() not in by_name}.values())
+    empty = _absent_as_empty(incident, fleet, absent)
     named = {name.casefold() for name in incident.runner_types if name}
-    matched = named & set(by_name)
+    matched = named & ({*by_name, *(n.casefold() for n in empty)})
     note = ""
     if matched:
-        chosen = {by_name[n] for n in matched}
+        chosen = {by_name[n] for n in matched if n in by_name}
     else:
         chosen = {n for n, m in fleet.runner_types.items() if (m.queued or 0) > 0}
         if named:
             note = "none of the alert's runner types is in the reading: showing all that queue"
-    # Followed: every type the incident has shown or its alert named (peaks keep both).
-    followed = {n for n in (*incident.peak_types, *incident.runner_types) if n}
     chosen |= {by_name[n.casefold()] for n in followed if n.casefold() in by_name}
-    missing = tuple(sorted(n for n in followed if n.casefold() not in by_name))
+    ranked = [item for item in index.ranked if item[0] in chosen]
+    # Nothing queued and no wait known: the least bad, so last, as `worst_first` puts them.
+    ranked += [(name, NOTHING_QUEUED) for name in empty]
+    missing = tuple(n for n in absent if n not in empty)
     if missing:
         shown = ", ".join(missing[:3]) + (
             f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         )
         note = "; ".join(n for n in (note, f"no numbers for {shown} in this reading") if n)
-    return chosen, missing, note
+    return ranked, missing, note
+
+
+def _absent_as_empty(incident: Incident, fleet: FleetSnapshot, absent: list[str]) -> list[str]:
+    """The followed types the reading lacks that have nothing queued: none unless the backend
+    says absence means that (`FleetSnapshot.absent_means_empty`), and then only types this
+    incident has read before. A type its alert names but the source has never listed is more
+    likely spelt differently there (`linux.4xlarge` against `lf.linux.4xlarge`) than drained:
+    read as drained it would close the incident at once, whatever its queue.
+
+    With the HUD's queries, "nothing queued" means nothing queued longer than their threshold
+    (`queuedThresholdMinutes`, 5 by default; 5 minutes for `queued_jobs_by_label`): its numbers
+    count no younger job, present or absent. The drain rule's `DRAIN_MAX_WAIT_MINUTES` (5) is
+    the same bar, so with the HUD "drained" reads "no job has waited longer than 5 minutes";
+    `DRAIN_MAX_QUEUED` cannot see jobs younger than that, and a wait limit below the HUD's
+    threshold is one the HUD cannot check.
+    """
+    if not fleet.absent_means_empty:
+        return []
+    read = _read_before(incident)
+    return [name for name in absent if name.casefold() in read]
+
+
+def _read_before(incident: Incident) -> set[str]:
+    """The runner types (casefolded) a live reading has shown this incident: those of its last
+    live view, and its peaks the alert never named (only a reading adds those)."""
+    named = {name.casefold() for name in incident.runner_types}
+    read = {n.casefold() for n in incident.peak_types if n.casefold() not in named}
+    if incident.live is not None and incident.live.is_live:
+        read |= {n.casefold() for n in incident.live.runner_types}
+    return read
 
 
 def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:

@@ -208,3 +208,88 @@ def test_a_big_fleet_keeps_the_worst_ten_and_a_hidden_queue_blocks_the_drain() -
     assert min(m.longest_wait_mins or 0 for m in view.runner_types.values()) == 30
     assert view.hidden_queueing > 0
     assert drain_checks(incident(), view, DrainConfig(max_queued=5, max_wait_mins=100)) == 0
+
+
+# What absence means, as a table. Each row: whether the reading's absence means "nothing queued"
+# (the HUD) or "unknown" (Prometheus); what the incident follows, and whether a live reading has
+# shown it those types before; the reading; then what the incident shows, what it misses, and
+# the drain checks after two drained ones.
+Types = dict[str, tuple[float | None, float | None]]
+
+
+def followed(*named: str, read: Types | None = None) -> Incident:
+    """An incident whose alert names `named`, with two drained checks behind it; `read`: the
+    types its last live view showed."""
+    inc = incident(*named, checks=2)
+    if read is None:
+        return inc
+    last = fleet(**read).model_copy(update={"source": "hud"})
+    peaks = {n: RunnerQueue(43, 20) for n in read}
+    return inc.model_copy(update={"live": last, "peak_types": {**inc.peak_types, **peaks}})
+
+
+def reading(empty: bool, **types: tuple[float | None, float | None]) -> Reading:
+    return Reading(fleet(**types).model_copy(update={"absent_means_empty": empty}), NOW)
+
+
+EMPTY, UNKNOWN = True, False
+GPU_READ = {"gpu": (43.0, 20.0)}
+
+
+@pytest.mark.parametrize(
+    ("inc", "now_read", "shown", "missing", "checks"),
+    [
+        # The followed type left the reading: drained when absence means empty ...
+        (followed("gpu", read=GPU_READ), reading(EMPTY, cpu=(5, 30)), {"gpu": 0}, (), 3),
+        # ... and unknown otherwise (a restarted listener): the count waits, and the view falls
+        # back to every type that queues.
+        (followed("gpu", read=GPU_READ), reading(UNKNOWN, cpu=(5, 30)), {"cpu": 5}, ("gpu",), 2),
+        # Every label left: an empty answer is "all drained" for the HUD ...
+        (followed("gpu", read=GPU_READ), reading(EMPTY), {"gpu": 0}, (), 3),
+        # ... and no reading at all for Prometheus: the alert's numbers, which never count.
+        (followed("gpu", read=GPU_READ), reading(UNKNOWN), None, (), 0),
+        # Present types are read as given, whatever absence means.
+        (followed("gpu", read=GPU_READ), reading(EMPTY, gpu=(3, 10)), {"gpu": 3}, (), 0),
+        (followed("gpu", read=GPU_READ), reading(EMPTY, gpu=(0, 12)), {"gpu": 0}, (), 0),
+        (followed("gpu", read=GPU_READ), reading(EMPTY, gpu=(0, None)), {"gpu": 0}, (), 3),
+        (followed("gpu", read=GPU_READ), reading(UNKNOWN, gpu=(0, 4)), {"gpu": 0}, (), 3),
+        # An alert's type the source has never listed is more likely misspelt than drained.
+        (followed("gpu"), reading(EMPTY, **{"lf.gpu": (5, 30)}), {"lf.gpu": 5}, ("gpu",), 2),
+        (followed("gpu"), reading(EMPTY), None, (), 0),
+        # A fleet-wide alert: the types it followed, and every type that queues now.
+        (followed(read=GPU_READ), reading(EMPTY, arm=(0, None)), {"gpu": 0}, (), 3),
+        (followed(read=GPU_READ), reading(EMPTY, cpu=(4, 20)), {"gpu": 0, "cpu": 4}, (), 0),
+        (followed(read=GPU_READ), reading(UNKNOWN, arm=(0, None)), {}, ("gpu",), 2),
+        # A type nobody follows that is absent changes nothing.
+        (followed(read=GPU_READ), reading(EMPTY, gpu=(0, None)), {"gpu": 0}, (), 3),
+        # A fleet-wide alert that never read a type: an empty answer may be a wrong org.
+        (followed(), reading(EMPTY), None, (), 0),
+    ],
+)
+def test_a_type_absent_from_the_reading_is_drained_only_where_absence_means_empty(
+    inc: Incident, now_read: Reading, shown: dict | None, missing: tuple, checks: int
+) -> None:
+    view = incident_fleet(inc, now_read, backend="the HUD", now=NOW, interval=MINUTE)
+    if shown is None:
+        assert not view.is_live and "these are the alert's numbers" in view.note
+    else:
+        assert {n: m.queued for n, m in view.runner_types.items()} == shown
+    assert view.missing == missing
+    assert drain_checks(inc, view, DRAIN) == checks
+
+
+def test_a_type_that_left_the_huds_answer_reads_zero_queued_not_missing() -> None:
+    inc = followed("gpu", read=GPU_READ)
+    view = incident_fleet(inc, reading(EMPTY), backend="the HUD", now=NOW, interval=MINUTE)
+    assert type_lines(view) == ["• gpu: *0* queued"]
+    assert "no numbers" not in view.note and "alert's numbers" not in view.note
+
+
+def test_after_a_failed_reading_a_drained_type_the_alert_never_named_still_reads_zero() -> None:
+    # The failed reading put the alert's numbers in `live`; the peaks remember what was read.
+    inc = followed(read=GPU_READ)
+    failed = incident_fleet(inc, Reading(None, NOW, "down"), backend="the HUD", now=NOW,
+                            interval=MINUTE)  # fmt: skip
+    inc = inc.model_copy(update={"live": failed})
+    view = incident_fleet(inc, reading(EMPTY), backend="the HUD", now=NOW, interval=MINUTE)
+    assert {n: m.queued for n, m in view.runner_types.items()} == {"gpu": 0}

@@ -4,6 +4,7 @@ replicas, and a backend that hangs costs one timeout, not one per incident or pe
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 import time
@@ -102,4 +103,32 @@ async def test_a_hanging_backend_costs_one_timeout_and_is_said(
     again = await readings.latest()
     assert time.monotonic() - started < 0.5 and again is not None and again.error
     await metrics.aclose()
+    await redis.aclose()
+
+
+async def test_the_stored_reading_keeps_what_absence_means_and_an_older_one_stays_readable(
+    redis_url: str,
+) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    keys = Keys("qp")
+    now = datetime(2026, 11, 22, 10, tzinfo=UTC)
+
+    class Hud(CountingMetrics):
+        async def read(self, *, now: datetime) -> FleetSnapshot:
+            return FleetSnapshot(at=now, source="hud", absent_means_empty=True)
+
+    readings = FleetReadings(redis, keys, Hud(), interval_s=60, timeout_s=5, clock=lambda: now)
+    await readings.latest()
+    # Another replica reads it from Redis: an empty answer still means "nothing queues".
+    stored = await readings.stored()
+    assert stored is not None and stored.fleet is not None and stored.fleet.absent_means_empty
+    # A reading stored by a version before the field: absence is unknown, as it was then.
+    older = {"at": now.isoformat(), "source": "hud", "runner_types": {"gpu": {"q": 3}}}
+    await redis.set(
+        keys.fleet_reading,
+        json.dumps({"fleet": older, "tried_at": now.isoformat(), "error": ""}),
+    )
+    stored = await readings.stored()
+    assert stored is not None and stored.fleet is not None
+    assert stored.fleet.runner_types["gpu"].queued == 3 and not stored.fleet.absent_means_empty
     await redis.aclose()

@@ -9,6 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from bot.backends.errors import BackendError
 from bot.backends.metrics.github import GithubConfig, GithubMetrics, fleet_of, next_link
@@ -73,6 +77,62 @@ async def test_queued_jobs_and_runners_per_label(github: tuple[FakeGithub, Runni
     assert "AWS:us-east-1" not in snap.runner_types  # a runner's label, not a type jobs ask for
     # The runners' later pages were read where `link` pointed, not where we would have guessed.
     assert any("/organizations/1/actions/runners" in call for call in fake.calls)
+
+
+async def test_a_type_with_no_job_left_is_empty_only_when_every_listing_was_read_whole(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    fake, server = github
+    fake.runs["pytorch/pytorch"] = [r for r in fake.runs["pytorch/pytorch"] if r["id"] != 12]
+    metrics = backend(server)
+    snap = await metrics.read(now=NOW)
+    # CPU's only job finished: it is not in the reading, and every run was listed to the end.
+    assert CPU not in snap.runner_types and snap.absent_means_empty
+    await metrics.aclose()
+    # One page per listing: run 11's three jobs are cut after two. A type could hide there.
+    cut = backend(server, max_pages=1)
+    snap = await cut.read(now=NOW)
+    assert snap.runner_types[GPU].queued == 2 and not snap.absent_means_empty
+    await cut.aclose()
+    # Only the org's runners, no repository's jobs: nothing was listed that absence could mean.
+    runners_only = backend(server, repos=())
+    snap = await runners_only.read(now=NOW)
+    assert snap.runner_types == {} and not snap.absent_means_empty
+    await runners_only.aclose()
+
+
+async def test_a_run_listing_cut_by_githubs_cap_is_not_complete() -> None:
+    # GitHub answers at most 1,000 runs for a listing filtered by `status`: the `link` chain
+    # ends there while `total_count` still counts them all. Here: one page of one run, of 1,500.
+    total = [1500]
+
+    async def capped(request: Request) -> JSONResponse:
+        run = {"id": 1, "url": f"{request.base_url}repos/o/r/actions/runs/1"}
+        return JSONResponse({"total_count": total[0], "workflow_runs": [run]})
+
+    async def no_jobs(request: Request) -> JSONResponse:
+        return JSONResponse({"total_count": 0, "jobs": []})
+
+    async def no_runners(request: Request) -> JSONResponse:
+        return JSONResponse({"total_count": 0, "runners": []})
+
+    routes = [
+        Route("/repos/o/r/actions/runs", capped),
+        Route("/repos/o/r/actions/runners", no_runners),
+        Route("/repos/o/r/actions/runs/1/jobs", no_jobs),
+    ]
+    server = serve_in_thread(Starlette(routes=routes))
+    metrics = GithubMetrics(GithubConfig(token="t", api_url=server.url, repos=("o/r",)))
+    try:
+        listing = await metrics.api.pages("/repos/o/r/actions/runs?status=queued", "workflow_runs")
+        assert len(listing.items) == 1 and not listing.complete
+        assert not (await metrics.read(now=NOW)).absent_means_empty
+        # The same run, all of it: the reading may say a type with no job has none queued.
+        total[0] = 1
+        assert (await metrics.read(now=NOW)).absent_means_empty
+    finally:
+        await metrics.aclose()
+        server.stop()
 
 
 async def test_unchanged_pages_are_asked_with_their_etag_and_cost_no_quota(

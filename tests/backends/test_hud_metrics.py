@@ -94,6 +94,36 @@ async def test_a_malformed_row_is_left_out_and_said(hud: tuple[FakeHud, RunningS
     assert "1 unreadable HUD rows left out" in snap.note  # type: ignore[attr-defined]
 
 
+async def test_a_label_whose_queue_drained_leaves_the_answer_and_its_absence_means_empty(
+    hud: tuple[FakeHud, RunningServer],
+) -> None:
+    fake, server = hud
+    rows = fake.rows["queued_jobs_aggregate"]
+    fake.rows["queued_jobs_aggregate"] = [
+        r for r in rows if r["runner_label"] != "lf.linux.2xlarge"
+    ]
+    _, snap = await read(server)
+    assert "lf.linux.2xlarge" not in snap.runner_types  # type: ignore[attr-defined]
+    assert snap.absent_means_empty  # type: ignore[attr-defined]
+    fake.rows["queued_jobs_by_label"] = []  # nothing queues anywhere
+    _, snap = await read(server, query="queued_jobs_by_label")
+    assert snap.runner_types == {} and snap.absent_means_empty  # type: ignore[attr-defined]
+
+
+async def test_after_an_unreadable_row_absence_means_nothing(
+    hud: tuple[FakeHud, RunningServer],
+) -> None:
+    fake, server = hud
+    # The unreadable row may be the missing label's own: its queue is unknown, not empty.
+    fake.rows["queued_jobs_aggregate"] = [
+        {"runner_label": "linux.4xlarge", "num_queued_jobs": 5, "max_queue_time_minutes": 58},
+        {"runner_label": "linux.2xlarge", "num_queued_jobs": "many"},
+    ]
+    _, snap = await read(server)
+    assert "linux.2xlarge" not in snap.runner_types  # type: ignore[attr-defined]
+    assert not snap.absent_means_empty  # type: ignore[attr-defined]
+
+
 rows = st.lists(
     st.dictionaries(
         st.sampled_from(

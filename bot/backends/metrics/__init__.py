@@ -21,7 +21,12 @@ class QueueMetrics(Protocol):
     live: bool
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        """Every runner type the source knows about; raises `BackendError` when it cannot say."""
+        """Every runner type the source knows about; raises `BackendError` when it cannot say.
+
+        The snapshot's `absent_means_empty` says what a type it lacks means: nothing queued
+        (a source that lists every type that queues, and listed it all this time) or unknown
+        (a source whose series can vanish). The drain rule trusts absence only when it is set.
+        """
         ...
 
     async def aclose(self) -> None:

@@ -17,7 +17,9 @@ class AlertMetrics:
     live = False
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        return FleetSnapshot(at=now, source="alert")
+        # A type the alert does not name is one it says nothing about, not one that drained
+        # (and no alert view decides a drain: only a live reading can).
+        return FleetSnapshot(at=now, source="alert", absent_means_empty=False)
 
     async def aclose(self) -> None:
         return None

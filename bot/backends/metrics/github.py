@@ -49,6 +49,15 @@ class GithubConfig:
     concurrency: int = 4
 
 
+@dataclass(frozen=True)
+class Listing:
+    """A listing's items, and whether they are all of it: `max_pages`, or GitHub's own cap of
+    1,000 results for a run listing filtered by status, can cut it short."""
+
+    items: list[Any]
+    complete: bool
+
+
 @dataclass
 class _Cached:
     etag: str
@@ -76,19 +85,24 @@ class GithubApi:
         self.calls = 0  # requests sent, for the tests and the logs
         self.not_modified = 0
 
-    async def pages(self, url: str, key: str) -> list[Any]:
-        """The `key` list of every page, following `rel="next"`."""
+    async def pages(self, url: str, key: str) -> Listing:
+        """The `key` list of every page, following `rel="next"`, and whether that was all."""
         items: list[Any] = []
         next_url: str | None = url
+        total: Any = None
         for _ in range(self._config.max_pages):
             if next_url is None:
                 break
             body, next_url = await self.get(next_url)
             if isinstance(body, dict) and isinstance(body.get(key), list):
                 items.extend(body[key])
+                total = body.get("total_count")
             else:
                 raise BackendError("GitHub answered with an unexpected shape", retryable=True)
-        return items
+        # `total_count` counts every page: fewer items means the listing stopped short (the
+        # 1,000-result cap ends the `link` chain without saying so).
+        short = isinstance(total, int) and not isinstance(total, bool) and len(items) < total
+        return Listing(items, next_url is None and not short)
 
     async def get(self, url: str) -> tuple[Any, str | None]:
         """One page: its JSON and the next page's URL."""
@@ -206,9 +220,9 @@ class GithubMetrics:
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         jobs, runners = await all_or_none([self._jobs(), self._runners()])
-        return fleet_of(jobs, runners, now=now)
+        return fleet_of(jobs.items, runners.items, now=now, every_job_listed=jobs.complete)
 
-    async def _runners(self) -> list[Any]:
+    async def _runners(self) -> Listing:
         config = self._config
         if config.org:
             return await self._api.pages(
@@ -220,11 +234,15 @@ class GithubMetrics:
                 for repo in config.repos
             ]
         )
-        return [runner for listing in listings for runner in listing]
+        return _joined(listings)
 
-    async def _jobs(self) -> list[Any]:
+    async def _jobs(self) -> Listing:
         """Jobs of the runs that may hold queued jobs: queued runs, and runs in progress (one
-        job running and the next waiting for a runner is the usual shape of a queue)."""
+        job running and the next waiting for a runner is the usual shape of a queue).
+
+        Complete only when every configured repository's runs and every run's jobs were listed
+        to the end: then a runner type with no job in it has none queued in those repositories.
+        """
         run_lists = await all_or_none(
             [
                 self._api.pages(
@@ -234,20 +252,17 @@ class GithubMetrics:
                 for status in ("queued", "in_progress")
             ]
         )
-        runs = {
-            run["id"]: run
-            for runs in run_lists
-            for run in runs
-            if isinstance(run, dict) and "id" in run
-        }
+        listed = _joined(run_lists)
+        runs = {run["id"]: run for run in listed.items if isinstance(run, dict) and "id" in run}
+        paths = [_path(run.get("url")) for run in runs.values()]
         job_lists = await all_or_none(
-            [
-                self._api.pages(f"{_path(run.get('url'))}/jobs?per_page=100", "jobs")
-                for run in runs.values()
-                if _path(run.get("url"))
-            ]
+            [self._api.pages(f"{path}/jobs?per_page=100", "jobs") for path in paths if path]
         )
-        return [job for jobs in job_lists for job in jobs]
+        jobs = _joined(job_lists)
+        # A run that could not be read (no id, no usable `url`) may hold any queue.
+        every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(paths)
+        complete = bool(self._config.repos) and listed.complete and every_run_read
+        return Listing(jobs.items, complete and jobs.complete)
 
     async def aclose(self) -> None:
         await self._api.aclose()
@@ -264,6 +279,12 @@ async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     return [task.result() for task in tasks]
 
 
+def _joined(listings: Iterable[Listing]) -> Listing:
+    """Several listings as one, complete when each is."""
+    parts = list(listings)
+    return Listing([i for part in parts for i in part.items], all(p.complete for p in parts))
+
+
 def _path(url: Any) -> str:
     """An API URL as a path on the configured base (GitHub Enterprise has its own host)."""
     if not isinstance(url, str) or "/repos/" not in url:
@@ -271,11 +292,14 @@ def _path(url: Any) -> str:
     return "/repos/" + url.split("/repos/", 1)[1]
 
 
-def fleet_of(jobs: Iterable[Any], runners: Iterable[Any], *, now: datetime) -> FleetSnapshot:
+def fleet_of(
+    jobs: Iterable[Any], runners: Iterable[Any], *, now: datetime, every_job_listed: bool = False
+) -> FleetSnapshot:
     """Per runner type: queued jobs and the longest wait, and the runners carrying its label.
 
     Types are those of the jobs seen (queued or running): the labels jobs ask for, not every
-    label a runner carries (`AWS:us-east-1`…).
+    label a runner carries (`AWS:us-east-1`…). So a type whose jobs all finished is not in the
+    reading: that means "nothing queued" only when `every_job_listed`.
     """
     queued: dict[str, list[datetime]] = {}
     types: set[str] = set()
@@ -322,4 +346,6 @@ def fleet_of(jobs: Iterable[Any], runners: Iterable[Any], *, now: datetime) -> F
             longest_wait_mins=max((now - oldest).total_seconds() / 60, 0) if oldest else None,
             **counts[runner_type],
         )
-    return FleetSnapshot(at=now, source="github", runner_types=result)
+    return FleetSnapshot(
+        at=now, source="github", runner_types=result, absent_means_empty=every_job_listed
+    )

@@ -9,7 +9,11 @@ queries over HTTP, as PyTorch's own bots read them.
   `queuedThresholdMinutes` count; it is 5 here, so the numbers read like PyTorch's own queue
   alert ("machines queueing" longer than 5 minutes), not the query's default of 30.
 - `queued_jobs_by_label`: rows per `machine_type` with `count` and `avg_queue_s`, which despite
-  its name holds the longest wait in seconds; it takes no parameters.
+  its name holds the longest wait in seconds; it takes no parameters. It counts jobs queued
+  longer than 5 minutes too.
+
+Both answer only labels that have such jobs: a label whose queue drained leaves the answer, so
+the reading says that a label it lacks has nothing queued (`absent_means_empty`).
 """
 
 from __future__ import annotations
@@ -79,7 +83,16 @@ class HudMetrics:
         parse = aggregate_rows if config.query == AGGREGATE else by_label_rows
         types, skipped = parse(rows)
         note = f"{skipped} unreadable HUD rows left out" if skipped else ""
-        return FleetSnapshot(at=now, source="hud", runner_types=types, note=note)
+        return FleetSnapshot(
+            at=now,
+            source="hud",
+            runner_types=types,
+            note=note,
+            # Both queries group queued jobs by label, so a label with none is not in the
+            # answer: its absence says "nothing queued" (longer than the threshold), unless a row
+            # could not be read (it may have been that label's).
+            absent_means_empty=not skipped,
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()

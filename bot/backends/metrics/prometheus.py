@@ -138,7 +138,11 @@ class PrometheusMetrics:
         if failures:
             note = f"Prometheus could not answer for {', '.join(n for n, _ in failures)}"
         types = {name: RunnerTypeMetrics(**values) for name, values in sorted(by_type.items())}
-        return FleetSnapshot(at=now, source="prometheus", runner_types=types, note=note)
+        # A runner type with no series is unknown, not idle: a listener being recreated (after a
+        # scale-up, an upgrade) serves nothing until it is back, and its queue may be long.
+        return FleetSnapshot(
+            at=now, source="prometheus", runner_types=types, note=note, absent_means_empty=False
+        )
 
     def runner_type(self, labels: Mapping[str, str]) -> str:
         raw = labels.get(self._config.runner_type_label, "")
