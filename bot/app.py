@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -29,6 +30,7 @@ import handlers.actions
 import handlers.commands
 import handlers.health
 import handlers.slack_events
+import handlers.socket_mode
 import handlers.views
 import handlers.webhooks
 from bot.acting import Acting
@@ -367,7 +369,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
             stop.set()
             scheduler.shutdown(wait=False)
             if socket_mode is not None:
-                await socket_mode.close_async()
+                await socket_mode.close()
             with suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(asyncio.gather(consumer, senders), timeout=10)
             if bot.readings is not None:
@@ -383,12 +385,15 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
     return lifespan  # type: ignore[return-value]
 
 
-async def _start_socket_mode(bot: Bot):  # type: ignore[no-untyped-def]
-    """Socket Mode when SLACK_APP_TOKEN is set: Slack traffic over a websocket, no public URL."""
+async def _start_socket_mode(bot: Bot) -> SocketModeClient | None:
+    """Socket Mode when SLACK_APP_TOKEN is set: Slack traffic over a websocket, no public URL.
+
+    Envelopes take the HTTP route's check and dispatch (`handlers.socket_mode`); the websocket
+    URL comes from SLACK_API_URL's `apps.connections.open`, asked with the app-level token."""
     if bot.settings.slack_app_token is None:
         return None
-    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
-    handler = AsyncSocketModeHandler(bot.bolt, bot.settings.slack_app_token.get_secret_value())
-    await handler.connect_async()
-    return handler
+    slack = handlers.slack_events.SlackDispatch(
+        bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix
+    )
+    token = bot.settings.slack_app_token.get_secret_value()
+    return await handlers.socket_mode.start(token, bot.bolt.client, slack)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -32,6 +33,57 @@ MAX_BODY_BYTES = 1024 * 1024
 EVENT_MEMORY_S = 3600
 
 
+@dataclass(frozen=True)
+class BoltAnswer:
+    """What Bolt answered a checked request: `body` is what Slack shows (a command's text, a
+    view's `response_action`); empty when there is nothing to show."""
+
+    status: int
+    body: str = ""
+    content_type: str = "text/plain"
+
+
+class SlackDispatch:
+    """The one route from a checked request to Bolt, for both ways Slack's traffic arrives (an
+    HTTP request here, a Socket Mode envelope in `handlers.socket_mode`)."""
+
+    def __init__(
+        self, bolt: AsyncApp, *, redis: Redis, prefix: str, memory_s: int = EVENT_MEMORY_S
+    ) -> None:
+        self._bolt = bolt
+        self._redis = redis
+        self._keys = Keys(prefix)
+        self._memory_s = memory_s
+
+    async def seen(self, event_id: str) -> bool:
+        """Whether this event was handled already (Slack retries until it gets a fast ack)."""
+        try:
+            first = await self._redis.set(
+                self._keys.slack_event(event_id[:100]), "1", nx=True, ex=self._memory_s
+            )
+        except RedisError:
+            return False  # better handled twice than not at all
+        return not first
+
+    async def dispatch(self, req: SlackRequest) -> BoltAnswer | None:
+        """Bolt's answer; 200 and nothing when no listener wants it; None when handling failed
+        (the caller answers without crashing: a 400 over HTTP, a plain ack over the socket)."""
+        bolt_request = AsyncBoltRequest(body=req.body, mode="socket_mode")
+        try:
+            answer = await self._bolt.async_dispatch(bolt_request)
+        except Exception as exc:
+            log.error("slack: could not handle a %s request: %s", req.kind, type(exc).__name__)
+            return None
+        if answer.status == 404:
+            return BoltAnswer(200)  # nothing listens for it: Slack wants a plain ack
+        if answer.status >= 500:
+            log.error("slack: a %s request failed inside the listener", req.kind)
+            return None
+        content_type = answer.headers.get("content-type", ["text/plain"])[0]
+        body = answer.body if isinstance(answer.body, str) else ""
+        return BoltAnswer(answer.status, body, content_type)
+
+
 class SlackEvents:
     def __init__(
         self,
@@ -42,10 +94,8 @@ class SlackEvents:
         prefix: str,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._bolt = bolt
+        self._slack = SlackDispatch(bolt, redis=redis, prefix=prefix)
         self._secret = signing_secret
-        self._redis = redis
-        self._keys = Keys(prefix)
         self._clock = clock
 
     async def handle(self, request: Request) -> Response:
@@ -68,39 +118,17 @@ class SlackEvents:
             return JSONResponse({"challenge": req.body["challenge"]})
         if req.kind in ("ssl_check", "ignored"):
             return Response(status_code=200)
-        if req.kind == "event" and req.event_id and await self._seen(req.event_id):
+        if req.kind == "event" and req.event_id and await self._slack.seen(req.event_id):
             log.info(
                 "slack: event %s delivered again (retry %s); already handled",
                 req.event_id,
                 headers.get("x-slack-retry-num", "?"),
             )
             return Response(status_code=200)
-        return await self._dispatch(req)
-
-    async def _dispatch(self, req: SlackRequest) -> Response:
-        bolt_request = AsyncBoltRequest(body=req.body, mode="socket_mode")
-        try:
-            answer = await self._bolt.async_dispatch(bolt_request)
-        except Exception as exc:
-            log.error("slack: could not handle a %s request: %s", req.kind, type(exc).__name__)
+        answer = await self._slack.dispatch(req)
+        if answer is None:
             return _error(400, "could not handle this request")
-        if answer.status == 404:
-            return Response(status_code=200)  # nothing listens for it: Slack wants a 200
-        if answer.status >= 500:
-            log.error("slack: a %s request failed inside the listener", req.kind)
-            return _error(400, "could not handle this request")
-        content_type = answer.headers.get("content-type", ["text/plain"])[0]
-        return Response(answer.body, status_code=answer.status, media_type=content_type)
-
-    async def _seen(self, event_id: str) -> bool:
-        """Whether this event was handled already (Slack retries until it gets a fast 200)."""
-        try:
-            first = await self._redis.set(
-                self._keys.slack_event(event_id[:100]), "1", nx=True, ex=EVENT_MEMORY_S
-            )
-        except RedisError:
-            return False  # better handled twice than not at all
-        return not first
+        return Response(answer.body, status_code=answer.status, media_type=answer.content_type)
 
 
 def _error(status: int, message: str) -> JSONResponse:

@@ -1,0 +1,282 @@
+"""The bot in Socket Mode (SLACK_APP_TOKEN set), started as production starts it, against the
+emulator's Socket Mode: the page's clicks, commands and modal submissions reach it as envelopes
+on its websocket and its acks answer them; it reconnects after `disconnect`; two replicas share
+the envelopes, each acted on once; a hostile envelope is acknowledged and refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from slack_sdk.socket_mode.response import SocketModeResponse
+
+from bot.config import Settings, load_settings
+from bot.sandbox.serve import RunningServer, serve_in_thread
+from bot.sandbox.slack_api import SlackEmulator
+from bot.sandbox.slack_socket import SocketMode
+from bot.scale_modal import AMOUNT_BLOCK, TYPE_BLOCK, VALUE
+from handlers.slack_events import SlackDispatch
+from handlers.socket_mode import SocketEnvelopes
+from tests.conftest import WEBHOOK_TOKEN, RunningBot, eventually, fixture_json, run_bot
+from tests.fakes.scale_receiver import ScaleReceiver
+
+APP_TOKEN = "xapp-1-A0QUEUEBOT-1-bot-socket-test"
+BOT_TOKEN = "xoxb-bot-socket-test"
+CHANNEL = "C0QUEUE"
+USER = "U0ALICE"
+RUNNER = "linux.g5.4xlarge.nvidia.gpu"  # the runner type of the Alertmanager fixture
+
+
+@dataclass
+class Slack:
+    emulator: SlackEmulator
+    socket: SocketMode
+    server: RunningServer
+    page: httpx.AsyncClient  # what the browser does, over HTTP
+
+    async def press(self, root: Any, action_id: str) -> dict[str, Any]:
+        """Click one of the root's buttons on the page."""
+        for block in root.blocks:
+            for element in block.get("elements", []):
+                if element.get("action_id") == action_id:
+                    ask = {
+                        "channel": CHANNEL,
+                        "message_ts": root.ts,
+                        "block_id": block["block_id"],
+                        "action_id": action_id,
+                    }
+                    return (await self.page.post("/_page/action", json=ask)).json()
+        raise AssertionError(f"no {action_id} on the root")
+
+    async def command(self, text: str) -> dict[str, Any]:
+        ask = {"channel": CHANNEL, "text": text}
+        return (await self.page.post("/_page/command", json=ask)).json()
+
+    def root_json(self) -> str:
+        return json.dumps(self.emulator.channel_messages(CHANNEL)[0].blocks)
+
+
+@pytest.fixture
+def emulator() -> Iterator[tuple[SlackEmulator, RunningServer]]:
+    emulator = SlackEmulator(token=BOT_TOKEN, channels=(CHANNEL,), app_token=APP_TOKEN)
+    with serve_in_thread(emulator.app) as server:
+        yield emulator, server
+        emulator.close()
+
+
+@pytest.fixture
+async def slack(emulator: tuple[SlackEmulator, RunningServer]) -> AsyncIterator[Slack]:
+    found, server = emulator
+    assert found.socket is not None
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as page:
+        yield Slack(found, found.socket, server, page)
+
+
+def socket_settings(redis_url: str, slack: Slack, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "slack_app_token": APP_TOKEN,
+        "slack_signing_secret": None,  # Socket Mode needs none: nothing arrives over HTTP
+        "slack_bot_token": BOT_TOKEN,
+        "slack_api_url": f"{slack.server.url}/api/",
+        "slack_channel": CHANNEL,
+        "redis_url": redis_url,
+        "alert_webhook_token": WEBHOOK_TOKEN,
+        "slack_post_interval_ms": 20,
+        "slack_update_interval_ms": 20,
+        "status_tick_seconds": 0.1,
+    }
+    return load_settings(_env_file=None, **(values | overrides))
+
+
+async def open_incident(running: RunningBot, slack: Slack, fixture: str) -> Any:
+    assert (await running.send(fixture.split("/")[0], fixture_json(fixture))).status_code == 202
+    roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="the root")
+    return roots[0]
+
+
+async def connected(slack: Slack, count: int = 1) -> None:
+    await eventually(lambda: slack.socket.connections() == count, what=f"{count} connection(s)")
+
+
+def acknowledged_by_alice(slack: Slack) -> bool:
+    root = slack.root_json().lower()
+    return f"<@{USER.lower()}>" in root and "acknowledged" in root
+
+
+async def test_a_click_on_the_page_is_acted_on_and_the_root_shows_it(
+    redis_url: str, slack: Slack
+) -> None:
+    async with run_bot(socket_settings(redis_url, slack)) as running:
+        await connected(slack)
+        root = await open_incident(running, slack, "grafana/queue-alert-firing.json")
+        assert await slack.press(root, "incident_ack") == {"ok": True}
+        await eventually(lambda: acknowledged_by_alice(slack), what="the root acknowledged")
+        assert (await running.http.post("/slack/events")).status_code == 404, "no HTTP route"
+    [envelope] = slack.socket.envelopes()
+    assert (envelope.type, envelope.acked) == ("interactive", True)
+
+
+async def test_a_slash_command_is_answered_over_the_socket(redis_url: str, slack: Slack) -> None:
+    async with run_bot(socket_settings(redis_url, slack)):
+        await connected(slack)
+        assert await slack.command("/queue help") == {"ok": True}
+        [answer] = await eventually(
+            lambda: slack.emulator.ephemerals(CHANNEL), what="the command's answer"
+        )
+    assert answer.user == USER
+    assert "/queue" in answer.text + json.dumps(answer.blocks)
+    [envelope] = slack.socket.envelopes()
+    assert (envelope.type, envelope.acked) == ("slash_commands", True)
+
+
+@pytest.fixture
+def receiver() -> Iterator[ScaleReceiver]:
+    fake = ScaleReceiver()
+    with serve_in_thread(fake.app) as server:
+        fake.url = f"{server.url}/scale"  # type: ignore[attr-defined]
+        yield fake
+
+
+async def test_the_scale_modal_is_opened_submitted_and_answered_over_the_socket(
+    redis_url: str, slack: Slack, receiver: ScaleReceiver
+) -> None:
+    receiver.capacity[RUNNER] = 12
+    settings = socket_settings(
+        redis_url,
+        slack,
+        scaler_backend="webhook",
+        scaler_webhook_url=receiver.url,  # type: ignore[attr-defined]
+        scaler_webhook_secret=receiver.secret,
+        scaler_targets=json.dumps({RUNNER: {"target": "gpu-pool", "cap": 10}}),
+        scale_allowed_users=USER,
+    )
+    async with run_bot(settings) as running:
+        await connected(slack)
+        root = await open_incident(running, slack, "alertmanager/runner-queue-am-00-firing.json")
+        assert await slack.press(root, "incident_scale") == {"ok": True}
+
+        def form_shown() -> list[dict[str, Any]]:
+            # The form is opened at once, then updated with what the scaler says of capacity.
+            views = slack.emulator.views()
+            return [v for v in views if "cannot report" in json.dumps(v["blocks"])]
+
+        [form] = await eventually(form_shown, what="the scale form")
+        values = {TYPE_BLOCK: {VALUE: RUNNER}, AMOUNT_BLOCK: {VALUE: "4"}}
+        ask = {"view_id": form["id"], "values": values}
+        assert (await slack.page.post("/_page/view", json=ask)).json() == {"ok": True}
+        confirm = next(v for v in slack.emulator.views() if v["id"] == form["id"])
+        assert confirm["callback_id"] == "incident_scale_confirm", "response_action update"
+        assert f"Scale *{RUNNER}* by *+4*" in json.dumps(confirm["blocks"], ensure_ascii=False)
+        assert not receiver.accepted, "nothing is called before the confirmation"
+
+        ask = {"view_id": form["id"], "values": {}}
+        assert (await slack.page.post("/_page/view", json=ask)).json() == {"ok": True}
+        state = (await slack.page.get("/_page/state")).json()
+        assert state["modal"] is None, "response_action clear closed the modal"
+        await eventually(lambda: receiver.accepted, what="the scale webhook called")
+    [call] = receiver.accepted
+    assert (call["runner_type"], call["delta"], call["requested_by"]) == (RUNNER, 4, "alice")
+    submissions = [e for e in slack.socket.envelopes() if e.payload["type"] == "view_submission"]
+    assert [e.acked for e in submissions] == [True, True]
+
+
+async def test_after_disconnect_the_bot_reconnects_and_the_next_click_works(
+    redis_url: str, slack: Slack
+) -> None:
+    async with run_bot(socket_settings(redis_url, slack)) as running:
+        await connected(slack)
+        root = await open_incident(running, slack, "grafana/queue-alert-firing.json")
+        told = await slack.page.post("/_emulator/socket/disconnect", json={})
+        assert told.json() == {"ok": True, "connections": 1}
+        await connected(slack)
+        assert await slack.press(root, "incident_ack") == {"ok": True}
+        await eventually(lambda: acknowledged_by_alice(slack), what="the root acknowledged")
+    opened = slack.emulator.calls("apps.connections.open")
+    assert [c.ok for c in opened] == [True, True], "a fresh URL for the new connection"
+    assert slack.socket.envelopes()[0].connection == 2, "the click came over the new one"
+
+
+async def test_two_replicas_each_hold_a_connection_and_a_click_is_done_once(
+    redis_url: str, slack: Slack
+) -> None:
+    settings = socket_settings(redis_url, slack)
+    async with run_bot(settings) as first, run_bot(settings):
+        await connected(slack, 2)
+        root = await open_incident(first, slack, "grafana/queue-alert-firing.json")
+        assert await slack.press(root, "incident_ack") == {"ok": True}
+        await eventually(lambda: acknowledged_by_alice(slack), what="the root acknowledged")
+
+        def acknowledgements() -> list[str]:
+            replies = slack.emulator.thread(CHANNEL, root.ts)[1:]
+            texts = [m.text + json.dumps(m.blocks) for m in replies]
+            return [t for t in texts if "Acknowledged" in t]
+
+        await eventually(acknowledgements, what="the acknowledgement in the thread")
+        # A second press of the same button is a second click: still one acknowledgement.
+        assert await slack.press(root, "incident_ack") == {"ok": True}
+        assert len(slack.socket.envelopes()) == 2
+        assert len(acknowledgements()) == 1, acknowledgements()
+    assert [e.retry_attempt for e in slack.socket.envelopes()] == [0, 0], "each sent once"
+
+
+@dataclass
+class RecordingClient:
+    """Where `SocketEnvelopes` sends its acks (slack_sdk's client's one method it calls)."""
+
+    sent: list[dict[str, Any]]
+
+    async def send_socket_mode_response(self, response: SocketModeResponse) -> None:
+        self.sent.append(response.to_dict())
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"type": "interactive", "payload": "not an object"},
+        {"type": "interactive", "payload": {"type": "block_actions", "user": {"id": 5}}},
+        {"type": "interactive", "payload": {"type": "block_actions", "user": {"id": "U1"}}},
+        {"type": "interactive", "payload": {"type": ["x"]}},
+        {"type": "slash_commands", "payload": {"command": "queue", "user_id": "U1"}},
+        {"type": "events_api", "payload": {"type": "event_callback", "event": {"type": 5}}},
+        {"type": "interactive", "payload": {"type": "shortcut", "user": {"id": "U1"}}},
+        {"type": "something_new", "payload": {}},
+    ],
+)
+async def test_a_hostile_envelope_is_acknowledged_and_refused_before_bolt(
+    redis_url: str, slack: Slack, message: dict[str, Any]
+) -> None:
+    async with run_bot(socket_settings(redis_url, slack)) as running:
+        bot = running.bot
+        dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
+        client = RecordingClient([])
+        await SocketEnvelopes(dispatch)(client, {**message, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
+        assert client.sent == [{"envelope_id": "e1"}]
+        assert bot.alive()
+
+
+async def test_an_event_is_acknowledged_and_its_retry_not_handled_twice(
+    redis_url: str, slack: Slack
+) -> None:
+    async with run_bot(socket_settings(redis_url, slack)) as running:
+        bot = running.bot
+        dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
+        client = RecordingClient([])
+        event = {
+            "type": "events_api",
+            "payload": {
+                "type": "event_callback",
+                "event_id": "Ev0SOCKET",
+                "event": {"type": "app_mention", "text": "hi"},
+            },
+        }
+        await SocketEnvelopes(dispatch)(client, {**event, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
+        assert not await dispatch.seen("Ev0OTHER")
+        assert await dispatch.seen("Ev0SOCKET"), "the event is remembered as handled"
+        retry = {**event, "envelope_id": "e2", "retry_attempt": 1, "retry_reason": "timeout"}
+        await SocketEnvelopes(dispatch)(client, retry, None)  # type: ignore[arg-type]
+        assert client.sent == [{"envelope_id": "e1"}, {"envelope_id": "e2"}]
