@@ -49,7 +49,7 @@ test: $(STAMP) system-deps browser-deps
 
 demo: $(STAMP)
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
-	@$(BIN)/python -m bot demo
+	@$(BIN)/python -m bot demo $(DEMO_ARGS)
 
 # Regenerates docs/demo-thread.png, the README's picture: the demo played to its end in chromium.
 screenshot: $(STAMP) browser-deps

@@ -25,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument(
         "--until-resolved", action="store_true", help="stop once the incident has resolved"
     )
+    demo.add_argument(
+        "--socket-mode",
+        action="store_true",
+        help="the bot takes Slack's traffic over Socket Mode (an app-level token) instead of HTTP",
+    )
     send = commands.add_parser("send", help="POST an alert payload file to a running bot")
     send.add_argument("file", type=Path)
     send.add_argument("--url", default="http://127.0.0.1:3000", help="the bot's base URL")
@@ -42,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--speed must be positive")
         from bot.sandbox.live_demo import run_live_demo
 
-        return run_live_demo(speed=args.speed, until_resolved=args.until_resolved)
+        return run_live_demo(
+            speed=args.speed, until_resolved=args.until_resolved, socket_mode=args.socket_mode
+        )
     return _send(args.file, args.url, args.source, args.token)
 
 

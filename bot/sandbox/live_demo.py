@@ -27,12 +27,12 @@ from bot.sandbox.stack import CHANNEL, Sandbox, SandboxConfig, SandboxError, sta
 PREFERRED_PAGE_PORT = 8080
 
 
-def run_live_demo(*, speed: float, until_resolved: bool = False) -> int:
+def run_live_demo(*, speed: float, until_resolved: bool = False, socket_mode: bool = False) -> int:
     configure_output()
     stack, code = ExitStack(), 0
     try:
         with signals(interrupt, signal.SIGTERM):
-            sandbox = _start(stack, speed)
+            sandbox = _start(stack, speed, socket_mode)
             _narrate(sandbox, until_resolved=until_resolved)
     except (DemoError, SandboxError) as exc:
         print(f"queuepilot demo: {exc}", file=sys.stderr, flush=True)
@@ -48,21 +48,25 @@ def run_live_demo(*, speed: float, until_resolved: bool = False) -> int:
     return code
 
 
-def _start(stack: ExitStack, speed: float) -> Sandbox:
+def _start(stack: ExitStack, speed: float, socket_mode: bool) -> Sandbox:
     redis_url, prefix, redis_note = demo_redis(stack)
     port_text = os.environ.get("DEMO_PORT", "")
     if port_text and not port_text.isdigit():
         raise DemoError(f"DEMO_PORT must be a port number, not {port_text!r}")
-    config = SandboxConfig(speed=speed, page_port=int(port_text or PREFERRED_PAGE_PORT))
+    config = SandboxConfig(
+        speed=speed, page_port=int(port_text or PREFERRED_PAGE_PORT), socket_mode=socket_mode
+    )
     try:
         sandbox = start_sandbox(stack, redis_url, prefix, config)
     except SandboxError:
         if port_text:  # the port asked for is taken: say so rather than pick another
             raise
-        sandbox = start_sandbox(stack, redis_url, prefix, SandboxConfig(speed=speed))
+        config = SandboxConfig(speed=speed, socket_mode=socket_mode)
+        sandbox = start_sandbox(stack, redis_url, prefix, config)
+    slack_way = "Slack over Socket Mode" if socket_mode else "/slack/events"
     say(
         f"queuepilot demo: open {sandbox.page_url} in your browser (a local Slack; no workspace)\n"
-        f"  bot     {sandbox.bot_url}  (the production app: /alerts/grafana, /slack/events)\n"
+        f"  bot     {sandbox.bot_url}  (the production app: /alerts/grafana, {slack_way})\n"
         f"  fleet   {sandbox.fleet.url}  (simulated CI fleet at ×{speed:g}: Grafana alerts, "
         "Prometheus, Alertmanager silences, the scaler webhook)\n"
         f"  Redis   {redis_url}  ({redis_note})\n"

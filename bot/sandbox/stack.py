@@ -6,6 +6,7 @@ Alertmanager, Prometheus and an autoscaler, each over its real protocol:
     fleet --Grafana webhook--> bot --Web API--> emulator <--clicks, /queue-- page (browser)
     bot --/api/v1/query, /api/v2/silences, POST /scale--> fleet
     emulator --signed interactions and commands--> bot /slack/events
+        (with `socket_mode`: emulator <--Socket Mode websocket, opened by the bot-- bot)
 
 The bot is the production app (`build_bot`, `build_app`, the `prometheus` metrics backend, the
 `alertmanager` silence backend, the `webhook` scaler), with cadences shortened for a demo that
@@ -48,6 +49,9 @@ class SandboxConfig:
     metrics_interval_s: int = 5
     drain_check_s: int = 10
     page_port: int = 0  # 0: any free port
+    # The bot holds an app-level token and takes Slack's traffic over Socket Mode's websocket
+    # instead of signed requests to /slack/events.
+    socket_mode: bool = False
 
 
 @dataclass
@@ -62,11 +66,13 @@ def start_sandbox(
     stack: ExitStack, redis_url: str, prefix: str, config: SandboxConfig = SandboxConfig()
 ) -> Sandbox:
     """Start emulator, fleet and bot (stopped in reverse order when `stack` closes)."""
+    app_token = f"xapp-1-A0QUEUEBOT-1-{secrets.token_hex(16)}" if config.socket_mode else None
     emulator = SlackEmulator(
         token=BOT_TOKEN,
         channels=(CHANNEL,),
         channel_names={CHANNEL: CHANNEL_NAME},
         page_user=PAGE_USER,
+        app_token=app_token,
     )
     page = _serve(stack, emulator.app, config.page_port, "the local Slack page")
     stack.callback(emulator.close)  # runs before the server stops: open pages let go at once
@@ -93,10 +99,13 @@ def start_sandbox(
         fleet_url=fleet.url,
         webhook_token=webhook_token,
         scale_secret=scale_secret,
-        signing_secret=signing_secret,
+        signing_secret=None if app_token else signing_secret,
+        app_token=app_token,
     )
+    # In Socket Mode the bot's start-up opens its websocket to the emulator before it serves.
     bot = _serve(stack, build_app(build_bot(settings)), bot_port, "the bot")
-    emulator.connect_app(f"{bot.url}/slack/events", signing_secret)
+    if app_token is None:
+        emulator.connect_app(f"{bot.url}/slack/events", signing_secret)
     return Sandbox(page.url + "/", bot.url, emulator, fleet)
 
 
@@ -119,10 +128,12 @@ def _settings(
     fleet_url: str,
     webhook_token: str,
     scale_secret: str,
-    signing_secret: str,
+    signing_secret: str | None,
+    app_token: str | None = None,
 ) -> Settings:
     """The bot's settings: production backends pointed at the fleet; no .env, nothing inherited
-    that could reach a real Slack (an SLACK_APP_TOKEN would switch to Socket Mode)."""
+    that could reach a real Slack (an inherited SLACK_APP_TOKEN would open Socket Mode there:
+    only the emulator's own app token is ever given)."""
     targets = {
         name: {"target": f"arc-runners/{scale_set_name(name)}", "cap": 20}
         for name in (spec.name for spec in DEMO_TYPES)
@@ -134,7 +145,7 @@ def _settings(
             slack_channel=CHANNEL,
             slack_bot_token=BOT_TOKEN,
             slack_signing_secret=signing_secret,
-            slack_app_token=None,
+            slack_app_token=app_token,
             redis_url=redis_url,
             redis_prefix=prefix,
             host="127.0.0.1",

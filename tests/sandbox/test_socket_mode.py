@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.sandbox.serve import RunningServer, serve_in_thread
 from bot.sandbox.slack_api import SlackEmulator
+from bot.sandbox.stack import CHANNEL as DEMO_CHANNEL
+from bot.sandbox.stack import SandboxConfig, start_sandbox
 from tests.conftest import eventually
+from tests.servers import RedisServer, wait_until
 
 APP_TOKEN = "xapp-1-A0QUEUEBOT-1-socket-test"
 BOT_TOKEN = "xoxb-socket-test"
@@ -347,3 +351,53 @@ async def test_more_connections_than_slack_allows_are_turned_away(
             said = await received(third)
             assert (said["type"], said["reason"]) == ("disconnect", "too_many_websockets")
         assert socket.connections() == 2
+
+
+# -- the demo in Socket Mode -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_demo_in_socket_mode_opens_an_incident_and_takes_a_click(
+    redis_server: RedisServer,
+) -> None:
+    redis_server.flush()
+    with ExitStack() as stack:
+        config = SandboxConfig(speed=30, socket_mode=True)
+        sandbox = start_sandbox(stack, redis_server.url, "qpsocketdemo", config)
+        socket = sandbox.emulator.socket
+        assert socket is not None and socket.connections() == 1, "connected as it started"
+        page = stack.enter_context(httpx.Client(base_url=sandbox.page_url, timeout=10))
+        [root] = wait_for(lambda: sandbox.emulator.channel_messages(DEMO_CHANNEL), 120, "root")
+        [block_id] = [
+            b["block_id"]
+            for b in root.blocks
+            if any(e.get("action_id") == "incident_ack" for e in b.get("elements", []))
+        ]
+        ask = {
+            "channel": DEMO_CHANNEL,
+            "message_ts": root.ts,
+            "block_id": block_id,
+            "action_id": "incident_ack",
+        }
+        assert page.post("/_page/action", json=ask).json() == {"ok": True}
+        wait_for(
+            lambda: "acknowledged by" in page_root_text(page).lower(), 30, "the root acknowledged"
+        )
+        assert [e.type for e in socket.envelopes()] == ["interactive"]
+
+
+def page_root_text(page: httpx.Client) -> str:
+    state = page.get("/_page/state").json()
+    [channel] = [c for c in state["channels"] if c["id"] == DEMO_CHANNEL]
+    return json.dumps(channel["messages"][0])
+
+
+def wait_for(check: Any, timeout: float, what: str) -> Any:
+    found: list[Any] = []
+
+    def holds() -> bool:
+        found[:] = [check()]
+        return bool(found[0])
+
+    wait_until(holds, timeout=timeout, what=what)
+    return found[0]
