@@ -1,21 +1,28 @@
 """Live queue metrics end to end: a real bot reading a real `prometheus` that scrapes ARC
-listeners, with Slack emulated: per-type numbers, the chart, the queue draining, the incident
-resolving itself; and a backend that fails, which never closes anything."""
+listeners, or a HUD over HTTP, with Slack emulated: per-type numbers, the chart, the queue
+draining, the incident resolving itself; a series that vanishes, and a backend that fails, which
+never close anything."""
 
 from __future__ import annotations
 
 import json
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.sandbox.serve import RunningServer, serve_in_thread
 from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
 from tests.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
+from tests.fakes.hud_api import FakeHud
 from tests.servers import free_port
 
 FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"
+HUD_ROWS = Path(__file__).resolve().parent / "fixtures" / "backends" / "hud"
+AGGREGATE = "queued_jobs_aggregate"
+GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "lf.linux.2xlarge"
 
 
 @pytest.fixture
@@ -25,6 +32,17 @@ def arc_fleet() -> Iterator[ArcFleet]:
         yield fleet
     finally:
         fleet.stop()
+
+
+@pytest.fixture
+def hud() -> Iterator[tuple[FakeHud, RunningServer]]:
+    fake = FakeHud()
+    fake.rows[AGGREGATE] = json.loads((HUD_ROWS / f"{AGGREGATE}.json").read_text())
+    server = serve_in_thread(fake.app)
+    try:
+        yield fake, server
+    finally:
+        server.stop()
 
 
 def live(settings_for: Any, url: str, **overrides: Any) -> Any:
@@ -164,3 +182,81 @@ async def test_queue_shows_the_live_queue_with_no_incident_open(
     assert text.index(QUEUEING) < text.index(HEALTHY)
     assert "busy 120/120" in text and "busy 17/19" in text
     assert "No open incidents." in text
+
+
+async def test_with_the_hud_the_incident_closes_itself_once_its_labels_leave_the_answer(
+    settings_for: Any, slack: Slack, hud: tuple[FakeHud, RunningServer]
+) -> None:
+    fake, server = hud
+    settings = live(
+        settings_for, "", metrics_backend="hud", hud_url=server.url, hud_token=fake.token
+    )
+    async with run_bot(settings) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+
+        def thread() -> list[Any]:
+            return slack.emulator.thread(CHANNEL, roots[0].ts)
+
+        def shown(text: str) -> bool:
+            return any(text in text_of(m) for m in thread()[1:])
+
+        await eventually(
+            lambda: shown(f"{GPU}: *17* queued") and shown(f"{CPU}: *37* queued"),
+            what="a status with the HUD's queue",
+            timeout=30,
+        )
+        # CPU's jobs got runners: the HUD answers without its label. GPU still queues.
+        fake.rows[AGGREGATE] = [r for r in fake.rows[AGGREGATE] if r["runner_label"] != CPU]
+        await eventually(lambda: shown(f"{CPU}: *0* queued"), what="CPU drained", timeout=30)
+        assert "Resolved" not in text_of(thread()[0])
+        # Nothing queues any more: the HUD answers `[]`, and the incident resolves on its own.
+        fake.rows[AGGREGATE] = []
+        await eventually(
+            lambda: "Resolved" in text_of(thread()[0]) and "queue drained" in text_of(thread()[0]),
+            what="the root resolved on drain",
+            timeout=30,
+        )
+        summary = await eventually(
+            lambda: next((m for m in thread()[1:] if "Peak by runner type" in text_of(m)), None),
+            what="the summary",
+        )
+        assert f"{CPU}: 37 queued" in text_of(summary)
+        # Never "missing", never the alert's numbers standing in for an empty answer.
+        said = " ".join(text_of(m) for m in thread())
+        assert "no numbers for" not in said and "these are the alert" not in said
+
+
+async def test_with_prometheus_a_vanished_series_blocks_the_drain(
+    settings_for: Any, slack: Slack, arc_fleet: ArcFleet
+) -> None:
+    async with run_bot(live(settings_for, arc_fleet.prometheus.url)) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+
+        def statuses() -> list[Any]:
+            replies = slack.emulator.thread(CHANNEL, roots[0].ts)[1:]
+            return [m for m in replies if "Status update" in m.text]
+
+        await eventually(
+            lambda: any(f"{QUEUEING}: *43* queued" in text_of(m) for m in statuses()),
+            what="a status with the live queue",
+            timeout=30,
+        )
+        # The queueing set's listener is recreated: it serves no series while it comes back.
+        # Its queue may be long: the incident must not read that as drained.
+        with arc_fleet.queueing.lock:
+            arc_fleet.queueing.gauges.clear()
+        await eventually(
+            lambda: any(f"no numbers for {QUEUEING}" in text_of(m) for m in statuses()),
+            what="a status saying the type is missing",
+            timeout=30,
+        )
+        seen = sum(1 + m.edits for m in statuses())
+        # Drained would resolve after two checks a second apart: give it four statuses.
+        await eventually(
+            lambda: sum(1 + m.edits for m in statuses()) >= seen + 4,
+            what="four more statuses",
+            timeout=30,
+        )
+        assert "Resolved" not in text_of(slack.emulator.channel_messages(CHANNEL)[0])
