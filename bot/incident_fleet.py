@@ -2,8 +2,9 @@
 
 Pure functions of (incident, reading, now). The alert names the runner types that queue; the
 reading is matched to them by name. An alert that names none is about the fleet, so the incident
-shows every type that queues. When the reading is missing, failed or too old, the incident keeps
-the alert's own numbers and says why.
+shows every type that queues. A followed type the reading lacks has nothing queued or is
+unknown, as the backend that read it says (`FleetSnapshot.absent_means_empty`). When the reading
+is missing, failed or too old, the incident keeps the alert's own numbers and says why.
 """
 
 from __future__ import annotations
