@@ -13,6 +13,7 @@ from bot.incidents import Incident
 from bot.messages import escape
 from bot.mrkdwn import slack_date, truncate
 from bot.queue_view import type_lines
+from bot.whole_numbers import ascii_whole
 
 HELP = """*`/queue`* — the live queue by runner type, and the open incidents
 *`/queue incidents`* — open and recent incidents
@@ -30,7 +31,12 @@ MAX_ANSWER = 2900
 MAX_LINES = 20
 LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
 
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# ASCII digits only: `\d` also matches Arabic-Indic and other Unicode digits.
+_DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+_COUNT = re.compile(r"\+?([0-9]+)")
+MAX_SILENCE_S = 7 * 86400
+MAX_SCALE_UP = 9999  # runners one command adds; the scaler's own cap is checked after
+MAX_ID = 40  # incident IDs are short numbers; a longer word is a typo, not an ID
 
 
 class CommandError(ValueError):
@@ -49,12 +55,16 @@ class Command:
 
 def parse_duration(text: str) -> int:
     """`2h`, `30m`, `1h30m`, `1d` -> seconds (at most 7 days)."""
-    match = _DURATION.match(text.strip().lower())
+    match = _DURATION.fullmatch(text.strip().lower())
     if not text.strip() or match is None or not any(match.groups()):
-        raise CommandError(f"`{escape(text)}` is not a duration: use e.g. `30m`, `2h`, `1h30m`")
-    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+        shown = truncate(escape(text), 40)
+        raise CommandError(f"`{shown}` is not a duration: use e.g. `30m`, `2h`, `1h30m`")
+    # Each part is capped just past the limit, so thousands of digits are "too long", not a crash.
+    days, hours, minutes, seconds = (
+        ascii_whole(g or "0", MAX_SILENCE_S + 1) or 0 for g in match.groups()
+    )
     total = days * 86400 + hours * 3600 + minutes * 60 + seconds
-    if not 60 <= total <= 7 * 86400:
+    if not 60 <= total <= MAX_SILENCE_S:
         raise CommandError("a silence lasts between 1 minute and 7 days")
     return total
 
@@ -82,11 +92,12 @@ def _parse_scale(args: list[str]) -> Command:
         "usage: `/queue scale <runner-type> <+N> [ID] [max]`, e.g. `/queue scale linux.2xlarge "
         "+4` (`max`: raise an ARC scale set's maxRunners)"
     )
-    if len(args) < 2 or not re.fullmatch(r"\+?\d{1,4}", args[1]):
+    count_match = _COUNT.fullmatch(args[1]) if len(args) >= 2 else None
+    if count_match is None:
         raise CommandError(usage)
-    count = int(args[1].lstrip("+"))
-    if count < 1:
-        raise CommandError("scale up by at least 1 runner")
+    count = ascii_whole(count_match[1], MAX_SCALE_UP + 1) or 0
+    if not 1 <= count <= MAX_SCALE_UP:
+        raise CommandError(f"scale up by at least 1 runner and at most {MAX_SCALE_UP} at once")
     rest = [arg for arg in args[2:] if arg.lower() != "max"]
     if len(rest) > 1:
         raise CommandError(usage)
@@ -100,7 +111,12 @@ def _parse_scale(args: list[str]) -> Command:
 
 
 def _optional_id(args: list[str], index: int) -> str | None:
-    return args[index].lstrip("#") if len(args) > index else None
+    if len(args) <= index:
+        return None
+    ref = args[index].lstrip("#")
+    if not ref or len(ref) > MAX_ID:
+        raise CommandError(f"`{truncate(escape(args[index]), MAX_ID)}` is not an incident ID")
+    return ref
 
 
 async def run_command(

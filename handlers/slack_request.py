@@ -18,7 +18,7 @@ import hmac
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import parse_qsl
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -69,66 +69,149 @@ def _utf8(body: bytes) -> str:
 
 
 # -- the shapes listeners and Bolt read ---------------------------------------------------------
+# Bolt reads these before any listener runs, for every kind of request (`build_async_context`:
+# the user, team, enterprise, channel, thread, function and response_url fields, at the top and
+# inside `event`, `message`, `item`, `authorizations[0]`, `view`), then its matchers and argument
+# builders (`payload_utils`: `actions[0]`, `view.callback_id` and `view.type`, `event.type`).
+# It indexes and calls `.get` on them unchecked: a string where Slack sends a list (`response_urls`)
+# raises inside Bolt. So each is checked here to be what Slack sends, or absent/null. Strict: no
+# coercion, `"1"` is not a bool and `1` is not a string. Unknown fields are let through untouched.
 
-_LOOSE = ConfigDict(extra="allow")
+_LOOSE = ConfigDict(extra="allow", strict=True)
+Id = Annotated[str, Field(max_length=255)]
+Url = Annotated[str, Field(max_length=2000, pattern=r"^https?://")]
+Text = Annotated[str, Field(max_length=40_000)]
 
 
-class _User(BaseModel):
+class _Shape(BaseModel):
     model_config = _LOOSE
-    id: str = Field(min_length=1, max_length=64)
-    username: str | None = None
-    name: str | None = None
 
 
-class _Option(BaseModel):
-    model_config = _LOOSE
-    value: str
+class _Named(_Shape):
+    """An object Bolt reads an `id` from: a team, an enterprise, a channel, a user."""
+
+    id: Id | None = None
 
 
-class _Action(BaseModel):
-    model_config = _LOOSE
+class _User(_Named):
+    id: Id = Field(min_length=1, max_length=64)
+    username: Id | None = None
+    name: Id | None = None
+    team_id: Id | None = None
+
+
+class _ResponseUrl(_Shape):
+    response_url: Url
+    block_id: Id | None = None
+    action_id: Id | None = None
+    channel_id: Id | None = None
+
+
+class _Authorization(_Shape):
+    enterprise_id: Id | None = None
+    team_id: Id | None = None
+    user_id: Id | None = None
+    is_enterprise_install: bool | None = None
+
+
+class _FunctionData(_Shape):
+    execution_id: Id | None = None
+    inputs: dict[str, Any] | None = None
+
+
+class _Context(_Shape):
+    """The fields Bolt's context extraction reads at any level it recurses into."""
+
+    user: Id | _Named | None = None
+    user_id: Id | None = None
+    team: Id | _Named | None = None
+    team_id: Id | None = None
+    enterprise: Id | _Named | None = None
+    enterprise_id: Id | None = None
+    channel: Id | _Named | None = None
+    channel_id: Id | None = None
+    thread_ts: Id | None = None
+    is_enterprise_install: bool | None = None
+    authorizations: list[_Authorization] | None = Field(None, max_length=100)
+    function_execution_id: Id | None = None
+    bot_access_token: Id | None = None
+
+
+class _Message(_Context):
+    blocks: list[dict[str, Any]] = Field(default_factory=list)
+    ts: Id | None = None
+    bot_id: Id | None = None
+
+
+class _Option(_Shape):
+    value: Annotated[str, Field(max_length=2000)]
+
+
+class _ElementState(_Shape):
+    """An input's state in `view.state.values[block][action]`, as the modal listener reads it."""
+
+    type: Id | None = None
+    value: Text | None = None
+    selected_option: _Option | None = None
+
+
+class _State(_Shape):
+    values: dict[str, dict[str, _ElementState]] = Field(default_factory=dict)
+
+
+class _Action(_Shape):
     action_id: str = Field(min_length=1, max_length=255)
-    block_id: str | None = Field(None, max_length=255)
-    type: str | None = None
+    block_id: Id | None = None
+    type: Id | None = None
     value: str | None = Field(None, max_length=2000)
     selected_option: _Option | None = None
-    action_ts: str | None = None
+    action_ts: Id | None = None
 
 
-class _Container(BaseModel):
-    model_config = _LOOSE
-    message_ts: str | None = None
-    channel_id: str | None = None
+class _Container(_Shape):
+    type: Id | None = None
+    message_ts: Id | None = None
+    channel_id: Id | None = None
+    is_ephemeral: bool | None = None
 
 
-class _Channel(BaseModel):
-    model_config = _LOOSE
-    id: str
+class _View(_Shape):
+    id: Id
+    type: Id  # Bolt reads `view.type` of every view with a `callback_id` (`is_workflow_step_save`)
+    callback_id: Id = ""
+    private_metadata: Annotated[str, Field(max_length=3000)] = ""
+    hash: Id | None = None
+    team_id: Id | None = None
+    app_installed_team_id: Id | None = None
+    state: _State = Field(default_factory=_State)
 
 
-class _Team(BaseModel):
-    model_config = _LOOSE
-    id: str | None = None
+class _Common(_Context):
+    """What every request's body must have right, whatever its kind."""
+
+    message: _Message | None = None
+    previous_message: _Message | None = None
+    function_data: _FunctionData | None = None
+    response_url: Url | None = None
+    # Bolt reads these whenever the key is there, null included: absent, or the right shape.
+    response_urls: list[_ResponseUrl] = Field(None, max_length=100)
+    event: dict[str, Any] = Field(None)
+    trigger_id: Id | None = None
+    api_app_id: Id | None = None
+    token: Id | None = None
+    is_ext_shared_channel: bool | None = None
+    view: _View | None = None
 
 
-class _Message(BaseModel):
-    model_config = _LOOSE
-    blocks: list[Any] = Field(default_factory=list)
-    ts: str | None = None
-
-
-class _Interactive(BaseModel):
+class _Interactive(_Common):
     """What every interactive payload must have for the listeners to read it."""
 
-    model_config = _LOOSE
     type: str
     user: _User
-    team: _Team | None = None
-    channel: _Channel | None = None
+    team: _Named | None = None
+    channel: _Named | None = None
     container: _Container | None = None
-    message: _Message | None = None
-    response_url: str | None = None
-    trigger_id: str | None = None
+    state: _State | None = None
 
 
 class _BlockActions(_Interactive):
@@ -136,36 +219,58 @@ class _BlockActions(_Interactive):
     actions: list[_Action] = Field(min_length=1, max_length=25)
 
 
-class _View(BaseModel):
-    model_config = _LOOSE
-    id: str
-    callback_id: str = ""
-    private_metadata: str = ""
-    state: dict[str, Any] = Field(default_factory=dict)
-
-
 class _ViewSubmission(_Interactive):
     type: Literal["view_submission"]
     view: _View
 
 
-class _Event(BaseModel):
-    model_config = _LOOSE
-    type: str
+class _Event(_Message):
+    """An Events API event: Bolt recurses into it for the same fields as the envelope's."""
+
+    type: Id
+    event_ts: Id | None = None
+    subtype: Id | None = None
+    channel_type: Id | None = None
+    user_team: Id | None = None
+    item: _Context | None = None
+    assistant_thread: _Context | None = None
+    message: _Message | None = None
+    previous_message: _Message | None = None
+    inputs: dict[str, Any] | None = None
 
 
-class _EventCallback(BaseModel):
-    model_config = _LOOSE
+class _EventCallback(_Common):
     type: Literal["event_callback"]
     event_id: str = Field(min_length=1, max_length=100)
     event: _Event
+    context_team_id: Id | None = None
+    context_enterprise_id: Id | None = None
+
+
+class _Command(_Common):
+    """A slash command: flat strings over HTTP by construction; over Socket Mode it is JSON, and
+    Bolt reads `user`, `channel`, `team` and `enterprise` before `user_id` and the rest."""
+
+    command: str = Field(pattern=r"^/", max_length=255)
+    user_id: Id = Field(min_length=1)
+    channel_id: Id = Field(min_length=1)
+    text: Text = ""
+    user: Id | None = None
+    channel: Id | None = None
+    team: Id | None = None
+    enterprise: Id | None = None
+    user_name: Id | None = None
+    channel_name: Id | None = None
+    team_domain: Id | None = None
+    enterprise_name: Id | None = None
+    # A string in a slash command ("true"/"false"), a bool elsewhere; Bolt reads both.
+    is_enterprise_install: Id | bool | None = None
 
 
 _INTERACTIVE: dict[str, type[_Interactive]] = {
     "block_actions": _BlockActions,
     "view_submission": _ViewSubmission,
 }
-_COMMAND_FIELDS = ("command", "user_id", "channel_id")
 
 
 def parse(body: bytes, content_type: str) -> SlackRequest:
@@ -190,10 +295,7 @@ def checked(kind: Literal["interactive", "command", "event"], data: dict[str, An
     if kind == "interactive":
         return _interactive(data)
     if kind == "command":
-        missing = [name for name in _COMMAND_FIELDS if not data.get(name)]
-        command = data.get("command")
-        if missing or not isinstance(command, str) or not command.startswith("/"):
-            raise SlackRequestError(400, f"slash command without {', '.join(missing) or 'a /name'}")
+        _validate(_Command, data, "command")
         return SlackRequest("command", data)
     if data.get("type") == "event_callback":
         event = _validate(_EventCallback, data, "body")
@@ -228,7 +330,7 @@ def _interactive(data: dict[str, Any]) -> SlackRequest:
     kind = data.get("type")
     model = _INTERACTIVE.get(kind) if isinstance(kind, str) else None
     if not isinstance(kind, str):
-        raise SlackRequestError(400, "payload.type must be a string")
+        raise SlackRequestError(400, "payload.type: should be a string")
     if model is None:
         return SlackRequest("ignored")
     _validate(model, data, "payload")
@@ -248,9 +350,56 @@ def _json_request(text: str) -> SlackRequest:
 def _validate(model: type[M], data: dict[str, Any], what: str) -> M:
     try:
         return model.model_validate(data)
-    except (ValidationError, RecursionError) as exc:
-        if isinstance(exc, RecursionError):
-            raise SlackRequestError(400, f"{what} is nested too deeply") from None
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"]) or what
-        raise SlackRequestError(400, f"{what}.{where}: {first['msg']}") from None
+    except RecursionError:
+        raise SlackRequestError(400, f"{what} is nested too deeply") from None
+    except ValidationError as exc:
+        raise SlackRequestError(400, _problem(exc, data, what)) from None
+
+
+def _problem(exc: ValidationError, data: dict[str, Any], what: str) -> str:
+    """`<where>: <what was wrong>` for the deepest field that is wrong. A field that may be one of
+    several shapes (a string or an object) fails once per shape: those are said together."""
+    found: dict[str, list[str]] = {}
+    for error in exc.errors(include_url=False):
+        where = _where(data, error["loc"], missing=error["type"] == "missing")
+        found.setdefault(".".join([what, *where]), []).append(_said(error))
+    where = max(found, key=lambda path: path.count("."))
+    first, *others = dict.fromkeys(found[where])
+    said = " or ".join([first, *(other.removeprefix("should be ") for other in others)])
+    return f"{where}: {said}"[:300]
+
+
+def _where(data: Any, loc: tuple[int | str, ...], *, missing: bool) -> list[str]:
+    """The part of pydantic's error location that is in the payload (pydantic also names the
+    union member it tried, like `str` or `_Named`, which the payload does not have)."""
+    path, node = [], data
+    for at, part in enumerate(loc):
+        inside = (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        )
+        last = at == len(loc) - 1
+        if not inside:
+            if missing and last and isinstance(node, dict):
+                path.append(str(part)[:60])
+            if last:
+                break
+            continue  # a union member's name, not a field
+        node = node[part]
+        path.append(str(part)[:60])
+    return path
+
+
+_SAID = {
+    "missing": "is missing",
+    "string_type": "should be a string",
+    "bool_type": "should be true or false",
+    "list_type": "should be a list",
+    "dict_type": "should be an object",
+    "model_type": "should be an object",
+    "model_attributes_type": "should be an object",
+    "literal_error": "is not a kind handled here",
+}
+
+
+def _said(error: Any) -> str:
+    return _SAID.get(error["type"]) or str(error["msg"]).lower()

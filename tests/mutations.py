@@ -29,14 +29,14 @@ JSON = st.recursive(
 )
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+def field_paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     found = [prefix]
     if isinstance(value, dict):
         for key, item in value.items():
-            found += _paths(item, (*prefix, key))
+            found += field_paths(item, (*prefix, key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            found += _paths(item, (*prefix, index))
+            found += field_paths(item, (*prefix, index))
     return found
 
 
@@ -45,7 +45,7 @@ def mutated(draw: st.DrawFn, original: Any) -> Any:
     """`original` with one to three of its parts replaced by arbitrary JSON, or removed."""
     data = copy.deepcopy(original)
     for _ in range(draw(st.integers(1, 3))):
-        paths = _paths(data)
+        paths = field_paths(data)
         path = draw(st.sampled_from(paths))
         if not path:
             data = draw(JSON)
@@ -60,6 +60,43 @@ def mutated(draw: st.DrawFn, original: Any) -> Any:
             parent.pop(path[-1], None)
         else:
             parent[path[-1]] = draw(JSON)
+    return data
+
+
+# Numbers as people and broken senders write them: thousands of digits, signs, exponents, and
+# digits Python's int() reads although no one means them (`int('١٢') == 12`) or refuses ('²').
+HOSTILE_NUMBERS = st.sampled_from(
+    ["9" * 5000, "-1", "0", "+0", "1e999", "١٢", "+١٢", "²", "1_000", "0x1f", "9" * 25, " 7", "NaN"]
+) | st.integers(min_value=-(10**30), max_value=10**30).map(str)
+# One value of each JSON type, hostile within its type.
+JSON_OF_TYPE = {
+    "null": st.none(),
+    "bool": st.booleans(),
+    "number": st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    "string": st.text(max_size=40) | HOSTILE_NUMBERS | st.just("x" * 5000),
+    "list": st.lists(JSON, max_size=3)
+    | st.lists(
+        st.dictionaries(st.text(max_size=8), JSON_SCALARS, max_size=3), min_size=1, max_size=2
+    ),
+    "object": st.dictionaries(st.text(max_size=12), JSON, max_size=4),
+}
+
+
+@st.composite
+def field_replaced(draw: st.DrawFn, original: dict[str, Any]) -> dict[str, Any]:
+    """`original` with one of its fields (at any depth) missing, or holding a value of one JSON
+    type, every type in turn: what a sender that gets one field's shape wrong sends."""
+    data = copy.deepcopy(original)
+    path = draw(st.sampled_from([path for path in field_paths(data) if path]))
+    kind = draw(st.sampled_from(["missing", *JSON_OF_TYPE]))
+    parent = data
+    for part in path[:-1]:
+        parent = parent[part]
+    if kind == "missing" and isinstance(parent, dict):
+        del parent[path[-1]]
+    elif kind != "missing":
+        parent[path[-1]] = draw(JSON_OF_TYPE[kind])
     return data
 
 

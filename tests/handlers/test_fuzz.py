@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -51,19 +52,21 @@ class Tracebacks(logging.Handler):
             self.records.append(f"{record.name}: {record.getMessage()}")
 
 
-@pytest.fixture(scope="module")
-def bot_http(
-    redis_server: RedisServer, _slack_session: Slack
+@contextmanager
+def served_bot(
+    redis: RedisServer, slack: Slack, prefix: str
 ) -> Iterator[tuple[httpx.Client, Tracebacks]]:
+    """A bot over HTTP on the session's redis-server and emulator, with every traceback it logs
+    collected; it must still serve once the caller is done with it."""
     settings_ = load_settings(
         _env_file=None,
         slack_app_token=None,
         slack_bot_token=BOT_TOKEN,
         slack_signing_secret=SIGNING_SECRET,
-        slack_api_url=_slack_session.api_url,
+        slack_api_url=slack.api_url,
         slack_channel=CHANNEL,
-        redis_url=redis_server.url,
-        redis_prefix="fuzz",
+        redis_url=redis.url,
+        redis_prefix=prefix,
         alert_webhook_token=WEBHOOK_TOKEN,
         slack_post_interval_ms=0,
     )
@@ -78,6 +81,14 @@ def bot_http(
             assert http.get("/healthz").status_code == 200, "still serving after all of it"
     finally:
         logging.getLogger().removeHandler(tracebacks)
+
+
+@pytest.fixture(scope="module")
+def bot_http(
+    redis_server: RedisServer, _slack_session: Slack
+) -> Iterator[tuple[httpx.Client, Tracebacks]]:
+    with served_bot(redis_server, _slack_session, "fuzz") as served:
+        yield served
 
 
 def _answered(http: httpx.Client, path: str, body: bytes, headers: dict[str, str]) -> int:

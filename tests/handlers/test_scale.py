@@ -375,7 +375,8 @@ async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
 async def test_hostile_modal_submissions_get_errors_or_a_clear_never_a_failure(
     settings_for: Any, slack: Slack, receiver: ScaleReceiver
 ) -> None:
-    """Any state and metadata under our callback IDs: answered 200 (errors, update or clear),
+    """Any state and metadata under our callback IDs: answered 200 (errors, update or clear) or
+    refused 400 when not in Slack's shape,
     nothing scaled without a valid confirmation, and the bot keeps serving."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
@@ -405,6 +406,8 @@ async def test_hostile_modal_submissions_get_errors_or_a_clear_never_a_failure(
 
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(submit)
-        assert set(answers) == {200}, answers
+        # A state Slack never sends (values that are not objects of objects) is refused with a
+        # 400 naming the field, before Bolt (handlers.slack_request); any other is answered.
+        assert set(answers) <= {200, 400} and 200 in answers, answers
         assert (await running.http.get("/healthz")).status_code == 200
         assert not receiver.accepted, "nothing confirmed, nothing scaled"
