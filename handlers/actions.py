@@ -15,6 +15,8 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions import ActionCore, Actor, Outcome
+from bot.commands import MAX_SILENCE_S
+from bot.whole_numbers import ascii_whole
 from handlers.context import (
     actor_of,
     after_ack,
@@ -62,7 +64,8 @@ def _selected_seconds(body: dict[str, Any]) -> int | None:
     """The silence select's choice: its option values are durations in seconds."""
     action = (body.get("actions") or [{}])[0]
     value = str(((action.get("selected_option") or {}).get("value")) or "")
-    return int(value) if value.isdigit() and 60 <= int(value) <= 7 * 86_400 else None
+    seconds = ascii_whole(value, MAX_SILENCE_S + 1)
+    return seconds if seconds is not None and 60 <= seconds <= MAX_SILENCE_S else None
 
 
 on_ack = incident_action(lambda core, who, ref, i, _: core.acknowledge(who, ref, interaction=i))

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
+from bot.actions import Outcome
 from bot.commands import run_command
 from handlers.context import actor_of, after_ack, core_of, interaction_of, tell
+
+log = logging.getLogger(__name__)
+FAILED = Outcome(False, "queuepilot could not carry out this command; its log says why.")
 
 
 async def on_queue(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -18,12 +23,17 @@ async def on_queue(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContex
 
 
 async def _run(body: dict[str, Any], context: AsyncBoltContext) -> None:
-    outcome = await run_command(
-        core_of(context),
-        actor_of(body),
-        str(body.get("text") or ""),
-        interaction=interaction_of(body),
-    )
+    try:
+        outcome = await run_command(
+            core_of(context),
+            actor_of(body),
+            str(body.get("text") or ""),
+            interaction=interaction_of(body),
+        )
+    except Exception:
+        # Slack has its 200 already: without this the person would see nothing at all.
+        log.exception("slack: /queue failed after acknowledging")
+        outcome = FAILED
     await tell(context, body, outcome)
 
 

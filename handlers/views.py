@@ -31,6 +31,7 @@ from bot.scale_modal import (
     render_scale_form,
 )
 from bot.slack import SlackError, SlackGateway
+from bot.whole_numbers import ascii_whole
 from handlers.context import (
     actor_of,
     after_ack,
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 PREVIEW_IN_SUBMISSION_S = 1.5
 PREVIEW_IN_FORM_S = 10.0
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
+# Any larger amount reads as this, which every scaler's cap refuses under the field.
+MAX_AMOUNT = 1_000_000
 
 
 async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -141,7 +144,7 @@ def _selected(values: dict[str, Any], block: str) -> str:
 
 def _amount(values: dict[str, Any]) -> int | None:
     text = str(((values.get(AMOUNT_BLOCK) or {}).get(VALUE) or {}).get("value") or "").strip()
-    return int(text) if text.isdigit() and len(text) <= 6 else None
+    return ascii_whole(text, MAX_AMOUNT)
 
 
 def _cap(core: ActionCore, runner_type: str) -> int:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from slack_bolt.kwargs_injection.async_utils import build_async_required_kwargs
 from slack_bolt.request.async_request import AsyncBoltRequest
 
+from bot.messages import INCIDENT_BLOCK_PREFIX
 from bot.scale_modal import AMOUNT_BLOCK, CONFIRM_VIEW, SCALE_VIEW, TYPE_BLOCK, VALUE, ScaleForm
 from handlers.slack_request import SlackRequestError, checked
 from tests.conftest import CHANNEL, SIGNING_SECRET, Slack
@@ -183,6 +184,35 @@ def test_a_command_with_a_hostile_number_is_answered_with_what_was_wrong(
     assert _post(http, body).status_code == 200
     _answered_after(_slack_session, before)
     assert wrong in _slack_session.emulator.ephemerals(CHANNEL)[-1].text
+    assert tracebacks.records == []
+
+
+@pytest.mark.parametrize("seconds", ["²", "١٢٠", "9" * 1500, "-3600", "3600.0"])
+def test_a_silence_choice_that_is_no_number_asks_for_one(
+    bot_http: tuple[httpx.Client, Tracebacks], _slack_session: Slack, seconds: str
+) -> None:
+    http, tracebacks = bot_http
+    payload = json.loads(json.dumps(INTERACTIONS["static_select"]))
+    payload["actions"][0]["selected_option"]["value"] = seconds
+    # The clicked message names an incident, so the choice itself is read.
+    payload["message"]["blocks"] = [{"type": "context", "block_id": INCIDENT_BLOCK_PREFIX + "1:u"}]
+    before = _answers(_slack_session)
+    assert _post(http, _interaction(payload)).status_code == 200
+    _answered_after(_slack_session, before)
+    assert "Choose how long" in _slack_session.emulator.ephemerals(CHANNEL)[-1].text
+    assert tracebacks.records == []
+
+
+@pytest.mark.parametrize("amount", ["²", "١٢", "9" * 5000, "-4", "4e2"])
+def test_a_scale_amount_that_is_no_number_is_an_error_under_a_field(
+    bot_http: tuple[httpx.Client, Tracebacks], amount: str
+) -> None:
+    http, tracebacks = bot_http
+    payload = json.loads(json.dumps(INTERACTIONS["scale_form"]))
+    payload["view"]["state"]["values"][AMOUNT_BLOCK][VALUE]["value"] = amount
+    response = _post(http, _interaction(payload))
+    assert response.status_code == 200, response.text
+    assert response.json()["response_action"] == "errors"
     assert tracebacks.records == []
 
 
