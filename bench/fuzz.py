@@ -1,9 +1,13 @@
-"""10,000 hostile requests to every endpoint of a running bot: how many 5xx, how many tracebacks.
+"""10,000 hostile requests to every endpoint of a running bot: how many 5xx, how many tracebacks,
+how many slash commands went unanswered.
 
 Real Grafana and Alertmanager payloads and Slack interaction and command bodies, mutated in shape
-(values replaced by arbitrary JSON, keys removed), in bytes (flips, cuts, bad percent escapes,
+(values replaced by arbitrary JSON or by a value of another JSON type, like `response_urls` as a
+string, keys removed), in bytes (flips, cuts, bad percent escapes,
 invalid UTF-8) and in headers (missing, garbled, non-numeric or 5,000-digit timestamps), half of
-them correctly signed so they get past authentication into the parsers. The bot runs with a real
+them correctly signed so they get past authentication into the parsers; and well-formed `/queue`
+commands with numbers no one means (5,000 digits, `١٢`, `1e999`), each of which must reach the
+person as an answer. The bot runs with a real
 redis-server and the Slack emulator, like `make demo`.
 """
 
@@ -19,6 +23,7 @@ import random
 import time
 import urllib.parse
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +45,69 @@ ACTION = {
     "trigger_id": "1.2.3",
     "actions": [{"type": "button", "action_id": "incident_ack", "value": "1:u"}],
 }
+SELECT = {
+    **ACTION,
+    "response_url": "https://hooks.slack.invalid/1",
+    "message": {"ts": "1.2", "blocks": [{"type": "context", "block_id": "incident:1:u"}]},
+    "actions": [
+        {
+            "type": "static_select",
+            "action_id": "incident_silence",
+            "selected_option": {"value": "3600"},
+            "action_ts": "1.5",
+        }
+    ],
+}
+SUBMISSION = {
+    "type": "view_submission",
+    "user": {"id": "U0ALICE", "username": "alice", "team_id": "T1"},
+    "team": {"id": "T1", "enterprise_id": "E1"},
+    "is_enterprise_install": False,
+    "view": {
+        "id": "V1",
+        "type": "modal",
+        "callback_id": "incident_scale_modal",
+        "private_metadata": json.dumps({"ref": "1:u", "channel": CHANNEL}),
+        "hash": "1.x",
+        "app_installed_team_id": "T1",
+        "state": {
+            "values": {
+                "runner_type": {"value": {"selected_option": {"value": "linux.2xlarge"}}},
+                "amount": {"value": {"type": "plain_text_input", "value": "4"}},
+            }
+        },
+    },
+    "response_urls": [{"block_id": "b", "action_id": "a", "response_url": "https://x.invalid/1"}],
+}
+INTERACTIONS = [
+    ACTION,
+    SELECT,
+    SUBMISSION,
+    {**SUBMISSION, "view": {**SUBMISSION["view"], "callback_id": "incident_scale_confirm"}},
+]
 COMMAND = f"command=%2Fqueue&text=ack&user_id=U0ALICE&channel_id={CHANNEL}".encode()
 WEIRD = [None, True, 0, -1, 2**70, 1.5, "", "x" * 3000, [], {}, [1], {"a": None}, "\u202e"]
+# A value of each JSON type, for a field replaced by one of another type (a list as a string).
+OF_TYPE = {
+    type(None): None,
+    bool: True,
+    int: 2**70,
+    float: -1.5,
+    str: "https://x.invalid/1",
+    list: [{"a": 1}],
+    dict: {"id": 5},
+}
+# /queue with numbers no one means: thousands of digits, signs, exponents, Unicode digits.
+NUMBERS = ["9" * 5000, "-1", "0", "1e999", "١٢", "²", "+١٢", "99999999999999999999", "1_000"]
+VERBS = [
+    "silence {}",
+    "silence {}m",
+    "silence {}d",
+    "scale linux.2xlarge +{}",
+    "scale x {}",
+    "ack {}",
+]
+COMMANDER = "U0BOB"  # commands come from bob, so his answers count the commands answered
 
 
 def _mutate(rng: random.Random, value: Any) -> Any:
@@ -66,6 +132,36 @@ def _mutate(rng: random.Random, value: Any) -> Any:
     return data
 
 
+def _retype(rng: random.Random, value: dict[str, Any]) -> dict[str, Any]:
+    """`value` with one field, at any depth, replaced by a value of another JSON type."""
+    data = copy.deepcopy(value)
+    node: Any = data
+    while True:
+        key = rng.choice(list(node)) if isinstance(node, dict) else rng.randrange(len(node))
+        child = node[key]
+        if isinstance(child, dict | list) and child and rng.random() < 0.6:
+            node = child
+            continue
+        other = [v for t, v in OF_TYPE.items() if not isinstance(child, t)]
+        node[key] = copy.deepcopy(rng.choice(other))
+        return data
+
+
+def _command(rng: random.Random, response_url: str) -> bytes:
+    """A well-formed, signed /queue whose text carries a hostile number: it must be answered."""
+    text = rng.choice(VERBS).format(rng.choice(NUMBERS))
+    return urllib.parse.urlencode(
+        {
+            "command": "/queue",
+            "text": text,
+            "user_id": COMMANDER,
+            "channel_id": CHANNEL,
+            "response_url": response_url,
+            "trigger_id": f"{rng.random()}",
+        }
+    ).encode()
+
+
 def _mangle(rng: random.Random, body: bytes) -> bytes:
     data = bytearray(body)
     for _ in range(rng.randint(1, 4)):
@@ -88,7 +184,12 @@ def _signed(body: bytes, at: float) -> dict[str, str]:
     return {"X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": "v0=" + digest.hexdigest()}
 
 
-def request(rng: random.Random, alerts: list[tuple[str, Any]]) -> tuple[str, bytes, dict[str, str]]:
+Request = tuple[str, bytes, dict[str, str], bool]  # the last: a command that must be answered
+
+
+def request(
+    rng: random.Random, alerts: list[tuple[str, Any]], response_url: Callable[[], str]
+) -> Request:
     if rng.random() < 0.5:
         path, payload = rng.choice(alerts)
         body = json.dumps(_mutate(rng, payload)).encode()
@@ -97,11 +198,17 @@ def request(rng: random.Random, alerts: list[tuple[str, Any]]) -> tuple[str, byt
         headers = {"Content-Type": rng.choice(["application/json", "text/plain"])}
         if rng.random() < 0.8:
             headers["Authorization"] = f"Bearer {TOKEN}"
-        return path, body, headers
+        return path, body, headers, False
     kind = rng.random()
-    if kind < 0.4:
-        body = urllib.parse.urlencode({"payload": json.dumps(_mutate(rng, ACTION))}).encode()
-    elif kind < 0.7:
+    if kind < 0.15:
+        body = _command(rng, response_url())
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        return "/slack/events", body, headers | _signed(body, time.time()), True
+    if kind < 0.5:
+        base = rng.choice(INTERACTIONS)
+        payload = _retype(rng, base) if rng.random() < 0.5 else _mutate(rng, base)
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+    elif kind < 0.75:
         body = _mangle(rng, rng.choice([COMMAND, b"payload=" + json.dumps(ACTION).encode()]))
     else:
         body = rng.choice([b"payload=1", b"payload=[1]", b"payload=%zz", COMMAND, b""])
@@ -114,7 +221,7 @@ def request(rng: random.Random, alerts: list[tuple[str, Any]]) -> tuple[str, byt
             "X-Slack-Request-Timestamp": rng.choice(["", "soon", "1" * 5000, "-5", "1e9", "0"]),
             "X-Slack-Signature": rng.choice(["", "v0=", "v0=" + "0" * 64, "garbage"]),
         }
-    return "/slack/events", body, headers
+    return "/slack/events", body, headers, False
 
 
 class _Tracebacks(logging.Handler):
@@ -138,6 +245,7 @@ def run(count: int, seed: int) -> None:
     logging.getLogger().setLevel(logging.WARNING)
     emulator = SlackEmulator(token="xoxb-fuzz", channels=(CHANNEL,))
     statuses: Counter[int] = Counter()
+    commands = 0
     with RedisServer() as redis, serve_in_thread(emulator.app) as slack:
         settings = load_settings(
             _env_file=None,
@@ -150,27 +258,51 @@ def run(count: int, seed: int) -> None:
             alert_webhook_token=TOKEN,
             log_level="WARNING",
         )
+
+        def response_url() -> str:
+            with emulator.workspace() as ws:
+                token = ws.ui.new_response_url(CHANNEL, COMMANDER, None)
+            return f"{slack.url}/_emulator/respond/{token}"
+
         with (
             serve_in_thread(build_app(build_bot(settings)), port=free_port()) as bot,
             httpx.Client(base_url=bot.url, timeout=10) as http,
         ):
             started = time.perf_counter()
             for _ in range(count):
-                path, body, headers = request(rng, alerts)
+                path, body, headers, must_answer = request(rng, alerts, response_url)
                 try:
-                    statuses[http.post(path, content=body, headers=headers).status_code] += 1
+                    status = http.post(path, content=body, headers=headers).status_code
                 except (httpx.RemoteProtocolError, httpx.ReadError):
-                    statuses[599] += 1  # the connection closed without an answer
+                    status = 599  # the connection closed without an answer
+                statuses[status] += 1
+                commands += must_answer and status == 200
             took = time.perf_counter() - started
+            answered = _answers_settled(emulator, commands)
             alive = http.get("/healthz").status_code
-    server_errors = sum(n for status, n in statuses.items() if 500 <= status < 599)
-    shown = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()) if status != 599)
+    server_errors = sum(n for status, n in statuses.items() if status >= 500)
+    shown = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
     print(f"fuzz ({count} hostile requests across all endpoints, {took:.0f} s):")
     print(
-        f"  {server_errors} answers of 5xx, {tracebacks.count} tracebacks logged, "
-        f"/healthz {alive} afterwards"
+        f"  {server_errors} answers of 5xx (599: no answer at all), {tracebacks.count} tracebacks "
+        f"logged, /healthz {alive} afterwards"
+    )
+    print(
+        f"  /queue with hostile numbers: {commands} acknowledged, {commands - answered} of them "
+        "unanswered to the person"
     )
     print(f"  answers: {shown}")
+
+
+def _answers_settled(emulator: SlackEmulator, expected: int, timeout: float = 30.0) -> int:
+    """How many answers the commander got, once all `expected` came or `timeout` passed (the
+    last commands' answers are posted after their acknowledgement)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = sum(1 for m in emulator.ephemerals(CHANNEL) if m.user == COMMANDER)
+        if got >= expected or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
 
 
 def main() -> None:
