@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bot.actions import ActionCore, Actor
 from bot.commands import (
@@ -266,3 +269,34 @@ async def test_acknowledge_racing_resolve_ends_consistently(redis_url: str) -> N
         else:
             assert "already resolved" in ack.message and incident.acknowledged_by is None
         await core._store._redis.flushdb()  # type: ignore[attr-defined]  # next round afresh
+
+
+@pytest.mark.parametrize(
+    ("text", "wrong"),
+    [
+        ("silence " + "9" * 5000 + "m", "between 1 minute and 7 days"),
+        ("silence " + "9" * 5000, "is not a duration"),
+        ("silence 99999999999999999999d", "between 1 minute and 7 days"),
+        ("silence ١٢m", "is not a duration"),  # int('١٢') is 12: not what anyone typed
+        ("silence ²m", "is not a duration"),  # '²'.isdigit(), but int('²') raises
+        ("silence 1e999h", "is not a duration"),
+        ("scale x +" + "9" * 5000, "at most 9999"),
+        ("scale x +١٢", "usage: `/queue scale"),
+        ("scale x 1_000", "usage: `/queue scale"),
+        ("ack " + "7" * 5000, "is not an incident ID"),
+    ],
+)
+def test_numbers_no_one_means_are_refused_saying_what_is_wrong(text: str, wrong: str) -> None:
+    with pytest.raises(CommandError) as caught:
+        parse_command(text)
+    assert wrong in str(caught.value)
+    assert len(str(caught.value)) < 300, "the answer does not echo thousands of digits"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60) | st.from_regex(r"(silence|scale x|ack) \+?[0-9٠-٩²]{1,6000}[dhms]?"))
+def test_any_text_is_a_command_or_says_what_is_wrong(text: str) -> None:
+    with contextlib.suppress(CommandError):
+        command = parse_command(text)
+        assert command.seconds is None or 60 <= command.seconds <= 7 * 86_400
+        assert command.count is None or 1 <= command.count <= 9999
