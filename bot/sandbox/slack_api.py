@@ -31,7 +31,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from bot.sandbox.slack_interactions import AppLink, Person
-from bot.sandbox.slack_methods import METHODS, Params, optional
+from bot.sandbox.slack_limits import HistoryTier
+from bot.sandbox.slack_methods import METHODS, Params, check_required, optional, takes_json
 from bot.sandbox.slack_model import Call, Channel, Fault, Message, SlackError
 from bot.sandbox.slack_socket import SocketLink, SocketMode, socket_routes
 from bot.sandbox.slack_state import Workspace
@@ -82,17 +83,36 @@ class _Outcome:
 
 
 async def read_params(request: Request) -> Params:
-    """Merge query string and body (JSON or urlencoded form), like Slack accepts them."""
+    """The call's arguments where Slack reads them: the query string always, a form body for
+    every method, a JSON body only for the methods that take one (`takes_json`). For any other
+    method a JSON body reaches Slack as no arguments, so the call fails for a missing required
+    argument, as it does on Slack."""
+    if "token" in request.query_params:
+        # Apps created after 2021-02-24 may not send tokens in the query string (changelog
+        # 2020-11 "no more tokens in querystrings for newly created apps"); Slack answers
+        # invalid_auth even beside a good Authorization header (slack-rs/slack-rs-api#107).
+        raise SlackError("invalid_auth")
     params: Params = dict(request.query_params)
     body = await request.body()
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if body:
         if content_type == "application/json":
-            params.update(_json_body(body))
-        elif content_type in ("", "application/x-www-form-urlencoded"):
+            if takes_json(request.path_params.get("method", "")):
+                decoded = _json_body(body)
+                # Nor is a JSON body's token read: JSON calls present it in the Authorization
+                # header (changelog 2017-10 "keeping up with the JSONs").
+                decoded.pop("token", None)
+                params.update(decoded)
+        elif content_type == "application/x-www-form-urlencoded":
             params.update(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
-        else:
+        elif content_type == "":
+            raise SlackError("missing_post_type")
+        elif content_type == "multipart/form-data":
+            # Slack takes multipart forms too, but slack_sdk sends none of the methods served
+            # here that way, and reading one needs python-multipart.
             raise SlackError("invalid_form_data")
+        elif content_type != "text/plain":  # a type Slack lists as valid, read as nothing
+            raise SlackError("invalid_post_type")
     for name in _JSON_FIELDS:
         value = params.get(name)
         if isinstance(value, str) and value:
@@ -108,7 +128,7 @@ def _json_body(body: bytes) -> Params:
     except ValueError:
         raise SlackError("invalid_json") from None
     if not isinstance(decoded, dict):
-        raise SlackError("invalid_json")
+        raise SlackError("json_not_object")
     return decoded
 
 
@@ -130,7 +150,10 @@ class SlackEmulator:
     """Slack Web API stand-in: an ASGI `app` plus inspection and fault-injection hooks.
 
     `enforce_rate_limits` is a plain attribute so a test can switch it on for one case
-    without standing up a second server.
+    without standing up a second server; so are `history_tier`, how Slack serves this app's
+    history reads (`slack_limits.HistoryTier`: 3 for an internal app, 1 for a commercially
+    distributed app outside the Marketplace, whose one call a minute holds even with
+    `enforce_rate_limits` off), and `history_interval_s`, the length of that minute.
     """
 
     def __init__(
@@ -145,14 +168,19 @@ class SlackEmulator:
         page_user: str = "U0ALICE",
         command: str = "/queue",
         app_token: str | None = None,
+        history_tier: int = 3,
+        history_interval_s: float = 60.0,
     ) -> None:
         self.token = token
         self.enforce_rate_limits = enforce_rate_limits
+        self.history_tier = history_tier
+        self.history_interval_s = history_interval_s
         self._lock = threading.Lock()
         self._ws = Workspace(
             channels,
             DEFAULT_USERS if users is None else users,
             DEFAULT_USERGROUPS if usergroups is None else usergroups,
+            history=HistoryTier.of(history_tier, interval_s=history_interval_s),
         )
         self._stalled: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._watchers: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
@@ -376,6 +404,7 @@ class SlackEmulator:
             if token != self.token:
                 raise SlackError("invalid_auth")
             self._check_rate_limit(method, params)
+            check_required(method, params)
             return _Outcome(200, {"ok": True, **handler(self._ws, params, base_url)})
         except SlackError as exc:
             return _Outcome.failure(exc)
@@ -387,8 +416,12 @@ class SlackEmulator:
 
     def _check_rate_limit(self, method: str, params: Params) -> None:
         channel = str(params.get("channel", ""))
-        if self.enforce_rate_limits and not self._ws.rate_limits.allow(method, channel):
-            raise SlackError("ratelimited", status=429, headers={"Retry-After": "1"})
+        limits = self._ws.rate_limits
+        # The history tier as the attributes say now (a test may switch it between calls).
+        limits.use_history(HistoryTier.of(self.history_tier, interval_s=self.history_interval_s))
+        wait = limits.retry_after(method, channel, enforce=self.enforce_rate_limits)
+        if wait:
+            raise SlackError("ratelimited", status=429, headers={"Retry-After": str(wait)})
 
     def _log(
         self, method: str, params: Params, outcome: _Outcome, at: float, client: str = ""

@@ -7,7 +7,10 @@ before dispatching at all.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.models.blocks import Block
@@ -16,7 +19,14 @@ from bot.sandbox.slack_model import SlackError
 
 MAX_MESSAGE_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
-MAX_TEXT_CHARS = 40_000
+# Slack's method pages ask for at most 4,000 characters of `text`, and Slack now answers
+# `msg_too_long` past about that: "the 40K truncation is an old requirement and the platform
+# now has a smaller limit for the text data. If your app generates 4K text, indeed posting the
+# message could result in the error" (seratch, slack_sdk's maintainer, ChatGPT-in-Slack#102,
+# 2024-10); chat.update refusing ~4K text with msg_too_long: geppetto#37, archive-slackblast#64.
+# The 2018 changelog's 40,000-character truncation (with a `message_truncated` warning) is the
+# older rule. The stricter bound keeps the bot inside what Slack accepts.
+MAX_TEXT_CHARS = 4_000
 
 # (burst, sustained calls per second) per (method, channel), mirroring Slack's documented
 # "1 message per second per channel" special limit and Tier 3 (50/min) for chat.update.
@@ -24,6 +34,48 @@ RATE_LIMITS: dict[str, tuple[int, float]] = {
     "chat.postMessage": (3, 1.0),
     "chat.update": (5, 50 / 60),
 }
+
+HISTORY_METHODS = ("conversations.history", "conversations.replies")
+
+
+@dataclass(frozen=True)
+class HistoryTier:
+    """How Slack serves `conversations.history` and `.replies` to an app.
+
+    Since 2025-05-29 a commercially distributed app that is not in the Marketplace gets them at
+    Tier 1: about one call a minute per method (app-wide), at most 15 messages a call (`limit`
+    default and maximum 15). Internal, customer-built apps (the usual self-hosted install) and
+    Marketplace apps keep Tier 3: about 50 calls a minute, `conversations.history` returning
+    100 by default and at most 999, `conversations.replies` up to 1,000 (Slack changelog
+    2025-05-29 "rate limit changes for non-Marketplace apps" and its 2025-06-03 clarification).
+    """
+
+    calls: int  # per interval, per method, app-wide
+    always: bool  # enforced even when the emulator's `enforce_rate_limits` is off
+    pages: Mapping[str, tuple[int, int]]  # method -> (default `limit`, largest `limit`)
+    interval_s: float = 60.0
+
+    @classmethod
+    def of(cls, tier: int, *, interval_s: float = 60.0) -> HistoryTier:
+        """Tier 1 (distributed, non-Marketplace) or 3 (internal); `interval_s` stands in for
+        Slack's minute so a test can wait it out."""
+        if interval_s <= 0:
+            raise ValueError(f"history_interval_s must be positive, not {interval_s!r}")
+        if tier == 1:
+            # Tier 1 is the point of this mode: a bot must cope with it even in tests that
+            # leave the other limits off.
+            pages = {method: (15, 15) for method in HISTORY_METHODS}
+            return cls(calls=1, always=True, pages=pages, interval_s=interval_s)
+        if tier == 3:
+            pages = {"conversations.history": (100, 999), "conversations.replies": (1000, 1000)}
+            return cls(calls=50, always=False, pages=pages, interval_s=interval_s)
+        raise ValueError(f"history_tier must be 1 or 3, not {tier!r}")
+
+    def page_size(self, method: str, requested: int | None) -> int:
+        """The `limit` Slack applies: its default when none (or a non-positive one) is asked,
+        and never more than its maximum."""
+        default, largest = self.pages[method]
+        return default if requested is None or requested <= 0 else min(requested, largest)
 
 
 class TokenBucket:
@@ -35,29 +87,47 @@ class TokenBucket:
         self._tokens = float(burst)
         self._updated = time.monotonic()
 
-    def take(self) -> bool:
+    def take(self) -> int:
+        """0 when a call may go now (a token is spent), else the whole seconds until one may:
+        Slack's `Retry-After`, never less than 1."""
         now = time.monotonic()
         elapsed = now - self._updated
         self._tokens = min(self._capacity, self._tokens + elapsed * self._rate)
         self._updated = now
         if self._tokens >= 1.0:
             self._tokens -= 1.0
-            return True
-        return False
+            return 0
+        return max(1, math.ceil((1.0 - self._tokens) / self._rate))
 
 
 class RateLimiter:
-    """One bucket per (method, channel) for the methods in RATE_LIMITS; other calls are free."""
+    """Buckets for the methods Slack limits: per (method, channel) for RATE_LIMITS, per method
+    (app-wide) for history reads at the workspace's tier; other calls are free."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: HistoryTier) -> None:
+        self.history = history
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
 
-    def allow(self, method: str, channel_id: str) -> bool:
-        limits = RATE_LIMITS.get(method)
-        if limits is None:
-            return True
-        bucket = self._buckets.setdefault((method, channel_id), TokenBucket(*limits))
-        return bucket.take()
+    def use_history(self, history: HistoryTier) -> None:
+        """Read history at another tier from now on (its calls so far no longer count)."""
+        if history != self.history:
+            self.history = history
+            for method in HISTORY_METHODS:
+                self._buckets.pop((method, ""), None)
+
+    def retry_after(self, method: str, channel_id: str, *, enforce: bool) -> int:
+        """0 if the call may go now (and counts), else the seconds to wait."""
+        history = self.history
+        if method in HISTORY_METHODS:
+            if not (enforce or history.always):
+                return 0
+            key, limits = (method, ""), (history.calls, history.calls / history.interval_s)
+        else:
+            found = RATE_LIMITS.get(method) if enforce else None
+            if found is None:
+                return 0
+            key, limits = (method, channel_id), found
+        return self._buckets.setdefault(key, TokenBucket(*limits)).take()
 
     def reset(self) -> None:
         self._buckets.clear()
@@ -106,3 +176,21 @@ def check_content(text: str, blocks: list[dict[str, Any]] | None, *, has_other: 
         errors = validate_blocks(blocks)
         if errors:
             raise SlackError("invalid_blocks", extra={"errors": errors})
+
+
+def check_metadata(metadata: object) -> dict[str, Any] | None:
+    """Message metadata as Slack takes it: an object with a string `event_type` and an object
+    `event_payload` (docs.slack.dev/messaging/message-metadata); anything else, a JSON string
+    that did not decode included, is `invalid_metadata_format`. (`invalid_metadata_schema` is
+    for payloads that break an event schema declared in the app's manifest; this app declares
+    none.)"""
+    if metadata is None:
+        return None
+    if (
+        not isinstance(metadata, dict)
+        or not isinstance(metadata.get("event_type"), str)
+        or not metadata["event_type"]
+        or not isinstance(metadata.get("event_payload"), dict)
+    ):
+        raise SlackError("invalid_metadata_format")
+    return metadata

@@ -1,19 +1,32 @@
 """The Slack Web API methods the emulator serves, each a function of (workspace, parameters).
 
-A handler reads its parameters the way Slack does (missing or malformed ones earn
-`invalid_arguments` with Slack's wording), checks the payload against `slack_limits`, then
-asks the `Workspace` to act and shapes the reply. Handlers run under the emulator's lock and
-return only the fields after `"ok": true`; the HTTP layer (`slack_api`) adds the rest.
+Which arguments a method requires, and whether it reads a JSON body at all, come from Slack's
+own table of its methods (`web_api_methods.json`, shipped with the emulator): `check_required`
+refuses a call without one before any handler runs. A handler then reads its parameters the
+way Slack does (malformed ones earn `invalid_arguments` with Slack's wording), checks the
+payload against `slack_limits`, asks the `Workspace` to act and shapes the reply. Handlers run
+under the emulator's lock and return only the fields after `"ok": true`; the HTTP layer
+(`slack_api`) adds the rest.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
+from importlib import resources
 from typing import Any
 
-from bot.sandbox.slack_limits import MAX_VIEW_BLOCKS, check_content, validate_blocks
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.views import View
+
+from bot.sandbox.slack_limits import (
+    MAX_VIEW_BLOCKS,
+    check_content,
+    check_metadata,
+    validate_blocks,
+)
 from bot.sandbox.slack_model import (
     BOT_ID,
     BOT_USER_ID,
@@ -29,13 +42,39 @@ from bot.sandbox.slack_state import Workspace
 Params = dict[str, Any]
 Handler = Callable[[Workspace, Params, str], dict[str, Any]]
 
+# Slack's description of every Web API method: `json` (does it read an application/json body),
+# `slack_sdk_sends` (query, form or json) and `required` (arguments it refuses to run without).
+WEB_API: Mapping[str, Mapping[str, Any]] = json.loads(
+    resources.files(__package__).joinpath("web_api_methods.json").read_text(encoding="utf-8")
+)["methods"]
+
+
+def takes_json(method: str) -> bool:
+    """Whether Slack reads this method's arguments from a JSON body; for the others a JSON body
+    reaches Slack as no arguments at all."""
+    return bool(WEB_API.get(method, {}).get("json"))
+
+
+def check_required(method: str, p: Params) -> None:
+    """Refuse a call that lacks an argument Slack requires for `method`, as Slack does.
+
+    Absent is what counts: Slack resolves an empty value like any other (`channel=` is
+    `channel_not_found`, `ts=` in conversations.replies `thread_not_found`), measured against
+    slack.com in brekkylab/backlot#84.
+    """
+    missing = [name for name in WEB_API.get(method, {}).get("required", ()) if p.get(name) is None]
+    if missing:
+        raise invalid_arguments(*(f"[ERROR] missing required field: {name}" for name in missing))
+
 
 # -- reading parameters --------------------------------------------------------------------
 
 
 def _required(p: Params, name: str) -> str:
+    """An argument the handler cannot do without (`check_required` has already refused the
+    table's required ones when absent; an empty one goes on to fail as Slack resolves it)."""
     value = p.get(name)
-    if value is None or value == "":
+    if value is None:
         raise invalid_arguments(f"[ERROR] missing required field: {name}")
     return str(value)
 
@@ -65,13 +104,6 @@ def _blocks(p: Params) -> list[dict[str, Any]] | None:
     if blocks is None or isinstance(blocks, list):
         return blocks
     raise SlackError("invalid_blocks_format")
-
-
-def _metadata(p: Params) -> dict[str, Any] | None:
-    metadata = p.get("metadata")
-    if metadata is None or isinstance(metadata, dict):
-        return metadata
-    raise SlackError("invalid_metadata_format")
 
 
 def _text_and_blocks(p: Params) -> tuple[str, list[dict[str, Any]] | None]:
@@ -105,7 +137,7 @@ def _chat_post_message(ws: Workspace, p: Params, base_url: str) -> dict[str, Any
         text=text,
         blocks=blocks or [],
         thread_ts=optional(p, "thread_ts"),
-        metadata=_metadata(p),
+        metadata=check_metadata(p.get("metadata")),
         broadcast=_flag(p, "reply_broadcast"),
     )
     return {"channel": channel, "ts": message.ts, "message": ws.render(message)}
@@ -116,7 +148,8 @@ def _chat_update(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
     ws.find(channel, ts)
     text, blocks = _text_and_blocks(p)
     new_text = text if "text" in p else None
-    message = ws.update(channel, ts, text=new_text, blocks=blocks, metadata=_metadata(p))
+    metadata = check_metadata(p.get("metadata"))
+    message = ws.update(channel, ts, text=new_text, blocks=blocks, metadata=metadata)
     return {"channel": channel, "ts": ts, "text": message.text, "message": ws.render(message)}
 
 
@@ -148,7 +181,7 @@ def _conversations_history(ws: Workspace, p: Params, base_url: str) -> dict[str,
     newest_first = [
         m for m in reversed(channel.timeline) if _in_window(m.ts, oldest, latest, inclusive)
     ]
-    page, paging = _paginate(newest_first, p, default_limit=100)
+    page, paging = _paginate(newest_first, p, ws, "conversations.history")
     return {"messages": [ws.render(m) for m in page], "pin_count": 0, **paging}
 
 
@@ -156,7 +189,7 @@ def _conversations_replies(ws: Workspace, p: Params, base_url: str) -> dict[str,
     channel_id, ts = _required(p, "channel"), _required(p, "ts")
     if not ws.channel(channel_id).member:
         raise SlackError("not_in_channel")
-    page, paging = _paginate(ws.thread(channel_id, ts), p, default_limit=1000)
+    page, paging = _paginate(ws.thread(channel_id, ts), p, ws, "conversations.replies")
     return {"messages": [ws.render(m) for m in page], **paging}
 
 
@@ -167,7 +200,7 @@ def _ts_bound(p: Params, name: str) -> Decimal | None:
     try:
         return Decimal(value)
     except InvalidOperation:
-        raise invalid_arguments(f"[ERROR] {name} must be a timestamp") from None
+        raise SlackError(f"invalid_ts_{name}") from None  # Slack's invalid_ts_oldest/_latest
 
 
 def _in_window(ts: str, oldest: Decimal | None, latest: Decimal | None, inclusive: bool) -> bool:
@@ -178,11 +211,12 @@ def _in_window(ts: str, oldest: Decimal | None, latest: Decimal | None, inclusiv
 
 
 def _paginate(
-    items: list[Message], p: Params, *, default_limit: int
+    items: list[Message], p: Params, ws: Workspace, method: str
 ) -> tuple[list[Message], Params]:
-    """Offset cursors, base64-wrapped so clients treat them as opaque like Slack's."""
-    limit = _integer(p, "limit", default_limit)
-    limit = limit if limit > 0 else default_limit
+    """Pages of the size the app's history tier allows; offset cursors, base64-wrapped so
+    clients treat them as opaque like Slack's."""
+    requested = _integer(p, "limit", 0)
+    limit = ws.history.page_size(method, requested)
     start = _decode_cursor(optional(p, "cursor"))
     end = start + limit
     next_cursor = base64.b64encode(f"offset:{end}".encode()).decode() if end < len(items) else ""
@@ -204,6 +238,9 @@ def _decode_cursor(cursor: str | None) -> int:
 
 # -- views.* -----------------------------------------------------------------------------
 
+# Slack's modal stack: views.open's view and at most two pushed on it ("push_limit_reached").
+MAX_VIEW_STACK = 3
+
 
 def check_view(view: object) -> dict[str, Any]:
     """Structural checks Slack applies to a view (from a views.* call or an app's
@@ -222,7 +259,22 @@ def _view(p: Params) -> dict[str, Any]:
     errors = validate_blocks(view.get("blocks", []), limit=MAX_VIEW_BLOCKS)
     if errors:
         raise invalid_arguments(*(e.replace("/blocks", "/view/blocks") for e in errors))
+    if view["type"] == "modal" and not view.get("submit") and _has_input(view.get("blocks", [])):
+        # Slack's view reference: "submit is required when an input block is within the
+        # blocks array".
+        raise invalid_arguments("[ERROR] missing required field: submit [json-pointer:/view]")
+    # The view's own limits (title, submit and close text, private_metadata...) from slack_sdk's
+    # model. Its blocks were judged above; the model would also want at least one, which
+    # Slack's view reference does not ask, so it sees a stand-in.
+    try:
+        View(**{**view, "blocks": [{"type": "divider"}]}).validate_json()
+    except (SlackObjectFormationError, TypeError) as exc:
+        raise invalid_arguments(f"[ERROR] {exc} [json-pointer:/view]") from None
     return view
+
+
+def _has_input(blocks: list[dict[str, Any]]) -> bool:
+    return any(block.get("type") == "input" for block in blocks)
 
 
 def _views_open(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
@@ -236,6 +288,8 @@ def _views_open(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
 def _views_push(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
     user = ws.ui.take_trigger(_required(p, "trigger_id"))
     stack = ws.ui.modal_of(user) if user is not None else []
+    if len(stack) >= MAX_VIEW_STACK:
+        raise SlackError("push_limit_reached")
     root = ws.views[stack[0]]["root_view_id"] if stack else ws.latest_modal_root()
     view = ws.open_view(_view(p), root_view_id=root)
     if user is not None:
@@ -284,9 +338,7 @@ def _files_complete_upload(ws: Workspace, p: Params, base_url: str) -> dict[str,
     )
     thread_ts = optional(p, "thread_ts")
     for target in targets:  # check every destination before changing anything
-        channel = ws.writable_channel(target)
-        if thread_ts:
-            ws.thread_root(channel, thread_ts)
+        ws.writable_channel(target)
     files = ws.complete_upload(entries)
     comment = str(p.get("initial_comment") or "")
     for target in targets:

@@ -102,12 +102,18 @@ class Channel:
     """A conversation: top-level timeline, threads keyed by root ts, and ephemerals."""
 
     id: str
-    member: bool = True
+    member: bool = True  # the bot's membership
     archived: bool = False
+    # The people in the channel; None: everyone in the workspace (the default, so tests that
+    # do not care about membership need not spell it out).
+    members: set[str] | None = None
     timeline: list[Message] = field(default_factory=list)
     replies: dict[str, list[Message]] = field(default_factory=dict)
     ephemerals: list[Message] = field(default_factory=list)
     by_ts: dict[str, Message] = field(default_factory=dict)
+
+    def has_member(self, user: str) -> bool:
+        return self.members is None or user in self.members
 
     def clear(self) -> None:
         self.timeline.clear()

@@ -16,7 +16,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bot.sandbox.slack_limits import RateLimiter
+from bot.sandbox.slack_limits import HistoryTier, RateLimiter
 from bot.sandbox.slack_model import (
     APP_ID,
     BOT_ID,
@@ -46,6 +46,8 @@ class Workspace:
         channels: Iterable[str],
         users: Mapping[str, str],
         usergroups: Mapping[str, Sequence[str]],
+        *,
+        history: HistoryTier | None = None,
     ) -> None:
         self.channels: dict[str, Channel] = {cid: Channel(cid) for cid in channels}
         self.users = {BOT_USER_ID: BOT_USER_NAME, **users}
@@ -57,7 +59,8 @@ class Workspace:
         self.calls: list[Call] = []
         self.faults: dict[str, deque[Fault]] = defaultdict(deque)
         self.stalls: dict[str, float] = {}
-        self.rate_limits = RateLimiter()
+        # How this app reads history: Tier 3 (internal app) unless the emulator says otherwise.
+        self.rate_limits = RateLimiter(history or HistoryTier.of(3))
         self.ui = UiState()
         # Bumped on every change a client would show (the local page refreshes on it).
         self.version = 0
@@ -73,6 +76,11 @@ class Workspace:
         self.stalls.clear()
         self.rate_limits.reset()
         self.ui.reset()
+
+    @property
+    def history(self) -> HistoryTier:
+        """The tier this app's history reads are served at (page sizes and call rate)."""
+        return self.rate_limits.history
 
     # -- channels and messages -------------------------------------------------------
 
@@ -90,14 +98,16 @@ class Workspace:
             raise SlackError("not_in_channel")
         return channel
 
+    def set_members(self, channel_id: str, users: Iterable[str] | None) -> None:
+        """Who is in a channel; None (the default) is everyone in the workspace."""
+        self.channel(channel_id).members = None if users is None else set(users)
+
     def thread_root(self, channel: Channel, ts: str) -> Message:
         """Resolve `ts` (a root or a reply) to its thread's root message."""
-        message = channel.by_ts.get(ts)
-        if message is None:
+        root = _root_of(channel, ts)
+        if root is None:
             raise SlackError("thread_not_found")
-        if message.thread_ts is not None:
-            return channel.by_ts[message.thread_ts]
-        return message
+        return root
 
     def post(
         self,
@@ -110,9 +120,18 @@ class Workspace:
         files: list[dict[str, Any]] | None = None,
         broadcast: bool = False,
     ) -> Message:
-        """Post a bot message (top-level or into a thread) after Slack's channel checks."""
+        """Post a bot message (top-level or into a thread) after Slack's channel checks.
+
+        A `thread_ts` naming no message is no error: chat.postMessage's documented errors have
+        none for it (only `cannot_reply_to_message`, for message types that take no replies).
+        Where Slack then puts the message is not documented; here it goes to the channel as if
+        no thread had been asked for, where a test sees it. A reply's ts joins the reply's
+        thread: Slack's docs only advise against it ("Avoid using a reply's ts value; use its
+        parent instead", chat.postMessage `thread_ts`), and it "did work"
+        (discourse-chat-integration#159, which moved to the parent's ts all the same).
+        """
         channel = self.writable_channel(channel_id)
-        root = self.thread_root(channel, thread_ts) if thread_ts else None
+        root = _root_of(channel, thread_ts) if thread_ts else None
         message = Message(
             ts=self.clock.next(),
             channel=channel_id,
@@ -145,6 +164,8 @@ class Workspace:
         message = self.find(channel_id, ts)
         if self.channels[channel_id].archived:
             raise SlackError("is_archived")
+        if message.user != BOT_USER_ID:  # an app edits only its own messages
+            raise SlackError("cant_update_message")
         if text is not None:
             message.text = text
         if blocks is not None:
@@ -176,8 +197,10 @@ class Workspace:
         thread_ts: str | None,
     ) -> Message:
         channel = self.writable_channel(channel_id)
-        if user not in self.users:
-            raise SlackError("user_not_found")
+        # chat.postEphemeral's documented errors have no user_not_found: a user who is not in
+        # the workspace is not in the channel either.
+        if user not in self.users or not channel.has_member(user):
+            raise SlackError("user_not_in_channel")
         message = Message(
             ts=self.clock.next(),
             channel=channel_id,
@@ -403,6 +426,14 @@ class Workspace:
 
     def _replies(self, root: Message) -> list[Message]:
         return self.channels[root.channel].replies.get(root.ts, [])
+
+
+def _root_of(channel: Channel, ts: str) -> Message | None:
+    """The root of the thread `ts` (a root or a reply) is in; None if no message has that ts."""
+    message = channel.by_ts.get(ts)
+    if message is None or message.thread_ts is None:
+        return message
+    return channel.by_ts[message.thread_ts]
 
 
 def _ephemeral_json(message: Message) -> dict[str, Any]:

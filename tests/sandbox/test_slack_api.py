@@ -150,10 +150,7 @@ def _setup_channels(emulator: SlackEmulator) -> None:
         (lambda c: c.chat_postMessage(channel="C0NOPE", text="x"), "channel_not_found"),
         (lambda c: c.chat_postMessage(channel="C0OUTSIDE", text="x"), "not_in_channel"),
         (lambda c: c.chat_postMessage(channel="C0ARCHIVED", text="x"), "is_archived"),
-        (
-            lambda c: c.chat_postMessage(channel=CHANNEL, text="x", thread_ts="1.000001"),
-            "thread_not_found",
-        ),
+        (lambda c: c.conversations_replies(channel=CHANNEL, ts="1.000001"), "thread_not_found"),
         (lambda c: c.api_call("chat.postMessage", json={"channel": CHANNEL}), "no_text"),
         (lambda c: c.chat_postMessage(channel=CHANNEL, text="x" * 40_001), "msg_too_long"),
         (lambda c: c.chat_update(channel=CHANNEL, ts="1.000001", text="x"), "message_not_found"),
