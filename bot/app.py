@@ -43,10 +43,8 @@ from bot.incident_fleet import DrainConfig
 from bot.intake import Intake, IntakeConfig
 from bot.interactions import Interactions
 from bot.leases import Lease, Leases
-from bot.opening import DirectOpens, KnownGroups, OpenConfig
 from bot.readings import FleetReadings
 from bot.redis_conn import build_redis
-from bot.root_hints import RootHints
 from bot.scaling import ScaleConfig, Scaling
 from bot.send_queue import SendQueue
 from bot.sender import ChannelSender, SenderConfig
@@ -87,7 +85,6 @@ class Bot:
     silence_watch: SilenceWatch | None = None
     readings: FleetReadings | None = None
     lease_redis: Redis | None = None
-    direct: DirectOpens | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -110,23 +107,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     client = build_client(slack_config)
     gateway = SlackGateway(client, redis, config=slack_config, telemetry=telemetry, prefix=prefix)
-    # A new incident's root goes from this replica's intake to its sender, when it has it.
-    hints = RootHints()
-    known = KnownGroups()
-    intake_config = _intake_config(settings)
-    intake = Intake(
-        stream, store, telemetry, config=intake_config, clock=clock, hints=hints, known=known
-    )
-    # A lone first notification of a new group is opened as the webhook writes it.
-    direct = DirectOpens(
-        store,
-        stream,
-        telemetry,
-        config=OpenConfig(intake_config.channel, intake_config.status_interval_s),
-        clock=clock,
-        hints=hints,
-        known=known,
-    )
+    intake = Intake(stream, store, telemetry, config=_intake_config(settings), clock=clock)
     sender_config = SenderConfig(
         post_interval_s=settings.slack_post_interval_ms / 1000,
         post_burst=settings.slack_post_burst,
@@ -153,7 +134,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             telemetry=telemetry,
             config=sender_config,
             clock=clock,
-            hints=hints,
         )
 
     async def channels() -> list[str]:
@@ -207,7 +187,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         silence_watch,
         readings,
         lease_redis,
-        direct,
     )
 
 
@@ -343,8 +322,6 @@ def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
         bot.telemetry,
         auth=auth,
         max_body_bytes=s.alert_max_body_bytes,
-        preload=bot.intake.preload,
-        direct=bot.direct,
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
+import secrets
 from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.delivery import Delivery, group_hash
+from bot.delivery import Delivery
 from bot.incidents import (
     Change,
     Event,
@@ -35,12 +35,10 @@ from bot.incidents import (
     is_reopenable,
     is_stale,
     noted,
+    open_incident,
     repeated,
 )
 from bot.messages import render_event, render_summary
-from bot.opening import KnownGroups, opening_commit
-from bot.preloads import GroupPreloads
-from bot.root_hints import RootHints, rendered_root, settle
 from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply, summary_reply
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
@@ -78,35 +76,17 @@ class Intake:
         *,
         config: IntakeConfig,
         clock: Callable[[], datetime],
-        hints: RootHints | None = None,
-        known: KnownGroups | None = None,
     ) -> None:
         self._stream = stream
         self._store = store
         self._telemetry = telemetry
         self._config = config
         self._clock = clock
-        self._hints = hints or RootHints()
-        self._known = known or KnownGroups()
         # Entry ID -> the task of its group; entries waiting for their group's task.
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._groups: dict[str, asyncio.Task[None]] = {}
         self._queued: dict[str, list[StreamEntry]] = {}
-        self._preloads = GroupPreloads(store.load_group)
         self._stop = asyncio.Event()
-
-    def preload(self, source: str, group_key: str) -> None:
-        """A webhook is appending a notification of `group_key`: read its group meanwhile
-        (`bot.preloads`), unless a batch of the group is running here (its commit would make
-        the read stale)."""
-        key = group_hash(source, group_key)
-        if key not in self._groups and not self._stop.is_set():
-            self._preloads.start(key)
-
-    @property
-    def preloads_waiting(self) -> int:
-        """Group reads started by webhooks and not yet taken (`bot.preloads`)."""
-        return len(self._preloads)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until `stop` is set, riding out Redis outages with a capped backoff."""
@@ -136,7 +116,6 @@ class Intake:
 
     async def _finish(self) -> None:
         """Let in-flight entries finish briefly, then hand what is left back to the group."""
-        self._preloads.cancel()
         if self._groups:
             await asyncio.wait(set(self._groups.values()), timeout=5)
         left = list(self._in_flight)
@@ -295,8 +274,7 @@ class Intake:
         """Apply entries from the front of `pending` up to and including the first that must
         be committed on its own; remove them from `pending` once committed."""
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
-        preloaded = await self._preloads.take(group_hash)
-        group, group_version, loaded, reserved = preloaded or await self._preloads.load(group_hash)
+        group, group_version, loaded, next_id = await self._store.load_group(group_hash)
         now = self._clock()
         window = timedelta(seconds=self._config.reopen_window_s)
         commit: Commit | None = None
@@ -325,25 +303,19 @@ class Intake:
             elif delivery.status == "resolved":
                 commit = base  # nothing open to resolve; remember the order
             else:
-                incident_id = reserved or self._preloads.kept_id() or await self._store.next_id()
-                reserved = None
-                changes[-1], commit = self._open(base, after, delivery, incident_id, now)
+                changes[-1], commit = self._open(base, after, delivery, next_id, now)
             group = after if commit.group is None else commit.group
             if commit.incident is not None:
                 loaded = replace(loaded, incident=commit.incident)
             updated_by = delivery if changes[-1] is Change.UPDATED else None
             if changes[-1] not in _FOLDABLE:
                 break
-        self._preloads.keep_id(reserved)  # no incident opened: the next one takes it
         acks = tuple(entry.id for entry in pending[: len(changes)])
         if commit is None:
             await self._stream.ack(*acks)
-        elif not await self._commit(replace(commit, acks=acks), changes[-1], now):
-            if changes[-1] is Change.OPENED and commit.incident is not None:
-                self._preloads.keep_id(commit.incident.id)  # the redo may not open one
+        elif not await self._store.commit(replace(commit, acks=acks), now=now.timestamp()):
             raise _Conflict
         del pending[: len(changes)]
-        self._known.add(group_hash)  # its notifications need no direct open (`bot.opening`)
         for change, count in Counter(changes).items():
             self._telemetry.notifications_applied.labels(change.value).inc(count)
             if change is Change.OPENED:
@@ -352,43 +324,28 @@ class Intake:
                 self._telemetry.incidents_resolved.labels("alert").inc(count)
         return changes
 
-    async def _commit(self, commit: Commit, last: Change, now: datetime) -> bool:
-        """Commit; a new incident's root is also handed to this replica's sender of its
-        channel, if it runs here (`bot.root_hints`)."""
-        incident = commit.incident
-        hint = None
-        if last is Change.OPENED and incident is not None:
-            hint = self._hints.expect(incident.channel)
-        if hint is None:
-            return await self._store.commit(commit, now=now.timestamp())
-        assert incident is not None
-        commit = replace(commit, mark=self._hints.mark(incident.channel, incident.id))
-        version, marked, since = None, False, time.monotonic()
-        committing = asyncio.ensure_future(self._store.commit_marked(commit, now=now.timestamp()))
-        root = None
-        try:
-            await asyncio.sleep(0)  # the commit is sent: the root is rendered while Redis works
-            root = rendered_root(incident, self._clock())
-            version, marked = await committing
-        finally:
-            if not committing.done():
-                committing.cancel()
-            settle(hint, incident, version, marked_at=since if marked else None, root=root)
-        return version is not None
-
     def _open(
         self, base: Commit, group: GroupState, delivery: Delivery, incident_id: str, now: datetime
     ) -> tuple[Change, Commit]:
-        commit = opening_commit(
-            base,
-            group,
+        """The commit that opens the group's incident with its first firing notification."""
+        incident = open_incident(
             delivery,
-            incident_id,
+            incident_id=incident_id,
+            uid=secrets.token_hex(6),
             channel=self._config.channel,
             now=now,
-            status_due=self._next_status(now),
         )
-        return Change.OPENED, commit
+        opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
+        return Change.OPENED, Commit(
+            incident,
+            version=0,
+            group=group.model_copy(update={"incident_id": incident.id}),
+            group_hash=base.group_hash,
+            group_version=base.group_version,
+            events=(opened,),
+            status_due=self._next_status(now) if incident.is_open else None,
+            opens=True,
+        )
 
     async def _update(
         self, base: Commit, loaded: Loaded, delivery: Delivery, entry_id: str, now: datetime

@@ -125,6 +125,9 @@ class Keys:
     def update_slot(self) -> str:
         return self._("pace", "update")
 
+    def slot(self, method: str) -> str:
+        return self._("pace", "slot", method)
+
     def user(self, user_id: str) -> str:
         return self._("user", user_id)
 

@@ -77,7 +77,6 @@ class SendQueue:
         self._next_post = redis.register_script(lua("next_post"))
         self._head_reply = redis.register_script(lua("head_reply"))
         self._begin = redis.register_script(lua("begin_send"))
-        self._begin_root = redis.register_script(lua("begin_root"))
         self._end_attempt = redis.register_script(lua("end_attempt"))
         self._record_root = redis.register_script(lua("record_root"))
         self._record_reply = redis.register_script(lua("record_reply"))
@@ -132,42 +131,13 @@ class SendQueue:
         )
         return bool(done)
 
-    async def end_attempt(self, channel: str, member: str, item: str) -> None:
+    async def end_attempt(self, channel: str, marker: InFlight) -> None:
         """Clear the in-flight mark of an attempt Slack certainly did not act on (a 429, a
-        refused connection), so the next attempt posts without a lookup."""
-        await self._end_attempt(keys=[self.keys.in_flight(channel)], args=[member, item])
-
-    async def begin_root(
-        self,
-        channel: str,
-        lease_token: str,
-        marker: InFlight,
-        *,
-        incident_id: str,
-        version: int,
-        storm_threshold: int,
-    ) -> bool:
-        """Mark a hinted root in flight (`bot/root_hints.py`); False, writing nothing, unless it
-        is exactly what `next_post` and the incident's state would have the sender post now."""
-        k = self.keys
-        done = await self._begin_root(
-            keys=[
-                k.sender_lease(channel),
-                k.in_flight(channel),
-                k.posts(channel),
-                k.incident(incident_id),
-                k.storm(channel),
-            ],
-            args=[
-                lease_token,
-                marker.encode(),
-                self.retention_s * 1000,
-                marker.member,
-                version,
-                storm_threshold,
-            ],
+        refused connection), so the next attempt posts without a lookup. Only this very mark:
+        a sender that lost its lease meanwhile must not clear its successor's."""
+        await self._end_attempt(
+            keys=[self.keys.in_flight(channel)], args=[marker.member, marker.encode()]
         )
-        return bool(done)
 
     async def record_root(
         self,

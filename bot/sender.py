@@ -37,7 +37,6 @@ from bot.messages import render_root
 from bot.mrkdwn import Rendered
 from bot.pacing import Backoff, TokenBucket
 from bot.replies import StatusShown, render_shown
-from bot.root_hints import RootHint, RootHints, Sending
 from bot.send_queue import EditCandidate, HeadReply, InFlight, SendQueue
 from bot.slack import SlackError, SlackGateway
 from bot.store import CHART, RESTATUS, STATUS_KINDS, IncidentStore, Loaded, ThreadRef
@@ -82,7 +81,6 @@ class ChannelSender:
         telemetry: Telemetry,
         config: SenderConfig,
         clock: Callable[[], datetime],
-        hints: RootHints | None = None,
     ) -> None:
         self.channel = channel
         self._lease = lease
@@ -95,7 +93,6 @@ class ChannelSender:
         self._clock = clock
         self._bucket = TokenBucket(config.post_interval_s, config.post_burst, now=time.time())
         self._failures: dict[str, int] = {}
-        self._hints = hints or RootHints()
         self._storm = StormDigest(
             channel,
             self,
@@ -117,12 +114,7 @@ class ChannelSender:
         loops = [self._loop(self._post_next), self._loop(self._edit_next)]
         if self._storm.enabled:
             loops.append(self._loop(self._storm.step))
-        threshold = self._config.storm.threshold if self._storm.enabled else 0
-        self._hints.attach(self.channel, Sending(self._lease.token, threshold))
-        try:
-            await asyncio.gather(*loops)
-        finally:
-            self._hints.detach(self.channel)
+        await asyncio.gather(*loops)
 
     async def _loop(self, step: Callable[[], Any]) -> None:
         backoff = Backoff(self._config.backoff_max_s)
@@ -146,17 +138,9 @@ class ChannelSender:
     # -- posts -----------------------------------------------------------------------------
 
     async def _post_next(self) -> None:
-        hint = await self._hints.take(self.channel)
-        if hint is not None:
-            try:
-                if await self._post_hinted(hint):
-                    return
-            except (SlackError, RedisError, LostLease):
-                raise
-            except Exception:  # a bug: the queue, read as usual, still has the root
-                log.exception(
-                    "sender %s: the hinted root of %s failed", self.channel, hint.incident.id
-                )
+        """The channel's next post: its slot first, then the most urgent item and its state, so
+        what is posted is current and nothing more urgent waits behind it."""
+        await self._wait_for_slot()
         member, in_flight = await self._queue.next_post(self.channel)
         if member is None:
             await self._queue.wait_bell(self._queue.keys.posts_bell(self.channel), 1.0)
@@ -181,21 +165,13 @@ class ChannelSender:
             raise _Retry from None
 
     async def _next_root(self, member: str, incident_id: str, in_flight: InFlight | None) -> None:
-        """A storm's digest goes first when roots wait in numbers; otherwise the root itself.
-
-        The root's state is read while the storm is looked at, not after: a new incident's
-        root is the chain from an alert to Slack, and the two reads are independent.
-        """
-        if not self._storm.enabled:
-            await self._post_root(member, await self._store.load(incident_id), in_flight)
-            return
-        storm, loaded = await asyncio.gather(
-            self._storm.before_root(), self._store.load(incident_id)
-        )
-        if storm is not None and not storm.ts:
-            await self._storm.post(storm)
-            return
-        await self._post_root(member, loaded, in_flight)
+        """A storm's digest goes first when roots wait in numbers; otherwise the root itself."""
+        if self._storm.enabled:
+            storm = await self._storm.before_root()
+            if storm is not None and not storm.ts:
+                await self._storm.post(storm)
+                return
+        await self._post_root(member, await self._store.load(incident_id), in_flight)
 
     async def _post_root(self, member: str, loaded: Loaded, in_flight: InFlight | None) -> None:
         incident = loaded.incident
@@ -211,34 +187,6 @@ class ChannelSender:
         ts = await self._send(member, "root", incident.id, incident.uid, root, thread=None)
         if ts is not None:
             await self._root_posted(loaded.version, incident, ts, root)
-
-    async def _post_hinted(self, hint: RootHint) -> bool:
-        """Post a root the intake of this replica just committed, from the state it handed
-        over, if Redis confirmed it is exactly what would be posted next (the commit marked it,
-        and the mark is fresh; or `begin_root`); False if not (then the queue is read as usual).
-        A marked root comes rendered: the intake rendered it while its commit was in flight."""
-        incident = hint.incident
-        member = f"root:{incident.id}"
-        await self._wait_for_slot()
-        if hint.marked_at is not None:
-            if not hint.fresh():  # the queue's way looks the marked root up before posting
-                return False
-        elif not await self._queue.begin_root(
-            self.channel,
-            self._lease.token,
-            InFlight(member, "root", time.time()),
-            incident_id=incident.id,
-            version=hint.version,
-            storm_threshold=self._config.storm.threshold if self._storm.enabled else 0,
-        ):
-            return False
-        root = hint.root or render_root(incident, now=self._clock(), mentions=False)
-        ts = await self._send(
-            member, "root", incident.id, incident.uid, root, thread=None, marked=True
-        )
-        if ts is not None:
-            await self._root_posted(hint.version, incident, ts, root)
-        return True
 
     async def _root_posted(self, version: int, incident: Incident, ts: str, root: Rendered) -> None:
         digest = digest_of(root)
@@ -364,8 +312,10 @@ class ChannelSender:
             )
 
     async def _chart_landed(self, thread: ThreadRef, filename: str, since: float) -> bool:
-        messages = await self._messages_around(since, thread)
-        return any(f.get("name") == filename for m in messages for f in (m.get("files") or ()) if f)
+        def shows_it(message: dict[str, Any]) -> bool:
+            return any(isinstance(f, dict) and f.get("name") == filename for f in _files(message))
+
+        return await self._find(since, thread, shows_it, filename) is not None
 
     async def _send(
         self,
@@ -376,12 +326,9 @@ class ChannelSender:
         rendered: Rendered,
         *,
         thread: ThreadRef | None,
-        marked: bool = False,
     ) -> str | None:
-        """Post within the budget, marked in flight (already, when `marked`); None if it can
-        never be posted."""
-        send = self._in_budget if marked else self.within_budget
-        return await send(
+        """Post within the budget, marked in flight; None if it can never be posted."""
+        return await self.within_budget(
             member,
             item,
             incident_id,
@@ -409,25 +356,13 @@ class ChannelSender:
         marker = InFlight(member, item, time.time())
         if not await self._queue.begin(self.channel, self._lease.token, marker):
             raise LostLease
-        return await self._in_budget(member, item, incident_id, call, refused=refused)
-
-    async def _in_budget(
-        self,
-        member: str,
-        item: str,
-        incident_id: str,
-        call: Callable[[], Awaitable[T]],
-        *,
-        refused: Callable[[SlackError], Awaitable[None]] | None = None,
-    ) -> T | None:
-        """The call itself, once its slot is taken and it is marked in flight."""
         self._bucket.take(time.time())
         try:
             return await call()
         except SlackError as exc:
             if exc.retryable:
                 if not exc.uncertain:  # a 429 or a refused connection: nothing was posted
-                    await self._queue.end_attempt(self.channel, member, item)
+                    await self._queue.end_attempt(self.channel, marker)
                 raise  # the mark stays when uncertain: the next attempt looks it up first
             if refused is not None:
                 await refused(exc)
@@ -460,46 +395,50 @@ class ChannelSender:
         self, in_flight: InFlight, uid: str, *, thread: ThreadRef | None
     ) -> str | None:
         """The ts of a post that may have landed before its sender heard back, if it did."""
+        found = await self._find(
+            in_flight.since, thread, lambda m: carries(m, uid, in_flight.item), in_flight.item
+        )
+        if found is None:
+            self._telemetry.slack_lookups.labels("not_found").inc()
+            return None
+        log.info("sender %s: %s had landed; not posted again", self.channel, in_flight.item)
+        self._telemetry.slack_lookups.labels("found").inc()
+        return str(found.get("ts"))
+
+    async def _find(
+        self,
+        since: float,
+        thread: ThreadRef | None,
+        match: Callable[[dict[str, Any]], bool],
+        what: str,
+    ) -> dict[str, Any] | None:
+        """What the channel (or the thread) shows from shortly before an attempt to shortly
+        after it that `match` accepts: a post that landed has its ts there, whatever the
+        clocks' skew. A lookup Slack refuses for good (a scope removed from the app, say) finds
+        nothing: posting again is the lesser harm, a possible duplicate beats a channel that
+        never posts again."""
+        margin = self._config.lookup_margin_s
+        method = "conversations.history" if thread is None else "conversations.replies"
         try:
-            messages = await self._messages_around(in_flight.since, thread)
+            return await self._slack.find(
+                method,
+                self.channel,
+                match,
+                ts=thread.ts if thread else None,
+                oldest=since - margin,
+                latest=since + margin,
+            )
         except SlackError as exc:
             if exc.retryable:
                 raise
-            # Slack refuses the lookup for good (a scope removed from the app, say): posting is
-            # the lesser harm. A possible duplicate beats a channel that never posts again.
             log.error(
-                "sender %s: cannot look %s up (%s); posting it, it may show twice",
+                "sender %s: cannot look %s up (%s); sending it again, it may show twice",
                 self.channel,
-                in_flight.item,
+                what,
                 exc.error,
             )
             self._telemetry.slack_lookups.labels("failed").inc()
             return None
-        for message in messages:
-            if carries(message, uid, in_flight.item):
-                log.info("sender %s: %s had landed; not posted again", self.channel, in_flight.item)
-                self._telemetry.slack_lookups.labels("found").inc()
-                return str(message.get("ts"))
-        self._telemetry.slack_lookups.labels("not_found").inc()
-        return None
-
-    async def _messages_around(
-        self, since: float, thread: ThreadRef | None
-    ) -> list[dict[str, Any]]:
-        """What the channel (or the thread) shows from shortly before an attempt to shortly
-        after it: a post that landed has its ts there, whatever the clocks' skew."""
-        margin = self._config.lookup_margin_s
-        if thread is None:
-            return await self._slack.messages(
-                "conversations.history", self.channel, oldest=since - margin, latest=since + margin
-            )
-        return await self._slack.messages(
-            "conversations.replies",
-            self.channel,
-            ts=thread.ts,
-            oldest=since - margin,
-            latest=since + margin,
-        )
 
     # -- edits -----------------------------------------------------------------------------
 
@@ -557,6 +496,11 @@ class ChannelSender:
             if await self._leases.take_slot(slot, self._config.update_interval_ms):
                 return
             await asyncio.sleep(0.05)
+
+
+def _files(message: dict[str, Any]) -> list[Any]:
+    files = message.get("files")
+    return files if isinstance(files, list) else []
 
 
 def _started(in_flight: InFlight | None, item: str) -> TypeGuard[InFlight]:

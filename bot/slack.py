@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,10 @@ MAX_RETRY_AFTER_S = 300.0
 # 2025 (and Tier 3 allows); a bounded window rarely needs more than one.
 LOOKUP_PAGE = 15
 LOOKUP_MAX_PAGES = 20
-LOOKUP_RATE_LIMITED_TRIES = 5
+# A lookup waits out this many 429s in a row (half an hour at a distributed app's pace).
+LOOKUP_RATE_LIMITED_TRIES = 30
+# The history reads take turns app-wide, one call per slot (Tier 3: about 50 a minute).
+_SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200}
 
 
 class SlackError(Exception):
@@ -250,68 +253,97 @@ class SlackGateway:
         files = response.get("files") or [{}]
         return str(files[0].get("id", "")) if isinstance(files[0], dict) else ""
 
-    async def messages(
-        self, method: str, channel: str, *, oldest: float, latest: float, ts: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The messages of a channel (`conversations.history`) or of one thread
-        (`conversations.replies`, `ts`) posted between `oldest` and `latest`, with their metadata.
+    async def find(
+        self,
+        method: str,
+        channel: str,
+        match: Callable[[dict[str, Any]], bool],
+        *,
+        oldest: float,
+        latest: float,
+        ts: str | None = None,
+    ) -> dict[str, Any] | None:
+        """The first message `match` accepts among those of a channel (`conversations.history`)
+        or of one thread (`conversations.replies`, `ts`) posted between `oldest` and `latest`,
+        read with their metadata; None when none matches.
 
         Written for Slack's 2025 limits on commercially distributed non-Marketplace apps, the
         strictest there are: these two methods about once a minute, 15 messages a call. So the
-        window is bounded, a page holds 15, and a 429 is waited out and the same page asked
-        again: a lookup that needs three pages takes three minutes there, but it ends.
+        window is bounded, a page holds 15, the pages stop once the message is found, and a 429
+        is waited out and the same page asked again: a lookup of three pages takes three
+        minutes there, but it ends.
         """
-        found: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(LOOKUP_MAX_PAGES):
-            response = await self._waiting_out_holds(
+            page = await self._patiently(
                 method,
-                channel=channel,
-                ts=ts,
-                oldest=f"{oldest:.6f}",
-                latest=f"{latest:.6f}",
-                inclusive=True,
-                cursor=cursor,
-                limit=LOOKUP_PAGE,
-                include_all_metadata=True,
+                {
+                    "channel": channel,
+                    "ts": ts,
+                    "oldest": f"{oldest:.6f}",
+                    "latest": f"{latest:.6f}",
+                    "inclusive": True,
+                    "cursor": cursor,
+                    "limit": LOOKUP_PAGE,
+                    "include_all_metadata": True,
+                },
+                tries=LOOKUP_RATE_LIMITED_TRIES,
             )
-            found += [m for m in response.get("messages") or [] if isinstance(m, dict)]
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            for message in page.get("messages") or ():
+                if isinstance(message, dict) and match(message):
+                    return message
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
-                break
-        return found
-
-    async def _waiting_out_holds(self, method: str, **params: Any) -> dict[str, Any]:
-        """A call made once no `Retry-After` holds its method; a 429 is waited out and the
-        call made again (a few times), never hammered."""
-        tries = 0
-        while True:
-            await asyncio.sleep(await self.held_for(method))
-            try:
-                return await self.call(method, **params)
-            except SlackError as exc:
-                tries += 1
-                if exc.retry_after is None or tries >= LOOKUP_RATE_LIMITED_TRIES:
-                    raise
+                return None
+        log.warning("%s of %s: %d pages and no match", method, channel, LOOKUP_MAX_PAGES)
+        return None
 
     async def post_ephemeral(
         self, channel: str, user: str, text: str, *, thread_ts: str | None = None
     ) -> None:
         """Answer one person; waits out a short rate-limit hold, then gives up (they clicked
         seconds ago, and `response_url` is the fallback)."""
-        method = "chat.postEphemeral"
-        for _ in range(2):
-            wait = await self.held_for(method)
-            if wait > 5:
-                raise SlackError(method, "ratelimited", retryable=True, retry_after=wait)
-            await asyncio.sleep(wait)
+        params = {"channel": channel, "user": user, "text": text, "thread_ts": thread_ts}
+        await self._patiently("chat.postEphemeral", params, tries=2, longest_wait_s=5)
+
+    async def _patiently(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        tries: int,
+        longest_wait_s: float = MAX_RETRY_AFTER_S,
+    ) -> dict[str, Any]:
+        """A call made in its turn (`_turn`); a 429 is waited out and the call made again, up
+        to `tries` times. Never hammers: every try waits for Slack's `Retry-After`."""
+        attempt = 1
+        while True:
+            await self._turn(method, longest_wait_s)
             try:
-                await self.call(method, channel=channel, user=user, text=text, thread_ts=thread_ts)
-                return
+                return await self.call(method, **params)
             except SlackError as exc:
-                if exc.retry_after is None:
+                if exc.retry_after is None or attempt >= tries:
                     raise
-        raise SlackError(method, "ratelimited", retryable=True)
+            attempt += 1
+
+    async def _turn(self, method: str, longest_wait_s: float) -> None:
+        """Wait out a `Retry-After` hold on `method` (refusing one longer than `longest_wait_s`)
+        and, for the history reads, the app-wide slot: every replica and channel waiting for a
+        hold to end would otherwise call at the same instant, and all but one be refused."""
+        while True:
+            held = await self.held_for(method)
+            if held > longest_wait_s:
+                raise SlackError(method, "ratelimited", retryable=True, retry_after=held)
+            if held > 0:
+                await asyncio.sleep(held)
+                continue
+            slot_ms = _SLOTS_MS.get(method)
+            if slot_ms is None:
+                return
+            slot = self._keys.slot(method)
+            if await self._redis.set(slot, "1", nx=True, px=slot_ms):
+                return
+            await asyncio.sleep(max(await self._redis.pttl(slot), 10) / 1000)
 
     async def display_name(self, user: str) -> str | None:
         """The user's display name from `users.info`, cached for a day; None if unknown."""

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from importlib import resources
 from typing import Any, cast
 
@@ -44,12 +43,6 @@ MAX_TIMELINE = 500
 
 def lua(name: str) -> str:
     return (resources.files("bot") / "lua" / f"{name}.lua").read_text()
-
-
-def open_first_lua() -> str:
-    """open_first.lua with commit.lua's code in it: a direct open writes exactly what the
-    consumer's commit of the same change writes."""
-    return lua("open_first").replace("--[[commit.lua]]", lua("commit"))
 
 
 @dataclass(frozen=True)
@@ -110,17 +103,6 @@ class DueRead:
 
 
 @dataclass(frozen=True)
-class RootMark:
-    """Asks a commit that queues a new root to mark it in flight for the sender of its channel
-    in this replica, if that is exactly what the sender would post next (`bot.root_hints`)."""
-
-    lease_token: str
-    marker: str  # the in-flight mark (`bot.send_queue.InFlight`), encoded
-    storm_threshold: int  # 0: no storm digest
-    lease_margin_ms: int  # the lease must outlive the mark by this long
-
-
-@dataclass(frozen=True)
 class Commit:
     """Everything one change writes. `version` is the incident's version it was computed from
     (0 for a new incident); `group_version`, when a group state is written, likewise."""
@@ -137,23 +119,12 @@ class Commit:
     stop_status: bool = False
     acks: tuple[str, ...] = ()  # the stream entries this change applies, acknowledged with it
     thread: ThreadRef | None = None  # known location of the root, to keep its index alive
-    mark: RootMark | None = None
+    opens: bool = False  # a new incident, taking the ID sequence's next number (`load_group`)
 
 
-@dataclass(frozen=True)
-class FirstOpen:
-    """What `IncidentStore.open_first` did: appended the entry for a consumer (`entry_id`), or
-    opened the incident (`incident_id`, at `version`, its root `marked` in flight or not)."""
-
-    entry_id: str = ""
-    incident_id: str = ""
-    version: int = 0
-    marked: bool = False
-
-
-# What `IncidentStore.load_group` reads: the group, its version, its current incident, and the
-# ID reserved for a new group's first incident.
-GroupLoad = tuple[GroupState, int, Loaded, str | None]
+# What `IncidentStore.load_group` reads: the group, its version, its current incident, and the ID
+# a new incident would take.
+GroupLoad = tuple[GroupState, int, Loaded, str]
 
 
 class IncidentStore:
@@ -171,18 +142,8 @@ class IncidentStore:
         self._test_retention_s = min(test_retention_s, retention_s)
         self._commit = redis.register_script(lua("commit"))
         self._load_group = redis.register_script(lua("load_group"))
-        self._open_first = redis.register_script(open_first_lua())
 
     # -- reads -----------------------------------------------------------------------------
-
-    async def next_id(self) -> str:
-        """Short sequential IDs, because people type them: `/queue ack 12`."""
-        key = self.keys.incident_seq
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incr(key)
-            pipe.expire(key, self.retention_s)
-            number, _ = await pipe.execute()
-        return str(number)
 
     async def load(self, incident_id: str) -> Loaded:
         raw = await self._redis.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
@@ -191,17 +152,17 @@ class IncidentStore:
     async def get(self, incident_id: str) -> Incident | None:
         return (await self.load(incident_id)).incident
 
-    async def load_group(self, group_hash: str, *, reserve: bool = True) -> GroupLoad:
-        """The group, its version and its current incident; and, for a group never seen
-        before, unless `reserve` is False, the ID reserved for its first incident (one round
-        trip instead of two for a new group)."""
+    async def load_group(self, group_hash: str) -> GroupLoad:
+        """The group, its version, its current incident, and the ID a new incident would take:
+        the next of one sequence of short numbers, because people type them (`/queue ack 12`).
+        The commit that opens an incident checks the ID is still the next (`Commit.opens`)."""
         raw = await self._load_group(
             keys=[self.keys.group(group_hash), self.keys.incident_seq],
-            args=[self.keys.incident(""), self.retention_s, int(reserve)],
+            args=[self.keys.incident("")],
         )
-        version, state, reserved = raw[0], raw[1], raw[6]
+        version, state = raw[0], raw[1]
         group = GroupState.model_validate_json(state) if state else GroupState()
-        return group, int(version or 0), loaded_from(raw[2:6]), str(reserved) if reserved else None
+        return group, int(version or 0), loaded_from(raw[2:6]), str(raw[6])
 
     async def get_many(self, incident_ids: list[str]) -> list[Incident]:
         if not incident_ids:
@@ -286,17 +247,9 @@ class IncidentStore:
     async def commit_versioned(self, change: Commit, *, now: float | None = None) -> int | None:
         """`commit`, telling the incident's new version (0 when no incident was written), or
         None when the incident or group moved on since read."""
-        version, _ = await self.commit_marked(change, now=now)
-        return version
-
-    async def commit_marked(
-        self, change: Commit, *, now: float | None = None
-    ) -> tuple[int | None, bool]:
-        """`commit_versioned`, and whether the new root was marked in flight (`change.mark`)."""
         keys, args = self._commit_call(change, time.time() if now is None else now)
-        raw = await self._commit(keys=keys, args=args)
-        version, marked = (raw[0], raw[1]) if isinstance(raw, list) else (raw, 0)
-        return (int(version) if int(version) >= 0 else None), bool(marked)
+        version = int(await self._commit(keys=keys, args=args))
+        return version if version >= 0 else None
 
     async def commit_many(
         self, changes: Sequence[Commit], *, now: float
@@ -315,34 +268,6 @@ class IncidentStore:
                 await self._commit(keys=keys, args=args, client=pipe)
             versions = await pipe.execute(raise_on_error=False)
         return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
-
-    async def open_first(
-        self,
-        change: Commit,
-        entry: Mapping[str, Any],
-        *,
-        slots: tuple[str, str],
-        now: float,
-        durably: Callable[[Callable[..., Awaitable[Any]]], Awaitable[Any]] | None = None,
-    ) -> FirstOpen:
-        """Open a new group's incident as its notification is accepted, in one round trip
-        (`bot/lua/open_first.lua`); if the group exists, append `entry` (the stream fields, as
-        `bot.stream` writes them) for a consumer instead.
-
-        `change` opens the incident as the consumer would, with `slots[0]` for the incident's
-        ID and `slots[1]` for the group's order, which only Redis can give. `durably` sends the
-        script as the stream sends its appends (`NotificationStream.durably`: with a `WAIT`).
-        """
-        keys, args = self._commit_call(change, now)
-        call = partial(
-            self._open_first,
-            keys=[*keys, self.keys.incident_seq],
-            args=[*args, *slots, self.retention_s, *(x for pair in entry.items() for x in pair)],
-        )
-        raw = await (durably(call) if durably is not None else call())
-        if raw[0]:
-            return FirstOpen(entry_id=str(raw[0]))
-        return FirstOpen(incident_id=str(raw[1]), version=int(raw[2]), marked=bool(raw[3]))
 
     def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
         """The commit script's keys and argument (`bot/lua/commit.lua`)."""
@@ -370,9 +295,7 @@ class IncidentStore:
             k.posts_bell(channel),
             k.edits_bell(channel),
             message_key,
-            k.sender_lease(channel),
-            k.in_flight(channel),
-            k.storm(channel),
+            k.incident_seq,
         ]
         return keys, [orjson.dumps(self._spec(change, now))]
 
@@ -384,6 +307,8 @@ class IncidentStore:
             "stop_status": change.stop_status,
             "root": bool(change.incident and change.root),
         }
+        if change.opens:
+            spec.update(opens=True, seq_ttl_s=self.retention_s)
         ttl_s = self.retention_s
         incident = change.incident
         if incident is not None:
@@ -417,15 +342,6 @@ class IncidentStore:
             spec["due"] = change.status_due
         if change.acks:
             spec["acks"] = list(change.acks)
-        if change.mark is not None and incident is not None:
-            mark = change.mark
-            spec["mark"] = {
-                "token": mark.lease_token,
-                "marker": mark.marker,
-                "storm_threshold": mark.storm_threshold,
-                "lease_margin_ms": mark.lease_margin_ms,
-                "ttl_ms": self.retention_s * 1000,
-            }
         return spec
 
 

@@ -1,9 +1,7 @@
 """Alert webhooks: authenticate, bound, validate, append to the stream, answer 202.
 
 Nothing here waits for Slack. A notification is acknowledged only once it is in Redis, so a 202
-is a promise kept; when Redis is unreachable the answer is 503 and the sender retries. A lone
-first notification of a new group is opened as it is written, in the same round trip
-(`bot.opening`).
+is a promise kept; when Redis is unreachable the answer is 503 and the sender retries.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.alerts import (
     ENDPOINT,
-    Notification,
     PayloadError,
     Source,
     parse_json_body,
@@ -35,8 +32,6 @@ from bot.auth import (
     bearer_ok,
     grafana_signature_problem,
 )
-from bot.opening import DirectOpens
-from bot.store import FirstOpen
 from bot.stream import NotificationStream
 from bot.telemetry import Telemetry
 from handlers.body import BodyTooLarge, read_limited
@@ -88,12 +83,8 @@ class AlertWebhooks:
         auth: WebhookAuth,
         max_body_bytes: int,
         clock: Callable[[], float] = time.time,
-        preload: Callable[[Source, str], None] | None = None,
-        direct: DirectOpens | None = None,
     ) -> None:
         self._stream = stream
-        self._direct = direct
-        self._preload = preload
         self._telemetry = telemetry
         self._auth = auth
         self._max_body = max_body_bytes
@@ -119,34 +110,12 @@ class AlertWebhooks:
         except PayloadError as exc:
             return self._reject(source, 400, "invalid", str(exc))
         try:
-            opened = await self._open_first(notification, body)
-            if opened is None:
-                if self._preload is not None:
-                    # The consumer's read of the group goes to Redis beside the append.
-                    self._preload(source, notification.group_key)
-                entry_id = await self._stream.append(notification, body, self._clock())
-            elif opened.incident_id:
-                where = {"id": f"incident:{opened.incident_id}", "incident": opened.incident_id}
-                return self._accepted(source, notification, where)
-            else:
-                entry_id = opened.entry_id
+            entry_id = await self._stream.append(notification, body, self._clock())
         except RedisError as exc:
             log.error("webhook: cannot persist a %s notification: %s", source, exc)
             return self._reject(
                 source, 503, "unavailable", "cannot persist the notification now; retry"
             )
-        return self._accepted(source, notification, {"id": entry_id})
-
-    async def _open_first(self, notification: Notification, body: bytes) -> FirstOpen | None:
-        if self._direct is None:
-            return None
-        return await self._direct.accept(notification, body, self._clock())
-
-    def _accepted(
-        self, source: Source, notification: Notification, where: dict[str, str]
-    ) -> JsonAnswer:
-        """202: the notification is in Redis, waiting in the stream (`id`: its entry) or
-        applied already (`id`: `incident:<ID>`, with `incident`: the incident it opened)."""
         self._telemetry.notifications.labels(source, "accepted").inc()
         # Debug, as Alertmanager logs what it receives: a line per notification is a fifth of
         # the intake's CPU in a flood, and the counter above says as much. What a notification
@@ -154,11 +123,12 @@ class AlertWebhooks:
         log.debug(
             "webhook: accepted %s notification %s (%s, %d alerts)",
             source,
-            where,
+            entry_id,
             notification.status,
             len(notification.alerts),
         )
-        return JsonAnswer({"status": "accepted", **where}, status_code=202)
+        # `id` is the notification's entry in the stream it waits in to be applied.
+        return JsonAnswer({"status": "accepted", "id": entry_id}, status_code=202)
 
     def _check_open(self, source: Source) -> None:
         if not self._auth.configured_for(source) and not self._auth.allow_unauthenticated:

@@ -57,7 +57,7 @@ def _accepted_path(source: str, data: object) -> None:
         return
     delivery = delivery_of(notification)
     assert Delivery.model_validate_json(delivery.model_dump_json()) == delivery
-    # The webhook reads the group early (`bot.preloads`) by the key it validated: the same group.
+    # The key the webhook validated names the group the consumer applies it to.
     assert group_hash(source, notification.group_key) == delivery.group_hash
     if notification.status == "firing":
         now = datetime(2026, 1, 1, tzinfo=UTC)

@@ -313,3 +313,77 @@ async def test_after_a_lost_answer_the_channel_goes_on_under_distributed_app_lim
     for call in slack.emulator.calls("conversations.history"):
         assert int(call.params["limit"]) <= 15
         assert float(call.params["latest"]) - float(call.params["oldest"]) <= 120, "bounded"
+
+
+async def test_a_lookup_slack_refuses_for_good_costs_a_duplicate_not_the_channel(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """A scope removed from the app makes every lookup fail the same way: the post whose answer
+    was lost is sent again (it may show twice), and the channel goes on posting."""
+    slack.emulator.stall("chat.postMessage", 3)
+    try:
+        async with run_bot(settings_for(slack_timeout_seconds=0.5)) as running:
+            slack.emulator.fail_next("conversations.history", status=200, error="missing_scope")
+            await running.send("grafana", group("lost"))
+            await eventually(
+                lambda: count(running, "queuepilot_slack_lookups_total", outcome="failed") >= 1,
+                what="the lookup refused for good",
+            )
+            slack.emulator.stall("chat.postMessage", 0)
+            await running.send("grafana", group("next"))
+            await eventually(lambda: len(root_uids(slack)) == 2, what="both groups' threads")
+            await eventually(lambda: queue_drained(running), what="nothing left to send")
+    finally:
+        slack.emulator.stall("chat.postMessage", 0)
+
+
+def root_uids(slack: Slack) -> set[str]:
+    return {
+        m.metadata["event_payload"]["uid"]
+        for m in slack.emulator.channel_messages(CHANNEL)
+        if m.metadata
+    }
+
+
+async def test_paced_posts_with_nothing_failed_never_read_history(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """Groups arriving faster than the channel's pace wait for their slots; none of them failed,
+    so none is looked up (0.13 looked up a root whose hand-over went stale while it waited,
+    spending a distributed app's one history read a minute)."""
+    slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 60.0
+    try:
+        settings = settings_for(
+            slack_post_interval_ms=500, slack_post_burst=1, storm_digest_threshold=0
+        )
+        async with run_bot(settings) as running:
+            for n in range(5):
+                await running.send("grafana", group(f"paced-{n}"))
+            await eventually(lambda: len(ok_posts(slack)) == 5, what="five roots", timeout=15)
+    finally:
+        slack.emulator.history_tier = 3
+
+    assert slack.emulator.calls("conversations.history") == []
+
+
+async def test_a_root_waiting_for_its_slot_is_posted_as_the_incident_is_then(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """Nothing is read for a post before its slot is taken: a re-notification that lands while
+    the root waits is in the root as posted, not only in an edit after it."""
+    settings = settings_for(
+        slack_post_interval_ms=3000, slack_post_burst=1, storm_digest_threshold=0
+    )
+    async with run_bot(settings) as running:
+        await running.send("grafana", group("first"))
+        await eventually(lambda: len(ok_posts(slack)) == 1, what="the first root")
+        await running.send("grafana", group("second"))
+        await eventually(
+            lambda: running.bot.redis.zcard(running.bot.queue.keys.posts(CHANNEL)),
+            what="the second root waiting for its slot",
+        )
+        await running.send("grafana", queue_of(group("second"), 987))
+        await eventually(lambda: len(ok_posts(slack)) == 2, what="the second root", timeout=10)
+
+    posted = ok_posts(slack)[1]
+    assert "987" in json.dumps(posted.params.get("blocks")), "posted with the latest numbers"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
+from bot.alerts import parse_json_body, parse_notification
 from bot.config import Settings, SettingsError
 from bot.keys import Keys
 from bot.redis_conn import (
@@ -28,9 +30,9 @@ from bot.stream import NotificationStream, NotReplicated
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 from tests.sentinel import MASTER_NAME, SentinelSet
 from tests.servers import free_port, require_binary
-from tests.test_opening import PREFIX, accept, direct
 
 FIRING = "grafana/queue-alert-firing.json"
+PREFIX = "qp"
 
 
 def named_group(n: int) -> dict[str, Any]:
@@ -209,28 +211,27 @@ def test_a_plain_or_unreachable_redis_is_not_refused(redis_url: str) -> None:
     refuse_cluster(f"redis://127.0.0.1:{free_port()}/0", None)  # starts, answers 503 till up
 
 
-async def test_a_direct_open_is_acknowledged_only_once_a_replica_has_it(
+async def test_a_notification_is_acknowledged_only_once_a_replica_has_it(
     sentinel_set: SentinelSet,
 ) -> None:
-    """A new group opened as the webhook writes it (`bot.opening`) waits for the replica as an
-    append does: once accepted, the incident is on the replica; with the replica frozen (still
-    connected, confirming nothing), it is refused, and the sender's retry is what counts."""
+    """With Sentinel an append waits for the replica (`WAIT`): once accepted, the entry is on
+    the replica; with the replica frozen (still connected, confirming nothing), the append is
+    refused, and the sender's retry is what counts."""
     master = Redis(port=sentinel_set.master_port, decode_responses=True)
     replica = Redis(port=sentinel_set.replica_port, decode_responses=True)
+    source, body = "grafana", json.dumps({**fixture_json(FIRING), "groupKey": "replicated"})
+    notification = parse_notification(source, parse_json_body(body.encode()))
     try:
-        opens = direct(master, stream=NotificationStream(master, PREFIX, wait_replicas=1))
-        opened = await accept(opens, groupKey="replicated")
-        assert opened.incident_id == "1"
-        assert await replica.hget(Keys(PREFIX).incident("1"), "v") == "1", "on the replica"
+        stream = NotificationStream(master, PREFIX, wait_replicas=1)
+        entry_id = await stream.append(notification, body.encode(), time.time())
+        assert await replica.xrange(Keys(PREFIX).stream, entry_id, entry_id), "on the replica"
 
         frozen = sentinel_set.processes[sentinel_set.replica_port]
         frozen.send_signal(signal.SIGSTOP)
         try:
-            opens = direct(
-                master, stream=NotificationStream(master, PREFIX, wait_replicas=1, wait_ms=300)
-            )
+            stream = NotificationStream(master, PREFIX, wait_replicas=1, wait_ms=300)
             with pytest.raises(NotReplicated):
-                await accept(opens, groupKey="not-replicated")
+                await stream.append(notification, body.encode(), time.time())
         finally:
             frozen.send_signal(signal.SIGCONT)
     finally:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -212,7 +213,11 @@ async def test_display_names_come_from_users_info_once(slack: Slack, redis: Redi
     assert len(slack.emulator.calls("users.info")) == 2, "the known name is cached"
 
 
-async def test_messages_reads_every_page_of_the_window_with_metadata(
+def text_is(text: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda message: message.get("text") == text
+
+
+async def test_find_reads_the_window_page_by_page_until_the_message_is_there(
     slack: Slack, redis: Redis
 ) -> None:
     gateway = make_gateway(slack, redis)
@@ -221,22 +226,28 @@ async def test_messages_reads_every_page_of_the_window_with_metadata(
     for i in range(40):
         await gateway.post(CHANNEL, f"reply {i}", [], thread_ts=root)
     now = time.time()
+    window = {"oldest": now - 60, "latest": now + 60}
 
-    replies = await gateway.messages(
-        "conversations.replies", CHANNEL, ts=root, oldest=now - 60, latest=now + 60
+    first = await gateway.find(
+        "conversations.replies", CHANNEL, text_is("reply 0"), ts=root, **window
     )
-    history = await gateway.messages(
-        "conversations.history", CHANNEL, oldest=now - 60, latest=now + 60
+    pages_for_first = len(slack.emulator.calls("conversations.replies"))
+    last = await gateway.find(
+        "conversations.replies", CHANNEL, text_is("reply 39"), ts=root, **window
     )
-    before = await gateway.messages(
-        "conversations.history", CHANNEL, oldest=now - 7200, latest=now - 3600
+    with_metadata = await gateway.find(
+        "conversations.history", CHANNEL, lambda m: m.get("metadata") == meta, **window
+    )
+    before = await gateway.find(
+        "conversations.history", CHANNEL, text_is("root"), oldest=now - 7200, latest=now - 3600
     )
 
-    assert len({m["ts"] for m in replies}) == 41, "the root and every reply, across pages"
-    assert [m["metadata"] for m in history] == [meta]
-    assert before == [], "nothing outside the window"
+    assert first and first["text"] == "reply 0" and pages_for_first == 1, "no page past it"
+    assert last and last["text"] == "reply 39", "found on the third page"
+    assert with_metadata and with_metadata["ts"] == root
+    assert before is None, "nothing outside the window"
     pages = slack.emulator.calls("conversations.replies")
-    assert len(pages) == 3 and all(int(c.params["limit"]) <= 15 for c in pages), (
+    assert len(pages) == 4 and all(int(c.params["limit"]) <= 15 for c in pages), (
         "pages of 15, the most a distributed app may ask for"
     )
 
@@ -254,20 +265,55 @@ async def test_a_lookup_under_distributed_app_limits_waits_out_each_429_and_ends
     now = time.time()
     slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 1.0
     try:
-        replies = await gateway.messages(
-            "conversations.replies", CHANNEL, ts=root, oldest=now - 60, latest=now + 60
+        last = await gateway.find(
+            "conversations.replies",
+            CHANNEL,
+            text_is("reply 39"),
+            ts=root,
+            oldest=now - 60,
+            latest=now + 60,
         )
     finally:
         slack.emulator.history_tier = 3
 
-    assert len({m["ts"] for m in replies}) == 41
+    assert last and last["text"] == "reply 39"
     calls = slack.emulator.calls("conversations.replies")
     answered = [c for c in calls if c.ok]
     assert len(answered) == 3, "each page asked until answered, none skipped"
-    assert any(c.status == 429 for c in calls), "Slack held the app to its limit"
+    assert len({c.params.get("cursor") for c in answered}) == 3, "the cursor kept across 429s"
     for limited in (c for c in calls if c.status == 429):
         after = next(c for c in calls if c.at > limited.at)
         assert after.at - limited.at >= 1.0 - JITTER_S, "Retry-After waited out, not hammered"
+
+
+async def test_two_lookups_waiting_on_one_hold_do_not_both_call_when_it_ends(
+    slack: Slack, redis: Redis
+) -> None:
+    """Every channel (and replica) whose lookup waits for the same Retry-After would call at
+    the instant it ends, and all but one be refused: the history reads take turns app-wide."""
+    first, second = make_gateway(slack, redis), make_gateway(slack, redis)
+    root = await first.post(CHANNEL, "root", BLOCKS)
+    now = time.time()
+    slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 1.0
+    try:
+        found = await asyncio.gather(
+            *(
+                gateway.find(
+                    "conversations.history",
+                    CHANNEL,
+                    text_is("root"),
+                    oldest=now - 60,
+                    latest=now + 60,
+                )
+                for gateway in (first, second, first)
+            )
+        )
+    finally:
+        slack.emulator.history_tier = 3
+
+    assert [m and m["ts"] for m in found] == [root, root, root]
+    statuses = [c.status for c in slack.emulator.calls("conversations.history")]
+    assert statuses.count(200) == 3 and statuses.count(429) <= 1, statuses
 
 
 async def test_connection_refused_is_retryable_and_certain(redis: Redis, slack: Slack) -> None:
@@ -336,11 +382,12 @@ async def test_every_call_the_bot_makes_is_taken_by_a_slack_that_follows_the_met
     )
     await gateway.update(CHANNEL, root, "root, edited", BLOCKS)
     await gateway.post_ephemeral(CHANNEL, "U0ALICE", "only for alice", thread_ts=root)
-    history = await gateway.messages(
-        "conversations.history", CHANNEL, oldest=now - 60, latest=now + 60
+    window = {"oldest": now - 60, "latest": now + 60}
+    in_channel = await gateway.find(
+        "conversations.history", CHANNEL, text_is("root, edited"), **window
     )
-    thread = await gateway.messages(
-        "conversations.replies", CHANNEL, ts=root, oldest=now - 60, latest=now + 60
+    in_thread = await gateway.find(
+        "conversations.replies", CHANNEL, text_is("root, edited"), ts=root, **window
     )
     name = await gateway.display_name("U0ALICE")
     members = await gateway.usergroup_members("S0ONCALL")
@@ -349,7 +396,7 @@ async def test_every_call_the_bot_makes_is_taken_by_a_slack_that_follows_the_met
         CHANNEL, root, data=b"\x89PNG\r\n\x1a\n", filename="t.png", title="trend", alt="a chart"
     )
 
-    assert [m["ts"] for m in history] == [root] and [m["ts"] for m in thread] == [root]
+    assert in_channel and in_thread and in_channel["ts"] == in_thread["ts"] == root
     assert (name, members) == ("alice", ["U0ALICE"])
     assert link and root.replace(".", "") in link
     assert file_id and slack.emulator.file_bytes(file_id) == b"\x89PNG\r\n\x1a\n"

@@ -138,30 +138,12 @@ async def test_a_slot_is_taken_once_per_interval_across_replicas(replicas: list[
 # -- incidents and fenced commits -----------------------------------------------------------------
 
 
-async def test_next_id_is_short_sequential_and_expires(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-    assert [await store.next_id() for _ in range(3)] == ["1", "2", "3"]
-    assert 0 < await redis.ttl("qp:v2:incident-seq") <= 30 * DAY
-
-
-async def test_a_group_never_seen_gets_the_next_id_reserved_as_it_is_read(redis: Redis) -> None:
-    store = IncidentStore(redis, PREFIX)
-    assert await store.next_id() == "1"
-
-    *_, first = await store.load_group("never-seen")
-    *_, second = await store.load_group("another")
-    assert (first, second) == ("2", "3")
-    assert await store.next_id() == "4"
-    assert 0 < await redis.ttl("qp:v2:incident-seq") <= 30 * DAY
-
-
 async def test_a_new_incident_is_found_by_its_group_and_its_id(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
     new = await opened(store, "7")
 
-    group, group_version, loaded, reserved = await store.load_group(new.group_hash)
+    group, group_version, loaded, _ = await store.load_group(new.group_hash)
     assert group.incident_id == "7" and group_version == 1
-    assert reserved is None  # a known group takes no ID
     assert loaded.incident == new and loaded.version == 1
     assert (await store.load("7")).incident == new
     assert await store.open_ids() == ["7"]

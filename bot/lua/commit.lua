@@ -4,11 +4,9 @@
 --       5 open index        6 status due         7 outbox (item names) 8 outbox items
 --       9 channel posts     10 channel edits     11 edit-after         12 sending channels
 --      13 send sequence     14 notification stream 15 posts bell       16 edits bell
---      17 the root's message index (the incident key again when unknown)
---      18 the channel's sender lease  19 its in-flight marks  20 its storm
+--      17 the root's message index (the incident key again when unknown)  18 the ID sequence
 -- ARGV  1 the change, as JSON (bot/store.py: Commit)
--- Returns the incident's new version, 0 when no incident was written, -1 on a version mismatch;
--- with `c.mark`, {version, 1 if the new root was marked in flight for this replica's sender}.
+-- Returns the incident's new version, 0 when no incident was written, -1 on a version mismatch.
 local c = cjson.decode(ARGV[1])
 local BAND = 1099511627776 -- 2^40: a reply's score is band * BAND + its sequence number
 local RANK = 17179869184 -- 2^34: a root's score is its severity rank * RANK + its sequence number
@@ -16,8 +14,17 @@ local RANK = 17179869184 -- 2^34: a root's score is its severity rank * RANK + i
 local function version_of(key)
   return tonumber(redis.call('HGET', key, 'v') or '0')
 end
-if c.incident_v ~= nil and version_of(KEYS[1]) ~= c.incident_v then return -1 end
 if c.group_v ~= nil and version_of(KEYS[2]) ~= c.group_v then return -1 end
+if c.opens then
+  -- A new incident takes the ID sequence's next number, fenced like a version: a writer that
+  -- read the sequence before another incident opened is refused and redoes its work.
+  if tonumber(redis.call('GET', KEYS[18]) or '0') + 1 ~= tonumber(c.id) then return -1 end
+  redis.call('SET', KEYS[18], c.id, 'EX', c.seq_ttl_s)
+  -- An old incident kept this number (the sequence expired and began again): skip it.
+  if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+elseif c.incident_v ~= nil and version_of(KEYS[1]) ~= c.incident_v then
+  return -1
+end
 
 local function keep(key, ttl)
   redis.call('PEXPIRE', key, ttl)
@@ -68,7 +75,6 @@ if c.events ~= nil and #c.events > 0 then
 end
 
 local posts_changed = false
-local queued_root = false
 if c.replies ~= nil and #c.replies > 0 then
   for _, reply in ipairs(c.replies) do
     local seq = redis.call('INCR', KEYS[13])
@@ -113,32 +119,9 @@ if c.root then
     local score = (c.rank or 0) * RANK + redis.call('INCR', KEYS[13])
     redis.call('ZADD', KEYS[9], score, 'root:' .. c.id)
     posts_changed = true
-    queued_root = true
   end
 end
 
--- The new root, marked in flight for the sender of its channel in this replica, which then
--- posts it without a round trip of its own (bot/root_hints.py), only if that is exactly what
--- its own reads would post next (the checks of begin_root.lua): the lease is held, for long
--- enough to post before anyone else could; the root heads the queue with no mark of an
--- earlier attempt; and no storm is open or would open now (storm_sweep.lua).
-local marked = 0
-local function may_mark(m, member)
-  if redis.call('GET', KEYS[18]) ~= m.token then return false end
-  if redis.call('PTTL', KEYS[18]) < m.lease_margin_ms then return false end
-  if redis.call('ZRANK', KEYS[9], member) ~= 0 then return false end
-  if redis.call('HEXISTS', KEYS[19], member) == 1 then return false end
-  if m.storm_threshold > 0 then
-    if redis.call('HEXISTS', KEYS[20], 'id') == 1 then return false end
-    if redis.call('ZCOUNT', KEYS[9], 0, BAND - 1) >= m.storm_threshold then return false end
-  end
-  return true
-end
-if c.mark ~= nil and queued_root and may_mark(c.mark, 'root:' .. c.id) then
-  redis.call('HSET', KEYS[19], 'root:' .. c.id, c.mark.marker)
-  redis.call('PEXPIRE', KEYS[19], c.mark.ttl_ms)
-  marked = 1
-end
 if posts_changed then
   keep(KEYS[9], c.index_ttl_ms)
   keep(KEYS[13], c.index_ttl_ms)
@@ -151,5 +134,4 @@ if type(c.acks) == 'table' and #c.acks > 0 then
   redis.call('XACK', KEYS[14], 'intake', unpack(c.acks))
   redis.call('XDEL', KEYS[14], unpack(c.acks))
 end
-if c.mark ~= nil then return {version, marked} end
 return version
