@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import ClientConnectorError, ClientError, ClientSession, ClientTimeout
 from redis.asyncio import Redis
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -175,9 +175,18 @@ class SlackGateway:
         except ClientConnectorError as exc:
             self._telemetry.slack_calls.labels(method, "connection_refused").inc()
             raise SlackError(method, type(exc).__name__, retryable=True) from None
+        except SlackClientError as exc:  # slack_sdk would not send it: it never will
+            self._telemetry.slack_calls.labels(method, "client_error").inc()
+            raise SlackError(method, type(exc).__name__, retryable=False) from None
         except (ClientError, TimeoutError) as exc:
             self._telemetry.slack_calls.labels(method, "connection_error").inc()
             raise SlackError(method, type(exc).__name__, retryable=True, uncertain=True) from None
+        except Exception as exc:
+            # slack_sdk reading an answer Slack never gives (a 200 of plain text fails in its
+            # own validation): the call went out, so what Slack did is unknown.
+            self._telemetry.slack_calls.labels(method, "unreadable").inc()
+            log.warning("Slack %s: an answer slack_sdk could not read (%s)", method, exc)
+            raise SlackError(method, "unreadable_answer", retryable=True, uncertain=True) from None
         self._telemetry.slack_calls.labels(method, "ok").inc()
         return response
 

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.sandbox.serve import serve_in_thread
@@ -342,14 +342,22 @@ async def test_a_post_that_timed_out_is_not_sent_again(slack: Slack, redis: Redi
     assert len(slack.emulator.channel_messages(CHANNEL)) == 1
 
 
-async def test_an_html_error_page_from_a_proxy_is_retryable_and_uncertain(
-    slack: Slack, redis: Redis
+@pytest.mark.parametrize(
+    ("status", "body", "media_type", "error"),
+    [
+        (502, "<html><body>502 Bad Gateway</body></html>", "text/html", "http_502"),
+        (200, "OK", "text/plain", "unreadable_answer"),
+        (200, "<html>maintenance</html>", "text/html", "http_200"),
+    ],
+)
+async def test_an_answer_that_is_not_slacks_is_retryable_and_uncertain(
+    slack: Slack, redis: Redis, status: int, body: str, media_type: str, error: str
 ) -> None:
-    """A load balancer in front of Slack answers 502 with an HTML page, not Slack's JSON: the
-    call may have reached Slack, so it is uncertain, and named by its status."""
+    """Something between the bot and Slack answered (a proxy's error page, a captive portal):
+    the call may have reached Slack, so it is uncertain, and never a crash in the sender."""
 
     async def proxy(request: Request) -> Response:
-        return HTMLResponse("<html><body>502 Bad Gateway</body></html>", status_code=502)
+        return Response(body, status_code=status, media_type=media_type)
 
     server = serve_in_thread(Starlette(routes=[Route("/api/{method}", proxy, methods=["POST"])]))
     try:
@@ -360,7 +368,7 @@ async def test_an_html_error_page_from_a_proxy_is_retryable_and_uncertain(
         server.stop()
 
     assert (caught.value.error, caught.value.retryable, caught.value.uncertain) == (
-        "http_502",
+        error,
         True,
         True,
     )
