@@ -40,11 +40,22 @@ async def _logged(work: Awaitable[None]) -> None:
 
 def actor_of(body: dict[str, Any]) -> Actor:
     """The user of an interaction payload (`user`) or a slash command form (`user_id`)."""
-    user = body.get("user") or {}
+    user = body.get("user")
+    name = user.get("username") if isinstance(user, dict) else None
     return Actor(
-        user_id=str(user.get("id") or body.get("user_id") or ""),
-        name=str(user.get("username") or body.get("user_name") or ""),
+        user_id=_id_of(user) or str(body.get("user_id") or ""),
+        name=str(name or body.get("user_name") or ""),
     )
+
+
+def _id_of(value: Any) -> str:
+    """The ID a `user` or `channel` field names: an object's `id` (interactions), or the field
+    itself as a string. Bolt reads both, and a slash command's JSON (Socket Mode) or extra form
+    fields (HTTP) may carry either; what Bolt takes as the request's user and channel is what
+    the listeners act for and answer in."""
+    if isinstance(value, dict):
+        value = value.get("id")
+    return value if isinstance(value, str) else ""
 
 
 def interaction_of(body: dict[str, Any]) -> str | None:
@@ -65,9 +76,9 @@ def interaction_of(body: dict[str, Any]) -> str | None:
 
 
 def channel_of(body: dict[str, Any]) -> str:
-    container = body.get("container") or {}
-    channel = body.get("channel") or {}
-    return str(container.get("channel_id") or channel.get("id") or body.get("channel_id") or "")
+    container = body.get("container")
+    in_container = container.get("channel_id") if isinstance(container, dict) else None
+    return str(in_container or _id_of(body.get("channel")) or body.get("channel_id") or "")
 
 
 async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:

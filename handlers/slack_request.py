@@ -248,17 +248,15 @@ class _EventCallback(_Common):
 
 
 class _Command(_Common):
-    """A slash command: flat strings over HTTP by construction; over Socket Mode it is JSON, and
-    Bolt reads `user`, `channel`, `team` and `enterprise` before `user_id` and the rest."""
+    """A slash command: flat strings over HTTP by construction; over Socket Mode it is JSON.
+    Slack sends neither `user` nor `channel` with a command, but Bolt (and
+    `handlers.context`) read them before `user_id` and `channel_id`, as a string or an object,
+    like every request's (`_Context`)."""
 
     command: str = Field(pattern=r"^/", max_length=255)
     user_id: Id = Field(min_length=1)
     channel_id: Id = Field(min_length=1)
     text: Text = ""
-    user: Id | None = None
-    channel: Id | None = None
-    team: Id | None = None
-    enterprise: Id | None = None
     user_name: Id | None = None
     channel_name: Id | None = None
     team_domain: Id | None = None

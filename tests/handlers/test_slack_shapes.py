@@ -10,6 +10,7 @@ message, or a post to the command's `response_url`).
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import urllib.parse
@@ -26,10 +27,17 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.messages import INCIDENT_BLOCK_PREFIX
 from bot.scale_modal import AMOUNT_BLOCK, CONFIRM_VIEW, SCALE_VIEW, TYPE_BLOCK, VALUE, ScaleForm
+from handlers.context import actor_of, channel_of, interaction_of
 from handlers.slack_request import SlackRequestError, checked
 from tests.conftest import CHANNEL, SIGNING_SECRET, Slack
 from tests.handlers.test_fuzz import Tracebacks, served_bot
-from tests.mutations import HOSTILE_NUMBERS, JSON_OF_TYPE, field_replaced, slack_signed
+from tests.mutations import (
+    HOSTILE_NUMBERS,
+    JSON_OF_TYPE,
+    field_paths,
+    field_replaced,
+    slack_signed,
+)
 from tests.servers import RedisServer, wait_until
 
 SLACK_FIXTURES = Path("/work/shared/fixtures/slack")
@@ -112,6 +120,37 @@ EVENT = {
 }
 
 
+# Fields Bolt or a listener reads in some kind of request, which this one may not carry (a
+# command's `user` or `channel`: Bolt reads them before `user_id`), and names no one reads.
+READ_FIELDS = st.sampled_from(
+    [
+        *("user", "channel", "team", "enterprise", "container", "actions", "view", "message"),
+        *("event", "state", "item", "previous_message", "response_url", "response_urls"),
+        *("trigger_id", "thread_ts", "authorizations", "is_enterprise_install", "function_data"),
+    ]
+) | st.text(max_size=12)
+ANY_JSON = st.one_of(*JSON_OF_TYPE.values())
+
+
+@st.composite
+def field_added(
+    draw: st.DrawFn, original: dict[str, Any], values: st.SearchStrategy[Any] = ANY_JSON
+) -> dict[str, Any]:
+    """`original` with one more field, in any of its objects: what a sender that adds a field
+    sends (a field that the mutations above never reach, since the fixture does not have it)."""
+    data = copy.deepcopy(original)
+    objects = [data]
+    for path in field_paths(data):
+        node: Any = data
+        for part in path:
+            node = node[part]
+        if path and isinstance(node, dict):
+            objects.append(node)
+    target = draw(st.sampled_from(objects))
+    target[draw(READ_FIELDS.filter(lambda name: name != "command"))] = draw(values)
+    return data
+
+
 @pytest.fixture(scope="module")
 def bot_http(
     redis_server: RedisServer, _slack_session: Slack
@@ -187,6 +226,24 @@ def test_a_command_with_a_hostile_number_is_answered_with_what_was_wrong(
     assert tracebacks.records == []
 
 
+@pytest.mark.parametrize(
+    ("field", "value"), [("user", "Uxyz"), ("channel", "Cxyz"), ("container", "x")]
+)
+def test_a_command_with_an_extra_user_or_channel_field_is_answered(
+    bot_http: tuple[httpx.Client, Tracebacks], _slack_session: Slack, field: str, value: str
+) -> None:
+    """Slack sends a command's user and channel as `user_id` and `channel_id`; Bolt reads a
+    `user` or `channel` field first, as a string or an object. With one as a string the
+    listener used to fail after the 200: two tracebacks and no answer."""
+    http, tracebacks = bot_http
+    form = {**COMMAND, "text": "help", "response_url": _respond_url(_slack_session), field: value}
+    before = _answers(_slack_session)
+    assert _post(http, urllib.parse.urlencode(form).encode()).status_code == 200
+    _answered_after(_slack_session, before)
+    assert "/queue" in _slack_session.emulator.ephemerals(CHANNEL)[-1].text
+    assert tracebacks.records == []
+
+
 @pytest.mark.parametrize("seconds", ["²", "١٢٠", "9" * 1500, "-3600", "3600.0"])
 def test_a_silence_choice_that_is_no_number_asks_for_one(
     bot_http: tuple[httpx.Client, Tracebacks], _slack_session: Slack, seconds: str
@@ -244,6 +301,7 @@ COMMAND_TEXT = st.builds(
     text=COMMAND_TEXT,
     field=st.sampled_from(sorted(COMMAND)),
     value=st.none() | JSON_OF_TYPE["string"],
+    extra=st.none() | st.tuples(READ_FIELDS, JSON_OF_TYPE["string"]),
 )
 def test_any_command_is_answered_to_the_person(
     bot_http: tuple[httpx.Client, Tracebacks],
@@ -251,15 +309,19 @@ def test_any_command_is_answered_to_the_person(
     text: str,
     field: str,
     value: str | None,
+    extra: tuple[str, str] | None,
 ) -> None:
-    """Over HTTP every field is a string: each in turn is missing or any string, the text is a
-    command with hostile numbers. A 200 means the person sees an answer."""
+    """Over HTTP every field is a string: each in turn is missing or any string, one more field
+    may be added (one Bolt reads elsewhere, like `user`, or any name), the text is a command
+    with hostile numbers. A 200 means the person sees an answer."""
     http, tracebacks = bot_http
     form = {**COMMAND, "text": text, "response_url": _respond_url(_slack_session)}
     if value is None:
         form.pop(field)
     elif field not in ("command",):  # Slack sends only the commands the app configured
         form[field] = value
+    if extra is not None and extra[0] not in ("command", "response_url"):
+        form[extra[0]] = extra[1]
     before = _answers(_slack_session)
     response = _post(http, urllib.parse.urlencode(form).encode())
     _clear_or_ok(response)
@@ -280,10 +342,11 @@ ARGUMENTS += ["shortcut", "step", "ack", "say", "respond", "complete", "fail", "
 @given(data=st.data(), name=st.sampled_from(sorted(BODIES)))
 def test_what_the_check_accepts_bolt_reads_without_failing(data: st.DataObject, name: str) -> None:
     """`checked` is the one gate before Bolt, whichever way a payload arrived (a Socket Mode
-    envelope carries JSON of any type, even for a slash command). Whatever it lets through, Bolt
-    builds its context and its listeners' arguments from without raising."""
+    envelope carries JSON of any type, even for a slash command). Whatever it lets through, with
+    a field changed or one added, Bolt builds its context and its listeners' arguments from, and
+    the listeners read who acted and where, without raising."""
     kind = name.split(":")[0]
-    body = data.draw(field_replaced(BODIES[name]))
+    body = data.draw(field_replaced(BODIES[name]) | field_added(BODIES[name]))
     try:
         accepted = checked(kind, body)  # type: ignore[arg-type]
     except SlackRequestError as exc:
@@ -299,3 +362,7 @@ def test_what_the_check_accepts_bolt_reads_without_failing(data: st.DataObject, 
         response=None,
         next_keys_required=False,
     )
+    # ...and so do the listeners' own readers of who acted, where, and which request it is.
+    assert isinstance(actor_of(accepted.body).user_id, str)
+    assert isinstance(channel_of(accepted.body), str)
+    assert interaction_of(accepted.body) is None or interaction_of(accepted.body)
