@@ -224,6 +224,11 @@ class SlackEmulator:
             timeline = self._known_channel(channel).timeline
             return copy.deepcopy([m for m in timeline if m.thread_ts is None])
 
+    def unseen(self) -> list[Message]:
+        """Posts answered `ok` that Slack shows nowhere (a thread_ts naming no message)."""
+        with self._lock:
+            return copy.deepcopy(self._ws.unseen)
+
     def thread(self, channel: str, ts: str) -> list[Message]:
         """The root message followed by its replies; raises KeyError if there is no such ts."""
         with self._lock:
@@ -403,6 +408,9 @@ class SlackEmulator:
                 raise SlackError("not_authed")
             if token != self.token:
                 raise SlackError("invalid_auth")
+            # Which Slack checks first, the rate limit or the arguments, it does not document
+            # (its rate-limit pages, the method pages and their error lists say nothing of the
+            # order); the limit first here, as before, until a source says otherwise.
             self._check_rate_limit(method, params)
             check_required(method, params)
             return _Outcome(200, {"ok": True, **handler(self._ws, params, base_url)})

@@ -189,7 +189,17 @@ def _conversations_replies(ws: Workspace, p: Params, base_url: str) -> dict[str,
     channel_id, ts = _required(p, "channel"), _required(p, "ts")
     if not ws.channel(channel_id).member:
         raise SlackError("not_in_channel")
-    page, paging = _paginate(ws.thread(channel_id, ts), p, ws, "conversations.replies")
+    inclusive = _flag(p, "inclusive")
+    oldest, latest = _ts_bound(p, "oldest"), _ts_bound(p, "latest")
+    parent, *replies = ws.thread(channel_id, ts)
+    # Slack's docs (conversations.replies): "The earliest messages in the time range are
+    # returned first"; `inclusive` keeps a message at exactly `oldest` or `latest`. The parent
+    # comes first whatever the window, on the first page only: the docs do not say so, but
+    # clients of the real API drop it for that reason ("conversations.replies always returns
+    # the parent regardless of `oldest`", in several unrelated projects; "continuation pages
+    # omit the thread parent", a review on simstudioai/sim#4934).
+    in_window = [m for m in replies if _in_window(m.ts, oldest, latest, inclusive)]
+    page, paging = _paginate([parent, *in_window], p, ws, "conversations.replies")
     return {"messages": [ws.render(m) for m in page], **paging}
 
 

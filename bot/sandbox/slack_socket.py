@@ -322,9 +322,7 @@ def socket_routes(socket: SocketMode) -> list[BaseRoute]:
             reason = (await _json(request)).get("reason", "refresh_requested")
             told = await socket.disconnect(str(reason))
         except ValueError as exc:
-            return JSONResponse(
-                {"ok": False, "error": "invalid_arguments", "detail": str(exc)}, 400
-            )
+            return _invalid(exc)
         return JSONResponse({"ok": True, "connections": told})
 
     async def event(request: Request) -> Response:
@@ -333,9 +331,7 @@ def socket_routes(socket: SocketMode) -> list[BaseRoute]:
             if not isinstance(sent, dict):
                 raise ValueError("event must be an object")
         except ValueError as exc:
-            return JSONResponse(
-                {"ok": False, "error": "invalid_arguments", "detail": str(exc)}, 400
-            )
+            return _invalid(exc)
         return JSONResponse({"ok": True, "acknowledged": await socket.send_event(sent)})
 
     async def state(request: Request) -> Response:
@@ -351,6 +347,7 @@ def socket_routes(socket: SocketMode) -> list[BaseRoute]:
 
 
 def _invalid(exc: Exception) -> Response:
+    """A control call a test got wrong (not JSON, not an object, no event object)."""
     return JSONResponse({"ok": False, "error": "invalid_arguments", "detail": str(exc)}, 400)
 
 

@@ -59,6 +59,8 @@ class Workspace:
         self.calls: list[Call] = []
         self.faults: dict[str, deque[Fault]] = defaultdict(deque)
         self.stalls: dict[str, float] = {}
+        # Posts Slack answers `ok` but shows nowhere (a thread_ts naming no message; see post).
+        self.unseen: list[Message] = []
         # How this app reads history: Tier 3 (internal app) unless the emulator says otherwise.
         self.rate_limits = RateLimiter(history or HistoryTier.of(3))
         self.ui = UiState()
@@ -74,6 +76,7 @@ class Workspace:
         self.calls.clear()
         self.faults.clear()
         self.stalls.clear()
+        self.unseen.clear()
         self.rate_limits.reset()
         self.ui.reset()
 
@@ -124,14 +127,20 @@ class Workspace:
 
         A `thread_ts` naming no message is no error: chat.postMessage's documented errors have
         none for it (only `cannot_reply_to_message`, for message types that take no replies).
-        Where Slack then puts the message is not documented; here it goes to the channel as if
-        no thread had been asked for, where a test sees it. A reply's ts joins the reply's
+        Where the message goes Slack's docs do not say; people who sent one (a float that lost
+        the ts's trailing zeros) all report an ordinary `ok` answer and a message shown
+        nowhere, neither in the channel nor in a thread: node-slack-sdk#780 ("will succeed in
+        posting to the channel but the message won't thread and won't be visible"),
+        python-slack-sdk#840 ("the incorrect thread_ts messages are nowhere to be seen"),
+        jolicode/slack-php-api#40. So it is answered and kept in `unseen`, out of every
+        conversation (an emulator's guess from those reports). A reply's ts joins the reply's
         thread: Slack's docs only advise against it ("Avoid using a reply's ts value; use its
         parent instead", chat.postMessage `thread_ts`), and it "did work"
         (discourse-chat-integration#159, which moved to the parent's ts all the same).
         """
         channel = self.writable_channel(channel_id)
         root = _root_of(channel, thread_ts) if thread_ts else None
+        unseen = bool(thread_ts) and root is None
         message = Message(
             ts=self.clock.next(),
             channel=channel_id,
@@ -143,6 +152,9 @@ class Workspace:
             metadata=metadata,
             broadcast=broadcast and root is not None,
         )
+        if unseen:
+            self.unseen.append(message)
+            return message
         channel.by_ts[message.ts] = message
         if root is None:
             channel.timeline.append(message)

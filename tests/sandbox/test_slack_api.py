@@ -90,6 +90,31 @@ async def test_conversations_read_back_like_slack(client: AsyncWebClient) -> Non
     assert replies["messages"][1]["thread_ts"] == older["ts"]
 
 
+async def test_replies_keep_the_parent_and_only_replies_inside_the_window(
+    client: AsyncWebClient,
+) -> None:
+    """The bot looks a reply up in a bounded window: one outside it must not be found."""
+    root = (await client.chat_postMessage(channel=CHANNEL, text="root"))["ts"]
+    before, inside, after = [
+        (await client.chat_postMessage(channel=CHANNEL, text=t, thread_ts=root))["ts"]
+        for t in ("before", "inside", "after")
+    ]
+
+    async def replies(**window: object) -> list[str]:
+        found = await client.conversations_replies(channel=CHANNEL, ts=root, **window)
+        return [m["ts"] for m in found["messages"]]
+
+    assert await replies(oldest=before, latest=after) == [root, inside]
+    assert await replies(oldest=before, latest=after, inclusive=True) == [
+        root,
+        before,
+        inside,
+        after,
+    ]
+    assert await replies(oldest=after) == [root]  # the parent whatever the window
+    assert await replies(latest=inside, inclusive=True) == [root, before, inside]
+
+
 async def test_history_paginates_with_cursor(client: AsyncWebClient) -> None:
     posted = [(await client.chat_postMessage(channel=CHANNEL, text=str(i)))["ts"] for i in range(3)]
     first = await client.conversations_history(channel=CHANNEL, limit=2)

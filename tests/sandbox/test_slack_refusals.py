@@ -92,12 +92,18 @@ async def test_malformed_metadata_is_invalid_metadata_format(
 # -- threads -----------------------------------------------------------------------------------
 
 
-async def test_a_thread_ts_naming_no_message_posts_to_the_channel(
+async def test_a_thread_ts_naming_no_message_is_answered_ok_and_shown_nowhere(
     slack: Slack, client: AsyncWebClient
 ) -> None:
+    """As people who sent one report (see Workspace.post): no error, and no one sees it."""
+    root = (await client.chat_postMessage(channel=CHANNEL, text="root"))["ts"]
     posted = await client.chat_postMessage(channel=CHANNEL, text="lost", thread_ts="1.000001")
-    assert "thread_ts" not in posted["message"]
-    assert [m.text for m in slack.emulator.channel_messages(CHANNEL)] == ["lost"]
+    assert posted["ok"] and posted["ts"]
+    history = await client.conversations_history(channel=CHANNEL)
+    assert [m["text"] for m in history["messages"]] == ["root"]
+    thread = await client.conversations_replies(channel=CHANNEL, ts=root)
+    assert [m["text"] for m in thread["messages"]] == ["root"]
+    assert [m.text for m in slack.emulator.unseen()] == ["lost"]
 
 
 async def test_a_replys_ts_joins_its_thread(slack: Slack, client: AsyncWebClient) -> None:

@@ -307,6 +307,26 @@ async def test_disconnect_is_said_before_the_connection_closes(
     assert bad.status_code == 400
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "detail"),
+    [
+        ("/_emulator/socket/disconnect", b'{"reason": "bored"}', "reason must be one of"),
+        ("/_emulator/socket/disconnect", b"[1]", "the body must be a JSON object"),
+        ("/_emulator/socket/event", b'{"event": "hi"}', "event must be an object"),
+        ("/_emulator/socket/event", b"{not json", "Expecting property name"),
+    ],
+)
+async def test_a_control_call_gone_wrong_says_what_is_wrong(
+    slack: Slack, path: str, body: bytes, detail: str
+) -> None:
+    """Both control endpoints refuse a test's mistake in one shape, naming the mistake."""
+    refused = await slack.http.post(path, content=body)
+    assert refused.status_code == 400
+    answer = refused.json()
+    assert (answer["ok"], answer["error"]) == (False, "invalid_arguments")
+    assert answer["detail"].startswith(detail)
+
+
 async def test_slack_sdks_client_reconnects_after_disconnect_and_still_gets_clicks(
     slack: Slack,
 ) -> None:
