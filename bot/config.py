@@ -311,6 +311,8 @@ class Settings(BaseSettings):
         bad = [repo for repo in self.github_repos if repo.count("/") != 1]
         if bad:
             raise SettingsError(f"GITHUB_REPOS must list owner/name, not {bad[0]!r}")
+        if backend is MetricsBackend.HUD:
+            self._check_hud_threshold()
         if backend is MetricsBackend.PROMETHEUS:
             from bot.backends.metrics.prometheus import FIELDS, unknown_fields
 
@@ -319,6 +321,27 @@ class Settings(BaseSettings):
                 raise SettingsError(
                     f"PROMETHEUS_QUERIES: unknown fields {unknown}; known: {sorted(FIELDS)}"
                 )
+
+    def _check_hud_threshold(self) -> None:
+        """Refused, not warned: the HUD lists only jobs queued longer than its threshold, so
+        with a threshold past the drain's wait limit no incident could ever close by drain (a
+        label it lists has waited too long; one it lacks may have waited 29 minutes of 30)."""
+        from bot.backends.metrics.hud import threshold_minutes
+        from bot.incident_fleet import absence_can_drain
+
+        try:
+            threshold = threshold_minutes(self.hud_query, self.hud_parameters)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+        if not absence_can_drain(threshold, self.drain_max_wait_minutes):
+            fix = "raise DRAIN_MAX_WAIT_MINUTES to at least that"
+            if self.hud_query == "queued_jobs_aggregate":
+                fix = "lower queuedThresholdMinutes in HUD_PARAMETERS or " + fix
+            raise SettingsError(
+                f"HUD_QUERY={self.hud_query} counts only jobs queued longer than {threshold} "
+                f"min, more than DRAIN_MAX_WAIT_MINUTES ({self.drain_max_wait_minutes:g}): no "
+                f"incident could close by drain; {fix}"
+            )
 
     def _check_silences(self) -> None:
         if self.silence_backend is SilenceBackend.ALERTMANAGER and not self.alertmanager_url:

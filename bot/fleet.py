@@ -74,6 +74,14 @@ class FleetSnapshot(BaseModel):
     # field existed read False: the old, cautious meaning. The drain rule reads it
     # (`bot.incident_fleet`).
     absent_means_empty: bool = False
+    # The source counts only jobs queued longer than this many minutes (the HUD's
+    # `queuedThresholdMinutes`), so a type it lacks has none queued longer than that, not none
+    # at all; the drain rule takes that as drained only within its wait limit. None: every
+    # queued job counts.
+    queued_over_mins: float | None = None
+    # Followed types this view shows from their absence (`absent_means_empty`), said as "none
+    # queued over N min" rather than as a count nobody read.
+    absent: tuple[str, ...] = ()
     # Runner types the incident follows that this reading has no numbers for (a listener being
     # recreated, a target not scraped): while any is missing, nobody can say the queue drained.
     missing: tuple[str, ...] = ()

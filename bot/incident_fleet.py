@@ -2,9 +2,11 @@
 
 Pure functions of (incident, reading, now). The alert names the runner types that queue; the
 reading is matched to them by name. An alert that names none is about the fleet, so the incident
-shows every type that queues. A followed type the reading lacks has nothing queued or is
-unknown, as the backend that read it says (`FleetSnapshot.absent_means_empty`). When the reading
-is missing, failed or too old, the incident keeps the alert's own numbers and says why.
+shows every type that queues. A followed type the reading lacks has nothing queued (longer than
+the source's threshold, `FleetSnapshot.queued_over_mins`) or is unknown, as the backend that read
+it says (`FleetSnapshot.absent_means_empty`); the drain rule takes such an absence as drained only
+when that threshold is within its wait limit (`absence_can_drain`). When the reading is missing,
+failed or too old, the incident keeps the alert's own numbers and says why.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from bot.readings import HistoryPoint, Reading
 MAX_VIEW_TYPES = 10
 # A reading older than this many intervals no longer describes "now".
 STALE_INTERVALS = 3
-# A followed type whose absence from the reading means an empty queue, as it is shown.
+# A followed type whose absence from the reading means an empty queue (over the source's
+# threshold), as it is counted; it is said as such (`FleetSnapshot.absent`).
 NOTHING_QUEUED = RunnerTypeMetrics(queued=0)
 # "The hours before the incident": baselines average the readings in this window before it.
 BASELINE_WINDOW = timedelta(hours=6)
@@ -73,7 +76,7 @@ def incident_fleet(
     if why or fleet is None:
         return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
     index = _index(fleet)
-    ranked, missing, note = _relevant(incident, index)
+    ranked, missing, empty, note = _relevant(incident, index)
     kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
     notes = " · ".join(n for n in (fleet.note, note) if n)
     view = FleetSnapshot(
@@ -82,6 +85,8 @@ def incident_fleet(
         runner_types=kept,
         note=notes,
         missing=missing,
+        queued_over_mins=fleet.queued_over_mins,
+        absent=tuple(empty),  # the cut ones too: the drain rule reads them
         hidden=len(cut),
         hidden_queueing=sum(1 for _, m in cut if (m.queued or 0) > 0),
     )
@@ -111,14 +116,15 @@ def _index(fleet: FleetSnapshot) -> _FleetIndex:
 
 def _relevant(
     incident: Incident, index: _FleetIndex
-) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], str]:
-    """The types to show (worst first), the followed types the reading cannot speak for, and a
-    note for the reader.
+) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], list[str], str]:
+    """The types to show (worst first), the followed types the reading cannot speak for, those
+    shown from their absence, and a note for the reader.
 
     Shown: the alert's types found in the reading, else every type that queues; and every type
     the incident showed before, so one that drained reads "0 queued" instead of vanishing. A
-    followed type the reading lacks reads "0 queued" too when its absence means that
-    (`_absent_as_empty`); otherwise it is missing, and while it is, the drain cannot be decided.
+    followed type the reading lacks is shown with nothing queued when its absence means that
+    (`_absent_as_empty`; said "none queued over N min"); otherwise it is missing, and while it
+    is, the drain cannot be decided.
     """
     fleet, by_name = index.fleet, index.by_name
     # Followed: every type the incident has shown or its alert named (peaks keep both).
@@ -144,7 +150,7 @@ def _relevant(
             f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         )
         note = "; ".join(n for n in (note, f"no numbers for {shown} in this reading") if n)
-    return ranked, missing, note
+    return ranked, missing, empty, note
 
 
 def _absent_as_empty(incident: Incident, fleet: FleetSnapshot, absent: list[str]) -> list[str]:
@@ -155,11 +161,9 @@ def _absent_as_empty(incident: Incident, fleet: FleetSnapshot, absent: list[str]
     read as drained it would close the incident at once, whatever its queue.
 
     With the HUD's queries, "nothing queued" means nothing queued longer than their threshold
-    (`queuedThresholdMinutes`, 5 by default; 5 minutes for `queued_jobs_by_label`): its numbers
-    count no younger job, present or absent. The drain rule's `DRAIN_MAX_WAIT_MINUTES` (5) is
-    the same bar, so with the HUD "drained" reads "no job has waited longer than 5 minutes";
-    `DRAIN_MAX_QUEUED` cannot see jobs younger than that, and a wait limit below the HUD's
-    threshold is one the HUD cannot check.
+    (`FleetSnapshot.queued_over_mins`: `queuedThresholdMinutes`, 5 by default; 5 minutes for
+    `queued_jobs_by_label`): its numbers count no younger job, present or absent. Whether that
+    is drained is the drain rule's to say (`absence_can_drain`); here it is only shown so.
     """
     if not fleet.absent_means_empty:
         return []
@@ -188,6 +192,14 @@ def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:
     return not named or any(n.casefold() in named for n in view.runner_types)
 
 
+def absence_can_drain(queued_over_mins: float | None, max_wait_mins: float) -> bool:
+    """Whether "the source lists no job of this type" can read as drained: only when the source
+    lists every job waiting longer than the drain rule's wait limit. A source that counts only
+    jobs queued over 30 minutes says nothing of one that has waited 29 minutes, which a wait
+    limit of 5 calls queueing."""
+    return (queued_over_mins or 0) <= max_wait_mins
+
+
 def is_drained(view: FleetSnapshot, config: DrainConfig) -> bool:
     """Every runner type shown is at or below both thresholds (an unknown wait does not count)."""
     return all(
@@ -199,8 +211,10 @@ def is_drained(view: FleetSnapshot, config: DrainConfig) -> bool:
 
 def drain_checks(incident: Incident, view: FleetSnapshot, config: DrainConfig) -> int:
     """Consecutive drained checks including this one: 0 when it queues or the numbers are the
-    alert's; unchanged while a live reading cannot tell (a followed type missing from it)."""
-    if not can_decide_drain(incident, view):
+    alert's; unchanged while a live reading cannot tell (a followed type missing from it, or
+    shown from its absence by a source blind to waits within the limit)."""
+    blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, config.max_wait_mins)
+    if blind or not can_decide_drain(incident, view):
         return incident.drain_checks if view.is_live else 0
     return incident.drain_checks + 1 if is_drained(view, config) else 0
 

@@ -82,15 +82,26 @@ def _outlook(
     )
 
 
+def absent_text(view: FleetSnapshot) -> str:
+    """What a source that lists no job of a type said of it: nothing queued, or, from one that
+    counts only jobs queued longer than a threshold, nothing queued longer than that."""
+    over = view.queued_over_mins
+    return f"none queued over {minutes(over)}" if over else "none queued"
+
+
 def _line(
     name: str,
     metrics: RunnerTypeMetrics,
     times: list[float],
     queued: list[float | None],
     within_mins: float,
+    *,
+    absent: str = "",
 ) -> str:
     parts = []
-    if metrics.queued is not None:
+    if absent:
+        parts.append(absent)  # not "0 queued": no count was read, only no listing
+    elif metrics.queued is not None:
         parts.append(f"*{number(metrics.queued)}* queued")
     if metrics.longest_wait_mins is not None:
         parts.append(f"longest wait *{minutes(metrics.longest_wait_mins)}*")
@@ -121,8 +132,16 @@ def type_lines(
     since = bisect_left(times, times[-1] - SLOPE_WINDOW.total_seconds()) if times else 0
     last = max(len(times) - since, SPARK_POINTS)
     recent = times[-last:]
+    absent, said = set(view.absent), absent_text(view)
     lines = [
-        _line(n, m, recent, trend.queued_of(n, last), within_mins=within_mins)
+        _line(
+            n,
+            m,
+            recent,
+            trend.queued_of(n, last),
+            within_mins=within_mins,
+            absent=said if n in absent else "",
+        )
         for n, m in ranked[:top]
     ]
     more = max(len(ranked) - top, 0) + view.hidden

@@ -375,6 +375,46 @@ def test_a_metrics_backend_without_its_settings_stops_serve(values: dict, says: 
     assert says in str(caught.value)
 
 
+HUD = {"metrics_backend": "hud", "hud_url": "https://hud.pytorch.org"}
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        # Asked for jobs queued over 30 min, the HUD cannot say one waited 29: never drained.
+        (
+            {**HUD, "hud_parameters": {"queuedThresholdMinutes": 30}},
+            "counts only jobs queued longer than 30 min, more than DRAIN_MAX_WAIT_MINUTES (5)",
+        ),
+        (
+            {**HUD, "hud_query": "queued_jobs_by_label", "drain_max_wait_minutes": 2},
+            "raise DRAIN_MAX_WAIT_MINUTES to at least that",
+        ),
+        (
+            {**HUD, "hud_parameters": {"queuedThresholdMinutes": "soon"}},
+            "queuedThresholdMinutes must be a whole number of minutes",
+        ),
+    ],
+)
+def test_serve_refuses_a_hud_threshold_no_drain_could_pass(values: dict, says: str) -> None:
+    settings = load_settings(_env_file=None, **serve_ready(), **values)
+    with pytest.raises(SettingsError) as caught:
+        settings.check_serve()
+    assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        HUD,  # 5 and 5: the same bar
+        {**HUD, "hud_parameters": {"queuedThresholdMinutes": 30}, "drain_max_wait_minutes": 30},
+        {**HUD, "hud_parameters": {"queuedThresholdMinutes": 0}, "drain_max_wait_minutes": 0},
+    ],
+)
+def test_serve_takes_a_hud_threshold_within_the_drain_wait_limit(values: dict) -> None:
+    load_settings(_env_file=None, **serve_ready(), **values).check_serve()
+
+
 def test_metrics_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("METRICS_BACKEND", "hud")
     monkeypatch.setenv("HUD_URL", "https://hud.pytorch.org")

@@ -211,9 +211,9 @@ def test_a_big_fleet_keeps_the_worst_ten_and_a_hidden_queue_blocks_the_drain() -
 
 
 # What absence means, as a table. Each row: whether the reading's absence means "nothing queued"
-# (the HUD) or "unknown" (Prometheus); what the incident follows, and whether a live reading has
-# shown it those types before; the reading; then what the incident shows, what it misses, and
-# the drain checks after two drained ones.
+# (the HUD, over its threshold) or "unknown" (Prometheus); what the incident follows, and whether
+# a live reading has shown it those types before; the reading; then what the incident shows,
+# what it misses, and the drain checks after two drained ones (DRAIN's wait limit: 5 min).
 Types = dict[str, tuple[float | None, float | None]]
 
 
@@ -228,8 +228,12 @@ def followed(*named: str, read: Types | None = None) -> Incident:
     return inc.model_copy(update={"live": last, "peak_types": {**inc.peak_types, **peaks}})
 
 
-def reading(empty: bool, **types: tuple[float | None, float | None]) -> Reading:
-    return Reading(fleet(**types).model_copy(update={"absent_means_empty": empty}), NOW)
+def reading(
+    empty: bool, *, over: float | None = None, **types: tuple[float | None, float | None]
+) -> Reading:
+    """`over`: the source counts only jobs queued longer than that (the HUD's threshold)."""
+    update = {"absent_means_empty": empty, "queued_over_mins": over}
+    return Reading(fleet(**types).model_copy(update=update), NOW)
 
 
 EMPTY, UNKNOWN = True, False
@@ -246,6 +250,12 @@ GPU_READ = {"gpu": (43.0, 20.0)}
         (followed("gpu", read=GPU_READ), reading(UNKNOWN, cpu=(5, 30)), {"cpu": 5}, ("gpu",), 2),
         # Every label left: an empty answer is "all drained" for the HUD ...
         (followed("gpu", read=GPU_READ), reading(EMPTY), {"gpu": 0}, (), 3),
+        # ... asked for jobs queued over 5 min, the drain's own wait limit: the same bar ...
+        (followed("gpu", read=GPU_READ), reading(EMPTY, over=5), {"gpu": 0}, (), 3),
+        (followed("gpu", read=GPU_READ), reading(EMPTY, over=5, cpu=(5, 30)), {"gpu": 0}, (), 3),
+        # ... but over 30: a job may have waited 29 minutes. Shown as such; the count waits.
+        (followed("gpu", read=GPU_READ), reading(EMPTY, over=30), {"gpu": 0}, (), 2),
+        (followed(read=GPU_READ), reading(EMPTY, over=30, arm=(0, None)), {"gpu": 0}, (), 2),
         # ... and no reading at all for Prometheus: the alert's numbers, which never count.
         (followed("gpu", read=GPU_READ), reading(UNKNOWN), None, (), 0),
         # Present types are read as given, whatever absence means.
@@ -278,11 +288,32 @@ def test_a_type_absent_from_the_reading_is_drained_only_where_absence_means_empt
     assert drain_checks(inc, view, DRAIN) == checks
 
 
-def test_a_type_that_left_the_huds_answer_reads_zero_queued_not_missing() -> None:
+@pytest.mark.parametrize(
+    ("over", "line"),
+    [
+        (5, "• gpu: none queued over 5 min"),  # the HUD's queries: only jobs queued over 5 min
+        (30, "• gpu: none queued over 30 min"),
+        (None, "• gpu: none queued"),  # a GitHub listing read to the end: nothing at all
+    ],
+)
+def test_a_type_that_left_the_answer_reads_as_the_source_said_not_missing(
+    over: float | None, line: str
+) -> None:
     inc = followed("gpu", read=GPU_READ)
-    view = incident_fleet(inc, reading(EMPTY), backend="the HUD", now=NOW, interval=MINUTE)
-    assert type_lines(view) == ["• gpu: *0* queued"]
+    view = incident_fleet(
+        inc, reading(EMPTY, over=over), backend="the HUD", now=NOW, interval=MINUTE
+    )
+    assert type_lines(view) == [line]
     assert "no numbers" not in view.note and "alert's numbers" not in view.note
+
+
+def test_a_type_read_at_zero_still_reads_zero_queued() -> None:
+    """Only absence is said differently: a count the source gave is shown as given."""
+    inc = followed("gpu", read=GPU_READ)
+    view = incident_fleet(
+        inc, reading(EMPTY, over=5, gpu=(0, None)), backend="the HUD", now=NOW, interval=MINUTE
+    )
+    assert type_lines(view) == ["• gpu: *0* queued"]
 
 
 def test_after_a_failed_reading_a_drained_type_the_alert_never_named_still_reads_zero() -> None:

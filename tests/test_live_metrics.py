@@ -208,7 +208,10 @@ async def test_with_the_hud_the_incident_closes_itself_once_its_labels_leave_the
         )
         # CPU's jobs got runners: the HUD answers without its label. GPU still queues.
         fake.rows[AGGREGATE] = [r for r in fake.rows[AGGREGATE] if r["runner_label"] != CPU]
-        await eventually(lambda: shown(f"{CPU}: *0* queued"), what="CPU drained", timeout=30)
+        # Said as the HUD said it: it lists jobs queued over 5 minutes, and none of CPU's.
+        await eventually(
+            lambda: shown(f"{CPU}: none queued over 5 min"), what="CPU drained", timeout=30
+        )
         assert "Resolved" not in text_of(thread()[0])
         # Nothing queues any more: the HUD answers `[]`, and the incident resolves on its own.
         fake.rows[AGGREGATE] = []
@@ -225,6 +228,57 @@ async def test_with_the_hud_the_incident_closes_itself_once_its_labels_leave_the
         # Never "missing", never the alert's numbers standing in for an empty answer.
         said = " ".join(text_of(m) for m in thread())
         assert "no numbers for" not in said and "these are the alert" not in said
+
+
+async def test_with_a_hud_threshold_past_the_drain_limit_an_empty_answer_closes_nothing(
+    settings_for: Any, slack: Slack, hud: tuple[FakeHud, RunningServer]
+) -> None:
+    """Asked for jobs queued over 30 minutes, the HUD's empty answer allows a job queued 29: it
+    is said so, and the incident stays open (`serve` refuses this setting; a bot run without
+    that check must still not close anything)."""
+    fake, server = hud
+    settings = live(
+        settings_for,
+        "",
+        metrics_backend="hud",
+        hud_url=server.url,
+        hud_token=fake.token,
+        hud_parameters={"queuedThresholdMinutes": 30},
+    )
+    async with run_bot(settings) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+
+        def statuses() -> list[Any]:
+            replies = slack.emulator.thread(CHANNEL, roots[0].ts)[1:]
+            return [m for m in replies if "Status update" in m.text]
+
+        def shown(text: str) -> bool:
+            return any(text in text_of(m) for m in statuses())
+
+        await eventually(lambda: shown(f"{GPU}: *17* queued"), what="the HUD's queue", timeout=30)
+        assert fake.seen[-1]["queuedThresholdMinutes"] == 30
+        fake.rows[AGGREGATE] = []
+        await eventually(
+            lambda: (
+                shown(f"{GPU}: none queued over 30 min")
+                and shown(f"{CPU}: none queued over 30 min")
+            ),
+            what="the empty answer said as the HUD said it",
+            timeout=30,
+        )
+
+        def resolved() -> bool:
+            return "Resolved" in text_of(slack.emulator.channel_messages(CHANNEL)[0])
+
+        # More checks than DRAIN_CHECKS (2) since (edits of a quiet status count): still open.
+        seen = sum(1 + m.edits for m in statuses())
+        await eventually(
+            lambda: resolved() or sum(1 + m.edits for m in statuses()) >= seen + 4,
+            what="four more checks",
+            timeout=30,
+        )
+        assert not resolved()
 
 
 async def test_with_prometheus_a_vanished_series_blocks_the_drain(

@@ -104,10 +104,30 @@ async def test_a_label_whose_queue_drained_leaves_the_answer_and_its_absence_mea
     ]
     _, snap = await read(server)
     assert "lf.linux.2xlarge" not in snap.runner_types  # type: ignore[attr-defined]
-    assert snap.absent_means_empty  # type: ignore[attr-defined]
+    # Empty, as far as the query sees: nothing queued longer than its threshold.
+    assert snap.absent_means_empty and snap.queued_over_mins == 5  # type: ignore[attr-defined]
     fake.rows["queued_jobs_by_label"] = []  # nothing queues anywhere
     _, snap = await read(server, query="queued_jobs_by_label")
     assert snap.runner_types == {} and snap.absent_means_empty  # type: ignore[attr-defined]
+    assert snap.queued_over_mins == 5  # type: ignore[attr-defined]  # its fixed 5 minutes
+
+
+async def test_the_reading_says_the_threshold_the_hud_was_asked_for(
+    hud: tuple[FakeHud, RunningServer],
+) -> None:
+    """An operator's 30 minutes: a label the HUD lacks may have jobs waiting 29 (the drain
+    rule is told, and does not take that as drained)."""
+    fake, server = hud
+    _, snap = await read(server, parameters={"queuedThresholdMinutes": 30})
+    assert fake.seen[-1]["queuedThresholdMinutes"] == 30
+    assert snap.queued_over_mins == 30  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("threshold", ["30", 2.5, -1, True, None])
+def test_a_threshold_that_is_no_whole_number_of_minutes_is_refused(threshold: object) -> None:
+    config = HudConfig(url="http://hud.invalid", parameters={"queuedThresholdMinutes": threshold})
+    with pytest.raises(ValueError, match="queuedThresholdMinutes must be a whole number"):
+        HudMetrics(config)
 
 
 async def test_after_an_unreadable_row_absence_means_nothing(

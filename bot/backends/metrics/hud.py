@@ -13,7 +13,8 @@ queries over HTTP, as PyTorch's own bots read them.
   longer than 5 minutes too.
 
 Both answer only labels that have such jobs: a label whose queue drained leaves the answer, so
-the reading says that a label it lacks has nothing queued (`absent_means_empty`).
+the reading says that a label it lacks has nothing queued longer than the query's threshold
+(`absent_means_empty`, with `queued_over_mins`); jobs younger than that it cannot see.
 """
 
 from __future__ import annotations
@@ -33,10 +34,24 @@ from bot.backends.http import request
 from bot.fleet import FleetSnapshot, RunnerTypeMetrics
 
 AGGREGATE, BY_LABEL = "queued_jobs_aggregate", "queued_jobs_by_label"
+THRESHOLD = "queuedThresholdMinutes"
 DEFAULT_PARAMETERS: dict[str, dict[str, Any]] = {
-    AGGREGATE: {"queuedThresholdMinutes": 5, "maxAgeDays": 3},
+    AGGREGATE: {THRESHOLD: 5, "maxAgeDays": 3},
     BY_LABEL: {},
 }
+# `queued_jobs_by_label` takes no parameters: it counts jobs created more than 5 minutes ago.
+BY_LABEL_THRESHOLD_MINS = 5
+
+
+def threshold_minutes(query: str, parameters: Mapping[str, Any]) -> int:
+    """How long a job must have queued for the query to count it: `queuedThresholdMinutes`
+    (an Int64 in the query's params.json) over our default, or the fixed 5 of `by_label`."""
+    if query != AGGREGATE:
+        return BY_LABEL_THRESHOLD_MINS
+    value = {**DEFAULT_PARAMETERS[AGGREGATE], **parameters}[THRESHOLD]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"HUD_PARAMETERS {THRESHOLD} must be a whole number of minutes")
+    return value
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,7 @@ class HudMetrics:
         if config.query not in DEFAULT_PARAMETERS:
             raise ValueError(f"HUD_QUERY must be one of {sorted(DEFAULT_PARAMETERS)}")
         self._config = config
+        self._threshold = threshold_minutes(config.query, config.parameters)
         headers = {"x-hud-internal-bot": config.token} if config.token else {}
         self._client = client or httpx.AsyncClient(
             base_url=config.url.rstrip("/"), timeout=config.timeout_s, headers=headers
@@ -89,9 +105,10 @@ class HudMetrics:
             runner_types=types,
             note=note,
             # Both queries group queued jobs by label, so a label with none is not in the
-            # answer: its absence says "nothing queued" (longer than the threshold), unless a row
+            # answer: its absence says "nothing queued longer than the threshold", unless a row
             # could not be read (it may have been that label's).
             absent_means_empty=not skipped,
+            queued_over_mins=self._threshold,
         )
 
     async def aclose(self) -> None:
