@@ -6,14 +6,21 @@ on, so no request is answered 500 or leaves a traceback. Bolt's `socket_mode` re
 what takes an already-verified, already-parsed body; the listeners (`handlers.actions`,
 `handlers.commands`) are the same as in Socket Mode. Event retries (`X-Slack-Retry-Num`) are
 recognised by their `event_id` and answered without being handled twice.
+
+Slack waits 3 seconds for the answer (the HTTP 200, or a Socket Mode envelope's ack) and Bolt runs
+with `process_before_response`, so the answer waits for the listener: `SlackDispatch` bounds the
+whole of it, and answers for a listener that overran (see `_late_answer`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -31,6 +38,11 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
 EVENT_MEMORY_S = 3600
+# Slack's deadline is 3 s from its side; the rest is the network's and the transport's.
+ANSWER_BUDGET_S = 2.5
+TOO_LONG = "queuepilot took too long to answer. Please submit again."
+# Listeners that overran their budget, still running so their work is done.
+_overran: set[asyncio.Task[BoltAnswer | None]] = set()
 
 
 @dataclass(frozen=True)
@@ -48,12 +60,19 @@ class SlackDispatch:
     HTTP request here, a Socket Mode envelope in `handlers.socket_mode`)."""
 
     def __init__(
-        self, bolt: AsyncApp, *, redis: Redis, prefix: str, memory_s: int = EVENT_MEMORY_S
+        self,
+        bolt: AsyncApp,
+        *,
+        redis: Redis,
+        prefix: str,
+        memory_s: int = EVENT_MEMORY_S,
+        budget_s: float = ANSWER_BUDGET_S,
     ) -> None:
         self._bolt = bolt
         self._redis = redis
         self._keys = Keys(prefix)
         self._memory_s = memory_s
+        self._budget_s = budget_s
 
     async def seen(self, event_id: str) -> bool:
         """Whether this event was handled already (Slack retries until it gets a fast ack)."""
@@ -65,9 +84,28 @@ class SlackDispatch:
             return False  # better handled twice than not at all
         return not first
 
-    async def dispatch(self, req: SlackRequest) -> BoltAnswer | None:
-        """Bolt's answer; 200 and nothing when no listener wants it; None when handling failed
-        (the caller answers without crashing: a 400 over HTTP, a plain ack over the socket)."""
+    async def dispatch(self, req: SlackRequest, *, retry: object = "?") -> BoltAnswer | None:
+        """Bolt's answer within `budget_s`; 200 and nothing when no listener wants it or the
+        event was handled already (`retry` is Slack's count of deliveries, for the log); None
+        when handling failed (the caller answers without crashing: a 400 over HTTP, a plain ack
+        over the socket)."""
+        work = asyncio.ensure_future(self._answer(req, retry))
+        try:
+            return await asyncio.wait_for(asyncio.shield(work), self._budget_s)
+        except TimeoutError:
+            # The listener goes on (a command's or a click's answer still reaches the person,
+            # a late one); Slack gets an answer now instead of an error.
+            _overran.add(work)
+            work.add_done_callback(_overran.discard)
+            log.warning("slack: a %s request overran %.1f s", req.kind, self._budget_s)
+            return _late_answer(req.body)
+
+    async def _answer(self, req: SlackRequest, retry: object) -> BoltAnswer | None:
+        if req.kind == "event" and req.event_id and await self.seen(req.event_id):
+            log.info(
+                "slack: event %s delivered again (retry %s); already handled", req.event_id, retry
+            )
+            return BoltAnswer(200)
         bolt_request = AsyncBoltRequest(body=req.body, mode="socket_mode")
         try:
             answer = await self._bolt.async_dispatch(bolt_request)
@@ -82,6 +120,23 @@ class SlackDispatch:
         content_type = answer.headers.get("content-type", ["text/plain"])[0]
         body = answer.body if isinstance(answer.body, str) else ""
         return BoltAnswer(answer.status, body, content_type)
+
+
+def _late_answer(body: dict[str, Any]) -> BoltAnswer:
+    """What Slack gets for a listener that overran: a plain ack, which is all a click or a
+    command needs (their listeners acknowledge first and answer the person afterwards). A modal
+    would close on a plain ack and lose what the person typed, with nothing said: it stays open,
+    saying under its first input that it took too long, so the person submits again (the work
+    that overran finishes meanwhile, and what it looked up is cached)."""
+    view = body.get("view")
+    blocks = view.get("blocks") if isinstance(view, dict) else None
+    for block in blocks if isinstance(blocks, list) else []:
+        if isinstance(block, dict) and block.get("type") == "input":
+            block_id = block.get("block_id")
+            if isinstance(block_id, str) and block_id:
+                answer = {"response_action": "errors", "errors": {block_id: TOO_LONG}}
+                return BoltAnswer(200, json.dumps(answer), "application/json")
+    return BoltAnswer(200)
 
 
 class SlackEvents:
@@ -118,14 +173,7 @@ class SlackEvents:
             return JSONResponse({"challenge": req.body["challenge"]})
         if req.kind in ("ssl_check", "ignored"):
             return Response(status_code=200)
-        if req.kind == "event" and req.event_id and await self._slack.seen(req.event_id):
-            log.info(
-                "slack: event %s delivered again (retry %s); already handled",
-                req.event_id,
-                headers.get("x-slack-retry-num", "?"),
-            )
-            return Response(status_code=200)
-        answer = await self._slack.dispatch(req)
+        answer = await self._slack.dispatch(req, retry=headers.get("x-slack-retry-num", "?"))
         if answer is None:
             return _error(400, "could not handle this request")
         return Response(answer.body, status_code=answer.status, media_type=answer.content_type)

@@ -66,14 +66,7 @@ class SocketEnvelopes:
             return None
         if req.kind == "ignored":
             return None
-        if req.kind == "event" and req.event_id and await self._slack.seen(req.event_id):
-            log.info(
-                "slack: event %s delivered again (retry %s); already handled",
-                req.event_id,
-                message.get("retry_attempt", "?"),
-            )
-            return None
-        answer = await self._slack.dispatch(req)
+        answer = await self._slack.dispatch(req, retry=message.get("retry_attempt", "?"))
         return None if answer is None else ack_payload(answer)
 
 

@@ -9,6 +9,7 @@ arrives ephemerally in the incident's channel and in the thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -44,7 +45,12 @@ from handlers.context import (
 
 log = logging.getLogger(__name__)
 
-# A submission must be answered within Slack's 3 seconds, capacity read included.
+# A submission must be answered within Slack's 3 seconds, permission and capacity read included:
+# its own work fits in SUBMISSION_S (user groups take up to `bot.authorization.GROUP_LOOKUP_S`,
+# the capacity what is left), under the dispatch's bound (`handlers.slack_events.ANSWER_BUDGET_S`),
+# so the person sees the next step rather than the dispatch's "took too long". (A scaler whose
+# client hangs overruns its timeout by `bot.backends.errors.MARGIN_S`: that bound catches it.)
+SUBMISSION_S = 2.2
 PREVIEW_IN_SUBMISSION_S = 1.5
 PREVIEW_IN_FORM_S = 10.0
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
@@ -91,6 +97,8 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
 
 
 async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    clock = asyncio.get_running_loop().time
+    deadline = clock() + SUBMISSION_S
     core, view = core_of(context), body.get("view") or {}
     form = ScaleForm.load(str(view.get("private_metadata") or ""))
     values = (view.get("state") or {}).get("values") or {}
@@ -109,7 +117,8 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
         await ack(response_action="errors", errors={TYPE_BLOCK: _plain(choice.message)})
         return
     incident, _ = choice
-    preview = await core.scaling.preview(incident, runner_type, timeout_s=PREVIEW_IN_SUBMISSION_S)
+    left = min(PREVIEW_IN_SUBMISSION_S, deadline - clock())
+    preview = await core.scaling.preview(incident, runner_type, timeout_s=max(left, 0.1))
     raise_maximum = _selected(values, MODE_BLOCK) == RAISE_MAX
     step = ScaleForm(form.ref, form.channel, runner_type, amount, raise_maximum)
     backend = core.scaling.backend_name

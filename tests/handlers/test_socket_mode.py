@@ -7,7 +7,7 @@ the envelopes, each acted on once; a hostile envelope is acknowledged and refuse
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,14 +15,14 @@ import httpx
 import pytest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
-from bot.config import Settings, load_settings
+from bot.config import Settings
 from bot.sandbox.serve import RunningServer, serve_in_thread
 from bot.sandbox.slack_api import SlackEmulator
 from bot.sandbox.slack_socket import SocketMode
 from bot.scale_modal import AMOUNT_BLOCK, TYPE_BLOCK, VALUE
 from handlers.slack_events import SlackDispatch
 from handlers.socket_mode import SocketEnvelopes
-from tests.conftest import WEBHOOK_TOKEN, RunningBot, eventually, fixture_json, run_bot
+from tests.conftest import RunningBot, eventually, fixture_json, run_bot
 from tests.fakes.scale_receiver import ScaleReceiver
 
 APP_TOKEN = "xapp-1-A0QUEUEBOT-1-bot-socket-test"
@@ -38,6 +38,11 @@ class Slack:
     socket: SocketMode
     server: RunningServer
     page: httpx.AsyncClient  # what the browser does, over HTTP
+
+    @property
+    def api_url(self) -> str:
+        """Where the bot's Web API calls go (read by conftest's `settings_for`)."""
+        return f"{self.server.url}/api/"
 
     async def press(self, root: Any, action_id: str) -> dict[str, Any]:
         """Click one of the root's buttons on the page."""
@@ -77,20 +82,20 @@ async def slack(emulator: tuple[SlackEmulator, RunningServer]) -> AsyncIterator[
         yield Slack(found, found.socket, server, page)
 
 
-def socket_settings(redis_url: str, slack: Slack, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "slack_app_token": APP_TOKEN,
-        "slack_signing_secret": None,  # Socket Mode needs none: nothing arrives over HTTP
-        "slack_bot_token": BOT_TOKEN,
-        "slack_api_url": f"{slack.server.url}/api/",
-        "slack_channel": CHANNEL,
-        "redis_url": redis_url,
-        "alert_webhook_token": WEBHOOK_TOKEN,
-        "slack_post_interval_ms": 20,
-        "slack_update_interval_ms": 20,
-        "status_tick_seconds": 0.1,
-    }
-    return load_settings(_env_file=None, **(values | overrides))
+SettingsFor = Callable[..., Settings]
+
+
+@pytest.fixture
+def socket_settings(settings_for: SettingsFor) -> SettingsFor:
+    """conftest's `settings_for`, on this module's emulator (its `slack` fixture is this
+    module's), in Socket Mode: an app-level token and no signing secret, nothing arrives over
+    HTTP."""
+
+    def make(**overrides: Any) -> Settings:
+        socket = {"slack_app_token": APP_TOKEN, "slack_signing_secret": None}
+        return settings_for(**{"slack_bot_token": BOT_TOKEN, **socket, **overrides})
+
+    return make
 
 
 async def open_incident(running: RunningBot, slack: Slack, fixture: str) -> Any:
@@ -109,9 +114,9 @@ def acknowledged_by_alice(slack: Slack) -> bool:
 
 
 async def test_a_click_on_the_page_is_acted_on_and_the_root_shows_it(
-    redis_url: str, slack: Slack
+    socket_settings: SettingsFor, slack: Slack
 ) -> None:
-    async with run_bot(socket_settings(redis_url, slack)) as running:
+    async with run_bot(socket_settings()) as running:
         await connected(slack)
         root = await open_incident(running, slack, "grafana/queue-alert-firing.json")
         assert await slack.press(root, "incident_ack") == {"ok": True}
@@ -121,14 +126,34 @@ async def test_a_click_on_the_page_is_acted_on_and_the_root_shows_it(
     assert (envelope.type, envelope.acked) == ("interactive", True)
 
 
-async def test_a_slash_command_is_answered_over_the_socket(redis_url: str, slack: Slack) -> None:
-    async with run_bot(socket_settings(redis_url, slack)):
+async def test_a_slash_command_is_answered_over_the_socket(
+    socket_settings: SettingsFor, slack: Slack
+) -> None:
+    async with run_bot(socket_settings()):
         await connected(slack)
         assert await slack.command("/queue help") == {"ok": True}
         [answer] = await eventually(
             lambda: slack.emulator.ephemerals(CHANNEL), what="the command's answer"
         )
     assert answer.user == USER
+    assert "/queue" in answer.text + json.dumps(answer.blocks)
+    [envelope] = slack.socket.envelopes()
+    assert (envelope.type, envelope.acked) == ("slash_commands", True)
+
+
+async def test_a_command_is_acked_in_time_while_bolt_waits_on_slack(
+    socket_settings: SettingsFor, slack: Slack
+) -> None:
+    """Bolt checks the bot's token (`auth.test`) on its first request; with Slack slow to answer
+    it the ack waited for it, past Slack's 3 s ("did not answer"). Now the envelope is acked in
+    time and the answer follows once Slack has answered Bolt."""
+    async with run_bot(socket_settings()):
+        await connected(slack)
+        slack.emulator.stall("auth.test", 5)
+        assert await slack.command("/queue help") == {"ok": True}
+        [answer] = await eventually(
+            lambda: slack.emulator.ephemerals(CHANNEL), what="the command's answer"
+        )
     assert "/queue" in answer.text + json.dumps(answer.blocks)
     [envelope] = slack.socket.envelopes()
     assert (envelope.type, envelope.acked) == ("slash_commands", True)
@@ -143,12 +168,10 @@ def receiver() -> Iterator[ScaleReceiver]:
 
 
 async def test_the_scale_modal_is_opened_submitted_and_answered_over_the_socket(
-    redis_url: str, slack: Slack, receiver: ScaleReceiver
+    socket_settings: SettingsFor, slack: Slack, receiver: ScaleReceiver
 ) -> None:
     receiver.capacity[RUNNER] = 12
     settings = socket_settings(
-        redis_url,
-        slack,
         scaler_backend="webhook",
         scaler_webhook_url=receiver.url,  # type: ignore[attr-defined]
         scaler_webhook_secret=receiver.secret,
@@ -186,9 +209,9 @@ async def test_the_scale_modal_is_opened_submitted_and_answered_over_the_socket(
 
 
 async def test_after_disconnect_the_bot_reconnects_and_the_next_click_works(
-    redis_url: str, slack: Slack
+    socket_settings: SettingsFor, slack: Slack
 ) -> None:
-    async with run_bot(socket_settings(redis_url, slack)) as running:
+    async with run_bot(socket_settings()) as running:
         await connected(slack)
         root = await open_incident(running, slack, "grafana/queue-alert-firing.json")
         told = await slack.page.post("/_emulator/socket/disconnect", json={})
@@ -202,9 +225,9 @@ async def test_after_disconnect_the_bot_reconnects_and_the_next_click_works(
 
 
 async def test_two_replicas_each_hold_a_connection_and_a_click_is_done_once(
-    redis_url: str, slack: Slack
+    socket_settings: SettingsFor, slack: Slack
 ) -> None:
-    settings = socket_settings(redis_url, slack)
+    settings = socket_settings()
     async with run_bot(settings) as first, run_bot(settings):
         await connected(slack, 2)
         root = await open_incident(first, slack, "grafana/queue-alert-firing.json")
@@ -248,9 +271,9 @@ class RecordingClient:
     ],
 )
 async def test_a_hostile_envelope_is_acknowledged_and_refused_before_bolt(
-    redis_url: str, slack: Slack, message: dict[str, Any]
+    socket_settings: SettingsFor, slack: Slack, message: dict[str, Any]
 ) -> None:
-    async with run_bot(socket_settings(redis_url, slack)) as running:
+    async with run_bot(socket_settings()) as running:
         bot = running.bot
         dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
         client = RecordingClient([])
@@ -260,9 +283,9 @@ async def test_a_hostile_envelope_is_acknowledged_and_refused_before_bolt(
 
 
 async def test_an_event_is_acknowledged_and_its_retry_not_handled_twice(
-    redis_url: str, slack: Slack
+    socket_settings: SettingsFor, slack: Slack
 ) -> None:
-    async with run_bot(socket_settings(redis_url, slack)) as running:
+    async with run_bot(socket_settings()) as running:
         bot = running.bot
         dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
         client = RecordingClient([])
@@ -280,3 +303,34 @@ async def test_an_event_is_acknowledged_and_its_retry_not_handled_twice(
         retry = {**event, "envelope_id": "e2", "retry_attempt": 1, "retry_reason": "timeout"}
         await SocketEnvelopes(dispatch)(client, retry, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}, {"envelope_id": "e2"}]
+
+
+async def test_a_command_envelope_naming_its_user_and_channel_again_is_answered(
+    socket_settings: SettingsFor, slack: Slack
+) -> None:
+    """Bolt reads a command's `user` and `channel` before `user_id` and `channel_id`, as a string
+    or an object; the listener read them as objects only, failed after the ack, and the person
+    got no answer."""
+    async with run_bot(socket_settings()) as running:
+        bot = running.bot
+        dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
+        with slack.emulator.workspace() as ws:
+            token = ws.ui.new_response_url(CHANNEL, USER, None)
+        command = {
+            "command": "/queue",
+            "text": "help",
+            "user_id": USER,
+            "channel_id": CHANNEL,
+            "user": {"id": USER},
+            "channel": "C0ELSEWHERE",
+            "response_url": f"{slack.server.url}/_emulator/respond/{token}",
+            "trigger_id": "1.2.3",
+        }
+        client = RecordingClient([])
+        envelope = {"type": "slash_commands", "payload": command, "envelope_id": "e1"}
+        await SocketEnvelopes(dispatch)(client, envelope, None)  # type: ignore[arg-type]
+        assert client.sent == [{"envelope_id": "e1"}]
+        [answer] = await eventually(
+            lambda: slack.emulator.ephemerals(CHANNEL), what="the command's answer"
+        )
+    assert answer.user == USER and "/queue" in answer.text + json.dumps(answer.blocks)
