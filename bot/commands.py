@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from bot.actions import ActionCore, Actor, Outcome
+from bot.durations import MAX_SILENCE_S, is_silence_length
 from bot.incidents import Incident
 from bot.messages import escape
 from bot.mrkdwn import slack_date, truncate
@@ -34,7 +35,6 @@ LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
 # ASCII digits only: `\d` also matches Arabic-Indic and other Unicode digits.
 _DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _COUNT = re.compile(r"\+?([0-9]+)")
-MAX_SILENCE_S = 7 * 86400
 MAX_SCALE_UP = 9999  # runners one command adds; the scaler's own cap is checked after
 MAX_ID = 40  # incident IDs are short numbers; a longer word is a typo, not an ID
 
@@ -64,7 +64,7 @@ def parse_duration(text: str) -> int:
         ascii_whole(g or "0", MAX_SILENCE_S + 1) or 0 for g in match.groups()
     )
     total = days * 86400 + hours * 3600 + minutes * 60 + seconds
-    if not 60 <= total <= MAX_SILENCE_S:
+    if not is_silence_length(total):
         raise CommandError("a silence lasts between 1 minute and 7 days")
     return total
 

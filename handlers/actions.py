@@ -15,7 +15,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions import ActionCore, Actor, Outcome
-from bot.commands import MAX_SILENCE_S
+from bot.durations import MAX_SILENCE_S, is_silence_length
 from bot.whole_numbers import ascii_whole
 from handlers.context import (
     actor_of,
@@ -65,7 +65,7 @@ def _selected_seconds(body: dict[str, Any]) -> int | None:
     action = (body.get("actions") or [{}])[0]
     value = str(((action.get("selected_option") or {}).get("value")) or "")
     seconds = ascii_whole(value, MAX_SILENCE_S + 1)
-    return seconds if seconds is not None and 60 <= seconds <= MAX_SILENCE_S else None
+    return seconds if seconds is not None and is_silence_length(seconds) else None
 
 
 on_ack = incident_action(lambda core, who, ref, i, _: core.acknowledge(who, ref, interaction=i))
