@@ -49,12 +49,12 @@ test: $(STAMP) system-deps browser-deps
 
 demo: $(STAMP)
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
-	@$(BIN)/python -m bot demo $(DEMO_ARGS)
+	@$(BIN)/python -m sandbox $(DEMO_ARGS)
 
 # Regenerates docs/demo-thread.png, the README's picture: the demo played to its end in chromium.
 screenshot: $(STAMP) browser-deps
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
-	$(BIN)/python -m bot.sandbox.screenshot docs/demo-thread.png
+	$(BIN)/python -m sandbox.screenshot docs/demo-thread.png
 
 bench: $(STAMP)
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi

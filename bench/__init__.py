@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.sandbox.slack_api import SlackEmulator
+from sandbox.slack_api import SlackEmulator
 
 
 def incident_roots(emulator: SlackEmulator, channel: str) -> list[Any]:

@@ -32,13 +32,13 @@ from typing import Any
 import httpx
 
 from bench import incident_roots
-from bot.sandbox.redis_server import RedisServer, free_port
-from bot.sandbox.serve import serve_in_thread
-from bot.sandbox.silence_api import FakeSilenceApi
-from bot.sandbox.slack_api import SlackEmulator
+from sandbox.redis_server import RedisServer, free_port
+from sandbox.serve import serve_in_thread
+from sandbox.silence_api import FakeSilenceApi
+from sandbox.slack_api import SlackEmulator
 
 ROOT = Path(__file__).resolve().parents[1]
-ALERT = ROOT / "bot/sandbox/alerts/queue-alert-firing.json"
+ALERT = ROOT / "sandbox/alerts/queue-alert-firing.json"
 TOKEN, SECRET, CHANNEL = "bench-token", "bench-signing", "C0BENCH"
 
 

@@ -29,11 +29,11 @@ from redis.asyncio.connection import Connection
 from bench import incident_roots
 from bot.app import build_app, build_bot
 from bot.config import load_settings
-from bot.sandbox.redis_server import RedisServer, free_port
-from bot.sandbox.serve import serve_in_thread
-from bot.sandbox.slack_api import SlackEmulator
+from sandbox.redis_server import RedisServer, free_port
+from sandbox.serve import serve_in_thread
+from sandbox.slack_api import SlackEmulator
 
-ALERT = Path(__file__).resolve().parents[1] / "bot/sandbox/alerts/queue-alert-firing.json"
+ALERT = Path(__file__).resolve().parents[1] / "sandbox/alerts/queue-alert-firing.json"
 TOKEN = "bench-token"
 CHANNEL = "C0BENCH"
 _SENT = {"count": 0}

@@ -33,9 +33,9 @@ from typing import Any
 import httpx
 import redis
 
-from bot.sandbox.redis_server import RedisServer, free_port
-from bot.sandbox.serve import serve_in_thread
-from bot.sandbox.slack_api import SlackEmulator
+from sandbox.redis_server import RedisServer, free_port
+from sandbox.serve import serve_in_thread
+from sandbox.slack_api import SlackEmulator
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN, SECRET, BOT_TOKEN = "bench-webhook-token", "bench-signing-secret", "xoxb-bench"

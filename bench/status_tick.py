@@ -26,10 +26,10 @@ from bot.incident_fleet import MAX_VIEW_TYPES, as_snapshot
 from bot.incidents import TREND_POINTS, GroupState, Incident, open_incident, record_status
 from bot.queue_view import worst_first
 from bot.readings import FleetReadings
-from bot.sandbox.redis_server import RedisServer
 from bot.status import StatusConfig, StatusReporter
 from bot.store import Commit, IncidentStore
 from bot.telemetry import Telemetry
+from sandbox.redis_server import RedisServer
 from tests.conftest import fixture_json
 
 TYPES = 40

@@ -1,4 +1,5 @@
-"""`queuepilot serve | demo | send`: the command line."""
+"""`queuepilot serve | send`: the command line (the local demo is `python -m sandbox`, from the
+checkout: `make demo`)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="queuepilot", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the production server (reads the environment and .env)")
-    demo = commands.add_parser("demo", help="run the whole loop locally, no Slack workspace needed")
-    demo.add_argument(
-        "--once", action="store_true", help="replay a canned alert's life in the terminal, exit"
-    )
-    demo.add_argument(
-        "--speed", type=float, default=10.0, help="simulated fleet seconds per real second"
-    )
-    demo.add_argument(
-        "--until-resolved", action="store_true", help="stop once the incident has resolved"
-    )
-    demo.add_argument(
-        "--socket-mode",
-        action="store_true",
-        help="the bot takes Slack's traffic over Socket Mode (an app-level token) instead of HTTP",
-    )
     send = commands.add_parser("send", help="POST an alert payload file to a running bot")
     send.add_argument("file", type=Path)
     send.add_argument("--url", default="http://127.0.0.1:3000", help="the bot's base URL")
@@ -38,18 +24,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve()
-    if args.command == "demo":
-        if args.once:
-            from bot.sandbox.demo import run_demo
-
-            return run_demo()
-        if args.speed <= 0:
-            parser.error("--speed must be positive")
-        from bot.sandbox.live_demo import run_live_demo
-
-        return run_live_demo(
-            speed=args.speed, until_resolved=args.until_resolved, socket_mode=args.socket_mode
-        )
     return _send(args.file, args.url, args.source, args.token)
 
 

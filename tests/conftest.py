@@ -17,8 +17,8 @@ import uvicorn
 
 from bot.app import Bot, build_app, build_bot
 from bot.config import Settings, load_settings
-from bot.sandbox.serve import RunningServer, serve_in_thread
-from bot.sandbox.slack_api import SlackEmulator
+from sandbox.serve import RunningServer, serve_in_thread
+from sandbox.slack_api import SlackEmulator
 from tests.servers import RedisServer, free_port
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.sandbox import redis_server
-from bot.sandbox.redis_server import free_port
+from sandbox import redis_server
+from sandbox.redis_server import free_port
 
 __all__ = ["Alertmanager", "Prometheus", "RedisServer", "free_port", "require_binary", "wait_until"]
 

@@ -17,10 +17,10 @@ from starlette.applications import Starlette
 from bot.alerts import Notification, parse_notification
 from bot.config import Settings
 from bot.delivery import Delivery, delivery_of
-from bot.sandbox.redis_server import free_port
 from bot.stream import BODY_MAX_BYTES, NotificationStream
 from bot.telemetry import Telemetry
 from handlers import webhooks
+from sandbox.redis_server import free_port
 from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
 
 FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"

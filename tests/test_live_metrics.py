@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.serve import RunningServer, serve_in_thread
+from sandbox.serve import RunningServer, serve_in_thread
 from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
 from tests.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.fakes.hud_api import FakeHud

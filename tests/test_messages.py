@@ -22,7 +22,7 @@ from bot.messages import (
     render_status,
     render_summary,
 )
-from bot.sandbox.slack_limits import validate_blocks
+from sandbox.slack_limits import validate_blocks
 
 T0 = datetime(2025, 9, 16, 17, 0, tzinfo=UTC)
 EVIL = "<!channel> <!here> <!everyone> <@U0EVIL> <https://evil.example|click> &<> "

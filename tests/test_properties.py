@@ -24,9 +24,9 @@ from bot.auth import basic_ok, bearer_ok, grafana_signature_problem
 from bot.delivery import Delivery, delivery_of, group_hash
 from bot.incidents import Change, apply_notification, open_incident, repeated
 from bot.messages import render_root
-from bot.sandbox.slack_limits import check_content, validate_blocks
 from bot.value_string import parse_value_string
 from handlers.slack_request import SlackRequest, SlackRequestError, parse, verify
+from sandbox.slack_limits import check_content, validate_blocks
 from tests.mutations import (
     HEADER_TEXT,
     JSON,

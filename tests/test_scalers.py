@@ -12,7 +12,7 @@ from bot.backends.errors import BackendError
 from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import ScaleRequest, ScaleTarget
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
-from bot.sandbox.serve import serve_in_thread
+from sandbox.serve import serve_in_thread
 from tests.fakes.kube_api import FakeKubeApi
 
 TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=10)

@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.sandbox.serve import serve_in_thread
 from bot.slack import SlackConfig, SlackError, SlackGateway, build_client
 from bot.telemetry import Telemetry
+from sandbox.serve import serve_in_thread
 from tests.conftest import BOT_TOKEN, CHANNEL, Slack
 from tests.servers import free_port
 

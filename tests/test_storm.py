@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from bot.alerts import QueueNumbers
 from bot.config import Settings
 from bot.incidents import Incident, severity_rank
-from bot.sandbox.slack_limits import validate_blocks
 from bot.storm_digest import MAX_LINES, DigestEntry, render_digest
+from sandbox.slack_limits import validate_blocks
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 
 FIRING = "grafana/queue-alert-firing.json"

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from bot.backends.errors import BackendError
 from bot.backends.metrics.github import GithubConfig, GithubMetrics, fleet_of, next_link
-from bot.sandbox.serve import RunningServer, serve_in_thread
+from sandbox.serve import RunningServer, serve_in_thread
 from tests.conftest import eventually
 from tests.fakes.github_api import FakeGithub
 

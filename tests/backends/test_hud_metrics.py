@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
 from bot.backends.metrics.hud import HudConfig, HudMetrics, aggregate_rows, by_label_rows
-from bot.sandbox.serve import RunningServer, serve_in_thread
+from sandbox.serve import RunningServer, serve_in_thread
 from tests.fakes.hud_api import FakeHud
 
 ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "backends" / "hud"

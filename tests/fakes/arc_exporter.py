@@ -110,7 +110,7 @@ class ArcFleet:
     cluster: the job metrics join the gauges on `instance`); the first one queueing."""
 
     def __init__(self) -> None:
-        from bot.sandbox.serve import serve_in_thread
+        from sandbox.serve import serve_in_thread
         from tests.servers import Prometheus
 
         # The runner sets' names as ARC 0.14 makes them: "<scale set>-<5 chars>".

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from bot.app import build_app, build_bot
 from bot.config import load_settings
-from bot.sandbox.serve import serve_in_thread
+from sandbox.serve import serve_in_thread
 from tests.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET, WEBHOOK_TOKEN, Slack, fixture_json
 from tests.mutations import (
     HEADER_TEXT,

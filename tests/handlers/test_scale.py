@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.sandbox.serve import serve_in_thread
+from sandbox.serve import serve_in_thread
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 from tests.fakes.kube_api import FakeKubeApi
 from tests.fakes.scale_receiver import ScaleReceiver

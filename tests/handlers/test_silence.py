@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.sandbox.serve import serve_in_thread
-from bot.sandbox.silence_api import FakeSilenceApi
+from sandbox.serve import serve_in_thread
+from sandbox.silence_api import FakeSilenceApi
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 from tests.handlers.test_slack import (
     block_action,

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.sandbox.serve import serve_in_thread
 from bot.scale_modal import AMOUNT_BLOCK, SCALE_VIEW, TYPE_BLOCK, ScaleForm
 from handlers.slack_events import TOO_LONG
+from sandbox.serve import serve_in_thread
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, run_bot
 from tests.fakes.scale_receiver import ScaleReceiver
 from tests.handlers.test_scale import (

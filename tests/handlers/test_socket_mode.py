@@ -16,12 +16,12 @@ import pytest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.config import Settings
-from bot.sandbox.serve import RunningServer, serve_in_thread
-from bot.sandbox.slack_api import SlackEmulator
-from bot.sandbox.slack_socket import SocketMode
 from bot.scale_modal import AMOUNT_BLOCK, TYPE_BLOCK, VALUE
 from handlers.slack_events import SlackDispatch
 from handlers.socket_mode import SocketEnvelopes
+from sandbox.serve import RunningServer, serve_in_thread
+from sandbox.slack_api import SlackEmulator
+from sandbox.slack_socket import SocketMode
 from tests.conftest import RunningBot, eventually, fixture_json, run_bot
 from tests.fakes.scale_receiver import ScaleReceiver
 

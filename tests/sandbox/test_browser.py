@@ -1,7 +1,7 @@
 """The demo as a visitor uses it: Debian's chromium, headless, on the local Slack page.
 
 The whole sandbox runs for real (the production bot, the Slack emulator and its page, the
-simulated fleet); Playwright drives the browser like a person (`bot.sandbox.visitor`): it reads
+simulated fleet); Playwright drives the browser like a person (`sandbox.visitor`): it reads
 the incident, chooses Silence 1h, scales up through the modal, runs diagnostics, and waits for
 the queue to drain and the summary to land; it also asks `/queue` in the composer. Each step is
 checked on the page, and in the fleet where the bot's call had to arrive. A screenshot of the end
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
+from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
 from tests.servers import RedisServer
 
 playwright_expect = pytest.importorskip("playwright.sync_api").expect
 
-from bot.sandbox import visitor  # noqa: E402 - needs playwright, checked just above
+from sandbox import visitor  # noqa: E402 - needs playwright, checked just above
 
 ARTIFACTS = Path(os.environ.get("QUEUEPILOT_ARTIFACTS", "build/test-artifacts"))
 # Generous for a loaded 2-core CI machine; every wait ends as soon as its condition holds.

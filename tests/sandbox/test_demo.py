@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from bot.sandbox.slack_api import Message
-from bot.sandbox.transcript import mrkdwn_to_text, render_block, render_thread
+from sandbox.slack_api import Message
+from sandbox.transcript import mrkdwn_to_text, render_block, render_thread
 from tests.servers import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,7 +166,7 @@ def demo_env(**extra: str) -> dict[str, str]:
 
 
 def demo_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "bot", "demo", *args]
+    return [sys.executable, "-m", "sandbox", *args]
 
 
 def redis_port(output: str) -> int:

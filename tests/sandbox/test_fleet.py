@@ -28,10 +28,10 @@ from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sig
 from bot.backends.scale.webhook import WebhookScaler, WebhookScalerConfig
 from bot.backends.silence import SilenceRequest
 from bot.backends.silence.alertmanager import alertmanager_silencer
-from bot.sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec, minutes
-from bot.sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
-from bot.sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
-from bot.sandbox.serve import serve_in_thread
+from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec, minutes
+from sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
+from sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
+from sandbox.serve import serve_in_thread
 from tests.servers import wait_until
 
 SECRET = "fleet-test-secret"
@@ -311,7 +311,7 @@ def test_a_silenced_alert_sends_nothing_until_the_silence_ends() -> None:
 def test_the_payload_is_a_grafana_notification_the_bot_reads(fleet_api: FleetApi) -> None:
     rule = fleet_api.rule
     note = evaluate(QueueRule(RuleConfig(pending_min=0)), 0, 17, 6.25)
-    from bot.sandbox.fleet_alerts import grafana_payload
+    from sandbox.fleet_alerts import grafana_payload
 
     payload = grafana_payload(note, rule.labels, fleet_url=fleet_api.url, thresholds=rule.config)
     facts = facts_of(parse_notification("grafana", payload))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox.redis_server import RedisServer, RedisServerError, RedisServerNotFound
+from sandbox.redis_server import RedisServer, RedisServerError, RedisServerNotFound
 from tests.servers import require_binary
 
 

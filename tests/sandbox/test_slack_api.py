@@ -18,8 +18,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox.serve import RunningServer, serve_in_thread
-from bot.sandbox.slack_api import UPLOAD_METHOD, SlackEmulator
+from sandbox.serve import RunningServer, serve_in_thread
+from sandbox.slack_api import UPLOAD_METHOD, SlackEmulator
 from tests.conftest import eventually
 
 TOKEN = "xoxb-queuepilot-test"

@@ -16,8 +16,8 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox.serve import serve_in_thread
-from bot.sandbox.slack_api import SlackEmulator
+from sandbox.serve import serve_in_thread
+from sandbox.slack_api import SlackEmulator
 from tests.conftest import BOT_TOKEN, CHANNEL, eventually
 
 OTHER = "C0OTHER"

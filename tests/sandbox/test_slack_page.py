@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot.sandbox.serve import RunningServer, serve_in_thread
-from bot.sandbox.slack_api import SlackEmulator
+from sandbox.serve import RunningServer, serve_in_thread
+from sandbox.slack_api import SlackEmulator
 
 SECRET = "page-test-signing-secret"
 TOKEN = "xoxb-page-test"

@@ -13,7 +13,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox.slack_limits import MAX_TEXT_CHARS
+from sandbox.slack_limits import MAX_TEXT_CHARS
 from tests.conftest import BOT_TOKEN, CHANNEL, Slack
 
 Call = Callable[[AsyncWebClient], Awaitable[Any]]

@@ -1,6 +1,6 @@
 """The emulator refuses what Slack refuses, by Slack's own table of its Web API methods.
 
-`bot/sandbox/web_api_methods.json` says, for each method, whether Slack reads a JSON body
+`sandbox/web_api_methods.json` says, for each method, whether Slack reads a JSON body
 (`json`), how slack_sdk sends it (`slack_sdk_sends`) and which arguments Slack will not run
 without (`required`). Every method the emulator serves is walked through it over real HTTP:
 sent as slack_sdk sends it, it is not refused for missing arguments; as a JSON body when Slack
@@ -18,7 +18,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox.slack_methods import METHODS, WEB_API
+from sandbox.slack_methods import METHODS, WEB_API
 from tests.conftest import BOT_TOKEN, CHANNEL, Slack
 
 REPO = Path(__file__).parents[2]

@@ -23,10 +23,10 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.sandbox.serve import RunningServer, serve_in_thread
-from bot.sandbox.slack_api import SlackEmulator
-from bot.sandbox.stack import CHANNEL as DEMO_CHANNEL
-from bot.sandbox.stack import SandboxConfig, start_sandbox
+from sandbox.serve import RunningServer, serve_in_thread
+from sandbox.slack_api import SlackEmulator
+from sandbox.stack import CHANNEL as DEMO_CHANNEL
+from sandbox.stack import SandboxConfig, start_sandbox
 from tests.conftest import eventually
 from tests.servers import RedisServer, wait_until
 

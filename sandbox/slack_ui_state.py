@@ -12,7 +12,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from bot.sandbox.slack_model import SlackError
+from sandbox.slack_model import SlackError
 
 TRIGGER_TTL_S = 3.0
 # Slack: "use a response_url up to 5 times within 30 minutes".

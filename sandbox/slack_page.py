@@ -23,7 +23,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bot.sandbox.slack_interactions import (
+from sandbox.slack_interactions import (
     AppAnswer,
     AppLink,
     block_actions_payload,
@@ -31,12 +31,12 @@ from bot.sandbox.slack_interactions import (
     view_closed_payload,
     view_submission_payload,
 )
-from bot.sandbox.slack_methods import check_view
-from bot.sandbox.slack_model import BOT_USER_ID, SlackError
-from bot.sandbox.slack_state import Workspace
+from sandbox.slack_methods import check_view
+from sandbox.slack_model import BOT_USER_ID, SlackError
+from sandbox.slack_state import Workspace
 
 if TYPE_CHECKING:
-    from bot.sandbox.slack_api import SlackEmulator
+    from sandbox.slack_api import SlackEmulator
 
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 # An idle event stream still sends a comment this often, so proxies and browsers keep it open.

@@ -30,12 +30,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot.sandbox.slack_interactions import AppLink, Person
-from bot.sandbox.slack_limits import HistoryTier
-from bot.sandbox.slack_methods import METHODS, Params, check_required, optional, takes_json
-from bot.sandbox.slack_model import Call, Channel, Fault, Message, SlackError
-from bot.sandbox.slack_socket import SocketLink, SocketMode, socket_routes
-from bot.sandbox.slack_state import Workspace
+from sandbox.slack_interactions import AppLink, Person
+from sandbox.slack_limits import HistoryTier
+from sandbox.slack_methods import METHODS, Params, check_required, optional, takes_json
+from sandbox.slack_model import Call, Channel, Fault, Message, SlackError
+from sandbox.slack_socket import SocketLink, SocketMode, socket_routes
+from sandbox.slack_state import Workspace
 
 __all__ = ["UPLOAD_METHOD", "Call", "Message", "SlackEmulator"]
 
@@ -194,7 +194,7 @@ class SlackEmulator:
         self.socket = SocketMode(app_token) if app_token else None
         if self.socket is not None:
             self.app_link = SocketLink(self.socket)
-        from bot.sandbox.slack_page import page_routes  # the page builds on this class
+        from sandbox.slack_page import page_routes  # the page builds on this class
 
         self.app = Starlette(
             routes=[

@@ -12,7 +12,7 @@ in 4 minutes at `--speed 10`. Every number the fleet reports (waits, rates, dura
 simulated minutes, as a real fleet would report it. The model is advanced lazily to "now" by
 whoever reads it, in fixed steps, so its results do not depend on how often it is read.
 
-`python -m bot.sandbox.fleet` serves it on its own (see `fleet_api`); `make demo` runs it beside
+`python -m sandbox.fleet` serves it on its own (see `fleet_api`); `make demo` runs it beside
 the bot and the Slack emulator.
 """
 
@@ -259,15 +259,15 @@ def minutes(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bot.sandbox.fleet`: serve the simulated fleet on its own."""
+    """`python -m sandbox.fleet`: serve the simulated fleet on its own."""
     import argparse
     import logging
 
     import uvicorn
 
-    from bot.sandbox.fleet_api import FleetApi, FleetApiConfig
+    from sandbox.fleet_api import FleetApi, FleetApiConfig
 
-    parser = argparse.ArgumentParser(prog="python -m bot.sandbox.fleet", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m sandbox.fleet", description=__doc__)
     parser.add_argument("--speed", type=float, default=10.0, help="simulated seconds per second")
     parser.add_argument("--port", type=int, default=9090)
     parser.add_argument("--webhook-url", help="where to POST Grafana alerts (the bot's URL)")

@@ -44,8 +44,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from bot.sandbox.slack_interactions import ACK_TIMEOUT_S, AppAnswer
-from bot.sandbox.slack_model import APP_ID, TEAM_ID, SlackError
+from sandbox.slack_interactions import ACK_TIMEOUT_S, AppAnswer
+from sandbox.slack_model import APP_ID, TEAM_ID, SlackError
 
 EnvelopeType = Literal["interactive", "slash_commands", "events_api"]
 LINK_PATH = "/link/"

@@ -15,7 +15,7 @@ from typing import Any
 
 from slack_sdk.models.blocks import Block
 
-from bot.sandbox.slack_model import SlackError
+from sandbox.slack_model import SlackError
 
 MAX_MESSAGE_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100

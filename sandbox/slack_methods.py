@@ -21,13 +21,13 @@ from typing import Any
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.views import View
 
-from bot.sandbox.slack_limits import (
+from sandbox.slack_limits import (
     MAX_VIEW_BLOCKS,
     check_content,
     check_metadata,
     validate_blocks,
 )
-from bot.sandbox.slack_model import (
+from sandbox.slack_model import (
     BOT_ID,
     BOT_USER_ID,
     BOT_USER_NAME,
@@ -37,7 +37,7 @@ from bot.sandbox.slack_model import (
     SlackError,
     invalid_arguments,
 )
-from bot.sandbox.slack_state import Workspace
+from sandbox.slack_state import Workspace
 
 Params = dict[str, Any]
 Handler = Callable[[Workspace, Params, str], dict[str, Any]]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from bot.sandbox.silence_api import rfc3339, silence_problem
+from sandbox.silence_api import rfc3339, silence_problem
 
 ALERTS = Path(__file__).resolve().parent / "alerts"
 RULE_UID = "queuepilot-demo-queue"

@@ -1,6 +1,6 @@
 """`make screenshot`: play the demo to its end in chromium and save the page as a PNG.
 
-    python -m bot.sandbox.screenshot docs/demo-thread.png
+    python -m sandbox.screenshot docs/demo-thread.png
 
 The README opens with this picture; regenerating it after a change to the messages keeps the
 README honest. It runs the same sandbox and the same visitor as the browser test.
@@ -13,9 +13,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bot import logs
-from bot.sandbox.demo import DemoError, demo_redis
-from bot.sandbox.stack import SandboxConfig, start_sandbox
-from bot.sandbox.visitor import (
+from sandbox.demo import DemoError, demo_redis
+from sandbox.stack import SandboxConfig, start_sandbox
+from sandbox.visitor import (
     chromium_page,
     run_diagnostics,
     scale_up,
@@ -29,7 +29,7 @@ STEP_MS = 60_000
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m bot.sandbox.screenshot OUTPUT.png", file=sys.stderr)
+        print("usage: python -m sandbox.screenshot OUTPUT.png", file=sys.stderr)
         return 2
     output = Path(argv[0])
     logs.configure("WARNING")

@@ -29,10 +29,10 @@ import httpx
 from bot import logs
 from bot.app import build_app, build_bot
 from bot.config import Settings, SettingsError, load_settings
-from bot.sandbox.redis_server import RedisServer, RedisServerError, RedisServerNotFound, free_port
-from bot.sandbox.serve import serve_in_thread
-from bot.sandbox.slack_api import Message, SlackEmulator
-from bot.sandbox.transcript import render_message, render_thread
+from sandbox.redis_server import RedisServer, RedisServerError, RedisServerNotFound, free_port
+from sandbox.serve import serve_in_thread
+from sandbox.slack_api import Message, SlackEmulator
+from sandbox.transcript import render_message, render_thread
 
 CHANNEL = "C0DEMO"
 BOT_TOKEN = "xoxb-demo"

@@ -16,8 +16,8 @@ from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bot.sandbox.slack_limits import HistoryTier, RateLimiter
-from bot.sandbox.slack_model import (
+from sandbox.slack_limits import HistoryTier, RateLimiter
+from sandbox.slack_model import (
     APP_ID,
     BOT_ID,
     BOT_USER_ID,
@@ -32,7 +32,7 @@ from bot.sandbox.slack_model import (
     StoredFile,
     TsClock,
 )
-from bot.sandbox.slack_ui_state import UiState
+from sandbox.slack_ui_state import UiState
 
 # transcript.py imports the bot's identity and Message from here (they are defined in slack_model).
 __all__ = ["BOT_USER_ID", "BOT_USER_NAME", "Message", "Workspace"]

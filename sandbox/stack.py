@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 from bot.app import build_app, build_bot
 from bot.config import Settings, SettingsError, load_settings
-from bot.sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Fleet
-from bot.sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
-from bot.sandbox.redis_server import free_port
-from bot.sandbox.serve import RunningServer, serve_in_thread
-from bot.sandbox.slack_api import SlackEmulator
+from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Fleet
+from sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
+from sandbox.redis_server import free_port
+from sandbox.serve import RunningServer, serve_in_thread
+from sandbox.slack_api import SlackEmulator
 
 CHANNEL = "C0CIQUEUE"
 CHANNEL_NAME = "ci-queue-incidents"

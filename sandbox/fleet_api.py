@@ -36,8 +36,8 @@ from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import arc_queries
 from bot.backends.scale.signature import verify
-from bot.sandbox.fleet import Fleet, minutes
-from bot.sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
+from sandbox.fleet import Fleet, minutes
+from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from bot.sandbox.slack_model import APP_ID, TEAM_ID, TEAM_NAME
+from sandbox.slack_model import APP_ID, TEAM_ID, TEAM_NAME
 
 # Slack gives up on an app that has not answered within 3 seconds and tells the user so.
 ACK_TIMEOUT_S = 3.0

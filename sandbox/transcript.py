@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from bot.sandbox.slack_state import BOT_USER_ID, BOT_USER_NAME
+from sandbox.slack_state import BOT_USER_ID, BOT_USER_NAME
 
 REPLY_INDENT = "    "
 DIVIDER = "─" * 40
@@ -32,7 +32,7 @@ _SELECTS = ("static_select", "external_select", "users_select", "conversations_s
 
 
 class MessageLike(Protocol):
-    """What a transcript needs of a message; `bot.sandbox.slack_state.Message` has it all."""
+    """What a transcript needs of a message; `sandbox.slack_state.Message` has it all."""
 
     ts: str
     text: str

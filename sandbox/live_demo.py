@@ -13,7 +13,7 @@ import sys
 import time
 from contextlib import ExitStack
 
-from bot.sandbox.demo import (
+from sandbox.demo import (
     DemoError,
     configure_output,
     demo_redis,
@@ -21,8 +21,8 @@ from bot.sandbox.demo import (
     say,
     signals,
 )
-from bot.sandbox.slack_api import Message
-from bot.sandbox.stack import CHANNEL, Sandbox, SandboxConfig, SandboxError, start_sandbox
+from sandbox.slack_api import Message
+from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, SandboxError, start_sandbox
 
 PREFERRED_PAGE_PORT = 8080
 

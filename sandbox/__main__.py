@@ -1,0 +1,44 @@
+"""`python -m sandbox`: the whole loop locally, no Slack workspace needed (what `make demo` runs).
+
+The sandbox (the local Slack, the simulated fleet, the demo) lives in the checkout and is not
+installed with queuepilot: the production command line (`queuepilot serve`) does not carry it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
+    parser.add_argument(
+        "--once", action="store_true", help="replay a canned alert's life in the terminal, exit"
+    )
+    parser.add_argument(
+        "--speed", type=float, default=10.0, help="simulated fleet seconds per real second"
+    )
+    parser.add_argument(
+        "--until-resolved", action="store_true", help="stop once the incident has resolved"
+    )
+    parser.add_argument(
+        "--socket-mode",
+        action="store_true",
+        help="the bot takes Slack's traffic over Socket Mode (an app-level token) instead of HTTP",
+    )
+    args = parser.parse_args(argv)
+    if args.once:
+        from sandbox.demo import run_demo
+
+        return run_demo()
+    if args.speed <= 0:
+        parser.error("--speed must be positive")
+    from sandbox.live_demo import run_live_demo
+
+    return run_live_demo(
+        speed=args.speed, until_resolved=args.until_resolved, socket_mode=args.socket_mode
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
