@@ -29,9 +29,7 @@ from sandbox.redis_server import RedisServer, free_port
 from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
 
-ALERT = (
-    Path(__file__).resolve().parents[1] / "bot" / "sandbox" / "alerts" / "queue-alert-firing.json"
-)
+ALERT = Path(__file__).resolve().parents[1] / "sandbox" / "alerts" / "queue-alert-firing.json"
 TOKEN = "bench-token"
 CHANNEL = "C0BENCH"
 

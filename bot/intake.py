@@ -39,7 +39,7 @@ from bot.incidents import (
     repeated,
 )
 from bot.messages import render_event, render_summary
-from bot.store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply, summary_reply
+from bot.store import BAND_EVENT, Commit, GroupLoad, IncidentStore, Loaded, Reply, summary_reply
 from bot.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 
@@ -87,6 +87,7 @@ class Intake:
         self._groups: dict[str, asyncio.Task[None]] = {}
         self._queued: dict[str, list[StreamEntry]] = {}
         self._stop = asyncio.Event()
+        self._opening = asyncio.Lock()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until `stop` is set, riding out Redis outages with a capped backoff."""
@@ -274,7 +275,18 @@ class Intake:
         """Apply entries from the front of `pending` up to and including the first that must
         be committed on its own; remove them from `pending` once committed."""
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
-        group, group_version, loaded, next_id = await self._store.load_group(group_hash)
+        read = await self._store.load_group(group_hash)
+        if read[2].incident is not None and read[2].incident.is_open:
+            return await self._fold(pending, read)
+        # This may open an incident, which takes the ID sequence's next number (its commit is
+        # refused if another took it first): one at a time in a process, or a storm of new groups
+        # would be a crowd refusing each other's numbers, each redoing its work.
+        async with self._opening:
+            return await self._fold(pending, await self._store.load_group(group_hash))
+
+    async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change]:
+        group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
+        group, group_version, loaded, next_id = read
         now = self._clock()
         window = timedelta(seconds=self._config.reopen_window_s)
         commit: Commit | None = None

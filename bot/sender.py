@@ -178,12 +178,15 @@ class ChannelSender:
         if incident is None or loaded.thread is not None:
             await self._queue.forget(self.channel, member)  # gone, or posted already
             return
-        root = render_root(incident, now=self._clock(), mentions=False)
         if in_flight is not None:  # marks are per queue member: this very root
             found = await self.look_up(in_flight, incident.uid, thread=None)
             if found is not None:
+                root = render_root(incident, now=self._clock(), mentions=False)
                 await self._root_posted(loaded.version, incident, found, root)
                 return
+        # Rendered after any lookup (minutes, under a distributed app's limits), so the post says
+        # the time it goes out; a change the lookup waited through reaches the root as an edit.
+        root = render_root(incident, now=self._clock(), mentions=False)
         ts = await self._send(member, "root", incident.id, incident.uid, root, thread=None)
         if ts is not None:
             await self._root_posted(loaded.version, incident, ts, root)

@@ -157,10 +157,12 @@ class SlackGateway:
         return response.data if isinstance(response.data, dict) else {}
 
     async def _classified(
-        self, method: str, request: Awaitable[AsyncSlackResponse]
+        self, method: str, request: Awaitable[AsyncSlackResponse], *, upload: bool = False
     ) -> AsyncSlackResponse:
         """The response, or a `SlackError` saying whether and when to try again. A refused
-        connection reaches here only after the client's own retries (`build_client`)."""
+        connection reaches here only after the client's own retries (`build_client`). With
+        `upload`, slack_sdk's `SlackRequestError` is the file host refusing the bytes (a 5xx
+        from files.slack.com), not a request it would never send: uncertain, like any 5xx."""
         try:
             response = await request
         except SlackApiError as exc:
@@ -177,13 +179,16 @@ class SlackGateway:
             raise SlackError(method, type(exc).__name__, retryable=True) from None
         except SlackClientError as exc:  # slack_sdk would not send it: it never will
             self._telemetry.slack_calls.labels(method, "client_error").inc()
-            raise SlackError(method, type(exc).__name__, retryable=False) from None
+            raise SlackError(
+                method, type(exc).__name__, retryable=upload, uncertain=upload
+            ) from None
         except (ClientError, TimeoutError) as exc:
             self._telemetry.slack_calls.labels(method, "connection_error").inc()
             raise SlackError(method, type(exc).__name__, retryable=True, uncertain=True) from None
-        except Exception as exc:
+        except (AttributeError, ValueError) as exc:
             # slack_sdk reading an answer Slack never gives (a 200 of plain text fails in its
-            # own validation): the call went out, so what Slack did is unknown.
+            # own validation): the call went out, so what Slack did is unknown. Anything else
+            # raised here is a bug, which the sender drops after three tries.
             self._telemetry.slack_calls.labels(method, "unreadable").inc()
             log.warning("Slack %s: an answer slack_sdk could not read (%s)", method, exc)
             raise SlackError(method, "unreadable_answer", retryable=True, uncertain=True) from None
@@ -258,7 +263,7 @@ class SlackGateway:
             thread_ts=thread_ts,
             request_file_info=False,
         )
-        response = await self._classified("files.completeUploadExternal", upload)
+        response = await self._classified("files.completeUploadExternal", upload, upload=True)
         files = response.get("files") or [{}]
         return str(files[0].get("id", "")) if isinstance(files[0], dict) else ""
 

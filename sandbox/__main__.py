@@ -27,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the bot takes Slack's traffic over Socket Mode (an app-level token) instead of HTTP",
     )
     args = parser.parse_args(argv)
+    if args.once and args.socket_mode:
+        parser.error(
+            "--once replays in the terminal, with no Slack to connect to: drop --socket-mode"
+        )
     if args.once:
         from sandbox.demo import run_demo
 
