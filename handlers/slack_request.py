@@ -107,13 +107,6 @@ class _ResponseUrl(_Shape):
     channel_id: Id | None = None
 
 
-class _Authorization(_Shape):
-    enterprise_id: Id | None = None
-    team_id: Id | None = None
-    user_id: Id | None = None
-    is_enterprise_install: bool | None = None
-
-
 class _FunctionData(_Shape):
     execution_id: Id | None = None
     inputs: dict[str, Any] | None = None
@@ -132,7 +125,8 @@ class _Context(_Shape):
     channel_id: Id | None = None
     thread_ts: Id | None = None
     is_enterprise_install: bool | None = None
-    authorizations: list[_Authorization] | None = Field(None, max_length=100)
+    # Bolt reads `authorizations[0]` as a payload of its own, recursing while it has one.
+    authorizations: list[_Context] | None = Field(None, max_length=100)
     function_execution_id: Id | None = None
     bot_access_token: Id | None = None
 

@@ -366,3 +366,17 @@ def test_what_the_check_accepts_bolt_reads_without_failing(data: st.DataObject, 
     assert isinstance(actor_of(accepted.body).user_id, str)
     assert isinstance(channel_of(accepted.body), str)
     assert interaction_of(accepted.body) is None or interaction_of(accepted.body)
+
+
+@pytest.mark.parametrize("nested", ["0", True, [{"team": 5}], [{"authorizations": {}}]])
+def test_an_authorization_is_checked_as_deep_as_bolt_reads_it(nested: object) -> None:
+    """Bolt reads `authorizations[0]` as a payload of its own and recurses while it has one
+    (found by the generator above in a clean-clone run: an `authorizations` string inside the
+    first authorization raised inside Bolt)."""
+    event = copy.deepcopy(EVENT)
+    event["authorizations"] = [{"team_id": "T111", "user_id": "U0BOT", "authorizations": nested}]
+
+    with pytest.raises(SlackRequestError) as refused:
+        checked("event", event)
+
+    assert refused.value.status == 400 and "authorizations" in str(refused.value)
