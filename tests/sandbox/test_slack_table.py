@@ -22,7 +22,7 @@ from sandbox.slack_methods import METHODS, WEB_API
 from tests.conftest import BOT_TOKEN, CHANNEL, Slack
 
 REPO = Path(__file__).parents[2]
-SHIPPED = REPO / "bot" / "sandbox" / "web_api_methods.json"
+SHIPPED = REPO / "sandbox" / "web_api_methods.json"
 FIXTURE = REPO / ".." / "shared" / "fixtures" / "slack" / "web-api-methods.json"
 # Served outside METHODS: Socket Mode's connection (see slack_socket).
 SOCKET_METHODS = {"apps.connections.open"}
