@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,19 @@ def hud() -> Iterator[tuple[FakeHud, RunningServer]]:
         yield fake, server
     finally:
         server.stop()
+
+
+async def resolved_on_drain(thread: Callable[[], list[Any]]) -> Any:
+    """The root resolved by the drain rule (no resolved notification came), then its summary."""
+    await eventually(
+        lambda: "Resolved" in text_of(thread()[0]) and "queue drained" in text_of(thread()[0]),
+        what="the root resolved on drain",
+        timeout=30,
+    )
+    return await eventually(
+        lambda: next((m for m in thread()[1:] if "Peak by runner type" in text_of(m)), None),
+        what="the summary",
+    )
 
 
 def live(settings_for: Any, url: str, **overrides: Any) -> Any:
@@ -105,15 +118,7 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
 
         # The queue drains: the incident resolves itself, with no resolved notification.
         arc_fleet.queueing.set(assigned_jobs=120)
-        await eventually(
-            lambda: "Resolved" in text_of(thread()[0]) and "queue drained" in text_of(thread()[0]),
-            what="the root resolved on drain",
-            timeout=30,
-        )
-        summary = await eventually(
-            lambda: next((m for m in thread()[1:] if "Peak by runner type" in text_of(m)), None),
-            what="the summary",
-        )
+        summary = await resolved_on_drain(thread)
         assert f"{QUEUEING}: 43 queued" in text_of(summary)
         assert "(queue drained)" in text_of(summary)
         settled = [(m.ts, m.edits) for m in thread()]
@@ -215,15 +220,7 @@ async def test_with_the_hud_the_incident_closes_itself_once_its_labels_leave_the
         assert "Resolved" not in text_of(thread()[0])
         # Nothing queues any more: the HUD answers `[]`, and the incident resolves on its own.
         fake.rows[AGGREGATE] = []
-        await eventually(
-            lambda: "Resolved" in text_of(thread()[0]) and "queue drained" in text_of(thread()[0]),
-            what="the root resolved on drain",
-            timeout=30,
-        )
-        summary = await eventually(
-            lambda: next((m for m in thread()[1:] if "Peak by runner type" in text_of(m)), None),
-            what="the summary",
-        )
+        summary = await resolved_on_drain(thread)
         assert f"{CPU}: 37 queued" in text_of(summary)
         # Never "missing", never the alert's numbers standing in for an empty answer.
         said = " ".join(text_of(m) for m in thread())
