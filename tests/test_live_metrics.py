@@ -45,6 +45,10 @@ def hud() -> Iterator[tuple[FakeHud, RunningServer]]:
         server.stop()
 
 
+def status_replies(slack: Slack, root_ts: str) -> list[Any]:
+    return [m for m in slack.emulator.thread(CHANNEL, root_ts)[1:] if "Status update" in m.text]
+
+
 async def resolved_on_drain(thread: Callable[[], list[Any]]) -> Any:
     """The root resolved by the drain rule (no resolved notification came), then its summary."""
     await eventually(
@@ -149,8 +153,7 @@ async def test_a_failing_backend_says_so_and_never_closes_the_incident(
         roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
 
         def statuses() -> list[Any]:
-            replies = slack.emulator.thread(CHANNEL, roots[0].ts)[1:]
-            return [m for m in replies if "Status update" in m.text]
+            return status_replies(slack, roots[0].ts)
 
         # Several checks later (edits of a quiet status count): still open, on the alert's numbers.
         await eventually(
@@ -247,8 +250,7 @@ async def test_with_a_hud_threshold_past_the_drain_limit_an_empty_answer_closes_
         roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
 
         def statuses() -> list[Any]:
-            replies = slack.emulator.thread(CHANNEL, roots[0].ts)[1:]
-            return [m for m in replies if "Status update" in m.text]
+            return status_replies(slack, roots[0].ts)
 
         def shown(text: str) -> bool:
             return any(text in text_of(m) for m in statuses())
@@ -286,8 +288,7 @@ async def test_with_prometheus_a_vanished_series_blocks_the_drain(
         roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
 
         def statuses() -> list[Any]:
-            replies = slack.emulator.thread(CHANNEL, roots[0].ts)[1:]
-            return [m for m in replies if "Status update" in m.text]
+            return status_replies(slack, roots[0].ts)
 
         await eventually(
             lambda: any(f"{QUEUEING}: *43* queued" in text_of(m) for m in statuses()),

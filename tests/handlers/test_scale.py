@@ -26,17 +26,6 @@ AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
 
 
 @pytest.fixture
-def receiver() -> Iterator[ScaleReceiver]:
-    fake = ScaleReceiver()
-    server = serve_in_thread(fake.app)
-    fake.url = f"{server.url}/scale"  # type: ignore[attr-defined]
-    yield fake
-    if fake.hanging is not None:
-        fake.hanging.set()
-    server.stop()
-
-
-@pytest.fixture
 def kube() -> Iterator[FakeKubeApi]:
     fake = FakeKubeApi()
     server = serve_in_thread(fake.app)

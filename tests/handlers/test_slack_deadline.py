@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from bot.scale_modal import AMOUNT_BLOCK, SCALE_VIEW, TYPE_BLOCK, ScaleForm
 from handlers.slack_events import TOO_LONG
-from sandbox.serve import serve_in_thread
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, run_bot
 from tests.fakes.scale_receiver import ScaleReceiver
 from tests.handlers.test_scale import (
@@ -33,14 +30,6 @@ from tests.handlers.test_slack import button_value, ephemeral_texts, post_event,
 SLACK_DEADLINE_S = 3.0
 # The operator lists groups; the person is only in the last one (the emulator's S0ONCALL).
 GROUPS = "S0SRE,S0INFRA,S0DBA,S0ONCALL"
-
-
-@pytest.fixture
-def receiver() -> Iterator[ScaleReceiver]:
-    fake = ScaleReceiver()
-    with serve_in_thread(fake.app) as server:
-        fake.url = f"{server.url}/scale"  # type: ignore[attr-defined]
-        yield fake
 
 
 def scale_form(root: Any) -> dict[str, Any]:

@@ -159,14 +159,6 @@ async def test_a_command_is_acked_in_time_while_bolt_waits_on_slack(
     assert (envelope.type, envelope.acked) == ("slash_commands", True)
 
 
-@pytest.fixture
-def receiver() -> Iterator[ScaleReceiver]:
-    fake = ScaleReceiver()
-    with serve_in_thread(fake.app) as server:
-        fake.url = f"{server.url}/scale"  # type: ignore[attr-defined]
-        yield fake
-
-
 async def test_the_scale_modal_is_opened_submitted_and_answered_over_the_socket(
     socket_settings: SettingsFor, slack: Slack, receiver: ScaleReceiver
 ) -> None:
