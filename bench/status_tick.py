@@ -19,15 +19,15 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.alerts import parse_notification
-from bot.delivery import delivery_of
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.incident_fleet import MAX_VIEW_TYPES, as_snapshot
-from bot.incidents import TREND_POINTS, GroupState, Incident, open_incident, record_status
-from bot.queue_view import worst_first
-from bot.readings import FleetReadings
-from bot.status import StatusConfig, StatusReporter
-from bot.store import Commit, IncidentStore
+from bot.domain.alerts import parse_notification
+from bot.domain.delivery import delivery_of
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incident_fleet import MAX_VIEW_TYPES, as_snapshot
+from bot.domain.incidents import TREND_POINTS, GroupState, Incident, open_incident, record_status
+from bot.render.queue import worst_first
+from bot.status.readings import FleetReadings
+from bot.status.tick import StatusConfig, StatusReporter
+from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from sandbox.redis_server import RedisServer
 from tests.conftest import fixture_json

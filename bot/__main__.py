@@ -32,7 +32,7 @@ def _serve() -> int:
 
     from bot import logs
     from bot.app import build_app, build_bot
-    from bot.redis_conn import RedisSetupError, refuse_cluster
+    from bot.storage.connection import RedisSetupError, refuse_cluster
 
     try:
         settings = load_settings()

@@ -33,30 +33,30 @@ import handlers.slack_events
 import handlers.socket_mode
 import handlers.views
 import handlers.webhooks
-from bot.acting import Acting
-from bot.actions import ActionCore
-from bot.authorization import Authorizer, Rules
+from bot.actions.core import ActionCore
+from bot.actions.diagnose import DiagnoseConfig, Diagnosing
+from bot.actions.flow import Acting
+from bot.actions.interactions import Interactions
+from bot.actions.permissions import Authorizer, Rules
+from bot.actions.scale import ScaleConfig, Scaling
+from bot.actions.silence import SilenceConfig, Silencing
 from bot.backends.factory import build_metrics, build_scaler, build_silencer, scale_targets
 from bot.config import Settings
-from bot.diagnosing import DiagnoseConfig, Diagnosing
-from bot.incident_fleet import DrainConfig
-from bot.intake import Intake, IntakeConfig
-from bot.interactions import Interactions
-from bot.leases import Lease, Leases
-from bot.readings import FleetReadings
-from bot.redis_conn import build_redis
-from bot.scaling import ScaleConfig, Scaling
-from bot.send_queue import SendQueue
-from bot.sender import ChannelSender, SenderConfig
-from bot.senders import Senders
-from bot.silence_watch import SilenceWatch
-from bot.silencing import SilenceConfig, Silencing
-from bot.slack import SlackConfig, SlackGateway, build_client
-from bot.status import StatusConfig, StatusReporter, start_scheduler
-from bot.store import IncidentStore
-from bot.storm_queue import StormQueue
-from bot.storm_sender import StormConfig
-from bot.stream import NotificationStream
+from bot.domain.incident_fleet import DrainConfig
+from bot.intake.consumer import Intake, IntakeConfig
+from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
+from bot.outbound.queue import SendQueue
+from bot.outbound.sender import ChannelSender, SenderConfig
+from bot.outbound.senders import Senders
+from bot.outbound.storm import StormConfig
+from bot.outbound.storm_queue import StormQueue
+from bot.status.readings import FleetReadings
+from bot.status.silence_watch import SilenceWatch
+from bot.status.tick import StatusConfig, StatusReporter, start_scheduler
+from bot.storage.connection import build_redis
+from bot.storage.incident_store import IncidentStore
+from bot.storage.leases import Lease, Leases
+from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         return sorted({settings.slack_channel, *await queue.channels()} - {""})
 
     # The channels' leases are renewed over connections of their own: a crowd that keeps every
-    # connection of the main pool busy (`bot.redis_conn`) must not cost a channel its sender.
+    # connection of the main pool busy (`bot.storage.connection`) must not cost a channel its
+    # sender.
     lease_redis = build_redis(settings.redis_url, settings.sentinel())
     senders = Senders(
         channels,

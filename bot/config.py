@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.redis_conn import (
+from bot.storage.connection import (
     SENTINEL_SCHEME,
     RedisSetupError,
     SentinelTarget,
@@ -327,7 +327,7 @@ class Settings(BaseSettings):
         with a threshold past the drain's wait limit no incident could ever close by drain (a
         label it lists has waited too long; one it lacks may have waited 29 minutes of 30)."""
         from bot.backends.metrics.hud import threshold_minutes
-        from bot.incident_fleet import absence_can_drain
+        from bot.domain.incident_fleet import absence_can_drain
 
         try:
             threshold = threshold_minutes(self.hud_query, self.hud_parameters)

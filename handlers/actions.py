@@ -14,9 +14,9 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions import ActionCore, Actor, Outcome
-from bot.durations import MAX_SILENCE_S, is_silence_length
-from bot.whole_numbers import ascii_whole
+from bot.actions.core import ActionCore, Actor, Outcome
+from bot.domain.durations import MAX_SILENCE_S, is_silence_length
+from bot.domain.whole_numbers import ascii_whole
 from handlers.context import (
     actor_of,
     after_ack,

@@ -9,8 +9,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions import Outcome
-from bot.commands import run_command
+from bot.actions.commands import run_command
+from bot.actions.core import Outcome
 from handlers.context import actor_of, after_ack, core_of, interaction_of, tell
 
 log = logging.getLogger(__name__)

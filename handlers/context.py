@@ -9,9 +9,9 @@ from typing import Any
 
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions import ActionCore, Actor, Outcome
-from bot.messages import incident_ref_of as incident_ref_of_message
-from bot.slack import SlackError, SlackGateway
+from bot.actions.core import ActionCore, Actor, Outcome
+from bot.outbound.gateway import SlackError, SlackGateway
+from bot.render.root import incident_ref_of as incident_ref_of_message
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from bot.keys import Keys
+from bot.storage.keys import Keys
 from handlers.body import BodyTooLarge, read_limited
 from handlers.slack_request import SlackRequest, SlackRequestError, parse, verify
 

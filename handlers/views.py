@@ -17,9 +17,11 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions import ActionCore, Outcome
-from bot.messages import incident_ref
-from bot.scale_modal import (
+from bot.actions.core import ActionCore, Outcome
+from bot.domain.whole_numbers import ascii_whole
+from bot.outbound.gateway import SlackError, SlackGateway
+from bot.render.root import incident_ref
+from bot.render.scale_modal import (
     AMOUNT_BLOCK,
     CONFIRM_VIEW,
     MODE_BLOCK,
@@ -31,8 +33,6 @@ from bot.scale_modal import (
     render_scale_confirm,
     render_scale_form,
 )
-from bot.slack import SlackError, SlackGateway
-from bot.whole_numbers import ascii_whole
 from handlers.context import (
     actor_of,
     after_ack,
@@ -46,7 +46,8 @@ from handlers.context import (
 log = logging.getLogger(__name__)
 
 # A submission must be answered within Slack's 3 seconds, permission and capacity read included:
-# its own work fits in SUBMISSION_S (user groups take up to `bot.authorization.GROUP_LOOKUP_S`,
+# its own work fits in SUBMISSION_S (user groups take up to
+# `bot.actions.permissions.GROUP_LOOKUP_S`,
 # the capacity what is left), under the dispatch's bound (`handlers.slack_events.ANSWER_BUDGET_S`),
 # so the person sees the next step rather than the dispatch's "took too long". (A scaler whose
 # client hangs overruns its timeout by `bot.backends.errors.MARGIN_S`: that bound catches it.)

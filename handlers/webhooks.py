@@ -18,21 +18,21 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bot.alerts import (
+from bot.domain.alerts import (
     ENDPOINT,
     PayloadError,
     Source,
     parse_json_body,
     parse_notification,
 )
-from bot.auth import (
+from bot.intake.webhook_auth import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     basic_ok,
     bearer_ok,
     grafana_signature_problem,
 )
-from bot.stream import NotificationStream
+from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
 from handlers.body import BodyTooLarge, read_limited
 

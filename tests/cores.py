@@ -7,19 +7,19 @@ from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 
-from bot.acting import Acting
-from bot.actions import ActionCore
-from bot.authorization import Authorizer, Rules
+from bot.actions.core import ActionCore
+from bot.actions.diagnose import DiagnoseConfig, Diagnosing
+from bot.actions.flow import Acting
+from bot.actions.interactions import Interactions
+from bot.actions.permissions import Authorizer, Rules
+from bot.actions.scale import ScaleConfig, Scaling
+from bot.actions.silence import SilenceConfig, Silencing
 from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.scale import Scaler, ScaleTarget
 from bot.backends.silence import Silencer
-from bot.diagnosing import DiagnoseConfig, Diagnosing
-from bot.interactions import Interactions
-from bot.readings import FleetReadings
-from bot.scaling import ScaleConfig, Scaling
-from bot.silencing import SilenceConfig, Silencing
-from bot.store import IncidentStore
+from bot.status.readings import FleetReadings
+from bot.storage.incident_store import IncidentStore
 from bot.telemetry import Telemetry
 
 

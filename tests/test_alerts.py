@@ -11,8 +11,8 @@ from typing import Any, TypeVar, cast
 
 import pytest
 
-from bot.alert_facts import MAX_MATCHERS, facts_of, matchers_from_silence_url, parse_matcher
-from bot.alerts import (
+from bot.domain.alert_facts import MAX_MATCHERS, facts_of, matchers_from_silence_url, parse_matcher
+from bot.domain.alerts import (
     Matcher,
     Notification,
     PayloadError,
@@ -512,7 +512,7 @@ def test_grafana_no_data_alert_keeps_every_matcher_of_its_link() -> None:
 
 def test_a_silence_url_urlsplit_refuses_gives_no_matchers() -> None:
     """Found by the property test: an unclosed IPv6 bracket made the whole notification fail."""
-    from bot.alert_facts import matchers_from_silence_url
+    from bot.domain.alert_facts import matchers_from_silence_url
 
     url = "https://[lay.grafana.org/alerting/silence/new?matcher=alertname%3DT2"
     assert matchers_from_silence_url(url) == ()

@@ -8,7 +8,7 @@ import hmac
 
 import pytest
 
-from bot.auth import basic_ok, bearer_ok, grafana_signature_problem
+from bot.intake.webhook_auth import basic_ok, bearer_ok, grafana_signature_problem
 
 SECRET = "s3cret"
 BODY = b'{"version":"1","groupKey":"{}:{}","status":"firing","alerts":[]}'

@@ -23,7 +23,7 @@ from bot.backends.scale.arc import _capacity
 from bot.backends.scale.signature import sign, verify
 from bot.backends.scale.webhook import webhook_result
 from bot.backends.silence.alertmanager import silence_state
-from bot.scale_modal import ScaleForm
+from bot.render.scale_modal import ScaleForm
 from handlers.context import interaction_of
 from handlers.views import _amount, _selected
 

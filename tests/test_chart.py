@@ -8,9 +8,9 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.alerts import RunnerQueue
-from bot.chart import MAX_SERIES, ChartData, chart_data, render_chart
-from bot.trend import Trend
+from bot.domain.alerts import RunnerQueue
+from bot.domain.trend import Trend
+from bot.render.chart import MAX_SERIES, ChartData, chart_data, render_chart
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=UTC)
 NAMES = ["cpu", "gpu", "arm", "mac", "win", "big"]

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.actions import ActionCore, Actor
-from bot.commands import (
+from bot.actions.commands import (
     MAX_ANSWER,
     MAX_LINES,
     Command,
@@ -19,6 +18,7 @@ from bot.commands import (
     parse_duration,
     run_command,
 )
+from bot.actions.core import ActionCore, Actor
 from tests.cores import action_core
 
 
@@ -156,10 +156,10 @@ def test_parse_duration_refuses(text: str) -> None:
 async def open_many(redis_url: str, count: int) -> ActionCore:
     from redis.asyncio import Redis
 
-    from bot.alerts import parse_notification
-    from bot.delivery import delivery_of
-    from bot.incidents import GroupState, open_incident
-    from bot.store import Commit, IncidentStore
+    from bot.domain.alerts import parse_notification
+    from bot.domain.delivery import delivery_of
+    from bot.domain.incidents import GroupState, open_incident
+    from bot.storage.incident_store import Commit, IncidentStore
     from tests.conftest import fixture_json
 
     redis = Redis.from_url(redis_url, decode_responses=True)

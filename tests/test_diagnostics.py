@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.diagnostics import (
+from bot.domain.diagnostics import (
     Cause,
     Verdict,
     arrivals,
@@ -17,11 +17,11 @@ from bot.diagnostics import (
     duration,
     utilization,
 )
-from bot.diagnostics_report import render_diagnostics
-from bot.fleet import FleetSnapshot
-from bot.fleet import RunnerTypeMetrics as M
-from bot.forecast import runners_to_drain
-from bot.mrkdwn import Rendered
+from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import RunnerTypeMetrics as M
+from bot.domain.forecast import runners_to_drain
+from bot.render.diagnostics import render_diagnostics
+from bot.render.mrkdwn import Rendered
 from tests.test_messages import make_incident
 
 NOW = datetime(2026, 11, 22, 18, 0, tzinfo=UTC)

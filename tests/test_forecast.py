@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.forecast import outlook, runners_to_drain
+from bot.domain.forecast import outlook, runners_to_drain
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.alerts import RunnerQueue
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.incident_fleet import (
+from bot.domain.alerts import RunnerQueue
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incident_fleet import (
     DrainConfig,
     as_snapshot,
     drain_checks,
@@ -16,10 +16,10 @@ from bot.incident_fleet import (
     is_drained,
     with_baselines,
 )
-from bot.incidents import Incident, record_status
-from bot.queue_view import type_lines
-from bot.readings import HistoryPoint, Reading
-from bot.trend import slope_per_min, sparkline
+from bot.domain.incidents import Incident, record_status
+from bot.domain.trend import slope_per_min, sparkline
+from bot.render.queue import type_lines
+from bot.status.readings import HistoryPoint, Reading
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -184,7 +184,7 @@ def test_a_type_that_drained_stays_in_view_and_one_that_vanished_blocks_the_drai
 
 
 def test_the_scale_modal_prefill_follows_the_live_outlook() -> None:
-    from bot.queue_view import recommend_for
+    from bot.render.queue import recommend_for
 
     growing = RunnerTypeMetrics(
         queued=10, arrival_per_min=5, completed_per_min=2, job_duration_mins=10, busy=8

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.alerts import QueueNumbers, RunnerQueue, Source, parse_notification
-from bot.delivery import Delivery, delivery_of
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.incidents import (
+from bot.domain.alerts import QueueNumbers, RunnerQueue, Source, parse_notification
+from bot.domain.delivery import Delivery, delivery_of
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incidents import (
     TREND_POINTS,
     Change,
     GroupState,
@@ -40,8 +40,8 @@ from bot.incidents import (
     record_status,
     resolve_manually,
 )
-from bot.store import state_json
-from bot.trend import Trend
+from bot.domain.trend import Trend
+from bot.storage.incident_store import state_json
 from tests.conftest import fixture_json
 
 T0 = datetime(2025, 12, 1, 2, 30, tzinfo=UTC)

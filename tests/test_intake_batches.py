@@ -14,10 +14,10 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
 
-from bot.alerts import Notification, parse_notification
 from bot.config import Settings
-from bot.delivery import Delivery, delivery_of
-from bot.stream import BODY_MAX_BYTES, NotificationStream
+from bot.domain.alerts import Notification, parse_notification
+from bot.domain.delivery import Delivery, delivery_of
+from bot.storage.stream import BODY_MAX_BYTES, NotificationStream
 from bot.telemetry import Telemetry
 from handlers import webhooks
 from sandbox.redis_server import free_port

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from bot.alerts import parse_json_body, parse_notification
-from bot.intake import Intake, IntakeConfig
-from bot.store import IncidentStore
-from bot.stream import NotificationStream
+from bot.domain.alerts import parse_json_body, parse_notification
+from bot.intake.consumer import Intake, IntakeConfig
+from bot.storage.incident_store import IncidentStore
+from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
 from tests.conftest import fixture_json
 from tests.test_store import CHANNEL, T0

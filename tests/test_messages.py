@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from bot.alerts import QueueNumbers, RunnerQueue
-from bot.incidents import Event, Incident, Links, Resolution, Snapshot, Status
-from bot.messages import (
+from bot.domain.alerts import QueueNumbers, RunnerQueue
+from bot.domain.incidents import Event, Incident, Links, Resolution, Snapshot, Status
+from bot.render.root import (
     ACTIONS_BLOCK_ID,
     Rendered,
     incident_ref_of,
@@ -667,7 +667,7 @@ def test_a_cut_alert_says_so_on_the_root() -> None:
 
 
 def test_a_silence_shows_on_the_root_and_in_status_replies_without_a_ping() -> None:
-    from bot.incidents import ActiveSilence, silenced
+    from bot.domain.incidents import ActiveSilence, silenced
 
     until = T0 + timedelta(hours=2)
     silence = ActiveSilence(

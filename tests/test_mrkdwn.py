@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from bot.mrkdwn import (
+from bot.render.mrkdwn import (
     MAX_FIELD,
     MAX_FIELDS,
     MAX_SECTION,

@@ -18,13 +18,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.alert_facts import matchers_from_silence_url
-from bot.alerts import PayloadError, parse_json_body, parse_notification
-from bot.auth import basic_ok, bearer_ok, grafana_signature_problem
-from bot.delivery import Delivery, delivery_of, group_hash
-from bot.incidents import Change, apply_notification, open_incident, repeated
-from bot.messages import render_root
-from bot.value_string import parse_value_string
+from bot.domain.alert_facts import matchers_from_silence_url
+from bot.domain.alerts import PayloadError, parse_json_body, parse_notification
+from bot.domain.delivery import Delivery, delivery_of, group_hash
+from bot.domain.incidents import Change, apply_notification, open_incident, repeated
+from bot.domain.value_string import parse_value_string
+from bot.intake.webhook_auth import basic_ok, bearer_ok, grafana_signature_problem
+from bot.render.root import render_root
 from handlers.slack_request import SlackRequest, SlackRequestError, parse, verify
 from sandbox.slack_limits import check_content, validate_blocks
 from tests.mutations import (

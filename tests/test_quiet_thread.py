@@ -11,14 +11,14 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.alerts import parse_notification
-from bot.delivery import delivery_of
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.incidents import GroupState, open_incident
-from bot.readings import FleetReadings
-from bot.send_queue import SendQueue
-from bot.status import StatusConfig, StatusReporter
-from bot.store import Commit, IncidentStore
+from bot.domain.alerts import parse_notification
+from bot.domain.delivery import delivery_of
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incidents import GroupState, open_incident
+from bot.outbound.queue import SendQueue
+from bot.status.readings import FleetReadings
+from bot.status.tick import StatusConfig, StatusReporter
+from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from tests.conftest import fixture_json
 

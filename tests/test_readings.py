@@ -15,9 +15,9 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.keys import Keys
-from bot.readings import FleetReadings
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.status.readings import FleetReadings
+from bot.storage.keys import Keys
 
 
 class CountingMetrics:

@@ -1,5 +1,5 @@
 """The Redis connection pool under a crowd, against a real redis-server: a command that finds
-every connection in use waits its turn instead of failing (`bot.redis_conn`)."""
+every connection in use waits its turn instead of failing (`bot.storage.connection`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import MaxConnectionsError
 
-from bot import redis_conn
-from bot.redis_conn import WaitingConnectionPool, build_redis
+from bot.storage import connection as redis_conn
+from bot.storage.connection import WaitingConnectionPool, build_redis
 from tests.conftest import CHANNEL, RunningBot, eventually
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.actions import Actor
+from bot.actions.core import Actor
 from bot.config import Settings
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.pacing import TokenBucket
+from bot.outbound.pacing import TokenBucket
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 
 FIRING = "grafana/queue-alert-firing.json"

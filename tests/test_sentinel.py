@@ -16,17 +16,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from bot.alerts import parse_json_body, parse_notification
 from bot.config import Settings, SettingsError
-from bot.keys import Keys
-from bot.redis_conn import (
+from bot.domain.alerts import parse_json_body, parse_notification
+from bot.storage.connection import (
     RedisSetupError,
     SentinelTarget,
     parse_sentinel_url,
     parse_sentinels,
     refuse_cluster,
 )
-from bot.stream import NotificationStream, NotReplicated
+from bot.storage.keys import Keys
+from bot.storage.stream import NotificationStream, NotReplicated
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 from tests.sentinel import MASTER_NAME, SentinelSet
 from tests.servers import free_port, require_binary

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.slack import SlackConfig, SlackError, SlackGateway, build_client
+from bot.outbound.gateway import SlackConfig, SlackError, SlackGateway, build_client
 from bot.telemetry import Telemetry
 from sandbox.serve import serve_in_thread
 from tests.conftest import BOT_TOKEN, CHANNEL, Slack

@@ -9,12 +9,12 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.alerts import parse_notification
-from bot.delivery import delivery_of
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.incident_fleet import as_snapshot
-from bot.incidents import Incident, open_incident, record_status
-from bot.replies import StatusShown, render_shown, render_status
+from bot.domain.alerts import parse_notification
+from bot.domain.delivery import delivery_of
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incident_fleet import as_snapshot
+from bot.domain.incidents import Incident, open_incident, record_status
+from bot.render.replies import StatusShown, render_shown, render_status
 from tests.conftest import fixture_json
 
 START = datetime(2026, 11, 23, 8, tzinfo=UTC)

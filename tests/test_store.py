@@ -11,15 +11,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from redis.asyncio import Redis
 
-from bot.alerts import Notification, parse_notification
-from bot.delivery import Delivery, delivery_of
-from bot.incidents import Event, GroupState, Incident, open_incident, resolve_manually
-from bot.intake import Intake, IntakeConfig
-from bot.keys import Keys
-from bot.leases import Leases
-from bot.mrkdwn import Rendered
-from bot.send_queue import SendQueue
-from bot.store import (
+from bot.domain.alerts import Notification, parse_notification
+from bot.domain.delivery import Delivery, delivery_of
+from bot.domain.incidents import Event, GroupState, Incident, open_incident, resolve_manually
+from bot.intake.consumer import Intake, IntakeConfig
+from bot.outbound.queue import SendQueue
+from bot.render.mrkdwn import Rendered
+from bot.storage.incident_store import (
     BAND_ACTION,
     BAND_EVENT,
     BAND_STATUS,
@@ -28,7 +26,9 @@ from bot.store import (
     IncidentStore,
     Reply,
 )
-from bot.stream import GROUP, NotificationStream
+from bot.storage.keys import Keys
+from bot.storage.leases import Leases
+from bot.storage.stream import GROUP, NotificationStream
 from bot.telemetry import Telemetry
 from tests.conftest import eventually, fixture_json
 

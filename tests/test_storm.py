@@ -15,10 +15,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.alerts import QueueNumbers
 from bot.config import Settings
-from bot.incidents import Incident, severity_rank
-from bot.storm_digest import MAX_LINES, DigestEntry, render_digest
+from bot.domain.alerts import QueueNumbers
+from bot.domain.incidents import Incident, severity_rank
+from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from sandbox.slack_limits import validate_blocks
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 

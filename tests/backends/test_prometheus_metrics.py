@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from bot.backends.errors import BackendError
 from bot.backends.metrics.prometheus import FIELDS as PROMETHEUS_FIELDS
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics, parse_vector
-from bot.fleet import FleetSnapshot
+from bot.domain.fleet import FleetSnapshot
 from tests.conftest import eventually
 from tests.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 

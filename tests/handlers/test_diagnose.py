@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 
-from bot.acting import Actor
+from bot.actions.flow import Actor
 from bot.backends.errors import BackendError
-from bot.fleet import FleetSnapshot
-from bot.store import IncidentStore
+from bot.domain.fleet import FleetSnapshot
+from bot.storage.incident_store import IncidentStore
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json
 from tests.cores import action_core
 from tests.handlers.test_slack import (
@@ -89,11 +89,11 @@ class FailingMetrics:
 async def test_a_failing_metrics_backend_leaves_the_report_on_the_alerts_numbers(
     redis_url: str,
 ) -> None:
-    from bot.alerts import parse_notification
-    from bot.delivery import delivery_of
-    from bot.incidents import GroupState
-    from bot.incidents import open_incident as opened
-    from bot.store import Commit
+    from bot.domain.alerts import parse_notification
+    from bot.domain.delivery import delivery_of
+    from bot.domain.incidents import GroupState
+    from bot.domain.incidents import open_incident as opened
+    from bot.storage.incident_store import Commit
 
     redis = Redis.from_url(redis_url, decode_responses=True)
     store = IncidentStore(redis, "qp")

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from bot.scale_modal import AMOUNT_BLOCK, SCALE_VIEW, TYPE_BLOCK, ScaleForm
+from bot.render.scale_modal import AMOUNT_BLOCK, SCALE_VIEW, TYPE_BLOCK, ScaleForm
 from handlers.slack_events import TOO_LONG
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, run_bot
 from tests.fakes.scale_receiver import ScaleReceiver

@@ -25,8 +25,15 @@ from hypothesis import strategies as st
 from slack_bolt.kwargs_injection.async_utils import build_async_required_kwargs
 from slack_bolt.request.async_request import AsyncBoltRequest
 
-from bot.messages import INCIDENT_BLOCK_PREFIX
-from bot.scale_modal import AMOUNT_BLOCK, CONFIRM_VIEW, SCALE_VIEW, TYPE_BLOCK, VALUE, ScaleForm
+from bot.render.root import INCIDENT_BLOCK_PREFIX
+from bot.render.scale_modal import (
+    AMOUNT_BLOCK,
+    CONFIRM_VIEW,
+    SCALE_VIEW,
+    TYPE_BLOCK,
+    VALUE,
+    ScaleForm,
+)
 from handlers.context import actor_of, channel_of, interaction_of
 from handlers.slack_request import SlackRequestError, checked
 from tests.conftest import CHANNEL, SIGNING_SECRET, Slack

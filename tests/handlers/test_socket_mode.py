@@ -16,7 +16,7 @@ import pytest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.config import Settings
-from bot.scale_modal import AMOUNT_BLOCK, TYPE_BLOCK, VALUE
+from bot.render.scale_modal import AMOUNT_BLOCK, TYPE_BLOCK, VALUE
 from handlers.slack_events import SlackDispatch
 from handlers.socket_mode import SocketEnvelopes
 from sandbox.serve import RunningServer, serve_in_thread

@@ -1,8 +1,9 @@
 """Where the queue numbers come from: one reading of every runner type at a time.
 
 Each implementation answers one question, fleet-wide: what do the queues look like now? One
-replica at a time asks it per tick (`bot.readings`), and every open incident takes its runner
-types from that one answer (`bot.incident_fleet`), so a hundred incidents cost one query round.
+replica at a time asks it per tick (`bot.status.readings`), and every open incident takes its runner
+types from that one answer (`bot.domain.incident_fleet`), so a hundred incidents cost one query
+round.
 The `alert` backend has no fleet of its own: incidents keep what their notifications carried.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from bot.fleet import FleetSnapshot
+from bot.domain.fleet import FleetSnapshot
 
 
 class QueueMetrics(Protocol):

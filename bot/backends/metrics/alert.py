@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.incidents import Incident
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incidents import Incident
 
 ALL_TYPES = ""  # the alert's headline numbers when it names no runner type
 

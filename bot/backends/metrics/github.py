@@ -25,7 +25,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import error_of, request
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 
 T = TypeVar("T")
 

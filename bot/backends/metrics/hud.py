@@ -28,10 +28,10 @@ from typing import Any
 
 import httpx
 
-from bot.alerts import max_known
 from bot.backends.errors import BackendError
 from bot.backends.http import request
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.alerts import max_known
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 
 AGGREGATE, BY_LABEL = "queued_jobs_aggregate", "queued_jobs_by_label"
 THRESHOLD = "queuedThresholdMinutes"

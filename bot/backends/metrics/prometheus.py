@@ -23,7 +23,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
-from bot.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 
 # ARC 0.14 names a runner set `<scale set>-<5 chars>`, the chars from Kubernetes'
 # `utilrand.String` alphabet (no vowels, no 0/1/3): so "linux-large" keeps its "-large".

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from bot.alerts import Matcher
+from bot.domain.alerts import Matcher
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from urllib.parse import quote
 
 import httpx
 
-from bot.alerts import parse_timestamp
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
 from bot.backends.silence import SilenceRequest, SilenceState
+from bot.domain.alerts import parse_timestamp
 
 
 @dataclass(frozen=True)

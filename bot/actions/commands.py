@@ -1,0 +1,250 @@
+"""`/queue` subcommands: parsed here, carried out by the action core, like the buttons.
+
+The command's name is whatever the Slack app configures; only its text is parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bot.actions.core import ActionCore, Actor, Outcome
+from bot.domain.durations import MAX_SILENCE_S, is_silence_length
+from bot.domain.incidents import Incident
+from bot.domain.whole_numbers import ascii_whole
+from bot.render.mrkdwn import slack_date, truncate
+from bot.render.queue import type_lines
+from bot.render.root import escape
+
+HELP = """*`/queue`* — the live queue by runner type, and the open incidents
+*`/queue incidents`* — open and recent incidents
+*`/queue ack [ID]`* — take ownership
+*`/queue resolve [ID]`* — close an incident by hand
+*`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`: a real silence of the alert group
+*`/queue unsilence [ID]`* — remove the silence made from Slack
+*`/queue scale <runner-type> <+N> [ID] [max]`* — add runners (`max`: raise ARC's maxRunners)
+*`/queue diagnose [ID]`* — the runbook's checks, the likely cause, what to do next
+Without an ID, a command acts on the one open incident; when several are open it asks which."""
+
+# An ephemeral answer is one section-sized text: the overview stops before it, saying how many
+# it left out, whatever the number of open incidents.
+MAX_ANSWER = 2900
+MAX_LINES = 20
+LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
+
+# ASCII digits only: `\d` also matches Arabic-Indic and other Unicode digits.
+_DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+_COUNT = re.compile(r"\+?([0-9]+)")
+MAX_SCALE_UP = 9999  # runners one command adds; the scaler's own cap is checked after
+MAX_ID = 40  # incident IDs are short numbers; a longer word is a typo, not an ID
+
+
+class CommandError(ValueError):
+    """A command that cannot be understood; the message says how to write it."""
+
+
+@dataclass(frozen=True)
+class Command:
+    verb: str
+    incident_ref: str | None = None
+    seconds: int | None = None
+    runner_type: str | None = None
+    count: int | None = None
+    raise_maximum: bool = False  # `max`: raise an ARC scale set's maxRunners
+
+
+def parse_duration(text: str) -> int:
+    """`2h`, `30m`, `1h30m`, `1d` -> seconds (at most 7 days)."""
+    match = _DURATION.fullmatch(text.strip().lower())
+    if not text.strip() or match is None or not any(match.groups()):
+        shown = truncate(escape(text), 40)
+        raise CommandError(f"`{shown}` is not a duration: use e.g. `30m`, `2h`, `1h30m`")
+    # Each part is capped just past the limit, so thousands of digits are "too long", not a crash.
+    days, hours, minutes, seconds = (
+        ascii_whole(g or "0", MAX_SILENCE_S + 1) or 0 for g in match.groups()
+    )
+    total = days * 86400 + hours * 3600 + minutes * 60 + seconds
+    if not is_silence_length(total):
+        raise CommandError("a silence lasts between 1 minute and 7 days")
+    return total
+
+
+def parse_command(text: str) -> Command:
+    words = text.split()
+    if not words:
+        return Command("status")
+    verb, args = words[0].lower(), words[1:]
+    if verb in ("help", "status", "incidents"):
+        return Command(verb)
+    if verb in ("ack", "acknowledge", "resolve", "diagnose", "unsilence"):
+        return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
+    if verb == "silence":
+        if not args:
+            raise CommandError("usage: `/queue silence <duration> [ID]`, e.g. `/queue silence 2h`")
+        return Command(verb, seconds=parse_duration(args[0]), incident_ref=_optional_id(args, 1))
+    if verb == "scale":
+        return _parse_scale(args)
+    raise CommandError(f"unknown command `{escape(verb)}`. Try `/queue help`.")
+
+
+def _parse_scale(args: list[str]) -> Command:
+    usage = (
+        "usage: `/queue scale <runner-type> <+N> [ID] [max]`, e.g. `/queue scale linux.2xlarge "
+        "+4` (`max`: raise an ARC scale set's maxRunners)"
+    )
+    count_match = _COUNT.fullmatch(args[1]) if len(args) >= 2 else None
+    if count_match is None:
+        raise CommandError(usage)
+    count = ascii_whole(count_match[1], MAX_SCALE_UP + 1) or 0
+    if not 1 <= count <= MAX_SCALE_UP:
+        raise CommandError(f"scale up by at least 1 runner and at most {MAX_SCALE_UP} at once")
+    rest = [arg for arg in args[2:] if arg.lower() != "max"]
+    if len(rest) > 1:
+        raise CommandError(usage)
+    return Command(
+        "scale",
+        runner_type=args[0],
+        count=count,
+        incident_ref=_optional_id(rest, 0),
+        raise_maximum=len(rest) < len(args[2:]),
+    )
+
+
+def _optional_id(args: list[str], index: int) -> str | None:
+    if len(args) <= index:
+        return None
+    ref = args[index].lstrip("#")
+    if not ref or len(ref) > MAX_ID:
+        raise CommandError(f"`{truncate(escape(args[index]), MAX_ID)}` is not an incident ID")
+    return ref
+
+
+async def run_command(
+    core: ActionCore, actor: Actor, text: str, *, interaction: str | None = None
+) -> Outcome:
+    try:
+        command = parse_command(text)
+    except CommandError as exc:
+        return Outcome(False, f"{exc}\n\n{HELP}", "refused")
+    if command.verb == "help":
+        return Outcome(True, HELP)
+    if command.verb == "status":
+        return await _status(core)
+    if command.verb == "incidents":
+        return await _overview(core, verbose=True)
+    ref = command.incident_ref
+    if ref is None:
+        open_now = await core.open_incidents(MAX_LINES)
+        if not open_now:
+            return Outcome(False, "No open incident. `/queue incidents` lists recent ones.")
+        if len(open_now) > 1:
+            return _which(command, open_now, await core.open_count())
+        ref = open_now[0].id
+    if command.verb == "ack":
+        return await core.acknowledge(actor, ref, interaction=interaction)
+    if command.verb == "diagnose":
+        return await core.diagnose(actor, ref, interaction=interaction)
+    if command.verb == "silence" and command.seconds is not None:
+        return await core.silence(actor, ref, command.seconds, interaction=interaction)
+    if command.verb == "unsilence":
+        return await core.unsilence(actor, ref, interaction=interaction)
+    if command.verb == "scale" and command.runner_type and command.count:
+        return await core.scale(
+            actor,
+            ref,
+            command.runner_type,
+            command.count,
+            raise_maximum=command.raise_maximum,
+            interaction=interaction,
+        )
+    return await core.resolve(actor, ref, interaction=interaction)
+
+
+def _which(command: Command, incidents: list[Incident], total: int) -> Outcome:
+    """Several incidents are open: acting on a guess could hit the wrong one, so ask."""
+    head = (
+        f"{total} incidents are open: say which, e.g. "
+        f"`/queue {command.verb} {escape(incidents[0].id)}`."
+    )
+    return Outcome(False, _capped(head, [_brief(incident) for incident in incidents], total))
+
+
+async def _overview(core: ActionCore, *, verbose: bool) -> Outcome:
+    if verbose:
+        incidents = await core.recent(MAX_LINES)
+        total = len(incidents)
+    else:
+        incidents, total = await core.open_incidents(MAX_LINES), await core.open_count()
+    if not incidents:
+        return Outcome(True, "No open incidents: the queues are quiet.")
+    return Outcome(True, _capped("", [_overview_line(i) for i in incidents], total))
+
+
+async def _status(core: ActionCore) -> Outcome:
+    """The live queue by runner type from the metrics backend, whether or not an incident is
+    open; then the open incidents. With the `alert` backend, the incidents' alert numbers."""
+    readings = core.readings
+    if not readings.metrics.live:
+        return await _overview(core, verbose=False)
+    reading = await readings.latest()
+    name = readings.metrics.name
+    fleet = reading.fleet if reading is not None else None
+    if reading is None or fleet is None:
+        why = reading.error if reading is not None and reading.error else "no reading yet"
+        head = f"⚠️ No live numbers from {escape(name)}: {escape(why)}"
+    else:
+        when = slack_date(fleet.at, "{time}")
+        head = f"*Queue by runner type* · live from {escape(name)} at {when}"
+        if reading.error:
+            head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
+        lines = type_lines(fleet, top=LIVE_TYPES) or ["_No runner type is known._"]
+        head += "\n" + "\n".join(lines)
+    incidents, total = await core.open_incidents(MAX_LINES), await core.open_count()
+    if not incidents:
+        return Outcome(True, _fit(head) + "\n\nNo open incidents.")
+    return Outcome(
+        True,
+        _capped(_fit(head) + "\n\n*Open incidents*", [_overview_line(i) for i in incidents], total),
+    )
+
+
+def _fit(text: str) -> str:
+    """The live part keeps room for the incidents under it."""
+    return truncate(text, MAX_ANSWER // 2)
+
+
+def _capped(head: str, lines: list[str], total: int) -> str:
+    """`head`, then as many lines as fit MAX_LINES and MAX_ANSWER, then how many were left out
+    of `total`. The "more" line is reserved room, so the answer never passes MAX_ANSWER."""
+    kept = [head] if head else []
+    size = len(head) + 100
+    for line in lines[:MAX_LINES]:
+        if size + len(line) + 1 > MAX_ANSWER:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    shown = len(kept) - (1 if head else 0)
+    if total > shown:
+        kept.append(f"… and {total - shown} more: `/queue <command> <ID>` acts on one of them.")
+    return "\n".join(kept)
+
+
+def _brief(incident: Incident) -> str:
+    return f"• *#{escape(incident.id)}* {truncate(escape(incident.title), 150)}"
+
+
+def _overview_line(incident: Incident) -> str:
+    state = "firing" if incident.is_open else "resolved"
+    line = f"*#{escape(incident.id)}* {truncate(escape(incident.title), 150)} — {state}"
+    numbers = incident.numbers
+    if numbers.max_queue_time_mins is not None:
+        line += f", longest wait {numbers.max_queue_time_mins:g} min"
+    if numbers.max_queue_size is not None:
+        line += f", {numbers.max_queue_size:g} queued"
+    for name, queue in sorted(incident.runner_types.items())[:5]:
+        wait = f"{queue.longest_wait_mins:g} min" if queue.longest_wait_mins is not None else "?"
+        queued = f"{queue.queued:g}" if queue.queued is not None else "?"
+        line += f"\n    • `{truncate(escape(name), 80)}`: {queued} queued, longest wait {wait}"
+    if len(incident.runner_types) > 5:
+        line += f"\n    • +{len(incident.runner_types) - 5} more runner types"
+    return line

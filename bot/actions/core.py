@@ -1,0 +1,114 @@
+"""The action core: what a responder can do to an incident, whichever surface they used.
+
+Buttons, modals and `/queue` subcommands all land here, so all get the same permission check,
+the same idempotency, the same timeline entries and the same answers (see `bot.actions.flow` for the
+path every action takes). Acknowledge and resolve only change state; silence
+(`bot.actions.silence`),
+scale up (`bot.actions.scale`) and diagnostics (`bot.actions.diagnose`) call a backend first.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from bot.actions.diagnose import Diagnosing
+from bot.actions.flow import Acting, Actor, Decide, Decision, Outcome, refused
+from bot.actions.scale import Scaling
+from bot.actions.silence import Silencing
+from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
+from bot.render.root import escape, render_event, render_summary
+from bot.storage.incident_store import BAND_ACTION, Commit, Reply, summary_reply
+
+__all__ = ["ActionCore", "Actor", "Outcome"]
+
+log = logging.getLogger(__name__)
+
+
+class ActionCore:
+    def __init__(
+        self, acting: Acting, silencing: Silencing, scaling: Scaling, diagnosing: Diagnosing
+    ) -> None:
+        self._acting = acting
+        self._store = acting.store
+        self.silence = silencing.silence
+        self.unsilence = silencing.unsilence
+        self.scaling = scaling
+        self.scale = scaling.scale
+        self.diagnose = diagnosing.diagnose
+        self.readings = diagnosing.readings
+
+    # -- finding incidents -----------------------------------------------------------------
+
+    async def open_incidents(self, limit: int = 100) -> list[Incident]:
+        """The most recently opened open incidents, at most `limit` of them."""
+        return await self._store.get_many((await self._store.open_ids())[:limit])
+
+    async def open_count(self) -> int:
+        return await self._store.open_count()
+
+    async def recent(self, limit: int = 10) -> list[Incident]:
+        return await self._store.get_many(await self._store.recent_ids(limit))
+
+    async def incident_of_message(self, channel: str, ts: str) -> str | None:
+        return await self._store.incident_of_message(channel, ts)
+
+    # -- acknowledge and resolve -----------------------------------------------------------
+
+    async def acknowledge(
+        self, actor: Actor, ref: str, *, interaction: str | None = None
+    ) -> Outcome:
+        async def run() -> Outcome:
+            name = await self._acting.name(actor)
+            return await self._acting.commit(ref, _acknowledge(actor, name))
+
+        return await self._acting.guarded("acknowledge", actor, interaction, run)
+
+    async def resolve(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:
+        async def run() -> Outcome:
+            name = await self._acting.name(actor)
+            return await self._acting.commit(ref, _resolve(actor, name), with_timeline=True)
+
+        return await self._acting.guarded("resolve", actor, interaction, run)
+
+
+def _acknowledge(actor: Actor, name: str) -> Decide:
+    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+        if not incident.is_open:
+            return Decision(refused(f"Incident {incident.id} is already resolved."))
+        if incident.acknowledged_by == actor.user_id:
+            return Decision(Outcome(True, f"You already own incident {incident.id}."))
+        previous = incident.acknowledged_name or incident.acknowledged_by
+        if previous:
+            kind, text = "handed_over", f"Taken over from {previous}"
+            answer = f"You took incident {incident.id} over from {escape(previous)}."
+        else:
+            kind, text = "acknowledged", "Acknowledged"
+            answer = f"You acknowledged incident {incident.id}."
+        event = Event(at=now, kind=kind, text=text, actor=actor.user_id, actor_name=name)
+        updated = with_action(acknowledge(incident, by=actor.user_id, name=name, now=now), event)
+        reply = Reply("action", BAND_ACTION, render_event(updated, event))
+        return Decision(Outcome(True, answer), Commit(updated, events=(event,), replies=(reply,)))
+
+    return decide
+
+
+def _resolve(actor: Actor, name: str) -> Decide:
+    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+        if not incident.is_open:
+            return Decision(Outcome(True, f"Incident {incident.id} is already resolved."))
+        event = Event(
+            at=now, kind="resolved", text="Resolved manually", actor=actor.user_id, actor_name=name
+        )
+        resolved = resolve_manually(incident, by=actor.user_id, name=name, now=now)
+        updated = with_action(resolved, event)
+        summary = render_summary(updated, [*timeline, event], now=now)
+        commit = Commit(
+            updated,
+            events=(event,),
+            replies=(summary_reply(BAND_ACTION, summary),),
+            stop_status=True,
+        )
+        return Decision(Outcome(True, f"You resolved incident {incident.id}."), commit)
+
+    return decide

@@ -1,0 +1,95 @@
+"""Run diagnostics: the runbook's checks over what the metrics backend knows, into the thread.
+
+Read-only, yet a double click must not post two reports: the report is locked per incident for
+a short cooldown, and the refusal points at the report just posted. A failing live backend
+leaves the report on the alert's own numbers, and the report says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
+from bot.actions.interactions import Held
+from bot.domain.diagnostics import diagnose
+from bot.domain.fleet import FleetSnapshot
+from bot.domain.incident_fleet import incident_fleet
+from bot.domain.incidents import Event, Incident, with_action
+from bot.render.diagnostics import render_diagnostics
+from bot.render.mrkdwn import person
+from bot.status.readings import FleetReadings
+from bot.storage.incident_store import BAND_ACTION, Commit, Reply
+
+
+@dataclass(frozen=True)
+class DiagnoseConfig:
+    timeout_s: float = 10.0
+    cooldown_s: float = 30.0
+
+
+class Diagnosing:
+    def __init__(self, acting: Acting, readings: FleetReadings, *, config: DiagnoseConfig) -> None:
+        self._acting = acting
+        self._readings = readings
+        self._config = config
+
+    @property
+    def readings(self) -> FleetReadings:
+        return self._readings
+
+    async def diagnose(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:
+        return await self._acting.guarded(
+            "diagnose", actor, interaction, lambda: self._diagnose(actor, ref)
+        )
+
+    async def _diagnose(self, actor: Actor, ref: str) -> Outcome:
+        incident = (await self._acting.load(ref)).incident
+        if incident is None:
+            return refused(UNKNOWN)
+        if not incident.is_open:
+            return refused(
+                f"Incident {incident.id} is already resolved: its summary is in the thread."
+            )
+        name = await self._acting.name(actor)
+        lock = await self._acting.interactions.lock(
+            incident.id, "diagnose", doing=f"{name} ran them", ttl_s=self._config.timeout_s + 5
+        )
+        if isinstance(lock, Held):
+            return refused(f"Diagnostics were just run ({lock.what}): see the thread.")
+        snapshot = await self._snapshot(incident)
+        await lock.keep(self._config.cooldown_s, f"{name} ran them")
+        return await self._acting.commit(ref, _record(actor, name, snapshot))
+
+    async def _snapshot(self, incident: Incident) -> FleetSnapshot:
+        """The incident's runner types from the shared fleet reading (refreshed if due), with
+        baselines; the alert's numbers, with a note saying why, when the backend failed."""
+        reading, history = await self._readings.current()
+        return incident_fleet(
+            incident,
+            reading,
+            history,
+            backend=self._readings.metrics.name,
+            now=self._acting.clock(),
+            interval=self._readings.interval,
+        )
+
+
+def _record(actor: Actor, name: str, snapshot: FleetSnapshot) -> Decide:
+    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+        diagnosis = diagnose(snapshot)
+        cause = diagnosis.cause.value if diagnosis.cause else "not determined"
+        event = Event(
+            at=now,
+            kind="diagnosed",
+            text=f"Diagnostics: likely cause {cause}",
+            actor=actor.user_id,
+            actor_name=name,
+        )
+        updated = with_action(incident, event)
+        report = render_diagnostics(updated, diagnosis, snapshot, by=person(actor.user_id, name))
+        commit = Commit(updated, events=(event,), replies=(Reply("action", BAND_ACTION, report),))
+        answer = f"Diagnostics of incident {incident.id} are in its thread: likely cause {cause}."
+        return Decision(Outcome(True, answer), commit)
+
+    return decide

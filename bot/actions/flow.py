@@ -1,0 +1,190 @@
+"""The path every responder action takes, whichever action and whichever surface.
+
+`guarded` runs the checks that come before any work: the authorization hook, then the
+interaction's identity (the same delivery twice does one thing and gets the same answer), and it
+counts every outcome in `/metrics`. `commit` decides on the incident as read and commits the
+change with its thread reply, fenced by the version it read: if the incident moved on meanwhile
+(an alert resolved it, someone else acted), it decides again on the fresh state. Backend calls
+happen between the two, holding no state: a slow Alertmanager never holds up an alert group.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from redis.exceptions import RedisError
+
+from bot.actions.interactions import IN_PROGRESS, Interactions
+from bot.actions.permissions import Authorizer
+from bot.domain.incidents import Event, Incident
+from bot.storage.incident_store import Commit, IncidentStore, Loaded
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5
+# A backend already acted: its result must be recorded, so contention is waited out longer.
+MAX_RECORD_ATTEMPTS = 50
+UNKNOWN = (
+    "This incident is no longer known to queuepilot (it expired, or its data was lost). "
+    "`/queue incidents` lists the current ones."
+)
+NO_REDIS = "queuepilot cannot reach its database right now: try again."
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who asked: a Slack user ID, and the name Slack's payload gave (a fallback for display)."""
+
+    user_id: str
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What to tell the person who asked (ephemerally): mrkdwn, already escaped.
+
+    `result` is how `/metrics` counts it: ok, refused (permission, state, bad input), failed
+    (a backend said no or did not answer), duplicate (the same interaction again), error.
+    """
+
+    ok: bool
+    message: str
+    result: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.result or ("ok" if self.ok else "refused")
+
+
+def refused(message: str) -> Outcome:
+    return Outcome(False, message, "refused")
+
+
+def failed(message: str) -> Outcome:
+    return Outcome(False, message, "failed")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an action does to the incident as read: a commit (or none) and the answer."""
+
+    outcome: Outcome
+    commit: Commit | None = None
+
+
+# An action's decision, from the incident as read, the time, and its timeline when asked for.
+Decide = Callable[[Incident, datetime, list[Event]], Decision]
+
+
+def parse_ref(ref: str) -> tuple[str, str | None]:
+    """`12:9f3a…` (what buttons carry) or `12` / `#12` (what people type) -> (id, uid)."""
+    incident_id, _, uid = ref.strip().lstrip("#").partition(":")
+    return incident_id, (uid or None)
+
+
+class Acting:
+    """What every action needs: the store, the clock, names, the guards, the counters."""
+
+    def __init__(
+        self,
+        store: IncidentStore,
+        telemetry: Telemetry,
+        interactions: Interactions,
+        authorizer: Authorizer,
+        *,
+        display_name: Callable[[str], Awaitable[str | None]],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.store = store
+        self.telemetry = telemetry
+        self.interactions = interactions
+        self.authorizer = authorizer
+        self.clock = clock
+        self._display_name = display_name
+
+    async def guarded(
+        self,
+        action: str,
+        actor: Actor,
+        interaction: str | None,
+        run: Callable[[], Awaitable[Outcome]],
+    ) -> Outcome:
+        """Authorize, claim the interaction, run, remember the answer, count the outcome."""
+        try:
+            outcome = await self._guarded(action, actor, interaction, run)
+        except RedisError as exc:
+            log.error("action %s failed: Redis: %s", action, exc)
+            outcome = Outcome(False, NO_REDIS, "error")
+        self.telemetry.actions.labels(action, outcome.label).inc()
+        return outcome
+
+    async def _guarded(
+        self,
+        action: str,
+        actor: Actor,
+        interaction: str | None,
+        run: Callable[[], Awaitable[Outcome]],
+    ) -> Outcome:
+        refusal = await self.authorizer.refusal(actor.user_id, action)
+        if refusal is not None:
+            return refused(refusal)
+        if not interaction:
+            return await run()
+        key = f"{action}:{actor.user_id}:{interaction}"
+        previous = await self.interactions.claim(key)
+        if previous == IN_PROGRESS:
+            return Outcome(False, "This request is already being handled.", "duplicate")
+        if previous is not None:
+            return Outcome(True, previous, "duplicate")
+        outcome = await run()
+        await self.interactions.answered(key, outcome.message)
+        return outcome
+
+    async def load(self, ref: str) -> Loaded:
+        """The incident a reference names, or `Loaded(None)` (unknown, or another UID)."""
+        incident_id, uid = parse_ref(ref)
+        loaded = await self.store.load(incident_id) if incident_id else Loaded(None)
+        incident = loaded.incident
+        if incident is None or (uid is not None and uid != incident.uid):
+            return Loaded(None)
+        return loaded
+
+    async def commit(
+        self,
+        ref: str,
+        decide: Decide,
+        *,
+        with_timeline: bool = False,
+        attempts: int = MAX_ATTEMPTS,
+    ) -> Outcome:
+        """Decide on the incident as read and commit, again on fresh state if it moved on.
+
+        `with_timeline` reads the timeline first, for decisions that render it (a summary).
+        """
+        for _ in range(attempts):
+            loaded = await self.load(ref)
+            incident = loaded.incident
+            if incident is None:
+                return refused(UNKNOWN)
+            timeline = await self.store.events(incident.id) if with_timeline else []
+            now = self.clock()
+            decision = decide(incident, now, timeline)
+            if decision.commit is None:
+                return decision.outcome
+            commit = replace(decision.commit, version=loaded.version, thread=loaded.thread)
+            if await self.store.commit(commit, now=now.timestamp()):
+                if commit.stop_status:
+                    self.telemetry.incidents_resolved.labels("manual").inc()
+                return decision.outcome
+        return Outcome(False, "This incident is changing right now: try again in a moment.")
+
+    async def name(self, actor: Actor) -> str:
+        """How routine replies name the actor: their Slack display name, else the payload's."""
+        try:
+            return await self._display_name(actor.user_id) or actor.name or actor.user_id
+        except RedisError:
+            return actor.name or actor.user_id

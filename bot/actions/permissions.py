@@ -1,0 +1,115 @@
+"""Who may do what: one hook every action passes through before anything is called.
+
+Acknowledge, silence, diagnose and resolve are open to everyone in the channel (they are how an
+on-call works). Scaling costs money and capacity, so it is refused unless the person is listed in
+`SCALE_ALLOWED_USERS`, directly (`U…`, `W…`) or through a Slack user group (`S…`), whose members
+are read with `usergroups.users.list` and kept for a few minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from bot.render.mrkdwn import escape
+
+log = logging.getLogger(__name__)
+
+RESTRICTED = frozenset({"scale"})
+GROUP_CACHE_S = 300.0
+# The check runs before Slack's answer (a modal's submission waits for it, within Slack's 3 s):
+# the groups are asked all at once and waited for 1.5 s together; a slow group allows nobody
+# this time rather than losing the answer. Its lookup goes on for up to GROUP_FETCH_S, so the
+# next try finds it cached.
+GROUP_LOOKUP_S = 1.5
+GROUP_FETCH_S = 10.0
+
+
+@dataclass(frozen=True)
+class Rules:
+    scale_allowed: tuple[str, ...] = ()
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        return tuple(entry for entry in self.scale_allowed if entry.startswith("S"))
+
+
+class Authorizer:
+    def __init__(
+        self,
+        rules: Rules,
+        *,
+        group_members: Callable[[str], Awaitable[Sequence[str]]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._rules = rules
+        self._group_members = group_members
+        self._clock = clock
+        self._groups: dict[str, tuple[float, frozenset[str]]] = {}
+        self._fetching: dict[str, asyncio.Task[frozenset[str] | None]] = {}
+
+    async def refusal(self, user_id: str, action: str) -> str | None:
+        """None when `user_id` may do `action`; else what to tell them, including how to be
+        allowed."""
+        if action not in RESTRICTED:
+            return None
+        allowed = self._rules.scale_allowed
+        if not allowed:
+            return (
+                "Scaling from Slack is turned off: nobody is allowed yet. An operator allows "
+                "people by listing their Slack user IDs or user-group IDs in "
+                "`SCALE_ALLOWED_USERS`."
+            )
+        if user_id in allowed or await self._in_a_group(user_id):
+            return None
+        return (
+            f"You are not allowed to scale runners. An operator can add your Slack user ID "
+            f"(`{escape(user_id)}`) or one of your user groups to `SCALE_ALLOWED_USERS`."
+        )
+
+    async def _in_a_group(self, user_id: str) -> bool:
+        """Whether `user_id` is in an allowed group: fresh cached members, else all the other
+        groups asked at once, for GROUP_LOOKUP_S in all; the first that has them answers."""
+        now = self._clock()
+        fresh = {
+            group: cached[1]
+            for group in self._rules.groups
+            if (cached := self._groups.get(group)) is not None and now - cached[0] < GROUP_CACHE_S
+        }
+        if any(user_id in members for members in fresh.values()):
+            return True
+        fetching = {self._fetch(group) for group in self._rules.groups if group not in fresh}
+        deadline = asyncio.get_running_loop().time() + GROUP_LOOKUP_S
+        while fetching:
+            left = deadline - asyncio.get_running_loop().time()
+            done, fetching = await asyncio.wait(
+                fetching, timeout=max(left, 0.0), return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:
+                break
+            if any(user_id in (task.result() or ()) for task in done):
+                return True
+        # A group unread this time: the members it had last time, if any.
+        return any(user_id in members for _, members in self._groups.values())
+
+    def _fetch(self, group: str) -> asyncio.Task[frozenset[str] | None]:
+        """The group's lookup, one at a time per group: a lookup under way is shared."""
+        task = self._fetching.get(group)
+        if task is None:
+            task = asyncio.ensure_future(self._members(group))
+            self._fetching[group] = task
+            task.add_done_callback(lambda _: self._fetching.pop(group, None))
+        return task
+
+    async def _members(self, group: str) -> frozenset[str] | None:
+        """The group's members, cached; None when they could not be read (asked again soon)."""
+        try:
+            members = frozenset(await asyncio.wait_for(self._group_members(group), GROUP_FETCH_S))
+        except Exception as exc:
+            log.warning("user group %s: members unreadable (%s)", group, exc)
+            return None
+        self._groups[group] = (self._clock(), members)
+        return members

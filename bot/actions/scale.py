@@ -1,0 +1,220 @@
+"""Scale up: a real call to the autoscaler for one runner type, permission-checked and capped.
+
+The request is checked before anything is called (the person may scale, the runner type has a
+target, the amount is within its cap); the backend then refuses what it would not do (past its
+maximum, past the ceiling). Scale-ups of one runner type are locked fleet-wide while the call
+runs and for a cooldown after it, so two modals submitted at once, or two people reacting to the
+same alert, add runners once; the refusal says who scaled it and when.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.actions.flow import (
+    MAX_RECORD_ATTEMPTS,
+    UNKNOWN,
+    Acting,
+    Actor,
+    Decide,
+    Decision,
+    Outcome,
+    failed,
+    refused,
+)
+from bot.actions.interactions import Held
+from bot.backends.errors import BackendError, deadline_of, within
+from bot.backends.scale import Capacity, Scaler, ScaleRequest, ScaleResult, ScaleTarget
+from bot.domain.forecast import Recommendation
+from bot.domain.incidents import Event, Incident, with_action
+from bot.render.mrkdwn import escape
+from bot.render.queue import recommend_for, worst_first
+from bot.render.replies import render_event
+from bot.storage.incident_store import BAND_ACTION, Commit, Reply
+
+NOT_CONFIGURED = (
+    "Scaling is not set up: an operator sets `SCALER_BACKEND` (`webhook`, `arc`, `sqs` or "
+    "`aws-asg`) and `SCALER_TARGETS`."
+)
+FLEET = "fleet"  # action locks of a runner type are fleet-wide, not per incident
+
+
+@dataclass(frozen=True)
+class ScaleConfig:
+    timeout_s: float = 10.0
+    cooldown_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ScalePreview:
+    """What the scale modal shows for one runner type before anyone confirms."""
+
+    incident: Incident
+    target: ScaleTarget
+    capacity: Capacity | None
+    capacity_note: str  # why capacity is unknown, when it is
+    recommended: Recommendation | None
+    can_raise_maximum: bool
+
+
+class Scaling:
+    def __init__(
+        self,
+        acting: Acting,
+        scaler: Scaler | None,
+        targets: dict[str, ScaleTarget],
+        *,
+        config: ScaleConfig,
+    ) -> None:
+        self._acting = acting
+        self._scaler = scaler
+        self._targets = targets
+        self._config = config
+
+    # -- what the modal needs ------------------------------------------------------------
+
+    async def choices(self, actor: Actor, ref: str) -> tuple[Incident, list[str]] | Outcome:
+        """The incident and the runner types one may scale for it (its own first), or why not."""
+        if self._scaler is None or not self._targets:
+            return refused(NOT_CONFIGURED)
+        refusal = await self._acting.authorizer.refusal(actor.user_id, "scale")
+        if refusal is not None:
+            return refused(refusal)
+        incident = (await self._acting.load(ref)).incident
+        if incident is None:
+            return refused(UNKNOWN)
+        if not incident.is_open:
+            return refused(f"Incident {incident.id} is already resolved.")
+        # The live reading's worst types first (it is fresher than the alert), then the alert's.
+        live = incident.live
+        ranked = [n for n, _ in worst_first(live.runner_types)] if live and live.is_live else []
+        ranked += [name for name, _ in worst_first(incident.runner_types)]
+        own = list(dict.fromkeys(name for name in ranked if name in self._targets))
+        return incident, own + sorted(set(self._targets) - set(own))
+
+    @property
+    def backend_name(self) -> str:
+        return self._scaler.name if self._scaler is not None else "no scaler"
+
+    def target(self, runner_type: str) -> ScaleTarget | None:
+        return self._targets.get(runner_type)
+
+    async def preview(
+        self, incident: Incident, runner_type: str, *, timeout_s: float
+    ) -> ScalePreview:
+        """Capacity (within `timeout_s`: a modal is waiting) and the recommended amount."""
+        target = self._targets[runner_type]
+        capacity, note, raises = None, NOT_CONFIGURED, False
+        if self._scaler is not None:
+            capacity, note = await self._capacity(self._scaler, target, timeout_s)
+            raises = self._scaler.can_raise_maximum
+        recommended = recommend_for(incident, runner_type)
+        return ScalePreview(incident, target, capacity, note, recommended, raises)
+
+    @staticmethod
+    async def _capacity(
+        scaler: Scaler, target: ScaleTarget, timeout_s: float
+    ) -> tuple[Capacity | None, str]:
+        try:
+            capacity = await within(scaler.capacity(target), timeout_s, scaler.name)
+        except BackendError as exc:
+            return None, f"capacity unknown: {exc}"
+        if capacity is None:
+            return None, f"{scaler.name} cannot report capacity in advance"
+        return capacity, ""
+
+    # -- the action ----------------------------------------------------------------------
+
+    async def scale(
+        self,
+        actor: Actor,
+        ref: str,
+        runner_type: str,
+        delta: int,
+        *,
+        raise_maximum: bool = False,
+        interaction: str | None = None,
+    ) -> Outcome:
+        async def run() -> Outcome:
+            return await self._scale(actor, ref, runner_type, delta, raise_maximum)
+
+        return await self._acting.guarded("scale", actor, interaction, run)
+
+    def check(self, runner_type: str, delta: int) -> str:
+        """What is wrong with the request itself ("" when nothing): for modals and commands."""
+        target = self._targets.get(runner_type)
+        if target is None:
+            known = ", ".join(f"`{escape(name)}`" for name in sorted(self._targets)[:20])
+            return f"`{escape(runner_type)}` has no scale target. Configured: {known or 'none'}."
+        if delta < 1:
+            return "Scale up by at least 1 runner."
+        if delta > target.cap:
+            return (
+                f"At most +{target.cap} runners per request for `{escape(runner_type)}` "
+                "(its cap). Ask again after this one if more are needed."
+            )
+        return ""
+
+    async def _scale(
+        self, actor: Actor, ref: str, runner_type: str, delta: int, raise_maximum: bool
+    ) -> Outcome:
+        scaler = self._scaler
+        if scaler is None or not self._targets:
+            return refused(NOT_CONFIGURED)
+        problem = self.check(runner_type, delta)
+        if problem:
+            return refused(problem)
+        target = self._targets[runner_type]
+        incident = (await self._acting.load(ref)).incident
+        if incident is None:
+            return refused(UNKNOWN)
+        if not incident.is_open:
+            return refused(f"Incident {incident.id} is already resolved: nothing was scaled.")
+        name = await self._acting.name(actor)
+        lock = await self._acting.interactions.lock(
+            FLEET,
+            f"scale:{runner_type}",
+            doing=f"{name} is scaling it",
+            ttl_s=deadline_of(self._config.timeout_s) + 5,
+        )
+        if isinstance(lock, Held):
+            return refused(f"`{escape(runner_type)}` was just scaled: {escape(lock.what)}.")
+        request = ScaleRequest(
+            target,
+            delta,
+            incident.id,
+            name,
+            raise_maximum=raise_maximum,
+            request_id=secrets.token_hex(8),
+        )
+        try:
+            result = await within(scaler.scale(request), self._config.timeout_s, scaler.name)
+        except BackendError as exc:
+            await lock.release()
+            reason = escape(str(exc))
+            return failed(f"Could not scale `{escape(runner_type)}`: {reason}. Nothing changed.")
+        at = self._acting.clock()
+        await lock.keep(self._config.cooldown_s, f"{name} asked for +{delta} at {at:%H:%M} UTC")
+        return await self._acting.commit(
+            ref, _record(actor, name, request, result, scaler.name), attempts=MAX_RECORD_ATTEMPTS
+        )
+
+
+def _record(
+    actor: Actor, name: str, request: ScaleRequest, result: ScaleResult, backend: str
+) -> Decide:
+    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+        runner_type = request.target.runner_type
+        text = f"Scaled {runner_type} by +{request.delta}: {result.detail} ({backend})"
+        event = Event(at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name)
+        updated = with_action(incident, event)
+        reply = Reply("action", BAND_ACTION, render_event(updated, event))
+        answer = f"You scaled `{escape(runner_type)}` by +{request.delta}: {escape(result.detail)}."
+        if not incident.is_open:
+            answer += " The incident had resolved meanwhile."
+        commit = Commit(updated, events=(event,), replies=(reply,))
+        return Decision(Outcome(True, answer), commit)
+
+    return decide

@@ -1,0 +1,245 @@
+"""Silence and unsilence: a real silence in Alertmanager or Grafana, recorded on the incident.
+
+The backend is called between reading the incident and committing the result, holding no state,
+and under the incident's silence lock, so two people silencing at once make one silence. A
+backend failure is told to the person with its reason and nothing is recorded. Once the backend
+made the silence, it is recorded whatever happened to the incident meanwhile: it exists, so the
+incident must show it (and offer to remove it) even if the alert resolved in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.actions.flow import (
+    MAX_RECORD_ATTEMPTS,
+    UNKNOWN,
+    Acting,
+    Actor,
+    Decide,
+    Decision,
+    Outcome,
+    failed,
+    refused,
+)
+from bot.actions.interactions import Held
+from bot.backends.errors import BackendError, deadline_of, within
+from bot.backends.silence import Silencer, SilenceRequest
+from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
+from bot.render.mrkdwn import duration, escape, person, slack_date
+from bot.render.replies import render_event
+from bot.storage.incident_store import BAND_ACTION, Commit, Reply, ThreadRef
+
+log = logging.getLogger(__name__)
+
+NOT_CONFIGURED = (
+    "Silencing is not set up: an operator sets `SILENCE_BACKEND` (`alertmanager` with "
+    "`ALERTMANAGER_URL`, or `grafana` with `GRAFANA_URL` and `GRAFANA_TOKEN`)."
+)
+
+
+@dataclass(frozen=True)
+class SilenceConfig:
+    timeout_s: float = 10.0
+    # How often the tick asks the backend whether a silence is still in force.
+    check_s: float = 60.0
+
+
+class Silencing:
+    def __init__(
+        self,
+        acting: Acting,
+        silencer: Silencer | None,
+        *,
+        config: SilenceConfig,
+        permalink: Callable[[str, str], Awaitable[str | None]],
+    ) -> None:
+        self._acting = acting
+        self._silencer = silencer
+        self._config = config
+        self._permalink = permalink
+
+    async def silence(
+        self, actor: Actor, ref: str, seconds: int, *, interaction: str | None = None
+    ) -> Outcome:
+        return await self._acting.guarded(
+            "silence", actor, interaction, lambda: self._silence(actor, ref, seconds)
+        )
+
+    async def unsilence(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:
+        return await self._acting.guarded(
+            "unsilence", actor, interaction, lambda: self._unsilence(actor, ref)
+        )
+
+    # -- silence ---------------------------------------------------------------------------
+
+    async def _silence(self, actor: Actor, ref: str, seconds: int) -> Outcome:
+        silencer = self._silencer
+        if silencer is None:
+            return refused(NOT_CONFIGURED)
+        loaded = await self._acting.load(ref)
+        incident = loaded.incident
+        if incident is None:
+            return refused(UNKNOWN)
+        refusal = _silence_refusal(incident)
+        if refusal:
+            return refused(refusal)
+        name = await self._acting.name(actor)
+        lock = await self._acting.interactions.lock(
+            incident.id, "silence", doing=f"{name} is silencing it", ttl_s=self._lock_s
+        )
+        if isinstance(lock, Held):
+            return refused(f"Incident {incident.id} is being silenced right now: {lock.what}.")
+        try:
+            now = self._acting.clock()
+            until = now + timedelta(seconds=seconds)
+            request = SilenceRequest(
+                matchers=incident.silence_matchers,
+                starts_at=now,
+                ends_at=until,
+                created_by=name,
+                comment=await self._comment(incident, loaded.thread, name),
+            )
+            # Watched before it exists: a replica dying right after creating it still has the
+            # tick look at the incident (and find nothing, if the silence was never recorded).
+            first_check = min(until.timestamp(), now.timestamp() + self._config.check_s)
+            await self._acting.store.watch_silence(incident.id, first_check)
+            silence_id = await within(silencer.create(request), self._timeout, silencer.name)
+        except BackendError as exc:
+            await lock.release()
+            reason = escape(str(exc))
+            return failed(f"Could not silence incident {incident.id}: {reason}. Nothing changed.")
+        record = ActiveSilence(
+            silence_id=silence_id,
+            backend=silencer.name,
+            until=until,
+            by=actor.user_id,
+            by_name=name,
+            at=now,
+        )
+        try:
+            return await self._acting.commit(
+                ref, _record_silence(record, seconds), attempts=MAX_RECORD_ATTEMPTS
+            )
+        finally:
+            await lock.release()
+
+    async def _comment(self, incident: Incident, thread: ThreadRef | None, name: str) -> str:
+        """The silence's comment links the incident's thread, so Alertmanager says why."""
+        link = ""
+        if thread is not None:
+            try:
+                link = await asyncio.wait_for(self._permalink(thread.channel, thread.ts), 3) or ""
+            except Exception as exc:  # the link is a courtesy; the silence matters
+                log.info("no permalink for incident %s: %s", incident.id, type(exc).__name__)
+        title = incident.title[:200]
+        return f"queuepilot incident #{incident.id} ({title}), silenced from Slack by {name}" + (
+            f": {link}" if link else ""
+        )
+
+    # -- unsilence -------------------------------------------------------------------------
+
+    async def _unsilence(self, actor: Actor, ref: str) -> Outcome:
+        loaded = await self._acting.load(ref)
+        incident = loaded.incident
+        if incident is None:
+            return refused(UNKNOWN)
+        current = incident.silence
+        if current is None:
+            return refused(f"Incident {incident.id} is not silenced from Slack.")
+        silencer = self._silencer
+        if silencer is None or silencer.name != current.backend:
+            return refused(
+                f"This silence lives in {escape(current.backend)}, which queuepilot no longer "
+                f"uses: remove silence `{escape(current.silence_id)}` there."
+            )
+        name = await self._acting.name(actor)
+        lock = await self._acting.interactions.lock(
+            incident.id, "silence", doing=f"{name} is changing its silence", ttl_s=self._lock_s
+        )
+        if isinstance(lock, Held):
+            return refused(f"Incident {incident.id}'s silence is changing right now: {lock.what}.")
+        try:
+            await within(silencer.expire(current.silence_id), self._timeout, silencer.name)
+        except BackendError as exc:
+            await lock.release()
+            reason = escape(str(exc))
+            return failed(f"Could not remove the silence: {reason}. It is still in force.")
+        try:
+            return await self._acting.commit(
+                ref, _record_unsilence(current, actor, name), attempts=MAX_RECORD_ATTEMPTS
+            )
+        finally:
+            await lock.release()
+
+    @property
+    def _timeout(self) -> float:
+        return self._config.timeout_s
+
+    @property
+    def _lock_s(self) -> float:
+        """Held past the call's deadline: the commit that records the result follows it."""
+        return deadline_of(self._config.timeout_s) + 5
+
+
+def _silence_refusal(incident: Incident) -> str:
+    if not incident.is_open:
+        return f"Incident {incident.id} is already resolved: there is nothing to silence."
+    current = incident.silence
+    if current is not None:
+        return (
+            f"Incident {incident.id} is already silenced until {slack_date(current.until)} by "
+            f"{person(current.by, current.by_name)}. `/queue unsilence {incident.id}` removes "
+            "it; then silence it again for another duration."
+        )
+    if not incident.silence_matchers:
+        return (
+            f"Incident {incident.id}'s alert carries no labels a silence could select it by: "
+            "silence it in Grafana or Alertmanager."
+        )
+    return ""
+
+
+def _record_silence(record: ActiveSilence, seconds: int) -> Decide:
+    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+        text = f"Silenced for {duration(timedelta(seconds=seconds))} in {record.backend}"
+        event = Event(
+            at=record.at, kind="silenced", text=text, actor=record.by, actor_name=record.by_name
+        )
+        updated = with_action(silenced(incident, record), event)
+        until = slack_date(record.until)
+        reply = render_event(updated, event, detail=f"· until {until}")
+        answer = (
+            f"You silenced incident {incident.id} until {until} "
+            f"({escape(record.backend)} silence `{escape(record.silence_id)}`)."
+        )
+        if not incident.is_open:
+            answer += " The incident had resolved meanwhile; the silence stays until it ends."
+        commit = Commit(updated, events=(event,), replies=(Reply("action", BAND_ACTION, reply),))
+        return Decision(Outcome(True, answer), commit)
+
+    return decide
+
+
+def _record_unsilence(removed: ActiveSilence, actor: Actor, name: str) -> Decide:
+    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+        current = incident.silence
+        if current is None or current.silence_id != removed.silence_id:
+            return Decision(Outcome(True, f"Incident {incident.id}'s silence is already gone."))
+        event = Event(
+            at=now,
+            kind="unsilenced",
+            text=f"Silence removed from {removed.backend}",
+            actor=actor.user_id,
+            actor_name=name,
+        )
+        updated = with_action(unsilenced(incident, now=now), event)
+        reply = Reply("action", BAND_ACTION, render_event(updated, event))
+        answer = f"You removed incident {incident.id}'s silence: its alerts notify again."
+        return Decision(Outcome(True, answer), Commit(updated, events=(event,), replies=(reply,)))
+
+    return decide

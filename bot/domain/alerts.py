@@ -1,0 +1,423 @@
+"""Grafana and Alertmanager webhook payloads, parsed into frozen models.
+
+The parser is tolerant where senders legitimately differ (unknown keys, missing optional fields,
+numbers where strings are expected, Grafana's `\\u0026` in URLs, Go's zero time) and strict where
+a mistake would open a wrong incident (payload version, group key, status, alert list). Every
+refusal is a `PayloadError` whose message names the field, because it goes back to the sender in a
+400 and an operator has to fix their contact point from it.
+
+The facts an incident needs (`AlertFacts` and its parts) are declared here so that state modules
+can import the types without the rules; `bot.domain.alert_facts` computes them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import (
+    AliasChoices,
+    AliasGenerator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+# Re-exported: the models and callers keep importing both from here.
+from bot.domain.value_string import Series, parse_value_string
+
+Source = Literal["grafana", "alertmanager"]
+
+MAX_ALERTS = 1000
+EXPECTED_VERSION: dict[str, str] = {"grafana": "1", "alertmanager": "4"}
+ENDPOINT: dict[Source, str] = {"grafana": "/alerts/grafana", "alertmanager": "/alerts/alertmanager"}
+SENDER: dict[str, str] = {"grafana": "a Grafana", "alertmanager": "an Alertmanager"}
+
+
+class PayloadError(ValueError):
+    """A body that is not a valid notification; the message is shown to the sender in a 400."""
+
+
+# --- field coercions ------------------------------------------------------------------------------
+
+
+_JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"))
+
+
+def _json_type(value: object) -> str:
+    """Name a JSON value's type the way a sender's operator would say it."""
+    if value is None:
+        return "null"
+    kinds = (*_JSON_TYPES, (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
+def _as_text(value: object) -> str:
+    """Render a scalar label value as text: templated labels sometimes arrive as JSON numbers."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _string_map(value: object) -> dict[str, str]:
+    """Labels/annotations as str->str; null is Go's nil map (empty); other non-objects refused."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"must be an object, got {_json_type(value)}")
+    return {str(k): _as_text(v) for k, v in value.items() if v is not None}
+
+
+def _text(value: object) -> str:
+    """Optional text: Go may send null for an empty string; anything else must be a string."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {_json_type(value)}")
+    return value
+
+
+def _url(value: object) -> str:
+    """Grafana's Test button double-escapes `&` in URLs as the six characters `\\u0026`."""
+    return _text(value).replace("\\u0026", "&")
+
+
+def _count(value: object) -> int:
+    """truncatedAlerts: null or absent means none were dropped."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError(f"must be an integer, got {_json_type(value)}")
+
+
+def _finite(value: object) -> float | None:
+    """A usable number from a JSON value or numeric string; NaN, infinities and text give None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):  # text, or an integer beyond float range
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _values(value: object) -> dict[str, float]:
+    """Grafana's `values`: named expression results; null results (no data) are dropped."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"must be an object or null, got {_json_type(value)}")
+    numbers = {str(k): _finite(v) for k, v in value.items()}
+    return {k: v for k, v in numbers.items() if v is not None}
+
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """RFC 3339 -> aware UTC datetime; Go's zero time (year 1) and empty mean "not set" -> None.
+
+    Written by hand because Go emits nanoseconds, which `datetime.fromisoformat` refuses, and
+    because `fromisoformat` also accepts non-RFC 3339 forms we would rather reject.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return aware.astimezone(UTC)
+    shown = repr(value)[:60]
+    match = _RFC3339.fullmatch(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(f"must be an RFC 3339 timestamp like 2025-09-16T17:12:20Z, got {shown}")
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    if year == 1:
+        return None
+    micros = int((match[7] or "0")[:6].ljust(6, "0"))
+    zone = match[8]
+    try:
+        tz = UTC
+        if zone not in ("Z", "z"):
+            offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+            tz = timezone(-offset if zone[0] == "-" else offset)
+        moment = datetime(year, month, day, hour, minute, min(second, 59), micros, tzinfo=tz)
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"must be a valid RFC 3339 timestamp, got {shown} ({exc})") from None
+
+
+StringMap = Annotated[dict[str, str], BeforeValidator(_string_map)]
+Text = Annotated[str, BeforeValidator(_text)]
+Url = Annotated[str, BeforeValidator(_url)]
+Timestamp = Annotated[datetime | None, BeforeValidator(parse_timestamp)]
+
+
+# --- models ---------------------------------------------------------------------------------------
+
+_MODEL = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+
+class Alert(BaseModel):
+    """One alert of a notification, in either source's shape (Alertmanager has no values)."""
+
+    model_config = _MODEL
+
+    status: Literal["firing", "resolved"]
+    labels: StringMap = Field(default_factory=dict)
+    annotations: StringMap = Field(default_factory=dict)
+    starts_at: Timestamp = Field(None, alias="startsAt")
+    ends_at: Timestamp = Field(None, alias="endsAt")
+    generator_url: Url = Field("", alias="generatorURL")
+    fingerprint: Text = ""
+    silence_url: Url = Field("", alias="silenceURL")
+    dashboard_url: Url = Field("", alias="dashboardURL")
+    panel_url: Url = Field("", alias="panelURL")
+    values: Annotated[dict[str, float], BeforeValidator(_values)] = Field(default_factory=dict)
+    series: list[Series] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_value_string(cls, data: Any) -> Any:
+        """Derive `series` from valueString, and `values` from it when Grafana sent values: null
+        (the Test button and no-data alerts do), so numbers are found either way."""
+        if not isinstance(data, dict) or "valueString" not in data:
+            return data
+        series = parse_value_string(data["valueString"])
+        derived = dict(data, series=series)
+        if data.get("values") is None:
+            unlabeled = {s.name: s.value for s in series if not s.labels and s.value is not None}
+            derived["values"] = unlabeled
+        return derived
+
+
+class Notification(BaseModel):
+    """One webhook delivery: a group of alerts identified by its group key."""
+
+    model_config = _MODEL
+
+    source: Source
+    version: str
+    receiver: Text = ""
+    status: Literal["firing", "resolved"]
+    group_key: str = Field(alias="groupKey")
+    group_labels: StringMap = Field(default_factory=dict, alias="groupLabels")
+    common_labels: StringMap = Field(default_factory=dict, alias="commonLabels")
+    common_annotations: StringMap = Field(default_factory=dict, alias="commonAnnotations")
+    external_url: Url = Field("", alias="externalURL")
+    title: Text = ""
+    message: Text = ""
+    truncated_alerts: Annotated[int, BeforeValidator(_count)] = Field(0, alias="truncatedAlerts")
+    alerts: tuple[Alert, ...]
+
+    @property
+    def is_test(self) -> bool:
+        """Grafana's Test button sends `test-<fingerprint>-<unix time>`: show it as a test."""
+        return self.group_key.startswith("test-")
+
+    @property
+    def firing(self) -> tuple[Alert, ...]:
+        """The alerts still firing: numbers and links come from these, not from resolved ones."""
+        return tuple(a for a in self.alerts if a.status == "firing")
+
+
+# --- parsing --------------------------------------------------------------------------------------
+
+
+def _check_envelope(source: Source, data: object) -> dict[str, Any]:
+    """The checks whose failure means "wrong endpoint or not a webhook at all", with hints."""
+    if not isinstance(data, dict):
+        raise PayloadError(f"body: must be a JSON object, got {_json_type(data)}")
+    version, expected = data.get("version"), EXPECTED_VERSION[source]
+    if version != expected:
+        other: Source = "alertmanager" if source == "grafana" else "grafana"
+        hint = f"{SENDER[other]} payload (version {EXPECTED_VERSION[other]!r}) goes to"
+        if version == EXPECTED_VERSION[other]:
+            hint = f"this looks like {SENDER[other]} payload: send it to"
+        raise PayloadError(
+            f"version: expected {expected!r} for {SENDER[source]} webhook, got {version!r}; "
+            f"{hint} {ENDPOINT[other]}"
+        )
+    group_key = data.get("groupKey")
+    if not isinstance(group_key, str) or not group_key:
+        raise PayloadError(f"groupKey: must be a non-empty string, got {_json_type(group_key)}")
+    alerts = data.get("alerts")
+    if not isinstance(alerts, list):
+        raise PayloadError(f"alerts: must be a list, got {_json_type(alerts)}")
+    if not alerts:
+        raise PayloadError("alerts: must not be empty")
+    if len(alerts) > MAX_ALERTS:
+        raise PayloadError(f"alerts: at most {MAX_ALERTS} per notification, got {len(alerts)}")
+    return data
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    """("alerts", 0, "status") -> "alerts[0].status", the way the payload's author reads it."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "body"
+
+
+_EXPECTED_TYPE = {"model_type": "an object", "dict_type": "an object", "string_type": "a string"}
+
+
+def _reason(error: Any) -> str:
+    """Pydantic's messages rephrased as "must ..." so every PayloadError reads the same way."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "missing":
+        return "is required"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected', 'one of the allowed values')}"
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    if kind in _EXPECTED_TYPE:
+        return f"must be {_EXPECTED_TYPE[kind]}, got {_json_type(error.get('input'))}"
+    return str(error["msg"])
+
+
+def parse_notification(source: Source, data: object) -> Notification:
+    """Validate a decoded webhook body from `source`; raises PayloadError naming the bad field."""
+    payload = _check_envelope(source, data)
+    try:
+        return Notification.model_validate({**payload, "source": source})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise PayloadError(f"{_field_path(first['loc'])}: {_reason(first)}") from None
+
+
+def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
+    """The body as JSON (orjson: strict UTF-8, no NaN/Infinity, no unpaired surrogates), nested
+    at most `max_depth` levels, so a hostile body gets a 400 and never a RecursionError."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PayloadError(
+            f"body is not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):  # orjson's own bound (1024) is past ours
+            raise PayloadError(f"JSON nested deeper than {max_depth} levels") from None
+        raise PayloadError(f"body is not valid JSON: {exc}") from None
+    # A body with no more brackets than the limit cannot nest deeper (most notifications): the
+    # walk is for the rest.
+    brackets = body.count(b"{") + body.count(b"[")
+    if brackets > max_depth and _depth_exceeds(data, max_depth):
+        raise PayloadError(f"JSON nested deeper than {max_depth} levels")
+    return data
+
+
+def _depth_exceeds(data: object, limit: int) -> bool:
+    """Whether containers nest deeper than `limit`; iterative, so depth costs no recursion."""
+    level: list[object] = [data]
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below: list[object] = []
+        for item in level:
+            if isinstance(item, dict):
+                below.extend(v for v in item.values() if isinstance(v, dict | list))
+            elif isinstance(item, list):
+                below.extend(v for v in item if isinstance(v, dict | list))
+        level = below
+    return False
+
+
+# --- the facts an incident needs (computed by bot.domain.alert_facts.facts_of) ---------
+
+
+def max_known(a: float | None, b: float | None) -> float | None:
+    """The larger of two numbers where None means "not reported", not zero: an alert that omits
+    a number must neither erase a known one nor pull a maximum down."""
+    if a is None:
+        return b
+    return a if b is None else max(a, b)
+
+
+def stored_short(short: dict[str, str]) -> ConfigDict:
+    """Models kept many times in every incident's state (a number per runner type) are stored
+    under short keys (`by_alias=True`) and read under either name: the field names once per
+    runner type were a fifth of an incident's Redis."""
+    return ConfigDict(
+        alias_generator=AliasGenerator(
+            validation_alias=lambda name: AliasChoices(name, short[name]),
+            serialization_alias=lambda name: short[name],
+        )
+    )
+
+
+@dataclass(frozen=True)
+class RunnerQueue:
+    """How one runner type's queue looks according to the alert."""
+
+    __pydantic_config__ = stored_short({"queued": "q", "longest_wait_mins": "w"})
+    queued: float | None = None
+    longest_wait_mins: float | None = None
+
+
+@dataclass(frozen=True)
+class QueueNumbers:
+    """The queue alert's headline numbers; None when the notification does not carry them."""
+
+    __pydantic_config__ = stored_short(
+        {
+            "max_queue_time_mins": "wait",
+            "max_queue_size": "size",
+            "queue_time_threshold": "wait_limit",
+            "queue_size_threshold": "size_limit",
+        }
+    )
+
+    max_queue_time_mins: float | None = None
+    max_queue_size: float | None = None
+    queue_time_threshold: float | None = None
+    queue_size_threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """One label matcher of a silence (`name=value`, `!=`, `=~`, `!~`)."""
+
+    name: str
+    value: str
+    is_equal: bool = True
+    is_regex: bool = False
+
+
+@dataclass(frozen=True)
+class AlertFacts:
+    """What an incident needs from one notification, whichever source sent it."""
+
+    title: str
+    priority: str | None
+    team: str | None
+    summary: str
+    description: str
+    runbook_url: str
+    alert_url: str
+    silence_url: str
+    dashboard_url: str
+    panel_url: str
+    numbers: QueueNumbers
+    other_values: dict[str, float] = field(default_factory=dict)
+    runner_types: dict[str, RunnerQueue] = field(default_factory=dict)
+    firing_count: int = 0
+    resolved_count: int = 0
+    silence_matchers: tuple[Matcher, ...] = ()
+    # What the caps of `bot.domain.alert_facts` left out, said in words the incident shows.
+    truncated: tuple[str, ...] = ()

@@ -1,0 +1,74 @@
+"""A notification reduced to what an incident needs, as the consumer applies it.
+
+The webhook validates the body and stores it as it came; the consumer works out this record
+(`delivery_of`), once per distinct body among the recent ones (`bot.storage.stream`). A large body
+is
+stored as this record instead, worked out by the webhook (its facts are capped, the body is not),
+and so are the entries written by 0.6. It also carries each alert's identity (fingerprint and
+start time), which is how a stale firing is told apart from a real re-fire.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.domain.alert_facts import facts_of
+from bot.domain.alerts import Alert, AlertFacts, Notification, Source
+
+
+class Delivery(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    source: Source
+    group_key: str
+    status: Literal["firing", "resolved"]
+    is_test: bool = False
+    facts: AlertFacts
+    # Earliest startsAt of the firing alerts: when the queue started to hurt.
+    started_at: datetime | None = None
+    # Alert instances ("<fingerprint>@<startsAt>") by status in this notification.
+    firing: tuple[str, ...] = ()
+    resolved: tuple[str, ...] = ()
+
+    @property
+    def group_hash(self) -> str:
+        """A fixed-length key for the alert group; group keys can be long and hold anything."""
+        return group_hash(self.source, self.group_key)
+
+
+def group_hash(source: str, group_key: str) -> str:
+    return hashlib.sha256(f"{source}\0{group_key}".encode()).hexdigest()[:24]
+
+
+def instance_of(alert: Alert) -> str:
+    """One firing of one alert: its fingerprint and when it started.
+
+    The same alert firing again after it resolved gets a new startsAt from Grafana and
+    Alertmanager alike; a lagging HA peer or a retry repeats the old one.
+    """
+    fingerprint = alert.fingerprint or _labels_fingerprint(alert.labels)
+    started = alert.starts_at.isoformat() if alert.starts_at else ""
+    return f"{fingerprint[:64]}@{started}"
+
+
+def _labels_fingerprint(labels: dict[str, str]) -> str:
+    raw = "\0".join(f"{k}\0{v}" for k, v in sorted(labels.items()))
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def delivery_of(notification: Notification) -> Delivery:
+    starts = [a.starts_at for a in notification.firing if a.starts_at is not None]
+    return Delivery(
+        source=notification.source,
+        group_key=notification.group_key,
+        status=notification.status,
+        is_test=notification.is_test,
+        facts=facts_of(notification),
+        started_at=min(starts) if starts else None,
+        firing=tuple(instance_of(a) for a in notification.alerts if a.status == "firing"),
+        resolved=tuple(instance_of(a) for a in notification.alerts if a.status == "resolved"),
+    )

@@ -1,0 +1,108 @@
+"""The fleet at one moment, by runner type: what diagnostics, the scale modal and (with the
+live-metrics backends) status read. Every number is optional: each backend knows different
+things, and every consumer says what it could not know instead of guessing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.domain.alerts import RunnerQueue, stored_short
+
+
+class RunnerTypeMetrics(BaseModel):
+    model_config = ConfigDict(
+        frozen=True,
+        **stored_short(
+            {
+                "queued": "q",
+                "longest_wait_mins": "w",
+                "registered": "reg",
+                "busy": "busy",
+                "idle": "idle",
+                "offline": "off",
+                "minimum": "min",
+                "maximum": "max",
+                "desired": "want",
+                "arrival_per_min": "in",
+                "started_per_min": "start",
+                "completed_per_min": "out",
+                "job_duration_mins": "dur",
+                "arrival_baseline_per_min": "in0",
+                "duration_baseline_mins": "dur0",
+                "scale_errors": "err",
+            }
+        ),
+    )
+
+    queued: float | None = None
+    longest_wait_mins: float | None = None
+    registered: float | None = None
+    busy: float | None = None
+    idle: float | None = None
+    offline: float | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    desired: float | None = None  # what the autoscaler targets now (ARC: gha_desired_runners)
+    arrival_per_min: float | None = None  # jobs queued per minute: the demand
+    started_per_min: float | None = None  # jobs a runner picked up per minute
+    completed_per_min: float | None = None  # jobs finished per minute: the throughput
+    job_duration_mins: float | None = None
+    arrival_baseline_per_min: float | None = None  # the same hour on earlier days, or before
+    duration_baseline_mins: float | None = None
+    scale_errors: float | None = None  # scale-up failures in the recent window
+
+    @classmethod
+    def from_alert(cls, queue: RunnerQueue) -> RunnerTypeMetrics:
+        return cls(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
+
+
+class FleetSnapshot(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime
+    source: str  # "alert", "prometheus", ...: which backend said so
+    runner_types: dict[str, RunnerTypeMetrics] = Field(default_factory=dict)
+    # Said to the reader: e.g. the live backend failed and the alert's numbers stand in.
+    note: str = ""
+    # What a runner type this reading lacks means, set by the backend that read it. True: it has
+    # nothing queued, because the source lists every type that queues (the HUD's queue queries;
+    # a GitHub listing that covered every configured repository). False: nobody knows (a
+    # Prometheus series vanishes while its listener is recreated). Readings stored before this
+    # field existed read False: the old, cautious meaning. The drain rule reads it
+    # (`bot.domain.incident_fleet`).
+    absent_means_empty: bool = False
+    # The source counts only jobs queued longer than this many minutes (the HUD's
+    # `queuedThresholdMinutes`), so a type it lacks has none queued longer than that, not none
+    # at all; the drain rule takes that as drained only within its wait limit. None: every
+    # queued job counts.
+    queued_over_mins: float | None = None
+    # Followed types this view shows from their absence (`absent_means_empty`), said as "none
+    # queued over N min" rather than as a count nobody read.
+    absent: tuple[str, ...] = ()
+    # Runner types the incident follows that this reading has no numbers for (a listener being
+    # recreated, a target not scraped): while any is missing, nobody can say the queue drained.
+    missing: tuple[str, ...] = ()
+    # Types left out of an incident's view to keep its state small (the least bad ones), and
+    # how many of them still queue: while any does, the incident has not drained.
+    hidden: int = 0
+    hidden_queueing: int = 0
+
+    @property
+    def is_live(self) -> bool:
+        """Read from a metrics system, not taken from the alert."""
+        return self.source != "alert"
+
+
+SOURCE_NAMES = {
+    "alert": "the alert",
+    "prometheus": "Prometheus",
+    "github": "GitHub",
+    "hud": "the HUD",
+}
+
+
+def source_name(source: str) -> str:
+    return SOURCE_NAMES.get(source, source)

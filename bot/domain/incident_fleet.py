@@ -1,0 +1,263 @@
+"""An incident's share of the fleet reading: which runner types it shows, whether it drained.
+
+Pure functions of (incident, reading, now). The alert names the runner types that queue; the
+reading is matched to them by name. An alert that names none is about the fleet, so the incident
+shows every type that queues. A followed type the reading lacks has nothing queued (longer than
+the source's threshold, `FleetSnapshot.queued_over_mins`) or is unknown, as the backend that read
+it says (`FleetSnapshot.absent_means_empty`); the drain rule takes such an absence as drained only
+when that threshold is within its wait limit (`absence_can_drain`). When the reading is missing,
+failed or too old, the incident keeps the alert's own numbers and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.backends.metrics.alert import alert_fleet
+from bot.domain.alerts import QueueNumbers, RunnerQueue
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incidents import Incident, Snapshot
+from bot.render.mrkdwn import duration
+from bot.render.queue import worst_first
+from bot.status.readings import HistoryPoint, Reading
+
+# An incident keeps its worst types of a reading: its state stays small in a fleet of hundreds.
+MAX_VIEW_TYPES = 10
+# A reading older than this many intervals no longer describes "now".
+STALE_INTERVALS = 3
+# A followed type whose absence from the reading means an empty queue (over the source's
+# threshold), as it is counted; it is said as such (`FleetSnapshot.absent`).
+NOTHING_QUEUED = RunnerTypeMetrics(queued=0)
+# "The hours before the incident": baselines average the readings in this window before it.
+BASELINE_WINDOW = timedelta(hours=6)
+BASELINE_GAP = timedelta(minutes=10)  # the ramp-up just before the alert is not "normal"
+
+
+@dataclass(frozen=True)
+class DrainConfig:
+    """When an incident's queue counts as drained: every runner type it shows has at most
+    `max_queued` jobs waiting and none waiting longer than `max_wait_mins`, for `checks`
+    consecutive checks, `check_interval_s` apart once the first one found it drained."""
+
+    checks: int = 3
+    max_queued: float = 0
+    max_wait_mins: float = 5.0
+    check_interval_s: float = 60.0
+
+
+def incident_fleet(
+    incident: Incident,
+    reading: Reading | None,
+    history: Sequence[HistoryPoint] = (),
+    *,
+    backend: str,
+    now: datetime,
+    interval: timedelta,
+) -> FleetSnapshot:
+    """The runner types this incident shows, from the reading or, failing it, from the alert;
+    baselines the backend lacks are filled from `history` (`with_baselines`)."""
+    if reading is None:
+        return alert_fleet(incident, now=now)
+    fleet = reading.fleet
+    why = ""
+    if reading.error:
+        why = reading.error
+    elif fleet is None:
+        why = f"no reading from {backend} yet"
+    elif now - fleet.at > interval * STALE_INTERVALS:
+        why = f"{backend}'s latest reading is {duration(now - fleet.at)} old"
+    elif not fleet.runner_types and not (fleet.absent_means_empty and _read_before(incident)):
+        # No series at all is not "nothing queues": metrics switched off, a wrong query, a
+        # target not scraped yet. Taken as drained, it would close every incident. Only from a
+        # source that lists every queue, for types this incident has read, is it "all drained".
+        why = f"{backend} knows no runner type"
+    if why or fleet is None:
+        return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
+    index = _index(fleet)
+    ranked, missing, empty, note = _relevant(incident, index)
+    kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
+    notes = " · ".join(n for n in (fleet.note, note) if n)
+    view = FleetSnapshot(
+        at=fleet.at,
+        source=fleet.source,
+        runner_types=kept,
+        note=notes,
+        missing=missing,
+        queued_over_mins=fleet.queued_over_mins,
+        absent=tuple(empty),  # the cut ones too: the drain rule reads them
+        hidden=len(cut),
+        hidden_queueing=sum(1 for _, m in cut if (m.queued or 0) > 0),
+    )
+    return with_baselines(view, history, started_at=incident.started_at)
+
+
+@dataclass(frozen=True)
+class _FleetIndex:
+    fleet: FleetSnapshot
+    by_name: dict[str, str]  # casefolded name -> the reading's name
+    ranked: list[tuple[str, RunnerTypeMetrics]]  # worst first
+
+
+_latest: _FleetIndex | None = None
+
+
+def _index(fleet: FleetSnapshot) -> _FleetIndex:
+    """The reading's names and ranking: every incident of a status tick shares one reading, so
+    it is indexed once per reading instead of once per incident."""
+    global _latest
+    latest = _latest
+    if latest is None or latest.fleet is not fleet:
+        by_name = {name.casefold(): name for name in fleet.runner_types}
+        latest = _latest = _FleetIndex(fleet, by_name, worst_first(fleet.runner_types))
+    return latest
+
+
+def _relevant(
+    incident: Incident, index: _FleetIndex
+) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], list[str], str]:
+    """The types to show (worst first), the followed types the reading cannot speak for, those
+    shown from their absence, and a note for the reader.
+
+    Shown: the alert's types found in the reading, else every type that queues; and every type
+    the incident showed before, so one that drained reads "0 queued" instead of vanishing. A
+    followed type the reading lacks is shown with nothing queued when its absence means that
+    (`_absent_as_empty`; said "none queued over N min"); otherwise it is missing, and while it
+    is, the drain cannot be decided.
+    """
+    fleet, by_name = index.fleet, index.by_name
+    # Followed: every type the incident has shown or its alert named (peaks keep both).
+    followed = {n for n in (*incident.peak_types, *incident.runner_types) if n}
+    absent = sorted({n.casefold(): n for n in followed if n.casefold() not in by_name}.values())
+    empty = _absent_as_empty(incident, fleet, absent)
+    named = {name.casefold() for name in incident.runner_types if name}
+    matched = named & ({*by_name, *(n.casefold() for n in empty)})
+    note = ""
+    if matched:
+        chosen = {by_name[n] for n in matched if n in by_name}
+    else:
+        chosen = {n for n, m in fleet.runner_types.items() if (m.queued or 0) > 0}
+        if named:
+            note = "none of the alert's runner types is in the reading: showing all that queue"
+    chosen |= {by_name[n.casefold()] for n in followed if n.casefold() in by_name}
+    ranked = [item for item in index.ranked if item[0] in chosen]
+    # Nothing queued and no wait known: the least bad, so last, as `worst_first` puts them.
+    ranked += [(name, NOTHING_QUEUED) for name in empty]
+    missing = tuple(n for n in absent if n not in empty)
+    if missing:
+        shown = ", ".join(missing[:3]) + (
+            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        )
+        note = "; ".join(n for n in (note, f"no numbers for {shown} in this reading") if n)
+    return ranked, missing, empty, note
+
+
+def _absent_as_empty(incident: Incident, fleet: FleetSnapshot, absent: list[str]) -> list[str]:
+    """The followed types the reading lacks that have nothing queued: none unless the backend
+    says absence means that (`FleetSnapshot.absent_means_empty`), and then only types this
+    incident has read before. A type its alert names but the source has never listed is more
+    likely spelt differently there (`linux.4xlarge` against `lf.linux.4xlarge`) than drained:
+    read as drained it would close the incident at once, whatever its queue.
+
+    With the HUD's queries, "nothing queued" means nothing queued longer than their threshold
+    (`FleetSnapshot.queued_over_mins`: `queuedThresholdMinutes`, 5 by default; 5 minutes for
+    `queued_jobs_by_label`): its numbers count no younger job, present or absent. Whether that
+    is drained is the drain rule's to say (`absence_can_drain`); here it is only shown so.
+    """
+    if not fleet.absent_means_empty:
+        return []
+    read = _read_before(incident)
+    return [name for name in absent if name.casefold() in read]
+
+
+def _read_before(incident: Incident) -> set[str]:
+    """The runner types (casefolded) a live reading has shown this incident: those of its last
+    live view, and its peaks the alert never named (only a reading adds those)."""
+    named = {name.casefold() for name in incident.runner_types}
+    read = {n.casefold() for n in incident.peak_types if n.casefold() not in named}
+    if incident.live is not None and incident.live.is_live:
+        read |= {n.casefold() for n in incident.live.runner_types}
+    return read
+
+
+def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:
+    """Only a live view of the incident's own runner types can say it drained: a reading that
+    does not know the alert's types (a misconfigured label) must never close it."""
+    if not view.is_live or view.missing:
+        return False
+    if view.hidden_queueing:
+        return False
+    named = {name.casefold() for name in incident.runner_types if name}
+    return not named or any(n.casefold() in named for n in view.runner_types)
+
+
+def absence_can_drain(queued_over_mins: float | None, max_wait_mins: float) -> bool:
+    """Whether "the source lists no job of this type" can read as drained: only when the source
+    lists every job waiting longer than the drain rule's wait limit. A source that counts only
+    jobs queued over 30 minutes says nothing of one that has waited 29 minutes, which a wait
+    limit of 5 calls queueing."""
+    return (queued_over_mins or 0) <= max_wait_mins
+
+
+def is_drained(view: FleetSnapshot, config: DrainConfig) -> bool:
+    """Every runner type shown is at or below both thresholds (an unknown wait does not count)."""
+    return all(
+        (m.queued or 0) <= config.max_queued
+        and (m.longest_wait_mins is None or m.longest_wait_mins <= config.max_wait_mins)
+        for m in view.runner_types.values()
+    )
+
+
+def drain_checks(incident: Incident, view: FleetSnapshot, config: DrainConfig) -> int:
+    """Consecutive drained checks including this one: 0 when it queues or the numbers are the
+    alert's; unchanged while a live reading cannot tell (a followed type missing from it, or
+    shown from its absence by a source blind to waits within the limit)."""
+    blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, config.max_wait_mins)
+    if blind or not can_decide_drain(incident, view):
+        return incident.drain_checks if view.is_live else 0
+    return incident.drain_checks + 1 if is_drained(view, config) else 0
+
+
+def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snapshot:
+    """The compact form kept in the trend: queued and longest wait per type, and the totals."""
+    if not view.is_live:
+        return incident.snapshot(now)
+    types = {
+        name: RunnerQueue(queued=m.queued, longest_wait_mins=m.longest_wait_mins)
+        for name, m in view.runner_types.items()
+    }
+    waits = [q.longest_wait_mins for q in types.values() if q.longest_wait_mins is not None]
+    queued = [q.queued for q in types.values() if q.queued is not None]
+    numbers = QueueNumbers(
+        max_queue_time_mins=max(waits) if waits else None,
+        max_queue_size=sum(queued) if queued else None,
+        queue_time_threshold=incident.numbers.queue_time_threshold,
+        queue_size_threshold=incident.numbers.queue_size_threshold,
+    )
+    return Snapshot(at=view.at, numbers=numbers, runner_types=types)
+
+
+def with_baselines(
+    view: FleetSnapshot, history: Sequence[HistoryPoint], *, started_at: datetime
+) -> FleetSnapshot:
+    """Fill the baselines the backend could not give from the readings in the hours before the
+    incident started (the backend's own "same hour yesterday" wins when it has one)."""
+    before = [
+        p for p in history if started_at - BASELINE_WINDOW <= p.at <= started_at - BASELINE_GAP
+    ]
+    if not before:
+        return view
+    types = {}
+    for name, m in view.runner_types.items():
+        update: dict[str, float] = {}
+        if m.arrival_baseline_per_min is None:
+            values = [p.arrival_per_min[name] for p in before if name in p.arrival_per_min]
+            if values:
+                update["arrival_baseline_per_min"] = sum(values) / len(values)
+        if m.duration_baseline_mins is None:
+            values = [p.job_duration_mins[name] for p in before if name in p.job_duration_mins]
+            if values:
+                update["duration_baseline_mins"] = sum(values) / len(values)
+        types[name] = m.model_copy(update=update) if update else m
+    return view.model_copy(update={"runner_types": types})

@@ -1,0 +1,475 @@
+"""The incident: plain state, and its lifecycle as pure functions of (state, event).
+
+Nothing here reads a clock or talks to Redis or Slack; callers pass `now` and persist the result,
+so races such as "a resolved notification overtaking a firing one" are table tests.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from pydantic import BaseModel, Field, field_validator
+
+from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
+from bot.domain.delivery import Delivery
+from bot.domain.fleet import FleetSnapshot
+from bot.domain.trend import Trend
+
+TREND_POINTS = 48
+# The root shows the latest responder actions; the timeline keeps them all.
+RECENT_ACTIONS = 3
+# Alert instances seen resolved, per group: enough for the largest notification we accept.
+MAX_RESOLVED_INSTANCES = 1000
+
+
+class Status(StrEnum):
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class Resolution(StrEnum):
+    ALERT = "alert"  # the alert source said resolved
+    MANUAL = "manual"  # a responder pressed Resolve
+    TEST = "test"  # Grafana's Test button: shown once, never followed up
+    DRAINED = "drained"  # the live metrics saw the queue drain (no resolved notification needed)
+
+
+class Change(StrEnum):
+    """What a notification did to an incident; decides which thread replies follow."""
+
+    OPENED = "opened"
+    UPDATED = "updated"
+    ALERTS_CHANGED = "alerts_changed"  # a different set of alerts or runner types is firing
+    RESOLVED = "resolved"
+    REOPENED = "reopened"
+    STALE = "stale"  # older than what the incident already reflects, or a duplicate delivery
+
+
+class Event(BaseModel):
+    """One line of the incident's timeline: what happened, when, and who did it."""
+
+    at: datetime
+    kind: str  # opened, notified, alerts_changed, status, acknowledged, resolved, reopened, ...
+    text: str
+    actor: str | None = None  # Slack user ID for people; None for the alert source or the bot
+    # How to name the actor without mentioning them (routine replies must not ping anyone).
+    actor_name: str = ""
+
+
+class Links(BaseModel):
+    runbook: str = ""
+    alert: str = ""
+    silence: str = ""
+    dashboard: str = ""
+    panel: str = ""
+
+
+class ActiveSilence(BaseModel):
+    """A silence created from Slack and still believed in force (the status tick checks it)."""
+
+    silence_id: str
+    backend: str  # "Alertmanager", "Grafana": where it lives, as messages name it
+    until: datetime
+    by: str
+    by_name: str = ""
+    at: datetime
+
+
+class Snapshot(BaseModel):
+    """The queue at one moment: what a status post compares against."""
+
+    at: datetime
+    numbers: QueueNumbers = QueueNumbers()
+    runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
+
+
+class Incident(BaseModel):
+    """One alert group's incident. Stored as JSON in Redis; rendered by `bot.render.root`."""
+
+    id: str
+    # Random, beside the short ID people type: a button from before a Redis data loss carries
+    # the old UID, so it can never act on the new incident that got the same short ID.
+    uid: str = ""
+    channel: str = ""
+    group_key: str
+    group_hash: str
+    source: Source
+    is_test: bool = False
+    status: Status = Status.FIRING
+    title: str
+    priority: str | None = None
+    team: str | None = None
+    summary: str = ""
+    description: str = ""
+    links: Links = Links()
+    numbers: QueueNumbers = QueueNumbers()
+    peak: QueueNumbers = QueueNumbers()
+    runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
+    other_values: dict[str, float] = Field(default_factory=dict)
+    firing_count: int = 0
+    silence_matchers: tuple[Matcher, ...] = ()
+    started_at: datetime
+    opened_at: datetime
+    updated_at: datetime
+    resolved_at: datetime | None = None
+    resolution: Resolution | None = None
+    resolved_by: str | None = None
+    resolved_by_name: str = ""
+    acknowledged_by: str | None = None
+    acknowledged_name: str = ""
+    acknowledged_at: datetime | None = None
+    notifications: int = 0
+    reopened: int = 0
+    truncated: tuple[str, ...] = ()
+    silence: ActiveSilence | None = None
+    recent_actions: tuple[Event, ...] = ()
+    last_status: Snapshot | None = None
+    trend: Trend = Field(default_factory=Trend)
+    # The live metrics backend's view of this incident's runner types at the latest check; None
+    # with the `alert` backend (the alert's numbers above are all there is).
+    live: FleetSnapshot | None = None
+    peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
+    drain_checks: int = 0  # consecutive checks that found the queue drained
+    # What the latest *new* status reply showed once quiet statuses (edits in place) followed
+    # it; None while the latest status was itself posted, instead of a copy of `last_status`
+    # in every incident's state (`posted_status` reads either).
+    last_posted: Snapshot | None = None
+    status_posts: int = 0  # new status replies so far (edits of a quiet one not counted)
+    status_checks: int = 0  # statuses so far, posted or edited in place: the chart's cadence
+
+    @field_validator("trend", mode="before")
+    @classmethod
+    def _trend_of_snapshots(cls, value: object) -> object:
+        """Before 0.7 the trend was a list of snapshots: read it into the columns."""
+        if not isinstance(value, list):
+            return value
+        trend = Trend()
+        for item in value:
+            trend = with_status(trend, Snapshot.model_validate(item))
+        return trend
+
+    @property
+    def posted_status(self) -> Snapshot | None:
+        """What the latest new status reply showed (None before the first)."""
+        return self.last_posted or self.last_status
+
+    @property
+    def is_open(self) -> bool:
+        return self.status is Status.FIRING
+
+    def snapshot(self, at: datetime) -> Snapshot:
+        return Snapshot(at=at, numbers=self.numbers, runner_types=dict(self.runner_types))
+
+
+class GroupState(BaseModel):
+    """What an alert group remembers across its incidents: the order and identity of what it saw.
+
+    Kept even when no incident is open, so a resolved notification handled before an older
+    firing one (a delayed or reclaimed entry) still stops that firing from opening an incident.
+    """
+
+    incident_id: str | None = None
+    last_entry: str = ""  # the newest stream entry applied to this group
+    resolved: tuple[str, ...] = ()  # alert instances seen resolved, oldest first
+
+
+# Priority names alert rules use, by rank (0 is the most severe); "P1", "sev2", "S3" rank by
+# their digit. Anything else ranks after all of them.
+_SEVERITY_NAMES = {
+    "critical": 1,
+    "high": 2,
+    "major": 2,
+    "error": 2,
+    "warning": 3,
+    "medium": 3,
+    "moderate": 3,
+    "low": 4,
+    "minor": 4,
+    "info": 4,
+}
+_SEVERITY_DIGIT = re.compile(r"(?:p|sev|s)?\s*-?\s*([0-9])", re.IGNORECASE)
+UNRANKED = 5
+
+
+def severity_rank(priority: str | None) -> int:
+    """0 (P0) … 4 (P4 and below, low), 5 for no or an unknown priority: in a storm, the order
+    in which new groups get their threads."""
+    text = (priority or "").strip().lower()
+    if text in _SEVERITY_NAMES:
+        return _SEVERITY_NAMES[text]
+    match = _SEVERITY_DIGIT.fullmatch(text)
+    return min(int(match.group(1)), 4) if match else UNRANKED
+
+
+def entry_order(entry_id: str) -> tuple[int, int]:
+    """Redis stream IDs ("<ms>-<seq>") as a sortable pair; "" sorts first."""
+    if not entry_id:
+        return (-1, -1)
+    ms, _, seq = entry_id.partition("-")
+    return (int(ms), int(seq or 0))
+
+
+def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
+    """Whether a delivery is older than what its group reflects, so it must change nothing.
+
+    Older in stream order than the newest entry applied; or a firing whose alerts were all seen
+    resolved already: an Alertmanager HA peer lagging behind or a Grafana retry repeats the old
+    startsAt, where a real re-fire carries a new one.
+    """
+    if entry_order(entry_id) <= entry_order(group.last_entry):
+        return True
+    if delivery.status == "firing" and delivery.firing:
+        seen = set(group.resolved)
+        return all(instance in seen for instance in delivery.firing)
+    return False
+
+
+def noted(group: GroupState, delivery: Delivery, entry_id: str) -> GroupState:
+    """The group after a delivery that is not stale: its order and what it saw resolved."""
+    resolved = list(dict.fromkeys((*group.resolved, *delivery.resolved)))
+    return group.model_copy(
+        update={"last_entry": entry_id, "resolved": tuple(resolved[-MAX_RESOLVED_INSTANCES:])}
+    )
+
+
+def _accepted_before(entry_id: str, moment: datetime | None) -> bool:
+    """Whether the stream accepted this entry before `moment` (its ID starts with Redis's ms)."""
+    return moment is not None and entry_order(entry_id)[0] < moment.timestamp() * 1000
+
+
+def is_reopenable(incident: Incident, now: datetime, window: timedelta) -> bool:
+    """A resolved incident takes its group back when it fires again within the window."""
+    return incident.resolved_at is not None and now - incident.resolved_at <= window
+
+
+def open_incident(
+    delivery: Delivery, *, incident_id: str, uid: str, channel: str, now: datetime
+) -> Incident:
+    """A new incident from the first firing notification of a group."""
+    incident = Incident(
+        id=incident_id,
+        uid=uid,
+        channel=channel,
+        group_key=delivery.group_key,
+        group_hash=delivery.group_hash,
+        source=delivery.source,
+        is_test=delivery.is_test,
+        title=delivery.facts.title,
+        started_at=delivery.started_at or now,
+        opened_at=now,
+        updated_at=now,
+    )
+    incident = _with_facts(incident, delivery.facts, now=now)
+    incident = incident.model_copy(update={"last_status": incident.snapshot(now)})
+    if incident.is_test:
+        # Grafana never resolves a test notification; left open it would post status forever.
+        update = {"status": Status.RESOLVED, "resolution": Resolution.TEST, "resolved_at": now}
+        return incident.model_copy(update=update)
+    return incident
+
+
+def apply_notification(
+    incident: Incident, delivery: Delivery, *, entry_id: str, now: datetime
+) -> tuple[Incident, Change]:
+    """Fold a later notification of the same group into its incident (staleness is checked
+    against the group first, see `is_stale`)."""
+    if delivery.status == "resolved":
+        if not incident.is_open:
+            return incident, Change.STALE
+        # When we learned of it, not the alert's endsAt: the reopen window and the summary's
+        # duration are about this incident, and endsAt can be far off (a replayed payload).
+        resolved = incident.model_copy(
+            update={
+                "status": Status.RESOLVED,
+                "resolution": Resolution.ALERT,
+                "resolved_at": now,
+                "resolved_by": None,
+                "numbers": QueueNumbers(),
+                "runner_types": {},
+                "firing_count": 0,
+                "notifications": incident.notifications + 1,
+                "updated_at": now,
+            }
+        )
+        return resolved, Change.RESOLVED
+    if incident.resolution is Resolution.MANUAL and _accepted_before(
+        entry_id, incident.resolved_at
+    ):
+        # Fired before someone resolved it by hand, processed after: not a new firing.
+        return incident, Change.STALE
+    updated = _with_facts(incident, delivery.facts, now=now)
+    if not incident.is_open:
+        return _reopened(updated), Change.REOPENED
+    changed = incident.firing_count != updated.firing_count or set(incident.runner_types) != set(
+        updated.runner_types
+    )
+    return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
+
+
+def repeated(incident: Incident, *, now: datetime) -> Incident:
+    """The incident after the delivery it was just UPDATED with arrives again (a retry, a flood
+    of one body): its facts are the incident's already and the peaks hold them, so only the count
+    moves. The same as `apply_notification` gives, without working the facts out again."""
+    return incident.model_copy(
+        update={"notifications": incident.notifications + 1, "updated_at": now}
+    )
+
+
+def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
+    return incident.model_copy(
+        update={
+            "status": Status.RESOLVED,
+            "resolution": Resolution.MANUAL,
+            "resolved_by": by,
+            "resolved_by_name": name,
+            "resolved_at": now,
+            "updated_at": now,
+        }
+    )
+
+
+def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
+    return incident.model_copy(
+        update={
+            "acknowledged_by": by,
+            "acknowledged_name": name,
+            "acknowledged_at": now,
+            "updated_at": now,
+        }
+    )
+
+
+def with_action(incident: Incident, event: Event) -> Incident:
+    """Remember a responder's action for the root (the timeline has them all)."""
+    recent = (*incident.recent_actions, event)[-RECENT_ACTIONS:]
+    return incident.model_copy(update={"recent_actions": recent, "updated_at": event.at})
+
+
+def silenced(incident: Incident, silence: ActiveSilence) -> Incident:
+    return incident.model_copy(update={"silence": silence, "updated_at": silence.at})
+
+
+def unsilenced(incident: Incident, *, now: datetime) -> Incident:
+    return incident.model_copy(update={"silence": None, "updated_at": now})
+
+
+def record_status(
+    incident: Incident,
+    snapshot: Snapshot,
+    *,
+    live: FleetSnapshot | None = None,
+    drain_checks: int = 0,
+    posted: bool = True,
+) -> Incident:
+    """Remember what the latest status showed, so the next one reports the change; `posted`
+    when it is a new reply (not an edit of a quiet one)."""
+    update: dict[str, object] = {
+        "last_status": snapshot,
+        "trend": with_status(incident.trend, snapshot),
+        "drain_checks": drain_checks,
+        "peak_types": peak_types_of(incident.peak_types, snapshot.runner_types),
+        "peak": peak_of(incident.peak, snapshot.numbers),
+        "status_checks": incident.status_checks + 1,
+    }
+    if live is not None:
+        update["live"] = live
+    if posted:
+        update["last_posted"] = None  # it is `last_status` now
+        update["status_posts"] = incident.status_posts + 1
+    else:
+        update["last_posted"] = incident.posted_status
+    return incident.model_copy(update=update)
+
+
+def with_status(trend: Trend, snapshot: Snapshot) -> Trend:
+    """The trend with one more status's snapshot, keeping the latest TREND_POINTS."""
+    return trend.appended(
+        snapshot.at, snapshot.numbers.max_queue_size, snapshot.runner_types, limit=TREND_POINTS
+    )
+
+
+def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
+    """The live metrics saw the queue drained for long enough: resolved without an alert."""
+    return incident.model_copy(
+        update={
+            "status": Status.RESOLVED,
+            "resolution": Resolution.DRAINED,
+            "resolved_at": now,
+            "resolved_by": None,
+            "updated_at": now,
+        }
+    )
+
+
+def peak_types_of(
+    peak: dict[str, RunnerQueue], current: dict[str, RunnerQueue]
+) -> dict[str, RunnerQueue]:
+    """The worst queue seen per runner type."""
+    merged = dict(peak)
+    for name, queue in current.items():
+        before = merged.get(name)
+        if before is None:
+            merged[name] = queue
+            continue
+        queued = max_known(before.queued, queue.queued)
+        wait = max_known(before.longest_wait_mins, queue.longest_wait_mins)
+        if queued != before.queued or wait != before.longest_wait_mins:
+            merged[name] = RunnerQueue(queued=queued, longest_wait_mins=wait)
+    return merged
+
+
+def _reopened(incident: Incident) -> Incident:
+    return incident.model_copy(
+        update={
+            "status": Status.FIRING,
+            "resolution": None,
+            "resolved_at": None,
+            "resolved_by": None,
+            "resolved_by_name": "",
+            "acknowledged_by": None,
+            "acknowledged_name": "",
+            "acknowledged_at": None,
+            "reopened": incident.reopened + 1,
+        }
+    )
+
+
+def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Incident:
+    return incident.model_copy(
+        update={
+            "title": facts.title,
+            "priority": facts.priority,
+            "team": facts.team,
+            "summary": facts.summary,
+            "description": facts.description,
+            "links": Links(
+                runbook=facts.runbook_url,
+                alert=facts.alert_url,
+                silence=facts.silence_url,
+                dashboard=facts.dashboard_url,
+                panel=facts.panel_url,
+            ),
+            "numbers": facts.numbers,
+            "peak": peak_of(incident.peak, facts.numbers),
+            "runner_types": dict(facts.runner_types),
+            "peak_types": peak_types_of(incident.peak_types, facts.runner_types),
+            "other_values": dict(facts.other_values),
+            "firing_count": facts.firing_count,
+            "silence_matchers": facts.silence_matchers,
+            "truncated": facts.truncated,
+            "notifications": incident.notifications + 1,
+            "updated_at": now,
+        }
+    )
+
+
+def peak_of(peak: QueueNumbers, current: QueueNumbers) -> QueueNumbers:
+    """The worst numbers seen so far; thresholds follow the latest alert."""
+    return QueueNumbers(
+        max_queue_time_mins=max_known(peak.max_queue_time_mins, current.max_queue_time_mins),
+        max_queue_size=max_known(peak.max_queue_size, current.max_queue_size),
+        queue_time_threshold=current.queue_time_threshold,
+        queue_size_threshold=current.queue_size_threshold,
+    )

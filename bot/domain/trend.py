@@ -1,0 +1,193 @@
+"""Recent readings of a queue: the incident's trend, and it as a picture and a rate (a sparkline
+and a least-squares slope).
+
+Pure functions over (time, value) points, so status replies, the root and `/queue` agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.domain.alerts import RunnerQueue
+
+BARS = "▁▂▃▄▅▆▇█"
+SPARK_POINTS = 12
+# A slope needs readings at least this far apart, or one noisy reading sets the trend.
+MIN_SPAN_MINS = 2.0
+
+Point = tuple[float, float | None, float | None]  # (epoch seconds, queued, longest wait)
+
+
+def _cell(value: float | None) -> str:
+    """One number of a column: whole numbers without ".0", others to one decimal (what the
+    messages show), an unknown one empty."""
+    if value is None or not math.isfinite(value):
+        return ""
+    rounded = round(float(value), 1)
+    return str(int(rounded)) if rounded.is_integer() else f"{rounded:.1f}"
+
+
+def _column(text: str, last: int | None = None) -> list[float | None]:
+    """The column's numbers, or only its `last` ones: splitting from the right leaves the rest
+    of a long column unparsed. "" is one unknown cell: callers look at an empty trend first."""
+    cells = text.split(",") if last is None else text.rsplit(",", last)[-last:]
+    return [float(cell) if cell else None for cell in cells]
+
+
+def _without_first(column: str, count: int) -> str | None:
+    """The column without its first `count` cells; None when no cell is left."""
+    if count == 0:
+        return column
+    rest = column.split(",", count)
+    return rest[count] if len(rest) > count else None
+
+
+class Trend(BaseModel):
+    """The queue at each recent status, column by column: every column is aligned with `at`,
+    and a runner type's cell is empty where a status did not show it.
+
+    Every status reads and rewrites it with the incident's state, so each column is kept as
+    text ("4,6,,9"): 48 statuses of 10 runner types are about 3 KiB, written and read as a
+    few strings, and split into numbers only where a message needs them.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    at: str = ""  # epoch seconds of each status
+    total: str = ""  # jobs queued, all runner types shown
+    queued: dict[str, str] = Field(default_factory=dict)
+    waits: dict[str, str] = Field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.at.count(",") + 1 if self.at else 0
+
+    def appended(
+        self,
+        at: datetime,
+        total: float | None,
+        types: Mapping[str, RunnerQueue],
+        *,
+        limit: int,
+    ) -> Trend:
+        """This trend with one more status, keeping the latest `limit`; a runner type no status
+        kept shows any more is dropped."""
+        size = len(self)
+        start = max(size + 1 - limit, 0)
+
+        def extended(column: str | None, cell: str) -> str:
+            # String surgery, not split and join: every status rewrites every column.
+            if column is None:  # a type new to this trend: empty cells before this status
+                return "," * (size - start) + cell
+            kept = _without_first(column, start)
+            return cell if kept is None else f"{kept},{cell}"
+
+        queued: dict[str, str] = {}
+        waits: dict[str, str] = {}
+        for name in dict.fromkeys([*self.queued, *types]):
+            queue = types.get(name)
+            q_col = extended(self.queued.get(name), _cell(queue.queued if queue else None))
+            w_col = extended(
+                self.waits.get(name), _cell(queue.longest_wait_mins if queue else None)
+            )
+            if q_col.strip(",") or w_col.strip(","):
+                queued[name], waits[name] = q_col, w_col
+        # Built from cells made here: nothing to validate.
+        return Trend.model_construct(
+            at=extended(self.at if size else None, str(int(at.timestamp()))),
+            total=extended(self.total if size else None, _cell(total)),
+            queued=queued,
+            waits=waits,
+        )
+
+    def times(self) -> list[float]:
+        return [float(cell) for cell in self.at.split(",")] if self.at else []
+
+    def totals(self) -> list[float | None]:
+        return _column(self.total) if self.at else []
+
+    def names(self) -> list[str]:
+        return list(self.queued)
+
+    def queued_of(self, name: str, last: int | None = None) -> list[float | None]:
+        """The type's queue at every status, or at the `last` ones (None where a status did not
+        show it)."""
+        if name in self.queued:
+            return _column(self.queued[name], last)
+        size = len(self)
+        return [None] * (size if last is None else min(size, last))
+
+    def keeping(self, names: list[str]) -> Trend:
+        """This trend with only the columns of `names` (in that order)."""
+        kept = [n for n in names if n in self.queued]
+        return Trend.model_construct(
+            at=self.at,
+            total=self.total,
+            queued={n: self.queued[n] for n in kept},
+            waits={n: self.waits[n] for n in kept},
+        )
+
+    def known_at_least(self, name: str, count: int) -> bool:
+        """Whether at least `count` statuses knew the type's queue or wait, without parsing
+        its numbers."""
+        if name not in self.queued:
+            return False
+        queued = self.queued[name].split(",")
+        if len(queued) - queued.count("") >= count:  # the usual case, at C speed
+            return True
+        cells = zip(queued, self.waits[name].split(","), strict=True)
+        return sum(1 for q, w in cells if q or w) >= count
+
+    def points(self, name: str) -> list[Point]:
+        """(time, queued, longest wait) of the statuses that showed the type."""
+        if name not in self.queued or name not in self.waits:
+            return []
+        columns = zip(
+            self.times(), _column(self.queued[name]), _column(self.waits[name]), strict=True
+        )
+        return [(at, q, w) for at, q, w in columns if q is not None or w is not None]
+
+    def peak_at(self) -> datetime | None:
+        """When the most jobs queued (the first such status on a tie); None without totals."""
+        known = [
+            (t, at) for at, t in zip(self.times(), self.totals(), strict=True) if t is not None
+        ]
+        if not known:
+            return None
+        return datetime.fromtimestamp(max(known, key=lambda p: (p[0], -p[1]))[1], UTC)
+
+
+def sparkline(values: Sequence[float | None], *, points: int = SPARK_POINTS) -> str:
+    """The last `points` values as bars scaled from 0 to their maximum; unknown ones as gaps."""
+    shown = list(values)[-points:]
+    known = [v for v in shown if v is not None]
+    if len(known) < 2:
+        return ""
+    top = max(max(known), 0)
+
+    def bar(value: float) -> str:
+        if top <= 0 or value <= 0:
+            return BARS[0]
+        return BARS[min(int(value / top * (len(BARS) - 1) + 0.5), len(BARS) - 1)]
+
+    return "".join(" " if v is None else bar(v) for v in shown)
+
+
+def slope_per_min(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares change per minute of (epoch seconds, value) points; None when they span
+    too little time."""
+    if len(points) < 2:
+        return None
+    t0 = points[0][0]
+    xs = [(at - t0) / 60 for at, _ in points]
+    if xs[-1] - xs[0] < MIN_SPAN_MINS:
+        return None
+    ys = [value for _, value in points]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread == 0:
+        return None
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread

@@ -1,0 +1,423 @@
+"""The stream consumer: an accepted notification becomes an incident change, and what Slack shows.
+
+Each replica runs one consumer in the shared group. Applying an entry never waits for Slack: the
+change, the root and thread replies for the channel's sender, and the entry's acknowledgement
+are one commit (`bot.storage.incident_store`). The entries of one alert group are applied in order
+by one task,
+and those that arrived together in one commit: a flood of repeats (an Alertmanager HA pair, a
+retrying sender) costs one read and one write per batch, not per entry, and never races itself.
+Transient failures (Redis unreachable, a commit that lost a race to another writer) are retried
+here, by the consumer that owns the entry, within moments. Only an entry that can never be
+applied (unreadable, or failing the same way `max_attempts` times) is dead-lettered, with the
+reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+from collections import Counter
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from redis.exceptions import RedisError
+
+from bot.domain.delivery import Delivery
+from bot.domain.incidents import (
+    Change,
+    Event,
+    GroupState,
+    Incident,
+    apply_notification,
+    is_reopenable,
+    is_stale,
+    noted,
+    open_incident,
+    repeated,
+)
+from bot.render.root import render_event, render_summary
+from bot.storage.incident_store import (
+    BAND_EVENT,
+    Commit,
+    GroupLoad,
+    IncidentStore,
+    Loaded,
+    Reply,
+    summary_reply,
+)
+from bot.storage.stream import NotificationStream, StreamEntry
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IntakeConfig:
+    consumer: str
+    channel: str
+    status_interval_s: int = 600
+    reopen_window_s: int = 3600
+    reclaim_idle_ms: int = 30_000
+    max_attempts: int = 10
+    max_in_flight: int = 256
+    # How long a consumer under load (its last read found several entries, fewer than it asked
+    # for) waits before it reads again, so more of a group's entries share a commit: in a
+    # flood, the commits per second, not the notifications, set what the consumer costs.
+    gather_s: float = 0.02
+    # A consumer idle this long with nothing pending has left (its replica is gone).
+    dead_consumer_idle_ms: int = 600_000
+
+
+class _Conflict(Exception):
+    """The group or incident changed between read and commit: redo on fresh state."""
+
+
+class Intake:
+    def __init__(
+        self,
+        stream: NotificationStream,
+        store: IncidentStore,
+        telemetry: Telemetry,
+        *,
+        config: IntakeConfig,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._stream = stream
+        self._store = store
+        self._telemetry = telemetry
+        self._config = config
+        self._clock = clock
+        # Entry ID -> the task of its group; entries waiting for their group's task.
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._groups: dict[str, asyncio.Task[None]] = {}
+        self._queued: dict[str, list[StreamEntry]] = {}
+        self._stop = asyncio.Event()
+        self._opening = asyncio.Lock()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until `stop` is set, riding out Redis outages with a capped backoff."""
+        self._stop = stop
+        loop = asyncio.get_running_loop()
+        backoff, next_upkeep, next_prune = 0.05, 0.0, 0.0
+        try:
+            while not stop.is_set():
+                try:
+                    if loop.time() >= next_upkeep:
+                        await self._upkeep()
+                        next_upkeep = loop.time() + min(self._config.reclaim_idle_ms / 3000, 5.0)
+                    if loop.time() >= next_prune:
+                        next_prune = loop.time() + 60
+                        await self._stream.prune_consumers(
+                            self._config.consumer, idle_ms=self._config.dead_consumer_idle_ms
+                        )
+                    await self._read_more()
+                    backoff = 0.05
+                except RedisError as exc:
+                    log.warning("intake: Redis unavailable (%s); retrying in %.2fs", exc, backoff)
+                    await _sleep_or_stop(stop, backoff)
+                    backoff = min(backoff * 2, 1.0)
+                    next_upkeep = 0.0
+        finally:
+            await self._finish()
+
+    async def _finish(self) -> None:
+        """Let in-flight entries finish briefly, then hand what is left back to the group."""
+        if self._groups:
+            await asyncio.wait(set(self._groups.values()), timeout=5)
+        left = list(self._in_flight)
+        tasks = set(self._groups.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with suppress(RedisError):
+            await self._stream.hand_back(self._config.consumer, left)
+
+    async def _upkeep(self) -> None:
+        await self._stream.ensure_group()
+        await self._stream.keep_alive(self._config.consumer, list(self._in_flight))
+        await self._reclaim()
+
+    async def _read_more(self) -> None:
+        free = self._config.max_in_flight - len(self._in_flight)
+        if free <= 0:
+            await asyncio.wait(set(self._groups.values()), return_when=asyncio.FIRST_COMPLETED)
+            return
+        entries = await self._stream.read(self._config.consumer, count=free, block_ms=500)
+        for entry in entries:
+            self._start(entry)
+        if entries:
+            # The entries' tasks go first, before this loop sends its next read: a new alert's
+            # commit is the chain from the alert to Slack, and Redis answers it sooner while
+            # it is still awake from the append.
+            await asyncio.sleep(0)
+        if 1 < len(entries) < free:
+            # Under load, let the next entries gather for a moment: a group's entries read
+            # together are applied in one commit. A lone notification is never held up, and
+            # a backlog (the read was full) is read on at once.
+            await asyncio.sleep(self._config.gather_s)
+
+    def _start(self, entry: StreamEntry) -> None:
+        """Queue the entry for its group's task, starting one if the group has none running."""
+        key = entry.delivery.group_hash if entry.delivery else f"unreadable:{entry.id}"
+        self._queued.setdefault(key, []).append(entry)
+        task = self._groups.get(key)
+        if task is None:
+            task = asyncio.create_task(self._drain(key), name=f"intake:{key}")
+            self._groups[key] = task
+        self._in_flight[entry.id] = task
+
+    async def _drain(self, key: str) -> None:
+        """Apply the group's entries, batch after batch, until none is waiting."""
+        try:
+            while batch := self._queued.pop(key, []):
+                await self.handle_batch(batch)
+                for entry in batch:
+                    self._in_flight.pop(entry.id, None)
+        finally:
+            self._groups.pop(key, None)
+
+    async def _reclaim(self) -> None:
+        entries = await self._stream.reclaim(
+            self._config.consumer, min_idle_ms=self._config.reclaim_idle_ms
+        )
+        for entry in entries:
+            if entry.id in self._in_flight:
+                continue
+            attempts = await self._stream.deliveries(entry.id)
+            if attempts > self._config.max_attempts:
+                await self._bury(entry, f"taken over {attempts} times without being applied")
+                continue
+            log.info("intake: took over entry %s (delivery %d)", entry.id, attempts)
+            self._start(entry)
+
+    async def handle_batch(self, entries: list[StreamEntry]) -> None:
+        """Apply one group's entries in order, together where they can be; never raises.
+
+        A batch that fails in a way a retry cannot mend (a bug) is taken apart: each entry is
+        then applied on its own, so only the entry at fault is dead-lettered.
+        """
+        pending = [e for e in entries if e.delivery is not None]
+        for entry in entries:
+            if entry.delivery is None:
+                await self._bury(entry, f"unreadable: {entry.problem}")
+        delay = 0.02
+        while len(pending) > 1 and not self._stop.is_set():
+            try:
+                await self._apply_all(pending)
+                return
+            except _Conflict:
+                self._telemetry.intake_failures.labels("conflict").inc()
+                await asyncio.sleep(random.random() * 0.01)
+                continue
+            except RedisError as exc:
+                self._telemetry.intake_failures.labels("redis").inc()
+                log.warning("intake: %d entries: Redis failed (%s); retrying", len(pending), exc)
+            except Exception:
+                log.exception("intake: a batch of %d entries failed; one by one", len(pending))
+                break
+            await _sleep_or_stop(self._stop, delay)
+            delay = min(delay * 2, 1.0)
+        for entry in list(pending):
+            await self.handle(entry)
+
+    async def handle(self, entry: StreamEntry) -> None:
+        """Apply one entry, retrying what may pass; never raises."""
+        if entry.delivery is None:
+            await self._bury(entry, f"unreadable: {entry.problem}")
+            return
+        delay, errors = 0.02, 0
+        while not self._stop.is_set():
+            try:
+                await self.apply(entry.id, entry.delivery)
+                return
+            except _Conflict:
+                self._telemetry.intake_failures.labels("conflict").inc()
+                await asyncio.sleep(random.random() * 0.01)
+                continue
+            except RedisError as exc:
+                self._telemetry.intake_failures.labels("redis").inc()
+                log.warning("intake: entry %s: Redis failed (%s); retrying", entry.id, exc)
+            except Exception as exc:
+                # A bug must cost one notification (dead-lettered), never the consumer.
+                errors += 1
+                self._telemetry.intake_failures.labels("error").inc()
+                log.exception("intake: entry %s failed (%d)", entry.id, errors)
+                if errors >= self._config.max_attempts:
+                    await self._bury(entry, f"failed {errors} times: {type(exc).__name__}")
+                    return
+            await _sleep_or_stop(self._stop, delay)
+            delay = min(delay * 2, 1.0)
+
+    async def _bury(self, entry: StreamEntry, reason: str) -> None:
+        log.error("intake: entry %s dead-lettered: %s", entry.id, reason)
+        self._telemetry.intake_failures.labels("dead_lettered").inc()
+        with suppress(RedisError):
+            await self._stream.bury(entry, reason)
+
+    # -- applying one delivery -----------------------------------------------------------------
+
+    async def apply(self, entry_id: str, delivery: Delivery) -> Change:
+        """Fold one delivery into its group's incident, in one fenced commit."""
+        [change] = await self._apply_all([StreamEntry(entry_id, delivery)])
+        return change
+
+    async def _apply_all(self, pending: list[StreamEntry]) -> list[Change]:
+        """Fold a group's entries, in order, into as few fenced commits as keep their meaning.
+
+        Changes that only update the incident (a repeat, new numbers) fold into the state the
+        next commit writes; a change that posts to the thread or moves the status schedule
+        (opened, resolved, reopened, other alerts) is committed before the next entry is looked
+        at, exactly as if each entry were applied on its own. Each commit acknowledges the
+        entries it covers, and they leave `pending`; on a conflict the rest is redone on fresh
+        state.
+        """
+        changes: list[Change] = []
+        while pending:
+            changes += await self._apply_some(pending)
+        return changes
+
+    async def _apply_some(self, pending: list[StreamEntry]) -> list[Change]:
+        """Apply entries from the front of `pending` up to and including the first that must
+        be committed on its own; remove them from `pending` once committed."""
+        group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
+        read = await self._store.load_group(group_hash)
+        if read[2].incident is not None and read[2].incident.is_open:
+            return await self._fold(pending, read)
+        # This may open an incident, which takes the ID sequence's next number (its commit is
+        # refused if another took it first): one at a time in a process, or a storm of new groups
+        # would be a crowd refusing each other's numbers, each redoing its work.
+        async with self._opening:
+            return await self._fold(pending, await self._store.load_group(group_hash))
+
+    async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change]:
+        group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
+        group, group_version, loaded, next_id = read
+        now = self._clock()
+        window = timedelta(seconds=self._config.reopen_window_s)
+        commit: Commit | None = None
+        changes: list[Change] = []
+        updated_by: Delivery | None = None  # the delivery the incident was last UPDATED with
+        for n, entry in enumerate(pending, 1):
+            if n % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a long fold must not hold up the webhooks' answers
+            delivery = entry.delivery
+            assert delivery is not None
+            changes.append(Change.STALE)
+            if is_stale(group, delivery, entry.id):
+                continue
+            after = noted(group, delivery, entry.id)
+            if delivery is updated_by and commit is not None and loaded.incident is not None:
+                # The same body again (a flood of repeats is read as one shared delivery).
+                incident = repeated(loaded.incident, now=now)
+                commit = replace(commit, group=after, incident=incident)
+                loaded = replace(loaded, incident=incident)
+                changes[-1], group = Change.UPDATED, after
+                continue
+            base = Commit(group=after, group_hash=group_hash, group_version=group_version)
+            current = loaded.incident
+            if current is not None and (current.is_open or is_reopenable(current, now, window)):
+                changes[-1], commit = await self._update(base, loaded, delivery, entry.id, now)
+            elif delivery.status == "resolved":
+                commit = base  # nothing open to resolve; remember the order
+            else:
+                changes[-1], commit = self._open(base, after, delivery, next_id, now)
+            group = after if commit.group is None else commit.group
+            if commit.incident is not None:
+                loaded = replace(loaded, incident=commit.incident)
+            updated_by = delivery if changes[-1] is Change.UPDATED else None
+            if changes[-1] not in _FOLDABLE:
+                break
+        acks = tuple(entry.id for entry in pending[: len(changes)])
+        if commit is None:
+            await self._stream.ack(*acks)
+        elif not await self._store.commit(replace(commit, acks=acks), now=now.timestamp()):
+            raise _Conflict
+        del pending[: len(changes)]
+        for change, count in Counter(changes).items():
+            self._telemetry.notifications_applied.labels(change.value).inc(count)
+            if change is Change.OPENED:
+                self._telemetry.incidents_opened.inc(count)
+            elif change is Change.RESOLVED:
+                self._telemetry.incidents_resolved.labels("alert").inc(count)
+        return changes
+
+    def _open(
+        self, base: Commit, group: GroupState, delivery: Delivery, incident_id: str, now: datetime
+    ) -> tuple[Change, Commit]:
+        """The commit that opens the group's incident with its first firing notification."""
+        incident = open_incident(
+            delivery,
+            incident_id=incident_id,
+            uid=secrets.token_hex(6),
+            channel=self._config.channel,
+            now=now,
+        )
+        opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
+        return Change.OPENED, Commit(
+            incident,
+            version=0,
+            group=group.model_copy(update={"incident_id": incident.id}),
+            group_hash=base.group_hash,
+            group_version=base.group_version,
+            events=(opened,),
+            status_due=self._next_status(now) if incident.is_open else None,
+            opens=True,
+        )
+
+    async def _update(
+        self, base: Commit, loaded: Loaded, delivery: Delivery, entry_id: str, now: datetime
+    ) -> tuple[Change, Commit]:
+        current = loaded.incident
+        assert current is not None
+        incident, change = apply_notification(current, delivery, entry_id=entry_id, now=now)
+        fenced = {"incident": incident, "version": loaded.version, "thread": loaded.thread}
+        if change is Change.STALE:
+            return change, base
+        if change is Change.UPDATED:
+            return change, replace(base, **fenced)
+        event = _event_for(change, incident, now)
+        if change is Change.RESOLVED:
+            # The summary is rendered now, from the timeline so far plus this event.
+            events = [*await self._store.events(incident.id), event]
+            reply = summary_reply(BAND_EVENT, render_summary(incident, events, now=now))
+            return change, replace(
+                base, **fenced, events=(event,), replies=(reply,), stop_status=True
+            )
+        due = self._next_status(now) if change is Change.REOPENED else None
+        reply = Reply("event", BAND_EVENT, render_event(incident, event))
+        return change, replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
+
+    def _next_status(self, now: datetime) -> float:
+        return now.timestamp() + self._config.status_interval_s
+
+
+# Entries folded between two looks at the event loop: about 1 ms of work in a flood.
+_YIELD_EVERY = 32
+
+# Changes that only update the incident's state: later entries of the batch fold onto them.
+_FOLDABLE = frozenset({Change.STALE, Change.UPDATED})
+
+
+def _event_for(change: Change, incident: Incident, now: datetime) -> Event:
+    texts = {
+        Change.RESOLVED: "Alert resolved",
+        Change.REOPENED: "Alert fired again: incident reopened",
+        Change.ALERTS_CHANGED: _alerts_line(incident),
+    }
+    return Event(at=now, kind=change.value, text=texts.get(change, change.value))
+
+
+def _alerts_line(incident: Incident) -> str:
+    types = ", ".join(sorted(incident.runner_types)[:10])
+    noun = "alert" if incident.firing_count == 1 else "alerts"
+    line = f"{incident.firing_count} {noun} firing now"
+    return f"{line} ({types})" if types else line
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)

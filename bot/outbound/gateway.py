@@ -1,0 +1,387 @@
+"""The Slack gateway: every Web API call the bot makes goes through here, once.
+
+One place decides what an answer means, so no caller classifies errors on its own:
+- `ratelimited` (HTTP 429): Slack did nothing; the method is held for `Retry-After` on every
+  replica (a Redis key), and callers wait that out before their next call of it;
+- certain failures (a refused connection): Slack never saw the call, it is safe to repeat;
+- uncertain failures (a timeout, a dropped connection, any 5xx, Slack's `internal_error`): Slack
+  may have acted; a post must be looked up before it is sent again (see `bot.outbound.sender`);
+- permanent errors (`channel_not_found`, `invalid_auth`, `msg_too_long`, ...): the same call
+  will fail the same way again; report them, never retry them.
+Retries themselves belong to the callers: the channel's sender retries forever with backoff,
+an ephemeral answer to a click gives up after a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import ClientConnectorError, ClientError, ClientSession, ClientTimeout
+from redis.asyncio import Redis
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from bot.storage.keys import Keys
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+# Answered with HTTP 200 and ok=false, yet not the request's fault: worth another try.
+_TRANSIENT_ERRORS = frozenset(
+    {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+MAX_RETRY_AFTER_S = 300.0
+# A lookup asks for pages of 15 messages, the most a distributed app gets per history call since
+# 2025 (and Tier 3 allows); a bounded window rarely needs more than one.
+LOOKUP_PAGE = 15
+LOOKUP_MAX_PAGES = 20
+# A lookup waits out this many 429s in a row (half an hour at a distributed app's pace).
+LOOKUP_RATE_LIMITED_TRIES = 30
+# The history reads take turns app-wide, one call per slot (Tier 3: about 50 a minute).
+_SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200}
+
+
+class SlackError(Exception):
+    """A Slack call that failed. `error` is Slack's code, e.g. `channel_not_found`.
+
+    `retryable`: the same call may work later. `uncertain`: Slack may have acted anyway, so a
+    post must be looked up before it is repeated. `retry_after`: seconds Slack asked us to wait.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        error: str,
+        *,
+        retryable: bool,
+        uncertain: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{method}: {error}")
+        self.method = method
+        self.error = error
+        self.retryable = retryable
+        self.uncertain = uncertain
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class SlackConfig:
+    token: str
+    base_url: str = "https://slack.com/api/"
+    timeout_s: float = 10
+    max_retries: int = 3
+
+
+def retry_after_s(headers: Mapping[str, Any]) -> float:
+    """Slack's Retry-After in seconds (1 when absent or unreadable, at most 5 minutes)."""
+    for name, value in headers.items():
+        if name.lower() == "retry-after":
+            raw = value[0] if isinstance(value, list | tuple) else value
+            try:
+                return min(max(float(raw), 0.0), MAX_RETRY_AFTER_S)
+            except (TypeError, ValueError):
+                break
+    return 1.0
+
+
+def build_client(config: SlackConfig) -> AsyncWebClient:
+    """The one AsyncWebClient of the process, shared by the gateway and Bolt.
+
+    It retries only a refused connection, which proves Slack never saw the call; everything
+    else is classified by the gateway and retried, or looked up, by the caller.
+    """
+    return AsyncWebClient(
+        token=config.token,
+        base_url=config.base_url,
+        timeout=config.timeout_s,  # type: ignore[arg-type]  # aiohttp takes any number
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(
+                max_retry_count=config.max_retries, error_types=[ClientConnectorError]
+            )
+        ],
+    )
+
+
+class SlackGateway:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        redis: Redis,
+        *,
+        config: SlackConfig,
+        telemetry: Telemetry,
+        prefix: str,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self._redis = redis
+        self._keys = Keys(prefix)
+        self._telemetry = telemetry
+
+    def open(self) -> None:
+        """Keep one pool of Web API connections alive between calls, from now until `aclose`.
+
+        Without a session slack_sdk opens a new connection for every call and closes it after:
+        a TCP (and, against slack.com, a TLS) handshake in front of every post. Against the
+        emulator on loopback a post took 3.5 ms p50 that way and 2.1 ms with the pool. Called in
+        the running loop (the lifespan); a call on a connection the server has just closed fails
+        as uncertain and is looked up before it is repeated, like any dropped connection.
+        """
+        self.client.session = ClientSession(timeout=ClientTimeout(total=self.config.timeout_s))
+
+    async def aclose(self) -> None:
+        session = self.client.session
+        if session is not None and not session.closed:
+            await session.close()
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        """One call of a Web API method; raises `SlackError` classified as above.
+
+        Sent through slack_sdk's method of that name, which encodes each method as Slack takes
+        it: only about half the Web API reads a JSON body, and the rest (`conversations.history`,
+        `users.info`, `chat.getPermalink`, ...) read the query string or a form, so a JSON body
+        reaches Slack as a call without arguments (`invalid_arguments`). 0.6-0.13 sent every
+        method as JSON and could not look a post up in real Slack.
+        """
+        send = getattr(self.client, method.replace(".", "_"))
+        arguments = {name: value for name, value in params.items() if value is not None}
+        response = await self._classified(method, send(**arguments))
+        return response.data if isinstance(response.data, dict) else {}
+
+    async def _classified(
+        self, method: str, request: Awaitable[AsyncSlackResponse], *, upload: bool = False
+    ) -> AsyncSlackResponse:
+        """The response, or a `SlackError` saying whether and when to try again. A refused
+        connection reaches here only after the client's own retries (`build_client`). With
+        `upload`, slack_sdk's `SlackRequestError` is the file host refusing the bytes (a 5xx
+        from files.slack.com), not a request it would never send: uncertain, like any 5xx."""
+        try:
+            response = await request
+        except SlackApiError as exc:
+            # slack_sdk answers a 200 whose body is not JSON with the raw aiohttp response.
+            data = getattr(exc.response, "data", None)
+            status = getattr(exc.response, "status_code", None) or getattr(
+                exc.response, "status", 0
+            )
+            headers = getattr(exc.response, "headers", None) or {}
+            body = data if isinstance(data, dict) else {}
+            raise await self._failure(method, int(status), body, headers) from None
+        except ClientConnectorError as exc:
+            self._telemetry.slack_calls.labels(method, "connection_refused").inc()
+            raise SlackError(method, type(exc).__name__, retryable=True) from None
+        except SlackClientError as exc:  # slack_sdk would not send it: it never will
+            self._telemetry.slack_calls.labels(method, "client_error").inc()
+            raise SlackError(
+                method, type(exc).__name__, retryable=upload, uncertain=upload
+            ) from None
+        except (ClientError, TimeoutError) as exc:
+            self._telemetry.slack_calls.labels(method, "connection_error").inc()
+            raise SlackError(method, type(exc).__name__, retryable=True, uncertain=True) from None
+        except (AttributeError, ValueError) as exc:
+            # slack_sdk reading an answer Slack never gives (a 200 of plain text fails in its
+            # own validation): the call went out, so what Slack did is unknown. Anything else
+            # raised here is a bug, which the sender drops after three tries.
+            self._telemetry.slack_calls.labels(method, "unreadable").inc()
+            log.warning("Slack %s: an answer slack_sdk could not read (%s)", method, exc)
+            raise SlackError(method, "unreadable_answer", retryable=True, uncertain=True) from None
+        self._telemetry.slack_calls.labels(method, "ok").inc()
+        return response
+
+    async def _failure(
+        self, method: str, status: int, data: Mapping[str, Any], headers: Mapping[str, Any]
+    ) -> SlackError:
+        error = str(data.get("error") or f"http_{status}")
+        self._telemetry.slack_calls.labels(method, error).inc()
+        if status == 429 or error == "ratelimited":
+            wait = retry_after_s(headers)
+            await self._hold(method, wait)
+            return SlackError(method, "ratelimited", retryable=True, retry_after=wait)
+        # A body without Slack's `ok` (a proxy's error page) says nothing of what Slack did.
+        uncertain = status >= 500 or error in _TRANSIENT_ERRORS or "ok" not in data
+        return SlackError(method, error, retryable=uncertain, uncertain=uncertain)
+
+    async def _hold(self, method: str, seconds: float) -> None:
+        """Slack said 429: every replica's calls of this method wait `seconds`."""
+        self._telemetry.slack_rate_limited.labels(method).inc()
+        log.warning("Slack rate-limited %s; holding it for %.1f s", method, seconds)
+        until_ms = int((time.time() + seconds) * 1000)
+        await self._redis.set(
+            self._keys.hold(method), str(until_ms), px=max(int(seconds * 1000), 1)
+        )
+
+    async def held_for(self, method: str) -> float:
+        """Seconds left of a `Retry-After` hold on `method` (0 when none)."""
+        remaining_ms = await self._redis.pttl(self._keys.hold(method))
+        return max(remaining_ms, 0) / 1000
+
+    # -- the calls the bot makes -----------------------------------------------------------
+
+    async def post(
+        self,
+        channel: str,
+        text: str,
+        blocks: list[dict[str, Any]],
+        *,
+        thread_ts: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Post a message (a thread reply when `thread_ts` is given); returns its ts."""
+        response = await self.call(
+            "chat.postMessage",
+            channel=channel,
+            text=text,
+            blocks=blocks,
+            thread_ts=thread_ts,
+            metadata=metadata,
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        return str(response["ts"])
+
+    async def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
+        await self.call("chat.update", channel=channel, ts=ts, text=text, blocks=blocks)
+
+    async def upload_png(
+        self, channel: str, thread_ts: str, *, data: bytes, filename: str, title: str, alt: str
+    ) -> str:
+        """files.upload v2 into a thread (slack_sdk's own three steps: reserve, upload the
+        bytes, share); returns the file's ID."""
+        upload = self.client.files_upload_v2(
+            file=data,
+            filename=filename,
+            title=title,
+            alt_txt=alt,
+            channel=channel,
+            thread_ts=thread_ts,
+            request_file_info=False,
+        )
+        response = await self._classified("files.completeUploadExternal", upload, upload=True)
+        files = response.get("files") or [{}]
+        return str(files[0].get("id", "")) if isinstance(files[0], dict) else ""
+
+    async def find(
+        self,
+        method: str,
+        channel: str,
+        match: Callable[[dict[str, Any]], bool],
+        *,
+        oldest: float,
+        latest: float,
+        ts: str | None = None,
+    ) -> dict[str, Any] | None:
+        """The first message `match` accepts among those of a channel (`conversations.history`)
+        or of one thread (`conversations.replies`, `ts`) posted between `oldest` and `latest`,
+        read with their metadata; None when none matches.
+
+        Written for Slack's 2025 limits on commercially distributed non-Marketplace apps, the
+        strictest there are: these two methods about once a minute, 15 messages a call. So the
+        window is bounded, a page holds 15, the pages stop once the message is found, and a 429
+        is waited out and the same page asked again: a lookup of three pages takes three
+        minutes there, but it ends.
+        """
+        cursor: str | None = None
+        for _ in range(LOOKUP_MAX_PAGES):
+            page = await self._patiently(
+                method,
+                {
+                    "channel": channel,
+                    "ts": ts,
+                    "oldest": f"{oldest:.6f}",
+                    "latest": f"{latest:.6f}",
+                    "inclusive": True,
+                    "cursor": cursor,
+                    "limit": LOOKUP_PAGE,
+                    "include_all_metadata": True,
+                },
+                tries=LOOKUP_RATE_LIMITED_TRIES,
+            )
+            for message in page.get("messages") or ():
+                if isinstance(message, dict) and match(message):
+                    return message
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                return None
+        log.warning("%s of %s: %d pages and no match", method, channel, LOOKUP_MAX_PAGES)
+        return None
+
+    async def post_ephemeral(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+    ) -> None:
+        """Answer one person; waits out a short rate-limit hold, then gives up (they clicked
+        seconds ago, and `response_url` is the fallback)."""
+        params = {"channel": channel, "user": user, "text": text, "thread_ts": thread_ts}
+        await self._patiently("chat.postEphemeral", params, tries=2, longest_wait_s=5)
+
+    async def _patiently(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        tries: int,
+        longest_wait_s: float = MAX_RETRY_AFTER_S,
+    ) -> dict[str, Any]:
+        """A call made in its turn (`_turn`); a 429 is waited out and the call made again, up
+        to `tries` times. Never hammers: every try waits for Slack's `Retry-After`."""
+        attempt = 1
+        while True:
+            await self._turn(method, longest_wait_s)
+            try:
+                return await self.call(method, **params)
+            except SlackError as exc:
+                if exc.retry_after is None or attempt >= tries:
+                    raise
+            attempt += 1
+
+    async def _turn(self, method: str, longest_wait_s: float) -> None:
+        """Wait out a `Retry-After` hold on `method` (refusing one longer than `longest_wait_s`)
+        and, for the history reads, the app-wide slot: every replica and channel waiting for a
+        hold to end would otherwise call at the same instant, and all but one be refused."""
+        while True:
+            held = await self.held_for(method)
+            if held > longest_wait_s:
+                raise SlackError(method, "ratelimited", retryable=True, retry_after=held)
+            if held > 0:
+                await asyncio.sleep(held)
+                continue
+            slot_ms = _SLOTS_MS.get(method)
+            if slot_ms is None:
+                return
+            slot = self._keys.slot(method)
+            if await self._redis.set(slot, "1", nx=True, px=slot_ms):
+                return
+            await asyncio.sleep(max(await self._redis.pttl(slot), 10) / 1000)
+
+    async def display_name(self, user: str) -> str | None:
+        """The user's display name from `users.info`, cached for a day; None if unknown."""
+        key = self._keys.user(user)
+        cached = await self._redis.get(key)
+        if cached is not None:
+            return str(cached) or None
+        try:
+            response = await self.call("users.info", user=user)
+        except SlackError as exc:
+            log.info("users.info %s failed: %s", user, exc.error)
+            return None
+        profile = (response.get("user") or {}).get("profile") or {}
+        name = str(profile.get("display_name") or profile.get("real_name") or "")
+        name = name or str((response.get("user") or {}).get("name") or "")
+        await self._redis.set(key, name, ex=86_400)
+        return name or None
+
+    async def usergroup_members(self, group: str) -> list[str]:
+        """User IDs of a user group (`usergroups.users.list`); raises `SlackError`."""
+        response = await self.call("usergroups.users.list", usergroup=group)
+        return [str(user) for user in response.get("users") or []]
+
+    async def permalink(self, channel: str, ts: str) -> str | None:
+        """A link to a message (`chat.getPermalink`), for texts that point back at a thread."""
+        response = await self.call("chat.getPermalink", channel=channel, message_ts=ts)
+        return str(response.get("permalink") or "") or None

@@ -1,0 +1,283 @@
+"""A channel's send queue in Redis: what its sender reads, and how it records what it sent.
+
+Committers (intake, the status tick, actions) fill it through `bot.storage.incident_store`'s commit
+script:
+- `posts`, a sorted set of `root:<id>` (a root message to post) and `replies:<id>` (a thread with
+  replies waiting in its outbox), scored by band (new roots, action replies, events, status)
+  then age, and new roots by severity before age;
+- `edits`, a sorted set of incident IDs whose root may need an edit, scored by the earliest time
+  the edit is allowed (one root is edited at most every `ROOT_EDIT_INTERVAL_MS`).
+The sender marks a post as in flight before it calls Slack and clears the mark when it records
+the result, so a successor that finds the mark knows the post may have landed and looks it up.
+Marks are kept per queue member: a more urgent post sent meanwhile leaves another's mark alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from bot.domain.incidents import Incident
+from bot.render.mrkdwn import Rendered
+from bot.storage.incident_store import LOADED_FIELDS, Loaded, ThreadRef, loaded_from, lua
+from bot.storage.keys import Keys
+
+UNDELIVERABLE_MAXLEN = 1000
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A post the sender started: which queue member, which item, since when (unix seconds)."""
+
+    member: str
+    item: str
+    since: float
+
+    def encode(self) -> str:
+        return json.dumps({"member": self.member, "item": self.item, "since": self.since})
+
+    @classmethod
+    def decode(cls, raw: str | None) -> InFlight | None:
+        if not raw:
+            return None
+        data = json.loads(raw)
+        return cls(str(data["member"]), str(data["item"]), float(data["since"]))
+
+
+@dataclass(frozen=True)
+class HeadReply:
+    """The first reply waiting in a thread's outbox."""
+
+    item: str
+    rendered: Rendered
+    thread: ThreadRef | None
+    uid: str
+    status_ts: str = ""  # the thread's latest status reply, which a quiet status edits
+    extra: dict[str, Any] | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.item.partition(":")[0]
+
+
+@dataclass(frozen=True)
+class EditCandidate:
+    incident_id: str
+    loaded: Loaded
+    edit_after_ms: int
+
+
+class SendQueue:
+    def __init__(self, redis: Redis, prefix: str, *, retention_s: int) -> None:
+        self._redis = redis
+        self.keys = Keys(prefix)
+        self.retention_s = retention_s
+        self._next_post = redis.register_script(lua("next_post"))
+        self._head_reply = redis.register_script(lua("head_reply"))
+        self._begin = redis.register_script(lua("begin_send"))
+        self._end_attempt = redis.register_script(lua("end_attempt"))
+        self._record_root = redis.register_script(lua("record_root"))
+        self._record_reply = redis.register_script(lua("record_reply"))
+        self._record_edit = redis.register_script(lua("record_edit"))
+
+    async def channels(self) -> list[str]:
+        return cast(list[str], await self._redis.smembers(self.keys.send_channels))  # type: ignore[misc]
+
+    # -- posts -----------------------------------------------------------------------------
+
+    async def waiting(self, channel: str) -> int:
+        """Root posts and threads with replies waiting in the channel."""
+        return cast(int, await self._redis.zcard(self.keys.posts(channel)))
+
+    async def next_post(self, channel: str) -> tuple[str | None, InFlight | None]:
+        """The most urgent member of the channel's posts, and its in-flight mark if any."""
+        k = self.keys
+        found = await self._next_post(keys=[k.posts(channel), k.in_flight(channel)])
+        if not found:
+            return None, None
+        return found[0], InFlight.decode(found[1])
+
+    async def in_flight(self, channel: str, member: str) -> InFlight | None:
+        marker = await self._redis.hget(self.keys.in_flight(channel), member)  # type: ignore[misc]
+        return InFlight.decode(marker)
+
+    async def head_reply(self, incident_id: str) -> HeadReply | None:
+        k = self.keys
+        item, payload, thread, uid, status_ts = await self._head_reply(
+            keys=[k.outbox(incident_id), k.outbox_items(incident_id), k.incident(incident_id)]
+        )
+        if not item:
+            return None
+        data = json.loads(payload) if payload else {"text": "", "blocks": []}
+        ref = ThreadRef(**json.loads(thread)) if thread else None
+        rendered = Rendered(data["text"], data["blocks"])
+        return HeadReply(item, rendered, ref, uid or "", status_ts or "", data.get("extra"))
+
+    async def ensure_root_queued(self, channel: str, incident_id: str) -> None:
+        """A thread has replies waiting but no root: queue the root ahead of them."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.incr(self.keys.send_seq)
+            (seq,) = await pipe.execute()
+        await self._redis.zadd(self.keys.posts(channel), {f"root:{incident_id}": seq}, nx=True)
+
+    async def begin(self, channel: str, lease_token: str, marker: InFlight) -> bool:
+        """Mark a post in flight; False when this sender no longer holds the channel."""
+        k = self.keys
+        done = await self._begin(
+            keys=[k.sender_lease(channel), k.in_flight(channel)],
+            args=[lease_token, marker.encode(), self.retention_s * 1000, marker.member],
+        )
+        return bool(done)
+
+    async def end_attempt(self, channel: str, marker: InFlight) -> None:
+        """Clear the in-flight mark of an attempt Slack certainly did not act on (a 429, a
+        refused connection), so the next attempt posts without a lookup. Only this very mark:
+        a sender that lost its lease meanwhile must not clear its successor's."""
+        await self._end_attempt(
+            keys=[self.keys.in_flight(channel)], args=[marker.member, marker.encode()]
+        )
+
+    async def record_root(
+        self,
+        incident: Incident,
+        ts: str,
+        digest: str,
+        *,
+        version: int,
+        edit_differs: bool,
+        edit_after_ms: int,
+        bucket: str,
+    ) -> None:
+        k, channel = self.keys, incident.channel
+        await self._record_root(
+            keys=[
+                k.incident(incident.id),
+                k.message(channel, ts),
+                k.posts(channel),
+                k.in_flight(channel),
+                k.edits(channel),
+                k.edit_after(channel),
+                k.edits_bell(channel),
+                k.bucket(channel),
+            ],
+            args=[
+                incident.id,
+                json.dumps({"channel": channel, "ts": ts}),
+                digest,
+                edit_after_ms,
+                bucket,
+                self.retention_s * 1000,
+                version,
+                "1" if edit_differs else "0",
+            ],
+        )
+
+    async def record_reply(
+        self,
+        channel: str,
+        incident_id: str,
+        item: str,
+        *,
+        bucket: str = "",
+        status_ts: str = "",
+    ) -> None:
+        k = self.keys
+        await self._record_reply(
+            keys=[
+                k.outbox(incident_id),
+                k.outbox_items(incident_id),
+                k.posts(channel),
+                k.in_flight(channel),
+                k.bucket(channel),
+                k.incident(incident_id),
+            ],
+            args=[incident_id, item, bucket, status_ts],
+        )
+
+    async def forget_status_ts(self, incident_id: str) -> None:
+        """The latest status reply can no longer be edited: the next status is posted anew."""
+        await self._redis.hdel(self.keys.incident(incident_id), "status_ts")  # type: ignore[misc]
+
+    async def forget(self, channel: str, member: str) -> None:
+        """Take a member off the queue (its incident is gone, or its root is posted)."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(self.keys.posts(channel), member)
+            pipe.hdel(self.keys.in_flight(channel), member)
+            await pipe.execute()
+
+    async def drop_thread(self, channel: str, incident_id: str) -> None:
+        """The root can never be posted: its replies have nowhere to go either."""
+        k = self.keys
+        async with self._redis.pipeline(transaction=True) as pipe:
+            members = (f"root:{incident_id}", f"replies:{incident_id}")
+            pipe.zrem(k.posts(channel), *members)
+            pipe.hdel(k.in_flight(channel), *members)
+            pipe.delete(k.outbox(incident_id), k.outbox_items(incident_id))
+            await pipe.execute()
+
+    async def undeliverable(self, incident_id: str, item: str, error: str) -> None:
+        """Keep a record of what Slack refused for good, for an operator to look at."""
+        key = self.keys.undeliverable
+        fields: dict[Any, Any] = {"incident": incident_id, "item": item, "error": error}
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.xadd(key, fields, maxlen=UNDELIVERABLE_MAXLEN, approximate=True)
+            pipe.expire(key, self.retention_s)
+            await pipe.execute()
+
+    async def bucket(self, channel: str) -> str | None:
+        return cast(str | None, await self._redis.get(self.keys.bucket(channel)))
+
+    async def wait_bell(self, bell: str, timeout: float) -> None:  # noqa: ASYNC109
+        """Sleep until a committer rings the bell, or `timeout` seconds."""
+        await self._redis.blpop([bell], timeout=max(timeout, 0.01))
+
+    # -- edits -----------------------------------------------------------------------------
+
+    async def next_edit(self, channel: str, now_ms: int) -> tuple[str | None, float | None]:
+        """An incident whose root edit is due, else when the next one will be (ms)."""
+        key = self.keys.edits(channel)
+        due = await self._redis.zrangebyscore(key, "-inf", now_ms, start=0, num=1)
+        if due:
+            return due[0], None
+        upcoming = await self._redis.zrange(key, 0, 0, withscores=True)
+        return None, (float(upcoming[0][1]) if upcoming else None)
+
+    async def edit_candidate(self, channel: str, incident_id: str) -> EditCandidate:
+        k = self.keys
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(k.incident(incident_id), LOADED_FIELDS)
+            pipe.hget(k.edit_after(channel), incident_id)
+            raw, after = await pipe.execute()
+        return EditCandidate(incident_id, loaded_from(raw), int(after or 0))
+
+    async def postpone_edit(self, channel: str, incident_id: str, at_ms: int) -> None:
+        await self._redis.zadd(self.keys.edits(channel), {incident_id: at_ms}, xx=True)
+
+    async def drop_edit(self, channel: str, incident_id: str) -> None:
+        await self._redis.zrem(self.keys.edits(channel), incident_id)
+
+    async def record_edit(
+        self,
+        channel: str,
+        incident_id: str,
+        *,
+        version: int,
+        digest: str,
+        next_at_ms: int,
+        edited: bool,
+    ) -> None:
+        k = self.keys
+        await self._record_edit(
+            keys=[k.incident(incident_id), k.edits(channel), k.edit_after(channel)],
+            args=[
+                incident_id,
+                version,
+                digest,
+                next_at_ms,
+                "1" if edited else "0",
+                self.retention_s * 1000,
+            ],
+        )

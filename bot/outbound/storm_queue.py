@@ -1,0 +1,161 @@
+"""A channel's alert storm in Redis: the digest message that shows every new group at once.
+
+Slack lets a channel take about one post per second, so 120 new groups would take two minutes
+to appear one root at a time. When the channel's sender finds `threshold` roots waiting, it
+opens a storm: one digest message lists every waiting group and is edited as more arrive, while
+the roots still go out one per slot, most severe first. Keys, all per channel:
+- `storm`, a hash: `id`, `started_ms`, `ts` (the digest message, '' until posted),
+  `last_added_ms` (when a group last joined), `shown` (digest of what the message shows);
+- `storm:members`, the groups' incident IDs scored like their roots (severity, then arrival);
+- `storm:links`, incident ID -> permalink of its thread, once it has one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import cast
+
+from redis.asyncio import Redis
+
+from bot.storage.incident_store import lua
+from bot.storage.keys import Keys
+
+
+@dataclass(frozen=True)
+class Storm:
+    """An open storm as read: which, since when, and where its digest is."""
+
+    id: str
+    started_ms: int
+    ts: str
+    last_added_ms: int
+    shown: str = ""
+
+    @property
+    def metadata_uid(self) -> str:
+        """What the digest's post carries in its metadata, to be found after an uncertain post."""
+        return f"storm-{self.id}"
+
+    @property
+    def item(self) -> str:
+        return f"digest:{self.id}"
+
+    @property
+    def member(self) -> str:
+        """Its name in the in-flight mark, beside `root:<id>` and `replies:<id>`."""
+        return f"storm:{self.id}"
+
+
+@dataclass(frozen=True)
+class Member:
+    """A group in the digest, with what decides whether the digest must be drawn again."""
+
+    incident_id: str
+    version: int
+    thread_ts: str  # its root message, once posted
+
+    @property
+    def threaded(self) -> bool:
+        return bool(self.thread_ts)
+
+
+@dataclass(frozen=True)
+class Swept:
+    """What a sweep found: whether a storm is open, whether it opened now, groups that joined."""
+
+    open: bool
+    opened: bool
+    added: int
+
+
+class StormQueue:
+    def __init__(self, redis: Redis, prefix: str, *, retention_s: int) -> None:
+        self._redis = redis
+        self.keys = Keys(prefix)
+        self._ttl_ms = retention_s * 1000
+        self._sweep = redis.register_script(lua("storm_sweep"))
+        self._close = redis.register_script(lua("storm_close"))
+        self._record = redis.register_script(lua("record_digest"))
+
+    async def sweep(self, channel: str, *, threshold: int, now_ms: int) -> Swept:
+        """Fold the waiting roots into the channel's storm, opening one if `threshold` (> 0)
+        roots wait."""
+        k = self.keys
+        storm_id, opened, added = await self._sweep(
+            keys=[k.posts(channel), k.storm(channel), k.storm_members(channel), k.send_seq],
+            args=[threshold, now_ms, self._ttl_ms],
+        )
+        return Swept(bool(storm_id), bool(opened), int(added))
+
+    async def current(self, channel: str) -> Storm | None:
+        raw = cast(dict[str, str], await self._redis.hgetall(self.keys.storm(channel)))  # type: ignore[misc]
+        if not raw.get("id"):
+            return None
+        return Storm(
+            raw["id"],
+            int(raw.get("started_ms") or 0),
+            raw.get("ts", ""),
+            int(raw.get("last_added_ms") or 0),
+            raw.get("shown", ""),
+        )
+
+    async def members(self, channel: str) -> list[Member]:
+        """The storm's groups, most severe first, with their incidents' versions."""
+        ids = cast(list[str], await self._redis.zrange(self.keys.storm_members(channel), 0, -1))
+        if not ids:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for incident_id in ids:
+                pipe.hmget(self.keys.incident(incident_id), ["v", "thread"])
+            rows = await pipe.execute()
+        return [
+            Member(incident_id, int(v or 0), json.loads(thread)["ts"] if thread else "")
+            for incident_id, (v, thread) in zip(ids, rows, strict=True)
+            if v is not None
+        ]
+
+    async def links(self, channel: str) -> dict[str, str]:
+        return cast(dict[str, str], await self._redis.hgetall(self.keys.storm_links(channel)))  # type: ignore[misc]
+
+    async def add_link(self, channel: str, incident_id: str, url: str) -> None:
+        key = self.keys.storm_links(channel)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(key, incident_id, url)
+            pipe.pexpire(key, self._ttl_ms)
+            await pipe.execute()
+
+    async def roots_waiting(self, channel: str) -> int:
+        return cast(int, await self._redis.zcount(self.keys.posts(channel), 0, _BAND - 1))
+
+    async def record_digest(
+        self, channel: str, storm: Storm, ts: str, *, bucket: str, shown: str
+    ) -> None:
+        k = self.keys
+        await self._record(
+            keys=[k.storm(channel), k.in_flight(channel), k.bucket(channel)],
+            args=[storm.id, ts, bucket, shown],
+        )
+
+    async def record_shown(self, channel: str, storm: Storm, shown: str) -> None:
+        await self._redis.hset(self.keys.storm(channel), "shown", shown)  # type: ignore[misc]
+
+    async def close(self, channel: str, storm: Storm) -> bool:
+        """End the storm, unless a group joined since `storm` was read (then it goes on)."""
+        k = self.keys
+        closed = await self._close(
+            keys=[k.storm(channel), k.storm_members(channel), k.storm_links(channel)],
+            args=[storm.id, storm.last_added_ms],
+        )
+        return bool(closed)
+
+    async def abandon(self, channel: str, storm: Storm) -> None:
+        """The digest can never be posted (Slack refused it for good): the roots go on alone."""
+        k = self.keys
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(k.storm(channel), k.storm_members(channel), k.storm_links(channel))
+            pipe.hdel(k.in_flight(channel), storm.member)
+            await pipe.execute()
+
+
+_BAND = 1 << 40  # see commit.lua: roots score below one band, thread replies at or above it

@@ -1,0 +1,139 @@
+"""The trend chart: queued jobs and longest wait per runner type over the incident, as a PNG.
+
+Rendered by the channel's sender when the chart's turn comes (in a worker thread: matplotlib is
+slow and blocking), from the series the status tick stored with the reply. The picture carries
+its own opaque background and dark text, so it reads the same in Slack's light and dark themes;
+the alt text says in words what it shows.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any
+
+from bot.domain.alerts import RunnerQueue
+from bot.domain.trend import Trend
+
+WIDTH_PX, HEIGHT_PX, DPI = 800, 450, 100
+MAX_SERIES = 5  # the worst few types: more lines make a chart nobody can read
+MIN_POINTS = 2  # fewer is a dot, not a line
+# Colour-blind-safe (Okabe-Ito), dark enough on the white background.
+COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
+
+
+Point = tuple[float, float | None, float | None]  # (unix time, queued, longest wait in min)
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """What the chart shows: the worst types' columns of the trend, kept as the trend keeps
+    them (text), so the tick stores them without expanding a point per status; the sender
+    expands them once, when it draws."""
+
+    title: str
+    trend: Trend = field(default_factory=Trend)
+
+    @cached_property
+    def series(self) -> dict[str, list[Point]]:
+        """runner type -> its points, oldest first; types with too few to draw are left out."""
+        series = {}
+        for name in self.trend.names():
+            points = self.trend.points(name)
+            if len(points) >= MIN_POINTS:
+                series[name] = points
+        return series
+
+    @property
+    def alt_text(self) -> str:
+        parts = []
+        for name, points in self.series.items():
+            queued = [q for _, q, _ in points if q is not None]
+            waits = [w for _, _, w in points if w is not None]
+            text = f"{name or 'all runner types'}:"
+            if queued:
+                text += f" queued from {queued[0]:g} to {queued[-1]:g} (peak {max(queued):g})"
+            if waits:
+                text += f", longest wait peak {max(waits):g} min"
+            parts.append(text)
+        return f"{self.title}. " + "; ".join(parts)
+
+    def to_extra(self) -> dict[str, Any]:
+        return {"title": self.title, "trend": self.trend.model_dump()}
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> ChartData:
+        title = str(extra.get("title") or "Queue trend")
+        if "trend" in extra:
+            return cls(title, Trend.model_validate(extra["trend"]))
+        # A chart queued by 0.7, before the columns: a list of points per type.
+        series = {
+            str(name): [(float(p[0]), _num(p[1]), _num(p[2])) for p in points]
+            for name, points in (extra.get("series") or {}).items()
+        }
+        return cls(title, _trend_of(series))
+
+
+def _trend_of(series: dict[str, list[Point]]) -> Trend:
+    times = sorted({at for points in series.values() for at, _, _ in points})
+    shown: dict[float, dict[str, RunnerQueue]] = {at: {} for at in times}
+    for name, points in series.items():
+        for at, queued, wait in points:
+            shown[at][name] = RunnerQueue(queued=queued, longest_wait_mins=wait)
+    trend = Trend()
+    for at in times:
+        trend = trend.appended(datetime.fromtimestamp(at, UTC), None, shown[at], limit=len(times))
+    return trend
+
+
+def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
+    """The chart of the `worst` runner types (at most MAX_SERIES) that have a line to draw."""
+    drawable: list[str] = []
+    for name in worst:
+        if len(drawable) == MAX_SERIES:
+            break
+        if trend.known_at_least(name, MIN_POINTS):
+            drawable.append(name)
+    return ChartData(title, trend.keeping(drawable))
+
+
+def render_chart(data: ChartData) -> bytes:
+    """A WIDTH_PX × HEIGHT_PX PNG; blocking, call it off the event loop."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import dates
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI, facecolor="white")
+    queued_ax, wait_ax = figure.subplots(2, 1, sharex=True)
+    for ax, label in ((queued_ax, "queued jobs"), (wait_ax, "longest wait (min)")):
+        ax.set_facecolor("white")
+        ax.set_ylabel(label, color="#222222")
+        ax.tick_params(colors="#222222", labelsize=8)
+        ax.grid(True, color="#dddddd", linewidth=0.6)
+        for spine in ax.spines.values():
+            spine.set_color("#888888")
+    for colour, (name, points) in zip(COLOURS, data.series.items(), strict=False):
+        times = [datetime.fromtimestamp(t, UTC) for t, _, _ in points]
+        queued_ax.plot(times, [_nan(q) for _, q, _ in points], color=colour, label=name or "all")
+        wait_ax.plot(times, [_nan(w) for _, _, w in points], color=colour)
+    queued_ax.set_title(data.title, color="#222222", fontsize=10)
+    if data.series:
+        queued_ax.legend(fontsize=7, loc="upper left", frameon=False)
+    wait_ax.xaxis.set_major_formatter(dates.DateFormatter("%H:%M", tz=UTC))
+    wait_ax.set_xlabel("UTC", color="#222222", fontsize=8)
+    figure.tight_layout()
+    out = io.BytesIO()
+    figure.savefig(out, format="png", dpi=DPI, facecolor="white")
+    return out.getvalue()
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else value

@@ -1,0 +1,384 @@
+"""Thread replies of an incident: periodic status, the closing summary, and one-line events.
+
+Pure functions of state like the root message (`bot.render.root`): callers pass `now`, nothing here
+reads a clock. Times are Slack date tokens, so each reader sees their own time zone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.domain.alerts import RunnerQueue
+from bot.domain.fleet import FleetSnapshot, source_name
+from bot.domain.forecast import DRAIN_TARGET_MINS
+from bot.domain.incidents import Event, Incident, Resolution, Snapshot, with_status
+from bot.domain.trend import Trend
+from bot.render.mrkdwn import (
+    Rendered,
+    change,
+    context,
+    duration,
+    escape,
+    fields,
+    mention,
+    minutes,
+    number,
+    person,
+    rendered,
+    section,
+    sections,
+    slack_date,
+    truncate,
+)
+from bot.render.queue import source_note, type_lines, worst_first
+
+MAX_RUNNER_ROWS = 15
+MAX_PEAK_ROWS = 5
+MAX_RUNNER_NAME = 80
+MAX_TIMELINE = 20
+MAX_EVENT_TEXT = 200
+NO_NUMBERS = "_No queue numbers in the alert._"
+
+_EVENT_ICONS = {
+    "opened": "🚨",
+    "updated": "🔁",
+    "notified": "🔁",
+    "alerts_changed": "🔀",
+    "resolved": "✅",
+    "reopened": "🔴",
+    "acknowledged": "👀",
+    "handed_over": "🤝",
+    "silenced": "🔕",
+    "unsilenced": "🔔",
+    "scaled": "⬆️",
+    "diagnosed": "🩺",
+    "status": "📊",
+}
+
+
+# --- shared with the root message -------------------------------------------------------------
+
+
+def runner_name(name: str) -> str:
+    """Runner type names come from alert labels: escaped, and short enough for 15 rows."""
+    return truncate(escape(name), MAX_RUNNER_NAME)
+
+
+def capped_rows(rows: list[str]) -> list[str]:
+    """At most MAX_RUNNER_ROWS rows, then a line saying how many runner types were left out."""
+    shown = rows[:MAX_RUNNER_ROWS]
+    if len(rows) > len(shown):
+        shown.append(f"+{len(rows) - len(shown)} more runner types")
+    return shown
+
+
+def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
+    """What follows "Resolved": who for a responder, "(alert cleared)" for the source.
+
+    Only an edited root may mention them (an edit notifies nobody); replies name them.
+    """
+    if incident.resolution is Resolution.MANUAL and incident.resolved_by:
+        if mentions:
+            return f"by {mention(incident.resolved_by)}"
+        return f"by {person(incident.resolved_by, incident.resolved_by_name)}"
+    if incident.resolution is Resolution.ALERT:
+        return "(alert cleared)"
+    if incident.resolution is Resolution.DRAINED:
+        return "(queue drained)"
+    if incident.resolution is Resolution.TEST:
+        return "(test notification: nothing to follow up)"
+    return ""
+
+
+def title_text(incident: Incident) -> str:
+    """Priority and title, escaped and marked when Grafana's Test button sent the alert."""
+    title = escape(incident.title)
+    if incident.priority:
+        title = f"{escape(incident.priority)} · {title}"
+    return f"[TEST] {title}" if incident.is_test else title
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+# What a status reply says before the sender renders it (`StatusShown`).
+STATUS_FALLBACK = "Status update"
+
+
+class StatusShown(BaseModel):
+    """What a status reply shows, decided by the tick and rendered by the sender when it posts.
+
+    The tick only decides (post, edit in place, or nothing) and records; the blocks are the
+    sender's work, at Slack's pace, from the incident as it is then: a waiting status is these
+    few hundred bytes instead of its blocks, and a tick of many statuses renders none of them.
+    `current` is the snapshot this status recorded and `previous` the one it is compared with.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    current: Snapshot
+    previous: Snapshot | None = None
+    live: bool = False  # the runner types' lines come from the incident's live view
+    drain: tuple[int, int] | None = None
+    since: datetime | None = None
+    within_mins: float = DRAIN_TARGET_MINS
+
+    def to_extra(self) -> dict[str, Any]:
+        return {"status": self.model_dump(mode="json", exclude_defaults=True, by_alias=True)}
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any] | None) -> StatusShown | None:
+        """The status a reply carries; None for one queued rendered (by 0.8 and before)."""
+        found = (extra or {}).get("status")
+        return cls.model_validate(found) if found is not None else None
+
+
+def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
+    """A status reply as the sender posts it, from the incident it was recorded on."""
+    return render_status(
+        incident,
+        previous=shown.previous,
+        current=shown.current,
+        now=now,
+        view=incident.live if shown.live else None,
+        drain=shown.drain,
+        since=shown.since,
+        within_mins=shown.within_mins,
+        trend=incident.trend,
+    )
+
+
+def render_status(
+    incident: Incident,
+    *,
+    previous: Snapshot | None,
+    current: Snapshot,
+    now: datetime,
+    view: FleetSnapshot | None = None,
+    drain: tuple[int, int] | None = None,
+    since: datetime | None = None,
+    within_mins: float = DRAIN_TARGET_MINS,
+    trend: Trend | None = None,
+) -> Rendered:
+    """The periodic status: the numbers now and their change since the previous status.
+
+    With a live `view`, each runner type's line carries its trend and outlook (`queue_view`):
+    `trend` when the caller has the incident's trend with `current` already recorded, else
+    the incident's with `current` appended;
+    `drain` is (checks that found it drained, checks needed); `since` marks a quiet status that
+    edits the previous reply in place, saying since when nothing changed meaningfully.
+    """
+    when = slack_date(current.at, "{time}")
+    blocks = [section(f"*📊 Status update · {when}*\n{_age_line(incident, now)}")]
+    headline = _headline(current, previous)
+    if headline:
+        items = [f"{label}: *{value}*{_paren(delta)}" for label, value, delta in headline]
+        blocks.append(fields(items))
+    elif not current.runner_types and not (view and view.is_live):
+        blocks.append(section(NO_NUMBERS))
+    if view is not None and view.is_live:
+        trend = trend if trend is not None else with_status(incident.trend, current)
+        lines = type_lines(view, trend, within_mins=within_mins)
+        gone = sorted(set(previous.runner_types if previous else {}) - set(view.runner_types))
+        lines += [f"• {runner_name(name)}: no longer queueing" for name in gone[:5]]
+        blocks.append(section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
+    else:
+        rows = _runner_changes(current, previous)
+        if rows:
+            blocks.append(section("*By runner type*\n" + "\n".join(rows)))
+    notes = []
+    if view is not None:
+        notes.append(source_note(view, source_name(view.source)))
+    if drain is not None and drain[0] > 0:
+        notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
+    if since is not None:
+        notes.append(f"No meaningful change since {slack_date(since, '{time}')}: updated in place")
+    if notes:
+        blocks.append(context([truncate(n, 2000) for n in notes]))
+    plain = ", ".join(f"{label.lower()} {value}{_paren(delta)}" for label, value, delta in headline)
+    return rendered(f"Status update: {plain or 'no queue numbers'}", blocks)
+
+
+def _age_line(incident: Incident, now: datetime) -> str:
+    if incident.is_open:
+        line = f"Firing for *{duration(now - incident.started_at)}*"
+    else:
+        took = duration((incident.resolved_at or now) - incident.started_at)
+        line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
+    if incident.silence is not None:
+        line += f" · 🔕 silenced until {slack_date(incident.silence.until, '{time}')}"
+    if incident.acknowledged_by:
+        owner = person(incident.acknowledged_by, incident.acknowledged_name)
+        return f"{line} · acknowledged by {owner}"
+    return f"{line} · not acknowledged" if incident.is_open else line
+
+
+def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, str, str | None]]:
+    """(label, value, change) of the headline numbers present in the current snapshot."""
+    now_n, before = current.numbers, previous.numbers if previous else None
+    items = []
+    if now_n.max_queue_time_mins is not None:
+        delta = change(now_n.max_queue_time_mins, before and before.max_queue_time_mins, "min")
+        items.append(("Longest wait", minutes(now_n.max_queue_time_mins), delta))
+    if now_n.max_queue_size is not None:
+        delta = change(now_n.max_queue_size, before and before.max_queue_size)
+        items.append(("Queued jobs", number(now_n.max_queue_size), delta))
+    return items
+
+
+def _runner_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
+    """Current runner types worst first with their change; then the ones that stopped queueing."""
+    before = previous.runner_types if previous else {}
+    ranked = worst_first(current.runner_types)
+    rows = [_runner_change(name, queue, before.get(name)) for name, queue in ranked]
+    gone = sorted(set(before) - set(current.runner_types))
+    rows += [f"• {runner_name(name)}: no longer queueing" for name in gone]
+    return capped_rows(rows)
+
+
+def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) -> str:
+    parts = []
+    if queue.queued is not None:
+        delta = change(queue.queued, before.queued if before else None)
+        parts.append(f"{number(queue.queued)} queued{_paren(delta)}")
+    if queue.longest_wait_mins is not None:
+        delta = change(queue.longest_wait_mins, before.longest_wait_mins if before else None, "min")
+        parts.append(f"longest wait {minutes(queue.longest_wait_mins)}{_paren(delta)}")
+    return f"• {runner_name(name)}: {' · '.join(parts) or 'no numbers'}"
+
+
+# --- summary -----------------------------------------------------------------------------------
+
+
+def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime) -> Rendered:
+    """The closing summary: how long, how bad, how it ended, who did what (events oldest first)."""
+    took = duration((incident.resolved_at or now) - incident.started_at)
+    incident_id = escape(incident.id)
+    if incident.is_open:
+        head = f"🔴 *Incident {incident_id} still firing*"
+    else:
+        head = _join(f"✅ *Incident {incident_id} resolved*", resolved_how(incident))
+    title = truncate(title_text(incident), 500)
+    blocks = [section(f"{head}\n{title}"), fields(_summary_fields(incident, took, events))]
+    peaks = _peak_rows(incident)
+    if peaks:
+        blocks.append(section("*Peak by runner type*\n" + "\n".join(peaks)))
+    if incident.silence is not None:
+        silence = incident.silence
+        blocks.append(
+            section(
+                f"🔕 A silence made from Slack is still in force until "
+                f"{slack_date(silence.until)} ({escape(silence.backend)} silence "
+                f"`{truncate(escape(silence.silence_id), 80)}`): "
+                f"`/queue unsilence {incident_id}` removes it."
+            )
+        )
+    shown = events[-MAX_TIMELINE:]
+    if shown:
+        lines = ["*What was done*"]
+        if len(events) > len(shown):
+            lines.append(f"_{len(events) - len(shown)} earlier events not shown_")
+        lines += [_timeline_line(event) for event in shown]
+        blocks += sections(lines)
+    state = "still firing" if incident.is_open else "resolved"
+    plain = f"Incident {incident_id} {state} after {took}"
+    return rendered(f"{plain}: {truncate(title_text(incident), 200)}", blocks)
+
+
+def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:
+    peak = incident.peak
+    items = [f"Duration: *{took}*"]
+    if peak.max_queue_time_mins is not None:
+        items.append(f"Peak longest wait: *{minutes(peak.max_queue_time_mins)}*")
+    if peak.max_queue_size is not None:
+        items.append(f"Peak queued jobs: *{number(peak.max_queue_size)}*")
+    if peak.max_queue_time_mins is None and peak.max_queue_size is None:
+        items.append(NO_NUMBERS)
+    drained = time_to_drain(incident)
+    if drained is not None:
+        items.append(f"Drained in: *{duration(drained)}* from the peak")
+    if incident.acknowledged_by:
+        items.append(
+            f"Acknowledged by {person(incident.acknowledged_by, incident.acknowledged_name)}"
+        )
+    actions = [event for event in events if event.actor]
+    if actions:
+        people = list(dict.fromkeys(person(e.actor, e.actor_name) for e in actions))
+        shown = ", ".join(people[:5]) + (f" and {len(people) - 5} more" if len(people) > 5 else "")
+        items.append(f"Actions taken: *{len(actions)}*, by {shown}")
+    items.append(f"Notifications: *{incident.notifications}*")
+    if incident.reopened:
+        items.append(f"Reopened: *{incident.reopened}×*")
+    return items
+
+
+def time_to_drain(incident: Incident) -> timedelta | None:
+    """From the reading with the most jobs queued to the resolve; None without live readings."""
+    if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
+        return None
+    peak = incident.trend.peak_at()
+    return None if peak is None else incident.resolved_at - peak
+
+
+def queue_numbers(queue: RunnerQueue) -> str:
+    """ "14 queued · longest wait 114 min", or "" when the alert gave neither."""
+    parts = []
+    if queue.queued is not None:
+        parts.append(f"{number(queue.queued)} queued")
+    if queue.longest_wait_mins is not None:
+        parts.append(f"longest wait {minutes(queue.longest_wait_mins)}")
+    return " · ".join(parts)
+
+
+def _peak_rows(incident: Incident) -> list[str]:
+    rows = []
+    for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
+        numbers = queue_numbers(queue)
+        if numbers:
+            rows.append(f"• {runner_name(name) or 'all runner types'}: {numbers}")
+    more = len(incident.peak_types) - MAX_PEAK_ROWS
+    if more > 0:
+        rows.append(f"+{more} more runner types")
+    return rows
+
+
+def _timeline_line(event: Event) -> str:
+    line = f"{slack_date(event.at, '{time}')} · {truncate(escape(event.text), MAX_EVENT_TEXT)}"
+    return f"{line} · by {person(event.actor, event.actor_name)}" if event.actor else line
+
+
+# --- events ------------------------------------------------------------------------------------
+
+
+# The one reply that may mention someone: taking ownership (or taking it over) tells the owner
+# the thread is theirs. Everything else names people without a ping.
+MENTIONING_EVENTS = frozenset({"acknowledged", "handed_over"})
+
+
+def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rendered:
+    """A one-line thread reply for something that happened: reopened, alerts changed, acked…
+
+    `detail` is mrkdwn already made safe (a Slack date, say) that follows the escaped text.
+    """
+    icon = _EVENT_ICONS.get(event.kind, "•")
+    line = f"{icon} {truncate(escape(event.text), 2000)}" + (f" {detail}" if detail else "")
+    if event.actor:
+        who = (
+            mention(event.actor)
+            if event.kind in MENTIONING_EVENTS
+            else person(event.actor, event.actor_name)
+        )
+        line = f"{line} · by {who}"
+    return rendered(f"Incident {escape(incident.id)}: {escape(event.text)}", [section(line)])
+
+
+def _join(*parts: str) -> str:
+    return " ".join(part for part in parts if part)
+
+
+def _paren(text: str | None) -> str:
+    return f" ({text})" if text else ""

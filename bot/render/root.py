@@ -1,0 +1,358 @@
+"""Block Kit rendering of an incident: the root message here, thread replies in
+`bot.render.replies`.
+
+Every message is a pure function of state. The root is the incident's dashboard, re-rendered and
+edited in place after every change; `bot.threads` skips the edit when the rendering is unchanged,
+so the root deliberately depends on state only, not on `now` (times are Slack date tokens that
+each client renders in its reader's time zone, and stay right without re-rendering).
+
+How the action handlers find the incident: every button's `value` is the incident ID. The silence
+select has no value of its own (its option values are durations) and the actions block's ID is
+fixed ("incident_actions"), so the ID also rides in the block_id of the context block that shows
+it: `incident_id_of(message)` reads it back from the message Slack sends with the action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from bot.domain.fleet import FleetSnapshot, source_name
+from bot.domain.incidents import Incident, Links
+from bot.render.mrkdwn import (
+    Rendered,
+    context,
+    duration,
+    escape,
+    fields,
+    header,
+    is_linkable,
+    link,
+    mention,
+    minutes,
+    number,
+    person,
+    plain,
+    rendered,
+    section,
+    slack_date,
+    truncate,
+)
+from bot.render.queue import source_note, type_lines, worst_first
+from bot.render.replies import (
+    capped_rows,
+    queue_numbers,
+    render_event,
+    render_status,
+    render_summary,
+    resolved_how,
+    runner_name,
+    title_text,
+)
+
+__all__ = [
+    "ACTIONS_BLOCK_ID",
+    "SILENCE_OPTIONS",
+    "Rendered",
+    "escape",
+    "incident_ref",
+    "incident_ref_of",
+    "link",
+    "render_event",
+    "render_root",
+    "render_status",
+    "render_summary",
+]
+
+ACTIONS_BLOCK_ID = "incident_actions"
+INCIDENT_BLOCK_PREFIX = "incident:"
+SILENCE_OPTIONS = (
+    (1800, "30 minutes"),
+    (3600, "1 hour"),
+    (7200, "2 hours"),
+    (14400, "4 hours"),
+    (28800, "8 hours"),
+    (86400, "24 hours"),
+)
+SOURCE_NAMES = {"grafana": "Grafana", "alertmanager": "Alertmanager"}
+MAX_SUMMARY = 1000
+MAX_VALUE_NAME = 100
+MAX_FALLBACK_TITLE = 200
+
+
+def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> Rendered:
+    """The incident's dashboard: title, status, numbers, runner types, facts, links, actions.
+
+    Block Kit has no colours for blocks, so "turning green" on resolve is the ✅ in the header
+    and the status line, and the actions disappear. `mentions=False` for the first post, which
+    notifies the channel: the owner is named there, mentioned only in later edits.
+    """
+    blocks = [header(_header_text(incident)), section(_status_line(incident, mentions=mentions))]
+    summary = _summary(incident)
+    if summary:
+        blocks.append(section(summary))
+    numbers = _number_fields(incident)
+    if numbers:
+        blocks.append(fields(numbers, more="+{n} more values"))
+    live = incident.live
+    if live is not None and live.is_live and incident.is_open:
+        blocks.append(section(_live_listing(incident, live)))
+    elif incident.runner_types:
+        blocks.append(section(_runner_listing(incident)))
+    if live is not None and live.note and incident.is_open:
+        blocks.append(context([truncate(source_note(live, source_name(live.source)), 2000)]))
+    blocks.append(context(_facts(incident), block_id=incident_block_id(incident)))
+    links = _links(incident.links)
+    if links:
+        blocks.append(context(links))
+    if incident.truncated:
+        notes = "; ".join(escape(note) for note in incident.truncated[:10])
+        blocks.append(context([truncate(f"⚠️ Alert cut to fit: {notes}", 2000)]))
+    if incident.recent_actions:
+        blocks.append(context([_recent_actions(incident)]))
+    if incident.is_open:
+        blocks.append(_actions(incident))
+    elif incident.silence is not None:
+        # The alert is over but the silence made from Slack is not: keep the way to remove it.
+        unsilence = _button("Remove silence", "incident_unsilence", incident_ref(incident))
+        blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": [unsilence]})
+    return rendered(_fallback(incident), blocks)
+
+
+def incident_ref(incident: Incident) -> str:
+    """What buttons carry: the short ID people see and the UID that survives a data loss."""
+    return f"{incident.id}:{incident.uid}"
+
+
+def incident_block_id(incident: Incident) -> str:
+    return INCIDENT_BLOCK_PREFIX + incident_ref(incident)
+
+
+def incident_ref_of(message: dict[str, Any]) -> str | None:
+    """The incident reference of a root message as Slack echoes it in an action payload."""
+    for block in message.get("blocks") or ():
+        block_id = block.get("block_id") if isinstance(block, dict) else None
+        if isinstance(block_id, str) and block_id.startswith(INCIDENT_BLOCK_PREFIX):
+            return block_id[len(INCIDENT_BLOCK_PREFIX) :] or None
+    return None
+
+
+def _header_text(incident: Incident) -> str:
+    return f"{'🔴' if incident.is_open else '✅'} {title_text(incident)}"
+
+
+def _status_line(incident: Incident, *, mentions: bool) -> str:
+    if incident.is_open:
+        parts = ["🔴 *Firing*"]
+        if incident.firing_count > 1:
+            parts.append(f"{incident.firing_count} alerts")
+    else:
+        resolved = ("✅ *Resolved*", resolved_how(incident, mentions=mentions), _span(incident))
+        parts = [" ".join(part for part in resolved if part)]
+    if incident.acknowledged_by:
+        owner = (
+            mention(incident.acknowledged_by)
+            if mentions
+            else person(incident.acknowledged_by, incident.acknowledged_name)
+        )
+        parts.append(f"acknowledged by {owner}")
+    elif incident.is_open:
+        parts.append("not acknowledged")
+    if incident.silence is not None:
+        silence = incident.silence
+        who = mention(silence.by) if mentions else person(silence.by, silence.by_name)
+        parts.append(f"🔕 silenced until {slack_date(silence.until)} by {who}")
+    if incident.reopened:
+        parts.append(f"reopened {incident.reopened}×")
+    if incident.is_test:
+        parts.append("🧪 Grafana test notification")
+    parts.append(f"ID *{escape(incident.id)}*")
+    return " · ".join(parts)
+
+
+def _span(incident: Incident) -> str:
+    """How long it lasted, from the alert's own start: the queue hurt before the bot heard of it."""
+    if incident.resolved_at is None:
+        return ""
+    return f"after {duration(incident.resolved_at - incident.started_at)}"
+
+
+def _summary(incident: Incident) -> str:
+    parts = [incident.summary.strip(), incident.description.strip()]
+    if parts[0] == parts[1]:
+        parts.pop()
+    return "\n".join(truncate(escape(part), MAX_SUMMARY) for part in parts if part)
+
+
+def _number_fields(incident: Incident) -> list[str]:
+    """The headline numbers against their thresholds; other alert values when there are none."""
+    current, peak = incident.numbers, incident.peak
+    time_threshold = _first(current.queue_time_threshold, peak.queue_time_threshold)
+    size_threshold = _first(current.queue_size_threshold, peak.queue_size_threshold)
+    items = [
+        _metric(
+            "Longest wait",
+            current.max_queue_time_mins,
+            peak.max_queue_time_mins,
+            time_threshold,
+            minutes,
+        ),
+        _metric("Queued jobs", current.max_queue_size, peak.max_queue_size, size_threshold, number),
+    ]
+    present = [item for item in items if item]
+    if present:
+        return present
+    return [
+        f"{truncate(escape(name), MAX_VALUE_NAME)} = *{number(value)}*"
+        for name, value in incident.other_values.items()
+    ]
+
+
+def _metric(
+    label: str,
+    current: float | None,
+    peak: float | None,
+    threshold: float | None,
+    shown: Callable[[float], str],
+) -> str:
+    notes = [f"threshold {shown(threshold)}"] if threshold is not None else []
+    if current is None:
+        if peak is None:
+            return ""
+        return f"Peak {label.lower()}: *{shown(peak)}*" + _notes(notes)
+    if peak is not None and shown(peak) != shown(current):
+        notes.append(f"peak {shown(peak)}")
+    return f"{label}: *{shown(current)}*" + _notes(notes)
+
+
+def _notes(notes: list[str]) -> str:
+    return f" ({', '.join(notes)})" if notes else ""
+
+
+def _first(*values: float | None) -> float | None:
+    return next((value for value in values if value is not None), None)
+
+
+def _live_listing(incident: Incident, live: FleetSnapshot) -> str:
+    when = slack_date(live.at, "{time}")
+    head = f"*Runner types* · live from {escape(source_name(live.source))} at {when}"
+    lines = type_lines(live, incident.trend)
+    return head + "\n" + "\n".join(lines or ["_No runner type is queueing._"])
+
+
+def _runner_listing(incident: Incident) -> str:
+    rows = []
+    for name, queue in worst_first(incident.runner_types):
+        rows.append(f"• {runner_name(name)}: {queue_numbers(queue) or 'no numbers'}")
+    return "*Runner types* (worst first)\n" + "\n".join(capped_rows(rows))
+
+
+def _facts(incident: Incident) -> list[str]:
+    facts = [
+        f"Incident *{escape(incident.id)}*",
+        # {ago} is rendered by the reader's client, so the age stays true without edits.
+        f"Started {slack_date(incident.started_at, '{date_short_pretty} {time} ({ago})')}",
+    ]
+    if incident.team:
+        facts.append(f"Team: {truncate(escape(incident.team), 200)}")
+    facts.append(f"Source: {SOURCE_NAMES.get(incident.source, escape(incident.source))}")
+    noun = "notification" if incident.notifications == 1 else "notifications"
+    facts.append(f"{incident.notifications} {noun}")
+    return facts
+
+
+def _links(links: Links) -> list[str]:
+    """One context element per link: a long Grafana silence URL cannot crowd out the others."""
+    labelled = [
+        (links.runbook, "📖 Runbook"),
+        (links.alert, "🔔 View alert"),
+        (links.silence, "🔕 Silence in Grafana"),
+        (links.dashboard, "📈 Dashboard"),
+        (links.panel, "📊 Panel"),
+    ]
+    shown = []
+    for url, label in labelled:
+        if not url.strip():
+            continue
+        if is_linkable(url):
+            shown.append(link(url, label))
+        else:
+            shown.append(f"{escape(label)}: {truncate(escape(url.strip()), 300)}")
+    return shown
+
+
+def _actions(incident: Incident) -> dict[str, Any]:
+    """The responder's buttons; every value is the incident's reference (state lives in Redis)."""
+    ref = incident_ref(incident)
+    elements: list[dict[str, Any]] = []
+    if incident.acknowledged_by:
+        elements.append(_button("Take over", "incident_ack", ref))
+    else:
+        elements.append(_button("Acknowledge", "incident_ack", ref, style="primary"))
+    if incident.silence is not None:
+        elements.append(_button("Remove silence", "incident_unsilence", ref))
+    else:
+        elements.append(
+            {
+                "type": "static_select",
+                "action_id": "incident_silence",
+                "placeholder": plain("Silence…"),
+                "options": [
+                    {"text": plain(label), "value": str(seconds)}
+                    for seconds, label in SILENCE_OPTIONS
+                ],
+            }
+        )
+    elements += [
+        _button("Scale up…", "incident_scale", ref),
+        _button("Run diagnostics", "incident_diagnose", ref),
+        _button("Resolve", "incident_resolve", ref, style="danger")
+        | {"confirm": _confirm(incident)},
+    ]
+    return {"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": elements}
+
+
+def _recent_actions(incident: Incident) -> str:
+    """The latest things responders did, newest first, named without a ping."""
+    lines = [
+        f"{slack_date(event.at, '{time}')} {truncate(escape(event.text), 150)}"
+        + (f" by {person(event.actor, event.actor_name)}" if event.actor else "")
+        for event in reversed(incident.recent_actions)
+    ]
+    return truncate("Latest: " + " · ".join(lines), 2000)
+
+
+def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> dict[str, Any]:
+    button = {"type": "button", "text": plain(text), "action_id": action_id, "value": value}
+    if style:
+        button["style"] = style
+    return button
+
+
+def _confirm(incident: Incident) -> dict[str, Any]:
+    return {
+        "title": plain(f"Resolve incident {incident.id}?", 100),
+        "text": plain(
+            "This closes the incident and stops its status updates. "
+            "If the alert fires again, it reopens.",
+            300,
+        ),
+        "confirm": plain("Resolve", 30),
+        "deny": plain("Cancel", 30),
+        "style": "danger",
+    }
+
+
+def _fallback(incident: Incident) -> str:
+    """Notification text: short, escaped, and without mentions (it pings nobody)."""
+    title = truncate(title_text(incident), MAX_FALLBACK_TITLE)
+    if not incident.is_open:
+        return f"✅ Resolved: {title}"
+    wait, queued = incident.numbers.max_queue_time_mins, incident.numbers.max_queue_size
+    details = [
+        f"longest wait {minutes(wait)}" if wait is not None else "",
+        f"{number(queued)} queued" if queued is not None else "",
+    ]
+    shown = ", ".join(detail for detail in details if detail)
+    return f"🔴 {title}: {shown}" if shown else f"🔴 {title}"

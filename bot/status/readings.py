@@ -1,0 +1,195 @@
+"""One reading of the fleet's queues per interval, shared by every incident and every replica.
+
+Whoever needs the fleet (a status tick, `/queue`, diagnostics) asks `latest()`. A reading younger
+than the interval is served from Redis; an older one is refreshed by one replica at a time under a
+short lease, with the backend's deadline, outside any incident's or group's commit. A failed
+refresh is stored too, so the other replicas don't hammer a backend that is down, and so every
+incident can say why it shows the alert's numbers instead. Successful readings are also kept,
+compacted, in a bounded history: the baseline "in the hours before the incident" comes from it
+when the backend has no history of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from pydantic import ValidationError
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from bot.backends.errors import BackendError, deadline_of, within
+from bot.backends.metrics import QueueMetrics
+from bot.domain.fleet import FleetSnapshot
+from bot.storage.keys import Keys
+from bot.storage.leases import Leases
+
+log = logging.getLogger(__name__)
+
+# Six hours at the default one-minute interval: "the hours before the incident".
+HISTORY_POINTS = 360
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The newest good fleet reading, and why the latest refresh failed if it did."""
+
+    fleet: FleetSnapshot | None
+    tried_at: datetime
+    error: str = ""
+
+    def encode(self) -> str:
+        fleet = self.fleet.model_dump(mode="json", exclude_none=True) if self.fleet else None
+        return json.dumps(
+            {"fleet": fleet, "tried_at": self.tried_at.isoformat(), "error": self.error}
+        )
+
+    @classmethod
+    def decode(cls, raw: str) -> Reading:
+        data = json.loads(raw)
+        fleet = FleetSnapshot.model_validate(data["fleet"]) if data.get("fleet") else None
+        return cls(fleet, datetime.fromisoformat(data["tried_at"]), str(data.get("error") or ""))
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """What a baseline needs of one past reading, per runner type."""
+
+    at: datetime
+    arrival_per_min: dict[str, float]
+    job_duration_mins: dict[str, float]
+
+
+class FleetReadings:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        metrics: QueueMetrics,
+        *,
+        interval_s: float,
+        timeout_s: float,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._metrics = metrics
+        self._leases = Leases(redis)
+        self._interval = timedelta(seconds=interval_s)
+        self._timeout_s = timeout_s
+        self._clock = clock
+
+    @property
+    def metrics(self) -> QueueMetrics:
+        return self._metrics
+
+    @property
+    def interval(self) -> timedelta:
+        return self._interval
+
+    async def stored(self) -> Reading | None:
+        raw = await self._redis.get(self._keys.fleet_reading)
+        if not raw:
+            return None
+        try:
+            return Reading.decode(raw)
+        except (ValueError, KeyError, ValidationError):
+            log.warning("fleet: an unreadable stored reading; reading again")
+            return None
+
+    async def latest(self) -> Reading | None:
+        """The current reading, refreshed first when it is due; None with the `alert` backend
+        or before any replica could read the backend once."""
+        if not self._metrics.live:
+            return None
+        stored = await self.stored()
+        now = self._clock()
+        if stored is not None and now - stored.tried_at < self._interval:
+            return stored
+        ttl_ms = int((deadline_of(self._timeout_s) + 1) * 1000)
+        lease = await self._leases.try_acquire(self._keys.fleet_lease, ttl_ms)
+        if lease is None:
+            return stored  # another replica is reading right now; this one is recent enough
+        try:
+            reading = await self._refresh(stored, now)
+        finally:
+            with suppress(RedisError):  # it expires by itself
+                await self._leases.release(lease)
+        return reading
+
+    async def current(self) -> tuple[Reading | None, list[HistoryPoint]]:
+        """The latest reading, and the history baselines need when it has a fleet."""
+        reading = await self.latest()
+        has_fleet = reading is not None and reading.fleet is not None
+        return reading, (await self.history() if has_fleet else [])
+
+    async def _refresh(self, stored: Reading | None, now: datetime) -> Reading:
+        try:
+            fleet = await within(self._metrics.read(now=now), self._timeout_s, self._metrics.name)
+        except BackendError as exc:
+            reading = Reading(stored.fleet if stored else None, now, str(exc))
+        except Exception as exc:  # a backend bug must not stop the tick; it is logged in full
+            log.exception("fleet: %s failed unexpectedly", self._metrics.name)
+            reading = Reading(
+                stored.fleet if stored else None,
+                now,
+                f"{self._metrics.name} failed ({type(exc).__name__})",
+            )
+        else:
+            reading = Reading(fleet, now)
+            await self._remember(fleet)
+        if reading.error:
+            log.warning("fleet: %s", reading.error)
+        await self._redis.set(
+            self._keys.fleet_reading, reading.encode(), px=_keep_ms(self._interval)
+        )
+        return reading
+
+    async def _remember(self, fleet: FleetSnapshot) -> None:
+        point = {
+            "at": fleet.at.timestamp(),
+            "a": {
+                n: m.arrival_per_min
+                for n, m in fleet.runner_types.items()
+                if m.arrival_per_min is not None
+            },
+            "d": {
+                n: m.job_duration_mins
+                for n, m in fleet.runner_types.items()
+                if m.job_duration_mins is not None
+            },
+        }
+        if not point["a"] and not point["d"]:
+            return
+        key = self._keys.fleet_history
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.lpush(key, json.dumps(point, separators=(",", ":")))
+            pipe.ltrim(key, 0, HISTORY_POINTS - 1)
+            pipe.pexpire(key, int(self._interval.total_seconds() * 1000 * HISTORY_POINTS * 2))
+            await pipe.execute()
+
+    async def history(self) -> list[HistoryPoint]:
+        """Past readings, newest first."""
+        points = []
+        for raw in await self._redis.lrange(self._keys.fleet_history, 0, -1):  # type: ignore[misc]
+            try:
+                data = json.loads(raw)
+                points.append(
+                    HistoryPoint(
+                        datetime.fromtimestamp(float(data["at"]), UTC),
+                        {str(k): float(v) for k, v in data.get("a", {}).items()},
+                        {str(k): float(v) for k, v in data.get("d", {}).items()},
+                    )
+                )
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+        return points
+
+
+def _keep_ms(interval: timedelta) -> int:
+    """A reading outlives a few intervals: long enough to be shared, never for days."""
+    return int(max(interval.total_seconds() * 10, 600) * 1000)

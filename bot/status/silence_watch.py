@@ -1,0 +1,151 @@
+"""Noticing a silence that ended without us: it ran out, or someone removed it in the backend.
+
+Each silence made from Slack is in a Redis sorted set by when to look at it next (every
+`check_s`, and at its planned end). A replica's tick takes a due incident under a short lock,
+asks the backend, and commits what changed, fenced by the incident's version, so replicas
+checking at once post one "silence ended" reply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from redis.exceptions import RedisError
+
+from bot.actions.interactions import Held, Interactions
+from bot.actions.silence import SilenceConfig
+from bot.backends.errors import BackendError, deadline_of, within
+from bot.backends.silence import Silencer, SilenceState
+from bot.domain.incidents import ActiveSilence, Event, Incident, unsilenced
+from bot.render.replies import render_event
+from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
+
+log = logging.getLogger(__name__)
+
+# A silence that ended within this much of its planned end ran out; earlier, it was removed.
+ON_TIME = timedelta(seconds=30)
+
+
+class SilenceWatch:
+    def __init__(
+        self,
+        store: IncidentStore,
+        silencer: Silencer,
+        interactions: Interactions,
+        *,
+        config: SilenceConfig,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._store = store
+        self._silencer = silencer
+        self._interactions = interactions
+        self._config = config
+        self._clock = clock
+
+    async def tick(self) -> None:
+        """Check every silence that is due; never raises."""
+        try:
+            due = await self._store.silences_due(self._clock().timestamp())
+        except RedisError as exc:
+            log.warning("silence watch: Redis unavailable: %s", exc)
+            return
+        for incident_id in due:
+            try:
+                await self.check(incident_id)
+            except (RedisError, BackendError) as exc:
+                log.warning("silence watch: incident %s: %s; retrying", incident_id, exc)
+            except Exception:
+                log.exception("silence watch: incident %s failed", incident_id)
+
+    async def check(self, incident_id: str) -> None:
+        lock = await self._interactions.lock(
+            incident_id,
+            "silence-check",
+            doing="checking",
+            ttl_s=deadline_of(self._config.timeout_s) + 5,
+        )
+        if isinstance(lock, Held):
+            return  # another replica is on it
+        try:
+            await self._check(incident_id)
+        finally:
+            await lock.release()
+
+    async def _check(self, incident_id: str) -> None:
+        incident = (await self._store.load(incident_id)).incident
+        if incident is None or incident.silence is None:
+            await self._store.unwatch_silence(incident_id)
+            return
+        current = incident.silence
+        now = self._clock()
+        try:
+            state = await within(
+                self._silencer.state(current.silence_id),
+                self._config.timeout_s,
+                self._silencer.name,
+            )
+        except BackendError:
+            await self._store.watch_silence(incident_id, now.timestamp() + self._config.check_s)
+            raise
+        if state is not None and state.in_force:
+            ends = state.ends_at or current.until
+            if abs((ends - current.until).total_seconds()) > 1:
+                await self._record(incident_id, current, _moved(current, ends))
+            due = min(now.timestamp() + self._config.check_s, ends.timestamp())
+            await self._store.watch_silence(incident_id, max(due, now.timestamp() + 1))
+            return
+        await self._record(incident_id, current, _ended(current, state, now))
+        await self._store.unwatch_silence(incident_id)
+
+    async def _record(
+        self,
+        incident_id: str,
+        seen: ActiveSilence,
+        change: Callable[[Incident, datetime], Commit | None],
+    ) -> None:
+        for _ in range(5):
+            loaded = await self._store.load(incident_id)
+            incident = loaded.incident
+            if incident is None or incident.silence != seen:
+                return  # someone acted on it meanwhile: their change stands
+            now = self._clock()
+            commit = change(incident, now)
+            if commit is None:
+                return
+            commit = replace(commit, version=loaded.version, thread=loaded.thread)
+            if await self._store.commit(commit, now=now.timestamp()):
+                return
+
+
+def _ended(
+    current: ActiveSilence, state: SilenceState | None, now: datetime
+) -> Callable[[Incident, datetime], Commit | None]:
+    """The silence is over: ran out (at its planned end), or removed in the backend before it."""
+    ended_at = state.ends_at if state is not None and state.ends_at else now
+    removed = ended_at < current.until - ON_TIME
+    text = (
+        f"Silence removed in {current.backend}, outside Slack"
+        if removed
+        else "Silence ended: the alerts notify again"
+    )
+
+    def change(incident: Incident, at: datetime) -> Commit:
+        event = Event(at=at, kind="unsilenced", text=text)
+        updated = unsilenced(incident, now=at)
+        reply = Reply("event", BAND_EVENT, render_event(updated, event))
+        return Commit(updated, events=(event,), replies=(reply,))
+
+    return change
+
+
+def _moved(current: ActiveSilence, ends: datetime) -> Callable[[Incident, datetime], Commit | None]:
+    """Someone changed the silence's end in the backend: the root shows the real end."""
+    moved = current.model_copy(update={"until": ends})
+
+    def change(incident: Incident, at: datetime) -> Commit:
+        return Commit(incident.model_copy(update={"silence": moved, "updated_at": at}))
+
+    return change

@@ -1,0 +1,315 @@
+"""Periodic status: every open incident gets a status each interval until its queue drains.
+
+APScheduler's job stores must not be shared between processes, so each replica runs its own
+in-memory scheduler with a short tick, and the due times live in a Redis sorted set. A tick that
+finds incidents due first takes the fleet's reading (`bot.status.readings`: one backend query
+round per interval for every incident and replica, never inside an incident's commit), then
+computes each due incident's status and commits it fenced by the incident's version with the next
+due time: however many replicas tick at once, one commit wins and the others see the incident
+moved on.
+
+Each status also checks for a drained queue (`bot.domain.incident_fleet`): after
+`DrainConfig.checks` drained checks in a row the incident resolves itself with its summary. A
+status with nothing meaningful to say (`bot.domain.quiet`) edits the previous status reply instead
+of posting a new one.
+Posting is the channel sender's job; a status still waiting for its slot when the next one is
+due is replaced by it, never piled up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from redis.exceptions import RedisError
+
+from bot.backends.errors import BackendError
+from bot.domain.fleet import FleetSnapshot
+from bot.domain.forecast import DRAIN_TARGET_MINS
+from bot.domain.incident_fleet import (
+    DrainConfig,
+    as_snapshot,
+    drain_checks,
+    incident_fleet,
+)
+from bot.domain.incidents import Event, Incident, Snapshot, record_status, resolve_drained
+from bot.domain.quiet import is_meaningful
+from bot.render.chart import chart_data
+from bot.render.mrkdwn import Rendered
+from bot.render.queue import worst_first
+from bot.render.replies import STATUS_FALLBACK, StatusShown
+from bot.render.root import render_summary
+from bot.status.readings import FleetReadings, HistoryPoint, Reading
+from bot.status.silence_watch import SilenceWatch
+from bot.storage.incident_store import (
+    BAND_EVENT,
+    BAND_STATUS,
+    CHART,
+    RESTATUS,
+    STATUS,
+    STATUS_KINDS,
+    Commit,
+    DueRead,
+    IncidentStore,
+    Loaded,
+    Reply,
+    summary_reply,
+)
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StatusConfig:
+    interval_s: float = 600
+    drain: DrainConfig = field(default_factory=DrainConfig)
+    # Upload the trend chart with every Nth status (0: never), and with the summary.
+    chart_every: int = 3
+    # Forecasts say how many runners would drain the queue within this many minutes.
+    within_mins: float = DRAIN_TARGET_MINS
+
+
+class StatusReporter:
+    def __init__(
+        self,
+        store: IncidentStore,
+        readings: FleetReadings,
+        telemetry: Telemetry,
+        *,
+        config: StatusConfig,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._store = store
+        self._readings = readings
+        self._telemetry = telemetry
+        self._config = config
+        self._clock = clock
+
+    async def tick(self) -> None:
+        """Commit every status that is due; never raises.
+
+        The due incidents are read in one round trip and their commits go in another, each
+        still fenced by its own version: one that lost a race to another replica is redone
+        alone on fresh state (`report`).
+        """
+        try:
+            due = await self._store.due_status(self._clock().timestamp())
+            if not due:
+                return
+            # Read once per tick, not per incident: the reading and the baselines' history.
+            reading, history = await self._readings.current()
+            reads = await self._store.read_due(due)
+        except RedisError as exc:
+            log.warning("status: Redis unavailable: %s", exc)
+            return
+        now = self._clock()
+        decided: list[tuple[str, Commit]] = []
+        for read in reads:
+            # Each status is a millisecond of CPU: let webhooks and button clicks in between,
+            # so a tick of many statuses never holds them up for the whole batch.
+            await asyncio.sleep(0)
+            async with self._guard(read.incident_id):
+                commit = await self._status_of(read, reading, history, now)
+                if commit is not None:
+                    decided.append((read.incident_id, commit))
+        try:
+            applied = await self._store.commit_many([c for _, c in decided], now=now.timestamp())
+        except RedisError as exc:
+            log.warning("status: Redis unavailable: %s", exc)
+            return
+        for (incident_id, commit), done in zip(decided, applied, strict=True):
+            if done is True:
+                self._count(commit)
+                continue
+            async with self._guard(incident_id):
+                if isinstance(done, Exception):
+                    raise done
+                await self.report(incident_id, reading, history)
+
+    @asynccontextmanager
+    async def _guard(self, incident_id: str) -> AsyncIterator[None]:
+        """One incident's failure is logged and retried later; it never stops the others."""
+        try:
+            yield
+        except (BackendError, RedisError, TimeoutError) as exc:
+            log.warning("status: incident %s: %s; retrying next tick", incident_id, exc)
+        except Exception:
+            # One unreadable incident must not stop every other status post: push it back.
+            log.exception("status: incident %s failed; postponed", incident_id)
+            with suppress(RedisError):
+                later = self._clock().timestamp() + self._config.interval_s
+                await self._store.postpone_status(incident_id, later)
+
+    async def report(
+        self,
+        incident_id: str,
+        reading: Reading | None = None,
+        history: Sequence[HistoryPoint] = (),
+    ) -> bool:
+        """Commit one status (or the drain's resolve) if still due; whether this call did."""
+        for _ in range(3):
+            [read] = await self._store.read_due([incident_id])
+            now = self._clock()
+            commit = await self._status_of(read, reading, history, now)
+            if commit is None:
+                return False
+            if await self._store.commit(commit, now=now.timestamp()):
+                self._count(commit)
+                return True
+        return False
+
+    async def _status_of(
+        self,
+        read: DueRead,
+        reading: Reading | None,
+        history: Sequence[HistoryPoint],
+        now: datetime,
+    ) -> Commit | None:
+        """The status commit of an incident as read, or None when none is due any more."""
+        loaded = read.loaded()
+        incident = loaded.incident
+        if incident is None or not incident.is_open:
+            await self._store.unschedule_status(read.incident_id)
+            return None
+        if read.due_at is None or read.due_at > now.timestamp():
+            return None  # another replica committed it while we were getting here
+        view = incident_fleet(
+            incident,
+            reading,
+            history,
+            backend=self._readings.metrics.name,
+            now=now,
+            interval=self._readings.interval,
+        )
+        return await self._decide(loaded, incident, view, now)
+
+    def _count(self, commit: Commit) -> None:
+        if commit.stop_status:
+            self._telemetry.incidents_resolved.labels("drained").inc()
+        else:
+            self._telemetry.status_posts.inc()
+
+    async def _decide(
+        self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime
+    ) -> Commit:
+        current = as_snapshot(incident, view, now)
+        drain = self._config.drain
+        checks = drain_checks(incident, view, drain)
+        # What the root and the status show of the backend: a live view, or why there is none.
+        live = view if (view.is_live or view.note) else None
+        if checks >= drain.checks:
+            return await self._drained(loaded, incident, current, live, now)
+        posted = incident.posted_status
+        quiet = not is_meaningful(posted, current) and incident.status_posts > 0
+        updated = record_status(incident, current, live=live, drain_checks=checks, posted=not quiet)
+        shown = StatusShown(
+            current=current,
+            previous=incident.last_status,
+            live=live is not None,
+            drain=(checks, drain.checks) if checks else None,
+            since=posted.at if quiet and posted else None,
+            within_mins=self._config.within_mins,
+        )
+        # Rendered by the sender when it posts (`bot.render.replies.render_shown`): the text here is
+        # only what a sender that cannot read `shown` would fall back to.
+        text = Rendered(STATUS_FALLBACK, [])
+        kind = RESTATUS if quiet else STATUS
+        replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
+        every = self._config.chart_every
+        if every and view.is_live and updated.status_checks % every == 0:
+            chart = self._chart(updated)
+            if chart is not None:
+                replies.append(chart)
+        interval = drain.check_interval_s if checks else self._config.interval_s
+        return Commit(
+            updated,
+            replies=tuple(replies),
+            root=view.is_live or incident.live is not None,
+            status_due=now.timestamp() + min(interval, self._config.interval_s),
+            version=loaded.version,
+            thread=loaded.thread,
+        )
+
+    async def _drained(
+        self,
+        loaded: Loaded,
+        incident: Incident,
+        current: Snapshot,
+        live: FleetSnapshot | None,
+        now: datetime,
+    ) -> Commit:
+        recorded = record_status(incident, current, live=live, drain_checks=0, posted=False)
+        resolved = resolve_drained(recorded, now=now)
+        event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
+        events = [*await self._store.events(incident.id), event]
+        replies = [summary_reply(BAND_EVENT, render_summary(resolved, events, now=now))]
+        chart = self._chart(resolved)
+        if chart is not None:
+            replies.append(chart)
+        return Commit(
+            resolved,
+            events=(event,),
+            replies=tuple(replies),
+            stop_status=True,
+            version=loaded.version,
+            thread=loaded.thread,
+        )
+
+    def _chart(self, incident: Incident) -> Reply | None:
+        """The trend chart's reply: the series now, the picture at send time (`render.chart`)."""
+        names = [n for n, _ in worst_first(incident.live.runner_types)] if incident.live else []
+        names += [n for n in incident.peak_types if n not in names]
+        title = f"Queue trend · incident {incident.id}"
+        data = chart_data(title, incident.trend, worst=names)
+        if not data.trend.names():
+            return None
+        text = Rendered(title, [])
+        return Reply(CHART, BAND_STATUS, text, replaces=(CHART,), extra=data.to_extra())
+
+
+Tick = Callable[[], Awaitable[None]]
+
+
+def start_scheduler(
+    reporter: StatusReporter, *, tick_s: float, watch: SilenceWatch | None = None
+) -> AsyncIOScheduler:
+    """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping.
+
+    The silence watch ticks beside the status: each looks only at what is due in Redis.
+    """
+    scheduler = AsyncIOScheduler()
+    jobs: list[tuple[str, Tick]] = [("status-tick", reporter.tick)]
+    if watch is not None:
+        jobs.append(("silence-watch", watch.tick))
+    for job_id, job in jobs:
+        scheduler.add_job(
+            _ended_quietly(job_id, job),
+            "interval",
+            seconds=tick_s,
+            id=job_id,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
+    scheduler.start()
+    return scheduler
+
+
+def _ended_quietly(job_id: str, job: Tick) -> Tick:
+    """A tick still running when the process stops is cancelled with the event loop; both ticks
+    only read or fence-commit, so nothing is lost, and APScheduler would log it as a failure
+    with a traceback."""
+
+    async def run() -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            log.debug("%s: stopped with the process", job_id)
+
+    return run

@@ -1,0 +1,380 @@
+"""Redis persistence of incidents: state, groups, timeline, schedule, and what Slack must show.
+
+Every replica reads and writes the same keys, so any replica can serve any request. A change is a
+`Commit`, applied by one Lua script (`bot/storage/lua/commit.lua`): it checks that the incident
+(and its
+group) are still at the version the change was computed from, then writes the state, indexes,
+schedule, timeline, the thread replies and root work for the channel's sender, and acknowledges
+the stream entry it came from, all at once. A writer that lost a race, or whose replica stalled
+past its turn, gets `False` and redoes its work on fresh state: an older state can never
+overwrite a newer one.
+
+Every key carries a TTL, refreshed by each write: an incident's keys live `retention_s` after its
+last change (a Grafana test incident's only an hour), index keys as long as anything writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, cast
+
+import orjson
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from bot.domain.incidents import Event, GroupState, Incident, severity_rank
+from bot.render.mrkdwn import Rendered
+from bot.storage.keys import Keys
+
+# Thread replies wait in an outbox per incident, ordered; the channel's sender posts them by
+# band (most urgent first across threads), then age.
+BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
+# A thread that cannot be posted for long (a Slack outage) keeps at most this many replies; a
+# waiting status is replaced by the newer one, so only events accumulate.
+MAX_OUTBOX = 50
+TEST_RETENTION_S = 3600
+# The fields of an incident's hash that make a `Loaded` (load_group.lua reads the same).
+LOADED_FIELDS = ["v", "state", "thread", "rendered"]
+MAX_TIMELINE = 500
+
+
+def lua(name: str) -> str:
+    return (resources.files("bot.storage") / "lua" / f"{name}.lua").read_text()
+
+
+@dataclass(frozen=True)
+class ThreadRef:
+    """Where an incident's thread lives in Slack."""
+
+    channel: str
+    ts: str
+
+
+# Reply kinds the sender treats specially: a quiet status (`RESTATUS`) edits the previous
+# status reply; a chart is an image uploaded into the thread.
+STATUS, RESTATUS, CHART = "status", "restatus", "chart"
+STATUS_KINDS = (STATUS, RESTATUS)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A thread reply decided on: posted by the channel's sender in its turn."""
+
+    kind: str  # event, action, summary, or one of the kinds above
+    band: int
+    rendered: Rendered
+    # Kinds of waiting replies this one makes pointless: a newer status replaces a status still
+    # waiting for its slot, a newer chart a chart.
+    replaces: tuple[str, ...] = ()
+    # Data the sender needs beyond the message (a chart's series, rendered at send time).
+    extra: dict[str, Any] | None = None
+
+
+def summary_reply(band: int, rendered: Rendered) -> Reply:
+    """The summary of a resolved incident: a status still waiting for its slot gives way to it
+    (decided before the resolve, it would show the incident as if still open)."""
+    return Reply("summary", band, rendered, replaces=STATUS_KINDS)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """An incident as read, with the version a change of it must be committed against."""
+
+    incident: Incident | None
+    version: int = 0
+    thread: ThreadRef | None = None
+    rendered: str | None = None  # digest of the root as Slack last showed it
+
+
+@dataclass(frozen=True)
+class DueRead:
+    """An incident read for its status with when it is due, parsed only when asked: one
+    unreadable incident (a newer replica's state during a rolling deploy) spoils only itself."""
+
+    incident_id: str
+    due_at: float | None
+    raw: list[Any] | Exception
+
+    def loaded(self) -> Loaded:
+        return loaded_from(_or_raise(self.raw))
+
+
+@dataclass(frozen=True)
+class Commit:
+    """Everything one change writes. `version` is the incident's version it was computed from
+    (0 for a new incident); `group_version`, when a group state is written, likewise."""
+
+    incident: Incident | None = None
+    version: int = 0
+    group: GroupState | None = None
+    group_hash: str = ""
+    group_version: int = 0
+    events: tuple[Event, ...] = ()
+    replies: tuple[Reply, ...] = ()
+    root: bool = True  # Slack must show the new state on the root message
+    status_due: float | None = None
+    stop_status: bool = False
+    acks: tuple[str, ...] = ()  # the stream entries this change applies, acknowledged with it
+    thread: ThreadRef | None = None  # known location of the root, to keep its index alive
+    opens: bool = False  # a new incident, taking the ID sequence's next number (`load_group`)
+
+
+# What `IncidentStore.load_group` reads: the group, its version, its current incident, and the ID
+# a new incident would take.
+GroupLoad = tuple[GroupState, int, Loaded, str]
+
+
+class IncidentStore:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        *,
+        retention_s: int = 30 * 86_400,
+        test_retention_s: int = TEST_RETENTION_S,
+    ) -> None:
+        self._redis = redis
+        self.keys = Keys(prefix)
+        self.retention_s = retention_s
+        self._test_retention_s = min(test_retention_s, retention_s)
+        self._commit = redis.register_script(lua("commit"))
+        self._load_group = redis.register_script(lua("load_group"))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    async def load(self, incident_id: str) -> Loaded:
+        raw = await self._redis.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
+        return loaded_from(raw)
+
+    async def get(self, incident_id: str) -> Incident | None:
+        return (await self.load(incident_id)).incident
+
+    async def load_group(self, group_hash: str) -> GroupLoad:
+        """The group, its version, its current incident, and the ID a new incident would take:
+        the next of one sequence of short numbers, because people type them (`/queue ack 12`).
+        The commit that opens an incident checks the ID is still the next (`Commit.opens`)."""
+        raw = await self._load_group(
+            keys=[self.keys.group(group_hash), self.keys.incident_seq],
+            args=[self.keys.incident("")],
+        )
+        version, state = raw[0], raw[1]
+        group = GroupState.model_validate_json(state) if state else GroupState()
+        return group, int(version or 0), loaded_from(raw[2:6]), str(raw[6])
+
+    async def get_many(self, incident_ids: list[str]) -> list[Incident]:
+        if not incident_ids:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for incident_id in incident_ids:
+                pipe.hget(self.keys.incident(incident_id), "state")
+            raws = await pipe.execute()
+        return [Incident.model_validate_json(raw) for raw in raws if raw]
+
+    async def open_ids(self) -> list[str]:
+        """Open incidents, most recently opened first."""
+        return cast(list[str], await self._redis.zrevrange(self.keys.open, 0, -1))
+
+    async def open_count(self) -> int:
+        return cast(int, await self._redis.zcard(self.keys.open))
+
+    async def recent_ids(self, limit: int = 20) -> list[str]:
+        """Incidents by their last change, newest first."""
+        return cast(list[str], await self._redis.zrevrange(self.keys.incidents, 0, limit - 1))
+
+    async def incident_of_message(self, channel: str, ts: str) -> str | None:
+        return cast(str | None, await self._redis.get(self.keys.message(channel, ts)))
+
+    async def events(self, incident_id: str) -> list[Event]:
+        raw = await self._redis.lrange(self.keys.timeline(incident_id), 0, -1)  # type: ignore[misc]
+        return [Event.model_validate_json(item) for item in raw]
+
+    async def read_due(self, incident_ids: Sequence[str]) -> list[DueRead]:
+        """Many incidents and their due times in one round trip: what a status tick works on.
+        A key Redis cannot read (of the wrong type) fails only its own incident's read."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for incident_id in incident_ids:
+                pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
+                pipe.zscore(self.keys.status_due, incident_id)
+            raws = await pipe.execute(raise_on_error=False)
+        return [
+            DueRead(incident_id, _or_raise(raws[2 * i + 1]), raws[2 * i])
+            for i, incident_id in enumerate(incident_ids)
+        ]
+
+    async def status_due_at(self, incident_id: str) -> float | None:
+        return cast(float | None, await self._redis.zscore(self.keys.status_due, incident_id))
+
+    async def due_status(self, now: float, *, limit: int = 100) -> list[str]:
+        key = self.keys.status_due
+        return cast(
+            list[str], await self._redis.zrangebyscore(key, "-inf", now, start=0, num=limit)
+        )
+
+    async def unschedule_status(self, incident_id: str) -> None:
+        await self._redis.zrem(self.keys.status_due, incident_id)
+
+    async def postpone_status(self, incident_id: str, due: float) -> None:
+        """Push a status that could not be computed to later, without touching the incident."""
+        await self._redis.zadd(self.keys.status_due, {incident_id: due}, xx=True)
+
+    # -- silences made from Slack, checked by the tick until they end ----------------------
+
+    async def watch_silence(self, incident_id: str, due: float) -> None:
+        key = self.keys.silence_watch
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.zadd(key, {incident_id: due})
+            pipe.expire(key, self.retention_s)
+            await pipe.execute()
+
+    async def silences_due(self, now: float, *, limit: int = 100) -> list[str]:
+        key = self.keys.silence_watch
+        return cast(
+            list[str], await self._redis.zrangebyscore(key, "-inf", now, start=0, num=limit)
+        )
+
+    async def unwatch_silence(self, incident_id: str) -> None:
+        await self._redis.zrem(self.keys.silence_watch, incident_id)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def commit(self, change: Commit, *, now: float | None = None) -> bool:
+        """Apply `change` atomically; False when the incident or group moved on since read."""
+        return await self.commit_versioned(change, now=now) is not None
+
+    async def commit_versioned(self, change: Commit, *, now: float | None = None) -> int | None:
+        """`commit`, telling the incident's new version (0 when no incident was written), or
+        None when the incident or group moved on since read."""
+        keys, args = self._commit_call(change, time.time() if now is None else now)
+        version = int(await self._commit(keys=keys, args=args))
+        return version if version >= 0 else None
+
+    async def commit_many(
+        self, changes: Sequence[Commit], *, now: float
+    ) -> list[bool | RedisError]:
+        """Apply each change atomically on its own, all in one round trip: whether each applied,
+        or the error Redis gave that one alone.
+
+        Each is fenced by its own versions, so one that lost a race fails alone and its writer
+        redoes it on fresh state.
+        """
+        if not changes:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for change in changes:
+                keys, args = self._commit_call(change, now)
+                await self._commit(keys=keys, args=args, client=pipe)
+            versions = await pipe.execute(raise_on_error=False)
+        return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
+
+    def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
+        """The commit script's keys and argument (`bot/storage/lua/commit.lua`)."""
+        incident = change.incident
+        incident_id = incident.id if incident else ""
+        k = self.keys
+        channel = incident.channel if incident else ""
+        thread = change.thread
+        message_key = k.message(thread.channel, thread.ts) if thread else k.incident(incident_id)
+        keys = [
+            k.incident(incident_id),
+            k.group(change.group_hash or (incident.group_hash if incident else "")),
+            k.timeline(incident_id),
+            k.incidents,
+            k.open,
+            k.status_due,
+            k.outbox(incident_id),
+            k.outbox_items(incident_id),
+            k.posts(channel),
+            k.edits(channel),
+            k.edit_after(channel),
+            k.send_channels,
+            k.send_seq,
+            k.stream,
+            k.posts_bell(channel),
+            k.edits_bell(channel),
+            message_key,
+            k.incident_seq,
+        ]
+        return keys, [orjson.dumps(self._spec(change, now))]
+
+    def _spec(self, change: Commit, now: float) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "now_ms": int(now * 1000),
+            "index_ttl_ms": self.retention_s * 1000,
+            "max_outbox": MAX_OUTBOX,
+            "stop_status": change.stop_status,
+            "root": bool(change.incident and change.root),
+        }
+        if change.opens:
+            spec.update(opens=True, seq_ttl_s=self.retention_s)
+        ttl_s = self.retention_s
+        incident = change.incident
+        if incident is not None:
+            ttl_s = self._test_retention_s if incident.is_test else self.retention_s
+            spec.update(
+                id=incident.id,
+                uid=incident.uid,
+                # A root waits for its post most severe first (then in order of arrival).
+                rank=severity_rank(incident.priority),
+                channel=incident.channel,
+                incident_v=change.version,
+                state=state_json(incident),
+                ttl_ms=ttl_s * 1000,
+                index=not incident.is_test,
+                open=incident.is_open and not incident.is_test,
+                opened=incident.opened_at.timestamp(),
+                # Recent = recently changed; pruned against the incident's own clock.
+                updated=incident.updated_at.timestamp(),
+                horizon=incident.updated_at.timestamp() - self.retention_s,
+                events=[event.model_dump_json() for event in change.events],
+                replies=[_reply_spec(reply) for reply in change.replies],
+            )
+        if change.group is not None:
+            spec.update(
+                group=change.group.model_dump_json(),
+                group_incident=change.group.incident_id or "",
+                group_v=change.group_version,
+                group_ttl_ms=ttl_s * 1000,
+            )
+        if change.status_due is not None:
+            spec["due"] = change.status_due
+        if change.acks:
+            spec["acks"] = list(change.acks)
+        return spec
+
+
+def _reply_spec(reply: Reply) -> dict[str, Any]:
+    body: dict[str, Any] = {"text": reply.rendered.text, "blocks": reply.rendered.blocks}
+    if reply.extra is not None:
+        body["extra"] = reply.extra
+    replaces = list(reply.replaces) or None  # cjson turns [] into {}
+    return {
+        "kind": reply.kind,
+        "band": reply.band,
+        "payload": orjson.dumps(body).decode(),
+        "replaces": replaces,
+    }
+
+
+def _or_raise(value: Any) -> Any:
+    if isinstance(value, Exception):
+        raise value
+    return value
+
+
+def state_json(incident: Incident) -> str:
+    """The incident as stored: unset numbers (most of a live reading's) are left out, and read
+    back as the None they default to; numbers per runner type under short keys
+    (`bot.domain.alerts.stored_short`)."""
+    return incident.model_dump_json(exclude_none=True, exclude_defaults=True, by_alias=True)
+
+
+def loaded_from(raw: list[Any]) -> Loaded:
+    version, state, thread, rendered = raw[0], raw[1], raw[2], raw[3]
+    if not state:
+        return Loaded(None)
+    ref = ThreadRef(**json.loads(thread)) if thread else None
+    return Loaded(Incident.model_validate_json(state), int(version or 0), ref, rendered or None)
