@@ -21,11 +21,10 @@ from redis.asyncio import Redis
 
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
 from bot.domain.incident_fleet import MAX_VIEW_TYPES, as_snapshot
 from bot.domain.incidents import TREND_POINTS, GroupState, Incident, open_incident, record_status
-from bot.render.queue import worst_first
-from bot.status.readings import FleetReadings
+from bot.fleet.readings import FleetReadings
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry

@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import SecretStr
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -40,9 +41,11 @@ from bot.actions.interactions import Interactions
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.silence import SilenceConfig, Silencing
-from bot.backends.factory import build_metrics, build_scaler, build_silencer, scale_targets
+from bot.actions.silence_watch import SilenceWatch
 from bot.config import Settings
 from bot.domain.incident_fleet import DrainConfig
+from bot.factory import build_metrics, build_scaler, build_silencer, scale_targets
+from bot.fleet.readings import FleetReadings
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
 from bot.outbound.queue import SendQueue
@@ -50,9 +53,7 @@ from bot.outbound.sender import ChannelSender, SenderConfig
 from bot.outbound.senders import Senders
 from bot.outbound.storm import StormConfig
 from bot.outbound.storm_queue import StormQueue
-from bot.status.readings import FleetReadings
-from bot.status.silence_watch import SilenceWatch
-from bot.status.tick import StatusConfig, StatusReporter, start_scheduler
+from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.connection import build_redis
 from bot.storage.incident_store import IncidentStore
 from bot.storage.leases import Lease, Leases
@@ -361,6 +362,48 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
             log.info("queuepilot stopped cleanly")
 
     return lifespan  # type: ignore[return-value]
+
+
+Tick = Callable[[], Awaitable[None]]
+
+
+def start_scheduler(
+    reporter: StatusReporter, *, tick_s: float, watch: SilenceWatch | None = None
+) -> AsyncIOScheduler:
+    """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping.
+
+    The silence watch ticks beside the status: each looks only at what is due in Redis.
+    """
+    scheduler = AsyncIOScheduler()
+    jobs: list[tuple[str, Tick]] = [("status-tick", reporter.tick)]
+    if watch is not None:
+        jobs.append(("silence-watch", watch.tick))
+    for job_id, job in jobs:
+        scheduler.add_job(
+            _ended_quietly(job_id, job),
+            "interval",
+            seconds=tick_s,
+            id=job_id,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
+    scheduler.start()
+    return scheduler
+
+
+def _ended_quietly(job_id: str, job: Tick) -> Tick:
+    """A tick still running when the process stops is cancelled with the event loop; both ticks
+    only read or fence-commit, so nothing is lost, and APScheduler would log it as a failure
+    with a traceback."""
+
+    async def run() -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            log.debug("%s: stopped with the process", job_id)
+
+    return run
 
 
 async def _start_socket_mode(bot: Bot) -> SocketModeClient | None:

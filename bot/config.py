@@ -314,7 +314,7 @@ class Settings(BaseSettings):
         if backend is MetricsBackend.HUD:
             self._check_hud_threshold()
         if backend is MetricsBackend.PROMETHEUS:
-            from bot.backends.metrics.prometheus import FIELDS, unknown_fields
+            from bot.domain.fleet import FIELDS, unknown_fields
 
             unknown = unknown_fields(self.prometheus_queries)
             if unknown:
@@ -326,7 +326,7 @@ class Settings(BaseSettings):
         """Refused, not warned: the HUD lists only jobs queued longer than its threshold, so
         with a threshold past the drain's wait limit no incident could ever close by drain (a
         label it lists has waited too long; one it lacks may have waited 29 minutes of 30)."""
-        from bot.backends.metrics.hud import threshold_minutes
+        from bot.domain.hud_queries import threshold_minutes
         from bot.domain.incident_fleet import absence_can_drain
 
         try:

@@ -16,9 +16,10 @@ from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.silence import SilenceConfig, Silencing
 from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
-from bot.backends.scale import Scaler, ScaleTarget
+from bot.backends.scale import Scaler
 from bot.backends.silence import Silencer
-from bot.status.readings import FleetReadings
+from bot.domain.scaling import ScaleTarget
+from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import IncidentStore
 from bot.telemetry import Telemetry
 

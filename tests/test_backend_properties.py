@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from bot.backends.errors import BackendError
 from bot.backends.http import error_of
 from bot.backends.kube import from_kubeconfig
-from bot.backends.scale import ScaleRequest, ScaleTarget
+from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import _capacity
 from bot.backends.scale.signature import sign, verify
 from bot.backends.scale.webhook import webhook_result
 from bot.backends.silence.alertmanager import silence_state
+from bot.domain.scaling import ScaleTarget
 from bot.render.scale_modal import ScaleForm
 from handlers.context import interaction_of
 from handlers.views import _amount, _selected

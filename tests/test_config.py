@@ -310,7 +310,7 @@ def test_a_bad_scale_target_names_its_field(targets: str, named: str) -> None:
 
 
 def test_scale_targets_take_a_bare_target_and_the_default_cap() -> None:
-    from bot.backends.factory import scale_targets
+    from bot.factory import scale_targets
 
     settings = load_settings(
         _env_file=None,

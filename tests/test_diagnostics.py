@@ -20,8 +20,8 @@ from bot.domain.diagnostics import (
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.forecast import runners_to_drain
+from bot.domain.message import Rendered
 from bot.render.diagnostics import render_diagnostics
-from bot.render.mrkdwn import Rendered
 from tests.test_messages import make_incident
 
 NOW = datetime(2026, 11, 22, 18, 0, tzinfo=UTC)

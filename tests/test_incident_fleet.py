@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics
 from bot.domain.incident_fleet import (
     DrainConfig,
     as_snapshot,
@@ -19,7 +19,6 @@ from bot.domain.incident_fleet import (
 from bot.domain.incidents import Incident, record_status
 from bot.domain.trend import slope_per_min, sparkline
 from bot.render.queue import type_lines
-from bot.status.readings import HistoryPoint, Reading
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

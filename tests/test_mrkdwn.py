@@ -7,19 +7,16 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from bot.domain.units import change, duration, minutes, number
 from bot.render.mrkdwn import (
     MAX_FIELD,
     MAX_FIELDS,
     MAX_SECTION,
-    change,
-    duration,
     escape,
     fields,
     fit_lines,
     link,
     mention,
-    minutes,
-    number,
     sections,
     slack_date,
     truncate,

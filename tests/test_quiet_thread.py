@@ -15,8 +15,8 @@ from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import GroupState, open_incident
+from bot.fleet.readings import FleetReadings
 from bot.outbound.queue import SendQueue
-from bot.status.readings import FleetReadings
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry

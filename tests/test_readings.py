@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.status.readings import FleetReadings
+from bot.fleet.readings import FleetReadings
 from bot.storage.keys import Keys
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from bot.backends.errors import BackendError
 from bot.backends.kube import from_kubeconfig
-from bot.backends.scale import ScaleRequest, ScaleTarget
+from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.domain.scaling import ScaleTarget
 from sandbox.serve import serve_in_thread
 from tests.fakes.kube_api import FakeKubeApi
 

@@ -10,12 +10,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from bot.app import _ended_quietly
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import GroupState, open_incident
-from bot.status.readings import FleetReadings
-from bot.status.tick import StatusConfig, StatusReporter, _ended_quietly
+from bot.fleet.readings import FleetReadings
+from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot

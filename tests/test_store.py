@@ -14,9 +14,9 @@ from redis.asyncio import Redis
 from bot.domain.alerts import Notification, parse_notification
 from bot.domain.delivery import Delivery, delivery_of
 from bot.domain.incidents import Event, GroupState, Incident, open_incident, resolve_manually
+from bot.domain.message import Rendered
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.queue import SendQueue
-from bot.render.mrkdwn import Rendered
 from bot.storage.incident_store import (
     BAND_ACTION,
     BAND_EVENT,

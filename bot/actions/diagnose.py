@@ -16,9 +16,9 @@ from bot.domain.diagnostics import diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import incident_fleet
 from bot.domain.incidents import Event, Incident, with_action
+from bot.fleet.readings import FleetReadings
 from bot.render.diagnostics import render_diagnostics
 from bot.render.mrkdwn import person
-from bot.status.readings import FleetReadings
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 
 

@@ -26,11 +26,12 @@ from bot.actions.flow import (
 )
 from bot.actions.interactions import Held
 from bot.backends.errors import BackendError, deadline_of, within
-from bot.backends.scale import Capacity, Scaler, ScaleRequest, ScaleResult, ScaleTarget
-from bot.domain.forecast import Recommendation
+from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
+from bot.domain.fleet import worst_first
 from bot.domain.incidents import Event, Incident, with_action
+from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
 from bot.render.mrkdwn import escape
-from bot.render.queue import recommend_for, worst_first
+from bot.render.queue import recommend_for
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 
@@ -45,18 +46,6 @@ FLEET = "fleet"  # action locks of a runner type are fleet-wide, not per inciden
 class ScaleConfig:
     timeout_s: float = 10.0
     cooldown_s: float = 60.0
-
-
-@dataclass(frozen=True)
-class ScalePreview:
-    """What the scale modal shows for one runner type before anyone confirms."""
-
-    incident: Incident
-    target: ScaleTarget
-    capacity: Capacity | None
-    capacity_note: str  # why capacity is unknown, when it is
-    recommended: Recommendation | None
-    can_raise_maximum: bool
 
 
 class Scaling:

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.forecast import runners_to_drain
-from bot.render.mrkdwn import number
+from bot.domain.units import number
 
 FOCUS = 3  # runner types diagnosed: the worst queues
 BUSY = 0.9  # a fleet this busy cannot absorb a queue

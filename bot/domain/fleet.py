@@ -1,11 +1,18 @@
 """The fleet at one moment, by runner type: what diagnostics, the scale modal and (with the
 live-metrics backends) status read. Every number is optional: each backend knows different
 things, and every consumer says what it could not know instead of guessing.
+
+Also the fleet's value types around it: its runner types ranked worst first, a shared reading
+(`Reading`, as `bot.fleet.readings` stores it) and what a baseline keeps of a past one.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,6 +66,14 @@ class RunnerTypeMetrics(BaseModel):
         return cls(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
 
 
+FIELDS = frozenset(RunnerTypeMetrics.model_fields)
+
+
+def unknown_fields(queries: Mapping[str, str]) -> list[str]:
+    """Query names that are no field of a runner type's reading (a typo would be ignored)."""
+    return sorted(set(queries) - FIELDS)
+
+
 class FleetSnapshot(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -106,3 +121,57 @@ SOURCE_NAMES = {
 
 def source_name(source: str) -> str:
     return SOURCE_NAMES.get(source, source)
+
+
+class Queue(Protocol):
+    """What ranking needs of a runner type: the alert's `RunnerQueue` or a live reading."""
+
+    @property
+    def queued(self) -> float | None: ...
+
+    @property
+    def longest_wait_mins(self) -> float | None: ...
+
+
+Q = TypeVar("Q", bound=Queue)
+
+
+def worst_first(types: Mapping[str, Q]) -> list[tuple[str, Q]]:
+    """Longest wait first, then most queued; unknown numbers sort last, names break ties."""
+
+    def key(item: tuple[str, Q]) -> tuple[bool, float, bool, float, str]:
+        name, queue = item
+        wait, queued = queue.longest_wait_mins, queue.queued
+        return (wait is None, -(wait or 0), queued is None, -(queued or 0), name)
+
+    return sorted(types.items(), key=key)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The newest good fleet reading, and why the latest refresh failed if it did."""
+
+    fleet: FleetSnapshot | None
+    tried_at: datetime
+    error: str = ""
+
+    def encode(self) -> str:
+        fleet = self.fleet.model_dump(mode="json", exclude_none=True) if self.fleet else None
+        return json.dumps(
+            {"fleet": fleet, "tried_at": self.tried_at.isoformat(), "error": self.error}
+        )
+
+    @classmethod
+    def decode(cls, raw: str) -> Reading:
+        data = json.loads(raw)
+        fleet = FleetSnapshot.model_validate(data["fleet"]) if data.get("fleet") else None
+        return cls(fleet, datetime.fromisoformat(data["tried_at"]), str(data.get("error") or ""))
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """What a baseline needs of one past reading, per runner type."""
+
+    at: datetime
+    arrival_per_min: dict[str, float]
+    job_duration_mins: dict[str, float]

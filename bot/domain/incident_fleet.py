@@ -15,13 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.backends.metrics.alert import alert_fleet
 from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics, worst_first
 from bot.domain.incidents import Incident, Snapshot
-from bot.render.mrkdwn import duration
-from bot.render.queue import worst_first
-from bot.status.readings import HistoryPoint, Reading
+from bot.domain.units import duration
 
 # An incident keeps its worst types of a reading: its state stays small in a fleet of hundreds.
 MAX_VIEW_TYPES = 10
@@ -33,6 +30,7 @@ NOTHING_QUEUED = RunnerTypeMetrics(queued=0)
 # "The hours before the incident": baselines average the readings in this window before it.
 BASELINE_WINDOW = timedelta(hours=6)
 BASELINE_GAP = timedelta(minutes=10)  # the ramp-up just before the alert is not "normal"
+ALL_TYPES = ""  # the alert's headline numbers when it names no runner type
 
 
 @dataclass(frozen=True)
@@ -91,6 +89,19 @@ def incident_fleet(
         hidden_queueing=sum(1 for _, m in cut if (m.queued or 0) > 0),
     )
     return with_baselines(view, history, started_at=incident.started_at)
+
+
+def alert_fleet(incident: Incident, *, now: datetime, note: str = "") -> FleetSnapshot:
+    """Queued jobs and the longest wait per runner type: all an alert carries."""
+    types = {
+        name: RunnerTypeMetrics.from_alert(queue) for name, queue in incident.runner_types.items()
+    }
+    numbers = incident.numbers
+    if not types and (numbers.max_queue_size is not None or numbers.max_queue_time_mins):
+        types[ALL_TYPES] = RunnerTypeMetrics(
+            queued=numbers.max_queue_size, longest_wait_mins=numbers.max_queue_time_mins
+        )
+    return FleetSnapshot(at=now, source="alert", runner_types=types, note=note)
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,9 @@ from __future__ import annotations
 from bot.domain.diagnostics import Diagnosis, Verdict
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import Incident
-from bot.render.mrkdwn import (
-    Rendered,
-    context,
-    escape,
-    minutes,
-    number,
-    rendered,
-    section,
-    sections,
-    slack_date,
-    truncate,
-)
+from bot.domain.message import Rendered
+from bot.domain.units import minutes, number
+from bot.render.mrkdwn import context, escape, rendered, section, sections, slack_date, truncate
 from bot.render.replies import runner_name
 
 ICONS = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.BAD: "❌", Verdict.UNKNOWN: "❔"}

@@ -14,16 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.domain.incidents import Incident, severity_rank
+from bot.domain.message import Rendered
+from bot.domain.units import duration, minutes, number
 from bot.render.mrkdwn import (
     MAX_BLOCKS,
-    Rendered,
     context,
-    duration,
     escape,
     header,
     link,
-    minutes,
-    number,
     rendered,
     sections,
     slack_date,

@@ -1,18 +1,19 @@
-"""Slack primitives: escaping, links, mentions, dates, numbers, and blocks that stay within limits.
+"""Slack primitives: escaping, links, mentions, dates, and blocks that stay within limits.
 
 Everything an alert sender controls is untrusted: it must reach Slack with `&`, `<` and `>`
 escaped, so a label can neither ping `<!channel>` nor forge a link. The only `<…>` tokens the
 renderers emit are built here: user mentions, `<!date^…>` and http(s) links. The block builders
 truncate to Slack's documented limits, so no input size can make Slack refuse a message.
+Numbers and durations are said by `bot.domain.units`; a message is a `bot.domain.message.Rendered`.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
+
+from bot.domain.message import Rendered
 
 ELLIPSIS = "…"
 
@@ -111,47 +112,6 @@ def slack_date(moment: datetime, token: str = "{date_short_pretty} {time}") -> s
     return f"<!date^{int(utc.timestamp())}^{token}|{fallback}>"
 
 
-def number(value: float) -> str:
-    """Integers without ".0", other values to one decimal: "14", "2.5"."""
-    if not math.isfinite(value):
-        return str(value)
-    rounded = round(float(value), 1)
-    if rounded.is_integer():
-        return str(int(rounded))
-    return f"{rounded:.1f}"
-
-
-def minutes(value: float) -> str:
-    return f"{number(value)} min"
-
-
-def duration(span: timedelta) -> str:
-    """A human duration: "45 s", "18 min", "1 h 18 min", "2 d 3 h"; negative spans count as 0."""
-    total = max(int(span.total_seconds()), 0)
-    if total < 60:
-        return f"{total} s"
-    days, rest = divmod(total // 60, 24 * 60)
-    hours, mins = divmod(rest, 60)
-    if days:
-        return f"{days} d {hours} h" if hours else f"{days} d"
-    if hours:
-        return f"{hours} h {mins} min" if mins else f"{hours} h"
-    return f"{mins} min"
-
-
-def change(current: float | None, previous: float | None, unit: str = "") -> str | None:
-    """The change since the previous value: "▲ +12 min", "▼ -3", "no change"; None if unknown."""
-    if current is None or previous is None:
-        return None
-    diff = number(current - previous)
-    if diff == "0":
-        return "no change"
-    suffix = f" {unit}" if unit else ""
-    if diff.startswith("-"):
-        return f"▼ {diff}{suffix}"
-    return f"▲ +{diff}{suffix}"
-
-
 # --- blocks -----------------------------------------------------------------------------------
 
 MAX_BLOCKS = 50
@@ -163,14 +123,6 @@ MAX_CONTEXT_ELEMENTS = 10
 MAX_TEXT_OBJECT = 3000
 MAX_BUTTON_TEXT = 75
 MAX_FALLBACK = 3000
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """One Slack message: `text` is the notification/fallback text (escaped, no mentions)."""
-
-    text: str
-    blocks: list[dict[str, Any]]
 
 
 def rendered(text: str, blocks: list[dict[str, Any]]) -> Rendered:

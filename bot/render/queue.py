@@ -8,11 +8,9 @@ A line: `• linux.2xlarge: 43 queued · longest wait 10 min · busy 120/120 · 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Mapping
 from datetime import timedelta
-from typing import Protocol, TypeVar
 
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
 from bot.domain.forecast import (
     DRAIN_TARGET_MINS,
     Outlook,
@@ -22,37 +20,14 @@ from bot.domain.forecast import (
 )
 from bot.domain.incidents import Incident
 from bot.domain.trend import SPARK_POINTS, Trend, slope_per_min, sparkline
-from bot.render.mrkdwn import escape, minutes, number, truncate
+from bot.domain.units import minutes, number
+from bot.render.mrkdwn import escape, truncate
 
 TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
 MAX_NAME = 80
 # The slope of the queue is taken over this much of the recent trend.
 SLOPE_WINDOW = timedelta(minutes=30)
 EMPTY = Trend()
-
-
-class Queue(Protocol):
-    """What ranking needs of a runner type: the alert's `RunnerQueue` or a live reading."""
-
-    @property
-    def queued(self) -> float | None: ...
-
-    @property
-    def longest_wait_mins(self) -> float | None: ...
-
-
-Q = TypeVar("Q", bound=Queue)
-
-
-def worst_first(types: Mapping[str, Q]) -> list[tuple[str, Q]]:
-    """Longest wait first, then most queued; unknown numbers sort last, names break ties."""
-
-    def key(item: tuple[str, Q]) -> tuple[bool, float, bool, float, str]:
-        name, queue = item
-        wait, queued = queue.longest_wait_mins, queue.queued
-        return (wait is None, -(wait or 0), queued is None, -(queued or 0), name)
-
-    return sorted(types.items(), key=key)
 
 
 def type_outlook(

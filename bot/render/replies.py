@@ -13,20 +13,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, source_name
+from bot.domain.fleet import FleetSnapshot, source_name, worst_first
 from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Event, Incident, Resolution, Snapshot, with_status
+from bot.domain.message import Rendered
 from bot.domain.trend import Trend
+from bot.domain.units import change, duration, minutes, number
 from bot.render.mrkdwn import (
-    Rendered,
-    change,
     context,
-    duration,
     escape,
     fields,
     mention,
-    minutes,
-    number,
     person,
     rendered,
     section,
@@ -34,7 +31,7 @@ from bot.render.mrkdwn import (
     slack_date,
     truncate,
 )
-from bot.render.queue import source_note, type_lines, worst_first
+from bot.render.queue import source_note, type_lines
 
 MAX_RUNNER_ROWS = 15
 MAX_PEAK_ROWS = 5

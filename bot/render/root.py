@@ -18,20 +18,18 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from bot.domain.fleet import FleetSnapshot, source_name
+from bot.domain.fleet import FleetSnapshot, source_name, worst_first
 from bot.domain.incidents import Incident, Links
+from bot.domain.message import Rendered
+from bot.domain.units import duration, minutes, number
 from bot.render.mrkdwn import (
-    Rendered,
     context,
-    duration,
     escape,
     fields,
     header,
     is_linkable,
     link,
     mention,
-    minutes,
-    number,
     person,
     plain,
     rendered,
@@ -39,7 +37,7 @@ from bot.render.mrkdwn import (
     slack_date,
     truncate,
 )
-from bot.render.queue import source_note, type_lines, worst_first
+from bot.render.queue import source_note, type_lines
 from bot.render.replies import (
     capped_rows,
     queue_numbers,

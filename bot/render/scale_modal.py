@@ -13,8 +13,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bot.actions.scale import ScalePreview
 from bot.domain.incidents import Incident
+from bot.domain.scaling import ScalePreview
 from bot.render.mrkdwn import context, escape, plain, section, truncate
 from bot.render.replies import title_text
 

@@ -1,12 +1,12 @@
 """Periodic status: every open incident gets a status each interval until its queue drains.
 
 APScheduler's job stores must not be shared between processes, so each replica runs its own
-in-memory scheduler with a short tick, and the due times live in a Redis sorted set. A tick that
-finds incidents due first takes the fleet's reading (`bot.status.readings`: one backend query
-round per interval for every incident and replica, never inside an incident's commit), then
-computes each due incident's status and commits it fenced by the incident's version with the next
-due time: however many replicas tick at once, one commit wins and the others see the incident
-moved on.
+in-memory scheduler with a short tick (`bot.app.start_scheduler`, beside the silence watch), and
+the due times live in a Redis sorted set. A tick that finds incidents due first takes the fleet's
+reading (`bot.fleet.readings`: one backend query round per interval for every incident and
+replica, never inside an incident's commit), then computes each due incident's status and commits
+it fenced by the incident's version with the next due time: however many replicas tick at once,
+one commit wins and the others see the incident moved on.
 
 Each status also checks for a drained queue (`bot.domain.incident_fleet`): after
 `DrainConfig.checks` drained checks in a row the incident resolves itself with its summary. A
@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError
-from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, worst_first
 from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incident_fleet import (
     DrainConfig,
@@ -38,14 +37,12 @@ from bot.domain.incident_fleet import (
     incident_fleet,
 )
 from bot.domain.incidents import Event, Incident, Snapshot, record_status, resolve_drained
+from bot.domain.message import Rendered
 from bot.domain.quiet import is_meaningful
+from bot.fleet.readings import FleetReadings
 from bot.render.chart import chart_data
-from bot.render.mrkdwn import Rendered
-from bot.render.queue import worst_first
 from bot.render.replies import STATUS_FALLBACK, StatusShown
 from bot.render.root import render_summary
-from bot.status.readings import FleetReadings, HistoryPoint, Reading
-from bot.status.silence_watch import SilenceWatch
 from bot.storage.incident_store import (
     BAND_EVENT,
     BAND_STATUS,
@@ -271,45 +268,3 @@ class StatusReporter:
             return None
         text = Rendered(title, [])
         return Reply(CHART, BAND_STATUS, text, replaces=(CHART,), extra=data.to_extra())
-
-
-Tick = Callable[[], Awaitable[None]]
-
-
-def start_scheduler(
-    reporter: StatusReporter, *, tick_s: float, watch: SilenceWatch | None = None
-) -> AsyncIOScheduler:
-    """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping.
-
-    The silence watch ticks beside the status: each looks only at what is due in Redis.
-    """
-    scheduler = AsyncIOScheduler()
-    jobs: list[tuple[str, Tick]] = [("status-tick", reporter.tick)]
-    if watch is not None:
-        jobs.append(("silence-watch", watch.tick))
-    for job_id, job in jobs:
-        scheduler.add_job(
-            _ended_quietly(job_id, job),
-            "interval",
-            seconds=tick_s,
-            id=job_id,
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=None,
-        )
-    scheduler.start()
-    return scheduler
-
-
-def _ended_quietly(job_id: str, job: Tick) -> Tick:
-    """A tick still running when the process stops is cancelled with the event loop; both ticks
-    only read or fence-commit, so nothing is lost, and APScheduler would log it as a failure
-    with a traceback."""
-
-    async def run() -> None:
-        try:
-            await job()
-        except asyncio.CancelledError:
-            log.debug("%s: stopped with the process", job_id)
-
-    return run

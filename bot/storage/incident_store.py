@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from bot.domain.incidents import Event, GroupState, Incident, severity_rank
-from bot.render.mrkdwn import Rendered
+from bot.domain.message import Rendered
 from bot.storage.keys import Keys
 
 # Thread replies wait in an outbox per incident, ordered; the channel's sender posts them by

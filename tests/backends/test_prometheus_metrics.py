@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
-from bot.backends.metrics.prometheus import FIELDS as PROMETHEUS_FIELDS
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics, parse_vector
+from bot.domain.fleet import FIELDS as PROMETHEUS_FIELDS
 from bot.domain.fleet import FleetSnapshot
 from tests.conftest import eventually
 from tests.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet

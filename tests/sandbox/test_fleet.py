@@ -21,13 +21,14 @@ from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
-from bot.backends.scale import ScaleRequest, ScaleTarget
+from bot.backends.scale import ScaleRequest
 from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from bot.backends.scale.webhook import WebhookScaler, WebhookScalerConfig
 from bot.backends.silence import SilenceRequest
 from bot.backends.silence.alertmanager import alertmanager_silencer
 from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import Matcher, parse_notification
+from bot.domain.scaling import ScaleTarget
 from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec, minutes
 from sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
 from sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name

@@ -32,26 +32,7 @@ from bot.backends.errors import BackendError
 from bot.backends.http import request
 from bot.domain.alerts import max_known
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-
-AGGREGATE, BY_LABEL = "queued_jobs_aggregate", "queued_jobs_by_label"
-THRESHOLD = "queuedThresholdMinutes"
-DEFAULT_PARAMETERS: dict[str, dict[str, Any]] = {
-    AGGREGATE: {THRESHOLD: 5, "maxAgeDays": 3},
-    BY_LABEL: {},
-}
-# `queued_jobs_by_label` takes no parameters: it counts jobs created more than 5 minutes ago.
-BY_LABEL_THRESHOLD_MINS = 5
-
-
-def threshold_minutes(query: str, parameters: Mapping[str, Any]) -> int:
-    """How long a job must have queued for the query to count it: `queuedThresholdMinutes`
-    (an Int64 in the query's params.json) over our default, or the fixed 5 of `by_label`."""
-    if query != AGGREGATE:
-        return BY_LABEL_THRESHOLD_MINS
-    value = {**DEFAULT_PARAMETERS[AGGREGATE], **parameters}[THRESHOLD]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"HUD_PARAMETERS {THRESHOLD} must be a whole number of minutes")
-    return value
+from bot.domain.hud_queries import AGGREGATE, DEFAULT_PARAMETERS, threshold_minutes
 
 
 @dataclass(frozen=True)

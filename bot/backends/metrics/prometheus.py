@@ -23,7 +23,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 
 # ARC 0.14 names a runner set `<scale set>-<5 chars>`, the chars from Kubernetes'
 # `utilrand.String` alphabet (no vowels, no 0/1/3): so "linux-large" keeps its "-large".
@@ -71,14 +71,6 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
             "gha_job_execution_duration_seconds", "1h", " offset 1d"
         ),
     }
-
-
-FIELDS = frozenset(RunnerTypeMetrics.model_fields)
-
-
-def unknown_fields(queries: Mapping[str, str]) -> list[str]:
-    """Query names that are no field of a runner type's reading (a typo would be ignored)."""
-    return sorted(set(queries) - FIELDS)
 
 
 @dataclass(frozen=True)

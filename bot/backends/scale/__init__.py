@@ -6,6 +6,7 @@ capacity queuepilot will ever set). Implementations side by side: `webhook.py` (
 `arc.py` (an AutoscalingRunnerSet), `sqs.py` (PyTorch's scale-up queue), `asg.py` (an EC2 Auto
 Scaling group). Every implementation raises `BackendError` only; a request the backend would
 refuse (past its maximum, past the ceiling) is refused with the reason before anything changes.
+The target and the capacity are values of the domain (`bot.domain.scaling`).
 """
 
 from __future__ import annotations
@@ -14,35 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.backends.errors import BackendError
-
-
-@dataclass(frozen=True)
-class ScaleTarget:
-    runner_type: str
-    target: str  # arc: "namespace/name"; aws-asg: the group's name; sqs: the runner label
-    cap: int
-    ceiling: int | None = None
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """What a target has now, as far as its backend can say (None: not known)."""
-
-    current: int | None = None
-    minimum: int | None = None
-    maximum: int | None = None
-    # Raising the floor would change nothing: ARC runs min(minRunners + assigned, maxRunners).
-    at_maximum: bool = False
-
-    def describe(self) -> str:
-        """ "40 runners (min 0, max 120)", with what is known."""
-        runners = f"{self.current} runners" if self.current is not None else "runners unknown"
-        bounds = [
-            f"{name} {value}"
-            for name, value in (("min", self.minimum), ("max", self.maximum))
-            if value is not None
-        ]
-        return runners + (f" ({', '.join(bounds)})" if bounds else "")
+from bot.domain.scaling import Capacity, ScaleTarget
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,8 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
 from bot.backends.kube import KubeAccess
-from bot.backends.scale import (
-    Capacity,
-    ScaleRequest,
-    ScaleResult,
-    ScaleTarget,
-    count_of,
-    within_ceiling,
-)
+from bot.backends.scale import ScaleRequest, ScaleResult, count_of, within_ceiling
+from bot.domain.scaling import Capacity, ScaleTarget
 
 API = "/apis/actions.github.com/v1alpha1"
 SERVICE = "The Kubernetes API"

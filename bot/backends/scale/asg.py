@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.backends.errors import BackendError
-from bot.backends.scale import Capacity, ScaleRequest, ScaleResult, ScaleTarget, within_ceiling
+from bot.backends.scale import ScaleRequest, ScaleResult, within_ceiling
 from bot.backends.scale.aws import AwsConfig, call, client
+from bot.domain.scaling import Capacity, ScaleTarget
 
 SERVICE = "AWS Auto Scaling"
 

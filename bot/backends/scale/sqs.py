@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.backends.errors import BackendError
-from bot.backends.scale import Capacity, ScaleRequest, ScaleResult, ScaleTarget
+from bot.backends.scale import ScaleRequest, ScaleResult
 from bot.backends.scale.aws import AwsConfig, call, client
+from bot.domain.scaling import Capacity, ScaleTarget
 
 BATCH = 10  # SendMessageBatch takes at most ten entries
 MAX_BODY = 2048  # the queue's maximum message size in terraform-aws-github-runner

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import httpx
 
 from bot.backends.http import request
-from bot.backends.scale import Capacity, ScaleRequest, ScaleResult, ScaleTarget, count_of
+from bot.backends.scale import ScaleRequest, ScaleResult, count_of
 from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from bot.domain.scaling import Capacity, ScaleTarget
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@ refresh is stored too, so the other replicas don't hammer a backend that is down
 incident can say why it shows the alert's numbers instead. Successful readings are also kept,
 compacted, in a bounded history: the baseline "in the hours before the incident" comes from it
 when the backend has no history of its own.
+
+Its own package: the status tick and the actions (`/queue`, diagnostics) share it, and it joins
+a backend to Redis, so it sits below the one and above the other two.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import json
 import logging
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
@@ -24,7 +26,7 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.metrics import QueueMetrics
-from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 
@@ -32,36 +34,6 @@ log = logging.getLogger(__name__)
 
 # Six hours at the default one-minute interval: "the hours before the incident".
 HISTORY_POINTS = 360
-
-
-@dataclass(frozen=True)
-class Reading:
-    """The newest good fleet reading, and why the latest refresh failed if it did."""
-
-    fleet: FleetSnapshot | None
-    tried_at: datetime
-    error: str = ""
-
-    def encode(self) -> str:
-        fleet = self.fleet.model_dump(mode="json", exclude_none=True) if self.fleet else None
-        return json.dumps(
-            {"fleet": fleet, "tried_at": self.tried_at.isoformat(), "error": self.error}
-        )
-
-    @classmethod
-    def decode(cls, raw: str) -> Reading:
-        data = json.loads(raw)
-        fleet = FleetSnapshot.model_validate(data["fleet"]) if data.get("fleet") else None
-        return cls(fleet, datetime.fromisoformat(data["tried_at"]), str(data.get("error") or ""))
-
-
-@dataclass(frozen=True)
-class HistoryPoint:
-    """What a baseline needs of one past reading, per runner type."""
-
-    at: datetime
-    arrival_per_min: dict[str, float]
-    job_duration_mins: dict[str, float]
 
 
 class FleetReadings:

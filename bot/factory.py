@@ -20,7 +20,7 @@ from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.metrics.github import GithubConfig, GithubMetrics
 from bot.backends.metrics.hud import HudConfig, HudMetrics
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
-from bot.backends.scale import Scaler, ScaleTarget
+from bot.backends.scale import Scaler
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
 from bot.backends.scale.asg import AsgScaler, AsgScalerConfig
 from bot.backends.scale.aws import AwsConfig
@@ -30,6 +30,7 @@ from bot.backends.silence import Silencer
 from bot.backends.silence.alertmanager import alertmanager_silencer
 from bot.backends.silence.grafana import grafana_silencer
 from bot.config import MetricsBackend, ScalerBackend, Settings, SettingsError, SilenceBackend
+from bot.domain.scaling import ScaleTarget
 
 
 def build_silencer(settings: Settings) -> Silencer | None:

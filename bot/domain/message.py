@@ -1,0 +1,16 @@
+"""One Slack message as a value: what renderers build, the incident store keeps and the sender
+posts. Building one within Slack's limits is `bot.render.mrkdwn.rendered`'s job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One Slack message: `text` is the notification/fallback text (escaped, no mentions)."""
+
+    text: str
+    blocks: list[dict[str, Any]]
