@@ -1,0 +1,70 @@
+"""bot/'s layering: every import of a bot module (also one inside a function) points down.
+
+From the top: the composition root (app, __main__, factory) may import anything; the middle
+packages (intake, outbound, actions, status) the layers below, never each other; `fleet` (the
+fleet reading several of them share) the lower layers; render, storage and backends only domain;
+domain only itself. Anyone may import the leaves, telemetry and logs. `bot.config`, the settings,
+imports only domain and `bot.storage.connection`, and only the composition root imports it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import bot
+
+TOP = 4
+RANK = {
+    **dict.fromkeys(("app", "__main__", "factory"), TOP),
+    **dict.fromkeys(("intake", "outbound", "actions", "status"), 3),
+    "fleet": 2,
+    **dict.fromkeys(("render", "storage", "backends"), 1),
+    "domain": 0,
+}
+LEAVES = {"telemetry", "logs"}
+ROOT = Path(bot.__file__).parent
+MODULES = sorted(ROOT.rglob("*.py"))
+
+
+def part(module: str) -> str:
+    """The package (or top module) of bot a module belongs to: bot.domain.fleet -> domain."""
+    return module.split(".")[1]
+
+
+def imported(tree: ast.AST) -> list[str]:
+    """Every bot module imported anywhere in the tree (`from bot import logs` is bot.logs)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"line {node.lineno}: a relative import"
+            found += [
+                f"bot.{alias.name}" if node.module == "bot" else str(node.module)
+                for alias in node.names
+            ]
+    return [name for name in found if name.startswith("bot.")]
+
+
+def allowed(importer: str, target: str) -> bool:
+    mine, theirs = part(importer), part(target)
+    if mine == theirs or theirs in LEAVES or RANK.get(mine) == TOP:
+        return True
+    if theirs == "config":
+        return False
+    if mine == "config":
+        return theirs == "domain" or target == "bot.storage.connection"
+    return theirs in RANK and mine in RANK and RANK[theirs] < RANK[mine]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT.parent)))
+def test_imports_point_down(path: Path) -> None:
+    module = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if module == "bot.__init__":
+        return
+    assert part(module) in {*RANK, *LEAVES, "config"}, f"{module}: in no layer (add it to RANK)"
+    wrong = [t for t in imported(ast.parse(path.read_text())) if not allowed(module, t)]
+    assert not wrong, f"{module} imports {', '.join(sorted(set(wrong)))} against the layering"
