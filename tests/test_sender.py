@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.outbound.pacing import TokenBucket
+from bot.outbound.budget import TokenBucket
 from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
 
 FIRING = "grafana/queue-alert-firing.json"
@@ -129,6 +129,39 @@ async def test_a_429_is_waited_out_and_no_burst_follows_it(
     held_until = limited.at + 1.0
     paced = after[-1] - held_until
     assert paced >= len(gaps) * 0.2 - JITTER_S, f"the pace holds on average: {gaps}"
+
+
+async def test_a_429_on_an_edit_holds_the_edits_not_the_channels_posts(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """Slack limits edits per workspace and posts per channel: a `Retry-After` on `chat.update`
+    says nothing about posting, so a new group's thread does not wait out an edit's hold."""
+    hold_s = 20
+    async with run_bot(settings_for(root_edit_interval_ms=0)) as running:
+        await running.send("grafana", group("edited"))
+        await eventually(lambda: len(ok_posts(slack)) == 1, what="the first root")
+        slack.emulator.fail_next("chat.update", status=429, retry_after=hold_s)
+        await running.send("grafana", queue_of(group("edited"), 40))
+        await eventually(
+            lambda: any(c.status == 429 for c in slack.emulator.calls("chat.update")),
+            what="the root's edit refused with a 429",
+        )
+        await running.send("grafana", group("new"))
+        await eventually(
+            lambda: len(slack.emulator.channel_messages(CHANNEL)) == 2, what="the second root"
+        )
+        limited = next(c for c in slack.emulator.calls("chat.update") if c.status == 429)
+        second = [c for c in ok_posts(slack) if not c.params.get("thread_ts")][1]
+        assert second.at - limited.at < hold_s / 2, "the post did not wait for the edit"
+        await eventually(
+            lambda: any(c.ok for c in slack.emulator.calls("chat.update")),
+            timeout=hold_s + 10,
+            what="the edit, once its hold is over",
+        )
+    edits = slack.emulator.calls("chat.update")
+    first_ok = next(c for c in edits if c.ok)
+    assert first_ok.at - limited.at >= hold_s - JITTER_S, "the edit waited out its Retry-After"
+    assert "40" in json.dumps(first_ok.params.get("blocks")), "the edit shows the latest numbers"
 
 
 # -- priorities and the latest state ---------------------------------------------------------------

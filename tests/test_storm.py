@@ -147,6 +147,43 @@ async def test_after_an_outage_the_digest_comes_first_then_the_most_severe_threa
     assert "thread soon" not in summary
 
 
+async def test_a_digest_whose_answer_was_lost_is_looked_up_not_posted_twice(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """The digest takes the path of every post: Slack posts it, the answer never arrives, and
+    the sender finds it in the channel rather than posting a second one."""
+    settings = settings_for(slack_timeout_seconds=0.5, storm_quiet_seconds=1)
+    slack.emulator.stall("chat.postMessage", 3)  # Slack posts; the answer comes too late
+    try:
+        async with run_bot(settings) as running:
+            await send_all([running], [storm_group(n) for n in range(10)])
+            await eventually(lambda: digests(slack), what="the digest posted", timeout=20)
+            await eventually(
+                lambda: (
+                    (
+                        running.bot.telemetry.registry.get_sample_value(
+                            "queuepilot_slack_lookups_total", {"outcome": "found"}
+                        )
+                        or 0
+                    )
+                    >= 1
+                ),
+                what="a post looked up and found",
+                timeout=20,
+            )
+            slack.emulator.stall("chat.postMessage", 0)
+            await eventually(lambda: len(roots(slack)) == 10, timeout=20, what="every thread")
+            await eventually(
+                lambda: "Alert storm over" in digests(slack)[0].text, timeout=20, what="summary"
+            )
+    finally:
+        slack.emulator.stall("chat.postMessage", 0)
+
+    assert len(digests(slack)) == 1, "one digest"
+    assert Counter(m.text for m in roots(slack)).most_common(1)[0][1] == 1, "no group twice"
+    assert "10 alert groups" in digests(slack)[0].text
+
+
 async def test_a_few_new_groups_are_no_storm_and_the_digest_can_be_turned_off(
     settings_for: Callable[..., Settings], slack: Slack
 ) -> None:

@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any
 
-from bot.render.mrkdwn import Rendered
+from bot.domain.message import Rendered
 
 METADATA_EVENT = "queuepilot_message"
 

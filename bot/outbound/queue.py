@@ -21,8 +21,15 @@ from typing import Any, cast
 from redis.asyncio import Redis
 
 from bot.domain.incidents import Incident
-from bot.render.mrkdwn import Rendered
-from bot.storage.incident_store import LOADED_FIELDS, Loaded, ThreadRef, loaded_from, lua
+from bot.domain.message import Rendered
+from bot.storage.incident_store import (
+    LOADED_FIELDS,
+    STATUS_KINDS,
+    Loaded,
+    ThreadRef,
+    loaded_from,
+    lua,
+)
 from bot.storage.keys import Keys
 
 UNDELIVERABLE_MAXLEN = 1000
@@ -61,6 +68,10 @@ class HeadReply:
     @property
     def kind(self) -> str:
         return self.item.partition(":")[0]
+
+    @property
+    def is_status(self) -> bool:
+        return self.kind in STATUS_KINDS
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""The storm digest's side of a channel's sender: open it, post it, keep it current, end it.
+"""The storm digest's side of a channel's sender: open it, keep it current, end it.
 
-It borrows the channel sender's post budget and lookups (`SenderBudget`), so the digest is one
-more post in the channel's pace and never a second writer; its state lives in Redis
+The digest is posted like any other post (`gate` hands the sender a `DigestPost` for its one
+path, before the roots waiting), and edited through the channel's `Editor`, so it is one more
+message in the channel's pace and never a second writer. Its state lives in Redis
 (`bot.outbound.storm_queue`) and its message is a pure function of the storm's incidents
 (`bot.render.digest`).
 """
@@ -11,23 +12,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
 
+from bot.domain.message import Rendered
+from bot.outbound.edits import Editor
 from bot.outbound.gateway import SlackError, SlackGateway
-from bot.outbound.marks import digest_of, metadata
-from bot.outbound.queue import InFlight, SendQueue
+from bot.outbound.marks import digest_of
+from bot.outbound.outgoing import DigestPost
 from bot.outbound.storm_queue import Member, Storm, StormQueue
 from bot.render.digest import DigestEntry, render_digest
-from bot.render.mrkdwn import Rendered
-from bot.storage.incident_store import IncidentStore, ThreadRef
+from bot.storage.incident_store import IncidentStore
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # Permalinks for the digest's lines, per step: each is a Web API call.
 LINKS_PER_STEP = 10
@@ -46,36 +46,13 @@ class StormConfig:
     command: str = "/queue"  # the slash command the digest points at for the full list
 
 
-class SenderBudget(Protocol):
-    """What the digest borrows from its channel's sender."""
-
-    async def within_budget(
-        self,
-        member: str,
-        item: str,
-        incident_id: str,
-        call: Callable[[], Awaitable[T]],
-        *,
-        refused: Callable[[SlackError], Awaitable[None]] | None = None,
-    ) -> T | None: ...
-
-    async def look_up(
-        self, in_flight: InFlight, uid: str, *, thread: ThreadRef | None
-    ) -> str | None: ...
-
-    async def wait_for_update_slot(self) -> None: ...
-
-    def bucket_state(self) -> str: ...
-
-
 class StormDigest:
     def __init__(
         self,
         channel: str,
-        budget: SenderBudget,
+        editor: Editor,
         *,
         storms: StormQueue,
-        queue: SendQueue,
         store: IncidentStore,
         slack: SlackGateway,
         telemetry: Telemetry,
@@ -83,9 +60,8 @@ class StormDigest:
         clock: Callable[[], datetime],
     ) -> None:
         self.channel = channel
-        self._budget = budget
+        self._editor = editor
         self._storms = storms
-        self._queue = queue
         self._store = store
         self._slack = slack
         self._telemetry = telemetry
@@ -102,9 +78,11 @@ class StormDigest:
     def enabled(self) -> bool:
         return self._config.threshold > 0
 
-    async def before_root(self) -> Storm | None:
-        """Fold the waiting roots into the storm (opening one when enough wait) before a root
-        takes a slot: the digest, if there is one to post, goes first."""
+    async def gate(self, member: str) -> DigestPost | None:
+        """Before a root takes its slot, fold the roots waiting into the storm (opening one when
+        enough wait): the digest, while it is not posted yet, goes first."""
+        if not self.enabled or not member.startswith("root:"):
+            return None
         swept = await self._storms.sweep(
             self.channel, threshold=self._config.threshold, now_ms=int(time.time() * 1000)
         )
@@ -116,43 +94,14 @@ class StormDigest:
             self._opened.set()
         if swept.added:
             self._telemetry.storm_groups.inc(swept.added)
-        # Most roots go out with no storm: then there is nothing more to read.
-        return await self._storms.current(self.channel) if swept.open else None
-
-    async def post(self, storm: Storm) -> None:
-        """Post the digest in the channel's budget, looked up first if a post may have landed."""
+        if not swept.open:  # most roots go out with no storm: nothing more to read
+            return None
+        storm = await self._storms.current(self.channel)
+        if storm is None or storm.ts:
+            return None
         members = await self._storms.members(self.channel)
         digest = await self._render(storm, members, {}, over=False)
-        in_flight = await self._queue.in_flight(self.channel, storm.member)
-        if in_flight is not None:
-            found = await self._budget.look_up(in_flight, storm.metadata_uid, thread=None)
-            if found is not None:
-                await self._storms.record_digest(self.channel, storm, found, bucket="", shown="")
-                return
-
-        async def refused(exc: SlackError) -> None:
-            log.error("sender %s: Slack refused the storm digest: %s", self.channel, exc.error)
-            self._telemetry.slack_undeliverable.labels(exc.error).inc()
-            await self._storms.abandon(self.channel, storm)
-
-        ts = await self._budget.within_budget(
-            storm.member,
-            storm.item,
-            "",
-            lambda: self._slack.post(
-                self.channel,
-                digest.text,
-                digest.blocks,
-                metadata=metadata("", storm.metadata_uid, storm.item),
-            ),
-            refused=refused,
-        )
-        if ts is not None:
-            bucket = self._budget.bucket_state()
-            await self._storms.record_digest(
-                self.channel, storm, ts, bucket=bucket, shown=digest_of(digest)
-            )
-            self._opened.set()
+        return DigestPost(storm, digest, self._opened)
 
     async def step(self) -> None:
         """While a storm lasts: take in the groups joining it, link the threads as they open,
@@ -212,15 +161,9 @@ class StormDigest:
         shown = digest_of(digest)
         if shown == storm.shown:
             return
-        await self._budget.wait_for_update_slot()
-        try:
-            await self._slack.update(self.channel, storm.ts, digest.text, digest.blocks)
-        except SlackError as exc:
-            if exc.retryable:
-                raise
-            # The digest was deleted: the threads carry on; a later storm gets a new digest.
-            log.error("sender %s: cannot edit the storm digest: %s", self.channel, exc.error)
-            self._telemetry.slack_undeliverable.labels(exc.error).inc()
+        # A digest that can never be edited (it was deleted) is let be: the threads carry on,
+        # and a later storm gets a new digest.
+        await self._editor.update(storm.ts, digest, "the storm digest")
         await self._storms.record_shown(self.channel, storm, shown)
 
     async def _render(

@@ -18,7 +18,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from bot.storage.incident_store import lua
+from bot.storage.incident_store import ROOTS_END, lua
 from bot.storage.keys import Keys
 
 
@@ -126,7 +126,7 @@ class StormQueue:
             await pipe.execute()
 
     async def roots_waiting(self, channel: str) -> int:
-        return cast(int, await self._redis.zcount(self.keys.posts(channel), 0, _BAND - 1))
+        return cast(int, await self._redis.zcount(self.keys.posts(channel), 0, ROOTS_END))
 
     async def record_digest(
         self, channel: str, storm: Storm, ts: str, *, bucket: str, shown: str
@@ -156,6 +156,3 @@ class StormQueue:
             pipe.delete(k.storm(channel), k.storm_members(channel), k.storm_links(channel))
             pipe.hdel(k.in_flight(channel), storm.member)
             await pipe.execute()
-
-
-_BAND = 1 << 40  # see commit.lua: roots score below one band, thread replies at or above it

@@ -42,8 +42,19 @@ LOADED_FIELDS = ["v", "state", "thread", "rendered"]
 MAX_TIMELINE = 500
 
 
+# The channel queue's scores (see lua/prelude.lua): a reply's is its band * BAND + its sequence
+# number, a new root's its severity rank * RANK + its sequence number, so every root scores up to
+# ROOTS_END and goes first. Defined here once; the scripts take them from here.
+BAND = 1 << 40
+RANK = 1 << 34
+ROOTS_END = BAND - 1
+
+
 def lua(name: str) -> str:
-    return (resources.files("bot.storage") / "lua" / f"{name}.lua").read_text()
+    """A script, after the prelude every script shares (its constants, its score rules)."""
+    folder = resources.files("bot.storage") / "lua"
+    constants = f"local BAND = {BAND}\nlocal RANK = {RANK}\n"
+    return constants + (folder / "prelude.lua").read_text() + (folder / f"{name}.lua").read_text()
 
 
 @dataclass(frozen=True)

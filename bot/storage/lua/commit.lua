@@ -8,8 +8,6 @@
 -- ARGV  1 the change, as JSON (bot/storage/incident_store.py: Commit)
 -- Returns the incident's new version, 0 when no incident was written, -1 on a version mismatch.
 local c = cjson.decode(ARGV[1])
-local BAND = 1099511627776 -- 2^40: a reply's score is band * BAND + its sequence number
-local RANK = 17179869184 -- 2^34: a root's score is its severity rank * RANK + its sequence number
 
 local function version_of(key)
   return tonumber(redis.call('HGET', key, 'v') or '0')
@@ -29,15 +27,7 @@ end
 local function keep(key, ttl)
   redis.call('PEXPIRE', key, ttl)
 end
-local function ring(bell) -- wakes the channel's sender; it also polls, so a short life will do
-  redis.call('LPUSH', bell, '1')
-  redis.call('LTRIM', bell, 0, 0)
-  keep(bell, math.min(10000, c.index_ttl_ms))
-end
-local function score_of(item) -- "kind:band:seq"
-  local _, _, band, seq = string.find(item, '^[^:]+:(%d+):(%d+)$')
-  return tonumber(band) * BAND + tonumber(seq)
-end
+local bell_ttl = math.min(10000, c.index_ttl_ms)
 
 local version = 0
 if c.state ~= nil then
@@ -96,14 +86,8 @@ if c.replies ~= nil and #c.replies > 0 then
   while redis.call('LLEN', KEYS[7]) > c.max_outbox do
     redis.call('HDEL', KEYS[8], redis.call('LPOP', KEYS[7]))
   end
-  -- The thread's place in the channel's queue is that of its most urgent waiting reply; its
-  -- replies still go out in order.
-  local best = nil
-  for _, item in ipairs(redis.call('LRANGE', KEYS[7], 0, -1)) do
-    local score = score_of(item)
-    if best == nil or score < best then best = score end
-  end
-  redis.call('ZADD', KEYS[9], best, 'replies:' .. c.id)
+  -- The thread takes the place of its most urgent reply; its replies still go out in order.
+  redis.call('ZADD', KEYS[9], thread_score(KEYS[7]), 'replies:' .. c.id)
   keep(KEYS[7], c.ttl_ms)
   keep(KEYS[8], c.ttl_ms)
   posts_changed = true
@@ -114,9 +98,9 @@ if c.root then
     local after = tonumber(redis.call('HGET', KEYS[11], c.id) or '0')
     redis.call('ZADD', KEYS[10], 'NX', math.max(c.now_ms, after), c.id)
     keep(KEYS[10], c.index_ttl_ms)
-    ring(KEYS[16])
+    ring(KEYS[16], bell_ttl)
   elseif not redis.call('ZSCORE', KEYS[9], 'root:' .. c.id) then
-    local score = (c.rank or 0) * RANK + redis.call('INCR', KEYS[13])
+    local score = root_score(c.rank or 0, redis.call('INCR', KEYS[13]))
     redis.call('ZADD', KEYS[9], score, 'root:' .. c.id)
     posts_changed = true
   end
@@ -127,7 +111,7 @@ if posts_changed then
   keep(KEYS[13], c.index_ttl_ms)
   redis.call('SADD', KEYS[12], c.channel)
   keep(KEYS[12], c.index_ttl_ms)
-  ring(KEYS[15])
+  ring(KEYS[15], bell_ttl)
 end
 
 if type(c.acks) == 'table' and #c.acks > 0 then

@@ -3,17 +3,11 @@
 -- KEYS 1 outbox  2 outbox items  3 posts  4 in-flight  5 bucket  6 incident
 -- ARGV 1 incident id  2 item name  3 bucket (JSON, or '' to leave it)
 --      4 the ts of a status reply just posted, which a quiet status edits later (or '')
-local BAND = 1099511627776
 if redis.call('LINDEX', KEYS[1], 0) == ARGV[2] then
   redis.call('LPOP', KEYS[1])
   redis.call('HDEL', KEYS[2], ARGV[2])
 end
-local best = nil
-for _, item in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-  local _, _, band, seq = string.find(item, '^[^:]+:(%d+):(%d+)$')
-  local score = tonumber(band) * BAND + tonumber(seq)
-  if best == nil or score < best then best = score end
-end
+local best = thread_score(KEYS[1])
 if best == nil then
   redis.call('ZREM', KEYS[3], 'replies:' .. ARGV[1])
 else

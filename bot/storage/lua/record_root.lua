@@ -16,9 +16,7 @@ redis.call('PEXPIRE', KEYS[6], ARGV[6])
 if ARGV[8] == '1' or tonumber(redis.call('HGET', KEYS[1], 'v') or '0') ~= tonumber(ARGV[7]) then
   redis.call('ZADD', KEYS[5], 'NX', ARGV[4], ARGV[1])
   redis.call('PEXPIRE', KEYS[5], ARGV[6])
-  redis.call('LPUSH', KEYS[7], '1')
-  redis.call('LTRIM', KEYS[7], 0, 0)
-  redis.call('PEXPIRE', KEYS[7], 10000)
+  ring(KEYS[7], 10000)
 end
 redis.call('SET', KEYS[8], ARGV[5], 'PX', 60000)
 return 1

@@ -3,10 +3,9 @@
 -- ARGV 1 threshold (roots waiting that open a storm; 0: only sweep one already open)
 --      2 now (ms)  3 TTL of the storm's keys (ms)
 -- Returns {storm id or 0, 1 if opened now, members added}.
-local BAND = 1099511627776 -- roots score below one band (see commit.lua); replies at or above
 local threshold, now, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local id = redis.call('HGET', KEYS[2], 'id')
-local roots = redis.call('ZRANGEBYSCORE', KEYS[1], 0, BAND - 1, 'WITHSCORES')
+local roots = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ROOTS_END, 'WITHSCORES')
 local opened = 0
 if not id then
   if threshold <= 0 or #roots / 2 < threshold then return {0, 0, 0} end

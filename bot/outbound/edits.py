@@ -1,0 +1,102 @@
+"""Edits of what a channel already shows: root messages, a quiet status, the storm digest.
+
+Editing in place is how a thread stays current without new posts, so every edit takes one small
+path (`Editor.update`): the workspace's `chat.update` slot (`bot.outbound.budget`), the call, and
+one reading of a refusal. A root is edited from the incident's latest state at the moment of
+sending (`RootEdits`), so a burst of changes is one edit and a Slack outage ends with the latest
+state, never a replay.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from bot.domain.message import Rendered
+from bot.outbound.budget import Budget
+from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.marks import digest_of
+from bot.outbound.queue import SendQueue
+from bot.render.root import render_root
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+class Editor:
+    """Edits one channel's messages, in the budget's edit slots."""
+
+    def __init__(
+        self, channel: str, slack: SlackGateway, budget: Budget, telemetry: Telemetry
+    ) -> None:
+        self.channel = channel
+        self._slack = slack
+        self._budget = budget
+        self._telemetry = telemetry
+
+    async def update(self, ts: str, rendered: Rendered, what: str) -> bool:
+        """Show `rendered` in the message at `ts`; False when it can never be edited again (it
+        was deleted, the channel archived): a retryable failure raises, for the caller's retry."""
+        await self._budget.edit_slot()
+        try:
+            await self._slack.update(self.channel, ts, rendered.text, rendered.blocks)
+        except SlackError as exc:
+            if exc.retryable:
+                raise
+            log.error("sender %s: cannot edit %s: %s", self.channel, what, exc.error)
+            self._telemetry.slack_undeliverable.labels(exc.error).inc()
+            return False
+        return True
+
+
+class RootEdits:
+    """The channel's root messages, each edited when its incident changed, at most once per
+    `interval_ms` (the first edit after the post may follow at once)."""
+
+    def __init__(
+        self,
+        channel: str,
+        queue: SendQueue,
+        editor: Editor,
+        *,
+        interval_ms: int,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.channel = channel
+        self._queue = queue
+        self._editor = editor
+        self._interval_ms = interval_ms
+        self._clock = clock
+
+    async def step(self) -> None:
+        now_ms = int(time.time() * 1000)
+        incident_id, next_at = await self._queue.next_edit(self.channel, now_ms)
+        if incident_id is None:
+            wait = 1.0 if next_at is None else min(1.0, (next_at - now_ms) / 1000)
+            await self._queue.wait_bell(self._queue.keys.edits_bell(self.channel), wait)
+            return
+        candidate = await self._queue.edit_candidate(self.channel, incident_id)
+        loaded = candidate.loaded
+        if loaded.incident is None or loaded.thread is None:
+            await self._queue.drop_edit(self.channel, incident_id)
+            return
+        root = render_root(loaded.incident, now=self._clock(), mentions=True)
+        digest = digest_of(root)
+        edited = digest != loaded.rendered
+        if edited and now_ms < candidate.edit_after_ms:
+            await self._queue.postpone_edit(self.channel, incident_id, candidate.edit_after_ms)
+            return
+        if edited:
+            # A root that can never be edited is recorded as shown all the same: posting it
+            # again would make a second root.
+            await self._editor.update(loaded.thread.ts, root, f"incident {incident_id}'s root")
+        await self._queue.record_edit(
+            self.channel,
+            incident_id,
+            version=loaded.version,
+            digest=digest,
+            next_at_ms=int(time.time() * 1000) + self._interval_ms,
+            edited=edited,
+        )

@@ -1,0 +1,253 @@
+"""What a channel's sender posts: one outgoing item, of four kinds.
+
+Every post goes through the same stages (`bot.outbound.sender`): its slot, a lookup when its last
+attempt may have landed, the in-flight mark, the call, the record. A kind says only what differs:
+what it carries and how it is sent (`send`), how a lookup recognises it among the channel's
+messages (`landed`), how its result is kept (`record`), and what Slack refusing it for good
+means (`refused`).
+- `RootPost`: an incident's root message, which opens its thread; rendered as it goes out;
+- `ReplyPost`: a reply in the thread (an action's answer, an event, a status);
+- `ChartUpload`: the trend chart, a PNG drawn at send time and shared into the thread;
+- `DigestPost`: the storm digest, one message listing every group of an alert storm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.domain.incidents import Incident
+from bot.domain.message import Rendered
+from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.marks import carries, digest_of, metadata
+from bot.outbound.queue import HeadReply, SendQueue
+from bot.outbound.storm_queue import Storm, StormQueue
+from bot.render.chart import ChartData, render_chart
+from bot.render.root import render_root
+from bot.storage.incident_store import ThreadRef
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """Where a channel's results are kept: its send queue, its storm, its counters."""
+
+    channel: str
+    queue: SendQueue
+    storms: StormQueue
+    telemetry: Telemetry
+    clock: Callable[[], datetime]
+
+    async def undeliverable(self, incident_id: str, item: str, exc: SlackError) -> None:
+        log.error("incident %s: Slack refused %s: %s; dropped", incident_id, item, exc.error)
+        self.telemetry.slack_undeliverable.labels(exc.error).inc()
+        await self.queue.undeliverable(incident_id, item, exc.error)
+
+
+class Outgoing(ABC):
+    """One post the channel owes Slack; see the module docstring."""
+
+    member: str  # its place in the channel's queue: root:<id>, replies:<id>, storm:<id>
+    item: str  # what it is, as its in-flight mark and its metadata name it
+    incident_id: str
+    thread: ThreadRef | None  # the thread it goes to; None for the channel itself
+
+    @abstractmethod
+    def landed(self, message: dict[str, Any]) -> bool:
+        """Whether `message`, read back from Slack, is this very post."""
+
+    @abstractmethod
+    async def send(self, slack: SlackGateway, channel: str) -> str:
+        """Make the call; the ts of what it posted."""
+
+    @abstractmethod
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
+        """It is in the channel at `ts` (posted now, or found by a lookup)."""
+
+    async def refused(self, ledger: Ledger, exc: SlackError) -> None:
+        """Slack refused it for good: this one item is dropped, with a record."""
+        await ledger.undeliverable(self.incident_id, self.item, exc)
+        await ledger.queue.record_reply(ledger.channel, self.incident_id, self.item)
+
+
+@dataclass
+class RootPost(Outgoing):
+    incident: Incident
+    version: int
+    clock: Callable[[], datetime]
+    # Rendered as the call is made (after any lookup, which may take minutes under a distributed
+    # app's limits), so the post says the time it goes out; a change meanwhile becomes an edit.
+    rendered: Rendered | None = field(default=None, init=False)
+
+    item = "root"
+    thread = None
+
+    @property
+    def member(self) -> str:  # type: ignore[override]
+        return f"root:{self.incident.id}"
+
+    @property
+    def incident_id(self) -> str:  # type: ignore[override]
+        return self.incident.id
+
+    def landed(self, message: dict[str, Any]) -> bool:
+        return carries(message, self.incident.uid, self.item)
+
+    async def send(self, slack: SlackGateway, channel: str) -> str:
+        self.rendered = render_root(self.incident, now=self.clock(), mentions=False)
+        return await slack.post(
+            channel,
+            self.rendered.text,
+            self.rendered.blocks,
+            metadata=metadata(self.incident.id, self.incident.uid, self.item),
+        )
+
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
+        incident, now = self.incident, self.clock()
+        posted = self.rendered or render_root(incident, now=now, mentions=False)
+        digest = digest_of(posted)
+        # Only an owner named in the post (mentioned in edits) makes an edit differ by itself.
+        differs = bool(incident.acknowledged_by or incident.resolved_by) and digest != digest_of(
+            render_root(incident, now=now, mentions=True)
+        )
+        await ledger.queue.record_root(
+            incident,
+            ts,
+            digest,
+            version=self.version,
+            edit_differs=differs,
+            # A post is not an edit: the first edit may follow at once.
+            edit_after_ms=int(time.time() * 1000),
+            bucket=bucket,
+        )
+        log.info("incident %s: opened thread %s in %s", incident.id, ts, ledger.channel)
+
+    async def refused(self, ledger: Ledger, exc: SlackError) -> None:
+        """A root that can never be posted takes its thread with it."""
+        await ledger.undeliverable(self.incident_id, self.item, exc)
+        await ledger.queue.drop_thread(ledger.channel, self.incident_id)
+
+
+@dataclass
+class ReplyPost(Outgoing):
+    incident_id: str
+    head: HeadReply
+    thread: ThreadRef  # type: ignore[misc]
+
+    @property
+    def member(self) -> str:  # type: ignore[override]
+        return f"replies:{self.incident_id}"
+
+    @property
+    def item(self) -> str:  # type: ignore[override]
+        return self.head.item
+
+    def landed(self, message: dict[str, Any]) -> bool:
+        return carries(message, self.head.uid, self.item)
+
+    async def send(self, slack: SlackGateway, channel: str) -> str:
+        return await slack.post(
+            channel,
+            self.head.rendered.text,
+            self.head.rendered.blocks,
+            thread_ts=self.thread.ts,
+            metadata=metadata(self.incident_id, self.head.uid, self.item),
+        )
+
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
+        # A status reply is the one a quiet status later edits.
+        status_ts = ts if self.head.is_status else ""
+        await ledger.queue.record_reply(
+            ledger.channel, self.incident_id, self.item, bucket=bucket, status_ts=status_ts
+        )
+
+
+@dataclass
+class ChartUpload(Outgoing):
+    incident_id: str
+    head: HeadReply
+    thread: ThreadRef  # type: ignore[misc]
+    chart: ChartData
+
+    @property
+    def member(self) -> str:  # type: ignore[override]
+        return f"replies:{self.incident_id}"
+
+    @property
+    def item(self) -> str:  # type: ignore[override]
+        return self.head.item
+
+    @property
+    def filename(self) -> str:
+        """How a lookup recognises the upload: files carry no metadata, their names are ours."""
+        return f"queue-trend-{self.incident_id}-{self.item.rsplit(':', 1)[-1]}.png"
+
+    def landed(self, message: dict[str, Any]) -> bool:
+        files = message.get("files")
+        return isinstance(files, list) and any(
+            isinstance(f, dict) and f.get("name") == self.filename for f in files
+        )
+
+    async def send(self, slack: SlackGateway, channel: str) -> str:
+        # Drawn off the event loop, at send time, from the series the tick stored.
+        png = await asyncio.to_thread(render_chart, self.chart)
+        await slack.upload_png(
+            channel,
+            self.thread.ts,
+            data=png,
+            filename=self.filename,
+            title=self.head.rendered.text,
+            alt=self.chart.alt_text,
+        )
+        return ""  # a file share is not a message this bot keeps the ts of
+
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
+        await ledger.queue.record_reply(ledger.channel, self.incident_id, self.item, bucket=bucket)
+
+
+@dataclass
+class DigestPost(Outgoing):
+    storm: Storm
+    rendered: Rendered
+    opened: asyncio.Event  # wakes the digest's upkeep once it is posted
+
+    incident_id = ""
+    thread = None
+
+    @property
+    def member(self) -> str:  # type: ignore[override]
+        return self.storm.member
+
+    @property
+    def item(self) -> str:  # type: ignore[override]
+        return self.storm.item
+
+    def landed(self, message: dict[str, Any]) -> bool:
+        return carries(message, self.storm.metadata_uid, self.item)
+
+    async def send(self, slack: SlackGateway, channel: str) -> str:
+        return await slack.post(
+            channel,
+            self.rendered.text,
+            self.rendered.blocks,
+            metadata=metadata("", self.storm.metadata_uid, self.item),
+        )
+
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
+        await ledger.storms.record_digest(
+            ledger.channel, self.storm, ts, bucket=bucket, shown=digest_of(self.rendered)
+        )
+        self.opened.set()
+
+    async def refused(self, ledger: Ledger, exc: SlackError) -> None:
+        log.error("sender %s: Slack refused the storm digest: %s", ledger.channel, exc.error)
+        ledger.telemetry.slack_undeliverable.labels(exc.error).inc()
+        await ledger.storms.abandon(ledger.channel, self.storm)

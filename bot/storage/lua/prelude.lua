@@ -1,0 +1,35 @@
+-- What every script shares (`lua()` in bot/storage/incident_store.py puts this first, after the
+-- score constants it takes from Python: BAND and RANK).
+--
+-- A channel's posts are one sorted set. A new root scores below one band: its severity rank,
+-- then its arrival. A thread with replies waiting scores band * BAND + the sequence number of
+-- its most urgent reply. So roots always go first, and the roots waiting are the scores up to
+-- ROOTS_END: that is the storm rule's count, here and in Python.
+local ROOTS_END = BAND - 1
+
+local function root_score(rank, seq)
+  return rank * RANK + seq
+end
+
+-- A reply's score, from its item name "kind:band:seq".
+local function reply_score(item)
+  local _, _, band, seq = string.find(item, '^[^:]+:(%d+):(%d+)$')
+  return tonumber(band) * BAND + tonumber(seq)
+end
+
+-- A thread's place in the channel's queue: that of its most urgent waiting reply (nil if none).
+local function thread_score(outbox)
+  local best = nil
+  for _, item in ipairs(redis.call('LRANGE', outbox, 0, -1)) do
+    local score = reply_score(item)
+    if best == nil or score < best then best = score end
+  end
+  return best
+end
+
+-- Wake the channel's sender (it also polls, so a bell needs only a short life).
+local function ring(bell, ttl_ms)
+  redis.call('LPUSH', bell, '1')
+  redis.call('LTRIM', bell, 0, 0)
+  redis.call('PEXPIRE', bell, ttl_ms)
+end
