@@ -1,35 +1,24 @@
-"""Shared fixtures: a real redis-server, the Slack emulator over HTTP, and running bots."""
+"""Shared fixtures: a real redis-server, the Slack emulator over HTTP, and running bots. What the
+tests import (helpers, constants, fakes) is in tests/support."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 
-from bot.app import Bot, build_app, build_bot
 from bot.config import Settings, load_settings
-from sandbox.serve import RunningServer, serve_in_thread
+from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
-from tests.servers import RedisServer, free_port
 
-FIXTURES = Path(__file__).parent / "fixtures"
-BOT_TOKEN = "xoxb-queuepilot-test"
-SIGNING_SECRET = "test-signing-secret"
-CHANNEL = "C0QUEUE"
-WEBHOOK_TOKEN = "test-webhook-token"
-
-
-def fixture_json(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / name).read_text())
+# fixture_json and eventually are still imported from here by tests/test_sender.py, test_storm.py,
+# test_slack_gateway.py and bench/status_tick.py, until their imports name tests.support.
+from tests.support.payloads import fixture_json as fixture_json
+from tests.support.running import WEBHOOK_TOKEN, RunningBot, run_bot
+from tests.support.running import eventually as eventually
+from tests.support.servers import RedisServer
+from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
 
 
 @pytest.fixture(scope="session")
@@ -44,18 +33,6 @@ def redis_server() -> Iterator[RedisServer]:
 def redis_url(redis_server: RedisServer) -> str:
     redis_server.flush()
     return redis_server.url
-
-
-@dataclass
-class Slack:
-    """The emulator and where it listens."""
-
-    emulator: SlackEmulator
-    server: RunningServer
-
-    @property
-    def api_url(self) -> str:
-        return f"{self.server.url}/api/"
 
 
 @pytest.fixture(scope="session")
@@ -98,65 +75,7 @@ def settings_for(redis_url: str, slack: Slack) -> Callable[..., Settings]:
     return make
 
 
-@dataclass
-class RunningBot:
-    bot: Bot
-    url: str
-    http: httpx.AsyncClient
-
-    async def send(
-        self, source: str, payload: dict[str, Any] | bytes, *, token: str | None = WEBHOOK_TOKEN
-    ) -> httpx.Response:
-        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        return await self.http.post(f"/alerts/{source}", content=body, headers=headers)
-
-
-@asynccontextmanager
-async def run_bot(settings: Settings, *, port: int | None = None) -> AsyncIterator[RunningBot]:
-    """A real bot: uvicorn on a loopback port, with its lifespan (consumer, scheduler)."""
-    bot = build_bot(settings)
-    port = port or free_port()
-    config = uvicorn.Config(
-        build_app(bot), host="127.0.0.1", port=port, lifespan="on", log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    await eventually(lambda: server.started, what="bot started")
-    url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
-        try:
-            yield RunningBot(bot, url, http)
-        finally:
-            server.should_exit = True
-            await asyncio.wait_for(task, timeout=15)
-
-
 @pytest.fixture
 async def running_bot(settings_for: Callable[..., Settings]) -> AsyncIterator[RunningBot]:
     async with run_bot(settings_for()) as running:
         yield running
-
-
-async def eventually(
-    check: Callable[[], Any] | Callable[[], Awaitable[Any]],
-    *,
-    timeout: float = 10.0,  # noqa: ASYNC109 - a polling deadline, not a cancellation scope
-    what: str = "condition",
-) -> Any:
-    """Poll until `check` returns something truthy; fail with `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return result
-        except AssertionError as exc:
-            last_error = exc
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}") from last_error

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CHANNEL, WEBHOOK_TOKEN, Slack, eventually, run_bot
-from tests.servers import Alertmanager, free_port
+from tests.support.running import WEBHOOK_TOKEN, eventually, run_bot
+from tests.support.servers import Alertmanager, free_port
+from tests.support.slack import CHANNEL, Slack
 
 
 def queue_alert(

@@ -27,13 +27,8 @@ from bot.domain.scaling import ScaleTarget
 from bot.render.scale_modal import ScaleForm
 from handlers.context import interaction_of
 from handlers.views import _amount, _selected
+from tests.support.mutations import json_values, objects
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=20,
-)
-objects = st.dictionaries(st.text(max_size=12), json_values, max_size=6)
 REQUEST = ScaleRequest(ScaleTarget("t", "x", cap=5), 2, "1", "al")
 
 

@@ -19,7 +19,7 @@ from bot.actions.commands import (
     run_command,
 )
 from bot.actions.core import ActionCore, Actor
-from tests.cores import action_core
+from tests.support.cores import action_core
 
 
 @pytest.mark.parametrize(
@@ -160,7 +160,7 @@ async def open_many(redis_url: str, count: int) -> ActionCore:
     from bot.domain.delivery import delivery_of
     from bot.domain.incidents import GroupState, open_incident
     from bot.storage.incident_store import Commit, IncidentStore
-    from tests.conftest import fixture_json
+    from tests.support.payloads import fixture_json
 
     redis = Redis.from_url(redis_url, decode_responses=True)
     store = IncidentStore(redis, "qp")

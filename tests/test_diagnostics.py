@@ -22,7 +22,7 @@ from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.forecast import runners_to_drain
 from bot.domain.message import Rendered
 from bot.render.diagnostics import render_diagnostics
-from tests.test_messages import make_incident
+from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 22, 18, 0, tzinfo=UTC)
 

@@ -21,8 +21,10 @@ import pytest
 import redis
 
 from bot.config import Settings
-from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
-from tests.processes import BotProcess
+from tests.support.payloads import fixture_json
+from tests.support.processes import BotProcess
+from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.slack import CHANNEL, Slack
 
 FIRING = "grafana/queue-alert-firing.json"
 RESOLVED = "grafana/queue-alert-resolved.json"

@@ -42,7 +42,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.trend import Trend
 from bot.storage.incident_store import state_json
-from tests.conftest import fixture_json
+from tests.support.payloads import fixture_json
 
 T0 = datetime(2025, 12, 1, 2, 30, tzinfo=UTC)
 

@@ -21,7 +21,9 @@ from bot.storage.stream import BODY_MAX_BYTES, NotificationStream
 from bot.telemetry import Telemetry
 from handlers import webhooks
 from sandbox.redis_server import free_port
-from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
+from tests.support.payloads import fixture_json
+from tests.support.running import eventually, run_bot
+from tests.support.slack import CHANNEL, Slack
 
 FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"
 

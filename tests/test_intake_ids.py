@@ -15,8 +15,8 @@ from bot.intake.consumer import Intake, IntakeConfig
 from bot.storage.incident_store import IncidentStore
 from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
-from tests.conftest import fixture_json
-from tests.test_store import CHANNEL, T0
+from tests.support.payloads import fixture_json
+from tests.support.store import CHANNEL, T0
 
 PREFIX = "qp"
 FIRING = "grafana/queue-alert-firing.json"

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 from sandbox.serve import RunningServer, serve_in_thread
-from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
-from tests.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
-from tests.fakes.hud_api import FakeHud
-from tests.servers import free_port
+from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
+from tests.support.fakes.hud_api import FakeHud
+from tests.support.payloads import fixture_json
+from tests.support.running import eventually, run_bot
+from tests.support.servers import free_port
+from tests.support.slack import CHANNEL, Slack
 
 FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"
 HUD_ROWS = Path(__file__).resolve().parent / "fixtures" / "backends" / "hud"
@@ -168,7 +170,7 @@ async def test_a_failing_backend_says_so_and_never_closes_the_incident(
 async def test_queue_shows_the_live_queue_with_no_incident_open(
     settings_for: Any, slack: Slack, arc_fleet: ArcFleet
 ) -> None:
-    from tests.handlers.test_slack import ephemeral_texts, post_event, slash
+    from tests.support.slack import ephemeral_texts, post_event, slash
 
     async with run_bot(live(settings_for, arc_fleet.prometheus.url)) as running:
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from bot import logs
-from tests.conftest import Slack
+from tests.support.slack import Slack
 
 
 @pytest.fixture

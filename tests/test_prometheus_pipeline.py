@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from tests.conftest import CHANNEL, WEBHOOK_TOKEN, Slack, eventually, run_bot
-from tests.servers import Alertmanager, Prometheus, free_port
+from tests.support.running import WEBHOOK_TOKEN, eventually, run_bot
+from tests.support.servers import Alertmanager, Prometheus, free_port
+from tests.support.slack import CHANNEL, Slack
 
 RULES = """
 groups:

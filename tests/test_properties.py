@@ -27,7 +27,7 @@ from bot.intake.webhook_auth import basic_ok, bearer_ok, grafana_signature_probl
 from bot.render.root import render_root
 from handlers.slack_request import SlackRequest, SlackRequestError, parse, verify
 from sandbox.slack_limits import check_content, validate_blocks
-from tests.mutations import (
+from tests.support.mutations import (
     HEADER_TEXT,
     JSON,
     interaction_body,
@@ -35,6 +35,7 @@ from tests.mutations import (
     mutated,
     slack_signed,
 )
+from tests.support.slack import BLOCK_ACTION, COMMAND
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PAYLOADS = {
@@ -142,19 +143,6 @@ def test_credential_checks_refuse_anything_malformed_quietly(
 
 
 # -- Slack's requests ---------------------------------------------------------------------------
-
-BLOCK_ACTION: dict[str, Any] = {
-    "type": "block_actions",
-    "user": {"id": "U0ALICE", "username": "alice"},
-    "team": {"id": "T0QUEUE"},
-    "channel": {"id": "C0QUEUE"},
-    "container": {"type": "message", "message_ts": "1.2", "channel_id": "C0QUEUE"},
-    "message": {"ts": "1.2", "blocks": [{"type": "context", "block_id": "incident:1:u"}]},
-    "trigger_id": "1.2.3",
-    "response_url": "https://hooks.slack.invalid/1",
-    "actions": [{"type": "button", "action_id": "incident_ack", "value": "1:u"}],
-}
-COMMAND = b"command=%2Fqueue&text=ack&user_id=U0ALICE&channel_id=C0QUEUE&team_id=T0QUEUE"
 
 
 def _slack_outcome(body: bytes, headers: dict[str, str]) -> SlackRequest | SlackRequestError:

@@ -20,7 +20,7 @@ from bot.outbound.queue import SendQueue
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
-from tests.conftest import fixture_json
+from tests.support.payloads import fixture_json
 
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 WOBBLE = [(40, 31), (41, 32), (40, 33), (42, 31), (41, 34), (39, 32)]

@@ -11,7 +11,8 @@ from redis.exceptions import MaxConnectionsError
 
 from bot.storage import connection as redis_conn
 from bot.storage.connection import WaitingConnectionPool, build_redis
-from tests.conftest import CHANNEL, RunningBot, eventually
+from tests.support.running import RunningBot, eventually
+from tests.support.slack import CHANNEL
 
 
 async def crowd(client: Redis, size: int) -> list[object]:

@@ -18,15 +18,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.config import Settings
-from tests.conftest import (
-    CHANNEL,
-    RunningBot,
-    Slack,
-    eventually,
-    fixture_json,
-    run_bot,
-)
-from tests.servers import RedisServer
+from tests.support.payloads import fixture_json
+from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.servers import RedisServer
+from tests.support.slack import CHANNEL, Slack
 
 FIRING = "grafana/queue-alert-firing.json"
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"

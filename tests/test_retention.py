@@ -11,7 +11,9 @@ from collections.abc import Callable
 
 from bot.actions.core import Actor
 from bot.config import Settings
-from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
+from tests.support.payloads import fixture_json
+from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.slack import CHANNEL, Slack
 
 STREAM = "qp:notifications"
 # What a running bot keeps that is not about any incident: its channel lease, the name cache,

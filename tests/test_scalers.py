@@ -14,7 +14,7 @@ from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
 from bot.domain.scaling import ScaleTarget
 from sandbox.serve import serve_in_thread
-from tests.fakes.kube_api import FakeKubeApi
+from tests.support.fakes.kube_api import FakeKubeApi
 
 TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=10)
 

@@ -27,9 +27,11 @@ from bot.storage.connection import (
 )
 from bot.storage.keys import Keys
 from bot.storage.stream import NotificationStream, NotReplicated
-from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
-from tests.sentinel import MASTER_NAME, SentinelSet
-from tests.servers import free_port, require_binary
+from tests.support.payloads import fixture_json
+from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.sentinel import MASTER_NAME, SentinelSet
+from tests.support.servers import free_port, require_binary
+from tests.support.slack import CHANNEL, Slack
 
 FIRING = "grafana/queue-alert-firing.json"
 PREFIX = "qp"
@@ -172,7 +174,7 @@ def test_a_redis_cluster_node_is_refused_at_startup_with_what_to_use() -> None:
     import subprocess
     import tempfile
 
-    from tests.servers import wait_until
+    from tests.support.servers import wait_until
 
     binary = require_binary("redis-server")
     port = free_port()

@@ -19,7 +19,9 @@ from bot.fleet.readings import FleetReadings
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
-from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
+from tests.support.payloads import fixture_json
+from tests.support.running import eventually, run_bot
+from tests.support.slack import CHANNEL, Slack
 
 
 async def test_an_unreadable_incident_does_not_stop_other_status_posts(

@@ -15,7 +15,7 @@ from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import Incident, open_incident, record_status
 from bot.render.replies import StatusShown, render_shown, render_status
-from tests.conftest import fixture_json
+from tests.support.payloads import fixture_json
 
 START = datetime(2026, 11, 23, 8, tzinfo=UTC)
 TYPES = ("linux.2xlarge", "linux.g5.4xlarge.nvidia.gpu", "windows.4xlarge")

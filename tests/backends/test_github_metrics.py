@@ -17,8 +17,8 @@ from starlette.routing import Route
 from bot.backends.errors import BackendError
 from bot.backends.metrics.github import GithubConfig, GithubMetrics, fleet_of, next_link
 from sandbox.serve import RunningServer, serve_in_thread
-from tests.conftest import eventually
-from tests.fakes.github_api import FakeGithub
+from tests.support.fakes.github_api import FakeGithub
+from tests.support.running import eventually
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "linux.2xlarge"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from bot.backends.errors import BackendError
 from bot.backends.metrics.hud import HudConfig, HudMetrics, aggregate_rows, by_label_rows
 from sandbox.serve import RunningServer, serve_in_thread
-from tests.fakes.hud_api import FakeHud
+from tests.support.fakes.hud_api import FakeHud
 
 ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "backends" / "hud"
 NOW = datetime(2026, 8, 21, 16, 5, 12, tzinfo=UTC)

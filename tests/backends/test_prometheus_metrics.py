@@ -14,8 +14,8 @@ from bot.backends.errors import BackendError
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics, parse_vector
 from bot.domain.fleet import FIELDS as PROMETHEUS_FIELDS
 from bot.domain.fleet import FleetSnapshot
-from tests.conftest import eventually
-from tests.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
+from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
+from tests.support.running import eventually
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ async def test_a_query_prometheus_refuses_is_named_and_the_rest_still_read(
 
 
 async def test_an_unreachable_prometheus_is_a_retryable_error() -> None:
-    from tests.servers import free_port
+    from tests.support.servers import free_port
 
     with pytest.raises(BackendError, match="unreachable") as caught:
         await read(f"http://127.0.0.1:{free_port()}")

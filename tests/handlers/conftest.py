@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox.serve import serve_in_thread
-from tests.fakes.scale_receiver import ScaleReceiver
+from tests.support.fakes.scale_receiver import ScaleReceiver
 
 
 @pytest.fixture

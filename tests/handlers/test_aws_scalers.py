@@ -12,9 +12,10 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from tests.conftest import CHANNEL, Slack, eventually, fixture_json, run_bot
-from tests.handlers.test_slack import USER, ephemeral_texts, post_event, slash
-from tests.servers import free_port
+from tests.support.payloads import fixture_json
+from tests.support.running import eventually, run_bot
+from tests.support.servers import free_port
+from tests.support.slack import CHANNEL, USER, Slack, ephemeral_texts, post_event, slash
 
 RUNNER = "linux.g5.4xlarge.nvidia.gpu"
 REGION = "us-east-1"

@@ -12,12 +12,14 @@ from bot.actions.flow import Actor
 from bot.backends.errors import BackendError
 from bot.domain.fleet import FleetSnapshot
 from bot.storage.incident_store import IncidentStore
-from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json
-from tests.cores import action_core
-from tests.handlers.test_slack import (
+from tests.support.cores import action_core
+from tests.support.payloads import fixture_json
+from tests.support.running import RunningBot, eventually, open_incident
+from tests.support.slack import (
+    CHANNEL,
+    Slack,
     click,
     ephemeral_texts,
-    open_incident,
     post_event,
     slash,
     thread_texts,

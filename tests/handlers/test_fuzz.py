@@ -4,9 +4,7 @@ logs no traceback, and keeps serving. `make bench` runs the same at 10,000 reque
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -14,11 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.app import build_app, build_bot
-from bot.config import load_settings
-from sandbox.serve import serve_in_thread
-from tests.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET, WEBHOOK_TOKEN, Slack, fixture_json
-from tests.mutations import (
+from tests.support.mutations import (
     HEADER_TEXT,
     JSON,
     interaction_body,
@@ -26,8 +20,10 @@ from tests.mutations import (
     mutated,
     slack_signed,
 )
-from tests.servers import RedisServer, free_port
-from tests.test_properties import BLOCK_ACTION, COMMAND
+from tests.support.payloads import fixture_json
+from tests.support.running import WEBHOOK_TOKEN, Tracebacks, served_bot
+from tests.support.servers import RedisServer
+from tests.support.slack import BLOCK_ACTION, COMMAND, SIGNING_SECRET, Slack
 
 HOSTILE = settings(
     max_examples=60,
@@ -38,49 +34,6 @@ HOSTILE = settings(
 SENDABLE_HEADER = HEADER_TEXT.map(str.strip).filter(str.isascii)
 GRAFANA = fixture_json("grafana/queue-alert-firing.json")
 ALERTMANAGER = fixture_json("alertmanager/runner-queue-am-00-firing.json")
-
-
-class Tracebacks(logging.Handler):
-    """Collects every log record that carries a traceback, from any thread of the process."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info or "Traceback" in record.getMessage():
-            self.records.append(f"{record.name}: {record.getMessage()}")
-
-
-@contextmanager
-def served_bot(
-    redis: RedisServer, slack: Slack, prefix: str
-) -> Iterator[tuple[httpx.Client, Tracebacks]]:
-    """A bot over HTTP on the session's redis-server and emulator, with every traceback it logs
-    collected; it must still serve once the caller is done with it."""
-    settings_ = load_settings(
-        _env_file=None,
-        slack_app_token=None,
-        slack_bot_token=BOT_TOKEN,
-        slack_signing_secret=SIGNING_SECRET,
-        slack_api_url=slack.api_url,
-        slack_channel=CHANNEL,
-        redis_url=redis.url,
-        redis_prefix=prefix,
-        alert_webhook_token=WEBHOOK_TOKEN,
-        slack_post_interval_ms=0,
-    )
-    tracebacks = Tracebacks()
-    logging.getLogger().addHandler(tracebacks)
-    try:
-        with (
-            serve_in_thread(build_app(build_bot(settings_)), port=free_port()) as served,
-            httpx.Client(base_url=served.url, timeout=10) as http,
-        ):
-            yield http, tracebacks
-            assert http.get("/healthz").status_code == 200, "still serving after all of it"
-    finally:
-        logging.getLogger().removeHandler(tracebacks)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,26 @@ import httpx
 import pytest
 
 from sandbox.serve import serve_in_thread
-from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
-from tests.fakes.kube_api import FakeKubeApi
-from tests.fakes.scale_receiver import ScaleReceiver
-from tests.handlers.test_slack import USER, click, ephemeral_texts, post_event, slash, thread_texts
-
-RUNNER = "linux.g5.4xlarge.nvidia.gpu"  # the runner type of the Alertmanager fixture
-AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
+from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.fakes.scale_receiver import ScaleReceiver
+from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.scale import (
+    RUNNER,
+    form_values,
+    open_incident,
+    view_submission,
+    webhook_settings,
+)
+from tests.support.slack import (
+    CHANNEL,
+    USER,
+    Slack,
+    click,
+    ephemeral_texts,
+    post_event,
+    slash,
+    thread_texts,
+)
 
 
 @pytest.fixture
@@ -32,62 +44,6 @@ def kube() -> Iterator[FakeKubeApi]:
     fake.url = server.url  # type: ignore[attr-defined]
     yield fake
     server.stop()
-
-
-def webhook_settings(settings_for: Any, receiver: ScaleReceiver, **extra: Any) -> Any:
-    values = {
-        "scaler_backend": "webhook",
-        "scaler_webhook_url": receiver.url,  # type: ignore[attr-defined]
-        "scaler_webhook_secret": receiver.secret,
-        "scaler_targets": json.dumps({RUNNER: {"target": "gpu-pool", "cap": 10}}),
-        "scale_allowed_users": USER,
-    }
-    return settings_for(**{**values, **extra})
-
-
-async def open_incident(running: RunningBot, slack: Slack) -> Any:
-    assert (await running.send("alertmanager", fixture_json(AM_FIRING))).status_code == 202
-    return (await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root"))[0]
-
-
-def view_submission(view: dict[str, Any], values: dict[str, Any], *, user: str = USER) -> str:
-    payload = {
-        "type": "view_submission",
-        "team": {"id": "T0QUEUE", "domain": "example"},
-        "user": {"id": user, "username": "alice", "name": "alice", "team_id": "T0QUEUE"},
-        "api_app_id": "A0QUEUE",
-        "token": "legacy",
-        "trigger_id": f"{time.time_ns()}.1",
-        "view": {
-            "id": view["id"],
-            "type": "modal",
-            "callback_id": view["callback_id"],
-            "private_metadata": view["private_metadata"],
-            "hash": view.get("hash", "1.x"),
-            "state": {"values": values},
-            "blocks": view["blocks"],
-        },
-        "response_urls": [],
-    }
-    return urllib.parse.urlencode({"payload": json.dumps(payload)})
-
-
-def form_values(runner_type: str, amount: str, mode: str | None = None) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "runner_type": {
-            "value": {
-                "type": "static_select",
-                "selected_option": {
-                    "text": {"type": "plain_text", "text": runner_type},
-                    "value": runner_type,
-                },
-            }
-        },
-        "amount": {"value": {"type": "number_input", "value": amount}},
-    }
-    if mode is not None:
-        values["mode"] = {"value": {"type": "radio_buttons", "selected_option": {"value": mode}}}
-    return values
 
 
 async def open_form(running: RunningBot, slack: Slack, root: Any) -> dict[str, Any]:
@@ -370,7 +326,7 @@ async def test_hostile_modal_submissions_get_errors_or_a_clear_never_a_failure(
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from tests.test_backend_properties import json_values, objects
+    from tests.support.mutations import json_values, objects
 
     async with run_bot(webhook_settings(settings_for, receiver)) as running:
         await open_incident(running, slack)

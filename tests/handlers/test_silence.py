@@ -18,8 +18,12 @@ import pytest
 
 from sandbox.serve import serve_in_thread
 from sandbox.silence_api import FakeSilenceApi
-from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
-from tests.handlers.test_slack import (
+from tests.support.payloads import fixture_json
+from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.servers import Alertmanager
+from tests.support.slack import (
+    CHANNEL,
+    Slack,
     block_action,
     click,
     ephemeral_texts,
@@ -27,7 +31,6 @@ from tests.handlers.test_slack import (
     slash,
     thread_texts,
 )
-from tests.servers import Alertmanager
 
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
 

@@ -16,16 +16,16 @@ import httpx
 
 from bot.render.scale_modal import AMOUNT_BLOCK, SCALE_VIEW, TYPE_BLOCK, ScaleForm
 from handlers.slack_events import TOO_LONG
-from tests.conftest import CHANNEL, RunningBot, Slack, eventually, run_bot
-from tests.fakes.scale_receiver import ScaleReceiver
-from tests.handlers.test_scale import (
+from tests.support.fakes.scale_receiver import ScaleReceiver
+from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.scale import (
     RUNNER,
     form_values,
     open_incident,
     view_submission,
     webhook_settings,
 )
-from tests.handlers.test_slack import button_value, ephemeral_texts, post_event, slash
+from tests.support.slack import CHANNEL, Slack, button_value, ephemeral_texts, post_event, slash
 
 SLACK_DEADLINE_S = 3.0
 # The operator lists groups; the person is only in the last one (the emulator's S0ONCALL).

@@ -36,16 +36,16 @@ from bot.render.scale_modal import (
 )
 from handlers.context import actor_of, channel_of, interaction_of
 from handlers.slack_request import SlackRequestError, checked
-from tests.conftest import CHANNEL, SIGNING_SECRET, Slack
-from tests.handlers.test_fuzz import Tracebacks, served_bot
-from tests.mutations import (
+from tests.support.mutations import (
     HOSTILE_NUMBERS,
     JSON_OF_TYPE,
     field_paths,
     field_replaced,
     slack_signed,
 )
-from tests.servers import RedisServer, wait_until
+from tests.support.running import Tracebacks, served_bot
+from tests.support.servers import RedisServer, wait_until
+from tests.support.slack import CHANNEL, SIGNING_SECRET, Slack
 
 SLACK_FIXTURES = Path("/work/shared/fixtures/slack")
 USER = "U0ALICE"

@@ -22,8 +22,9 @@ from handlers.socket_mode import SocketEnvelopes
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_socket import SocketMode
-from tests.conftest import RunningBot, eventually, fixture_json, run_bot
-from tests.fakes.scale_receiver import ScaleReceiver
+from tests.support.fakes.scale_receiver import ScaleReceiver
+from tests.support.payloads import fixture_json
+from tests.support.running import RunningBot, eventually, run_bot
 
 APP_TOKEN = "xapp-1-A0QUEUEBOT-1-bot-socket-test"
 BOT_TOKEN = "xoxb-bot-socket-test"

@@ -22,16 +22,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.config import Settings
-from tests.conftest import (
-    CHANNEL,
-    FIXTURES,
-    WEBHOOK_TOKEN,
-    RunningBot,
-    Slack,
-    eventually,
-    fixture_json,
-    run_bot,
-)
+from tests.support.payloads import FIXTURES, fixture_json
+from tests.support.running import WEBHOOK_TOKEN, RunningBot, eventually, run_bot
+from tests.support.slack import CHANNEL, Slack
 
 FIRING = "grafana/queue-alert-firing.json"
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"

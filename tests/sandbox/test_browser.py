@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
-from tests.servers import RedisServer
+from tests.support.servers import RedisServer
 
 playwright_expect = pytest.importorskip("playwright.sync_api").expect
 

@@ -19,7 +19,7 @@ import pytest
 
 from sandbox.slack_api import Message
 from sandbox.transcript import mrkdwn_to_text, render_block, render_thread
-from tests.servers import require_binary
+from tests.support.servers import require_binary
 
 REPO = Path(__file__).resolve().parents[2]
 TITLE = "Jobs queueing in autoscaled machines"

@@ -33,7 +33,7 @@ from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec,
 from sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
 from sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
 from sandbox.serve import serve_in_thread
-from tests.servers import wait_until
+from tests.support.servers import wait_until
 
 SECRET = "fleet-test-secret"
 

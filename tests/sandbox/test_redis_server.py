@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.redis_server import RedisServer, RedisServerError, RedisServerNotFound
-from tests.servers import require_binary
+from tests.support.servers import require_binary
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import UPLOAD_METHOD, SlackEmulator
-from tests.conftest import eventually
+from tests.support.running import eventually
 
 TOKEN = "xoxb-queuepilot-test"
 CHANNEL = "C0QUEUE"

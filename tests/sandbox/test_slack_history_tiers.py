@@ -18,7 +18,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
-from tests.conftest import BOT_TOKEN, CHANNEL, eventually
+from tests.support.running import eventually
+from tests.support.slack import BOT_TOKEN, CHANNEL
 
 OTHER = "C0OTHER"
 

@@ -14,7 +14,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sandbox.slack_limits import MAX_TEXT_CHARS
-from tests.conftest import BOT_TOKEN, CHANNEL, Slack
+from tests.support.slack import BOT_TOKEN, CHANNEL, Slack
 
 Call = Callable[[AsyncWebClient], Awaitable[Any]]
 

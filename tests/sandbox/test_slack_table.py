@@ -19,7 +19,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sandbox.slack_methods import METHODS, WEB_API
-from tests.conftest import BOT_TOKEN, CHANNEL, Slack
+from tests.support.slack import BOT_TOKEN, CHANNEL, Slack
 
 REPO = Path(__file__).parents[2]
 SHIPPED = REPO / "sandbox" / "web_api_methods.json"

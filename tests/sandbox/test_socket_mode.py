@@ -27,8 +27,8 @@ from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from sandbox.stack import CHANNEL as DEMO_CHANNEL
 from sandbox.stack import SandboxConfig, start_sandbox
-from tests.conftest import eventually
-from tests.servers import RedisServer, wait_until
+from tests.support.running import eventually
+from tests.support.servers import RedisServer, wait_until
 
 APP_TOKEN = "xapp-1-A0QUEUEBOT-1-socket-test"
 BOT_TOKEN = "xoxb-socket-test"

@@ -27,6 +27,13 @@ JSON = st.recursive(
     ),
     max_leaves=20,
 )
+# Arbitrary JSON as a backend or Slack might answer it (NaN included), and objects of it.
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+objects = st.dictionaries(st.text(max_size=12), json_values, max_size=6)
 
 
 def field_paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

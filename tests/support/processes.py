@@ -13,10 +13,11 @@ from typing import Any
 import httpx
 
 from bot.config import Settings
-from tests.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET, WEBHOOK_TOKEN, Slack, eventually
-from tests.servers import free_port
+from tests.support.running import WEBHOOK_TOKEN, eventually
+from tests.support.servers import free_port
+from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def bot_env(slack: Slack, redis_url: str, port: int, **overrides: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "backends" / "arc"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "backends" / "arc"
 PATH = "/apis/actions.github.com/v1alpha1/namespaces/{ns}/autoscalingrunnersets/{name}"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from redis import Redis
 
-from tests.servers import free_port, require_binary, wait_until
+from tests.support.servers import free_port, require_binary, wait_until
 
 MASTER_NAME = "mymaster"
 

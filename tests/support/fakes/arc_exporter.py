@@ -111,7 +111,7 @@ class ArcFleet:
 
     def __init__(self) -> None:
         from sandbox.serve import serve_in_thread
-        from tests.servers import Prometheus
+        from tests.support.servers import Prometheus
 
         # The runner sets' names as ARC 0.14 makes them: "<scale set>-<5 chars>".
         self.queueing = ArcListener(f"{QUEUEING}-x7q2k")

@@ -1,0 +1,132 @@
+"""Running bots: uvicorn on a loopback port with the bot's lifespan, the webhook's side of it, and
+waiting for what the bot does in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+
+from bot.app import Bot, build_app, build_bot
+from bot.config import Settings, load_settings
+from sandbox.serve import serve_in_thread
+from tests.support.payloads import fixture_json
+from tests.support.servers import RedisServer, free_port
+from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
+
+WEBHOOK_TOKEN = "test-webhook-token"
+
+
+@dataclass
+class RunningBot:
+    bot: Bot
+    url: str
+    http: httpx.AsyncClient
+
+    async def send(
+        self, source: str, payload: dict[str, Any] | bytes, *, token: str | None = WEBHOOK_TOKEN
+    ) -> httpx.Response:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return await self.http.post(f"/alerts/{source}", content=body, headers=headers)
+
+
+@asynccontextmanager
+async def run_bot(settings: Settings, *, port: int | None = None) -> AsyncIterator[RunningBot]:
+    """A real bot: uvicorn on a loopback port, with its lifespan (consumer, scheduler)."""
+    bot = build_bot(settings)
+    port = port or free_port()
+    config = uvicorn.Config(
+        build_app(bot), host="127.0.0.1", port=port, lifespan="on", log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    await eventually(lambda: server.started, what="bot started")
+    url = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        try:
+            yield RunningBot(bot, url, http)
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(task, timeout=15)
+
+
+async def eventually(
+    check: Callable[[], Any] | Callable[[], Awaitable[Any]],
+    *,
+    timeout: float = 10.0,  # noqa: ASYNC109 - a polling deadline, not a cancellation scope
+    what: str = "condition",
+) -> Any:
+    """Poll until `check` returns something truthy; fail with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if asyncio.iscoroutine(result):
+                result = await result
+            if result:
+                return result
+        except AssertionError as exc:
+            last_error = exc
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}") from last_error
+
+
+async def open_incident(running: RunningBot, slack: Slack) -> Any:
+    await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+    return roots[0]
+
+
+class Tracebacks(logging.Handler):
+    """Collects every log record that carries a traceback, from any thread of the process."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info or "Traceback" in record.getMessage():
+            self.records.append(f"{record.name}: {record.getMessage()}")
+
+
+@contextmanager
+def served_bot(
+    redis: RedisServer, slack: Slack, prefix: str
+) -> Iterator[tuple[httpx.Client, Tracebacks]]:
+    """A bot over HTTP on the session's redis-server and emulator, with every traceback it logs
+    collected; it must still serve once the caller is done with it."""
+    settings_ = load_settings(
+        _env_file=None,
+        slack_app_token=None,
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+        slack_api_url=slack.api_url,
+        slack_channel=CHANNEL,
+        redis_url=redis.url,
+        redis_prefix=prefix,
+        alert_webhook_token=WEBHOOK_TOKEN,
+        slack_post_interval_ms=0,
+    )
+    tracebacks = Tracebacks()
+    logging.getLogger().addHandler(tracebacks)
+    try:
+        with (
+            serve_in_thread(build_app(build_bot(settings_)), port=free_port()) as served,
+            httpx.Client(base_url=served.url, timeout=10) as http,
+        ):
+            yield http, tracebacks
+            assert http.get("/healthz").status_code == 200, "still serving after all of it"
+    finally:
+        logging.getLogger().removeHandler(tracebacks)

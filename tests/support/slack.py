@@ -1,0 +1,127 @@
+"""Slack's side of a test: the workspace's names and secrets, the emulator the bot talks to, and
+requests (clicks, commands) signed and shaped as Slack delivers them to `/slack/events`."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from sandbox.serve import RunningServer
+from sandbox.slack_api import SlackEmulator
+
+if TYPE_CHECKING:
+    from tests.support.running import RunningBot
+
+BOT_TOKEN = "xoxb-queuepilot-test"
+SIGNING_SECRET = "test-signing-secret"
+CHANNEL = "C0QUEUE"
+USER = "U0ALICE"
+_TRIGGERS = itertools.count()
+
+
+@dataclass
+class Slack:
+    """The emulator and where it listens."""
+
+    emulator: SlackEmulator
+    server: RunningServer
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.server.url}/api/"
+
+
+def signed(body: str, *, secret: str = SIGNING_SECRET, at: float | None = None) -> dict[str, str]:
+    timestamp = str(int(at if at is not None else time.time()))
+    base = f"v0:{timestamp}:{body}".encode()
+    signature = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": signature,
+    }
+
+
+def block_action(action: dict[str, Any], *, message_ts: str) -> str:
+    payload = {
+        "type": "block_actions",
+        "user": {"id": USER, "username": "alice", "name": "alice", "team_id": "T0QUEUE"},
+        "api_app_id": "A0QUEUE",
+        "token": "legacy",
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": CHANNEL},
+        "trigger_id": "1.2.3",
+        "team": {"id": "T0QUEUE", "domain": "example"},
+        "channel": {"id": CHANNEL, "name": "ci-incidents"},
+        "response_url": "https://hooks.slack.invalid/actions/1",
+        "actions": [{**action, "block_id": "incident_actions", "action_ts": f"{time.time():.6f}"}],
+    }
+    return urllib.parse.urlencode({"payload": json.dumps(payload)})
+
+
+def slash(text: str) -> str:
+    return urllib.parse.urlencode(
+        {
+            "token": "legacy",
+            "team_id": "T0QUEUE",
+            "channel_id": CHANNEL,
+            "user_id": USER,
+            "user_name": "alice",
+            "command": "/queue",
+            "text": text,
+            "response_url": "https://hooks.slack.invalid/commands/1",
+            # Slack gives every invocation its own trigger_id: it is the command's identity.
+            "trigger_id": f"{time.time_ns()}.{next(_TRIGGERS)}",
+        }
+    )
+
+
+def button_value(root: Any, action_id: str) -> str:
+    for block in root.blocks:
+        for element in block.get("elements", []):
+            if element.get("action_id") == action_id:
+                return str(element["value"])
+    raise AssertionError(f"no {action_id} on the root message")
+
+
+async def post_event(http: httpx.AsyncClient, body: str, **kwargs: Any) -> httpx.Response:
+    return await http.post("/slack/events", content=body, headers=signed(body, **kwargs))
+
+
+async def click(running: RunningBot, root: Any, action_id: str) -> httpx.Response:
+    """Press one of the root message's buttons, as Slack delivers the click."""
+    action = {"type": "button", "action_id": action_id, "value": button_value(root, action_id)}
+    return await post_event(running.http, block_action(action, message_ts=root.ts))
+
+
+def thread_texts(slack: Slack, ts: str) -> list[str]:
+    """The thread's replies (not the root) as their blocks' JSON, readable (no \\u escapes)."""
+    replies = slack.emulator.thread(CHANNEL, ts)[1:]
+    return [json.dumps(m.blocks, ensure_ascii=False) for m in replies]
+
+
+def ephemeral_texts(slack: Slack) -> list[str]:
+    return [m.text for m in slack.emulator.ephemerals(CHANNEL)]
+
+
+# -- raw requests, for the parsers' property tests and the fuzzing of a running bot ---------------
+
+BLOCK_ACTION: dict[str, Any] = {
+    "type": "block_actions",
+    "user": {"id": "U0ALICE", "username": "alice"},
+    "team": {"id": "T0QUEUE"},
+    "channel": {"id": "C0QUEUE"},
+    "container": {"type": "message", "message_ts": "1.2", "channel_id": "C0QUEUE"},
+    "message": {"ts": "1.2", "blocks": [{"type": "context", "block_id": "incident:1:u"}]},
+    "trigger_id": "1.2.3",
+    "response_url": "https://hooks.slack.invalid/1",
+    "actions": [{"type": "button", "action_id": "incident_ack", "value": "1:u"}],
+}
+COMMAND = b"command=%2Fqueue&text=ack&user_id=U0ALICE&channel_id=C0QUEUE&team_id=T0QUEUE"
