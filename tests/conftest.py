@@ -1,5 +1,6 @@
-"""Shared fixtures: a real redis-server, the Slack emulator over HTTP, and running bots. What the
-tests import (helpers, constants, fakes) is in tests/support."""
+"""Shared fixtures: a real redis-server (and a client of it), the Slack emulator over HTTP, running
+bots, and the `webhook` scaler's receiver. What the tests import (helpers, constants, fakes) is in
+tests/support."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 
 from bot.config import Settings, load_settings
 from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
+from tests.support.fakes.scale_receiver import ScaleReceiver
 
 # fixture_json and eventually are still imported from here by tests/test_sender.py, test_storm.py,
 # test_slack_gateway.py and bench/status_tick.py, until their imports name tests.support.
@@ -33,6 +36,13 @@ def redis_server() -> Iterator[RedisServer]:
 def redis_url(redis_server: RedisServer) -> str:
     redis_server.flush()
     return redis_server.url
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    await client.aclose()
 
 
 @pytest.fixture(scope="session")
@@ -79,3 +89,14 @@ def settings_for(redis_url: str, slack: Slack) -> Callable[..., Settings]:
 async def running_bot(settings_for: Callable[..., Settings]) -> AsyncIterator[RunningBot]:
     async with run_bot(settings_for()) as running:
         yield running
+
+
+@pytest.fixture
+def receiver() -> Iterator[ScaleReceiver]:
+    """The `webhook` scaler's target, served over HTTP; a hanging one is let go at the end."""
+    fake = ScaleReceiver()
+    with serve_in_thread(fake.app) as server:
+        fake.url = f"{server.url}/scale"  # type: ignore[attr-defined]
+        yield fake
+        if fake.hanging is not None:
+            fake.hanging.set()

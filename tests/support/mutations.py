@@ -1,5 +1,6 @@
 """Hypothesis strategies for hostile input: arbitrary JSON, and real payloads mutated in shape,
-in bytes and in headers, the way an attacker or a broken sender would."""
+in bytes and in headers, the way an attacker or a broken sender would; and the settings the
+property tests share."""
 
 from __future__ import annotations
 
@@ -7,11 +8,20 @@ import copy
 import hashlib
 import hmac
 import json
+import os
 import time
 import urllib.parse
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+# What the property tests share: their budget of examples, a signing secret and a clock.
+# QP_PROPERTY_EXAMPLES=5000 for a long hunt; the suite's default keeps it to seconds.
+EXAMPLES = int(os.environ.get("QP_PROPERTY_EXAMPLES", "150"))
+FAST = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SECRET = "prop-secret"
+NOW = 1_780_000_000.0
 
 JSON_SCALARS = (
     st.none()

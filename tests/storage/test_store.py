@@ -1,5 +1,5 @@
-"""Redis persistence against a real redis-server: leases, fenced commits, the send queue they fill,
-the notification stream, and the retention of every key."""
+"""Redis persistence against a real redis-server: leases, fenced commits, the notification stream,
+and the retention of every key (the send queue they fill: tests/outbound/test_send_queue.py)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,11 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.domain.incidents import Event, GroupState, resolve_manually
-from bot.intake.consumer import Intake, IntakeConfig
-from bot.outbound.queue import SendQueue
-from bot.storage.incident_store import (
-    BAND_ACTION,
-    BAND_STATUS,
-    MAX_OUTBOX,
-    Commit,
-    IncidentStore,
-)
+from bot.storage.incident_store import MAX_OUTBOX, Commit, IncidentStore
 from bot.storage.leases import Leases
 from bot.storage.stream import GROUP, NotificationStream
-from bot.telemetry import Telemetry
 from tests.support.running import eventually
 from tests.support.store import (
-    CHANNEL,
     DAY,
     KEYS,
     PREFIX,
@@ -39,13 +29,6 @@ from tests.support.store import (
     opened,
     reply,
 )
-
-
-@pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture
@@ -176,68 +159,12 @@ async def test_timeline_keeps_the_latest_500_events(redis: Redis) -> None:
 # -- what a commit queues for the channel's sender -------------------------------------------------
 
 
-async def test_replies_wait_in_order_and_threads_queue_by_their_most_urgent_reply(
-    redis: Redis,
-) -> None:
-    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
-    one, two = await opened(store, "1"), await opened(store, "2")
-    # Thread 1: a status then an event; thread 2: a responder's action.
-    await store.commit(
-        Commit(one, version=1, replies=(reply("s1", "status", BAND_STATUS), reply("e1")))
-    )
-    await store.commit(Commit(two, version=1, replies=(reply("a2", "action", BAND_ACTION),)))
-
-    posts = await redis.zrange(f"qp:v2:send:{CHANNEL}:posts", 0, -1)
-    assert posts == ["root:1", "root:2", "replies:2", "replies:1"], "roots, then urgency"
-    head = await queue.head_reply("1")
-    assert head is not None and head.rendered.text == "s1", "a thread keeps its own order"
-
-
-async def test_a_newer_status_replaces_the_one_still_waiting(redis: Redis) -> None:
-    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
-    new = await opened(store)
-    await store.commit(Commit(new, version=1, replies=(reply("status 1", "status", BAND_STATUS),)))
-    await store.commit(Commit(new, version=2, replies=(reply("event", "event"),)))
-    await store.commit(Commit(new, version=3, replies=(reply("status 2", "status", BAND_STATUS),)))
-
-    texts = []
-    while (head := await queue.head_reply("1")) is not None:
-        texts.append(head.rendered.text)
-        await queue.record_reply(CHANNEL, "1", head.item)
-    assert texts == ["event", "status 2"]
-    assert await redis.zrange(f"qp:v2:send:{CHANNEL}:posts", 0, -1) == ["root:1"]
-
-
 async def test_an_outbox_keeps_only_the_latest_replies(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
     new = await opened(store)
     replies = tuple(reply(f"event {i}") for i in range(MAX_OUTBOX + 5))
     assert await store.commit(Commit(new, version=1, replies=replies))
     assert await redis.llen("qp:v2:outbox:1") == MAX_OUTBOX
-
-
-async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
-    redis: Redis,
-) -> None:
-    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
-    new = await opened(store)
-    await queue.record_root(
-        new,
-        "1700000000.000100",
-        "digest",
-        version=1,
-        edit_differs=False,
-        edit_after_ms=0,
-        bucket="{}",
-    )
-    loaded = await store.load("1")
-    await redis.delete(f"qp:v2:send:{CHANNEL}:edits")
-
-    assert await store.commit(Commit(new, version=loaded.version, thread=loaded.thread))
-
-    assert await redis.zrange(f"qp:v2:send:{CHANNEL}:posts", 0, -1) == []
-    assert await redis.zrange(f"qp:v2:send:{CHANNEL}:edits", 0, -1) == ["1"]
-    assert await store.incident_of_message(CHANNEL, "1700000000.000100") == "1"
 
 
 # -- the notification stream -----------------------------------------------------------------------
@@ -398,30 +325,3 @@ async def test_resolved_incidents_and_their_keys_expire(redis: Redis) -> None:
         return await redis.keys("*") == []
 
     await eventually(nothing_left, what="every key of the incident expired", timeout=5)
-
-
-async def test_a_status_still_waiting_when_the_alert_resolves_gives_way_to_the_summary(
-    redis: Redis,
-) -> None:
-    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
-    intake = Intake(
-        NotificationStream(redis, PREFIX),
-        store,
-        Telemetry(),
-        config=IntakeConfig(consumer="c1", channel=CHANNEL),
-        clock=lambda: T0 + timedelta(hours=1),
-    )
-    await intake.apply("1-0", delivery())
-    loaded = await store.load("1")
-    assert loaded.incident is not None
-    status = reply("status 1", "status", BAND_STATUS)
-    assert await store.commit(Commit(loaded.incident, version=loaded.version, replies=(status,)))
-
-    await intake.apply("2-0", delivery("grafana/queue-alert-resolved.json"))
-
-    kinds = []
-    while (head := await queue.head_reply("1")) is not None:
-        kinds.append(head.kind)
-        await queue.record_reply(CHANNEL, "1", head.item)
-    # The status was decided before the resolve; the summary has the last numbers.
-    assert kinds == ["summary"]

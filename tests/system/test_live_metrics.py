@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,13 +15,13 @@ import pytest
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.fakes.hud_api import FakeHud
-from tests.support.payloads import fixture_json
+from tests.support.payloads import FIXTURES, fixture_json
 from tests.support.running import eventually, run_bot
 from tests.support.servers import free_port
 from tests.support.slack import CHANNEL, Slack
 
 FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"
-HUD_ROWS = Path(__file__).resolve().parent / "fixtures" / "backends" / "hud"
+HUD_ROWS = FIXTURES / "backends" / "hud"
 AGGREGATE = "queued_jobs_aggregate"
 GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "lf.linux.2xlarge"
 

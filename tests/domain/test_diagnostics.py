@@ -20,9 +20,6 @@ from bot.domain.diagnostics import (
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.forecast import runners_to_drain
-from bot.domain.message import Rendered
-from bot.render.diagnostics import render_diagnostics
-from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 22, 18, 0, tzinfo=UTC)
 
@@ -222,15 +219,3 @@ def test_runners_to_drain_within_thirty_minutes(
         completion_per_min=completion,
     )
     assert (advice.runners if advice else None) == runners
-
-
-def test_the_report_escapes_names_and_stays_within_block_kit_limits() -> None:
-    hostile = "<!channel> & <https://evil|x>" * 20
-    types = {f"{hostile}{i}": M(queued=i + 1, longest_wait_mins=i + 5) for i in range(60)}
-    shot = FleetSnapshot(at=NOW, source="<b>", runner_types=types, note="<!here> broke")
-    report = render_diagnostics(make_incident(), diagnose(shot), shot, by="*al*")
-    assert isinstance(report, Rendered)
-    text = str(report.blocks)
-    assert "<!channel>" not in text and "<!here>" not in text
-    assert len(report.blocks) <= 50
-    assert all(len(b["text"]["text"]) <= 3000 for b in report.blocks if "text" in b)

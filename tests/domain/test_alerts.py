@@ -24,8 +24,8 @@ from bot.domain.alerts import (
     parse_notification,
     parse_value_string,
 )
+from tests.support.payloads import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.json"))
 
 

@@ -1,6 +1,7 @@
-"""Property tests for every parser of outside input this release adds: answers of silence and
-scale backends, kubeconfig files, and what Slack echoes back in modals and interactions. None may
-raise anything but its one documented error, whatever arrives."""
+"""Property tests for the backends' parsers of outside input: answers of silence and scale
+backends, kubeconfig files, and the scale webhook's signature. None may raise anything but its one
+documented error, whatever arrives. What Slack echoes back in modals and interactions:
+tests/handlers/test_interaction_properties.py."""
 
 from __future__ import annotations
 
@@ -24,9 +25,6 @@ from bot.backends.scale.signature import sign, verify
 from bot.backends.scale.webhook import webhook_result
 from bot.backends.silence.alertmanager import silence_state
 from bot.domain.scaling import ScaleTarget
-from bot.render.scale_modal import ScaleForm
-from handlers.context import interaction_of
-from handlers.views import _amount, _selected
 from tests.support.mutations import json_values, objects
 
 REQUEST = ScaleRequest(ScaleTarget("t", "x", cap=5), 2, "1", "al")
@@ -78,25 +76,6 @@ def test_any_kubeconfig_is_access_or_a_clear_error(text: str) -> None:
             assert "kubeconfig" in str(exc)
             return
         assert access.server.startswith(("http://", "https://"))
-
-
-@given(st.text(max_size=300))
-def test_private_metadata_is_a_form_or_nothing(text: str) -> None:
-    form = ScaleForm.load(text)
-    assert form is None or isinstance(form, ScaleForm)
-
-
-@given(objects)
-def test_modal_state_values_never_break_the_submission(values: dict[str, Any]) -> None:
-    amount = _amount(values)
-    assert amount is None or 0 <= amount < 10**6
-    assert isinstance(_selected(values, "runner_type"), str)
-
-
-@given(objects)
-def test_any_interaction_has_an_identity_or_none(body: dict[str, Any]) -> None:
-    identity = interaction_of(body)
-    assert identity is None or isinstance(identity, str)
 
 
 @given(st.binary(max_size=200), st.integers(0, 2**31), st.text(max_size=30))
