@@ -29,7 +29,7 @@ from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from sandbox.redis_server import RedisServer
-from tests.conftest import fixture_json
+from tests.support.payloads import fixture_json
 
 TYPES = 40
 

@@ -14,12 +14,7 @@ from bot.config import Settings, load_settings
 from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from tests.support.fakes.scale_receiver import ScaleReceiver
-
-# fixture_json and eventually are still imported from here by tests/test_sender.py, test_storm.py,
-# test_slack_gateway.py and bench/status_tick.py, until their imports name tests.support.
-from tests.support.payloads import fixture_json as fixture_json
 from tests.support.running import WEBHOOK_TOKEN, RunningBot, run_bot
-from tests.support.running import eventually as eventually
 from tests.support.servers import RedisServer
 from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,8 +17,8 @@ from starlette.routing import Route
 from bot.outbound.gateway import SlackConfig, SlackError, SlackGateway, build_client
 from bot.telemetry import Telemetry
 from sandbox.serve import serve_in_thread
-from tests.conftest import BOT_TOKEN, CHANNEL, Slack
-from tests.servers import free_port
+from tests.support.servers import free_port
+from tests.support.slack import BOT_TOKEN, CHANNEL, Slack
 
 BLOCKS: list[dict[str, Any]] = [
     {
@@ -29,13 +29,6 @@ BLOCKS: list[dict[str, Any]] = [
 # Call.at is taken when the emulator receives a request; HTTP jitter between the gateway taking
 # a pacing slot and the request arriving is allowed this much.
 JITTER_S = 0.01
-
-
-@pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
 
 
 def make_gateway(

@@ -20,7 +20,9 @@ from bot.domain.alerts import QueueNumbers
 from bot.domain.incidents import Incident, severity_rank
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from sandbox.slack_limits import validate_blocks
-from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
+from tests.support.payloads import fixture_json
+from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.slack import CHANNEL, Slack
 
 FIRING = "grafana/queue-alert-firing.json"
 STORM_MARK = "Alert storm"

@@ -13,7 +13,9 @@ import pytest
 
 from bot.config import Settings
 from bot.outbound.budget import TokenBucket
-from tests.conftest import CHANNEL, RunningBot, Slack, eventually, fixture_json, run_bot
+from tests.support.payloads import fixture_json
+from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.slack import CHANNEL, Slack
 
 FIRING = "grafana/queue-alert-firing.json"
 # Call.at is taken when the emulator receives a request: allow this much HTTP jitter.
