@@ -1,13 +1,12 @@
 """The stream consumer: an accepted notification becomes an incident change, and what Slack shows.
 
 Each replica runs one consumer in the shared group. Applying an entry never waits for Slack: the
-change, the root and thread replies for the channel's sender, and the entry's acknowledgement
-are one commit (`bot.storage.incident_store`). The entries of one alert group are applied in order
-by one task,
-and those that arrived together in one commit: a flood of repeats (an Alertmanager HA pair, a
-retrying sender) costs one read and one write per batch, not per entry, and never races itself.
-Transient failures (Redis unreachable, a commit that lost a race to another writer) are retried
-here, by the consumer that owns the entry, within moments. Only an entry that can never be
+change, the root and thread replies for the channel's sender, and the entry's acknowledgement are
+one commit (`bot.storage.incident_store`). The entries of one alert group are applied in order by
+one task, and those that arrived together in one commit: a flood of repeats (an Alertmanager HA
+pair, a retrying sender) costs one read and one write per batch, not per entry, and never races
+itself. Transient failures (Redis unreachable, a commit that lost a race to another writer) are
+retried here, by the consumer that owns the entry, within moments. Only an entry that can never be
 applied (unreadable, or failing the same way `max_attempts` times) is dead-lettered, with the
 reason.
 """

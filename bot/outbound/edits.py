@@ -36,19 +36,23 @@ class Editor:
         self._budget = budget
         self._telemetry = telemetry
 
-    async def update(self, ts: str, rendered: Rendered, what: str) -> bool:
-        """Show `rendered` in the message at `ts`; False when it can never be edited again (it
-        was deleted, the channel archived): a retryable failure raises, for the caller's retry."""
+    async def update(self, ts: str, rendered: Rendered) -> str | None:
+        """Show `rendered` in the message at `ts`. None when it does; Slack's error when the
+        message can never be edited again (deleted, the channel archived). A failure worth
+        retrying raises, for the caller's loop to retry."""
         await self._budget.edit_slot()
         try:
             await self._slack.update(self.channel, ts, rendered.text, rendered.blocks)
         except SlackError as exc:
             if exc.retryable:
                 raise
-            log.error("sender %s: cannot edit %s: %s", self.channel, what, exc.error)
-            self._telemetry.slack_undeliverable.labels(exc.error).inc()
-            return False
-        return True
+            return exc.error
+        return None
+
+    def lost(self, what: str, error: str) -> None:
+        """A message the channel keeps current can no longer be edited: an operator's concern."""
+        log.error("sender %s: cannot edit %s: %s", self.channel, what, error)
+        self._telemetry.slack_undeliverable.labels(error).inc()
 
 
 class RootEdits:
@@ -91,7 +95,9 @@ class RootEdits:
         if edited:
             # A root that can never be edited is recorded as shown all the same: posting it
             # again would make a second root.
-            await self._editor.update(loaded.thread.ts, root, f"incident {incident_id}'s root")
+            error = await self._editor.update(loaded.thread.ts, root)
+            if error is not None:
+                self._editor.lost(f"incident {incident_id}'s root", error)
         await self._queue.record_edit(
             self.channel,
             incident_id,

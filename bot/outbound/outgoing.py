@@ -2,9 +2,9 @@
 
 Every post goes through the same stages (`bot.outbound.sender`): its slot, a lookup when its last
 attempt may have landed, the in-flight mark, the call, the record. A kind says only what differs:
-what it carries and how it is sent (`send`), how a lookup recognises it among the channel's
-messages (`landed`), how its result is kept (`record`), and what Slack refusing it for good
-means (`refused`).
+how a lookup recognises it among the channel's messages (`landed`), what it draws just before it
+goes out (`prepare`), how it is sent (`send`), how its result is kept (`record`), and what it
+means that it can never be sent (`refused`).
 - `RootPost`: an incident's root message, which opens its thread; rendered as it goes out;
 - `ReplyPost`: a reply in the thread (an action's answer, an event, a status);
 - `ChartUpload`: the trend chart, a PNG drawn at send time and shared into the thread;
@@ -17,14 +17,14 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
-from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.gateway import SlackGateway
 from bot.outbound.marks import carries, digest_of, metadata
 from bot.outbound.queue import HeadReply, SendQueue
 from bot.outbound.storm_queue import Storm, StormQueue
@@ -44,12 +44,11 @@ class Ledger:
     queue: SendQueue
     storms: StormQueue
     telemetry: Telemetry
-    clock: Callable[[], datetime]
 
-    async def undeliverable(self, incident_id: str, item: str, exc: SlackError) -> None:
-        log.error("incident %s: Slack refused %s: %s; dropped", incident_id, item, exc.error)
-        self.telemetry.slack_undeliverable.labels(exc.error).inc()
-        await self.queue.undeliverable(incident_id, item, exc.error)
+    async def undeliverable(self, incident_id: str, item: str, error: str) -> None:
+        log.error("incident %s: %s can never be sent (%s); dropped", incident_id, item, error)
+        self.telemetry.slack_undeliverable.labels(error).inc()
+        await self.queue.undeliverable(incident_id, item, error)
 
 
 class Outgoing(ABC):
@@ -64,17 +63,23 @@ class Outgoing(ABC):
     def landed(self, message: dict[str, Any]) -> bool:
         """Whether `message`, read back from Slack, is this very post."""
 
+    async def prepare(self) -> None:  # noqa: B027 - optional: most kinds come drawn
+        """Draw what goes out, after any lookup and before the mark: a failure here spends
+        nothing and leaves no mark behind."""
+
     @abstractmethod
     async def send(self, slack: SlackGateway, channel: str) -> str:
         """Make the call; the ts of what it posted."""
 
     @abstractmethod
-    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
-        """It is in the channel at `ts` (posted now, or found by a lookup)."""
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
+        """It is in the channel at `ts`: posted now, or `found` by a lookup (then what it
+        shows is what an earlier attempt drew, which may since have changed)."""
 
-    async def refused(self, ledger: Ledger, exc: SlackError) -> None:
-        """Slack refused it for good: this one item is dropped, with a record."""
-        await ledger.undeliverable(self.incident_id, self.item, exc)
+    async def refused(self, ledger: Ledger, error: str) -> None:
+        """It can never be sent (Slack refused it for good): this one item is dropped, with a
+        record."""
+        await ledger.undeliverable(self.incident_id, self.item, error)
         await ledger.queue.record_reply(ledger.channel, self.incident_id, self.item)
 
 
@@ -101,8 +106,11 @@ class RootPost(Outgoing):
     def landed(self, message: dict[str, Any]) -> bool:
         return carries(message, self.incident.uid, self.item)
 
-    async def send(self, slack: SlackGateway, channel: str) -> str:
+    async def prepare(self) -> None:
         self.rendered = render_root(self.incident, now=self.clock(), mentions=False)
+
+    async def send(self, slack: SlackGateway, channel: str) -> str:
+        assert self.rendered is not None, "prepared first"
         return await slack.post(
             channel,
             self.rendered.text,
@@ -110,14 +118,18 @@ class RootPost(Outgoing):
             metadata=metadata(self.incident.id, self.incident.uid, self.item),
         )
 
-    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
-        incident, now = self.incident, self.clock()
-        posted = self.rendered or render_root(incident, now=now, mentions=False)
-        digest = digest_of(posted)
-        # Only an owner named in the post (mentioned in edits) makes an edit differ by itself.
-        differs = bool(incident.acknowledged_by or incident.resolved_by) and digest != digest_of(
-            render_root(incident, now=now, mentions=True)
-        )
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
+        incident = self.incident
+        if found or self.rendered is None:
+            # What landed was drawn by an earlier attempt, from a state that may since have
+            # changed: the root is checked by an edit at once.
+            digest, differs = "", True
+        else:
+            digest = digest_of(self.rendered)
+            # Only an owner named in the post (mentioned in edits) makes an edit differ by itself.
+            differs = bool(incident.acknowledged_by or incident.resolved_by) and digest != (
+                digest_of(render_root(incident, now=self.clock(), mentions=True))
+            )
         await ledger.queue.record_root(
             incident,
             ts,
@@ -130,9 +142,9 @@ class RootPost(Outgoing):
         )
         log.info("incident %s: opened thread %s in %s", incident.id, ts, ledger.channel)
 
-    async def refused(self, ledger: Ledger, exc: SlackError) -> None:
+    async def refused(self, ledger: Ledger, error: str) -> None:
         """A root that can never be posted takes its thread with it."""
-        await ledger.undeliverable(self.incident_id, self.item, exc)
+        await ledger.undeliverable(self.incident_id, self.item, error)
         await ledger.queue.drop_thread(ledger.channel, self.incident_id)
 
 
@@ -162,7 +174,7 @@ class ReplyPost(Outgoing):
             metadata=metadata(self.incident_id, self.head.uid, self.item),
         )
 
-    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
         # A status reply is the one a quiet status later edits.
         status_ts = ts if self.head.is_status else ""
         await ledger.queue.record_reply(
@@ -176,6 +188,7 @@ class ChartUpload(Outgoing):
     head: HeadReply
     thread: ThreadRef  # type: ignore[misc]
     chart: ChartData
+    png: bytes = field(default=b"", init=False)
 
     @property
     def member(self) -> str:  # type: ignore[override]
@@ -196,28 +209,31 @@ class ChartUpload(Outgoing):
             isinstance(f, dict) and f.get("name") == self.filename for f in files
         )
 
-    async def send(self, slack: SlackGateway, channel: str) -> str:
+    async def prepare(self) -> None:
         # Drawn off the event loop, at send time, from the series the tick stored.
-        png = await asyncio.to_thread(render_chart, self.chart)
+        self.png = await asyncio.to_thread(render_chart, self.chart)
+
+    async def send(self, slack: SlackGateway, channel: str) -> str:
         await slack.upload_png(
             channel,
             self.thread.ts,
-            data=png,
+            data=self.png,
             filename=self.filename,
             title=self.head.rendered.text,
             alt=self.chart.alt_text,
         )
         return ""  # a file share is not a message this bot keeps the ts of
 
-    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
         await ledger.queue.record_reply(ledger.channel, self.incident_id, self.item, bucket=bucket)
 
 
 @dataclass
 class DigestPost(Outgoing):
     storm: Storm
-    rendered: Rendered
+    draw: Callable[[], Awaitable[Rendered]]  # the digest of the storm's groups as they are now
     opened: asyncio.Event  # wakes the digest's upkeep once it is posted
+    rendered: Rendered | None = field(default=None, init=False)
 
     incident_id = ""
     thread = None
@@ -233,7 +249,11 @@ class DigestPost(Outgoing):
     def landed(self, message: dict[str, Any]) -> bool:
         return carries(message, self.storm.metadata_uid, self.item)
 
+    async def prepare(self) -> None:
+        self.rendered = await self.draw()
+
     async def send(self, slack: SlackGateway, channel: str) -> str:
+        assert self.rendered is not None, "prepared first"
         return await slack.post(
             channel,
             self.rendered.text,
@@ -241,13 +261,17 @@ class DigestPost(Outgoing):
             metadata=metadata("", self.storm.metadata_uid, self.item),
         )
 
-    async def record(self, ledger: Ledger, ts: str, *, bucket: str) -> None:
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
+        # A digest found by a lookup shows what an earlier attempt drew (fewer groups, maybe):
+        # recorded as showing nothing known, its next step edits it.
+        shown = "" if found or self.rendered is None else digest_of(self.rendered)
         await ledger.storms.record_digest(
-            ledger.channel, self.storm, ts, bucket=bucket, shown=digest_of(self.rendered)
+            ledger.channel, self.storm, ts, bucket=bucket, shown=shown
         )
         self.opened.set()
 
-    async def refused(self, ledger: Ledger, exc: SlackError) -> None:
-        log.error("sender %s: Slack refused the storm digest: %s", ledger.channel, exc.error)
-        ledger.telemetry.slack_undeliverable.labels(exc.error).inc()
+    async def refused(self, ledger: Ledger, error: str) -> None:
+        """The roots go on alone; a later storm gets a digest of its own."""
+        log.error("sender %s: the storm digest can never be sent: %s", ledger.channel, error)
+        ledger.telemetry.slack_undeliverable.labels(error).inc()
         await ledger.storms.abandon(ledger.channel, self.storm)

@@ -1,7 +1,7 @@
 """A channel's send queue in Redis: what its sender reads, and how it records what it sent.
 
-Committers (intake, the status tick, actions) fill it through `bot.storage.incident_store`'s commit
-script:
+Committers (intake, the status tick, actions) fill it through the commit script of
+`bot.storage.incident_store`:
 - `posts`, a sorted set of `root:<id>` (a root message to post) and `replies:<id>` (a thread with
   replies waiting in its outbox), scored by band (new roots, action replies, events, status)
   then age, and new roots by severity before age;

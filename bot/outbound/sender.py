@@ -9,7 +9,7 @@ Alertmanager's notification pipeline:
    post before its slot is taken, so what goes out is the state at that moment;
 2. select the most urgent queue member (new roots, then thread replies by band, each thread in
    order) and its in-flight mark;
-3. storm gate: when `storm_threshold` new roots wait at once, the storm digest goes first
+3. storm gate: when `STORM_DIGEST_THRESHOLD` new roots wait at once, the storm digest goes first
    (`bot.outbound.storm`);
 4. read what the member stands for: one outgoing item (`bot.outbound.outgoing`: a root, a reply,
    a chart or the digest), or nothing left to send;
@@ -101,9 +101,8 @@ class ChannelSender:
             post_burst=config.post_burst,
             update_interval_ms=config.update_interval_ms,
         )
-        self._ledger = Ledger(channel, queue, storms, telemetry, clock)
-        editor = Editor(channel, slack, self._budget, telemetry)
-        self._editor = editor
+        self._ledger = Ledger(channel, queue, storms, telemetry)
+        self._editor = editor = Editor(channel, slack, self._budget, telemetry)
         self._root_edits = RootEdits(
             channel, queue, editor, interval_ms=config.root_edit_interval_ms, clock=clock
         )
@@ -150,6 +149,7 @@ class ChannelSender:
         if member is None:
             await self._queue.wait_bell(self._queue.keys.posts_bell(self.channel), 1.0)
             return
+        outgoing: Outgoing | None = None
         try:
             outgoing = await self._storm.gate(member) or await self._read(member)
             if outgoing is not None:
@@ -159,20 +159,32 @@ class ChannelSender:
         except (SlackError, RedisError, LostLease):
             raise
         except Exception:
-            # A bug or unreadable state must cost this one item, never the whole channel.
-            failures = self._failures.get(member, 0) + 1
-            self._failures[member] = failures
-            log.exception("sender %s: %s failed (%d times)", self.channel, member, failures)
-            if failures >= 3:
-                self._failures.pop(member, None)
-                incident_id = member.partition(":")[2]
-                await self._queue.undeliverable(incident_id, member, "unreadable")
-                await self._queue.drop_thread(self.channel, incident_id)
+            await self._failed(member, outgoing)
             raise _Retry from None
+        self._failures.pop(outgoing.member if outgoing else member, None)
+
+    async def _failed(self, member: str, outgoing: Outgoing | None) -> None:
+        """A bug or unreadable state must cost the one item, never the whole channel: after
+        three failures in a row it is dropped like an item Slack refused (a root with its
+        thread, the digest with its storm); a queue member that cannot even be read, with its
+        thread."""
+        name = outgoing.member if outgoing else member
+        failures = self._failures.get(name, 0) + 1
+        self._failures[name] = failures
+        log.exception("sender %s: %s failed (%d times)", self.channel, name, failures)
+        if failures < 3:
+            return
+        self._failures.pop(name, None)
+        if outgoing is not None:
+            await outgoing.refused(self._ledger, "unreadable")
+            return
+        incident_id = member.partition(":")[2]
+        await self._queue.undeliverable(incident_id, member, "unreadable")
+        await self._queue.drop_thread(self.channel, incident_id)
 
     async def _read(self, member: str) -> Outgoing | None:
         """What `member` stands for now; None when there is nothing to post (it is gone, or
-        already posted, or a quiet status that edits the last one), with that recorded."""
+        already posted, or a quiet status that edited the last one), with that recorded."""
         kind, _, incident_id = member.partition(":")
         if kind == "root":
             loaded = await self._store.load(incident_id)
@@ -195,8 +207,11 @@ class ChannelSender:
                 await self._queue.record_reply(self.channel, incident_id, head.item)
                 return None
             head = replace(head, rendered=rendered)
-        if head.kind == RESTATUS and head.status_ts:
-            await self._edit_status(incident_id, head)
+        if (
+            head.kind == RESTATUS
+            and head.status_ts
+            and await self._edited_status(incident_id, head)
+        ):
             return None
         if head.kind == CHART:
             chart = ChartData.from_extra(head.extra or {})
@@ -217,24 +232,33 @@ class ChannelSender:
             return None
         return render_shown(incident, shown, now=self._clock())
 
-    async def _edit_status(self, incident_id: str, head: HeadReply) -> None:
-        """A quiet status edits the previous status reply, on the edit budget, not the posts'."""
-        assert head.thread is not None
-        if await self._editor.update(
-            head.status_ts, head.rendered, f"incident {incident_id}'s status"
-        ):
-            await self._queue.record_reply(self.channel, incident_id, head.item)
-        else:
-            # The previous status is gone (deleted, too old to edit): post this one instead.
-            await self._queue.forget_status_ts(incident_id)
+    async def _edited_status(self, incident_id: str, head: HeadReply) -> bool:
+        """A quiet status edits the previous status reply, in an edit slot. It is posted as a
+        new reply instead (False) when that reply can never be edited again (deleted, too old),
+        and when Slack holds edits for a 429: this is the posts' path, and an edit's hold must
+        not keep the channel's posts waiting."""
+        if await self._slack.held_for("chat.update") > 0:
+            return False
+        try:
+            error = await self._editor.update(head.status_ts, head.rendered)
+        except SlackError as exc:
+            if exc.retry_after is None:
+                raise
+            return False
+        if error is not None:
+            log.info("incident %s: status reply not editable (%s); posting", incident_id, error)
+            return False
+        await self._queue.record_reply(self.channel, incident_id, head.item)
+        return True
 
     async def _deliver(self, outgoing: Outgoing, in_flight: InFlight | None) -> None:
         """Stages 5 to 8 of the module docstring, for one outgoing item."""
         if in_flight is not None and in_flight.item == outgoing.item:
             ts = await self._look_up(outgoing, in_flight)
             if ts is not None:
-                await outgoing.record(self._ledger, ts, bucket=self._budget.encode())
+                await outgoing.record(self._ledger, ts, bucket=self._budget.encode(), found=True)
                 return
+        await outgoing.prepare()
         mark = InFlight(outgoing.member, outgoing.item, time.time())
         if not await self._queue.begin(self.channel, self._lease.token, mark):
             raise LostLease
@@ -246,9 +270,9 @@ class ChannelSender:
                 if not exc.uncertain:  # a 429 or a refused connection: nothing was posted
                     await self._queue.end_attempt(self.channel, mark)
                 raise  # the mark stays when uncertain: the next attempt looks it up first
-            await outgoing.refused(self._ledger, exc)
+            await outgoing.refused(self._ledger, exc.error)
             return
-        await outgoing.record(self._ledger, ts, bucket=self._budget.encode())
+        await outgoing.record(self._ledger, ts, bucket=self._budget.encode(), found=False)
 
     async def _look_up(self, outgoing: Outgoing, in_flight: InFlight) -> str | None:
         """The ts of a post that may have landed before its sender heard back, if it did.

@@ -99,9 +99,12 @@ class StormDigest:
         storm = await self._storms.current(self.channel)
         if storm is None or storm.ts:
             return None
-        members = await self._storms.members(self.channel)
-        digest = await self._render(storm, members, {}, over=False)
-        return DigestPost(storm, digest, self._opened)
+
+        async def draw() -> Rendered:  # after any lookup: the groups as they are by then
+            members = await self._storms.members(self.channel)
+            return await self._render(storm, members, {}, over=False)
+
+        return DigestPost(storm, draw, self._opened)
 
     async def step(self) -> None:
         """While a storm lasts: take in the groups joining it, link the threads as they open,
@@ -163,7 +166,9 @@ class StormDigest:
             return
         # A digest that can never be edited (it was deleted) is let be: the threads carry on,
         # and a later storm gets a new digest.
-        await self._editor.update(storm.ts, digest, "the storm digest")
+        error = await self._editor.update(storm.ts, digest)
+        if error is not None:
+            self._editor.lost("the storm digest", error)
         await self._storms.record_shown(self.channel, storm, shown)
 
     async def _render(

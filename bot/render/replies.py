@@ -163,7 +163,7 @@ def render_status(
 ) -> Rendered:
     """The periodic status: the numbers now and their change since the previous status.
 
-    With a live `view`, each runner type's line carries its trend and outlook (`queue_view`):
+    With a live `view`, each runner type's line carries its trend and outlook (`bot.render.queue`):
     `trend` when the caller has the incident's trend with `current` already recorded, else
     the incident's with `current` appended;
     `drain` is (checks that found it drained, checks needed); `since` marks a quiet status that

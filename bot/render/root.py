@@ -2,9 +2,9 @@
 `bot.render.replies`.
 
 Every message is a pure function of state. The root is the incident's dashboard, re-rendered and
-edited in place after every change; `bot.threads` skips the edit when the rendering is unchanged,
-so the root deliberately depends on state only, not on `now` (times are Slack date tokens that
-each client renders in its reader's time zone, and stay right without re-rendering).
+edited in place after every change; `bot.outbound.edits` skips the edit when the rendering is
+unchanged, so the root deliberately depends on state only, not on `now` (times are Slack date tokens
+that each client renders in its reader's time zone, and stay right without re-rendering).
 
 How the action handlers find the incident: every button's `value` is the incident ID. The silence
 select has no value of its own (its option values are durations) and the actions block's ID is

@@ -1,13 +1,12 @@
 """Redis persistence of incidents: state, groups, timeline, schedule, and what Slack must show.
 
 Every replica reads and writes the same keys, so any replica can serve any request. A change is a
-`Commit`, applied by one Lua script (`bot/storage/lua/commit.lua`): it checks that the incident
-(and its
-group) are still at the version the change was computed from, then writes the state, indexes,
-schedule, timeline, the thread replies and root work for the channel's sender, and acknowledges
-the stream entry it came from, all at once. A writer that lost a race, or whose replica stalled
-past its turn, gets `False` and redoes its work on fresh state: an older state can never
-overwrite a newer one.
+`Commit`, applied by one Lua script (`bot/storage/lua/commit.lua`): it checks that the incident (and
+its group) are still at the version the change was computed from, then writes the state, indexes,
+schedule, timeline, the thread replies and root work for the channel's sender, and acknowledges the
+stream entry it came from, all at once. A writer that lost a race, or whose replica stalled past its
+turn, gets `False` and redoes its work on fresh state: an older state can never overwrite a newer
+one.
 
 Every key carries a TTL, refreshed by each write: an incident's keys live `retention_s` after its
 last change (a Grafana test incident's only an hour), index keys as long as anything writes them.

@@ -3,9 +3,8 @@
 A lease is `SET key token NX PX ttl`; only the holder of the token may renew or release it (Lua
 compare-and-set), so a replica whose lease expired can never extend or release someone else's.
 Leases pick who works (the sender of a channel); correctness of incident state never rests on
-them: commits are fenced by version (`bot.storage.incident_store`), and a sender checks its lease
-atomically
-before every post (`bot.outbound.queue.SendQueue.begin`).
+them: commits are fenced by version (`bot.storage.incident_store`), and a sender checks its
+lease atomically before every post (`bot.outbound.queue.SendQueue.begin`).
 """
 
 from __future__ import annotations

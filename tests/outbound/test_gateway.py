@@ -135,7 +135,7 @@ async def test_a_5xx_is_retryable_and_uncertain_and_never_resent_by_the_gateway(
     slack: Slack, redis: Redis, status: int
 ) -> None:
     """A 502 or 504 does not prove Slack did nothing: the gateway sends once and says so, and
-    the sender looks the message up before it posts again (tests/test_sender.py)."""
+    the sender looks the message up before it posts again (tests/outbound/test_sender.py)."""
     slack.emulator.fail_next("chat.postMessage", status=status, count=2)
     gateway = make_gateway(slack, redis)
 

@@ -13,6 +13,8 @@ import pytest
 
 from bot.config import Settings
 from bot.outbound.budget import TokenBucket
+from bot.render.mrkdwn import rendered, section
+from bot.storage.incident_store import BAND_STATUS, Commit, Reply
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.slack import CHANNEL, Slack
@@ -164,6 +166,49 @@ async def test_a_429_on_an_edit_holds_the_edits_not_the_channels_posts(
     first_ok = next(c for c in edits if c.ok)
     assert first_ok.at - limited.at >= hold_s - JITTER_S, "the edit waited out its Retry-After"
     assert "40" in json.dumps(first_ok.params.get("blocks")), "the edit shows the latest numbers"
+
+
+async def test_a_quiet_status_met_by_an_edit_hold_is_posted_and_the_posts_go_on(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """A quiet status edits the previous status reply, but it waits in the posts' queue: when
+    Slack holds edits for a 429, it is posted as a new reply rather than keep every post of the
+    channel waiting for the hold to end."""
+    hold_s = 20
+    async with run_bot(settings_for(storm_digest_threshold=0)) as running:
+        await running.send("grafana", group("quiet"))
+        await eventually(lambda: len(ok_posts(slack)) == 1, what="the root")
+        loaded = await running.bot.store.load("1")
+        assert loaded.incident is not None and loaded.thread is not None
+
+        async def reply(kind: str, text: str) -> None:
+            fresh = await running.bot.store.load("1")
+            assert fresh.incident is not None
+            status = Reply(kind, BAND_STATUS, rendered(text, [section(text)]))
+            change = Commit(fresh.incident, version=fresh.version, replies=(status,), root=False)
+            assert await running.bot.store.commit(change) > 0
+
+        await reply("status", "Status: 14 queued")
+        await eventually(lambda: len(ok_posts(slack)) == 2, what="the status reply")
+        slack.emulator.fail_next("chat.update", status=429, retry_after=hold_s)
+        await reply("restatus", "Status: 15 queued")
+        await eventually(
+            lambda: any(c.status == 429 for c in slack.emulator.calls("chat.update")),
+            what="the quiet status's edit refused with a 429",
+        )
+        await running.send("grafana", group("new"))
+        await eventually(
+            lambda: len(slack.emulator.channel_messages(CHANNEL)) == 2, what="the second root"
+        )
+        limited = next(c for c in slack.emulator.calls("chat.update") if c.status == 429)
+        second = [c for c in ok_posts(slack) if not c.params.get("thread_ts")][1]
+        assert second.at - limited.at < hold_s / 2, "the post did not wait for the edit's hold"
+        await eventually(
+            lambda: len(slack.emulator.thread(CHANNEL, loaded.thread.ts)) == 3,
+            what="the quiet status, as a reply of its own",
+        )
+    statuses = [m.text for m in slack.emulator.thread(CHANNEL, loaded.thread.ts)[1:]]
+    assert statuses == ["Status: 14 queued", "Status: 15 queued"], statuses
 
 
 # -- priorities and the latest state ---------------------------------------------------------------

@@ -239,13 +239,16 @@ def test_running_demo_prints_the_page_first_opens_the_incident_and_stops_on_ctrl
             # The fleet's burst makes the alert fire, and the bot opens the incident, in ~1 min.
             started = first + lines.until("[new root]", timeout=120)
             process.send_signal(signal.SIGINT)
-            process.wait(timeout=30)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=30)
+            stopped = process.poll() is not None
         finally:
             if process.poll() is None:
                 process.kill()
                 process.wait()
         stderr.seek(0)
         output = started + lines.rest() + stderr.read()
+    assert stopped, f"still running 30 s after Ctrl-C:\n{output}"
     assert process.returncode == 0, output
     assert "Traceback" not in output
     assert "Stopping" in output

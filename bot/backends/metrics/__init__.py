@@ -1,10 +1,10 @@
 """Where the queue numbers come from: one reading of every runner type at a time.
 
 Each implementation answers one question, fleet-wide: what do the queues look like now? One
-replica at a time asks it per tick (`bot.fleet.readings`), and every open incident takes its runner
-types from that one answer (`bot.domain.incident_fleet`), so a hundred incidents cost one query
-round.
-The `alert` backend has no fleet of its own: incidents keep what their notifications carried.
+replica at a time asks it per tick (`bot.fleet.readings`), and every open incident takes its
+runner types from that one answer (`bot.domain.incident_fleet`), so a hundred incidents cost one
+query round. The `alert` backend has no fleet of its own: incidents keep what their
+notifications carried.
 """
 
 from __future__ import annotations
