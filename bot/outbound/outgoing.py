@@ -183,20 +183,11 @@ class ReplyPost(Outgoing):
 
 
 @dataclass
-class ChartUpload(Outgoing):
-    incident_id: str
-    head: HeadReply
-    thread: ThreadRef  # type: ignore[misc]
+class ChartUpload(ReplyPost):
+    """A reply of its own kind: a picture, found again by its file name, not its metadata."""
+
     chart: ChartData
     png: bytes = field(default=b"", init=False)
-
-    @property
-    def member(self) -> str:  # type: ignore[override]
-        return f"replies:{self.incident_id}"
-
-    @property
-    def item(self) -> str:  # type: ignore[override]
-        return self.head.item
 
     @property
     def filename(self) -> str:
@@ -223,9 +214,6 @@ class ChartUpload(Outgoing):
             alt=self.chart.alt_text,
         )
         return ""  # a file share is not a message this bot keeps the ts of
-
-    async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
-        await ledger.queue.record_reply(ledger.channel, self.incident_id, self.item, bucket=bucket)
 
 
 @dataclass
