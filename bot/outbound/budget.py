@@ -111,16 +111,21 @@ class Budget:
     def spend_post(self) -> None:
         self._bucket.take(time.time())
 
-    async def edit_slot(self) -> None:
-        """Wait for, and take, the workspace's `chat.update` slot, after any hold on it."""
+    async def edit_slot(self, *, within_s: float | None = None) -> None:
+        """Wait for, and take, the workspace's `chat.update` slot, after any hold on it. With
+        `within_s`, give up rather than wait longer, with the error a 429 would raise: the
+        posts' path must not wait out an edit's hold."""
+        deadline = None if within_s is None else time.monotonic() + within_s
         while True:
             held = await self._slack.held_for("chat.update")
-            if held > 0:
-                await asyncio.sleep(held)
-                continue
-            if await self._leases.take_slot(self._update_slot, self._update_interval_ms):
+            if held <= 0 and await self._leases.take_slot(
+                self._update_slot, self._update_interval_ms
+            ):
                 return
-            await asyncio.sleep(0.05)
+            wait = held if held > 0 else 0.05
+            if deadline is not None and time.monotonic() + wait > deadline:
+                raise SlackError("chat.update", "ratelimited", retryable=True, retry_after=wait)
+            await asyncio.sleep(wait)
 
     def hold(self, exc: SlackError) -> None:
         """A 429 on a post holds the channel's posts for its `Retry-After` (a 429 on an edit

@@ -36,11 +36,14 @@ class Editor:
         self._budget = budget
         self._telemetry = telemetry
 
-    async def update(self, ts: str, rendered: Rendered) -> str | None:
+    async def update(
+        self, ts: str, rendered: Rendered, *, within_s: float | None = None
+    ) -> str | None:
         """Show `rendered` in the message at `ts`. None when it does; Slack's error when the
         message can never be edited again (deleted, the channel archived). A failure worth
-        retrying raises, for the caller's loop to retry."""
-        await self._budget.edit_slot()
+        retrying raises, for the caller's loop to retry; so does an edit slot not had within
+        `within_s`, when given."""
+        await self._budget.edit_slot(within_s=within_s)
         try:
             await self._slack.update(self.channel, ts, rendered.text, rendered.blocks)
         except SlackError as exc:

@@ -221,6 +221,7 @@ class DigestPost(Outgoing):
     storm: Storm
     draw: Callable[[], Awaitable[Rendered]]  # the digest of the storm's groups as they are now
     opened: asyncio.Event  # wakes the digest's upkeep once it is posted
+    pause_s: float  # how long no storm opens if this digest can never be sent
     rendered: Rendered | None = field(default=None, init=False)
 
     incident_id = ""
@@ -262,4 +263,5 @@ class DigestPost(Outgoing):
         """The roots go on alone; a later storm gets a digest of its own."""
         log.error("sender %s: the storm digest can never be sent: %s", ledger.channel, error)
         ledger.telemetry.slack_undeliverable.labels(error).inc()
-        await ledger.storms.abandon(ledger.channel, self.storm)
+        pause_ms = int(self.pause_s * 1000)
+        await ledger.storms.abandon(ledger.channel, self.storm, pause_ms=pause_ms)

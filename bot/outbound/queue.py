@@ -208,10 +208,6 @@ class SendQueue:
             args=[incident_id, item, bucket, status_ts],
         )
 
-    async def forget_status_ts(self, incident_id: str) -> None:
-        """The latest status reply can no longer be edited: the next status is posted anew."""
-        await self._redis.hdel(self.keys.incident(incident_id), "status_ts")  # type: ignore[misc]
-
     async def forget(self, channel: str, member: str) -> None:
         """Take a member off the queue (its incident is gone, or its root is posted)."""
         async with self._redis.pipeline(transaction=True) as pipe:

@@ -12,13 +12,14 @@ Alertmanager's notification pipeline:
 3. storm gate: when `STORM_DIGEST_THRESHOLD` new roots wait at once, the storm digest goes first
    (`bot.outbound.storm`);
 4. read what the member stands for: one outgoing item (`bot.outbound.outgoing`: a root, a reply,
-   a chart or the digest), or nothing left to send;
+   a chart or the digest), or nothing left to send (a quiet status edits the last one);
 5. look up, if this very item was in flight when its last attempt failed uncertainly (a timeout, a
    5xx) or its sender died: a post that landed is recorded, not posted again. The lookup comes
    before the new mark, whose time would move the window the lookup reads;
-6. mark it in flight, only while this sender still holds the channel's lease;
-7. call Slack, spending the slot;
-8. record the result; a 429 or a refused connection clears the mark (nothing was posted); a
+6. draw it (`prepare`: a root as it is now, a chart's picture), so a failure here leaves no mark;
+7. mark it in flight, only while this sender still holds the channel's lease;
+8. call Slack, spending the slot;
+9. record the result; a 429 or a refused connection clears the mark (nothing was posted); a
    retryable failure is retried with backoff for as long as it takes (an outage delays the
    channel, it never drops an update); a permanent refusal drops that one item, with a record.
 
@@ -151,7 +152,7 @@ class ChannelSender:
             return
         outgoing: Outgoing | None = None
         try:
-            outgoing = await self._storm.gate(member) or await self._read(member)
+            outgoing = await self._storm.gate(member) or await self._read(member, in_flight)
             if outgoing is not None:
                 if outgoing.member != member:  # the digest, in place of the root selected
                     in_flight = await self._queue.in_flight(self.channel, outgoing.member)
@@ -182,7 +183,7 @@ class ChannelSender:
         await self._queue.undeliverable(incident_id, member, "unreadable")
         await self._queue.drop_thread(self.channel, incident_id)
 
-    async def _read(self, member: str) -> Outgoing | None:
+    async def _read(self, member: str, in_flight: InFlight | None) -> Outgoing | None:
         """What `member` stands for now; None when there is nothing to post (it is gone, or
         already posted, or a quiet status that edited the last one), with that recorded."""
         kind, _, incident_id = member.partition(":")
@@ -207,11 +208,11 @@ class ChannelSender:
                 await self._queue.record_reply(self.channel, incident_id, head.item)
                 return None
             head = replace(head, rendered=rendered)
-        if (
-            head.kind == RESTATUS
-            and head.status_ts
-            and await self._edited_status(incident_id, head)
-        ):
+        # A quiet status whose post as a reply of its own may have landed is that reply now: it
+        # is looked up, not made an edit as well.
+        quiet = head.kind == RESTATUS and head.status_ts
+        posted_maybe = in_flight is not None and in_flight.item == head.item
+        if quiet and not posted_maybe and await self._edited_status(incident_id, head):
             return None
         if head.kind == CHART:
             chart = ChartData.from_extra(head.extra or {})
@@ -237,10 +238,10 @@ class ChannelSender:
         new reply instead (False) when that reply can never be edited again (deleted, too old),
         and when Slack holds edits for a 429: this is the posts' path, and an edit's hold must
         not keep the channel's posts waiting."""
-        if await self._slack.held_for("chat.update") > 0:
-            return False
+        # An edit slot is a moment away unless Slack holds edits: a few intervals at most.
+        patience_s = 2 * self._config.update_interval_ms / 1000
         try:
-            error = await self._editor.update(head.status_ts, head.rendered)
+            error = await self._editor.update(head.status_ts, head.rendered, within_s=patience_s)
         except SlackError as exc:
             if exc.retry_after is None:
                 raise
@@ -252,7 +253,7 @@ class ChannelSender:
         return True
 
     async def _deliver(self, outgoing: Outgoing, in_flight: InFlight | None) -> None:
-        """Stages 5 to 8 of the module docstring, for one outgoing item."""
+        """Stages 5 to 9 of the module docstring, for one outgoing item."""
         if in_flight is not None and in_flight.item == outgoing.item:
             ts = await self._look_up(outgoing, in_flight)
             if ts is not None:

@@ -104,7 +104,7 @@ class StormDigest:
             members = await self._storms.members(self.channel)
             return await self._render(storm, members, {}, over=False)
 
-        return DigestPost(storm, draw, self._opened)
+        return DigestPost(storm, draw, self._opened, self._config.quiet_s)
 
     async def step(self) -> None:
         """While a storm lasts: take in the groups joining it, link the threads as they open,

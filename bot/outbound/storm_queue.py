@@ -83,7 +83,13 @@ class StormQueue:
         roots wait."""
         k = self.keys
         storm_id, opened, added = await self._sweep(
-            keys=[k.posts(channel), k.storm(channel), k.storm_members(channel), k.send_seq],
+            keys=[
+                k.posts(channel),
+                k.storm(channel),
+                k.storm_members(channel),
+                k.send_seq,
+                k.storm_paused(channel),
+            ],
             args=[threshold, now_ms, self._ttl_ms],
         )
         return Swept(bool(storm_id), bool(opened), int(added))
@@ -149,10 +155,13 @@ class StormQueue:
         )
         return bool(closed)
 
-    async def abandon(self, channel: str, storm: Storm) -> None:
-        """The digest can never be posted (Slack refused it for good): the roots go on alone."""
+    async def abandon(self, channel: str, storm: Storm, *, pause_ms: int) -> None:
+        """The digest can never be posted (Slack refused it, or it cannot be drawn): the roots
+        go on alone, and no storm opens for `pause_ms`, or the roots still waiting would open
+        another at once, whose digest would fail the same way and hold every root back."""
         k = self.keys
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.delete(k.storm(channel), k.storm_members(channel), k.storm_links(channel))
             pipe.hdel(k.in_flight(channel), storm.member)
+            pipe.set(k.storm_paused(channel), "1", px=max(pause_ms, 1))
             await pipe.execute()

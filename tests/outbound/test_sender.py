@@ -211,6 +211,44 @@ async def test_a_quiet_status_met_by_an_edit_hold_is_posted_and_the_posts_go_on(
     assert statuses == ["Status: 14 queued", "Status: 15 queued"], statuses
 
 
+async def test_a_quiet_status_posted_during_a_hold_whose_answer_was_lost_shows_once(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """The quiet status met an edit hold and was posted as a reply of its own, and Slack's
+    answer was lost: once the hold is over it is looked up, not also made an edit of the
+    previous status (which would show it twice)."""
+    async with run_bot(
+        settings_for(storm_digest_threshold=0, slack_timeout_seconds=1.5)
+    ) as running:
+        await running.send("grafana", group("quiet"))
+        await eventually(lambda: len(ok_posts(slack)) == 1, what="the root")
+        loaded = await running.bot.store.load("1")
+        assert loaded.thread is not None
+
+        async def reply(kind: str, text: str) -> None:
+            fresh = await running.bot.store.load("1")
+            assert fresh.incident is not None
+            status = Reply(kind, BAND_STATUS, rendered(text, [section(text)]))
+            change = Commit(fresh.incident, version=fresh.version, replies=(status,), root=False)
+            assert await running.bot.store.commit(change) > 0
+
+        await reply("status", "Status: 14 queued")
+        await eventually(lambda: len(ok_posts(slack)) == 2, what="the status reply")
+        slack.emulator.fail_next("chat.update", status=429, retry_after=1)
+        slack.emulator.stall("chat.postMessage", 3)  # Slack posts; the answer comes too late
+        try:
+            await reply("restatus", "Status: 15 queued")
+            await eventually(
+                lambda: count(running, "queuepilot_slack_lookups_total", outcome="found") >= 1,
+                what="the status reply looked up and found",
+            )
+        finally:
+            slack.emulator.stall("chat.postMessage", 0)
+        await eventually(lambda: queue_drained(running), what="nothing left to send")
+    statuses = [m.text for m in slack.emulator.thread(CHANNEL, loaded.thread.ts)[1:]]
+    assert statuses == ["Status: 14 queued", "Status: 15 queued"], statuses
+
+
 # -- priorities and the latest state ---------------------------------------------------------------
 
 

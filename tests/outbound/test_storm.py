@@ -186,6 +186,32 @@ async def test_a_digest_whose_answer_was_lost_is_looked_up_not_posted_twice(
     assert "10 alert groups" in digests(slack)[0].text
 
 
+async def test_a_digest_slack_refuses_for_good_lets_the_roots_go_on_alone(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """A digest Slack will never take must not hold the channel: the storm's roots go out one
+    by one, and no new storm (and digest) opens for a while, or a digest refused every time
+    would keep every root waiting behind it."""
+    settings = settings_for(slack_post_interval_ms=50, storm_quiet_seconds=60)
+    async with run_bot(settings) as running:
+        slack.emulator.fail_next("chat.postMessage", status=503, count=100_000)
+        await send_all([running], [storm_group(n) for n in range(10)])
+        await eventually(lambda: opened([running]) == 10, what="10 incidents")
+        slack.emulator.clear_faults()
+        # The next post is the storm's digest: Slack refuses it for good.
+        slack.emulator.fail_next("chat.postMessage", status=200, error="invalid_blocks")
+        await eventually(lambda: len(roots(slack)) == 10, timeout=20, what="every thread")
+        undeliverable = running.bot.telemetry.registry.get_sample_value(
+            "queuepilot_slack_undeliverable_total", {"error": "invalid_blocks"}
+        )
+
+    refused = [c for c in slack.emulator.calls("chat.postMessage") if c.error == "invalid_blocks"]
+    assert len(refused) == 1 and "storm" in json.dumps(refused[0].params.get("metadata"))
+    assert digests(slack) == [], "no second digest while the storm is paused"
+    assert Counter(m.text for m in roots(slack)).most_common(1)[0][1] == 1, "no group twice"
+    assert undeliverable == 1
+
+
 async def test_a_few_new_groups_are_no_storm_and_the_digest_can_be_turned_off(
     settings_for: Callable[..., Settings], slack: Slack
 ) -> None:

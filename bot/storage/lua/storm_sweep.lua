@@ -1,5 +1,6 @@
 -- Fold the channel's waiting roots into its storm digest; open the storm when enough wait.
--- KEYS 1 channel posts  2 storm  3 storm members  4 send sequence
+-- KEYS 1 channel posts  2 storm  3 storm members  4 send sequence  5 storms paused (after a
+--      digest that could never be sent: the roots go on alone)
 -- ARGV 1 threshold (roots waiting that open a storm; 0: only sweep one already open)
 --      2 now (ms)  3 TTL of the storm's keys (ms)
 -- Returns {storm id or 0, 1 if opened now, members added}.
@@ -9,6 +10,7 @@ local roots = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ROOTS_END, 'WITHSCORES')
 local opened = 0
 if not id then
   if threshold <= 0 or #roots / 2 < threshold then return {0, 0, 0} end
+  if redis.call('EXISTS', KEYS[5]) == 1 then return {0, 0, 0} end
   id = tostring(redis.call('INCR', KEYS[4]))
   redis.call('HSET', KEYS[2], 'id', id, 'started_ms', now, 'ts', '', 'last_added_ms', now)
   opened = 1
