@@ -115,6 +115,10 @@ class SendQueue:
         marker = await self._redis.hget(self.keys.in_flight(channel), member)  # type: ignore[misc]
         return InFlight.decode(marker)
 
+    async def head_item(self, incident_id: str) -> str:
+        """The name of the thread's first waiting reply ('' when none)."""
+        return cast(str | None, await self._redis.lindex(self.keys.outbox(incident_id), 0)) or ""  # type: ignore[misc]
+
     async def head_reply(self, incident_id: str) -> HeadReply | None:
         k = self.keys
         item, payload, thread, uid, status_ts = await self._head_reply(

@@ -162,14 +162,19 @@ class ChannelSender:
         except Exception:
             await self._failed(member, outgoing)
             raise _Retry from None
-        self._failures.pop(outgoing.member if outgoing else member, None)
+        if outgoing is not None:
+            self._failures.pop(f"{outgoing.member}/{outgoing.item}", None)
 
     async def _failed(self, member: str, outgoing: Outgoing | None) -> None:
         """A bug or unreadable state must cost the one item, never the whole channel: after
         three failures in a row it is dropped like an item Slack refused (a root with its
-        thread, the digest with its storm); a queue member that cannot even be read, with its
-        thread."""
-        name = outgoing.member if outgoing else member
+        thread, a reply alone, the digest with its storm)."""
+        kind, _, incident_id = member.partition(":")
+        if outgoing is not None:
+            item = outgoing.item
+        else:  # it failed as it was read: the thread's first reply, or the root
+            item = await self._queue.head_item(incident_id) if kind == "replies" else "root"
+        name = f"{outgoing.member if outgoing else member}/{item}"
         failures = self._failures.get(name, 0) + 1
         self._failures[name] = failures
         log.exception("sender %s: %s failed (%d times)", self.channel, name, failures)
@@ -178,10 +183,12 @@ class ChannelSender:
         self._failures.pop(name, None)
         if outgoing is not None:
             await outgoing.refused(self._ledger, "unreadable")
-            return
-        incident_id = member.partition(":")[2]
-        await self._queue.undeliverable(incident_id, member, "unreadable")
-        await self._queue.drop_thread(self.channel, incident_id)
+        elif kind == "replies" and item:
+            await self._ledger.undeliverable(incident_id, item, "unreadable")
+            await self._queue.record_reply(self.channel, incident_id, item)
+        else:
+            await self._ledger.undeliverable(incident_id, member, "unreadable")
+            await self._queue.drop_thread(self.channel, incident_id)
 
     async def _read(self, member: str, in_flight: InFlight | None) -> Outgoing | None:
         """What `member` stands for now; None when there is nothing to post (it is gone, or

@@ -249,6 +249,39 @@ async def test_a_quiet_status_posted_during_a_hold_whose_answer_was_lost_shows_o
     assert statuses == ["Status: 14 queued", "Status: 15 queued"], statuses
 
 
+async def test_a_reply_that_cannot_be_read_is_dropped_alone_and_its_thread_goes_on(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """Unreadable state (here a reply's stored payload, garbled) costs that one reply after three
+    tries, with a record for an operator; the replies after it in the thread are still posted."""
+    async with run_bot(settings_for(storm_digest_threshold=0)) as running:
+        await running.send("grafana", group("garbled"))
+        await eventually(lambda: len(ok_posts(slack)) == 1, what="the root")
+        loaded = await running.bot.store.load("1")
+        assert loaded.incident is not None and loaded.thread is not None
+        slack.emulator.fail_next("chat.postMessage", status=503, count=100_000)
+        replies = tuple(
+            Reply("event", BAND_STATUS, rendered(text, [section(text)]))
+            for text in ("Garbled on the way", "Posted after it")
+        )
+        change = Commit(loaded.incident, version=loaded.version, replies=replies, root=False)
+        assert await running.bot.store.commit(change) > 0
+        keys, redis = running.bot.queue.keys, running.bot.redis
+        first = await redis.lindex(keys.outbox("1"), 0)
+        await redis.hset(keys.outbox_items("1"), first, "{not json")
+        slack.emulator.clear_faults()
+        await eventually(
+            lambda: len(slack.emulator.thread(CHANNEL, loaded.thread.ts)) == 2,
+            timeout=20,
+            what="the reply after the garbled one",
+        )
+        dropped = await redis.xrange(keys.undeliverable)
+    assert [m.text for m in slack.emulator.thread(CHANNEL, loaded.thread.ts)[1:]] == [
+        "Posted after it"
+    ]
+    assert [(e["item"], e["error"]) for _, e in dropped] == [(first, "unreadable")]
+
+
 # -- priorities and the latest state ---------------------------------------------------------------
 
 
