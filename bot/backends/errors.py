@@ -33,11 +33,14 @@ def deadline_of(timeout_s: float) -> float:
     return timeout_s + MARGIN_S
 
 
-async def within(call: Awaitable[T], timeout_s: float, service: str) -> T:
+async def within(
+    call: Awaitable[T], timeout_s: float, service: str, *, margin_s: float = MARGIN_S
+) -> T:
     """`call`, or a retryable `BackendError` once it overran `timeout_s` (plus the margin): a
-    responder always gets an answer, and callers handle one error type, not two."""
+    responder always gets an answer, and callers handle one error type, not two. A caller whose
+    `timeout_s` is all the time there is (a modal waiting on Slack's 3 seconds) gives no margin."""
     try:
-        return await asyncio.wait_for(call, deadline_of(timeout_s))
+        return await asyncio.wait_for(call, timeout_s + margin_s)
     except TimeoutError:
         message = f"{service} did not answer within {timeout_s:g} s"
         raise BackendError(message, retryable=True) from None

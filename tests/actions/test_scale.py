@@ -356,3 +356,26 @@ async def test_hostile_modal_submissions_get_errors_or_a_clear_never_a_failure(
         assert set(answers) <= {200, 400} and 200 in answers, answers
         assert (await running.http.get("/healthz")).status_code == 200
         assert not receiver.accepted, "nothing confirmed, nothing scaled"
+
+
+async def test_a_slow_kubernetes_api_leaves_the_next_step_in_time_with_capacity_unknown(
+    settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """A submitted scale form must be answered within Slack's 3 s: a capacity read that has not
+    answered within its share of them is shown as unknown, rather than the modal left saying it
+    took too long."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)
+    async with run_bot(arc_settings(settings_for, kube, tmp_path)) as running:
+        root = await open_incident(running, slack)
+        form = await open_form(running, slack, root)
+        kube.get_delay_s = 5.0
+        started = time.monotonic()
+        step = await post_event(running.http, view_submission(form, form_values(RUNNER, "4")))
+        took = time.monotonic() - started
+        kube.get_delay_s = 0.0
+    answer = step.json()
+    assert took < 3.0, f"answered after {took:.1f} s"
+    assert answer["response_action"] == "update", answer
+    blocks = json.dumps(answer["view"]["blocks"], ensure_ascii=False)
+    assert f"Scale *{RUNNER}* by *+4*" in blocks and "capacity unknown" in blocks, blocks
+    assert not kube.patches

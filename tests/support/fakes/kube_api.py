@@ -7,6 +7,7 @@ patches (a strategic merge patch on a custom resource gets 415, as in Kubernetes
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ class FakeKubeApi:
     token: str = "kube-test-token"
     sets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     patches: list[tuple[str, str, Any]] = field(default_factory=list)
+    get_delay_s: float = 0.0  # a slow API server: each GET answers this late
 
     def __post_init__(self) -> None:
         self.app = Starlette(routes=[Route(PATH, self._one, methods=["GET", "PATCH"])])
@@ -69,6 +71,7 @@ class FakeKubeApi:
             message = f'autoscalingrunnersets.actions.github.com "{key[1]}" not found'
             return status(404, "NotFound", message)
         if request.method == "GET":
+            await asyncio.sleep(self.get_delay_s)
             return JSONResponse(runner_set)
         content_type = request.headers.get("content-type", "")
         body = await request.body()
