@@ -54,6 +54,15 @@ async def queue_drained(running: RunningBot) -> bool:
     return posts == 0 and edits == 0
 
 
+async def status_reply(running: RunningBot, kind: str, text: str) -> None:
+    """Incident 1's thread gets a status (or a quiet status) as the tick would commit it."""
+    fresh = await running.bot.store.load("1")
+    assert fresh.incident is not None
+    status = Reply(kind, BAND_STATUS, rendered(text, [section(text)]))
+    change = Commit(fresh.incident, version=fresh.version, replies=(status,), root=False)
+    assert await running.bot.store.commit(change) > 0
+
+
 # -- the bucket, alone ----------------------------------------------------------------------
 
 
@@ -181,17 +190,10 @@ async def test_a_quiet_status_met_by_an_edit_hold_is_posted_and_the_posts_go_on(
         loaded = await running.bot.store.load("1")
         assert loaded.incident is not None and loaded.thread is not None
 
-        async def reply(kind: str, text: str) -> None:
-            fresh = await running.bot.store.load("1")
-            assert fresh.incident is not None
-            status = Reply(kind, BAND_STATUS, rendered(text, [section(text)]))
-            change = Commit(fresh.incident, version=fresh.version, replies=(status,), root=False)
-            assert await running.bot.store.commit(change) > 0
-
-        await reply("status", "Status: 14 queued")
+        await status_reply(running, "status", "Status: 14 queued")
         await eventually(lambda: len(ok_posts(slack)) == 2, what="the status reply")
         slack.emulator.fail_next("chat.update", status=429, retry_after=hold_s)
-        await reply("restatus", "Status: 15 queued")
+        await status_reply(running, "restatus", "Status: 15 queued")
         await eventually(
             lambda: any(c.status == 429 for c in slack.emulator.calls("chat.update")),
             what="the quiet status's edit refused with a 429",
@@ -225,19 +227,12 @@ async def test_a_quiet_status_posted_during_a_hold_whose_answer_was_lost_shows_o
         loaded = await running.bot.store.load("1")
         assert loaded.thread is not None
 
-        async def reply(kind: str, text: str) -> None:
-            fresh = await running.bot.store.load("1")
-            assert fresh.incident is not None
-            status = Reply(kind, BAND_STATUS, rendered(text, [section(text)]))
-            change = Commit(fresh.incident, version=fresh.version, replies=(status,), root=False)
-            assert await running.bot.store.commit(change) > 0
-
-        await reply("status", "Status: 14 queued")
+        await status_reply(running, "status", "Status: 14 queued")
         await eventually(lambda: len(ok_posts(slack)) == 2, what="the status reply")
         slack.emulator.fail_next("chat.update", status=429, retry_after=1)
         slack.emulator.stall("chat.postMessage", 3)  # Slack posts; the answer comes too late
         try:
-            await reply("restatus", "Status: 15 queued")
+            await status_reply(running, "restatus", "Status: 15 queued")
             await eventually(
                 lambda: count(running, "queuepilot_slack_lookups_total", outcome="found") >= 1,
                 what="the status reply looked up and found",
