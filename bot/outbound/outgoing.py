@@ -57,11 +57,16 @@ class Outgoing(ABC):
     member: str  # its place in the channel's queue: root:<id>, replies:<id>, storm:<id>
     item: str  # what it is, as its in-flight mark and its metadata name it
     incident_id: str
+    uid: str  # what its metadata names it by, with `item`
     thread: ThreadRef | None  # the thread it goes to; None for the channel itself
 
-    @abstractmethod
+    def carried(self) -> dict[str, Any]:
+        """What the post carries, so a lookup can find it again after an uncertain failure."""
+        return metadata(self.incident_id, self.uid, self.item)
+
     def landed(self, message: dict[str, Any]) -> bool:
         """Whether `message`, read back from Slack, is this very post."""
+        return carries(message, self.uid, self.item)
 
     async def prepare(self) -> None:  # noqa: B027 - optional: most kinds come drawn
         """Draw what goes out, after any lookup and before the mark: a failure here spends
@@ -103,8 +108,9 @@ class RootPost(Outgoing):
     def incident_id(self) -> str:  # type: ignore[override]
         return self.incident.id
 
-    def landed(self, message: dict[str, Any]) -> bool:
-        return carries(message, self.incident.uid, self.item)
+    @property
+    def uid(self) -> str:  # type: ignore[override]
+        return self.incident.uid
 
     async def prepare(self) -> None:
         self.rendered = render_root(self.incident, now=self.clock(), mentions=False)
@@ -115,7 +121,7 @@ class RootPost(Outgoing):
             channel,
             self.rendered.text,
             self.rendered.blocks,
-            metadata=metadata(self.incident.id, self.incident.uid, self.item),
+            metadata=self.carried(),
         )
 
     async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
@@ -162,8 +168,9 @@ class ReplyPost(Outgoing):
     def item(self) -> str:  # type: ignore[override]
         return self.head.item
 
-    def landed(self, message: dict[str, Any]) -> bool:
-        return carries(message, self.head.uid, self.item)
+    @property
+    def uid(self) -> str:  # type: ignore[override]
+        return self.head.uid
 
     async def send(self, slack: SlackGateway, channel: str) -> str:
         return await slack.post(
@@ -171,7 +178,7 @@ class ReplyPost(Outgoing):
             self.head.rendered.text,
             self.head.rendered.blocks,
             thread_ts=self.thread.ts,
-            metadata=metadata(self.incident_id, self.head.uid, self.item),
+            metadata=self.carried(),
         )
 
     async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
@@ -235,8 +242,9 @@ class DigestPost(Outgoing):
     def item(self) -> str:  # type: ignore[override]
         return self.storm.item
 
-    def landed(self, message: dict[str, Any]) -> bool:
-        return carries(message, self.storm.metadata_uid, self.item)
+    @property
+    def uid(self) -> str:  # type: ignore[override]
+        return self.storm.metadata_uid
 
     async def prepare(self) -> None:
         self.rendered = await self.draw()
@@ -247,7 +255,7 @@ class DigestPost(Outgoing):
             channel,
             self.rendered.text,
             self.rendered.blocks,
-            metadata=metadata("", self.storm.metadata_uid, self.item),
+            metadata=self.carried(),
         )
 
     async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
