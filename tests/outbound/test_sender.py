@@ -263,11 +263,17 @@ async def test_a_reply_that_cannot_be_read_is_dropped_alone_and_its_thread_goes_
         assert await running.bot.store.commit(change) > 0
         keys, redis = running.bot.queue.keys, running.bot.redis
         first = await redis.lindex(keys.outbox("1"), 0)
+        # The sender has tried it once, readable, and Slack failed: the same order every run
+        # (a slow run could otherwise fail it several times first, each doubling the backoff).
+        await eventually(
+            lambda: not all(c.ok for c in slack.emulator.calls("chat.postMessage")),
+            what="a failed attempt at the first reply",
+        )
         await redis.hset(keys.outbox_items("1"), first, "{not json")
         slack.emulator.clear_faults()
         await eventually(
             lambda: len(slack.emulator.thread(CHANNEL, loaded.thread.ts)) == 2,
-            timeout=20,
+            timeout=45,  # backoffs of 0.5 + 1 + 2 + 4 s, and a slow machine's share
             what="the reply after the garbled one",
         )
         dropped = await redis.xrange(keys.undeliverable)
