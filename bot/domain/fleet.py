@@ -25,6 +25,7 @@ class RunnerTypeMetrics(BaseModel):
         **stored_short(
             {
                 "queued": "q",
+                "assigned": "asg",
                 "longest_wait_mins": "w",
                 "registered": "reg",
                 "busy": "busy",
@@ -45,6 +46,9 @@ class RunnerTypeMetrics(BaseModel):
     )
 
     queued: float | None = None
+    # Jobs the scale set was given (ARC: gha_assigned_jobs), queued or running: a listener that
+    # stopped acting on them shows as this number frozen while runners sit idle.
+    assigned: float | None = None
     longest_wait_mins: float | None = None
     registered: float | None = None
     busy: float | None = None

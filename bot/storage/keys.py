@@ -146,6 +146,15 @@ class Keys:
     def silence_watch(self) -> str:
         return self._("silence-watch")
 
+    @property
+    def scale_reverts(self) -> str:
+        """Scale-ups made from Slack that will be put back: record id -> when to look again."""
+        return self._("scale-reverts")
+
+    def scale_revert(self, record_id: str) -> str:
+        """What one scale-up changed (before, after, resource version), until it is put back."""
+        return self._("scale-revert", record_id)
+
     # -- live queue metrics (one reading shared by every incident and replica) ------------
     @property
     def fleet_reading(self) -> str:
@@ -154,6 +163,14 @@ class Keys:
     @property
     def fleet_history(self) -> str:
         return self._("fleet", "history")
+
+    def jobs_seen(self, hour: int) -> str:
+        """Queued jobs first seen in one hour (epoch hour), so each counts once as an arrival."""
+        return self._("jobs", "seen", str(hour))
+
+    def job_arrivals(self, hour: int) -> str:
+        """Arrivals in one hour (epoch hour), per runner type and workflow."""
+        return self._("jobs", "arrivals", str(hour))
 
     @property
     def fleet_lease(self) -> str:
