@@ -12,7 +12,7 @@ from datetime import datetime
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.interactions import Held
-from bot.domain.diagnostics import diagnose
+from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import incident_fleet
 from bot.domain.incidents import Event, Incident, with_action
@@ -57,15 +57,16 @@ class Diagnosing:
         )
         if isinstance(lock, Held):
             return refused(f"Diagnostics were just run ({lock.what}): see the thread.")
-        snapshot = await self._snapshot(incident)
+        snapshot, evidence = await self._gather(incident)
         await lock.keep(self._config.cooldown_s, f"{name} ran them")
-        return await self._acting.commit(ref, _record(actor, name, snapshot))
+        return await self._acting.commit(ref, _record(actor, name, snapshot, evidence))
 
-    async def _snapshot(self, incident: Incident) -> FleetSnapshot:
+    async def _gather(self, incident: Incident) -> tuple[FleetSnapshot, Evidence]:
         """The incident's runner types from the shared fleet reading (refreshed if due), with
-        baselines; the alert's numbers, with a note saying why, when the backend failed."""
+        baselines; the alert's numbers, with a note saying why, when the backend failed. And
+        what the causes read over time: the readings' history."""
         reading, history = await self._readings.current()
-        return incident_fleet(
+        snapshot = incident_fleet(
             incident,
             reading,
             history,
@@ -73,11 +74,12 @@ class Diagnosing:
             now=self._acting.clock(),
             interval=self._readings.interval,
         )
+        return snapshot, Evidence(history=history)
 
 
-def _record(actor: Actor, name: str, snapshot: FleetSnapshot) -> Decide:
+def _record(actor: Actor, name: str, snapshot: FleetSnapshot, evidence: Evidence) -> Decide:
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
-        diagnosis = diagnose(snapshot)
+        diagnosis = diagnose(snapshot, evidence)
         cause = diagnosis.cause.value if diagnosis.cause else "not determined"
         event = Event(
             at=now,

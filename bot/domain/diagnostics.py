@@ -6,6 +6,11 @@ against its baseline, resource constraints (at maximum capacity, runners offline
 errors), and the autoscaling configuration against demand. Then the likely cause among the
 runbook's five (increased workload, resource constraints, long-running jobs, autoscaling
 configuration, infrastructure problems), how sure, why, and what to do next.
+
+A sixth check looks for what the cause is in a CI engineer's words (`bot.domain.causes`: a
+stalled listener, runners that do not register, a failing scale-up, the organisation's limit, one
+workflow's surge). When it finds one, that is the likely cause, with its evidence and its own next
+step: "raise the maximum" is the wrong advice for a listener that takes no jobs.
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.forecast import runners_to_drain
 from bot.domain.units import number
+
+__all__ = ["Cause", "Check", "Diagnosis", "Evidence", "Finding", "Verdict", "diagnose"]
 
 FOCUS = 3  # runner types diagnosed: the worst queues
 BUSY = 0.9  # a fleet this busy cannot absorb a queue
@@ -30,14 +38,6 @@ class Verdict(StrEnum):
     WARN = "warn"
     BAD = "bad"
     UNKNOWN = "unknown"
-
-
-class Cause(StrEnum):
-    WORKLOAD = "Increased workload"
-    CONSTRAINTS = "Resource constraints"
-    LONG_JOBS = "Long-running jobs"
-    AUTOSCALING = "Autoscaling configuration"
-    INFRASTRUCTURE = "Infrastructure problems"
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class Finding:
     runner_type: str
     checks: tuple[Check, ...]
     signals: dict[Cause, float]
+    found: tuple[Found, ...] = ()  # causes named with their evidence (`bot.domain.causes`)
 
 
 @dataclass(frozen=True)
@@ -65,15 +66,35 @@ class Diagnosis:
     recommendation: str
 
 
-def diagnose(snapshot: FleetSnapshot) -> Diagnosis:
+def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagnosis:
     """Check the worst-queueing runner types and name the likely cause and the next action."""
-    focus = _worst(snapshot.runner_types)[:FOCUS]
-    findings = tuple(_finding(name, snapshot.runner_types[name]) for name in focus)
+    evidence = evidence or Evidence()
+    types = snapshot.runner_types
+    focus = _worst(types)[:FOCUS]
+    findings = tuple(_finding(name, types[name], evidence, types, snapshot) for name in focus)
     if not findings:
         return Diagnosis((), None, "low", "no runner type is queueing in the numbers at hand", "")
+    named = [(f, found) for f in findings for found in f.found]
+    if named:
+        finding, found = min(named, key=lambda pair: PRIORITY.index(pair[1].cause))
+        why = f"{finding.runner_type}: {found.evidence}"
+        if found.cause in FAMILY:
+            why += f" (a case of {FAMILY[found.cause].value.lower()})"
+        return Diagnosis(findings, found.cause, "high", why, found.advice)
     cause, confidence, why = _likely_cause(findings)
-    worst = snapshot.runner_types[focus[0]]
+    worst = types[focus[0]]
     return Diagnosis(findings, cause, confidence, why, _recommend(findings[0], worst, cause))
+
+
+# When several causes are named, the one whose fix comes first: a stalled listener or a failing
+# scale-up makes any other advice useless until it is fixed.
+PRIORITY = (
+    Cause.LISTENER_STALLED,
+    Cause.SCALE_UP_FAILING,
+    Cause.ORG_LIMIT,
+    Cause.NOT_REGISTERING,
+    Cause.SURGE,
+)
 
 
 def _worst(types: dict[str, RunnerTypeMetrics]) -> list[str]:
@@ -84,9 +105,35 @@ def _worst(types: dict[str, RunnerTypeMetrics]) -> list[str]:
     return sorted(types, key=key)
 
 
-def _finding(name: str, m: RunnerTypeMetrics) -> Finding:
-    checks = (utilization(m), arrivals(m), duration(m), constraints(m), autoscaling(m))
-    return Finding(name, checks, _signals(m))
+def _finding(
+    name: str,
+    m: RunnerTypeMetrics,
+    evidence: Evidence,
+    types: dict[str, RunnerTypeMetrics],
+    snapshot: FleetSnapshot,
+) -> Finding:
+    found, missing = refined(name, m, evidence, types, now=snapshot.at)
+    checks = (
+        utilization(m),
+        arrivals(m),
+        duration(m),
+        constraints(m),
+        autoscaling(m),
+        known_causes(found, missing),
+    )
+    return Finding(name, checks, _signals(m), tuple(found))
+
+
+def known_causes(found: list[Found], missing: list[str]) -> Check:
+    """The sixth check: what the causes module named, or what would tell."""
+    name = "Known causes"
+    if found:
+        return Check(name, Verdict.BAD, "; ".join(f"{f.cause.value}: {f.evidence}" for f in found))
+    if missing:
+        return Check(name, Verdict.UNKNOWN, "none found; " + "; ".join(missing))
+    return Check(
+        name, Verdict.OK, "no stalled listener, unregistered runners, failing scale-up or surge"
+    )
 
 
 # --- the five checks ------------------------------------------------------------------------

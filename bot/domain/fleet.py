@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, TypeVar
 
@@ -172,10 +172,29 @@ class Reading:
         return cls(fleet, datetime.fromisoformat(data["tried_at"]), str(data.get("error") or ""))
 
 
+# What the history keeps of a troubled runner type's reading: what causes read over time
+# (`bot.domain.causes`: a frozen listener, runners asked for that never register).
+GAUGES = ("queued", "assigned", "desired", "registered", "idle", "maximum")
+
+
 @dataclass(frozen=True)
 class HistoryPoint:
-    """What a baseline needs of one past reading, per runner type."""
+    """What baselines and causes need of one past reading, per runner type."""
 
     at: datetime
     arrival_per_min: dict[str, float]
     job_duration_mins: dict[str, float]
+    # Runner type -> the `GAUGES` it read, for types that queued or were short of runners.
+    gauges: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[str, float]]:
+    """The `GAUGES` of the types worth remembering: those with jobs waiting or assigned, or
+    fewer runners than their autoscaler asked for. A fleet of hundreds of idle types stays small."""
+    kept = {}
+    for name, m in types.items():
+        short = m.desired is not None and m.registered is not None and m.desired > m.registered
+        if (m.queued or 0) > 0 or (m.assigned or 0) > 0 or short:
+            values = {g: getattr(m, g) for g in GAUGES}
+            kept[name] = {g: float(v) for g, v in values.items() if v is not None}
+    return kept

@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.metrics import QueueMetrics
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, troubled_gauges
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 
@@ -134,8 +134,9 @@ class FleetReadings:
                 for n, m in fleet.runner_types.items()
                 if m.job_duration_mins is not None
             },
+            "g": troubled_gauges(fleet.runner_types),
         }
-        if not point["a"] and not point["d"]:
+        if not point["a"] and not point["d"] and not point["g"]:
             return
         key = self._keys.fleet_history
         async with self._redis.pipeline(transaction=True) as pipe:
@@ -155,6 +156,10 @@ class FleetReadings:
                         datetime.fromtimestamp(float(data["at"]), UTC),
                         {str(k): float(v) for k, v in data.get("a", {}).items()},
                         {str(k): float(v) for k, v in data.get("d", {}).items()},
+                        {
+                            str(name): {str(g): float(v) for g, v in gauges.items()}
+                            for name, gauges in data.get("g", {}).items()
+                        },
                     )
                 )
             except (ValueError, KeyError, TypeError, AttributeError):

@@ -4,13 +4,13 @@ alert alone, and a double click posts it once."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
 from bot.actions.flow import Actor
 from bot.backends.errors import BackendError
-from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.storage.incident_store import IncidentStore
 from tests.support.cores import action_core
 from tests.support.payloads import fixture_json
@@ -117,4 +117,65 @@ async def test_a_failing_metrics_backend_leaves_the_report_on_the_alerts_numbers
     text = json.dumps(waiting, ensure_ascii=False)
     assert "Prometheus is unreachable at http://prom:9090" in text
     assert "these are the alert" in text
+    await redis.aclose()
+
+
+class FrozenListener:
+    """ARC's numbers while a listener takes no jobs: 163 assigned, never changing, 4 idle."""
+
+    name = "Prometheus"
+    live = True
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        stalled = RunnerTypeMetrics(
+            queued=43,
+            assigned=163,
+            registered=100,
+            busy=96,
+            idle=4,
+            maximum=120,
+            desired=120,
+            longest_wait_mins=38,
+        )
+        return FleetSnapshot(at=now, source="prometheus", runner_types={"linux.2xlarge": stalled})
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_listener_frozen_for_a_quarter_hour_is_named_and_the_advice_is_to_restart_it(
+    redis_url: str,
+) -> None:
+    """The readings of every minute are kept; after 17 of them with the same assigned count and
+    idle runners, the report names the stalled listener instead of advising to scale."""
+    from bot.domain.alerts import parse_notification
+    from bot.domain.delivery import delivery_of
+    from bot.domain.incidents import GroupState
+    from bot.domain.incidents import open_incident as opened
+    from bot.storage.incident_store import Commit
+
+    now = [datetime(2026, 11, 23, 14, 0, tzinfo=UTC)]
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    store = IncidentStore(redis, "qp")
+    payload = fixture_json("grafana/queue-alert-firing.json")
+    incident = opened(
+        delivery_of(parse_notification("grafana", payload)),
+        incident_id="1",
+        uid="u1",
+        channel="C1",
+        now=now[0],
+    )
+    await store.commit(
+        Commit(incident, group=GroupState(incident_id="1"), group_hash=incident.group_hash)
+    )
+    core = action_core(redis, store, metrics=FrozenListener(), clock=lambda: now[0])
+    for _ in range(17):  # a reading a minute, as the status tick takes them
+        await core.readings.latest()
+        now[0] += timedelta(minutes=1)
+    outcome = await core.diagnose(Actor("U1", "al"), "1:u1")
+    assert outcome.ok and "likely cause Listener stalled" in outcome.message
+    waiting = list((await redis.hgetall(store.keys.outbox_items("1"))).values())
+    text = "".join(waiting)
+    assert "163 jobs assigned and unchanged for 17 min while 4 runners idle" in text
+    assert "restart the ARC listener of linux.2xlarge" in text
     await redis.aclose()

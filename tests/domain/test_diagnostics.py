@@ -163,9 +163,9 @@ def snapshot(**types: M) -> FleetSnapshot:
         ),
         (
             M(queued=12, registered=50, busy=50, maximum=200, desired=62, scale_errors=5),
-            Cause.CONSTRAINTS,
+            Cause.SCALE_UP_FAILING,
             "high",
-            "fix what stops t from scaling",
+            "fix what the autoscaler reports for t",
         ),
     ],
 )

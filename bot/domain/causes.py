@@ -1,0 +1,277 @@
+"""Causes a CI engineer recognises: refinements of the runbook's five, each with its evidence.
+
+"Infrastructure problems" does not say whether to restart ARC's listener or to look at the nodes,
+and "raise the maximum by 21" is the wrong advice for a stalled listener. Each function here looks
+for one cause of real queue incidents in one runner type's reading and its recent history, and
+returns it with the numbers that show it and the next step that fits it, or None:
+
+- listener stalled: ARC's assigned jobs above zero and unchanged for 15 minutes while runners sit
+  idle or the set is below its maximum (PyTorch's `ARCListenerStall` rule): restart the listener;
+- runners not registering: the autoscaler has asked for more runners than registered for longer
+  than a runner takes to boot, or runners are offline;
+- scale-up failing: the autoscaler's own errors (a failed EC2 launch, a quota, ephemeral runners
+  that fail to start);
+- at the organisation's limit: several types queue below every maximum and none gets runners;
+- one workflow's surge: one workflow's arrivals against the same hour a day before (from the
+  jobs behind the queue).
+
+What a function cannot decide for lack of data it leaves out; `missing` says which source would
+tell. Pure functions, table-tested (tests/domain/test_causes.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Protocol
+
+from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
+from bot.domain.units import number
+
+STALL_MINS = 15.0  # ARCListenerStall: gha_assigned_jobs > 0 unchanged for 15 minutes
+BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
+ARC = "ARC's listener metrics (METRICS_BACKEND=prometheus)"
+JOBS_SOURCES = "needs the jobs behind the queue (JOBS_BACKEND=github or hud)"
+
+
+class Cause(StrEnum):
+    # The runbook's five.
+    WORKLOAD = "Increased workload"
+    CONSTRAINTS = "Resource constraints"
+    LONG_JOBS = "Long-running jobs"
+    AUTOSCALING = "Autoscaling configuration"
+    INFRASTRUCTURE = "Infrastructure problems"
+    # What they are, when the evidence says which.
+    SURGE = "One workflow's surge"
+    LISTENER_STALLED = "Listener stalled"
+    NOT_REGISTERING = "Runners not registering"
+    SCALE_UP_FAILING = "Scale-up failing"
+    ORG_LIMIT = "At the organisation's limit"
+
+
+# Which of the runbook's five each refinement is a case of.
+FAMILY = {
+    Cause.SURGE: Cause.WORKLOAD,
+    Cause.LISTENER_STALLED: Cause.INFRASTRUCTURE,
+    Cause.NOT_REGISTERING: Cause.INFRASTRUCTURE,
+    Cause.SCALE_UP_FAILING: Cause.CONSTRAINTS,
+    Cause.ORG_LIMIT: Cause.CONSTRAINTS,
+}
+
+
+class Surge(Protocol):
+    """One workflow's surge, as the jobs behind the queue find it (`bot.domain.jobs`)."""
+
+    @property
+    def workflow(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What diagnostics know beyond the reading itself."""
+
+    history: Sequence[HistoryPoint] = ()  # past readings, newest first
+    boot_mins: float = BOOT_MINS
+    # Per runner type, the autoscaler's recent failures in words; None: the scaler cannot read
+    # them; a type without an entry has no scale target.
+    scaler_failures: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
+    surges: Mapping[str, Surge] = field(default_factory=dict)
+    # Why there are no surges to tell, when the jobs could not be read ("" when they were).
+    jobs_note: str = JOBS_SOURCES
+
+
+@dataclass(frozen=True)
+class Found:
+    cause: Cause
+    evidence: str  # the numbers that show it
+    advice: str  # the next step that fits it
+
+
+def refined(
+    name: str,
+    m: RunnerTypeMetrics,
+    evidence: Evidence,
+    fleet: Mapping[str, RunnerTypeMetrics],
+    *,
+    now: datetime,
+) -> tuple[list[Found], list[str]]:
+    """The specific causes found for runner type `name`, and what would tell the others."""
+    found: list[Found] = []
+    missing: list[str] = []
+    for check in (listener_stalled, not_registering):
+        outcome = check(name, m, evidence.history, now=now, boot_mins=evidence.boot_mins)
+        if isinstance(outcome, Found):
+            found.append(outcome)
+        elif outcome:
+            missing.append(outcome)
+    failing = scale_up_failing(name, m, evidence.scaler_failures)
+    if failing is not None:
+        found.append(failing)
+    limit = org_limit(name, fleet, evidence.history, now=now, boot_mins=evidence.boot_mins)
+    if limit is not None:
+        found.append(limit)
+    surge = evidence.surges.get(name)
+    if surge is not None:
+        found.append(
+            Found(
+                Cause.SURGE,
+                surge.text,
+                f"cancel or defer {surge.workflow} if it can wait; scaling only buys time",
+            )
+        )
+    elif evidence.jobs_note:
+        missing.append(f"a workflow's surge {evidence.jobs_note}")
+    return found, missing
+
+
+def listener_stalled(
+    name: str,
+    m: RunnerTypeMetrics,
+    history: Sequence[HistoryPoint],
+    *,
+    now: datetime,
+    boot_mins: float = BOOT_MINS,
+) -> Found | str | None:
+    """Assigned jobs above zero and frozen for `STALL_MINS` while the set could take them."""
+    if m.assigned is None:
+        return f"a stalled listener needs assigned jobs over time ({ARC})"
+    if m.assigned <= 0:
+        return None
+    held = _unchanged_for(name, "assigned", m.assigned, history, now)
+    if held is None:
+        return f"a stalled listener needs {STALL_MINS:.0f} minutes of readings"
+    if held < STALL_MINS:
+        return None
+    idle = m.idle or 0
+    below_max = m.maximum is not None and m.registered is not None and m.registered < m.maximum
+    if idle <= 0 and not below_max:
+        return None  # frozen at the maximum with every runner busy: a full fleet, not a stall
+    room = f"{number(idle)} runners idle" if idle > 0 else "below its maximum"
+    return Found(
+        Cause.LISTENER_STALLED,
+        f"{number(m.assigned)} jobs assigned and unchanged for {held:.0f} min while {room}",
+        f"restart the ARC listener of {name} (delete its listener pod; the controller recreates "
+        "it): scaling does not help while it takes no jobs",
+    )
+
+
+def not_registering(
+    name: str,
+    m: RunnerTypeMetrics,
+    history: Sequence[HistoryPoint],
+    *,
+    now: datetime,
+    boot_mins: float = BOOT_MINS,
+) -> Found | str | None:
+    """More runners asked for than registered for longer than a boot, or runners offline."""
+    offline = m.offline or 0
+    if offline > 0 and (m.queued or 0) > 0:
+        total = (m.registered or 0) + offline
+        return Found(
+            Cause.NOT_REGISTERING,
+            f"{number(offline)} of {number(total)} runners offline while jobs wait",
+            f"look at the offline {name} runners (the node, the runner's service, its token)",
+        )
+    if m.desired is None or m.registered is None:
+        return None
+    if m.desired <= m.registered:
+        return None
+    since = _short_since(name, history, now)
+    if since is None or since < boot_mins:
+        return None if since is not None else "runners not registering needs readings over time"
+    return Found(
+        Cause.NOT_REGISTERING,
+        f"the autoscaler wants {number(m.desired)} runners, {number(m.registered)} registered, "
+        f"for {since:.0f} min (a boot takes about {boot_mins:.0f})",
+        f"find why new {name} runners do not register (pods pending, image pulls, node "
+        "capacity, the registration token) before asking for more",
+    )
+
+
+def scale_up_failing(
+    name: str, m: RunnerTypeMetrics, failures: Mapping[str, Sequence[str] | None]
+) -> Found | None:
+    """The autoscaler's own errors: its metric, or what the scale backend read."""
+    listed = list(failures.get(name) or ())
+    if not listed and not m.scale_errors:
+        return None
+    lines = listed[:2] or [f"{number(m.scale_errors or 0)} scale-up errors"]
+    quota = any(word in " ".join(listed).lower() for word in ("quota", "limit", "vcpu"))
+    advice = (
+        "raise the quota the autoscaler hit, or move the type to an instance type with room"
+        if quota
+        else f"fix what the autoscaler reports for {name} before scaling further"
+    )
+    return Found(Cause.SCALE_UP_FAILING, "; ".join(lines), advice)
+
+
+def org_limit(
+    name: str,
+    fleet: Mapping[str, RunnerTypeMetrics],
+    history: Sequence[HistoryPoint],
+    *,
+    now: datetime,
+    boot_mins: float = BOOT_MINS,
+) -> Found | None:
+    """Several types queue below every maximum, each short of what the autoscaler asked for
+    longer than a boot: nothing starts anywhere, which one type's nodes do not explain."""
+    short = []
+    for other, m in fleet.items():
+        queueing = (m.queued or 0) > 0
+        below = m.maximum is not None and m.registered is not None and m.registered < m.maximum
+        wanting = m.desired is not None and m.registered is not None and m.desired > m.registered
+        if not (queueing and below and wanting):
+            if queueing:
+                return None  # a type at its maximum, or getting its runners: not a shared limit
+            continue
+        since = _short_since(other, history, now)
+        if since is None or since < boot_mins:
+            return None
+        short.append(other)
+    if name not in short or len(short) < 2:
+        return None
+    return Found(
+        Cause.ORG_LIMIT,
+        f"{len(short)} runner types queue below their maximum and none gets the runners asked "
+        f"for ({', '.join(sorted(short)[:4])})",
+        "check the organisation's limits: the cloud account's instance quota, GitHub's runner "
+        "limit for the organisation or runner group",
+    )
+
+
+# --- over the history ----------------------------------------------------------------------
+
+
+def _unchanged_for(
+    name: str, gauge: str, value: float, history: Sequence[HistoryPoint], now: datetime
+) -> float | None:
+    """Minutes `gauge` of `name` has read `value` back from now; None when the history is too
+    short to say it held longer than `STALL_MINS` or changed within it."""
+    oldest = now
+    for point in history:  # newest first
+        past = point.gauges.get(name, {}).get(gauge)
+        if past is None or past != value:
+            return (now - oldest) / timedelta(minutes=1)
+        oldest = point.at
+    held = (now - oldest) / timedelta(minutes=1)
+    return held if held >= STALL_MINS else None
+
+
+def _short_since(name: str, history: Sequence[HistoryPoint], now: datetime) -> float | None:
+    """Minutes `name` has had fewer runners registered than desired, as far back as the history
+    shows it; None without any past reading of the two."""
+    oldest: datetime | None = None
+    for point in history:
+        gauges = point.gauges.get(name, {})
+        desired, registered = gauges.get("desired"), gauges.get("registered")
+        if desired is None or registered is None:
+            break
+        if desired <= registered:
+            return (now - oldest) / timedelta(minutes=1) if oldest else 0.0
+        oldest = point.at
+    return (now - oldest) / timedelta(minutes=1) if oldest else None
