@@ -24,6 +24,7 @@ HELP = """*`/queue`* — the live queue by runner type, and the open incidents
 *`/queue unsilence [ID]`* — remove the silence made from Slack
 *`/queue scale <runner-type> <+N> [ID] [max]`* — add runners (`max`: raise ARC's maxRunners)
 *`/queue diagnose [ID]`* — the runbook's checks, the likely cause, what to do next
+*`/queue jobs [runner-type]`* — which workflows' jobs are queueing, from where, what changed
 Without an ID, a command acts on the one open incident; when several are open it asks which."""
 
 # An ephemeral answer is one section-sized text: the overview stops before it, saying how many
@@ -84,6 +85,12 @@ def parse_command(text: str) -> Command:
         return Command(verb, seconds=parse_duration(args[0]), incident_ref=_optional_id(args, 1))
     if verb == "scale":
         return _parse_scale(args)
+    if verb == "jobs":
+        if len(args) > 1:
+            raise CommandError(
+                "usage: `/queue jobs [runner-type]`, e.g. `/queue jobs linux.2xlarge`"
+            )
+        return Command(verb, runner_type=args[0] if args else None)
     raise CommandError(f"unknown command `{escape(verb)}`. Try `/queue help`.")
 
 
@@ -132,6 +139,10 @@ async def run_command(
         return await _status(core)
     if command.verb == "incidents":
         return await _overview(core, verbose=True)
+    if command.verb == "jobs":
+        return await core.jobs(
+            actor, command.runner_type, limit=MAX_ANSWER, interaction=interaction
+        )
     ref = command.incident_ref
     if ref is None:
         open_now = await core.open_incidents(MAX_LINES)

@@ -4,7 +4,8 @@ Buttons, modals and `/queue` subcommands all land here, so all get the same perm
 the same idempotency, the same timeline entries and the same answers (see `bot.actions.flow` for the
 path every action takes). Acknowledge and resolve only change state; silence
 (`bot.actions.silence`),
-scale up (`bot.actions.scale`) and diagnostics (`bot.actions.diagnose`) call a backend first.
+scale up (`bot.actions.scale`) and diagnostics (`bot.actions.diagnose`) call a backend first;
+the queued jobs (`bot.actions.jobs`) only read one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import datetime
 
 from bot.actions.diagnose import Diagnosing
 from bot.actions.flow import Acting, Actor, Decide, Decision, Outcome, refused
+from bot.actions.jobs import Jobs
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
@@ -27,7 +29,12 @@ log = logging.getLogger(__name__)
 
 class ActionCore:
     def __init__(
-        self, acting: Acting, silencing: Silencing, scaling: Scaling, diagnosing: Diagnosing
+        self,
+        acting: Acting,
+        silencing: Silencing,
+        scaling: Scaling,
+        diagnosing: Diagnosing,
+        jobs: Jobs | None = None,
     ) -> None:
         self._acting = acting
         self._store = acting.store
@@ -37,6 +44,10 @@ class ActionCore:
         self.scale = scaling.scale
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
+        # Without its arrival history (`JobArrivals`), the jobs are listed but what changed since
+        # the day before is not said.
+        self.queued_jobs = jobs or Jobs(acting, diagnosing.readings, None)
+        self.jobs = self.queued_jobs.jobs
 
     # -- finding incidents -----------------------------------------------------------------
 

@@ -10,9 +10,10 @@ notifications carried.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bot.domain.fleet import FleetSnapshot
+from bot.domain.jobs import JobsListing
 
 
 class QueueMetrics(Protocol):
@@ -32,4 +33,15 @@ class QueueMetrics(Protocol):
 
     async def aclose(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class QueuedJobs(Protocol):
+    """A backend that can say which jobs are queued (GitHub, the HUD), or at least which
+    workflows' jobs arrived (ARC's counters, when they carry the workflow)."""
+
+    async def queued_jobs(self, *, now: datetime) -> JobsListing:
+        """The queued jobs, fleet-wide; ghosts left out and counted; a note when the source
+        cannot see jobs or workflows. Raises `BackendError` when it cannot say."""
         ...

@@ -10,13 +10,17 @@ The API's quota is shared with everything else using the token, so the client is
 page is asked with the ETag of its last answer (a 304 costs no quota), pagination follows the
 `link` header as given, and a rate-limit answer (`x-ratelimit-remaining: 0`, `retry-after`, or a
 secondary limit without either) stops all calls until GitHub says they may resume.
+
+The jobs behind the queue (`queued_jobs`, for `/queue jobs` and diagnostics) come from the same
+listing as the reading: a listing younger than `reuse_s` is reused as it is, an older one is
+asked again with its ETags (304s, free).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -26,6 +30,7 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import error_of, request
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.jobs import JobsListing, QueuedJob, trigger_of
 
 T = TypeVar("T")
 
@@ -47,6 +52,8 @@ class GithubConfig:
     timeout_s: float = 10.0
     max_pages: int = 20  # per listing: a runaway org must not eat the hour's quota
     concurrency: int = 4
+    # A jobs listing this recent serves `queued_jobs` without a call: the reading just made it.
+    reuse_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,14 @@ class Listing:
 
     items: list[Any]
     complete: bool
+
+
+@dataclass(frozen=True)
+class RunsAndJobs:
+    """The runs that may hold queued jobs (by id) and their jobs."""
+
+    runs: dict[Any, dict[str, Any]]
+    jobs: Listing
 
 
 @dataclass
@@ -213,14 +228,27 @@ class GithubMetrics:
     def __init__(self, config: GithubConfig, api: GithubApi | None = None) -> None:
         self._config = config
         self._api = api or GithubApi(config)
+        self._last: tuple[float, RunsAndJobs] | None = None
 
     @property
     def api(self) -> GithubApi:
         return self._api
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        jobs, runners = await all_or_none([self._jobs(), self._runners()])
+        listed, runners = await all_or_none([self._listed(), self._runners()])
+        jobs = listed.jobs
         return fleet_of(jobs.items, runners.items, now=now, every_job_listed=jobs.complete)
+
+    async def queued_jobs(self, *, now: datetime) -> JobsListing:
+        last = self._last
+        fresh = last is not None and time.monotonic() - last[0] < self._config.reuse_s
+        listed = last[1] if last is not None and fresh else await self._listed()
+        return queued_jobs_of(listed.runs, listed.jobs.items, complete=listed.jobs.complete)
+
+    async def _listed(self) -> RunsAndJobs:
+        listed = await self._jobs()
+        self._last = (time.monotonic(), listed)
+        return listed
 
     async def _runners(self) -> Listing:
         config = self._config
@@ -236,7 +264,7 @@ class GithubMetrics:
         )
         return _joined(listings)
 
-    async def _jobs(self) -> Listing:
+    async def _jobs(self) -> RunsAndJobs:
         """Jobs of the runs that may hold queued jobs: queued runs, and runs in progress (one
         job running and the next waiting for a runner is the usual shape of a queue).
 
@@ -262,7 +290,7 @@ class GithubMetrics:
         # A run that could not be read (no id, no usable `url`) may hold any queue.
         every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(paths)
         complete = bool(self._config.repos) and listed.complete and every_run_read
-        return Listing(jobs.items, complete and jobs.complete)
+        return RunsAndJobs(runs, Listing(jobs.items, complete and jobs.complete))
 
     async def aclose(self) -> None:
         await self._api.aclose()
@@ -349,3 +377,65 @@ def fleet_of(
     return FleetSnapshot(
         at=now, source="github", runner_types=result, absent_means_empty=every_job_listed
     )
+
+
+def queued_jobs_of(
+    runs: Mapping[Any, Any], jobs: Iterable[Any], *, complete: bool = True
+) -> JobsListing:
+    """The queued jobs with their run's workflow and trigger. A job still `queued` whose run has
+    completed (or which has a conclusion itself) is a ghost: GitHub lists it, nobody will run
+    it. Ghosts are left out and counted; so are jobs that cannot be read."""
+    found: list[QueuedJob] = []
+    ghosts = unreadable = 0
+    for job in jobs:
+        if not isinstance(job, dict) or job.get("status") not in QUEUED_STATUSES:
+            continue
+        if job.get("runner_id"):
+            continue
+        run = runs.get(job.get("run_id"))
+        run = run if isinstance(run, dict) else {}
+        if run.get("status") == "completed" or run.get("conclusion") or job.get("conclusion"):
+            ghosts += 1
+            continue
+        queued = _queued_job(job, run)
+        if queued is None:
+            unreadable += 1
+        else:
+            found.append(queued)
+    note = f"{unreadable} unreadable GitHub jobs left out" if unreadable else ""
+    return JobsListing(tuple(found), ghosts, complete and not unreadable, note)
+
+
+def _queued_job(job: dict[str, Any], run: dict[str, Any]) -> QueuedJob | None:
+    labels = job.get("labels")
+    runner_type = runner_type_of(labels) if isinstance(labels, list) else ""
+    created = parse_time(job.get("created_at")) or parse_time(job.get("started_at"))
+    job_id = job.get("id")
+    if not runner_type or created is None or job_id is None or isinstance(job_id, bool):
+        return None
+    workflow = _text(run.get("name")) or _text(job.get("workflow_name")) or "(unnamed workflow)"
+    attempt = job.get("run_attempt", run.get("run_attempt"))
+    return QueuedJob(
+        runner_type=runner_type,
+        workflow=workflow,
+        job=_text(job.get("name")),
+        repository=_repository(run, job),
+        url=_text(job.get("html_url")),
+        created_at=created,
+        trigger=trigger_of(run.get("event"), run.get("head_branch", job.get("head_branch"))),
+        run_attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1,
+        source_id=f"github:{str(job_id)[:40]}",
+    )
+
+
+def _repository(run: dict[str, Any], job: dict[str, Any]) -> str:
+    """`owner/name`: the run's `repository.full_name`, else from its API URL."""
+    repository = run.get("repository")
+    if isinstance(repository, dict) and _text(repository.get("full_name")):
+        return _text(repository.get("full_name"))
+    parts = _path(run.get("url") or job.get("run_url")).split("/")
+    return "/".join(parts[2:4]) if len(parts) > 3 else ""
+
+
+def _text(value: Any) -> str:
+    return value[:500] if isinstance(value, str) else ""

@@ -12,9 +12,12 @@ queries over HTTP, as PyTorch's own bots read them.
   its name holds the longest wait in seconds; it takes no parameters. It counts jobs queued
   longer than 5 minutes too.
 
-Both answer only labels that have such jobs: a label whose queue drained leaves the answer, so
-the reading says that a label it lacks has nothing queued longer than the query's threshold
-(`absent_means_empty`, with `queued_over_mins`); jobs younger than that it cannot see.
+A third, `queued_jobs` (one row per queued job, what HUD's metrics page lists; no parameters),
+tells which jobs they are: `/queue jobs` and diagnostics read it (`queued_jobs`).
+
+Both counting queries answer only labels that have such jobs: a label whose queue drained leaves
+the answer, so the reading says that a label it lacks has nothing queued longer than the query's
+threshold (`absent_means_empty`, with `queued_over_mins`); jobs younger than that it cannot see.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -33,6 +36,11 @@ from bot.backends.http import request
 from bot.domain.alerts import max_known
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.hud_queries import AGGREGATE, DEFAULT_PARAMETERS, threshold_minutes
+from bot.domain.jobs import JobsListing, QueuedJob, trigger_of_hud
+
+JOBS_QUERY = "queued_jobs"
+# The query lists jobs created less than a week ago; a larger age is not a queued job.
+MAX_QUEUE_S = 8 * 86_400
 
 
 @dataclass(frozen=True)
@@ -63,20 +71,7 @@ class HudMetrics:
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         config = self._config
-        response = await request(
-            self._client,
-            "The HUD",
-            "GET",
-            f"/api/clickhouse/{config.query}",
-            # `parameters` is required (the route JSON-parses it): at least "{}".
-            params={"parameters": json.dumps(config.all_parameters(), separators=(",", ":"))},
-        )
-        try:
-            rows = response.json()
-        except ValueError:
-            raise BackendError(
-                "The HUD answered with something that is not JSON", retryable=True
-            ) from None
+        rows = await self._rows(config.query, config.all_parameters())
         parse = aggregate_rows if config.query == AGGREGATE else by_label_rows
         types, skipped = parse(rows)
         note = f"{skipped} unreadable HUD rows left out" if skipped else ""
@@ -92,8 +87,74 @@ class HudMetrics:
             queued_over_mins=self._threshold,
         )
 
+    async def queued_jobs(self, *, now: datetime) -> JobsListing:
+        jobs, skipped = job_rows(await self._rows(JOBS_QUERY, {}), now=now)
+        note = f"{skipped} unreadable HUD rows left out" if skipped else ""
+        return JobsListing(tuple(jobs), complete=not skipped, note=note)
+
+    async def _rows(self, query: str, parameters: Mapping[str, Any]) -> Any:
+        response = await request(
+            self._client,
+            "The HUD",
+            "GET",
+            f"/api/clickhouse/{query}",
+            # `parameters` is required (the route JSON-parses it): at least "{}".
+            params={"parameters": json.dumps(parameters, separators=(",", ":"))},
+        )
+        try:
+            return response.json()
+        except ValueError:
+            raise BackendError(
+                "The HUD answered with something that is not JSON", retryable=True
+            ) from None
+
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def job_rows(rows: Any, *, now: datetime) -> tuple[list[QueuedJob], int]:
+    """`queued_jobs` rows as jobs (`name` is "<workflow> / <job>"; `queue_s` is how long ago it
+    was created); and how many rows were not readable (left out, never guessed)."""
+    if not isinstance(rows, list):
+        raise BackendError(
+            "The HUD answered with something that is not a list of rows", retryable=True
+        )
+    jobs, skipped = [], 0
+    for row in rows:
+        job = _job(row, now) if isinstance(row, dict) else None
+        if job is None:
+            skipped += 1
+        else:
+            jobs.append(job)
+    return jobs, skipped
+
+
+def _job(row: dict[str, Any], now: datetime) -> QueuedJob | None:
+    name, url, machine = row.get("name"), row.get("html_url"), row.get("machine_type")
+    queue_s = _count(row.get("queue_s"))
+    if not (isinstance(name, str) and name and isinstance(machine, str) and machine):
+        return None
+    if not isinstance(url, str) or queue_s is None or queue_s > MAX_QUEUE_S:
+        return None
+    workflow, _, job = name.partition(" / ")
+    return QueuedJob(
+        runner_type=machine[:200],
+        workflow=workflow[:200],
+        job=job[:500],
+        repository=_repository(url),
+        url=url[:2000],
+        created_at=now - timedelta(seconds=queue_s),
+        trigger=trigger_of_hud(row.get("source_type"), row.get("event"), row.get("head_branch")),
+        run_attempt=1,
+        # The job's URL names it (…/job/<id>): the same job listed again is not a new arrival.
+        source_id="hud:" + url[-200:],
+    )
+
+
+def _repository(url: str) -> str:
+    """`owner/name` from `https://github.com/<owner>/<name>/actions/…`."""
+    parts = url.split("/")
+    return "/".join(parts[3:5]) if len(parts) > 5 and parts[2] else ""
 
 
 def aggregate_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:

@@ -7,6 +7,11 @@ runner set); the job counters and histograms carry the job's labels, not the sca
 are joined to the set through the scrape target (`instance`) they share with its gauges. Any query
 can be replaced (`PROMETHEUS_QUERIES`), so other exporters fit; see the README for an EC2
 autoscaler's example.
+
+ARC lists no queued jobs. Its job counters can say which workflows' jobs started, per scale set,
+when `spec.listenerMetrics` adds `job_workflow_name` or `job_workflow_ref` to them (absent by
+default): `queued_jobs` then gives per-workflow starts in the last hour, against the same hour a
+day before, as arrivals; without those labels it says how to add them.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
+from bot.domain.jobs import Arrivals, JobsListing
 
 # ARC 0.14 names a runner set `<scale set>-<5 chars>`, the chars from Kubernetes'
 # `utilrand.String` alphabet (no vowels, no 0/1/3): so "linux-large" keeps its "-large".
@@ -32,6 +38,16 @@ ARC_NAME_SUFFIX = r"-[bcdfghjklmnpqrstvwxz2456789]{5}$"
 # Gives a job-level series its scale set's `name`: they come from the same listener target.
 _JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assigned_jobs{offset})"
 _QUEUED = "(max by (name) (gha_assigned_jobs) - max by (name) (gha_running_jobs))"
+WORKFLOW_LABELS = ("job_workflow_name", "job_workflow_ref")
+NO_WORKFLOW = (
+    "ARC's listener metrics carry no job_workflow_name or job_workflow_ref: add one to the "
+    "scale set's spec.listenerMetrics (gha_started_jobs_total's labels) to see which workflows "
+    "queue; ARC lists no queued jobs themselves"
+)
+NO_STARTS = (
+    "ARC's listeners report no job started in the last hour, so no workflow can be named; "
+    "ARC lists no queued jobs themselves"
+)
 
 
 def _joined(expr: str, offset: str = "", *, by: str = "name") -> str:
@@ -51,6 +67,7 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
     bucket = _joined(f"rate(gha_job_startup_duration_seconds_bucket[{window}])", by="name, le")
     return {
         "queued": _QUEUED,
+        "assigned": "max by (name) (gha_assigned_jobs)",
         "registered": "max by (name) (gha_registered_runners)",
         "busy": "max by (name) (gha_busy_runners)",
         "idle": "max by (name) (gha_idle_runners)",
@@ -136,6 +153,43 @@ class PrometheusMetrics:
             at=now, source="prometheus", runner_types=types, note=note, absent_means_empty=False
         )
 
+    async def queued_jobs(self, *, now: datetime) -> JobsListing:
+        """Per (runner type, workflow), the jobs started in the last hour and in the same hour a
+        day before: what arrived, since ARC's listener has no per-job queue to list."""
+        by = "name, " + ", ".join(WORKFLOW_LABELS)
+        last, before = await asyncio.gather(
+            self._query(_joined("increase(gha_started_jobs_total[1h])", by=by), now),
+            self._query(
+                _joined("increase(gha_started_jobs_total[1h] offset 1d)", " offset 1d", by=by),
+                now,
+            ),
+        )
+        last_hour, labelled = self._per_workflow(last)
+        day_before, _ = self._per_workflow(before)
+        note = ""
+        if not last:
+            note = NO_STARTS
+        elif not labelled:
+            note = NO_WORKFLOW
+        arrivals = Arrivals(last_hour, day_before, history=bool(day_before))
+        return JobsListing(complete=False, note=note, arrivals=arrivals)
+
+    def _per_workflow(
+        self, series: list[tuple[dict[str, str], float]]
+    ) -> tuple[dict[tuple[str, str], int], bool]:
+        """Counts per (runner type, workflow); and whether any series named its workflow."""
+        counts: dict[tuple[str, str], int] = {}
+        labelled = False
+        for labels, value in series:
+            workflow = workflow_of(labels)
+            runner_type = self.runner_type(labels)
+            if not workflow or not runner_type:
+                continue
+            labelled = True
+            key = (runner_type, workflow)
+            counts[key] = counts.get(key, 0) + round(value)
+        return {key: n for key, n in counts.items() if n > 0}, labelled
+
     def runner_type(self, labels: Mapping[str, str]) -> str:
         raw = labels.get(self._config.runner_type_label, "")
         return self._suffix.sub("", raw) if self._suffix else raw
@@ -196,3 +250,16 @@ def _number(sample: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
+
+
+def workflow_of(labels: Mapping[str, str]) -> str:
+    """A job series' workflow: `job_workflow_name`, else the file `job_workflow_ref` names
+    (`pytorch/pytorch/.github/workflows/periodic.yml@refs/heads/main` -> `periodic`)."""
+    name = labels.get("job_workflow_name", "").strip()
+    if name:
+        return name[:200]
+    ref = labels.get("job_workflow_ref", "").partition("@")[0]
+    stem = ref.rsplit("/", 1)[-1]
+    for extension in (".yml", ".yaml"):
+        stem = stem.removesuffix(extension)
+    return stem.strip()[:200]

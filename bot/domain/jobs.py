@@ -1,0 +1,262 @@
+"""The jobs behind a queue: which workflows are queueing, from where, and what changed.
+
+A backend that can see jobs lists them (`QueuedJob`, one per queued job); the arrival history
+counts, per runner type and workflow, the jobs first seen in each hour. `jobs_view` folds both
+into what a responder reads: per runner type, the workflows with the most queued jobs and the
+longest waits, each with its oldest job and what triggered it; `surging` names the workflow
+whose arrivals jumped (a periodic job, a mass re-run, a `ciflow` tag on a PR), because the fix
+for that is to cancel or defer it, not to scale.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+# (runner type, workflow) -> a count
+WorkflowCounts = Mapping[tuple[str, str], int]
+
+MAIN_BRANCHES = frozenset({"main", "master"})
+# A surge: arrivals at least doubled against the day before, by at least this many jobs (two
+# jobs against one is noise), or, with no history, one workflow holding most of a queue of at
+# least this many.
+SURGE_MIN_MORE = 5
+SURGE_MIN_QUEUED = 5
+
+
+class Trigger(StrEnum):
+    MAIN = "push to main"
+    PUSH = "push"
+    PULL_REQUEST = "pull request"
+    TAG = "tag"
+    DISPATCH = "dispatch"
+    SCHEDULE = "schedule"
+    OTHER = "other"
+
+
+_EVENTS = {
+    "pull_request": Trigger.PULL_REQUEST,
+    "pull_request_target": Trigger.PULL_REQUEST,
+    "merge_group": Trigger.PULL_REQUEST,
+    "workflow_dispatch": Trigger.DISPATCH,
+    "repository_dispatch": Trigger.DISPATCH,
+    "schedule": Trigger.SCHEDULE,
+}
+
+
+def trigger_of(event: object, head_branch: object) -> Trigger:
+    """What triggered a run, from GitHub's `event` and `head_branch` (any value: outside input).
+
+    A push of a `ciflow/…` ref is PyTorch's way of asking for more CI on a PR: a tag, not a
+    branch push (GitHub's `head_branch` holds the tag name for a tag push).
+    """
+    name = event if isinstance(event, str) else ""
+    branch = head_branch if isinstance(head_branch, str) else ""
+    if name == "push":
+        if branch in MAIN_BRANCHES:
+            return Trigger.MAIN
+        if branch.startswith(("ciflow/", "refs/tags/")):
+            return Trigger.TAG
+        return Trigger.PUSH
+    return _EVENTS.get(name, Trigger.OTHER)
+
+
+def trigger_of_hud(source_type: object, event: object, head_branch: object) -> Trigger:
+    """The HUD's `source_type` says it already: `main` (push to main), `ciflow` (a ciflow tag on
+    a PR), `autorevert` (a `trunk/<sha>` dispatch); `other` is told apart by the event."""
+    known = {"main": Trigger.MAIN, "ciflow": Trigger.TAG, "autorevert": Trigger.DISPATCH}
+    if isinstance(source_type, str) and source_type in known:
+        return known[source_type]
+    return trigger_of(event, head_branch)
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    runner_type: str
+    workflow: str
+    job: str
+    repository: str
+    url: str
+    created_at: datetime
+    trigger: Trigger
+    run_attempt: int
+    # Unique per job and source ("github:<job id>"), so a job listed again is not a new arrival.
+    source_id: str
+
+    def wait_mins(self, now: datetime) -> float:
+        return max((now - self.created_at).total_seconds() / 60, 0.0)
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """Jobs that arrived, per (runner type, workflow): in the last hour, and in the same hour a
+    day before. `history` is False when nothing was recorded a day before (the bot or the
+    source was not there yet): then "doubled" means nothing."""
+
+    last_hour: WorkflowCounts = field(default_factory=dict)
+    day_before: WorkflowCounts = field(default_factory=dict)
+    history: bool = False
+
+
+@dataclass(frozen=True)
+class JobsListing:
+    """What a backend saw: queued jobs, ghosts left out, whether it saw all of them, a note.
+    A source with no per-job rows (ARC's counters) brings its own `arrivals` instead."""
+
+    jobs: tuple[QueuedJob, ...] = ()
+    ghosts: int = 0
+    complete: bool = True
+    note: str = ""
+    arrivals: Arrivals | None = None
+
+
+@dataclass(frozen=True)
+class WorkflowQueue:
+    workflow: str
+    queued: int
+    longest_wait_mins: float | None
+    oldest_url: str
+    oldest_job: str
+    # Each trigger with its number of queued jobs, most first.
+    triggers: tuple[tuple[Trigger, int], ...]
+    last_hour: int | None = None
+    day_before: int | None = None
+
+    @property
+    def trigger(self) -> Trigger:
+        """The trigger most of its jobs came from."""
+        return self.triggers[0][0] if self.triggers else Trigger.OTHER
+
+
+@dataclass(frozen=True)
+class RunnerTypeJobs:
+    runner_type: str
+    queued: int
+    # Every workflow, ranked: renderers show the first few (a surge may rank low by count).
+    workflows: tuple[WorkflowQueue, ...]
+    triggers: tuple[tuple[Trigger, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class JobsView:
+    source: str
+    at: datetime
+    runner_types: dict[str, RunnerTypeJobs]
+    ghosts: int = 0
+    complete: bool = True
+    note: str = ""
+    history: bool = False
+
+
+@dataclass(frozen=True)
+class Surge:
+    runner_type: str
+    workflow: str
+    trigger: Trigger
+    last_hour: int
+    day_before: int
+    queued: int
+    share: float  # of the runner type's queued jobs
+
+    @property
+    def text(self) -> str:
+        head = f"{self.workflow} ({self.trigger.value}): {self.queued} jobs queued"
+        if self.day_before:
+            ratio = self.last_hour / self.day_before
+            return (
+                f"{head}, {self.last_hour} arrivals in the last hour against "
+                f"{self.day_before} a day before ({ratio:.1f}×)"
+            )
+        if self.last_hour:
+            return f"{head}, {self.last_hour} arrivals in the last hour against none a day before"
+        return f"{head}, {self.share:.0%} of the queue (no history a day before to compare)"
+
+
+def jobs_view(
+    listing: JobsListing,
+    arrivals: Arrivals,
+    *,
+    source: str,
+    at: datetime,
+) -> JobsView:
+    """Per runner type, its workflows ranked by queued jobs then longest wait (ties by name);
+    workflows that only arrived (none queued now) rank after them."""
+    by_workflow: dict[tuple[str, str], list[QueuedJob]] = {}
+    for job in listing.jobs:
+        by_workflow.setdefault((job.runner_type, job.workflow), []).append(job)
+    keys = set(by_workflow) | set(arrivals.last_hour) | set(arrivals.day_before)
+    per_type: dict[str, list[WorkflowQueue]] = {}
+    for runner_type, workflow in keys:
+        jobs = by_workflow.get((runner_type, workflow), [])
+        per_type.setdefault(runner_type, []).append(
+            _workflow(workflow, jobs, arrivals, (runner_type, workflow), at)
+        )
+    types = {}
+    for runner_type, workflows in sorted(per_type.items()):
+        types[runner_type] = RunnerTypeJobs(
+            runner_type=runner_type,
+            queued=sum(w.queued for w in workflows),
+            workflows=tuple(sorted(workflows, key=_rank)),
+            triggers=_ranked(sum((Counter(dict(w.triggers)) for w in workflows), Counter())),
+        )
+    return JobsView(
+        source=source,
+        at=at,
+        runner_types=types,
+        ghosts=listing.ghosts,
+        complete=listing.complete,
+        note=listing.note,
+        history=arrivals.history,
+    )
+
+
+def _workflow(
+    name: str, jobs: list[QueuedJob], arrivals: Arrivals, key: tuple[str, str], at: datetime
+) -> WorkflowQueue:
+    oldest = min(jobs, key=lambda j: (j.created_at, j.source_id)) if jobs else None
+    return WorkflowQueue(
+        workflow=name,
+        queued=len(jobs),
+        longest_wait_mins=oldest.wait_mins(at) if oldest else None,
+        oldest_url=oldest.url if oldest else "",
+        oldest_job=oldest.job if oldest else "",
+        triggers=_ranked(Counter(j.trigger for j in jobs)),
+        last_hour=arrivals.last_hour.get(key),
+        day_before=arrivals.day_before.get(key) if arrivals.history else None,
+    )
+
+
+def _rank(w: WorkflowQueue) -> tuple[float, float, float, str]:
+    return (-w.queued, -(w.longest_wait_mins or 0), -(w.last_hour or 0), w.workflow)
+
+
+def _ranked(counted: Counter[Trigger]) -> tuple[tuple[Trigger, int], ...]:
+    return tuple(sorted(counted.items(), key=lambda item: (-item[1], item[0].value)))
+
+
+def surging(view: JobsView, runner_type: str) -> Surge | None:
+    """The workflow behind a runner type's surge, if one is: its arrivals in the last hour at
+    least doubled against the same hour a day before, by at least SURGE_MIN_MORE; or, with no
+    history, it holds most of a queue of at least SURGE_MIN_QUEUED jobs. The biggest jump wins."""
+    queue = view.runner_types.get(runner_type)
+    if queue is None:
+        return None
+    best: tuple[float, Surge] | None = None
+    for w in queue.workflows:
+        last, before = w.last_hour or 0, w.day_before or 0
+        share = w.queued / queue.queued if queue.queued else 0.0
+        if view.history:
+            if last < 2 * before or last - before < SURGE_MIN_MORE:
+                continue
+            score = float(last - before)
+        else:
+            if queue.queued < SURGE_MIN_QUEUED or share <= 0.5:
+                continue
+            score = float(w.queued)
+        surge = Surge(runner_type, w.workflow, w.trigger, last, before, w.queued, share)
+        if best is None or score > best[0]:
+            best = (score, surge)
+    return best[1] if best else None

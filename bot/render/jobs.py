@@ -1,0 +1,110 @@
+"""Which jobs are queueing: per runner type, its top workflows grouped by what triggered them,
+each with its count, longest wait and a link to its oldest job; the surging workflow; the ghosts
+left out and what the source could not see. Pure; every name and URL from outside is escaped.
+
+`render_jobs` is the `/queue jobs` answer (one ephemeral text within `limit`); `jobs_blocks`
+is the same as Block Kit, for the diagnostics report.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from bot.domain.jobs import JobsView, RunnerTypeJobs, WorkflowQueue, surging
+from bot.domain.units import duration
+from bot.render.mrkdwn import context, escape, fit_lines, link, sections, slack_date, truncate
+
+TOP_WORKFLOWS = 5  # per runner type
+MAX_TYPES = 5
+MAX_NAME = 80
+MAX_JOB = 60
+SOURCES = {"github": "GitHub", "hud": "the HUD", "prometheus": "Prometheus", "alert": "the alert"}
+
+
+def render_jobs(view: JobsView, runner_types: list[str], *, limit: int = 2900) -> str:
+    """The answer to `/queue jobs`: the head, each runner type's lines, then the footnotes; lines
+    that do not fit are left out whole, and the answer says so."""
+    foot = footnotes(view)
+    body = [line for name in runner_types[:MAX_TYPES] for line in type_lines(view, name)]
+    if not body:
+        body = ["_No queued jobs seen for these runner types._"]
+    head = headline(view)
+    room = limit - len(head) - sum(len(f) + 1 for f in foot) - 60
+    kept = fit_lines(body, max(room, 0))
+    if len(kept) < len(body):
+        kept.append(f"_… {len(body) - len(kept)} more lines left out_")
+    return truncate("\n".join([head, *kept, *foot]), limit)
+
+
+def jobs_blocks(view: JobsView, runner_types: list[str]) -> list[dict[str, Any]]:
+    """The same as blocks: sections of each runner type's lines, a context of the footnotes."""
+    blocks = sections(
+        [headline(view), *[ln for n in runner_types[:MAX_TYPES] for ln in type_lines(view, n)]]
+    )
+    foot = footnotes(view)
+    if foot:
+        blocks.append(context([truncate(text, 500) for text in foot]))
+    return blocks[:10]
+
+
+def headline(view: JobsView) -> str:
+    source = SOURCES.get(view.source, escape(view.source))
+    return f"*Queued jobs* · from {source} at {slack_date(view.at, '{time}')}"
+
+
+def footnotes(view: JobsView) -> list[str]:
+    notes = []
+    if view.ghosts:
+        notes.append(
+            f"_{view.ghosts} ghost job{'s' if view.ghosts != 1 else ''} left out: listed as "
+            "queued in a run that has completed; nobody will run them._"
+        )
+    if view.note:
+        notes.append(f"⚠️ {truncate(escape(view.note), 400)}")
+    if not view.history and view.runner_types:
+        notes.append("_No arrivals recorded a day before yet: what changed cannot be said._")
+    return notes
+
+
+def type_lines(view: JobsView, runner_type: str) -> list[str]:
+    queue = view.runner_types.get(runner_type)
+    name = truncate(escape(runner_type), MAX_NAME)
+    if queue is None:
+        return [f"*`{name}`*: no queued jobs seen"]
+    mix = ", ".join(f"{t.value} {n}" for t, n in queue.triggers)
+    lines = [f"*`{name}`* · {queue.queued} queued" + (f" · {mix}" if mix else "")]
+    surge = surging(view, runner_type)
+    if surge is not None:
+        lines.append(f"📈 *What changed:* {truncate(escape(surge.text), 400)}")
+    lines += _grouped(queue, view)
+    if len(queue.workflows) > TOP_WORKFLOWS:
+        lines.append(f"    _+{len(queue.workflows) - TOP_WORKFLOWS} more workflows_")
+    return lines
+
+
+def _grouped(queue: RunnerTypeJobs, view: JobsView) -> list[str]:
+    """The top workflows under their main trigger, triggers in the order of the first."""
+    groups: dict[str, list[str]] = {}
+    for workflow in queue.workflows[:TOP_WORKFLOWS]:
+        groups.setdefault(workflow.trigger.value, []).append(_workflow_line(workflow, view))
+    lines = []
+    for trigger, rows in groups.items():
+        lines.append(f"  _{trigger}_")
+        lines += rows
+    return lines
+
+
+def _workflow_line(w: WorkflowQueue, view: JobsView) -> str:
+    line = f"    • `{truncate(escape(w.workflow), MAX_NAME)}`"
+    if w.queued:
+        line += f" — {w.queued} queued"
+    if w.longest_wait_mins is not None:
+        line += f", longest wait {duration(timedelta(minutes=w.longest_wait_mins))}"
+    if w.oldest_url:
+        line += f", oldest: {link(w.oldest_url, truncate(w.oldest_job or 'the job', MAX_JOB))}"
+    if w.last_hour is not None or w.day_before is not None:
+        line += f" · {w.last_hour or 0} arrived in the last hour"
+        if view.history:
+            line += f" ({w.day_before or 0} a day before)"
+    return line
