@@ -15,7 +15,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bot.backends.errors import BackendError
-from bot.backends.metrics.github import GithubConfig, GithubMetrics, fleet_of, next_link
+from bot.backends.metrics.github import (
+    GithubConfig,
+    GithubMetrics,
+    fleet_of,
+    next_link,
+    queued_jobs_of,
+)
+from bot.domain.jobs import Trigger
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.github_api import FakeGithub
 from tests.support.running import eventually
@@ -273,3 +280,147 @@ def test_any_jobs_and_runners_give_a_reading_never_an_exception(jobs: list, runn
     for metrics in snap.runner_types.values():
         assert metrics.queued is not None and metrics.queued >= 0
         assert metrics.longest_wait_mins is None or metrics.longest_wait_mins >= 0
+
+
+# -- the jobs behind the queue ----------------------------------------------------------------
+
+
+@pytest.fixture
+def github_jobs() -> Iterator[tuple[FakeGithub, RunningServer]]:
+    """A queue of three workflows over pages of two, with two ghosts: a job whose run has
+    completed (the `?status=` listing lags behind), and a queued job already concluded."""
+    fake = FakeGithub()
+    server = serve_in_thread(fake.app)
+    fake.base_url = server.url
+    fake.runner(1, GPU, busy=True)
+    job = FakeGithub.job
+    fake.run("pytorch/pytorch", 21, "in_progress", [
+        job(201, [GPU], "in_progress", ago(50)),
+        job(202, [GPU], "queued", ago(40), name="linux-jammy / test (1, 5)"),
+        job(203, ["self-hosted", GPU], "queued", ago(95), name="linux-jammy / test (2, 5)"),
+    ])  # fmt: skip
+    fake.run(
+        "pytorch/pytorch", 22, "queued",
+        [job(300 + n, [GPU], "queued", ago(20 + n), name=f"periodic-test ({n})") for n in range(5)],
+        name="periodic", event="schedule", head_branch="main",
+    )  # fmt: skip
+    fake.run(
+        "pytorch/pytorch", 23, "queued", [job(401, [CPU], "queued", ago(12), name="build")],
+        name="trunk", event="push", head_branch="main", run_attempt=2,
+    )  # fmt: skip
+    fake.run(
+        "pytorch/pytorch", 24, "completed", [job(501, [GPU], "queued", ago(300))],
+        conclusion="cancelled", listed_as="in_progress",
+    )  # fmt: skip
+    fake.run(
+        "pytorch/vision", 25, "queued", [job(601, [GPU], "queued", ago(8), conclusion="skipped")]
+    )
+    try:
+        yield fake, server
+    finally:
+        server.stop()
+
+
+async def test_queued_jobs_name_their_workflow_trigger_and_link(
+    github_jobs: tuple[FakeGithub, RunningServer],
+) -> None:
+    _, server = github_jobs
+    metrics = backend(server)
+
+    listing = await metrics.queued_jobs(now=NOW)
+    await metrics.aclose()
+
+    by_id = {job.source_id: job for job in listing.jobs}
+    # Every page of runs and jobs was followed; the two ghosts are left out and counted.
+    assert len(by_id) == 2 + 5 + 1 and listing.ghosts == 2 and listing.complete
+    oldest = by_id["github:203"]
+    assert (oldest.runner_type, oldest.workflow, oldest.trigger) == (
+        GPU,
+        "pull",
+        Trigger.PULL_REQUEST,
+    )
+    assert (oldest.job, oldest.repository) == (
+        "linux-jammy / test (2, 5)",
+        "pytorch/pytorch",
+    )
+    assert oldest.url == "https://github.com/pytorch/pytorch/actions/runs/21/job/203"
+    assert oldest.wait_mins(NOW) == 95
+    periodic = [job for job in listing.jobs if job.workflow == "periodic"]
+    assert len(periodic) == 5 and {job.trigger for job in periodic} == {Trigger.SCHEDULE}
+    trunk = by_id["github:401"]
+    assert (trunk.runner_type, trunk.trigger, trunk.run_attempt) == (CPU, Trigger.MAIN, 2)
+
+
+async def test_a_jobs_listing_after_a_reading_reuses_its_calls(
+    github_jobs: tuple[FakeGithub, RunningServer],
+) -> None:
+    fake, server = github_jobs
+    metrics = backend(server)
+    await metrics.read(now=NOW)
+    calls, spent = len(fake.calls), 5000 - fake.remaining
+
+    listing = await metrics.queued_jobs(now=NOW)
+
+    assert len(listing.jobs) == 8
+    assert len(fake.calls) == calls, "within reuse_s: the reading's listing, no call at all"
+    await metrics.aclose()
+
+    # Later, the same pages are asked with their ETags: 304s, no quota.
+    later = backend(server, reuse_s=0)
+    await later.read(now=NOW)
+    spent = 5000 - fake.remaining
+    assert len((await later.queued_jobs(now=NOW)).jobs) == 8
+    assert 5000 - fake.remaining == spent and later.api.not_modified > 0
+    await later.aclose()
+
+
+runs_and_jobs = st.tuples(
+    st.dictionaries(
+        json_scalars,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "name": json_scalars,
+                "event": st.sampled_from(["push", "schedule", "pull_request"]) | json_scalars,
+                "head_branch": st.sampled_from(["main", "ciflow/trunk/1"]) | json_scalars,
+                "status": st.sampled_from(["completed", "queued"]) | json_scalars,
+                "conclusion": json_scalars,
+                "repository": st.fixed_dictionaries({}, optional={"full_name": json_scalars})
+                | json_scalars,
+                "url": json_scalars,
+            },
+        )
+        | json_scalars,
+        max_size=3,
+    ),
+    st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "id": json_scalars,
+                "run_id": json_scalars,
+                "labels": st.lists(json_scalars, max_size=3) | json_scalars,
+                "status": st.just("queued") | json_scalars,
+                "conclusion": json_scalars,
+                "created_at": st.sampled_from([ago(5), "not a time"]) | json_scalars,
+                "run_attempt": json_scalars,
+                "html_url": json_scalars,
+                "name": json_scalars,
+                "workflow_name": json_scalars,
+            },
+        )
+        | json_scalars,
+        max_size=6,
+    ),
+)
+
+
+@given(runs_and_jobs)
+def test_any_runs_and_jobs_give_a_listing_never_an_exception(given_: tuple) -> None:
+    runs, jobs = given_
+    listing = queued_jobs_of(runs, jobs)
+    queued = [j for j in jobs if isinstance(j, dict) and j.get("status") == "queued"]
+    assert len(listing.jobs) + listing.ghosts <= len(queued)
+    for job in listing.jobs:
+        assert job.runner_type and job.workflow and job.source_id.startswith("github:")
+        assert isinstance(job.trigger, Trigger) and job.wait_mins(NOW) >= 0

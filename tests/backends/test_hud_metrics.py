@@ -12,7 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
-from bot.backends.metrics.hud import HudConfig, HudMetrics, aggregate_rows, by_label_rows
+from bot.backends.metrics.hud import (
+    HudConfig,
+    HudMetrics,
+    aggregate_rows,
+    by_label_rows,
+    job_rows,
+)
+from bot.domain.jobs import JobsListing, Trigger
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.hud_api import FakeHud
 
@@ -178,3 +185,136 @@ def test_any_rows_parse_to_non_negative_numbers(data: list) -> None:
 def test_an_answer_that_is_not_a_list_is_a_backend_error(data: object) -> None:
     with pytest.raises(BackendError):
         aggregate_rows(data)
+
+
+# -- queued_jobs: one row per queued job -------------------------------------------------------
+
+# ../shared/fixtures/hud/queued_jobs.json: HUD's metrics page's rows, worst first.
+QUEUED_JOBS = [
+    {
+        "queue_s": 6840,
+        "name": "pull / linux-jammy-cuda12.8-py3.10-gcc11 / test (default, 1, 5, linux.g5.4xlarge.nvidia.gpu)",  # noqa: E501
+        "html_url": "https://github.com/pytorch/pytorch/actions/runs/19633301122/job/56211710001",
+        "machine_type": "linux.g5.4xlarge.nvidia.gpu",
+        "head_sha": "3f1e0c2a9b7d4e5f60718293a4b5c6d7e8f90123",
+        "head_branch": "gh/someone/123/head",
+        "event": "pull_request",
+        "source_type": "other",
+        "ciflow_id": None,
+    },
+    {
+        "queue_s": 5410,
+        "name": "trunk / linux-jammy-cuda12.8-py3.10-gcc11 / test (default, 3, 5, linux.g5.4xlarge.nvidia.gpu)",  # noqa: E501
+        "html_url": "https://github.com/pytorch/pytorch/actions/runs/19633302233/job/56211720002",
+        "machine_type": "linux.g5.4xlarge.nvidia.gpu",
+        "head_sha": "9a8b7c6d5e4f30211f0e9d8c7b6a594837261504",
+        "head_branch": "main",
+        "event": "push",
+        "source_type": "main",
+        "ciflow_id": None,
+    },
+    {
+        "queue_s": 2290,
+        "name": "periodic / linux-jammy-cuda12.8-py3.10-gcc11-debug / test (default, 2, 7, linux.g5.4xlarge.nvidia.gpu)",  # noqa: E501
+        "html_url": "https://github.com/pytorch/pytorch/actions/runs/19633303344/job/56211730003",
+        "machine_type": "linux.g5.4xlarge.nvidia.gpu",
+        "head_sha": "ccdd11ee22ff33aa44bb55cc66dd77ee88ff9900",
+        "head_branch": "ciflow/periodic/165432",
+        "event": "push",
+        "source_type": "ciflow",
+        "ciflow_id": "165432",
+    },
+    {
+        "queue_s": 1900,
+        "name": "trunk / linux-jammy-py3.10-gcc11 / build",
+        "html_url": "https://github.com/pytorch/pytorch/actions/runs/19633304455/job/56211740004",
+        "machine_type": "linux.2xlarge",
+        "head_sha": "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c",
+        "head_branch": "trunk/0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c",
+        "event": "workflow_dispatch",
+        "source_type": "autorevert",
+        "ciflow_id": None,
+    },
+]
+
+
+async def queued_jobs(server: RunningServer) -> JobsListing:
+    metrics = HudMetrics(HudConfig(url=server.url, token="hud-bot-token"))
+    try:
+        return await metrics.queued_jobs(now=NOW)
+    finally:
+        await metrics.aclose()
+
+
+async def test_queued_jobs_rows_are_jobs_with_workflow_and_trigger(
+    hud: tuple[FakeHud, RunningServer],
+) -> None:
+    fake, server = hud
+    fake.rows["queued_jobs"] = QUEUED_JOBS
+
+    listing = await queued_jobs(server)
+
+    assert fake.seen[-1] == {} and fake.passed[-1] == {}, "`parameters={}`: the route needs it"
+    assert listing.complete and not listing.note and listing.ghosts == 0
+    shown = [(j.runner_type, j.workflow, j.trigger, round(j.wait_mins(NOW))) for j in listing.jobs]
+    assert shown == [
+        ("linux.g5.4xlarge.nvidia.gpu", "pull", Trigger.PULL_REQUEST, 114),
+        ("linux.g5.4xlarge.nvidia.gpu", "trunk", Trigger.MAIN, 90),
+        ("linux.g5.4xlarge.nvidia.gpu", "periodic", Trigger.TAG, 38),
+        ("linux.2xlarge", "trunk", Trigger.DISPATCH, 32),
+    ]
+    first = listing.jobs[0]
+    assert (
+        first.job
+        == "linux-jammy-cuda12.8-py3.10-gcc11 / test (default, 1, 5, linux.g5.4xlarge.nvidia.gpu)"
+    )
+    assert first.repository == "pytorch/pytorch"
+    assert first.url == QUEUED_JOBS[0]["html_url"]
+
+
+async def test_unreadable_job_rows_are_left_out_and_said(
+    hud: tuple[FakeHud, RunningServer],
+) -> None:
+    fake, server = hud
+    fake.rows["queued_jobs"] = [*QUEUED_JOBS[:2], {"name": "pull / x"}, "garbage"]
+
+    listing = await queued_jobs(server)
+
+    assert len(listing.jobs) == 2 and not listing.complete
+    assert listing.note == "2 unreadable HUD rows left out"
+
+
+async def test_a_hud_without_the_queued_jobs_query_is_a_clear_error(
+    hud: tuple[FakeHud, RunningServer],
+) -> None:
+    _, server = hud
+    with pytest.raises(BackendError, match="404"):
+        await queued_jobs(server)
+
+
+job_row = st.fixed_dictionaries(
+    {},
+    optional={
+        "queue_s": st.integers(-5, 10**9) | st.floats() | st.text(max_size=5) | st.none(),
+        "name": st.sampled_from(["pull / build", "periodic", " / ", ""]) | st.text(max_size=30),
+        "html_url": st.just(QUEUED_JOBS[0]["html_url"]) | st.text(max_size=30) | st.none(),
+        "machine_type": st.sampled_from(["linux.2xlarge", ""]) | st.integers(),
+        "source_type": st.sampled_from(["main", "ciflow", "autorevert", "other"]) | st.none(),
+        "event": st.text(max_size=20) | st.none(),
+        "head_branch": st.text(max_size=20) | st.integers(),
+    },
+)
+
+
+@given(st.lists(job_row | st.none() | st.integers(), max_size=8))
+def test_any_job_rows_give_jobs_or_a_count_of_left_out_rows(rows: list) -> None:
+    jobs, skipped = job_rows(rows, now=NOW)
+    assert len(jobs) + skipped == len(rows)
+    for job in jobs:
+        assert job.runner_type and job.wait_mins(NOW) >= 0 and job.source_id.startswith("hud:")
+
+
+@given(st.none() | st.integers() | st.text(max_size=10) | st.dictionaries(st.text(), st.none()))
+def test_an_answer_that_is_not_rows_is_a_backend_error(answer: object) -> None:
+    with pytest.raises(BackendError, match="not a list of rows"):
+        job_rows(answer, now=NOW)

@@ -51,15 +51,53 @@ class FakeGithub:
             }
         )
 
-    def run(self, repo: str, run_id: int, status: str, jobs: list[dict[str, Any]]) -> None:
-        self.runs.setdefault(repo, []).append({"id": run_id, "status": status, "jobs": jobs})
+    def run(
+        self,
+        repo: str,
+        run_id: int,
+        status: str,
+        jobs: list[dict[str, Any]],
+        *,
+        name: str = "pull",
+        event: str = "pull_request",
+        head_branch: str = "fix-sdpa-mask",
+        conclusion: str | None = None,
+        run_attempt: int = 1,
+        listed_as: str | None = None,
+    ) -> None:
+        """A workflow run (the `workflow-run` schema's fields the bot reads) and its jobs, which
+        carry the run's id, workflow name, branch and attempt as GitHub's `job` schema does.
+
+        `listed_as`: the status the `?status=` filter finds it under, when that lags behind its
+        real status (a run that completed while its jobs still say queued: a ghost)."""
+        for job in jobs:
+            job.update(
+                run_id=run_id, workflow_name=name, head_branch=head_branch,
+                run_attempt=run_attempt,
+                run_url=f"{self.base_url}/repos/{repo}/actions/runs/{run_id}",
+                html_url=f"https://github.com/{repo}/actions/runs/{run_id}/job/{job['id']}",
+            )  # fmt: skip
+        self.runs.setdefault(repo, []).append(
+            {"id": run_id, "status": status, "jobs": jobs, "name": name, "event": event,
+             "head_branch": head_branch, "conclusion": conclusion, "run_attempt": run_attempt,
+             "listed_as": listed_as or status}
+        )  # fmt: skip
 
     @staticmethod
-    def job(job_id: int, labels: list[str], status: str, created_at: str) -> dict[str, Any]:
+    def job(
+        job_id: int,
+        labels: list[str],
+        status: str,
+        created_at: str,
+        *,
+        name: str = "linux-jammy-py3.10-gcc11 / test",
+        conclusion: str | None = None,
+    ) -> dict[str, Any]:
         queued = status == "queued"
         return {
-            "id": job_id, "status": status, "conclusion": None, "created_at": created_at,
-            "started_at": created_at, "completed_at": None, "labels": labels, "steps": [],
+            "id": job_id, "name": name, "status": status, "conclusion": conclusion,
+            "created_at": created_at, "started_at": created_at, "completed_at": None,
+            "labels": labels, "steps": [],
             "runner_id": None if queued else 77, "runner_name": None if queued else "i-77",
             "runner_group_id": None if queued else 1,
             "runner_group_name": None if queued else "Default",
@@ -124,9 +162,11 @@ class FakeGithub:
             repo = f"{request.path_params['owner']}/{request.path_params['repo']}"
             status = request.query_params.get("status")
             chosen = [
-                {"id": r["id"], "status": r["status"],
-                 "url": f"{self.base_url}/repos/{repo}/actions/runs/{r['id']}"}
-                for r in self.runs.get(repo, []) if status in (None, r["status"])
+                {**{k: v for k, v in r.items() if k not in ("jobs", "listed_as")},
+                 "url": f"{self.base_url}/repos/{repo}/actions/runs/{r['id']}",
+                 "html_url": f"https://github.com/{repo}/actions/runs/{r['id']}",
+                 "repository": {"full_name": repo}}
+                for r in self.runs.get(repo, []) if status in (None, r["listed_as"])
             ]  # fmt: skip
             return self._page(request, chosen, "workflow_runs", f"/repos/{repo}/actions/runs", {})
 
