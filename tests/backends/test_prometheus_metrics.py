@@ -11,9 +11,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
-from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics, parse_vector
+from bot.backends.metrics.prometheus import (
+    NO_STARTS,
+    NO_WORKFLOW,
+    PrometheusConfig,
+    PrometheusMetrics,
+    parse_vector,
+    workflow_of,
+)
 from bot.domain.fleet import FIELDS as PROMETHEUS_FIELDS
 from bot.domain.fleet import FleetSnapshot
+from bot.domain.jobs import JobsListing
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.running import eventually
 
@@ -150,3 +158,77 @@ def test_any_answer_parses_to_finite_samples_or_a_backend_error(body: dict) -> N
         return
     for labels, value in samples:
         assert isinstance(labels, dict) and value == value and abs(value) != float("inf")
+
+
+# -- the jobs behind the queue: ARC's started-job counters per workflow ----------------------
+
+
+async def jobs_of(url: str) -> JobsListing:
+    metrics = PrometheusMetrics(PrometheusConfig(url=url))
+    try:
+        return await metrics.queued_jobs(now=datetime.now(UTC))
+    finally:
+        await metrics.aclose()
+
+
+async def test_without_a_workflow_label_arc_says_how_to_add_it(arc_fleet: ArcFleet) -> None:
+    async def started() -> JobsListing | None:
+        arc_fleet.queueing.start(waited_s=60)
+        listing = await jobs_of(arc_fleet.prometheus.url)
+        return listing if listing.note != NO_STARTS else None
+
+    listing = await eventually(started, what="started jobs scraped", timeout=30)
+
+    assert listing.note == NO_WORKFLOW and "listenerMetrics" in listing.note
+    assert listing.jobs == () and listing.arrivals is not None and not listing.arrivals.last_hour
+
+
+async def test_with_job_workflow_name_arc_gives_each_workflows_starts_as_arrivals() -> None:
+    fleet = ArcFleet(workflow_label="job_workflow_name")
+    try:
+
+        async def started() -> JobsListing | None:
+            fleet.queueing.start(waited_s=60, count=3, workflow="periodic")
+            fleet.queueing.start(waited_s=60, workflow="pull")
+            listing = await jobs_of(fleet.prometheus.url)
+            last = listing.arrivals.last_hour if listing.arrivals else {}
+            return listing if last.get((QUEUEING, "pull"), 0) > 0 else None
+
+        listing = await eventually(started, what="per-workflow starts", timeout=30)
+    finally:
+        fleet.stop()
+
+    assert listing.note == "" and listing.jobs == ()
+    assert listing.arrivals is not None
+    last = listing.arrivals.last_hour
+    # Per scale set (the random suffix gone) and workflow; three periodic starts for each pull.
+    assert set(last) == {(QUEUEING, "periodic"), (QUEUEING, "pull")}
+    assert last[(QUEUEING, "periodic")] > last[(QUEUEING, "pull")]
+    assert not listing.arrivals.history, "Prometheus has no day before yet"
+
+
+async def test_the_reading_carries_the_assigned_jobs(arc_fleet: ArcFleet) -> None:
+    snap = await eventually(lambda: read(arc_fleet.prometheus.url), what="a reading", timeout=30)
+    assert snap.runner_types[QUEUEING].assigned == 163
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["job_workflow_name", "job_workflow_ref", "name", "event_name"]),
+        st.sampled_from(
+            ["", "periodic", "pytorch/pytorch/.github/workflows/periodic.yml@refs/heads/main"]
+        )
+        | st.text(max_size=40),
+    )
+)
+def test_any_label_values_give_a_workflow_name_or_none(labels: dict[str, str]) -> None:
+    workflow = workflow_of(labels)
+    assert len(workflow) <= 200
+    if labels.get("job_workflow_name", "").strip():
+        assert workflow == labels["job_workflow_name"].strip()[:200]
+
+
+def test_a_workflow_ref_names_its_file() -> None:
+    ref = "pytorch/pytorch/.github/workflows/periodic.yml@refs/heads/main"
+    assert workflow_of({"job_workflow_ref": ref}) == "periodic"
+    assert workflow_of({"job_workflow_ref": "", "job_workflow_name": ""}) == ""

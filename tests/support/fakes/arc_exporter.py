@@ -44,8 +44,12 @@ class ArcListener:
     """A scale set's listener: set the gauges, `start()` and `complete()` jobs, scrape."""
 
     name: str  # the EphemeralRunnerSet's name, e.g. "mt-l-x86iavx512-8-64-x7q2k"
+    # A label `spec.listenerMetrics` adds to the job metrics ("job_workflow_name" or
+    # "job_workflow_ref"); ARC's defaults have none.
+    workflow_label: str = ""
     gauges: dict[str, float] = field(default_factory=dict)
     started: int = 0
+    started_by: dict[str, int] = field(default_factory=dict)  # per workflow label value
     completed: int = 0
     startup: Histogram = field(default_factory=Histogram)
     execution: Histogram = field(default_factory=Histogram)
@@ -55,9 +59,10 @@ class ArcListener:
         with self.lock:
             self.gauges.update(gauges)
 
-    def start(self, waited_s: float, count: int = 1) -> None:
+    def start(self, waited_s: float, count: int = 1, workflow: str = "") -> None:
         with self.lock:
             self.started += count
+            self.started_by[workflow] = self.started_by.get(workflow, 0) + count
             self.startup.observations.extend([waited_s] * count)
 
     def complete(self, took_s: float, count: int = 1) -> None:
@@ -80,8 +85,8 @@ class ArcListener:
                     ]
             # Counters and histograms appear after the listener's first job event, as in ARC.
             if self.started:
-                lines += ["# TYPE gha_started_jobs_total counter",
-                          f"gha_started_jobs_total{{{JOB}}} {self.started}"]  # fmt: skip
+                lines += ["# TYPE gha_started_jobs_total counter"]
+                lines += self._started_lines()
                 lines += ["# TYPE gha_job_startup_duration_seconds histogram"]
                 lines += self.startup.lines("gha_job_startup_duration_seconds", JOB)
             if self.completed:
@@ -91,6 +96,16 @@ class ArcListener:
                 lines += ["# TYPE gha_job_execution_duration_seconds histogram"]
                 lines += self.execution.lines("gha_job_execution_duration_seconds", done)
         return "\n".join(lines) + "\n"
+
+    def _started_lines(self) -> list[str]:
+        if not self.workflow_label:
+            return [f"gha_started_jobs_total{{{JOB}}} {self.started}"]
+        # client_golang sorts label names: the added label goes in its place.
+        lines = []
+        for workflow, count in sorted(self.started_by.items()):
+            pairs = [*JOB.split(","), f'{self.workflow_label}="{workflow}"']
+            lines.append(f"gha_started_jobs_total{{{','.join(sorted(pairs))}}} {count}")
+        return lines
 
     @property
     def app(self) -> Starlette:
@@ -109,13 +124,13 @@ class ArcFleet:
     """Two scale sets' listeners, each its own scrape target of a real `prometheus` (as in a
     cluster: the job metrics join the gauges on `instance`); the first one queueing."""
 
-    def __init__(self) -> None:
+    def __init__(self, workflow_label: str = "") -> None:
         from sandbox.serve import serve_in_thread
         from tests.support.servers import Prometheus
 
         # The runner sets' names as ARC 0.14 makes them: "<scale set>-<5 chars>".
-        self.queueing = ArcListener(f"{QUEUEING}-x7q2k")
-        self.healthy = ArcListener(f"{HEALTHY}-d4zt9")
+        self.queueing = ArcListener(f"{QUEUEING}-x7q2k", workflow_label)
+        self.healthy = ArcListener(f"{HEALTHY}-d4zt9", workflow_label)
         self.queueing.set(
             assigned_jobs=163, running_jobs=120, registered_runners=120, busy_runners=120,
             idle_runners=0, min_runners=0, max_runners=120, desired_runners=120,
