@@ -1,0 +1,96 @@
+"""The arrival history against a real Redis: each job counts once, however often and however
+many replicas list it, in the hour it was created; the same hour a day before is kept."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from redis.asyncio import Redis
+
+from bot.domain.jobs import QueuedJob, Trigger
+from bot.fleet.jobs import JobArrivals, hour_of
+from bot.storage.keys import Keys
+
+# Ten minutes past the current hour (keys expire by the real clock): the previous hour still
+# weighs 5/6 in "the last hour".
+NOW = datetime.now(UTC).replace(minute=10, second=0, microsecond=0)
+GPU = "linux.g5.4xlarge.nvidia.gpu"
+
+
+def job(n: int, workflow: str, created_at: datetime, runner_type: str = GPU) -> QueuedJob:
+    return QueuedJob(
+        runner_type=runner_type,
+        workflow=workflow,
+        job="test",
+        repository="pytorch/pytorch",
+        url=f"https://github.com/pytorch/pytorch/actions/runs/1/job/{n}",
+        created_at=created_at,
+        trigger=Trigger.SCHEDULE,
+        run_attempt=1,
+        source_id=f"github:{n}",
+    )
+
+
+async def test_a_job_listed_again_is_not_a_new_arrival(redis: Redis) -> None:
+    arrivals = JobArrivals(redis, Keys("qp"))
+    jobs = [job(n, "periodic", NOW - timedelta(minutes=5)) for n in range(6)]
+
+    first = await arrivals.record(jobs, now=NOW)
+    again = await arrivals.record([*jobs, job(99, "periodic", NOW)], now=NOW)
+
+    assert first.last_hour == {(GPU, "periodic"): 6}
+    assert again.last_hour == {(GPU, "periodic"): 7}, "only the new job counted"
+    assert not again.history, "nothing recorded a day before"
+
+
+async def test_two_replicas_listing_at_once_count_each_job_once(redis: Redis) -> None:
+    replicas = [JobArrivals(redis, Keys("qp")) for _ in range(2)]
+    jobs = [job(n, "pull", NOW - timedelta(seconds=n)) for n in range(50)]
+
+    await asyncio.gather(*(r.record(jobs, now=NOW) for r in replicas for _ in range(3)))
+
+    counted = await replicas[0].record([], now=NOW)
+    assert counted.last_hour == {(GPU, "pull"): 50}
+
+
+async def test_the_last_hour_is_compared_with_the_same_hour_a_day_before(redis: Redis) -> None:
+    arrivals = JobArrivals(redis, Keys("qp"))
+    yesterday = NOW - timedelta(days=1)
+    await arrivals.record(
+        [job(n, "periodic", yesterday - timedelta(minutes=2)) for n in range(12)],
+        now=yesterday,
+    )
+    surge = [job(100 + n, "periodic", NOW - timedelta(minutes=3)) for n in range(38)]
+    # Created in the previous clock hour, 40 minutes ago: 5/6 of that hour is in the window.
+    earlier = [job(200 + n, "pull", NOW - timedelta(minutes=40)) for n in range(6)]
+
+    seen = await arrivals.record([*surge, *earlier], now=NOW)
+
+    assert seen.history
+    assert seen.last_hour == {(GPU, "periodic"): 38, (GPU, "pull"): 5}
+    assert seen.day_before == {(GPU, "periodic"): 12}
+
+
+async def test_the_history_expires_a_day_and_more_after_its_hour(redis: Redis) -> None:
+    keys = Keys("qp")
+    await JobArrivals(redis, keys).record([job(1, "pull", NOW)], now=NOW)
+    hour = hour_of(NOW)
+    for key in (keys.jobs_seen(hour), keys.job_arrivals(hour)):
+        expires = await redis.expiretime(key)
+        assert expires == (hour + 1 + 26) * 3600, key
+
+
+async def test_jobs_from_the_future_or_too_old_are_not_counted(redis: Redis) -> None:
+    arrivals = JobArrivals(redis, Keys("qp"))
+    seen = await arrivals.record(
+        [job(1, "pull", NOW + timedelta(hours=2)), job(2, "pull", NOW - timedelta(days=3))],
+        now=NOW,
+    )
+    assert seen.last_hour == {} and not await redis.keys("qp:jobs:*")
+
+
+async def test_a_tab_in_a_name_does_not_split_it(redis: Redis) -> None:
+    arrivals = JobArrivals(redis, Keys("qp"))
+    seen = await arrivals.record([job(1, "pull\tnightly", NOW, runner_type="a\tb")], now=NOW)
+    assert seen.last_hour == {("a b", "pull nightly"): 1}
