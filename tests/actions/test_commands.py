@@ -59,6 +59,8 @@ from tests.support.cores import action_core
         ("unsilence", Command("unsilence")),
         ("unsilence #3", Command("unsilence", incident_ref="3")),
         ("  ack   12  ", Command("ack", incident_ref="12")),
+        ("jobs", Command("jobs")),
+        ("Jobs Linux.ARM64", Command("jobs", runner_type="Linux.ARM64")),
     ],
 )
 def test_parse_command_understands_every_documented_form(text: str, command: Command) -> None:
@@ -99,6 +101,7 @@ def test_the_runner_type_keeps_its_case() -> None:
         ("scale x -3", "/queue scale <runner-type> <+N> [ID]"),
         ("scale x lots", "/queue scale <runner-type> <+N> [ID]"),
         ("frobnicate", "unknown command `frobnicate`"),
+        ("jobs linux.2xlarge extra", "/queue jobs [runner-type]"),
     ],
 )
 def test_errors_say_how_to_write_the_command(text: str, hint: str) -> None:
@@ -250,6 +253,7 @@ async def test_bad_input_answers_what_was_wrong_and_the_help(
     assert not outcome.ok
     assert outcome.message.startswith(wrong)
     assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
+    assert "*`/queue jobs [runner-type]`*" in outcome.message
 
 
 async def test_acknowledge_racing_resolve_ends_consistently(redis_url: str) -> None:

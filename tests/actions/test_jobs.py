@@ -1,0 +1,212 @@
+"""`/queue jobs [runner-type]` end to end: the command, the action, a GitHub-shaped API (or the
+alert backend), the arrival history on a real Redis, and the answer a responder reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from redis.asyncio import Redis
+
+from bot.actions.commands import MAX_ANSWER, run_command
+from bot.actions.core import ActionCore, Actor
+from bot.actions.diagnose import DiagnoseConfig, Diagnosing
+from bot.actions.flow import Acting
+from bot.actions.interactions import Interactions
+from bot.actions.jobs import Jobs
+from bot.actions.permissions import Authorizer, Rules
+from bot.actions.scale import ScaleConfig, Scaling
+from bot.actions.silence import SilenceConfig, Silencing
+from bot.backends.metrics import QueueMetrics
+from bot.backends.metrics.alert import AlertMetrics
+from bot.backends.metrics.github import GithubConfig, GithubMetrics
+from bot.domain.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
+from bot.fleet.jobs import JobArrivals
+from bot.fleet.readings import FleetReadings
+from bot.render.jobs import jobs_blocks, render_jobs
+from bot.render.mrkdwn import MAX_BLOCKS, MAX_SECTION
+from bot.storage.incident_store import IncidentStore
+from bot.telemetry import Telemetry
+from sandbox.serve import RunningServer, serve_in_thread
+from tests.support.fakes.github_api import FakeGithub
+
+GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "linux.2xlarge"
+AL = Actor("U1", "al")
+
+
+def ago(minutes: float) -> str:
+    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def _nobody(_: str) -> list[str]:
+    return []
+
+
+async def _no_name(_: str) -> str | None:
+    return None
+
+
+async def _no_link(_: str, __: str) -> str | None:
+    return None
+
+
+def core_with(redis: Redis, metrics: QueueMetrics, *, history: bool = True) -> ActionCore:
+    store = IncidentStore(redis, "qp")
+    clock = lambda: datetime.now(UTC)  # noqa: E731
+    acting = Acting(
+        store,
+        Telemetry(),
+        Interactions(redis, "qp"),
+        Authorizer(Rules(), group_members=_nobody),
+        display_name=_no_name,
+        clock=clock,
+    )
+    readings = FleetReadings(redis, store.keys, metrics, interval_s=60, timeout_s=2, clock=clock)
+    arrivals = JobArrivals(redis, store.keys) if history else None
+    return ActionCore(
+        acting,
+        Silencing(acting, None, config=SilenceConfig(timeout_s=2), permalink=_no_link),
+        Scaling(acting, None, {}, config=ScaleConfig(timeout_s=2, cooldown_s=60)),
+        Diagnosing(acting, readings, config=DiagnoseConfig(timeout_s=2)),
+        jobs=Jobs(acting, readings, arrivals),
+    )
+
+
+@pytest.fixture
+def github() -> Iterator[tuple[FakeGithub, RunningServer]]:
+    fake = FakeGithub()
+    server = serve_in_thread(fake.app)
+    fake.base_url = server.url
+    job = FakeGithub.job
+    fake.run(
+        "pytorch/pytorch", 31, "queued",
+        [job(3100 + n, [GPU], "queued", ago(3), name=f"test ({n}, 38)") for n in range(38)],
+        name="periodic", event="schedule", head_branch="main",
+    )  # fmt: skip
+    fake.run("pytorch/pytorch", 32, "in_progress", [
+        job(3201, [GPU], "queued", ago(95), name="linux-jammy / test (1, 5)"),
+        job(3202, [GPU], "queued", ago(20), name="linux-jammy / test (2, 5)"),
+    ])  # fmt: skip
+    fake.run(
+        "pytorch/pytorch", 33, "queued", [job(3301, [CPU], "queued", ago(12), name="build")],
+        name="trunk", event="push", head_branch="main",
+    )  # fmt: skip
+    fake.run(
+        "pytorch/pytorch", 34, "completed", [job(3401, [GPU], "queued", ago(300))],
+        conclusion="cancelled", listed_as="queued",
+    )  # fmt: skip
+    fake.page_size = 100
+    try:
+        yield fake, server
+    finally:
+        server.stop()
+
+
+def github_metrics(server: RunningServer) -> GithubMetrics:
+    return GithubMetrics(
+        GithubConfig(token="ghp-test", api_url=server.url, repos=("pytorch/pytorch",))
+    )
+
+
+async def test_queue_jobs_names_the_workflows_grouped_by_trigger_with_links(
+    redis: Redis, github: tuple[FakeGithub, RunningServer]
+) -> None:
+    _, server = github
+    core = core_with(redis, github_metrics(server))
+
+    outcome = await run_command(core, AL, "jobs")
+
+    text = outcome.message
+    assert outcome.ok and len(text) <= MAX_ANSWER
+    # The worst queue first, its workflows under what triggered them.
+    assert text.index(f"*`{GPU}`* · 40 queued") < text.index(f"*`{CPU}`* · 1 queued")
+    assert "  _schedule_\n    • `periodic` — 38 queued" in text
+    assert "  _pull request_\n    • `pull` — 2 queued, longest wait 1 h 35 min" in text
+    assert (
+        "<https://github.com/pytorch/pytorch/actions/runs/32/job/3201|linux-jammy / test (1, 5)>"
+        in text
+    )
+    assert "1 ghost job left out" in text
+    assert "No arrivals recorded a day before yet" in text
+
+
+async def test_queue_jobs_for_one_runner_type_and_what_changed_since_yesterday(
+    redis: Redis, github: tuple[FakeGithub, RunningServer]
+) -> None:
+    _, server = github
+    core = core_with(redis, github_metrics(server))
+    # The same hour a day before: 12 periodic jobs arrived.
+    yesterday = datetime.now(UTC) - timedelta(days=1)
+    before = [
+        QueuedJob(GPU, "periodic", "test", "pytorch/pytorch", "", yesterday, Trigger.SCHEDULE, 1,
+                  f"github:y{n}")
+        for n in range(12)
+    ]  # fmt: skip
+    await JobArrivals(redis, IncidentStore(redis, "qp").keys).record(before, now=yesterday)
+
+    outcome = await run_command(core, AL, f"jobs {GPU}")
+
+    assert outcome.ok and CPU not in outcome.message
+    assert (
+        "📈 *What changed:* periodic (schedule): 38 jobs queued, 38 arrivals in the last hour "
+        "against 12 a day before (3.2×)"
+    ) in outcome.message
+    assert "· 38 arrived in the last hour (12 a day before)" in outcome.message
+    assert "No arrivals recorded a day before" not in outcome.message
+
+
+async def test_a_listing_that_fails_says_why(redis: Redis) -> None:
+    metrics = GithubMetrics(GithubConfig(token="x", api_url="http://127.0.0.1:9", repos=("a/b",)))
+    outcome = await run_command(core_with(redis, metrics), AL, "jobs")
+    assert not outcome.ok and outcome.message.startswith("No queued jobs to show: GitHub")
+
+
+async def test_the_alert_backend_says_which_backends_list_jobs(redis: Redis) -> None:
+    outcome = await run_command(core_with(redis, AlertMetrics()), AL, "jobs")
+    assert outcome.ok
+    assert "the alert carries no jobs; METRICS_BACKEND=github or hud lists them" in outcome.message
+
+
+def hostile_view(types: int, workflows: int) -> tuple[list[str], object]:
+    now = datetime.now(UTC)
+    jobs = [
+        QueuedJob(
+            runner_type=f"<!channel> type {t}" + "x" * 200,
+            workflow=f"<@U123> & wf {w}" + "y" * 300,
+            job="<https://evil.example|click> " + "z" * 300,
+            repository="o/r",
+            url=f"https://github.com/o/r/actions/runs/1/job/{t}{w}?a=1&b=<2>",
+            created_at=now - timedelta(minutes=w),
+            trigger=Trigger.PULL_REQUEST,
+            run_attempt=1,
+            source_id=f"github:{t}:{w}",
+        )
+        for t in range(types)
+        for w in range(workflows)
+    ]
+    view = jobs_view(
+        JobsListing(tuple(jobs), ghosts=3, note="<!here> " * 200),
+        Arrivals(),
+        source="GitHub",
+        at=now,
+    )
+    return sorted(view.runner_types), view
+
+
+@pytest.mark.parametrize(("types", "workflows"), [(1, 1), (3, 40), (30, 30)])
+def test_any_names_stay_inert_and_within_slacks_limits(types: int, workflows: int) -> None:
+    names, view = hostile_view(types, workflows)
+
+    text = render_jobs(view, names, limit=MAX_ANSWER)  # type: ignore[arg-type]
+    blocks = jobs_blocks(view, names)  # type: ignore[arg-type]
+
+    assert len(text) <= MAX_ANSWER
+    shown = [text, *(str(b) for b in blocks)]
+    for part in shown:
+        assert "<!channel>" not in part and "<!here>" not in part and "<@U123>" not in part
+        assert "<https://evil.example" not in part
+    assert len(blocks) <= MAX_BLOCKS
+    for block in blocks:
+        texts = [block["text"]] if "text" in block else block.get("elements", [])
+        assert all(len(t["text"]) <= MAX_SECTION for t in texts)
