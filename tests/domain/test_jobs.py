@@ -123,7 +123,13 @@ def many(workflow: str, count: int, trigger: Trigger, start: int = 0) -> list[Qu
     ("last", "before", "history", "queued", "surge"),
     [
         # Arrivals tripled against the day before: periodic surges.
-        ({"periodic": 38, "pull": 10}, {"periodic": 12, "pull": 9}, True, {"periodic": 42}, "periodic"),
+        (
+            {"periodic": 38, "pull": 10},
+            {"periodic": 12, "pull": 9},
+            True,
+            {"periodic": 42},
+            "periodic",
+        ),
         # Doubled, but by 3 jobs: noise.
         ({"periodic": 6}, {"periodic": 3}, True, {"periodic": 6}, None),
         # Up by 5 but not doubled.
@@ -187,4 +193,6 @@ def test_without_history_the_surge_says_its_share() -> None:
     view = jobs_view(JobsListing(tuple(jobs)), Arrivals(), source="the HUD", at=NOW)
     surge = surging(view, GPU)
     assert surge is not None
-    assert surge.text == "periodic (schedule): 8 jobs queued, 80% of the queue (no history a day before to compare)"  # noqa: E501
+    assert surge.text == (
+        "periodic (schedule): 8 jobs queued, 80% of the queue (no history a day before to compare)"
+    )
