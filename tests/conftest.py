@@ -11,9 +11,11 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.config import Settings, load_settings
-from sandbox.serve import serve_in_thread
+from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
+from tests.support.fakes.github_api import FakeGithub
 from tests.support.fakes.scale_receiver import ScaleReceiver
+from tests.support.jobs import queue_of_jobs
 from tests.support.running import WEBHOOK_TOKEN, RunningBot, run_bot
 from tests.support.servers import RedisServer
 from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
@@ -95,3 +97,16 @@ def receiver() -> Iterator[ScaleReceiver]:
         yield fake
         if fake.hanging is not None:
             fake.hanging.set()
+
+
+@pytest.fixture
+def github_jobs() -> Iterator[tuple[FakeGithub, RunningServer]]:
+    """A GitHub-shaped API listing a queue's jobs (`tests.support.jobs.queue_of_jobs`)."""
+    fake = FakeGithub()
+    server = serve_in_thread(fake.app)
+    fake.base_url = server.url
+    queue_of_jobs(fake)
+    try:
+        yield fake, server
+    finally:
+        server.stop()

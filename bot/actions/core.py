@@ -44,10 +44,7 @@ class ActionCore:
         self.scale = scaling.scale
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
-        # Without its arrival history (`JobArrivals`), the jobs are listed but what changed since
-        # the day before is not said.
-        self.queued_jobs = jobs or Jobs(acting, diagnosing.readings, None)
-        self.jobs = self.queued_jobs.jobs
+        self.jobs = (jobs or Jobs(acting, None)).jobs
 
     # -- finding incidents -----------------------------------------------------------------
 

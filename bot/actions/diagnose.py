@@ -12,10 +12,14 @@ from datetime import datetime
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.interactions import Held
+from bot.backends.errors import BackendError
+from bot.domain.causes import JOBS_SOURCES
 from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import incident_fleet
 from bot.domain.incidents import Event, Incident, with_action
+from bot.domain.jobs import JobsView, surging
+from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.render.diagnostics import render_diagnostics
 from bot.render.mrkdwn import person
@@ -29,10 +33,18 @@ class DiagnoseConfig:
 
 
 class Diagnosing:
-    def __init__(self, acting: Acting, readings: FleetReadings, *, config: DiagnoseConfig) -> None:
+    def __init__(
+        self,
+        acting: Acting,
+        readings: FleetReadings,
+        *,
+        config: DiagnoseConfig,
+        jobs: JobsWatch | None = None,
+    ) -> None:
         self._acting = acting
         self._readings = readings
         self._config = config
+        self._jobs = jobs
 
     @property
     def readings(self) -> FleetReadings:
@@ -57,27 +69,49 @@ class Diagnosing:
         )
         if isinstance(lock, Held):
             return refused(f"Diagnostics were just run ({lock.what}): see the thread.")
-        snapshot, evidence = await self._gather(incident)
+        snapshot, evidence, view = await self._gather(incident)
         await lock.keep(self._config.cooldown_s, f"{name} ran them")
-        return await self._acting.commit(ref, _record(actor, name, snapshot, evidence))
+        return await self._acting.commit(ref, _record(actor, name, snapshot, evidence, view))
 
-    async def _gather(self, incident: Incident) -> tuple[FleetSnapshot, Evidence]:
+    async def _gather(self, incident: Incident) -> tuple[FleetSnapshot, Evidence, JobsView | None]:
         """The incident's runner types from the shared fleet reading (refreshed if due), with
         baselines; the alert's numbers, with a note saying why, when the backend failed. And
-        what the causes read over time: the readings' history."""
+        what the causes read beyond it: the readings' history and the jobs behind the queue."""
         reading, history = await self._readings.current()
+        now = self._acting.clock()
         snapshot = incident_fleet(
             incident,
             reading,
             history,
             backend=self._readings.metrics.name,
-            now=self._acting.clock(),
+            now=now,
             interval=self._readings.interval,
         )
-        return snapshot, Evidence(history=history)
+        view, jobs_note = await self._jobs_view(now)
+        surges = {}
+        if view is not None:
+            surges = {t: s for t in snapshot.runner_types if (s := surging(view, t)) is not None}
+        evidence = Evidence(history=history, surges=surges, jobs_note=jobs_note)
+        return snapshot, evidence, view
+
+    async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
+        """The jobs behind the queue, and what the causes say when there are none to read."""
+        if self._jobs is None:
+            return None, JOBS_SOURCES
+        try:
+            view = await self._jobs.view(now=now)
+        except BackendError as exc:
+            return None, f"needs the jobs behind the queue, which could not be read ({exc})"
+        return view, (f"needs workflows in the jobs ({view.note})" if view.note else "")
 
 
-def _record(actor: Actor, name: str, snapshot: FleetSnapshot, evidence: Evidence) -> Decide:
+def _record(
+    actor: Actor,
+    name: str,
+    snapshot: FleetSnapshot,
+    evidence: Evidence,
+    view: JobsView | None,
+) -> Decide:
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
         diagnosis = diagnose(snapshot, evidence)
         cause = diagnosis.cause.value if diagnosis.cause else "not determined"
@@ -89,7 +123,9 @@ def _record(actor: Actor, name: str, snapshot: FleetSnapshot, evidence: Evidence
             actor_name=name,
         )
         updated = with_action(incident, event)
-        report = render_diagnostics(updated, diagnosis, snapshot, by=person(actor.user_id, name))
+        report = render_diagnostics(
+            updated, diagnosis, snapshot, by=person(actor.user_id, name), jobs=view
+        )
         commit = Commit(updated, events=(event,), replies=(Reply("action", BAND_ACTION, report),))
         answer = f"Diagnostics of incident {incident.id} are in its thread: likely cause {cause}."
         return Decision(Outcome(True, answer), commit)

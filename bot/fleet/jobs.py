@@ -1,14 +1,23 @@
-"""The arrival history of queued jobs: how many jobs of each workflow arrived per hour, so "this
-workflow's arrivals doubled since the same hour yesterday" is something the bot can say.
+"""The arrival history of queued jobs: how many jobs of each workflow arrived in five-minute
+slots, so "this workflow's arrivals doubled since the same hour yesterday" is something the bot
+can say.
 
-A job counts once, in the hour it was created, the first time any replica lists it: a script
-adds its id to that hour's set of seen jobs and, only when the id is new, counts it in that hour's
-arrivals (field "<runner type>\\t<workflow>"). One script call per hour listed, all in one
+A job counts once, in the slot it was created in, the first time any replica lists it: a script
+adds its id to that slot's set of seen jobs and, only when the id is new, counts it in that slot's
+arrivals (field "<runner type>\\t<workflow>"). One script call per slot listed, all in one
 pipeline, so a listing costs one round trip and two replicas listing at once count each job once.
-Both keys expire 26 hours after their hour ends: the same hour a day before is still there.
+"The last hour" is the last twelve slots, the current one included (so it reaches back 55 to 60
+minutes), and "a day before" the same twelve slots 24 hours earlier: slots, not clock hours,
+because a burst three minutes old must count in full a minute after the hour as well. Both keys
+expire 26 hours after their slot ends: the same hour a day before is still there.
 
 Only jobs that were still queued when listed are seen: a job picked up within seconds never
 shows, so these are arrivals of jobs that queued, which is what a queue incident is about.
+
+`JobsWatch` is the one way to the jobs: it lists them from the source that can (`QueuedJobs`),
+counts the arrivals, and builds the view `/queue jobs` and diagnostics show. The fleet reading
+calls it on every refresh too, so the history has a count for every hour, not only for the hours
+somebody asked.
 """
 
 from __future__ import annotations
@@ -19,11 +28,15 @@ from datetime import datetime
 
 from redis.asyncio import Redis
 
-from bot.domain.jobs import Arrivals, QueuedJob
+from bot.backends.errors import within
+from bot.backends.metrics import QueuedJobs
+from bot.domain.jobs import Arrivals, JobsView, QueuedJob, jobs_view
 from bot.storage.keys import Keys
 
-HOUR_S = 3600
-KEEP_HOURS = 26
+SLOT_S = 300
+HOUR = 3600 // SLOT_S  # slots in an hour
+DAY = 24 * HOUR
+KEEP_S = 26 * 3600
 
 # KEYS: the hour's seen set, its arrivals hash. ARGV: expire-at (epoch s), then id/field pairs.
 _RECORD = """
@@ -40,8 +53,8 @@ return 0
 """
 
 
-def hour_of(moment: datetime) -> int:
-    return math.floor(moment.timestamp() / HOUR_S)
+def slot_of(moment: datetime) -> int:
+    return math.floor(moment.timestamp() / SLOT_S)
 
 
 def field_of(runner_type: str, workflow: str) -> str:
@@ -57,36 +70,29 @@ class JobArrivals:
 
     async def record(self, jobs: Iterable[QueuedJob], *, now: datetime) -> Arrivals:
         """Count the jobs not seen before; the arrivals in the last hour and the same hour a
-        day before.
-
-        "The last hour" spans two clock hours: the current one so far, plus the previous one
-        weighted by the part of it still inside the last 60 minutes (a sliding-window
-        estimate); the day before is weighted the same way, so the two compare fairly.
-        """
-        current = hour_of(now)
-        by_hour: dict[int, list[str]] = {}
+        day before."""
+        current = slot_of(now)
+        by_slot: dict[int, list[str]] = {}
         for job in jobs:
-            hour = hour_of(job.created_at)
+            slot = slot_of(job.created_at)
             # A job "created" in the future (a clock off) or too long ago to compare is not kept.
-            if current - KEEP_HOURS < hour <= current:
-                by_hour.setdefault(hour, []).extend(
+            if current - KEEP_S // SLOT_S < slot <= current:
+                by_slot.setdefault(slot, []).extend(
                     [job.source_id, field_of(job.runner_type, job.workflow)]
                 )
-        read = (current, current - 1, current - 24, current - 25)
+        last_hour = range(current - HOUR + 1, current + 1)
         async with self._redis.pipeline(transaction=False) as pipe:
-            for hour, pairs in sorted(by_hour.items()):
-                expire_at = (hour + 1 + KEEP_HOURS) * HOUR_S
-                keys = [self._keys.jobs_seen(hour), self._keys.job_arrivals(hour)]
+            for slot, pairs in sorted(by_slot.items()):
+                expire_at = (slot + 1) * SLOT_S + KEEP_S
+                keys = [self._keys.jobs_seen(slot), self._keys.job_arrivals(slot)]
                 await self._record(keys=keys, args=[expire_at, *pairs], client=pipe)
-            for hour in read:
-                pipe.hgetall(self._keys.job_arrivals(hour))
+            for slot in (*last_hour, *(s - DAY for s in last_hour)):
+                pipe.hgetall(self._keys.job_arrivals(slot))
             answers = await pipe.execute()
-        now_h, before_h, day_h, day_before_h = (_counts(raw) for raw in answers[-4:])
-        previous_weight = 1 - (now.timestamp() % HOUR_S) / HOUR_S
+        counts = [_counts(raw) for raw in answers[-2 * HOUR :]]
+        day_before = _summed(counts[HOUR:])
         return Arrivals(
-            last_hour=_window(now_h, before_h, previous_weight),
-            day_before=_window(day_h, day_before_h, previous_weight),
-            history=bool(day_h or day_before_h),
+            last_hour=_summed(counts[:HOUR]), day_before=day_before, history=bool(day_before)
         )
 
 
@@ -105,9 +111,33 @@ def _counts(raw: object) -> dict[tuple[str, str], int]:
     return counts
 
 
-def _window(
-    current: dict[tuple[str, str], int], previous: dict[tuple[str, str], int], weight: float
-) -> dict[tuple[str, str], int]:
-    keys = set(current) | set(previous)
-    estimated = {k: round(current.get(k, 0) + previous.get(k, 0) * weight) for k in keys}
-    return {k: n for k, n in estimated.items() if n > 0}
+def _summed(slots: list[dict[tuple[str, str], int]]) -> dict[tuple[str, str], int]:
+    total: dict[tuple[str, str], int] = {}
+    for counts in slots:
+        for key, n in counts.items():
+            total[key] = total.get(key, 0) + n
+    return {k: n for k, n in total.items() if n > 0}
+
+
+class JobsWatch:
+    """The jobs behind the queue from `source`, with their arrivals counted."""
+
+    def __init__(self, source: QueuedJobs, arrivals: JobArrivals, *, timeout_s: float) -> None:
+        self._source = source
+        self._arrivals = arrivals
+        self._timeout_s = timeout_s
+
+    @property
+    def name(self) -> str:
+        return self._source.name
+
+    async def view(self, *, now: datetime) -> JobsView:
+        """The queued jobs now and what arrived; raises `BackendError` when the source cannot
+        say."""
+        source = self._source
+        listing = await within(source.queued_jobs(now=now), self._timeout_s, source.name)
+        if listing.arrivals is not None:  # a source that counts its own (ARC's counters)
+            arrivals = listing.arrivals
+        else:
+            arrivals = await self._arrivals.record(listing.jobs, now=now)
+        return jobs_view(listing, arrivals, source=source.name, at=now)

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.metrics import QueueMetrics
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, troubled_gauges
+from bot.fleet.jobs import JobsWatch
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 
@@ -46,6 +47,7 @@ class FleetReadings:
         interval_s: float,
         timeout_s: float,
         clock: Callable[[], datetime],
+        jobs: JobsWatch | None = None,
     ) -> None:
         self._redis = redis
         self._keys = keys
@@ -54,6 +56,7 @@ class FleetReadings:
         self._interval = timedelta(seconds=interval_s)
         self._timeout_s = timeout_s
         self._clock = clock
+        self._jobs = jobs
 
     @property
     def metrics(self) -> QueueMetrics:
@@ -82,7 +85,8 @@ class FleetReadings:
         now = self._clock()
         if stored is not None and now - stored.tried_at < self._interval:
             return stored
-        ttl_ms = int((deadline_of(self._timeout_s) + 1) * 1000)
+        calls = 2 if self._jobs is not None else 1  # the reading, then the jobs listing
+        ttl_ms = int((calls * deadline_of(self._timeout_s) + 1) * 1000)
         lease = await self._leases.try_acquire(self._keys.fleet_lease, ttl_ms)
         if lease is None:
             return stored  # another replica is reading right now; this one is recent enough
@@ -114,12 +118,25 @@ class FleetReadings:
         else:
             reading = Reading(fleet, now)
             await self._remember(fleet)
+            await self._observe_jobs(now)
         if reading.error:
             log.warning("fleet: %s", reading.error)
         await self._redis.set(
             self._keys.fleet_reading, reading.encode(), px=_keep_ms(self._interval)
         )
         return reading
+
+    async def _observe_jobs(self, now: datetime) -> None:
+        """List the jobs once per reading, so their arrival history has every hour, not only
+        the hours somebody asked (`/queue jobs`, diagnostics)."""
+        if self._jobs is None:
+            return
+        try:
+            await self._jobs.view(now=now)
+        except BackendError as exc:
+            log.warning("fleet: the jobs behind the queue: %s", exc)
+        except Exception:  # a bug must not stop the tick; it is logged in full
+            log.exception("fleet: listing the jobs failed unexpectedly")
 
     async def _remember(self, fleet: FleetSnapshot) -> None:
         point = {

@@ -6,8 +6,10 @@ from __future__ import annotations
 from bot.domain.diagnostics import Diagnosis, Verdict
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import Incident
+from bot.domain.jobs import JobsView
 from bot.domain.message import Rendered
 from bot.domain.units import minutes, number
+from bot.render.jobs import jobs_blocks
 from bot.render.mrkdwn import context, escape, rendered, section, sections, slack_date, truncate
 from bot.render.replies import runner_name
 
@@ -16,7 +18,12 @@ SOURCES = {"alert": "the alert's own numbers"}
 
 
 def render_diagnostics(
-    incident: Incident, diagnosis: Diagnosis, snapshot: FleetSnapshot, *, by: str
+    incident: Incident,
+    diagnosis: Diagnosis,
+    snapshot: FleetSnapshot,
+    *,
+    by: str,
+    jobs: JobsView | None = None,
 ) -> Rendered:
     source = SOURCES.get(snapshot.source, escape(snapshot.source))
     head = (
@@ -40,10 +47,16 @@ def render_diagnostics(
             for check in finding.checks
         ]
         blocks += sections(lines)
-    blocks.append(section(_conclusion(diagnosis)))
+    if jobs is not None:
+        # The jobs behind the diagnosed runner types: which workflows, from where, what changed.
+        named = [f.runner_type for f in diagnosis.findings if f.runner_type]
+        busiest = sorted(jobs.runner_types.values(), key=lambda q: (-q.queued, q.runner_type))
+        blocks += jobs_blocks(jobs, named or [q.runner_type for q in busiest])
+    # The conclusion is what the report is for: it stays whatever is cut before it.
+    blocks = [*blocks[:44], section(_conclusion(diagnosis))]
     cause = diagnosis.cause.value if diagnosis.cause else "not determined"
     text = f"Diagnostics for incident {escape(incident.id)}: likely cause {cause}"
-    return rendered(text, blocks[:45])
+    return rendered(text, blocks)
 
 
 def _conclusion(diagnosis: Diagnosis) -> str:

@@ -164,13 +164,14 @@ class Keys:
     def fleet_history(self) -> str:
         return self._("fleet", "history")
 
-    def jobs_seen(self, hour: int) -> str:
-        """Queued jobs first seen in one hour (epoch hour), so each counts once as an arrival."""
-        return self._("jobs", "seen", str(hour))
+    def jobs_seen(self, slot: int) -> str:
+        """Queued jobs created in one five-minute slot (epoch seconds / 300) that were seen, so
+        each counts once as an arrival."""
+        return self._("jobs", "seen", str(slot))
 
-    def job_arrivals(self, hour: int) -> str:
-        """Arrivals in one hour (epoch hour), per runner type and workflow."""
-        return self._("jobs", "arrivals", str(hour))
+    def job_arrivals(self, slot: int) -> str:
+        """Arrivals in one five-minute slot, per runner type and workflow."""
+        return self._("jobs", "arrivals", str(slot))
 
     @property
     def fleet_lease(self) -> str:

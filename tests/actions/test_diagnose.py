@@ -11,8 +11,13 @@ from redis.asyncio import Redis
 from bot.actions.flow import Actor
 from bot.backends.errors import BackendError
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.jobs import QueuedJob, Trigger
+from bot.fleet.jobs import JobArrivals
 from bot.storage.incident_store import IncidentStore
+from sandbox.serve import RunningServer
 from tests.support.cores import action_core
+from tests.support.fakes.github_api import FakeGithub
+from tests.support.jobs import GPU, github_metrics
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, open_incident
 from tests.support.slack import (
@@ -178,4 +183,49 @@ async def test_a_listener_frozen_for_a_quarter_hour_is_named_and_the_advice_is_t
     text = "".join(waiting)
     assert "163 jobs assigned and unchanged for 17 min while 4 runners idle" in text
     assert "restart the ARC listener of linux.2xlarge" in text
+    await redis.aclose()
+
+
+async def test_the_report_names_the_surging_workflow_with_its_jobs_and_advises_deferring_it(
+    redis_url: str, github_jobs: tuple[FakeGithub, RunningServer]
+) -> None:
+    """38 periodic jobs arrived in the last hour against 12 the same hour a day before: the
+    report lists the workflows behind the queue with links, names the surge with its numbers,
+    and its next step is to cancel or defer the workflow."""
+    from bot.domain.alerts import parse_notification
+    from bot.domain.delivery import delivery_of
+    from bot.domain.incidents import GroupState
+    from bot.domain.incidents import open_incident as opened
+    from bot.storage.incident_store import Commit
+
+    _, server = github_jobs
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    store = IncidentStore(redis, "qp")
+    yesterday = datetime.now(UTC) - timedelta(days=1)
+    before = [
+        QueuedJob(GPU, "periodic", "test", "pytorch/pytorch", "", yesterday, Trigger.SCHEDULE, 1,
+                  f"github:y{n}")
+        for n in range(12)
+    ]  # fmt: skip
+    await JobArrivals(redis, store.keys).record(before, now=yesterday)
+    incident = opened(
+        delivery_of(parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))),
+        incident_id="1",
+        uid="u1",
+        channel="C1",
+        now=datetime.now(UTC),
+    )
+    await store.commit(
+        Commit(incident, group=GroupState(incident_id="1"), group_hash=incident.group_hash)
+    )
+    core = action_core(redis, store, metrics=github_metrics(server))
+    outcome = await core.diagnose(Actor("U1", "al"), "1:u1")
+    assert outcome.ok and "likely cause One workflow's surge" in outcome.message
+    text = "".join((await redis.hgetall(store.keys.outbox_items("1"))).values())
+    assert f"*{GPU}* · 40 queued" in text  # the ghost is not in the queue either
+    assert "38 arrivals in the last hour against 12 a day before (3.2×)" in text
+    assert "cancel or defer periodic" in text
+    assert "*Queued jobs* · from GitHub" in text
+    assert "actions/runs/32/job/3201" in text  # the oldest PR job, linked
+    assert "1 ghost job left out" in text
     await redis.aclose()

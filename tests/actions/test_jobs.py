@@ -3,7 +3,6 @@ alert backend), the arrival history on a real Redis, and the answer a responder 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,109 +10,31 @@ from redis.asyncio import Redis
 
 from bot.actions.commands import MAX_ANSWER, run_command
 from bot.actions.core import ActionCore, Actor
-from bot.actions.diagnose import DiagnoseConfig, Diagnosing
-from bot.actions.flow import Acting
-from bot.actions.interactions import Interactions
-from bot.actions.jobs import Jobs
-from bot.actions.permissions import Authorizer, Rules
-from bot.actions.scale import ScaleConfig, Scaling
-from bot.actions.silence import SilenceConfig, Silencing
 from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.metrics.github import GithubConfig, GithubMetrics
 from bot.domain.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
 from bot.fleet.jobs import JobArrivals
-from bot.fleet.readings import FleetReadings
 from bot.render.jobs import jobs_blocks, render_jobs
 from bot.render.mrkdwn import MAX_BLOCKS, MAX_SECTION
 from bot.storage.incident_store import IncidentStore
-from bot.telemetry import Telemetry
-from sandbox.serve import RunningServer, serve_in_thread
+from sandbox.serve import RunningServer
+from tests.support.cores import action_core
 from tests.support.fakes.github_api import FakeGithub
+from tests.support.jobs import CPU, GPU, github_metrics
 
-GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "linux.2xlarge"
 AL = Actor("U1", "al")
 
 
-def ago(minutes: float) -> str:
-    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def _nobody(_: str) -> list[str]:
-    return []
-
-
-async def _no_name(_: str) -> str | None:
-    return None
-
-
-async def _no_link(_: str, __: str) -> str | None:
-    return None
-
-
-def core_with(redis: Redis, metrics: QueueMetrics, *, history: bool = True) -> ActionCore:
-    store = IncidentStore(redis, "qp")
-    clock = lambda: datetime.now(UTC)  # noqa: E731
-    acting = Acting(
-        store,
-        Telemetry(),
-        Interactions(redis, "qp"),
-        Authorizer(Rules(), group_members=_nobody),
-        display_name=_no_name,
-        clock=clock,
-    )
-    readings = FleetReadings(redis, store.keys, metrics, interval_s=60, timeout_s=2, clock=clock)
-    arrivals = JobArrivals(redis, store.keys) if history else None
-    return ActionCore(
-        acting,
-        Silencing(acting, None, config=SilenceConfig(timeout_s=2), permalink=_no_link),
-        Scaling(acting, None, {}, config=ScaleConfig(timeout_s=2, cooldown_s=60)),
-        Diagnosing(acting, readings, config=DiagnoseConfig(timeout_s=2)),
-        jobs=Jobs(acting, readings, arrivals),
-    )
-
-
-@pytest.fixture
-def github() -> Iterator[tuple[FakeGithub, RunningServer]]:
-    fake = FakeGithub()
-    server = serve_in_thread(fake.app)
-    fake.base_url = server.url
-    job = FakeGithub.job
-    fake.run(
-        "pytorch/pytorch", 31, "queued",
-        [job(3100 + n, [GPU], "queued", ago(3), name=f"test ({n}, 38)") for n in range(38)],
-        name="periodic", event="schedule", head_branch="main",
-    )  # fmt: skip
-    fake.run("pytorch/pytorch", 32, "in_progress", [
-        job(3201, [GPU], "queued", ago(95), name="linux-jammy / test (1, 5)"),
-        job(3202, [GPU], "queued", ago(20), name="linux-jammy / test (2, 5)"),
-    ])  # fmt: skip
-    fake.run(
-        "pytorch/pytorch", 33, "queued", [job(3301, [CPU], "queued", ago(12), name="build")],
-        name="trunk", event="push", head_branch="main",
-    )  # fmt: skip
-    fake.run(
-        "pytorch/pytorch", 34, "completed", [job(3401, [GPU], "queued", ago(300))],
-        conclusion="cancelled", listed_as="queued",
-    )  # fmt: skip
-    fake.page_size = 100
-    try:
-        yield fake, server
-    finally:
-        server.stop()
-
-
-def github_metrics(server: RunningServer) -> GithubMetrics:
-    return GithubMetrics(
-        GithubConfig(token="ghp-test", api_url=server.url, repos=("pytorch/pytorch",))
-    )
+def core_on(redis: Redis, metrics: QueueMetrics) -> ActionCore:
+    return action_core(redis, IncidentStore(redis, "qp"), metrics=metrics)
 
 
 async def test_queue_jobs_names_the_workflows_grouped_by_trigger_with_links(
-    redis: Redis, github: tuple[FakeGithub, RunningServer]
+    redis: Redis, github_jobs: tuple[FakeGithub, RunningServer]
 ) -> None:
-    _, server = github
-    core = core_with(redis, github_metrics(server))
+    _, server = github_jobs
+    core = core_on(redis, github_metrics(server))
 
     outcome = await run_command(core, AL, "jobs")
 
@@ -132,10 +53,10 @@ async def test_queue_jobs_names_the_workflows_grouped_by_trigger_with_links(
 
 
 async def test_queue_jobs_for_one_runner_type_and_what_changed_since_yesterday(
-    redis: Redis, github: tuple[FakeGithub, RunningServer]
+    redis: Redis, github_jobs: tuple[FakeGithub, RunningServer]
 ) -> None:
-    _, server = github
-    core = core_with(redis, github_metrics(server))
+    _, server = github_jobs
+    core = core_on(redis, github_metrics(server))
     # The same hour a day before: 12 periodic jobs arrived.
     yesterday = datetime.now(UTC) - timedelta(days=1)
     before = [
@@ -146,7 +67,6 @@ async def test_queue_jobs_for_one_runner_type_and_what_changed_since_yesterday(
     await JobArrivals(redis, IncidentStore(redis, "qp").keys).record(before, now=yesterday)
 
     outcome = await run_command(core, AL, f"jobs {GPU}")
-
     assert outcome.ok and CPU not in outcome.message
     assert (
         "📈 *What changed:* periodic (schedule): 38 jobs queued, 38 arrivals in the last hour "
@@ -158,14 +78,16 @@ async def test_queue_jobs_for_one_runner_type_and_what_changed_since_yesterday(
 
 async def test_a_listing_that_fails_says_why(redis: Redis) -> None:
     metrics = GithubMetrics(GithubConfig(token="x", api_url="http://127.0.0.1:9", repos=("a/b",)))
-    outcome = await run_command(core_with(redis, metrics), AL, "jobs")
+    outcome = await run_command(core_on(redis, metrics), AL, "jobs")
     assert not outcome.ok and outcome.message.startswith("No queued jobs to show: GitHub")
 
 
-async def test_the_alert_backend_says_which_backends_list_jobs(redis: Redis) -> None:
-    outcome = await run_command(core_with(redis, AlertMetrics()), AL, "jobs")
-    assert outcome.ok
-    assert "the alert carries no jobs; METRICS_BACKEND=github or hud lists them" in outcome.message
+async def test_without_a_source_of_jobs_the_answer_says_which_backends_list_them(
+    redis: Redis,
+) -> None:
+    outcome = await run_command(core_on(redis, AlertMetrics()), AL, "jobs")
+    assert not outcome.ok
+    assert "`JOBS_BACKEND=github` or `hud`" in outcome.message
 
 
 def hostile_view(types: int, workflows: int) -> tuple[list[str], object]:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from redis.asyncio import Redis
 
 from bot.domain.jobs import QueuedJob, Trigger
-from bot.fleet.jobs import JobArrivals, hour_of
+from bot.fleet.jobs import JobArrivals, slot_of
 from bot.storage.keys import Keys
 
 # Ten minutes past the current hour (keys expire by the real clock): the previous hour still
@@ -62,23 +62,24 @@ async def test_the_last_hour_is_compared_with_the_same_hour_a_day_before(redis: 
         now=yesterday,
     )
     surge = [job(100 + n, "periodic", NOW - timedelta(minutes=3)) for n in range(38)]
-    # Created in the previous clock hour, 40 minutes ago: 5/6 of that hour is in the window.
+    # 40 minutes ago counts in full; 70 minutes ago is not in the last hour.
     earlier = [job(200 + n, "pull", NOW - timedelta(minutes=40)) for n in range(6)]
+    older = [job(300 + n, "pull", NOW - timedelta(minutes=70)) for n in range(4)]
 
-    seen = await arrivals.record([*surge, *earlier], now=NOW)
+    seen = await arrivals.record([*surge, *earlier, *older], now=NOW)
 
     assert seen.history
-    assert seen.last_hour == {(GPU, "periodic"): 38, (GPU, "pull"): 5}
+    assert seen.last_hour == {(GPU, "periodic"): 38, (GPU, "pull"): 6}
     assert seen.day_before == {(GPU, "periodic"): 12}
 
 
-async def test_the_history_expires_a_day_and_more_after_its_hour(redis: Redis) -> None:
+async def test_the_history_expires_a_day_and_more_after_its_slot(redis: Redis) -> None:
     keys = Keys("qp")
     await JobArrivals(redis, keys).record([job(1, "pull", NOW)], now=NOW)
-    hour = hour_of(NOW)
-    for key in (keys.jobs_seen(hour), keys.job_arrivals(hour)):
+    slot = slot_of(NOW)
+    for key in (keys.jobs_seen(slot), keys.job_arrivals(slot)):
         expires = await redis.expiretime(key)
-        assert expires == (hour + 1 + 26) * 3600, key
+        assert expires == (slot + 1) * 300 + 26 * 3600, key
 
 
 async def test_jobs_from_the_future_or_too_old_are_not_counted(redis: Redis) -> None:

@@ -11,14 +11,16 @@ from bot.actions.core import ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
 from bot.actions.flow import Acting
 from bot.actions.interactions import Interactions
+from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.silence import SilenceConfig, Silencing
-from bot.backends.metrics import QueueMetrics
+from bot.backends.metrics import QueuedJobs, QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.scale import Scaler
 from bot.backends.silence import Silencer
 from bot.domain.scaling import ScaleTarget
+from bot.fleet.jobs import JobArrivals, JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import IncidentStore
 from bot.telemetry import Telemetry
@@ -68,5 +70,7 @@ def action_core(
         timeout_s=2,
         clock=clock,
     )
-    diagnosing = Diagnosing(acting, readings, config=DiagnoseConfig(timeout_s=2))
-    return ActionCore(acting, silencing, scaling, diagnosing)
+    source = metrics if isinstance(metrics, QueuedJobs) else None
+    watch = JobsWatch(source, JobArrivals(redis, store.keys), timeout_s=2) if source else None
+    diagnosing = Diagnosing(acting, readings, config=DiagnoseConfig(timeout_s=2), jobs=watch)
+    return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, watch))

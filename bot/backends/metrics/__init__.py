@@ -41,6 +41,8 @@ class QueuedJobs(Protocol):
     """A backend that can say which jobs are queued (GitHub, the HUD), or at least which
     workflows' jobs arrived (ARC's counters, when they carry the workflow)."""
 
+    name: str
+
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         """The queued jobs, fleet-wide; ghosts left out and counted; a note when the source
         cannot see jobs or workflows. Raises `BackendError` when it cannot say."""

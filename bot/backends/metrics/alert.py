@@ -9,9 +9,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.jobs import JobsListing
-
-NO_JOBS = "the alert carries no jobs; METRICS_BACKEND=github or hud lists them"
 
 
 class AlertMetrics:
@@ -24,9 +21,6 @@ class AlertMetrics:
         # A type the alert does not name is one it says nothing about, not one that drained
         # (and no alert view decides a drain: only a live reading can).
         return FleetSnapshot(at=now, source="alert", absent_means_empty=False)
-
-    async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        return JobsListing(complete=False, note=NO_JOBS)
 
     async def aclose(self) -> None:
         return None

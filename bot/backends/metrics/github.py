@@ -237,7 +237,9 @@ class GithubMetrics:
     async def read(self, *, now: datetime) -> FleetSnapshot:
         listed, runners = await all_or_none([self._listed(), self._runners()])
         jobs = listed.jobs
-        return fleet_of(jobs.items, runners.items, now=now, every_job_listed=jobs.complete)
+        # A ghost (queued in a completed run) waits for nothing: the queue is what can still run.
+        live = [job for job in jobs.items if not is_ghost(job, listed.runs)]
+        return fleet_of(live, runners.items, now=now, every_job_listed=jobs.complete)
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         last = self._last
@@ -392,18 +394,26 @@ def queued_jobs_of(
             continue
         if job.get("runner_id"):
             continue
-        run = runs.get(job.get("run_id"))
-        run = run if isinstance(run, dict) else {}
-        if run.get("status") == "completed" or run.get("conclusion") or job.get("conclusion"):
+        if is_ghost(job, runs):
             ghosts += 1
             continue
-        queued = _queued_job(job, run)
+        run = runs.get(job.get("run_id"))
+        queued = _queued_job(job, run if isinstance(run, dict) else {})
         if queued is None:
             unreadable += 1
         else:
             found.append(queued)
     note = f"{unreadable} unreadable GitHub jobs left out" if unreadable else ""
     return JobsListing(tuple(found), ghosts, complete and not unreadable, note)
+
+
+def is_ghost(job: Any, runs: Mapping[Any, Any]) -> bool:
+    """A job still `queued` whose run has completed, or that has a conclusion of its own."""
+    if not isinstance(job, dict) or job.get("status") not in QUEUED_STATUSES:
+        return False
+    run = runs.get(job.get("run_id"))
+    run = run if isinstance(run, dict) else {}
+    return bool(run.get("status") == "completed" or run.get("conclusion") or job.get("conclusion"))
 
 
 def _queued_job(job: dict[str, Any], run: dict[str, Any]) -> QueuedJob | None:
