@@ -56,6 +56,15 @@ class MetricsBackend(StrEnum):
     HUD = "hud"
 
 
+class JobsBackend(StrEnum):
+    """Where the jobs behind the queue are listed (`/queue jobs`, diagnostics)."""
+
+    AUTO = "auto"  # the metrics backend, when it can list them
+    GITHUB = "github"
+    HUD = "hud"
+    NONE = "none"
+
+
 class ScaleTargetSetting(BaseModel):
     """One runner type's entry of SCALER_TARGETS."""
 
@@ -161,6 +170,12 @@ class Settings(BaseSettings):
     # The query's parameters as JSON, over the defaults (queuedThresholdMinutes 5, as PyTorch's
     # own queue alert counts).
     hud_parameters: Annotated[dict[str, object], NoDecode] = Field(default_factory=dict)
+    # Where the jobs behind the queue come from: with ARC's numbers from Prometheus, the HUD or
+    # GitHub can still say which workflows queue.
+    jobs_backend: JobsBackend = JobsBackend.AUTO
+    # How long a new runner may take to register; runners asked for longer than this and still
+    # missing are a cause diagnostics name ("runners not registering").
+    runner_boot_minutes: float = Field(default=5.0, gt=0, le=240)
     # The queue counts as drained when every runner type has at most DRAIN_MAX_QUEUED jobs
     # waiting, none longer than DRAIN_MAX_WAIT_MINUTES, for DRAIN_CHECKS checks in a row
     # (DRAIN_CHECK_SECONDS apart once the first one found it drained).
@@ -313,6 +328,11 @@ class Settings(BaseSettings):
             raise SettingsError(f"GITHUB_REPOS must list owner/name, not {bad[0]!r}")
         if backend is MetricsBackend.HUD:
             self._check_hud_threshold()
+        jobs = self.jobs_backend
+        if jobs is JobsBackend.GITHUB and not (self.github_token and self.github_repos):
+            raise SettingsError("JOBS_BACKEND=github needs GITHUB_TOKEN and GITHUB_REPOS")
+        if jobs is JobsBackend.HUD and not self.hud_url:
+            raise SettingsError("JOBS_BACKEND=hud needs HUD_URL")
         if backend is MetricsBackend.PROMETHEUS:
             from bot.domain.fleet import FIELDS, unknown_fields
 

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from bot.backends.errors import BackendError
 from bot.backends.kube import KubeAccess, from_kubeconfig, in_cluster
-from bot.backends.metrics import QueueMetrics
+from bot.backends.metrics import QueuedJobs, QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.metrics.github import GithubConfig, GithubMetrics
 from bot.backends.metrics.hud import HudConfig, HudMetrics
@@ -29,7 +29,14 @@ from bot.backends.scale.webhook import WebhookScaler, WebhookScalerConfig
 from bot.backends.silence import Silencer
 from bot.backends.silence.alertmanager import alertmanager_silencer
 from bot.backends.silence.grafana import grafana_silencer
-from bot.config import MetricsBackend, ScalerBackend, Settings, SettingsError, SilenceBackend
+from bot.config import (
+    JobsBackend,
+    MetricsBackend,
+    ScalerBackend,
+    Settings,
+    SettingsError,
+    SilenceBackend,
+)
 from bot.domain.scaling import ScaleTarget
 
 
@@ -117,23 +124,45 @@ def build_metrics(settings: Settings) -> QueueMetrics:
             )
         )
     if backend is MetricsBackend.GITHUB and settings.github_token:
-        return GithubMetrics(
-            GithubConfig(
-                token=settings.github_token.get_secret_value(),
-                api_url=settings.github_api_url,
-                org=settings.github_org,
-                repos=settings.github_repos,
-                timeout_s=timeout,
-            )
-        )
+        return _github(settings)
     if backend is MetricsBackend.HUD and settings.hud_url:
-        return HudMetrics(
-            HudConfig(
-                url=settings.hud_url,
-                token=_secret(settings.hud_token) or None,
-                query=settings.hud_query,
-                parameters=settings.hud_parameters,
-                timeout_s=timeout,
-            )
-        )
+        return _hud(settings)
     return AlertMetrics()
+
+
+def build_jobs_source(settings: Settings, metrics: QueueMetrics) -> QueuedJobs | None:
+    """Where the jobs behind the queue are listed: `JOBS_BACKEND`, else the metrics backend
+    when it can list them (ARC's numbers from Prometheus with the jobs from the HUD, say)."""
+    backend = settings.jobs_backend
+    if backend is JobsBackend.NONE:
+        return None
+    if backend is JobsBackend.GITHUB:
+        return metrics if isinstance(metrics, GithubMetrics) else _github(settings)
+    if backend is JobsBackend.HUD:
+        return metrics if isinstance(metrics, HudMetrics) else _hud(settings)
+    return metrics if isinstance(metrics, QueuedJobs) else None
+
+
+def _github(settings: Settings) -> GithubMetrics:
+    token = settings.github_token.get_secret_value() if settings.github_token else ""
+    return GithubMetrics(
+        GithubConfig(
+            token=token,
+            api_url=settings.github_api_url,
+            org=settings.github_org,
+            repos=settings.github_repos,
+            timeout_s=settings.backend_timeout_seconds,
+        )
+    )
+
+
+def _hud(settings: Settings) -> HudMetrics:
+    return HudMetrics(
+        HudConfig(
+            url=settings.hud_url or "",
+            token=_secret(settings.hud_token) or None,
+            query=settings.hud_query,
+            parameters=settings.hud_parameters,
+            timeout_s=settings.backend_timeout_seconds,
+        )
+    )
