@@ -38,13 +38,21 @@ from bot.actions.core import ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
 from bot.actions.flow import Acting
 from bot.actions.interactions import Interactions
+from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.silence import SilenceConfig, Silencing
 from bot.actions.silence_watch import SilenceWatch
 from bot.config import Settings
 from bot.domain.incident_fleet import DrainConfig
-from bot.factory import build_metrics, build_scaler, build_silencer, scale_targets
+from bot.factory import (
+    build_jobs_source,
+    build_metrics,
+    build_scaler,
+    build_silencer,
+    scale_targets,
+)
+from bot.fleet.jobs import JobArrivals, JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
@@ -151,18 +159,27 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         queue.keys,
         lease_ttl_ms=sender_config.lease_ttl_ms,
     )
+    metrics = build_metrics(settings)
+    jobs_source = build_jobs_source(settings, metrics)
+    jobs = None
+    if jobs_source is not None:
+        arrivals = JobArrivals(redis, store.keys)
+        jobs = JobsWatch(jobs_source, arrivals, timeout_s=settings.backend_timeout_seconds)
     readings = FleetReadings(
         redis,
         store.keys,
-        build_metrics(settings),
+        metrics,
         interval_s=settings.metrics_interval_seconds,
         timeout_s=settings.backend_timeout_seconds,
         clock=clock,
+        jobs=jobs,
     )
     reporter = StatusReporter(
         store, readings, telemetry, config=status_config(settings), clock=clock
     )
-    core, silence_watch = _action_core(settings, readings, store, telemetry, gateway, redis, clock)
+    core, silence_watch = _action_core(
+        settings, readings, jobs, store, telemetry, gateway, redis, clock
+    )
     bolt = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "unused",
@@ -210,6 +227,7 @@ def status_config(settings: Settings) -> StatusConfig:
 def _action_core(
     settings: Settings,
     readings: FleetReadings,
+    jobs: JobsWatch | None,
     store: IncidentStore,
     telemetry: Telemetry,
     gateway: SlackGateway,
@@ -241,10 +259,11 @@ def _action_core(
         scale_targets(settings),
         config=scale_config,
     )
-    diagnosing = Diagnosing(
-        acting, readings, config=DiagnoseConfig(timeout_s=settings.backend_timeout_seconds)
+    diagnose_config = DiagnoseConfig(
+        timeout_s=settings.backend_timeout_seconds, boot_mins=settings.runner_boot_minutes
     )
-    return ActionCore(acting, silencing, scaling, diagnosing), watch
+    diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs)
+    return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, jobs)), watch
 
 
 def _intake_config(settings: Settings) -> IntakeConfig:
@@ -353,7 +372,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
                 await asyncio.wait_for(asyncio.gather(consumer, senders), timeout=10)
             if bot.readings is not None:
                 with suppress(OSError):
-                    await bot.readings.metrics.aclose()
+                    await bot.readings.aclose()
             for client in (bot.redis, bot.lease_redis):
                 if client is not None:
                     with suppress(RedisError, OSError):

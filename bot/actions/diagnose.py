@@ -13,7 +13,7 @@ from datetime import datetime
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.interactions import Held
 from bot.backends.errors import BackendError
-from bot.domain.causes import JOBS_SOURCES
+from bot.domain.causes import BOOT_MINS, JOBS_SOURCES
 from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import incident_fleet
@@ -30,6 +30,7 @@ from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 class DiagnoseConfig:
     timeout_s: float = 10.0
     cooldown_s: float = 30.0
+    boot_mins: float = BOOT_MINS  # runners missing longer than this do not register
 
 
 class Diagnosing:
@@ -91,7 +92,12 @@ class Diagnosing:
         surges = {}
         if view is not None:
             surges = {t: s for t in snapshot.runner_types if (s := surging(view, t)) is not None}
-        evidence = Evidence(history=history, surges=surges, jobs_note=jobs_note)
+        evidence = Evidence(
+            history=history,
+            boot_mins=self._config.boot_mins,
+            surges=surges,
+            jobs_note=jobs_note,
+        )
         return snapshot, evidence, view
 
     async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:

@@ -131,6 +131,11 @@ class JobsWatch:
     def name(self) -> str:
         return self._source.name
 
+    async def aclose(self, *, unless: object = None) -> None:
+        """Release the source's connections, unless it is `unless` (closed by its owner)."""
+        if self._source is not unless:
+            await self._source.aclose()
+
     async def view(self, *, now: datetime) -> JobsView:
         """The queued jobs now and what arrived; raises `BackendError` when the source cannot
         say."""

@@ -62,6 +62,12 @@ class FleetReadings:
     def metrics(self) -> QueueMetrics:
         return self._metrics
 
+    async def aclose(self) -> None:
+        """Release the backends' connections (the jobs source's too, when it is another)."""
+        await self._metrics.aclose()
+        if self._jobs is not None:
+            await self._jobs.aclose(unless=self._metrics)
+
     @property
     def interval(self) -> timedelta:
         return self._interval

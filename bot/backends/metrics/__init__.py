@@ -47,3 +47,7 @@ class QueuedJobs(Protocol):
         """The queued jobs, fleet-wide; ghosts left out and counted; a note when the source
         cannot see jobs or workflows. Raises `BackendError` when it cannot say."""
         ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
