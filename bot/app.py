@@ -41,6 +41,7 @@ from bot.actions.interactions import Interactions
 from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.scale import ScaleConfig, Scaling
+from bot.actions.scale_reverts import RevertConfig, ScaleReverts
 from bot.actions.silence import SilenceConfig, Silencing
 from bot.actions.silence_watch import SilenceWatch
 from bot.config import Settings
@@ -93,6 +94,7 @@ class Bot:
     bolt: AsyncApp
     silence_watch: SilenceWatch | None = None
     readings: FleetReadings | None = None
+    scale_reverts: ScaleReverts | None = None
     lease_redis: Redis | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -177,7 +179,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     reporter = StatusReporter(
         store, readings, telemetry, config=status_config(settings), clock=clock
     )
-    core, silence_watch = _action_core(
+    core, silence_watch, scale_reverts = _action_core(
         settings, readings, jobs, store, telemetry, gateway, redis, clock
     )
     bolt = AsyncApp(
@@ -205,6 +207,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         bolt,
         silence_watch,
         readings,
+        scale_reverts,
         lease_redis,
     )
 
@@ -233,8 +236,9 @@ def _action_core(
     gateway: SlackGateway,
     redis: Redis,
     clock: Callable[[], datetime],
-) -> tuple[ActionCore, SilenceWatch | None]:
-    """The action core with its backends, and the watch over the silences it makes."""
+) -> tuple[ActionCore, SilenceWatch | None, ScaleReverts | None]:
+    """The action core with its backends, the watch over the silences it makes, and the sweep
+    that puts its scale-ups back."""
     interactions = Interactions(redis, settings.redis_prefix)
     authorizer = Authorizer(
         Rules(scale_allowed=settings.scale_allowed_users), group_members=gateway.usergroup_members
@@ -253,17 +257,22 @@ def _action_core(
     scale_config = ScaleConfig(
         timeout_s=settings.backend_timeout_seconds, cooldown_s=settings.scale_cooldown_seconds
     )
-    scaling = Scaling(
-        acting,
-        build_scaler(settings, os.environ),
-        scale_targets(settings),
-        config=scale_config,
-    )
+    scaler = build_scaler(settings, os.environ)
+    reverts = None
+    if scaler is not None:
+        revert_config = RevertConfig(
+            after_s=settings.scale_revert_after,
+            # Resolution is noticed within a few ticks; the record costs one Redis read a look.
+            check_s=max(settings.status_tick_seconds, 15.0),
+            timeout_s=settings.backend_timeout_seconds,
+        )
+        reverts = ScaleReverts(redis, store.keys, store, scaler, config=revert_config, clock=clock)
+    scaling = Scaling(acting, scaler, scale_targets(settings), config=scale_config, reverts=reverts)
     diagnose_config = DiagnoseConfig(
         timeout_s=settings.backend_timeout_seconds, boot_mins=settings.runner_boot_minutes
     )
     diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs)
-    return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, jobs)), watch
+    return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, jobs)), watch, reverts
 
 
 def _intake_config(settings: Settings) -> IntakeConfig:
@@ -355,7 +364,10 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
         senders = asyncio.create_task(bot.senders.run(stop), name="senders")
         bot.background += [consumer, senders]
         scheduler = start_scheduler(
-            bot.reporter, tick_s=bot.settings.status_tick_seconds, watch=bot.silence_watch
+            bot.reporter,
+            tick_s=bot.settings.status_tick_seconds,
+            watch=bot.silence_watch,
+            reverts=bot.scale_reverts,
         )
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
@@ -387,16 +399,23 @@ Tick = Callable[[], Awaitable[None]]
 
 
 def start_scheduler(
-    reporter: StatusReporter, *, tick_s: float, watch: SilenceWatch | None = None
+    reporter: StatusReporter,
+    *,
+    tick_s: float,
+    watch: SilenceWatch | None = None,
+    reverts: ScaleReverts | None = None,
 ) -> AsyncIOScheduler:
     """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping.
 
-    The silence watch ticks beside the status: each looks only at what is due in Redis.
+    The silence watch and the scale-revert sweep tick beside the status: each looks only at
+    what is due in Redis.
     """
     scheduler = AsyncIOScheduler()
     jobs: list[tuple[str, Tick]] = [("status-tick", reporter.tick)]
     if watch is not None:
         jobs.append(("silence-watch", watch.tick))
+    if reverts is not None:
+        jobs.append(("scale-reverts", reverts.tick))
     for job_id, job in jobs:
         scheduler.add_job(
             _ended_quietly(job_id, job),

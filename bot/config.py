@@ -7,6 +7,7 @@ working directory is read too. A missing or malformed value stops `serve` with o
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from enum import StrEnum
 from typing import Annotated, Literal
@@ -30,6 +31,25 @@ from bot.storage.connection import (
     parse_sentinel_url,
     parse_sentinels,
 )
+
+MAX_REVERT_AFTER_S = 30 * 86_400
+_SPAN = re.compile(r"(?:([0-9]{1,6})d)?(?:([0-9]{1,6})h)?(?:([0-9]{1,6})m)?(?:([0-9]{1,9})s?)?")
+
+
+def parse_span(text: str) -> int:
+    """A duration setting as seconds: "4h", "1h30m", "90m", "1d", "3600", "off"/"0" -> 0.
+    Between 1 minute and 30 days, or off."""
+    shown = text.strip().lower()
+    if shown in ("off", "0", "none", "never"):
+        return 0
+    match = _SPAN.fullmatch(shown)
+    if not shown or match is None or not any(match.groups()):
+        raise ValueError(f"{text[:40]!r} is not a duration: use e.g. 30m, 4h, 1h30m, 1d or off")
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = days * 86_400 + hours * 3600 + minutes * 60 + seconds
+    if not 60 <= total <= MAX_REVERT_AFTER_S:
+        raise ValueError("must be between 1 minute and 30 days, or off")
+    return total
 
 
 class SettingsError(Exception):
@@ -197,6 +217,12 @@ class Settings(BaseSettings):
     # After a scale-up of a runner type, another one waits this long (a double submit, two
     # people reacting to the same alert); the refusal says who scaled it and when.
     scale_cooldown_seconds: int = Field(default=60, ge=0, le=3600)
+    # A scale-up from Slack is put back when its incident resolves (drained or by hand), and at
+    # the latest this long after it, so a forgotten one does not run for days: 4h covers a
+    # typical queue incident, and a longer one gets a thread reply and can be scaled again (or
+    # kept, `/queue scale … keep`). "30m", "4h", "1h30m", "1d", plain seconds, or "off" (only
+    # when the incident resolves), as seconds.
+    scale_revert_after: int = Field(default=4 * 3600, ge=0, le=MAX_REVERT_AFTER_S)
     scaler_webhook_url: str | None = None
     scaler_webhook_secret: SecretStr | None = None
     # arc: a kubeconfig file; without one, the pod's service account (in-cluster).
@@ -236,6 +262,11 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"must be a JSON object: {exc}") from None
         return value
+
+    @field_validator("scale_revert_after", mode="before")
+    @classmethod
+    def _span(cls, value: object) -> object:
+        return parse_span(value) if isinstance(value, str) else value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -24,6 +24,8 @@ from bot.render.root import incident_ref
 from bot.render.scale_modal import (
     AMOUNT_BLOCK,
     CONFIRM_VIEW,
+    KEEP,
+    KEEP_BLOCK,
     MODE_BLOCK,
     RAISE_MAX,
     SCALE_VIEW,
@@ -121,7 +123,8 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     left = min(PREVIEW_IN_SUBMISSION_S, deadline - clock())
     preview = await core.scaling.preview(incident, runner_type, timeout_s=max(left, 0.1))
     raise_maximum = _selected(values, MODE_BLOCK) == RAISE_MAX
-    step = ScaleForm(form.ref, form.channel, runner_type, amount, raise_maximum)
+    keep = KEEP in _checked(values, KEEP_BLOCK)
+    step = ScaleForm(form.ref, form.channel, runner_type, amount, raise_maximum, keep)
     backend = core.scaling.backend_name
     await ack(response_action="update", view=render_scale_confirm(step, preview, backend))
 
@@ -142,6 +145,7 @@ async def _scale(body: dict[str, Any], context: AsyncBoltContext) -> None:
         form.runner_type,
         form.delta,
         raise_maximum=form.raise_maximum,
+        keep=form.keep is True,
         interaction=interaction_of(body),
     )
     await tell(context, body, outcome, channel=form.channel)
@@ -150,6 +154,15 @@ async def _scale(body: dict[str, Any], context: AsyncBoltContext) -> None:
 def _selected(values: dict[str, Any], block: str) -> str:
     element = (values.get(block) or {}).get(VALUE) or {}
     return str((element.get("selected_option") or {}).get("value") or "")
+
+
+def _checked(values: dict[str, Any], block: str) -> set[str]:
+    """The values of a checkboxes element's selected options."""
+    element = (values.get(block) or {}).get(VALUE) or {}
+    options = element.get("selected_options")
+    if not isinstance(options, list):
+        return set()
+    return {str(o.get("value")) for o in options if isinstance(o, dict)}
 
 
 def _amount(values: dict[str, Any]) -> int | None:

@@ -5,13 +5,20 @@ target, the amount is within its cap); the backend then refuses what it would no
 maximum, past the ceiling). Scale-ups of one runner type are locked fleet-wide while the call
 runs and for a cooldown after it, so two modals submitted at once, or two people reacting to the
 same alert, add runners once; the refusal says who scaled it and when.
+
+A scale-up that its backend can put back is recorded for the revert sweep
+(`bot.actions.scale_reverts`) unless it is kept (`keep=True`: `/queue scale … keep`, the modal's
+checkbox); the reply says when it goes back, or why it cannot.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+
+from redis.exceptions import RedisError
 
 from bot.actions.flow import (
     MAX_RECORD_ATTEMPTS,
@@ -25,6 +32,7 @@ from bot.actions.flow import (
     refused,
 )
 from bot.actions.interactions import Held
+from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.domain.fleet import worst_first
@@ -34,6 +42,8 @@ from bot.render.mrkdwn import escape
 from bot.render.queue import recommend_for
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
+
+log = logging.getLogger(__name__)
 
 NOT_CONFIGURED = (
     "Scaling is not set up: an operator sets `SCALER_BACKEND` (`webhook`, `arc`, `sqs` or "
@@ -56,11 +66,13 @@ class Scaling:
         targets: dict[str, ScaleTarget],
         *,
         config: ScaleConfig,
+        reverts: ScaleReverts | None = None,
     ) -> None:
         self._acting = acting
         self._scaler = scaler
         self._targets = targets
         self._config = config
+        self._reverts = reverts
 
     # -- what the modal needs ------------------------------------------------------------
 
@@ -95,12 +107,16 @@ class Scaling:
     ) -> ScalePreview:
         """Capacity (within `timeout_s`: a modal is waiting) and the recommended amount."""
         target = self._targets[runner_type]
-        capacity, note, raises = None, NOT_CONFIGURED, False
+        capacity, note, raises, cannot_undo = None, NOT_CONFIGURED, False, ""
         if self._scaler is not None:
             capacity, note = await self._capacity(self._scaler, target, timeout_s)
             raises = self._scaler.can_raise_maximum
+            cannot_undo = self._scaler.cannot_undo
         recommended = recommend_for(incident, runner_type)
-        return ScalePreview(incident, target, capacity, note, recommended, raises)
+        after = self._reverts.config.after_s if self._reverts is not None else None
+        return ScalePreview(
+            incident, target, capacity, note, recommended, raises, cannot_undo, after
+        )
 
     @staticmethod
     async def _capacity(
@@ -125,10 +141,14 @@ class Scaling:
         delta: int,
         *,
         raise_maximum: bool = False,
+        keep: bool = False,
         interaction: str | None = None,
     ) -> Outcome:
+        """Scale up; unless `keep`, the scale-up is put back when the incident resolves or
+        after `SCALE_REVERT_AFTER` (where the backend can put it back)."""
+
         async def run() -> Outcome:
-            return await self._scale(actor, ref, runner_type, delta, raise_maximum)
+            return await self._scale(actor, ref, runner_type, delta, raise_maximum, keep)
 
         return await self._acting.guarded("scale", actor, interaction, run)
 
@@ -148,7 +168,13 @@ class Scaling:
         return ""
 
     async def _scale(
-        self, actor: Actor, ref: str, runner_type: str, delta: int, raise_maximum: bool
+        self,
+        actor: Actor,
+        ref: str,
+        runner_type: str,
+        delta: int,
+        raise_maximum: bool,
+        keep: bool,
     ) -> Outcome:
         scaler = self._scaler
         if scaler is None or not self._targets:
@@ -185,23 +211,55 @@ class Scaling:
             await lock.release()
             reason = escape(str(exc))
             return failed(f"Could not scale `{escape(runner_type)}`: {reason}. Nothing changed.")
+        undo = await self._remember(incident, request, result, keep, scaler)
         at = self._acting.clock()
         await lock.keep(self._config.cooldown_s, f"{name} asked for +{delta} at {at:%H:%M} UTC")
-        return await self._acting.commit(
-            ref, _record(actor, name, request, result, scaler.name), attempts=MAX_RECORD_ATTEMPTS
-        )
+        decide = _record(actor, name, request, result, scaler.name, undo)
+        return await self._acting.commit(ref, decide, attempts=MAX_RECORD_ATTEMPTS)
+
+    async def _remember(
+        self,
+        incident: Incident,
+        request: ScaleRequest,
+        result: ScaleResult,
+        keep: bool,
+        scaler: Scaler,
+    ) -> str:
+        """Record the scale-up for the revert sweep; what the reply says about undoing it."""
+        if result.undo is None:
+            reason = scaler.cannot_undo or f"{scaler.name} did not say what it changed"
+            return f"It cannot be undone by queuepilot: {reason}."
+        if keep:
+            return "Kept after the incident, as asked."
+        if self._reverts is None:
+            return ""
+        try:
+            await self._reverts.remember(
+                incident.id, request.target, result.undo, by=request.requested_by
+            )
+        except RedisError as exc:  # the scale-up happened: say so, and that it stays
+            log.error("scale-up of %s not recorded for its revert: %s", request.target, exc)
+            return "It could not be recorded to be put back (database unavailable): it stays."
+        return f"It goes back {self._reverts.plan()}, unless someone changes it meanwhile."
 
 
 def _record(
-    actor: Actor, name: str, request: ScaleRequest, result: ScaleResult, backend: str
+    actor: Actor,
+    name: str,
+    request: ScaleRequest,
+    result: ScaleResult,
+    backend: str,
+    undo: str,
 ) -> Decide:
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
         runner_type = request.target.runner_type
         text = f"Scaled {runner_type} by +{request.delta}: {result.detail} ({backend})"
+        text += f". {undo}" if undo else ""
         event = Event(at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name)
         updated = with_action(incident, event)
         reply = Reply("action", BAND_ACTION, render_event(updated, event))
         answer = f"You scaled `{escape(runner_type)}` by +{request.delta}: {escape(result.detail)}."
+        answer += f" {escape(undo)}" if undo else ""
         if not incident.is_open:
             answer += " The incident had resolved meanwhile."
         commit = Commit(updated, events=(event,), replies=(reply,))

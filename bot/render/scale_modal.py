@@ -2,27 +2,32 @@
 
 Two steps, so nothing is scaled by a stray Enter: the form (runner type, preselected from the
 incident; amount, prefilled with the recommendation; the capacity now; at ARC's maximum, whether
-to raise the ceiling instead), then a confirmation that states what will be asked of which
-backend, before → after where the backend knows. `ScaleForm` rides in `private_metadata`
-between the steps; everything else is read again from Redis and the backend.
+to raise the ceiling instead; whether to keep it after the incident), then a confirmation that
+states what will be asked of which backend, before → after where the backend knows, when it
+will be put back (or why it cannot be), and that Helm or Argo CD would put it back anyway.
+`ScaleForm` rides in `private_metadata` between the steps; everything else is read again from
+Redis and the backend.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from typing import Any
 
 from bot.domain.incidents import Incident
 from bot.domain.scaling import ScalePreview
+from bot.domain.units import duration
 from bot.render.mrkdwn import context, escape, plain, section, truncate
 from bot.render.replies import title_text
 
 SCALE_VIEW = "incident_scale_modal"
 CONFIRM_VIEW = "incident_scale_confirm"
-TYPE_BLOCK, AMOUNT_BLOCK, MODE_BLOCK = "runner_type", "amount", "mode"
+TYPE_BLOCK, AMOUNT_BLOCK, MODE_BLOCK, KEEP_BLOCK = "runner_type", "amount", "mode", "keep"
 VALUE = "value"
 RAISE_MAX, RAISE_MIN = "raise_max", "raise_min"
+KEEP = "keep"
 MAX_OPTIONS = 100
 MAX_OPTION_VALUE = 150
 
@@ -34,6 +39,7 @@ class ScaleForm:
     runner_type: str = ""
     delta: int = 0
     raise_maximum: bool = False
+    keep: bool = False  # not put back when the incident resolves
 
     def dump(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -94,6 +100,10 @@ def render_scale_form(
         blocks.append(context([f"Recommended: *+{preview.recommended.runners}* ({why}{over})"]))
     if preview is not None and _at_maximum(preview):
         blocks += _raise_maximum_choice(preview)
+    if preview is not None and _managed(preview):
+        blocks.append(context([_managed(preview)]))
+    if preview is not None and _can_revert(preview):
+        blocks.append(_keep_choice(preview))
     return _modal(SCALE_VIEW, form, blocks, submit="Review")
 
 
@@ -113,7 +123,10 @@ def render_scale_confirm(form: ScaleForm, preview: ScalePreview, backend: str) -
             lines.append(f"After: {what} {after}.")
     else:
         lines.append(f"_{escape(preview.capacity_note)}._")
-    blocks = [section("\n".join(lines))]
+    lines.append(_undo_line(form, preview))
+    blocks = [section("\n".join(line for line in lines if line))]
+    if _managed(preview):
+        blocks.append(context([_managed(preview)]))
     blocks.append(context([f"Incident {escape(preview.incident.id)} · recorded in its thread"]))
     return _modal(CONFIRM_VIEW, form, blocks, submit="Scale up")
 
@@ -129,6 +142,54 @@ def _after(form: ScaleForm, preview: ScalePreview) -> str:
     if capacity.current is not None:
         return f"{capacity.current} → {capacity.current + form.delta} runners"
     return ""
+
+
+def _can_revert(preview: ScalePreview) -> bool:
+    return preview.revert_after_s is not None and not preview.cannot_undo
+
+
+def _plan(after_s: int) -> str:
+    if not after_s:
+        return "when the incident resolves"
+    return f"when the incident resolves or after {duration(timedelta(seconds=after_s))}"
+
+
+def _undo_line(form: ScaleForm, preview: ScalePreview) -> str:
+    if preview.cannot_undo:
+        return f"Cannot be undone: {escape(preview.cannot_undo)}."
+    if preview.revert_after_s is None:
+        return ""
+    if form.keep:
+        return "Kept after the incident, as you chose."
+    return f"Put back {_plan(preview.revert_after_s)}, unless someone changes it meanwhile."
+
+
+def _managed(preview: ScalePreview) -> str:
+    """The warning that the target's own tool will put its value back anyway."""
+    manager = preview.capacity.managed_by if preview.capacity else None
+    if not manager:
+        return ""
+    what = "an Argo CD sync" if manager.startswith("Argo CD") else "the next `helm upgrade`"
+    return (
+        f"⚠️ This scale set is managed by {truncate(escape(manager), 200)}: {what} puts its "
+        "configured values back, undoing this scale-up whatever is chosen here."
+    )
+
+
+def _keep_choice(preview: ScalePreview) -> dict[str, Any]:
+    plan = _plan(preview.revert_after_s or 0)
+    return {
+        "type": "input",
+        "block_id": KEEP_BLOCK,
+        "optional": True,
+        "label": plain("After the incident"),
+        "hint": plain(f"Unless kept, the scale-up is put back {plan}."),
+        "element": {
+            "type": "checkboxes",
+            "action_id": VALUE,
+            "options": [{"text": plain("Keep it after the incident"), "value": KEEP}],
+        },
+    }
 
 
 def _capacity_line(preview: ScalePreview | None) -> str:

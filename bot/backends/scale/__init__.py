@@ -7,12 +7,16 @@ capacity queuepilot will ever set). Implementations side by side: `webhook.py` (
 Scaling group). Every implementation raises `BackendError` only; a request the backend would
 refuse (past its maximum, past the ceiling) is refused with the reason before anything changes.
 The target and the capacity are values of the domain (`bot.domain.scaling`).
+
+A scale-up that can be put back says what it changed (`Undo`); `revert` puts it back only while
+the value is still the one set, and otherwise says what it is now and, where the API tells, who
+changed it. `failures` reads the autoscaler's own recent errors, for diagnostics.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 from bot.backends.errors import BackendError
 from bot.domain.scaling import Capacity, ScaleTarget
@@ -30,12 +34,54 @@ class ScaleRequest:
 
 
 @dataclass(frozen=True)
+class Undo:
+    """What a scale-up changed, enough to put it back.
+
+    `field` as messages name it ("minRunners", "desired capacity"); `before` None when the field
+    was unset (ARC: an absent minRunners is 0, and unset again on revert). `version` is the
+    resource version the change produced (ARC's `metadata.resourceVersion`), "" where the
+    backend has none (an ASG: the precondition is that the value is still `after`).
+    """
+
+    field: str
+    before: int | None
+    after: int
+    version: str = ""
+
+    def dump(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def load(cls, data: object) -> Undo | None:
+        """From `dump()`'s shape as stored in Redis; None when it is not that shape."""
+        if not isinstance(data, dict):
+            return None
+        field, before, after = data.get("field"), data.get("before"), data.get("after")
+        version = data.get("version", "")
+        if not isinstance(field, str) or not field or not isinstance(version, str):
+            return None
+        if count_of(after) is None or (before is not None and count_of(before) is None):
+            return None
+        return cls(field, before, after, version)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class ScaleResult:
     """What the backend did, in words for the thread: e.g. "minRunners 40 → 44 (max 120)"."""
 
     detail: str
     before: Capacity | None = None
     after: Capacity | None = None
+    # How to put it back; None when this backend cannot (its `cannot_undo` says why).
+    undo: Undo | None = None
+
+
+@dataclass(frozen=True)
+class Reverted:
+    """What `revert` did: put back (`done`), or left alone with the reason, in words."""
+
+    done: bool
+    detail: str
 
 
 class Scaler(Protocol):
@@ -43,6 +89,8 @@ class Scaler(Protocol):
     name: str
     # Whether `raise_maximum` means anything here (ARC only).
     can_raise_maximum: bool
+    # Why a scale-up through this backend cannot be put back ("" when it can).
+    cannot_undo: str
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         """The target's capacity now; None when this backend cannot read it in advance."""
@@ -51,6 +99,18 @@ class Scaler(Protocol):
     async def scale(self, request: ScaleRequest) -> ScaleResult:
         """Add `delta` runners of capacity to the target."""
         ...
+
+    async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
+        """Put `undo.before` back, only while the value is still `undo.after`."""
+        ...
+
+    async def failures(self, target: ScaleTarget) -> list[str] | None:
+        """The autoscaler's recent failures for the target in words, newest first, at most
+        `MAX_FAILURES`; None when this backend cannot read them."""
+        ...
+
+
+MAX_FAILURES = 5
 
 
 def count_of(value: object, *, most: int = 10**9) -> int | None:

@@ -6,12 +6,20 @@ runners only below the maximum; on a set at its maximum it changes nothing, and 
 resources take no strategic merge) carrying the resourceVersion read, so a concurrent change makes
 it fail (409) and it is recomputed rather than overwriting. RBAC: `get` and `patch` on
 `autoscalingrunnersets` in the scale sets' namespace.
+
+Putting a scale-up back patches the old value with the resourceVersion the scale-up produced.
+A 409 there does not by itself mean someone changed the field: every write bumps the version,
+and ARC's controller writes the set's status (currentRunners, phase) as runners start. So the
+set is read again: while the field still holds the value set from Slack, the old value goes
+back under the fresh version; once it holds anything else, it is left alone, and the
+managedFields entry that last wrote it says who (Helm, Argo CD, kubectl) and when.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -20,12 +28,21 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
 from bot.backends.kube import KubeAccess
-from bot.backends.scale import ScaleRequest, ScaleResult, count_of, within_ceiling
-from bot.domain.scaling import Capacity, ScaleTarget
+from bot.backends.scale import (
+    Reverted,
+    ScaleRequest,
+    ScaleResult,
+    Undo,
+    count_of,
+    within_ceiling,
+)
+from bot.domain.scaling import Capacity, ScaleTarget, managed_by
 
 API = "/apis/actions.github.com/v1alpha1"
 SERVICE = "The Kubernetes API"
 CONFLICT_RETRIES = 3
+# How the API server's managedFields name our writes (`?fieldManager=`).
+FIELD_MANAGER = "queuepilot"
 
 
 @dataclass(frozen=True)
@@ -38,6 +55,7 @@ class ArcScalerConfig:
 class ArcScaler:
     name = "ARC"
     can_raise_maximum = True
+    cannot_undo = ""
 
     def __init__(self, config: ArcScalerConfig, client: httpx.AsyncClient | None = None) -> None:
         self._config = config
@@ -53,7 +71,7 @@ class ArcScaler:
             field, value = _new_value(scale, before)
             patch = {"metadata": {"resourceVersion": _version(runner_set)}, "spec": {field: value}}
             try:
-                await self._call("PATCH", _path(self._config.namespace, scale.target), patch)
+                answer = await self._patch(scale.target, patch)
             except BackendError as exc:
                 if exc.status == 409:
                     continue  # changed since read: recompute from the new state
@@ -62,8 +80,39 @@ class ArcScaler:
             shown = before.minimum if field == "minRunners" else before.maximum
             bounds = f" (maxRunners {before.maximum})" if field == "minRunners" else ""
             detail = f"{field} {shown if shown is not None else 'unset'} → {value}{bounds}"
-            return ScaleResult(detail, before, after)
+            # The answer's version is what our write produced: the revert's precondition.
+            undo = Undo(field, _spec_value(runner_set, field), value, _version(answer))
+            return ScaleResult(detail, before, after, undo)
         raise BackendError("the scale set kept changing while being patched", retryable=True)
+
+    async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
+        version = undo.version
+        back = f"{undo.field} {undo.after} → {_shown(undo.before)}"
+        for _ in range(CONFLICT_RETRIES):
+            patch = {"metadata": {"resourceVersion": version}, "spec": {undo.field: undo.before}}
+            try:
+                await self._patch(target, patch)
+                return Reverted(True, back)
+            except BackendError as exc:
+                if exc.status != 409:
+                    raise
+            # Written since: by the controller's status, or by someone to the field itself.
+            runner_set = await self._get(target)
+            now = _spec_value(runner_set, undo.field)
+            if now == undo.before:
+                return Reverted(True, f"{undo.field} was already back to {_shown(undo.before)}")
+            if now != undo.after:
+                who = changed_by(runner_set, undo.field)
+                return Reverted(
+                    False,
+                    f"{undo.field} is {_shown(now)} now, not the {undo.after} set from Slack"
+                    + (f"; changed by {who}" if who else ""),
+                )
+            version = _version(runner_set)
+        raise BackendError("the scale set kept changing while being put back", retryable=True)
+
+    async def failures(self, target: ScaleTarget) -> list[str] | None:
+        return ephemeral_failures(await self._get(target))
 
     async def _get(self, target: ScaleTarget) -> dict[str, Any]:
         path = _path(self._config.namespace, target)
@@ -72,18 +121,21 @@ class ArcScaler:
         )
         return json_object(response, SERVICE)
 
-    async def _call(self, method: str, path: str, body: dict[str, Any]) -> None:
-        await request(
+    async def _patch(self, target: ScaleTarget, body: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch; the API server answers with the object as written."""
+        response = await request(
             self._client,
             SERVICE,
-            method,
-            path,
+            "PATCH",
+            _path(self._config.namespace, target),
             content=json.dumps(body).encode(),
             headers={
                 **self._config.access.headers(),
                 "Content-Type": "application/merge-patch+json",
             },
+            params={"fieldManager": FIELD_MANAGER},
         )
+        return json_object(response, SERVICE)
 
 
 def _path(namespace: str, target: ScaleTarget) -> str:
@@ -100,7 +152,72 @@ def _capacity(runner_set: dict[str, Any]) -> Capacity:
     maximum = count_of(spec.get("maxRunners"))  # absent: unbounded
     current = count_of(status.get("currentRunners"))
     at_max = maximum is not None and current is not None and current >= maximum
-    return Capacity(current=current, minimum=minimum, maximum=maximum, at_maximum=at_max)
+    metadata = runner_set.get("metadata") if isinstance(runner_set.get("metadata"), dict) else {}
+    return Capacity(
+        current=current,
+        minimum=minimum,
+        maximum=maximum,
+        at_maximum=at_max,
+        managed_by=managed_by(metadata.get("labels"), metadata.get("annotations")),
+    )
+
+
+def _spec_value(runner_set: dict[str, Any], field: str) -> int | None:
+    """The field as the spec has it: None when absent (or not a count)."""
+    spec = runner_set.get("spec")
+    return count_of(spec.get(field)) if isinstance(spec, dict) else None
+
+
+def _shown(value: int | None) -> str:
+    return "unset" if value is None else str(value)
+
+
+def changed_by(runner_set: dict[str, Any], field: str) -> str:
+    """Who last wrote `spec.<field>`, from `metadata.managedFields`: "helm at 2026-07-14 09:12
+    UTC"; the latest entry when none names the field; "" when the API server sent none."""
+    metadata = runner_set.get("metadata")
+    entries = metadata.get("managedFields") if isinstance(metadata, dict) else None
+    if not isinstance(entries, list):
+        return ""
+    valid = [e for e in entries if isinstance(e, dict) and isinstance(e.get("manager"), str)]
+    if not valid:
+        return ""
+    touching = [e for e in valid if _touches(e.get("fieldsV1"), field)] or valid
+    # RFC 3339 times in UTC sort as text; an entry without one counts as oldest.
+    latest = max(enumerate(touching), key=lambda pair: (str(pair[1].get("time") or ""), pair[0]))[1]
+    manager = str(latest["manager"])[:100] or "an unnamed manager"
+    when = _when(latest.get("time"))
+    return f"{manager} at {when}" if when else manager
+
+
+def _touches(fields: object, field: str) -> bool:
+    spec = fields.get("f:spec") if isinstance(fields, dict) else None
+    return isinstance(spec, dict) and f"f:{field}" in spec
+
+
+def _when(value: object) -> str:
+    if not isinstance(value, str):
+        return ""
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if at.tzinfo is None:
+        return ""
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
+    """ARC's own count of ephemeral runners that failed to start, with the set's phase."""
+    status = runner_set.get("status")
+    status = status if isinstance(status, dict) else {}
+    failed = count_of(status.get("failedEphemeralRunners"))
+    if not failed:
+        return []
+    phase = status.get("phase")
+    tail = f" (phase {phase[:40]})" if isinstance(phase, str) and phase else ""
+    runners = "runner" if failed == 1 else "runners"
+    return [f"{failed} ephemeral {runners} failed to start{tail}"]
 
 
 def _new_value(scale: ScaleRequest, before: Capacity) -> tuple[str, int]:

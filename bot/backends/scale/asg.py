@@ -3,20 +3,37 @@
 For EC2 fleets built on Auto Scaling groups: `DescribeAutoScalingGroups` first (desired, minimum,
 maximum), then `SetDesiredCapacity` to desired + N, refused when that passes the group's MaxSize
 (AWS would refuse it too) or the target's ceiling. IAM: `autoscaling:DescribeAutoScalingGroups`
-and `autoscaling:SetDesiredCapacity` on the groups.
+and `autoscaling:SetDesiredCapacity` on the groups (and `autoscaling:DescribeScalingActivities`
+for the group's own failures in diagnostics).
+
+A scale-up is put back by setting the old desired capacity, only while the group's desired
+capacity is still the value set from Slack: an ASG has no resource version, and a scaling
+policy, a scheduled action or a person may have set it since. The check and the set are two
+calls, so a change between them is possible; its window is one round trip.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.backends.errors import BackendError
-from bot.backends.scale import ScaleRequest, ScaleResult, within_ceiling
+from bot.backends.scale import (
+    MAX_FAILURES,
+    Reverted,
+    ScaleRequest,
+    ScaleResult,
+    Undo,
+    within_ceiling,
+)
 from bot.backends.scale.aws import AwsConfig, call, client
 from bot.domain.scaling import Capacity, ScaleTarget
 
 SERVICE = "AWS Auto Scaling"
+DESIRED = "desired capacity"
+FAILED = frozenset({"Failed", "Cancelled"})
+RECENT = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -27,6 +44,7 @@ class AsgScalerConfig:
 class AsgScaler:
     name = "AWS Auto Scaling"
     can_raise_maximum = False
+    cannot_undo = ""
 
     def __init__(self, config: AsgScalerConfig, autoscaling: Any | None = None) -> None:
         self._config = config
@@ -53,16 +71,43 @@ class AsgScaler:
                 retryable=False,
             )
         within_ceiling(scale.target, value, "desired capacity")
+        await self._set(scale.target, value)
+        after = Capacity(value, minimum, maximum, at_maximum=value >= maximum)
+        detail = f"{DESIRED} {desired} → {value} (max {maximum})"
+        return ScaleResult(detail, before, after, Undo(DESIRED, desired, value))
+
+    async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
+        desired, minimum, _ = await self._sizes(target)
+        before = undo.before or 0
+        if desired == before:
+            return Reverted(True, f"{DESIRED} was already back to {before}")
+        if desired != undo.after:
+            return Reverted(
+                False, f"{DESIRED} is {desired} now, not the {undo.after} set from Slack"
+            )
+        # AWS refuses a desired capacity below MinSize: someone raised the floor meanwhile.
+        value = max(before, minimum)
+        await self._set(target, value)
+        floor = f" (its MinSize; it was {before})" if value != before else ""
+        return Reverted(True, f"{DESIRED} {undo.after} → {value}{floor}")
+
+    async def failures(self, target: ScaleTarget) -> list[str] | None:
+        answer = await call(
+            SERVICE,
+            self._client.describe_scaling_activities,
+            AutoScalingGroupName=target.target,
+            MaxRecords=20,
+        )
+        return failed_activities(answer, datetime.now(UTC))
+
+    async def _set(self, target: ScaleTarget, value: int) -> None:
         await call(
             SERVICE,
             self._client.set_desired_capacity,
-            AutoScalingGroupName=scale.target.target,
+            AutoScalingGroupName=target.target,
             DesiredCapacity=value,
             HonorCooldown=False,
         )
-        after = Capacity(value, minimum, maximum, at_maximum=value >= maximum)
-        detail = f"desired capacity {desired} → {value} (max {maximum})"
-        return ScaleResult(detail, before, after)
 
     async def _sizes(self, target: ScaleTarget) -> tuple[int, int, int]:
         """The group's (desired, minimum, maximum)."""
@@ -76,3 +121,36 @@ class AsgScaler:
             raise BackendError(f"no Auto Scaling group named {target.target}", retryable=False)
         group = groups[0]
         return int(group["DesiredCapacity"]), int(group["MinSize"]), int(group["MaxSize"])
+
+
+def failed_activities(answer: object, now: datetime) -> list[str]:
+    """`DescribeScalingActivities`' failed or cancelled activities of the last hour, newest
+    first, at most `MAX_FAILURES`: their StatusMessage (e.g. "We currently do not have sufficient
+    g5.4xlarge capacity…", a vCPU limit), else their Description."""
+    activities = answer.get("Activities") if isinstance(answer, dict) else None
+    found: list[tuple[datetime, str]] = []
+    for activity in activities if isinstance(activities, list) else []:
+        if not isinstance(activity, dict) or activity.get("StatusCode") not in FAILED:
+            continue
+        started = _time(activity.get("StartTime"))
+        if started is None or not now - RECENT <= started <= now + RECENT:
+            continue
+        said = activity.get("StatusMessage") or activity.get("Description")
+        text = " ".join(said.split()) if isinstance(said, str) and said.strip() else ""
+        what = "cancelled" if activity["StatusCode"] == "Cancelled" else "failed"
+        text = text or "no reason given"
+        found.append((started, f"scaling {what} at {started:%H:%M} UTC: {text}"))
+    found.sort(key=lambda pair: pair[0], reverse=True)
+    return [text[:400] for _, text in found[:MAX_FAILURES]]
+
+
+def _time(value: object) -> datetime | None:
+    """boto3 gives datetimes; the API's JSON shape has ISO 8601 text."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        return None
+    return value.astimezone(UTC)

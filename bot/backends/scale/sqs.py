@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.backends.errors import BackendError
-from bot.backends.scale import ScaleRequest, ScaleResult
+from bot.backends.scale import Reverted, ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.aws import AwsConfig, call, client
 from bot.domain.scaling import Capacity, ScaleTarget
 
@@ -36,6 +36,10 @@ class SqsScalerConfig:
 class SqsScaler:
     name = "the scale-up queue"
     can_raise_maximum = False
+    cannot_undo = (
+        "each message asks the scale-up Lambda for one runner, and the Lambda scales idle "
+        "runners down on its own"
+    )
 
     def __init__(self, config: SqsScalerConfig, sqs: Any | None = None) -> None:
         self._config = config
@@ -43,6 +47,12 @@ class SqsScaler:
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         return None
+
+    async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
+        raise BackendError(f"cannot be undone: {self.cannot_undo}", retryable=False)
+
+    async def failures(self, target: ScaleTarget) -> list[str] | None:
+        return None  # the backend reports none of its failures back
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         sqs = self._sqs = self._sqs or client("sqs", _with_region(self._config))

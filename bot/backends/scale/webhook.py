@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import httpx
 
+from bot.backends.errors import BackendError
 from bot.backends.http import request
-from bot.backends.scale import ScaleRequest, ScaleResult, count_of
+from bot.backends.scale import Reverted, ScaleRequest, ScaleResult, Undo, count_of
 from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from bot.domain.scaling import Capacity, ScaleTarget
 
@@ -29,6 +30,9 @@ class WebhookScalerConfig:
 class WebhookScaler:
     name = "the scaler webhook"
     can_raise_maximum = False
+    cannot_undo = (
+        "your receiver decides what a scale-up does, and queuepilot has no call to undo it"
+    )
 
     def __init__(
         self, config: WebhookScalerConfig, client: httpx.AsyncClient | None = None
@@ -38,6 +42,12 @@ class WebhookScaler:
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         return None  # a webhook only receives; it cannot be asked in advance
+
+    async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
+        raise BackendError(f"cannot be undone: {self.cannot_undo}", retryable=False)
+
+    async def failures(self, target: ScaleTarget) -> list[str] | None:
+        return None  # the backend reports none of its failures back
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         body = json.dumps(

@@ -1,8 +1,14 @@
 """A Kubernetes API server shaped like the real one, for AutoscalingRunnerSets only.
 
-It answers GET and PATCH at the real path, requires the bearer token, takes only JSON merge
-patches (a strategic merge patch on a custom resource gets 415, as in Kubernetes), honours a
-`metadata.resourceVersion` in the patch (409 when stale), and bumps the version on each change.
+It answers GET and PATCH at the real path, requires the bearer token, takes JSON merge patches
+and JSON patches (a strategic merge patch, or any other type, on a custom resource gets 415, as
+in Kubernetes), honours a `metadata.resourceVersion` in the patch (409 Conflict with a `Status`
+body when stale), and bumps the version on every write, status writes included (as etcd
+does). As with the CRD's status subresource, a PATCH of the object leaves `status` alone, and
+`generation` counts spec changes only. Each write updates `metadata.managedFields` the way the
+API server does for an Update: one entry per manager (`?fieldManager=`, else the User-Agent's
+product), with the fields it set and the time.
+`write()` is another writer (Helm, a colleague's kubectl, ARC's controller writing status).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import asyncio
 import copy
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +28,11 @@ from starlette.routing import Route
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "backends" / "arc"
 PATH = "/apis/actions.github.com/v1alpha1/namespaces/{ns}/autoscalingrunnersets/{name}"
+MERGE_PATCH, JSON_PATCH = "application/merge-patch+json", "application/json-patch+json"
+UNKNOWN_FORMAT = (
+    "the body of the request was in an unknown format - accepted media types include: "
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+)
 
 
 def status(code: int, reason: str, message: str) -> JSONResponse:
@@ -73,23 +85,139 @@ class FakeKubeApi:
         if request.method == "GET":
             await asyncio.sleep(self.get_delay_s)
             return JSONResponse(runner_set)
-        content_type = request.headers.get("content-type", "")
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
         body = await request.body()
-        self.patches.append((request.url.path, content_type, json.loads(body or b"null")))
-        if content_type != "application/merge-patch+json":
-            return status(
-                415, "UnsupportedMediaType", f"the media type {content_type!r} is not supported"
+        try:
+            patch = json.loads(body or b"null")
+        except ValueError:
+            patch = None
+        self.patches.append((request.url.path, content_type, patch))
+        if content_type not in (MERGE_PATCH, JSON_PATCH):
+            return status(415, "UnsupportedMediaType", UNKNOWN_FORMAT)
+        if content_type == MERGE_PATCH and not isinstance(patch, dict):
+            return status(400, "BadRequest", "error decoding patch: invalid JSON object")
+        if content_type == JSON_PATCH and not isinstance(patch, list):
+            return status(400, "BadRequest", "json: cannot unmarshal object into Go value")
+        try:
+            patched = (
+                _merge(copy.deepcopy(runner_set), patch)
+                if content_type == MERGE_PATCH
+                else _json_patch(copy.deepcopy(runner_set), patch)
             )
-        patch = json.loads(body)
-        version = (patch.get("metadata") or {}).get("resourceVersion")
-        if version is not None and version != runner_set["metadata"]["resourceVersion"]:
-            return status(409, "Conflict", "the object has been modified")
-        merged = _merge(copy.deepcopy(runner_set), patch)
-        merged["metadata"]["resourceVersion"] = str(
-            int(runner_set["metadata"]["resourceVersion"]) + 1
+        except _PatchFailed as exc:
+            return status(422, "Invalid", str(exc))
+        # The patched object's resourceVersion is the precondition, as in the API server.
+        if patched["metadata"].get("resourceVersion") != runner_set["metadata"]["resourceVersion"]:
+            message = (
+                f"Operation cannot be fulfilled on autoscalingrunnersets.actions.github.com "
+                f'"{key[1]}": the object has been modified; please apply your changes to the '
+                "latest version and try again"
+            )
+            return status(409, "Conflict", message)
+        patched["status"] = runner_set.get("status")  # the status subresource's own
+        manager = request.query_params.get("fieldManager") or _agent(request)
+        written = self._written(runner_set, patched, manager, _fields(content_type, patch))
+        return JSONResponse(written)
+
+    def write(
+        self,
+        name: str = "mt-l-x86iavx512-8-64",
+        *,
+        manager: str,
+        spec: dict[str, Any] | None = None,
+        status: dict[str, Any] | None = None,
+        namespace: str = "arc-runners",
+    ) -> dict[str, Any]:
+        """Another writer changes the set: Helm or kubectl (`spec`), ARC's controller (`status`)."""
+        current = self.sets[(namespace, name)]
+        changed = copy.deepcopy(current)
+        changed["spec"].update(spec or {})
+        changed.setdefault("status", {}).update(status or {})
+        fields = {"f:spec": {f"f:{k}": {} for k in spec or {}}} if spec else {}
+        if status:
+            fields["f:status"] = {f"f:{k}": {} for k in status}
+        return self._written(current, changed, manager, fields)
+
+    def _written(
+        self, before: dict[str, Any], after: dict[str, Any], manager: str, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        meta = after["metadata"]
+        meta["resourceVersion"] = str(int(before["metadata"]["resourceVersion"]) + 1)
+        if after.get("spec") != before.get("spec"):
+            meta["generation"] = int(before["metadata"].get("generation") or 0) + 1
+        entries = [e for e in meta.get("managedFields") or [] if e.get("manager") != manager]
+        entries.append(
+            {
+                "apiVersion": "actions.github.com/v1alpha1",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": fields,
+                "manager": manager,
+                "operation": "Update",
+                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
         )
-        self.sets[key] = merged
-        return JSONResponse(merged)
+        meta["managedFields"] = entries
+        self.sets[(meta["namespace"], meta["name"])] = after
+        return after
+
+
+class _PatchFailed(Exception):
+    pass
+
+
+def _agent(request: Request) -> str:
+    """The API server's default field manager: the User-Agent's product (`kubectl`, …)."""
+    agent = request.headers.get("user-agent", "")
+    return agent.split("/")[0].strip() or "unknown"
+
+
+def _fields(content_type: str, patch: Any) -> dict[str, Any]:
+    """The fields a patch set, in FieldsV1's shape (`{"f:spec": {"f:minRunners": {}}}`)."""
+    if content_type == MERGE_PATCH:
+        spec = patch.get("spec") if isinstance(patch.get("spec"), dict) else {}
+        return {"f:spec": {f"f:{k}": {} for k in spec}} if spec else {}
+    names = [
+        op.get("path", "").split("/")[2]
+        for op in patch
+        if isinstance(op, dict) and str(op.get("path", "")).startswith("/spec/")
+    ]
+    return {"f:spec": {f"f:{n}": {} for n in names}} if names else {}
+
+
+def _json_patch(target: dict[str, Any], ops: list[Any]) -> dict[str, Any]:
+    """RFC 6902 for object members: add, replace, remove, test (what a scaler would use)."""
+    for op in ops:
+        if not isinstance(op, dict) or not isinstance(op.get("path"), str):
+            raise _PatchFailed("invalid JSON patch operation")
+        *parents, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
+        ]
+        node: Any = target
+        for part in parents:
+            if not isinstance(node, dict) or part not in node:
+                raise _PatchFailed(f"doc is missing path: {op['path']}")
+            node = node[part]
+        if not isinstance(node, dict):
+            raise _PatchFailed(f"doc is missing path: {op['path']}")
+        kind = op.get("op")
+        if kind in ("add", "replace"):
+            if kind == "replace" and last not in node:
+                raise _PatchFailed(
+                    f"replace operation does not apply: doc is missing key: {op['path']}"
+                )
+            node[last] = op.get("value")
+        elif kind == "remove":
+            if last not in node:
+                raise _PatchFailed(
+                    f"remove operation does not apply: doc is missing key: {op['path']}"
+                )
+            del node[last]
+        elif kind == "test":
+            if node.get(last) != op.get("value"):
+                raise _PatchFailed(f"testing value {op['path']} failed: test failed")
+        else:
+            raise _PatchFailed(f"Unexpected kind: {kind}")
+    return target
 
 
 def _merge(target: Any, patch: Any) -> Any:
