@@ -89,13 +89,15 @@ class Diagnosing:
             interval=self._readings.interval,
         )
         view, jobs_note = await self._jobs_view(now)
-        surges = {}
+        surges, slower = {}, {}
         if view is not None:
             surges = {t: s for t in snapshot.runner_types if (s := surging(view, t)) is not None}
+            slower = {t: view.slower[t] for t in snapshot.runner_types if t in view.slower}
         evidence = Evidence(
             history=history,
             boot_mins=self._config.boot_mins,
             surges=surges,
+            slower=slower,
             jobs_note=jobs_note,
         )
         return snapshot, evidence, view

@@ -13,7 +13,8 @@ returns it with the numbers that show it and the next step that fits it, or None
   that fail to start);
 - at the organisation's limit: several types queue below every maximum and none gets runners;
 - one workflow's surge: one workflow's arrivals against the same hour a day before (from the
-  jobs behind the queue).
+  jobs behind the queue);
+- long-running jobs, named: the workflows whose jobs got slower than a day before.
 
 What a function cannot decide for lack of data it leaves out; `missing` says which source would
 tell. Pure functions, table-tested (tests/domain/test_causes.py).
@@ -71,6 +72,16 @@ class Surge(Protocol):
     def text(self) -> str: ...
 
 
+class Slowdown(Protocol):
+    """A workflow whose jobs got slower (`bot.domain.jobs.Slower`)."""
+
+    @property
+    def workflow(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What diagnostics know beyond the reading itself."""
@@ -81,6 +92,7 @@ class Evidence:
     # them; a type without an entry has no scale target.
     scaler_failures: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
     surges: Mapping[str, Surge] = field(default_factory=dict)
+    slower: Mapping[str, Sequence[Slowdown]] = field(default_factory=dict)
     # Why there are no surges to tell, when the jobs could not be read ("" when they were).
     jobs_note: str = JOBS_SOURCES
 
@@ -126,6 +138,17 @@ def refined(
         )
     elif evidence.jobs_note:
         missing.append(f"a workflow's surge {evidence.jobs_note}")
+    slower = list(evidence.slower.get(name, ()))[:3]
+    if slower:
+        names = ", ".join(s.workflow for s in slower)
+        found.append(
+            Found(
+                Cause.LONG_JOBS,
+                "; ".join(s.text for s in slower),
+                f"find why {names} jobs got slower (a new test, a dependency, the runner "
+                "image); scaling only buys time",
+            )
+        )
     return found, missing
 
 

@@ -94,6 +94,7 @@ PRIORITY = (
     Cause.ORG_LIMIT,
     Cause.NOT_REGISTERING,
     Cause.SURGE,
+    Cause.LONG_JOBS,
 )
 
 

@@ -25,6 +25,7 @@ MAIN_BRANCHES = frozenset({"main", "master"})
 # least this many.
 SURGE_MIN_MORE = 5
 SURGE_MIN_QUEUED = 5
+SLOWER, SLOWER_MIN_MINS = 1.3, 2.0  # jobs "got slower": as the duration check counts it
 
 
 class Trigger(StrEnum):
@@ -91,14 +92,28 @@ class QueuedJob:
 
 
 @dataclass(frozen=True)
+class FinishedJob:
+    """A job that ran to its end: how long it ran, for "whose jobs got slower"."""
+
+    runner_type: str
+    workflow: str
+    finished_at: datetime
+    minutes: float
+    source_id: str
+
+
+@dataclass(frozen=True)
 class Arrivals:
     """Jobs that arrived, per (runner type, workflow): in the last hour, and in the same hour a
     day before. `history` is False when nothing was recorded a day before (the bot or the
-    source was not there yet): then "doubled" means nothing."""
+    source was not there yet): then "doubled" means nothing. Also the mean minutes of the jobs
+    that finished in the same two windows, where the source tells."""
 
     last_hour: WorkflowCounts = field(default_factory=dict)
     day_before: WorkflowCounts = field(default_factory=dict)
     history: bool = False
+    minutes_last_hour: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    minutes_day_before: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,6 +126,7 @@ class JobsListing:
     complete: bool = True
     note: str = ""
     arrivals: Arrivals | None = None
+    finished: tuple[FinishedJob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,6 +165,22 @@ class JobsView:
     complete: bool = True
     note: str = ""
     history: bool = False
+    # Per runner type, the workflows whose jobs got slower than a day before, slowest first.
+    slower: dict[str, tuple[Slower, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Slower:
+    workflow: str
+    minutes: float  # mean of the jobs that finished in the last hour
+    before: float  # the same hour a day before
+
+    @property
+    def text(self) -> str:
+        return (
+            f"{self.workflow} jobs take {self.minutes:.0f} min against {self.before:.0f} a day "
+            f"before ({self.minutes / self.before:.1f}×)"
+        )
 
 
 @dataclass(frozen=True)
@@ -210,7 +242,23 @@ def jobs_view(
         complete=listing.complete,
         note=listing.note,
         history=arrivals.history,
+        slower=_slower(arrivals),
     )
+
+
+def _slower(arrivals: Arrivals) -> dict[str, tuple[Slower, ...]]:
+    """Workflows whose finished jobs ran at least `SLOWER` times as long as the same hour a day
+    before, and `SLOWER_MIN_MINS` longer (a 1-minute job taking 2 is not the queue's cause)."""
+    found: dict[str, list[Slower]] = {}
+    for (runner_type, workflow), minutes in arrivals.minutes_last_hour.items():
+        before = arrivals.minutes_day_before.get((runner_type, workflow))
+        if not before or minutes < SLOWER * before or minutes - before < SLOWER_MIN_MINS:
+            continue
+        found.setdefault(runner_type, []).append(Slower(workflow, minutes, before))
+    return {
+        t: tuple(sorted(ws, key=lambda w: (-w.minutes / w.before, w.workflow)))
+        for t, ws in found.items()
+    }
 
 
 def _workflow(

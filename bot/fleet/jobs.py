@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 
 from bot.backends.errors import within
 from bot.backends.metrics import QueuedJobs
-from bot.domain.jobs import Arrivals, JobsView, QueuedJob, jobs_view
+from bot.domain.jobs import Arrivals, FinishedJob, JobsView, QueuedJob, jobs_view
 from bot.storage.keys import Keys
 
 SLOT_S = 300
@@ -38,16 +38,24 @@ HOUR = 3600 // SLOT_S  # slots in an hour
 DAY = 24 * HOUR
 KEEP_S = 26 * 3600
 
-# KEYS: the hour's seen set, its arrivals hash. ARGV: expire-at (epoch s), then id/field pairs.
+# KEYS: the slot's seen set, its arrivals hash, its durations hash. ARGV: expire-at (epoch s),
+# then triples: id, field, and "" for a queued job or the minutes of a finished one. A finished
+# job counts in the durations hash: its field (jobs) and the field with "\tm" (their minutes).
 _RECORD = """
-for i = 2, #ARGV, 2 do
+for i = 2, #ARGV, 3 do
   if redis.call('SADD', KEYS[1], ARGV[i]) == 1 then
-    redis.call('HINCRBY', KEYS[2], ARGV[i + 1], 1)
+    if ARGV[i + 2] == '' then
+      redis.call('HINCRBY', KEYS[2], ARGV[i + 1], 1)
+    else
+      redis.call('HINCRBY', KEYS[3], ARGV[i + 1], 1)
+      redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i + 1] .. '\tm', ARGV[i + 2])
+    end
   end
 end
-redis.call('EXPIREAT', KEYS[1], ARGV[1])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('EXPIREAT', KEYS[2], ARGV[1])
+for k = 1, 3 do
+  if redis.call('EXISTS', KEYS[k]) == 1 then
+    redis.call('EXPIREAT', KEYS[k], ARGV[1])
+  end
 end
 return 0
 """
@@ -68,31 +76,54 @@ class JobArrivals:
         self._keys = keys
         self._record = redis.register_script(_RECORD)
 
-    async def record(self, jobs: Iterable[QueuedJob], *, now: datetime) -> Arrivals:
-        """Count the jobs not seen before; the arrivals in the last hour and the same hour a
-        day before."""
+    async def record(
+        self,
+        jobs: Iterable[QueuedJob],
+        *,
+        now: datetime,
+        finished: Iterable[FinishedJob] = (),
+    ) -> Arrivals:
+        """Count the jobs not seen before (and the finished ones' minutes); the arrivals and
+        mean minutes in the last hour and in the same hour a day before."""
         current = slot_of(now)
-        by_slot: dict[int, list[str]] = {}
-        for job in jobs:
-            slot = slot_of(job.created_at)
-            # A job "created" in the future (a clock off) or too long ago to compare is not kept.
+        by_slot: dict[int, list[str | float]] = {}
+
+        def add(moment: datetime, *triple: str | float) -> None:
+            slot = slot_of(moment)
+            # "Created" in the future (a clock off) or too long ago to compare: not kept.
             if current - KEEP_S // SLOT_S < slot <= current:
-                by_slot.setdefault(slot, []).extend(
-                    [job.source_id, field_of(job.runner_type, job.workflow)]
-                )
+                by_slot.setdefault(slot, []).extend(triple)
+
+        for job in jobs:
+            add(job.created_at, job.source_id, field_of(job.runner_type, job.workflow), "")
+        for done in finished:
+            key = field_of(done.runner_type, done.workflow)
+            add(done.finished_at, f"done:{done.source_id}", key, round(done.minutes, 3))
         last_hour = range(current - HOUR + 1, current + 1)
+        slots = (*last_hour, *(s - DAY for s in last_hour))
         async with self._redis.pipeline(transaction=False) as pipe:
-            for slot, pairs in sorted(by_slot.items()):
+            for slot, triples in sorted(by_slot.items()):
                 expire_at = (slot + 1) * SLOT_S + KEEP_S
-                keys = [self._keys.jobs_seen(slot), self._keys.job_arrivals(slot)]
-                await self._record(keys=keys, args=[expire_at, *pairs], client=pipe)
-            for slot in (*last_hour, *(s - DAY for s in last_hour)):
+                keys = [
+                    self._keys.jobs_seen(slot),
+                    self._keys.job_arrivals(slot),
+                    self._keys.job_durations(slot),
+                ]
+                await self._record(keys=keys, args=[expire_at, *triples], client=pipe)
+            for slot in slots:
                 pipe.hgetall(self._keys.job_arrivals(slot))
+            for slot in slots:
+                pipe.hgetall(self._keys.job_durations(slot))
             answers = await pipe.execute()
-        counts = [_counts(raw) for raw in answers[-2 * HOUR :]]
+        counts = [_counts(raw) for raw in answers[-4 * HOUR : -2 * HOUR]]
+        durations = answers[-2 * HOUR :]
         day_before = _summed(counts[HOUR:])
         return Arrivals(
-            last_hour=_summed(counts[:HOUR]), day_before=day_before, history=bool(day_before)
+            last_hour=_summed(counts[:HOUR]),
+            day_before=day_before,
+            history=bool(day_before),
+            minutes_last_hour=_mean_minutes(durations[:HOUR]),
+            minutes_day_before=_mean_minutes(durations[HOUR:]),
         )
 
 
@@ -109,6 +140,26 @@ def _counts(raw: object) -> dict[tuple[str, str], int]:
         if tab:
             counts[(runner_type, workflow)] = number
     return counts
+
+
+def _mean_minutes(slots: list[object]) -> dict[tuple[str, str], float]:
+    """Mean minutes per (runner type, workflow) over the durations hashes of some slots."""
+    jobs: dict[tuple[str, str], int] = {}
+    minutes: dict[tuple[str, str], float] = {}
+    for raw in slots:
+        for key, value in (raw if isinstance(raw, dict) else {}).items():
+            head, _, tail = str(key).rpartition("\t")
+            try:
+                if tail == "m" and "\t" in head:
+                    runner_type, _, workflow = head.partition("\t")
+                    pair = (runner_type, workflow)
+                    minutes[pair] = minutes.get(pair, 0.0) + float(value)
+                elif head:
+                    pair = (head, tail)
+                    jobs[pair] = jobs.get(pair, 0) + int(value)
+            except (TypeError, ValueError):
+                continue
+    return {k: minutes.get(k, 0.0) / n for k, n in jobs.items() if n > 0}
 
 
 def _summed(slots: list[dict[tuple[str, str], int]]) -> dict[tuple[str, str], int]:
@@ -144,5 +195,5 @@ class JobsWatch:
         if listing.arrivals is not None:  # a source that counts its own (ARC's counters)
             arrivals = listing.arrivals
         else:
-            arrivals = await self._arrivals.record(listing.jobs, now=now)
+            arrivals = await self._arrivals.record(listing.jobs, now=now, finished=listing.finished)
         return jobs_view(listing, arrivals, source=source.name, at=now)

@@ -77,6 +77,10 @@ def type_lines(view: JobsView, runner_type: str) -> list[str]:
     surge = surging(view, runner_type)
     if surge is not None:
         lines.append(f"📈 *What changed:* {truncate(escape(surge.text), 400)}")
+    slower = view.slower.get(runner_type, ())
+    if slower:
+        said = "; ".join(s.text for s in slower[:3])
+        lines.append(f"🐢 *Slower jobs:* {truncate(escape(said), 400)}")
     lines += _grouped(queue, view)
     if len(queue.workflows) > TOP_WORKFLOWS:
         lines.append(f"    _+{len(queue.workflows) - TOP_WORKFLOWS} more workflows_")

@@ -173,6 +173,10 @@ class Keys:
         """Arrivals in one five-minute slot, per runner type and workflow."""
         return self._("jobs", "arrivals", str(slot))
 
+    def job_durations(self, slot: int) -> str:
+        """Jobs that finished in one five-minute slot and their minutes, per type and workflow."""
+        return self._("jobs", "durations", str(slot))
+
     @property
     def fleet_lease(self) -> str:
         return self._("lease", "fleet")

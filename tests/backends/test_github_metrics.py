@@ -351,6 +351,28 @@ async def test_queued_jobs_name_their_workflow_trigger_and_link(
     assert (trunk.runner_type, trunk.trigger, trunk.run_attempt) == (CPU, Trigger.MAIN, 2)
 
 
+async def test_jobs_that_ran_to_their_end_say_how_long_they_took(
+    github_jobs: tuple[FakeGithub, RunningServer],
+) -> None:
+    """A run in progress lists its finished jobs beside its queued ones: their minutes are what
+    "whose jobs got slower" compares. A job cancelled before any runner took it says nothing."""
+    fake, server = github_jobs
+    job = FakeGithub.job
+    fake.run("pytorch/pytorch", 26, "in_progress", [
+        job(701, [GPU], "completed", ago(90), started_at=ago(85), completed_at=ago(45),
+            conclusion="success"),
+        job(702, [GPU], "completed", ago(90), completed_at=ago(80), conclusion="cancelled")
+        | {"runner_id": None},
+        job(703, [GPU], "queued", ago(5)),
+    ], name="periodic", event="schedule", head_branch="main")  # fmt: skip
+    metrics = backend(server)
+    listing = await metrics.queued_jobs(now=NOW)
+    await metrics.aclose()
+    (finished,) = listing.finished
+    assert (finished.runner_type, finished.workflow, finished.minutes) == (GPU, "periodic", 40)
+    assert finished.source_id == "github:701"
+
+
 async def test_a_jobs_listing_after_a_reading_reuses_its_calls(
     github_jobs: tuple[FakeGithub, RunningServer],
 ) -> None:

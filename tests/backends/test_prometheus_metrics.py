@@ -207,6 +207,31 @@ async def test_with_job_workflow_name_arc_gives_each_workflows_starts_as_arrival
     assert not listing.arrivals.history, "Prometheus has no day before yet"
 
 
+async def test_with_job_workflow_name_arc_gives_each_workflows_mean_job_minutes() -> None:
+    """What "whose jobs got slower" compares: the mean minutes of each workflow's jobs that
+    finished in the last hour (ARC's execution histogram, labelled by workflow)."""
+    fleet = ArcFleet(workflow_label="job_workflow_name")
+    try:
+
+        async def finished() -> JobsListing | None:
+            fleet.queueing.start(waited_s=60, workflow="periodic")
+            fleet.queueing.complete(took_s=2400, count=3, workflow="periodic")
+            fleet.queueing.complete(took_s=600, workflow="pull")
+            listing = await jobs_of(fleet.prometheus.url)
+            means = listing.arrivals.minutes_last_hour if listing.arrivals else {}
+            return listing if (QUEUEING, "pull") in means else None
+
+        listing = await eventually(finished, what="per-workflow job minutes", timeout=30)
+    finally:
+        fleet.stop()
+
+    assert listing.arrivals is not None
+    means = listing.arrivals.minutes_last_hour
+    assert means[(QUEUEING, "periodic")] == pytest.approx(40)
+    assert means[(QUEUEING, "pull")] == pytest.approx(10)
+    assert listing.arrivals.minutes_day_before == {}
+
+
 async def test_the_reading_carries_the_assigned_jobs(arc_fleet: ArcFleet) -> None:
     snap = await eventually(lambda: read(arc_fleet.prometheus.url), what="a reading", timeout=30)
     assert snap.runner_types[QUEUEING].assigned == 163

@@ -20,6 +20,7 @@ from bot.domain.causes import (
 from bot.domain.diagnostics import Verdict, diagnose
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.fleet import RunnerTypeMetrics as M
+from bot.domain.jobs import Slower
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 
@@ -232,3 +233,13 @@ def test_without_jobs_or_history_the_report_says_which_source_would_tell() -> No
     check = diagnose(snapshot).findings[0].checks[-1]
     assert check.verdict is Verdict.UNKNOWN
     assert "ARC's listener metrics" in check.text and "JOBS_BACKEND=github or hud" in check.text
+
+
+def test_jobs_that_got_slower_are_named_with_the_workflows_and_the_advice_to_find_why() -> None:
+    busy = M(queued=12, registered=50, busy=50, maximum=200, desired=62)
+    snapshot = FleetSnapshot(at=NOW, source="github", runner_types={"t": busy})
+    slower = Slower("periodic", 40, 20)
+    diagnosis = diagnose(snapshot, Evidence(slower={"t": [slower]}))
+    assert diagnosis.cause is Cause.LONG_JOBS
+    assert "periodic jobs take 40 min against 20 a day before (2.0×)" in diagnosis.why
+    assert diagnosis.recommendation.startswith("find why periodic jobs got slower")

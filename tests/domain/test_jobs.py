@@ -196,3 +196,24 @@ def test_without_history_the_surge_says_its_share() -> None:
     assert surge.text == (
         "periodic (schedule): 8 jobs queued, 80% of the queue (no history a day before to compare)"
     )
+
+
+@pytest.mark.parametrize(
+    ("now", "before", "slower"),
+    [
+        (40.0, 20.0, True),  # twice as long
+        (25.0, 20.0, False),  # 1.25×: within the usual
+        (2.5, 1.0, False),  # 2.5× but 1.5 minutes: not what a queue is made of
+        (40.0, None, False),  # nothing a day before to compare
+    ],
+)
+def test_whose_jobs_got_slower(now: float, before: float | None, slower: bool) -> None:
+    key = ("gpu", "periodic")
+    arrivals = Arrivals(
+        minutes_last_hour={key: now}, minutes_day_before={key: before} if before else {}
+    )
+    view = jobs_view(JobsListing(), arrivals, source="github", at=NOW)
+    found = view.slower.get("gpu", ())
+    assert bool(found) is slower
+    if slower:
+        assert found[0].text == "periodic jobs take 40 min against 20 a day before (2.0×)"

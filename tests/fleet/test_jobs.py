@@ -1,5 +1,6 @@
 """The arrival history against a real Redis: each job counts once, however often and however
-many replicas list it, in the hour it was created; the same hour a day before is kept."""
+many replicas list it, in the slot it was created in; the same hour a day before is kept. So
+do the minutes of the jobs that finished, for "whose jobs got slower"."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.jobs import QueuedJob, Trigger
+from bot.domain.jobs import FinishedJob, QueuedJob, Trigger
 from bot.fleet.jobs import JobArrivals, slot_of
 from bot.storage.keys import Keys
 
-# Ten minutes past the current hour (keys expire by the real clock): the previous hour still
-# weighs 5/6 in "the last hour".
+# Ten minutes past the current hour (keys expire by the real clock).
 NOW = datetime.now(UTC).replace(minute=10, second=0, microsecond=0)
 GPU = "linux.g5.4xlarge.nvidia.gpu"
 
@@ -95,3 +95,25 @@ async def test_a_tab_in_a_name_does_not_split_it(redis: Redis) -> None:
     arrivals = JobArrivals(redis, Keys("qp"))
     seen = await arrivals.record([job(1, "pull\tnightly", NOW, runner_type="a\tb")], now=NOW)
     assert seen.last_hour == {("a b", "pull nightly"): 1}
+
+
+def done(n: int, workflow: str, finished_at: datetime, minutes: float) -> FinishedJob:
+    return FinishedJob(GPU, workflow, finished_at, minutes, f"github:{n}")
+
+
+async def test_finished_jobs_give_each_workflows_mean_minutes_now_and_a_day_before(
+    redis: Redis,
+) -> None:
+    arrivals = JobArrivals(redis, Keys("qp"))
+    yesterday = NOW - timedelta(days=1)
+    before = [done(n, "periodic", yesterday - timedelta(minutes=5), 20) for n in range(3)]
+    await arrivals.record([], now=yesterday, finished=before)
+    now = [done(10 + n, "periodic", NOW - timedelta(minutes=5), m) for n, m in enumerate((35, 45))]
+
+    seen = await arrivals.record([], now=NOW, finished=now)
+    again = await arrivals.record([], now=NOW, finished=now)  # listed again: counted once
+
+    assert seen == again
+    assert seen.minutes_last_hour == {(GPU, "periodic"): 40.0}
+    assert seen.minutes_day_before == {(GPU, "periodic"): 20.0}
+    assert seen.last_hour == {}, "a finished job is not an arrival"

@@ -30,7 +30,7 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import error_of, request
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.jobs import JobsListing, QueuedJob, trigger_of
+from bot.domain.jobs import FinishedJob, JobsListing, QueuedJob, trigger_of
 
 T = TypeVar("T")
 
@@ -388,8 +388,14 @@ def queued_jobs_of(
     completed (or which has a conclusion itself) is a ghost: GitHub lists it, nobody will run
     it. Ghosts are left out and counted; so are jobs that cannot be read."""
     found: list[QueuedJob] = []
+    finished: list[FinishedJob] = []
     ghosts = unreadable = 0
     for job in jobs:
+        if isinstance(job, dict) and job.get("status") == "completed":
+            done = _finished_job(job, runs.get(job.get("run_id")))
+            if done is not None:
+                finished.append(done)
+            continue
         if not isinstance(job, dict) or job.get("status") not in QUEUED_STATUSES:
             continue
         if job.get("runner_id"):
@@ -404,7 +410,9 @@ def queued_jobs_of(
         else:
             found.append(queued)
     note = f"{unreadable} unreadable GitHub jobs left out" if unreadable else ""
-    return JobsListing(tuple(found), ghosts, complete and not unreadable, note)
+    return JobsListing(
+        tuple(found), ghosts, complete and not unreadable, note, finished=tuple(finished)
+    )
 
 
 def is_ghost(job: Any, runs: Mapping[Any, Any]) -> bool:
@@ -436,6 +444,24 @@ def _queued_job(job: dict[str, Any], run: dict[str, Any]) -> QueuedJob | None:
         run_attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1,
         source_id=f"github:{str(job_id)[:40]}",
     )
+
+
+def _finished_job(job: dict[str, Any], run: Any) -> FinishedJob | None:
+    """A job that ran on a runner to its end (the runs still in progress list them beside their
+    queued ones): how long it ran, for "whose jobs got slower". A job cancelled before it
+    started, or without times, says nothing about durations."""
+    run = run if isinstance(run, dict) else {}
+    labels = job.get("labels")
+    runner_type = runner_type_of(labels) if isinstance(labels, list) else ""
+    started, ended = parse_time(job.get("started_at")), parse_time(job.get("completed_at"))
+    job_id = job.get("id")
+    if not runner_type or not job.get("runner_id") or started is None or ended is None:
+        return None
+    if ended < started or job_id is None or isinstance(job_id, bool):
+        return None
+    workflow = _text(run.get("name")) or _text(job.get("workflow_name")) or "(unnamed workflow)"
+    minutes = (ended - started).total_seconds() / 60
+    return FinishedJob(runner_type, workflow, ended, minutes, f"github:{str(job_id)[:40]}")
 
 
 def _repository(run: dict[str, Any], job: dict[str, Any]) -> str:

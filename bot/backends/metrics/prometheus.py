@@ -60,6 +60,14 @@ def _histogram_mean_mins(family: str, window: str, offset: str = "") -> str:
     return f"{total} / {count} / 60"
 
 
+def _mean_execution_mins(offset: str, by: str) -> str:
+    """Mean minutes of the jobs that finished in the hour (before `offset`), per workflow."""
+    family = "gha_job_execution_duration_seconds"
+    total = _joined(f"increase({family}_sum[1h]{offset})", offset, by=by)
+    count = _joined(f"increase({family}_count[1h]{offset})", offset, by=by)
+    return f"{total} / {count} / 60"
+
+
 def arc_queries(window: str = "10m") -> dict[str, str]:
     """ARC's listener metrics, by `name`; rates and means over `window`."""
     started = "60 * " + _joined(f"rate(gha_started_jobs_total[{window}])")
@@ -157,12 +165,14 @@ class PrometheusMetrics:
         """Per (runner type, workflow), the jobs started in the last hour and in the same hour a
         day before: what arrived, since ARC's listener has no per-job queue to list."""
         by = "name, " + ", ".join(WORKFLOW_LABELS)
-        last, before = await asyncio.gather(
+        last, before, minutes, minutes_before = await asyncio.gather(
             self._query(_joined("increase(gha_started_jobs_total[1h])", by=by), now),
             self._query(
                 _joined("increase(gha_started_jobs_total[1h] offset 1d)", " offset 1d", by=by),
                 now,
             ),
+            self._query(_mean_execution_mins("", by), now),
+            self._query(_mean_execution_mins(" offset 1d", by), now),
         )
         last_hour, labelled = self._per_workflow(last)
         day_before, _ = self._per_workflow(before)
@@ -171,7 +181,13 @@ class PrometheusMetrics:
             note = NO_STARTS
         elif not labelled:
             note = NO_WORKFLOW
-        arrivals = Arrivals(last_hour, day_before, history=bool(day_before))
+        arrivals = Arrivals(
+            last_hour,
+            day_before,
+            history=bool(day_before),
+            minutes_last_hour=self._per_workflow_mean(minutes),
+            minutes_day_before=self._per_workflow_mean(minutes_before),
+        )
         return JobsListing(complete=False, note=note, arrivals=arrivals)
 
     def _per_workflow(
@@ -189,6 +205,17 @@ class PrometheusMetrics:
             key = (runner_type, workflow)
             counts[key] = counts.get(key, 0) + round(value)
         return {key: n for key, n in counts.items() if n > 0}, labelled
+
+    def _per_workflow_mean(
+        self, series: list[tuple[dict[str, str], float]]
+    ) -> dict[tuple[str, str], float]:
+        """Mean minutes per (runner type, workflow): one series each, as the query sums them."""
+        means = {}
+        for labels, value in series:
+            workflow, runner_type = workflow_of(labels), self.runner_type(labels)
+            if workflow and runner_type and math.isfinite(value) and value >= 0:
+                means[(runner_type, workflow)] = value
+        return means
 
     def runner_type(self, labels: Mapping[str, str]) -> str:
         raw = labels.get(self._config.runner_type_label, "")

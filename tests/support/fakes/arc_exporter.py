@@ -53,6 +53,7 @@ class ArcListener:
     completed: int = 0
     startup: Histogram = field(default_factory=Histogram)
     execution: Histogram = field(default_factory=Histogram)
+    execution_by: dict[str, Histogram] = field(default_factory=dict)  # per workflow label value
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def set(self, **gauges: float) -> None:
@@ -65,10 +66,12 @@ class ArcListener:
             self.started_by[workflow] = self.started_by.get(workflow, 0) + count
             self.startup.observations.extend([waited_s] * count)
 
-    def complete(self, took_s: float, count: int = 1) -> None:
+    def complete(self, took_s: float, count: int = 1, workflow: str = "") -> None:
         with self.lock:
             self.completed += count
             self.execution.observations.extend([took_s] * count)
+            by = self.execution_by.setdefault(workflow, Histogram())
+            by.observations.extend([took_s] * count)
 
     def exposition(self) -> str:
         labels = (
@@ -94,7 +97,7 @@ class ArcListener:
                 lines += ["# TYPE gha_completed_jobs_total counter",
                           f"gha_completed_jobs_total{{{done}}} {self.completed}"]  # fmt: skip
                 lines += ["# TYPE gha_job_execution_duration_seconds histogram"]
-                lines += self.execution.lines("gha_job_execution_duration_seconds", done)
+                lines += self._execution_lines(done)
         return "\n".join(lines) + "\n"
 
     def _started_lines(self) -> list[str]:
@@ -105,6 +108,16 @@ class ArcListener:
         for workflow, count in sorted(self.started_by.items()):
             pairs = [*JOB.split(","), f'{self.workflow_label}="{workflow}"']
             lines.append(f"gha_started_jobs_total{{{','.join(sorted(pairs))}}} {count}")
+        return lines
+
+    def _execution_lines(self, done: str) -> list[str]:
+        family = "gha_job_execution_duration_seconds"
+        if not self.workflow_label:
+            return self.execution.lines(family, done)
+        lines = []
+        for workflow, histogram in sorted(self.execution_by.items()):
+            pairs = [*done.split(","), f'{self.workflow_label}="{workflow}"']
+            lines += histogram.lines(family, ",".join(sorted(pairs)))
         return lines
 
     @property

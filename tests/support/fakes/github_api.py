@@ -92,11 +92,15 @@ class FakeGithub:
         *,
         name: str = "linux-jammy-py3.10-gcc11 / test",
         conclusion: str | None = None,
+        started_at: str | None = None,
+        completed_at: str | None = None,
     ) -> dict[str, Any]:
         queued = status == "queued"
+        # `started_at` is the time queued until a runner takes the job (actions/runner#1881).
+        started = started_at or created_at
         return {
             "id": job_id, "name": name, "status": status, "conclusion": conclusion,
-            "created_at": created_at, "started_at": created_at, "completed_at": None,
+            "created_at": created_at, "started_at": started, "completed_at": completed_at,
             "labels": labels, "steps": [],
             "runner_id": None if queued else 77, "runner_name": None if queued else "i-77",
             "runner_group_id": None if queued else 1,
