@@ -263,7 +263,7 @@ def _action_core(
         revert_config = RevertConfig(
             after_s=settings.scale_revert_after,
             # Resolution is noticed within a few ticks; the record costs one Redis read a look.
-            check_s=max(settings.status_tick_seconds, 15.0),
+            check_s=settings.status_tick_seconds * 3,
             timeout_s=settings.backend_timeout_seconds,
         )
         reverts = ScaleReverts(redis, store.keys, store, scaler, config=revert_config, clock=clock)

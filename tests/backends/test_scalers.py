@@ -1,20 +1,28 @@
 """The ARC scaler alone against the Kubernetes-shaped API: every way the call can fail is told,
-and a concurrent change of the scale set is recomputed, never overwritten."""
+a concurrent change of the scale set is recomputed, never overwritten; a scale-up is put back
+only while the field is still the value set, and otherwise who changed it is said; Helm and
+Argo CD are recognised; ARC's own failures are read."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
 from bot.backends.kube import from_kubeconfig
-from bot.backends.scale import ScaleRequest
-from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
-from bot.domain.scaling import ScaleTarget
+from bot.backends.scale import Reverted, ScaleRequest, Undo
+from bot.backends.scale.arc import ArcScaler, ArcScalerConfig, changed_by, ephemeral_failures
+from bot.domain.scaling import ScaleTarget, managed_by
 from sandbox.serve import serve_in_thread
 from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.mutations import json_values
 
 TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=10)
 
@@ -82,3 +90,173 @@ async def test_a_scale_set_changed_meanwhile_is_read_again_not_overwritten(
     result = await arc.scale(ScaleRequest(TARGET, 2, "1", "al"))
     assert result.detail == "minRunners 8 → 10 (maxRunners 200)"
     assert kube.sets[("arc-runners", "mt-l-x86iavx512-8-64")]["spec"]["minRunners"] == 10
+
+
+SET = ("arc-runners", "mt-l-x86iavx512-8-64")
+
+
+async def test_a_scale_up_records_what_it_changed_and_is_put_back(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    arc = scaler(kube, tmp_path)
+    result = await arc.scale(ScaleRequest(TARGET, 5, "1", "al"))
+    written = kube.sets[SET]["metadata"]["resourceVersion"]
+    assert result.undo == Undo("minRunners", 0, 5, written), "the version our patch produced"
+    # ARC's controller writes the status as runners start: the version moves, the field not.
+    kube.write(manager="manager", status={"currentRunners": 45})
+    reverted = await arc.revert(TARGET, result.undo)
+    assert reverted == Reverted(True, "minRunners 5 → 0")
+    assert kube.sets[SET]["spec"]["minRunners"] == 0
+    _, content_type, body = kube.patches[-1]
+    assert content_type == "application/merge-patch+json"
+    assert body["spec"] == {"minRunners": 0}
+    managers = [e["manager"] for e in kube.sets[SET]["metadata"]["managedFields"]]
+    assert "queuepilot" in managers, "our writes are named in managedFields"
+
+
+async def test_a_field_changed_since_is_left_and_who_changed_it_is_said(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    arc = scaler(kube, tmp_path)
+    result = await arc.scale(ScaleRequest(TARGET, 5, "1", "al"))
+    assert result.undo is not None
+    kube.write(manager="helm", spec={"minRunners": 8})
+    kube.write(manager="manager", status={"currentRunners": 48})  # a later status write
+    patches = len(kube.patches)
+    reverted = await arc.revert(TARGET, result.undo)
+    assert not reverted.done
+    assert reverted.detail.startswith(
+        "minRunners is 8 now, not the 5 set from Slack; changed by helm at "
+    )
+    assert reverted.detail.endswith(" UTC")
+    assert kube.sets[SET]["spec"]["minRunners"] == 8, "left as it is"
+    assert len(kube.patches) == patches + 1, "one conditional patch (refused), none after"
+    assert kube.patches[-1][2]["metadata"] == {"resourceVersion": result.undo.version}
+
+
+async def test_a_value_already_back_is_not_patched_again(kube: FakeKubeApi, tmp_path: Path) -> None:
+    kube.add_from_fixture(minRunners=2, maxRunners=120)["status"]["currentRunners"] = 40
+    arc = scaler(kube, tmp_path)
+    result = await arc.scale(ScaleRequest(TARGET, 3, "1", "al"))
+    assert result.undo is not None
+    kube.write(manager="kubectl", spec={"minRunners": 2})
+    assert await arc.revert(TARGET, result.undo) == Reverted(
+        True, "minRunners was already back to 2"
+    )
+
+
+async def test_a_deleted_scale_set_is_a_permanent_failure(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    arc = scaler(kube, tmp_path)
+    result = await arc.scale(ScaleRequest(TARGET, 5, "1", "al"))
+    assert result.undo is not None
+    del kube.sets[SET]
+    with pytest.raises(BackendError) as caught:
+        await arc.revert(TARGET, result.undo)
+    assert caught.value.status == 404 and not caught.value.retryable
+
+
+def test_the_fake_refuses_what_the_api_server_refuses(kube: FakeKubeApi, tmp_path: Path) -> None:
+    """A stale version is a Conflict Status; a strategic merge patch is 415; a JSON patch
+    works; every write bumps the version and spec writes the generation."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)
+    url = f"{kube.url}/apis/actions.github.com/v1alpha1/namespaces/arc-runners/autoscalingrunnersets/mt-l-x86iavx512-8-64"  # type: ignore[attr-defined]  # noqa: E501
+    auth = {"Authorization": f"Bearer {kube.token}"}
+
+    def patch(content_type: str, body: object) -> httpx.Response:
+        headers = {**auth, "Content-Type": content_type}
+        return httpx.patch(url, content=json.dumps(body), headers=headers)
+
+    stale = patch("application/merge-patch+json", {"metadata": {"resourceVersion": "1"}})
+    assert stale.status_code == 409
+    assert stale.json()["kind"] == "Status" and stale.json()["reason"] == "Conflict"
+    strategic = patch("application/strategic-merge-patch+json", {"spec": {"minRunners": 1}})
+    assert strategic.status_code == 415
+    assert strategic.json()["reason"] == "UnsupportedMediaType"
+    version = kube.sets[SET]["metadata"]["resourceVersion"]
+    ops = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "replace", "path": "/spec/minRunners", "value": 3},
+    ]
+    done = patch("application/json-patch+json", ops)
+    assert done.status_code == 200 and done.json()["spec"]["minRunners"] == 3
+    assert int(done.json()["metadata"]["resourceVersion"]) == int(version) + 1
+    assert done.json()["metadata"]["generation"] == 5
+    failed = patch(
+        "application/json-patch+json", [{"op": "test", "path": "/spec/minRunners", "value": 9}]
+    )
+    assert failed.status_code == 422 and failed.json()["reason"] == "Invalid"
+    kube.write(manager="manager", status={"currentRunners": 3})
+    assert int(kube.sets[SET]["metadata"]["resourceVersion"]) == int(version) + 2
+    assert kube.sets[SET]["metadata"]["generation"] == 5, "a status write is no spec change"
+
+
+async def test_capacity_says_the_set_is_managed_by_helm_or_argo_cd(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    runner_set = kube.add_from_fixture(minRunners=0, maxRunners=120)
+    arc = scaler(kube, tmp_path)
+    capacity = await arc.capacity(TARGET)
+    assert capacity is not None and capacity.managed_by == "Helm", "the chart's label"
+    runner_set["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"] = (
+        "arc-runners:actions.github.com/AutoscalingRunnerSet:arc-runners/mt-l-x86iavx512-8-64"
+    )
+    capacity = await arc.capacity(TARGET)
+    assert capacity is not None and capacity.managed_by == "Argo CD (application arc-runners)"
+
+
+async def test_arc_failures_are_its_failed_ephemeral_runners(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    kube.add_from_fixture(minRunners=0, maxRunners=120)
+    arc = scaler(kube, tmp_path)
+    assert await arc.failures(TARGET) == []
+    kube.write(manager="manager", status={"failedEphemeralRunners": 7, "phase": "Running"})
+    assert await arc.failures(TARGET) == ["7 ephemeral runners failed to start (phase Running)"]
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "expected"),
+    [
+        ({"app.kubernetes.io/managed-by": "Helm"}, {}, "Helm"),
+        ({}, {"meta.helm.sh/release-name": "arc-linux"}, "Helm (release arc-linux)"),
+        ({"app.kubernetes.io/instance": "x"}, {}, None),  # Helm charts set it too
+        (
+            {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/instance": "runners"},
+            {"argocd.argoproj.io/sync-options": "ServerSideApply=true"},
+            "Argo CD",
+        ),
+        (
+            {},
+            {"argocd.argoproj.io/tracking-id": "ci:apps/Deployment:ns/x"},
+            "Argo CD (application ci)",
+        ),
+        (None, "not a map", None),
+    ],
+)
+def test_managed_by(labels: object, annotations: object, expected: str | None) -> None:
+    assert managed_by(labels, annotations) == expected
+
+
+@given(json_values, json_values)
+def test_managed_by_takes_any_metadata(labels: object, annotations: object) -> None:
+    found = managed_by(labels, annotations)
+    assert found is None or found.startswith(("Helm", "Argo CD"))
+
+
+@given(st.dictionaries(st.text(max_size=10), json_values, max_size=6))
+def test_changed_by_and_failures_take_any_object(data: dict[str, Any]) -> None:
+    for shape in (data, {"metadata": {"managedFields": data.get("x", [data])}}, {"status": data}):
+        assert isinstance(changed_by(shape, "minRunners"), str)
+        assert isinstance(ephemeral_failures(shape), list)
+
+
+@given(json_values)
+def test_an_undo_is_read_back_only_in_its_shape(data: object) -> None:
+    undo = Undo.load(data)
+    assert undo is None or Undo.load(undo.dump()) == undo
+    assert Undo.load(Undo("minRunners", None, 5, "12").dump()) == Undo("minRunners", None, 5, "12")

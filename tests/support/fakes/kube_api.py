@@ -53,6 +53,7 @@ class FakeKubeApi:
     sets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     patches: list[tuple[str, str, Any]] = field(default_factory=list)
     get_delay_s: float = 0.0  # a slow API server: each GET answers this late
+    unavailable: int = 0  # the next this many PATCHes get 503 (an API server restarting)
 
     def __post_init__(self) -> None:
         self.app = Starlette(routes=[Route(PATH, self._one, methods=["GET", "PATCH"])])
@@ -85,6 +86,11 @@ class FakeKubeApi:
         if request.method == "GET":
             await asyncio.sleep(self.get_delay_s)
             return JSONResponse(runner_set)
+        if self.unavailable > 0:
+            self.unavailable -= 1
+            return status(
+                503, "ServiceUnavailable", "the server is currently unable to handle the request"
+            )
         content_type = request.headers.get("content-type", "").split(";")[0].strip()
         body = await request.body()
         try:
