@@ -14,6 +14,7 @@ from bot.config import Settings, load_settings
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from tests.support.fakes.github_api import FakeGithub
+from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.fakes.scale_receiver import ScaleReceiver
 from tests.support.jobs import queue_of_jobs
 from tests.support.running import WEBHOOK_TOKEN, RunningBot, run_bot
@@ -110,3 +111,13 @@ def github_jobs() -> Iterator[tuple[FakeGithub, RunningServer]]:
         yield fake, server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKubeApi]:
+    """A Kubernetes API server's AutoscalingRunnerSet routes (`FakeKubeApi`), served."""
+    fake = FakeKubeApi()
+    server = serve_in_thread(fake.app)
+    fake.url = server.url  # type: ignore[attr-defined]
+    yield fake
+    server.stop()

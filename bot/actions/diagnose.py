@@ -7,11 +7,13 @@ leaves the report on the alert's own numbers, and the report says so.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.interactions import Held
+from bot.actions.scale import Scaling
 from bot.backends.errors import BackendError
 from bot.domain.causes import BOOT_MINS, JOBS_SOURCES
 from bot.domain.diagnostics import Evidence, diagnose
@@ -41,11 +43,13 @@ class Diagnosing:
         *,
         config: DiagnoseConfig,
         jobs: JobsWatch | None = None,
+        scaling: Scaling | None = None,
     ) -> None:
         self._acting = acting
         self._readings = readings
         self._config = config
         self._jobs = jobs
+        self._scaling = scaling
 
     @property
     def readings(self) -> FleetReadings:
@@ -88,7 +92,10 @@ class Diagnosing:
             now=now,
             interval=self._readings.interval,
         )
-        view, jobs_note = await self._jobs_view(now)
+        types = [t for t in snapshot.runner_types if t]
+        failures, (view, jobs_note) = await asyncio.gather(
+            self._failures(types), self._jobs_view(now)
+        )
         surges, slower = {}, {}
         if view is not None:
             surges = {t: s for t in snapshot.runner_types if (s := surging(view, t)) is not None}
@@ -96,11 +103,18 @@ class Diagnosing:
         evidence = Evidence(
             history=history,
             boot_mins=self._config.boot_mins,
+            scaler_failures=failures,
             surges=surges,
             slower=slower,
             jobs_note=jobs_note,
         )
         return snapshot, evidence, view
+
+    async def _failures(self, runner_types: list[str]) -> dict[str, list[str] | None]:
+        """The autoscaler's own failures, where the scale backend can read them."""
+        if self._scaling is None:
+            return {}
+        return await self._scaling.failures(runner_types)
 
     async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
         """The jobs behind the queue, and what the causes say when there are none to read."""

@@ -13,6 +13,7 @@ checkbox); the reply says when it goes back, or why it cannot.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from dataclasses import dataclass
@@ -130,6 +131,24 @@ class Scaling:
         if capacity is None:
             return None, f"{scaler.name} cannot report capacity in advance"
         return capacity, ""
+
+    async def failures(self, runner_types: list[str]) -> dict[str, list[str] | None]:
+        """The autoscaler's own recent failures for each of `runner_types` that has a target
+        (None: the backend cannot read them), for diagnostics. Read at once, each within the
+        backend's timeout; one that cannot be read counts as unreadable, not as no failure."""
+        scaler = self._scaler
+        targets = [self._targets[t] for t in runner_types if t in self._targets]
+        if scaler is None or not targets:
+            return {}
+
+        async def read(target: ScaleTarget) -> list[str] | None:
+            try:
+                return await within(scaler.failures(target), self._config.timeout_s, scaler.name)
+            except BackendError:
+                return None
+
+        found = await asyncio.gather(*(read(target) for target in targets))
+        return {target.runner_type: said for target, said in zip(targets, found, strict=True)}
 
     # -- the action ----------------------------------------------------------------------
 

@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from redis.asyncio import Redis
 
 from bot.actions.flow import Actor
 from bot.backends.errors import BackendError
+from bot.backends.kube import from_kubeconfig
+from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import QueuedJob, Trigger
+from bot.domain.scaling import ScaleTarget
 from bot.fleet.jobs import JobArrivals
 from bot.storage.incident_store import IncidentStore
 from sandbox.serve import RunningServer
 from tests.support.cores import action_core
 from tests.support.fakes.github_api import FakeGithub
+from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.jobs import GPU, github_metrics
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, open_incident
@@ -229,3 +234,64 @@ async def test_the_report_names_the_surging_workflow_with_its_jobs_and_advises_d
     assert "actions/runs/32/job/3201" in text  # the oldest PR job, linked
     assert "1 ghost job left out" in text
     await redis.aclose()
+
+
+class ShortOfRunners:
+    """A scale set the autoscaler wants 60 runners of and has 40: why, ARC itself says."""
+
+    name = "Prometheus"
+    live = True
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        short = RunnerTypeMetrics(
+            queued=20, registered=40, busy=40, idle=0, desired=60, maximum=120
+        )
+        return FleetSnapshot(at=now, source="prometheus", runner_types={"linux": short})
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_autoscalers_own_failures_are_the_likely_cause_with_its_words(
+    redis_url: str, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """The scale set's status counts ephemeral runners that failed to start: the report names
+    the failing scale-up with ARC's words and says to fix it before scaling further."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)
+    kube.write(manager="manager", status={"failedEphemeralRunners": 7, "phase": "Running"})
+    arc = ArcScaler(
+        ArcScalerConfig(from_kubeconfig(kube.kubeconfig(tmp_path, kube.url)), timeout_s=2)
+    )
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    store = IncidentStore(redis, "qp")
+    await open_fixture_incident(store)
+    target = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=10)
+    core = action_core(
+        redis, store, metrics=ShortOfRunners(), scaler=arc, targets={"linux": target}
+    )
+    outcome = await core.diagnose(Actor("U1", "al"), "1:u1")
+    assert outcome.ok and "likely cause Scale-up failing" in outcome.message
+    text = "".join((await redis.hgetall(store.keys.outbox_items("1"))).values())
+    assert "7 ephemeral runners failed to start (phase Running)" in text
+    assert "fix what the autoscaler reports for linux before scaling further" in text
+    await redis.aclose()
+
+
+async def open_fixture_incident(store: IncidentStore) -> None:
+    from bot.domain.alerts import parse_notification
+    from bot.domain.delivery import delivery_of
+    from bot.domain.incidents import GroupState
+    from bot.domain.incidents import open_incident as opened
+    from bot.storage.incident_store import Commit
+
+    payload = fixture_json("grafana/queue-alert-firing.json")
+    incident = opened(
+        delivery_of(parse_notification("grafana", payload)),
+        incident_id="1",
+        uid="u1",
+        channel="C1",
+        now=datetime.now(UTC),
+    )
+    await store.commit(
+        Commit(incident, group=GroupState(incident_id="1"), group_hash=incident.group_hash)
+    )

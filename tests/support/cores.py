@@ -72,5 +72,7 @@ def action_core(
     )
     source = metrics if isinstance(metrics, QueuedJobs) else None
     watch = JobsWatch(source, JobArrivals(redis, store.keys), timeout_s=2) if source else None
-    diagnosing = Diagnosing(acting, readings, config=DiagnoseConfig(timeout_s=2), jobs=watch)
+    diagnosing = Diagnosing(
+        acting, readings, config=DiagnoseConfig(timeout_s=2), jobs=watch, scaling=scaling
+    )
     return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, watch))
