@@ -183,7 +183,7 @@ def _keep_choice(preview: ScalePreview) -> dict[str, Any]:
         "block_id": KEEP_BLOCK,
         "optional": True,
         "label": plain("After the incident"),
-        "hint": plain(f"Unless kept, the scale-up is put back {plan}."),
+        "hint": plain(f"Unless kept, the scale-up is put back {plan}.", 2000),
         "element": {
             "type": "checkboxes",
             "action_id": VALUE,

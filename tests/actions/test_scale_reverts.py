@@ -1,0 +1,336 @@
+"""Scale-ups that undo themselves: put back when the incident resolves or after
+SCALE_REVERT_AFTER, only while the value is still the one set (a change since is left and said),
+retried when the API server is briefly away, reported once when it cannot be done; two
+replicas sweeping at once revert and say it once; Redis going away is waited out. The sweep
+runs against a real Redis and the Kubernetes-shaped API server, on a clock the test moves; the
+end-to-end tests scale from Slack and resolve the incident."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.asyncio import Redis
+
+from bot.actions.scale_reverts import RevertConfig, RevertRecord, ScaleReverts
+from bot.backends.kube import from_kubeconfig
+from bot.backends.scale import ScaleRequest, ScaleResult
+from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.domain.incidents import Status
+from bot.domain.scaling import ScaleTarget
+from bot.storage.incident_store import Commit, IncidentStore
+from bot.storage.keys import Keys
+from sandbox.serve import serve_in_thread
+from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.mutations import json_values
+from tests.support.running import eventually, run_bot
+from tests.support.scale import RUNNER, form_values, open_incident, view_submission
+from tests.support.servers import RedisServer
+from tests.support.slack import USER, Slack, click, ephemeral_texts, post_event, slash, thread_texts
+from tests.support.store import KEYS, PREFIX, T0, opened
+
+SET = ("arc-runners", "mt-l-x86iavx512-8-64")
+TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=20)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def pass_(self, **span: float) -> None:
+        self.now += timedelta(**span)
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKubeApi]:
+    fake = FakeKubeApi()
+    server = serve_in_thread(fake.app)
+    fake.url = server.url  # type: ignore[attr-defined]
+    fake.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    yield fake
+    server.stop()
+
+
+@pytest.fixture
+def arc(kube: FakeKubeApi, tmp_path: Path) -> ArcScaler:
+    path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
+    return ArcScaler(ArcScalerConfig(from_kubeconfig(path), timeout_s=2))
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def sweep(redis: Redis, arc: ArcScaler, clock: Clock, after_s: int = 4 * 3600) -> ScaleReverts:
+    store = IncidentStore(redis, PREFIX)
+    config = RevertConfig(after_s=after_s, check_s=15, timeout_s=2)
+    return ScaleReverts(redis, KEYS, store, arc, config=config, clock=clock)
+
+
+async def scaled(reverts: ScaleReverts, arc: ArcScaler, delta: int = 5) -> ScaleResult:
+    result = await arc.scale(ScaleRequest(TARGET, delta, "1", "alice"))
+    assert result.undo is not None
+    await reverts.remember("1", TARGET, result.undo, by="alice")
+    return result
+
+
+async def said(redis: Redis) -> list[str]:
+    store = IncidentStore(redis, PREFIX)
+    return [e.text for e in await store.events("1") if e.kind == "scale_reverted"]
+
+
+async def resolve(redis: Redis, clock: Clock) -> None:
+    store = IncidentStore(redis, PREFIX)
+    loaded = await store.load("1")
+    assert loaded.incident is not None
+    done = loaded.incident.model_copy(update={"status": Status.RESOLVED, "updated_at": clock()})
+    assert await store.commit(Commit(done, version=loaded.version, thread=loaded.thread))
+
+
+def min_runners(kube: FakeKubeApi) -> int:
+    return int(kube.sets[SET]["spec"]["minRunners"])
+
+
+async def test_put_back_after_scale_revert_after_while_the_incident_is_open(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock)
+    await scaled(reverts, arc)
+    assert min_runners(kube) == 5
+    clock.pass_(hours=1)
+    await reverts.tick()
+    assert min_runners(kube) == 5 and not await said(redis), "open, and not 4 h yet"
+    kube.write(manager="manager", status={"currentRunners": 45})  # runners started meanwhile
+    clock.pass_(hours=3)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+    assert await said(redis) == ["Put linux back (4 h after the scale-up): minRunners 5 → 0 (ARC)"]
+    assert not await redis.zcard(KEYS.scale_reverts), "done with"
+    clock.pass_(hours=1)
+    await reverts.tick()
+    assert len(await said(redis)) == 1
+
+
+async def test_put_back_when_the_incident_resolves_and_a_second_scale_up_goes_with_it(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock, after_s=0)  # off: only when it resolves
+    await scaled(reverts, arc, 5)
+    clock.pass_(minutes=10)
+    await scaled(reverts, arc, 3)  # 5 → 8: the value to put back is still 0
+    clock.pass_(days=2)
+    await reverts.tick()
+    assert min_runners(kube) == 8, "no time limit: only the resolution puts it back"
+    await resolve(redis, clock)
+    clock.pass_(seconds=16)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+    assert await said(redis) == ["Put linux back (the incident resolved): minRunners 8 → 0 (ARC)"]
+
+
+async def test_a_change_since_is_left_and_said_once(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock)
+    await scaled(reverts, arc)
+    kube.write(manager="helm", spec={"minRunners": 12})
+    await resolve(redis, clock)
+    clock.pass_(seconds=16)
+    await reverts.tick()
+    clock.pass_(minutes=5)
+    await reverts.tick()
+    assert min_runners(kube) == 12, "left as it is"
+    (text,) = await said(redis)
+    assert text.startswith(
+        "Left linux as it is (the incident resolved): minRunners is 12 now, not the 5 set "
+        "from Slack; changed by helm at "
+    )
+
+
+async def test_a_transient_failure_is_retried_with_backoff(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock)
+    await scaled(reverts, arc)
+    await resolve(redis, clock)
+    kube.unavailable = 2
+    clock.pass_(seconds=16)
+    await reverts.tick()
+    assert min_runners(kube) == 5 and not await said(redis), "503: not yet, nothing said"
+    clock.pass_(seconds=10)
+    await reverts.tick()
+    assert kube.unavailable == 1, "not tried again before its backoff (30 s)"
+    clock.pass_(seconds=21)
+    await reverts.tick()
+    assert kube.unavailable == 0 and min_runners(kube) == 5, "second failure: 60 s now"
+    clock.pass_(seconds=61)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+    assert await said(redis) == ["Put linux back (the incident resolved): minRunners 5 → 0 (ARC)"]
+
+
+async def test_a_permanent_failure_is_reported_once_and_dropped(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock)
+    await scaled(reverts, arc)
+    del kube.sets[SET]
+    await resolve(redis, clock)
+    for _ in range(3):
+        clock.pass_(minutes=1)
+        await reverts.tick()
+    (text,) = await said(redis)
+    assert text.startswith("Could not put linux back (the incident resolved): ")
+    assert "answered 404" in text and text.endswith("minRunners stays 5")
+    assert not await redis.zcard(KEYS.scale_reverts)
+
+
+async def test_two_replicas_sweeping_at_once_revert_and_say_it_once(
+    redis: Redis, redis_url: str, kube: FakeKubeApi, arc: ArcScaler, clock: Clock, tmp_path: Path
+) -> None:
+    await opened(IncidentStore(redis, PREFIX))
+    first = sweep(redis, arc, clock)
+    await scaled(first, arc)
+    await resolve(redis, clock)
+    clock.pass_(seconds=16)
+    other = Redis.from_url(redis_url, decode_responses=True)
+    path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
+    second = sweep(other, ArcScaler(ArcScalerConfig(from_kubeconfig(path))), clock)
+    try:
+        await asyncio.gather(first.tick(), second.tick(), first.tick(), second.tick())
+    finally:
+        await other.aclose()
+    reverts = [p for p in kube.patches if p[2]["spec"] == {"minRunners": 0}]
+    assert len(reverts) == 1
+    assert len(await said(redis)) == 1
+
+
+async def test_redis_going_away_is_waited_out(
+    kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    """The sweep logs and returns while Redis is away (its records are in Redis: a restart
+    without persistence loses them, and those scale-ups stay); once Redis is back, scale-ups
+    recorded from then on are put back."""
+    server = RedisServer()
+    server.start()
+    redis = Redis.from_url(server.url, decode_responses=True)
+    try:
+        await opened(IncidentStore(redis, PREFIX))
+        reverts = sweep(redis, arc, clock)
+        await scaled(reverts, arc)
+        server.stop()
+        clock.pass_(hours=5)
+        await reverts.tick()  # no exception: Redis is away
+        assert min_runners(kube) == 5
+        server.start()
+        await eventually(redis.ping, what="Redis back")
+        await opened(IncidentStore(redis, PREFIX))
+        await scaled(reverts, arc, 2)  # 5 → 7, recorded with 5 as the value before
+        clock.pass_(hours=5)
+        await reverts.tick()
+        assert min_runners(kube) == 5
+        assert len(await said(redis)) == 1
+    finally:
+        await redis.aclose()
+        server.stop()
+
+
+@given(st.text(max_size=300) | st.builds(json.dumps, json_values))
+def test_a_stored_record_is_read_back_or_refused(text: str) -> None:
+    record = RevertRecord.load(text)
+    assert record is None or RevertRecord.load(record.dump()) == record
+
+
+# -- end to end: from Slack, through the bot's own scheduler --------------------------------
+
+
+def arc_settings(settings_for: Any, kube: FakeKubeApi, tmp_path: Path, **extra: Any) -> Any:
+    values = {
+        "scaler_backend": "arc",
+        "scaler_kubeconfig": str(kube.kubeconfig(tmp_path, kube.url)),  # type: ignore[attr-defined]
+        "scaler_targets": json.dumps(
+            {RUNNER: {"target": "arc-runners/mt-l-x86iavx512-8-64", "cap": 20, "ceiling": 150}}
+        ),
+        "scale_allowed_users": USER,
+    }
+    return settings_for(**{**values, **extra})
+
+
+async def test_a_scale_up_from_slack_is_put_back_when_the_incident_is_resolved(
+    settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    async with run_bot(arc_settings(settings_for, kube, tmp_path)) as running:
+        root = await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +5"))
+        await eventually(lambda: min_runners(kube) == 5, what="scaled")
+        await eventually(
+            lambda: any(
+                "It goes back when the incident resolves or after 4 h" in t
+                for t in ephemeral_texts(slack)
+            ),
+            what="the answer says when it goes back",
+        )
+        kube.write(manager="manager", status={"currentRunners": 45})
+        await post_event(running.http, slash("resolve 1"))
+        await eventually(lambda: min_runners(kube) == 0, what="put back")
+        await eventually(
+            lambda: any(
+                "Put linux.g5.4xlarge.nvidia.gpu back (the incident resolved): minRunners 5 → 0"
+                in t
+                for t in thread_texts(slack, root.ts)
+            ),
+            what="said in the thread",
+        )
+
+
+async def test_the_modal_warns_of_helm_and_a_kept_scale_up_stays(
+    settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    async with run_bot(arc_settings(settings_for, kube, tmp_path)) as running:
+        root = await open_incident(running, slack)
+        assert (await click(running, root, "incident_scale")).status_code == 200
+        form = (
+            await eventually(
+                lambda: [v for v in slack.emulator.views() if "Now:" in json.dumps(v["blocks"])],
+                what="the form with capacity",
+            )
+        )[-1]
+        blocks = json.dumps(form["blocks"], ensure_ascii=False)
+        assert "managed by Helm: the next `helm upgrade` puts its configured values back" in blocks
+        assert "Keep it after the incident" in blocks
+        assert "put back when the incident resolves or after 4 h" in blocks
+        values = {
+            **form_values(RUNNER, "5"),
+            "keep": {"value": {"type": "checkboxes", "selected_options": [{"value": "keep"}]}},
+        }
+        step = await post_event(running.http, view_submission(form, values))
+        confirm = step.json()["view"]
+        shown = json.dumps(confirm["blocks"], ensure_ascii=False)
+        assert "Kept after the incident, as you chose." in shown
+        assert "managed by Helm" in shown
+        await post_event(running.http, view_submission({**confirm, "id": form["id"]}, {}))
+        await eventually(lambda: min_runners(kube) == 5, what="scaled")
+        await eventually(
+            lambda: any(
+                "Kept after the incident, as asked" in t for t in thread_texts(slack, root.ts)
+            ),
+            what="the reply says it stays",
+        )
+        prefix = running.bot.settings.redis_prefix
+        assert not await running.bot.redis.zcard(Keys(prefix).scale_reverts), "nothing recorded"
