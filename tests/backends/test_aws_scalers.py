@@ -1,17 +1,26 @@
 """The AWS scalers against moto's server mode (a local AWS API over HTTP, not a patched boto3):
 `sqs` sends PyTorch-style scale-up messages that the test reads back; `aws-asg` raises a real
-(local) Auto Scaling group's desired capacity."""
+(local) Auto Scaling group's desired capacity and puts it back only while it is still the value
+set; the group's failed scaling activities are read (moto records none: their parsing is tested
+on the documented shape)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
+from hypothesis import given
 from moto.server import ThreadedMotoServer
 
+from bot.backends.scale import Reverted, ScaleRequest, Undo
+from bot.backends.scale.asg import AsgScaler, AsgScalerConfig, failed_activities
+from bot.backends.scale.aws import AwsConfig
+from bot.domain.scaling import ScaleTarget
+from tests.support.mutations import json_values
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot
 from tests.support.servers import free_port
@@ -179,3 +188,105 @@ async def test_an_unknown_group_is_a_clear_failure(
                 "no Auto Scaling group named no-such-group" in t for t in ephemeral_texts(slack)
             )
         )
+
+
+def asg_scaler(endpoint: str) -> AsgScaler:
+    return AsgScaler(AsgScalerConfig(AwsConfig(region=REGION, endpoint_url=endpoint)))
+
+
+async def test_aws_asg_puts_desired_capacity_back_only_while_it_is_ours(aws: str) -> None:
+    name = asg(aws, desired=2, maximum=8)
+    target = ScaleTarget(RUNNER, name, cap=10)
+    scaler = asg_scaler(aws)
+    result = await scaler.scale(ScaleRequest(target, 4, "1", "al"))
+    assert result.undo == Undo("desired capacity", 2, 6)
+    assert await scaler.revert(target, result.undo) == Reverted(True, "desired capacity 6 → 2")
+    assert desired_of(aws, name) == 2
+
+    result = await scaler.scale(ScaleRequest(target, 3, "1", "al"))
+    assert result.undo is not None
+    # A scaling policy (or a person) sets it meanwhile: left as it is.
+    client("autoscaling", aws).set_desired_capacity(AutoScalingGroupName=name, DesiredCapacity=7)
+    reverted = await scaler.revert(target, result.undo)
+    assert reverted == Reverted(False, "desired capacity is 7 now, not the 5 set from Slack")
+    assert desired_of(aws, name) == 7
+
+
+async def test_aws_asg_reads_its_scaling_activities(aws: str) -> None:
+    """moto answers DescribeScalingActivities with no activities (it records none): the call
+    and its shape are checked here, the failed ones by `failed_activities` below."""
+    name = asg(aws, desired=1, maximum=4)
+    assert await asg_scaler(aws).failures(ScaleTarget(RUNNER, name, cap=1)) == []
+
+
+NOW = datetime(2026, 7, 14, 15, 0, tzinfo=UTC)
+# DescribeScalingActivities' documented shape (AWS API reference, Activity).
+CAPACITY = {
+    "ActivityId": "f9f2d65b-f1f2-43e7-b46d-d86756459699",
+    "AutoScalingGroupName": "gpu-runners",
+    "Description": "Launching a new EC2 instance.  Status Reason: We currently do not have "
+    "sufficient g5.4xlarge capacity in the Availability Zone you requested (us-east-1a).",
+    "Cause": "At 2026-07-14T14:40:12Z an instance was started in response to a difference "
+    "between desired and actual capacity, increasing the capacity from 4 to 10.",
+    "StartTime": datetime(2026, 7, 14, 14, 40, 14, tzinfo=UTC),
+    "EndTime": datetime(2026, 7, 14, 14, 40, 15, tzinfo=UTC),
+    "StatusCode": "Failed",
+    "StatusMessage": "We currently do not have sufficient g5.4xlarge capacity in the "
+    "Availability Zone you requested (us-east-1a).",
+    "Progress": 100,
+}
+
+
+def activity(**changes: Any) -> dict[str, Any]:
+    return {**CAPACITY, **changes}
+
+
+@pytest.mark.parametrize(
+    ("activities", "expected"),
+    [
+        ([], []),
+        (
+            [activity()],
+            [
+                "scaling failed at 14:40 UTC: We currently do not have sufficient g5.4xlarge "
+                "capacity in the Availability Zone you requested (us-east-1a)."
+            ],
+        ),
+        ([activity(StatusCode="Successful")], []),
+        ([activity(StartTime=NOW - timedelta(hours=2))], []),  # older than an hour
+        (
+            [
+                activity(StartTime=NOW - timedelta(minutes=50), StatusMessage="first"),
+                activity(
+                    StartTime="2026-07-14T14:55:00Z",
+                    StatusCode="Cancelled",
+                    StatusMessage="You have requested more vCPU capacity than your current "
+                    "vCPU limit of 32 allows",
+                ),
+            ],
+            [
+                "scaling cancelled at 14:55 UTC: You have requested more vCPU capacity than "
+                "your current vCPU limit of 32 allows",
+                "scaling failed at 14:10 UTC: first",
+            ],
+        ),
+        (
+            [activity(StatusMessage=None)],
+            [f"scaling failed at 14:40 UTC: {' '.join(CAPACITY['Description'].split())}"],
+        ),
+        ([activity(StartTime=NOW - timedelta(minutes=m)) for m in range(8)], 5),
+    ],
+)
+def test_failed_activities(activities: list[dict[str, Any]], expected: list[str] | int) -> None:
+    found = failed_activities({"Activities": activities}, NOW)
+    if isinstance(expected, int):
+        assert len(found) == expected
+        assert found[0].startswith("scaling failed at 15:00 UTC"), "newest first"
+    else:
+        assert found == expected
+
+
+@given(json_values)
+def test_failed_activities_take_any_answer(answer: object) -> None:
+    found = failed_activities(answer, NOW)
+    assert len(found) <= 5 and all(isinstance(f, str) and len(f) <= 400 for f in found)
