@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from bot.config import Settings, SettingsError, SilenceBackend, load_settings
+from bot.config import Settings, SettingsError, SilenceBackend, load_settings, parse_span
 
 FIELDS = frozenset(Settings.model_fields)
 SERVE_TIMEOUT_S = 10
@@ -428,3 +430,44 @@ def test_metrics_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert (settings.metrics_interval_seconds, settings.drain_checks) == (60, 3)
     assert (settings.drain_check_seconds, settings.status_chart_every) == (60, 3)
     assert settings.prometheus_rate_window == "10m"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("4h", 14_400),
+        ("90m", 5400),
+        ("1h30m", 5400),
+        ("1d", 86_400),
+        ("3600", 3600),
+        ("600s", 600),
+        (" 2H ", 7200),
+        ("off", 0),
+        ("0", 0),
+    ],
+)
+def test_scale_revert_after_takes_a_duration_or_off(
+    monkeypatch: pytest.MonkeyPatch, text: str, seconds: int
+) -> None:
+    monkeypatch.setenv("SCALE_REVERT_AFTER", text)
+    assert load_settings(_env_file=None).scale_revert_after == seconds
+
+
+def test_scale_revert_after_defaults_to_four_hours() -> None:
+    assert load_settings(_env_file=None).scale_revert_after == 4 * 3600
+
+
+@pytest.mark.parametrize("text", ["soon", "10s", "31d", "1h-5m", "٣h", "-1"])
+def test_a_bad_scale_revert_after_names_it(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setenv("SCALE_REVERT_AFTER", text)
+    with pytest.raises(SettingsError, match=r"^SCALE_REVERT_AFTER: "):
+        load_settings(_env_file=None)
+
+
+@given(st.text(max_size=40))
+def test_parse_span_is_seconds_in_range_or_a_value_error(text: str) -> None:
+    try:
+        seconds = parse_span(text)
+    except ValueError:
+        return
+    assert seconds == 0 or 60 <= seconds <= 30 * 86_400

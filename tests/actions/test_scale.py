@@ -77,7 +77,10 @@ async def test_scale_modal_reviews_confirms_and_calls_the_signed_webhook(
         assert step["response_action"] == "update"
         confirm = step["view"]
         assert confirm["callback_id"] == "incident_scale_confirm"
-        assert f"Scale *{RUNNER}* by *+4*" in json.dumps(confirm["blocks"], ensure_ascii=False)
+        shown = json.dumps(confirm["blocks"], ensure_ascii=False)
+        assert f"Scale *{RUNNER}* by *+4*" in shown
+        assert "Cannot be undone: your receiver decides what a scale-up does" in shown
+        assert "Keep it after" not in blocks, "nothing to keep: it cannot be put back"
         assert not receiver.accepted, "nothing is called before the confirmation"
 
         confirm_view = {**confirm, "id": form["id"]}
@@ -93,7 +96,11 @@ async def test_scale_modal_reviews_confirms_and_calls_the_signed_webhook(
             what="before → after in the thread",
         )
         await eventually(
-            lambda: any("You scaled" in t for t in ephemeral_texts(slack)), what="the answer"
+            lambda: any(
+                "You scaled" in t and "It cannot be undone by queuepilot" in t
+                for t in ephemeral_texts(slack)
+            ),
+            what="the answer, saying it stays",
         )
 
         # A replayed request (same signature, same request_id) is refused by the receiver.
@@ -253,7 +260,9 @@ async def test_arc_raises_min_runners_with_a_merge_patch(
         assert "Now: 40 runners (min 0, max 120)" in json.dumps(form["blocks"])
         step = await post_event(running.http, view_submission(form, form_values(RUNNER, "5")))
         confirm = step.json()["view"]
-        assert "minRunners 0 → 5" in json.dumps(confirm["blocks"], ensure_ascii=False)
+        shown = json.dumps(confirm["blocks"], ensure_ascii=False)
+        assert "minRunners 0 → 5" in shown
+        assert "Put back when the incident resolves or after 4 h" in shown
         await post_event(running.http, view_submission({**confirm, "id": form["id"]}, {}))
         await eventually(lambda: kube.patches, what="patched")
         path, content_type, body = kube.patches[0]
