@@ -75,21 +75,12 @@ async def test_a_scale_set_changed_meanwhile_is_read_again_not_overwritten(
     runner_set = kube.add_from_fixture(minRunners=3, maxRunners=200)
     runner_set["status"]["currentRunners"] = 10
     arc = scaler(kube, tmp_path)
-    original_get = arc._get
-
-    async def get_then_someone_patches(target: ScaleTarget) -> dict:  # type: ignore[type-arg]
-        seen = await original_get(target)
-        if len(kube.patches) == 0 and seen["spec"]["minRunners"] == 3:
-            # Someone (Helm, Argo, a colleague) raises minRunners between our read and patch.
-            current = kube.sets[("arc-runners", "mt-l-x86iavx512-8-64")]
-            current["spec"]["minRunners"] = 8
-            current["metadata"]["resourceVersion"] = "999"
-        return seen
-
-    arc._get = get_then_someone_patches  # type: ignore[method-assign]
+    # Someone (Helm, Argo, a colleague) raises minRunners between our read and patch.
+    kube.after_get = ("kubectl", {"minRunners": 8})
     result = await arc.scale(ScaleRequest(TARGET, 2, "1", "al"))
     assert result.detail == "minRunners 8 → 10 (maxRunners 200)"
     assert kube.sets[("arc-runners", "mt-l-x86iavx512-8-64")]["spec"]["minRunners"] == 10
+    assert len(kube.patches) == 2, "the first patch was refused (409), the second took"
 
 
 SET = ("arc-runners", "mt-l-x86iavx512-8-64")

@@ -54,6 +54,9 @@ class FakeKubeApi:
     patches: list[tuple[str, str, Any]] = field(default_factory=list)
     get_delay_s: float = 0.0  # a slow API server: each GET answers this late
     unavailable: int = 0  # the next this many PATCHes get 503 (an API server restarting)
+    # Another writer's spec change (manager, fields), made right after the next GET is answered:
+    # someone (Helm, a colleague) changes the set between a client's read and its patch.
+    after_get: tuple[str, dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.app = Starlette(routes=[Route(PATH, self._one, methods=["GET", "PATCH"])])
@@ -85,7 +88,11 @@ class FakeKubeApi:
             return status(404, "NotFound", message)
         if request.method == "GET":
             await asyncio.sleep(self.get_delay_s)
-            return JSONResponse(runner_set)
+            answer = JSONResponse(runner_set)  # serialised now: the change comes after
+            if self.after_get is not None:
+                (manager, spec), self.after_get = self.after_get, None
+                self.write(key[1], manager=manager, spec=spec, namespace=key[0])
+            return answer
         if self.unavailable > 0:
             self.unavailable -= 1
             return status(
