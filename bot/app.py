@@ -271,7 +271,7 @@ def _action_core(
     diagnose_config = DiagnoseConfig(
         timeout_s=settings.backend_timeout_seconds, boot_mins=settings.runner_boot_minutes
     )
-    diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs)
+    diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs, scaling=scaling)
     return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, jobs)), watch, reverts
 
 

@@ -22,7 +22,8 @@ HELP = """*`/queue`* — the live queue by runner type, and the open incidents
 *`/queue resolve [ID]`* — close an incident by hand
 *`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`: a real silence of the alert group
 *`/queue unsilence [ID]`* — remove the silence made from Slack
-*`/queue scale <runner-type> <+N> [ID] [max]`* — add runners (`max`: raise ARC's maxRunners)
+*`/queue scale <runner-type> <+N> [ID] [max] [keep]`* — add runners (`max`: raise ARC's \
+maxRunners; `keep`: not put back when the incident resolves)
 *`/queue diagnose [ID]`* — the runbook's checks, the likely cause, what to do next
 *`/queue jobs [runner-type]`* — which workflows' jobs are queueing, from where, what changed
 Without an ID, a command acts on the one open incident; when several are open it asks which."""
@@ -52,6 +53,7 @@ class Command:
     runner_type: str | None = None
     count: int | None = None
     raise_maximum: bool = False  # `max`: raise an ARC scale set's maxRunners
+    keep: bool = False  # `keep`: the scale-up is not put back when the incident resolves
 
 
 def parse_duration(text: str) -> int:
@@ -96,8 +98,9 @@ def parse_command(text: str) -> Command:
 
 def _parse_scale(args: list[str]) -> Command:
     usage = (
-        "usage: `/queue scale <runner-type> <+N> [ID] [max]`, e.g. `/queue scale linux.2xlarge "
-        "+4` (`max`: raise an ARC scale set's maxRunners)"
+        "usage: `/queue scale <runner-type> <+N> [ID] [max] [keep]`, e.g. `/queue scale "
+        "linux.2xlarge +4` (`max`: raise an ARC scale set's maxRunners; `keep`: do not put it "
+        "back when the incident resolves)"
     )
     count_match = _COUNT.fullmatch(args[1]) if len(args) >= 2 else None
     if count_match is None:
@@ -105,7 +108,8 @@ def _parse_scale(args: list[str]) -> Command:
     count = ascii_whole(count_match[1], MAX_SCALE_UP + 1) or 0
     if not 1 <= count <= MAX_SCALE_UP:
         raise CommandError(f"scale up by at least 1 runner and at most {MAX_SCALE_UP} at once")
-    rest = [arg for arg in args[2:] if arg.lower() != "max"]
+    flags = {arg.lower() for arg in args[2:]} & {"max", "keep"}
+    rest = [arg for arg in args[2:] if arg.lower() not in ("max", "keep")]
     if len(rest) > 1:
         raise CommandError(usage)
     return Command(
@@ -113,7 +117,8 @@ def _parse_scale(args: list[str]) -> Command:
         runner_type=args[0],
         count=count,
         incident_ref=_optional_id(rest, 0),
-        raise_maximum=len(rest) < len(args[2:]),
+        raise_maximum="max" in flags,
+        keep="keep" in flags,
     )
 
 
@@ -166,6 +171,7 @@ async def run_command(
             command.runner_type,
             command.count,
             raise_maximum=command.raise_maximum,
+            keep=command.keep,
             interaction=interaction,
         )
     return await core.resolve(actor, ref, interaction=interaction)

@@ -52,6 +52,7 @@ _EVENT_ICONS = {
     "silenced": "🔕",
     "unsilenced": "🔔",
     "scaled": "⬆️",
+    "scale_reverted": "↩️",
     "diagnosed": "🩺",
     "status": "📊",
 }

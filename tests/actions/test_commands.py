@@ -56,6 +56,21 @@ from tests.support.cores import action_core
                 "scale", runner_type="linux.2xlarge", count=20, incident_ref="9", raise_maximum=True
             ),
         ),
+        (
+            "scale linux.2xlarge +4 keep",
+            Command("scale", runner_type="linux.2xlarge", count=4, keep=True),
+        ),
+        (
+            "scale linux.2xlarge +4 KEEP 9 max",
+            Command(
+                "scale",
+                runner_type="linux.2xlarge",
+                count=4,
+                incident_ref="9",
+                raise_maximum=True,
+                keep=True,
+            ),
+        ),
         ("unsilence", Command("unsilence")),
         ("unsilence #3", Command("unsilence", incident_ref="3")),
         ("  ack   12  ", Command("ack", incident_ref="12")),
@@ -242,7 +257,7 @@ async def test_a_reference_from_before_a_data_loss_never_acts_on_a_new_incident(
         ("frobnicate", "unknown command `frobnicate`"),
         ("silence", "usage: `/queue silence <duration> [ID]`"),
         ("silence forever", "`forever` is not a duration"),
-        ("scale linux.2xlarge lots", "usage: `/queue scale <runner-type> <+N> [ID] [max]`"),
+        ("scale linux.2xlarge lots", "usage: `/queue scale <runner-type> <+N> [ID] [max] [keep]`"),
     ],
 )
 async def test_bad_input_answers_what_was_wrong_and_the_help(

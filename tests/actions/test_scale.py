@@ -7,14 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from sandbox.serve import serve_in_thread
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.fakes.scale_receiver import ScaleReceiver
 from tests.support.running import RunningBot, eventually, run_bot
@@ -35,15 +33,6 @@ from tests.support.slack import (
     slash,
     thread_texts,
 )
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKubeApi]:
-    fake = FakeKubeApi()
-    server = serve_in_thread(fake.app)
-    fake.url = server.url  # type: ignore[attr-defined]
-    yield fake
-    server.stop()
 
 
 async def open_form(running: RunningBot, slack: Slack, root: Any) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from bot.domain.incidents import Status
 from bot.domain.scaling import ScaleTarget
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.keys import Keys
-from sandbox.serve import serve_in_thread
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values
 from tests.support.running import eventually, run_bot
@@ -40,6 +38,13 @@ SET = ("arc-runners", "mt-l-x86iavx512-8-64")
 TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=20)
 
 
+@pytest.fixture
+def kube(kube: FakeKubeApi) -> FakeKubeApi:
+    """The Kubernetes fake with the fixture's scale set, 40 runners running."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    return kube
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = T0
@@ -49,16 +54,6 @@ class Clock:
 
     def pass_(self, **span: float) -> None:
         self.now += timedelta(**span)
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKubeApi]:
-    fake = FakeKubeApi()
-    server = serve_in_thread(fake.app)
-    fake.url = server.url  # type: ignore[attr-defined]
-    fake.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
-    yield fake
-    server.stop()
 
 
 @pytest.fixture
@@ -334,3 +329,26 @@ async def test_the_modal_warns_of_helm_and_a_kept_scale_up_stays(
         )
         prefix = running.bot.settings.redis_prefix
         assert not await running.bot.redis.zcard(Keys(prefix).scale_reverts), "nothing recorded"
+
+
+async def test_queue_scale_keep_stays_after_the_incident_resolves(
+    settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    async with run_bot(arc_settings(settings_for, kube, tmp_path)) as running:
+        root = await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +5 keep"))
+        await eventually(lambda: min_runners(kube) == 5, what="scaled")
+        await eventually(
+            lambda: any(
+                "Kept after the incident, as asked" in t for t in thread_texts(slack, root.ts)
+            ),
+            what="the reply says it stays",
+        )
+        await post_event(running.http, slash("resolve 1"))
+        await eventually(
+            lambda: any("resolved" in t.lower() for t in thread_texts(slack, root.ts)[-1:]),
+            what="the summary",
+        )
+        prefix = running.bot.settings.redis_prefix
+        assert not await running.bot.redis.zcard(Keys(prefix).scale_reverts), "nothing recorded"
+    assert min_runners(kube) == 5

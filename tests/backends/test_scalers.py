@@ -6,7 +6,6 @@ Argo CD are recognised; ARC's own failures are read."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +19,10 @@ from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import Reverted, ScaleRequest, Undo
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig, changed_by, ephemeral_failures
 from bot.domain.scaling import ScaleTarget, managed_by
-from sandbox.serve import serve_in_thread
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values
 
 TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=10)
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKubeApi]:
-    fake = FakeKubeApi()
-    server = serve_in_thread(fake.app)
-    fake.url = server.url  # type: ignore[attr-defined]
-    yield fake
-    server.stop()
 
 
 def scaler(kube: FakeKubeApi, tmp_path: Path, *, url: str | None = None) -> ArcScaler:
