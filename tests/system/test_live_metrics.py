@@ -257,7 +257,8 @@ async def test_with_a_hud_threshold_past_the_drain_limit_an_empty_answer_closes_
             return any(text in text_of(m) for m in statuses())
 
         await eventually(lambda: shown(f"{GPU}: *17* queued"), what="the HUD's queue", timeout=30)
-        assert fake.seen[-1]["queuedThresholdMinutes"] == 30
+        aggregate = [params for name, params in fake.asked if name == AGGREGATE]
+        assert aggregate[-1]["queuedThresholdMinutes"] == 30
         fake.rows[AGGREGATE] = []
         await eventually(
             lambda: (

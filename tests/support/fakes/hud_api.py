@@ -33,6 +33,7 @@ class FakeHud:
     token: str = "hud-bot-token"
     rows: dict[str, Any] = field(default_factory=dict)  # query name -> rows (or anything)
     seen: list[dict[str, Any]] = field(default_factory=list)  # parameters received
+    asked: list[tuple[str, Any]] = field(default_factory=list)  # (query, parameters) received
     passed: list[dict[str, Any]] = field(default_factory=list)  # what the query ran with
 
     @property
@@ -49,6 +50,7 @@ class FakeHud:
             except ValueError:
                 return JSONResponse({"error": "Unexpected token in JSON"}, status_code=500)
             self.seen.append(parameters)
+            self.asked.append((request.path_params["name"], parameters))
             if name not in self.rows:
                 return JSONResponse({"error": f"query {name} not found"}, status_code=404)
             declared = PARAMS.get(name, {})
