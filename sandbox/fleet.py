@@ -93,6 +93,7 @@ class TypeReading:
     """One runner type's numbers, in the units the bot's readings use (jobs, runners, minutes)."""
 
     queued: int
+    assigned: int  # ARC's gha_assigned_jobs: queued and running
     longest_wait_mins: float
     registered: int
     busy: int
@@ -211,6 +212,7 @@ class Fleet:
         done = [d for end, d in r.completed if end > since]
         return TypeReading(
             queued=len(r.queue),
+            assigned=len(r.queue) + r.busy,
             longest_wait_mins=round((now - r.queue[0]) / 60, 2) if r.queue else 0.0,
             registered=r.booted,
             busy=r.busy,
