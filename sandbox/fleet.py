@@ -39,13 +39,34 @@ class RunnerTypeSpec:
 
 
 @dataclass(frozen=True)
+class Workflow:
+    """Where a fleet's jobs come from: a workflow, what triggers it, its share of the usual load."""
+
+    name: str
+    event: str  # GitHub's event: pull_request, push, schedule
+    branch: str
+    share: float
+
+
+# Every runner type's usual jobs, as in a busy repository's CI.
+WORKFLOWS = (
+    Workflow("pull", "pull_request", "gh/someone/123/head", 0.6),
+    Workflow("trunk", "push", "main", 0.3),
+    Workflow("inductor", "push", "ciflow/inductor/123", 0.1),
+)
+PERIODIC = Workflow("periodic", "schedule", "main", 0.0)
+
+
+@dataclass(frozen=True)
 class Burst:
-    """`runner_type` receives `arrival_per_min` jobs a minute from `starts_min` for `lasts_min`."""
+    """`runner_type` receives `arrival_per_min` jobs a minute from `starts_min` for `lasts_min`;
+    the jobs above the usual rate come from `workflow` (one workflow's surge)."""
 
     runner_type: str
     starts_min: float
     lasts_min: float
     arrival_per_min: float
+    workflow: Workflow = PERIODIC
 
     def active(self, minute: float) -> bool:
         return self.starts_min <= minute < self.starts_min + self.lasts_min
@@ -58,9 +79,17 @@ DEMO_TYPES = (
     RunnerTypeSpec("linux.g5.4xlarge.nvidia.gpu", 0.3, 15.0, 5.0, 8, 10),
     RunnerTypeSpec("windows.4xlarge", 0.5, 12.0, 6.0, 10, 12),
 )
-# A merge train lands: for 15 minutes 2xlarge needs ~36 runners and has 20, so ~40 jobs queue;
-# alone the queue drains in about half an hour, with ten more runners in about ten minutes.
+# The periodic workflow's matrix lands on top of the usual load: for 15 minutes 2xlarge needs ~36
+# runners and has 20, so ~40 jobs queue, most of them periodic; alone the queue drains in about
+# half an hour, with ten more runners in about ten minutes.
 DEMO_BURSTS = (Burst("linux.2xlarge", 1.0, 15.0, 6.0),)
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    at: float  # enqueue time, simulated seconds
+    workflow: Workflow
 
 
 @dataclass
@@ -69,7 +98,7 @@ class _Runners:
 
     spec: RunnerTypeSpec
     maximum: int
-    queue: deque[float] = field(default_factory=deque)  # enqueue times
+    queue: deque[Job] = field(default_factory=deque)  # oldest first
     running: list[tuple[float, float]] = field(default_factory=list)  # (end, duration)
     booted: int = 0
     booting: list[float] = field(default_factory=list)  # ready times
@@ -78,6 +107,7 @@ class _Runners:
     started: deque[float] = field(default_factory=deque)
     completed: deque[tuple[float, float]] = field(default_factory=deque)
     owed: float = 0.0  # fractional arrivals carried to the next step
+    owed_burst: float = 0.0  # the same, of a burst's workflow
 
     @property
     def busy(self) -> int:
@@ -138,6 +168,7 @@ class Fleet:
         self._lock = threading.Lock()
         self._now = 0.0
         self._types = {spec.name: _Runners(spec, spec.maximum) for spec in types}
+        self._jobs = 0  # job ids, fleet-wide
         for runners in self._types.values():  # the fleet starts warm, at its minimum
             runners.booted = runners.spec.minimum
 
@@ -160,11 +191,20 @@ class Fleet:
     def _step(self, r: _Runners) -> None:
         now, minute = self._now, self._now / 60
         bursting = (b for b in self.bursts if b.runner_type == r.spec.name and b.active(minute))
-        rate = next((b.arrival_per_min for b in bursting), r.spec.arrival_per_min)
-        r.owed += rate * STEP_S / 60 * self._rng.uniform(0.6, 1.4)
-        arrivals, r.owed = int(r.owed), r.owed - int(r.owed)
-        for _ in range(arrivals):
-            r.queue.append(now)
+        burst = next(bursting, None)
+        jitter = self._rng.uniform(0.6, 1.4)
+        r.owed += r.spec.arrival_per_min * STEP_S / 60 * jitter
+        usual, r.owed = int(r.owed), r.owed - int(r.owed)
+        extra = 0
+        if burst is not None:  # the jobs above the usual rate: the burst's workflow
+            r.owed_burst += max(burst.arrival_per_min - r.spec.arrival_per_min, 0) * STEP_S / 60
+            extra, r.owed_burst = int(r.owed_burst), r.owed_burst - int(r.owed_burst)
+        weights = [w.share for w in WORKFLOWS]
+        arriving = [*self._rng.choices(WORKFLOWS, weights, k=usual)]
+        arriving += [burst.workflow] * extra if burst is not None else []
+        for workflow in arriving:
+            self._jobs += 1
+            r.queue.append(Job(self._jobs, now, workflow))
             r.arrived.append(now)
         r.completed.extend((now, d) for end, d in r.running if end <= now)
         r.running = [(end, d) for end, d in r.running if end > now]
@@ -213,7 +253,7 @@ class Fleet:
         return TypeReading(
             queued=len(r.queue),
             assigned=len(r.queue) + r.busy,
-            longest_wait_mins=round((now - r.queue[0]) / 60, 2) if r.queue else 0.0,
+            longest_wait_mins=round((now - r.queue[0].at) / 60, 2) if r.queue else 0.0,
             registered=r.booted,
             busy=r.busy,
             idle=r.booted - r.busy,
@@ -241,6 +281,16 @@ class Fleet:
             r.maximum += delta
             r.booting.extend([self._now + r.spec.boot_minutes * 60] * delta)
             return ScaleAnswer(before, before + delta, r.maximum)
+
+    def queued_jobs(self) -> list[tuple[str, Job, float]]:
+        """Every queued job: its runner type, the job, and how long it has waited (seconds)."""
+        with self._lock:
+            self._advance()
+            return [
+                (name, job, self._now - job.at)
+                for name, r in self._types.items()
+                for job in r.queue
+            ]
 
     def worst(self, window_min: float = 10.0) -> tuple[int, float]:
         """(largest queue, longest wait in minutes) over every runner type: the alert's values."""

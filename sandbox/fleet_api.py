@@ -36,7 +36,7 @@ from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import arc_queries
 from bot.backends.scale.signature import verify
-from sandbox.fleet import Fleet, minutes
+from sandbox.fleet import Fleet, Job, minutes
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ class FleetApi:
                 Route("/-/ready", self._ready, methods=["GET"]),
                 Route("/-/healthy", self._ready, methods=["GET"]),
                 Route("/scale", self._scale, methods=["POST"]),
+                Route("/api/clickhouse/{name:str}", self._hud, methods=["GET"]),
             ],
             lifespan=self._lifespan,
         )
@@ -119,6 +120,29 @@ class FleetApi:
         return JSONResponse(
             {"status": "success", "data": {"resultType": "vector", "result": result}}
         )
+
+    # -- the HUD ---------------------------------------------------------------------------
+
+    async def _hud(self, request: Request) -> Response:
+        """HUD's saved query `queued_jobs` (torchci's `/api/clickhouse/<name>`): one row per
+        job queued more than 5 minutes, worst first. `parameters` is required, as the route
+        JSON-parses it; other saved queries are not simulated (HUD's 404 for an unknown one)."""
+        raw = request.query_params.get("parameters")
+        if raw is None:
+            return JSONResponse({"error": "parameters is required"}, status_code=500)
+        try:
+            json.loads(raw)
+        except ValueError:
+            return JSONResponse({"error": "Unexpected token in JSON"}, status_code=500)
+        name = request.path_params["name"]
+        if name != "queued_jobs":
+            return JSONResponse({"error": f"query {name} not found"}, status_code=404)
+        rows = [
+            hud_row(runner_type, job, waited)
+            for runner_type, job, waited in self.fleet.queued_jobs()
+            if waited > 5 * 60
+        ]
+        return JSONResponse(sorted(rows, key=lambda row: -row["queue_s"]))
 
     # -- Alertmanager API v2 -------------------------------------------------------------------
 
@@ -208,6 +232,14 @@ class FleetApi:
 
     async def _dashboard(self, request: Request) -> Response:
         readings = self.fleet.reading(self._window_min)
+        by_workflow: dict[tuple[str, str], int] = {}
+        for runner_type, job, _ in self.fleet.queued_jobs():
+            key = (runner_type, f"{job.workflow.name} ({job.workflow.event})")
+            by_workflow[key] = by_workflow.get(key, 0) + 1
+        jobs = "".join(
+            f"<tr><td>{html.escape(t)}</td><td>{html.escape(w)}</td><td>{n}</td></tr>"
+            for (t, w), n in sorted(by_workflow.items(), key=lambda item: -item[1])
+        )
         rows = "".join(
             f"<tr><td>{html.escape(name)}</td><td>{r.queued}</td><td>{r.longest_wait_mins}</td>"
             f"<td>{r.busy}/{r.registered}</td><td>{r.minimum}–{r.maximum}</td>"
@@ -221,7 +253,8 @@ class FleetApi:
             f" · alert: {self.rule.state}</p><table border=1 cellpadding=4>"
             "<tr><th>runner type</th><th>queued</th><th>longest wait (min)</th><th>busy</th>"
             "<th>min–max</th><th>arrivals/min</th><th>completions/min</th></tr>"
-            f"{rows}</table></body>"
+            f"{rows}</table><h2>Queued jobs by workflow</h2><table border=1 cellpadding=4>"
+            f"<tr><th>runner type</th><th>workflow</th><th>queued</th></tr>{jobs}</table></body>"
         )
         return HTMLResponse(page)
 
@@ -297,3 +330,21 @@ def _stamp(value: str | None) -> float:
 
 def _sample(value: float | int) -> str:
     return repr(float(value))
+
+
+def hud_row(runner_type: str, job: Job, waited_s: float) -> dict[str, Any]:
+    """A `queued_jobs` row as HUD returns it (`../shared/fixtures/hud/queued_jobs.json`)."""
+    workflow, run = job.workflow, 19633300000 + job.id // 10
+    ciflow = workflow.branch.startswith("ciflow/")
+    source = "main" if workflow.branch == "main" and workflow.event == "push" else "other"
+    return {
+        "queue_s": int(waited_s),
+        "name": f"{workflow.name} / test ({job.id % 5 + 1}, 5, {runner_type})",
+        "html_url": f"https://github.com/pytorch/pytorch/actions/runs/{run}/job/{job.id}",
+        "machine_type": runner_type,
+        "head_sha": f"{job.id:040x}",
+        "head_branch": workflow.branch,
+        "event": workflow.event,
+        "source_type": "ciflow" if ciflow else source,
+        "ciflow_id": workflow.branch.split("/")[-1] if ciflow else None,
+    }

@@ -161,6 +161,9 @@ def _settings(
             prometheus_queries={},
             prometheus_rate_window=RATE_WINDOW,
             metrics_interval_seconds=config.metrics_interval_s,
+            # ARC's numbers from Prometheus, the jobs behind the queue from the HUD's shape.
+            jobs_backend="hud",
+            hud_url=fleet_url,
             scaler_backend="webhook",
             scaler_webhook_url=f"{fleet_url}/scale",
             scaler_webhook_secret=scale_secret,

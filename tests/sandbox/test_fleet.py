@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
+from bot.backends.metrics.hud import HudConfig, HudMetrics
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
@@ -28,6 +29,7 @@ from bot.backends.silence import SilenceRequest
 from bot.backends.silence.alertmanager import alertmanager_silencer
 from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import Matcher, parse_notification
+from bot.domain.jobs import Arrivals, Trigger, jobs_view, surging
 from bot.domain.scaling import ScaleTarget
 from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec, minutes
 from sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
@@ -141,6 +143,33 @@ async def test_the_prometheus_backend_reads_the_fleet_by_runner_type(fleet_api: 
         assert read.maximum == truth[name].maximum
         assert read.minimum == truth[name].minimum
         assert read.duration_baseline_mins == truth[name].duration_baseline_mins
+
+
+async def test_the_huds_queued_jobs_show_the_periodic_surge_behind_the_burst() -> None:
+    """The burst is one workflow's surge: the HUD backend lists the demo fleet's queued jobs
+    (HUD's `queued_jobs` shape), and the view names `periodic` as the workflow behind it."""
+    clock = Clock()
+    api = FleetApi(Fleet(speed=1, clock=clock), FleetApiConfig(rate_window="10m"))
+    clock.to_minute(20)  # the burst has passed; its jobs still wait
+    with serve_in_thread(api.app) as server:
+        hud = HudMetrics(HudConfig(url=server.url))
+        try:
+            now = datetime.now(UTC)
+            listing = await hud.queued_jobs(now=now)
+        finally:
+            await hud.aclose()
+        async with httpx.AsyncClient() as client:
+            missing = await client.get(f"{server.url}/api/clickhouse/queued_jobs")
+            page = (await client.get(f"{server.url}/")).text
+    assert "Queued jobs by workflow" in page and "periodic (schedule)" in page
+    assert missing.status_code == 500, "`parameters` is required, as HUD's route parses it"
+    waits = [job.wait_mins(now) for job in listing.jobs]
+    assert listing.jobs and min(waits) > 5, "HUD lists jobs queued over 5 minutes only"
+    assert {job.runner_type for job in listing.jobs} == {"linux.2xlarge"}
+    view = jobs_view(listing, Arrivals(), source="hud", at=now)
+    surge = surging(view, "linux.2xlarge")
+    assert surge is not None and surge.workflow == "periodic" and surge.share > 0.5
+    assert surge.trigger is Trigger.SCHEDULE
 
 
 def test_a_query_the_fleet_cannot_run_is_prometheus_bad_data(fleet_api: FleetApi) -> None:
