@@ -269,7 +269,9 @@ def _action_core(
         reverts = ScaleReverts(redis, store.keys, store, scaler, config=revert_config, clock=clock)
     scaling = Scaling(acting, scaler, scale_targets(settings), config=scale_config, reverts=reverts)
     diagnose_config = DiagnoseConfig(
-        timeout_s=settings.backend_timeout_seconds, boot_mins=settings.runner_boot_minutes
+        timeout_s=settings.backend_timeout_seconds,
+        boot_mins=settings.runner_boot_minutes,
+        stall_mins=settings.listener_stall_minutes,
     )
     diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs, scaling=scaling)
     return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, jobs)), watch, reverts

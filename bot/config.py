@@ -196,6 +196,9 @@ class Settings(BaseSettings):
     # How long a new runner may take to register; runners asked for longer than this and still
     # missing are a cause diagnostics name ("runners not registering").
     runner_boot_minutes: float = Field(default=5.0, gt=0, le=240)
+    # ARC's assigned jobs unchanged this long while runners idle: "listener stalled" (PyTorch's
+    # ARCListenerStall rule uses 15 minutes).
+    listener_stall_minutes: float = Field(default=15.0, gt=0, le=240)
     # The queue counts as drained when every runner type has at most DRAIN_MAX_QUEUED jobs
     # waiting, none longer than DRAIN_MAX_WAIT_MINUTES, for DRAIN_CHECKS checks in a row
     # (DRAIN_CHECK_SECONDS apart once the first one found it drained).

@@ -26,6 +26,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the bot takes Slack's traffic over Socket Mode (an app-level token) instead of HTTP",
     )
+    parser.add_argument(
+        "--stall-listener",
+        action="store_true",
+        help="linux.2xlarge's ARC listener stops taking jobs: diagnostics should say so",
+    )
     args = parser.parse_args(argv)
     if args.once and args.socket_mode:
         parser.error(
@@ -40,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     from sandbox.live_demo import run_live_demo
 
     return run_live_demo(
-        speed=args.speed, until_resolved=args.until_resolved, socket_mode=args.socket_mode
+        speed=args.speed,
+        until_resolved=args.until_resolved,
+        socket_mode=args.socket_mode,
+        stall_listener=args.stall_listener,
     )
 
 

@@ -92,6 +92,17 @@ class Job:
     workflow: Workflow
 
 
+@dataclass(frozen=True)
+class Stall:
+    """`runner_type`'s ARC listener stops acting on its jobs at `starts_min`, for good."""
+
+    runner_type: str
+    starts_min: float
+
+
+DEMO_STALL = Stall("linux.2xlarge", 3.0)
+
+
 @dataclass
 class _Runners:
     """One runner type's live state, in simulated seconds."""
@@ -108,6 +119,9 @@ class _Runners:
     completed: deque[tuple[float, float]] = field(default_factory=deque)
     owed: float = 0.0  # fractional arrivals carried to the next step
     owed_burst: float = 0.0  # the same, of a burst's workflow
+    # ARC's listener has stopped acting on its jobs: it assigns none to runners and asks for no
+    # runners, and the assigned count it reports stays where it was (None: it works).
+    stalled_at: int | None = None
 
     @property
     def busy(self) -> int:
@@ -154,6 +168,7 @@ class Fleet:
         types: Iterable[RunnerTypeSpec] = DEMO_TYPES,
         bursts: Iterable[Burst] = DEMO_BURSTS,
         *,
+        stalls: Iterable[Stall] = (),
         speed: float = 1.0,
         seed: int = 7,
         clock: Callable[[], float] = time.monotonic,
@@ -162,6 +177,7 @@ class Fleet:
             raise ValueError("speed must be positive")
         self.speed = speed
         self.bursts = tuple(bursts)
+        self.stalls = tuple(stalls)
         self._clock = clock
         self._started_at = clock()
         self._rng = random.Random(seed)
@@ -190,6 +206,9 @@ class Fleet:
 
     def _step(self, r: _Runners) -> None:
         now, minute = self._now, self._now / 60
+        stalling = any(x.runner_type == r.spec.name and minute >= x.starts_min for x in self.stalls)
+        if stalling and r.stalled_at is None:
+            r.stalled_at = len(r.queue) + r.busy
         bursting = (b for b in self.bursts if b.runner_type == r.spec.name and b.active(minute))
         burst = next(bursting, None)
         jitter = self._rng.uniform(0.6, 1.4)
@@ -211,12 +230,13 @@ class Fleet:
         ready = [t for t in r.booting if t <= now]
         r.booting = [t for t in r.booting if t > now]
         r.booted += len(ready)
-        while r.queue and r.booted > r.busy:
+        while r.queue and r.booted > r.busy and r.stalled_at is None:
             r.queue.popleft()
             r.started.append(now)
             duration = r.spec.job_minutes * 60 * self._rng.uniform(0.75, 1.25)
             r.running.append((now + duration, duration))
-        self._autoscale(r)
+        if r.stalled_at is None:
+            self._autoscale(r)
         horizon = now - 3600  # keep an hour of events
         for events in (r.arrived, r.started):
             while events and events[0] < horizon:
@@ -252,7 +272,7 @@ class Fleet:
         done = [d for end, d in r.completed if end > since]
         return TypeReading(
             queued=len(r.queue),
-            assigned=len(r.queue) + r.busy,
+            assigned=r.stalled_at if r.stalled_at is not None else len(r.queue) + r.busy,
             longest_wait_mins=round((now - r.queue[0].at) / 60, 2) if r.queue else 0.0,
             registered=r.booted,
             busy=r.busy,
@@ -281,6 +301,13 @@ class Fleet:
             r.maximum += delta
             r.booting.extend([self._now + r.spec.boot_minutes * 60] * delta)
             return ScaleAnswer(before, before + delta, r.maximum)
+
+    def stall(self, runner_type: str, stalled: bool = True) -> None:
+        """Stop (or restart) a runner type's listener: jobs wait while runners sit idle."""
+        with self._lock:
+            self._advance()
+            r = self._types[runner_type]
+            r.stalled_at = (len(r.queue) + r.busy) if stalled else None
 
     def queued_jobs(self) -> list[tuple[str, Job, float]]:
         """Every queued job: its runner type, the job, and how long it has waited (seconds)."""

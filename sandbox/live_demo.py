@@ -27,12 +27,18 @@ from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, SandboxError, start_s
 PREFERRED_PAGE_PORT = 8080
 
 
-def run_live_demo(*, speed: float, until_resolved: bool = False, socket_mode: bool = False) -> int:
+def run_live_demo(
+    *,
+    speed: float,
+    until_resolved: bool = False,
+    socket_mode: bool = False,
+    stall_listener: bool = False,
+) -> int:
     configure_output()
     stack, code = ExitStack(), 0
     try:
         with signals(interrupt, signal.SIGTERM):
-            sandbox = _start(stack, speed, socket_mode)
+            sandbox = _start(stack, speed, socket_mode, stall_listener)
             _narrate(sandbox, until_resolved=until_resolved)
     except (DemoError, SandboxError) as exc:
         print(f"queuepilot demo: {exc}", file=sys.stderr, flush=True)
@@ -48,20 +54,23 @@ def run_live_demo(*, speed: float, until_resolved: bool = False, socket_mode: bo
     return code
 
 
-def _start(stack: ExitStack, speed: float, socket_mode: bool) -> Sandbox:
+def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = False) -> Sandbox:
     redis_url, prefix, redis_note = demo_redis(stack)
     port_text = os.environ.get("DEMO_PORT", "")
     if port_text and not port_text.isdigit():
         raise DemoError(f"DEMO_PORT must be a port number, not {port_text!r}")
     config = SandboxConfig(
-        speed=speed, page_port=int(port_text or PREFERRED_PAGE_PORT), socket_mode=socket_mode
+        speed=speed,
+        page_port=int(port_text or PREFERRED_PAGE_PORT),
+        socket_mode=socket_mode,
+        stall_listener=stall,
     )
     try:
         sandbox = start_sandbox(stack, redis_url, prefix, config)
     except SandboxError:
         if port_text:  # the port asked for is taken: say so rather than pick another
             raise
-        config = SandboxConfig(speed=speed, socket_mode=socket_mode)
+        config = SandboxConfig(speed=speed, socket_mode=socket_mode, stall_listener=stall)
         sandbox = start_sandbox(stack, redis_url, prefix, config)
     slack_way = "Slack over Socket Mode" if socket_mode else "/slack/events"
     say(

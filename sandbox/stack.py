@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from bot.app import build_app, build_bot
 from bot.config import Settings, SettingsError, load_settings
-from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Fleet
+from sandbox.fleet import DEMO_BURSTS, DEMO_STALL, DEMO_TYPES, Fleet
 from sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
 from sandbox.redis_server import free_port
 from sandbox.serve import RunningServer, serve_in_thread
@@ -52,6 +52,11 @@ class SandboxConfig:
     # The bot holds an app-level token and takes Slack's traffic over Socket Mode's websocket
     # instead of signed requests to /slack/events.
     socket_mode: bool = False
+    # linux.2xlarge's ARC listener stops acting on its jobs a few fleet minutes in: jobs wait
+    # while runners sit idle, and diagnostics should say to restart the listener, not to scale.
+    stall_listener: bool = False
+    # A demo lasts minutes of real time: a listener frozen this long is stalled here.
+    listener_stall_minutes: float = 1.0
 
 
 @dataclass
@@ -79,7 +84,12 @@ def start_sandbox(
     bot_port = free_port()
     webhook_token, scale_secret = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     fleet = FleetApi(
-        Fleet(DEMO_TYPES, DEMO_BURSTS, speed=config.speed),
+        Fleet(
+            DEMO_TYPES,
+            DEMO_BURSTS,
+            speed=config.speed,
+            stalls=(DEMO_STALL,) if config.stall_listener else (),
+        ),
         FleetApiConfig(
             webhook_url=f"http://127.0.0.1:{bot_port}/alerts/grafana",
             webhook_token=webhook_token,
@@ -164,6 +174,7 @@ def _settings(
             # ARC's numbers from Prometheus, the jobs behind the queue from the HUD's shape.
             jobs_backend="hud",
             hud_url=fleet_url,
+            listener_stall_minutes=config.listener_stall_minutes,
             scaler_backend="webhook",
             scaler_webhook_url=f"{fleet_url}/scale",
             scaler_webhook_secret=scale_secret,

@@ -15,7 +15,7 @@ from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, 
 from bot.actions.interactions import Held
 from bot.actions.scale import Scaling
 from bot.backends.errors import BackendError
-from bot.domain.causes import BOOT_MINS, JOBS_SOURCES
+from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS
 from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import incident_fleet
@@ -33,6 +33,7 @@ class DiagnoseConfig:
     timeout_s: float = 10.0
     cooldown_s: float = 30.0
     boot_mins: float = BOOT_MINS  # runners missing longer than this do not register
+    stall_mins: float = STALL_MINS  # assigned jobs frozen this long: the listener stalled
 
 
 class Diagnosing:
@@ -103,6 +104,7 @@ class Diagnosing:
         evidence = Evidence(
             history=history,
             boot_mins=self._config.boot_mins,
+            stall_mins=self._config.stall_mins,
             scaler_failures=failures,
             surges=surges,
             slower=slower,

@@ -5,8 +5,9 @@ and "raise the maximum by 21" is the wrong advice for a stalled listener. Each f
 for one cause of real queue incidents in one runner type's reading and its recent history, and
 returns it with the numbers that show it and the next step that fits it, or None:
 
-- listener stalled: ARC's assigned jobs above zero and unchanged for 15 minutes while runners sit
-  idle or the set is below its maximum (PyTorch's `ARCListenerStall` rule): restart the listener;
+- listener stalled: ARC's assigned jobs above zero and unchanged for 15 minutes (the default of
+  `LISTENER_STALL_MINUTES`) while runners sit idle or the set is below its maximum (PyTorch's
+  `ARCListenerStall` rule): restart the listener;
 - runners not registering: the autoscaler has asked for more runners than registered for longer
   than a runner takes to boot, or runners are offline;
 - scale-up failing: the autoscaler's own errors (a failed EC2 launch, a quota, ephemeral runners
@@ -88,6 +89,7 @@ class Evidence:
 
     history: Sequence[HistoryPoint] = ()  # past readings, newest first
     boot_mins: float = BOOT_MINS
+    stall_mins: float = STALL_MINS
     # Per runner type, the autoscaler's recent failures in words; None: the scaler cannot read
     # them; a type without an entry has no scale target.
     scaler_failures: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
@@ -115,8 +117,9 @@ def refined(
     """The specific causes found for runner type `name`, and what would tell the others."""
     found: list[Found] = []
     missing: list[str] = []
-    for check in (listener_stalled, not_registering):
-        outcome = check(name, m, evidence.history, now=now, boot_mins=evidence.boot_mins)
+    stalled = listener_stalled(name, m, evidence.history, now=now, stall_mins=evidence.stall_mins)
+    unregistered = not_registering(name, m, evidence.history, now=now, boot_mins=evidence.boot_mins)
+    for outcome in (stalled, unregistered):
         if isinstance(outcome, Found):
             found.append(outcome)
         elif outcome:
@@ -158,17 +161,17 @@ def listener_stalled(
     history: Sequence[HistoryPoint],
     *,
     now: datetime,
-    boot_mins: float = BOOT_MINS,
+    stall_mins: float = STALL_MINS,
 ) -> Found | str | None:
-    """Assigned jobs above zero and frozen for `STALL_MINS` while the set could take them."""
+    """Assigned jobs above zero and frozen for `stall_mins` while the set could take them."""
     if m.assigned is None:
         return f"a stalled listener needs assigned jobs over time ({ARC})"
     if m.assigned <= 0:
         return None
-    held = _unchanged_for(name, "assigned", m.assigned, history, now)
+    held = _unchanged_for(name, "assigned", m.assigned, history, now, stall_mins)
     if held is None:
-        return f"a stalled listener needs {STALL_MINS:.0f} minutes of readings"
-    if held < STALL_MINS:
+        return f"a stalled listener needs {stall_mins:.0f} minutes of readings"
+    if held < stall_mins:
         return None
     idle = m.idle or 0
     below_max = m.maximum is not None and m.registered is not None and m.registered < m.maximum
@@ -271,10 +274,15 @@ def org_limit(
 
 
 def _unchanged_for(
-    name: str, gauge: str, value: float, history: Sequence[HistoryPoint], now: datetime
+    name: str,
+    gauge: str,
+    value: float,
+    history: Sequence[HistoryPoint],
+    now: datetime,
+    enough_mins: float,
 ) -> float | None:
     """Minutes `gauge` of `name` has read `value` back from now; None when the history is too
-    short to say it held longer than `STALL_MINS` or changed within it."""
+    short to say it held longer than `enough_mins` or changed within it."""
     oldest = now
     for point in history:  # newest first
         past = point.gauges.get(name, {}).get(gauge)
@@ -282,7 +290,7 @@ def _unchanged_for(
             return (now - oldest) / timedelta(minutes=1)
         oldest = point.at
     held = (now - oldest) / timedelta(minutes=1)
-    return held if held >= STALL_MINS else None
+    return held if held >= enough_mins else None
 
 
 def _short_since(name: str, history: Sequence[HistoryPoint], now: datetime) -> float | None:

@@ -31,7 +31,15 @@ from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import Matcher, parse_notification
 from bot.domain.jobs import Arrivals, Trigger, jobs_view, surging
 from bot.domain.scaling import ScaleTarget
-from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, RunnerTypeSpec, minutes
+from sandbox.fleet import (
+    DEMO_BURSTS,
+    DEMO_TYPES,
+    Burst,
+    Fleet,
+    RunnerTypeSpec,
+    Stall,
+    minutes,
+)
 from sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
 from sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
 from sandbox.serve import serve_in_thread
@@ -99,6 +107,21 @@ def test_scaled_runners_boot_before_they_take_jobs() -> None:
     clock.to_minute(4.5)
     booted = fleet.reading()["t"]
     assert booted.registered == 5 and booted.busy == 5
+
+
+def test_a_stalled_listener_freezes_its_assigned_jobs_while_runners_sit_idle() -> None:
+    """What ARC shows when its listener stops acting on jobs: `gha_assigned_jobs` frozen, no
+    runner asked for, jobs waiting while runners that finished theirs sit idle."""
+    clock = Clock()
+    fleet = Fleet(stalls=[Stall("linux.2xlarge", 3.0)], speed=1, clock=clock)
+    clock.to_minute(3)
+    frozen = fleet.reading()["linux.2xlarge"].assigned
+    clock.to_minute(12)
+    later = fleet.reading(window_min=5)["linux.2xlarge"]
+    assert later.assigned == frozen
+    assert later.idle > 0 and later.queued > 20 and later.started_per_min == 0
+    healthy = Fleet(speed=1, clock=Clock())
+    assert healthy.stalls == ()
 
 
 def test_time_runs_at_the_speed_asked() -> None:

@@ -1,0 +1,54 @@
+"""The demo's fleet gives diagnostics the causes a CI engineer recognises, end to end: the whole
+sandbox runs (the production bot, the Slack emulator and its page, the simulated fleet), and
+`/queue diagnose` is typed in the page's composer as a visitor would."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+import httpx
+import pytest
+
+from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
+from tests.support.running import eventually
+from tests.support.servers import RedisServer
+
+
+@pytest.fixture
+def stalled(redis_server: RedisServer) -> Iterator[Sandbox]:
+    """linux.2xlarge's listener stops acting on jobs three fleet minutes in; a listener frozen
+    for 15 s counts as stalled (a demo lasts minutes)."""
+    redis_server.flush()
+    with ExitStack() as stack:
+        config = SandboxConfig(speed=30, stall_listener=True, listener_stall_minutes=0.25)
+        yield start_sandbox(stack, redis_server.url, "qpstall", config)
+
+
+def thread_text(sandbox: Sandbox) -> str:
+    roots = sandbox.emulator.channel_messages(CHANNEL)
+    if not roots:
+        return ""
+    return "\n".join(m.text + str(m.blocks) for m in sandbox.emulator.thread(CHANNEL, roots[0].ts))
+
+
+async def test_a_stalled_listener_is_named_and_the_advice_is_to_restart_it(
+    stalled: Sandbox,
+) -> None:
+    await eventually(
+        lambda: stalled.emulator.channel_messages(CHANNEL), what="the incident", timeout=120
+    )
+    async with httpx.AsyncClient(timeout=10) as client:
+
+        async def diagnosed() -> bool:
+            await client.post(
+                f"{stalled.page_url.rstrip('/')}/_page/command",
+                json={"channel": CHANNEL, "text": "/queue diagnose"},
+            )
+            return "Likely cause:* Listener stalled" in thread_text(stalled)
+
+        # Each run is refused for 30 s after the last ("just run"); the stall needs its 15 s.
+        await eventually(diagnosed, what="the stalled listener named", timeout=150)
+    text = thread_text(stalled)
+    assert "restart the ARC listener of linux.2xlarge" in text
+    assert "jobs assigned and unchanged for" in text
