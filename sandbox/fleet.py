@@ -4,8 +4,9 @@ Each runner type has a job arrival rate, a job duration, a boot time and min/max
 queue until a runner is idle; an ARC-like autoscaler asks for `busy + queued` runners within
 [min, max], and a runner it asks for is usable after its boot time. A `Burst` raises one type's
 arrival rate for a while, so that type hits its maximum and queues: that is what the demo's alert
-catches. `scale_up` (the target of queuepilot's `webhook` scaler) adds capacity that boots like
-any other runner.
+catches. `set_bounds` is ARC's listener seeing a new `minRunners`/`maxRunners` (the bot's `arc`
+scaler patches them through `fleet_api`'s Kubernetes API): runners it now asks for boot like any
+other.
 
 Time is simulated: `speed` simulated seconds pass per real second, so a 40-minute incident plays
 in 4 minutes at `--speed 10`. Every number the fleet reports (waits, rates, durations) is in
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 STEP_S = 5.0  # simulated seconds per step
+UNBOUNDED = 2**31 - 1  # ARC's maxRunners when the spec has none (math.MaxInt32)
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class _Runners:
     """One runner type's live state, in simulated seconds."""
 
     spec: RunnerTypeSpec
+    minimum: int  # the scale set's minRunners and maxRunners, as its spec has them now
     maximum: int
     queue: deque[Job] = field(default_factory=deque)  # oldest first
     running: list[tuple[float, float]] = field(default_factory=list)  # (end, duration)
@@ -129,7 +132,7 @@ class _Runners:
 
     @property
     def desired(self) -> int:
-        return max(self.spec.minimum, min(self.maximum, self.busy + len(self.queue)))
+        return min(self.maximum, max(self.minimum, self.busy + len(self.queue)))
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,7 @@ class TypeReading:
     assigned: int  # ARC's gha_assigned_jobs: queued and running
     longest_wait_mins: float
     registered: int
+    booting: int  # asked for, not yet registered
     busy: int
     idle: int
     minimum: int
@@ -151,13 +155,6 @@ class TypeReading:
     job_duration_mins: float
     arrival_baseline_per_min: float
     duration_baseline_mins: float
-
-
-@dataclass(frozen=True)
-class ScaleAnswer:
-    before: int
-    after: int
-    maximum: int
 
 
 class Fleet:
@@ -183,7 +180,7 @@ class Fleet:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._now = 0.0
-        self._types = {spec.name: _Runners(spec, spec.maximum) for spec in types}
+        self._types = {s.name: _Runners(s, s.minimum, s.maximum) for s in types}
         self._jobs = 0  # job ids, fleet-wide
         for runners in self._types.values():  # the fleet starts warm, at its minimum
             runners.booted = runners.spec.minimum
@@ -275,9 +272,10 @@ class Fleet:
             assigned=r.stalled_at if r.stalled_at is not None else len(r.queue) + r.busy,
             longest_wait_mins=round((now - r.queue[0].at) / 60, 2) if r.queue else 0.0,
             registered=r.booted,
+            booting=len(r.booting),
             busy=r.busy,
             idle=r.booted - r.busy,
-            minimum=r.spec.minimum,
+            minimum=r.minimum,
             maximum=r.maximum,
             desired=r.desired,
             arrival_per_min=round(sum(1 for t in r.arrived if t > since) / span, 3),
@@ -288,19 +286,19 @@ class Fleet:
             duration_baseline_mins=r.spec.job_minutes,
         )
 
-    def scale_up(self, runner_type: str, delta: int) -> ScaleAnswer:
-        """Raise a type's capacity by `delta` runners; they boot and take queued jobs."""
-        if delta < 1:
-            raise ValueError("delta must be at least 1")
+    def set_bounds(self, runner_type: str, minimum: int, maximum: int | None) -> bool:
+        """ARC's listener seeing its scale set's new minRunners and maxRunners (None: unbounded):
+        it asks for runners (or lets idle ones go) at once. False when nothing changed."""
         with self._lock:
             self._advance()
-            r = self._types.get(runner_type)
-            if r is None:
-                raise KeyError(runner_type)
-            before = r.booted + len(r.booting)
-            r.maximum += delta
-            r.booting.extend([self._now + r.spec.boot_minutes * 60] * delta)
-            return ScaleAnswer(before, before + delta, r.maximum)
+            r = self._types[runner_type]
+            bounds = (minimum, UNBOUNDED if maximum is None else maximum)
+            if (r.minimum, r.maximum) == bounds:
+                return False
+            r.minimum, r.maximum = bounds
+            if r.stalled_at is None:  # a stalled listener sees nothing
+                self._autoscale(r)
+            return True
 
     def stall(self, runner_type: str, stalled: bool = True) -> None:
         """Stop (or restart) a runner type's listener: jobs wait while runners sit idle."""
@@ -351,10 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=9090)
     parser.add_argument("--webhook-url", help="where to POST Grafana alerts (the bot's URL)")
     parser.add_argument("--webhook-token", help="bearer token for the webhook")
-    parser.add_argument("--scale-secret", default="", help="the webhook scaler's shared secret")
+    parser.add_argument(
+        "--kube-token", default="sandbox-kube-token", help="the Kubernetes API's bearer token"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
-    config = FleetApiConfig(args.webhook_url, args.webhook_token, args.scale_secret)
+    config = FleetApiConfig(args.webhook_url, args.webhook_token, kube_token=args.kube_token)
     api = FleetApi(Fleet(speed=args.speed), config)
     api.url = f"http://127.0.0.1:{args.port}"
     uvicorn.run(api.app, host="127.0.0.1", port=args.port, log_level="warning")

@@ -7,8 +7,12 @@
 - Alertmanager API v2: `/api/v2/silences`, `/api/v2/silence/{id}`, `/api/v2/alerts`,
   `/-/ready`; the `alertmanager` silence backend points here, and the alert rule honours what
   is silenced.
-- The `webhook` scaler's receiver: `POST /scale`, verified with the shared secret
-  (`bot.backends.scale.signature`), replays refused; the added runners boot, then take jobs.
+- The Kubernetes API for each runner type's AutoscalingRunnerSet (`arc-runners/<type>`), the
+  `arc` scaler's target: GET and PATCH as strict as the API server (`sandbox.kube_api`: bearer
+  token, resourceVersion preconditions, merge and JSON patches, the CRD's schema). Around each
+  request the fleet plays ARC: its listener follows each set's minRunners and maxRunners (the
+  runners it then asks for boot, then take jobs), and its controller writes the set's status
+  (currentRunners and the ephemeral runners' counts), bumping the resourceVersion as it does.
 - Grafana's side: a background loop evaluates the alert rule and posts Grafana webhook payloads
   to the bot, retrying like Grafana when the bot cannot take them.
 - A human's view: `GET /` (the fleet, refreshed), `GET /runbook`, `GET /fleet.json`.
@@ -35,9 +39,9 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import arc_queries
-from bot.backends.scale.signature import verify
-from sandbox.fleet import Fleet, Job, minutes
+from sandbox.fleet import Fleet, Job, TypeReading, minutes
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
+from sandbox.kube_api import KubeApi
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +55,8 @@ class FleetApiConfig:
 
     webhook_url: str | None = None  # the bot's /alerts/grafana; None sends nothing
     webhook_token: str | None = None
-    scale_secret: str = ""
+    kube_token: str = "sandbox-kube-token"  # the bearer token the Kubernetes API requires
+    namespace: str = "arc-runners"  # where the AutoscalingRunnerSets live
     rate_window: str = "10m"
     rule: RuleConfig = field(default_factory=RuleConfig)
 
@@ -70,7 +75,11 @@ class FleetApi:
         self.rule = QueueRule(config.rule)
         self.silences = Silences()
         self.sent: list[dict[str, Any]] = []  # every notification the bot accepted, in order
-        self.scaled: list[dict[str, Any]] = []  # every scale-up done, with its request_id
+        self.kube = KubeApi(config.kube_token)
+        # Every bounds change ARC's listener acted on: (runner type, minRunners, maxRunners).
+        self.bounds_changes: list[tuple[str, int, int | None]] = []
+        for name, reading in fleet.reading().items():
+            self.kube.add(runner_set(name, config.namespace, reading))
         self._window_min = minutes(config.rate_window)
         self._fields = {query: name for name, query in arc_queries(config.rate_window).items()}
         self.url = ""  # set once served; the payloads' links point here
@@ -85,7 +94,7 @@ class FleetApi:
                 Route("/api/v2/alerts", self._alerts, methods=["GET"]),
                 Route("/-/ready", self._ready, methods=["GET"]),
                 Route("/-/healthy", self._ready, methods=["GET"]),
-                Route("/scale", self._scale, methods=["POST"]),
+                Route(self.kube.route.path, self._kubernetes, methods=["GET", "PATCH"]),
                 Route("/api/clickhouse/{name:str}", self._hud, methods=["GET"]),
             ],
             lifespan=self._lifespan,
@@ -190,32 +199,33 @@ class FleetApi:
     async def _ready(self, request: Request) -> Response:
         return PlainTextResponse("OK")
 
-    # -- the webhook scaler's receiver -------------------------------------------------------
+    # -- the Kubernetes API, with ARC's listener and controller around it -------------------------
 
-    async def _scale(self, request: Request) -> Response:
-        body = await request.body()
-        problem = verify(self.config.scale_secret, request.headers, body, now=time.time())
-        if problem:
-            return JSONResponse({"error": problem}, status_code=401)
-        try:
-            ask = json.loads(body)
-            runner_type, delta = str(ask["runner_type"]), int(ask["delta"])
-            request_id = str(ask["request_id"])
-        except (ValueError, KeyError, TypeError):
-            return JSONResponse({"error": "runner_type, delta and request_id required"}, 400)
-        if any(done.get("request_id") == request_id for done in self.scaled):
-            return JSONResponse({"error": "replayed request"}, status_code=409)
-        try:
-            answer = self.fleet.scale_up(runner_type, delta)
-        except KeyError:
-            return JSONResponse({"error": f"no runner type {runner_type!r}"}, status_code=404)
-        except ValueError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        self.scaled.append({**ask, "at_minute": round(self.fleet.minute, 1)})
-        log.info("fleet: %s +%d requested by %s", runner_type, delta, ask.get("requested_by"))
-        return JSONResponse(
-            {"before": answer.before, "after": answer.after, "maximum": answer.maximum}
-        )
+    async def _kubernetes(self, request: Request) -> Response:
+        self._reconcile()  # what a client reads is as current as the fleet
+        answer = await self.kube.handle(request)
+        self._reconcile()  # a patched spec is acted on at once, and the status follows
+        return answer
+
+    def _reconcile(self) -> None:
+        for runner_set in list(self.kube.sets.values()):
+            name, spec = runner_set["metadata"]["name"], runner_set["spec"]
+            # The API server has checked both counts against the CRD's schema.
+            bounds = (spec.get("minRunners", 0), spec.get("maxRunners"))
+            if self.fleet.set_bounds(name, *bounds):
+                self.bounds_changes.append((name, *bounds))
+        readings = self.fleet.reading(self._window_min)
+        for runner_set in list(self.kube.sets.values()):
+            name = runner_set["metadata"]["name"]
+            status = set_status(readings[name])
+            if runner_set.get("status") != status:
+                self.kube.write(
+                    name, manager="manager", status=status, namespace=self.config.namespace
+                )
+
+    def spec(self, runner_type: str) -> dict[str, Any]:
+        """The type's AutoscalingRunnerSet's spec as it stands."""
+        return dict(self.kube.sets[(self.config.namespace, runner_type)]["spec"])
 
     # -- the human's view ------------------------------------------------------------------
 
@@ -263,7 +273,8 @@ class FleetApi:
             "Jobs queueing in autoscaled machines (simulated fleet)\n\n"
             "1. Run diagnostics from the incident: is it demand (arrivals over baseline), slow\n"
             "   jobs, or capacity (busy = max)?\n"
-            "2. Capacity: scale the queueing runner type up from the incident.\n"
+            "2. Capacity: scale the queueing runner type up from the incident (its scale set's\n"
+            "   maxRunners when it is at its maximum); it is put back once the queue drains.\n"
             "3. Silence the alert while you work on it; the thread keeps the numbers coming.\n"
         )
 
@@ -347,4 +358,42 @@ def hud_row(runner_type: str, job: Job, waited_s: float) -> dict[str, Any]:
         "event": workflow.event,
         "source_type": "ciflow" if ciflow else source,
         "ciflow_id": workflow.branch.split("/")[-1] if ciflow else None,
+    }
+
+
+def runner_set(runner_type: str, namespace: str, reading: TypeReading) -> dict[str, Any]:
+    """The AutoscalingRunnerSet a `gha-runner-scale-set` install makes, named for the runner type.
+    Not labelled as Helm's: the demo shows the revert, not the warning that Helm would undo it."""
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "AutoscalingRunnerSet",
+        "metadata": {
+            "name": runner_type,
+            "namespace": namespace,
+            "resourceVersion": "1000",
+            "generation": 1,
+            "labels": {
+                "actions.github.com/scale-set-name": runner_type,
+                "actions.github.com/scale-set-namespace": namespace,
+                "app.kubernetes.io/component": "autoscaling-runner-set",
+            },
+        },
+        "spec": {
+            "githubConfigUrl": "https://github.com/pytorch",
+            "runnerScaleSetName": runner_type,
+            "minRunners": reading.minimum,
+            "maxRunners": reading.maximum,
+        },
+        "status": set_status(reading),
+    }
+
+
+def set_status(reading: TypeReading) -> dict[str, Any]:
+    """ARC's controller's status: ephemeral runners starting (pending) and registered (running)."""
+    return {
+        "currentRunners": reading.registered + reading.booting,
+        "pendingEphemeralRunners": reading.booting,
+        "runningEphemeralRunners": reading.registered,
+        "failedEphemeralRunners": 0,
+        "phase": "Running",
     }

@@ -77,7 +77,7 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
         f"queuepilot demo: open {sandbox.page_url} in your browser (a local Slack; no workspace)\n"
         f"  bot     {sandbox.bot_url}  (the production app: /alerts/grafana, {slack_way})\n"
         f"  fleet   {sandbox.fleet.url}  (simulated CI fleet at ×{speed:g}: Grafana alerts, "
-        "Prometheus, Alertmanager silences, the scaler webhook)\n"
+        "Prometheus, the HUD's queued jobs, Alertmanager silences, ARC scale sets)\n"
         f"  Redis   {redis_url}  ({redis_note})\n"
         "A burst of jobs is about to make linux.2xlarge queue; the alert fires within about a "
         "minute.\nIn the incident: silence it, run diagnostics, scale up; or type /queue help. "

@@ -4,26 +4,31 @@
 Alertmanager, Prometheus and an autoscaler, each over its real protocol:
 
     fleet --Grafana webhook--> bot --Web API--> emulator <--clicks, /queue-- page (browser)
-    bot --/api/v1/query, /api/v2/silences, POST /scale--> fleet
+    bot --/api/v1/query, /api/clickhouse/queued_jobs, /api/v2/silences,
+        PATCH /apis/actions.github.com/.../autoscalingrunnersets/<type>--> fleet
     emulator --signed interactions and commands--> bot /slack/events
         (with `socket_mode`: emulator <--Socket Mode websocket, opened by the bot-- bot)
 
 The bot is the production app (`build_bot`, `build_app`, the `prometheus` metrics backend, the
-`alertmanager` silence backend, the `webhook` scaler), with cadences shortened for a demo that
-lasts minutes. `make demo`, the browser test and the README's screenshot all run this.
+`hud` jobs, the `alertmanager` silence backend, the `arc` scaler with a kubeconfig written for
+the fleet's Kubernetes API), with cadences shortened for a demo that lasts minutes. `make demo`,
+the browser test and the README's screenshot all run this.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import shutil
+import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.app import build_app, build_bot
 from bot.config import Settings, SettingsError, load_settings
 from sandbox.fleet import DEMO_BURSTS, DEMO_STALL, DEMO_TYPES, Fleet
-from sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
+from sandbox.fleet_api import FleetApi, FleetApiConfig
 from sandbox.redis_server import free_port
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
@@ -82,7 +87,7 @@ def start_sandbox(
     page = _serve(stack, emulator.app, config.page_port, "the local Slack page")
     stack.callback(emulator.close)  # runs before the server stops: open pages let go at once
     bot_port = free_port()
-    webhook_token, scale_secret = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+    webhook_token, kube_token = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     fleet = FleetApi(
         Fleet(
             DEMO_TYPES,
@@ -93,12 +98,15 @@ def start_sandbox(
         FleetApiConfig(
             webhook_url=f"http://127.0.0.1:{bot_port}/alerts/grafana",
             webhook_token=webhook_token,
-            scale_secret=scale_secret,
+            kube_token=kube_token,
             rate_window=RATE_WINDOW,
         ),
     )
     fleet_server = _serve(stack, fleet.app, 0, "the simulated fleet")
     fleet.url = fleet_server.url
+    kube_dir = Path(tempfile.mkdtemp(prefix="queuepilot-demo-"))
+    stack.callback(shutil.rmtree, kube_dir, ignore_errors=True)
+    kubeconfig = fleet.kube.kubeconfig(kube_dir, fleet.url)
     signing_secret = secrets.token_hex(16)
     settings = _settings(
         config,
@@ -108,7 +116,7 @@ def start_sandbox(
         port=bot_port,
         fleet_url=fleet.url,
         webhook_token=webhook_token,
-        scale_secret=scale_secret,
+        kubeconfig=kubeconfig,
         signing_secret=None if app_token else signing_secret,
         app_token=app_token,
     )
@@ -137,17 +145,14 @@ def _settings(
     port: int,
     fleet_url: str,
     webhook_token: str,
-    scale_secret: str,
+    kubeconfig: Path,
     signing_secret: str | None,
     app_token: str | None = None,
 ) -> Settings:
     """The bot's settings: production backends pointed at the fleet; no .env, nothing inherited
     that could reach a real Slack (an inherited SLACK_APP_TOKEN would open Socket Mode there:
     only the emulator's own app token is ever given)."""
-    targets = {
-        name: {"target": f"arc-runners/{scale_set_name(name)}", "cap": 20}
-        for name in (spec.name for spec in DEMO_TYPES)
-    }
+    targets = {spec.name: {"target": f"arc-runners/{spec.name}", "cap": 20} for spec in DEMO_TYPES}
     try:
         settings = load_settings(
             _env_file=None,
@@ -175,9 +180,8 @@ def _settings(
             jobs_backend="hud",
             hud_url=fleet_url,
             listener_stall_minutes=config.listener_stall_minutes,
-            scaler_backend="webhook",
-            scaler_webhook_url=f"{fleet_url}/scale",
-            scaler_webhook_secret=scale_secret,
+            scaler_backend="arc",
+            scaler_kubeconfig=str(kubeconfig),
             scaler_targets=json.dumps(targets),
             scale_allowed_users=PAGE_USER,
             scale_cooldown_seconds=10,

@@ -78,16 +78,23 @@ def silence_for_an_hour(page: Page, root: Any, *, within_ms: float) -> None:
 
 
 def scale_up(page: Page, root: Any, runners: int, *, within_ms: float) -> None:
-    """Open the scale modal, ask for `runners` more, confirm, and see the thread say it."""
+    """Open the scale modal, ask for `runners` more, confirm, and see the thread say it. The scale
+    set is at its maximum, so the modal offers to raise maxRunners (its default) and says the
+    scale-up is put back after the incident."""
     root.locator("[data-action-id=incident_scale]").click()
     modal = page.locator("#overlay .modal")
     expect(modal).to_contain_text("Runner type", timeout=within_ms)
+    expect(modal).to_contain_text("at its maximum", timeout=within_ms)
+    expect(modal.locator("input[type=radio][value=raise_max]")).to_be_checked()
+    expect(modal).to_contain_text("Keep it after the incident")
     modal.locator("input[type=number]").fill(str(runners))
     modal.locator("button[type=submit]").click()
     expect(modal).to_contain_text(f"+{runners}", timeout=within_ms)  # the confirmation step
     modal.locator("button[type=submit]").click()
     expect(page.locator("#overlay")).to_be_hidden(timeout=within_ms)
-    expect(page.locator("#thread")).to_contain_text("(the scaler webhook)", timeout=within_ms)
+    expect(page.locator("#thread")).to_contain_text(
+        re.compile(rf"Scaled \S+ by \+{runners}: maxRunners \d+ → \d+ \(ARC\)"), timeout=within_ms
+    )
 
 
 def run_diagnostics(page: Page, root: Any, *, within_ms: float) -> None:
@@ -109,6 +116,11 @@ def see_it_drain(page: Page, root: Any, *, within_ms: float) -> None:
     thread = page.locator("#thread")
     expect(thread).to_contain_text(SUMMARY, timeout=within_ms)
     expect(root).to_contain_text("Resolved", timeout=within_ms)
+    # The scale-up made from Slack is put back once the incident resolves.
+    expect(thread).to_contain_text(
+        re.compile(r"Put \S+ back \(the incident resolved\): maxRunners \d+ → \d+ \(ARC\)"),
+        timeout=within_ms,
+    )
     expect(thread.locator("figure.file img").last).to_be_visible(timeout=within_ms)
     # The chart is the thread's last message: wait until it has loaded, so a screenshot has it.
     page.wait_for_function(

@@ -50,10 +50,12 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         assert silence.created_by == "alice"
         assert abs((silence.ends_at - silence.starts_at).total_seconds() - 3600) < 60
 
+        before = sandbox.fleet.spec("linux.2xlarge")
+        minimum, maximum = before["minRunners"], before["maxRunners"]
         visitor.scale_up(page, root, 10, within_ms=STEP_MS)
-        assert [(s["runner_type"], s["delta"]) for s in sandbox.fleet.scaled] == [
-            ("linux.2xlarge", 10)
-        ]
+        # The scale set's ceiling was raised, once, and ARC's listener acted on it.
+        assert sandbox.fleet.bounds_changes == [("linux.2xlarge", minimum, maximum + 10)]
+        assert sandbox.fleet.fleet.reading()["linux.2xlarge"].maximum == maximum + 10
 
         visitor.run_diagnostics(page, root, within_ms=STEP_MS)
         # The report lists the jobs behind the queue: the burst is the periodic workflow's.
@@ -70,9 +72,14 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "demo-thread.png"))
 
-    # One incident, one silence, one scale-up: nothing the visitor did happened twice.
+    # One incident, one silence, one scale-up and its revert: nothing happened twice.
     assert len(sandbox.emulator.channel_messages(CHANNEL)) == 1
     assert len(sandbox.fleet.silences.all()) == 1
-    assert len(sandbox.fleet.scaled) == 1
+    # The scale-up was put back after the drain: the scale set is as it was before.
+    assert sandbox.fleet.bounds_changes == [
+        ("linux.2xlarge", minimum, maximum + 10),
+        ("linux.2xlarge", minimum, maximum),
+    ]
+    assert sandbox.fleet.spec("linux.2xlarge")["maxRunners"] == maximum
     # The silence held Grafana's resolve back, as Alertmanager would.
     assert [p["status"] for p in sandbox.fleet.sent].count("resolved") == 0

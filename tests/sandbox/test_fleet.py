@@ -1,17 +1,18 @@
 """The simulated CI fleet: its queue, and the real protocols it speaks to the bot's backends.
 
 The bot's own production clients are pointed at the fleet over HTTP (the `prometheus` metrics
-backend, the `alertmanager` silencer, the `webhook` scaler, the Grafana payload parser), so a
+backend, the `hud` jobs, the `alertmanager` silencer, the `arc` scaler, the Grafana payload
+parser), so a
 drift between what the fleet serves and what the bot expects fails here, not in a demo.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
+from bot.backends.kube import from_kubeconfig
 from bot.backends.metrics.hud import HudConfig, HudMetrics
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
 from bot.backends.scale import ScaleRequest
-from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
-from bot.backends.scale.webhook import WebhookScaler, WebhookScalerConfig
+from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
 from bot.backends.silence import SilenceRequest
 from bot.backends.silence.alertmanager import alertmanager_silencer
 from bot.domain.alert_facts import facts_of
@@ -43,9 +44,8 @@ from sandbox.fleet import (
 from sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
 from sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
 from sandbox.serve import serve_in_thread
+from tests.support.running import eventually
 from tests.support.servers import wait_until
-
-SECRET = "fleet-test-secret"
 
 
 class Clock:
@@ -67,7 +67,7 @@ def drained_at(fleet: Fleet, clock: Clock, *, scale_at: float | None = None) -> 
     for minute in range(0, 120):
         clock.to_minute(minute)
         if scale_at is not None and minute == scale_at:
-            fleet.scale_up("linux.2xlarge", 10)
+            fleet.set_bounds("linux.2xlarge", 16, 30)  # maxRunners 20 → 30
         queued = fleet.reading()["linux.2xlarge"].queued
         peak = max(peak, queued)
         if minute > 16 and queued == 0:
@@ -100,13 +100,35 @@ def test_scaled_runners_boot_before_they_take_jobs() -> None:
     fleet = Fleet([spec], [Burst("t", 0, 1, 20)], speed=1, clock=clock)  # ~20 jobs
     clock.to_minute(1)
     before = fleet.reading()["t"]
-    answer = fleet.scale_up("t", 4)
-    assert (answer.after - answer.before, answer.maximum) == (4, 5)
+    assert fleet.set_bounds("t", 0, 5)
+    assert not fleet.set_bounds("t", 0, 5), "the same bounds again change nothing"
+    asked = fleet.reading()["t"]
+    assert (asked.registered + asked.booting, asked.maximum, asked.desired) == (5, 5, 5)
     clock.to_minute(2.5)
     assert fleet.reading()["t"].registered == before.registered  # still booting
     clock.to_minute(4.5)
     booted = fleet.reading()["t"]
     assert booted.registered == 5 and booted.busy == 5
+    # The ceiling put back: idle runners go as their jobs end; none is stopped mid-job.
+    fleet.set_bounds("t", 0, 1)
+    assert fleet.reading()["t"].registered == 5
+    clock.to_minute(30)
+    assert fleet.reading()["t"].registered <= 1
+
+
+def test_a_floor_above_the_load_keeps_idle_runners_and_an_absent_ceiling_is_unbounded() -> None:
+    clock = Clock()
+    spec = RunnerTypeSpec(
+        "t", arrival_per_min=0, job_minutes=5, boot_minutes=1, minimum=0, maximum=2
+    )
+    fleet = Fleet([spec], [Burst("t", 0, 1, 30)], speed=1, clock=clock)
+    clock.to_minute(1)
+    fleet.set_bounds("t", 3, None)  # ARC: no maxRunners is no ceiling
+    clock.to_minute(3)
+    read = fleet.reading()["t"]
+    assert read.maximum == 2**31 - 1 and read.registered > 20
+    clock.to_minute(60)
+    assert fleet.reading()["t"].registered == 3, "the floor stays warm once the queue is gone"
 
 
 def test_a_stalled_listener_freezes_its_assigned_jobs_while_runners_sit_idle() -> None:
@@ -142,11 +164,14 @@ def test_durations_read_like_prometheus_ranges() -> None:
 # -- over HTTP -------------------------------------------------------------------------------
 
 
+KUBE_TOKEN = "fleet-test-token"
+
+
 @pytest.fixture
 def fleet_api() -> Iterator[FleetApi]:
     api = FleetApi(
         Fleet(DEMO_TYPES, DEMO_BURSTS, speed=60),  # a simulated minute per real second
-        FleetApiConfig(scale_secret=SECRET, rate_window="10m"),
+        FleetApiConfig(kube_token=KUBE_TOKEN, rate_window="10m"),
     )
     with serve_in_thread(api.app) as server:
         api.url = server.url
@@ -254,44 +279,123 @@ def test_a_bad_silence_is_refused_with_a_reason(fleet_api: FleetApi, body: dict[
 
 
 def target(runner_type: str = "linux.2xlarge") -> ScaleTarget:
-    return ScaleTarget(runner_type, f"arc-runners/{scale_set_name(runner_type)}", cap=20)
+    return ScaleTarget(runner_type, f"arc-runners/{runner_type}", cap=20)
 
 
-async def test_the_webhook_scaler_adds_runners_to_the_fleet(fleet_api: FleetApi) -> None:
-    scaler = WebhookScaler(WebhookScalerConfig(f"{fleet_api.url}/scale", SECRET))
-    request = ScaleRequest(target(), 6, "1", "U0ALICE", request_id="r-1")
-    before = fleet_api.fleet.reading()["linux.2xlarge"].maximum
-    try:
-        result = await scaler.scale(request)
-        assert result.after is not None and result.before is not None
-        assert result.after.current - result.before.current == 6
-        assert fleet_api.fleet.reading()["linux.2xlarge"].maximum == before + 6
-        with pytest.raises(BackendError):  # the same request again is a replay
-            await scaler.scale(request)
-        with pytest.raises(BackendError):
-            await scaler.scale(ScaleRequest(target("macos.m1"), 1, "1", "U0ALICE", request_id="r2"))
-    finally:
-        await scaler._client.aclose()
-    assert [s["delta"] for s in fleet_api.scaled] == [6]
+@pytest.fixture
+def arc(fleet_api: FleetApi, tmp_path: Path) -> Iterator[ArcScaler]:
+    """The bot's `arc` scaler, reaching the fleet's Kubernetes API through a kubeconfig."""
+    access = from_kubeconfig(fleet_api.kube.kubeconfig(tmp_path, fleet_api.url))
+    yield ArcScaler(ArcScalerConfig(access))
 
 
-def signed_post(
-    url: str, body: bytes, *, secret: str = SECRET, at: int | None = None
-) -> httpx.Response:
-    stamp = int(time.time()) if at is None else at
-    headers = {TIMESTAMP_HEADER: str(stamp), SIGNATURE_HEADER: sign(secret, stamp, body)}
-    return httpx.post(url, content=body, headers=headers)
+async def test_the_arc_scaler_raises_a_scale_set_the_fleet_then_runs_within(
+    fleet_api: FleetApi, arc: ArcScaler
+) -> None:
+    """What ARC would do: the patched ceiling is what the listener scales within, the status
+    the controller writes says how many runners there are, and the scale-up is put back."""
+    fleet = fleet_api.fleet
+    # A fleet minute per second: the burst, a minute in, fills linux.2xlarge within seconds.
+    await eventually(
+        lambda: fleet.reading()["linux.2xlarge"].queued > 5, what="a queue", timeout=30
+    )
+    capacity = await arc.capacity(target())
+    assert capacity is not None and capacity.at_maximum and capacity.maximum == 20
+    assert capacity.managed_by is None, "the demo's sets are nobody's: a revert is shown"
+    result = await arc.scale(ScaleRequest(target(), 6, "1", "U0ALICE", raise_maximum=True))
+    assert result.detail == "maxRunners 20 → 26"
+    assert fleet.reading()["linux.2xlarge"].maximum == 26
+    await eventually(
+        lambda: fleet.reading()["linux.2xlarge"].registered > 20, what="booted", timeout=30
+    )
+    # The controller's status writes move the resourceVersion on; the revert still goes back.
+    assert result.undo is not None
+    reverted = await arc.revert(target(), result.undo)
+    assert reverted.done, reverted.detail
+    assert fleet_api.spec("linux.2xlarge")["maxRunners"] == 20
+    assert [change[2] for change in fleet_api.bounds_changes] == [26, 20]
 
 
-def test_the_scale_receiver_refuses_forgeries_and_stale_requests(fleet_api: FleetApi) -> None:
-    body = json.dumps({"runner_type": "linux.2xlarge", "delta": 3, "request_id": "x"}).encode()
-    url = f"{fleet_api.url}/scale"
-    assert signed_post(url, body, secret="wrong").status_code == 401
-    assert signed_post(url, body, at=int(time.time()) - 3600).status_code == 401
-    assert httpx.post(url, content=body).status_code == 401
-    assert fleet_api.scaled == []
+async def test_a_floor_above_the_ceiling_is_refused_before_anything_changes(
+    fleet_api: FleetApi, arc: ArcScaler
+) -> None:
+    with pytest.raises(BackendError, match="above maxRunners"):
+        await arc.scale(ScaleRequest(target("linux.4xlarge"), 10, "1", "U0ALICE"))
+    result = await arc.scale(ScaleRequest(target("linux.4xlarge"), 2, "1", "U0ALICE"))
+    assert result.detail == "minRunners 14 → 16 (maxRunners 18)"
+    assert fleet_api.fleet.reading()["linux.4xlarge"].minimum == 16
+    with pytest.raises(BackendError):  # no such scale set: the API server's 404
+        await arc.capacity(target("macos.m1"))
 
 
+@pytest.mark.parametrize(
+    ("patch", "problem"),
+    [
+        ({"spec": {"maxRunners": "30"}}, "spec.maxRunners in body must be of type integer"),
+        ({"spec": {"minRunners": -1}}, "should be greater than or equal to 0"),
+        ({"spec": {"minRunners": 2.5}}, "must be of type integer"),
+    ],
+)
+def test_the_kubernetes_api_refuses_what_the_crds_schema_refuses(
+    fleet_api: FleetApi, patch: dict[str, Any], problem: str
+) -> None:
+    before = fleet_api.spec("linux.2xlarge")
+    answer = httpx.patch(
+        f"{fleet_api.url}/apis/actions.github.com/v1alpha1/namespaces/arc-runners/"
+        "autoscalingrunnersets/linux.2xlarge",
+        content=json.dumps(patch),
+        headers={
+            "Authorization": f"Bearer {KUBE_TOKEN}",
+            "Content-Type": "application/merge-patch+json",
+        },
+    )
+    assert answer.status_code == 422 and answer.json()["reason"] == "Invalid"
+    assert problem in answer.json()["message"]
+    assert fleet_api.spec("linux.2xlarge") == before and fleet_api.bounds_changes == []
+
+
+@pytest.mark.parametrize(
+    ("patch", "kind"),
+    [
+        ({"metadata": None}, "merge-patch"),
+        ({"metadata": {"name": "linux.4xlarge"}}, "merge-patch"),
+        ({"metadata": {"namespace": "default"}}, "merge-patch"),
+        ({"kind": "Pod"}, "merge-patch"),
+        ([{"op": "replace", "path": "/metadata/name", "value": "x"}], "json-patch"),
+        ([{"op": "remove", "path": "/metadata"}], "json-patch"),
+    ],
+)
+def test_a_patch_cannot_make_the_scale_set_another_object(
+    fleet_api: FleetApi, patch: object, kind: str
+) -> None:
+    before = fleet_api.spec("linux.2xlarge")
+    answer = kube_call(
+        fleet_api.url, "PATCH", json.dumps(patch).encode(), f"application/{kind}+json"
+    )
+    assert answer.status_code == 400 and answer.json()["kind"] == "Status"
+    assert fleet_api.spec("linux.2xlarge") == before
+    assert set(fleet_api.kube.sets) == {("arc-runners", s.name) for s in DEMO_TYPES}
+
+
+def kube_call(url: str, method: str, body: bytes, content_type: str) -> httpx.Response:
+    path = "/apis/actions.github.com/v1alpha1/namespaces/arc-runners/autoscalingrunnersets/"
+    headers = {"Authorization": f"Bearer {KUBE_TOKEN}", "Content-Type": content_type}
+    return httpx.request(method, f"{url}{path}linux.2xlarge", content=body, headers=headers)
+
+
+# Where a JSON patch can reach in an AutoscalingRunnerSet, the object's identity included.
+PATHS = [
+    "/spec/minRunners",
+    "/spec/maxRunners",
+    "/spec",
+    "/metadata",
+    "/metadata/name",
+    "/metadata/namespace",
+    "/metadata/resourceVersion",
+    "/kind",
+    "/status/currentRunners",
+    "",
+]
 BODIES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
     lambda inner: (
@@ -307,17 +411,35 @@ BODIES = st.recursive(
 @given(
     body=BODIES
     | st.fixed_dictionaries(
-        {"runner_type": st.text(max_size=20), "delta": BODIES, "request_id": st.text(max_size=8)}
+        {"spec": st.dictionaries(st.sampled_from(["minRunners", "maxRunners"]), BODIES)}
+    )
+    | st.lists(
+        st.fixed_dictionaries(
+            {
+                "op": st.sampled_from(["add", "replace", "remove", "test"]) | st.text(max_size=8),
+                "path": st.sampled_from(PATHS) | BODIES,
+                "value": BODIES,
+            }
+        )
     )
     | st.fixed_dictionaries({"matchers": BODIES, "startsAt": BODIES, "endsAt": BODIES}),
-    path=st.sampled_from(["/scale", "/api/v2/silences"]),
+    where=st.sampled_from(["merge", "json", "silences"]),
 )
-def test_anything_posted_to_the_fleet_gets_an_answer_never_a_crash(
-    fleet_api: FleetApi, body: object, path: str
+def test_anything_sent_to_the_fleet_gets_an_answer_never_a_crash(
+    fleet_api: FleetApi, body: object, where: str
 ) -> None:
     raw = json.dumps(body, allow_nan=True).encode()
-    answer = signed_post(f"{fleet_api.url}{path}", raw)
+    if where == "silences":
+        answer = httpx.post(f"{fleet_api.url}/api/v2/silences", content=raw)
+    else:
+        kind = "merge-patch" if where == "merge" else "json-patch"
+        answer = kube_call(fleet_api.url, "PATCH", raw, f"application/{kind}+json")
     assert answer.status_code < 500, answer.text
+    # Whatever was taken, the scale set still passes its schema and the fleet runs within it.
+    spec = fleet_api.spec("linux.2xlarge")
+    minimum, maximum = spec.get("minRunners", 0), spec.get("maxRunners", 2**31 - 1)
+    read = fleet_api.fleet.reading()["linux.2xlarge"]
+    assert (read.minimum, read.maximum) == (minimum, maximum)
 
 
 # -- the alert rule and its Grafana payloads -----------------------------------------------------

@@ -1,0 +1,312 @@
+"""A Kubernetes API server shaped like the real one, for AutoscalingRunnerSets only.
+
+The demo's fleet serves it as the target of the bot's `arc` scaler (`fleet_api`), and the tests
+serve it alone (`tests/support/fakes/kube_api.py` adds the recorded fixture set).
+
+It answers GET and PATCH at the real path, requires the bearer token, takes JSON merge patches
+and JSON patches (a strategic merge patch, or any other type, on a custom resource gets 415, as
+in Kubernetes), honours a `metadata.resourceVersion` in the patch (409 Conflict with a `Status`
+body when stale), and bumps the version on every write, status writes included (as etcd
+does). As with the CRD's status subresource, a PATCH of the object leaves `status` alone, and
+`generation` counts spec changes only. Each write updates `metadata.managedFields` the way the
+API server does for an Update: one entry per manager (`?fieldManager=`, else the User-Agent's
+product), with the fields it set and the time.
+The CRD's schema is enforced on the written object, as a structural schema is: `minRunners` and
+`maxRunners` are integers of at least 0 (ARC's `+kubebuilder:validation:Minimum:=0`), else 422.
+`write()` is another writer (Helm, a colleague's kubectl, ARC's controller writing status).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+PATH = "/apis/actions.github.com/v1alpha1/namespaces/{ns}/autoscalingrunnersets/{name}"
+MERGE_PATCH, JSON_PATCH = "application/merge-patch+json", "application/json-patch+json"
+UNKNOWN_FORMAT = (
+    "the body of the request was in an unknown format - accepted media types include: "
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+)
+
+
+def status(code: int, reason: str, message: str) -> JSONResponse:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    return JSONResponse(body, status_code=code)
+
+
+@dataclass
+class KubeApi:
+    token: str = "kube-test-token"
+    sets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    patches: list[tuple[str, str, Any]] = field(default_factory=list)
+    get_delay_s: float = 0.0  # a slow API server: each GET answers this late
+    unavailable: int = 0  # the next this many PATCHes get 503 (an API server restarting)
+    # Another writer's spec change (manager, fields), made right after the next GET is answered:
+    # someone (Helm, a colleague) changes the set between a client's read and its patch.
+    after_get: tuple[str, dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        self.route = Route(PATH, self.handle, methods=["GET", "PATCH"])
+        self.app = Starlette(routes=[self.route])
+
+    def add(self, runner_set: dict[str, Any]) -> dict[str, Any]:
+        meta = runner_set["metadata"]
+        self.sets[(meta["namespace"], meta["name"])] = runner_set
+        return runner_set
+
+    def kubeconfig(self, directory: Path, url: str) -> Path:
+        path = directory / "kubeconfig"
+        path.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+            f"clusters:\n- name: c\n  cluster:\n    server: {url}\n"
+            f"users:\n- name: u\n  user:\n    token: {self.token}\n"
+            "contexts:\n- name: test\n  context:\n    cluster: c\n    user: u\n"
+        )
+        return path
+
+    async def handle(self, request: Request) -> Response:
+        if request.headers.get("authorization") != f"Bearer {self.token}":
+            return status(401, "Unauthorized", "Unauthorized")
+        key = (request.path_params["ns"], request.path_params["name"])
+        runner_set = self.sets.get(key)
+        if runner_set is None:
+            message = f'autoscalingrunnersets.actions.github.com "{key[1]}" not found'
+            return status(404, "NotFound", message)
+        if request.method == "GET":
+            await asyncio.sleep(self.get_delay_s)
+            answer = JSONResponse(runner_set)  # serialised now: the change comes after
+            if self.after_get is not None:
+                (manager, spec), self.after_get = self.after_get, None
+                self.write(key[1], manager=manager, spec=spec, namespace=key[0])
+            return answer
+        if self.unavailable > 0:
+            self.unavailable -= 1
+            return status(
+                503, "ServiceUnavailable", "the server is currently unable to handle the request"
+            )
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        body = await request.body()
+        try:
+            patch = json.loads(body or b"null")
+        except ValueError:
+            patch = None
+        self.patches.append((request.url.path, content_type, patch))
+        if content_type not in (MERGE_PATCH, JSON_PATCH):
+            return status(415, "UnsupportedMediaType", UNKNOWN_FORMAT)
+        if content_type == MERGE_PATCH and not isinstance(patch, dict):
+            return status(400, "BadRequest", "error decoding patch: invalid JSON object")
+        if content_type == JSON_PATCH and not isinstance(patch, list):
+            return status(400, "BadRequest", "json: cannot unmarshal object into Go value")
+        try:
+            patched = (
+                _merge(copy.deepcopy(runner_set), patch)
+                if content_type == MERGE_PATCH
+                else _json_patch(copy.deepcopy(runner_set), patch)
+            )
+        except _PatchFailed as exc:
+            return status(422, "Invalid", str(exc))
+        moved = _identity_changed(runner_set, patched, key)
+        if moved:
+            return status(400, "BadRequest", moved)
+        invalid = _schema_errors(patched)
+        if invalid:
+            message = (
+                f'AutoscalingRunnerSet.actions.github.com "{key[1]}" is invalid: '
+                + ", ".join(invalid)
+            )
+            return status(422, "Invalid", message)
+        # The patched object's resourceVersion is the precondition, as in the API server.
+        if patched["metadata"].get("resourceVersion") != runner_set["metadata"]["resourceVersion"]:
+            message = (
+                f"Operation cannot be fulfilled on autoscalingrunnersets.actions.github.com "
+                f'"{key[1]}": the object has been modified; please apply your changes to the '
+                "latest version and try again"
+            )
+            return status(409, "Conflict", message)
+        patched["status"] = runner_set.get("status")  # the status subresource's own
+        manager = request.query_params.get("fieldManager") or _agent(request)
+        written = self._written(runner_set, patched, manager, _fields(content_type, patch))
+        return JSONResponse(written)
+
+    def write(
+        self,
+        name: str = "mt-l-x86iavx512-8-64",
+        *,
+        manager: str,
+        spec: dict[str, Any] | None = None,
+        status: dict[str, Any] | None = None,
+        namespace: str = "arc-runners",
+    ) -> dict[str, Any]:
+        """Another writer changes the set: Helm or kubectl (`spec`), ARC's controller (`status`)."""
+        current = self.sets[(namespace, name)]
+        changed = copy.deepcopy(current)
+        changed["spec"].update(spec or {})
+        changed.setdefault("status", {}).update(status or {})
+        fields = {"f:spec": {f"f:{k}": {} for k in spec or {}}} if spec else {}
+        if status:
+            fields["f:status"] = {f"f:{k}": {} for k in status}
+        return self._written(current, changed, manager, fields)
+
+    def _written(
+        self, before: dict[str, Any], after: dict[str, Any], manager: str, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        meta = after["metadata"]
+        meta["resourceVersion"] = str(int(before["metadata"]["resourceVersion"]) + 1)
+        if after.get("spec") != before.get("spec"):
+            meta["generation"] = int(before["metadata"].get("generation") or 0) + 1
+        entries = [e for e in meta.get("managedFields") or [] if e.get("manager") != manager]
+        entries.append(
+            {
+                "apiVersion": "actions.github.com/v1alpha1",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": fields,
+                "manager": manager,
+                "operation": "Update",
+                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        )
+        meta["managedFields"] = entries
+        self.sets[(meta["namespace"], meta["name"])] = after
+        return after
+
+
+class _PatchFailed(Exception):
+    pass
+
+
+def _identity_changed(before: dict[str, Any], after: Any, key: tuple[str, str]) -> str:
+    """What makes the patched object another object (the API server refuses it), or ""."""
+    meta = after.get("metadata") if isinstance(after, dict) else None
+    if not isinstance(meta, dict):
+        return "Object 'metadata' is missing or is not an object"
+    if meta.get("name") != key[1]:
+        name = meta.get("name")
+        return f"the name of the object ({name}) does not match the name on the URL ({key[1]})"
+    if meta.get("namespace") != key[0]:
+        return (
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    for part in ("kind", "apiVersion"):
+        if after.get(part) != before.get(part):
+            return f"Object '{part}' may not change: {before.get(part)} is expected"
+    return ""
+
+
+def _schema_errors(runner_set: dict[str, Any]) -> list[str]:
+    """The CRD's OpenAPI schema on the two counts, worded as the API server words it."""
+    spec = runner_set.get("spec")
+    if not isinstance(spec, dict):
+        return [f'spec: Invalid value: "{_kind(spec)}": spec in body must be of type object']
+    errors = []
+    for name in ("minRunners", "maxRunners"):
+        value = spec.get(name)
+        if name not in spec:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            errors.append(
+                f'spec.{name}: Invalid value: "{_kind(value)}": spec.{name} in body must be '
+                f'of type integer: "{_kind(value)}"'
+            )
+        elif value < 0:
+            errors.append(
+                f"spec.{name}: Invalid value: {value}: spec.{name} in body should be greater "
+                "than or equal to 0"
+            )
+    return errors
+
+
+def _kind(value: Any) -> str:
+    """JSON's name for a value's type, as the API server's schema errors say it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), "unknown")
+
+
+def _agent(request: Request) -> str:
+    """The API server's default field manager: the User-Agent's product (`kubectl`, …)."""
+    agent = request.headers.get("user-agent", "")
+    return agent.split("/")[0].strip() or "unknown"
+
+
+def _fields(content_type: str, patch: Any) -> dict[str, Any]:
+    """The fields a patch set, in FieldsV1's shape (`{"f:spec": {"f:minRunners": {}}}`)."""
+    if content_type == MERGE_PATCH:
+        spec = patch.get("spec") if isinstance(patch.get("spec"), dict) else {}
+        return {"f:spec": {f"f:{k}": {} for k in spec}} if spec else {}
+    names = [
+        op.get("path", "").split("/")[2]
+        for op in patch
+        if isinstance(op, dict) and str(op.get("path", "")).startswith("/spec/")
+    ]
+    return {"f:spec": {f"f:{n}": {} for n in names}} if names else {}
+
+
+def _json_patch(target: dict[str, Any], ops: list[Any]) -> dict[str, Any]:
+    """RFC 6902 for object members: add, replace, remove, test (what a scaler would use)."""
+    for op in ops:
+        if not isinstance(op, dict) or not isinstance(op.get("path"), str):
+            raise _PatchFailed("invalid JSON patch operation")
+        *parents, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
+        ]
+        node: Any = target
+        for part in parents:
+            if not isinstance(node, dict) or part not in node:
+                raise _PatchFailed(f"doc is missing path: {op['path']}")
+            node = node[part]
+        if not isinstance(node, dict):
+            raise _PatchFailed(f"doc is missing path: {op['path']}")
+        kind = op.get("op")
+        if kind in ("add", "replace"):
+            if kind == "replace" and last not in node:
+                raise _PatchFailed(
+                    f"replace operation does not apply: doc is missing key: {op['path']}"
+                )
+            node[last] = op.get("value")
+        elif kind == "remove":
+            if last not in node:
+                raise _PatchFailed(
+                    f"remove operation does not apply: doc is missing key: {op['path']}"
+                )
+            del node[last]
+        elif kind == "test":
+            if node.get(last) != op.get("value"):
+                raise _PatchFailed(f"testing value {op['path']} failed: test failed")
+        else:
+            raise _PatchFailed(f"Unexpected kind: {kind}")
+    return target
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    if not isinstance(target, dict):
+        target = {}
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = _merge(target.get(key), value)
+    return target
