@@ -24,8 +24,10 @@ from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
 from bot.domain.incident_fleet import MAX_VIEW_TYPES, as_snapshot
 from bot.domain.incidents import TREND_POINTS, GroupState, Incident, open_incident, record_status
+from bot.domain.message import ChartStyle
 from bot.fleet.readings import FleetReadings
 from bot.status.tick import StatusConfig, StatusReporter
+from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from sandbox.redis_server import RedisServer
@@ -80,8 +82,9 @@ async def measure(
     readings = FleetReadings(
         redis, store.keys, fleet, interval_s=60, timeout_s=5, clock=lambda: now[0]
     )
+    charts = ChartDelivery(redis, store.keys, ChartStyle.BLOCK)
     reporter = StatusReporter(
-        store, readings, Telemetry(), config=StatusConfig(), clock=lambda: now[0]
+        store, readings, Telemetry(), charts=charts, config=StatusConfig(), clock=lambda: now[0]
     )
     payload = fixture_json("grafana/queue-alert-firing.json")
     template: Incident | None = None

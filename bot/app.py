@@ -63,6 +63,7 @@ from bot.outbound.senders import Senders
 from bot.outbound.storm import StormConfig
 from bot.outbound.storm_queue import StormQueue
 from bot.status.tick import StatusConfig, StatusReporter
+from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.connection import build_redis
 from bot.storage.incident_store import IncidentStore
 from bot.storage.leases import Lease, Leases
@@ -132,6 +133,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         ),
     )
     storms = StormQueue(redis, prefix, retention_s=retention_s)
+    charts = ChartDelivery(redis, store.keys, settings.chart_style)
 
     def make_sender(channel: str, lease: Lease) -> ChannelSender:
         return ChannelSender(
@@ -143,6 +145,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             slack=gateway,
             leases=leases,
             telemetry=telemetry,
+            charts=charts,
             config=sender_config,
             clock=clock,
         )
@@ -177,7 +180,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         jobs=jobs,
     )
     reporter = StatusReporter(
-        store, readings, telemetry, config=status_config(settings), clock=clock
+        store, readings, telemetry, charts=charts, config=status_config(settings), clock=clock
     )
     core, silence_watch, scale_reverts = _action_core(
         settings, readings, jobs, store, telemetry, gateway, redis, clock

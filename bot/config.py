@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from bot.domain.message import ChartStyle
 from bot.storage.connection import (
     SENTINEL_SCHEME,
     RedisSetupError,
@@ -208,7 +209,11 @@ class Settings(BaseSettings):
     drain_check_seconds: int = Field(default=60, ge=1, le=3600)
     # Forecasts say how many runners would drain the queue within this long.
     drain_target_minutes: float = Field(default=30, gt=0, le=1440)
-    # The trend chart goes with every Nth new status reply (0: only in the summary).
+    # block: Slack draws the trend in the status replies and the summary (no upload, no
+    # files:write); image: a PNG uploaded with every Nth status, also the fallback when the
+    # workspace refuses the block.
+    chart_style: ChartStyle = ChartStyle.BLOCK
+    # As pictures, the trend chart goes with every Nth new status reply (0: only the summary's).
     status_chart_every: int = Field(default=3, ge=0, le=100)
     scaler_backend: ScalerBackend = ScalerBackend.NONE
     # Runner type -> what the backend scales, as JSON: {"linux.2xlarge": "arc-runners/x"} or

@@ -154,6 +154,11 @@ class SlackEmulator:
     history reads (`slack_limits.HistoryTier`: 3 for an internal app, 1 for a commercially
     distributed app outside the Marketplace, whose one call a minute holds even with
     `enforce_rate_limits` off), and `history_interval_s`, the length of that minute.
+    `chart_blocks` says whether the workspace takes Slack's `data_visualization` block: False is
+    a workspace that does not (yet) support it, where chat.postMessage, chat.postEphemeral and
+    chat.update answer `invalid_blocks` to any message holding one, as Slack does for a block
+    type it does not support; `reset()` puts it back as constructed, since a test that refuses
+    charts must not leave the next test's workspace refusing them.
     """
 
     def __init__(
@@ -170,11 +175,14 @@ class SlackEmulator:
         app_token: str | None = None,
         history_tier: int = 3,
         history_interval_s: float = 60.0,
+        chart_blocks: bool = True,
     ) -> None:
         self.token = token
         self.enforce_rate_limits = enforce_rate_limits
         self.history_tier = history_tier
         self.history_interval_s = history_interval_s
+        self.chart_blocks = chart_blocks
+        self._constructed_chart_blocks = chart_blocks
         self._lock = threading.Lock()
         self._ws = Workspace(
             channels,
@@ -361,8 +369,10 @@ class SlackEmulator:
             existing.member = member
 
     def reset(self) -> None:
-        """Forget messages, views, files, calls, faults and stalls; keep channels and users."""
+        """Forget messages, views, files, calls, faults and stalls, and take chart blocks again
+        if constructed so; keep channels and users."""
         with self._lock:
+            self.chart_blocks = self._constructed_chart_blocks
             self._ws.reset()
             _wake(self._stalled)
             self._changed()
@@ -413,6 +423,7 @@ class SlackEmulator:
             # order); the limit first here, as before, until a source says otherwise.
             self._check_rate_limit(method, params)
             check_required(method, params)
+            self._ws.chart_blocks = self.chart_blocks  # as the attribute says now
             return _Outcome(200, {"ok": True, **handler(self._ws, params, base_url)})
         except SlackError as exc:
             return _Outcome.failure(exc)

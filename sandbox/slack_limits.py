@@ -15,6 +15,7 @@ from typing import Any
 
 from slack_sdk.models.blocks import Block
 
+from sandbox import slack_charts
 from sandbox.slack_model import SlackError
 
 MAX_MESSAGE_BLOCKS = 50
@@ -133,11 +134,15 @@ class RateLimiter:
         self._buckets.clear()
 
 
-def validate_blocks(blocks: object, *, limit: int = MAX_MESSAGE_BLOCKS) -> list[str]:
+def validate_blocks(
+    blocks: object, *, limit: int = MAX_MESSAGE_BLOCKS, chart_blocks: bool = True
+) -> list[str]:
     """Return Slack-style error strings for `blocks`; empty means valid.
 
     slack_sdk's own models carry Slack's length/count rules, so reusing them keeps the
-    emulator as strict as the real API without duplicating the rulebook.
+    emulator as strict as the real API without duplicating the rulebook; the one block they do
+    not know, `data_visualization`, is judged by `slack_charts`. A workspace without
+    `chart_blocks` refuses that block as it refuses any type it does not support.
     """
     if not isinstance(blocks, list):
         return ["[ERROR] blocks must be an array [json-pointer:/blocks]"]
@@ -145,35 +150,52 @@ def validate_blocks(blocks: object, *, limit: int = MAX_MESSAGE_BLOCKS) -> list[
         return [f"[ERROR] no more than {limit} items allowed [json-pointer:/blocks]"]
     errors = []
     for index, block in enumerate(blocks):
-        problem = _block_problem(block)
-        if problem is not None:
-            errors.append(f"[ERROR] {problem} [json-pointer:/blocks/{index}]")
+        for at, problem in _block_problems(block, chart_blocks=chart_blocks):
+            errors.append(f"[ERROR] {problem} [json-pointer:/blocks/{index}{at}]")
+    if chart_blocks:
+        for index in slack_charts.excess_charts(blocks):
+            errors.append(
+                f"[ERROR] no more than {slack_charts.MAX_PER_MESSAGE} {slack_charts.BLOCK_TYPE}"
+                f" blocks allowed [json-pointer:/blocks/{index}]"
+            )
     return errors
 
 
-def _block_problem(block: object) -> str | None:
+def _block_problems(block: object, *, chart_blocks: bool) -> list[slack_charts.Problem]:
+    """(JSON pointer below the block, wording) of what Slack would refuse in `block`."""
     if not isinstance(block, dict):
-        return "block must be an object"
+        return [("", "block must be an object")]
+    if block.get("type") == slack_charts.BLOCK_TYPE:
+        if not chart_blocks:
+            return [("", f"unsupported block type {slack_charts.BLOCK_TYPE!r}")]
+        return slack_charts.chart_problems(block)
     try:
         parsed = Block.parse(dict(block))
         if parsed is None:
-            return f"unsupported block type {block.get('type')!r}"
+            return [("", f"unsupported block type {block.get('type')!r}")]
         parsed.validate_json()
         # to_dict() validates nested elements (buttons, text objects) too.
         parsed.to_dict()
     except Exception as exc:  # the SDK raises several types for malformed input
-        return str(exc) or type(exc).__name__
-    return None
+        return [("", str(exc) or type(exc).__name__)]
+    return []
 
 
-def check_content(text: str, blocks: list[dict[str, Any]] | None, *, has_other: bool) -> None:
-    """Apply chat.* content rules: something to show, not too long, valid blocks."""
+def check_content(
+    text: str,
+    blocks: list[dict[str, Any]] | None,
+    *,
+    has_other: bool,
+    chart_blocks: bool = True,
+) -> None:
+    """Apply chat.* content rules: something to show, not too long, valid blocks (charts among
+    them only where the workspace takes them)."""
     if not text and not blocks and not has_other:
         raise SlackError("no_text")
     if len(text) > MAX_TEXT_CHARS:
         raise SlackError("msg_too_long")
     if blocks is not None:
-        errors = validate_blocks(blocks)
+        errors = validate_blocks(blocks, chart_blocks=chart_blocks)
         if errors:
             raise SlackError("invalid_blocks", extra={"errors": errors})
 

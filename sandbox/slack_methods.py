@@ -106,10 +106,10 @@ def _blocks(p: Params) -> list[dict[str, Any]] | None:
     raise SlackError("invalid_blocks_format")
 
 
-def _text_and_blocks(p: Params) -> tuple[str, list[dict[str, Any]] | None]:
+def _text_and_blocks(ws: Workspace, p: Params) -> tuple[str, list[dict[str, Any]] | None]:
     blocks = _blocks(p)
     text = str(p.get("text") or "")
-    check_content(text, blocks, has_other=bool(p.get("attachments")))
+    check_content(text, blocks, has_other=bool(p.get("attachments")), chart_blocks=ws.chart_blocks)
     return text, blocks
 
 
@@ -131,7 +131,7 @@ def _auth_test(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
 def _chat_post_message(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
     channel = _required(p, "channel")
     ws.writable_channel(channel)  # Slack reports channel problems before content problems
-    text, blocks = _text_and_blocks(p)
+    text, blocks = _text_and_blocks(ws, p)
     message = ws.post(
         channel,
         text=text,
@@ -146,7 +146,7 @@ def _chat_post_message(ws: Workspace, p: Params, base_url: str) -> dict[str, Any
 def _chat_update(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
     channel, ts = _required(p, "channel"), _required(p, "ts")
     ws.find(channel, ts)
-    text, blocks = _text_and_blocks(p)
+    text, blocks = _text_and_blocks(ws, p)
     new_text = text if "text" in p else None
     metadata = check_metadata(p.get("metadata"))
     message = ws.update(channel, ts, text=new_text, blocks=blocks, metadata=metadata)
@@ -156,7 +156,7 @@ def _chat_update(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
 def _chat_post_ephemeral(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
     channel, user = _required(p, "channel"), _required(p, "user")
     ws.writable_channel(channel)
-    text, blocks = _text_and_blocks(p)
+    text, blocks = _text_and_blocks(ws, p)
     message = ws.post_ephemeral(
         channel, user, text=text, blocks=blocks or [], thread_ts=optional(p, "thread_ts")
     )

@@ -63,6 +63,8 @@ class Workspace:
         self.unseen: list[Message] = []
         # How this app reads history: Tier 3 (internal app) unless the emulator says otherwise.
         self.rate_limits = RateLimiter(history or HistoryTier.of(3))
+        # Whether this workspace takes Slack's `data_visualization` block (see SlackEmulator).
+        self.chart_blocks = True
         self.ui = UiState()
         # Bumped on every change a client would show (the local page refreshes on it).
         self.version = 0

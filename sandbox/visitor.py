@@ -121,9 +121,8 @@ def see_it_drain(page: Page, root: Any, *, within_ms: float) -> None:
         re.compile(r"Put \S+ back \(the incident resolved\): maxRunners \d+ → \d+ \(ARC\)"),
         timeout=within_ms,
     )
-    expect(thread.locator("figure.file img").last).to_be_visible(timeout=within_ms)
-    # The chart is the thread's last message: wait until it has loaded, so a screenshot has it.
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('#thread img')].every((i) => i.complete)",
-        timeout=within_ms,
+    # The summary's trend chart, drawn from its data_visualization block as Slack draws it.
+    summary = thread.locator("article", has_text=SUMMARY).last
+    expect(summary.locator("figure.block-chart svg .series").first).to_be_visible(
+        timeout=within_ms
     )

@@ -5,6 +5,7 @@ posts. Building one within Slack's limits is `bot.render.mrkdwn.rendered`'s job.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 
@@ -14,3 +15,10 @@ class Rendered:
 
     text: str
     blocks: list[dict[str, Any]]
+
+
+class ChartStyle(StrEnum):
+    """How the trend chart goes to Slack (`CHART_STYLE`): a block Slack draws, or a picture."""
+
+    BLOCK = "block"
+    IMAGE = "image"

@@ -29,6 +29,7 @@ from bot.outbound.marks import carries, digest_of, metadata
 from bot.outbound.queue import HeadReply, SendQueue
 from bot.outbound.storm_queue import Storm, StormQueue
 from bot.render.chart import ChartData, render_chart
+from bot.render.chart_block import has_charts
 from bot.render.root import render_root
 from bot.storage.incident_store import ThreadRef
 from bot.telemetry import Telemetry
@@ -67,6 +68,10 @@ class Outgoing(ABC):
     def landed(self, message: dict[str, Any]) -> bool:
         """Whether `message`, read back from Slack, is this very post."""
         return carries(message, self.uid, self.item)
+
+    def charted(self) -> bool:
+        """Whether it carries Slack's chart block (which a workspace may refuse)."""
+        return False
 
     async def prepare(self) -> None:  # noqa: B027 - optional: most kinds come drawn
         """Draw what goes out, after any lookup and before the mark: a failure here spends
@@ -171,6 +176,9 @@ class ReplyPost(Outgoing):
     @property
     def uid(self) -> str:  # type: ignore[override]
         return self.head.uid
+
+    def charted(self) -> bool:
+        return has_charts(self.head.rendered)
 
     async def send(self, slack: SlackGateway, channel: str) -> str:
         return await slack.post(

@@ -47,7 +47,9 @@ from bot.outbound.queue import HeadReply, InFlight, SendQueue
 from bot.outbound.storm import StormConfig, StormDigest
 from bot.outbound.storm_queue import StormQueue
 from bot.render.chart import ChartData
+from bot.render.chart_block import has_charts, without_charts
 from bot.render.replies import StatusShown, render_shown
+from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import CHART, RESTATUS, IncidentStore
 from bot.storage.leases import Lease, Leases
 from bot.telemetry import Telemetry
@@ -83,10 +85,12 @@ class ChannelSender:
         slack: SlackGateway,
         leases: Leases,
         telemetry: Telemetry,
+        charts: ChartDelivery,
         config: SenderConfig,
         clock: Callable[[], datetime],
     ) -> None:
         self.channel = channel
+        self._charts = charts
         self._lease = lease
         self._store = store
         self._queue = queue
@@ -215,6 +219,8 @@ class ChannelSender:
                 await self._queue.record_reply(self.channel, incident_id, head.item)
                 return None
             head = replace(head, rendered=rendered)
+        if has_charts(head.rendered) and await self._charts.as_images():
+            head = replace(head, rendered=without_charts(head.rendered))
         # A quiet status whose post as a reply of its own may have landed is that reply now: it
         # is looked up, not made an edit as well.
         quiet = head.kind == RESTATUS and head.status_ts
@@ -253,6 +259,11 @@ class ChannelSender:
             if exc.retry_after is None:
                 raise
             return False
+        if error == "invalid_blocks" and has_charts(head.rendered):
+            await self._charts.refused(error)
+            return await self._edited_status(
+                incident_id, replace(head, rendered=without_charts(head.rendered))
+            )
         if error is not None:
             log.info("incident %s: status reply not editable (%s); posting", incident_id, error)
             return False
@@ -278,6 +289,12 @@ class ChannelSender:
                 if not exc.uncertain:  # a 429 or a refused connection: nothing was posted
                     await self._queue.end_attempt(self.channel, mark)
                 raise  # the mark stays when uncertain: the next attempt looks it up first
+            if exc.error == "invalid_blocks" and outgoing.charted():
+                # The workspace does not take Slack's chart block: pictures from now on, and
+                # this goes again at once without it (`_read` takes it out).
+                await self._charts.refused(exc.error)
+                await self._queue.end_attempt(self.channel, mark)
+                return
             await outgoing.refused(self._ledger, exc.error)
             return
         await outgoing.record(self._ledger, ts, bucket=self._budget.encode(), found=False)

@@ -15,6 +15,8 @@ from functools import cached_property
 from typing import Any
 
 from bot.domain.alerts import RunnerQueue
+from bot.domain.fleet import FleetSnapshot, worst_first
+from bot.domain.incidents import Incident
 from bot.domain.trend import Trend
 
 WIDTH_PX, HEIGHT_PX, DPI = 800, 450, 100
@@ -97,6 +99,21 @@ def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
         if trend.known_at_least(name, MIN_POINTS):
             drawable.append(name)
     return ChartData(title, trend.keeping(drawable))
+
+
+def incident_chart(
+    incident: Incident, *, trend: Trend | None = None, live: FleetSnapshot | None = None
+) -> ChartData:
+    """The incident's trend chart (its own trend unless given): the worst types of the live
+    view (the incident's unless given), then the others by their peak in the trend."""
+    trend = trend if trend is not None else incident.trend
+    live = live if live is not None else incident.live
+    names = [n for n, _ in worst_first(live.runner_types)] if live else []
+    peaks = {
+        name: max((q or 0 for _, q, _ in trend.points(name)), default=0) for name in trend.names()
+    }
+    names += sorted((n for n in peaks if n not in names), key=lambda n: (-peaks[n], n))
+    return chart_data(f"Queue trend · incident {incident.id}", trend, worst=names)
 
 
 def render_chart(data: ChartData) -> bytes:

@@ -19,6 +19,8 @@ from bot.domain.incidents import Event, Incident, Resolution, Snapshot, with_sta
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.domain.units import change, duration, minutes, number
+from bot.render.chart import ChartData, incident_chart
+from bot.render.chart_block import chart_block
 from bot.render.mrkdwn import (
     context,
     escape,
@@ -171,6 +173,7 @@ def render_status(
     edits the previous reply in place, saying since when nothing changed meaningfully.
     """
     when = slack_date(current.at, "{time}")
+    trend = trend if trend is not None else with_status(incident.trend, current)
     blocks = [section(f"*📊 Status update · {when}*\n{_age_line(incident, now)}")]
     headline = _headline(current, previous)
     if headline:
@@ -179,7 +182,6 @@ def render_status(
     elif not current.runner_types and not (view and view.is_live):
         blocks.append(section(NO_NUMBERS))
     if view is not None and view.is_live:
-        trend = trend if trend is not None else with_status(incident.trend, current)
         lines = type_lines(view, trend, within_mins=within_mins)
         gone = sorted(set(previous.runner_types if previous else {}) - set(view.runner_types))
         lines += [f"• {runner_name(name)}: no longer queueing" for name in gone[:5]]
@@ -195,6 +197,9 @@ def render_status(
         notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
     if since is not None:
         notes.append(f"No meaningful change since {slack_date(since, '{time}')}: updated in place")
+    blocks += _chart(
+        incident_chart(incident, trend=trend, live=view if view and view.is_live else None)
+    )
     if notes:
         blocks.append(context([truncate(n, 2000) for n in notes]))
     plain = ", ".join(f"{label.lower()} {value}{_paren(delta)}" for label, value, delta in headline)
@@ -275,6 +280,7 @@ def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime
                 f"`/queue unsilence {incident_id}` removes it."
             )
         )
+    blocks += _chart(incident_chart(incident))
     shown = events[-MAX_TIMELINE:]
     if shown:
         lines = ["*What was done*"]
@@ -285,6 +291,12 @@ def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime
     state = "still firing" if incident.is_open else "resolved"
     plain = f"Incident {incident_id} {state} after {took}"
     return rendered(f"{plain}: {truncate(title_text(incident), 200)}", blocks)
+
+
+def _chart(data: ChartData) -> list[dict[str, Any]]:
+    """The trend drawn by Slack; the sender takes it out for a workspace that refuses it."""
+    block = chart_block(data)
+    return [block] if block is not None else []
 
 
 def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:

@@ -28,7 +28,7 @@ from datetime import datetime
 from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, worst_first
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
 from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incident_fleet import (
     DrainConfig,
@@ -40,9 +40,10 @@ from bot.domain.incidents import Event, Incident, Snapshot, record_status, resol
 from bot.domain.message import Rendered
 from bot.domain.quiet import is_meaningful
 from bot.fleet.readings import FleetReadings
-from bot.render.chart import chart_data
+from bot.render.chart import incident_chart
 from bot.render.replies import STATUS_FALLBACK, StatusShown
 from bot.render.root import render_summary
+from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import (
     BAND_EVENT,
     BAND_STATUS,
@@ -66,7 +67,8 @@ log = logging.getLogger(__name__)
 class StatusConfig:
     interval_s: float = 600
     drain: DrainConfig = field(default_factory=DrainConfig)
-    # Upload the trend chart with every Nth status (0: never), and with the summary.
+    # As pictures (`CHART_STYLE=image`, or the block refused), the trend chart is uploaded with
+    # every Nth status (0: never) and with the summary; as a block it is in every status.
     chart_every: int = 3
     # Forecasts say how many runners would drain the queue within this many minutes.
     within_mins: float = DRAIN_TARGET_MINS
@@ -79,10 +81,12 @@ class StatusReporter:
         readings: FleetReadings,
         telemetry: Telemetry,
         *,
+        charts: ChartDelivery,
         config: StatusConfig,
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
+        self._charts = charts
         self._readings = readings
         self._telemetry = telemetry
         self._config = config
@@ -102,6 +106,7 @@ class StatusReporter:
             # Read once per tick, not per incident: the reading and the baselines' history.
             reading, history = await self._readings.current()
             reads = await self._store.read_due(due)
+            images = await self._charts.as_images()
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
@@ -112,7 +117,7 @@ class StatusReporter:
             # so a tick of many statuses never holds them up for the whole batch.
             await asyncio.sleep(0)
             async with self._guard(read.incident_id):
-                commit = await self._status_of(read, reading, history, now)
+                commit = await self._status_of(read, reading, history, now, images)
                 if commit is not None:
                     decided.append((read.incident_id, commit))
         try:
@@ -150,10 +155,11 @@ class StatusReporter:
         history: Sequence[HistoryPoint] = (),
     ) -> bool:
         """Commit one status (or the drain's resolve) if still due; whether this call did."""
+        images = await self._charts.as_images()
         for _ in range(3):
             [read] = await self._store.read_due([incident_id])
             now = self._clock()
-            commit = await self._status_of(read, reading, history, now)
+            commit = await self._status_of(read, reading, history, now, images)
             if commit is None:
                 return False
             if await self._store.commit(commit, now=now.timestamp()):
@@ -167,6 +173,7 @@ class StatusReporter:
         reading: Reading | None,
         history: Sequence[HistoryPoint],
         now: datetime,
+        images: bool,
     ) -> Commit | None:
         """The status commit of an incident as read, or None when none is due any more."""
         loaded = read.loaded()
@@ -184,7 +191,7 @@ class StatusReporter:
             now=now,
             interval=self._readings.interval,
         )
-        return await self._decide(loaded, incident, view, now)
+        return await self._decide(loaded, incident, view, now, images)
 
     def _count(self, commit: Commit) -> None:
         if commit.stop_status:
@@ -193,7 +200,7 @@ class StatusReporter:
             self._telemetry.status_posts.inc()
 
     async def _decide(
-        self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime
+        self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime, images: bool
     ) -> Commit:
         current = as_snapshot(incident, view, now)
         drain = self._config.drain
@@ -201,7 +208,7 @@ class StatusReporter:
         # What the root and the status show of the backend: a live view, or why there is none.
         live = view if (view.is_live or view.note) else None
         if checks >= drain.checks:
-            return await self._drained(loaded, incident, current, live, now)
+            return await self._drained(loaded, incident, current, live, now, images)
         posted = incident.posted_status
         quiet = not is_meaningful(posted, current) and incident.status_posts > 0
         updated = record_status(incident, current, live=live, drain_checks=checks, posted=not quiet)
@@ -219,7 +226,7 @@ class StatusReporter:
         kind = RESTATUS if quiet else STATUS
         replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
         every = self._config.chart_every
-        if every and view.is_live and updated.status_checks % every == 0:
+        if images and every and view.is_live and updated.status_checks % every == 0:
             chart = self._chart(updated)
             if chart is not None:
                 replies.append(chart)
@@ -240,13 +247,14 @@ class StatusReporter:
         current: Snapshot,
         live: FleetSnapshot | None,
         now: datetime,
+        images: bool,
     ) -> Commit:
         recorded = record_status(incident, current, live=live, drain_checks=0, posted=False)
         resolved = resolve_drained(recorded, now=now)
         event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
         events = [*await self._store.events(incident.id), event]
         replies = [summary_reply(BAND_EVENT, render_summary(resolved, events, now=now))]
-        chart = self._chart(resolved)
+        chart = self._chart(resolved) if images else None
         if chart is not None:
             replies.append(chart)
         return Commit(
@@ -260,11 +268,8 @@ class StatusReporter:
 
     def _chart(self, incident: Incident) -> Reply | None:
         """The trend chart's reply: the series now, the picture at send time (`render.chart`)."""
-        names = [n for n, _ in worst_first(incident.live.runner_types)] if incident.live else []
-        names += [n for n in incident.peak_types if n not in names]
-        title = f"Queue trend · incident {incident.id}"
-        data = chart_data(title, incident.trend, worst=names)
+        data = incident_chart(incident)
         if not data.trend.names():
             return None
-        text = Rendered(title, [])
+        text = Rendered(data.title, [])
         return Reply(CHART, BAND_STATUS, text, replaces=(CHART,), extra=data.to_extra())

@@ -122,6 +122,11 @@ class Keys:
         return self._("send", "undeliverable")
 
     # -- Slack pacing and lookups shared by every caller ------------------------------------
+    @property
+    def chart_blocks_refused(self) -> str:
+        """Set while the workspace refuses Slack's chart block: charts are uploaded instead."""
+        return self._("slack", "chart-blocks-refused")
+
     def hold(self, method: str) -> str:
         return self._("pace", "hold", method)
 

@@ -10,24 +10,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sandbox.slack_limits import MAX_TEXT_CHARS
-from tests.support.slack import BOT_TOKEN, CHANNEL, Slack
+from tests.support.slack import CHANNEL, Slack, refusal
 
 Call = Callable[[AsyncWebClient], Awaitable[Any]]
-
-
-@pytest.fixture
-def client(slack: Slack) -> AsyncWebClient:
-    return AsyncWebClient(token=BOT_TOKEN, base_url=slack.api_url)
-
-
-async def refusal(call: Awaitable[Any]) -> dict[str, Any]:
-    with pytest.raises(SlackApiError) as raised:
-        await call
-    return dict(raised.value.response.data)
 
 
 def modal(title: str = "Scale", **extra: Any) -> dict[str, Any]:

@@ -33,11 +33,6 @@ MODAL = {
 }
 
 
-@pytest.fixture
-def client(slack: Slack) -> AsyncWebClient:
-    return AsyncWebClient(token=BOT_TOKEN, base_url=slack.api_url)
-
-
 async def arguments_for(method: str, client: AsyncWebClient) -> dict[str, Any]:
     """Arguments that make `method` succeed on a fresh workspace (posting what it needs)."""
     if method in ("chat.update", "chat.getPermalink", "conversations.replies"):

@@ -9,10 +9,13 @@ import itertools
 import json
 import time
 import urllib.parse
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
+from slack_sdk.errors import SlackApiError
 
 from sandbox.serve import RunningServer
 from sandbox.slack_api import SlackEmulator
@@ -37,6 +40,20 @@ class Slack:
     @property
     def api_url(self) -> str:
         return f"{self.server.url}/api/"
+
+    async def first_thread(self) -> Callable[[], list[Any]]:
+        """The first incident's thread, once its root is in CHANNEL: read afresh at each call."""
+        from tests.support.running import eventually
+
+        roots = await eventually(lambda: self.emulator.channel_messages(CHANNEL), what="a root")
+        return lambda: self.emulator.thread(CHANNEL, roots[0].ts)
+
+
+async def refusal(call: Awaitable[Any]) -> dict[str, Any]:
+    """Slack's answer to a call it refuses (slack_sdk raises it as SlackApiError)."""
+    with pytest.raises(SlackApiError) as raised:
+        await call
+    return dict(raised.value.response.data)
 
 
 def signed(body: str, *, secret: str = SIGNING_SECRET, at: float | None = None) -> dict[str, str]:

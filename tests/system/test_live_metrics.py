@@ -27,15 +27,6 @@ GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "lf.linux.2xlarge"
 
 
 @pytest.fixture
-def arc_fleet() -> Iterator[ArcFleet]:
-    fleet = ArcFleet()
-    try:
-        yield fleet
-    finally:
-        fleet.stop()
-
-
-@pytest.fixture
 def hud() -> Iterator[tuple[FakeHud, RunningServer]]:
     fake = FakeHud()
     fake.rows[AGGREGATE] = json.loads((HUD_ROWS / f"{AGGREGATE}.json").read_text())
@@ -85,7 +76,8 @@ def text_of(message: Any) -> str:
 async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
     settings_for: Any, slack: Slack, arc_fleet: ArcFleet
 ) -> None:
-    async with run_bot(live(settings_for, arc_fleet.prometheus.url)) as running:
+    settings = live(settings_for, arc_fleet.prometheus.url, chart_style="image")
+    async with run_bot(settings) as running:
         await running.send("grafana", fixture_json(FIRING))
         roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
         root_ts = roots[0].ts
@@ -111,7 +103,8 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
             what="the root showing the live queue",
         )
 
-        # The chart: uploaded into the thread with files.upload v2, a PNG of the promised size.
+        # The chart as a picture: uploaded into the thread with files.upload v2, a PNG of the
+        # promised size.
         chart = await eventually(
             lambda: next((m for m in thread()[1:] if m.files), None), what="a chart", timeout=30
         )

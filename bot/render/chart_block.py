@@ -1,0 +1,140 @@
+"""The trend as Slack draws it: a Block Kit `data_visualization` line chart, no upload.
+
+Slack's limits for the block (docs.slack.dev/reference/block-kit/blocks/data-visualization-block):
+a title of at most 50 characters; a line chart has 1 to 6 uniquely named series (names of at most
+20 characters) over 1 to 20 categories (labels of at most 20 characters), and every series has
+exactly one finite value per category; a message holds at most two such blocks. The chart shows
+queued jobs per runner type (the worst few, as the picture does) at up to 20 moments of the
+incident, evenly spread and always ending with the latest.
+
+A workspace that refuses the block (`invalid_blocks`) gets the picture instead: the sender takes
+the block out (`without_charts`) and the tick uploads the PNG (`bot.render.chart`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.domain.message import Rendered
+from bot.render.chart import ChartData
+
+BLOCK_TYPE = "data_visualization"
+MAX_TITLE = 50
+MAX_SERIES = 6
+MAX_CATEGORIES = 20
+MAX_LABEL = 20
+
+
+def chart_block(data: ChartData) -> dict[str, Any] | None:
+    """The line chart of `data`'s queued jobs; None when there is no line to draw."""
+    series = {name: points for name, points in data.series.items() if points}
+    if not series:
+        return None
+    times = sorted({at for points in series.values() for at, _, _ in points})
+    times = _spread(times, MAX_CATEGORIES)
+    if len(times) < 2:
+        return None
+    categories = _labels(times)
+    names = _names(list(series)[:MAX_SERIES])
+    drawn = []
+    for name, shown in names.items():
+        queued = {at: q for at, q, _ in series[name]}
+        values = _filled([queued.get(at) for at in times], _latest_before(series[name], times))
+        drawn.append(
+            {
+                "name": shown,
+                "data": [
+                    {"label": label, "value": value}
+                    for label, value in zip(categories, values, strict=True)
+                ],
+            }
+        )
+    return {
+        "type": BLOCK_TYPE,
+        "block_id": "queue_trend",
+        "title": _cut(data.title or "Queue trend", MAX_TITLE),
+        "chart": {
+            "type": "line",
+            "series": drawn,
+            "axis_config": {
+                "categories": categories,
+                "x_label": "UTC",
+                "y_label": "queued jobs",
+            },
+        },
+    }
+
+
+def has_charts(rendered: Rendered) -> bool:
+    return any(block.get("type") == BLOCK_TYPE for block in rendered.blocks)
+
+
+def without_charts(rendered: Rendered) -> Rendered:
+    """The message with its chart blocks taken out (for a workspace that refuses them)."""
+    if not has_charts(rendered):
+        return rendered
+    blocks = [block for block in rendered.blocks if block.get("type") != BLOCK_TYPE]
+    return Rendered(rendered.text, blocks)
+
+
+def _spread(times: list[float], most: int) -> list[float]:
+    """At most `most` of `times`, evenly spread, the first and the latest always among them."""
+    if len(times) <= most:
+        return times
+    step = (len(times) - 1) / (most - 1)
+    return [times[round(i * step)] for i in range(most)]
+
+
+def _labels(times: list[float]) -> list[str]:
+    """Time labels (UTC), unique as Slack's categories must be: minutes when they tell the
+    moments apart, seconds when not, a counter as the last resort (two readings in a second)."""
+    for shape in ("%H:%M", "%H:%M:%S"):
+        labels = [datetime.fromtimestamp(at, UTC).strftime(shape) for at in times]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [f"{label} #{i + 1}" for i, label in enumerate(labels)]
+
+
+def _names(names: list[str]) -> dict[str, str]:
+    """Each runner type's legend name: at most 20 characters, unique among the series."""
+    shown: dict[str, str] = {}
+    for name in names:
+        label = _cut(name or "all runner types", MAX_LABEL, middle=True)
+        n = 2
+        while label in shown.values():
+            suffix = f" {n}"
+            label = _cut(name, MAX_LABEL - len(suffix), middle=True) + suffix
+            n += 1
+        shown[name] = label
+    return shown
+
+
+def _cut(text: str, most: int, *, middle: bool = False) -> str:
+    """`text` within `most` characters; a runner type keeps its start and its end
+    (`linux.g5.4…nvidia.gpu`), where the types of a fleet differ."""
+    if len(text) <= most:
+        return text
+    if not middle:
+        return text[: most - 1] + "…"
+    head = (most - 1) // 2
+    return text[:head] + "…" + text[-(most - 1 - head) :]
+
+
+def _latest_before(
+    points: list[tuple[float, float | None, float | None]], times: list[float]
+) -> float:
+    """The series' last known queue before the first moment shown, else 0 (not queueing yet)."""
+    known = [q for at, q, _ in points if at < times[0] and q is not None]
+    return known[-1] if known else 0.0
+
+
+def _filled(values: list[float | None], start: float) -> list[float]:
+    """One finite value per category, as Slack requires: a moment without a reading for a
+    type shows its last known value."""
+    out, last = [], start
+    for value in values:
+        if value is not None:
+            last = value
+        out.append(last)
+    return out

@@ -1,0 +1,94 @@
+"""The trend as Slack's `data_visualization` line chart: always within Slack's limits (checked by
+the emulator's own validator, which follows Slack's reference page), showing what the picture
+shows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.domain.alerts import RunnerQueue
+from bot.domain.message import Rendered
+from bot.domain.trend import Trend
+from bot.render.chart import ChartData, chart_data
+from bot.render.chart_block import chart_block, has_charts, without_charts
+from sandbox.slack_limits import validate_blocks
+
+START = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
+GPU = "linux.g5.4xlarge.nvidia.gpu"
+
+
+def trend_of(points: list[tuple[float, dict[str, float | None]]]) -> Trend:
+    trend = Trend()
+    for minute, queues in points:
+        shown = {name: RunnerQueue(queued=q, longest_wait_mins=1.0) for name, q in queues.items()}
+        at = START + timedelta(minutes=minute)
+        trend = trend.appended(at, None, shown, limit=1000)
+    return trend
+
+
+def test_queued_jobs_per_runner_type_at_each_moment() -> None:
+    trend = trend_of([(0, {"linux.2xlarge": 3, GPU: 1}), (5, {"linux.2xlarge": 9}), (10, {GPU: 4})])
+    block = chart_block(chart_data("Queue trend · incident 7", trend, worst=[GPU, "linux.2xlarge"]))
+    assert block is not None and validate_blocks([block]) == []
+    chart = block["chart"]
+    assert chart["type"] == "line"
+    assert chart["axis_config"]["categories"] == ["08:00", "08:05", "08:10"]
+    by_name = {s["name"]: [p["value"] for p in s["data"]] for s in chart["series"]}
+    # A long runner type keeps its start and end within Slack's 20 characters; a moment
+    # without a reading for a type shows its last known value.
+    assert by_name == {"linux.g5.…nvidia.gpu": [1, 1, 4], "linux.2xlarge": [3, 9, 9]}
+    assert block["title"] == "Queue trend · incident 7"
+
+
+def test_a_long_incident_is_shown_at_twenty_moments_ending_with_the_latest() -> None:
+    trend = trend_of([(minute, {"a": float(minute)}) for minute in range(0, 300, 5)])
+    block = chart_block(chart_data("t", trend, worst=["a"]))
+    assert block is not None and validate_blocks([block]) == []
+    [series] = block["chart"]["series"]
+    values = [p["value"] for p in series["data"]]
+    assert len(values) == 20 and values[0] == 0 and values[-1] == 295
+    assert values == sorted(values)
+
+
+def test_moments_within_one_minute_are_told_apart_by_their_seconds() -> None:
+    trend = trend_of([(0, {"a": 1}), (0.25, {"a": 2}), (0.5, {"a": 3})])
+    block = chart_block(chart_data("t", trend, worst=["a"]))
+    assert block is not None
+    assert block["chart"]["axis_config"]["categories"] == ["08:00:00", "08:00:15", "08:00:30"]
+
+
+def test_nothing_to_draw_is_no_block() -> None:
+    assert chart_block(ChartData("t")) is None
+    assert chart_block(chart_data("t", trend_of([(0, {"a": 1})]), worst=["a"])) is None
+
+
+def test_the_sender_can_take_the_chart_out() -> None:
+    trend = trend_of([(0, {"a": 1}), (5, {"a": 2})])
+    block = chart_block(chart_data("t", trend, worst=["a"]))
+    assert block is not None
+    message = Rendered("status", [{"type": "divider"}, block])
+    assert has_charts(message) and not has_charts(without_charts(message))
+    assert without_charts(message).blocks == [{"type": "divider"}]
+
+
+NAMES = st.text(min_size=0, max_size=60)
+QUEUES = st.dictionaries(NAMES, st.none() | st.floats(0, 1e9, allow_nan=False), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    moments=st.lists(
+        st.tuples(st.floats(0, 10_000, allow_nan=False), QUEUES), min_size=0, max_size=60
+    ),
+    title=st.text(max_size=120),
+)
+def test_any_trend_gives_a_block_slack_takes(
+    moments: list[tuple[float, dict[str, float | None]]], title: str
+) -> None:
+    trend = trend_of(sorted(moments, key=lambda m: m[0]))
+    block = chart_block(chart_data(title, trend, worst=sorted(trend.names())))
+    if block is not None:
+        assert validate_blocks([block]) == [], block

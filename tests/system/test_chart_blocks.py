@@ -1,0 +1,99 @@
+"""The trend drawn by Slack: a real bot reading a real `prometheus` scraping ARC listeners, Slack
+emulated with its limits for the `data_visualization` block. By default the chart is a block in
+every status and the summary, edited in place with them; a workspace that refuses the block gets
+the message without it at once, and pictures from then on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
+from tests.support.payloads import fixture_json
+from tests.support.running import eventually, run_bot
+from tests.support.slack import Slack
+
+FIRING = "grafana/queue-alert-firing.json"
+
+
+def settings(settings_for: Any, url: str, **overrides: Any) -> Any:
+    return settings_for(
+        metrics_backend="prometheus",
+        prometheus_url=url,
+        prometheus_rate_window="30s",
+        metrics_interval_seconds=1,
+        status_interval_seconds=1,
+        drain_checks=2,
+        drain_check_seconds=1,
+        status_chart_every=1,
+        **overrides,
+    )
+
+
+def charts_in(message: Any) -> list[dict[str, Any]]:
+    return [b for b in message.blocks if b.get("type") == "data_visualization"]
+
+
+def series_of(message: Any) -> dict[str, list[float]]:
+    [chart] = charts_in(message)
+    return {s["name"]: [p["value"] for p in s["data"]] for s in chart["chart"]["series"]}
+
+
+async def test_slack_draws_the_trend_inside_the_statuses_and_the_summary(
+    settings_for: Any, slack: Slack, arc_fleet: ArcFleet
+) -> None:
+    async with run_bot(settings(settings_for, arc_fleet.prometheus.url)) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        thread = await slack.first_thread()
+
+        # A status whose chart has a line for the queueing type, at two moments or more.
+        status = await eventually(
+            lambda: next(
+                (m for m in thread()[1:] if charts_in(m) and QUEUEING[:9] in str(charts_in(m))),
+                None,
+            ),
+            what="a status with the chart block",
+            timeout=30,
+        )
+        assert "Status update" in status.text
+        [values] = [v for name, v in series_of(status).items() if name.startswith(QUEUEING[:9])]
+        assert len(values) >= 2 and values[-1] == 43
+        # The numbers stay put: the next statuses are quiet and edit this one, chart and all.
+        await eventually(lambda: thread()[thread().index(status)].edits >= 1, what="an edit")
+
+        arc_fleet.queueing.set(assigned_jobs=120)
+        summary = await eventually(
+            lambda: next(
+                (m for m in thread()[1:] if "Peak by runner type" in m.text + str(m.blocks)), None
+            ),
+            what="the summary",
+            timeout=30,
+        )
+        assert charts_in(summary), "the summary carries the chart"
+    # Drawn by Slack: nothing was uploaded, and Slack refused nothing.
+    assert not slack.emulator.calls("files.getUploadURLExternal")
+    assert all(c.ok for c in slack.emulator.calls("chat.postMessage"))
+    assert all(not m.files for m in thread())
+
+
+async def test_a_workspace_that_refuses_the_block_gets_the_message_without_it_and_pictures(
+    settings_for: Any, slack: Slack, arc_fleet: ArcFleet
+) -> None:
+    slack.emulator.chart_blocks = False  # as a workspace that does not take the block
+    async with run_bot(settings(settings_for, arc_fleet.prometheus.url)) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        thread = await slack.first_thread()
+
+        picture = await eventually(
+            lambda: next((m for m in thread()[1:] if m.files), None),
+            what="the chart as a picture",
+            timeout=30,
+        )
+        assert picture.files[0]["name"].endswith(".png")
+        statuses = [m for m in thread()[1:] if "Status update" in m.text]
+        assert statuses and not any(charts_in(m) for m in statuses)
+        refused = [
+            c for c in slack.emulator.calls("chat.postMessage") if c.error == "invalid_blocks"
+        ]
+        # Once refused, every replica knows: no status is refused twice.
+        assert len(refused) == 1
+        assert await running.bot.redis.exists(running.bot.store.keys.chart_blocks_refused)
