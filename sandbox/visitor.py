@@ -123,6 +123,4 @@ def see_it_drain(page: Page, root: Any, *, within_ms: float) -> None:
     )
     # The summary's trend chart, drawn from its data_visualization block as Slack draws it.
     summary = thread.locator("article", has_text=SUMMARY).last
-    expect(summary.locator("figure.block-chart svg .series").first).to_be_visible(
-        timeout=within_ms
-    )
+    expect(summary.locator("figure.block-chart svg .series").first).to_be_visible(timeout=within_ms)
