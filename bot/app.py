@@ -151,7 +151,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         )
 
     async def channels() -> list[str]:
-        return sorted({settings.slack_channel, *await queue.channels()} - {""})
+        routed = {route.channel for route in settings.slack_routes}
+        return sorted({settings.slack_channel, *routed, *await queue.channels()} - {""})
 
     # The channels' leases are renewed over connections of their own: a crowd that keeps every
     # connection of the main pool busy (`bot.storage.connection`) must not cost a channel its
@@ -286,6 +287,7 @@ def _intake_config(settings: Settings) -> IntakeConfig:
         # Unique per process, so a restarted replica's entries are reclaimed, not assumed done.
         consumer=f"{host}-{secrets.token_hex(3)}",
         channel=settings.slack_channel,
+        routes=settings.slack_routes,
         status_interval_s=settings.status_interval_seconds,
         reopen_window_s=settings.reopen_window_seconds,
         reclaim_idle_ms=settings.intake_reclaim_idle_ms,
@@ -376,6 +378,8 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
         )
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
+        for n, route in enumerate(bot.settings.slack_routes, 1):
+            log.info("route %d: %s -> channel %s", n, route.text, route.channel)
         try:
             yield
         finally:

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.domain.message import ChartStyle
+from bot.domain.routes import Route, parse_routes
 from bot.storage.connection import (
     SENTINEL_SCHEME,
     RedisSetupError,
@@ -114,6 +115,9 @@ class Settings(BaseSettings):
     slack_app_token: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"
     slack_channel: str = ""
+    # Team channels: a JSON list of {"matchers": [...], "channel": "C..."}, tried in order, the
+    # first whose matchers all hold takes the incident; SLACK_CHANNEL takes the rest.
+    slack_routes: Annotated[tuple[Route, ...], NoDecode] = ()
     slash_command: str = "/queue"
     # Slack allows about one message per second per channel, and chat.update is Tier 3 (~50/min);
     # pacing below those keeps bursts of alerts from ever meeting a 429.
@@ -270,6 +274,11 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"must be a JSON object: {exc}") from None
         return value
+
+    @field_validator("slack_routes", mode="before")
+    @classmethod
+    def _routes(cls, value: object) -> object:
+        return parse_routes(value) if isinstance(value, str) else value
 
     @field_validator("scale_revert_after", mode="before")
     @classmethod

@@ -28,6 +28,7 @@ async def _run(body: dict[str, Any], context: AsyncBoltContext) -> None:
             core_of(context),
             actor_of(body),
             str(body.get("text") or ""),
+            channel=str(body.get("channel_id") or ""),
             interaction=interaction_of(body),
         )
     except Exception:

@@ -32,6 +32,7 @@ Without an ID, a command acts on the one open incident; when several are open it
 # it left out, whatever the number of open incidents.
 MAX_ANSWER = 2900
 MAX_LINES = 20
+MAX_SCAN = 500  # open incidents read to find the ones of a channel
 LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
 
 # ASCII digits only: `\d` also matches Arabic-Indic and other Unicode digits.
@@ -132,8 +133,15 @@ def _optional_id(args: list[str], index: int) -> str | None:
 
 
 async def run_command(
-    core: ActionCore, actor: Actor, text: str, *, interaction: str | None = None
+    core: ActionCore,
+    actor: Actor,
+    text: str,
+    *,
+    channel: str = "",
+    interaction: str | None = None,
 ) -> Outcome:
+    """`/queue …` as typed in `channel`: its listings and the incident it acts on when none is
+    named are that channel's (with SLACK_ROUTES, each team's channel has its own incidents)."""
     try:
         command = parse_command(text)
     except CommandError as exc:
@@ -141,20 +149,23 @@ async def run_command(
     if command.verb == "help":
         return Outcome(True, HELP)
     if command.verb == "status":
-        return await _status(core)
+        return await _status(core, channel)
     if command.verb == "incidents":
-        return await _overview(core, verbose=True)
+        return await _recent(core)
     if command.verb == "jobs":
         return await core.jobs(
             actor, command.runner_type, limit=MAX_ANSWER, interaction=interaction
         )
     ref = command.incident_ref
     if ref is None:
-        open_now = await core.open_incidents(MAX_LINES)
+        everywhere = await core.open_incidents(MAX_SCAN)
+        here, _ = _in(everywhere, channel)
+        open_now = here or everywhere  # none here: the ones elsewhere, named by their channel
         if not open_now:
             return Outcome(False, "No open incident. `/queue incidents` lists recent ones.")
         if len(open_now) > 1:
-            return _which(command, open_now, await core.open_count())
+            total = len(here) if here else await core.open_count()
+            return _which(command, open_now[:MAX_LINES], total)
         ref = open_now[0].id
     if command.verb == "ack":
         return await core.acknowledge(actor, ref, interaction=interaction)
@@ -186,23 +197,20 @@ def _which(command: Command, incidents: list[Incident], total: int) -> Outcome:
     return Outcome(False, _capped(head, [_brief(incident) for incident in incidents], total))
 
 
-async def _overview(core: ActionCore, *, verbose: bool) -> Outcome:
-    if verbose:
-        incidents = await core.recent(MAX_LINES)
-        total = len(incidents)
-    else:
-        incidents, total = await core.open_incidents(MAX_LINES), await core.open_count()
+async def _recent(core: ActionCore) -> Outcome:
+    """`/queue incidents`: the most recent incidents of every channel, open or resolved."""
+    incidents = await core.recent(MAX_LINES)
     if not incidents:
         return Outcome(True, "No open incidents: the queues are quiet.")
-    return Outcome(True, _capped("", [_overview_line(i) for i in incidents], total))
+    return Outcome(True, _capped("", [_overview_line(i) for i in incidents], len(incidents)))
 
 
-async def _status(core: ActionCore) -> Outcome:
+async def _status(core: ActionCore, channel: str) -> Outcome:
     """The live queue by runner type from the metrics backend, whether or not an incident is
     open; then the open incidents. With the `alert` backend, the incidents' alert numbers."""
     readings = core.readings
     if not readings.metrics.live:
-        return await _overview(core, verbose=False)
+        return await _open_here(core, channel, "")
     reading = await readings.latest()
     name = readings.metrics.name
     fleet = reading.fleet if reading is not None else None
@@ -216,13 +224,31 @@ async def _status(core: ActionCore) -> Outcome:
             head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
         lines = type_lines(fleet, top=LIVE_TYPES) or ["_No runner type is known._"]
         head += "\n" + "\n".join(lines)
-    incidents, total = await core.open_incidents(MAX_LINES), await core.open_count()
-    if not incidents:
-        return Outcome(True, _fit(head) + "\n\nNo open incidents.")
-    return Outcome(
-        True,
-        _capped(_fit(head) + "\n\n*Open incidents*", [_overview_line(i) for i in incidents], total),
-    )
+    return await _open_here(core, channel, _fit(head))
+
+
+async def _open_here(core: ActionCore, channel: str, head: str) -> Outcome:
+    """The open incidents of `channel`, under `head`, and a line for those in other channels."""
+    here, elsewhere = _in(await core.open_incidents(MAX_SCAN), channel)
+    others = ""
+    if elsewhere:
+        channels = sorted({i.channel for i in elsewhere if i.channel})
+        shown = ", ".join(f"<#{escape(c)}>" for c in channels[:5])
+        others = f"\n_{len(elsewhere)} open in other channels: {shown}_"
+    if not here:
+        quiet = "No open incidents" + (" here." if elsewhere else ": the queues are quiet.")
+        return Outcome(True, (f"{head}\n\n" if head else "") + quiet + others)
+    title = f"{head}\n\n*Open incidents*" if head else ""
+    text = _capped(title, [_overview_line(i) for i in here], len(here))
+    return Outcome(True, text + others)
+
+
+def _in(incidents: list[Incident], channel: str) -> tuple[list[Incident], list[Incident]]:
+    """(those in `channel`, the others); all are "here" when asked from no known channel."""
+    if not channel:
+        return incidents, []
+    here = [i for i in incidents if i.channel == channel]
+    return here, [i for i in incidents if i.channel != channel]
 
 
 def _fit(text: str) -> str:

@@ -38,6 +38,7 @@ NO_DATA_SUFFIX = {"DatasourceNoData": " (no data)", "DatasourceError": " (dataso
 # does. Whatever a cap leaves out is named in `AlertFacts.truncated` and shown on the root.
 MAX_URL = 2000
 MAX_MATCHERS = 64
+MAX_LABELS, MAX_LABEL_NAME, MAX_LABEL_VALUE = 64, 200, 1000
 MAX_RUNNER_TYPES = 100
 MAX_OTHER_VALUES = 20
 MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "description": 3000}
@@ -88,7 +89,19 @@ def facts_of(notification: Notification) -> AlertFacts:
         resolved_count=len(notification.alerts) - len(firing),
         silence_matchers=_capped_matchers(matchers, notes),
         truncated=tuple(notes),
+        labels=_route_labels(notification),
     )
+
+
+def _route_labels(notification: Notification) -> dict[str, str]:
+    """The labels a route matches: common and group labels, within caps (a label past them is
+    left out, so a route naming it falls through to the next)."""
+    labels = {**notification.common_labels, **notification.group_labels}
+    return {
+        name: value
+        for name, value in list(labels.items())[:MAX_LABELS]
+        if len(name) <= MAX_LABEL_NAME and len(value) <= MAX_LABEL_VALUE
+    }
 
 
 def _capped_text(name: str, value: str, notes: list[str]) -> str:

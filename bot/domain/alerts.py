@@ -421,3 +421,5 @@ class AlertFacts:
     silence_matchers: tuple[Matcher, ...] = ()
     # What the caps of `bot.domain.alert_facts` left out, said in words the incident shows.
     truncated: tuple[str, ...] = ()
+    # The group's common and group labels: what `SLACK_ROUTES` matches (`bot.domain.routes`).
+    labels: dict[str, str] = field(default_factory=dict)

@@ -38,6 +38,7 @@ from bot.domain.incidents import (
     open_incident,
     repeated,
 )
+from bot.domain.routes import Route, channel_for
 from bot.render.root import render_event, render_summary
 from bot.storage.incident_store import (
     BAND_EVENT,
@@ -57,7 +58,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class IntakeConfig:
     consumer: str
-    channel: str
+    channel: str  # where an incident goes when no route takes it (SLACK_CHANNEL)
+    routes: tuple[Route, ...] = ()  # SLACK_ROUTES, first match wins
     status_interval_s: int = 600
     reopen_window_s: int = 3600
     reclaim_idle_ms: int = 30_000
@@ -352,7 +354,7 @@ class Intake:
             delivery,
             incident_id=incident_id,
             uid=secrets.token_hex(6),
-            channel=self._config.channel,
+            channel=channel_for(self._config.routes, delivery.facts, self._config.channel),
             now=now,
         )
         opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")

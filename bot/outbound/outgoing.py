@@ -35,6 +35,8 @@ from bot.storage.incident_store import ThreadRef
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+# Slack's answers when the app is not in the channel, or cannot see it at all.
+NOT_A_MEMBER = ("not_in_channel", "channel_not_found")
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,18 @@ class Ledger:
     telemetry: Telemetry
 
     async def undeliverable(self, incident_id: str, item: str, error: str) -> None:
-        log.error("incident %s: %s can never be sent (%s); dropped", incident_id, item, error)
+        if error in NOT_A_MEMBER:
+            # A route (or SLACK_CHANNEL) names a channel the app cannot post to: say what fixes it.
+            log.error(
+                "incident %s: queuepilot cannot post in channel %s (%s): invite it there "
+                "(/invite @queuepilot) or change SLACK_ROUTES / SLACK_CHANNEL; %s dropped",
+                incident_id,
+                self.channel,
+                error,
+                item,
+            )
+        else:
+            log.error("incident %s: %s can never be sent (%s); dropped", incident_id, item, error)
         self.telemetry.slack_undeliverable.labels(error).inc()
         await self.queue.undeliverable(incident_id, item, error)
 

@@ -83,12 +83,12 @@ def block_action(action: dict[str, Any], *, message_ts: str) -> str:
     return urllib.parse.urlencode({"payload": json.dumps(payload)})
 
 
-def slash(text: str) -> str:
+def slash(text: str, *, channel: str = CHANNEL) -> str:
     return urllib.parse.urlencode(
         {
             "token": "legacy",
             "team_id": "T0QUEUE",
-            "channel_id": CHANNEL,
+            "channel_id": channel,
             "user_id": USER,
             "user_name": "alice",
             "command": "/queue",

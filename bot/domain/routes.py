@@ -1,0 +1,121 @@
+"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins.
+
+Teams route their own alerts (PyTorch's ROCm queue alerts go to another team than the CUDA
+ones). A route is a list of label matchers in Alertmanager's syntax (`team="rocm"`,
+`priority=~"P[12]"`, `runner_type=~"linux\\.rocm\\..*"`) and a channel ID; the routes are tried in
+order and the first whose every matcher holds takes the incident, else `SLACK_CHANNEL` does.
+
+The labels matched are the group's common and group labels, with `team` and `priority` as the
+incident shows them (Grafana rules often carry those as annotations), and `runner_type` matching
+when any runner type the alert names matches. As in Alertmanager, a regex matches the whole
+value (anchored), and a label that is absent has the empty value.
+
+`SLACK_ROUTES` is JSON: `[{"matchers": ["team=rocm"], "channel": "C0ROCM"}, ...]`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from bot.domain.alert_facts import parse_matcher
+from bot.domain.alerts import AlertFacts, Matcher
+
+MAX_ROUTES = 100
+MAX_MATCHERS = 20
+RUNNER_TYPE = "runner_type"
+# Slack's channel IDs: C (public), G (private, older), D is a DM and not a place for incidents.
+_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,}")
+
+
+@dataclass(frozen=True)
+class Route:
+    matchers: tuple[Matcher, ...]
+    channel: str
+
+    def takes(self, labels: Mapping[str, str], runner_types: Iterable[str] = ()) -> bool:
+        return all(_holds(m, labels, tuple(runner_types)) for m in self.matchers)
+
+    @property
+    def text(self) -> str:
+        return ", ".join(_shown(m) for m in self.matchers) or "everything"
+
+
+def parse_routes(text: str | None) -> tuple[Route, ...]:
+    """The routes of `SLACK_ROUTES`; ValueError saying which route is wrong and why."""
+    if not text or not text.strip():
+        return ()
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(raw, list):
+        raise ValueError('a JSON list of {"matchers": [...], "channel": "C..."} objects')
+    if len(raw) > MAX_ROUTES:
+        raise ValueError(f"at most {MAX_ROUTES} routes, not {len(raw)}")
+    return tuple(_route(n, item) for n, item in enumerate(raw, 1))
+
+
+def channel_for(routes: Iterable[Route], facts: AlertFacts, default: str) -> str:
+    """The first route's channel that takes the group, else `default`."""
+    shown = {**facts.labels}
+    for name, value in (("team", facts.team), ("priority", facts.priority)):
+        if value and not shown.get(name):
+            shown[name] = value
+    names = tuple(facts.runner_types)
+    return next((r.channel for r in routes if r.takes(shown, names)), default)
+
+
+def _route(n: int, item: object) -> Route:
+    if not isinstance(item, dict) or set(item) - {"matchers", "channel"}:
+        raise ValueError(f'route {n}: an object of "matchers" and "channel" only')
+    channel = item.get("channel")
+    if not isinstance(channel, str) or not _CHANNEL_ID.fullmatch(channel):
+        raise ValueError(f"route {n}: channel must be a channel ID (C0123ABCD), not {channel!r}")
+    texts = item.get("matchers")
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError(f'route {n}: "matchers" must be a non-empty list of strings')
+    if len(texts) > MAX_MATCHERS:
+        raise ValueError(f"route {n}: at most {MAX_MATCHERS} matchers")
+    matchers = []
+    for text in texts:
+        matcher = parse_matcher(text)
+        if matcher is None:
+            raise ValueError(f"route {n}: {text!r} is not a matcher (name=value, !=, =~, !~)")
+        if matcher.is_regex:
+            try:
+                _regex(matcher.value)
+            except re.error as exc:
+                raise ValueError(f"route {n}: {text!r}: bad regex ({exc})") from None
+        matchers.append(matcher)
+    return Route(tuple(matchers), channel)
+
+
+def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str, ...]) -> bool:
+    if matcher.name == RUNNER_TYPE and RUNNER_TYPE not in labels and runner_types:
+        hits = [_equal(matcher, name) for name in runner_types]
+        # `=`/`=~`: some runner type matches; `!=`/`!~`: none does (Alertmanager's sense of
+        # a negative matcher, over a set).
+        return any(hits) if matcher.is_equal else all(hits)
+    return _equal(matcher, labels.get(matcher.name, ""))
+
+
+def _equal(matcher: Matcher, value: str) -> bool:
+    if matcher.is_regex:
+        found = _regex(matcher.value).fullmatch(value) is not None
+    else:
+        found = value == matcher.value
+    return found if matcher.is_equal else not found
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _shown(matcher: Matcher) -> str:
+    operator = {(True, False): "=", (False, False): "!=", (True, True): "=~", (False, True): "!~"}
+    return f"{matcher.name}{operator[(matcher.is_equal, matcher.is_regex)]}{matcher.value!r}"

@@ -1,0 +1,101 @@
+"""SLACK_ROUTES end to end: two replicas, three channels. Each alert group's incident opens in its
+team's channel once, `/queue` answers for the channel it is typed in, and a route to a channel
+the app is not in is a clear error naming the channel, never a silent drop."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from tests.support.payloads import fixture_json
+from tests.support.running import eventually, run_bot
+from tests.support.slack import CHANNEL, Slack, post_event, slash
+
+ROCM, PAGE, OUTSIDE = "C0ROCMQ", "C0PAGEQ", "C0NOTINQ"
+ROUTES = [
+    {"matchers": ["team=rocm"], "channel": ROCM},
+    {"matchers": ["alertname=Lost runners"], "channel": OUTSIDE},
+    {"matchers": ["severity=page"], "channel": PAGE},
+]
+
+
+def group(key: str, **labels: str) -> dict[str, Any]:
+    """The fixture's alert as another group, with `labels` among its common labels."""
+    payload = copy.deepcopy(fixture_json("grafana/queue-alert-firing.json"))
+    payload["groupKey"] = key
+    payload["commonLabels"].update(labels)
+    payload["groupLabels"].update(labels)
+    for alert in payload["alerts"]:
+        alert["labels"].update(labels)
+    return payload
+
+
+@pytest.fixture
+def channels(slack: Slack) -> None:
+    slack.emulator.add_channel(ROCM)
+    slack.emulator.add_channel(PAGE)
+    slack.emulator.add_channel(OUTSIDE, member=False)  # the app was never invited there
+
+
+async def test_each_team_channel_gets_its_own_incidents_from_either_replica(
+    settings_for: Any, slack: Slack, channels: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = settings_for(slack_routes=json.dumps(ROUTES))
+    rocm, paged = group("rocm", team="rocm"), group("paged", severity="page")
+    default, lost = group("other"), group("lost", alertname="Lost runners")
+    caplog.set_level(logging.ERROR, logger="bot.outbound")
+    async with run_bot(settings) as first, run_bot(settings) as second:
+        answers = await asyncio.gather(
+            *(
+                bot.send("grafana", p)
+                for p in (rocm, paged, default, lost)
+                for bot in (first, second)
+            )
+        )
+        assert {a.status_code for a in answers} == {202}
+
+        def roots(channel: str) -> list[Any]:
+            return slack.emulator.channel_messages(channel)
+
+        await eventually(
+            lambda: all(len(roots(c)) == 1 for c in (ROCM, PAGE, CHANNEL)),
+            what="a root in each team channel",
+            timeout=20,
+        )
+        # Each in its own channel, once, although both replicas took every notification.
+        placed = {}
+        for channel in (ROCM, PAGE, CHANNEL):
+            incident_id = await first.bot.core.incident_of_message(channel, roots(channel)[0].ts)
+            assert incident_id is not None
+            incident = (await first.bot.store.load(incident_id)).incident
+            assert incident is not None
+            placed[incident.group_key] = channel
+        assert placed == {"rocm": ROCM, "paged": PAGE, "other": CHANNEL}
+
+        # The route to a channel the app is not in: a clear error naming it, and a record.
+        await eventually(
+            lambda: any(
+                OUTSIDE in r.getMessage() and "invite" in r.getMessage() for r in caplog.records
+            ),
+            what="the error naming the channel",
+            timeout=20,
+        )
+        refused = await first.bot.redis.xrange(first.bot.store.keys.undeliverable)
+        assert [fields["error"] for _, fields in refused] == ["not_in_channel"]
+
+        # `/queue` in the ROCm channel lists its incident, and says where the others are.
+        before = len(slack.emulator.ephemerals(ROCM))
+        response = await post_event(first.http, slash("", channel=ROCM))
+        assert response.status_code == 200
+        [answer] = await eventually(
+            lambda: slack.emulator.ephemerals(ROCM)[before:], what="the answer", timeout=15
+        )
+        incidents = [line for line in answer.text.splitlines() if line.startswith("*#")]
+        assert len(incidents) == 1
+        assert "3 open in other channels" in answer.text
+        assert f"<#{PAGE}>" in answer.text and f"<#{CHANNEL}>" in answer.text
