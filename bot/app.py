@@ -44,7 +44,9 @@ from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.scale_reverts import RevertConfig, ScaleReverts
 from bot.actions.silence import SilenceConfig, Silencing
 from bot.actions.silence_watch import SilenceWatch
+from bot.actions.warnings import Warnings
 from bot.config import Settings
+from bot.domain.early_warning import Thresholds
 from bot.domain.incident_fleet import DrainConfig
 from bot.factory import (
     build_jobs_source,
@@ -62,12 +64,14 @@ from bot.outbound.sender import ChannelSender, SenderConfig
 from bot.outbound.senders import Senders
 from bot.outbound.storm import StormConfig
 from bot.outbound.storm_queue import StormQueue
+from bot.status.early_warning import EarlyWarnings, WarningConfig
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.connection import build_redis
 from bot.storage.incident_store import IncidentStore
 from bot.storage.leases import Lease, Leases
 from bot.storage.stream import NotificationStream
+from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -97,6 +101,7 @@ class Bot:
     readings: FleetReadings | None = None
     scale_reverts: ScaleReverts | None = None
     lease_redis: Redis | None = None
+    early_warnings: EarlyWarnings | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -134,6 +139,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     storms = StormQueue(redis, prefix, retention_s=retention_s)
     charts = ChartDelivery(redis, store.keys, settings.chart_style)
+    warnings = WarningStore(redis, store.keys)
 
     def make_sender(channel: str, lease: Lease) -> ChannelSender:
         return ChannelSender(
@@ -146,6 +152,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             leases=leases,
             telemetry=telemetry,
             charts=charts,
+            warnings=warnings,
             config=sender_config,
             clock=clock,
         )
@@ -184,8 +191,13 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         store, readings, telemetry, charts=charts, config=status_config(settings), clock=clock
     )
     core, silence_watch, scale_reverts = _action_core(
-        settings, readings, jobs, store, telemetry, gateway, redis, clock
+        settings, readings, jobs, warnings, store, telemetry, gateway, redis, clock
     )
+    early_warnings = None
+    if settings.early_warning_minutes > 0 and metrics.live:
+        early_warnings = EarlyWarnings(
+            readings, store, warnings, config=warning_config(settings), clock=clock
+        )
     bolt = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "unused",
@@ -213,6 +225,17 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         readings,
         scale_reverts,
         lease_redis,
+        early_warnings,
+    )
+
+
+def warning_config(settings: Settings) -> WarningConfig:
+    return WarningConfig(
+        channel=settings.slack_channel,
+        horizon_mins=settings.early_warning_minutes,
+        boot_mins=settings.runner_boot_minutes,
+        thresholds=Thresholds(settings.early_warning_queued, settings.early_warning_wait_minutes),
+        routes=settings.slack_routes,
     )
 
 
@@ -235,6 +258,7 @@ def _action_core(
     settings: Settings,
     readings: FleetReadings,
     jobs: JobsWatch | None,
+    warnings: WarningStore,
     store: IncidentStore,
     telemetry: Telemetry,
     gateway: SlackGateway,
@@ -278,7 +302,10 @@ def _action_core(
         stall_mins=settings.listener_stall_minutes,
     )
     diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs, scaling=scaling)
-    return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, jobs)), watch, reverts
+    core = ActionCore(
+        acting, silencing, scaling, diagnosing, Jobs(acting, jobs), Warnings(acting, warnings)
+    )
+    return core, watch, reverts
 
 
 def _intake_config(settings: Settings) -> IntakeConfig:
@@ -375,6 +402,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
             tick_s=bot.settings.status_tick_seconds,
             watch=bot.silence_watch,
             reverts=bot.scale_reverts,
+            warnings=bot.early_warnings,
         )
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
@@ -413,6 +441,7 @@ def start_scheduler(
     tick_s: float,
     watch: SilenceWatch | None = None,
     reverts: ScaleReverts | None = None,
+    warnings: EarlyWarnings | None = None,
 ) -> AsyncIOScheduler:
     """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping.
 
@@ -425,6 +454,8 @@ def start_scheduler(
         jobs.append(("silence-watch", watch.tick))
     if reverts is not None:
         jobs.append(("scale-reverts", reverts.tick))
+    if warnings is not None:
+        jobs.append(("early-warning", warnings.tick))
     for job_id, job in jobs:
         scheduler.add_job(
             _ended_quietly(job_id, job),

@@ -201,6 +201,12 @@ class Settings(BaseSettings):
     # How long a new runner may take to register; runners asked for longer than this and still
     # missing are a cause diagnostics name ("runners not registering").
     runner_boot_minutes: float = Field(default=5.0, gt=0, le=240)
+    # Early warning: a channel message when a runner type's queue is forecast to cross the
+    # alert's thresholds within this many minutes (0: off). The thresholds are the latest
+    # incident's (what the alert rule said), else these.
+    early_warning_minutes: float = Field(default=15.0, ge=0, le=240)
+    early_warning_queued: float | None = Field(default=None, gt=0)
+    early_warning_wait_minutes: float | None = Field(default=None, gt=0)
     # ARC's assigned jobs unchanged this long while runners idle: "listener stalled" (PyTorch's
     # ARCListenerStall rule uses 15 minutes).
     listener_stall_minutes: float = Field(default=15.0, gt=0, le=240)

@@ -75,6 +75,24 @@ on_unsilence = incident_action(lambda core, who, ref, i, _: core.unsilence(who, 
 on_diagnose = incident_action(lambda core, who, ref, i, _: core.diagnose(who, ref, interaction=i))
 
 
+async def on_dismiss_warning(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext
+) -> None:
+    """An early warning's Dismiss button: its message names the runner type in the value."""
+    await ack()
+    after_ack(_dismiss(body, context))
+
+
+async def _dismiss(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    action = (body.get("actions") or [{}])[0]
+    runner_type = str(action.get("value") or "")[:200]
+    core = core_of(context)
+    outcome = await core.dismiss_warning(
+        actor_of(body), runner_type, interaction=interaction_of(body)
+    )
+    await tell(context, body, outcome)
+
+
 def register(app: AsyncApp) -> None:
     """Every root-message action but `incident_scale`, which opens a modal (`handlers.views`)."""
     app.action("incident_ack")(on_ack)
@@ -82,3 +100,4 @@ def register(app: AsyncApp) -> None:
     app.action("incident_silence")(on_silence)
     app.action("incident_unsilence")(on_unsilence)
     app.action("incident_diagnose")(on_diagnose)
+    app.action("warning_dismiss")(on_dismiss_warning)

@@ -79,8 +79,9 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
         f"  fleet   {sandbox.fleet.url}  (simulated CI fleet at ×{speed:g}: Grafana alerts, "
         "Prometheus, the HUD's queued jobs, Alertmanager silences, ARC scale sets)\n"
         f"  Redis   {redis_url}  ({redis_note})\n"
-        "A burst of jobs is about to make linux.2xlarge queue; the alert fires within about a "
-        "minute.\nIn the incident: silence it, run diagnostics, scale up; or type /queue help. "
+        "A burst of jobs is about to make linux.2xlarge queue: an early warning first, then the "
+        "alert fires within about a minute.\nIn the incident: silence it, run diagnostics, "
+        "scale up; or type /queue help. "
         "Ctrl-C stops everything.\n"
     )
     return sandbox

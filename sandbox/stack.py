@@ -28,6 +28,7 @@ from pathlib import Path
 from bot.app import build_app, build_bot
 from bot.config import Settings, SettingsError, load_settings
 from sandbox.fleet import DEMO_BURSTS, DEMO_STALL, DEMO_TYPES, Fleet
+from sandbox.fleet_alerts import RuleConfig
 from sandbox.fleet_api import FleetApi, FleetApiConfig
 from sandbox.redis_server import free_port
 from sandbox.serve import RunningServer, serve_in_thread
@@ -51,7 +52,8 @@ class SandboxConfig:
 
     speed: float = 10.0
     status_interval_s: int = 30
-    metrics_interval_s: int = 5
+    # Every 3 s is half a fleet minute at ×10: the early warning sees the burst build in time.
+    metrics_interval_s: int = 3
     drain_check_s: int = 10
     page_port: int = 0  # 0: any free port
     # The bot holds an app-level token and takes Slack's traffic over Socket Mode's websocket
@@ -180,6 +182,9 @@ def _settings(
             jobs_backend="hud",
             hud_url=fleet_url,
             listener_stall_minutes=config.listener_stall_minutes,
+            # The early warning watches for the fleet's own alert rule, before it ever fired.
+            early_warning_queued=RuleConfig().fire_queued,
+            early_warning_wait_minutes=RuleConfig().fire_wait_min,
             scaler_backend="arc",
             scaler_kubeconfig=str(kubeconfig),
             scaler_targets=json.dumps(targets),

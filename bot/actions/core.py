@@ -18,6 +18,7 @@ from bot.actions.flow import Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.jobs import Jobs
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
+from bot.actions.warnings import Warnings
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.render.root import escape, render_event, render_summary
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, summary_reply
@@ -35,6 +36,7 @@ class ActionCore:
         scaling: Scaling,
         diagnosing: Diagnosing,
         jobs: Jobs | None = None,
+        warnings: Warnings | None = None,
     ) -> None:
         self._acting = acting
         self._store = acting.store
@@ -45,6 +47,14 @@ class ActionCore:
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
         self.jobs = (jobs or Jobs(acting, None)).jobs
+        self.warnings = warnings
+
+    async def dismiss_warning(
+        self, actor: Actor, runner_type: str, *, interaction: str | None = None
+    ) -> Outcome:
+        if self.warnings is None:
+            return Outcome(False, "Early warnings are turned off.", "refused")
+        return await self.warnings.dismiss(actor, runner_type, interaction=interaction)
 
     # -- finding incidents -----------------------------------------------------------------
 

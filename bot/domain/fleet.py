@@ -174,7 +174,7 @@ class Reading:
 
 # What the history keeps of a troubled runner type's reading: what causes read over time
 # (`bot.domain.causes`: a frozen listener, runners asked for that never register).
-GAUGES = ("queued", "assigned", "desired", "registered", "idle", "maximum")
+GAUGES = ("queued", "assigned", "busy", "desired", "registered", "idle", "maximum")
 
 
 @dataclass(frozen=True)
@@ -189,12 +189,13 @@ class HistoryPoint:
 
 
 def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[str, float]]:
-    """The `GAUGES` of the types worth remembering: those with jobs waiting or assigned, or
-    fewer runners than their autoscaler asked for. A fleet of hundreds of idle types stays small."""
+    """The `GAUGES` of the types worth remembering: those with jobs waiting, assigned or running
+    (the early warning's trend starts before anything queues), or fewer runners than their
+    autoscaler asked for. A fleet of hundreds of idle types stays small."""
     kept = {}
     for name, m in types.items():
         short = m.desired is not None and m.registered is not None and m.desired > m.registered
-        if (m.queued or 0) > 0 or (m.assigned or 0) > 0 or short:
+        if (m.queued or 0) > 0 or (m.assigned or 0) > 0 or (m.busy or 0) > 0 or short:
             values = {g: getattr(m, g) for g in GAUGES}
             kept[name] = {g: float(v) for g, v in values.items() if v is not None}
     return kept

@@ -69,6 +69,12 @@ def channel_for(routes: Iterable[Route], facts: AlertFacts, default: str) -> str
     return next((r.channel for r in routes if r.takes(shown, names)), default)
 
 
+def channel_for_type(routes: Iterable[Route], runner_type: str, default: str) -> str:
+    """Where a runner type's early warning goes: the first route that takes an alert naming
+    only that type and no label (a route on `runner_type`), else `default`."""
+    return next((r.channel for r in routes if r.takes({}, (runner_type,))), default)
+
+
 def _route(n: int, item: object) -> Route:
     if not isinstance(item, dict) or set(item) - {"matchers", "channel"}:
         raise ValueError(f'route {n}: an object of "matchers" and "channel" only')

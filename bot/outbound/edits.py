@@ -1,4 +1,5 @@
-"""Edits of what a channel already shows: root messages, a quiet status, the storm digest.
+"""Edits of what a channel already shows: root messages, a quiet status, the storm digest, the
+early warnings.
 
 Editing in place is how a thread stays current without new posts, so every edit takes one small
 path (`Editor.update`): the workspace's `chat.update` slot (`bot.outbound.budget`), the call, and
@@ -19,7 +20,9 @@ from bot.outbound.budget import Budget
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.marks import digest_of
 from bot.outbound.queue import SendQueue
+from bot.render.early_warning import render_warning
 from bot.render.root import render_root
+from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -109,3 +112,30 @@ class RootEdits:
             next_at_ms=int(time.time() * 1000) + self._interval_ms,
             edited=edited,
         )
+
+
+class WarningEdits:
+    """The channel's early warnings, each edited to its latest version once posted (its forecast
+    moved, it cleared, the alert fired, someone dismissed it): a burst of changes is one edit."""
+
+    def __init__(self, channel: str, warnings: WarningStore, editor: Editor) -> None:
+        self.channel = channel
+        self._warnings = warnings
+        self._editor = editor
+
+    async def step(self) -> None:
+        pending = await self._warnings.edits(self.channel)
+        if not pending:
+            await self._warnings.wait_for_edits(self.channel, 5.0)
+            return
+        for runner_type in pending:
+            state = await self._warnings.get(runner_type)
+            if state is None or not state.ts or state.channel != self.channel:
+                # Gone, or not posted yet (its post's record queues the edit again if needed).
+                await self._warnings.discard_edit(self.channel, runner_type)
+                continue
+            error = await self._editor.update(state.ts, render_warning(state))
+            if error is not None:
+                self._editor.lost(f"the early warning for {runner_type}", error)
+            # Shown, or never showable again: either way this version is done with.
+            await self._warnings.record_edit(self.channel, state)

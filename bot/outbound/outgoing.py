@@ -1,4 +1,4 @@
-"""What a channel's sender posts: one outgoing item, of four kinds.
+"""What a channel's sender posts: one outgoing item, of five kinds.
 
 Every post goes through the same stages (`bot.outbound.sender`): its slot, a lookup when its last
 attempt may have landed, the in-flight mark, the call, the record. A kind says only what differs:
@@ -8,6 +8,7 @@ means that it can never be sent (`refused`).
 - `RootPost`: an incident's root message, which opens its thread; rendered as it goes out;
 - `ReplyPost`: a reply in the thread (an action's answer, an event, a status);
 - `ChartUpload`: the trend chart, a PNG drawn at send time and shared into the thread;
+- `WarningPost`: an early warning, a channel message of its own before any incident;
 - `DigestPost`: the storm digest, one message listing every group of an alert storm.
 """
 
@@ -18,10 +19,11 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from bot.domain.early_warning import WarningState
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
 from bot.outbound.gateway import SlackGateway
@@ -30,8 +32,10 @@ from bot.outbound.queue import HeadReply, SendQueue
 from bot.outbound.storm_queue import Storm, StormQueue
 from bot.render.chart import ChartData, render_chart
 from bot.render.chart_block import has_charts
+from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.incident_store import ThreadRef
+from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -242,6 +246,46 @@ class ChartUpload(ReplyPost):
             alt=self.chart.alt_text,
         )
         return ""  # a file share is not a message this bot keeps the ts of
+
+
+@dataclass
+class WarningPost(Outgoing):
+    """An early warning: a channel message of its own, edited later by `WarningEdits`."""
+
+    state: WarningState
+    warnings: WarningStore
+    rendered: Rendered | None = field(default=None, init=False)
+
+    incident_id = ""
+    thread = None
+    item = "warning"
+
+    @property
+    def member(self) -> str:  # type: ignore[override]
+        return self.state.member
+
+    @property
+    def uid(self) -> str:  # type: ignore[override]
+        return self.state.uid
+
+    async def prepare(self) -> None:
+        self.rendered = render_warning(self.state)
+
+    async def send(self, slack: SlackGateway, channel: str) -> str:
+        assert self.rendered is not None, "prepared first"
+        return await slack.post(
+            channel, self.rendered.text, self.rendered.blocks, metadata=self.carried()
+        )
+
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
+        # One found by a lookup shows what an earlier attempt drew: recorded as showing
+        # nothing of this version, so the next step edits it to the current one.
+        shown = self.state if not found else replace(self.state, version=0)
+        await self.warnings.record_post(shown, ts)
+
+    async def refused(self, ledger: Ledger, error: str) -> None:
+        await ledger.undeliverable("", f"warning for {self.state.runner_type}", error)
+        await self.warnings.drop(self.state)
 
 
 @dataclass

@@ -40,9 +40,16 @@ from redis.exceptions import RedisError
 
 from bot.domain.message import Rendered
 from bot.outbound.budget import Backoff, Budget
-from bot.outbound.edits import Editor, RootEdits
+from bot.outbound.edits import Editor, RootEdits, WarningEdits
 from bot.outbound.gateway import SlackError, SlackGateway
-from bot.outbound.outgoing import ChartUpload, Ledger, Outgoing, ReplyPost, RootPost
+from bot.outbound.outgoing import (
+    ChartUpload,
+    Ledger,
+    Outgoing,
+    ReplyPost,
+    RootPost,
+    WarningPost,
+)
 from bot.outbound.queue import HeadReply, InFlight, SendQueue
 from bot.outbound.storm import StormConfig, StormDigest
 from bot.outbound.storm_queue import StormQueue
@@ -52,6 +59,7 @@ from bot.render.replies import StatusShown, render_shown
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import CHART, RESTATUS, IncidentStore
 from bot.storage.leases import Lease, Leases
+from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -86,11 +94,13 @@ class ChannelSender:
         leases: Leases,
         telemetry: Telemetry,
         charts: ChartDelivery,
+        warnings: WarningStore,
         config: SenderConfig,
         clock: Callable[[], datetime],
     ) -> None:
         self.channel = channel
         self._charts = charts
+        self._warnings = warnings
         self._lease = lease
         self._store = store
         self._queue = queue
@@ -111,6 +121,7 @@ class ChannelSender:
         self._root_edits = RootEdits(
             channel, queue, editor, interval_ms=config.root_edit_interval_ms, clock=clock
         )
+        self._warning_edits = WarningEdits(channel, warnings, editor)
         self._storm = StormDigest(
             channel,
             editor,
@@ -125,7 +136,11 @@ class ChannelSender:
 
     async def run(self) -> None:
         await self._budget.take_over(await self._queue.bucket(self.channel))
-        loops = [self._loop(self._post_next), self._loop(self._root_edits.step)]
+        loops = [
+            self._loop(self._post_next),
+            self._loop(self._root_edits.step),
+            self._loop(self._warning_edits.step),
+        ]
         if self._storm.enabled:
             loops.append(self._loop(self._storm.step))
         await asyncio.gather(*loops)
@@ -198,6 +213,12 @@ class ChannelSender:
         """What `member` stands for now; None when there is nothing to post (it is gone, or
         already posted, or a quiet status that edited the last one), with that recorded."""
         kind, _, incident_id = member.partition(":")
+        if kind == "warning":
+            state = await self._warnings.get(incident_id)
+            if state is None or state.ts or state.channel != self.channel:
+                await self._warnings.forget_post(self.channel, member)  # gone, or posted
+                return None
+            return WarningPost(state, self._warnings)
         if kind == "root":
             loaded = await self._store.load(incident_id)
             if loaded.incident is None or loaded.thread is not None:

@@ -122,6 +122,23 @@ class Keys:
         return self._("send", "undeliverable")
 
     # -- Slack pacing and lookups shared by every caller ------------------------------------
+    # -- early warnings ----------------------------------------------------------------------
+    @property
+    def warnings(self) -> str:
+        return self._("warnings")
+
+    def warning(self, runner_type: str) -> str:
+        return self._("warning", runner_type)
+
+    def warning_edits(self, channel: str) -> str:
+        return self._("send", channel, "warning-edits")
+
+    def warning_bell(self, channel: str) -> str:
+        return self._("send", channel, "warning-bell")
+
+    def warning_reading(self, reading_at: str) -> str:
+        return self._("warnings", "reading", reading_at)
+
     @property
     def chart_blocks_refused(self) -> str:
         """Set while the workspace refuses Slack's chart block: charts are uploaded instead."""

@@ -1,0 +1,59 @@
+"""An early warning as Slack shows it: one quiet channel message per runner type, edited in place
+as the forecast moves, and when it ends (cleared, the alert fired, dismissed)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.domain.early_warning import Phase, WarningState
+from bot.domain.message import Rendered
+from bot.render.mrkdwn import context, escape, plain, rendered, section, slack_date, truncate
+
+DISMISS = "warning_dismiss"
+DISMISS_FOR_S = 3600
+
+
+def render_warning(state: WarningState) -> Rendered:
+    name = truncate(escape(state.runner_type), 200)
+    warned = slack_date(datetime.fromtimestamp(state.warned_at, UTC), "{time}")
+    said = truncate(escape(state.text), 1500)
+    if state.phase is Phase.ACTIVE:
+        blocks: list[dict[str, Any]] = [
+            section(f"⏳ *Early warning* · {said}"),
+            context(
+                [
+                    f"From the fleet's readings, updated "
+                    f"{slack_date(datetime.fromtimestamp(state.updated_at, UTC), '{time}')}; "
+                    "withdrawn if the queue stops building, carried on by the incident if the "
+                    "alert fires."
+                ]
+            ),
+            {
+                "type": "actions",
+                "block_id": "early_warning",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": plain("Dismiss for 1 h"),
+                        "action_id": DISMISS,
+                        "value": state.runner_type[:2000],
+                    }
+                ],
+            },
+        ]
+        return rendered(f"Early warning: {state.text}", blocks)
+    if state.phase is Phase.FOLDED:
+        line = (
+            f"🔔 Early warning · {name}: the alert fired, incident {escape(state.incident_id)} "
+            f"carries it on (warned at {warned})."
+        )
+    elif state.phase is Phase.DISMISSED:
+        until = slack_date(datetime.fromtimestamp(state.until, UTC), "{time}")
+        line = (
+            f"🔕 Early warning · {name}: dismissed by {truncate(escape(state.by), 100)} until "
+            f"{until} (warned at {warned})."
+        )
+    else:
+        line = f"✅ Early warning · {name}: no longer building (warned at {warned})."
+    return rendered(line, [context([line])])

@@ -1,0 +1,178 @@
+"""The early warning's upkeep: once per fleet reading, which runner types get a warning.
+
+Each replica's scheduler asks at every tick; the fleet reading is refreshed once per interval
+for all of them (`bot.fleet.readings`), and the first replica to ask about a new reading decides
+its warnings (`WarningStore.claim_reading`). For each runner type the forecast
+(`bot.domain.early_warning`) says whether its queue crosses the alert's thresholds within
+`EARLY_WARNING_MINUTES`; the thresholds are the latest incident's (what the alert rule said),
+else the settings'. A warning is raised once, edited as its forecast moves, cleared when the
+queue stops building, folded into the incident once the alert fires (an open incident showing
+that type, or naming none), and held back while dismissed. The channel's sender posts and edits
+it; a route on `runner_type` sends it where that type's alerts go.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from redis.exceptions import RedisError
+
+from bot.domain.early_warning import (
+    Phase,
+    Point,
+    Thresholds,
+    WarningState,
+    forecast,
+    gauges_in_system,
+)
+from bot.domain.fleet import HistoryPoint
+from bot.domain.incidents import Incident
+from bot.domain.routes import Route, channel_for_type
+from bot.fleet.readings import FleetReadings
+from bot.storage.incident_store import IncidentStore
+from bot.storage.warnings import WarningStore
+
+log = logging.getLogger(__name__)
+
+# A warning cleared this recently comes back as an edit of its message, not a new one.
+REUSE_S = 1800
+PAST = 6  # earlier readings the forecast looks at
+
+
+@dataclass(frozen=True)
+class WarningConfig:
+    channel: str
+    horizon_mins: float = 15.0
+    boot_mins: float = 5.0
+    thresholds: Thresholds = field(default_factory=Thresholds)  # when no incident says
+    routes: tuple[Route, ...] = ()
+
+
+class EarlyWarnings:
+    def __init__(
+        self,
+        readings: FleetReadings,
+        store: IncidentStore,
+        warnings: WarningStore,
+        *,
+        config: WarningConfig,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._readings = readings
+        self._store = store
+        self._warnings = warnings
+        self._config = config
+        self._clock = clock
+
+    async def tick(self) -> None:
+        """Decide the warnings of a reading not decided yet; never raises."""
+        try:
+            await self._check()
+        except RedisError as exc:
+            log.warning("early warning: Redis unavailable: %s", exc)
+        except Exception:  # a bug must not stop the scheduler's other jobs
+            log.exception("early warning: failed; trying again at the next reading")
+
+    async def _check(self) -> None:
+        reading = await self._readings.latest()
+        if reading is None or reading.fleet is None or reading.error:
+            return
+        if not await self._warnings.claim_reading(reading.tried_at.timestamp()):
+            return
+        history = await self._readings.history()
+        thresholds = await self._thresholds()
+        if not thresholds.known:
+            return
+        incidents = await self._store.get_many(await self._store.open_ids())
+        states = await self._warnings.all()
+        fleet = reading.fleet
+        for name in sorted({*fleet.runner_types, *states}):
+            metrics = fleet.runner_types.get(name)
+            said = None
+            if metrics is not None:
+                past = _past(name, history, fleet.at)
+                said = forecast(
+                    name,
+                    metrics,
+                    fleet.at,
+                    past,
+                    thresholds,
+                    boot_mins=self._config.boot_mins,
+                    horizon_mins=self._config.horizon_mins,
+                )
+            await self._decide(name, said.text if said else None, states.get(name), incidents)
+
+    async def _decide(
+        self,
+        name: str,
+        text: str | None,
+        state: WarningState | None,
+        incidents: Sequence[Incident],
+    ) -> None:
+        now = self._clock().timestamp()
+        if state is not None and state.phase is Phase.DISMISSED and now < state.until:
+            return
+        active = state is not None and state.phase is Phase.ACTIVE
+        incident = _covering(name, incidents)
+        if incident is not None:
+            if active and state is not None:
+                await self._end(state, now, phase=Phase.FOLDED, incident_id=incident.id)
+            return
+        if text is None:
+            if active and state is not None:
+                await self._end(state, now, phase=Phase.CLEARED)
+            return
+        if active and state is not None:
+            await self._warnings.save(state.changed(now, text=text))
+        elif state is not None and state.phase is Phase.CLEARED and state.ts:
+            if now - state.updated_at < REUSE_S:
+                await self._warnings.save(state.changed(now, phase=Phase.ACTIVE, text=text))
+                return
+            await self._raise(name, text, now)
+        else:
+            await self._raise(name, text, now)
+
+    async def _raise(self, name: str, text: str, now: float) -> None:
+        channel = channel_for_type(self._config.routes, name, self._config.channel)
+        log.info("early warning: %s", text)
+        await self._warnings.save(WarningState.raised(name, channel, text, now))
+
+    async def _end(self, state: WarningState, now: float, **change: object) -> None:
+        """The warning ends: its message says how; one Slack never showed is simply dropped."""
+        if not state.ts and state.shown == 0:
+            await self._warnings.drop(state)
+            return
+        await self._warnings.save(state.changed(now, **change))
+
+    async def _thresholds(self) -> Thresholds:
+        """The latest incident's thresholds (what the alert rule said), else the settings'."""
+        for incident in await self._store.get_many(await self._store.recent_ids(20)):
+            numbers = incident.numbers
+            if numbers.queue_size_threshold is not None or numbers.queue_time_threshold is not None:
+                return Thresholds(numbers.queue_size_threshold, numbers.queue_time_threshold)
+        return self._config.thresholds
+
+
+def _covering(name: str, incidents: Sequence[Incident]) -> Incident | None:
+    """The open incident that speaks for `name` now: one showing that type, or naming none."""
+    for incident in incidents:
+        types = {*incident.peak_types, *(incident.live.runner_types if incident.live else {})}
+        if not types or name in types:
+            return incident
+    return None
+
+
+def _past(name: str, history: Sequence[HistoryPoint], before: datetime) -> list[Point]:
+    """The type's jobs in the system at the earlier readings, oldest first (history is newest
+    first); a reading that did not keep the type (nothing queued or assigned) counts as none."""
+    points = []
+    for point in history:
+        if point.at >= before:
+            continue
+        points.append(Point(point.at, gauges_in_system(point.gauges.get(name, {}))))
+        if len(points) == PAST:
+            break
+    return points[::-1]

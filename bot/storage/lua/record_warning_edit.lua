@@ -1,0 +1,17 @@
+-- Records an edit of an early warning: the version it showed; the warning leaves the edits set
+-- once Slack shows its latest version.
+-- KEYS 1 warning  2 warning edits   ARGV 1 runner type  2 uid  3 shown version  4 keep (s)
+local raw = redis.call('GET', KEYS[1])
+if not raw then
+  redis.call('SREM', KEYS[2], ARGV[1])
+  return 0
+end
+local state = cjson.decode(raw)
+if state['uid'] ~= ARGV[2] then
+  redis.call('SREM', KEYS[2], ARGV[1])
+  return 0
+end
+if tonumber(ARGV[3]) > state['shown'] then state['shown'] = tonumber(ARGV[3]) end
+redis.call('SET', KEYS[1], cjson.encode(state), 'EX', ARGV[4])
+if state['shown'] >= state['version'] then redis.call('SREM', KEYS[2], ARGV[1]) end
+return 1

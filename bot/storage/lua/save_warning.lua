@@ -1,0 +1,32 @@
+-- Keeps an early warning as the upkeep decided it, and queues what Slack must be shown: its post
+-- (not posted yet) or its edit. What the sender recorded (`ts`, `shown`) is kept, never
+-- overwritten; a write no newer than the stored version (made from the same or an older one, by another
+-- replica or a click) is refused: the first decision on a version wins.
+-- KEYS 1 warning  2 warnings index  3 send sequence  4 posts  5 posts bell  6 warning edits
+--      7 warning bell
+-- ARGV 1 state (JSON)  2 runner type  3 queue member  4 keep (s)  5 band
+local new = cjson.decode(ARGV[1])
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local old = cjson.decode(raw)
+  if old['uid'] == new['uid'] then
+    if old['version'] >= new['version'] then return 0 end
+    new['ts'] = old['ts']
+    new['shown'] = old['shown']
+  end
+end
+redis.call('SET', KEYS[1], cjson.encode(new), 'EX', ARGV[4])
+redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+if new['ts'] == '' then
+  if not redis.call('ZSCORE', KEYS[4], ARGV[3]) then
+    local seq = redis.call('INCR', KEYS[3])
+    -- Past the roots (the storm rule counts those), beside an incident's event replies.
+    redis.call('ZADD', KEYS[4], tonumber(ARGV[5]) * BAND + seq, ARGV[3])
+  end
+  ring(KEYS[5], 10000)
+elseif new['version'] > new['shown'] then
+  redis.call('SADD', KEYS[6], ARGV[2])
+  ring(KEYS[7], 10000)
+end
+return 1

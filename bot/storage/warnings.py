@@ -1,0 +1,113 @@
+"""Early warnings in Redis: one per runner type, what it says, and what Slack shows of it.
+
+The upkeep (`bot.status.early_warning`) decides a warning's state once per fleet reading and saves
+it here; the channel's sender posts it (a `warning:<type>` member of the channel's posts, the
+same queue and stages as every post) and edits it when it changes (its `warning-edits` set).
+`version` counts the changes, `shown` the one Slack shows: a change while a post or an edit is
+on its way is never lost, it is edited next. A warning is kept a while after it ends (cleared,
+folded into its incident, dismissed), so a flapping forecast edits one message instead of posting
+many, and a dismissal holds.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from redis.asyncio import Redis
+
+from bot.domain.early_warning import WarningState
+from bot.storage.incident_store import BAND_EVENT, lua
+from bot.storage.keys import Keys
+
+KEEP_S = 6 * 3600  # an ended warning is remembered this long
+READING_CLAIM_S = 3600
+
+
+class WarningStore:
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self._redis = redis
+        self.keys = keys
+        self._save = redis.register_script(lua("save_warning"))
+        self._record_post = redis.register_script(lua("record_warning"))
+        self._record_edit = redis.register_script(lua("record_warning_edit"))
+
+    async def claim_reading(self, reading_at: float) -> bool:
+        """The first replica to ask about a reading decides its warnings; the others skip it."""
+        key = self.keys.warning_reading(repr(reading_at))
+        return bool(await self._redis.set(key, "1", nx=True, ex=READING_CLAIM_S))
+
+    async def all(self) -> dict[str, WarningState]:
+        types = sorted(cast(set[str], await self._redis.smembers(self.keys.warnings)))  # type: ignore[misc]
+        if not types:
+            return {}
+        raws = await self._redis.mget([self.keys.warning(t) for t in types])
+        found = {t: WarningState.load(raw) for t, raw in zip(types, raws, strict=True)}
+        gone = [t for t, state in found.items() if state is None]
+        if gone:
+            await self._redis.srem(self.keys.warnings, *gone)  # type: ignore[misc]
+        return {t: state for t, state in found.items() if state is not None}
+
+    async def get(self, runner_type: str) -> WarningState | None:
+        return WarningState.load(await self._redis.get(self.keys.warning(runner_type)))
+
+    async def save(self, state: WarningState) -> bool:
+        """Keep `state` and queue its post (not posted yet) or its edit (Slack shows an older
+        version); False when a newer version is stored already."""
+        k, channel = self.keys, state.channel
+        saved = await self._save(
+            keys=[
+                k.warning(state.runner_type),
+                k.warnings,
+                k.send_seq,
+                k.posts(channel),
+                k.posts_bell(channel),
+                k.warning_edits(channel),
+                k.warning_bell(channel),
+            ],
+            args=[state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT],
+        )
+        return bool(saved)
+
+    async def drop(self, state: WarningState) -> None:
+        """Forget a warning Slack never showed (it ended before its post's turn came)."""
+        k = self.keys
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(k.warning(state.runner_type))
+            pipe.srem(k.warnings, state.runner_type)
+            pipe.zrem(k.posts(state.channel), state.member)
+            await pipe.execute()
+
+    async def record_post(self, state: WarningState, ts: str) -> None:
+        k, channel = self.keys, state.channel
+        await self._record_post(
+            keys=[
+                k.warning(state.runner_type),
+                k.posts(channel),
+                k.in_flight(channel),
+                k.warning_edits(channel),
+                k.warning_bell(channel),
+            ],
+            args=[state.member, state.uid, ts, state.version, state.runner_type, KEEP_S],
+        )
+
+    async def forget_post(self, channel: str, member: str) -> None:
+        """A warning that is gone (expired, or Slack refused it for good) leaves the queue."""
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(self.keys.posts(channel), member)
+            pipe.hdel(self.keys.in_flight(channel), member)
+            await pipe.execute()
+
+    async def edits(self, channel: str) -> list[str]:
+        return sorted(cast(set[str], await self._redis.smembers(self.keys.warning_edits(channel))))  # type: ignore[misc]
+
+    async def discard_edit(self, channel: str, runner_type: str) -> None:
+        await self._redis.srem(self.keys.warning_edits(channel), runner_type)  # type: ignore[misc]
+
+    async def record_edit(self, channel: str, state: WarningState) -> None:
+        await self._record_edit(
+            keys=[self.keys.warning(state.runner_type), self.keys.warning_edits(channel)],
+            args=[state.runner_type, state.uid, state.version, KEEP_S],
+        )
+
+    async def wait_for_edits(self, channel: str, timeout_s: float) -> None:
+        await self._redis.blpop([self.keys.warning_bell(channel)], timeout=timeout_s)  # type: ignore[misc]

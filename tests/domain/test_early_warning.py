@@ -1,0 +1,140 @@
+"""The early warning's forecast: when a runner type's queue crosses the alert's thresholds, from
+its growth, its headroom and its boot time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.domain.early_warning import Point, Thresholds, forecast
+from bot.domain.fleet import RunnerTypeMetrics
+
+NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+ALERT = Thresholds(queued=10, wait_mins=30)
+
+
+def trail(*in_system: float) -> list[Point]:
+    """Earlier readings a minute apart, oldest first, ending a minute before NOW."""
+    n = len(in_system)
+    return [Point(NOW - timedelta(minutes=n - i), v) for i, v in enumerate(in_system)]
+
+
+def metrics(
+    queued: float, busy: float, maximum: float | None = 20, **more: float
+) -> RunnerTypeMetrics:
+    values = {"registered": busy, "job_duration_mins": 6.0, **more}
+    return RunnerTypeMetrics(queued=queued, busy=busy, maximum=maximum, **values)
+
+
+@pytest.mark.parametrize(
+    ("now", "past", "boot", "crossing"),
+    [
+        # At its maximum, +2 jobs/min, 4 queued: 10 queued in 3 minutes.
+        (metrics(4, 20), trail(18, 20, 22), 5, 3.0),
+        # Far below the maximum (12 busy, up to 60): the runners asked for boot in 2 min and
+        # take the growth of +3/min for longer than the horizon.
+        (metrics(0, 12, maximum=60), trail(3, 6, 9), 2, None),
+        # The same with a slow boot (runners take 15 min): the queue builds meanwhile.
+        (metrics(0, 12, maximum=60), trail(3, 6, 9), 15, 3.5),
+        # Already over: any minute now.
+        (metrics(12, 20), trail(26, 28, 30), 5, 0.0),
+        # Holding steady: no warning.
+        (metrics(4, 20), trail(24, 24, 24), 5, None),
+        # One spike is not a trend: it must rise at every reading.
+        (metrics(4, 20), trail(20, 30, 22), 5, None),
+        # Too few readings to tell.
+        (metrics(4, 20), trail(20, 22), 5, None),
+        # A slow build beyond the horizon (+0.3/min, 9 minutes of it → 15 min away).
+        (metrics(5, 20), trail(24.1, 24.4, 24.7), 5, None),
+    ],
+)
+def test_the_crossing_from_growth_headroom_and_boot_time(
+    now: RunnerTypeMetrics, past: list[Point], boot: float, crossing: float | None
+) -> None:
+    found = forecast("t", now, NOW, past, ALERT, boot_mins=boot, horizon_mins=15)
+    if crossing is None:
+        assert found is None
+    else:
+        assert found is not None and found.in_mins == pytest.approx(crossing, abs=0.26)
+
+
+def test_the_warning_says_what_a_ci_engineer_needs() -> None:
+    found = forecast(
+        "linux.2xlarge",
+        metrics(9, 20),
+        NOW,
+        trail(25, 26.4, 27.6),
+        ALERT,
+        boot_mins=5,
+        horizon_mins=15,
+    )
+    assert found is not None
+    # Growth is the smaller of the short and the long slope: 1.3 (the last two minutes) and
+    # 1.33 (the last three).
+    assert found.text == (
+        "linux.2xlarge: queue building, 9 queued and +1.3/min at its maximum of 20; at this "
+        "rate the alert fires in ~1 min; +8 runners would hold it"
+    )
+    assert found.crosses == "queued" and found.hold_runners == 8
+
+
+def test_the_wait_threshold_counts_when_the_queue_is_small_but_slow_to_serve() -> None:
+    slow = metrics(6, 20, job_duration_mins=60.0)  # 20 runners of 1-hour jobs serve 1/3 a minute
+    found = forecast(
+        "t", slow, NOW, trail(20, 22, 24), Thresholds(wait_mins=30), boot_mins=5, horizon_mins=15
+    )
+    assert found is not None and found.crosses == "wait" and found.in_mins <= 2
+
+
+def test_without_thresholds_or_numbers_there_is_nothing_to_forecast() -> None:
+    assert (
+        forecast(
+            "t", metrics(4, 20), NOW, trail(18, 20, 22), Thresholds(), boot_mins=5, horizon_mins=15
+        )
+        is None
+    )
+    unknown = RunnerTypeMetrics(queued=4)
+    assert forecast("t", unknown, NOW, trail(1, 2, 3), ALERT, boot_mins=5, horizon_mins=15) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    queued=st.floats(0, 200),
+    busy=st.floats(0, 200),
+    rises=st.lists(st.floats(0.1, 30), min_size=3, max_size=6),
+    maximum=st.floats(0, 400),
+    more=st.floats(0, 400),
+    boot=st.floats(0, 30),
+    duration=st.none() | st.floats(0.5, 120),
+    threshold=st.floats(1, 500),
+    wait=st.none() | st.floats(1, 240),
+)
+def test_more_runners_never_bring_a_crossing_sooner(
+    queued: float,
+    busy: float,
+    rises: list[float],
+    maximum: float,
+    more: float,
+    boot: float,
+    duration: float | None,
+    threshold: float,
+    wait: float | None,
+) -> None:
+    start = busy + queued - sum(rises)
+    values, level = [], start
+    for rise in rises:
+        values.append(level)
+        level += rise
+    thresholds = Thresholds(queued=threshold, wait_mins=wait)
+
+    def crossing(ceiling: float) -> float:
+        now = RunnerTypeMetrics(
+            queued=queued, busy=busy, registered=busy, maximum=ceiling, job_duration_mins=duration
+        )
+        found = forecast("t", now, NOW, trail(*values), thresholds, boot_mins=boot, horizon_mins=15)
+        return found.in_mins if found is not None else float("inf")
+
+    assert crossing(maximum + more) >= crossing(maximum)

@@ -1,0 +1,104 @@
+"""The early warning on the demo's fleet, end to end: the whole sandbox runs (the production bot,
+the Slack emulator, the simulated fleet and its Grafana rule). As the periodic workflow's burst
+builds, a warning is posted in the channel before the alert fires; when it fires, the warning
+says the incident carries it on; Dismiss on a warning holds it back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import httpx
+import pytest
+
+from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
+from tests.support.running import eventually
+from tests.support.servers import RedisServer
+
+
+@pytest.fixture
+def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
+    redis_server.flush()
+    with ExitStack() as stack:
+        # A fleet minute every 2 s, read every second: the burst builds over a few readings.
+        config = SandboxConfig(speed=30, metrics_interval_s=1)
+        yield start_sandbox(stack, redis_server.url, "qpwarn", config)
+
+
+def text_of(message: Any) -> str:
+    return message.text + str(message.blocks)
+
+
+def firing_sent(sandbox: Sandbox) -> int:
+    """Firing notifications the fleet's Grafana rule has sent the bot so far."""
+    return sum(1 for payload in sandbox.fleet.sent if payload.get("status") == "firing")
+
+
+async def warned(sandbox: Sandbox) -> Any:
+    """The early warning, once posted; checked to come before the alert fired."""
+
+    def found() -> tuple[Any, int] | None:
+        messages = sandbox.emulator.channel_messages(CHANNEL)
+        warning = next((m for m in messages if "Early warning" in m.text), None)
+        return (warning, firing_sent(sandbox)) if warning is not None else None
+
+    warning, firing_then = await eventually(found, what="the early warning", timeout=90)
+    assert firing_then == 0, "posted before the alert rule fired"
+    assert "linux.2xlarge: queue building" in warning.text
+    assert "at this rate the alert fires" in warning.text
+    return warning
+
+
+def now_of(sandbox: Sandbox, ts: str) -> Any:
+    return next(m for m in sandbox.emulator.channel_messages(CHANNEL) if m.ts == ts)
+
+
+async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
+    sandbox: Sandbox,
+) -> None:
+    warning = await warned(sandbox)
+    root = await eventually(
+        lambda: next(
+            (
+                m
+                for m in sandbox.emulator.channel_messages(CHANNEL)
+                if "Jobs queueing" in text_of(m)
+            ),
+            None,
+        ),
+        what="the incident",
+        timeout=90,
+    )
+    assert float(root.ts) > float(warning.ts)
+    await eventually(
+        lambda: "carries it on" in text_of(now_of(sandbox, warning.ts)),
+        what="the warning folded into the incident",
+        timeout=60,
+    )
+    folded = now_of(sandbox, warning.ts)
+    assert "incident 1" in folded.text
+    assert not any(b.get("type") == "actions" for b in folded.blocks), "no button once it ended"
+
+
+async def test_dismiss_holds_the_warning_back(sandbox: Sandbox) -> None:
+    warning = await warned(sandbox)
+    async with httpx.AsyncClient(timeout=10) as client:
+        answer = await client.post(
+            f"{sandbox.page_url.rstrip('/')}/_page/action",
+            json={
+                "channel": CHANNEL,
+                "message_ts": warning.ts,
+                "block_id": "early_warning",
+                "action_id": "warning_dismiss",
+            },
+        )
+    assert answer.status_code == 200, answer.text
+    await eventually(
+        lambda: "dismissed by alice" in text_of(now_of(sandbox, warning.ts)),
+        what="the warning dismissed",
+        timeout=30,
+    )
+    # Still building, the queue raises no new warning while dismissed.
+    messages = sandbox.emulator.channel_messages(CHANNEL)
+    assert sum(1 for m in messages if "Early warning" in m.text) == 1, [m.text for m in messages]

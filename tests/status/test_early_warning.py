@@ -1,0 +1,140 @@
+"""The early warning's upkeep against a real Redis, with a clock the test moves and a metrics
+backend of the bot's own interface: a warning is raised once the queue builds over several
+readings, queued for the channel's sender, edited as it moves, cleared when it stops, folded
+into the incident when the alert fires, held back while dismissed, and each reading is decided
+by one replica only."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from redis.asyncio import Redis
+
+from bot.domain.alerts import parse_notification
+from bot.domain.delivery import delivery_of
+from bot.domain.early_warning import Phase, Thresholds
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incidents import GroupState, open_incident, resolve_manually
+from bot.fleet.readings import FleetReadings
+from bot.status.early_warning import EarlyWarnings, WarningConfig
+from bot.storage.incident_store import BAND, BAND_EVENT, Commit, IncidentStore
+from bot.storage.warnings import WarningStore
+from tests.support.payloads import fixture_json
+
+START = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+TYPE = "linux.2xlarge"
+
+
+class Building:
+    """linux.2xlarge at its maximum of 20 runners, with the jobs in the system the test sets."""
+
+    name = "Prometheus"
+    live = True
+
+    def __init__(self) -> None:
+        self.in_system = 18.0
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        busy = min(self.in_system, 20)
+        metrics = RunnerTypeMetrics(
+            queued=self.in_system - busy,
+            busy=busy,
+            registered=20,
+            maximum=20,
+            job_duration_mins=6.0,
+        )
+        return FleetSnapshot(at=now, source="prometheus", runner_types={TYPE: metrics})
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Replica:
+    def __init__(self, redis: Redis, fleet: Building, now: list[datetime]) -> None:
+        self.store = IncidentStore(redis, "qp")
+        self.warnings = WarningStore(redis, self.store.keys)
+        readings = FleetReadings(
+            redis, self.store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
+        )
+        config = WarningConfig(channel="C1", thresholds=Thresholds(queued=10))
+        self.upkeep = EarlyWarnings(
+            readings, self.store, self.warnings, config=config, clock=lambda: now[0]
+        )
+
+
+async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushdb()
+    fleet, now = Building(), [START]
+    first, second = Replica(redis, fleet, now), Replica(redis, fleet, now)
+
+    async def reading(in_system: float) -> None:
+        fleet.in_system = in_system
+        now[0] += timedelta(seconds=60)
+        await first.upkeep.tick()
+        await second.upkeep.tick()  # the same reading: already decided
+
+    for n in (18, 20, 22):
+        await reading(n)
+        assert await first.warnings.all() == {}, "not until several readings show it"
+    await reading(24)  # 4 queued, +2/min at the maximum: 10 queued in 3 minutes
+    state = (await first.warnings.all())[TYPE]
+    assert state.phase is Phase.ACTIVE and state.version == 1 and not state.ts
+    assert "at this rate the alert fires in ~3 min" in state.text
+    assert "+12 runners would hold it" in state.text
+    # Queued for the channel's sender, past the roots, once.
+    posts = await redis.zrange(first.store.keys.posts("C1"), 0, -1, withscores=True)
+    assert [(member, score // BAND) for member, score in posts] == [(state.member, BAND_EVENT)]
+
+    await first.warnings.record_post(state, "1700000000.000100")  # what the sender records
+    await reading(27)
+    state = (await first.warnings.all())[TYPE]
+    assert state.version == 2 and state.shown == 1 and state.ts == "1700000000.000100"
+    assert await first.warnings.edits("C1") == [TYPE], "the posted warning is edited"
+    assert await redis.zcard(first.store.keys.posts("C1")) == 0, "never posted twice"
+
+    await reading(27)  # holding steady: withdrawn
+    state = (await first.warnings.all())[TYPE]
+    assert state.phase is Phase.CLEARED and state.version == 3
+
+
+async def test_the_alert_firing_folds_the_warning_and_a_dismissal_holds(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushdb()
+    fleet, now = Building(), [START]
+    replica = Replica(redis, fleet, now)
+
+    async def reading(in_system: float) -> None:
+        fleet.in_system = in_system
+        now[0] += timedelta(seconds=60)
+        await replica.upkeep.tick()
+
+    for n in (18, 20, 22, 24):
+        await reading(n)
+    state = (await replica.warnings.all())[TYPE]
+    await replica.warnings.record_post(state, "1700000000.000100")
+
+    firing = parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    incident = open_incident(
+        delivery_of(firing), incident_id="7", uid="u7", channel="C1", now=now[0]
+    )
+    await replica.store.commit(Commit(incident, group=GroupState(incident_id="7")))
+    await reading(26)
+    state = (await replica.warnings.all())[TYPE]
+    assert state.phase is Phase.FOLDED and state.incident_id == "7"
+
+    # Once resolved, a queue building again raises a new warning; dismissed, it stays away.
+    resolved = resolve_manually(incident, by="U1", name="al", now=now[0])
+    assert await replica.store.commit(Commit(resolved, version=1))
+    for n in (30, 32, 34, 36):
+        await reading(n)
+    raised = (await replica.warnings.all())[TYPE]
+    assert raised.phase is Phase.ACTIVE and raised.uid != state.uid, "a new warning"
+    until = (now[0] + timedelta(hours=1)).timestamp()
+    dismissed = raised.changed(now[0].timestamp(), phase=Phase.DISMISSED, by="al", until=until)
+    assert await replica.warnings.save(dismissed)
+    for n in (38, 40, 42, 44):
+        await reading(n)
+    assert (await replica.warnings.all())[TYPE].phase is Phase.DISMISSED
+    # A stale decision (another replica's, older than what is stored) never overwrites it.
+    assert not await replica.warnings.save(raised.changed(now[0].timestamp(), text="older"))
