@@ -40,6 +40,7 @@ from bot.actions.flow import Acting
 from bot.actions.interactions import Interactions
 from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
+from bot.actions.report import Report
 from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.scale_reverts import RevertConfig, ScaleReverts
 from bot.actions.silence import SilenceConfig, Silencing
@@ -302,8 +303,15 @@ def _action_core(
         stall_mins=settings.listener_stall_minutes,
     )
     diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs, scaling=scaling)
+    report = Report(acting, readings, kept_days=settings.incident_retention_days)
     core = ActionCore(
-        acting, silencing, scaling, diagnosing, Jobs(acting, jobs), Warnings(acting, warnings)
+        acting,
+        silencing,
+        scaling,
+        diagnosing,
+        Jobs(acting, jobs),
+        Warnings(acting, warnings),
+        report,
     )
     return core, watch, reverts
 

@@ -26,6 +26,8 @@ HELP = """*`/queue`* — the live queue by runner type, and the open incidents
 maxRunners; `keep`: not put back when the incident resolves)
 *`/queue diagnose [ID]`* — the runbook's checks, the likely cause, what to do next
 *`/queue jobs [runner-type]`* — which workflows' jobs are queueing, from where, what changed
+*`/queue report [7d|30d] [runner-type]`* — capacity: incidents, firing time, peaks, scale-ups, \
+and the size that would have prevented them
 Without an ID, a command acts on the one open incident; when several are open it asks which."""
 
 # An ephemeral answer is one section-sized text: the overview stops before it, saying how many
@@ -39,6 +41,7 @@ LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
 _DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _COUNT = re.compile(r"\+?([0-9]+)")
 MAX_SCALE_UP = 9999  # runners one command adds; the scaler's own cap is checked after
+REPORT_WINDOWS = {"7d": 7, "30d": 30}
 MAX_ID = 40  # incident IDs are short numbers; a longer word is a typo, not an ID
 
 
@@ -88,6 +91,8 @@ def parse_command(text: str) -> Command:
         return Command(verb, seconds=parse_duration(args[0]), incident_ref=_optional_id(args, 1))
     if verb == "scale":
         return _parse_scale(args)
+    if verb == "report":
+        return _parse_report(args)
     if verb == "jobs":
         if len(args) > 1:
             raise CommandError(
@@ -95,6 +100,16 @@ def parse_command(text: str) -> Command:
             )
         return Command(verb, runner_type=args[0] if args else None)
     raise CommandError(f"unknown command `{escape(verb)}`. Try `/queue help`.")
+
+
+def _parse_report(args: list[str]) -> Command:
+    usage = "usage: `/queue report [7d|30d] [runner-type]`, e.g. `/queue report 30d linux.2xlarge`"
+    days, rest = 7, list(args)
+    if rest and rest[0].lower() in REPORT_WINDOWS:
+        days = REPORT_WINDOWS[rest.pop(0).lower()]
+    if len(rest) > 1:
+        raise CommandError(usage)
+    return Command("report", runner_type=rest[0] if rest else None, count=days)
 
 
 def _parse_scale(args: list[str]) -> Command:
@@ -152,6 +167,10 @@ async def run_command(
         return await _status(core, channel)
     if command.verb == "incidents":
         return await _recent(core)
+    if command.verb == "report":
+        return await core.report(
+            actor, command.count or 7, command.runner_type, interaction=interaction
+        )
     if command.verb == "jobs":
         return await core.jobs(
             actor, command.runner_type, limit=MAX_ANSWER, interaction=interaction

@@ -16,6 +16,7 @@ from datetime import datetime
 from bot.actions.diagnose import Diagnosing
 from bot.actions.flow import Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.jobs import Jobs
+from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
 from bot.actions.warnings import Warnings
@@ -37,6 +38,7 @@ class ActionCore:
         diagnosing: Diagnosing,
         jobs: Jobs | None = None,
         warnings: Warnings | None = None,
+        report: Report | None = None,
     ) -> None:
         self._acting = acting
         self._store = acting.store
@@ -48,6 +50,14 @@ class ActionCore:
         self.readings = diagnosing.readings
         self.jobs = (jobs or Jobs(acting, None)).jobs
         self.warnings = warnings
+        self._report = report
+
+    async def report(
+        self, actor: Actor, days: int, runner_type: str | None, *, interaction: str | None = None
+    ) -> Outcome:
+        if self._report is None:
+            return Outcome(False, "Capacity reports need the fleet's readings.", "refused")
+        return await self._report.report(actor, days, runner_type, interaction=interaction)
 
     async def dismiss_warning(
         self, actor: Actor, runner_type: str, *, interaction: str | None = None

@@ -13,8 +13,10 @@ from bot.actions.flow import Acting
 from bot.actions.interactions import Interactions
 from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
+from bot.actions.report import Report
 from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.silence import SilenceConfig, Silencing
+from bot.actions.warnings import Warnings
 from bot.backends.metrics import QueuedJobs, QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.scale import Scaler
@@ -23,6 +25,7 @@ from bot.domain.scaling import ScaleTarget
 from bot.fleet.jobs import JobArrivals, JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import IncidentStore
+from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
 
 
@@ -75,4 +78,6 @@ def action_core(
     diagnosing = Diagnosing(
         acting, readings, config=DiagnoseConfig(timeout_s=2), jobs=watch, scaling=scaling
     )
-    return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, watch))
+    warnings = Warnings(acting, WarningStore(redis, store.keys))
+    report = Report(acting, readings, kept_days=30)
+    return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, watch), warnings, report)

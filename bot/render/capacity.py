@@ -1,0 +1,60 @@
+"""`/queue report`: the capacity report as one ephemeral answer (mrkdwn, escaped, capped)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.domain.capacity import NO_TYPE, TypeReport
+from bot.domain.units import duration, minutes, number
+from bot.render.mrkdwn import escape, truncate
+
+MAX_TYPES = 10
+
+
+def render_report(reports: Sequence[TypeReport], *, days: int, kept_days: int) -> str:
+    head = f"*Capacity report · the last {days} days*"
+    if not any(r.incidents for r in reports):
+        return f"{head}\nNo queue incident in these {days} days.{_kept(days, kept_days)}"
+    lines = [head]
+    for report in reports[:MAX_TYPES]:
+        lines.append(_type_line(report))
+        if report.recommendation:
+            lines.append(f"   ↳ {truncate(escape(report.recommendation), 300)}")
+    if len(reports) > MAX_TYPES:
+        lines.append(
+            f"_{len(reports) - MAX_TYPES} more runner types: `/queue report {days}d <type>`_"
+        )
+    lines.append(
+        "_From queuepilot's own incidents and the live reading; queue-time percentiles and hours "
+        "at the maximum from the metrics backend's history are not in this report yet._"
+        + _kept(days, kept_days)
+    )
+    return truncate("\n".join(lines), 2900)
+
+
+def _type_line(report: TypeReport) -> str:
+    name = (
+        truncate(escape(report.runner_type), 100)
+        if report.runner_type != NO_TYPE
+        else ("_alerts naming no runner type_")
+    )
+    parts = [f"{report.incidents} incident{'s' if report.incidents != 1 else ''}"]
+    if report.incidents:
+        parts.append(f"{duration(report.firing)} firing")
+    if report.peak_queued is not None:
+        parts.append(f"peak {number(report.peak_queued)} queued")
+    if report.peak_wait_mins is not None:
+        parts.append(f"longest wait {minutes(report.peak_wait_mins)}")
+    if report.maximum is not None:
+        low = number(report.minimum) if report.minimum is not None else "?"
+        parts.append(f"runners {low}–{number(report.maximum)}")
+    if report.scale_ups:
+        who = ", ".join(f"{truncate(escape(n), 40)} {c}" for n, c in report.scale_ups.items())
+        parts.append(f"{sum(report.scale_ups.values())} scale-ups ({who})")
+    return f"• *{name}*: " + " · ".join(parts)
+
+
+def _kept(days: int, kept_days: int) -> str:
+    if days <= kept_days:
+        return ""
+    return f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are gone."
