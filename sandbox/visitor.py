@@ -34,6 +34,7 @@ CHROMIUM_ARGS = (
     "--no-first-run",
 )
 VIEWPORT = {"width": 1500, "height": 1000}
+TITLE = "Jobs queueing in autoscaled machines"
 SUMMARY = re.compile(r"Incident \d+ resolved \(queue drained\)")
 
 
@@ -64,8 +65,9 @@ def chromium_page(url: str) -> Iterator[Page]:
 
 def see_the_incident(page: Page, *, within_ms: float) -> Any:
     """The incident's root, once it shows the live numbers by runner type."""
-    root = page.locator("#messages article.message").first
-    expect(root).to_contain_text("Jobs queueing in autoscaled machines", timeout=within_ms)
+    # The incident's root: an early warning may be in the channel before it.
+    root = page.locator("#messages article.message", has_text=TITLE).first
+    expect(root).to_contain_text(TITLE, timeout=within_ms)
     expect(root).to_contain_text(re.compile(r"linux\.2xlarge: \d+ queued"), timeout=within_ms)
     expect(root).to_contain_text("live from Prometheus", timeout=within_ms)
     return root

@@ -10,6 +10,7 @@ const view = {
   channel: null, // the channel shown
   thread: null, // root ts of the open thread
   threadClosed: false, // the visitor closed it: do not reopen one by itself
+  threadAuto: false, // the open thread was chosen by the page, not the visitor: it follows the newest
   modalKey: null,
 };
 
@@ -85,9 +86,12 @@ function renderChannel(channel) {
   const loose = channel.ephemerals.filter((e) => !e.thread_ts);
   const items = [...channel.messages.map((m) => ({ ...m, kind: "message" })),
     ...loose.map((e) => ({ ...e, kind: "ephemeral" }))].sort((a, b) => Number(a.ts) - Number(b.ts));
-  if (!view.thread && !view.threadClosed) {
-    const incident = [...channel.messages].reverse().find((m) => m.blocks?.length);
-    if (incident) view.thread = incident.ts;
+  if ((!view.thread || view.threadAuto) && !view.threadClosed) {
+    // Follow the newest incident by itself: the newest message with a thread, else with blocks
+    // (a root before its first reply); a message of its own, such as an early warning, has none.
+    const newest = [...channel.messages].reverse();
+    const incident = newest.find((m) => m.reply_count) || (view.thread ? null : newest.find((m) => m.blocks?.length));
+    if (incident) { view.thread = incident.ts; view.threadAuto = true; }
   }
   box.replaceChildren(...(items.length ? items.map((item) => message(item, channel, true))
     : [el("p", { class: "empty" }, "No messages yet. The simulated fleet's alert will open an incident here.")]));
@@ -143,7 +147,7 @@ function message(item, channel, inChannel) {
     : el("div", { class: "file" }, `📎 ${file.title || file.name}`));
   const threadLink = inChannel && item.reply_count ? el("button", {
     type: "button", class: "thread-link",
-    onclick: () => { view.thread = item.ts; view.threadClosed = false; render(); },
+    onclick: () => { view.thread = item.ts; view.threadAuto = false; view.threadClosed = false; render(); },
   }, `${item.reply_count} ${item.reply_count === 1 ? "reply" : "replies"}`) : null;
   return el("article", {
     class: `message ${item.kind}${view.thread === item.ts && inChannel ? " selected" : ""}`,

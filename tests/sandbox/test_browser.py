@@ -74,8 +74,13 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "demo-thread.png"))
 
-    # One incident, one silence, one scale-up and its revert: nothing happened twice.
-    assert len(sandbox.emulator.channel_messages(CHANNEL)) == 1
+    # One early warning that the incident took on, one incident, one silence, one scale-up and
+    # its revert: nothing happened twice.
+    messages = sandbox.emulator.channel_messages(CHANNEL)
+    [warning] = [m for m in messages if "Early warning" in m.text]
+    assert "carries it on" in warning.text
+    assert len([m for m in messages if visitor.TITLE in m.text + str(m.blocks)]) == 1
+    assert len(messages) == 2
     assert len(sandbox.fleet.silences.all()) == 1
     # The scale-up was put back after the drain: the scale set is as it was before.
     assert sandbox.fleet.bounds_changes == [
