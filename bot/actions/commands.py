@@ -255,7 +255,10 @@ async def _open_here(core: ActionCore, channel: str, head: str) -> Outcome:
         shown = ", ".join(f"<#{escape(c)}>" for c in channels[:5])
         others = f"\n_{len(elsewhere)} open in other channels: {shown}_"
     if not here:
-        quiet = "No open incidents" + (" here." if elsewhere else ": the queues are quiet.")
+        # Under the live queue the numbers speak for themselves; alone, say what it means.
+        quiet = "No open incidents" + (
+            " here." if elsewhere else ("." if head else ": the queues are quiet.")
+        )
         return Outcome(True, (f"{head}\n\n" if head else "") + quiet + others)
     title = f"{head}\n\n*Open incidents*" if head else ""
     text = _capped(title, [_overview_line(i) for i in here], len(here))
