@@ -82,7 +82,7 @@ async def measure(
     readings = FleetReadings(
         redis, store.keys, fleet, interval_s=60, timeout_s=5, clock=lambda: now[0]
     )
-    charts = ChartDelivery(redis, store.keys, ChartStyle.BLOCK)
+    charts = ChartDelivery(redis, store.keys, ChartStyle.NATIVE)
     reporter = StatusReporter(
         store, readings, Telemetry(), charts=charts, config=StatusConfig(), clock=lambda: now[0]
     )

@@ -153,7 +153,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             leases=leases,
             telemetry=telemetry,
             charts=charts,
-            warnings=warnings,
+            # Senders start with the app, after `early_warnings` below is decided.
+            warnings=warnings if early_warnings is not None else None,
             config=sender_config,
             clock=clock,
         )
@@ -312,6 +313,7 @@ def _action_core(
         Jobs(acting, jobs),
         Warnings(acting, warnings),
         report,
+        channels=frozenset({settings.slack_channel, *(r.channel for r in settings.slack_routes)}),
     )
     return core, watch, reverts
 

@@ -219,10 +219,10 @@ class Settings(BaseSettings):
     drain_check_seconds: int = Field(default=60, ge=1, le=3600)
     # Forecasts say how many runners would drain the queue within this long.
     drain_target_minutes: float = Field(default=30, gt=0, le=1440)
-    # block: Slack draws the trend in the status replies and the summary (no upload, no
+    # native: Slack draws the trend in the status replies and the summary (no upload, no
     # files:write); image: a PNG uploaded with every Nth status, also the fallback when the
     # workspace refuses the block.
-    chart_style: ChartStyle = ChartStyle.BLOCK
+    chart_style: ChartStyle = ChartStyle.NATIVE
     # As pictures, the trend chart goes with every Nth new status reply (0: only the summary's).
     status_chart_every: int = Field(default=3, ge=0, le=100)
     scaler_backend: ScalerBackend = ScalerBackend.NONE

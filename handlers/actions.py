@@ -78,17 +78,17 @@ on_diagnose = incident_action(lambda core, who, ref, i, _: core.diagnose(who, re
 async def on_dismiss_warning(
     ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext
 ) -> None:
-    """An early warning's Dismiss button: its message names the runner type in the value."""
+    """An early warning's Dismiss button: its value names the warning (uid) and runner type."""
     await ack()
     after_ack(_dismiss(body, context))
 
 
 async def _dismiss(body: dict[str, Any], context: AsyncBoltContext) -> None:
     action = (body.get("actions") or [{}])[0]
-    runner_type = str(action.get("value") or "")[:200]
+    uid, _, runner_type = str(action.get("value") or "").partition(":")
     core = core_of(context)
     outcome = await core.dismiss_warning(
-        actor_of(body), runner_type, interaction=interaction_of(body)
+        actor_of(body), runner_type, uid, interaction=interaction_of(body)
     )
     await tell(context, body, outcome)
 

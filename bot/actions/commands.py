@@ -177,15 +177,13 @@ async def run_command(
         )
     ref = command.incident_ref
     if ref is None:
-        everywhere = await core.open_incidents(MAX_SCAN)
-        here, _ = _in(everywhere, channel)
-        open_now = here or everywhere  # none here: the ones elsewhere, named by their channel
-        if not open_now:
+        here, elsewhere = _in(await core.open_incidents(MAX_SCAN), _scope(core, channel))
+        if not here and not elsewhere:
             return Outcome(False, "No open incident. `/queue incidents` lists recent ones.")
-        if len(open_now) > 1:
-            total = len(here) if here else await core.open_count()
-            return _which(command, open_now[:MAX_LINES], total)
-        ref = open_now[0].id
+        if len(here) != 1:  # several here, or none here but some in other channels: ask
+            shown = here or elsewhere
+            return _which(command, shown[:MAX_LINES], len(shown), channel)
+        ref = here[0].id
     if command.verb == "ack":
         return await core.acknowledge(actor, ref, interaction=interaction)
     if command.verb == "diagnose":
@@ -207,13 +205,16 @@ async def run_command(
     return await core.resolve(actor, ref, interaction=interaction)
 
 
-def _which(command: Command, incidents: list[Incident], total: int) -> Outcome:
-    """Several incidents are open: acting on a guess could hit the wrong one, so ask."""
+def _which(command: Command, incidents: list[Incident], total: int, channel: str) -> Outcome:
+    """Several incidents are open (or only in other channels): acting on a guess could hit the
+    wrong one, so ask."""
+    where = "open" if total != 1 else "open in another channel"
     head = (
-        f"{total} incidents are open: say which, e.g. "
+        f"{total} incident{'s are' if total != 1 else ' is'} {where}: say which, e.g. "
         f"`/queue {command.verb} {escape(incidents[0].id)}`."
     )
-    return Outcome(False, _capped(head, [_brief(incident) for incident in incidents], total))
+    lines = [_brief(incident, channel) for incident in incidents]
+    return Outcome(False, _capped(head, lines, total))
 
 
 async def _recent(core: ActionCore) -> Outcome:
@@ -248,7 +249,7 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
 
 async def _open_here(core: ActionCore, channel: str, head: str) -> Outcome:
     """The open incidents of `channel`, under `head`, and a line for those in other channels."""
-    here, elsewhere = _in(await core.open_incidents(MAX_SCAN), channel)
+    here, elsewhere = _in(await core.open_incidents(MAX_SCAN), _scope(core, channel))
     others = ""
     if elsewhere:
         channels = sorted({i.channel for i in elsewhere if i.channel})
@@ -263,6 +264,12 @@ async def _open_here(core: ActionCore, channel: str, head: str) -> Outcome:
     title = f"{head}\n\n*Open incidents*" if head else ""
     text = _capped(title, [_overview_line(i) for i in here], len(here))
     return Outcome(True, text + others)
+
+
+def _scope(core: ActionCore, channel: str) -> str:
+    """The channel `/queue` answers for: the one it was typed in when incidents open there, else
+    none (a DM, another channel): every incident is "here" then."""
+    return channel if channel in core.channels else ""
 
 
 def _in(incidents: list[Incident], channel: str) -> tuple[list[Incident], list[Incident]]:
@@ -294,8 +301,11 @@ def _capped(head: str, lines: list[str], total: int) -> str:
     return "\n".join(kept)
 
 
-def _brief(incident: Incident) -> str:
-    return f"• *#{escape(incident.id)}* {truncate(escape(incident.title), 150)}"
+def _brief(incident: Incident, channel: str = "") -> str:
+    """One incident, with its channel when it is not the one asked from."""
+    elsewhere = incident.channel and incident.channel != channel
+    where = f" in <#{escape(incident.channel)}>" if elsewhere else ""
+    return f"• *#{escape(incident.id)}* {truncate(escape(incident.title), 150)}{where}"
 
 
 def _overview_line(incident: Incident) -> str:

@@ -39,6 +39,8 @@ class ActionCore:
         jobs: Jobs | None = None,
         warnings: Warnings | None = None,
         report: Report | None = None,
+        *,
+        channels: frozenset[str] = frozenset(),
     ) -> None:
         self._acting = acting
         self._store = acting.store
@@ -50,6 +52,9 @@ class ActionCore:
         self.readings = diagnosing.readings
         self.jobs = (jobs or Jobs(acting, None)).jobs
         self.warnings = warnings
+        # Where incidents open (SLACK_CHANNEL and the routes'): `/queue` typed in one of them
+        # answers for that channel; anywhere else (a DM), for all of them.
+        self.channels = channels
         self._report = report
 
     async def report(
@@ -60,11 +65,11 @@ class ActionCore:
         return await self._report.report(actor, days, runner_type, interaction=interaction)
 
     async def dismiss_warning(
-        self, actor: Actor, runner_type: str, *, interaction: str | None = None
+        self, actor: Actor, runner_type: str, uid: str, *, interaction: str | None = None
     ) -> Outcome:
         if self.warnings is None:
             return Outcome(False, "Early warnings are turned off.", "refused")
-        return await self.warnings.dismiss(actor, runner_type, interaction=interaction)
+        return await self.warnings.dismiss(actor, runner_type, uid, interaction=interaction)
 
     # -- finding incidents -----------------------------------------------------------------
 

@@ -22,16 +22,16 @@ class Warnings:
         self._store = store
 
     async def dismiss(
-        self, actor: Actor, runner_type: str, *, interaction: str | None = None
+        self, actor: Actor, runner_type: str, uid: str, *, interaction: str | None = None
     ) -> Outcome:
         return await self._acting.guarded(
-            "dismiss_warning", actor, interaction, lambda: self._dismiss(actor, runner_type)
+            "dismiss_warning", actor, interaction, lambda: self._dismiss(actor, runner_type, uid)
         )
 
-    async def _dismiss(self, actor: Actor, runner_type: str) -> Outcome:
+    async def _dismiss(self, actor: Actor, runner_type: str, uid: str) -> Outcome:
         state = await self._store.get(runner_type)
         name = truncate(escape(runner_type), 200)
-        if state is None or state.phase is not Phase.ACTIVE:
+        if state is None or state.uid != uid or state.phase is not Phase.ACTIVE:
             return Outcome(False, f"The early warning for {name} has ended already.", "refused")
         now = self._acting.clock()
         until = now + timedelta(seconds=DISMISS_FOR_S)

@@ -15,8 +15,8 @@ it. The model, per runner type, from its last few readings:
   over the throughput at capacity (`capacity / job duration`, Little's law), else the longest
   wait now plus `t`.
 - The crossing is the first minute, within the horizon, at which either reaches the alert's
-  threshold. **Runners that would hold it** stop the growth: `growth × job duration`, beyond
-  the maximum.
+  threshold. **Runners that would hold it** stop the growth: `growth × job duration` more than
+  are busy now (beyond the maximum, when the type is at it; else said beside its headroom).
 
 More runners never bring a crossing sooner (a property test holds the model to it). Pure: the
 early warning's upkeep (`bot.status.early_warning`) decides what to post from it.
@@ -73,6 +73,7 @@ class Forecast:
     in_mins: float  # until the queue crosses a threshold (0: it has)
     crosses: str  # which: "queued" or "wait"
     hold_runners: int | None  # more runners that would stop the growth
+    headroom: float | None = None  # runners that still fit under the maximum
 
     @property
     def text(self) -> str:
@@ -90,8 +91,11 @@ class Forecast:
             f"{self.runner_type}: queue building, {number(self.queued)} queued and "
             f"+{self.growth_per_min:.1f}/min{where}; at this rate the alert fires {when}"
         )
-        if self.hold_runners:
+        if self.hold_runners and self.at_maximum:
             text += f"; +{self.hold_runners} runners would hold it"
+        elif self.hold_runners and self.headroom is not None:
+            room = number(self.headroom)
+            text += f"; ~+{self.hold_runners} runners would hold it ({room} fit under the maximum)"
         return text
 
 
@@ -104,15 +108,17 @@ def forecast(
     *,
     boot_mins: float,
     horizon_mins: float,
+    sustained: bool = False,
 ) -> Forecast | None:
     """When `name`'s queue crosses `thresholds` within `horizon_mins`, at the growth its
     readings show (`past`: the earlier readings, oldest first); None when it does not, or the
-    evidence is not there."""
+    evidence is not there. `sustained`: a warning stands already, and it takes a growth that
+    stops (not one reading that did not rise) to withdraw it."""
     current = in_system(now)
     if not thresholds.known or current is None or now.queued is None:
         return None
     points = [*past, Point(at, current)]
-    growth = _growth(points, now)
+    growth = _growth(points, now, sustained=sustained)
     if growth is None or growth < MIN_GROWTH:
         return None
     registered = now.registered if now.registered is not None else (now.busy or 0.0)
@@ -133,6 +139,7 @@ def forecast(
         growth_per_min=growth,
         maximum=maximum,
         at_maximum=maximum is not None and registered >= maximum,
+        headroom=max(maximum - registered, 0.0) if maximum is not None else None,
         in_mins=in_mins,
         crosses=crosses,
         hold_runners=hold,
@@ -157,14 +164,14 @@ def gauges_in_system(gauges: dict[str, float]) -> float:
     return gauges.get("busy", 0.0) + gauges.get("queued", 0.0)
 
 
-def _growth(points: Sequence[Point], now: RunnerTypeMetrics) -> float | None:
+def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool) -> float | None:
     """Jobs in the system per minute, or None without the evidence of a steady rise: the
     smallest of the short slope, the long slope and, where the backend counts them, arrivals
     minus completions (in the backend's own minutes, which a compressed demo fleet keeps)."""
     if len(points) < EVIDENCE + 1:
         return None
     recent = points[-(EVIDENCE + 1) :]
-    if any(b.in_system <= a.in_system for a, b in pairwise(recent)):
+    if not sustained and any(b.in_system <= a.in_system for a, b in pairwise(recent)):
         return None
     growth = min(_slope(points[-SHORT:]), _slope(points[-LONG:]))
     if now.arrival_per_min is not None and now.completed_per_min is not None:

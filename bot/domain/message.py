@@ -18,7 +18,12 @@ class Rendered:
 
 
 class ChartStyle(StrEnum):
-    """How the trend chart goes to Slack (`CHART_STYLE`): a block Slack draws, or a picture."""
+    """How the trend chart goes to Slack (`CHART_STYLE`): `native`, a Block Kit
+    `data_visualization` block Slack draws (`block` is taken as the same), or `image`."""
 
-    BLOCK = "block"
+    NATIVE = "native"
     IMAGE = "image"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ChartStyle | None:
+        return cls.NATIVE if isinstance(value, str) and value.lower() == "block" else None

@@ -10,7 +10,8 @@ incident shows them (Grafana rules often carry those as annotations), and `runne
 when any runner type the alert names matches. As in Alertmanager, a regex matches the whole
 value (anchored), and a label that is absent has the empty value.
 
-`SLACK_ROUTES` is JSON: `[{"matchers": ["team=rocm"], "channel": "C0ROCM"}, ...]`.
+`SLACK_ROUTES` is JSON: `[{"match": ["team=\"rocm\""], "channel": "C0ROCM"}, ...]` (`matchers`,
+Alertmanager's own word, is taken for `match`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def parse_routes(text: str | None) -> tuple[Route, ...]:
     except ValueError as exc:
         raise ValueError(f"not JSON ({exc})") from None
     if not isinstance(raw, list):
-        raise ValueError('a JSON list of {"matchers": [...], "channel": "C..."} objects')
+        raise ValueError('a JSON list of {"match": [...], "channel": "C..."} objects')
     if len(raw) > MAX_ROUTES:
         raise ValueError(f"at most {MAX_ROUTES} routes, not {len(raw)}")
     return tuple(_route(n, item) for n, item in enumerate(raw, 1))
@@ -70,20 +71,23 @@ def channel_for(routes: Iterable[Route], facts: AlertFacts, default: str) -> str
 
 
 def channel_for_type(routes: Iterable[Route], runner_type: str, default: str) -> str:
-    """Where a runner type's early warning goes: the first route that takes an alert naming
-    only that type and no label (a route on `runner_type`), else `default`."""
-    return next((r.channel for r in routes if r.takes({}, (runner_type,))), default)
+    """Where a runner type's early warning goes (it has no labels, only its type): the first
+    route made of `runner_type` matchers alone that takes it, else `default`."""
+    on_type = (r for r in routes if all(m.name == RUNNER_TYPE for m in r.matchers))
+    return next((r.channel for r in on_type if r.takes({}, (runner_type,))), default)
 
 
 def _route(n: int, item: object) -> Route:
-    if not isinstance(item, dict) or set(item) - {"matchers", "channel"}:
-        raise ValueError(f'route {n}: an object of "matchers" and "channel" only')
+    if not isinstance(item, dict) or set(item) - {"match", "matchers", "channel"}:
+        raise ValueError(f'route {n}: an object of "match" and "channel" only')
+    if "match" in item and "matchers" in item:
+        raise ValueError(f'route {n}: "match" or "matchers", not both')
     channel = item.get("channel")
     if not isinstance(channel, str) or not _CHANNEL_ID.fullmatch(channel):
         raise ValueError(f"route {n}: channel must be a channel ID (C0123ABCD), not {channel!r}")
-    texts = item.get("matchers")
+    texts = item.get("match", item.get("matchers"))
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-        raise ValueError(f'route {n}: "matchers" must be a non-empty list of strings')
+        raise ValueError(f'route {n}: "match" must be a non-empty list of strings')
     if len(texts) > MAX_MATCHERS:
         raise ValueError(f"route {n}: at most {MAX_MATCHERS} matchers")
     matchers = []

@@ -22,7 +22,7 @@ from bot.outbound.marks import digest_of
 from bot.outbound.queue import SendQueue
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
-from bot.storage.warnings import WarningStore
+from bot.storage.warnings import REFUSED, WarningStore
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class WarningEdits:
             return
         for runner_type in pending:
             state = await self._warnings.get(runner_type)
-            if state is None or not state.ts or state.channel != self.channel:
+            if state is None or state.ts in ("", REFUSED) or state.channel != self.channel:
                 # Gone, or not posted yet (its post's record queues the edit again if needed).
                 await self._warnings.discard_edit(self.channel, runner_type)
                 continue

@@ -35,7 +35,7 @@ from bot.render.chart_block import has_charts
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.incident_store import ThreadRef
-from bot.storage.warnings import WarningStore
+from bot.storage.warnings import REFUSED, WarningStore
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -53,18 +53,19 @@ class Ledger:
     telemetry: Telemetry
 
     async def undeliverable(self, incident_id: str, item: str, error: str) -> None:
+        whose = f"incident {incident_id}" if incident_id else f"sender {self.channel}"
         if error in NOT_A_MEMBER:
             # A route (or SLACK_CHANNEL) names a channel the app cannot post to: say what fixes it.
             log.error(
-                "incident %s: queuepilot cannot post in channel %s (%s): invite it there "
+                "%s: queuepilot cannot post in channel %s (%s): invite it there "
                 "(/invite @queuepilot) or change SLACK_ROUTES / SLACK_CHANNEL; %s dropped",
-                incident_id,
+                whose,
                 self.channel,
                 error,
                 item,
             )
         else:
-            log.error("incident %s: %s can never be sent (%s); dropped", incident_id, item, error)
+            log.error("%s: %s can never be sent (%s); dropped", whose, item, error)
         self.telemetry.slack_undeliverable.labels(error).inc()
         await self.queue.undeliverable(incident_id, item, error)
 
@@ -284,8 +285,9 @@ class WarningPost(Outgoing):
         await self.warnings.record_post(shown, ts)
 
     async def refused(self, ledger: Ledger, error: str) -> None:
-        await ledger.undeliverable("", f"warning for {self.state.runner_type}", error)
-        await self.warnings.drop(self.state)
+        """Recorded as never showable: the same warning is not tried again every reading."""
+        await ledger.undeliverable("", f"early warning for {self.state.runner_type}", error)
+        await self.warnings.record_post(self.state, REFUSED)
 
 
 @dataclass

@@ -94,7 +94,7 @@ class ChannelSender:
         leases: Leases,
         telemetry: Telemetry,
         charts: ChartDelivery,
-        warnings: WarningStore,
+        warnings: WarningStore | None,
         config: SenderConfig,
         clock: Callable[[], datetime],
     ) -> None:
@@ -121,7 +121,8 @@ class ChannelSender:
         self._root_edits = RootEdits(
             channel, queue, editor, interval_ms=config.root_edit_interval_ms, clock=clock
         )
-        self._warning_edits = WarningEdits(channel, warnings, editor)
+        # Early warnings' edits: a loop of their own, only where early warnings are on.
+        self._warning_edits = WarningEdits(channel, warnings, editor) if warnings else None
         self._storm = StormDigest(
             channel,
             editor,
@@ -136,11 +137,9 @@ class ChannelSender:
 
     async def run(self) -> None:
         await self._budget.take_over(await self._queue.bucket(self.channel))
-        loops = [
-            self._loop(self._post_next),
-            self._loop(self._root_edits.step),
-            self._loop(self._warning_edits.step),
-        ]
+        loops = [self._loop(self._post_next), self._loop(self._root_edits.step)]
+        if self._warning_edits is not None:
+            loops.append(self._loop(self._warning_edits.step))
         if self._storm.enabled:
             loops.append(self._loop(self._storm.step))
         await asyncio.gather(*loops)
@@ -205,6 +204,9 @@ class ChannelSender:
         elif kind == "replies" and item:
             await self._ledger.undeliverable(incident_id, item, "unreadable")
             await self._queue.record_reply(self.channel, incident_id, item)
+        elif kind == "warning":  # an unreadable early warning leaves the queue
+            await self._ledger.undeliverable("", member, "unreadable")
+            await self._queue.forget(self.channel, member)
         else:
             await self._ledger.undeliverable(incident_id, member, "unreadable")
             await self._queue.drop_thread(self.channel, incident_id)
@@ -213,7 +215,7 @@ class ChannelSender:
         """What `member` stands for now; None when there is nothing to post (it is gone, or
         already posted, or a quiet status that edited the last one), with that recorded."""
         kind, _, incident_id = member.partition(":")
-        if kind == "warning":
+        if kind == "warning" and self._warnings is not None:
             state = await self._warnings.get(incident_id)
             if state is None or state.ts or state.channel != self.channel:
                 await self._warnings.forget_post(self.channel, member)  # gone, or posted

@@ -38,9 +38,11 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
     categories = _labels(times)
     names = _names(list(series)[:MAX_SERIES])
     drawn = []
+    # Slack wants one value per moment in every series: a type the reading did not show then
+    # was not queueing (a view lists the types that queue), so it is 0, not its last value.
     for name, shown in names.items():
         queued = {at: q for at, q, _ in series[name]}
-        values = _filled([queued.get(at) for at in times], _latest_before(series[name], times))
+        values = [queued.get(at) or 0.0 for at in times]
         drawn.append(
             {
                 "name": shown,
@@ -119,22 +121,3 @@ def _cut(text: str, most: int, *, middle: bool = False) -> str:
         return text[: most - 1] + "…"
     head = (most - 1) // 2
     return text[:head] + "…" + text[-(most - 1 - head) :]
-
-
-def _latest_before(
-    points: list[tuple[float, float | None, float | None]], times: list[float]
-) -> float:
-    """The series' last known queue before the first moment shown, else 0 (not queueing yet)."""
-    known = [q for at, q, _ in points if at < times[0] and q is not None]
-    return known[-1] if known else 0.0
-
-
-def _filled(values: list[float | None], start: float) -> list[float]:
-    """One finite value per category, as Slack requires: a moment without a reading for a
-    type shows its last known value."""
-    out, last = [], start
-    for value in values:
-        if value is not None:
-            last = value
-        out.append(last)
-    return out

@@ -12,6 +12,13 @@ from bot.render.mrkdwn import context, escape, plain, rendered, section, slack_d
 
 DISMISS = "warning_dismiss"
 DISMISS_FOR_S = 3600
+MAX_VALUE = 2000  # Slack's limit for a button's value
+
+
+def dismiss_value(state: WarningState) -> str:
+    """The warning's uid and runner type: a button of an older warning never dismisses a newer
+    one of the same type (the uid is checked); the type fits whole or not at all."""
+    return f"{state.uid}:{state.runner_type}"[:MAX_VALUE]
 
 
 def render_warning(state: WarningState) -> Rendered:
@@ -37,12 +44,12 @@ def render_warning(state: WarningState) -> Rendered:
                         "type": "button",
                         "text": plain("Dismiss for 1 h"),
                         "action_id": DISMISS,
-                        "value": state.runner_type[:2000],
+                        "value": dismiss_value(state),
                     }
                 ],
             },
         ]
-        return rendered(f"Early warning: {state.text}", blocks)
+        return rendered(f"Early warning: {said}", blocks)
     if state.phase is Phase.FOLDED:
         line = (
             f"🔔 Early warning · {name}: the alert fired, incident {escape(state.incident_id)} "

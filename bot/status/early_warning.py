@@ -6,8 +6,9 @@ its warnings (`WarningStore.claim_reading`). For each runner type the forecast
 (`bot.domain.early_warning`) says whether its queue crosses the alert's thresholds within
 `EARLY_WARNING_MINUTES`; the thresholds are the latest incident's (what the alert rule said),
 else the settings'. A warning is raised once, edited as its forecast moves, cleared when the
-queue stops building, folded into the incident once the alert fires (an open incident showing
-that type, or naming none), and held back while dismissed. The channel's sender posts and edits
+queue stops growing (one reading that did not rise is not enough), folded into the incident once
+the alert fires (an open incident showing that type, or one in its channel naming none; test
+incidents never count), and held back while dismissed. The channel's sender posts and edits
 it; a route on `runner_type` sends it where that type's alerts go.
 """
 
@@ -37,8 +38,10 @@ from bot.storage.warnings import WarningStore
 
 log = logging.getLogger(__name__)
 
-# A warning cleared this recently comes back as an edit of its message, not a new one.
-REUSE_S = 1800
+# A warning cleared this recently comes back as an edit of its message, not a new one, and is
+# still the one the incident takes on if the alert fires.
+REUSE_S = 900
+RECENT = 20  # recent incidents read for thresholds and coverage
 PAST = 6  # earlier readings the forecast looks at
 
 
@@ -83,27 +86,30 @@ class EarlyWarnings:
         if not await self._warnings.claim_reading(reading.tried_at.timestamp()):
             return
         history = await self._readings.history()
-        thresholds = await self._thresholds()
-        if not thresholds.known:
-            return
-        incidents = await self._store.get_many(await self._store.open_ids())
+        recent = await self._store.get_many(await self._store.recent_ids(RECENT))
+        recent = [incident for incident in recent if not incident.is_test]
+        incidents = [incident for incident in recent if incident.is_open]
         states = await self._warnings.all()
         fleet = reading.fleet
         for name in sorted({*fleet.runner_types, *states}):
+            state = states.get(name)
             metrics = fleet.runner_types.get(name)
+            thresholds = _thresholds(name, recent, self._config.thresholds)
             said = None
-            if metrics is not None:
-                past = _past(name, history, fleet.at)
+            if metrics is not None and thresholds.known:
                 said = forecast(
                     name,
                     metrics,
                     fleet.at,
-                    past,
+                    _past(name, history, fleet.at),
                     thresholds,
                     boot_mins=self._config.boot_mins,
                     horizon_mins=self._config.horizon_mins,
+                    sustained=state is not None and state.phase is Phase.ACTIVE,
                 )
-            await self._decide(name, said.text if said else None, states.get(name), incidents)
+            if said is None and state is None:
+                continue
+            await self._decide(name, said.text if said else None, state, incidents)
 
     async def _decide(
         self,
@@ -115,52 +121,63 @@ class EarlyWarnings:
         now = self._clock().timestamp()
         if state is not None and state.phase is Phase.DISMISSED and now < state.until:
             return
-        active = state is not None and state.phase is Phase.ACTIVE
-        incident = _covering(name, incidents)
+        channel = state.channel if state else self._channel(name)
+        incident = _covering(name, channel, incidents)
         if incident is not None:
-            if active and state is not None:
-                await self._end(state, now, phase=Phase.FOLDED, incident_id=incident.id)
+            if state is not None and _current(state, now):
+                await self._warnings.save(
+                    state.changed(now, phase=Phase.FOLDED, incident_id=incident.id)
+                )
             return
+        active = state is not None and state.phase is Phase.ACTIVE
         if text is None:
             if active and state is not None:
-                await self._end(state, now, phase=Phase.CLEARED)
+                await self._warnings.save(state.changed(now, phase=Phase.CLEARED))
             return
-        if active and state is not None:
-            await self._warnings.save(state.changed(now, text=text))
-        elif state is not None and state.phase is Phase.CLEARED and state.ts:
-            if now - state.updated_at < REUSE_S:
-                await self._warnings.save(state.changed(now, phase=Phase.ACTIVE, text=text))
-                return
-            await self._raise(name, text, now)
+        if state is not None and _current(state, now) and (active or state.ts):
+            await self._warnings.save(state.changed(now, phase=Phase.ACTIVE, text=text))
         else:
-            await self._raise(name, text, now)
+            log.info("early warning: %s", text)
+            await self._warnings.save(WarningState.raised(name, channel, text, now))
 
-    async def _raise(self, name: str, text: str, now: float) -> None:
-        channel = channel_for_type(self._config.routes, name, self._config.channel)
-        log.info("early warning: %s", text)
-        await self._warnings.save(WarningState.raised(name, channel, text, now))
-
-    async def _end(self, state: WarningState, now: float, **change: object) -> None:
-        """The warning ends: its message says how; one Slack never showed is simply dropped."""
-        if not state.ts and state.shown == 0:
-            await self._warnings.drop(state)
-            return
-        await self._warnings.save(state.changed(now, **change))
-
-    async def _thresholds(self) -> Thresholds:
-        """The latest incident's thresholds (what the alert rule said), else the settings'."""
-        for incident in await self._store.get_many(await self._store.recent_ids(20)):
-            numbers = incident.numbers
-            if numbers.queue_size_threshold is not None or numbers.queue_time_threshold is not None:
-                return Thresholds(numbers.queue_size_threshold, numbers.queue_time_threshold)
-        return self._config.thresholds
+    def _channel(self, name: str) -> str:
+        return channel_for_type(self._config.routes, name, self._config.channel)
 
 
-def _covering(name: str, incidents: Sequence[Incident]) -> Incident | None:
-    """The open incident that speaks for `name` now: one showing that type, or naming none."""
+def _current(state: WarningState, now: float) -> bool:
+    """Still this episode's warning: active, or cleared a short while ago (a queue that paused
+    before the alert fired): its message is edited rather than a new one posted."""
+    if state.phase is Phase.ACTIVE:
+        return True
+    return state.phase is Phase.CLEARED and now - state.updated_at < REUSE_S
+
+
+def _thresholds(name: str, recent: Sequence[Incident], fallback: Thresholds) -> Thresholds:
+    """What the alert rule said last: the latest incident naming this type that states its
+    thresholds, else the latest that states any, else the settings'."""
+    stated = [
+        i
+        for i in recent
+        if i.numbers.queue_size_threshold is not None or i.numbers.queue_time_threshold is not None
+    ]
+    named = [i for i in stated if name in _types(i)]
+    for incident in named or stated:
+        return Thresholds(
+            incident.numbers.queue_size_threshold, incident.numbers.queue_time_threshold
+        )
+    return fallback
+
+
+def _types(incident: Incident) -> set[str]:
+    return {*incident.peak_types, *(incident.live.runner_types if incident.live else {})}
+
+
+def _covering(name: str, channel: str, incidents: Sequence[Incident]) -> Incident | None:
+    """The open incident that speaks for `name` now: one showing that type, or one in the
+    warning's channel naming none."""
     for incident in incidents:
-        types = {*incident.peak_types, *(incident.live.runner_types if incident.live else {})}
-        if not types or name in types:
+        types = _types(incident)
+        if name in types or (not types and incident.channel == channel):
             return incident
     return None
 

@@ -1,6 +1,6 @@
 """How the trend chart reaches Slack: drawn by Slack from a block, or uploaded as a picture.
 
-`CHART_STYLE=block` (the default) puts a `data_visualization` block in the status replies and the
+`CHART_STYLE=native` (the default) puts a `data_visualization` block in the status replies and the
 summary: edited in place with them, no upload and no `files:write`. A workspace that refuses the
 block answers `invalid_blocks`; the sender then marks it here, for every replica, and from then
 on the block is left out and the tick uploads the picture (with every Nth status and the

@@ -121,7 +121,6 @@ class Keys:
     def undeliverable(self) -> str:
         return self._("send", "undeliverable")
 
-    # -- Slack pacing and lookups shared by every caller ------------------------------------
     # -- early warnings ----------------------------------------------------------------------
     @property
     def warnings(self) -> str:
@@ -144,6 +143,7 @@ class Keys:
         """Set while the workspace refuses Slack's chart block: charts are uploaded instead."""
         return self._("slack", "chart-blocks-refused")
 
+    # -- Slack pacing and lookups shared by every caller ------------------------------------
     def hold(self, method: str) -> str:
         return self._("pace", "hold", method)
 

@@ -20,6 +20,9 @@ from bot.storage.incident_store import BAND_EVENT, lua
 from bot.storage.keys import Keys
 
 KEEP_S = 6 * 3600  # an ended warning is remembered this long
+# The ts of a warning Slack refused for good (not in the channel, say): it is not posted again
+# while it lasts, and nothing edits it.
+REFUSED = "-"
 READING_CLAIM_S = 3600
 
 
@@ -63,19 +66,11 @@ class WarningStore:
                 k.posts_bell(channel),
                 k.warning_edits(channel),
                 k.warning_bell(channel),
+                k.in_flight(channel),
             ],
-            args=[state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT],
+            args=[state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT, REFUSED],
         )
         return bool(saved)
-
-    async def drop(self, state: WarningState) -> None:
-        """Forget a warning Slack never showed (it ended before its post's turn came)."""
-        k = self.keys
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.delete(k.warning(state.runner_type))
-            pipe.srem(k.warnings, state.runner_type)
-            pipe.zrem(k.posts(state.channel), state.member)
-            await pipe.execute()
 
     async def record_post(self, state: WarningState, ts: str) -> None:
         k, channel = self.keys, state.channel

@@ -11,16 +11,16 @@ from hypothesis import strategies as st
 
 from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import AlertFacts, QueueNumbers, RunnerQueue, parse_notification
-from bot.domain.routes import Route, channel_for, parse_routes
+from bot.domain.routes import Route, channel_for, channel_for_type, parse_routes
 from tests.support.payloads import fixture_json
 
 DEFAULT = "C0DEFAULT"
 ROUTES = json.dumps(
     [
-        {"matchers": ["team=rocm"], "channel": "C0ROCM"},
-        {"matchers": ['runner_type=~"linux\\\\.rocm\\\\..*"'], "channel": "C0ROCM"},
-        {"matchers": ["priority=~P[12]", "team!=rocm"], "channel": "C0PAGE"},
-        {"matchers": ["grafana_folder=Dev Infra"], "channel": "C0INFRA"},
+        {"match": ["team=rocm"], "channel": "C0ROCM"},
+        {"match": ['runner_type=~"linux\\\\.rocm\\\\..*"'], "channel": "C0ROCM"},
+        {"match": ["priority=~P[12]", "team!=rocm"], "channel": "C0PAGE"},
+        {"match": ["grafana_folder=Dev Infra"], "channel": "C0INFRA"},
     ]
 )
 
@@ -69,8 +69,18 @@ def test_the_first_route_whose_matchers_all_hold_takes_the_incident(
     assert channel_for(parse_routes(ROUTES), given_facts, DEFAULT) == channel
 
 
+def test_a_warning_goes_where_a_route_on_its_runner_type_alone_sends_it() -> None:
+    routes = parse_routes(
+        '[{"match": ["team!=x"], "channel": "C0ANY"},'
+        ' {"match": ["team=rocm", "runner_type=~rocm.*"], "channel": "C0BOTH"},'
+        ' {"match": ["runner_type=~rocm.*"], "channel": "C0ROCM"}]'
+    )
+    assert channel_for_type(routes, "rocm.gpu", DEFAULT) == "C0ROCM"
+    assert channel_for_type(routes, "linux.2xlarge", DEFAULT) == DEFAULT
+
+
 def test_a_negative_matcher_on_runner_types_means_none_of_them() -> None:
-    [route] = parse_routes('[{"matchers": ["runner_type!~linux\\\\.rocm.*"], "channel": "C0CUDA"}]')
+    [route] = parse_routes('[{"match": ["runner_type!~linux\\\\.rocm.*"], "channel": "C0CUDA"}]')
     assert route.takes({}, ("linux.2xlarge", "linux.g5.4xlarge"))
     assert not route.takes({}, ("linux.2xlarge", "linux.rocm.gpu"))
 
@@ -89,21 +99,30 @@ def test_the_labels_come_from_the_notification() -> None:
     ("text", "problem"),
     [
         ("{", "not JSON"),
-        ('{"matchers": ["a=b"], "channel": "C1"}', "a JSON list"),
-        ('[{"matchers": ["a=b"]}]', "route 1: channel must be a channel ID"),
-        ('[{"matchers": ["a=b"], "channel": "#ci"}]', "channel must be a channel ID"),
-        ('[{"matchers": ["a=b"], "channel": "D0DM"}]', "channel must be a channel ID"),
-        ('[{"matchers": [], "channel": "C0A"}]', "non-empty list"),
-        ('[{"matchers": "a=b", "channel": "C0A"}]', "non-empty list"),
-        ('[{"matchers": ["a"], "channel": "C0A"}]', "'a' is not a matcher"),
-        ('[{"matchers": ["a=~("], "channel": "C0A"}]', "bad regex"),
-        ('[{"matchers": ["a=b"], "channel": "C0A", "continue": true}]', '"matchers" and "channel"'),
-        ('[{"matchers": ["a=b"], "channel": "C0A"}, 3]', "route 2"),
+        ('{"match": ["a=b"], "channel": "C1"}', "a JSON list"),
+        ('[{"match": ["a=b"]}]', "route 1: channel must be a channel ID"),
+        ('[{"match": ["a=b"], "channel": "#ci"}]', "channel must be a channel ID"),
+        ('[{"match": ["a=b"], "channel": "D0DM"}]', "channel must be a channel ID"),
+        ('[{"match": [], "channel": "C0A"}]', "non-empty list"),
+        ('[{"channel": "C0A"}]', "non-empty list"),
+        ('[{"match": "a=b", "channel": "C0A"}]', "non-empty list"),
+        ('[{"match": ["a"], "channel": "C0A"}]', "'a' is not a matcher"),
+        ('[{"match": ["a=~("], "channel": "C0A"}]', "bad regex"),
+        ('[{"match": ["a=b"], "channel": "C0A", "continue": true}]', '"match" and "channel"'),
+        ('[{"match": ["a=b"], "matchers": ["a=b"], "channel": "C0A"}]', "not both"),
+        ('[{"match": ["a=b"], "channel": "C0A"}, 3]', "route 2"),
     ],
 )
 def test_a_bad_route_is_refused_saying_which_and_why(text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem.replace("(", r"\(").replace("[", r"\[")):
         parse_routes(text)
+
+
+def test_the_contracts_shape_and_alertmanagers_word_for_it() -> None:
+    contract = '[{"match": ["team=\\"ci\\"", "runner_type=~\\"rocm.*\\""], "channel": "C0CI"}]'
+    [route] = parse_routes(contract)
+    assert route.takes({"team": "ci"}, ("rocm.gpu.2",)) and not route.takes({"team": "ci"}, ("x",))
+    assert parse_routes('[{"matchers": ["team=ci"], "channel": "C0CI"}]')[0].channel == "C0CI"
 
 
 def test_no_routes_is_every_incident_in_the_default_channel() -> None:
@@ -125,7 +144,7 @@ MATCHER_TEXT = st.text(alphabet='abc=!~"\\.*[]() ,', max_size=16)
     | st.text(max_size=200)
     | st.lists(
         st.fixed_dictionaries(
-            {"matchers": st.lists(MATCHER_TEXT, max_size=3), "channel": st.text(max_size=12)}
+            {"match": st.lists(MATCHER_TEXT, max_size=3), "channel": st.text(max_size=12)}
         ),
         max_size=4,
     ).map(json.dumps),

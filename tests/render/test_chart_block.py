@@ -38,8 +38,8 @@ def test_queued_jobs_per_runner_type_at_each_moment() -> None:
     assert chart["axis_config"]["categories"] == ["08:00", "08:05", "08:10"]
     by_name = {s["name"]: [p["value"] for p in s["data"]] for s in chart["series"]}
     # A long runner type keeps its start and end within Slack's 20 characters; a moment
-    # without a reading for a type shows its last known value.
-    assert by_name == {"linux.g5.…nvidia.gpu": [1, 1, 4], "linux.2xlarge": [3, 9, 9]}
+    # whose reading did not show a type has it at 0 (it was not queueing then).
+    assert by_name == {"linux.g5.…nvidia.gpu": [1, 0, 4], "linux.2xlarge": [3, 9, 0]}
     assert block["title"] == "Queue trend · incident 7"
 
 

@@ -5,16 +5,22 @@ says the incident carries it on; Dismiss on a warning holds it back."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 
+from bot.domain.fleet import Reading
+from bot.storage.keys import Keys
 from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
 from tests.support.running import eventually
 from tests.support.servers import RedisServer
+
+PREFIX = "qpwarn"
 
 
 @pytest.fixture
@@ -23,7 +29,7 @@ def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
     with ExitStack() as stack:
         # A fleet minute every 2 s, read every second: the burst builds over a few readings.
         config = SandboxConfig(speed=30, metrics_interval_s=1)
-        yield start_sandbox(stack, redis_server.url, "qpwarn", config)
+        yield start_sandbox(stack, redis_server.url, PREFIX, config)
 
 
 def text_of(message: Any) -> str:
@@ -81,7 +87,7 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
     assert not any(b.get("type") == "actions" for b in folded.blocks), "no button once it ended"
 
 
-async def test_dismiss_holds_the_warning_back(sandbox: Sandbox) -> None:
+async def test_dismiss_holds_the_warning_back(sandbox: Sandbox, redis_server: RedisServer) -> None:
     warning = await warned(sandbox)
     async with httpx.AsyncClient(timeout=10) as client:
         answer = await client.post(
@@ -99,6 +105,18 @@ async def test_dismiss_holds_the_warning_back(sandbox: Sandbox) -> None:
         what="the warning dismissed",
         timeout=30,
     )
-    # Still building, the queue raises no new warning while dismissed.
+    # Still building, the queue raises no new warning while dismissed: two readings later (the
+    # fleet is read every second here), still one.
+    redis = Redis.from_url(redis_server.url, decode_responses=True)
+    try:
+        dismissed_at = time.time()
+
+        async def two_readings_later() -> bool:
+            reading = Reading.decode(await redis.get(Keys(PREFIX).fleet_reading) or "")
+            return reading.tried_at.timestamp() > dismissed_at + 2
+
+        await eventually(two_readings_later, what="two more readings", timeout=30)
+    finally:
+        await redis.aclose()
     messages = sandbox.emulator.channel_messages(CHANNEL)
     assert sum(1 for m in messages if "Early warning" in m.text) == 1, [m.text for m in messages]

@@ -93,9 +93,11 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
     assert await first.warnings.edits("C1") == [TYPE], "the posted warning is edited"
     assert await redis.zcard(first.store.keys.posts("C1")) == 0, "never posted twice"
 
+    await reading(27)  # one reading that did not rise: it stands
+    assert (await first.warnings.all())[TYPE].phase is Phase.ACTIVE
     await reading(27)  # holding steady: withdrawn
     state = (await first.warnings.all())[TYPE]
-    assert state.phase is Phase.CLEARED and state.version == 3
+    assert state.phase is Phase.CLEARED and state.version == 4
 
 
 async def test_the_alert_firing_folds_the_warning_and_a_dismissal_holds(redis_url: str) -> None:
@@ -122,6 +124,7 @@ async def test_the_alert_firing_folds_the_warning_and_a_dismissal_holds(redis_ur
     await reading(26)
     state = (await replica.warnings.all())[TYPE]
     assert state.phase is Phase.FOLDED and state.incident_id == "7"
+    await replica.warnings.record_edit("C1", state)  # the sender showed it
 
     # Once resolved, a queue building again raises a new warning; dismissed, it stays away.
     resolved = resolve_manually(incident, by="U1", name="al", now=now[0])

@@ -86,7 +86,7 @@ async def test_two_replicas_ticking_at_once_give_each_due_incident_one_status(
                 redis, store.keys, AlertOnly(), interval_s=60, timeout_s=5, clock=lambda: now[0]
             ),
             t,
-            charts=ChartDelivery(redis, store.keys, ChartStyle.BLOCK),
+            charts=ChartDelivery(redis, store.keys, ChartStyle.NATIVE),
             config=StatusConfig(),
             clock=lambda: now[0],
         )

@@ -52,6 +52,7 @@ def action_core(
     scale_allowed: tuple[str, ...] = (),
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     telemetry: Telemetry | None = None,
+    channels: frozenset[str] = frozenset(),
 ) -> ActionCore:
     interactions = Interactions(redis, store.keys.prefix)
     authorizer = Authorizer(Rules(scale_allowed=scale_allowed), group_members=_no_members)
@@ -80,4 +81,13 @@ def action_core(
     )
     warnings = Warnings(acting, WarningStore(redis, store.keys))
     report = Report(acting, readings, kept_days=30)
-    return ActionCore(acting, silencing, scaling, diagnosing, Jobs(acting, watch), warnings, report)
+    return ActionCore(
+        acting,
+        silencing,
+        scaling,
+        diagnosing,
+        Jobs(acting, watch),
+        warnings,
+        report,
+        channels=channels,
+    )

@@ -18,9 +18,9 @@ from tests.support.slack import CHANNEL, Slack, post_event, slash
 
 ROCM, PAGE, OUTSIDE = "C0ROCMQ", "C0PAGEQ", "C0NOTINQ"
 ROUTES = [
-    {"matchers": ["team=rocm"], "channel": ROCM},
-    {"matchers": ["alertname=Lost runners"], "channel": OUTSIDE},
-    {"matchers": ["severity=page"], "channel": PAGE},
+    {"match": ["team=rocm"], "channel": ROCM},
+    {"match": ["alertname=Lost runners"], "channel": OUTSIDE},
+    {"match": ["severity=page"], "channel": PAGE},
 ]
 
 
