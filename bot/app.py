@@ -47,6 +47,7 @@ from bot.actions.silence import SilenceConfig, Silencing
 from bot.actions.silence_watch import SilenceWatch
 from bot.actions.warnings import Warnings
 from bot.config import Settings
+from bot.domain.capacity import Schedule
 from bot.domain.early_warning import Thresholds
 from bot.domain.incident_fleet import DrainConfig
 from bot.factory import (
@@ -71,6 +72,7 @@ from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.connection import build_redis
 from bot.storage.incident_store import IncidentStore
 from bot.storage.leases import Lease, Leases
+from bot.storage.notices import NoticeStore
 from bot.storage.stream import NotificationStream
 from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
@@ -153,6 +155,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             leases=leases,
             telemetry=telemetry,
             charts=charts,
+            notices=NoticeStore(redis, store.keys),
             # Senders start with the app, after `early_warnings` below is decided.
             warnings=warnings if early_warnings is not None else None,
             config=sender_config,
@@ -304,7 +307,13 @@ def _action_core(
         stall_mins=settings.listener_stall_minutes,
     )
     diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs, scaling=scaling)
-    report = Report(acting, readings, kept_days=settings.incident_retention_days)
+    report = Report(
+        acting,
+        readings,
+        kept_days=settings.incident_retention_days,
+        notices=NoticeStore(redis, store.keys),
+        channel=settings.slack_channel,
+    )
     core = ActionCore(
         acting,
         silencing,
@@ -413,6 +422,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
             watch=bot.silence_watch,
             reverts=bot.scale_reverts,
             warnings=bot.early_warnings,
+            report=_weekly(bot),
         )
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
@@ -452,6 +462,7 @@ def start_scheduler(
     watch: SilenceWatch | None = None,
     reverts: ScaleReverts | None = None,
     warnings: EarlyWarnings | None = None,
+    report: tuple[Schedule, Tick] | None = None,
 ) -> AsyncIOScheduler:
     """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping.
 
@@ -476,8 +487,26 @@ def start_scheduler(
             coalesce=True,
             misfire_grace_time=None,
         )
+    if report is not None:
+        schedule, post = report
+        scheduler.add_job(
+            _ended_quietly("capacity-report", post),
+            "cron",
+            day_of_week=schedule.day,
+            hour=schedule.hour,
+            minute=schedule.minute,
+            timezone=schedule.timezone,
+            id="capacity-report",
+            coalesce=True,
+            misfire_grace_time=3600,  # a replica that was busy at 09:00 still posts at 09:05
+        )
     scheduler.start()
     return scheduler
+
+
+def _weekly(bot: Bot) -> tuple[Schedule, Tick] | None:
+    schedule = bot.settings.report_schedule
+    return (schedule, bot.core.post_weekly_report) if schedule is not None else None
 
 
 def _ended_quietly(job_id: str, job: Tick) -> Tick:

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from bot.domain.capacity import Schedule, parse_schedule
 from bot.domain.message import ChartStyle
 from bot.domain.routes import Route, parse_routes
 from bot.storage.connection import (
@@ -205,6 +206,9 @@ class Settings(BaseSettings):
     # alert's thresholds within this many minutes (0: off). The thresholds are the latest
     # incident's (what the alert rule said), else these.
     early_warning_minutes: float = Field(default=15.0, ge=0, le=240)
+    # When the weekly capacity report is posted in SLACK_CHANNEL, e.g. "mon 09:00 Europe/London";
+    # unset: only `/queue report`.
+    report_schedule: Annotated[Schedule | None, NoDecode] = None
     early_warning_queued: float | None = Field(default=None, gt=0)
     early_warning_wait_minutes: float | None = Field(default=None, gt=0)
     # ARC's assigned jobs unchanged this long while runners idle: "listener stalled" (PyTorch's
@@ -280,6 +284,11 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"must be a JSON object: {exc}") from None
         return value
+
+    @field_validator("report_schedule", mode="before")
+    @classmethod
+    def _schedule(cls, value: object) -> object:
+        return parse_schedule(value) if isinstance(value, str) else value
 
     @field_validator("slack_routes", mode="before")
     @classmethod

@@ -57,6 +57,10 @@ class ActionCore:
         self.channels = channels
         self._report = report
 
+    async def post_weekly_report(self) -> None:
+        if self._report is not None:
+            await self._report.post_weekly()
+
     async def report(
         self, actor: Actor, days: int, runner_type: str | None, *, interaction: str | None = None
     ) -> Outcome:

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
@@ -136,3 +137,38 @@ def _recommended(report: TypeReport, duration: float | None) -> TypeReport:
 
 def _with(report: TypeReport, recommendation: str) -> TypeReport:
     return TypeReport(**{**report.__dict__, "recommendation": recommendation})
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When the weekly report goes out (`REPORT_SCHEDULE`, e.g. `mon 09:00 Europe/London`)."""
+
+    day: str  # mon … sun
+    hour: int
+    minute: int
+    timezone: str = "UTC"
+
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_TIME = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])")
+
+
+def parse_schedule(text: str | None) -> Schedule | None:
+    """`<day> HH:MM [IANA time zone]`, the day's first three letters; ValueError saying what is
+    wrong. Blank: no weekly report."""
+    if text is None or not text.strip():
+        return None
+    words = text.split()
+    if len(words) not in (2, 3):
+        raise ValueError("use `<day> HH:MM [time zone]`, e.g. `mon 09:00 Europe/London`")
+    day, at = words[0].lower()[:3], _TIME.fullmatch(words[1])
+    if day not in DAYS:
+        raise ValueError(f"{words[0]!r} is not a day: one of {', '.join(DAYS)}")
+    if at is None:
+        raise ValueError(f"{words[1]!r} is not a time of day (HH:MM, 24 h)")
+    zone = words[2] if len(words) == 3 else "UTC"
+    try:
+        ZoneInfo(zone)
+    except (ValueError, KeyError, OSError):
+        raise ValueError(f"{zone!r} is not a time zone (IANA, e.g. Europe/London)") from None
+    return Schedule(day, int(at[1]), int(at[2]), zone)

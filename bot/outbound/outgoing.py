@@ -1,4 +1,4 @@
-"""What a channel's sender posts: one outgoing item, of five kinds.
+"""What a channel's sender posts: one outgoing item, of six kinds.
 
 Every post goes through the same stages (`bot.outbound.sender`): its slot, a lookup when its last
 attempt may have landed, the in-flight mark, the call, the record. A kind says only what differs:
@@ -9,6 +9,7 @@ means that it can never be sent (`refused`).
 - `ReplyPost`: a reply in the thread (an action's answer, an event, a status);
 - `ChartUpload`: the trend chart, a PNG drawn at send time and shared into the thread;
 - `WarningPost`: an early warning, a channel message of its own before any incident;
+- `NoticePost`: a one-off channel message, no incident's (the weekly capacity report);
 - `DigestPost`: the storm digest, one message listing every group of an alert storm.
 """
 
@@ -35,6 +36,7 @@ from bot.render.chart_block import has_charts
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.incident_store import ThreadRef
+from bot.storage.notices import NoticeStore
 from bot.storage.warnings import REFUSED, WarningStore
 from bot.telemetry import Telemetry
 
@@ -288,6 +290,42 @@ class WarningPost(Outgoing):
         """Recorded as never showable: the same warning is not tried again every reading."""
         await ledger.undeliverable("", f"early warning for {self.state.runner_type}", error)
         await self.warnings.record_post(self.state, REFUSED)
+
+
+@dataclass
+class NoticePost(Outgoing):
+    """A one-off channel message that is no incident's (the weekly capacity report)."""
+
+    notice_uid: str
+    rendered: Rendered
+    notices: NoticeStore
+
+    incident_id = ""
+    thread = None
+    item = "notice"
+
+    @property
+    def member(self) -> str:  # type: ignore[override]
+        return f"notice:{self.notice_uid}"
+
+    @property
+    def uid(self) -> str:  # type: ignore[override]
+        return self.notice_uid
+
+    def charted(self) -> bool:
+        return has_charts(self.rendered)
+
+    async def send(self, slack: SlackGateway, channel: str) -> str:
+        return await slack.post(
+            channel, self.rendered.text, self.rendered.blocks, metadata=self.carried()
+        )
+
+    async def record(self, ledger: Ledger, ts: str, *, bucket: str, found: bool) -> None:
+        await self.notices.done(ledger.channel, self.notice_uid)
+
+    async def refused(self, ledger: Ledger, error: str) -> None:
+        await ledger.undeliverable("", "notice (the capacity report)", error)
+        await self.notices.done(ledger.channel, self.notice_uid)
 
 
 @dataclass

@@ -45,6 +45,7 @@ from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.outgoing import (
     ChartUpload,
     Ledger,
+    NoticePost,
     Outgoing,
     ReplyPost,
     RootPost,
@@ -59,6 +60,7 @@ from bot.render.replies import StatusShown, render_shown
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import CHART, RESTATUS, IncidentStore
 from bot.storage.leases import Lease, Leases
+from bot.storage.notices import NoticeStore
 from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
 
@@ -95,11 +97,13 @@ class ChannelSender:
         telemetry: Telemetry,
         charts: ChartDelivery,
         warnings: WarningStore | None,
+        notices: NoticeStore,
         config: SenderConfig,
         clock: Callable[[], datetime],
     ) -> None:
         self.channel = channel
         self._charts = charts
+        self._notices = notices
         self._warnings = warnings
         self._lease = lease
         self._store = store
@@ -204,7 +208,7 @@ class ChannelSender:
         elif kind == "replies" and item:
             await self._ledger.undeliverable(incident_id, item, "unreadable")
             await self._queue.record_reply(self.channel, incident_id, item)
-        elif kind == "warning":  # an unreadable early warning leaves the queue
+        elif kind in ("warning", "notice"):  # an unreadable one leaves the queue
             await self._ledger.undeliverable("", member, "unreadable")
             await self._queue.forget(self.channel, member)
         else:
@@ -215,6 +219,14 @@ class ChannelSender:
         """What `member` stands for now; None when there is nothing to post (it is gone, or
         already posted, or a quiet status that edited the last one), with that recorded."""
         kind, _, incident_id = member.partition(":")
+        if kind == "notice":
+            rendered = await self._notices.get(incident_id)
+            if rendered is None:
+                await self._notices.done(self.channel, incident_id)  # gone: nothing to post
+                return None
+            if has_charts(rendered) and await self._charts.as_images():
+                rendered = without_charts(rendered)
+            return NoticePost(incident_id, rendered, self._notices)
         if kind == "warning" and self._warnings is not None:
             state = await self._warnings.get(incident_id)
             if state is None or state.ts or state.channel != self.channel:

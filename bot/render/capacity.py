@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from bot.domain.capacity import NO_TYPE, TypeReport
+from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number
-from bot.render.mrkdwn import escape, truncate
+from bot.render.chart_block import BLOCK_TYPE, MAX_CATEGORIES, MAX_LABEL, cut
+from bot.render.mrkdwn import escape, rendered, sections, truncate
 
 MAX_TYPES = 10
 
@@ -58,3 +61,45 @@ def _kept(days: int, kept_days: int) -> str:
     if days <= kept_days:
         return ""
     return f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are gone."
+
+
+def report_message(reports: Sequence[TypeReport], *, days: int, kept_days: int) -> Rendered:
+    """The weekly post: the report, and a bar chart of each type's firing hours drawn by Slack
+    (left out, as any chart, where the workspace refuses it)."""
+    text = render_report(reports, days=days, kept_days=kept_days)
+    blocks = sections(text.splitlines())
+    chart = _hours_chart(reports, days)
+    if chart is not None:
+        blocks.append(chart)
+    return rendered(text.splitlines()[0].strip("*"), blocks)
+
+
+def _hours_chart(reports: Sequence[TypeReport], days: int) -> dict[str, Any] | None:
+    firing = [r for r in reports if r.runner_type and r.firing.total_seconds() > 0]
+    firing = firing[:MAX_CATEGORIES]
+    if not firing:
+        return None
+    labels: list[str] = []
+    for report in firing:  # unique, within Slack's 20 characters
+        label, n = cut(report.runner_type, MAX_LABEL, middle=True), 2
+        while label in labels:
+            label = cut(report.runner_type, MAX_LABEL - 3, middle=True) + f" {n}"
+            n += 1
+        labels.append(label)
+    hours = [round(r.firing.total_seconds() / 3600, 1) for r in firing]
+    points = [{"label": lb, "value": h} for lb, h in zip(labels, hours, strict=True)]
+    return {
+        "type": BLOCK_TYPE,
+        "block_id": "capacity_hours",
+        "title": f"Hours firing, last {days} days",
+        "chart": {
+            "type": "bar",
+            "series": [
+                {
+                    "name": "hours firing",
+                    "data": points,
+                }
+            ],
+            "axis_config": {"categories": labels, "y_label": "hours"},
+        },
+    }

@@ -55,7 +55,7 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
     return {
         "type": BLOCK_TYPE,
         "block_id": "queue_trend",
-        "title": _cut(data.title or "Queue trend", MAX_TITLE),
+        "title": cut(data.title or "Queue trend", MAX_TITLE),
         "chart": {
             "type": "line",
             "series": drawn,
@@ -102,17 +102,17 @@ def _names(names: list[str]) -> dict[str, str]:
     """Each runner type's legend name: at most 20 characters, unique among the series."""
     shown: dict[str, str] = {}
     for name in names:
-        label = _cut(name or "all runner types", MAX_LABEL, middle=True)
+        label = cut(name or "all runner types", MAX_LABEL, middle=True)
         n = 2
         while label in shown.values():
             suffix = f" {n}"
-            label = _cut(name, MAX_LABEL - len(suffix), middle=True) + suffix
+            label = cut(name, MAX_LABEL - len(suffix), middle=True) + suffix
             n += 1
         shown[name] = label
     return shown
 
 
-def _cut(text: str, most: int, *, middle: bool = False) -> str:
+def cut(text: str, most: int, *, middle: bool = False) -> str:
     """`text` within `most` characters; a runner type keeps its start and its end
     (`linux.g5.4…nvidia.gpu`), where the types of a fleet differ."""
     if len(text) <= most:

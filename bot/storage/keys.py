@@ -138,6 +138,13 @@ class Keys:
     def warning_reading(self, reading_at: str) -> str:
         return self._("warnings", "reading", reading_at)
 
+    # -- notices (the weekly report) -----------------------------------------------------------
+    def notice(self, uid: str) -> str:
+        return self._("notice", uid)
+
+    def notice_claim(self, what: str) -> str:
+        return self._("notice-claim", what)
+
     @property
     def chart_blocks_refused(self) -> str:
         """Set while the workspace refuses Slack's chart block: charts are uploaded instead."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from bot.domain.alerts import RunnerQueue
-from bot.domain.capacity import NO_TYPE, capacity_report
+from bot.domain.capacity import NO_TYPE, Schedule, capacity_report, parse_schedule
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
 
@@ -91,3 +93,32 @@ def test_without_a_known_maximum_the_advice_says_so() -> None:
     incidents = [(incident(n, 10 * n, 2, {"gpu": (8, 30)}), []) for n in (1, 2)]
     [gpu] = capacity_report(incidents, {}, since=WEEK, now=NOW)
     assert "its maximum is not known here" in gpu.recommendation
+
+
+@pytest.mark.parametrize(
+    ("text", "schedule"),
+    [
+        ("mon 09:00 Europe/London", Schedule("mon", 9, 0, "Europe/London")),
+        ("Friday 17:30", Schedule("fri", 17, 30, "UTC")),
+        ("  ", None),
+    ],
+)
+def test_the_weekly_schedule(text: str, schedule: Schedule | None) -> None:
+    assert parse_schedule(text) == schedule
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("mon", "use `<day> HH:MM"),
+        ("someday 09:00", "is not a day"),
+        ("mon 9am", "is not a time of day"),
+        ("mon 24:00", "is not a time of day"),
+        ("mon 09:00 Mars/Olympus", "is not a time zone"),
+        ("mon 09:00 ../../etc/passwd", "is not a time zone"),
+        ("mon 09:00 UTC extra", "use `<day> HH:MM"),
+    ],
+)
+def test_a_bad_schedule_says_what_is_wrong(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem.replace("`", ".")):
+        parse_schedule(text)

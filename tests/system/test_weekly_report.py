@@ -1,0 +1,70 @@
+"""REPORT_SCHEDULE's weekly post, end to end: two replicas' schedulers fire at the same minute and
+the capacity report is posted once in SLACK_CHANNEL, by the channel's sender, with its bar chart
+of firing hours drawn by Slack (the emulator checks the block by Slack's limits)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.domain.alerts import RunnerQueue, parse_notification
+from bot.domain.delivery import delivery_of
+from bot.domain.incidents import GroupState, open_incident, resolve_manually
+from bot.storage.incident_store import Commit, IncidentStore
+from tests.support.payloads import fixture_json
+from tests.support.running import eventually, run_bot
+from tests.support.slack import CHANNEL, Slack
+
+
+async def kept(store: IncidentStore, n: int, runner_type: str, hours: float) -> None:
+    payload = fixture_json("grafana/queue-alert-firing.json")
+    payload["groupKey"] = f"weekly-{n}"
+    started = datetime.now(UTC) - timedelta(days=2, hours=n)
+    incident = open_incident(
+        delivery_of(parse_notification("grafana", payload)),
+        incident_id=f"w{n}",
+        uid=f"u{n}",
+        channel=CHANNEL,
+        now=started,
+    ).model_copy(
+        update={"started_at": started, "peak_types": {runner_type: RunnerQueue(queued=30)}}
+    )
+    group = GroupState(incident_id=incident.id)
+    assert await store.commit(Commit(incident, group=group, group_hash=incident.group_hash))
+    done = resolve_manually(incident, by="U1", name="al", now=started + timedelta(hours=hours))
+    assert await store.commit(Commit(done, version=1))
+
+
+async def test_the_weekly_report_is_posted_once_with_its_chart(
+    settings_for: Any, slack: Slack
+) -> None:
+    settings = settings_for(report_schedule="mon 09:00 Europe/London")
+    async with run_bot(settings) as first, run_bot(settings) as second:
+        await kept(first.bot.store, 1, "linux.2xlarge", 3)
+        await kept(first.bot.store, 2, "linux.g5.4xlarge.nvidia.gpu", 1.5)
+        # Both replicas' schedulers fire at 09:00 Monday: both jobs run.
+        await asyncio.gather(
+            first.bot.core.post_weekly_report(), second.bot.core.post_weekly_report()
+        )
+        report = await eventually(
+            lambda: next(
+                (
+                    m
+                    for m in slack.emulator.channel_messages(CHANNEL)
+                    if "Capacity report" in m.text
+                ),
+                None,
+            ),
+            what="the weekly report",
+            timeout=20,
+        )
+        await first.bot.core.post_weekly_report()  # a scheduler firing again the same day
+        assert await first.bot.queue.waiting(CHANNEL) == 0, "nothing more queued to post"
+    posted = [m for m in slack.emulator.channel_messages(CHANNEL) if "Capacity report" in m.text]
+    assert len(posted) == 1, "once across replicas"
+    text = str(report.blocks)
+    assert "linux.2xlarge" in text and "3 h firing" in text
+    [chart] = [b for b in report.blocks if b["type"] == "data_visualization"]
+    bars = {p["label"]: p["value"] for p in chart["chart"]["series"][0]["data"]}
+    assert bars == {"linux.2xlarge": 3.0, "linux.g5.…nvidia.gpu": 1.5}
