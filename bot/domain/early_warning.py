@@ -8,7 +8,7 @@ it. The model, per runner type, from its last few readings:
   completions. Its growth is the smallest of the slope of `N` over a short and a longer window
   of readings and, where the backend counts them, arrivals minus completions: a surge shows in
   all, one noisy step in only some. Growth counts only when `N` rose at every one of the last
-  `EVIDENCE` readings (several readings, not one spike).
+  `EVIDENCE` readings (three readings in a row, not one spike).
 - **Capacity** is the runners registered now, and the type's maximum once a boot time has
   passed (the autoscaler adds runners up to it; unknown maximum: the runners now).
 - **Queued** at `t` minutes is `N(t) − capacity(t)`, and the **longest wait** about the queue
@@ -37,7 +37,7 @@ from typing import Any
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.units import number
 
-EVIDENCE = 3  # readings in a row with more jobs in the system than the one before
+EVIDENCE = 2  # readings in a row with more jobs in the system than the one before
 SHORT, LONG = 3, 6  # readings in the short and the long slope
 STEP_MINS = 0.25  # the forecast's resolution
 MIN_GROWTH = 0.2  # jobs/min: below it a queue is holding, not building

@@ -45,8 +45,12 @@ def metrics(
         (metrics(4, 20), trail(24, 24, 24), 5, None),
         # One spike is not a trend: it must rise at every reading.
         (metrics(4, 20), trail(20, 30, 22), 5, None),
-        # Too few readings to tell.
-        (metrics(4, 20), trail(20, 22), 5, None),
+        # Two rises in a row are enough (this reading's and the one before).
+        (metrics(4, 20), trail(20, 22), 5, 3.0),
+        # One rise is too few to tell.
+        (metrics(4, 20), trail(22), 5, None),
+        # A rise after a fall is not a trend yet.
+        (metrics(4, 20), trail(30, 22), 5, None),
         # A slow build beyond the horizon (+0.3/min, 9 minutes of it → 15 min away).
         (metrics(5, 20), trail(24.1, 24.4, 24.7), 5, None),
     ],

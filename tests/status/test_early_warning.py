@@ -74,7 +74,7 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
         await first.upkeep.tick()
         await second.upkeep.tick()  # the same reading: already decided
 
-    for n in (18, 20, 22):
+    for n in (20, 22):
         await reading(n)
         assert await first.warnings.all() == {}, "not until several readings show it"
     await reading(24)  # 4 queued, +2/min at the maximum: 10 queued in 3 minutes

@@ -1,0 +1,180 @@
+"""How early the early warning warns, and how often it warns for nothing, on the simulated fleet.
+
+`python -m bench.early_warning` replays simulated days on `sandbox.fleet.Fleet` (its own clock,
+no waiting): a reading every fleet minute, mapped to the bot's `RunnerTypeMetrics` as the
+`prometheus` backend reads ARC's gauges, fed to the bot's own forecast
+(`bot.domain.early_warning.forecast`, with the upkeep's rule: a standing warning needs its growth
+to stop to be withdrawn), beside the fleet's Grafana rule (`sandbox.fleet_alerts.QueueRule`,
+evaluated every 30 fleet seconds). It measures:
+
+- **lead time**: from the first warning of an episode to the rule firing (target: at least 5
+  fleet minutes for the demo's burst);
+- **false warnings**: episodes not followed by the rule firing within 20 minutes (target: at
+  most 1 per simulated day at normal load).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from bot.domain.early_warning import Point, Thresholds, forecast
+from bot.domain.fleet import RunnerTypeMetrics
+from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, TypeReading
+from sandbox.fleet_alerts import QueueRule, RuleConfig
+
+EPOCH = datetime(2026, 11, 24, tzinfo=UTC)
+HORIZON_MINS, BOOT_MINS, PAST = 15.0, 5.0, 6
+FOLLOWED_MINS = 20.0  # a warning the alert follows within this long was not for nothing
+# The simulated fleet starts empty: its first minutes fill it from nothing, which no real fleet
+# does (and which reads as a queue building); on a day at normal load those are not counted.
+WARM_UP_MINS = 15.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def metrics_of(reading: TypeReading) -> RunnerTypeMetrics:
+    """What the `prometheus` backend reads of ARC's listener for this type."""
+    return RunnerTypeMetrics(
+        queued=reading.queued,
+        assigned=reading.assigned,
+        longest_wait_mins=reading.longest_wait_mins,
+        registered=reading.registered,
+        busy=reading.busy,
+        idle=reading.idle,
+        minimum=reading.minimum,
+        maximum=reading.maximum,
+        desired=reading.desired,
+        arrival_per_min=reading.arrival_per_min,
+        started_per_min=reading.started_per_min,
+        completed_per_min=reading.completed_per_min,
+        job_duration_mins=reading.job_duration_mins,
+    )
+
+
+@dataclass
+class Run:
+    warnings: list[tuple[str, float]] = field(default_factory=list)  # (type, start minute)
+    firings: list[float] = field(default_factory=list)  # minutes the rule fired
+
+    def leads(self) -> list[float]:
+        """For each firing, how long before it the latest warning began (none: no entry)."""
+        out = []
+        for fired in self.firings:
+            before = [start for _, start in self.warnings if fired - 30 <= start <= fired]
+            if before:
+                out.append(fired - max(before))
+        return out
+
+    def false_warnings(self) -> int:
+        return sum(
+            1
+            for _, start in self.warnings
+            if not any(start <= fired <= start + FOLLOWED_MINS for fired in self.firings)
+        )
+
+
+def replay(
+    bursts: tuple[Burst, ...],
+    minutes: int,
+    seed: int = 7,
+    *,
+    warm_up_mins: float = 0.0,
+    reading_s: int = 60,
+) -> Run:
+    """One replay: a reading every `reading_s` fleet seconds (30 or 60), the rule every 30 s;
+    warnings raised in the first `warm_up_mins` are not counted."""
+    clock = Clock()
+    fleet = Fleet(DEMO_TYPES, bursts, speed=1, seed=seed, clock=clock)
+    rule = QueueRule(RuleConfig())
+    config = RuleConfig()
+    thresholds = Thresholds(float(config.fire_queued), config.fire_wait_min)
+    past: dict[str, list[Point]] = {}
+    active: set[str] = set()
+    run = Run()
+    for half in range(minutes * 2):
+        minute = half / 2
+        clock.now = minute * 60
+        at = EPOCH + timedelta(minutes=minute)
+        queued, wait = fleet.worst()
+        was = rule.state
+        rule.evaluate(minute, at, queued, wait, silenced=False)
+        if rule.state == "firing" and was != "firing":  # a new firing, not a re-notification
+            run.firings.append(minute)
+        if half % (reading_s // 30):
+            continue
+        for name, reading in fleet.reading().items():
+            now = metrics_of(reading)
+            trail = past.setdefault(name, [])
+            said = forecast(
+                name,
+                now,
+                at,
+                trail[-PAST:],
+                thresholds,
+                boot_mins=BOOT_MINS,
+                horizon_mins=HORIZON_MINS,
+                sustained=name in active,
+            )
+            if said is not None and name not in active:
+                active.add(name)
+                if minute >= warm_up_mins:
+                    run.warnings.append((name, minute))
+            elif said is None:
+                active.discard(name)
+            trail.append(Point(at, float(reading.assigned)))
+    return run
+
+
+def measure() -> dict[str, object]:
+    demo = replay(DEMO_BURSTS, 60)
+    normal = [replay((), 1440, seed=seed, warm_up_mins=WARM_UP_MINS) for seed in range(5)]
+    bursty_bursts = (
+        Burst("linux.2xlarge", 60, 15, 6.0),
+        Burst("linux.2xlarge", 400, 15, 6.0),
+        Burst("linux.2xlarge", 900, 15, 6.0),
+        Burst("linux.4xlarge", 700, 20, 1.5),  # a small one the fleet absorbs
+    )
+    bursty = replay(bursty_bursts, 1440, warm_up_mins=WARM_UP_MINS)
+    return {
+        "demo_lead_mins": demo.leads(),
+        "demo_first_warning": demo.warnings[:1],
+        "demo_firings": demo.firings,
+        "normal_false_per_day": [run.false_warnings() for run in normal],
+        "normal_warnings_per_day": [len(run.warnings) for run in normal],
+        "bursty_leads": bursty.leads(),
+        "bursty_false": bursty.false_warnings(),
+        "bursty_firings": bursty.firings,
+    }
+
+
+def main() -> None:
+    found = measure()
+    leads = found["demo_lead_mins"]
+    assert isinstance(leads, list)
+    print("early warning on the simulated fleet (fleet minutes)")
+    print(
+        f"  demo burst: first warning {found['demo_first_warning']}, rule fired at "
+        f"{found['demo_firings']}, lead {leads}"
+    )
+    print(f"  normal load, 5 seeded days: false warnings per day {found['normal_false_per_day']}")
+    print(
+        f"  bursty day: leads {found['bursty_leads']}, fired {found['bursty_firings']}, "
+        f"false warnings {found['bursty_false']}"
+    )
+    lead_ok = bool(leads) and min(leads) >= 5
+    falses = found["normal_false_per_day"]
+    assert isinstance(falses, list)
+    false_ok = max(falses) <= 1
+    print(f"  target lead >= 5 min on the demo burst: {'met' if lead_ok else 'MISSED'}")
+    print(f"  target <= 1 false warning per day at normal load: {'met' if false_ok else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
