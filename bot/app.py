@@ -40,12 +40,13 @@ from bot.actions.flow import Acting
 from bot.actions.interactions import Interactions
 from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
-from bot.actions.report import Report
+from bot.actions.report import Report, ReportConfig
 from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.scale_reverts import RevertConfig, ScaleReverts
 from bot.actions.silence import SilenceConfig, Silencing
 from bot.actions.silence_watch import SilenceWatch
 from bot.actions.warnings import Warnings
+from bot.backends.metrics import QueueHistory
 from bot.config import Settings
 from bot.domain.capacity import Schedule
 from bot.domain.early_warning import Thresholds
@@ -195,8 +196,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     reporter = StatusReporter(
         store, readings, telemetry, charts=charts, config=status_config(settings), clock=clock
     )
+    history = metrics if isinstance(metrics, QueueHistory) else None
     core, silence_watch, scale_reverts = _action_core(
-        settings, readings, jobs, warnings, store, telemetry, gateway, redis, clock
+        settings, readings, jobs, warnings, store, telemetry, gateway, redis, clock, history
     )
     early_warnings = None
     if settings.early_warning_minutes > 0 and metrics.live:
@@ -269,6 +271,7 @@ def _action_core(
     gateway: SlackGateway,
     redis: Redis,
     clock: Callable[[], datetime],
+    history: QueueHistory | None,
 ) -> tuple[ActionCore, SilenceWatch | None, ScaleReverts | None]:
     """The action core with its backends, the watch over the silences it makes, and the sweep
     that puts its scale-ups back."""
@@ -310,9 +313,17 @@ def _action_core(
     report = Report(
         acting,
         readings,
-        kept_days=settings.incident_retention_days,
+        config=ReportConfig(
+            kept_days=settings.incident_retention_days,
+            channel=settings.slack_channel,
+            routes=settings.slack_routes,
+            thresholds=Thresholds(
+                settings.early_warning_queued, settings.early_warning_wait_minutes
+            ),
+            timeout_s=settings.backend_timeout_seconds,
+        ),
         notices=NoticeStore(redis, store.keys),
-        channel=settings.slack_channel,
+        history=history,
     )
     core = ActionCore(
         acting,

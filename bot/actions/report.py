@@ -2,20 +2,28 @@
 and the weekly post of the same report when `REPORT_SCHEDULE` is set.
 
 Read-only: the incidents kept in the window with their timelines, the live reading for each type's
-size and job duration (`bot.domain.capacity`), rendered by `bot.render.capacity`. The weekly post
-is claimed once per day across replicas (each replica's scheduler fires) and queued for
-`SLACK_CHANNEL`'s sender as a notice.
+size and job duration, and the metrics backend's history of the window where it keeps one
+(`QueueHistory`: Prometheus), combined by `bot.domain.capacity` and rendered by
+`bot.render.capacity`. A history that cannot be read leaves its numbers out and says why; the
+report still answers. The weekly post is claimed once per day across replicas (each replica's
+scheduler fires) and queued for `SLACK_CHANNEL`'s sender as a notice.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from redis.exceptions import RedisError
 
 from bot.actions.flow import Acting, Actor, Outcome
-from bot.domain.capacity import TypeReport, capacity_report
+from bot.backends.errors import BackendError, within
+from bot.backends.metrics import QueueHistory
+from bot.domain.capacity import TypeHistory, TypeReport, capacity_report, report_channels
+from bot.domain.early_warning import Thresholds
+from bot.domain.incidents import Incident
+from bot.domain.routes import Route, channel_for_type
 from bot.fleet.readings import FleetReadings
 from bot.render.capacity import render_report, report_message
 from bot.storage.notices import NoticeStore
@@ -25,21 +33,41 @@ log = logging.getLogger(__name__)
 MAX_INCIDENTS = 300  # the most recent ones read: a month of a busy fleet
 
 
+@dataclass(frozen=True)
+class ReportConfig:
+    kept_days: int = 30  # incidents older than this are gone (`INCIDENT_RETENTION_DAYS`)
+    channel: str = ""  # where the weekly post goes (`SLACK_CHANNEL`), but for routed types
+    routes: tuple[Route, ...] = ()  # `SLACK_ROUTES`: a team's types' report goes to its channel
+    # Where the alert fires when no incident said it: time over them is counted from history.
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class Found:
+    """A report's numbers, and where its history came from (or why there is none)."""
+
+    reports: list[TypeReport]
+    history: str  # "Prometheus", or "" when none was read
+    missing: str = ""  # why the history is not in it
+    incidents: list[Incident] = field(default_factory=list)  # those read, for their channels
+
+
 class Report:
     def __init__(
         self,
         acting: Acting,
         readings: FleetReadings,
         *,
-        kept_days: int,
+        config: ReportConfig = ReportConfig(),
         notices: NoticeStore | None = None,
-        channel: str = "",
+        history: QueueHistory | None = None,
     ) -> None:
         self._acting = acting
         self._readings = readings
-        self._kept_days = kept_days
-        self._notices = notices  # where the weekly post is queued, for `channel`
-        self._channel = channel
+        self._config = config
+        self._notices = notices  # where the weekly post is queued, for `config.channel`
+        self._history = history
 
     async def report(
         self,
@@ -54,35 +82,72 @@ class Report:
         )
 
     async def _answer(self, days: int, runner_type: str | None) -> Outcome:
-        reports = await self._reports(days, runner_type)
-        return Outcome(True, render_report(reports, days=days, kept_days=self._kept_days))
+        found = await self._reports(days, runner_type)
+        text = render_report(
+            found.reports,
+            days=days,
+            kept_days=self._config.kept_days,
+            history=found.history,
+            missing=found.missing,
+        )
+        return Outcome(True, text)
 
     async def post_weekly(self) -> None:
-        """The scheduled report (`REPORT_SCHEDULE`), posted once across replicas; never raises."""
+        """The scheduled report (`REPORT_SCHEDULE`), posted once across replicas in each channel
+        that has types to report (`SLACK_CHANNEL` always); never raises."""
         if self._notices is None:
             return
         try:
             now = self._acting.clock()
-            if not await self._notices.claim(f"report:{now.date().isoformat()}"):
-                return
-            reports = await self._reports(7, None)
-            message = report_message(reports, days=7, kept_days=self._kept_days)
-            await self._notices.queue(self._channel, message)
+            found = await self._reports(7, None)
+            by_channel = report_channels(
+                found.reports,
+                found.incidents,
+                default=self._config.channel,
+                routed=lambda name: channel_for_type(
+                    self._config.routes, name, self._config.channel
+                ),
+            )
+            for channel, reports in by_channel.items():
+                if not await self._notices.claim(f"report:{now.date().isoformat()}:{channel}"):
+                    continue
+                message = report_message(
+                    reports,
+                    days=7,
+                    kept_days=self._config.kept_days,
+                    history=found.history,
+                    missing=found.missing,
+                )
+                await self._notices.queue(channel, message)
         except RedisError as exc:
             log.warning("capacity report: Redis unavailable: %s", exc)
         except Exception:  # a bug must not stop the scheduler's other jobs
             log.exception("capacity report: failed")
 
-    async def _reports(self, days: int, runner_type: str | None) -> list[TypeReport]:
+    async def _reports(self, days: int, runner_type: str | None) -> Found:
         store, now = self._acting.store, self._acting.clock()
+        since = now - timedelta(days=days)
         incidents = await store.get_many(await store.recent_ids(MAX_INCIDENTS))
         timelines = [await store.events(incident.id) for incident in incidents]
         reading = await self._readings.latest()
         live = reading.fleet.runner_types if reading and reading.fleet else {}
-        return capacity_report(
+        history: dict[str, TypeHistory] = {}
+        source, missing = "", ""
+        if self._history is not None:
+            try:
+                call = self._history.history(start=since, end=now)
+                history = await within(call, self._config.timeout_s, self._history.name)
+                source = self._history.name
+            except BackendError as exc:
+                log.warning("capacity report: no history: %s", exc)
+                missing = f"{self._history.name} could not say: {exc}"
+        reports = capacity_report(
             list(zip(incidents, timelines, strict=True)),
             live,
-            since=now - timedelta(days=days),
+            since=since,
             now=now,
             only=runner_type,
+            history=history,
+            thresholds=self._config.thresholds,
         )
+        return Found(reports, source, missing, incidents)

@@ -1,12 +1,14 @@
 """Capacity planning after the alert: per runner type, what its incidents over a week (or a month)
 say about its size, and the one change that would have prevented most of them.
 
-From queuepilot's own records (the incidents it kept, their timelines) and the fleet's live
-reading: incidents and their firing time within the window, the peak queue and wait, the
-scale-ups made from Slack and by whom, and the maximum now. The recommendation is in one line:
-a type that queued at its maximum on several incidents (or for hours) gets the maximum that
-would have drained its worst peak within the drain target (`bot.domain.forecast`); a type that
-queued once, briefly, gets none. Pure: `/queue report` reads and renders it.
+From queuepilot's own records (the incidents it kept, their timelines), the fleet's live
+reading and, where the metrics backend keeps one, its history of the window (`TypeHistory`:
+Prometheus's range queries): incidents and their firing time, the peak queue and wait, the
+scale-ups made from Slack and by whom, the maximum now; the queue time's p50/p90, the hours at
+the maximum and the hours over the alert's thresholds (alerting or not). The recommendation is in
+one line: a type that queued on several incidents, for hours, or sat at its maximum for hours
+gets the maximum that would have drained its worst peak in 30 minutes; a type that queued once,
+briefly, gets none. Pure: `/queue report` reads and renders it.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.domain.early_warning import Thresholds
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
 from bot.domain.units import number
@@ -26,6 +29,61 @@ from bot.domain.units import number
 NO_TYPE = ""  # incidents whose alert and readings named no runner type
 RECOMMEND_INCIDENTS = 2
 RECOMMEND_FIRING = timedelta(hours=2)
+RECOMMEND_AT_MAX_H = 8.0  # hours at the maximum in the window that make its size a question
+SHOWN_OVER_H = 0.25  # a type only the history names is shown from a quarter hour over or at max
+
+Series = Mapping[float, float]  # unix time -> value, one per step of a range query
+
+
+@dataclass(frozen=True)
+class TypeHistory:
+    """One runner type over the report's window, from the metrics backend's history: series a
+    step apart (queued jobs, the longest wait, the runners wanted or registered, the maximum)
+    and the queue time's quantiles over the whole window."""
+
+    step_s: float
+    queued: Series = field(default_factory=dict)
+    wait_mins: Series = field(default_factory=dict)
+    level: Series = field(default_factory=dict)
+    maximum: Series = field(default_factory=dict)
+    wait_p50_mins: float | None = None
+    wait_p90_mins: float | None = None
+    job_mins: float | None = None  # the mean minutes a job ran
+
+    def hours_over(self, thresholds: Thresholds) -> float | None:
+        """Hours in which the queue was over the alert's thresholds (more than `queued` jobs
+        waiting, or a wait over `wait_mins`), whether or not an alert fired; None when no
+        threshold or no series is known."""
+        if not thresholds.known or not (self.queued or self.wait_mins):
+            return None
+        over = {
+            at
+            for at, value in self.queued.items()
+            if thresholds.queued is not None and value > thresholds.queued
+        } | {
+            at
+            for at, value in self.wait_mins.items()
+            if thresholds.wait_mins is not None and value > thresholds.wait_mins
+        }
+        return len(over) * self.step_s / 3600
+
+    @property
+    def hours_at_max(self) -> float | None:
+        """Hours the type wanted (or had) as many runners as its maximum allows."""
+        if not self.level or not self.maximum:
+            return None
+        at_max = [
+            at
+            for at, level in self.level.items()
+            if (top := self.maximum.get(at)) is not None and top > 0 and level >= top
+        ]
+        return len(at_max) * self.step_s / 3600
+
+    @property
+    def peak_queued(self) -> float | None:
+        return max(self.queued.values()) if self.queued else None
+
+
 _SCALED = re.compile(r"Scaled (\S+) by ")
 
 
@@ -39,6 +97,11 @@ class TypeReport:
     scale_ups: Mapping[str, int] = field(default_factory=dict)  # who -> how many
     minimum: float | None = None
     maximum: float | None = None
+    # From the backend's history, where it keeps one (None: not known).
+    wait_p50_mins: float | None = None
+    wait_p90_mins: float | None = None
+    hours_at_max: float | None = None
+    hours_over: float | None = None
     recommendation: str = ""
 
 
@@ -50,20 +113,80 @@ def capacity_report(
     now: datetime,
     only: str | None = None,
     job_minutes: Mapping[str, float] | None = None,
+    history: Mapping[str, TypeHistory] | None = None,
+    thresholds: Thresholds | None = None,
 ) -> list[TypeReport]:
-    """One report per runner type that had incidents in [since, now] (or `only`), worst first."""
+    """One report per runner type that had incidents in [since, now], or whose history shows
+    it over the thresholds or at its maximum (or `only`), worst first. Thresholds: what the
+    alert rule said last for the type, else `thresholds`."""
     grouped: dict[str, list[tuple[Incident, Sequence[Event]]]] = {}
     for incident, events in incidents:
         if incident.started_at > now or (incident.resolved_at or now) < since:
             continue
         for name in _types_of(incident):
             grouped.setdefault(name, []).append((incident, events))
-    names = [only] if only else sorted(grouped)
-    reports = [
-        _report(name, grouped.get(name, []), live.get(name), since, now, job_minutes or {})
-        for name in names
-    ]
-    return sorted(reports, key=lambda r: (-r.firing, -r.incidents, r.runner_type))
+    history = history or {}
+    reports = []
+    for name in [only] if only else sorted({*grouped, *history}):
+        kept = grouped.get(name, [])
+        stated = stated_thresholds(name, [i for i, _ in incidents], thresholds or Thresholds())
+        report = _report(name, kept, live.get(name), since, now, history.get(name), stated)
+        shown = (
+            only or kept or max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
+        )
+        if shown:
+            duration = (
+                (live[name].job_duration_mins if name in live else None)
+                or (history[name].job_mins if name in history else None)
+                or (job_minutes or {}).get(name)
+            )
+            reports.append(_recommended(report, duration))
+    return sorted(
+        reports, key=lambda r: (-r.firing, -(r.hours_over or 0), -r.incidents, r.runner_type)
+    )
+
+
+def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresholds) -> Thresholds:
+    """What the alert rule said last: the latest incident naming this type that states its
+    thresholds, else the latest that states any, else `fallback` (the settings')."""
+    stated = sorted(
+        (
+            i
+            for i in incidents
+            if i.numbers.queue_size_threshold is not None
+            or i.numbers.queue_time_threshold is not None
+        ),
+        key=lambda i: i.started_at,
+        reverse=True,
+    )
+    named = [i for i in stated if name in _types_of(i)]
+    for incident in named or stated:
+        return Thresholds(
+            incident.numbers.queue_size_threshold, incident.numbers.queue_time_threshold
+        )
+    return fallback
+
+
+def report_channels(
+    reports: Sequence[TypeReport],
+    incidents: Sequence[Incident],
+    *,
+    default: str,
+    routed: Callable[[str], str],
+) -> dict[str, list[TypeReport]]:
+    """Where each type's part of the weekly report goes: the channel its latest incident went
+    to (a team's route took it), else where its early warning would go (`routed`); `default`
+    always gets its report, the other channels only their own types."""
+    latest: dict[str, tuple[datetime, str]] = {}
+    for incident in incidents:
+        for name in _types_of(incident):
+            if name not in latest or incident.started_at > latest[name][0]:
+                latest[name] = (incident.started_at, incident.channel or default)
+    out: dict[str, list[TypeReport]] = {default: []}
+    for report in reports:
+        channel = latest[report.runner_type][1] if report.runner_type in latest else None
+        out.setdefault(channel or routed(report.runner_type), []).append(report)
+    return out
 
 
 def _types_of(incident: Incident) -> list[str]:
@@ -77,7 +200,8 @@ def _report(
     live: RunnerTypeMetrics | None,
     since: datetime,
     now: datetime,
-    job_minutes: Mapping[str, float],
+    history: TypeHistory | None,
+    thresholds: Thresholds,
 ) -> TypeReport:
     firing = sum(
         (min(i.resolved_at or now, now) - max(i.started_at, since) for i, _ in incidents),
@@ -85,6 +209,8 @@ def _report(
     )
     peaks = [i.peak_types.get(name) for i, _ in incidents]
     queued = [p.queued for p in peaks if p is not None and p.queued is not None]
+    if history is not None and history.peak_queued is not None:
+        queued.append(history.peak_queued)
     waits = [
         p.longest_wait_mins for p in peaks if p is not None and p.longest_wait_mins is not None
     ]
@@ -94,7 +220,10 @@ def _report(
         for e in events
         if e.kind == "scaled" and _scaled_type(e.text) in (name, None)
     )
-    report = TypeReport(
+    maximum = live.maximum if live else None
+    if maximum is None and history is not None and history.maximum:
+        maximum = history.maximum[max(history.maximum)]  # the latest the history knows
+    return TypeReport(
         runner_type=name,
         incidents=len(incidents),
         firing=max(firing, timedelta()),
@@ -102,10 +231,12 @@ def _report(
         peak_wait_mins=max(waits) if waits else None,
         scale_ups=dict(scalers.most_common()),
         minimum=live.minimum if live else None,
-        maximum=live.maximum if live else None,
+        maximum=maximum,
+        wait_p50_mins=history.wait_p50_mins if history else None,
+        wait_p90_mins=history.wait_p90_mins if history else None,
+        hours_at_max=history.hours_at_max if history else None,
+        hours_over=history.hours_over(thresholds) if history else None,
     )
-    duration = (live.job_duration_mins if live else None) or job_minutes.get(name)
-    return _recommended(report, duration)
 
 
 def _scaled_type(text: str) -> str | None:
@@ -116,14 +247,24 @@ def _scaled_type(text: str) -> str | None:
 
 def _recommended(report: TypeReport, duration: float | None) -> TypeReport:
     """The maximum that drains the worst peak within 30 minutes, when the type queued often or
-    long enough for a size to matter; with what the numbers were."""
-    often = report.incidents >= RECOMMEND_INCIDENTS or report.firing >= RECOMMEND_FIRING
+    long enough, or sat at its maximum long enough, for a size to matter; with the numbers."""
+    at_max = report.hours_at_max or 0.0
+    often = (
+        report.incidents >= RECOMMEND_INCIDENTS
+        or report.firing >= RECOMMEND_FIRING
+        or at_max >= RECOMMEND_AT_MAX_H
+    )
     if not often or not report.runner_type:
         return report
     hours = report.firing.total_seconds() / 3600
-    why = f"{report.incidents} incidents, {hours:.1f} h firing"
+    why = f"{report.incidents} incident{'s' if report.incidents != 1 else ''}, {hours:.1f} h firing"
+    if at_max >= 1:
+        why = f"at its maximum {at_max:.0f} h, {why}"
     if report.maximum is None or report.peak_queued is None or not duration:
-        return _with(report, f"{why}: a bigger fleet may be due (its maximum is not known here)")
+        unknown = "its maximum" if report.maximum is None else "its jobs' duration"
+        if report.maximum is not None and report.peak_queued is None:
+            unknown = "its peak queue"
+        return _with(report, f"{why}: a bigger fleet may be due ({unknown} is not known here)")
     more = math.ceil(report.peak_queued * duration / 30)  # drains the peak in 30 min
     if more <= 0:
         return _with(report, f"{why}, but no queue at the peak: the size is not the cause")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from bot.domain.capacity import NO_TYPE, TypeReport
@@ -14,10 +15,22 @@ from bot.render.mrkdwn import escape, rendered, sections, truncate
 MAX_TYPES = 10
 
 
-def render_report(reports: Sequence[TypeReport], *, days: int, kept_days: int) -> str:
+def render_report(
+    reports: Sequence[TypeReport],
+    *,
+    days: int,
+    kept_days: int,
+    history: str = "",
+    missing: str = "",
+) -> str:
+    """`history` names where the queue time, hours at the maximum and over the thresholds come
+    from ("" when the backend keeps none); `missing` why they are not in it, when it failed."""
     head = f"*Capacity report · the last {days} days*"
-    if not any(r.incidents for r in reports):
-        return f"{head}\nNo queue incident in these {days} days.{_kept(days, kept_days)}"
+    if not any(r.incidents or r.hours_over or r.hours_at_max for r in reports):
+        quiet = f"{head}\nNo queue incident in these {days} days"
+        if history:
+            quiet += f", and {escape(history)} shows no queue over the thresholds"
+        return f"{quiet}.{_kept(days, kept_days)}" + (f"\n_{_missing(missing)}_" if missing else "")
     lines = [head]
     for report in reports[:MAX_TYPES]:
         lines.append(_type_line(report))
@@ -27,12 +40,27 @@ def render_report(reports: Sequence[TypeReport], *, days: int, kept_days: int) -
         lines.append(
             f"_{len(reports) - MAX_TYPES} more runner types: `/queue report {days}d <type>`_"
         )
-    lines.append(
-        "_From queuepilot's own incidents and the live reading; queue-time percentiles and hours "
-        "at the maximum from the metrics backend's history are not in this report yet._"
-        + _kept(days, kept_days)
-    )
+    lines.append(f"_{_sources(history, missing)}_{_kept(days, kept_days)}")
     return truncate("\n".join(lines), 2900)
+
+
+def _sources(history: str, missing: str) -> str:
+    own = "From queuepilot's own incidents and the live reading"
+    if history:
+        return (
+            f"{own}; queue time, hours at the maximum and over the alert's thresholds from "
+            f"{escape(history)}'s history."
+        )
+    if missing:
+        return f"{own}. {_missing(missing)}"
+    return (
+        f"{own}. Queue time, hours at the maximum and over the thresholds need a metrics backend "
+        "that keeps history (`METRICS_BACKEND=prometheus`)."
+    )
+
+
+def _missing(missing: str) -> str:
+    return f"Queue time and hours at the maximum are not in it: {truncate(escape(missing), 300)}."
 
 
 def _type_line(report: TypeReport) -> str:
@@ -44,6 +72,13 @@ def _type_line(report: TypeReport) -> str:
     parts = [f"{report.incidents} incident{'s' if report.incidents != 1 else ''}"]
     if report.incidents:
         parts.append(f"{duration(report.firing)} firing")
+    if report.hours_over is not None:
+        parts.append(f"{_hours(report.hours_over)} over the thresholds")
+    if report.wait_p50_mins is not None and report.wait_p90_mins is not None:
+        p50, p90 = (timedelta(minutes=m) for m in (report.wait_p50_mins, report.wait_p90_mins))
+        parts.append(f"queue time p50 {duration(p50)}, p90 {duration(p90)}")
+    if report.hours_at_max is not None:
+        parts.append(f"{_hours(report.hours_at_max)} at the maximum")
     if report.peak_queued is not None:
         parts.append(f"peak {number(report.peak_queued)} queued")
     if report.peak_wait_mins is not None:
@@ -57,16 +92,27 @@ def _type_line(report: TypeReport) -> str:
     return f"• *{name}*: " + " · ".join(parts)
 
 
+def _hours(hours: float) -> str:
+    return f"{hours:.1f} h" if hours < 10 else f"{hours:.0f} h"
+
+
 def _kept(days: int, kept_days: int) -> str:
     if days <= kept_days:
         return ""
     return f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are gone."
 
 
-def report_message(reports: Sequence[TypeReport], *, days: int, kept_days: int) -> Rendered:
+def report_message(
+    reports: Sequence[TypeReport],
+    *,
+    days: int,
+    kept_days: int,
+    history: str = "",
+    missing: str = "",
+) -> Rendered:
     """The weekly post: the report, and a bar chart of each type's firing hours drawn by Slack
     (left out, as any chart, where the workspace refuses it)."""
-    text = render_report(reports, days=days, kept_days=kept_days)
+    text = render_report(reports, days=days, kept_days=kept_days, history=history, missing=missing)
     blocks = sections(text.splitlines())
     chart = _hours_chart(reports, days)
     if chart is not None:

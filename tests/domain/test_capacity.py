@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.capacity import NO_TYPE, Schedule, capacity_report, parse_schedule
+from bot.domain.capacity import (
+    NO_TYPE,
+    Schedule,
+    TypeHistory,
+    TypeReport,
+    capacity_report,
+    parse_schedule,
+    report_channels,
+    stated_thresholds,
+)
+from bot.domain.early_warning import Thresholds
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 WEEK = NOW - timedelta(days=7)
 BIG = "linux.2xlarge"
+ALERT = Thresholds(queued=10, wait_mins=30)
 
 
 def incident(
@@ -122,3 +134,95 @@ def test_the_weekly_schedule(text: str, schedule: Schedule | None) -> None:
 def test_a_bad_schedule_says_what_is_wrong(text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem.replace("`", ".")):
         parse_schedule(text)
+
+
+def series(*values: float | None, step: float = 300) -> dict[float, float]:
+    """Values a step apart (None: no sample at that step)."""
+    return {n * step: v for n, v in enumerate(values) if v is not None}
+
+
+@pytest.mark.parametrize(
+    ("queued", "wait", "thresholds", "hours"),
+    [
+        # Over when more than 10 wait, or one waits over 30 min; each 5-min step counts once.
+        ((4, 11, 12, 10, 2), (1, 1, 45, 1, 1), Thresholds(10, 30), 2 / 12),
+        ((4, 11, 12, 10, 2), (1, 1, 45, 31, 1), Thresholds(10, 30), 3 / 12),
+        # Only a wait threshold known: the queue's size does not count.
+        ((40, 40), (1, 1), Thresholds(None, 30), 0.0),
+        # No threshold, or no series: not known, rather than zero.
+        ((40, 40), (1, 1), Thresholds(), None),
+        ((), (), Thresholds(10, 30), None),
+    ],
+)
+def test_hours_over_the_thresholds_from_the_history(
+    queued: tuple[float, ...], wait: tuple[float, ...], thresholds: Thresholds, hours: float | None
+) -> None:
+    history = TypeHistory(step_s=300, queued=series(*queued), wait_mins=series(*wait))
+    assert history.hours_over(thresholds) == (pytest.approx(hours) if hours is not None else None)
+
+
+def test_hours_at_the_maximum_count_steps_whose_level_reached_it() -> None:
+    history = TypeHistory(
+        step_s=1800,
+        level=series(10, 20, 20, 25, 3, step=1800),
+        maximum=series(20, 20, None, 20, 0, step=1800),  # a step without a maximum: not known
+    )
+    assert history.hours_at_max == pytest.approx(1.0)  # two half hours
+    assert TypeHistory(step_s=60).hours_at_max is None
+
+
+def test_a_type_only_the_history_names_is_shown_when_it_queued_or_sat_at_its_maximum() -> None:
+    quiet = TypeHistory(step_s=300, queued=series(0, 1, 0), level=series(5, 5, 5))
+    busy = TypeHistory(
+        step_s=3600,
+        queued=series(*[12.0] * 3, *[0.0] * 9, step=3600),
+        level=series(*[20.0] * 12, step=3600),
+        maximum=series(*[20.0] * 12, step=3600),
+        job_mins=10.0,
+    )
+    reports = capacity_report(
+        [], {}, since=WEEK, now=NOW, history={"quiet": quiet, BIG: busy}, thresholds=ALERT
+    )
+    assert [r.runner_type for r in reports] == [BIG]
+    (report,) = reports
+    assert report.hours_over == 3 and report.hours_at_max == 12 and report.maximum == 20
+    # 12 h at the maximum make the case alone; the peak of 12 with 10-minute jobs: +4 runners.
+    assert report.recommendation == (
+        "at its maximum 12 h, 0 incidents, 0.0 h firing: raise maxRunners 20 → 24 "
+        "(drains its peak of 12 queued in 30 min)"
+    )
+
+
+def test_the_thresholds_are_what_the_alert_said_last_for_the_type() -> None:
+    old = incident(1, 100, 1, {BIG: (5, 5)})
+    new = incident(2, 10, 1, {BIG: (5, 5)})
+    other = incident(3, 5, 1, {"windows.4xlarge": (5, 5)})
+    stated = [(old, (20.0, None)), (new, (12.0, 25.0)), (other, (3.0, 3.0))]
+    said = [
+        i.model_copy(
+            update={"numbers": replace(i.numbers, queue_size_threshold=q, queue_time_threshold=w)}
+        )
+        for i, (q, w) in stated
+    ]
+    assert stated_thresholds(BIG, said, ALERT) == Thresholds(12.0, 25.0)
+    assert stated_thresholds("linux.4xlarge", said, ALERT) == Thresholds(3.0, 3.0)  # any
+    assert stated_thresholds(BIG, [], ALERT) == ALERT
+
+
+def test_each_types_report_goes_where_its_latest_incident_went_else_where_its_route_says() -> None:
+    moved = incident(1, 100, 1, {BIG: (5, 5)}).model_copy(update={"channel": "C0TEAM"})
+    latest = incident(2, 10, 1, {BIG: (5, 5)}).model_copy(update={"channel": "C0OPS"})
+    reports = [TypeReport(BIG), TypeReport("linux.g5.4xlarge"), TypeReport("windows")]
+    by = report_channels(
+        reports,
+        [moved, latest],
+        default="C0DEFAULT",
+        routed=lambda name: "C0GPU" if name.startswith("linux.g5") else "C0DEFAULT",
+    )
+    assert {c: [r.runner_type for r in rs] for c, rs in by.items()} == {
+        "C0DEFAULT": ["windows"],
+        "C0OPS": [BIG],
+        "C0GPU": ["linux.g5.4xlarge"],
+    }
+    # The default channel always gets its report, if only to say the week was quiet.
+    assert report_channels([], [], default="C0DEFAULT", routed=lambda n: "C0X") == {"C0DEFAULT": []}

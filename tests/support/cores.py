@@ -17,7 +17,7 @@ from bot.actions.report import Report
 from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.silence import SilenceConfig, Silencing
 from bot.actions.warnings import Warnings
-from bot.backends.metrics import QueuedJobs, QueueMetrics
+from bot.backends.metrics import QueuedJobs, QueueHistory, QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.scale import Scaler
 from bot.backends.silence import Silencer
@@ -80,7 +80,8 @@ def action_core(
         acting, readings, config=DiagnoseConfig(timeout_s=2), jobs=watch, scaling=scaling
     )
     warnings = Warnings(acting, WarningStore(redis, store.keys))
-    report = Report(acting, readings, kept_days=30)
+    history = metrics if isinstance(metrics, QueueHistory) else None
+    report = Report(acting, readings, history=history)
     return ActionCore(
         acting,
         silencing,

@@ -1,10 +1,12 @@
 """REPORT_SCHEDULE's weekly post, end to end: two replicas' schedulers fire at the same minute and
 the capacity report is posted once in SLACK_CHANNEL, by the channel's sender, with its bar chart
-of firing hours drawn by Slack (the emulator checks the block by Slack's limits)."""
+of firing hours drawn by Slack (the emulator checks the block by Slack's limits); with
+SLACK_ROUTES, a team's runner types are reported in the team's channel instead."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +19,9 @@ from tests.support.running import eventually, run_bot
 from tests.support.slack import CHANNEL, Slack
 
 
-async def kept(store: IncidentStore, n: int, runner_type: str, hours: float) -> None:
+async def kept(
+    store: IncidentStore, n: int, runner_type: str, hours: float, channel: str = CHANNEL
+) -> None:
     payload = fixture_json("grafana/queue-alert-firing.json")
     payload["groupKey"] = f"weekly-{n}"
     started = datetime.now(UTC) - timedelta(days=2, hours=n)
@@ -25,7 +29,7 @@ async def kept(store: IncidentStore, n: int, runner_type: str, hours: float) -> 
         delivery_of(parse_notification("grafana", payload)),
         incident_id=f"w{n}",
         uid=f"u{n}",
-        channel=CHANNEL,
+        channel=channel,
         now=started,
     ).model_copy(
         update={"started_at": started, "peak_types": {runner_type: RunnerQueue(queued=30)}}
@@ -68,3 +72,38 @@ async def test_the_weekly_report_is_posted_once_with_its_chart(
     [chart] = [b for b in report.blocks if b["type"] == "data_visualization"]
     bars = {p["label"]: p["value"] for p in chart["chart"]["series"][0]["data"]}
     assert bars == {"linux.2xlarge": 3.0, "linux.g5.…nvidia.gpu": 1.5}
+
+
+GPU_CHANNEL = "C0GPUQ"
+
+
+async def test_a_teams_runner_types_are_reported_in_its_own_channel(
+    settings_for: Any, slack: Slack
+) -> None:
+    slack.emulator.add_channel(GPU_CHANNEL)
+    routes = [{"match": ['runner_type=~"linux\\.g5\\..*"'], "channel": GPU_CHANNEL}]
+    settings = settings_for(report_schedule="mon 09:00", slack_routes=json.dumps(routes))
+    async with run_bot(settings) as first, run_bot(settings) as second:
+        await kept(first.bot.store, 1, "linux.2xlarge", 3)
+        await kept(first.bot.store, 2, "linux.g5.4xlarge.nvidia.gpu", 1.5, GPU_CHANNEL)
+        await asyncio.gather(
+            first.bot.core.post_weekly_report(), second.bot.core.post_weekly_report()
+        )
+
+        def reports(channel: str) -> list[str]:
+            return [
+                str(m.blocks)
+                for m in slack.emulator.channel_messages(channel)
+                if "Capacity report" in m.text
+            ]
+
+        gpu = await eventually(
+            lambda: reports(GPU_CHANNEL) or None, what="the GPU team's report", timeout=20
+        )
+        default = await eventually(
+            lambda: reports(CHANNEL) or None, what="the default channel's report", timeout=20
+        )
+    assert len(gpu) == 1 and len(default) == 1, "once per channel across replicas"
+    assert "linux.2xlarge" not in gpu[0]
+    assert "linux.g5.4xlarge.nvidia.gpu" in gpu[0]
+    assert "linux.2xlarge" in default[0] and "nvidia.gpu" not in default[0]

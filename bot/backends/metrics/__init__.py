@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from bot.domain.capacity import TypeHistory
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.jobs import JobsListing
 
@@ -50,4 +51,16 @@ class QueuedJobs(Protocol):
 
     async def aclose(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class QueueHistory(Protocol):
+    """A backend that keeps the fleet's past (Prometheus): the capacity report's window."""
+
+    name: str
+
+    async def history(self, *, start: datetime, end: datetime) -> dict[str, TypeHistory]:
+        """Per runner type, its queue, wait, level and maximum a step apart over [start, end]
+        and its queue time's quantiles; raises `BackendError` when it cannot say."""
         ...

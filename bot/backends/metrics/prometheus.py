@@ -28,6 +28,8 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
+from bot.backends.metrics import prometheus_history as ranges
+from bot.domain.capacity import TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
 
@@ -220,6 +222,61 @@ class PrometheusMetrics:
     def runner_type(self, labels: Mapping[str, str]) -> str:
         raw = labels.get(self._config.runner_type_label, "")
         return self._suffix.sub("", raw) if self._suffix else raw
+
+    async def history(self, *, start: datetime, end: datetime) -> dict[str, TypeHistory]:
+        """The capacity report's window (`bot.backends.metrics.prometheus_history`): every
+        series and quantile at once; raises `BackendError` when none could be read."""
+        step = ranges.step_s(start, end)
+        fields = ranges.range_queries(self._queries)
+        seconds = max(60, round((end - start).total_seconds()))
+        suffix = self._config.name_suffix
+        numbers = {
+            "wait_p50_mins": ranges.quantile_query(0.5, seconds, suffix),
+            "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix),
+            "job_mins": ranges.duration_query(seconds, suffix),
+        }
+        answers = await asyncio.gather(
+            *(self._query_range(query, start, end, step) for query in fields.values()),
+            *(self._query(query, end) for query in numbers.values()),
+            return_exceptions=True,
+        )
+        failures = [a for a in answers if isinstance(a, BaseException)]
+        for failure in failures:
+            if not isinstance(failure, BackendError):
+                raise failure
+        if failures and len(failures) == len(answers):
+            raise failures[0]
+        series: dict[str, dict[str, dict[float, float]]] = {}
+        for field_name, answer in zip(fields, answers[: len(fields)], strict=True):
+            for labels, samples in [] if isinstance(answer, BaseException) else answer:
+                runner_type = self.runner_type(labels)
+                if runner_type:
+                    by_field = series.setdefault(runner_type, {})
+                    ranges.merged(by_field.setdefault(field_name, {}), samples)
+        by_type: dict[str, dict[str, float]] = {}
+        for number, answer in zip(numbers, answers[len(fields) :], strict=True):
+            for labels, value in [] if isinstance(answer, BaseException) else answer:
+                runner_type = self.runner_type(labels)
+                if runner_type:
+                    by_type.setdefault(runner_type, {})[number] = value
+        return ranges.histories(step, series, by_type)
+
+    async def _query_range(
+        self, query: str, start: datetime, end: datetime, step: int
+    ) -> list[tuple[dict[str, str], dict[float, float]]]:
+        response = await request(
+            self._client,
+            "Prometheus",
+            "GET",
+            "/api/v1/query_range",
+            params={
+                "query": query,
+                "start": f"{start.timestamp():.3f}",
+                "end": f"{end.timestamp():.3f}",
+                "step": str(step),
+            },
+        )
+        return ranges.parse_matrix(json_object(response, "Prometheus"))
 
     async def _query(self, query: str, now: datetime) -> list[tuple[dict[str, str], float]]:
         response = await request(

@@ -1,0 +1,145 @@
+"""The capacity report's window from Prometheus: range queries over the same numbers the live
+reading takes, and the queue time's quantiles over ARC's startup histogram.
+
+The series (queued jobs, the longest wait, the runners wanted, the maximum) are the reading's own
+queries (`PROMETHEUS_QUERIES` included) asked with `/api/v1/query_range`, a step that keeps each
+series under `MAX_POINTS`. The quantiles are one instant query each at the window's end, over the
+histogram's increase across the window: every job that got a runner in it counts once. Job series
+join their scale set's `name` through any scrape target (`instance`) that served its gauges in the
+window (`last_over_time`), so a listener restarted mid-week is not lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from bot.backends.errors import BackendError
+from bot.domain.capacity import Series, TypeHistory
+
+# Prometheus refuses a range query of more than 11,000 points per series; a week at 5 min is
+# 2,016, a month at 22 min about the same.
+MAX_POINTS = 2000
+STARTUP = "gha_job_startup_duration_seconds_bucket"
+EXECUTION = "gha_job_execution_duration_seconds"
+# Field of `TypeHistory` -> the reading's query it is the history of.
+SERIES = {"queued": "queued", "wait_mins": "longest_wait_mins", "maximum": "maximum"}
+
+
+def step_s(start: datetime, end: datetime) -> int:
+    """Whole minutes, at least one, so the series stays under `MAX_POINTS`."""
+    seconds = max((end - start).total_seconds(), 60.0)
+    return 60 * max(1, math.ceil(seconds / MAX_POINTS / 60))
+
+
+def range_queries(queries: Mapping[str, str]) -> dict[str, str]:
+    """`TypeHistory` field -> PromQL, from the reading's queries; the level is the runners the
+    autoscaler wants (ARC's desired runners), else the ones registered."""
+    chosen = {field: queries[name] for field, name in SERIES.items() if name in queries}
+    level = queries.get("desired") or queries.get("registered")
+    if level:
+        chosen["level"] = level
+    return chosen
+
+
+def per_type(expr: str, seconds: int, name_suffix: str = "") -> str:
+    """A job series over the window, given its scale set's `name` through any scrape target that
+    served the set's gauges in the window.
+
+    A listener recreated in the window (ARC names its runner set anew) serves the same runner
+    type under two names: the suffix is cut in PromQL before the series are summed, since
+    quantiles of two halves cannot be added afterwards."""
+    join = (
+        f" * on (instance) group_left (name) "
+        f"group by (instance, name) (last_over_time(gha_assigned_jobs[{seconds}s]))"
+    )
+    joined = f"{expr}{join}"
+    if name_suffix:
+        # Prometheus anchors its regexes at both ends: the suffix's own `$` is implied.
+        cut = json.dumps(f"(.+){name_suffix.removesuffix('$')}")
+        joined = f'label_replace({joined}, "name", "$1", "name", {cut})'
+    return joined
+
+
+def quantile_query(quantile: float, seconds: int, name_suffix: str = "") -> str:
+    """Minutes within which `quantile` of the jobs that got a runner in the window got one."""
+    jobs = per_type(f"increase({STARTUP}[{seconds}s])", seconds, name_suffix)
+    return f"histogram_quantile({quantile}, sum by (name, le) ({jobs})) / 60"
+
+
+def duration_query(seconds: int, name_suffix: str = "") -> str:
+    """The mean minutes a job ran, of the jobs that finished in the window."""
+    total, count = (
+        per_type(f"increase({EXECUTION}_{part}[{seconds}s])", seconds, name_suffix)
+        for part in ("sum", "count")
+    )
+    return f"sum by (name) ({total}) / sum by (name) ({count}) / 60"
+
+
+def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], dict[float, float]]]:
+    """A range query's answer as (labels, {unix time: value}); NaN and infinities left out.
+
+    Raises `BackendError` for an error answer or a shape that is not a range vector.
+    """
+    if body.get("status") != "success":
+        error = body.get("error") or body.get("errorType") or "an error"
+        raise BackendError(f"Prometheus answered {str(error)[:200]}", retryable=False)
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise BackendError("Prometheus answered without data", retryable=True)
+    result_type, result = data.get("resultType"), data.get("result")
+    if result_type != "matrix" or not isinstance(result, list):
+        raise BackendError(
+            f"Prometheus answered a {str(result_type)[:20]}, not a range vector", retryable=False
+        )
+    series = []
+    for item in result:
+        if not isinstance(item, dict):
+            continue
+        metric = item.get("metric")
+        labels = {str(k): str(v) for k, v in metric.items()} if isinstance(metric, dict) else {}
+        values = item.get("values")
+        samples: dict[float, float] = {}
+        for sample in values if isinstance(values, list) else []:
+            point = _sample(sample)
+            if point is not None:
+                samples[point[0]] = point[1]
+        series.append((labels, samples))
+    return series
+
+
+def _sample(sample: Any) -> tuple[float, float] | None:
+    """`[<unix time>, "<value>"]` -> (time, value), when both are finite numbers."""
+    if not isinstance(sample, list) or len(sample) != 2:
+        return None
+    try:
+        at, value = float(sample[0]), float(sample[1])
+    except (TypeError, ValueError):
+        return None
+    return (at, value) if math.isfinite(at) and math.isfinite(value) else None
+
+
+def merged(into: dict[float, float], samples: Series) -> None:
+    """Two series of one runner type (a listener recreated under a new suffix): the larger."""
+    for at, value in samples.items():
+        into[at] = max(value, into.get(at, value))
+
+
+def histories(
+    step: int,
+    series: Mapping[str, Mapping[str, dict[float, float]]],
+    numbers: Mapping[str, Mapping[str, float]],
+) -> dict[str, TypeHistory]:
+    """Per runner type: its series by field, and its numbers over the window (`wait_p50_mins`,
+    `wait_p90_mins`, `job_mins`) by name."""
+    return {
+        name: TypeHistory(
+            step_s=step,
+            **{field: dict(samples) for field, samples in series.get(name, {}).items()},
+            **numbers.get(name, {}),
+        )
+        for name in sorted({*series, *numbers})
+    }

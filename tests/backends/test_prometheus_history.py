@@ -1,0 +1,188 @@
+"""The capacity report's history from a real `prometheus` holding a backfilled week of two ARC
+listeners (`tests.support.fakes.arc_week`), through `/query_range` and the startup histogram."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.asyncio import Redis
+
+from bot.actions.commands import run_command
+from bot.actions.core import Actor
+from bot.backends.errors import BackendError
+from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
+from bot.backends.metrics.prometheus_history import parse_matrix, step_s
+from bot.domain.alerts import RunnerQueue, parse_notification
+from bot.domain.delivery import delivery_of
+from bot.domain.early_warning import Thresholds
+from bot.domain.incidents import GroupState, open_incident, resolve_manually
+from bot.storage.incident_store import Commit, IncidentStore
+from sandbox.redis_server import free_port
+from tests.support.cores import action_core
+from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING
+from tests.support.fakes.arc_week import DAY, HOUR, expected_p90_s, week
+from tests.support.payloads import fixture_json
+from tests.support.servers import Prometheus
+
+ALERT = Thresholds(queued=10, wait_mins=30)
+
+
+@dataclass(frozen=True)
+class Week:
+    url: str
+    start: datetime
+    end: datetime
+
+
+@pytest.fixture(scope="module")
+def seeded() -> Iterator[Week]:
+    end = int(time.time()) // HOUR * HOUR
+    start = end - 7 * DAY
+    prometheus = Prometheus(targets=[])
+    try:
+        prometheus.backfill(week(start, end))
+        prometheus.start()
+        yield Week(
+            prometheus.url, datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC)
+        )
+    finally:
+        prometheus.stop()
+
+
+def metrics(url: str) -> PrometheusMetrics:
+    return PrometheusMetrics(PrometheusConfig(url=url, window="10m"))
+
+
+async def test_a_week_of_queueing_at_the_maximum_and_the_queue_time(seeded: Week) -> None:
+    backend = metrics(seeded.url)
+    try:
+        found = await backend.history(start=seeded.start, end=seeded.end)
+    finally:
+        await backend.aclose()
+    # The listener recreated mid-week under a new suffix is still one runner type.
+    assert sorted(found) == [HEALTHY, QUEUEING]
+    queueing, healthy = found[QUEUEING], found[HEALTHY]
+    step_h = queueing.step_s / 3600
+    # Three 6-hour bursts with 15 queued (and waits of 40 min; the wait's 10-minute rate window
+    # trails each burst by up to one step more).
+    over = queueing.hours_over(ALERT)
+    assert over is not None and 18 - step_h <= over <= 18 + 3 * (10 / 60 + step_h)
+    # The bursts, and two 4-hour stretches at the maximum without a queue.
+    assert queueing.hours_at_max is not None and abs(queueing.hours_at_max - 26) <= 2 * step_h
+    assert queueing.peak_queued == 15
+    assert queueing.wait_p90_mins is not None and queueing.wait_p50_mins is not None
+    p90 = expected_p90_s(int(seeded.start.timestamp()), int(seeded.end.timestamp())) / 60
+    assert abs(queueing.wait_p90_mins - p90) <= 0.02 * p90, (queueing.wait_p90_mins, p90)
+    assert queueing.wait_p50_mins < 5 / 60  # most jobs started within 5 s
+    assert healthy.hours_over(ALERT) == 0 and healthy.hours_at_max == 0
+    assert healthy.wait_p90_mins is not None and healthy.wait_p90_mins <= 5 / 60
+    assert queueing.job_mins == pytest.approx(30) and healthy.job_mins == pytest.approx(30)
+
+
+async def keep(store: IncidentStore, n: int, started: datetime, hours: float) -> None:
+    payload = fixture_json("grafana/queue-alert-firing.json")
+    payload["groupKey"] = f"group-{n}"
+    incident = open_incident(
+        delivery_of(parse_notification("grafana", payload)),
+        incident_id=str(n),
+        uid=f"u{n}",
+        channel="C1",
+        now=started,
+    )
+    incident = incident.model_copy(
+        update={
+            "started_at": started,
+            "peak_types": {QUEUEING: RunnerQueue(queued=15, longest_wait_mins=40)},
+        }
+    )
+    assert await store.commit(
+        Commit(incident, group=GroupState(incident_id=str(n)), group_hash=incident.group_hash)
+    )
+    resolved = resolve_manually(incident, by="U2", name="al", now=started + timedelta(hours=hours))
+    assert await store.commit(Commit(resolved, version=1))
+
+
+async def test_queue_report_over_a_seeded_week_of_incidents_and_prometheus_history(
+    seeded: Week, redis: Redis
+) -> None:
+    store = IncidentStore(redis, "qp")
+    for n, day in enumerate((1, 3), 1):  # two of the three bursts alerted
+        await keep(store, n, seeded.start + timedelta(days=day, hours=9, minutes=20), 5.5)
+    backend = metrics(seeded.url)
+    core = action_core(redis, store, metrics=backend, clock=lambda: seeded.end)
+    try:
+        outcome = await run_command(core, Actor("U1", "al"), "report")
+    finally:
+        await backend.aclose()
+    text = outcome.message
+    line = next(x for x in text.splitlines() if x.startswith(f"• *{QUEUEING}*"))
+    assert "2 incidents · 11 h firing" in line
+    assert "over the thresholds" in line and "at the maximum" in line
+    assert "queue time p50 4 s, p90 34 min" in line
+    # Hours at the maximum make the case; the size comes from the history's maximum and peak.
+    # 15 queued at the peak, 30-minute jobs: 15 more runners drain it in 30 minutes.
+    assert "at its maximum 26 h, 2 incidents, 11.0 h firing: raise maxRunners 20 → 35" in text
+    # A type with no incident shows only when its history was over the thresholds or at max.
+    assert HEALTHY not in text
+    assert "from Prometheus's history" in text
+
+
+async def test_without_prometheus_the_report_still_answers_and_says_why(redis: Redis) -> None:
+    store = IncidentStore(redis, "qp")
+    await keep(store, 1, datetime.now(UTC) - timedelta(days=1), 3)
+    backend = metrics(f"http://127.0.0.1:{free_port()}")
+    core = action_core(redis, store, metrics=backend, clock=lambda: datetime.now(UTC))
+    try:
+        outcome = await run_command(core, Actor("U1", "al"), "report")
+    finally:
+        await backend.aclose()
+    assert outcome.ok
+    assert f"• *{QUEUEING}*: 1 incident · 3 h firing" in outcome.message
+    assert "Prometheus could not say: Prometheus is unreachable" in outcome.message
+
+
+def test_the_step_keeps_every_series_under_prometheus_limit() -> None:
+    end = datetime(2026, 11, 24, tzinfo=UTC)
+    for days in (1, 7, 30, 90):
+        step = step_s(end - timedelta(days=days), end)
+        assert step % 60 == 0 and days * DAY / step <= 2000
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(
+    st.fixed_dictionaries(
+        {"status": st.sampled_from(["success", "error"]), "data": JSON},
+        optional={"error": JSON},
+    )
+    | st.fixed_dictionaries(
+        {
+            "status": st.just("success"),
+            "data": st.fixed_dictionaries(
+                {"resultType": st.just("matrix"), "result": st.lists(JSON, max_size=4)}
+            ),
+        }
+    )
+)
+def test_any_answer_is_series_or_a_backend_error(body: dict[str, Any]) -> None:
+    try:
+        series = parse_matrix(body)
+    except BackendError:
+        return
+    for labels, samples in series:
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+        assert all(isinstance(at, float) and isinstance(v, float) for at, v in samples.items())

@@ -1,0 +1,130 @@
+"""A week of two ARC listeners' metrics, written as OpenMetrics for Prometheus's backfill
+(`Prometheus.backfill`): the history a capacity report reads, known to the minute.
+
+Families, labels and buckets are ARC's (see `arc_exporter`); each listener is its own scrape
+target (`instance`), the job histogram carrying the job's labels only, as ARC serves them. The
+queueing type's listener is recreated halfway through the week: a new runner-set suffix and a new
+pod address, as after an ARC upgrade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tests.support.fakes.arc_exporter import BUCKETS, HEALTHY, JOB, QUEUEING
+
+STEP_S = 300
+HOUR, DAY = 3600, 86400
+MAXIMUM = 20
+QUEUED_WHILE_BURSTING = 15
+# Days (from the week's start) and hours of that day: queueing at the maximum, and at the
+# maximum without a queue.
+BURSTS = ((1, 9, 15), (3, 9, 15), (5, 9, 15))  # 18 h over the thresholds
+BUSY = ((2, 10, 14), (4, 10, 14))  # 8 h more at the maximum
+RECREATED_DAY = 4
+# Queue time: 2 jobs every 5 min wait 5 s; while bursting, 4 jobs every 5 min wait 40 min.
+QUICK_S, SLOW_S = 5.0, 2400.0
+JOB_S = 1800.0  # every job runs 30 min
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    instance: str
+
+
+def _within(at: int, start: int, spans: tuple[tuple[int, int, int], ...]) -> bool:
+    return any(
+        start + day * DAY + h0 * HOUR <= at < start + day * DAY + h1 * HOUR for day, h0, h1 in spans
+    )
+
+
+def week(start: int, end: int) -> str:
+    """The OpenMetrics text from `start` to `end` (unix seconds, multiples of `STEP_S`)."""
+    gauges: dict[str, list[str]] = {}
+    histogram: list[str] = []
+    execution: list[str] = []
+    counts: dict[tuple[str, float], int] = {}  # (instance, wait) -> jobs so far
+    for at in range(start - HOUR, end + 1, STEP_S):
+        recreated = at >= start + RECREATED_DAY * DAY
+        queueing = (
+            Listener(f"{QUEUEING}-b9c2d", "10.0.0.7:8080")
+            if recreated
+            else Listener(f"{QUEUEING}-x7q2k", "10.0.0.1:8080")
+        )
+        healthy = Listener(f"{HEALTHY}-p4x7z", "10.0.0.2:8080")
+        bursting, busy = _within(at, start, BURSTS), _within(at, start, BUSY)
+        if bursting:
+            values = (MAXIMUM + QUEUED_WHILE_BURSTING, MAXIMUM, MAXIMUM)
+        elif busy:
+            values = (MAXIMUM, MAXIMUM, MAXIMUM)
+        else:
+            values = (8, 8, 10)
+        for listener, (assigned, running, desired) in (
+            (queueing, values),
+            (healthy, (3, 3, 5)),
+        ):
+            labels = (
+                f'enterprise="",instance="{listener.instance}",job="arc",'
+                f'name="{listener.name}",namespace="arc-runners",organization="pytorch",'
+                f'repository=""'
+            )
+            for family, value in (
+                ("assigned_jobs", assigned),
+                ("running_jobs", running),
+                ("desired_runners", desired),
+                ("registered_runners", desired),
+                ("max_runners", MAXIMUM),
+            ):
+                gauges.setdefault(family, []).append(f"gha_{family}{{{labels}}} {value} {at}")
+        for instance, jobs in (
+            (queueing.instance, [(SLOW_S, 4)] if bursting else [(QUICK_S, 2)]),
+            ("10.0.0.2:8080", [(QUICK_S, 1)]),
+        ):
+            for wait, n in jobs:
+                counts[(instance, wait)] = counts.get((instance, wait), 0) + n
+            histogram += _buckets(instance, counts, at)
+            # Every job that started has finished (a 30-min job, a 5-min step: near enough).
+            started = sum(n for (where, _), n in counts.items() if where == instance)
+            execution += _executions(instance, started, at)
+    lines = []
+    for family, samples in gauges.items():
+        lines += [f"# TYPE gha_{family} gauge", *samples]
+    lines += ["# TYPE gha_job_startup_duration_seconds histogram", *histogram]
+    lines += ["# TYPE gha_job_execution_duration_seconds histogram", *execution, "# EOF"]
+    return "\n".join(lines) + "\n"
+
+
+def _buckets(instance: str, counts: dict[tuple[str, float], int], at: int) -> Iterator[str]:
+    mine = {wait: n for (where, wait), n in counts.items() if where == instance}
+    labels = f'{JOB},instance="{instance}",job="arc"'
+    family = "gha_job_startup_duration_seconds"
+    for le in BUCKETS:
+        below = sum(n for wait, n in mine.items() if wait <= le)
+        yield f'{family}_bucket{{{labels},le="{le:g}"}} {below} {at}'
+    total = sum(mine.values())
+    yield f'{family}_bucket{{{labels},le="+Inf"}} {total} {at}'
+    yield f"{family}_count{{{labels}}} {total} {at}"
+    yield f"{family}_sum{{{labels}}} {sum(w * n for w, n in mine.items()):g} {at}"
+
+
+def _executions(instance: str, finished: int, at: int) -> list[str]:
+    """The execution histogram's count and sum (what a mean reads), each job `JOB_S` long."""
+    labels = f'{JOB},instance="{instance}",job="arc",job_result="succeeded"'
+    family = "gha_job_execution_duration_seconds"
+    return [
+        f'{family}_bucket{{{labels},le="+Inf"}} {finished} {at}',
+        f"{family}_count{{{labels}}} {finished} {at}",
+        f"{family}_sum{{{labels}}} {finished * JOB_S:g} {at}",
+    ]
+
+
+def expected_p90_s(start: int, end: int) -> float:
+    """The queueing type's p90 over [start, end] as `histogram_quantile` interpolates it."""
+    steps = (end - start) // STEP_S
+    slow_steps = sum((h1 - h0) * HOUR // STEP_S for _, h0, h1 in BURSTS)
+    quick, slow = 2 * (steps - slow_steps), 4 * slow_steps
+    rank = 0.9 * (quick + slow)
+    lower = max(b for b in BUCKETS if b < SLOW_S)
+    return lower + (SLOW_S - lower) * (rank - quick) / slow
