@@ -136,8 +136,8 @@ class Report:
         if self._history is not None:
             try:
                 call = self._history.history(start=since, end=now)
-                history = await within(call, self._config.timeout_s, self._history.name)
-                source = self._history.name
+                kept = await within(call, self._config.timeout_s, self._history.name)
+                history, source, missing = dict(kept.types), self._history.name, kept.note
             except BackendError as exc:
                 log.warning("capacity report: no history: %s", exc)
                 missing = f"{self._history.name} could not say: {exc}"

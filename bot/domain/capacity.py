@@ -54,7 +54,9 @@ class TypeHistory:
         """Hours in which the queue was over the alert's thresholds (more than `queued` jobs
         waiting, or a wait over `wait_mins`), whether or not an alert fired; None when no
         threshold or no series is known."""
-        if not thresholds.known or not (self.queued or self.wait_mins):
+        by_queue = thresholds.queued is not None and bool(self.queued)
+        by_wait = thresholds.wait_mins is not None and bool(self.wait_mins)
+        if not (by_queue or by_wait):
             return None
         over = {
             at
@@ -85,6 +87,14 @@ class TypeHistory:
 
 
 _SCALED = re.compile(r"Scaled (\S+) by ")
+
+
+@dataclass(frozen=True)
+class FleetHistory:
+    """Every runner type's history over a window, and what of it could not be read."""
+
+    types: Mapping[str, TypeHistory] = field(default_factory=dict)
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,8 +141,13 @@ def capacity_report(
         kept = grouped.get(name, [])
         stated = stated_thresholds(name, [i for i, _ in incidents], thresholds or Thresholds())
         report = _report(name, kept, live.get(name), since, now, history.get(name), stated)
+        # Without thresholds to judge it by, a type whose history queued at all is shown.
+        unjudged = report.hours_over is None and (report.peak_queued or 0) > 0
         shown = (
-            only or kept or max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
+            only
+            or kept
+            or unjudged
+            or max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
         )
         if shown:
             duration = (

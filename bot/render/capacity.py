@@ -24,12 +24,15 @@ def render_report(
     missing: str = "",
 ) -> str:
     """`history` names where the queue time, hours at the maximum and over the thresholds come
-    from ("" when the backend keeps none); `missing` why they are not in it, when it failed."""
+    from ("" when the backend keeps none); `missing` what of it could not be read, and why."""
     head = f"*Capacity report · the last {days} days*"
-    if not any(r.incidents or r.hours_over or r.hours_at_max for r in reports):
+    if not any(r.incidents or r.hours_over or r.hours_at_max or r.peak_queued for r in reports):
         quiet = f"{head}\nNo queue incident in these {days} days"
         if history:
-            quiet += f", and {escape(history)} shows no queue over the thresholds"
+            quiet += (
+                ", and no runner type over the thresholds or at its maximum in "
+                f"{escape(history)}'s history"
+            )
         return f"{quiet}.{_kept(days, kept_days)}" + (f"\n_{_missing(missing)}_" if missing else "")
     lines = [head]
     for report in reports[:MAX_TYPES]:
@@ -40,22 +43,34 @@ def render_report(
         lines.append(
             f"_{len(reports) - MAX_TYPES} more runner types: `/queue report {days}d <type>`_"
         )
-    lines.append(f"_{_sources(history, missing)}_{_kept(days, kept_days)}")
+    lines.append(f"_{_sources(reports, history, missing)}_{_kept(days, kept_days)}")
     return truncate("\n".join(lines), 2900)
 
 
-def _sources(history: str, missing: str) -> str:
+def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
     own = "From queuepilot's own incidents and the live reading"
     if history:
-        return (
-            f"{own}; queue time, hours at the maximum and over the alert's thresholds from "
-            f"{escape(history)}'s history."
-        )
+        kept = [
+            what
+            for what, known in (
+                ("queue time", any(r.wait_p50_mins is not None for r in reports)),
+                ("hours at the maximum", any(r.hours_at_max is not None for r in reports)),
+                (
+                    "hours over the alert's thresholds",
+                    any(r.hours_over is not None for r in reports),
+                ),
+            )
+            if known
+        ]
+        partly = f" ({truncate(escape(missing), 300)})" if missing else ""
+        if not kept:
+            return f"{own}; {escape(history)}'s history had nothing more on these types{partly}."
+        return f"{own}; {', '.join(kept)} from {escape(history)}'s history{partly}."
     if missing:
         return f"{own}. {_missing(missing)}"
     return (
         f"{own}. Queue time, hours at the maximum and over the thresholds need a metrics backend "
-        "that keeps history (`METRICS_BACKEND=prometheus`)."
+        "that keeps history (`METRICS_BACKEND=prometheus` or `hud`)."
     )
 
 

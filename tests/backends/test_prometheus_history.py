@@ -19,16 +19,13 @@ from bot.actions.core import Actor
 from bot.backends.errors import BackendError
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
 from bot.backends.metrics.prometheus_history import parse_matrix, step_s
-from bot.domain.alerts import RunnerQueue, parse_notification
-from bot.domain.delivery import delivery_of
 from bot.domain.early_warning import Thresholds
-from bot.domain.incidents import GroupState, open_incident, resolve_manually
-from bot.storage.incident_store import Commit, IncidentStore
+from bot.storage.incident_store import IncidentStore
 from sandbox.redis_server import free_port
 from tests.support.cores import action_core
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING
 from tests.support.fakes.arc_week import DAY, HOUR, expected_p90_s, week
-from tests.support.payloads import fixture_json
+from tests.support.incidents import keep_resolved
 from tests.support.servers import Prometheus
 
 ALERT = Thresholds(queued=10, wait_mins=30)
@@ -56,16 +53,18 @@ def seeded() -> Iterator[Week]:
         prometheus.stop()
 
 
-def metrics(url: str) -> PrometheusMetrics:
-    return PrometheusMetrics(PrometheusConfig(url=url, window="10m"))
+def metrics(url: str, **queries: str) -> PrometheusMetrics:
+    return PrometheusMetrics(PrometheusConfig(url=url, window="10m", queries=queries))
 
 
 async def test_a_week_of_queueing_at_the_maximum_and_the_queue_time(seeded: Week) -> None:
     backend = metrics(seeded.url)
     try:
-        found = await backend.history(start=seeded.start, end=seeded.end)
+        kept = await backend.history(start=seeded.start, end=seeded.end)
     finally:
         await backend.aclose()
+    assert kept.note == ""
+    found = kept.types
     # The listener recreated mid-week under a new suffix is still one runner type.
     assert sorted(found) == [HEALTHY, QUEUEING]
     queueing, healthy = found[QUEUEING], found[HEALTHY]
@@ -86,35 +85,14 @@ async def test_a_week_of_queueing_at_the_maximum_and_the_queue_time(seeded: Week
     assert queueing.job_mins == pytest.approx(30) and healthy.job_mins == pytest.approx(30)
 
 
-async def keep(store: IncidentStore, n: int, started: datetime, hours: float) -> None:
-    payload = fixture_json("grafana/queue-alert-firing.json")
-    payload["groupKey"] = f"group-{n}"
-    incident = open_incident(
-        delivery_of(parse_notification("grafana", payload)),
-        incident_id=str(n),
-        uid=f"u{n}",
-        channel="C1",
-        now=started,
-    )
-    incident = incident.model_copy(
-        update={
-            "started_at": started,
-            "peak_types": {QUEUEING: RunnerQueue(queued=15, longest_wait_mins=40)},
-        }
-    )
-    assert await store.commit(
-        Commit(incident, group=GroupState(incident_id=str(n)), group_hash=incident.group_hash)
-    )
-    resolved = resolve_manually(incident, by="U2", name="al", now=started + timedelta(hours=hours))
-    assert await store.commit(Commit(resolved, version=1))
-
-
 async def test_queue_report_over_a_seeded_week_of_incidents_and_prometheus_history(
     seeded: Week, redis: Redis
 ) -> None:
     store = IncidentStore(redis, "qp")
     for n, day in enumerate((1, 3), 1):  # two of the three bursts alerted
-        await keep(store, n, seeded.start + timedelta(days=day, hours=9, minutes=20), 5.5)
+        await keep_resolved(
+            store, n, seeded.start + timedelta(days=day, hours=9, minutes=20), 5.5, QUEUEING
+        )
     backend = metrics(seeded.url)
     core = action_core(redis, store, metrics=backend, clock=lambda: seeded.end)
     try:
@@ -136,7 +114,7 @@ async def test_queue_report_over_a_seeded_week_of_incidents_and_prometheus_histo
 
 async def test_without_prometheus_the_report_still_answers_and_says_why(redis: Redis) -> None:
     store = IncidentStore(redis, "qp")
-    await keep(store, 1, datetime.now(UTC) - timedelta(days=1), 3)
+    await keep_resolved(store, 1, datetime.now(UTC) - timedelta(days=1), 3, QUEUEING)
     backend = metrics(f"http://127.0.0.1:{free_port()}")
     core = action_core(redis, store, metrics=backend, clock=lambda: datetime.now(UTC))
     try:
@@ -146,6 +124,24 @@ async def test_without_prometheus_the_report_still_answers_and_says_why(redis: R
     assert outcome.ok
     assert f"• *{QUEUEING}*: 1 incident · 3 h firing" in outcome.message
     assert "Prometheus could not say: Prometheus is unreachable" in outcome.message
+
+
+async def test_a_query_prometheus_refuses_leaves_its_numbers_out_and_says_so(
+    seeded: Week, redis: Redis
+) -> None:
+    store = IncidentStore(redis, "qp")
+    backend = metrics(seeded.url, maximum="max by (name) (gha_max_runners")  # unbalanced
+    try:
+        kept = await backend.history(start=seeded.start, end=seeded.end)
+        core = action_core(redis, store, metrics=backend, clock=lambda: seeded.end)
+        outcome = await run_command(core, Actor("U1", "al"), "report")
+    finally:
+        await backend.aclose()
+    assert kept.note == "Prometheus could not answer for maximum"
+    assert kept.types[QUEUEING].hours_at_max is None and kept.types[QUEUEING].peak_queued == 15
+    assert "from Prometheus's history (Prometheus could not answer for maximum)." in (
+        outcome.message
+    )
 
 
 def test_the_step_keeps_every_series_under_prometheus_limit() -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.incidents import Incident, Links
+from bot.domain.alerts import QueueNumbers, RunnerQueue, parse_notification
+from bot.domain.delivery import delivery_of
+from bot.domain.incidents import GroupState, Incident, Links, open_incident, resolve_manually
+from bot.storage.incident_store import Commit, IncidentStore
+from tests.support.payloads import fixture_json
 
 T0 = datetime(2025, 9, 16, 17, 0, tzinfo=UTC)
 
@@ -41,3 +44,38 @@ def make_incident(**changes: Any) -> Incident:
         "updated_at": T0 + timedelta(minutes=1),
     }
     return Incident(**(fields | changes))
+
+
+async def keep_resolved(
+    store: IncidentStore,
+    n: int,
+    started: datetime,
+    hours: float,
+    runner_type: str,
+    *,
+    channel: str = "C1",
+    queued: float = 15,
+    wait_mins: float = 40,
+) -> None:
+    """The Grafana fixture's alert kept as incident `n` (its own alert group) of `runner_type`,
+    begun at `started` and resolved `hours` later: a past week's record for the report. The
+    fixture's alert states PyTorch's rule's thresholds: more than 0 queued, or
+    a wait over 1 min."""
+    payload = fixture_json("grafana/queue-alert-firing.json")
+    payload["groupKey"] = f"kept-{n}"
+    incident = open_incident(
+        delivery_of(parse_notification("grafana", payload)),
+        incident_id=str(n),
+        uid=f"u{n}",
+        channel=channel,
+        now=started,
+    ).model_copy(
+        update={
+            "started_at": started,  # the fixture's alert began long ago
+            "peak_types": {runner_type: RunnerQueue(queued=queued, longest_wait_mins=wait_mins)},
+        }
+    )
+    group = GroupState(incident_id=incident.id)
+    assert await store.commit(Commit(incident, group=group, group_hash=incident.group_hash))
+    done = resolve_manually(incident, by="U2", name="al", now=started + timedelta(hours=hours))
+    assert await store.commit(Commit(done, version=1))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from bot.domain.capacity import TypeHistory
+from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.jobs import JobsListing
 
@@ -56,11 +56,13 @@ class QueuedJobs(Protocol):
 
 @runtime_checkable
 class QueueHistory(Protocol):
-    """A backend that keeps the fleet's past (Prometheus): the capacity report's window."""
+    """A backend that keeps the fleet's past (Prometheus, the HUD): the capacity report's
+    window."""
 
     name: str
 
-    async def history(self, *, start: datetime, end: datetime) -> dict[str, TypeHistory]:
-        """Per runner type, its queue, wait, level and maximum a step apart over [start, end]
-        and its queue time's quantiles; raises `BackendError` when it cannot say."""
+    async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
+        """Per runner type, what the backend kept of [start, end] (its queue, wait, level and
+        maximum a step apart, its queue time's quantiles), with a note on what it could not
+        read; raises `BackendError` when it could read nothing."""
         ...

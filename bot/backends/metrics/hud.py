@@ -13,7 +13,12 @@ queries over HTTP, as PyTorch's own bots read them.
   longer than 5 minutes too.
 
 A third, `queued_jobs` (one row per queued job, what HUD's metrics page lists; no parameters),
-tells which jobs they are: `/queue jobs` and diagnostics read it (`queued_jobs`).
+tells which jobs they are: `/queue jobs` and diagnostics read it (`queued_jobs`). A fourth,
+`queue_times_historical` (what HUD's queue-time charts read), is the capacity report's history:
+per machine type and hour, the mean of the longest wait HUD sampled (`avg_queue_s`, a misnomer
+for the maximum, as its SQL says); hours with too few jobs are left out by the query itself. It
+keeps no queue sizes, percentiles or maximums: the report takes the hours over the wait
+threshold from it, and says the rest is not known.
 
 Both counting queries answer only labels that have such jobs: a label whose queue drained leaves
 the answer, so the reading says that a label it lacks has nothing queued longer than the query's
@@ -26,7 +31,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -34,11 +39,14 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import request
 from bot.domain.alerts import max_known
+from bot.domain.capacity import FleetHistory, TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.hud_queries import AGGREGATE, DEFAULT_PARAMETERS, threshold_minutes
 from bot.domain.jobs import JobsListing, QueuedJob, trigger_of_hud
 
 JOBS_QUERY = "queued_jobs"
+HISTORY_QUERY = "queue_times_historical"
+HOUR_S = 3600
 # The query lists jobs created less than a week ago; a larger age is not a queued job.
 MAX_QUEUE_S = 8 * 86_400
 
@@ -91,6 +99,17 @@ class HudMetrics:
         jobs, skipped = job_rows(await self._rows(JOBS_QUERY, {}), now=now)
         note = f"{skipped} unreadable HUD rows left out" if skipped else ""
         return JobsListing(tuple(jobs), complete=not skipped, note=note)
+
+    async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
+        """Each machine type's longest wait, hour by hour, over [start, end)."""
+        parameters = {
+            "granularity": "hour",
+            "startTime": _hud_time(start),
+            "stopTime": _hud_time(end),
+        }
+        types, skipped = history_rows(await self._rows(HISTORY_QUERY, parameters))
+        note = f"{skipped} unreadable HUD rows left out" if skipped else ""
+        return FleetHistory(types, note)
 
     async def _rows(self, query: str, parameters: Mapping[str, Any]) -> Any:
         response = await request(
@@ -155,6 +174,43 @@ def _repository(url: str) -> str:
     """`owner/name` from `https://github.com/<owner>/<name>/actions/…`."""
     parts = url.split("/")
     return "/".join(parts[3:5]) if len(parts) > 5 and parts[2] else ""
+
+
+def history_rows(rows: Any) -> tuple[dict[str, TypeHistory], int]:
+    """`queue_times_historical` rows (`granularity_bucket`, `avg_queue_s`, `machine_type`) as
+    each type's hourly longest wait in minutes; and how many rows were not readable."""
+    if not isinstance(rows, list):
+        raise BackendError(
+            "The HUD answered with something that is not a list of rows", retryable=True
+        )
+    waits: dict[str, dict[float, float]] = {}
+    skipped = 0
+    for row in rows:
+        machine = row.get("machine_type") if isinstance(row, dict) else None
+        at = _bucket(row.get("granularity_bucket")) if isinstance(row, dict) else None
+        wait = _count(row.get("avg_queue_s")) if isinstance(row, dict) else None
+        if not isinstance(machine, str) or not machine or at is None or wait is None:
+            skipped += 1
+            continue
+        waits.setdefault(machine[:200], {})[at] = wait / 60
+    types = {name: TypeHistory(step_s=HOUR_S, wait_mins=w) for name, w in sorted(waits.items())}
+    return types, skipped
+
+
+def _bucket(value: Any) -> float | None:
+    """`2026-11-20T14:00:00` (ClickHouse's formatDateTime, no zone: UTC) as unix seconds."""
+    if not isinstance(value, str):
+        return None
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+
+
+def _hud_time(at: datetime) -> str:
+    """A time as HUD's own pages send it to its queries (`YYYY-MM-DDTHH:mm:ss.SSS`, UTC)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}"
 
 
 def aggregate_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:

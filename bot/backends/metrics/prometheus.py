@@ -29,7 +29,7 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
 from bot.backends.metrics import prometheus_history as ranges
-from bot.domain.capacity import TypeHistory
+from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
 
@@ -223,7 +223,7 @@ class PrometheusMetrics:
         raw = labels.get(self._config.runner_type_label, "")
         return self._suffix.sub("", raw) if self._suffix else raw
 
-    async def history(self, *, start: datetime, end: datetime) -> dict[str, TypeHistory]:
+    async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
         """The capacity report's window (`bot.backends.metrics.prometheus_history`): every
         series and quantile at once; raises `BackendError` when none could be read."""
         step = ranges.step_s(start, end)
@@ -246,6 +246,11 @@ class PrometheusMetrics:
                 raise failure
         if failures and len(failures) == len(answers):
             raise failures[0]
+        failed = [
+            name
+            for name, answer in zip([*fields, *numbers], answers, strict=True)
+            if isinstance(answer, BaseException)
+        ]
         series: dict[str, dict[str, dict[float, float]]] = {}
         for field_name, answer in zip(fields, answers[: len(fields)], strict=True):
             for labels, samples in [] if isinstance(answer, BaseException) else answer:
@@ -259,7 +264,8 @@ class PrometheusMetrics:
                 runner_type = self.runner_type(labels)
                 if runner_type:
                     by_type.setdefault(runner_type, {})[number] = value
-        return ranges.histories(step, series, by_type)
+        note = f"Prometheus could not answer for {', '.join(failed)}" if failed else ""
+        return FleetHistory(ranges.histories(step, series, by_type), note)
 
     async def _query_range(
         self, query: str, start: datetime, end: datetime, step: int

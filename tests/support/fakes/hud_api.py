@@ -1,12 +1,17 @@
 """A PyTorch HUD's `/api/clickhouse/<query>` route, shaped like torchci's: `parameters` is
 required (the route JSON-parses it), and the bot header gets past the bot protection in front of
 it (without it, an HTML challenge page, as Vercel answers). Only the keys a query's `params.json`
-declares reach it, a missing one taking its default (`passed`). Rows are set by the test."""
+declares reach it, a missing one taking its default (`passed`). Rows are set by the test, but
+for `queue_times_historical`, which the fake runs as its SQL does over `history` (the
+`queue_times_historical` table's rows, one per sample): hourly (or daily…) buckets of
+[startTime, stopTime), the bucket's mean of `avg_queue_s` per machine type, buckets whose mean
+`count` is 5 or less left out, oldest first."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
@@ -26,6 +31,10 @@ PARAMS: dict[str, dict[str, Any]] = {
     "queued_jobs_by_label": {},
     "queued_jobs": {},
 }
+HISTORICAL = "queue_times_historical"
+# Its params.json declares three, with no defaults: ClickHouse refuses a query missing one.
+REQUIRED = {HISTORICAL: ("granularity", "startTime", "stopTime")}
+BUCKET_FORMAT = "%Y-%m-%dT%H:%M:%S"  # formatDateTime(…, '%Y-%m-%dT%H:%i:%s'): no zone, UTC
 
 
 @dataclass
@@ -35,6 +44,8 @@ class FakeHud:
     seen: list[dict[str, Any]] = field(default_factory=list)  # parameters received
     asked: list[tuple[str, Any]] = field(default_factory=list)  # (query, parameters) received
     passed: list[dict[str, Any]] = field(default_factory=list)  # what the query ran with
+    # `queue_times_historical`'s table: {"time": datetime, "avg_queue_s", "machine_type", "count"}
+    history: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def app(self) -> Starlette:
@@ -51,6 +62,16 @@ class FakeHud:
                 return JSONResponse({"error": "Unexpected token in JSON"}, status_code=500)
             self.seen.append(parameters)
             self.asked.append((request.path_params["name"], parameters))
+            if name in REQUIRED:
+                given = parameters if isinstance(parameters, dict) else {}
+                missing = [k for k in REQUIRED[name] if k not in given]
+                if missing:  # HUD answers ClickHouse's error as a 500
+                    problem = f"Substitution `{missing[0]}` is not set"
+                    return JSONResponse({"error": problem}, status_code=500)
+                try:
+                    return JSONResponse(self._historical(given))
+                except ValueError as exc:
+                    return JSONResponse({"error": f"Cannot parse DateTime: {exc}"}, status_code=500)
             if name not in self.rows:
                 return JSONResponse({"error": f"query {name} not found"}, status_code=404)
             declared = PARAMS.get(name, {})
@@ -59,3 +80,32 @@ class FakeHud:
             return JSONResponse(self.rows[name])
 
         return Starlette(routes=[Route("/api/clickhouse/{name}", query)])
+
+    def _historical(self, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+        start, stop = (_best_effort(str(parameters[k])) for k in ("startTime", "stopTime"))
+        granularity = parameters["granularity"]
+        buckets: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row in self.history:
+            if start <= row["time"] < stop:
+                at = _start_of(row["time"], granularity).strftime(BUCKET_FORMAT)
+                buckets.setdefault((at, row["machine_type"]), []).append(row)
+        out = []
+        for (at, machine), rows in sorted(buckets.items()):
+            if sum(r["count"] for r in rows) / len(rows) > 5:  # HAVING avg(q.count) > 5
+                mean = sum(r["avg_queue_s"] for r in rows) / len(rows)
+                out.append({"granularity_bucket": at, "avg_queue_s": mean, "machine_type": machine})
+        return out
+
+
+def _best_effort(text: str) -> datetime:
+    """parseDateTimeBestEffort, for the ISO forms a client sends (a naive one is UTC)."""
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _start_of(at: datetime, granularity: object) -> datetime:
+    if granularity == "minute":
+        return at.replace(second=0, microsecond=0)
+    if granularity == "hour":
+        return at.replace(minute=0, second=0, microsecond=0)
+    return at.replace(hour=0, minute=0, second=0, microsecond=0)  # the query's default: day
