@@ -62,6 +62,7 @@ from bot.fleet.jobs import JobArrivals, JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
+from bot.outbound.membership import check_channels
 from bot.outbound.queue import SendQueue
 from bot.outbound.sender import ChannelSender, SenderConfig
 from bot.outbound.senders import Senders
@@ -437,14 +438,20 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
         )
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
+        uses = {bot.settings.slack_channel: "SLACK_CHANNEL"}
         for n, route in enumerate(bot.settings.slack_routes, 1):
             log.info("route %d: %s -> channel %s", n, route.text, route.channel)
+            uses.setdefault(route.channel, f"route {n}: {route.text}")
+        # Aside, and not one of the tasks health watches: a Slack slow to answer does not hold
+        # up the start, and a check that ended is not a replica that stopped working.
+        check = asyncio.create_task(check_channels(bot.gateway, uses), name="channel-check")
         try:
             yield
         finally:
             # Stop taking work, let in-flight entries finish (or hand them back to the group),
             # give up the channels this replica sends to so another takes over at once.
             stop.set()
+            check.cancel()
             scheduler.shutdown(wait=False)
             if socket_mode is not None:
                 await socket_mode.close()

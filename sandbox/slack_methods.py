@@ -172,6 +172,22 @@ def _chat_get_permalink(ws: Workspace, p: Params, base_url: str) -> dict[str, An
     return {"channel": channel, "permalink": link}
 
 
+def _conversations_info(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    """A public channel as Slack describes it to a bot: anyone may look, `is_member` says
+    whether the app is in it (an archived one too, `is_archived`)."""
+    channel = ws.channel(_required(p, "channel"))
+    return {
+        "channel": {
+            "id": channel.id,
+            "name": channel.id.lower(),
+            "is_channel": True,
+            "is_private": False,
+            "is_archived": channel.archived,
+            "is_member": channel.member,
+        }
+    }
+
+
 def _conversations_history(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
     channel = ws.channel(_required(p, "channel"))
     if not channel.member:
@@ -369,6 +385,7 @@ METHODS: dict[str, Handler] = {
     "chat.update": _chat_update,
     "chat.postEphemeral": _chat_post_ephemeral,
     "chat.getPermalink": _chat_get_permalink,
+    "conversations.info": _conversations_info,
     "conversations.history": _conversations_history,
     "conversations.replies": _conversations_replies,
     "views.open": _views_open,

@@ -42,6 +42,37 @@ def channels(slack: Slack) -> None:
     slack.emulator.add_channel(OUTSIDE, member=False)  # the app was never invited there
 
 
+async def test_a_route_to_a_channel_the_app_is_not_in_is_an_error_at_start(
+    settings_for: Any, slack: Slack, channels: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    slack.emulator.add_channel("C0GONEQ")
+    slack.emulator.archive("C0GONEQ")
+    routes = [*ROUTES, {"match": ["team=gone"], "channel": "C0GONEQ"}]
+    caplog.set_level(logging.WARNING, logger="bot.outbound.membership")
+    async with run_bot(settings_for(slack_routes=json.dumps(routes))):
+        # Before any alert: the operator deploying it reads which route cannot post, and why.
+        errors = await eventually(
+            lambda: (
+                [
+                    r.getMessage()
+                    for r in caplog.records
+                    if r.name == "bot.outbound.membership" and r.levelno == logging.ERROR
+                ]
+                if len(slack.emulator.calls("conversations.info")) == 5
+                else None
+            ),
+            what="every channel checked",
+            timeout=15,
+        )
+    assert len(errors) == 2
+    assert any(
+        OUTSIDE in e and "route 2: alertname" in e and "not_in_channel" in e and "/invite" in e
+        for e in errors
+    )
+    assert any("C0GONEQ" in e and "is_archived" in e and "unarchive it" in e for e in errors)
+    assert not any(channel in " ".join(errors) for channel in (ROCM, PAGE, CHANNEL))
+
+
 async def test_each_team_channel_gets_its_own_incidents_from_either_replica(
     settings_for: Any, slack: Slack, channels: None, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -70,8 +101,14 @@ async def test_each_team_channel_gets_its_own_incidents_from_either_replica(
         # Each in its own channel, once, although both replicas took every notification.
         placed = {}
         for channel in (ROCM, PAGE, CHANNEL):
-            incident_id = await first.bot.core.incident_of_message(channel, roots(channel)[0].ts)
-            assert incident_id is not None
+            ts = roots(channel)[0].ts
+            # The sender records the root's ts once Slack answered the post: shortly after the
+            # message shows.
+            incident_id = await eventually(
+                lambda c=channel, t=ts: first.bot.core.incident_of_message(c, t),
+                what=f"the root in {channel} recorded",
+                timeout=10,
+            )
             incident = (await first.bot.store.load(incident_id)).incident
             assert incident is not None
             placed[incident.group_key] = channel
@@ -80,7 +117,10 @@ async def test_each_team_channel_gets_its_own_incidents_from_either_replica(
         # The route to a channel the app is not in: a clear error naming it, and a record.
         await eventually(
             lambda: any(
-                OUTSIDE in r.getMessage() and "invite" in r.getMessage() for r in caplog.records
+                r.name == "bot.outbound.outgoing"
+                and OUTSIDE in r.getMessage()
+                and "invite" in r.getMessage()
+                for r in caplog.records
             ),
             what="the error naming the channel",
             timeout=20,
