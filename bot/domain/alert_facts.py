@@ -29,6 +29,7 @@ T = TypeVar("T")
 QUEUE_TIME_NAMES = ("max_queue_time_mins", "queue_time_mins")
 QUEUE_SIZE_NAMES = ("max_queue_size", "queued_jobs", "queue_size")
 THRESHOLD_NAMES = ("queue_time_threshold", "queue_size_threshold")
+BREACHED = "threshold_breached"  # the OR of the rule's conditions, where they are conditions
 QUEUE_NAMES = frozenset((*QUEUE_TIME_NAMES, *QUEUE_SIZE_NAMES, *THRESHOLD_NAMES))
 RUNNER_KEYS = ("runner_type", "runner_label", "runner")
 NO_DATA_SUFFIX = {"DatasourceNoData": " (no data)", "DatasourceError": " (datasource error)"}
@@ -278,24 +279,48 @@ def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
 
     Only firing alerts count: a resolved alert repeats its last (or zeroed) numbers, which would
     make a recovering queue look stuck.
+
+    PyTorch's Grafana rule names its two conditions `queue_time_threshold` and
+    `queue_size_threshold` (math expressions such as `$B > 60`, which Grafana evaluates to 1 or
+    0, every expression's result going into `values` under its name) and their OR
+    `threshold_breached`. In such a payload (`threshold_breached` beside values of 0 or 1) they
+    say whether each number is over its threshold, not where the threshold is: "threshold 1 min"
+    for a 114-minute wait would be wrong, and an early warning would take 0 queued as the bar.
     """
     wait: float | None = None
     size: float | None = None
     thresholds: dict[str, float | None] = dict.fromkeys(THRESHOLD_NAMES)
+    over: dict[str, bool | None] = dict.fromkeys(THRESHOLD_NAMES)
     for alert in firing:
         sources = number_sources(alert)
         queue = _alert_queue(alert, sources)
         wait = max_known(wait, queue.longest_wait_mins)
         size = max_known(size, queue.queued)
+        stated = {name: alert_number(alert, (name,), sources) for name in THRESHOLD_NAMES}
+        if _conditions(alert, sources, stated):
+            for name, value in stated.items():
+                if value is not None:  # over in any firing alert is over
+                    over[name] = bool(over[name]) or value == 1
+            continue
         for name, known in thresholds.items():
             if known is None:
-                thresholds[name] = alert_number(alert, (name,), sources)
+                thresholds[name] = stated[name]
     return QueueNumbers(
         max_queue_time_mins=wait,
         max_queue_size=size,
         queue_time_threshold=thresholds["queue_time_threshold"],
         queue_size_threshold=thresholds["queue_size_threshold"],
+        queue_time_over=over["queue_time_threshold"],
+        queue_size_over=over["queue_size_threshold"],
     )
+
+
+def _conditions(alert: Alert, sources: NumberSources, stated: Mapping[str, float | None]) -> bool:
+    """Whether the alert's `*_threshold` values are its rule's conditions (1: crossed), as in
+    PyTorch's rule, rather than thresholds."""
+    known = [value for value in stated.values() if value is not None]
+    flagged = alert_number(alert, (BREACHED,), sources) is not None
+    return flagged and bool(known) and all(value in (0, 1) for value in known)
 
 
 def other_values(firing: Iterable[Alert]) -> dict[str, float]:

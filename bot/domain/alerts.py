@@ -380,6 +380,8 @@ class QueueNumbers:
             "max_queue_size": "size",
             "queue_time_threshold": "wait_limit",
             "queue_size_threshold": "size_limit",
+            "queue_time_over": "wait_over",
+            "queue_size_over": "size_over",
         }
     )
 
@@ -387,6 +389,10 @@ class QueueNumbers:
     max_queue_size: float | None = None
     queue_time_threshold: float | None = None
     queue_size_threshold: float | None = None
+    # Whether the rule found each number over its threshold, where it says so instead of where
+    # the threshold is (`bot.domain.alert_facts.queue_numbers`).
+    queue_time_over: bool | None = None
+    queue_size_over: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -472,4 +472,6 @@ def peak_of(peak: QueueNumbers, current: QueueNumbers) -> QueueNumbers:
         max_queue_size=max_known(peak.max_queue_size, current.max_queue_size),
         queue_time_threshold=current.queue_time_threshold,
         queue_size_threshold=current.queue_size_threshold,
+        queue_time_over=current.queue_time_over,
+        queue_size_over=current.queue_size_over,
     )

@@ -193,10 +193,16 @@ def _number_fields(incident: Incident) -> list[str]:
             "Longest wait",
             current.max_queue_time_mins,
             peak.max_queue_time_mins,
-            time_threshold,
+            _against(time_threshold, current.queue_time_over, minutes),
             minutes,
         ),
-        _metric("Queued jobs", current.max_queue_size, peak.max_queue_size, size_threshold, number),
+        _metric(
+            "Queued jobs",
+            current.max_queue_size,
+            peak.max_queue_size,
+            _against(size_threshold, current.queue_size_over, number),
+            number,
+        ),
     ]
     present = [item for item in items if item]
     if present:
@@ -207,14 +213,26 @@ def _number_fields(incident: Incident) -> list[str]:
     ]
 
 
+def _against(
+    threshold: float | None, over: bool | None, shown: Callable[[float], str]
+) -> str | None:
+    """The number against its threshold: where it is, or, from a rule that says only whether it
+    was crossed, that."""
+    if threshold is not None:
+        return f"threshold {shown(threshold)}"
+    if over is None:
+        return None
+    return "over the rule's threshold" if over else "under the rule's threshold"
+
+
 def _metric(
     label: str,
     current: float | None,
     peak: float | None,
-    threshold: float | None,
+    against: str | None,
     shown: Callable[[float], str],
 ) -> str:
-    notes = [f"threshold {shown(threshold)}"] if threshold is not None else []
+    notes = [against] if against is not None else []
     if current is None:
         if peak is None:
             return ""

@@ -94,9 +94,10 @@ async def test_queue_report_from_the_huds_history(
 ) -> None:
     _, server = hud
     store = IncidentStore(redis, "qp")
-    # The one alert of the week: it stated its thresholds (a wait over 1 min), and the GPU's
-    # history shows the hours over them, alerted or not.
-    await keep_resolved(store, 1, START + timedelta(days=2, hours=9, minutes=30), 5, GPU)
+    # The one alert of the week: its rule states its thresholds (10 queued, a 30-minute wait),
+    # and the GPU's history shows the hours over them, alerted or not.
+    started = START + timedelta(days=2, hours=9, minutes=30)
+    await keep_resolved(store, 1, started, 5, GPU, thresholds=(10, 30))
     metrics = backend(server)
     core = action_core(redis, store, metrics=metrics, clock=lambda: END)
     try:

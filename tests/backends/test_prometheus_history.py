@@ -90,9 +90,8 @@ async def test_queue_report_over_a_seeded_week_of_incidents_and_prometheus_histo
 ) -> None:
     store = IncidentStore(redis, "qp")
     for n, day in enumerate((1, 3), 1):  # two of the three bursts alerted
-        await keep_resolved(
-            store, n, seeded.start + timedelta(days=day, hours=9, minutes=20), 5.5, QUEUEING
-        )
+        started = seeded.start + timedelta(days=day, hours=9, minutes=20)
+        await keep_resolved(store, n, started, 5.5, QUEUEING, thresholds=(10, 30))
     backend = metrics(seeded.url)
     core = action_core(redis, store, metrics=backend, clock=lambda: seeded.end)
     try:

@@ -70,8 +70,10 @@ def test_queue_alert_firing() -> None:
     assert facts.title == "Jobs queueing in autoscaled machines"
     assert facts.priority == "P2"
     assert facts.team == "pytorch-dev-infra"
+    # PyTorch's rule: `queue_time_threshold` and `queue_size_threshold` are its conditions
+    # (1: crossed), `threshold_breached` their OR; where the thresholds are, it does not say.
     assert facts.numbers == QueueNumbers(
-        max_queue_time_mins=114, max_queue_size=14, queue_time_threshold=1, queue_size_threshold=0
+        max_queue_time_mins=114, max_queue_size=14, queue_time_over=True, queue_size_over=False
     )
     assert facts.other_values == {"threshold_breached": 1}
     assert facts.runbook_url == "https://hud.pytorch.org/metrics"
@@ -516,3 +518,49 @@ def test_a_silence_url_urlsplit_refuses_gives_no_matchers() -> None:
 
     url = "https://[lay.grafana.org/alerting/silence/new?matcher=alertname%3DT2"
     assert matchers_from_silence_url(url) == ()
+
+
+@pytest.mark.parametrize(
+    ("values", "numbers"),
+    [
+        # PyTorch's rule: its conditions (1: crossed) and their OR.
+        (
+            {"queue_time_threshold": 1, "queue_size_threshold": 0, "threshold_breached": 1},
+            QueueNumbers(114, 14, queue_time_over=True, queue_size_over=False),
+        ),
+        # A rule that states where its thresholds are, beside the same OR.
+        (
+            {"queue_time_threshold": 60, "queue_size_threshold": 20, "threshold_breached": 1},
+            QueueNumbers(114, 14, queue_time_threshold=60, queue_size_threshold=20),
+        ),
+        # Without the OR there is nothing to say they are conditions: thresholds, as stated.
+        (
+            {"queue_time_threshold": 1, "queue_size_threshold": 0},
+            QueueNumbers(114, 14, queue_time_threshold=1, queue_size_threshold=0),
+        ),
+        # One condition stated: the other stays unknown.
+        (
+            {"queue_time_threshold": 0, "threshold_breached": 1},
+            QueueNumbers(114, 14, queue_time_over=False),
+        ),
+    ],
+)
+def test_a_rules_thresholds_or_its_conditions(
+    values: dict[str, float], numbers: QueueNumbers
+) -> None:
+    payload = raw("grafana/queue-alert-firing.json")
+    payload["alerts"][0]["values"] = {"max_queue_size": 14, "max_queue_time_mins": 114, **values}
+    payload["alerts"][0]["valueString"] = ""
+    assert facts_of(parse_notification("grafana", payload)).numbers == numbers
+
+
+def test_a_condition_crossed_in_any_firing_alert_is_crossed() -> None:
+    payload = raw("grafana/queue-alert-firing.json")
+    first = payload["alerts"][0]
+    second = json.loads(json.dumps(first))
+    second["labels"]["runner_type"] = "linux.4xlarge"
+    second["fingerprint"] = "0" * 16
+    first["values"]["queue_size_threshold"], second["values"]["queue_size_threshold"] = 0, 1
+    payload["alerts"] = [first, second]
+    numbers = facts_of(parse_notification("grafana", payload)).numbers
+    assert numbers.queue_size_over is True and numbers.queue_time_over is True

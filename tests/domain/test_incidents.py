@@ -146,7 +146,7 @@ def test_open_incident_from_the_queue_alert_shows_its_title_priority_and_numbers
     assert incident.team == "pytorch-dev-infra"
     assert incident.status is Status.FIRING and incident.is_open
     assert incident.numbers == QueueNumbers(
-        max_queue_time_mins=114, max_queue_size=14, queue_time_threshold=1, queue_size_threshold=0
+        max_queue_time_mins=114, max_queue_size=14, queue_time_over=True, queue_size_over=False
     )
     assert incident.peak == incident.numbers
     assert incident.firing_count == 1

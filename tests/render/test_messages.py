@@ -272,28 +272,42 @@ def test_resolved_root_turns_green_and_says_how_and_how_long() -> None:
     assert by_alert == "✅ *Resolved* (alert cleared) after 1 h 18 min · ID *12*"
 
 
-def test_key_numbers_against_thresholds() -> None:
+def test_key_numbers_against_what_the_rule_said_of_its_thresholds() -> None:
+    # The reference alert's rule says which threshold was crossed, not where it is.
     root = render_root(make_incident(), now=T0)
     numbers = [f["text"] for block in root.blocks for f in block.get("fields", ())]
     assert numbers == [
-        "Longest wait: *114 min* (threshold 1 min)",
-        "Queued jobs: *14* (threshold 0)",
+        "Longest wait: *114 min* (over the rule's threshold)",
+        "Queued jobs: *14* (under the rule's threshold)",
+    ]
+
+
+def test_key_numbers_against_thresholds_a_rule_states() -> None:
+    incident = make_incident(
+        numbers=QueueNumbers(114, 14, 60, 20), peak=QueueNumbers(114, 14, 60, 20)
+    )
+    fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
+    assert fields == [
+        "Longest wait: *114 min* (threshold 60 min)",
+        "Queued jobs: *14* (threshold 20)",
     ]
 
 
 def test_peak_is_shown_when_it_differs_from_now() -> None:
-    incident = make_incident(numbers=QueueNumbers(90, 14, 1, 0), peak=QueueNumbers(130.5, 14, 1, 0))
+    incident = make_incident(
+        numbers=QueueNumbers(90, 14, 60, 20), peak=QueueNumbers(130.5, 14, 60, 20)
+    )
     fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
-    assert fields[0] == "Longest wait: *90 min* (threshold 1 min, peak 130.5 min)"
-    assert fields[1] == "Queued jobs: *14* (threshold 0)"
+    assert fields[0] == "Longest wait: *90 min* (threshold 60 min, peak 130.5 min)"
+    assert fields[1] == "Queued jobs: *14* (threshold 20)"
 
 
 def test_after_the_alert_cleared_the_peaks_remain() -> None:
-    root = render_root(resolved(make_incident(peak=QueueNumbers(130, 16, 1, 0))), now=T0)
+    root = render_root(resolved(make_incident(peak=QueueNumbers(130, 16, 60, 20))), now=T0)
     fields = [f["text"] for b in root.blocks for f in b.get("fields", ())]
     assert fields == [
-        "Peak longest wait: *130 min* (threshold 1 min)",
-        "Peak queued jobs: *16* (threshold 0)",
+        "Peak longest wait: *130 min* (threshold 60 min)",
+        "Peak queued jobs: *16* (threshold 20)",
     ]
 
 

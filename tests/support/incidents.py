@@ -31,8 +31,10 @@ def make_incident(**changes: Any) -> Incident:
             alert="https://grafana.example/alerting/grafana/dez2aomgvru2oe/view",
             silence="https://grafana.example/alerting/silence/new?alertmanager=grafana&matcher=a%3Db",
         ),
-        "numbers": QueueNumbers(114, 14, 1, 0),
-        "peak": QueueNumbers(114, 14, 1, 0),
+        # As the reference alert is read: its rule says the wait is over its threshold and the
+        # size under it, not where the thresholds are.
+        "numbers": QueueNumbers(114, 14, queue_time_over=True, queue_size_over=False),
+        "peak": QueueNumbers(114, 14, queue_time_over=True, queue_size_over=False),
         "runner_types": {
             "linux.2xlarge": RunnerQueue(queued=4, longest_wait_mins=20),
             "linux.g5.4xlarge.nvidia.gpu": RunnerQueue(queued=10, longest_wait_mins=114),
@@ -56,13 +58,19 @@ async def keep_resolved(
     channel: str = "C1",
     queued: float = 15,
     wait_mins: float = 40,
+    thresholds: tuple[float, float] | None = None,
 ) -> None:
     """The Grafana fixture's alert kept as incident `n` (its own alert group) of `runner_type`,
     begun at `started` and resolved `hours` later: a past week's record for the report. The
-    fixture's alert states PyTorch's rule's thresholds: more than 0 queued, or
-    a wait over 1 min."""
+    fixture's alert is PyTorch's rule, which says which threshold was crossed but not where it
+    is; `thresholds` (queued, wait minutes) makes it a rule that states them."""
     payload = fixture_json("grafana/queue-alert-firing.json")
     payload["groupKey"] = f"kept-{n}"
+    if thresholds is not None:
+        for alert in payload["alerts"]:
+            alert["values"]["queue_size_threshold"], alert["values"]["queue_time_threshold"] = (
+                thresholds
+            )
     incident = open_incident(
         delivery_of(parse_notification("grafana", payload)),
         incident_id=str(n),
