@@ -51,6 +51,7 @@ from bot.config import Settings
 from bot.domain.capacity import Schedule
 from bot.domain.early_warning import Thresholds
 from bot.domain.incident_fleet import DrainConfig
+from bot.domain.routes import Routing
 from bot.factory import (
     build_jobs_source,
     build_metrics,
@@ -259,7 +260,12 @@ def status_config(settings: Settings) -> StatusConfig:
         drain=drain,
         chart_every=settings.status_chart_every,
         within_mins=settings.drain_target_minutes,
+        routing=routing(settings),
     )
+
+
+def routing(settings: Settings) -> Routing:
+    return Routing(settings.slack_routes, settings.slack_channel)
 
 
 def _action_core(
@@ -309,6 +315,7 @@ def _action_core(
         timeout_s=settings.backend_timeout_seconds,
         boot_mins=settings.runner_boot_minutes,
         stall_mins=settings.listener_stall_minutes,
+        routing=routing(settings),
     )
     diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs, scaling=scaling)
     report = Report(

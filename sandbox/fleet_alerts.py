@@ -28,6 +28,16 @@ from sandbox.silence_api import rfc3339, silence_problem
 
 ALERTS = Path(__file__).resolve().parent / "alerts"
 RULE_UID = "queuepilot-demo-queue"
+# A team's own rule over its runner types (the GPU team's, in the demo): its alerts carry the
+# team and the runner type, which `SLACK_ROUTES` sends to the team's channel.
+GPU_RULE_LABELS = {
+    "__alert_rule_uid__": "queuepilot-demo-gpu-queue",
+    "alertname": "GPU jobs queueing",
+    "grafana_folder": "GPU Infra",
+    "type": "alerting-infra",
+    "team": "gpu",
+    "runner_type": "linux.g5.4xlarge.nvidia.gpu",
+}
 GRAFANA_ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
@@ -60,13 +70,15 @@ class QueueRule:
     wait). Times in payloads and silences are wall-clock: the bot and its responders live in
     real time, only the fleet's own clock is compressed."""
 
-    def __init__(self, config: RuleConfig = RuleConfig()) -> None:
+    def __init__(
+        self, config: RuleConfig = RuleConfig(), *, labels: dict[str, str] | None = None
+    ) -> None:
         self.config = config
         self.state = "normal"  # normal -> pending -> firing -> normal
         self._since_min = 0.0
         self._last_sent_min = 0.0
         self._starts_at: datetime | None = None
-        self.labels = {
+        self.labels = labels or {
             "__alert_rule_uid__": RULE_UID,
             "alertname": "Jobs queueing in autoscaled machines",
             "grafana_folder": "Dev Infra",
@@ -221,8 +233,9 @@ def grafana_payload(
         "threshold_breached": 1 if note.status == "firing" else 0,
     }
     public = {k: v for k, v in labels.items() if not k.startswith("__")}
+    uid = labels["__alert_rule_uid__"]
     # The rule's UID pins a silence made from this link to this rule, as Grafana's link does.
-    matchers = [f"__alert_rule_uid__={RULE_UID}", f"type={labels['type']}"]
+    matchers = [f"__alert_rule_uid__={uid}", f"type={labels['type']}"]
     silence_url = f"{fleet_url}/alerting/silence/new?" + urlencode(
         [("alertmanager", "grafana"), *(("matcher", m) for m in matchers)]
     )
@@ -231,7 +244,7 @@ def grafana_payload(
         labels=public,
         startsAt=_iso(note.starts_at),
         endsAt=_iso(note.ends_at) if note.ends_at else GRAFANA_ZERO_TIME,
-        generatorURL=f"{fleet_url}/alerting/grafana/{RULE_UID}/view",
+        generatorURL=f"{fleet_url}/alerting/grafana/{uid}/view",
         fingerprint=hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()[:16],
         silenceURL=silence_url,
         dashboardURL=f"{fleet_url}/",
@@ -241,12 +254,19 @@ def grafana_payload(
     )
     alert["annotations"]["runbook_url"] = f"{fleet_url}/runbook"
     firing = note.status == "firing"
-    title = labels["alertname"]
+    title, folder = labels["alertname"], labels["grafana_folder"]
+    # Grafana groups by alertname and folder here; one group, one key, per rule.
+    grouped = {"alertname": title, "grafana_folder": folder}
     payload.update(
+        groupKey=(
+            f'{{}}/{{type="{labels["type"]}"}}:{{alertname="{title}", grafana_folder="{folder}"}}'
+        ),
+        groupLabels=grouped,
+        commonLabels=dict(public),
         status=note.status,
         externalURL=f"{fleet_url}/",
         state="alerting" if firing else "ok",
-        title=f"[{'FIRING' if firing else 'RESOLVED'}:1] {title} Dev Infra (alerting-infra)",
+        title=f"[{'FIRING' if firing else 'RESOLVED'}:1] {title} {folder} ({labels['type']})",
         message=f"**{'Firing' if firing else 'Resolved'}**\n\nValue: "
         + ", ".join(f"{k}={v}" for k, v in values.items()),
         commonAnnotations=dict(alert["annotations"]),

@@ -27,6 +27,7 @@ import html
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +48,9 @@ log = logging.getLogger(__name__)
 
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 EVALUATE_EVERY_SIM_S = 30.0  # Grafana evaluates a rule every 30 s here (simulated)
+SAMPLES_KEPT = 20_000  # a reading per evaluation: days of the demo at ×10
+LOOKBACK_S = 300.0  # Prometheus's: a step takes the latest sample at most this old
+MAX_POINTS = 11_000  # Prometheus refuses a range query of more points per series
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class FleetApiConfig:
     namespace: str = "arc-runners"  # where the AutoscalingRunnerSets live
     rate_window: str = "10m"
     rule: RuleConfig = field(default_factory=RuleConfig)
+    # Teams' own rules, each over the runner type its labels name (`runner_type`); the main
+    # rule then leaves those types to them, as a team that routes its alerts takes them over.
+    team_rules: tuple[dict[str, str], ...] = ()
 
 
 def scale_set_name(runner_type: str) -> str:
@@ -73,6 +80,10 @@ class FleetApi:
         self.fleet = fleet
         self.config = config
         self.rule = QueueRule(config.rule)
+        self.team_rules = [
+            QueueRule(config.rule, labels=dict(labels)) for labels in config.team_rules
+        ]
+        self._team_types = frozenset(labels["runner_type"] for labels in config.team_rules)
         self.silences = Silences()
         self.sent: list[dict[str, Any]] = []  # every notification the bot accepted, in order
         self.kube = KubeApi(config.kube_token)
@@ -81,6 +92,8 @@ class FleetApi:
         for name, reading in fleet.reading().items():
             self.kube.add(runner_set(name, config.namespace, reading))
         self._window_min = minutes(config.rate_window)
+        # What Prometheus would have scraped: a reading at every rule evaluation (wall clock).
+        self.samples: deque[tuple[float, dict[str, TypeReading]]] = deque(maxlen=SAMPLES_KEPT)
         self._fields = {query: name for name, query in arc_queries(config.rate_window).items()}
         self.url = ""  # set once served; the payloads' links point here
         self.app = Starlette(
@@ -89,6 +102,7 @@ class FleetApi:
                 Route("/fleet.json", self._fleet_json, methods=["GET"]),
                 Route("/runbook", self._runbook, methods=["GET"]),
                 Route("/api/v1/query", self._query, methods=["GET", "POST"]),
+                Route("/api/v1/query_range", self._query_range, methods=["GET", "POST"]),
                 Route("/api/v2/silences", self._silences, methods=["GET", "POST"]),
                 Route("/api/v2/silence/{sid:str}", self._silence, methods=["GET", "DELETE"]),
                 Route("/api/v2/alerts", self._alerts, methods=["GET"]),
@@ -102,22 +116,23 @@ class FleetApi:
 
     # -- Prometheus ------------------------------------------------------------------------
 
-    async def _query(self, request: Request) -> Response:
+    async def _params(self, request: Request) -> dict[str, str]:
         params = dict(request.query_params)
         if request.method == "POST":
             params.update({k: str(v) for k, v in (await request.form()).items()})
-        query = params.get("query", "")
-        wanted = self._fields.get(query.strip())
+        return params
+
+    def _unknown_query(self) -> Response:
+        return _bad_data(
+            "the simulated fleet answers only the prometheus backend's ARC queries at rate "
+            f"window {self.config.rate_window}"
+        )
+
+    async def _query(self, request: Request) -> Response:
+        params = await self._params(request)
+        wanted = self._fields.get(params.get("query", "").strip())
         if wanted is None:
-            return JSONResponse(
-                {
-                    "status": "error",
-                    "errorType": "bad_data",
-                    "error": "the simulated fleet answers only the prometheus backend's ARC "
-                    f"queries at rate window {self.config.rate_window}",
-                },
-                status_code=400,
-            )
+            return self._unknown_query()
         stamp = _stamp(params.get("time"))
         result = [
             {
@@ -128,6 +143,46 @@ class FleetApi:
         ]
         return JSONResponse(
             {"status": "success", "data": {"resultType": "vector", "result": result}}
+        )
+
+    async def _query_range(self, request: Request) -> Response:
+        """`/api/v1/query_range` over the readings kept (`samples`), with Prometheus's checks:
+        each step takes the latest sample at most 5 minutes old (its lookback)."""
+        params = await self._params(request)
+        try:
+            start, end = (float(params[k]) for k in ("start", "end"))
+        except (KeyError, ValueError):
+            return _bad_data('invalid parameter "start": cannot parse to a valid timestamp')
+        step = _step_s(params.get("step", ""))
+        if step is None or step <= 0:
+            return _bad_data(
+                "zero or negative query resolution step widths are not accepted. Try a "
+                "positive integer"
+            )
+        if end < start:
+            return _bad_data("end timestamp must not be before start time")
+        if (end - start) / step > MAX_POINTS:
+            return _bad_data(
+                "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing "
+                "the query resolution (?step=XX)"
+            )
+        wanted = self._fields.get(params.get("query", "").strip())
+        if wanted is None:
+            return self._unknown_query()
+        series: dict[str, list[list[Any]]] = {}
+        samples = list(self.samples)
+        at = start
+        while at <= end:
+            seen = [readings for ts, readings in samples if at - LOOKBACK_S < ts <= at]
+            for name, reading in (seen[-1] if seen else {}).items():
+                series.setdefault(name, []).append([at, _sample(getattr(reading, wanted))])
+            at += step
+        result = [
+            {"metric": {"name": scale_set_name(name), "namespace": "arc-runners"}, "values": v}
+            for name, v in series.items()
+        ]
+        return JSONResponse(
+            {"status": "success", "data": {"resultType": "matrix", "result": result}}
         )
 
     # -- the HUD ---------------------------------------------------------------------------
@@ -180,21 +235,28 @@ class FleetApi:
         return Response(status_code=200)
 
     async def _alerts(self, request: Request) -> Response:
-        if self.rule.state != "firing":
-            return JSONResponse([])
         now = datetime.now(UTC)
-        silenced_by = self.silences.silencing(self.rule.labels, now)
-        state = "suppressed" if silenced_by else "active"
-        return JSONResponse(
-            [
+        alerts = []
+        for rule in self.rules:
+            if rule.state != "firing":
+                continue
+            silenced_by = self.silences.silencing(rule.labels, now)
+            state = "suppressed" if silenced_by else "active"
+            alerts.append(
                 {
-                    "labels": self.rule.labels,
+                    "labels": rule.labels,
                     "annotations": {},
                     "status": {"state": state, "silencedBy": silenced_by, "inhibitedBy": []},
-                    "fingerprint": hashlib.sha256(b"queue").hexdigest()[:16],
+                    "fingerprint": hashlib.sha256(
+                        json.dumps(rule.labels, sort_keys=True).encode()
+                    ).hexdigest()[:16],
                 }
-            ]
-        )
+            )
+        return JSONResponse(alerts)
+
+    @property
+    def rules(self) -> list[QueueRule]:
+        return [self.rule, *self.team_rules]
 
     async def _ready(self, request: Request) -> Response:
         return PlainTextResponse("OK")
@@ -299,20 +361,32 @@ class FleetApi:
         async with httpx.AsyncClient(timeout=10, headers=headers) as client:
             while True:
                 await asyncio.sleep(every_s)
-                payload = self.evaluate()
-                if payload is not None:
+                for payload in self.evaluate_all():
                     await self._deliver(client, payload)
 
     def evaluate(self) -> dict[str, Any] | None:
-        """One evaluation of the alert rule: the payload to send, if any."""
-        queued, wait = self.fleet.worst(self._window_min)
+        """One evaluation of the main alert rule: the payload to send, if any."""
+        return self._evaluate(self.rule, self.fleet.worst(self._window_min, self._team_types))
+
+    def evaluate_all(self) -> list[dict[str, Any]]:
+        """One evaluation of every rule, the main one first: the payloads to send. The reading
+        is kept, as Prometheus keeps what it scrapes, for range queries."""
+        self.samples.append((time.time(), self.fleet.reading(self._window_min)))
+        payloads = [self.evaluate()]
+        for rule in self.team_rules:
+            reading = self.fleet.reading(self._window_min).get(rule.labels["runner_type"])
+            worst = (reading.queued, reading.longest_wait_mins) if reading else (0, 0.0)
+            payloads.append(self._evaluate(rule, worst))
+        return [payload for payload in payloads if payload is not None]
+
+    def _evaluate(self, rule: QueueRule, worst: tuple[int, float]) -> dict[str, Any] | None:
+        queued, wait = worst
         now = datetime.now(UTC)
-        silenced = bool(self.silences.silencing(self.rule.labels, now))
-        note = self.rule.evaluate(self.fleet.minute, now, queued, wait, silenced=silenced)
+        silenced = bool(self.silences.silencing(rule.labels, now))
+        note = rule.evaluate(self.fleet.minute, now, queued, wait, silenced=silenced)
         if note is None:
             return None
-        labels, thresholds = self.rule.labels, self.rule.config
-        return grafana_payload(note, labels, fleet_url=self.url, thresholds=thresholds)
+        return grafana_payload(note, rule.labels, fleet_url=self.url, thresholds=rule.config)
 
     async def _deliver(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> None:
         """Post until the bot accepts it: Grafana retries a contact point that fails."""
@@ -341,6 +415,24 @@ def _stamp(value: str | None) -> float:
 
 def _sample(value: float | int) -> str:
     return repr(float(value))
+
+
+def _bad_data(error: str) -> Response:
+    return JSONResponse(
+        {"status": "error", "errorType": "bad_data", "error": error}, status_code=400
+    )
+
+
+def _step_s(text: str) -> float | None:
+    """A range query's step: seconds ("60", "1.5") or a duration ("1m", "30s")."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return minutes(text) * 60
+    except ValueError:
+        return None
 
 
 def hud_row(runner_type: str, job: Job, waited_s: float) -> dict[str, Any]:

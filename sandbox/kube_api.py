@@ -104,7 +104,8 @@ class KubeApi:
         content_type = request.headers.get("content-type", "").split(";")[0].strip()
         body = await request.body()
         try:
-            patch = json.loads(body or b"null")
+            # Go's decoder, as the API server's, knows no NaN or Infinity.
+            patch = json.loads(body or b"null", parse_constant=_not_json)
         except ValueError:
             patch = None
         self.patches.append((request.url.path, content_type, patch))
@@ -262,11 +263,17 @@ def _fields(content_type: str, patch: Any) -> dict[str, Any]:
     return {"f:spec": {f"f:{n}": {} for n in names}} if names else {}
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"invalid character {constant[0]!r} looking for beginning of value")
+
+
 def _json_patch(target: dict[str, Any], ops: list[Any]) -> dict[str, Any]:
     """RFC 6902 for object members: add, replace, remove, test (what a scaler would use)."""
     for op in ops:
         if not isinstance(op, dict) or not isinstance(op.get("path"), str):
             raise _PatchFailed("invalid JSON patch operation")
+        if not op["path"].startswith("/"):  # "" is the whole object: not a field to set
+            raise _PatchFailed(f"doc is missing path: {op['path']!r}")
         *parents, last = [
             p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
         ]

@@ -22,7 +22,15 @@ from sandbox.demo import (
     signals,
 )
 from sandbox.slack_api import Message
-from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, SandboxError, start_sandbox
+from sandbox.stack import (
+    CHANNEL,
+    GPU_CHANNEL,
+    GPU_CHANNEL_NAME,
+    Sandbox,
+    SandboxConfig,
+    SandboxError,
+    start_sandbox,
+)
 
 PREFERRED_PAGE_PORT = 8080
 
@@ -80,7 +88,9 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
         "Prometheus, the HUD's queued jobs, Alertmanager silences, ARC scale sets)\n"
         f"  Redis   {redis_url}  ({redis_note})\n"
         "A burst of jobs is about to make linux.2xlarge queue: an early warning first, then the "
-        "alert fires within about a minute.\nIn the incident: silence it, run diagnostics, "
+        "alert fires within about a minute. Later the GPU team's own alert opens its incident in "
+        f"#{GPU_CHANNEL_NAME}, where SLACK_ROUTES sends that runner type.\n"
+        "In the incident: silence it, run diagnostics, "
         "scale up; or type /queue help. "
         "Ctrl-C stops everything.\n"
     )
@@ -88,26 +98,31 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
 
 
 def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
-    """Print each new or edited message (its first line) and the fleet's alert state."""
+    """Print each new or edited message (its first line, and its channel when not the default
+    one) and each alert rule's state."""
     seen: dict[str, int] = {}
-    alert_state = ""
+    states: dict[str, str] = {}
     while True:
         time.sleep(0.5)
-        state = sandbox.fleet.rule.state
-        if state != alert_state:
-            alert_state = state
-            say(f"[fleet minute {sandbox.fleet.fleet.minute:4.1f}] alert rule: {state}")
+        for rule in sandbox.fleet.rules:
+            name = rule.labels["alertname"]
+            if states.get(name) != rule.state:
+                states[name] = rule.state
+                minute = sandbox.fleet.fleet.minute
+                say(f"[fleet minute {minute:4.1f}] {name}: {rule.state}")
         resolved = False
-        for message in _messages(sandbox):
+        for channel, message in _messages(sandbox):
             if seen.get(message.ts) == message.edits:
                 continue
             what = "new" if message.ts not in seen else "edited"
             seen[message.ts] = message.edits
             where = "reply" if message.thread_ts else "root"
+            if channel != CHANNEL:
+                where += f" in #{GPU_CHANNEL_NAME}"
             first = (message.text or "(a file)").splitlines()[0][:110]
             say(f"  [{what} {where}] {first}")
             summary = message.thread_ts is not None and " resolved after " in message.text
-            resolved = resolved or summary
+            resolved = resolved or (summary and channel == CHANNEL)
         if resolved:
             say("The queue drained and the incident resolved; the summary is in the thread.")
             if until_resolved:
@@ -115,8 +130,9 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
             say("The page stays up: Ctrl-C to stop.")
 
 
-def _messages(sandbox: Sandbox) -> list[Message]:
+def _messages(sandbox: Sandbox) -> list[tuple[str, Message]]:
     found = []
-    for root in sandbox.emulator.channel_messages(CHANNEL):
-        found.extend(sandbox.emulator.thread(CHANNEL, root.ts))
+    for channel in (CHANNEL, GPU_CHANNEL):
+        for root in sandbox.emulator.channel_messages(channel):
+            found.extend((channel, m) for m in sandbox.emulator.thread(channel, root.ts))
     return found

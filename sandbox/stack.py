@@ -22,13 +22,13 @@ import secrets
 import shutil
 import tempfile
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.app import build_app, build_bot
 from bot.config import Settings, SettingsError, load_settings
-from sandbox.fleet import DEMO_BURSTS, DEMO_STALL, DEMO_TYPES, Fleet
-from sandbox.fleet_alerts import RuleConfig
+from sandbox.fleet import DEMO_BURSTS, DEMO_STALL, DEMO_TEAM_BURSTS, DEMO_TYPES, Fleet
+from sandbox.fleet_alerts import GPU_RULE_LABELS, RuleConfig
 from sandbox.fleet_api import FleetApi, FleetApiConfig
 from sandbox.redis_server import free_port
 from sandbox.serve import RunningServer, serve_in_thread
@@ -36,6 +36,11 @@ from sandbox.slack_api import SlackEmulator
 
 CHANNEL = "C0CIQUEUE"
 CHANNEL_NAME = "ci-queue-incidents"
+# The GPU team's channel: `SLACK_ROUTES` sends its runner type's alerts (and early warnings)
+# there.
+GPU_CHANNEL = "C0GPUQUEUE"
+GPU_CHANNEL_NAME = "gpu-ci-incidents"
+GPU_ROUTE = {"match": ['runner_type=~"linux\\.g5\\..*"'], "channel": GPU_CHANNEL}
 BOT_TOKEN = "xoxb-sandbox"
 PAGE_USER = "U0ALICE"  # alice: the page's user, allowed to scale
 RATE_WINDOW = "10m"
@@ -64,6 +69,8 @@ class SandboxConfig:
     stall_listener: bool = False
     # A demo lasts minutes of real time: a listener frozen this long is stalled here.
     listener_stall_minutes: float = 1.0
+    # When the GPU team's surge begins (fleet minutes): after the 2xlarge story has played out.
+    team_burst_at_min: float = DEMO_TEAM_BURSTS[0].starts_min
 
 
 @dataclass
@@ -81,8 +88,8 @@ def start_sandbox(
     app_token = f"xapp-1-A0QUEUEBOT-1-{secrets.token_hex(16)}" if config.socket_mode else None
     emulator = SlackEmulator(
         token=BOT_TOKEN,
-        channels=(CHANNEL,),
-        channel_names={CHANNEL: CHANNEL_NAME},
+        channels=(CHANNEL, GPU_CHANNEL),
+        channel_names={CHANNEL: CHANNEL_NAME, GPU_CHANNEL: GPU_CHANNEL_NAME},
         page_user=PAGE_USER,
         app_token=app_token,
     )
@@ -93,7 +100,10 @@ def start_sandbox(
     fleet = FleetApi(
         Fleet(
             DEMO_TYPES,
-            DEMO_BURSTS,
+            (
+                *DEMO_BURSTS,
+                *(replace(b, starts_min=config.team_burst_at_min) for b in DEMO_TEAM_BURSTS),
+            ),
             speed=config.speed,
             stalls=(DEMO_STALL,) if config.stall_listener else (),
         ),
@@ -102,6 +112,7 @@ def start_sandbox(
             webhook_token=webhook_token,
             kube_token=kube_token,
             rate_window=RATE_WINDOW,
+            team_rules=(GPU_RULE_LABELS,),
         ),
     )
     fleet_server = _serve(stack, fleet.app, 0, "the simulated fleet")
@@ -160,6 +171,7 @@ def _settings(
             _env_file=None,
             slack_api_url=api_url,
             slack_channel=CHANNEL,
+            slack_routes=json.dumps([GPU_ROUTE]),
             slack_bot_token=BOT_TOKEN,
             slack_signing_secret=signing_secret,
             slack_app_token=app_token,

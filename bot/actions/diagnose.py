@@ -8,7 +8,7 @@ leaves the report on the alert's own numbers, and the report says so.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
@@ -21,6 +21,7 @@ from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import incident_fleet
 from bot.domain.incidents import Event, Incident, with_action
 from bot.domain.jobs import JobsView, surging
+from bot.domain.routes import Routing
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.render.diagnostics import render_diagnostics
@@ -34,6 +35,7 @@ class DiagnoseConfig:
     cooldown_s: float = 30.0
     boot_mins: float = BOOT_MINS  # runners missing longer than this do not register
     stall_mins: float = STALL_MINS  # assigned jobs frozen this long: the listener stalled
+    routing: Routing = field(default_factory=Routing)  # which types are which channel's
 
 
 class Diagnosing:
@@ -92,6 +94,7 @@ class Diagnosing:
             backend=self._readings.metrics.name,
             now=now,
             interval=self._readings.interval,
+            routing=self._config.routing,
         )
         types = [t for t in snapshot.runner_types if t]
         failures, (view, jobs_note) = await asyncio.gather(

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics, worst_first
 from bot.domain.incidents import Incident, Snapshot
+from bot.domain.routes import Routing
 from bot.domain.units import duration
 
 # An incident keeps its worst types of a reading: its state stays small in a fleet of hundreds.
@@ -45,6 +46,9 @@ class DrainConfig:
     check_interval_s: float = 60.0
 
 
+NO_ROUTING = Routing()
+
+
 def incident_fleet(
     incident: Incident,
     reading: Reading | None,
@@ -53,9 +57,11 @@ def incident_fleet(
     backend: str,
     now: datetime,
     interval: timedelta,
+    routing: Routing = NO_ROUTING,
 ) -> FleetSnapshot:
     """The runner types this incident shows, from the reading or, failing it, from the alert;
-    baselines the backend lacks are filled from `history` (`with_baselines`)."""
+    baselines the backend lacks are filled from `history` (`with_baselines`). An alert naming
+    no type shows those that queue, but not another team's (`routing`)."""
     if reading is None:
         return alert_fleet(incident, now=now)
     fleet = reading.fleet
@@ -74,7 +80,7 @@ def incident_fleet(
     if why or fleet is None:
         return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
     index = _index(fleet)
-    ranked, missing, empty, note = _relevant(incident, index)
+    ranked, missing, empty, note = _relevant(incident, index, routing)
     kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
     notes = " · ".join(n for n in (fleet.note, note) if n)
     view = FleetSnapshot(
@@ -126,13 +132,15 @@ def _index(fleet: FleetSnapshot) -> _FleetIndex:
 
 
 def _relevant(
-    incident: Incident, index: _FleetIndex
+    incident: Incident, index: _FleetIndex, routing: Routing
 ) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], list[str], str]:
     """The types to show (worst first), the followed types the reading cannot speak for, those
     shown from their absence, and a note for the reader.
 
-    Shown: the alert's types found in the reading, else every type that queues; and every type
-    the incident showed before, so one that drained reads "0 queued" instead of vanishing. A
+    Shown: the alert's types found in the reading, else every type that queues (but those a
+    route on runner types sends to another channel: that team's alerts speak for them); and
+    every type the incident showed before, so one that drained reads "0 queued" instead of
+    vanishing. A
     followed type the reading lacks is shown with nothing queued when its absence means that
     (`_absent_as_empty`; said "none queued over N min"); otherwise it is missing, and while it
     is, the drain cannot be decided.
@@ -148,7 +156,11 @@ def _relevant(
     if matched:
         chosen = {by_name[n] for n in matched if n in by_name}
     else:
-        chosen = {n for n, m in fleet.runner_types.items() if (m.queued or 0) > 0}
+        chosen = {
+            n
+            for n, m in fleet.runner_types.items()
+            if (m.queued or 0) > 0 and routing.owns(incident.channel, n)
+        }
         if named:
             note = "none of the alert's runner types is in the reading: showing all that queue"
     chosen |= {by_name[n.casefold()] for n in followed if n.casefold() in by_name}

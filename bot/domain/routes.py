@@ -77,6 +77,22 @@ def channel_for_type(routes: Iterable[Route], runner_type: str, default: str) ->
     return next((r.channel for r in on_type if r.takes({}, (runner_type,))), default)
 
 
+@dataclass(frozen=True)
+class Routing:
+    """The routes with their default channel, as the incidents' views ask them: does a runner
+    type belong in this channel?"""
+
+    routes: tuple[Route, ...] = ()
+    default: str = ""
+
+    def owns(self, channel: str, runner_type: str) -> bool:
+        """Whether `runner_type` is `channel`'s: where a route on runner types sends its alerts,
+        else the default channel's. Without routes every type is every channel's."""
+        if not self.routes or not channel:
+            return True
+        return channel_for_type(self.routes, runner_type, self.default) == channel
+
+
 def _route(n: int, item: object) -> Route:
     if not isinstance(item, dict) or set(item) - {"match", "matchers", "channel"}:
         raise ValueError(f'route {n}: an object of "match" and "channel" only')

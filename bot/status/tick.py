@@ -39,6 +39,7 @@ from bot.domain.incident_fleet import (
 from bot.domain.incidents import Event, Incident, Snapshot, record_status, resolve_drained
 from bot.domain.message import Rendered
 from bot.domain.quiet import is_meaningful
+from bot.domain.routes import Routing
 from bot.fleet.readings import FleetReadings
 from bot.render.chart import incident_chart
 from bot.render.replies import STATUS_FALLBACK, StatusShown
@@ -72,6 +73,7 @@ class StatusConfig:
     chart_every: int = 3
     # Forecasts say how many runners would drain the queue within this many minutes.
     within_mins: float = DRAIN_TARGET_MINS
+    routing: Routing = field(default_factory=Routing)  # which types are which channel's
 
 
 class StatusReporter:
@@ -190,6 +192,7 @@ class StatusReporter:
             backend=self._readings.metrics.name,
             now=now,
             interval=self._readings.interval,
+            routing=self._config.routing,
         )
         return await self._decide(loaded, incident, view, now, images)
 

@@ -17,6 +17,7 @@ from bot.domain.incident_fleet import (
     with_baselines,
 )
 from bot.domain.incidents import Incident, record_status
+from bot.domain.routes import Routing, parse_routes
 from bot.domain.trend import slope_per_min, sparkline
 from bot.render.queue import type_lines
 
@@ -323,3 +324,22 @@ def test_after_a_failed_reading_a_drained_type_the_alert_never_named_still_reads
     inc = inc.model_copy(update={"live": failed})
     view = incident_fleet(inc, reading(EMPTY), backend="the HUD", now=NOW, interval=MINUTE)
     assert {n: m.queued for n, m in view.runner_types.items()} == {"gpu": 0}
+
+
+def test_an_alert_naming_no_type_leaves_another_teams_types_to_its_channel() -> None:
+    routing = Routing(
+        parse_routes('[{"match": ["runner_type=~\\"gpu.*\\""], "channel": "C0GPU"}]'), "C0CI"
+    )
+    reading = Reading(fleet(**{"gpu.a10": (12, 40), "cpu": (9, 20), "arm": (0, None)}), NOW)
+
+    def shown(channel: str) -> list[str]:
+        inc = incident().model_copy(update={"channel": channel})
+        view = incident_fleet(
+            inc, reading, backend="Prometheus", now=NOW, interval=MINUTE, routing=routing
+        )
+        return list(view.runner_types)
+
+    assert shown("C0CI") == ["cpu"]  # the GPU team's alerts speak for its type
+    assert shown("C0GPU") == ["gpu.a10"]
+    # Without routes every queueing type is every incident's, as before.
+    assert list(view_of(incident(), reading).runner_types) == ["gpu.a10", "cpu"]

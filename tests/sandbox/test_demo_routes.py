@@ -1,0 +1,63 @@
+"""Team channels in the demo, end to end: the GPU team's own Grafana rule fires for its runner
+type and `SLACK_ROUTES` (on `runner_type`) sends its incident to #gpu-ci-incidents, while the
+2xlarge incident opens in #ci-queue-incidents and leaves the GPU type to the team's thread."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from sandbox.stack import CHANNEL, GPU_CHANNEL, Sandbox, SandboxConfig, start_sandbox
+from tests.support.running import eventually
+from tests.support.servers import RedisServer
+
+GPU = "linux.g5.4xlarge.nvidia.gpu"
+
+
+@pytest.fixture
+def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
+    redis_server.flush()
+    with ExitStack() as stack:
+        # A fleet minute every 2 s; the GPU surge begins with the 2xlarge one.
+        config = SandboxConfig(speed=30, metrics_interval_s=1, team_burst_at_min=1.0)
+        yield start_sandbox(stack, redis_server.url, "qproutes", config)
+
+
+def root(sandbox: Sandbox, channel: str, title: str) -> Any:
+    return next(
+        (m for m in sandbox.emulator.channel_messages(channel) if title in m.text + str(m.blocks)),
+        None,
+    )
+
+
+async def test_the_gpu_teams_alert_opens_in_its_channel_and_the_rest_in_the_default(
+    sandbox: Sandbox,
+) -> None:
+    gpu = await eventually(
+        lambda: root(sandbox, GPU_CHANNEL, "GPU jobs queueing"),
+        what="the GPU team's incident in its channel",
+        timeout=120,
+    )
+    main = await eventually(
+        lambda: root(sandbox, CHANNEL, "Jobs queueing in autoscaled machines"),
+        what="the 2xlarge incident in the default channel",
+        timeout=120,
+    )
+    assert root(sandbox, CHANNEL, "GPU jobs queueing") is None, "not in the default channel"
+    assert root(sandbox, GPU_CHANNEL, "Jobs queueing in autoscaled machines") is None
+    # Each root lists its own team's runner types from the live reading.
+    await eventually(
+        lambda: GPU in str(root(sandbox, GPU_CHANNEL, "GPU jobs queueing").blocks),
+        what="the GPU root listing its type",
+        timeout=60,
+    )
+    await eventually(
+        lambda: "linux.2xlarge" in str(root(sandbox, CHANNEL, "Jobs queueing").blocks),
+        what="the 2xlarge root listing its type",
+        timeout=60,
+    )
+    assert GPU not in str(root(sandbox, CHANNEL, "Jobs queueing").blocks)
+    assert gpu.ts and main.ts

@@ -1,0 +1,52 @@
+"""The simulated fleet keeps what Prometheus would have scraped and answers range queries over
+it as Prometheus does, so the demo's `/queue report` reads a history; the bot's `prometheus`
+backend reads it through its own history path."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import httpx
+
+from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
+from sandbox.fleet import DEMO_TYPES, Fleet
+from sandbox.fleet_api import FleetApi, FleetApiConfig
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fleet_api() -> FleetApi:
+    return FleetApi(Fleet(DEMO_TYPES, (), clock=Clock()), FleetApiConfig(rate_window="10m"))
+
+
+async def test_range_queries_over_the_kept_readings() -> None:
+    api = fleet_api()
+    api.evaluate_all()  # one reading kept, now
+    transport = httpx.ASGITransport(app=api.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://fleet") as http:
+        end = datetime.now(UTC) + timedelta(seconds=1)
+        metrics = PrometheusMetrics(PrometheusConfig(url="http://fleet", window="10m"), http)
+        kept = await metrics.history(start=end - timedelta(hours=1), end=end)
+        refused = await http.get(
+            "/api/v1/query_range",
+            params={"query": "up", "start": "10", "end": "5", "step": "60"},
+        )
+        too_fine = await http.get(
+            "/api/v1/query_range",
+            params={"query": "up", "start": "0", "end": "86400", "step": "1"},
+        )
+    # Every type read, its maximum known; the last step of the hour holds the reading.
+    assert sorted(kept.types) == sorted(spec.name for spec in DEMO_TYPES)
+    gpu = kept.types["linux.g5.4xlarge.nvidia.gpu"]
+    assert list(gpu.maximum.values()) == [10.0] and gpu.queued == {max(gpu.queued): 0.0}
+    # The histogram quantiles are queries the fleet does not serve: said, not guessed.
+    assert kept.note == ("Prometheus could not answer for wait_p50_mins, wait_p90_mins, job_mins")
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "end timestamp must not be before start time"
+    assert too_fine.status_code == 400 and "11,000 points" in too_fine.json()["error"]
