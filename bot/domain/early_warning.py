@@ -239,6 +239,9 @@ class WarningState:
     incident_id: str = ""  # FOLDED: the incident that took it on
     by: str = ""  # DISMISSED: who
     until: float = 0.0  # DISMISSED: until when
+    # ACTIVE: the time of the last good reading, when the fleet has not been read since: the
+    # forecast is on hold (0: it is current).
+    held_since: float = 0.0
 
     @classmethod
     def raised(cls, runner_type: str, channel: str, text: str, now: float) -> WarningState:

@@ -26,16 +26,24 @@ def render_warning(state: WarningState) -> Rendered:
     warned = slack_date(datetime.fromtimestamp(state.warned_at, UTC), "{time}")
     said = truncate(escape(state.text), 1500)
     if state.phase is Phase.ACTIVE:
+        if state.held_since:
+            since = slack_date(datetime.fromtimestamp(state.held_since, UTC), "{time}")
+            head = f"⌛ *Early warning, on hold* · {said}"
+            note = (
+                f"No fresh reading of the fleet since {since}: this forecast waits until it can "
+                "be read again."
+            )
+        else:
+            head = f"⏳ *Early warning* · {said}"
+            note = (
+                f"From the fleet's readings, updated "
+                f"{slack_date(datetime.fromtimestamp(state.updated_at, UTC), '{time}')}; "
+                "withdrawn if the queue stops building, carried on by the incident if the "
+                "alert fires."
+            )
         blocks: list[dict[str, Any]] = [
-            section(f"⏳ *Early warning* · {said}"),
-            context(
-                [
-                    f"From the fleet's readings, updated "
-                    f"{slack_date(datetime.fromtimestamp(state.updated_at, UTC), '{time}')}; "
-                    "withdrawn if the queue stops building, carried on by the incident if the "
-                    "alert fires."
-                ]
-            ),
+            section(head),
+            context([note]),
             {
                 "type": "actions",
                 "block_id": "early_warning",

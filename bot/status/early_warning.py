@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 # still the one the incident takes on if the alert fires.
 REUSE_S = 900
 RECENT = 20  # recent incidents read for thresholds and coverage
+HOLD_AFTER_S = 300  # no good reading this long: a standing warning's forecast is on hold
 PAST = 6  # earlier readings the forecast looks at
 
 
@@ -81,9 +82,12 @@ class EarlyWarnings:
 
     async def _check(self) -> None:
         reading = await self._readings.latest()
-        if reading is None or reading.fleet is None or reading.error:
+        if reading is None or reading.fleet is None:
             return
         if not await self._warnings.claim_reading(reading.tried_at.timestamp()):
+            return
+        if reading.error:
+            await self._hold(reading.fleet.at)
             return
         history = await self._readings.history()
         recent = await self._store.get_many(await self._store.recent_ids(RECENT))
@@ -111,6 +115,17 @@ class EarlyWarnings:
                 continue
             await self._decide(name, said.text if said else None, state, incidents)
 
+    async def _hold(self, last_read: datetime) -> None:
+        """The fleet cannot be read: a standing warning that has had no fresh reading for
+        `HOLD_AFTER_S` says its forecast is on hold, rather than count down to a crossing
+        nobody can see any more."""
+        now = self._clock().timestamp()
+        if now - last_read.timestamp() < HOLD_AFTER_S:
+            return
+        for state in (await self._warnings.all()).values():
+            if state.phase is Phase.ACTIVE and not state.held_since:
+                await self._warnings.save(state.changed(now, held_since=last_read.timestamp()))
+
     async def _decide(
         self,
         name: str,
@@ -135,7 +150,8 @@ class EarlyWarnings:
                 await self._warnings.save(state.changed(now, phase=Phase.CLEARED))
             return
         if state is not None and _current(state, now) and (active or state.ts):
-            await self._warnings.save(state.changed(now, phase=Phase.ACTIVE, text=text))
+            fresh = state.changed(now, phase=Phase.ACTIVE, text=text, held_since=0.0)
+            await self._warnings.save(fresh)
         else:
             log.info("early warning: %s", text)
             await self._warnings.save(WarningState.raised(name, channel, text, now))

@@ -24,6 +24,7 @@ def warning(phase: Phase, **more: object) -> WarningState:
     "state",
     [
         warning(Phase.ACTIVE),
+        warning(Phase.ACTIVE).changed(1_795_500_400.0, held_since=1_795_500_060.0),
         warning(Phase.CLEARED),
         warning(Phase.FOLDED, incident_id=f"12{EVIL}"),
         warning(Phase.DISMISSED, by=f"al{EVIL}", until=1_795_503_600.0),
@@ -39,3 +40,11 @@ def test_every_phase_is_valid_and_inert(state: WarningState) -> None:
         assert button["action_id"] == DISMISS and state.uid in button["value"]
     else:
         assert buttons == [], "an ended warning has nothing to click"
+
+
+def test_a_warning_on_hold_says_since_when_the_fleet_went_unread() -> None:
+    held = warning(Phase.ACTIVE).changed(1_795_500_400.0, held_since=1_795_500_060.0)
+    text = str(render_warning(held).blocks)
+    assert "Early warning, on hold" in text
+    assert "No fresh reading of the fleet since <!date^1795500060^" in text
+    assert "on hold" not in str(render_warning(warning(Phase.ACTIVE)).blocks)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
+from bot.backends.errors import BackendError
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.early_warning import Phase, Thresholds
@@ -33,8 +34,13 @@ class Building:
 
     def __init__(self) -> None:
         self.in_system = 18.0
+        self.down = False
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
+        if self.down:
+            raise BackendError(
+                "Prometheus is unreachable at http://prometheus:9090", retryable=True
+            )
         busy = min(self.in_system, 20)
         metrics = RunnerTypeMetrics(
             queued=self.in_system - busy,
@@ -141,3 +147,37 @@ async def test_the_alert_firing_folds_the_warning_and_a_dismissal_holds(redis_ur
     assert (await replica.warnings.all())[TYPE].phase is Phase.DISMISSED
     # A stale decision (another replica's, older than what is stored) never overwrites it.
     assert not await replica.warnings.save(raised.changed(now[0].timestamp(), text="older"))
+
+
+async def test_a_warning_without_fresh_readings_says_its_forecast_is_on_hold(
+    redis_url: str,
+) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushdb()
+    fleet, now = Building(), [START]
+    replica = Replica(redis, fleet, now)
+
+    async def reading(in_system: float | None) -> None:
+        fleet.down = in_system is None
+        fleet.in_system = in_system or fleet.in_system
+        now[0] += timedelta(seconds=60)
+        await replica.upkeep.tick()
+
+    for n in (20, 22, 24):
+        await reading(n)
+    state = (await replica.warnings.all())[TYPE]
+    await replica.warnings.record_post(state, "1700000000.000100")
+    last_good = now[0]
+    for _ in range(4):  # Prometheus down for four minutes: the forecast stands
+        await reading(None)
+    assert not (await replica.warnings.all())[TYPE].held_since
+    await reading(None)  # five minutes without a reading: on hold, and the message edited
+    held = (await replica.warnings.all())[TYPE]
+    assert held.phase is Phase.ACTIVE and held.held_since == last_good.timestamp()
+    assert await replica.warnings.edits("C1") == [TYPE]
+    await replica.warnings.record_edit("C1", held)
+    await reading(None)  # said once
+    assert (await replica.warnings.all())[TYPE].version == held.version
+    await reading(27)  # read again: the forecast is current once more
+    back = (await replica.warnings.all())[TYPE]
+    assert back.phase is Phase.ACTIVE and not back.held_since and back.version == held.version + 1
