@@ -41,18 +41,18 @@ class Editor:
 
     async def update(
         self, ts: str, rendered: Rendered, *, within_s: float | None = None
-    ) -> str | None:
-        """Show `rendered` in the message at `ts`. None when it does; Slack's error when the
-        message can never be edited again (deleted, the channel archived). A failure worth
-        retrying raises, for the caller's loop to retry; so does an edit slot not had within
-        `within_s`, when given."""
+    ) -> SlackError | None:
+        """Show `rendered` in the message at `ts`. None when it does; Slack's refusal when the
+        message can never be edited so (deleted, the channel archived, a block refused). A
+        failure worth retrying raises, for the caller's loop to retry; so does an edit slot not
+        had within `within_s`, when given."""
         await self._budget.edit_slot(within_s=within_s)
         try:
             await self._slack.update(self.channel, ts, rendered.text, rendered.blocks)
         except SlackError as exc:
             if exc.retryable:
                 raise
-            return exc.error
+            return exc
         return None
 
     def lost(self, what: str, error: str) -> None:
@@ -101,9 +101,9 @@ class RootEdits:
         if edited:
             # A root that can never be edited is recorded as shown all the same: posting it
             # again would make a second root.
-            error = await self._editor.update(loaded.thread.ts, root)
-            if error is not None:
-                self._editor.lost(f"incident {incident_id}'s root", error)
+            refused = await self._editor.update(loaded.thread.ts, root)
+            if refused is not None:
+                self._editor.lost(f"incident {incident_id}'s root", refused.error)
         await self._queue.record_edit(
             self.channel,
             incident_id,
@@ -134,8 +134,8 @@ class WarningEdits:
                 # Gone, or not posted yet (its post's record queues the edit again if needed).
                 await self._warnings.discard_edit(self.channel, runner_type)
                 continue
-            error = await self._editor.update(state.ts, render_warning(state))
-            if error is not None:
-                self._editor.lost(f"the early warning for {runner_type}", error)
+            refused = await self._editor.update(state.ts, render_warning(state))
+            if refused is not None:
+                self._editor.lost(f"the early warning for {runner_type}", refused.error)
             # Shown, or never showable again: either way this version is done with.
             await self._warnings.record_edit(self.channel, state)

@@ -63,6 +63,7 @@ class SlackError(Exception):
         retryable: bool,
         uncertain: bool = False,
         retry_after: float | None = None,
+        details: tuple[str, ...] = (),
     ) -> None:
         super().__init__(f"{method}: {error}")
         self.method = method
@@ -70,6 +71,17 @@ class SlackError(Exception):
         self.retryable = retryable
         self.uncertain = uncertain
         self.retry_after = retry_after
+        # Slack's `response_metadata.messages`: for invalid_blocks, which block and why
+        # ("[ERROR] … [json-pointer:/blocks/3/type]").
+        self.details = details
+
+
+def _messages(data: Mapping[str, Any]) -> tuple[str, ...]:
+    metadata = data.get("response_metadata")
+    messages = metadata.get("messages") if isinstance(metadata, dict) else None
+    if not isinstance(messages, list):
+        return ()
+    return tuple(str(m)[:500] for m in messages[:20])
 
 
 @dataclass(frozen=True)
@@ -206,7 +218,9 @@ class SlackGateway:
             return SlackError(method, "ratelimited", retryable=True, retry_after=wait)
         # A body without Slack's `ok` (a proxy's error page) says nothing of what Slack did.
         uncertain = status >= 500 or error in _TRANSIENT_ERRORS or "ok" not in data
-        return SlackError(method, error, retryable=uncertain, uncertain=uncertain)
+        return SlackError(
+            method, error, retryable=uncertain, uncertain=uncertain, details=_messages(data)
+        )
 
     async def _hold(self, method: str, seconds: float) -> None:
         """Slack said 429: every replica's calls of this method wait `seconds`."""

@@ -32,7 +32,6 @@ from bot.outbound.marks import carries, digest_of, metadata
 from bot.outbound.queue import HeadReply, SendQueue
 from bot.outbound.storm_queue import Storm, StormQueue
 from bot.render.chart import ChartData, render_chart
-from bot.render.chart_block import has_charts
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.incident_store import ThreadRef
@@ -89,9 +88,10 @@ class Outgoing(ABC):
         """Whether `message`, read back from Slack, is this very post."""
         return carries(message, self.uid, self.item)
 
-    def charted(self) -> bool:
-        """Whether it carries Slack's chart block (which a workspace may refuse)."""
-        return False
+    def shown(self) -> Rendered | None:
+        """What it shows, where it may carry Slack's chart block (which a workspace may refuse);
+        None for kinds that never do."""
+        return None
 
     async def prepare(self) -> None:  # noqa: B027 - optional: most kinds come drawn
         """Draw what goes out, after any lookup and before the mark: a failure here spends
@@ -197,8 +197,8 @@ class ReplyPost(Outgoing):
     def uid(self) -> str:  # type: ignore[override]
         return self.head.uid
 
-    def charted(self) -> bool:
-        return has_charts(self.head.rendered)
+    def shown(self) -> Rendered | None:
+        return self.head.rendered
 
     async def send(self, slack: SlackGateway, channel: str) -> str:
         return await slack.post(
@@ -312,8 +312,8 @@ class NoticePost(Outgoing):
     def uid(self) -> str:  # type: ignore[override]
         return self.notice_uid
 
-    def charted(self) -> bool:
-        return has_charts(self.rendered)
+    def shown(self) -> Rendered | None:
+        return self.rendered
 
     async def send(self, slack: SlackGateway, channel: str) -> str:
         return await slack.post(

@@ -55,7 +55,7 @@ from bot.outbound.queue import HeadReply, InFlight, SendQueue
 from bot.outbound.storm import StormConfig, StormDigest
 from bot.outbound.storm_queue import StormQueue
 from bot.render.chart import ChartData
-from bot.render.chart_block import has_charts, without_charts
+from bot.render.chart_block import blames_charts, has_charts, without_charts
 from bot.render.replies import StatusShown, render_shown
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import CHART, RESTATUS, IncidentStore
@@ -289,18 +289,20 @@ class ChannelSender:
         # An edit slot is a moment away unless Slack holds edits: a few intervals at most.
         patience_s = 2 * self._config.update_interval_ms / 1000
         try:
-            error = await self._editor.update(head.status_ts, head.rendered, within_s=patience_s)
+            refused = await self._editor.update(head.status_ts, head.rendered, within_s=patience_s)
         except SlackError as exc:
             if exc.retry_after is None:
                 raise
             return False
-        if error == "invalid_blocks" and has_charts(head.rendered):
-            await self._charts.refused(error)
+        if refused is not None and _chart_refused(refused, head.rendered):
+            await self._charts.refused(refused.error)
             return await self._edited_status(
                 incident_id, replace(head, rendered=without_charts(head.rendered))
             )
-        if error is not None:
-            log.info("incident %s: status reply not editable (%s); posting", incident_id, error)
+        if refused is not None:
+            log.info(
+                "incident %s: status reply not editable (%s); posting", incident_id, refused.error
+            )
             return False
         await self._queue.record_reply(self.channel, incident_id, head.item)
         return True
@@ -324,7 +326,8 @@ class ChannelSender:
                 if not exc.uncertain:  # a 429 or a refused connection: nothing was posted
                     await self._queue.end_attempt(self.channel, mark)
                 raise  # the mark stays when uncertain: the next attempt looks it up first
-            if exc.error == "invalid_blocks" and outgoing.charted():
+            shown = outgoing.shown()
+            if shown is not None and _chart_refused(exc, shown):
                 # The workspace does not take Slack's chart block: pictures from now on, and
                 # this goes again at once without it (`_read` takes it out).
                 await self._charts.refused(exc.error)
@@ -377,3 +380,8 @@ class LostLease(Exception):
 
 class _Retry(Exception):
     """The step failed in a way already logged; try again after a backoff."""
+
+
+def _chart_refused(refused: SlackError, rendered: Rendered) -> bool:
+    """Slack refused the message for its chart block (not for another of its blocks)."""
+    return refused.error == "invalid_blocks" and blames_charts(rendered, refused.details)

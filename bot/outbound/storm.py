@@ -166,9 +166,9 @@ class StormDigest:
             return
         # A digest that can never be edited (it was deleted) is let be: the threads carry on,
         # and a later storm gets a new digest.
-        error = await self._editor.update(storm.ts, digest)
-        if error is not None:
-            self._editor.lost("the storm digest", error)
+        refused = await self._editor.update(storm.ts, digest)
+        if refused is not None:
+            self._editor.lost("the storm digest", refused.error)
         await self._storms.record_shown(self.channel, storm, shown)
 
     async def _render(

@@ -13,6 +13,8 @@ the block out (`without_charts`) and the tick uploads the PNG (`bot.render.chart
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +22,7 @@ from bot.domain.message import Rendered
 from bot.render.chart import ChartData
 
 BLOCK_TYPE = "data_visualization"
+_BLOCK_POINTER = re.compile(r"json-pointer:/blocks/(\d+)")
 MAX_TITLE = 50
 MAX_SERIES = 6
 MAX_CATEGORIES = 20
@@ -70,6 +73,21 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
 
 def has_charts(rendered: Rendered) -> bool:
     return any(block.get("type") == BLOCK_TYPE for block in rendered.blocks)
+
+
+def blames_charts(rendered: Rendered, details: Sequence[str]) -> bool:
+    """Whether Slack's refusal of `rendered` (invalid_blocks) is its chart's: a json-pointer in
+    its messages names a chart block, or it names none and the message has one (a workspace
+    that does not know the block type may say no more)."""
+    if not has_charts(rendered):
+        return False
+    pointed = [int(found) for d in details for found in _BLOCK_POINTER.findall(d)]
+    if not pointed:
+        return True
+    return any(
+        0 <= i < len(rendered.blocks) and rendered.blocks[i].get("type") == BLOCK_TYPE
+        for i in pointed
+    )
 
 
 def without_charts(rendered: Rendered) -> Rendered:

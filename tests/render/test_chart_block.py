@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,7 @@ from bot.domain.alerts import RunnerQueue
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.render.chart import ChartData, chart_data
-from bot.render.chart_block import chart_block, has_charts, without_charts
+from bot.render.chart_block import blames_charts, chart_block, has_charts, without_charts
 from sandbox.slack_limits import validate_blocks
 
 START = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
@@ -92,3 +93,27 @@ def test_any_trend_gives_a_block_slack_takes(
     block = chart_block(chart_data(title, trend, worst=sorted(trend.names())))
     if block is not None:
         assert validate_blocks([block]) == [], block
+
+
+@pytest.mark.parametrize(
+    ("details", "blamed"),
+    [
+        # Slack points at the chart: a workspace that does not take the block.
+        (["[ERROR] unsupported type: data_visualization [json-pointer:/blocks/1/type]"], True),
+        # It points at another block: the chart is not the problem, pictures would not help.
+        (["[ERROR] must be less than 3001 characters [json-pointer:/blocks/0/text]"], False),
+        # One of several problems is the chart's.
+        (["[ERROR] x [json-pointer:/blocks/0/text]", "[ERROR] y [json-pointer:/blocks/1]"], True),
+        # No pointer at all: the chart, the block a workspace is likeliest not to know.
+        ([], True),
+        # A pointer past the message's blocks says nothing of the chart.
+        (["[ERROR] x [json-pointer:/blocks/9]"], False),
+    ],
+)
+def test_a_refusal_is_the_charts_only_when_slack_points_at_it(
+    details: list[str], blamed: bool
+) -> None:
+    text = {"type": "section", "text": {"type": "mrkdwn", "text": "status"}}
+    chart = {"type": "data_visualization", "chart": {}}
+    assert blames_charts(Rendered("status", [text, chart]), details) is blamed
+    assert blames_charts(Rendered("status", [text]), details) is False  # no chart to blame
