@@ -51,7 +51,7 @@ from bot.config import Settings
 from bot.domain.capacity import Schedule
 from bot.domain.early_warning import Thresholds
 from bot.domain.incident_fleet import DrainConfig
-from bot.domain.routes import Routing
+from bot.domain.routes import MAX_ROUTES, Routing
 from bot.factory import (
     build_jobs_source,
     build_metrics,
@@ -82,6 +82,9 @@ from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
+# The senders' doorbell connections: three a channel at most; made only as needed.
+BELL_CONNECTIONS = 3 * (MAX_ROUTES + 1) + 20
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -108,6 +111,7 @@ class Bot:
     scale_reverts: ScaleReverts | None = None
     lease_redis: Redis | None = None
     early_warnings: EarlyWarnings | None = None
+    bell_redis: Redis | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -121,7 +125,16 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     retention_s = settings.incident_retention_days * 86_400
     stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
     store = IncidentStore(redis, prefix, retention_s=retention_s)
-    queue = SendQueue(redis, prefix, retention_s=retention_s)
+    # Each channel's sender blocks on up to three doorbells while idle: on connections of a
+    # client of their own (made as needed; its bound only stops a runaway), so with many team
+    # channels the main pool's connections stay free for commands.
+    bells = build_redis(
+        settings.redis_url,
+        settings.sentinel(),
+        max_connections=BELL_CONNECTIONS,
+        client_name="queuepilot-bells",
+    )
+    queue = SendQueue(redis, prefix, retention_s=retention_s, bells=bells)
     leases = Leases(redis)
     slack_config = SlackConfig(
         token=_secret(settings.slack_bot_token) or "",
@@ -145,7 +158,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     storms = StormQueue(redis, prefix, retention_s=retention_s)
     charts = ChartDelivery(redis, store.keys, settings.chart_style)
-    warnings = WarningStore(redis, store.keys)
+    warnings = WarningStore(redis, store.keys, bells=bells)
 
     def make_sender(channel: str, lease: Lease) -> ChannelSender:
         return ChannelSender(
@@ -172,7 +185,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     # The channels' leases are renewed over connections of their own: a crowd that keeps every
     # connection of the main pool busy (`bot.storage.connection`) must not cost a channel its
     # sender.
-    lease_redis = build_redis(settings.redis_url, settings.sentinel())
+    lease_redis = build_redis(
+        settings.redis_url, settings.sentinel(), client_name="queuepilot-leases"
+    )
     senders = Senders(
         channels,
         make_sender,
@@ -235,6 +250,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         scale_reverts,
         lease_redis,
         early_warnings,
+        bells,
     )
 
 
@@ -467,7 +483,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
             if bot.readings is not None:
                 with suppress(OSError):
                     await bot.readings.aclose()
-            for client in (bot.redis, bot.lease_redis):
+            for client in (bot.redis, bot.lease_redis, bot.bell_redis):
                 if client is not None:
                     with suppress(RedisError, OSError):
                         await client.aclose()

@@ -82,8 +82,13 @@ class EditCandidate:
 
 
 class SendQueue:
-    def __init__(self, redis: Redis, prefix: str, *, retention_s: int) -> None:
+    def __init__(
+        self, redis: Redis, prefix: str, *, retention_s: int, bells: Redis | None = None
+    ) -> None:
         self._redis = redis
+        # Where the senders' idle waits block (`wait_bell`): a client of their own, so that
+        # many channels' blocked connections never take the main pool's from commands.
+        self._bells = bells or redis
         self.keys = Keys(prefix)
         self.retention_s = retention_s
         self._next_post = redis.register_script(lua("next_post"))
@@ -243,7 +248,7 @@ class SendQueue:
 
     async def wait_bell(self, bell: str, timeout: float) -> None:  # noqa: ASYNC109
         """Sleep until a committer rings the bell, or `timeout` seconds."""
-        await self._redis.blpop([bell], timeout=max(timeout, 0.01))
+        await self._bells.blpop([bell], timeout=max(timeout, 0.01))
 
     # -- edits -----------------------------------------------------------------------------
 

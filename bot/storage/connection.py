@@ -145,7 +145,13 @@ class WaitingSentinelPool(_WaitForConnection, SentinelConnectionPool):
     """The pool of the master the Sentinels name, waiting for a connection when all are in use."""
 
 
-def build_redis(url: str, sentinel: SentinelTarget | None = None) -> Redis:
+def build_redis(
+    url: str,
+    sentinel: SentinelTarget | None = None,
+    *,
+    max_connections: int = 100,
+    client_name: str = "queuepilot",
+) -> Redis:
     """A client that rides out a Redis restart or failover: commands retried on connection
     errors (the asyncio `Retry`, which the asyncio client awaits), dead pooled connections found
     by health checks and keepalive, and short timeouts so a webhook answers 503 quickly when
@@ -158,6 +164,9 @@ def build_redis(url: str, sentinel: SentinelTarget | None = None) -> Redis:
         "health_check_interval": 10,
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),
         "retry_on_error": [RedisConnectionError, RedisTimeoutError, ConnectionResetError],
+        "max_connections": max_connections,
+        # What `CLIENT LIST` calls each connection: which of the replica's clients it is.
+        "client_name": client_name,
     }
     if sentinel is None:
         return Redis.from_pool(WaitingConnectionPool.from_url(url, **options))

@@ -27,8 +27,9 @@ READING_CLAIM_S = 3600
 
 
 class WarningStore:
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, *, bells: Redis | None = None) -> None:
         self._redis = redis
+        self._bells = bells or redis  # where `wait_for_edits` blocks (`SendQueue`'s note)
         self.keys = keys
         self._save = redis.register_script(lua("save_warning"))
         self._record_post = redis.register_script(lua("record_warning"))
@@ -105,4 +106,4 @@ class WarningStore:
         )
 
     async def wait_for_edits(self, channel: str, timeout_s: float) -> None:
-        await self._redis.blpop([self.keys.warning_bell(channel)], timeout=timeout_s)  # type: ignore[misc]
+        await self._bells.blpop([self.keys.warning_bell(channel)], timeout=timeout_s)  # type: ignore[misc]
