@@ -47,7 +47,7 @@ from bot.actions.silence import SilenceConfig, Silencing
 from bot.actions.silence_watch import SilenceWatch
 from bot.actions.warnings import Warnings
 from bot.backends.metrics import QueueHistory
-from bot.config import Settings
+from bot.config import ScalerBackend, Settings
 from bot.domain.capacity import Schedule
 from bot.domain.early_warning import Thresholds
 from bot.domain.incident_fleet import DrainConfig
@@ -261,6 +261,12 @@ def warning_config(settings: Settings) -> WarningConfig:
         boot_mins=settings.runner_boot_minutes,
         thresholds=Thresholds(settings.early_warning_queued, settings.early_warning_wait_minutes),
         routes=settings.slack_routes,
+        # An early warning offers Scale up for the types an operator gave a scale target.
+        scalable=(
+            frozenset(settings.scaler_targets)
+            if settings.scaler_backend is not ScalerBackend.NONE
+            else frozenset()
+        ),
     )
 
 
@@ -325,7 +331,9 @@ def _action_core(
             check_s=settings.status_tick_seconds * 3,
             timeout_s=settings.backend_timeout_seconds,
         )
-        reverts = ScaleReverts(redis, store.keys, store, scaler, config=revert_config, clock=clock)
+        reverts = ScaleReverts(
+            redis, store.keys, store, scaler, config=revert_config, clock=clock, warnings=warnings
+        )
     scaling = Scaling(acting, scaler, scale_targets(settings), config=scale_config, reverts=reverts)
     diagnose_config = DiagnoseConfig(
         timeout_s=settings.backend_timeout_seconds,
@@ -355,7 +363,7 @@ def _action_core(
         scaling,
         diagnosing,
         Jobs(acting, jobs),
-        Warnings(acting, warnings),
+        Warnings(acting, warnings, scaling),
         report,
         channels=frozenset({settings.slack_channel, *(r.channel for r in settings.slack_routes)}),
     )

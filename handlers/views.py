@@ -1,25 +1,32 @@
-"""The scale-up modal: opened by the root's button, reviewed, then confirmed into the core.
+"""The scale-up modal: opened by the root's button or an early warning's, reviewed, then
+confirmed into the core.
 
 Slack wants a 200 within 3 seconds and a modal opened within 3 seconds of the click, so the
 button opens the form at once and fills in the capacity with `views.update` when the backend
 answers. A submission answers with the next step (`response_action: update`) or with errors
 under the field they concern; the confirmed scale-up runs after the modal closed, and its answer
-arrives ephemerally in the incident's channel and in the thread.
+arrives ephemerally in the incident's channel and in the thread (an early warning's: on the
+warning's message).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions.core import ActionCore, Outcome
+from bot.actions.core import ActionCore, Actor, Outcome
+from bot.domain.early_warning import SCALE_UNTIL, WarningState
+from bot.domain.forecast import Recommendation
+from bot.domain.scaling import ScalePreview
 from bot.domain.whole_numbers import ascii_whole
 from bot.outbound.gateway import SlackError, SlackGateway
+from bot.render.mrkdwn import escape, truncate
 from bot.render.root import incident_ref
 from bot.render.scale_modal import (
     AMOUNT_BLOCK,
@@ -32,8 +39,10 @@ from bot.render.scale_modal import (
     TYPE_BLOCK,
     VALUE,
     ScaleForm,
+    incident_heading,
     render_scale_confirm,
     render_scale_form,
+    warning_heading,
 )
 from handlers.context import (
     actor_of,
@@ -57,6 +66,7 @@ SUBMISSION_S = 2.2
 PREVIEW_IN_SUBMISSION_S = 1.5
 PREVIEW_IN_FORM_S = 10.0
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
+NO_WARNINGS = Outcome(False, "Early warnings are turned off.", "refused")
 # Any larger amount reads as this, which every scaler's cap refuses under the field.
 MAX_AMOUNT = 1_000_000
 
@@ -64,6 +74,14 @@ MAX_AMOUNT = 1_000_000
 async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
     after_ack(_open_form(body, context))
+
+
+async def on_warning_scale_button(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext
+) -> None:
+    """An early warning's Scale up: its value names the warning (uid) and runner type."""
+    await ack()
+    after_ack(_open_warning_form(body, context))
 
 
 async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -75,25 +93,51 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
         return
     incident, types = choice
     form = ScaleForm(ref=incident_ref(incident), channel=channel_of(body), runner_type=types[0])
-    cap = _cap(core, types[0])
+    preview = core.scaling.preview(incident, types[0], timeout_s=PREVIEW_IN_FORM_S)
+    await _show_form(body, context, form, incident_heading(incident), types, preview)
+
+
+async def _open_warning_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    core, actor = core_of(context), actor_of(body)
+    action = (body.get("actions") or [{}])[0]
+    uid, _, runner_type = str(action.get("value") or "").partition(":")
+    choice = await _warning_choice(core, actor, runner_type, uid)
+    if isinstance(choice, Outcome):
+        await tell(context, body, choice)
+        return
+    form = ScaleForm(ref="", channel=channel_of(body), runner_type=runner_type, warning=uid)
+    preview = _warning_preview(core, choice, PREVIEW_IN_FORM_S)
+    await _show_form(body, context, form, warning_heading(choice), [runner_type], preview)
+
+
+async def _show_form(
+    body: dict[str, Any],
+    context: AsyncBoltContext,
+    form: ScaleForm,
+    heading: str,
+    types: list[str],
+    preview: Coroutine[Any, Any, ScalePreview],
+) -> None:
+    """Open the form at once (the trigger expires in 3 s), then fill in the capacity."""
+    cap = _cap(core_of(context), types[0])
     slack: SlackGateway = context["slack"]
     try:
         opened = await slack.call(
             "views.open",
             trigger_id=body.get("trigger_id"),
-            view=render_scale_form(form, incident, types, None, cap=cap),
+            view=render_scale_form(form, heading, types, None, cap=cap),
         )
     except SlackError as exc:
+        preview.close()  # never awaited: the form did not open
         await tell(context, body, Outcome(False, f"Could not open the scale form ({exc.error})."))
         return
-    preview = await core.scaling.preview(incident, types[0], timeout_s=PREVIEW_IN_FORM_S)
     view = opened.get("view") or {}
     try:
         await slack.call(
             "views.update",
             view_id=view.get("id"),
             hash=view.get("hash"),
-            view=render_scale_form(form, incident, types, preview, cap=cap),
+            view=render_scale_form(form, heading, types, await preview, cap=cap),
         )
     except SlackError as exc:  # closed meanwhile, or already on its next step
         log.info("scale form not updated: %s", exc.error)
@@ -107,7 +151,7 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     values = (view.get("state") or {}).get("values") or {}
     runner_type = _selected(values, TYPE_BLOCK)
     amount = _amount(values)
-    if form is None:
+    if form is None or (form.warning and runner_type != form.runner_type):
         await ack(response_action="errors", errors={TYPE_BLOCK: "This form is out of date."})
         return
     problem = core.scaling.check(runner_type, amount or 0)
@@ -115,18 +159,30 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
         block = TYPE_BLOCK if core.scaling.target(runner_type) is None else AMOUNT_BLOCK
         await ack(response_action="errors", errors={block: _plain(problem or "A whole number.")})
         return
-    choice = await core.scaling.choices(actor_of(body), form.ref)
-    if isinstance(choice, Outcome):
-        await ack(response_action="errors", errors={TYPE_BLOCK: _plain(choice.message)})
-        return
-    incident, _ = choice
-    left = min(PREVIEW_IN_SUBMISSION_S, deadline - clock())
-    preview = await core.scaling.preview(incident, runner_type, timeout_s=max(left, 0.1))
+    actor = actor_of(body)
+    if form.warning:
+        warning = await _warning_choice(core, actor, runner_type, form.warning)
+        if isinstance(warning, Outcome):
+            await ack(response_action="errors", errors={TYPE_BLOCK: _plain(warning.message)})
+            return
+        left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
+        preview = await _warning_preview(core, warning, left)
+        about = f"Early warning for {truncate(escape(runner_type), 200)} · shown on its message"
+    else:
+        choice = await core.scaling.choices(actor, form.ref)
+        if isinstance(choice, Outcome):
+            await ack(response_action="errors", errors={TYPE_BLOCK: _plain(choice.message)})
+            return
+        incident, _ = choice
+        left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
+        preview = await core.scaling.preview(incident, runner_type, timeout_s=left)
+        about = f"Incident {escape(incident.id)} · recorded in its thread"
     raise_maximum = _selected(values, MODE_BLOCK) == RAISE_MAX
     keep = KEEP in _checked(values, KEEP_BLOCK)
-    step = ScaleForm(form.ref, form.channel, runner_type, amount, raise_maximum, keep)
+    step = ScaleForm(form.ref, form.channel, runner_type, amount, raise_maximum, keep, form.warning)
     backend = core.scaling.backend_name
-    await ack(response_action="update", view=render_scale_confirm(step, preview, backend))
+    view = render_scale_confirm(step, preview, backend, about=about)
+    await ack(response_action="update", view=view)
 
 
 async def on_scale_confirm(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -139,16 +195,49 @@ async def _scale(body: dict[str, Any], context: AsyncBoltContext) -> None:
     form = ScaleForm.load(str(view.get("private_metadata") or ""))
     if form is None or not form.runner_type:
         return
-    outcome = await core_of(context).scale(
-        actor_of(body),
-        form.ref,
-        form.runner_type,
-        form.delta,
-        raise_maximum=form.raise_maximum,
-        keep=form.keep is True,
-        interaction=interaction_of(body),
-    )
+    core, actor = core_of(context), actor_of(body)
+    keep, interaction = form.keep is True, interaction_of(body)
+    if not form.warning:
+        outcome = await core.scale(
+            actor,
+            form.ref,
+            form.runner_type,
+            form.delta,
+            raise_maximum=form.raise_maximum,
+            keep=keep,
+            interaction=interaction,
+        )
+    elif core.warnings is None:
+        outcome = NO_WARNINGS
+    else:
+        outcome = await core.warnings.scale(
+            actor,
+            form.runner_type,
+            form.warning,
+            form.delta,
+            raise_maximum=form.raise_maximum,
+            keep=keep,
+            interaction=interaction,
+        )
     await tell(context, body, outcome, channel=form.channel)
+
+
+async def _warning_choice(
+    core: ActionCore, actor: Actor, runner_type: str, uid: str
+) -> WarningState | Outcome:
+    if core.warnings is None:
+        return NO_WARNINGS
+    return await core.warnings.scale_choice(actor, runner_type, uid)
+
+
+async def _warning_preview(core: ActionCore, state: WarningState, timeout_s: float) -> ScalePreview:
+    """What the forecast says would hold the queue is the recommended amount."""
+    recommended = None
+    if state.hold_runners:
+        recommended = Recommendation(state.hold_runners, "what the forecast says would hold it")
+    return await core.scaling.preview_of(
+        state.runner_type, recommended, timeout_s=timeout_s, until=SCALE_UNTIL
+    )
 
 
 def _selected(values: dict[str, Any], block: str) -> str:
@@ -183,5 +272,6 @@ def _plain(message: str) -> str:
 
 def register(app: AsyncApp) -> None:
     app.action("incident_scale")(on_scale_button)
+    app.action("warning_scale")(on_warning_scale_button)
     app.view(SCALE_VIEW)(on_scale_form)
     app.view(CONFIRM_VIEW)(on_scale_confirm)

@@ -8,7 +8,8 @@ same alert, add runners once; the refusal says who scaled it and when.
 
 A scale-up that its backend can put back is recorded for the revert sweep
 (`bot.actions.scale_reverts`) unless it is kept (`keep=True`: `/queue scale … keep`, the modal's
-checkbox); the reply says when it goes back, or why it cannot.
+checkbox); the reply says when it goes back, or why it cannot. An early warning's Scale up
+(`bot.actions.warnings`) takes the same checks, lock, call and record, owned by the warning.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.domain.fleet import worst_first
+from bot.domain.forecast import Recommendation
 from bot.domain.incidents import Event, Incident, with_action
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
 from bot.render.mrkdwn import escape
@@ -77,13 +79,18 @@ class Scaling:
 
     # -- what the modal needs ------------------------------------------------------------
 
-    async def choices(self, actor: Actor, ref: str) -> tuple[Incident, list[str]] | Outcome:
-        """The incident and the runner types one may scale for it (its own first), or why not."""
+    async def refusal(self, actor: Actor) -> Outcome | None:
+        """Why `actor` cannot scale at all (no scaler, not allowed), or None."""
         if self._scaler is None or not self._targets:
             return refused(NOT_CONFIGURED)
         refusal = await self._acting.authorizer.refusal(actor.user_id, "scale")
+        return refused(refusal) if refusal is not None else None
+
+    async def choices(self, actor: Actor, ref: str) -> tuple[Incident, list[str]] | Outcome:
+        """The incident and the runner types one may scale for it (its own first), or why not."""
+        refusal = await self.refusal(actor)
         if refusal is not None:
-            return refused(refusal)
+            return refusal
         incident = (await self._acting.load(ref)).incident
         if incident is None:
             return refused(UNKNOWN)
@@ -107,16 +114,27 @@ class Scaling:
         self, incident: Incident, runner_type: str, *, timeout_s: float
     ) -> ScalePreview:
         """Capacity (within `timeout_s`: a modal is waiting) and the recommended amount."""
+        recommended = recommend_for(incident, runner_type)
+        return await self.preview_of(runner_type, recommended, timeout_s=timeout_s)
+
+    async def preview_of(
+        self,
+        runner_type: str,
+        recommended: Recommendation | None,
+        *,
+        timeout_s: float,
+        until: str = "the incident resolves",
+    ) -> ScalePreview:
+        """The same for any owner of the scale-up: `until` says what puts it back."""
         target = self._targets[runner_type]
         capacity, note, raises, cannot_undo = None, NOT_CONFIGURED, False, ""
         if self._scaler is not None:
             capacity, note = await self._capacity(self._scaler, target, timeout_s)
             raises = self._scaler.can_raise_maximum
             cannot_undo = self._scaler.cannot_undo
-        recommended = recommend_for(incident, runner_type)
         after = self._reverts.config.after_s if self._reverts is not None else None
         return ScalePreview(
-            incident, target, capacity, note, recommended, raises, cannot_undo, after
+            target, capacity, note, recommended, raises, cannot_undo, after, until=until
         )
 
     @staticmethod
@@ -195,19 +213,39 @@ class Scaling:
         raise_maximum: bool,
         keep: bool,
     ) -> Outcome:
-        scaler = self._scaler
-        if scaler is None or not self._targets:
+        if self._scaler is None or not self._targets:
             return refused(NOT_CONFIGURED)
         problem = self.check(runner_type, delta)
         if problem:
             return refused(problem)
-        target = self._targets[runner_type]
         incident = (await self._acting.load(ref)).incident
         if incident is None:
             return refused(UNKNOWN)
         if not incident.is_open:
             return refused(f"Incident {incident.id} is already resolved: nothing was scaled.")
         name = await self._acting.name(actor)
+        done = await self.call(name, runner_type, delta, raise_maximum, incident_id=incident.id)
+        if isinstance(done, Outcome):
+            return done
+        request, result = done
+        undo = await self.remember(request, result, keep, incident_id=incident.id)
+        decide = _record(actor, name, request, result, self.backend_name, undo)
+        return await self._acting.commit(ref, decide, attempts=MAX_RECORD_ATTEMPTS)
+
+    async def call(
+        self,
+        name: str,
+        runner_type: str,
+        delta: int,
+        raise_maximum: bool,
+        *,
+        incident_id: str = "",
+    ) -> tuple[ScaleRequest, ScaleResult] | Outcome:
+        """The backend's call for a checked request (`check`), under the type's fleet-wide
+        lock, which then holds for the cooldown; the failure as the person's answer."""
+        scaler = self._scaler
+        if scaler is None:
+            return refused(NOT_CONFIGURED)
         lock = await self._acting.interactions.lock(
             FLEET,
             f"scale:{runner_type}",
@@ -217,9 +255,9 @@ class Scaling:
         if isinstance(lock, Held):
             return refused(f"`{escape(runner_type)}` was just scaled: {escape(lock.what)}.")
         request = ScaleRequest(
-            target,
+            self._targets[runner_type],
             delta,
-            incident.id,
+            incident_id,
             name,
             raise_maximum=raise_maximum,
             request_id=secrets.token_hex(8),
@@ -230,36 +268,39 @@ class Scaling:
             await lock.release()
             reason = escape(str(exc))
             return failed(f"Could not scale `{escape(runner_type)}`: {reason}. Nothing changed.")
-        undo = await self._remember(incident, request, result, keep, scaler)
         at = self._acting.clock()
         await lock.keep(self._config.cooldown_s, f"{name} asked for +{delta} at {at:%H:%M} UTC")
-        decide = _record(actor, name, request, result, scaler.name, undo)
-        return await self._acting.commit(ref, decide, attempts=MAX_RECORD_ATTEMPTS)
+        return request, result
 
-    async def _remember(
+    async def remember(
         self,
-        incident: Incident,
         request: ScaleRequest,
         result: ScaleResult,
         keep: bool,
-        scaler: Scaler,
+        *,
+        incident_id: str = "",
+        warning: str = "",
     ) -> str:
-        """Record the scale-up for the revert sweep; what the reply says about undoing it."""
+        """Record the scale-up for the revert sweep, owned by its incident or early warning
+        (`warning`: its uid); what the answer says about undoing it."""
         if result.undo is None:
-            reason = scaler.cannot_undo or f"{scaler.name} did not say what it changed"
+            reason = (
+                self._scaler.cannot_undo if self._scaler is not None else ""
+            ) or f"{self.backend_name} did not say what it changed"
             return f"It cannot be undone by queuepilot: {reason}."
         if keep:
-            return "Kept after the incident, as asked."
+            return "Kept after the incident, as asked." if incident_id else "Kept, as asked."
         if self._reverts is None:
             return ""
         try:
             await self._reverts.remember(
-                incident.id, request.target, result.undo, by=request.requested_by
+                incident_id, request.target, result.undo, by=request.requested_by, warning=warning
             )
         except RedisError as exc:  # the scale-up happened: say so, and that it stays
             log.error("scale-up of %s not recorded for its revert: %s", request.target, exc)
             return "It could not be recorded to be put back (database unavailable): it stays."
-        return f"It goes back {self._reverts.plan()}, unless someone changes it meanwhile."
+        plan = self._reverts.plan(warning=bool(warning))
+        return f"It goes back {plan}, unless someone changes it meanwhile."
 
 
 def _record(

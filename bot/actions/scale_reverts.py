@@ -1,5 +1,8 @@
 """Scale-ups that undo themselves: what a scale-up from Slack changed is put back when its
 incident resolves (drained or by hand) or after `SCALE_REVERT_AFTER`, whichever comes first.
+A scale-up made from an early warning is the warning's until the alert fires (then its incident
+takes it on, and says so in its thread): it goes back once the warning's queue is over
+(`WarningState.episode_over`), and its message says so.
 
 Each scale-up that can be put back (and was not kept) leaves a record in Redis: JSON under
 `scale-revert:<id>` and the id in the `scale-reverts` sorted set, scored by when to look at it
@@ -32,12 +35,14 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
+from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
 from bot.domain.incidents import Event, Incident
 from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.keys import Keys
+from bot.storage.warnings import WarningStore
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +94,8 @@ class RevertConfig:
 
 @dataclass(frozen=True)
 class RevertRecord:
-    """What one scale-up from Slack changed, and where to say it was put back."""
+    """What one scale-up from Slack changed, and where to say it was put back: its incident, or
+    its early warning (`warning`: the warning's uid; `incident_id` empty)."""
 
     id: str
     incident_id: str
@@ -99,6 +105,7 @@ class RevertRecord:
     by: str
     scaled_at: float
     attempts: int = 0
+    warning: str = ""
 
     def dump(self) -> str:
         data = asdict(self)
@@ -122,6 +129,7 @@ class RevertRecord:
                 by=str(data["by"]),
                 scaled_at=float(data["scaled_at"]),
                 attempts=int(data.get("attempts", 0)),
+                warning=str(data.get("warning", "")),
             )
         except (ValueError, TypeError, KeyError):
             return None
@@ -141,10 +149,12 @@ class ScaleReverts:
         *,
         config: RevertConfig,
         clock: Callable[[], datetime],
+        warnings: WarningStore | None = None,
     ) -> None:
         self._redis = redis
         self._keys = keys
         self._store = store
+        self._warnings = warnings
         self._scaler = scaler
         self.config = config
         self._clock = clock
@@ -159,29 +169,32 @@ class ScaleReverts:
     # -- recording a scale-up --------------------------------------------------------------
 
     async def remember(
-        self, incident_id: str, target: ScaleTarget, undo: Undo, *, by: str
+        self, incident_id: str, target: ScaleTarget, undo: Undo, *, by: str, warning: str = ""
     ) -> RevertRecord:
-        """Record a scale-up to put back. A record of the same runner type and field (an earlier
-        scale-up not yet put back) keeps its value before: that is what goes back."""
+        """Record a scale-up to put back, owned by its incident or its early warning (`warning`).
+        A record of the same runner type and field (an earlier scale-up not yet put back) keeps
+        its value before: that is what goes back, when the latest owner says."""
         now = self._clock().timestamp()
         rid = record_id(target.runner_type, undo.field)
         earlier = RevertRecord.load(await self._redis.get(self._keys.scale_revert(rid)))
         if earlier is not None and earlier.target.target == target.target:
             undo = replace(undo, before=earlier.undo.before)
-        record = RevertRecord(rid, incident_id, target, undo, self._scaler.name, by, now)
+        record = RevertRecord(
+            rid, incident_id, target, undo, self._scaler.name, by, now, warning=warning
+        )
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.set(self._keys.scale_revert(rid), record.dump(), ex=RECORD_TTL_S)
             pipe.zadd(self._keys.scale_reverts, {rid: now + self.config.check_s})
             await pipe.execute()
         return record
 
-    def plan(self) -> str:
+    def plan(self, *, warning: bool = False) -> str:
         """When a recorded scale-up goes back, for replies: "when the incident resolves or
         after 4 h"."""
+        until = SCALE_UNTIL if warning else "the incident resolves"
         if not self.config.after_s:
-            return "when the incident resolves"
-        span = duration(timedelta(seconds=self.config.after_s))
-        return f"when the incident resolves or after {span}"
+            return f"when {until}"
+        return f"when {until} or after {duration(timedelta(seconds=self.config.after_s))}"
 
     # -- the sweep -------------------------------------------------------------------------
 
@@ -221,9 +234,14 @@ class ScaleReverts:
         await self._check(record, lease)
 
     async def _check(self, record: RevertRecord, lease: float) -> None:
-        incident = await self._store.get(record.incident_id)
         now = self._clock()
-        why = self._why(record, incident, now)
+        state = await self._warning_of(record)
+        if state is not None and state.phase is Phase.FOLDED:
+            record = await self._hand_over(record, state)
+        if record.warning:
+            why = self._why_warning(record, state, now)
+        else:
+            why = self._why(record, await self._store.get(record.incident_id), now)
         if why is None:
             await self._end(record.id, lease, record, now.timestamp() + self.config.check_s)
             return
@@ -245,10 +263,35 @@ class ScaleReverts:
                 f"{record.undo.field} stays {record.undo.after}"
             )
             if await self._end(record.id, lease, None):
-                await self._say(record.incident_id, text)
+                await self._tell(record, text)
             return
         if await self._end(record.id, lease, None):
-            await self._say(record.incident_id, _said(record, why, result))
+            await self._tell(record, _said(record, why, result))
+
+    async def _hand_over(self, record: RevertRecord, state: WarningState) -> RevertRecord:
+        """The alert fired: the incident that took the warning on owns its scale-up now, and
+        its thread says so (the record is kept as the incident's when this look ends)."""
+        taken = replace(record, incident_id=state.incident_id, warning="")
+        undo = record.undo
+        await self._say(
+            taken.incident_id,
+            f"Took on the early warning's scale-up of {record.target.runner_type} by {record.by} "
+            f"({undo.field} {_value(undo.before)} → {undo.after}): it goes back "
+            f"{self.plan()}, unless someone changes it meanwhile",
+            kind="scaled",
+        )
+        return taken
+
+    def _why_warning(
+        self, record: RevertRecord, state: WarningState | None, now: datetime
+    ) -> str | None:
+        """Why a warning's scale-up goes back now, or None while it stays."""
+        after = self.config.after_s
+        if after and now.timestamp() >= record.scaled_at + after:
+            return f"{duration(timedelta(seconds=after))} after the scale-up"
+        if state is None:
+            return "its early warning ended"
+        return state.episode_over(now.timestamp()) or None
 
     def _why(self, record: RevertRecord, incident: Incident | None, now: datetime) -> str | None:
         """Why the scale-up goes back now, or None while it stays."""
@@ -270,7 +313,33 @@ class ScaleReverts:
         keys = [self._keys.scale_reverts, self._keys.scale_revert(rid)]
         return bool(await self._finish(keys=keys, args=args))
 
-    async def _say(self, incident_id: str, text: str) -> None:
+    async def _tell(self, record: RevertRecord, text: str) -> None:
+        if record.warning:
+            await self._say_on_warning(record, text)
+        else:
+            await self._say(record.incident_id, text)
+
+    async def _say_on_warning(self, record: RevertRecord, text: str) -> None:
+        """Added to what the warning's message says of its scale-up, while the message is the
+        same warning's; a newer version saved meanwhile is read again and added to."""
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            state = await self._warning_of(record)
+            if state is None or self._warnings is None:
+                log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
+                return
+            said = f"{state.scaled} · {text}." if state.scaled else f"{text}."
+            if await self._warnings.save(state.changed(self._clock().timestamp(), scaled=said)):
+                return
+        log.warning("scale reverts: warning kept changing; not told: %s", text)
+
+    async def _warning_of(self, record: RevertRecord) -> WarningState | None:
+        """The early warning that owns `record`, while it is still the same warning."""
+        if not record.warning or self._warnings is None:
+            return None
+        state = await self._warnings.get(record.target.runner_type)
+        return state if state is not None and state.uid == record.warning else None
+
+    async def _say(self, incident_id: str, text: str, kind: str = "scale_reverted") -> None:
         """The event and its thread reply, fenced by the incident's version like every action."""
         for _ in range(MAX_COMMIT_ATTEMPTS):
             loaded = await self._store.load(incident_id)
@@ -279,7 +348,7 @@ class ScaleReverts:
                 log.info("scale reverts: incident %s gone: %s", incident_id, text)
                 return
             now = self._clock()
-            event = Event(at=now, kind="scale_reverted", text=text)
+            event = Event(at=now, kind=kind, text=text)
             reply = Reply("event", BAND_EVENT, render_event(incident, event))
             commit = Commit(
                 incident.model_copy(update={"updated_at": now}),
@@ -292,6 +361,10 @@ class ScaleReverts:
             if await self._store.commit(commit, now=now.timestamp()):
                 return
         log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
+
+
+def _value(before: int | None) -> str:
+    return "unset" if before is None else str(before)
 
 
 def _said(record: RevertRecord, why: str, result: Reverted) -> str:

@@ -217,6 +217,13 @@ def _crossing(
 # -- a warning's life in Slack ---------------------------------------------------------------
 
 
+# A warning cleared this recently comes back as an edit of its message, not a new one, and is
+# still the one the incident takes on if the alert fires: its episode is not over yet.
+REUSE_S = 900
+# When a scale-up made from a warning goes back (`WarningState.episode_over`), in words.
+SCALE_UNTIL = f"its queue has stopped building for {REUSE_S // 60} min"
+
+
 class Phase(StrEnum):
     ACTIVE = "active"  # the forecast crosses a threshold soon
     CLEARED = "cleared"  # it no longer does, and the alert did not fire
@@ -242,11 +249,28 @@ class WarningState:
     # ACTIVE: the time of the last good reading, when the fleet has not been read since: the
     # forecast is on hold (0: it is current).
     held_since: float = 0.0
+    hold_runners: int = 0  # ACTIVE: runners the forecast says would hold the queue (0: unknown)
+    scalable: bool = False  # the runner type has a scale target: the message offers Scale up
+    # What was scaled from this warning, and later what became of it (put back, left), in words.
+    scaled: str = ""
 
     @classmethod
-    def raised(cls, runner_type: str, channel: str, text: str, now: float) -> WarningState:
+    def raised(
+        cls, runner_type: str, channel: str, text: str, now: float, **fields: Any
+    ) -> WarningState:
         uid = secrets.token_hex(6)
-        return cls(runner_type, channel, uid, Phase.ACTIVE, text, now, now)
+        return cls(runner_type, channel, uid, Phase.ACTIVE, text, now, now, **fields)
+
+    def episode_over(self, now: float) -> str:
+        """Why this warning's queue is over ("" while it is not), for a scale-up made from it:
+        cleared and not back within `REUSE_S` (a queue that pauses, or that the scale-up
+        stopped, often builds again), or dismissed and the dismissal run out. Active, or folded
+        into an incident (which then owns the scale-up), it is not over."""
+        if self.phase is Phase.CLEARED and now - self.updated_at >= REUSE_S:
+            return "the queue stopped building"
+        if self.phase is Phase.DISMISSED and now >= self.until:
+            return "the early warning was dismissed and did not come back"
+        return ""
 
     def changed(self, now: float, **fields: Any) -> WarningState:
         """This warning with `fields` changed, as a new version (unchanged: itself)."""

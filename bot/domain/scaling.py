@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.domain.forecast import Recommendation
-from bot.domain.incidents import Incident
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,6 @@ class Capacity:
 class ScalePreview:
     """What the scale modal shows for one runner type before anyone confirms."""
 
-    incident: Incident
     target: ScaleTarget
     capacity: Capacity | None
     capacity_note: str  # why capacity is unknown, when it is
@@ -57,6 +55,7 @@ class ScalePreview:
     # Put back when the incident resolves and after this long (0: only when it resolves);
     # None: scale-ups are not put back (no revert sweep runs).
     revert_after_s: int | None = None
+    until: str = "the incident resolves"  # what puts it back, besides the time
 
 
 HELM_RELEASE = "meta.helm.sh/release-name"

@@ -1,5 +1,6 @@
 """An early warning as Slack shows it: one quiet channel message per runner type, edited in place
-as the forecast moves, and when it ends (cleared, the alert fired, dismissed)."""
+as the forecast moves, and when it ends (cleared, the alert fired, dismissed). What was scaled
+from it, and what became of that, stays on it in every phase."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from bot.domain.message import Rendered
 from bot.render.mrkdwn import context, escape, plain, rendered, section, slack_date, truncate
 
 DISMISS = "warning_dismiss"
+SCALE = "warning_scale"
 DISMISS_FOR_S = 3600
 MAX_VALUE = 2000  # Slack's limit for a button's value
 
 
 def dismiss_value(state: WarningState) -> str:
-    """The warning's uid and runner type: a button of an older warning never dismisses a newer
-    one of the same type (the uid is checked); the type fits whole or not at all."""
+    """The warning's uid and runner type, on both its buttons: a button of an older warning
+    never acts on a newer one of the same type (the uid is checked); the type fits whole or not
+    at all."""
     return f"{state.uid}:{state.runner_type}"[:MAX_VALUE]
 
 
@@ -41,21 +44,13 @@ def render_warning(state: WarningState) -> Rendered:
                 "withdrawn if the queue stops building, carried on by the incident if the "
                 "alert fires."
             )
+        buttons = [_button("Dismiss for 1 h", DISMISS, state)]
+        if state.scalable:
+            buttons.insert(0, _button("Scale up…", SCALE, state))
         blocks: list[dict[str, Any]] = [
             section(head),
-            context([note]),
-            {
-                "type": "actions",
-                "block_id": "early_warning",
-                "elements": [
-                    {
-                        "type": "button",
-                        "text": plain("Dismiss for 1 h"),
-                        "action_id": DISMISS,
-                        "value": dismiss_value(state),
-                    }
-                ],
-            },
+            context([note, *_scaled(state)]),
+            {"type": "actions", "block_id": "early_warning", "elements": buttons},
         ]
         return rendered(f"Early warning: {said}", blocks)
     if state.phase is Phase.FOLDED:
@@ -71,4 +66,17 @@ def render_warning(state: WarningState) -> Rendered:
         )
     else:
         line = f"✅ Early warning · {name}: no longer building (warned at {warned})."
-    return rendered(line, [context([line])])
+    return rendered(line, [context([line, *_scaled(state)])])
+
+
+def _scaled(state: WarningState) -> list[str]:
+    return [f"↗️ {truncate(escape(state.scaled), 1000)}"] if state.scaled else []
+
+
+def _button(label: str, action_id: str, state: WarningState) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "text": plain(label),
+        "action_id": action_id,
+        "value": dismiss_value(state),
+    }

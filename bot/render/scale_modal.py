@@ -1,8 +1,9 @@
 """The scale-up modal, rendered as pure functions of what it shows.
 
 Two steps, so nothing is scaled by a stray Enter: the form (runner type, preselected from the
-incident; amount, prefilled with the recommendation; the capacity now; at ARC's maximum, whether
-to raise the ceiling instead; whether to keep it after the incident), then a confirmation that
+incident, or the early warning's own; amount, prefilled with the recommendation; the capacity
+now; at ARC's maximum, whether to raise the ceiling instead; whether to keep it after the
+incident), then a confirmation that
 states what will be asked of which backend, before → after where the backend knows, when it
 will be put back (or why it cannot be), and that Helm or Argo CD would put it back anyway.
 `ScaleForm` rides in `private_metadata` between the steps; everything else is read again from
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
+from bot.domain.early_warning import WarningState
 from bot.domain.incidents import Incident
 from bot.domain.scaling import ScalePreview
 from bot.domain.units import duration
@@ -40,6 +42,7 @@ class ScaleForm:
     delta: int = 0
     raise_maximum: bool = False
     keep: bool = False  # not put back when the incident resolves
+    warning: str = ""  # from an early warning: its uid (`ref` is then empty)
 
     def dump(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -53,21 +56,30 @@ class ScaleForm:
             return None
 
 
+def incident_heading(incident: Incident) -> str:
+    return f"*Incident {escape(incident.id)}* · {truncate(title_text(incident), 500)}"
+
+
+def warning_heading(state: WarningState) -> str:
+    return f"*Early warning* · {truncate(escape(state.text), 1500)}"
+
+
 def render_scale_form(
     form: ScaleForm,
-    incident: Incident,
+    heading: str,
     choices: list[str],
     preview: ScalePreview | None,
     *,
     cap: int,
 ) -> dict[str, Any]:
-    """Step one. `preview` is None while capacity is still being read (the modal opens first:
-    Slack's trigger expires in 3 seconds)."""
+    """Step one, under `heading` (`incident_heading`, `warning_heading`). `preview` is None while
+    capacity is still being read (the modal opens first: Slack's trigger expires in 3
+    seconds)."""
     options = [_option(name) for name in choices[:MAX_OPTIONS] if len(name) <= MAX_OPTION_VALUE]
     chosen = next((o for o in options if o["value"] == form.runner_type), options[0])
     suggested = preview.recommended.runners if preview and preview.recommended else 1
     blocks: list[dict[str, Any]] = [
-        section(f"*Incident {escape(incident.id)}* · {truncate(title_text(incident), 500)}"),
+        section(heading),
         {
             "type": "input",
             "block_id": TYPE_BLOCK,
@@ -103,12 +115,14 @@ def render_scale_form(
     if preview is not None and _managed(preview):
         blocks.append(context([_managed(preview)]))
     if preview is not None and _can_revert(preview):
-        blocks.append(_keep_choice(preview))
+        blocks.append(_keep_choice(form, preview))
     return _modal(SCALE_VIEW, form, blocks, submit="Review")
 
 
-def render_scale_confirm(form: ScaleForm, preview: ScalePreview, backend: str) -> dict[str, Any]:
-    """Step two: exactly what will be asked, and of whom."""
+def render_scale_confirm(
+    form: ScaleForm, preview: ScalePreview, backend: str, *, about: str
+) -> dict[str, Any]:
+    """Step two: exactly what will be asked, and of whom; `about` says where it is recorded."""
     target = preview.target
     what = "maxRunners" if form.raise_maximum else "capacity"
     lines = [
@@ -127,7 +141,7 @@ def render_scale_confirm(form: ScaleForm, preview: ScalePreview, backend: str) -
     blocks = [section("\n".join(line for line in lines if line))]
     if _managed(preview):
         blocks.append(context([_managed(preview)]))
-    blocks.append(context([f"Incident {escape(preview.incident.id)} · recorded in its thread"]))
+    blocks.append(context([about]))
     return _modal(CONFIRM_VIEW, form, blocks, submit="Scale up")
 
 
@@ -148,10 +162,11 @@ def _can_revert(preview: ScalePreview) -> bool:
     return preview.revert_after_s is not None and not preview.cannot_undo
 
 
-def _plan(after_s: int) -> str:
+def _plan(preview: ScalePreview) -> str:
+    after_s = preview.revert_after_s
     if not after_s:
-        return "when the incident resolves"
-    return f"when the incident resolves or after {duration(timedelta(seconds=after_s))}"
+        return f"when {preview.until}"
+    return f"when {preview.until} or after {duration(timedelta(seconds=after_s))}"
 
 
 def _undo_line(form: ScaleForm, preview: ScalePreview) -> str:
@@ -160,8 +175,8 @@ def _undo_line(form: ScaleForm, preview: ScalePreview) -> str:
     if preview.revert_after_s is None:
         return ""
     if form.keep:
-        return "Kept after the incident, as you chose."
-    return f"Put back {_plan(preview.revert_after_s)}, unless someone changes it meanwhile."
+        return "Kept, as you chose." if form.warning else "Kept after the incident, as you chose."
+    return f"Put back {_plan(preview)}, unless someone changes it meanwhile."
 
 
 def _managed(preview: ScalePreview) -> str:
@@ -176,18 +191,18 @@ def _managed(preview: ScalePreview) -> str:
     )
 
 
-def _keep_choice(preview: ScalePreview) -> dict[str, Any]:
-    plan = _plan(preview.revert_after_s or 0)
+def _keep_choice(form: ScaleForm, preview: ScalePreview) -> dict[str, Any]:
+    after = "the warning" if form.warning else "the incident"
     return {
         "type": "input",
         "block_id": KEEP_BLOCK,
         "optional": True,
-        "label": plain("After the incident"),
-        "hint": plain(f"Unless kept, the scale-up is put back {plan}.", 2000),
+        "label": plain(f"After {after}"),
+        "hint": plain(f"Unless kept, the scale-up is put back {_plan(preview)}.", 2000),
         "element": {
             "type": "checkboxes",
             "action_id": VALUE,
-            "options": [{"text": plain("Keep it after the incident"), "value": KEEP}],
+            "options": [{"text": plain(f"Keep it after {after}"), "value": KEEP}],
         },
     }
 

@@ -22,6 +22,8 @@ from datetime import datetime
 from redis.exceptions import RedisError
 
 from bot.domain.early_warning import (
+    REUSE_S,
+    Forecast,
     Phase,
     Point,
     Thresholds,
@@ -38,9 +40,6 @@ from bot.storage.warnings import WarningStore
 
 log = logging.getLogger(__name__)
 
-# A warning cleared this recently comes back as an edit of its message, not a new one, and is
-# still the one the incident takes on if the alert fires.
-REUSE_S = 900
 RECENT = 20  # recent incidents read for thresholds and coverage
 HOLD_AFTER_S = 300  # no good reading this long: a standing warning's forecast is on hold
 PAST = 6  # earlier readings the forecast looks at
@@ -53,6 +52,7 @@ class WarningConfig:
     boot_mins: float = 5.0
     thresholds: Thresholds = field(default_factory=Thresholds)  # when no incident says
     routes: tuple[Route, ...] = ()
+    scalable: frozenset[str] = frozenset()  # runner types with a scale target
 
 
 class EarlyWarnings:
@@ -113,7 +113,7 @@ class EarlyWarnings:
                 )
             if said is None and state is None:
                 continue
-            await self._decide(name, said.text if said else None, state, incidents)
+            await self._decide(name, said, state, incidents)
 
     async def _hold(self, last_read: datetime) -> None:
         """The fleet cannot be read: a standing warning that has had no fresh reading for
@@ -129,7 +129,7 @@ class EarlyWarnings:
     async def _decide(
         self,
         name: str,
-        text: str | None,
+        said: Forecast | None,
         state: WarningState | None,
         incidents: Sequence[Incident],
     ) -> None:
@@ -145,16 +145,21 @@ class EarlyWarnings:
                 )
             return
         active = state is not None and state.phase is Phase.ACTIVE
-        if text is None:
+        if said is None:
             if active and state is not None:
                 await self._warnings.save(state.changed(now, phase=Phase.CLEARED))
             return
+        fields = {
+            "text": said.text,
+            "hold_runners": said.hold_runners or 0,
+            "scalable": name in self._config.scalable,
+        }
         if state is not None and _current(state, now) and (active or state.ts):
-            fresh = state.changed(now, phase=Phase.ACTIVE, text=text, held_since=0.0)
+            fresh = state.changed(now, phase=Phase.ACTIVE, held_since=0.0, **fields)
             await self._warnings.save(fresh)
         else:
-            log.info("early warning: %s", text)
-            await self._warnings.save(WarningState.raised(name, channel, text, now))
+            log.info("early warning: %s", said.text)
+            await self._warnings.save(WarningState.raised(name, channel, now=now, **fields))
 
     def _channel(self, name: str) -> str:
         return channel_for_type(self._config.routes, name, self._config.channel)

@@ -22,10 +22,12 @@ from bot.actions.scale_reverts import RevertConfig, RevertRecord, ScaleReverts
 from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import ScaleRequest, ScaleResult
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.domain.early_warning import Phase, WarningState
 from bot.domain.incidents import Status
 from bot.domain.scaling import ScaleTarget
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.keys import Keys
+from bot.storage.warnings import WarningStore
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values
 from tests.support.running import eventually, run_bot
@@ -250,6 +252,135 @@ async def test_redis_going_away_is_waited_out(
 def test_a_stored_record_is_read_back_or_refused(text: str) -> None:
     record = RevertRecord.load(text)
     assert record is None or RevertRecord.load(record.dump()) == record
+
+
+# -- scale-ups made from an early warning -------------------------------------------------
+
+
+def warning_sweep(
+    redis: Redis, arc: ArcScaler, clock: Clock, after_s: int = 4 * 3600
+) -> tuple[ScaleReverts, WarningStore]:
+    warnings = WarningStore(redis, KEYS)
+    config = RevertConfig(after_s=after_s, check_s=15, timeout_s=2)
+    store = IncidentStore(redis, PREFIX)
+    reverts = ScaleReverts(redis, KEYS, store, arc, config=config, clock=clock, warnings=warnings)
+    return reverts, warnings
+
+
+async def warned_and_scaled(
+    reverts: ScaleReverts, warnings: WarningStore, arc: ArcScaler, clock: Clock
+) -> WarningState:
+    """A standing warning for `linux`, and +5 runners scaled from it by alice."""
+    text = "linux: queue building, 9 queued and +1.4/min; at this rate the alert fires in ~11 min"
+    state = WarningState.raised("linux", "C1", text, clock().timestamp(), scalable=True)
+    assert await warnings.save(state)
+    result = await arc.scale(ScaleRequest(TARGET, 5, "", "alice"))
+    assert result.undo is not None
+    await reverts.remember("", TARGET, result.undo, by="alice", warning=state.uid)
+    return state
+
+
+async def moved(warnings: WarningStore, clock: Clock, **fields: object) -> None:
+    """The upkeep's next decision on the warning."""
+    state = await warnings.get("linux")
+    assert state is not None
+    assert await warnings.save(state.changed(clock().timestamp(), **fields))
+
+
+async def shown_scaled(warnings: WarningStore) -> str:
+    state = await warnings.get("linux")
+    assert state is not None
+    return state.scaled
+
+
+async def test_a_warnings_scale_up_stays_through_a_pause_and_goes_back_once_it_is_over(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    reverts, warnings = warning_sweep(redis, arc, clock)
+    await warned_and_scaled(reverts, warnings, arc, clock)
+    clock.pass_(minutes=1)
+    await reverts.tick()
+    assert min_runners(kube) == 5, "the warning stands"
+    await moved(warnings, clock, phase=Phase.CLEARED)
+    clock.pass_(minutes=10)
+    await reverts.tick()
+    assert min_runners(kube) == 5, "cleared 10 min ago: the queue may build again"
+    await moved(warnings, clock, phase=Phase.ACTIVE)  # it did
+    clock.pass_(minutes=20)
+    await reverts.tick()
+    assert min_runners(kube) == 5
+    await moved(warnings, clock, phase=Phase.CLEARED)
+    clock.pass_(minutes=16)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+    assert await shown_scaled(warnings) == (
+        "Put linux back (the queue stopped building): minRunners 5 → 0 (ARC)."
+    )
+    assert not await redis.zcard(KEYS.scale_reverts), "done with"
+
+
+async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when_it_resolves(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    store = IncidentStore(redis, PREFIX)
+    await opened(store)
+    reverts, warnings = warning_sweep(redis, arc, clock)
+    await warned_and_scaled(reverts, warnings, arc, clock)
+    await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")  # the alert fired
+    for _ in range(3):
+        clock.pass_(seconds=16)
+        await reverts.tick()
+    assert min_runners(kube) == 5, "the incident is open"
+    taken = [e.text for e in await store.events("1") if e.kind == "scaled"]
+    assert taken == [
+        "Took on the early warning's scale-up of linux by alice (minRunners 0 → 5): it goes "
+        "back when the incident resolves or after 4 h, unless someone changes it meanwhile"
+    ], "said once, in the incident's thread"
+    await moved(warnings, clock, phase=Phase.CLEARED)  # the folded warning's end changes nothing
+    clock.pass_(minutes=30)
+    await reverts.tick()
+    assert min_runners(kube) == 5
+    await resolve(redis, clock)
+    clock.pass_(seconds=16)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+    assert await said(redis) == ["Put linux back (the incident resolved): minRunners 5 → 0 (ARC)"]
+
+
+@pytest.mark.parametrize(
+    ("ending", "why"),
+    [
+        ("dismissed", "the early warning was dismissed and did not come back"),
+        ("replaced", "its early warning ended"),
+        ("time", "4 h after the scale-up"),
+    ],
+)
+async def test_a_warnings_scale_up_goes_back_when_the_warning_is_gone_or_its_time_is_up(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock, ending: str, why: str
+) -> None:
+    reverts, warnings = warning_sweep(redis, arc, clock)
+    state = await warned_and_scaled(reverts, warnings, arc, clock)
+    if ending == "dismissed":
+        until = clock().timestamp() + 3600
+        await moved(warnings, clock, phase=Phase.DISMISSED, by="bob", until=until)
+        clock.pass_(minutes=59)
+        await reverts.tick()
+        assert min_runners(kube) == 5, "dismissed for an hour: it may still be needed"
+        clock.pass_(minutes=2)
+    elif ending == "replaced":
+        await moved(warnings, clock, phase=Phase.CLEARED)
+        clock.pass_(minutes=16)
+        newer = WarningState.raised("linux", "C1", state.text, clock().timestamp())
+        assert await warnings.save(newer)
+    else:
+        clock.pass_(hours=4)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+    shown = await shown_scaled(warnings)
+    if ending == "replaced":
+        assert shown == "", "a newer warning's message is not the place"
+    else:
+        assert shown == f"Put linux back ({why}): minRunners 5 → 0 (ARC)."
 
 
 # -- end to end: from Slack, through the bot's own scheduler --------------------------------

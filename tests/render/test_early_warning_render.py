@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.domain.early_warning import Phase, WarningState
-from bot.render.early_warning import DISMISS, render_warning
+from bot.render.early_warning import DISMISS, SCALE, render_warning
 from tests.render.test_messages import EVIL, assert_valid
 
 NAME = f"{EVIL}linux.2xlarge" + "x" * 400
@@ -48,3 +48,28 @@ def test_a_warning_on_hold_says_since_when_the_fleet_went_unread() -> None:
     assert "Early warning, on hold" in text
     assert "No fresh reading of the fleet since <!date^1795500060^" in text
     assert "on hold" not in str(render_warning(warning(Phase.ACTIVE)).blocks)
+
+
+def test_a_scalable_warning_offers_scale_up_beside_dismiss_for_the_same_warning() -> None:
+    state = warning(Phase.ACTIVE).changed(1_795_500_100.0, scalable=True, hold_runners=6)
+    shown = render_warning(state)
+    assert_valid(shown)
+    [actions] = [b for b in shown.blocks if b["type"] == "actions"]
+    assert [e["action_id"] for e in actions["elements"]] == [SCALE, DISMISS]
+    assert {e["value"] for e in actions["elements"]} == {f"{state.uid}:{NAME}"[:2000]}
+
+
+@pytest.mark.parametrize("phase", list(Phase), ids=lambda p: p.value)
+def test_what_was_scaled_from_a_warning_stays_on_it_escaped_in_every_phase(phase: Phase) -> None:
+    said = f"al{EVIL}ice scaled {NAME} by +6 at 10:02 UTC: minRunners 0 → 6 (ARC)."
+    state = warning(phase).changed(1_795_500_100.0, scaled=said)
+    shown = render_warning(state)
+    assert_valid(shown)
+    texts = [
+        item["text"]
+        for block in shown.blocks
+        for item in [block.get("text") or {}, *block.get("elements", [])]
+        if item.get("type") == "mrkdwn"
+    ]
+    [line] = [t for t in texts if "by +6 at 10:02 UTC" in t]
+    assert line.startswith("↗️ al&lt;!channel&gt;"), "escaped"

@@ -60,10 +60,65 @@ def now_of(sandbox: Sandbox, ts: str) -> Any:
     return next(m for m in sandbox.emulator.channel_messages(CHANNEL) if m.ts == ts)
 
 
+async def page_post(sandbox: Sandbox, path: str, body: dict[str, Any]) -> Any:
+    async with httpx.AsyncClient(timeout=10) as client:
+        answer = await client.post(f"{sandbox.page_url.rstrip('/')}{path}", json=body)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+async def scale_from(sandbox: Sandbox, warning: Any) -> int:
+    """Scale up from the warning's button, through the modal's two steps, raising minRunners
+    by one (at the maximum that changes no capacity: the alert still fires); the minimum
+    before."""
+    minimum = int(sandbox.fleet.spec("linux.2xlarge").get("minRunners", 0))
+    await page_post(
+        sandbox,
+        "/_page/action",
+        {
+            "channel": CHANNEL,
+            "message_ts": warning.ts,
+            "block_id": "early_warning",
+            "action_id": "warning_scale",
+        },
+    )
+    form = (
+        await eventually(
+            lambda: [v for v in sandbox.emulator.views() if "Now:" in str(v["blocks"])],
+            what="the scale form, with the capacity",
+            timeout=30,
+        )
+    )[-1]
+    shown = str(form["blocks"])
+    assert "Early warning" in shown and "Keep it after the warning" in shown
+    assert "when its queue has stopped building for 15 min" in shown
+    values: dict[str, Any] = {"runner_type": {"value": "linux.2xlarge"}, "amount": {"value": "1"}}
+    if "raise_max" in shown:
+        values["mode"] = {"value": "raise_min"}
+    await page_post(sandbox, "/_page/view", {"view_id": form["id"], "values": values})
+    await page_post(sandbox, "/_page/view", {"view_id": form["id"], "values": {}})  # confirm
+    return minimum
+
+
 async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
     sandbox: Sandbox,
 ) -> None:
+    """...with the scale-up made from the warning: shown on it, taken on by the incident, put
+    back when the incident is resolved."""
     warning = await warned(sandbox)
+    actions = [b for b in warning.blocks if b.get("type") == "actions"]
+    assert [e["action_id"] for e in actions[0]["elements"]] == ["warning_scale", "warning_dismiss"]
+    minimum = await scale_from(sandbox, warning)
+    await eventually(
+        lambda: sandbox.fleet.spec("linux.2xlarge").get("minRunners") == minimum + 1,
+        what="minRunners raised from the warning",
+        timeout=30,
+    )
+    await eventually(
+        lambda: "alice scaled linux.2xlarge by +1" in text_of(now_of(sandbox, warning.ts)),
+        what="the warning says who scaled what",
+        timeout=30,
+    )
     root = await eventually(
         lambda: next(
             (
@@ -85,6 +140,26 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
     folded = now_of(sandbox, warning.ts)
     assert "incident 1" in folded.text
     assert not any(b.get("type") == "actions" for b in folded.blocks), "no button once it ended"
+
+    def thread() -> str:
+        return " ".join(text_of(m) for m in sandbox.emulator.thread(CHANNEL, root.ts))
+
+    await eventually(
+        lambda: "Took on the early warning's scale-up of linux.2xlarge by alice" in thread(),
+        what="the incident takes on the scale-up",
+        timeout=30,
+    )
+    await page_post(sandbox, "/_page/command", {"channel": CHANNEL, "text": "/queue resolve 1"})
+    await eventually(
+        lambda: sandbox.fleet.spec("linux.2xlarge").get("minRunners") == minimum,
+        what="put back",
+        timeout=30,
+    )
+    await eventually(
+        lambda: "Put linux.2xlarge back (the incident resolved)" in thread(),
+        what="said in the incident's thread",
+        timeout=30,
+    )
 
 
 async def test_dismiss_holds_the_warning_back(sandbox: Sandbox, redis_server: RedisServer) -> None:

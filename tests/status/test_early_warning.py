@@ -62,7 +62,9 @@ class Replica:
         readings = FleetReadings(
             redis, self.store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
         )
-        config = WarningConfig(channel="C1", thresholds=Thresholds(queued=10))
+        config = WarningConfig(
+            channel="C1", thresholds=Thresholds(queued=10), scalable=frozenset({TYPE})
+        )
         self.upkeep = EarlyWarnings(
             readings, self.store, self.warnings, config=config, clock=lambda: now[0]
         )
@@ -88,6 +90,7 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
     assert state.phase is Phase.ACTIVE and state.version == 1 and not state.ts
     assert "at this rate the alert fires in ~3 min" in state.text
     assert "+12 runners would hold it" in state.text
+    assert state.hold_runners == 12 and state.scalable, "Scale up offers the runners to hold it"
     # Queued for the channel's sender, past the roots, once.
     posts = await redis.zrange(first.store.keys.posts("C1"), 0, -1, withscores=True)
     assert [(member, score // BAND) for member, score in posts] == [(state.member, BAND_EVENT)]
