@@ -22,6 +22,7 @@ from bot.outbound.marks import digest_of
 from bot.outbound.queue import SendQueue
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
+from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.warnings import REFUSED, WarningStore
 from bot.telemetry import Telemetry
 
@@ -126,7 +127,7 @@ class WarningEdits:
     async def step(self) -> None:
         pending = await self._warnings.edits(self.channel)
         if not pending:
-            await self._warnings.wait_for_edits(self.channel, 5.0)
+            await self._warnings.wait_for_edits(self.channel, LONGEST_BLOCK_S)
             return
         for runner_type in pending:
             state = await self._warnings.get(runner_type)

@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
+from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.incident_store import (
     LOADED_FIELDS,
     STATUS_KINDS,
@@ -247,8 +248,9 @@ class SendQueue:
         return cast(str | None, await self._redis.get(self.keys.bucket(channel)))
 
     async def wait_bell(self, bell: str, timeout: float) -> None:  # noqa: ASYNC109
-        """Sleep until a committer rings the bell, or `timeout` seconds."""
-        await self._bells.blpop([bell], timeout=max(timeout, 0.01))
+        """Sleep until a committer rings the bell, or `timeout` seconds (at most the longest a
+        blocking command may wait on this client)."""
+        await self._bells.blpop([bell], timeout=min(max(timeout, 0.01), LONGEST_BLOCK_S))
 
     # -- edits -----------------------------------------------------------------------------
 

@@ -31,6 +31,12 @@ SENTINEL_SCHEME = "redis+sentinel"
 DEFAULT_SENTINEL_PORT = 26379
 # How long a command waits for one of the pool's connections (redis-py's default of 100) when
 # all are in use, as the socket timeout bounds a command's answer.
+# A reply slower than this is a dead connection (so a webhook answers 503 quickly). A blocking
+# wait (a sender's BLPOP on its doorbell) therefore waits at most LONGEST_BLOCK_S: one that
+# waited the whole socket timeout would be cut off as a timeout every idle round, logged as a
+# Redis failure and backed off for up to 30 s.
+SOCKET_TIMEOUT_S = 5.0
+LONGEST_BLOCK_S = 2.0
 POOL_WAIT_S = 5.0
 
 
@@ -159,7 +165,7 @@ def build_redis(
     options = {
         "decode_responses": True,
         "socket_connect_timeout": 2,
-        "socket_timeout": 5,
+        "socket_timeout": SOCKET_TIMEOUT_S,
         "socket_keepalive": True,
         "health_check_interval": 10,
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),

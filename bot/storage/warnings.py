@@ -16,6 +16,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
+from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.incident_store import BAND_EVENT, lua
 from bot.storage.keys import Keys
 
@@ -106,4 +107,5 @@ class WarningStore:
         )
 
     async def wait_for_edits(self, channel: str, timeout_s: float) -> None:
-        await self._bells.blpop([self.keys.warning_bell(channel)], timeout=timeout_s)  # type: ignore[misc]
+        wait = min(max(timeout_s, 0.01), LONGEST_BLOCK_S)  # see connection.LONGEST_BLOCK_S
+        await self._bells.blpop([self.keys.warning_bell(channel)], timeout=wait)  # type: ignore[misc]

@@ -9,8 +9,10 @@ import pytest
 from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import MaxConnectionsError
 
+from bot.outbound.queue import SendQueue
 from bot.storage import connection as redis_conn
 from bot.storage.connection import WaitingConnectionPool, build_redis
+from bot.storage.warnings import WarningStore
 from tests.support.running import RunningBot, eventually
 from tests.support.slack import CHANNEL
 
@@ -103,3 +105,19 @@ async def test_a_crowd_on_the_pool_does_not_cost_the_channel_its_sender(
             for task in crowd:
                 task.cancel()
             await asyncio.gather(*crowd, return_exceptions=True)
+
+
+async def test_an_idle_senders_waits_end_quietly_within_the_socket_timeout(redis_url: str) -> None:
+    """A channel with nothing to send waits on its doorbells with the bot's own client. A wait
+    as long as the socket timeout was cut off as a Redis timeout every idle round: logged as a
+    failure and backed off for up to 30 s, so the next post after a quiet spell waited."""
+    bells = build_redis(redis_url, client_name="queuepilot-bells")
+    queue = SendQueue(bells, "qp-idle", retention_s=60, bells=bells)
+    warnings = WarningStore(bells, queue.keys, bells=bells)
+    try:
+        # The waits the senders ask for: a status edit's second, an early warning's five.
+        await queue.wait_bell(queue.keys.posts_bell(CHANNEL), 1.0)
+        await warnings.wait_for_edits(CHANNEL, redis_conn.SOCKET_TIMEOUT_S)
+        await queue.wait_bell(queue.keys.edits_bell(CHANNEL), redis_conn.SOCKET_TIMEOUT_S + 1)
+    finally:
+        await bells.aclose()
