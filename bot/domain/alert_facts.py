@@ -398,7 +398,7 @@ def parse_matcher(text: str) -> Matcher | None:
     return Matcher(name, _unquote(text[operator.end() :].strip()), is_equal, is_regex)
 
 
-def _split_matchers(text: str) -> list[str]:
+def split_matchers(text: str) -> list[str]:
     """Split `a=b,c="x,y"` on commas outside double quotes; braces (`{...}`) are optional."""
     text = text.strip()
     if text.startswith("{") and text.endswith("}"):
@@ -441,7 +441,7 @@ def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
             if key == "matcher":
                 expressions.append(value)
             elif key in ("matchers", "filter"):
-                expressions.extend(_split_matchers(value))
+                expressions.extend(split_matchers(value))
     matchers = (parse_matcher(e) for e in expressions)
     return tuple(m for m in matchers if m is not None)
 

@@ -1,8 +1,8 @@
-"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins.
+r"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins.
 
 Teams route their own alerts (PyTorch's ROCm queue alerts go to another team than the CUDA
 ones). A route is a list of label matchers in Alertmanager's syntax (`team="rocm"`,
-`priority=~"P[12]"`, `runner_type=~"linux\\.rocm\\..*"`) and a channel ID; the routes are tried in
+`priority=~"P[12]"`, `runner_type=~"linux\.rocm\..*"`) and a channel ID; the routes are tried in
 order and the first whose every matcher holds takes the incident, else `SLACK_CHANNEL` does.
 
 The labels matched are the group's common and group labels, with `team` and `priority` as the
@@ -11,7 +11,14 @@ when any runner type the alert names matches. As in Alertmanager, a regex matche
 value (anchored), and a label that is absent has the empty value.
 
 `SLACK_ROUTES` is JSON: `[{"match": ["team=\"rocm\""], "channel": "C0ROCM"}, ...]` (`matchers`,
-Alertmanager's own word, is taken for `match`).
+Alertmanager's own word, is taken for `match`). As in Alertmanager's own `matchers:` lists, one
+string may hold several matchers, comma-separated and in braces if you like
+(`{team="ci", runner_type=~"rocm.*"}`), and values are read as Alertmanager reads them (quoted or
+not; `\"`, `\\`, `\n` escapes, any other backslash kept: `"linux\.rocm\..*"`).
+
+Regexes run on RE2 (google-re2), the syntax Alertmanager's Go regexp speaks: a route Alertmanager
+would refuse (a lookahead, a backreference) is refused at start, and one Python's `re` reads
+otherwise (`[[:alpha:]]`, `\pL`, `(?i)` mid-pattern, `{,3}`) means what it means to Alertmanager.
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from bot.domain.alert_facts import parse_matcher
+import re2
+
+from bot.domain.alert_facts import split_matchers
 from bot.domain.alerts import AlertFacts, Matcher
 
 MAX_ROUTES = 100
@@ -30,6 +39,12 @@ MAX_MATCHERS = 20
 RUNNER_TYPE = "runner_type"
 # Slack's channel IDs: C (public), G (private, older), D is a DM and not a place for incidents.
 _CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,}")
+# A label name as Alertmanager takes it: a Prometheus name, a quoted string, or (its UTF-8 parser)
+# an unquoted run of anything but spaces and the characters its matcher syntax reserves.
+_NAME_OPERATOR = re.compile(
+    r'\s*([a-zA-Z_:][a-zA-Z0-9_:]*|"(?:[^"\\]|\\.)*"|[^\s{}!=~,\\"\'`]+)\s*(=~|!~|!=|=)', re.S
+)
+_OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~": (False, True)}
 
 
 @dataclass(frozen=True)
@@ -106,18 +121,68 @@ def _route(n: int, item: object) -> Route:
         raise ValueError(f'route {n}: "match" must be a non-empty list of strings')
     if len(texts) > MAX_MATCHERS:
         raise ValueError(f"route {n}: at most {MAX_MATCHERS} matchers")
-    matchers = []
+    matchers: list[Matcher] = []
     for text in texts:
-        matcher = parse_matcher(text)
-        if matcher is None:
-            raise ValueError(f"route {n}: {text!r} is not a matcher (name=value, !=, =~, !~)")
-        if matcher.is_regex:
-            try:
-                _regex(matcher.value)
-            except re.error as exc:
-                raise ValueError(f"route {n}: {text!r}: bad regex ({exc})") from None
-        matchers.append(matcher)
+        try:
+            matchers += parse_matchers(text)
+        except ValueError as exc:
+            raise ValueError(f"route {n}: {text!r}: {exc}") from None
+    if len(matchers) > MAX_MATCHERS:
+        raise ValueError(f"route {n}: at most {MAX_MATCHERS} matchers")
     return Route(tuple(matchers), channel)
+
+
+def parse_matchers(text: str) -> list[Matcher]:
+    """The matchers of one `match` string, as Alertmanager's `ParseMatchers` reads it: braces
+    optional, commas outside double quotes between matchers. ValueError saying what is wrong."""
+    pieces = split_matchers(text)
+    if not pieces:  # `{}` would be a route that takes everything: surely not what was meant
+        raise ValueError("holds no matcher")
+    return [_matcher(piece) for piece in pieces]
+
+
+def _matcher(piece: str) -> Matcher:
+    head = _NAME_OPERATOR.match(piece)
+    name = _unescaped(head[1]) if head is not None else None
+    value = _unescaped(piece[head.end() :].strip()) if head is not None else None
+    if head is None or not name or value is None:
+        raise ValueError(
+            f"{piece.strip()!r} is not a matcher (label=value, !=, =~, !~; a value with spaces, "
+            "commas or quotes in double quotes)"
+        )
+    is_equal, is_regex = _OPERATORS[head[2]]
+    if is_regex:
+        try:
+            _regex(value)
+        except ValueError as exc:
+            raise ValueError(f"bad regex {value!r} ({exc})") from None
+    return Matcher(name, value, is_equal, is_regex)
+
+
+def _unescaped(raw: str) -> str | None:
+    """A name or value as Alertmanager's classic parser reads it (`pkg/labels.ParseMatcher`):
+    double quotes optional; in it `\\"`, `\\\\` and `\\n` are escapes and any other backslash is
+    itself, so `"linux\\.rocm"` stays the regex `linux\\.rocm`. None for a quote left open or
+    one inside the value."""
+    quoted = raw.startswith('"')
+    body = raw[1:] if quoted else raw
+    out: list[str] = []
+    closed, i = not quoted, 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\" and i < len(body) - 1:
+            after = body[i + 1]
+            out.append("\n" if after == "n" else after if after in '"\\' else char + after)
+            i += 2
+            continue
+        if char == '"':
+            if closed or i < len(body) - 1:
+                return None
+            closed = True
+        else:
+            out.append(char)
+        i += 1
+    return "".join(out) if closed else None
 
 
 def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str, ...]) -> bool:
@@ -131,15 +196,30 @@ def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str,
 
 def _equal(matcher: Matcher, value: str) -> bool:
     if matcher.is_regex:
-        found = _regex(matcher.value).fullmatch(value) is not None
+        try:
+            found = _regex(matcher.value).fullmatch(value) is not None
+        except UnicodeEncodeError:  # a lone surrogate (JSON allows one): not a UTF-8 label
+            found = False
     else:
         found = value == matcher.value
     return found if matcher.is_equal else not found
 
 
 @lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _regex(pattern: str) -> re2._Regexp:
+    """`pattern` compiled by RE2, as Alertmanager compiles it (Go's regexp is RE2's syntax):
+    `.` matches a newline (its `(?s:...)`), and `fullmatch` anchors it. What RE2 refuses
+    (lookarounds, backreferences, possessive repeats) is a ValueError naming RE2's reason."""
+    try:
+        return re2.compile(f"(?s:{pattern})", _RE2_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        shown = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+        raise ValueError(shown) from None
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refused route is reported by `serve`, not on stderr
 
 
 def _shown(matcher: Matcher) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
+from urllib.parse import urlencode
 
 import pytest
 
@@ -259,6 +260,18 @@ def test_silence_matcher_operators_and_quoting() -> None:
         Matcher("f", "g"),
     )
     assert matchers_from_silence_url("") == ()
+
+
+def test_a_silence_links_raw_label_value_is_kept_whole() -> None:
+    """Grafana writes each label into the link as `name=value`, raw: a quote or a backslash in a
+    value is the label's own. Dropping such a matcher would make the silence broader."""
+    url = "https://g/alerting/silence/new?" + urlencode(
+        [("matcher", 'alertname=Runner "x" queue'), ("matcher", "path=C:\\runners\\n1")]
+    )
+    assert matchers_from_silence_url(url) == (
+        Matcher("alertname", 'Runner "x" queue'),
+        Matcher("path", "C:\\runners\\n1"),
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,14 @@ matcher semantics (anchored regexes, an absent label is empty)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.domain.alert_facts import facts_of
-from bot.domain.alerts import AlertFacts, QueueNumbers, RunnerQueue, parse_notification
+from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, parse_notification
 from bot.domain.routes import Route, channel_for, channel_for_type, parse_routes
 from tests.support.payloads import fixture_json
 
@@ -135,7 +136,7 @@ JSONS = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner),
     max_leaves=12,
 )
-MATCHER_TEXT = st.text(alphabet='abc=!~"\\.*[]() ,', max_size=16)
+MATCHER_TEXT = st.text(alphabet='abc=!~"\\.*+?[]():{}|^$ ,\nPdzQE', max_size=16)
 
 
 @settings(max_examples=300, deadline=None)
@@ -144,7 +145,11 @@ MATCHER_TEXT = st.text(alphabet='abc=!~"\\.*[]() ,', max_size=16)
     | st.text(max_size=200)
     | st.lists(
         st.fixed_dictionaries(
-            {"match": st.lists(MATCHER_TEXT, max_size=3), "channel": st.text(max_size=12)}
+            {
+                "match": st.lists(MATCHER_TEXT, max_size=3),
+                # Mostly a valid channel, so the matchers are what is tried.
+                "channel": st.sampled_from(["C0A", "G0B"]) | st.text(max_size=12),
+            }
         ),
         max_size=4,
     ).map(json.dumps),
@@ -162,3 +167,167 @@ def test_any_setting_is_routes_or_a_value_error_and_routing_never_fails(
     assert all(isinstance(route, Route) for route in routes)
     chosen = channel_for(routes, facts(labels, runner_types=("a",)), DEFAULT)
     assert chosen in {DEFAULT, *(route.channel for route in routes)}
+
+
+# --- Alertmanager's matcher syntax, as Alertmanager reads it ------------------------------------
+
+
+def matchers_of(*texts: str) -> tuple[Matcher, ...]:
+    return parse_routes(json.dumps([{"match": list(texts), "channel": "C0A"}]))[0].matchers
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Classic Alertmanager keeps a backslash that escapes nothing it knows: `\d`, `\.`.
+        ('priority=~"P\\d"', [Matcher("priority", "P\\d", is_regex=True)]),
+        ('runner_type=~"linux\\.rocm"', [Matcher("runner_type", "linux\\.rocm", is_regex=True)]),
+        ("runner_type=~linux\\.rocm", [Matcher("runner_type", "linux\\.rocm", is_regex=True)]),
+        ('team="a\\"b"', [Matcher("team", 'a"b')]),
+        ('team="a\\\\b"', [Matcher("team", "a\\b")]),
+        ('team="a\\nb"', [Matcher("team", "a\nb")]),
+        ('team = "a, b"', [Matcher("team", "a, b")]),
+        ('  team  !~  "x|y"  ', [Matcher("team", "x|y", is_equal=False, is_regex=True)]),
+        # One string, several matchers: Alertmanager's `matchers:` list items take this form.
+        (
+            '{team="ci", runner_type=~"rocm.*"}',
+            [Matcher("team", "ci"), Matcher("runner_type", "rocm.*", is_regex=True)],
+        ),
+        ('team="ci",priority!=P3,', [Matcher("team", "ci"), Matcher("priority", "P3", False)]),
+        ('{team="ci"}', [Matcher("team", "ci")]),
+        # The UTF-8 parser's names: quoted, or unquoted without its reserved characters.
+        ('"service.name"="x"', [Matcher("service.name", "x")]),
+        ("service.name=x", [Matcher("service.name", "x")]),
+    ],
+)
+def test_matchers_read_as_alertmanager_reads_them(text: str, expected: list[Matcher]) -> None:
+    assert list(matchers_of(text)) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'team="ci',  # a quote left open
+        'team=c"i',  # a quote inside an unquoted value
+        'team="c"i"',
+        "te am=ci",  # not a label name
+        "te{am=ci",  # a brace inside a name
+        'team="ci" priority="P1"',  # two matchers need a comma
+        "{}",
+        " , ",
+    ],
+)
+def test_what_alertmanager_refuses_is_refused_not_a_route_that_never_matches(text: str) -> None:
+    with pytest.raises(ValueError, match="route 1"):
+        matchers_of(text)
+
+
+def test_a_classic_escape_in_a_regex_still_means_the_regex() -> None:
+    [route] = parse_routes('[{"match": ["priority=~\\"P\\\\d\\""], "channel": "C0P"}]')
+    assert route.takes({"priority": "P1"}, ()) and not route.takes({"priority": "Pd"}, ())
+    [route] = parse_routes(
+        json.dumps([{"match": ['runner_type=~"linux\\.rocm\\..*"'], "channel": "C0R"}])
+    )
+    assert route.takes({}, ("linux.rocm.gpu.2",))
+    assert not route.takes({}, ("linuxXrocmYgpu",))  # `.` escaped: not any character
+
+
+@pytest.mark.parametrize(
+    "regex",
+    [
+        "(?=rocm)rocm.*",  # lookahead: Python has it, RE2 (Alertmanager) does not
+        "(?!cuda).*",
+        "(?<=x)y",
+        "(?<!x)y",
+        "(a)\\1",  # backreference
+        "(?P<t>a)(?P=t)",
+        "(?>rocm)",  # atomic group
+        "rocm.*+",  # possessive repeat
+        "(?x)rocm",  # a flag RE2 lacks
+        "(?#note)rocm",
+        "(?(1)a|b)",
+        "a{1001}",
+    ],
+)
+def test_a_regex_re2_would_not_run_the_same_is_refused(regex: str) -> None:
+    with pytest.raises(ValueError, match="bad regex"):
+        matchers_of(f"team=~{json.dumps(regex)}")
+
+
+@pytest.mark.parametrize(
+    ("regex", "matching", "not_matching"),
+    [
+        ("[[:alpha:]]+", "rocm", "rocm1"),  # Python alone reads `[[:alpha:]]` as a set of `[:alph`
+        ("[[:digit:][:lower:]]+", "p1", "P1"),
+        ("x(?i)ci", "xCI", "XCI"),  # RE2's flags from there to the group's end
+        ("a(?i)b|c", "C", "Ab"),
+        ("a{,3}", "a{,3}", "aa"),  # not a repeat to RE2
+        ("\\Qlinux.rocm\\E.*", "linux.rocm.gpu", "linuxXrocm"),
+        ("a\\z", "a", "a\n"),
+        ("(?<team>ci)", "ci", "cd"),
+        ("\\x{41}+", "AA", "B"),
+        ("\\d+", "12", "١٢"),  # RE2's \d is ASCII
+        ("a.b", "a\nb", "ab"),  # Alertmanager's (?s:...)
+        ("\\pL+", "rocm", "rocm1"),  # RE2 has Unicode classes; Python's re does not
+        ("[[:^alpha:]]+", "12", "a"),
+    ],
+)
+def test_a_regex_means_what_it_means_to_re2(regex: str, matching: str, not_matching: str) -> None:
+    [route] = parse_routes(
+        json.dumps([{"match": [f"team=~{json.dumps(regex)}"], "channel": "C0A"}])
+    )
+    assert route.takes({"team": matching}, ())
+    assert not route.takes({"team": not_matching}, ())
+
+
+LABEL_NAME = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,8}", fullmatch=True)
+OPERATOR = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~": (False, True)}
+SPACE = st.sampled_from(["", " ", "  ", "\t"])
+
+
+def go_quoted(value: str) -> str:
+    """A value as Alertmanager's own `Matcher.String()` writes it: double-quoted, `\\`, `"` and a
+    line feed escaped."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def re2_literal(text: str) -> str:
+    """A regex for exactly `text` in RE2's syntax (Go's `regexp.QuoteMeta`)."""
+    return "".join("\\" + c if c in "\\.+*?()|[]{}^$" else c for c in text)
+
+
+@st.composite
+def written_matchers(draw: st.DrawFn) -> tuple[list[str], list[Matcher]]:
+    """Matchers, and how a user might write them in `match`: one a string or several in one,
+    braces or not, spaces around the operator and the commas."""
+    wanted: list[Matcher] = []
+    written: list[str] = []
+    for _ in range(draw(st.integers(1, 4))):
+        name = draw(LABEL_NAME)
+        op = draw(st.sampled_from(list(OPERATOR)))
+        is_equal, is_regex = OPERATOR[op]
+        literal = draw(st.text(max_size=12))
+        value = re2_literal(literal) if is_regex else literal
+        wanted.append(Matcher(name, value, is_equal, is_regex))
+        written.append(f"{draw(SPACE)}{name}{draw(SPACE)}{op}{draw(SPACE)}{go_quoted(value)}")
+    if draw(st.booleans()):
+        return written, wanted
+    joined = ",".join(written) + draw(st.sampled_from(["", ","]))
+    return [f"{{{joined}}}" if draw(st.booleans()) else joined], wanted
+
+
+@settings(max_examples=300, deadline=None)
+@given(written_matchers(), st.text(max_size=12))
+def test_written_as_alertmanager_writes_them_matchers_come_back_and_regexes_are_literal(
+    case: tuple[list[str], list[Matcher]], other: str
+) -> None:
+    texts, wanted = case
+    [route] = parse_routes(json.dumps([{"match": texts, "channel": "C0A"}]))
+    assert list(route.matchers) == wanted
+    for matcher in wanted:
+        if matcher.is_regex:  # the escaped literal matches itself, and only itself
+            literal = re.sub(r"\\(.)", r"\1", matcher.value, flags=re.S)
+            single = Route((Matcher("x", matcher.value, True, True),), "C0A")
+            assert single.takes({"x": literal}, ())
+            assert single.takes({"x": other}, ()) == (other == literal)
