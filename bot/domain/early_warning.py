@@ -12,8 +12,9 @@ it. The model, per runner type, from its last few readings:
 - **Capacity** is the runners registered now, and the type's maximum once a boot time has
   passed (the autoscaler adds runners up to it; unknown maximum: the runners now).
 - **Queued** at `t` minutes is `N(t) − capacity(t)`, and the **longest wait** about the queue
-  over the throughput at capacity (`capacity / job duration`, Little's law), else the longest
-  wait now plus `t`.
+  over the throughput at capacity (`capacity / job duration`, at least one runner's, Little's
+  law), never more than the longest wait now plus `t` where that is read; without a job
+  duration, that alone.
 - The crossing is the first minute, within the horizon, at which either reaches the alert's
   threshold. **Runners that would hold it** stop the growth: `growth × job duration` more than
   are busy now (beyond the maximum, when the type is at it; else said beside its headroom).
@@ -35,6 +36,7 @@ from itertools import pairwise
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
+from bot.domain.incidents import Incident
 from bot.domain.units import number
 
 EVIDENCE = 2  # readings in a row with more jobs in the system than the one before
@@ -53,6 +55,35 @@ class Thresholds:
     @property
     def known(self) -> bool:
         return self.queued is not None or self.wait_mins is not None
+
+
+def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresholds) -> Thresholds:
+    """What the alert rule said last: the latest incident naming this runner type that states
+    its thresholds, else the latest that states any, else `fallback` (the settings'). A
+    resolved incident's numbers are cleared (the resolve carries none); its peak keeps the
+    thresholds of its last firing notification, which is what the rule fires at next. Types
+    are matched ignoring case, as the incident's view matches an alert's label to a reading."""
+    stated = [
+        (incident, said)
+        for incident in sorted(incidents, key=lambda i: i.started_at, reverse=True)
+        if (said := _stated(incident)).known
+    ]
+    named = [said for incident, said in stated if name.casefold() in shown_types(incident)]
+    return next(iter(named or [said for _, said in stated]), fallback)
+
+
+def shown_types(incident: Incident) -> set[str]:
+    """The runner types an incident shows (its peak's and its live view's), casefolded."""
+    shown = {*incident.peak_types, *(incident.live.runner_types if incident.live else {})}
+    return {name.casefold() for name in shown}
+
+
+def _stated(incident: Incident) -> Thresholds:
+    for numbers in (incident.numbers, incident.peak):
+        said = Thresholds(numbers.queue_size_threshold, numbers.queue_time_threshold)
+        if said.known:
+            return said
+    return Thresholds()
 
 
 @dataclass(frozen=True)
@@ -121,9 +152,9 @@ def forecast(
     growth = _growth(points, now, sustained=sustained)
     if growth is None or growth < MIN_GROWTH:
         return None
-    registered = now.registered if now.registered is not None else (now.busy or 0.0)
-    maximum = now.maximum
-    duration = now.job_duration_mins
+    registered = _runners(now)
+    maximum = _known(now.maximum)
+    duration = _known(now.job_duration_mins)
     crossing = _crossing(
         now, points[-1].in_system, growth, registered, thresholds, boot_mins, horizon_mins
     )
@@ -176,7 +207,19 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     growth = min(_slope(points[-SHORT:]), _slope(points[-LONG:]))
     if now.arrival_per_min is not None and now.completed_per_min is not None:
         growth = min(growth, now.arrival_per_min - now.completed_per_min)
-    return growth
+    return growth if math.isfinite(growth) else None
+
+
+def _known(value: float | None) -> float | None:
+    """A gauge the forecast can use: None for one not read, NaN or infinite."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _runners(now: RunnerTypeMetrics) -> float:
+    """The runners serving the type now: those registered, and never fewer than are busy (the
+    two gauges are read a moment apart; a busy runner is a runner)."""
+    registered, busy = _known(now.registered), _known(now.busy)
+    return max(registered or 0.0, busy or 0.0, 0.0)
 
 
 def _slope(points: Sequence[Point]) -> float:
@@ -193,9 +236,18 @@ def _crossing(
     boot_mins: float,
     horizon_mins: float,
 ) -> tuple[float, str] | None:
-    """(minutes until a threshold is reached, which one), stepping through the horizon."""
-    maximum = now.maximum if now.maximum is not None else registered
-    duration = now.job_duration_mins
+    """(minutes until a threshold is reached, which one), stepping through the horizon.
+
+    The longest wait is the queue over the throughput at capacity (Little's law, counting at
+    least one runner: none serving is no reason to say the alert fires now), and never more
+    than the longest wait now plus `t` where the backend reads it: the oldest job ages a
+    minute a minute, whatever the queue. Without a job duration it is that alone."""
+    maximum = _known(now.maximum)
+    maximum = maximum if maximum is not None else registered
+    duration = _known(now.job_duration_mins)
+    if duration is not None and duration <= 0:
+        duration = None
+    waited = _known(now.longest_wait_mins)
     steps = int(horizon_mins / STEP_MINS)
     for step in range(steps + 1):
         t = step * STEP_MINS
@@ -204,11 +256,12 @@ def _crossing(
         if thresholds.queued is not None and queued >= thresholds.queued:
             return t, "queued"
         if thresholds.wait_mins is not None and queued > 0:
-            if duration:
-                served = capacity / duration  # jobs a minute at capacity
-                wait = queued / served if served > 0 else math.inf  # none served: no end
-            else:
-                wait = (now.longest_wait_mins or 0.0) + t
+            aged = max(waited or 0.0, 0.0) + t
+            if duration is None:
+                wait = aged
+            else:  # served: max(capacity, 1) / duration jobs a minute
+                wait = queued * duration / max(capacity, 1.0)
+                wait = min(wait, aged) if waited is not None else wait
             if wait >= thresholds.wait_mins:
                 return t, "wait"
     return None

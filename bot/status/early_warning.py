@@ -30,8 +30,10 @@ from bot.domain.early_warning import (
     WarningState,
     forecast,
     gauges_in_system,
+    shown_types,
+    stated_thresholds,
 )
-from bot.domain.fleet import HistoryPoint
+from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.incidents import Incident
 from bot.domain.routes import Route, channel_for_type
 from bot.fleet.readings import FleetReadings
@@ -96,24 +98,39 @@ class EarlyWarnings:
         states = await self._warnings.all()
         fleet = reading.fleet
         for name in sorted({*fleet.runner_types, *states}):
-            state = states.get(name)
-            metrics = fleet.runner_types.get(name)
-            thresholds = _thresholds(name, recent, self._config.thresholds)
-            said = None
-            if metrics is not None and thresholds.known:
-                said = forecast(
-                    name,
-                    metrics,
-                    fleet.at,
-                    _past(name, history, fleet.at),
-                    thresholds,
-                    boot_mins=self._config.boot_mins,
-                    horizon_mins=self._config.horizon_mins,
-                    sustained=state is not None and state.phase is Phase.ACTIVE,
-                )
-            if said is None and state is None:
-                continue
-            await self._decide(name, said, state, incidents)
+            try:
+                await self._one(name, fleet, history, recent, incidents, states.get(name))
+            except RedisError:
+                raise
+            except Exception:  # one type's odd reading must not cost the others their warning
+                log.exception("early warning: %s failed; the other types go on", name)
+
+    async def _one(
+        self,
+        name: str,
+        fleet: FleetSnapshot,
+        history: Sequence[HistoryPoint],
+        recent: Sequence[Incident],
+        incidents: Sequence[Incident],
+        state: WarningState | None,
+    ) -> None:
+        metrics = fleet.runner_types.get(name)
+        thresholds = stated_thresholds(name, recent, self._config.thresholds)
+        said = None
+        if metrics is not None and thresholds.known:
+            said = forecast(
+                name,
+                metrics,
+                fleet.at,
+                _past(name, history, fleet.at),
+                thresholds,
+                boot_mins=self._config.boot_mins,
+                horizon_mins=self._config.horizon_mins,
+                sustained=state is not None and state.phase is Phase.ACTIVE,
+            )
+        if said is None and state is None:
+            return
+        await self._decide(name, said, state, incidents)
 
     async def _hold(self, last_read: datetime) -> None:
         """The fleet cannot be read: a standing warning that has had no fresh reading for
@@ -173,32 +190,12 @@ def _current(state: WarningState, now: float) -> bool:
     return state.phase is Phase.CLEARED and now - state.updated_at < REUSE_S
 
 
-def _thresholds(name: str, recent: Sequence[Incident], fallback: Thresholds) -> Thresholds:
-    """What the alert rule said last: the latest incident naming this type that states its
-    thresholds, else the latest that states any, else the settings'."""
-    stated = [
-        i
-        for i in recent
-        if i.numbers.queue_size_threshold is not None or i.numbers.queue_time_threshold is not None
-    ]
-    named = [i for i in stated if name in _types(i)]
-    for incident in named or stated:
-        return Thresholds(
-            incident.numbers.queue_size_threshold, incident.numbers.queue_time_threshold
-        )
-    return fallback
-
-
-def _types(incident: Incident) -> set[str]:
-    return {*incident.peak_types, *(incident.live.runner_types if incident.live else {})}
-
-
 def _covering(name: str, channel: str, incidents: Sequence[Incident]) -> Incident | None:
     """The open incident that speaks for `name` now: one showing that type, or one in the
     warning's channel naming none."""
     for incident in incidents:
-        types = _types(incident)
-        if name in types or (not types and incident.channel == channel):
+        types = shown_types(incident)
+        if name.casefold() in types or (not types and incident.channel == channel):
             return incident
     return None
 

@@ -53,6 +53,17 @@ def metrics(
         (metrics(4, 20), trail(30, 22), 5, None),
         # A slow build beyond the horizon (+0.3/min, 9 minutes of it → 15 min away).
         (metrics(5, 20), trail(24.1, 24.4, 24.7), 5, None),
+        # Scaled to zero, jobs arriving: nothing serves them until the runners boot (5 min),
+        # and the oldest has waited a minute: 30 min of wait is far off, and 20 runners then
+        # take the queue. No "any minute now" from a throughput of zero.
+        (metrics(3, 0, longest_wait_mins=1.0), trail(0, 1, 2), 5, None),
+        # The same with nothing booting (at its maximum of 0): 10 queued in 7 minutes.
+        (metrics(3, 0, maximum=0, longest_wait_mins=1.0), trail(0, 1, 2), 5, 7.0),
+        # A job duration the backend could not measure (NaN) is no duration: the queue decides.
+        (metrics(4, 20, job_duration_mins=float("nan")), trail(18, 20, 22), 5, 3.0),
+        # Fewer runners registered than busy (gauges read a moment apart): the busy ones are
+        # runners all the same; the queue is the 4 queued, not 4 + the 8 busy uncounted.
+        (metrics(4, 20, registered=12.0), trail(18, 20, 22), 5, 3.0),
     ],
 )
 def test_the_crossing_from_growth_headroom_and_boot_time(
@@ -104,41 +115,60 @@ def test_without_thresholds_or_numbers_there_is_nothing_to_forecast() -> None:
     assert forecast("t", unknown, NOW, trail(1, 2, 3), ALERT, boot_mins=5, horizon_mins=15) is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(
     queued=st.floats(0, 200),
     busy=st.floats(0, 200),
+    idle=st.floats(0, 50),
     rises=st.lists(st.floats(0.1, 30), min_size=3, max_size=6),
-    maximum=st.floats(0, 400),
-    more=st.floats(0, 400),
+    maximum=st.none() | st.floats(0, 400),
+    more_registered=st.floats(0, 100),
+    more_maximum=st.floats(0, 400),
     boot=st.floats(0, 30),
     duration=st.none() | st.floats(0.5, 120),
-    threshold=st.floats(1, 500),
+    waited=st.none() | st.floats(0, 60),
+    over=st.floats(0, 300),
     wait=st.none() | st.floats(1, 240),
 )
 def test_more_runners_never_bring_a_crossing_sooner(
     queued: float,
     busy: float,
+    idle: float,
     rises: list[float],
-    maximum: float,
-    more: float,
+    maximum: float | None,
+    more_registered: float,
+    more_maximum: float,
     boot: float,
     duration: float | None,
-    threshold: float,
+    waited: float | None,
+    over: float,
     wait: float | None,
 ) -> None:
+    """More runners registered, or a higher maximum, with the same jobs: the crossing comes no
+    sooner (nor is there one where there was none)."""
     start = busy + queued - sum(rises)
     values, level = [], start
     for rise in rises:
         values.append(level)
         level += rise
-    thresholds = Thresholds(queued=threshold, wait_mins=wait)
+    # A queue threshold above the queue now, so the crossing is not always at once.
+    thresholds = Thresholds(queued=queued + over + 1, wait_mins=wait)
 
-    def crossing(ceiling: float) -> float:
+    def crossing(registered: float, ceiling: float | None) -> float:
         now = RunnerTypeMetrics(
-            queued=queued, busy=busy, registered=busy, maximum=ceiling, job_duration_mins=duration
+            queued=queued,
+            busy=busy,
+            registered=registered,
+            maximum=ceiling,
+            job_duration_mins=duration,
+            longest_wait_mins=waited,
         )
         found = forecast("t", now, NOW, trail(*values), thresholds, boot_mins=boot, horizon_mins=15)
         return found.in_mins if found is not None else float("inf")
 
-    assert crossing(maximum + more) >= crossing(maximum)
+    registered = busy + idle
+    base = crossing(registered, maximum)
+    bigger = None if maximum is None else maximum + more_maximum
+    assert crossing(registered + more_registered, maximum) >= base
+    assert crossing(registered, bigger) >= base
+    assert crossing(registered + more_registered, bigger) >= base

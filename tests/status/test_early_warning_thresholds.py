@@ -1,0 +1,142 @@
+"""The early warning's thresholds come from what the alert rule said last, and stay known once
+its incident has resolved: that is when a warning matters (before the next firing)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from bot.domain.alerts import RunnerQueue, parse_notification
+from bot.domain.delivery import delivery_of
+from bot.domain.early_warning import Phase, Thresholds
+from bot.domain.fleet import FleetSnapshot
+from bot.domain.incidents import GroupState, apply_notification, open_incident
+from bot.fleet.readings import FleetReadings
+from bot.status.early_warning import EarlyWarnings, WarningConfig
+from bot.storage.incident_store import Commit, IncidentStore
+from bot.storage.warnings import WarningStore
+from tests.status.test_early_warning import START, TYPE, Building
+from tests.support.payloads import fixture_json
+
+
+async def test_a_resolved_alerts_thresholds_still_warn(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushdb()
+    fleet, now = Building(), [START]
+    store = IncidentStore(redis, "qp")
+    warnings = WarningStore(redis, store.keys)
+    readings = FleetReadings(
+        redis, store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
+    )
+    # No thresholds in the settings: only the alert rule's.
+    upkeep = EarlyWarnings(
+        readings, store, warnings, config=WarningConfig(channel="C1"), clock=lambda: now[0]
+    )
+    firing = delivery_of(
+        parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    )
+    stated = replace(firing.facts.numbers, queue_size_threshold=10.0, queue_time_threshold=None)
+    firing = firing.model_copy(update={"facts": replace(firing.facts, numbers=stated)})
+    incident = open_incident(firing, incident_id="7", uid="u7", channel="C1", now=now[0])
+    assert incident.numbers.queue_size_threshold == 10.0
+    assert await store.commit(Commit(incident, group=GroupState(incident_id="7")))
+    # The alert resolves, as the rule says it (the real payload): the queue has gone.
+    resolved_payload = fixture_json("grafana/queue-alert-resolved.json")
+    resolved, _ = apply_notification(
+        incident,
+        delivery_of(parse_notification("grafana", resolved_payload)),
+        entry_id="2-0",
+        now=now[0],
+    )
+    assert await store.commit(Commit(resolved, version=1))
+
+    for n in (18, 20, 22, 24):  # 4 queued, +2/min at the maximum: 10 queued in 3 minutes
+        fleet.in_system = n
+        now[0] += timedelta(seconds=60)
+        await upkeep.tick()
+    state = (await warnings.all()).get(TYPE)
+    assert state is not None and state.phase is Phase.ACTIVE, "warned at the rule's threshold"
+    assert "the alert fires in ~3 min" in state.text
+    assert Thresholds(10.0, None).known
+
+
+async def test_an_incident_in_another_channel_naming_the_type_takes_the_warning_on(
+    redis_url: str,
+) -> None:
+    """The warning went where the type's route sends it (C1); the alert's incident opened in
+    another channel (C2, a team route) and names the type, spelled as the alert's label has it:
+    the warning is folded into it all the same, its message edited where it is."""
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushdb()
+    fleet, now = Building(), [START]
+    store = IncidentStore(redis, "qp")
+    warnings = WarningStore(redis, store.keys)
+    readings = FleetReadings(
+        redis, store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
+    )
+    config = WarningConfig(channel="C1", thresholds=Thresholds(queued=10))
+    upkeep = EarlyWarnings(readings, store, warnings, config=config, clock=lambda: now[0])
+
+    async def reading(in_system: float) -> None:
+        fleet.in_system = in_system
+        now[0] += timedelta(seconds=60)
+        await upkeep.tick()
+
+    for n in (18, 20, 22, 24):
+        await reading(n)
+    state = (await warnings.all())[TYPE]
+    await warnings.record_post(state, "1700000000.000100")
+
+    firing = delivery_of(
+        parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    )
+    incident = open_incident(firing, incident_id="9", uid="u9", channel="C2", now=now[0])
+    named = {TYPE.upper(): RunnerQueue(queued=12)}
+    incident = incident.model_copy(update={"peak_types": named, "runner_types": named})
+    assert await store.commit(Commit(incident, group=GroupState(incident_id="9")))
+    await reading(26)
+    folded = (await warnings.all())[TYPE]
+    assert folded.phase is Phase.FOLDED and folded.incident_id == "9"
+    assert folded.channel == "C1" and await warnings.edits("C1") == [TYPE]
+
+
+async def test_one_types_failure_does_not_cost_the_others_their_warning(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bot.status.early_warning as upkeep_module
+
+    real = upkeep_module.forecast
+
+    def failing(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "a.first":
+            raise ZeroDivisionError("an odd reading")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(upkeep_module, "forecast", failing)
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushdb()
+    fleet, now = Building(), [START]
+    read = fleet.read
+
+    async def two_types(*, now: datetime) -> FleetSnapshot:
+        snapshot = await read(now=now)
+        types = {"a.first": snapshot.runner_types[TYPE], **snapshot.runner_types}
+        return snapshot.model_copy(update={"runner_types": types})
+
+    fleet.read = two_types  # type: ignore[method-assign]
+    store = IncidentStore(redis, "qp")
+    warnings = WarningStore(redis, store.keys)
+    readings = FleetReadings(
+        redis, store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
+    )
+    config = WarningConfig(channel="C1", thresholds=Thresholds(queued=10))
+    upkeep = EarlyWarnings(readings, store, warnings, config=config, clock=lambda: now[0])
+    for n in (18, 20, 22, 24):
+        fleet.in_system = n
+        now[0] += timedelta(seconds=60)
+        await upkeep.tick()
+    assert set(await warnings.all()) == {TYPE}
