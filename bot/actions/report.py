@@ -12,6 +12,7 @@ scheduler fires) and queued for `SLACK_CHANNEL`'s sender as a notice.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -26,10 +27,13 @@ from bot.domain.incidents import Incident
 from bot.domain.routes import Route, channel_for_type
 from bot.fleet.readings import FleetReadings
 from bot.render.capacity import render_report, report_message
+from bot.render.mrkdwn import escape, truncate
 from bot.storage.notices import NoticeStore
 
 log = logging.getLogger(__name__)
 
+# A word like a window (`14d`, `2w`, `400d`) given where the runner type goes.
+_WINDOW_LIKE = re.compile(r"[0-9]+[a-zA-Z]?")
 MAX_INCIDENTS = 300  # the most recent ones read: a month of a busy fleet
 
 
@@ -77,6 +81,14 @@ class Report:
         *,
         interaction: str | None = None,
     ) -> Outcome:
+        if runner_type is not None and _WINDOW_LIKE.fullmatch(runner_type):
+            # `/queue report 400d` is a window the report does not have, not a runner type.
+            return Outcome(
+                False,
+                f"A report covers `7d` or `30d`, not `{truncate(escape(runner_type), 20)}`: "
+                "`/queue report [7d|30d] [runner-type]`",
+                "refused",
+            )
         return await self._acting.guarded(
             "report", actor, interaction, lambda: self._answer(days, runner_type)
         )
@@ -98,7 +110,6 @@ class Report:
         if self._notices is None:
             return
         try:
-            now = self._acting.clock()
             found = await self._reports(7, None)
             by_channel = report_channels(
                 found.reports,
@@ -109,7 +120,10 @@ class Report:
                 ),
             )
             for channel, reports in by_channel.items():
-                if not await self._notices.claim(f"report:{now.date().isoformat()}:{channel}"):
+                # One claim per schedule, not per date: the replicas' schedulers fire within
+                # the hour's grace, which may cross midnight UTC (`fri 16:30` in Los Angeles),
+                # and a claim outlives that hour but not the week (`notices.CLAIM_S`, 3 days).
+                if not await self._notices.claim(f"report:weekly:{channel}"):
                     continue
                 message = report_message(
                     reports,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.domain.early_warning import Thresholds
+from bot.domain.early_warning import Thresholds, stated_thresholds
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
 from bot.domain.units import number
@@ -161,27 +161,6 @@ def capacity_report(
     )
 
 
-def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresholds) -> Thresholds:
-    """What the alert rule said last: the latest incident naming this type that states its
-    thresholds, else the latest that states any, else `fallback` (the settings')."""
-    stated = sorted(
-        (
-            i
-            for i in incidents
-            if i.numbers.queue_size_threshold is not None
-            or i.numbers.queue_time_threshold is not None
-        ),
-        key=lambda i: i.started_at,
-        reverse=True,
-    )
-    named = [i for i in stated if name in _types_of(i)]
-    for incident in named or stated:
-        return Thresholds(
-            incident.numbers.queue_size_threshold, incident.numbers.queue_time_threshold
-        )
-    return fallback
-
-
 def report_channels(
     reports: Sequence[TypeReport],
     incidents: Sequence[Incident],
@@ -275,6 +254,8 @@ def _recommended(report: TypeReport, duration: float | None) -> TypeReport:
     why = f"{report.incidents} incident{'s' if report.incidents != 1 else ''}, {hours:.1f} h firing"
     if at_max >= 1:
         why = f"at its maximum {at_max:.0f} h, {why}"
+    if report.hours_at_max is not None and at_max < SHOWN_OVER_H and report.peak_queued:
+        return _with(report, _warmer(report, why))
     if report.maximum is None or report.peak_queued is None or not duration:
         unknown = "its maximum" if report.maximum is None else "its jobs' duration"
         if report.maximum is not None and report.peak_queued is None:
@@ -288,6 +269,23 @@ def _recommended(report: TypeReport, duration: float | None) -> TypeReport:
         report,
         f"{why}: raise maxRunners {number(report.maximum)} → {number(to)} (drains its "
         f"peak of {number(report.peak_queued)} queued in 30 min)",
+    )
+
+
+def _warmer(report: TypeReport, why: str) -> str:
+    """A type the history never saw at its maximum queued for runners to start, not for room:
+    a larger maximum changes nothing; runners kept warm (ARC keeps `minRunners` idle on top of
+    its jobs) take the peak at once."""
+    peak = report.peak_queued or 0
+    held = f"never at its maximum{f' of {number(report.maximum)}' if report.maximum else ''}"
+    if report.minimum is None or report.maximum is None:
+        return f"{why}, {held}: not the ceiling; a larger minRunners (warm runners) may be due"
+    to = min(report.maximum, report.minimum + math.ceil(peak))
+    if to <= report.minimum:
+        return f"{why}, {held}: not the ceiling, and its minimum is its maximum"
+    return (
+        f"{why}, {held}: raise minRunners {number(report.minimum)} → {number(to)} (warm "
+        f"runners for its peak of {number(peak)} queued)"
     )
 
 
@@ -306,6 +304,7 @@ class Schedule:
 
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _TIME = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])")
 
 
@@ -317,8 +316,11 @@ def parse_schedule(text: str | None) -> Schedule | None:
     words = text.split()
     if len(words) not in (2, 3):
         raise ValueError("use `<day> HH:MM [time zone]`, e.g. `mon 09:00 Europe/London`")
-    day, at = words[0].lower()[:3], _TIME.fullmatch(words[1])
-    if day not in DAYS:
+    word, at = words[0].lower(), _TIME.fullmatch(words[1])
+    day = word[:3]
+    # The day's first three letters or more of its name (`tues`, `monday`), not any word that
+    # starts like one (`mongoose`, `sunset`).
+    if day not in DAYS or not _DAY_NAMES[DAYS.index(day)].startswith(word):
         raise ValueError(f"{words[0]!r} is not a day: one of {', '.join(DAYS)}")
     if at is None:
         raise ValueError(f"{words[1]!r} is not a time of day (HH:MM, 24 h)")

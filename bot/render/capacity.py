@@ -13,6 +13,7 @@ from bot.render.chart_block import BLOCK_TYPE, MAX_CATEGORIES, MAX_LABEL, cut
 from bot.render.mrkdwn import escape, rendered, sections, truncate
 
 MAX_TYPES = 10
+MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
 
 
 def render_report(
@@ -102,7 +103,10 @@ def _type_line(report: TypeReport) -> str:
         low = number(report.minimum) if report.minimum is not None else "?"
         parts.append(f"runners {low}–{number(report.maximum)}")
     if report.scale_ups:
-        who = ", ".join(f"{truncate(escape(n), 40)} {c}" for n, c in report.scale_ups.items())
+        named = list(report.scale_ups.items())  # most first
+        who = ", ".join(f"{truncate(escape(n), 40)} {c}" for n, c in named[:MAX_SCALERS])
+        if len(named) > MAX_SCALERS:
+            who += f", {len(named) - MAX_SCALERS} others"
         parts.append(f"{sum(report.scale_ups.values())} scale-ups ({who})")
     return f"• *{name}*: " + " · ".join(parts)
 

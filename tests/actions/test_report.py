@@ -9,11 +9,19 @@ from redis.asyncio import Redis
 
 from bot.actions.commands import MAX_ANSWER, CommandError, parse_command, run_command
 from bot.actions.core import Actor
+from bot.actions.flow import Acting
+from bot.actions.interactions import Interactions
+from bot.actions.permissions import Authorizer, Rules
+from bot.actions.report import Report, ReportConfig
+from bot.backends.metrics.alert import AlertMetrics
 from bot.domain.alerts import RunnerQueue, parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.incidents import Event, GroupState, open_incident, resolve_manually
+from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import Commit, IncidentStore
-from tests.support.cores import action_core
+from bot.storage.notices import NoticeStore
+from bot.telemetry import Telemetry
+from tests.support.cores import _no_members, _no_name, action_core
 from tests.support.payloads import fixture_json
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -79,3 +87,51 @@ def test_the_window_is_a_week_or_a_month() -> None:
             assert "usage: `/queue report" in str(exc)
         else:
             raise AssertionError(f"{bad!r} was taken")
+
+
+def weekly(redis: Redis, store: IncidentStore, clock: list[datetime]) -> Report:
+    acting = Acting(
+        store,
+        Telemetry(),
+        Interactions(redis, store.keys.prefix),
+        Authorizer(Rules(), group_members=_no_members),
+        display_name=_no_name,
+        clock=lambda: clock[0],
+    )
+    readings = FleetReadings(
+        redis, store.keys, AlertMetrics(), interval_s=60, timeout_s=2, clock=lambda: clock[0]
+    )
+    notices = NoticeStore(redis, store.keys)
+    return Report(acting, readings, config=ReportConfig(channel="C1"), notices=notices)
+
+
+async def test_a_weekly_post_due_before_midnight_utc_is_posted_once(redis: Redis) -> None:
+    """`fri 16:30 America/Los_Angeles` is 23:30 UTC: a replica busy at that minute fires after
+    midnight, on another UTC date, and must not post the week's report a second time."""
+    store = IncidentStore(redis, "qp")
+    clock = [datetime(2026, 7, 10, 23, 30, tzinfo=UTC)]
+    first, second = weekly(redis, store, clock), weekly(redis, store, clock)
+    await first.post_weekly()
+    clock[0] += timedelta(minutes=40)  # 00:10 UTC, within the hour's grace
+    await second.post_weekly()
+    posted = await redis.zrange(store.keys.posts("C1"), 0, -1)
+    assert len(posted) == 1, "once per schedule across replicas"
+    # The claim outlives the hour's grace, and is gone before the next week's report.
+    claims = [k async for k in redis.scan_iter(match=store.keys.notice_claim("*"))]
+    assert claims
+    for key in claims:
+        assert 3600 < await redis.ttl(key) < 7 * 86_400 - 3600
+
+
+async def test_a_window_other_than_a_week_or_a_month_is_refused_not_taken_for_a_type(
+    redis: Redis,
+) -> None:
+    store = IncidentStore(redis, "qp")
+    core = action_core(redis, store, clock=lambda: NOW)
+    for text in ("report 400d", "report 14d", "report 2w"):
+        outcome = await run_command(core, AL, text)
+        assert not outcome.ok, text
+        assert "`7d` or `30d`" in outcome.message
+        assert "*400d*" not in outcome.message and "*14d*" not in outcome.message
+    fine = await run_command(core, AL, "report 30d linux.2xlarge")
+    assert fine.ok and "the last 30 days" in fine.message

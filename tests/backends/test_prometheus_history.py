@@ -181,3 +181,40 @@ def test_any_answer_is_series_or_a_backend_error(body: dict[str, Any]) -> None:
     for labels, samples in series:
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
         assert all(isinstance(at, float) and isinstance(v, float) for at, v in samples.items())
+
+
+@pytest.fixture(scope="module")
+def same_target() -> Iterator[Week]:
+    """The queueing type's listener recreated mid-week under a new runner-set suffix but scraped
+    at the same address (a Service, or a pod address given again): one target served two names
+    in the week, and its job counters started again from zero."""
+    end = int(time.time()) // HOUR * HOUR
+    start = end - 7 * DAY
+    prometheus = Prometheus(targets=[])
+    try:
+        prometheus.backfill(week(start, end).replace("10.0.0.7:8080", "10.0.0.1:8080"))
+        prometheus.start()
+        yield Week(
+            prometheus.url, datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC)
+        )
+    finally:
+        prometheus.stop()
+
+
+async def test_a_listener_recreated_at_the_same_address_keeps_its_queue_time(
+    same_target: Week,
+) -> None:
+    backend = metrics(same_target.url)
+    try:
+        kept = await backend.history(start=same_target.start, end=same_target.end)
+    finally:
+        await backend.aclose()
+    # The window's numbers join every target the week knew: one target, two names, a counter
+    # that started again. (The longest-wait series joins each step's own gauges as the live
+    # reading does; a backfill has no staleness markers, so its overlap is not judged here.)
+    assert not {"wait_p50_mins", "wait_p90_mins", "job_mins"} & set(kept.note.split(", "))
+    queueing = kept.types[QUEUEING]
+    p90 = expected_p90_s(int(same_target.start.timestamp()), int(same_target.end.timestamp()))
+    assert queueing.wait_p90_mins is not None
+    assert abs(queueing.wait_p90_mins - p90 / 60) <= 0.02 * p90 / 60
+    assert queueing.job_mins == pytest.approx(30, rel=0.02)

@@ -209,6 +209,19 @@ def test_the_thresholds_are_what_the_alert_said_last_for_the_type() -> None:
     assert stated_thresholds(BIG, [], ALERT) == ALERT
 
 
+def test_a_resolved_incident_still_says_what_the_rule_fires_at() -> None:
+    """The resolve clears the incident's numbers; its peak keeps the last firing thresholds, and
+    a report over past incidents (all resolved, most weeks) must still use them."""
+    resolved = incident(1, 10, 1, {BIG: (5, 5)})
+    resolved = resolved.model_copy(
+        update={
+            "numbers": replace(resolved.numbers, queue_size_threshold=None),
+            "peak": replace(resolved.peak, queue_size_threshold=8.0, queue_time_threshold=30.0),
+        }
+    )
+    assert stated_thresholds(BIG.upper(), [resolved], ALERT) == Thresholds(8.0, 30.0)
+
+
 def test_each_types_report_goes_where_its_latest_incident_went_else_where_its_route_says() -> None:
     moved = incident(1, 100, 1, {BIG: (5, 5)}).model_copy(update={"channel": "C0TEAM"})
     latest = incident(2, 10, 1, {BIG: (5, 5)}).model_copy(update={"channel": "C0OPS"})
@@ -226,3 +239,35 @@ def test_each_types_report_goes_where_its_latest_incident_went_else_where_its_ro
     }
     # The default channel always gets its report, if only to say the week was quiet.
     assert report_channels([], [], default="C0DEFAULT", routed=lambda n: "C0X") == {"C0DEFAULT": []}
+
+
+def test_a_type_never_at_its_maximum_gets_a_minimum_not_a_bigger_maximum() -> None:
+    """Two incidents while the history never saw the type at its maximum: the jobs waited for
+    runners to start, so the recommendation is the minimum (warm runners), not maxRunners."""
+    step = 300.0
+    times = [WEEK.timestamp() + i * step for i in range(2016)]
+    history = TypeHistory(
+        step_s=step,
+        queued={at: (12.0 if i % 288 < 6 else 0.0) for i, at in enumerate(times)},
+        level={at: 10.0 for at in times},
+        maximum={at: 20.0 for at in times},
+    )
+    incidents = [
+        (incident(1, 100, 1, {BIG: (12, 20)}), []),
+        (incident(2, 50, 1, {BIG: (9, 15)}), []),
+    ]
+    [big] = capacity_report(incidents, LIVE, since=WEEK, now=NOW, history={BIG: history})
+    assert big.hours_at_max == 0
+    assert big.recommendation == (
+        "2 incidents, 2.0 h firing, never at its maximum of 20: raise minRunners 4 → 16 "
+        "(warm runners for its peak of 12 queued)"
+    )
+    assert "maxRunners" not in big.recommendation
+
+
+def test_a_schedule_day_is_a_day_name_not_any_word_starting_like_one() -> None:
+    assert parse_schedule("Monday 09:00 Europe/London") == Schedule("mon", 9, 0, "Europe/London")
+    assert parse_schedule("tues 08:30") == Schedule("tue", 8, 30)
+    for bad in ("mongoose 09:00", "sunset 18:00", "wednes-day 09:00"):
+        with pytest.raises(ValueError, match="is not a day"):
+            parse_schedule(bad)

@@ -45,29 +45,38 @@ def range_queries(queries: Mapping[str, str]) -> dict[str, str]:
     return chosen
 
 
+TYPE = "queuepilot_type"  # the runner type (the set's `name` less its suffix), while summing
+
+
 def per_type(expr: str, seconds: int, name_suffix: str = "") -> str:
-    """A job series over the window, given its scale set's `name` through any scrape target that
-    served the set's gauges in the window.
+    """A job series over the window, given its runner type (`TYPE`: its scale set's `name`,
+    less the suffix) through any scrape target that served the set's gauges in the window.
 
     A listener recreated in the window (ARC names its runner set anew) serves the same runner
-    type under two names: the suffix is cut in PromQL before the series are summed, since
-    quantiles of two halves cannot be added afterwards."""
-    join = (
-        f" * on (instance) group_left (name) "
-        f"group by (instance, name) (last_over_time(gha_assigned_jobs[{seconds}s]))"
+    type under two names: the suffix is cut into a label of its own, and the targets' names are
+    grouped by it, so a target that served both names (a Service address, a pod address given
+    again) is one match, not a duplicate Prometheus refuses; the job series are summed by type
+    before any quantile, since quantiles of two halves cannot be added afterwards."""
+    # Prometheus anchors its regexes at both ends: the suffix's own `$` is implied. A name with
+    # no suffix (ARC after #4516) is its type whole.
+    suffix = f"(?:{name_suffix.removesuffix('$')})?" if name_suffix else ""
+    cut = json.dumps(f"(.+?){suffix}")
+    names = (
+        f'label_replace(last_over_time(gha_assigned_jobs[{seconds}s]), "{TYPE}", "$1", "name", '
+        f"{cut})"
     )
-    joined = f"{expr}{join}"
-    if name_suffix:
-        # Prometheus anchors its regexes at both ends: the suffix's own `$` is implied.
-        cut = json.dumps(f"(.+){name_suffix.removesuffix('$')}")
-        joined = f'label_replace({joined}, "name", "$1", "name", {cut})'
-    return joined
+    return f"{expr} * on (instance) group_left ({TYPE}) group by (instance, {TYPE}) ({names})"
+
+
+def _named(expr: str) -> str:
+    """A vector summed by `TYPE`, labelled `name` as the reading's series are."""
+    return f'label_replace({expr}, "name", "$1", "{TYPE}", "(.*)")'
 
 
 def quantile_query(quantile: float, seconds: int, name_suffix: str = "") -> str:
     """Minutes within which `quantile` of the jobs that got a runner in the window got one."""
     jobs = per_type(f"increase({STARTUP}[{seconds}s])", seconds, name_suffix)
-    return f"histogram_quantile({quantile}, sum by (name, le) ({jobs})) / 60"
+    return f"histogram_quantile({quantile}, {_named(f'sum by ({TYPE}, le) ({jobs})')}) / 60"
 
 
 def duration_query(seconds: int, name_suffix: str = "") -> str:
@@ -76,7 +85,7 @@ def duration_query(seconds: int, name_suffix: str = "") -> str:
         per_type(f"increase({EXECUTION}_{part}[{seconds}s])", seconds, name_suffix)
         for part in ("sum", "count")
     )
-    return f"sum by (name) ({total}) / sum by (name) ({count}) / 60"
+    return _named(f"sum by ({TYPE}) ({total}) / sum by ({TYPE}) ({count}) / 60")
 
 
 def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], dict[float, float]]]:
