@@ -211,7 +211,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         jobs=jobs,
     )
     reporter = StatusReporter(
-        store, readings, telemetry, charts=charts, config=status_config(settings), clock=clock
+        store, readings, telemetry, config=status_config(settings), clock=clock
     )
     history = metrics if isinstance(metrics, QueueHistory) else None
     core, silence_watch, scale_reverts = _action_core(

@@ -39,7 +39,7 @@ from bot.domain.incidents import (
     repeated,
 )
 from bot.domain.routes import Route, channel_for
-from bot.render.root import render_event, render_summary
+from bot.render.root import render_event
 from bot.storage.incident_store import (
     BAND_EVENT,
     Commit,
@@ -47,7 +47,7 @@ from bot.storage.incident_store import (
     IncidentStore,
     Loaded,
     Reply,
-    summary_reply,
+    summary_replies,
 )
 from bot.storage.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
@@ -384,9 +384,9 @@ class Intake:
         if change is Change.RESOLVED:
             # The summary is rendered now, from the timeline so far plus this event.
             events = [*await self._store.events(incident.id), event]
-            reply = summary_reply(BAND_EVENT, render_summary(incident, events, now=now))
+            replies = summary_replies(BAND_EVENT, incident, events, now=now)
             return change, replace(
-                base, **fenced, events=(event,), replies=(reply,), stop_status=True
+                base, **fenced, events=(event,), replies=replies, stop_status=True
             )
         due = self._next_status(now) if change is Change.REOPENED else None
         reply = Reply("event", BAND_EVENT, render_event(incident, event))

@@ -254,8 +254,14 @@ class ChannelSender:
                 await self._queue.record_reply(self.channel, incident_id, head.item)
                 return None
             head = replace(head, rendered=rendered)
-        if has_charts(head.rendered) and await self._charts.as_images():
-            head = replace(head, rendered=without_charts(head.rendered))
+        if head.kind == CHART or has_charts(head.rendered):
+            images = await self._charts.as_images()
+            # Where charts go as blocks, the picture queued with a status or summary is not posted.
+            if head.kind == CHART and not images:
+                await self._queue.record_reply(self.channel, incident_id, head.item)
+                return None
+            if images:
+                head = replace(head, rendered=without_charts(head.rendered))
         # A quiet status whose post as a reply of its own may have landed is that reply now: it
         # is looked up, not made an edit as well.
         quiet = head.kind == RESTATUS and head.status_ts

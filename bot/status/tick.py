@@ -41,14 +41,10 @@ from bot.domain.message import Rendered
 from bot.domain.quiet import is_meaningful
 from bot.domain.routes import Routing
 from bot.fleet.readings import FleetReadings
-from bot.render.chart import incident_chart
 from bot.render.replies import STATUS_FALLBACK, StatusShown
-from bot.render.root import render_summary
-from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import (
     BAND_EVENT,
     BAND_STATUS,
-    CHART,
     RESTATUS,
     STATUS,
     STATUS_KINDS,
@@ -57,7 +53,8 @@ from bot.storage.incident_store import (
     IncidentStore,
     Loaded,
     Reply,
-    summary_reply,
+    chart_reply,
+    summary_replies,
 )
 from bot.telemetry import Telemetry
 
@@ -83,12 +80,10 @@ class StatusReporter:
         readings: FleetReadings,
         telemetry: Telemetry,
         *,
-        charts: ChartDelivery,
         config: StatusConfig,
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
-        self._charts = charts
         self._readings = readings
         self._telemetry = telemetry
         self._config = config
@@ -108,7 +103,6 @@ class StatusReporter:
             # Read once per tick, not per incident: the reading and the baselines' history.
             reading, history = await self._readings.current()
             reads = await self._store.read_due(due)
-            images = await self._charts.as_images()
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
@@ -119,7 +113,7 @@ class StatusReporter:
             # so a tick of many statuses never holds them up for the whole batch.
             await asyncio.sleep(0)
             async with self._guard(read.incident_id):
-                commit = await self._status_of(read, reading, history, now, images)
+                commit = await self._status_of(read, reading, history, now)
                 if commit is not None:
                     decided.append((read.incident_id, commit))
         try:
@@ -157,11 +151,10 @@ class StatusReporter:
         history: Sequence[HistoryPoint] = (),
     ) -> bool:
         """Commit one status (or the drain's resolve) if still due; whether this call did."""
-        images = await self._charts.as_images()
         for _ in range(3):
             [read] = await self._store.read_due([incident_id])
             now = self._clock()
-            commit = await self._status_of(read, reading, history, now, images)
+            commit = await self._status_of(read, reading, history, now)
             if commit is None:
                 return False
             if await self._store.commit(commit, now=now.timestamp()):
@@ -175,7 +168,6 @@ class StatusReporter:
         reading: Reading | None,
         history: Sequence[HistoryPoint],
         now: datetime,
-        images: bool,
     ) -> Commit | None:
         """The status commit of an incident as read, or None when none is due any more."""
         loaded = read.loaded()
@@ -194,7 +186,7 @@ class StatusReporter:
             interval=self._readings.interval,
             routing=self._config.routing,
         )
-        return await self._decide(loaded, incident, view, now, images)
+        return await self._decide(loaded, incident, view, now)
 
     def _count(self, commit: Commit) -> None:
         if commit.stop_status:
@@ -203,7 +195,7 @@ class StatusReporter:
             self._telemetry.status_posts.inc()
 
     async def _decide(
-        self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime, images: bool
+        self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime
     ) -> Commit:
         current = as_snapshot(incident, view, now)
         drain = self._config.drain
@@ -211,7 +203,7 @@ class StatusReporter:
         # What the root and the status show of the backend: a live view, or why there is none.
         live = view if (view.is_live or view.note) else None
         if checks >= drain.checks:
-            return await self._drained(loaded, incident, current, live, now, images)
+            return await self._drained(loaded, incident, current, live, now)
         posted = incident.posted_status
         quiet = not is_meaningful(posted, current) and incident.status_posts > 0
         updated = record_status(incident, current, live=live, drain_checks=checks, posted=not quiet)
@@ -229,8 +221,8 @@ class StatusReporter:
         kind = RESTATUS if quiet else STATUS
         replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
         every = self._config.chart_every
-        if images and every and view.is_live and updated.status_checks % every == 0:
-            chart = self._chart(updated)
+        if every and view.is_live and updated.status_checks % every == 0:
+            chart = chart_reply(updated)
             if chart is not None:
                 replies.append(chart)
         interval = drain.check_interval_s if checks else self._config.interval_s
@@ -250,29 +242,16 @@ class StatusReporter:
         current: Snapshot,
         live: FleetSnapshot | None,
         now: datetime,
-        images: bool,
     ) -> Commit:
         recorded = record_status(incident, current, live=live, drain_checks=0, posted=False)
         resolved = resolve_drained(recorded, now=now)
         event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
         events = [*await self._store.events(incident.id), event]
-        replies = [summary_reply(BAND_EVENT, render_summary(resolved, events, now=now))]
-        chart = self._chart(resolved) if images else None
-        if chart is not None:
-            replies.append(chart)
         return Commit(
             resolved,
             events=(event,),
-            replies=tuple(replies),
+            replies=summary_replies(BAND_EVENT, resolved, events, now=now),
             stop_status=True,
             version=loaded.version,
             thread=loaded.thread,
         )
-
-    def _chart(self, incident: Incident) -> Reply | None:
-        """The trend chart's reply: the series now, the picture at send time (`render.chart`)."""
-        data = incident_chart(incident)
-        if not data.trend.names():
-            return None
-        text = Rendered(data.title, [])
-        return Reply(CHART, BAND_STATUS, text, replaces=(CHART,), extra=data.to_extra())

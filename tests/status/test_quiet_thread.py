@@ -15,11 +15,9 @@ from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import GroupState, open_incident
-from bot.domain.message import ChartStyle
 from bot.fleet.readings import FleetReadings
 from bot.outbound.queue import SendQueue
 from bot.status.tick import StatusConfig, StatusReporter
-from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from tests.support.payloads import fixture_json
@@ -60,11 +58,7 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
         redis, store.keys, metrics, interval_s=60, timeout_s=2, clock=lambda: now[0]
     )
     config = StatusConfig()  # the defaults: every 600 s, a chart every third status
-    # Charts as pictures: each one is a message of its own.
-    charts = ChartDelivery(redis, store.keys, ChartStyle.IMAGE)
-    reporter = StatusReporter(
-        store, readings, Telemetry(), charts=charts, config=config, clock=lambda: now[0]
-    )
+    reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
     incident = open_incident(
         delivery_of(parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))),
         incident_id="1",
@@ -92,6 +86,7 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
                 edits += 1
                 await queue.record_reply("C1", "1", head.item)
                 continue
+            # Charts as pictures (`CHART_STYLE=image`): each one is a message of its own.
             messages.append(head.kind)
             ts = f"2.{len(messages):06d}"
             status = ts if head.kind in ("status", "restatus") else ""

@@ -15,10 +15,8 @@ from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import GroupState, open_incident
-from bot.domain.message import ChartStyle
 from bot.fleet.readings import FleetReadings
 from bot.status.tick import StatusConfig, StatusReporter
-from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from tests.support.payloads import fixture_json
@@ -86,7 +84,6 @@ async def test_two_replicas_ticking_at_once_give_each_due_incident_one_status(
                 redis, store.keys, AlertOnly(), interval_s=60, timeout_s=5, clock=lambda: now[0]
             ),
             t,
-            charts=ChartDelivery(redis, store.keys, ChartStyle.NATIVE),
             config=StatusConfig(),
             clock=lambda: now[0],
         )

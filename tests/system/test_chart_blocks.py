@@ -97,3 +97,39 @@ async def test_a_workspace_that_refuses_the_block_gets_the_message_without_it_an
         # Once refused, every replica knows: no status is refused twice.
         assert len(refused) == 1
         assert await running.bot.redis.exists(running.bot.store.keys.chart_blocks_refused)
+
+
+async def test_a_summary_after_the_alert_resolved_has_its_picture_where_the_block_is_refused(
+    settings_for: Any, slack: Slack, arc_fleet: ArcFleet
+) -> None:
+    """The summary carries the chart as a block; where the block is refused (or with
+    CHART_STYLE=image) it must come as a picture, also when the alert's own `resolved` ends the
+    incident rather than the drain."""
+    slack.emulator.chart_blocks = False
+    # Pictures with the summary only, so the one looked for is the summary's.
+    only_summary = settings(settings_for, arc_fleet.prometheus.url).model_copy(
+        update={"status_chart_every": 0}
+    )
+    async with run_bot(only_summary) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        thread = await slack.first_thread()
+        refused = running.bot.store.keys.chart_blocks_refused
+        await eventually(
+            lambda: running.bot.redis.exists(refused),
+            what="a status with a trend to draw, its block refused",
+            timeout=30,
+        )
+        await running.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
+        summary = await eventually(
+            lambda: next((m for m in thread()[1:] if " resolved after " in m.text), None),
+            what="the summary",
+            timeout=30,
+        )
+        picture = await eventually(
+            lambda: next((m for m in thread()[1:] if m.files), None),
+            what="the summary's chart as a picture",
+            timeout=15,
+        )
+        assert picture.files[0]["name"].endswith(".png")
+        assert thread().index(picture) > thread().index(summary), "the summary's, after it"
+        assert not any(m.files for m in thread()[1 : thread().index(summary)])
