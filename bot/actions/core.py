@@ -21,7 +21,7 @@ from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
 from bot.actions.warnings import Warnings
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
-from bot.render.root import escape, render_event
+from bot.render.root import escape, render_event, render_summary
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, summary_replies
 
 __all__ = ["ActionCore", "Actor", "Outcome"]
@@ -139,7 +139,8 @@ def _resolve(actor: Actor, name: str) -> Decide:
         )
         resolved = resolve_manually(incident, by=actor.user_id, name=name, now=now)
         updated = with_action(resolved, event)
-        replies = summary_replies(BAND_ACTION, updated, [*timeline, event], now=now)
+        summary = render_summary(updated, [*timeline, event], now=now)
+        replies = summary_replies(BAND_ACTION, summary)
         commit = Commit(updated, events=(event,), replies=replies, stop_status=True)
         return Decision(Outcome(True, f"You resolved incident {incident.id}."), commit)
 

@@ -39,7 +39,7 @@ from bot.domain.incidents import (
     repeated,
 )
 from bot.domain.routes import Route, channel_for
-from bot.render.root import render_event
+from bot.render.root import render_event, render_summary
 from bot.storage.incident_store import (
     BAND_EVENT,
     Commit,
@@ -384,7 +384,7 @@ class Intake:
         if change is Change.RESOLVED:
             # The summary is rendered now, from the timeline so far plus this event.
             events = [*await self._store.events(incident.id), event]
-            replies = summary_replies(BAND_EVENT, incident, events, now=now)
+            replies = summary_replies(BAND_EVENT, render_summary(incident, events, now=now))
             return change, replace(
                 base, **fenced, events=(event,), replies=replies, stop_status=True
             )

@@ -245,7 +245,7 @@ class ChartUpload(ReplyPost):
             self.thread.ts,
             data=self.png,
             filename=self.filename,
-            title=self.head.rendered.text,
+            title=self.chart.title,
             alt=self.chart.alt_text,
         )
         return ""  # a file share is not a message this bot keeps the ts of

@@ -54,7 +54,7 @@ from bot.outbound.outgoing import (
 from bot.outbound.queue import HeadReply, InFlight, SendQueue
 from bot.outbound.storm import StormConfig, StormDigest
 from bot.outbound.storm_queue import StormQueue
-from bot.render.chart import ChartData
+from bot.render.chart import ChartData, incident_chart
 from bot.render.chart_block import blames_charts, has_charts, without_charts
 from bot.render.replies import StatusShown, render_shown
 from bot.storage.chart_delivery import ChartDelivery
@@ -269,12 +269,20 @@ class ChannelSender:
         if quiet and not posted_maybe and await self._edited_status(incident_id, head):
             return None
         if head.kind == CHART:
-            chart = ChartData.from_extra(head.extra or {})
-            if not chart.series:
+            chart = await self._chart_now(incident_id, head)
+            if chart is None or not chart.series:
                 await self._queue.record_reply(self.channel, incident_id, head.item)
                 return None
             return ChartUpload(incident_id, head, head.thread, chart)
         return ReplyPost(incident_id, head, head.thread)
+
+    async def _chart_now(self, incident_id: str, head: HeadReply) -> ChartData | None:
+        """A picture's series: the incident's trend now (queued with its series by 0.19 and
+        before); None when the incident is gone."""
+        if head.extra:
+            return ChartData.from_extra(head.extra)
+        incident = (await self._store.load(incident_id)).incident
+        return incident_chart(incident) if incident is not None else None
 
     async def _status_now(self, incident_id: str, head: HeadReply) -> Rendered | None:
         """A status reply's blocks, rendered now from the incident it was recorded on (the tick

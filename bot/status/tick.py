@@ -42,6 +42,7 @@ from bot.domain.quiet import is_meaningful
 from bot.domain.routes import Routing
 from bot.fleet.readings import FleetReadings
 from bot.render.replies import STATUS_FALLBACK, StatusShown
+from bot.render.root import render_summary
 from bot.storage.incident_store import (
     BAND_EVENT,
     BAND_STATUS,
@@ -222,9 +223,7 @@ class StatusReporter:
         replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
         every = self._config.chart_every
         if every and view.is_live and updated.status_checks % every == 0:
-            chart = chart_reply(updated)
-            if chart is not None:
-                replies.append(chart)
+            replies.append(chart_reply())
         interval = drain.check_interval_s if checks else self._config.interval_s
         return Commit(
             updated,
@@ -250,7 +249,7 @@ class StatusReporter:
         return Commit(
             resolved,
             events=(event,),
-            replies=summary_replies(BAND_EVENT, resolved, events, now=now),
+            replies=summary_replies(BAND_EVENT, render_summary(resolved, events, now=now)),
             stop_status=True,
             version=loaded.version,
             thread=loaded.thread,

@@ -18,7 +18,6 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from importlib import resources
 from typing import Any, cast
 
@@ -28,8 +27,6 @@ from redis.exceptions import RedisError
 
 from bot.domain.incidents import Event, GroupState, Incident, severity_rank
 from bot.domain.message import Rendered
-from bot.render.chart import incident_chart
-from bot.render.root import render_summary
 from bot.storage.keys import Keys
 
 # Thread replies wait in an outbox per incident, ordered; the channel's sender posts them by
@@ -87,30 +84,19 @@ class Reply:
     extra: dict[str, Any] | None = None
 
 
-def chart_reply(incident: Incident) -> Reply | None:
-    """The trend chart as a picture: the series now, drawn at send time (`render.chart`). The
-    sender posts it only where the chart goes as pictures (`CHART_STYLE=image`, or the block
-    refused); elsewhere the chart is a block inside the status or summary and this is skipped."""
-    data = incident_chart(incident)
-    if not data.trend.names():
-        return None
-    return Reply(
-        CHART, BAND_STATUS, Rendered(data.title, []), replaces=(CHART,), extra=data.to_extra()
-    )
+def chart_reply() -> Reply:
+    """The incident's trend as a picture, drawn by the sender from the incident when it posts.
+    Posted only where the chart goes as pictures (`CHART_STYLE=image`, or the block refused);
+    elsewhere the chart is a block inside the status or summary, and this is skipped."""
+    return Reply(CHART, BAND_STATUS, Rendered("", []), replaces=(CHART,))
 
 
-def summary_replies(
-    band: int, incident: Incident, events: Sequence[Event], *, now: datetime
-) -> tuple[Reply, ...]:
+def summary_replies(band: int, summary: Rendered) -> tuple[Reply, ...]:
     """What a resolved incident's thread gets, however it was resolved (drained, the alert's
     `resolved`, a person): the summary, then its chart as a picture where pictures are used.
     A status still waiting for its slot gives way to the summary (decided before the resolve,
     it would show the incident as if still open)."""
-    summary = Reply(
-        "summary", band, render_summary(incident, events, now=now), replaces=STATUS_KINDS
-    )
-    chart = chart_reply(incident)
-    return (summary,) if chart is None else (summary, chart)
+    return Reply("summary", band, summary, replaces=STATUS_KINDS), chart_reply()
 
 
 @dataclass(frozen=True)
