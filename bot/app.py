@@ -61,6 +61,7 @@ from bot.factory import (
 )
 from bot.fleet.jobs import JobArrivals, JobsWatch
 from bot.fleet.readings import FleetReadings
+from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
 from bot.outbound.membership import check_channels
@@ -201,6 +202,15 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     if jobs_source is not None:
         arrivals = JobArrivals(redis, store.keys)
         jobs = JobsWatch(jobs_source, arrivals, timeout_s=settings.backend_timeout_seconds)
+    # The capacity report's history: the backend's own (Prometheus, the HUD), else the readings
+    # queuepilot keeps itself (`METRICS_BACKEND=github`); none with the `alert` backend.
+    history: QueueHistory | None = None
+    kept = None
+    if isinstance(metrics, QueueHistory):
+        history = metrics
+    elif metrics.live:
+        kept = ReadingsHistory(redis, store.keys, interval_s=settings.metrics_interval_seconds)
+        history = kept
     readings = FleetReadings(
         redis,
         store.keys,
@@ -209,11 +219,11 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         timeout_s=settings.backend_timeout_seconds,
         clock=clock,
         jobs=jobs,
+        kept=kept,
     )
     reporter = StatusReporter(
         store, readings, telemetry, config=status_config(settings), clock=clock
     )
-    history = metrics if isinstance(metrics, QueueHistory) else None
     core, silence_watch, scale_reverts = _action_core(
         settings, readings, jobs, warnings, store, telemetry, gateway, redis, clock, history
     )

@@ -40,6 +40,8 @@ LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
 # ASCII digits only: `\d` also matches Arabic-Indic and other Unicode digits.
 _DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _COUNT = re.compile(r"\+?([0-9]+)")
+# A word like a window (`14d`, `2w`, `400d`) given where a report's runner type goes.
+_WINDOW_LIKE = re.compile(r"[0-9]+[a-zA-Z]?")
 MAX_SCALE_UP = 9999  # runners one command adds; the scaler's own cap is checked after
 REPORT_WINDOWS = {"7d": 7, "30d": 30}
 MAX_ID = 40  # incident IDs are short numbers; a longer word is a typo, not an ID
@@ -109,6 +111,11 @@ def _parse_report(args: list[str]) -> Command:
         days = REPORT_WINDOWS[rest.pop(0).lower()]
     if len(rest) > 1:
         raise CommandError(usage)
+    if rest and _WINDOW_LIKE.fullmatch(rest[0]):
+        # `/queue report 400d` asks for a window the report does not have, not a runner type.
+        raise CommandError(
+            f"a report covers `7d` or `30d`, not `{truncate(escape(rest[0]), 20)}`: {usage}"
+        )
     return Command("report", runner_type=rest[0] if rest else None, count=days)
 
 

@@ -2,17 +2,16 @@
 and the weekly post of the same report when `REPORT_SCHEDULE` is set.
 
 Read-only: the incidents kept in the window with their timelines, the live reading for each type's
-size and job duration, and the metrics backend's history of the window where it keeps one
-(`QueueHistory`: Prometheus), combined by `bot.domain.capacity` and rendered by
-`bot.render.capacity`. A history that cannot be read leaves its numbers out and says why; the
-report still answers. The weekly post is claimed once per day across replicas (each replica's
-scheduler fires) and queued for `SLACK_CHANNEL`'s sender as a notice.
+size and job duration, and the history of the window (`QueueHistory`: Prometheus's range queries,
+the HUD's, else the readings queuepilot kept itself), combined by `bot.domain.capacity` and
+rendered by `bot.render.capacity`. A history that cannot be read leaves its numbers out and says
+why; the report still answers. The weekly post is claimed once per schedule and channel across
+replicas (each replica's scheduler fires) and queued for that channel's sender as a notice.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -27,13 +26,10 @@ from bot.domain.incidents import Incident
 from bot.domain.routes import Route, channel_for_type
 from bot.fleet.readings import FleetReadings
 from bot.render.capacity import render_report, report_message
-from bot.render.mrkdwn import escape, truncate
 from bot.storage.notices import NoticeStore
 
 log = logging.getLogger(__name__)
 
-# A word like a window (`14d`, `2w`, `400d`) given where the runner type goes.
-_WINDOW_LIKE = re.compile(r"[0-9]+[a-zA-Z]?")
 MAX_INCIDENTS = 300  # the most recent ones read: a month of a busy fleet
 
 
@@ -52,7 +48,7 @@ class Found:
     """A report's numbers, and where its history came from (or why there is none)."""
 
     reports: list[TypeReport]
-    history: str  # "Prometheus", or "" when none was read
+    history: str  # whose history ("Prometheus", "queuepilot"), or "" when none was read
     missing: str = ""  # why the history is not in it
     incidents: list[Incident] = field(default_factory=list)  # those read, for their channels
 
@@ -81,14 +77,6 @@ class Report:
         *,
         interaction: str | None = None,
     ) -> Outcome:
-        if runner_type is not None and _WINDOW_LIKE.fullmatch(runner_type):
-            # `/queue report 400d` is a window the report does not have, not a runner type.
-            return Outcome(
-                False,
-                f"A report covers `7d` or `30d`, not `{truncate(escape(runner_type), 20)}`: "
-                "`/queue report [7d|30d] [runner-type]`",
-                "refused",
-            )
         return await self._acting.guarded(
             "report", actor, interaction, lambda: self._answer(days, runner_type)
         )

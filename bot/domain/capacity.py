@@ -49,6 +49,9 @@ class TypeHistory:
     wait_p50_mins: float | None = None
     wait_p90_mins: float | None = None
     job_mins: float | None = None  # the mean minutes a job ran
+    # What the quantiles are of: every job's queue time (ARC's histogram), or the longest wait
+    # at each of queuepilot's own readings (`bot.fleet.readings_history`).
+    quantiles_of: str = "queue time"
 
     def hours_over(self, thresholds: Thresholds) -> float | None:
         """Hours in which the queue was over the alert's thresholds (more than `queued` jobs
@@ -110,6 +113,7 @@ class TypeReport:
     # From the backend's history, where it keeps one (None: not known).
     wait_p50_mins: float | None = None
     wait_p90_mins: float | None = None
+    quantiles_of: str = "queue time"
     hours_at_max: float | None = None
     hours_over: float | None = None
     recommendation: str = ""
@@ -228,6 +232,7 @@ def _report(
         maximum=maximum,
         wait_p50_mins=history.wait_p50_mins if history else None,
         wait_p90_mins=history.wait_p90_mins if history else None,
+        quantiles_of=history.quantiles_of if history else "queue time",
         hours_at_max=history.hours_at_max if history else None,
         hours_over=history.hours_over(thresholds) if history else None,
     )

@@ -28,6 +28,7 @@ from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.metrics import QueueMetrics
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, troubled_gauges
 from bot.fleet.jobs import JobsWatch
+from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 
@@ -48,6 +49,7 @@ class FleetReadings:
         timeout_s: float,
         clock: Callable[[], datetime],
         jobs: JobsWatch | None = None,
+        kept: ReadingsHistory | None = None,
     ) -> None:
         self._redis = redis
         self._keys = keys
@@ -57,6 +59,7 @@ class FleetReadings:
         self._timeout_s = timeout_s
         self._clock = clock
         self._jobs = jobs
+        self._kept = kept  # the capacity report's history, where the backend keeps none
 
     @property
     def metrics(self) -> QueueMetrics:
@@ -124,6 +127,8 @@ class FleetReadings:
         else:
             reading = Reading(fleet, now)
             await self._remember(fleet)
+            if self._kept is not None:
+                await self._kept.keep(fleet)
             await self._observe_jobs(now)
         if reading.error:
             log.warning("fleet: %s", reading.error)

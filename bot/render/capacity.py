@@ -51,10 +51,12 @@ def render_report(
 def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
     own = "From queuepilot's own incidents and the live reading"
     if history:
+        # "queue time" from a histogram, "sampled longest wait" from queuepilot's own readings
+        quantiled = [r.quantiles_of for r in reports if r.wait_p50_mins is not None]
         kept = [
             what
             for what, known in (
-                ("queue time", any(r.wait_p50_mins is not None for r in reports)),
+                (quantiled[0] if quantiled else "", bool(quantiled)),
                 ("hours at the maximum", any(r.hours_at_max is not None for r in reports)),
                 (
                     "hours over the alert's thresholds",
@@ -70,8 +72,8 @@ def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
     if missing:
         return f"{own}. {_missing(missing)}"
     return (
-        f"{own}. Queue time, hours at the maximum and over the thresholds need a metrics backend "
-        "that keeps history (`METRICS_BACKEND=prometheus` or `hud`)."
+        f"{own}. Queue time, hours at the maximum and over the thresholds need the fleet's "
+        "readings (a `METRICS_BACKEND` other than `alert`)."
     )
 
 
@@ -92,7 +94,7 @@ def _type_line(report: TypeReport) -> str:
         parts.append(f"{_hours(report.hours_over)} over the thresholds")
     if report.wait_p50_mins is not None and report.wait_p90_mins is not None:
         p50, p90 = (timedelta(minutes=m) for m in (report.wait_p50_mins, report.wait_p90_mins))
-        parts.append(f"queue time p50 {duration(p50)}, p90 {duration(p90)}")
+        parts.append(f"{escape(report.quantiles_of)} p50 {duration(p50)}, p90 {duration(p90)}")
     if report.hours_at_max is not None:
         parts.append(f"{_hours(report.hours_at_max)} at the maximum")
     if report.peak_queued is not None:

@@ -193,6 +193,11 @@ class Keys:
     def fleet_history(self) -> str:
         return self._("fleet", "history")
 
+    def readings_day(self, day: str) -> str:
+        """One UTC day (YYYYMMDD) of kept readings, a field per slot: the capacity report's
+        history where the metrics backend keeps none (`bot.fleet.readings_history`)."""
+        return self._("fleet", "kept", day)
+
     def jobs_seen(self, slot: int) -> str:
         """Queued jobs created in one five-minute slot (epoch seconds / 300) that were seen, so
         each counts once as an arrival."""

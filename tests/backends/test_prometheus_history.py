@@ -136,9 +136,9 @@ async def test_a_query_prometheus_refuses_leaves_its_numbers_out_and_says_so(
         outcome = await run_command(core, Actor("U1", "al"), "report")
     finally:
         await backend.aclose()
-    assert kept.note == "Prometheus could not answer for maximum"
+    assert kept.note == "Prometheus could not answer for the maximum"
     assert kept.types[QUEUEING].hours_at_max is None and kept.types[QUEUEING].peak_queued == 15
-    assert "from Prometheus's history (Prometheus could not answer for maximum)." in (
+    assert "from Prometheus's history (Prometheus could not answer for the maximum)." in (
         outcome.message
     )
 

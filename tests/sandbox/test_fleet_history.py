@@ -46,7 +46,9 @@ async def test_range_queries_over_the_kept_readings() -> None:
     gpu = kept.types["linux.g5.4xlarge.nvidia.gpu"]
     assert list(gpu.maximum.values()) == [10.0] and gpu.queued == {max(gpu.queued): 0.0}
     # The histogram quantiles are queries the fleet does not serve: said, not guessed.
-    assert kept.note == ("Prometheus could not answer for wait_p50_mins, wait_p90_mins, job_mins")
+    assert kept.note == (
+        "Prometheus could not answer for queue time p50, queue time p90, job duration"
+    )
     assert refused.status_code == 400
     assert refused.json()["error"] == "end timestamp must not be before start time"
     assert too_fine.status_code == 400 and "11,000 points" in too_fine.json()["error"]

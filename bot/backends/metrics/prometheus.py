@@ -264,7 +264,8 @@ class PrometheusMetrics:
                 runner_type = self.runner_type(labels)
                 if runner_type:
                     by_type.setdefault(runner_type, {})[number] = value
-        note = f"Prometheus could not answer for {', '.join(failed)}" if failed else ""
+        said = [ranges.SAID.get(name, name) for name in failed]
+        note = f"Prometheus could not answer for {', '.join(said)}" if failed else ""
         return FleetHistory(ranges.histories(step, series, by_type), note)
 
     async def _query_range(

@@ -27,6 +27,16 @@ STARTUP = "gha_job_startup_duration_seconds_bucket"
 EXECUTION = "gha_job_execution_duration_seconds"
 # Field of `TypeHistory` -> the reading's query it is the history of.
 SERIES = {"queued": "queued", "wait_mins": "longest_wait_mins", "maximum": "maximum"}
+# How the report names a history it could not read ("Prometheus could not answer for …").
+SAID = {
+    "queued": "queued jobs",
+    "wait_mins": "the longest wait",
+    "maximum": "the maximum",
+    "level": "the runners wanted",
+    "wait_p50_mins": "queue time p50",
+    "wait_p90_mins": "queue time p90",
+    "job_mins": "job duration",
+}
 
 
 def step_s(start: datetime, end: datetime) -> int:
