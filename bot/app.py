@@ -15,7 +15,7 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import SecretStr
@@ -48,7 +48,7 @@ from bot.actions.silence_watch import SilenceWatch
 from bot.actions.warnings import Warnings
 from bot.backends.metrics import QueueHistory
 from bot.config import ScalerBackend, Settings
-from bot.domain.capacity import Schedule
+from bot.domain.capacity import Schedule, missed
 from bot.domain.early_warning import Thresholds
 from bot.domain.incident_fleet import DrainConfig
 from bot.domain.routes import MAX_ROUTES, Routing
@@ -85,6 +85,8 @@ log = logging.getLogger(__name__)
 
 # The senders' doorbell connections: three a channel at most; made only as needed.
 BELL_CONNECTIONS = 3 * (MAX_ROUTES + 1) + 20
+# The weekly report's hour of grace: a replica busy at the minute, or started in the hour, posts.
+REPORT_GRACE_S = 3600
 
 
 def utcnow() -> datetime:
@@ -557,8 +559,12 @@ def start_scheduler(
             timezone=schedule.timezone,
             id="capacity-report",
             coalesce=True,
-            misfire_grace_time=3600,  # a replica that was busy at 09:00 still posts at 09:05
+            misfire_grace_time=REPORT_GRACE_S,  # a replica busy at 09:00 still posts at 09:05
         )
+        # A replica started within that hour (a deploy at 09:05) posts what is due at once; the
+        # report's claim keeps it from posting twice with replicas that ran at 09:00.
+        if missed(schedule, datetime.now(UTC), grace=timedelta(seconds=REPORT_GRACE_S)):
+            scheduler.add_job(_ended_quietly("capacity-report", post), id="capacity-report-late")
     scheduler.start()
     return scheduler
 

@@ -335,3 +335,18 @@ def parse_schedule(text: str | None) -> Schedule | None:
     except (ValueError, KeyError, OSError):
         raise ValueError(f"{zone!r} is not a time zone (IANA, e.g. Europe/London)") from None
     return Schedule(day, int(at[1]), int(at[2]), zone)
+
+
+def last_due(schedule: Schedule, now: datetime) -> datetime:
+    """The schedule's latest moment at or before `now`, in its time zone."""
+    local = now.astimezone(ZoneInfo(schedule.timezone))
+    back = (local.weekday() - DAYS.index(schedule.day)) % 7
+    day = (local - timedelta(days=back)).date()
+    at = datetime(day.year, day.month, day.day, schedule.hour, schedule.minute, tzinfo=local.tzinfo)
+    return at if at <= local else at - timedelta(days=7)
+
+
+def missed(schedule: Schedule, now: datetime, *, grace: timedelta) -> bool:
+    """Whether the schedule was due less than `grace` ago: a replica starting then posts what
+    its scheduler, not yet running at that moment, could not."""
+    return now - last_due(schedule, now) < grace

@@ -107,3 +107,25 @@ async def test_a_teams_runner_types_are_reported_in_its_own_channel(
     assert "linux.2xlarge" not in gpu[0]
     assert "linux.g5.4xlarge.nvidia.gpu" in gpu[0]
     assert "linux.2xlarge" in default[0] and "nvidia.gpu" not in default[0]
+
+
+def schedule_at(at: datetime) -> str:
+    return f"{at.strftime('%a').lower()} {at:%H:%M} UTC"
+
+
+async def test_a_replica_started_within_the_hour_after_the_schedule_posts_it_once(
+    settings_for: Any, slack: Slack
+) -> None:
+    """A deploy at 09:05 would miss a 09:00 schedule: the replica posts on start what is due,
+    and a second replica started after it does not post it again."""
+    settings = settings_for(report_schedule=schedule_at(datetime.now(UTC) - timedelta(minutes=10)))
+
+    def posted() -> list[Any]:
+        return [m for m in slack.emulator.channel_messages(CHANNEL) if "Capacity report" in m.text]
+
+    async with run_bot(settings):
+        await eventually(lambda: posted() or None, what="the report due 10 min ago", timeout=20)
+    async with run_bot(settings) as later:
+        await later.bot.core.post_weekly_report()  # as its own start did, or will
+        assert await later.bot.queue.waiting(CHANNEL) == 0, "nothing more queued to post"
+    assert len(posted()) == 1
