@@ -253,6 +253,8 @@ def grafana_payload(
         valueString=", ".join(f"[ var='{k}' labels={{}} value={v} ]" for k, v in values.items()),
     )
     alert["annotations"]["runbook_url"] = f"{fleet_url}/runbook"
+    if "team" in labels:  # a team's own rule names its team, not the fixture's
+        alert["annotations"]["Teams"] = labels["team"]
     firing = note.status == "firing"
     title, folder = labels["alertname"], labels["grafana_folder"]
     # Grafana groups by alertname and folder here; one group, one key, per rule.
