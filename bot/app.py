@@ -478,6 +478,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
             reverts=bot.scale_reverts,
             warnings=bot.early_warnings,
             report=_weekly(bot),
+            reading=_reading(bot),
         )
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
@@ -524,6 +525,7 @@ def start_scheduler(
     reverts: ScaleReverts | None = None,
     warnings: EarlyWarnings | None = None,
     report: tuple[Schedule, Tick] | None = None,
+    reading: Tick | None = None,
 ) -> AsyncIOScheduler:
     """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping.
 
@@ -538,6 +540,8 @@ def start_scheduler(
         jobs.append(("scale-reverts", reverts.tick))
     if warnings is not None:
         jobs.append(("early-warning", warnings.tick))
+    if reading is not None:
+        jobs.append(("fleet-reading", reading))
     for job_id, job in jobs:
         scheduler.add_job(
             _ended_quietly(job_id, job),
@@ -564,9 +568,30 @@ def start_scheduler(
         # A replica started within that hour (a deploy at 09:05) posts what is due at once; the
         # report's claim keeps it from posting twice with replicas that ran at 09:00.
         if missed(schedule, datetime.now(UTC), grace=timedelta(seconds=REPORT_GRACE_S)):
-            scheduler.add_job(_ended_quietly("capacity-report", post), id="capacity-report-late")
+            scheduler.add_job(
+                _ended_quietly("capacity-report", post),
+                id="capacity-report-late",
+                misfire_grace_time=REPORT_GRACE_S,  # not APScheduler's second: a busy start
+            )
     scheduler.start()
     return scheduler
+
+
+def _reading(bot: Bot) -> Tick | None:
+    """A reading every interval where the readings are the report's history and nothing else
+    reads on a schedule (the early warning does): a week read only during incidents is not the
+    week."""
+    readings = bot.readings
+    if readings is None or not readings.keeps_history or bot.early_warnings is not None:
+        return None
+
+    async def read() -> None:  # one GET a tick; the backend once an interval
+        try:
+            await readings.latest()
+        except RedisError as exc:
+            log.warning("fleet: Redis unavailable: %s", exc)
+
+    return read
 
 
 def _weekly(bot: Bot) -> tuple[Schedule, Tick] | None:

@@ -24,6 +24,7 @@ from sandbox.demo import (
 from sandbox.slack_api import Message
 from sandbox.stack import (
     CHANNEL,
+    CHANNEL_NAME,
     GPU_CHANNEL,
     GPU_CHANNEL_NAME,
     Sandbox,
@@ -124,7 +125,7 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
             summary = message.thread_ts is not None and " resolved after " in message.text
             resolved = resolved or (summary and channel == CHANNEL)
         if resolved:
-            say("The queue drained and the incident resolved; the summary is in the thread.")
+            say(f"The incident in #{CHANNEL_NAME} resolved; its summary is in the thread.")
             if until_resolved:
                 return
             say("The page stays up: Ctrl-C to stop.")

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.domain.early_warning import Thresholds, stated_thresholds
@@ -282,7 +282,8 @@ def _warmer(report: TypeReport, why: str) -> str:
     a larger maximum changes nothing; runners kept warm (ARC keeps `minRunners` idle on top of
     its jobs) take the peak at once."""
     peak = report.peak_queued or 0
-    held = f"never at its maximum{f' of {number(report.maximum)}' if report.maximum else ''}"
+    of = f" of {number(report.maximum)}" if report.maximum else ""
+    held = f"never at its maximum{of}" if not report.hours_at_max else f"rarely at its maximum{of}"
     if report.minimum is None or report.maximum is None:
         return f"{why}, {held}: not the ceiling; a larger minRunners (warm runners) may be due"
     to = min(report.maximum, report.minimum + math.ceil(peak))
@@ -338,12 +339,16 @@ def parse_schedule(text: str | None) -> Schedule | None:
 
 
 def last_due(schedule: Schedule, now: datetime) -> datetime:
-    """The schedule's latest moment at or before `now`, in its time zone."""
+    """The schedule's latest moment at or before `now`, in UTC (a time of the zone's repeated
+    hour compares unequal to everything in another zone)."""
     local = now.astimezone(ZoneInfo(schedule.timezone))
     back = (local.weekday() - DAYS.index(schedule.day)) % 7
     day = (local - timedelta(days=back)).date()
     at = datetime(day.year, day.month, day.day, schedule.hour, schedule.minute, tzinfo=local.tzinfo)
-    return at if at <= local else at - timedelta(days=7)
+    # As instants: two times of one zone compare by the wall clock, which repeats an hour when
+    # the clocks go back.
+    latest = at if at.timestamp() <= now.timestamp() else at - timedelta(days=7)
+    return latest.astimezone(UTC)
 
 
 def missed(schedule: Schedule, now: datetime, *, grace: timedelta) -> bool:

@@ -9,7 +9,8 @@ it. The model, per runner type, from its last few readings:
   of readings and, where the backend counts them, arrivals minus completions: a surge shows in
   all, one noisy step in only some. Growth counts only when `N` rose at every one of the last
   `EVIDENCE` readings (three readings in a row, not one spike).
-- **Capacity** is the runners registered now, and the type's maximum once a boot time has
+- **Capacity** is the runners now (the most of registered and busy: a reading can lag a
+  runner's registration), and the type's maximum once a boot time has
   passed (the autoscaler adds runners up to it; unknown maximum: the runners now).
 - **Queued** at `t` minutes is `N(t) − capacity(t)`, and the **longest wait** about the queue
   over the throughput at capacity (`capacity / job duration`, at least one runner's, Little's

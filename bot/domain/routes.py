@@ -135,9 +135,11 @@ def _route(n: int, item: object) -> Route:
 def parse_matchers(text: str) -> list[Matcher]:
     """The matchers of one `match` string, as Alertmanager's `ParseMatchers` reads it: braces
     optional, commas outside double quotes between matchers. ValueError saying what is wrong."""
-    pieces = split_matchers(text)
+    pieces = split_matchers(text, keep_blank=True)
     if not pieces:  # `{}` would be a route that takes everything: surely not what was meant
         raise ValueError("holds no matcher")
+    if any(not piece.strip() for piece in pieces):  # `a=b,,c=d`: Alertmanager refuses it too
+        raise ValueError("has an empty matcher between commas")
     return [_matcher(piece) for piece in pieces]
 
 
@@ -207,11 +209,12 @@ def _equal(matcher: Matcher, value: str) -> bool:
 
 @lru_cache(maxsize=256)
 def _regex(pattern: str) -> re2._Regexp:
-    """`pattern` compiled by RE2, as Alertmanager compiles it (Go's regexp is RE2's syntax):
-    `.` matches a newline (its `(?s:...)`), and `fullmatch` anchors it. What RE2 refuses
-    (lookarounds, backreferences, possessive repeats) is a ValueError naming RE2's reason."""
+    """`pattern` compiled by RE2, as Alertmanager compiles it (`pkg/labels.NewMatcher`:
+    `^(?:pattern)$` in Go's regexp, RE2's syntax): `fullmatch` anchors it, and `.` does not
+    match a newline. What RE2 refuses (lookarounds, backreferences, possessive repeats) is a
+    ValueError naming RE2's reason."""
     try:
-        return re2.compile(f"(?s:{pattern})", _RE2_OPTIONS)
+        return re2.compile(f"(?:{pattern})", _RE2_OPTIONS)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         shown = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)

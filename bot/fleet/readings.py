@@ -72,6 +72,11 @@ class FleetReadings:
             await self._jobs.aclose(unless=self._metrics)
 
     @property
+    def keeps_history(self) -> bool:
+        """Whether each reading is kept for the capacity report (`ReadingsHistory`)."""
+        return self._kept is not None
+
+    @property
     def interval(self) -> timedelta:
         return self._interval
 

@@ -4,9 +4,15 @@ queuepilot's own readings, a slot apart, for a month.
 Each successful reading (`FleetReadings`) keeps, per runner type, its queued jobs, longest wait,
 level (the runners wanted, else the most of registered and busy), maximum and job minutes in
 the reading's slot (`SLOT_S`, or the reading interval when longer): one field of a per-day hash,
-set if not set, so replicas reading the same slot keep it once. Series from it have the slot as
-their step; a slot no replica read (the bot was down) is not counted, and the history says how
-much of the window it covers.
+set if not set, so replicas reading the same slot keep it once. A reading with no runner type in
+it is kept too: an idle slot is a slot read. Series from it have the slot as their step; a slot
+no replica read (the bot was down) is not counted, and the history says how much of the window
+it covers.
+
+The GitHub backend lists a runner type only while it has jobs, and a type with none queued has
+no longest wait: in a reading that listed every job (`absent_means_empty`), a type it lacks had
+none queued, and a type with none queued waited 0. GitHub has no maximum, so its readings give
+no hours at the maximum (the report leaves them out).
 
 Its quantiles are of the longest wait at each reading, not of every job's queue time (the
 readings see the longest wait only): labelled so in the report.
@@ -14,12 +20,14 @@ readings see the longest wait only): labelled so in the report.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from statistics import fmean, quantiles
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -50,10 +58,8 @@ class ReadingsHistory:
 
     async def keep(self, fleet: FleetSnapshot) -> None:
         """Keep a reading in its slot, unless a reading (this replica's or another's) has."""
-        kept = {name: _numbers(m) for name, m in fleet.runner_types.items()}
-        kept = {name: numbers for name, numbers in kept.items() if any(numbers)}
-        if not kept:
-            return
+        types = {name: _numbers(m) for name, m in fleet.runner_types.items()}
+        kept = {"t": types, "e": fleet.absent_means_empty}
         slot = int(fleet.at.timestamp()) // self._slot_s * self._slot_s
         key = self._keys.readings_day(_day(slot))
         async with self._redis.pipeline(transaction=True) as pipe:
@@ -68,27 +74,27 @@ class ReadingsHistory:
             for day in days:
                 pipe.hgetall(self._keys.readings_day(day))
             answers = await pipe.execute()
+        # A month of fifty types is about a second of parsing: off the event loop.
+        return await asyncio.to_thread(self._built, answers, first, last)
+
+    def _built(self, answers: list[Mapping[str, str]], first: float, last: float) -> FleetHistory:
+        slots = [slot for answer in answers for slot in _slots(answer, first, last)]
         series: dict[str, dict[str, dict[float, float]]] = {}
-        read = 0
-        for answer in answers:
-            for raw_slot, raw in answer.items():
-                slot = float(raw_slot)
-                if not first <= slot <= last:
-                    continue
-                try:
-                    kept = json.loads(raw)
-                    rows = {str(n): list(v) for n, v in kept.items()}
-                except (ValueError, TypeError, AttributeError):
-                    log.warning("capacity report: an unreadable kept reading at %s", raw_slot)
-                    continue
-                read += 1
-                for name, row in rows.items():
-                    by_field = series.setdefault(name, {})
-                    for field, value in zip(_FIELDS, row, strict=False):
-                        if isinstance(value, int | float) and math.isfinite(value):
-                            by_field.setdefault(field, {})[slot] = float(value)
+        for at, rows, _ in slots:
+            for name, row in rows.items():
+                by_field = series.setdefault(name, {})
+                for field, value in zip(_FIELDS, row, strict=False):
+                    if isinstance(value, int | float) and math.isfinite(value):
+                        by_field.setdefault(field, {})[at] = float(value)
+        # A type a complete reading did not list had nothing queued then.
+        for at, rows, complete in slots:
+            if not complete:
+                continue
+            for name in series.keys() - rows.keys():
+                series[name].setdefault("queued", {})[at] = 0.0
+                series[name].setdefault("wait_mins", {})[at] = 0.0
         types = {name: self._type(fields) for name, fields in series.items()}
-        return FleetHistory(types, _coverage(read, self._slot_s, first, last))
+        return FleetHistory(types, _coverage(len(slots), self._slot_s, first, last))
 
     def _type(self, fields: Mapping[str, Mapping[float, float]]) -> TypeHistory:
         waits = sorted(fields.get("wait_mins", {}).values())
@@ -115,8 +121,28 @@ class ReadingsHistory:
 def _numbers(m: RunnerTypeMetrics) -> list[float | None]:
     known = [v for v in (m.registered, m.busy) if v is not None]
     level = m.desired if m.desired is not None else (max(known) if known else None)
-    row = [m.queued, m.longest_wait_mins, level, m.maximum, m.job_duration_mins]
+    # Nothing queued is no wait (GitHub has no oldest job to date one from).
+    wait = 0.0 if m.longest_wait_mins is None and m.queued == 0 else m.longest_wait_mins
+    row = [m.queued, wait, level, m.maximum, m.job_duration_mins]
     return [v if v is not None and math.isfinite(v) else None for v in row]
+
+
+Slot = tuple[float, dict[str, list[Any]], bool]  # when, each type's numbers, complete or not
+
+
+def _slots(answer: Mapping[str, str], first: float, last: float) -> Iterator[Slot]:
+    """A day's kept readings within [first, last]; an unreadable one is logged and left out."""
+    for raw_slot, raw in answer.items():
+        try:
+            at = float(raw_slot)
+            kept = json.loads(raw)
+            rows = {str(n): list(v) for n, v in kept["t"].items()}
+            complete = kept.get("e") is True
+        except (ValueError, TypeError, AttributeError, KeyError):
+            log.warning("capacity report: an unreadable kept reading at %s", raw_slot)
+            continue
+        if first <= at <= last:
+            yield at, rows, complete
 
 
 def _day(slot: int) -> str:

@@ -236,7 +236,7 @@ class ChartUpload(ReplyPost):
         )
 
     async def prepare(self) -> None:
-        # Drawn off the event loop, at send time, from the series the tick stored.
+        # Drawn off the event loop, at send time, from the incident's trend now.
         self.png = await asyncio.to_thread(render_chart, self.chart)
 
     async def send(self, slack: SlackGateway, channel: str) -> str:

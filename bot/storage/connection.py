@@ -29,14 +29,14 @@ log = logging.getLogger(__name__)
 
 SENTINEL_SCHEME = "redis+sentinel"
 DEFAULT_SENTINEL_PORT = 26379
-# How long a command waits for one of the pool's connections (redis-py's default of 100) when
-# all are in use, as the socket timeout bounds a command's answer.
 # A reply slower than this is a dead connection (so a webhook answers 503 quickly). A blocking
 # wait (a sender's BLPOP on its doorbell) therefore waits at most LONGEST_BLOCK_S: one that
 # waited the whole socket timeout would be cut off as a timeout every idle round, logged as a
 # Redis failure and backed off for up to 30 s.
 SOCKET_TIMEOUT_S = 5.0
 LONGEST_BLOCK_S = 2.0
+# How long a command waits for one of the pool's connections (redis-py's default of 100) when
+# all are in use, as the socket timeout bounds a command's answer.
 POOL_WAIT_S = 5.0
 
 

@@ -87,10 +87,12 @@ function renderChannel(channel) {
   const items = [...channel.messages.map((m) => ({ ...m, kind: "message" })),
     ...loose.map((e) => ({ ...e, kind: "ephemeral" }))].sort((a, b) => Number(a.ts) - Number(b.ts));
   if ((!view.thread || view.threadAuto) && !view.threadClosed) {
-    // Follow the newest incident by itself: the newest message with a thread, else with blocks
-    // (a root before its first reply); a message of its own, such as an early warning, has none.
+    // Follow the newest incident by itself: the newest message with a thread, else an incident's
+    // root before its first reply (its metadata names it "root"); a message of its own, such as
+    // an early warning or the weekly report, opens no thread.
     const newest = [...channel.messages].reverse();
-    const incident = newest.find((m) => m.reply_count) || (view.thread ? null : newest.find((m) => m.blocks?.length));
+    const isRoot = (m) => m.metadata?.event_payload?.item === "root";
+    const incident = newest.find((m) => m.reply_count) || (view.thread ? null : newest.find(isRoot));
     if (incident) { view.thread = incident.ts; view.threadAuto = true; }
   }
   box.replaceChildren(...(items.length ? items.map((item) => message(item, channel, true))
@@ -127,7 +129,8 @@ function stickToBottom(box) {
 
 function message(item, channel, inChannel) {
   const users = view.state.users;
-  const isBot = item.user === view.state.bot_user_id || item.bot_id;
+  // An ephemeral's `user` is who sees it; the app sent it (the page has no other sender of them).
+  const isBot = item.kind === "ephemeral" || item.user === view.state.bot_user_id || item.bot_id;
   const name = isBot ? "queuepilot" : users[item.user] || item.user;
   const when = new Date(Number(item.ts) * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   const ctx = {

@@ -287,6 +287,13 @@ def test_a_schedule_day_is_a_day_name_not_any_word_starting_like_one() -> None:
         # Friday 16:30 in Los Angeles is Saturday 00:30 UTC.
         ("fri 16:30 America/Los_Angeles", "2026-11-28T01:00:00+00:00", "2026-11-28T00:30:00+00:00"),
         ("sun 23:59", "2026-11-25T12:00:00+00:00", "2026-11-22T23:59:00+00:00"),
+        # The clocks go back in London at 02:00 BST on 25 October 2026: 01:45 comes twice, first
+        # at 00:45 UTC. Asked at 01:10 UTC (01:10 GMT, the hour again) it was due 25 min ago.
+        ("sun 01:45 Europe/London", "2026-10-25T01:10:00+00:00", "2026-10-25T00:45:00+00:00"),
+        # And in New York on 1 November 2026 (01:30 EDT is 05:30 UTC).
+        ("sun 01:30 America/New_York", "2026-11-01T06:10:00+00:00", "2026-11-01T05:30:00+00:00"),
+        # Spring forward in London, 29 March 2026: 01:30 does not exist; it is taken as 02:30 BST.
+        ("sun 01:30 Europe/London", "2026-03-29T02:00:00+00:00", "2026-03-29T01:30:00+00:00"),
     ],
 )
 def test_the_last_time_a_schedule_was_due(schedule: str, now: str, due: str) -> None:

@@ -187,6 +187,7 @@ def matchers_of(*texts: str) -> tuple[Matcher, ...]:
         ('team="a\\\\b"', [Matcher("team", "a\\b")]),
         ('team="a\\nb"', [Matcher("team", "a\nb")]),
         ('team = "a, b"', [Matcher("team", "a, b")]),
+        ("team=ci,", [Matcher("team", "ci")]),  # a trailing comma, as ParseMatchers takes it
         ('  team  !~  "x|y"  ', [Matcher("team", "x|y", is_equal=False, is_regex=True)]),
         # One string, several matchers: Alertmanager's `matchers:` list items take this form.
         (
@@ -215,6 +216,8 @@ def test_matchers_read_as_alertmanager_reads_them(text: str, expected: list[Matc
         'team="ci" priority="P1"',  # two matchers need a comma
         "{}",
         " , ",
+        "team=ci,,priority=P1",  # an empty matcher: ParseMatcher("") refuses it
+        ",team=ci",
     ],
 )
 def test_what_alertmanager_refuses_is_refused_not_a_route_that_never_matches(text: str) -> None:
@@ -267,7 +270,8 @@ def test_a_regex_re2_would_not_run_the_same_is_refused(regex: str) -> None:
         ("(?<team>ci)", "ci", "cd"),
         ("\\x{41}+", "AA", "B"),
         ("\\d+", "12", "١٢"),  # RE2's \d is ASCII
-        ("a.b", "a\nb", "ab"),  # Alertmanager's (?s:...)
+        ("a.b", "a-b", "a\nb"),  # Alertmanager compiles ^(?:…)$: `.` is not a newline
+        ("(?s:a.b)", "a\nb", "ab"),  # unless the pattern says so
         ("\\pL+", "rocm", "rocm1"),  # RE2 has Unicode classes; Python's re does not
         ("[[:^alpha:]]+", "12", "a"),
     ],

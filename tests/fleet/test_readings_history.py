@@ -1,6 +1,6 @@
 """The capacity report's history where the backend keeps none (`METRICS_BACKEND=github`):
 queuepilot's own readings, kept a slot apart in a real Redis by the replicas that take them, and
-the report a responder reads from them."""
+the report a responder reads from them. The readings are the GitHub backend's own (`fleet_of`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bot.actions.interactions import Interactions
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.report import Report, ReportConfig
 from bot.backends.metrics.alert import AlertMetrics
+from bot.backends.metrics.github import fleet_of
 from bot.domain.early_warning import Thresholds
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings
@@ -28,9 +29,10 @@ BUSY = (timedelta(hours=10), timedelta(hours=13))  # each day, the fleet at its 
 
 
 class WorkdayFleet:
-    """The metrics interface as the GitHub backend serves it: registered and busy runners, the
-    queue and its longest wait; full from 10:00 to 13:00 every day, queueing 14 with a 30-minute
-    wait, idle otherwise. `replica` marks which replica's reading a slot kept."""
+    """The GitHub backend's reading (its own `fleet_of`, over jobs and runners as GitHub's API
+    lists them): from 10:00 to 13:00 every day 20 runners busy and 14 jobs queued for 30
+    minutes; otherwise no job at all, so the reading lists no runner type. GitHub has no
+    maximum. `replica` marks which replica's reading a slot kept (its jobs' duration)."""
 
     name = "GitHub"
     live = True
@@ -40,16 +42,25 @@ class WorkdayFleet:
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         into_day = now - now.replace(hour=0, minute=0, second=0, microsecond=0)
-        busy = BUSY[0] <= into_day < BUSY[1]
-        metrics = RunnerTypeMetrics(
-            queued=14 if busy else 0,
-            longest_wait_mins=30 if busy else 0,
-            registered=20 if busy else 4,
-            busy=20 if busy else 1,
-            maximum=20,
-            job_duration_mins=40 + self.replica,
+        if not BUSY[0] <= into_day < BUSY[1]:
+            return fleet_of([], [], now=now, every_job_listed=True)
+        labels = [{"name": "self-hosted"}, {"name": "linux.2xlarge"}]
+        since = (now - timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        queued = [
+            {"labels": ["linux.2xlarge"], "status": "queued", "created_at": since}
+            for _ in range(14)
+        ]
+        running = [
+            {"labels": ["linux.2xlarge"], "status": "in_progress", "runner_id": n}
+            for n in range(20)
+        ]
+        runners = [{"labels": labels, "status": "online", "busy": True} for _ in range(20)]
+        fleet = fleet_of([*queued, *running], runners, now=now, every_job_listed=True)
+        # The job minutes the jobs listing adds to a reading, told apart by replica.
+        shown = fleet.runner_types["linux.2xlarge"].model_copy(
+            update={"job_duration_mins": 40 + self.replica}
         )
-        return FleetSnapshot(at=now, source="github", runner_types={"linux.2xlarge": metrics})
+        return fleet.model_copy(update={"runner_types": {"linux.2xlarge": shown}})
 
     async def aclose(self) -> None:
         return None
@@ -92,9 +103,11 @@ async def test_two_days_of_readings_give_the_hours_at_the_maximum_and_over_the_t
     )
     assert history.note == ""  # every slot was read
     kept = history.types["linux.2xlarge"]
-    assert kept.step_s == 300 and len(kept.queued) == 2 * 288  # one reading a slot, not two
-    assert kept.hours_at_max == 6.0  # 10:00 to 13:00, both days
-    assert kept.hours_over(Thresholds(queued=10)) == 6.0
+    # Every slot has the type: listed while busy, else nothing queued (the reading listed every
+    # job). One reading a slot, not two.
+    assert kept.step_s == 300 and len(kept.queued) == 2 * 288
+    assert kept.hours_at_max is None  # GitHub has no maximum: not a number it can give
+    assert kept.hours_over(Thresholds(queued=10)) == 6.0  # 10:00 to 13:00, both days
     assert kept.hours_over(Thresholds(wait_mins=45)) == 0.0
     # Three hours a day of 30-minute waits in twenty-four: p50 idle, p90 the busy hours' wait.
     assert kept.wait_p50_mins == 0 and kept.wait_p90_mins == 30
@@ -110,7 +123,8 @@ async def test_a_window_the_bot_was_down_for_is_not_counted_and_the_history_says
     history = await ReadingsHistory(redis, Keys("qp"), interval_s=60).history(
         start=START, end=START + timedelta(days=2)
     )
-    assert history.types["linux.2xlarge"].hours_at_max == 3.0  # the second day's only
+    over = history.types["linux.2xlarge"].hours_over(Thresholds(queued=10))
+    assert over == 3.0  # the second day's only
     assert history.note.startswith("queuepilot's readings cover 1.0 of these 2.0 days")
 
 
@@ -121,7 +135,7 @@ async def test_an_unreadable_slot_is_left_out_and_the_rest_is_read(redis: Redis)
         at = START + timedelta(hours=hour)
         metrics = RunnerTypeMetrics(queued=5, registered=20, maximum=20)
         await kept.keep(FleetSnapshot(at=at, source="github", runner_types={"gpu": metrics}))
-    await redis.hset(keys.readings_day("20261121"), "3900", "{not json")
+    await redis.hset(keys.readings_day("20261121"), str(int(START.timestamp()) + 3900), "{not")
     history = await kept.history(start=START, end=START + timedelta(hours=3))
     assert sorted(history.types["gpu"].queued) == [START.timestamp() + h * 3600 for h in range(3)]
 
@@ -152,7 +166,6 @@ async def test_with_the_github_backend_the_report_has_the_week_from_queuepilots_
     outcome = await report.report(Actor("U1", "al"), 7, interaction="i1")
     text = outcome.message
     assert "• *linux.2xlarge*: 0 incidents · 21 h over the thresholds" in text, text
-    assert "sampled longest wait p50 0 s, p90 30 min · 21 h at the maximum" in text
-    assert "from queuepilot's history" in text
-    # Three hours a day at its maximum for a week: the size is a question.
-    assert "raise maxRunners 20 →" in text
+    assert "sampled longest wait p50 0 s, p90 30 min · peak 14 queued" in text
+    assert "at the maximum" not in text  # GitHub cannot say
+    assert "sampled longest wait, hours over the alert's thresholds from queuepilot's" in text
