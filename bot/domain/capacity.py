@@ -188,8 +188,7 @@ def report_channels(
 
 
 def _types_of(incident: Incident) -> list[str]:
-    names = {*incident.peak_types, *(incident.live.runner_types if incident.live else {})}
-    return sorted(names) or [NO_TYPE]
+    return sorted(incident.shown_types) or [NO_TYPE]
 
 
 def _report(

@@ -74,9 +74,8 @@ def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresh
 
 
 def shown_types(incident: Incident) -> set[str]:
-    """The runner types an incident shows (its peak's and its live view's), casefolded."""
-    shown = {*incident.peak_types, *(incident.live.runner_types if incident.live else {})}
-    return {name.casefold() for name in shown}
+    """The runner types an incident shows, casefolded (as a view matches a label to a reading)."""
+    return {name.casefold() for name in incident.shown_types}
 
 
 def _stated(incident: Incident) -> Thresholds:

@@ -159,6 +159,11 @@ class Incident(BaseModel):
     def is_open(self) -> bool:
         return self.status is Status.FIRING
 
+    @property
+    def shown_types(self) -> set[str]:
+        """The runner types the incident shows: its peak's and its live view's."""
+        return {*self.peak_types, *(self.live.runner_types if self.live else {})}
+
     def snapshot(self, at: datetime) -> Snapshot:
         return Snapshot(at=at, numbers=self.numbers, runner_types=dict(self.runner_types))
 

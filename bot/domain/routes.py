@@ -119,8 +119,6 @@ def _route(n: int, item: object) -> Route:
     texts = item.get("match", item.get("matchers"))
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
         raise ValueError(f'route {n}: "match" must be a non-empty list of strings')
-    if len(texts) > MAX_MATCHERS:
-        raise ValueError(f"route {n}: at most {MAX_MATCHERS} matchers")
     matchers: list[Matcher] = []
     for text in texts:
         try:

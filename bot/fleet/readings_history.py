@@ -123,8 +123,7 @@ def _numbers(m: RunnerTypeMetrics) -> list[float | None]:
     level = m.desired if m.desired is not None else (max(known) if known else None)
     # Nothing queued is no wait (GitHub has no oldest job to date one from).
     wait = 0.0 if m.longest_wait_mins is None and m.queued == 0 else m.longest_wait_mins
-    row = [m.queued, wait, level, m.maximum, m.job_duration_mins]
-    return [v if v is not None and math.isfinite(v) else None for v in row]
+    return [m.queued, wait, level, m.maximum, m.job_duration_mins]  # read back only if finite
 
 
 Slot = tuple[float, dict[str, list[Any]], bool]  # when, each type's numbers, complete or not

@@ -254,26 +254,23 @@ class ChannelSender:
                 await self._queue.record_reply(self.channel, incident_id, head.item)
                 return None
             head = replace(head, rendered=rendered)
-        if head.kind == CHART or has_charts(head.rendered):
+        if head.kind == CHART:
+            # Where charts go as blocks, the picture queued with a status or summary is not
+            # posted; else it is drawn from the incident now.
             images = await self._charts.as_images()
-            # Where charts go as blocks, the picture queued with a status or summary is not posted.
-            if head.kind == CHART and not images:
+            chart = await self._chart_now(incident_id, head) if images else None
+            if chart is None or not chart.series:
                 await self._queue.record_reply(self.channel, incident_id, head.item)
                 return None
-            if images:
-                head = replace(head, rendered=without_charts(head.rendered))
+            return ChartUpload(incident_id, head, head.thread, chart)
+        if has_charts(head.rendered) and await self._charts.as_images():
+            head = replace(head, rendered=without_charts(head.rendered))
         # A quiet status whose post as a reply of its own may have landed is that reply now: it
         # is looked up, not made an edit as well.
         quiet = head.kind == RESTATUS and head.status_ts
         posted_maybe = in_flight is not None and in_flight.item == head.item
         if quiet and not posted_maybe and await self._edited_status(incident_id, head):
             return None
-        if head.kind == CHART:
-            chart = await self._chart_now(incident_id, head)
-            if chart is None or not chart.series:
-                await self._queue.record_reply(self.channel, incident_id, head.item)
-                return None
-            return ChartUpload(incident_id, head, head.thread, chart)
         return ReplyPost(incident_id, head, head.thread)
 
     async def _chart_now(self, incident_id: str, head: HeadReply) -> ChartData | None:
