@@ -3,7 +3,9 @@ its incident has resolved: that is when a warning matters (before the next firin
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,44 +25,70 @@ from tests.status.test_early_warning import START, TYPE, Building
 from tests.support.payloads import fixture_json
 
 
-async def test_a_resolved_alerts_thresholds_still_warn(redis_url: str) -> None:
+@dataclass
+class Rig:
+    """The early warning on a real Redis, a fleet that builds, and a clock the test moves."""
+
+    redis: Redis
+    store: IncidentStore
+    warnings: WarningStore
+    upkeep: EarlyWarnings
+    now: list[datetime]
+
+    async def reading(self, fleet: Building, in_system: float) -> None:
+        fleet.in_system = in_system
+        self.now[0] += timedelta(seconds=60)
+        await self.upkeep.tick()
+
+
+@asynccontextmanager
+async def rig(redis_url: str, fleet: Building, config: WarningConfig) -> AsyncIterator[Rig]:
     redis = Redis.from_url(redis_url, decode_responses=True)
     await redis.flushdb()
-    fleet, now = Building(), [START]
+    now = [START]
     store = IncidentStore(redis, "qp")
-    warnings = WarningStore(redis, store.keys)
     readings = FleetReadings(
         redis, store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
     )
+    warnings = WarningStore(redis, store.keys)
+    upkeep = EarlyWarnings(readings, store, warnings, config=config, clock=lambda: now[0])
+    try:
+        yield Rig(redis, store, warnings, upkeep, now)
+    finally:
+        await redis.aclose()
+
+
+async def test_a_resolved_alerts_thresholds_still_warn(redis_url: str) -> None:
+    fleet = Building()
     # No thresholds in the settings: only the alert rule's.
-    upkeep = EarlyWarnings(
-        readings, store, warnings, config=WarningConfig(channel="C1"), clock=lambda: now[0]
-    )
+    async with rig(redis_url, fleet, WarningConfig(channel="C1")) as on:
+        await _resolved_with_thresholds(on)
+        for n in (18, 20, 22, 24):  # 4 queued, +2/min at the maximum: 10 queued in 3 minutes
+            await on.reading(fleet, n)
+        state = (await on.warnings.all()).get(TYPE)
+    assert state is not None and state.phase is Phase.ACTIVE, "warned at the rule's threshold"
+    assert "the alert fires in ~3 min" in state.text
+
+
+async def _resolved_with_thresholds(on: Rig) -> None:
+    """An incident whose alert stated a queue threshold of 10, since resolved."""
     firing = delivery_of(
         parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
     )
     stated = replace(firing.facts.numbers, queue_size_threshold=10.0, queue_time_threshold=None)
     firing = firing.model_copy(update={"facts": replace(firing.facts, numbers=stated)})
-    incident = open_incident(firing, incident_id="7", uid="u7", channel="C1", now=now[0])
+    incident = open_incident(firing, incident_id="7", uid="u7", channel="C1", now=on.now[0])
     assert incident.numbers.queue_size_threshold == 10.0
-    assert await store.commit(Commit(incident, group=GroupState(incident_id="7")))
+    assert await on.store.commit(Commit(incident, group=GroupState(incident_id="7")))
     # The alert resolves, as the rule says it (the real payload): the queue has gone.
     resolved_payload = fixture_json("grafana/queue-alert-resolved.json")
     resolved, _ = apply_notification(
         incident,
         delivery_of(parse_notification("grafana", resolved_payload)),
         entry_id="2-0",
-        now=now[0],
+        now=on.now[0],
     )
-    assert await store.commit(Commit(resolved, version=1))
-
-    for n in (18, 20, 22, 24):  # 4 queued, +2/min at the maximum: 10 queued in 3 minutes
-        fleet.in_system = n
-        now[0] += timedelta(seconds=60)
-        await upkeep.tick()
-    state = (await warnings.all()).get(TYPE)
-    assert state is not None and state.phase is Phase.ACTIVE, "warned at the rule's threshold"
-    assert "the alert fires in ~3 min" in state.text
+    assert await on.store.commit(Commit(resolved, version=1))
 
 
 async def test_an_incident_in_another_channel_naming_the_type_takes_the_warning_on(
@@ -69,38 +97,25 @@ async def test_an_incident_in_another_channel_naming_the_type_takes_the_warning_
     """The warning went where the type's route sends it (C1); the alert's incident opened in
     another channel (C2, a team route) and names the type, spelled as the alert's label has it:
     the warning is folded into it all the same, its message edited where it is."""
-    redis = Redis.from_url(redis_url, decode_responses=True)
-    await redis.flushdb()
-    fleet, now = Building(), [START]
-    store = IncidentStore(redis, "qp")
-    warnings = WarningStore(redis, store.keys)
-    readings = FleetReadings(
-        redis, store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
-    )
+    fleet = Building()
     config = WarningConfig(channel="C1", thresholds=Thresholds(queued=10))
-    upkeep = EarlyWarnings(readings, store, warnings, config=config, clock=lambda: now[0])
+    async with rig(redis_url, fleet, config) as on:
+        for n in (18, 20, 22, 24):
+            await on.reading(fleet, n)
+        state = (await on.warnings.all())[TYPE]
+        await on.warnings.record_post(state, "1700000000.000100")
 
-    async def reading(in_system: float) -> None:
-        fleet.in_system = in_system
-        now[0] += timedelta(seconds=60)
-        await upkeep.tick()
-
-    for n in (18, 20, 22, 24):
-        await reading(n)
-    state = (await warnings.all())[TYPE]
-    await warnings.record_post(state, "1700000000.000100")
-
-    firing = delivery_of(
-        parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
-    )
-    incident = open_incident(firing, incident_id="9", uid="u9", channel="C2", now=now[0])
-    named = {TYPE.upper(): RunnerQueue(queued=12)}
-    incident = incident.model_copy(update={"peak_types": named, "runner_types": named})
-    assert await store.commit(Commit(incident, group=GroupState(incident_id="9")))
-    await reading(26)
-    folded = (await warnings.all())[TYPE]
-    assert folded.phase is Phase.FOLDED and folded.incident_id == "9"
-    assert folded.channel == "C1" and await warnings.edits("C1") == [TYPE]
+        firing = delivery_of(
+            parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        )
+        incident = open_incident(firing, incident_id="9", uid="u9", channel="C2", now=on.now[0])
+        named = {TYPE.upper(): RunnerQueue(queued=12)}
+        incident = incident.model_copy(update={"peak_types": named, "runner_types": named})
+        assert await on.store.commit(Commit(incident, group=GroupState(incident_id="9")))
+        await on.reading(fleet, 26)
+        folded = (await on.warnings.all())[TYPE]
+        assert folded.phase is Phase.FOLDED and folded.incident_id == "9"
+        assert folded.channel == "C1" and await on.warnings.edits("C1") == [TYPE]
 
 
 async def test_one_types_failure_does_not_cost_the_others_their_warning(
@@ -116,9 +131,7 @@ async def test_one_types_failure_does_not_cost_the_others_their_warning(
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(upkeep_module, "forecast", failing)
-    redis = Redis.from_url(redis_url, decode_responses=True)
-    await redis.flushdb()
-    fleet, now = Building(), [START]
+    fleet = Building()
     read = fleet.read
 
     async def two_types(*, now: datetime) -> FleetSnapshot:
@@ -127,15 +140,8 @@ async def test_one_types_failure_does_not_cost_the_others_their_warning(
         return snapshot.model_copy(update={"runner_types": types})
 
     fleet.read = two_types  # type: ignore[method-assign]
-    store = IncidentStore(redis, "qp")
-    warnings = WarningStore(redis, store.keys)
-    readings = FleetReadings(
-        redis, store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
-    )
     config = WarningConfig(channel="C1", thresholds=Thresholds(queued=10))
-    upkeep = EarlyWarnings(readings, store, warnings, config=config, clock=lambda: now[0])
-    for n in (18, 20, 22, 24):
-        fleet.in_system = n
-        now[0] += timedelta(seconds=60)
-        await upkeep.tick()
-    assert set(await warnings.all()) == {TYPE}
+    async with rig(redis_url, fleet, config) as on:
+        for n in (18, 20, 22, 24):
+            await on.reading(fleet, n)
+        assert set(await on.warnings.all()) == {TYPE}
