@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import logging
 import sys
 from pathlib import Path
 
-from bot.config import SettingsError, load_settings
+from bot.config import SettingsError, read_settings, unknown_variables
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,14 +36,16 @@ def _serve() -> int:
     from bot.storage.connection import RedisSetupError, refuse_cluster
 
     try:
-        settings = load_settings()
-        settings.check_serve()
+        settings = read_settings()
         # Building the backends can still find a setting unusable (an unreadable kubeconfig).
         bot = build_bot(settings)
     except SettingsError as exc:
-        print(f"queuepilot: configuration error: {exc}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"queuepilot: configuration error: {problem}", file=sys.stderr)
         return 2
     logs.configure(settings.log_level)
+    for near_miss in unknown_variables():
+        logging.getLogger("queuepilot").warning("%s (ignored)", near_miss)
     try:
         refuse_cluster(settings.redis_url, settings.sentinel())
     except RedisSetupError as exc:

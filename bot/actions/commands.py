@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 
 from bot.actions.core import ActionCore, Actor, Outcome
-from bot.domain.durations import MAX_SILENCE_S, is_silence_length
+from bot.domain.durations import is_silence_length, span_seconds
 from bot.domain.incidents import Incident
 from bot.domain.whole_numbers import ascii_whole
 from bot.render.mrkdwn import slack_date, truncate
@@ -38,7 +38,6 @@ MAX_SCAN = 500  # open incidents read to find the ones of a channel
 LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
 
 # ASCII digits only: `\d` also matches Arabic-Indic and other Unicode digits.
-_DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _COUNT = re.compile(r"\+?([0-9]+)")
 # A word like a window (`14d`, `2w`, `400d`) given where a report's runner type goes.
 _WINDOW_LIKE = re.compile(r"[0-9]+[a-zA-Z]?")
@@ -64,15 +63,10 @@ class Command:
 
 def parse_duration(text: str) -> int:
     """`2h`, `30m`, `1h30m`, `1d` -> seconds (at most 7 days)."""
-    match = _DURATION.fullmatch(text.strip().lower())
-    if not text.strip() or match is None or not any(match.groups()):
+    total = span_seconds(text)
+    if total is None:
         shown = truncate(escape(text), 40)
         raise CommandError(f"`{shown}` is not a duration: use e.g. `30m`, `2h`, `1h30m`")
-    # Each part is capped just past the limit, so thousands of digits are "too long", not a crash.
-    days, hours, minutes, seconds = (
-        ascii_whole(g or "0", MAX_SILENCE_S + 1) or 0 for g in match.groups()
-    )
-    total = days * 86400 + hours * 3600 + minutes * 60 + seconds
     if not is_silence_length(total):
         raise CommandError("a silence lasts between 1 minute and 7 days")
     return total

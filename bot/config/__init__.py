@@ -1,0 +1,27 @@
+"""queuepilot's settings: the model (`settings`), what each value must be (`values`), what serve
+needs of them together (`serve`), reading them (`loading`) and their reference (`reference`)."""
+
+from bot.config.loading import known_variables, load_settings, read_settings, unknown_variables
+from bot.config.settings import (
+    JobsBackend,
+    MetricsBackend,
+    ScalerBackend,
+    ScaleTargetSetting,
+    Settings,
+    SettingsError,
+    SilenceBackend,
+)
+
+__all__ = [
+    "JobsBackend",
+    "MetricsBackend",
+    "ScaleTargetSetting",
+    "ScalerBackend",
+    "Settings",
+    "SettingsError",
+    "SilenceBackend",
+    "known_variables",
+    "load_settings",
+    "read_settings",
+    "unknown_variables",
+]

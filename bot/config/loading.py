@@ -1,0 +1,128 @@
+"""Reading the settings: every problem at once, each naming the variable an operator sets (and
+the place inside a JSON setting), and the variables that look like ours but are not."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr, ValidationError
+from pydantic_core import ErrorDetails
+
+from bot.config.settings import Settings, SettingsError
+
+# Kubernetes gives a pod `<SERVICE>_PORT`, `<SERVICE>_SERVICE_HOST`, … for every Service in its
+# namespace: a Service named `prometheus` makes PROMETHEUS_PORT, which is no typo of ours.
+_SERVICE_LINK = re.compile(r".+_(SERVICE_HOST|SERVICE_PORT(_.+)?|PORT(_[0-9]+_(TCP|UDP|SCTP).*)?)")
+# How close a name must be to one of ours to be taken for a misspelling of it.
+_NEAR = 0.85
+
+
+def known_variables() -> frozenset[str]:
+    """Every variable queuepilot reads."""
+    return frozenset(name.upper() for name in Settings.model_fields)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment, `.env` and `overrides`; SettingsError with every value
+    that is wrong."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError([_problem(error) for error in exc.errors()]) from None
+
+
+def read_settings(**overrides: Any) -> Settings:
+    """Settings `serve` can run with: every wrong value and every missing or conflicting one,
+    in one SettingsError."""
+    try:
+        settings = load_settings(**overrides)
+    except SettingsError as wrong:
+        failed = _failed_fields(wrong.problems)
+        # The other settings are still checked together, each failed one at its default; what
+        # that reports of a failed variable is said already.
+        defaults = {
+            name: Settings.model_fields[name].get_default(call_default_factory=True)
+            for name in failed
+        }
+        try:
+            rest = load_settings(**{**overrides, **defaults}).serve_problems()
+        except SettingsError:
+            rest = []
+        named = {name.upper() for name in failed}
+        extra = [p for p in rest if not any(name in p for name in named)]
+        raise SettingsError(wrong.problems + extra) from None
+    problems = settings.serve_problems()
+    if problems:
+        raise SettingsError(problems)
+    return settings
+
+
+def unknown_variables(
+    environ: Mapping[str, str] | None = None, dotenv: Path | None = Path(".env")
+) -> list[str]:
+    """Variables (in the environment or `.env`) that look like a misspelt setting of ours."""
+    names = set(os.environ if environ is None else environ)
+    if dotenv is not None and dotenv.is_file():
+        from dotenv import dotenv_values
+
+        names |= set(dotenv_values(dotenv))
+    known = known_variables()
+    found = []
+    for name in sorted(names):
+        upper = name.upper()
+        if upper in known or _SERVICE_LINK.fullmatch(upper):
+            continue
+        near = difflib.get_close_matches(upper, known, n=1, cutoff=_NEAR) or _same_words(upper)
+        if near:
+            found.append(f"{name} is not a queuepilot setting: did you mean {' or '.join(near)}?")
+    return found
+
+
+def _same_words(name: str) -> list[str]:
+    """Ours with a word left out or added: SLACK_TOKEN for SLACK_BOT_TOKEN, SLACK_CHANNEL_ID
+    for SLACK_CHANNEL."""
+    words = set(name.split("_"))
+    return [
+        known
+        for known in sorted(known_variables())
+        if len(words & set(known.split("_"))) >= 2
+        and (words <= set(known.split("_")) or set(known.split("_")) <= words)
+    ]
+
+
+def _failed_fields(problems: list[str]) -> list[str]:
+    return [
+        field
+        for field in Settings.model_fields
+        if any(p.startswith((field.upper() + ":", field.upper() + "[")) for p in problems)
+    ]
+
+
+def _problem(error: ErrorDetails) -> str:
+    """`SCALER_TARGETS["linux.2xlarge"].cap: must be ≥ 1` from pydantic's error."""
+    field, *path = error["loc"] or ("settings",)
+    name = str(field).upper()
+    where = "".join(f"[{p}]" if isinstance(p, int) else f'["{p}"]' for p in path[:1])
+    where += "".join(f".{p}" for p in path[1:])
+    message = error["msg"].removeprefix("Value error, ")
+    shown = _shown_input(str(field), error)
+    return f"{name}{where}: {message}{shown}"
+
+
+def _shown_input(field: str, error: ErrorDetails) -> str:
+    """The value that was refused, where pydantic's message doesn't say it and it is no
+    secret."""
+    if error["type"] == "value_error" or error["loc"][1:]:
+        return ""
+    annotation = (
+        str(Settings.model_fields[field].annotation) if field in Settings.model_fields else ""
+    )
+    value = error.get("input")
+    if "SecretStr" in annotation or isinstance(value, SecretStr) or not isinstance(value, str):
+        return ""
+    return f" (got {value[:40]!r})"

@@ -1,0 +1,149 @@
+"""What `serve` needs beyond valid values: the settings that only work together, every missing
+one named at once, so a deployment is fixed in one round and not one error per restart."""
+
+from __future__ import annotations
+
+from bot.config.settings import (
+    JobsBackend,
+    MetricsBackend,
+    ScalerBackend,
+    Settings,
+    SettingsError,
+    SilenceBackend,
+)
+
+
+def serve_problems(settings: Settings) -> list[str]:
+    problems: list[str] = []
+    try:
+        settings.sentinel()
+    except SettingsError as exc:
+        problems += exc.problems
+    problems += _slack(settings)
+    problems += _webhooks(settings)
+    problems += _silences(settings)
+    problems += _scaler(settings)
+    problems += _metrics(settings)
+    return problems
+
+
+def _slack(s: Settings) -> list[str]:
+    problems = []
+    if s.slack_bot_token is None:
+        problems.append(
+            "SLACK_BOT_TOKEN is required: the bot token (xoxb-…), from OAuth & Permissions"
+        )
+    if not s.socket_mode and s.slack_signing_secret is None:
+        problems.append(
+            "SLACK_SIGNING_SECRET is required in HTTP mode: Basic Information → Signing Secret "
+            "(or set SLACK_APP_TOKEN for Socket Mode)"
+        )
+    if not s.slack_channel:
+        problems.append(
+            "SLACK_CHANNEL is required: the ID (C…) of the channel where incidents open"
+        )
+    return problems
+
+
+def _webhooks(s: Settings) -> list[str]:
+    if (s.alert_webhook_basic_user is None) != (s.alert_webhook_basic_password is None):
+        return ["ALERT_WEBHOOK_BASIC_USER and ALERT_WEBHOOK_BASIC_PASSWORD must be set together"]
+    if not s.has_webhook_credential and not s.alert_webhook_allow_unauthenticated:
+        return [
+            "no alert webhook credential: set ALERT_WEBHOOK_TOKEN, ALERT_WEBHOOK_HMAC_SECRET "
+            "or ALERT_WEBHOOK_BASIC_USER/ALERT_WEBHOOK_BASIC_PASSWORD "
+            "(or ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED=true on a private network)"
+        ]
+    return []
+
+
+def _silences(s: Settings) -> list[str]:
+    if s.silence_backend is SilenceBackend.ALERTMANAGER and not s.alertmanager_url:
+        return ["SILENCE_BACKEND=alertmanager needs ALERTMANAGER_URL"]
+    if s.silence_backend is SilenceBackend.GRAFANA and not (s.grafana_url and s.grafana_token):
+        missing = [n for n in ("grafana_url", "grafana_token") if not getattr(s, n)]
+        return [
+            f"SILENCE_BACKEND=grafana needs {' and '.join(n.upper() for n in missing)} "
+            "(a service-account token allowed to create and remove silences)"
+        ]
+    return []
+
+
+def _scaler(s: Settings) -> list[str]:
+    backend = s.scaler_backend
+    if backend is ScalerBackend.NONE:
+        return []
+    problems = []
+    if not s.scaler_targets:
+        problems.append(
+            f"SCALER_BACKEND={backend.value} needs SCALER_TARGETS: a JSON map of runner type "
+            'to target, e.g. {"linux.2xlarge": {"target": "...", "cap": 10}}'
+        )
+    if backend is not ScalerBackend.ARC:
+        untargeted = [name for name, entry in s.scaler_targets.items() if not entry.target]
+        problems += [
+            f'SCALER_TARGETS["{name}"]: SCALER_BACKEND={backend.value} needs its "target" '
+            "(only arc derives one)"
+            for name in untargeted
+        ]
+    needs = {
+        ScalerBackend.WEBHOOK: ("scaler_webhook_url", "scaler_webhook_secret"),
+        ScalerBackend.SQS: ("scaler_sqs_queue_url", "scaler_sqs_repository"),
+    }.get(backend, ())
+    missing = [name.upper() for name in needs if not getattr(s, name)]
+    if missing:
+        problems.append(f"SCALER_BACKEND={backend.value} needs {' and '.join(missing)}")
+    return problems
+
+
+def _metrics(s: Settings) -> list[str]:
+    backend, problems = s.metrics_backend, []
+    needs = {
+        MetricsBackend.PROMETHEUS: ("prometheus_url",),
+        MetricsBackend.GITHUB: ("github_token",),
+        MetricsBackend.HUD: ("hud_url",),
+    }.get(backend, ())
+    missing = [name.upper() for name in needs if not getattr(s, name)]
+    if missing:
+        problems.append(f"METRICS_BACKEND={backend.value} needs {' and '.join(missing)}")
+    if backend is MetricsBackend.GITHUB and not (s.github_org or s.github_repos):
+        problems.append("METRICS_BACKEND=github needs GITHUB_ORG and/or GITHUB_REPOS")
+    if backend is MetricsBackend.HUD:
+        problems += _hud_threshold(s)
+    jobs = s.jobs_backend
+    if jobs is JobsBackend.GITHUB and not (s.github_token and s.github_repos):
+        problems.append("JOBS_BACKEND=github needs GITHUB_TOKEN and GITHUB_REPOS")
+    if jobs is JobsBackend.HUD and not s.hud_url:
+        problems.append("JOBS_BACKEND=hud needs HUD_URL")
+    if backend is MetricsBackend.PROMETHEUS:
+        from bot.domain.fleet import FIELDS, unknown_fields
+
+        unknown = unknown_fields(s.prometheus_queries)
+        if unknown:
+            problems.append(
+                f"PROMETHEUS_QUERIES: unknown fields {unknown}; known: {sorted(FIELDS)}"
+            )
+    return problems
+
+
+def _hud_threshold(s: Settings) -> list[str]:
+    """Refused, not warned: the HUD lists only jobs queued longer than its threshold, so with a
+    threshold past the drain's wait limit no incident could ever close by drain (a label it
+    lists has waited too long; one it lacks may have waited 29 minutes of 30)."""
+    from bot.domain.hud_queries import threshold_minutes
+    from bot.domain.incident_fleet import absence_can_drain
+
+    try:
+        threshold = threshold_minutes(s.hud_query, s.hud_parameters)
+    except ValueError as exc:
+        return [str(exc)]
+    if absence_can_drain(threshold, s.drain_max_wait_minutes):
+        return []
+    fix = "raise DRAIN_MAX_WAIT_MINUTES to at least that"
+    if s.hud_query == "queued_jobs_aggregate":
+        fix = "lower queuedThresholdMinutes in HUD_PARAMETERS or " + fix
+    return [
+        f"HUD_QUERY={s.hud_query} counts only jobs queued longer than {threshold} min, more "
+        f"than DRAIN_MAX_WAIT_MINUTES ({s.drain_max_wait_minutes:g}): no incident could close "
+        f"by drain; {fix}"
+    ]
