@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +48,23 @@ def bot_env(slack: Slack, redis_url: str, port: int, **overrides: str) -> dict[s
 class BotProcess:
     """`python -m bot serve` in a temporary directory (so no `.env` is read), output to a file."""
 
-    def __init__(self, slack: Slack, redis_url: str, workdir: Path, name: str, **env: str) -> None:
+    def __init__(
+        self,
+        slack: Slack,
+        redis_url: str,
+        workdir: Path,
+        name: str,
+        *,
+        argv: Sequence[str] = ("-m", "bot", "serve"),
+        **env: str,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = workdir / f"{name}.log"
         self.name = name
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "bot", "serve"],
+                [sys.executable, *argv],
                 cwd=workdir,
                 env=bot_env(slack, redis_url, self.port, **env),
                 stdout=out,

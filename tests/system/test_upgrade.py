@@ -1,0 +1,414 @@
+"""Upgrading from the previous release, as a Deployment's rolling update does it.
+
+The previous release (0.20.0, commit `d595b8f`) is taken from git and run as a real replica; the
+checkout is the next one. Both run `bot`'s `__main__` (`serve`) as processes of their own, each
+first saying where it imported `bot` from, on one redis-server and one Slack (the emulator),
+started from the same environment in 0.20.0's variable names, as a Deployment's pods are from one
+ConfigMap. What is promised, checked as a channel would see it:
+
+- what 0.20.0 wrote is carried over: the incident, its thread, who acknowledged it, the silence
+  made from Slack, the scale-up to put back when it resolves, its next status;
+- both versions serve side by side during the rollout: notifications sent to either are applied
+  once, by the consumers of both, each version acts on what the other wrote, and statuses are
+  not doubled;
+- the old replica stops on SIGTERM and the new one carries on: what the old one had just
+  accepted is shown, a button of the root as 0.20.0 rendered it works, statuses keep coming in
+  the same thread, the resolve posts one summary and puts the scale-up back.
+
+Going back (new to old) is not promised; it is exercised only as far as the side-by-side phase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from sandbox.serve import serve_in_thread
+from sandbox.silence_api import FakeSilenceApi
+from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.payloads import fixture_json
+from tests.support.processes import REPO, BotProcess
+from tests.support.releases import SERVE_SAYING_WHICH_CODE, imported_from, release_tree
+from tests.support.running import WEBHOOK_TOKEN, eventually
+from tests.support.scale import RUNNER
+from tests.support.slack import (
+    CHANNEL,
+    USER,
+    Slack,
+    block_action,
+    button_value,
+    ephemeral_texts,
+    signed,
+    slash,
+)
+
+PREVIOUS_RELEASE = "d595b8f"  # 0.20.0
+FIRING = "grafana/queue-alert-firing.json"
+RESOLVED = "grafana/queue-alert-resolved.json"
+AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
+SCALE_SET = ("arc-runners", "mt-l-x86iavx512-8-64")
+STATUS_INTERVAL_S = 1
+STREAM = "qp:notifications"
+MIN_RENOTIFIED, MAX_RENOTIFIED = 6, 40
+
+# What each incident's thread says besides its statuses, each exactly once (in any order: an
+# action's reply follows its backend call, and those run side by side).
+EVENTS_1 = (
+    "Incident 1: Acknowledged",
+    "Incident 1: Silenced for 1 h in Grafana",
+    f"Incident 1: Scaled {RUNNER} by +5",
+    "Incident 1: Silence removed from Grafana",
+    "Incident 1 resolved after",
+    f"Incident 1: Put {RUNNER} back (the incident resolved)",
+)
+EVENTS_2 = ("Incident 2: Acknowledged", "Incident 2 resolved after")
+ANSWERS = (
+    "You acknowledged incident 1.",
+    "You silenced incident 1 until",
+    f"You scaled `{RUNNER}` by +5",
+    "You acknowledged incident 2.",
+    "You resolved incident 2.",
+    "You removed incident 1's silence",
+)
+
+
+@pytest.fixture
+def kube(kube: FakeKubeApi) -> FakeKubeApi:
+    """The Kubernetes fake with the recorded ARC scale set, 40 runners running."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    return kube
+
+
+@pytest.fixture
+def grafana() -> Iterator[FakeSilenceApi]:
+    api = FakeSilenceApi()
+    with serve_in_thread(api.app) as server:
+        api.url = server.url  # type: ignore[attr-defined]
+        yield api
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) -> dict[str, str]:
+    """One environment for both versions, in 0.20.0's names."""
+    return {
+        "SILENCE_BACKEND": "grafana",
+        "GRAFANA_URL": grafana.url,  # type: ignore[attr-defined]
+        "GRAFANA_TOKEN": grafana.token,
+        "SCALER_BACKEND": "arc",
+        "SCALER_KUBECONFIG": str(kube.kubeconfig(tmp_path, kube.url)),  # type: ignore[attr-defined]
+        "SCALER_TARGETS": json.dumps({RUNNER: {"target": "/".join(SCALE_SET), "cap": 20}}),
+        "SCALE_ALLOWED_USERS": USER,
+        "STATUS_INTERVAL_SECONDS": str(STATUS_INTERVAL_S),
+    }
+
+
+def replica(
+    slack: Slack, redis_url: str, code: Path, workdir: Path, name: str, **env: str
+) -> BotProcess:
+    """A replica of the packages under `code` (a release's, or the checkout), started in
+    `workdir` (no `.env` there), which says where it imported them from."""
+    return BotProcess(
+        slack, redis_url, workdir, name, argv=SERVE_SAYING_WHICH_CODE, PYTHONPATH=str(code), **env
+    )
+
+
+async def ready(process: BotProcess, code: Path) -> None:
+    await process.wait_healthy()
+    for package, path in imported_from(process.output()).items():
+        assert Path(path).is_relative_to(code), f"{process.name} imported {package} from {path}"
+
+
+async def notify(process: BotProcess, source: str, payload: dict[str, Any]) -> None:
+    async with httpx.AsyncClient(base_url=process.url, timeout=10) as http:
+        response = await http.post(
+            f"/alerts/{source}", json=payload, headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
+        )
+    assert response.status_code == 202, f"{process.name}: {response.status_code} {response.text}"
+
+
+async def deliver(process: BotProcess, body: str) -> None:
+    """A signed Slack request (a click, a command), to one replica."""
+    async with httpx.AsyncClient(base_url=process.url, timeout=10) as http:
+        response = await http.post("/slack/events", content=body, headers=signed(body))
+    assert response.status_code == 200, f"{process.name}: {response.status_code} {response.text}"
+
+
+def press(value: str, action_id: str, message_ts: str) -> str:
+    action = {"type": "button", "action_id": action_id, "value": value}
+    return block_action(action, message_ts=message_ts)
+
+
+def choose_silence(seconds: int, message_ts: str) -> str:
+    option = {"text": {"type": "plain_text", "text": "1 h"}, "value": str(seconds)}
+    action = {"type": "static_select", "action_id": "incident_silence", "selected_option": option}
+    return block_action(action, message_ts=message_ts)
+
+
+def renotified(payload: dict[str, Any], *, wait: float) -> dict[str, Any]:
+    changed = copy.deepcopy(payload)
+    changed["alerts"][0]["values"]["max_queue_time_mins"] = wait
+    return changed
+
+
+def text_of(message: Any) -> str:
+    return message.text + json.dumps(message.blocks, ensure_ascii=False)
+
+
+def roots(slack: Slack) -> list[Any]:
+    return slack.emulator.channel_messages(CHANNEL)
+
+
+def root(slack: Slack, ts: str) -> Any:
+    return slack.emulator.thread(CHANNEL, ts)[0]
+
+
+def is_status(text: str) -> bool:
+    return text.startswith("Status update")
+
+
+def events(slack: Slack, ts: str) -> list[str]:
+    """The thread's replies other than statuses."""
+    return [m.text for m in slack.emulator.thread(CHANNEL, ts)[1:] if not is_status(m.text)]
+
+
+def statuses_shown(slack: Slack, ts: str) -> int:
+    """Statuses a reader saw come in: a quiet status edits the previous one in place."""
+    thread = slack.emulator.thread(CHANNEL, ts)[1:]
+    return sum(1 + m.edits for m in thread if is_status(m.text))
+
+
+def status_times(slack: Slack, ts: str) -> list[float]:
+    """When Slack was given each status of the thread, posted or edited in."""
+    shown = {m.ts for m in slack.emulator.thread(CHANNEL, ts)[1:] if is_status(m.text)}
+
+    def of_status(method: str, params: dict[str, Any]) -> bool:
+        if method == "chat.update":
+            return params.get("ts") in shown
+        posted = method == "chat.postMessage" and params.get("thread_ts") == ts
+        return posted and is_status(str(params.get("text", "")))
+
+    calls = slack.emulator.calls()
+    return [call.at for call in calls if call.ok and of_status(call.method, call.params)]
+
+
+def once_each(said: list[str], expected: tuple[str, ...]) -> None:
+    assert len(said) == len(expected), said
+    for start in expected:
+        assert sum(text.startswith(start) for text in said) == 1, (start, said)
+
+
+def drained(store: redis.Redis) -> bool:
+    """Every accepted notification applied: the stream keeps entries only until then."""
+    return store.xlen(STREAM) == 0
+
+
+async def applied(process: BotProcess) -> float:
+    """Notifications this replica's consumer applied, whatever they changed."""
+    async with httpx.AsyncClient(timeout=5) as http:
+        text = (await http.get(f"{process.url}/metrics")).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "queuepilot_notifications_applied_total"
+    )
+
+
+def logged_no_error(process: BotProcess) -> None:
+    output = process.output()
+    for sign in ("Traceback", '"level": "error"'):
+        assert sign not in output, f"{process.name} logged {sign}:\n{output[-4000:]}"
+
+
+def dump(slack: Slack, processes: list[BotProcess]) -> None:
+    for message in roots(slack):
+        for reply in slack.emulator.thread(CHANNEL, message.ts):
+            print(f"{message.ts} ({reply.edits} edits) {reply.text[:160]}")
+    for answer in ephemeral_texts(slack):
+        print(f"ephemeral: {answer[:160]}")
+    for process in processes:
+        print(f"--- {process.name} ---\n{process.output()[-6000:]}")
+
+
+@pytest.mark.slow
+async def test_a_rolling_update_from_the_previous_release_carries_everything_over(
+    redis_url: str,
+    slack: Slack,
+    kube: FakeKubeApi,
+    grafana: FakeSilenceApi,
+    store: redis.Redis,
+    tmp_path: Path,
+) -> None:
+    previous = release_tree(PREVIOUS_RELEASE, tmp_path / "0.20.0")
+    env = shared_settings(kube, grafana, tmp_path)
+    # As `python -m bot serve` from the release's own directory, so it cannot import ours.
+    old = replica(slack, redis_url, previous, previous, "0.20.0", **env)
+    processes = [old]
+    try:
+        await ready(old, previous)
+        first, unsilence = await previous_release_alone(old, slack, kube, grafana)
+
+        (tmp_path / "next").mkdir()
+        new = replica(slack, redis_url, REPO, tmp_path / "next", "next", **env)
+        processes.append(new)
+        await ready(new, REPO)
+        second = await side_by_side(old, new, slack, store, first)
+
+        await stopped_with_sigterm(old, slack, first)
+        await next_release_alone(new, slack, kube, grafana, first, unsilence)
+
+        await eventually(lambda: drained(store), what="everything applied")
+        nothing_duplicated_or_lost(slack, first.ts, second.ts)
+        assert store.xpending(STREAM, "intake")["pending"] == 0
+        assert store.xlen(f"{STREAM}:dead") == 0
+        for process in processes:
+            logged_no_error(process)
+    except BaseException:
+        dump(slack, processes)
+        raise
+    finally:
+        for process in processes:
+            process.kill()
+
+
+async def previous_release_alone(
+    old: BotProcess, slack: Slack, kube: FakeKubeApi, grafana: FakeSilenceApi
+) -> tuple[Any, str]:
+    """Incident 1 opened, acknowledged, silenced and scaled up by 0.20.0, its statuses begun:
+    its root, and the value of the root's Remove silence as 0.20.0 rendered it."""
+    await notify(old, "grafana", fixture_json(FIRING))
+    [first] = await eventually(lambda: roots(slack), what="incident 1's root")
+    await deliver(old, press(button_value(first, "incident_ack"), "incident_ack", first.ts))
+    await deliver(old, choose_silence(3600, first.ts))
+    await deliver(old, slash(f"scale {RUNNER} +5"))
+    await eventually(lambda: kube.sets[SCALE_SET]["spec"]["minRunners"] == 5, what="scaled")
+    as_rendered = await eventually(
+        lambda: (m := root(slack, first.ts)) and "silenced until" in text_of(m) and m,
+        what="the root silenced",
+    )
+    assert "acknowledged by" in text_of(as_rendered)
+    assert [s["status"]["state"] for s in grafana.silences.values()] == ["active"]
+    await eventually(lambda: statuses_shown(slack, first.ts) >= 1, what="a first status")
+    return first, button_value(as_rendered, "incident_unsilence")
+
+
+async def side_by_side(
+    old: BotProcess, new: BotProcess, slack: Slack, store: redis.Redis, first: Any
+) -> Any:
+    """Both versions serve: notifications to either are applied once, by the consumers of both,
+    each acts on what the other wrote, statuses go on. Incident 2's root."""
+    statuses_before = statuses_shown(slack, first.ts)
+    # A new group sent to both at once, twice each (an HA Alertmanager pair does): one root.
+    am_firing = fixture_json(AM_FIRING)
+    await asyncio.gather(*(notify(r, "alertmanager", am_firing) for r in (old, new) * 2))
+    await eventually(lambda: len(roots(slack)) == 2, what="incident 2's root")
+    await eventually(lambda: drained(store), what="the four applied")
+
+    # Incident 1 re-notified to each replica in turn, one at a time, until the consumers of
+    # both versions (one consumer group) have applied some: whichever has waited longest for
+    # an entry gets the next, so a few do.
+    firing = fixture_json(FIRING)
+    before = [await applied(old), await applied(new)]
+    by_version = [0.0, 0.0]
+    sent = 0
+    while sent < MIN_RENOTIFIED or not all(by_version):
+        assert sent < MAX_RENOTIFIED, f"one consumer applied all: {by_version}"
+        wait = 200 + sent
+        await notify((old, new)[sent % 2], "grafana", renotified(firing, wait=wait))
+        sent += 1
+        await eventually(lambda: drained(store), what=f"re-notification {wait} applied")
+        after = [await applied(old), await applied(new)]
+        by_version = [a - b for a, b in zip(after, before, strict=True)]
+    assert sum(by_version) == sent, f"applied by 0.20.0, next: {by_version} of {sent}"
+    last = f"{200 + sent - 1} min"
+    await eventually(lambda: last in text_of(root(slack, first.ts)), what="the last shown")
+
+    # 0.20.0 acknowledges incident 2, the next version resolves it; 0.20.0, still the channel's
+    # sender, shows both.
+    second = roots(slack)[1]
+    await deliver(old, press(button_value(second, "incident_ack"), "incident_ack", second.ts))
+    await eventually(
+        lambda: "acknowledged by" in text_of(root(slack, second.ts)), what="2 acknowledged"
+    )
+    resolve = button_value(root(slack, second.ts), "incident_resolve")
+    await deliver(new, press(resolve, "incident_resolve", second.ts))
+    await eventually(lambda: "Resolved" in text_of(root(slack, second.ts)), what="2 resolved")
+    await eventually(
+        lambda: statuses_shown(slack, first.ts) >= statuses_before + 4,
+        what="statuses while both run",
+        timeout=20,
+    )
+    return second
+
+
+async def stopped_with_sigterm(old: BotProcess, slack: Slack, first: Any) -> None:
+    """0.20.0 stops right after accepting a notification, which is shown all the same."""
+    await notify(old, "grafana", renotified(fixture_json(FIRING), wait=150))
+    old.signal(signal.SIGTERM)
+    # uvicorn re-raises SIGTERM once it has shut down, so the status is 0 or -SIGTERM.
+    assert await asyncio.to_thread(old.process.wait, 20) in (0, -signal.SIGTERM)
+    assert "queuepilot stopped cleanly" in old.output()
+    await eventually(lambda: "150 min" in text_of(root(slack, first.ts)), what="150 shown")
+
+
+async def next_release_alone(
+    new: BotProcess,
+    slack: Slack,
+    kube: FakeKubeApi,
+    grafana: FakeSilenceApi,
+    first: Any,
+    unsilence: str,
+) -> None:
+    """The next version carries incident 1 on: the same root, 0.20.0's Remove silence, the
+    statuses, the resolve's summary and the put-back of 0.20.0's scale-up."""
+    statuses_before = statuses_shown(slack, first.ts)
+    await notify(new, "grafana", renotified(fixture_json(FIRING), wait=171))
+    await eventually(lambda: "171 min" in text_of(root(slack, first.ts)), what="171 shown")
+    assert "acknowledged by" in text_of(root(slack, first.ts))
+    await deliver(new, press(unsilence, "incident_unsilence", first.ts))
+    await eventually(
+        lambda: [s["status"]["state"] for s in grafana.silences.values()] == ["expired"],
+        what="0.20.0's silence removed with 0.20.0's button",
+    )
+    await eventually(
+        lambda: statuses_shown(slack, first.ts) >= statuses_before + 2,
+        what="statuses after the handover",
+        timeout=15,
+    )
+    assert kube.sets[SCALE_SET]["spec"]["minRunners"] == 5, "incident 1's scale-up holds"
+    await notify(new, "grafana", fixture_json(RESOLVED))
+    await eventually(lambda: "Resolved" in text_of(root(slack, first.ts)), what="1 resolved")
+    await eventually(
+        lambda: kube.sets[SCALE_SET]["spec"]["minRunners"] == 0, what="the scale-up put back"
+    )
+    await eventually(lambda: len(events(slack, first.ts)) == len(EVENTS_1), what="all said")
+
+
+def nothing_duplicated_or_lost(slack: Slack, first_ts: str, second_ts: str) -> None:
+    assert [m.ts for m in roots(slack)] == [first_ts, second_ts], "one root per incident"
+    final = text_of(root(slack, first_ts))
+    assert "acknowledged by" in final and "incident_" not in final, "resolved, no buttons"
+    once_each(events(slack, first_ts), EVENTS_1)
+    once_each(events(slack, second_ts), EVENTS_2)
+    once_each(ephemeral_texts(slack), ANSWERS)
+    times = status_times(slack, first_ts)
+    assert len(times) == statuses_shown(slack, first_ts)
+    # One status an interval, whichever replicas tick: two for one interval would add one for
+    # each interval both versions ran.
+    assert len(times) <= (times[-1] - times[0]) / STATUS_INTERVAL_S + 2, times
