@@ -20,7 +20,7 @@ from redis import Redis as SyncRedis
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MaxConnectionsError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -179,6 +179,9 @@ def build_redis(
     sentinels = Sentinel(
         list(sentinel.sentinels),
         sentinel_kwargs={
+            # A Sentinel that is down is skipped for the next at once: with redis-py's default
+            # retries and backoff, every new connection waited seconds to find the master.
+            "retry": Retry(NoBackoff(), 0),
             "socket_timeout": 1,
             "socket_connect_timeout": 1,
             "password": sentinel.sentinel_password,
