@@ -13,7 +13,7 @@ SERVERS := redis-server redis-sentinel prometheus-alertmanager prometheus
 BROWSER := chromium
 BROWSER_PACKAGES := chromium fonts-noto-color-emoji
 
-.PHONY: test demo lint format bench serve system-deps browser-deps screenshot apt-install clean
+.PHONY: test demo lint format bench serve system-deps browser-deps screenshot apt-install clean image
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES=python3-venv
@@ -72,6 +72,19 @@ bench: $(STAMP)
 
 serve: $(STAMP)
 	$(BIN)/queuepilot serve
+
+# The container image (Dockerfile), built and tested here as root without a registry: buildah
+# builds it on a debian:bookworm-slim debootstrapped from this machine's Debian mirror
+# (deploy/image/build.sh), then runc runs it as a pod would, against a real Redis and the Slack
+# emulator (tests/image).
+QUEUEPILOT_IMAGE ?= localhost/queuepilot:dev
+IMAGE_TOOLS := buildah debootstrap runc redis-server
+
+image: $(STAMP)
+	@missing=""; for s in $(IMAGE_TOOLS); do command -v $$s >/dev/null 2>&1 || missing="$$missing $$s"; done; \
+	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt-install PACKAGES="$$missing"; fi
+	deploy/image/build.sh $(QUEUEPILOT_IMAGE)
+	QUEUEPILOT_IMAGE=$(QUEUEPILOT_IMAGE) $(BIN)/pytest -m image tests/image
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,44 @@
+# queuepilot's image: `queuepilot serve` as a non-root user on a read-only root filesystem, where
+# only /tmp is written (Kubernetes mounts an emptyDir there). `make image` builds this file with
+# buildah and runs it as Kubernetes would (tests/image); .github/workflows/image.yml publishes it.
+
+# Debian's Python (bookworm: 3.11) in both stages, so the virtualenv built here runs there as is.
+FROM debian:bookworm-slim AS build
+# ca-certificates: Debian's pip trusts the system's certificates (not certifi's) to reach PyPI.
+RUN apt-get update \
+    && apt-get install --yes --no-install-recommends python3 python3-venv ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /opt/queuepilot
+# The dependencies alone first: this layer is reused until pyproject.toml changes. The `aws` extra
+# (boto3, for the `sqs` and `aws-asg` scalers) is in, so one image serves every backend.
+COPY pyproject.toml /src/
+RUN python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]; \
+        print(*p["dependencies"], *p["optional-dependencies"]["aws"], sep="\n")' \
+        > /tmp/requirements.txt \
+    && /opt/queuepilot/bin/pip install --no-cache-dir --requirement /tmp/requirements.txt
+# The context is the package and its metadata only (.dockerignore), and only the installed package
+# leaves this stage. pip and setuptools are only needed to install: the bot never imports them.
+COPY . /src/
+RUN /opt/queuepilot/bin/pip install --no-cache-dir --no-deps /src \
+    && /opt/queuepilot/bin/pip uninstall --yes pip setuptools
+
+FROM debian:bookworm-slim
+# ca-certificates: Slack and every other HTTPS backend; tzdata: schedules in named time zones.
+RUN apt-get update \
+    && apt-get install --yes --no-install-recommends python3 ca-certificates tzdata \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --uid 10001 --user-group --home-dir /nonexistent --no-create-home \
+        --shell /usr/sbin/nologin queuepilot
+COPY --from=build /opt/queuepilot /opt/queuepilot
+# Matplotlib (the trend chart) keeps its font cache in MPLCONFIGDIR: on /tmp, the one writable
+# place. Bytecode is compiled into the image already, so nothing else needs writing at run time.
+ENV PATH=/opt/queuepilot/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    MPLCONFIGDIR=/tmp/matplotlib
+# Numeric, so Kubernetes' runAsNonRoot can tell it is not root without reading /etc/passwd.
+USER 10001:10001
+EXPOSE 3000
+# Exec form: queuepilot is PID 1 and receives SIGTERM itself (uvicorn then shuts down gracefully).
+ENTRYPOINT ["queuepilot"]
+CMD ["serve"]
