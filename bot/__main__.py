@@ -1,5 +1,5 @@
-"""`queuepilot serve | send`: the command line (the local demo is `python -m sandbox`, from the
-checkout: `make demo`)."""
+"""`queuepilot serve | check | send`: the command line (the local demo is `python -m sandbox`,
+from the checkout: `make demo`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,14 @@ from bot.config import SettingsError, read_settings, unknown_variables
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="queuepilot", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"queuepilot {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the production server (reads the environment and .env)")
+    commands.add_parser(
+        "check",
+        help="check the settings and every dependency they configure (Slack, Redis, …), as "
+        "serve would use them; exit 1 if anything would fail",
+    )
     send = commands.add_parser("send", help="POST an alert payload file to a running bot")
     send.add_argument("file", type=Path)
     send.add_argument("--url", default="http://127.0.0.1:3000", help="the bot's base URL")
@@ -25,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve()
+    if args.command == "check":
+        return _check()
     return _send(args.file, args.url, args.source, args.token)
 
 
@@ -64,6 +72,23 @@ def _serve() -> int:
         access_log=False,
     )
     return 0
+
+
+def _check() -> int:
+    import os
+
+    from bot.checks.run import main as run_checks
+
+    return run_checks(os.environ, sys.stdout)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("queuepilot")
+    except PackageNotFoundError:  # a checkout run without installing it
+        return "unknown (not installed)"
 
 
 def _settle_heap() -> None:

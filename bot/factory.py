@@ -37,6 +37,7 @@ from bot.config import (
     SettingsError,
     SilenceBackend,
 )
+from bot.domain.runner_names import RunnerNames
 from bot.domain.scaling import ScaleTarget
 
 
@@ -54,16 +55,31 @@ def build_silencer(settings: Settings) -> Silencer | None:
     return None
 
 
+def runner_names(settings: Settings) -> RunnerNames:
+    """Runner type <-> ARC scale set: RUNNER_SCALE_SETS' exceptions, else derived, for the
+    types the bot knows (those and SCALER_TARGETS')."""
+    return RunnerNames(settings.runner_scale_sets, known=settings.scaler_targets)
+
+
 def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
-    return {
-        runner_type: ScaleTarget(
-            runner_type,
-            entry.target,
-            entry.cap or settings.scale_default_cap,
-            entry.ceiling,
-        )
-        for runner_type, entry in settings.scaler_targets.items()
-    }
+    """SCALER_TARGETS as the scale action takes them. With arc, a target left out is
+    `SCALER_ARC_NAMESPACE/<the type's scale set>`; other backends need theirs (`check_serve`
+    says so)."""
+    names = runner_names(settings)
+    targets = {}
+    for runner_type, entry in settings.scaler_targets.items():
+        target = entry.target or ""
+        if not target and settings.scaler_backend is ScalerBackend.ARC:
+            scale_set = names.scale_set(runner_type)
+            if not scale_set:
+                raise SettingsError(
+                    f'SCALER_TARGETS["{runner_type}"]: no scale set can be derived from this '
+                    'name: give its "target" (or a RUNNER_SCALE_SETS entry)'
+                )
+            target = f"{settings.scaler_arc_namespace}/{scale_set}"
+        cap = entry.cap or settings.scale_default_cap
+        targets[runner_type] = ScaleTarget(runner_type, target, cap, entry.ceiling)
+    return targets
 
 
 def build_scaler(settings: Settings, environ: Mapping[str, str]) -> Scaler | None:
@@ -75,7 +91,7 @@ def build_scaler(settings: Settings, environ: Mapping[str, str]) -> Scaler | Non
         secret = _secret(settings.scaler_webhook_secret)
         return WebhookScaler(WebhookScalerConfig(settings.scaler_webhook_url, secret, timeout))
     if backend is ScalerBackend.ARC:
-        config = ArcScalerConfig(_kube_access(settings, environ), settings.scaler_arc_namespace)
+        config = ArcScalerConfig(kube_access(settings, environ), settings.scaler_arc_namespace)
         return ArcScaler(replace(config, timeout_s=timeout))
     if backend is ScalerBackend.SQS and settings.scaler_sqs_queue_url:
         return SqsScaler(
@@ -91,7 +107,9 @@ def build_scaler(settings: Settings, environ: Mapping[str, str]) -> Scaler | Non
     return None
 
 
-def _kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
+def kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
+    """How the `arc` scaler reaches the API server: SCALER_KUBECONFIG, else the pod's service
+    account, else kubectl's default kubeconfig."""
     try:
         if settings.scaler_kubeconfig:
             return from_kubeconfig(Path(settings.scaler_kubeconfig))
@@ -121,6 +139,7 @@ def build_metrics(settings: Settings) -> QueueMetrics:
                 window=settings.prometheus_rate_window,
                 timeout_s=timeout,
                 bearer_token=_secret(settings.prometheus_token) or None,
+                names=runner_names(settings),
             )
         )
     if backend is MetricsBackend.GITHUB and settings.github_token:

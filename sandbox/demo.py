@@ -11,6 +11,7 @@ stopped on the way out, including after Ctrl-C, SIGTERM or an error.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +30,8 @@ import httpx
 
 from bot import logs
 from bot.app import build_app, build_bot
+from bot.checks import Finding, Verdict
+from bot.checks.run import probe_all, render
 from bot.config import Settings, SettingsError, load_settings
 from sandbox.redis_server import RedisServer, RedisServerError, RedisServerNotFound, free_port
 from sandbox.serve import serve_in_thread
@@ -86,6 +90,7 @@ def _start(stack: ExitStack) -> tuple[httpx.Client, SlackEmulator]:
     except (OSError, RuntimeError) as exc:
         raise DemoError(f"the bot cannot listen on port {settings.port}: {exc}") from None
     stack.callback(bot.stop)
+    found = checked(settings)
     token = settings.alert_webhook_token.get_secret_value()  # type: ignore[union-attr]
     http = stack.enter_context(
         httpx.Client(base_url=bot.url, timeout=10, headers={"Authorization": f"Bearer {token}"})
@@ -97,8 +102,21 @@ def _start(stack: ExitStack) -> tuple[httpx.Client, SlackEmulator]:
         f"  Slack       {slack.url}/_emulator/state  (the emulated workspace as JSON)\n"
         f"  Redis       {redis_url}  ({redis_note})\n"
         f"  send        {hint}\n"
+        f"`queuepilot check` against them:\n{render(found)}\n"
     )
     return http, emulator
+
+
+def checked(settings: Settings) -> list[Finding]:
+    """`queuepilot check`'s probes against the demo's own servers, once they are up; it must
+    pass there (a failure is a stand-in answering otherwise than the real thing would). Run on a
+    thread of its own: the caller may be inside an event loop."""
+    with ThreadPoolExecutor(1) as pool:
+        found = pool.submit(asyncio.run, probe_all(settings, {})).result()
+    failed = [f for f in found if f.verdict is Verdict.FAIL]
+    if failed:
+        raise DemoError(f"the demo's own check failed:\n{render(failed)}")
+    return found
 
 
 def configure_output() -> None:

@@ -32,12 +32,14 @@ UNBOUNDED = 2**31 - 1  # ARC's maxRunners when the spec has none (math.MaxInt32)
 
 @dataclass(frozen=True)
 class RunnerTypeSpec:
-    name: str
+    name: str  # the runner type, as jobs' runs-on and the alerts name it
     arrival_per_min: float
     job_minutes: float
     boot_minutes: float
     minimum: int
     maximum: int
+    # ARC's scale set serving it, a Kubernetes name ("": the type's own name).
+    scale_set: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,10 +79,13 @@ class Burst:
 
 DEMO_TYPES = (
     # Minimums hold a warm pool above the usual load, as a fleet that does not queue daily would.
-    RunnerTypeSpec("linux.2xlarge", 2.0, 6.0, 2.0, 16, 20),
-    RunnerTypeSpec("linux.4xlarge", 1.0, 10.0, 2.0, 14, 18),
-    RunnerTypeSpec("linux.g5.4xlarge.nvidia.gpu", 0.3, 15.0, 5.0, 8, 10),
-    RunnerTypeSpec("windows.4xlarge", 0.5, 12.0, 6.0, 10, 12),
+    # Scale sets are named as Helm releases must be (no dots); one was named by hand.
+    RunnerTypeSpec("linux.2xlarge", 2.0, 6.0, 2.0, 16, 20, "linux-2xlarge"),
+    RunnerTypeSpec("linux.4xlarge", 1.0, 10.0, 2.0, 14, 18, "linux-4xlarge"),
+    RunnerTypeSpec(
+        "linux.g5.4xlarge.nvidia.gpu", 0.3, 15.0, 5.0, 8, 10, "linux-g5-4xlarge-nvidia-gpu"
+    ),
+    RunnerTypeSpec("windows.4xlarge", 0.5, 12.0, 6.0, 10, 12, "win-4xlarge"),
 )
 # The periodic workflow's matrix lands on top of the usual load: for 15 minutes 2xlarge needs ~36
 # runners and has 20, so ~40 jobs queue, most of them periodic; alone the queue drains in about
@@ -261,6 +266,11 @@ class Fleet:
             r.booted -= min(surplus - cancel, r.booted - r.busy)
 
     # -- what the outside world sees ---------------------------------------------------------
+
+    @property
+    def scale_sets(self) -> dict[str, str]:
+        """Runner type -> the name of the ARC scale set serving it."""
+        return {name: r.spec.scale_set or name for name, r in self._types.items()}
 
     def reading(self, window_min: float = 10.0) -> dict[str, TypeReading]:
         with self._lock:

@@ -2,17 +2,20 @@
 
 - Prometheus: `GET|POST /api/v1/query` answers the instant queries of the `prometheus` metrics
   backend (its default ARC queries, at the bot's rate window) with instant vectors labelled like
-  ARC's listener metrics (`name` = the scale set with its random suffix). Any other query is a
-  `bad_data` error, as Prometheus answers a query it cannot run.
-- Alertmanager API v2: `/api/v2/silences`, `/api/v2/silence/{id}`, `/api/v2/alerts`,
-  `/-/ready`; the `alertmanager` silence backend points here, and the alert rule honours what
-  is silenced.
-- The Kubernetes API for each runner type's AutoscalingRunnerSet (`arc-runners/<type>`), the
-  `arc` scaler's target: GET and PATCH as strict as the API server (`sandbox.kube_api`: bearer
-  token, resourceVersion preconditions, merge and JSON patches, the CRD's schema). Around each
-  request the fleet plays ARC: its listener follows each set's minRunners and maxRunners (the
-  runners it then asks for boot, then take jobs), and its controller writes the set's status
-  (currentRunners and the ephemeral runners' counts), bumping the resourceVersion as it does.
+  ARC's listener metrics (`name` = the scale set with its random suffix: `linux-2xlarge-x7q2k`
+  for the runner type `linux.2xlarge`). Any other query is a `bad_data` error, as Prometheus
+  answers a query it cannot run.
+- Alertmanager API v2: `/api/v2/status`, `/api/v2/silences`, `/api/v2/silence/{id}`,
+  `/api/v2/alerts`, `/-/ready`; the `alertmanager` silence backend points here, and the alert
+  rule honours what is silenced.
+- The Kubernetes API for each runner type's AutoscalingRunnerSet (`arc-runners/<scale set>`:
+  `linux-2xlarge`), the `arc` scaler's target: GET and PATCH as strict as the API server
+  (`sandbox.kube_api`: bearer token, resourceVersion preconditions, merge and JSON patches, the
+  CRD's schema), and the SelfSubjectAccessReview with which `queuepilot check` asks what the
+  token may do. Around each request the fleet plays ARC: its listener follows each set's
+  minRunners and maxRunners (the runners it then asks for boot, then take jobs), and its
+  controller writes the set's status (currentRunners and the ephemeral runners' counts), bumping
+  the resourceVersion as it does.
 - Grafana's side: a background loop evaluates the alert rule and posts Grafana webhook payloads
   to the bot, retrying like Grafana when the bot cannot take them.
 - A human's view: `GET /` (the fleet, refreshed), `GET /runbook`, `GET /fleet.json`.
@@ -68,11 +71,11 @@ class FleetApiConfig:
     team_rules: tuple[dict[str, str], ...] = ()
 
 
-def scale_set_name(runner_type: str) -> str:
-    """ARC 0.14's `<scale set>-<5 random chars>`, stable per type (the bot strips the suffix)."""
-    digest = hashlib.sha256(runner_type.encode()).digest()
+def runner_set_name(scale_set: str) -> str:
+    """ARC 0.14's `<scale set>-<5 random chars>`, stable per set (the bot strips the suffix)."""
+    digest = hashlib.sha256(scale_set.encode()).digest()
     suffix = "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])
-    return f"{runner_type}-{suffix}"
+    return f"{scale_set}-{suffix}"
 
 
 class FleetApi:
@@ -85,12 +88,15 @@ class FleetApi:
         ]
         self._team_types = frozenset(labels["runner_type"] for labels in config.team_rules)
         self.silences = Silences()
+        self.started = datetime.now(UTC)
         self.sent: list[dict[str, Any]] = []  # every notification the bot accepted, in order
         self.kube = KubeApi(config.kube_token)
         # Every bounds change ARC's listener acted on: (runner type, minRunners, maxRunners).
         self.bounds_changes: list[tuple[str, int, int | None]] = []
+        self.scale_sets = fleet.scale_sets  # runner type -> its scale set
+        self._types = {scale_set: name for name, scale_set in self.scale_sets.items()}
         for name, reading in fleet.reading().items():
-            self.kube.add(runner_set(name, config.namespace, reading))
+            self.kube.add(runner_set(self.scale_sets[name], config.namespace, reading))
         self._window_min = minutes(config.rate_window)
         # What Prometheus would have scraped: a reading at every rule evaluation (wall clock).
         self.samples: deque[tuple[float, dict[str, TypeReading]]] = deque(maxlen=SAMPLES_KEPT)
@@ -103,12 +109,14 @@ class FleetApi:
                 Route("/runbook", self._runbook, methods=["GET"]),
                 Route("/api/v1/query", self._query, methods=["GET", "POST"]),
                 Route("/api/v1/query_range", self._query_range, methods=["GET", "POST"]),
+                Route("/api/v2/status", self._status, methods=["GET"]),
                 Route("/api/v2/silences", self._silences, methods=["GET", "POST"]),
                 Route("/api/v2/silence/{sid:str}", self._silence, methods=["GET", "DELETE"]),
                 Route("/api/v2/alerts", self._alerts, methods=["GET"]),
                 Route("/-/ready", self._ready, methods=["GET"]),
                 Route("/-/healthy", self._ready, methods=["GET"]),
                 Route(self.kube.route.path, self._kubernetes, methods=["GET", "PATCH"]),
+                self.kube.review_route,
                 Route("/api/clickhouse/{name:str}", self._hud, methods=["GET"]),
             ],
             lifespan=self._lifespan,
@@ -136,7 +144,7 @@ class FleetApi:
         stamp = _stamp(params.get("time"))
         result = [
             {
-                "metric": {"name": scale_set_name(name), "namespace": "arc-runners"},
+                "metric": self._labels(name),
                 "value": [stamp, _sample(getattr(reading, wanted))],
             }
             for name, reading in self.fleet.reading(self._window_min).items()
@@ -177,13 +185,15 @@ class FleetApi:
             for name, reading in (seen[-1] if seen else {}).items():
                 series.setdefault(name, []).append([at, _sample(getattr(reading, wanted))])
             at += step
-        result = [
-            {"metric": {"name": scale_set_name(name), "namespace": "arc-runners"}, "values": v}
-            for name, v in series.items()
-        ]
+        result = [{"metric": self._labels(name), "values": v} for name, v in series.items()]
         return JSONResponse(
             {"status": "success", "data": {"resultType": "matrix", "result": result}}
         )
+
+    def _labels(self, runner_type: str) -> dict[str, str]:
+        """A listener's labels: its runner set's name, as ARC 0.14 names it."""
+        name = runner_set_name(self.scale_sets[runner_type])
+        return {"name": name, "namespace": self.config.namespace}
 
     # -- the HUD ---------------------------------------------------------------------------
 
@@ -209,6 +219,19 @@ class FleetApi:
         return JSONResponse(sorted(rows, key=lambda row: -row["queue_s"]))
 
     # -- Alertmanager API v2 -------------------------------------------------------------------
+
+    async def _status(self, request: Request) -> Response:
+        """`alertmanagerStatus` of the API's OpenAPI description; one instance, no cluster."""
+        version = {"version": "0.25.0", "revision": "sandbox", "branch": "sandbox"}
+        version |= {"buildUser": "sandbox", "buildDate": "", "goVersion": "go1.19"}
+        return JSONResponse(
+            {
+                "cluster": {"status": "disabled", "peers": []},
+                "versionInfo": version,
+                "config": {"original": ""},
+                "uptime": self.started.isoformat().replace("+00:00", "Z"),
+            }
+        )
 
     async def _silences(self, request: Request) -> Response:
         now = datetime.now(UTC)
@@ -271,23 +294,24 @@ class FleetApi:
 
     def _reconcile(self) -> None:
         for runner_set in list(self.kube.sets.values()):
-            name, spec = runner_set["metadata"]["name"], runner_set["spec"]
+            name, spec = self._types[runner_set["metadata"]["name"]], runner_set["spec"]
             # The API server has checked both counts against the CRD's schema.
             bounds = (spec.get("minRunners", 0), spec.get("maxRunners"))
             if self.fleet.set_bounds(name, *bounds):
                 self.bounds_changes.append((name, *bounds))
         readings = self.fleet.reading(self._window_min)
         for runner_set in list(self.kube.sets.values()):
-            name = runner_set["metadata"]["name"]
-            status = set_status(readings[name])
+            scale_set = runner_set["metadata"]["name"]
+            status = set_status(readings[self._types[scale_set]])
             if runner_set.get("status") != status:
                 self.kube.write(
-                    name, manager="manager", status=status, namespace=self.config.namespace
+                    scale_set, manager="manager", status=status, namespace=self.config.namespace
                 )
 
     def spec(self, runner_type: str) -> dict[str, Any]:
         """The type's AutoscalingRunnerSet's spec as it stands."""
-        return dict(self.kube.sets[(self.config.namespace, runner_type)]["spec"])
+        key = (self.config.namespace, self.scale_sets[runner_type])
+        return dict(self.kube.sets[key]["spec"])
 
     # -- the human's view ------------------------------------------------------------------
 
@@ -453,26 +477,27 @@ def hud_row(runner_type: str, job: Job, waited_s: float) -> dict[str, Any]:
     }
 
 
-def runner_set(runner_type: str, namespace: str, reading: TypeReading) -> dict[str, Any]:
-    """The AutoscalingRunnerSet a `gha-runner-scale-set` install makes, named for the runner type.
+def runner_set(scale_set: str, namespace: str, reading: TypeReading) -> dict[str, Any]:
+    """The AutoscalingRunnerSet a `gha-runner-scale-set` install makes, named for its scale set
+    (the release: `linux-2xlarge`, a Kubernetes name, where jobs' labels say `linux.2xlarge`).
     Not labelled as Helm's: the demo shows the revert, not the warning that Helm would undo it."""
     return {
         "apiVersion": "actions.github.com/v1alpha1",
         "kind": "AutoscalingRunnerSet",
         "metadata": {
-            "name": runner_type,
+            "name": scale_set,
             "namespace": namespace,
             "resourceVersion": "1000",
             "generation": 1,
             "labels": {
-                "actions.github.com/scale-set-name": runner_type,
+                "actions.github.com/scale-set-name": scale_set,
                 "actions.github.com/scale-set-namespace": namespace,
                 "app.kubernetes.io/component": "autoscaling-runner-set",
             },
         },
         "spec": {
             "githubConfigUrl": "https://github.com/pytorch",
-            "runnerScaleSetName": runner_type,
+            "runnerScaleSetName": scale_set,
             "minRunners": reading.minimum,
             "maxRunners": reading.maximum,
         },

@@ -14,6 +14,12 @@ product), with the fields it set and the time.
 The CRD's schema is enforced on the written object, as a structural schema is: `minRunners` and
 `maxRunners` are integers of at least 0 (ARC's `+kubebuilder:validation:Minimum:=0`), else 422.
 `write()` is another writer (Helm, a colleague's kubectl, ARC's controller writing status).
+
+It also answers a SelfSubjectAccessReview (POST `REVIEWS`) as the API server does for the token's
+identity: 201 with the review echoed and its `status` (`allowed`, and RBAC's `reason` when it
+allows), a 422 for a spec that names neither or both of resourceAttributes and
+nonResourceAttributes. The token's Role allows `get` and `patch` on autoscalingrunnersets
+(apiGroup actions.github.com), as the bot's RBAC grants, but the verbs in `denied_verbs`.
 """
 
 from __future__ import annotations
@@ -32,6 +38,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 PATH = "/apis/actions.github.com/v1alpha1/namespaces/{ns}/autoscalingrunnersets/{name}"
+REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+GRANTED = {("actions.github.com", "autoscalingrunnersets"): frozenset({"get", "patch"})}
+ALLOWED_BY = (
+    'RBAC: allowed by RoleBinding "queuepilot/{namespace}" of Role "queuepilot-scaler" to '
+    'ServiceAccount "queuepilot/queuepilot"'
+)
 MERGE_PATCH, JSON_PATCH = "application/merge-patch+json", "application/json-patch+json"
 UNKNOWN_FORMAT = (
     "the body of the request was in an unknown format - accepted media types include: "
@@ -61,10 +73,14 @@ class KubeApi:
     # Another writer's spec change (manager, fields), made right after the next GET is answered:
     # someone (Helm, a colleague) changes the set between a client's read and its patch.
     after_get: tuple[str, dict[str, Any]] | None = None
+    # Verbs the token's Role does not grant after all (a ServiceAccount without patch rights).
+    denied_verbs: set[str] = field(default_factory=set)
+    reviews: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.route = Route(PATH, self.handle, methods=["GET", "PATCH"])
-        self.app = Starlette(routes=[self.route])
+        self.review_route = Route(REVIEWS, self.review, methods=["POST"])
+        self.app = Starlette(routes=[self.route, self.review_route])
 
     def add(self, runner_set: dict[str, Any]) -> dict[str, Any]:
         meta = runner_set["metadata"]
@@ -145,6 +161,41 @@ class KubeApi:
         manager = request.query_params.get("fieldManager") or _agent(request)
         written = self._written(runner_set, patched, manager, _fields(content_type, patch))
         return JSONResponse(written)
+
+    async def review(self, request: Request) -> Response:
+        """A SelfSubjectAccessReview: may this token do that?"""
+        if request.headers.get("authorization") != f"Bearer {self.token}":
+            return status(401, "Unauthorized", "Unauthorized")
+        try:
+            body = json.loads(await request.body() or b"null", parse_constant=_not_json)
+        except ValueError as exc:
+            return status(400, "BadRequest", f"error decoding body: {exc}")
+        if not isinstance(body, dict) or body.get("kind") != "SelfSubjectAccessReview":
+            return status(400, "BadRequest", "the body is not a SelfSubjectAccessReview")
+        spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+        attributes = spec.get("resourceAttributes")
+        if (attributes is None) == (spec.get("nonResourceAttributes") is None):
+            return status(
+                422,
+                "Invalid",
+                'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: '
+                'spec.resourceAttributes: Invalid value: "null": exactly one of '
+                "nonResourceAttributes or resourceAttributes must be specified",
+            )
+        self.reviews.append(spec)
+        verbs = GRANTED.get(_resource(attributes), frozenset()) - self.denied_verbs
+        allowed = isinstance(attributes, dict) and attributes.get("verb") in verbs
+        verdict: dict[str, Any] = {"allowed": allowed}
+        if allowed:
+            verdict["reason"] = ALLOWED_BY.format(namespace=attributes.get("namespace", ""))
+        answer = {
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": verdict,
+        }
+        return JSONResponse(answer, status_code=201)
 
     def write(
         self,
@@ -242,6 +293,12 @@ def _kind(value: Any) -> str:
     if isinstance(value, int | float):
         return "number"
     return {str: "string", list: "array", dict: "object"}.get(type(value), "unknown")
+
+
+def _resource(attributes: Any) -> tuple[str, str]:
+    if not isinstance(attributes, dict):
+        return ("", "")
+    return (str(attributes.get("group", "")), str(attributes.get("resource", "")))
 
 
 def _agent(request: Request) -> str:

@@ -13,6 +13,7 @@ import sys
 import time
 from contextlib import ExitStack
 
+from bot.checks.run import render
 from sandbox.demo import (
     DemoError,
     configure_output,
@@ -88,6 +89,7 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
         f"  fleet   {sandbox.fleet.url}  (simulated CI fleet at ×{speed:g}: Grafana alerts, "
         "Prometheus, the HUD's queued jobs, Alertmanager silences, ARC scale sets)\n"
         f"  Redis   {redis_url}  ({redis_note})\n"
+        f"`queuepilot check` against them:\n{render(sandbox.check)}\n"
         "A burst of jobs is about to make linux.2xlarge queue: an early warning first, then the "
         "alert fires within about a minute. Later the GPU team's own alert opens its incident in "
         f"#{GPU_CHANNEL_NAME}, where SLACK_ROUTES sends that runner type.\n"

@@ -1,9 +1,15 @@
 """A silence API shaped like Grafana's (Alertmanager API v2 under Grafana's prefix), for the tests,
 the benchmarks and the sandbox.
 
-It checks what Grafana would: the path, the service-account bearer token, and the body of a new
-silence (matchers, RFC 3339 times, createdBy, comment), and answers 202 `{"silenceID"}` as
-Grafana does. Tests can make the next calls fail with a status, or hang until released.
+It checks what Grafana would, in Grafana's order: the service-account bearer token (401), the
+route's permissions (403, `Permissions needed: …`, before the body is read), then the body of a
+new silence (400: "bad request data" for one that is not JSON, "silence failed validation" for
+one without matchers, RFC 3339 times, createdBy or comment), and answers 202 `{"silenceID"}` as
+Grafana does. The routes' permissions are Grafana 11's (its ngalert `api/authorization.go`):
+reading needs alert.instances:read or alert.silences:read; creating that and one of
+alert.instances:create/write or alert.silences:create/write; expiring that and one of
+alert.instances:write or alert.silences:write. The token holds `permissions` (an Editor's by
+default). Tests can make the next calls fail with a status, or hang until released.
 """
 
 from __future__ import annotations
@@ -21,6 +27,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 PREFIX = "/api/alertmanager/grafana/api/v2"
+READ = ("alert.instances:read", "alert.silences:read")
+CREATE = (
+    "alert.instances:create",
+    "alert.instances:write",
+    "alert.silences:create",
+    "alert.silences:write",
+)
+WRITE = ("alert.instances:write", "alert.silences:write")
+EDITOR = frozenset({*READ, *CREATE})
+# Each route's evaluator: all of these, each "any of" its permissions.
+NEEDED = {"GET": (READ,), "POST": (READ, CREATE), "DELETE": (READ, WRITE)}
 
 
 @dataclass
@@ -33,11 +50,14 @@ class FakeSilenceApi:
     failures: list[tuple[int, str]] = field(default_factory=list)
     hanging: threading.Event | None = None
     in_flight: int = 0
+    # What the token's service account may do (Grafana's RBAC actions).
+    permissions: frozenset[str] = EDITOR
 
     def __post_init__(self) -> None:
         self.app = Starlette(
             routes=[
                 Route(f"{self.prefix}/silences", self._create, methods=["POST"]),
+                Route(f"{self.prefix}/silences", self._list, methods=["GET"]),
                 Route(f"{self.prefix}/silence/{{sid}}", self._one, methods=["GET", "DELETE"]),
             ]
         )
@@ -63,6 +83,9 @@ class FakeSilenceApi:
         self.requests.append((request.method, request.url.path, body))
         if request.headers.get("authorization") != f"Bearer {self.token}":
             return JSONResponse({"message": "invalid API key"}, status_code=401)
+        needed = NEEDED[request.method]
+        if not all(self.permissions & set(any_of) for any_of in needed):
+            return JSONResponse(_access_denied(needed), status_code=403)
         if self.hanging is not None:
             self.in_flight += 1
             try:
@@ -79,13 +102,23 @@ class FakeSilenceApi:
         refusal = await self._gate(request)
         if refusal is not None:
             return refusal
-        data = await request.json()
+        try:
+            data = await request.json()
+        except ValueError:
+            return JSONResponse({"message": "bad request data"}, status_code=400)
         problem = silence_problem(data)
         if problem:
-            return JSONResponse({"message": problem}, status_code=400)
+            message = f"silence failed validation: {problem}"
+            return JSONResponse({"message": message}, status_code=400)
         silence_id = str(uuid.uuid4())
         self.silences[silence_id] = {**data, "id": silence_id, "status": {"state": "active"}}
         return JSONResponse({"silenceID": silence_id}, status_code=self.created_status)
+
+    async def _list(self, request: Request) -> Response:
+        refusal = await self._gate(request)
+        if refusal is not None:
+            return refusal
+        return JSONResponse(list(self.silences.values()))
 
     async def _one(self, request: Request) -> Response:
         refusal = await self._gate(request)
@@ -98,6 +131,18 @@ class FakeSilenceApi:
             self.expire_behind_the_bots_back(silence["id"])
             return Response(status_code=200)
         return JSONResponse(silence)
+
+
+def _access_denied(needed: tuple[tuple[str, ...], ...]) -> dict[str, str]:
+    """Grafana's refusal by its access-control middleware, the evaluator spelt as Grafana does."""
+    parts = [f"any of {', '.join(any_of)}" for any_of in needed]
+    wanted = parts[0] if len(parts) == 1 else f"all of {', '.join(parts)}"
+    return {
+        "title": "Access denied",
+        "message": f"You'll need additional permissions to perform this action. Permissions "
+        f"needed: {wanted}",
+        "accessErrorId": "ACE0000000001",
+    }
 
 
 def silence_problem(data: Any) -> str:

@@ -32,7 +32,16 @@ from starlette.routing import Route
 
 from sandbox.slack_interactions import AppLink, Person
 from sandbox.slack_limits import HistoryTier
-from sandbox.slack_methods import METHODS, Params, check_required, optional, takes_json
+from sandbox.slack_methods import (
+    ALL_SCOPES,
+    METHODS,
+    SCOPES,
+    Params,
+    check_required,
+    check_scope,
+    optional,
+    takes_json,
+)
 from sandbox.slack_model import Call, Channel, Fault, Message, SlackError
 from sandbox.slack_socket import SocketLink, SocketMode, socket_routes
 from sandbox.slack_state import Workspace
@@ -159,6 +168,10 @@ class SlackEmulator:
     chat.update answer `invalid_blocks` to any message holding one, as Slack does for a block
     type it does not support; `reset()` puts it back as constructed, since a test that refuses
     charts must not leave the next test's workspace refusing them.
+    `scopes` are the bot token's, as the workspace granted them at install (by default every
+    scope a fully featured install has): each answer to the bot token carries them in Slack's
+    `x-oauth-scopes` header (and the method's in `x-accepted-oauth-scopes`), and a method whose
+    scope is not among them answers `missing_scope`. `reset()` grants the constructed ones again.
     """
 
     def __init__(
@@ -176,6 +189,7 @@ class SlackEmulator:
         history_tier: int = 3,
         history_interval_s: float = 60.0,
         chart_blocks: bool = True,
+        scopes: Iterable[str] | None = None,
     ) -> None:
         self.token = token
         self.enforce_rate_limits = enforce_rate_limits
@@ -183,6 +197,8 @@ class SlackEmulator:
         self.history_interval_s = history_interval_s
         self.chart_blocks = chart_blocks
         self._constructed_chart_blocks = chart_blocks
+        self.scopes = frozenset(ALL_SCOPES if scopes is None else scopes)
+        self._constructed_scopes = self.scopes
         self._lock = threading.Lock()
         self._ws = Workspace(
             channels,
@@ -369,10 +385,11 @@ class SlackEmulator:
             existing.member = member
 
     def reset(self) -> None:
-        """Forget messages, views, files, calls, faults and stalls, and take chart blocks again
-        if constructed so; keep channels and users."""
+        """Forget messages, views, files, calls, faults and stalls, take chart blocks again if
+        constructed so and grant the scopes constructed with; keep channels and users."""
         with self._lock:
             self.chart_blocks = self._constructed_chart_blocks
+            self.scopes = self._constructed_scopes
             self._ws.reset()
             _wake(self._stalled)
             self._changed()
@@ -403,12 +420,24 @@ class SlackEmulator:
         return JSONResponse(outcome.body, status_code=outcome.status, headers=outcome.headers)
 
     def _answer(self, method: str, params: Params, token: str | None, base_url: str) -> _Outcome:
+        outcome = self._outcome(method, params, token, base_url)
+        if token is not None and token == self.token:
+            # Slack tells every call made with a token which scopes the token has.
+            outcome.headers["x-oauth-scopes"] = ",".join(sorted(self.scopes))
+            if method in SCOPES:
+                outcome.headers["x-accepted-oauth-scopes"] = SCOPES[method]
+        return outcome
+
+    def _outcome(self, method: str, params: Params, token: str | None, base_url: str) -> _Outcome:
         try:
             fault = self._ws.take_fault(method)
             if fault is not None:
                 raise fault.to_error()
             if method == "apps.connections.open":
-                return _Outcome(200, {"ok": True, **self._open_socket(token, base_url)})
+                answer = self._open_socket(token, base_url)
+                return _Outcome(
+                    200, {"ok": True, **answer}, {"x-oauth-scopes": "connections:write"}
+                )
             if token is not None and token.startswith("xapp-"):
                 raise SlackError("not_allowed_token_type")  # an app-level token opens sockets only
             handler = METHODS.get(method)
@@ -418,6 +447,7 @@ class SlackEmulator:
                 raise SlackError("not_authed")
             if token != self.token:
                 raise SlackError("invalid_auth")
+            check_scope(method, self.scopes)
             # Which Slack checks first, the rate limit or the arguments, it does not document
             # (its rate-limit pages, the method pages and their error lists say nothing of the
             # order); the limit first here, as before, until a source says otherwise.

@@ -5,7 +5,7 @@ Alertmanager, Prometheus and an autoscaler, each over its real protocol:
 
     fleet --Grafana webhook--> bot --Web API--> emulator <--clicks, /queue-- page (browser)
     bot --/api/v1/query, /api/clickhouse/queued_jobs, /api/v2/silences,
-        PATCH /apis/actions.github.com/.../autoscalingrunnersets/<type>--> fleet
+        PATCH /apis/actions.github.com/.../autoscalingrunnersets/<scale set>--> fleet
     emulator --signed interactions and commands--> bot /slack/events
         (with `socket_mode`: emulator <--Socket Mode websocket, opened by the bot-- bot)
 
@@ -22,11 +22,13 @@ import secrets
 import shutil
 import tempfile
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bot.app import build_app, build_bot
+from bot.checks import Finding
 from bot.config import Settings, SettingsError, load_settings
+from sandbox.demo import checked
 from sandbox.fleet import DEMO_BURSTS, DEMO_STALL, DEMO_TEAM_BURSTS, DEMO_TYPES, Fleet
 from sandbox.fleet_alerts import GPU_RULE_LABELS, RuleConfig
 from sandbox.fleet_api import FleetApi, FleetApiConfig
@@ -43,6 +45,8 @@ GPU_CHANNEL_NAME = "gpu-ci-incidents"
 GPU_ROUTE = {"match": ['runner_type=~"linux\\.g5\\..*"'], "channel": GPU_CHANNEL}
 BOT_TOKEN = "xoxb-sandbox"
 PAGE_USER = "U0ALICE"  # alice: the page's user, allowed to scale
+# The scale set named by hand (`sandbox.fleet.DEMO_TYPES`); the others' are derived.
+SCALE_SETS = {"windows.4xlarge": "win-4xlarge"}
 RATE_WINDOW = "10m"
 
 
@@ -79,6 +83,8 @@ class Sandbox:
     bot_url: str
     emulator: SlackEmulator
     fleet: FleetApi
+    # What `queuepilot check` found against the sandbox's servers once they were up.
+    check: list[Finding] = field(default_factory=list)
 
 
 def start_sandbox(
@@ -137,7 +143,7 @@ def start_sandbox(
     bot = _serve(stack, build_app(build_bot(settings)), bot_port, "the bot")
     if app_token is None:
         emulator.connect_app(f"{bot.url}/slack/events", signing_secret)
-    return Sandbox(page.url + "/", bot.url, emulator, fleet)
+    return Sandbox(page.url + "/", bot.url, emulator, fleet, checked(settings))
 
 
 def _serve(stack: ExitStack, app: object, port: int, what: str) -> RunningServer:
@@ -165,7 +171,8 @@ def _settings(
     """The bot's settings: production backends pointed at the fleet; no .env, nothing inherited
     that could reach a real Slack (an inherited SLACK_APP_TOKEN would open Socket Mode there:
     only the emulator's own app token is ever given)."""
-    targets = {spec.name: {"target": f"arc-runners/{spec.name}", "cap": 20} for spec in DEMO_TYPES}
+    # No target: each is its type's scale set in SCALER_ARC_NAMESPACE, derived or named.
+    targets = {spec.name: {"cap": 20} for spec in DEMO_TYPES}
     try:
         settings = load_settings(
             _env_file=None,
@@ -200,6 +207,7 @@ def _settings(
             scaler_backend="arc",
             scaler_kubeconfig=str(kubeconfig),
             scaler_targets=json.dumps(targets),
+            runner_scale_sets=json.dumps(SCALE_SETS),
             scale_allowed_users=PAGE_USER,
             scale_cooldown_seconds=10,
             status_interval_seconds=config.status_interval_s,

@@ -11,7 +11,7 @@ from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.config import Settings, SettingsError, load_settings
-from bot.factory import build_jobs_source, build_metrics
+from bot.factory import build_jobs_source, build_metrics, runner_names, scale_targets
 
 
 @pytest.fixture(autouse=True)
@@ -73,3 +73,76 @@ def test_a_jobs_source_without_what_it_needs_refuses_to_start(
 ) -> None:
     with pytest.raises(SettingsError, match=says):
         load_settings(_env_file=None, **SERVING, **values).check_serve()
+
+
+# -- runner types and their ARC scale sets ----------------------------------------------------
+
+GPU = "linux.g5.4xlarge.nvidia.gpu"
+
+
+@pytest.mark.parametrize(
+    ("values", "targets"),
+    [
+        # arc: a target left out is the type's scale set in SCALER_ARC_NAMESPACE, derived…
+        (
+            {"scaler_backend": "arc", "scaler_targets": '{"linux.2xlarge": {"cap": 3}}'},
+            {"linux.2xlarge": "arc-runners/linux-2xlarge"},
+        ),
+        # … or named in RUNNER_SCALE_SETS; a target given is the target.
+        (
+            {
+                "scaler_backend": "arc",
+                "scaler_arc_namespace": "ci",
+                "scaler_targets": f'{{"{GPU}": {{}}, "linux.2xlarge": "other/linux-large"}}',
+                "runner_scale_sets": f'{{"{GPU}": "gpu-a10g"}}',
+            },
+            {GPU: "ci/gpu-a10g", "linux.2xlarge": "other/linux-large"},
+        ),
+        # Other backends derive nothing (check_serve asks for the target).
+        ({"scaler_targets": '{"linux.2xlarge": {"cap": 3}}'}, {"linux.2xlarge": ""}),
+    ],
+)
+def test_an_arc_target_left_out_is_the_runner_types_scale_set(
+    values: dict[str, str], targets: dict[str, str]
+) -> None:
+    settings = load_settings(_env_file=None, **values)
+    assert {t: target.target for t, target in scale_targets(settings).items()} == targets
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"runner_scale_sets": f'{{"{GPU}": 7}}'}, f'RUNNER_SCALE_SETS\\["{GPU}"\\]'),
+        ({"runner_scale_sets": f'{{"{GPU}": ""}}'}, f'RUNNER_SCALE_SETS\\["{GPU}"\\]'),
+        (
+            {"scaler_backend": "arc", "scaler_targets": '{"…": {"cap": 1}}'},
+            'SCALER_TARGETS\\["…"\\]: no scale set can be derived',
+        ),
+    ],
+)
+def test_a_scale_set_that_cannot_be_named_refuses_to_start(
+    values: dict[str, str], says: str
+) -> None:
+    with pytest.raises(SettingsError, match=says):
+        scale_targets(load_settings(_env_file=None, **values))
+
+
+async def test_prometheus_names_its_series_for_the_runner_types_the_bot_knows() -> None:
+    settings = load_settings(
+        _env_file=None,
+        **PROMETHEUS,
+        scaler_targets='{"linux.2xlarge": {"cap": 3}}',
+        runner_scale_sets=f'{{"{GPU}": "gpu-a10g"}}',
+    )
+    metrics = build_metrics(settings)
+    assert isinstance(metrics, PrometheusMetrics)
+    try:
+        named = [metrics.runner_type({"name": n}) for n in ("linux-2xlarge-x7q2k", "gpu-a10g")]
+        assert named == ["linux.2xlarge", GPU]
+        assert metrics.runner_type({"name": "linux-4xlarge-d4zt9"}) == "linux-4xlarge"
+    finally:
+        await metrics.aclose()
+    assert runner_names(settings).table() == [
+        (GPU, "gpu-a10g", True),
+        ("linux.2xlarge", "linux-2xlarge", False),
+    ]

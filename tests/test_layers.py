@@ -1,10 +1,11 @@
 """bot/'s layering: every import of a bot module (also one inside a function) points down.
 
-From the top: the composition root (app, __main__, factory) may import anything; the middle
-packages (intake, outbound, actions, status) the layers below, never each other; `fleet` (the
-fleet reading several of them share) the lower layers; render, storage and backends only domain;
-domain only itself. Anyone may import the leaves, telemetry and logs. `bot.config`, the settings,
-imports only domain and `bot.storage.connection`, and only the composition root imports it.
+From the top: the composition root (app, __main__, factory) and `queuepilot check` (checks, which
+probes with the root's backends) may import anything; the middle packages (intake, outbound,
+actions, status) the layers below, never each other; `fleet` (the fleet reading several of them
+share) the lower layers; render, storage and backends only domain; domain only itself. Anyone may
+import the leaves: telemetry, logs and slack_scopes (a table of Slack facts). `bot.config`, the
+settings, imports only domain and `bot.storage.connection`, and only the top imports it.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import bot
 
 TOP = 4
 RANK = {
-    **dict.fromkeys(("app", "__main__", "factory"), TOP),
+    **dict.fromkeys(("app", "__main__", "factory", "checks"), TOP),
     **dict.fromkeys(("intake", "outbound", "actions", "status"), 3),
     "fleet": 2,
     **dict.fromkeys(("render", "storage", "backends"), 1),
     "domain": 0,
 }
-LEAVES = {"telemetry", "logs"}
+LEAVES = {"telemetry", "logs", "slack_scopes"}
 ROOT = Path(bot.__file__).parent
 MODULES = sorted(ROOT.rglob("*.py"))
 

@@ -102,8 +102,9 @@ class Diagnosing:
         )
         surges, slower = {}, {}
         if view is not None:
-            surges = {t: s for t in snapshot.runner_types if (s := surging(view, t)) is not None}
-            slower = {t: view.slower[t] for t in snapshot.runner_types if t in view.slower}
+            named = {t: view.name_of(t) for t in snapshot.runner_types}
+            surges = {t: s for t, n in named.items() if (s := surging(view, n)) is not None}
+            slower = {t: view.slower[n] for t, n in named.items() if n in view.slower}
         evidence = Evidence(
             history=history,
             boot_mins=self._config.boot_mins,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from bot.actions.flow import Acting, Actor, Outcome, failed
 from bot.backends.errors import BackendError
 from bot.domain.jobs import JobsView
+from bot.domain.runner_names import runner_key
 from bot.fleet.jobs import JobsWatch
 from bot.render.jobs import MAX_TYPES, render_jobs
 from bot.render.mrkdwn import escape
@@ -50,14 +51,14 @@ class Jobs:
             view = await self._watch.view(now=self._acting.clock())
         except BackendError as exc:
             return failed(f"No queued jobs to show: {escape(str(exc))}")
-        types = [runner_type] if runner_type else await self._affected(view)
+        types = [view.name_of(runner_type)] if runner_type else await self._affected(view)
         return Outcome(True, render_jobs(view, types, limit=limit))
 
     async def _affected(self, view: JobsView) -> list[str]:
         """The open incidents' runner types that have jobs in the view, else the worst queues."""
         store = self._acting.store
         incidents = await store.get_many((await store.open_ids())[:OPEN_INCIDENTS])
-        named = {name.casefold() for i in incidents for name in i.runner_types}
+        named = {runner_key(name) for i in incidents for name in i.runner_types}
         ranked = sorted(view.runner_types.values(), key=lambda q: (-q.queued, q.runner_type))
-        affected = [q.runner_type for q in ranked if q.runner_type.casefold() in named]
+        affected = [q.runner_type for q in ranked if runner_key(q.runner_type) in named]
         return (affected or [q.runner_type for q in ranked])[:MAX_TYPES]

@@ -40,6 +40,7 @@ from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.domain.fleet import worst_first
 from bot.domain.forecast import Recommendation
 from bot.domain.incidents import Event, Incident, with_action
+from bot.domain.runner_names import runner_key
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
 from bot.render.mrkdwn import escape
 from bot.render.queue import recommend_for
@@ -100,7 +101,7 @@ class Scaling:
         live = incident.live
         ranked = [n for n, _ in worst_first(live.runner_types)] if live and live.is_live else []
         ranked += [name for name, _ in worst_first(incident.runner_types)]
-        own = list(dict.fromkeys(name for name in ranked if name in self._targets))
+        own = list(dict.fromkeys(t for t in map(self._configured, ranked) if t is not None))
         return incident, own + sorted(set(self._targets) - set(own))
 
     @property
@@ -109,6 +110,15 @@ class Scaling:
 
     def target(self, runner_type: str) -> ScaleTarget | None:
         return self._targets.get(runner_type)
+
+    def _configured(self, name: str) -> str | None:
+        """The scale target's runner type that `name` is, or None. An incident names a type as
+        its alert or its reading does, which may differ from SCALER_TARGETS in case and
+        punctuation (`runner_key`)."""
+        if name in self._targets:
+            return name
+        key = runner_key(name)
+        return next((t for t in self._targets if runner_key(t) == key), None)
 
     async def preview(
         self, incident: Incident, runner_type: str, *, timeout_s: float
@@ -155,7 +165,8 @@ class Scaling:
         (None: the backend cannot read them), for diagnostics. Read at once, each within the
         backend's timeout; one that cannot be read counts as unreadable, not as no failure."""
         scaler = self._scaler
-        targets = [self._targets[t] for t in runner_types if t in self._targets]
+        configured = {t: c for t in runner_types if (c := self._configured(t)) is not None}
+        targets = [self._targets[c] for c in configured.values()]
         if scaler is None or not targets:
             return {}
 
@@ -166,7 +177,7 @@ class Scaling:
                 return None
 
         found = await asyncio.gather(*(read(target) for target in targets))
-        return {target.runner_type: said for target, said in zip(targets, found, strict=True)}
+        return dict(zip(configured, found, strict=True))
 
     # -- the action ----------------------------------------------------------------------
 

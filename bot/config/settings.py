@@ -43,6 +43,7 @@ from bot.config.values import (
 from bot.domain.capacity import Schedule, parse_schedule
 from bot.domain.message import ChartStyle
 from bot.domain.routes import Route, parse_routes
+from bot.domain.runner_names import scale_set_problem
 from bot.storage.connection import (
     SENTINEL_SCHEME,
     RedisSetupError,
@@ -159,6 +160,16 @@ def _comma_list(value: object) -> object:
 
 
 JsonObject = Annotated[dict[str, Any], NoDecode]
+
+
+def _scale_set_name(name: str) -> str:
+    problem = scale_set_problem(name)
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+ScaleSetName = Annotated[str, AfterValidator(_scale_set_name)]
 
 
 class Settings(BaseSettings):
@@ -488,11 +499,11 @@ class Settings(BaseSettings):
         factory=dict,
         example='{"linux.2xlarge": {"cap": 10, "ceiling": 200}}',
     )
-    runner_scale_sets: JsonObject = setting(
+    runner_scale_sets: Annotated[dict[str, ScaleSetName], NoDecode] = setting(
         doc="Runner type (the alert's label) → the name of its ARC scale set (the "
         "AutoscalingRunnerSet, and the `name` of its listener metrics), only where it is not "
-        "the derived one: lower-cased, every character outside a-z, 0-9 and - made - "
-        "(linux.2xlarge → linux-2xlarge).",
+        "the derived one: lower-cased, every character outside a-z, 0-9 and - made -, no - at "
+        "either end (linux.2xlarge → linux-2xlarge). `queuepilot check` shows the mapping.",
         group=SCALING,
         factory=dict,
         example='{"linux.g5.4xlarge.nvidia.gpu": "gpu-a10g"}',

@@ -19,11 +19,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from bot.domain.early_warning import Thresholds, stated_thresholds
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
+from bot.domain.runner_names import runner_key
 from bot.domain.units import number
 
 NO_TYPE = ""  # incidents whose alert and readings named no runner type
@@ -31,6 +33,7 @@ RECOMMEND_INCIDENTS = 2
 RECOMMEND_FIRING = timedelta(hours=2)
 RECOMMEND_AT_MAX_H = 8.0  # hours at the maximum in the window that make its size a question
 SHOWN_OVER_H = 0.25  # a type only the history names is shown from a quarter hour over or at max
+V = TypeVar("V")
 
 Series = Mapping[float, float]  # unix time -> value, one per step of a range query
 
@@ -139,7 +142,12 @@ def capacity_report(
             continue
         for name in _types_of(incident):
             grouped.setdefault(name, []).append((incident, events))
-    history = history or {}
+    # The readings may name a type otherwise than its alerts (ARC's `linux-2xlarge`).
+    names = {runner_key(name): name for name in grouped}
+    history = _named_as(history or {}, names)
+    live = _named_as(live, names)
+    if only:
+        only = {**{runner_key(n): n for n in history}, **names}.get(runner_key(only), only)
     reports = []
     for name in [only] if only else sorted({*grouped, *history}):
         kept = grouped.get(name, [])
@@ -187,6 +195,11 @@ def report_channels(
     return out
 
 
+def _named_as(values: Mapping[str, V], names: Mapping[str, str]) -> dict[str, V]:
+    """`values` by the incidents' name for each type (`names`: by `runner_key`)."""
+    return {names.get(runner_key(name), name): value for name, value in values.items()}
+
+
 def _types_of(incident: Incident) -> list[str]:
     return sorted(incident.shown_types) or [NO_TYPE]
 
@@ -215,7 +228,7 @@ def _report(
         e.actor_name or e.actor or "someone"
         for _, events in incidents
         for e in events
-        if e.kind == "scaled" and _scaled_type(e.text) in (name, None)
+        if e.kind == "scaled" and _scaled_key(e.text) in (runner_key(name), None)
     )
     maximum = live.maximum if live else None
     if maximum is None and history is not None and history.maximum:
@@ -237,10 +250,11 @@ def _report(
     )
 
 
-def _scaled_type(text: str) -> str | None:
-    """The runner type a scale-up event names ("Scaled linux.2xlarge by +10: …")."""
+def _scaled_key(text: str) -> str | None:
+    """The `runner_key` of the type a scale-up event names ("Scaled linux.2xlarge by +10: …"):
+    SCALER_TARGETS' name for it, which its incident's may differ from."""
     found = _SCALED.match(text)
-    return found[1] if found else None
+    return runner_key(found[1]) if found else None
 
 
 def _recommended(report: TypeReport, duration: float | None) -> TypeReport:

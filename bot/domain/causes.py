@@ -285,7 +285,7 @@ def _unchanged_for(
     short to say it held longer than `enough_mins` or changed within it."""
     oldest = now
     for point in history:  # newest first
-        past = point.gauges.get(name, {}).get(gauge)
+        past = point.gauges_of(name).get(gauge)
         if past is None or past != value:
             return (now - oldest) / timedelta(minutes=1)
         oldest = point.at
@@ -298,7 +298,7 @@ def _short_since(name: str, history: Sequence[HistoryPoint], now: datetime) -> f
     shows it; None without any past reading of the two."""
     oldest: datetime | None = None
     for point in history:
-        gauges = point.gauges.get(name, {})
+        gauges = point.gauges_of(name)
         desired, registered = gauges.get("desired"), gauges.get("registered")
         if desired is None or registered is None:
             break

@@ -38,6 +38,7 @@ from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Incident
+from bot.domain.runner_names import runner_key
 from bot.domain.units import number
 
 EVIDENCE = 2  # readings in a row with more jobs in the system than the one before
@@ -63,19 +64,20 @@ def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresh
     its thresholds, else the latest that states any, else `fallback` (the settings'). A
     resolved incident's numbers are cleared (the resolve carries none); its peak keeps the
     thresholds of its last firing notification, which is what the rule fires at next. Types
-    are matched ignoring case, as the incident's view matches an alert's label to a reading."""
+    are matched by `runner_key`, as the incident's view matches an alert's label to a reading."""
     stated = [
         (incident, said)
         for incident in sorted(incidents, key=lambda i: i.started_at, reverse=True)
         if (said := _stated(incident)).known
     ]
-    named = [said for incident, said in stated if name.casefold() in shown_types(incident)]
+    named = [said for incident, said in stated if runner_key(name) in shown_types(incident)]
     return next(iter(named or [said for _, said in stated]), fallback)
 
 
 def shown_types(incident: Incident) -> set[str]:
-    """The runner types an incident shows, casefolded (as a view matches a label to a reading)."""
-    return {name.casefold() for name in incident.shown_types}
+    """The runner types an incident shows, by `runner_key` (as a view matches a label to a
+    reading)."""
+    return {runner_key(name) for name in incident.shown_types}
 
 
 def _stated(incident: Incident) -> Thresholds:

@@ -17,6 +17,7 @@ from typing import Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
+from bot.domain.runner_names import runner_key
 
 
 class RunnerTypeMetrics(BaseModel):
@@ -186,6 +187,15 @@ class HistoryPoint:
     job_duration_mins: dict[str, float]
     # Runner type -> the `GAUGES` it read, for types that queued or were short of runners.
     gauges: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def gauges_of(self, runner_type: str) -> dict[str, float]:
+        """The gauges kept of `runner_type`, be it named as the reading names it or as an alert
+        does (`runner_key`: `linux.2xlarge` for ARC's `linux-2xlarge`); {} when none were."""
+        found = self.gauges.get(runner_type)
+        if found is None:
+            key = runner_key(runner_type)
+            found = next((g for n, g in self.gauges.items() if runner_key(n) == key), {})
+        return found
 
 
 def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[str, float]]:

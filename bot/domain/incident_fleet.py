@@ -1,17 +1,19 @@
 """An incident's share of the fleet reading: which runner types it shows, whether it drained.
 
 Pure functions of (incident, reading, now). The alert names the runner types that queue; the
-reading is matched to them by name. An alert that names none is about the fleet, so the incident
-shows every type that queues. A followed type the reading lacks has nothing queued (longer than
-the source's threshold, `FleetSnapshot.queued_over_mins`) or is unknown, as the backend that read
-it says (`FleetSnapshot.absent_means_empty`); the drain rule takes such an absence as drained only
-when that threshold is within its wait limit (`absence_can_drain`). When the reading is missing,
+reading is matched to them by `runner_key` (the alert's `linux.2xlarge` is ARC's `linux-2xlarge`),
+and a type the incident already follows keeps the incident's name for it. An alert that names
+none is about the fleet, so the incident shows every type that queues. A followed type the
+reading lacks has nothing queued (longer than the source's threshold,
+`FleetSnapshot.queued_over_mins`) or is unknown, as the backend that read it says
+(`FleetSnapshot.absent_means_empty`); the drain rule takes such an absence as drained only when
+that threshold is within its wait limit (`absence_can_drain`). When the reading is missing,
 failed or too old, the incident keeps the alert's own numbers and says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -19,6 +21,7 @@ from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics, worst_first
 from bot.domain.incidents import Incident, Snapshot
 from bot.domain.routes import Routing
+from bot.domain.runner_names import runner_key
 from bot.domain.units import duration
 
 # An incident keeps its worst types of a reading: its state stays small in a fleet of hundreds.
@@ -94,7 +97,9 @@ def incident_fleet(
         hidden=len(cut),
         hidden_queueing=sum(1 for _, m in cut if (m.queued or 0) > 0),
     )
-    return with_baselines(view, history, started_at=incident.started_at)
+    # The readings' history knows a type by the reading's name, not the incident's.
+    read_as = {name: index.by_key.get(runner_key(name), name) for name in kept}
+    return with_baselines(view, history, started_at=incident.started_at, read_as=read_as)
 
 
 def alert_fleet(incident: Incident, *, now: datetime, note: str = "") -> FleetSnapshot:
@@ -113,8 +118,8 @@ def alert_fleet(incident: Incident, *, now: datetime, note: str = "") -> FleetSn
 @dataclass(frozen=True)
 class _FleetIndex:
     fleet: FleetSnapshot
-    by_name: dict[str, str]  # casefolded name -> the reading's name
-    ranked: list[tuple[str, RunnerTypeMetrics]]  # worst first
+    by_key: dict[str, str]  # runner_key -> the reading's name
+    ranked: list[tuple[str, str, RunnerTypeMetrics]]  # (runner_key, name, metrics), worst first
 
 
 _latest: _FleetIndex | None = None
@@ -126,8 +131,9 @@ def _index(fleet: FleetSnapshot) -> _FleetIndex:
     global _latest
     latest = _latest
     if latest is None or latest.fleet is not fleet:
-        by_name = {name.casefold(): name for name in fleet.runner_types}
-        latest = _latest = _FleetIndex(fleet, by_name, worst_first(fleet.runner_types))
+        ranked = [(runner_key(n), n, m) for n, m in worst_first(fleet.runner_types)]
+        by_key = {key: name for key, name, _ in ranked}
+        latest = _latest = _FleetIndex(fleet, by_key, ranked)
     return latest
 
 
@@ -140,31 +146,32 @@ def _relevant(
     Shown: the alert's types found in the reading, else every type that queues (but those a
     route on runner types sends to another channel: that team's alerts speak for them); and
     every type the incident showed before, so one that drained reads "0 queued" instead of
-    vanishing. A
-    followed type the reading lacks is shown with nothing queued when its absence means that
-    (`_absent_as_empty`; said "none queued over N min"); otherwise it is missing, and while it
-    is, the drain cannot be decided.
+    vanishing. A followed type is shown under the incident's name for it (the alert's), so its
+    peaks and trend stay one type. A followed type the reading lacks is shown with nothing
+    queued when its absence means that (`_absent_as_empty`; said "none queued over N min");
+    otherwise it is missing, and while it is, the drain cannot be decided.
     """
-    fleet, by_name = index.fleet, index.by_name
-    # Followed: every type the incident has shown or its alert named (peaks keep both).
-    followed = {n for n in (*incident.peak_types, *incident.runner_types) if n}
-    absent = sorted({n.casefold(): n for n in followed if n.casefold() not in by_name}.values())
+    fleet, by_key = index.fleet, index.by_key
+    # Followed: every type the incident has shown or its alert named (peaks keep both), by key;
+    # the alert's name wins over a reading's.
+    followed = {runner_key(n): n for n in (*incident.peak_types, *incident.runner_types) if n}
+    absent = sorted(name for key, name in followed.items() if key not in by_key)
     empty = _absent_as_empty(incident, fleet, absent)
-    named = {name.casefold() for name in incident.runner_types if name}
-    matched = named & ({*by_name, *(n.casefold() for n in empty)})
+    named = {runner_key(name) for name in incident.runner_types if name}
+    matched = named & {*by_key, *(runner_key(n) for n in empty)}
     note = ""
     if matched:
-        chosen = {by_name[n] for n in matched if n in by_name}
+        chosen = {key for key in matched if key in by_key}
     else:
         chosen = {
-            n
-            for n, m in fleet.runner_types.items()
+            key
+            for key, n, m in index.ranked
             if (m.queued or 0) > 0 and routing.owns(incident.channel, n)
         }
         if named:
             note = "none of the alert's runner types is in the reading: showing all that queue"
-    chosen |= {by_name[n.casefold()] for n in followed if n.casefold() in by_name}
-    ranked = [item for item in index.ranked if item[0] in chosen]
+    chosen |= {key for key in followed if key in by_key}
+    ranked = [(followed.get(key, n), m) for key, n, m in index.ranked if key in chosen]
     # Nothing queued and no wait known: the least bad, so last, as `worst_first` puts them.
     ranked += [(name, NOTHING_QUEUED) for name in empty]
     missing = tuple(n for n in absent if n not in empty)
@@ -191,16 +198,16 @@ def _absent_as_empty(incident: Incident, fleet: FleetSnapshot, absent: list[str]
     if not fleet.absent_means_empty:
         return []
     read = _read_before(incident)
-    return [name for name in absent if name.casefold() in read]
+    return [name for name in absent if runner_key(name) in read]
 
 
 def _read_before(incident: Incident) -> set[str]:
-    """The runner types (casefolded) a live reading has shown this incident: those of its last
-    live view, and its peaks the alert never named (only a reading adds those)."""
-    named = {name.casefold() for name in incident.runner_types}
-    read = {n.casefold() for n in incident.peak_types if n.casefold() not in named}
+    """The runner types (by `runner_key`) a live reading has shown this incident: those of its
+    last live view, and its peaks the alert never named (only a reading adds those)."""
+    named = {runner_key(name) for name in incident.runner_types}
+    read = {runner_key(n) for n in incident.peak_types} - named
     if incident.live is not None and incident.live.is_live:
-        read |= {n.casefold() for n in incident.live.runner_types}
+        read |= {runner_key(n) for n in incident.live.runner_types}
     return read
 
 
@@ -211,8 +218,8 @@ def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:
         return False
     if view.hidden_queueing:
         return False
-    named = {name.casefold() for name in incident.runner_types if name}
-    return not named or any(n.casefold() in named for n in view.runner_types)
+    named = {runner_key(name) for name in incident.runner_types if name}
+    return not named or any(runner_key(n) in named for n in view.runner_types)
 
 
 def absence_can_drain(queued_over_mins: float | None, max_wait_mins: float) -> bool:
@@ -262,10 +269,15 @@ def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snaps
 
 
 def with_baselines(
-    view: FleetSnapshot, history: Sequence[HistoryPoint], *, started_at: datetime
+    view: FleetSnapshot,
+    history: Sequence[HistoryPoint],
+    *,
+    started_at: datetime,
+    read_as: Mapping[str, str] | None = None,
 ) -> FleetSnapshot:
     """Fill the baselines the backend could not give from the readings in the hours before the
-    incident started (the backend's own "same hour yesterday" wins when it has one)."""
+    incident started (the backend's own "same hour yesterday" wins when it has one). `read_as`:
+    a shown type's name in the readings, where the incident names it otherwise."""
     before = [
         p for p in history if started_at - BASELINE_WINDOW <= p.at <= started_at - BASELINE_GAP
     ]
@@ -274,12 +286,13 @@ def with_baselines(
     types = {}
     for name, m in view.runner_types.items():
         update: dict[str, float] = {}
+        read = (read_as or {}).get(name, name)
         if m.arrival_baseline_per_min is None:
-            values = [p.arrival_per_min[name] for p in before if name in p.arrival_per_min]
+            values = [p.arrival_per_min[read] for p in before if read in p.arrival_per_min]
             if values:
                 update["arrival_baseline_per_min"] = sum(values) / len(values)
         if m.duration_baseline_mins is None:
-            values = [p.job_duration_mins[name] for p in before if name in p.job_duration_mins]
+            values = [p.job_duration_mins[read] for p in before if read in p.job_duration_mins]
             if values:
                 update["duration_baseline_mins"] = sum(values) / len(values)
         types[name] = m.model_copy(update=update) if update else m

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from bot.domain.runner_names import runner_key
+
 # (runner type, workflow) -> a count
 WorkflowCounts = Mapping[tuple[str, str], int]
 
@@ -167,6 +169,15 @@ class JobsView:
     history: bool = False
     # Per runner type, the workflows whose jobs got slower than a day before, slowest first.
     slower: dict[str, tuple[Slower, ...]] = field(default_factory=dict)
+
+    def name_of(self, runner_type: str) -> str:
+        """This view's name for `runner_type` (an incident's may be the alert's `linux.2xlarge`
+        where the source says `linux-2xlarge`: `runner_key`), else `runner_type` itself."""
+        if runner_type in self.runner_types:
+            return runner_type
+        key = runner_key(runner_type)
+        names = (*self.runner_types, *self.slower)
+        return next((name for name in names if runner_key(name) == key), runner_type)
 
 
 @dataclass(frozen=True)

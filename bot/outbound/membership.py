@@ -42,7 +42,7 @@ async def check_channels(gateway: SlackGateway, uses: Mapping[str, str]) -> dict
                 continue
             problems[channel] = "channel_not_found"
         else:
-            problem = _problem(info)
+            problem = why_cannot_post(info)
             if problem is None:
                 continue
             problems[channel] = problem
@@ -57,7 +57,7 @@ async def check_channels(gateway: SlackGateway, uses: Mapping[str, str]) -> dict
     return problems
 
 
-def _problem(info: object) -> str | None:
+def why_cannot_post(info: object) -> str | None:
     """Why the app cannot post in the channel `conversations.info` describes, if it cannot."""
     if not isinstance(info, dict):
         return None

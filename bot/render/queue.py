@@ -19,6 +19,7 @@ from bot.domain.forecast import (
     runners_to_drain,
 )
 from bot.domain.incidents import Incident
+from bot.domain.runner_names import runner_key
 from bot.domain.trend import SPARK_POINTS, Trend, slope_per_min, sparkline
 from bot.domain.units import minutes, number
 from bot.render.mrkdwn import escape, truncate
@@ -147,10 +148,10 @@ def recommend_for(
     From the live reading when the incident has one (rates, job duration, the trend), the same
     outlook its status shows; else from the alert's queue, one runner per queued job.
     """
-    live = incident.live
+    live, key = incident.live, runner_key(runner_type)
     if live is not None and live.is_live:
         for name, metrics in live.runner_types.items():
-            if name.casefold() != runner_type.casefold():
+            if runner_key(name) != key:
                 continue
             ahead = type_outlook(name, metrics, incident.trend, within_mins=within_mins)
             if ahead is not None and ahead.runners:
@@ -158,7 +159,7 @@ def recommend_for(
             return runners_to_drain(
                 metrics.queued, job_duration_mins=metrics.job_duration_mins, within_mins=within_mins
             )
-    queue = incident.runner_types.get(runner_type)
+    queue = next((q for n, q in incident.runner_types.items() if runner_key(n) == key), None)
     queued = queue.queued if queue is not None else None
     if queued is None and len(incident.runner_types) <= 1:
         queued = incident.numbers.max_queue_size

@@ -36,6 +36,7 @@ from bot.domain.early_warning import (
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.incidents import Incident
 from bot.domain.routes import Route, channel_for_type
+from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import IncidentStore
 from bot.storage.warnings import WarningStore
@@ -195,7 +196,7 @@ def _covering(name: str, channel: str, incidents: Sequence[Incident]) -> Inciden
     warning's channel naming none."""
     for incident in incidents:
         types = shown_types(incident)
-        if name.casefold() in types or (not types and incident.channel == channel):
+        if runner_key(name) in types or (not types and incident.channel == channel):
             return incident
     return None
 

@@ -20,6 +20,7 @@ from bot.backends.errors import BackendError
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
 from bot.backends.metrics.prometheus_history import parse_matrix, step_s
 from bot.domain.early_warning import Thresholds
+from bot.domain.runner_names import RunnerNames
 from bot.storage.incident_store import IncidentStore
 from sandbox.redis_server import free_port
 from tests.support.cores import action_core
@@ -83,6 +84,22 @@ async def test_a_week_of_queueing_at_the_maximum_and_the_queue_time(seeded: Week
     assert healthy.hours_over(ALERT) == 0 and healthy.hours_at_max == 0
     assert healthy.wait_p90_mins is not None and healthy.wait_p90_mins <= 5 / 60
     assert queueing.job_mins == pytest.approx(30) and healthy.job_mins == pytest.approx(30)
+
+
+async def test_the_history_is_named_for_the_runner_types_the_alerts_use(seeded: Week) -> None:
+    """The queueing set serves `linux.2xlarge` (RUNNER_SCALE_SETS), the recreated listener's two
+    runner-set names included; the healthy one serves no type the bot knows."""
+    names = RunnerNames({"linux.2xlarge": QUEUEING})
+    config = PrometheusConfig(url=seeded.url, window="10m", names=names)
+    backend = PrometheusMetrics(config)
+    try:
+        kept = await backend.history(start=seeded.start, end=seeded.end)
+    finally:
+        await backend.aclose()
+    assert set(kept.types) == {HEALTHY, "linux.2xlarge"}
+    typed = kept.types["linux.2xlarge"]
+    assert typed.peak_queued == 15 and typed.wait_p90_mins is not None
+    assert typed.job_mins == pytest.approx(30)
 
 
 async def test_queue_report_over_a_seeded_week_of_incidents_and_prometheus_history(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,9 +19,13 @@ from bot.backends.metrics.prometheus import (
     parse_vector,
     workflow_of,
 )
+from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FIELDS as PROMETHEUS_FIELDS
-from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import FleetSnapshot, Reading
+from bot.domain.incident_fleet import incident_fleet
+from bot.domain.incidents import Incident
 from bot.domain.jobs import JobsListing
+from bot.domain.runner_names import RunnerNames
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.running import eventually
 
@@ -68,6 +72,66 @@ async def test_per_runner_type_numbers_from_arcs_listener_metrics(arc_fleet: Arc
     # The healthy set has no job metrics yet (ARC shows them after the first job event).
     assert (healthy.queued, healthy.busy, healthy.registered) == (0, 17, 19)
     assert healthy.job_duration_mins is None and healthy.started_per_min is None
+
+
+# -- scale sets named as Helm releases are: `linux-2xlarge` serves the label `linux.2xlarge` ------
+
+GPU = "linux.g5.4xlarge.nvidia.gpu"
+
+
+@pytest.fixture(scope="module")
+def released() -> Iterator[ArcFleet]:
+    """A fleet whose scale sets are named as real installs name them: one derived from its
+    runner type, one named by hand (RUNNER_SCALE_SETS)."""
+    fleet = ArcFleet(names=("linux-2xlarge", "gpu-a10g"))
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+async def both_read(url: str, names: RunnerNames) -> FleetSnapshot:
+    async def both() -> FleetSnapshot | None:
+        snap = await read(url, names=names)
+        return snap if len(snap.runner_types) == 2 else None
+
+    return await eventually(both, what="both listeners scraped", timeout=30)
+
+
+async def test_each_series_is_named_for_the_runner_type_the_alerts_use(
+    released: ArcFleet,
+) -> None:
+    names = RunnerNames({GPU: "gpu-a10g"}, known=["linux.2xlarge", GPU])
+    snap = await both_read(released.prometheus.url, names)
+    assert set(snap.runner_types) == {"linux.2xlarge", GPU}
+    assert snap.runner_types["linux.2xlarge"].queued == 43
+    assert snap.runner_types[GPU].registered == 19
+
+
+async def test_with_nothing_configured_an_alerts_type_still_finds_its_scale_set(
+    released: ArcFleet,
+) -> None:
+    snap = await both_read(released.prometheus.url, RunnerNames())
+    assert set(snap.runner_types) == {"linux-2xlarge", "gpu-a10g"}  # no type knows them
+    now = snap.at
+    alert = Incident(
+        id="1",
+        group_key="g",
+        group_hash="h",
+        source="grafana",
+        title="jobs queueing",
+        runner_types={"linux.2xlarge": RunnerQueue(queued=40)},
+        started_at=now,
+        opened_at=now,
+        updated_at=now,
+    )
+    view = incident_fleet(
+        alert, Reading(snap, now), backend="Prometheus", now=now, interval=timedelta(minutes=1)
+    )
+    assert view.is_live and not view.note
+    shown = view.runner_types["linux.2xlarge"]  # the alert's name, the scale set's numbers
+    assert (shown.queued, shown.busy, shown.maximum) == (43, 120, 120)
+    assert list(view.runner_types) == ["linux.2xlarge"]
 
 
 async def test_a_replaced_query_fits_another_exporter(arc_fleet: ArcFleet) -> None:

@@ -18,7 +18,9 @@ from bot.backends.errors import BackendError
 from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import Reverted, ScaleRequest, Undo
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig, changed_by, ephemeral_failures
+from bot.config import load_settings
 from bot.domain.scaling import ScaleTarget, managed_by
+from bot.factory import scale_targets
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values
 
@@ -73,6 +75,41 @@ async def test_a_scale_set_changed_meanwhile_is_read_again_not_overwritten(
 
 
 SET = ("arc-runners", "mt-l-x86iavx512-8-64")
+
+
+def arc_targets(**values: str) -> dict[str, ScaleTarget]:
+    """SCALER_TARGETS as the bot takes them (every setting the targets read given here)."""
+    values = {"scaler_arc_namespace": "arc-runners", "runner_scale_sets": "{}", **values}
+    return scale_targets(load_settings(_env_file=None, scaler_backend="arc", **values))
+
+
+async def test_a_runner_type_with_no_target_scales_its_derived_scale_set(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """ARC's scale set for `linux.2xlarge` is `linux-2xlarge`: SCALER_TARGETS need not say so."""
+    kube.add_from_fixture("linux-2xlarge", minRunners=2, maxRunners=200)
+    target = arc_targets(scaler_targets='{"linux.2xlarge": {"cap": 10}}')["linux.2xlarge"]
+    assert target.target == "arc-runners/linux-2xlarge"
+    result = await scaler(kube, tmp_path).scale(ScaleRequest(target, 3, "1", "al"))
+    assert result.detail == "minRunners 2 → 5 (maxRunners 200)"
+    assert kube.sets[("arc-runners", "linux-2xlarge")]["spec"]["minRunners"] == 5
+    assert kube.patches[0][0].endswith("/arc-runners/autoscalingrunnersets/linux-2xlarge")
+
+
+async def test_a_scale_set_named_in_runner_scale_sets_wins(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    kube.add_from_fixture("linux-g5-4xlarge-nvidia-gpu", minRunners=0, maxRunners=200)
+    kube.add_from_fixture("gpu-a10g", minRunners=1, maxRunners=200)
+    targets = arc_targets(
+        scaler_targets='{"linux.g5.4xlarge.nvidia.gpu": {"cap": 5}}',
+        runner_scale_sets='{"linux.g5.4xlarge.nvidia.gpu": "gpu-a10g"}',
+    )
+    gpu = targets["linux.g5.4xlarge.nvidia.gpu"]
+    assert gpu.target == "arc-runners/gpu-a10g" and gpu.cap == 5
+    await scaler(kube, tmp_path).scale(ScaleRequest(gpu, 2, "1", "al"))
+    assert kube.sets[("arc-runners", "gpu-a10g")]["spec"]["minRunners"] == 3
+    assert kube.sets[("arc-runners", "linux-g5-4xlarge-nvidia-gpu")]["spec"]["minRunners"] == 0
 
 
 async def test_a_scale_up_records_what_it_changed_and_is_put_back(

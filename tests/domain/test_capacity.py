@@ -267,6 +267,26 @@ def test_a_type_never_at_its_maximum_gets_a_minimum_not_a_bigger_maximum() -> No
     assert "maxRunners" not in big.recommendation
 
 
+def test_the_readings_scale_set_is_the_alerts_runner_type_in_one_report() -> None:
+    """Readings name ARC's scale set (`linux-2xlarge`) where no setting maps it back; the
+    alerts, and a scale-up from Slack, name `linux.2xlarge`: one type, one report."""
+    history = TypeHistory(step_s=300, queued=series(12, 12, 0), job_mins=6.0)
+    live = {"linux-2xlarge": RunnerTypeMetrics(minimum=4, maximum=20, job_duration_mins=6.0)}
+    incidents = [(incident(1, 50, 1, {BIG: (12, 20)}), [scaled("alice", "Linux.2xlarge")])]
+    for only in (None, "linux-2xlarge"):
+        [big] = capacity_report(
+            incidents,
+            live,
+            since=WEEK,
+            now=NOW,
+            only=only,
+            history={"linux-2xlarge": history},
+            thresholds=ALERT,
+        )
+        assert (big.runner_type, big.incidents, big.maximum) == (BIG, 1, 20)
+        assert big.hours_over == pytest.approx(10 / 60) and big.scale_ups == {"alice": 1}
+
+
 def test_a_schedule_day_is_a_day_name_not_any_word_starting_like_one() -> None:
     assert parse_schedule("Monday 09:00 Europe/London") == Schedule("mon", 9, 0, "Europe/London")
     assert parse_schedule("tues 08:30") == Schedule("tue", 8, 30)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics
@@ -18,6 +20,7 @@ from bot.domain.incident_fleet import (
 )
 from bot.domain.incidents import Incident, record_status
 from bot.domain.routes import Routing, parse_routes
+from bot.domain.runner_names import derived_scale_set
 from bot.domain.trend import slope_per_min, sparkline
 from bot.render.queue import type_lines
 
@@ -57,7 +60,35 @@ def view_of(inc: Incident, reading: Reading | None) -> FleetSnapshot:
 def test_the_incident_shows_the_alerts_runner_types_matched_by_name() -> None:
     reading = Reading(fleet(**{"GPU": (14, 100), "cpu": (2, 3), "arm": (0, None)}), NOW)
     view = view_of(incident("gpu"), reading)
-    assert list(view.runner_types) == ["GPU"] and view.is_live and not view.note
+    # Under the alert's name: the incident's peaks and trend keep one name per type.
+    assert list(view.runner_types) == ["gpu"] and view.is_live and not view.note
+
+
+def test_an_alerts_runner_type_finds_its_arc_scale_set_with_nothing_configured() -> None:
+    """ARC names the scale set of `linux.2xlarge` `linux-2xlarge`: the same type, derived."""
+    reading = Reading(
+        fleet(**{"linux-2xlarge": (43, 12), "linux-4xlarge": (0, 0), "linux-g5": (9, 3)}), NOW
+    )
+    view = view_of(incident("linux.2xlarge"), reading)
+    assert list(view.runner_types) == ["linux.2xlarge"] and not view.note
+    assert view.runner_types["linux.2xlarge"].queued == 43
+    assert drain_checks(incident("linux.2xlarge"), view, DRAIN) == 0  # a live view of its type
+
+
+@given(st.text(st.sampled_from("abcXYZ019.-_ "), min_size=1, max_size=30))
+def test_any_alert_label_finds_the_reading_of_its_derived_scale_set(label: str) -> None:
+    assume(derived_scale_set(label))
+    reading = Reading(fleet(**{derived_scale_set(label): (43, 12), "other": (5, 1)}), NOW)
+    view = view_of(incident(label), reading)
+    assert {n: m.queued for n, m in view.runner_types.items()} == {label: 43}
+
+
+def test_history_fills_the_baselines_of_a_type_the_readings_name_otherwise() -> None:
+    inc = incident("linux.2xlarge")
+    history = [HistoryPoint(inc.started_at - timedelta(hours=1), {"linux-2xlarge": 3.0}, {})]
+    reading = Reading(fleet(**{"linux-2xlarge": (43, 12)}), NOW)
+    view = incident_fleet(inc, reading, history, backend="Prometheus", now=NOW, interval=MINUTE)
+    assert view.runner_types["linux.2xlarge"].arrival_baseline_per_min == 3.0
 
 
 def test_an_alert_naming_no_type_shows_every_type_that_queues() -> None:

@@ -31,6 +31,7 @@ from bot.backends.silence.alertmanager import alertmanager_silencer
 from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import Matcher, parse_notification
 from bot.domain.jobs import Arrivals, Trigger, jobs_view, surging
+from bot.domain.runner_names import RunnerNames
 from bot.domain.scaling import ScaleTarget
 from sandbox.fleet import (
     DEMO_BURSTS,
@@ -42,8 +43,9 @@ from sandbox.fleet import (
     minutes,
 )
 from sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
-from sandbox.fleet_api import FleetApi, FleetApiConfig, scale_set_name
+from sandbox.fleet_api import FleetApi, FleetApiConfig, runner_set_name
 from sandbox.serve import serve_in_thread
+from sandbox.stack import SCALE_SETS
 from tests.support.running import eventually
 from tests.support.servers import wait_until
 
@@ -178,13 +180,33 @@ def fleet_api() -> Iterator[FleetApi]:
         yield api
 
 
+# The demo's settings: every type scalable (SCALER_TARGETS), one scale set named by hand.
+DEMO_NAMES = RunnerNames(SCALE_SETS, known=[spec.name for spec in DEMO_TYPES])
+
+
+def test_the_demos_settings_name_every_types_scale_set_as_the_fleet_does() -> None:
+    for spec in DEMO_TYPES:
+        assert DEMO_NAMES.scale_set(spec.name) == spec.scale_set
+    assert [spec.scale_set for spec in DEMO_TYPES] == [
+        "linux-2xlarge",
+        "linux-4xlarge",
+        "linux-g5-4xlarge-nvidia-gpu",
+        "win-4xlarge",
+    ]
+
+
 async def test_the_prometheus_backend_reads_the_fleet_by_runner_type(fleet_api: FleetApi) -> None:
-    metrics = PrometheusMetrics(PrometheusConfig(fleet_api.url, window="10m"))
+    metrics = PrometheusMetrics(PrometheusConfig(fleet_api.url, window="10m", names=DEMO_NAMES))
+    unnamed = PrometheusMetrics(PrometheusConfig(fleet_api.url, window="10m"))
     try:
         snapshot = await metrics.read(now=datetime.now(UTC))
+        as_served = await unnamed.read(now=datetime.now(UTC))
     finally:
         await metrics.aclose()
-    assert set(snapshot.runner_types) == {spec.name for spec in DEMO_TYPES}  # suffix stripped
+        await unnamed.aclose()
+    # The series are ARC's scale sets (suffix stripped), named for the types the alerts use.
+    assert set(as_served.runner_types) == {spec.scale_set for spec in DEMO_TYPES}
+    assert set(snapshot.runner_types) == {spec.name for spec in DEMO_TYPES}
     assert snapshot.note == ""  # every default ARC query was answered
     truth = fleet_api.fleet.reading()
     for name, read in snapshot.runner_types.items():
@@ -226,10 +248,10 @@ def test_a_query_the_fleet_cannot_run_is_prometheus_bad_data(fleet_api: FleetApi
     assert answer.json()["status"] == "error" and answer.json()["errorType"] == "bad_data"
 
 
-def test_scale_set_names_carry_arcs_suffix() -> None:
-    name = scale_set_name("linux.2xlarge")
-    assert name.startswith("linux.2xlarge-") and len(name) == len("linux.2xlarge-") + 5
-    assert name == scale_set_name("linux.2xlarge")
+def test_runner_set_names_carry_arcs_suffix() -> None:
+    name = runner_set_name("linux-2xlarge")
+    assert name.startswith("linux-2xlarge-") and len(name) == len("linux-2xlarge-") + 5
+    assert name == runner_set_name("linux-2xlarge")
 
 
 async def test_the_alertmanager_silencer_creates_reads_and_expires(fleet_api: FleetApi) -> None:
@@ -279,7 +301,7 @@ def test_a_bad_silence_is_refused_with_a_reason(fleet_api: FleetApi, body: dict[
 
 
 def target(runner_type: str = "linux.2xlarge") -> ScaleTarget:
-    return ScaleTarget(runner_type, f"arc-runners/{runner_type}", cap=20)
+    return ScaleTarget(runner_type, f"arc-runners/{DEMO_NAMES.scale_set(runner_type)}", cap=20)
 
 
 @pytest.fixture
@@ -342,7 +364,7 @@ def test_the_kubernetes_api_refuses_what_the_crds_schema_refuses(
     before = fleet_api.spec("linux.2xlarge")
     answer = httpx.patch(
         f"{fleet_api.url}/apis/actions.github.com/v1alpha1/namespaces/arc-runners/"
-        "autoscalingrunnersets/linux.2xlarge",
+        "autoscalingrunnersets/linux-2xlarge",
         content=json.dumps(patch),
         headers={
             "Authorization": f"Bearer {KUBE_TOKEN}",
@@ -358,7 +380,7 @@ def test_the_kubernetes_api_refuses_what_the_crds_schema_refuses(
     ("patch", "kind"),
     [
         ({"metadata": None}, "merge-patch"),
-        ({"metadata": {"name": "linux.4xlarge"}}, "merge-patch"),
+        ({"metadata": {"name": "linux-4xlarge"}}, "merge-patch"),
         ({"metadata": {"namespace": "default"}}, "merge-patch"),
         ({"kind": "Pod"}, "merge-patch"),
         ([{"op": "replace", "path": "/metadata/name", "value": "x"}], "json-patch"),
@@ -374,13 +396,13 @@ def test_a_patch_cannot_make_the_scale_set_another_object(
     )
     assert answer.status_code == 400 and answer.json()["kind"] == "Status"
     assert fleet_api.spec("linux.2xlarge") == before
-    assert set(fleet_api.kube.sets) == {("arc-runners", s.name) for s in DEMO_TYPES}
+    assert set(fleet_api.kube.sets) == {("arc-runners", s.scale_set) for s in DEMO_TYPES}
 
 
 def kube_call(url: str, method: str, body: bytes, content_type: str) -> httpx.Response:
     path = "/apis/actions.github.com/v1alpha1/namespaces/arc-runners/autoscalingrunnersets/"
     headers = {"Authorization": f"Bearer {KUBE_TOKEN}", "Content-Type": content_type}
-    return httpx.request(method, f"{url}{path}linux.2xlarge", content=body, headers=headers)
+    return httpx.request(method, f"{url}{path}linux-2xlarge", content=body, headers=headers)
 
 
 # Where a JSON patch can reach in an AutoscalingRunnerSet, the object's identity included.

@@ -9,8 +9,10 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
+from bot.domain.runner_names import RunnerNames
 from sandbox.fleet import DEMO_TYPES, Fleet
 from sandbox.fleet_api import FleetApi, FleetApiConfig
+from sandbox.stack import SCALE_SETS
 
 
 class Clock:
@@ -31,7 +33,9 @@ async def test_range_queries_over_the_kept_readings() -> None:
     transport = httpx.ASGITransport(app=api.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://fleet") as http:
         end = datetime.now(UTC) + timedelta(seconds=1)
-        metrics = PrometheusMetrics(PrometheusConfig(url="http://fleet", window="10m"), http)
+        names = RunnerNames(SCALE_SETS, known=[spec.name for spec in DEMO_TYPES])
+        config = PrometheusConfig(url="http://fleet", window="10m", names=names)
+        metrics = PrometheusMetrics(config, http)
         kept = await metrics.history(start=end - timedelta(hours=1), end=end)
         refused = await http.get(
             "/api/v1/query_range",
@@ -41,7 +45,8 @@ async def test_range_queries_over_the_kept_readings() -> None:
             "/api/v1/query_range",
             params={"query": "up", "start": "0", "end": "86400", "step": "1"},
         )
-    # Every type read, its maximum known; the last step of the hour holds the reading.
+    # Every type read (under its runner type's name), its maximum known; the last step of the
+    # hour holds the reading.
     assert sorted(kept.types) == sorted(spec.name for spec in DEMO_TYPES)
     gpu = kept.types["linux.g5.4xlarge.nvidia.gpu"]
     assert list(gpu.maximum.values()) == [10.0] and gpu.queued == {max(gpu.queued): 0.0}

@@ -54,7 +54,7 @@ async def resolved_on_drain(thread: Callable[[], list[Any]]) -> Any:
     )
 
 
-def live(settings_for: Any, url: str, **overrides: Any) -> Any:
+def live(settings_for: Any, url: str | None, **overrides: Any) -> Any:
     values = {
         "metrics_backend": "prometheus",
         "prometheus_url": url,
@@ -138,6 +138,36 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
         assert [m.ts for m in thread()] == [ts for ts, _ in settled]
 
 
+async def test_an_alert_naming_linux_2xlarge_shows_the_numbers_of_scale_set_linux_2xlarge(
+    settings_for: Any, slack: Slack
+) -> None:
+    """Real scale sets are named as Helm releases are (`linux-2xlarge`); the alert says the
+    runs-on label (`linux.2xlarge`). Nothing configured: the incident still finds its numbers."""
+    fleet = ArcFleet(names=("linux-2xlarge", "linux-4xlarge"))
+    payload = fixture_json(FIRING)
+    payload["alerts"][0]["labels"]["runner_type"] = "linux.2xlarge"
+    try:
+        async with run_bot(live(settings_for, fleet.prometheus.url)) as running:
+            await running.send("grafana", payload)
+            roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+            shown = await eventually(
+                lambda: next(
+                    (
+                        text_of(m)
+                        for m in status_replies(slack, roots[0].ts)
+                        if "linux.2xlarge: *43* queued" in text_of(m)
+                    ),
+                    None,
+                ),
+                what="a status with the scale set's live queue",
+                timeout=30,
+            )
+    finally:
+        fleet.stop()
+    assert "linux-2xlarge" not in shown, "one name for one type: the alert's"
+    assert "linux-4xlarge" not in shown, "a healthy type stays out"
+
+
 async def test_a_failing_backend_says_so_and_never_closes_the_incident(
     settings_for: Any, slack: Slack
 ) -> None:
@@ -191,7 +221,7 @@ async def test_with_the_hud_the_incident_closes_itself_once_its_labels_leave_the
 ) -> None:
     fake, server = hud
     settings = live(
-        settings_for, "", metrics_backend="hud", hud_url=server.url, hud_token=fake.token
+        settings_for, None, metrics_backend="hud", hud_url=server.url, hud_token=fake.token
     )
     async with run_bot(settings) as running:
         await running.send("grafana", fixture_json(FIRING))
@@ -233,7 +263,7 @@ async def test_with_a_hud_threshold_past_the_drain_limit_an_empty_answer_closes_
     fake, server = hud
     settings = live(
         settings_for,
-        "",
+        None,
         metrics_backend="hud",
         hud_url=server.url,
         hud_token=fake.token,

@@ -8,6 +8,10 @@ are joined to the set through the scrape target (`instance`) they share with its
 can be replaced (`PROMETHEUS_QUERIES`), so other exporters fit; see the README for an EC2
 autoscaler's example.
 
+A series is named for the runner type the alerts use: its `name` less ARC's runner-set suffix is
+a scale set (`linux-2xlarge`), which `RunnerNames` maps back to the type it serves
+(`linux.2xlarge`) when the bot knows that type; a scale set of no known type keeps its name.
+
 ARC lists no queued jobs. Its job counters can say which workflows' jobs started, per scale set,
 when `spec.listenerMetrics` adds `job_workflow_name` or `job_workflow_ref` to them (absent by
 default): `queued_jobs` then gives per-workflow starts in the last hour, against the same hour a
@@ -32,6 +36,7 @@ from bot.backends.metrics import prometheus_history as ranges
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
+from bot.domain.runner_names import RunnerNames
 
 # ARC 0.14 names a runner set `<scale set>-<5 chars>`, the chars from Kubernetes'
 # `utilrand.String` alphabet (no vowels, no 0/1/3): so "linux-large" keeps its "-large".
@@ -111,6 +116,8 @@ class PrometheusConfig:
     window: str = "10m"
     timeout_s: float = 10.0
     bearer_token: str | None = None
+    # Scale set -> the runner type the alerts name (RUNNER_SCALE_SETS, SCALER_TARGETS' types).
+    names: RunnerNames = field(default_factory=RunnerNames)
 
     def all_queries(self) -> dict[str, str]:
         unknown = unknown_fields(self.queries)
@@ -220,8 +227,11 @@ class PrometheusMetrics:
         return means
 
     def runner_type(self, labels: Mapping[str, str]) -> str:
+        """The runner type a series is of: its scale set (the name label less ARC's suffix),
+        as the alerts name the type it serves; "" for a series without the label."""
         raw = labels.get(self._config.runner_type_label, "")
-        return self._suffix.sub("", raw) if self._suffix else raw
+        scale_set = self._suffix.sub("", raw) if self._suffix else raw
+        return self._config.names.runner_type(scale_set) if scale_set else ""
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
         """The capacity report's window (`bot.backends.metrics.prometheus_history`): every
@@ -284,6 +294,16 @@ class PrometheusMetrics:
             },
         )
         return ranges.parse_matrix(json_object(response, "Prometheus"))
+
+    @property
+    def fields(self) -> list[str]:
+        """The reading's fields queried: ARC's defaults with PROMETHEUS_QUERIES over them."""
+        return list(self._queries)
+
+    async def series(self, field: str, *, now: datetime) -> list[tuple[dict[str, str], float]]:
+        """One field's query, asked as `read` asks it (`queuepilot check` asks them one by one,
+        to say which returns what)."""
+        return await self._query(self._queries[field], now)
 
     async def _query(self, query: str, now: datetime) -> list[tuple[dict[str, str], float]]:
         response = await request(

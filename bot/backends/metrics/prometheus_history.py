@@ -6,7 +6,9 @@ queries (`PROMETHEUS_QUERIES` included) asked with `/api/v1/query_range`, a step
 series under `MAX_POINTS`. The quantiles are one instant query each at the window's end, over the
 histogram's increase across the window: every job that got a runner in it counts once. Job series
 join their scale set's `name` through any scrape target (`instance`) that served its gauges in the
-window (`last_over_time`), so a listener restarted mid-week is not lost.
+window (`last_over_time`), so a listener restarted mid-week is not lost. Every series comes back
+named by its scale set, which the backend maps to the runner type the alerts name, as it does the
+live reading's (`PrometheusMetrics.runner_type`).
 """
 
 from __future__ import annotations
@@ -55,15 +57,15 @@ def range_queries(queries: Mapping[str, str]) -> dict[str, str]:
     return chosen
 
 
-TYPE = "queuepilot_type"  # the runner type (the set's `name` less its suffix), while summing
+TYPE = "queuepilot_type"  # the scale set (the runner set's `name` less its suffix), while summing
 
 
 def per_type(expr: str, seconds: int, name_suffix: str = "") -> str:
-    """A job series over the window, given its runner type (`TYPE`: its scale set's `name`,
+    """A job series over the window, given its scale set (`TYPE`: its runner set's `name`,
     less the suffix) through any scrape target that served the set's gauges in the window.
 
-    A listener recreated in the window (ARC names its runner set anew) serves the same runner
-    type under two names: the suffix is cut into a label of its own, and the targets' names are
+    A listener recreated in the window (ARC names its runner set anew) serves the same scale
+    set under two names: the suffix is cut into a label of its own, and the targets' names are
     grouped by it, so a target that served both names (a Service address, a pod address given
     again) is one match, not a duplicate Prometheus refuses; the job series are summed by type
     before any quantile, since quantiles of two halves cannot be added afterwards."""

@@ -55,7 +55,7 @@ class SqsScaler:
         return None  # the backend reports none of its failures back
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
-        sqs = self._sqs = self._sqs or client("sqs", _with_region(self._config))
+        sqs = self._sqs = self._sqs or client("sqs", with_region(self._config))
         bodies = [self._body(scale.target.target) for _ in range(scale.delta)]
         sent, refused = 0, []
         for start in range(0, len(bodies), BATCH):
@@ -98,7 +98,7 @@ class SqsScaler:
         return body
 
 
-def _with_region(config: SqsScalerConfig) -> AwsConfig:
+def with_region(config: SqsScalerConfig) -> AwsConfig:
     """The queue URL names its region (`https://sqs.us-east-1.amazonaws.com/…`)."""
     if config.aws.region:
         return config.aws

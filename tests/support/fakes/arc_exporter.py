@@ -135,15 +135,18 @@ QUEUEING, HEALTHY = "mt-l-x86iavx512-8-64", "mt-l-x86iamx-8-32"
 
 class ArcFleet:
     """Two scale sets' listeners, each its own scrape target of a real `prometheus` (as in a
-    cluster: the job metrics join the gauges on `instance`); the first one queueing."""
+    cluster: the job metrics join the gauges on `instance`); the first one queueing. `names`:
+    the two scale sets (as Helm releases name them: `linux-2xlarge` serves `linux.2xlarge`)."""
 
-    def __init__(self, workflow_label: str = "") -> None:
+    def __init__(
+        self, workflow_label: str = "", names: tuple[str, str] = (QUEUEING, HEALTHY)
+    ) -> None:
         from sandbox.serve import serve_in_thread
         from tests.support.servers import Prometheus
 
         # The runner sets' names as ARC 0.14 makes them: "<scale set>-<5 chars>".
-        self.queueing = ArcListener(f"{QUEUEING}-x7q2k", workflow_label)
-        self.healthy = ArcListener(f"{HEALTHY}-d4zt9", workflow_label)
+        self.queueing = ArcListener(f"{names[0]}-x7q2k", workflow_label)
+        self.healthy = ArcListener(f"{names[1]}-d4zt9", workflow_label)
         self.queueing.set(
             assigned_jobs=163, running_jobs=120, registered_runners=120, busy_runners=120,
             idle_runners=0, min_runners=0, max_runners=120, desired_runners=120,

@@ -1,7 +1,9 @@
 """GitHub's REST API for self-hosted runners and workflow jobs, shaped like the real one
 (`../shared/fixtures/github/README.md`): bearer token, `link` pagination with URLs the client
 must follow as given, ETags with 304 answers that cost no quota, `x-ratelimit-*` headers on every
-answer, and rate-limit refusals a test switches on.
+answer, and rate-limit refusals a test switches on. `GET /rate_limit` answers the token's quota
+without spending it, as GitHub's does; paths under `forbidden` answer 403 as GitHub answers a
+fine-grained token without the permission.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ class FakeGithub:
     limited_status: int = 403
     calls: list[str] = field(default_factory=list)
     base_url: str = ""
+    # Path prefixes the token may not read ("/orgs/pytorch/actions/runners").
+    forbidden: set[str] = field(default_factory=set)
 
     def runner(self, rid: int, *labels: str, status: str = "online", busy: bool = False) -> None:
         generic = [{"id": 5, "name": "self-hosted", "type": "read-only"},
@@ -125,6 +129,16 @@ class FakeGithub:
             return JSONResponse(
                 {"message": "Bad credentials"}, status_code=401, headers=self._headers()
             )
+        if any(request.url.path.startswith(prefix) for prefix in self.forbidden):
+            return JSONResponse(
+                {
+                    "message": "Resource not accessible by personal access token",
+                    "documentation_url": "https://docs.github.com/rest",
+                    "status": "403",
+                },
+                status_code=403,
+                headers=self._headers(),
+            )
         if self.limited is not None:
             headers = {**self._headers(), **self.limited}
             message = (
@@ -184,8 +198,23 @@ class FakeGithub:
             path = f"/repos/{repo}/actions/runs/{run_id}/jobs"
             return self._page(request, run["jobs"], "jobs", path, {})
 
+        async def rate_limit(request: Request) -> Response:
+            if request.headers.get("authorization") != f"Bearer {self.token}":
+                return JSONResponse(
+                    {"message": "Bad credentials"}, status_code=401, headers=self._headers()
+                )
+            headers = self._headers()
+            core = {
+                "limit": 5000,
+                "used": 5000 - self.remaining,
+                "remaining": self.remaining,
+                "reset": int(headers["x-ratelimit-reset"]),
+            }
+            return JSONResponse({"resources": {"core": core}, "rate": core}, headers=headers)
+
         return Starlette(
             routes=[
+                Route("/rate_limit", rate_limit),
                 Route("/orgs/{org}/actions/runners", org_runners),
                 Route("/organizations/{org_id}/actions/runners", org_runners),
                 Route("/repos/{owner}/{repo}/actions/runs", runs),

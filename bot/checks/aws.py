@@ -1,0 +1,95 @@
+"""AWS: the scale-up queue (SCALER_BACKEND=sqs) read, never written (`GetQueueAttributes`), and
+each Auto Scaling group of SCALER_TARGETS (aws-asg) described as the scaler describes it: it
+exists, and its desired capacity lies within its minimum and maximum.
+
+The sqs scaler needs only `sqs:SendMessage`, which no dry call can test (a message would ask the
+Lambda for a runner): a queue that cannot be read for want of `sqs:GetQueueAttributes` is a
+warning, a queue that does not exist a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from bot.backends.errors import BackendError
+from bot.backends.scale.asg import AsgScaler
+from bot.backends.scale.aws import AwsConfig, call, client
+from bot.backends.scale.sqs import SqsScalerConfig, with_region
+from bot.checks import Finding, fail, ok, warn
+from bot.config import Settings
+from bot.domain.scaling import ScaleTarget
+from bot.factory import build_scaler, scale_targets
+
+SQS, ASG = "sqs", "aws-asg"
+CREDENTIALS = (
+    "give the bot AWS credentials (the pod's IAM role, or AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY) and AWS_REGION"
+)
+
+
+async def probe_sqs(settings: Settings) -> list[Finding]:
+    assert settings.scaler_sqs_queue_url
+    url = settings.scaler_sqs_queue_url
+    aws = AwsConfig(
+        settings.aws_region, settings.aws_endpoint_url, settings.backend_timeout_seconds
+    )
+    queue = url.rstrip("/").rpartition("/")[2]
+    try:
+        sqs = client(
+            "sqs", with_region(SqsScalerConfig(url, settings.scaler_sqs_repository, aws=aws))
+        )
+        answer = await call(
+            "SQS",
+            sqs.get_queue_attributes,
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages"],
+        )
+    except BackendError as exc:
+        return [_sqs_refused(queue, str(exc))]
+    except Exception as exc:  # botocore refusing to build the client: no region, say
+        return [fail(SQS, f"{type(exc).__name__}: {exc}", CREDENTIALS)]
+    waiting = (answer.get("Attributes") or {}).get("ApproximateNumberOfMessages", "?")
+    return [ok(SQS, f"queue {queue}: readable, {waiting} messages waiting")]
+
+
+def _sqs_refused(queue: str, said: str) -> Finding:
+    if "AccessDenied" in said:
+        return warn(
+            SQS,
+            f"queue {queue} not read: {said}",
+            "nothing to do if the bot's role has sqs:SendMessage on it (all it needs); "
+            "sqs:GetQueueAttributes lets this check see the queue",
+        )
+    if "NonExistentQueue" in said or "QueueDoesNotExist" in said:
+        return fail(
+            SQS,
+            f"queue {queue}: {said}",
+            "set SCALER_SQS_QUEUE_URL to the scale-up queue's URL (…/<environment>-queued-builds)",
+        )
+    return fail(SQS, said, CREDENTIALS)
+
+
+async def probe_asg(settings: Settings, environ: Mapping[str, str]) -> list[Finding]:
+    scaler = build_scaler(settings, environ)
+    assert isinstance(scaler, AsgScaler)
+    targets = list(scale_targets(settings).values())
+    return list(await asyncio.gather(*(_group(scaler, target) for target in targets)))
+
+
+async def _group(scaler: AsgScaler, target: ScaleTarget) -> Finding:
+    shown = f"{target.target} ({target.runner_type})"
+    try:
+        capacity = await scaler.capacity(target)
+    except BackendError as exc:
+        if "no Auto Scaling group" in str(exc):
+            return fail(ASG, f"{shown}: {exc}", "name an existing group in SCALER_TARGETS")
+        return fail(ASG, f"{shown}: {exc}", CREDENTIALS)
+    except Exception as exc:  # botocore refusing to build the client: no region, say
+        return fail(ASG, f"{shown}: {type(exc).__name__}: {exc}", CREDENTIALS)
+    assert capacity is not None
+    desired, low, high = capacity.current, capacity.minimum, capacity.maximum
+    sizes = f"desired {desired}, min {low}, max {high}"
+    if desired is None or low is None or high is None or not low <= desired <= high:
+        return fail(ASG, f"{shown}: {sizes}", "set the group's sizes so min ≤ desired ≤ max")
+    return ok(ASG, f"{shown}: {sizes}")

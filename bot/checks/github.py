@@ -1,0 +1,138 @@
+"""GitHub (METRICS_BACKEND=github or JOBS_BACKEND=github) and the HUD (=hud): the reads the
+backends make, with the backends' own clients (`bot.factory`).
+
+GitHub: `GET /rate_limit` (free: it costs no quota) says the token works and how much of the
+hour's quota is left; then the self-hosted runners listing the metrics backend reads (the org's,
+else each repository's), and each repository's queued runs. A 403 or 404 there is a token
+without the permission, named as GitHub's docs name it for fine-grained and classic tokens.
+The HUD: the query the backend runs, with its bot header.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bot.backends.errors import BackendError
+from bot.backends.metrics.github import GithubApi, GithubMetrics
+from bot.backends.metrics.hud import HudMetrics
+from bot.checks import Finding, fail, ok, warn
+from bot.config import MetricsBackend, Settings
+from bot.factory import build_jobs_source, build_metrics
+
+SUBJECT, HUD = "github", "hud"
+LOW_QUOTA = 0.1
+ORG_RUNNERS = (
+    'a fine-grained token needs the organization permission "Self-hosted runners" (read); a '
+    "classic token the admin:org scope"
+)
+REPO_RUNNERS = (
+    'a fine-grained token needs the repository permission "Administration" (read); a classic '
+    "token the repo scope"
+)
+REPO_RUNS = (
+    'a fine-grained token needs the repository permission "Actions" (read); a classic token the '
+    "repo scope (public_repo for a public repository)"
+)
+
+
+async def probe_github(settings: Settings) -> list[Finding]:
+    metrics = build_metrics(settings)
+    jobs = build_jobs_source(settings, metrics)
+    github = next(s for s in (metrics, jobs) if isinstance(s, GithubMetrics))
+    try:
+        return await _github(settings, github.api)
+    finally:
+        await _close(metrics, jobs)
+
+
+async def probe_hud(settings: Settings) -> list[Finding]:
+    metrics = build_metrics(settings)
+    jobs = build_jobs_source(settings, metrics)
+    now = datetime.now(UTC)
+    findings = []
+    try:
+        if isinstance(metrics, HudMetrics):
+            snapshot = await metrics.read(now=now)
+            types = len(snapshot.runner_types)
+            findings.append(
+                ok(HUD, f"{settings.hud_query}: {types} runner types with jobs queued now")
+            )
+        if isinstance(jobs, HudMetrics):
+            listing = await jobs.queued_jobs(now=now)
+            findings.append(ok(HUD, f"queued_jobs: {len(listing.jobs)} jobs queued now"))
+    except BackendError as exc:
+        fix = "set HUD_URL to the HUD's base URL (https://hud.pytorch.org), reachable from here"
+        if exc.status in (401, 403):
+            fix = "set HUD_TOKEN to the HUD's bot key (sent as x-hud-internal-bot)"
+        findings.append(fail(HUD, str(exc), fix))
+    finally:
+        await _close(metrics, jobs)
+    return findings
+
+
+async def _close(*backends: object) -> None:
+    for backend in {id(b): b for b in backends if b is not None}.values():
+        close = getattr(backend, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _github(settings: Settings, api: GithubApi) -> list[Finding]:
+    try:
+        body, _ = await api.get("/rate_limit")
+    except BackendError as exc:
+        fix = "set GITHUB_TOKEN to a token GitHub accepts" if exc.status == 401 else ""
+        fix = fix or "set GITHUB_API_URL to GitHub's API (https://api.github.com), reachable"
+        return [fail(SUBJECT, f"GET /rate_limit: {exc}", fix)]
+    findings = [_quota(body)]
+    if settings.metrics_backend is MetricsBackend.GITHUB:
+        if settings.github_org:
+            findings.append(await _read(api, f"/orgs/{settings.github_org}", ORG_RUNNERS))
+        else:
+            findings += [
+                await _read(api, f"/repos/{r}", REPO_RUNNERS) for r in settings.github_repos
+            ]
+    findings += [await _runs(api, repo) for repo in settings.github_repos]
+    return findings
+
+
+def _quota(body: object) -> Finding:
+    core = body.get("resources", {}).get("core") if isinstance(body, dict) else None
+    if not isinstance(core, dict):
+        return ok(SUBJECT, "the token works (GET /rate_limit)")
+    left, limit = int(core.get("remaining", 0)), int(core.get("limit", 0))
+    quota = f"{left} of {limit} API calls left this hour"
+    if limit and left < LOW_QUOTA * limit:
+        return warn(
+            SUBJECT,
+            f"the token works, but {quota}: something else spends its quota",
+            "give queuepilot a token of its own",
+        )
+    return ok(SUBJECT, f"the token works: {quota}")
+
+
+async def _read(api: GithubApi, owner: str, permission: str) -> Finding:
+    try:
+        body, _ = await api.get(f"{owner}/actions/runners?per_page=1")
+    except BackendError as exc:
+        return _refused(exc, f"{owner}/actions/runners", permission)
+    total = body.get("total_count", "?") if isinstance(body, dict) else "?"
+    return ok(SUBJECT, f"{owner}: {total} self-hosted runners listed")
+
+
+async def _runs(api: GithubApi, repo: str) -> Finding:
+    path = f"/repos/{repo}/actions/runs"
+    try:
+        body, _ = await api.get(f"{path}?status=queued&per_page=1")
+    except BackendError as exc:
+        return _refused(exc, path, REPO_RUNS)
+    total = body.get("total_count", "?") if isinstance(body, dict) else "?"
+    return ok(SUBJECT, f"{repo}: workflow runs listed ({total} queued)")
+
+
+def _refused(exc: BackendError, path: str, permission: str) -> Finding:
+    if exc.status in (403, 404):
+        # GitHub answers 404 for what the token may not see, as for what does not exist.
+        unseen = " (or it does not exist: check the name)" if exc.status == 404 else ""
+        return fail(SUBJECT, f"GET {path}: {exc}{unseen}", permission)
+    return fail(SUBJECT, f"GET {path}: {exc}")

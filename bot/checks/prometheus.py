@@ -1,0 +1,179 @@
+"""Prometheus (METRICS_BACKEND=prometheus): each of the backend's own queries, asked as it asks
+them, and which runner types each returns (its label's values, with the name suffix stripped as
+the backend strips it); then whether every scale target is among them.
+
+A query that returns nothing is judged by what it reads: ARC's listener gauges exist from a
+listener's start, so without them ARC's metrics are not scraped; its job counters and histograms
+appear with a listener's first job event; the baselines compare with the same hour a day before,
+so they fill in after a day of scraping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from bot.backends.errors import BackendError
+from bot.backends.metrics.prometheus import PrometheusMetrics
+from bot.checks import Finding, fail, ok, warn
+from bot.config import ScalerBackend, Settings
+from bot.factory import build_metrics
+
+SUBJECT = "prometheus"
+GAUGES = ("queued", "assigned", "registered", "busy", "idle", "minimum", "maximum", "desired")
+DAY_BEFORE = ("arrival_baseline_per_min", "duration_baseline_mins")
+SHOWN_TYPES = 8
+SCRAPE_ARC = (
+    "scrape ARC's listeners: each scale set's listener serves its metrics when the controller "
+    "is installed with listener metrics on (metrics.listenerAddr), scraped by a PodMonitor in "
+    "ARC's namespace; or replace the queries (PROMETHEUS_QUERIES)"
+)
+
+Series = list[tuple[dict[str, str], float]]
+
+
+async def probe(settings: Settings) -> list[Finding]:
+    metrics = build_metrics(settings)
+    assert isinstance(metrics, PrometheusMetrics)
+    try:
+        now = datetime.now(UTC)
+        fields = metrics.fields
+        answers = await asyncio.gather(
+            *(metrics.series(field, now=now) for field in fields), return_exceptions=True
+        )
+    finally:
+        await metrics.aclose()
+    for answer in answers:
+        if isinstance(answer, BaseException) and not isinstance(answer, BackendError):
+            raise answer
+    results = dict(zip(fields, answers, strict=True))
+    unanswered = _unanswered(settings, results)
+    if unanswered is not None:
+        return [unanswered]
+    findings = [_refused(settings, f, a) for f, a in results.items() if isinstance(a, BackendError)]
+    types = {
+        field: sorted({metrics.runner_type(labels) for labels, _ in answer} - {""})
+        for field, answer in results.items()
+        if not isinstance(answer, BaseException)
+    }
+    label = settings.prometheus_runner_type_label
+    unlabelled = [f for f, seen in types.items() if not seen and results[f]]
+    findings += [
+        fail(
+            SUBJECT,
+            f"{field} returns series without the {label!r} label",
+            f"set PROMETHEUS_RUNNER_TYPE_LABEL to the label naming the runner type, or keep "
+            f"{label!r} in the query (sum by ({label}) (…))",
+        )
+        for field in unlabelled
+    ]
+    findings += _answered(settings, {f: t for f, t in types.items() if f not in unlabelled})
+    findings += _targets(settings, types)
+    return findings
+
+
+def _unanswered(settings: Settings, results: dict[str, Series | BaseException]) -> Finding | None:
+    """One finding when Prometheus answered none of the queries the same way (unreachable, a
+    refused token): a line per query would say the same thing each time."""
+    failures = [a for a in results.values() if isinstance(a, BackendError)]
+    if len(failures) < len(results) or len({str(f) for f in failures}) != 1:
+        return None
+    first = failures[0]
+    if first.status in (401, 403):
+        return fail(SUBJECT, str(first), "set PROMETHEUS_TOKEN to a token this Prometheus accepts")
+    if first.status is None:
+        return fail(
+            SUBJECT,
+            str(first),
+            "set PROMETHEUS_URL to Prometheus's base URL (…:9090), reachable from here",
+        )
+    return None
+
+
+def _refused(settings: Settings, field: str, error: BackendError) -> Finding:
+    if field in settings.prometheus_queries:
+        fix = f'correct PROMETHEUS_QUERIES["{field}"] (or "" to drop the field)'
+    else:
+        fix = (
+            "an ARC default: PROMETHEUS_RATE_WINDOW must be a range Prometheus takes (10m); or "
+            f'replace it with PROMETHEUS_QUERIES["{field}"]'
+        )
+    return fail(SUBJECT, f"{field}: {error}", fix)
+
+
+def _answered(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
+    """The queries grouped by the runner types they return; the empty ones said apart."""
+    empty = [field for field, seen in types.items() if not seen]
+    if types and len(empty) == len(types):
+        return [fail(SUBJECT, f"none of the {len(types)} queries returns a series", SCRAPE_ARC)]
+    findings = []
+    by_types: dict[tuple[str, ...], list[str]] = {}
+    for field, seen in types.items():
+        if seen:
+            by_types.setdefault(tuple(seen), []).append(field)
+    for seen, fields in by_types.items():
+        kinds = "runner type" if len(seen) == 1 else "runner types"
+        findings.append(ok(SUBJECT, f"{', '.join(fields)}: {len(seen)} {kinds} ({_shown(seen)})"))
+    custom = [f for f in empty if f in settings.prometheus_queries]
+    gauges = [f for f in empty if f in GAUGES and f not in custom]
+    later = [f for f in empty if f in DAY_BEFORE and f not in custom]
+    events = [f for f in empty if f not in (*custom, *gauges, *later)]
+    if custom:
+        findings.append(
+            warn(
+                SUBJECT,
+                f"no series for {', '.join(custom)} (PROMETHEUS_QUERIES)",
+                "try those queries in Prometheus's UI; for a field with no such number, set its "
+                'query to ""',
+            )
+        )
+    if gauges:
+        findings.append(
+            warn(SUBJECT, f"no series for ARC's listener gauges {', '.join(gauges)}", SCRAPE_ARC)
+        )
+    if events:
+        findings.append(
+            warn(
+                SUBJECT,
+                f"no series yet for {', '.join(events)}: ARC's job metrics appear after a "
+                "listener's first job event",
+                "nothing to do if no job ran since the listeners started; else check that the "
+                "listeners' metrics are scraped",
+            )
+        )
+    if later:
+        findings.append(
+            ok(
+                SUBJECT,
+                f"no data yet for {', '.join(later)}: they compare with the same hour a "
+                "day before, and fill in after a day of scraping",
+            )
+        )
+    return findings
+
+
+def _targets(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
+    """A scale target whose runner type no query returns: its incidents show no numbers, and
+    the scale modal no capacity from Prometheus."""
+    seen = {runner_type for found in types.values() for runner_type in found}
+    if not seen or settings.scaler_backend is ScalerBackend.NONE:
+        return []
+    suffix = settings.prometheus_name_suffix
+    return [
+        warn(
+            SUBJECT,
+            f"scale target {runner_type!r} has no series in Prometheus",
+            f"its scale set's series are named by the {settings.prometheus_runner_type_label!r} "
+            f"label (less PROMETHEUS_NAME_SUFFIX, {suffix}): give its scale set in "
+            f"RUNNER_SCALE_SETS if its name is not the derived one; the series seen are "
+            f"{_shown(sorted(seen))}",
+        )
+        for runner_type in settings.scaler_targets
+        if runner_type not in seen
+    ]
+
+
+def _shown(types: list[str] | tuple[str, ...]) -> str:
+    shown = ", ".join(types[:SHOWN_TYPES])
+    more = len(types) - SHOWN_TYPES
+    return shown + (f" and {more} more" if more > 0 else "")

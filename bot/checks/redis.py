@@ -1,0 +1,241 @@
+"""Redis: reachable with the bot's own client (`bot.storage.connection.build_redis`, Sentinel
+included), new enough, not a Cluster node, not a replica, keeping its data, and never evicting it.
+
+Eviction is a failure, not a warning. With a maxmemory set, any policy but `noeviction` lets
+Redis delete keys to make room: an open incident, an accepted notification still in the stream
+(which the 202 promised to apply), the lease that keeps two replicas from posting the same
+message (the volatile-* policies take exactly those keys with a TTL first). `noeviction` refuses
+writes instead, which the webhook answers with 503, so Grafana and Alertmanager send again:
+nothing is lost. No persistence is a warning: the bot works until Redis restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError, ResponseError
+
+from bot.checks import Finding, fail, ok, warn
+from bot.config import Settings
+from bot.storage.connection import RedisSetupError, SentinelTarget, refuse_cluster
+
+SUBJECT = "redis"
+# XAUTOCLAIM (6.2) takes over what a crashed replica left half-done (`bot.storage.stream`).
+MIN_VERSION = (6, 2, 0)
+FULL_SHARE = 0.9
+NO_PERSISTENCE = (
+    "turn on AOF (appendonly yes) or RDB snapshots (save 3600 1 300 100 60 10000); on a managed "
+    "Redis, its persistence or backup setting"
+)
+
+
+async def probe(settings: Settings, redis: Redis) -> list[Finding]:
+    sentinel = settings.sentinel()
+    findings = await _sentinels(sentinel) if sentinel is not None else []
+    where = _where(settings.redis_url, sentinel)
+    try:
+        await redis.ping()
+        server = await redis.info("server")
+    except (RedisError, OSError) as exc:
+        fix = "start Redis, or set REDIS_URL (or REDIS_SENTINELS) to where it runs"
+        return [*findings, fail(SUBJECT, f"unreachable at {where}: {_said(exc)}", fix)]
+    try:
+        await asyncio.to_thread(refuse_cluster, settings.redis_url, sentinel)
+    except RedisSetupError as exc:
+        return [*findings, fail(SUBJECT, str(exc))]
+    version = str(server.get("redis_version", "?"))
+    findings.append(_version(version, where))
+    findings.append(await _role(redis, settings.wait_replicas))
+    findings.append(await _persistence(redis))
+    findings.append(await _memory(redis))
+    return findings
+
+
+def _version(version: str, where: str) -> Finding:
+    if _numbers(version) < MIN_VERSION:
+        return fail(
+            SUBJECT,
+            f"Redis {version} at {where} is too old: queuepilot needs 6.2 or newer (XAUTOCLAIM, "
+            "with which a replica takes over a crashed one's notifications)",
+            "upgrade Redis to 6.2 or newer (7.x recommended)",
+        )
+    return ok(SUBJECT, f"Redis {version} at {where}")
+
+
+async def _role(redis: Redis, wait_replicas: int) -> Finding:
+    replication = await redis.info("replication")
+    role = replication.get("role", "master")
+    if role != "master":
+        return fail(
+            SUBJECT,
+            f"REDIS_URL reaches a {role}, which refuses writes",
+            "point REDIS_URL at the master, or use Sentinel (REDIS_SENTINELS), which finds it",
+        )
+    replicas = int(replication.get("connected_slaves", 0))
+    if replicas < wait_replicas:
+        return warn(
+            SUBJECT,
+            f"REDIS_WAIT_REPLICAS is {wait_replicas}, but {replicas} replica"
+            f"{'s are' if replicas != 1 else ' is'} connected: accepted notifications are "
+            "answered without waiting for a copy",
+            "connect the replicas (replicaof), or lower REDIS_WAIT_REPLICAS",
+        )
+    copies = f", {replicas} replica{'s' if replicas != 1 else ''} connected" if replicas else ""
+    return ok(SUBJECT, f"role master{copies}")
+
+
+async def _persistence(redis: Redis) -> Finding:
+    info = await redis.info("persistence")
+    if str(info.get("aof_enabled", 0)) == "1":
+        fsync = await _config(redis, "appendfsync")
+        return ok(SUBJECT, "persistence: AOF" + (f" (appendfsync {fsync})" if fsync else ""))
+    save = await _config(redis, "save")
+    if save is None:
+        return warn(
+            SUBJECT,
+            "persistence unknown: AOF is off and Redis refused CONFIG GET save (a managed Redis "
+            "or an ACL); without snapshots either, a restart loses accepted notifications and "
+            "open incidents",
+            "make sure RDB snapshots or AOF are on: " + NO_PERSISTENCE,
+        )
+    if not save.strip():
+        return warn(
+            SUBJECT,
+            "no persistence (AOF off, no RDB snapshots): works, but a restart loses accepted "
+            "notifications and open incidents",
+            NO_PERSISTENCE,
+        )
+    return ok(
+        SUBJECT,
+        f"persistence: RDB snapshots (save {save}); a crash loses the changes since the last "
+        "one (appendonly yes keeps them)",
+    )
+
+
+async def _memory(redis: Redis) -> Finding:
+    info = await redis.info("memory")
+    limit = int(info.get("maxmemory", 0) or 0)
+    policy = str(info.get("maxmemory_policy", "noeviction"))
+    if not limit:
+        return ok(SUBJECT, f"memory: no maxmemory, {info.get('used_memory_human', '?')} used")
+    if policy != "noeviction":
+        return fail(
+            SUBJECT,
+            f"maxmemory-policy {policy} with maxmemory {info.get('maxmemory_human', limit)}: "
+            "Redis may evict open incidents, accepted notifications and the leases that keep "
+            "two replicas from posting twice",
+            "set maxmemory-policy noeviction (CONFIG SET and redis.conf, or the managed Redis's "
+            "parameter group); when full, Redis then refuses writes and the webhook answers 503, "
+            "so Grafana and Alertmanager send again",
+        )
+    used = int(info.get("used_memory", 0) or 0)
+    share = used / limit
+    if share >= FULL_SHARE:
+        return warn(
+            SUBJECT,
+            f"memory {share:.0%} of maxmemory used: when full, writes are refused and webhooks "
+            "answer 503",
+            "raise maxmemory, or shorten INCIDENT_RETENTION_DAYS",
+        )
+    return ok(SUBJECT, f"memory: noeviction, {share:.0%} of maxmemory used")
+
+
+async def _config(redis: Redis, name: str) -> str | None:
+    """A CONFIG GET value; None when Redis refuses CONFIG (managed services, ACLs)."""
+    try:
+        answer: Any = await redis.config_get(name)
+    except ResponseError:
+        return None
+    value = answer.get(name) if isinstance(answer, dict) else None
+    return None if value is None else str(value)
+
+
+async def _sentinels(target: SentinelTarget) -> list[Finding]:
+    """Each Sentinel asked which master it names: the bot's client asks them the same on every
+    new connection."""
+    answers = await asyncio.gather(
+        *(_master_of(host, port, target) for host, port in target.sentinels)
+    )
+    named = {address for address, _ in answers if address}
+    problems = [problem for _, problem in answers if problem]
+    if not named:
+        return [
+            fail(
+                SUBJECT,
+                f"no Sentinel names a master {target.master!r}: {problems[0]}",
+                "check REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_SENTINEL_PASSWORD",
+            )
+        ]
+    if len(named) > 1:
+        return [
+            fail(
+                SUBJECT,
+                f"the Sentinels disagree on master {target.master!r}: {', '.join(sorted(named))}",
+                "wait for the failover to settle; if it lasts, check the Sentinels' quorum",
+            )
+        ]
+    master = named.pop()
+    count = len(target.sentinels)
+    if problems:
+        return [
+            warn(
+                SUBJECT,
+                f"{count - len(problems)} of {count} Sentinels name {master} as master "
+                f"{target.master!r}; the others: {problems[0]}",
+                "a failover needs a quorum of Sentinels: bring the others back",
+            )
+        ]
+    return [ok(SUBJECT, f"all {count} Sentinels name {master} as master {target.master!r}")]
+
+
+async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str, str]:
+    """(the master's address, "") as this Sentinel names it, or ("", why it does not)."""
+    client = Redis(
+        host=host,
+        port=port,
+        password=target.sentinel_password,
+        socket_timeout=2,
+        socket_connect_timeout=2,
+        decode_responses=True,
+        # One try: a Sentinel that is down says so at once (redis-py's default retries it with
+        # a backoff of seconds).
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        address = await client.execute_command("SENTINEL", "get-master-addr-by-name", target.master)
+    except (RedisError, OSError) as exc:
+        return "", f"{host}:{port}: {_said(exc)}"
+    finally:
+        await client.aclose()
+    if not address:
+        return "", f"{host}:{port} knows no master {target.master!r}"
+    return f"{address[0]}:{address[1]}", ""
+
+
+def _where(url: str, sentinel: SentinelTarget | None) -> str:
+    """Where Redis is, without the password."""
+    if sentinel is not None:
+        return f"master {sentinel.master!r} (database {sentinel.db}) via Sentinel"
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.hostname}{port}{parts.path or ''}"
+    except ValueError:
+        return "REDIS_URL"
+
+
+def _said(exc: BaseException) -> str:
+    return str(exc).strip() or type(exc).__name__
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split(".")[:3]:
+        digits = "".join(c for c in part if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)

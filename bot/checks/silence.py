@@ -1,0 +1,135 @@
+"""Silences: the API the silence backend speaks (Alertmanager's API v2, which Grafana serves under
+its own prefix), read as the bot reads it.
+
+For Grafana, whether the token may create silences is asked without creating one: an empty
+silence is posted. Grafana checks the route's permissions first (a 403, `Permissions needed: …`)
+and only then reads and validates the body (a 400, "silence failed validation"), so a 400 says the
+token got past the permission check, and nothing was created. (Rule-scoped silence permissions
+are checked after validation, on a real silence; an Editor's token has them all.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from bot.backends.errors import BackendError
+from bot.backends.http import json_object, request
+from bot.backends.silence.grafana import API_PREFIX, grafana_silencer
+from bot.checks import Finding, fail, ok, shown_url, warn
+from bot.config import Settings, SilenceBackend
+
+SUBJECT = "silences"
+GRAFANA_TOKEN = (
+    "set GRAFANA_TOKEN to a service-account token (Administration → Users and access → Service "
+    "accounts → Add service account token)"
+)
+GRAFANA_ROLE = (
+    "give the service account the Editor role, or alert.silences:read, alert.silences:create "
+    "and alert.silences:write (alert.instances:read/create/write before Grafana 11)"
+)
+
+
+async def probe(settings: Settings) -> list[Finding]:
+    async with httpx.AsyncClient(timeout=settings.backend_timeout_seconds) as client:
+        if settings.silence_backend is SilenceBackend.GRAFANA:
+            return await _grafana(client, settings)
+        return await _alertmanager(client, settings)
+
+
+async def _grafana(client: httpx.AsyncClient, settings: Settings) -> list[Finding]:
+    assert settings.grafana_url and settings.grafana_token
+    base = settings.grafana_url.rstrip("/") + API_PREFIX
+    where = shown_url(settings.grafana_url)
+    token = settings.grafana_token.get_secret_value()
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        listed = await request(client, "Grafana", "GET", f"{base}/silences", headers=headers)
+    except BackendError as exc:
+        return [_grafana_refused(exc, where, "read silences")]
+    findings = [ok(SUBJECT, f"Grafana at {where}: reads silences ({_active(listed)} active)")]
+    try:
+        created = await request(
+            client,
+            "Grafana",
+            "POST",
+            f"{base}/silences",
+            json_body={},
+            headers=headers,
+            expect=(400, 200, 202),
+        )
+    except BackendError as exc:
+        return [*findings, _grafana_refused(exc, where, "create silences")]
+    if created.status_code == 400:
+        findings.append(ok(SUBJECT, "the token may create silences"))
+    else:  # an empty silence taken: no Grafana does; take it back
+        silence_id = str(json_object(created, "Grafana").get("silenceID") or "")
+        if silence_id:
+            silencer = grafana_silencer(settings.grafana_url, token, client=client)
+            await silencer.expire(silence_id)
+        findings.append(
+            warn(SUBJECT, f"Grafana took an empty silence ({silence_id or 'no ID'}), expired again")
+        )
+    return findings
+
+
+def _grafana_refused(exc: BackendError, where: str, what: str) -> Finding:
+    if exc.status == 401:
+        return fail(SUBJECT, f"Grafana at {where} refused GRAFANA_TOKEN: {exc}", GRAFANA_TOKEN)
+    if exc.status == 403:
+        return fail(SUBJECT, f"the token may not {what}: {exc}", GRAFANA_ROLE)
+    if exc.status == 404:
+        return fail(
+            SUBJECT,
+            f"no Grafana alerting API at {where}: {exc}",
+            "set GRAFANA_URL to Grafana's root URL (https://grafana.example.com), Grafana "
+            "Alerting on",
+        )
+    return fail(SUBJECT, str(exc), "set GRAFANA_URL to Grafana's root URL, reachable from here")
+
+
+async def _alertmanager(client: httpx.AsyncClient, settings: Settings) -> list[Finding]:
+    assert settings.alertmanager_url
+    base = settings.alertmanager_url.rstrip("/") + "/api/v2"
+    where = shown_url(settings.alertmanager_url)
+    try:
+        status = json_object(
+            await request(client, "Alertmanager", "GET", f"{base}/status"), "Alertmanager"
+        )
+        listed = await request(client, "Alertmanager", "GET", f"{base}/silences")
+    except BackendError as exc:
+        fix = "set ALERTMANAGER_URL to Alertmanager's base URL (http://alertmanager:9093)"
+        if exc.status == 404:
+            fix += ", without /api/v2"
+        return [fail(SUBJECT, f"Alertmanager at {where}: {exc}", fix)]
+    version = _get(status, "versionInfo", "version") or "?"
+    cluster = _get(status, "cluster", "status") or "?"
+    return [
+        ok(
+            SUBJECT,
+            f"Alertmanager {version} at {where}: cluster {cluster}, reads silences "
+            f"({_active(listed)} active)",
+        )
+    ]
+
+
+def _active(response: httpx.Response) -> int:
+    try:
+        silences = response.json()
+    except ValueError:
+        return 0
+    if not isinstance(silences, list):
+        return 0
+    return sum(
+        1
+        for s in silences
+        if isinstance(s, dict) and _get(s, "status", "state") in ("active", "pending")
+    )
+
+
+def _get(data: dict[str, Any], *path: str) -> str:
+    node: Any = data
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return str(node) if isinstance(node, str | int) else ""

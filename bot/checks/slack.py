@@ -1,0 +1,250 @@
+"""Slack: the bot token (`auth.test`), its scopes against what the enabled features need
+(`bot.slack_scopes`), the app's membership of every channel it posts to, and in Socket Mode the
+app-level token.
+
+The calls go through slack_sdk's `AsyncWebClient` at SLACK_API_URL, built as the bot builds it
+(`bot.outbound.gateway.build_client`). The token's scopes come from Slack's `x-oauth-scopes`
+response header, as Bolt reads them. A channel is judged as the start-up check judges it
+(`bot.outbound.membership`): `conversations.info`'s `is_member` and `is_archived`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import ClientError
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from bot import slack_scopes
+from bot.actions.permissions import Rules
+from bot.checks import Finding, fail, ok, warn
+from bot.config import Settings
+from bot.domain.message import ChartStyle
+from bot.outbound.gateway import SlackConfig, build_client
+from bot.outbound.membership import FIX, INVITE, why_cannot_post
+from bot.storage.chart_delivery import ChartDelivery
+from bot.storage.keys import Keys
+
+SUBJECT = "slack"
+TOKEN_REFUSED = frozenset(
+    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
+)
+ADD_SCOPE = (
+    "add {scope} under OAuth & Permissions → Bot Token Scopes (or to slack-manifest.yaml), then "
+    "reinstall the app to the workspace"
+)
+APP_TOKEN_FIX = (
+    "generate an app-level token with the connections:write scope (Basic Information → "
+    "App-Level Tokens) and set it as SLACK_APP_TOKEN"
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A Web API call's answer: its body and headers, and Slack's error code ("" when ok) or
+    why there was no answer."""
+
+    data: Mapping[str, Any]
+    headers: Mapping[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+async def ask(request: Awaitable[AsyncSlackResponse]) -> Answer:
+    try:
+        response = await request
+    except SlackApiError as exc:
+        data = exc.response.data if isinstance(exc.response.data, dict) else {}
+        status = getattr(exc.response, "status_code", 0)
+        return Answer(data, exc.response.headers or {}, str(data.get("error") or f"http_{status}"))
+    except (ClientError, TimeoutError) as exc:
+        return Answer({}, {}, f"no answer ({type(exc).__name__})")
+    data = response.data if isinstance(response.data, dict) else {}
+    return Answer(data, response.headers or {})
+
+
+@dataclass(frozen=True)
+class ChannelSeen:
+    finding: Finding
+    private: bool = False
+    # A scope Slack said it needs to read the channel (reported here, not again as a scope).
+    needs: str = ""
+
+
+async def probe(settings: Settings, redis: Redis) -> list[Finding]:
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""
+    config = SlackConfig(token, settings.slack_api_url, settings.slack_timeout_seconds)
+    client = build_client(config)
+    identity = await ask(client.auth_test())
+    if identity.error:
+        return [_refused_token(identity.error, settings.slack_api_url)]
+    findings = [_identity(identity.data)]
+    if not identity.data.get("bot_id"):
+        return findings
+    uses = _channel_uses(settings)
+    seen = await asyncio.gather(*(_channel(client, c, use) for c, use in uses.items()))
+    private = {s.private for s in seen}
+    needed = await _needed(settings, redis, public=False in private, private=True in private)
+    findings += _scopes(identity.headers, needed, reported={s.needs for s in seen})
+    findings += [s.finding for s in seen]
+    if settings.slack_app_token is not None:
+        findings.append(await _app_token(settings))
+    return findings
+
+
+def _refused_token(error: str, api_url: str) -> Finding:
+    if error in TOKEN_REFUSED:
+        return fail(
+            SUBJECT,
+            f"auth.test refused SLACK_BOT_TOKEN: {error}",
+            "set SLACK_BOT_TOKEN to the Bot User OAuth Token (xoxb-…) under OAuth & "
+            "Permissions of the app installed in your workspace",
+        )
+    if error == "ratelimited":
+        return warn(SUBJECT, "auth.test was rate-limited: not checked", "run the check again")
+    return fail(
+        SUBJECT,
+        f"auth.test at {api_url}: {error}",
+        "SLACK_API_URL must be Slack's Web API (https://slack.com/api/), reachable from here",
+    )
+
+
+def _identity(data: Mapping[str, Any]) -> Finding:
+    who = f"@{data.get('user', '?')} ({data.get('user_id', '?')})"
+    team = f"{data.get('team', '?')} ({data.get('team_id', '?')})"
+    if not data.get("bot_id"):
+        return fail(
+            SUBJECT,
+            f"SLACK_BOT_TOKEN is {who}'s user token, not the app's bot token",
+            "use the Bot User OAuth Token (xoxb-…) under OAuth & Permissions",
+        )
+    return ok(SUBJECT, f"auth.test: {who} in {team}")
+
+
+def _channel_uses(settings: Settings) -> dict[str, str]:
+    """Channel -> what posts there, as the start-up check names them."""
+    uses = {settings.slack_channel: "SLACK_CHANNEL"}
+    for n, route in enumerate(settings.slack_routes, 1):
+        uses.setdefault(route.channel, f"route {n}: {route.text}")
+    return uses
+
+
+async def _channel(client: AsyncWebClient, channel: str, use: str) -> ChannelSeen:
+    answer = await ask(client.conversations_info(channel=channel))
+    if answer.error == "missing_scope":
+        needs = str(answer.data.get("needed") or "channels:read")
+        finding = fail(
+            SUBJECT,
+            f"channel {channel} [{use}] not checked: Slack needs the {needs} scope to read it",
+            ADD_SCOPE.format(scope=needs),
+        )
+        return ChannelSeen(finding, private=needs.startswith("groups:"), needs=needs)
+    if answer.error == "channel_not_found":
+        return ChannelSeen(
+            fail(
+                SUBJECT,
+                f"channel {channel} [{use}] not found",
+                "use the channel's ID (C…, at the bottom of its details in Slack), not its name; "
+                "a private channel is found once the app is invited (/invite @queuepilot)",
+            )
+        )
+    if answer.error:
+        return ChannelSeen(warn(SUBJECT, f"channel {channel} [{use}] not checked: {answer.error}"))
+    info = answer.data.get("channel")
+    info = info if isinstance(info, dict) else {}
+    shown = f"#{info['name']} ({channel})" if info.get("name") else channel
+    private = bool(info.get("is_private"))
+    problem = why_cannot_post(info)
+    if problem is not None:
+        what = "archived" if problem == "is_archived" else "the app is not in it"
+        return ChannelSeen(
+            fail(SUBJECT, f"{shown} [{use}]: {what}", FIX.get(problem, INVITE)), private
+        )
+    kind = "private channel" if private else "channel"
+    return ChannelSeen(ok(SUBJECT, f"in {kind} {shown} [{use}]"), private)
+
+
+async def _needed(
+    settings: Settings, redis: Redis, *, public: bool, private: bool
+) -> list[tuple[str, str]]:
+    """(scope, why) for every scope the settings (and this workspace) need."""
+    groups = Rules(scale_allowed=settings.scale_allowed_users).groups
+    pictures = settings.chart_style is ChartStyle.IMAGE
+    why_pictures = "CHART_STYLE=image"
+    if not pictures:
+        delivery = ChartDelivery(redis, Keys(settings.redis_prefix), settings.chart_style)
+        try:
+            pictures = await delivery.as_images()
+        except (RedisError, OSError):
+            pictures = False  # Redis's own check says why it cannot be read
+        why_pictures = "this workspace refused Slack's chart block: charts go as pictures"
+    needed = slack_scopes.needed(
+        public_channels=public,
+        private_channels=private,
+        user_groups=bool(groups),
+        pictures=pictures,
+    )
+    context = {
+        slack_scopes.PICTURES.name: why_pictures,
+        slack_scopes.USER_GROUPS.name: f"SCALE_ALLOWED_USERS has {', '.join(groups)}",
+    }
+    return [
+        (s.name, s.feature + (f"; {context[s.name]}" if s.name in context else "")) for s in needed
+    ]
+
+
+def _scopes(
+    headers: Mapping[str, Any], needed: list[tuple[str, str]], *, reported: set[str]
+) -> list[Finding]:
+    granted = _granted(headers)
+    if granted is None:
+        return [warn(SUBJECT, "Slack sent no x-oauth-scopes header: scopes not checked")]
+    missing = [(scope, why) for scope, why in needed if scope not in granted]
+    findings = [
+        fail(SUBJECT, f"scope {scope} missing: {why}", ADD_SCOPE.format(scope=scope))
+        for scope, why in missing
+        if scope not in reported
+    ]
+    if not missing:
+        names = ", ".join(scope for scope, _ in needed)
+        findings.append(
+            ok(SUBJECT, f"scopes: the {len(needed)} the settings need are granted ({names})")
+        )
+    return findings
+
+
+def _granted(headers: Mapping[str, Any]) -> set[str] | None:
+    for name, value in headers.items():
+        if name.lower() == "x-oauth-scopes":
+            text = value[0] if isinstance(value, list | tuple) else value
+            return {part.strip() for part in str(text).split(",") if part.strip()}
+    return None
+
+
+async def _app_token(settings: Settings) -> Finding:
+    """`apps.connections.open` with the app-level token, as the Socket Mode client starts: it
+    answers a websocket URL and opens nothing until that URL is connected to (`auth.test` refuses
+    app-level tokens, `not_allowed_token_type`)."""
+    assert settings.slack_app_token is not None
+    client = AsyncWebClient(
+        base_url=settings.slack_api_url,
+        timeout=settings.slack_timeout_seconds,  # type: ignore[arg-type]  # aiohttp takes any number
+    )
+    token = settings.slack_app_token.get_secret_value()
+    answer = await ask(client.apps_connections_open(app_token=token))
+    if not answer.error:
+        return ok(SUBJECT, "Socket Mode: the app-level token opens connections")
+    if answer.error == "not_allowed_token_type":
+        return fail(SUBJECT, "SLACK_APP_TOKEN is not an app-level token (xapp-…)", APP_TOKEN_FIX)
+    if answer.error == "missing_scope":
+        return fail(SUBJECT, "SLACK_APP_TOKEN lacks the connections:write scope", APP_TOKEN_FIX)
+    if answer.error in TOKEN_REFUSED:
+        detail = f"apps.connections.open refused SLACK_APP_TOKEN: {answer.error}"
+        return fail(SUBJECT, detail, APP_TOKEN_FIX)
+    return fail(SUBJECT, f"apps.connections.open: {answer.error}", APP_TOKEN_FIX)

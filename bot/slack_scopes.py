@@ -1,0 +1,93 @@
+"""The Slack scopes queuepilot's features need, in one place.
+
+`queuepilot check` compares a bot token's scopes (Slack's `x-oauth-scopes` header) with `needed`;
+the app manifests (`slack-manifest.yaml`, `slack-manifest-socket-mode.yaml`) list `DEFAULT`, and a
+test keeps them equal. Read from where the bot calls each Web API method:
+
+- `chat.postMessage`, `chat.update`, `chat.postEphemeral` (`bot.outbound.gateway`): chat:write;
+- the slash command: commands;
+- `conversations.info` (`bot.outbound.membership`, at start): channels:read, groups:read for a
+  private channel;
+- `conversations.history` / `.replies` (`SlackGateway.find`, only after an uncertain post):
+  channels:history, groups:history for a private channel. Without it the lookup is refused and
+  the post is sent again, so it may show twice;
+- `users.info` (`SlackGateway.display_name`, names on the timeline and in summaries): users:read;
+- `usergroups.users.list` (`bot.actions.permissions`): usergroups:read, only when
+  `SCALE_ALLOWED_USERS` names a user group (`S…`);
+- `files.getUploadURLExternal` / `files.completeUploadExternal` (`SlackGateway.upload_png`):
+  files:write, only when charts go as pictures: `CHART_STYLE=image`, or a workspace that refused
+  Slack's chart block (`bot.storage.chart_delivery` marks that). The default, native charts, are
+  drawn by Slack from a block in the message and upload nothing; a workspace that refuses the
+  block and has no files:write shows the numbers without a picture. So files:write is optional,
+  and checked where the bot would upload;
+- `auth.test`, `chat.getPermalink` and `views.*` take no scope.
+
+Socket Mode's app-level token (`xapp-…`) carries connections:write, an app-level scope of its
+own, not one of the bot token's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A bot token scope and what goes wrong without it, as an operator reads it."""
+
+    name: str
+    feature: str
+
+
+ALWAYS = (
+    Scope("chat:write", "incident threads are posted and edited (chat.postMessage, chat.update)"),
+    Scope("commands", "the slash command (/queue)"),
+    Scope("users:read", "people's names on the timeline and in summaries (users.info)"),
+)
+PUBLIC_CHANNELS = (
+    Scope(
+        "channels:read",
+        "the check that the app is in SLACK_CHANNEL and every route's channel (conversations.info)",
+    ),
+    Scope(
+        "channels:history",
+        "a post whose answer was lost is looked up before it is sent again "
+        "(conversations.history); without it, it may show twice",
+    ),
+)
+PRIVATE_CHANNELS = (
+    Scope("groups:read", "a private channel's membership check (conversations.info)"),
+    Scope("groups:history", "the lookup of a lost post in a private channel"),
+)
+USER_GROUPS = Scope(
+    "usergroups:read",
+    "SCALE_ALLOWED_USERS names a user group: its members (usergroups.users.list)",
+)
+PICTURES = Scope("files:write", "trend charts uploaded as pictures (files.upload v2)")
+
+OPTIONAL = (*PRIVATE_CHANNELS, USER_GROUPS, PICTURES)
+
+
+def needed(
+    *,
+    public_channels: bool = True,
+    private_channels: bool = False,
+    user_groups: bool = False,
+    pictures: bool = False,
+) -> tuple[Scope, ...]:
+    """The scopes the enabled features need: public or private channels among the bot's, a user
+    group in SCALE_ALLOWED_USERS, charts as pictures."""
+    scopes = list(ALWAYS)
+    if public_channels:
+        scopes += PUBLIC_CHANNELS
+    if private_channels:
+        scopes += PRIVATE_CHANNELS
+    if user_groups:
+        scopes.append(USER_GROUPS)
+    if pictures:
+        scopes.append(PICTURES)
+    return tuple(scopes)
+
+
+# What the manifests ask for: the defaults (public channels, native charts, no user groups).
+DEFAULT = tuple(scope.name for scope in needed())

@@ -1,0 +1,105 @@
+"""`queuepilot check` and `--version` run as an operator runs them: a process with an environment,
+against the Slack emulator and real redis-servers; what it prints and how it exits."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import version
+from pathlib import Path
+
+from sandbox.slack_methods import ALL_SCOPES
+from tests.checks.conftest import check_env, lines, run_check
+from tests.support.servers import free_port
+from tests.support.slack import Slack
+
+
+def test_version_is_the_packages(tmp_path: Path, slack: Slack, redis_url: str) -> None:
+    result = run_check(check_env(slack, redis_url), tmp_path, "--version")
+
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"queuepilot {version('queuepilot')}"
+
+
+def test_settings_problems_are_all_printed_and_nothing_is_probed(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    env = check_env(slack, redis_url, METRIC_BACKEND="prometheus", SILENCE_BACKEND="grafana")
+    del env["SLACK_CHANNEL"]
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1
+    failed = lines(result, "FAIL")
+    assert failed == lines(result), "settings problems only: nothing was probed"
+    assert all(line.split()[1] == "settings" for line in failed)
+    said = "\n".join(failed)
+    assert "METRIC_BACKEND is not a queuepilot setting: did you mean METRICS_BACKEND?" in said
+    assert "SLACK_CHANNEL is required" in said
+    assert "SILENCE_BACKEND=grafana needs" in said or "GRAFANA_URL" in said
+    assert slack.emulator.calls() == [], "Slack was not called"
+    assert result.stdout.splitlines()[-1] == "queuepilot check: 0 ok, 0 warnings, 3 failed"
+
+
+def test_redis_without_persistence_is_a_warning_and_exits_0(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    """The suite's Redis keeps nothing (`--save "" --appendonly no`)."""
+    result = run_check(check_env(slack, redis_url), tmp_path)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    [warning] = lines(result, "warn")
+    assert warning.split()[1] == "redis"
+    assert "no persistence" in warning and "a restart loses accepted notifications" in warning
+    assert "fix: turn on AOF (appendonly yes)" in warning
+    assert lines(result, "FAIL") == []
+    assert "ok    slack      auth.test: @queuepilot (U0QUEUEBOT) in queuepilot-sandbox" in (
+        result.stdout
+    )
+
+
+def test_a_scope_slack_did_not_grant_fails_naming_it_and_the_feature(
+    tmp_path: Path, slack: Slack, persistent_redis: str
+) -> None:
+    slack.emulator.scopes = ALL_SCOPES - {"files:write", "users:read"}
+    env = check_env(slack, persistent_redis, CHART_STYLE="image")
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1
+    failed = lines(result, "FAIL")
+    assert len(failed) == 2, result.stdout
+    pictures, names = sorted(failed)
+    assert "scope files:write missing" in pictures and "CHART_STYLE=image" in pictures
+    assert "scope users:read missing: people's names" in names
+    assert "fix: add users:read under OAuth & Permissions" in names
+    assert "reinstall the app" in names
+
+
+def test_a_channel_the_app_is_not_in_fails_with_the_invite(
+    tmp_path: Path, slack: Slack, persistent_redis: str
+) -> None:
+    slack.emulator.add_channel("C0CHECKOUT", member=False)
+    routes = json.dumps([{"match": ["team=rocm"], "channel": "C0CHECKOUT"}])
+
+    result = run_check(check_env(slack, persistent_redis, SLACK_ROUTES=routes), tmp_path)
+
+    assert result.returncode == 1
+    [failed] = lines(result, "FAIL")
+    assert "(C0CHECKOUT) [route 1: team='rocm']: the app is not in it" in failed
+    assert "fix: invite it there (/invite @queuepilot)" in failed
+    assert any("(C0QUEUE) [SLACK_CHANNEL]" in line for line in lines(result, "ok"))
+
+
+def test_secrets_stay_out_of_the_report(tmp_path: Path, slack: Slack) -> None:
+    """A password in REDIS_URL, and a refused bot token, are never printed."""
+    env = check_env(slack, f"redis://:s3cret-pass@127.0.0.1:{free_port()}/0")
+    env["SLACK_BOT_TOKEN"] = "xoxb-not-the-workspaces-token"
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1
+    assert "s3cret-pass" not in result.stdout + result.stderr
+    assert "xoxb-not-the-workspaces-token" not in result.stdout + result.stderr
+    failed = "\n".join(lines(result, "FAIL"))
+    assert "auth.test refused SLACK_BOT_TOKEN: invalid_auth" in failed
+    assert "unreachable at 127.0.0.1:" in failed

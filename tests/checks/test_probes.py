@@ -1,0 +1,470 @@
+"""Each probe against the real server or the local stand-in of what it checks, one verdict at a
+time: what an operator reads on the line, and the fix."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+from redis import Redis
+
+from bot.backends.metrics.prometheus import PrometheusConfig
+from bot.checks import Finding, Verdict
+from bot.checks.run import Probe, bounded, probe_all, render
+from bot.config import Settings
+from sandbox.serve import RunningServer, serve_in_thread
+from sandbox.silence_api import READ, FakeSilenceApi
+from tests.support.fakes.github_api import FakeGithub
+from tests.support.fakes.hud_api import FakeHud
+from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.sentinel import MASTER_NAME, SentinelSet
+from tests.support.servers import free_port, require_binary, wait_until
+from tests.support.slack import Slack
+
+REGION = "us-east-1"
+SET = "mt-l-x86iavx512-8-64"
+
+
+def of(findings: list[Finding], subject: str) -> list[Finding]:
+    return [f for f in findings if f.subject == subject]
+
+
+def verdicts(findings: list[Finding]) -> list[Verdict]:
+    return [f.verdict for f in findings]
+
+
+# -- Kubernetes: a SelfSubjectAccessReview per verb, then the set itself ---------------------------
+
+
+def arc_settings(settings_for: Callable[..., Settings], kube: FakeKubeApi, **targets: str) -> Any:
+    directory = Path(tempfile.mkdtemp(prefix="qp-kube-"))
+    kubeconfig = kube.kubeconfig(directory, kube.url)  # type: ignore[attr-defined]
+    return settings_for(
+        scaler_backend="arc",
+        scaler_kubeconfig=str(kubeconfig),
+        scaler_targets=json.dumps(targets or {"linux.big": f"arc-runners/{SET}"}),
+    )
+
+
+async def test_a_service_account_that_may_patch_its_sets_is_ok(
+    settings_for: Callable[..., Settings], kube: FakeKubeApi
+) -> None:
+    kube.add_from_fixture(minRunners=2, maxRunners=120)
+
+    [found] = of(await probe_all(arc_settings(settings_for, kube), {}), "kubernetes")
+
+    assert found.verdict is Verdict.OK
+    assert found.detail == (
+        f"arc-runners/{SET} (linux.big): get and patch allowed; minRunners 2, maxRunners 120, "
+        "120 runners now"
+    )
+    asked = [review["resourceAttributes"] for review in kube.reviews]
+    assert [(a["verb"], a["resource"], a["name"]) for a in asked] == [
+        ("get", "autoscalingrunnersets", SET),
+        ("patch", "autoscalingrunnersets", SET),
+    ]
+    assert kube.patches == [], "nothing was written"
+
+
+async def test_a_service_account_without_patch_rights_fails_with_the_rbac_fix(
+    settings_for: Callable[..., Settings], kube: FakeKubeApi
+) -> None:
+    kube.add_from_fixture()
+    kube.denied_verbs = {"patch"}
+
+    [found] = of(await probe_all(arc_settings(settings_for, kube), {}), "kubernetes")
+
+    assert found.verdict is Verdict.FAIL
+    assert "may not patch autoscalingrunnersets.actions.github.com" in found.detail
+    assert "Role in arc-runners allowing get and patch on autoscalingrunnersets" in found.fix
+
+
+async def test_a_target_naming_no_set_fails(
+    settings_for: Callable[..., Settings], kube: FakeKubeApi
+) -> None:
+    kube.add_from_fixture()
+    settings = arc_settings(settings_for, kube, **{"linux.big": "arc-runners/nope"})
+
+    [found] = of(await probe_all(settings, {}), "kubernetes")
+
+    assert found.verdict is Verdict.FAIL
+    assert found.detail == "arc-runners/nope (linux.big): no such AutoscalingRunnerSet"
+    assert "kubectl get autoscalingrunnersets -n arc-runners" in found.fix
+
+
+async def test_min_runners_above_max_runners_fails(
+    settings_for: Callable[..., Settings], kube: FakeKubeApi
+) -> None:
+    kube.add_from_fixture(minRunners=30, maxRunners=20)
+
+    [found] = of(await probe_all(arc_settings(settings_for, kube), {}), "kubernetes")
+
+    assert found.verdict is Verdict.FAIL
+    assert "minRunners 30, maxRunners 20: minRunners above maxRunners" in found.detail
+
+
+# -- Grafana: reads silences; may create them, asked without creating one --------------------------
+
+
+@pytest.fixture
+def grafana() -> Iterator[FakeSilenceApi]:
+    api = FakeSilenceApi()
+    with serve_in_thread(api.app) as server:
+        api.url = server.url  # type: ignore[attr-defined]
+        yield api
+        if api.hanging is not None:
+            api.hanging.set()
+
+
+def grafana_settings(settings_for: Callable[..., Settings], grafana: FakeSilenceApi) -> Settings:
+    return settings_for(
+        silence_backend="grafana",
+        grafana_url=grafana.url,  # type: ignore[attr-defined]
+        grafana_token=grafana.token,
+        backend_timeout_seconds=1,
+    )
+
+
+async def test_an_editors_token_may_read_and_create_silences(
+    settings_for: Callable[..., Settings], grafana: FakeSilenceApi
+) -> None:
+    found = of(await probe_all(grafana_settings(settings_for, grafana), {}), "silences")
+
+    assert verdicts(found) == [Verdict.OK, Verdict.OK]
+    assert found[0].detail.endswith("reads silences (0 active)")
+    assert found[1].detail == "the token may create silences"
+    assert grafana.silences == {}, "the probe created nothing"
+
+
+async def test_a_grafana_token_without_silence_rights_fails(
+    settings_for: Callable[..., Settings], grafana: FakeSilenceApi
+) -> None:
+    grafana.permissions = frozenset(READ)  # a Viewer's
+
+    found = of(await probe_all(grafana_settings(settings_for, grafana), {}), "silences")
+
+    assert verdicts(found) == [Verdict.OK, Verdict.FAIL]
+    assert found[1].detail.startswith("the token may not create silences: Grafana answered 403")
+    assert "Permissions needed: all of any of alert.instances:read" in found[1].detail
+    assert "Editor role" in found[1].fix
+
+
+async def test_a_grafana_that_does_not_answer_is_a_failure_within_the_timeout(
+    settings_for: Callable[..., Settings], grafana: FakeSilenceApi
+) -> None:
+    grafana.hang()
+
+    found = of(await probe_all(grafana_settings(settings_for, grafana), {}), "silences")
+
+    assert verdicts(found) == [Verdict.FAIL]
+    assert "did not answer within 1 s" in found[0].detail
+
+
+# -- Prometheus: which runner types each query returns ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def empty_prometheus() -> Iterator[str]:
+    """A real Prometheus that scrapes nothing: ARC's listeners are not among its targets."""
+    from tests.support.servers import Prometheus
+
+    prometheus = Prometheus(targets=[])
+    prometheus.start()
+    yield prometheus.url
+    prometheus.stop()
+
+
+async def test_queries_that_return_nothing_say_arcs_metrics_are_not_scraped(
+    settings_for: Callable[..., Settings], empty_prometheus: str
+) -> None:
+    settings = settings_for(metrics_backend="prometheus", prometheus_url=empty_prometheus)
+
+    found = of(await probe_all(settings, {}), "prometheus")
+
+    assert verdicts(found) == [Verdict.FAIL]
+    every = len(PrometheusConfig(url=empty_prometheus).all_queries())
+    assert found[0].detail == f"none of the {every} queries returns a series"
+    assert "scrape ARC's listeners" in found[0].fix
+
+
+async def test_a_query_prometheus_refuses_is_named_with_its_setting(
+    settings_for: Callable[..., Settings], empty_prometheus: str
+) -> None:
+    settings = settings_for(
+        metrics_backend="prometheus",
+        prometheus_url=empty_prometheus,
+        prometheus_queries=json.dumps({"queued": "sum(", "busy": "up"}),
+    )
+
+    found = of(await probe_all(settings, {}), "prometheus")
+
+    refused = [f for f in found if f.detail.startswith("queued:")]
+    assert verdicts(refused) == [Verdict.FAIL]
+    assert "Prometheus answered 400" in refused[0].detail
+    assert refused[0].fix.startswith('correct PROMETHEUS_QUERIES["queued"]')
+
+
+# -- Redis: eviction -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def evicting_redis() -> Iterator[str]:
+    binary = require_binary("redis-server")
+    port = free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="qp-redis-lru-"))
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "60 1"]
+    command += ["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru", "--dir", str(workdir)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: Redis(port=port, socket_timeout=1).ping(), what="redis-server")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def test_a_redis_that_may_evict_fails_and_snapshots_are_persistence(
+    settings_for: Callable[..., Settings], evicting_redis: str
+) -> None:
+    found = of(await probe_all(settings_for(redis_url=evicting_redis), {}), "redis")
+
+    by_verdict = {f.verdict: f for f in found}
+    assert verdicts(found).count(Verdict.FAIL) == 1
+    failed = by_verdict[Verdict.FAIL]
+    assert failed.detail.startswith("maxmemory-policy allkeys-lru with maxmemory 64.00M")
+    assert "set maxmemory-policy noeviction" in failed.fix
+    assert any(f.detail.startswith("persistence: RDB snapshots (save 60 1)") for f in found)
+
+
+async def test_sentinels_that_agree_on_the_master_are_ok_and_one_down_is_a_warning(
+    settings_for: Callable[..., Settings],
+) -> None:
+    sentinels = SentinelSet()
+    sentinels.start()
+    try:
+        settings = settings_for(
+            redis_url="redis://127.0.0.1:1/0",  # with Sentinel, only its database is read
+            redis_sentinels=sentinels.sentinels,
+            redis_sentinel_master=MASTER_NAME,
+        )
+        found = of(await probe_all(settings, {}), "redis")
+        sentinels.kill(sentinels.sentinel_ports[0])
+        degraded = of(await probe_all(settings, {}), "redis")
+    finally:
+        sentinels.stop()
+
+    master = f"127.0.0.1:{sentinels.master_port}"
+    assert found[0] == Finding(
+        Verdict.OK, "redis", f"all 3 Sentinels name {master} as master 'mymaster'"
+    )
+    assert any(f.detail == "role master, 1 replica connected" for f in found)
+    assert degraded[0].verdict is Verdict.WARN
+    assert degraded[0].detail.startswith(f"2 of 3 Sentinels name {master} as master 'mymaster'")
+    assert "quorum" in degraded[0].fix
+
+
+# -- GitHub and the HUD ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def github() -> Iterator[tuple[FakeGithub, RunningServer]]:
+    fake = FakeGithub()
+    server = serve_in_thread(fake.app)
+    fake.base_url = server.url
+    fake.runner(1, "linux.2xlarge")
+    try:
+        yield fake, server
+    finally:
+        server.stop()
+
+
+async def test_a_github_token_without_the_runners_permission_fails_naming_it(
+    settings_for: Callable[..., Settings], github: tuple[FakeGithub, RunningServer]
+) -> None:
+    fake, server = github
+    fake.forbidden = {"/orgs/pytorch/actions/runners"}
+    settings = settings_for(
+        metrics_backend="github",
+        github_token=fake.token,
+        github_api_url=server.url,
+        github_org="pytorch",
+        github_repos="pytorch/pytorch",
+    )
+
+    found = of(await probe_all(settings, {}), "github")
+
+    assert verdicts(found) == [Verdict.OK, Verdict.FAIL, Verdict.OK]
+    assert found[0].detail == "the token works: 5000 of 5000 API calls left this hour"
+    assert "GET /orgs/pytorch/actions/runners: GitHub answered 403" in found[1].detail
+    assert '"Self-hosted runners" (read)' in found[1].fix and "admin:org" in found[1].fix
+    assert found[2].detail == "pytorch/pytorch: workflow runs listed (0 queued)"
+
+
+async def test_a_hud_token_it_refuses_fails(settings_for: Callable[..., Settings]) -> None:
+    hud = FakeHud(rows={"queued_jobs": []})
+    with serve_in_thread(hud.app) as server:
+        settings = settings_for(jobs_backend="hud", hud_url=server.url, hud_token="wrong")
+        found = of(await probe_all(settings, {}), "hud")
+        hud.token = "wrong"
+        again = of(await probe_all(settings, {}), "hud")
+
+    assert verdicts(found) == [Verdict.FAIL]
+    assert "The HUD answered 403" in found[0].detail and "x-hud-internal-bot" in found[0].fix
+    assert [f.detail for f in again] == ["queued_jobs: 0 jobs queued now"]
+
+
+# -- AWS, through moto's server --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[str]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+
+
+async def test_the_scale_up_queue_is_read_and_a_missing_one_fails(
+    settings_for: Callable[..., Settings], aws: str
+) -> None:
+    sqs = boto3.client("sqs", region_name=REGION, endpoint_url=aws)
+    url = sqs.create_queue(QueueName=f"ghci-lf-queued-builds-{free_port()}")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="{}")
+
+    def settings(queue_url: str) -> Settings:
+        return settings_for(
+            scaler_backend="sqs",
+            scaler_sqs_queue_url=queue_url,
+            scaler_sqs_repository="pytorch/pytorch",
+            scaler_targets=json.dumps({"linux.2xlarge": "lf.linux.2xlarge"}),
+            aws_endpoint_url=aws,
+            aws_region=REGION,
+        )
+
+    [found] = of(await probe_all(settings(url), {}), "sqs")
+    [missing] = of(await probe_all(settings(url + "-gone"), {}), "sqs")
+
+    assert found.verdict is Verdict.OK
+    assert found.detail.endswith(": readable, 1 messages waiting")
+    assert missing.verdict is Verdict.FAIL
+    assert "NonExistentQueue" in missing.detail and "SCALER_SQS_QUEUE_URL" in missing.fix
+
+
+async def test_auto_scaling_groups_exist_within_their_sizes(
+    settings_for: Callable[..., Settings], aws: str
+) -> None:
+    autoscaling = boto3.client("autoscaling", region_name=REGION, endpoint_url=aws)
+    name = f"gpu-{free_port()}"
+    autoscaling.create_launch_configuration(
+        LaunchConfigurationName=name, ImageId="ami-12c6146b", InstanceType="t2.micro"
+    )
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        LaunchConfigurationName=name,
+        MinSize=1,
+        MaxSize=6,
+        DesiredCapacity=2,
+        AvailabilityZones=[f"{REGION}a"],
+    )
+    settings = settings_for(
+        scaler_backend="aws-asg",
+        scaler_targets=json.dumps({"linux.gpu": name, "linux.gone": "no-such-group"}),
+        aws_endpoint_url=aws,
+        aws_region=REGION,
+    )
+
+    found = of(await probe_all(settings, {}), "aws-asg")
+
+    assert [(f.verdict, f.detail) for f in found] == [
+        (Verdict.OK, f"{name} (linux.gpu): desired 2, min 1, max 6"),
+        (Verdict.FAIL, "no-such-group (linux.gone): no Auto Scaling group named no-such-group"),
+    ]
+
+
+# -- Slack: Socket Mode's app-level token ----------------------------------------------------------
+
+
+async def test_socket_modes_app_token_is_asked_for_a_connection(
+    settings_for: Callable[..., Settings], redis_url: str
+) -> None:
+    from sandbox.slack_api import SlackEmulator
+    from tests.support.slack import BOT_TOKEN, CHANNEL
+
+    token = "xapp-1-A0QUEUEBOT-1-checkcheck"
+    emulator = SlackEmulator(token=BOT_TOKEN, channels=(CHANNEL,), app_token=token)
+    with serve_in_thread(emulator.app) as server:
+        base = {"slack_api_url": f"{server.url}/api/", "slack_signing_secret": None}
+        good = of(await probe_all(settings_for(**base, slack_app_token=token), {}), "slack")
+        bad = of(
+            await probe_all(settings_for(**base, slack_app_token="xapp-1-A0-1-wrong"), {}),
+            "slack",
+        )
+
+    opens = "Socket Mode: the app-level token opens connections"
+    assert good[-1] == Finding(Verdict.OK, "slack", opens)
+    assert bad[-1].verdict is Verdict.FAIL
+    assert "refused SLACK_APP_TOKEN: invalid_auth" in bad[-1].detail
+    assert "App-Level Tokens" in bad[-1].fix and "connections:write" in bad[-1].fix
+
+
+# -- the report ------------------------------------------------------------------------------------
+
+
+async def test_a_probe_that_never_answers_fails_at_its_deadline_and_the_others_report() -> None:
+    async def never() -> list[Finding]:
+        await asyncio.Event().wait()
+        return []
+
+    async def broken() -> list[Finding]:
+        raise ValueError("a defect")
+
+    found = await asyncio.gather(
+        bounded(Probe("hud", never), 0.05), bounded(Probe("sqs", broken), 1)
+    )
+
+    assert found == [
+        [Finding(Verdict.FAIL, "hud", "no answer within 0.05 s", "make it reachable from here")],
+        [Finding(Verdict.FAIL, "sqs", "the check itself failed: ValueError: a defect")],
+    ]
+
+
+def test_a_line_per_finding_with_its_fix_and_no_secret() -> None:
+    findings = [
+        Finding(Verdict.OK, "slack", "auth.test: @queuepilot (U1) in Acme (T1)"),
+        Finding(Verdict.FAIL, "redis", "unreachable at redis://:hunter22@db:6379", "start it"),
+    ]
+
+    shown = render(findings, secrets=["hunter22"])
+
+    assert shown.splitlines() == [
+        "ok    slack      auth.test: @queuepilot (U1) in Acme (T1)",
+        "FAIL  redis      unreachable at redis://:•••@db:6379 — fix: start it",
+    ]
+    assert "\033[" not in shown, "no colours unless asked (a terminal)"
+    assert "\033[31mFAIL" in render(findings, color=True)
+
+
+def test_slack_scopes_the_emulator_sees_match_the_map(slack: Slack) -> None:
+    """Every scope the bot may need is one the emulator knows: a test can grant or withhold it."""
+    from bot import slack_scopes
+    from sandbox.slack_methods import ALL_SCOPES
+
+    assert {
+        s.name
+        for s in (*slack_scopes.ALWAYS, *slack_scopes.PUBLIC_CHANNELS, *slack_scopes.OPTIONAL)
+    } <= ALL_SCOPES
