@@ -57,6 +57,7 @@ from bot.factory import (
     build_metrics,
     build_scaler,
     build_silencer,
+    runner_names,
     scale_targets,
 )
 from bot.fleet.jobs import JobArrivals, JobsWatch
@@ -346,7 +347,14 @@ def _action_core(
         reverts = ScaleReverts(
             redis, store.keys, store, scaler, config=revert_config, clock=clock, warnings=warnings
         )
-    scaling = Scaling(acting, scaler, scale_targets(settings), config=scale_config, reverts=reverts)
+    scaling = Scaling(
+        acting,
+        scaler,
+        scale_targets(settings),
+        config=scale_config,
+        reverts=reverts,
+        names=runner_names(settings),
+    )
     diagnose_config = DiagnoseConfig(
         timeout_s=settings.backend_timeout_seconds,
         boot_mins=settings.runner_boot_minutes,
@@ -389,6 +397,7 @@ def _intake_config(settings: Settings) -> IntakeConfig:
         consumer=f"{host}-{secrets.token_hex(3)}",
         channel=settings.slack_channel,
         routes=settings.slack_routes,
+        names=runner_names(settings),
         status_interval_s=settings.status_interval_seconds,
         reopen_window_s=settings.reopen_window_seconds,
         reclaim_idle_ms=settings.intake_reclaim_idle_ms,

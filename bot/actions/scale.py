@@ -40,7 +40,7 @@ from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.domain.fleet import worst_first
 from bot.domain.forecast import Recommendation
 from bot.domain.incidents import Event, Incident, with_action
-from bot.domain.runner_names import runner_key
+from bot.domain.runner_names import RunnerNames, runner_key
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
 from bot.render.mrkdwn import escape
 from bot.render.queue import recommend_for
@@ -71,10 +71,12 @@ class Scaling:
         *,
         config: ScaleConfig,
         reverts: ScaleReverts | None = None,
+        names: RunnerNames | None = None,
     ) -> None:
         self._acting = acting
         self._scaler = scaler
         self._targets = targets
+        self._names = names or RunnerNames()
         self._config = config
         self._reverts = reverts
 
@@ -117,6 +119,7 @@ class Scaling:
         punctuation (`runner_key`)."""
         if name in self._targets:
             return name
+        name = self._names.runner_type(name)  # a scale set RUNNER_SCALE_SETS names
         key = runner_key(name)
         return next((t for t in self._targets if runner_key(t) == key), None)
 

@@ -23,6 +23,7 @@ from bot.checks import (
     Verdict,
     aws,
     fail,
+    failed,
     github,
     kubernetes,
     prometheus,
@@ -114,7 +115,7 @@ def main(environ: Mapping[str, str], out: TextIO) -> int:
     color = out.isatty() and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
     out.write(render(findings, color=color, secrets=secrets_of(settings, environ)) + "\n")
     out.write(summary(findings) + "\n")
-    return 1 if any(f.verdict is Verdict.FAIL for f in findings) else 0
+    return 1 if failed(findings) else 0
 
 
 def render(findings: list[Finding], *, color: bool = False, secrets: Iterable[str] = ()) -> str:

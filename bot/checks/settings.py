@@ -15,16 +15,14 @@ def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
     """The settings (None when `serve` would refuse them) and what was found about them.
 
     A variable that looks like one of ours but is none (METRIC_BACKEND) is a failure here, where
-    `serve` only warns: the setting meant stays at its default without a word."""
-    problems = unknown_variables(environ)
-    settings = None
+    `serve` only warns: the setting meant stays at its default without a word. The dependencies
+    are still probed then, as the settings stand."""
+    near_misses = [fail(SUBJECT, problem) for problem in unknown_variables(environ)]
     try:
         settings = read_settings()
     except SettingsError as exc:
-        problems += exc.problems
-    if settings is None or problems:
-        return None, [fail(SUBJECT, problem) for problem in problems]
-    return settings, [ok(SUBJECT, summary(settings))]
+        return None, near_misses + [fail(SUBJECT, problem) for problem in exc.problems]
+    return settings, [*near_misses, ok(SUBJECT, summary(settings))]
 
 
 def summary(settings: Settings) -> str:

@@ -20,6 +20,11 @@ from bot.config.settings import Settings, SettingsError
 _SERVICE_LINK = re.compile(r".+_(SERVICE_HOST|SERVICE_PORT(_.+)?|PORT(_[0-9]+_(TCP|UDP|SCTP).*)?)")
 # How close a name must be to one of ours to be taken for a misspelling of it.
 _NEAR = 0.85
+# Prefixes other software owns beside our few names in them: the AWS SDK (AWS_DEFAULT_REGION,
+# AWS_ENDPOINT_URL_SQS, injected by EKS), Kubernetes, GitHub Actions. Only a close spelling of
+# ours is taken for a typo there.
+_SHARED_PREFIXES = ("AWS_", "KUBERNETES_", "GITHUB_")
+_NEAR_SHARED = 0.92  # AWS_REGON is AWS_REGION; AWS_ENDPOINT_URL_SQS is the SDK's
 
 
 def known_variables() -> frozenset[str]:
@@ -77,21 +82,25 @@ def unknown_variables(
         upper = name.upper()
         if upper in known or _SERVICE_LINK.fullmatch(upper):
             continue
-        near = difflib.get_close_matches(upper, known, n=1, cutoff=_NEAR) or _same_words(upper)
+        shared = upper.startswith(_SHARED_PREFIXES)
+        near = difflib.get_close_matches(
+            upper, known, n=1, cutoff=_NEAR_SHARED if shared else _NEAR
+        )
+        if not near and not shared:
+            near = _word_left_out(upper)
         if near:
             found.append(f"{name} is not a queuepilot setting: did you mean {' or '.join(near)}?")
     return found
 
 
-def _same_words(name: str) -> list[str]:
-    """Ours with a word left out or added: SLACK_TOKEN for SLACK_BOT_TOKEN, SLACK_CHANNEL_ID
-    for SLACK_CHANNEL."""
+def _word_left_out(name: str) -> list[str]:
+    """Ours with a word left out: SLACK_TOKEN for SLACK_BOT_TOKEN, STATUS_INTERVAL for
+    STATUS_INTERVAL_SECONDS."""
     words = set(name.split("_"))
     return [
         known
         for known in sorted(known_variables())
-        if len(words & set(known.split("_"))) >= 2
-        and (words <= set(known.split("_")) or set(known.split("_")) <= words)
+        if len(words) >= 2 and words < set(known.split("_"))
     ]
 
 

@@ -169,7 +169,7 @@ def _scale_set_name(name: str) -> str:
     return name
 
 
-ScaleSetName = Annotated[str, AfterValidator(_scale_set_name)]
+ScaleSet = Annotated[str, AfterValidator(_scale_set_name)]
 
 
 class Settings(BaseSettings):
@@ -499,7 +499,7 @@ class Settings(BaseSettings):
         factory=dict,
         example='{"linux.2xlarge": {"cap": 10, "ceiling": 200}}',
     )
-    runner_scale_sets: Annotated[dict[str, ScaleSetName], NoDecode] = setting(
+    runner_scale_sets: Annotated[dict[str, ScaleSet], NoDecode] = setting(
         doc="Runner type (the alert's label) → the name of its ARC scale set (the "
         "AutoscalingRunnerSet, and the `name` of its listener metrics), only where it is not "
         "the derived one: lower-cased, every character outside a-z, 0-9 and - made -, no - at "

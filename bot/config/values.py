@@ -84,20 +84,26 @@ def slack_member_ids(values: tuple[str, ...]) -> tuple[str, ...]:
     return values
 
 
+def _without_credentials(value: str) -> str:
+    """A URL as an error may repeat it: what could be a user and password (anything before an
+    `@`, however malformed the rest) and the query (`?password=`) left out."""
+    shown = re.sub(r"[^/@\s]*(?:\s[^/@]*)?@", "•••@", value.split("?", 1)[0])
+    return shown[:60]
+
+
 def _url(schemes: tuple[str, ...], example: str) -> Callable[[str | None], str | None]:
     def check(value: str | None) -> str | None:
         if value is None:
             return None
         parts = urlsplit(value)
+        shown = _without_credentials(value)
         if parts.scheme.lower() in schemes and (parts.netloc or parts.scheme == "unix"):
             if any(ch.isspace() for ch in value):
-                raise ValueError(f"{value[:60]!r} has a space in it")
+                raise ValueError(f"{shown!r} has a space in it")
             return value
-        hint = example
-        if "://" not in value:
-            hint = f"{schemes[0]}://{value}"
+        hint = example if "//" in value else f"{schemes[0]}://{shown}"
         raise ValueError(
-            f"{value[:60]!r} is not a URL ({', '.join(schemes)}): write it with its scheme, "
+            f"{shown!r} is not a URL ({', '.join(schemes)}): write it with its scheme, "
             f"e.g. {hint[:80]}"
         )
 

@@ -11,6 +11,7 @@ start time), which is how a stale firing is told apart from a real re-fire.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from datetime import datetime
 from typing import Literal
 
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import Alert, AlertFacts, Notification, Source
+from bot.domain.runner_names import RunnerNames
 
 
 class Delivery(BaseModel):
@@ -58,6 +60,17 @@ def instance_of(alert: Alert) -> str:
 def _labels_fingerprint(labels: dict[str, str]) -> str:
     raw = "\0".join(f"{k}\0{v}" for k, v in sorted(labels.items()))
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def named(delivery: Delivery, names: RunnerNames) -> Delivery:
+    """The delivery with its runner types as the readings and the scale targets name them: an
+    alert on ARC's metrics names a type by its scale set (`gpu-a10g`), RUNNER_SCALE_SETS says
+    which runner type that is."""
+    types = delivery.facts.runner_types
+    renamed = names.renamed(types)
+    if list(renamed) == list(types):
+        return delivery
+    return delivery.model_copy(update={"facts": replace(delivery.facts, runner_types=renamed)})
 
 
 def delivery_of(notification: Notification) -> Delivery:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
+T = TypeVar("T")
 # ARC's chart refuses a longer scale-set name (its objects' names add suffixes up to 63).
 MAX_SCALE_SET_NAME = 45
 _LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -93,6 +94,15 @@ class RunnerNames:
         suffix): the type naming it explicitly, else a known type deriving to it. A name no
         known type claims stays as it is: the incidents still match it by `runner_key`."""
         return self._by_set.get(derived_scale_set(scale_set), scale_set)
+
+    def renamed(self, types: Mapping[str, T]) -> dict[str, T]:
+        """`types` keyed by the runner types they are (`runner_type`): an alert rule that names
+        a scale set (ARC's `name` label) speaks of the same types as the readings; of two keys
+        that are one type, the first is kept."""
+        found: dict[str, T] = {}
+        for name, value in types.items():
+            found.setdefault(self.runner_type(name), value)
+        return found
 
     def table(self, types: Iterable[str] = ()) -> list[ScaleSetName]:
         """Each known type and each of `types` (say, the alert rules' types), with its scale

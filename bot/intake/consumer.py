@@ -20,12 +20,12 @@ import secrets
 from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.domain.delivery import Delivery
+from bot.domain.delivery import Delivery, named
 from bot.domain.incidents import (
     Change,
     Event,
@@ -39,6 +39,7 @@ from bot.domain.incidents import (
     repeated,
 )
 from bot.domain.routes import Route, channel_for
+from bot.domain.runner_names import RunnerNames
 from bot.render.root import render_event, render_summary
 from bot.storage.incident_store import (
     BAND_EVENT,
@@ -60,6 +61,8 @@ class IntakeConfig:
     consumer: str
     channel: str  # where an incident goes when no route takes it (SLACK_CHANNEL)
     routes: tuple[Route, ...] = ()  # SLACK_ROUTES, first match wins
+    # Runner types as the readings and scale targets name them (RUNNER_SCALE_SETS).
+    names: RunnerNames = field(default_factory=RunnerNames)
     status_interval_s: int = 600
     reopen_window_s: int = 3600
     reclaim_idle_ms: int = 30_000
@@ -276,10 +279,25 @@ class Intake:
         entries it covers, and they leave `pending`; on a conflict the rest is redone on fresh
         state.
         """
+        pending[:] = self._named(pending)  # in place: committed entries leave the caller's list
         changes: list[Change] = []
         while pending:
             changes += await self._apply_some(pending)
         return changes
+
+    def _named(self, pending: list[StreamEntry]) -> list[StreamEntry]:
+        """The entries with their runner types named as the readings name them; a delivery
+        shared by repeats stays shared (a flood of repeats folds as one)."""
+        done: dict[int, Delivery] = {}
+        named_entries = []
+        for entry in pending:
+            if entry.delivery is not None:
+                shared = id(entry.delivery)
+                if shared not in done:
+                    done[shared] = named(entry.delivery, self._config.names)
+                entry = replace(entry, delivery=done[shared])
+            named_entries.append(entry)
+        return named_entries
 
     async def _apply_some(self, pending: list[StreamEntry]) -> list[Change]:
         """Apply entries from the front of `pending` up to and including the first that must

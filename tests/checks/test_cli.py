@@ -40,6 +40,30 @@ def test_settings_problems_are_all_printed_and_nothing_is_probed(
     assert result.stdout.splitlines()[-1] == "queuepilot check: 0 ok, 0 warnings, 3 failed"
 
 
+def test_a_near_miss_alone_fails_but_every_dependency_is_still_probed(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    # What EKS injects (AWS_DEFAULT_REGION, …) and Kubernetes' service links are no typos.
+    env = check_env(
+        slack,
+        redis_url,
+        SLACK_CHANEL="C0QUEUE",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL_SQS="https://sqs.us-east-1.amazonaws.com",
+        AWS_ROLE_ARN="arn:aws:iam::123456789012:role/queuepilot",
+        KUBERNETES_SERVICE_HOST="10.0.0.1",
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1
+    assert lines(result, "FAIL") == [
+        "FAIL  settings   SLACK_CHANEL is not a queuepilot setting: did you mean SLACK_CHANNEL?"
+    ]
+    probed = {line.split()[1] for line in lines(result, "ok")}
+    assert {"slack", "redis"} <= probed, result.stdout
+
+
 def test_redis_without_persistence_is_a_warning_and_exits_0(
     tmp_path: Path, slack: Slack, redis_url: str
 ) -> None:

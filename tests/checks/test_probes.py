@@ -140,7 +140,7 @@ async def test_an_editors_token_may_read_and_create_silences(
 
     assert verdicts(found) == [Verdict.OK, Verdict.OK]
     assert found[0].detail.endswith("reads silences (0 active)")
-    assert found[1].detail == "the token may create silences"
+    assert found[1].detail == "the token may create or edit silences (folder rights: per silence)"
     assert grafana.silences == {}, "the probe created nothing"
 
 

@@ -85,6 +85,24 @@ def test_a_secret_is_never_repeated_in_its_problem(monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "redis//:hunter2secret@redis:6379/0",
+        "redis.redis.svc:6379?password=hunter2secret",
+        "redis://:hunter2 secret@redis:6379",
+        "redis://user:hunter2secret@redis :6379",
+        "http//user:hunter2secret@prometheus:9090",
+    ],
+)
+def test_a_password_in_a_malformed_url_is_never_repeated(url: str) -> None:
+    for name in ("redis_url", "prometheus_url"):
+        with pytest.raises(SettingsError) as refused:
+            load_settings(_env_file=None, **{name: url})
+        assert "hunter2" not in str(refused.value), str(refused.value)
+        assert refused.value.problems[0].startswith(f"{name.upper()}: ")
+
+
+@pytest.mark.parametrize(
     ("name", "value", "read"),
     [
         ("STATUS_INTERVAL_SECONDS", "10m", 600),
@@ -177,6 +195,12 @@ def test_a_near_miss_of_a_known_name_is_found_and_others_are_not() -> None:
         "REDIS_PORT_6379_TCP_ADDR": "10.0.0.8",
         "QUEUEPILOT_SERVICE_PORT_HTTP": "80",
         "METRICS_BACKEND": "alert",
+        # The AWS SDK's own (EKS injects AWS_DEFAULT_REGION beside AWS_REGION).
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL_SQS": "https://sqs.us-east-1.amazonaws.com",
+        "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/secrets/eks.amazonaws.com/token",
+        "GITHUB_REPOSITORY": "pytorch/pytorch",
+        "SLACK_CHANNEL_NAME": "ci-queue",
     }
     found = unknown_variables(environ, dotenv=None)
     assert found == [

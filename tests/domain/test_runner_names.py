@@ -157,3 +157,12 @@ def test_an_alerts_label_and_its_derived_scale_set_are_one_runner_type(label: st
     assume(derived_scale_set(label))
     assert runner_key(label) == runner_key(derived_scale_set(label))
     assert runner_key(label) == runner_key(label.upper())
+
+
+def test_an_alerts_scale_set_names_are_renamed_to_the_runner_types_they_serve() -> None:
+    names = RunnerNames({"linux.g5.4xlarge.nvidia.gpu": "gpu-a10g"}, known=["linux.2xlarge"])
+
+    renamed = names.renamed({"gpu-a10g": 1, "linux-2xlarge": 2, "linux.2xlarge": 3, "win": 4})
+
+    # The first of two names of one type is kept; a name nothing claims stays as it is.
+    assert renamed == {"linux.g5.4xlarge.nvidia.gpu": 1, "linux.2xlarge": 2, "win": 4}

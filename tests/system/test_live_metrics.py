@@ -168,6 +168,42 @@ async def test_an_alert_naming_linux_2xlarge_shows_the_numbers_of_scale_set_linu
     assert "linux-4xlarge" not in shown, "a healthy type stays out"
 
 
+async def test_an_alert_naming_a_scale_set_runner_scale_sets_maps_is_one_type_with_its_reading(
+    settings_for: Any, slack: Slack
+) -> None:
+    """The example rule on ARC's metrics names the scale set (`gpu-a10g`); RUNNER_SCALE_SETS
+    says it serves `linux.g5.4xlarge.nvidia.gpu`, the name the readings then carry. The incident
+    shows one type with its live numbers, not "none of the alert's runner types is in the
+    reading"."""
+    gpu = "linux.g5.4xlarge.nvidia.gpu"
+    fleet = ArcFleet(names=("gpu-a10g", "linux-4xlarge"))
+    payload = fixture_json(FIRING)
+    payload["alerts"][0]["labels"]["runner_type"] = "gpu-a10g"
+    settings = live(
+        settings_for, fleet.prometheus.url, runner_scale_sets=f'{{"{gpu}": "gpu-a10g"}}'
+    )
+    try:
+        async with run_bot(settings) as running:
+            await running.send("grafana", payload)
+            roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+            shown = await eventually(
+                lambda: next(
+                    (
+                        text_of(m)
+                        for m in status_replies(slack, roots[0].ts)
+                        if f"{gpu}: *43* queued" in text_of(m)
+                    ),
+                    None,
+                ),
+                what="a status with the mapped scale set's live queue",
+                timeout=30,
+            )
+    finally:
+        fleet.stop()
+    assert "gpu-a10g" not in shown, "one name for one type"
+    assert "none of the alert's runner types" not in shown
+
+
 async def test_a_failing_backend_says_so_and_never_closes_the_incident(
     settings_for: Any, slack: Slack
 ) -> None:

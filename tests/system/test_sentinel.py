@@ -147,7 +147,7 @@ def test_unusable_sentinels_stop_serve_with_a_clear_message(
 ) -> None:
     # Refused as the value is read, or by serve's checks: either way before anything runs, and
     # the message names the variable.
-    with pytest.raises(SettingsError, match="(?i)sentinel") as refused:
+    with pytest.raises(SettingsError, match=r"(?i)sentinel") as refused:
         settings_for(redis_sentinels=sentinels or " ").check_serve()
     assert "REDIS_SENTINELS" in str(refused.value)
 
