@@ -10,6 +10,8 @@ The HUD: the query the backend runs, with its bot header.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 
 from bot.backends.errors import BackendError
@@ -84,16 +86,15 @@ async def _github(settings: Settings, api: GithubApi) -> list[Finding]:
         fix = "set GITHUB_TOKEN to a token GitHub accepts" if exc.status == 401 else ""
         fix = fix or "set GITHUB_API_URL to GitHub's API (https://api.github.com), reachable"
         return [fail(SUBJECT, f"GET /rate_limit: {exc}", fix)]
-    findings = [_quota(body)]
+    reads: list[Awaitable[Finding]] = []
     if settings.metrics_backend is MetricsBackend.GITHUB:
         if settings.github_org:
-            findings.append(await _read(api, f"/orgs/{settings.github_org}", ORG_RUNNERS))
+            reads.append(_read(api, f"/orgs/{settings.github_org}", ORG_RUNNERS))
         else:
-            findings += [
-                await _read(api, f"/repos/{r}", REPO_RUNNERS) for r in settings.github_repos
-            ]
-    findings += [await _runs(api, repo) for repo in settings.github_repos]
-    return findings
+            reads += [_read(api, f"/repos/{r}", REPO_RUNNERS) for r in settings.github_repos]
+    reads += [_runs(api, repo) for repo in settings.github_repos]
+    # At once: the probe's deadline is one call's, however many repositories are listed.
+    return [_quota(body), *await asyncio.gather(*reads)]
 
 
 def _quota(body: object) -> Finding:
