@@ -135,6 +135,14 @@ class _Runners:
     # ARC's listener has stopped acting on its jobs: it assigns none to runners and asks for no
     # runners, and the assigned count it reports stays where it was (None: it works).
     stalled_at: int | None = None
+    # The spec has maxRunners below minRunners: ARC's listener refuses such a config and does
+    # not run (it acts on nothing and asks for nothing) until the spec is valid again.
+    refused: bool = False
+
+    @property
+    def acting(self) -> bool:
+        """ARC's listener runs and acts on its jobs."""
+        return self.stalled_at is None and not self.refused
 
     @property
     def busy(self) -> int:
@@ -237,12 +245,12 @@ class Fleet:
         ready = [t for t in r.booting if t <= now]
         r.booting = [t for t in r.booting if t > now]
         r.booted += len(ready)
-        while r.queue and r.booted > r.busy and r.stalled_at is None:
+        while r.queue and r.booted > r.busy and r.acting:
             r.queue.popleft()
             r.started.append(now)
             duration = r.spec.job_minutes * 60 * self._rng.uniform(0.75, 1.25)
             r.running.append((now + duration, duration))
-        if r.stalled_at is None:
+        if r.acting:
             self._autoscale(r)
         horizon = now - 3600  # keep an hour of events
         for events in (r.arrived, r.started):
@@ -311,7 +319,8 @@ class Fleet:
             if (r.minimum, r.maximum) == bounds:
                 return False
             r.minimum, r.maximum = bounds
-            if r.stalled_at is None:  # a stalled listener sees nothing
+            r.refused = r.maximum < r.minimum
+            if r.acting:  # a stalled or refused listener sees nothing
                 self._autoscale(r)
             return True
 

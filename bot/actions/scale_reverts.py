@@ -14,10 +14,14 @@ record is rescheduled or dropped only by the holder of that claim, so a scale-up
 meanwhile is never lost, and two replicas never revert or report the same record twice.
 
 The backend puts the value back only while it is still the one set from Slack; otherwise it
-is left, and the thread says what it is now and who changed it where the API tells. A revert
-that fails transiently is tried again with backoff; one that cannot succeed is reported once
-and dropped. If Redis loses its data (a restart without persistence), its records go with it:
-those scale-ups stay.
+is left, and the thread says what it is now and who changed it where the API tells. Two
+scale-ups of one target in different fields (ARC's minRunners and maxRunners), made in either
+order, go back in the backend's `revert_order` (the floor first): a record waits while one
+before it in that order is going back too, so lowering the ceiling never meets a raised floor
+of our own. A put-back the target's bounds allow only part of the way says what it left and
+why. A revert that fails transiently is tried again with backoff; one that cannot succeed is
+reported once and dropped. If Redis loses its data (a restart without persistence), its
+records go with it: those scale-ups stay.
 """
 
 from __future__ import annotations
@@ -238,12 +242,12 @@ class ScaleReverts:
         state = await self._warning_of(record)
         if state is not None and state.phase is Phase.FOLDED:
             record = await self._hand_over(record, state)
-        if record.warning:
-            why = self._why_warning(record, state, now)
-        else:
-            why = self._why(record, await self._store.get(record.incident_id), now)
+        why = await self._why_now(record, state, now)
         if why is None:
             await self._end(record.id, lease, record, now.timestamp() + self.config.check_s)
+            return
+        if await self._earlier_going_back(record, now):
+            await self._end(record.id, lease, record, now.timestamp())  # the next tick's
             return
         try:
             result = await within(
@@ -281,6 +285,33 @@ class ScaleReverts:
             kind="scaled",
         )
         return taken
+
+    async def _why_now(
+        self, record: RevertRecord, state: WarningState | None, now: datetime
+    ) -> str | None:
+        """Why `record` goes back now (its owner's state read), or None while it stays."""
+        if record.warning:
+            return self._why_warning(record, state, now)
+        return self._why(record, await self._store.get(record.incident_id), now)
+
+    async def _earlier_going_back(self, record: RevertRecord, now: datetime) -> bool:
+        """Whether a scale-up of the same target in a field that goes back before this one's
+        (`revert_order`) is going back now too."""
+        order = self._scaler.revert_order
+        if record.undo.field not in order:
+            return False
+        first = order[: order.index(record.undo.field)]
+        for field in first:
+            rid = record_id(record.target.runner_type, field)
+            other = RevertRecord.load(await self._redis.get(self._keys.scale_revert(rid)))
+            if other is None or other.target.target != record.target.target:
+                continue
+            state = await self._warning_of(other)
+            if state is not None and state.phase is Phase.FOLDED:
+                other = replace(other, incident_id=state.incident_id, warning="")
+            if await self._why_now(other, state, now) is not None:
+                return True
+        return False
 
     def _why_warning(
         self, record: RevertRecord, state: WarningState | None, now: datetime
@@ -369,6 +400,11 @@ def _value(before: int | None) -> str:
 
 def _said(record: RevertRecord, why: str, result: Reverted) -> str:
     runner_type = record.target.runner_type
+    if result.done and result.left:
+        return (
+            f"Put {runner_type} back only part of the way ({why}): {result.detail} "
+            f"({record.backend}); {result.left}"
+        )
     if result.done:
         return f"Put {runner_type} back ({why}): {result.detail} ({record.backend})"
     return f"Left {runner_type} as it is ({why}): {result.detail}"

@@ -438,7 +438,11 @@ async def test_the_modal_warns_of_helm_and_a_kept_scale_up_stays(
             )
         )[-1]
         blocks = json.dumps(form["blocks"], ensure_ascii=False)
-        assert "managed by Helm: the next `helm upgrade` puts its configured values back" in blocks
+        assert (
+            "managed by Helm (release mt-l-x86iavx512-8-64 in arc-runners, marked by its "
+            "meta.helm.sh/release-name annotation): the next `helm upgrade` puts the chart's "
+            "values back" in blocks
+        )
         assert "Keep it after the incident" in blocks
         assert "put back when the incident resolves or after 4 h" in blocks
         values = {
@@ -449,7 +453,7 @@ async def test_the_modal_warns_of_helm_and_a_kept_scale_up_stays(
         confirm = step.json()["view"]
         shown = json.dumps(confirm["blocks"], ensure_ascii=False)
         assert "Kept after the incident, as you chose." in shown
-        assert "managed by Helm" in shown
+        assert "managed by Helm (release mt-l-x86iavx512-8-64" in shown
         await post_event(running.http, view_submission({**confirm, "id": form["id"]}, {}))
         await eventually(lambda: min_runners(kube) == 5, what="scaled")
         await eventually(
@@ -483,3 +487,65 @@ async def test_queue_scale_keep_stays_after_the_incident_resolves(
         prefix = running.bot.settings.redis_prefix
         assert not await running.bot.redis.zcard(Keys(prefix).scale_reverts), "nothing recorded"
     assert min_runners(kube) == 5
+
+
+@pytest.mark.parametrize("first", ["minRunners", "maxRunners"])
+async def test_two_scale_ups_of_one_set_go_back_floor_first_whatever_their_order(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock, first: str
+) -> None:
+    """maxRunners 120 → 130 and minRunners 0 → 125, made in either order, both due when the
+    incident resolves: the floor goes first, so maxRunners comes back to 120 with nothing in
+    its way, and the thread says both went back whole."""
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock)
+    for field in (first, *({"minRunners", "maxRunners"} - {first})):
+        if field == "maxRunners":
+            kube.write(manager="manager", status={"currentRunners": 120})  # at its maximum
+        delta = 10 if field == "maxRunners" else 125
+        if field == "minRunners" and first == "minRunners":
+            delta = 100  # below the 120 maximum it has then
+        result = await arc.scale(
+            ScaleRequest(TARGET, delta, "1", "alice", raise_maximum=field == "maxRunners")
+        )
+        assert result.undo is not None
+        await reverts.remember("1", TARGET, result.undo, by="alice")
+        clock.pass_(seconds=1)
+    kube.write(manager="manager", status={"currentRunners": 40})
+    await resolve(redis, clock)
+    clock.pass_(seconds=15)
+    for _ in range(3):  # the ceiling waits one look for the floor
+        await reverts.tick()
+        clock.pass_(seconds=15)
+    spec = kube.sets[SET]["spec"]
+    assert (spec["minRunners"], spec["maxRunners"]) == (0, 120)
+    texts = await said(redis)
+    assert [t.split(":")[0] for t in texts] == [
+        "Put linux back (the incident resolved)",
+        "Put linux back (the incident resolved)",
+    ]
+    assert "minRunners" in texts[0] and "maxRunners 130 → 120" in texts[1]
+
+
+async def test_a_put_back_stopped_by_a_kept_floor_says_what_it_left(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    """The issue's sequence through the sweep: maxRunners raised, then a colleague raises
+    minRunners above the old maximum by hand; the put-back stops at that floor and says so,
+    never "put back"."""
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock)
+    kube.write(manager="manager", status={"currentRunners": 120})
+    result = await arc.scale(ScaleRequest(TARGET, 10, "1", "alice", raise_maximum=True))
+    assert result.undo is not None
+    await reverts.remember("1", TARGET, result.undo, by="alice")
+    kube.write(manager="kubectl", spec={"minRunners": 125})
+    await resolve(redis, clock)
+    clock.pass_(seconds=15)
+    await reverts.tick()
+    spec = kube.sets[SET]["spec"]
+    assert (spec["minRunners"], spec["maxRunners"]) == (125, 125)
+    assert await said(redis) == [
+        "Put linux back only part of the way (the incident resolved): maxRunners 130 → 125 "
+        "(ARC); maxRunners stays 125, not 120: minRunners is 125 now, and ARC's listener does "
+        "not run with maxRunners below minRunners"
+    ]

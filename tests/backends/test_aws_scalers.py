@@ -290,3 +290,58 @@ def test_failed_activities(activities: list[dict[str, Any]], expected: list[str]
 def test_failed_activities_take_any_answer(answer: object) -> None:
     found = failed_activities(answer, NOW)
     assert len(found) <= 5 and all(isinstance(f, str) and len(f) <= 400 for f in found)
+
+
+async def test_aws_asg_goes_back_only_down_to_a_min_size_raised_since(aws: str) -> None:
+    name = asg(aws, desired=2, maximum=8)
+    target = ScaleTarget(RUNNER, name, cap=10)
+    scaler = asg_scaler(aws)
+    result = await scaler.scale(ScaleRequest(target, 4, "1", "al"))
+    assert result.undo is not None
+    client("autoscaling", aws).update_auto_scaling_group(AutoScalingGroupName=name, MinSize=4)
+    reverted = await scaler.revert(target, result.undo)
+    assert reverted == Reverted(
+        True,
+        "desired capacity 6 → 4",
+        "desired capacity stays 4, not 2: the group's MinSize is 4 now, and AWS keeps the "
+        "desired capacity within its sizes",
+    )
+    assert desired_of(aws, name) == 4
+
+
+class Activities:
+    """DescribeScalingActivities in its documented paging (newest first, `NextToken`), for a
+    group that failed every `every_s` seconds: moto records no activities to page through."""
+
+    def __init__(self, count: int, every_s: int) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.all = [
+            activity(
+                ActivityId=f"a{n}",
+                StartTime=datetime.now(UTC) - timedelta(seconds=n * every_s),
+                StatusMessage=f"failure {n}",
+            )
+            for n in range(count)
+        ]
+
+    def describe_scaling_activities(self, **request: Any) -> dict[str, Any]:
+        self.calls.append(request)
+        start = int(request.get("NextToken") or 0)
+        end = start + request["MaxRecords"]
+        page = {"Activities": self.all[start:end]}
+        return page | ({"NextToken": str(end)} if end < len(self.all) else {})
+
+
+@pytest.mark.parametrize(
+    ("count", "every_s", "pages"),
+    [(30, 60, 1), (300, 60, 1), (300, 20, 2), (1000, 5, 5)],  # 5: MAX_PAGES
+)
+async def test_aws_asg_pages_activities_until_the_hour_is_covered(
+    count: int, every_s: int, pages: int
+) -> None:
+    api = Activities(count, every_s)
+    scaler = AsgScaler(AsgScalerConfig(AwsConfig(region=REGION)), autoscaling=api)
+    found = await scaler.failures(ScaleTarget(RUNNER, "gpu-runners", cap=1))
+    assert found is not None and found[0].endswith("failure 0")
+    assert len(api.calls) == pages, "stops once a page reaches past the hour"
+    assert all(call["MaxRecords"] == 100 for call in api.calls)

@@ -133,6 +133,25 @@ def test_a_floor_above_the_load_keeps_idle_runners_and_an_absent_ceiling_is_unbo
     assert fleet.reading()["t"].registered == 3, "the floor stays warm once the queue is gone"
 
 
+def test_a_ceiling_below_the_floor_stops_the_listener_until_the_spec_is_valid() -> None:
+    """ARC's listener refuses a config with maxRunners below minRunners: no job is started and
+    no runner asked for while the spec says so; a valid spec brings it back."""
+    clock = Clock()
+    spec = RunnerTypeSpec(
+        "t", arrival_per_min=0, job_minutes=5, boot_minutes=1, minimum=0, maximum=4
+    )
+    fleet = Fleet([spec], [Burst("t", 0, 10, 30)], speed=1, clock=clock)
+    clock.to_minute(1)
+    assert fleet.set_bounds("t", 6, 4)  # minRunners 6, maxRunners 4
+    clock.to_minute(8)
+    stopped = fleet.reading(window_min=5)["t"]
+    assert stopped.started_per_min == 0 and stopped.queued > 0
+    assert stopped.registered + stopped.booting <= 4, "nothing asked for past the old bounds"
+    fleet.set_bounds("t", 6, 6)
+    clock.to_minute(12)
+    assert fleet.reading()["t"].busy == 6, "running again: its runners asked for, and busy"
+
+
 def test_a_stalled_listener_freezes_its_assigned_jobs_while_runners_sit_idle() -> None:
     """What ARC shows when its listener stops acting on jobs: `gha_assigned_jobs` frozen, no
     runner asked for, jobs waiting while runners that finished theirs sit idle."""

@@ -11,6 +11,9 @@ The target and the capacity are values of the domain (`bot.domain.scaling`).
 A scale-up that can be put back says what it changed (`Undo`); `revert` puts it back only while
 the value is still the one set, and otherwise says what it is now and, where the API tells, who
 changed it. `failures` reads the autoscaler's own recent errors, for diagnostics.
+
+No write leaves a target invalid (`bounded`): a scale-up that would is refused, and a put-back
+that would goes back only as far as the target's other bounds allow and says what it left.
 """
 
 from __future__ import annotations
@@ -78,10 +81,13 @@ class ScaleResult:
 
 @dataclass(frozen=True)
 class Reverted:
-    """What `revert` did: put back (`done`), or left alone with the reason, in words."""
+    """What `revert` did: put back (`done`), or left alone with the reason, in words. `left`
+    says what was not put back and why, when the target's other bounds allowed only part of
+    the way back ("maxRunners stays 12, not 10: minRunners is 12 now")."""
 
     done: bool
     detail: str
+    left: str = ""
 
 
 class Scaler(Protocol):
@@ -91,6 +97,9 @@ class Scaler(Protocol):
     can_raise_maximum: bool
     # Why a scale-up through this backend cannot be put back ("" when it can).
     cannot_undo: str
+    # Fields in the order their put-backs go when several of one target are due at once (ARC:
+    # the floor before the ceiling, so a lowered maxRunners never meets a raised minRunners).
+    revert_order: tuple[str, ...]
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         """The target's capacity now; None when this backend cannot read it in advance."""
@@ -118,6 +127,45 @@ def count_of(value: object, *, most: int = 10**9) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
         return None
     return value
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A target's counts that must hold together, as its autoscaler reads them: ARC's
+    `minRunners ≤ maxRunners` (its listener refuses to start otherwise), an ASG's
+    `MinSize ≤ desired ≤ MaxSize`. None: unset (no floor, or unbounded)."""
+
+    minimum: int | None
+    maximum: int | None
+    desired: int | None = None
+
+    def problem(self, names: tuple[str, str, str]) -> str:
+        """What is wrong with these counts, in the backend's `names` for (minimum, maximum,
+        desired); "" when they hold."""
+        low, high, want = names
+        counts = {low: self.minimum, high: self.maximum, want: self.desired}
+        negative = [f"{name} {value}" for name, value in counts.items() if (value or 0) < 0]
+        if negative:
+            return f"{', '.join(negative)} below 0"
+        floor, ceiling = self.minimum or 0, self.maximum
+        if ceiling is not None and floor > ceiling:
+            return f"{low} {floor} above {high} {ceiling}"
+        if self.desired is not None and self.desired < floor:
+            return f"{want} {self.desired} below {low} {floor}"
+        if self.desired is not None and ceiling is not None and self.desired > ceiling:
+            return f"{want} {self.desired} above {high} {ceiling}"
+        return ""
+
+
+def bounded(bounds: Bounds, names: tuple[str, str, str], what: str) -> None:
+    """Refuse a write that would leave the target's counts invalid, saying which and why."""
+    problem = bounds.problem(names)
+    if problem:
+        raise BackendError(
+            f"{what} would leave {problem}, which the autoscaler cannot run with: nothing "
+            "was changed",
+            retryable=False,
+        )
 
 
 def within_ceiling(target: ScaleTarget, value: int, what: str) -> None:

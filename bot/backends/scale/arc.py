@@ -7,12 +7,16 @@ resources take no strategic merge) carrying the resourceVersion read, so a concu
 it fail (409) and it is recomputed rather than overwriting. RBAC: `get` and `patch` on
 `autoscalingrunnersets` in the scale sets' namespace.
 
-Putting a scale-up back patches the old value with the resourceVersion the scale-up produced.
-A 409 there does not by itself mean someone changed the field: every write bumps the version,
-and ARC's controller writes the set's status (currentRunners, phase) as runners start. So the
-set is read again: while the field still holds the value set from Slack, the old value goes
-back under the fresh version; once it holds anything else, it is left alone, and the
-managedFields entry that last wrote it says who (Helm, Argo CD, kubectl) and when.
+Putting a scale-up back reads the set first: while the field still holds the value set from
+Slack, the old value goes back under the version read (a 409 means a write came between, often
+just ARC's controller updating the status: read again); once it holds anything else, it is left
+alone, and the managedFields entry that last wrote it says who (Helm, Argo CD, kubectl) and when.
+
+ARC's listener refuses to start with `maxRunners < minRunners` (its config validation), so no
+write here leaves the set that way: a scale-up that would is refused, and a put-back of
+maxRunners below a minRunners raised since (from Slack or by hand) stops at that minRunners and
+says so. Two scale-ups of one set are put back newest first (`bot.actions.scale_reverts`), so
+each goes back whole.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import (
+    Bounds,
     Reverted,
     ScaleRequest,
     ScaleResult,
     Undo,
+    bounded,
     count_of,
     within_ceiling,
 )
@@ -43,6 +49,8 @@ SERVICE = "The Kubernetes API"
 CONFLICT_RETRIES = 3
 # How the API server's managedFields name our writes (`?fieldManager=`).
 FIELD_MANAGER = "queuepilot"
+# The counts as ARC's listener checks them (it also has no desired count of its own to check).
+NAMES = ("minRunners", "maxRunners", "runners")
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class ArcScalerConfig:
 class ArcScaler:
     name = "ARC"
     can_raise_maximum = True
+    revert_order: tuple[str, ...] = ("minRunners", "maxRunners")
     cannot_undo = ""
 
     def __init__(self, config: ArcScalerConfig, client: httpx.AsyncClient | None = None) -> None:
@@ -69,6 +78,8 @@ class ArcScaler:
             runner_set = await self._get(scale.target)
             before = _capacity(runner_set)
             field, value = _new_value(scale, before)
+            after = _with(before, field, value)
+            bounded(Bounds(after.minimum, after.maximum), NAMES, f"{field} {value}")
             patch = {"metadata": {"resourceVersion": _version(runner_set)}, "spec": {field: value}}
             try:
                 answer = await self._patch(scale.target, patch)
@@ -76,7 +87,6 @@ class ArcScaler:
                 if exc.status == 409:
                     continue  # changed since read: recompute from the new state
                 raise
-            after = _with(before, field, value)
             shown = before.minimum if field == "minRunners" else before.maximum
             bounds = f" (maxRunners {before.maximum})" if field == "minRunners" else ""
             detail = f"{field} {shown if shown is not None else 'unset'} → {value}{bounds}"
@@ -86,29 +96,30 @@ class ArcScaler:
         raise BackendError("the scale set kept changing while being patched", retryable=True)
 
     async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
-        version = undo.version
-        back = f"{undo.field} {undo.after} → {_shown(undo.before)}"
+        field = undo.field
         for _ in range(CONFLICT_RETRIES):
-            patch = {"metadata": {"resourceVersion": version}, "spec": {undo.field: undo.before}}
-            try:
-                await self._patch(target, patch)
-                return Reverted(True, back)
-            except BackendError as exc:
-                if exc.status != 409:
-                    raise
-            # Written since: by the controller's status, or by someone to the field itself.
             runner_set = await self._get(target)
-            now = _spec_value(runner_set, undo.field)
+            now = _spec_value(runner_set, field)
             if now == undo.before:
-                return Reverted(True, f"{undo.field} was already back to {_shown(undo.before)}")
+                return Reverted(True, f"{field} was already back to {_shown(undo.before)}")
             if now != undo.after:
-                who = changed_by(runner_set, undo.field)
+                who = changed_by(runner_set, field)
                 return Reverted(
                     False,
-                    f"{undo.field} is {_shown(now)} now, not the {undo.after} set from Slack"
+                    f"{field} is {_shown(now)} now, not the {undo.after} set from Slack"
                     + (f"; changed by {who}" if who else ""),
                 )
-            version = _version(runner_set)
+            value, left = _way_back(runner_set, undo)
+            if value == undo.after:
+                return Reverted(False, left)
+            patch = {"metadata": {"resourceVersion": _version(runner_set)}, "spec": {field: value}}
+            try:
+                await self._patch(target, patch)
+            except BackendError as exc:
+                if exc.status == 409:
+                    continue  # written since it was read: read again
+                raise
+            return Reverted(True, f"{field} {undo.after} → {_shown(value)}", left)
         raise BackendError("the scale set kept changing while being put back", retryable=True)
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
@@ -218,6 +229,35 @@ def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
     tail = f" (phase {phase[:40]})" if isinstance(phase, str) and phase else ""
     runners = "runner" if failed == 1 else "runners"
     return [f"{failed} ephemeral {runners} failed to start{tail}"]
+
+
+def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
+    """How far `undo.field` can go back toward `undo.before` with the set's other bound as it
+    is now, and what was left and why ("" when all the way). `undo.after` when not at all."""
+    minimum = _spec_value(runner_set, "minRunners")
+    maximum = _spec_value(runner_set, "maxRunners")
+    listener = "ARC's listener does not run with maxRunners below minRunners"
+    if undo.field == "maxRunners":
+        floor = minimum or 0
+        if undo.before is None or undo.before >= floor:
+            return undo.before, ""
+        if floor >= undo.after:
+            return undo.after, (
+                f"maxRunners stays {undo.after}: minRunners is {floor} now, and {listener}"
+            )
+        return (
+            floor,
+            f"maxRunners stays {floor}, not {undo.before}: minRunners is {floor} now, "
+            f"and {listener}",
+        )
+    if maximum is not None and (undo.before or 0) > maximum:
+        # Someone set maxRunners below the old floor: lowering the floor to it cannot make the
+        # set valid, and going below the old value is not putting back.
+        return undo.after, (
+            f"{undo.field} stays {undo.after}: maxRunners is {maximum} now, below the "
+            f"{_shown(undo.before)} it would go back to, and {listener}"
+        )
+    return undo.before, ""
 
 
 def _new_value(scale: ScaleRequest, before: Capacity) -> tuple[str, int]:

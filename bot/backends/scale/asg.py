@@ -9,7 +9,12 @@ for the group's own failures in diagnostics).
 A scale-up is put back by setting the old desired capacity, only while the group's desired
 capacity is still the value set from Slack: an ASG has no resource version, and a scaling
 policy, a scheduled action or a person may have set it since. The check and the set are two
-calls, so a change between them is possible; its window is one round trip.
+calls, so a change between them is possible; its window is one round trip. AWS refuses a
+desired capacity outside [MinSize, MaxSize]: a put-back below a MinSize raised since stops at
+it, and says so.
+
+Diagnostics read the group's failed scaling activities of the last hour, following `NextToken`
+until the pages reach past the hour (newest first, as the API lists them).
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from typing import Any
 from bot.backends.errors import BackendError
 from bot.backends.scale import (
     MAX_FAILURES,
+    Bounds,
     Reverted,
     ScaleRequest,
     ScaleResult,
     Undo,
+    bounded,
     within_ceiling,
 )
 from bot.backends.scale.aws import AwsConfig, call, client
@@ -34,6 +41,11 @@ SERVICE = "AWS Auto Scaling"
 DESIRED = "desired capacity"
 FAILED = frozenset({"Failed", "Cancelled"})
 RECENT = timedelta(hours=1)
+NAMES = ("MinSize", "MaxSize", DESIRED)
+# DescribeScalingActivities' largest page; a group that failed more often than this many pages
+# hold in an hour has said enough.
+PAGE = 100
+MAX_PAGES = 5
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,7 @@ class AsgScalerConfig:
 class AsgScaler:
     name = "AWS Auto Scaling"
     can_raise_maximum = False
+    revert_order: tuple[str, ...] = ()
     cannot_undo = ""
 
     def __init__(self, config: AsgScalerConfig, autoscaling: Any | None = None) -> None:
@@ -71,13 +84,14 @@ class AsgScaler:
                 retryable=False,
             )
         within_ceiling(scale.target, value, "desired capacity")
+        bounded(Bounds(minimum, maximum, value), NAMES, f"{DESIRED} {value}")
         await self._set(scale.target, value)
         after = Capacity(value, minimum, maximum, at_maximum=value >= maximum)
         detail = f"{DESIRED} {desired} → {value} (max {maximum})"
         return ScaleResult(detail, before, after, Undo(DESIRED, desired, value))
 
     async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
-        desired, minimum, _ = await self._sizes(target)
+        desired, minimum, maximum = await self._sizes(target)
         before = undo.before or 0
         if desired == before:
             return Reverted(True, f"{DESIRED} was already back to {before}")
@@ -85,20 +99,46 @@ class AsgScaler:
             return Reverted(
                 False, f"{DESIRED} is {desired} now, not the {undo.after} set from Slack"
             )
-        # AWS refuses a desired capacity below MinSize: someone raised the floor meanwhile.
-        value = max(before, minimum)
+        # The group's bounds may have moved since the scale-up: go back only as far as they let.
+        value = min(max(before, minimum), maximum)
+        if value == undo.after or not minimum <= value <= maximum:
+            return Reverted(
+                False,
+                f"{DESIRED} stays {undo.after}: the group's MinSize is {minimum} and MaxSize "
+                f"{maximum} now, and AWS keeps the desired capacity between them",
+            )
         await self._set(target, value)
-        floor = f" (its MinSize; it was {before})" if value != before else ""
-        return Reverted(True, f"{DESIRED} {undo.after} → {value}{floor}")
+        left = ""
+        if value != before:
+            size = "MinSize" if value == minimum else "MaxSize"
+            left = (
+                f"{DESIRED} stays {value}, not {before}: the group's {size} is {value} now, "
+                "and AWS keeps the desired capacity within its sizes"
+            )
+        return Reverted(True, f"{DESIRED} {undo.after} → {value}", left)
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
-        answer = await call(
-            SERVICE,
-            self._client.describe_scaling_activities,
-            AutoScalingGroupName=target.target,
-            MaxRecords=20,
-        )
-        return failed_activities(answer, datetime.now(UTC))
+        now = datetime.now(UTC)
+        activities: list[Any] = []
+        token: str | None = None
+        for _ in range(MAX_PAGES):
+            answer = await call(
+                SERVICE,
+                self._client.describe_scaling_activities,
+                AutoScalingGroupName=target.target,
+                MaxRecords=PAGE,
+                **({"NextToken": token} if token else {}),
+            )
+            page = answer.get("Activities") if isinstance(answer, dict) else None
+            page = page if isinstance(page, list) else []
+            activities += page
+            token = answer.get("NextToken") if isinstance(answer, dict) else None
+            oldest = (
+                _time(page[-1].get("StartTime")) if page and isinstance(page[-1], dict) else None
+            )
+            if not token or not page or (oldest is not None and oldest < now - RECENT):
+                break
+        return failed_activities({"Activities": activities}, now)
 
     async def _set(self, target: ScaleTarget, value: int) -> None:
         await call(

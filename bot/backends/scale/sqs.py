@@ -36,6 +36,7 @@ class SqsScalerConfig:
 class SqsScaler:
     name = "the scale-up queue"
     can_raise_maximum = False
+    revert_order: tuple[str, ...] = ()
     cannot_undo = (
         "each message asks the scale-up Lambda for one runner, and the Lambda scales idle "
         "runners down on its own"

@@ -30,6 +30,7 @@ class WebhookScalerConfig:
 class WebhookScaler:
     name = "the scaler webhook"
     can_raise_maximum = False
+    revert_order: tuple[str, ...] = ()
     cannot_undo = (
         "your receiver decides what a scale-up does, and queuepilot has no call to undo it"
     )
