@@ -398,10 +398,9 @@ def parse_matcher(text: str) -> Matcher | None:
     return Matcher(name, _unquote(text[operator.end() :].strip()), is_equal, is_regex)
 
 
-def split_matchers(text: str, *, keep_blank: bool = False) -> list[str]:
-    """Split `a=b,c="x,y"` on commas outside double quotes; braces (`{...}`) are optional. Blank
-    pieces are dropped, or with `keep_blank` kept but for a trailing one (`a=b,,c=d` has one, as
-    Alertmanager's `ParseMatchers` reads it, and `a=b,` none)."""
+def split_matchers(text: str) -> list[str]:
+    """Split `a=b,c="x,y"` on commas outside double quotes; braces (`{...}`) are optional and
+    blank pieces dropped."""
     text = text.strip()
     if text.startswith("{") and text.endswith("}"):
         text = text[1:-1]
@@ -420,8 +419,6 @@ def split_matchers(text: str, *, keep_blank: bool = False) -> list[str]:
         elif char == '"':
             quoted = not quoted
     parts.append(current)
-    if keep_blank:
-        return parts[:-1] if not parts[-1].strip() else parts
     return [p for p in parts if p.strip()]
 
 

@@ -11,14 +11,18 @@ when any runner type the alert names matches. As in Alertmanager, a regex matche
 value (anchored), and a label that is absent has the empty value.
 
 `SLACK_ROUTES` is JSON: `[{"match": ["team=\"rocm\""], "channel": "C0ROCM"}, ...]` (`matchers`,
-Alertmanager's own word, is taken for `match`). As in Alertmanager's own `matchers:` lists, one
-string may hold several matchers, comma-separated and in braces if you like
-(`{team="ci", runner_type=~"rocm.*"}`), and values are read as Alertmanager reads them (quoted or
-not; `\"`, `\\`, `\n` escapes, any other backslash kept: `"linux\.rocm\..*"`).
+Alertmanager's own word, is taken for `match`). Each string is read by Alertmanager's classic
+matcher parser (`pkg/labels.ParseMatchers`: what 0.25 and older load, and what 0.27 and later keep
+in their default fallback mode for every input it takes), so a route's `matchers:` item copied
+from an Alertmanager config means the same here: several matchers comma-separated, braces
+optional; label names Prometheus's (`[a-zA-Z_:][a-zA-Z0-9_:]*`, not quoted); values quoted or
+not, with `\"`, `\\` and `\n` escapes and any other backslash kept (`"linux\.rocm\..*"`).
 
-Regexes run on RE2 (google-re2), the syntax Alertmanager's Go regexp speaks: a route Alertmanager
-would refuse (a lookahead, a backreference) is refused at start, and one Python's `re` reads
-otherwise (`[[:alpha:]]`, `\pL`, `(?i)` mid-pattern, `{,3}`) means what it means to Alertmanager.
+A regex is composed as Alertmanager composes it, the text `^(?:` + value + `)$`, so `a)|(b`
+takes any value starting with `a`, and runs on RE2 (google-re2), whose syntax Go's regexp speaks:
+a route Alertmanager would refuse (a lookahead, a backreference, `\C`) is refused at start, and
+one Python's `re` reads otherwise (`[[:alpha:]]`, `\pL`, `(?i)` mid-pattern, `{,3}`) means what
+it means to Alertmanager.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from functools import lru_cache
 
 import re2
 
-from bot.domain.alert_facts import split_matchers
 from bot.domain.alerts import AlertFacts, Matcher
 
 MAX_ROUTES = 100
@@ -39,10 +42,14 @@ MAX_MATCHERS = 20
 RUNNER_TYPE = "runner_type"
 # Slack's channel IDs: C (public), G (private, older), D is a DM and not a place for incidents.
 _CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,}")
-# A label name as Alertmanager takes it: a Prometheus name, a quoted string, or (its UTF-8 parser)
-# an unquoted run of anything but spaces and the characters its matcher syntax reserves.
-_NAME_OPERATOR = re.compile(
-    r'\s*([a-zA-Z_:][a-zA-Z0-9_:]*|"(?:[^"\\]|\\.)*"|[^\s{}!=~,\\"\'`]+)\s*(=~|!~|!=|=)', re.S
+# Alertmanager's classic `ParseMatcher`: Go's `\s` is ASCII, and `\v` is not among it.
+_MATCHER = re.compile(
+    r"[\t\n\f\r ]*([a-zA-Z_:][a-zA-Z0-9_:]*)[\t\n\f\r ]*(=~|=|!=|!~)[\t\n\f\r ]*(.*?)[\t\n\f\r ]*",
+    re.S,
+)
+# Go's `unicode.IsSpace`, which `strings.TrimSpace` trims from the last matcher of a string.
+_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
+    map(chr, range(0x2000, 0x200B))
 )
 _OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~": (False, True)}
 
@@ -131,26 +138,52 @@ def _route(n: int, item: object) -> Route:
 
 
 def parse_matchers(text: str) -> list[Matcher]:
-    """The matchers of one `match` string, as Alertmanager's `ParseMatchers` reads it: braces
-    optional, commas outside double quotes between matchers. ValueError saying what is wrong."""
-    pieces = split_matchers(text, keep_blank=True)
-    if not pieces:  # `{}` would be a route that takes everything: surely not what was meant
-        raise ValueError("holds no matcher")
-    if any(not piece.strip() for piece in pieces):  # `a=b,,c=d`: Alertmanager refuses it too
-        raise ValueError("has an empty matcher between commas")
-    return [_matcher(piece) for piece in pieces]
+    """The matchers of one `match` string, as Alertmanager's classic `ParseMatchers` reads it:
+    braces optional, commas outside double quotes between matchers; `{}` or `""` holds none.
+    ValueError saying what is wrong."""
+    return [_matcher(piece) for piece in _pieces(text)]
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` cut where `ParseMatchers` cuts it. It drops one `{` that opens the text and one `}`
+    that ends it, each alone and only there (` {a=b}` keeps its `{`; `{a=b} ` reads the value
+    `b}`). A quote after an odd run of backslashes neither opens nor closes, and a comma does not
+    end such a run (`a="\\,",b=c` is one piece). Only the last piece is trimmed, of Go's Unicode
+    spaces, and dropped when blank: `a=b,` is one matcher, `a=b,,c=d` has an empty one."""
+    text = text.removeprefix("{").removesuffix("}")
+    pieces: list[str] = []
+    start, quoted, escaped = 0, False, False
+    for i, char in enumerate(text):
+        if char == "," and not quoted:
+            pieces.append(text[start:i])
+            start = i + 1
+        elif char == '"':
+            quoted, escaped = quoted != (not escaped), False
+        elif char == "\\":
+            escaped = not escaped
+        elif char != ",":
+            escaped = False
+    last = text[start:].strip(_GO_SPACE)
+    return [*pieces, last] if last else pieces
 
 
 def _matcher(piece: str) -> Matcher:
-    head = _NAME_OPERATOR.match(piece)
-    name = _unescaped(head[1]) if head is not None else None
-    value = _unescaped(piece[head.end() :].strip()) if head is not None else None
-    if head is None or not name or value is None:
+    found = _MATCHER.fullmatch(piece)
+    if found is None:
+        if not piece.strip(_GO_SPACE):  # `a=b,,c=d`: Alertmanager refuses it too
+            raise ValueError("has an empty matcher between commas")
         raise ValueError(
-            f"{piece.strip()!r} is not a matcher (label=value, !=, =~, !~; a value with spaces, "
-            "commas or quotes in double quotes)"
+            f"{piece.strip()!r} is not a matcher (label=value, !=, =~, !~; a label name of "
+            "letters, digits, _ and :, unquoted; a value with spaces, commas or quotes in double "
+            "quotes)"
         )
-    is_equal, is_regex = _OPERATORS[head[2]]
+    name, operator, raw = found.groups()
+    if any("\ud800" <= char <= "\udfff" for char in raw):  # an undecodable byte of the setting
+        raise ValueError(f"the value of {name!r} is not valid UTF-8")
+    value = _unescaped(raw)
+    if value is None:
+        raise ValueError(f'{raw!r}: a double quote left open or inside the value (write \\")')
+    is_equal, is_regex = _OPERATORS[operator]
     if is_regex:
         try:
             _regex(value)
@@ -160,10 +193,10 @@ def _matcher(piece: str) -> Matcher:
 
 
 def _unescaped(raw: str) -> str | None:
-    """A name or value as Alertmanager's classic parser reads it (`pkg/labels.ParseMatcher`):
-    double quotes optional; in it `\\"`, `\\\\` and `\\n` are escapes and any other backslash is
-    itself, so `"linux\\.rocm"` stays the regex `linux\\.rocm`. None for a quote left open or
-    one inside the value."""
+    """A value as Alertmanager's classic parser reads it (`pkg/labels.ParseMatcher`): double
+    quotes optional; in it `\\"`, `\\\\` and `\\n` are escapes and any other backslash is itself,
+    so `"linux\\.rocm"` stays the regex `linux\\.rocm`. None for a quote left open or one inside
+    the value."""
     quoted = raw.startswith('"')
     body = raw[1:] if quoted else raw
     out: list[str] = []
@@ -197,7 +230,7 @@ def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str,
 def _equal(matcher: Matcher, value: str) -> bool:
     if matcher.is_regex:
         try:
-            found = _regex(matcher.value).fullmatch(value) is not None
+            found = _regex(matcher.value).search(value) is not None
         except UnicodeEncodeError:  # a lone surrogate (JSON allows one): not a UTF-8 label
             found = False
     else:
@@ -207,12 +240,17 @@ def _equal(matcher: Matcher, value: str) -> bool:
 
 @lru_cache(maxsize=256)
 def _regex(pattern: str) -> re2._Regexp:
-    """`pattern` compiled by RE2, as Alertmanager compiles it (`pkg/labels.NewMatcher`:
-    `^(?:pattern)$` in Go's regexp, RE2's syntax): `fullmatch` anchors it, and `.` does not
-    match a newline. What RE2 refuses (lookarounds, backreferences, possessive repeats) is a
-    ValueError naming RE2's reason."""
+    """`pattern` compiled as Alertmanager compiles it (`pkg/labels.NewMatcher`): the text
+    `^(?:` + pattern + `)$` in Go's regexp, searched, so `a)|(b` is `^(?:a)|(b)$` and takes
+    `axyz`, and `.` does not match a newline. RE2 speaks Go's syntax; what either refuses
+    (lookarounds, backreferences, possessive repeats; `\\C` and `(?<name>` Go alone) is a
+    ValueError naming the reason."""
+    composed = f"^(?:{pattern})$"
+    refused = _refused_by_go(composed)
+    if refused:
+        raise ValueError(refused)
     try:
-        return re2.compile(f"(?:{pattern})", _RE2_OPTIONS)
+        return re2.compile(composed, _RE2_OPTIONS)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         shown = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
@@ -221,6 +259,47 @@ def _regex(pattern: str) -> re2._Regexp:
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a refused route is reported by `serve`, not on stderr
+_GO_CAPTURE_NAME = re.compile(r"\(\?P<([^>]*)>")
+
+
+def _refused_by_go(pattern: str) -> str:
+    """Why Go's regexp (Go 1.19, Alertmanager 0.25's) refuses what RE2 takes: `\\C` (one byte),
+    `(?<name>` (Go 1.22 added it), a group name beyond ASCII letters, digits and `_`. Empty when
+    Go has no such reason; everything else the two refuse alike."""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("\\Q", i):  # literal up to `\E`
+            end = pattern.find("\\E", i + 2)
+            i = len(pattern) if end < 0 else end + 2
+        elif pattern.startswith("\\C", i):
+            return "invalid escape sequence: \\C"
+        elif pattern[i] == "\\":
+            i += 2
+        elif pattern[i] == "[":
+            i = _class_end(pattern, i)
+        elif pattern.startswith("(?<", i):
+            return (
+                "invalid or unsupported Perl syntax: (?< (Go before 1.22; name a group (?P<name>…))"
+            )
+        elif (named := _GO_CAPTURE_NAME.match(pattern, i)) and not re.fullmatch(
+            r"[A-Za-z0-9_]+", named[1]
+        ):
+            return f"invalid named capture: {named[0]}"
+        else:
+            i += 1
+    return ""
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """Where the character class opened at `i` ends, as Go's parser reads it: a `]` first
+    (after an optional `^`) is a member, and `[:alpha:]` and escapes are passed whole."""
+    j = i + 2 if pattern.startswith("[^", i) else i + 1
+    first = True
+    while j < len(pattern) and (pattern[j] != "]" or first):
+        first = False
+        posix_end = pattern.find(":]", j + 2) if pattern.startswith("[:", j) else -1
+        j = posix_end + 2 if posix_end >= 0 else j + (2 if pattern[j] == "\\" else 1)
+    return j + 1
 
 
 def _shown(matcher: Matcher) -> str:
