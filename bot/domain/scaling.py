@@ -1,6 +1,7 @@
 """What scaling a runner type is about, as values: its target (what the backend acts on, with a
-cap per request and an optional ceiling), the capacity a backend reports, and what the scale
-modal shows before anyone confirms. The calls themselves are `bot.backends.scale`'s.
+cap per request and an optional ceiling), the capacity a backend reports with the tool that
+re-applies the target's spec (`managed_by`), and what the scale modal shows before anyone
+confirms. The calls themselves are `bot.backends.scale`'s.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ class Capacity:
     maximum: int | None = None
     # Raising the floor would change nothing: ARC runs min(minRunners + assigned, maxRunners).
     at_maximum: bool = False
-    # The tool that re-applies the target's spec ("Helm (release x)"), when its metadata says.
-    managed_by: str | None = None
+    # The tool that re-applies the target's spec, when its metadata says.
+    managed_by: ManagedBy | None = None
 
     def describe(self) -> str:
         """ "40 runners (min 0, max 120)", with what is known."""
@@ -58,30 +59,97 @@ class ScalePreview:
     until: str = "the incident resolves"  # what puts it back, besides the time
 
 
-HELM_RELEASE = "meta.helm.sh/release-name"
+# Argo CD's tracking (argo-cd docs/user-guide/resource_tracking.md): the annotation (3.x's default;
+# also `annotation+label`, whose label is only informational), the label (2.x's default), and
+# the custom label its docs suggest (`application.instanceLabelKey` in argocd-cm).
+ARGO_TRACKING_ID = "argocd.argoproj.io/tracking-id"
+ARGO_INSTANCE_LABEL = "argocd.argoproj.io/instance"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
 ARGO_PREFIX = "argocd.argoproj.io/"
-ARGO_TRACKING = "argocd.argoproj.io/tracking-id"
+# Written by `helm install` and `helm upgrade` alone (helm pkg/action/validate.go,
+# `setMetadataVisitor`), with the managed-by label; `helm template` writes neither annotation.
+HELM_RELEASE = "meta.helm.sh/release-name"
+HELM_NAMESPACE = "meta.helm.sh/release-namespace"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MAX_NAME = 100  # an application or release as shown (Helm's release names stop at 53)
+
+ARGO_SYNC = "an Argo CD sync puts the values from Git back, within seconds when self-heal is on"
+HELM_UPGRADE = "the next `helm upgrade` puts the chart's values back"
+CHART_APPLIED = "applying the chart again puts its values back"
 
 
-def managed_by(labels: object, annotations: object) -> str | None:
-    """Which tool re-applies this object's spec, from its metadata: "Argo CD (application x)",
-    "Helm (release y)", or None. A sync or an upgrade puts its own values back, so a patch made
-    from Slack is undone by it anyway.
+@dataclass(frozen=True)
+class ManagedBy:
+    """The tool that re-applies an object's spec, the marking that says so, and what it will do
+    to a change made from Slack."""
 
-    Argo CD first: it often renders a Helm chart, whose `managed-by: Helm` label stays on the
-    object. `app.kubernetes.io/instance` alone tells nothing (Helm charts set it too); only
-    Argo CD's own annotations (the tracking ID, sync options) name it.
+    tool: str  # "Argo CD", "Helm", or "whatever applies its rendered Helm chart"
+    owner: str  # the tool's unit that owns it: "application arc-runners"; "" when not marked
+    marking: str  # "tracked by its app.kubernetes.io/instance label"
+    undoes: str  # "the next `helm upgrade` puts the chart's values back"
+
+    def describe(self) -> str:
+        """ "Argo CD (application arc-runners, tracked by its app.kubernetes.io/instance label)"."""
+        return f"{self.tool} ({', '.join(part for part in (self.owner, self.marking) if part)})"
+
+
+def managed_by(labels: object, annotations: object) -> ManagedBy | None:
+    """Which tool re-applies this object's spec, from its metadata, or None (nothing says: a
+    `kubectl apply`, or an operator of its own). A sync or an upgrade puts its own values back,
+    so a patch made from Slack is undone by it anyway. The first rule that matches decides:
+
+    1. `argocd.argoproj.io/tracking-id` annotation: Argo CD tracking by annotation (3.x's
+       default, and `annotation+label`); the application is the ID's part before its first `:`.
+    2. `argocd.argoproj.io/instance` label: Argo CD tracking by the custom label its docs name.
+    3. `meta.helm.sh/release-name` annotation: Helm (an install or upgrade wrote it).
+    4. `app.kubernetes.io/instance` label, without (3): Argo CD tracking by label (2.x's
+       default; it sets the label to the application's name). Helm charts set this label too
+       (ARC's `gha-runner-scale-set`, to the scale set's name), but Helm itself would have
+       written (3); Argo CD renders a chart with `helm template`, which leaves the chart's
+       `managed-by: Helm` label and writes no annotation. (`helm template | kubectl apply`
+       looks the same, and is named Argo CD's: the marking shown lets a reader tell.)
+    5. Any other `argocd.argoproj.io/` annotation (sync options, a sync wave): Argo CD, tracking
+       by a custom label of another name.
+    6. `app.kubernetes.io/managed-by: Helm` alone: a chart rendered with `helm template` and
+       applied by a tool that left no mark of its own.
     """
-    labels = labels if isinstance(labels, dict) else {}
-    annotations = annotations if isinstance(annotations, dict) else {}
-    argo = [k for k in annotations if isinstance(k, str) and k.startswith(ARGO_PREFIX)]
+    labels = _strings(labels)
+    annotations = _strings(annotations)
+    if annotations.get(ARGO_TRACKING_ID):
+        application = annotations[ARGO_TRACKING_ID].partition(":")[0]
+        return _argo_cd(application, f"tracked by its {ARGO_TRACKING_ID} annotation")
+    if labels.get(ARGO_INSTANCE_LABEL):
+        return _argo_cd(labels[ARGO_INSTANCE_LABEL], f"tracked by its {ARGO_INSTANCE_LABEL} label")
+    if annotations.get(HELM_RELEASE):
+        release = f"release {_name(annotations[HELM_RELEASE])}"
+        if annotations.get(HELM_NAMESPACE):
+            release += f" in {_name(annotations[HELM_NAMESPACE])}"
+        return ManagedBy("Helm", release, f"marked by its {HELM_RELEASE} annotation", HELM_UPGRADE)
+    if labels.get(INSTANCE_LABEL):
+        return _argo_cd(labels[INSTANCE_LABEL], f"tracked by its {INSTANCE_LABEL} label")
+    argo = sorted(key for key in annotations if key.startswith(ARGO_PREFIX))
     if argo:
-        tracking = annotations.get(ARGO_TRACKING)
-        app = tracking.partition(":")[0] if isinstance(tracking, str) else ""
-        return f"Argo CD (application {app})" if app else "Argo CD"
-    release = annotations.get(HELM_RELEASE)
-    if isinstance(release, str) and release:
-        return f"Helm (release {release})"
-    if labels.get("app.kubernetes.io/managed-by") == "Helm":
-        return "Helm"
+        return _argo_cd("", f"going by its {_name(argo[0])} annotation")
+    if labels.get(MANAGED_BY_LABEL) == "Helm":
+        marking = (
+            f"marked by its {MANAGED_BY_LABEL}: Helm label, without the annotations "
+            "`helm install` writes"
+        )
+        return ManagedBy("whatever applies its rendered Helm chart", "", marking, CHART_APPLIED)
     return None
+
+
+def _argo_cd(application: str, marking: str) -> ManagedBy:
+    owner = f"application {_name(application)}" if application else ""
+    return ManagedBy("Argo CD", owner, marking, ARGO_SYNC)
+
+
+def _strings(metadata: object) -> dict[str, str]:
+    """Labels or annotations as a map of strings (anything else in it is no marking)."""
+    if not isinstance(metadata, dict):
+        return {}
+    return {k: v.strip() for k, v in metadata.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _name(text: str) -> str:
+    return text if len(text) <= MAX_NAME else text[: MAX_NAME - 1] + "…"

@@ -180,14 +180,14 @@ def _undo_line(form: ScaleForm, preview: ScalePreview) -> str:
 
 
 def _managed(preview: ScalePreview) -> str:
-    """The warning that the target's own tool will put its value back anyway."""
+    """The warning that the target's own tool will put its value back anyway: which tool, the
+    marking that says so, and what it will do."""
     manager = preview.capacity.managed_by if preview.capacity else None
-    if not manager:
+    if manager is None:
         return ""
-    what = "an Argo CD sync" if manager.startswith("Argo CD") else "the next `helm upgrade`"
     return (
-        f"⚠️ This scale set is managed by {truncate(escape(manager), 200)}: {what} puts its "
-        "configured values back, undoing this scale-up whatever is chosen here."
+        f"⚠️ This scale set is managed by {escape(manager.describe())}: "
+        f"{escape(manager.undoes)}, undoing this scale-up whatever is chosen here."
     )
 
 
