@@ -39,6 +39,7 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
+from bot.backoff import wait_after
 from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
 from bot.domain.incidents import Event, Incident
 from bot.domain.scaling import ScaleTarget
@@ -258,7 +259,7 @@ class ScaleReverts:
         except BackendError as exc:
             if exc.retryable and record.attempts + 1 < MAX_ATTEMPTS:
                 again = replace(record, attempts=record.attempts + 1)
-                wait = min(FIRST_BACKOFF_S * 2**record.attempts, MAX_BACKOFF_S)
+                wait = wait_after(again.attempts, first=FIRST_BACKOFF_S, maximum=MAX_BACKOFF_S)
                 log.warning("scale reverts: %s: %s; again in %.0f s", record.id, exc, wait)
                 await self._end(record.id, lease, again, now.timestamp() + wait)
                 return

@@ -136,18 +136,3 @@ class Budget:
     def encode(self) -> str:
         """The bucket as a successor would take it over."""
         return self._bucket.encode()
-
-
-class Backoff:
-    """Exponential waits between retries of a failing step: 0.5 s, 1 s, 2 s, … `maximum`."""
-
-    def __init__(self, maximum: float) -> None:
-        self._max = maximum
-        self._next = 0.5
-
-    def next(self) -> float:
-        wait, self._next = self._next, min(self._next * 2, self._max)
-        return wait
-
-    def reset(self) -> None:
-        self._next = 0.5

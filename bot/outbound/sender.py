@@ -38,8 +38,9 @@ from datetime import datetime
 
 from redis.exceptions import RedisError
 
+from bot.backoff import Backoff
 from bot.domain.message import Rendered
-from bot.outbound.budget import Backoff, Budget
+from bot.outbound.budget import Budget
 from bot.outbound.edits import Editor, RootEdits, WarningEdits
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.outgoing import (

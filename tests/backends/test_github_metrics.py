@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from starlette.routing import Route
 
 from bot.backends.errors import BackendError
 from bot.backends.metrics.github import (
+    GithubApi,
     GithubConfig,
     GithubMetrics,
     fleet_of,
@@ -25,7 +27,6 @@ from bot.backends.metrics.github import (
 from bot.domain.jobs import Trigger
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.github_api import FakeGithub
-from tests.support.running import eventually
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "linux.2xlarge"
@@ -60,7 +61,7 @@ def github() -> Iterator[tuple[FakeGithub, RunningServer]]:
         server.stop()
 
 
-def backend(server: RunningServer, **config: object) -> GithubMetrics:
+def config_of(server: RunningServer, **config: object) -> GithubConfig:
     settings: dict[str, object] = {
         "token": "ghp-test",
         "api_url": server.url,
@@ -68,7 +69,11 @@ def backend(server: RunningServer, **config: object) -> GithubMetrics:
         "repos": ("pytorch/pytorch", "pytorch/vision"),
         **config,
     }
-    return GithubMetrics(GithubConfig(**settings))  # type: ignore[arg-type]
+    return GithubConfig(**settings)  # type: ignore[arg-type]
+
+
+def backend(server: RunningServer, **config: object) -> GithubMetrics:
+    return GithubMetrics(config_of(server, **config))
 
 
 async def test_queued_jobs_and_runners_per_label(github: tuple[FakeGithub, RunningServer]) -> None:
@@ -156,55 +161,136 @@ async def test_unchanged_pages_are_asked_with_their_etag_and_cost_no_quota(
     await metrics.aclose()
 
 
+class Clock:
+    """The GitHub client's clock, moved by the test: waits of minutes without waiting."""
+
+    def __init__(self) -> None:
+        self.now = float(int(time.time()))
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def backend_at(server: RunningServer, clock: Clock) -> GithubMetrics:
+    config = config_of(server)
+    return GithubMetrics(config, GithubApi(config, clock=clock))
+
+
+async def held_for(metrics: GithubMetrics, clock: Clock, expected_s: float) -> None:
+    """No call is sent until `expected_s` after the last limit was met; then calls are (and
+    meet the limit again, while the fake keeps it)."""
+    sent = metrics.api.calls
+    clock.now += expected_s - 1
+    with pytest.raises(BackendError, match="rate limit: no calls for another 1 s"):
+        await metrics.read(now=NOW)
+    assert metrics.api.calls == sent, f"held for {expected_s:g} s"
+    clock.now += 1
+    with suppress(BackendError):
+        await metrics.read(now=NOW)
+    assert metrics.api.calls > sent, f"asked again after {expected_s:g} s"
+
+
+async def limited(metrics: GithubMetrics, match: str = "secondary rate limit") -> None:
+    with pytest.raises(BackendError, match=match) as caught:
+        await metrics.read(now=NOW)
+    assert caught.value.retryable
+
+
 async def test_a_rate_limit_stops_every_call_until_githubs_reset(
     github: tuple[FakeGithub, RunningServer],
 ) -> None:
     fake, server = github
-    metrics = backend(server)
-    reset = int(time.time()) + 600
-    fake.limited = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)}
-    with pytest.raises(BackendError, match="rate limit is exhausted until") as caught:
-        await metrics.read(now=NOW)
-    assert caught.value.retryable
-    fake.limited = None
-    # A sibling request sent before the limit was known may still reach the fake after the
-    # first read ends; the second read asks for another repository, so its calls stand out.
+    clock = Clock()
+    metrics = backend_at(server, clock)
+    fake.limit, fake.reset_at = "primary", int(clock.now) + 600
+    await limited(metrics, "rate limit is exhausted until")
+    fake.limit = None
+    await held_for(metrics, clock, 600)
+    await metrics.aclose()
+
+
+@pytest.mark.parametrize("status", [403, 429])
+async def test_secondary_limits_in_a_row_wait_a_minute_then_twice_as_long_each(
+    github: tuple[FakeGithub, RunningServer], status: int
+) -> None:
+    """GitHub: at least a minute, then exponentially longer while it continues. Every read
+    sends calls together: those that meet the same limit count once."""
+    fake, server = github
+    clock = Clock()
+    metrics = backend_at(server, clock)
+    fake.limit, fake.limit_status = "secondary", status
+    await limited(metrics)
+    for wait in (60, 120, 240, 480, 900, 900):
+        await held_for(metrics, clock, wait)
+    await metrics.aclose()
+
+
+async def test_a_secondary_limit_waits_retry_after_when_it_gives_one(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    fake, server = github
+    clock = Clock()
+    metrics = backend_at(server, clock)
+    fake.limit, fake.retry_after = "secondary", 30
+    await limited(metrics)
+    await held_for(metrics, clock, 30)  # as asked, however many in a row
+    await held_for(metrics, clock, 30)
+    fake.retry_after = None
+    await held_for(metrics, clock, 30)
+    fake.limit = None
+    await held_for(metrics, clock, 480)  # the fourth in a row names no time: a minute, doubled
+    assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
+    await metrics.aclose()
+
+
+async def test_a_secondary_limit_with_the_quota_spent_waits_for_the_reset(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    fake, server = github
+    clock = Clock()
+    metrics = backend_at(server, clock)
+    fake.limit, fake.remaining, fake.reset_at = "secondary", 0, int(clock.now) + 1800
+    await limited(metrics)
+    await held_for(metrics, clock, 1800)
+    await metrics.aclose()
+
+
+async def test_an_answer_after_secondary_limits_starts_the_wait_again_at_a_minute(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    fake, server = github
+    clock = Clock()
+    metrics = backend_at(server, clock)
+    fake.limit = "secondary"
+    await limited(metrics)
+    await held_for(metrics, clock, 60)
+    fake.limit = None
+    await held_for(metrics, clock, 120)  # the calls sent then are answered
+    assert (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
+    fake.limit = "secondary"
+    await limited(metrics)
+    await held_for(metrics, clock, 60)
+    await metrics.aclose()
+
+
+async def test_calls_waiting_for_a_slot_see_a_limit_met_meanwhile(
+    github: tuple[FakeGithub, RunningServer],
+) -> None:
+    """A sibling call sent before the limit was known may still reach the fake after the first
+    read ends; the second read asks for another repository, so its calls stand out."""
+    fake, server = github
+    clock = Clock()
+    metrics = backend_at(server, clock)
+    fake.limit, fake.retry_after, fake.limit_status = "secondary", 3, 429
+    await limited(metrics)
+    fake.limit = None
     second = GithubMetrics(
         GithubConfig(token="ghp-test", api_url=server.url, repos=("pytorch/second",)),
         metrics.api,
     )
     with pytest.raises(BackendError, match="rate limit"):
         await second.read(now=NOW)
-    assert not [c for c in fake.calls if "pytorch/second" in c], "no call before the reset"
-    await metrics.aclose()
-
-
-async def test_a_secondary_limit_waits_retry_after(
-    github: tuple[FakeGithub, RunningServer],
-) -> None:
-    fake, server = github
-    metrics = backend(server)
-    fake.limited, fake.limited_status = {"retry-after": "3"}, 429
-    with pytest.raises(BackendError, match="rate limit"):
-        await metrics.read(now=NOW)
-    fake.limited = None
-    # A sibling request sent before the limit was known may still reach the fake after the
-    # first read ends; the second read asks for another repository, so its calls stand out.
-    second = GithubMetrics(
-        GithubConfig(token="ghp-test", api_url=server.url, repos=("pytorch/second",)),
-        metrics.api,
-    )
-    with pytest.raises(BackendError, match="rate limit"):
-        await second.read(now=NOW)  # at once: still inside Retry-After
     assert not [c for c in fake.calls if "pytorch/second" in c], "no call before Retry-After"
-
-    async def read_again() -> bool:
-        try:
-            return (await metrics.read(now=NOW)).runner_types[GPU].queued == 3
-        except BackendError:
-            return False
-
-    await eventually(read_again, what="GitHub asked again after Retry-After", timeout=10)
     await metrics.aclose()
 
 

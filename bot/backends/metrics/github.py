@@ -8,8 +8,8 @@ labels.
 
 The API's quota is shared with everything else using the token, so the client is frugal: every
 page is asked with the ETag of its last answer (a 304 costs no quota), pagination follows the
-`link` header as given, and a rate-limit answer (`x-ratelimit-remaining: 0`, `retry-after`, or a
-secondary limit without either) stops all calls until GitHub says they may resume.
+`link` header as given, and a rate-limit answer stops all calls for as long as GitHub asks
+(`GithubApi._limited`).
 
 The jobs behind the queue (`queued_jobs`, for `/queue jobs` and diagnostics) come from the same
 listing as the reading: a listing younger than `reuse_s` is reused as it is, an older one is
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -29,6 +29,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import error_of, request
+from bot.backoff import Backoff
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import FinishedJob, JobsListing, QueuedJob, trigger_of
 
@@ -38,8 +39,11 @@ GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
 )
 QUEUED_STATUSES = frozenset({"queued"})
-# Back off this long after a secondary limit that named no time (GitHub's advice: a minute).
-SECONDARY_BACKOFF_S = 60.0
+# A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
+# longer while it continues. The cap keeps the readings from stopping for more than a quarter
+# of an hour at a time: each wait ends in one call, not a burst.
+SECONDARY_FIRST_S = 60.0
+SECONDARY_MAX_S = 900.0
 API_VERSION = "2022-11-28"
 
 
@@ -83,7 +87,13 @@ class _Cached:
 class GithubApi:
     """GET with ETags, `link` pagination and the rate limits; one instance per backend."""
 
-    def __init__(self, config: GithubConfig, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        config: GithubConfig,
+        client: httpx.AsyncClient | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._config = config
         self._client = client or httpx.AsyncClient(
             base_url=config.api_url.rstrip("/"),
@@ -95,7 +105,11 @@ class GithubApi:
             },
         )
         self._cache: dict[str, _Cached] = {}
+        self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
+        # When the last rate limit was met: an answer to a call sent before it tells nothing new.
+        self._limited_at = float("-inf")
+        self._secondary = Backoff(SECONDARY_MAX_S, first=SECONDARY_FIRST_S)
         self._slots = asyncio.Semaphore(config.concurrency)
         self.calls = 0  # requests sent, for the tests and the logs
         self.not_modified = 0
@@ -125,7 +139,8 @@ class GithubApi:
         headers = {"If-None-Match": cached.etag} if cached else {}
         async with self._slots:
             # Checked in the slot: a call waiting for one sees a limit hit meanwhile.
-            wait = self._blocked_until - time.time()
+            sent = self._clock()
+            wait = self._blocked_until - sent
             if wait > 0:
                 raise BackendError(
                     f"GitHub's rate limit: no calls for another {wait:.0f} s", retryable=True
@@ -134,11 +149,14 @@ class GithubApi:
             response = await request(
                 self._client, "GitHub", "GET", url, headers=headers, expect=(200, 304, 403, 429)
             )
+        after_limit = sent > self._limited_at
+        if response.status_code in (403, 429):
+            raise self._limited(response, after_limit=after_limit)
+        if after_limit:
+            self._secondary.reset()  # answered since the last limit: the next waits a minute
         if response.status_code == 304 and cached is not None:
             self.not_modified += 1
             return cached.body, cached.next_url
-        if response.status_code in (403, 429):
-            raise self._limited(response)
         try:
             body = response.json()
         except ValueError:
@@ -151,27 +169,46 @@ class GithubApi:
             self._cache[url] = _Cached(etag, body, next_url)
         return body, next_url
 
-    def _limited(self, response: httpx.Response) -> BackendError:
-        """A 403/429: a rate limit (stop calling until GitHub allows it) or a refusal."""
+    def _limited(self, response: httpx.Response, *, after_limit: bool) -> BackendError:
+        """A 403/429: a rate limit (no calls until GitHub allows them) or a refusal.
+
+        As GitHub's "Exceeding the rate limit" asks: `retry-after` seconds when it is given;
+        else, with `x-ratelimit-remaining: 0`, until `x-ratelimit-reset`; else (a secondary
+        limit naming no time) a minute, doubling while secondary limits continue, back to a
+        minute once a call is answered. The call is not retried here: the error goes to the
+        caller at once, and the next reading is the next try.
+
+        Concurrent calls meet one limit together: an answer to a call sent before the last
+        limit was met (`after_limit` false) is that limit, and grows no wait.
+        """
         headers = response.headers
+        now = self._clock()
         retry_after = _float(headers.get("retry-after"))
-        remaining = headers.get("x-ratelimit-remaining")
         reset = _float(headers.get("x-ratelimit-reset"))
-        secondary = "secondary rate limit" in response.text.lower()
-        if retry_after is not None:
-            until = time.time() + retry_after
-        elif remaining == "0" and reset is not None:
-            until = reset
-        elif secondary or response.status_code == 429:
-            until = time.time() + SECONDARY_BACKOFF_S
-        else:
+        exhausted = headers.get("x-ratelimit-remaining") == "0"
+        says_secondary = "secondary rate limit" in response.text.lower()
+        if not (
+            says_secondary or exhausted or retry_after is not None or response.status_code == 429
+        ):
             return error_of("GitHub", response)  # a token without the permission
+        primary = exhausted and reset is not None and not says_secondary
+        new = after_limit or now >= self._blocked_until
+        grown = self._secondary.next() if new and not primary else None
+        if retry_after is not None:
+            until = now + retry_after
+        elif exhausted and reset is not None:
+            until = reset
+        elif grown is not None:
+            until = now + grown
+        else:
+            until = self._blocked_until  # the limit already met: its wait stands
+        if new:
+            self._limited_at = now
         self._blocked_until = max(self._blocked_until, until)
-        when = datetime.fromtimestamp(until, UTC).strftime("%H:%M:%S UTC")
+        which = "rate limit is exhausted" if primary else "secondary rate limit stops calls"
+        when = datetime.fromtimestamp(self._blocked_until, UTC).strftime("%H:%M:%S UTC")
         return BackendError(
-            f"GitHub's rate limit is exhausted until {when}",
-            retryable=True,
-            status=response.status_code,
+            f"GitHub's {which} until {when}", retryable=True, status=response.status_code
         )
 
     async def aclose(self) -> None:

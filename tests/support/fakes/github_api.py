@@ -1,7 +1,10 @@
 """GitHub's REST API for self-hosted runners and workflow jobs, shaped like the real one
 (`../shared/fixtures/github/README.md`): bearer token, `link` pagination with URLs the client
 must follow as given, ETags with 304 answers that cost no quota, `x-ratelimit-*` headers on every
-answer, and rate-limit refusals a test switches on. `GET /rate_limit` answers the token's quota
+answer, and rate-limit refusals a test switches on, as GitHub's docs describe them ("Rate limits
+for the REST API", "Exceeding the rate limit"): 403 or 429, the primary limit with
+`x-ratelimit-remaining: 0` until `x-ratelimit-reset`, a secondary one with its own message and a
+`retry-after` or not. `GET /rate_limit` answers the token's quota
 without spending it, as GitHub's does; paths under `forbidden` answer 403 as GitHub answers a
 fine-grained token without the permission.
 """
@@ -12,7 +15,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,9 +31,12 @@ class FakeGithub:
     runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     page_size: int = 2
     remaining: int = 5000
-    # Set by a test: the next answers are refused like GitHub's rate limits.
-    limited: dict[str, str] | None = None
-    limited_status: int = 403
+    # Set by a test: the next answers are refused as past GitHub's primary limit (the hour's
+    # quota) or a secondary one, with `limit_status` (GitHub answers either 403 or 429).
+    limit: Literal["primary", "secondary"] | None = None
+    limit_status: int = 403
+    retry_after: int | None = None  # a secondary limit's `retry-after`, when it gives one
+    reset_at: int | None = None  # `x-ratelimit-reset` (epoch seconds); None: in an hour
     calls: list[str] = field(default_factory=list)
     base_url: str = ""
     # Path prefixes the token may not read ("/orgs/pytorch/actions/runners").
@@ -118,7 +124,7 @@ class FakeGithub:
             "x-ratelimit-limit": "5000",
             "x-ratelimit-remaining": str(self.remaining),
             "x-ratelimit-used": str(5000 - self.remaining),
-            "x-ratelimit-reset": str(int(time.time()) + 3600),
+            "x-ratelimit-reset": str(self.reset_at or int(time.time()) + 3600),
             "x-ratelimit-resource": "core",
         }
 
@@ -139,16 +145,8 @@ class FakeGithub:
                 status_code=403,
                 headers=self._headers(),
             )
-        if self.limited is not None:
-            headers = {**self._headers(), **self.limited}
-            message = (
-                "You have exceeded a secondary rate limit"
-                if "retry-after" in self.limited
-                else "API rate limit exceeded"
-            )
-            return JSONResponse(
-                {"message": message}, status_code=self.limited_status, headers=headers
-            )
+        if self.limit is not None:
+            return self._limited()
         per_page = int(request.query_params.get("per_page", "30"))
         per_page = min(per_page, self.page_size)
         page = int(request.query_params.get("page", "1"))
@@ -165,6 +163,36 @@ class FakeGithub:
             return Response(status_code=304, headers=headers)  # free: no quota used
         self.remaining -= 1
         return Response(raw, headers=headers, media_type="application/json")
+
+    def _limited(self) -> Response:
+        """GitHub's refusal past a limit: its headers, and its body (`message`, with a request ID
+        the real one varies, and `documentation_url`)."""
+        headers = self._headers()
+        request_id = "D24F:221686:28BC1:9F91F:69D56197"
+        if self.limit == "primary":
+            headers["x-ratelimit-remaining"] = "0"
+            headers["x-ratelimit-used"] = headers["x-ratelimit-limit"]
+            message = (
+                "API rate limit exceeded for user ID 1234567. If you reach out to GitHub Support "
+                f"for help, please include the request ID {request_id}."
+            )
+            anchor = ""
+        else:
+            if self.retry_after is not None:
+                headers["retry-after"] = str(self.retry_after)
+            message = (
+                "You have exceeded a secondary rate limit. Please wait a few minutes before you "
+                "try again. If you reach out to GitHub Support for help, please include the "
+                f"request ID {request_id}."
+            )
+            anchor = "#about-secondary-rate-limits"
+        body = {
+            "message": message,
+            "documentation_url": (
+                f"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api{anchor}"
+            ),
+        }
+        return JSONResponse(body, status_code=self.limit_status, headers=headers)
 
     @property
     def app(self) -> Starlette:
