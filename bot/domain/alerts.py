@@ -363,11 +363,16 @@ def stored_short(short: dict[str, str]) -> ConfigDict:
 
 @dataclass(frozen=True)
 class RunnerQueue:
-    """How one runner type's queue looks according to the alert."""
+    """How one runner type's queue looks: according to the alert, or as a live reading showed
+    it (`wait_over` and `wait_of_starts` as `RunnerTypeMetrics` says them)."""
 
-    __pydantic_config__ = stored_short({"queued": "q", "longest_wait_mins": "w"})
+    __pydantic_config__ = stored_short(
+        {"queued": "q", "longest_wait_mins": "w", "wait_over": "w+", "wait_of_starts": "ws"}
+    )
     queued: float | None = None
     longest_wait_mins: float | None = None
+    wait_over: bool | None = None
+    wait_of_starts: bool | None = None
 
 
 @dataclass(frozen=True)

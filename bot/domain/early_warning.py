@@ -243,7 +243,9 @@ def _crossing(
     The longest wait is the queue over the throughput at capacity (Little's law, counting at
     least one runner: none serving is no reason to say the alert fires now), and never more
     than the longest wait now plus `t` where the backend reads it: the oldest job ages a
-    minute a minute, whatever the queue. Without a job duration it is that alone."""
+    minute a minute, whatever the queue. Without a job duration it is that alone. A wait "over"
+    a bound is a floor, not a cap; the slowest recent start (ARC's metrics) is no job's age and
+    caps nothing."""
     maximum = _known(now.maximum)
     maximum = maximum if maximum is not None else registered
     duration = _known(now.job_duration_mins)
@@ -263,7 +265,10 @@ def _crossing(
                 wait = aged
             else:  # served: max(capacity, 1) / duration jobs a minute
                 wait = queued * duration / max(capacity, 1.0)
-                wait = min(wait, aged) if waited is not None else wait
+                if waited is not None and now.wait_over:
+                    wait = max(wait, aged)
+                elif waited is not None and not now.wait_of_starts:
+                    wait = min(wait, aged)
             if wait >= thresholds.wait_mins:
                 return t, "wait"
     return None

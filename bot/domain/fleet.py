@@ -17,6 +17,7 @@ from typing import Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
+from bot.domain.jobs import JobsView
 from bot.domain.runner_names import runner_key
 
 
@@ -42,6 +43,8 @@ class RunnerTypeMetrics(BaseModel):
                 "arrival_baseline_per_min": "in0",
                 "duration_baseline_mins": "dur0",
                 "scale_errors": "err",
+                "wait_over": "w+",
+                "wait_of_starts": "ws",
             }
         ),
     )
@@ -51,6 +54,12 @@ class RunnerTypeMetrics(BaseModel):
     # stopped acting on them shows as this number frozen while runners sit idle.
     assigned: float | None = None
     longest_wait_mins: float | None = None
+    # The wait is more than `longest_wait_mins`, by how much nobody knows: a histogram's quantile
+    # that fell in its `+Inf` bucket (ARC's startup buckets end at an hour).
+    wait_over: bool | None = None
+    # The wait is the slowest recent *start* (ARC's startup histogram: jobs that got a runner,
+    # timed from the scale set's assignment), not the age of the oldest job still queued.
+    wait_of_starts: bool | None = None
     registered: float | None = None
     busy: float | None = None
     idle: float | None = None
@@ -71,7 +80,7 @@ class RunnerTypeMetrics(BaseModel):
         return cls(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
 
 
-FIELDS = frozenset(RunnerTypeMetrics.model_fields)
+FIELDS = frozenset(RunnerTypeMetrics.model_fields) - {"wait_over", "wait_of_starts"}
 
 
 def unknown_fields(queries: Mapping[str, str]) -> list[str]:
@@ -114,6 +123,25 @@ class FleetSnapshot(BaseModel):
     def is_live(self) -> bool:
         """Read from a metrics system, not taken from the alert."""
         return self.source != "alert"
+
+
+def with_job_waits(fleet: FleetSnapshot, jobs: JobsView) -> FleetSnapshot:
+    """`fleet` with each runner type's wait taken from the jobs still queued: the age of its
+    oldest, from its creation (`JOBS_BACKEND` beside a backend that times only starts, as ARC's
+    metrics do). A type the listing has no queued job of has no wait when the listing is
+    complete, and keeps the backend's when it is not."""
+    types = {}
+    for name, metrics in fleet.runner_types.items():
+        listed = jobs.runner_types.get(jobs.name_of(name))
+        waits = [w.longest_wait_mins for w in listed.workflows] if listed else []
+        known = [wait for wait in waits if wait is not None]
+        if known or jobs.complete:
+            wait = max(known) if known else None
+            metrics = metrics.model_copy(
+                update={"longest_wait_mins": wait, "wait_over": None, "wait_of_starts": None}
+            )
+        types[name] = metrics
+    return fleet.model_copy(update={"runner_types": types})
 
 
 SOURCE_NAMES = {

@@ -234,7 +234,11 @@ def is_drained(view: FleetSnapshot, config: DrainConfig) -> bool:
     """Every runner type shown is at or below both thresholds (an unknown wait does not count)."""
     return all(
         (m.queued or 0) <= config.max_queued
-        and (m.longest_wait_mins is None or m.longest_wait_mins <= config.max_wait_mins)
+        # A wait "over" a number is not known to be under any limit.
+        and (
+            m.longest_wait_mins is None
+            or (m.longest_wait_mins <= config.max_wait_mins and not m.wait_over)
+        )
         for m in view.runner_types.values()
     )
 
@@ -254,7 +258,7 @@ def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snaps
     if not view.is_live:
         return incident.snapshot(now)
     types = {
-        name: RunnerQueue(queued=m.queued, longest_wait_mins=m.longest_wait_mins)
+        name: RunnerQueue(m.queued, m.longest_wait_mins, m.wait_over, m.wait_of_starts)
         for name, m in view.runner_types.items()
     }
     waits = [q.longest_wait_mins for q in types.values() if q.longest_wait_mins is not None]

@@ -113,6 +113,9 @@ class Incident(BaseModel):
     started_at: datetime
     opened_at: datetime
     updated_at: datetime
+    # When the alert last said its numbers (the latest firing notification): the root's headline
+    # names it when no live reading stands in. None in incidents stored before 0.22.
+    alerted_at: datetime | None = None
     resolved_at: datetime | None = None
     resolution: Resolution | None = None
     resolved_by: str | None = None
@@ -318,7 +321,7 @@ def repeated(incident: Incident, *, now: datetime) -> Incident:
     of one body): its facts are the incident's already and the peaks hold them, so only the count
     moves. The same as `apply_notification` gives, without working the facts out again."""
     return incident.model_copy(
-        update={"notifications": incident.notifications + 1, "updated_at": now}
+        update={"notifications": incident.notifications + 1, "updated_at": now, "alerted_at": now}
     )
 
 
@@ -466,6 +469,7 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
             "truncated": facts.truncated,
             "notifications": incident.notifications + 1,
             "updated_at": now,
+            "alerted_at": now,
         }
     )
 

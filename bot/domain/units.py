@@ -24,6 +24,28 @@ def minutes(value: float) -> str:
     return f"{number(value)} min"
 
 
+def wait_said(
+    mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
+) -> str:
+    """A runner type's wait as it was measured: "longest wait 114 min" (the oldest job still
+    queued, from its creation); "slowest recent start 12 min" (ARC's startup histogram: jobs that
+    got a runner, timed from the scale set's assignment); "over 60 min" when a histogram's
+    quantile fell past its top bucket, where no number is known. "" when nothing was read."""
+    parts = wait_parts(mins, over=over, of_starts=of_starts)
+    return " ".join(parts) if parts else ""
+
+
+def wait_parts(
+    mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
+) -> tuple[str, str] | None:
+    """`wait_said`'s label and amount apart ("longest wait", "over 60 min"), for a renderer
+    that sets the amount in bold."""
+    if mins is None:
+        return None
+    label = "slowest recent start" if of_starts else "longest wait"
+    return label, f"{'over ' if over else ''}{minutes(mins)}"
+
+
 def duration(span: timedelta) -> str:
     """A human duration: "45 s", "18 min", "1 h 18 min", "2 d 3 h"; negative spans count as 0."""
     total = max(int(span.total_seconds()), 0)

@@ -182,6 +182,10 @@ class JobsWatch:
     def name(self) -> str:
         return self._source.name
 
+    def lists(self, backend: object) -> bool:
+        """Whether the jobs come from `backend` itself (whose waits are then the jobs')."""
+        return self._source is backend
+
     async def aclose(self, *, unless: object = None) -> None:
         """Release the source's connections, unless it is `unless` (closed by its owner)."""
         if self._source is not unless:

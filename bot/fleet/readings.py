@@ -26,7 +26,14 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.metrics import QueueMetrics
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, troubled_gauges
+from bot.domain.fleet import (
+    FleetSnapshot,
+    HistoryPoint,
+    Reading,
+    troubled_gauges,
+    with_job_waits,
+)
+from bot.domain.jobs import JobsView
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.keys import Keys
@@ -130,11 +137,13 @@ class FleetReadings:
                 f"{self._metrics.name} failed ({type(exc).__name__})",
             )
         else:
+            jobs = await self._observe_jobs(now)
+            if jobs is not None and self._jobs is not None and not self._jobs.lists(self._metrics):
+                fleet = with_job_waits(fleet, jobs)  # the oldest job's age, not a start's time
             reading = Reading(fleet, now)
             await self._remember(fleet)
             if self._kept is not None:
                 await self._kept.keep(fleet)
-            await self._observe_jobs(now)
         if reading.error:
             log.warning("fleet: %s", reading.error)
         await self._redis.set(
@@ -142,17 +151,19 @@ class FleetReadings:
         )
         return reading
 
-    async def _observe_jobs(self, now: datetime) -> None:
+    async def _observe_jobs(self, now: datetime) -> JobsView | None:
         """List the jobs once per reading, so their arrival history has every hour, not only
-        the hours somebody asked (`/queue jobs`, diagnostics)."""
+        the hours somebody asked (`/queue jobs`, diagnostics), and the reading's waits are the
+        jobs' own. None when there is no jobs source or it failed (the reading stands)."""
         if self._jobs is None:
-            return
+            return None
         try:
-            await self._jobs.view(now=now)
+            return await self._jobs.view(now=now)
         except BackendError as exc:
             log.warning("fleet: the jobs behind the queue: %s", exc)
         except Exception:  # a bug must not stop the tick; it is logged in full
             log.exception("fleet: listing the jobs failed unexpectedly")
+        return None
 
     async def _remember(self, fleet: FleetSnapshot) -> None:
         point = {

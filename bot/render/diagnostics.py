@@ -8,7 +8,7 @@ from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import Incident
 from bot.domain.jobs import JobsView
 from bot.domain.message import Rendered
-from bot.domain.units import minutes, number
+from bot.domain.units import number, wait_said
 from bot.render.jobs import jobs_blocks
 from bot.render.mrkdwn import context, escape, rendered, section, sections, slack_date, truncate
 from bot.render.replies import runner_name
@@ -39,8 +39,13 @@ def render_diagnostics(
         queue = []
         if metrics is not None and metrics.queued is not None:
             queue.append(f"{number(metrics.queued)} queued")
-        if metrics is not None and metrics.longest_wait_mins is not None:
-            queue.append(f"longest wait {minutes(metrics.longest_wait_mins)}")
+        wait = wait_said(
+            metrics.longest_wait_mins if metrics else None,
+            over=metrics.wait_over if metrics else None,
+            of_starts=metrics.wait_of_starts if metrics else None,
+        )
+        if wait:
+            queue.append(wait)
         lines = [f"*{name}*" + (f" · {', '.join(queue)}" if queue else "")]
         lines += [
             f"{ICONS[check.verdict]} *{check.name}*: {truncate(escape(check.text), 300)}"

@@ -21,7 +21,7 @@ from bot.domain.forecast import (
 from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import SPARK_POINTS, Trend, slope_per_min, sparkline
-from bot.domain.units import minutes, number
+from bot.domain.units import minutes, number, wait_parts
 from bot.render.mrkdwn import escape, truncate
 
 TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
@@ -85,8 +85,11 @@ def _line(
         parts.append(absent)  # not "0 queued": no count was read, only no listing
     elif metrics.queued is not None:
         parts.append(f"*{number(metrics.queued)}* queued")
-    if metrics.longest_wait_mins is not None:
-        parts.append(f"longest wait *{minutes(metrics.longest_wait_mins)}*")
+    wait = wait_parts(
+        metrics.longest_wait_mins, over=metrics.wait_over, of_starts=metrics.wait_of_starts
+    )
+    if wait is not None:
+        parts.append(f"{wait[0]} *{wait[1]}*")
     total = metrics.registered
     if metrics.busy is not None and total is not None:
         parts.append(f"busy {number(metrics.busy)}/{number(total)}")

@@ -18,7 +18,7 @@ from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Event, Incident, Resolution, Snapshot, with_status
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
-from bot.domain.units import change, duration, minutes, number
+from bot.domain.units import change, duration, minutes, number, wait_said
 from bot.render.chart import ChartData, incident_chart
 from bot.render.chart_block import chart_block
 from bot.render.mrkdwn import (
@@ -248,9 +248,12 @@ def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) ->
     if queue.queued is not None:
         delta = change(queue.queued, before.queued if before else None)
         parts.append(f"{number(queue.queued)} queued{_paren(delta)}")
-    if queue.longest_wait_mins is not None:
-        delta = change(queue.longest_wait_mins, before.longest_wait_mins if before else None, "min")
-        parts.append(f"longest wait {minutes(queue.longest_wait_mins)}{_paren(delta)}")
+    wait = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
+    if wait and queue.longest_wait_mins is not None:
+        # A wait "over" a bound has no change to tell: its number is the bound.
+        known = before is not None and not queue.wait_over and not before.wait_over
+        delta = change(queue.longest_wait_mins, before.longest_wait_mins if known else None, "min")
+        parts.append(f"{wait}{_paren(delta)}")
     return f"• {runner_name(name)}: {' · '.join(parts) or 'no numbers'}"
 
 
@@ -339,8 +342,9 @@ def queue_numbers(queue: RunnerQueue) -> str:
     parts = []
     if queue.queued is not None:
         parts.append(f"{number(queue.queued)} queued")
-    if queue.longest_wait_mins is not None:
-        parts.append(f"longest wait {minutes(queue.longest_wait_mins)}")
+    wait = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
+    if wait:
+        parts.append(wait)
     return " · ".join(parts)
 
 

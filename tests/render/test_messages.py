@@ -12,6 +12,7 @@ import pytest
 from slack_sdk.models.blocks import Block
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident, Links, Resolution, Snapshot, Status
 from bot.render.root import (
     ACTIONS_BLOCK_ID,
@@ -670,3 +671,54 @@ def test_a_silence_shows_on_the_root_and_in_status_replies_without_a_ping() -> N
     assert "incident_unsilence" in elements and "incident_silence" not in elements
     status = render_status(incident, previous=None, current=incident.snapshot(T0), now=T0)
     assert "🔕 silenced until" in json.dumps(status.blocks, ensure_ascii=False)
+
+
+# -- one headline: live numbers when there is a live reading, the alert's otherwise -------------
+
+
+def headline(incident: Incident) -> tuple[str, list[str]]:
+    """The root's numbers block: its label and its fields."""
+    [block] = [b for b in render_root(incident, now=T0).blocks if b.get("fields")]
+    return block["text"]["text"], [f["text"] for f in block["fields"]]
+
+
+def live_view(**gpu: Any) -> FleetSnapshot:
+    types = {
+        "linux.g5.4xlarge.nvidia.gpu": RunnerTypeMetrics(queued=9, **gpu),
+        "linux.2xlarge": RunnerTypeMetrics(queued=0),
+    }
+    return FleetSnapshot(at=T0 + timedelta(minutes=5), source="hud", runner_types=types)
+
+
+def test_the_headline_is_the_alerts_labelled_with_its_source_and_time() -> None:
+    incident = make_incident(
+        numbers=QueueNumbers(97, 23, 60, 20), alerted_at=T0 + timedelta(minutes=1)
+    )
+    label, numbers = headline(incident)
+    assert label.startswith("*As the alert says* · Grafana at <!date^")
+    assert numbers[0] == "Longest wait: *97 min* (threshold 60 min, peak 114 min)"
+
+
+def test_a_live_reading_replaces_the_alerts_headline_never_beside_it() -> None:
+    """The seed's disagreement: the alert said 97 min and 23 queued, the HUD reads 114 and 9."""
+    incident = make_incident(
+        numbers=QueueNumbers(97, 23, 60, 20), live=live_view(longest_wait_mins=114)
+    )
+    label, numbers = headline(incident)
+    assert label.startswith("*Now* · live from the HUD at <!date^")
+    assert numbers == [
+        "Longest wait: *114 min* (threshold 60 min)",
+        "Queued jobs: *9* (threshold 20)",
+    ]
+    shown = "\n".join(root_texts(incident))
+    assert "97 min" not in shown and "*23*" not in shown
+
+
+def test_a_wait_from_arcs_starts_past_the_top_bucket_reads_over_never_a_number() -> None:
+    live = live_view(longest_wait_mins=60, wait_over=True, wait_of_starts=True)
+    incident = make_incident(live=live.model_copy(update={"source": "prometheus"}))
+    label, numbers = headline(incident)
+    assert label.startswith("*Now* · live from Prometheus")
+    assert numbers[0] == "Slowest recent start: *over 60 min*"
+    listing = "\n".join(root_texts(incident))
+    assert "slowest recent start *over 60 min*" in listing

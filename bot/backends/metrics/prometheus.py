@@ -45,6 +45,8 @@ ARC_NAME_SUFFIX = r"-[bcdfghjklmnpqrstvwxz2456789]{5}$"
 # Gives a job-level series its scale set's `name`: they come from the same listener target.
 _JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assigned_jobs{offset})"
 _QUEUED = "(max by (name) (gha_assigned_jobs) - max by (name) (gha_running_jobs))"
+# The quantile of the startup histogram read as the longest wait: its slowest recent starts.
+WAIT_QUANTILE = 0.99
 WORKFLOW_LABELS = ("job_workflow_name", "job_workflow_ref")
 NO_WORKFLOW = (
     "ARC's listener metrics carry no job_workflow_name or job_workflow_ref: add one to the "
@@ -93,8 +95,9 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
         # Demand: what started, plus what the queue grew by meanwhile.
         "arrival_per_min": f"{started} + on (name) {growth}",
         "completed_per_min": "60 * " + _joined(f"rate(gha_completed_jobs_total[{window}])"),
-        # The startup histogram holds the waits of jobs that got a runner: the slowest recent.
-        "longest_wait_mins": f"histogram_quantile(0.99, {bucket}) / 60",
+        # The startup histogram's buckets (seconds), whose p99 is read here (`wait_of`): the
+        # slowest recent start of a job that got a runner, "over an hour" past the top bucket.
+        "longest_wait_mins": bucket,
         "job_duration_mins": _histogram_mean_mins("gha_job_execution_duration_seconds", window),
         # The same hour yesterday: what "normal" means for this hour of the day.
         "arrival_baseline_per_min": "60 * "
@@ -134,6 +137,10 @@ class PrometheusMetrics:
     def __init__(self, config: PrometheusConfig, client: httpx.AsyncClient | None = None) -> None:
         self._config = config
         self._queries = config.all_queries()
+        # The wait is ARC's startup histogram (a start, from assignment) unless it was replaced.
+        self._arc_wait = self._queries.get("longest_wait_mins") == arc_queries(config.window).get(
+            "longest_wait_mins"
+        )
         self._suffix = re.compile(config.name_suffix) if config.name_suffix else None
         headers = {"Authorization": f"Bearer {config.bearer_token}"} if config.bearer_token else {}
         self._client = client or httpx.AsyncClient(
@@ -146,7 +153,8 @@ class PrometheusMetrics:
         answers = await asyncio.gather(
             *(self._query(self._queries[name], now) for name in names), return_exceptions=True
         )
-        by_type: dict[str, dict[str, float]] = {}
+        by_type: dict[str, dict[str, Any]] = {}
+        buckets: dict[str, dict[float, float]] = {}
         failures = []
         for name, answer in zip(names, answers, strict=True):
             if isinstance(answer, BaseException):
@@ -156,8 +164,16 @@ class PrometheusMetrics:
                 continue
             for labels, value in answer:
                 runner_type = self.runner_type(labels)
-                if runner_type:
+                if not runner_type:
+                    continue
+                le = _bound(labels.get("le")) if name == "longest_wait_mins" else None
+                if le is not None:  # a histogram's bucket: summed per type, read below
+                    kept = buckets.setdefault(runner_type, {})
+                    kept[le] = kept.get(le, 0.0) + value
+                else:
                     by_type.setdefault(runner_type, {})[name] = value
+        for runner_type, counts in buckets.items():
+            by_type.setdefault(runner_type, {}).update(self._wait_of(counts))
         if failures and len(failures) == len(names):
             raise failures[0][1]
         note = ""
@@ -225,6 +241,20 @@ class PrometheusMetrics:
             if workflow and runner_type and math.isfinite(value) and value >= 0:
                 means[(runner_type, workflow)] = value
         return means
+
+    def _wait_of(self, buckets: Mapping[float, float]) -> dict[str, Any]:
+        """The longest wait of a runner type from its startup histogram's buckets (seconds):
+        the p99, "over" the top finite bound when it fell in `+Inf`; nothing when no job
+        started in the window. ARC's own histogram times starts, not jobs still queued."""
+        found = bucket_quantile(WAIT_QUANTILE, buckets)
+        if found is None:
+            return {}
+        seconds, over = found
+        return {
+            "longest_wait_mins": seconds / 60,
+            "wait_over": over or None,
+            "wait_of_starts": self._arc_wait or None,
+        }
 
     def runner_type(self, labels: Mapping[str, str]) -> str:
         """The runner type a series is of: its scale set (the name label less ARC's suffix),
@@ -350,6 +380,47 @@ def parse_vector(body: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
         if value is not None:
             series.append((labels, value))
     return series
+
+
+def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bool] | None:
+    """The `q` quantile of a histogram's cumulative buckets (upper bound -> count), computed as
+    Prometheus's `histogram_quantile` computes it (linear within the bucket the rank falls in,
+    counts made monotonic, none without a `+Inf` bucket or an observation), except past the top:
+    there Prometheus answers the highest finite bound as if it were the value, and this says
+    (that bound, True): the quantile is over it, by how much the histogram cannot tell.
+    """
+    bounds = sorted(buckets)
+    if not bounds or not math.isinf(bounds[-1]) or not 0 <= q <= 1:
+        return None
+    counts, highest = [], 0.0
+    for bound in bounds:
+        highest = max(highest, buckets[bound])  # a scrape mid-update: Prometheus does the same
+        counts.append(highest)
+    total = counts[-1]
+    if total <= 0 or len(bounds) < 2:
+        return None
+    rank = q * total
+    i = next(n for n, count in enumerate(counts) if count >= rank)
+    if i == len(bounds) - 1:
+        return bounds[-2], True
+    if i == 0 and bounds[0] <= 0:
+        return bounds[0], False
+    start = bounds[i - 1] if i > 0 else 0.0
+    below = counts[i - 1] if i > 0 else 0.0
+    inside = counts[i] - below
+    fraction = (rank - below) / inside if inside > 0 else 1.0
+    return start + (bounds[i] - start) * fraction, False
+
+
+def _bound(text: str | None) -> float | None:
+    """A bucket's `le` label as a number (`+Inf` included); None for none or a bad one."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value
 
 
 def _number(sample: Any) -> float | None:
