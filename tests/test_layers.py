@@ -4,7 +4,8 @@ From the top: the composition root (app, __main__, factory) and `queuepilot chec
 probes with the root's backends) may import anything; the middle packages (intake, outbound,
 actions, status) the layers below, never each other; `fleet` (the fleet reading several of them
 share) the lower layers; render, storage and backends only domain; domain only itself. Anyone may
-import the leaves: telemetry, logs and slack_scopes (a table of Slack facts). `bot.config`, the
+import the leaves: telemetry, logs, backoff (the one way to wait after failures) and slack_scopes
+(a table of Slack facts). `bot.config`, the
 settings, imports only domain and `bot.storage.connection`, and only the top imports it.
 """
 
@@ -25,7 +26,7 @@ RANK = {
     **dict.fromkeys(("render", "storage", "backends"), 1),
     "domain": 0,
 }
-LEAVES = {"telemetry", "logs", "slack_scopes"}
+LEAVES = {"telemetry", "logs", "backoff", "slack_scopes"}
 ROOT = Path(bot.__file__).parent
 MODULES = sorted(ROOT.rglob("*.py"))
 
