@@ -247,8 +247,8 @@ class ScaleReverts:
         if why is None:
             await self._end(record.id, lease, record, now.timestamp() + self.config.check_s)
             return
-        if await self._earlier_going_back(record, now):
-            await self._end(record.id, lease, record, now.timestamp())  # the next tick's
+        if await self._earlier_to_go_back(record):
+            await self._end(record.id, lease, record, now.timestamp() + self.config.check_s)
             return
         try:
             result = await within(
@@ -295,22 +295,18 @@ class ScaleReverts:
             return self._why_warning(record, state, now)
         return self._why(record, await self._store.get(record.incident_id), now)
 
-    async def _earlier_going_back(self, record: RevertRecord, now: datetime) -> bool:
-        """Whether a scale-up of the same target in a field that goes back before this one's
-        (`revert_order`) is going back now too."""
+    async def _earlier_to_go_back(self, record: RevertRecord) -> bool:
+        """Whether a scale-up of ours of the same target, in a field that goes back before this
+        one's (`revert_order`), is still to go back: this one waits for it, due or not. ARC's
+        maxRunners cannot go back below a minRunners we raised; going back part of the way now
+        would leave it raised for good once the floor goes back."""
         order = self._scaler.revert_order
         if record.undo.field not in order:
             return False
-        first = order[: order.index(record.undo.field)]
-        for field in first:
+        for field in order[: order.index(record.undo.field)]:
             rid = record_id(record.target.runner_type, field)
             other = RevertRecord.load(await self._redis.get(self._keys.scale_revert(rid)))
-            if other is None or other.target.target != record.target.target:
-                continue
-            state = await self._warning_of(other)
-            if state is not None and state.phase is Phase.FOLDED:
-                other = replace(other, incident_id=state.incident_id, warning="")
-            if await self._why_now(other, state, now) is not None:
+            if other is not None and other.target.target == record.target.target:
                 return True
         return False
 

@@ -244,14 +244,14 @@ def _crossing(
     least one runner: none serving is no reason to say the alert fires now), and never more
     than the longest wait now plus `t` where the backend reads it: the oldest job ages a
     minute a minute, whatever the queue. Without a job duration it is that alone. A wait "over"
-    a bound is a floor, not a cap; the slowest recent start (ARC's metrics) is no job's age and
-    caps nothing."""
+    a bound is a floor, not a cap; the slowest recent start (ARC's metrics) is no queued job's
+    age, so it neither caps nor floors anything: the forecast reads as if no wait was read."""
     maximum = _known(now.maximum)
     maximum = maximum if maximum is not None else registered
     duration = _known(now.job_duration_mins)
     if duration is not None and duration <= 0:
         duration = None
-    waited = _known(now.longest_wait_mins)
+    waited = None if now.wait_of_starts else _known(now.longest_wait_mins)
     steps = int(horizon_mins / STEP_MINS)
     for step in range(steps + 1):
         t = step * STEP_MINS

@@ -114,7 +114,7 @@ class Incident(BaseModel):
     opened_at: datetime
     updated_at: datetime
     # When the alert last said its numbers (the latest firing notification): the root's headline
-    # names it when no live reading stands in. None in incidents stored before 0.22.
+    # names it when no live reading stands in. None in incidents stored before 0.21.
     alerted_at: datetime | None = None
     resolved_at: datetime | None = None
     resolution: Resolution | None = None
@@ -422,9 +422,16 @@ def peak_types_of(
             merged[name] = queue
             continue
         queued = max_known(before.queued, queue.queued)
-        wait = max_known(before.longest_wait_mins, queue.longest_wait_mins)
-        if queued != before.queued or wait != before.longest_wait_mins:
-            merged[name] = RunnerQueue(queued=queued, longest_wait_mins=wait)
+        # The wait keeps what it was measured as ("over", a start's time) with its number.
+        newer = queue.longest_wait_mins is not None and (
+            before.longest_wait_mins is None
+            or (queue.longest_wait_mins, bool(queue.wait_over))
+            > (before.longest_wait_mins, bool(before.wait_over))
+        )
+        wait = queue if newer else before
+        peak = RunnerQueue(queued, wait.longest_wait_mins, wait.wait_over, wait.wait_of_starts)
+        if peak != before:
+            merged[name] = peak
     return merged
 
 

@@ -12,11 +12,13 @@ value (anchored), and a label that is absent has the empty value.
 
 `SLACK_ROUTES` is JSON: `[{"match": ["team=\"rocm\""], "channel": "C0ROCM"}, ...]` (`matchers`,
 Alertmanager's own word, is taken for `match`). Each string is read by Alertmanager's classic
-matcher parser (`pkg/labels.ParseMatchers`: what 0.25 and older load, and what 0.27 and later keep
-in their default fallback mode for every input it takes), so a route's `matchers:` item copied
-from an Alertmanager config means the same here: several matchers comma-separated, braces
-optional; label names Prometheus's (`[a-zA-Z_:][a-zA-Z0-9_:]*`, not quoted); values quoted or
-not, with `\"`, `\\` and `\n` escapes and any other backslash kept (`"linux\.rocm\..*"`).
+matcher parser (`pkg/labels.ParseMatchers`: what 0.25 and older load; 0.27 and later, in their
+default fallback mode, try their UTF-8 parser first and fall back to it, and the two agree on
+ordinary matchers, differing at edges such as spaces after a closing brace), so a route's
+`matchers:` item copied from an Alertmanager config means the same here: several matchers
+comma-separated, braces optional; label names Prometheus's (`[a-zA-Z_:][a-zA-Z0-9_:]*`, not
+quoted); values quoted or not, with `\"`, `\\` and `\n` escapes and any other backslash
+kept (`"linux\.rocm\..*"`).
 
 A regex is composed as Alertmanager composes it, the text `^(?:` + value + `)$`, so `a)|(b`
 takes any value starting with `a`, and runs on RE2 (google-re2), whose syntax Go's regexp speaks:

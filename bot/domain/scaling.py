@@ -106,8 +106,10 @@ def managed_by(labels: object, annotations: object) -> ManagedBy | None:
        default; it sets the label to the application's name). Helm charts set this label too
        (ARC's `gha-runner-scale-set`, to the scale set's name), but Helm itself would have
        written (3); Argo CD renders a chart with `helm template`, which leaves the chart's
-       `managed-by: Helm` label and writes no annotation. (`helm template | kubectl apply`
-       looks the same, and is named Argo CD's: the marking shown lets a reader tell.)
+       `managed-by: Helm` label and writes no annotation. A label still the chart's own (the
+       scale set's name, with `managed-by: Helm`) is not Argo CD's: see (6). (A plain
+       manifest applied with the label set by hand is named Argo CD's: the marking shown lets
+       a reader tell.)
     5. Any other `argocd.argoproj.io/` annotation (sync options, a sync wave): Argo CD, tracking
        by a custom label of another name.
     6. `app.kubernetes.io/managed-by: Helm` alone: a chart rendered with `helm template` and
@@ -125,7 +127,7 @@ def managed_by(labels: object, annotations: object) -> ManagedBy | None:
         if annotations.get(HELM_NAMESPACE):
             release += f" in {_name(annotations[HELM_NAMESPACE])}"
         return ManagedBy("Helm", release, f"marked by its {HELM_RELEASE} annotation", HELM_UPGRADE)
-    if labels.get(INSTANCE_LABEL):
+    if labels.get(INSTANCE_LABEL) and not _chart_instance(labels):
         return _argo_cd(labels[INSTANCE_LABEL], f"tracked by its {INSTANCE_LABEL} label")
     argo = sorted(key for key in annotations if key.startswith(ARGO_PREFIX))
     if argo:
@@ -137,6 +139,18 @@ def managed_by(labels: object, annotations: object) -> ManagedBy | None:
         )
         return ManagedBy("whatever applies its rendered Helm chart", "", marking, CHART_APPLIED)
     return None
+
+
+def _chart_instance(labels: dict[str, str]) -> bool:
+    """Whether the instance label is the one a Helm chart rendered (ARC's sets it to the scale
+    set's name, as its `name` label), not one Argo CD wrote: Argo CD writes its application's
+    name over it. `helm template` applied by another tool (Pulumi, kustomize's helmCharts)
+    leaves it so."""
+    instance = labels[INSTANCE_LABEL]
+    return labels.get(MANAGED_BY_LABEL) == "Helm" and instance in (
+        labels.get("app.kubernetes.io/name"),
+        labels.get("actions.github.com/scale-set-name"),
+    )
 
 
 def _argo_cd(application: str, marking: str) -> ManagedBy:

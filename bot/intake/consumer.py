@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
+from bot.backoff import Backoff
 from bot.domain.delivery import Delivery, named
 from bot.domain.incidents import (
     Change,
@@ -106,7 +107,7 @@ class Intake:
         """Consume until `stop` is set, riding out Redis outages with a capped backoff."""
         self._stop = stop
         loop = asyncio.get_running_loop()
-        backoff, next_upkeep, next_prune = 0.05, 0.0, 0.0
+        backoff, next_upkeep, next_prune = Backoff(1.0, first=0.05), 0.0, 0.0
         try:
             while not stop.is_set():
                 try:
@@ -119,11 +120,11 @@ class Intake:
                             self._config.consumer, idle_ms=self._config.dead_consumer_idle_ms
                         )
                     await self._read_more()
-                    backoff = 0.05
+                    backoff.reset()
                 except RedisError as exc:
-                    log.warning("intake: Redis unavailable (%s); retrying in %.2fs", exc, backoff)
-                    await _sleep_or_stop(stop, backoff)
-                    backoff = min(backoff * 2, 1.0)
+                    wait = backoff.next()
+                    log.warning("intake: Redis unavailable (%s); retrying in %.2fs", exc, wait)
+                    await _sleep_or_stop(stop, wait)
                     next_upkeep = 0.0
         finally:
             await self._finish()
@@ -208,7 +209,7 @@ class Intake:
         for entry in entries:
             if entry.delivery is None:
                 await self._bury(entry, f"unreadable: {entry.problem}")
-        delay = 0.02
+        backoff = Backoff(1.0, first=0.02)
         while len(pending) > 1 and not self._stop.is_set():
             try:
                 await self._apply_all(pending)
@@ -223,8 +224,7 @@ class Intake:
             except Exception:
                 log.exception("intake: a batch of %d entries failed; one by one", len(pending))
                 break
-            await _sleep_or_stop(self._stop, delay)
-            delay = min(delay * 2, 1.0)
+            await _sleep_or_stop(self._stop, backoff.next())
         for entry in list(pending):
             await self.handle(entry)
 
@@ -233,7 +233,7 @@ class Intake:
         if entry.delivery is None:
             await self._bury(entry, f"unreadable: {entry.problem}")
             return
-        delay, errors = 0.02, 0
+        backoff, errors = Backoff(1.0, first=0.02), 0
         while not self._stop.is_set():
             try:
                 await self.apply(entry.id, entry.delivery)
@@ -253,8 +253,7 @@ class Intake:
                 if errors >= self._config.max_attempts:
                     await self._bury(entry, f"failed {errors} times: {type(exc).__name__}")
                     return
-            await _sleep_or_stop(self._stop, delay)
-            delay = min(delay * 2, 1.0)
+            await _sleep_or_stop(self._stop, backoff.next())
 
     async def _bury(self, entry: StreamEntry, reason: str) -> None:
         log.error("intake: entry %s dead-lettered: %s", entry.id, reason)

@@ -18,7 +18,7 @@ from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Event, Incident, Resolution, Snapshot, with_status
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
-from bot.domain.units import change, duration, minutes, number, wait_said
+from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
 from bot.render.chart import ChartData, incident_chart
 from bot.render.chart_block import chart_block
 from bot.render.mrkdwn import (
@@ -225,12 +225,30 @@ def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, s
     now_n, before = current.numbers, previous.numbers if previous else None
     items = []
     if now_n.max_queue_time_mins is not None:
-        delta = change(now_n.max_queue_time_mins, before and before.max_queue_time_mins, "min")
-        items.append(("Longest wait", minutes(now_n.max_queue_time_mins), delta))
+        worst = _worst_wait(current)
+        label, value = wait_parts(
+            now_n.max_queue_time_mins,
+            over=worst.wait_over if worst else None,
+            of_starts=worst.wait_of_starts if worst else None,
+        ) or ("", "")
+        known = not (worst and worst.wait_over) and not _over(previous)
+        was = before.max_queue_time_mins if before and known else None
+        items.append((label.capitalize(), value, change(now_n.max_queue_time_mins, was, "min")))
     if now_n.max_queue_size is not None:
         delta = change(now_n.max_queue_size, before and before.max_queue_size)
         items.append(("Queued jobs", number(now_n.max_queue_size), delta))
     return items
+
+
+def _worst_wait(snapshot: Snapshot) -> RunnerQueue | None:
+    """The runner type whose wait is the snapshot's longest: what that number was measured as."""
+    waited = [q for q in snapshot.runner_types.values() if q.longest_wait_mins is not None]
+    return max(waited, key=lambda q: (q.longest_wait_mins or 0, bool(q.wait_over)), default=None)
+
+
+def _over(snapshot: Snapshot | None) -> bool:
+    worst = _worst_wait(snapshot) if snapshot else None
+    return bool(worst and worst.wait_over)
 
 
 def _runner_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:

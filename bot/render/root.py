@@ -92,10 +92,12 @@ def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> 
         blocks.append(section(summary))
     live = incident.live if incident.live is not None and incident.live.is_live else None
     live = live if incident.is_open else None
-    numbers = _live_fields(incident, live) if live is not None else _number_fields(incident)
+    numbers = _live_fields(incident, live) if live is not None else []
+    headline_live = live if numbers else None  # a reading without numbers: the alert's
+    numbers = numbers or _number_fields(incident)
     if numbers:
         block = fields(numbers, more="+{n} more values")
-        blocks.append({**block, "text": section(_headline_label(incident, live))["text"]})
+        blocks.append({**block, "text": section(_headline_label(incident, headline_live))["text"]})
     if live is not None:
         blocks.append(section(_live_listing(incident, live)))
     elif incident.runner_types:
@@ -245,9 +247,11 @@ def _live_fields(incident: Incident, live: FleetSnapshot) -> list[str]:
         ) or ("", "")
         against = _against(time_threshold, None, minutes)
         items.append(f"{label.capitalize()}: *{amount}*" + _notes([against] if against else []))
-    if queued or not waited:
-        against = _against(size_threshold, None, number)
-        items.append(f"Queued jobs: *{number(sum(queued))}*" + _notes([against] if against else []))
+    if queued:
+        notes = [_against(size_threshold, None, number)]
+        if live.missing:  # a sum without them would read as fewer than there are
+            notes.append(f"{len(live.missing)} runner types unread")
+        items.append(f"Queued jobs: *{number(sum(queued))}*" + _notes([n for n in notes if n]))
     return items
 
 

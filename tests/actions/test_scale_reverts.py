@@ -549,3 +549,35 @@ async def test_a_put_back_stopped_by_a_kept_floor_says_what_it_left(
         "(ARC); maxRunners stays 125, not 120: minRunners is 125 now, and ARC's listener does "
         "not run with maxRunners below minRunners"
     ]
+
+
+async def test_a_ceiling_due_before_our_floor_waits_for_it_and_goes_back_whole(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    """maxRunners 120 → 130, then an hour later minRunners 0 → 125, the incident still open:
+    four hours after the first, the ceiling is due but our floor is not. It waits for the floor
+    (going back part of the way would leave maxRunners at 125 for good), and an hour later both
+    are back: (0, 120), each said whole."""
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock)
+    kube.write(manager="manager", status={"currentRunners": 120})
+    ceiling = await arc.scale(ScaleRequest(TARGET, 10, "1", "alice", raise_maximum=True))
+    assert ceiling.undo is not None
+    await reverts.remember("1", TARGET, ceiling.undo, by="alice")
+    clock.pass_(seconds=3600)
+    floor = await arc.scale(ScaleRequest(TARGET, 125, "1", "alice"))
+    assert floor.undo is not None and floor.undo.field == "minRunners"
+    await reverts.remember("1", TARGET, floor.undo, by="alice")
+    clock.pass_(seconds=3 * 3600 + 15)
+    await reverts.tick()  # the ceiling's four hours are up; the floor has one to go
+    spec = kube.sets[SET]["spec"]
+    assert (spec["minRunners"], spec["maxRunners"]) == (125, 130)
+    assert await said(redis) == []
+    for _ in range(241):  # an hour of looks, 15 s apart
+        clock.pass_(seconds=15)
+        await reverts.tick()
+    spec = kube.sets[SET]["spec"]
+    assert (spec["minRunners"], spec["maxRunners"]) == (0, 120)
+    texts = await said(redis)
+    assert len(texts) == 2 and all(t.startswith("Put linux back (4 h after") for t in texts), texts
+    assert "minRunners 125 → 0" in texts[0] and "maxRunners 130 → 120" in texts[1]

@@ -77,6 +77,10 @@ async def test_a_week_of_queueing_at_the_maximum_and_the_queue_time(seeded: Week
     # The bursts, and two 4-hour stretches at the maximum without a queue.
     assert queueing.hours_at_max is not None and abs(queueing.hours_at_max - 26) <= 2 * step_h
     assert queueing.peak_queued == 15
+    # The wait alone crosses its threshold in the bursts: its series is minutes, not bucket rates.
+    by_wait = queueing.hours_over(Thresholds(wait_mins=30))
+    assert by_wait is not None and 18 - step_h <= by_wait <= 18 + 3 * (10 / 60 + step_h)
+    assert 30 < max(queueing.wait_mins.values()) <= 60
     assert queueing.wait_p90_mins is not None and queueing.wait_p50_mins is not None
     p90 = expected_p90_s(int(seeded.start.timestamp()), int(seeded.end.timestamp())) / 60
     assert abs(queueing.wait_p90_mins - p90) <= 0.02 * p90, (queueing.wait_p90_mins, p90)

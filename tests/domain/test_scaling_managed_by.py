@@ -157,3 +157,12 @@ def test_names_are_bounded() -> None:
 def test_any_metadata_gives_a_tool_or_none(labels: object, annotations: object) -> None:
     found = managed_by(labels, annotations)
     assert found is None or (found.describe() and found.undoes)
+
+
+def test_a_chart_rendered_and_applied_by_another_tool_is_not_argo_cds() -> None:
+    """`helm template | kubectl apply` (or Pulumi's Chart, kustomize's helmCharts): the chart's
+    own instance label (the scale set's name) and `managed-by: Helm`, no Helm annotation. Argo
+    CD would have written its application's name over the label."""
+    found = managed_by(CHART_LABELS, CHART_ANNOTATIONS)
+    assert found is not None and found.tool == "whatever applies its rendered Helm chart"
+    assert found.undoes == "applying the chart again puts its values back"

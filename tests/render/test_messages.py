@@ -13,7 +13,15 @@ from slack_sdk.models.blocks import Block
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import Event, Incident, Links, Resolution, Snapshot, Status
+from bot.domain.incidents import (
+    Event,
+    Incident,
+    Links,
+    Resolution,
+    Snapshot,
+    Status,
+    peak_types_of,
+)
 from bot.render.root import (
     ACTIONS_BLOCK_ID,
     Rendered,
@@ -722,3 +730,42 @@ def test_a_wait_from_arcs_starts_past_the_top_bucket_reads_over_never_a_number()
     assert numbers[0] == "Slowest recent start: *over 60 min*"
     listing = "\n".join(root_texts(incident))
     assert "slowest recent start *over 60 min*" in listing
+
+
+def test_a_live_reading_without_numbers_for_the_incident_leaves_the_alerts_headline() -> None:
+    """A listener being recreated serves nothing: "Queued jobs: 0" would be a guess."""
+    empty = FleetSnapshot(
+        at=T0, source="prometheus", runner_types={}, missing=("linux.g5.4xlarge.nvidia.gpu",)
+    )
+    label, numbers = headline(make_incident(live=empty))
+    assert label.startswith("*As the alert says*")
+    assert numbers[1] == "Queued jobs: *14* (under the rule's threshold)"
+
+
+def test_a_status_says_a_wait_over_the_top_bucket_as_over_and_a_start_as_a_start() -> None:
+    over = RunnerQueue(queued=9, longest_wait_mins=60, wait_over=True, wait_of_starts=True)
+    current = Snapshot(
+        at=T0 + timedelta(minutes=5),
+        numbers=QueueNumbers(max_queue_time_mins=60, max_queue_size=9),
+        runner_types={"linux.g5.4xlarge.nvidia.gpu": over},
+    )
+    previous = Snapshot(
+        at=T0,
+        numbers=QueueNumbers(max_queue_time_mins=40, max_queue_size=12),
+        runner_types={"linux.g5.4xlarge.nvidia.gpu": RunnerQueue(12, 40, None, True)},
+    )
+    status = render_status(make_incident(), previous=previous, current=current, now=current.at)
+    assert status.text.startswith("Status update: slowest recent start over 60 min, queued jobs 9")
+    shown = "\n".join(texts_of(status.blocks))
+    assert "Slowest recent start: *over 60 min*" in shown
+    assert "+20 min" not in shown  # "over 60" is no number to subtract from
+    assert "slowest recent start over 60 min" in shown  # the runner type's own line
+
+
+def test_a_peak_keeps_what_its_wait_was_measured_as() -> None:
+    name = "linux.g5.4xlarge.nvidia.gpu"
+    before = {name: RunnerQueue(queued=9, longest_wait_mins=60, wait_over=True)}
+    grown = peak_types_of(before, {name: RunnerQueue(queued=12, longest_wait_mins=60)})
+    assert grown[name] == RunnerQueue(12, 60, True, None)  # more queued; still "over 60"
+    longer = peak_types_of(grown, {name: RunnerQueue(queued=3, longest_wait_mins=75)})
+    assert longer[name] == RunnerQueue(12, 75, None, None)  # a job's age, measured: 75

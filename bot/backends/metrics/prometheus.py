@@ -166,10 +166,11 @@ class PrometheusMetrics:
                 runner_type = self.runner_type(labels)
                 if not runner_type:
                     continue
-                le = _bound(labels.get("le")) if name == "longest_wait_mins" else None
-                if le is not None:  # a histogram's bucket: summed per type, read below
-                    kept = buckets.setdefault(runner_type, {})
-                    kept[le] = kept.get(le, 0.0) + value
+                if name == "longest_wait_mins" and "le" in labels:
+                    le = _bound(labels["le"])  # a histogram's bucket: summed per type, read below
+                    if le is not None:
+                        kept = buckets.setdefault(runner_type, {})
+                        kept[le] = kept.get(le, 0.0) + value
                 else:
                     by_type.setdefault(runner_type, {})[name] = value
         for runner_type, counts in buckets.items():
@@ -267,7 +268,7 @@ class PrometheusMetrics:
         """The capacity report's window (`bot.backends.metrics.prometheus_history`): every
         series and quantile at once; raises `BackendError` when none could be read."""
         step = ranges.step_s(start, end)
-        fields = ranges.range_queries(self._queries)
+        fields = ranges.range_queries(self._queries, wait_buckets=self._arc_wait)
         seconds = max(60, round((end - start).total_seconds()))
         suffix = self._config.name_suffix
         numbers = {

@@ -47,10 +47,14 @@ def step_s(start: datetime, end: datetime) -> int:
     return 60 * max(1, math.ceil(seconds / MAX_POINTS / 60))
 
 
-def range_queries(queries: Mapping[str, str]) -> dict[str, str]:
+def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> dict[str, str]:
     """`TypeHistory` field -> PromQL, from the reading's queries; the level is the runners the
-    autoscaler wants (ARC's desired runners), else the ones registered."""
+    autoscaler wants (ARC's desired runners), else the ones registered. `wait_buckets`: the
+    wait's query answers a histogram's buckets (ARC's default), whose p99 the reading computes
+    itself; over a range Prometheus computes it (past the top bucket it says the top bound)."""
     chosen = {field: queries[name] for field, name in SERIES.items() if name in queries}
+    if wait_buckets and "wait_mins" in chosen:
+        chosen["wait_mins"] = f"histogram_quantile(0.99, {chosen['wait_mins']}) / 60"
     level = queries.get("desired") or queries.get("registered")
     if level:
         chosen["level"] = level

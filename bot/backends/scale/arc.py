@@ -15,7 +15,8 @@ alone, and the managedFields entry that last wrote it says who (Helm, Argo CD, k
 ARC's listener refuses to start with `maxRunners < minRunners` (its config validation), so no
 write here leaves the set that way: a scale-up that would is refused, and a put-back of
 maxRunners below a minRunners raised since (from Slack or by hand) stops at that minRunners and
-says so. Two scale-ups of one set are put back newest first (`bot.actions.scale_reverts`), so
+says so. Two scale-ups of one set are put back floor first (`revert_order`: a maxRunners
+put-back waits for a minRunners one of ours still to go, in `bot.actions.scale_reverts`), so
 each goes back whole.
 """
 
