@@ -43,6 +43,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import arc_queries
+from bot.backends.metrics.prometheus_history import range_queries
 from sandbox.fleet import Fleet, Job, TypeReading, minutes
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
 from sandbox.kube_api import KubeApi
@@ -100,7 +101,12 @@ class FleetApi:
         self._window_min = minutes(config.rate_window)
         # What Prometheus would have scraped: a reading at every rule evaluation (wall clock).
         self.samples: deque[tuple[float, dict[str, TypeReading]]] = deque(maxlen=SAMPLES_KEPT)
-        self._fields = {query: name for name, query in arc_queries(config.rate_window).items()}
+        queries = arc_queries(config.rate_window)
+        self._fields = {query: name for name, query in queries.items()}
+        # The capacity report's wait: the same startup buckets, quantiled by Prometheus over the
+        # range (`range_queries`); answered from the readings kept, as the instant one is.
+        wait = range_queries(queries, wait_buckets=True)["wait_mins"]
+        self._fields[wait] = "longest_wait_mins"
         self.url = ""  # set once served; the payloads' links point here
         self.app = Starlette(
             routes=[
@@ -200,17 +206,19 @@ class FleetApi:
     async def _hud(self, request: Request) -> Response:
         """HUD's saved query `queued_jobs` (torchci's `/api/clickhouse/<name>`): one row per
         job queued more than 5 minutes, worst first. `parameters` is required, as the route
-        JSON-parses it; other saved queries are not simulated (HUD's 404 for an unknown one)."""
+        JSON-parses it; other saved queries are not simulated. The route catches nothing, so a
+        missing `parameters` or an unknown query throws, and Next.js answers its bare 500
+        (`sendError(apiRes, 500, 'Internal Server Error')`), as `tests/support/fakes/hud_api`."""
+        crashed = Response("Internal Server Error", status_code=500)
         raw = request.query_params.get("parameters")
         if raw is None:
-            return JSONResponse({"error": "parameters is required"}, status_code=500)
+            return crashed
         try:
             json.loads(raw)
         except ValueError:
-            return JSONResponse({"error": "Unexpected token in JSON"}, status_code=500)
-        name = request.path_params["name"]
-        if name != "queued_jobs":
-            return JSONResponse({"error": f"query {name} not found"}, status_code=404)
+            return crashed
+        if request.path_params["name"] != "queued_jobs":
+            return crashed
         rows = [
             hud_row(runner_type, job, waited)
             for runner_type, job, waited in self.fleet.queued_jobs()

@@ -37,9 +37,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-PATH = "/apis/actions.github.com/v1alpha1/namespaces/{ns}/autoscalingrunnersets/{name}"
+GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
+PATH = f"/apis/{GROUP}/v1alpha1/namespaces/{{ns}}/{RESOURCE}/{{name}}"
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
-GRANTED = {("actions.github.com", "autoscalingrunnersets"): frozenset({"get", "patch"})}
+GRANTED = {(GROUP, RESOURCE): frozenset({"get", "patch"})}
 ALLOWED_BY = (
     'RBAC: allowed by RoleBinding "queuepilot/{namespace}" of Role "queuepilot-scaler" to '
     'ServiceAccount "queuepilot/queuepilot"'
@@ -51,15 +52,22 @@ UNKNOWN_FORMAT = (
 )
 
 
-def status(code: int, reason: str, message: str) -> JSONResponse:
-    body = {
+def status(code: int, reason: str, message: str, name: str = "") -> JSONResponse:
+    """A refusal as the API server writes it: a `Status`, its `metadata` always there (empty),
+    and for an object that is missing or was changed meanwhile (`name`) the `details` naming it
+    by group and resource, as apimachinery's NewNotFound and NewConflict fill them (the
+    NotFound example in Kubernetes' API conventions, "Response Status Kind")."""
+    body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
+        "metadata": {},
         "status": "Failure",
         "message": message,
         "reason": reason,
-        "code": code,
     }
+    if name:
+        body["details"] = {"name": name, "group": GROUP, "kind": RESOURCE}
+    body["code"] = code
     return JSONResponse(body, status_code=code)
 
 
@@ -103,8 +111,8 @@ class KubeApi:
         key = (request.path_params["ns"], request.path_params["name"])
         runner_set = self.sets.get(key)
         if runner_set is None:
-            message = f'autoscalingrunnersets.actions.github.com "{key[1]}" not found'
-            return status(404, "NotFound", message)
+            message = f'{RESOURCE}.{GROUP} "{key[1]}" not found'
+            return status(404, "NotFound", message, key[1])
         if request.method == "GET":
             await asyncio.sleep(self.get_delay_s)
             answer = JSONResponse(runner_set)  # serialised now: the change comes after
@@ -156,7 +164,7 @@ class KubeApi:
                 f'"{key[1]}": the object has been modified; please apply your changes to the '
                 "latest version and try again"
             )
-            return status(409, "Conflict", message)
+            return status(409, "Conflict", message, key[1])
         patched["status"] = runner_set.get("status")  # the status subresource's own
         manager = request.query_params.get("fieldManager") or _agent(request)
         written = self._written(runner_set, patched, manager, _fields(content_type, patch))

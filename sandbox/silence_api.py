@@ -129,7 +129,8 @@ class FakeSilenceApi:
             return JSONResponse({"message": "silence not found"}, status_code=404)
         if request.method == "DELETE":
             self.expire_behind_the_bots_back(silence["id"])
-            return Response(status_code=200)
+            # Grafana's RouteDeleteSilence (ngalert api_alertmanager_silences.go).
+            return JSONResponse({"message": "silence deleted"})
         return JSONResponse(silence)
 
 

@@ -345,15 +345,37 @@ class SlackEmulator:
         retry_after: int = 1,
         error: str | None = None,
         count: int = 1,
+        messages: Sequence[str] = (),
+        when: Callable[[Params], bool] | None = None,
     ) -> None:
-        """Queue `count` failures for the next calls of `method` (see `Fault.to_error`)."""
+        """Queue `count` failures for the next calls of `method` (see `Fault.to_error`), in
+        Slack's shape: `messages` are its `response_metadata.messages`, which it always gives
+        with invalid_blocks and invalid_arguments ("[ERROR] <why> [json-pointer:/blocks/0/text]"),
+        and a missing_scope names the method's scope and the token's. With `when`, only a call
+        whose arguments it accepts fails; the others go through."""
         if status == 200 and not error:
             raise ValueError("a status-200 fault needs an error code, e.g. 'channel_not_found'")
+        if error in ("invalid_blocks", "invalid_arguments") and not messages:
+            raise ValueError(
+                f"Slack says why with {error}: give its messages, e.g. "
+                "'[ERROR] must be less than 3001 characters [json-pointer:/blocks/0/text/text]'"
+            )
         if count < 1:
             raise ValueError("count must be at least 1")
         with self._lock:
+            extra = self._fault_fields(method, error)
             queue = self._ws.faults[method]
-            queue.extend(Fault(status, retry_after, error) for _ in range(count))
+            queue.extend(
+                Fault(status, retry_after, error, tuple(messages), extra, when)
+                for _ in range(count)
+            )
+
+    def _fault_fields(self, method: str, error: str | None) -> dict[str, Any]:
+        """Under the lock: what Slack's answer carries beside `error`, as `check_scope` says it."""
+        if error != "missing_scope":
+            return {}
+        needed = SCOPES.get(method, "")
+        return {"needed": needed, "provided": ",".join(sorted(self.scopes - {needed}))}
 
     def clear_faults(self) -> None:
         """Drop every queued failure: Slack is healthy again (messages are kept)."""
@@ -430,7 +452,7 @@ class SlackEmulator:
 
     def _outcome(self, method: str, params: Params, token: str | None, base_url: str) -> _Outcome:
         try:
-            fault = self._ws.take_fault(method)
+            fault = self._ws.take_fault(method, params)
             if fault is not None:
                 raise fault.to_error()
             if method == "apps.connections.open":
@@ -476,7 +498,10 @@ class SlackEmulator:
         self, method: str, params: Params, outcome: _Outcome, at: float, client: str = ""
     ) -> None:
         ok = outcome.status == 200 and outcome.error is None
-        call = Call(method, copy.deepcopy(params), outcome.status, ok, outcome.error, at, client)
+        refusal = None if ok else copy.deepcopy(outcome.body)
+        call = Call(
+            method, copy.deepcopy(params), outcome.status, ok, outcome.error, at, client, refusal
+        )
         self._ws.calls.append(call)
 
     async def _stall(self, method: str) -> None:
@@ -500,14 +525,14 @@ class SlackEmulator:
         at = time.monotonic()
         data = await request.body()
         with self._lock:
-            fault = self._ws.take_fault(UPLOAD_METHOD)
+            params = {"file_id": file_id, "length": len(data)}
+            fault = self._ws.take_fault(UPLOAD_METHOD, params)
             if fault is not None:
                 outcome = _Outcome.failure(fault.to_error())
             elif self._ws.receive_upload(file_id, data):
                 outcome = _Outcome(200, {"ok": True})
             else:
                 outcome = _Outcome(404, {"ok": False, "error": "file_not_found"})
-            params = {"file_id": file_id, "length": len(data)}
             self._log(UPLOAD_METHOD, params, outcome, at, _peer(request))
         await self._stall(UPLOAD_METHOD)
         if outcome.status == 200:
@@ -528,6 +553,7 @@ class SlackEmulator:
                 retry_after=int(spec.get("retry_after", 1)),
                 error=spec.get("error"),
                 count=int(spec.get("count", 1)),
+                messages=[str(m) for m in spec.get("messages", [])],
             )
 
         return await _control(request, fail_next)

@@ -8,15 +8,16 @@ before dispatching at all.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk.models.blocks import Block
+from slack_sdk.models.blocks import Block, BlockElement
 
 from sandbox import slack_charts
-from sandbox.slack_model import SlackError
+from sandbox.slack_model import SlackError, invalid_blocks
 
 MAX_MESSAGE_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
@@ -137,15 +138,17 @@ class RateLimiter:
 def validate_blocks(
     blocks: object, *, limit: int = MAX_MESSAGE_BLOCKS, chart_blocks: bool = True
 ) -> list[str]:
-    """Return Slack-style error strings for `blocks`; empty means valid.
+    """Return Slack's messages for what it refuses in `blocks`; empty means valid.
 
-    slack_sdk's own models carry Slack's length/count rules, so reusing them keeps the
-    emulator as strict as the real API without duplicating the rulebook; the one block they do
-    not know, `data_visualization`, is judged by `slack_charts`. A workspace without
-    `chart_blocks` refuses that block as it refuses any type it does not support.
+    Each is "[ERROR] <why> [json-pointer:/blocks/<i>/<field>]", as Slack words them in
+    `response_metadata.messages` (see `slack_model.invalid_blocks`). slack_sdk's own models carry
+    Slack's length/count rules, so reusing them keeps the emulator as strict as the real API
+    without duplicating the rulebook; `_sdk_problems` points at the field they name. The one
+    block they do not know, `data_visualization`, is judged by `slack_charts`. A workspace
+    without `chart_blocks` refuses that block as it refuses any type it does not support.
     """
     if not isinstance(blocks, list):
-        return ["[ERROR] blocks must be an array [json-pointer:/blocks]"]
+        return ["[ERROR] must provide an array [json-pointer:/blocks]"]
     if len(blocks) > limit:
         return [f"[ERROR] no more than {limit} items allowed [json-pointer:/blocks]"]
     errors = []
@@ -164,21 +167,109 @@ def validate_blocks(
 def _block_problems(block: object, *, chart_blocks: bool) -> list[slack_charts.Problem]:
     """(JSON pointer below the block, wording) of what Slack would refuse in `block`."""
     if not isinstance(block, dict):
-        return [("", "block must be an object")]
+        return [("", "must provide an object")]
     if block.get("type") == slack_charts.BLOCK_TYPE:
         if not chart_blocks:
-            return [("", f"unsupported block type {slack_charts.BLOCK_TYPE!r}")]
+            return [("/type", f"unsupported type: {slack_charts.BLOCK_TYPE}")]
         return slack_charts.chart_problems(block)
+    return _sdk_problems(block)
+
+
+def _sdk_problems(block: dict[str, Any]) -> list[slack_charts.Problem]:
+    """What slack_sdk's models refuse in a block, at the field its message names.
+
+    Slack names a block type it does not know at `/type` ("unsupported type: sections
+    [json-pointer:/blocks/0/type]", node-slack-sdk's WebClient tests; blocks.validate's
+    reference page answers "unsupported type: invalid" at `.../type` too). An element's rules
+    (a button, a select) are checked on the element first, so the pointer reaches it
+    (`/elements/0`, `/accessory`) rather than stopping at the block the SDK fails to build.
+    """
+    for at, element in _elements(block):
+        found = _element_problems(element, at)
+        if found:
+            return found
     try:
         parsed = Block.parse(dict(block))
         if parsed is None:
-            return [("", f"unsupported block type {block.get('type')!r}")]
+            return [("/type", f"unsupported type: {block.get('type')}")]
         parsed.validate_json()
-        # to_dict() validates nested elements (buttons, text objects) too.
+        # to_dict() validates what is nested deeper (options, confirm dialogs...).
         parsed.to_dict()
     except Exception as exc:  # the SDK raises several types for malformed input
-        return [("", str(exc) or type(exc).__name__)]
+        return located(block, "", str(exc) or type(exc).__name__)
     return []
+
+
+def _elements(block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The interactive elements a block holds, each with its pointer below the block."""
+    found = []
+    for name in ("accessory", "element"):
+        if isinstance(block.get(name), dict):
+            found.append((f"/{name}", block[name]))
+    elements = block.get("elements")
+    if block.get("type") == "actions" and isinstance(elements, list):
+        found += [(f"/elements/{i}", e) for i, e in enumerate(elements) if isinstance(e, dict)]
+    return found
+
+
+def _element_problems(element: dict[str, Any], at: str) -> list[slack_charts.Problem]:
+    try:
+        parsed = BlockElement.parse(dict(element))
+        if parsed is not None:
+            parsed.to_dict()
+    except Exception as exc:  # as above
+        return located(element, at, str(exc) or type(exc).__name__)
+    return []
+
+
+# What Slack says of an object that is none of the shapes it may take (a text object, a view).
+SCHEMA_MISMATCH = "failed to match all allowed schemas"
+_TOO_LONG = re.compile(r"cannot exceed (\d+) characters|between \d+ and (\d+) characters")
+_TOO_MANY = re.compile(r"cannot exceed (\d+) (?:items|elements)")
+# A model built without a field it requires: "ButtonElement.__init__() missing 1 required
+# keyword-only argument: 'text'".
+_MISSING = re.compile(r"missing \d+ required [\w-]* ?arguments?: '(\w+)'")
+
+
+def located(obj: dict[str, Any], at: str, message: str) -> list[slack_charts.Problem]:
+    """slack_sdk's `message` about `obj` (at `at`) as Slack says it, at the field it names.
+
+    slack_sdk starts each message with the attribute ("text attribute cannot exceed 3000
+    characters"). Slack words a length "must be less than 3001 characters", a count "no more
+    than 10 items allowed", and for a text object it names the object first (it matches none of
+    the schemas a text object may have), then the string: "failed to match all allowed schemas
+    [json-pointer:/blocks/0/text]", "must be less than 3001 characters
+    [json-pointer:/blocks/0/text/text]" (a chat.postMessage answer quoted whole at
+    brainxx.org/blog/fixing-slack-api-error-message; the schema line over a text object in
+    slack-go's ResponseWithStringErrors test too). The length rule on a text object is the
+    emulator's reading for every text object, the section's being the one seen. A field the
+    object lacks is "missing required field: source [json-pointer:/blocks/0]", at the object
+    (raycharius/slack-block-builder#120 quotes that answer; views.publish answers "missing
+    required field: image_url [json-pointer:/view/blocks/3/accessory]" the same way). A message
+    naming no field of `obj` stays slack_sdk's, at `at`.
+    """
+    missing = _MISSING.search(message)
+    if missing:
+        return [(at, f"missing required field: {missing.group(1)}")]
+    name = message.split(" ", 1)[0]
+    if name not in obj:
+        return [(at, message)]
+    field, value = f"{at}/{name}", obj[name]
+    text_object = isinstance(value, dict) and "text" in value
+    text = value.get("text") if text_object else value
+    long = _TOO_LONG.search(message)
+    if long and isinstance(text, str):
+        most = int(long.group(1) or long.group(2))
+        wording = (
+            f"must be less than {most + 1} characters" if text else "must be more than 0 characters"
+        )
+        if text_object:
+            return [(field, SCHEMA_MISMATCH), (f"{field}/text", wording)]
+        return [(field, wording)]
+    many = _TOO_MANY.search(message)
+    if many:
+        return [(field, f"no more than {many.group(1)} items allowed")]
+    return [(field, message)]
 
 
 def check_content(
@@ -197,7 +288,7 @@ def check_content(
     if blocks is not None:
         errors = validate_blocks(blocks, chart_blocks=chart_blocks)
         if errors:
-            raise SlackError("invalid_blocks", extra={"errors": errors})
+            raise invalid_blocks(*errors)
 
 
 def check_metadata(metadata: object) -> dict[str, Any] | None:

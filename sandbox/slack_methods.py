@@ -23,8 +23,10 @@ from slack_sdk.models.views import View
 
 from sandbox.slack_limits import (
     MAX_VIEW_BLOCKS,
+    SCHEMA_MISMATCH,
     check_content,
     check_metadata,
+    located,
     validate_blocks,
 )
 from sandbox.slack_model import (
@@ -275,6 +277,12 @@ def check_view(view: object) -> dict[str, Any]:
 
 
 def _view(p: Params) -> dict[str, Any]:
+    """The view, or `invalid_arguments` naming what Slack would refuse in it, as views.open
+    answers: "[ERROR] failed to match all allowed schemas [json-pointer:/view]" first (a view
+    is one of several schemas), then each problem at its field, e.g. "[ERROR] must be less than
+    3001 characters [json-pointer:/view/private_metadata]" or "[ERROR] no more than 10 items
+    allowed [json-pointer:/view/blocks/13/fields]" (both quoted from Slack's answers by apps
+    that met them; Slack puts no top-level `errors` on views.* refusals)."""
     view = p.get("view")
     if not isinstance(view, dict):
         raise invalid_arguments("[ERROR] missing required field: view")
@@ -282,25 +290,31 @@ def _view(p: Params) -> dict[str, Any]:
         raise invalid_arguments("[ERROR] view type must be modal or home [json-pointer:/view/type]")
     if view["type"] == "modal" and not view.get("title"):
         raise invalid_arguments("[ERROR] missing required field: title [json-pointer:/view]")
-    errors = validate_blocks(view.get("blocks", []), limit=MAX_VIEW_BLOCKS)
-    if errors:
-        raise invalid_arguments(*(e.replace("/blocks", "/view/blocks") for e in errors))
-    if view["type"] == "modal" and not view.get("submit") and _has_input(view.get("blocks", [])):
-        # Slack's view reference: "submit is required when an input block is within the
-        # blocks array".
-        raise invalid_arguments("[ERROR] missing required field: submit [json-pointer:/view]")
+    blocks = view.get("blocks", [])
+    problems = [
+        e.replace("[json-pointer:/blocks", "[json-pointer:/view/blocks")
+        for e in validate_blocks(blocks, limit=MAX_VIEW_BLOCKS)
+    ]
     # The view's own limits (title, submit and close text, private_metadata...) from slack_sdk's
-    # model. Its blocks were judged above; the model would also want at least one, which
+    # model. Its blocks are judged above; the model would also want at least one, which
     # Slack's view reference does not ask, so it sees a stand-in.
     try:
         View(**{**view, "blocks": [{"type": "divider"}]}).validate_json()
     except (SlackObjectFormationError, TypeError) as exc:
-        raise invalid_arguments(f"[ERROR] {exc} [json-pointer:/view]") from None
+        problems += [
+            f"[ERROR] {why} [json-pointer:{at}]" for at, why in located(view, "/view", str(exc))
+        ]
+    if problems:
+        raise invalid_arguments(f"[ERROR] {SCHEMA_MISMATCH} [json-pointer:/view]", *problems)
+    inputs = [i for i, block in enumerate(blocks) if block.get("type") == "input"]
+    if view["type"] == "modal" and not view.get("submit") and inputs:
+        # Slack's view reference: "submit is required when an input block is within the
+        # blocks array"; its answer, node-slack-sdk#875.
+        raise invalid_arguments(
+            "[ERROR] must define `submit` to use `input` block"
+            f" [json-pointer:/view/blocks/{inputs[0]}/input]"
+        )
     return view
-
-
-def _has_input(blocks: list[dict[str, Any]]) -> bool:
-    return any(block.get("type") == "input" for block in blocks)
 
 
 def _views_open(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,20 @@ def invalid_arguments(*messages: str) -> SlackError:
     return SlackError("invalid_arguments", extra={"response_metadata": {"messages": [*messages]}})
 
 
+def invalid_blocks(*messages: str) -> SlackError:
+    """Blocks Slack refuses, each `messages` item "[ERROR] <why> [json-pointer:/blocks/...]".
+
+    Slack says each twice: bare in a top-level `errors`, and with the "[ERROR] " prefix in
+    `response_metadata.messages`, e.g. `{"ok": false, "error": "invalid_blocks", "errors":
+    ["downloading image failed [json-pointer:/blocks/0/image_url]"], "response_metadata":
+    {"messages": ["[ERROR] downloading image failed [json-pointer:/blocks/0/image_url]"]}}`
+    (python-slack-sdk#1782; the same shape in #1797 and bolt-python#1016).
+    """
+    errors = [message.removeprefix("[ERROR] ") for message in messages]
+    metadata = {"messages": [*messages]}
+    return SlackError("invalid_blocks", extra={"errors": errors, "response_metadata": metadata})
+
+
 @dataclass
 class Message:
     """A message as tests see it; mutable because chat.update edits it in place."""
@@ -71,15 +85,30 @@ class Call:
     error: str | None
     at: float
     client: str = ""  # "host:port" of the connection it came on, as an access log has it
+    # Slack's whole answer when it refused the call (None when it went through), so a test can
+    # read what the caller was told: `response_metadata.messages`, `needed`, ...
+    refusal: dict[str, Any] | None = None
 
 
 @dataclass
 class Fault:
-    """A failure queued by a test for an upcoming call."""
+    """A failure queued by a test for an upcoming call.
+
+    `messages` are Slack's explanation (`response_metadata.messages`), which it gives with every
+    invalid_blocks and invalid_arguments; `extra` the answer's other fields (missing_scope's
+    `needed` and `provided`). Only a call whose arguments `when` accepts takes the fault (any
+    call when None), so a test can refuse, say, the next message that holds a chart.
+    """
 
     status: int
     retry_after: int
     error: str | None
+    messages: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+    when: Callable[[Mapping[str, Any]], bool] | None = None
+
+    def applies(self, params: Mapping[str, Any]) -> bool:
+        return self.when is None or self.when(params)
 
     def to_error(self) -> SlackError:
         if self.status == 429:
@@ -88,7 +117,13 @@ class Fault:
                 status=429,
                 headers={"Retry-After": str(self.retry_after)},
             )
-        return SlackError(self.error or _default_fault_error(self.status), status=self.status)
+        error = self.error or _default_fault_error(self.status)
+        if error == "invalid_blocks":
+            return invalid_blocks(*self.messages)
+        extra = dict(self.extra)
+        if self.messages:
+            extra["response_metadata"] = {"messages": [*self.messages]}
+        return SlackError(error, status=self.status, extra=extra)
 
 
 def _default_fault_error(status: int) -> str:

@@ -403,9 +403,13 @@ class Workspace:
             raise SlackError("no_such_subteam")
         return list(members)
 
-    def take_fault(self, method: str) -> Fault | None:
-        queue = self.faults.get(method)
-        return queue.popleft() if queue else None
+    def take_fault(self, method: str, params: Mapping[str, Any]) -> Fault | None:
+        """The first fault queued for `method` that applies to a call with `params`."""
+        queue = self.faults.get(method, deque())
+        fault = next((f for f in queue if f.applies(params)), None)
+        if fault is not None:
+            queue.remove(fault)
+        return fault
 
     # -- the whole state as JSON, for out-of-process users ----------------------------
 

@@ -198,8 +198,16 @@ async def test_a_digest_slack_refuses_for_good_lets_the_roots_go_on_alone(
         await send_all([running], [storm_group(n) for n in range(10)])
         await eventually(lambda: opened([running]) == 10, what="10 incidents")
         slack.emulator.clear_faults()
-        # The next post is the storm's digest: Slack refuses it for good.
-        slack.emulator.fail_next("chat.postMessage", status=200, error="invalid_blocks")
+        # The next post is the storm's digest: Slack refuses it for good, for its first block.
+        slack.emulator.fail_next(
+            "chat.postMessage",
+            status=200,
+            error="invalid_blocks",
+            messages=[
+                "[ERROR] failed to match all allowed schemas [json-pointer:/blocks/0/text]",
+                "[ERROR] must be less than 3001 characters [json-pointer:/blocks/0/text/text]",
+            ],
+        )
         await eventually(lambda: len(roots(slack)) == 10, timeout=20, what="every thread")
         undeliverable = running.bot.telemetry.registry.get_sample_value(
             "queuepilot_slack_undeliverable_total", {"error": "invalid_blocks"}

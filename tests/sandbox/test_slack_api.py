@@ -443,6 +443,33 @@ def test_fault_endpoint_sets_retry_after(emulator: SlackEmulator, server: Runnin
     assert limited.json() == {"ok": False, "error": "ratelimited"}
 
 
+def test_fault_endpoint_carries_slacks_messages(
+    emulator: SlackEmulator, server: RunningServer
+) -> None:
+    pointed = "[ERROR] must be less than 3001 characters [json-pointer:/blocks/0/text/text]"
+    with httpx.Client(base_url=server.url) as http:
+        fault = {
+            "method": "chat.postMessage",
+            "status": 200,
+            "error": "invalid_blocks",
+            "messages": [pointed],
+        }
+        assert http.post("/_emulator/faults", json=fault).json() == {"ok": True}
+        unexplained = {"method": "chat.postMessage", "status": 200, "error": "invalid_blocks"}
+        assert http.post("/_emulator/faults", json=unexplained).status_code == 400
+        refused = http.post(
+            "/api/chat.postMessage",
+            json={"channel": CHANNEL, "text": "x"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+    assert refused.json() == {
+        "ok": False,
+        "error": "invalid_blocks",
+        "errors": [pointed.removeprefix("[ERROR] ")],
+        "response_metadata": {"messages": [pointed]},
+    }
+
+
 def test_inspection_rejects_unknown_channel(emulator: SlackEmulator) -> None:
     with pytest.raises(KeyError):
         emulator.channel_messages("C0TYPO")

@@ -1,7 +1,9 @@
 """The trend drawn by Slack: a real bot reading a real `prometheus` scraping ARC listeners, Slack
 emulated with its limits for the `data_visualization` block. By default the chart is a block in
 every status and the summary, edited in place with them; a workspace that refuses the block gets
-the message without it at once, and pictures from then on."""
+the message without it at once, and pictures from then on. Slack's refusal names the block it
+refused (`response_metadata.messages`, "[ERROR] … [json-pointer:/blocks/3/type]"): the chart is
+dropped when that block is the chart, and kept when it is another."""
 
 from __future__ import annotations
 
@@ -31,6 +33,18 @@ def settings(settings_for: Any, url: str, **overrides: Any) -> Any:
 
 def charts_in(message: Any) -> list[dict[str, Any]]:
     return [b for b in message.blocks if b.get("type") == "data_visualization"]
+
+
+def chart_index(blocks: list[dict[str, Any]]) -> int:
+    [index] = [i for i, b in enumerate(blocks) if b.get("type") == "data_visualization"]
+    return index
+
+
+def holds_chart(params: dict[str, Any]) -> bool:
+    blocks = params.get("blocks")
+    return isinstance(blocks, list) and any(
+        isinstance(b, dict) and b.get("type") == "data_visualization" for b in blocks
+    )
 
 
 def series_of(message: Any) -> dict[str, list[float]]:
@@ -97,6 +111,63 @@ async def test_a_workspace_that_refuses_the_block_gets_the_message_without_it_an
         # Once refused, every replica knows: no status is refused twice.
         assert len(refused) == 1
         assert await running.bot.redis.exists(running.bot.store.keys.chart_blocks_refused)
+    # What the bot was told, each time: Slack's refusal pointing at the chart block by its index.
+    told = [c for c in slack.emulator.calls() if c.error == "invalid_blocks"]
+    assert told
+    for call in told:
+        at = chart_index(call.params["blocks"])
+        assert call.refusal["response_metadata"]["messages"] == [
+            f"[ERROR] unsupported type: data_visualization [json-pointer:/blocks/{at}/type]"
+        ]
+
+
+async def test_a_refusal_naming_another_block_keeps_the_chart(
+    settings_for: Any, slack: Slack, arc_fleet: ArcFleet
+) -> None:
+    """Slack refuses a status for its first block, a section: the chart is not to blame, so the
+    status goes out as a new reply with its chart block, and the statuses go on drawing it; no
+    picture takes its place."""
+    first_block = [
+        "[ERROR] failed to match all allowed schemas [json-pointer:/blocks/0/text]",
+        "[ERROR] must be less than 3001 characters [json-pointer:/blocks/0/text/text]",
+    ]
+    async with run_bot(settings(settings_for, arc_fleet.prometheus.url)) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        thread = await slack.first_thread()
+        await eventually(
+            lambda: next((m for m in thread()[1:] if charts_in(m)), None),
+            what="a status with the chart block",
+            timeout=30,
+        )
+        shown = {m.ts for m in thread()}
+        # The quiet statuses edit that one: Slack refuses the next edit that holds a chart.
+        slack.emulator.fail_next(
+            "chat.update",
+            status=200,
+            error="invalid_blocks",
+            messages=first_block,
+            when=holds_chart,
+        )
+        refused = await eventually(
+            lambda: next((c for c in slack.emulator.calls("chat.update") if not c.ok), None),
+            what="the refused edit",
+        )
+        reposted = await eventually(
+            lambda: next((m for m in thread()[1:] if m.ts not in shown), None),
+            what="the status posted again",
+            timeout=15,
+        )
+        assert "Status update" in reposted.text and charts_in(reposted)
+        # Later statuses edit the new reply, the chart still a block.
+        edited = await eventually(
+            lambda: next((m for m in thread() if m.ts == reposted.ts and m.edits), None),
+            what="an edit of the new reply",
+        )
+        assert charts_in(edited)
+    assert refused.refusal["response_metadata"]["messages"] == first_block
+    assert refused.params["blocks"][0]["type"] == "section" and holds_chart(refused.params)
+    assert not any(m.files for m in thread()), "no picture in place of the block"
+    assert not slack.emulator.calls("files.getUploadURLExternal")
 
 
 async def test_a_summary_after_the_alert_resolved_has_its_picture_where_the_block_is_refused(

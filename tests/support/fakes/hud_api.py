@@ -5,7 +5,12 @@ declares reach it, a missing one taking its default (`passed`). Rows are set by 
 for `queue_times_historical`, which the fake runs as its SQL does over `history` (the
 `queue_times_historical` table's rows, one per sample): hourly (or daily…) buckets of
 [startTime, stopTime), the bucket's mean of `avg_queue_s` per machine type, buckets whose mean
-`count` is 5 or less left out, oldest first."""
+`count` is 5 or less left out, oldest first.
+
+Whatever fails (no `parameters`, a query it does not have, one ClickHouse refuses) fails as it
+does on the HUD: the route catches nothing (torchci's pages/api/clickhouse/[queryName].ts awaits
+`queryClickhouseSaved` bare), so Next.js answers a 500 whose body is the text "Internal Server
+Error" (its apiResolver's `sendError(apiRes, 500, 'Internal Server Error')`), never JSON."""
 
 from __future__ import annotations
 
@@ -37,6 +42,11 @@ REQUIRED = {HISTORICAL: ("granularity", "startTime", "stopTime")}
 BUCKET_FORMAT = "%Y-%m-%dT%H:%M:%S"  # formatDateTime(…, '%Y-%m-%dT%H:%i:%s'): no zone, UTC
 
 
+def crashed() -> Response:
+    """Next.js's answer to an API route that threw: plain text, no content type."""
+    return Response("Internal Server Error", status_code=500)
+
+
 @dataclass
 class FakeHud:
     token: str = "hud-bot-token"
@@ -54,26 +64,24 @@ class FakeHud:
                 return HTMLResponse("<html>Vercel Security Checkpoint</html>", status_code=403)
             name = request.path_params["name"]
             raw = request.query_params.get("parameters")
-            if raw is None:
-                return JSONResponse({"error": "parameters is required"}, status_code=500)
+            if raw is None:  # JSON.parse(undefined) throws
+                return crashed()
             try:
                 parameters = json.loads(raw)
             except ValueError:
-                return JSONResponse({"error": "Unexpected token in JSON"}, status_code=500)
+                return crashed()
             self.seen.append(parameters)
             self.asked.append((request.path_params["name"], parameters))
             if name in REQUIRED:
                 given = parameters if isinstance(parameters, dict) else {}
-                missing = [k for k in REQUIRED[name] if k not in given]
-                if missing:  # HUD answers ClickHouse's error as a 500
-                    problem = f"Substitution `{missing[0]}` is not set"
-                    return JSONResponse({"error": problem}, status_code=500)
+                if any(k not in given for k in REQUIRED[name]):  # ClickHouse refuses the query
+                    return crashed()
                 try:
                     return JSONResponse(self._historical(given))
-                except ValueError as exc:
-                    return JSONResponse({"error": f"Cannot parse DateTime: {exc}"}, status_code=500)
-            if name not in self.rows:
-                return JSONResponse({"error": f"query {name} not found"}, status_code=404)
+                except ValueError:  # a time ClickHouse cannot parse
+                    return crashed()
+            if name not in self.rows:  # no such query.sql to read
+                return crashed()
             declared = PARAMS.get(name, {})
             given = parameters if isinstance(parameters, dict) else {}
             self.passed.append({k: given.get(k, default) for k, default in declared.items()})
