@@ -421,7 +421,8 @@ def _provide(bolt: AsyncApp, core: ActionCore, gateway: SlackGateway) -> None:
 
 
 def build_app(bot: Bot) -> ASGIApp:
-    """The ASGI app: every endpoint of CONTRACT.md on one port."""
+    """The ASGI app: every endpoint on one port (Slack's events, the alert webhooks, health and
+    metrics; docs/operations.md lists them)."""
     app = Starlette(lifespan=_lifespan(bot))
     alert_routes = handlers.webhooks.register(app, _webhooks(bot))
     health = handlers.health.Health(

@@ -1,4 +1,5 @@
-"""Settings: defaults of CONTRACT.md, env parsing, and one clear line for what is wrong."""
+"""Settings: the documented defaults (docs/configuration.md), env parsing, and one clear line for
+what is wrong."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def serve_ready() -> dict[str, str]:
     }
 
 
-def test_defaults_match_the_contract() -> None:
+def test_defaults_are_the_documented_ones() -> None:
     settings = load_settings(_env_file=None)
 
     assert settings.port == 3000

@@ -1,4 +1,5 @@
-"""`/queue` text -> Command: every form of CONTRACT.md, and errors that say how to write it."""
+"""`/queue` text -> Command: every form the README's `/queue` table documents, and errors that say
+how to write it."""
 
 from __future__ import annotations
 

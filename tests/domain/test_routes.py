@@ -119,9 +119,9 @@ def test_a_bad_route_is_refused_saying_which_and_why(text: str, problem: str) ->
         parse_routes(text)
 
 
-def test_the_contracts_shape_and_alertmanagers_word_for_it() -> None:
-    contract = '[{"match": ["team=\\"ci\\"", "runner_type=~\\"rocm.*\\""], "channel": "C0CI"}]'
-    [route] = parse_routes(contract)
+def test_the_documented_shape_and_alertmanagers_word_for_it() -> None:
+    documented = '[{"match": ["team=\\"ci\\"", "runner_type=~\\"rocm.*\\""], "channel": "C0CI"}]'
+    [route] = parse_routes(documented)
     assert route.takes({"team": "ci"}, ("rocm.gpu.2",)) and not route.takes({"team": "ci"}, ("x",))
     assert parse_routes('[{"matchers": ["team=ci"], "channel": "C0CI"}]')[0].channel == "C0CI"
 

@@ -36,7 +36,8 @@ ALERTMANAGER_FIXTURES = sorted(p.name for p in (FIXTURES / "alertmanager").glob(
 
 
 async def _never_500(response: httpx.Response) -> None:
-    """Response hook: CONTRACT.md says never 500 for bad input, and nothing here is otherwise."""
+    """Response hook: bad input is never a 500 (a 4xx with a message), and nothing here is
+    otherwise."""
     request = response.request
     assert response.status_code < 500, (
         f"{request.method} {request.url.path} answered {response.status_code}"

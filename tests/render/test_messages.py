@@ -404,7 +404,7 @@ def test_no_links_no_links_block() -> None:
     assert len(block_of(root, "context")) == 1
 
 
-def test_firing_root_offers_exactly_the_contract_actions() -> None:
+def test_firing_root_offers_exactly_the_documented_actions() -> None:
     actions = block_of(render_root(make_incident(), now=T0), "actions")
     assert len(actions) == 1
     assert actions[0]["block_id"] == ACTIONS_BLOCK_ID == "incident_actions"
