@@ -9,7 +9,7 @@ Also the fleet's value types around it: its runner types ranked worst first, a s
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, TypeVar
@@ -165,8 +165,18 @@ class Queue(Protocol):
     @property
     def longest_wait_mins(self) -> float | None: ...
 
+    @property
+    def wait_over(self) -> bool | None: ...
+
 
 Q = TypeVar("Q", bound=Queue)
+
+
+def longest_wait(queues: Iterable[Q]) -> Q | None:
+    """The queue of the longest wait read, None when none was: a wait "over" a number ranks
+    above that number, as it may be any longer."""
+    waited = [q for q in queues if q.longest_wait_mins is not None]
+    return max(waited, key=lambda q: (q.longest_wait_mins or 0, bool(q.wait_over)), default=None)
 
 
 def worst_first(types: Mapping[str, Q]) -> list[tuple[str, Q]]:

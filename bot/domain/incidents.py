@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
 from bot.domain.delivery import Delivery
-from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import FleetSnapshot, longest_wait
 from bot.domain.trend import Trend
 
 TREND_POINTS = 48
@@ -422,13 +422,9 @@ def peak_types_of(
             merged[name] = queue
             continue
         queued = max_known(before.queued, queue.queued)
-        # The wait keeps what it was measured as ("over", a start's time) with its number.
-        newer = queue.longest_wait_mins is not None and (
-            before.longest_wait_mins is None
-            or (queue.longest_wait_mins, bool(queue.wait_over))
-            > (before.longest_wait_mins, bool(before.wait_over))
-        )
-        wait = queue if newer else before
+        # The wait keeps what it was measured as ("over", a start's time) with its number; a
+        # tie keeps the one seen first.
+        wait = longest_wait((before, queue)) or before
         peak = RunnerQueue(queued, wait.longest_wait_mins, wait.wait_over, wait.wait_of_starts)
         if peak != before:
             merged[name] = peak

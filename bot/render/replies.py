@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, source_name, worst_first
+from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
 from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Event, Incident, Resolution, Snapshot, with_status
 from bot.domain.message import Rendered
@@ -225,7 +225,7 @@ def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, s
     now_n, before = current.numbers, previous.numbers if previous else None
     items = []
     if now_n.max_queue_time_mins is not None:
-        worst = _worst_wait(current)
+        worst = longest_wait(current.runner_types.values())
         label, value = wait_parts(
             now_n.max_queue_time_mins,
             over=worst.wait_over if worst else None,
@@ -240,14 +240,8 @@ def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, s
     return items
 
 
-def _worst_wait(snapshot: Snapshot) -> RunnerQueue | None:
-    """The runner type whose wait is the snapshot's longest: what that number was measured as."""
-    waited = [q for q in snapshot.runner_types.values() if q.longest_wait_mins is not None]
-    return max(waited, key=lambda q: (q.longest_wait_mins or 0, bool(q.wait_over)), default=None)
-
-
 def _over(snapshot: Snapshot | None) -> bool:
-    worst = _worst_wait(snapshot) if snapshot else None
+    worst = longest_wait(snapshot.runner_types.values()) if snapshot else None
     return bool(worst and worst.wait_over)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from bot.domain.fleet import FleetSnapshot, source_name, worst_first
+from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
 from bot.domain.incidents import Incident, Links
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
@@ -237,8 +237,7 @@ def _live_fields(incident: Incident, live: FleetSnapshot) -> list[str]:
     time_threshold = _first(current.queue_time_threshold, incident.peak.queue_time_threshold)
     size_threshold = _first(current.queue_size_threshold, incident.peak.queue_size_threshold)
     types = live.runner_types.values()
-    waited = [m for m in types if m.longest_wait_mins is not None]
-    worst = max(waited, key=lambda m: (m.longest_wait_mins or 0, bool(m.wait_over)), default=None)
+    worst = longest_wait(types)
     queued = [m.queued for m in types if m.queued is not None]
     items = []
     if worst is not None:

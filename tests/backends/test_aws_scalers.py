@@ -14,7 +14,6 @@ from typing import Any
 import boto3
 import pytest
 from hypothesis import given
-from moto.server import ThreadedMotoServer
 
 from bot.backends.scale import Reverted, ScaleRequest, Undo
 from bot.backends.scale.asg import AsgScaler, AsgScalerConfig, failed_activities
@@ -23,7 +22,7 @@ from bot.domain.scaling import ScaleTarget
 from tests.support.mutations import json_values
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot
-from tests.support.servers import free_port
+from tests.support.servers import free_port, moto_server
 from tests.support.slack import CHANNEL, USER, Slack, ephemeral_texts, post_event, slash
 
 RUNNER = "linux.g5.4xlarge.nvidia.gpu"
@@ -32,11 +31,8 @@ REGION = "us-east-1"
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 from redis import Redis
 
 from bot.backends.metrics.prometheus import PrometheusConfig
@@ -26,7 +25,7 @@ from tests.support.fakes.github_api import FakeGithub
 from tests.support.fakes.hud_api import FakeHud
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.sentinel import MASTER_NAME, SentinelSet
-from tests.support.servers import free_port, require_binary, wait_until
+from tests.support.servers import free_port, moto_server, require_binary, wait_until
 from tests.support.slack import Slack
 
 REGION = "us-east-1"
@@ -326,11 +325,8 @@ async def test_a_hud_token_it_refuses_fails(settings_for: Callable[..., Settings
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.early_warning import Point, Thresholds, forecast
+from bot.domain.early_warning import Forecast, Point, Thresholds, forecast
 from bot.domain.fleet import RunnerTypeMetrics
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -178,37 +178,16 @@ def test_a_wait_known_only_to_be_over_an_hour_crosses_a_threshold_above_it() -> 
     """A histogram's quantile past its top bucket (an exporter's own wait histogram): "over 60
     min" is a floor. Ninety minutes is crossed half an hour later at the latest, however fast
     the runners serve the queue. ARC's *start* times say nothing of the jobs still queued."""
-    fast = {"job_duration_mins": 1.0, "longest_wait_mins": 60.0}
-    over = metrics(3, 20, wait_over=True, **fast)  # type: ignore[arg-type]
-    found = forecast(
-        "t", over, NOW, trail(18, 20, 22), Thresholds(wait_mins=90), boot_mins=5, horizon_mins=45
-    )
+
+    def ninety(**wait: object) -> Forecast | None:
+        now = metrics(3, 20, job_duration_mins=1.0, longest_wait_mins=60.0, **wait)  # type: ignore[arg-type]
+        return forecast(
+            "t", now, NOW, trail(18, 20, 22), Thresholds(wait_mins=90), boot_mins=5, horizon_mins=45
+        )
+
+    found = ninety(wait_over=True)
     assert found is not None and found.crosses == "wait" and found.in_mins == 30
     # The same number as a job's age now, measured, or as ARC's slowest recent start: served
     # in a minute, never 90.
-    starts = metrics(3, 20, wait_over=True, wait_of_starts=True, **fast)  # type: ignore[arg-type]
-    assert (
-        forecast(
-            "t",
-            starts,
-            NOW,
-            trail(18, 20, 22),
-            Thresholds(wait_mins=90),
-            boot_mins=5,
-            horizon_mins=45,
-        )
-        is None
-    )
-    aged = metrics(3, 20, **fast)
-    assert (
-        forecast(
-            "t",
-            aged,
-            NOW,
-            trail(18, 20, 22),
-            Thresholds(wait_mins=90),
-            boot_mins=5,
-            horizon_mins=45,
-        )
-        is None
-    )
+    assert ninety(wait_over=True, wait_of_starts=True) is None
+    assert ninety() is None

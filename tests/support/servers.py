@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -169,3 +171,18 @@ class Prometheus(_ReadyServer):
             "--log.level=warn",
             timeout=30,
         )
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """moto's server mode on a free loopback port (AWS's APIs, SQS and Auto Scaling among
+    them, as moto answers them); its URL."""
+    from moto.server import ThreadedMotoServer  # the AWS tests' alone: imported when used
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
