@@ -102,11 +102,11 @@ def arc_fleet() -> Iterator[ArcFleet]:
         fleet.stop()
 
 
-async def read(url: str, **config: object) -> FleetSnapshot:
+async def read(url: str, at: datetime | None = None, **config: object) -> FleetSnapshot:
     settings: dict[str, object] = {"url": url, "window": "30s", **config}
     metrics = PrometheusMetrics(PrometheusConfig(**settings))  # type: ignore[arg-type]
     try:
-        return await metrics.read(now=datetime.now(UTC))
+        return await metrics.read(now=at or datetime.now(UTC))
     finally:
         await metrics.aclose()
 
@@ -139,7 +139,15 @@ async def test_jobs_from_github_give_the_prometheus_reading_the_oldest_jobs_age(
     """`JOBS_BACKEND=github` beside `prometheus`: the GPU type's wait is its oldest queued
     job's age (114 min, from its creation), the CPU type, with nothing queued in a listing that
     covered every repository, has none; the other numbers stay ARC's."""
-    now = datetime.now(UTC).replace(microsecond=0)
+
+    async def both_scraped() -> datetime | None:
+        at = datetime.now(UTC).replace(microsecond=0)
+        types = (await read(arc_fleet.prometheus.url, at=at)).runner_types
+        return at if {GPU_SET, CPU_SET} <= set(types) else None
+
+    # The readings below are taken at one fixed instant: one that comes after Prometheus's first
+    # scrape of both listeners, as a query at an earlier instant never sees a later sample.
+    now = await eventually(both_scraped, what="both listeners scraped", timeout=30)
     fake = FakeGithub()
     server: RunningServer = serve_in_thread(fake.app)
     fake.base_url = server.url
@@ -162,7 +170,7 @@ async def test_jobs_from_github_give_the_prometheus_reading_the_oldest_jobs_age(
             ready = fleet is not None and {GPU_SET, CPU_SET} <= set(fleet.runner_types)
             return fleet if ready else None
 
-        fleet = await eventually(read_both, what="both scale sets read", timeout=30)
+        fleet = await eventually(read_both, what="both scale sets read")
         gpu, cpu = fleet.runner_types[GPU_SET], fleet.runner_types[CPU_SET]
         assert gpu.longest_wait_mins == pytest.approx(114)
         assert (gpu.wait_over, gpu.wait_of_starts) == (None, None)
