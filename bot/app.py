@@ -355,11 +355,12 @@ def _action_core(
         reverts=reverts,
         names=runner_names(settings),
     )
+    routes = routing(settings)
     diagnose_config = DiagnoseConfig(
         timeout_s=settings.backend_timeout_seconds,
         boot_mins=settings.runner_boot_minutes,
         stall_mins=settings.listener_stall_minutes,
-        routing=routing(settings),
+        routing=routes,
     )
     diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs, scaling=scaling)
     report = Report(
@@ -382,10 +383,10 @@ def _action_core(
         silencing,
         scaling,
         diagnosing,
-        Jobs(acting, jobs),
+        Jobs(acting, jobs, routes),
         Warnings(acting, warnings, scaling),
         report,
-        channels=frozenset({settings.slack_channel, *(r.channel for r in settings.slack_routes)}),
+        routing=routes,
     )
     return core, watch, reverts
 

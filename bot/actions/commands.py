@@ -10,13 +10,15 @@ from dataclasses import dataclass
 
 from bot.actions.core import ActionCore, Actor, Outcome
 from bot.domain.durations import is_silence_length, span_seconds
+from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import Incident
 from bot.domain.whole_numbers import ascii_whole
 from bot.render.mrkdwn import slack_date, truncate
 from bot.render.queue import type_lines
 from bot.render.root import escape
 
-HELP = """*`/queue`* — the live queue by runner type, and the open incidents
+HELP = """*`/queue`* — the live queue by runner type (in a team's channel, the types it owns), \
+and the open incidents
 *`/queue incidents`* — open and recent incidents
 *`/queue ack [ID]`* — take ownership
 *`/queue resolve [ID]`* — close an incident by hand
@@ -25,7 +27,8 @@ HELP = """*`/queue`* — the live queue by runner type, and the open incidents
 *`/queue scale <runner-type> <+N> [ID] [max] [keep]`* — add runners (`max`: raise ARC's \
 maxRunners; `keep`: not put back when the incident resolves)
 *`/queue diagnose [ID]`* — the runbook's checks, the likely cause, what to do next
-*`/queue jobs [runner-type]`* — which workflows' jobs are queueing, from where, what changed
+*`/queue jobs [runner-type]`* — which workflows' jobs are queueing (of the channel's types \
+unless one is named), from where, what changed
 *`/queue report [7d|30d] [runner-type]`* — capacity: incidents, firing time, peaks, scale-ups, \
 and the size that would have prevented them
 Without an ID, a command acts on the one open incident; when several are open it asks which."""
@@ -174,7 +177,7 @@ async def run_command(
         )
     if command.verb == "jobs":
         return await core.jobs(
-            actor, command.runner_type, limit=MAX_ANSWER, interaction=interaction
+            actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction
         )
     ref = command.incident_ref
     if ref is None:
@@ -241,11 +244,36 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
     else:
         when = slack_date(fleet.at, "{time}")
         head = f"*Queue by runner type* · live from {escape(name)} at {when}"
+        owned = core.routing.types_of(channel, fleet.runner_types)
+        others = [n for n in fleet.runner_types if owned is not None and n not in owned]
+        if others:
+            head += " · the types this channel owns"
+            fleet = _only(fleet, set(owned or ()))
         if reading.error:
             head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
-        lines = type_lines(fleet, top=LIVE_TYPES) or ["_No runner type is known._"]
+        none = "_None of this channel's runner types is known._" if others else ""
+        lines = type_lines(fleet, top=LIVE_TYPES) or [none or "_No runner type is known._"]
+        if others:
+            lines.append(_others_line(core, others))
         head += "\n" + "\n".join(lines)
     return await _open_here(core, channel, _fit(head))
+
+
+def _only(fleet: FleetSnapshot, names: set[str]) -> FleetSnapshot:
+    types = {n: m for n, m in fleet.runner_types.items() if n in names}
+    absent = tuple(n for n in fleet.absent if n in names)
+    return fleet.model_copy(update={"runner_types": types, "absent": absent})
+
+
+def _others_line(core: ActionCore, others: list[str]) -> str:
+    """Where the types left out are answered for: their channels, or a DM for the whole fleet."""
+    channels = sorted({core.routing.channel_of_type(n) for n in others})
+    shown = ", ".join(f"<#{escape(c)}>" for c in channels[:5])
+    many = len(others) != 1
+    return (
+        f"_+{len(others)} runner type{'s' if many else ''} of other channels ({shown}): "
+        "`/queue` there, or in a DM with the app, lists every type._"
+    )
 
 
 async def _open_here(core: ActionCore, channel: str, head: str) -> Outcome:

@@ -21,12 +21,14 @@ from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
 from bot.actions.warnings import Warnings
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
+from bot.domain.routes import Routing
 from bot.render.root import escape, render_event, render_summary
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, summary_replies
 
 __all__ = ["ActionCore", "Actor", "Outcome"]
 
 log = logging.getLogger(__name__)
+NO_ROUTES = Routing()
 
 
 class ActionCore:
@@ -40,7 +42,7 @@ class ActionCore:
         warnings: Warnings | None = None,
         report: Report | None = None,
         *,
-        channels: frozenset[str] = frozenset(),
+        routing: Routing = NO_ROUTES,
     ) -> None:
         self._acting = acting
         self._store = acting.store
@@ -53,8 +55,9 @@ class ActionCore:
         self.jobs = (jobs or Jobs(acting, None)).jobs
         self.warnings = warnings
         # Where incidents open (SLACK_CHANNEL and the routes'): `/queue` typed in one of them
-        # answers for that channel; anywhere else (a DM), for all of them.
-        self.channels = channels
+        # answers for that channel and the runner types it owns; anywhere else (a DM), for all.
+        self.routing = routing
+        self.channels = routing.channels
         self._report = report
 
     async def post_weekly_report(self) -> None:

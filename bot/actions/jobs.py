@@ -3,7 +3,8 @@
 Read-only and answered ephemerally: the jobs source lists the queued jobs and the arrival history
 counts the new ones (`bot.fleet.jobs.JobsWatch`, which diagnostics read too), and the answer
 shows the affected runner types (the one asked for, else the open incidents', else the worst
-queues), what arrived in the last hour against the same hour a day before, and the source's note.
+queues; without one asked for, only those the channel asked from owns: `Routing.types_of`), what
+arrived in the last hour against the same hour a day before, and the source's note.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from bot.actions.flow import Acting, Actor, Outcome, failed
 from bot.backends.errors import BackendError
 from bot.domain.jobs import JobsView
+from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
 from bot.fleet.jobs import JobsWatch
 from bot.render.jobs import MAX_TYPES, render_jobs
@@ -24,9 +26,12 @@ NO_SOURCE = (
 
 
 class Jobs:
-    def __init__(self, acting: Acting, watch: JobsWatch | None) -> None:
+    def __init__(
+        self, acting: Acting, watch: JobsWatch | None, routing: Routing | None = None
+    ) -> None:
         self._acting = acting
         self._watch = watch
+        self._routing = routing or Routing()
 
     @property
     def watch(self) -> JobsWatch | None:
@@ -37,28 +42,37 @@ class Jobs:
         actor: Actor,
         runner_type: str | None = None,
         *,
+        channel: str = "",
         limit: int = 2900,
         interaction: str | None = None,
     ) -> Outcome:
+        """The jobs of `runner_type`, whoever owns it (asked for by name); else of the types
+        `channel` owns."""
         return await self._acting.guarded(
-            "jobs", actor, interaction, lambda: self._answer(runner_type, limit)
+            "jobs", actor, interaction, lambda: self._answer(runner_type, channel, limit)
         )
 
-    async def _answer(self, runner_type: str | None, limit: int) -> Outcome:
+    async def _answer(self, runner_type: str | None, channel: str, limit: int) -> Outcome:
         if self._watch is None:
             return failed(f"No queued jobs to show: {NO_SOURCE}.")
         try:
             view = await self._watch.view(now=self._acting.clock())
         except BackendError as exc:
             return failed(f"No queued jobs to show: {escape(str(exc))}")
-        types = [view.name_of(runner_type)] if runner_type else await self._affected(view)
-        return Outcome(True, render_jobs(view, types, limit=limit))
+        if runner_type:
+            return Outcome(True, render_jobs(view, [view.name_of(runner_type)], limit=limit))
+        owned = self._routing.types_of(channel, view.runner_types)
+        others = len(view.runner_types) - len(owned) if owned is not None else 0
+        types = await self._affected(view, set(view.runner_types if owned is None else owned))
+        return Outcome(True, render_jobs(view, types, limit=limit, others=others))
 
-    async def _affected(self, view: JobsView) -> list[str]:
-        """The open incidents' runner types that have jobs in the view, else the worst queues."""
+    async def _affected(self, view: JobsView, owned: set[str]) -> list[str]:
+        """Of the `owned` runner types, the open incidents' that have jobs in the view, else the
+        worst queues."""
         store = self._acting.store
         incidents = await store.get_many((await store.open_ids())[:OPEN_INCIDENTS])
         named = {runner_key(name) for i in incidents for name in i.runner_types}
-        ranked = sorted(view.runner_types.values(), key=lambda q: (-q.queued, q.runner_type))
+        queues = (q for name, q in view.runner_types.items() if name in owned)
+        ranked = sorted(queues, key=lambda q: (-q.queued, q.runner_type))
         affected = [q.runner_type for q in ranked if runner_key(q.runner_type) in named]
         return (affected or [q.runner_type for q in ranked])[:MAX_TYPES]

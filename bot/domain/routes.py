@@ -97,8 +97,7 @@ def channel_for(routes: Iterable[Route], facts: AlertFacts, default: str) -> str
 def channel_for_type(routes: Iterable[Route], runner_type: str, default: str) -> str:
     """Where a runner type's early warning goes (it has no labels, only its type): the first
     route made of `runner_type` matchers alone that takes it, else `default`."""
-    on_type = (r for r in routes if all(m.name == RUNNER_TYPE for m in r.matchers))
-    return next((r.channel for r in on_type if r.takes({}, (runner_type,))), default)
+    return next((r.channel for r in routes if _on_type(r) and r.takes({}, (runner_type,))), default)
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,40 @@ class Routing:
         else the default channel's. Without routes every type is every channel's."""
         if not self.routes or not channel:
             return True
-        return channel_for_type(self.routes, runner_type, self.default) == channel
+        return self.channel_of_type(runner_type) == channel
+
+    @property
+    def channels(self) -> frozenset[str]:
+        """Where incidents open: the default channel and every route's."""
+        return frozenset({self.default, *(r.channel for r in self.routes)}) - {""}
+
+    def types_of(self, channel: str, runner_types: Iterable[str]) -> tuple[str, ...] | None:
+        """The runner types among `runner_types` that `channel` owns, in their order; None when
+        it answers for every type.
+
+        A type is the channel's where its alert goes: a type alone carries no other label, so
+        it is judged as an early warning is (`channel_for_type`), by the routes made of
+        `runner_type` matchers alone, first match wins. The default channel owns the types
+        that no such route takes: their alerts land there, so it does not own the team
+        channels' types. Every type is answered for without routes (one channel has them all),
+        from a DM or a channel no route names (nobody's channel: the whole fleet), and in a
+        team channel whose routes match other labels only (`team="rocm"`): which types those
+        alerts carry cannot be told from a type, and an empty answer would hide its queues.
+        """
+        if not self.routes or channel not in self.channels:
+            return None
+        typed = any(_on_type(r) for r in self.routes if r.channel == channel)
+        if not typed and channel != self.default:
+            return None
+        return tuple(name for name in runner_types if self.owns(channel, name))
+
+    def channel_of_type(self, runner_type: str) -> str:
+        """The channel that owns `runner_type` (see `types_of`)."""
+        return channel_for_type(self.routes, runner_type, self.default)
+
+
+def _on_type(route: Route) -> bool:
+    return all(m.name == RUNNER_TYPE for m in route.matchers)
 
 
 def _route(n: int, item: object) -> Route:

@@ -22,14 +22,25 @@ MAX_JOB = 60
 SOURCES = {"github": "GitHub", "hud": "the HUD", "prometheus": "Prometheus", "alert": "the alert"}
 
 
-def render_jobs(view: JobsView, runner_types: list[str], *, limit: int = 2900) -> str:
+def render_jobs(
+    view: JobsView, runner_types: list[str], *, limit: int = 2900, others: int = 0
+) -> str:
     """The answer to `/queue jobs`: the head, each runner type's lines, then the footnotes; lines
-    that do not fit are left out whole, and the answer says so."""
+    that do not fit are left out whole, and the answer says so. `others`: the types with queued
+    jobs left out as other channels' (the channel asked from owns `runner_types` only)."""
     foot = footnotes(view)
     body = [line for name in runner_types[:MAX_TYPES] for line in type_lines(view, name)]
     if not body:
         body = ["_No queued jobs seen for these runner types._"]
     head = headline(view)
+    if others:
+        head += " · the types this channel owns"
+        foot.insert(
+            0,
+            f"_{others} other runner type{'s' if others != 1 else ''} with queued jobs "
+            f"belong{'s' if others == 1 else ''} to other channels: `/queue jobs <runner-type>` "
+            "shows one._",
+        )
     room = limit - len(head) - sum(len(f) + 1 for f in foot) - 60
     kept = fit_lines(body, max(room, 0))
     if len(kept) < len(body):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, parse_notification
-from bot.domain.routes import Route, channel_for, channel_for_type, parse_routes
+from bot.domain.routes import Route, Routing, channel_for, channel_for_type, parse_routes
 from tests.support.payloads import fixture_json
 
 DEFAULT = "C0DEFAULT"
@@ -338,3 +338,58 @@ def test_written_as_alertmanager_writes_them_matchers_come_back_and_regexes_are_
             single = Route((Matcher("x", matcher.value, True, True),), "C0A")
             assert single.takes({"x": literal}, ())
             assert single.takes({"x": other}, ()) == (other == literal)
+
+
+OWNING = Routing(
+    parse_routes(
+        json.dumps(
+            [
+                {"match": ['runner_type=~"linux\\.g5\\..*"'], "channel": "C0GPU"},
+                # Also matches the g5 types, which the route above took: first match wins (a
+                # route has no `continue`: it is refused), so each type has one channel.
+                {"match": ['runner_type=~"linux\\.(g5|rocm)\\..*"'], "channel": "C0ACCEL"},
+                {"match": ["team=rocm"], "channel": "C0TEAM"},
+                # A type alone carries no team: this route owns no type, the next one does.
+                {"match": ["team=cuda", 'runner_type="linux.2xlarge"'], "channel": "C0MIXED"},
+                {"match": ['runner_type="linux.2xlarge"'], "channel": "C0MIXED"},
+            ]
+        )
+    ),
+    DEFAULT,
+)
+FLEET = ("linux.2xlarge", "linux.g5.4xlarge", "macos-m1", "linux.rocm.gpu.2", "linux.g5.48xl")
+
+
+@pytest.mark.parametrize(
+    ("routing", "channel", "owned"),
+    [
+        (OWNING, "C0GPU", ("linux.g5.4xlarge", "linux.g5.48xl")),
+        (OWNING, "C0ACCEL", ("linux.rocm.gpu.2",)),  # the g5 types are the first route's
+        (OWNING, "C0MIXED", ("linux.2xlarge",)),
+        (OWNING, DEFAULT, ("macos-m1",)),  # the types no route takes: their alerts land here
+        (OWNING, "C0TEAM", None),  # routed by team: its types cannot be told, it sees them all
+        (OWNING, "D0ALICE", None),  # a DM: the whole fleet
+        (OWNING, "C0NOROUTE", None),  # a channel no route names
+        (OWNING, "", None),
+        (Routing((), DEFAULT), DEFAULT, None),  # no routes: one channel has every type
+        (Routing(OWNING.routes[:1], DEFAULT), DEFAULT, tuple(t for t in FLEET if ".g5." not in t)),
+    ],
+)
+def test_the_runner_types_a_channel_owns_are_those_its_alerts_would_bring(
+    routing: Routing, channel: str, owned: tuple[str, ...] | None
+) -> None:
+    assert routing.types_of(channel, FLEET) == owned
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([*FLEET, "linux.g5.", "g5", ""]) | st.text(max_size=12), unique=True)
+)
+def test_every_type_is_owned_by_exactly_the_channel_its_warning_goes_to(
+    names: list[str],
+) -> None:
+    owners = {c: OWNING.types_of(c, names) for c in OWNING.channels}
+    for name in names:
+        holders = [c for c, owned in owners.items() if owned is not None and name in owned]
+        # The channel its early warning goes to, as for every type.
+        assert holders == [channel_for_type(OWNING.routes, name, DEFAULT)]

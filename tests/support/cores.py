@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 
-from bot.actions.core import ActionCore
+from bot.actions.core import NO_ROUTES, ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
 from bot.actions.flow import Acting
 from bot.actions.interactions import Interactions
@@ -21,6 +21,7 @@ from bot.backends.metrics import QueuedJobs, QueueHistory, QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.scale import Scaler
 from bot.backends.silence import Silencer
+from bot.domain.routes import Routing
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.jobs import JobArrivals, JobsWatch
 from bot.fleet.readings import FleetReadings
@@ -52,7 +53,7 @@ def action_core(
     scale_allowed: tuple[str, ...] = (),
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     telemetry: Telemetry | None = None,
-    channels: frozenset[str] = frozenset(),
+    routing: Routing = NO_ROUTES,
 ) -> ActionCore:
     interactions = Interactions(redis, store.keys.prefix)
     authorizer = Authorizer(Rules(scale_allowed=scale_allowed), group_members=_no_members)
@@ -87,8 +88,8 @@ def action_core(
         silencing,
         scaling,
         diagnosing,
-        Jobs(acting, watch),
+        Jobs(acting, watch, routing),
         warnings,
         report,
-        channels=channels,
+        routing=routing,
     )
