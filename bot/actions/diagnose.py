@@ -19,7 +19,7 @@ from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS
 from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import incident_fleet
-from bot.domain.incidents import Event, Incident, with_action
+from bot.domain.incidents import Event, Incident, diagnosed, with_action
 from bot.domain.jobs import JobsView, surging
 from bot.domain.routes import Routing
 from bot.fleet.jobs import JobsWatch
@@ -150,7 +150,7 @@ def _record(
             actor=actor.user_id,
             actor_name=name,
         )
-        updated = with_action(incident, event)
+        updated = with_action(diagnosed(incident, diagnosis.headline), event)
         report = render_diagnostics(
             updated, diagnosis, snapshot, by=person(actor.user_id, name), jobs=view
         )

@@ -65,6 +65,15 @@ class Diagnosis:
     why: str
     recommendation: str
 
+    @property
+    def headline(self) -> str:
+        """The conclusion in one line of plain text, as the incident's root shows it."""
+        cause = f"{self.cause.value} ({self.confidence} confidence)" if self.cause else None
+        why = " ".join(self.why.split())
+        if cause is None:
+            return f"not determined ({why})" if why else "not determined"
+        return f"{cause}: {why}" if why else cause
+
 
 def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagnosis:
     """Check the worst-queueing runner types and name the likely cause and the next action."""

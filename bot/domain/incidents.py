@@ -58,6 +58,14 @@ class Event(BaseModel):
     actor_name: str = ""
 
 
+class Responder(BaseModel):
+    """Someone who acted on the incident (silenced, scaled, diagnosed, …): the root names them,
+    never mentions them."""
+
+    user_id: str
+    name: str = ""
+
+
 class Links(BaseModel):
     runbook: str = ""
     alert: str = ""
@@ -128,6 +136,10 @@ class Incident(BaseModel):
     truncated: tuple[str, ...] = ()
     silence: ActiveSilence | None = None
     recent_actions: tuple[Event, ...] = ()
+    # People who acted, in order of first action; the owner among them is shown as the owner.
+    responders: tuple[Responder, ...] = ()
+    # The latest diagnostics' conclusion in one line, plain text (escaped when rendered).
+    likely_cause: str = ""
     last_status: Snapshot | None = None
     trend: Trend = Field(default_factory=Trend)
     # The live metrics backend's view of this incident's runner types at the latest check; None
@@ -350,9 +362,19 @@ def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Inc
 
 
 def with_action(incident: Incident, event: Event) -> Incident:
-    """Remember a responder's action for the root (the timeline has them all)."""
+    """Remember a responder's action for the root (the timeline has them all), and the person
+    who acted as one of its responders."""
     recent = (*incident.recent_actions, event)[-RECENT_ACTIONS:]
-    return incident.model_copy(update={"recent_actions": recent, "updated_at": event.at})
+    update: dict[str, object] = {"recent_actions": recent, "updated_at": event.at}
+    if event.actor and all(r.user_id != event.actor for r in incident.responders):
+        responder = Responder(user_id=event.actor, name=event.actor_name)
+        update["responders"] = (*incident.responders, responder)
+    return incident.model_copy(update=update)
+
+
+def diagnosed(incident: Incident, likely_cause: str) -> Incident:
+    """The incident with its latest diagnostics' conclusion (a newer one replaces it)."""
+    return incident.model_copy(update={"likely_cause": likely_cause})
 
 
 def silenced(incident: Incident, silence: ActiveSilence) -> Incident:

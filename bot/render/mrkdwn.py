@@ -89,6 +89,25 @@ def truncate(text: str, limit: int) -> str:
     return text[:cut].rstrip() + ELLIPSIS
 
 
+# What a line shortened between words must not end on, before its "…".
+_DANGLING = " ,;:·-–—(\"'"
+
+
+def shorten(text: str, limit: int) -> str:
+    """Plain text as one line of at most `limit` characters, cut between words with "…".
+
+    For lines a person reads whole (the root's latest actions), where "changes it m…" reads as
+    a typo. Escape the result, not the input, so no entity is cut either. A first word longer
+    than the line leaves only "…": the line never ends inside a word.
+    """
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    room = line[: limit - len(ELLIPSIS) + 1]  # one more: whether the cut falls on a space
+    kept = room.rsplit(" ", 1)[0] if " " in room else ""
+    return kept.rstrip(_DANGLING) + ELLIPSIS
+
+
 def fit_lines(lines: list[str], limit: int) -> list[str]:
     """The leading lines that fit in `limit` characters when joined by newlines."""
     kept: list[str] = []

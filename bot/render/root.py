@@ -22,6 +22,7 @@ from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_fir
 from bot.domain.incidents import Incident, Links
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
+from bot.render.activity import latest_actions, likely_cause_line, responders_line
 from bot.render.mrkdwn import (
     context,
     escape,
@@ -86,7 +87,10 @@ def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> 
     and the status line, and the actions disappear. `mentions=False` for the first post, which
     notifies the channel: the owner is named there, mentioned only in later edits.
     """
-    blocks = [header(_header_text(incident)), section(_status_line(incident, mentions=mentions))]
+    status = _status_line(incident, mentions=mentions)
+    responders = responders_line(incident)
+    status = f"{status}\n{responders}" if responders else status
+    blocks = [header(_header_text(incident)), section(status)]
     summary = _summary(incident)
     if summary:
         blocks.append(section(summary))
@@ -104,6 +108,9 @@ def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> 
         blocks.append(section(_runner_listing(incident)))
     if live is not None and live.note and incident.is_open:
         blocks.append(context([truncate(source_note(live, source_name(live.source)), 2000)]))
+    cause = likely_cause_line(incident)
+    if cause:
+        blocks.append(section(cause))
     blocks.append(context(_facts(incident), block_id=incident_block_id(incident)))
     links = _links(incident.links)
     if links:
@@ -111,8 +118,9 @@ def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> 
     if incident.truncated:
         notes = "; ".join(escape(note) for note in incident.truncated[:10])
         blocks.append(context([truncate(f"⚠️ Alert cut to fit: {notes}", 2000)]))
-    if incident.recent_actions:
-        blocks.append(context([_recent_actions(incident)]))
+    latest = latest_actions(incident)
+    if latest:
+        blocks.append(context([latest]))
     if incident.is_open:
         blocks.append(_actions(incident))
     elif incident.silence is not None:
@@ -367,16 +375,6 @@ def _actions(incident: Incident) -> dict[str, Any]:
         | {"confirm": _confirm(incident)},
     ]
     return {"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": elements}
-
-
-def _recent_actions(incident: Incident) -> str:
-    """The latest things responders did, newest first, named without a ping."""
-    lines = [
-        f"{slack_date(event.at, '{time}')} {truncate(escape(event.text), 150)}"
-        + (f" by {person(event.actor, event.actor_name)}" if event.actor else "")
-        for event in reversed(incident.recent_actions)
-    ]
-    return truncate("Latest: " + " · ".join(lines), 2000)
 
 
 def _button(text: str, action_id: str, value: str, *, style: str | None = None) -> dict[str, Any]:

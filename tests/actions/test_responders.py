@@ -1,0 +1,65 @@
+"""Acting on an incident makes you one of its responders, named on its root; acknowledging
+makes you its owner. What is asserted is the root a channel sees after each action."""
+
+from __future__ import annotations
+
+import json
+
+from redis.asyncio import Redis
+
+from bot.actions.flow import Actor
+from bot.render.root import render_root
+from bot.storage.incident_store import IncidentStore
+from tests.support.cores import action_core
+from tests.support.running import RunningBot, eventually, open_incident
+from tests.support.slack import CHANNEL, Slack, click, post_event, slash
+from tests.support.store import PREFIX, T0, opened
+
+
+def root_saying(slack: Slack, ts: str, words: str) -> str | None:
+    """The root's blocks as JSON once they say `words`."""
+    root = next(m for m in slack.emulator.channel_messages(CHANNEL) if m.ts == ts)
+    text = json.dumps(root.blocks, ensure_ascii=False)
+    return text if words in text else None
+
+
+async def test_who_ran_diagnostics_is_a_responder_until_they_acknowledge(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    root = await open_incident(running_bot, slack)
+    await post_event(running_bot.http, slash("diagnose 1"))
+    shown = await eventually(
+        lambda: root_saying(slack, root.ts, "Responders:"),
+        what="the root names alice as a responder",
+    )
+    assert "not acknowledged · ID *1*\\nResponders: *alice*" in shown
+    assert "🩺 *Likely cause:* not determined" in shown
+    assert "*Latest*\\n• <!date^" in shown and "Diagnostics: likely cause not determined" in shown
+    assert "<@U0ALICE>" not in shown, "a routine edit pings nobody"
+
+    await click(running_bot, root, "incident_ack")
+    owned = await eventually(
+        lambda: root_saying(slack, root.ts, "acknowledged by"),
+        what="the root names alice as the owner",
+    )
+    assert "acknowledged by <@U0ALICE>" in owned
+    assert "Responders:" not in owned, "the owner is not listed again"
+
+
+async def test_the_owner_taken_over_from_stays_a_responder(redis: Redis) -> None:
+    store = IncidentStore(redis, PREFIX)
+    await opened(store)
+    core = action_core(redis, store)
+    assert (await core.diagnose(Actor("U0BOB", "bob"), "1")).ok
+    assert (await core.acknowledge(Actor("U0ALICE", "alice"), "1")).ok
+
+    def status() -> str:
+        return str(render_root(incident, now=T0).blocks[1]["text"]["text"])
+
+    incident = await store.get("1")
+    assert incident is not None
+    assert status().endswith("acknowledged by <@U0ALICE> · ID *1*\nResponders: *bob*")
+    assert (await core.acknowledge(Actor("U0BOB", "bob"), "1")).ok
+    incident = await store.get("1")
+    assert incident is not None
+    assert status().endswith("acknowledged by <@U0BOB> · ID *1*\nResponders: *alice*")
