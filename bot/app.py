@@ -343,9 +343,18 @@ def _action_core(
             # Resolution is noticed within a few ticks; the record costs one Redis read a look.
             check_s=settings.status_tick_seconds * 3,
             timeout_s=settings.backend_timeout_seconds,
+            settle_s=settings.scale_revert_settle,
+            drain=status_config(settings).drain,
         )
         reverts = ScaleReverts(
-            redis, store.keys, store, scaler, config=revert_config, clock=clock, warnings=warnings
+            redis,
+            store.keys,
+            store,
+            scaler,
+            config=revert_config,
+            clock=clock,
+            warnings=warnings,
+            readings=readings,
         )
     scaling = Scaling(
         acting,

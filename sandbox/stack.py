@@ -64,6 +64,9 @@ class SandboxConfig:
     # Every 3 s is half a fleet minute at ×10: the early warning sees the burst build in time.
     metrics_interval_s: int = 3
     drain_check_s: int = 10
+    # A scale-up goes back once the queue has stayed drained this long after the resolve:
+    # three statuses, as in a real deployment's default.
+    revert_settle_s: int = 90
     page_port: int = 0  # 0: any free port
     # The bot holds an app-level token and takes Slack's traffic over Socket Mode's websocket
     # instead of signed requests to /slack/events.
@@ -210,6 +213,7 @@ def _settings(
             runner_scale_sets=json.dumps(SCALE_SETS),
             scale_allowed_users=PAGE_USER,
             scale_cooldown_seconds=10,
+            scale_revert_settle=config.revert_settle_s,
             status_interval_seconds=config.status_interval_s,
             status_tick_seconds=1.0,
             status_chart_every=2,

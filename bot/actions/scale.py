@@ -136,9 +136,10 @@ class Scaling:
         recommended: Recommendation | None,
         *,
         timeout_s: float,
-        until: str = "the incident resolves",
+        until: str = "",
     ) -> ScalePreview:
-        """The same for any owner of the scale-up: `until` says what puts it back."""
+        """The same for any owner of the scale-up: `until` says what puts it back (the
+        incident's resolve and settle time when empty)."""
         target = self._targets[runner_type]
         capacity, note, raises, cannot_undo = None, NOT_CONFIGURED, False, ""
         if self._scaler is not None:
@@ -146,6 +147,8 @@ class Scaling:
             raises = self._scaler.can_raise_maximum
             cannot_undo = self._scaler.cannot_undo
         after = self._reverts.config.after_s if self._reverts is not None else None
+        if not until:
+            until = self._reverts.settle_said if self._reverts is not None else ""
         return ScalePreview(
             target, capacity, note, recommended, raises, cannot_undo, after, until=until
         )

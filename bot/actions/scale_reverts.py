@@ -1,5 +1,9 @@
-"""Scale-ups that undo themselves: what a scale-up from Slack changed is put back when its
-incident resolves (drained or by hand) or after `SCALE_REVERT_AFTER`, whichever comes first.
+"""Scale-ups that undo themselves: what a scale-up from Slack changed is put back once its
+incident has resolved and the runner type's queue has stayed drained for `SCALE_REVERT_SETTLE`
+since (a real fleet queues again when capacity goes the instant an alert clears), or after
+`SCALE_REVERT_AFTER`, whichever comes first. Without a live reading of the type, the settle time
+counts from the resolve. The put-backs of one incident that fall due together are said in one
+thread reply.
 A scale-up made from an early warning is the warning's until the alert fires (then its incident
 takes it on, and says so in its thread): it goes back once the warning's queue is over
 (`WarningState.episode_over`), and its message says so.
@@ -30,7 +34,7 @@ import json
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -41,9 +45,11 @@ from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.backoff import wait_after
 from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
-from bot.domain.incidents import Event, Incident
+from bot.domain.incident_fleet import DrainConfig, type_drained
+from bot.domain.incidents import Event, Incident, with_action
 from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
+from bot.fleet.readings import FleetReadings
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.keys import Keys
@@ -95,6 +101,9 @@ class RevertConfig:
     # How often an open incident's scale-ups are looked at again (is it resolved yet?).
     check_s: float = 15.0
     timeout_s: float = 10.0
+    # After the resolve, how long the type's queue must stay drained before it goes back.
+    settle_s: float = 0.0
+    drain: DrainConfig = field(default_factory=DrainConfig)
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,8 @@ class RevertRecord:
     scaled_at: float
     attempts: int = 0
     warning: str = ""
+    # When a look after the resolve last saw the type's queue not drained (0: none did).
+    queued_at: float = 0.0
 
     def dump(self) -> str:
         data = asdict(self)
@@ -135,6 +146,7 @@ class RevertRecord:
                 scaled_at=float(data["scaled_at"]),
                 attempts=int(data.get("attempts", 0)),
                 warning=str(data.get("warning", "")),
+                queued_at=float(data.get("queued_at", 0.0)),
             )
         except (ValueError, TypeError, KeyError):
             return None
@@ -155,8 +167,10 @@ class ScaleReverts:
         config: RevertConfig,
         clock: Callable[[], datetime],
         warnings: WarningStore | None = None,
+        readings: FleetReadings | None = None,
     ) -> None:
         self._redis = redis
+        self._readings = readings
         self._keys = keys
         self._store = store
         self._warnings = warnings
@@ -194,17 +208,26 @@ class ScaleReverts:
         return record
 
     def plan(self, *, warning: bool = False) -> str:
-        """When a recorded scale-up goes back, for replies: "when the incident resolves or
-        after 4 h"."""
-        until = SCALE_UNTIL if warning else "the incident resolves"
+        """When a recorded scale-up goes back, for replies: "once the incident resolves and its
+        queue stays drained 30 min, or after 4 h"."""
+        until = SCALE_UNTIL if warning else self.settle_said
         if not self.config.after_s:
             return f"when {until}"
         return f"when {until} or after {duration(timedelta(seconds=self.config.after_s))}"
 
+    @property
+    def settle_said(self) -> str:
+        """ "the incident resolves and its queue stays drained 30 min" """
+        settle = self.config.settle_s
+        if not settle:
+            return "the incident resolves"
+        return f"the incident resolves and its queue stays drained {_span(settle)}"
+
     # -- the sweep -------------------------------------------------------------------------
 
     async def tick(self) -> None:
-        """Look at every due record; never raises."""
+        """Look at every due record; never raises. What goes back of one incident in this look
+        is said in one reply."""
         now = self._clock().timestamp()
         try:
             due = cast(
@@ -216,40 +239,62 @@ class ScaleReverts:
         except RedisError as exc:
             log.warning("scale reverts: Redis unavailable: %s", exc)
             return
-        for rid in due:
+        told: dict[str, list[str]] = {}
+        for rid in sorted(due, key=self._order):  # a floor before its ceiling: both go now
             try:
-                await self.check(rid)
+                said = await self.check(rid)
             except RedisError as exc:
                 log.warning("scale reverts: %s: Redis: %s; retrying", rid, exc)
             except Exception:
                 log.exception("scale reverts: %s failed", rid)
+            else:
+                if said is not None:
+                    told.setdefault(said[0], []).append(said[1])
+        for incident_id, texts in told.items():
+            try:
+                await self._say(incident_id, "; ".join(texts))
+            except RedisError as exc:
+                log.warning("scale reverts: %s: Redis: %s; not told: %s", incident_id, exc, texts)
 
-    async def check(self, rid: str) -> None:
+    def _order(self, rid: str) -> int:
+        order = self._scaler.revert_order
+        changed = rid.rpartition("|")[2]
+        return order.index(changed) if changed in order else len(order)
+
+    async def check(self, rid: str) -> tuple[str, str] | None:
+        """Look at one record; what to tell its incident's thread (id, text) when it went back
+        or could not: a warning's own message is told at once."""
         now = self._clock().timestamp()
         # A fraction of a second of noise keeps two replicas' lease ends (the tokens) apart.
         lease = now + self.lease_s + secrets.randbelow(1000) / 1000
         claimed = await self._claim(keys=[self._keys.scale_reverts], args=[rid, now, repr(lease)])
         if not claimed:
-            return  # not due any more, or another replica holds it
+            return None  # not due any more, or another replica holds it
         record = RevertRecord.load(await self._redis.get(self._keys.scale_revert(rid)))
         if record is None:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)
             await self._end(rid, lease, None)
-            return
-        await self._check(record, lease)
+            return None
+        record, text = await self._check(record, lease)
+        if text is None:
+            return None
+        if record.warning:
+            await self._say_on_warning(record, text)
+            return None
+        return record.incident_id, text
 
-    async def _check(self, record: RevertRecord, lease: float) -> None:
+    async def _check(self, record: RevertRecord, lease: float) -> tuple[RevertRecord, str | None]:
         now = self._clock()
         state = await self._warning_of(record)
         if state is not None and state.phase is Phase.FOLDED:
             record = await self._hand_over(record, state)
-        why = await self._why_now(record, state, now)
+        why, record, next_at = await self._why_now(record, state, now)
         if why is None:
-            await self._end(record.id, lease, record, now.timestamp() + self.config.check_s)
-            return
+            await self._end(record.id, lease, record, next_at)
+            return record, None
         if await self._earlier_to_go_back(record):
             await self._end(record.id, lease, record, now.timestamp() + self.config.check_s)
-            return
+            return record, None
         try:
             result = await within(
                 self._scaler.revert(record.target, record.undo),
@@ -262,16 +307,14 @@ class ScaleReverts:
                 wait = wait_after(again.attempts, first=FIRST_BACKOFF_S, maximum=MAX_BACKOFF_S)
                 log.warning("scale reverts: %s: %s; again in %.0f s", record.id, exc, wait)
                 await self._end(record.id, lease, again, now.timestamp() + wait)
-                return
+                return record, None
             text = (
                 f"Could not put {record.target.runner_type} back ({why}): {exc}. "
                 f"{record.undo.field} stays {record.undo.after}"
             )
-            if await self._end(record.id, lease, None):
-                await self._tell(record, text)
-            return
-        if await self._end(record.id, lease, None):
-            await self._tell(record, _said(record, why, result))
+            return record, (text if await self._end(record.id, lease, None) else None)
+        said = _said(record, why, result)
+        return record, (said if await self._end(record.id, lease, None) else None)
 
     async def _hand_over(self, record: RevertRecord, state: WarningState) -> RevertRecord:
         """The alert fired: the incident that took the warning on owns its scale-up now, and
@@ -284,16 +327,59 @@ class ScaleReverts:
             f"({undo.field} {_value(undo.before)} → {undo.after}): it goes back "
             f"{self.plan()}, unless someone changes it meanwhile",
             kind="scaled",
+            on_root=True,
         )
         return taken
 
     async def _why_now(
         self, record: RevertRecord, state: WarningState | None, now: datetime
-    ) -> str | None:
-        """Why `record` goes back now (its owner's state read), or None while it stays."""
+    ) -> tuple[str | None, RevertRecord, float]:
+        """Why `record` goes back now (its owner's state read), or None while it stays; the
+        record as it is kept, and when to look again."""
+        again = now.timestamp() + self.config.check_s
         if record.warning:
-            return self._why_warning(record, state, now)
-        return self._why(record, await self._store.get(record.incident_id), now)
+            return self._why_warning(record, state, now), record, again
+        incident = await self._store.get(record.incident_id)
+        why = self._why(record, incident, now)
+        if why is not None or incident is None or incident.is_open:
+            return why, record, again
+        return await self._settled(record, incident, now)
+
+    async def _settled(
+        self, record: RevertRecord, incident: Incident, now: datetime
+    ) -> tuple[str | None, RevertRecord, float]:
+        """A resolved incident's scale-up goes back once its type's queue has stayed drained for
+        the settle time: since the resolve, or since a look last saw it queueing. The records of
+        one incident whose queues stayed drained settle from the same instant, so they go back
+        in one look, and one reply."""
+        at = now.timestamp()
+        settle = self.config.settle_s
+        if not settle:
+            return "the incident resolved", record, at
+        drained = await self._drained(record.target.runner_type)
+        if drained is False:
+            return None, replace(record, queued_at=at), at + self.config.check_s
+        since = max((incident.resolved_at or now).timestamp(), record.queued_at)
+        if at >= since + settle:
+            return f"the incident resolved and its queue stayed drained {_span(settle)}", record, at
+        # Looked at again as usual while the queue can be read, else when the time is up.
+        return (
+            None,
+            record,
+            min(since + settle, at + self.config.check_s) if drained else since + settle,
+        )
+
+    async def _drained(self, runner_type: str) -> bool | None:
+        """The type's queue in the fleet's latest reading: None when nobody can tell."""
+        if self._readings is None:
+            return None
+        try:
+            reading = await self._readings.latest()
+        except RedisError:
+            return None
+        if reading is None or reading.fleet is None or reading.error:
+            return None
+        return type_drained(reading.fleet, runner_type, self.config.drain)
 
     async def _earlier_to_go_back(self, record: RevertRecord) -> bool:
         """Whether a scale-up of ours of the same target, in a field that goes back before this
@@ -303,8 +389,8 @@ class ScaleReverts:
         order = self._scaler.revert_order
         if record.undo.field not in order:
             return False
-        for field in order[: order.index(record.undo.field)]:
-            rid = record_id(record.target.runner_type, field)
+        for earlier in order[: order.index(record.undo.field)]:
+            rid = record_id(record.target.runner_type, earlier)
             other = RevertRecord.load(await self._redis.get(self._keys.scale_revert(rid)))
             if other is not None and other.target.target == record.target.target:
                 return True
@@ -322,11 +408,10 @@ class ScaleReverts:
         return state.episode_over(now.timestamp()) or None
 
     def _why(self, record: RevertRecord, incident: Incident | None, now: datetime) -> str | None:
-        """Why the scale-up goes back now, or None while it stays."""
+        """Why the scale-up goes back now whatever its queue, or None: the settle time decides
+        for a resolved incident (`_settled`)."""
         if incident is None:
             return "its incident is no longer known"
-        if not incident.is_open:
-            return "the incident resolved"
         after = self.config.after_s
         if after and now.timestamp() >= record.scaled_at + after:
             return f"{duration(timedelta(seconds=after))} after the scale-up"
@@ -340,12 +425,6 @@ class ScaleReverts:
         args += ["drop"] if keep is None else [repr(next_at), keep.dump(), RECORD_TTL_S]
         keys = [self._keys.scale_reverts, self._keys.scale_revert(rid)]
         return bool(await self._finish(keys=keys, args=args))
-
-    async def _tell(self, record: RevertRecord, text: str) -> None:
-        if record.warning:
-            await self._say_on_warning(record, text)
-        else:
-            await self._say(record.incident_id, text)
 
     async def _say_on_warning(self, record: RevertRecord, text: str) -> None:
         """Added to what the warning's message says of its scale-up, while the message is the
@@ -367,8 +446,11 @@ class ScaleReverts:
         state = await self._warnings.get(record.target.runner_type)
         return state if state is not None and state.uid == record.warning else None
 
-    async def _say(self, incident_id: str, text: str, kind: str = "scale_reverted") -> None:
-        """The event and its thread reply, fenced by the incident's version like every action."""
+    async def _say(
+        self, incident_id: str, text: str, kind: str = "scale_reverted", *, on_root: bool = False
+    ) -> None:
+        """The event and its thread reply, fenced by the incident's version like every action;
+        `on_root` when it is one of the incident's actions now, listed on its root with them."""
         for _ in range(MAX_COMMIT_ATTEMPTS):
             loaded = await self._store.load(incident_id)
             incident = loaded.incident
@@ -378,17 +460,22 @@ class ScaleReverts:
             now = self._clock()
             event = Event(at=now, kind=kind, text=text)
             reply = Reply("event", BAND_EVENT, render_event(incident, event))
+            said = incident.model_copy(update={"updated_at": now})
             commit = Commit(
-                incident.model_copy(update={"updated_at": now}),
+                with_action(said, event) if on_root else said,
                 version=loaded.version,
                 thread=loaded.thread,
                 events=(event,),
                 replies=(reply,),
-                root=False,
+                root=on_root,
             )
             if await self._store.commit(commit, now=now.timestamp()):
                 return
         log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
+
+
+def _span(seconds: float) -> str:
+    return duration(timedelta(seconds=seconds))
 
 
 def _value(before: int | None) -> str:

@@ -539,6 +539,15 @@ class Settings(BaseSettings):
         ge=0,
         le=MAX_REVERT_AFTER_S,
     )
+    scale_revert_settle: Seconds = setting(
+        1800,
+        "After its incident resolves, a scale-up goes back once the runner type's queue has "
+        "stayed drained this long (a fleet queues again when capacity goes the instant an alert "
+        "clears; without live numbers, this long after the resolve). 0: at the resolve.",
+        group=SCALING,
+        ge=0,
+        le=MAX_REVERT_AFTER_S,
+    )
     scaler_webhook_url: OptionalHttpUrl = setting(
         None, "webhook: where the signed scale request is POSTed.", group=SCALING
     )

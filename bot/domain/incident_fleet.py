@@ -243,6 +243,21 @@ def is_drained(view: FleetSnapshot, config: DrainConfig) -> bool:
     )
 
 
+def type_drained(view: FleetSnapshot, runner_type: str, config: DrainConfig) -> bool | None:
+    """Whether one runner type's queue is drained in a live reading: None when the reading
+    cannot tell (the alert's numbers, or the type missing from a source where absence is not
+    emptiness)."""
+    if not view.is_live:
+        return None
+    metrics = view.runner_types.get(runner_type)
+    if metrics is None:
+        empty = view.absent_means_empty and absence_can_drain(
+            view.queued_over_mins, config.max_wait_mins
+        )
+        return True if empty else None
+    return is_drained(view.model_copy(update={"runner_types": {runner_type: metrics}}), config)
+
+
 def drain_checks(incident: Incident, view: FleetSnapshot, config: DrainConfig) -> int:
     """Consecutive drained checks including this one: 0 when it queues or the numbers are the
     alert's; unchanged while a live reading cannot tell (a followed type missing from it, or

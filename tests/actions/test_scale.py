@@ -251,7 +251,10 @@ async def test_arc_raises_min_runners_with_a_merge_patch(
         confirm = step.json()["view"]
         shown = json.dumps(confirm["blocks"], ensure_ascii=False)
         assert "minRunners 0 → 5" in shown
-        assert "Put back when the incident resolves or after 4 h" in shown
+        assert (
+            "Put back when the incident resolves and its queue stays drained 30 min or after 4 h"
+            in shown
+        )
         await post_event(running.http, view_submission({**confirm, "id": form["id"]}, {}))
         await eventually(lambda: kube.patches, what="patched")
         path, content_type, body = kube.patches[0]

@@ -23,8 +23,11 @@ from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import ScaleRequest, ScaleResult
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
 from bot.domain.early_warning import Phase, WarningState
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import Status
 from bot.domain.scaling import ScaleTarget
+from bot.fleet.readings import FleetReadings
+from bot.render.root import render_root
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.keys import Keys
 from bot.storage.warnings import WarningStore
@@ -69,10 +72,35 @@ def clock() -> Clock:
     return Clock()
 
 
-def sweep(redis: Redis, arc: ArcScaler, clock: Clock, after_s: int = 4 * 3600) -> ScaleReverts:
+def sweep(
+    redis: Redis,
+    arc: ArcScaler,
+    clock: Clock,
+    after_s: int = 4 * 3600,
+    *,
+    settle_s: float = 0,
+    readings: FleetReadings | None = None,
+) -> ScaleReverts:
     store = IncidentStore(redis, PREFIX)
-    config = RevertConfig(after_s=after_s, check_s=15, timeout_s=2)
-    return ScaleReverts(redis, KEYS, store, arc, config=config, clock=clock)
+    config = RevertConfig(after_s=after_s, check_s=15, timeout_s=2, settle_s=settle_s)
+    return ScaleReverts(redis, KEYS, store, arc, config=config, clock=clock, readings=readings)
+
+
+class LinuxQueue:
+    """The live queue of the `linux` type, as a metrics backend reads it; the test sets it."""
+
+    name = "Prometheus"
+    live = True
+
+    def __init__(self, queued: int) -> None:
+        self.queued = queued
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        metrics = RunnerTypeMetrics(queued=self.queued, longest_wait_mins=1, busy=40)
+        return FleetSnapshot(at=now, source="prometheus", runner_types={"linux": metrics})
+
+    async def aclose(self) -> None:
+        return None
 
 
 async def scaled(reverts: ScaleReverts, arc: ArcScaler, delta: int = 5) -> ScaleResult:
@@ -91,7 +119,10 @@ async def resolve(redis: Redis, clock: Clock) -> None:
     store = IncidentStore(redis, PREFIX)
     loaded = await store.load("1")
     assert loaded.incident is not None
-    done = loaded.incident.model_copy(update={"status": Status.RESOLVED, "updated_at": clock()})
+    at = clock()
+    done = loaded.incident.model_copy(
+        update={"status": Status.RESOLVED, "updated_at": at, "resolved_at": at}
+    )
     assert await store.commit(Commit(done, version=loaded.version, thread=loaded.thread))
 
 
@@ -136,6 +167,82 @@ async def test_put_back_when_the_incident_resolves_and_a_second_scale_up_goes_wi
     await reverts.tick()
     assert min_runners(kube) == 0
     assert await said(redis) == ["Put linux back (the incident resolved): minRunners 8 → 0 (ARC)"]
+
+
+async def test_after_the_resolve_it_waits_for_the_queue_to_stay_drained_the_settle_time(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    """The alert cleared with 10 jobs still queued: the runners stay while they are needed, and
+    go back once the type's queue has stayed drained 30 minutes since a look last saw it."""
+    await opened(IncidentStore(redis, PREFIX))
+    queue = LinuxQueue(queued=10)
+    readings = FleetReadings(redis, KEYS, queue, interval_s=0, timeout_s=2, clock=clock)
+    reverts = sweep(redis, arc, clock, settle_s=1800, readings=readings)
+    await scaled(reverts, arc)
+    await resolve(redis, clock)
+    for _ in range(4):  # 10 queued for a minute after the resolve
+        clock.pass_(seconds=16)
+        await reverts.tick()
+    assert min_runners(kube) == 5 and not await said(redis), "still queueing: it stays"
+    queue.queued = 0
+    clock.pass_(minutes=29)
+    await reverts.tick()
+    assert min_runners(kube) == 5, "drained, but not for 30 minutes since it was seen queueing"
+    clock.pass_(minutes=2)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+    assert await said(redis) == [
+        "Put linux back (the incident resolved and its queue stayed drained 30 min): "
+        "minRunners 5 → 0 (ARC)"
+    ]
+
+
+async def test_a_queue_seen_again_while_settling_starts_the_settle_time_over(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    await opened(IncidentStore(redis, PREFIX))
+    queue = LinuxQueue(queued=0)
+    readings = FleetReadings(redis, KEYS, queue, interval_s=0, timeout_s=2, clock=clock)
+    reverts = sweep(redis, arc, clock, settle_s=1800, readings=readings)
+    await scaled(reverts, arc)
+    await resolve(redis, clock)
+    clock.pass_(minutes=20)
+    await reverts.tick()
+    queue.queued = 3  # it queues again 20 minutes after the resolve
+    clock.pass_(seconds=16)
+    await reverts.tick()
+    queue.queued = 0
+    clock.pass_(minutes=20)  # 40 minutes after the resolve, 20 after the queue
+    await reverts.tick()
+    assert min_runners(kube) == 5
+    clock.pass_(minutes=11)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+
+
+async def test_without_live_numbers_it_goes_back_the_settle_time_after_the_resolve(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock, settle_s=1800)
+    await scaled(reverts, arc)
+    await resolve(redis, clock)
+    clock.pass_(minutes=29)
+    await reverts.tick()
+    assert min_runners(kube) == 5
+    clock.pass_(minutes=1)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+    assert len(await said(redis)) == 1
+
+
+async def test_the_answer_says_when_it_goes_back_with_the_settle_time(
+    redis: Redis, arc: ArcScaler, clock: Clock
+) -> None:
+    assert sweep(redis, arc, clock, settle_s=1800).plan() == (
+        "when the incident resolves and its queue stays drained 30 min or after 4 h"
+    )
+    assert sweep(redis, arc, clock, after_s=0).plan() == "when the incident resolves"
 
 
 async def test_a_change_since_is_left_and_said_once(
@@ -336,6 +443,10 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
         "Took on the early warning's scale-up of linux by alice (minRunners 0 → 5): it goes "
         "back when the incident resolves or after 4 h, unless someone changes it meanwhile"
     ], "said once, in the incident's thread"
+    incident = await store.get("1")
+    assert incident is not None
+    root = json.dumps(render_root(incident, now=clock()).blocks, ensure_ascii=False)
+    assert "• <!date^" in root and "Took on the early warning's scale-up of linux by alice" in root
     await moved(warnings, clock, phase=Phase.CLEARED)  # the folded warning's end changes nothing
     clock.pass_(minutes=30)
     await reverts.tick()
@@ -401,13 +512,17 @@ def arc_settings(settings_for: Any, kube: FakeKubeApi, tmp_path: Path, **extra: 
 async def test_a_scale_up_from_slack_is_put_back_when_the_incident_is_resolved(
     settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    async with run_bot(arc_settings(settings_for, kube, tmp_path)) as running:
+    """No live numbers here (the `alert` backend): it goes back the settle time after the
+    resolve."""
+    settings = arc_settings(settings_for, kube, tmp_path, scale_revert_settle="2s")
+    async with run_bot(settings) as running:
         root = await open_incident(running, slack)
         await post_event(running.http, slash(f"scale {RUNNER} +5"))
         await eventually(lambda: min_runners(kube) == 5, what="scaled")
         await eventually(
             lambda: any(
-                "It goes back when the incident resolves or after 4 h" in t
+                "It goes back when the incident resolves and its queue stays drained 2 s or "
+                "after 4 h" in t
                 for t in ephemeral_texts(slack)
             ),
             what="the answer says when it goes back",
@@ -417,8 +532,8 @@ async def test_a_scale_up_from_slack_is_put_back_when_the_incident_is_resolved(
         await eventually(lambda: min_runners(kube) == 0, what="put back")
         await eventually(
             lambda: any(
-                "Put linux.g5.4xlarge.nvidia.gpu back (the incident resolved): minRunners 5 → 0"
-                in t
+                "Put linux.g5.4xlarge.nvidia.gpu back (the incident resolved and its queue "
+                "stayed drained 2 s): minRunners 5 → 0" in t
                 for t in thread_texts(slack, root.ts)
             ),
             what="said in the thread",
@@ -444,7 +559,10 @@ async def test_the_modal_warns_of_helm_and_a_kept_scale_up_stays(
             "values back" in blocks
         )
         assert "Keep it after the incident" in blocks
-        assert "put back when the incident resolves or after 4 h" in blocks
+        assert (
+            "put back when the incident resolves and its queue stays drained 30 min or after 4 h"
+            in blocks
+        )
         values = {
             **form_values(RUNNER, "5"),
             "keep": {"value": {"type": "checkboxes", "selected_options": [{"value": "keep"}]}},
@@ -513,17 +631,13 @@ async def test_two_scale_ups_of_one_set_go_back_floor_first_whatever_their_order
     kube.write(manager="manager", status={"currentRunners": 40})
     await resolve(redis, clock)
     clock.pass_(seconds=15)
-    for _ in range(3):  # the ceiling waits one look for the floor
-        await reverts.tick()
-        clock.pass_(seconds=15)
+    await reverts.tick()
     spec = kube.sets[SET]["spec"]
-    assert (spec["minRunners"], spec["maxRunners"]) == (0, 120)
-    texts = await said(redis)
-    assert [t.split(":")[0] for t in texts] == [
-        "Put linux back (the incident resolved)",
-        "Put linux back (the incident resolved)",
-    ]
-    assert "minRunners" in texts[0] and "maxRunners 130 → 120" in texts[1]
+    assert (spec["minRunners"], spec["maxRunners"]) == (0, 120), "both in one look"
+    (text,) = await said(redis)  # one reply for the incident's put-backs
+    floor, ceiling = text.split("; ")
+    assert floor.startswith("Put linux back (the incident resolved): minRunners ")
+    assert ceiling.startswith("Put linux back (the incident resolved): maxRunners 130 → 120")
 
 
 async def test_a_put_back_stopped_by_a_kept_floor_says_what_it_left(
@@ -578,6 +692,7 @@ async def test_a_ceiling_due_before_our_floor_waits_for_it_and_goes_back_whole(
         await reverts.tick()
     spec = kube.sets[SET]["spec"]
     assert (spec["minRunners"], spec["maxRunners"]) == (0, 120)
-    texts = await said(redis)
-    assert len(texts) == 2 and all(t.startswith("Put linux back (4 h after") for t in texts), texts
-    assert "minRunners 125 → 0" in texts[0] and "maxRunners 130 → 120" in texts[1]
+    (text,) = await said(redis)  # the floor, then the ceiling in the same look: one reply
+    floor, ceiling = text.split("; ")
+    assert floor == "Put linux back (4 h after the scale-up): minRunners 125 → 0 (ARC)"
+    assert ceiling == "Put linux back (4 h after the scale-up): maxRunners 130 → 120 (ARC)"

@@ -37,7 +37,8 @@ def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
     redis_server.flush()
     with ExitStack() as stack:
         # The fleet at 30× and a status every 15 s: the incident's whole life in about two minutes.
-        config = SandboxConfig(speed=30, status_interval_s=15)
+        # A scale-up goes back once the queue has stayed drained 5 s after the resolve.
+        config = SandboxConfig(speed=30, status_interval_s=15, revert_settle_s=5)
         yield start_sandbox(stack, redis_server.url, "qpbrowser", config)
 
 
@@ -71,6 +72,7 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
 
         # Silenced, Grafana sends no resolve: the bot sees the drain itself and says so.
         visitor.see_it_drain(page, root, within_ms=DRAIN_MS)
+        playwright_expect(thread).to_contain_text("Put linux.2xlarge back", timeout=STEP_MS)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "demo-thread.png"))
 

@@ -28,7 +28,7 @@ def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
     redis_server.flush()
     with ExitStack() as stack:
         # A fleet minute every 2 s, read every second: the burst builds over a few readings.
-        config = SandboxConfig(speed=30, metrics_interval_s=1)
+        config = SandboxConfig(speed=30, metrics_interval_s=1, revert_settle_s=3)
         yield start_sandbox(stack, redis_server.url, PREFIX, config)
 
 
@@ -156,7 +156,8 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
         timeout=30,
     )
     await eventually(
-        lambda: "Put linux.2xlarge back (the incident resolved)" in thread(),
+        lambda: "Put linux.2xlarge back (the incident resolved and its queue stayed drained 3 s)"
+        in thread(),
         what="said in the incident's thread",
         timeout=30,
     )
