@@ -5,10 +5,16 @@ says where each type is heading, so queuepilot can say it minutes earlier, with 
 it. The model, per runner type, from its last few readings:
 
 - **Jobs in the system** `N = busy + queued` (ARC: its assigned jobs) changes by arrivals minus
-  completions. Its growth is the smallest of the slope of `N` over a short and a longer window
-  of readings and, where the backend counts them, arrivals minus completions: a surge shows in
-  all, one noisy step in only some. Growth counts only when `N` rose at every one of the last
-  `EVIDENCE` readings (three readings in a row, not one spike).
+  completions. The evidence of a build is a least-squares line through `N` at the last `WINDOW`
+  readings that rises beyond what the readings' own scatter explains: its slope at least
+  `T_MIN` standard errors above flat, and at least `MIN_RISE` jobs from the window's first
+  reading to its last. A queue wandering over a few jobs in any order never draws such a line
+  (the fitted rise of values in a range of `r` jobs is at most 1.2 `r` over five readings);
+  three rises in a row, which noise makes every few dozen readings, are not evidence. A
+  warning also needs at least `MIN_QUEUED` jobs queued now, unless the crossing comes before a
+  runner asked for now could boot (a surge onto idle runners: waiting for a queue would leave
+  nothing to act on). The growth is that slope, or arrivals minus completions where the backend
+  counts them and they say less.
 - **Capacity** is the runners now (the most of registered and busy: a reading can lag a
   runner's registration), and the type's maximum once a boot time has
   passed (the autoscaler adds runners up to it; unknown maximum: the runners now).
@@ -20,8 +26,12 @@ it. The model, per runner type, from its last few readings:
   threshold. **Runners that would hold it** stop the growth: `growth × job duration` more than
   are busy now (beyond the maximum, when the type is at it; else said beside its headroom).
 
-More runners never bring a crossing sooner (a property test holds the model to it). Pure: the
-early warning's upkeep (`bot.status.early_warning`) decides what to post from it.
+A standing warning (`sustained`) needs no fresh evidence: it stands while the forecast, at the
+growth the window shows (none, when it falls), still crosses within the horizon, and is withdrawn
+only once it does not (a queue just under its threshold is no queue "no longer building"). More
+runners never bring a crossing sooner, and a queue that only wanders never warns (property tests
+hold the model to both). Pure: the early warning's upkeep (`bot.status.early_warning`) decides
+what to post from it.
 """
 
 from __future__ import annotations
@@ -33,7 +43,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from enum import StrEnum
-from itertools import pairwise
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
@@ -41,8 +50,14 @@ from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
 
-EVIDENCE = 2  # readings in a row with more jobs in the system than the one before
-SHORT, LONG = 3, 6  # readings in the short and the long slope
+# Readings the growth is fitted over: four intervals, four minutes at the default reading
+# interval of a minute; fewer cannot tell a trend from a wander.
+WINDOW = 5
+T_MIN = 3.0  # standard errors the slope must stand above flat (noise: ~1 window in 35)
+# Jobs the fitted line must rise across the window: noise of a few jobs can line up by chance
+# in five readings (a perfect line has no scatter), never by more than 1.2 times its range.
+MIN_RISE = 5.0
+MIN_QUEUED = 3.0  # jobs queued now before a warning (unless sooner than a boot): fewer is noise
 STEP_MINS = 0.25  # the forecast's resolution
 MIN_GROWTH = 0.2  # jobs/min: below it a queue is holding, not building
 
@@ -110,19 +125,14 @@ class Forecast:
 
     @property
     def text(self) -> str:
-        """`linux.2xlarge: queue building, 9 queued and +1.4/min at its maximum of 20; at this
-        rate the alert fires in ~11 min; +6 runners would hold it`"""
-        where = ""
-        if self.maximum is not None:
-            where = (
-                f" at its maximum of {number(self.maximum)}"
-                if self.at_maximum
-                else (f" (maximum {number(self.maximum)})")
-            )
+        """`linux.2xlarge: queue building, 9 jobs queued and +1.4 jobs/min at its maximum of 20
+        runners; at this rate the alert fires in ~11 min; +6 runners would hold it`"""
+        queued = number(self.queued)
+        jobs = "no jobs queued yet" if queued == "0" else f"{queued} {_jobs(self.queued)} queued"
         when = "any minute now" if self.in_mins < 1 else f"in ~{math.ceil(self.in_mins)} min"
         text = (
-            f"{self.runner_type}: queue building, {number(self.queued)} queued and "
-            f"+{self.growth_per_min:.1f}/min{where}; at this rate the alert fires {when}"
+            f"{self.runner_type}: queue building, {jobs} and +{self.growth_per_min:.1f} "
+            f"jobs/min{self._where()}; at this rate the alert fires {when}"
         )
         if self.hold_runners and self.at_maximum:
             text += f"; +{self.hold_runners} runners would hold it"
@@ -130,6 +140,18 @@ class Forecast:
             room = number(self.headroom)
             text += f"; ~+{self.hold_runners} runners would hold it ({room} fit under the maximum)"
         return text
+
+    def _where(self) -> str:
+        if self.maximum is None:
+            return ""
+        if self.at_maximum:
+            return f" at its maximum of {number(self.maximum)} runners"
+        running = number(self.maximum - (self.headroom or 0.0))
+        return f" on {running} of its maximum {number(self.maximum)} runners"
+
+
+def _jobs(count: float) -> str:
+    return "job" if count == 1 else "jobs"
 
 
 def forecast(
@@ -150,21 +172,20 @@ def forecast(
     current = in_system(now)
     if not thresholds.known or current is None or now.queued is None:
         return None
-    points = [*past, Point(at, current)]
-    growth = _growth(points, now, sustained=sustained)
-    if growth is None or growth < MIN_GROWTH:
+    growth = _growth([*past, Point(at, current)], now, sustained=sustained)
+    if growth is None or (not sustained and growth < MIN_GROWTH):
         return None
     registered = _runners(now)
     maximum = _known(now.maximum)
     duration = _known(now.job_duration_mins)
-    crossing = _crossing(
-        now, points[-1].in_system, growth, registered, thresholds, boot_mins, horizon_mins
-    )
+    crossing = _crossing(now, current, growth, registered, thresholds, boot_mins, horizon_mins)
     if crossing is None:
         return None
     in_mins, crosses = crossing
+    if not sustained and now.queued < MIN_QUEUED and in_mins >= boot_mins:
+        return None
     hold = None
-    if duration is not None and duration > 0:
+    if duration is not None and duration > 0 and growth > 0:
         hold = max(math.ceil(growth * duration), 1)
     return Forecast(
         runner_type=name,
@@ -198,18 +219,40 @@ def gauges_in_system(gauges: dict[str, float]) -> float:
 
 
 def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool) -> float | None:
-    """Jobs in the system per minute, or None without the evidence of a steady rise: the
-    smallest of the short slope, the long slope and, where the backend counts them, arrivals
-    minus completions (in the backend's own minutes, which a compressed demo fleet keeps)."""
-    if len(points) < EVIDENCE + 1:
+    """Jobs in the system per minute over the last `WINDOW` readings, or None without the
+    evidence of a build (a standing warning needs none: its growth, floored at none, only says
+    whether the crossing still comes). Arrivals minus completions, where the backend counts
+    them (in its own minutes, which a compressed demo fleet keeps), caps it: a surge shows in
+    both, a wander of the gauge in the line alone."""
+    window = points[-WINDOW:]
+    fit = _fit(window) if len(window) == WINDOW else None
+    if fit is None:
         return None
-    recent = points[-(EVIDENCE + 1) :]
-    if not sustained and any(b.in_system <= a.in_system for a, b in pairwise(recent)):
+    slope, error = fit
+    span = (window[-1].at - window[0].at).total_seconds() / 60
+    if not sustained and (slope * span < MIN_RISE or slope < T_MIN * error):
         return None
-    growth = min(_slope(points[-SHORT:]), _slope(points[-LONG:]))
+    growth = slope
     if now.arrival_per_min is not None and now.completed_per_min is not None:
         growth = min(growth, now.arrival_per_min - now.completed_per_min)
-    return growth if math.isfinite(growth) else None
+    if not math.isfinite(growth):
+        return None
+    return max(growth, 0.0) if sustained else growth
+
+
+def _fit(points: Sequence[Point]) -> tuple[float, float] | None:
+    """The least-squares slope of jobs in the system per minute, and its standard error (from
+    the scatter about the line); None when the readings span no time or are not numbers."""
+    t0 = points[0].at
+    xs = [(p.at - t0).total_seconds() / 60 for p in points]
+    ys = [p.in_system for p in points]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread <= 0 or not math.isfinite(mean_y):
+        return None
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
+    scatter = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
+    return slope, math.sqrt(scatter / (len(xs) - 2) / spread)
 
 
 def _known(value: float | None) -> float | None:
@@ -222,11 +265,6 @@ def _runners(now: RunnerTypeMetrics) -> float:
     two gauges are read a moment apart; a busy runner is a runner)."""
     registered, busy = _known(now.registered), _known(now.busy)
     return max(registered or 0.0, busy or 0.0, 0.0)
-
-
-def _slope(points: Sequence[Point]) -> float:
-    minutes = (points[-1].at - points[0].at).total_seconds() / 60
-    return (points[-1].in_system - points[0].in_system) / minutes if minutes > 0 else 0.0
 
 
 def _crossing(

@@ -5,8 +5,10 @@ for all of them (`bot.fleet.readings`), and the first replica to ask about a new
 its warnings (`WarningStore.claim_reading`). For each runner type the forecast
 (`bot.domain.early_warning`) says whether its queue crosses the alert's thresholds within
 `EARLY_WARNING_MINUTES`; the thresholds are the latest incident's (what the alert rule said),
-else the settings'. A warning is raised once, edited as its forecast moves, cleared when the
-queue stops growing (one reading that did not rise is not enough), folded into the incident once
+else the settings'. A warning is raised once the readings show a build beyond their own noise,
+edited as its forecast moves (never posted again while its message stands), cleared only once
+the forecast no longer crosses within the horizon (a pause just under the threshold is not
+enough), folded into the incident once
 the alert fires (an open incident showing that type, or one in its channel naming none; test
 incidents never count), and held back while dismissed. The channel's sender posts and edits
 it; a route on `runner_type` sends it where that type's alerts go.
@@ -23,6 +25,7 @@ from redis.exceptions import RedisError
 
 from bot.domain.early_warning import (
     REUSE_S,
+    WINDOW,
     Forecast,
     Phase,
     Point,
@@ -45,7 +48,7 @@ log = logging.getLogger(__name__)
 
 RECENT = 20  # recent incidents read for thresholds and coverage
 HOLD_AFTER_S = 300  # no good reading this long: a standing warning's forecast is on hold
-PAST = 6  # earlier readings the forecast looks at
+PAST = WINDOW - 1  # earlier readings the forecast's window takes
 
 
 @dataclass(frozen=True)

@@ -32,38 +32,43 @@ def metrics(
 @pytest.mark.parametrize(
     ("now", "past", "boot", "crossing"),
     [
-        # At its maximum, +2 jobs/min, 4 queued: 10 queued in 3 minutes.
-        (metrics(4, 20), trail(18, 20, 22), 5, 3.0),
+        # At its maximum, +2 jobs/min over five readings, 4 queued: 10 queued in 3 minutes.
+        (metrics(4, 20), trail(16, 18, 20, 22), 5, 3.0),
         # Far below the maximum (12 busy, up to 60): the runners asked for boot in 2 min and
         # take the growth of +3/min for longer than the horizon.
-        (metrics(0, 12, maximum=60), trail(3, 6, 9), 2, None),
-        # The same with a slow boot (runners take 15 min): the queue builds meanwhile.
-        (metrics(0, 12, maximum=60), trail(3, 6, 9), 15, 3.5),
+        (metrics(0, 12, maximum=60), trail(0, 3, 6, 9), 2, None),
+        # The same with a slow boot (runners take 15 min): the queue builds meanwhile, and
+        # sooner than a runner could come: warned with nothing queued yet.
+        (metrics(0, 12, maximum=60), trail(0, 3, 6, 9), 15, 3.5),
         # Already over: any minute now.
-        (metrics(12, 20), trail(26, 28, 30), 5, 0.0),
+        (metrics(12, 20), trail(24, 26, 28, 30), 5, 0.0),
         # Holding steady: no warning.
-        (metrics(4, 20), trail(24, 24, 24), 5, None),
-        # One spike is not a trend: it must rise at every reading.
-        (metrics(4, 20), trail(20, 30, 22), 5, None),
-        # Two rises in a row are enough (this reading's and the one before).
-        (metrics(4, 20), trail(20, 22), 5, 3.0),
-        # One rise is too few to tell.
-        (metrics(4, 20), trail(22), 5, None),
-        # A rise after a fall is not a trend yet.
-        (metrics(4, 20), trail(30, 22), 5, None),
-        # A slow build beyond the horizon (+0.3/min, 9 minutes of it → 15 min away).
-        (metrics(5, 20), trail(24.1, 24.4, 24.7), 5, None),
-        # Scaled to zero, jobs arriving: nothing serves them until the runners boot (5 min),
+        (metrics(4, 20), trail(24, 24, 24, 24), 5, None),
+        # One spike is not a trend: the line through it rises 3 jobs, within the noise.
+        (metrics(4, 20), trail(20, 20, 30, 20), 5, None),
+        # Three rises in a row on a queue wandering between 0 and 3: noise, not a build.
+        (metrics(3, 12, maximum=12), trail(15, 12, 13, 14), 5, None),
+        # Noise that happens to line up (0, 0, 1, 2, 3 queued) rises too little to tell.
+        (metrics(3, 12, maximum=12), trail(12, 12, 13, 14), 5, None),
+        # A rise of 7.6 jobs that the readings' own scatter explains (t ≈ 2).
+        (metrics(5, 20), trail(16, 22, 17, 23), 5, None),
+        # Four readings are too few to tell, however steep.
+        (metrics(4, 20), trail(18, 20, 22), 5, None),
+        # 2 queued and +2/min at the maximum: 10 queued in 4 minutes, sooner than a boot of 5
+        # (waiting for more queued would leave no time); with a boot of 3, it waits.
+        (metrics(2, 20), trail(14, 16, 18, 20), 5, 4.0),
+        (metrics(2, 20), trail(14, 16, 18, 20), 3, None),
+        # Scaled to zero, jobs arriving: nothing serves them until the runners boot (2 min),
         # and the oldest has waited a minute: 30 min of wait is far off, and 20 runners then
         # take the queue. No "any minute now" from a throughput of zero.
-        (metrics(3, 0, longest_wait_mins=1.0), trail(0, 1, 2), 5, None),
-        # The same with nothing booting (at its maximum of 0): 10 queued in 7 minutes.
-        (metrics(3, 0, maximum=0, longest_wait_mins=1.0), trail(0, 1, 2), 5, 7.0),
+        (metrics(6, 0, longest_wait_mins=1.0), trail(1, 2.25, 3.5, 4.75), 2, None),
+        # The same with nothing booting (at its maximum of 0): 10 queued in 3.2 minutes.
+        (metrics(6, 0, maximum=0, longest_wait_mins=1.0), trail(1, 2.25, 3.5, 4.75), 2, 3.25),
         # A job duration the backend could not measure (NaN) is no duration: the queue decides.
-        (metrics(4, 20, job_duration_mins=float("nan")), trail(18, 20, 22), 5, 3.0),
+        (metrics(4, 20, job_duration_mins=float("nan")), trail(16, 18, 20, 22), 5, 3.0),
         # Fewer runners registered than busy (gauges read a moment apart): the busy ones are
         # runners all the same; the queue is the 4 queued, not 4 + the 8 busy uncounted.
-        (metrics(4, 20, registered=12.0), trail(18, 20, 22), 5, 3.0),
+        (metrics(4, 20, registered=12.0), trail(16, 18, 20, 22), 5, 3.0),
     ],
 )
 def test_the_crossing_from_growth_headroom_and_boot_time(
@@ -79,27 +84,114 @@ def test_the_crossing_from_growth_headroom_and_boot_time(
 def test_the_warning_says_what_a_ci_engineer_needs() -> None:
     found = forecast(
         "linux.2xlarge",
-        metrics(9, 20),
+        metrics(6, 20),
         NOW,
-        trail(25, 26.4, 27.6),
+        trail(20.8, 22.1, 23.4, 24.7),
         ALERT,
         boot_mins=5,
         horizon_mins=15,
     )
     assert found is not None
-    # Growth is the smaller of the short and the long slope: 1.3 (the last two minutes) and
-    # 1.33 (the last three).
     assert found.text == (
-        "linux.2xlarge: queue building, 9 queued and +1.3/min at its maximum of 20; at this "
-        "rate the alert fires in ~1 min; +8 runners would hold it"
+        "linux.2xlarge: queue building, 6 jobs queued and +1.3 jobs/min at its maximum of 20 "
+        "runners; at this rate the alert fires in ~4 min; +8 runners would hold it"
     )
     assert found.crosses == "queued" and found.hold_runners == 8
+
+
+def test_a_surge_onto_idle_runners_says_nothing_is_queued_yet_and_how_many_run() -> None:
+    found = forecast(
+        "linux.2xlarge",
+        metrics(0, 12, maximum=60),
+        NOW,
+        trail(0, 3, 6, 9),
+        ALERT,
+        boot_mins=15,
+        horizon_mins=15,
+    )
+    assert found is not None
+    assert found.text.startswith(
+        "linux.2xlarge: queue building, no jobs queued yet and +3.0 jobs/min on 12 of its "
+        "maximum 60 runners; at this rate the alert fires in ~4 min"
+    )
+
+
+@pytest.mark.parametrize(
+    ("now", "past", "stands"),
+    [
+        # The last reading did not rise, but the line still does and still crosses: it stands.
+        (metrics(8, 20), trail(20, 22, 24, 28), True),
+        # Flat just under the threshold: no crossing at no growth, so it is withdrawn.
+        (metrics(9, 20), trail(29, 29, 29, 29), False),
+        # Flat over the threshold: the alert is firing or about to; it stands.
+        (metrics(12, 20), trail(32, 32, 32, 32), True),
+        # Draining (the line falls): withdrawn.
+        (metrics(5, 20), trail(29, 28, 27, 26), False),
+    ],
+)
+def test_a_standing_warning_stands_while_its_forecast_still_crosses(
+    now: RunnerTypeMetrics, past: list[Point], stands: bool
+) -> None:
+    found = forecast("t", now, NOW, past, ALERT, boot_mins=5, horizon_mins=15, sustained=True)
+    assert (found is not None) is stands
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    queued=st.lists(st.floats(0, 4), min_size=200, max_size=200),
+    at_max=st.integers(1, 200),
+    every_s=st.integers(10, 300),
+    wait=st.none() | st.floats(1, 60),
+)
+def test_a_queue_that_only_wanders_never_warns(
+    queued: list[float], at_max: int, every_s: int, wait: float | None
+) -> None:
+    """A fleet at its maximum whose queue wanders within 4 jobs, in any order, at any reading
+    interval: 200 readings and not one warning (three rises in a row come by chance every few
+    dozen readings)."""
+    past: list[Point] = []
+    for i, q in enumerate(queued):
+        at = NOW + timedelta(seconds=every_s * i)
+        now = metrics(q, at_max, maximum=at_max)
+        thresholds = Thresholds(queued=10, wait_mins=wait)
+        assert forecast("t", now, at, past, thresholds, boot_mins=5, horizon_mins=15) is None
+        past = [*past, Point(at, at_max + q)][-10:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rate=st.floats(1.5, 5),
+    noise=st.lists(st.floats(-1, 1), min_size=12, max_size=12),
+    at_max=st.integers(1, 200),
+)
+def test_a_steady_rise_warns_within_ten_readings(
+    rate: float, noise: list[float], at_max: int
+) -> None:
+    """+1.5 to +5 jobs a minute at the maximum, each reading off by up to a job either way:
+    warned by the tenth reading, minutes before 10 are queued."""
+    past: list[Point] = []
+    warned_at = None
+    for i, off in enumerate(noise):
+        at = NOW + timedelta(minutes=i)
+        q = max(rate * i + off, 0.0)
+        now = metrics(q, at_max, maximum=at_max)
+        if forecast("t", now, at, past, ALERT, boot_mins=5, horizon_mins=15) is not None:
+            warned_at = i
+            break
+        past.append(Point(at, at_max + q))
+    assert warned_at is not None and warned_at <= 10
 
 
 def test_the_wait_threshold_counts_when_the_queue_is_small_but_slow_to_serve() -> None:
     slow = metrics(6, 20, job_duration_mins=60.0)  # 20 runners of 1-hour jobs serve 1/3 a minute
     found = forecast(
-        "t", slow, NOW, trail(20, 22, 24), Thresholds(wait_mins=30), boot_mins=5, horizon_mins=15
+        "t",
+        slow,
+        NOW,
+        trail(18, 20, 22, 24),
+        Thresholds(wait_mins=30),
+        boot_mins=5,
+        horizon_mins=15,
     )
     assert found is not None and found.crosses == "wait" and found.in_mins <= 2
 
@@ -107,12 +199,20 @@ def test_the_wait_threshold_counts_when_the_queue_is_small_but_slow_to_serve() -
 def test_without_thresholds_or_numbers_there_is_nothing_to_forecast() -> None:
     assert (
         forecast(
-            "t", metrics(4, 20), NOW, trail(18, 20, 22), Thresholds(), boot_mins=5, horizon_mins=15
+            "t",
+            metrics(4, 20),
+            NOW,
+            trail(16, 18, 20, 22),
+            Thresholds(),
+            boot_mins=5,
+            horizon_mins=15,
         )
         is None
     )
     unknown = RunnerTypeMetrics(queued=4)
-    assert forecast("t", unknown, NOW, trail(1, 2, 3), ALERT, boot_mins=5, horizon_mins=15) is None
+    assert (
+        forecast("t", unknown, NOW, trail(0, 1, 2, 3), ALERT, boot_mins=5, horizon_mins=15) is None
+    )
 
 
 @settings(max_examples=500, deadline=None)
@@ -120,7 +220,7 @@ def test_without_thresholds_or_numbers_there_is_nothing_to_forecast() -> None:
     queued=st.floats(0, 200),
     busy=st.floats(0, 200),
     idle=st.floats(0, 50),
-    rises=st.lists(st.floats(0.1, 30), min_size=3, max_size=6),
+    rises=st.lists(st.floats(0.1, 30), min_size=4, max_size=6),
     maximum=st.none() | st.floats(0, 400),
     more_registered=st.floats(0, 100),
     more_maximum=st.floats(0, 400),
@@ -182,7 +282,13 @@ def test_a_wait_known_only_to_be_over_an_hour_crosses_a_threshold_above_it() -> 
     def ninety(**wait: object) -> Forecast | None:
         now = metrics(3, 20, job_duration_mins=1.0, longest_wait_mins=60.0, **wait)  # type: ignore[arg-type]
         return forecast(
-            "t", now, NOW, trail(18, 20, 22), Thresholds(wait_mins=90), boot_mins=5, horizon_mins=45
+            "t",
+            now,
+            NOW,
+            trail(16, 18, 20, 22),
+            Thresholds(wait_mins=90),
+            boot_mins=5,
+            horizon_mins=45,
         )
 
     found = ninety(wait_over=True)

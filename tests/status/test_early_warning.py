@@ -1,8 +1,8 @@
 """The early warning's upkeep against a real Redis, with a clock the test moves and a metrics
-backend of the bot's own interface: a warning is raised once the queue builds over several
-readings, queued for the channel's sender, edited as it moves, cleared when it stops, folded
-into the incident when the alert fires, held back while dismissed, and each reading is decided
-by one replica only."""
+backend of the bot's own interface: a warning is raised once the queue builds over five
+readings (never on a queue that only wanders), queued for the channel's sender, edited as it
+moves, cleared once it no longer crosses, folded into the incident when the alert fires, held
+back while dismissed, and each reading is decided by one replica only."""
 
 from __future__ import annotations
 
@@ -82,12 +82,13 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
         await first.upkeep.tick()
         await second.upkeep.tick()  # the same reading: already decided
 
-    for n in (20, 22):
+    for n in (16, 18, 20, 22):
         await reading(n)
-        assert await first.warnings.all() == {}, "not until several readings show it"
-    await reading(24)  # 4 queued, +2/min at the maximum: 10 queued in 3 minutes
+        assert await first.warnings.all() == {}, "not until five readings show it"
+    await reading(24)  # 4 queued, +2 jobs/min at the maximum: 10 queued in 3 minutes
     state = (await first.warnings.all())[TYPE]
     assert state.phase is Phase.ACTIVE and state.version == 1 and not state.ts
+    assert "4 jobs queued and +2.0 jobs/min at its maximum of 20 runners" in state.text
     assert "at this rate the alert fires in ~3 min" in state.text
     assert "+12 runners would hold it" in state.text
     assert state.hold_runners == 12 and state.scalable, "Scale up offers the runners to hold it"
@@ -102,11 +103,50 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
     assert await first.warnings.edits("C1") == [TYPE], "the posted warning is edited"
     assert await redis.zcard(first.store.keys.posts("C1")) == 0, "never posted twice"
 
-    await reading(27)  # one reading that did not rise: it stands
-    assert (await first.warnings.all())[TYPE].phase is Phase.ACTIVE
-    await reading(27)  # holding steady: withdrawn
-    state = (await first.warnings.all())[TYPE]
-    assert state.phase is Phase.CLEARED and state.version == 4
+    # Readings that no longer rise, 7 queued: the line through the last five still rises and
+    # still reaches 10 queued within the horizon, so the warning stands (never "no longer
+    # building" just before the alert fires)...
+    for _ in range(3):
+        await reading(27)
+        assert (await first.warnings.all())[TYPE].phase is Phase.ACTIVE
+    await reading(27)  # ...until the line is flat: withdrawn
+    assert (await first.warnings.all())[TYPE].phase is Phase.CLEARED
+
+
+async def test_a_queue_wandering_at_its_maximum_never_warns_and_a_build_posts_once(
+    redis_url: str,
+) -> None:
+    """The issue's fleet: at its maximum of 20, 0 to 3 jobs queued from reading to reading with
+    no trend (three rises in a row among them). Then a real build, a pause, and the build again
+    within the quarter hour: one message, edited, never a second post."""
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushdb()
+    fleet, now = Building(), [START]
+    replica = Replica(redis, fleet, now)
+
+    async def reading(in_system: float) -> None:
+        fleet.in_system = in_system
+        now[0] += timedelta(seconds=60)
+        await replica.upkeep.tick()
+
+    for queued in [0, 1, 2, 3, 1, 0, 2, 3, 0, 1, 2, 3, 3, 0, 0, 1, 2, 3, 2, 1] * 3:
+        await reading(20 + queued)
+    assert await replica.warnings.all() == {}, "noise is no build"
+    assert await redis.zcard(replica.store.keys.posts("C1")) == 0
+
+    for n in (22, 24, 26, 28):
+        await reading(n)
+    raised = (await replica.warnings.all())[TYPE]
+    await replica.warnings.record_post(raised, "1700000000.000100")
+    for _ in range(5):  # the queue pauses at 8: withdrawn once the line is flat
+        await reading(28)
+    assert (await replica.warnings.all())[TYPE].phase is Phase.CLEARED
+    for n in (30, 32, 34, 36):  # building again, minutes later
+        await reading(n)
+    again = (await replica.warnings.all())[TYPE]
+    assert again.phase is Phase.ACTIVE and again.uid == raised.uid, "the same warning, edited"
+    assert await redis.zcard(replica.store.keys.posts("C1")) == 0, "not posted a second time"
+    assert await replica.warnings.edits("C1") == [TYPE]
 
 
 async def test_the_alert_firing_folds_the_warning_and_a_dismissal_holds(redis_url: str) -> None:
@@ -120,7 +160,7 @@ async def test_the_alert_firing_folds_the_warning_and_a_dismissal_holds(redis_ur
         now[0] += timedelta(seconds=60)
         await replica.upkeep.tick()
 
-    for n in (18, 20, 22, 24):
+    for n in (16, 18, 20, 22, 24):
         await reading(n)
     state = (await replica.warnings.all())[TYPE]
     await replica.warnings.record_post(state, "1700000000.000100")
@@ -166,7 +206,7 @@ async def test_a_warning_without_fresh_readings_says_its_forecast_is_on_hold(
         now[0] += timedelta(seconds=60)
         await replica.upkeep.tick()
 
-    for n in (20, 22, 24):
+    for n in (16, 18, 20, 22, 24):
         await reading(n)
     state = (await replica.warnings.all())[TYPE]
     await replica.warnings.record_post(state, "1700000000.000100")
