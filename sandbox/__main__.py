@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sandbox.fleet import DEMO_SPEED
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
@@ -16,7 +18,11 @@ def main(argv: list[str] | None = None) -> int:
         "--once", action="store_true", help="replay a canned alert's life in the terminal, exit"
     )
     parser.add_argument(
-        "--speed", type=float, default=10.0, help="simulated fleet seconds per real second"
+        "--speed",
+        type=float,
+        default=DEMO_SPEED,
+        help=f"simulated fleet seconds per real second (default {DEMO_SPEED:g}: a person can "
+        "follow each step; 30 plays it in a few minutes)",
     )
     parser.add_argument(
         "--until-resolved", action="store_true", help="stop once the incident has resolved"

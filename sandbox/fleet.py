@@ -9,9 +9,10 @@ scaler patches them through `fleet_api`'s Kubernetes API): runners it now asks f
 other.
 
 Time is simulated: `speed` simulated seconds pass per real second, so a 40-minute incident plays
-in 4 minutes at `--speed 10`. Every number the fleet reports (waits, rates, durations) is in
-simulated minutes, as a real fleet would report it. The model is advanced lazily to "now" by
-whoever reads it, in fixed steps, so its results do not depend on how often it is read.
+in under 7 minutes at `--speed 6`, the demo's pace. Every number the fleet reports (waits, rates,
+durations) is in simulated minutes, as a real fleet would report it. The model is advanced lazily
+to "now" by whoever reads it, in fixed steps, so its results do not depend on how often it is
+read.
 
 `python -m sandbox.fleet` serves it on its own (see `fleet_api`); `make demo` runs it beside
 the bot and the Slack emulator.
@@ -95,6 +96,12 @@ DEMO_BURSTS = (Burst("linux.2xlarge", 1.0, 15.0, 6.0),)
 # needs ~30 GPU runners for ten minutes and the type has 10, so the team's rule fires and its
 # incident opens in the team's channel.
 DEMO_TEAM_BURSTS = (Burst("linux.g5.4xlarge.nvidia.gpu", 20.0, 10.0, 2.0, INDUCTOR_BENCHMARKS),)
+# `make demo`'s pace: a fleet minute every 10 s, for a person following it in a browser. Left
+# alone, the 2xlarge rule goes pending at fleet minute ~5 and fires at ~8 (the early warning
+# comes before it), the GPU team's fires at ~31 and resolves at ~60: 20 s and more between
+# steps, a status every 30 s, the whole story in 10 minutes. At ×10 the rule was pending for
+# 12 s and the 2xlarge incident opened 50 s into the demo.
+DEMO_SPEED = 6.0
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from contextlib import ExitStack
 
 from bot.checks.run import render
@@ -22,7 +23,7 @@ from sandbox.demo import (
     say,
     signals,
 )
-from sandbox.slack_api import Message
+from sandbox.slack_api import DEFAULT_USERS, Message
 from sandbox.stack import (
     CHANNEL,
     CHANNEL_NAME,
@@ -33,8 +34,15 @@ from sandbox.stack import (
     SandboxError,
     start_sandbox,
 )
+from sandbox.transcript import DEFAULT_NAMES, mrkdwn_to_text
 
 PREFERRED_PAGE_PORT = 8080
+NARRATED_WIDTH = 110
+# Fleet minutes from the start to the GPU team's incident resolving, left alone (`DEMO_SPEED`).
+STORY_FLEET_MINUTES = 60
+FAST_SPEED = 30  # the tests' pace: for one who has seen the story and wants it again quickly
+# The page's people and the bot, by name, as the page shows them.
+NAMES: Mapping[str, str] = {**DEFAULT_NAMES, **DEFAULT_USERS}
 
 
 def run_live_demo(
@@ -95,7 +103,7 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
         f"#{GPU_CHANNEL_NAME}, where SLACK_ROUTES sends that runner type.\n"
         "In the incident: silence it, run diagnostics, "
         "scale up; or type /queue help. "
-        "Ctrl-C stops everything.\n"
+        f"{pace_note(speed)} Ctrl-C stops everything.\n"
     )
     return sandbox
 
@@ -122,8 +130,7 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
             where = "reply" if message.thread_ts else "root"
             if channel != CHANNEL:
                 where += f" in #{GPU_CHANNEL_NAME}"
-            first = (message.text or "(a file)").splitlines()[0][:110]
-            say(f"  [{what} {where}] {first}")
+            say(f"  [{what} {where}] {narrated(message.text)}")
             summary = message.thread_ts is not None and " resolved after " in message.text
             resolved = resolved or (summary and channel == CHANNEL)
         if resolved:
@@ -131,6 +138,22 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
             if until_resolved:
                 return
             say("The page stays up: Ctrl-C to stop.")
+
+
+def pace_note(speed: float) -> str:
+    """How long the story plays at `speed`, and how to play it otherwise."""
+    said = f"At ×{speed:g} the story plays in about {STORY_FLEET_MINUTES / speed:.0f} minutes"
+    if speed >= FAST_SPEED:
+        return f"{said}."
+    fast = STORY_FLEET_MINUTES / FAST_SPEED
+    return f"{said} (`make demo DEMO_ARGS=--speed={FAST_SPEED}`: about {fast:.0f} minutes)."
+
+
+def narrated(text: str, names: Mapping[str, str] = NAMES) -> str:
+    """A message's first line as the terminal says it: Slack's dates, mentions and links as a
+    reader sees them (not `<!date^…>`), within one line."""
+    lines = mrkdwn_to_text(text, names=names).strip().splitlines()
+    return lines[0][:NARRATED_WIDTH] if lines else "(a file)"
 
 
 def _messages(sandbox: Sandbox) -> list[tuple[str, Message]]:

@@ -41,8 +41,11 @@ class MessageLike(Protocol):
     edits: int
 
 
-def mrkdwn_to_text(text: str, *, keep_emphasis: bool = False) -> str:
-    """Plain text for a mrkdwn string: tokens shown as a reader sees them, entities decoded.
+def mrkdwn_to_text(
+    text: str, *, keep_emphasis: bool = False, names: Mapping[str, str] = DEFAULT_NAMES
+) -> str:
+    """Plain text for a mrkdwn string: tokens shown as a reader sees them, entities decoded;
+    a mention of a user in `names` shows their name.
 
     Emphasis markers (`*bold*`, `_italic_`) are stripped unless `keep_emphasis`, because a
     terminal cannot show them and the asterisks only add noise. Tokens are set aside first, so
@@ -51,7 +54,7 @@ def mrkdwn_to_text(text: str, *, keep_emphasis: bool = False) -> str:
     shown: list[str] = []
 
     def set_aside(match: re.Match[str]) -> str:
-        shown.append(_token(match.group(1)))
+        shown.append(_token(match.group(1), names))
         return f"\0{len(shown) - 1}\0"
 
     text = _TOKEN.sub(set_aside, text.replace("\0", ""))
@@ -60,16 +63,17 @@ def mrkdwn_to_text(text: str, *, keep_emphasis: bool = False) -> str:
     return _PLACEHOLDER.sub(lambda m: shown[int(m.group(1))], _unescape(text))
 
 
-def _token(body: str) -> str:
+def _token(body: str, names: Mapping[str, str] = DEFAULT_NAMES) -> str:
     """One `<…>` token: a link, a mention, a channel, a special mention or a date."""
     target, _, label = body.partition("|")
     target, label = _unescape(target), _unescape(label)
     if target.startswith("@"):
-        return f"@{label or target[1:]}"
+        return f"@{label or names.get(target[1:], target[1:])}"
     if target.startswith("#"):
         return f"#{label or target[1:]}"
     if target.startswith("!date^"):
-        return label or target
+        # Slack shows the fallback where it cannot format; without one, the moment itself.
+        return label or _date(target.split("^")[1])
     if target.startswith("!subteam^"):
         return f"@{label.lstrip('@') or target[len('!subteam^') :]}"
     if target.startswith("!"):
@@ -183,6 +187,13 @@ def render_message(
 
 def _files(message: MessageLike) -> Iterable[Mapping[str, Any]]:
     return getattr(message, "files", None) or ()
+
+
+def _date(epoch: str) -> str:
+    try:
+        return datetime.fromtimestamp(int(epoch), UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (ValueError, OverflowError, OSError):
+        return epoch
 
 
 def _clock(ts: str) -> str:

@@ -12,6 +12,7 @@ from bot.actions.core import ActionCore, Actor, Outcome
 from bot.domain.durations import is_silence_length, span_seconds
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import Incident
+from bot.domain.units import minutes, number
 from bot.domain.whole_numbers import ascii_whole
 from bot.render.mrkdwn import slack_date, truncate
 from bot.render.queue import type_lines
@@ -342,12 +343,12 @@ def _overview_line(incident: Incident) -> str:
     line = f"*#{escape(incident.id)}* {truncate(escape(incident.title), 150)} — {state}"
     numbers = incident.numbers
     if numbers.max_queue_time_mins is not None:
-        line += f", longest wait {numbers.max_queue_time_mins:g} min"
+        line += f", longest wait {minutes(numbers.max_queue_time_mins)}"
     if numbers.max_queue_size is not None:
-        line += f", {numbers.max_queue_size:g} queued"
+        line += f", {number(numbers.max_queue_size)} queued"
     for name, queue in sorted(incident.runner_types.items())[:5]:
-        wait = f"{queue.longest_wait_mins:g} min" if queue.longest_wait_mins is not None else "?"
-        queued = f"{queue.queued:g}" if queue.queued is not None else "?"
+        wait = minutes(queue.longest_wait_mins) if queue.longest_wait_mins is not None else "?"
+        queued = number(queue.queued) if queue.queued is not None else "?"
         line += f"\n    • `{truncate(escape(name), 80)}`: {queued} queued, longest wait {wait}"
     if len(incident.runner_types) > 5:
         line += f"\n    • +{len(incident.runner_types) - 5} more runner types"

@@ -93,6 +93,9 @@ class TypeHistory:
 
 
 _SCALED = re.compile(r"Scaled (\S+) by ")
+# The incident that took an early warning on records its scale-up with no actor (the revert
+# sweep writes it); the text names the type and who scaled ("… of linux.2xlarge by alice (…").
+_TAKEN_ON = re.compile(r"Took on the early warning's scale-up of (\S+) by (.+?) \(")
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,7 @@ def _report(
         p.longest_wait_mins for p in peaks if p is not None and p.longest_wait_mins is not None
     ]
     scalers = Counter(
-        e.actor_name or e.actor or "someone"
+        _scaler(e)
         for _, events in incidents
         for e in events
         if e.kind == "scaled" and _scaled_key(e.text) in (runner_key(name), None)
@@ -253,8 +256,14 @@ def _report(
 def _scaled_key(text: str) -> str | None:
     """The `runner_key` of the type a scale-up event names ("Scaled linux.2xlarge by +10: …"):
     SCALER_TARGETS' name for it, which its incident's may differ from."""
-    found = _SCALED.match(text)
+    found = _SCALED.match(text) or _TAKEN_ON.match(text)
     return runner_key(found[1]) if found else None
+
+
+def _scaler(event: Event) -> str:
+    """Who made a scale-up: the event's actor, or the one its text names."""
+    taken = _TAKEN_ON.match(event.text)
+    return event.actor_name or event.actor or (taken[2] if taken else "someone")
 
 
 def _recommended(report: TypeReport, duration: float | None) -> TypeReport:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from bot.domain.units import minutes, number
+
 DRAIN_TARGET_MINS = 30.0
 
 
@@ -45,7 +47,10 @@ def runners_to_drain(
         growth = max(arrival_per_min - completion_per_min, 0.0)
     backlog = queued + growth * within_mins
     runners = max(math.ceil(backlog * job_duration_mins / within_mins), 1)
-    why = f"drains {queued:g} queued jobs of ~{job_duration_mins:g} min in {within_mins:g} min"
+    why = (
+        f"drains {number(queued)} queued jobs of ~{minutes(job_duration_mins)} "
+        f"in {minutes(within_mins)}"
+    )
     if growth:
         why += f" while the queue grows {growth:.1f} jobs/min"
     return Recommendation(runners, why)
@@ -72,14 +77,22 @@ class Outlook:
         growth = self.growth_per_min
         if growth is None:
             if self.runners:
-                return f"~+{self.runners} runners to drain in {self.within_mins:g} min"
+                return f"~+{self.runners} runners to drain in {minutes(self.within_mins)}"
             return ""
         if growth < -STEADY_PER_MIN and self.drain_mins is not None:
             return f"draining ~{-growth:.1f} jobs/min → ~{_eta(self.drain_mins)}"
         head = f"growing +{growth:.1f} jobs/min" if growth > STEADY_PER_MIN else "holding steady"
         if self.runners:
-            return f"{head}: ~+{self.runners} runners to drain in {self.within_mins:g} min"
+            return f"{head}: ~+{self.runners} runners to drain in {minutes(self.within_mins)}"
         return head
+
+    @property
+    def clears_in(self) -> str:
+        """When a draining queue should be empty ("12 min"); "" unless it drains."""
+        growth = self.growth_per_min
+        if growth is None or growth >= -STEADY_PER_MIN or self.drain_mins is None:
+            return ""
+        return _eta(self.drain_mins)
 
 
 # Changes smaller than this per minute read as "steady": noise of a few jobs over an hour.

@@ -21,6 +21,9 @@ def number(value: float) -> str:
 
 
 def minutes(value: float) -> str:
+    """ "16 min", "2.5 min": a tenth of a minute tells something under ten minutes, never above."""
+    if math.isfinite(value) and abs(value) >= 10:
+        return f"{number(round(value))} min"
     return f"{number(value)} min"
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from bot.domain.capacity import NO_TYPE, TypeReport
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number
-from bot.render.chart_block import BLOCK_TYPE, MAX_CATEGORIES, MAX_LABEL, cut
+from bot.render.chart_block import BLOCK_TYPE, MAX_CATEGORIES, series_labels
 from bot.render.mrkdwn import escape, rendered, sections, truncate
 
 MAX_TYPES = 10
@@ -109,7 +109,8 @@ def _type_line(report: TypeReport) -> str:
         who = ", ".join(f"{truncate(escape(n), 40)} {c}" for n, c in named[:MAX_SCALERS])
         if len(named) > MAX_SCALERS:
             who += f", {len(named) - MAX_SCALERS} others"
-        parts.append(f"{sum(report.scale_ups.values())} scale-ups ({who})")
+        made = sum(report.scale_ups.values())
+        parts.append(f"{made} scale-up{'s' if made != 1 else ''} ({who})")
     return f"• *{name}*: " + " · ".join(parts)
 
 
@@ -146,13 +147,7 @@ def _hours_chart(reports: Sequence[TypeReport], days: int) -> dict[str, Any] | N
     firing = firing[:MAX_CATEGORIES]
     if not firing:
         return None
-    labels: list[str] = []
-    for report in firing:  # unique, within Slack's 20 characters
-        label, n = cut(report.runner_type, MAX_LABEL, middle=True), 2
-        while label in labels:
-            label = cut(report.runner_type, MAX_LABEL - 3, middle=True) + f" {n}"
-            n += 1
-        labels.append(label)
+    labels = series_labels([r.runner_type for r in firing])
     hours = [round(r.firing.total_seconds() / 3600, 1) for r in firing]
     points = [{"label": lb, "value": h} for lb, h in zip(labels, hours, strict=True)]
     return {

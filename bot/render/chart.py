@@ -18,6 +18,7 @@ from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, worst_first
 from bot.domain.incidents import Incident
 from bot.domain.trend import Trend
+from bot.domain.units import minutes, number
 
 WIDTH_PX, HEIGHT_PX, DPI = 800, 450, 100
 MAX_SERIES = 5  # the worst few types: more lines make a chart nobody can read
@@ -56,9 +57,12 @@ class ChartData:
             waits = [w for _, _, w in points if w is not None]
             text = f"{name or 'all runner types'}:"
             if queued:
-                text += f" queued from {queued[0]:g} to {queued[-1]:g} (peak {max(queued):g})"
+                text += (
+                    f" queued from {number(queued[0])} to {number(queued[-1])}"
+                    f" (peak {number(max(queued))})"
+                )
             if waits:
-                text += f", longest wait peak {max(waits):g} min"
+                text += f", longest wait peak {minutes(max(waits))}"
             parts.append(text)
         return f"{self.title}. " + "; ".join(parts)
 

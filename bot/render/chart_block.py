@@ -14,6 +14,7 @@ the block out (`without_charts`) and the tick uploads the PNG (`bot.render.chart
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -118,24 +119,58 @@ def _labels(times: list[float]) -> list[str]:
 
 def _names(names: list[str]) -> dict[str, str]:
     """Each runner type's legend name: at most 20 characters, unique among the series."""
-    shown: dict[str, str] = {}
-    for name in names:
-        label = cut(name or "all runner types", MAX_LABEL, middle=True)
+    return dict(zip(names, series_labels([n or "all runner types" for n in names]), strict=True))
+
+
+def series_labels(names: Sequence[str], most: int = MAX_LABEL) -> list[str]:
+    """A label of at most `most` characters for each name, all different.
+
+    A runner type says what it is from the left (`linux.g5.48xlarge.nvidia.gpu`: OS, family,
+    size), so a long one keeps its leading dot-separated parts and ends in "…"
+    (`linux.g5.48xlarge…`); cutting out its middle lost the size that tells two GPU types apart.
+    Types that still read the same keep their ends instead (`…nightly.a`, `…nightly.b`), and
+    only when those match too does a number set them apart.
+    """
+    labels = [_leading(name, most) for name in names]
+    for label, count in Counter(labels).items():
+        if count > 1:
+            same = [i for i, other in enumerate(labels) if other == label]
+            ends = [_trailing(names[i], most) for i in same]
+            if len(set(ends)) == len(ends):
+                for i, end in zip(same, ends, strict=True):
+                    labels[i] = end
+    taken: set[str] = set()
+    for i, label in enumerate(labels):
         n = 2
-        while label in shown.values():
+        while label in taken:
             suffix = f" {n}"
-            label = cut(name, MAX_LABEL - len(suffix), middle=True) + suffix
-            n += 1
-        shown[name] = label
-    return shown
+            label, n = _leading(names[i], most - len(suffix)) + suffix, n + 1
+        taken.add(label)
+        labels[i] = label
+    return labels
 
 
-def cut(text: str, most: int, *, middle: bool = False) -> str:
-    """`text` within `most` characters; a runner type keeps its start and its end
-    (`linux.g5.4…nvidia.gpu`), where the types of a fleet differ."""
+def _leading(name: str, most: int) -> str:
+    """`name`'s leading dot-separated parts that fit before "…" (a plain cut where whole
+    parts would leave less than half the room)."""
+    if len(name) <= most:
+        return name
+    dot = name.rfind(".", 0, most)
+    return (name[:dot] if dot >= most // 2 else name[: most - 1]) + "…"
+
+
+def _trailing(name: str, most: int) -> str:
+    """`name`'s trailing dot-separated parts that fit after "…" (a plain cut where whole
+    parts would leave less than half the room)."""
+    if len(name) <= most:
+        return name
+    tail = name[-most:]
+    dot = tail.find(".")
+    return "…" + (tail[dot + 1 :] if 0 <= dot <= most // 2 else tail[1:])
+
+
+def cut(text: str, most: int) -> str:
+    """`text` within `most` characters, "…" where it was cut."""
     if len(text) <= most:
         return text
-    if not middle:
-        return text[: most - 1] + "…"
-    head = (most - 1) // 2
-    return text[:head] + "…" + text[-(most - 1 - head) :]
+    return text[: most - 1] + "…"

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
-from bot.domain.incidents import Incident, Links
+from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
 from bot.render.activity import latest_actions, likely_cause_line, responders_line
@@ -112,7 +112,7 @@ def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> 
     if cause:
         blocks.append(section(cause))
     blocks.append(context(_facts(incident), block_id=incident_block_id(incident)))
-    links = _links(incident.links)
+    links = _links(incident)
     if links:
         blocks.append(context(links))
     if incident.truncated:
@@ -326,12 +326,21 @@ def _facts(incident: Incident) -> list[str]:
     return facts
 
 
-def _links(links: Links) -> list[str]:
-    """One context element per link: a long Grafana silence URL cannot crowd out the others."""
+def _links(incident: Incident) -> list[str]:
+    """One context element per link: a long Grafana silence URL cannot crowd out the others.
+
+    The silence link is the alert's own (Grafana's `silenceURL`): it opens Grafana's silence
+    form. When the incident was silenced from Slack in another place (Alertmanager), the label
+    says so, lest a responder look in Grafana for a silence that lives elsewhere."""
+    links = incident.links
+    made = incident.silence.backend if incident.silence else ""
+    silence = "🔕 Silence in Grafana"
+    if made and made != "Grafana":
+        silence = f"🔕 Grafana's silence form (this incident is silenced in {made})"
     labelled = [
         (links.runbook, "📖 Runbook"),
         (links.alert, "🔔 View alert"),
-        (links.silence, "🔕 Silence in Grafana"),
+        (links.silence, silence),
         (links.dashboard, "📈 Dashboard"),
         (links.panel, "📊 Panel"),
     ]

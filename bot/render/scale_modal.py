@@ -124,7 +124,6 @@ def render_scale_confirm(
 ) -> dict[str, Any]:
     """Step two: exactly what will be asked, and of whom; `about` says where it is recorded."""
     target = preview.target
-    what = "maxRunners" if form.raise_maximum else "capacity"
     lines = [
         f"Scale *{escape(form.runner_type)}* by *+{form.delta}* through {escape(backend)} "
         f"(`{truncate(escape(target.target), 200)}`)?",
@@ -134,7 +133,7 @@ def render_scale_confirm(
         lines.append(f"Now: {escape(capacity.describe())}.")
         after = _after(form, preview)
         if after:
-            lines.append(f"After: {what} {after}.")
+            lines.append(f"After the scale-up: {after}.")
     else:
         lines.append(f"_{escape(preview.capacity_note)}._")
     lines.append(_undo_line(form, preview))
@@ -146,11 +145,13 @@ def render_scale_confirm(
 
 
 def _after(form: ScaleForm, preview: ScalePreview) -> str:
+    """The value that changes, before → after, named as the thread's reply will name it
+    ("minRunners 16 → 21")."""
     capacity = preview.capacity
     if capacity is None:
         return ""
     if form.raise_maximum and capacity.maximum is not None:
-        return f"{capacity.maximum} → {capacity.maximum + form.delta}"
+        return f"maxRunners {capacity.maximum} → {capacity.maximum + form.delta}"
     if preview.can_raise_maximum and capacity.minimum is not None:
         return f"minRunners {capacity.minimum} → {capacity.minimum + form.delta}"
     if capacity.current is not None:

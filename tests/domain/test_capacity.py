@@ -339,3 +339,18 @@ def test_a_replica_starting_within_the_hour_after_the_schedule_posts_it(
     schedule = Schedule("mon", 9, 0, "Europe/London")
     at = datetime.fromisoformat(now)
     assert missed(schedule, at, grace=timedelta(hours=1)) is posts
+
+
+def test_a_scale_up_taken_on_from_an_early_warning_is_its_scalers_and_its_types_alone() -> None:
+    # alice scaled from the early warning; the incident that took it on recorded it with no
+    # actor, and the report said "1 scale-ups (someone 1)" for every type of the incident.
+    taken = Event(
+        at=NOW,
+        kind="scaled",
+        text="Took on the early warning's scale-up of linux.2xlarge by alice (minRunners 16 → 21): "
+        "it goes back when the incident resolves, unless someone changes it meanwhile",
+    )
+    incidents = [(incident(1, 5, 1, {BIG: (30, 12), "windows.4xlarge": (3, 4)}), [taken])]
+    [big, windows] = capacity_report(incidents, LIVE, since=WEEK, now=NOW)
+    assert big.scale_ups == {"alice": 1}
+    assert windows.scale_ups == {}

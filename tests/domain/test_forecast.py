@@ -62,3 +62,10 @@ def test_runners_to_drain_matches_the_documented_formula() -> None:
     # ceil((Q + max(a - c, 0) * T) * D / T) = ceil((12 + 2 * 30) * 4 / 30) = ceil(9.6) = 10
     advice = runners_to_drain(12, job_duration_mins=4, arrival_per_min=5, completion_per_min=3)
     assert advice is not None and advice.runners == 10
+
+
+def test_a_measured_job_duration_reads_in_whole_minutes() -> None:
+    # The demo's GPU jobs averaged 16.21 min: the scale modal's reason said "~16.21 min".
+    advice = runners_to_drain(40, job_duration_mins=16.21, within_mins=30)
+    assert advice is not None
+    assert advice.why == "drains 40 queued jobs of ~16 min in 30 min"

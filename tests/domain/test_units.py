@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bot.domain.units import change, duration, minutes, number
 
@@ -30,9 +32,30 @@ def test_number(value: float, expected: str) -> None:
     assert number(value) == expected
 
 
-def test_minutes() -> None:
-    assert minutes(114) == "114 min"
-    assert minutes(0.5) == "0.5 min"
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (114, "114 min"),
+        (0.5, "0.5 min"),
+        (16.21, "16 min"),  # a job duration averaged over runs: ~16.21 min told too much
+        (9.94, "9.9 min"),
+        (9.96, "10 min"),
+        (130.5, "130 min"),
+        (-12.4, "-12 min"),
+    ],
+)
+def test_minutes(value: float, expected: str) -> None:
+    assert minutes(value) == expected
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_minutes_never_tell_more_than_a_tenth_and_none_past_ten(value: float) -> None:
+    amount = minutes(value).removesuffix(" min")
+    assert "e" not in amount
+    decimals = amount.partition(".")[2]
+    assert len(decimals) <= 1
+    if abs(value) >= 10:
+        assert decimals == ""
 
 
 @pytest.mark.parametrize(

@@ -35,3 +35,11 @@ def test_many_types_and_many_scalers_keep_every_shown_type_and_the_sources() -> 
     labels = chart["chart"]["axis_config"]["categories"]
     assert len(labels) <= 20 and len(set(labels)) == len(labels)
     assert all(len(label) <= 20 for label in labels)
+
+
+def test_one_scale_up_is_said_in_the_singular_with_its_scaler() -> None:
+    one = TypeReport(runner_type="linux.2xlarge", incidents=1, scale_ups={"alice": 1})
+    two = TypeReport(runner_type="linux.4xlarge", incidents=1, scale_ups={"alice": 1, "bob": 1})
+    text = render_report([one, two], days=7, kept_days=30)
+    assert "1 scale-up (alice 1)" in text
+    assert "2 scale-ups (alice 1, bob 1)" in text

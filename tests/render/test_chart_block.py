@@ -14,7 +14,13 @@ from bot.domain.alerts import RunnerQueue
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.render.chart import ChartData, chart_data
-from bot.render.chart_block import blames_charts, chart_block, has_charts, without_charts
+from bot.render.chart_block import (
+    blames_charts,
+    chart_block,
+    has_charts,
+    series_labels,
+    without_charts,
+)
 from sandbox.slack_limits import validate_blocks
 
 START = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
@@ -38,9 +44,9 @@ def test_queued_jobs_per_runner_type_at_each_moment() -> None:
     assert chart["type"] == "line"
     assert chart["axis_config"]["categories"] == ["08:00", "08:05", "08:10"]
     by_name = {s["name"]: [p["value"] for p in s["data"]] for s in chart["series"]}
-    # A long runner type keeps its start and end within Slack's 20 characters; a moment
+    # A long runner type keeps its leading parts within Slack's 20 characters; a moment
     # whose reading did not show a type has it at 0 (it was not queueing then).
-    assert by_name == {"linux.g5.…nvidia.gpu": [1, 0, 4], "linux.2xlarge": [3, 9, 0]}
+    assert by_name == {"linux.g5.4xlarge…": [1, 0, 4], "linux.2xlarge": [3, 9, 0]}
     assert block["title"] == "Queue trend · incident 7"
 
 
@@ -77,6 +83,47 @@ def test_the_sender_can_take_the_chart_out() -> None:
 
 NAMES = st.text(min_size=0, max_size=60)
 QUEUES = st.dictionaries(NAMES, st.none() | st.floats(0, 1e9, allow_nan=False), max_size=8)
+
+
+@pytest.mark.parametrize(
+    ("names", "labels"),
+    [
+        # PyTorch's fleet: the size that tells two GPU types apart stays in the legend.
+        (
+            [
+                "linux.g5.4xlarge.nvidia.gpu",
+                "linux.g5.48xlarge.nvidia.gpu",
+                "linux.2xlarge",
+                "linux.rocm.gpu.2",
+                "windows.4xlarge.nonephemeral",
+            ],
+            [
+                "linux.g5.4xlarge…",
+                "linux.g5.48xlarge…",
+                "linux.2xlarge",
+                "linux.rocm.gpu.2",
+                "windows.4xlarge…",
+            ],
+        ),
+        # Types alike at the start keep their ends instead.
+        (
+            ["linux.idc.xpu.nightly.pool.a", "linux.idc.xpu.nightly.pool.b"],
+            ["…xpu.nightly.pool.a", "…xpu.nightly.pool.b"],
+        ),
+        # A name with no dot to cut at is cut plainly; alike at both ends, a number parts them.
+        (["x" * 30, "x" * 31], ["xxxxxxxxxxxxxxxxxxx…", "xxxxxxxxxxxxxxxxx… 2"]),
+    ],
+    ids=["pytorch", "alike-at-the-start", "alike-everywhere"],
+)
+def test_legend_names_say_which_runner_type(names: list[str], labels: list[str]) -> None:
+    assert series_labels(names) == labels
+
+
+@given(st.lists(st.text(alphabet="ab.x", max_size=40), min_size=1, max_size=20, unique=True))
+def test_legend_names_fit_and_differ(names: list[str]) -> None:
+    labels = series_labels(names)
+    assert all(len(label) <= 20 for label in labels)
+    assert len(set(labels)) == len(labels)
 
 
 @settings(max_examples=150, deadline=None)

@@ -307,7 +307,7 @@ def test_peak_is_shown_when_it_differs_from_now() -> None:
         numbers=QueueNumbers(90, 14, 60, 20), peak=QueueNumbers(130.5, 14, 60, 20)
     )
     fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
-    assert fields[0] == "Longest wait: *90 min* (threshold 60 min, peak 130.5 min)"
+    assert fields[0] == "Longest wait: *90 min* (threshold 60 min, peak 130 min)"
     assert fields[1] == "Queued jobs: *14* (threshold 20)"
 
 
@@ -402,6 +402,29 @@ def test_links_only_present_and_only_http_ones_linked() -> None:
 def test_no_links_no_links_block() -> None:
     root = render_root(make_incident(links=Links()), now=T0)
     assert len(block_of(root, "context")) == 1
+
+
+@pytest.mark.parametrize(
+    ("backend", "label"),
+    [
+        (None, "🔕 Silence in Grafana"),
+        ("Grafana", "🔕 Silence in Grafana"),
+        ("Alertmanager", "🔕 Grafana's silence form (this incident is silenced in Alertmanager)"),
+    ],
+    ids=["not-silenced", "silenced-in-grafana", "silenced-in-alertmanager"],
+)
+def test_the_silence_link_names_where_the_silence_is(backend: str | None, label: str) -> None:
+    from bot.domain.incidents import ActiveSilence, silenced
+
+    grafana = "https://grafana.example/alerting/silence/new?matcher=alertname%3DQ"
+    incident = make_incident(links=Links(silence=grafana))
+    if backend is not None:
+        made = ActiveSilence(
+            silence_id="s1", backend=backend, until=T0 + timedelta(hours=1), by="U1", at=T0
+        )
+        incident = silenced(incident, made)
+    links = block_of(render_root(incident, now=T0), "context")[1]
+    assert [e["text"] for e in links["elements"]] == [f"<{grafana}|{label}>"]
 
 
 def test_firing_root_offers_exactly_the_documented_actions() -> None:

@@ -5,6 +5,7 @@ says."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -95,3 +96,31 @@ def test_hostile_metadata_stays_inert_and_within_limits(
         for text in texts_of(view["blocks"]):
             assert_inert(text)
             assert len(text) <= 3000
+
+
+@pytest.mark.parametrize(
+    ("capacity", "can_raise_maximum", "raise_maximum", "after"),
+    [
+        # ARC raises the floor: the reply will say "minRunners 16 → 21 (maxRunners 20)".
+        (Capacity(16, 16, 20), True, False, "After the scale-up: minRunners 16 → 21."),
+        # ARC at its ceiling, raising it instead.
+        (
+            Capacity(20, 16, 20, at_maximum=True),
+            True,
+            True,
+            "After the scale-up: maxRunners 20 → 25.",
+        ),
+        # A backend that knows only how many run (an Auto Scaling group's desired capacity).
+        (Capacity(16, 0, 40), False, False, "After the scale-up: 16 → 21 runners."),
+    ],
+    ids=["min-runners", "max-runners", "runners"],
+)
+def test_the_confirmation_names_the_value_that_changes_once(
+    capacity: Capacity, can_raise_maximum: bool, raise_maximum: bool, after: str
+) -> None:
+    shown = ScalePreview(TARGET, capacity, "", None, can_raise_maximum=can_raise_maximum)
+    form = replace(FORM, raise_maximum=raise_maximum)
+    confirm = render_scale_confirm(form, shown, "ARC", about="Recorded in the thread.")
+    lines = confirm["blocks"][0]["text"]["text"].splitlines()
+    assert lines[1] == f"Now: {capacity.describe()}."
+    assert lines[2] == after
