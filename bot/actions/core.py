@@ -143,7 +143,7 @@ def _resolve(actor: Actor, name: str) -> Decide:
         resolved = resolve_manually(incident, by=actor.user_id, name=name, now=now)
         updated = with_action(resolved, event)
         summary = render_summary(updated, [*timeline, event], now=now)
-        replies = summary_replies(BAND_ACTION, summary)
+        replies = summary_replies(BAND_ACTION, summary, updated)
         commit = Commit(updated, events=(event,), replies=replies, stop_status=True)
         return Decision(Outcome(True, f"You resolved incident {incident.id}."), commit)
 

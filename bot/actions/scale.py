@@ -8,7 +8,7 @@ same alert, add runners once; the refusal says who scaled it and when.
 
 A scale-up that its backend can put back is recorded for the revert sweep
 (`bot.actions.scale_reverts`) unless it is kept (`keep=True`: `/queue scale … keep`, the modal's
-checkbox); the reply says when it goes back, or why it cannot. An early warning's Scale up
+checkbox); its thread reply says when it goes back, or why it cannot. An early warning's Scale up
 (`bot.actions.warnings`) takes the same checks, lock, call and record, owned by the warning.
 """
 
@@ -34,12 +34,12 @@ from bot.actions.flow import (
     refused,
 )
 from bot.actions.interactions import Held
-from bot.actions.scale_reverts import ScaleReverts
+from bot.actions.scale_reverts import ScaleReverts, plan_sentence
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.domain.fleet import worst_first
 from bot.domain.forecast import Recommendation
-from bot.domain.incidents import Event, Incident, with_action
+from bot.domain.incidents import Event, Incident, PutBack, with_action, with_put_back
 from bot.domain.runner_names import RunnerNames, runner_key
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
 from bot.render.mrkdwn import escape
@@ -245,8 +245,8 @@ class Scaling:
         if isinstance(done, Outcome):
             return done
         request, result = done
-        undo = await self.remember(request, result, keep, incident_id=incident.id)
-        decide = _record(actor, name, request, result, self.backend_name, undo)
+        undo, put_back = await self.remember(request, result, keep, incident_id=incident.id)
+        decide = _record(actor, name, request, result, self.backend_name, undo, put_back)
         return await self._acting.commit(ref, decide, attempts=MAX_RECORD_ATTEMPTS)
 
     async def call(
@@ -297,27 +297,29 @@ class Scaling:
         *,
         incident_id: str = "",
         warning: str = "",
-    ) -> str:
+    ) -> tuple[str, PutBack | None]:
         """Record the scale-up for the revert sweep, owned by its incident or early warning
-        (`warning`: its uid); what the answer says about undoing it."""
+        (`warning`: its uid); what its message says about undoing it, and what the incident
+        keeps to go back (None for a warning's, or one that does not go back)."""
         if result.undo is None:
             reason = (
                 self._scaler.cannot_undo if self._scaler is not None else ""
             ) or f"{self.backend_name} did not say what it changed"
-            return f"It cannot be undone by queuepilot: {reason}."
+            return f"It cannot be undone by queuepilot: {reason}.", None
         if keep:
-            return "Kept after the incident, as asked." if incident_id else "Kept, as asked."
+            kept = "Kept after the incident, as asked." if incident_id else "Kept, as asked."
+            return kept, None
         if self._reverts is None:
-            return ""
+            return "", None
         try:
-            await self._reverts.remember(
+            record = await self._reverts.remember(
                 incident_id, request.target, result.undo, by=request.requested_by, warning=warning
             )
         except RedisError as exc:  # the scale-up happened: say so, and that it stays
             log.error("scale-up of %s not recorded for its revert: %s", request.target, exc)
-            return "It could not be recorded to be put back (database unavailable): it stays."
-        plan = self._reverts.plan(warning=bool(warning))
-        return f"It goes back {plan}, unless someone changes it meanwhile."
+            return "It could not be recorded to be put back (database unavailable): it stays.", None
+        put_back = None if warning else self._reverts.put_back(record)
+        return plan_sentence(self._reverts.plan(warning=bool(warning))), put_back
 
 
 def _record(
@@ -327,16 +329,22 @@ def _record(
     result: ScaleResult,
     backend: str,
     undo: str,
+    put_back: PutBack | None,
 ) -> Decide:
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
         runner_type = request.target.runner_type
         text = f"Scaled {runner_type} by +{request.delta}: {result.detail} ({backend})"
-        text += f". {undo}" if undo else ""
         event = Event(at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name)
         updated = with_action(incident, event)
-        reply = Reply("action", BAND_ACTION, render_event(updated, event))
+        if put_back is not None:
+            updated = with_put_back(updated, put_back)
+        # When it goes back is said once, in the thread: not in the root's latest actions nor
+        # the summary's timeline (which says what is still to go back), nor the answer (the
+        # modal said it); that it stays is news to the person too.
+        detail = f"· {escape(undo)}" if undo else ""
+        reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=detail))
         answer = f"You scaled `{escape(runner_type)}` by +{request.delta}: {escape(result.detail)}."
-        answer += f" {escape(undo)}" if undo else ""
+        answer += f" {escape(undo)}" if undo and put_back is None else ""
         if not incident.is_open:
             answer += " The incident had resolved meanwhile."
         commit = Commit(updated, events=(event,), replies=(reply,))

@@ -35,7 +35,7 @@ import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -46,7 +46,14 @@ from bot.backends.scale import Reverted, Scaler, Undo
 from bot.backoff import wait_after
 from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
 from bot.domain.incident_fleet import DrainConfig, type_drained
-from bot.domain.incidents import Event, Incident, with_action
+from bot.domain.incidents import (
+    Event,
+    Incident,
+    PutBack,
+    with_action,
+    with_put_back,
+    without_put_backs,
+)
 from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
@@ -215,6 +222,20 @@ class ScaleReverts:
             return f"when {until}"
         return f"when {until} or after {duration(timedelta(seconds=self.config.after_s))}"
 
+    def put_back(self, record: RevertRecord) -> PutBack:
+        """What the incident keeps of a recorded scale-up, for its summary."""
+        after = self.config.after_s
+        settle = self.config.settle_s
+        return PutBack(
+            id=record.id,
+            runner_type=record.target.runner_type,
+            field=record.undo.field,
+            before=record.undo.before,
+            after=record.undo.after,
+            when=f"once its queue has stayed drained {_span(settle)}" if settle else "",
+            latest=datetime.fromtimestamp(record.scaled_at + after, UTC) if after else None,
+        )
+
     @property
     def settle_said(self) -> str:
         """ "the incident resolves and its queue stays drained 30 min" """
@@ -239,7 +260,7 @@ class ScaleReverts:
         except RedisError as exc:
             log.warning("scale reverts: Redis unavailable: %s", exc)
             return
-        told: dict[str, list[str]] = {}
+        told: dict[str, list[tuple[str, str]]] = {}
         for rid in sorted(due, key=self._order):  # a floor before its ceiling: both go now
             try:
                 said = await self.check(rid)
@@ -249,10 +270,11 @@ class ScaleReverts:
                 log.exception("scale reverts: %s failed", rid)
             else:
                 if said is not None:
-                    told.setdefault(said[0], []).append(said[1])
-        for incident_id, texts in told.items():
+                    told.setdefault(said[0], []).append((rid, said[1]))
+        for incident_id, done in told.items():
+            texts = [text for _, text in done]
             try:
-                await self._say(incident_id, "; ".join(texts))
+                await self._say(incident_id, "; ".join(texts), gone={r for r, _ in done})
             except RedisError as exc:
                 log.warning("scale reverts: %s: Redis: %s; not told: %s", incident_id, exc, texts)
 
@@ -324,11 +346,13 @@ class ScaleReverts:
         await self._say(
             taken.incident_id,
             f"Took on the early warning's scale-up of {record.target.runner_type} by {record.by} "
-            f"({undo.field} {_value(undo.before)} → {undo.after}): it goes back "
-            f"{self.plan()}, unless someone changes it meanwhile",
+            f"({undo.field} {_value(undo.before)} → {undo.after})",
             kind="scaled",
             on_root=True,
+            detail=f"· {plan_sentence(self.plan())}",
+            put_back=self.put_back(taken),
         )
+        await self._say_on_warning(record, f"Incident {taken.incident_id} took it on")
         return taken
 
     async def _why_now(
@@ -427,14 +451,15 @@ class ScaleReverts:
         return bool(await self._finish(keys=keys, args=args))
 
     async def _say_on_warning(self, record: RevertRecord, text: str) -> None:
-        """Added to what the warning's message says of its scale-up, while the message is the
-        same warning's; a newer version saved meanwhile is read again and added to."""
+        """Said on the warning's message in place of when its scale-up goes back (no longer
+        true), while the message is the same warning's; a newer version saved meanwhile is read
+        again and said on."""
         for _ in range(MAX_COMMIT_ATTEMPTS):
             state = await self._warning_of(record)
             if state is None or self._warnings is None:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
                 return
-            said = f"{state.scaled} · {text}." if state.scaled else f"{text}."
+            said = put_back_said(state.scaled, plan_sentence(self.plan(warning=True)), f"{text}.")
             if await self._warnings.save(state.changed(self._clock().timestamp(), scaled=said)):
                 return
         log.warning("scale reverts: warning kept changing; not told: %s", text)
@@ -447,10 +472,20 @@ class ScaleReverts:
         return state if state is not None and state.uid == record.warning else None
 
     async def _say(
-        self, incident_id: str, text: str, kind: str = "scale_reverted", *, on_root: bool = False
+        self,
+        incident_id: str,
+        text: str,
+        kind: str = "scale_reverted",
+        *,
+        on_root: bool = False,
+        detail: str = "",
+        put_back: PutBack | None = None,
+        gone: set[str] | None = None,
     ) -> None:
-        """The event and its thread reply, fenced by the incident's version like every action;
-        `on_root` when it is one of the incident's actions now, listed on its root with them."""
+        """The event and its thread reply (with `detail`, mrkdwn, after the text), fenced by the
+        incident's version like every action; `on_root` when it is one of the incident's actions
+        now, listed on its root with them. The incident keeps `put_back` to go back, and no
+        longer the records `gone`."""
         for _ in range(MAX_COMMIT_ATTEMPTS):
             loaded = await self._store.load(incident_id)
             incident = loaded.incident
@@ -459,8 +494,9 @@ class ScaleReverts:
                 return
             now = self._clock()
             event = Event(at=now, kind=kind, text=text)
-            reply = Reply("event", BAND_EVENT, render_event(incident, event))
-            said = incident.model_copy(update={"updated_at": now})
+            reply = Reply("event", BAND_EVENT, render_event(incident, event, detail=detail))
+            said = without_put_backs(incident, gone or set()).model_copy(update={"updated_at": now})
+            said = with_put_back(said, put_back) if put_back is not None else said
             commit = Commit(
                 with_action(said, event) if on_root else said,
                 version=loaded.version,
@@ -472,6 +508,21 @@ class ScaleReverts:
             if await self._store.commit(commit, now=now.timestamp()):
                 return
         log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
+
+
+def plan_sentence(plan: str) -> str:
+    """Said once, where the scale-up is told: its thread reply, or its warning's message."""
+    return f"It goes back {plan}, unless someone changes it meanwhile."
+
+
+def put_back_said(scaled: str, plan: str, said: str) -> str:
+    """A warning's words on its scale-ups, with `said` in place of the first `plan` sentence (the
+    one of the scale-up it tells of) and the others dropped: nothing else is still to go back
+    on this warning's say. Added at the end where no plan is left to replace."""
+    if plan not in scaled:
+        return scaled if said in scaled else f"{scaled} · {said}" if scaled else said
+    first, _, rest = scaled.partition(plan)
+    return f"{first}{said}{rest.replace(f' {plan}', '').replace(plan, '')}"
 
 
 def _span(seconds: float) -> str:

@@ -213,15 +213,15 @@ def _record_silence(record: ActiveSilence, seconds: int) -> Decide:
         )
         updated = with_action(silenced(incident, record), event)
         until = slack_date(record.until)
-        reply = render_event(updated, event, detail=f"· until {until}")
         answer = (
             f"You silenced incident {incident.id} until {until} "
             f"({escape(record.backend)} silence `{escape(record.silence_id)}`)."
         )
         if not incident.is_open:
             answer += " The incident had resolved meanwhile; the silence stays until it ends."
-        commit = Commit(updated, events=(event,), replies=(Reply("action", BAND_ACTION, reply),))
-        return Decision(Outcome(True, answer), commit)
+        # No reply: the root says who silenced it until when and offers to remove it, and the
+        # answer gives the silence's ID; the timeline keeps the event.
+        return Decision(Outcome(True, answer), Commit(updated, events=(event,)))
 
     return decide
 

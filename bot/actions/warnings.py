@@ -8,7 +8,9 @@ fires, opens its incident as always.
 Scale up takes the incident's path (`bot.actions.scale`: permission, cap, the type's lock, the
 backend's call) and is owned by the warning: its message says who scaled what, and the revert
 sweep puts it back once the warning's queue is over, or hands it to the incident that takes the
-warning on (`bot.actions.scale_reverts`).
+warning on (`bot.actions.scale_reverts`). A Scale up… opened from a warning whose alert fired
+meanwhile goes on to the incident that took the warning on: the person asked for the runners,
+and the incident is where they are now recorded.
 """
 
 from __future__ import annotations
@@ -60,14 +62,15 @@ class Warnings:
     async def scale_choice(
         self, actor: Actor, runner_type: str, uid: str
     ) -> WarningState | Outcome:
-        """The standing warning one may scale its runner type from, or why not."""
+        """The standing warning one may scale its runner type from (or the one an incident took
+        on: the scale-up is the incident's then), or why not."""
         scaling = self._scaling
         if scaling is None:
             return refused("Scaling is not set up.")
         refusal = await scaling.refusal(actor)
         if refusal is not None:
             return refusal
-        state = await self._active(runner_type, uid)
+        state = await self._active(runner_type, uid, folded=True)
         if isinstance(state, Outcome):
             return state
         problem = scaling.check(runner_type, 1)  # the type has a target
@@ -103,6 +106,20 @@ class Warnings:
             return choice
         scaling = self._scaling
         assert scaling is not None  # scale_choice refuses without it
+        if choice.phase is Phase.FOLDED:
+            done = await scaling.scale(
+                actor,
+                choice.incident_id,
+                runner_type,
+                delta,
+                raise_maximum=raise_maximum,
+                keep=keep,
+            )
+            fired = (
+                f"The alert fired meanwhile: incident {escape(choice.incident_id)} carries the "
+                "warning on, and the scale-up is its."
+            )
+            return Outcome(done.ok, f"{fired} {done.message}", done.result)
         problem = scaling.check(runner_type, delta)
         if problem:
             return refused(problem)
@@ -111,7 +128,7 @@ class Warnings:
         if isinstance(done, Outcome):
             return done
         request, result = done
-        undo = await scaling.remember(request, result, keep, warning=uid)
+        undo, _ = await scaling.remember(request, result, keep, warning=uid)
         at = self._acting.clock()
         line = (
             f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {result.detail} "
@@ -119,8 +136,9 @@ class Warnings:
         )
         line += f" {undo}" if undo else ""
         await self._note(runner_type, uid, line)
+        # When it goes back is said once, on the warning's message (edited once it went back).
         answer = f"You scaled `{_name(runner_type)}` by +{delta}: {escape(result.detail)}."
-        return Outcome(True, answer + (f" {escape(undo)}" if undo else ""))
+        return Outcome(True, answer)
 
     async def _note(self, runner_type: str, uid: str, line: str) -> None:
         """Add `line` to what the warning's message says of its scale-ups (read again when
@@ -135,9 +153,15 @@ class Warnings:
             ):
                 return
 
-    async def _active(self, runner_type: str, uid: str) -> WarningState | Outcome:
+    async def _active(
+        self, runner_type: str, uid: str, *, folded: bool = False
+    ) -> WarningState | Outcome:
+        """The warning while it stands (`folded`: or once an incident took it on)."""
         state = await self._store.get(runner_type)
-        if state is None or state.uid != uid or state.phase is not Phase.ACTIVE:
+        ended = state is None or state.uid != uid
+        if not ended and state is not None and state.phase is not Phase.ACTIVE:
+            ended = not (folded and state.phase is Phase.FOLDED and state.incident_id)
+        if ended or state is None:
             return refused(f"The early warning for {_name(runner_type)} has ended already.")
         return state
 

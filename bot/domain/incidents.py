@@ -85,6 +85,20 @@ class ActiveSilence(BaseModel):
     at: datetime
 
 
+class PutBack(BaseModel):
+    """A scale-up of the incident's still to go back (`id`: its revert record's), so the summary
+    can say what goes back and when; the put-back's own reply takes it off."""
+
+    id: str
+    runner_type: str
+    field: str
+    before: int | None  # None: the field was unset, and is unset again
+    after: int
+    # After the resolve, what it waits for ("once its queue has stayed drained 30 min").
+    when: str = ""
+    latest: datetime | None = None  # `SCALE_REVERT_AFTER` after the scale-up, whatever happens
+
+
 class Snapshot(BaseModel):
     """The queue at one moment: what a status post compares against."""
 
@@ -153,6 +167,11 @@ class Incident(BaseModel):
     last_posted: Snapshot | None = None
     status_posts: int = 0  # new status replies so far (edits of a quiet one not counted)
     status_checks: int = 0  # statuses so far, posted or edited in place: the chart's cadence
+    # The trend's latest time when a status last drew it, in its blocks and as a picture: the
+    # summary leaves out a chart that would draw the same (0: none, or stored by 0.20).
+    charted_at: float = 0.0
+    pictured_at: float = 0.0
+    put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
 
     @field_validator("trend", mode="before")
     @classmethod
@@ -370,6 +389,31 @@ def with_action(incident: Incident, event: Event) -> Incident:
         responder = Responder(user_id=event.actor, name=event.actor_name)
         update["responders"] = (*incident.responders, responder)
     return incident.model_copy(update=update)
+
+
+def with_put_back(incident: Incident, put_back: PutBack) -> Incident:
+    """The incident with a scale-up to go back; one of the same record (the same runner type and
+    field, scaled again) is replaced: the record keeps the value first put back."""
+    kept = tuple(p for p in incident.put_backs if p.id != put_back.id)
+    return incident.model_copy(update={"put_backs": (*kept, put_back)})
+
+
+def without_put_backs(incident: Incident, ids: set[str]) -> Incident:
+    """The incident once those scale-ups went back, or were left or dropped."""
+    kept = tuple(p for p in incident.put_backs if p.id not in ids)
+    return incident.model_copy(update={"put_backs": kept})
+
+
+def trend_end(incident: Incident) -> float:
+    """The time of the trend's latest point (0: no point): what a chart drawn now ends on."""
+    times = incident.trend.times()
+    return times[-1] if times else 0.0
+
+
+def chart_drawn(incident: Incident, drawn_at: float) -> bool:
+    """Whether a chart drawn when the trend ended at `drawn_at` shows the same as one drawn now:
+    the trend only moves when a status is recorded."""
+    return drawn_at > 0 and drawn_at == trend_end(incident)
 
 
 def diagnosed(incident: Incident, likely_cause: str) -> Incident:

@@ -401,7 +401,8 @@ class Intake:
         if change is Change.RESOLVED:
             # The summary is rendered now, from the timeline so far plus this event.
             events = [*await self._store.events(incident.id), event]
-            replies = summary_replies(BAND_EVENT, render_summary(incident, events, now=now))
+            summary = render_summary(incident, events, now=now)
+            replies = summary_replies(BAND_EVENT, summary, incident)
             return change, replace(
                 base, **fenced, events=(event,), replies=replies, stop_status=True
             )

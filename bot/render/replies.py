@@ -15,7 +15,15 @@ from pydantic import BaseModel, ConfigDict
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
 from bot.domain.forecast import DRAIN_TARGET_MINS
-from bot.domain.incidents import Event, Incident, Resolution, Snapshot, with_status
+from bot.domain.incidents import (
+    Event,
+    Incident,
+    PutBack,
+    Resolution,
+    Snapshot,
+    chart_drawn,
+    with_status,
+)
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
@@ -295,7 +303,10 @@ def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime
                 f"`/queue unsilence {incident_id}` removes it."
             )
         )
-    blocks += _chart(incident_chart(incident))
+    if incident.put_backs:
+        blocks.append(section("\n".join(_put_back_line(p) for p in incident.put_backs)))
+    if not chart_drawn(incident, incident.charted_at):  # the last status shows this very chart
+        blocks += _chart(incident_chart(incident))
     shown = events[-MAX_TIMELINE:]
     if shown:
         lines = ["*What was done*"]
@@ -312,6 +323,20 @@ def _chart(data: ChartData) -> list[dict[str, Any]]:
     """The trend drawn by Slack; the sender takes it out for a workspace that refuses it."""
     block = chart_block(data)
     return [block] if block is not None else []
+
+
+def _put_back_line(put_back: PutBack) -> str:
+    """ "↩️ linux.2xlarge maxRunners 30 goes back to 20 once its queue has stayed drained 30 min
+    (at the latest 14:05)": what the thread's own put-back reply will say was done."""
+    before = "unset" if put_back.before is None else str(put_back.before)
+    line = (
+        f"↩️ {runner_name(put_back.runner_type)} {escape(put_back.field)} {put_back.after} "
+        f"goes back to {before}"
+    )
+    line += f" {escape(put_back.when)}" if put_back.when else ""
+    if put_back.latest is not None:
+        line += f" (at the latest {slack_date(put_back.latest, '{time}')})"
+    return line
 
 
 def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:

@@ -36,7 +36,14 @@ from bot.domain.incident_fleet import (
     drain_checks,
     incident_fleet,
 )
-from bot.domain.incidents import Event, Incident, Snapshot, record_status, resolve_drained
+from bot.domain.incidents import (
+    Event,
+    Incident,
+    Snapshot,
+    record_status,
+    resolve_drained,
+    trend_end,
+)
 from bot.domain.message import Rendered
 from bot.domain.quiet import is_meaningful
 from bot.domain.routes import Routing
@@ -221,9 +228,14 @@ class StatusReporter:
         text = Rendered(STATUS_FALLBACK, [])
         kind = RESTATUS if quiet else STATUS
         replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
+        # The status draws the trend in its blocks (and every Nth as a picture): the summary
+        # leaves out what it would draw again.
+        drawn = {"charted_at": trend_end(updated)}
         every = self._config.chart_every
         if every and view.is_live and updated.status_checks % every == 0:
             replies.append(chart_reply())
+            drawn["pictured_at"] = drawn["charted_at"]
+        updated = updated.model_copy(update=drawn)
         interval = drain.check_interval_s if checks else self._config.interval_s
         return Commit(
             updated,
@@ -249,7 +261,9 @@ class StatusReporter:
         return Commit(
             resolved,
             events=(event,),
-            replies=summary_replies(BAND_EVENT, render_summary(resolved, events, now=now)),
+            replies=summary_replies(
+                BAND_EVENT, render_summary(resolved, events, now=now), resolved
+            ),
             stop_status=True,
             version=loaded.version,
             thread=loaded.thread,

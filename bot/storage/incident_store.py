@@ -25,7 +25,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.domain.incidents import Event, GroupState, Incident, severity_rank
+from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank
 from bot.domain.message import Rendered
 from bot.storage.keys import Keys
 
@@ -91,12 +91,14 @@ def chart_reply() -> Reply:
     return Reply(CHART, BAND_STATUS, Rendered("", []), replaces=(CHART,))
 
 
-def summary_replies(band: int, summary: Rendered) -> tuple[Reply, ...]:
+def summary_replies(band: int, summary: Rendered, incident: Incident) -> tuple[Reply, ...]:
     """What a resolved incident's thread gets, however it was resolved (drained, the alert's
-    `resolved`, a person): the summary, then its chart as a picture where pictures are used.
+    `resolved`, a person): the summary, then its chart as a picture where pictures are used,
+    unless the last picture already drew the same trend.
     A status still waiting for its slot gives way to the summary (decided before the resolve,
     it would show the incident as if still open)."""
-    return Reply("summary", band, summary, replaces=STATUS_KINDS), chart_reply()
+    reply = Reply("summary", band, summary, replaces=STATUS_KINDS)
+    return (reply,) if chart_drawn(incident, incident.pictured_at) else (reply, chart_reply())
 
 
 @dataclass(frozen=True)

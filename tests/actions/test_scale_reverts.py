@@ -18,7 +18,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from bot.actions.scale_reverts import RevertConfig, RevertRecord, ScaleReverts
+from bot.actions.flow import Actor
+from bot.actions.scale_reverts import (
+    RevertConfig,
+    RevertRecord,
+    ScaleReverts,
+    plan_sentence,
+    put_back_said,
+)
 from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import ScaleRequest, ScaleResult
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
@@ -31,6 +38,7 @@ from bot.render.root import render_root
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.keys import Keys
 from bot.storage.warnings import WarningStore
+from tests.support.cores import action_core
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values
 from tests.support.running import eventually, run_bot
@@ -426,6 +434,65 @@ async def test_a_warnings_scale_up_stays_through_a_pause_and_goes_back_once_it_i
     assert not await redis.zcard(KEYS.scale_reverts), "done with"
 
 
+async def test_the_warnings_message_no_longer_says_when_it_goes_back_once_it_went_back(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    reverts, warnings = warning_sweep(redis, arc, clock)
+    await warned_and_scaled(reverts, warnings, arc, clock)
+    plan = plan_sentence(reverts.plan(warning=True))
+    scaled = f"alice scaled linux by +5 at 10:00 UTC: minRunners 0 → 5 (ARC). {plan}"
+    await moved(warnings, clock, phase=Phase.CLEARED, scaled=scaled)
+    clock.pass_(minutes=16)
+    await reverts.tick()
+    assert min_runners(kube) == 0
+    assert await shown_scaled(warnings) == (
+        "alice scaled linux by +5 at 10:00 UTC: minRunners 0 → 5 (ARC). "
+        "Put linux back (the queue stopped building): minRunners 5 → 0 (ARC)."
+    ), "the put-back's sentence in place of the plan's, which stopped being true"
+
+
+@given(
+    lines=st.lists(st.sampled_from(["a scaled x.", "b scaled y."]), min_size=1, max_size=4),
+    planned=st.lists(st.booleans(), min_size=4, max_size=4),
+)
+def test_a_put_back_leaves_no_plan_on_the_warning(lines: list[str], planned: list[bool]) -> None:
+    plan = "It goes back when its queue has stopped building, unless someone changes it."
+    scaled = " · ".join(
+        f"{line} {plan}" if p else line
+        for line, p in zip(lines, planned[: len(lines)], strict=True)
+    )
+    said = put_back_said(scaled, plan, "Put x back.")
+    assert plan not in said and "Put x back." in said
+    assert said.startswith(lines[0]), "what was scaled is kept"
+
+
+async def test_a_scale_up_asked_from_a_warning_whose_alert_fired_goes_on_to_the_incident(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    """The modal was opened from the warning; the alert fired before it was submitted: the
+    runners are added all the same, as the incident's scale-up, and the answer says why."""
+    store = IncidentStore(redis, PREFIX)
+    await opened(store)
+    warnings = WarningStore(redis, KEYS)
+    text = "linux: queue building, 9 jobs queued; at this rate the alert fires in ~2 min"
+    state = WarningState.raised("linux", "C1", text, clock().timestamp(), scalable=True)
+    assert await warnings.save(state)
+    await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")
+    core = action_core(
+        redis, store, scaler=arc, targets={"linux": TARGET}, scale_allowed=(USER,), clock=clock
+    )
+    assert core.warnings is not None
+    outcome = await core.warnings.scale(Actor(USER, "alice"), "linux", state.uid, 5)
+    assert outcome.ok, outcome.message
+    assert outcome.message.startswith(
+        "The alert fired meanwhile: incident 1 carries the warning on, and the scale-up is its. "
+        "You scaled `linux` by +5"
+    )
+    assert min_runners(kube) == 5
+    scaled = [e.text for e in await store.events("1") if e.kind == "scaled"]
+    assert len(scaled) == 1 and scaled[0].startswith("Scaled linux by +5")
+
+
 async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when_it_resolves(
     redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
 ) -> None:
@@ -439,12 +506,15 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
         await reverts.tick()
     assert min_runners(kube) == 5, "the incident is open"
     taken = [e.text for e in await store.events("1") if e.kind == "scaled"]
-    assert taken == [
-        "Took on the early warning's scale-up of linux by alice (minRunners 0 → 5): it goes "
-        "back when the incident resolves or after 4 h, unless someone changes it meanwhile"
-    ], "said once, in the incident's thread"
+    assert taken == ["Took on the early warning's scale-up of linux by alice (minRunners 0 → 5)"], (
+        "said once, in the incident's thread (whose reply says when it goes back)"
+    )
+    assert await shown_scaled(warnings) == "Incident 1 took it on."
     incident = await store.get("1")
     assert incident is not None
+    assert [(p.runner_type, p.field, p.before, p.after) for p in incident.put_backs] == [
+        ("linux", "minRunners", 0, 5)
+    ], "the summary will say it goes back"
     root = json.dumps(render_root(incident, now=clock()).blocks, ensure_ascii=False)
     assert "• <!date^" in root and "Took on the early warning's scale-up of linux by alice" in root
     await moved(warnings, clock, phase=Phase.CLEARED)  # the folded warning's end changes nothing
@@ -456,6 +526,8 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
     await reverts.tick()
     assert min_runners(kube) == 0
     assert await said(redis) == ["Put linux back (the incident resolved): minRunners 5 → 0 (ARC)"]
+    gone = await store.get("1")
+    assert gone is not None and gone.put_backs == (), "put back: nothing left to say"
 
 
 @pytest.mark.parametrize(
@@ -523,10 +595,11 @@ async def test_a_scale_up_from_slack_is_put_back_when_the_incident_is_resolved(
             lambda: any(
                 "It goes back when the incident resolves and its queue stays drained 2 s or "
                 "after 4 h" in t
-                for t in ephemeral_texts(slack)
+                for t in thread_texts(slack, root.ts)
             ),
-            what="the answer says when it goes back",
+            what="the scale-up's reply says when it goes back",
         )
+        assert not any("It goes back" in t for t in ephemeral_texts(slack)), "said once"
         kube.write(manager="manager", status={"currentRunners": 45})
         await post_event(running.http, slash("resolve 1"))
         await eventually(lambda: min_runners(kube) == 0, what="put back")

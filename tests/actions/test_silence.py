@@ -143,12 +143,7 @@ async def test_silence_select_makes_a_silence_of_this_group_only_and_unsilence_e
             lambda: any("You silenced incident" in t for t in ephemeral_texts(slack)),
             what="the clicker's answer",
         )
-        await eventually(
-            lambda: any(
-                "Silenced for 1 h in Alertmanager" in t for t in thread_texts(slack, root.ts)
-            ),
-            what="thread reply",
-        )
+        assert "Silenced for 1 h in Alertmanager" in json.dumps(after.blocks), "latest actions"
 
         mine = [s for s in am_silences(alertmanager) if s["createdBy"] == "alice"]
         mine = [s for s in mine if s["status"]["state"] == "active"]
@@ -177,6 +172,14 @@ async def test_silence_select_makes_a_silence_of_this_group_only_and_unsilence_e
             lambda: "incident_silence" in action_ids(root_now(slack, root.ts)), what="select back"
         )
         assert "silenced until" not in json.dumps(root_now(slack, root.ts).blocks)
+        replies = await eventually(
+            lambda: (
+                [t for t in thread_texts(slack, root.ts) if "Silence removed" in t]
+                and thread_texts(slack, root.ts)
+            ),
+            what="the unsilence's reply",
+        )
+        assert not any("Silenced for" in t for t in replies), "the root said it all: no reply"
 
 
 @pytest.mark.slow

@@ -28,7 +28,8 @@ def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
     redis_server.flush()
     with ExitStack() as stack:
         # A fleet minute every 2 s, read every second: the burst builds over a few readings.
-        config = SandboxConfig(speed=30, metrics_interval_s=1, revert_settle_s=3)
+        # Put back at the resolve (no settle time): the hand-over is what this test follows.
+        config = SandboxConfig(speed=30, metrics_interval_s=1, revert_settle_s=0)
         yield start_sandbox(stack, redis_server.url, PREFIX, config)
 
 
@@ -114,11 +115,16 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
         what="minRunners raised from the warning",
         timeout=30,
     )
-    await eventually(
-        lambda: "alice scaled linux.2xlarge by +1" in text_of(now_of(sandbox, warning.ts)),
-        what="the warning says who scaled what",
-        timeout=30,
-    )
+
+    # Scaled while the warning stood, the warning says so; on a loaded machine the alert may
+    # fire first, and the scale-up then goes on to the incident (its thread, checked below).
+    def where_scaled() -> str:
+        if "alice scaled linux.2xlarge by +1" in text_of(now_of(sandbox, warning.ts)):
+            return "warning"
+        answers = [m.text for m in sandbox.emulator.ephemerals()]
+        return "incident" if any("The alert fired meanwhile" in a for a in answers) else ""
+
+    scaled_on_warning = await eventually(where_scaled, what="who took the scale-up") == "warning"
     root = await eventually(
         lambda: next(
             (
@@ -144,11 +150,18 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
     def thread() -> str:
         return " ".join(text_of(m) for m in sandbox.emulator.thread(CHANNEL, root.ts))
 
-    await eventually(
-        lambda: "Took on the early warning's scale-up of linux.2xlarge by alice" in thread(),
-        what="the incident takes on the scale-up",
-        timeout=30,
-    )
+    if scaled_on_warning:
+        await eventually(
+            lambda: "Took on the early warning's scale-up of linux.2xlarge by alice" in thread(),
+            what="the incident takes on the scale-up",
+            timeout=30,
+        )
+    else:
+        await eventually(
+            lambda: "Scaled linux.2xlarge by +1" in thread(),
+            what="the scale-up made from the warning recorded on the incident",
+            timeout=30,
+        )
     await page_post(sandbox, "/_page/command", {"channel": CHANNEL, "text": "/queue resolve 1"})
     await eventually(
         lambda: sandbox.fleet.spec("linux.2xlarge").get("minRunners") == minimum,
@@ -156,8 +169,7 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
         timeout=30,
     )
     await eventually(
-        lambda: "Put linux.2xlarge back (the incident resolved and its queue stayed drained 3 s)"
-        in thread(),
+        lambda: "Put linux.2xlarge back (the incident resolved)" in thread(),
         what="said in the incident's thread",
         timeout=30,
     )

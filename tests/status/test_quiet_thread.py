@@ -7,19 +7,34 @@ new message, a quiet status an edit of the previous one, a chart a new message."
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import httpx
 from redis.asyncio import Redis
 
+from bot.actions.flow import Actor
+from bot.actions.scale_reverts import RevertConfig, ScaleReverts
+from bot.backends.kube import from_kubeconfig
+from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.backends.silence.alertmanager import ApiV2Silencer, SilenceApiConfig
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import GroupState, open_incident
+from bot.domain.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings
 from bot.outbound.queue import SendQueue
+from bot.render.chart import incident_chart
+from bot.render.chart_block import BLOCK_TYPE, chart_block
+from bot.render.root import render_root
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
+from sandbox.silence_api import FakeSilenceApi
+from tests.support.cores import action_core
+from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.payloads import fixture_json
 
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -111,4 +126,128 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
     loaded = await store.load("1")
     assert loaded.incident is not None and not loaded.incident.is_open
     assert "summary" in messages and len(messages) <= 15, messages
+    await redis.aclose()
+
+
+# -- a whole incident, as the demo walks it -------------------------------------------------
+
+ALICE = Actor("U0ALICE", "alice")
+ARC_SET = "arc-runners/mt-l-x86iavx512-8-64"
+
+
+def grafana_silencer(api: FakeSilenceApi) -> ApiV2Silencer:
+    """Grafana's silence API, in process: the bot's own HTTP client against the stand-in."""
+    config = SilenceApiConfig(
+        "Grafana",
+        f"http://grafana{api.prefix}",
+        headers={"Authorization": f"Bearer {api.token}"},
+        created_status=202,
+    )
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app))
+    return ApiV2Silencer(config, client)
+
+
+async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
+    redis_url: str, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """Alert, acknowledge, silence, scale up, diagnose, three statuses, resolve, put-back: the
+    thread holds what the root does not say, each said once."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 20
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    store = IncidentStore(redis, "qp")
+    queue = SendQueue(redis, "qp", retention_s=3600)
+    now = [START]
+    metrics = WobblingQueue()
+    arc = ArcScaler(ArcScalerConfig(from_kubeconfig(kube.kubeconfig(tmp_path, kube.url)), 2))
+    reverts = ScaleReverts(
+        redis,
+        store.keys,
+        store,
+        arc,
+        config=RevertConfig(check_s=15, timeout_s=2, settle_s=0),
+        clock=lambda: now[0],
+    )
+    core = action_core(
+        redis,
+        store,
+        silencer=grafana_silencer(FakeSilenceApi()),
+        scaler=arc,
+        targets={"linux.2xlarge": ScaleTarget("linux.2xlarge", ARC_SET, cap=20)},
+        metrics=metrics,
+        scale_allowed=(ALICE.user_id,),
+        clock=lambda: now[0],
+        reverts=reverts,
+    )
+    readings = FleetReadings(
+        redis, store.keys, metrics, interval_s=60, timeout_s=2, clock=lambda: now[0]
+    )
+    config = StatusConfig()
+    reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
+    incident = open_incident(
+        delivery_of(parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))),
+        incident_id="1",
+        uid="u1",
+        channel="C1",
+        now=START,
+    )
+    await store.commit(
+        Commit(
+            incident,
+            group=GroupState(incident_id="1"),
+            group_hash=incident.group_hash,
+            status_due=START.timestamp() + config.interval_s,
+        )
+    )
+    await redis.hset(store.keys.incident("1"), "thread", '{"channel": "C1", "ts": "1.000001"}')
+    thread: list[tuple[str, str]] = []  # (kind, text) of each new reply
+
+    async def send_what_is_waiting() -> None:
+        while (head := await queue.head_reply("1")) is not None:
+            edit = head.kind == "restatus" and head.status_ts
+            if not edit:
+                blocks = json.dumps(head.rendered.blocks, ensure_ascii=False)
+                thread.append((head.kind, blocks))
+            ts = f"2.{len(thread):06d}"
+            status = ts if head.kind in ("status", "restatus") and not edit else ""
+            await queue.record_reply("C1", "1", head.item, status_ts=status or head.status_ts)
+
+    for act in (
+        core.acknowledge(ALICE, "1"),
+        core.silence(ALICE, "1", 3600),
+        core.scale(ALICE, "1", "linux.2xlarge", 5),
+        core.diagnose(ALICE, "1"),
+    ):
+        outcome = await act
+        assert outcome.ok, outcome.text
+        now[0] += timedelta(seconds=30)
+        await send_what_is_waiting()
+    for _ in range(3):  # half an hour of statuses: the third with its chart as a picture
+        now[0] += timedelta(seconds=config.interval_s)
+        await reporter.tick()
+        await send_what_is_waiting()
+    resolved = await core.resolve(ALICE, "1")
+    assert resolved.ok
+    await send_what_is_waiting()
+    now[0] += timedelta(seconds=16)
+    await reverts.tick()
+    await send_what_is_waiting()
+
+    kinds = [kind for kind, _ in thread]
+    assert len(thread) <= 8, kinds
+    assert kinds.count("chart") == 1, "the summary's picture would draw the status's again"
+    texts = [text for _, text in thread]
+    said = [text for kind, text in thread if kind in ("action", "event")]
+    assert not any("Silenced for" in t for t in said), "the root shows the silence"
+    (acknowledged,) = [t for t in said if "Acknowledged" in t]
+    assert "<@U0ALICE>" in acknowledged, "the owner is mentioned once: the thread is theirs"
+    plans = [t for t in texts if "unless someone changes it meanwhile" in t]
+    assert len(plans) == 1 and "Scaled linux.2xlarge by +5" in plans[0], "said once"
+    (summary,) = [t for kind, t in thread if kind == "summary"]
+    ended = await store.get("1")
+    assert ended is not None and chart_block(incident_chart(ended)) is not None, "one to draw"
+    assert f'"type": "{BLOCK_TYPE}"' not in summary, "the last status drew this very chart"
+    assert "↩️ linux.2xlarge minRunners 5 goes back to 0" in summary
+    assert kinds[-1] == "event" and "Put linux.2xlarge back" in texts[-1]
+    root = json.dumps(render_root(ended, now=now[0]).blocks)
+    assert "unless someone changes it meanwhile" not in root, "the latest actions stay short"
     await redis.aclose()

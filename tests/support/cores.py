@@ -15,6 +15,7 @@ from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.report import Report
 from bot.actions.scale import ScaleConfig, Scaling
+from bot.actions.scale_reverts import ScaleReverts
 from bot.actions.silence import SilenceConfig, Silencing
 from bot.actions.warnings import Warnings
 from bot.backends.metrics import QueuedJobs, QueueHistory, QueueMetrics
@@ -54,6 +55,7 @@ def action_core(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     telemetry: Telemetry | None = None,
     routing: Routing = NO_ROUTES,
+    reverts: ScaleReverts | None = None,
 ) -> ActionCore:
     interactions = Interactions(redis, store.keys.prefix)
     authorizer = Authorizer(Rules(scale_allowed=scale_allowed), group_members=_no_members)
@@ -66,7 +68,13 @@ def action_core(
         clock=clock,
     )
     silencing = Silencing(acting, silencer, config=SilenceConfig(timeout_s=2), permalink=_no_link)
-    scaling = Scaling(acting, scaler, targets or {}, config=ScaleConfig(timeout_s=2, cooldown_s=60))
+    scaling = Scaling(
+        acting,
+        scaler,
+        targets or {},
+        config=ScaleConfig(timeout_s=2, cooldown_s=60),
+        reverts=reverts,
+    )
     readings = FleetReadings(
         redis,
         store.keys,
@@ -80,7 +88,7 @@ def action_core(
     diagnosing = Diagnosing(
         acting, readings, config=DiagnoseConfig(timeout_s=2), jobs=watch, scaling=scaling
     )
-    warnings = Warnings(acting, WarningStore(redis, store.keys))
+    warnings = Warnings(acting, WarningStore(redis, store.keys), scaling)
     history = metrics if isinstance(metrics, QueueHistory) else None
     report = Report(acting, readings, history=history)
     return ActionCore(
