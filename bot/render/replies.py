@@ -345,7 +345,10 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
     if peak.max_queue_time_mins is not None:
         items.append(f"Peak longest wait: *{minutes(peak.max_queue_time_mins)}*")
     if peak.max_queue_size is not None:
-        items.append(f"Peak queued jobs: *{number(peak.max_queue_size)}*")
+        # Of several runner types, a live peak is their sum at one moment: said as such, so it
+        # never reads as one type's beside the larger per-type peaks below.
+        every = " (all runner types)" if len(incident.peak_types) > 1 else ""
+        items.append(f"Peak queued jobs{every}: *{number(peak.max_queue_size)}*")
     if peak.max_queue_time_mins is None and peak.max_queue_size is None:
         items.append(NO_NUMBERS)
     drained = time_to_drain(incident)

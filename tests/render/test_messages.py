@@ -616,6 +616,19 @@ def test_summary_of_a_manual_resolve() -> None:
     )
 
 
+def test_a_summary_of_several_types_says_its_peak_is_their_sum() -> None:
+    """The demo's summary said "Peak queued jobs: 36" above "linux.2xlarge: 30 queued": both
+    true (36 is every type at once), read as two answers to one question."""
+    peaks = {"linux.2xlarge": RunnerQueue(queued=30), "linux.4xlarge": RunnerQueue(queued=6)}
+    incident = make_incident(peak=QueueNumbers(None, 36), peak_types=peaks)
+    texts = list(texts_of(render_summary(resolved(incident), [], now=T0).blocks))
+    assert "Peak queued jobs (all runner types): *36*" in texts
+    peak_rows = next(t for t in texts if t.startswith("*Peak by runner type*")).splitlines()
+    assert peak_rows[1:] == ["• linux.2xlarge: 30 queued", "• linux.4xlarge: 6 queued"]
+    one = make_incident(peak=QueueNumbers(None, 30), peak_types=dict(list(peaks.items())[:1]))
+    assert "Peak queued jobs: *30*" in texts_of(render_summary(resolved(one), [], now=T0).blocks)
+
+
 def test_summary_of_an_alert_resolve_without_numbers() -> None:
     incident = resolved(no_numbers(make_incident()).model_copy(update={"reopened": 1}))
     texts = list(texts_of(render_summary(incident, [], now=T0).blocks))
