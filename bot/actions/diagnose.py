@@ -8,14 +8,15 @@ leaves the report on the alert's own numbers, and the report says so.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.interactions import Held
 from bot.actions.scale import Scaling
 from bot.backends.errors import BackendError
-from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS
+from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS, ScaleUp
 from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import incident_fleet
@@ -26,6 +27,7 @@ from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.render.diagnostics import render_diagnostics
 from bot.render.mrkdwn import person
+from bot.render.queue import type_outlook
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 
 
@@ -141,7 +143,7 @@ def _record(
     view: JobsView | None,
 ) -> Decide:
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
-        diagnosis = diagnose(snapshot, evidence)
+        diagnosis = diagnose(snapshot, _course(incident, snapshot, evidence))
         cause = diagnosis.cause.value if diagnosis.cause else "not determined"
         event = Event(
             at=now,
@@ -159,3 +161,23 @@ def _record(
         return Decision(Outcome(True, answer), commit)
 
     return decide
+
+
+def _course(incident: Incident, snapshot: FleetSnapshot, evidence: Evidence) -> Evidence:
+    """`evidence` with where each queue heads, as the root says it (the incident's trend), and
+    the latest scale-up of each type from the incident's actions."""
+    outlooks = {
+        name: found
+        for name, metrics in snapshot.runner_types.items()
+        if (found := type_outlook(name, metrics, incident.trend)) is not None
+    }
+    scale_ups = {}
+    for event in incident.recent_actions:  # oldest first: the latest of a type stays
+        scaled = SCALED.match(event.text) if event.kind == "scaled" else None
+        if scaled and scaled["type"] in snapshot.runner_types:
+            scale_ups[scaled["type"]] = ScaleUp(int(scaled["added"]), event.at)
+    return replace(evidence, outlooks=outlooks, scale_ups=scale_ups)
+
+
+# How a scale-up's event says it (`bot.actions.scale`): "Scaled linux.2xlarge by +10: …".
+SCALED = re.compile(r"Scaled (?P<type>\S+) by \+(?P<added>\d+)")

@@ -5,12 +5,18 @@ with what it would need: runner utilization, job arrival rate against its baseli
 against its baseline, resource constraints (at maximum capacity, runners offline, scale-up
 errors), and the autoscaling configuration against demand. Then the likely cause among the
 runbook's five (increased workload, resource constraints, long-running jobs, autoscaling
-configuration, infrastructure problems), how sure, why, and what to do next.
+configuration, infrastructure problems), how sure, the check it rests on, and what to do next.
 
-A sixth check looks for what the cause is in a CI engineer's words (`bot.domain.causes`: a
-stalled listener, runners that do not register, a failing scale-up, the organisation's limit, one
-workflow's surge). When it finds one, that is the likely cause, with its evidence and its own next
-step: "raise the maximum" is the wrong advice for a listener that takes no jobs.
+`bot.domain.causes` names what the cause is in a CI engineer's words (a stalled listener, runners
+that do not register, a failing scale-up, the organisation's limit, one workflow's surge, slower
+jobs). A named cause is the likely one, with its own next step: "raise the maximum" is the wrong
+advice for a listener that takes no jobs.
+
+Each finding is said once. A surge the jobs name *is* the arrival-rate check (one line with both
+numbers), slower workflows *are* the duration check, and "no surge" is said only when the
+arrival rate says so too: the report cannot say "2.5× the usual arrivals" and "no surge" at once.
+The next step reads the queue's outlook (a draining queue needs no more runners) and counts the
+runners a scale-up just added that are still booting.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from enum import StrEnum
 
 from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.forecast import runners_to_drain
+from bot.domain.forecast import Outlook
+from bot.domain.next_step import Course, drain_amount, more_runners, named_advice
 from bot.domain.units import number
 
 __all__ = ["Cause", "Check", "Diagnosis", "Evidence", "Finding", "Verdict", "diagnose"]
@@ -31,6 +38,22 @@ BUSY = 0.9  # a fleet this busy cannot absorb a queue
 SURGE, STRONG_SURGE = 1.5, 3.0  # arrivals against their baseline
 SLOW, VERY_SLOW = 1.3, 2.0  # job duration against its baseline
 LIVE_BACKENDS = "METRICS_BACKEND=prometheus, github or hud"
+EVIDENCE_LINES = 8  # a responder reads the cause, the next step and this many lines at most
+
+UTILIZATION, ARRIVALS, DURATION = "Runner utilization", "Job arrival rate", "Job duration"
+CONSTRAINTS, AUTOSCALING = "Resource constraints", "Autoscaling configuration"
+KNOWN = "Known causes"
+AT_MAXIMUM = "at its maximum"
+# The check each of the runbook's causes rests on, when no specific cause is named.
+RESTS_ON = {
+    Cause.WORKLOAD: ARRIVALS,
+    Cause.LONG_JOBS: DURATION,
+    Cause.CONSTRAINTS: CONSTRAINTS,
+    Cause.AUTOSCALING: AUTOSCALING,
+    Cause.INFRASTRUCTURE: UTILIZATION,
+}
+# ✅ lines worth a responder's reading: they rule out a cause someone would suspect.
+RULES_OUT = frozenset({ARRIVALS, DURATION, CONSTRAINTS, KNOWN})
 
 
 class Verdict(StrEnum):
@@ -42,6 +65,8 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Check:
+    """One finding: what was checked, the verdict, and the numbers that show it."""
+
     name: str
     verdict: Verdict
     text: str  # plain text with the numbers, or what the check would need
@@ -49,12 +74,17 @@ class Check:
 
 @dataclass(frozen=True)
 class Finding:
-    """One runner type's checks and the signals they give each cause (0: none, 1: strong)."""
+    """One runner type's checks, each said once, and the signals they give each cause (0: none,
+    1: strong)."""
 
     runner_type: str
     checks: tuple[Check, ...]
     signals: dict[Cause, float]
     found: tuple[Found, ...] = ()  # causes named with their evidence (`bot.domain.causes`)
+    outlook: Outlook | None = None  # where its queue is heading
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -64,6 +94,9 @@ class Diagnosis:
     confidence: str  # high, medium, low
     why: str
     recommendation: str
+    # The runner type and the check the cause rests on: the report's first line of evidence.
+    lead_type: str = ""
+    lead: Check | None = None
 
     @property
     def headline(self) -> str:
@@ -73,6 +106,46 @@ class Diagnosis:
         if cause is None:
             return f"not determined ({why})" if why else "not determined"
         return f"{cause}: {why}" if why else cause
+
+    @property
+    def evidence(self) -> list[tuple[str, Check]]:
+        """The lines under the cause and the next step, each finding once: the check the cause
+        rests on, then ❌, ⚠️, the ✅ that rule a suspected cause out, and what the numbers
+        cannot tell (said once, however many types lack it); at most `EVIDENCE_LINES`."""
+        said: list[tuple[str, Check]] = []
+        for f in self.findings:
+            said += [
+                (f.runner_type, c)
+                for c in f.checks
+                if c.verdict in (Verdict.BAD, Verdict.WARN)
+                or (c.verdict is Verdict.OK and c.name in RULES_OUT)
+            ]
+            said += [(f.runner_type, c) for c in _unknown(f.checks)]
+        lead = (self.lead_type, self.lead)
+        said.sort(key=lambda pair: (pair != lead, ORDER[pair[1].verdict]))
+        kept: list[tuple[str, Check]] = []
+        for name, check in said:
+            same = next((i for i, (_, c) in enumerate(kept) if c == check), None)
+            if same is None:
+                kept.append((name, check))
+            else:  # the same words of several types: one line naming them all
+                kept[same] = (f"{kept[same][0]}, {name}", check)
+        return kept[:EVIDENCE_LINES]
+
+
+ORDER = {Verdict.BAD: 0, Verdict.WARN: 1, Verdict.OK: 2, Verdict.UNKNOWN: 3}
+CANNOT_TELL = "Not in these numbers"
+
+
+def _unknown(checks: tuple[Check, ...]) -> list[Check]:
+    """A type's checks that cannot tell, as one line: what each needs, and the backends that
+    read it once."""
+    unknown = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name != KNOWN]
+    known = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name == KNOWN]
+    if not unknown:
+        return known
+    needs = "; ".join(f"{c.name.lower()} {c.text}" for c in unknown)
+    return [Check(CANNOT_TELL, Verdict.UNKNOWN, f"{needs} ({LIVE_BACKENDS})"), *known]
 
 
 def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagnosis:
@@ -89,10 +162,19 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
         why = f"{finding.runner_type}: {found.evidence}"
         if found.cause in FAMILY:
             why += f" (a case of {FAMILY[found.cause].value.lower()})"
-        return Diagnosis(findings, found.cause, "high", why, found.advice)
+        advice = _named_advice(found, finding, types[finding.runner_type], evidence, snapshot)
+        lead = finding.check(found.cause.value)
+        return Diagnosis(findings, found.cause, "high", why, advice, finding.runner_type, lead)
     cause, confidence, why = _likely_cause(findings)
-    worst = types[focus[0]]
-    return Diagnosis(findings, cause, confidence, why, _recommend(findings[0], worst, cause))
+    lead_finding = _resting(findings, cause)
+    lead = lead_finding.check(RESTS_ON[cause]) if cause and lead_finding else None
+    if lead is not None and lead_finding is not None:
+        why = f"{lead_finding.runner_type}: {lead.text}"
+    worst = lead_finding or findings[0]
+    advice = _recommend(worst, types[worst.runner_type], cause, evidence, snapshot)
+    return Diagnosis(
+        findings, cause, confidence, why, advice, worst.runner_type if lead else "", lead
+    )
 
 
 # When several causes are named, the one whose fix comes first: a stalled listener or a failing
@@ -123,36 +205,62 @@ def _finding(
     snapshot: FleetSnapshot,
 ) -> Finding:
     found, missing = refined(name, m, evidence, types, now=snapshot.at)
-    checks = (
+    by_cause = {f.cause: f for f in found}
+    rate, limits, auto = arrivals(m), constraints(m), autoscaling(m)
+    checks = [
         utilization(m),
-        arrivals(m),
-        duration(m),
-        constraints(m),
-        autoscaling(m),
-        known_causes(found, missing),
+        _named(rate, by_cause.get(Cause.SURGE)),
+        _named(duration(m), by_cause.get(Cause.LONG_JOBS)),
+        *([] if _at_maximum_only(limits, auto) else [limits]),
+        auto,
+        *(Check(f.cause.value, Verdict.BAD, f.evidence) for f in found if f.cause not in MERGED),
+    ]
+    if not found:
+        checks.append(known_causes(missing, surge=rate.verdict is Verdict.OK))
+    outlook = evidence.outlooks.get(name)
+    return Finding(name, tuple(checks), _signals(m), tuple(found), outlook)
+
+
+MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
+
+
+def _at_maximum_only(limits: Check, auto: Check) -> bool:
+    """ "At its maximum" is the autoscaling check's "demand > maximum" said again."""
+    return (
+        auto.verdict is Verdict.BAD
+        and limits.text.startswith(AT_MAXIMUM)
+        and ";" not in limits.text
     )
-    return Finding(name, checks, _signals(m), tuple(found))
 
 
-def known_causes(found: list[Found], missing: list[str]) -> Check:
-    """The sixth check: what the causes module named, or what would tell."""
-    name = "Known causes"
-    if found:
-        return Check(name, Verdict.BAD, "; ".join(f"{f.cause.value}: {f.evidence}" for f in found))
+def _named(check: Check, found: Found | None) -> Check:
+    """The check a named cause explains, said once: the cause's evidence, then the check's own
+    numbers when it has them."""
+    if found is None:
+        return check
+    text = found.evidence
+    if check.verdict is not Verdict.UNKNOWN:
+        text += f"; {check.name.lower()} {check.text}"
+    return Check(found.cause.value, Verdict.BAD, text)
+
+
+def known_causes(missing: list[str], *, surge: bool = True) -> Check:
+    """What no specific cause was found for: ruled out, or what would tell. "No surge" only
+    when the arrival rate agrees (`surge`)."""
     if missing:
-        return Check(name, Verdict.UNKNOWN, "none found; " + "; ".join(missing))
-    return Check(
-        name, Verdict.OK, "no stalled listener, unregistered runners, failing scale-up or surge"
-    )
+        return Check(KNOWN, Verdict.UNKNOWN, "; ".join(missing))
+    ruled_out = "no stalled listener, unregistered runners, failing scale-up"
+    ruled_out += " or workflow's surge" if surge else ""
+    return Check(KNOWN, Verdict.OK, ruled_out)
 
 
 # --- the five checks ------------------------------------------------------------------------
 
 
 def utilization(m: RunnerTypeMetrics) -> Check:
-    name = "Runner utilization"
+    name = UTILIZATION
     if m.registered is None or m.busy is None:
-        return Check(name, Verdict.UNKNOWN, f"needs runners registered and busy ({LIVE_BACKENDS})")
+        return Check(name, Verdict.UNKNOWN, "needs runners registered and busy")
     if m.registered == 0:
         return Check(name, Verdict.BAD, "no runner registered at all")
     share = m.busy / m.registered
@@ -166,11 +274,9 @@ def utilization(m: RunnerTypeMetrics) -> Check:
 
 
 def arrivals(m: RunnerTypeMetrics) -> Check:
-    name = "Job arrival rate"
+    name = ARRIVALS
     if m.arrival_per_min is None or not m.arrival_baseline_per_min:
-        return Check(
-            name, Verdict.UNKNOWN, f"needs job arrivals and their baseline ({LIVE_BACKENDS})"
-        )
+        return Check(name, Verdict.UNKNOWN, "needs job arrivals and their baseline")
     ratio = m.arrival_per_min / m.arrival_baseline_per_min
     text = (
         f"{m.arrival_per_min:.1f} jobs/min against {m.arrival_baseline_per_min:.1f} usually "
@@ -180,11 +286,9 @@ def arrivals(m: RunnerTypeMetrics) -> Check:
 
 
 def duration(m: RunnerTypeMetrics) -> Check:
-    name = "Job duration"
+    name = DURATION
     if m.job_duration_mins is None or not m.duration_baseline_mins:
-        return Check(
-            name, Verdict.UNKNOWN, f"needs job durations and their baseline ({LIVE_BACKENDS})"
-        )
+        return Check(name, Verdict.UNKNOWN, "needs job durations and their baseline")
     ratio = m.job_duration_mins / m.duration_baseline_mins
     text = (
         f"{m.job_duration_mins:.0f} min per job against {m.duration_baseline_mins:.0f} usually "
@@ -194,11 +298,11 @@ def duration(m: RunnerTypeMetrics) -> Check:
 
 
 def constraints(m: RunnerTypeMetrics) -> Check:
-    name = "Resource constraints"
+    name = CONSTRAINTS
     problems, bad = [], False
     running = m.registered if m.registered is not None else m.desired
     if m.maximum is not None and running is not None and running >= m.maximum:
-        problems.append(f"at its maximum ({number(running)}/{number(m.maximum)})")
+        problems.append(f"{AT_MAXIMUM} ({number(running)}/{number(m.maximum)})")
         bad = True
     if m.scale_errors:
         problems.append(f"{number(m.scale_errors)} scale-up errors")
@@ -210,7 +314,7 @@ def constraints(m: RunnerTypeMetrics) -> Check:
         return Check(
             name,
             Verdict.UNKNOWN,
-            f"needs capacity limits, offline runners, scale-up errors ({LIVE_BACKENDS})",
+            "needs capacity limits, offline runners, scale-up errors",
         )
     if not problems:
         return Check(name, Verdict.OK, "below the maximum, no runner offline, no scale-up error")
@@ -218,13 +322,13 @@ def constraints(m: RunnerTypeMetrics) -> Check:
 
 
 def autoscaling(m: RunnerTypeMetrics) -> Check:
-    name = "Autoscaling configuration"
+    name = AUTOSCALING
     running = m.busy if m.busy is not None else m.registered
     if m.maximum is None or running is None or m.queued is None:
         return Check(
             name,
             Verdict.UNKNOWN,
-            f"needs the maximum, runners in use and the queue ({LIVE_BACKENDS})",
+            "needs the maximum, runners in use and the queue",
         )
     demand = running + m.queued
     if demand > m.maximum:
@@ -261,6 +365,11 @@ def _signals(m: RunnerTypeMetrics) -> dict[Cause, float]:
         signals[Cause.AUTOSCALING] = 0.5
     if utilization(m).verdict is Verdict.WARN:
         signals[Cause.INFRASTRUCTURE] = 0.8  # idle runners that do not take queued jobs
+    workload = signals.get(Cause.WORKLOAD, 0.0)
+    if workload >= (SURGE - 1) / (STRONG_SURGE - 1) and Cause.AUTOSCALING in signals:
+        # A maximum that a surge outgrew is the surge's doing, not the configuration's: the fix
+        # is the surge, and raising the maximum for it only buys time.
+        signals[Cause.AUTOSCALING] = min(signals[Cause.AUTOSCALING], workload / 2)
     return signals
 
 
@@ -287,38 +396,59 @@ def _likely_cause(findings: tuple[Finding, ...]) -> tuple[Cause | None, str, str
     confidence = "high" if strength >= 0.8 and runner_up < 0.5 else "medium"
     if strength < 0.5:
         confidence = "low"
-    checks = [c for f in findings for c in f.checks if c.verdict in (Verdict.BAD, Verdict.WARN)]
-    why = "; ".join(f"{c.name.lower()}: {c.text}" for c in checks[:3])
-    return cause, confidence, why
+    return cause, confidence, ""
 
 
-def _recommend(worst: Finding, metrics: RunnerTypeMetrics, cause: Cause | None) -> str:
+def _resting(findings: tuple[Finding, ...], cause: Cause | None) -> Finding | None:
+    """The runner type whose signal for `cause` is strongest: the one the cause rests on."""
+    if cause is None:
+        return None
+    return max(findings, key=lambda f: f.signals.get(cause, 0.0))
+
+
+def _course(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Course:
+    return Course(
+        evidence.outlooks.get(name), evidence.scale_ups.get(name), snapshot.at, evidence.boot_mins
+    )
+
+
+def _named_advice(
+    found: Found,
+    finding: Finding,
+    metrics: RunnerTypeMetrics,
+    evidence: Evidence,
+    snapshot: FleetSnapshot,
+) -> str:
+    name = finding.runner_type
+    return named_advice(found, name, metrics, _course(name, evidence, snapshot))
+
+
+def _recommend(
+    worst: Finding,
+    metrics: RunnerTypeMetrics,
+    cause: Cause | None,
+    evidence: Evidence,
+    snapshot: FleetSnapshot,
+) -> str:
     name = worst.runner_type or "the queueing runner type"
+    course = _course(worst.runner_type, evidence, snapshot)
     auto = autoscaling(metrics)
     if cause is Cause.AUTOSCALING and auto.verdict is Verdict.BAD:
-        short = auto.text.rsplit(": ", 1)[-1].split()[0]
-        return f"raise the maximum of {name} by at least {short} (for ARC, maxRunners)"
+        short = int(auto.text.rsplit(": ", 1)[-1].split()[0])
+        verb = f"raise the maximum of {name} by at least"
+        advice = more_runners(name, short, "", course, verb=verb)
+        return f"{advice} (for ARC, maxRunners)" if advice.startswith(verb) else advice
     if cause is Cause.INFRASTRUCTURE:
         return f"look at why idle {name} runners take no jobs (labels, registration, the node)"
     if cause is Cause.CONSTRAINTS:
         return f"fix what stops {name} from scaling (scale-up errors, offline runners) first"
-    amount = recommended_runners(metrics)
-    if not amount:
+    amount = drain_amount(metrics)
+    if amount is None:
         return ""
+    scale = more_runners(name, *amount, course, verb=f"scale {name} by")
     if cause is Cause.LONG_JOBS:
-        return f"find the slow jobs of {name}; meanwhile scaling by {amount} buys time"
-    return f"scale {name} by {amount}"
-
-
-def recommended_runners(metrics: RunnerTypeMetrics) -> str:
-    """The scale amount a report suggests for one runner type, with why."""
-    advice = runners_to_drain(
-        metrics.queued,
-        job_duration_mins=metrics.job_duration_mins,
-        arrival_per_min=metrics.arrival_per_min,
-        completion_per_min=metrics.completed_per_min,
-    )
-    return f"+{advice.runners} ({advice.why})" if advice else ""
+        return f"find the slow jobs of {name}; meanwhile {scale}"
+    return scale
 
 
 def _level(ratio: float, warn: float, bad: float) -> Verdict:

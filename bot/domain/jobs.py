@@ -129,6 +129,9 @@ class JobsListing:
     note: str = ""
     arrivals: Arrivals | None = None
     finished: tuple[FinishedJob, ...] = ()
+    # The source lists a job only once it has queued this long (the HUD's `queued_jobs`: 5
+    # minutes), so a queue of fresh jobs reads as none there; None: it lists every one.
+    listed_over_mins: float | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,7 @@ class JobsView:
     history: bool = False
     # Per runner type, the workflows whose jobs got slower than a day before, slowest first.
     slower: dict[str, tuple[Slower, ...]] = field(default_factory=dict)
+    listed_over_mins: float | None = None  # as `JobsListing` says it
 
     def name_of(self, runner_type: str) -> str:
         """This view's name for `runner_type` (an incident's may be the alert's `linux.2xlarge`
@@ -254,6 +258,7 @@ def jobs_view(
         note=listing.note,
         history=arrivals.history,
         slower=_slower(arrivals),
+        listed_over_mins=listing.listed_over_mins,
     )
 
 

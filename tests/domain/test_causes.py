@@ -210,8 +210,10 @@ def test_a_stalled_listener_is_the_likely_cause_and_the_advice_is_not_to_scale()
     assert "163 jobs assigned and unchanged for 16 min" in diagnosis.why
     assert "infrastructure problems" in diagnosis.why
     assert diagnosis.recommendation.startswith("restart the ARC listener of t")
-    check = diagnosis.findings[0].checks[-1]
-    assert (check.name, check.verdict) == ("Known causes", Verdict.BAD)
+    # The named cause is a finding of its own, and the report's first line of evidence.
+    assert diagnosis.lead == diagnosis.findings[0].check("Listener stalled")
+    assert diagnosis.lead is not None and diagnosis.lead.verdict is Verdict.BAD
+    assert diagnosis.evidence[0] == ("t", diagnosis.lead)
 
 
 class _Surge:

@@ -45,6 +45,7 @@ from bot.domain.hud_queries import AGGREGATE, DEFAULT_PARAMETERS, threshold_minu
 from bot.domain.jobs import JobsListing, QueuedJob, trigger_of_hud
 
 JOBS_QUERY = "queued_jobs"
+JOBS_LISTED_OVER_MINS = 5.0  # `queued_jobs` lists only jobs queued longer than this
 HISTORY_QUERY = "queue_times_historical"
 HOUR_S = 3600
 # The query lists jobs created less than a week ago; a larger age is not a queued job.
@@ -98,7 +99,9 @@ class HudMetrics:
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         jobs, skipped = job_rows(await self._rows(JOBS_QUERY, {}), now=now)
         note = f"{skipped} unreadable HUD rows left out" if skipped else ""
-        return JobsListing(tuple(jobs), complete=not skipped, note=note)
+        return JobsListing(
+            tuple(jobs), complete=not skipped, note=note, listed_over_mins=JOBS_LISTED_OVER_MINS
+        )
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
         """Each machine type's longest wait, hour by hour, over [start, end)."""

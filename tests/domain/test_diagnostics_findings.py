@@ -1,0 +1,166 @@
+"""Diagnostics that agree with themselves: each finding said once, the cause it rests on first,
+and a next step that reads the queue's course (draining, runners still booting)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.domain.causes import Evidence, ScaleUp
+from bot.domain.diagnostics import Cause, Verdict, diagnose
+from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import RunnerTypeMetrics as M
+from bot.domain.forecast import outlook
+
+NOW = datetime(2026, 11, 22, 14, 5, tzinfo=UTC)
+T = "linux.2xlarge"
+# The demo's incident: the periodic workflow's matrix on top of the usual 2 jobs/min, at the
+# type's maximum of 20.
+SURGING = M(
+    queued=40, longest_wait_mins=9, registered=20, busy=20, idle=0, maximum=20, desired=20,
+    arrival_per_min=5.0, arrival_baseline_per_min=2.0, job_duration_mins=6,
+    duration_baseline_mins=6, completed_per_min=3.3,
+)  # fmt: skip
+FULL = M(queued=43, registered=120, busy=120, idle=0, maximum=120, desired=120)
+GROWING = M(queued=30, registered=40, busy=40, maximum=200, desired=40, job_duration_mins=10)
+
+
+class _Surge:
+    workflow = "periodic"
+    text = "periodic (schedule): 28 jobs queued, 70% of the queue"
+
+
+def of(metrics: M) -> FleetSnapshot:
+    return FleetSnapshot(at=NOW, source="prometheus", runner_types={T: metrics})
+
+
+def said(evidence: Evidence | None, metrics: M) -> list[str]:
+    diagnosis = diagnose(of(metrics), evidence)
+    return [f"{check.name}: {check.text}" for _, check in diagnosis.evidence]
+
+
+@pytest.mark.parametrize(
+    ("evidence", "cause", "lead", "not_said"),
+    [
+        # The jobs name the workflow: the 2.5× arrival rate *is* that surge, said once.
+        (Evidence(surges={T: _Surge()}, jobs_note=""), Cause.SURGE, "periodic", "no stalled"),
+        # The jobs do not say which workflow: still the surge, not the maximum's fault, and no
+        # line says "no surge".
+        (Evidence(jobs_note=""), Cause.WORKLOAD, "2.5×", "workflow's surge"),
+    ],
+)
+def test_a_surge_is_one_finding_and_the_likely_cause(
+    evidence: Evidence, cause: Cause, lead: str, not_said: str
+) -> None:
+    diagnosis = diagnose(of(SURGING), evidence)
+    assert diagnosis.cause is cause and diagnosis.cause is not Cause.AUTOSCALING
+    assert diagnosis.lead is not None and lead in diagnosis.lead.text
+    assert diagnosis.evidence[0] == (T, diagnosis.lead)  # the cause leads the evidence
+    lines = said(evidence, SURGING)
+    assert sum("2.5×" in line for line in lines) == 1
+    assert not any(not_said in line for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("metrics", "course", "advice", "not_advised"),
+    [
+        # The queue fell since the last statuses: wait for it, do not raise the maximum.
+        (FULL, outlook(43, slope_per_min=-4.0), "draining and should be clear in ~11 min",
+         "raise the maximum"),
+        (GROWING, outlook(30, slope_per_min=-3.0), "should be clear in ~10 min", "scale"),
+        # Holding steady: the amount stands.
+        (FULL, outlook(43, slope_per_min=0.0), "raise the maximum of linux.2xlarge by at least 43",
+         "draining"),
+    ],
+)  # fmt: skip
+def test_a_draining_queue_gets_when_it_clears_instead_of_more_runners(
+    metrics: M, course: object, advice: str, not_advised: str
+) -> None:
+    diagnosis = diagnose(of(metrics), Evidence(outlooks={T: course}))
+    assert advice in diagnosis.recommendation
+    assert not_advised not in diagnosis.recommendation.split(":")[0]
+
+
+@pytest.mark.parametrize(
+    ("added", "ago_mins", "advice"),
+    [
+        # +10 a minute ago, still booting, against the 10 needed: wait for them.
+        (10, 1, "wait: the +10 added 1 min ago are still booting"),
+        # +4 of 10: ask for the rest only.
+        (4, 0.5, "scale linux.2xlarge by +6 beyond them: the +4 added under a minute ago"),
+        # Booted by now: the reading counts them, so the whole amount stands.
+        (10, 8, "scale linux.2xlarge by +10 ("),
+    ],
+)
+def test_runners_a_scale_up_just_added_count_before_more_are_advised(
+    added: int, ago_mins: float, advice: str
+) -> None:
+    scaled = ScaleUp(added, NOW - timedelta(minutes=ago_mins))
+    diagnosis = diagnose(of(GROWING), Evidence(scale_ups={T: scaled}))
+    assert diagnosis.recommendation.startswith(advice), diagnosis.recommendation
+
+
+def test_no_surge_is_said_only_when_the_arrival_rate_agrees() -> None:
+    calm = M(
+        queued=12, assigned=0, registered=50, busy=50, maximum=200, desired=50,
+        arrival_per_min=2.0, arrival_baseline_per_min=2.0,
+    )  # fmt: skip
+    known = "Known causes: no stalled listener, unregistered runners, failing scale-up"
+    assert f"{known} or workflow's surge" in said(Evidence(jobs_note=""), calm)
+    surging = calm.model_copy(update={"arrival_per_min": 5.0})
+    lines = said(Evidence(jobs_note=""), surging)
+    assert known in lines  # the rest is still ruled out, the surge no longer
+
+
+def test_what_the_numbers_cannot_tell_is_said_once_for_every_type() -> None:
+    types = {f"t{i}": M(queued=i, longest_wait_mins=10 * i) for i in range(1, 4)}
+    diagnosis = diagnose(FleetSnapshot(at=NOW, source="alert", runner_types=types))
+    unknown = [(names, c) for names, c in diagnosis.evidence if c.verdict is Verdict.UNKNOWN]
+    assert [c.name for _, c in unknown] == ["Not in these numbers", "Known causes"]
+    assert unknown[0][0] == "t3, t2, t1"
+
+
+rates = st.one_of(st.none(), st.floats(0, 20))
+counts = st.one_of(st.none(), st.integers(0, 200))
+
+
+@given(
+    queued=st.integers(1, 200),
+    registered=counts,
+    busy=counts,
+    maximum=counts,
+    arrival=rates,
+    usual=rates,
+    duration=rates,
+    usual_duration=rates,
+    surge=st.booleans(),
+)
+def test_every_finding_is_said_once_and_never_against_another(
+    queued: int,
+    registered: int | None,
+    busy: int | None,
+    maximum: int | None,
+    arrival: float | None,
+    usual: float | None,
+    duration: float | None,
+    usual_duration: float | None,
+    surge: bool,
+) -> None:
+    metrics = M(
+        queued=queued, registered=registered, busy=busy, maximum=maximum, arrival_per_min=arrival,
+        arrival_baseline_per_min=usual, job_duration_mins=duration,
+        duration_baseline_mins=usual_duration,
+    )  # fmt: skip
+    evidence = Evidence(surges={T: _Surge()} if surge else {}, jobs_note="")
+    diagnosis = diagnose(of(metrics), evidence)
+    names = [check.name for _, check in diagnosis.evidence]
+    assert len(names) == len(set(names)) <= 8
+    text = " ".join(check.text for _, check in diagnosis.evidence)
+    elevated = arrival is not None and usual and arrival / usual >= 1.5
+    if elevated or surge:
+        assert "or workflow's surge" not in text
+    if diagnosis.lead is not None:
+        assert diagnosis.evidence[0][1] == diagnosis.lead
