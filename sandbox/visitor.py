@@ -118,9 +118,9 @@ def see_it_drain(page: Page, root: Any, *, within_ms: float) -> None:
     thread = page.locator("#thread")
     expect(thread).to_contain_text(SUMMARY, timeout=within_ms)
     expect(root).to_contain_text("Resolved", timeout=within_ms)
-    # The scale-up made from Slack is put back once the incident resolves.
+    # The scale-up made from Slack is put back once the incident resolved and its queue settled.
     expect(thread).to_contain_text(
-        re.compile(r"Put \S+ back \(the incident resolved\): maxRunners \d+ → \d+ \(ARC\)"),
+        re.compile(r"Put \S+ back \(the incident resolved[^)]*\): maxRunners \d+ → \d+ \(ARC\)"),
         timeout=within_ms,
     )
     # The summary's trend chart, drawn from its data_visualization block as Slack draws it.

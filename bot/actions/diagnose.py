@@ -153,6 +153,10 @@ def _record(
             actor_name=name,
         )
         updated = with_action(diagnosed(incident, diagnosis.headline), event)
+        if snapshot.is_live and (incident.live is None or snapshot.at >= incident.live.at):
+            # The root shows the numbers diagnostics read: one "now" in the thread and above it
+            # (after a scale-up, busy 30/30 on both, not 20/20 on the root).
+            updated = updated.model_copy(update={"live": snapshot})
         report = render_diagnostics(
             updated, diagnosis, snapshot, by=person(actor.user_id, name), jobs=view
         )

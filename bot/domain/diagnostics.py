@@ -442,7 +442,7 @@ def _recommend(
         return f"look at why idle {name} runners take no jobs (labels, registration, the node)"
     if cause is Cause.CONSTRAINTS:
         return f"fix what stops {name} from scaling (scale-up errors, offline runners) first"
-    amount = drain_amount(metrics)
+    amount = drain_amount(metrics, course)
     if amount is None:
         return ""
     scale = more_runners(name, *amount, course, verb=f"scale {name} by")

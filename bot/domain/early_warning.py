@@ -46,6 +46,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
+from bot.domain.forecast import outlook
 from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
@@ -120,13 +121,14 @@ class Forecast:
     at_maximum: bool
     in_mins: float  # until the queue crosses a threshold (0: it has)
     crosses: str  # which: "queued" or "wait"
-    hold_runners: int | None  # more runners that would stop the growth
+    hold_runners: int | None  # more runners the recommendation asks for (`bot.domain.forecast`)
     headroom: float | None = None  # runners that still fit under the maximum
+    advice: str = ""  # the recommendation, in the words the incident's surfaces use
 
     @property
     def text(self) -> str:
         """`linux.2xlarge: queue building, 9 jobs queued and +1.4 jobs/min at its maximum of 20
-        runners; at this rate the alert fires in ~11 min; +6 runners would hold it`"""
+        runners; at this rate the alert fires in ~11 min; +6 runners would drain it in 30 min`"""
         queued = number(self.queued)
         jobs = "no jobs queued yet" if queued == "0" else f"{queued} {_jobs(self.queued)} queued"
         when = "any minute now" if self.in_mins < 1 else f"in ~{math.ceil(self.in_mins)} min"
@@ -134,12 +136,7 @@ class Forecast:
             f"{self.runner_type}: queue building, {jobs} and +{self.growth_per_min:.1f} "
             f"jobs/min{self._where()}; at this rate the alert fires {when}"
         )
-        if self.hold_runners and self.at_maximum:
-            text += f"; +{self.hold_runners} runners would hold it"
-        elif self.hold_runners and self.headroom is not None:
-            room = number(self.headroom)
-            text += f"; ~+{self.hold_runners} runners would hold it ({room} fit under the maximum)"
-        return text
+        return f"{text}; {self.advice}" if self.advice else text
 
     def _where(self) -> str:
         if self.maximum is None:
@@ -184,9 +181,16 @@ def forecast(
     in_mins, crosses = crossing
     if not sustained and now.queued < MIN_QUEUED and in_mins >= boot_mins:
         return None
-    hold = None
-    if duration is not None and duration > 0 and growth > 0:
-        hold = max(math.ceil(growth * duration), 1)
+    # The one recommendation (what the root, a status, diagnostics and the modal say too),
+    # at the growth the warning's readings show.
+    ahead = outlook(
+        now.queued,
+        slope_per_min=growth,
+        job_duration_mins=duration,
+        booting=max((_known(now.desired) or 0.0) - registered, 0.0),
+        maximum=maximum,
+        running=registered,
+    )
     return Forecast(
         runner_type=name,
         queued=now.queued,
@@ -196,7 +200,8 @@ def forecast(
         headroom=max(maximum - registered, 0.0) if maximum is not None else None,
         in_mins=in_mins,
         crosses=crosses,
-        hold_runners=hold,
+        hold_runners=ahead.runners if ahead is not None else None,
+        advice=ahead.advice if ahead is not None else "",
     )
 
 

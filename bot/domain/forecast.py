@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.units import minutes, number
 
 DRAIN_TARGET_MINS = 30.0
@@ -58,12 +59,15 @@ def runners_to_drain(
 
 @dataclass(frozen=True)
 class Outlook:
-    """Where one runner type's queue is heading, and what it would take to drain it.
+    """Where one runner type's queue is heading, and the one recommendation every surface shows
+    (the root, a status, diagnostics, the scale modal, the early warning).
 
     `growth_per_min` is the queue's net change per minute: arrivals minus completions when the
-    backend knows both, else the slope of the recent readings. When the queue shrinks, it drains
-    in Q / −growth minutes; when it grows (or holds), `runners_to_drain` says how many more
-    runners would drain it within the target time.
+    backend knows both, else the slope the caller read (the incident's trend, the warning's
+    fitted line). When the queue shrinks, it drains in Q / −growth minutes and no runner is
+    advised; when it grows or holds, `runners_to_drain` says how many more runners would drain
+    it within the target time (`needed`). Runners already asked for and not up yet (`booting`)
+    count against that (`runners`: what to add now), and the maximum says how many fit.
     """
 
     queued: float
@@ -71,20 +75,45 @@ class Outlook:
     drain_mins: float | None = None
     runners: int | None = None
     within_mins: float = DRAIN_TARGET_MINS
+    needed: int | None = None  # before the booting runners are counted
+    booting: int = 0
+    maximum: float | None = None
+    room: float | None = None  # runners that fit under the maximum, beyond those booting
 
     @property
     def text(self) -> str:
+        """ "growing +1.2 jobs/min: +6 runners would drain it in 30 min", "draining ~2.0
+        jobs/min → clear in ~7 min", "holding steady: the 10 runners booting should drain it"."""
         growth = self.growth_per_min
+        if growth is not None and growth < -STEADY_PER_MIN and self.drain_mins is not None:
+            return f"draining ~{-growth:.1f} jobs/min → clear in ~{_eta(self.drain_mins)}"
         if growth is None:
-            if self.runners:
-                return f"~+{self.runners} runners to drain in {minutes(self.within_mins)}"
+            head = ""
+        elif growth > STEADY_PER_MIN:
+            head = f"growing +{growth:.1f} jobs/min"
+        else:
+            head = "holding steady"
+        advice = self.advice
+        return f"{head}: {advice}" if head and advice else head or advice
+
+    @property
+    def advice(self) -> str:
+        """The recommendation alone, in the words every surface uses; "" when none."""
+        within = minutes(self.within_mins)
+        if self.needed and not self.runners and self.booting:
+            return f"the {self.booting} runners booting should drain it in {within}"
+        if not self.runners:
             return ""
-        if growth < -STEADY_PER_MIN and self.drain_mins is not None:
-            return f"draining ~{-growth:.1f} jobs/min → ~{_eta(self.drain_mins)}"
-        head = f"growing +{growth:.1f} jobs/min" if growth > STEADY_PER_MIN else "holding steady"
-        if self.runners:
-            return f"{head}: ~+{self.runners} runners to drain in {minutes(self.within_mins)}"
-        return head
+        text = f"+{self.runners} runners would drain it in {within}"
+        if self.booting:
+            text += f" (beyond the {self.booting} booting)"
+        if self.room is not None and self.maximum is not None and self.runners > self.room:
+            most = number(self.maximum)
+            if self.room <= 0:
+                text += f"; none fit under the maximum of {most}: raise it"
+            else:
+                text += f"; only {number(self.room)} fit under the maximum of {most}"
+        return text
 
     @property
     def clears_in(self) -> str:
@@ -107,26 +136,79 @@ def outlook(
     slope_per_min: float | None = None,
     job_duration_mins: float | None = None,
     within_mins: float = DRAIN_TARGET_MINS,
+    booting: float = 0.0,
+    maximum: float | None = None,
+    running: float | None = None,
 ) -> Outlook | None:
-    """The outlook of a queue of `queued` jobs; None when nothing queues."""
-    if queued is None or queued <= 0:
-        return None
+    """The outlook of a queue of `queued` jobs: the one place that decides how many runners to
+    recommend. None when nothing queues and nothing grows (a queue still empty but growing, as
+    an early warning sees it, gets the runners that would hold it)."""
     if arrival_per_min is not None and completion_per_min is not None:
         growth: float | None = arrival_per_min - completion_per_min
     else:
         growth = slope_per_min
+    if queued is None or (queued <= 0 and (growth is None or growth <= STEADY_PER_MIN)):
+        return None
     if growth is not None and growth < -STEADY_PER_MIN:
         return Outlook(queued, growth, drain_mins=queued / -growth, within_mins=within_mins)
-    advice = runners_to_drain(
-        queued,
-        job_duration_mins=job_duration_mins,
-        arrival_per_min=max(growth or 0.0, 0.0),
-        completion_per_min=0.0,
-        within_mins=within_mins,
-    )
+    growing = max(growth or 0.0, 0.0)
+    if queued <= 0:  # an empty queue filling: what holds it is growth × duration
+        needed = math.ceil(growing * job_duration_mins) if job_duration_mins else None
+        if not needed:
+            return None
+    else:
+        advice = runners_to_drain(
+            queued,
+            job_duration_mins=job_duration_mins,
+            arrival_per_min=growing,
+            completion_per_min=0.0,
+            within_mins=within_mins,
+        )
+        needed = advice.runners if advice else None
+    up = max(math.floor(booting), 0)
+    room = None
+    if maximum is not None and running is not None:
+        room = max(maximum - running - up, 0.0)
     return Outlook(
-        queued, growth, runners=advice.runners if advice else None, within_mins=within_mins
+        queued,
+        growth,
+        runners=max(needed - up, 0) if needed else None,
+        within_mins=within_mins,
+        needed=needed,
+        booting=up,
+        maximum=maximum,
+        room=room,
     )
+
+
+def metrics_outlook(
+    metrics: RunnerTypeMetrics,
+    *,
+    slope_per_min: float | None = None,
+    within_mins: float = DRAIN_TARGET_MINS,
+) -> Outlook | None:
+    """`outlook` of one runner type's reading: its rates and job duration, the runners the
+    autoscaler asked for that are not up yet (desired beyond registered), and its maximum."""
+    running = _most(metrics.registered, metrics.busy)
+    booting = 0.0
+    if metrics.desired is not None and running is not None:
+        booting = max(metrics.desired - running, 0.0)
+    return outlook(
+        metrics.queued,
+        arrival_per_min=metrics.arrival_per_min,
+        completion_per_min=metrics.completed_per_min,
+        slope_per_min=slope_per_min,
+        job_duration_mins=metrics.job_duration_mins,
+        within_mins=within_mins,
+        booting=booting,
+        maximum=metrics.maximum,
+        running=running,
+    )
+
+
+def _most(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None and math.isfinite(v)]
+    return max(known) if known else None
 
 
 def _eta(mins: float) -> str:

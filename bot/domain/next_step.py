@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from bot.domain.causes import Cause, Found, ScaleUp
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.forecast import Outlook, runners_to_drain
+from bot.domain.units import minutes
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,18 @@ class Course:
         return self.outlook.clears_in if self.outlook is not None else ""
 
     @property
-    def booting(self) -> tuple[int, float] | None:
-        """Runners added less than a boot ago, and how many minutes ago."""
+    def booting(self) -> tuple[int, float | None] | None:
+        """Runners not up yet, and how many minutes ago they were added (None: not by us): the
+        more of a scale-up less than a boot ago and what the autoscaler asked for and has not
+        registered (the outlook's, which the root counts too)."""
+        seen = self.outlook.booting if self.outlook is not None else 0
+        added: tuple[int, float | None] | None = (seen, None) if seen else None
         if self.scale_up is None or self.now is None:
-            return None
+            return added
         ago = (self.now - self.scale_up.at) / timedelta(minutes=1)
-        return (self.scale_up.added, max(ago, 0.0)) if ago < self.boot_mins else None
+        if ago < self.boot_mins and self.scale_up.added >= seen:
+            return (self.scale_up.added, max(ago, 0.0))
+        return added
 
 
 def drained_advice(name: str, course: Course) -> str:
@@ -57,7 +64,11 @@ def more_runners(name: str, needed: int, why: str, course: Course, *, verb: str)
     if booting is None:
         return f"{verb} +{needed} ({why})" if why else f"{verb} {needed}"
     added, ago = booting
-    just = f"the +{added} added {_ago(ago)} are still booting"
+    just = (
+        f"the {added} runners asked for are still booting"
+        if ago is None
+        else f"the +{added} added {_ago(ago)} are still booting"
+    )
     if added >= needed:
         return f"wait: {just} and cover the ~{needed} needed ({why})" if why else f"wait: {just}"
     return f"{verb} +{needed - added} beyond them: {just}" + (f" ({why})" if why else "")
@@ -72,8 +83,13 @@ def named_advice(found: Found, name: str, metrics: RunnerTypeMetrics, course: Co
     return found.advice
 
 
-def drain_amount(metrics: RunnerTypeMetrics) -> tuple[int, str] | None:
-    """The runners that would drain the queue within the target time, and why."""
+def drain_amount(metrics: RunnerTypeMetrics, course: Course) -> tuple[int, str] | None:
+    """The runners that would drain the queue within the target time (before those booting
+    are counted), and why: the outlook's, as the root and the scale modal say it, else from the
+    reading alone."""
+    ahead = course.outlook
+    if ahead is not None and ahead.needed:
+        return ahead.needed, f"would drain it in {minutes(ahead.within_mins)}"
     advice = runners_to_drain(
         metrics.queued,
         job_duration_mins=metrics.job_duration_mins,

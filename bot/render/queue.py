@@ -2,7 +2,7 @@
 status replies and `/queue`. Pure functions of a fleet view and the incident's trend.
 
 A line: `• linux.2xlarge: 43 queued · longest wait 10 min · busy 120/120 · ▂▄▆█ · growing
-+3.0 jobs/min: ~+6 runners to drain in 30 min`, worst first (longest wait, then most queued).
++3.0 jobs/min: +6 runners would drain it in 30 min`, worst first (longest wait, then most queued).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from bot.domain.forecast import (
     DRAIN_TARGET_MINS,
     Outlook,
     Recommendation,
-    outlook,
+    metrics_outlook,
     runners_to_drain,
 )
 from bot.domain.incidents import Incident
@@ -54,14 +54,9 @@ def _outlook(
         points = [
             (at, q) for at, q in zip(times, queued, strict=True) if at >= since and q is not None
         ]
-    return outlook(
-        metrics.queued,
-        arrival_per_min=metrics.arrival_per_min,
-        completion_per_min=metrics.completed_per_min,
-        slope_per_min=slope_per_min(points),
-        job_duration_mins=metrics.job_duration_mins,
-        within_mins=within_mins,
-    )
+    if not metrics.queued:  # an empty queue: nothing to drain, whatever its rates say
+        return None
+    return metrics_outlook(metrics, slope_per_min=slope_per_min(points), within_mins=within_mins)
 
 
 def absent_text(view: FleetSnapshot) -> str:
@@ -156,12 +151,11 @@ def recommend_for(
         for name, metrics in live.runner_types.items():
             if runner_key(name) != key:
                 continue
+            # The root's and a status's own outlook: one recommendation, in the same words.
             ahead = type_outlook(name, metrics, incident.trend, within_mins=within_mins)
-            if ahead is not None and ahead.runners:
-                return Recommendation(ahead.runners, ahead.text)
-            return runners_to_drain(
-                metrics.queued, job_duration_mins=metrics.job_duration_mins, within_mins=within_mins
-            )
+            if ahead is None:
+                return None
+            return Recommendation(ahead.runners or 0, ahead.text)
     queue = next((q for n, q in incident.runner_types.items() if runner_key(n) == key), None)
     queued = queue.queued if queue is not None else None
     if queued is None and len(incident.runner_types) <= 1:

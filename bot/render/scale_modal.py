@@ -106,10 +106,16 @@ def render_scale_form(
         },
         context([_capacity_line(preview)]),
     ]
-    if preview is not None and preview.recommended is not None:
-        why = escape(preview.recommended.why)
-        over = f"; one request adds at most +{cap}" if preview.recommended.runners > cap else ""
-        blocks.append(context([f"Recommended: *+{preview.recommended.runners}* ({why}{over})"]))
+    recommended = preview.recommended if preview is not None else None
+    if recommended is not None and recommended.runners:
+        why = escape(recommended.why)
+        over = f"; one request adds at most +{cap}" if recommended.runners > cap else ""
+        if f"+{recommended.runners} runners" in recommended.why:  # the root's own words
+            blocks.append(context([f"Recommended: {why}{over}"]))
+        else:
+            blocks.append(context([f"Recommended: *+{recommended.runners}* ({why}{over})"]))
+    elif recommended is not None:  # the queue drains, or what is booting covers it
+        blocks.append(context([f"No more runners recommended: {escape(recommended.why)}."]))
     if preview is not None and _at_maximum(preview):
         blocks += _raise_maximum_choice(preview)
     if preview is not None and _managed(preview):

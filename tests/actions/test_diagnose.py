@@ -192,6 +192,10 @@ async def test_a_listener_frozen_for_a_quarter_hour_is_named_and_the_advice_is_t
     text = "".join(waiting)
     assert "163 jobs assigned and unchanged for 17 min while 4 runners idle" in text
     assert "restart the ARC listener of linux.2xlarge" in text
+    # The root shows what diagnostics read, not an older status's numbers: one "now".
+    diagnosed = await store.get("1")
+    assert diagnosed is not None and diagnosed.live is not None
+    assert diagnosed.live.at == now[0] and diagnosed.live.runner_types["linux.2xlarge"].busy == 96
     await redis.aclose()
 
 

@@ -94,9 +94,11 @@ def test_the_warning_says_what_a_ci_engineer_needs() -> None:
     assert found is not None
     assert found.text == (
         "linux.2xlarge: queue building, 6 jobs queued and +1.3 jobs/min at its maximum of 20 "
-        "runners; at this rate the alert fires in ~4 min; +8 runners would hold it"
+        "runners; at this rate the alert fires in ~4 min; +9 runners would drain it in 30 min; "
+        "none fit under the maximum of 20: raise it"
     )
-    assert found.crosses == "queued" and found.hold_runners == 8
+    # The incident's own recommendation: (6 queued + 1.3/min x 30 min) x 6-min jobs / 30 min.
+    assert found.crosses == "queued" and found.hold_runners == 9
 
 
 def test_a_surge_onto_idle_runners_says_nothing_is_queued_yet_and_how_many_run() -> None:

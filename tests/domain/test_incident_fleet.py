@@ -225,7 +225,7 @@ def test_the_scale_modal_prefill_follows_the_live_outlook() -> None:
     advice = recommend_for(inc, "gpu")
     # ceil((10 + 3 * 30) * 10 / 30) = 34, and the status line's words as the reason.
     assert advice is not None and advice.runners == 34
-    assert advice.why == "growing +3.0 jobs/min: ~+34 runners to drain in 30 min"
+    assert advice.why == "growing +3.0 jobs/min: +34 runners would drain it in 30 min"
     # Without a live reading: one runner per job the alert counted.
     fallback = recommend_for(incident("gpu"), "gpu")
     assert fallback is not None and fallback.runners == 14

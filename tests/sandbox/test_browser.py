@@ -72,7 +72,6 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
 
         # Silenced, Grafana sends no resolve: the bot sees the drain itself and says so.
         visitor.see_it_drain(page, root, within_ms=DRAIN_MS)
-        playwright_expect(thread).to_contain_text("Put linux.2xlarge back", timeout=STEP_MS)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "demo-thread.png"))
 

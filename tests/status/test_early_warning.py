@@ -90,8 +90,8 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
     assert state.phase is Phase.ACTIVE and state.version == 1 and not state.ts
     assert "4 jobs queued and +2.0 jobs/min at its maximum of 20 runners" in state.text
     assert "at this rate the alert fires in ~3 min" in state.text
-    assert "+12 runners would hold it" in state.text
-    assert state.hold_runners == 12 and state.scalable, "Scale up offers the runners to hold it"
+    assert "+13 runners would drain it in 30 min; none fit under the maximum of 20" in state.text
+    assert state.hold_runners == 13 and state.scalable, "Scale up offers the recommended runners"
     # Queued for the channel's sender, past the roots, once.
     posts = await redis.zrange(first.store.keys.posts("C1"), 0, -1, withscores=True)
     assert [(member, score // BAND) for member, score in posts] == [(state.member, BAND_EVENT)]
