@@ -233,7 +233,12 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     early_warnings = None
     if settings.early_warning_minutes > 0 and metrics.live:
         early_warnings = EarlyWarnings(
-            readings, store, warnings, config=warning_config(settings), clock=clock
+            readings,
+            store,
+            warnings,
+            config=warning_config(settings),
+            clock=clock,
+            permalink=gateway.permalink,
         )
     bolt = AsyncApp(
         client=client,

@@ -347,6 +347,9 @@ class WarningState:
     shown: int = 0  # the version Slack shows (0: not posted yet)
     ts: str = ""
     incident_id: str = ""  # FOLDED: the incident that took it on
+    # FOLDED: the permalink of that incident's root, its thread ("": not known yet, the root
+    # not posted at the fold, or Slack did not say).
+    incident_link: str = ""
     by: str = ""  # DISMISSED: who
     until: float = 0.0  # DISMISSED: until when
     # ACTIVE: the time of the last good reading, when the fleet has not been read since: the

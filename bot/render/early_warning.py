@@ -1,6 +1,7 @@
 """An early warning as Slack shows it: one quiet channel message per runner type, edited in place
 as the forecast moves, and when it ends (cleared, the alert fired, dismissed). What was scaled
-from it, and what became of that, stays on it in every phase."""
+from it, and what became of that, stays on it in every phase. Once the alert fired, it keeps what
+it last said and links the incident's thread, where the story goes on."""
 
 from __future__ import annotations
 
@@ -9,12 +10,22 @@ from typing import Any
 
 from bot.domain.early_warning import Phase, WarningState
 from bot.domain.message import Rendered
-from bot.render.mrkdwn import context, escape, plain, rendered, section, slack_date, truncate
+from bot.render.mrkdwn import (
+    context,
+    escape,
+    link,
+    plain,
+    rendered,
+    section,
+    slack_date,
+    truncate,
+)
 
 DISMISS = "warning_dismiss"
 SCALE = "warning_scale"
 DISMISS_FOR_S = 3600
 MAX_VALUE = 2000  # Slack's limit for a button's value
+MAX_ID = 100  # of an incident's ID, in a link's label: the link must fit its line whole
 
 
 def dismiss_value(state: WarningState) -> str:
@@ -54,11 +65,8 @@ def render_warning(state: WarningState) -> Rendered:
         ]
         return rendered(f"Early warning: {said}", blocks)
     if state.phase is Phase.FOLDED:
-        line = (
-            f"🔔 Early warning · {name}: the alert fired, incident {escape(state.incident_id)} "
-            f"carries it on (warned at {warned})."
-        )
-    elif state.phase is Phase.DISMISSED:
+        return _folded(state, said, warned)
+    if state.phase is Phase.DISMISSED:
         until = slack_date(datetime.fromtimestamp(state.until, UTC), "{time}")
         line = (
             f"🔕 Early warning · {name}: dismissed by {truncate(escape(state.by), 100)} until "
@@ -67,6 +75,19 @@ def render_warning(state: WarningState) -> Rendered:
     else:
         line = f"✅ Early warning · {name}: no longer building (warned at {warned})."
     return rendered(line, [context([line, *_scaled(state)])])
+
+
+def _folded(state: WarningState, said: str, warned: str) -> Rendered:
+    """What the warning said when the alert fired, and where the incident carries it on: its
+    thread, linked once the upkeep knows it (`WarningState.incident_link`; `link` keeps anything
+    but a plain http(s) URL as text)."""
+    # No "|" in a link's label: Slack ends the URL at the first, and one more makes the token
+    # read two ways.
+    label = f"incident {state.incident_id[:MAX_ID]}".replace("|", "¦")
+    incident = link(state.incident_link, label)
+    line = f"🔔 The alert fired: {incident} carries it on (warned at {warned})."
+    blocks = [section(f"*Early warning* · {said}"), context([line, *_scaled(state)])]
+    return rendered(f"Early warning: {said}\n{line}", blocks)
 
 
 def _scaled(state: WarningState) -> list[str]:

@@ -8,16 +8,17 @@ its warnings (`WarningStore.claim_reading`). For each runner type the forecast
 else the settings'. A warning is raised once the readings show a build beyond their own noise,
 edited as its forecast moves (never posted again while its message stands), cleared only once
 the forecast no longer crosses within the horizon (a pause just under the threshold is not
-enough), folded into the incident once
-the alert fires (an open incident showing that type, or one in its channel naming none; test
-incidents never count), and held back while dismissed. The channel's sender posts and edits
-it; a route on `runner_type` sends it where that type's alerts go.
+enough), folded into the incident once the alert fires (an open incident showing that type, or
+one in its channel naming none; test incidents never count), linking the incident's thread once
+its root is posted, and held back while dismissed. The channel's sender posts and edits it; a
+route on `runner_type` sends it where that type's alerts go.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 RECENT = 20  # recent incidents read for thresholds and coverage
 HOLD_AFTER_S = 300  # no good reading this long: a standing warning's forecast is on hold
 PAST = WINDOW - 1  # earlier readings the forecast's window takes
+# The link is a courtesy: a slow Slack must not hold up the other types' warnings.
+PERMALINK_TIMEOUT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,14 @@ class EarlyWarnings:
         *,
         config: WarningConfig,
         clock: Callable[[], datetime],
+        permalink: Callable[[str, str], Awaitable[str | None]] | None = None,
     ) -> None:
         self._readings = readings
         self._store = store
         self._warnings = warnings
         self._config = config
         self._clock = clock
+        self._permalink = permalink  # (channel, ts) -> a link to that message, or None
 
     async def tick(self) -> None:
         """Decide the warnings of a reading not decided yet; never raises."""
@@ -161,14 +166,21 @@ class EarlyWarnings:
         incident = _covering(name, channel, incidents)
         if incident is not None:
             if state is not None and _current(state, now):
+                link = await self._thread_link(incident.id)
                 await self._warnings.save(
-                    state.changed(now, phase=Phase.FOLDED, incident_id=incident.id)
+                    state.changed(
+                        now, phase=Phase.FOLDED, incident_id=incident.id, incident_link=link
+                    )
                 )
+            elif state is not None:
+                await self._link_folded(state, now)
             return
         active = state is not None and state.phase is Phase.ACTIVE
         if said is None:
             if active and state is not None:
                 await self._warnings.save(state.changed(now, phase=Phase.CLEARED))
+            elif state is not None:
+                await self._link_folded(state, now)
             return
         fields = {
             "text": said.text,
@@ -181,6 +193,32 @@ class EarlyWarnings:
         else:
             log.info("early warning: %s", said.text)
             await self._warnings.save(WarningState.raised(name, channel, now=now, **fields))
+
+    async def _link_folded(self, state: WarningState, now: float) -> None:
+        """A folded warning without its incident's link gets it once the incident's root is
+        posted: at the fold, the root may still be waiting for its turn in the channel."""
+        if state.phase is not Phase.FOLDED or state.incident_link or not state.incident_id:
+            return
+        link = await self._thread_link(state.incident_id)
+        if link:
+            await self._warnings.save(state.changed(now, incident_link=link))
+
+    async def _thread_link(self, incident_id: str) -> str:
+        """The permalink of the incident's root ("" while it is not posted, or Slack does not
+        say: its failures are logged, never raised, as the message reads without the link)."""
+        if self._permalink is None:
+            return ""
+        thread = (await self._store.load(incident_id)).thread
+        if thread is None or not thread.ts:
+            return ""
+        try:
+            call = self._permalink(thread.channel, thread.ts)
+            return await asyncio.wait_for(call, PERMALINK_TIMEOUT_S) or ""
+        except Exception as exc:
+            log.info(
+                "early warning: no permalink for incident %s: %s", incident_id, type(exc).__name__
+            )
+            return ""
 
     def _channel(self, name: str) -> str:
         return channel_for_type(self._config.routes, name, self._config.channel)

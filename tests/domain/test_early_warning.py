@@ -3,13 +3,14 @@ its growth, its headroom and its boot time."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.early_warning import Forecast, Point, Thresholds, forecast
+from bot.domain.early_warning import Forecast, Phase, Point, Thresholds, WarningState, forecast
 from bot.domain.fleet import RunnerTypeMetrics
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -299,3 +300,14 @@ def test_a_wait_known_only_to_be_over_an_hour_crosses_a_threshold_above_it() -> 
     # in a minute, never 90.
     assert ninety(wait_over=True, wait_of_starts=True) is None
     assert ninety() is None
+
+
+def test_a_warning_stored_before_it_could_link_its_incident_still_loads() -> None:
+    """A replica of the release before keeps folded warnings without `incident_link`."""
+    raised = WarningState.raised("linux.2xlarge", "C1", "queue building", 1_795_500_000.0)
+    folded = raised.changed(1_795_500_060.0, phase=Phase.FOLDED, incident_id="7")
+    older = json.loads(folded.dump())
+    del older["incident_link"]
+    assert WarningState.load(json.dumps(older)) == folded
+    linked = folded.changed(1_795_500_120.0, incident_link="https://acme.slack.com/archives/C1/p1")
+    assert WarningState.load(linked.dump()) == linked

@@ -7,9 +7,11 @@ import pytest
 
 from bot.domain.early_warning import Phase, WarningState
 from bot.render.early_warning import DISMISS, SCALE, render_warning
+from bot.render.mrkdwn import escape
 from tests.render.test_messages import EVIL, assert_valid
 
 NAME = f"{EVIL}linux.2xlarge" + "x" * 400
+THREAD = "https://acme.slack.com/archives/C1/p1795500000000100"
 
 
 def warning(phase: Phase, **more: object) -> WarningState:
@@ -27,6 +29,7 @@ def warning(phase: Phase, **more: object) -> WarningState:
         warning(Phase.ACTIVE).changed(1_795_500_400.0, held_since=1_795_500_060.0),
         warning(Phase.CLEARED),
         warning(Phase.FOLDED, incident_id=f"12{EVIL}"),
+        warning(Phase.FOLDED, incident_id=f"12{EVIL}", incident_link=f"{THREAD}?a=1&b=<!here>"),
         warning(Phase.DISMISSED, by=f"al{EVIL}", until=1_795_503_600.0),
     ],
     ids=lambda s: s.phase.value,
@@ -73,3 +76,32 @@ def test_what_was_scaled_from_a_warning_stays_on_it_escaped_in_every_phase(phase
     ]
     [line] = [t for t in texts if "by +6 at 10:02 UTC" in t]
     assert line.startswith("↗️ al&lt;!channel&gt;"), "escaped"
+
+
+@pytest.mark.parametrize(
+    ("incident_id", "incident_link", "said"),
+    [
+        ("12", "", "incident 12"),
+        ("12", THREAD, f"<{THREAD}|incident 12>"),
+        # Slack decodes entities in a link's URL too: `&` reaches it as `&amp;`.
+        ("12", f"{THREAD}?a=1&b=2", f"<{THREAD}?a=1&amp;b=2|incident 12>"),
+        (f"12{EVIL}", THREAD, f"<{THREAD}|incident 12{escape(EVIL).replace('|', '¦')}>"),
+        # Anything but a plain http(s) URL stays text: nothing can end the token or forge one.
+        ("12", f"{THREAD}|<!channel>", "incident 12"),
+        ("12", "javascript:alert(1)", "incident 12"),
+    ],
+    ids=["no link", "link", "ampersand", "hostile id", "hostile url", "not http"],
+)
+def test_a_folded_warning_keeps_its_forecast_and_links_the_incident_thread(
+    incident_id: str, incident_link: str, said: str
+) -> None:
+    state = warning(Phase.FOLDED, incident_id=incident_id, incident_link=incident_link)
+    shown = render_warning(state)
+    assert_valid(shown)
+    section, context = shown.blocks
+    assert section["text"]["text"] == f"*Early warning* · {escape(state.text)}", "what it said"
+    line = context["elements"][0]["text"]
+    assert line.startswith(
+        f"🔔 The alert fired: {said} carries it on (warned at <!date^1795500000^"
+    )
+    assert line.endswith(">).")

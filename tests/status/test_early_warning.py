@@ -2,10 +2,12 @@
 backend of the bot's own interface: a warning is raised once the queue builds over five
 readings (never on a queue that only wanders), queued for the channel's sender, edited as it
 moves, cleared once it no longer crosses, folded into the incident when the alert fires, held
-back while dismissed, and each reading is decided by one replica only."""
+back while dismissed, and each reading is decided by one replica only. A folded warning links
+the incident's thread once its root is posted."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
@@ -17,6 +19,7 @@ from bot.domain.early_warning import Phase, Thresholds
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import GroupState, open_incident, resolve_manually
 from bot.fleet.readings import FleetReadings
+from bot.outbound.queue import SendQueue
 from bot.status.early_warning import EarlyWarnings, WarningConfig
 from bot.storage.incident_store import BAND, BAND_EVENT, Commit, IncidentStore
 from bot.storage.warnings import WarningStore
@@ -24,6 +27,7 @@ from tests.support.payloads import fixture_json
 
 START = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 TYPE = "linux.2xlarge"
+THREAD_LINK = "https://acme.slack.com/archives/C1/p1700000100000200"
 
 
 class Building:
@@ -56,7 +60,13 @@ class Building:
 
 
 class Replica:
-    def __init__(self, redis: Redis, fleet: Building, now: list[datetime]) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        fleet: Building,
+        now: list[datetime],
+        permalink: Callable[[str, str], Awaitable[str | None]] | None = None,
+    ) -> None:
         self.store = IncidentStore(redis, "qp")
         self.warnings = WarningStore(redis, self.store.keys)
         readings = FleetReadings(
@@ -66,7 +76,12 @@ class Replica:
             channel="C1", thresholds=Thresholds(queued=10), scalable=frozenset({TYPE})
         )
         self.upkeep = EarlyWarnings(
-            readings, self.store, self.warnings, config=config, clock=lambda: now[0]
+            readings,
+            self.store,
+            self.warnings,
+            config=config,
+            clock=lambda: now[0],
+            permalink=permalink,
         )
 
 
@@ -224,3 +239,70 @@ async def test_a_warning_without_fresh_readings_says_its_forecast_is_on_hold(
     await reading(27)  # read again: the forecast is current once more
     back = (await replica.warnings.all())[TYPE]
     assert back.phase is Phase.ACTIVE and not back.held_since and back.version == held.version + 1
+
+
+async def test_a_folded_warning_links_the_incident_thread_once_its_root_is_posted(
+    redis_url: str,
+) -> None:
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushdb()
+    asked: list[tuple[str, str]] = []
+    answers: list[str | Exception] = []
+
+    async def permalink(channel: str, ts: str) -> str | None:
+        asked.append((channel, ts))
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    fleet, now = Building(), [START]
+    replica = Replica(redis, fleet, now, permalink)
+
+    async def reading(in_system: float) -> None:
+        fleet.in_system = in_system
+        now[0] += timedelta(seconds=60)
+        await replica.upkeep.tick()
+
+    for n in (16, 18, 20, 22, 24):
+        await reading(n)
+    await replica.warnings.record_post((await replica.warnings.all())[TYPE], "1700000000.000100")
+    firing = parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    incident = open_incident(
+        delivery_of(firing), incident_id="7", uid="u7", channel="C1", now=now[0]
+    )
+    await replica.store.commit(Commit(incident, group=GroupState(incident_id="7")))
+    await reading(26)  # the alert fired; the incident's root waits for its turn in the channel
+    folded = (await replica.warnings.all())[TYPE]
+    assert folded.phase is Phase.FOLDED and folded.incident_id == "7"
+    assert folded.incident_link == "" and asked == [], "no thread to link yet"
+    await replica.warnings.record_edit("C1", folded)  # the sender showed it
+    folded = (await replica.warnings.all())[TYPE]
+    await reading(28)
+    assert (await replica.warnings.all())[TYPE] == folded and asked == []
+
+    queue = SendQueue(redis, "qp", retention_s=86400)
+    await queue.record_root(
+        incident,
+        "1700000100.000200",
+        "digest",
+        version=1,
+        edit_differs=False,
+        edit_after_ms=0,
+        bucket="{}",
+    )
+    answers += [TimeoutError(), THREAD_LINK]
+    await reading(30)  # Slack did not answer: said without the link, asked again next reading
+    assert (await replica.warnings.all())[TYPE] == folded
+    assert asked == [("C1", "1700000100.000200")]
+    await reading(32)
+    linked = (await replica.warnings.all())[TYPE]
+    assert linked.incident_link == THREAD_LINK and linked.version == folded.version + 1
+    assert linked.phase is Phase.FOLDED and linked.incident_id == "7"
+    assert len(asked) == 2, "one call per decision"
+    assert await replica.warnings.edits("C1") == [TYPE], "the message is edited to link it"
+    await replica.warnings.record_edit("C1", linked)
+    linked = (await replica.warnings.all())[TYPE]
+    for n in (34, 36):
+        await reading(n)
+    assert (await replica.warnings.all())[TYPE] == linked and len(asked) == 2, "asked once"
