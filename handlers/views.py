@@ -21,7 +21,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions.core import ActionCore, Actor, Outcome
-from bot.domain.early_warning import SCALE_UNTIL, WarningState
+from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
 from bot.domain.forecast import Recommendation
 from bot.domain.scaling import ScalePreview
 from bot.domain.whole_numbers import ascii_whole
@@ -231,12 +231,15 @@ async def _warning_choice(
 
 
 async def _warning_preview(core: ActionCore, state: WarningState, timeout_s: float) -> ScalePreview:
-    """What the forecast says would hold the queue is the recommended amount."""
+    """The warning's recommendation (the incident's own, at the growth the warning sees) is the
+    amount; once an incident took the warning on, the scale-up is the incident's, and goes back
+    as the incident's do."""
     recommended = None
     if state.hold_runners:
-        recommended = Recommendation(state.hold_runners, "what the forecast says would hold it")
+        recommended = Recommendation(state.hold_runners, "the early warning's recommendation")
+    until = "" if state.phase is Phase.FOLDED else SCALE_UNTIL
     return await core.scaling.preview_of(
-        state.runner_type, recommended, timeout_s=timeout_s, until=SCALE_UNTIL
+        state.runner_type, recommended, timeout_s=timeout_s, until=until
     )
 
 

@@ -273,7 +273,7 @@ def _others_line(core: ActionCore, others: list[str]) -> str:
     many = len(others) != 1
     return (
         f"_+{len(others)} runner type{'s' if many else ''} of other channels ({shown}): "
-        "`/queue` there, or in a DM with the app, lists every type._"
+        "`/queue` there lists them, and in a DM with the app every type._"
     )
 
 

@@ -198,11 +198,11 @@ class Scaling:
         keep: bool = False,
         interaction: str | None = None,
     ) -> Outcome:
-        """Scale up; unless `keep`, the scale-up is put back when the incident resolves or
-        after `SCALE_REVERT_AFTER` (where the backend can put it back)."""
+        """Scale up; unless `keep`, the scale-up is put back once the incident resolved and its
+        queue settled, or after `SCALE_REVERT_AFTER` (where the backend can put it back)."""
 
         async def run() -> Outcome:
-            return await self._scale(actor, ref, runner_type, delta, raise_maximum, keep)
+            return await self.scale_now(actor, ref, runner_type, delta, raise_maximum, keep)
 
         return await self._acting.guarded("scale", actor, interaction, run)
 
@@ -221,7 +221,7 @@ class Scaling:
             )
         return ""
 
-    async def _scale(
+    async def scale_now(
         self,
         actor: Actor,
         ref: str,

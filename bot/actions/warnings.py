@@ -107,19 +107,17 @@ class Warnings:
         scaling = self._scaling
         assert scaling is not None  # scale_choice refuses without it
         if choice.phase is Phase.FOLDED:
-            done = await scaling.scale(
-                actor,
-                choice.incident_id,
-                runner_type,
-                delta,
-                raise_maximum=raise_maximum,
-                keep=keep,
+            # Already guarded (this click, once): the incident's scale-up, unguarded.
+            done = await scaling.scale_now(
+                actor, choice.incident_id, runner_type, delta, raise_maximum, keep
             )
+            if not done.ok:
+                return done
             fired = (
                 f"The alert fired meanwhile: incident {escape(choice.incident_id)} carries the "
                 "warning on, and the scale-up is its."
             )
-            return Outcome(done.ok, f"{fired} {done.message}", done.result)
+            return Outcome(True, f"{fired} {done.message}", done.result)
         problem = scaling.check(runner_type, delta)
         if problem:
             return refused(problem)

@@ -533,8 +533,9 @@ class Settings(BaseSettings):
     )
     scale_revert_after: Seconds = setting(
         4 * 3600,
-        "A scale-up from Slack is put back when its incident resolves, and at the latest this "
-        "long after it (off: only when the incident resolves). Between 1 minute and 30 days.",
+        "A scale-up from Slack is put back once its incident has resolved (and its queue "
+        "settled: SCALE_REVERT_SETTLE), and at the latest this long after it (off: only after "
+        "the incident). Between 1 minute and 30 days.",
         group=SCALING,
         ge=0,
         le=MAX_REVERT_AFTER_S,

@@ -22,7 +22,7 @@ runners a scale-up just added that are still booting.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
@@ -436,7 +436,9 @@ def _recommend(
     if cause is Cause.AUTOSCALING and auto.verdict is Verdict.BAD:
         short = int(auto.text.rsplit(": ", 1)[-1].split()[0])
         verb = f"raise the maximum of {name} by at least"
-        advice = more_runners(name, short, "", course, verb=verb)
+        # Runners booting within the maximum do not close a shortfall beyond it.
+        ceiling = replace(course, scale_up=None, outlook=_unbooted(course.outlook))
+        advice = more_runners(name, short, "", ceiling, verb=verb)
         return f"{advice} (for ARC, maxRunners)" if advice.startswith(verb) else advice
     if cause is Cause.INFRASTRUCTURE:
         return f"look at why idle {name} runners take no jobs (labels, registration, the node)"
@@ -449,6 +451,10 @@ def _recommend(
     if cause is Cause.LONG_JOBS:
         return f"find the slow jobs of {name}; meanwhile {scale}"
     return scale
+
+
+def _unbooted(outlook: Outlook | None) -> Outlook | None:
+    return replace(outlook, booting=0) if outlook is not None else None
 
 
 def _level(ratio: float, warn: float, bad: float) -> Verdict:

@@ -23,8 +23,9 @@ it. The model, per runner type, from its last few readings:
   law), never more than the longest wait now plus `t` where that is read; without a job
   duration, that alone.
 - The crossing is the first minute, within the horizon, at which either reaches the alert's
-  threshold. **Runners that would hold it** stop the growth: `growth × job duration` more than
-  are busy now (beyond the maximum, when the type is at it; else said beside its headroom).
+  threshold. **The runners it recommends** are the incident's own recommendation
+  (`bot.domain.forecast.outlook`) at the growth the warning sees, with what fits under the
+  maximum.
 
 A standing warning (`sustained`) needs no fresh evidence: it stands while the forecast, at the
 growth the window shows (none, when it falls), still crosses within the horizon, and is withdrawn
@@ -54,7 +55,10 @@ from bot.domain.units import number
 # Readings the growth is fitted over: four intervals, four minutes at the default reading
 # interval of a minute; fewer cannot tell a trend from a wander.
 WINDOW = 5
-T_MIN = 3.0  # standard errors the slope must stand above flat (noise: ~1 window in 35)
+# Standard errors the slope must stand above flat: Student's t for the fit's 3 degrees of
+# freedom at about 0.5% one-sided (noise passes ~1 window in 200; 3.0 let ~1 in 35 through:
+# 16 false warnings a day for a queue wandering over 6 jobs, 3 now).
+T_MIN = 6.0
 # Jobs the fitted line must rise across the window: noise of a few jobs can line up by chance
 # in five readings (a perfect line has no scatter), never by more than 1.2 times its range.
 MIN_RISE = 5.0
@@ -132,10 +136,16 @@ class Forecast:
         queued = number(self.queued)
         jobs = "no jobs queued yet" if queued == "0" else f"{queued} {_jobs(self.queued)} queued"
         when = "any minute now" if self.in_mins < 1 else f"in ~{math.ceil(self.in_mins)} min"
-        text = (
-            f"{self.runner_type}: queue building, {jobs} and +{self.growth_per_min:.1f} "
-            f"jobs/min{self._where()}; at this rate the alert fires {when}"
-        )
+        if self.growth_per_min < MIN_GROWTH:  # a standing warning whose queue stopped rising
+            text = (
+                f"{self.runner_type}: queue holding, {jobs}{self._where()}; "
+                f"the alert fires {when} all the same"
+            )
+        else:
+            text = (
+                f"{self.runner_type}: queue building, {jobs} and +{self.growth_per_min:.1f} "
+                f"jobs/min{self._where()}; at this rate the alert fires {when}"
+            )
         return f"{text}; {self.advice}" if self.advice else text
 
     def _where(self) -> str:
@@ -144,7 +154,7 @@ class Forecast:
         if self.at_maximum:
             return f" at its maximum of {number(self.maximum)} runners"
         running = number(self.maximum - (self.headroom or 0.0))
-        return f" on {running} of its maximum {number(self.maximum)} runners"
+        return f" on {running} runners of its maximum of {number(self.maximum)}"
 
 
 def _jobs(count: float) -> str:

@@ -101,10 +101,12 @@ class Outlook:
         """The recommendation alone, in the words every surface uses; "" when none."""
         within = minutes(self.within_mins)
         if self.needed and not self.runners and self.booting:
-            return f"the {self.booting} runners booting should drain it in {within}"
+            return f"the {_runners(self.booting)} booting should drain it in {within}"
         if not self.runners:
             return ""
-        text = f"+{self.runners} runners would drain it in {within}"
+        # An empty queue filling is held, not drained: growth x duration more runners.
+        done = f"drain it in {within}" if self.queued > 0 else "keep it from queueing"
+        text = f"+{_runners(self.runners)} would {done}"
         if self.booting:
             text += f" (beyond the {self.booting} booting)"
         if self.room is not None and self.maximum is not None and self.runners > self.room:
@@ -142,7 +144,7 @@ def outlook(
 ) -> Outlook | None:
     """The outlook of a queue of `queued` jobs: the one place that decides how many runners to
     recommend. None when nothing queues and nothing grows (a queue still empty but growing, as
-    an early warning sees it, gets the runners that would hold it)."""
+    an early warning sees it, gets the runners that would keep it from queueing)."""
     if arrival_per_min is not None and completion_per_min is not None:
         growth: float | None = arrival_per_min - completion_per_min
     else:
@@ -204,6 +206,10 @@ def metrics_outlook(
         maximum=metrics.maximum,
         running=running,
     )
+
+
+def _runners(count: int) -> str:
+    return f"{count} runner" if count == 1 else f"{count} runners"
 
 
 def _most(*values: float | None) -> float | None:

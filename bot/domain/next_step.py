@@ -75,7 +75,8 @@ def more_runners(name: str, needed: int, why: str, course: Course, *, verb: str)
 
 
 def named_advice(found: Found, name: str, metrics: RunnerTypeMetrics, course: Course) -> str:
-    """A named cause's own next step; a surge that already drains needs no cancelling."""
+    """A named cause's own next step; for a surge that already drains, that it drains first (the
+    workflow may still be worth deferring: it said so before)."""
     if found.cause is Cause.SURGE:
         drained = drained_advice(name, course)
         if drained:

@@ -53,8 +53,8 @@ class ScalePreview:
     can_raise_maximum: bool
     # Why a scale-up cannot be put back by queuepilot ("" when it can).
     cannot_undo: str = ""
-    # Put back when the incident resolves and after this long (0: only when it resolves);
-    # None: scale-ups are not put back (no revert sweep runs).
+    # Put back once the incident resolved (`until` says what else), or after this long (0: no
+    # time limit); None: scale-ups are not put back (no revert sweep runs).
     revert_after_s: int | None = None
     until: str = "the incident resolves"  # what puts it back, besides the time
 

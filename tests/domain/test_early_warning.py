@@ -114,8 +114,9 @@ def test_a_surge_onto_idle_runners_says_nothing_is_queued_yet_and_how_many_run()
     )
     assert found is not None
     assert found.text.startswith(
-        "linux.2xlarge: queue building, no jobs queued yet and +3.0 jobs/min on 12 of its "
-        "maximum 60 runners; at this rate the alert fires in ~4 min"
+        "linux.2xlarge: queue building, no jobs queued yet and +3.0 jobs/min on 12 runners of "
+        "its maximum of 60; at this rate the alert fires in ~4 min; +18 runners would keep it "
+        "from queueing"
     )
 
 
@@ -137,6 +138,17 @@ def test_a_standing_warning_stands_while_its_forecast_still_crosses(
 ) -> None:
     found = forecast("t", now, NOW, past, ALERT, boot_mins=5, horizon_mins=15, sustained=True)
     assert (found is not None) is stands
+
+
+def test_a_standing_warning_whose_queue_stopped_rising_says_so() -> None:
+    """Flat over the threshold, it stands; it says the queue holds, not "+0.0 jobs/min"."""
+    past = trail(32, 32, 32, 32)
+    found = forecast(
+        "t", metrics(12, 20), NOW, past, ALERT, boot_mins=5, horizon_mins=15, sustained=True
+    )
+    assert found is not None
+    assert found.text.startswith("t: queue holding, 12 jobs queued at its maximum of 20 runners")
+    assert "+0.0" not in found.text and "building" not in found.text
 
 
 @settings(max_examples=300, deadline=None)
