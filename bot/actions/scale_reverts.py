@@ -212,7 +212,27 @@ class ScaleReverts:
             pipe.set(self._keys.scale_revert(rid), record.dump(), ex=RECORD_TTL_S)
             pipe.zadd(self._keys.scale_reverts, {rid: now + self.config.check_s})
             await pipe.execute()
+        if earlier is not None and earlier.incident_id not in ("", incident_id):
+            await self._handed_on(earlier.incident_id, rid)
         return record
+
+    async def _handed_on(self, incident_id: str, rid: str) -> None:
+        """Another incident's scale-up of the same type and field owns the record now: the
+        earlier incident no longer lists it as its own to go back (its summary would promise a
+        put-back its thread never tells)."""
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            loaded = await self._store.load(incident_id)
+            incident = loaded.incident
+            if incident is None or all(p.id != rid for p in incident.put_backs):
+                return
+            commit = Commit(
+                without_put_backs(incident, {rid}),
+                version=loaded.version,
+                thread=loaded.thread,
+                root=False,
+            )
+            if await self._store.commit(commit, now=self._clock().timestamp()):
+                return
 
     def plan(self, *, warning: bool = False) -> str:
         """When a recorded scale-up goes back, for replies: "once the incident resolves and its
@@ -274,7 +294,7 @@ class ScaleReverts:
         for incident_id, done in told.items():
             texts = [text for _, text in done]
             try:
-                await self._say(incident_id, "; ".join(texts), gone={r for r, _ in done})
+                await self._say(incident_id, _joined(texts), gone={r for r, _ in done})
             except RedisError as exc:
                 log.warning("scale reverts: %s: Redis: %s; not told: %s", incident_id, exc, texts)
 
@@ -523,6 +543,21 @@ def put_back_said(scaled: str, plan: str, said: str) -> str:
         return scaled if said in scaled else f"{scaled} · {said}" if scaled else said
     first, _, rest = scaled.partition(plan)
     return f"{first}{said}{rest.replace(f' {plan}', '').replace(plan, '')}"
+
+
+def _joined(texts: list[str]) -> str:
+    """One reply for several put-backs: "Put linux back (the incident resolved): minRunners
+    125 → 0 (ARC); maxRunners 130 → 120 (ARC)", the type and the reason said once."""
+    parts: list[str] = []
+    last = ""
+    for text in texts:
+        head, sep, rest = text.partition("): ")
+        if sep and head == last:
+            parts[-1] += f"; {rest}"
+            continue
+        parts.append(text)
+        last = head if sep else ""
+    return "; ".join(parts)
 
 
 def _span(seconds: float) -> str:

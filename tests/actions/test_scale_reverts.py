@@ -25,13 +25,14 @@ from bot.actions.scale_reverts import (
     ScaleReverts,
     plan_sentence,
     put_back_said,
+    record_id,
 )
 from bot.backends.kube import from_kubeconfig
-from bot.backends.scale import ScaleRequest, ScaleResult
+from bot.backends.scale import ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
 from bot.domain.early_warning import Phase, WarningState
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import Status
+from bot.domain.incidents import PutBack, Status, with_put_back
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings
 from bot.render.root import render_root
@@ -251,6 +252,42 @@ async def test_the_answer_says_when_it_goes_back_with_the_settle_time(
         "when the incident resolves and its queue stays drained 30 min or after 4 h"
     )
     assert sweep(redis, arc, clock, after_s=0).plan() == "when the incident resolves"
+
+
+async def test_a_scale_up_of_the_same_field_by_another_incident_takes_its_put_back_on(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    """Incident 2 scales what incident 1 scaled: the record is 2's now (it goes back to the value
+    before 1's), and 1's summary no longer promises a put-back its thread will never tell."""
+    store = IncidentStore(redis, PREFIX)
+    await opened(store, "1")
+    await opened(store, "2")  # another alert group
+    reverts = sweep(redis, arc, clock)
+    first = await arc.scale(ScaleRequest(TARGET, 5, "1", "alice"))
+    assert first.undo is not None
+    await reverts.remember("1", TARGET, first.undo, by="alice")
+    await commit_put_back(store, "1", first.undo)
+    second = await arc.scale(ScaleRequest(TARGET, 3, "2", "bob"))
+    assert second.undo is not None
+    record = await reverts.remember("2", TARGET, second.undo, by="bob")
+    assert record.undo.before == 0, "what goes back is the value before the first"
+    one = await store.get("1")
+    assert one is not None and one.put_backs == ()
+
+
+async def commit_put_back(store: IncidentStore, incident_id: str, undo: Undo) -> None:
+    """What the scale-up's own commit records on its incident (`Scaling`)."""
+    loaded = await store.load(incident_id)
+    assert loaded.incident is not None
+    put_back = PutBack(
+        id=record_id("linux", undo.field),
+        runner_type="linux",
+        field=undo.field,
+        before=undo.before,
+        after=undo.after,
+    )
+    updated = with_put_back(loaded.incident, put_back)
+    assert await store.commit(Commit(updated, version=loaded.version, thread=loaded.thread))
 
 
 async def test_a_change_since_is_left_and_said_once(
@@ -707,10 +744,10 @@ async def test_two_scale_ups_of_one_set_go_back_floor_first_whatever_their_order
     await reverts.tick()
     spec = kube.sets[SET]["spec"]
     assert (spec["minRunners"], spec["maxRunners"]) == (0, 120), "both in one look"
-    (text,) = await said(redis)  # one reply for the incident's put-backs
-    floor, ceiling = text.split("; ")
-    assert floor.startswith("Put linux back (the incident resolved): minRunners ")
-    assert ceiling.startswith("Put linux back (the incident resolved): maxRunners 130 → 120")
+    (text,) = await said(redis)  # one reply for the incident's put-backs, its reason once
+    head, floor, ceiling = text.replace("): ", "; ", 1).split("; ")
+    assert head == "Put linux back (the incident resolved"
+    assert floor.startswith("minRunners ") and ceiling == "maxRunners 130 → 120 (ARC)"
 
 
 async def test_a_put_back_stopped_by_a_kept_floor_says_what_it_left(
@@ -766,6 +803,7 @@ async def test_a_ceiling_due_before_our_floor_waits_for_it_and_goes_back_whole(
     spec = kube.sets[SET]["spec"]
     assert (spec["minRunners"], spec["maxRunners"]) == (0, 120)
     (text,) = await said(redis)  # the floor, then the ceiling in the same look: one reply
-    floor, ceiling = text.split("; ")
-    assert floor == "Put linux back (4 h after the scale-up): minRunners 125 → 0 (ARC)"
-    assert ceiling == "Put linux back (4 h after the scale-up): maxRunners 130 → 120 (ARC)"
+    assert text == (
+        "Put linux back (4 h after the scale-up): minRunners 125 → 0 (ARC); "
+        "maxRunners 130 → 120 (ARC)"
+    )
