@@ -39,7 +39,9 @@ def main(argv: list[str]) -> int:
         except DemoError as exc:
             print(f"screenshot: {exc}", file=sys.stderr)
             return 1
-        sandbox = start_sandbox(stack, redis_url, prefix, SandboxConfig(speed=30))
+        # As the browser test plays it: quick, read every second, put back 5 s after the drain.
+        config = SandboxConfig(speed=30, metrics_interval_s=1, revert_settle_s=5)
+        sandbox = start_sandbox(stack, redis_url, prefix, config)
         print(f"screenshot: playing the demo at {sandbox.page_url}", flush=True)
         with chromium_page(sandbox.page_url) as page:
             root = see_the_incident(page, within_ms=STEP_MS)
