@@ -249,13 +249,14 @@ def type_drained(view: FleetSnapshot, runner_type: str, config: DrainConfig) -> 
     emptiness)."""
     if not view.is_live:
         return None
-    metrics = view.runner_types.get(runner_type)
-    if metrics is None:
+    key = runner_key(runner_type)  # as the incident's own view matches a reading's types
+    found = next(((n, m) for n, m in view.runner_types.items() if runner_key(n) == key), None)
+    if found is None:
         empty = view.absent_means_empty and absence_can_drain(
             view.queued_over_mins, config.max_wait_mins
         )
         return True if empty else None
-    return is_drained(view.model_copy(update={"runner_types": {runner_type: metrics}}), config)
+    return is_drained(view.model_copy(update={"runner_types": dict([found])}), config)
 
 
 def drain_checks(incident: Incident, view: FleetSnapshot, config: DrainConfig) -> int:

@@ -16,6 +16,7 @@ from bot.domain.incident_fleet import (
     drain_checks,
     incident_fleet,
     is_drained,
+    type_drained,
     with_baselines,
 )
 from bot.domain.incidents import Incident, record_status
@@ -374,3 +375,21 @@ def test_an_alert_naming_no_type_leaves_another_teams_types_to_its_channel() -> 
     assert shown("C0GPU") == ["gpu.a10"]
     # Without routes every queueing type is every incident's, as before.
     assert list(view_of(incident(), reading).runner_types) == ["gpu.a10", "cpu"]
+
+
+@pytest.mark.parametrize(
+    ("reading", "drained"),
+    [
+        ({"linux-2xlarge": 0}, True),  # ARC's scale set, named for the type
+        ({"linux.2xlarge": 4}, False),
+        ({"linux.4xlarge": 0}, None),  # the type is not in the reading: nobody can tell
+    ],
+)
+def test_a_put_back_reads_its_types_queue_whatever_the_reading_names_it(
+    reading: dict[str, float], drained: bool | None
+) -> None:
+    types = {name: RunnerTypeMetrics(queued=q) for name, q in reading.items()}
+    view = FleetSnapshot(
+        at=datetime(2026, 11, 25, tzinfo=UTC), source="prometheus", runner_types=types
+    )
+    assert type_drained(view, "linux.2xlarge", DrainConfig()) is drained
