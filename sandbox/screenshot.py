@@ -20,8 +20,9 @@ from sandbox.visitor import (
     run_diagnostics,
     scale_up,
     see_it_drain,
+    see_it_put_back,
     see_the_incident,
-    silence_for_an_hour,
+    silence_for_four_hours,
 )
 
 STEP_MS = 60_000
@@ -45,10 +46,11 @@ def main(argv: list[str]) -> int:
         print(f"screenshot: playing the demo at {sandbox.page_url}", flush=True)
         with chromium_page(sandbox.page_url) as page:
             root = see_the_incident(page, within_ms=STEP_MS)
-            silence_for_an_hour(page, root, within_ms=STEP_MS)
+            silence_for_four_hours(page, root, within_ms=STEP_MS)
             scale_up(page, root, 10, within_ms=STEP_MS)
             run_diagnostics(page, root, within_ms=STEP_MS)
             see_it_drain(page, root, within_ms=4 * STEP_MS)
+            see_it_put_back(page, within_ms=STEP_MS)
             output.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(output))
     print(f"screenshot: wrote {output}")

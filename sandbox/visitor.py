@@ -73,8 +73,10 @@ def see_the_incident(page: Page, *, within_ms: float) -> Any:
     return root
 
 
-def silence_for_an_hour(page: Page, root: Any, *, within_ms: float) -> None:
-    root.locator("select[data-action-id=incident_silence]").select_option("3600")
+def silence_for_four_hours(page: Page, root: Any, *, within_ms: float) -> None:
+    """Four fleet hours: at ×30 they outlast the walk (8 minutes), so only the bot's own drain
+    ends the incident, never the silence running out."""
+    root.locator("select[data-action-id=incident_silence]").select_option("14400")
     expect(root.locator("[data-action-id=incident_unsilence]")).to_be_visible(timeout=within_ms)
     expect(root).to_contain_text("silenced until", timeout=within_ms)
 
@@ -118,11 +120,14 @@ def see_it_drain(page: Page, root: Any, *, within_ms: float) -> None:
     thread = page.locator("#thread")
     expect(thread).to_contain_text(SUMMARY, timeout=within_ms)
     expect(root).to_contain_text("Resolved", timeout=within_ms)
-    # The scale-up made from Slack is put back once the incident resolved and its queue settled.
-    expect(thread).to_contain_text(
-        re.compile(r"Put \S+ back \(the incident resolved[^)]*\): maxRunners \d+ → \d+ \(ARC\)"),
-        timeout=within_ms,
-    )
     # The summary's trend chart, drawn from its data_visualization block as Slack draws it.
     summary = thread.locator("article", has_text=SUMMARY).last
     expect(summary.locator("figure.block-chart svg .series").first).to_be_visible(timeout=within_ms)
+
+
+def see_it_put_back(page: Page, *, within_ms: float) -> None:
+    """The scale-up made from Slack put back, once the incident resolved and its queue settled."""
+    expect(page.locator("#thread")).to_contain_text(
+        re.compile(r"Put \S+ back \(the incident resolved[^)]*\): maxRunners \d+ → \d+ \(ARC\)"),
+        timeout=within_ms,
+    )
