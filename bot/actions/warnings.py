@@ -156,12 +156,11 @@ class Warnings:
     ) -> WarningState | Outcome:
         """The warning while it stands (`folded`: or once an incident took it on)."""
         state = await self._store.get(runner_type)
-        ended = state is None or state.uid != uid
-        if not ended and state is not None and state.phase is not Phase.ACTIVE:
-            ended = not (folded and state.phase is Phase.FOLDED and state.incident_id)
-        if ended or state is None:
-            return refused(f"The early warning for {_name(runner_type)} has ended already.")
-        return state
+        if state is not None and state.uid == uid:
+            taken_on = folded and state.phase is Phase.FOLDED and bool(state.incident_id)
+            if state.phase is Phase.ACTIVE or taken_on:
+                return state
+        return refused(f"The early warning for {_name(runner_type)} has ended already.")
 
 
 def _name(runner_type: str) -> str:

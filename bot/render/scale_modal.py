@@ -110,10 +110,7 @@ def render_scale_form(
     if recommended is not None and recommended.runners:
         why = escape(recommended.why)
         over = f"; one request adds at most +{cap}" if recommended.runners > cap else ""
-        if f"+{recommended.runners} runners" in recommended.why:  # the root's own words
-            blocks.append(context([f"Recommended: {why}{over}"]))
-        else:
-            blocks.append(context([f"Recommended: *+{recommended.runners}* ({why}{over})"]))
+        blocks.append(context([f"Recommended: *+{recommended.runners}* ({why}{over})"]))
     elif recommended is not None:  # the queue drains, or what is booting covers it
         blocks.append(context([f"No more runners recommended: {escape(recommended.why)}."]))
     if preview is not None and _at_maximum(preview):

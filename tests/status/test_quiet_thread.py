@@ -74,23 +74,7 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
     )
     config = StatusConfig()  # the defaults: every 600 s, a chart every third status
     reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
-    incident = open_incident(
-        delivery_of(parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))),
-        incident_id="1",
-        uid="u1",
-        channel="C1",
-        now=START,
-    )
-    await store.commit(
-        Commit(
-            incident,
-            group=GroupState(incident_id="1"),
-            group_hash=incident.group_hash,
-            status_due=START.timestamp() + config.interval_s,
-        )
-    )
-    # The root is posted: replies now have a thread to go to.
-    await redis.hset(store.keys.incident("1"), "thread", '{"channel": "C1", "ts": "1.000001"}')
+    await opened_and_posted(redis, store, config)
 
     messages, edits = ["root"], 0
 
@@ -183,22 +167,7 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
     )
     config = StatusConfig()
     reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
-    incident = open_incident(
-        delivery_of(parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))),
-        incident_id="1",
-        uid="u1",
-        channel="C1",
-        now=START,
-    )
-    await store.commit(
-        Commit(
-            incident,
-            group=GroupState(incident_id="1"),
-            group_hash=incident.group_hash,
-            status_due=START.timestamp() + config.interval_s,
-        )
-    )
-    await redis.hset(store.keys.incident("1"), "thread", '{"channel": "C1", "ts": "1.000001"}')
+    await opened_and_posted(redis, store, config)
     thread: list[tuple[str, str]] = []  # (kind, text) of each new reply
 
     async def send_what_is_waiting() -> None:
@@ -251,3 +220,24 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
     root = json.dumps(render_root(ended, now=now[0]).blocks)
     assert "unless someone changes it meanwhile" not in root, "the latest actions stay short"
     await redis.aclose()
+
+
+async def opened_and_posted(redis: Redis, store: IncidentStore, config: StatusConfig) -> None:
+    """The reference alert's incident, its first status due after one interval, and its root
+    posted: replies have a thread to go to."""
+    incident = open_incident(
+        delivery_of(parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))),
+        incident_id="1",
+        uid="u1",
+        channel="C1",
+        now=START,
+    )
+    await store.commit(
+        Commit(
+            incident,
+            group=GroupState(incident_id="1"),
+            group_hash=incident.group_hash,
+            status_due=START.timestamp() + config.interval_s,
+        )
+    )
+    await redis.hset(store.keys.incident("1"), "thread", '{"channel": "C1", "ts": "1.000001"}')
