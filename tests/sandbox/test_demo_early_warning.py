@@ -68,11 +68,29 @@ async def page_post(sandbox: Sandbox, path: str, body: dict[str, Any]) -> Any:
     return answer.json()
 
 
-async def scale_from(sandbox: Sandbox, warning: Any) -> int:
-    """Scale up from the warning's button, through the modal's two steps, raising minRunners
-    by one (at the maximum that changes no capacity: the alert still fires); the minimum
-    before."""
-    minimum = int(sandbox.fleet.spec("linux.2xlarge").get("minRunners", 0))
+async def scale_from(sandbox: Sandbox, warning: Any) -> tuple[str, int]:
+    """Scale up by one from the warning's button, through the modal's two steps, as a person
+    would: minRunners while the set is below its maximum, maxRunners once it is at it (the
+    form then offers the choice). The set may reach its maximum between the form and its
+    submission: ARC's backend then refuses to raise minRunners, saying to raise maxRunners,
+    and the person opens the form again. The field raised and its value before."""
+    for _ in range(3):
+        answered = len(sandbox.emulator.ephemerals())
+        field, before = await _submit_scale(sandbox, warning)
+        answer = (
+            await eventually(
+                lambda: sandbox.emulator.ephemerals()[answered:],
+                what="the scale-up's answer",
+                timeout=30,
+            )
+        )[-1].text
+        if "Raise maxRunners instead" not in answer:
+            return field, before
+    raise AssertionError(f"the scale-up kept being refused: {answer}")
+
+
+async def _submit_scale(sandbox: Sandbox, warning: Any) -> tuple[str, int]:
+    opened = len(sandbox.emulator.views())
     await page_post(
         sandbox,
         "/_page/action",
@@ -85,7 +103,9 @@ async def scale_from(sandbox: Sandbox, warning: Any) -> int:
     )
     form = (
         await eventually(
-            lambda: [v for v in sandbox.emulator.views() if "Now:" in str(v["blocks"])],
+            lambda: [
+                v for v in sandbox.emulator.views()[opened:] if "Now:" in str(v["blocks"])
+            ],
             what="the scale form, with the capacity",
             timeout=30,
         )
@@ -94,11 +114,14 @@ async def scale_from(sandbox: Sandbox, warning: Any) -> int:
     assert "Early warning" in shown and "Keep it after the warning" in shown
     assert "when its queue has stopped building for 15 min" in shown
     values: dict[str, Any] = {"runner_type": {"value": "linux.2xlarge"}, "amount": {"value": "1"}}
+    field = "minRunners"
     if "raise_max" in shown:
-        values["mode"] = {"value": "raise_min"}
+        values["mode"] = {"value": "raise_max"}
+        field = "maxRunners"
+    before = int(sandbox.fleet.spec("linux.2xlarge").get(field, 0))
     await page_post(sandbox, "/_page/view", {"view_id": form["id"], "values": values})
     await page_post(sandbox, "/_page/view", {"view_id": form["id"], "values": {}})  # confirm
-    return minimum
+    return field, before
 
 
 async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
@@ -109,10 +132,10 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
     warning = await warned(sandbox)
     actions = [b for b in warning.blocks if b.get("type") == "actions"]
     assert [e["action_id"] for e in actions[0]["elements"]] == ["warning_scale", "warning_dismiss"]
-    minimum = await scale_from(sandbox, warning)
+    field, before = await scale_from(sandbox, warning)
     await eventually(
-        lambda: sandbox.fleet.spec("linux.2xlarge").get("minRunners") == minimum + 1,
-        what="minRunners raised from the warning",
+        lambda: sandbox.fleet.spec("linux.2xlarge").get(field) == before + 1,
+        what=f"{field} raised from the warning",
         timeout=30,
     )
 
@@ -164,7 +187,7 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
         )
     await page_post(sandbox, "/_page/command", {"channel": CHANNEL, "text": "/queue resolve 1"})
     await eventually(
-        lambda: sandbox.fleet.spec("linux.2xlarge").get("minRunners") == minimum,
+        lambda: sandbox.fleet.spec("linux.2xlarge").get(field) == before,
         what="put back",
         timeout=30,
     )
