@@ -24,19 +24,20 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.early_warning import Point, Thresholds, forecast
+from bot.domain.early_warning import NOISE_READINGS, Point, Thresholds, forecast
 from bot.domain.fleet import RunnerTypeMetrics
 from sandbox.fleet import DEMO_BURSTS, DEMO_TYPES, Burst, Fleet, TypeReading
 from sandbox.fleet_alerts import QueueRule, RuleConfig
 
 EPOCH = datetime(2026, 11, 24, tzinfo=UTC)
-HORIZON_MINS, BOOT_MINS, PAST = 15.0, 5.0, 6
+HORIZON_MINS, BOOT_MINS = 15.0, 5.0
+PAST = NOISE_READINGS - 1  # earlier readings the upkeep passes the forecast
 FOLLOWED_MINS = 20.0  # a warning the alert follows within this long was not for nothing
 # The simulated fleet starts empty: its first minutes fill it from nothing, which no real fleet
 # does (and which reads as a queue building); on a day at normal load those are not counted.
 WARM_UP_MINS = 15.0
 NOISY_AT = 12  # the noisy fleet's runners, all busy, at its maximum
-NOISY_QUEUED = 3  # ... and its queue, anywhere from none to this many jobs at each reading
+NOISY_QUEUED = (3, 10)  # ... and its queue, anywhere from none to this many jobs at each reading
 
 
 class Clock:
@@ -156,15 +157,15 @@ def replay(
     return run
 
 
-def noisy_day(seed: int) -> int:
+def noisy_day(seed: int, most: int) -> int:
     """Warnings raised in a simulated day of a fleet at its maximum whose queue wanders, with no
-    trend at all, between none and `NOISY_QUEUED` jobs from one minute's reading to the next
-    (its Grafana rule never fires: every warning is false)."""
+    trend at all, between none and `most` jobs from one minute's reading to the next (its
+    Grafana rule never fires: every warning is false)."""
     rng = random.Random(seed)
     warner = Warner(rule_thresholds())
     warnings = 0
     for minute in range(1440):
-        queued = float(rng.randint(0, NOISY_QUEUED))
+        queued = float(rng.randint(0, most))
         now = RunnerTypeMetrics(
             queued=queued,
             busy=NOISY_AT,
@@ -193,7 +194,9 @@ def measure() -> dict[str, object]:
         "demo_first_warning": demo.warnings[:1],
         "demo_firings": demo.firings,
         "demo_lead_mins_minutely": demo_minutely.leads(),
-        "noisy_false_per_day": [noisy_day(seed) for seed in range(5)],
+        "noisy_false_per_day": {
+            most: [noisy_day(seed, most) for seed in range(5)] for most in NOISY_QUEUED
+        },
         "normal_false_per_day": [run.false_warnings() for run in normal],
         "normal_warnings_per_day": [len(run.warnings) for run in normal],
         "bursty_leads": bursty.leads(),
@@ -213,10 +216,13 @@ def main() -> None:
         f"read every minute: lead {found['demo_lead_mins_minutely']})"
     )
     print(f"  normal load, 5 seeded days: false warnings per day {found['normal_false_per_day']}")
-    print(
-        f"  at its maximum, queue wandering 0-{NOISY_QUEUED}, 5 seeded days: false warnings "
-        f"per day {found['noisy_false_per_day']}"
-    )
+    noisy = found["noisy_false_per_day"]
+    assert isinstance(noisy, dict)
+    for most, days in noisy.items():
+        print(
+            f"  at its maximum, queue wandering 0-{most} jobs, 5 seeded days: false warnings "
+            f"per day {days}"
+        )
     print(
         f"  bursty day: leads {found['bursty_leads']}, fired {found['bursty_firings']}, "
         f"false warnings {found['bursty_false']}"
@@ -225,11 +231,10 @@ def main() -> None:
     falses = found["normal_false_per_day"]
     assert isinstance(falses, list)
     false_ok = max(falses) <= 1
-    noisy = found["noisy_false_per_day"]
-    assert isinstance(noisy, list)
     print(f"  target lead >= 5 min on the demo burst: {'met' if lead_ok else 'MISSED'}")
     print(f"  target <= 1 false warning per day at normal load: {'met' if false_ok else 'MISSED'}")
-    print(f"  target no warning on a noisy queue: {'met' if not any(noisy) else 'MISSED'}")
+    quiet = not any(any(days) for days in noisy.values())
+    print(f"  target no warning on a noisy queue: {'met' if quiet else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -8,9 +8,15 @@ it. The model, per runner type, from its last few readings:
   completions. The evidence of a build is a least-squares line through `N` at the last `WINDOW`
   readings that rises beyond what the readings' own scatter explains: its slope at least
   `T_MIN` standard errors above flat, and at least `MIN_RISE` jobs from the window's first
-  reading to its last. A queue wandering over a few jobs in any order never draws such a line
-  (the fitted rise of values in a range of `r` jobs is at most 1.2 `r` over five readings);
-  three rises in a row, which noise makes every few dozen readings, are not evidence. A
+  reading to its last. Five readings alone misjudge their own scatter often enough (a wander
+  that happens to line up looks like a line with no scatter: a queue wandering over ten jobs
+  warned six times a day), so the standard error is never taken as less than the readings'
+  noise measured over the last `NOISE_READINGS`: how far each reading strays from the line
+  through its two neighbours (a steady rise, and the one bend where it begins, stray not at
+  all; the median ignores that bend). A queue wandering over a few jobs in any order never
+  draws such a line (the fitted rise of values in a range of `r` jobs is at most 1.2 `r` over
+  five readings); three rises in a row, which noise makes every few dozen readings, are not
+  evidence. A
   warning also needs at least `MIN_QUEUED` jobs queued now, unless the crossing comes before a
   runner asked for now could boot (a surge onto idle runners: waiting for a queue would leave
   nothing to act on). The growth is that slope, or arrivals minus completions where the backend
@@ -59,6 +65,12 @@ WINDOW = 5
 # freedom at about 0.5% one-sided (noise passes ~1 window in 200; 3.0 let ~1 in 35 through:
 # 16 false warnings a day for a queue wandering over 6 jobs, 3 now).
 T_MIN = 6.0
+# Readings the noise is measured over: half an hour at the default reading interval. A dozen
+# still let a queue wandering over ten jobs warn about once in two days (the median of ten
+# strays is itself noisy); thirty, none in twenty simulated days of wanders over 10 to 40 jobs.
+NOISE_READINGS = 30
+# Strays needed to measure the noise by: the median of fewer swings with each reading.
+MIN_STRAYS = 5
 # Jobs the fitted line must rise across the window: noise of a few jobs can line up by chance
 # in five readings (a perfect line has no scatter), never by more than 1.2 times its range.
 MIN_RISE = 5.0
@@ -244,6 +256,7 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     if fit is None:
         return None
     slope, error = fit
+    error = max(error, _noise(points[-NOISE_READINGS:]) / _spread(window) ** 0.5)
     span = (window[-1].at - window[0].at).total_seconds() / 60
     if not sustained and (slope * span < MIN_RISE or slope < T_MIN * error):
         return None
@@ -258,16 +271,48 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
 def _fit(points: Sequence[Point]) -> tuple[float, float] | None:
     """The least-squares slope of jobs in the system per minute, and its standard error (from
     the scatter about the line); None when the readings span no time or are not numbers."""
-    t0 = points[0].at
-    xs = [(p.at - t0).total_seconds() / 60 for p in points]
+    xs = _minutes(points)
     ys = [p.in_system for p in points]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
+    spread = _spread(points)
     if spread <= 0 or not math.isfinite(mean_y):
         return None
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
     scatter = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
     return slope, math.sqrt(scatter / (len(xs) - 2) / spread)
+
+
+def _minutes(points: Sequence[Point]) -> list[float]:
+    return [(p.at - points[0].at).total_seconds() / 60 for p in points]
+
+
+def _spread(points: Sequence[Point]) -> float:
+    """The sum of squared distances of the readings' times from their mean (minutes²)."""
+    xs = _minutes(points)
+    mean_x = sum(xs) / len(xs)
+    return sum((x - mean_x) ** 2 for x in xs)
+
+
+def _noise(points: Sequence[Point]) -> float:
+    """The readings' own noise, in jobs (a standard deviation; 0 with too few readings): the
+    median of how far each reading strays from the line through its two neighbours, scaled to
+    a standard deviation (the 1.4826 of a normal's median absolute deviation, and the stray's
+    own spread, larger than one reading's by the neighbours' share)."""
+    xs = _minutes(points)
+    strays = []
+    for i in range(1, len(points) - 1):
+        gap = xs[i + 1] - xs[i - 1]
+        if gap <= 0:
+            continue
+        w = (xs[i] - xs[i - 1]) / gap  # the later neighbour's weight at this reading's time
+        line = points[i - 1].in_system * (1 - w) + points[i + 1].in_system * w
+        strays.append(abs(points[i].in_system - line) / math.sqrt(1 + w * w + (1 - w) ** 2))
+    if len(strays) < MIN_STRAYS or not all(math.isfinite(s) for s in strays):
+        return 0.0
+    strays.sort()
+    middle = len(strays) // 2
+    median = strays[middle] if len(strays) % 2 else (strays[middle - 1] + strays[middle]) / 2
+    return 1.4826 * median
 
 
 def _known(value: float | None) -> float | None:

@@ -25,8 +25,8 @@ from datetime import datetime
 from redis.exceptions import RedisError
 
 from bot.domain.early_warning import (
+    NOISE_READINGS,
     REUSE_S,
-    WINDOW,
     Forecast,
     Phase,
     Point,
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 RECENT = 20  # recent incidents read for thresholds and coverage
 HOLD_AFTER_S = 300  # no good reading this long: a standing warning's forecast is on hold
-PAST = WINDOW - 1  # earlier readings the forecast's window takes
+PAST = NOISE_READINGS - 1  # earlier readings the forecast takes (its window, its noise)
 # The link is a courtesy: a slow Slack must not hold up the other types' warnings.
 PERMALINK_TIMEOUT_S = 3.0
 
