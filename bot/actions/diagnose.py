@@ -8,7 +8,6 @@ leaves the report on the alert's own numbers, and the report says so.
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -20,7 +19,7 @@ from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS, ScaleUp
 from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import incident_fleet
-from bot.domain.incidents import Event, Incident, diagnosed, with_action
+from bot.domain.incidents import Event, Incident, diagnosed, scale_of, with_action
 from bot.domain.jobs import JobsView, surging
 from bot.domain.routes import Routing
 from bot.fleet.jobs import JobsWatch
@@ -175,13 +174,13 @@ def _course(incident: Incident, snapshot: FleetSnapshot, evidence: Evidence) -> 
         for name, metrics in snapshot.runner_types.items()
         if (found := type_outlook(name, metrics, incident.trend)) is not None
     }
-    scale_ups = {}
-    for event in incident.recent_actions:  # oldest first: the latest of a type stays
-        scaled = SCALED.match(event.text) if event.kind == "scaled" else None
-        if scaled and scaled["type"] in snapshot.runner_types:
-            scale_ups[scaled["type"]] = ScaleUp(int(scaled["added"]), event.at)
+    scale_ups: dict[str, ScaleUp] = {}
+    for event in incident.recent_actions:
+        done = scale_of(event)
+        if done is None or done.at is None or done.runner_type not in snapshot.runner_types:
+            continue
+        # By when it was made: an early warning's, taken on later, may be older than the last.
+        latest = scale_ups.get(done.runner_type)
+        if latest is None or done.at >= latest.at:
+            scale_ups[done.runner_type] = ScaleUp(done.added, done.at)
     return replace(evidence, outlooks=outlooks, scale_ups=scale_ups)
-
-
-# How a scale-up's event says it (`bot.actions.scale`): "Scaled linux.2xlarge by +10: …".
-SCALED = re.compile(r"Scaled (?P<type>\S+) by \+(?P<added>\d+)")

@@ -39,7 +39,14 @@ from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.domain.fleet import worst_first
 from bot.domain.forecast import Recommendation
-from bot.domain.incidents import Event, Incident, PutBack, with_action, with_put_back
+from bot.domain.incidents import (
+    Event,
+    Incident,
+    PutBack,
+    ScaleDone,
+    with_action,
+    with_put_back,
+)
 from bot.domain.runner_names import RunnerNames, runner_key
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
 from bot.render.mrkdwn import escape
@@ -334,7 +341,11 @@ def _record(
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
         runner_type = request.target.runner_type
         text = f"Scaled {runner_type} by +{request.delta}: {result.detail} ({backend})"
-        event = Event(at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name)
+        field = result.undo.field if result.undo is not None else ""
+        done = ScaleDone(runner_type=runner_type, added=request.delta, by=name, at=now, field=field)
+        event = Event(
+            at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name, scale=done
+        )
         updated = with_action(incident, event)
         if put_back is not None:
             updated = with_put_back(updated, put_back)

@@ -50,6 +50,7 @@ from bot.domain.incidents import (
     Event,
     Incident,
     PutBack,
+    ScaleDone,
     with_action,
     with_put_back,
     without_put_backs,
@@ -363,14 +364,23 @@ class ScaleReverts:
         its thread says so (the record is kept as the incident's when this look ends)."""
         taken = replace(record, incident_id=state.incident_id, warning="")
         undo = record.undo
+        runner_type = record.target.runner_type
+        done = ScaleDone(
+            runner_type=runner_type,
+            added=undo.after - (undo.before or 0),
+            by=record.by,
+            at=datetime.fromtimestamp(record.scaled_at, UTC),
+            field=undo.field,
+        )
         await self._say(
             taken.incident_id,
-            f"Took on the early warning's scale-up of {record.target.runner_type} by {record.by} "
+            f"Took on the early warning's scale-up of {runner_type} by {record.by} "
             f"({undo.field} {_value(undo.before)} → {undo.after})",
             kind="scaled",
             on_root=True,
             detail=f"· {plan_sentence(self.plan())}",
             put_back=self.put_back(taken),
+            scale=done,
         )
         await self._say_on_warning(record, f"Incident {taken.incident_id} took it on")
         return taken
@@ -501,11 +511,12 @@ class ScaleReverts:
         detail: str = "",
         put_back: PutBack | None = None,
         gone: set[str] | None = None,
+        scale: ScaleDone | None = None,
     ) -> None:
         """The event and its thread reply (with `detail`, mrkdwn, after the text), fenced by the
         incident's version like every action; `on_root` when it is one of the incident's actions
         now, listed on its root with them. The incident keeps `put_back` to go back, and no
-        longer the records `gone`."""
+        longer the records `gone`; the event records the scale-up `scale`, if one."""
         for _ in range(MAX_COMMIT_ATTEMPTS):
             loaded = await self._store.load(incident_id)
             incident = loaded.incident
@@ -513,7 +524,7 @@ class ScaleReverts:
                 log.info("scale reverts: incident %s gone: %s", incident_id, text)
                 return
             now = self._clock()
-            event = Event(at=now, kind=kind, text=text)
+            event = Event(at=now, kind=kind, text=text, scale=scale)
             reply = Reply("event", BAND_EVENT, render_event(incident, event, detail=detail))
             said = without_put_backs(incident, gone or set()).model_copy(update={"updated_at": now})
             said = with_put_back(said, put_back) if put_back is not None else said

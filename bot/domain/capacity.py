@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 from bot.domain.early_warning import Thresholds, stated_thresholds
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.incidents import Event, Incident
+from bot.domain.incidents import Event, Incident, scale_of
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
 
@@ -90,12 +90,6 @@ class TypeHistory:
     @property
     def peak_queued(self) -> float | None:
         return max(self.queued.values()) if self.queued else None
-
-
-_SCALED = re.compile(r"Scaled (\S+) by ")
-# The incident that took an early warning on records its scale-up with no actor (the revert
-# sweep writes it); the text names the type and who scaled ("… of linux.2xlarge by alice (…").
-_TAKEN_ON = re.compile(r"Took on the early warning's scale-up of (\S+) by (.+?) \(")
 
 
 @dataclass(frozen=True)
@@ -227,12 +221,7 @@ def _report(
     waits = [
         p.longest_wait_mins for p in peaks if p is not None and p.longest_wait_mins is not None
     ]
-    scalers = Counter(
-        _scaler(e)
-        for _, events in incidents
-        for e in events
-        if e.kind == "scaled" and _scaled_key(e.text) in (runner_key(name), None)
-    )
+    scalers = _scalers(name, incidents)
     maximum = live.maximum if live else None
     if maximum is None and history is not None and history.maximum:
         maximum = history.maximum[max(history.maximum)]  # the latest the history knows
@@ -253,17 +242,15 @@ def _report(
     )
 
 
-def _scaled_key(text: str) -> str | None:
-    """The `runner_key` of the type a scale-up event names ("Scaled linux.2xlarge by +10: …"):
-    SCALER_TARGETS' name for it, which its incident's may differ from."""
-    found = _SCALED.match(text) or _TAKEN_ON.match(text)
-    return runner_key(found[1]) if found else None
-
-
-def _scaler(event: Event) -> str:
-    """Who made a scale-up: the event's actor, or the one its text names."""
-    taken = _TAKEN_ON.match(event.text)
-    return event.actor_name or event.actor or (taken[2] if taken else "someone")
+def _scalers(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -> Counter[str]:
+    """Who made the scale-ups of type `name` that its incidents recorded, and how many each; by
+    `runner_key`, as SCALER_TARGETS' name for a type may differ from its incident's."""
+    made = (scale_of(e) for _, events in incidents for e in events)
+    return Counter(
+        done.by or "someone"
+        for done in made
+        if done is not None and runner_key(done.runner_type) == runner_key(name)
+    )
 
 
 def _recommended(report: TypeReport, duration: float | None) -> TypeReport:

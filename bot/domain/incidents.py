@@ -10,7 +10,7 @@ import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
 from bot.domain.delivery import Delivery
@@ -47,6 +47,21 @@ class Change(StrEnum):
     STALE = "stale"  # older than what the incident already reflects, or a duplicate delivery
 
 
+class ScaleDone(BaseModel):
+    """A scale-up as its event records it, for what counts scale-ups (diagnostics, the capacity
+    report) without reading the event's words. `field` as `Undo` names it ("" when the backend
+    did not say); `by` names who asked; `at` is when it was made: for an early warning's, taken on
+    by its incident, earlier than the event (None when not known)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    runner_type: str
+    added: int
+    by: str
+    at: datetime | None
+    field: str = ""
+
+
 class Event(BaseModel):
     """One line of the incident's timeline: what happened, when, and who did it."""
 
@@ -56,6 +71,34 @@ class Event(BaseModel):
     actor: str | None = None  # Slack user ID for people; None for the alert source or the bot
     # How to name the actor without mentioning them (routine replies must not ping anyone).
     actor_name: str = ""
+    scale: ScaleDone | None = None  # a scale-up's (kind "scaled"), read through `scale_of`
+
+
+# Events stored by 0.21.0 and before say their scale-up in words only, and the capacity report
+# reads timelines back a week or a month (incidents are kept `incident_retention_days`): their
+# words are read here, once for every reader, until those incidents are forgotten.
+_SCALED = re.compile(r"Scaled (?P<type>\S+) by \+(?P<added>\d+)")
+_TAKEN_ON = re.compile(
+    r"Took on the early warning's scale-up of (?P<type>\S+) by (?P<by>.+?) "
+    r"\((?P<field>.+) (?P<before>unset|\d+) → (?P<after>\d+)\)"
+)
+
+
+def scale_of(event: Event) -> ScaleDone | None:
+    """The scale-up `event` records, None when it records none."""
+    if event.scale is not None or event.kind != "scaled":
+        return event.scale
+    if scaled := _SCALED.match(event.text):
+        by = event.actor_name or event.actor or ""
+        return ScaleDone(runner_type=scaled["type"], added=int(scaled["added"]), by=by, at=event.at)
+    if taken := _TAKEN_ON.match(event.text):
+        before = 0 if taken["before"] == "unset" else int(taken["before"])
+        added = int(taken["after"]) - before
+        # Taken on after the warning's scale-up, by an unknown time: not the event's.
+        return ScaleDone(
+            runner_type=taken["type"], added=added, by=taken["by"], at=None, field=taken["field"]
+        )
+    return None
 
 
 class Responder(BaseModel):

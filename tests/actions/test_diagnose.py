@@ -303,3 +303,64 @@ async def open_fixture_incident(store: IncidentStore) -> None:
     await store.commit(
         Commit(incident, group=GroupState(incident_id="1"), group_hash=incident.group_hash)
     )
+
+
+class Growing:
+    """linux.2xlarge with all its 40 runners busy and 30 jobs queued: 10 more would drain it."""
+
+    name = "Prometheus"
+    live = True
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        growing = RunnerTypeMetrics(
+            queued=30, registered=40, busy=40, maximum=200, desired=40, job_duration_mins=10
+        )
+        return FleetSnapshot(at=now, source="prometheus", runner_types={"linux.2xlarge": growing})
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_an_early_warnings_scale_up_taken_on_counts_as_booting_from_when_it_was_made(
+    redis: Redis,
+) -> None:
+    """The incident took the warning's +10 on just now; they were added a minute before, so the
+    next step waits for them. Only the scale-up the event records says when it was made: its
+    words do not."""
+    from bot.domain.alerts import parse_notification
+    from bot.domain.delivery import delivery_of
+    from bot.domain.incidents import Event, GroupState, ScaleDone, with_action
+    from bot.domain.incidents import open_incident as opened
+    from bot.storage.incident_store import Commit
+
+    now = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
+    store = IncidentStore(redis, "qp")
+    payload = fixture_json("grafana/queue-alert-firing.json")
+    incident = opened(
+        delivery_of(parse_notification("grafana", payload)),
+        incident_id="1",
+        uid="u1",
+        channel="C1",
+        now=now,
+    )
+    made = ScaleDone(
+        runner_type="linux.2xlarge",
+        added=10,
+        by="alice",
+        at=now - timedelta(minutes=1),
+        field="minRunners",
+    )
+    taken = Event(
+        at=now,
+        kind="scaled",
+        text="Took on the early warning's scale-up of linux.2xlarge by alice (minRunners 0 → 10)",
+        scale=made,
+    )
+    incident = with_action(incident, taken)
+    await store.commit(
+        Commit(incident, group=GroupState(incident_id="1"), group_hash=incident.group_hash)
+    )
+    core = action_core(redis, store, metrics=Growing(), clock=lambda: now)
+    assert (await core.diagnose(Actor("U1", "al"), "1:u1")).ok
+    text = "".join((await redis.hgetall(store.keys.outbox_items("1"))).values())
+    assert "wait: the +10 added 1 min ago are still booting" in text, text

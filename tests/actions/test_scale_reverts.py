@@ -32,7 +32,7 @@ from bot.backends.scale import ScaleRequest, ScaleResult, Undo
 from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
 from bot.domain.early_warning import Phase, WarningState
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import PutBack, Status, with_put_back
+from bot.domain.incidents import PutBack, ScaleDone, Status, with_put_back
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings
 from bot.render.root import render_root
@@ -526,8 +526,11 @@ async def test_a_scale_up_asked_from_a_warning_whose_alert_fired_goes_on_to_the_
         "You scaled `linux` by +5"
     )
     assert min_runners(kube) == 5
-    scaled = [e.text for e in await store.events("1") if e.kind == "scaled"]
-    assert len(scaled) == 1 and scaled[0].startswith("Scaled linux by +5")
+    [scaled] = [e for e in await store.events("1") if e.kind == "scaled"]
+    assert scaled.text.startswith("Scaled linux by +5")
+    assert scaled.scale == ScaleDone(
+        runner_type="linux", added=5, by="alice", at=scaled.at, field="minRunners"
+    )
 
 
 async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when_it_resolves(
@@ -536,16 +539,22 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
     store = IncidentStore(redis, PREFIX)
     await opened(store)
     reverts, warnings = warning_sweep(redis, arc, clock)
+    made_at = clock()
     await warned_and_scaled(reverts, warnings, arc, clock)
     await moved(warnings, clock, phase=Phase.FOLDED, incident_id="1")  # the alert fired
     for _ in range(3):
         clock.pass_(seconds=16)
         await reverts.tick()
     assert min_runners(kube) == 5, "the incident is open"
-    taken = [e.text for e in await store.events("1") if e.kind == "scaled"]
-    assert taken == ["Took on the early warning's scale-up of linux by alice (minRunners 0 → 5)"], (
-        "said once, in the incident's thread (whose reply says when it goes back)"
+    taken = [e for e in await store.events("1") if e.kind == "scaled"]
+    assert [e.text for e in taken] == [
+        "Took on the early warning's scale-up of linux by alice (minRunners 0 → 5)"
+    ], "said once, in the incident's thread (whose reply says when it goes back)"
+    # Made when the warning scaled, before the incident took it on.
+    assert taken[0].scale == ScaleDone(
+        runner_type="linux", added=5, by="alice", at=made_at, field="minRunners"
     )
+    assert taken[0].at > made_at
     assert await shown_scaled(warnings) == "Incident 1 took it on."
     incident = await store.get("1")
     assert incident is not None

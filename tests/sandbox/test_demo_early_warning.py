@@ -79,7 +79,7 @@ async def scale_from(sandbox: Sandbox, warning: Any) -> tuple[str, int]:
         field, before = await _submit_scale(sandbox, warning)
         answer = (
             await eventually(
-                lambda: sandbox.emulator.ephemerals()[answered:],
+                lambda answered=answered: sandbox.emulator.ephemerals()[answered:],
                 what="the scale-up's answer",
                 timeout=30,
             )
@@ -103,9 +103,7 @@ async def _submit_scale(sandbox: Sandbox, warning: Any) -> tuple[str, int]:
     )
     form = (
         await eventually(
-            lambda: [
-                v for v in sandbox.emulator.views()[opened:] if "Now:" in str(v["blocks"])
-            ],
+            lambda: [v for v in sandbox.emulator.views()[opened:] if "Now:" in str(v["blocks"])],
             what="the scale form, with the capacity",
             timeout=30,
         )
