@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name
 from bot.domain.forecast import Outlook
 from bot.domain.next_step import Course, drain_amount, more_runners, named_advice
 from bot.domain.units import number
@@ -97,6 +97,7 @@ class Diagnosis:
     # The runner type and the check the cause rests on: the report's first line of evidence.
     lead_type: str = ""
     lead: Check | None = None
+    source: str = "alert"  # the numbers' (`FleetSnapshot.source`): what cannot tell names it
 
     @property
     def headline(self) -> str:
@@ -120,7 +121,7 @@ class Diagnosis:
                 if c.verdict in (Verdict.BAD, Verdict.WARN)
                 or (c.verdict is Verdict.OK and c.name in RULES_OUT)
             ]
-            said += [(f.runner_type, c) for c in _unknown(f.checks)]
+            said += [(f.runner_type, c) for c in _unknown(f.checks, self.source)]
         lead = (self.lead_type, self.lead)
         said.sort(key=lambda pair: (pair != lead, ORDER[pair[1].verdict]))
         kept: list[tuple[str, Check]] = []
@@ -137,15 +138,16 @@ ORDER = {Verdict.BAD: 0, Verdict.WARN: 1, Verdict.OK: 2, Verdict.UNKNOWN: 3}
 CANNOT_TELL = "Not in these numbers"
 
 
-def _unknown(checks: tuple[Check, ...]) -> list[Check]:
-    """A type's checks that cannot tell, as one line: what each needs, and the backends that
-    read it once."""
+def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
+    """A type's checks that cannot tell, as one line: what each needs, and where it comes from
+    (the alert's numbers: the backends that read it; a live backend's: that it does not)."""
     unknown = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name != KNOWN]
     known = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name == KNOWN]
     if not unknown:
         return known
     needs = "; ".join(f"{c.name.lower()} {c.text}" for c in unknown)
-    return [Check(CANNOT_TELL, Verdict.UNKNOWN, f"{needs} ({LIVE_BACKENDS})"), *known]
+    where = LIVE_BACKENDS if source == "alert" else f"not read by {source_name(source)}"
+    return [Check(CANNOT_TELL, Verdict.UNKNOWN, f"{needs} ({where})"), *known]
 
 
 def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagnosis:
@@ -164,7 +166,9 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
             why += f" (a case of {FAMILY[found.cause].value.lower()})"
         advice = _named_advice(found, finding, types[finding.runner_type], evidence, snapshot)
         lead = finding.check(found.cause.value)
-        return Diagnosis(findings, found.cause, "high", why, advice, finding.runner_type, lead)
+        return Diagnosis(
+            findings, found.cause, "high", why, advice, finding.runner_type, lead, snapshot.source
+        )
     cause, confidence, why = _likely_cause(findings)
     lead_finding = _resting(findings, cause)
     lead = lead_finding.check(RESTS_ON[cause]) if cause and lead_finding else None
@@ -172,9 +176,8 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
         why = f"{lead_finding.runner_type}: {lead.text}"
     worst = lead_finding or findings[0]
     advice = _recommend(worst, types[worst.runner_type], cause, evidence, snapshot)
-    return Diagnosis(
-        findings, cause, confidence, why, advice, worst.runner_type if lead else "", lead
-    )
+    lead_type = worst.runner_type if lead else ""
+    return Diagnosis(findings, cause, confidence, why, advice, lead_type, lead, snapshot.source)
 
 
 # When several causes are named, the one whose fix comes first: a stalled listener or a failing

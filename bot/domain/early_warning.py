@@ -30,8 +30,8 @@ it. The model, per runner type, from its last few readings:
   duration, that alone.
 - The crossing is the first minute, within the horizon, at which either reaches the alert's
   threshold. **The runners it recommends** are the incident's own recommendation
-  (`bot.domain.forecast.outlook`) at the growth the warning sees, with what fits under the
-  maximum.
+  (`bot.domain.forecast.metrics_outlook` of the same reading, the warning's slope where the
+  backend does not count arrivals and completions), with what fits under the maximum.
 
 A standing warning (`sustained`) needs no fresh evidence: it stands while the forecast, at the
 growth the window shows (none, when it falls), still crosses within the horizon, and is withdrawn
@@ -53,7 +53,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.forecast import outlook
+from bot.domain.forecast import metrics_outlook
 from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
@@ -196,23 +196,16 @@ def forecast(
         return None
     registered = _runners(now)
     maximum = _known(now.maximum)
-    duration = _known(now.job_duration_mins)
     crossing = _crossing(now, current, growth, registered, thresholds, boot_mins, horizon_mins)
     if crossing is None:
         return None
     in_mins, crosses = crossing
     if not sustained and now.queued < MIN_QUEUED and in_mins >= boot_mins:
         return None
-    # The one recommendation (what the root, a status, diagnostics and the modal say too),
-    # at the growth the warning's readings show.
-    ahead = outlook(
-        now.queued,
-        slope_per_min=growth,
-        job_duration_mins=duration,
-        booting=max((_known(now.desired) or 0.0) - registered, 0.0),
-        maximum=maximum,
-        running=registered,
-    )
+    # The one recommendation, of the same reading as the root, a status, diagnostics and the
+    # modal make it (arrivals minus completions where the backend counts both, else the slope
+    # the warning's readings show): the same words and number on every surface.
+    ahead = metrics_outlook(now, slope_per_min=growth)
     return Forecast(
         runner_type=name,
         queued=now.queued,

@@ -192,20 +192,27 @@ def metrics_outlook(
     """`outlook` of one runner type's reading: its rates and job duration, the runners the
     autoscaler asked for that are not up yet (desired beyond registered), and its maximum."""
     running = _most(metrics.registered, metrics.busy)
+    desired = _finite(metrics.desired)
     booting = 0.0
-    if metrics.desired is not None and running is not None:
-        booting = max(metrics.desired - running, 0.0)
+    if desired is not None and running is not None:
+        booting = max(desired - running, 0.0)
     return outlook(
-        metrics.queued,
-        arrival_per_min=metrics.arrival_per_min,
-        completion_per_min=metrics.completed_per_min,
-        slope_per_min=slope_per_min,
-        job_duration_mins=metrics.job_duration_mins,
+        _finite(metrics.queued),
+        arrival_per_min=_finite(metrics.arrival_per_min),
+        completion_per_min=_finite(metrics.completed_per_min),
+        slope_per_min=_finite(slope_per_min),
+        job_duration_mins=_finite(metrics.job_duration_mins),
         within_mins=within_mins,
         booting=booting,
-        maximum=metrics.maximum,
+        maximum=_finite(metrics.maximum),
         running=running,
     )
+
+
+def _finite(value: float | None) -> float | None:
+    """A gauge as a number to reckon with: None for one not read, NaN or infinite (a backend's
+    division by a zero rate)."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _runners(count: int) -> str:

@@ -122,6 +122,17 @@ def test_what_the_numbers_cannot_tell_is_said_once_for_every_type() -> None:
     assert [c.name for _, c in unknown] == ["Not in these numbers", "Known causes"]
     assert unknown[0][0] == "t3, t2, t1"
 
+    assert "(METRICS_BACKEND=prometheus, github or hud)" in unknown[0][1].text
+
+
+def test_what_a_live_backend_does_not_read_names_that_backend_not_the_setting() -> None:
+    """On the HUD's numbers, a missing runner count is what the HUD does not read: the
+    backends to set are no advice to someone who has set one already."""
+    types = {"t1": M(queued=12, longest_wait_mins=30)}
+    diagnosis = diagnose(FleetSnapshot(at=NOW, source="hud", runner_types=types))
+    [cannot] = [c for _, c in diagnosis.evidence if c.name == "Not in these numbers"]
+    assert cannot.text.endswith("(not read by the HUD)") and "METRICS_BACKEND" not in cannot.text
+
 
 rates = st.one_of(st.none(), st.floats(0, 20))
 counts = st.one_of(st.none(), st.integers(0, 200))
