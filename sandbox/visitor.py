@@ -14,11 +14,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 # Headless chromium on a closed network: no background connections, no GPU, and no sandbox
 # (CI runs as root, where chromium's own sandbox cannot start).
@@ -36,6 +39,9 @@ CHROMIUM_ARGS = (
 VIEWPORT = {"width": 1500, "height": 1000}
 TITLE = "Jobs queueing in autoscaled machines"
 SUMMARY = re.compile(r"Incident \d+ resolved \(queue drained\)")
+STATUS = "Status update ·"
+DIAGNOSTICS = "Diagnostics · incident"
+T = TypeVar("T")
 
 
 def chromium_path() -> str | None:
@@ -99,6 +105,55 @@ def scale_up(page: Page, root: Any, runners: int, *, within_ms: float) -> None:
     expect(page.locator("#thread")).to_contain_text(
         re.compile(rf"Scaled \S+ by \+{runners}: maxRunners \d+ → \d+ \(ARC\)"), timeout=within_ms
     )
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The incident as the page shows it at one moment (one rendering of the emulator's state):
+    the root's text and the thread's replies', oldest first, as a person reads them."""
+
+    version: str
+    root: str
+    replies: tuple[str, ...]
+
+    def latest(self, marker: str) -> str | None:
+        return next((text for text in reversed(self.replies) if marker in text), None)
+
+
+# The page redraws the channel and the thread together from one state: their texts in one call.
+READ = """title => ({
+  version: document.body.dataset.version || "",
+  root: [...document.querySelectorAll("#messages article.message")]
+    .map(a => a.innerText).find(t => t.includes(title)) || "",
+  replies: [...document.querySelectorAll("#thread-messages > article")].slice(1)
+    .map(a => a.innerText),
+})"""
+
+
+def read_the_incident(page: Page) -> Seen:
+    seen = page.evaluate(READ, TITLE)
+    return Seen(seen["version"], seen["root"], tuple(seen["replies"]))
+
+
+def wait_for(page: Page, found: Callable[[Seen], T | None], *, within_ms: float, what: str) -> T:
+    """What `found` makes of the page once it is not None, read again each time the page
+    changes; an AssertionError with the page's last texts when `within_ms` runs out."""
+    deadline = time.monotonic() + within_ms / 1000
+    while True:
+        seen = read_the_incident(page)
+        result = found(seen)
+        if result is not None:
+            return result
+        left_ms = (deadline - time.monotonic()) * 1000
+        if left_ms <= 0:
+            replies = "\n---\n".join(seen.replies)
+            raise AssertionError(
+                f"timed out waiting for {what}; root:\n{seen.root}\nreplies:\n{replies}"
+            )
+        with suppress(PlaywrightTimeout):  # read once more, then give up
+            page.wait_for_function(
+                "v => document.body.dataset.version !== v", arg=seen.version, timeout=left_ms
+            )
 
 
 def run_diagnostics(page: Page, root: Any, *, within_ms: float) -> None:

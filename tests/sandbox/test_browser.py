@@ -4,8 +4,10 @@ The whole sandbox runs for real (the production bot, the Slack emulator and its 
 simulated fleet); Playwright drives the browser like a person (`sandbox.visitor`): it reads
 the incident, chooses Silence 1h, scales up through the modal, runs diagnostics, and waits for
 the queue to drain and the summary to land; it also asks `/queue` in the composer. Each step is
-checked on the page, and in the fleet where the bot's call had to arrive. A screenshot of the end
-is saved in `build/test-artifacts/`.
+checked on the page, and in the fleet where the bot's call had to arrive. Where the root and a
+reply show one reading (diagnostics' right after they ran, the next status's), the page says the
+same numbers in both (`tests.support.page_numbers`). A screenshot of the end, and the texts
+compared, are saved in `build/test-artifacts/`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
+from tests.support.page_numbers import Moment, after_diagnostics, at_next_status
 from tests.support.servers import RedisServer
 
 playwright_expect = pytest.importorskip("playwright.sync_api").expect
@@ -28,6 +31,7 @@ ARTIFACTS = Path(os.environ.get("QUEUEPILOT_ARTIFACTS", "build/test-artifacts"))
 # Generous for a loaded 2-core CI machine; every wait ends as soon as its condition holds.
 STEP_MS = 60_000
 DRAIN_MS = 240_000
+RUNNER_TYPE = "linux.2xlarge"  # the demo incident's
 
 
 @pytest.fixture
@@ -49,6 +53,19 @@ def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
 def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: Sandbox) -> None:
     with visitor.chromium_page(sandbox.page_url) as page:
         root = visitor.see_the_incident(page, within_ms=STEP_MS)
+        # The first status edits the root from the reading it commits: one set of numbers.
+        first_status = visitor.wait_for(
+            page,
+            lambda seen: at_next_status(
+                seen.root,
+                seen.latest(visitor.STATUS),
+                status_before=None,
+                runner_type=RUNNER_TYPE,
+            ),
+            within_ms=STEP_MS,
+            what="the root and the first status from one commit",
+        )
+        assert_one_reading(first_status, "status")
 
         visitor.silence_for_four_hours(page, root, within_ms=STEP_MS)
         [silence] = sandbox.fleet.silences.all()
@@ -62,7 +79,23 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         assert sandbox.fleet.bounds_changes == [("linux.2xlarge", minimum, maximum + 10)]
         assert sandbox.fleet.fleet.reading()["linux.2xlarge"].maximum == maximum + 10
 
+        status = visitor.read_the_incident(page).latest(visitor.STATUS)
+        assert status is not None
         visitor.run_diagnostics(page, root, within_ms=STEP_MS)
+        # Their reading becomes the root's Now: one set of numbers above the thread and in it.
+        diagnosed = visitor.wait_for(
+            page,
+            lambda seen: after_diagnostics(
+                seen.root,
+                seen.latest(visitor.DIAGNOSTICS),
+                seen.latest(visitor.STATUS),
+                status_before=status,
+                runner_type=RUNNER_TYPE,
+            ),
+            within_ms=STEP_MS,
+            what="the root showing the diagnostics' reading",
+        )
+        assert_one_reading(diagnosed, "diagnostics")
         # The report lists the jobs behind the queue: the burst is the periodic workflow's.
         thread = page.locator("#thread")
         playwright_expect(thread).to_contain_text("Queued jobs", timeout=STEP_MS)
@@ -73,6 +106,19 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         answer = visitor.ask_the_queue(page, within_ms=STEP_MS)
         playwright_expect(answer).to_contain_text("linux.2xlarge")
         playwright_expect(answer).to_contain_text("Open incidents")
+        # The next status moves the root on from diagnostics' reading to its own, as the first.
+        next_status = visitor.wait_for(
+            page,
+            lambda seen: at_next_status(
+                seen.root,
+                seen.latest(visitor.STATUS),
+                status_before=status,
+                runner_type=RUNNER_TYPE,
+            ),
+            within_ms=STEP_MS,
+            what="the root and the next status after diagnostics from one commit",
+        )
+        assert_one_reading(next_status, "status")
 
         # Silenced, Grafana sends no resolve: the bot sees the drain itself and says so.
         visitor.see_it_drain(page, root, within_ms=DRAIN_MS)
@@ -81,6 +127,17 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         visitor.see_it_put_back(page, within_ms=STEP_MS)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "demo-thread.png"))
+        (ARTIFACTS / "demo-numbers.txt").write_text(
+            "\n\n".join(
+                _texts(moment, other)
+                for moment, other in (
+                    (first_status, "first status"),
+                    (diagnosed, "diagnostics"),
+                    (next_status, "next status"),
+                )
+            ),
+            encoding="utf-8",
+        )
 
     # One early warning that the incident took on, one incident, one silence, one scale-up and
     # its revert: nothing happened twice.
@@ -96,3 +153,29 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         ("linux.2xlarge", minimum, maximum),
     ]
     assert sandbox.fleet.spec("linux.2xlarge")["maxRunners"] == maximum
+
+
+def assert_one_reading(moment: Moment, other: str) -> None:
+    """The root and the other message, read at a moment they show one reading, say the same of
+    the incident's runner type: its queued jobs, longest wait and outlook, whose recommendation
+    ("+6 runners would drain it in 30 min", "clear in ~7 min") is worded alike in all three. A
+    headline's "Queued jobs" is the sum of the types listed under it."""
+    root, said = moment.root, moment.other
+    texts = _texts(moment, other)
+    assert root.line is not None and said.line is not None, texts
+    assert root.line.queued is not None, texts
+    assert root.at == said.at, texts
+    assert root.line.queued == said.line.queued, texts
+    assert root.line.wait == said.line.wait, texts
+    assert root.line.outlook == said.line.outlook, texts
+    # Live rates give every queue that holds jobs an outlook: an empty one was misread.
+    assert root.line.outlook or root.line.queued == "0", texts
+    if said.total is not None:
+        assert root.total == said.total, texts
+    for message in (root, said):
+        if message.total is not None and message.listed is not None:
+            assert float(message.total) == message.listed, texts
+
+
+def _texts(moment: Moment, other: str) -> str:
+    return f"--- the root:\n{moment.root.text}\n--- the {other}:\n{moment.other.text}"

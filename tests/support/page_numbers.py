@@ -1,0 +1,162 @@
+"""What the demo's page says of a runner type's queue, read from its text as a person reads it.
+
+The root, a status reply and the diagnostics report each show one fleet reading: its time, the
+"Queued jobs" headline (the root and a status), and the type's line: how many jobs queue, the
+longest wait, and the outlook with its recommendation ("growing +1.2 jobs/min: +6 runners would
+drain it in 30 min", "draining ~2.0 jobs/min → clear in ~7 min"), in the words
+`bot.domain.forecast.Outlook.text` gives all three.
+
+They show the same reading only at certain moments, which the page itself tells apart: the root
+and a status are rendered from the incident when they are sent, and every status commit adds a
+point to the incident's trend, drawn as the sparkline of the type's line in both (no bars below
+two points, then one bar a point up to `SPARK_POINTS`). So a live root whose bars are a status's
+was rendered from that status's commit. Diagnostics make their reading the root's "Now" without a
+trend point: the root that names them in its latest actions, with the bars of the status before
+them, shows their reading.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bot.domain.trend import BARS
+
+# An outlook begins with where the queue heads, or, when that is unknown, with its advice.
+OUTLOOK = re.compile(r"^(?:growing |draining |holding steady|\+\d+ runners? |the \d+ runners? )")
+DIAGNOSED = "Diagnostics: likely cause"  # the root's latest actions, once diagnostics ran
+
+
+@dataclass(frozen=True)
+class TypeLine:
+    queued: str | None  # "30", as shown; None when no count is shown
+    wait: str  # "longest wait 8.4 min"
+    outlook: str  # "" when the line has none
+    bars: str  # the trend's sparkline; diagnostics draw none
+
+
+@dataclass(frozen=True)
+class Said:
+    """What one message says: its text, the reading's time ("12:16 UTC"), the headline's queued
+    jobs, the type's line, and the queued jobs of all the types it lists (None when it leaves
+    some out)."""
+
+    text: str
+    at: str | None
+    total: str | None
+    line: TypeLine | None
+    listed: float | None
+
+
+def root_said(text: str, runner_type: str) -> Said:
+    return _listing(text, runner_type, r"live from \S+ at (\d\d:\d\d UTC)", "Runner types")
+
+
+def status_said(text: str, runner_type: str) -> Said:
+    return _listing(text, runner_type, r"Status update · (\d\d:\d\d UTC)", "By runner type")
+
+
+def diagnostics_said(text: str, runner_type: str) -> Said:
+    """`linux.2xlarge · 30 queued, longest wait 8 min · growing …`: numbers, then the outlook."""
+    at = _first(r"Diagnostics · incident \S+ · (\d\d:\d\d UTC)", text)
+    found = re.search(rf"(?m)^{re.escape(runner_type)} · (.*)$", text)
+    line = None
+    if found is not None:
+        parts = found.group(1).split(" · ")
+        numbers = parts[0].split(", ") if not OUTLOOK.match(parts[0]) else []
+        line = TypeLine(
+            queued=_queued(numbers),
+            wait=next((p for p in numbers if "wait" in p or "start" in p), ""),
+            outlook=next((p for p in parts if OUTLOOK.match(p)), ""),
+            bars="",
+        )
+    return Said(text, at, None, line, None)
+
+
+@dataclass(frozen=True)
+class Moment:
+    """The root beside another message of the same reading."""
+
+    root: Said
+    other: Said
+
+
+def after_diagnostics(
+    root: str, diagnostics: str | None, status: str | None, *, status_before: str, runner_type: str
+) -> Moment | None:
+    """The root showing the diagnostics' reading, beside the report; None until it does.
+
+    `status_before` is the latest status when diagnostics were asked for: once a newer one is
+    shown, a root not yet showing their reading never will (its Now is the newer status's)."""
+    shown, before = root_said(root, runner_type), status_said(status_before, runner_type)
+    if (
+        diagnostics is not None
+        and DIAGNOSED in root
+        and shown.line is not None
+        and before.line is not None
+        and shown.line.bars == before.line.bars
+    ):
+        return Moment(shown, diagnostics_said(diagnostics, runner_type))
+    if status != status_before:
+        raise AssertionError(
+            "a status came before the root showed the diagnostics' reading:\n"
+            f"root:\n{root}\nstatus:\n{status}"
+        )
+    return None
+
+
+def at_next_status(
+    root: str, status: str | None, *, status_before: str | None, runner_type: str
+) -> Moment | None:
+    """The root and the first status after `status_before` (posted, or that one edited in place)
+    rendered from one commit; None until both show it. Before the first status the root shows
+    the alert's numbers, not a reading: a live root without bars is the first status's."""
+    if status is None or status == status_before:
+        return None
+    shown, said = root_said(root, runner_type), status_said(status, runner_type)
+    if shown.at is None or shown.line is None or said.line is None:
+        return None
+    if shown.line.bars != said.line.bars:
+        return None
+    return Moment(shown, said)
+
+
+def _listing(text: str, runner_type: str, at: str, heading: str) -> Said:
+    lines = _listed(text, heading)
+    parts = next((rest.split(" · ") for name, rest in lines if name == runner_type), None)
+    line = None
+    if parts is not None:
+        line = TypeLine(
+            queued=_queued(parts),
+            wait=next((p for p in parts if "wait" in p or "start" in p), ""),
+            outlook=next((p for p in parts if OUTLOOK.match(p)), ""),
+            bars=next((p for p in parts if p and set(p) <= set(BARS + " ")), ""),
+        )
+    counts = [_queued(rest.split(" · ")) for _, rest in lines]
+    complete = not re.search(r"(?m)^\+\d+ more runner types", text)
+    listed = sum(float(c) for c in counts if c is not None) if complete else None
+    return Said(text, _first(at, text), _first(r"Queued jobs: (\S+)", text), line, listed)
+
+
+def _listed(text: str, heading: str) -> list[tuple[str, str]]:
+    """The `• name: …` lines that follow the listing's heading."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(heading)), None)
+    if start is None:
+        return []
+    found = []
+    for line in lines[start + 1 :]:
+        item = re.match(r"• (.+?): (.*)$", line)
+        if item is None:
+            break
+        found.append((item.group(1), item.group(2)))
+    return found
+
+
+def _queued(parts: list[str]) -> str | None:
+    return next((m.group(1) for p in parts if (m := re.fullmatch(r"(\S+) queued", p))), None)
+
+
+def _first(pattern: str, text: str) -> str | None:
+    found = re.search(pattern, text)
+    return found.group(1) if found else None
