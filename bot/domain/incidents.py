@@ -7,6 +7,8 @@ so races such as "a resolved notification overtaking a firing one" are table tes
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -170,6 +172,9 @@ class Incident(BaseModel):
     description: str = ""
     links: Links = Links()
     numbers: QueueNumbers = QueueNumbers()
+    # The worst seen (`peaks_seen`, the one place it is worked out): the longest wait, and the
+    # most jobs queued at one moment across the runner types (`peak_summed`); thresholds are
+    # the latest alert's.
     peak: QueueNumbers = QueueNumbers()
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     other_values: dict[str, float] = Field(default_factory=dict)
@@ -241,8 +246,20 @@ class Incident(BaseModel):
         """The runner types the incident shows: its peak's and its live view's."""
         return {*self.peak_types, *(self.live.runner_types if self.live else {})}
 
+    @property
+    def peak_summed(self) -> bool:
+        """Whether the peak queue (`peak.max_queue_size`) is runner types' queues summed at one
+        moment, as every surface says "queued jobs" (`queued_total`), rather than the alert's
+        own figure, which stands only until a snapshot names its types' queues. Those queues
+        are the per-type peaks' too, so this is whether any type has a peak queue."""
+        return sums_types(self.peak_types)
+
     def snapshot(self, at: datetime) -> Snapshot:
-        return Snapshot(at=at, numbers=self.numbers, runner_types=dict(self.runner_types))
+        """The alert's numbers at `at`, its queued jobs totalled over its runner types as a
+        reading's are (`queued_total`)."""
+        queued = queued_total(self.numbers, self.runner_types)
+        numbers = replace(self.numbers, max_queue_size=queued)
+        return Snapshot(at=at, numbers=numbers, runner_types=dict(self.runner_types))
 
 
 class GroupState(BaseModel):
@@ -486,8 +503,7 @@ def record_status(
         "last_status": snapshot,
         "trend": with_status(incident.trend, snapshot),
         "drain_checks": drain_checks,
-        "peak_types": peak_types_of(incident.peak_types, snapshot.runner_types),
-        "peak": peak_of(incident.peak, snapshot.numbers),
+        **peaks_seen(incident, snapshot.numbers, snapshot.runner_types),
         "status_checks": incident.status_checks + 1,
     }
     if live is not None:
@@ -572,9 +588,8 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
                 panel=facts.panel_url,
             ),
             "numbers": facts.numbers,
-            "peak": peak_of(incident.peak, facts.numbers),
+            **peaks_seen(incident, facts.numbers, facts.runner_types),
             "runner_types": dict(facts.runner_types),
-            "peak_types": peak_types_of(incident.peak_types, facts.runner_types),
             "other_values": dict(facts.other_values),
             "firing_count": facts.firing_count,
             "silence_matchers": facts.silence_matchers,
@@ -586,11 +601,52 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
     )
 
 
-def peak_of(peak: QueueNumbers, current: QueueNumbers) -> QueueNumbers:
-    """The worst numbers seen so far; thresholds follow the latest alert."""
+def queued_total(numbers: QueueNumbers, types: Mapping[str, RunnerQueue]) -> float | None:
+    """Jobs queued across the runner types at one moment: the sum of the types' queues where
+    the numbers name them (a reading's, or an alert's that labels each type), else the alert's
+    own figure (`max_queue_size`: its rule's, over the rule's window; often the largest type's
+    queue, not all of them)."""
+    queued = [queue.queued for queue in types.values() if queue.queued is not None]
+    return sum(queued) if queued else numbers.max_queue_size
+
+
+def sums_types(types: Mapping[str, RunnerQueue]) -> bool:
+    """Whether `queued_total` of these types is their sum (a type's queue is known), not the
+    alert's own figure."""
+    return any(queue.queued is not None for queue in types.values())
+
+
+def peaks_seen(
+    incident: Incident, numbers: QueueNumbers, types: Mapping[str, RunnerQueue]
+) -> dict[str, object]:
+    """The incident's peaks once it has seen `numbers` and `types` (an alert's, or a status's
+    snapshot): the update of `peak` and `peak_types`, made together so the peak total is never
+    below a type's peak.
+
+    The peak queue is the most jobs queued at one moment across the runner types: the largest
+    `queued_total` of the snapshots that name their types' queues, the same snapshots that make
+    the per-type peaks, so it is at least each of them. The alert's own figure is another
+    quantity (a rule's maximum, often of one type): it is the peak only while no snapshot has
+    named its types' queues (`Incident.peak_summed`), then it gives way. The longest wait is a
+    maximum over the types either way, the alert's and the readings' alike."""
+    queued, summed = queued_total(numbers, types), sums_types(types)
+    size = incident.peak.max_queue_size
+    if summed and not incident.peak_summed:
+        size = queued  # the first total over the types replaces the alert's figure
+    elif summed or not incident.peak_summed:
+        size = max_known(size, queued)
+    return {
+        "peak": _peak_of(incident.peak, numbers, size),
+        "peak_types": peak_types_of(incident.peak_types, dict(types)),
+    }
+
+
+def _peak_of(peak: QueueNumbers, current: QueueNumbers, size: float | None) -> QueueNumbers:
+    """The worst numbers seen so far, the peak queue `size`; thresholds follow the latest
+    alert."""
     return QueueNumbers(
         max_queue_time_mins=max_known(peak.max_queue_time_mins, current.max_queue_time_mins),
-        max_queue_size=max_known(peak.max_queue_size, current.max_queue_size),
+        max_queue_size=size,
         queue_time_threshold=current.queue_time_threshold,
         queue_size_threshold=current.queue_size_threshold,
         queue_time_over=current.queue_time_over,

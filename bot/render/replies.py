@@ -339,16 +339,23 @@ def _put_back_line(put_back: PutBack) -> str:
     return line
 
 
+def peak_queued_label(incident: Incident) -> str:
+    """What the peak queue (`Incident.peak`) is, said with it wherever it is shown: of several
+    runner types, their sum at one moment, so it never reads as one type's beside the per-type
+    peaks; before any snapshot named its types' queues, the alert's own figure."""
+    if not incident.peak_summed:
+        return "Peak queued jobs (as the alert said)"
+    typed = sum(1 for queue in incident.peak_types.values() if queue.queued is not None)
+    return "Peak queued jobs (all runner types)" if typed > 1 else "Peak queued jobs"
+
+
 def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> list[str]:
     peak = incident.peak
     items = [f"Duration: *{took}*"]
     if peak.max_queue_time_mins is not None:
         items.append(f"Peak longest wait: *{minutes(peak.max_queue_time_mins)}*")
     if peak.max_queue_size is not None:
-        # Of several runner types, a live peak is their sum at one moment: said as such, so it
-        # never reads as one type's beside the larger per-type peaks below.
-        every = " (all runner types)" if len(incident.peak_types) > 1 else ""
-        items.append(f"Peak queued jobs{every}: *{number(peak.max_queue_size)}*")
+        items.append(f"{peak_queued_label(incident)}: *{number(peak.max_queue_size)}*")
     if peak.max_queue_time_mins is None and peak.max_queue_size is None:
         items.append(NO_NUMBERS)
     drained = time_to_drain(incident)

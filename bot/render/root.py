@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
-from bot.domain.incidents import Incident
+from bot.domain.incidents import Incident, queued_total, sums_types
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
 from bot.render.activity import latest_actions, likely_cause_line, responders_line
@@ -41,6 +41,7 @@ from bot.render.mrkdwn import (
 from bot.render.queue import source_note, type_lines
 from bot.render.replies import (
     capped_rows,
+    peak_queued_label,
     queue_numbers,
     render_event,
     render_status,
@@ -196,10 +197,17 @@ def _summary(incident: Incident) -> str:
 
 
 def _number_fields(incident: Incident) -> list[str]:
-    """The headline numbers against their thresholds; other alert values when there are none."""
+    """The headline numbers against their thresholds; other alert values when there are none.
+
+    Queued jobs are the total over the alert's runner types, as a status and the summary say
+    them (`queued_total`); the peak goes beside them only as the same quantity (a total beside
+    a total, the alert's own figure beside its own), and alone with its label
+    (`peak_queued_label`)."""
     current, peak = incident.numbers, incident.peak
     time_threshold = _first(current.queue_time_threshold, peak.queue_time_threshold)
     size_threshold = _first(current.queue_size_threshold, peak.queue_size_threshold)
+    queued = queued_total(current, incident.runner_types)
+    alike = queued is None or incident.peak_summed == sums_types(incident.runner_types)
     items = [
         _metric(
             "Longest wait",
@@ -210,10 +218,11 @@ def _number_fields(incident: Incident) -> list[str]:
         ),
         _metric(
             "Queued jobs",
-            current.max_queue_size,
-            peak.max_queue_size,
+            queued,
+            peak.max_queue_size if alike else None,
             _against(size_threshold, current.queue_size_over, number),
             number,
+            peak_label=peak_queued_label(incident),
         ),
     ]
     present = [item for item in items if item]
@@ -231,10 +240,21 @@ def _headline_label(incident: Incident, live: FleetSnapshot | None) -> str:
     if live is not None:
         when = slack_date(live.at, "{time}")
         return f"*Now* · live from {escape(source_name(live.source))} at {when}"
+    if _peaks_only(incident):  # the alert's and the readings' worst, not what the alert says
+        return "*Worst seen*"
     said = f"*As the alert says* · {SOURCE_NAMES.get(incident.source, escape(incident.source))}"
     if incident.alerted_at is not None:
         said += f" at {slack_date(incident.alerted_at, '{time}')}"
     return said
+
+
+def _peaks_only(incident: Incident) -> bool:
+    """Whether the headline shows peaks alone (the resolve cleared the alert's numbers)."""
+    current, peak = incident.numbers, incident.peak
+    now = (current.max_queue_time_mins, queued_total(current, incident.runner_types))
+    return all(n is None for n in now) and (
+        peak.max_queue_time_mins is not None or peak.max_queue_size is not None
+    )
 
 
 def _live_fields(incident: Incident, live: FleetSnapshot) -> list[str]:
@@ -280,12 +300,14 @@ def _metric(
     peak: float | None,
     against: str | None,
     shown: Callable[[float], str],
+    *,
+    peak_label: str = "",
 ) -> str:
     notes = [against] if against is not None else []
     if current is None:
         if peak is None:
             return ""
-        return f"Peak {label.lower()}: *{shown(peak)}*" + _notes(notes)
+        return f"{peak_label or 'Peak ' + label.lower()}: *{shown(peak)}*" + _notes(notes)
     if peak is not None and shown(peak) != shown(current):
         notes.append(f"peak {shown(peak)}")
     return f"{label}: *{shown(current)}*" + _notes(notes)
@@ -412,7 +434,8 @@ def _fallback(incident: Incident) -> str:
     title = truncate(title_text(incident), MAX_FALLBACK_TITLE)
     if not incident.is_open:
         return f"✅ Resolved: {title}"
-    wait, queued = incident.numbers.max_queue_time_mins, incident.numbers.max_queue_size
+    wait = incident.numbers.max_queue_time_mins
+    queued = queued_total(incident.numbers, incident.runner_types)
     details = [
         f"longest wait {minutes(wait)}" if wait is not None else "",
         f"{number(queued)} queued" if queued is not None else "",

@@ -327,6 +327,81 @@ def test_resolved_clears_the_live_numbers_but_keeps_the_peak_for_the_summary() -
     assert resolved.resolved_at == now
 
 
+def typed(at_min: int, **queued: float) -> Snapshot:
+    """A status's snapshot naming each runner type's queue, its total as a reading's."""
+    types = {name: RunnerQueue(queued=q) for name, q in queued.items()}
+    total = QueueNumbers(max_queue_size=sum(queued.values()))
+    return Snapshot(at=T0 + timedelta(minutes=at_min), numbers=total, runner_types=types)
+
+
+def test_the_peak_queue_is_the_alerts_figure_only_until_a_snapshot_sums_the_types() -> None:
+    """The alert's 14 is its rule's maximum (of one type, often); the first reading naming the
+    types' queues replaces it with their sum, which then only grows, and an alert's figure
+    beside known types no longer counts: one quantity, at least every type's peak."""
+    incident = opened()  # PyTorch's rule: 14, no runner type named
+    assert (incident.peak.max_queue_size, incident.peak_summed) == (14, False)
+
+    incident = record_status(incident, typed(5, cpu=5, gpu=4))
+    assert (incident.peak.max_queue_size, incident.peak_summed) == (9, True)
+
+    incident = record_status(incident, incident.snapshot(T0 + timedelta(minutes=6)))
+    state, _ = apply(incident, with_queue(payload(), wait=20, queued=40), entry(2000, 0))
+    assert state.incident.peak.max_queue_size == 9, "the alert's figure is another quantity"
+
+    incident = record_status(state.incident, typed(70, cpu=30, gpu=6))
+    incident = record_status(incident, typed(80, cpu=3))
+    assert incident.peak.max_queue_size == 36
+    assert {n: q.queued for n, q in incident.peak_types.items()} == {"cpu": 30, "gpu": 6}
+
+
+def test_an_alert_naming_its_types_says_their_total_as_a_reading_does() -> None:
+    incident = opened().model_copy(
+        update={"runner_types": {"cpu": RunnerQueue(queued=4), "gpu": RunnerQueue(queued=10)}}
+    )
+    incident = incident.model_copy(update={"numbers": QueueNumbers(max_queue_size=10)})
+    assert incident.snapshot(T0).numbers.max_queue_size == 14
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.dictionaries(st.sampled_from(["cpu", "gpu", "arm"]), st.integers(0, 60), max_size=3),
+            st.integers(0, 80),  # an alert's own figure, naming no type
+        ),
+        max_size=8,
+    )
+)
+def test_the_peak_queue_is_never_below_a_types_peak(seen: list[dict[str, int] | int]) -> None:
+    incident = opened()
+    totals = []
+    for i, what in enumerate(seen):
+        if isinstance(what, int):
+            snapshot = Snapshot(at=T0, numbers=QueueNumbers(max_queue_size=what))
+        else:
+            snapshot = typed(i, **what)
+            totals += [sum(what.values())] if what else []
+        incident = record_status(incident, snapshot)
+    peaks = [q.queued for q in incident.peak_types.values() if q.queued is not None]
+    if totals:
+        assert incident.peak_summed and incident.peak.max_queue_size == max(totals)
+        assert all(incident.peak.max_queue_size >= p for p in peaks)
+    else:
+        assert not incident.peak_summed
+        figures = [14, *(w for w in seen if isinstance(w, int))]
+        assert incident.peak.max_queue_size == max(figures)
+
+
+def test_an_incident_stored_before_the_peak_was_one_quantity_reads_the_same() -> None:
+    """No field was added or renamed: a stored peak reads as it was, and is a total once the
+    incident has per-type peaks (then it was at least each of them already)."""
+    stored = json.loads(state_json(opened()))
+    stored["peak"] = {"wait": 114, "size": 36}
+    stored["peak_types"] = {"cpu": {"q": 30}, "gpu": {"q": 6}}
+    incident = Incident.model_validate_json(json.dumps(stored))
+    assert incident.peak.max_queue_size == 36 and incident.peak_summed
+    assert record_status(incident, typed(1, cpu=2)).peak.max_queue_size == 36
+
+
 def test_a_resolved_notification_overtaken_by_an_older_firing_one_does_not_reopen() -> None:
     # Two replicas: the resolved entry (2000-0) is processed first, the firing one (1500-0)
     # that Grafana sent before it arrives late.

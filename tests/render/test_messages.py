@@ -311,17 +311,34 @@ def test_peak_is_shown_when_it_differs_from_now() -> None:
     assert fields[1] == "Queued jobs: *14* (threshold 20)"
 
 
+def test_the_peak_queue_goes_beside_the_alerts_only_as_the_same_quantity() -> None:
+    """A sum over runner types read live is no peak of the alert's own figure (its rule's
+    maximum, of one type): beside it, nothing; beside the total of the types it names, that."""
+    peaks = {"linux.2xlarge": RunnerQueue(queued=30), "linux.4xlarge": RunnerQueue(queued=6)}
+    figure = make_incident(
+        numbers=QueueNumbers(None, 14), peak=QueueNumbers(None, 36), peak_types=peaks
+    )
+    alone = figure.model_copy(update={"runner_types": {}})
+    assert headline(alone)[1] == ["Queued jobs: *14*"]
+    assert headline(figure)[1] == ["Queued jobs: *14* (peak 36)"]  # 4 + 10 named
+
+
 def test_after_the_alert_cleared_the_peaks_remain() -> None:
+    """Said as the worst seen, not as what the alert says; a peak queue no snapshot summed over
+    runner types is the alert's own figure, and says so."""
     root = render_root(resolved(make_incident(peak=QueueNumbers(130, 16, 60, 20))), now=T0)
-    fields = [f["text"] for b in root.blocks for f in b.get("fields", ())]
-    assert fields == [
+    [block] = [b for b in root.blocks if b.get("fields")]
+    assert block["text"]["text"] == "*Worst seen*"
+    assert [f["text"] for f in block["fields"]] == [
         "Peak longest wait: *130 min* (threshold 60 min)",
-        "Peak queued jobs: *16* (threshold 20)",
+        "Peak queued jobs (as the alert said): *16* (threshold 20)",
     ]
 
 
 def test_only_the_numbers_present_are_shown() -> None:
-    incident = make_incident(numbers=QueueNumbers(max_queue_size=3), peak=QueueNumbers())
+    incident = make_incident(
+        numbers=QueueNumbers(max_queue_size=3), peak=QueueNumbers(), runner_types={}
+    )
     fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
     assert fields == ["Queued jobs: *3*"]
 
@@ -600,7 +617,7 @@ def test_summary_of_a_manual_resolve() -> None:
     assert texts[1:7] == [
         "Duration: *1 h 18 min*",
         "Peak longest wait: *130 min*",
-        "Peak queued jobs: *16*",
+        "Peak queued jobs (as the alert said): *16*",
         "Acknowledged by *ann*",
         "Actions taken: *1*, by *al*",
         "Notifications: *4*",

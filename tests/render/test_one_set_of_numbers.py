@@ -1,28 +1,44 @@
 """One set of numbers: at one moment, the root, a status and diagnostics show the same queue,
 the same longest wait and the same advice for each runner type, and the same headline totals,
-whatever the live reading holds. (The demo once showed "busy 20/20" on the root beside 30/30 in
-diagnostics, and "Queued jobs: 20" beside a type's 30 queued.)"""
+whatever the live reading holds; the scale modal offers that advice, the early warning says it
+for its reading, and the summary's peaks are the most that the root and the statuses showed.
+(The demo once showed "busy 20/20" on the root beside 30/30 in diagnostics, "Queued jobs: 20"
+beside a type's 30 queued, and a summary's "Peak queued jobs: 36" beside "Peak by runner type:
+30" without saying which was which.)"""
 
 from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.causes import Evidence
 from bot.domain.diagnostics import diagnose
+from bot.domain.early_warning import Forecast, Point, Thresholds, WarningState, forecast
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.forecast import metrics_outlook
-from bot.domain.incident_fleet import as_snapshot
-from bot.domain.units import number, wait_said
+from bot.domain.incident_fleet import alert_fleet, as_snapshot
+from bot.domain.incidents import (
+    Incident,
+    Resolution,
+    Status,
+    peaks_seen,
+    record_status,
+    sums_types,
+)
+from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
+from bot.domain.units import minutes, number, wait_said
 from bot.render.diagnostics import render_diagnostics
-from bot.render.queue import type_outlook
-from bot.render.replies import render_status
+from bot.render.early_warning import render_warning
+from bot.render.queue import recommend_for, type_outlook
+from bot.render.replies import render_status, render_summary
 from bot.render.root import render_root
+from bot.render.scale_modal import ScaleForm, render_scale_form
 from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
@@ -92,3 +108,228 @@ def test_the_root_a_status_and_diagnostics_show_one_set_of_numbers(live: FleetSn
         if advice:
             for surface in (root, status, diagnostics):
                 assert advice in line_of(surface, name), (name, advice)
+
+
+# -- the summary: its peaks are the most the root and the statuses showed -----------------------
+
+
+@st.composite
+def alerts(draw: st.DrawFn) -> tuple[QueueNumbers, dict[str, RunnerQueue]]:
+    """An alert's numbers: the types it names with their queues (maybe none), and its own
+    figure, its rule's maximum (the largest type's, when it names them)."""
+    named = draw(st.lists(st.sampled_from(TYPES), max_size=3, unique=True))
+    types = {
+        name: RunnerQueue(
+            queued=float(draw(st.integers(0, 60))),
+            longest_wait_mins=float(draw(st.integers(0, 200))),
+        )
+        for name in named
+    }
+    queued = [q.queued or 0 for q in types.values()]
+    waits = [q.longest_wait_mins or 0 for q in types.values()]
+    figure = max(queued) if queued else float(draw(st.integers(1, 80)))
+    wait = max(waits) if waits else float(draw(st.integers(1, 200)))
+    return QueueNumbers(wait, figure, queue_size_threshold=20), types
+
+
+def shown_queued(shown: str) -> float:
+    found = re.search(r"Queued jobs: (\d+(?:\.\d)?)", shown)
+    assert found is not None, shown
+    return float(found.group(1))
+
+
+def alert_resolved(incident: Incident, at: datetime) -> Incident:
+    """As the alert's resolve leaves it: its numbers cleared, its peaks kept."""
+    return incident.model_copy(
+        update={
+            "status": Status.RESOLVED,
+            "resolution": Resolution.ALERT,
+            "resolved_at": at,
+            "numbers": QueueNumbers(),
+            "runner_types": {},
+        }
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(alerts(), st.lists(st.one_of(st.none(), readings()), max_size=4))
+def test_the_summarys_peaks_are_the_most_the_root_and_the_statuses_showed(
+    alert: tuple[QueueNumbers, dict[str, RunnerQueue]], steps: list[FleetSnapshot | None]
+) -> None:
+    """Each step a status: from a reading, or (None) from the alert's numbers when no reading
+    stands in. The summary's peak queue is the most "Queued jobs" any of them showed, of those
+    that summed runner types' queues once one did (else the alert's figure, said as such); each
+    type's peak is the most it showed, and never more than the total; the resolved root says
+    the same as the summary."""
+    numbers, types = alert
+    incident = make_incident(
+        numbers=numbers, runner_types=types, peak=QueueNumbers(), peak_types={}
+    )
+    incident = incident.model_copy(update=peaks_seen(incident, numbers, types))  # the intake
+    summed = sums_types(types)
+    totals: dict[bool, list[float]] = {
+        summed: [shown_queued(text(render_root(incident, now=NOW).blocks))]
+    }
+    per_type: dict[str, list[float]] = {n: [q.queued or 0] for n, q in types.items()}
+    waits = [numbers.max_queue_time_mins or 0]
+    for i, live in enumerate(steps):
+        at = NOW + timedelta(minutes=i + 1)
+        view = live if live is not None else alert_fleet(incident, now=at)
+        current = as_snapshot(incident, view, at)
+        status = text(
+            render_status(incident, previous=None, current=current, now=at, view=view).blocks
+        )
+        totals.setdefault(sums_types(current.runner_types), []).append(shown_queued(status))
+        for name, queue in current.runner_types.items():
+            assert f"{number(queue.queued or 0)} queued" in line_of(status, name)
+            per_type.setdefault(name, []).append(queue.queued or 0)
+        waits += [q.longest_wait_mins or 0 for q in current.runner_types.values()]
+        incident = record_status(incident, current, live=view)
+    done = alert_resolved(incident, NOW + timedelta(hours=1))
+    summary = text(render_summary(done, [], now=NOW + timedelta(hours=1)).blocks)
+    root = text(render_root(done, now=NOW + timedelta(hours=1)).blocks)
+
+    peak = max(totals.get(True) or totals[False])
+    label = "Peak queued jobs"
+    if True not in totals:
+        label += " (as the alert said)"
+    elif len(per_type) > 1:
+        label += " (all runner types)"
+    for surface in (summary, root):
+        assert f"{label}: {number(peak)}" in surface, (label, peak, surface)
+        assert f"Peak longest wait: {minutes(max(waits))}" in surface
+    for name, seen in per_type.items():
+        assert max(seen) <= peak
+        assert f"{number(max(seen))} queued" in line_of(
+            summary.split("Peak by runner type")[1], name
+        )
+
+
+# -- the scale modal: the root's recommendation, against the capacity the root shows ------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(readings())
+def test_the_scale_modal_offers_the_roots_recommendation(live: FleetSnapshot) -> None:
+    """The modal's "Now:" is the runners and maximum the root's line and advice speak of (a
+    scaler reporting the same fleet), its amount and "Recommended" the root's advice."""
+    incident = make_incident(live=live)
+    root = text(render_root(incident, now=NOW).blocks)
+    for name, metrics in live.runner_types.items():
+        line = line_of(root, name)
+        runners, most = int(metrics.registered or 0), int(metrics.maximum or 0)
+        capacity = Capacity(current=runners, minimum=0, maximum=most)
+        preview = ScalePreview(
+            ScaleTarget(name, "arc-runners/" + name, cap=50),
+            capacity,
+            "",
+            recommend_for(incident, name),
+            can_raise_maximum=True,
+        )
+        form = render_scale_form(ScaleForm("12:u12", "C1", name), "", [name], preview, cap=50)
+        modal = text(form["blocks"])
+        assert f"busy {number(metrics.busy or 0)}/{runners}" in line
+        assert f"Now: {runners} runners (min 0, max {most})" in modal
+        ahead = type_outlook(name, metrics, incident.trend)
+        if ahead is None or not ahead.text:
+            assert "ecommended" not in modal
+            continue
+        assert ahead.text in line and ahead.text in modal, (line, modal)
+        if ahead.runners:
+            assert f"Recommended: +{ahead.runners} ({ahead.text}" in modal
+            assert f"+{ahead.runners} runner" in line
+            amount = next(b for b in form["blocks"] if b.get("block_id") == "amount")
+            assert amount["element"]["initial_value"] == str(min(ahead.runners, 50))
+            if f"maximum of {number(metrics.maximum or 0)}" in line:
+                assert f"max {most}" in modal
+        else:
+            assert f"No more runners recommended: {ahead.text}." in modal
+
+
+# -- the early warning: its queue and its advice, as the root's for the same reading ------------
+
+
+Case = tuple[RunnerTypeMetrics, list[Point], Thresholds]
+
+
+@st.composite
+def building(draw: st.DrawFn) -> Case:
+    """A runner type whose jobs in the system (busy and queued) rose in a line, `rise` a
+    minute, to the reading now; the alert's threshold a few jobs above its queue."""
+    rise = float(draw(st.integers(2, 10)))
+    now = float(draw(st.integers(0, 40))) + 4 * rise
+    busy = float(draw(st.integers(0, int(now))))
+    rates = draw(st.sampled_from([(None, None), (4.0, 2.0), (6.0, 1.0), (3.0, 2.5), (9.0, 0.0)]))
+    metrics = RunnerTypeMetrics(
+        queued=now - busy,
+        registered=busy,
+        busy=busy,
+        maximum=float(draw(st.integers(int(busy), 120))),
+        desired=draw(st.sampled_from([None, busy, busy + 5])),
+        arrival_per_min=rates[0],
+        completed_per_min=rates[1],
+        job_duration_mins=draw(st.sampled_from([None, 6.0, 30.0])),
+    )
+    past = [Point(NOW - timedelta(minutes=k), now - rise * k) for k in (4, 3, 2, 1)]
+    return metrics, past, Thresholds(queued=now - busy + draw(st.integers(1, 10)))
+
+
+def warned(case: Case) -> tuple[str, Forecast, str]:
+    """The warning's forecast for the case's reading, its message, and the root's line for that
+    reading."""
+    metrics, past, thresholds = case
+    name = TYPES[0]
+    said = forecast(name, metrics, NOW, past, thresholds, boot_mins=30, horizon_mins=60)
+    assert said is not None, "the case builds towards the threshold"
+    state = WarningState.raised(
+        name, "C1", said.text, NOW.timestamp(), hold_runners=said.hold_runners or 0
+    )
+    live = FleetSnapshot(at=NOW, source="prometheus", runner_types={name: metrics})
+    root = text(render_root(make_incident(live=live), now=NOW).blocks)
+    return text(render_warning(state).blocks), said, line_of(root, name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(building())
+def test_the_early_warning_says_the_roots_queue_for_its_reading(case: Case) -> None:
+    warning, _, root = warned(case)
+    queued = case[0].queued or 0
+    assert f"{number(queued)} queued" in root
+    assert ("no jobs queued yet" if queued == 0 else f"{number(queued)} job") in warning
+
+
+# A reading whose backend counts arrivals (6/min) and completions (1/min) while the warning's
+# fitted line rises 2/min: the root, a status, diagnostics and the modal advise at 5 jobs/min.
+COUNTED = (
+    RunnerTypeMetrics(
+        queued=8,
+        registered=0,
+        busy=0,
+        maximum=0,
+        arrival_per_min=6,
+        completed_per_min=1,
+        job_duration_mins=6,
+    ),
+    [Point(NOW - timedelta(minutes=k), 8 - 2 * k) for k in (4, 3, 2, 1)],
+    Thresholds(queued=9),
+)
+
+
+@example(COUNTED)
+@settings(max_examples=200, deadline=None)
+@given(building())
+def test_the_early_warning_advises_as_the_root_for_its_reading(case: Case) -> None:
+    """The warning's runners and advice are `metrics_outlook`'s for its reading, the warning's
+    growth standing in for the trend's slope where the backend counts no rates; where it counts
+    them, and jobs queue (the root advises nothing for an empty queue), the root's own."""
+    warning, said, root = warned(case)
+    metrics = case[0]
+    ahead = metrics_outlook(metrics, slope_per_min=said.growth_per_min)
+    advice = ahead.advice if ahead is not None else ""
+    assert said.advice == advice, (said, ahead)
+    assert (said.hold_runners or 0) == ((ahead.runners or 0) if ahead is not None else 0)
+    if advice:
+        assert advice in warning
+    counted = metrics.arrival_per_min is not None and metrics.completed_per_min is not None
+    if advice and counted and metrics.queued:
+        assert advice in root, (advice, root)
