@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
 from bot.domain.forecast import DRAIN_TARGET_MINS
+from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -146,13 +147,22 @@ class StatusShown(BaseModel):
 
 
 def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
-    """A status reply as the sender posts it, from the incident it was recorded on."""
+    """A status reply as the sender posts it, from the incident it was recorded on.
+
+    Its runner types' lines are the incident's live view as it is when the reply is posted
+    (they need the whole reading, which the decision does not keep); when a newer reading took
+    that place meanwhile (diagnostics read the fleet between the decision and the post), the
+    headline is that reading's too, so one reply never shows two readings."""
+    view = incident.live if shown.live else None
+    current = shown.current
+    if view is not None and view.is_live and view.at != current.at:
+        current = as_snapshot(incident, view, view.at)
     return render_status(
         incident,
         previous=shown.previous,
-        current=shown.current,
+        current=current,
         now=now,
-        view=incident.live if shown.live else None,
+        view=view,
         drain=shown.drain,
         since=shown.since,
         within_mins=shown.within_mins,

@@ -80,3 +80,25 @@ def test_the_sender_renders_the_status_the_tick_decided(
 def test_a_status_queued_rendered_by_an_older_replica_is_posted_as_it_is() -> None:
     assert StatusShown.from_extra(None) is None
     assert StatusShown.from_extra({"title": "a chart's"}) is None
+
+
+def test_a_reading_that_lands_between_the_decision_and_the_post_is_the_whole_reply() -> None:
+    """Diagnostics read the fleet (30 queued) after the tick decided a status on 20 queued and
+    before the sender posted it: the reply's headline and its type's line say 30, never 20
+    beside 30."""
+    name = "linux.2xlarge"
+    decided_at, read_at = START + timedelta(minutes=10), START + timedelta(minutes=11)
+
+    def reading(at: datetime, queued: float) -> FleetSnapshot:
+        metrics = RunnerTypeMetrics(queued=queued, longest_wait_mins=12, busy=20, maximum=20)
+        return FleetSnapshot(at=at, source="prometheus", runner_types={name: metrics})
+
+    incident = _incident()
+    decided = reading(decided_at, 20)
+    current = as_snapshot(incident, decided, decided_at)
+    recorded = record_status(incident, current, live=decided)
+    shown = StatusShown(current=current, live=True)
+    diagnosed = recorded.model_copy(update={"live": reading(read_at, 30)})
+    text = str(render_shown(diagnosed, shown, now=read_at).blocks)
+    assert "Queued jobs: *30*" in text and f"{name}: *30* queued" in text
+    assert "Queued jobs: *20*" not in text and "*20* queued" not in text
