@@ -159,6 +159,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             edit_interval_s=settings.root_edit_interval_ms / 1000,
             command=settings.slash_command,
         ),
+        within_mins=settings.drain_target_minutes,
     )
     storms = StormQueue(redis, prefix, retention_s=retention_s)
     charts = ChartDelivery(redis, store.keys, settings.chart_style)
@@ -285,6 +286,7 @@ def warning_config(settings: Settings) -> WarningConfig:
             if settings.scaler_backend is not ScalerBackend.NONE
             else frozenset()
         ),
+        within_mins=settings.drain_target_minutes,
     )
 
 
@@ -338,7 +340,9 @@ def _action_core(
     if silencer is not None:
         watch = SilenceWatch(store, silencer, interactions, config=silence_config, clock=clock)
     scale_config = ScaleConfig(
-        timeout_s=settings.backend_timeout_seconds, cooldown_s=settings.scale_cooldown_seconds
+        timeout_s=settings.backend_timeout_seconds,
+        cooldown_s=settings.scale_cooldown_seconds,
+        within_mins=settings.drain_target_minutes,
     )
     scaler = build_scaler(settings, os.environ)
     reverts = None
@@ -375,6 +379,7 @@ def _action_core(
         boot_mins=settings.runner_boot_minutes,
         stall_mins=settings.listener_stall_minutes,
         routing=routes,
+        within_mins=settings.drain_target_minutes,
     )
     diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs, scaling=scaling)
     report = Report(
@@ -401,6 +406,7 @@ def _action_core(
         Warnings(acting, warnings, scaling),
         report,
         routing=routes,
+        within_mins=settings.drain_target_minutes,
     )
     return core, watch, reverts
 

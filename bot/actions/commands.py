@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from bot.actions.core import ActionCore, Actor, Outcome
 from bot.domain.durations import is_silence_length, span_seconds
 from bot.domain.fleet import FleetSnapshot
+from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
-from bot.domain.units import minutes, number
+from bot.domain.units import number, wait_said
 from bot.domain.whole_numbers import ascii_whole
 from bot.render.mrkdwn import slack_date, truncate
 from bot.render.queue import type_lines
@@ -253,7 +254,8 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
         if reading.error:
             head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
         none = "_None of this channel's runner types is known._" if others else ""
-        lines = type_lines(fleet, top=LIVE_TYPES) or [none or "_No runner type is known._"]
+        lines = type_lines(fleet, top=LIVE_TYPES, within_mins=core.within_mins)
+        lines = lines or [none or "_No runner type is known._"]
         if others:
             lines.append(_others_line(core, others))
         head += "\n" + "\n".join(lines)
@@ -339,17 +341,24 @@ def _brief(incident: Incident, channel: str = "") -> str:
 
 
 def _overview_line(incident: Incident) -> str:
+    """The incident with its root's numbers (`headline`), and its runner types from the same
+    source as the root lists them: the live reading while it shows one, else the alert."""
     state = "firing" if incident.is_open else "resolved"
     line = f"*#{escape(incident.id)}* {truncate(escape(incident.title), 150)} — {state}"
-    numbers = incident.numbers
-    if numbers.max_queue_time_mins is not None:
-        line += f", longest wait {minutes(numbers.max_queue_time_mins)}"
-    if numbers.max_queue_size is not None:
-        line += f", {number(numbers.max_queue_size)} queued"
-    for name, queue in sorted(incident.runner_types.items())[:5]:
-        wait = minutes(queue.longest_wait_mins) if queue.longest_wait_mins is not None else "?"
+    head = headline(incident)
+    if head.wait:
+        line += f", {head.wait}"
+    if head.queued is not None:
+        line += f", {number(head.queued)} queued"
+    live = shown_live(incident)
+    types = live.runner_types if live is not None else incident.runner_types
+    for name, queue in sorted(types.items())[:5]:
+        wait = (
+            wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
+            or "longest wait ?"
+        )
         queued = number(queue.queued) if queue.queued is not None else "?"
-        line += f"\n    • `{truncate(escape(name), 80)}`: {queued} queued, longest wait {wait}"
-    if len(incident.runner_types) > 5:
-        line += f"\n    • +{len(incident.runner_types) - 5} more runner types"
+        line += f"\n    • `{truncate(escape(name), 80)}`: {queued} queued, {wait}"
+    if len(types) > 5:
+        line += f"\n    • +{len(types) - 5} more runner types"
     return line

@@ -20,6 +20,7 @@ from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
 from bot.actions.warnings import Warnings
+from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.routes import Routing
 from bot.render.root import escape, render_event, render_summary
@@ -43,6 +44,7 @@ class ActionCore:
         report: Report | None = None,
         *,
         routing: Routing = NO_ROUTES,
+        within_mins: float = DRAIN_TARGET_MINS,
     ) -> None:
         self._acting = acting
         self._store = acting.store
@@ -58,6 +60,8 @@ class ActionCore:
         # answers for that channel and the runner types it owns; anywhere else (a DM), for all.
         self.routing = routing
         self.channels = routing.channels
+        # `/queue`'s advice drains each queue within this many minutes, as the incident's does.
+        self.within_mins = within_mins
         self._report = report
 
     async def post_weekly_report(self) -> None:

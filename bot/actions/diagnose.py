@@ -18,6 +18,7 @@ from bot.backends.errors import BackendError
 from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS, ScaleUp
 from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
+from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incident_fleet import incident_fleet
 from bot.domain.incidents import Event, Incident, diagnosed, scale_of, with_action
 from bot.domain.jobs import JobsView, surging
@@ -37,6 +38,8 @@ class DiagnoseConfig:
     boot_mins: float = BOOT_MINS  # runners missing longer than this do not register
     stall_mins: float = STALL_MINS  # assigned jobs frozen this long: the listener stalled
     routing: Routing = field(default_factory=Routing)  # which types are which channel's
+    # The next step asks for the runners that would drain the queue within this many minutes.
+    within_mins: float = DRAIN_TARGET_MINS
 
 
 class Diagnosing:
@@ -110,6 +113,7 @@ class Diagnosing:
             history=history,
             boot_mins=self._config.boot_mins,
             stall_mins=self._config.stall_mins,
+            within_mins=self._config.within_mins,
             scaler_failures=failures,
             surges=surges,
             slower=slower,
@@ -169,10 +173,11 @@ def _record(
 def _course(incident: Incident, snapshot: FleetSnapshot, evidence: Evidence) -> Evidence:
     """`evidence` with where each queue heads, as the root says it (the incident's trend), and
     the latest scale-up of each type from the incident's actions."""
+    within = evidence.within_mins
     outlooks = {
         name: found
         for name, metrics in snapshot.runner_types.items()
-        if (found := type_outlook(name, metrics, incident.trend)) is not None
+        if (found := type_outlook(name, metrics, incident.trend, within_mins=within)) is not None
     }
     scale_ups: dict[str, ScaleUp] = {}
     for event in incident.recent_actions:

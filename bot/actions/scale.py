@@ -38,7 +38,7 @@ from bot.actions.scale_reverts import ScaleReverts, plan_sentence
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.domain.fleet import worst_first
-from bot.domain.forecast import Recommendation
+from bot.domain.forecast import DRAIN_TARGET_MINS, Recommendation
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -67,6 +67,8 @@ FLEET = "fleet"  # action locks of a runner type are fleet-wide, not per inciden
 class ScaleConfig:
     timeout_s: float = 10.0
     cooldown_s: float = 60.0
+    # The modal recommends the runners that would drain the queue within this many minutes.
+    within_mins: float = DRAIN_TARGET_MINS
 
 
 class Scaling:
@@ -134,7 +136,7 @@ class Scaling:
         self, incident: Incident, runner_type: str, *, timeout_s: float
     ) -> ScalePreview:
         """Capacity (within `timeout_s`: a modal is waiting) and the recommended amount."""
-        recommended = recommend_for(incident, runner_type)
+        recommended = recommend_for(incident, runner_type, within_mins=self._config.within_mins)
         return await self.preview_of(runner_type, recommended, timeout_s=timeout_s)
 
     async def preview_of(

@@ -406,7 +406,9 @@ class Settings(BaseSettings):
     )
     drain_target_minutes: Minutes = setting(
         30,
-        "Forecasts say how many runners would drain the queue within this long.",
+        "Runners are recommended to drain the queue within this long: the one recommendation "
+        "of the root, the statuses, `/queue`, diagnostics, the scale modal and the early "
+        "warnings.",
         group=INCIDENTS,
         gt=0,
         le=1440,

@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
-from bot.domain.forecast import Outlook
+from bot.domain.forecast import DRAIN_TARGET_MINS, Outlook
 from bot.domain.units import number
 
 STALL_MINS = 15.0  # ARCListenerStall: gha_assigned_jobs > 0 unchanged for 15 minutes
@@ -99,6 +99,7 @@ class Evidence:
     history: Sequence[HistoryPoint] = ()  # past readings, newest first
     boot_mins: float = BOOT_MINS
     stall_mins: float = STALL_MINS
+    within_mins: float = DRAIN_TARGET_MINS  # the next step drains the queue within this long
     # Per runner type, the autoscaler's recent failures in words; None: the scaler cannot read
     # them; a type without an entry has no scale target.
     scaler_failures: Mapping[str, Sequence[str] | None] = field(default_factory=dict)

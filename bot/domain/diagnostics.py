@@ -411,7 +411,11 @@ def _resting(findings: tuple[Finding, ...], cause: Cause | None) -> Finding | No
 
 def _course(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Course:
     return Course(
-        evidence.outlooks.get(name), evidence.scale_ups.get(name), snapshot.at, evidence.boot_mins
+        evidence.outlooks.get(name),
+        evidence.scale_ups.get(name),
+        snapshot.at,
+        evidence.boot_mins,
+        evidence.within_mins,
     )
 
 

@@ -53,7 +53,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.forecast import metrics_outlook
+from bot.domain.forecast import DRAIN_TARGET_MINS, metrics_outlook
 from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
@@ -183,11 +183,13 @@ def forecast(
     boot_mins: float,
     horizon_mins: float,
     sustained: bool = False,
+    within_mins: float = DRAIN_TARGET_MINS,
 ) -> Forecast | None:
     """When `name`'s queue crosses `thresholds` within `horizon_mins`, at the growth its
     readings show (`past`: the earlier readings, oldest first); None when it does not, or the
     evidence is not there. `sustained`: a warning stands already, and it takes a growth that
-    stops (not one reading that did not rise) to withdraw it."""
+    stops (not one reading that did not rise) to withdraw it. `within_mins`: the drain target
+    of its advice, the incident's surfaces' (`DRAIN_TARGET_MINUTES`)."""
     current = in_system(now)
     if not thresholds.known or current is None or now.queued is None:
         return None
@@ -205,7 +207,7 @@ def forecast(
     # The one recommendation, of the same reading as the root, a status, diagnostics and the
     # modal make it (arrivals minus completions where the backend counts both, else the slope
     # the warning's readings show): the same words and number on every surface.
-    ahead = metrics_outlook(now, slope_per_min=growth)
+    ahead = metrics_outlook(now, slope_per_min=growth, within_mins=within_mins)
     return Forecast(
         runner_type=name,
         queued=now.queued,

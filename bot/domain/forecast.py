@@ -36,7 +36,9 @@ def runners_to_drain(
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> Recommendation | None:
     """Extra runners that would drain `queued` jobs within `within_mins`; None when nothing
-    queues (or nothing is known)."""
+    queues (or nothing is known: a NaN or infinite gauge is not known)."""
+    queued, job_duration_mins = _finite(queued), _finite(job_duration_mins)
+    arrival_per_min, completion_per_min = _finite(arrival_per_min), _finite(completion_per_min)
     if queued is None or queued <= 0:
         return None
     if job_duration_mins is None or job_duration_mins <= 0:

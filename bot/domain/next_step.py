@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from bot.domain.causes import Cause, Found, ScaleUp
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.forecast import Outlook, runners_to_drain
+from bot.domain.forecast import DRAIN_TARGET_MINS, Outlook, runners_to_drain
 from bot.domain.units import minutes
 
 
@@ -26,6 +26,7 @@ class Course:
     scale_up: ScaleUp | None = None
     now: datetime | None = None
     boot_mins: float = 5.0
+    within_mins: float = DRAIN_TARGET_MINS  # the drain target, the outlook's when it has one
 
     @property
     def draining(self) -> str:
@@ -96,6 +97,7 @@ def drain_amount(metrics: RunnerTypeMetrics, course: Course) -> tuple[int, str] 
         job_duration_mins=metrics.job_duration_mins,
         arrival_per_min=metrics.arrival_per_min,
         completion_per_min=metrics.completed_per_min,
+        within_mins=course.within_mins,
     )
     return (advice.runners, advice.why) if advice else None
 

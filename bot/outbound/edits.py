@@ -64,7 +64,8 @@ class Editor:
 
 class RootEdits:
     """The channel's root messages, each edited when its incident changed, at most once per
-    `interval_ms` (the first edit after the post may follow at once)."""
+    `interval_ms` (the first edit after the post may follow at once); their advice drains the
+    queue within `within_mins`."""
 
     def __init__(
         self,
@@ -73,12 +74,14 @@ class RootEdits:
         editor: Editor,
         *,
         interval_ms: int,
+        within_mins: float,
         clock: Callable[[], datetime],
     ) -> None:
         self.channel = channel
         self._queue = queue
         self._editor = editor
         self._interval_ms = interval_ms
+        self._within_mins = within_mins
         self._clock = clock
 
     async def step(self) -> None:
@@ -93,7 +96,9 @@ class RootEdits:
         if loaded.incident is None or loaded.thread is None:
             await self._queue.drop_edit(self.channel, incident_id)
             return
-        root = render_root(loaded.incident, now=self._clock(), mentions=True)
+        root = render_root(
+            loaded.incident, now=self._clock(), mentions=True, within_mins=self._within_mins
+        )
         digest = digest_of(root)
         edited = digest != loaded.rendered
         if edited and now_ms < candidate.edit_after_ms:

@@ -118,6 +118,7 @@ class RootPost(Outgoing):
     incident: Incident
     version: int
     clock: Callable[[], datetime]
+    within_mins: float  # the drain target of its advice (`DRAIN_TARGET_MINUTES`)
     # Rendered as the call is made (after any lookup, which may take minutes under a distributed
     # app's limits), so the post says the time it goes out; a change meanwhile becomes an edit.
     rendered: Rendered | None = field(default=None, init=False)
@@ -138,7 +139,12 @@ class RootPost(Outgoing):
         return self.incident.uid
 
     async def prepare(self) -> None:
-        self.rendered = render_root(self.incident, now=self.clock(), mentions=False)
+        self.rendered = self._render(mentions=False)
+
+    def _render(self, *, mentions: bool) -> Rendered:
+        return render_root(
+            self.incident, now=self.clock(), mentions=mentions, within_mins=self.within_mins
+        )
 
     async def send(self, slack: SlackGateway, channel: str) -> str:
         assert self.rendered is not None, "prepared first"
@@ -159,7 +165,7 @@ class RootPost(Outgoing):
             digest = digest_of(self.rendered)
             # Only an owner named in the post (mentioned in edits) makes an edit differ by itself.
             differs = bool(incident.acknowledged_by or incident.resolved_by) and digest != (
-                digest_of(render_root(incident, now=self.clock(), mentions=True))
+                digest_of(self._render(mentions=True))
             )
         await ledger.queue.record_root(
             incident,

@@ -39,6 +39,7 @@ from datetime import datetime
 from redis.exceptions import RedisError
 
 from bot.backoff import Backoff
+from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.outbound.budget import Budget
 from bot.outbound.edits import Editor, RootEdits, WarningEdits
@@ -80,6 +81,8 @@ class SenderConfig:
     # history can lag a post by a moment; a post lands within the call's timeout (10 s).
     lookup_margin_s: float = 60.0
     storm: StormConfig = field(default_factory=StormConfig)
+    # A root's advice says how many runners would drain the queue within this many minutes.
+    within_mins: float = DRAIN_TARGET_MINS
 
 
 class ChannelSender:
@@ -124,7 +127,12 @@ class ChannelSender:
         self._ledger = Ledger(channel, queue, storms, telemetry)
         self._editor = editor = Editor(channel, slack, self._budget, telemetry)
         self._root_edits = RootEdits(
-            channel, queue, editor, interval_ms=config.root_edit_interval_ms, clock=clock
+            channel,
+            queue,
+            editor,
+            interval_ms=config.root_edit_interval_ms,
+            within_mins=config.within_mins,
+            clock=clock,
         )
         # Early warnings' edits: a loop of their own, only where early warnings are on.
         self._warning_edits = WarningEdits(channel, warnings, editor) if warnings else None
@@ -239,7 +247,7 @@ class ChannelSender:
             if loaded.incident is None or loaded.thread is not None:
                 await self._queue.forget(self.channel, member)  # gone, or posted already
                 return None
-            return RootPost(loaded.incident, loaded.version, self._clock)
+            return RootPost(loaded.incident, loaded.version, self._clock, self._config.within_mins)
         head = await self._queue.head_reply(incident_id)
         if head is None:
             await self._queue.forget(self.channel, member)

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from bot.domain.headline import headline
 from bot.domain.incidents import Incident, severity_rank
 from bot.domain.message import Rendered
-from bot.domain.units import duration, minutes, number
+from bot.domain.units import duration, number
 from bot.render.mrkdwn import (
     MAX_BLOCKS,
     context,
@@ -90,12 +91,10 @@ def _line(entry: DigestEntry) -> str:
         f"{'🔴' if incident.is_open else '✅'} *#{escape(incident.id)}*",
         truncate(title_text(incident), MAX_TITLE),
     ]
-    numbers = incident.numbers
-    figures = []
-    if numbers.max_queue_size is not None:
-        figures.append(f"{number(numbers.max_queue_size)} queued")
-    if numbers.max_queue_time_mins is not None:
-        figures.append(f"longest wait {minutes(numbers.max_queue_time_mins)}")
+    head = headline(incident)  # the root's numbers: live when it is, summed over the types
+    figures = [f"{number(head.queued)} queued"] if head.queued is not None else []
+    if head.wait:
+        figures.append(head.wait)
     if figures:
         parts.append(", ".join(figures))
     types = list(incident.runner_types)

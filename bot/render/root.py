@@ -18,7 +18,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
+from bot.domain.fleet import FleetSnapshot, source_name, worst_first
+from bot.domain.forecast import DRAIN_TARGET_MINS
+from bot.domain.headline import Headline, headline, shown_live
 from bot.domain.incidents import Incident, queued_total, sums_types
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
@@ -81,12 +83,20 @@ MAX_VALUE_NAME = 100
 MAX_FALLBACK_TITLE = 200
 
 
-def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> Rendered:
+def render_root(
+    incident: Incident,
+    *,
+    now: datetime,
+    mentions: bool = True,
+    within_mins: float = DRAIN_TARGET_MINS,
+) -> Rendered:
     """The incident's dashboard: title, status, numbers, runner types, facts, links, actions.
 
     Block Kit has no colours for blocks, so "turning green" on resolve is the ✅ in the header
     and the status line, and the actions disappear. `mentions=False` for the first post, which
     notifies the channel: the owner is named there, mentioned only in later edits.
+    `within_mins` is the drain target (`DRAIN_TARGET_MINUTES`) of the runner types' advice, the
+    one a status, diagnostics and the scale modal give too.
     """
     status = _status_line(incident, mentions=mentions)
     responders = responders_line(incident)
@@ -95,16 +105,14 @@ def render_root(incident: Incident, *, now: datetime, mentions: bool = True) -> 
     summary = _summary(incident)
     if summary:
         blocks.append(section(summary))
-    live = incident.live if incident.live is not None and incident.live.is_live else None
-    live = live if incident.is_open else None
-    numbers = _live_fields(incident, live) if live is not None else []
-    headline_live = live if numbers else None  # a reading without numbers: the alert's
-    numbers = numbers or _number_fields(incident)
+    live = shown_live(incident)
+    head = headline(incident)  # a reading without numbers: the alert's
+    numbers = _live_fields(incident, head) if head.live is not None else _number_fields(incident)
     if numbers:
         block = fields(numbers, more="+{n} more values")
-        blocks.append({**block, "text": section(_headline_label(incident, headline_live))["text"]})
+        blocks.append({**block, "text": section(_headline_label(incident, head.live))["text"]})
     if live is not None:
-        blocks.append(section(_live_listing(incident, live)))
+        blocks.append(section(_live_listing(incident, live, within_mins)))
     elif incident.runner_types:
         blocks.append(section(_runner_listing(incident)))
     if live is not None and live.note and incident.is_open:
@@ -257,28 +265,26 @@ def _peaks_only(incident: Incident) -> bool:
     )
 
 
-def _live_fields(incident: Incident, live: FleetSnapshot) -> list[str]:
-    """The headline from the live reading: the longest wait of the incident's runner types (as
-    measured: "over", a start's time) and the jobs queued in them, against the alert's
-    thresholds."""
+def _live_fields(incident: Incident, head: Headline) -> list[str]:
+    """The headline from the live reading (`headline`): the longest wait of the incident's
+    runner types (as measured: "over", a start's time) and the jobs queued in them, against the
+    alert's thresholds."""
     current = incident.numbers
     time_threshold = _first(current.queue_time_threshold, incident.peak.queue_time_threshold)
     size_threshold = _first(current.queue_size_threshold, incident.peak.queue_size_threshold)
-    types = live.runner_types.values()
-    worst = longest_wait(types)
-    queued = [m.queued for m in types if m.queued is not None]
+    missing = head.live.missing if head.live is not None else ()
     items = []
-    if worst is not None:
+    if head.wait_mins is not None:
         label, amount = wait_parts(
-            worst.longest_wait_mins, over=worst.wait_over, of_starts=worst.wait_of_starts
+            head.wait_mins, over=head.wait_over, of_starts=head.wait_of_starts
         ) or ("", "")
         against = _against(time_threshold, None, minutes)
         items.append(f"{label.capitalize()}: *{amount}*" + _notes([against] if against else []))
-    if queued:
+    if head.queued is not None:
         notes = [_against(size_threshold, None, number)]
-        if live.missing:  # a sum without them would read as fewer than there are
-            notes.append(f"{len(live.missing)} runner types unread")
-        items.append(f"Queued jobs: *{number(sum(queued))}*" + _notes([n for n in notes if n]))
+        if missing:  # a sum without them would read as fewer than there are
+            notes.append(f"{len(missing)} runner types unread")
+        items.append(f"Queued jobs: *{number(head.queued)}*" + _notes([n for n in notes if n]))
     return items
 
 
@@ -321,9 +327,9 @@ def _first(*values: float | None) -> float | None:
     return next((value for value in values if value is not None), None)
 
 
-def _live_listing(incident: Incident, live: FleetSnapshot) -> str:
+def _live_listing(incident: Incident, live: FleetSnapshot, within_mins: float) -> str:
     head = "*Runner types* (worst first)"  # live, as the headline above says
-    lines = type_lines(live, incident.trend)
+    lines = type_lines(live, incident.trend, within_mins=within_mins)
     return head + "\n" + "\n".join(lines or ["_No runner type is queueing._"])
 
 
@@ -430,15 +436,12 @@ def _confirm(incident: Incident) -> dict[str, Any]:
 
 
 def _fallback(incident: Incident) -> str:
-    """Notification text: short, escaped, and without mentions (it pings nobody)."""
+    """Notification text: short, escaped, and without mentions (it pings nobody); its numbers
+    are the headline's."""
     title = truncate(title_text(incident), MAX_FALLBACK_TITLE)
     if not incident.is_open:
         return f"✅ Resolved: {title}"
-    wait = incident.numbers.max_queue_time_mins
-    queued = queued_total(incident.numbers, incident.runner_types)
-    details = [
-        f"longest wait {minutes(wait)}" if wait is not None else "",
-        f"{number(queued)} queued" if queued is not None else "",
-    ]
+    head = headline(incident)  # the blocks' numbers, live or the alert's
+    details = [head.wait, f"{number(head.queued)} queued" if head.queued is not None else ""]
     shown = ", ".join(detail for detail in details if detail)
     return f"🔴 {title}: {shown}" if shown else f"🔴 {title}"

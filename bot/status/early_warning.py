@@ -38,6 +38,7 @@ from bot.domain.early_warning import (
     stated_thresholds,
 )
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
+from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Incident
 from bot.domain.routes import Route, channel_for_type
 from bot.domain.runner_names import runner_key
@@ -62,6 +63,8 @@ class WarningConfig:
     thresholds: Thresholds = field(default_factory=Thresholds)  # when no incident says
     routes: tuple[Route, ...] = ()
     scalable: frozenset[str] = frozenset()  # runner types with a scale target
+    # A warning's advice drains the queue within this many minutes, as the incident's would.
+    within_mins: float = DRAIN_TARGET_MINS
 
 
 class EarlyWarnings:
@@ -136,6 +139,7 @@ class EarlyWarnings:
                 boot_mins=self._config.boot_mins,
                 horizon_mins=self._config.horizon_mins,
                 sustained=state is not None and state.phase is Phase.ACTIVE,
+                within_mins=self._config.within_mins,
             )
         if said is None and state is None:
             return

@@ -21,6 +21,7 @@ from bot.actions.commands import (
 )
 from bot.actions.core import ActionCore, Actor
 from tests.support.cores import action_core
+from tests.support.root_headline import headline_cases, root_headline
 
 
 @pytest.mark.parametrize(
@@ -214,6 +215,36 @@ async def test_the_overview_stays_within_one_message_at_any_count(
     assert 1 <= shown <= MAX_LINES
     if count > shown:
         assert f"… and {count - shown} more" in outcome.message
+
+
+@pytest.mark.parametrize("verb", ["", "incidents"])
+async def test_each_incident_is_listed_with_the_numbers_its_root_says(
+    redis_url: str, verb: str
+) -> None:
+    """Live when the root is live, and summed over the alert's types when it names them, not
+    the alert's own figure (its rule's maximum: 14 beside a live 30, 10 beside 4 + 10)."""
+    from redis.asyncio import Redis
+
+    from bot.domain.incidents import GroupState
+    from bot.storage.incident_store import Commit, IncidentStore
+
+    now = datetime.now(UTC)
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    store = IncidentStore(redis, "qp")
+    cases = headline_cases(now)
+    for incident in cases.values():
+        group = GroupState(incident_id=incident.id)
+        await store.commit(Commit(incident, group=group, group_hash=incident.group_hash))
+    core = action_core(redis, store)
+
+    outcome = await run_command(core, Actor("U1", "al"), verb)
+
+    for case, incident in cases.items():
+        queued, wait = root_headline(incident, now)
+        [line] = [ln for ln in outcome.message.splitlines() if f"*#{incident.id}*" in ln]
+        assert line.endswith(f"— firing, {wait}, {queued}"), (case, line)
+    live = outcome.message.split("*#21*")[1].split("*#")[0]
+    assert "`linux.2xlarge`: 12 queued, longest wait 40 min" in live, "the types read live"
 
 
 async def test_an_action_without_an_id_asks_which_when_several_are_open(redis_url: str) -> None:

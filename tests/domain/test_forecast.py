@@ -107,3 +107,12 @@ def test_a_measured_job_duration_reads_in_whole_minutes() -> None:
     advice = runners_to_drain(40, job_duration_mins=16.21, within_mins=30)
     assert advice is not None
     assert advice.why == "drains 40 queued jobs of ~16 min in 30 min"
+
+
+def test_a_gauge_that_is_not_a_number_is_not_known() -> None:
+    """A backend's NaN (a division by a zero rate) is no queue and no duration: no advice from
+    it, never a crash (diagnostics asked `runners_to_drain` for a NaN queue's runners)."""
+    nan = float("nan")
+    assert runners_to_drain(nan, job_duration_mins=6.0) is None
+    advice = runners_to_drain(10, job_duration_mins=nan, arrival_per_min=nan)
+    assert advice is not None and advice.runners == 10  # one a job: the duration is not known

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from bot.domain.incidents import Incident, severity_rank
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from sandbox.slack_limits import validate_blocks
 from tests.support.payloads import fixture_json
+from tests.support.root_headline import headline_cases, root_headline
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.slack import CHANNEL, Slack
 
@@ -301,6 +303,20 @@ def test_the_summary_counts_what_is_still_firing_and_by_priority() -> None:
     assert "3 still firing, 0 resolved" in text and "2 min" in text
     assert "P1 × 1" in text and "P3 × 2" in text
     assert "<https://x.slack.com/archives/C/p1|thread>" in text
+
+
+@pytest.mark.parametrize("case", ["live", "alert"])
+def test_a_digest_line_says_the_numbers_its_root_says(case: str) -> None:
+    """Live when the root is live, and summed over the alert's types when it names them, not
+    the alert's own figure (its rule's maximum: 14 beside a live 30, 10 beside 4 + 10)."""
+    shown = headline_cases(NOW)[case]
+    queued, wait = root_headline(shown, NOW)
+
+    digest = render_digest([DigestEntry(shown, threaded=True)], started=NOW, now=NOW, over=False)
+
+    [line] = [ln for ln in digest.text.splitlines() if f"#{shown.id}" in ln]
+    assert f" · {queued}, {wait} · " in line, (queued, wait, line)
+    assert queued == {"live": "30 queued", "alert": "14 queued"}[case]
 
 
 @given(st.text(max_size=20))

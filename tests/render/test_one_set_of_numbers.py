@@ -2,9 +2,12 @@
 the same longest wait and the same advice for each runner type, and the same headline totals,
 whatever the live reading holds; the scale modal offers that advice, the early warning says it
 for its reading, and the summary's peaks are the most that the root and the statuses showed.
+The advice drains the queue within the one drain target (`DRAIN_TARGET_MINUTES`) everywhere.
 (The demo once showed "busy 20/20" on the root beside 30/30 in diagnostics, "Queued jobs: 20"
 beside a type's 30 queued, and a summary's "Peak queued jobs: 36" beside "Peak by runner type:
-30" without saying which was which.)"""
+30" without saying which was which; with a target of 20 minutes, a status said "+N runners
+would drain it in 20 min" while the root, diagnostics and the modal said another number "in 30
+min".)"""
 
 from __future__ import annotations
 
@@ -43,6 +46,9 @@ from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 TYPES = ("linux.2xlarge", "linux.4xlarge", "linux.g5.4xlarge.nvidia.gpu")
+# Drain targets (`DRAIN_TARGET_MINUTES`): the default and others an operator may set.
+TARGETS = (30.0, 20.0, 45.0)
+targets = st.sampled_from(TARGETS)
 
 
 @st.composite
@@ -76,20 +82,31 @@ def line_of(shown: str, name: str) -> str:
     return found.group(1)
 
 
+def drains_within(shown: str, within: float) -> bool:
+    """Whether every advice in a message drains the queue within `within`, none another target."""
+    return not any(f"drain it in {minutes(other)}" in shown for other in TARGETS if other != within)
+
+
 @settings(max_examples=150, deadline=None)
-@given(readings())
-def test_the_root_a_status_and_diagnostics_show_one_set_of_numbers(live: FleetSnapshot) -> None:
+@given(readings(), targets)
+def test_the_root_a_status_and_diagnostics_show_one_set_of_numbers(
+    live: FleetSnapshot, within: float
+) -> None:
     incident = make_incident(live=live)
     current = as_snapshot(incident, live, NOW)
-    root = text(render_root(incident, now=NOW).blocks)
+    root = text(render_root(incident, now=NOW, within_mins=within).blocks)
     status = text(
-        render_status(incident, previous=None, current=current, now=NOW, view=live).blocks
+        render_status(
+            incident, previous=None, current=current, now=NOW, view=live, within_mins=within
+        ).blocks
     )
     # As the action gathers it: each queue's outlook from the incident's trend, as the root's.
     outlooks = {
-        n: o for n, m in live.runner_types.items() if (o := type_outlook(n, m, incident.trend))
+        n: o
+        for n, m in live.runner_types.items()
+        if (o := type_outlook(n, m, incident.trend, within_mins=within))
     }
-    evidence = Evidence(outlooks=outlooks)
+    evidence = Evidence(outlooks=outlooks, within_mins=within)
     report = render_diagnostics(incident, diagnose(live, evidence), live, by="alice").blocks
     diagnostics = text(report)
     total = number(sum(m.queued or 0 for m in live.runner_types.values()))
@@ -103,11 +120,13 @@ def test_the_root_a_status_and_diagnostics_show_one_set_of_numbers(live: FleetSn
         for surface in (root, status, diagnostics):
             line = line_of(surface, name)
             assert queued in line and wait in line, (name, line)
-        ahead = metrics_outlook(metrics)
+        ahead = metrics_outlook(metrics, within_mins=within)
         advice = ahead.advice if ahead is not None else ""
         if advice:
             for surface in (root, status, diagnostics):
                 assert advice in line_of(surface, name), (name, advice)
+    for surface in (root, status, diagnostics):
+        assert drains_within(surface, within), (within, surface)
 
 
 # -- the summary: its peaks are the most the root and the statuses showed -----------------------
@@ -209,12 +228,14 @@ def test_the_summarys_peaks_are_the_most_the_root_and_the_statuses_showed(
 
 
 @settings(max_examples=150, deadline=None)
-@given(readings())
-def test_the_scale_modal_offers_the_roots_recommendation(live: FleetSnapshot) -> None:
+@given(readings(), targets)
+def test_the_scale_modal_offers_the_roots_recommendation(
+    live: FleetSnapshot, within: float
+) -> None:
     """The modal's "Now:" is the runners and maximum the root's line and advice speak of (a
     scaler reporting the same fleet), its amount and "Recommended" the root's advice."""
     incident = make_incident(live=live)
-    root = text(render_root(incident, now=NOW).blocks)
+    root = text(render_root(incident, now=NOW, within_mins=within).blocks)
     for name, metrics in live.runner_types.items():
         line = line_of(root, name)
         runners, most = int(metrics.registered or 0), int(metrics.maximum or 0)
@@ -223,14 +244,15 @@ def test_the_scale_modal_offers_the_roots_recommendation(live: FleetSnapshot) ->
             ScaleTarget(name, "arc-runners/" + name, cap=50),
             capacity,
             "",
-            recommend_for(incident, name),
+            recommend_for(incident, name, within_mins=within),
             can_raise_maximum=True,
         )
         form = render_scale_form(ScaleForm("12:u12", "C1", name), "", [name], preview, cap=50)
         modal = text(form["blocks"])
         assert f"busy {number(metrics.busy or 0)}/{runners}" in line
         assert f"Now: {runners} runners (min 0, max {most})" in modal
-        ahead = type_outlook(name, metrics, incident.trend)
+        assert drains_within(modal, within), (within, modal)
+        ahead = type_outlook(name, metrics, incident.trend, within_mins=within)
         if ahead is None or not ahead.text:
             assert "ecommended" not in modal
             continue
@@ -274,18 +296,20 @@ def building(draw: st.DrawFn) -> Case:
     return metrics, past, Thresholds(queued=now - busy + draw(st.integers(1, 10)))
 
 
-def warned(case: Case) -> tuple[str, Forecast, str]:
+def warned(case: Case, within: float = TARGETS[0]) -> tuple[str, Forecast, str]:
     """The warning's forecast for the case's reading, its message, and the root's line for that
-    reading."""
+    reading, at the drain target `within`."""
     metrics, past, thresholds = case
     name = TYPES[0]
-    said = forecast(name, metrics, NOW, past, thresholds, boot_mins=30, horizon_mins=60)
+    said = forecast(
+        name, metrics, NOW, past, thresholds, boot_mins=30, horizon_mins=60, within_mins=within
+    )
     assert said is not None, "the case builds towards the threshold"
     state = WarningState.raised(
         name, "C1", said.text, NOW.timestamp(), hold_runners=said.hold_runners or 0
     )
     live = FleetSnapshot(at=NOW, source="prometheus", runner_types={name: metrics})
-    root = text(render_root(make_incident(live=live), now=NOW).blocks)
+    root = text(render_root(make_incident(live=live), now=NOW, within_mins=within).blocks)
     return text(render_warning(state).blocks), said, line_of(root, name)
 
 
@@ -315,16 +339,17 @@ COUNTED = (
 )
 
 
-@example(COUNTED)
+@example(COUNTED, 20.0)
 @settings(max_examples=200, deadline=None)
-@given(building())
-def test_the_early_warning_advises_as_the_root_for_its_reading(case: Case) -> None:
+@given(building(), targets)
+def test_the_early_warning_advises_as_the_root_for_its_reading(case: Case, within: float) -> None:
     """The warning's runners and advice are `metrics_outlook`'s for its reading, the warning's
     growth standing in for the trend's slope where the backend counts no rates; where it counts
     them, and jobs queue (the root advises nothing for an empty queue), the root's own."""
-    warning, said, root = warned(case)
+    warning, said, root = warned(case, within)
+    assert drains_within(warning, within), (within, warning)
     metrics = case[0]
-    ahead = metrics_outlook(metrics, slope_per_min=said.growth_per_min)
+    ahead = metrics_outlook(metrics, slope_per_min=said.growth_per_min, within_mins=within)
     advice = ahead.advice if ahead is not None else ""
     assert said.advice == advice, (said, ahead)
     assert (said.hold_runners or 0) == ((ahead.runners or 0) if ahead is not None else 0)

@@ -12,7 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
+from bot.app import warning_config
 from bot.backends.errors import BackendError
+from bot.config import load_settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.early_warning import Phase, Thresholds
@@ -66,13 +68,15 @@ class Replica:
         fleet: Building,
         now: list[datetime],
         permalink: Callable[[str, str], Awaitable[str | None]] | None = None,
+        *,
+        config: WarningConfig | None = None,
     ) -> None:
         self.store = IncidentStore(redis, "qp")
         self.warnings = WarningStore(redis, self.store.keys)
         readings = FleetReadings(
             redis, self.store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
         )
-        config = WarningConfig(
+        config = config or WarningConfig(
             channel="C1", thresholds=Thresholds(queued=10), scalable=frozenset({TYPE})
         )
         self.upkeep = EarlyWarnings(
@@ -126,6 +130,34 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
         assert (await first.warnings.all())[TYPE].phase is Phase.ACTIVE
     await reading(27)  # ...until the line is flat: withdrawn
     assert (await first.warnings.all())[TYPE].phase is Phase.CLEARED
+
+
+async def test_a_warnings_advice_drains_the_queue_within_the_configured_target(
+    redis_url: str,
+) -> None:
+    """Built from settings as the app builds it, a warning recommends the runners that drain
+    the queue within `DRAIN_TARGET_MINUTES`, as the root, a status and the modal do."""
+    redis = Redis.from_url(redis_url, decode_responses=True)
+    await redis.flushdb()
+    settings = load_settings(
+        _env_file=None,
+        slack_channel="C0QUEUE",
+        early_warning_queued=10,
+        early_warning_minutes=15,
+        runner_boot_minutes=5,
+        drain_target_minutes=20,
+    )
+    fleet, now = Building(), [START]
+    replica = Replica(redis, fleet, now, config=warning_config(settings))
+    for n in (16, 18, 20, 22, 24):
+        fleet.in_system = n
+        now[0] += timedelta(seconds=60)
+        await replica.upkeep.tick()
+    state = (await replica.warnings.all())[TYPE]
+    # 4 queued, +2 jobs/min, 6-minute jobs: (4 + 2 × 20) × 6 / 20 = 13.2 runners in 20 minutes
+    # (13 in the default 30).
+    assert "+14 runners would drain it in 20 min; none fit under the maximum of 20" in state.text
+    assert state.hold_runners == 14
 
 
 async def test_a_queue_wandering_at_its_maximum_never_warns_and_a_build_posts_once(
