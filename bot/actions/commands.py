@@ -342,16 +342,19 @@ def _brief(incident: Incident, channel: str = "") -> str:
 
 def _overview_line(incident: Incident) -> str:
     """The incident with its root's numbers (`headline`), and its runner types from the same
-    source as the root lists them: the live reading while it shows one, else the alert."""
+    source as the root lists them: the live reading while it shows one, else the alert; a
+    resolved incident's worst seen, as its root and summary say them."""
     state = "firing" if incident.is_open else "resolved"
     line = f"*#{escape(incident.id)}* {truncate(escape(incident.title), 150)} — {state}"
     head = headline(incident)
-    if head.wait:
-        line += f", {head.wait}"
-    if head.queued is not None:
-        line += f", {number(head.queued)} queued"
+    queued = f"{number(head.queued)} queued" if head.queued is not None else ""
+    figures = [figure for figure in (head.wait, queued) if figure]
+    if figures:
+        line += (", worst seen: " if head.worst else ", ") + ", ".join(figures)
     live = shown_live(incident)
     types = live.runner_types if live is not None else incident.runner_types
+    if head.worst:
+        types = incident.peak_types or types
     for name, queue in sorted(types.items())[:5]:
         wait = (
             wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)

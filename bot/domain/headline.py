@@ -22,6 +22,7 @@ class Headline:
     wait_over: bool | None = None
     wait_of_starts: bool | None = None
     live: FleetSnapshot | None = None
+    worst: bool = False  # a resolved incident's: the worst seen (its peaks), as its summary says
 
     @property
     def wait(self) -> str:
@@ -39,7 +40,9 @@ def shown_live(incident: Incident) -> FleetSnapshot | None:
 def headline(incident: Incident) -> Headline:
     """From the live reading the root shows when it has numbers (a reading without any leaves
     the alert's), else the alert's: its types' queues summed when it names them
-    (`queued_total`), and its longest wait."""
+    (`queued_total`), and its longest wait. A resolved incident is a record, and one whose
+    alert's numbers were cleared has none to say: their worst seen, the peaks the summary gives
+    (a drained queue's alert said 36 beside a summary's peak of 28)."""
     live = shown_live(incident)
     if live is not None:
         types = live.runner_types.values()
@@ -52,7 +55,12 @@ def headline(incident: Incident) -> Headline:
             )
         if queued:
             return Headline(sum(queued), None, live=live)
-    return Headline(
-        queued_total(incident.numbers, incident.runner_types),
-        incident.numbers.max_queue_time_mins,
-    )
+    if incident.is_open:
+        said = Headline(
+            queued_total(incident.numbers, incident.runner_types),
+            incident.numbers.max_queue_time_mins,
+        )
+        if said.queued is not None or said.wait_mins is not None:
+            return said
+    peak = incident.peak
+    return Headline(peak.max_queue_size, peak.max_queue_time_mins, worst=True)

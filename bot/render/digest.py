@@ -96,7 +96,7 @@ def _line(entry: DigestEntry) -> str:
     if head.wait:
         figures.append(head.wait)
     if figures:
-        parts.append(", ".join(figures))
+        parts.append(("worst seen: " if head.worst else "") + ", ".join(figures))
     types = list(incident.runner_types)
     if types:
         named = ", ".join(

@@ -214,12 +214,15 @@ def _number_fields(incident: Incident) -> list[str]:
     current, peak = incident.numbers, incident.peak
     time_threshold = _first(current.queue_time_threshold, peak.queue_time_threshold)
     size_threshold = _first(current.queue_size_threshold, peak.queue_size_threshold)
-    queued = queued_total(current, incident.runner_types)
+    # A resolved incident shows its worst seen, as its summary does: the alert's last numbers
+    # are no longer news (a drained queue's alert said 36 beside a summary's peak of 28).
+    wait = current.max_queue_time_mins if incident.is_open else None
+    queued = queued_total(current, incident.runner_types) if incident.is_open else None
     alike = queued is None or incident.peak_summed == sums_types(incident.runner_types)
     items = [
         _metric(
             "Longest wait",
-            current.max_queue_time_mins,
+            wait,
             peak.max_queue_time_mins,
             _against(time_threshold, current.queue_time_over, minutes),
             minutes,
@@ -257,10 +260,11 @@ def _headline_label(incident: Incident, live: FleetSnapshot | None) -> str:
 
 
 def _peaks_only(incident: Incident) -> bool:
-    """Whether the headline shows peaks alone (the resolve cleared the alert's numbers)."""
+    """Whether the headline shows peaks alone: the incident resolved, or the alert's numbers
+    were cleared."""
     current, peak = incident.numbers, incident.peak
     now = (current.max_queue_time_mins, queued_total(current, incident.runner_types))
-    return all(n is None for n in now) and (
+    return (not incident.is_open or all(n is None for n in now)) and (
         peak.max_queue_time_mins is not None or peak.max_queue_size is not None
     )
 

@@ -73,10 +73,13 @@ def test_the_list_and_the_digest_say_the_roots_queued_jobs_and_longest_wait(
     digest = render_digest([DigestEntry(incident, threaded=True)], started=NOW, now=NOW, over=True)
     [line] = [ln for ln in digest.text.splitlines() if f"#{incident.id}" in ln]
 
-    assert listed.endswith(f"— {state}" + "".join(f", {n}" for n in (wait, queued) if n))
+    # A root that shows its peaks says so ("Worst seen"); the one-line surfaces say it too.
+    worst = "worst seen: " if "*Worst seen*" in str(render_root(incident, now=NOW).blocks) else ""
+    said = ", ".join(n for n in (wait, queued) if n)
+    assert listed.endswith(f"— {state}" + (f", {worst}{said}" if said else "")), listed
     figures = ", ".join(n for n in (queued, wait) if n)
     if figures:
-        assert f" · {figures} · " in line + " · ", (figures, line)
+        assert f" · {worst}{figures} · " in line + " · ", (figures, line)
     else:
         assert "queued" not in line and "wait" not in line and "start" not in line, line
     # The root's notification text (what a push notification shows) says them too.

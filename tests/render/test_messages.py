@@ -13,6 +13,7 @@ from slack_sdk.models.blocks import Block
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -21,6 +22,8 @@ from bot.domain.incidents import (
     Snapshot,
     Status,
     peak_types_of,
+    record_status,
+    resolve_drained,
 )
 from bot.render.root import (
     ACTIONS_BLOCK_ID,
@@ -822,3 +825,21 @@ def test_a_peak_keeps_what_its_wait_was_measured_as() -> None:
     assert grown[name] == RunnerQueue(12, 60, True, None)  # more queued; still "over 60"
     longer = peak_types_of(grown, {name: RunnerQueue(queued=3, longest_wait_mins=75)})
     assert longer[name] == RunnerQueue(12, 75, None, None)  # a job's age, measured: 75
+
+
+def test_a_drained_incident_shows_its_worst_seen_as_its_summary_does() -> None:
+    """The alert said 36 queued (its rule's maximum over its window); the readings then saw 28
+    at most; the queue drained. The resolved root shows the worst seen, 28, as the summary's
+    peak does, not the alert's 36 as if it were still news."""
+    incident = make_incident(numbers=QueueNumbers(12, 36, queue_size_threshold=10))
+    for minute, queued in ((10, 28), (20, 0)):
+        at = T0 + timedelta(minutes=minute)
+        metrics = RunnerTypeMetrics(queued=queued, longest_wait_mins=9 if queued else 0)
+        live = FleetSnapshot(at=at, source="prometheus", runner_types={"linux.2xlarge": metrics})
+        incident = record_status(incident, as_snapshot(incident, live, at), live=live)
+    resolved = resolve_drained(incident, now=T0 + timedelta(minutes=25))
+    root = json.dumps(render_root(resolved, now=T0 + timedelta(minutes=25)).blocks)
+    summary = json.dumps(render_summary(resolved, [], now=T0 + timedelta(minutes=25)).blocks)
+    assert "*Worst seen*" in root and "Peak queued jobs: *28*" in root
+    assert "36" not in root
+    assert "Peak queued jobs: *28*" in summary

@@ -14,6 +14,9 @@ from tests.support.incidents import make_incident
 
 _WAIT = re.compile(r"^(Longest wait|Slowest recent start): \*([^*]+)\*")
 _QUEUED = re.compile(r"^Queued jobs: \*([^*]+)\*")
+# A root labelled *Worst seen* (resolved, or the alert's numbers cleared) shows its peaks.
+_PEAK_WAIT = re.compile(r"^Peak (longest wait): \*([^*]+)\*")
+_PEAK_QUEUED = re.compile(r"^Peak queued jobs(?: \([^)]*\))?: \*([^*]+)\*")
 
 
 def root_headline(incident: Incident, now: datetime) -> tuple[str, str]:
@@ -24,8 +27,10 @@ def root_headline(incident: Incident, now: datetime) -> tuple[str, str]:
         for block in render_root(incident, now=now).blocks
         for item in block.get("fields") or ()
     ]
-    queued = next((m.group(1) for t in texts if (m := _QUEUED.match(t))), None)
-    wait = next((m for t in texts if (m := _WAIT.match(t))), None)
+    worst = "*Worst seen*" in str(render_root(incident, now=now).blocks)
+    queued_re, wait_re = (_PEAK_QUEUED, _PEAK_WAIT) if worst else (_QUEUED, _WAIT)
+    queued = next((m.group(1) for t in texts if (m := queued_re.match(t))), None)
+    wait = next((m for t in texts if (m := wait_re.match(t))), None)
     return (
         f"{queued} queued" if queued is not None else "",
         f"{wait.group(1).lower()} {wait.group(2)}" if wait is not None else "",
