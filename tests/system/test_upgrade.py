@@ -1,19 +1,22 @@
 """Upgrading from the previous release, as a Deployment's rolling update does it.
 
-The previous release (0.20.0, commit `d595b8f`) is taken from git and run as a real replica; the
+The previous release (0.21.0, commit `3055126`) is taken from git and run as a real replica; the
 checkout is the next one. Both run `bot`'s `__main__` (`serve`) as processes of their own, each
 first saying where it imported `bot` from, on one redis-server and one Slack (the emulator),
-started from the same environment in 0.20.0's variable names, as a Deployment's pods are from one
-ConfigMap. What is promised, checked as a channel would see it:
+started from the same environment in 0.21.0's variable names (0.21 renamed none of 0.20's), as a
+Deployment's pods are from one ConfigMap. What is promised, checked as a channel would see it:
 
-- what 0.20.0 wrote is carried over: the incident, its thread, who acknowledged it, the silence
-  made from Slack, the scale-up to put back when it resolves, its next status;
+- what 0.21.0 wrote is carried over: the incident, its thread, who acknowledged it, the silence
+  made from Slack, the scale-up to put back when it resolves, its next status, its peak;
 - both versions serve side by side during the rollout: notifications sent to either are applied
   once, by the consumers of both, each version acts on what the other wrote, and statuses are
-  not doubled;
+  not doubled. The next version scales the incident 0.21.0 scaled: its event records the
+  scale-up (`scale`), which 0.21.0 ignores as it shows the root, applies notifications to the
+  incident and reads its timeline for `/queue report`;
 - the old replica stops on SIGTERM and the new one carries on: what the old one had just
-  accepted is shown, a button of the root as 0.20.0 rendered it works, statuses keep coming in
-  the same thread, the resolve posts one summary and puts the scale-up back.
+  accepted is shown, a button of the root as 0.21.0 rendered it works, statuses keep coming in
+  the same thread, the resolve posts one summary (both scale-ups in what was done, the one
+  put-back still to come, the peak as the alert said it) and puts both scale-ups back at once.
 
 Going back (new to old) is not promised; it is exercised only as far as the side-by-side phase.
 """
@@ -33,6 +36,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.storage.keys import Keys
 from sandbox.serve import serve_in_thread
 from sandbox.silence_api import FakeSilenceApi
 from tests.support.fakes.kube_api import FakeKubeApi
@@ -52,30 +56,42 @@ from tests.support.slack import (
     slash,
 )
 
-PREVIOUS_RELEASE = "d595b8f"  # 0.20.0
+PREVIOUS_RELEASE = "3055126"  # 0.21.0
+PREVIOUS = "0.21.0"
 FIRING = "grafana/queue-alert-firing.json"
 RESOLVED = "grafana/queue-alert-resolved.json"
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
 SCALE_SET = ("arc-runners", "mt-l-x86iavx512-8-64")
 STATUS_INTERVAL_S = 1
 STREAM = "qp:notifications"
+TIMELINE_1 = Keys("qp").timeline("1")
 MIN_RENOTIFIED, MAX_RENOTIFIED = 6, 40
 
+# Incident 1's scale-ups: 0.21.0's (its event says it in words), then the next version's (its
+# event records it as `scale` too); minRunners 0 -> 5 -> 8, put back to 0 at once.
+OLD_ADDS, NEW_ADDS = 5, 3
+SCALED = OLD_ADDS + NEW_ADDS
+
+PUT_BACK = f"Incident 1: Put {RUNNER} back (the incident resolved and its queue stayed drained"
+
 # What each incident's thread says besides its statuses, each exactly once (in any order: an
-# action's reply follows its backend call, and those run side by side).
+# action's reply follows its backend call, and those run side by side). A silence has no reply
+# since 0.21.0: the root says it.
 EVENTS_1 = (
     "Incident 1: Acknowledged",
-    "Incident 1: Silenced for 1 h in Grafana",
-    f"Incident 1: Scaled {RUNNER} by +5",
+    f"Incident 1: Scaled {RUNNER} by +{OLD_ADDS}",
+    f"Incident 1: Scaled {RUNNER} by +{NEW_ADDS}",
     "Incident 1: Silence removed from Grafana",
     "Incident 1 resolved after",
-    f"Incident 1: Put {RUNNER} back (the incident resolved and its queue stayed drained",
+    PUT_BACK,
 )
 EVENTS_2 = ("Incident 2: Acknowledged", "Incident 2 resolved after")
+REPORT = "*Capacity report · the last 7 days*"
 ANSWERS = (
     "You acknowledged incident 1.",
     "You silenced incident 1 until",
-    f"You scaled `{RUNNER}` by +5",
+    f"You scaled `{RUNNER}` by +{OLD_ADDS}",
+    f"You scaled `{RUNNER}` by +{NEW_ADDS}",
     "You acknowledged incident 2.",
     "You resolved incident 2.",
     "You removed incident 1's silence",
@@ -105,7 +121,8 @@ def store(redis_url: str) -> Iterator[redis.Redis]:
 
 
 def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) -> dict[str, str]:
-    """One environment for both versions, in 0.20.0's names."""
+    """One environment for both versions, in 0.21.0's names (the same as 0.20's and the next
+    version's) and forms (durations with their unit)."""
     return {
         "SILENCE_BACKEND": "grafana",
         "GRAFANA_URL": grafana.url,  # type: ignore[attr-defined]
@@ -115,6 +132,10 @@ def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) 
         "SCALER_TARGETS": json.dumps({RUNNER: {"target": "/".join(SCALE_SET), "cap": 20}}),
         "SCALE_ALLOWED_USERS": USER,
         "STATUS_INTERVAL_SECONDS": str(STATUS_INTERVAL_S),
+        # The next version scales incident 1 seconds after 0.21.0 did.
+        "SCALE_COOLDOWN_SECONDS": "0",
+        # A put-back waits for the queue to stay drained: a second here, not 30 minutes.
+        "SCALE_REVERT_SETTLE": "1s",
     }
 
 
@@ -166,6 +187,10 @@ def renotified(payload: dict[str, Any], *, wait: float) -> dict[str, Any]:
     return changed
 
 
+def min_runners(kube: FakeKubeApi) -> int:
+    return int(kube.sets[SCALE_SET]["spec"]["minRunners"])
+
+
 def text_of(message: Any) -> str:
     return message.text + json.dumps(message.blocks, ensure_ascii=False)
 
@@ -176,6 +201,17 @@ def roots(slack: Slack) -> list[Any]:
 
 def root(slack: Slack, ts: str) -> Any:
     return slack.emulator.thread(CHANNEL, ts)[0]
+
+
+def reports(slack: Slack) -> int:
+    return sum(text.startswith(REPORT) for text in ephemeral_texts(slack))
+
+
+def scales_recorded(store: redis.Redis) -> list[int | None]:
+    """Incident 1's scale-up events as its timeline keeps them: what each one's `scale` says was
+    added, None for an event that says it in words only (0.21.0's)."""
+    timeline = [json.loads(item) for item in store.lrange(TIMELINE_1, 0, -1)]
+    return [(e.get("scale") or {}).get("added") for e in timeline if e["kind"] == "scaled"]
 
 
 def is_status(text: str) -> bool:
@@ -255,29 +291,28 @@ async def test_a_rolling_update_from_the_previous_release_carries_everything_ove
     store: redis.Redis,
     tmp_path: Path,
 ) -> None:
-    previous = release_tree(PREVIOUS_RELEASE, tmp_path / "0.20.0")
+    previous = release_tree(PREVIOUS_RELEASE, tmp_path / PREVIOUS)
     env = shared_settings(kube, grafana, tmp_path)
     # As `python -m bot serve` from the release's own directory, so it cannot import ours.
-    old = replica(slack, redis_url, previous, previous, "0.20.0", **env)
+    old = replica(slack, redis_url, previous, previous, PREVIOUS, **env)
     processes = [old]
     try:
         await ready(old, previous)
         first, unsilence = await previous_release_alone(old, slack, kube, grafana)
 
         (tmp_path / "next").mkdir()
-        # 0.21's put-back waits for the queue to stay drained; a second here, not 30 minutes.
-        new = replica(
-            slack, redis_url, REPO, tmp_path / "next", "next", **env, SCALE_REVERT_SETTLE="1s"
-        )
+        new = replica(slack, redis_url, REPO, tmp_path / "next", "next", **env)
         processes.append(new)
         await ready(new, REPO)
-        second = await side_by_side(old, new, slack, store, first)
+        second, peak_wait = await side_by_side(old, new, slack, kube, store, first)
 
         await stopped_with_sigterm(old, slack, first)
         await next_release_alone(new, slack, kube, grafana, first, unsilence)
+        summarized(slack, first.ts, peak_wait)
 
         await eventually(lambda: drained(store), what="everything applied")
         nothing_duplicated_or_lost(slack, first.ts, second.ts)
+        assert scales_recorded(store) == [None, NEW_ADDS], "the next version's `scale` kept"
         assert store.xpending(STREAM, "intake")["pending"] == 0
         assert store.xlen(f"{STREAM}:dead") == 0
         for process in processes:
@@ -293,14 +328,14 @@ async def test_a_rolling_update_from_the_previous_release_carries_everything_ove
 async def previous_release_alone(
     old: BotProcess, slack: Slack, kube: FakeKubeApi, grafana: FakeSilenceApi
 ) -> tuple[Any, str]:
-    """Incident 1 opened, acknowledged, silenced and scaled up by 0.20.0, its statuses begun:
-    its root, and the value of the root's Remove silence as 0.20.0 rendered it."""
+    """Incident 1 opened, acknowledged, silenced and scaled up by 0.21.0, its statuses begun:
+    its root, and the value of the root's Remove silence as 0.21.0 rendered it."""
     await notify(old, "grafana", fixture_json(FIRING))
     [first] = await eventually(lambda: roots(slack), what="incident 1's root")
     await deliver(old, press(button_value(first, "incident_ack"), "incident_ack", first.ts))
     await deliver(old, choose_silence(3600, first.ts))
-    await deliver(old, slash(f"scale {RUNNER} +5"))
-    await eventually(lambda: kube.sets[SCALE_SET]["spec"]["minRunners"] == 5, what="scaled")
+    await deliver(old, slash(f"scale {RUNNER} +{OLD_ADDS}"))
+    await eventually(lambda: min_runners(kube) == OLD_ADDS, what="scaled")
     as_rendered = await eventually(
         lambda: (m := root(slack, first.ts)) and "silenced until" in text_of(m) and m,
         what="the root silenced",
@@ -312,16 +347,33 @@ async def previous_release_alone(
 
 
 async def side_by_side(
-    old: BotProcess, new: BotProcess, slack: Slack, store: redis.Redis, first: Any
-) -> Any:
+    old: BotProcess,
+    new: BotProcess,
+    slack: Slack,
+    kube: FakeKubeApi,
+    store: redis.Redis,
+    first: Any,
+) -> tuple[Any, int]:
     """Both versions serve: notifications to either are applied once, by the consumers of both,
-    each acts on what the other wrote, statuses go on. Incident 2's root."""
+    each acts on what the other wrote, statuses go on; 0.21.0 reads the next version's scale-up
+    event. Incident 2's root, and incident 1's longest wait."""
     statuses_before = statuses_shown(slack, first.ts)
     # A new group sent to both at once, twice each (an HA Alertmanager pair does): one root.
     am_firing = fixture_json(AM_FIRING)
     await asyncio.gather(*(notify(r, "alertmanager", am_firing) for r in (old, new) * 2))
     await eventually(lambda: len(roots(slack)) == 2, what="incident 2's root")
     await eventually(lambda: drained(store), what="the four applied")
+
+    # The next version scales incident 1 again (named: two are open). 0.21.0, the channel's
+    # sender, renders the root from the incident whose latest event carries `scale`, then its
+    # consumer applies re-notifications to that incident below.
+    await deliver(new, slash(f"scale {RUNNER} +{NEW_ADDS} 1"))
+    await eventually(lambda: min_runners(kube) == SCALED, what="scaled by the next version")
+    await eventually(
+        lambda: f"by +{NEW_ADDS}" in text_of(root(slack, first.ts)),
+        what="the next version's scale-up on 0.21.0's root",
+    )
+    assert scales_recorded(store) == [None, NEW_ADDS], "0.21.0's event in words, the next's too"
 
     # Incident 1 re-notified to each replica in turn, one at a time, until the consumers of
     # both versions (one consumer group) have applied some: whichever has waited longest for
@@ -338,11 +390,18 @@ async def side_by_side(
         await eventually(lambda: drained(store), what=f"re-notification {wait} applied")
         after = [await applied(old), await applied(new)]
         by_version = [a - b for a, b in zip(after, before, strict=True)]
-    assert sum(by_version) == sent, f"applied by 0.20.0, next: {by_version} of {sent}"
-    last = f"{200 + sent - 1} min"
-    await eventually(lambda: last in text_of(root(slack, first.ts)), what="the last shown")
+    assert sum(by_version) == sent, f"applied by {PREVIOUS}, next: {by_version} of {sent}"
+    longest = 200 + sent - 1
+    await eventually(
+        lambda: f"{longest} min" in text_of(root(slack, first.ts)), what="the last shown"
+    )
 
-    # 0.20.0 acknowledges incident 2, the next version resolves it; 0.20.0, still the channel's
+    # Both read every timeline for the capacity report, 0.21.0 one with a `scale` it ignores.
+    for process in (old, new):
+        await deliver(process, slash("report"))
+    await eventually(lambda: reports(slack) == 2, what="a report from each")
+
+    # 0.21.0 acknowledges incident 2, the next version resolves it; 0.21.0, still the channel's
     # sender, shows both.
     second = roots(slack)[1]
     await deliver(old, press(button_value(second, "incident_ack"), "incident_ack", second.ts))
@@ -357,11 +416,11 @@ async def side_by_side(
         what="statuses while both run",
         timeout=20,
     )
-    return second
+    return second, longest
 
 
 async def stopped_with_sigterm(old: BotProcess, slack: Slack, first: Any) -> None:
-    """0.20.0 stops right after accepting a notification, which is shown all the same."""
+    """0.21.0 stops right after accepting a notification, which is shown all the same."""
     await notify(old, "grafana", renotified(fixture_json(FIRING), wait=150))
     old.signal(signal.SIGTERM)
     # uvicorn re-raises SIGTERM once it has shut down, so the status is 0 or -SIGTERM.
@@ -378,8 +437,8 @@ async def next_release_alone(
     first: Any,
     unsilence: str,
 ) -> None:
-    """The next version carries incident 1 on: the same root, 0.20.0's Remove silence, the
-    statuses, the resolve's summary and the put-back of 0.20.0's scale-up."""
+    """The next version carries incident 1 on: the same root, 0.21.0's Remove silence, the
+    statuses, the resolve's summary and the put-back of both scale-ups, 0.21.0's and its own."""
     statuses_before = statuses_shown(slack, first.ts)
     await notify(new, "grafana", renotified(fixture_json(FIRING), wait=171))
     await eventually(lambda: "171 min" in text_of(root(slack, first.ts)), what="171 shown")
@@ -387,20 +446,37 @@ async def next_release_alone(
     await deliver(new, press(unsilence, "incident_unsilence", first.ts))
     await eventually(
         lambda: [s["status"]["state"] for s in grafana.silences.values()] == ["expired"],
-        what="0.20.0's silence removed with 0.20.0's button",
+        what=f"{PREVIOUS}'s silence removed with {PREVIOUS}'s button",
     )
     await eventually(
         lambda: statuses_shown(slack, first.ts) >= statuses_before + 2,
         what="statuses after the handover",
         timeout=15,
     )
-    assert kube.sets[SCALE_SET]["spec"]["minRunners"] == 5, "incident 1's scale-up holds"
+    assert min_runners(kube) == SCALED, "incident 1's scale-ups hold"
     await notify(new, "grafana", fixture_json(RESOLVED))
     await eventually(lambda: "Resolved" in text_of(root(slack, first.ts)), what="1 resolved")
-    await eventually(
-        lambda: kube.sets[SCALE_SET]["spec"]["minRunners"] == 0, what="the scale-up put back"
-    )
+    await eventually(lambda: min_runners(kube) == 0, what="the scale-ups put back")
     await eventually(lambda: len(events(slack, first.ts)) == len(EVENTS_1), what="all said")
+    [put_back] = [text for text in events(slack, first.ts) if text.startswith(PUT_BACK)]
+    assert f"minRunners {SCALED} → 0" in put_back, "both scale-ups went back at once"
+
+
+def summarized(slack: Slack, first_ts: str, peak_wait: int) -> None:
+    """Incident 1's summary, by the next version from what both wrote: both scale-ups among what
+    was done, the one put-back of them still to come, the peak 0.21.0 and it recorded (the
+    alert's figure, as the alert names no runner type's queue)."""
+    [summary] = [
+        m
+        for m in slack.emulator.thread(CHANNEL, first_ts)
+        if m.text.startswith("Incident 1 resolved after")
+    ]
+    said = text_of(summary)
+    for adds in (OLD_ADDS, NEW_ADDS):
+        assert f"Scaled {RUNNER} by +{adds}" in said, said
+    assert f"minRunners {SCALED} goes back to 0" in said, said
+    assert f"Peak longest wait: *{peak_wait} min*" in said, said
+    assert "Peak queued jobs (as the alert said): *14*" in said, said
 
 
 def nothing_duplicated_or_lost(slack: Slack, first_ts: str, second_ts: str) -> None:
@@ -409,7 +485,9 @@ def nothing_duplicated_or_lost(slack: Slack, first_ts: str, second_ts: str) -> N
     assert "acknowledged by" in final and "incident_" not in final, "resolved, no buttons"
     once_each(events(slack, first_ts), EVENTS_1)
     once_each(events(slack, second_ts), EVENTS_2)
-    once_each(ephemeral_texts(slack), ANSWERS)
+    answers = ephemeral_texts(slack)
+    once_each([text for text in answers if not text.startswith(REPORT)], ANSWERS)
+    assert reports(slack) == 2, answers
     times = status_times(slack, first_ts)
     assert len(times) == statuses_shown(slack, first_ts)
     # One status an interval, whichever replicas tick: two for one interval would add one for
