@@ -38,6 +38,7 @@ FOLLOWED_MINS = 20.0  # a warning the alert follows within this long was not for
 WARM_UP_MINS = 15.0
 NOISY_AT = 12  # the noisy fleet's runners, all busy, at its maximum
 NOISY_QUEUED = (3, 10)  # ... and its queue, anywhere from none to this many jobs at each reading
+BUILD_ALERT_QUEUED = 30.0  # the noisy builds' rule: ten minutes or more of building before it
 
 
 class Clock:
@@ -178,6 +179,29 @@ def noisy_day(seed: int, most: int) -> int:
     return warnings
 
 
+def noisy_build(seed: int, rate: float, most: int) -> float | None:
+    """A fleet at its maximum whose queue wanders between none and `most` jobs for 40 minutes,
+    then builds by `rate` jobs a minute on top of that wander, under a rule firing at
+    `BUILD_ALERT_QUEUED` queued: how many minutes before its queue reached that the warning
+    came (None: not before)."""
+    rng = random.Random(seed)
+    threshold = BUILD_ALERT_QUEUED
+    warner = Warner(Thresholds(queued=threshold))
+    for minute in range(120):
+        built = max(minute - 40, 0) * rate
+        queued = float(rng.randint(0, most)) + built
+        now = RunnerTypeMetrics(
+            queued=queued, busy=NOISY_AT, registered=NOISY_AT, maximum=NOISY_AT,
+            job_duration_mins=6.0,
+        )  # fmt: skip
+        at = EPOCH + timedelta(minutes=minute)
+        warned = warner.starts("linux.2xlarge", now, at, NOISY_AT + queued)
+        crossed_at = 40 + (threshold - most / 2) / rate  # the build's middle crosses here
+        if warned and minute >= 40:
+            return crossed_at - minute if minute < crossed_at else None
+    return None
+
+
 def measure() -> dict[str, object]:
     demo = replay(DEMO_BURSTS, 60, reading_s=30)
     demo_minutely = replay(DEMO_BURSTS, 60)
@@ -199,6 +223,10 @@ def measure() -> dict[str, object]:
         },
         "normal_false_per_day": [run.false_warnings() for run in normal],
         "normal_warnings_per_day": [len(run.warnings) for run in normal],
+        "noisy_builds": {
+            (rate, most): sum(noisy_build(seed, rate, most) is not None for seed in range(40))
+            for rate, most in ((2.0, 4), (3.0, 4), (3.0, 10))
+        },
         "bursty_leads": bursty.leads(),
         "bursty_false": bursty.false_warnings(),
         "bursty_firings": bursty.firings,
@@ -222,6 +250,13 @@ def main() -> None:
         print(
             f"  at its maximum, queue wandering 0-{most} jobs, 5 seeded days: false warnings "
             f"per day {days}"
+        )
+    builds = found["noisy_builds"]
+    assert isinstance(builds, dict)
+    for (rate, most), warned in builds.items():
+        print(
+            f"  a build of +{rate:.0f} jobs/min on a queue wandering over 0-{most} jobs at its "
+            f"maximum: warned before {BUILD_ALERT_QUEUED:.0f} queued in {warned} of 40 seeds"
         )
     print(
         f"  bursty day: leads {found['bursty_leads']}, fired {found['bursty_firings']}, "

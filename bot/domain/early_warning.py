@@ -10,17 +10,18 @@ it. The model, per runner type, from its last few readings:
   `T_MIN` standard errors above flat, and at least `MIN_RISE` jobs from the window's first
   reading to its last. Five readings alone misjudge their own scatter often enough (a wander
   that happens to line up looks like a line with no scatter: a queue wandering over ten jobs
-  warned six times a day), so the standard error is never taken as less than the readings'
-  noise measured over the last `NOISE_READINGS`: how far each reading strays from the line
-  through its two neighbours (a steady rise, and the one bend where it begins, stray not at
-  all; the median ignores that bend). A queue wandering over a few jobs in any order never
-  draws such a line (the fitted rise of values in a range of `r` jobs is at most 1.2 `r` over
-  five readings); three rises in a row, which noise makes every few dozen readings, are not
-  evidence. A
-  warning also needs at least `MIN_QUEUED` jobs queued now, unless the crossing comes before a
-  runner asked for now could boot (a surge onto idle runners: waiting for a queue would leave
-  nothing to act on). The growth is that slope, or arrivals minus completions where the backend
-  counts them and they say less.
+  warned six times a day), so the slope must also stand `T_NOISE` standard errors above flat
+  at the readings' noise measured over the last `NOISE_READINGS`: how far each reading strays
+  from the line through its two neighbours (a steady rise strays not at all, the one bend where
+  it begins is outvoted by the median; a reading that repeats the one before, a backend not yet
+  refreshed, is left out, as a rise read in steps would stray like noise). A queue wandering
+  over a few jobs in any order never draws such a line (the fitted rise of values in a range of
+  `r` jobs is at most 1.2 `r` over five readings); three rises in a row, which noise makes every
+  few dozen readings, are not evidence. A warning also needs at least `MIN_QUEUED` jobs queued
+  now, unless the crossing comes before a runner asked for now could boot (a surge onto idle
+  runners: waiting for a queue would leave nothing to act on). The growth is arrivals minus
+  completions where the backend counts both, as the incident's recommendation reads it, else
+  that slope.
 - **Capacity** is the runners now (the most of registered and busy: a reading can lag a
   runner's registration), and the type's maximum once a boot time has
   passed (the autoscaler adds runners up to it; unknown maximum: the runners now).
@@ -53,7 +54,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.forecast import DRAIN_TARGET_MINS, metrics_outlook
+from bot.domain.forecast import DRAIN_TARGET_MINS, finite, metrics_outlook
 from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
@@ -65,6 +66,12 @@ WINDOW = 5
 # freedom at about 0.5% one-sided (noise passes ~1 window in 200; 3.0 let ~1 in 35 through:
 # 16 false warnings a day for a queue wandering over 6 jobs, 3 now).
 T_MIN = 6.0
+# Standard errors the slope must stand above flat at the noise of the last readings: measured
+# over some thirty of them, it is known well enough for a normal's tail (4: 0.003% one-sided).
+# `make bench`: a build of +2 jobs/min on a queue wandering over 4 jobs is warned before 30 are
+# queued in 19 seeds of 40 (6: 5; the fit's bar alone: 34, but 2 to 9 false warnings a day on
+# a queue wandering over 10 jobs); 3 let about one false warning a day through.
+T_NOISE = 4.0
 # Readings the noise is measured over: half an hour at the default reading interval. A dozen
 # still let a queue wandering over ten jobs warn about once in two days (the median of ten
 # strays is itself noisy); thirty, none in twenty simulated days of wanders over 10 to 40 jobs.
@@ -197,7 +204,7 @@ def forecast(
     if growth is None or (not sustained and growth < MIN_GROWTH):
         return None
     registered = _runners(now)
-    maximum = _known(now.maximum)
+    maximum = finite(now.maximum)
     crossing = _crossing(now, current, growth, registered, thresholds, boot_mins, horizon_mins)
     if crossing is None:
         return None
@@ -241,23 +248,27 @@ def gauges_in_system(gauges: dict[str, float]) -> float:
 
 
 def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool) -> float | None:
-    """Jobs in the system per minute over the last `WINDOW` readings, or None without the
-    evidence of a build (a standing warning needs none: its growth, floored at none, only says
-    whether the crossing still comes). Arrivals minus completions, where the backend counts
-    them (in its own minutes, which a compressed demo fleet keeps), caps it: a surge shows in
-    both, a wander of the gauge in the line alone."""
+    """Jobs in the system per minute, or None without the evidence of a build over the last
+    `WINDOW` readings (a standing warning needs none: its growth, floored at none, only says
+    whether the crossing still comes): arrivals minus completions where the backend counts both
+    (in its own minutes, which a compressed demo fleet keeps), the growth the root, a status and
+    the scale modal advise on, else the line's slope."""
     window = points[-WINDOW:]
     fit = _fit(window) if len(window) == WINDOW else None
     if fit is None:
         return None
     slope, error = fit
-    error = max(error, _noise(points[-NOISE_READINGS:]) / _spread(window) ** 0.5)
+    # A reading that repeats the one before is a backend not refreshed yet: a rise read in such
+    # steps would stray like noise.
+    noise = _noise(_refreshed(points[-NOISE_READINGS:])) / _spread(window) ** 0.5
     span = (window[-1].at - window[0].at).total_seconds() / 60
-    if not sustained and (slope * span < MIN_RISE or slope < T_MIN * error):
+    evident = slope >= T_MIN * error and slope >= T_NOISE * noise and slope * span >= MIN_RISE
+    if not sustained and not evident:
         return None
     growth = slope
-    if now.arrival_per_min is not None and now.completed_per_min is not None:
-        growth = min(growth, now.arrival_per_min - now.completed_per_min)
+    arrivals, completions = finite(now.arrival_per_min), finite(now.completed_per_min)
+    if arrivals is not None and completions is not None:
+        growth = arrivals - completions  # as the recommendation reads it (`metrics_outlook`)
     if not math.isfinite(growth):
         return None
     return max(growth, 0.0) if sustained else growth
@@ -288,6 +299,16 @@ def _spread(points: Sequence[Point]) -> float:
     return sum((x - mean_x) ** 2 for x in xs)
 
 
+def _refreshed(points: Sequence[Point]) -> list[Point]:
+    """The readings without those that repeat the one before (a backend read more often than it
+    refreshes repeats itself)."""
+    kept = list(points[:1])
+    for point in points[1:]:
+        if point.in_system != kept[-1].in_system:
+            kept.append(point)
+    return kept
+
+
 def _noise(points: Sequence[Point]) -> float:
     """The readings' own noise, in jobs (a standard deviation; 0 with too few readings): the
     median of how far each reading strays from the line through its two neighbours, scaled to
@@ -310,15 +331,10 @@ def _noise(points: Sequence[Point]) -> float:
     return 1.4826 * median
 
 
-def _known(value: float | None) -> float | None:
-    """A gauge the forecast can use: None for one not read, NaN or infinite."""
-    return value if value is not None and math.isfinite(value) else None
-
-
 def _runners(now: RunnerTypeMetrics) -> float:
     """The runners serving the type now: those registered, and never fewer than are busy (the
     two gauges are read a moment apart; a busy runner is a runner)."""
-    registered, busy = _known(now.registered), _known(now.busy)
+    registered, busy = finite(now.registered), finite(now.busy)
     return max(registered or 0.0, busy or 0.0, 0.0)
 
 
@@ -339,12 +355,12 @@ def _crossing(
     minute a minute, whatever the queue. Without a job duration it is that alone. A wait "over"
     a bound is a floor, not a cap; the slowest recent start (ARC's metrics) is no queued job's
     age, so it neither caps nor floors anything: the forecast reads as if no wait was read."""
-    maximum = _known(now.maximum)
+    maximum = finite(now.maximum)
     maximum = maximum if maximum is not None else registered
-    duration = _known(now.job_duration_mins)
+    duration = finite(now.job_duration_mins)
     if duration is not None and duration <= 0:
         duration = None
-    waited = None if now.wait_of_starts else _known(now.longest_wait_mins)
+    waited = None if now.wait_of_starts else finite(now.longest_wait_mins)
     steps = int(horizon_mins / STEP_MINS)
     for step in range(steps + 1):
         t = step * STEP_MINS

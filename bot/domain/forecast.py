@@ -37,8 +37,8 @@ def runners_to_drain(
 ) -> Recommendation | None:
     """Extra runners that would drain `queued` jobs within `within_mins`; None when nothing
     queues (or nothing is known: a NaN or infinite gauge is not known)."""
-    queued, job_duration_mins = _finite(queued), _finite(job_duration_mins)
-    arrival_per_min, completion_per_min = _finite(arrival_per_min), _finite(completion_per_min)
+    queued, job_duration_mins = finite(queued), finite(job_duration_mins)
+    arrival_per_min, completion_per_min = finite(arrival_per_min), finite(completion_per_min)
     if queued is None or queued <= 0:
         return None
     if job_duration_mins is None or job_duration_mins <= 0:
@@ -194,24 +194,24 @@ def metrics_outlook(
     """`outlook` of one runner type's reading: its rates and job duration, the runners the
     autoscaler asked for that are not up yet (desired beyond registered), and its maximum."""
     running = _most(metrics.registered, metrics.busy)
-    desired = _finite(metrics.desired)
+    desired = finite(metrics.desired)
     booting = 0.0
     if desired is not None and running is not None:
         booting = max(desired - running, 0.0)
     return outlook(
-        _finite(metrics.queued),
-        arrival_per_min=_finite(metrics.arrival_per_min),
-        completion_per_min=_finite(metrics.completed_per_min),
-        slope_per_min=_finite(slope_per_min),
-        job_duration_mins=_finite(metrics.job_duration_mins),
+        finite(metrics.queued),
+        arrival_per_min=finite(metrics.arrival_per_min),
+        completion_per_min=finite(metrics.completed_per_min),
+        slope_per_min=finite(slope_per_min),
+        job_duration_mins=finite(metrics.job_duration_mins),
         within_mins=within_mins,
         booting=booting,
-        maximum=_finite(metrics.maximum),
+        maximum=finite(metrics.maximum),
         running=running,
     )
 
 
-def _finite(value: float | None) -> float | None:
+def finite(value: float | None) -> float | None:
     """A gauge as a number to reckon with: None for one not read, NaN or infinite (a backend's
     division by a zero rate)."""
     return value if value is not None and math.isfinite(value) else None

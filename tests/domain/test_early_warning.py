@@ -219,15 +219,19 @@ def test_a_queue_wandering_over_many_jobs_warns_not_once_in_three_days(most: int
     rate=st.floats(2.5, 5),
     noise=st.lists(st.floats(-1, 1), min_size=12, max_size=12),
     at_max=st.integers(1, 200),
+    before=st.lists(st.floats(0, 2), max_size=NOISE_READINGS),
 )
 def test_a_steady_rise_warns_within_ten_readings(
-    rate: float, noise: list[float], at_max: int
+    rate: float, noise: list[float], at_max: int, before: list[float]
 ) -> None:
     """+2.5 to +5 jobs a minute at the maximum, each reading off by up to a job either way:
     warned by the tenth reading. (Readings a whole job off every time, the noise at its worst,
     put a five-minute slope's standard error at a third of a job a minute: +1.5 stands less than
     the six it takes, and a queue that slow is the alert's to catch.)"""
-    past: list[Point] = []
+    # Up to half an hour before it, a queue wandering over two jobs: the noise the rise is
+    # held to.
+    start = NOW - timedelta(minutes=len(before))
+    past = [Point(start + timedelta(minutes=i), at_max + q) for i, q in enumerate(before)]
     warned_at = None
     for i, off in enumerate(noise):
         at = NOW + timedelta(minutes=i)
