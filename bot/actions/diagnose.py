@@ -19,8 +19,8 @@ from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS, ScaleUp
 from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.forecast import DRAIN_TARGET_MINS
-from bot.domain.incident_fleet import incident_fleet
-from bot.domain.incidents import Event, Incident, diagnosed, scale_of, with_action
+from bot.domain.incident_fleet import as_snapshot, incident_fleet
+from bot.domain.incidents import Event, Incident, diagnosed, scale_of, with_action, with_live
 from bot.domain.jobs import JobsView, surging
 from bot.domain.routes import Routing
 from bot.fleet.jobs import JobsWatch
@@ -159,7 +159,7 @@ def _record(
         if snapshot.is_live and (incident.live is None or snapshot.at >= incident.live.at):
             # The root shows the numbers diagnostics read: one "now" in the thread and above it
             # (after a scale-up, busy 30/30 on both, not 20/20 on the root).
-            updated = updated.model_copy(update={"live": snapshot})
+            updated = with_live(updated, snapshot, as_snapshot(updated, snapshot, snapshot.at))
         report = render_diagnostics(
             updated, diagnosis, snapshot, by=person(actor.user_id, name), jobs=view
         )

@@ -516,6 +516,14 @@ def record_status(
     return incident.model_copy(update=update)
 
 
+def with_live(incident: Incident, live: FleetSnapshot, seen: Snapshot) -> Incident:
+    """The incident showing a newer live reading taken between statuses (diagnostics'), `seen`
+    its compact form: its peaks count it, as every number a surface showed is one the summary
+    may be asked about (the trend stays the statuses')."""
+    update = {"live": live, **peaks_seen(incident, seen.numbers, seen.runner_types)}
+    return incident.model_copy(update=update)
+
+
 def with_status(trend: Trend, snapshot: Snapshot) -> Trend:
     """The trend with one more status's snapshot, keeping the latest TREND_POINTS."""
     return trend.appended(

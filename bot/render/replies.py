@@ -154,17 +154,19 @@ def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Re
     that place meanwhile (diagnostics read the fleet between the decision and the post), the
     headline is that reading's too, so one reply never shows two readings."""
     view = incident.live if shown.live else None
-    current = shown.current
+    current, drain, since = shown.current, shown.drain, shown.since
     if view is not None and view.is_live and view.at != current.at:
-        current = as_snapshot(incident, view, view.at)
+        # What was decided of the older reading (drained so far, nothing new since) is not
+        # said of this one.
+        current, drain, since = as_snapshot(incident, view, view.at), None, None
     return render_status(
         incident,
         previous=shown.previous,
         current=current,
         now=now,
         view=view,
-        drain=shown.drain,
-        since=shown.since,
+        drain=drain,
+        since=since,
         within_mins=shown.within_mins,
         trend=incident.trend,
     )

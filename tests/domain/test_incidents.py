@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from bot.domain.alerts import QueueNumbers, RunnerQueue, Source, parse_notification
 from bot.domain.delivery import Delivery, delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     TREND_POINTS,
     Change,
@@ -39,9 +40,11 @@ from bot.domain.incidents import (
     open_incident,
     record_status,
     resolve_manually,
+    with_live,
 )
 from bot.domain.trend import Trend
 from bot.storage.incident_store import state_json
+from tests.support.incidents import make_incident
 from tests.support.payloads import fixture_json
 
 T0 = datetime(2025, 12, 1, 2, 30, tzinfo=UTC)
@@ -684,3 +687,20 @@ def test_numbers_per_runner_type_are_stored_under_short_keys_and_0_7_state_still
     assert len(stored) < len(as_0_7)
     assert Incident.model_validate_json(stored) == incident
     assert Incident.model_validate_json(as_0_7) == incident
+
+
+def test_a_reading_diagnostics_showed_between_statuses_counts_in_the_peaks() -> None:
+    """A status on 20 queued, then diagnostics read 30 (the root and the report showed it),
+    then a status on 5: the summary's peak is the 30 someone saw, for the total and the type."""
+    incident = make_incident()
+    for minute, queued, diagnosed in ((10, 20, False), (12, 30, True), (20, 5, False)):
+        at = T0 + timedelta(minutes=minute)
+        metrics = RunnerTypeMetrics(queued=queued, longest_wait_mins=10)
+        live = FleetSnapshot(at=at, source="prometheus", runner_types={"linux.2xlarge": metrics})
+        seen = as_snapshot(incident, live, at)
+        if diagnosed:
+            incident = with_live(incident, live, seen)
+        else:
+            incident = record_status(incident, seen, live=live)
+    assert incident.peak.max_queue_size == 30
+    assert incident.peak_types["linux.2xlarge"].queued == 30

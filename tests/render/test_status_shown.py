@@ -97,8 +97,10 @@ def test_a_reading_that_lands_between_the_decision_and_the_post_is_the_whole_rep
     decided = reading(decided_at, 20)
     current = as_snapshot(incident, decided, decided_at)
     recorded = record_status(incident, current, live=decided)
-    shown = StatusShown(current=current, live=True)
+    # Decided as a quiet status (nothing new since the last) on its way to drained.
+    shown = StatusShown(current=current, live=True, drain=(1, 3), since=decided_at)
     diagnosed = recorded.model_copy(update={"live": reading(read_at, 30)})
     text = str(render_shown(diagnosed, shown, now=read_at).blocks)
+    assert "drained" not in text and "No meaningful change" not in text
     assert "Queued jobs: *30*" in text and f"{name}: *30* queued" in text
     assert "Queued jobs: *20*" not in text and "*20* queued" not in text
