@@ -14,11 +14,12 @@ it: `incident_id_of(message)` reads it back from the message Slack sends with th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from bot.domain.fleet import FleetSnapshot, source_name, worst_first
+from bot.domain.alerts import RunnerQueue
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.headline import Headline, headline, shown_live
 from bot.domain.incidents import Incident, queued_total, sums_types
@@ -231,7 +232,12 @@ def _number_fields(incident: Incident) -> list[str]:
             "Queued jobs",
             queued,
             peak.max_queue_size if alike else None,
-            _against(size_threshold, current.queue_size_over, number),
+            _against(
+                size_threshold,
+                current.queue_size_over,
+                number,
+                summed=_summed(incident.runner_types.values()),
+            ),
             number,
             peak_label=peak_queued_label(incident),
         ),
@@ -285,7 +291,8 @@ def _live_fields(incident: Incident, head: Headline) -> list[str]:
         against = _against(time_threshold, None, minutes)
         items.append(f"{label.capitalize()}: *{amount}*" + _notes([against] if against else []))
     if head.queued is not None:
-        notes = [_against(size_threshold, None, number)]
+        live_types = head.live.runner_types.values() if head.live is not None else ()
+        notes = [_against(size_threshold, None, number, summed=_summed(live_types))]
         if missing:  # a sum without them would read as fewer than there are
             notes.append(f"{len(missing)} runner types unread")
         items.append(f"Queued jobs: *{number(head.queued)}*" + _notes([n for n in notes if n]))
@@ -293,15 +300,28 @@ def _live_fields(incident: Incident, head: Headline) -> list[str]:
 
 
 def _against(
-    threshold: float | None, over: bool | None, shown: Callable[[float], str]
+    threshold: float | None,
+    over: bool | None,
+    shown: Callable[[float], str],
+    *,
+    summed: int = 1,
 ) -> str | None:
     """The number against its threshold: where it is, or, from a rule that says only whether it
-    was crossed, that."""
+    was crossed, that. A queue `summed` over several runner types is not what the rule holds
+    to its threshold (a type's queue is): said so, or 4 + 10 queued against 12 reads crossed."""
+    each = " for a runner type" if summed > 1 else ""
     if threshold is not None:
-        return f"threshold {shown(threshold)}"
+        return f"threshold {shown(threshold)}{each}"
     if over is None:
         return None
+    if summed > 1:
+        return "a type over the rule's threshold" if over else "no type over the rule's threshold"
     return "over the rule's threshold" if over else "under the rule's threshold"
+
+
+def _summed(types: Iterable[RunnerQueue | RunnerTypeMetrics]) -> int:
+    """How many runner types' queues a headline total adds up."""
+    return sum(1 for queue in types if queue.queued is not None)
 
 
 def _metric(

@@ -290,7 +290,7 @@ def test_key_numbers_against_what_the_rule_said_of_its_thresholds() -> None:
     numbers = [f["text"] for block in root.blocks for f in block.get("fields", ())]
     assert numbers == [
         "Longest wait: *114 min* (over the rule's threshold)",
-        "Queued jobs: *14* (under the rule's threshold)",
+        "Queued jobs: *14* (no type over the rule's threshold)",
     ]
 
 
@@ -301,7 +301,7 @@ def test_key_numbers_against_thresholds_a_rule_states() -> None:
     fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
     assert fields == [
         "Longest wait: *114 min* (threshold 60 min)",
-        "Queued jobs: *14* (threshold 20)",
+        "Queued jobs: *14* (threshold 20 for a runner type)",
     ]
 
 
@@ -311,7 +311,7 @@ def test_peak_is_shown_when_it_differs_from_now() -> None:
     )
     fields = [f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())]
     assert fields[0] == "Longest wait: *90 min* (threshold 60 min, peak 130 min)"
-    assert fields[1] == "Queued jobs: *14* (threshold 20)"
+    assert fields[1] == "Queued jobs: *14* (threshold 20 for a runner type)"
 
 
 def test_the_peak_queue_goes_beside_the_alerts_only_as_the_same_quantity() -> None:
@@ -772,7 +772,7 @@ def test_a_live_reading_replaces_the_alerts_headline_never_beside_it() -> None:
     assert label.startswith("*Now* · live from the HUD at <!date^")
     assert numbers == [
         "Longest wait: *114 min* (threshold 60 min)",
-        "Queued jobs: *9* (threshold 20)",
+        "Queued jobs: *9* (threshold 20 for a runner type)",
     ]
     shown = "\n".join(root_texts(incident))
     assert "97 min" not in shown and "*23*" not in shown
@@ -795,7 +795,7 @@ def test_a_live_reading_without_numbers_for_the_incident_leaves_the_alerts_headl
     )
     label, numbers = headline(make_incident(live=empty))
     assert label.startswith("*As the alert says*")
-    assert numbers[1] == "Queued jobs: *14* (under the rule's threshold)"
+    assert numbers[1] == "Queued jobs: *14* (no type over the rule's threshold)"
 
 
 def test_a_status_says_a_wait_over_the_top_bucket_as_over_and_a_start_as_a_start() -> None:
@@ -843,3 +843,20 @@ def test_a_drained_incident_shows_its_worst_seen_as_its_summary_does() -> None:
     assert "*Worst seen*" in root and "Peak queued jobs: *28*" in root
     assert "36" not in root
     assert "Peak queued jobs: *28*" in summary
+
+
+def test_a_threshold_is_said_of_what_the_rule_holds_to_it() -> None:
+    """The rule holds a runner type's queue to its threshold: beside one type's queue it is the
+    threshold; beside a total over several (4 + 10 against 12), it is a type's, or 14 against
+    12 would read as crossed when no type was."""
+    one = {"linux.2xlarge": RunnerQueue(queued=14, longest_wait_mins=20)}
+    two = {
+        "linux.2xlarge": RunnerQueue(queued=4, longest_wait_mins=20),
+        "linux.g5.4xlarge.nvidia.gpu": RunnerQueue(queued=10, longest_wait_mins=30),
+    }
+    for types, said in ((one, "(threshold 12)"), (two, "(threshold 12 for a runner type)")):
+        incident = make_incident(numbers=QueueNumbers(30, 10, 60, 12), runner_types=types)
+        fields = [
+            f["text"] for b in render_root(incident, now=T0).blocks for f in b.get("fields", ())
+        ]
+        assert f"Queued jobs: *14* {said}" in fields, fields
