@@ -60,7 +60,7 @@ class ScaleDone(BaseModel):
     runner_type: str
     added: int
     by: str
-    at: datetime | None
+    at: datetime | None = None
     field: str = ""
 
 
