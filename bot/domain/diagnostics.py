@@ -167,7 +167,14 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
         advice = _named_advice(found, finding, types[finding.runner_type], evidence, snapshot)
         lead = finding.check(found.cause.value)
         return Diagnosis(
-            findings, found.cause, "high", why, advice, finding.runner_type, lead, snapshot.source
+            findings,
+            found.cause,
+            "high",
+            why,
+            advice,
+            lead_type=finding.runner_type,
+            lead=lead,
+            source=snapshot.source,
         )
     cause, confidence, why = _likely_cause(findings)
     lead_finding = _resting(findings, cause)
@@ -177,7 +184,16 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
     worst = lead_finding or findings[0]
     advice = _recommend(worst, types[worst.runner_type], cause, evidence, snapshot)
     lead_type = worst.runner_type if lead else ""
-    return Diagnosis(findings, cause, confidence, why, advice, lead_type, lead, snapshot.source)
+    return Diagnosis(
+        findings,
+        cause,
+        confidence,
+        why,
+        advice,
+        lead_type=lead_type,
+        lead=lead,
+        source=snapshot.source,
+    )
 
 
 # When several causes are named, the one whose fix comes first: a stalled listener or a failing
