@@ -13,10 +13,12 @@ from bot.domain.durations import is_silence_length, span_seconds
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
+from bot.domain.runner_names import runner_key
+from bot.domain.trend import Trend
 from bot.domain.units import number, wait_said
 from bot.domain.whole_numbers import ascii_whole
 from bot.render.mrkdwn import slack_date, truncate
-from bot.render.queue import type_lines
+from bot.render.queue import EMPTY, type_lines
 from bot.render.root import escape
 
 HELP = """*`/queue`* — the live queue by runner type (in a team's channel, the types it owns), \
@@ -254,12 +256,26 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
         if reading.error:
             head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
         none = "_None of this channel's runner types is known._" if others else ""
-        lines = type_lines(fleet, top=LIVE_TYPES, within_mins=core.within_mins)
+        trend = _trend_of(fleet, await core.open_incidents(MAX_SCAN))
+        lines = type_lines(fleet, trend, top=LIVE_TYPES, within_mins=core.within_mins)
         lines = lines or [none or "_No runner type is known._"]
         if others:
             lines.append(_others_line(core, others))
         head += "\n" + "\n".join(lines)
     return await _open_here(core, channel, _fit(head))
+
+
+def _trend_of(fleet: FleetSnapshot, incidents: list[Incident]) -> Trend:
+    """The trend of the open incident that shows most of these runner types: the slope its
+    root's advice reads where the backend does not count arrivals and completions, so `/queue`
+    advises the same +N (none open: no trend, the reading alone)."""
+    listed = {runner_key(name) for name in fleet.runner_types}
+
+    def shared(incident: Incident) -> int:
+        return len(listed & {runner_key(name) for name in incident.shown_types})
+
+    best = max(incidents, key=shared, default=None)
+    return best.trend if best is not None and shared(best) else EMPTY
 
 
 def _only(fleet: FleetSnapshot, names: set[str]) -> FleetSnapshot:

@@ -4,7 +4,8 @@ how to write it."""
 from __future__ import annotations
 
 import contextlib
-from datetime import UTC, datetime
+import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -15,12 +16,19 @@ from bot.actions.commands import (
     MAX_LINES,
     Command,
     CommandError,
+    _trend_of,
     parse_command,
     parse_duration,
     run_command,
 )
 from bot.actions.core import ActionCore, Actor
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.incident_fleet import as_snapshot
+from bot.domain.incidents import record_status
+from bot.render.queue import EMPTY, type_lines
+from bot.render.root import render_root
 from tests.support.cores import action_core
+from tests.support.incidents import T0, make_incident
 from tests.support.root_headline import headline_cases, root_headline
 
 
@@ -351,3 +359,24 @@ def test_any_text_is_a_command_or_says_what_is_wrong(text: str) -> None:
         command = parse_command(text)
         assert command.seconds is None or 60 <= command.seconds <= 7 * 86_400
         assert command.count is None or 1 <= command.count <= 9999
+
+
+def test_queue_advises_on_the_trend_of_the_incident_showing_its_types() -> None:
+    """Where the backend does not count arrivals and completions, the root's advice reads its
+    incident's trend: `/queue` reads the same one for the types that incident shows, so it
+    says the same +N (an incident showing other types, or none open: no trend)."""
+    name = "linux.2xlarge"
+    incident = make_incident(runner_types={})
+    for minute, queued in ((0, 10), (10, 20), (20, 30)):
+        at = T0 + timedelta(minutes=minute)
+        metrics = RunnerTypeMetrics(queued=queued, job_duration_mins=30.0)
+        live = FleetSnapshot(at=at, source="hud", runner_types={name: metrics})
+        incident = record_status(incident, as_snapshot(incident, live, at), live=live)
+    other = make_incident(id="13", runner_types={}, live=None)
+    assert live is not None
+    trend = _trend_of(live, [other, incident])
+    assert trend == incident.trend and _trend_of(live, [other]) is EMPTY
+    [queue_line] = type_lines(live, trend)
+    root = json.dumps(render_root(incident, now=T0 + timedelta(minutes=20)).blocks)
+    advice = queue_line.split(" · ")[-1]
+    assert "growing" in advice and advice in root.replace("\\u00b7", "·"), (advice, root)
