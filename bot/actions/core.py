@@ -23,7 +23,8 @@ from bot.actions.warnings import Warnings
 from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.routes import Routing
-from bot.render.root import escape, render_event, render_summary
+from bot.render.replies import summaries
+from bot.render.root import escape, render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, summary_replies
 
 __all__ = ["ActionCore", "Actor", "Outcome"]
@@ -146,7 +147,7 @@ def _resolve(actor: Actor, name: str) -> Decide:
         )
         resolved = resolve_manually(incident, by=actor.user_id, name=name, now=now)
         updated = with_action(resolved, event)
-        summary = render_summary(updated, [*timeline, event], now=now)
+        summary = summaries(updated, [*timeline, event], now=now)
         replies = summary_replies(BAND_ACTION, summary, updated)
         commit = Commit(updated, events=(event,), replies=replies, stop_status=True)
         return Decision(Outcome(True, f"You resolved incident {incident.id}."), commit)

@@ -41,7 +41,8 @@ from bot.domain.incidents import (
 )
 from bot.domain.routes import Route, channel_for
 from bot.domain.runner_names import RunnerNames
-from bot.render.root import render_event, render_summary
+from bot.render.replies import summaries
+from bot.render.root import render_event
 from bot.storage.incident_store import (
     BAND_EVENT,
     Commit,
@@ -401,7 +402,7 @@ class Intake:
         if change is Change.RESOLVED:
             # The summary is rendered now, from the timeline so far plus this event.
             events = [*await self._store.events(incident.id), event]
-            summary = render_summary(incident, events, now=now)
+            summary = summaries(incident, events, now=now)
             replies = summary_replies(BAND_EVENT, summary, incident)
             return change, replace(
                 base, **fenced, events=(event,), replies=replies, stop_status=True

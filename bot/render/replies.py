@@ -292,8 +292,11 @@ def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) ->
 # --- summary -----------------------------------------------------------------------------------
 
 
-def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime) -> Rendered:
-    """The closing summary: how long, how bad, how it ended, who did what (events oldest first)."""
+def render_summary(
+    incident: Incident, events: Sequence[Event], *, now: datetime, chart: bool = False
+) -> Rendered:
+    """The closing summary: how long, how bad, how it ended, who did what (events oldest first);
+    its chart unless the last status drew the same one (`chart`: whatever the last status)."""
     took = duration((incident.resolved_at or now) - incident.started_at)
     incident_id = escape(incident.id)
     if incident.is_open:
@@ -317,7 +320,7 @@ def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime
         )
     if incident.put_backs:
         blocks.append(section("\n".join(_put_back_line(p) for p in incident.put_backs)))
-    if not chart_drawn(incident, incident.charted_at):  # the last status shows this very chart
+    if chart or not chart_drawn(incident, incident.charted_at):  # the last status shows it
         blocks += _chart(incident_chart(incident))
     shown = events[-MAX_TIMELINE:]
     if shown:
@@ -329,6 +332,18 @@ def render_summary(incident: Incident, events: Sequence[Event], *, now: datetime
     state = "still firing" if incident.is_open else "resolved"
     plain = f"Incident {incident_id} {state} after {took}"
     return rendered(f"{plain}: {truncate(title_text(incident), 200)}", blocks)
+
+
+def summaries(
+    incident: Incident, events: Sequence[Event], *, now: datetime
+) -> tuple[Rendered, Rendered | None]:
+    """The summary, and, when it leaves out the chart the last status drew, the summary with it:
+    what it says instead if that status was still waiting for its slot and gave way to it, so
+    never posted (`summary_replies`)."""
+    summary = render_summary(incident, events, now=now)
+    if not chart_drawn(incident, incident.charted_at):
+        return summary, None
+    return summary, render_summary(incident, events, now=now, chart=True)
 
 
 def _chart(data: ChartData) -> list[dict[str, Any]]:

@@ -48,8 +48,7 @@ from bot.domain.message import Rendered
 from bot.domain.quiet import is_meaningful
 from bot.domain.routes import Routing
 from bot.fleet.readings import FleetReadings
-from bot.render.replies import STATUS_FALLBACK, StatusShown
-from bot.render.root import render_summary
+from bot.render.replies import STATUS_FALLBACK, StatusShown, summaries
 from bot.storage.incident_store import (
     BAND_EVENT,
     BAND_STATUS,
@@ -261,9 +260,7 @@ class StatusReporter:
         return Commit(
             resolved,
             events=(event,),
-            replies=summary_replies(
-                BAND_EVENT, render_summary(resolved, events, now=now), resolved
-            ),
+            replies=summary_replies(BAND_EVENT, summaries(resolved, events, now=now), resolved),
             stop_status=True,
             version=loaded.version,
             thread=loaded.thread,

@@ -82,6 +82,9 @@ class Reply:
     replaces: tuple[str, ...] = ()
     # Data the sender needs beyond the message (a chart's series, rendered at send time).
     extra: dict[str, Any] | None = None
+    # What it says instead when it replaced a waiting reply (the summary with the chart a status
+    # that never went out would have drawn).
+    instead: Rendered | None = None
 
 
 def chart_reply() -> Reply:
@@ -91,13 +94,17 @@ def chart_reply() -> Reply:
     return Reply(CHART, BAND_STATUS, Rendered("", []), replaces=(CHART,))
 
 
-def summary_replies(band: int, summary: Rendered, incident: Incident) -> tuple[Reply, ...]:
+def summary_replies(
+    band: int, summaries: tuple[Rendered, Rendered | None], incident: Incident
+) -> tuple[Reply, ...]:
     """What a resolved incident's thread gets, however it was resolved (drained, the alert's
     `resolved`, a person): the summary, then its chart as a picture where pictures are used,
     unless the last picture already drew the same trend.
     A status still waiting for its slot gives way to the summary (decided before the resolve,
-    it would show the incident as if still open)."""
-    reply = Reply("summary", band, summary, replaces=STATUS_KINDS)
+    it would show the incident as if still open); the summary then says, instead, its version
+    with the chart that status would have drawn (`bot.render.replies.summaries`)."""
+    summary, with_chart = summaries
+    reply = Reply("summary", band, summary, replaces=STATUS_KINDS, instead=with_chart)
     return (reply,) if chart_drawn(incident, incident.pictured_at) else (reply, chart_reply())
 
 
@@ -372,12 +379,16 @@ def _reply_spec(reply: Reply) -> dict[str, Any]:
     if reply.extra is not None:
         body["extra"] = reply.extra
     replaces = list(reply.replaces) or None  # cjson turns [] into {}
-    return {
+    spec = {
         "kind": reply.kind,
         "band": reply.band,
         "payload": orjson.dumps(body).decode(),
         "replaces": replaces,
     }
+    if reply.instead is not None:
+        instead = {**body, "text": reply.instead.text, "blocks": reply.instead.blocks}
+        spec["payload_if_replaced"] = orjson.dumps(instead).decode()
+    return spec
 
 
 def _or_raise(value: Any) -> Any:

@@ -8,9 +8,17 @@ from datetime import timedelta
 
 from redis.asyncio import Redis
 
+from bot.domain.message import Rendered
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.queue import SendQueue
-from bot.storage.incident_store import BAND_ACTION, BAND_STATUS, Commit, IncidentStore
+from bot.storage.incident_store import (
+    BAND_ACTION,
+    BAND_EVENT,
+    BAND_STATUS,
+    Commit,
+    IncidentStore,
+    summary_replies,
+)
 from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
 from tests.support.store import CHANNEL, DAY, PREFIX, T0, delivery, opened, reply
@@ -98,3 +106,25 @@ async def test_a_status_still_waiting_when_the_alert_resolves_gives_way_to_the_s
     # The status was decided before the resolve; the summary has the last numbers (then its
     # chart's picture, which the sender posts only where charts go as pictures).
     assert kinds == ["summary", "chart"]
+
+
+async def test_a_summary_that_takes_a_waiting_status_place_carries_its_chart(
+    redis: Redis,
+) -> None:
+    """The summary leaves out the chart the last status drew; when that status was still
+    waiting for its slot, it never went out, and the summary that replaced it carries the
+    chart instead. With nothing waiting, the summary goes as it is."""
+    store, queue = IncidentStore(redis, PREFIX), SendQueue(redis, PREFIX, retention_s=DAY)
+    plain, charted = Rendered("summary", []), Rendered("summary with its chart", [])
+    for waiting, said in ((True, "summary with its chart"), (False, "summary")):
+        await redis.flushdb()
+        new = await opened(store)
+        version = 1
+        if waiting:
+            status = reply("status", "status", BAND_STATUS)
+            await store.commit(Commit(new, version=version, replies=(status,)))
+            version += 1
+        replies = summary_replies(BAND_EVENT, (plain, charted), new)
+        await store.commit(Commit(new, version=version, replies=replies[:1]))
+        head = await queue.head_reply("1")
+        assert head is not None and head.rendered.text == said, (waiting, head)

@@ -69,6 +69,7 @@ if c.replies ~= nil and #c.replies > 0 then
   for _, reply in ipairs(c.replies) do
     local seq = redis.call('INCR', KEYS[13])
     local item = reply.kind .. ':' .. reply.band .. ':' .. seq
+    local replaced = false
     if type(reply.replaces) == 'table' then -- e.g. a newer status replaces one still waiting
       local kinds = {}
       for _, kind in ipairs(reply.replaces) do kinds[kind] = true end
@@ -77,11 +78,14 @@ if c.replies ~= nil and #c.replies > 0 then
         if kinds[kind] then
           redis.call('LREM', KEYS[7], 0, old)
           redis.call('HDEL', KEYS[8], old)
+          replaced = true
         end
       end
     end
     redis.call('RPUSH', KEYS[7], item)
-    redis.call('HSET', KEYS[8], item, reply.payload)
+    -- What it says instead when it took a waiting reply's place (the summary, the chart of a
+    -- status that never went out).
+    redis.call('HSET', KEYS[8], item, (replaced and reply.payload_if_replaced) or reply.payload)
   end
   while redis.call('LLEN', KEYS[7]) > c.max_outbox do
     redis.call('HDEL', KEYS[8], redis.call('LPOP', KEYS[7]))
