@@ -237,8 +237,9 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
     """The live queue by runner type from the metrics backend, whether or not an incident is
     open; then the open incidents. With the `alert` backend, the incidents' alert numbers."""
     readings = core.readings
+    incidents = await core.open_incidents(MAX_SCAN)  # read once: for the trend and the list
     if not readings.metrics.live:
-        return await _open_here(core, channel, "")
+        return _open_here(core, channel, "", incidents)
     reading = await readings.latest()
     name = readings.metrics.name
     fleet = reading.fleet if reading is not None else None
@@ -256,13 +257,13 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
         if reading.error:
             head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
         none = "_None of this channel's runner types is known._" if others else ""
-        trend = _trend_of(fleet, await core.open_incidents(MAX_SCAN))
+        trend = _trend_of(fleet, incidents)
         lines = type_lines(fleet, trend, top=LIVE_TYPES, within_mins=core.within_mins)
         lines = lines or [none or "_No runner type is known._"]
         if others:
             lines.append(_others_line(core, others))
         head += "\n" + "\n".join(lines)
-    return await _open_here(core, channel, _fit(head))
+    return _open_here(core, channel, _fit(head), incidents)
 
 
 def _trend_of(fleet: FleetSnapshot, incidents: list[Incident]) -> Trend:
@@ -295,9 +296,10 @@ def _others_line(core: ActionCore, others: list[str]) -> str:
     )
 
 
-async def _open_here(core: ActionCore, channel: str, head: str) -> Outcome:
-    """The open incidents of `channel`, under `head`, and a line for those in other channels."""
-    here, elsewhere = _in(await core.open_incidents(MAX_SCAN), _scope(core, channel))
+def _open_here(core: ActionCore, channel: str, head: str, incidents: list[Incident]) -> Outcome:
+    """The open `incidents` of `channel`, under `head`, and a line for those in other
+    channels."""
+    here, elsewhere = _in(incidents, _scope(core, channel))
     others = ""
     if elsewhere:
         channels = sorted({i.channel for i in elsewhere if i.channel})

@@ -22,7 +22,7 @@ from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.headline import Headline, headline, shown_live
-from bot.domain.incidents import Incident, queued_total, sums_types
+from bot.domain.incidents import Incident, sums_types
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
 from bot.render.activity import latest_actions, likely_cause_line, responders_line
@@ -108,10 +108,12 @@ def render_root(
         blocks.append(section(summary))
     live = shown_live(incident)
     head = headline(incident)  # a reading without numbers: the alert's
-    numbers = _live_fields(incident, head) if head.live is not None else _number_fields(incident)
+    numbers = (
+        _live_fields(incident, head) if head.live is not None else _number_fields(incident, head)
+    )
     if numbers:
         block = fields(numbers, more="+{n} more values")
-        blocks.append({**block, "text": section(_headline_label(incident, head.live))["text"]})
+        blocks.append({**block, "text": section(_headline_label(incident, head))["text"]})
     if live is not None:
         blocks.append(section(_live_listing(incident, live, within_mins)))
     elif incident.runner_types:
@@ -205,20 +207,17 @@ def _summary(incident: Incident) -> str:
     return "\n".join(truncate(escape(part), MAX_SUMMARY) for part in parts if part)
 
 
-def _number_fields(incident: Incident) -> list[str]:
+def _number_fields(incident: Incident, head: Headline) -> list[str]:
     """The headline numbers against their thresholds; other alert values when there are none.
 
     Queued jobs are the total over the alert's runner types, as a status and the summary say
-    them (`queued_total`); the peak goes beside them only as the same quantity (a total beside
-    a total, the alert's own figure beside its own), and alone with its label
-    (`peak_queued_label`)."""
+    them (`headline`); the peak goes beside them only as the same quantity (a total beside a
+    total, the alert's own figure beside its own), and alone with its label
+    (`peak_queued_label`) when the headline is the worst seen."""
     current, peak = incident.numbers, incident.peak
     time_threshold = _first(current.queue_time_threshold, peak.queue_time_threshold)
     size_threshold = _first(current.queue_size_threshold, peak.queue_size_threshold)
-    # A resolved incident shows its worst seen, as its summary does: the alert's last numbers
-    # are no longer news (a drained queue's alert said 36 beside a summary's peak of 28).
-    wait = current.max_queue_time_mins if incident.is_open else None
-    queued = queued_total(current, incident.runner_types) if incident.is_open else None
+    wait, queued = (None, None) if head.worst else (head.wait_mins, head.queued)
     alike = queued is None or incident.peak_summed == sums_types(incident.runner_types)
     items = [
         _metric(
@@ -251,28 +250,19 @@ def _number_fields(incident: Incident) -> list[str]:
     ]
 
 
-def _headline_label(incident: Incident, live: FleetSnapshot | None) -> str:
+def _headline_label(incident: Incident, head: Headline) -> str:
     """Where the headline's numbers come from, and when: one source at a time, so the root never
     shows the alert's 97 minutes over a live line of 114."""
+    live = head.live
     if live is not None:
         when = slack_date(live.at, "{time}")
         return f"*Now* · live from {escape(source_name(live.source))} at {when}"
-    if _peaks_only(incident):  # the alert's and the readings' worst, not what the alert says
-        return "*Worst seen*"
+    if head.worst and (head.queued is not None or head.wait_mins is not None):
+        return "*Worst seen*"  # the alert's and the readings' worst, not what the alert says
     said = f"*As the alert says* · {SOURCE_NAMES.get(incident.source, escape(incident.source))}"
     if incident.alerted_at is not None:
         said += f" at {slack_date(incident.alerted_at, '{time}')}"
     return said
-
-
-def _peaks_only(incident: Incident) -> bool:
-    """Whether the headline shows peaks alone: the incident resolved, or the alert's numbers
-    were cleared."""
-    current, peak = incident.numbers, incident.peak
-    now = (current.max_queue_time_mins, queued_total(current, incident.runner_types))
-    return (not incident.is_open or all(n is None for n in now)) and (
-        peak.max_queue_time_mins is not None or peak.max_queue_size is not None
-    )
 
 
 def _live_fields(incident: Incident, head: Headline) -> list[str]:

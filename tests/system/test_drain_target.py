@@ -76,23 +76,27 @@ async def test_every_surface_recommends_runners_for_the_configured_drain_target(
             said = reply("Status update")
             return said if said is not None and ADVICE in said else None
 
-        await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="the root")
+        await eventually(
+            lambda: slack.emulator.channel_messages(CHANNEL), what="the root", timeout=30
+        )
         await eventually(lambda: ADVICE in text_of(root()), what="the root's advice", timeout=30)
         status = await eventually(advising_status, what="a status with the advice", timeout=30)
 
         assert (await click(running, root(), "incident_diagnose")).status_code == 200
-        diagnostics = await eventually(lambda: reply("Diagnostics"), what="diagnostics")
+        diagnostics = await eventually(lambda: reply("Diagnostics"), what="diagnostics", timeout=30)
 
         assert (await post_event(running.http, slash(""))).status_code == 200
         queue = await eventually(
             lambda: next((t for t in ephemeral_texts(slack) if "Queue by runner type" in t), None),
             what="/queue's answer",
+            timeout=30,
         )
 
         assert (await click(running, root(), "incident_scale")).status_code == 200
         form = await eventually(
             lambda: next((v for v in slack.emulator.views() if "Recommended" in str(v)), None),
             what="the scale modal's recommendation",
+            timeout=30,
         )
         modal = json.dumps(form["blocks"], ensure_ascii=False).replace("*", "")
 
