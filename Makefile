@@ -84,7 +84,7 @@ image: $(STAMP)
 	@missing=""; for s in $(IMAGE_TOOLS); do command -v $$s >/dev/null 2>&1 || missing="$$missing $$s"; done; \
 	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt-install PACKAGES="$$missing"; fi
 	deploy/image/build.sh $(QUEUEPILOT_IMAGE)
-	QUEUEPILOT_IMAGE=$(QUEUEPILOT_IMAGE) $(BIN)/pytest -m image tests/image
+	QUEUEPILOT_IMAGE=$(QUEUEPILOT_IMAGE) $(BIN)/pytest -n 0 -m image tests/image
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from bot.config import SettingsError, read_settings, unknown_variables
+from bot.config.serve import serve_warnings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +55,8 @@ def _serve() -> int:
     logs.configure(settings.log_level)
     for near_miss in unknown_variables():
         logging.getLogger("queuepilot").warning("%s (ignored)", near_miss)
+    for warning in serve_warnings(settings):
+        logging.getLogger("queuepilot").warning("%s", warning)
     try:
         refuse_cluster(settings.redis_url, settings.sentinel())
     except RedisSetupError as exc:

@@ -15,9 +15,8 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from pydantic import SecretStr
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -34,6 +33,7 @@ import handlers.slack_events
 import handlers.socket_mode
 import handlers.views
 import handlers.webhooks
+from bot import periodic
 from bot.actions.core import ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
 from bot.actions.flow import Acting
@@ -48,7 +48,6 @@ from bot.actions.silence_watch import SilenceWatch
 from bot.actions.warnings import Warnings
 from bot.backends.metrics import QueueHistory
 from bot.config import ScalerBackend, Settings
-from bot.domain.capacity import Schedule, missed
 from bot.domain.early_warning import Thresholds
 from bot.domain.incident_fleet import DrainConfig
 from bot.domain.routes import MAX_ROUTES, Routing
@@ -86,15 +85,13 @@ log = logging.getLogger(__name__)
 
 # The senders' doorbell connections: three a channel at most; made only as needed.
 BELL_CONNECTIONS = 3 * (MAX_ROUTES + 1) + 20
-# The weekly report's hour of grace: a replica busy at the minute, or started in the hour, posts.
-REPORT_GRACE_S = 3600
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Bot:
     """Everything one replica runs, built once and passed down."""
 
@@ -252,24 +249,24 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     _provide(bolt, core, gateway)
     return Bot(
-        settings,
-        redis,
-        telemetry,
-        stream,
-        store,
-        queue,
-        gateway,
-        intake,
-        senders,
-        reporter,
-        core,
-        bolt,
-        silence_watch,
-        readings,
-        scale_reverts,
-        lease_redis,
-        early_warnings,
-        bells,
+        settings=settings,
+        redis=redis,
+        telemetry=telemetry,
+        stream=stream,
+        store=store,
+        queue=queue,
+        gateway=gateway,
+        intake=intake,
+        senders=senders,
+        reporter=reporter,
+        core=core,
+        bolt=bolt,
+        silence_watch=silence_watch,
+        readings=readings,
+        scale_reverts=scale_reverts,
+        lease_redis=lease_redis,
+        early_warnings=early_warnings,
+        bell_redis=bells,
     )
 
 
@@ -482,10 +479,6 @@ def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
         allow_unauthenticated=s.alert_webhook_allow_unauthenticated,
         hmac_allow_no_timestamp=s.alert_webhook_hmac_allow_no_timestamp,
     )
-    if s.alert_webhook_allow_unauthenticated and not s.has_webhook_credential:
-        log.warning("alert endpoints accept unauthenticated notifications (allowed by settings)")
-    elif not auth.configured_for("alertmanager") and not s.alert_webhook_allow_unauthenticated:
-        log.warning("/alerts/alertmanager refuses everything: only the HMAC secret is set")
     return handlers.webhooks.AlertWebhooks(
         bot.stream,
         bot.telemetry,
@@ -502,14 +495,8 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
         consumer = asyncio.create_task(bot.intake.run(stop), name="intake")
         senders = asyncio.create_task(bot.senders.run(stop), name="senders")
         bot.background += [consumer, senders]
-        scheduler = start_scheduler(
-            bot.reporter,
-            tick_s=bot.settings.status_tick_seconds,
-            watch=bot.silence_watch,
-            reverts=bot.scale_reverts,
-            warnings=bot.early_warnings,
-            report=_weekly(bot),
-            reading=_reading(bot),
+        scheduler = periodic.start(
+            _ticks(bot), every_s=bot.settings.status_tick_seconds, weekly=_weekly(bot)
         )
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
@@ -545,70 +532,22 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
     return lifespan  # type: ignore[return-value]
 
 
-Tick = Callable[[], Awaitable[None]]
-
-
-def start_scheduler(
-    reporter: StatusReporter,
-    *,
-    tick_s: float,
-    watch: SilenceWatch | None = None,
-    reverts: ScaleReverts | None = None,
-    warnings: EarlyWarnings | None = None,
-    report: tuple[Schedule, Tick] | None = None,
-    reading: Tick | None = None,
-) -> AsyncIOScheduler:
-    """One in-memory scheduler per replica; `max_instances=1` keeps ticks from overlapping.
-
-    The silence watch and the scale-revert sweep tick beside the status: each looks only at
-    what is due in Redis.
-    """
-    scheduler = AsyncIOScheduler()
-    jobs: list[tuple[str, Tick]] = [("status-tick", reporter.tick)]
-    if watch is not None:
-        jobs.append(("silence-watch", watch.tick))
-    if reverts is not None:
-        jobs.append(("scale-reverts", reverts.tick))
-    if warnings is not None:
-        jobs.append(("early-warning", warnings.tick))
+def _ticks(bot: Bot) -> dict[str, periodic.Tick]:
+    """The replica's periodic jobs: each looks only at what is due in Redis."""
+    ticks: dict[str, periodic.Tick] = {"status-tick": bot.reporter.tick}
+    if bot.silence_watch is not None:
+        ticks["silence-watch"] = bot.silence_watch.tick
+    if bot.scale_reverts is not None:
+        ticks["scale-reverts"] = bot.scale_reverts.tick
+    if bot.early_warnings is not None:
+        ticks["early-warning"] = bot.early_warnings.tick
+    reading = _reading(bot)
     if reading is not None:
-        jobs.append(("fleet-reading", reading))
-    for job_id, job in jobs:
-        scheduler.add_job(
-            _ended_quietly(job_id, job),
-            "interval",
-            seconds=tick_s,
-            id=job_id,
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=None,
-        )
-    if report is not None:
-        schedule, post = report
-        scheduler.add_job(
-            _ended_quietly("capacity-report", post),
-            "cron",
-            day_of_week=schedule.day,
-            hour=schedule.hour,
-            minute=schedule.minute,
-            timezone=schedule.timezone,
-            id="capacity-report",
-            coalesce=True,
-            misfire_grace_time=REPORT_GRACE_S,  # a replica busy at 09:00 still posts at 09:05
-        )
-        # A replica started within that hour (a deploy at 09:05) posts what is due at once; the
-        # report's claim keeps it from posting twice with replicas that ran at 09:00.
-        if missed(schedule, datetime.now(UTC), grace=timedelta(seconds=REPORT_GRACE_S)):
-            scheduler.add_job(
-                _ended_quietly("capacity-report", post),
-                id="capacity-report-late",
-                misfire_grace_time=REPORT_GRACE_S,  # not APScheduler's second: a busy start
-            )
-    scheduler.start()
-    return scheduler
+        ticks["fleet-reading"] = reading
+    return ticks
 
 
-def _reading(bot: Bot) -> Tick | None:
+def _reading(bot: Bot) -> periodic.Tick | None:
     """A reading every interval where the readings are the report's history and nothing else
     reads on a schedule (the early warning does): a week read only during incidents is not the
     week."""
@@ -625,23 +564,9 @@ def _reading(bot: Bot) -> Tick | None:
     return read
 
 
-def _weekly(bot: Bot) -> tuple[Schedule, Tick] | None:
+def _weekly(bot: Bot) -> periodic.Weekly | None:
     schedule = bot.settings.report_schedule
-    return (schedule, bot.core.post_weekly_report) if schedule is not None else None
-
-
-def _ended_quietly(job_id: str, job: Tick) -> Tick:
-    """A tick still running when the process stops is cancelled with the event loop; both ticks
-    only read or fence-commit, so nothing is lost, and APScheduler would log it as a failure
-    with a traceback."""
-
-    async def run() -> None:
-        try:
-            await job()
-        except asyncio.CancelledError:
-            log.debug("%s: stopped with the process", job_id)
-
-    return run
+    return periodic.Weekly(schedule, bot.core.post_weekly_report) if schedule else None
 
 
 async def _start_socket_mode(bot: Bot) -> SocketModeClient | None:

@@ -7,6 +7,8 @@ when they are done, even when they are killed before they can clean up.
 from __future__ import annotations
 
 import ctypes
+import os
+import random
 import shutil
 import signal
 import socket
@@ -33,7 +35,22 @@ class RedisServerNotFound(RedisServerError):
 
 
 def free_port() -> int:
-    """A loopback port nobody listens on now (nothing stops another process taking it next)."""
+    """A loopback port nobody listens on now (nothing stops another process taking it next).
+
+    With QUEUEPILOT_PORT_BAND=LOW-HIGH set (parallel test workers each get their own band, see
+    tests/conftest.py) the port comes from that band: two workers never pick the same port, and a
+    band below Linux's ephemeral range is never held by an outgoing connection."""
+    band = os.environ.get("QUEUEPILOT_PORT_BAND")
+    if band:
+        low, high = (int(part) for part in band.split("-"))
+        for _ in range(200):
+            port = random.randint(low, high)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -123,16 +140,28 @@ class RedisServer:
 
 
 def _answers(process: subprocess.Popen[bytes], port: int) -> bool:
-    """Poll PING until redis answers, exits (a taken port, say) or the timeout passes."""
+    """Poll until this process's redis answers, exits (a taken port, say) or the timeout passes.
+
+    The answer must name our process: another redis that took the port first would answer too,
+    and two test runs sharing one Redis would empty each other's data."""
     deadline = time.monotonic() + _STARTUP_TIMEOUT
     while process.poll() is None and time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
+                sock.sendall(b"INFO server\r\n")
+                answer = b""
+                while b"process_id:" not in answer or not answer.endswith(b"\r\n"):
+                    chunk = sock.recv(8192)
+                    if not chunk:
+                        break
+                    answer += chunk
+                if f"process_id:{process.pid}\r\n".encode() in answer:
                     return True
+                if b"process_id:" in answer:
+                    return False  # someone else's redis holds the port
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     return False
 
 

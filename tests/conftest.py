@@ -4,6 +4,7 @@ tests/support."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,16 @@ from tests.support.jobs import queue_of_jobs
 from tests.support.running import WEBHOOK_TOKEN, RunningBot, run_bot
 from tests.support.servers import RedisServer
 from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each parallel worker (`pytest -n`, see pyproject) starts its own servers: the ports it
+    picks come from its own band, below Linux's ephemeral range (32768 and up), so two workers
+    never pick the same port (`sandbox.redis_server.free_port`)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and worker[2:].isdigit():
+        low = 10000 + 4000 * int(worker[2:])
+        os.environ["QUEUEPILOT_PORT_BAND"] = f"{low}-{low + 3999}"
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.config import Settings, SettingsError, SilenceBackend, load_settings, read_settings
+from bot.config.serve import serve_warnings
 
 FIELDS = frozenset(Settings.model_fields)
 SERVE_TIMEOUT_S = 10
@@ -480,3 +481,23 @@ def test_scale_revert_after_is_in_range_or_refused_by_name(text: str) -> None:
         assert all(p.startswith("SCALE_REVERT_AFTER:") for p in exc.problems)
         return
     assert seconds == 0 or 60 <= seconds <= 30 * 86_400
+
+
+@pytest.mark.parametrize(
+    ("values", "warned"),
+    [
+        ({"alert_webhook_token": "t"}, None),
+        ({"alert_webhook_hmac_secret": "s"}, "/alerts/alertmanager refuses everything"),
+        ({"alert_webhook_hmac_secret": "s", "alert_webhook_token": "t"}, None),
+        ({"alert_webhook_allow_unauthenticated": True}, "accept unauthenticated notifications"),
+    ],
+)
+def test_serve_warns_of_webhooks_open_to_anyone_or_closed_to_alertmanager(
+    values: dict[str, object], warned: str | None
+) -> None:
+    settings = load_settings(_env_file=None, **values)
+    warnings = serve_warnings(settings)
+    if warned is None:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and warned in warnings[0]

@@ -21,6 +21,8 @@ import bot
 TOP = 4
 RANK = {
     **dict.fromkeys(("app", "__main__", "factory", "checks"), TOP),
+    # The periodic jobs' timing: APScheduler and the weekly schedule, nothing of the layers.
+    "periodic": 3,
     **dict.fromkeys(("intake", "outbound", "actions", "status"), 3),
     "fleet": 2,
     **dict.fromkeys(("render", "storage", "backends"), 1),

@@ -27,6 +27,23 @@ def serve_problems(settings: Settings) -> list[str]:
     return problems
 
 
+def serve_warnings(s: Settings) -> list[str]:
+    """What `serve` runs with, but an operator should hear of at the start."""
+    if s.alert_webhook_allow_unauthenticated and not s.has_webhook_credential:
+        return [
+            "alert endpoints accept unauthenticated notifications "
+            "(ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED=true)"
+        ]
+    header = s.alert_webhook_token is not None or s.alert_webhook_basic_user is not None
+    hmac_only = s.alert_webhook_hmac_secret is not None and not header
+    if hmac_only and not s.alert_webhook_allow_unauthenticated:
+        return [
+            "/alerts/alertmanager refuses everything: only ALERT_WEBHOOK_HMAC_SECRET is set "
+            "and Alertmanager cannot sign (give it ALERT_WEBHOOK_TOKEN or basic auth)"
+        ]
+    return []
+
+
 def _slack(s: Settings) -> list[str]:
     problems = []
     if s.slack_bot_token is None:

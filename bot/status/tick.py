@@ -1,7 +1,7 @@
 """Periodic status: every open incident gets a status each interval until its queue drains.
 
 APScheduler's job stores must not be shared between processes, so each replica runs its own
-in-memory scheduler with a short tick (`bot.app.start_scheduler`, beside the silence watch), and
+in-memory scheduler with a short tick (`bot.periodic`, beside the silence watch), and
 the due times live in a Redis sorted set. A tick that finds incidents due first takes the fleet's
 reading (`bot.fleet.readings`: one backend query round per interval for every incident and
 replica, never inside an incident's commit), then computes each due incident's status and commits

@@ -333,18 +333,19 @@ async def test_a_hanging_backend_does_not_hold_up_the_groups_notifications(
         firing = fixture_json("grafana/queue-alert-firing.json")
         await running.send("grafana", firing)
         root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
-        clicked = asyncio.get_running_loop().time()
         await choose_silence(running, root, 3600)
-        await eventually(lambda: grafana.in_flight == 1, what="the silence call hangs")
+        # Waits of 30 s: on a loaded machine the click's work may start seconds after its ack.
+        await eventually(lambda: grafana.in_flight == 1, what="the silence call hangs", timeout=30)
         worse = json.loads(json.dumps(firing))
         worse["alerts"][0]["values"]["max_queue_time_mins"] = 140
         assert (await running.send("grafana", worse)).status_code == 202
         await eventually(
             lambda: "140 min" in json.dumps(root_now(slack, root.ts).blocks),
             what="the re-notification on the root while the silence call hangs",
+            timeout=30,
         )
+        # The fake holds the call for 30 s at most: still in flight, the call held nothing up.
         assert grafana.in_flight == 1, "the backend call is still hanging"
-        assert asyncio.get_running_loop().time() - clicked < 10
         release.set()
         await eventually(
             lambda: "silenced until" in json.dumps(root_now(slack, root.ts).blocks), what="done"

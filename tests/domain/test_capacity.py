@@ -14,8 +14,6 @@ from bot.domain.capacity import (
     TypeHistory,
     TypeReport,
     capacity_report,
-    last_due,
-    missed,
     parse_schedule,
     report_channels,
     stated_thresholds,
@@ -294,52 +292,6 @@ def test_a_schedule_day_is_a_day_name_not_any_word_starting_like_one() -> None:
     for bad in ("mongoose 09:00", "sunset 18:00", "wednes-day 09:00"):
         with pytest.raises(ValueError, match="is not a day"):
             parse_schedule(bad)
-
-
-@pytest.mark.parametrize(
-    ("schedule", "now", "due"),
-    [
-        # Monday 09:00 London, asked at 09:05 that Monday (GMT): that morning.
-        ("mon 09:00 Europe/London", "2026-11-23T09:05:00+00:00", "2026-11-23T09:00:00+00:00"),
-        # Asked a minute before: the Monday before.
-        ("mon 09:00 Europe/London", "2026-11-23T08:59:00+00:00", "2026-11-16T09:00:00+00:00"),
-        # In summer time 09:00 London is 08:00 UTC.
-        ("mon 09:00 Europe/London", "2026-06-29T08:30:00+00:00", "2026-06-29T08:00:00+00:00"),
-        # Friday 16:30 in Los Angeles is Saturday 00:30 UTC.
-        ("fri 16:30 America/Los_Angeles", "2026-11-28T01:00:00+00:00", "2026-11-28T00:30:00+00:00"),
-        ("sun 23:59", "2026-11-25T12:00:00+00:00", "2026-11-22T23:59:00+00:00"),
-        # The clocks go back in London at 02:00 BST on 25 October 2026: 01:45 comes twice, first
-        # at 00:45 UTC. Asked at 01:10 UTC (01:10 GMT, the hour again) it was due 25 min ago.
-        ("sun 01:45 Europe/London", "2026-10-25T01:10:00+00:00", "2026-10-25T00:45:00+00:00"),
-        # And in New York on 1 November 2026 (01:30 EDT is 05:30 UTC).
-        ("sun 01:30 America/New_York", "2026-11-01T06:10:00+00:00", "2026-11-01T05:30:00+00:00"),
-        # Spring forward in London, 29 March 2026: 01:30 does not exist; it is taken as 02:30 BST.
-        ("sun 01:30 Europe/London", "2026-03-29T02:00:00+00:00", "2026-03-29T01:30:00+00:00"),
-    ],
-)
-def test_the_last_time_a_schedule_was_due(schedule: str, now: str, due: str) -> None:
-    parsed = parse_schedule(schedule)
-    assert parsed is not None
-    at = last_due(parsed, datetime.fromisoformat(now))
-    assert at == datetime.fromisoformat(due)
-
-
-@pytest.mark.parametrize(
-    ("now", "posts"),
-    [
-        ("2026-11-23T09:05:00+00:00", True),  # a deploy five minutes after
-        ("2026-11-23T09:59:59+00:00", True),
-        ("2026-11-23T10:00:00+00:00", False),  # an hour after: the week is left alone
-        ("2026-11-23T08:59:00+00:00", False),  # before it: the scheduler will fire
-        ("2026-11-25T09:05:00+00:00", False),  # a restart on Wednesday
-    ],
-)
-def test_a_replica_starting_within_the_hour_after_the_schedule_posts_it(
-    now: str, posts: bool
-) -> None:
-    schedule = Schedule("mon", 9, 0, "Europe/London")
-    at = datetime.fromisoformat(now)
-    assert missed(schedule, at, grace=timedelta(hours=1)) is posts
 
 
 def test_a_scale_up_taken_on_from_an_early_warning_is_its_scalers_and_its_types_alone() -> None:

@@ -10,7 +10,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from bot.app import _ended_quietly
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot
@@ -136,19 +135,3 @@ async def test_an_incident_key_redis_cannot_read_does_not_stop_other_status_post
             await eventually(lambda: statuses() >= 2, what="status posts go on", timeout=8)
     finally:
         await redis.aclose()
-
-
-async def test_a_tick_cut_short_by_the_process_stopping_ends_without_an_error() -> None:
-    # A tick in flight when the event loop stops is cancelled; APScheduler would log that as a
-    # failed job with a traceback, at every stop that catches a tick mid-way.
-    started = asyncio.Event()
-
-    async def tick() -> None:
-        started.set()
-        await asyncio.Event().wait()
-
-    task = asyncio.ensure_future(_ended_quietly("status-tick", tick)())
-    await started.wait()
-    task.cancel()
-    await asyncio.wait([task])
-    assert task.exception() is None

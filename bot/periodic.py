@@ -1,0 +1,104 @@
+"""The replica's periodic jobs, timed by APScheduler and nothing else.
+
+Every job is a coroutine that looks only at what is due (in Redis, claimed there), so each
+replica runs the same jobs and the claims, not the timing, keep work from being done twice.
+APScheduler owns the timing: one interval trigger per job with a little jitter (replicas started
+together do not tick in step), no overlapping runs, coalesced misses; the weekly capacity report
+on a cron trigger whose hour of grace also covers a replica started within that hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from bot.domain.capacity import Schedule
+
+log = logging.getLogger(__name__)
+
+Tick = Callable[[], Awaitable[None]]
+
+# A replica busy at the report's minute, or started within the hour after it, still posts it.
+REPORT_GRACE_S = 3600
+# A tenth of the interval: enough to spread replicas' ticks, too little to be seen.
+JITTER = 0.1
+
+
+@dataclass(frozen=True)
+class Weekly:
+    """The weekly capacity report: when, and what posts it (its claim keeps it once a week)."""
+
+    schedule: Schedule
+    post: Tick
+
+
+def start(
+    ticks: dict[str, Tick],
+    *,
+    every_s: float,
+    weekly: Weekly | None = None,
+) -> AsyncIOScheduler:
+    """Run each of `ticks` (by name) every `every_s`, and the weekly report, on this loop."""
+    scheduler = AsyncIOScheduler()
+    for name, tick in ticks.items():
+        scheduler.add_job(
+            _ended_quietly(name, tick),
+            IntervalTrigger(seconds=every_s, jitter=every_s * JITTER),
+            id=name,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
+    if weekly is not None:
+        trigger = _weekly_trigger(weekly.schedule)
+        # Started within the hour after the report fell due: its first run is that one.
+        due = due_since(weekly.schedule, datetime.now(UTC), timedelta(seconds=REPORT_GRACE_S))
+        catch_up = {"next_run_time": due} if due is not None else {}
+        scheduler.add_job(
+            _ended_quietly("capacity-report", weekly.post),
+            trigger,
+            id="capacity-report",
+            coalesce=True,
+            misfire_grace_time=REPORT_GRACE_S,
+            **catch_up,
+        )
+    scheduler.start()
+    return scheduler
+
+
+def due_since(schedule: Schedule, now: datetime, grace: timedelta) -> datetime | None:
+    """When `schedule` fell due within `grace` before `now`, else None; by the trigger's own
+    arithmetic (time zones, an hour the clocks repeat or skip), the one the scheduler runs."""
+    due = _weekly_trigger(schedule).get_next_fire_time(None, now - grace)
+    # As an instant: a time of an hour the clocks repeat compares unequal to every other zone's.
+    return due.astimezone(UTC) if due is not None and due <= now else None
+
+
+def _weekly_trigger(schedule: Schedule) -> CronTrigger:
+    return CronTrigger(
+        day_of_week=schedule.day,
+        hour=schedule.hour,
+        minute=schedule.minute,
+        timezone=schedule.timezone,
+    )
+
+
+def _ended_quietly(name: str, tick: Tick) -> Tick:
+    """A tick still running when the process stops is cancelled with the event loop; ticks only
+    read or fence-commit, so nothing is lost, and APScheduler would log it as a failure with a
+    traceback."""
+
+    async def run() -> None:
+        try:
+            await tick()
+        except asyncio.CancelledError:
+            log.debug("%s: stopped with the process", name)
+
+    return run
