@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
@@ -345,22 +345,3 @@ def parse_schedule(text: str | None) -> Schedule | None:
     except (ValueError, KeyError, OSError):
         raise ValueError(f"{zone!r} is not a time zone (IANA, e.g. Europe/London)") from None
     return Schedule(day, int(at[1]), int(at[2]), zone)
-
-
-def last_due(schedule: Schedule, now: datetime) -> datetime:
-    """The schedule's latest moment at or before `now`, in UTC (a time of the zone's repeated
-    hour compares unequal to everything in another zone)."""
-    local = now.astimezone(ZoneInfo(schedule.timezone))
-    back = (local.weekday() - DAYS.index(schedule.day)) % 7
-    day = (local - timedelta(days=back)).date()
-    at = datetime(day.year, day.month, day.day, schedule.hour, schedule.minute, tzinfo=local.tzinfo)
-    # As instants: two times of one zone compare by the wall clock, which repeats an hour when
-    # the clocks go back.
-    latest = at if at.timestamp() <= now.timestamp() else at - timedelta(days=7)
-    return latest.astimezone(UTC)
-
-
-def missed(schedule: Schedule, now: datetime, *, grace: timedelta) -> bool:
-    """Whether the schedule was due less than `grace` ago: a replica starting then posts what
-    its scheduler, not yet running at that moment, could not."""
-    return now - last_due(schedule, now) < grace
