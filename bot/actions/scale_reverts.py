@@ -61,6 +61,7 @@ from bot.fleet.readings import FleetReadings
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.keys import Keys
+from bot.storage.scripts import script
 from bot.storage.warnings import WarningStore
 
 log = logging.getLogger(__name__)
@@ -72,33 +73,6 @@ MAX_BACKOFF_S = 900.0
 MAX_ATTEMPTS = 15
 RECORD_TTL_S = 90 * 86_400  # a safety net only: the sweep always ends a record it can read
 MAX_COMMIT_ATTEMPTS = 20
-
-# Claims a due record: moves its score to the end of the lease (the claim's token).
-_CLAIM = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if score and tonumber(score) <= tonumber(ARGV[2]) then
-  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-  return 1
-end
-return 0
-"""
-
-# Ends a claim, only while it is still ours (the score is our lease's end): ARGV[3] 'drop'
-# forgets the record; else ARGV[3] is the next look's time and ARGV[4] the record to keep.
-_FINISH = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) ~= tonumber(ARGV[2]) then
-  return 0
-end
-if ARGV[3] == 'drop' then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('DEL', KEYS[2])
-else
-  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-  redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5])
-end
-return 1
-"""
 
 
 @dataclass(frozen=True)
@@ -185,8 +159,8 @@ class ScaleReverts:
         self._scaler = scaler
         self.config = config
         self._clock = clock
-        self._claim = redis.register_script(_CLAIM)
-        self._finish = redis.register_script(_FINISH)
+        self._claim = script(redis, "scale_revert_claim")
+        self._finish = script(redis, "scale_revert_finish")
 
     @property
     def lease_s(self) -> float:

@@ -32,33 +32,12 @@ from bot.backends.errors import within
 from bot.backends.metrics import QueuedJobs
 from bot.domain.jobs import Arrivals, FinishedJob, JobsView, QueuedJob, jobs_view
 from bot.storage.keys import Keys
+from bot.storage.scripts import script
 
 SLOT_S = 300
 HOUR = 3600 // SLOT_S  # slots in an hour
 DAY = 24 * HOUR
 KEEP_S = 26 * 3600
-
-# KEYS: the slot's seen set, its arrivals hash, its durations hash. ARGV: expire-at (epoch s),
-# then triples: id, field, and "" for a queued job or the minutes of a finished one. A finished
-# job counts in the durations hash: its field (jobs) and the field with "\tm" (their minutes).
-_RECORD = """
-for i = 2, #ARGV, 3 do
-  if redis.call('SADD', KEYS[1], ARGV[i]) == 1 then
-    if ARGV[i + 2] == '' then
-      redis.call('HINCRBY', KEYS[2], ARGV[i + 1], 1)
-    else
-      redis.call('HINCRBY', KEYS[3], ARGV[i + 1], 1)
-      redis.call('HINCRBYFLOAT', KEYS[3], ARGV[i + 1] .. '\tm', ARGV[i + 2])
-    end
-  end
-end
-for k = 1, 3 do
-  if redis.call('EXISTS', KEYS[k]) == 1 then
-    redis.call('EXPIREAT', KEYS[k], ARGV[1])
-  end
-end
-return 0
-"""
 
 
 def slot_of(moment: datetime) -> int:
@@ -74,7 +53,7 @@ class JobArrivals:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis
         self._keys = keys
-        self._record = redis.register_script(_RECORD)
+        self._record = script(redis, "record_jobs")
 
     async def record(
         self,

@@ -18,7 +18,6 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, cast
 
 import orjson
@@ -28,6 +27,14 @@ from redis.exceptions import RedisError
 from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank
 from bot.domain.message import Rendered
 from bot.storage.keys import Keys
+
+# The queue's score constants and the script loader live in `bot.storage.scripts`; named here
+# too because the send path imports them from here.
+from bot.storage.scripts import BAND as BAND
+from bot.storage.scripts import RANK as RANK
+from bot.storage.scripts import ROOTS_END as ROOTS_END
+from bot.storage.scripts import lua as lua
+from bot.storage.scripts import script
 
 # Thread replies wait in an outbox per incident, ordered; the channel's sender posts them by
 # band (most urgent first across threads), then age.
@@ -39,21 +46,6 @@ TEST_RETENTION_S = 3600
 # The fields of an incident's hash that make a `Loaded` (load_group.lua reads the same).
 LOADED_FIELDS = ["v", "state", "thread", "rendered"]
 MAX_TIMELINE = 500
-
-
-# The channel queue's scores (see lua/prelude.lua): a reply's is its band * BAND + its sequence
-# number, a new root's its severity rank * RANK + its sequence number, so every root scores up to
-# ROOTS_END and goes first. Defined here once; the scripts take them from here.
-BAND = 1 << 40
-RANK = 1 << 34
-ROOTS_END = BAND - 1
-
-
-def lua(name: str) -> str:
-    """A script, after the prelude every script shares (its constants, its score rules)."""
-    folder = resources.files("bot.storage") / "lua"
-    constants = f"local BAND = {BAND}\nlocal RANK = {RANK}\n"
-    return constants + (folder / "prelude.lua").read_text() + (folder / f"{name}.lua").read_text()
 
 
 @dataclass(frozen=True)
@@ -169,8 +161,8 @@ class IncidentStore:
         self.keys = Keys(prefix)
         self.retention_s = retention_s
         self._test_retention_s = min(test_retention_s, retention_s)
-        self._commit = redis.register_script(lua("commit"))
-        self._load_group = redis.register_script(lua("load_group"))
+        self._commit = script(redis, "commit")
+        self._load_group = script(redis, "load_group")
 
     # -- reads -----------------------------------------------------------------------------
 

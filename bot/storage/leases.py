@@ -20,21 +20,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-COMPARE_AND_DELETE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
-return 0
-"""
-_RENEW = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
-return 0
-"""
-# Keeps a lease for a while longer under a new value (a cooldown's note), only for its holder.
-_KEEP = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2]) and 1
-end
-return 0
-"""
+from bot.storage.scripts import script
 
 
 @dataclass(frozen=True)
@@ -53,9 +39,9 @@ class Leases:
 
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
-        self._release = redis.register_script(COMPARE_AND_DELETE)
-        self._renew = redis.register_script(_RENEW)
-        self._keep = redis.register_script(_KEEP)
+        self._release = script(redis, "lease_release")
+        self._renew = script(redis, "lease_renew")
+        self._keep = script(redis, "lease_keep")
 
     async def claim_once(self, key: str, ttl_ms: int, value: str = "1") -> bool:
         """Whether this call claimed `key` first: True once until it expires, False meanwhile."""

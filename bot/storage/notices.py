@@ -11,9 +11,10 @@ import secrets
 from redis.asyncio import Redis
 
 from bot.domain.message import Rendered
-from bot.storage.incident_store import BAND, BAND_EVENT
+from bot.storage.incident_store import BAND_EVENT
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
+from bot.storage.scripts import BAND
 
 KEEP_S = 7 * 86_400  # a notice Slack could not take for a week is not news any more
 CLAIM_S = 3 * 86_400

@@ -17,9 +17,10 @@ from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
 from bot.storage.connection import LONGEST_BLOCK_S
-from bot.storage.incident_store import BAND_EVENT, lua
+from bot.storage.incident_store import BAND_EVENT
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
+from bot.storage.scripts import script
 
 KEEP_S = 6 * 3600  # an ended warning is remembered this long
 # The ts of a warning Slack refused for good (not in the channel, say): it is not posted again
@@ -34,9 +35,9 @@ class WarningStore:
         self._leases = Leases(redis)
         self._bells = bells or redis  # where `wait_for_edits` blocks (`SendQueue`'s note)
         self.keys = keys
-        self._save = redis.register_script(lua("save_warning"))
-        self._record_post = redis.register_script(lua("record_warning"))
-        self._record_edit = redis.register_script(lua("record_warning_edit"))
+        self._save = script(redis, "save_warning")
+        self._record_post = script(redis, "record_warning")
+        self._record_edit = script(redis, "record_warning_edit")
 
     async def claim_reading(self, reading_at: float) -> bool:
         """The first replica to ask about a reading decides its warnings; the others skip it."""
