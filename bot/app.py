@@ -338,7 +338,7 @@ def _action_core(
     silencing = Silencing(acting, silencer, config=silence_config, permalink=gateway.permalink)
     watch = None
     if silencer is not None:
-        watch = SilenceWatch(store, silencer, interactions, config=silence_config, clock=clock)
+        watch = SilenceWatch(store, silencer, config=silence_config, clock=clock)
     scale_config = ScaleConfig(
         timeout_s=settings.backend_timeout_seconds,
         cooldown_s=settings.scale_cooldown_seconds,

@@ -108,7 +108,7 @@ class Silencing:
             # Watched before it exists: a replica dying right after creating it still has the
             # tick look at the incident (and find nothing, if the silence was never recorded).
             first_check = min(until.timestamp(), now.timestamp() + self._config.check_s)
-            await self._acting.store.watch_silence(incident.id, first_check)
+            await self._acting.store.silence_watch.schedule(incident.id, first_check)
             silence_id = await within(silencer.create(request), self._timeout, silencer.name)
         except BackendError as exc:
             await lock.release()

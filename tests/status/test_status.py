@@ -99,7 +99,7 @@ async def test_two_replicas_ticking_at_once_give_each_due_incident_one_status(
         for n in range(count):
             waiting = await redis.lrange(store.keys.outbox(str(n)), 0, -1)
             assert [item.split(":")[0] for item in waiting] == ["status"]
-        assert await store.due_status(now[0].timestamp()) == []
+        assert await store.status_due.pending(now[0].timestamp()) == []
     finally:
         await redis.aclose()
 

@@ -102,8 +102,8 @@ async def test_due_status_returns_only_due_incidents(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
     for incident_id, due in (("1", 100.0), ("2", 200.0), ("3", 300.0)):
         await store.commit(Commit(incident(incident_id), status_due=due))
-    assert await store.due_status(250.0) == ["1", "2"]
-    assert await store.status_due_at("3") == 300.0
+    assert await store.status_due.pending(250.0) == ["1", "2"]
+    assert await store.status_due.due_at("3") == 300.0
 
 
 async def test_timeline_keeps_the_latest_500_events(redis: Redis) -> None:
