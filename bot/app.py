@@ -37,7 +37,6 @@ import handlers.webhooks
 from bot.actions.core import ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
 from bot.actions.flow import Acting
-from bot.actions.interactions import Interactions
 from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.report import Report, ReportConfig
@@ -60,7 +59,7 @@ from bot.factory import (
     runner_names,
     scale_targets,
 )
-from bot.fleet.jobs import JobArrivals, JobsWatch
+from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake, IntakeConfig
@@ -76,6 +75,8 @@ from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.connection import build_redis
 from bot.storage.incident_store import IncidentStore
+from bot.storage.interactions import Interactions
+from bot.storage.job_arrivals import JobArrivals
 from bot.storage.leases import Lease, Leases
 from bot.storage.notices import NoticeStore
 from bot.storage.stream import NotificationStream

@@ -57,9 +57,10 @@ from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
 from bot.render.replies import render_event
-from bot.storage.due_set import Claim, DueSet
+from bot.storage.due_set import Claim
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.keys import Keys
+from bot.storage.scale_reverts import scale_revert_records
 from bot.storage.warnings import WarningStore
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,6 @@ log = logging.getLogger(__name__)
 FIRST_BACKOFF_S = 30.0
 MAX_BACKOFF_S = 900.0
 MAX_ATTEMPTS = 15
-RECORD_TTL_S = 90 * 86_400  # a safety net only: the sweep always ends a record it can read
 MAX_COMMIT_ATTEMPTS = 20
 
 
@@ -155,10 +155,7 @@ class ScaleReverts:
         self._scaler = scaler
         self.config = config
         self._clock = clock
-        # Record id -> when to look at it next; each record's JSON rides along as its data.
-        self._due = DueSet(
-            redis, keys.scale_reverts, data_key=keys.scale_revert, data_ttl_s=RECORD_TTL_S
-        )
+        self._due = scale_revert_records(redis, keys)
 
     @property
     def lease_s(self) -> float:

@@ -26,7 +26,6 @@ from bot.actions.flow import (
     failed,
     refused,
 )
-from bot.actions.interactions import Held
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
@@ -34,6 +33,7 @@ from bot.domain.units import duration
 from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, ThreadRef
+from bot.storage.interactions import Held
 
 log = logging.getLogger(__name__)
 
