@@ -37,7 +37,6 @@ from bot import periodic
 from bot.actions.core import ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
 from bot.actions.flow import Acting
-from bot.actions.interactions import Interactions
 from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.report import Report, ReportConfig
@@ -59,7 +58,7 @@ from bot.factory import (
     runner_names,
     scale_targets,
 )
-from bot.fleet.jobs import JobArrivals, JobsWatch
+from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake, IntakeConfig
@@ -75,6 +74,8 @@ from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.connection import build_redis
 from bot.storage.incident_store import IncidentStore
+from bot.storage.interactions import Interactions
+from bot.storage.job_arrivals import JobArrivals
 from bot.storage.leases import Lease, Leases
 from bot.storage.notices import NoticeStore
 from bot.storage.stream import NotificationStream
@@ -335,7 +336,7 @@ def _action_core(
     silencing = Silencing(acting, silencer, config=silence_config, permalink=gateway.permalink)
     watch = None
     if silencer is not None:
-        watch = SilenceWatch(store, silencer, interactions, config=silence_config, clock=clock)
+        watch = SilenceWatch(store, silencer, config=silence_config, clock=clock)
     scale_config = ScaleConfig(
         timeout_s=settings.backend_timeout_seconds,
         cooldown_s=settings.scale_cooldown_seconds,

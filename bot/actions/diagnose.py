@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
-from bot.actions.interactions import Held
 from bot.actions.scale import Scaling
 from bot.backends.errors import BackendError
 from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS, ScaleUp
@@ -29,6 +28,7 @@ from bot.render.diagnostics import render_diagnostics
 from bot.render.mrkdwn import person
 from bot.render.queue import type_outlook
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
+from bot.storage.interactions import Held
 
 
 @dataclass(frozen=True)

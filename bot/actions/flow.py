@@ -17,10 +17,10 @@ from datetime import datetime
 
 from redis.exceptions import RedisError
 
-from bot.actions.interactions import IN_PROGRESS, Interactions
 from bot.actions.permissions import Authorizer
 from bot.domain.incidents import Event, Incident
 from bot.storage.incident_store import Commit, IncidentStore, Loaded
+from bot.storage.interactions import IN_PROGRESS, Interactions
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

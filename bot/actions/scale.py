@@ -33,7 +33,6 @@ from bot.actions.flow import (
     failed,
     refused,
 )
-from bot.actions.interactions import Held
 from bot.actions.scale_reverts import ScaleReverts, plan_sentence
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
@@ -53,6 +52,7 @@ from bot.render.mrkdwn import escape
 from bot.render.queue import recommend_for
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
+from bot.storage.interactions import Held
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ Each scale-up that can be put back (and was not kept) leaves a record in Redis: 
 `scale-revert:<id>` and the id in the `scale-reverts` sorted set, scored by when to look at it
 next. Records are per runner type and field, so a second scale-up of the same type extends the
 first (the oldest value is the one put back) instead of racing it. A replica's tick claims a
-due record atomically, by moving its score to the end of a lease: other replicas skip it, and
-if the replica dies the lease runs out and another takes it. The claim's score is its token: a
-record is rescheduled or dropped only by the holder of that claim, so a scale-up recorded
-meanwhile is never lost, and two replicas never revert or report the same record twice.
+due record under a lease (`bot.storage.due_set`): other replicas skip it, and if the replica
+dies the lease runs out and another takes it. A record is rescheduled or dropped only by the
+holder of that claim, so a scale-up recorded meanwhile is never lost, and two replicas never
+revert or report the same record twice.
 
 The backend puts the value back only while it is still the one set from Slack; otherwise it
 is left, and the thread says what it is now and who changed it where the API tells. Two
@@ -32,11 +32,9 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -59,8 +57,10 @@ from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
 from bot.render.replies import render_event
+from bot.storage.due_set import Claim
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.keys import Keys
+from bot.storage.scale_reverts import scale_revert_records
 from bot.storage.warnings import WarningStore
 
 log = logging.getLogger(__name__)
@@ -70,35 +70,7 @@ log = logging.getLogger(__name__)
 FIRST_BACKOFF_S = 30.0
 MAX_BACKOFF_S = 900.0
 MAX_ATTEMPTS = 15
-RECORD_TTL_S = 90 * 86_400  # a safety net only: the sweep always ends a record it can read
 MAX_COMMIT_ATTEMPTS = 20
-
-# Claims a due record: moves its score to the end of the lease (the claim's token).
-_CLAIM = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if score and tonumber(score) <= tonumber(ARGV[2]) then
-  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-  return 1
-end
-return 0
-"""
-
-# Ends a claim, only while it is still ours (the score is our lease's end): ARGV[3] 'drop'
-# forgets the record; else ARGV[3] is the next look's time and ARGV[4] the record to keep.
-_FINISH = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) ~= tonumber(ARGV[2]) then
-  return 0
-end
-if ARGV[3] == 'drop' then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('DEL', KEYS[2])
-else
-  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-  redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5])
-end
-return 1
-"""
 
 
 @dataclass(frozen=True)
@@ -177,16 +149,13 @@ class ScaleReverts:
         warnings: WarningStore | None = None,
         readings: FleetReadings | None = None,
     ) -> None:
-        self._redis = redis
         self._readings = readings
-        self._keys = keys
         self._store = store
         self._warnings = warnings
         self._scaler = scaler
         self.config = config
         self._clock = clock
-        self._claim = redis.register_script(_CLAIM)
-        self._finish = redis.register_script(_FINISH)
+        self._due = scale_revert_records(redis, keys)
 
     @property
     def lease_s(self) -> float:
@@ -203,16 +172,13 @@ class ScaleReverts:
         its value before: that is what goes back, when the latest owner says."""
         now = self._clock().timestamp()
         rid = record_id(target.runner_type, undo.field)
-        earlier = RevertRecord.load(await self._redis.get(self._keys.scale_revert(rid)))
+        earlier = RevertRecord.load(await self._due.data(rid))
         if earlier is not None and earlier.target.target == target.target:
             undo = replace(undo, before=earlier.undo.before)
         record = RevertRecord(
             rid, incident_id, target, undo, self._scaler.name, by, now, warning=warning
         )
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.set(self._keys.scale_revert(rid), record.dump(), ex=RECORD_TTL_S)
-            pipe.zadd(self._keys.scale_reverts, {rid: now + self.config.check_s})
-            await pipe.execute()
+        await self._due.schedule(rid, now + self.config.check_s, record.dump())
         if earlier is not None and earlier.incident_id not in ("", incident_id):
             await self._handed_on(earlier.incident_id, rid)
         return record
@@ -272,12 +238,7 @@ class ScaleReverts:
         is said in one reply."""
         now = self._clock().timestamp()
         try:
-            due = cast(
-                list[str],
-                await self._redis.zrangebyscore(
-                    self._keys.scale_reverts, "-inf", now, start=0, num=100
-                ),
-            )
+            due = await self._due.pending(now)
         except RedisError as exc:
             log.warning("scale reverts: Redis unavailable: %s", exc)
             return
@@ -307,18 +268,16 @@ class ScaleReverts:
     async def check(self, rid: str) -> tuple[str, str] | None:
         """Look at one record; what to tell its incident's thread (id, text) when it went back
         or could not: a warning's own message is told at once."""
-        now = self._clock().timestamp()
-        # A fraction of a second of noise keeps two replicas' lease ends (the tokens) apart.
-        lease = now + self.lease_s + secrets.randbelow(1000) / 1000
-        claimed = await self._claim(keys=[self._keys.scale_reverts], args=[rid, now, repr(lease)])
-        if not claimed:
+        # Claimed as it is looked at, not with the others: each look may wait on the backend.
+        claim = await self._due.claim(rid, self._clock().timestamp(), self.lease_s)
+        if claim is None:
             return None  # not due any more, or another replica holds it
-        record = RevertRecord.load(await self._redis.get(self._keys.scale_revert(rid)))
+        record = RevertRecord.load(await self._due.data(rid))
         if record is None:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)
-            await self._end(rid, lease, None)
+            await self._end(claim, None)
             return None
-        record, text = await self._check(record, lease)
+        record, text = await self._check(record, claim)
         if text is None:
             return None
         if record.warning:
@@ -326,17 +285,17 @@ class ScaleReverts:
             return None
         return record.incident_id, text
 
-    async def _check(self, record: RevertRecord, lease: float) -> tuple[RevertRecord, str | None]:
+    async def _check(self, record: RevertRecord, claim: Claim) -> tuple[RevertRecord, str | None]:
         now = self._clock()
         state = await self._warning_of(record)
         if state is not None and state.phase is Phase.FOLDED:
             record = await self._hand_over(record, state)
         why, record, next_at = await self._why_now(record, state, now)
         if why is None:
-            await self._end(record.id, lease, record, next_at)
+            await self._end(claim, record, next_at)
             return record, None
         if await self._earlier_to_go_back(record):
-            await self._end(record.id, lease, record, now.timestamp() + self.config.check_s)
+            await self._end(claim, record, now.timestamp() + self.config.check_s)
             return record, None
         try:
             result = await within(
@@ -349,15 +308,15 @@ class ScaleReverts:
                 again = replace(record, attempts=record.attempts + 1)
                 wait = wait_after(again.attempts, first=FIRST_BACKOFF_S, maximum=MAX_BACKOFF_S)
                 log.warning("scale reverts: %s: %s; again in %.0f s", record.id, exc, wait)
-                await self._end(record.id, lease, again, now.timestamp() + wait)
+                await self._end(claim, again, now.timestamp() + wait)
                 return record, None
             text = (
                 f"Could not put {record.target.runner_type} back ({why}): {exc}. "
                 f"{record.undo.field} stays {record.undo.after}"
             )
-            return record, (text if await self._end(record.id, lease, None) else None)
+            return record, (text if await self._end(claim, None) else None)
         said = _said(record, why, result)
-        return record, (said if await self._end(record.id, lease, None) else None)
+        return record, (said if await self._end(claim, None) else None)
 
     async def _hand_over(self, record: RevertRecord, state: WarningState) -> RevertRecord:
         """The alert fired: the incident that took the warning on owns its scale-up now, and
@@ -445,7 +404,7 @@ class ScaleReverts:
             return False
         for earlier in order[: order.index(record.undo.field)]:
             rid = record_id(record.target.runner_type, earlier)
-            other = RevertRecord.load(await self._redis.get(self._keys.scale_revert(rid)))
+            other = RevertRecord.load(await self._due.data(rid))
             if other is not None and other.target.target == record.target.target:
                 return True
         return False
@@ -471,14 +430,11 @@ class ScaleReverts:
             return f"{duration(timedelta(seconds=after))} after the scale-up"
         return None
 
-    async def _end(
-        self, rid: str, lease: float, keep: RevertRecord | None, next_at: float = 0.0
-    ) -> bool:
+    async def _end(self, claim: Claim, keep: RevertRecord | None, next_at: float = 0.0) -> bool:
         """Drop the record (`keep` None) or keep it for `next_at`, while the claim is ours."""
-        args: list[Any] = [rid, repr(lease)]
-        args += ["drop"] if keep is None else [repr(next_at), keep.dump(), RECORD_TTL_S]
-        keys = [self._keys.scale_reverts, self._keys.scale_revert(rid)]
-        return bool(await self._finish(keys=keys, args=args))
+        if keep is None:
+            return await self._due.done(claim)
+        return await self._due.reschedule(claim, next_at, keep.dump())
 
     async def _say_on_warning(self, record: RevertRecord, text: str) -> None:
         """Said on the warning's message in place of when its scale-up goes back (no longer

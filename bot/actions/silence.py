@@ -26,7 +26,6 @@ from bot.actions.flow import (
     failed,
     refused,
 )
-from bot.actions.interactions import Held
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
@@ -34,6 +33,7 @@ from bot.domain.units import duration
 from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, ThreadRef
+from bot.storage.interactions import Held
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class Silencing:
             # Watched before it exists: a replica dying right after creating it still has the
             # tick look at the incident (and find nothing, if the silence was never recorded).
             first_check = min(until.timestamp(), now.timestamp() + self._config.check_s)
-            await self._acting.store.watch_silence(incident.id, first_check)
+            await self._acting.store.silence_watch.schedule(incident.id, first_check)
             silence_id = await within(silencer.create(request), self._timeout, silencer.name)
         except BackendError as exc:
             await lock.release()

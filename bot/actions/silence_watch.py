@@ -1,8 +1,8 @@
 """Noticing a silence that ended without us: it ran out, or someone removed it in the backend.
 
-Each silence made from Slack is in a Redis sorted set by when to look at it next (every
-`check_s`, and at its planned end). A replica's tick takes a due incident under a short lock,
-asks the backend, and commits what changed, fenced by the incident's version, so replicas
+Each silence made from Slack is in a due set (`bot.storage.due_set`) by when to look at it next
+(every `check_s`, and at its planned end). A replica's tick claims a due incident for a short
+lease, asks the backend, and commits what changed, fenced by the incident's version, so replicas
 checking at once post one "silence ended" reply.
 """
 
@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.actions.interactions import Held, Interactions
 from bot.actions.silence import SilenceConfig
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceState
 from bot.domain.incidents import ActiveSilence, Event, Incident, unsilenced
 from bot.render.replies import render_event
+from bot.storage.due_set import Claim
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 
 log = logging.getLogger(__name__)
@@ -34,21 +35,19 @@ class SilenceWatch:
         self,
         store: IncidentStore,
         silencer: Silencer,
-        interactions: Interactions,
         *,
         config: SilenceConfig,
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
         self._silencer = silencer
-        self._interactions = interactions
         self._config = config
         self._clock = clock
 
     async def tick(self) -> None:
         """Check every silence that is due; never raises."""
         try:
-            due = await self._store.silences_due(self._clock().timestamp())
+            due = await self._store.silence_watch.pending(self._clock().timestamp())
         except RedisError as exc:
             log.warning("silence watch: Redis unavailable: %s", exc)
             return
@@ -61,23 +60,26 @@ class SilenceWatch:
                 log.exception("silence watch: incident %s failed", incident_id)
 
     async def check(self, incident_id: str) -> None:
-        lock = await self._interactions.lock(
-            incident_id,
-            "silence-check",
-            doing="checking",
-            ttl_s=deadline_of(self._config.timeout_s) + 5,
-        )
-        if isinstance(lock, Held):
+        # Claimed as it is checked, not with the others: each check waits on the backend.
+        lease_s = deadline_of(self._config.timeout_s) + 5
+        watch = self._store.silence_watch
+        claim = await watch.claim(incident_id, self._clock().timestamp(), lease_s)
+        if claim is None:
             return  # another replica is on it
         try:
-            await self._check(incident_id)
-        finally:
-            await lock.release()
+            await self._check(claim)
+        except Exception:
+            # Due again at once, as before the claim (a no-op when the check rescheduled it).
+            with suppress(RedisError):
+                await watch.reschedule(claim, self._clock().timestamp())
+            raise
 
-    async def _check(self, incident_id: str) -> None:
+    async def _check(self, claim: Claim) -> None:
+        watch = self._store.silence_watch
+        incident_id = claim.member
         incident = (await self._store.load(incident_id)).incident
         if incident is None or incident.silence is None:
-            await self._store.unwatch_silence(incident_id)
+            await watch.done(claim)
             return
         current = incident.silence
         now = self._clock()
@@ -88,17 +90,17 @@ class SilenceWatch:
                 self._silencer.name,
             )
         except BackendError:
-            await self._store.watch_silence(incident_id, now.timestamp() + self._config.check_s)
+            await watch.reschedule(claim, now.timestamp() + self._config.check_s)
             raise
         if state is not None and state.in_force:
             ends = state.ends_at or current.until
             if abs((ends - current.until).total_seconds()) > 1:
                 await self._record(incident_id, current, _moved(current, ends))
             due = min(now.timestamp() + self._config.check_s, ends.timestamp())
-            await self._store.watch_silence(incident_id, max(due, now.timestamp() + 1))
+            await watch.reschedule(claim, max(due, now.timestamp() + 1))
             return
         await self._record(incident_id, current, _ended(current, state, now))
-        await self._store.unwatch_silence(incident_id)
+        await watch.done(claim)
 
     async def _record(
         self,

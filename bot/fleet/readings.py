@@ -37,7 +37,7 @@ from bot.domain.jobs import JobsView
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.keys import Keys
-from bot.storage.leases import Leases
+from bot.storage.readings import ReadingStore
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +58,8 @@ class FleetReadings:
         jobs: JobsWatch | None = None,
         kept: ReadingsHistory | None = None,
     ) -> None:
-        self._redis = redis
-        self._keys = keys
+        self._store = ReadingStore(redis, keys)
         self._metrics = metrics
-        self._leases = Leases(redis)
         self._interval = timedelta(seconds=interval_s)
         self._timeout_s = timeout_s
         self._clock = clock
@@ -88,7 +86,7 @@ class FleetReadings:
         return self._interval
 
     async def stored(self) -> Reading | None:
-        raw = await self._redis.get(self._keys.fleet_reading)
+        raw = await self._store.latest()
         if not raw:
             return None
         try:
@@ -108,14 +106,14 @@ class FleetReadings:
             return stored
         calls = 2 if self._jobs is not None else 1  # the reading, then the jobs listing
         ttl_ms = int((calls * deadline_of(self._timeout_s) + 1) * 1000)
-        lease = await self._leases.try_acquire(self._keys.fleet_lease, ttl_ms)
+        lease = await self._store.lease_refresh(ttl_ms)
         if lease is None:
             return stored  # another replica is reading right now; this one is recent enough
         try:
             reading = await self._refresh(stored, now)
         finally:
             with suppress(RedisError):  # it expires by itself
-                await self._leases.release(lease)
+                await self._store.end_refresh(lease)
         return reading
 
     async def current(self) -> tuple[Reading | None, list[HistoryPoint]]:
@@ -146,9 +144,7 @@ class FleetReadings:
                 await self._kept.keep(fleet)
         if reading.error:
             log.warning("fleet: %s", reading.error)
-        await self._redis.set(
-            self._keys.fleet_reading, reading.encode(), px=_keep_ms(self._interval)
-        )
+        await self._store.save(reading.encode(), keep_ms=_keep_ms(self._interval))
         return reading
 
     async def _observe_jobs(self, now: datetime) -> JobsView | None:
@@ -182,17 +178,16 @@ class FleetReadings:
         }
         if not point["a"] and not point["d"] and not point["g"]:
             return
-        key = self._keys.fleet_history
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.lpush(key, json.dumps(point, separators=(",", ":")))
-            pipe.ltrim(key, 0, HISTORY_POINTS - 1)
-            pipe.pexpire(key, int(self._interval.total_seconds() * 1000 * HISTORY_POINTS * 2))
-            await pipe.execute()
+        await self._store.remember(
+            json.dumps(point, separators=(",", ":")),
+            points=HISTORY_POINTS,
+            keep_ms=int(self._interval.total_seconds() * 1000 * HISTORY_POINTS * 2),
+        )
 
     async def history(self) -> list[HistoryPoint]:
         """Past readings, newest first."""
         points = []
-        for raw in await self._redis.lrange(self._keys.fleet_history, 0, -1):  # type: ignore[misc]
+        for raw in await self._store.history():
             try:
                 data = json.loads(raw)
                 points.append(

@@ -34,6 +34,7 @@ from redis.asyncio import Redis
 from bot.domain.capacity import FleetHistory, TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.storage.keys import Keys
+from bot.storage.readings import ReadingStore
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,7 @@ class ReadingsHistory:
     name = NAME
 
     def __init__(self, redis: Redis, keys: Keys, *, interval_s: float) -> None:
-        self._redis = redis
-        self._keys = keys
+        self._store = ReadingStore(redis, keys)
         self._slot_s = max(SLOT_S, 60 * math.ceil(interval_s / 60))
 
     async def keep(self, fleet: FleetSnapshot) -> None:
@@ -61,19 +61,13 @@ class ReadingsHistory:
         types = {name: _numbers(m) for name, m in fleet.runner_types.items()}
         kept = {"t": types, "e": fleet.absent_means_empty}
         slot = int(fleet.at.timestamp()) // self._slot_s * self._slot_s
-        key = self._keys.readings_day(_day(slot))
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hsetnx(key, str(slot), json.dumps(kept, separators=(",", ":")))
-            pipe.expire(key, KEPT_DAYS * 86400 + 86400)
-            await pipe.execute()
+        encoded = json.dumps(kept, separators=(",", ":"))
+        await self._store.keep(_day(slot), str(slot), encoded, keep_s=KEPT_DAYS * 86400 + 86400)
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
         first, last = start.timestamp(), end.timestamp()
         days = sorted({_day(int(at)) for at in _every_day(first, last)})
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for day in days:
-                pipe.hgetall(self._keys.readings_day(day))
-            answers = await pipe.execute()
+        answers = await self._store.kept(days)
         # A month of fifty types is about a second of parsing: off the event loop.
         return await asyncio.to_thread(self._built, answers, first, last)
 

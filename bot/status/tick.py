@@ -49,6 +49,7 @@ from bot.domain.quiet import is_meaningful
 from bot.domain.routes import Routing
 from bot.fleet.readings import FleetReadings
 from bot.render.replies import STATUS_FALLBACK, StatusShown, summaries
+from bot.storage.due_set import Claim
 from bot.storage.incident_store import (
     BAND_EVENT,
     BAND_STATUS,
@@ -66,6 +67,10 @@ from bot.storage.incident_store import (
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+
+# How long a tick holds the statuses it claimed: they are computed and committed in a moment; a
+# replica that dies meanwhile delays them by this much.
+CLAIM_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -99,78 +104,85 @@ class StatusReporter:
     async def tick(self) -> None:
         """Commit every status that is due; never raises.
 
-        The due incidents are read in one round trip and their commits go in another, each
-        still fenced by its own version: one that lost a race to another replica is redone
-        alone on fresh state (`report`).
+        The due incidents are claimed in one round trip, read in another, and their commits go
+        in a third, each still fenced by its own version: one that lost a race is redone alone
+        on fresh state (`report`).
         """
+        due = self._store.status_due
         try:
-            due = await self._store.due_status(self._clock().timestamp())
-            if not due:
+            if not await due.pending(self._clock().timestamp()):
                 return
-            # Read once per tick, not per incident: the reading and the baselines' history.
+            # Read once per tick, not per incident: the reading and the baselines' history; then
+            # claimed, so the claims' leases need not outlast the backend's query.
             reading, history = await self._readings.current()
-            reads = await self._store.read_due(due)
+            claims = await due.due(self._clock().timestamp(), CLAIM_S)
+            reads = await self._store.read_due([c.member for c in claims])
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
         now = self._clock()
-        decided: list[tuple[str, Commit]] = []
-        for read in reads:
+        decided: list[tuple[Claim, Commit]] = []
+        for claim, read in zip(claims, reads, strict=True):
             # Each status is a millisecond of CPU: let webhooks and button clicks in between,
             # so a tick of many statuses never holds them up for the whole batch.
             await asyncio.sleep(0)
-            async with self._guard(read.incident_id):
-                commit = await self._status_of(read, reading, history, now)
+            async with self._guard(claim):
+                commit = await self._status_of(claim, read, reading, history, now)
                 if commit is not None:
-                    decided.append((read.incident_id, commit))
+                    decided.append((claim, commit))
         try:
             applied = await self._store.commit_many([c for _, c in decided], now=now.timestamp())
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
-        for (incident_id, commit), done in zip(decided, applied, strict=True):
+        for (claim, commit), done in zip(decided, applied, strict=True):
             if done is True:
                 self._count(commit)
                 continue
-            async with self._guard(incident_id):
+            async with self._guard(claim):
                 if isinstance(done, Exception):
                     raise done
-                await self.report(incident_id, reading, history)
+                await self.report(claim, reading, history)
 
     @asynccontextmanager
-    async def _guard(self, incident_id: str) -> AsyncIterator[None]:
+    async def _guard(self, claim: Claim) -> AsyncIterator[None]:
         """One incident's failure is logged and retried later; it never stops the others."""
         try:
             yield
         except (BackendError, RedisError, TimeoutError) as exc:
-            log.warning("status: incident %s: %s; retrying next tick", incident_id, exc)
+            log.warning("status: incident %s: %s; retrying next tick", claim.member, exc)
+            with suppress(RedisError):
+                await self._store.status_due.reschedule(claim, self._clock().timestamp())
         except Exception:
             # One unreadable incident must not stop every other status post: push it back.
-            log.exception("status: incident %s failed; postponed", incident_id)
+            log.exception("status: incident %s failed; postponed", claim.member)
             with suppress(RedisError):
                 later = self._clock().timestamp() + self._config.interval_s
-                await self._store.postpone_status(incident_id, later)
+                await self._store.status_due.reschedule(claim, later)
 
     async def report(
         self,
-        incident_id: str,
+        claim: Claim,
         reading: Reading | None = None,
         history: Sequence[HistoryPoint] = (),
     ) -> bool:
-        """Commit one status (or the drain's resolve) if still due; whether this call did."""
+        """Commit one claimed status (or the drain's resolve) if still due; whether this call
+        did. One that kept losing its race is left due for the next tick."""
         for _ in range(3):
-            [read] = await self._store.read_due([incident_id])
+            [read] = await self._store.read_due([claim.member])
             now = self._clock()
-            commit = await self._status_of(read, reading, history, now)
+            commit = await self._status_of(claim, read, reading, history, now)
             if commit is None:
                 return False
             if await self._store.commit(commit, now=now.timestamp()):
                 self._count(commit)
                 return True
+        await self._store.status_due.reschedule(claim, self._clock().timestamp())
         return False
 
     async def _status_of(
         self,
+        claim: Claim,
         read: DueRead,
         reading: Reading | None,
         history: Sequence[HistoryPoint],
@@ -180,10 +192,10 @@ class StatusReporter:
         loaded = read.loaded()
         incident = loaded.incident
         if incident is None or not incident.is_open:
-            await self._store.unschedule_status(read.incident_id)
+            await self._store.status_due.done(claim)
             return None
-        if read.due_at is None or read.due_at > now.timestamp():
-            return None  # another replica committed it while we were getting here
+        if read.due_at != claim.token:
+            return None  # committed by another replica (or rescheduled) since it was claimed
         view = incident_fleet(
             incident,
             reading,

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from bot.domain.message import ChartStyle
 from bot.storage.keys import Keys
+from bot.storage.leases import Leases
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ REFUSAL_TTL_S = 86_400
 class ChartDelivery:
     def __init__(self, redis: Redis, keys: Keys, configured: ChartStyle) -> None:
         self._redis = redis
+        self._leases = Leases(redis)
         self._key = keys.chart_blocks_refused
         self._configured = configured
 
@@ -36,7 +38,7 @@ class ChartDelivery:
 
     async def refused(self, error: str) -> None:
         """Slack refused a message for its chart block: pictures from now on, everywhere."""
-        if await self._redis.set(self._key, error, ex=REFUSAL_TTL_S, nx=True):
+        if await self._leases.claim_once(self._key, REFUSAL_TTL_S * 1000, error):
             log.warning(
                 "Slack refused the chart block (%s): charts are uploaded as pictures for a day "
                 "(needs files:write; CHART_STYLE=image makes it permanent)",

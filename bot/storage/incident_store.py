@@ -18,7 +18,6 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, cast
 
 import orjson
@@ -27,7 +26,16 @@ from redis.exceptions import RedisError
 
 from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank
 from bot.domain.message import Rendered
+from bot.storage.due_set import DueSet
 from bot.storage.keys import Keys
+
+# The queue's score constants and the script loader live in `bot.storage.scripts`; named here
+# too because the send path imports them from here.
+from bot.storage.scripts import BAND as BAND
+from bot.storage.scripts import RANK as RANK
+from bot.storage.scripts import ROOTS_END as ROOTS_END
+from bot.storage.scripts import lua as lua
+from bot.storage.scripts import script
 
 # Thread replies wait in an outbox per incident, ordered; the channel's sender posts them by
 # band (most urgent first across threads), then age.
@@ -39,21 +47,6 @@ TEST_RETENTION_S = 3600
 # The fields of an incident's hash that make a `Loaded` (load_group.lua reads the same).
 LOADED_FIELDS = ["v", "state", "thread", "rendered"]
 MAX_TIMELINE = 500
-
-
-# The channel queue's scores (see lua/prelude.lua): a reply's is its band * BAND + its sequence
-# number, a new root's its severity rank * RANK + its sequence number, so every root scores up to
-# ROOTS_END and goes first. Defined here once; the scripts take them from here.
-BAND = 1 << 40
-RANK = 1 << 34
-ROOTS_END = BAND - 1
-
-
-def lua(name: str) -> str:
-    """A script, after the prelude every script shares (its constants, its score rules)."""
-    folder = resources.files("bot.storage") / "lua"
-    constants = f"local BAND = {BAND}\nlocal RANK = {RANK}\n"
-    return constants + (folder / "prelude.lua").read_text() + (folder / f"{name}.lua").read_text()
 
 
 @dataclass(frozen=True)
@@ -169,8 +162,12 @@ class IncidentStore:
         self.keys = Keys(prefix)
         self.retention_s = retention_s
         self._test_retention_s = min(test_retention_s, retention_s)
-        self._commit = redis.register_script(lua("commit"))
-        self._load_group = redis.register_script(lua("load_group"))
+        # When each open incident's next status is due (the commit script sets it), and when to
+        # look at a silence made from Slack again.
+        self.status_due = DueSet(redis, self.keys.status_due)
+        self.silence_watch = DueSet(redis, self.keys.silence_watch, keep_s=retention_s)
+        self._commit = script(redis, "commit")
+        self._load_group = script(redis, "load_group")
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -232,40 +229,6 @@ class IncidentStore:
             DueRead(incident_id, _or_raise(raws[2 * i + 1]), raws[2 * i])
             for i, incident_id in enumerate(incident_ids)
         ]
-
-    async def status_due_at(self, incident_id: str) -> float | None:
-        return cast(float | None, await self._redis.zscore(self.keys.status_due, incident_id))
-
-    async def due_status(self, now: float, *, limit: int = 100) -> list[str]:
-        key = self.keys.status_due
-        return cast(
-            list[str], await self._redis.zrangebyscore(key, "-inf", now, start=0, num=limit)
-        )
-
-    async def unschedule_status(self, incident_id: str) -> None:
-        await self._redis.zrem(self.keys.status_due, incident_id)
-
-    async def postpone_status(self, incident_id: str, due: float) -> None:
-        """Push a status that could not be computed to later, without touching the incident."""
-        await self._redis.zadd(self.keys.status_due, {incident_id: due}, xx=True)
-
-    # -- silences made from Slack, checked by the tick until they end ----------------------
-
-    async def watch_silence(self, incident_id: str, due: float) -> None:
-        key = self.keys.silence_watch
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.zadd(key, {incident_id: due})
-            pipe.expire(key, self.retention_s)
-            await pipe.execute()
-
-    async def silences_due(self, now: float, *, limit: int = 100) -> list[str]:
-        key = self.keys.silence_watch
-        return cast(
-            list[str], await self._redis.zrangebyscore(key, "-inf", now, start=0, num=limit)
-        )
-
-    async def unwatch_silence(self, incident_id: str) -> None:
-        await self._redis.zrem(self.keys.silence_watch, incident_id)
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -11,8 +11,10 @@ import secrets
 from redis.asyncio import Redis
 
 from bot.domain.message import Rendered
-from bot.storage.incident_store import BAND, BAND_EVENT
+from bot.storage.incident_store import BAND_EVENT
 from bot.storage.keys import Keys
+from bot.storage.leases import Leases
+from bot.storage.scripts import BAND
 
 KEEP_S = 7 * 86_400  # a notice Slack could not take for a week is not news any more
 CLAIM_S = 3 * 86_400
@@ -21,11 +23,12 @@ CLAIM_S = 3 * 86_400
 class NoticeStore:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis
+        self._leases = Leases(redis)
         self.keys = keys
 
     async def claim(self, what: str) -> bool:
         """The first replica to claim `what` (a report's week) posts it; the others skip it."""
-        return bool(await self._redis.set(self.keys.notice_claim(what), "1", nx=True, ex=CLAIM_S))
+        return await self._leases.claim_once(self.keys.notice_claim(what), CLAIM_S * 1000)
 
     async def queue(self, channel: str, rendered: Rendered) -> str:
         uid = secrets.token_hex(6)

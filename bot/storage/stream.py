@@ -25,8 +25,8 @@ from redis.exceptions import RedisError, ResponseError
 
 from bot.domain.alerts import Notification, PayloadError, parse_json_body, parse_notification
 from bot.domain.delivery import Delivery, delivery_of
-from bot.storage.incident_store import lua
 from bot.storage.keys import Keys
+from bot.storage.scripts import script
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class NotificationStream:
         self._waiting: list[tuple[dict[Any, Any], asyncio.Future[str]]] = []
         self._recent = RecentDeliveries()
         self._flusher: asyncio.Task[None] | None = None
-        self._append = redis.register_script(lua("append"))
+        self._append = script(redis, "append")
 
     async def append(self, notification: Notification, body: bytes, received_at: float) -> str:
         """Persist one accepted notification (`body`, validated as `notification`); its stream

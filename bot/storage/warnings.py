@@ -17,8 +17,10 @@ from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
 from bot.storage.connection import LONGEST_BLOCK_S
-from bot.storage.incident_store import BAND_EVENT, lua
+from bot.storage.incident_store import BAND_EVENT
 from bot.storage.keys import Keys
+from bot.storage.leases import Leases
+from bot.storage.scripts import script
 
 KEEP_S = 6 * 3600  # an ended warning is remembered this long
 # The ts of a warning Slack refused for good (not in the channel, say): it is not posted again
@@ -30,16 +32,17 @@ READING_CLAIM_S = 3600
 class WarningStore:
     def __init__(self, redis: Redis, keys: Keys, *, bells: Redis | None = None) -> None:
         self._redis = redis
+        self._leases = Leases(redis)
         self._bells = bells or redis  # where `wait_for_edits` blocks (`SendQueue`'s note)
         self.keys = keys
-        self._save = redis.register_script(lua("save_warning"))
-        self._record_post = redis.register_script(lua("record_warning"))
-        self._record_edit = redis.register_script(lua("record_warning_edit"))
+        self._save = script(redis, "save_warning")
+        self._record_post = script(redis, "record_warning")
+        self._record_edit = script(redis, "record_warning_edit")
 
     async def claim_reading(self, reading_at: float) -> bool:
         """The first replica to ask about a reading decides its warnings; the others skip it."""
         key = self.keys.warning_reading(repr(reading_at))
-        return bool(await self._redis.set(key, "1", nx=True, ex=READING_CLAIM_S))
+        return await self._leases.claim_once(key, READING_CLAIM_S * 1000)
 
     async def all(self) -> dict[str, WarningState]:
         types = sorted(cast(set[str], await self._redis.smembers(self.keys.warnings)))  # type: ignore[misc]

@@ -14,10 +14,10 @@ from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.metrics.github import GithubConfig, GithubMetrics
 from bot.domain.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
-from bot.fleet.jobs import JobArrivals
 from bot.render.jobs import jobs_blocks, render_jobs
 from bot.render.mrkdwn import MAX_BLOCKS, MAX_SECTION
 from bot.storage.incident_store import IncidentStore
+from bot.storage.job_arrivals import JobArrivals
 from sandbox.serve import RunningServer
 from tests.support.cores import action_core
 from tests.support.fakes.github_api import FakeGithub

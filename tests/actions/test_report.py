@@ -10,7 +10,6 @@ from redis.asyncio import Redis
 from bot.actions.commands import MAX_ANSWER, CommandError, parse_command, run_command
 from bot.actions.core import Actor
 from bot.actions.flow import Acting
-from bot.actions.interactions import Interactions
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.report import Report, ReportConfig
 from bot.backends.metrics.alert import AlertMetrics
@@ -19,6 +18,7 @@ from bot.domain.delivery import delivery_of
 from bot.domain.incidents import Event, GroupState, open_incident, resolve_manually
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import Commit, IncidentStore
+from bot.storage.interactions import Interactions
 from bot.storage.notices import NoticeStore
 from bot.telemetry import Telemetry
 from tests.support.cores import _no_members, _no_name, action_core

@@ -276,7 +276,7 @@ async def test_a_silence_that_runs_out_is_shown_as_ended(
         incident = await eventually(lambda: _silenced(running), what="recorded")
         grafana.run_out(incident.silence.silence_id)
         # The watch looks again at the planned end; here the backend says it is over already.
-        await running.bot.store.watch_silence("1", 0)
+        await running.bot.store.silence_watch.schedule("1", 0)
         await eventually(
             lambda: any("Silence ended" in t for t in thread_texts(slack, root.ts)),
             what="ended",

@@ -22,8 +22,9 @@ from bot.backends.metrics.prometheus import (
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incident_fleet import DrainConfig, is_drained
 from bot.domain.units import wait_said
-from bot.fleet.jobs import JobArrivals, JobsWatch
+from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
+from bot.storage.job_arrivals import JobArrivals
 from bot.storage.keys import Keys
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.arc_exporter import BUCKETS, ArcFleet

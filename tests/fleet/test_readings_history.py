@@ -10,7 +10,6 @@ from redis.asyncio import Redis
 
 from bot.actions.core import Actor
 from bot.actions.flow import Acting
-from bot.actions.interactions import Interactions
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.report import Report, ReportConfig
 from bot.backends.metrics.alert import AlertMetrics
@@ -20,6 +19,7 @@ from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.incident_store import IncidentStore
+from bot.storage.interactions import Interactions
 from bot.storage.keys import Keys
 from bot.telemetry import Telemetry
 from tests.support.cores import _no_members, _no_name

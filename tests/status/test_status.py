@@ -17,10 +17,13 @@ from bot.domain.incidents import GroupState, open_incident
 from bot.fleet.readings import FleetReadings
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
+from bot.storage.keys import Keys
 from bot.telemetry import Telemetry
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot
 from tests.support.slack import CHANNEL, Slack
+
+KEYS = Keys("qp")  # the prefix `settings_for` gives the bot
 
 
 async def test_an_unreadable_incident_does_not_stop_other_status_posts(
@@ -29,11 +32,11 @@ async def test_an_unreadable_incident_does_not_stop_other_status_posts(
     # A corrupt or newer-format record (a rolling deploy) must cost only itself.
     redis = Redis.from_url(redis_url, decode_responses=True)
     await redis.hset(
-        "qp:v2:incident:999",
+        KEYS.incident("999"),
         mapping={"v": 1, "state": json.dumps({"id": "999", "unexpected": True})},
     )
     started = time.time()
-    await redis.zadd("qp:v2:status-due", {"999": started - 1})
+    await redis.zadd(KEYS.status_due, {"999": started - 1})
     try:
         async with run_bot(settings_for(status_interval_seconds=1)) as running:
             await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
@@ -45,7 +48,7 @@ async def test_an_unreadable_incident_does_not_stop_other_status_posts(
                 return sum(1 + m.edits for m in replies if "status" in m.text.lower())
 
             await eventually(lambda: statuses() >= 2, what="status posts go on", timeout=8)
-            postponed = await redis.zscore("qp:v2:status-due", "999")
+            postponed = await redis.zscore(KEYS.status_due, "999")
             assert postponed is not None and postponed > started, "the bad one is pushed back"
     finally:
         await redis.aclose()
@@ -98,7 +101,7 @@ async def test_two_replicas_ticking_at_once_give_each_due_incident_one_status(
         for n in range(count):
             waiting = await redis.lrange(store.keys.outbox(str(n)), 0, -1)
             assert [item.split(":")[0] for item in waiting] == ["status"]
-        assert await store.due_status(now[0].timestamp()) == []
+        assert await store.status_due.pending(now[0].timestamp()) == []
     finally:
         await redis.aclose()
 
@@ -121,8 +124,8 @@ async def test_an_incident_key_redis_cannot_read_does_not_stop_other_status_post
     # The tick reads every due incident in one round trip: a key of the wrong type must fail
     # only its own read, not the whole tick.
     redis = Redis.from_url(redis_url, decode_responses=True)
-    await redis.set("qp:v2:incident:998", "not a hash")
-    await redis.zadd("qp:v2:status-due", {"998": time.time() - 1})
+    await redis.set(KEYS.incident("998"), "not a hash")
+    await redis.zadd(KEYS.status_due, {"998": time.time() - 1})
     try:
         async with run_bot(settings_for(status_interval_seconds=1)) as running:
             await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))

@@ -1,4 +1,4 @@
-"""Redis persistence against a real redis-server: leases, fenced commits, the notification stream,
+"""Redis persistence against a real redis-server: fenced commits, the notification stream,
 and the retention of every key (the send queue they fill: tests/outbound/test_send_queue.py)."""
 
 from __future__ import annotations
@@ -12,17 +12,14 @@ from redis.asyncio import Redis
 
 from bot.domain.incidents import Event, GroupState, resolve_manually
 from bot.storage.incident_store import MAX_OUTBOX, Commit, IncidentStore
-from bot.storage.leases import Leases
 from bot.storage.stream import GROUP, NotificationStream
 from tests.support.running import eventually
 from tests.support.store import (
     DAY,
-    KEYS,
     PREFIX,
     T0,
     body,
     delivery,
-    gone,
     idle_at_least,
     incident,
     notification,
@@ -38,40 +35,6 @@ async def replicas(redis_url: str) -> AsyncIterator[list[Redis]]:
     yield clients
     for client in clients:
         await client.aclose()
-
-
-# -- leases ---------------------------------------------------------------------------------------
-
-
-async def test_only_one_of_concurrent_acquirers_wins(replicas: list[Redis]) -> None:
-    leases = [Leases(r) for r in replicas]
-    won = await asyncio.gather(
-        *(lease.try_acquire(KEYS.sender_lease("C1"), 5000) for lease in leases)
-    )
-    assert sum(lease is not None for lease in won) == 1
-
-
-async def test_an_expired_holder_can_neither_renew_nor_release_the_new_holders_lease(
-    replicas: list[Redis],
-) -> None:
-    old, new = Leases(replicas[0]), Leases(replicas[1])
-    stale = await old.try_acquire(KEYS.sender_lease("C1"), 50)
-    assert stale is not None
-    await eventually(lambda: gone(replicas[1], KEYS.sender_lease("C1")), what="lease expired")
-    current = await new.try_acquire(KEYS.sender_lease("C1"), 5000)
-    assert current is not None
-
-    assert not await old.renew(stale, 5000)
-    await old.release(stale)
-
-    assert await replicas[2].get(current.key) == current.token
-    assert await new.renew(current, 5000)
-
-
-async def test_a_slot_is_taken_once_per_interval_across_replicas(replicas: list[Redis]) -> None:
-    leases = [Leases(r) for r in replicas]
-    taken = await asyncio.gather(*(lease.take_slot(KEYS.update_slot, 300) for lease in leases))
-    assert sum(taken) == 1
 
 
 # -- incidents and fenced commits -----------------------------------------------------------------
@@ -139,8 +102,8 @@ async def test_due_status_returns_only_due_incidents(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
     for incident_id, due in (("1", 100.0), ("2", 200.0), ("3", 300.0)):
         await store.commit(Commit(incident(incident_id), status_due=due))
-    assert await store.due_status(250.0) == ["1", "2"]
-    assert await store.status_due_at("3") == 300.0
+    assert await store.status_due.pending(250.0) == ["1", "2"]
+    assert await store.status_due.due_at("3") == 300.0
 
 
 async def test_timeline_keeps_the_latest_500_events(redis: Redis) -> None:

@@ -10,7 +10,6 @@ from redis.asyncio import Redis
 from bot.actions.core import NO_ROUTES, ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
 from bot.actions.flow import Acting
-from bot.actions.interactions import Interactions
 from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
 from bot.actions.report import Report
@@ -24,9 +23,11 @@ from bot.backends.scale import Scaler
 from bot.backends.silence import Silencer
 from bot.domain.routes import Routing
 from bot.domain.scaling import ScaleTarget
-from bot.fleet.jobs import JobArrivals, JobsWatch
+from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import IncidentStore
+from bot.storage.interactions import Interactions
+from bot.storage.job_arrivals import JobArrivals
 from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
 

@@ -155,7 +155,7 @@ async def test_status_posts_periodically_and_stops_on_resolve(
         settled = statuses_shown()
         incident_id = await running.bot.core.incident_of_message(CHANNEL, roots[0].ts)
         assert incident_id is not None
-        assert await running.bot.store.status_due_at(incident_id) is None
+        assert await running.bot.store.status_due.due_at(incident_id) is None
         # Absence takes time to show: another incident, opened now, gets two statuses (two
         # intervals of the scheduler's work) while the resolved one gets none.
         witness = copy.deepcopy(fixture_json(FIRING))
@@ -232,7 +232,7 @@ async def test_grafana_test_button_shows_once_and_is_never_followed_up(
         assert not [b for b in roots[0].blocks if b["type"] == "actions"]
         incident_id = await running.bot.core.incident_of_message(CHANNEL, roots[0].ts)
         assert incident_id is not None
-        assert await running.bot.store.status_due_at(incident_id) is None
+        assert await running.bot.store.status_due.due_at(incident_id) is None
         assert await running.bot.core.open_incidents() == [], "/queue ack must not pick a test"
 
 

@@ -134,7 +134,7 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
         )
         incident_id = await running.bot.core.incident_of_message(CHANNEL, root_ts)
         assert incident_id is not None
-        assert await running.bot.store.status_due_at(incident_id) is None
+        assert await running.bot.store.status_due.due_at(incident_id) is None
         assert [m.ts for m in thread()] == [ts for ts, _ in settled]
 
 

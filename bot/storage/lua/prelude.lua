@@ -1,4 +1,4 @@
--- What every script shares (`lua()` in bot/storage/incident_store.py puts this first, after the
+-- What every script shares (`lua()` in bot/storage/scripts.py puts this first, after the
 -- score constants it takes from Python: BAND and RANK).
 --
 -- A channel's posts are one sorted set. A new root scores below one band: its severity rank,
@@ -32,4 +32,10 @@ local function ring(bell, ttl_ms)
   redis.call('LPUSH', bell, '1')
   redis.call('LTRIM', bell, 0, 0)
   redis.call('PEXPIRE', bell, ttl_ms)
+end
+
+-- Whether the lease at `key` is still held by `token` (the value its holder stored): only then
+-- may it be renewed, kept or released.
+local function holds(key, token)
+  return redis.call('GET', key) == token
 end

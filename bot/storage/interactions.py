@@ -11,26 +11,15 @@ Two guards, both in Redis so every replica sees them:
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
 from bot.storage.keys import Keys
+from bot.storage.leases import Lease, Leases
 
 INTERACTION_MEMORY_S = 3600
 IN_PROGRESS = "\x00in-progress"
-
-# Releases a lock only for its holder: a lock that expired and was taken by someone else stays.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  if tonumber(ARGV[2]) > 0 then
-    return redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2]) and 1
-  end
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
 
 
 @dataclass(frozen=True)
@@ -44,12 +33,12 @@ class Interactions:
     def __init__(self, redis: Redis, prefix: str) -> None:
         self._redis = redis
         self._keys = Keys(prefix)
-        self._release = redis.register_script(_RELEASE)
+        self._leases = Leases(redis)
 
     async def claim(self, interaction_id: str) -> str | None:
         """None for the first delivery of this interaction; else its answer (or IN_PROGRESS)."""
         key = self._keys.interaction(interaction_id[:200])
-        if await self._redis.set(key, IN_PROGRESS, nx=True, ex=INTERACTION_MEMORY_S):
+        if await self._leases.claim_once(key, INTERACTION_MEMORY_S * 1000, IN_PROGRESS):
             return None
         return str(await self._redis.get(key) or IN_PROGRESS)
 
@@ -60,29 +49,27 @@ class Interactions:
     async def lock(self, incident_id: str, what: str, *, doing: str, ttl_s: float) -> Lock | Held:
         """Take the lock of `what` on the incident for `ttl_s`, or say who holds it."""
         key = self._keys.action_lock(incident_id, what)
-        token = secrets.token_hex(8)
-        value = f"{token} {doing}"
-        if await self._redis.set(key, value, nx=True, px=max(int(ttl_s * 1000), 1)):
-            return Lock(self, key, value)
-        held = str(await self._redis.get(key) or " something")
-        return Held(held.partition(" ")[2])
-
-    async def _end(self, lock: Lock, *, keep_s: float, note: str) -> None:
-        kept = f"{lock.value.partition(' ')[0]} {note}"
-        await self._release(keys=[lock.key], args=[lock.value, int(keep_s * 1000), kept])
+        lease = await self._leases.try_acquire(key, int(ttl_s * 1000), note=doing)
+        if lease is not None:
+            return Lock(self._leases, lease)
+        held = await self._leases.holder_note(key)
+        return Held("something" if held is None else held)
 
 
 @dataclass(frozen=True)
 class Lock:
     """A held action lock: `release()` when the action failed, `keep(s, note)` for a cooldown."""
 
-    owner: Interactions
-    key: str
-    value: str
+    leases: Leases
+    lease: Lease
 
     async def release(self) -> None:
-        await self.owner._end(self, keep_s=0, note="")
+        await self.leases.release(self.lease)
 
     async def keep(self, seconds: float, note: str) -> None:
         """Hold the lock `seconds` longer as a cooldown; `note` is what a refusal then says."""
-        await self.owner._end(self, keep_s=seconds, note=note)
+        kept_ms = int(seconds * 1000)
+        if kept_ms > 0:
+            await self.leases.keep(self.lease, kept_ms, note)
+        else:
+            await self.leases.release(self.lease)

@@ -1,0 +1,63 @@
+"""The fleet's readings in Redis: the latest (one for every replica), the lease of whoever is
+refreshing it, the short history of successful ones that baselines read, and the readings kept a
+month for the capacity report. What they say is `bot.fleet`'s business; this is where they live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from redis.asyncio import Redis
+
+from bot.storage.keys import Keys
+from bot.storage.leases import Lease, Leases
+
+
+class ReadingStore:
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._leases = Leases(redis)
+
+    async def latest(self) -> str | None:
+        """The latest reading, encoded (`Reading.encode`), whoever took it."""
+        raw = await self._redis.get(self._keys.fleet_reading)
+        return str(raw) if raw else None
+
+    async def save(self, encoded: str, *, keep_ms: int) -> None:
+        await self._redis.set(self._keys.fleet_reading, encoded, px=keep_ms)
+
+    async def lease_refresh(self, ttl_ms: int) -> Lease | None:
+        """The refresher's lease: one replica at a time asks the backend."""
+        return await self._leases.try_acquire(self._keys.fleet_lease, ttl_ms)
+
+    async def end_refresh(self, lease: Lease) -> None:
+        await self._leases.release(lease)
+
+    async def remember(self, point: str, *, points: int, keep_ms: int) -> None:
+        """Add a point to the history, newest first, keeping `points` of them."""
+        key = self._keys.fleet_history
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.lpush(key, point)
+            pipe.ltrim(key, 0, points - 1)
+            pipe.pexpire(key, keep_ms)
+            await pipe.execute()
+
+    async def history(self) -> list[str]:
+        """The history's points, newest first."""
+        return list(await self._redis.lrange(self._keys.fleet_history, 0, -1))  # type: ignore[misc]
+
+    async def keep(self, day: str, slot: str, kept: str, *, keep_s: int) -> None:
+        """Keep a reading in its slot of its day, unless one (any replica's) is kept there."""
+        key = self._keys.readings_day(day)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, slot, kept)
+            pipe.expire(key, keep_s)
+            await pipe.execute()
+
+    async def kept(self, days: Sequence[str]) -> list[Mapping[str, str]]:
+        """Each day's kept readings (slot -> reading), in one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for day in days:
+                pipe.hgetall(self._keys.readings_day(day))
+            return list(await pipe.execute())
