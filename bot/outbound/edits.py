@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from bot.domain.message import Rendered
@@ -48,6 +48,19 @@ class Editor:
         failure worth retrying raises, for the caller's loop to retry; so does an edit slot not
         had within `within_s`, when given."""
         await self._budget.edit_slot(within_s=within_s)
+        return await self._call(ts, rendered)
+
+    async def redraw(
+        self, ts: str, draw: Callable[[], Awaitable[Rendered]], *, within_s: float | None = None
+    ) -> tuple[Rendered, SlackError | None]:
+        """`update`, drawn only once the edit slot is taken: what the edit shows is what holds
+        when it goes out, however long the app-wide slot took (the storm digest places waiting
+        groups in its message as it draws, and must not hold them unseen meanwhile)."""
+        await self._budget.edit_slot(within_s=within_s)
+        rendered = await draw()
+        return rendered, await self._call(ts, rendered)
+
+    async def _call(self, ts: str, rendered: Rendered) -> SlackError | None:
         try:
             await self._slack.update(self.channel, ts, rendered.text, rendered.blocks)
         except SlackError as exc:

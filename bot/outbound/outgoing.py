@@ -10,7 +10,8 @@ means that it can never be sent (`refused`).
 - `ChartUpload`: the trend chart, a PNG drawn at send time and shared into the thread;
 - `WarningPost`: an early warning, a channel message of its own before any incident;
 - `NoticePost`: a one-off channel message, no incident's (the weekly capacity report);
-- `DigestPost`: the storm digest, one message listing every group of an alert storm.
+- `DigestPost`: a storm digest message, listing the groups of an alert storm (the first, or a
+  continuation for groups an edit could not add soon).
 """
 
 from __future__ import annotations
@@ -340,6 +341,7 @@ class DigestPost(Outgoing):
     draw: Callable[[], Awaitable[Rendered]]  # the digest of the storm's groups as they are now
     opened: asyncio.Event  # wakes the digest's upkeep once it is posted
     pause_s: float  # how long no storm opens if this digest can never be sent
+    part: int = 0  # which digest message: 0 the first, then its continuations
     rendered: Rendered | None = field(default=None, init=False)
 
     incident_id = ""
@@ -351,11 +353,11 @@ class DigestPost(Outgoing):
 
     @property
     def item(self) -> str:  # type: ignore[override]
-        return self.storm.item
+        return self.storm.item(self.part)
 
     @property
     def uid(self) -> str:  # type: ignore[override]
-        return self.storm.metadata_uid
+        return self.storm.metadata_uid(self.part)
 
     async def prepare(self) -> None:
         self.rendered = await self.draw()
@@ -374,7 +376,7 @@ class DigestPost(Outgoing):
         # recorded as showing nothing known, its next step edits it.
         shown = "" if found or self.rendered is None else digest_of(self.rendered)
         await ledger.storms.record_digest(
-            ledger.channel, self.storm, ts, bucket=bucket, shown=shown
+            ledger.channel, self.storm, ts, bucket=bucket, shown=shown, part=self.part
         )
         self.opened.set()
 

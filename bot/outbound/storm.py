@@ -3,8 +3,15 @@
 The digest is posted like any other post (`gate` hands the sender a `DigestPost` for its one
 path, before the roots waiting), and edited through the channel's `Editor`, so it is one more
 message in the channel's pace and never a second writer. Its state lives in Redis
-(`bot.outbound.storm_queue`) and its message is a pure function of the storm's incidents
+(`bot.outbound.storm_queue`) and its messages are pure functions of the storm's incidents
 (`bot.render.digest`).
+
+Groups that join after the digest is posted need a line too. An edit is the tidy way, but
+`chat.update` is paced for the whole app (about 50 a minute): when twenty channels storm at once,
+each waits its turn behind the others' edits and its new groups stay unseen for half a minute.
+Posts are paced per channel, so a channel whose edit the shared budget cannot give soon posts
+its waiting groups as a continuation instead, one more digest message in its own pace
+(`Growth`). A group is placed in one message only (`StormQueue.place`), whichever draws first.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.marks import digest_of
 from bot.outbound.outgoing import DigestPost
 from bot.outbound.storm_queue import Member, Storm, StormQueue
-from bot.render.digest import DigestEntry, render_digest
+from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from bot.storage.incident_store import IncidentStore
 from bot.telemetry import Telemetry
 
@@ -43,7 +50,34 @@ class StormConfig:
     poll_s: float = 0.25
     # Without new groups, the digest is edited at most this often (threads opening).
     edit_interval_s: float = 2.0
+    # How long a group joining the storm may wait for an edit to add it to the last digest
+    # message before a continuation lists it: past the default edit interval (1.2 s) and the
+    # poll, so a lone storm, whose edits come when asked, keeps to one message.
+    grow_patience_s: float = 1.5
     command: str = "/queue"  # the slash command the digest points at for the full list
+
+
+@dataclass(frozen=True)
+class Growth:
+    """Where the groups that joined after the digest was posted get their line: an edit of the
+    last digest message while the app-wide edit budget may give one within `patience_ms` of
+    the first of them joining, else a continuation, posted in the channel's own pace. Pure: the
+    times are the caller's (`waiting_ms` is when the oldest group still without a line joined,
+    0 when none waits)."""
+
+    patience_ms: int
+
+    def edit_within_s(self, waiting_ms: int, now_ms: int, *, roots_waiting: bool) -> float | None:
+        """How long an edit that adds them may wait for the edit slot: None for as long as it
+        takes (no root waits, so no post will list them: their roots show them already, and
+        the digest takes them in when its turn comes); 0 when a continuation is due instead."""
+        if not waiting_ms or not roots_waiting:
+            return None
+        return max(0.0, (waiting_ms + self.patience_ms - now_ms) / 1000)
+
+    def continuation_due(self, waiting_ms: int, now_ms: int) -> bool:
+        """Whether the channel's next post lists them in a continuation."""
+        return bool(waiting_ms) and now_ms - waiting_ms >= self.patience_ms
 
 
 class StormDigest:
@@ -68,11 +102,12 @@ class StormDigest:
         self._config = config
         self._clock = clock
         self._opened = asyncio.Event()
-        # What the digest was last drawn from: it is edited only when that changes, at once
-        # when groups joined, otherwise at most once per `edit_interval_s`.
-        self._drawn: tuple[object, ...] = ()
-        self._groups_drawn = 0
-        self._next_edit = 0.0
+        self._growth = Growth(int(config.grow_patience_s * 1000))
+        # What each digest message was last drawn from: it is edited only when that changes, at
+        # once when groups joined, otherwise at most once per `edit_interval_s`.
+        self._drawn: dict[int, tuple[object, ...]] = {}
+        self._groups_drawn: dict[int, int] = {}
+        self._next_edit: dict[int, float] = {}
 
     @property
     def enabled(self) -> bool:
@@ -97,25 +132,38 @@ class StormDigest:
         if not swept.open:  # most roots go out with no storm: nothing more to read
             return None
         storm = await self._storms.current(self.channel)
-        if storm is None or storm.ts:
+        if storm is None:
             return None
+        part = storm.pending
+        if part is None and self._growth.continuation_due(storm.waiting_ms, _now_ms()):
+            # Placed now, in this post's slot: a continuation begins only with groups to list.
+            if not await self._storms.place(self.channel, storm, storm.parts, room=MAX_LINES):
+                return None
+            storm = await self._storms.current(self.channel) or storm
+            part = storm.parts - 1
+        if part is None:
+            return None
+        drawn_part = part
 
         async def draw() -> Rendered:  # after any lookup: the groups as they are by then
+            listed = set(await self._storms.place(self.channel, storm, drawn_part, room=MAX_LINES))
             members = await self._storms.members(self.channel)
-            return await self._render(storm, members, {}, over=False)
+            mine = [m for m in members if m.incident_id in listed]
+            return await self._render(storm, drawn_part, mine, members, {}, over=False)
 
-        return DigestPost(storm, draw, self._opened, self._config.quiet_s)
+        return DigestPost(storm, draw, self._opened, self._config.quiet_s, part=part)
 
     async def step(self) -> None:
         """While a storm lasts: take in the groups joining it, link the threads as they open,
-        edit the digest when what it shows changed, and turn it into a summary at the end."""
+        edit each digest message when what it shows changed, and turn them into a summary at
+        the end."""
         storm = await self._storms.current(self.channel)
         if storm is None or not storm.ts:
             self._opened.clear()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._opened.wait(), timeout=1.0)
             return
-        now_ms = int(time.time() * 1000)
+        now_ms = _now_ms()
         added = (await self._storms.sweep(self.channel, threshold=0, now_ms=now_ms)).added
         if added:
             self._telemetry.storm_groups.inc(added)
@@ -125,23 +173,60 @@ class StormDigest:
         waiting = await self._storms.roots_waiting(self.channel)
         members = await self._storms.members(self.channel)
         links = await self._link_threads(members, await self._storms.links(self.channel))
+        unplaced = any(m.part is None for m in members)
         over = (
             waiting == 0
+            and not unplaced
+            and storm.pending is None
             and all(m.incident_id in links for m in members if m.threaded)
             and now_ms - storm.last_added_ms >= self._config.quiet_s * 1000
         )
-        drawn = (storm.id, tuple((m.incident_id, m.version, m.threaded) for m in members), over)
-        drawn += (len(links),)
-        grew = len(members) > self._groups_drawn
-        if drawn != self._drawn and (grew or over or time.time() >= self._next_edit):
-            await self._edit(storm, members, links, over=over)
-            self._drawn, self._groups_drawn = drawn, len(members)
-            self._next_edit = time.time() + self._config.edit_interval_s
+        for part in range(storm.parts):
+            if storm.part_ts(part):
+                await self._upkeep(storm, part, members, links, over=over, waiting=waiting > 0)
         if over and await self._storms.close(self.channel, storm):
             log.info("sender %s: the alert storm is over (%d groups)", self.channel, len(members))
-            self._drawn, self._groups_drawn = (), 0
+            self._drawn, self._groups_drawn, self._next_edit = {}, {}, {}
             return
         await asyncio.sleep(self._config.poll_s)
+
+    async def _upkeep(
+        self,
+        storm: Storm,
+        part: int,
+        members: list[Member],
+        links: dict[str, str],
+        *,
+        over: bool,
+        waiting: bool,
+    ) -> None:
+        """Edit digest message `part` if what it shows changed; the last one posted also takes
+        in the groups still without a line, if the edit slot comes within `Growth`'s patience."""
+        mine = [m for m in members if m.part == part]
+        grows = part == storm.last_posted and any(m.part is None for m in members)
+        drawn: tuple[object, ...] = (
+            storm.id,
+            tuple((m.incident_id, m.version, m.threaded) for m in mine),
+            over,
+            sum(m.incident_id in links for m in mine),
+            len(members) if part == 0 else 0,  # the first message counts the whole storm
+            grows,
+        )
+        grew = grows or len(mine) > self._groups_drawn.get(part, 0)
+        due = grew or over or time.time() >= self._next_edit.get(part, 0.0)
+        if drawn == self._drawn.get(part) or not due:
+            return
+        within = self._growth.edit_within_s(storm.waiting_ms, _now_ms(), roots_waiting=waiting)
+        if grows and within == 0 and len(mine) <= self._groups_drawn.get(part, 0):
+            return  # a continuation lists them; this message has nothing else new to show
+        try:
+            await self._edit(storm, part, links, over=over, within_s=within if grows else None)
+        except SlackError as exc:
+            if grows and exc.method == "chat.update" and exc.error == "ratelimited":
+                return  # no edit slot soon enough: the channel's next post lists them instead
+            raise
+        self._drawn[part], self._groups_drawn[part] = drawn, len(mine)
+        self._next_edit[part] = time.time() + self._config.edit_interval_s
 
     async def _link_threads(self, members: list[Member], links: dict[str, str]) -> dict[str, str]:
         """Permalinks of the threads opened since the last step, a few per step."""
@@ -158,30 +243,61 @@ class StormDigest:
         return links
 
     async def _edit(
-        self, storm: Storm, members: list[Member], links: dict[str, str], *, over: bool
+        self,
+        storm: Storm,
+        part: int,
+        links: dict[str, str],
+        *,
+        over: bool,
+        within_s: float | None,
     ) -> None:
-        digest = await self._render(storm, members, links, over=over)
-        shown = digest_of(digest)
-        if shown == storm.shown:
-            return
+        async def draw() -> Rendered:
+            # The last message posted takes in the groups still without a line as the slot is
+            # had, not before: a group placed in a message waiting for a slot would stay unseen.
+            if part == storm.last_posted:
+                await self._storms.place(self.channel, storm, part, room=MAX_LINES)
+            members = await self._storms.members(self.channel)
+            mine = [m for m in members if m.part == part]
+            return await self._render(storm, part, mine, members, links, over=over)
+
         # A digest that can never be edited (it was deleted) is let be: the threads carry on,
         # and a later storm gets a new digest.
-        refused = await self._editor.update(storm.ts, digest)
+        digest, refused = await self._editor.redraw(storm.part_ts(part), draw, within_s=within_s)
         if refused is not None:
             self._editor.lost("the storm digest", refused.error)
-        await self._storms.record_shown(self.channel, storm, shown)
+        await self._storms.record_shown(self.channel, storm, digest_of(digest), part=part)
 
     async def _render(
-        self, storm: Storm, members: list[Member], links: dict[str, str], *, over: bool
+        self,
+        storm: Storm,
+        part: int,
+        mine: list[Member],
+        members: list[Member],
+        links: dict[str, str],
+        *,
+        over: bool,
     ) -> Rendered:
-        incidents = await self._store.get_many([m.incident_id for m in members])
+        """Digest message `part`: its own groups' lines; the first also counts the whole storm."""
+        everyone = members if part == 0 else mine
+        incidents = await self._store.get_many([m.incident_id for m in everyone])
         by_id = {incident.id: incident for incident in incidents}
         entries = [
             DigestEntry(by_id[m.incident_id], m.threaded, links.get(m.incident_id, ""))
-            for m in members
+            for m in everyone
             if m.incident_id in by_id
         ]
+        listed = {m.incident_id for m in mine}
         started = datetime.fromtimestamp(storm.started_ms / 1000, tz=UTC)
         return render_digest(
-            entries, started=started, now=self._clock(), over=over, command=self._config.command
+            [e for e in entries if e.incident.id in listed],
+            started=started,
+            now=self._clock(),
+            over=over,
+            command=self._config.command,
+            part=part,
+            storm_entries=entries,
         )
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -2,11 +2,17 @@
 
 Slack lets a channel take about one post per second, so 120 new groups would take two minutes
 to appear one root at a time. When the channel's sender finds `threshold` roots waiting, it
-opens a storm: one digest message lists every waiting group and is edited as more arrive, while
-the roots still go out one per slot, most severe first. Keys, all per channel:
-- `storm`, a hash: `id`, `started_ms`, `ts` (the digest message, '' until posted),
-  `last_added_ms` (when a group last joined), `shown` (digest of what the message shows);
+opens a storm: one digest message lists every waiting group, while the roots still go out one
+per slot, most severe first. Groups arriving later are added to the last digest message by an
+edit when the app-wide edit budget gives one soon, or else listed by a continuation: one more
+digest message, posted in the channel's own pace (`bot.outbound.storm.Growth` decides). Keys,
+all per channel:
+- `storm`, a hash: `id`, `started_ms`, `last_added_ms` (when a group last joined), `waiting_ms`
+  (since when a group has waited for a line, absent when none does), `parts` (digest messages
+  begun, 1 when absent), and per message its ts ('' until posted) and a digest of what it
+  shows: `ts` and `shown` for the first, `ts:<n>` and `shown:<n>` for continuation n;
 - `storm:members`, the groups' incident IDs scored like their roots (severity, then arrival);
+- `storm:placed`, incident ID -> the digest message that lists it (`storm_place.lua`);
 - `storm:links`, incident ID -> permalink of its thread, once it has one.
 """
 
@@ -24,22 +30,46 @@ from bot.storage.keys import Keys
 
 @dataclass(frozen=True)
 class Storm:
-    """An open storm as read: which, since when, and where its digest is."""
+    """An open storm as read: which, since when, and where its digest messages are."""
 
     id: str
     started_ms: int
-    ts: str
+    ts: str  # the first digest message
     last_added_ms: int
     shown: str = ""
+    # Each continuation's (ts, shown), in order; ts '' until it is posted.
+    continuations: tuple[tuple[str, str], ...] = ()
+    waiting_ms: int = 0  # since when a group has waited for a line of a digest message (0: none)
 
     @property
-    def metadata_uid(self) -> str:
-        """What the digest's post carries in its metadata, to be found after an uncertain post."""
-        return f"storm-{self.id}"
+    def parts(self) -> int:
+        """Digest messages begun: the first, then the continuations."""
+        return 1 + len(self.continuations)
+
+    def part_ts(self, part: int) -> str:
+        return self.ts if part == 0 else self.continuations[part - 1][0]
+
+    def part_shown(self, part: int) -> str:
+        return self.shown if part == 0 else self.continuations[part - 1][1]
 
     @property
-    def item(self) -> str:
-        return f"digest:{self.id}"
+    def pending(self) -> int | None:
+        """The digest message begun but not posted yet (a post to finish first), if any."""
+        return self.parts - 1 if not self.part_ts(self.parts - 1) else None
+
+    @property
+    def last_posted(self) -> int | None:
+        """The latest digest message in the channel: the one an edit may add groups to."""
+        posted = [part for part in range(self.parts) if self.part_ts(part)]
+        return posted[-1] if posted else None
+
+    def metadata_uid(self, part: int = 0) -> str:
+        """What a digest message's post carries in its metadata, to be found after an uncertain
+        post (the first keeps 0.20's name)."""
+        return f"storm-{self.id}" if part == 0 else f"storm-{self.id}-{part}"
+
+    def item(self, part: int = 0) -> str:
+        return f"digest:{self.id}" if part == 0 else f"digest:{self.id}:{part}"
 
     @property
     def member(self) -> str:
@@ -54,6 +84,7 @@ class Member:
     incident_id: str
     version: int
     thread_ts: str  # its root message, once posted
+    part: int | None = None  # the digest message that lists it; None while none does
 
     @property
     def threaded(self) -> bool:
@@ -77,6 +108,7 @@ class StormQueue:
         self._sweep = redis.register_script(lua("storm_sweep"))
         self._close = redis.register_script(lua("storm_close"))
         self._record = redis.register_script(lua("record_digest"))
+        self._place = redis.register_script(lua("storm_place"))
 
     async def sweep(self, channel: str, *, threshold: int, now_ms: int) -> Swept:
         """Fold the waiting roots into the channel's storm, opening one if `threshold` (> 0)
@@ -98,13 +130,26 @@ class StormQueue:
         raw = cast(dict[str, str], await self._redis.hgetall(self.keys.storm(channel)))  # type: ignore[misc]
         if not raw.get("id"):
             return None
+        parts = int(raw.get("parts") or 1)
         return Storm(
             raw["id"],
             int(raw.get("started_ms") or 0),
             raw.get("ts", ""),
             int(raw.get("last_added_ms") or 0),
             raw.get("shown", ""),
+            tuple((raw.get(f"ts:{n}", ""), raw.get(f"shown:{n}", "")) for n in range(1, parts)),
+            int(raw.get("waiting_ms") or 0),
         )
+
+    async def place(self, channel: str, storm: Storm, part: int, *, room: int) -> list[str]:
+        """Give the groups no digest message lists yet a line in message `part` (one past the
+        last begins a continuation), up to `room` lines; the IDs it lists, most severe first."""
+        k = self.keys
+        listed = await self._place(
+            keys=[k.storm(channel), k.storm_members(channel), k.storm_placed(channel)],
+            args=[storm.id, part, room, self._ttl_ms],
+        )
+        return cast(list[str], listed)
 
     async def members(self, channel: str) -> list[Member]:
         """The storm's groups, most severe first, with their incidents' versions."""
@@ -112,11 +157,17 @@ class StormQueue:
         if not ids:
             return []
         async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.storm_placed(channel))
             for incident_id in ids:
                 pipe.hmget(self.keys.incident(incident_id), ["v", "thread"])
-            rows = await pipe.execute()
+            placed, *rows = await pipe.execute()
         return [
-            Member(incident_id, int(v or 0), json.loads(thread)["ts"] if thread else "")
+            Member(
+                incident_id,
+                int(v or 0),
+                json.loads(thread)["ts"] if thread else "",
+                int(placed[incident_id]) if incident_id in placed else None,
+            )
             for incident_id, (v, thread) in zip(ids, rows, strict=True)
             if v is not None
         ]
@@ -135,22 +186,28 @@ class StormQueue:
         return cast(int, await self._redis.zcount(self.keys.posts(channel), 0, ROOTS_END))
 
     async def record_digest(
-        self, channel: str, storm: Storm, ts: str, *, bucket: str, shown: str
+        self, channel: str, storm: Storm, ts: str, *, bucket: str, shown: str, part: int = 0
     ) -> None:
         k = self.keys
         await self._record(
             keys=[k.storm(channel), k.in_flight(channel), k.bucket(channel)],
-            args=[storm.id, ts, bucket, shown],
+            args=[storm.id, ts, bucket, shown, part],
         )
 
-    async def record_shown(self, channel: str, storm: Storm, shown: str) -> None:
-        await self._redis.hset(self.keys.storm(channel), "shown", shown)  # type: ignore[misc]
+    async def record_shown(self, channel: str, storm: Storm, shown: str, *, part: int = 0) -> None:
+        field = "shown" if part == 0 else f"shown:{part}"
+        await self._redis.hset(self.keys.storm(channel), field, shown)  # type: ignore[misc]
 
     async def close(self, channel: str, storm: Storm) -> bool:
         """End the storm, unless a group joined since `storm` was read (then it goes on)."""
         k = self.keys
         closed = await self._close(
-            keys=[k.storm(channel), k.storm_members(channel), k.storm_links(channel)],
+            keys=[
+                k.storm(channel),
+                k.storm_members(channel),
+                k.storm_links(channel),
+                k.storm_placed(channel),
+            ],
             args=[storm.id, storm.last_added_ms],
         )
         return bool(closed)
@@ -161,7 +218,12 @@ class StormQueue:
         another at once, whose digest would fail the same way and hold every root back."""
         k = self.keys
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.delete(k.storm(channel), k.storm_members(channel), k.storm_links(channel))
+            pipe.delete(
+                k.storm(channel),
+                k.storm_members(channel),
+                k.storm_links(channel),
+                k.storm_placed(channel),
+            )
             pipe.hdel(k.in_flight(channel), storm.member)
             pipe.set(k.storm_paused(channel), "1", px=max(pause_ms, 1))
             await pipe.execute()

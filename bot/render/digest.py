@@ -3,7 +3,9 @@ the storm's incidents.
 
 It is posted once and edited in place, so it must stay within Block Kit's limits however many
 groups join: one line per group, packed into sections; past `MAX_LINES` or the block budget, a
-"+N more" line points at the slash command that lists them all.
+"+N more" line points at the slash command that lists them all. Groups that join when no edit
+can add them soon get a continuation: one more message of the same shape (`part` 1, 2, …)
+listing only them; the first message keeps counting the whole storm.
 """
 
 from __future__ import annotations
@@ -54,8 +56,36 @@ def render_digest(
     now: datetime,
     over: bool,
     command: str = "/queue",
+    part: int = 0,
+    storm_entries: Sequence[DigestEntry] | None = None,
 ) -> Rendered:
-    """The digest while the storm lasts (`over=False`), and its summary once it is over."""
+    """Digest message `part` (0 the first, then its continuations) listing `entries`, while the
+    storm lasts (`over=False`) and as its summary once it is over. The first message counts
+    `storm_entries`, every group of the storm (by default its own)."""
+    if part > 0:
+        title, about = _continued(entries, over=over)
+        counted: Sequence[DigestEntry] = entries
+    else:
+        counted = entries if storm_entries is None else storm_entries
+        title, about = _first(counted, started=started, now=now, over=over)
+        if len(counted) > len(entries) and not over:
+            about += " Those that came later are listed in the messages below."
+    total = len(entries)
+    lines = [_line(entry) for entry in entries]
+    blocks = [header(title), context([about, _by_priority(counted)])]
+    budget = MAX_BLOCKS - _FIXED_BLOCKS
+    shown = _fitting(lines, budget)
+    blocks.extend(sections(lines[:shown]))
+    if shown < total:
+        more = f"+{total - shown} more: `{escape(command)} incidents` lists every open incident."
+        blocks.append(context([more]))
+    fallback = "\n".join([title, *lines[: min(shown, 20)]])
+    return rendered(fallback, blocks)
+
+
+def _first(
+    entries: Sequence[DigestEntry], *, started: datetime, now: datetime, over: bool
+) -> tuple[str, str]:
     total = len(entries)
     threaded = sum(1 for entry in entries if entry.threaded)
     firing = sum(1 for entry in entries if entry.incident.is_open)
@@ -73,16 +103,22 @@ def render_digest(
             "so they are all listed here at once. Each gets its own thread as the pace allows, "
             f"most severe first: {threaded} of {total} so far."
         )
-    lines = [_line(entry) for entry in entries]
-    blocks = [header(title), context([about, _by_priority(entries)])]
-    budget = MAX_BLOCKS - _FIXED_BLOCKS
-    shown = _fitting(lines, budget)
-    blocks.extend(sections(lines[:shown]))
-    if shown < total:
-        more = f"+{total - shown} more: `{escape(command)} incidents` lists every open incident."
-        blocks.append(context([more]))
-    fallback = "\n".join([title, *lines[: min(shown, 20)]])
-    return rendered(fallback, blocks)
+    return title, about
+
+
+def _continued(entries: Sequence[DigestEntry], *, over: bool) -> tuple[str, str]:
+    total = len(entries)
+    if over:
+        return (
+            f"⛅ Alert storm over, continued: {_groups(total)}",
+            "More groups of the storm above. Each group has its own thread.",
+        )
+    threaded = sum(1 for entry in entries if entry.threaded)
+    return (
+        f"⛈️ Alert storm, continued: {total} more",
+        "More groups of the storm above, listed as they arrived. Each gets its own thread as "
+        f"the pace allows: {threaded} of {total} so far.",
+    )
 
 
 def _line(entry: DigestEntry) -> str:

@@ -102,6 +102,10 @@ class Keys:
     def storm_links(self, channel: str) -> str:
         return self._("send", channel, "storm", "links")
 
+    def storm_placed(self, channel: str) -> str:
+        """Which digest message (0 the first, then its continuations) lists each group."""
+        return self._("send", channel, "storm", "placed")
+
     def storm_paused(self, channel: str) -> str:
         """Set for a while after a digest that can never be sent: no new storm opens meanwhile."""
         return self._("send", channel, "storm", "paused")

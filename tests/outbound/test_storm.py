@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from bot.config import Settings
 from bot.domain.alerts import QueueNumbers
 from bot.domain.incidents import Incident, severity_rank
+from bot.outbound.storm import Growth
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from sandbox.slack_limits import validate_blocks
 from tests.support.payloads import fixture_json
@@ -327,3 +328,56 @@ def test_any_priority_has_a_rank(priority: str) -> None:
 def test_priorities_rank_most_severe_first() -> None:
     ranked = ["P0", "p1", "critical", "SEV2", "P3", "warning", "P9", "low", None, "whatever"]
     assert [severity_rank(p) for p in ranked] == [0, 1, 1, 2, 3, 3, 4, 4, 5, 5]
+
+
+# -- growing the digest: an edit while the app-wide budget gives one soon, else a continuation --
+
+PATIENCE = Growth(patience_ms=1500)
+JOINED = 1_000_000  # when the oldest group still without a line joined (a fake clock, in ms)
+
+
+def test_nothing_waiting_needs_neither_an_edit_nor_a_continuation() -> None:
+    assert not PATIENCE.continuation_due(0, JOINED + 60_000)
+    assert PATIENCE.edit_within_s(0, JOINED, roots_waiting=True) is None
+
+
+@pytest.mark.parametrize(
+    ("after_ms", "within_s", "continued"),
+    [
+        (0, 1.5, False),  # just joined: an edit may take the whole patience
+        (1000, 0.5, False),  # what is left of it
+        (1499, 0.001, False),
+        (1500, 0.0, True),  # spent: the channel's next post lists them
+        (30_000, 0.0, True),  # twenty channels' edits ahead: never wait half a minute
+    ],
+)
+def test_an_edit_may_wait_out_the_patience_then_a_continuation_is_due(
+    after_ms: int, within_s: float, continued: bool
+) -> None:
+    now = JOINED + after_ms
+    assert PATIENCE.edit_within_s(JOINED, now, roots_waiting=True) == pytest.approx(within_s)
+    assert PATIENCE.continuation_due(JOINED, now) is continued
+
+
+def test_with_no_root_waiting_the_digest_takes_them_in_whenever_its_edit_comes() -> None:
+    """Their roots are out already (they show the groups), and no post is coming to list them:
+    the last digest message adds them in its own time, not in a continuation."""
+    assert PATIENCE.edit_within_s(JOINED, JOINED + 30_000, roots_waiting=False) is None
+
+
+def test_a_continuation_lists_its_own_groups_and_the_first_message_counts_the_storm() -> None:
+    first = [DigestEntry(incident(n), threaded=False) for n in range(3)]
+    later = [DigestEntry(incident(n, priority="P1"), threaded=n == 4) for n in range(3, 5)]
+
+    head = render_digest(first, started=NOW, now=NOW, over=False, storm_entries=first + later)
+    more = render_digest(later, started=NOW, now=NOW, over=False, part=1)
+
+    assert head.text.startswith("⛈️ Alert storm: 5 new alert groups")
+    assert "messages below" in json.dumps(head.blocks)
+    assert [n for n in range(5) if f"*#{n}*" in json.dumps(head.blocks)] == [0, 1, 2]
+    assert more.text.startswith("⛈️ Alert storm, continued: 2 more")
+    assert [n for n in range(5) if f"*#{n}*" in json.dumps(more.blocks)] == [3, 4]
+    assert "1 of 2 so far" in json.dumps(more.blocks, ensure_ascii=False)
+    over = render_digest(later, started=NOW, now=NOW, over=True, part=1)
+    assert over.text.startswith("⛅ Alert storm over, continued: 2 alert groups")
+    assert validate_blocks(more.blocks) == [] and validate_blocks(over.blocks) == []

@@ -20,7 +20,11 @@ for i = 1, #roots, 2 do
   local incident = string.sub(roots[i], 6) -- 'root:<id>'
   added = added + redis.call('ZADD', KEYS[3], 'NX', roots[i + 1], incident)
 end
-if added > 0 then redis.call('HSET', KEYS[2], 'last_added_ms', now) end
+if added > 0 then
+  redis.call('HSET', KEYS[2], 'last_added_ms', now)
+  -- Since when a group has waited for a digest line (`storm_place` clears it).
+  redis.call('HSETNX', KEYS[2], 'waiting_ms', now)
+end
 redis.call('PEXPIRE', KEYS[2], ttl)
 redis.call('PEXPIRE', KEYS[3], ttl)
 return {tonumber(id), opened, added}
