@@ -30,12 +30,14 @@ MAX_VIEW_BLOCKS = 100
 # older rule. The stricter bound keeps the bot inside what Slack accepts.
 MAX_TEXT_CHARS = 4_000
 
-# (burst, sustained calls per second) per (method, channel), mirroring Slack's documented
-# "1 message per second per channel" special limit and Tier 3 (50/min) for chat.update.
+# (burst, sustained calls per second), mirroring Slack's documented "1 message per second per
+# channel" special limit for chat.postMessage, and Tier 3 (50/min) for chat.update, which like
+# every tier is counted "per API method per workspace per app": one bucket for the whole app.
 RATE_LIMITS: dict[str, tuple[int, float]] = {
     "chat.postMessage": (3, 1.0),
     "chat.update": (5, 50 / 60),
 }
+PER_CHANNEL = frozenset({"chat.postMessage"})
 
 HISTORY_METHODS = ("conversations.history", "conversations.replies")
 
@@ -103,8 +105,8 @@ class TokenBucket:
 
 
 class RateLimiter:
-    """Buckets for the methods Slack limits: per (method, channel) for RATE_LIMITS, per method
-    (app-wide) for history reads at the workspace's tier; other calls are free."""
+    """Buckets for the methods Slack limits: per (method, channel) for posts, per method
+    (app-wide) for edits and for history reads at the workspace's tier; other calls are free."""
 
     def __init__(self, history: HistoryTier) -> None:
         self.history = history
@@ -128,7 +130,7 @@ class RateLimiter:
             found = RATE_LIMITS.get(method) if enforce else None
             if found is None:
                 return 0
-            key, limits = (method, channel_id), found
+            key, limits = (method, channel_id if method in PER_CHANNEL else ""), found
         return self._buckets.setdefault(key, TokenBucket(*limits)).take()
 
     def reset(self) -> None:

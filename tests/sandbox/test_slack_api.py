@@ -312,6 +312,23 @@ async def test_rate_limits_when_enforced() -> None:
             await http.get(f"{running.url}/_emulator/healthz")  # stopped, port released
 
 
+async def test_posts_are_limited_per_channel_and_edits_for_the_whole_app() -> None:
+    # Slack: "1 message per second per channel" for posts; chat.update is Tier 3, counted per
+    # method per workspace per app, so edits in one channel use up another channel's.
+    emulator = SlackEmulator(token=TOKEN, channels=(CHANNEL, "C0OTHER"), enforce_rate_limits=True)
+    with serve_in_thread(emulator.app) as running:
+        client = AsyncWebClient(token=TOKEN, base_url=f"{running.url}/api/")
+        posted = [await client.chat_postMessage(channel=CHANNEL, text=f"{i}") for i in range(3)]
+        other = await client.chat_postMessage(channel="C0OTHER", text="another channel's post")
+        assert other["ok"], "posts in another channel have a bucket of their own"
+        for n in range(5):
+            await client.chat_update(channel=CHANNEL, ts=posted[n % 3]["ts"], text=f"edit {n}")
+        with pytest.raises(SlackApiError) as raised:
+            await client.chat_update(channel="C0OTHER", ts=other["ts"], text="edit elsewhere")
+        assert raised.value.response.status_code == 429
+        assert raised.value.response["error"] == "ratelimited"
+
+
 # -- views, files, users ---------------------------------------------------------------------
 
 
