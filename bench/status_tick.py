@@ -24,10 +24,8 @@ from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
 from bot.domain.incident_fleet import MAX_VIEW_TYPES, as_snapshot
 from bot.domain.incidents import TREND_POINTS, GroupState, Incident, open_incident, record_status
-from bot.domain.message import ChartStyle
 from bot.fleet.readings import FleetReadings
 from bot.status.tick import StatusConfig, StatusReporter
-from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from sandbox.redis_server import RedisServer
@@ -82,9 +80,8 @@ async def measure(
     readings = FleetReadings(
         redis, store.keys, fleet, interval_s=60, timeout_s=5, clock=lambda: now[0]
     )
-    charts = ChartDelivery(redis, store.keys, ChartStyle.NATIVE)
     reporter = StatusReporter(
-        store, readings, Telemetry(), charts=charts, config=StatusConfig(), clock=lambda: now[0]
+        store, readings, Telemetry(), config=StatusConfig(), clock=lambda: now[0]
     )
     payload = fixture_json("grafana/queue-alert-firing.json")
     template: Incident | None = None
@@ -128,7 +125,7 @@ async def measure(
         cpu, wall = time.process_time(), time.perf_counter()
         # A tick takes at most 100 due incidents; the scheduler ticks again STATUS_TICK_SECONDS
         # later. Here: tick until none is due, the cost of one interval's statuses.
-        while await store.due_status(now[0].timestamp()):
+        while await store.status_due.pending(now[0].timestamp()):
             tick = time.process_time()
             await reporter.tick()
             worst_tick = max(worst_tick, time.process_time() - tick)
