@@ -61,10 +61,10 @@ log = logging.getLogger(__name__)
 
 # A submission must be answered within Slack's 3 seconds, permission and capacity read included:
 # its own work fits in SUBMISSION_S (user groups take up to
-# `bot.actions.permissions.GROUP_LOOKUP_S`,
-# the capacity what is left), under the dispatch's bound (`handlers.slack_events.ANSWER_BUDGET_S`),
-# so the person sees the next step rather than the dispatch's "took too long". (A scaler whose
-# client hangs overruns its timeout by `bot.backends.errors.MARGIN_S`: that bound catches it.)
+# `bot.actions.permissions.GROUP_LOOKUP_S`, the capacity what is left), under the boundary's
+# bound (`handlers.slack_boundary.ANSWER_BUDGET_S`), so the person sees the next step rather
+# than the boundary's "took too long". (A scaler whose client hangs overruns its timeout by
+# `bot.backends.errors.MARGIN_S`: that bound catches it.)
 SUBMISSION_S = 2.2
 PREVIEW_IN_SUBMISSION_S = 1.5
 PREVIEW_IN_FORM_S = 10.0

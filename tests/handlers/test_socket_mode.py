@@ -1,14 +1,15 @@
 """The bot in Socket Mode (SLACK_APP_TOKEN set), started as production starts it, against the
 emulator's Socket Mode: the page's clicks, commands and modal submissions reach it as envelopes
 on its websocket and its acks answer them; it reconnects after `disconnect`; two replicas share
-the envelopes, each acted on once; a hostile envelope is acknowledged and refused.
+the envelopes, each acted on once; a hostile envelope is acknowledged with a plain ack.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -17,7 +18,8 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.config import Settings
 from bot.render.scale_modal import AMOUNT_BLOCK, TYPE_BLOCK, VALUE
-from handlers.slack_events import SlackDispatch
+from bot.storage.keys import Keys
+from handlers.slack_boundary import SlackBoundary
 from handlers.socket_mode import SocketEnvelopes
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
@@ -242,9 +244,11 @@ async def test_two_replicas_each_hold_a_connection_and_a_click_is_done_once(
 
 @dataclass
 class RecordingClient:
-    """Where `SocketEnvelopes` sends its acks (slack_sdk's client's one method it calls)."""
+    """Where `SocketEnvelopes` sends its acks (what Bolt's socket adapter uses of slack_sdk's
+    client: its one method and its logger)."""
 
     sent: list[dict[str, Any]]
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("slack_sdk"))
 
     async def send_socket_mode_response(self, response: SocketModeResponse) -> None:
         self.sent.append(response.to_dict())
@@ -261,26 +265,29 @@ class RecordingClient:
         {"type": "events_api", "payload": {"type": "event_callback", "event": {"type": 5}}},
         {"type": "interactive", "payload": {"type": "shortcut", "user": {"id": "U1"}}},
         {"type": "something_new", "payload": {}},
+        {"type": "interactive", "payload": [1]},
+        {"type": "events_api", "payload": {"type": "event_callback", "event": "x"}},
+        {"type": "interactive", "payload": {"type": "view_submission", "response_urls": "x"}},
     ],
 )
-async def test_a_hostile_envelope_is_acknowledged_and_refused_before_bolt(
+async def test_a_hostile_envelope_is_acknowledged_with_a_plain_ack(
     socket_settings: SettingsFor, slack: Slack, message: dict[str, Any]
 ) -> None:
     async with run_bot(socket_settings()) as running:
         bot = running.bot
-        dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
         client = RecordingClient([])
-        await SocketEnvelopes(dispatch)(client, {**message, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
+        envelopes = SocketEnvelopes(SlackBoundary(bot.bolt))
+        await envelopes(client, {**message, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}]
         assert bot.alive()
 
 
 async def test_an_event_is_acknowledged_and_its_retry_not_handled_twice(
-    socket_settings: SettingsFor, slack: Slack
+    socket_settings: SettingsFor, slack: Slack, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with run_bot(socket_settings()) as running:
         bot = running.bot
-        dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
+        envelopes = SocketEnvelopes(SlackBoundary(bot.bolt))
         client = RecordingClient([])
         event = {
             "type": "events_api",
@@ -290,12 +297,15 @@ async def test_an_event_is_acknowledged_and_its_retry_not_handled_twice(
                 "event": {"type": "app_mention", "text": "hi"},
             },
         }
-        await SocketEnvelopes(dispatch)(client, {**event, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
-        assert not await dispatch.seen("Ev0OTHER")
-        assert await dispatch.seen("Ev0SOCKET"), "the event is remembered as handled"
+        await envelopes(client, {**event, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
+        keys = Keys(bot.settings.redis_prefix)
+        assert await bot.redis.exists(keys.slack_event("Ev0SOCKET")), "remembered as handled"
+        assert not await bot.redis.exists(keys.slack_event("Ev0OTHER"))
         retry = {**event, "envelope_id": "e2", "retry_attempt": 1, "retry_reason": "timeout"}
-        await SocketEnvelopes(dispatch)(client, retry, None)  # type: ignore[arg-type]
+        with caplog.at_level(logging.INFO, logger="handlers.slack_boundary"):
+            await envelopes(client, retry, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}, {"envelope_id": "e2"}]
+    assert any("Ev0SOCKET delivered again (retry 1)" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_command_envelope_naming_its_user_and_channel_again_is_answered(
@@ -306,7 +316,6 @@ async def test_a_command_envelope_naming_its_user_and_channel_again_is_answered(
     got no answer."""
     async with run_bot(socket_settings()) as running:
         bot = running.bot
-        dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
         with slack.emulator.workspace() as ws:
             token = ws.ui.new_response_url(CHANNEL, USER, None)
         command = {
@@ -321,7 +330,7 @@ async def test_a_command_envelope_naming_its_user_and_channel_again_is_answered(
         }
         client = RecordingClient([])
         envelope = {"type": "slash_commands", "payload": command, "envelope_id": "e1"}
-        await SocketEnvelopes(dispatch)(client, envelope, None)  # type: ignore[arg-type]
+        await SocketEnvelopes(SlackBoundary(bot.bolt))(client, envelope, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}]
         [answer] = await eventually(
             lambda: slack.emulator.ephemerals(CHANNEL), what="the command's answer"
