@@ -6,6 +6,7 @@ the envelopes, each acted on once; a hostile envelope is acknowledged with a pla
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -14,6 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.config import Settings
@@ -25,8 +28,10 @@ from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_socket import SocketMode
 from tests.support.fakes.scale_receiver import ScaleReceiver
+from tests.support.mutations import JSON, mutated
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.slack import BLOCK_ACTION
 
 APP_TOKEN = "xapp-1-A0QUEUEBOT-1-bot-socket-test"
 BOT_TOKEN = "xoxb-bot-socket-test"
@@ -271,15 +276,55 @@ class RecordingClient:
     ],
 )
 async def test_a_hostile_envelope_is_acknowledged_with_a_plain_ack(
-    socket_settings: SettingsFor, slack: Slack, message: dict[str, Any]
+    socket_settings: SettingsFor,
+    slack: Slack,
+    message: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with run_bot(socket_settings()) as running:
         bot = running.bot
         client = RecordingClient([])
         envelopes = SocketEnvelopes(SlackBoundary(bot.bolt))
-        await envelopes(client, {**message, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
+        with caplog.at_level(logging.INFO):
+            await envelopes(client, {**message, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}]
         assert bot.alive()
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+
+
+COMMAND_JSON = {"command": "/queue", "text": "help", "user_id": USER, "channel_id": CHANNEL}
+EVENT_JSON = {"type": "event_callback", "event_id": "Ev0PROP", "event": {"type": "app_mention"}}
+ENVELOPES = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(["interactive", "slash_commands", "events_api", "hello", "x"]),
+        "payload": mutated(BLOCK_ACTION) | mutated(COMMAND_JSON) | mutated(EVENT_JSON) | JSON,
+        "retry_attempt": st.none() | JSON,
+        "retry_reason": st.none() | JSON,
+    }
+)
+
+
+async def test_any_envelope_is_acknowledged_once_without_a_traceback(
+    socket_settings: SettingsFor, slack: Slack, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever payload an envelope carries, and whatever retry fields, it gets exactly one ack
+    and the log no traceback (the envelopes reach the bot's own loop, as slack_sdk's do)."""
+    async with run_bot(socket_settings()) as running:
+        envelopes = SocketEnvelopes(SlackBoundary(running.bot.bolt))
+        loop = asyncio.get_running_loop()
+
+        @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(message=ENVELOPES)
+        def deliver(message: dict[str, Any]) -> None:
+            client = RecordingClient([])
+            envelope = {**message, "envelope_id": "e1"}
+            asyncio.run_coroutine_threadsafe(envelopes(client, envelope, None), loop).result(10)  # type: ignore[arg-type]
+            assert [sent["envelope_id"] for sent in client.sent] == ["e1"]
+
+        with caplog.at_level(logging.INFO):
+            await asyncio.to_thread(deliver)
+        assert running.bot.alive()
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
 
 
 async def test_an_event_is_acknowledged_and_its_retry_not_handled_twice(
