@@ -29,6 +29,7 @@ from starlette.types import ASGIApp
 import handlers.actions
 import handlers.commands
 import handlers.health
+import handlers.slack_boundary
 import handlers.slack_events
 import handlers.socket_mode
 import handlers.views
@@ -243,11 +244,14 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "unused",
         logger=logging.getLogger("slack_bolt"),
-        request_verification_enabled=False,  # handlers.slack_events verifies, before parsing
+        # No listener for it: Bolt's 404 (which the boundary acks) without its warning that
+        # quotes the body.
+        raise_error_for_unhandled_request=True,
         # Listeners acknowledge and hand their work to `handlers.context.after_ack`; Slack's
         # answer goes out when they return, not at Bolt's next 10 ms poll of `ack`.
         process_before_response=True,
     )
+    handlers.slack_boundary.install(bolt, redis=redis, prefix=settings.redis_prefix)
     _provide(bolt, core, gateway)
     return Bot(
         settings=settings,
@@ -454,12 +458,7 @@ def build_app(bot: Bot) -> ASGIApp:
     if not bot.settings.socket_mode:
         # In Socket Mode Slack's traffic arrives over the websocket, and there is no signing
         # secret to verify an HTTP request with: the route would only ever answer errors.
-        events = handlers.slack_events.SlackEvents(
-            bot.bolt,
-            signing_secret=_secret(bot.settings.slack_signing_secret) or "",
-            redis=bot.redis,
-            prefix=bot.settings.redis_prefix,
-        )
+        events = handlers.slack_events.SlackEvents(handlers.slack_boundary.SlackBoundary(bot.bolt))
         handlers.slack_events.register(app, events)
     return alert_routes
 
@@ -573,12 +572,11 @@ def _weekly(bot: Bot) -> periodic.Weekly | None:
 async def _start_socket_mode(bot: Bot) -> SocketModeClient | None:
     """Socket Mode when SLACK_APP_TOKEN is set: Slack traffic over a websocket, no public URL.
 
-    Envelopes take the HTTP route's check and dispatch (`handlers.socket_mode`); the websocket
-    URL comes from SLACK_API_URL's `apps.connections.open`, asked with the app-level token."""
+    Envelopes go to Bolt through the HTTP route's boundary (`handlers.socket_mode`); the
+    websocket URL comes from SLACK_API_URL's `apps.connections.open`, asked with the app-level
+    token."""
     if bot.settings.slack_app_token is None:
         return None
-    slack = handlers.slack_events.SlackDispatch(
-        bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix
-    )
+    boundary = handlers.slack_boundary.SlackBoundary(bot.bolt)
     token = bot.settings.slack_app_token.get_secret_value()
-    return await handlers.socket_mode.start(token, bot.bolt.client, slack)
+    return await handlers.socket_mode.start(token, bot.bolt.client, boundary)

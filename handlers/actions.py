@@ -21,9 +21,11 @@ from handlers.context import (
     actor_of,
     after_ack,
     core_of,
+    first_action,
     incident_ref_of,
     interaction_of,
     tell,
+    text_at,
 )
 
 NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
@@ -62,8 +64,7 @@ async def _silence(
 
 def _selected_seconds(body: dict[str, Any]) -> int | None:
     """The silence select's choice: its option values are durations in seconds."""
-    action = (body.get("actions") or [{}])[0]
-    value = str(((action.get("selected_option") or {}).get("value")) or "")
+    value = text_at(first_action(body), "selected_option", "value")
     seconds = ascii_whole(value, MAX_SILENCE_S + 1)
     return seconds if seconds is not None and is_silence_length(seconds) else None
 
@@ -84,8 +85,7 @@ async def on_dismiss_warning(
 
 
 async def _dismiss(body: dict[str, Any], context: AsyncBoltContext) -> None:
-    action = (body.get("actions") or [{}])[0]
-    uid, _, runner_type = str(action.get("value") or "").partition(":")
+    uid, _, runner_type = text_at(first_action(body), "value").partition(":")
     core = core_of(context)
     outcome = await core.dismiss_warning(
         actor_of(body), runner_type, uid, interaction=interaction_of(body)

@@ -11,7 +11,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions.commands import run_command
 from bot.actions.core import Outcome
-from handlers.context import actor_of, after_ack, core_of, interaction_of, tell
+from handlers.context import actor_of, after_ack, core_of, interaction_of, tell, text_at
 
 log = logging.getLogger(__name__)
 FAILED = Outcome(False, "queuepilot could not carry out this command; its log says why.")
@@ -27,8 +27,8 @@ async def _run(body: dict[str, Any], context: AsyncBoltContext) -> None:
         outcome = await run_command(
             core_of(context),
             actor_of(body),
-            str(body.get("text") or ""),
-            channel=str(body.get("channel_id") or ""),
+            text_at(body, "text"),
+            channel=text_at(body, "channel_id"),
             interaction=interaction_of(body),
         )
     except Exception:

@@ -38,13 +38,35 @@ async def _logged(work: Awaitable[None]) -> None:
         log.exception("slack: a listener failed after acknowledging")
 
 
+def text_at(data: Any, *path: str) -> str:
+    """The string at `path` in a payload, "" when a step is not an object or the end not a string.
+
+    Bolt hands listeners the body as Slack sent it, unchecked: every field a listener reads goes
+    through this (or `object_at`), so a signed body of another shape reads as absent instead of
+    raising after the ack."""
+    found = object_at(data, *path[:-1]).get(path[-1]) if path else data
+    return found if isinstance(found, str) else ""
+
+
+def object_at(data: Any, *path: str) -> dict[str, Any]:
+    """The object at `path` in a payload, {} when it is not there or not an object."""
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def first_action(body: dict[str, Any]) -> dict[str, Any]:
+    """The action of a `block_actions` payload (Slack sends one per click), {} for none."""
+    actions = body.get("actions")
+    first = actions[0] if isinstance(actions, list) and actions else None
+    return first if isinstance(first, dict) else {}
+
+
 def actor_of(body: dict[str, Any]) -> Actor:
     """The user of an interaction payload (`user`) or a slash command form (`user_id`)."""
-    user = body.get("user")
-    name = user.get("username") if isinstance(user, dict) else None
     return Actor(
-        user_id=_id_of(user) or str(body.get("user_id") or ""),
-        name=str(name or body.get("user_name") or ""),
+        user_id=_id_of(body.get("user")) or text_at(body, "user_id"),
+        name=text_at(body, "user", "username") or text_at(body, "user_name"),
     )
 
 
@@ -53,9 +75,7 @@ def _id_of(value: Any) -> str:
     itself as a string. Bolt reads both, and a slash command's JSON (Socket Mode) or extra form
     fields (HTTP) may carry either; what Bolt takes as the request's user and channel is what
     the listeners act for and answer in."""
-    if isinstance(value, dict):
-        value = value.get("id")
-    return value if isinstance(value, str) else ""
+    return value if isinstance(value, str) else text_at(value, "id")
 
 
 def interaction_of(body: dict[str, Any]) -> str | None:
@@ -64,21 +84,22 @@ def interaction_of(body: dict[str, Any]) -> str | None:
     A click has its `action_ts`; a modal submission its view ID (with the step's callback); a
     slash command its `trigger_id`.
     """
-    actions = body.get("actions")
-    if isinstance(actions, list) and actions and isinstance(actions[0], dict):
-        stamp = actions[0].get("action_ts")
+    if action := first_action(body):
+        stamp = text_at(action, "action_ts")
         return f"action:{stamp}" if stamp else None
-    view = body.get("view")
-    if isinstance(view, dict) and view.get("id"):
-        return f"view:{view['id']}:{view.get('callback_id', '')}:{view.get('hash', '')}"
-    trigger = body.get("trigger_id")
+    view = object_at(body, "view")
+    if view_id := text_at(view, "id"):
+        return f"view:{view_id}:{text_at(view, 'callback_id')}:{text_at(view, 'hash')}"
+    trigger = text_at(body, "trigger_id")
     return f"trigger:{trigger}" if trigger else None
 
 
 def channel_of(body: dict[str, Any]) -> str:
-    container = body.get("container")
-    in_container = container.get("channel_id") if isinstance(container, dict) else None
-    return str(in_container or _id_of(body.get("channel")) or body.get("channel_id") or "")
+    return (
+        text_at(body, "container", "channel_id")
+        or _id_of(body.get("channel"))
+        or text_at(body, "channel_id")
+    )
 
 
 async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:
@@ -87,16 +108,16 @@ async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:
     Buttons carry it as their value. A select's value is its choice, so for it the clicked
     message tells: its blocks (which Slack echoes) name the incident, else the message index.
     """
-    action = (body.get("actions") or [{}])[0]
-    if action.get("type") == "button" and action.get("value"):
-        return str(action["value"])
-    message = body.get("message")
-    if isinstance(message, dict) and (ref := incident_ref_of_message(message)):
+    action = first_action(body)
+    if text_at(action, "type") == "button" and (value := text_at(action, "value")):
+        return value
+    message = object_at(body, "message")
+    if isinstance(message.get("blocks"), list) and (ref := incident_ref_of_message(message)):
         return ref
-    message_ts = (body.get("container") or {}).get("message_ts")
+    message_ts = text_at(body, "container", "message_ts")
     if not message_ts:
         return None
-    return await core.incident_of_message(channel_of(body), str(message_ts))
+    return await core.incident_of_message(channel_of(body), message_ts)
 
 
 def core_of(context: AsyncBoltContext) -> ActionCore:

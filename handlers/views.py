@@ -49,19 +49,22 @@ from handlers.context import (
     after_ack,
     channel_of,
     core_of,
+    first_action,
     incident_ref_of,
     interaction_of,
+    object_at,
     tell,
+    text_at,
 )
 
 log = logging.getLogger(__name__)
 
 # A submission must be answered within Slack's 3 seconds, permission and capacity read included:
 # its own work fits in SUBMISSION_S (user groups take up to
-# `bot.actions.permissions.GROUP_LOOKUP_S`,
-# the capacity what is left), under the dispatch's bound (`handlers.slack_events.ANSWER_BUDGET_S`),
-# so the person sees the next step rather than the dispatch's "took too long". (A scaler whose
-# client hangs overruns its timeout by `bot.backends.errors.MARGIN_S`: that bound catches it.)
+# `bot.actions.permissions.GROUP_LOOKUP_S`, the capacity what is left), under the boundary's
+# bound (`handlers.slack_boundary.ANSWER_BUDGET_S`), so the person sees the next step rather
+# than the boundary's "took too long". (A scaler whose client hangs overruns its timeout by
+# `bot.backends.errors.MARGIN_S`: that bound catches it.)
 SUBMISSION_S = 2.2
 PREVIEW_IN_SUBMISSION_S = 1.5
 PREVIEW_IN_FORM_S = 10.0
@@ -99,8 +102,7 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
 
 async def _open_warning_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
     core, actor = core_of(context), actor_of(body)
-    action = (body.get("actions") or [{}])[0]
-    uid, _, runner_type = str(action.get("value") or "").partition(":")
+    uid, _, runner_type = text_at(first_action(body), "value").partition(":")
     choice = await _warning_choice(core, actor, runner_type, uid)
     if isinstance(choice, Outcome):
         await tell(context, body, choice)
@@ -124,7 +126,7 @@ async def _show_form(
     try:
         opened = await slack.call(
             "views.open",
-            trigger_id=body.get("trigger_id"),
+            trigger_id=text_at(body, "trigger_id"),
             view=render_scale_form(form, heading, types, None, cap=cap),
         )
     except SlackError as exc:
@@ -146,9 +148,9 @@ async def _show_form(
 async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     clock = asyncio.get_running_loop().time
     deadline = clock() + SUBMISSION_S
-    core, view = core_of(context), body.get("view") or {}
-    form = ScaleForm.load(str(view.get("private_metadata") or ""))
-    values = (view.get("state") or {}).get("values") or {}
+    core, view = core_of(context), object_at(body, "view")
+    form = ScaleForm.load(text_at(view, "private_metadata"))
+    values = object_at(view, "state", "values")
     runner_type = _selected(values, TYPE_BLOCK)
     amount = _amount(values)
     if form is None or (form.warning and runner_type != form.runner_type):
@@ -191,8 +193,7 @@ async def on_scale_confirm(ack: AsyncAck, body: dict[str, Any], context: AsyncBo
 
 
 async def _scale(body: dict[str, Any], context: AsyncBoltContext) -> None:
-    view = body.get("view") or {}
-    form = ScaleForm.load(str(view.get("private_metadata") or ""))
+    form = ScaleForm.load(text_at(body, "view", "private_metadata"))
     if form is None or not form.runner_type:
         return
     core, actor = core_of(context), actor_of(body)
@@ -244,22 +245,17 @@ async def _warning_preview(core: ActionCore, state: WarningState, timeout_s: flo
 
 
 def _selected(values: dict[str, Any], block: str) -> str:
-    element = (values.get(block) or {}).get(VALUE) or {}
-    return str((element.get("selected_option") or {}).get("value") or "")
+    return text_at(values, block, VALUE, "selected_option", "value")
 
 
 def _checked(values: dict[str, Any], block: str) -> set[str]:
     """The values of a checkboxes element's selected options."""
-    element = (values.get(block) or {}).get(VALUE) or {}
-    options = element.get("selected_options")
-    if not isinstance(options, list):
-        return set()
-    return {str(o.get("value")) for o in options if isinstance(o, dict)}
+    options = object_at(values, block, VALUE).get("selected_options")
+    return {text_at(o, "value") for o in options} if isinstance(options, list) else set()
 
 
 def _amount(values: dict[str, Any]) -> int | None:
-    text = str(((values.get(AMOUNT_BLOCK) or {}).get(VALUE) or {}).get("value") or "").strip()
-    return ascii_whole(text, MAX_AMOUNT)
+    return ascii_whole(text_at(values, AMOUNT_BLOCK, VALUE, "value").strip(), MAX_AMOUNT)
 
 
 def _cap(core: ActionCore, runner_type: str) -> int:

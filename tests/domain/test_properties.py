@@ -1,7 +1,7 @@
 """Property-based tests of the parsers of alert payloads: whatever arrives, the answer is a value
 or the parser's own error (a 4xx with a message), never another exception. The webhook's
 credential checks: tests/intake/test_auth_properties.py; Slack's requests:
-tests/handlers/test_slack_request_properties.py.
+tests/handlers/test_slack_boundary.py.
 
 Inputs are arbitrary JSON and bytes, and the real payloads of `tests/fixtures` mutated in shape
 and in bytes. What a parser accepts must also survive the rest of the path: a notification

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from bot.render.scale_modal import AMOUNT_BLOCK, SCALE_VIEW, TYPE_BLOCK, ScaleForm
-from handlers.slack_events import TOO_LONG
+from handlers.slack_boundary import TOO_LONG
 from tests.support.fakes.scale_receiver import ScaleReceiver
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.scale import (

@@ -1,30 +1,37 @@
 """The bot in Socket Mode (SLACK_APP_TOKEN set), started as production starts it, against the
 emulator's Socket Mode: the page's clicks, commands and modal submissions reach it as envelopes
 on its websocket and its acks answer them; it reconnects after `disconnect`; two replicas share
-the envelopes, each acted on once; a hostile envelope is acknowledged and refused.
+the envelopes, each acted on once; a hostile envelope is acknowledged with a plain ack.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from bot.config import Settings
 from bot.render.scale_modal import AMOUNT_BLOCK, TYPE_BLOCK, VALUE
-from handlers.slack_events import SlackDispatch
+from bot.storage.keys import Keys
+from handlers.slack_boundary import SlackBoundary
 from handlers.socket_mode import SocketEnvelopes
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_socket import SocketMode
 from tests.support.fakes.scale_receiver import ScaleReceiver
+from tests.support.mutations import JSON, mutated
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.slack import BLOCK_ACTION
 
 APP_TOKEN = "xapp-1-A0QUEUEBOT-1-bot-socket-test"
 BOT_TOKEN = "xoxb-bot-socket-test"
@@ -242,9 +249,11 @@ async def test_two_replicas_each_hold_a_connection_and_a_click_is_done_once(
 
 @dataclass
 class RecordingClient:
-    """Where `SocketEnvelopes` sends its acks (slack_sdk's client's one method it calls)."""
+    """Where `SocketEnvelopes` sends its acks (what Bolt's socket adapter uses of slack_sdk's
+    client: its one method and its logger)."""
 
     sent: list[dict[str, Any]]
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("slack_sdk"))
 
     async def send_socket_mode_response(self, response: SocketModeResponse) -> None:
         self.sent.append(response.to_dict())
@@ -261,26 +270,69 @@ class RecordingClient:
         {"type": "events_api", "payload": {"type": "event_callback", "event": {"type": 5}}},
         {"type": "interactive", "payload": {"type": "shortcut", "user": {"id": "U1"}}},
         {"type": "something_new", "payload": {}},
+        {"type": "interactive", "payload": [1]},
+        {"type": "events_api", "payload": {"type": "event_callback", "event": "x"}},
+        {"type": "interactive", "payload": {"type": "view_submission", "response_urls": "x"}},
     ],
 )
-async def test_a_hostile_envelope_is_acknowledged_and_refused_before_bolt(
-    socket_settings: SettingsFor, slack: Slack, message: dict[str, Any]
+async def test_a_hostile_envelope_is_acknowledged_with_a_plain_ack(
+    socket_settings: SettingsFor,
+    slack: Slack,
+    message: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with run_bot(socket_settings()) as running:
         bot = running.bot
-        dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
         client = RecordingClient([])
-        await SocketEnvelopes(dispatch)(client, {**message, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
+        envelopes = SocketEnvelopes(SlackBoundary(bot.bolt))
+        with caplog.at_level(logging.INFO):
+            await envelopes(client, {**message, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}]
         assert bot.alive()
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+
+
+COMMAND_JSON = {"command": "/queue", "text": "help", "user_id": USER, "channel_id": CHANNEL}
+EVENT_JSON = {"type": "event_callback", "event_id": "Ev0PROP", "event": {"type": "app_mention"}}
+ENVELOPES = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(["interactive", "slash_commands", "events_api", "hello", "x"]),
+        "payload": mutated(BLOCK_ACTION) | mutated(COMMAND_JSON) | mutated(EVENT_JSON) | JSON,
+        "retry_attempt": st.none() | JSON,
+        "retry_reason": st.none() | JSON,
+    }
+)
+
+
+async def test_any_envelope_is_acknowledged_once_without_a_traceback(
+    socket_settings: SettingsFor, slack: Slack, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever payload an envelope carries, and whatever retry fields, it gets exactly one ack
+    and the log no traceback (the envelopes reach the bot's own loop, as slack_sdk's do)."""
+    async with run_bot(socket_settings()) as running:
+        envelopes = SocketEnvelopes(SlackBoundary(running.bot.bolt))
+        loop = asyncio.get_running_loop()
+
+        @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(message=ENVELOPES)
+        def deliver(message: dict[str, Any]) -> None:
+            client = RecordingClient([])
+            envelope = {**message, "envelope_id": "e1"}
+            asyncio.run_coroutine_threadsafe(envelopes(client, envelope, None), loop).result(10)  # type: ignore[arg-type]
+            assert [sent["envelope_id"] for sent in client.sent] == ["e1"]
+
+        with caplog.at_level(logging.INFO):
+            await asyncio.to_thread(deliver)
+        assert running.bot.alive()
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
 
 
 async def test_an_event_is_acknowledged_and_its_retry_not_handled_twice(
-    socket_settings: SettingsFor, slack: Slack
+    socket_settings: SettingsFor, slack: Slack, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with run_bot(socket_settings()) as running:
         bot = running.bot
-        dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
+        envelopes = SocketEnvelopes(SlackBoundary(bot.bolt))
         client = RecordingClient([])
         event = {
             "type": "events_api",
@@ -290,12 +342,15 @@ async def test_an_event_is_acknowledged_and_its_retry_not_handled_twice(
                 "event": {"type": "app_mention", "text": "hi"},
             },
         }
-        await SocketEnvelopes(dispatch)(client, {**event, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
-        assert not await dispatch.seen("Ev0OTHER")
-        assert await dispatch.seen("Ev0SOCKET"), "the event is remembered as handled"
+        await envelopes(client, {**event, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
+        keys = Keys(bot.settings.redis_prefix)
+        assert await bot.redis.exists(keys.slack_event("Ev0SOCKET")), "remembered as handled"
+        assert not await bot.redis.exists(keys.slack_event("Ev0OTHER"))
         retry = {**event, "envelope_id": "e2", "retry_attempt": 1, "retry_reason": "timeout"}
-        await SocketEnvelopes(dispatch)(client, retry, None)  # type: ignore[arg-type]
+        with caplog.at_level(logging.INFO, logger="handlers.slack_boundary"):
+            await envelopes(client, retry, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}, {"envelope_id": "e2"}]
+    assert any("Ev0SOCKET delivered again (retry 1)" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_command_envelope_naming_its_user_and_channel_again_is_answered(
@@ -306,7 +361,6 @@ async def test_a_command_envelope_naming_its_user_and_channel_again_is_answered(
     got no answer."""
     async with run_bot(socket_settings()) as running:
         bot = running.bot
-        dispatch = SlackDispatch(bot.bolt, redis=bot.redis, prefix=bot.settings.redis_prefix)
         with slack.emulator.workspace() as ws:
             token = ws.ui.new_response_url(CHANNEL, USER, None)
         command = {
@@ -321,7 +375,7 @@ async def test_a_command_envelope_naming_its_user_and_channel_again_is_answered(
         }
         client = RecordingClient([])
         envelope = {"type": "slash_commands", "payload": command, "envelope_id": "e1"}
-        await SocketEnvelopes(dispatch)(client, envelope, None)  # type: ignore[arg-type]
+        await SocketEnvelopes(SlackBoundary(bot.bolt))(client, envelope, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}]
         [answer] = await eventually(
             lambda: slack.emulator.ephemerals(CHANNEL), what="the command's answer"
