@@ -458,7 +458,10 @@ def build_app(bot: Bot) -> ASGIApp:
     if not bot.settings.socket_mode:
         # In Socket Mode Slack's traffic arrives over the websocket, and there is no signing
         # secret to verify an HTTP request with: the route would only ever answer errors.
-        events = handlers.slack_events.SlackEvents(handlers.slack_boundary.SlackBoundary(bot.bolt))
+        events = handlers.slack_events.SlackEvents(
+            handlers.slack_boundary.SlackBoundary(bot.bolt),
+            signing_secret=_secret(bot.settings.slack_signing_secret) or "",
+        )
         handlers.slack_events.register(app, events)
     return alert_routes
 

@@ -28,6 +28,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
 from bot.storage.keys import Keys
+from bot.storage.leases import Leases
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +50,23 @@ class SlackBoundary:
         self._bolt = bolt
         self._budget_s = budget_s
 
-    async def answer(self, build: Callable[[], AsyncBoltRequest], *, via: str) -> BoltResponse:
+    async def answer(
+        self,
+        build: Callable[[], AsyncBoltRequest],
+        *,
+        via: str,
+        signed: Callable[[], bool] = lambda: True,
+    ) -> BoltResponse:
         """Bolt's answer to the request `build` makes (Bolt parses the body as it builds it), a
-        plain 200 when no listener wants it, or a 400 refusal (`via` names the transport in
-        the log line)."""
+        plain 200 when no listener wants it, or a refusal (`via` names the transport in the log
+        line). `signed` tells, only for a request Bolt could not take, whether it carried
+        Slack's signature: Bolt parses before it verifies, and an unsigned request is a 401
+        whatever its body, as Bolt answers it."""
         try:
             request = build()
         except Exception as exc:  # Bolt's parser raises on what it cannot read
-            return _refusal(via, f"could not read this request ({type(exc).__name__})")
-        work = asyncio.ensure_future(self._dispatch(request, via))
+            return _refusal(via, f"could not read this request ({type(exc).__name__})", signed)
+        work = asyncio.ensure_future(self._dispatch(request, via, signed))
         try:
             return await asyncio.wait_for(asyncio.shield(work), self._budget_s)
         except TimeoutError:
@@ -68,22 +77,28 @@ class SlackBoundary:
             log.warning("slack: a request over %s overran %.1f s", via, self._budget_s)
             return _late_answer(request.body)
 
-    async def _dispatch(self, request: AsyncBoltRequest, via: str) -> BoltResponse:
+    async def _dispatch(
+        self, request: AsyncBoltRequest, via: str, signed: Callable[[], bool]
+    ) -> BoltResponse:
         try:
             answer = await self._bolt.async_dispatch(request)
         except Exception as exc:  # Bolt's error handling itself reads the body, and can raise
-            return _refusal(via, f"could not handle this request ({type(exc).__name__})")
+            reason = f"could not handle this request ({type(exc).__name__})"
+            return _refusal(via, reason, signed)
         if answer.status == 404:
             return BoltResponse(status=200)  # nothing listens for it: Slack wants a plain ack
         if answer.status == 401:
             log.info("slack: refused a request over %s (401): not signed as Slack signs", via)
         if answer.status >= 500:
             failure = request.context.get(_FAILURE) or f"Bolt answered {answer.status}"
-            return _refusal(via, f"could not handle this request ({failure})")
+            return _refusal(via, f"could not handle this request ({failure})", signed)
         return answer
 
 
-def _refusal(via: str, reason: str) -> BoltResponse:
+def _refusal(via: str, reason: str, signed: Callable[[], bool]) -> BoltResponse:
+    if not signed():
+        log.info("slack: refused a request over %s (401): not signed as Slack signs", via)
+        return BoltResponse(status=401, body={"error": "invalid request"})
     log.info("slack: refused a request over %s: %s", via, reason)
     return BoltResponse(status=400, body={"ok": False, "error": reason})
 
@@ -110,7 +125,7 @@ class EventRetries(AsyncMiddleware):
     Mode envelope's `retry_attempt`): each `event_id` is handled once, across replicas."""
 
     def __init__(self, redis: Redis, *, prefix: str, memory_s: int = EVENT_MEMORY_S) -> None:
-        self._redis = redis
+        self._claims = Leases(redis)
         self._keys = Keys(prefix)
         self._memory_s = memory_s
 
@@ -132,7 +147,7 @@ class EventRetries(AsyncMiddleware):
         """Whether this event was handled already; remembered as handled from now on."""
         key = self._keys.slack_event(event_id[:MAX_EVENT_ID])
         try:
-            first = await self._redis.set(key, "1", nx=True, ex=self._memory_s)
+            first = await self._claims.claim_once(key, self._memory_s * 1000)
         except RedisError:
             return False  # better handled twice than not at all
         return not first

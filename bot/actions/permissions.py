@@ -54,6 +54,8 @@ class Authorizer:
     async def refusal(self, user_id: str, action: str) -> str | None:
         """None when `user_id` may do `action`; else what to tell them, including how to be
         allowed."""
+        if not user_id:  # Slack names the user of every request; a request that does not is refused
+            return "Slack did not say who asked, so nothing was done."
         if action not in RESTRICTED:
             return None
         allowed = self._rules.scale_allowed

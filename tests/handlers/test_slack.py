@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.parse
 from typing import Any
 
 import httpx
@@ -100,8 +101,37 @@ async def test_unsigned_or_stale_requests_are_refused(
     not_utf8 = await running_bot.http.post(
         "/slack/events", content=b"payload=\xff\xfe", headers=signed("x")
     )
-    assert not_utf8.status_code == 400
+    assert not_utf8.status_code == 401  # signed for another body
     assert "resolved" not in slack.emulator.channel_messages(CHANNEL)[0].text.lower()
+
+
+async def test_a_signed_click_that_names_no_user_does_nothing_and_says_so(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    # Slack names the user of every interaction; one that does not (a hand-made request with
+    # the secret) must not act anonymously.
+    root = await open_incident(running_bot, slack)
+    action = {
+        "type": "button",
+        "action_id": "incident_ack",
+        "value": button_value(root, "incident_ack"),
+    }
+    payload = json.loads(
+        urllib.parse.parse_qs(block_action(action, message_ts=root.ts))["payload"][0]
+    )
+    del payload["user"]
+    answer = await post_event(
+        running_bot.http, urllib.parse.urlencode({"payload": json.dumps(payload)})
+    )
+    assert answer.status_code == 200
+    said = await eventually(
+        lambda: [
+            c for c in slack.emulator.calls() if "did not say who asked" in json.dumps(c.params)
+        ],
+        what="the refusal said",
+    )
+    assert said
+    assert "Acknowledged" not in json.dumps(slack.emulator.channel_messages(CHANNEL)[0].blocks)
 
 
 async def test_queue_command_shows_status_and_acts_on_the_latest_incident(
