@@ -37,6 +37,7 @@ import handlers.webhooks
 from bot import periodic
 from bot.actions.core import ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
+from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting
 from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
@@ -45,7 +46,6 @@ from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.scale_reverts import RevertConfig, ScaleReverts
 from bot.actions.silence import SilenceConfig, Silencing
 from bot.actions.silence_watch import SilenceWatch
-from bot.actions.warnings import Warnings
 from bot.backends.metrics import QueueHistory
 from bot.config import ScalerBackend, Settings
 from bot.domain.early_warning import Thresholds
@@ -65,7 +65,7 @@ from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
 from bot.outbound.membership import check_channels
-from bot.outbound.queue import SendQueue
+from bot.outbound.send_queue import SendQueue
 from bot.outbound.sender import ChannelSender, SenderConfig
 from bot.outbound.senders import Senders
 from bot.outbound.storm import StormConfig
@@ -74,13 +74,13 @@ from bot.status.early_warning import EarlyWarnings, WarningConfig
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.connection import build_redis
+from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
 from bot.storage.interactions import Interactions
 from bot.storage.job_arrivals import JobArrivals
 from bot.storage.leases import Lease, Leases
 from bot.storage.notices import NoticeStore
 from bot.storage.stream import NotificationStream
-from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -14,12 +14,12 @@ import logging
 from datetime import datetime
 
 from bot.actions.diagnose import Diagnosing
+from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.jobs import Jobs
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
-from bot.actions.warnings import Warnings
 from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.routes import Routing

@@ -9,7 +9,7 @@ same alert, add runners once; the refusal says who scaled it and when.
 A scale-up that its backend can put back is recorded for the revert sweep
 (`bot.actions.scale_reverts`) unless it is kept (`keep=True`: `/queue scale … keep`, the modal's
 checkbox); its thread reply says when it goes back, or why it cannot. An early warning's Scale up
-(`bot.actions.warnings`) takes the same checks, lock, call and record, owned by the warning.
+(`bot.actions.early_warning`) takes the same checks, lock, call and record, owned by the warning.
 """
 
 from __future__ import annotations

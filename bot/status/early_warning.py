@@ -43,8 +43,8 @@ from bot.domain.incidents import Incident
 from bot.domain.routes import Route, channel_for_type
 from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
+from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
-from bot.storage.warnings import WarningStore
 
 log = logging.getLogger(__name__)
 

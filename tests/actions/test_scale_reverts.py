@@ -36,9 +36,9 @@ from bot.domain.incidents import PutBack, ScaleDone, Status, with_put_back
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings
 from bot.render.root import render_root
+from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.keys import Keys
-from bot.storage.warnings import WarningStore
 from tests.support.cores import action_core
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values

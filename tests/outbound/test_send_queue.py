@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from bot.domain.message import Rendered
 from bot.intake.consumer import Intake, IntakeConfig
-from bot.outbound.queue import SendQueue
+from bot.outbound.send_queue import SendQueue
 from bot.storage.incident_store import (
     BAND_ACTION,
     BAND_EVENT,

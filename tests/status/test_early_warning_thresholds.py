@@ -19,8 +19,8 @@ from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import GroupState, apply_notification, open_incident
 from bot.fleet.readings import FleetReadings
 from bot.status.early_warning import EarlyWarnings, WarningConfig
+from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import Commit, IncidentStore
-from bot.storage.warnings import WarningStore
 from tests.status.test_early_warning import START, TYPE, Building
 from tests.support.payloads import fixture_json
 

@@ -25,7 +25,7 @@ from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import GroupState, open_incident
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings
-from bot.outbound.queue import SendQueue
+from bot.outbound.send_queue import SendQueue
 from bot.render.chart import incident_chart
 from bot.render.chart_block import BLOCK_TYPE, chart_block
 from bot.render.root import render_root

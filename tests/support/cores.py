@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 
 from bot.actions.core import NO_ROUTES, ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
+from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting
 from bot.actions.jobs import Jobs
 from bot.actions.permissions import Authorizer, Rules
@@ -16,7 +17,6 @@ from bot.actions.report import Report
 from bot.actions.scale import ScaleConfig, Scaling
 from bot.actions.scale_reverts import ScaleReverts
 from bot.actions.silence import SilenceConfig, Silencing
-from bot.actions.warnings import Warnings
 from bot.backends.metrics import QueuedJobs, QueueHistory, QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.scale import Scaler
@@ -25,10 +25,10 @@ from bot.domain.routes import Routing
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
+from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
 from bot.storage.interactions import Interactions
 from bot.storage.job_arrivals import JobArrivals
-from bot.storage.warnings import WarningStore
 from bot.telemetry import Telemetry
 
 

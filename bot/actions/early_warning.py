@@ -22,7 +22,7 @@ from bot.actions.scale import Scaling
 from bot.domain.early_warning import Phase, WarningState
 from bot.render.early_warning import DISMISS_FOR_S
 from bot.render.mrkdwn import escape, slack_date, truncate
-from bot.storage.warnings import WarningStore
+from bot.storage.early_warning import WarningStore
 
 MAX_SAVE_ATTEMPTS = 20
 
