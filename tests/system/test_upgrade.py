@@ -1,20 +1,19 @@
 """Upgrading from the previous release, as a Deployment's rolling update does it.
 
-The previous release (0.21.0, commit `3055126`) is taken from git and run as a real replica; the
+The previous release (0.22.0, commit `b7aed3e`) is taken from git and run as a real replica; the
 checkout is the next one. Both run `bot`'s `__main__` (`serve`) as processes of their own, each
 first saying where it imported `bot` from, on one redis-server and one Slack (the emulator),
-started from the same environment in 0.21.0's variable names (0.21 renamed none of 0.20's), as a
+started from the same environment in 0.22.0's variable names (0.23 renames none of them), as a
 Deployment's pods are from one ConfigMap. What is promised, checked as a channel would see it:
 
-- what 0.21.0 wrote is carried over: the incident, its thread, who acknowledged it, the silence
+- what 0.22.0 wrote is carried over: the incident, its thread, who acknowledged it, the silence
   made from Slack, the scale-up to put back when it resolves, its next status, its peak;
 - both versions serve side by side during the rollout: notifications sent to either are applied
   once, by the consumers of both, each version acts on what the other wrote, and statuses are
-  not doubled. The next version scales the incident 0.21.0 scaled: its event records the
-  scale-up (`scale`), which 0.21.0 ignores as it shows the root, applies notifications to the
-  incident and reads its timeline for `/queue report`;
+  not doubled. The next version scales the incident 0.22.0 scaled, and 0.22.0 shows the
+  root, applies notifications to the incident and reads its timeline for `/queue report`;
 - the old replica stops on SIGTERM and the new one carries on: what the old one had just
-  accepted is shown, a button of the root as 0.21.0 rendered it works, statuses keep coming in
+  accepted is shown, a button of the root as 0.22.0 rendered it works, statuses keep coming in
   the same thread, the resolve posts one summary (both scale-ups in what was done, the one
   put-back still to come, the peak as the alert said it) and puts both scale-ups back at once.
 
@@ -56,8 +55,8 @@ from tests.support.slack import (
     slash,
 )
 
-PREVIOUS_RELEASE = "3055126"  # 0.21.0
-PREVIOUS = "0.21.0"
+PREVIOUS_RELEASE = "b7aed3e"  # 0.22.0
+PREVIOUS = "0.22.0"
 FIRING = "grafana/queue-alert-firing.json"
 RESOLVED = "grafana/queue-alert-resolved.json"
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
@@ -67,8 +66,8 @@ STREAM = "qp:notifications"
 TIMELINE_1 = Keys("qp").timeline("1")
 MIN_RENOTIFIED, MAX_RENOTIFIED = 6, 40
 
-# Incident 1's scale-ups: 0.21.0's (its event says it in words), then the next version's (its
-# event records it as `scale` too); minRunners 0 -> 5 -> 8, put back to 0 at once.
+# Incident 1's scale-ups: 0.22.0's, then the next version's (each event records it as
+# `scale`); minRunners 0 -> 5 -> 8, put back to 0 at once.
 OLD_ADDS, NEW_ADDS = 5, 3
 SCALED = OLD_ADDS + NEW_ADDS
 
@@ -76,7 +75,7 @@ PUT_BACK = f"Incident 1: Put {RUNNER} back (the incident resolved and its queue 
 
 # What each incident's thread says besides its statuses, each exactly once (in any order: an
 # action's reply follows its backend call, and those run side by side). A silence has no reply
-# since 0.21.0: the root says it.
+# since 0.22.0: the root says it.
 EVENTS_1 = (
     "Incident 1: Acknowledged",
     f"Incident 1: Scaled {RUNNER} by +{OLD_ADDS}",
@@ -121,7 +120,7 @@ def store(redis_url: str) -> Iterator[redis.Redis]:
 
 
 def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) -> dict[str, str]:
-    """One environment for both versions, in 0.21.0's names (the same as 0.20's and the next
+    """One environment for both versions, in 0.22.0's names (the same as 0.20's and the next
     version's) and forms (durations with their unit)."""
     return {
         "SILENCE_BACKEND": "grafana",
@@ -132,7 +131,7 @@ def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) 
         "SCALER_TARGETS": json.dumps({RUNNER: {"target": "/".join(SCALE_SET), "cap": 20}}),
         "SCALE_ALLOWED_USERS": USER,
         "STATUS_INTERVAL_SECONDS": str(STATUS_INTERVAL_S),
-        # The next version scales incident 1 seconds after 0.21.0 did.
+        # The next version scales incident 1 seconds after 0.22.0 did.
         "SCALE_COOLDOWN_SECONDS": "0",
         # A put-back waits for the queue to stay drained: a second here, not 30 minutes.
         "SCALE_REVERT_SETTLE": "1s",
@@ -209,7 +208,7 @@ def reports(slack: Slack) -> int:
 
 def scales_recorded(store: redis.Redis) -> list[int | None]:
     """Incident 1's scale-up events as its timeline keeps them: what each one's `scale` says was
-    added, None for an event that says it in words only (0.21.0's)."""
+    added, None for an event that says it in words only (0.22.0's)."""
     timeline = [json.loads(item) for item in store.lrange(TIMELINE_1, 0, -1)]
     return [(e.get("scale") or {}).get("added") for e in timeline if e["kind"] == "scaled"]
 
@@ -312,7 +311,7 @@ async def test_a_rolling_update_from_the_previous_release_carries_everything_ove
 
         await eventually(lambda: drained(store), what="everything applied")
         nothing_duplicated_or_lost(slack, first.ts, second.ts)
-        assert scales_recorded(store) == [None, NEW_ADDS], "the next version's `scale` kept"
+        assert scales_recorded(store) == [OLD_ADDS, NEW_ADDS], "both versions' `scale` kept"
         assert store.xpending(STREAM, "intake")["pending"] == 0
         assert store.xlen(f"{STREAM}:dead") == 0
         for process in processes:
@@ -328,8 +327,8 @@ async def test_a_rolling_update_from_the_previous_release_carries_everything_ove
 async def previous_release_alone(
     old: BotProcess, slack: Slack, kube: FakeKubeApi, grafana: FakeSilenceApi
 ) -> tuple[Any, str]:
-    """Incident 1 opened, acknowledged, silenced and scaled up by 0.21.0, its statuses begun:
-    its root, and the value of the root's Remove silence as 0.21.0 rendered it."""
+    """Incident 1 opened, acknowledged, silenced and scaled up by 0.22.0, its statuses begun:
+    its root, and the value of the root's Remove silence as 0.22.0 rendered it."""
     await notify(old, "grafana", fixture_json(FIRING))
     [first] = await eventually(lambda: roots(slack), what="incident 1's root")
     await deliver(old, press(button_value(first, "incident_ack"), "incident_ack", first.ts))
@@ -355,7 +354,7 @@ async def side_by_side(
     first: Any,
 ) -> tuple[Any, int]:
     """Both versions serve: notifications to either are applied once, by the consumers of both,
-    each acts on what the other wrote, statuses go on; 0.21.0 reads the next version's scale-up
+    each acts on what the other wrote, statuses go on; 0.22.0 reads the next version's scale-up
     event. Incident 2's root, and incident 1's longest wait."""
     statuses_before = statuses_shown(slack, first.ts)
     # A new group sent to both at once, twice each (an HA Alertmanager pair does): one root.
@@ -364,16 +363,16 @@ async def side_by_side(
     await eventually(lambda: len(roots(slack)) == 2, what="incident 2's root")
     await eventually(lambda: drained(store), what="the four applied")
 
-    # The next version scales incident 1 again (named: two are open). 0.21.0, the channel's
+    # The next version scales incident 1 again (named: two are open). 0.22.0, the channel's
     # sender, renders the root from the incident whose latest event carries `scale`, then its
     # consumer applies re-notifications to that incident below.
     await deliver(new, slash(f"scale {RUNNER} +{NEW_ADDS} 1"))
     await eventually(lambda: min_runners(kube) == SCALED, what="scaled by the next version")
     await eventually(
         lambda: f"by +{NEW_ADDS}" in text_of(root(slack, first.ts)),
-        what="the next version's scale-up on 0.21.0's root",
+        what="the next version's scale-up on 0.22.0's root",
     )
-    assert scales_recorded(store) == [None, NEW_ADDS], "0.21.0's event in words, the next's too"
+    assert scales_recorded(store) == [OLD_ADDS, NEW_ADDS], "each version records its scale-up"
 
     # Incident 1 re-notified to each replica in turn, one at a time, until the consumers of
     # both versions (one consumer group) have applied some: whichever has waited longest for
@@ -396,12 +395,12 @@ async def side_by_side(
         lambda: f"{longest} min" in text_of(root(slack, first.ts)), what="the last shown"
     )
 
-    # Both read every timeline for the capacity report, 0.21.0 one with a `scale` it ignores.
+    # Both read every timeline for the capacity report, 0.22.0 one with a `scale` it ignores.
     for process in (old, new):
         await deliver(process, slash("report"))
     await eventually(lambda: reports(slack) == 2, what="a report from each")
 
-    # 0.21.0 acknowledges incident 2, the next version resolves it; 0.21.0, still the channel's
+    # 0.22.0 acknowledges incident 2, the next version resolves it; 0.22.0, still the channel's
     # sender, shows both.
     second = roots(slack)[1]
     await deliver(old, press(button_value(second, "incident_ack"), "incident_ack", second.ts))
@@ -420,7 +419,7 @@ async def side_by_side(
 
 
 async def stopped_with_sigterm(old: BotProcess, slack: Slack, first: Any) -> None:
-    """0.21.0 stops right after accepting a notification, which is shown all the same."""
+    """0.22.0 stops right after accepting a notification, which is shown all the same."""
     await notify(old, "grafana", renotified(fixture_json(FIRING), wait=150))
     old.signal(signal.SIGTERM)
     # uvicorn re-raises SIGTERM once it has shut down, so the status is 0 or -SIGTERM.
@@ -437,8 +436,8 @@ async def next_release_alone(
     first: Any,
     unsilence: str,
 ) -> None:
-    """The next version carries incident 1 on: the same root, 0.21.0's Remove silence, the
-    statuses, the resolve's summary and the put-back of both scale-ups, 0.21.0's and its own."""
+    """The next version carries incident 1 on: the same root, 0.22.0's Remove silence, the
+    statuses, the resolve's summary and the put-back of both scale-ups, 0.22.0's and its own."""
     statuses_before = statuses_shown(slack, first.ts)
     await notify(new, "grafana", renotified(fixture_json(FIRING), wait=171))
     await eventually(lambda: "171 min" in text_of(root(slack, first.ts)), what="171 shown")
@@ -464,7 +463,7 @@ async def next_release_alone(
 
 def summarized(slack: Slack, first_ts: str, peak_wait: int) -> None:
     """Incident 1's summary, by the next version from what both wrote: both scale-ups among what
-    was done, the one put-back of them still to come, the peak 0.21.0 and it recorded (the
+    was done, the one put-back of them still to come, the peak 0.22.0 and it recorded (the
     alert's figure, as the alert names no runner type's queue)."""
     [summary] = [
         m
