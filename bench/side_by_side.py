@@ -33,11 +33,11 @@ from typing import Any
 import httpx
 import redis
 
+from bench import ROOT, cpu_name, wait_until_up, write_table
 from sandbox.redis_server import RedisServer, free_port
 from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
 
-ROOT = Path(__file__).resolve().parents[1]
 TOKEN, SECRET, BOT_TOKEN = "bench-webhook-token", "bench-signing-secret", "xoxb-bench"
 AM_CHANNEL, QP_CHANNEL = "C0ALERTMANAGER", "C0QUEUEPILOT"
 STORM_GROUPS = 120
@@ -121,8 +121,10 @@ class Stack:
         env.pop("SLACK_APP_TOKEN", None)
         self.qp = self._spawn([sys.executable, "-m", "bot", "serve"], env)
         self.am = self._spawn(self._alertmanager_command(), dict(os.environ))
-        _wait(lambda: httpx.get(f"{self.qp_url}/readyz").status_code == 200, "queuepilot")
-        _wait(lambda: httpx.get(f"{self.am_url}/-/ready").status_code == 200, "alertmanager")
+        wait_until_up(lambda: httpx.get(f"{self.qp_url}/readyz").status_code == 200, "queuepilot")
+        wait_until_up(
+            lambda: httpx.get(f"{self.am_url}/-/ready").status_code == 200, "alertmanager"
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -200,18 +202,6 @@ def _to(call: Any, channel: str) -> bool:
     return call.params.get("channel") == channel
 
 
-def _wait(check: Any, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} did not start")
-
-
 def rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
@@ -283,7 +273,7 @@ def main() -> None:
         store.close()
         rss = (rss_mib(stack.am.pid), rss_mib(stack.qp.pid))
 
-    cpu = _cpu()
+    cpu = cpu_name()
     am_p50, qp_p50 = statistics.median(am_lat), statistics.median(qp_lat)
     # Each sample is one alert both sides were sent at once: the difference within a sample
     # leaves out what both share (Alertmanager's dispatch), and its median is the overhead.
@@ -319,26 +309,7 @@ def main() -> None:
     print(header)
     print("\n".join(lines))
     if args.write:
-        _write(header, lines)
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
-
-
-def _write(header: str, lines: list[str]) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else ""
-    start, end = "<!-- side-by-side:start -->", "<!-- side-by-side:end -->"
-    block = f"{start}\n{header}\n\n" + "\n".join(lines) + f"\n{end}"
-    if start in text and end in text:
-        text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
-    else:
-        text += ("\n" if text else "") + block + "\n"
-    path.write_text(text)
+        write_table("side-by-side", header, lines)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from bench.side_by_side import ROOT, _cpu, _wait
+from bench import ROOT, cpu_name, wait_until_up, write_table
 from sandbox.redis_server import RedisServer, free_port
 from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
@@ -153,7 +153,9 @@ def stack(scenario: Scenario) -> Iterator[tuple[SlackEmulator, list[str]]]:
                 )
             urls = [f"http://127.0.0.1:{port}" for port in ports]
             for url in urls:
-                _wait(lambda url=url: httpx.get(f"{url}/readyz").status_code == 200, "a replica")
+                wait_until_up(
+                    lambda url=url: httpx.get(f"{url}/readyz").status_code == 200, "a replica"
+                )
             yield emulator, urls
         finally:
             for process in processes:
@@ -321,7 +323,7 @@ def main() -> None:
             print(f"run {n + 1}, {scenario.name}: {outcome}", flush=True)
             results[scenario].append(outcome)
     header = (
-        f"Measured {datetime.now(UTC):%Y-%m-%d} on {_cpu()}, {os.cpu_count()} cores, "
+        f"Measured {datetime.now(UTC):%Y-%m-%d} on {cpu_name()}, {os.cpu_count()} cores, "
         f"{platform.system()} {platform.release()}, Python {platform.python_version()}; "
         "everything on loopback."
     )
@@ -329,19 +331,7 @@ def main() -> None:
     print(header)
     print("\n".join(lines))
     if args.write:
-        write(header, lines)
-
-
-def write(header: str, lines: list[str]) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else ""
-    start, end = "<!-- storms:start -->", "<!-- storms:end -->"
-    block = f"{start}\n{header}\n\n" + "\n".join(lines) + f"\n{end}"
-    if start in text and end in text:
-        text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
-    else:
-        text += ("\n" if text else "") + block + "\n"
-    path.write_text(text)
+        write_table("storms", header, lines)
 
 
 if __name__ == "__main__":

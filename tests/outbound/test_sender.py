@@ -14,7 +14,7 @@ import pytest
 from bot.config import Settings
 from bot.outbound.budget import TokenBucket
 from bot.render.mrkdwn import rendered, section
-from bot.storage.incident_store import BAND_STATUS, Commit, Reply
+from bot.storage.incident_store import BAND_STATUS, Commit, Loaded, Reply
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.slack import CHANNEL, Slack
@@ -95,6 +95,17 @@ def test_a_new_sender_continues_its_predecessors_bucket() -> None:
 
 
 # -- pace and holds, as Slack sees them ------------------------------------------------------
+
+
+async def thread_recorded(running: RunningBot, incident_id: str = "1") -> Loaded:
+    """The incident once its root's thread is recorded: Slack shows the post a moment before
+    the sender has stored its answer."""
+
+    async def recorded() -> Loaded | None:
+        loaded = await running.bot.store.load(incident_id)
+        return loaded if loaded.incident is not None and loaded.thread is not None else None
+
+    return await eventually(recorded, what=f"incident {incident_id}'s thread recorded")
 
 
 async def test_a_burst_of_new_groups_never_meets_slacks_rate_limit(
@@ -187,8 +198,7 @@ async def test_a_quiet_status_met_by_an_edit_hold_is_posted_and_the_posts_go_on(
     async with run_bot(settings_for(storm_digest_threshold=0)) as running:
         await running.send("grafana", group("quiet"))
         await eventually(lambda: len(ok_posts(slack)) == 1, what="the root")
-        loaded = await running.bot.store.load("1")
-        assert loaded.incident is not None and loaded.thread is not None
+        loaded = await thread_recorded(running)
 
         await status_reply(running, "status", "Status: 14 queued")
         await eventually(lambda: len(ok_posts(slack)) == 2, what="the status reply")
@@ -224,8 +234,7 @@ async def test_a_quiet_status_posted_during_a_hold_whose_answer_was_lost_shows_o
     ) as running:
         await running.send("grafana", group("quiet"))
         await eventually(lambda: len(ok_posts(slack)) == 1, what="the root")
-        loaded = await running.bot.store.load("1")
-        assert loaded.thread is not None
+        loaded = await thread_recorded(running)
 
         await status_reply(running, "status", "Status: 14 queued")
         await eventually(lambda: len(ok_posts(slack)) == 2, what="the status reply")
@@ -252,8 +261,7 @@ async def test_a_reply_that_cannot_be_read_is_dropped_alone_and_its_thread_goes_
     async with run_bot(settings_for(storm_digest_threshold=0)) as running:
         await running.send("grafana", group("garbled"))
         await eventually(lambda: len(ok_posts(slack)) == 1, what="the root")
-        loaded = await running.bot.store.load("1")
-        assert loaded.incident is not None and loaded.thread is not None
+        loaded = await thread_recorded(running)
         slack.emulator.fail_next("chat.postMessage", status=503, count=100_000)
         replies = tuple(
             Reply("event", BAND_STATUS, rendered(text, [section(text)]))
