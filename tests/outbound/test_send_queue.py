@@ -21,7 +21,7 @@ from bot.storage.incident_store import (
 )
 from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
-from tests.support.store import CHANNEL, DAY, PREFIX, T0, delivery, opened, reply
+from tests.support.store import CHANNEL, DAY, KEYS, PREFIX, T0, delivery, opened, reply
 
 
 async def test_replies_wait_in_order_and_threads_queue_by_their_most_urgent_reply(
@@ -35,7 +35,7 @@ async def test_replies_wait_in_order_and_threads_queue_by_their_most_urgent_repl
     )
     await store.commit(Commit(two, version=1, replies=(reply("a2", "action", BAND_ACTION),)))
 
-    posts = await redis.zrange(f"qp:v2:send:{CHANNEL}:posts", 0, -1)
+    posts = await redis.zrange(KEYS.posts(CHANNEL), 0, -1)
     assert posts == ["root:1", "root:2", "replies:2", "replies:1"], "roots, then urgency"
     head = await queue.head_reply("1")
     assert head is not None and head.rendered.text == "s1", "a thread keeps its own order"
@@ -53,7 +53,7 @@ async def test_a_newer_status_replaces_the_one_still_waiting(redis: Redis) -> No
         texts.append(head.rendered.text)
         await queue.record_reply(CHANNEL, "1", head.item)
     assert texts == ["event", "status 2"]
-    assert await redis.zrange(f"qp:v2:send:{CHANNEL}:posts", 0, -1) == ["root:1"]
+    assert await redis.zrange(KEYS.posts(CHANNEL), 0, -1) == ["root:1"]
 
 
 async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
@@ -71,12 +71,12 @@ async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
         bucket="{}",
     )
     loaded = await store.load("1")
-    await redis.delete(f"qp:v2:send:{CHANNEL}:edits")
+    await redis.delete(KEYS.edits(CHANNEL))
 
     assert await store.commit(Commit(new, version=loaded.version, thread=loaded.thread))
 
-    assert await redis.zrange(f"qp:v2:send:{CHANNEL}:posts", 0, -1) == []
-    assert await redis.zrange(f"qp:v2:send:{CHANNEL}:edits", 0, -1) == ["1"]
+    assert await queue.waiting(CHANNEL) == 0, "no second root"
+    assert await redis.zrange(KEYS.edits(CHANNEL), 0, -1) == ["1"]
     assert await store.incident_of_message(CHANNEL, "1700000000.000100") == "1"
 
 

@@ -65,6 +65,6 @@ async def gone(redis: Redis, key: str) -> bool:
 
 async def idle_at_least(redis: Redis, ms: int, *entry_ids: str) -> bool:
     """Whether Redis counts each of these pending entries idle for `ms` or more."""
-    pending = await redis.xpending_range("qp:notifications", GROUP, min="-", max="+", count=100)
+    pending = await redis.xpending_range(KEYS.stream, GROUP, min="-", max="+", count=100)
     idle = {p["message_id"]: p["time_since_delivered"] for p in pending}
     return all(idle.get(entry_id, -1) >= ms for entry_id in entry_ids)

@@ -21,6 +21,7 @@ import pytest
 import redis
 
 from bot.config import Settings
+from bot.storage.keys import Keys
 from tests.support.payloads import fixture_json
 from tests.support.processes import BotProcess
 from tests.support.running import RunningBot, eventually, run_bot
@@ -63,12 +64,15 @@ def text_of(message: Any) -> str:
     return message.text + json.dumps(message.blocks)
 
 
+KEYS = Keys("qp")  # the bot's default `redis_prefix`
+
+
 def sync_redis(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, decode_responses=True)
 
 
 def queue_empty(store: redis.Redis) -> bool:
-    return store.zcard(f"qp:v2:send:{CHANNEL}:posts") == 0 and store.xlen("qp:notifications") == 0
+    return store.zcard(KEYS.posts(CHANNEL)) == 0 and store.xlen(KEYS.stream) == 0
 
 
 async def dump_on_failure(processes: list[BotProcess]) -> None:
@@ -106,7 +110,7 @@ async def test_the_sending_replica_killed_mid_queue_loses_and_duplicates_nothing
         shown = incidents_shown(slack)
         assert len(shown) == 30 and len(set(shown)) == 30, "each group once, none twice"
         assert digests_shown(slack) <= 1, "a storm digest, if any, once"
-        assert store.xlen("qp:notifications:dead") == 0
+        assert store.xlen(KEYS.dead_letters) == 0
     except BaseException:
         await dump_on_failure(processes)
         raise
@@ -244,7 +248,8 @@ async def test_a_slack_outage_longer_than_reclaim_times_attempts_drops_nothing(
             what="the latest numbers on the root",
             timeout=15,
         )
-        assert await running.bot.redis.xlen("qp:notifications:dead") == 0, "nothing dead-lettered"
+        dead_letters = await running.bot.redis.xlen(running.bot.stream.dead_key)
+        assert dead_letters == 0, "nothing dead-lettered"
         assert await running.bot.stream.backlog() == 0
     shown = incidents_shown(slack)
     assert len(shown) == 6 and len(set(shown)) == 6
@@ -299,7 +304,7 @@ async def test_a_resolved_entry_handled_before_its_older_firing_opens_nothing(
     assert (await intake.apply("1000000000000-0", firing)).value == "stale"
 
     assert await running_bot.bot.store.open_ids() == []
-    assert await running_bot.bot.redis.zcard(f"qp:v2:send:{CHANNEL}:posts") == 0
+    assert await running_bot.bot.queue.waiting(CHANNEL) == 0
     assert slack.emulator.channel_messages(CHANNEL) == []
 
 
@@ -314,12 +319,12 @@ async def test_state_left_by_0_1_0_neither_wedges_its_groups_nor_loses_its_strea
     store = sync_redis(redis_url)
     payload = fixture_json(FIRING)
     old_group = group_hash("grafana", payload["groupKey"])
+    # 0.1.0's unversioned layout, which `Keys` (the v2 layout) has no name for; its stream kept
+    # its name.
     store.set(f"qp:group:{old_group}", "1")
     store.set("qp:incident:1", json.dumps({"id": "1", "group_key": payload["groupKey"]}))
-    store.xgroup_create("qp:notifications", "intake", id="0", mkstream=True)
-    store.xadd(
-        "qp:notifications", {"source": "grafana", "body": json.dumps(payload), "received_at": "0"}
-    )
+    store.xgroup_create(KEYS.stream, "intake", id="0", mkstream=True)
+    store.xadd(KEYS.stream, {"source": "grafana", "body": json.dumps(payload), "received_at": "0"})
     try:
         async with run_bot(settings_for()) as running:
             await eventually(lambda: len(incidents_shown(slack)) == 1, what="the old entry shown")

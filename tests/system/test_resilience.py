@@ -26,7 +26,6 @@ from tests.support.slack import CHANNEL, Slack
 FIRING = "grafana/queue-alert-firing.json"
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
 REPO = Path(__file__).resolve().parents[2]
-STREAM = "qp:notifications"
 GROUP = "intake"
 
 

@@ -11,29 +11,39 @@ from collections.abc import Callable
 
 from bot.actions.core import Actor
 from bot.config import Settings
+from bot.storage.keys import Keys
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.slack import CHANNEL, Slack
 
-STREAM = "qp:notifications"
-# What a running bot keeps that is not about any incident: its channel lease, the name cache,
-# pacing state. Each has a TTL of its own; none outlives a day.
-BOOKKEEPING = ("qp:v2:lease:", "qp:v2:user:", "qp:v2:pace:", f"qp:v2:send:{CHANNEL}:bucket")
+KEYS = Keys("qp")  # the bot's default `redis_prefix`
+STREAM = KEYS.stream
+# What a running bot keeps that is not about any incident: its leases, the name cache, pacing
+# state. Each has a TTL of its own; none outlives a day.
+BOOKKEEPING = (
+    KEYS.sender_lease(""),
+    KEYS.fleet_lease,
+    KEYS.user(""),
+    KEYS.hold(""),
+    KEYS.slot(""),
+    KEYS.update_slot,
+    KEYS.bucket(CHANNEL),
+)
+# An incident's own keys (its Slack message's, in the one channel these tests use).
+INCIDENT_KEYS = (KEYS.incident(""), KEYS.group(""), KEYS.timeline(""), KEYS.message(CHANNEL, ""))
 
 
 async def settled(running: RunningBot) -> bool:
-    redis = running.bot.redis
-    waiting = await redis.zcard(f"qp:v2:send:{CHANNEL}:posts") + await redis.zcard(
-        f"qp:v2:send:{CHANNEL}:edits"
-    )
-    return waiting == 0 and await redis.xlen(STREAM) == 0
+    bot = running.bot
+    waiting = await bot.queue.waiting(CHANNEL) + await bot.redis.zcard(KEYS.edits(CHANNEL))
+    return waiting == 0 and await bot.stream.backlog() == 0
 
 
 async def census(running: RunningBot) -> dict[str, int]:
     """Every key with its TTL in seconds (-1: none). A key deleted between the listing and its
     TTL (-2: an outbox just emptied, a bell just rung) is gone, not forever, and left out."""
     redis = running.bot.redis
-    keys = {key: await redis.ttl(key) for key in await redis.keys("qp:*")}
+    keys = {key: await redis.ttl(key) for key in await redis.keys(f"{KEYS.prefix}:*")}
     return {key: ttl for key, ttl in keys.items() if ttl != -2}
 
 
@@ -63,7 +73,7 @@ async def test_every_key_has_a_retention_after_an_incidents_life(
     without_ttl = [key for key, ttl in keys.items() if ttl < 0 and key != STREAM]
     assert without_ttl == [], f"keys that would stay forever: {without_ttl}"
     assert all(ttl <= limit for ttl in keys.values()), keys
-    assert "qp:v2:incident:1" in keys and keys["qp:v2:incident:1"] > limit - 60
+    assert KEYS.incident("1") in keys and keys[KEYS.incident("1")] > limit - 60
 
 
 async def test_nothing_of_a_resolved_incident_is_left_after_its_retention(
@@ -98,5 +108,5 @@ async def test_a_grafana_test_notification_is_gone_within_the_hour(
 
     incident_keys = {k: t for k, t in keys.items() if k != STREAM and not k.startswith(BOOKKEEPING)}
     for key, ttl in incident_keys.items():
-        if key.startswith(("qp:v2:incident:", "qp:v2:group:", "qp:v2:timeline:", "qp:v2:message:")):
+        if key.startswith(INCIDENT_KEYS):
             assert 0 < ttl <= 3600, (key, ttl)

@@ -62,8 +62,10 @@ RESOLVED = "grafana/queue-alert-resolved.json"
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
 SCALE_SET = ("arc-runners", "mt-l-x86iavx512-8-64")
 STATUS_INTERVAL_S = 1
-STREAM = "qp:notifications"
-TIMELINE_1 = Keys("qp").timeline("1")
+# Keys as both releases name them: 0.21.0 already keeps the v2 layout, and the same stream.
+KEYS = Keys("qp")
+STREAM = KEYS.stream
+TIMELINE_1 = KEYS.timeline("1")
 MIN_RENOTIFIED, MAX_RENOTIFIED = 6, 40
 
 # Incident 1's scale-ups: 0.22.0's, then the next version's (each event records it as
@@ -313,7 +315,7 @@ async def test_a_rolling_update_from_the_previous_release_carries_everything_ove
         nothing_duplicated_or_lost(slack, first.ts, second.ts)
         assert scales_recorded(store) == [OLD_ADDS, NEW_ADDS], "both versions' `scale` kept"
         assert store.xpending(STREAM, "intake")["pending"] == 0
-        assert store.xlen(f"{STREAM}:dead") == 0
+        assert store.xlen(KEYS.dead_letters) == 0
         for process in processes:
             logged_no_error(process)
     except BaseException:
