@@ -247,6 +247,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         # No listener for it: Bolt's 404 (which the boundary acks) without its warning that
         # quotes the body.
         raise_error_for_unhandled_request=True,
+        # Bolt answers `ssl_check` before it verifies the signature: without it, a signed
+        # ssl_check reaches no listener and is acked, and an unsigned one is a 401 like any.
+        ssl_check_enabled=False,
         # Listeners acknowledge and hand their work to `handlers.context.after_ack`; Slack's
         # answer goes out when they return, not at Bolt's next 10 ms poll of `ack`.
         process_before_response=True,
@@ -544,27 +547,12 @@ def _ticks(bot: Bot) -> dict[str, periodic.Tick]:
         ticks["scale-reverts"] = bot.scale_reverts.tick
     if bot.early_warnings is not None:
         ticks["early-warning"] = bot.early_warnings.tick
-    reading = _reading(bot)
-    if reading is not None:
-        ticks["fleet-reading"] = reading
+    # A reading every interval where the readings are the report's history and nothing else
+    # reads on a schedule (the early warning does): a week read only during incidents is not
+    # the week.
+    if bot.readings is not None and bot.readings.keeps_history and bot.early_warnings is None:
+        ticks["fleet-reading"] = bot.readings.tick
     return ticks
-
-
-def _reading(bot: Bot) -> periodic.Tick | None:
-    """A reading every interval where the readings are the report's history and nothing else
-    reads on a schedule (the early warning does): a week read only during incidents is not the
-    week."""
-    readings = bot.readings
-    if readings is None or not readings.keeps_history or bot.early_warnings is not None:
-        return None
-
-    async def read() -> None:  # one GET a tick; the backend once an interval
-        try:
-            await readings.latest()
-        except RedisError as exc:
-            log.warning("fleet: Redis unavailable: %s", exc)
-
-    return read
 
 
 def _weekly(bot: Bot) -> periodic.Weekly | None:

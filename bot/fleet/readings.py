@@ -95,6 +95,14 @@ class FleetReadings:
             log.warning("fleet: an unreadable stored reading; reading again")
             return None
 
+    async def tick(self) -> None:
+        """A scheduled read, for a replica where nothing else reads on a schedule: one GET a
+        tick, the backend once an interval. Redis away is logged, never raised."""
+        try:
+            await self.latest()
+        except RedisError as exc:
+            log.warning("fleet: Redis unavailable: %s", exc)
+
     async def latest(self) -> Reading | None:
         """The current reading, refreshed first when it is due; None with the `alert` backend
         or before any replica could read the backend once."""

@@ -36,6 +36,8 @@ from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
+# A room no storm fills: the last digest message's when no continuation can follow it.
+EVERY_GROUP = 1_000_000
 # Permalinks for the digest's lines, per step: each is a Web API call.
 LINKS_PER_STEP = 10
 
@@ -255,7 +257,11 @@ class StormDigest:
             # The last message posted takes in the groups still without a line as the slot is
             # had, not before: a group placed in a message waiting for a slot would stay unseen.
             if part == storm.last_posted:
-                await self._storms.place(self.channel, storm, part, room=MAX_LINES)
+                # With no root waiting no continuation will come (one begins only in a post's
+                # slot): the last message then takes every group left, "+N more" past its lines,
+                # or a full message would leave a group unlisted and the storm never over.
+                room = MAX_LINES if within_s is not None else EVERY_GROUP
+                await self._storms.place(self.channel, storm, part, room=room)
             members = await self._storms.members(self.channel)
             mine = [m for m in members if m.part == part]
             return await self._render(storm, part, mine, members, links, over=over)

@@ -79,6 +79,8 @@ class DueSet:
     ) -> list[Claim]:
         """Claim for `lease_s` up to `limit` members due at `now` (of `members`, when given), in
         one step: two replicas asking at once never get the same member."""
+        if members is not None and not members:
+            return []  # none asked for: not "the first due ones"
         # A fraction of a second of noise keeps two replicas' lease ends (the tokens) apart.
         token = now + lease_s + secrets.randbelow(1_000_000) / 1_000_000
         claimed = await self._claim(

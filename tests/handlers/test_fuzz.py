@@ -129,6 +129,9 @@ def test_hostile_slack_requests_are_never_a_5xx(
         (COMMAND, {"X-Slack-Request-Timestamp": "soon", "X-Slack-Signature": "v0=0"}, 401),
         (COMMAND, {"X-Slack-Request-Timestamp": "1" * 5000, "X-Slack-Signature": "v0=0"}, 401),
         (interaction_body({**BLOCK_ACTION, "type": "shortcut"}), "signed", 200),
+        # Slack's certificate check: acked when signed, refused like any other when not.
+        (b"ssl_check=1&token=x", "signed", 200),
+        (b"ssl_check=1&token=x", "unsigned", 401),
     ],
     ids=[
         "payload-number",
@@ -142,6 +145,8 @@ def test_hostile_slack_requests_are_never_a_5xx(
         "non-numeric-timestamp",
         "5000-digit-timestamp",
         "unhandled-type",
+        "ssl-check-signed",
+        "ssl-check-unsigned",
     ],
 )
 def test_the_bodies_that_used_to_answer_500(

@@ -98,7 +98,7 @@ async def test_opening_a_group_twice_at_once_opens_one_incident(replicas: list[R
     assert sorted(results) == [False, True], "the group's version fences the second open"
 
 
-async def test_due_status_returns_only_due_incidents(redis: Redis) -> None:
+async def test_pending_statuses_are_only_the_due_incidents(redis: Redis) -> None:
     store = IncidentStore(redis, PREFIX)
     for incident_id, due in (("1", 100.0), ("2", 200.0), ("3", 300.0)):
         await store.commit(Commit(incident(incident_id), status_due=due))
