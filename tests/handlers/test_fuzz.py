@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.mutations import (
-    HEADER_TEXT,
     JSON,
+    SENDABLE_HEADER,
     interaction_body,
     mangled_bytes,
     mutated,
@@ -30,8 +30,6 @@ HOSTILE = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-# httpx sends only ASCII header values without surrounding whitespace: the client's limits.
-SENDABLE_HEADER = HEADER_TEXT.map(str.strip).filter(str.isascii)
 GRAFANA = fixture_json("grafana/queue-alert-firing.json")
 ALERTMANAGER = fixture_json("alertmanager/runner-queue-am-00-firing.json")
 
