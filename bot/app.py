@@ -65,11 +65,9 @@ from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
 from bot.outbound.membership import check_channels
-from bot.outbound.send_queue import SendQueue
 from bot.outbound.sender import ChannelSender, SenderConfig
 from bot.outbound.senders import Senders
 from bot.outbound.storm import StormConfig
-from bot.outbound.storm_queue import StormQueue
 from bot.status.early_warning import EarlyWarnings, WarningConfig
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.chart_delivery import ChartDelivery
@@ -80,6 +78,8 @@ from bot.storage.interactions import Interactions
 from bot.storage.job_arrivals import JobArrivals
 from bot.storage.leases import Lease, Leases
 from bot.storage.notices import NoticeStore
+from bot.storage.send_queue import SendQueue
+from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
 

@@ -19,11 +19,11 @@ from bot.domain.message import Rendered
 from bot.outbound.budget import Budget
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.marks import digest_of
-from bot.outbound.send_queue import SendQueue
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.early_warning import REFUSED, WarningStore
+from bot.storage.send_queue import SendQueue
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

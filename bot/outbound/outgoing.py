@@ -30,14 +30,14 @@ from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
 from bot.outbound.gateway import SlackGateway
 from bot.outbound.marks import carries, digest_of, metadata
-from bot.outbound.send_queue import HeadReply, SendQueue
-from bot.outbound.storm_queue import Storm, StormQueue
 from bot.render.chart import ChartData, render_chart
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.early_warning import REFUSED, WarningStore
 from bot.storage.incident_store import ThreadRef
 from bot.storage.notices import NoticeStore
+from bot.storage.send_queue import HeadReply, SendQueue
+from bot.storage.storm_queue import Storm, StormQueue
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Whoever changes an incident commits what Slack must show (`bot.storage.incident_store`) and is
 done; for each channel one replica at a time, holding the channel's lease, drains its queue
-(`bot.outbound.send_queue`). Every post goes through the same stages, in the manner of
+(`bot.storage.send_queue`). Every post goes through the same stages, in the manner of
 Alertmanager's notification pipeline:
 
 1. pace: wait for the channel's next post slot (`bot.outbound.budget`); nothing is read for a
@@ -53,9 +53,7 @@ from bot.outbound.outgoing import (
     RootPost,
     WarningPost,
 )
-from bot.outbound.send_queue import HeadReply, InFlight, SendQueue
 from bot.outbound.storm import StormConfig, StormDigest
-from bot.outbound.storm_queue import StormQueue
 from bot.render.chart import ChartData, incident_chart
 from bot.render.chart_block import blames_charts, has_charts, without_charts
 from bot.render.replies import StatusShown, render_shown
@@ -64,6 +62,8 @@ from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import CHART, RESTATUS, IncidentStore
 from bot.storage.leases import Lease, Leases
 from bot.storage.notices import NoticeStore
+from bot.storage.send_queue import HeadReply, InFlight, SendQueue
+from bot.storage.storm_queue import StormQueue
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 The digest is posted like any other post (`gate` hands the sender a `DigestPost` for its one
 path, before the roots waiting), and edited through the channel's `Editor`, so it is one more
 message in the channel's pace and never a second writer. Its state lives in Redis
-(`bot.outbound.storm_queue`) and its messages are pure functions of the storm's incidents
+(`bot.storage.storm_queue`) and its messages are pure functions of the storm's incidents
 (`bot.render.digest`).
 
 Groups that join after the digest is posted need a line too. An edit is the tidy way, but
@@ -29,9 +29,9 @@ from bot.outbound.edits import Editor
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.marks import digest_of
 from bot.outbound.outgoing import DigestPost
-from bot.outbound.storm_queue import Member, Storm, StormQueue
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from bot.storage.incident_store import IncidentStore
+from bot.storage.storm_queue import Member, Storm, StormQueue
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@
 Leases pick who works (the sender of a channel, the fleet's reader, one action on an incident);
 correctness of incident state never rests on them: commits are fenced by version
 (`bot.storage.incident_store`), and a sender checks its lease atomically before every post
-(`bot.outbound.send_queue.SendQueue.begin`).
+(`bot.storage.send_queue.SendQueue.begin`).
 """
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ from bot.domain.early_warning import Phase, Thresholds
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import GroupState, open_incident, resolve_manually
 from bot.fleet.readings import FleetReadings
-from bot.outbound.send_queue import SendQueue
 from bot.status.early_warning import EarlyWarnings, WarningConfig
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import BAND, BAND_EVENT, Commit, IncidentStore
+from bot.storage.send_queue import SendQueue
 from tests.support.payloads import fixture_json
 
 START = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)

@@ -25,12 +25,12 @@ from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import GroupState, open_incident
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings
-from bot.outbound.send_queue import SendQueue
 from bot.render.chart import incident_chart
 from bot.render.chart_block import BLOCK_TYPE, chart_block
 from bot.render.root import render_root
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
+from bot.storage.send_queue import SendQueue
 from bot.telemetry import Telemetry
 from sandbox.silence_api import FakeSilenceApi
 from tests.support.cores import action_core

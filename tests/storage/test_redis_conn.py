@@ -9,10 +9,10 @@ import pytest
 from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import MaxConnectionsError
 
-from bot.outbound.send_queue import SendQueue
 from bot.storage import connection as redis_conn
 from bot.storage.connection import WaitingConnectionPool, build_redis
 from bot.storage.early_warning import WarningStore
+from bot.storage.send_queue import SendQueue
 from tests.support.running import RunningBot, eventually
 from tests.support.slack import CHANNEL
 

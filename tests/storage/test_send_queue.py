@@ -10,7 +10,6 @@ from redis.asyncio import Redis
 
 from bot.domain.message import Rendered
 from bot.intake.consumer import Intake, IntakeConfig
-from bot.outbound.send_queue import SendQueue
 from bot.storage.incident_store import (
     BAND_ACTION,
     BAND_EVENT,
@@ -19,6 +18,7 @@ from bot.storage.incident_store import (
     IncidentStore,
     summary_replies,
 )
+from bot.storage.send_queue import SendQueue
 from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
 from tests.support.store import CHANNEL, DAY, KEYS, PREFIX, T0, delivery, opened, reply
