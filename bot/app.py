@@ -65,7 +65,7 @@ from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
 from bot.outbound.membership import check_channels
-from bot.outbound.sender import ChannelSender, SenderConfig
+from bot.outbound.sender import Outbound, SenderConfig
 from bot.outbound.senders import Senders
 from bot.outbound.storm import StormConfig
 from bot.status.early_warning import EarlyWarnings, WarningConfig
@@ -76,7 +76,7 @@ from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
 from bot.storage.interactions import Interactions
 from bot.storage.job_arrivals import JobArrivals
-from bot.storage.leases import Lease, Leases
+from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
 from bot.storage.send_queue import SendQueue
 from bot.storage.storm_queue import StormQueue
@@ -164,41 +164,10 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     charts = ChartDelivery(redis, store.keys, settings.chart_style)
     warnings = WarningStore(redis, store.keys, bells=bells)
 
-    def make_sender(channel: str, lease: Lease) -> ChannelSender:
-        return ChannelSender(
-            channel,
-            lease,
-            store=store,
-            queue=queue,
-            storms=storms,
-            slack=gateway,
-            leases=leases,
-            telemetry=telemetry,
-            charts=charts,
-            notices=NoticeStore(redis, store.keys),
-            # Senders start with the app, after `early_warnings` below is decided.
-            warnings=warnings if early_warnings is not None else None,
-            config=sender_config,
-            clock=clock,
-        )
-
     async def channels() -> list[str]:
         routed = {route.channel for route in settings.slack_routes}
         return sorted({settings.slack_channel, *routed, *await queue.channels()} - {""})
 
-    # The channels' leases are renewed over connections of their own: a crowd that keeps every
-    # connection of the main pool busy (`bot.storage.connection`) must not cost a channel its
-    # sender.
-    lease_redis = build_redis(
-        settings.redis_url, settings.sentinel(), client_name="queuepilot-leases"
-    )
-    senders = Senders(
-        channels,
-        make_sender,
-        Leases(lease_redis),
-        queue.keys,
-        lease_ttl_ms=sender_config.lease_ttl_ms,
-    )
     metrics = build_metrics(settings)
     jobs_source = build_jobs_source(settings, metrics)
     jobs = None
@@ -240,6 +209,32 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             clock=clock,
             permalink=gateway.permalink,
         )
+    # The channels' leases are renewed over connections of their own: a crowd that keeps every
+    # connection of the main pool busy (`bot.storage.connection`) must not cost a channel its
+    # sender.
+    lease_redis = build_redis(
+        settings.redis_url, settings.sentinel(), client_name="queuepilot-leases"
+    )
+    outbound = Outbound(
+        store=store,
+        queue=queue,
+        storms=storms,
+        slack=gateway,
+        leases=leases,
+        telemetry=telemetry,
+        charts=charts,
+        notices=NoticeStore(redis, store.keys),
+        warnings=warnings if early_warnings is not None else None,
+        config=sender_config,
+        clock=clock,
+    )
+    senders = Senders(
+        channels,
+        outbound.sender,
+        Leases(lease_redis),
+        queue.keys,
+        lease_ttl_ms=sender_config.lease_ttl_ms,
+    )
     bolt = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "unused",

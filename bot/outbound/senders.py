@@ -14,7 +14,8 @@ from contextlib import suppress
 
 from redis.exceptions import RedisError
 
-from bot.outbound.sender import ChannelSender, LostLease
+from bot.outbound.sender import ChannelSender
+from bot.outbound.stages import LostLease
 from bot.storage.keys import Keys
 from bot.storage.leases import Lease, Leases
 

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from bot.domain.message import Rendered
 from bot.outbound.edits import Editor
 from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.kinds import ROOT, Queued
 from bot.outbound.marks import digest_of
 from bot.outbound.outgoing import DigestPost
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
@@ -115,10 +116,10 @@ class StormDigest:
     def enabled(self) -> bool:
         return self._config.threshold > 0
 
-    async def gate(self, member: str) -> DigestPost | None:
+    async def gate(self, queued: Queued) -> DigestPost | None:
         """Before a root takes its slot, fold the roots waiting into the storm (opening one when
         enough wait): the digest, while it is not posted yet, goes first."""
-        if not self.enabled or not member.startswith("root:"):
+        if not self.enabled or queued.kind != ROOT:
             return None
         swept = await self._storms.sweep(
             self.channel, threshold=self._config.threshold, now_ms=int(time.time() * 1000)

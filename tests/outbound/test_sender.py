@@ -425,22 +425,6 @@ async def test_a_post_slack_made_but_never_answered_is_looked_up_not_sent_again(
     }
 
 
-async def test_a_post_slack_refused_with_429_is_posted_again_without_a_lookup(
-    settings_for: Callable[..., Settings], slack: Slack
-) -> None:
-    """A 429 says Slack did nothing: a lookup would spend a history call (about one a minute
-    for a distributed app) to find nothing."""
-    slack.emulator.fail_next("chat.postMessage", status=429, retry_after=1)
-    async with run_bot(settings_for()) as running:
-        await running.send("grafana", fixture_json(FIRING))
-        await eventually(lambda: len(ok_posts(slack)) == 1, what="the root, after the hold")
-        await eventually(lambda: queue_drained(running), what="nothing left to send")
-        assert count(running, "queuepilot_slack_lookups_total", outcome="not_found") == 0
-
-    assert [c.status for c in slack.emulator.calls("chat.postMessage")] == [429, 200]
-    assert slack.emulator.calls("conversations.history") == []
-
-
 async def test_after_a_lost_answer_the_channel_goes_on_under_distributed_app_limits(
     settings_for: Callable[..., Settings], slack: Slack
 ) -> None:
@@ -473,36 +457,6 @@ async def test_after_a_lost_answer_the_channel_goes_on_under_distributed_app_lim
     for call in slack.emulator.calls("conversations.history"):
         assert int(call.params["limit"]) <= 15
         assert float(call.params["latest"]) - float(call.params["oldest"]) <= 120, "bounded"
-
-
-async def test_a_lookup_slack_refuses_for_good_costs_a_duplicate_not_the_channel(
-    settings_for: Callable[..., Settings], slack: Slack
-) -> None:
-    """A scope removed from the app makes every lookup fail the same way: the post whose answer
-    was lost is sent again (it may show twice), and the channel goes on posting."""
-    slack.emulator.stall("chat.postMessage", 3)
-    try:
-        async with run_bot(settings_for(slack_timeout_seconds=0.5)) as running:
-            slack.emulator.fail_next("conversations.history", status=200, error="missing_scope")
-            await running.send("grafana", group("lost"))
-            await eventually(
-                lambda: count(running, "queuepilot_slack_lookups_total", outcome="failed") >= 1,
-                what="the lookup refused for good",
-            )
-            slack.emulator.stall("chat.postMessage", 0)
-            await running.send("grafana", group("next"))
-            await eventually(lambda: len(root_uids(slack)) == 2, what="both groups' threads")
-            await eventually(lambda: queue_drained(running), what="nothing left to send")
-    finally:
-        slack.emulator.stall("chat.postMessage", 0)
-
-
-def root_uids(slack: Slack) -> set[str]:
-    return {
-        m.metadata["event_payload"]["uid"]
-        for m in slack.emulator.channel_messages(CHANNEL)
-        if m.metadata
-    }
 
 
 async def test_paced_posts_with_nothing_failed_never_read_history(
