@@ -197,7 +197,16 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         store, readings, telemetry, config=status_config(settings), clock=clock
     )
     core, silence_watch, scale_reverts = _action_core(
-        settings, readings, jobs, warnings, store, telemetry, gateway, redis, clock, history
+        settings,
+        readings=readings,
+        jobs=jobs,
+        warnings=warnings,
+        store=store,
+        telemetry=telemetry,
+        gateway=gateway,
+        redis=redis,
+        clock=clock,
+        history=history,
     )
     early_warnings = None
     if settings.early_warning_minutes > 0 and metrics.live:
@@ -312,6 +321,7 @@ def routing(settings: Settings) -> Routing:
 
 def _action_core(
     settings: Settings,
+    *,
     readings: FleetReadings,
     jobs: JobsWatch | None,
     warnings: WarningStore,
