@@ -2,11 +2,11 @@
 
 Each stage is a small value with one method, `run`: it takes the attempt so far and carries it on,
 or returns None when it has finished it (nothing left to send, or recorded). The channel's sender
-composes them in order (`Pipeline`), after its pace and its choice of member:
+composes them in order (`Pipeline`), after the two steps every post begins with:
 
-1. `Pace`: wait for the channel's next post slot; nothing is read for a post before its slot is
+1. pace: wait for the channel's next post slot; nothing is read for a post before its slot is
    taken, so what goes out is the state at that moment;
-2. `Select`: the most urgent member of the channel's posts and its in-flight mark;
+2. select: the most urgent member of the channel's posts and its in-flight mark;
 3. `StormGate`: when enough new roots wait at once, the storm digest goes first;
 4. `Read`: what the member stands for now, by its kind's reader (`bot.outbound.kinds`);
 5. `LookUp`: if this very item was in flight when its last attempt failed uncertainly (a timeout,
