@@ -14,7 +14,7 @@ test keeps them equal. Read from where the bot calls each Web API method:
 - `users.info` (`SlackGateway.display_name`, names on the timeline and in summaries): users:read;
 - `usergroups.users.list` (`bot.actions.permissions`): usergroups:read, only when
   `SCALE_ALLOWED_USERS` names a user group (`S…`);
-- `files.getUploadURLExternal` / `files.completeUploadExternal` (`SlackGateway.upload_png`):
+- `files.getUploadURLExternal` / `files.completeUploadExternal` (`SlackGateway.upload_file`):
   files:write, only when charts go as pictures: `CHART_STYLE=image`, or a workspace that refused
   Slack's chart block (`bot.storage.chart_delivery` marks that). The default, native charts, are
   drawn by Slack from a block in the message and upload nothing; a workspace that refuses the

@@ -263,7 +263,7 @@ class SlackGateway:
     async def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
         await self.call("chat.update", channel=channel, ts=ts, text=text, blocks=blocks)
 
-    async def upload_png(
+    async def upload_file(
         self, channel: str, thread_ts: str, *, data: bytes, filename: str, title: str, alt: str
     ) -> str:
         """files.upload v2 into a thread (slack_sdk's own three steps: reserve, upload the

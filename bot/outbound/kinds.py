@@ -21,20 +21,21 @@ from bot.domain.message import Rendered
 from bot.outbound.edits import Editor
 from bot.outbound.gateway import SlackError
 from bot.outbound.outgoing import (
-    ChartUpload,
+    FileUpload,
     Ledger,
     NoticePost,
     Outgoing,
     ReplyPost,
     RootPost,
     WarningPost,
+    chart_upload,
 )
 from bot.render.chart import ChartData, incident_chart
 from bot.render.chart_block import blames_charts, has_charts, without_charts
 from bot.render.replies import StatusShown, render_shown
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.early_warning import WarningStore
-from bot.storage.incident_store import CHART, RESTATUS, IncidentStore
+from bot.storage.incident_store import CHART, POSTMORTEM, RESTATUS, IncidentStore, ThreadRef
 from bot.storage.notices import NoticeStore
 from bot.storage.send_queue import HeadReply, InFlight, SendQueue
 
@@ -139,7 +140,9 @@ class Replies:
             if chart is None or not chart.series:
                 await self.queue.record_reply(self.channel, incident_id, head.item)
                 return None
-            return ChartUpload(incident_id, head, head.thread, chart)
+            return chart_upload(incident_id, head, head.thread, chart)
+        if head.kind == POSTMORTEM:
+            return postmortem_upload(incident_id, head, head.thread)
         if has_charts(head.rendered) and await self.charts.as_images():
             head = replace(head, rendered=without_charts(head.rendered))
         # A quiet status whose post as a reply of its own may have landed is that reply now: it
@@ -277,6 +280,16 @@ class Strays:
 
     async def unreadable(self, queued: Queued) -> None:
         await self.queue.forget(self.channel, queued.member)
+
+
+def postmortem_upload(incident_id: str, head: HeadReply, thread: ThreadRef) -> FileUpload:
+    """A postmortem reply's file: Markdown, named for the incident and the reply."""
+    extra = head.extra or {}
+    # Unique per reply: a lookup after an uncertain upload finds the file by its name.
+    filename = f"postmortem-{incident_id}-{head.item.rsplit(':', 1)[-1]}.md"
+    markdown = str(extra.get("markdown") or "")
+    title = str(extra.get("title") or head.rendered.text or "Postmortem")
+    return FileUpload(incident_id, head, thread, filename, title, data=markdown.encode())
 
 
 def chart_refused(refused: SlackError, rendered: Rendered) -> bool:

@@ -1,4 +1,4 @@
-"""What a channel's sender posts: one outgoing item, of six kinds.
+"""What a channel's sender posts: one outgoing item, of seven kinds.
 
 Every post goes through the same stages (`bot.outbound.sender`): its slot, a lookup when its last
 attempt may have landed, the in-flight mark, the call, the record. A kind says only what differs:
@@ -8,6 +8,7 @@ means that it can never be sent (`refused`).
 - `RootPost`: an incident's root message, which opens its thread; rendered as it goes out;
 - `ReplyPost`: a reply in the thread (an action's answer, an event, a status);
 - `ChartUpload`: the trend chart, a PNG drawn at send time and shared into the thread;
+- `FileUpload`: a file shared into the thread (a postmortem's Markdown);
 - `WarningPost`: an early warning, a channel message of its own before any incident;
 - `NoticePost`: a one-off channel message, no incident's (the weekly capacity report);
 - `DigestPost`: a storm digest message, listing the groups of an alert storm (the first, or a
@@ -225,16 +226,14 @@ class ReplyPost(Outgoing):
 
 
 @dataclass
-class ChartUpload(ReplyPost):
-    """A reply of its own kind: a picture, found again by its file name, not its metadata."""
+class FileUpload(ReplyPost):
+    """A reply of its own kind: a file shared into the thread (a postmortem's Markdown), found
+    again by its file name, not its metadata (files carry none)."""
 
-    chart: ChartData
-    png: bytes = field(default=b"", init=False)
-
-    @property
-    def filename(self) -> str:
-        """How a lookup recognises the upload: files carry no metadata, their names are ours."""
-        return f"queue-trend-{self.incident_id}-{self.item.rsplit(':', 1)[-1]}.png"
+    filename: str
+    title: str
+    data: bytes = b""
+    alt: str = ""
 
     def landed(self, message: dict[str, Any]) -> bool:
         files = message.get("files")
@@ -242,20 +241,38 @@ class ChartUpload(ReplyPost):
             isinstance(f, dict) and f.get("name") == self.filename for f in files
         )
 
-    async def prepare(self) -> None:
-        # Drawn off the event loop, at send time, from the incident's trend now.
-        self.png = await asyncio.to_thread(render_chart, self.chart)
-
     async def send(self, slack: SlackGateway, channel: str) -> str:
-        await slack.upload_png(
+        await slack.upload_file(
             channel,
             self.thread.ts,
-            data=self.png,
+            data=self.data,
             filename=self.filename,
-            title=self.chart.title,
-            alt=self.chart.alt_text,
+            title=self.title,
+            alt=self.alt,
         )
         return ""  # a file share is not a message this bot keeps the ts of
+
+
+@dataclass
+class ChartUpload(FileUpload):
+    """The trend chart: a PNG drawn at send time from the incident's trend now."""
+
+    chart: ChartData | None = None
+
+    async def prepare(self) -> None:
+        # Drawn off the event loop, at send time, from the incident's trend now.
+        assert self.chart is not None, "a chart to draw"
+        self.data = await asyncio.to_thread(render_chart, self.chart)
+
+
+def chart_upload(
+    incident_id: str, head: HeadReply, thread: ThreadRef, chart: ChartData
+) -> ChartUpload:
+    """A chart reply's upload: its file name is how a lookup recognises it."""
+    filename = f"queue-trend-{incident_id}-{head.item.rsplit(':', 1)[-1]}.png"
+    return ChartUpload(
+        incident_id, head, thread, filename, chart.title, alt=chart.alt_text, chart=chart
+    )
 
 
 @dataclass

@@ -58,8 +58,9 @@ class ThreadRef:
 
 
 # Reply kinds the sender treats specially: a quiet status (`RESTATUS`) edits the previous
-# status reply; a chart is an image uploaded into the thread.
-STATUS, RESTATUS, CHART = "status", "restatus", "chart"
+# status reply; a chart is an image uploaded into the thread; a postmortem is a Markdown file
+# shared into the thread.
+STATUS, RESTATUS, CHART, POSTMORTEM = "status", "restatus", "chart", "postmortem"
 STATUS_KINDS = (STATUS, RESTATUS)
 
 
@@ -85,6 +86,14 @@ def chart_reply() -> Reply:
     Posted only where the chart goes as pictures (`CHART_STYLE=image`, or the block refused);
     elsewhere the chart is a block inside the status or summary, and this is skipped."""
     return Reply(CHART, BAND_STATUS, Rendered("", []), replaces=(CHART,))
+
+
+def postmortem_reply(markdown: str, *, title: str) -> Reply:
+    """An incident's write-up, shared into its thread as a Markdown file by the sender (a
+    snippet Slack shows inline, and a file a person can download and edit). A newer write-up
+    asked for before this one went out replaces it."""
+    extra = {"markdown": markdown, "title": title}
+    return Reply(POSTMORTEM, BAND_ACTION, Rendered(title, []), replaces=(POSTMORTEM,), extra=extra)
 
 
 def summary_replies(

@@ -14,7 +14,7 @@ import pytest
 
 from bot.domain.message import Rendered
 from bot.outbound.gateway import SlackError
-from bot.outbound.kinds import Queued, Strays
+from bot.outbound.kinds import Queued, Strays, postmortem_upload
 from bot.outbound.outgoing import Ledger, Outgoing, ReplyPost
 from bot.outbound.stages import (
     LOOKUP_MARGIN_S,
@@ -119,6 +119,13 @@ class FakeSlack:
             ("chat.postMessage", {"thread_ts": thread_ts, "marks": dict(self.queue.marks)})
         )
         answer = self.answers.pop(0) if self.answers else "1700000001.000200"
+        if isinstance(answer, SlackError):
+            raise answer
+        return answer
+
+    async def upload_file(self, channel: str, thread_ts: str, **file: Any) -> str:
+        self.calls.append(("files.completeUploadExternal", {"thread_ts": thread_ts, **file}))
+        answer = self.answers.pop(0) if self.answers else "F0FILE"
         if isinstance(answer, SlackError):
             raise answer
         return answer
@@ -500,3 +507,33 @@ async def test_a_member_of_a_kind_this_replica_does_not_send_leaves_the_queue() 
     read = Read({}, Strays(CHANNEL, queue))  # type: ignore[arg-type]
     assert await read.run(Attempt(Queued.of("warning:linux.2xlarge"))) is None
     assert queue.forgotten == ["warning:linux.2xlarge"]
+
+
+async def test_a_postmortem_is_shared_as_a_file_once_even_when_its_answer_was_lost() -> None:
+    r = rig("replies:inc-1")
+    head = HeadReply(
+        "postmortem:1:12",
+        Rendered("Postmortem of incident 1", []),
+        THREAD,
+        uid="uid-inc-1",
+        extra={"markdown": "# Incident 1\n", "title": "Postmortem of incident 1"},
+    )
+    r.reader.outgoing["replies:inc-1"] = postmortem_upload("inc-1", head, THREAD)
+    r.slack.answers = [
+        SlackError("files.completeUploadExternal", "http_503", retryable=True, uncertain=True)
+    ]
+    with pytest.raises(SlackError):
+        await r.pipeline.next()
+    (method, upload), *_ = r.slack.calls
+    assert method == "files.completeUploadExternal"
+    assert upload["thread_ts"] == THREAD.ts
+    assert upload["data"] == b"# Incident 1\n"
+    assert upload["filename"] == "postmortem-inc-1-12.md"
+    # It had landed: the thread shows the file by its name, so it is not shared again.
+    r.slack.found = {"ts": "1700000003.000400", "files": [{"name": "postmortem-inc-1-12.md"}]}
+    await r.pipeline.next()
+    assert [m for m, _ in r.slack.calls] == [
+        "files.completeUploadExternal",
+        "conversations.replies",
+    ]
+    assert r.queue.replies_recorded == [("inc-1", "postmortem:1:12", "bucket-state", "")]
