@@ -74,6 +74,9 @@ on_resolve = incident_action(lambda core, who, ref, i, _: core.resolve(who, ref,
 on_silence = incident_action(_silence)
 on_unsilence = incident_action(lambda core, who, ref, i, _: core.unsilence(who, ref, interaction=i))
 on_diagnose = incident_action(lambda core, who, ref, i, _: core.diagnose(who, ref, interaction=i))
+on_postmortem = incident_action(
+    lambda core, who, ref, i, _: core.postmortem(who, ref, interaction=i)
+)
 
 
 async def on_dismiss_warning(
@@ -94,10 +97,12 @@ async def _dismiss(body: dict[str, Any], context: AsyncBoltContext) -> None:
 
 
 def register(app: AsyncApp) -> None:
-    """Every root-message action but `incident_scale`, which opens a modal (`handlers.views`)."""
+    """Every root-message action but `incident_scale`, which opens a modal (`handlers.views`),
+    and the summary's Postmortem button."""
     app.action("incident_ack")(on_ack)
     app.action("incident_resolve")(on_resolve)
     app.action("incident_silence")(on_silence)
     app.action("incident_unsilence")(on_unsilence)
     app.action("incident_diagnose")(on_diagnose)
+    app.action("incident_postmortem")(on_postmortem)
     app.action("warning_dismiss")(on_dismiss_warning)

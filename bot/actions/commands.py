@@ -35,7 +35,10 @@ maxRunners; `keep`: not put back when the incident resolves)
 unless one is named), from where, what changed
 *`/queue report [7d|30d] [runner-type]`* — capacity: incidents, firing time, peaks, scale-ups, \
 and the size that would have prevented them
-Without an ID, a command acts on the one open incident; when several are open it asks which."""
+*`/queue postmortem [ID]`* — a Markdown write-up of the incident, shared in its thread as a \
+file: summary, impact, timeline, diagnosis, the queue over time, questions for the team
+Without an ID, a command acts on the one open incident; when several are open it asks which. \
+`postmortem` without an ID, when none is open, writes up the most recent one (resolved)."""
 
 # An ephemeral answer is one section-sized text: the overview stops before it, saying how many
 # it left out, whatever the number of open incidents.
@@ -86,7 +89,7 @@ def parse_command(text: str) -> Command:
     verb, args = words[0].lower(), words[1:]
     if verb in ("help", "status", "incidents"):
         return Command(verb)
-    if verb in ("ack", "acknowledge", "resolve", "diagnose", "unsilence"):
+    if verb in ("ack", "acknowledge", "resolve", "diagnose", "unsilence", "postmortem"):
         return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
     if verb == "silence":
         if not args:
@@ -184,6 +187,11 @@ async def run_command(
             actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction
         )
     ref = command.incident_ref
+    if ref is None and command.verb == "postmortem":
+        found = await _to_write_up(core, channel, command)
+        if isinstance(found, Outcome):
+            return found
+        ref = found
     if ref is None:
         here, elsewhere = _in(await core.open_incidents(MAX_SCAN), _scope(core, channel))
         if not here and not elsewhere:
@@ -196,6 +204,8 @@ async def run_command(
         return await core.acknowledge(actor, ref, interaction=interaction)
     if command.verb == "diagnose":
         return await core.diagnose(actor, ref, interaction=interaction)
+    if command.verb == "postmortem":
+        return await core.postmortem(actor, ref, interaction=interaction)
     if command.verb == "silence" and command.seconds is not None:
         return await core.silence(actor, ref, command.seconds, interaction=interaction)
     if command.verb == "unsilence":
@@ -211,6 +221,24 @@ async def run_command(
             interaction=interaction,
         )
     return await core.resolve(actor, ref, interaction=interaction)
+
+
+async def _to_write_up(core: ActionCore, channel: str, command: Command) -> str | Outcome:
+    """The incident `/queue postmortem` writes up when none is named: the one open here, as for
+    every command; with none open here, the most recent one here, resolved: a postmortem is
+    mostly asked for just after the summary. Several open: ask which, as every command does."""
+    scope = _scope(core, channel)
+    here, elsewhere = _in(await core.open_incidents(MAX_SCAN), scope)
+    if len(here) == 1:
+        return here[0].id
+    if here:
+        return _which(command, here[:MAX_LINES], len(here), channel)
+    recent, _ = _in(await core.recent(MAX_LINES), scope)
+    if recent:
+        return recent[0].id
+    if elsewhere:
+        return _which(command, elsewhere[:MAX_LINES], len(elsewhere), channel)
+    return Outcome(False, "No incident to write up yet. `/queue incidents` lists recent ones.")
 
 
 def _which(command: Command, incidents: list[Incident], total: int, channel: str) -> Outcome:

@@ -5,7 +5,8 @@ the same idempotency, the same timeline entries and the same answers (see `bot.a
 path every action takes). Acknowledge and resolve only change state; silence
 (`bot.actions.silence`),
 scale up (`bot.actions.scale`) and diagnostics (`bot.actions.diagnose`) call a backend first;
-the queued jobs (`bot.actions.jobs`) only read one.
+the queued jobs (`bot.actions.jobs`) only read one; the postmortem (`bot.actions.postmortem`)
+shares a write-up of the incident into its thread.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from bot.actions.diagnose import Diagnosing
 from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.jobs import Jobs
+from bot.actions.postmortem import Postmortems
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
@@ -56,6 +58,8 @@ class ActionCore:
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
         self.jobs = (jobs or Jobs(acting, None)).jobs
+        # The write-up names the workflows behind the queue from the same jobs source.
+        self._postmortems = Postmortems(acting, jobs.watch if jobs is not None else None)
         self.warnings = warnings
         # Where incidents open (SLACK_CHANNEL and the routes'): `/queue` typed in one of them
         # answers for that channel and the runner types it owns; anywhere else (a DM), for all.
@@ -97,6 +101,12 @@ class ActionCore:
 
     async def incident_of_message(self, channel: str, ts: str) -> str | None:
         return await self._store.incident_of_message(channel, ts)
+
+    async def postmortem(
+        self, actor: Actor, ref: str, *, interaction: str | None = None
+    ) -> Outcome:
+        """The incident's write-up as a Markdown file in its thread (resolved or still open)."""
+        return await self._postmortems.postmortem(actor, ref, interaction=interaction)
 
     # -- acknowledge and resolve -----------------------------------------------------------
 

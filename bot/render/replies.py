@@ -36,6 +36,7 @@ from bot.render.mrkdwn import (
     fields,
     mention,
     person,
+    plain,
     rendered,
     section,
     sections,
@@ -329,9 +330,24 @@ def render_summary(
             lines.append(f"_{len(events) - len(shown)} earlier events not shown_")
         lines += [_timeline_line(event) for event in shown]
         blocks += sections(lines)
+    blocks.append(_summary_actions(incident))
     state = "still firing" if incident.is_open else "resolved"
     plain = f"Incident {incident_id} {state} after {took}"
     return rendered(f"{plain}: {truncate(title_text(incident), 200)}", blocks)
+
+
+def _summary_actions(incident: Incident) -> dict[str, Any]:
+    """The summary's button, under it as the root's are: the incident's write-up as a file in
+    the thread. Its value is the incident's reference as the root's buttons carry it
+    (`bot.render.root.incident_ref`, in a module that imports this one): the short ID and the
+    UID that survives a data loss."""
+    button = {
+        "type": "button",
+        "text": plain("Postmortem"),
+        "action_id": "incident_postmortem",
+        "value": f"{incident.id}:{incident.uid}",
+    }
+    return {"type": "actions", "block_id": "summary_actions", "elements": [button]}
 
 
 def summaries(

@@ -1,0 +1,441 @@
+"""An incident's postmortem: a Markdown write-up drafted from what the bot recorded.
+
+A pure function of the incident, its timeline and `now`, like every message (`bot.render.replies`):
+the same input gives the same text, byte for byte. Its numbers are the closing summary's own
+(`peak_queued_label`, `time_to_drain`, `wait_said`, the incident's peaks and trend), so the
+file never says another peak than the thread: one set of numbers.
+
+It is written for GitHub-flavoured Markdown (a file people download, edit and paste into an issue
+or a wiki), not for Slack's mrkdwn: every text that came from outside (alert titles, runner types,
+workflows, people's names) goes through `md_escape`, so it can neither break a table nor become a
+link, an image, HTML, an @mention or an issue reference. Times are UTC, written out: a file has no
+reader's time zone to render a date token in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from bot.domain.alerts import RunnerQueue
+from bot.domain.fleet import RunnerTypeMetrics, worst_first
+from bot.domain.incidents import Event, Incident, PutBack, Resolution
+from bot.domain.jobs import JobsView
+from bot.domain.units import duration, minutes, number, wait_said
+from bot.render.chart import incident_chart
+from bot.render.mrkdwn import is_linkable
+from bot.render.replies import peak_queued_label, time_to_drain
+
+MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
+MAX_TYPES = 15  # runner types in the impact table
+MAX_WORKFLOWS = 15  # workflow rows in the jobs table
+MAX_TIMELINE = 200  # timeline rows; the earliest are said to be left out
+MAX_CHART_ROWS = 12  # rows of "Queue over time"
+JOBS_WINDOW = timedelta(hours=1)  # the jobs source counts arrivals of the last hour
+RENOTIFIED = frozenset({"updated", "notified"})  # repeats of the alert: one row per run
+
+# Characters that mean something in GitHub-flavoured Markdown wherever they stand (emphasis,
+# code, links and images, HTML, tables, strikethrough, math, @mentions, #references): each gets a
+# backslash, which CommonMark allows before any ASCII punctuation. Parentheses, colons and dots
+# are left as they are (they only build a link after a `]`, escaped), except where GitHub would
+# turn bare text into a link: `://` and `www.` (and `@`, for e-mail addresses, is escaped).
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|~$@#&])")
+_AUTOLINK = re.compile(r"(?i)(:(?=//)|(?<=www)\.)")
+# What starts a block at the head of a line: a list, a setext underline, a numbered item.
+_LEADING_MARK = re.compile(r"^[-+=]")
+_LEADING_NUMBER = re.compile(r"^([0-9]+)\.")
+# Line breaks of every kind and control characters would end a table row or a paragraph.
+_BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*))?$", re.DOTALL)
+
+
+def md_escape(text: str, limit: int = MAX_TEXT) -> str:
+    """`text` as literal Markdown on one line: at most `limit` characters of it (then "…"),
+    every special character backslash-escaped, a leading block marker too."""
+    flat = _BREAKS.sub(" ", text).strip()
+    if len(flat) > limit:
+        flat = flat[: limit - 1].rstrip() + "…"
+    escaped = _AUTOLINK.sub(r"\\\1", _SPECIAL.sub(r"\\\1", flat))
+    escaped = _LEADING_MARK.sub(r"\\\g<0>", escaped)
+    return _LEADING_NUMBER.sub(r"\1\\.", escaped)
+
+
+def utc(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def render_postmortem(
+    incident: Incident,
+    events: Sequence[Event],
+    *,
+    now: datetime,
+    jobs: JobsView | None = None,
+    jobs_note: str = "",
+) -> str:
+    """The write-up of `incident` from its timeline (`events`, oldest first). `jobs` is the jobs
+    source's view, read at `jobs.at`; without one, `jobs_note` says why in one line."""
+    sections = [
+        _heading(incident, now),
+        _summary(incident, events, now),
+        _impact(incident, jobs, jobs_note),
+        _timeline(incident, events),
+        _diagnosis(incident, events),
+        _queue_over_time(incident),
+        _questions(),
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+# --- heading and summary -------------------------------------------------------------------------
+
+
+def _heading(incident: Incident, now: datetime) -> str:
+    title = md_escape(incident.title)
+    if incident.priority:
+        title = f"{md_escape(incident.priority, 20)} · {title}"
+    state = (
+        "**Draft: the incident is still firing**; the numbers are those seen so far."
+        if incident.is_open
+        else "The incident is resolved."
+    )
+    test = " It was Grafana's test notification." if incident.is_test else ""
+    return (
+        f"# Postmortem: incident {md_escape(incident.id, 40)} · {title}\n\n"
+        f"_Drafted by queuepilot on {utc(now)} from what it recorded._ {state}{test} "
+        "Edit it freely: the questions at the end are for the team."
+    )
+
+
+def _summary(incident: Incident, events: Sequence[Event], now: datetime) -> str:
+    ended = incident.resolved_at
+    rows = [
+        ("Alert", md_escape(incident.title)),
+        ("Priority", md_escape(incident.priority or "", 20) or "not given"),
+        ("Team", md_escape(incident.team or "", 80) or "not given"),
+        ("Started", utc(incident.started_at)),
+        ("Ended", f"{utc(ended)} {_how_ended(incident)}".strip() if ended else "still firing"),
+        ("Duration", duration((ended or now) - incident.started_at) + ("" if ended else " so far")),
+    ]
+    if incident.acknowledged_by:
+        rows.append(("Acknowledged by", _who(incident.acknowledged_by, incident.acknowledged_name)))
+    actions = [event for event in events if event.actor]
+    if actions:
+        people = list(dict.fromkeys(_who(e.actor, e.actor_name) for e in actions))
+        rows.append(("Actions taken", f"{len(actions)}, by {', '.join(people)}"))
+    rows.append(("Notifications", str(incident.notifications)))
+    if incident.reopened:
+        rows.append(("Reopened", f"{incident.reopened}×"))
+    table = _table(("Incident", md_escape(incident.id, 40)), rows)
+    links = _links(incident)
+    return "## Summary\n\n" + table + (f"\n\n{links}" if links else "")
+
+
+def _how_ended(incident: Incident) -> str:
+    """The summary's words for how it ended, without a Slack mention or mrkdwn."""
+    if incident.resolution is Resolution.MANUAL and incident.resolved_by:
+        return f"(resolved by {_who(incident.resolved_by, incident.resolved_by_name)})"
+    said = {
+        Resolution.ALERT: "(alert cleared)",
+        Resolution.DRAINED: "(queue drained)",
+        Resolution.TEST: "(test notification)",
+    }
+    return said.get(incident.resolution, "") if incident.resolution is not None else ""
+
+
+def _links(incident: Incident) -> str:
+    """The alert's own links, as autolinks only when they are plain http(s) URLs with nothing in
+    them that could end the link early."""
+    named = [
+        ("Runbook", incident.links.runbook),
+        ("Alert", incident.links.alert),
+        ("Dashboard", incident.links.dashboard),
+        ("Panel", incident.links.panel),
+    ]
+    lines = [f"- {label}: <{url.strip()}>" for label, url in named if _safe_url(url)]
+    return "Links:\n\n" + "\n".join(lines) if lines else ""
+
+
+def _safe_url(url: str) -> bool:
+    url = url.strip()
+    return is_linkable(url) and not re.search(r"[\s<>`\\]", url)
+
+
+# --- impact --------------------------------------------------------------------------------------
+
+
+def _impact(incident: Incident, jobs: JobsView | None, jobs_note: str) -> str:
+    peak = incident.peak
+    lines = []
+    if peak.max_queue_time_mins is not None:
+        lines.append(f"- Peak longest wait: **{minutes(peak.max_queue_time_mins)}**")
+    if peak.max_queue_size is not None:
+        lines.append(f"- {peak_queued_label(incident)}: **{number(peak.max_queue_size)}**")
+    drained = time_to_drain(incident)
+    if drained is not None:
+        lines.append(f"- Drained in: **{duration(drained)}** from the peak")
+    if not lines:
+        lines.append("- The alert gave no queue numbers.")
+    parts = ["## Impact", "\n".join(lines)]
+    types = _types_table(incident)
+    if types:
+        # The summary's peaks by type; before a reading named them, the alert's own numbers.
+        said = "at their worst" if incident.peak_types else "as the alert said"
+        parts.append(f"Runner types, {said}:\n\n{types}")
+    parts.append(_jobs(incident, jobs, jobs_note))
+    return "\n\n".join(parts)
+
+
+def _types_table(incident: Incident) -> str:
+    types = incident.peak_types or incident.runner_types
+    ranked = worst_first(types)
+    live = incident.live.runner_types if incident.live is not None else {}
+    rows = []
+    for name, queue in ranked[:MAX_TYPES]:
+        shown = _name(name) if name else "all runner types"
+        queued = number(queue.queued) if queue.queued is not None else "?"
+        rows.append((shown, queued, _wait(queue), _runners(live.get(name))))
+    if len(ranked) > MAX_TYPES:
+        rows.append((f"+{len(ranked) - MAX_TYPES} more runner types", "", "", ""))
+    if not rows:
+        return ""
+    header = ("Runner type", "Peak queued", "Worst wait", "Runners busy / registered (latest)")
+    return _table(header, rows, align=("---", "---:", "---", "---:"))
+
+
+def _wait(queue: RunnerQueue) -> str:
+    return (
+        wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
+        or "?"
+    )
+
+
+def _runners(metrics: RunnerTypeMetrics | None) -> str:
+    busy = metrics.busy if metrics is not None else None
+    registered = metrics.registered if metrics is not None else None
+    if busy is None or registered is None:
+        return "not read"
+    return f"{number(busy)} / {number(registered)}"
+
+
+def _jobs(incident: Incident, jobs: JobsView | None, note: str) -> str:
+    """The workflows behind the incident's runner types, as the jobs source last read them."""
+    if jobs is None:
+        return f"Jobs and workflows affected: not known ({md_escape(note or 'no jobs source')})."
+    ended = incident.resolved_at
+    if ended is not None and jobs.at - ended > JOBS_WINDOW:
+        return (
+            "Jobs and workflows affected: not known (the jobs source counts the last hour's "
+            f"arrivals, and the incident ended more than an hour before {utc(jobs.at)})."
+        )
+    wanted = [jobs.name_of(name) for name in sorted(incident.shown_types or incident.runner_types)]
+    rows = []
+    for name in dict.fromkeys(wanted):
+        found = jobs.runner_types.get(name)
+        for flow in found.workflows if found is not None else ():
+            arrived = "" if flow.last_hour is None else number(flow.last_hour)
+            rows.append((_name(name), md_escape(flow.workflow, 120), str(flow.queued), arrived))
+    head = (
+        f"Jobs and workflows affected, as {md_escape(jobs.source, 40)} read them on {utc(jobs.at)}"
+    )
+    if not rows:
+        return f"{head}: no queued jobs of these runner types."
+    rows.sort(key=lambda row: (-int(row[2]), row[0], row[1]))
+    more = len(rows) - MAX_WORKFLOWS
+    kept = rows[:MAX_WORKFLOWS] + ([(f"+{more} more", "", "", "")] if more > 0 else [])
+    header = ("Runner type", "Workflow", "Queued", "Arrived in the last hour")
+    table = _table(header, kept, align=("---", "---", "---:", "---:"))
+    note_line = f"\n\n_{md_escape(jobs.note)}_" if jobs.note else ""
+    return f"{head}:\n\n{table}{note_line}"
+
+
+# --- timeline ------------------------------------------------------------------------------------
+
+
+def _timeline(incident: Incident, events: Sequence[Event]) -> str:
+    rows = _timeline_rows(events)
+    parts = ["## Timeline"]
+    if not rows:
+        parts.append("_Nothing was recorded on the timeline._")
+    else:
+        left_out = len(rows) - MAX_TIMELINE
+        table = _table(("Time (UTC)", "What happened", "By"), rows[-MAX_TIMELINE:])
+        parts.append(
+            (f"_{left_out} earlier events not shown._\n\n" if left_out > 0 else "") + table
+        )
+    if incident.put_backs:
+        lines = [_put_back(p) for p in incident.put_backs]
+        parts.append("Still to put back:\n\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _timeline_rows(events: Sequence[Event]) -> list[tuple[str, str, str]]:
+    """One row per event; a run of the alert's re-notifications is one row saying how many."""
+    rows: list[tuple[str, str, str]] = []
+    run: list[Event] = []
+
+    def close_run() -> None:
+        if len(run) == 1:
+            rows.append(_event_row(run[0]))
+        elif run:
+            when = f"{_clock(run[0].at)} – {_clock(run[-1].at)}"
+            rows.append((when, f"The alert was re-notified {len(run)} times", ""))
+        run.clear()
+
+    for event in events:
+        if event.kind in RENOTIFIED and not event.actor:
+            run.append(event)
+            continue
+        close_run()
+        rows.append(_event_row(event))
+    close_run()
+    return rows
+
+
+def _event_row(event: Event) -> tuple[str, str, str]:
+    who = _who(event.actor, event.actor_name) if event.actor else ""
+    return (_clock(event.at), md_escape(event.text), who)
+
+
+def _clock(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def _put_back(put_back: PutBack) -> str:
+    before = "unset" if put_back.before is None else str(put_back.before)
+    line = (
+        f"- {_name(put_back.runner_type)} {md_escape(put_back.field, 60)} {put_back.after} goes "
+        f"back to {before}"
+    )
+    line += f" {md_escape(put_back.when)}" if put_back.when else ""
+    return line + (f" (at the latest {utc(put_back.latest)})" if put_back.latest else "")
+
+
+# --- diagnosis -----------------------------------------------------------------------------------
+
+
+def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
+    runs = [event for event in events if event.kind == "diagnosed"]
+    if not runs and not incident.likely_cause:
+        return "## Diagnosis\n\n_Diagnostics were not run during this incident._"
+    parts = ["## Diagnosis"]
+    if incident.likely_cause:
+        found = _CONCLUSION.match(" ".join(incident.likely_cause.split()))
+        if found is None:
+            parts.append(f"**Likely cause:** {md_escape(incident.likely_cause, 600)}")
+        else:
+            lines = [f"**Likely cause:** {md_escape(found['cause'])}"]
+            if found["why"]:
+                lines.append(f"**Evidence:** {md_escape(found['why'], 600)}")
+            parts.append("  \n".join(lines))
+    if runs:
+        said = [
+            f"- {_clock(e.at)} UTC, by {_who(e.actor, e.actor_name)}: {md_escape(e.text)}"
+            for e in runs
+        ]
+        parts.append(
+            "Diagnostics were run (each report, with every check, is in the incident's "
+            "thread):\n\n" + "\n".join(said)
+        )
+    return "\n\n".join(parts)
+
+
+# --- queue over time -----------------------------------------------------------------------------
+
+
+def _queue_over_time(incident: Incident) -> str:
+    """The chart's data (`incident_chart`: the same series the thread's chart draws), sampled
+    to at most MAX_CHART_ROWS rows, the first, the last and the peak among them."""
+    data = incident_chart(incident)
+    series = data.series
+    if not series:
+        return (
+            "## Queue over time\n\n_No readings were kept over time: the alert's numbers are "
+            "all there is._"
+        )
+    names = list(series)
+    cells = {
+        name: {at: (queued, wait) for at, queued, wait in points} for name, points in series.items()
+    }
+    times = sorted({at for points in series.values() for at, _, _ in points})
+    rows = []
+    for at in _sampled(times, _peak_time(incident.trend.peak_at(), times)):
+        row = [_clock(datetime.fromtimestamp(at, tz=UTC))]
+        row += [_point(cells[name].get(at)) for name in names]
+        rows.append(tuple(row))
+    header = ("Time (UTC)", *(_name(n) if n else "all runner types" for n in names))
+    align = ("---", *("---:" for _ in names))
+    note = (
+        f"Queued jobs · longest wait, per runner type, at {len(rows)} of the {len(times)} "
+        "readings the chart draws:"
+    )
+    return f"## Queue over time\n\n{note}\n\n{_table(header, rows, align=align)}"
+
+
+def _peak_time(peak: datetime | None, times: list[float]) -> float | None:
+    if peak is None:
+        return None
+    at = peak.timestamp()
+    return at if at in times else None
+
+
+def _sampled(times: list[float], peak: float | None) -> list[float]:
+    """At most MAX_CHART_ROWS of `times`, evenly spread, the first and last kept, and the
+    peak's in place of the nearest other one."""
+    if len(times) <= MAX_CHART_ROWS:
+        return times
+    count = MAX_CHART_ROWS
+    picks = {round(i * (len(times) - 1) / (count - 1)) for i in range(count)}
+    if peak is not None and (index := times.index(peak)) not in picks:
+        inner = [p for p in picks if p not in (0, len(times) - 1)]
+        picks.discard(min(inner, key=lambda p: (abs(p - index), p)))
+        picks.add(index)
+    return [times[i] for i in sorted(picks)]
+
+
+def _point(cell: tuple[float | None, float | None] | None) -> str:
+    if cell is None:
+        return ""
+    queued, wait = cell
+    shown = number(queued) if queued is not None else "?"
+    return f"{shown} · {minutes(wait)}" if wait is not None else shown
+
+
+# --- questions -----------------------------------------------------------------------------------
+
+
+def _questions() -> str:
+    return (
+        "## Questions for the team\n\n"
+        "### What would have prevented it?\n\n"
+        "_To be filled in._\n\n"
+        "### What made it hard to see or to fix?\n\n"
+        "_To be filled in._\n\n"
+        "### Follow-ups\n\n"
+        "- [ ] _A follow-up, its owner, its issue_\n"
+        "- [ ] _…_"
+    )
+
+
+# --- shared --------------------------------------------------------------------------------------
+
+
+def _name(runner_type: str) -> str:
+    return md_escape(runner_type, 80)
+
+
+def _who(user_id: str | None, name: str = "") -> str:
+    """Someone by their name, else their user ID, as plain text: a file pings nobody."""
+    return md_escape(name.strip() or user_id or "someone", 80)
+
+
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, align: Sequence[str] | None = None
+) -> str:
+    """A GitHub table; every cell is already escaped (`md_escape` escapes `|`)."""
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(align or ["---"] * len(header)) + "|",
+    ]
+    lines += ["| " + " | ".join(cell or " " for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
