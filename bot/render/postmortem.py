@@ -276,7 +276,7 @@ def _timeline_rows(events: Sequence[Event]) -> list[tuple[str, str, str]]:
 
     def close_run() -> None:
         if len(run) == 1:
-            rows.append(_event_row(run[0]))
+            rows.append((_clock(run[0].at), "The alert was re-notified", ""))
         elif run:
             when = f"{_clock(run[0].at)} – {_clock(run[-1].at)}"
             rows.append((when, f"The alert was re-notified {len(run)} times", ""))
