@@ -552,3 +552,16 @@ def test_hostile_text_never_breaks_a_table_nor_makes_a_link(
     bare = unescaped(doc).replace("- [ ] ", "")  # the follow-ups' checkboxes are the file's own
     for link in ("[", "<", "@", "://", "www."):
         assert link not in bare, (link, doc)
+
+
+def test_the_summary_offers_the_postmortem_as_a_button_carrying_the_incidents_reference() -> None:
+    for incident in (seeded(), variant({"open": True})):
+        blocks = render_summary(incident, timeline(), now=NOW).blocks
+        [actions] = [block for block in blocks if block["type"] == "actions"]
+        [button] = actions["elements"]
+        assert (button["action_id"], button["value"], button["text"]["text"]) == (
+            "incident_postmortem",
+            "12:u12",
+            "Postmortem",
+        )
+        assert blocks[-1] is actions, "under the summary, as the root's buttons are"
