@@ -15,11 +15,9 @@ test keeps them equal. Read from where the bot calls each Web API method:
 - `usergroups.users.list` (`bot.actions.permissions`): usergroups:read, only when
   `SCALE_ALLOWED_USERS` names a user group (`S…`);
 - `files.getUploadURLExternal` / `files.completeUploadExternal` (`SlackGateway.upload_file`):
-  files:write, only when charts go as pictures: `CHART_STYLE=image`, or a workspace that refused
-  Slack's chart block (`bot.storage.chart_delivery` marks that). The default, native charts, are
-  drawn by Slack from a block in the message and upload nothing; a workspace that refuses the
-  block and has no files:write shows the numbers without a picture. So files:write is optional,
-  and checked where the bot would upload;
+  files:write, for every postmortem (`/queue postmortem`, the summary's button: a Markdown file
+  shared into the thread) and for charts as pictures (`CHART_STYLE=image`, or a workspace that
+  refused Slack's chart block);
 - `auth.test`, `chat.getPermalink` and `views.*` take no scope.
 
 Socket Mode's app-level token (`xapp-…`) carries connections:write, an app-level scope of its
@@ -43,6 +41,10 @@ ALWAYS = (
     Scope("chat:write", "incident threads are posted and edited (chat.postMessage, chat.update)"),
     Scope("commands", "the slash command (/queue)"),
     Scope("users:read", "people's names on the timeline and in summaries (users.info)"),
+    Scope(
+        "files:write",
+        "postmortems shared into the thread as a file, and charts as pictures (files.upload v2)",
+    ),
 )
 PUBLIC_CHANNELS = (
     Scope(
@@ -63,9 +65,7 @@ USER_GROUPS = Scope(
     "usergroups:read",
     "SCALE_ALLOWED_USERS names a user group: its members (usergroups.users.list)",
 )
-PICTURES = Scope("files:write", "trend charts uploaded as pictures (files.upload v2)")
-
-OPTIONAL = (*PRIVATE_CHANNELS, USER_GROUPS, PICTURES)
+OPTIONAL = (*PRIVATE_CHANNELS, USER_GROUPS)
 
 
 def needed(
@@ -73,10 +73,9 @@ def needed(
     public_channels: bool = True,
     private_channels: bool = False,
     user_groups: bool = False,
-    pictures: bool = False,
 ) -> tuple[Scope, ...]:
     """The scopes the enabled features need: public or private channels among the bot's, a user
-    group in SCALE_ALLOWED_USERS, charts as pictures."""
+    group in SCALE_ALLOWED_USERS."""
     scopes = list(ALWAYS)
     if public_channels:
         scopes += PUBLIC_CHANNELS
@@ -84,10 +83,8 @@ def needed(
         scopes += PRIVATE_CHANNELS
     if user_groups:
         scopes.append(USER_GROUPS)
-    if pictures:
-        scopes.append(PICTURES)
     return tuple(scopes)
 
 
-# What the manifests ask for: the defaults (public channels, native charts, no user groups).
+# What the manifests ask for: the defaults (public channels, no user groups).
 DEFAULT = tuple(scope.name for scope in needed())

@@ -17,7 +17,6 @@ from typing import Any
 
 from aiohttp import ClientError
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -26,11 +25,8 @@ from bot import slack_scopes
 from bot.actions.permissions import Rules
 from bot.checks import Finding, fail, ok, warn
 from bot.config import Settings
-from bot.domain.message import ChartStyle
 from bot.outbound.gateway import SlackConfig, build_client
 from bot.outbound.membership import FIX, INVITE, why_cannot_post
-from bot.storage.chart_delivery import ChartDelivery
-from bot.storage.keys import Keys
 
 SUBJECT = "slack"
 TOKEN_REFUSED = frozenset(
@@ -175,25 +171,10 @@ async def _needed(
 ) -> list[tuple[str, str]]:
     """(scope, why) for every scope the settings (and this workspace) need."""
     groups = Rules(scale_allowed=settings.scale_allowed_users).groups
-    pictures = settings.chart_style is ChartStyle.IMAGE
-    why_pictures = "CHART_STYLE=image"
-    if not pictures:
-        delivery = ChartDelivery(redis, Keys(settings.redis_prefix), settings.chart_style)
-        try:
-            pictures = await delivery.as_images()
-        except (RedisError, OSError):
-            pictures = False  # Redis's own check says why it cannot be read
-        why_pictures = "this workspace refused Slack's chart block: charts go as pictures"
     needed = slack_scopes.needed(
-        public_channels=public,
-        private_channels=private,
-        user_groups=bool(groups),
-        pictures=pictures,
+        public_channels=public, private_channels=private, user_groups=bool(groups)
     )
-    context = {
-        slack_scopes.PICTURES.name: why_pictures,
-        slack_scopes.USER_GROUPS.name: f"SCALE_ALLOWED_USERS has {', '.join(groups)}",
-    }
+    context = {slack_scopes.USER_GROUPS.name: f"SCALE_ALLOWED_USERS has {', '.join(groups)}"}
     return [
         (s.name, s.feature + (f"; {context[s.name]}" if s.name in context else "")) for s in needed
     ]

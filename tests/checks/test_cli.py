@@ -85,15 +85,15 @@ def test_a_scope_slack_did_not_grant_fails_naming_it_and_the_feature(
     tmp_path: Path, slack: Slack, persistent_redis: str
 ) -> None:
     slack.emulator.scopes = ALL_SCOPES - {"files:write", "users:read"}
-    env = check_env(slack, persistent_redis, CHART_STYLE="image")
+    env = check_env(slack, persistent_redis)
 
     result = run_check(env, tmp_path)
 
     assert result.returncode == 1
     failed = lines(result, "FAIL")
     assert len(failed) == 2, result.stdout
-    pictures, names = sorted(failed)
-    assert "scope files:write missing" in pictures and "CHART_STYLE=image" in pictures
+    files, names = sorted(failed)
+    assert "scope files:write missing: postmortems shared into the thread" in files
     assert "scope users:read missing: people's names" in names
     assert "fix: add users:read under OAuth & Permissions" in names
     assert "reinstall the app" in names
