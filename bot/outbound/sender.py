@@ -117,9 +117,7 @@ class ChannelSender:
         self._config = config
         self._clock = clock
         self._budget = Budget(
-            slack,
-            leases,
-            queue.keys.update_slot,
+            slack.pacing,
             post_interval_s=config.post_interval_s,
             post_burst=config.post_burst,
             update_interval_ms=config.update_interval_ms,
