@@ -165,8 +165,9 @@ class Keys:
 
     @property
     def update_slot(self) -> str:
-        """The edits' slot: `slot("chat.update")` (0.23 kept it at `pace:update`, gone within a
-        second of an upgrade), named for the key census of tests/system/test_retention.py."""
+        """The edits' slot, `slot("chat.update")`, named for the key census of
+        tests/system/test_retention.py (0.23 kept it at `pace:update`, which expires within one
+        edit interval of an upgrade)."""
         return self.slot("chat.update")
 
     def user(self, user_id: str) -> str:

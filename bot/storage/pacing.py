@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 
-# A slot that expired between the failed SET and its PTTL: look again shortly, not at once.
+# A slot that expired between the failed claim and its PTTL: look again shortly, not at once.
 _SHORTEST_WAIT_MS = 10
 
 
@@ -36,6 +36,8 @@ class Turn:
 
 
 class Pacing:
+    """Holds and slots per Slack method, for every replica; see the module docstring."""
+
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis
         self._keys = keys
