@@ -78,9 +78,11 @@ from bot.storage.interactions import Interactions
 from bot.storage.job_arrivals import JobArrivals
 from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
+from bot.storage.pacing import Pacing
 from bot.storage.send_queue import SendQueue
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
+from bot.storage.user_names import UserNames
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -138,14 +140,19 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         client_name="queuepilot-bells",
     )
     queue = SendQueue(redis, prefix, retention_s=retention_s, bells=bells)
-    leases = Leases(redis)
     slack_config = SlackConfig(
         token=_secret(settings.slack_bot_token) or "",
         base_url=settings.slack_api_url,
         timeout_s=settings.slack_timeout_seconds,
     )
     client = build_client(slack_config)
-    gateway = SlackGateway(client, redis, config=slack_config, telemetry=telemetry, prefix=prefix)
+    gateway = SlackGateway(
+        client,
+        config=slack_config,
+        telemetry=telemetry,
+        pacing=Pacing(redis, store.keys),
+        user_names=UserNames(redis, store.keys),
+    )
     intake = Intake(stream, store, telemetry, config=_intake_config(settings), clock=clock)
     sender_config = SenderConfig(
         post_interval_s=settings.slack_post_interval_ms / 1000,
@@ -229,7 +236,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         queue=queue,
         storms=storms,
         slack=gateway,
-        leases=leases,
         telemetry=telemetry,
         charts=charts,
         notices=NoticeStore(redis, store.keys),

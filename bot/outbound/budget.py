@@ -1,13 +1,16 @@
 """A channel's budget with Slack: when its sender may post, when it may edit, and how long to wait.
 
-One object holds every rule of Slack's pace the sender obeys, so no stage paces on its own:
-- posts: a token bucket modelled on Slack's limit of about one message per second per channel,
-  with short bursts; the sender is the channel's one poster, so the bucket is its alone, and a
+One object holds every rule of Slack's pace the sender obeys, so no stage paces on its own; one
+budget per Slack limit, each kept in one place:
+- the channel's posts (about one message a second per channel, with short bursts): a token
+  bucket, in process; the sender is the channel's one poster, so the bucket is its alone, and a
   successor takes it over (`encode`/`restore`) so a change of sender is not a fresh burst;
-- edits: `chat.update` is limited per workspace, so every replica and channel shares one slot in
-  Redis, taken at most once per `update_interval_ms`;
-- holds: a 429's `Retry-After`, which the gateway records for every replica (`held_for`); a held
-  post also holds the bucket, so the hold never ends in a burst.
+- the app's edits (`chat.update` is limited per workspace): the app-wide slot in storage
+  (`bot.storage.pacing`), shared by every replica and channel, at most one per
+  `update_interval_ms`;
+- 429 holds: a `Retry-After`, which the gateway records in storage for every replica
+  (`bot.storage.pacing`); edits wait it out in their slot, and a held post also holds the
+  channel's bucket, so the hold never ends in a burst.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import json
 import time
 from contextlib import suppress
 
-from bot.outbound.gateway import SlackError, SlackGateway
-from bot.storage.leases import Leases
+from bot.outbound.gateway import SlackError
+from bot.storage.pacing import Pacing
 
 # Slack counts from when a call arrives: network jitter can make calls sent exactly one interval
 # apart arrive closer than that, and earn a 429. Refilling a little slower keeps a margin.
@@ -79,17 +82,13 @@ class Budget:
 
     def __init__(
         self,
-        slack: SlackGateway,
-        leases: Leases,
-        update_slot: str,
+        pacing: Pacing,
         *,
         post_interval_s: float,
         post_burst: int,
         update_interval_ms: int,
     ) -> None:
-        self._slack = slack
-        self._leases = leases
-        self._update_slot = update_slot
+        self._pacing = pacing
         self._update_interval_ms = update_interval_ms
         self._bucket = TokenBucket(post_interval_s, post_burst, now=time.time())
 
@@ -98,7 +97,7 @@ class Budget:
         got and did not live to record."""
         now = time.time()
         self._bucket.restore(predecessor, now)
-        held = await self._slack.held_for("chat.postMessage")
+        held = await self._pacing.held_for("chat.postMessage")
         if held > 0:
             self._bucket.hold(now + held)
 
@@ -115,17 +114,13 @@ class Budget:
         """Wait for, and take, the workspace's `chat.update` slot, after any hold on it. With
         `within_s`, give up rather than wait longer, with the error a 429 would raise: the
         posts' path must not wait out an edit's hold."""
-        deadline = None if within_s is None else time.monotonic() + within_s
-        while True:
-            held = await self._slack.held_for("chat.update")
-            if held <= 0 and await self._leases.take_slot(
-                self._update_slot, self._update_interval_ms
-            ):
-                return
-            wait = held if held > 0 else 0.05
-            if deadline is not None and time.monotonic() + wait > deadline:
-                raise SlackError("chat.update", "ratelimited", retryable=True, retry_after=wait)
-            await asyncio.sleep(wait)
+        turn = await self._pacing.wait_for_slot(
+            "chat.update", self._update_interval_ms, within_s=within_s
+        )
+        if not turn.taken:
+            raise SlackError(
+                "chat.update", "ratelimited", retryable=True, retry_after=turn.retry_after_s
+            )
 
     def hold(self, exc: SlackError) -> None:
         """A 429 on a post holds the channel's posts for its `Retry-After` (a 429 on an edit

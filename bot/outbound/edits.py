@@ -92,6 +92,8 @@ class RootEdits:
     ) -> None:
         self.channel = channel
         self._queue = queue
+        # Read without claims: the channel's sender lease makes this replica their one reader.
+        self._due = queue.root_edits(channel)
         self._editor = editor
         self._interval_ms = interval_ms
         self._within_mins = within_mins
@@ -99,15 +101,17 @@ class RootEdits:
 
     async def step(self) -> None:
         now_ms = int(time.time() * 1000)
-        incident_id, next_at = await self._queue.next_edit(self.channel, now_ms)
-        if incident_id is None:
+        due = await self._due.pending(now_ms, limit=1)
+        if not due:
+            next_at = await self._due.next_due()
             wait = 1.0 if next_at is None else min(1.0, (next_at - now_ms) / 1000)
             await self._queue.wait_bell(self._queue.keys.edits_bell(self.channel), wait)
             return
+        [incident_id] = due
         candidate = await self._queue.edit_candidate(self.channel, incident_id)
         loaded = candidate.loaded
         if loaded.incident is None or loaded.thread is None:
-            await self._queue.drop_edit(self.channel, incident_id)
+            await self._due.remove(incident_id)
             return
         root = render_root(
             loaded.incident, now=self._clock(), mentions=True, within_mins=self._within_mins
@@ -115,7 +119,7 @@ class RootEdits:
         digest = digest_of(root)
         edited = digest != loaded.rendered
         if edited and now_ms < candidate.edit_after_ms:
-            await self._queue.postpone_edit(self.channel, incident_id, candidate.edit_after_ms)
+            await self._due.schedule(incident_id, candidate.edit_after_ms)
             return
         if edited:
             # A root that can never be edited is recorded as shown all the same: posting it

@@ -2,7 +2,7 @@
 
 One place decides what an answer means, so no caller classifies errors on its own:
 - `ratelimited` (HTTP 429): Slack did nothing; the method is held for `Retry-After` on every
-  replica (a Redis key), and callers wait that out before their next call of it;
+  replica (`bot.storage.pacing`), and callers wait that out before their next call of it;
 - certain failures (a refused connection): Slack never saw the call, it is safe to repeat;
 - uncertain failures (a timeout, a dropped connection, any 5xx, Slack's `internal_error`): Slack
   may have acted; a post must be looked up before it is sent again (see `bot.outbound.sender`);
@@ -14,21 +14,19 @@ an ephemeral answer to a click gives up after a few seconds.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import ClientConnectorError, ClientError, ClientSession, ClientTimeout
-from redis.asyncio import Redis
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from bot.storage.keys import Keys
+from bot.storage.pacing import Pacing
+from bot.storage.user_names import UserNames
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -126,16 +124,17 @@ class SlackGateway:
     def __init__(
         self,
         client: AsyncWebClient,
-        redis: Redis,
         *,
         config: SlackConfig,
         telemetry: Telemetry,
-        prefix: str,
+        pacing: Pacing,
+        user_names: UserNames,
     ) -> None:
         self.client = client
         self.config = config
-        self._redis = redis
-        self._keys = Keys(prefix)
+        # Public: the 429 holds recorded here are what the channels' budgets wait out too.
+        self.pacing = pacing
+        self._user_names = user_names
         self._telemetry = telemetry
 
     def open(self) -> None:
@@ -226,15 +225,7 @@ class SlackGateway:
         """Slack said 429: every replica's calls of this method wait `seconds`."""
         self._telemetry.slack_rate_limited.labels(method).inc()
         log.warning("Slack rate-limited %s; holding it for %.1f s", method, seconds)
-        until_ms = int((time.time() + seconds) * 1000)
-        await self._redis.set(
-            self._keys.hold(method), str(until_ms), px=max(int(seconds * 1000), 1)
-        )
-
-    async def held_for(self, method: str) -> float:
-        """Seconds left of a `Retry-After` hold on `method` (0 when none)."""
-        remaining_ms = await self._redis.pttl(self._keys.hold(method))
-        return max(remaining_ms, 0) / 1000
+        await self.pacing.hold(method, seconds)
 
     # -- the calls the bot makes -----------------------------------------------------------
 
@@ -340,7 +331,7 @@ class SlackGateway:
         params: dict[str, Any],
         *,
         tries: int,
-        longest_wait_s: float = MAX_RETRY_AFTER_S,
+        longest_wait_s: float | None = None,
     ) -> dict[str, Any]:
         """A call made in its turn (`_turn`); a 429 is waited out and the call made again, up
         to `tries` times. Never hammers: every try waits for Slack's `Retry-After`."""
@@ -354,31 +345,23 @@ class SlackGateway:
                     raise
             attempt += 1
 
-    async def _turn(self, method: str, longest_wait_s: float) -> None:
-        """Wait out a `Retry-After` hold on `method` (refusing one longer than `longest_wait_s`)
-        and, for the history reads, the app-wide slot: every replica and channel waiting for a
-        hold to end would otherwise call at the same instant, and all but one be refused."""
-        while True:
-            held = await self.held_for(method)
-            if held > longest_wait_s:
-                raise SlackError(method, "ratelimited", retryable=True, retry_after=held)
-            if held > 0:
-                await asyncio.sleep(held)
-                continue
-            slot_ms = _SLOTS_MS.get(method)
-            if slot_ms is None:
-                return
-            slot = self._keys.slot(method)
-            if await self._redis.set(slot, "1", nx=True, px=slot_ms):
-                return
-            await asyncio.sleep(max(await self._redis.pttl(slot), 10) / 1000)
+    async def _turn(self, method: str, longest_wait_s: float | None) -> None:
+        """Wait out a `Retry-After` hold on `method` and, for the history reads, take the
+        app-wide slot: every replica and channel waiting for a hold to end would otherwise call
+        at the same instant, and all but one be refused. Refused, as a 429 would be, when that
+        takes longer than `longest_wait_s` (None: as long as it takes; a hold lasts 5 minutes
+        at most)."""
+        turn = await self.pacing.wait_for_slot(
+            method, _SLOTS_MS.get(method, 0), within_s=longest_wait_s
+        )
+        if not turn.taken:
+            raise SlackError(method, "ratelimited", retryable=True, retry_after=turn.retry_after_s)
 
     async def display_name(self, user: str) -> str | None:
         """The user's display name from `users.info`, cached for a day; None if unknown."""
-        key = self._keys.user(user)
-        cached = await self._redis.get(key)
+        cached = await self._user_names.get(user)
         if cached is not None:
-            return str(cached) or None
+            return cached or None
         try:
             response = await self.call("users.info", user=user)
         except SlackError as exc:
@@ -387,7 +370,7 @@ class SlackGateway:
         profile = (response.get("user") or {}).get("profile") or {}
         name = str(profile.get("display_name") or profile.get("real_name") or "")
         name = name or str((response.get("user") or {}).get("name") or "")
-        await self._redis.set(key, name, ex=86_400)
+        await self._user_names.put(user, name)
         return name or None
 
     async def usergroup_members(self, group: str) -> list[str]:

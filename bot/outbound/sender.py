@@ -42,7 +42,7 @@ from bot.outbound.storm import StormConfig, StormDigest
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
-from bot.storage.leases import Lease, Leases
+from bot.storage.leases import Lease
 from bot.storage.notices import NoticeStore
 from bot.storage.send_queue import SendQueue
 from bot.storage.storm_queue import StormQueue
@@ -73,7 +73,6 @@ class Outbound:
     queue: SendQueue
     storms: StormQueue
     slack: SlackGateway
-    leases: Leases
     telemetry: Telemetry
     charts: ChartDelivery
     notices: NoticeStore
@@ -94,9 +93,7 @@ class ChannelSender:
         self._config = config
         self._queue = shared.queue
         self._budget = budget = Budget(
-            shared.slack,
-            shared.leases,
-            shared.queue.keys.update_slot,
+            shared.slack.pacing,
             post_interval_s=config.post_interval_s,
             post_burst=config.post_burst,
             update_interval_ms=config.update_interval_ms,

@@ -10,6 +10,10 @@ commit that set the next status) keeps their due time, and two replicas never fi
 A member may carry data under a key of its own (a scale-up's record): written with its due time
 and dropped with it, in the same script. The status schedule, the silence watch and the scale
 reverts are each one of these.
+
+A set with one reader needs no claims: a channel's root edits are read only by the channel's
+sender, whose lease makes its replica the one reader, through `pending`, `next_due`, `schedule`
+and `remove` (the scripts that commit a change or record a post queue its edit with the rest).
 """
 
 from __future__ import annotations
@@ -73,6 +77,12 @@ class DueSet:
         return cast(
             list[str], await self._redis.zrangebyscore(self.key, "-inf", now, start=0, num=limit)
         )
+
+    async def next_due(self) -> float | None:
+        """When the earliest member comes due (a claimed one: when its lease ends); None when
+        the set is empty. What a reader sleeps until when nothing is due yet."""
+        first = await self._redis.zrange(self.key, 0, 0, withscores=True)
+        return float(first[0][1]) if first else None
 
     async def due(
         self, now: float, lease_s: float, *, limit: int = 100, members: list[str] | None = None

@@ -154,16 +154,21 @@ class Keys:
         """Set while the workspace refuses Slack's chart block: charts are uploaded instead."""
         return self._("slack", "chart-blocks-refused")
 
-    # -- Slack pacing and lookups shared by every caller ------------------------------------
+    # -- Slack pacing (`bot.storage.pacing`) and names (`bot.storage.user_names`) -----------
     def hold(self, method: str) -> str:
+        """Set while Slack's `Retry-After` holds `method`, for every replica."""
         return self._("pace", "hold", method)
+
+    def slot(self, method: str) -> str:
+        """The app-wide slot of a method Slack limits per app (`chat.update`, history reads)."""
+        return self._("pace", "slot", method)
 
     @property
     def update_slot(self) -> str:
-        return self._("pace", "update")
-
-    def slot(self, method: str) -> str:
-        return self._("pace", "slot", method)
+        """The edits' slot, `slot("chat.update")`, named for the key census of
+        tests/system/test_retention.py (0.23 kept it at `pace:update`, which expires within one
+        edit interval of an upgrade)."""
+        return self.slot("chat.update")
 
     def user(self, user_id: str) -> str:
         return self._("user", user_id)

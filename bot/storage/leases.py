@@ -1,7 +1,8 @@
 """Claims and leases: how a replica takes something for itself in Redis, written once.
 
 - `claim_once(key, ttl)` is `SET key value NX PX ttl`: the first caller gets True and every other
-  one False until the key expires. A report's week, a reading's warnings, a click, a pacing slot.
+  one False until the key expires. A report's week, a reading's warnings, a click,
+  Slack's pacing slots (`bot.storage.pacing`).
 - A `Lease` is a claim held by a random token: only the holder of the token may renew it, keep it
   a while longer under a new note (a cooldown), or release it (Lua compare-and-set), so a replica
   whose lease expired can never extend or release someone else's. The stored value is the token,
@@ -72,9 +73,3 @@ class Leases:
 
     async def release(self, lease: Lease) -> None:
         await self._release(keys=[lease.key], args=[lease.token])
-
-    async def take_slot(self, key: str, interval_ms: int) -> bool:
-        """Whether a paced action may happen now: at most once per interval, on any replica."""
-        if interval_ms <= 0:
-            return True
-        return await self.claim_once(key, interval_ms)

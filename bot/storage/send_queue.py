@@ -5,8 +5,10 @@ Committers (intake, the status tick, actions) fill it through the commit script 
 - `posts`, a sorted set of `root:<id>` (a root message to post) and `replies:<id>` (a thread with
   replies waiting in its outbox), scored by band (new roots, action replies, events, status)
   then age, and new roots by severity before age;
-- `edits`, a sorted set of incident IDs whose root may need an edit, scored by the earliest time
-  the edit is allowed (one root is edited at most every `ROOT_EDIT_INTERVAL_MS`).
+- `edits`, a due set (`bot.storage.due_set`) of incident IDs whose root may need an edit, due at
+  the earliest time the edit is allowed (one root is edited at most every
+  `ROOT_EDIT_INTERVAL_MS`), in milliseconds; its writes are part of the scripts that commit,
+  post and record, so a change and its edit are queued together.
 The sender marks a post as in flight before it calls Slack and clears the mark when it records
 the result, so a successor that finds the mark knows the post may have landed and looks it up.
 Marks are kept per queue member: a more urgent post sent meanwhile leaves another's mark alone.
@@ -23,6 +25,7 @@ from redis.asyncio import Redis
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
 from bot.storage.connection import LONGEST_BLOCK_S
+from bot.storage.due_set import DueSet
 from bot.storage.incident_store import (
     LOADED_FIELDS,
     STATUS_KINDS,
@@ -254,14 +257,9 @@ class SendQueue:
 
     # -- edits -----------------------------------------------------------------------------
 
-    async def next_edit(self, channel: str, now_ms: int) -> tuple[str | None, float | None]:
-        """An incident whose root edit is due, else when the next one will be (ms)."""
-        key = self.keys.edits(channel)
-        due = await self._redis.zrangebyscore(key, "-inf", now_ms, start=0, num=1)
-        if due:
-            return due[0], None
-        upcoming = await self._redis.zrange(key, 0, 0, withscores=True)
-        return None, (float(upcoming[0][1]) if upcoming else None)
+    def root_edits(self, channel: str) -> DueSet:
+        """The channel's roots due an edit (scored in ms), for its sender (`RootEdits`)."""
+        return DueSet(self._redis, self.keys.edits(channel), keep_s=self.retention_s)
 
     async def edit_candidate(self, channel: str, incident_id: str) -> EditCandidate:
         k = self.keys
@@ -270,12 +268,6 @@ class SendQueue:
             pipe.hget(k.edit_after(channel), incident_id)
             raw, after = await pipe.execute()
         return EditCandidate(incident_id, loaded_from(raw), int(after or 0))
-
-    async def postpone_edit(self, channel: str, incident_id: str, at_ms: int) -> None:
-        await self._redis.zadd(self.keys.edits(channel), {incident_id: at_ms}, xx=True)
-
-    async def drop_edit(self, channel: str, incident_id: str) -> None:
-        await self._redis.zrem(self.keys.edits(channel), incident_id)
 
     async def record_edit(
         self,

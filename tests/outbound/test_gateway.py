@@ -15,6 +15,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.outbound.gateway import SlackConfig, SlackError, SlackGateway, build_client
+from bot.storage.keys import Keys
+from bot.storage.pacing import Pacing
+from bot.storage.user_names import UserNames
 from bot.telemetry import Telemetry
 from sandbox.serve import serve_in_thread
 from tests.support.servers import free_port
@@ -42,8 +45,13 @@ def make_gateway(
 ) -> SlackGateway:
     settings = SlackConfig(token=token, base_url=base_url or slack.api_url, **config)
     telemetry = telemetry or Telemetry()
+    keys = Keys("qp")
     return SlackGateway(
-        build_client(settings), redis, config=settings, telemetry=telemetry, prefix="qp"
+        build_client(settings),
+        config=settings,
+        telemetry=telemetry,
+        pacing=Pacing(redis, keys),
+        user_names=UserNames(redis, keys),
     )
 
 
@@ -177,9 +185,9 @@ async def test_a_429_is_certain_and_holds_the_method_for_every_replica(
     assert caught.value.error == "ratelimited"
     assert caught.value.retry_after == 2
     assert caught.value.retryable and not caught.value.uncertain, "a 429 posted nothing"
-    held = await second.held_for("chat.postMessage")
+    held = await second.pacing.held_for("chat.postMessage")
     assert 1.5 < held <= 2.0
-    assert await second.held_for("chat.update") == 0, "other methods are not held"
+    assert await second.pacing.held_for("chat.update") == 0, "other methods are not held"
     rate_limited = "queuepilot_slack_rate_limited_total"
     assert counted(telemetry, rate_limited, method="chat.postMessage") == 1
 

@@ -87,3 +87,13 @@ async def test_a_set_with_a_ttl_keeps_it_on_every_schedule(replicas: list[Redis]
     await replicas[0].persist(KEYS.silence_watch)
     assert await due.reschedule(claim, 150.0)
     assert 0 < await replicas[0].ttl(KEYS.silence_watch) <= 600
+
+
+async def test_the_next_due_time_is_the_earliest_members(replicas: list[Redis]) -> None:
+    due = DueSet(replicas[0], KEYS.edits("C1"))
+    assert await due.next_due() is None
+    await due.schedule("2", 300.0)
+    await due.schedule("1", 200.0)
+    assert (await due.pending(100.0), await due.next_due()) == ([], 200.0)
+    await due.remove("1")
+    assert await due.next_due() == 300.0

@@ -80,9 +80,3 @@ async def test_a_lease_tells_others_its_note_and_keeps_a_new_one_for_a_cooldown(
     assert 5000 < await replicas[2].pttl(key) <= 60_000
     await leases.release(kept)
     assert await other.holder_note(key) is None
-
-
-async def test_a_slot_is_taken_once_per_interval_across_replicas(replicas: list[Redis]) -> None:
-    leases = [Leases(r) for r in replicas]
-    taken = await asyncio.gather(*(lease.take_slot(KEYS.update_slot, 300) for lease in leases))
-    assert sum(taken) == 1

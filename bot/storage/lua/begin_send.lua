@@ -3,7 +3,7 @@
 -- Each queue member has its own mark, so a more urgent post never hides another's uncertainty.
 -- KEYS 1 sender lease  2 in-flight marks
 -- ARGV 1 lease token  2 marker (JSON)  3 TTL (ms)  4 the queue member it is for
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if not holds(KEYS[1], ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
