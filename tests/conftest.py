@@ -39,6 +39,27 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["QUEUEPILOT_PORT_BAND"] = f"{low}-{low + 3999}"
 
 
+# The longest files start first, the browser walk (a minute and more) before all: the workers
+# (`--dist worksteal`) take the collection in blocks from the front and steal from the back, so
+# a long test left near the end would run alone while the other worker sits idle. Files keep
+# their tests together (their module fixtures are set up once).
+LONG_FIRST = (
+    "tests/sandbox/test_browser.py",
+    "tests/sandbox/",
+    "tests/system/",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next(
+            (n for n, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)), len(LONG_FIRST)
+        )
+
+    items.sort(key=rank)  # stable: each file's tests in their order
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     server = RedisServer()
