@@ -108,9 +108,9 @@ async def test_a_workspace_that_refuses_the_block_gets_the_message_without_it_an
         assert picture.files[0]["name"].endswith(".png")
         statuses = [m for m in thread()[1:] if "Status update" in m.text]
         assert statuses and not any(charts_in(m) for m in statuses)
-        refused = [
-            c for c in slack.emulator.calls("chat.postMessage") if c.error == "invalid_blocks"
-        ]
+        # The first chart may come in a post or in a quiet status's edit (the chart needs two
+        # readings; the first status may go out before them): refused once, whichever it was.
+        refused = [c for c in slack.emulator.calls() if c.error == "invalid_blocks"]
         # Once refused, every replica knows: no status is refused twice.
         assert len(refused) == 1
         assert await running.bot.redis.exists(running.bot.store.keys.chart_blocks_refused)
