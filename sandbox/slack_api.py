@@ -17,12 +17,13 @@ import asyncio
 import contextlib
 import copy
 import json
+import pickle
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
@@ -71,6 +72,8 @@ _READ_ONLY = frozenset(
 
 # Parameters that slack_sdk (or a curl user) may send as JSON strings inside a form post.
 _JSON_FIELDS = ("blocks", "attachments", "files", "view", "metadata")
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -246,19 +249,19 @@ class SlackEmulator:
         """Top-level messages in post order; raises KeyError for an unknown channel."""
         with self._lock:
             timeline = self._known_channel(channel).timeline
-            return copy.deepcopy([m for m in timeline if m.thread_ts is None])
+            return _copied([m for m in timeline if m.thread_ts is None])
 
     def unseen(self) -> list[Message]:
         """Posts answered `ok` that Slack shows nowhere (a thread_ts naming no message)."""
         with self._lock:
-            return copy.deepcopy(self._ws.unseen)
+            return _copied(self._ws.unseen)
 
     def thread(self, channel: str, ts: str) -> list[Message]:
         """The root message followed by its replies; raises KeyError if there is no such ts."""
         with self._lock:
             self._known_channel(channel)
             try:
-                return copy.deepcopy(self._ws.thread(channel, ts))
+                return _copied(self._ws.thread(channel, ts))
             except SlackError:
                 raise KeyError(f"no message {ts} in {channel}") from None
 
@@ -266,19 +269,19 @@ class SlackEmulator:
         """Ephemeral messages (user = the recipient), for one channel or all in ts order."""
         with self._lock:
             if channel is not None:
-                return copy.deepcopy(self._known_channel(channel).ephemerals)
+                return _copied(self._known_channel(channel).ephemerals)
             found = [m for c in self._ws.channels.values() for m in c.ephemerals]
-            return copy.deepcopy(sorted(found, key=lambda m: Decimal(m.ts)))
+            return _copied(sorted(found, key=lambda m: Decimal(m.ts)))
 
     def views(self) -> list[dict[str, Any]]:
         """Every view opened or pushed, in that order, each in its latest (updated) state."""
         with self._lock:
-            return copy.deepcopy(list(self._ws.views.values()))
+            return _copied(list(self._ws.views.values()))
 
     def calls(self, method: str | None = None) -> list[Call]:
         """Every request received (failed and faulted ones too), in arrival order."""
         with self._lock:
-            return copy.deepcopy([c for c in self._ws.calls if method in (None, c.method)])
+            return _copied([c for c in self._ws.calls if method in (None, c.method)])
 
     def _known_channel(self, channel: str) -> Channel:
         # A typo in a test's channel id should fail loudly, not read as "no messages".
@@ -585,3 +588,10 @@ async def _control(request: Request, apply: Callable[[dict[str, Any]], None]) ->
     except (SlackError, KeyError, TypeError, ValueError) as exc:
         return JSONResponse({"ok": False, "error": "invalid_arguments", "detail": str(exc)}, 400)
     return JSONResponse({"ok": True})
+
+
+def _copied(value: T) -> T:
+    """A deep copy of what a test reads (messages, calls, views), made by pickling: several
+    times faster than `copy.deepcopy` on a busy channel's hundreds of messages, which tests poll
+    every few milliseconds while the bot under test shares the interpreter."""
+    return cast(T, pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL)))

@@ -24,8 +24,9 @@ from tests.support.servers import RedisServer
 from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
 
 # The same examples every run: a property test fails on what changed, not on the day's draw
-# (`make bench`'s fuzz is where new inputs are explored).
-hypothesis_settings.register_profile("suite", derandomize=True)
+# (`make bench`'s fuzz is where new inputs are explored). No deadline: on a loaded 2-core machine
+# an example's time says more about the machine than the code (a 200 ms deadline failed there).
+hypothesis_settings.register_profile("suite", derandomize=True, deadline=None)
 hypothesis_settings.load_profile("suite")
 
 
@@ -37,6 +38,27 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker.startswith("gw") and worker[2:].isdigit():
         low = 10000 + 4000 * int(worker[2:])
         os.environ["QUEUEPILOT_PORT_BAND"] = f"{low}-{low + 3999}"
+
+
+# The longest files start first, the browser walk (a minute and more) before all: the workers
+# (`--dist worksteal`) take the collection in blocks from the front and steal from the back, so
+# a long test left near the end would run alone while the other worker sits idle. Files keep
+# their tests together (their module fixtures are set up once).
+LONG_FIRST = (
+    "tests/sandbox/test_browser.py",
+    "tests/sandbox/",
+    "tests/system/",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next(
+            (n for n, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)), len(LONG_FIRST)
+        )
+
+    items.sort(key=rank)  # stable: each file's tests in their order
 
 
 @pytest.fixture(scope="session")

@@ -153,8 +153,13 @@ async def test_a_scale_target_prometheus_has_no_series_for_is_a_warning(
 ) -> None:
     targets: dict[str, Any] = {QUEUEING: f"arc-runners/{QUEUEING}", "linux.2xlarge": HEALTHY}
     settings = deployment(tmp_path, arc_fleet, alertmanager, kube, github, **targets)
+    env = check_env(slack, persistent_redis, **settings)
+    # The module's Prometheus scraped as for the deployment configured right (whichever of the
+    # two ran first, on whichever worker): only the scale target's name differs.
+    both = {t: f"arc-runners/{t}" for t in (QUEUEING, HEALTHY)}
+    await scraped_with_jobs(arc_fleet, {**env, "SCALER_TARGETS": json.dumps(both)})
 
-    result = run_check(check_env(slack, persistent_redis, **settings), tmp_path)
+    result = run_check(env, tmp_path)
 
     assert result.returncode == 0, result.stdout + result.stderr
     warned = [line for line in lines(result, "warn") if "scale target" in line]

@@ -152,6 +152,58 @@ async def test_after_an_outage_the_digest_comes_first_then_the_most_severe_threa
     assert "thread soon" not in summary
 
 
+def counted(slack: Slack) -> tuple[int, str]:
+    """(incident roots, the last digest message as shown), read in place: a storm's channel is
+    hundreds of messages, too many to copy at every poll."""
+    with slack.emulator.reading() as workspace:
+        top = [m for m in workspace.channels[CHANNEL].timeline if m.thread_ts is None]
+        storm = [m for m in top if STORM_MARK in m.text]
+        return len(top) - len(storm), shown(storm[-1]) if storm else ""
+
+
+async def test_a_full_digest_with_no_root_waiting_counts_a_late_group_as_more_and_ends(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """A group joining once the last digest message is full (MAX_LINES) and its root is out
+    can get no continuation (one begins only in a root's slot): the last message takes it as
+    "+1 more", so the storm counts every group and is over once its threads are linked."""
+    settings = settings_for(slack_post_interval_ms=5, storm_quiet_seconds=1)
+    async with run_bot(settings) as running:
+        slack.emulator.fail_next("chat.postMessage", status=503, count=100_000)
+        await send_all([running], [storm_group(n) for n in range(MAX_LINES)])
+        await eventually(lambda: opened([running]) == MAX_LINES, timeout=30, what="incidents")
+        # Slack is back, but no thread can be linked yet: the storm cannot end before the
+        # late group joins (no await between the two, so the bot sees both at once).
+        slack.emulator.clear_faults()
+        slack.emulator.fail_next("chat.getPermalink", status=503, count=100_000)
+        await eventually(
+            lambda: counted(slack)[0] == MAX_LINES, timeout=30, what="every thread posted"
+        )
+        [digest] = digests(slack)
+        assert f"{MAX_LINES} new alert groups" in digest.text
+        assert "more:" not in shown(digest), "every group of the storm has its line"
+
+        late = "Queue storm 300"
+        await running.send("grafana", storm_group(MAX_LINES))
+        await eventually(lambda: counted(slack)[0] == MAX_LINES + 1, what="the late root")
+        await eventually(
+            lambda: "+1 more" in counted(slack)[1],
+            timeout=20,
+            what="the full digest counting the late group as one more",
+        )
+        assert f"{MAX_LINES + 1} new alert groups" in digests(slack)[0].text
+        slack.emulator.clear_faults()  # the threads can be linked: the storm can end
+        await eventually(
+            lambda: "Alert storm over" in counted(slack)[1], timeout=30, what="summary"
+        )
+
+    assert len(digests(slack)) == 1, "no continuation: no root was waiting to post one"
+    [summary] = digests(slack)
+    assert f"Alert storm over: {MAX_LINES + 1} alert groups" in summary.text
+    assert "+1 more" in shown(summary), "the summary still counts the late group"
+    assert visible(slack, [late]) == [late], "its own thread shows it"
+
+
 async def test_a_digest_whose_answer_was_lost_is_looked_up_not_posted_twice(
     settings_for: Callable[..., Settings], slack: Slack
 ) -> None:

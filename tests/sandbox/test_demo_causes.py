@@ -18,11 +18,18 @@ from tests.support.servers import RedisServer
 
 @pytest.fixture
 def stalled(redis_server: RedisServer) -> Iterator[Sandbox]:
-    """linux.2xlarge's listener stops acting on jobs three fleet minutes in; a listener frozen
-    for 15 s counts as stalled (a demo lasts minutes)."""
+    """linux.2xlarge's listener stops acting on jobs three fleet minutes in (6 s); a listener
+    frozen for 6 s counts as stalled, read every second: by the time the alert fires (fleet
+    minute ~8), the first diagnostics can name it, not one refused for 30 s after a first run
+    that came too early."""
     redis_server.flush()
     with ExitStack() as stack:
-        config = SandboxConfig(speed=30, stall_listener=True, listener_stall_minutes=0.25)
+        config = SandboxConfig(
+            speed=30,
+            stall_listener=True,
+            listener_stall_minutes=0.1,
+            metrics_interval_s=1,
+        )
         yield start_sandbox(stack, redis_server.url, "qpstall", config)
 
 
@@ -51,7 +58,7 @@ async def test_a_stalled_listener_is_named_and_the_advice_is_to_restart_it(
             )
             return "Likely cause:* Listener stalled" in thread_text(stalled)
 
-        # Each run is refused for 30 s after the last ("just run"); the stall needs its 15 s.
+        # Each run is refused for 30 s after the last ("just run"); the stall needs its 6 s.
         await eventually(diagnosed, what="the stalled listener named", timeout=150)
     text = thread_text(stalled)
     assert "restart the ARC listener of linux.2xlarge" in text

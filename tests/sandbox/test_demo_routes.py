@@ -21,8 +21,11 @@ GPU = "linux.g5.4xlarge.nvidia.gpu"
 def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
     redis_server.flush()
     with ExitStack() as stack:
-        # A fleet minute every 2 s; the GPU surge begins with the 2xlarge one.
-        config = SandboxConfig(speed=30, metrics_interval_s=1, team_burst_at_min=1.0)
+        # A fleet minute every second; the GPU surge begins with the 2xlarge one. A status every
+        # 5 s: the roots list their runner types from the reading a status commits.
+        config = SandboxConfig(
+            speed=60, metrics_interval_s=1, status_interval_s=5, team_burst_at_min=1.0
+        )
         yield start_sandbox(stack, redis_server.url, "qproutes", config)
 
 

@@ -382,7 +382,8 @@ def test_the_demo_in_socket_mode_opens_an_incident_and_takes_a_click(
 ) -> None:
     redis_server.flush()
     with ExitStack() as stack:
-        config = SandboxConfig(speed=30, socket_mode=True)
+        # A fleet minute a second: the alert fires some 8 s in; the story after it is the bot's.
+        config = SandboxConfig(speed=60, socket_mode=True)
         sandbox = start_sandbox(stack, redis_server.url, "qpsocketdemo", config)
         socket = sandbox.emulator.socket
         assert socket is not None and socket.connections() == 1, "connected as it started"

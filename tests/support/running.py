@@ -118,6 +118,10 @@ def served_bot(
         redis_prefix=prefix,
         alert_webhook_token=WEBHOOK_TOKEN,
         slack_post_interval_ms=0,
+        # Its periodic jobs idle (every five minutes): it serves requests for property tests,
+        # and APScheduler's jitter draws from the `random` module, which Hypothesis takes for a
+        # strategy using it (HypothesisDeprecationWarning) when it lands mid-draw.
+        status_tick_seconds=300,
     )
     tracebacks = Tracebacks()
     logging.getLogger().addHandler(tracebacks)

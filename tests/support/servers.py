@@ -153,12 +153,14 @@ class Prometheus(_ReadyServer):
 
     def backfill(self, openmetrics: str) -> None:
         """Past samples written as blocks before `start` (`promtool tsdb create-blocks-from
-        openmetrics`, Prometheus's own backfill): a week of history without waiting a week."""
+        openmetrics`, Prometheus's own backfill): a week of history without waiting a week.
+        In blocks of up to eight days rather than promtool's default two hours: a week is then
+        one or two blocks written and synced, not 85 (seconds instead of most of a minute)."""
         source = self.dir / "backfill.om"
         source.write_text(openmetrics)
         subprocess.run(
             [require_binary("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet",
-             str(source), str(self.dir / "data")],
+             "--max-block-duration=192h", str(source), str(self.dir / "data")],
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip
 

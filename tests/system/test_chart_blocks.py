@@ -7,6 +7,7 @@ dropped when that block is the chart, and kept when it is another."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
@@ -108,11 +109,13 @@ async def test_a_workspace_that_refuses_the_block_gets_the_message_without_it_an
         assert picture.files[0]["name"].endswith(".png")
         statuses = [m for m in thread()[1:] if "Status update" in m.text]
         assert statuses and not any(charts_in(m) for m in statuses)
-        refused = [
-            c for c in slack.emulator.calls("chat.postMessage") if c.error == "invalid_blocks"
-        ]
+        # The first chart may come in a status's post or in a quiet status's edit (it needs two
+        # readings; the first status may go out before them), and a post and an edit drawn
+        # before the refusal may both be in flight: refused, but never twice the same way.
+        refused = Counter(c.method for c in slack.emulator.calls() if c.error == "invalid_blocks")
+        assert refused, "the workspace refused the block"
         # Once refused, every replica knows: no status is refused twice.
-        assert len(refused) == 1
+        assert max(refused.values()) == 1, refused
         assert await running.bot.redis.exists(running.bot.store.keys.chart_blocks_refused)
     # What the bot was told, each time: Slack's refusal pointing at the chart block by its index.
     told = [c for c in slack.emulator.calls() if c.error == "invalid_blocks"]

@@ -57,7 +57,13 @@ def incidents_shown(slack: Slack) -> list[str]:
 
 
 def digests_shown(slack: Slack) -> int:
-    return sum(1 for m in slack.emulator.channel_messages(CHANNEL) if "Alert storm" in m.text)
+    """Storm digests in the channel, each counted once: a digest's continuations ("Alert storm,
+    continued: N more", groups that joined when no edit could add them soon) are its own."""
+    return sum(
+        1
+        for m in slack.emulator.channel_messages(CHANNEL)
+        if "Alert storm" in m.text and "continued" not in m.text
+    )
 
 
 def text_of(message: Any) -> str:

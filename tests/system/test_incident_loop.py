@@ -230,8 +230,11 @@ async def test_grafana_test_button_shows_once_and_is_never_followed_up(
         root = all_text(roots[0])
         assert "TEST" in root and "test notification" in root.lower()
         assert not [b for b in roots[0].blocks if b["type"] == "actions"]
-        incident_id = await running.bot.core.incident_of_message(CHANNEL, roots[0].ts)
-        assert incident_id is not None
+        # Slack shows the post before the sender records its answer: wait for the record.
+        incident_id = await eventually(
+            lambda: running.bot.core.incident_of_message(CHANNEL, roots[0].ts),
+            what="the root's thread recorded",
+        )
         assert await running.bot.store.status_due.due_at(incident_id) is None
         assert await running.bot.core.open_incidents() == [], "/queue ack must not pick a test"
 
