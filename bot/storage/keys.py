@@ -163,13 +163,6 @@ class Keys:
         """The app-wide slot of a method Slack limits per app (`chat.update`, history reads)."""
         return self._("pace", "slot", method)
 
-    @property
-    def update_slot(self) -> str:
-        """The edits' slot, `slot("chat.update")`, named for the key census of
-        tests/system/test_retention.py (0.23 kept it at `pace:update`, which expires within one
-        edit interval of an upgrade)."""
-        return self.slot("chat.update")
-
     def user(self, user_id: str) -> str:
         return self._("user", user_id)
 

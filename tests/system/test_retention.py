@@ -26,7 +26,6 @@ BOOKKEEPING = (
     KEYS.user(""),
     KEYS.hold(""),
     KEYS.slot(""),
-    KEYS.update_slot,
     KEYS.bucket(CHANNEL),
 )
 # An incident's own keys (its Slack message's, in the one channel these tests use).
