@@ -55,7 +55,7 @@ from tests.support.slack import (
     slash,
 )
 
-PREVIOUS_RELEASE = "b7aed3e"  # 0.22.0
+PREVIOUS_RELEASE = "d8edb50"  # 0.23.0
 PREVIOUS = "0.22.0"
 FIRING = "grafana/queue-alert-firing.json"
 RESOLVED = "grafana/queue-alert-resolved.json"
