@@ -38,7 +38,7 @@ and the size that would have prevented them
 *`/queue postmortem [ID]`* — a Markdown write-up of the incident, shared in its thread as a \
 file: summary, impact, timeline, diagnosis, the queue over time, questions for the team
 Without an ID, a command acts on the one open incident; when several are open it asks which. \
-`postmortem` without an ID, when none is open, writes up the most recent one (resolved)."""
+`postmortem` without an ID, when none is open, writes up the one that resolved last."""
 
 # An ephemeral answer is one section-sized text: the overview stops before it, saying how many
 # it left out, whatever the number of open incidents.
@@ -225,7 +225,7 @@ async def run_command(
 
 async def _to_write_up(core: ActionCore, channel: str, command: Command) -> str | Outcome:
     """The incident `/queue postmortem` writes up when none is named: the one open here, as for
-    every command; with none open here, the most recent one here, resolved: a postmortem is
+    every command; with none open here, the one here that resolved last: a postmortem is
     mostly asked for just after the summary. Several open: ask which, as every command does."""
     scope = _scope(core, channel)
     here, elsewhere = _in(await core.open_incidents(MAX_SCAN), scope)
@@ -235,7 +235,8 @@ async def _to_write_up(core: ActionCore, channel: str, command: Command) -> str 
         return _which(command, here[:MAX_LINES], len(here), channel)
     recent, _ = _in(await core.recent(MAX_LINES), scope)
     if recent:
-        return recent[0].id
+        # The one that resolved last: the index is by last change, and writing one up is one.
+        return max(recent, key=lambda i: i.resolved_at or i.started_at).id
     if elsewhere:
         return _which(command, elsewhere[:MAX_LINES], len(elsewhere), channel)
     return Outcome(False, "No incident to write up yet. `/queue incidents` lists recent ones.")

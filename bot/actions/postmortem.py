@@ -21,7 +21,7 @@ from bot.fleet.jobs import JobsWatch
 from bot.render.postmortem import render_postmortem
 from bot.storage.incident_store import Commit, postmortem_reply
 
-ANSWER = "The postmortem is in the thread."
+ANSWER = "The postmortem is on its way to the thread."
 NO_JOBS_SOURCE = "no jobs source is configured (JOBS_BACKEND=github or hud lists them)"
 
 

@@ -14,11 +14,11 @@ composes them in order (`Pipeline`), after the two steps every post begins with:
    the new mark, whose time would move the window it reads;
 6. `Prepare`: draw it (a root as it is now, a chart's picture): a failure here leaves no mark;
 7. `Mark`: mark it in flight, only while this sender still holds the channel's lease;
-8. `Send`: call Slack, spending the slot, and record the result. How a failure is taken is
-   decided here and only here: a 429 or a refused connection clears the mark (nothing was
-   posted); an uncertain failure keeps it, for the next attempt's lookup; both are raised for the
-   sender's backoff, so an outage delays the channel and never drops an update; a permanent
-   refusal drops that one item, with a record.
+8. `Send`: call Slack, spending the slot, and record the result. How Slack's answer to the
+   call is taken is decided here and only here: a 429 or a refused connection clears the mark
+   (nothing was posted); an uncertain failure keeps it, for the next attempt's lookup; both are
+   raised for the sender's backoff, so an outage delays the channel and never drops an update;
+   a permanent refusal drops that one item, with a record.
 
 `Strikes` keeps a bug or unreadable state from stopping the channel: an item that fails three
 times in a row is dropped like one Slack refused.

@@ -44,7 +44,7 @@ _SPECIAL = re.compile(r"([\\`*_\[\]<>|~$@#&])")
 _AUTOLINK = re.compile(r"(?i)(:(?=//)|(?<=www)\.)")
 # What starts a block at the head of a line: a list, a setext underline, a numbered item.
 _LEADING_MARK = re.compile(r"^[-+=]")
-_LEADING_NUMBER = re.compile(r"^([0-9]+)\.")
+_LEADING_NUMBER = re.compile(r"^([0-9]+)([.)])")
 # Line breaks of every kind and control characters would end a table row or a paragraph.
 _BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*))?$", re.DOTALL)
@@ -58,7 +58,7 @@ def md_escape(text: str, limit: int = MAX_TEXT) -> str:
         flat = flat[: limit - 1].rstrip() + "…"
     escaped = _AUTOLINK.sub(r"\\\1", _SPECIAL.sub(r"\\\1", flat))
     escaped = _LEADING_MARK.sub(r"\\\g<0>", escaped)
-    return _LEADING_NUMBER.sub(r"\1\\.", escaped)
+    return _LEADING_NUMBER.sub(r"\1\\\2", escaped)
 
 
 def utc(moment: datetime) -> str:

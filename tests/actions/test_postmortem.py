@@ -5,13 +5,15 @@ as the Slack emulator shows it in the incident's thread."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from redis.asyncio import Redis
 
 from bot.actions.commands import HELP, Command, parse_command, run_command
 from bot.actions.flow import Actor
-from bot.storage.incident_store import IncidentStore
+from bot.domain.incidents import resolve_manually
+from bot.storage.incident_store import Commit, IncidentStore
 from tests.support.cores import action_core
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, open_incident
@@ -24,9 +26,10 @@ from tests.support.slack import (
     post_event,
     slash,
 )
+from tests.support.store import opened
 
 RESOLVED = "grafana/queue-alert-resolved.json"
-ANSWER = "The postmortem is in the thread."
+ANSWER = "The postmortem is on its way to the thread."
 
 
 def files_in_thread(slack: Slack, ts: str) -> list[tuple[str, str]]:
@@ -37,6 +40,10 @@ def files_in_thread(slack: Slack, ts: str) -> list[tuple[str, str]]:
             data = slack.emulator.file_bytes(file["id"]) or b""
             shared.append((str(file["name"]), data.decode()))
     return shared
+
+
+async def queue_sent(running: RunningBot) -> bool:
+    return await running.bot.redis.zcard(running.bot.queue.keys.posts(CHANNEL)) == 0
 
 
 def summary_of(slack: Slack, ts: str) -> Any:
@@ -80,6 +87,11 @@ async def test_the_summarys_button_shares_the_write_up_in_the_thread_once(
     # Slack delivering the same click again (a retry) shares nothing more.
     await post_event(running_bot.http, click)
     await eventually(lambda: ephemeral_texts(slack).count(ANSWER) == 2, what="the same answer")
+    # What a second write-up would have left by now: its event, before the answer, and its file
+    # once the channel's queue is sent.
+    events = await running_bot.bot.store.events("1")
+    assert [e.kind for e in events].count("postmortem") == 1, [e.kind for e in events]
+    await eventually(lambda: queue_sent(running_bot), what="the channel's queue sent")
     assert len(files_in_thread(slack, root.ts)) == 1
 
 
@@ -122,3 +134,23 @@ def test_the_command_is_parsed_and_in_the_help() -> None:
     assert parse_command("postmortem #7") == Command("postmortem", incident_ref="7")
     assert parse_command("POSTMORTEM 12") == Command("postmortem", incident_ref="12")
     assert "*`/queue postmortem [ID]`*" in HELP
+
+
+async def test_without_an_id_the_incident_that_resolved_last_is_written_up(redis: Redis) -> None:
+    """Not the one changed last: writing incident 1 up again must not make it the default."""
+    store = IncidentStore(redis, "qp")
+    core = action_core(redis, store)
+    # Within the retention of the incidents' index, which is by the time of the last change.
+    start = datetime.now(UTC) - timedelta(hours=3)
+    for incident_id, hours in (("1", 1), ("2", 2)):
+        new = await opened(store, incident_id, opened_at=start)
+        done = resolve_manually(new, by="U1", name="al", now=start + timedelta(hours=hours))
+        assert await store.commit(Commit(done, version=1))
+    assert (await core.postmortem(Actor("U1", "al"), "1")).ok  # incident 1 changed last now
+
+    assert (await run_command(core, Actor("U1", "al"), "postmortem")).ok
+    written = {
+        incident_id: [e.kind for e in await store.events(incident_id)].count("postmortem")
+        for incident_id in ("1", "2")
+    }
+    assert written == {"1": 1, "2": 1}

@@ -458,6 +458,7 @@ ESCAPES = [
     ("# heading", "\\# heading"),
     ("- item", "\\- item"),
     ("1. item", "1\\. item"),
+    ("1) item", "1\\) item"),
     ("line\nbreak\r\n\u2028end", "line break end"),
     ("back\\slash", "back\\\\slash"),
     ("P&L &amp;", "P\\&L \\&amp;"),
