@@ -18,6 +18,7 @@ import re
 import secrets
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -58,7 +59,7 @@ def run_demo() -> int:
     configure_output()
     stack, code = ExitStack(), 0
     try:
-        with signals(interrupt, signal.SIGTERM):
+        with signals(interrupt, signal.SIGINT, signal.SIGTERM):
             http, emulator = _start(stack)
             root_ts = _replay(http, emulator)
             say("\n" + render_thread(emulator.thread(CHANNEL, root_ts), channel=CHANNEL) + "\n")
@@ -128,9 +129,22 @@ def configure_output() -> None:
         sys.stdout.reconfigure(errors="replace")
 
 
+# Set by `interrupt`: the demo's loops stop on it even when the KeyboardInterrupt raised with it
+# was lost (Python runs a signal's handler wherever the main thread is, a finalizer included, and
+# an exception raised in a finalizer is only printed: the demo then went on narrating).
+STOPPING = threading.Event()
+
+
 def interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM stops the demo the way Ctrl-C does."""
+    """Ctrl-C and SIGTERM stop the demo alike."""
+    STOPPING.set()
     raise KeyboardInterrupt
+
+
+def check_stopping() -> None:
+    """For the demo's loops: stop once asked to, whatever became of the interrupt."""
+    if STOPPING.is_set():
+        raise KeyboardInterrupt
 
 
 @contextmanager

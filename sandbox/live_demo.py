@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from bot.checks.run import render
 from sandbox.demo import (
     DemoError,
+    check_stopping,
     configure_output,
     demo_redis,
     interrupt,
@@ -55,7 +56,7 @@ def run_live_demo(
     configure_output()
     stack, code = ExitStack(), 0
     try:
-        with signals(interrupt, signal.SIGTERM):
+        with signals(interrupt, signal.SIGINT, signal.SIGTERM):
             sandbox = _start(stack, speed, socket_mode, stall_listener)
             _narrate(sandbox, until_resolved=until_resolved)
     except (DemoError, SandboxError) as exc:
@@ -115,6 +116,7 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
     states: dict[str, str] = {}
     while True:
         time.sleep(0.5)
+        check_stopping()
         for rule in sandbox.fleet.rules:
             name = rule.labels["alertname"]
             if states.get(name) != rule.state:
