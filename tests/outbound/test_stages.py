@@ -362,17 +362,15 @@ async def test_a_permanent_refusal_drops_that_one_reply_with_a_record() -> None:
     assert r.telemetry.slack_undeliverable.labels("msg_too_long")._value.get() == 1
 
 
+def invalid_blocks(detail: str) -> SlackError:
+    """Slack's refusal of a message for one of its blocks, naming it in `detail`."""
+    return SlackError("chat.postMessage", "invalid_blocks", retryable=False, details=(detail,))
+
+
 async def test_a_chart_block_refused_sends_the_reply_again_without_dropping_it() -> None:
     r = rig("replies:inc-1")
     r.reader.outgoing["replies:inc-1"] = reply(chart=True)
-    r.slack.answers = [
-        SlackError(
-            "chat.postMessage",
-            "invalid_blocks",
-            retryable=False,
-            details=("[ERROR] unsupported type [json-pointer:/blocks/1/type]",),
-        )
-    ]
+    r.slack.answers = [invalid_blocks("[ERROR] unsupported type [json-pointer:/blocks/1/type]")]
     await r.pipeline.next()
     assert r.charts.refusals == ["invalid_blocks"]
     assert r.queue.undeliverable_items == []
@@ -383,14 +381,7 @@ async def test_a_chart_block_refused_sends_the_reply_again_without_dropping_it()
 async def test_another_block_refused_is_no_charts_refusal() -> None:
     r = rig("replies:inc-1")
     r.reader.outgoing["replies:inc-1"] = reply(chart=True)
-    r.slack.answers = [
-        SlackError(
-            "chat.postMessage",
-            "invalid_blocks",
-            retryable=False,
-            details=("[ERROR] too long [json-pointer:/blocks/0/text]",),
-        )
-    ]
+    r.slack.answers = [invalid_blocks("[ERROR] too long [json-pointer:/blocks/0/text]")]
     await r.pipeline.next()
     assert r.charts.refusals == []
     assert r.queue.undeliverable_items == [("inc-1", "event:1:7", "invalid_blocks")]
