@@ -52,6 +52,7 @@ from bot.domain.early_warning import Thresholds
 from bot.domain.incident_fleet import DrainConfig
 from bot.domain.routes import MAX_ROUTES, Routing
 from bot.factory import (
+    build_issues,
     build_jobs_source,
     build_metrics,
     build_scaler,
@@ -68,6 +69,7 @@ from bot.outbound.membership import check_channels
 from bot.outbound.sender import Outbound, SenderConfig
 from bot.outbound.senders import Senders
 from bot.outbound.storm import StormConfig
+from bot.status.alert_issue import AlertIssues, IssueConfig
 from bot.status.early_warning import EarlyWarnings, WarningConfig
 from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.chart_delivery import ChartDelivery
@@ -75,6 +77,7 @@ from bot.storage.connection import build_redis
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
 from bot.storage.interactions import Interactions
+from bot.storage.issue_links import IssueLinks
 from bot.storage.job_arrivals import JobArrivals
 from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
@@ -117,6 +120,7 @@ class Bot:
     lease_redis: Redis | None = None
     early_warnings: EarlyWarnings | None = None
     bell_redis: Redis | None = None
+    alert_issues: AlertIssues | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -129,7 +133,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     telemetry = Telemetry()
     retention_s = settings.incident_retention_days * 86_400
     stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
-    store = IncidentStore(redis, prefix, retention_s=retention_s)
+    issues = build_issues(settings)
+    store = IncidentStore(redis, prefix, retention_s=retention_s, issues=issues is not None)
     # Each channel's sender blocks on up to three doorbells while idle: on connections of a
     # client of their own (made as needed; its bound only stops a runaway), so with many team
     # channels the main pool's connections stay free for commands (tests/system/
@@ -147,11 +152,12 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         timeout_s=settings.slack_timeout_seconds,
     )
     client = build_client(slack_config)
+    pacing = Pacing(redis, store.keys)
     gateway = SlackGateway(
         client,
         config=slack_config,
         telemetry=telemetry,
-        pacing=Pacing(redis, store.keys),
+        pacing=pacing,
         user_names=UserNames(redis, store.keys),
     )
     intake = Intake(stream, store, telemetry, config=_intake_config(settings), clock=clock)
@@ -226,6 +232,18 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             clock=clock,
             permalink=gateway.permalink,
         )
+    alert_issues = None
+    if issues is not None:
+        alert_issues = AlertIssues(
+            store,
+            IssueLinks(redis, store.keys, retention_s=retention_s),
+            issues,
+            pacing,
+            config=IssueConfig(repo=issues.repo, open=settings.github_issues_open),
+            permalink=gateway.permalink,
+            postmortem=core.postmortem_markdown,
+            clock=clock,
+        )
     # The channels' leases are renewed over connections of their own: a crowd that keeps every
     # connection of the main pool busy (`bot.storage.connection`) must not cost a channel its
     # sender (tests/storage/test_redis_conn). Not a speed-up: on the main client the intake
@@ -287,6 +305,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         lease_redis=lease_redis,
         early_warnings=early_warnings,
         bell_redis=bells,
+        alert_issues=alert_issues,
     )
 
 
@@ -560,6 +579,8 @@ def _ticks(bot: Bot) -> dict[str, periodic.Tick]:
         ticks["scale-reverts"] = bot.scale_reverts.tick
     if bot.early_warnings is not None:
         ticks["early-warning"] = bot.early_warnings.tick
+    if bot.alert_issues is not None:
+        ticks["alert-issue"] = bot.alert_issues.tick
     # A reading every interval where the readings are the report's history and nothing else
     # reads on a schedule (the early warning does): a week read only during incidents is not
     # the week.

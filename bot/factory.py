@@ -14,6 +14,8 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from bot.backends.errors import BackendError
+from bot.backends.github_api import ApiConfig, GithubApi
+from bot.backends.issues import GithubIssues
 from bot.backends.kube import KubeAccess, from_kubeconfig, in_cluster
 from bot.backends.metrics import QueuedJobs, QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
@@ -160,6 +162,22 @@ def build_jobs_source(settings: Settings, metrics: QueueMetrics) -> QueuedJobs |
     if backend is JobsBackend.HUD:
         return metrics if isinstance(metrics, HudMetrics) else _hud(settings)
     return metrics if isinstance(metrics, QueuedJobs) else None
+
+
+def build_issues(settings: Settings) -> GithubIssues | None:
+    """The repository of the alert's GitHub issue (`GITHUB_ISSUES_REPO`), or None."""
+    if not settings.github_issues_repo or not settings.github_token:
+        return None
+    api = GithubApi(
+        ApiConfig(
+            token=settings.github_token.get_secret_value(),
+            api_url=settings.github_api_url,
+            timeout_s=settings.backend_timeout_seconds,
+            # GitHub asks for one call at a time from one client (secondary limits).
+            concurrency=1,
+        )
+    )
+    return GithubIssues(api, settings.github_issues_repo)
 
 
 def _github(settings: Settings) -> GithubMetrics:

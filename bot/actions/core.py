@@ -108,6 +108,12 @@ class ActionCore:
         """The incident's write-up as a Markdown file in its thread (resolved or still open)."""
         return await self._postmortems.postmortem(actor, ref, interaction=interaction)
 
+    async def postmortem_markdown(
+        self, incident: Incident, timeline: list[Event], now: datetime
+    ) -> str:
+        """The write-up as `postmortem` shares it, for the alert's GitHub issue."""
+        return await self._postmortems.markdown(incident, timeline, now)
+
     # -- acknowledge and resolve -----------------------------------------------------------
 
     async def acknowledge(

@@ -37,6 +37,11 @@ class Postmortems:
             "postmortem", actor, interaction, lambda: self._draft(actor, ref)
         )
 
+    async def markdown(self, incident: Incident, timeline: list[Event], now: datetime) -> str:
+        """The write-up as the thread's file says it, for the alert's GitHub issue."""
+        jobs, note = await self._jobs_view(now)
+        return render_postmortem(incident, timeline, now=now, jobs=jobs, jobs_note=note)
+
     async def _draft(self, actor: Actor, ref: str) -> Outcome:
         if (await self._acting.load(ref)).incident is None:
             return refused(UNKNOWN)

@@ -20,13 +20,22 @@ class BackendError(Exception):
 
     `retryable` says whether the same call may succeed later (a timeout, a 5xx, a 429) or will
     fail the same way again (bad credentials, an unknown target, a refused request). `status` is
-    the HTTP status when the backend answered one.
+    the HTTP status when the backend answered one. `retry_after_s`: how long the backend asked
+    us to wait before the next call (a rate limit), when it said.
     """
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+        self.retry_after_s = retry_after_s
 
 
 def deadline_of(timeout_s: float) -> float:

@@ -15,7 +15,8 @@ from collections.abc import Awaitable
 from datetime import UTC, datetime
 
 from bot.backends.errors import BackendError
-from bot.backends.metrics.github import GithubApi, GithubMetrics
+from bot.backends.github_api import GithubApi
+from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, fail, ok, warn
 from bot.config import MetricsBackend, Settings

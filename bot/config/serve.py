@@ -24,7 +24,16 @@ def serve_problems(settings: Settings) -> list[str]:
     problems += _silences(settings)
     problems += _scaler(settings)
     problems += _metrics(settings)
+    problems += _issues(settings)
     return problems
+
+
+def _issues(s: Settings) -> list[str]:
+    if s.github_issues_repo and not s.github_token:
+        return ["GITHUB_ISSUES_REPO needs GITHUB_TOKEN (a token with Issues: read and write)"]
+    if s.github_issues_open and not s.github_issues_repo:
+        return ["GITHUB_ISSUES_OPEN=true needs GITHUB_ISSUES_REPO (owner/name)"]
+    return []
 
 
 def serve_warnings(s: Settings) -> list[str]:

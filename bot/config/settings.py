@@ -62,8 +62,11 @@ SILENCES = "Silences"
 SCALING = "Scaling"
 METRICS = "Live queue metrics"
 FORECASTS = "Early warning and the capacity report"
+ISSUES = "The alert's GitHub issue"
 SERVER = "Server"
-GROUPS = (SLACK, REDIS, WEBHOOKS, SERVER, INCIDENTS, SILENCES, SCALING, METRICS, FORECASTS)
+GROUPS = (
+    SLACK, REDIS, WEBHOOKS, SERVER, INCIDENTS, SILENCES, SCALING, METRICS, FORECASTS, ISSUES
+)  # fmt: skip
 
 
 def setting(
@@ -639,11 +642,15 @@ class Settings(BaseSettings):
         pattern=r"^[0-9]+[smhd]$",
     )
     github_token: SecretStr | None = setting(
-        None, "github: a token that can read the runners and the queued jobs.", group=METRICS
+        None,
+        "A GitHub token: github reads the runners and the queued jobs with it (Actions and "
+        "Administration: read); GITHUB_ISSUES_REPO writes the alert's issue with it (Issues: "
+        "read and write).",
+        group=METRICS,
     )
     github_api_url: HttpUrl = setting(
         "https://api.github.com",
-        "GitHub's REST base URL (GitHub Enterprise: its own).",
+        "GitHub's REST base URL (GitHub Enterprise: https://HOST/api/v3).",
         group=METRICS,
     )
     github_org: str = setting("", "github: the organization whose runners count.", group=METRICS)
@@ -651,6 +658,22 @@ class Settings(BaseSettings):
         (),
         "github: owner/name, comma-separated: the repositories whose queued jobs count.",
         group=METRICS,
+    )
+    github_issues_repo: str = setting(
+        "",
+        "owner/name where the alert's GitHub issue lives: an open issue that a pipeline such "
+        "as pytorch/alerting-infra opened for the alert is found and linked both ways (the root "
+        "links it; it gets the thread's link and a comment at each step that matters). Empty: "
+        "no issue. Needs GITHUB_TOKEN.",
+        group=ISSUES,
+        pattern=r"^([^/\s]+/[^/\s]+)?$",
+    )
+    github_issues_open: bool = setting(
+        False,
+        "Open an issue per incident when none is found (labels area:alerting, Pri:<priority>, "
+        "Team:<team>, Source:<source>, as alerting-infra's); closed when the incident resolves, "
+        "reopened if it fires again within REOPEN_WINDOW_SECONDS.",
+        group=ISSUES,
     )
     hud_url: OptionalHttpUrl = setting(None, "hud: a PyTorch-style HUD's base URL.", group=METRICS)
     hud_token: SecretStr | None = setting(

@@ -117,6 +117,7 @@ class Links(BaseModel):
     silence: str = ""
     dashboard: str = ""
     panel: str = ""
+    issue: str = ""  # the alert's GitHub issue, once linked (`bot.status.alert_issue`)
 
 
 class ActiveSilence(BaseModel):
@@ -594,6 +595,7 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
                 silence=facts.silence_url,
                 dashboard=facts.dashboard_url,
                 panel=facts.panel_url,
+                issue=incident.links.issue,  # ours, not the alert's: kept
             ),
             "numbers": facts.numbers,
             **peaks_seen(incident, facts.numbers, facts.runner_types),

@@ -77,8 +77,8 @@ def render_postmortem(
     source's view, read at `jobs.at`; without one, `jobs_note` says why in one line."""
     sections = [
         _heading(incident, now),
-        _summary(incident, events, now),
-        _impact(incident, jobs, jobs_note),
+        summary_section(incident, events, now),
+        impact_section(incident, jobs, jobs_note),
         _timeline(incident, events),
         _diagnosis(incident, events),
         _queue_over_time(incident),
@@ -107,7 +107,7 @@ def _heading(incident: Incident, now: datetime) -> str:
     )
 
 
-def _summary(incident: Incident, events: Sequence[Event], now: datetime) -> str:
+def summary_section(incident: Incident, events: Sequence[Event], now: datetime) -> str:
     ended = incident.resolved_at
     rows = [
         ("Alert", md_escape(incident.title)),
@@ -118,10 +118,10 @@ def _summary(incident: Incident, events: Sequence[Event], now: datetime) -> str:
         ("Duration", duration((ended or now) - incident.started_at) + ("" if ended else " so far")),
     ]
     if incident.acknowledged_by:
-        rows.append(("Acknowledged by", _who(incident.acknowledged_by, incident.acknowledged_name)))
+        rows.append(("Acknowledged by", who(incident.acknowledged_by, incident.acknowledged_name)))
     actions = [event for event in events if event.actor]
     if actions:
-        people = list(dict.fromkeys(_who(e.actor, e.actor_name) for e in actions))
+        people = list(dict.fromkeys(who(e.actor, e.actor_name) for e in actions))
         rows.append(("Actions taken", f"{len(actions)}, by {', '.join(people)}"))
     rows.append(("Notifications", str(incident.notifications)))
     if incident.reopened:
@@ -134,7 +134,7 @@ def _summary(incident: Incident, events: Sequence[Event], now: datetime) -> str:
 def _how_ended(incident: Incident) -> str:
     """The summary's words for how it ended, without a Slack mention or mrkdwn."""
     if incident.resolution is Resolution.MANUAL and incident.resolved_by:
-        return f"(resolved by {_who(incident.resolved_by, incident.resolved_by_name)})"
+        return f"(resolved by {who(incident.resolved_by, incident.resolved_by_name)})"
     said = {
         Resolution.ALERT: "(alert cleared)",
         Resolution.DRAINED: "(queue drained)",
@@ -151,12 +151,13 @@ def _links(incident: Incident) -> str:
         ("Alert", incident.links.alert),
         ("Dashboard", incident.links.dashboard),
         ("Panel", incident.links.panel),
+        ("GitHub issue", incident.links.issue),
     ]
-    lines = [f"- {label}: <{url.strip()}>" for label, url in named if _safe_url(url)]
+    lines = [f"- {label}: <{url.strip()}>" for label, url in named if safe_url(url)]
     return "Links:\n\n" + "\n".join(lines) if lines else ""
 
 
-def _safe_url(url: str) -> bool:
+def safe_url(url: str) -> bool:
     url = url.strip()
     return is_linkable(url) and not re.search(r"[\s<>`\\]", url)
 
@@ -164,7 +165,7 @@ def _safe_url(url: str) -> bool:
 # --- impact --------------------------------------------------------------------------------------
 
 
-def _impact(incident: Incident, jobs: JobsView | None, jobs_note: str) -> str:
+def impact_section(incident: Incident, jobs: JobsView | None, jobs_note: str) -> str:
     peak = incident.peak
     lines = []
     if peak.max_queue_time_mins is not None:
@@ -293,8 +294,8 @@ def _timeline_rows(events: Sequence[Event]) -> list[tuple[str, str, str]]:
 
 
 def _event_row(event: Event) -> tuple[str, str, str]:
-    who = _who(event.actor, event.actor_name) if event.actor else ""
-    return (_clock(event.at), md_escape(event.text), who)
+    by = who(event.actor, event.actor_name) if event.actor else ""
+    return (_clock(event.at), md_escape(event.text), by)
 
 
 def _clock(moment: datetime) -> str:
@@ -330,7 +331,7 @@ def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
             parts.append("  \n".join(lines))
     if runs:
         said = [
-            f"- {_clock(e.at)} UTC, by {_who(e.actor, e.actor_name)}: {md_escape(e.text)}"
+            f"- {_clock(e.at)} UTC, by {who(e.actor, e.actor_name)}: {md_escape(e.text)}"
             for e in runs
         ]
         parts.append(
@@ -424,7 +425,7 @@ def _name(runner_type: str) -> str:
     return md_escape(runner_type, 80)
 
 
-def _who(user_id: str | None, name: str = "") -> str:
+def who(user_id: str | None, name: str = "") -> str:
     """Someone by their name, else their user ID, as plain text: a file pings nobody."""
     return md_escape(name.strip() or user_id or "someone", 80)
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from bot.domain.alert_issue import issue_number
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.forecast import DRAIN_TARGET_MINS
@@ -385,6 +386,7 @@ def _links(incident: Incident) -> list[str]:
         (links.silence, silence),
         (links.dashboard, "📈 Dashboard"),
         (links.panel, "📊 Panel"),
+        (links.issue, _issue_label(links.issue)),
     ]
     shown = []
     for url, label in labelled:
@@ -395,6 +397,11 @@ def _links(incident: Incident) -> list[str]:
         else:
             shown.append(f"{escape(label)}: {truncate(escape(url.strip()), 300)}")
     return shown
+
+
+def _issue_label(url: str) -> str:
+    number = issue_number(url)
+    return f"🐙 GitHub issue #{number}" if number is not None else "🐙 GitHub issue"
 
 
 def _actions(incident: Incident) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from bot.domain.alert_issue import tells_issue
 from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
@@ -166,8 +167,12 @@ class IncidentStore:
         *,
         retention_s: int = 30 * 86_400,
         test_retention_s: int = TEST_RETENTION_S,
+        issues: bool = False,
     ) -> None:
+        """`issues`: the alert's GitHub issue is kept (`GITHUB_ISSUES_REPO`), so a change worth
+        telling it marks the incident in `issue_due`."""
         self._redis = redis
+        self.issues = issues
         self.keys = Keys(prefix)
         self.retention_s = retention_s
         self._test_retention_s = min(test_retention_s, retention_s)
@@ -175,6 +180,7 @@ class IncidentStore:
         # look at a silence made from Slack again.
         self.status_due = DueSet(redis, self.keys.status_due)
         self.silence_watch = DueSet(redis, self.keys.silence_watch, keep_s=retention_s)
+        self.issue_due = DueSet(redis, self.keys.issue_due)
         self._commit = script(redis, "commit")
         self._load_group = script(redis, "load_group")
 
@@ -297,6 +303,7 @@ class IncidentStore:
             k.edits_bell(channel),
             message_key,
             k.incident_seq,
+            k.issue_due,
         ]
         return keys, [orjson.dumps(self._spec(change, now))]
 
@@ -330,6 +337,8 @@ class IncidentStore:
                 updated=incident.updated_at.timestamp(),
                 horizon=incident.updated_at.timestamp() - self.retention_s,
                 events=[event.model_dump_json() for event in change.events],
+                # The alert's GitHub issue hears of this change (`bot.status.alert_issue`).
+                issue_due=self.issues and not incident.is_test and tells_issue(change.events),
                 replies=[_reply_spec(reply) for reply in change.replies],
             )
         if change.group is not None:

@@ -186,6 +186,16 @@ class Keys:
         """What one scale-up changed (before, after, resource version), until it is put back."""
         return self._("scale-revert", record_id)
 
+    # -- the alert's GitHub issue --------------------------------------------------------------
+    @property
+    def issue_due(self) -> str:
+        """Incidents whose GitHub issue has something to hear (the commit script marks them)."""
+        return self._("issue-due")
+
+    def issue_link(self, incident_id: str) -> str:
+        """The incident's issue as linked, and what it was told (`IssueLink`)."""
+        return self._("issue", incident_id)
+
     # -- live queue metrics (one reading shared by every incident and replica) ------------
     @property
     def fleet_reading(self) -> str:

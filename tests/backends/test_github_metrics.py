@@ -16,14 +16,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bot.backends.errors import BackendError
-from bot.backends.metrics.github import (
-    GithubApi,
-    GithubConfig,
-    GithubMetrics,
-    fleet_of,
-    next_link,
-    queued_jobs_of,
-)
+from bot.backends.github_api import GithubApi, next_link
+from bot.backends.metrics.github import GithubConfig, GithubMetrics, fleet_of, queued_jobs_of
 from bot.domain.jobs import Trigger
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.github_api import FakeGithub
@@ -173,7 +167,7 @@ class Clock:
 
 def backend_at(server: RunningServer, clock: Clock) -> GithubMetrics:
     config = config_of(server)
-    return GithubMetrics(config, GithubApi(config, clock=clock))
+    return GithubMetrics(config, GithubApi(config.api, clock=clock))
 
 
 async def held_for(metrics: GithubMetrics, clock: Clock, expected_s: float) -> None:

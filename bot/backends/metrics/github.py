@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import httpx
-
 from bot.backends.errors import BackendError
-from bot.backends.http import error_of, request
-from bot.backoff import Backoff
+from bot.backends.github_api import ApiConfig, GithubApi, Listing
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import FinishedJob, JobsListing, QueuedJob, trigger_of
 
@@ -39,12 +36,6 @@ GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
 )
 QUEUED_STATUSES = frozenset({"queued"})
-# A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
-# longer while it continues. The cap keeps the readings from stopping for more than a quarter
-# of an hour at a time: each wait ends in one call, not a burst.
-SECONDARY_FIRST_S = 60.0
-SECONDARY_MAX_S = 900.0
-API_VERSION = "2022-11-28"
 
 
 @dataclass(frozen=True)
@@ -59,14 +50,9 @@ class GithubConfig:
     # A jobs listing this recent serves `queued_jobs` without a call: the reading just made it.
     reuse_s: float = 30.0
 
-
-@dataclass(frozen=True)
-class Listing:
-    """A listing's items, and whether they are all of it: `max_pages`, or GitHub's own cap of
-    1,000 results for a run listing filtered by status, can cut it short."""
-
-    items: list[Any]
-    complete: bool
+    @property
+    def api(self) -> ApiConfig:
+        return ApiConfig(self.token, self.api_url, self.timeout_s, self.concurrency)
 
 
 @dataclass(frozen=True)
@@ -77,161 +63,6 @@ class RunsAndJobs:
     jobs: Listing
 
 
-@dataclass
-class _Cached:
-    etag: str
-    body: Any
-    next_url: str | None
-
-
-class GithubApi:
-    """GET with ETags, `link` pagination and the rate limits; one instance per backend."""
-
-    def __init__(
-        self,
-        config: GithubConfig,
-        client: httpx.AsyncClient | None = None,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._config = config
-        self._client = client or httpx.AsyncClient(
-            base_url=config.api_url.rstrip("/"),
-            timeout=config.timeout_s,
-            headers={
-                "Authorization": f"Bearer {config.token}",
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": API_VERSION,
-            },
-        )
-        self._cache: dict[str, _Cached] = {}
-        self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
-        self._blocked_until = 0.0
-        # When the last rate limit was met: an answer to a call sent before it tells nothing new.
-        self._limited_at = float("-inf")
-        self._secondary = Backoff(SECONDARY_MAX_S, first=SECONDARY_FIRST_S)
-        self._slots = asyncio.Semaphore(config.concurrency)
-        self.calls = 0  # requests sent, for the tests and the logs
-        self.not_modified = 0
-
-    async def pages(self, url: str, key: str) -> Listing:
-        """The `key` list of every page, following `rel="next"`, and whether that was all."""
-        items: list[Any] = []
-        next_url: str | None = url
-        total: Any = None
-        for _ in range(self._config.max_pages):
-            if next_url is None:
-                break
-            body, next_url = await self.get(next_url)
-            if isinstance(body, dict) and isinstance(body.get(key), list):
-                items.extend(body[key])
-                total = body.get("total_count")
-            else:
-                raise BackendError("GitHub answered with an unexpected shape", retryable=True)
-        # `total_count` counts every page: fewer items means the listing stopped short (the
-        # 1,000-result cap ends the `link` chain without saying so).
-        short = isinstance(total, int) and not isinstance(total, bool) and len(items) < total
-        return Listing(items, next_url is None and not short)
-
-    async def get(self, url: str) -> tuple[Any, str | None]:
-        """One page: its JSON and the next page's URL."""
-        cached = self._cache.get(url)
-        headers = {"If-None-Match": cached.etag} if cached else {}
-        async with self._slots:
-            # Checked in the slot: a call waiting for one sees a limit hit meanwhile.
-            sent = self._clock()
-            wait = self._blocked_until - sent
-            if wait > 0:
-                raise BackendError(
-                    f"GitHub's rate limit: no calls for another {wait:.0f} s", retryable=True
-                )
-            self.calls += 1
-            response = await request(
-                self._client, "GitHub", "GET", url, headers=headers, expect=(200, 304, 403, 429)
-            )
-        after_limit = sent > self._limited_at
-        if response.status_code in (403, 429):
-            raise self._limited(response, after_limit=after_limit)
-        if after_limit:
-            self._secondary.reset()  # answered since the last limit: the next waits a minute
-        if response.status_code == 304 and cached is not None:
-            self.not_modified += 1
-            return cached.body, cached.next_url
-        try:
-            body = response.json()
-        except ValueError:
-            raise BackendError(
-                "GitHub answered with something that is not JSON", retryable=True
-            ) from None
-        next_url = next_link(response.headers.get("link", ""))
-        etag = response.headers.get("etag")
-        if etag:
-            self._cache[url] = _Cached(etag, body, next_url)
-        return body, next_url
-
-    def _limited(self, response: httpx.Response, *, after_limit: bool) -> BackendError:
-        """A 403/429: a rate limit (no calls until GitHub allows them) or a refusal.
-
-        As GitHub's "Exceeding the rate limit" asks: `retry-after` seconds when it is given;
-        else, with `x-ratelimit-remaining: 0`, until `x-ratelimit-reset`; else (a secondary
-        limit naming no time) a minute, doubling while secondary limits continue, back to a
-        minute once a call is answered. The call is not retried here: the error goes to the
-        caller at once, and the next reading is the next try.
-
-        Concurrent calls meet one limit together: an answer to a call sent before the last
-        limit was met (`after_limit` false) is that limit, and grows no wait.
-        """
-        headers = response.headers
-        now = self._clock()
-        retry_after = _float(headers.get("retry-after"))
-        reset = _float(headers.get("x-ratelimit-reset"))
-        exhausted = headers.get("x-ratelimit-remaining") == "0"
-        says_secondary = "secondary rate limit" in response.text.lower()
-        if not (
-            says_secondary or exhausted or retry_after is not None or response.status_code == 429
-        ):
-            return error_of("GitHub", response)  # a token without the permission
-        primary = exhausted and reset is not None and not says_secondary
-        new = after_limit or now >= self._blocked_until
-        grown = self._secondary.next() if new and not primary else None
-        if retry_after is not None:
-            until = now + retry_after
-        elif exhausted and reset is not None:
-            until = reset
-        elif grown is not None:
-            until = now + grown
-        else:
-            until = self._blocked_until  # the limit already met: its wait stands
-        if new:
-            self._limited_at = now
-        self._blocked_until = max(self._blocked_until, until)
-        which = "rate limit is exhausted" if primary else "secondary rate limit stops calls"
-        when = datetime.fromtimestamp(self._blocked_until, UTC).strftime("%H:%M:%S UTC")
-        return BackendError(
-            f"GitHub's {which} until {when}", retryable=True, status=response.status_code
-        )
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-
-def next_link(header: str) -> str | None:
-    """The `rel="next"` URL of a `link` header, as given (never built by hand)."""
-    for part in header.split(","):
-        section = part.strip()
-        if not section.startswith("<") or ">" not in section:
-            continue
-        url, _, params = section[1:].partition(">")
-        rels = [
-            p.strip().partition("=")[2].strip('"')
-            for p in params.split(";")
-            if p.strip().startswith("rel=")
-        ]
-        if any("next" in rel.split() for rel in rels):
-            return url
-    return None
-
-
 def runner_type_of(labels: Iterable[Any]) -> str:
     """A job's runner type: its first `runs-on` label that is not generic."""
     names = [str(label) for label in labels if isinstance(label, str) and label]
@@ -239,13 +70,6 @@ def runner_type_of(labels: Iterable[Any]) -> str:
     if specific:
         return specific[0]
     return ",".join(names)
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -264,7 +88,7 @@ class GithubMetrics:
 
     def __init__(self, config: GithubConfig, api: GithubApi | None = None) -> None:
         self._config = config
-        self._api = api or GithubApi(config)
+        self._api = api or GithubApi(config.api)
         self._last: tuple[float, RunsAndJobs] | None = None
 
     @property
@@ -289,15 +113,16 @@ class GithubMetrics:
         self._last = (time.monotonic(), listed)
         return listed
 
+    async def _pages(self, url: str, key: str) -> Listing:
+        return await self._api.pages(url, key, max_pages=self._config.max_pages)
+
     async def _runners(self) -> Listing:
         config = self._config
         if config.org:
-            return await self._api.pages(
-                f"/orgs/{config.org}/actions/runners?per_page=100", "runners"
-            )
+            return await self._pages(f"/orgs/{config.org}/actions/runners?per_page=100", "runners")
         listings = await all_or_none(
             [
-                self._api.pages(f"/repos/{repo}/actions/runners?per_page=100", "runners")
+                self._pages(f"/repos/{repo}/actions/runners?per_page=100", "runners")
                 for repo in config.repos
             ]
         )
@@ -312,7 +137,7 @@ class GithubMetrics:
         """
         run_lists = await all_or_none(
             [
-                self._api.pages(
+                self._pages(
                     f"/repos/{repo}/actions/runs?status={status}&per_page=100", "workflow_runs"
                 )
                 for repo in self._config.repos
@@ -323,7 +148,7 @@ class GithubMetrics:
         runs = {run["id"]: run for run in listed.items if isinstance(run, dict) and "id" in run}
         paths = [_path(run.get("url")) for run in runs.values()]
         job_lists = await all_or_none(
-            [self._api.pages(f"{path}/jobs?per_page=100", "jobs") for path in paths if path]
+            [self._pages(f"{path}/jobs?per_page=100", "jobs") for path in paths if path]
         )
         jobs = _joined(job_lists)
         # A run that could not be read (no id, no usable `url`) may hold any queue.

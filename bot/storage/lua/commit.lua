@@ -5,6 +5,7 @@
 --       9 channel posts     10 channel edits     11 edit-after         12 sending channels
 --      13 send sequence     14 notification stream 15 posts bell       16 edits bell
 --      17 the root's message index (the incident key again when unknown)  18 the ID sequence
+--      19 the incidents whose GitHub issue has something to hear
 -- ARGV  1 the change, as JSON (bot/storage/incident_store.py: Commit)
 -- Returns the incident's new version, 0 when no incident was written, -1 on a version mismatch.
 local c = cjson.decode(ARGV[1])
@@ -62,6 +63,10 @@ if c.events ~= nil and #c.events > 0 then
   for _, event in ipairs(c.events) do redis.call('RPUSH', KEYS[3], event) end
   redis.call('LTRIM', KEYS[3], -500, -1)
   keep(KEYS[3], c.ttl_ms)
+  if c.issue_due then
+    redis.call('ZADD', KEYS[19], c.now_ms / 1000, c.id)
+    keep(KEYS[19], c.index_ttl_ms)
+  end
 end
 
 local posts_changed = false

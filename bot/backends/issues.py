@@ -1,0 +1,111 @@
+"""Where the alert's issue lives: the `Issues` interface, and GitHub's REST API behind it.
+
+Each call is one request (a listing, a page at a time), answered or a `BackendError` that says
+whether it may pass (`retryable`, with GitHub's own wait when it named one) and why; the
+caller keeps its progress in Redis and comes back, so nothing here retries or sleeps. A write
+whose answer was lost may have been made: `find_comment` and `find_issue` are how a caller
+looks before writing again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from bot.backends.errors import BackendError
+from bot.backends.github_api import GithubApi
+
+# Open issues looked through for the alert's: GitHub's largest page, newest first.
+PAGE = 100
+MAX_PAGES = 3
+
+
+@dataclass(frozen=True)
+class Issue:
+    number: int
+    url: str  # for people (html_url)
+    title: str
+    body: str
+    labels: tuple[str, ...]
+    state: str
+
+
+class Issues(Protocol):
+    async def open_issues(self, label: str) -> list[Issue]:
+        """Open issues carrying `label`, newest first (a few pages at most)."""
+        ...
+
+    async def create(self, title: str, body: str, labels: tuple[str, ...]) -> Issue: ...
+
+    async def comment(self, number: int, body: str) -> None: ...
+
+    async def find_comment(self, number: int, mark: str) -> bool:
+        """Whether a comment on the issue carries `mark` (a lost answer's comment was made)."""
+        ...
+
+    async def set_state(self, number: int, *, closed: bool) -> None: ...
+
+
+class GithubIssues:
+    """`Issues` in one repository (`owner/name`), through GitHub's REST API."""
+
+    def __init__(self, api: GithubApi, repo: str) -> None:
+        self._api = api
+        self.repo = repo
+        self._path = f"/repos/{repo}/issues"
+
+    async def open_issues(self, label: str) -> list[Issue]:
+        url = f"{self._path}?state=open&labels={quote(label)}&sort=created&direction=desc"
+        listing = await self._api.pages(f"{url}&per_page={PAGE}", None, max_pages=MAX_PAGES)
+        return [issue_of(item) for item in listing.items if _is_issue(item)]
+
+    async def create(self, title: str, body: str, labels: tuple[str, ...]) -> Issue:
+        answer = await self._api.send(
+            "POST", self._path, {"title": title, "body": body, "labels": list(labels)},
+            expect=(201,),
+        )  # fmt: skip
+        return issue_of(answer)
+
+    async def comment(self, number: int, body: str) -> None:
+        await self._api.send(
+            "POST", f"{self._path}/{number}/comments", {"body": body}, expect=(201,)
+        )
+
+    async def find_comment(self, number: int, mark: str) -> bool:
+        # The newest comments are the ones a lost answer made: GitHub lists oldest first, so
+        # every page is read (an incident's issue has tens of comments, not thousands).
+        url = f"{self._path}/{number}/comments?per_page={PAGE}"
+        listing = await self._api.pages(url, None, max_pages=10)
+        return any(isinstance(c, dict) and mark in str(c.get("body") or "") for c in listing.items)
+
+    async def set_state(self, number: int, *, closed: bool) -> None:
+        change = {"state": "closed", "state_reason": "completed"} if closed else {"state": "open"}
+        await self._api.send("PATCH", f"{self._path}/{number}", change)
+
+
+def issue_of(item: Any) -> Issue:
+    if not _is_issue(item):
+        raise BackendError("GitHub answered with an unexpected shape", retryable=True)
+    labels = tuple(
+        str(label.get("name")) if isinstance(label, dict) else str(label)
+        for label in item.get("labels") or ()
+    )
+    return Issue(
+        number=int(item["number"]),
+        url=str(item.get("html_url") or ""),
+        title=str(item.get("title") or ""),
+        body=str(item.get("body") or ""),
+        labels=labels,
+        state=str(item.get("state") or ""),
+    )
+
+
+def _is_issue(item: Any) -> bool:
+    """An issue (GitHub lists pull requests among issues: those carry `pull_request`)."""
+    return (
+        isinstance(item, dict)
+        and isinstance(item.get("number"), int)
+        and not isinstance(item.get("number"), bool)
+        and "pull_request" not in item
+    )

@@ -1,0 +1,188 @@
+"""The alert's GitHub issue: which issue is the alert's, and what it is told, as pure functions.
+
+PyTorch's alerting pipeline (pytorch/alerting-infra) opens one issue per alert in a team
+repository, titled `[P2] <alert title>` and labelled `area:alerting`, `Pri:P2`, `Team:<team>`
+(lower case, spaces as hyphens) and `Source:<grafana|…>`. queuepilot finds that issue by its
+title among the open `area:alerting` issues, and opens one the same way when asked to
+(`GITHUB_ISSUES_OPEN`), so a team that later adopts that pipeline, or runs both, sees one
+convention.
+
+What the issue is told follows the incident's timeline: each moment that matters (an
+acknowledgement, a silence, a scale-up and its put-back, the likely cause, the resolve, a
+reopen, a postmortem) becomes one comment, in the timeline's order; the periodic status never
+does. A moment is known by its time and kind (`moment_key`), which the link records once its
+comment is made, so a moment is commented once whichever replica gets to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.domain.incidents import Event, Incident
+
+AREA_LABEL = "area:alerting"
+# Timeline kinds a comment tells; everything else (statuses, notifications) stays in Slack.
+MOMENTS = frozenset(
+    {
+        "acknowledged",
+        "handed_over",
+        "silenced",
+        "unsilenced",
+        "scaled",
+        "scale_reverted",
+        "diagnosed",
+        "resolved",
+        "reopened",
+        "postmortem",
+    }
+)
+# The first thing an issue hears: where the incident's thread is (not a timeline event).
+THREAD_MOMENT = "thread"
+# GitHub's limit on a title.
+MAX_TITLE = 256
+
+
+def priority_label(priority: str | None) -> str | None:
+    """`P0`…`P3` as alerting-infra spells them ("p2", "2" and " P2 " are P2), else None."""
+    if priority is None:
+        return None
+    value = priority.strip().upper()
+    if re.fullmatch(r"[0-3]", value):
+        value = "P" + value
+    return value if re.fullmatch(r"P[0-3]", value) else None
+
+
+def team_label(team: str | None) -> str | None:
+    """The team as alerting-infra writes it in its label: lower case, spaces as hyphens."""
+    if not team or not team.strip():
+        return None
+    return re.sub(r"\s+", "-", team.strip().lower())
+
+
+def issue_title(incident: Incident) -> str:
+    """`[P2] <alert title>`, as alerting-infra titles the alert's issue."""
+    priority = priority_label(incident.priority)
+    title = incident.title.strip()
+    full = f"[{priority}] {title}" if priority else title
+    return full if len(full) <= MAX_TITLE else full[: MAX_TITLE - 1] + "…"
+
+
+def issue_labels(incident: Incident) -> tuple[str, ...]:
+    """The labels of an issue opened for the incident: alerting-infra's four."""
+    labels = [AREA_LABEL]
+    if priority := priority_label(incident.priority):
+        labels.append(f"Pri:{priority}")
+    if team := team_label(incident.team):
+        labels.append(f"Team:{team}")
+    labels.append(f"Source:{incident.source}")
+    return tuple(labels)
+
+
+def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str, ...]) -> bool:
+    """Whether an open issue is this alert's: its title, or queuepilot's own mark of the alert
+    group in its body; and no team label of another team."""
+    team = team_label(incident.team)
+    teams = {label.partition(":")[2] for label in labels if label.lower().startswith("team:")}
+    if team and teams and team not in {t.lower() for t in teams}:
+        return False
+    same_title = _words(title) == _words(issue_title(incident))
+    return same_title or group_mark(incident) in body
+
+
+def _words(title: str) -> str:
+    return " ".join(title.split()).casefold()
+
+
+def group_mark(incident: Incident) -> str:
+    """A hidden line in the body of an issue queuepilot opened: which alert group it is for."""
+    return f"<!-- queuepilot:group:{incident.group_hash} -->"
+
+
+def tells_issue(events: Sequence[Event]) -> bool:
+    """Whether a change with `events` gives the issue something to hear (or to be opened for)."""
+    return any(event.kind in MOMENTS or event.kind == "opened" for event in events)
+
+
+def moment_key(event: Event) -> str:
+    """A moment's identity: its time and kind (one event per kind per instant)."""
+    return f"{event.at.isoformat()}|{event.kind}"
+
+
+def comment_mark(incident: Incident, key: str) -> str:
+    """A hidden line in a comment: which incident and moment it tells, so that a comment whose
+    answer was lost is found, not made twice."""
+    digest = hashlib.sha256(f"{incident.uid}|{key}".encode()).hexdigest()[:16]
+    return f"<!-- queuepilot:moment:{digest} -->"
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A comment to make: its key, and the event it tells (None: the thread's link)."""
+
+    key: str
+    event: Event | None = None
+
+
+def moments(timeline: list[Event]) -> list[Moment]:
+    """Every moment the issue is told, in the timeline's order, the thread's link first."""
+    told = [Moment(THREAD_MOMENT)]
+    seen = {THREAD_MOMENT}
+    for event in timeline:
+        key = moment_key(event)
+        if event.kind in MOMENTS and key not in seen:
+            seen.add(key)
+            told.append(Moment(key, event))
+    return told
+
+
+class IssueLink(BaseModel):
+    """The incident's issue as queuepilot knows it.
+
+    `number` 0: none linked yet (`searches` looks so far). `ours`: queuepilot opened it, and so
+    closes and reopens it. `told`: keys of the moments commented. `trying`: the moment (or
+    "open") whose call was sent but not answered: before trying it again, look for it.
+    `refused`: GitHub's last refusal, told in the thread once."""
+
+    repo: str
+    number: int = 0
+    url: str = ""
+    ours: bool = False
+    closed: bool = False
+    searches: int = 0
+    told: tuple[str, ...] = ()
+    trying: str = ""
+    failures: int = 0
+    refused: str = ""
+
+    model_config = ConfigDict(frozen=True)
+
+    @property
+    def linked(self) -> bool:
+        return self.number > 0
+
+
+def pending(link: IssueLink, timeline: list[Event]) -> list[Moment]:
+    """The moments still to tell, in order."""
+    told = set(link.told)
+    return [moment for moment in moments(timeline) if moment.key not in told]
+
+
+def wants_closed(incident: Incident) -> bool:
+    """An issue queuepilot opened is closed while its incident is resolved, open otherwise."""
+    return not incident.is_open
+
+
+def issue_number(url: str) -> int | None:
+    """The number at the end of an issue's URL (the root shows `#123`)."""
+    tail = url.rstrip("/").rpartition("/")[2]
+    return int(tail) if tail.isdigit() else None
+
+
+def when(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M UTC")

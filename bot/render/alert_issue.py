@@ -1,0 +1,120 @@
+"""What the alert's GitHub issue says: the body of an issue queuepilot opens, and one comment per
+moment of the incident (`bot.domain.alert_issue`), as GitHub-flavoured Markdown.
+
+Pure functions of the incident and its timeline. Every outside text (a title, a name, an
+event's words quoting a backend) is escaped as the postmortem escapes it, so nothing in a comment
+is a link, a mention, a heading or HTML except what is written here; each comment ends with its
+hidden mark (`comment_mark`), how a comment whose answer was lost is found again.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark, when
+from bot.domain.incidents import Event, Incident
+from bot.render.postmortem import (
+    impact_section,
+    md_escape,
+    safe_url,
+    summary_section,
+    who,
+)
+
+# GitHub refuses a body or comment longer than this.
+MAX_BODY = 65_536
+MAX_EVENT_TEXT = 500
+
+TITLES = {
+    "acknowledged": "Acknowledged",
+    "handed_over": "Taken over",
+    "silenced": "Silenced",
+    "unsilenced": "Silence ended",
+    "scaled": "Scaled up",
+    "scale_reverted": "Scale-up put back",
+    "diagnosed": "Likely cause",
+    "reopened": "Fired again",
+}
+
+
+def issue_body(incident: Incident) -> str:
+    """The body of the issue queuepilot opens for the alert, in alerting-infra's manner."""
+    details = [
+        ("Opened at", when(incident.opened_at)),
+        ("Team", md_escape(incident.team or "", 80) or "not given"),
+        ("Priority", md_escape(incident.priority or "", 20) or "not given"),
+        ("Source", incident.source),
+        ("queuepilot incident", md_escape(incident.id, 40)),
+    ]
+    if incident.description:
+        details.append(("Description", md_escape(incident.description, 1500)))
+    for label, url in (
+        ("Runbook", incident.links.runbook),
+        ("Dashboard", incident.links.dashboard),
+        ("View alert", incident.links.alert),
+    ):
+        if safe_url(url):
+            details.append((label, f"<{url.strip()}>"))
+    lines = [f"**{md_escape(incident.summary or incident.title, 1000)}**", "", "**Alert details**"]
+    lines += [f"- **{label}**: {value}" for label, value in details]
+    lines += [
+        "",
+        "The Slack thread, each step taken there and the summary follow as comments. "
+        "queuepilot closes this issue when the incident resolves and reopens it if the alert "
+        "fires again within the hour.",
+        "",
+        group_mark(incident),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def comment(
+    incident: Incident,
+    moment: Moment,
+    *,
+    thread_url: str = "",
+    timeline: list[Event] | None = None,
+    postmortem: str = "",
+    now: datetime,
+) -> str:
+    """The comment telling `moment`, its mark last."""
+    mark = comment_mark(incident, moment.key)
+    event = moment.event
+    if moment.key == THREAD_MOMENT or event is None:
+        text = _thread(incident, thread_url)
+    elif event.kind == "resolved":
+        text = _resolved(incident, event, timeline or [], now)
+    elif event.kind == "postmortem" and postmortem:
+        text = postmortem
+    else:
+        text = _step(incident, event)
+    room = MAX_BODY - len(mark) - 40
+    if len(text) > room:
+        text = text[:room].rstrip() + "\n\n_(cut to GitHub's limit)_"
+    return f"{text}\n\n{mark}\n"
+
+
+def _thread(incident: Incident, thread_url: str) -> str:
+    where = f"[its Slack thread]({thread_url.strip()})" if safe_url(thread_url) else "Slack"
+    return (
+        f"queuepilot follows this alert as incident {md_escape(incident.id, 40)} in {where}: "
+        "the steps responders take there are commented here; the periodic status stays in Slack."
+    )
+
+
+def _step(incident: Incident, event: Event) -> str:
+    title = TITLES.get(event.kind, md_escape(event.kind.replace("_", " ").capitalize(), 60))
+    text = md_escape(event.text, MAX_EVENT_TEXT)
+    if event.kind == "diagnosed" and incident.likely_cause:
+        text = md_escape(incident.likely_cause, MAX_EVENT_TEXT)
+    by = f" by {who(event.actor, event.actor_name)}" if event.actor else ""
+    return f"**{title}**{by} at {when(event.at)}: {text}"
+
+
+def _resolved(incident: Incident, event: Event, timeline: list[Event], now: datetime) -> str:
+    by = f" by {who(event.actor, event.actor_name)}" if event.actor else ""
+    head = f"**Resolved**{by} at {when(event.at)}: {md_escape(event.text, MAX_EVENT_TEXT)}"
+    upto = [e for e in timeline if e.at <= event.at]
+    summary = summary_section(incident, upto, now).replace("## ", "### ", 1)
+    impact = impact_section(incident, None, "").replace("## ", "### ", 1)
+    return f"{head}\n\n{summary}\n\n{impact}"

@@ -1,0 +1,351 @@
+"""The alert's GitHub issue, kept in step with its incident (`GITHUB_ISSUES_REPO`).
+
+A change that gives the issue something to hear marks the incident in `issue_due` (the commit
+script does, with the change). Each tick, a replica claims a due incident (one replica at a time
+per incident: the claim's lease) and brings its issue up to date, one call after another:
+
+1. link: the open `area:alerting` issue that is the alert's (`is_alert_issue`), else, with
+   `GITHUB_ISSUES_OPEN`, one opened in alerting-infra's manner; else look again later (a pipeline
+   may open its issue a little after the alert reached us). The root then links it.
+2. tell: the thread's link first, then each moment of the timeline not yet told, in order, one
+   comment each; the periodic status never.
+3. an issue queuepilot opened is closed while the incident is resolved, reopened when it fires
+   again (the incident reopens within `REOPEN_WINDOW_SECONDS`).
+
+Once across replicas: the link records each moment told after GitHub answered, and names the
+call in flight before it is sent (`trying`); a call whose answer was lost is looked for
+(`find_comment`, the issue's hidden mark) before it is made again. GitHub's limits: every call
+takes the app-wide `github` slot (`storage/pacing.py`: one call a second across replicas, as
+GitHub asks of writes), a rate limit holds that slot for as long as GitHub says, and a failure is
+retried later with the one backoff (`bot/backoff.py`); none of it holds up the incident, whose
+thread goes on in Slack. A refusal (a token without the permission, a repository that does not
+exist) is said once in the thread, and tried again every `refused_retry_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from redis.exceptions import RedisError
+
+from bot.backends.errors import BackendError
+from bot.backends.issues import Issues
+from bot.backoff import wait_after
+from bot.domain.alert_issue import (
+    AREA_LABEL,
+    THREAD_MOMENT,
+    IssueLink,
+    Moment,
+    comment_mark,
+    group_mark,
+    is_alert_issue,
+    issue_labels,
+    issue_title,
+    pending,
+)
+from bot.domain.incidents import Event, Incident
+from bot.render.alert_issue import comment, issue_body
+from bot.render.root import render_event
+from bot.storage.due_set import Claim
+from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply
+from bot.storage.issue_links import IssueLinks
+from bot.storage.pacing import Pacing
+
+log = logging.getLogger(__name__)
+
+SLOT = "github"  # the app-wide pacing slot and hold every call to GitHub takes
+OPENING = "open"  # `IssueLink.trying` while an issue is being opened
+MAX_COMMIT_ATTEMPTS = 10
+
+Permalink = Callable[[str, str], Awaitable[str | None]]
+# The incident's write-up, for a postmortem moment (`bot.actions.postmortem`).
+Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class IssueConfig:
+    repo: str
+    open: bool = False
+    # After no issue was found: look again this long after the first, second… look.
+    search_again_s: tuple[float, ...] = (30.0, 120.0, 300.0, 900.0)
+    # The thread's link is the first comment: wait this long for Slack to show the root.
+    thread_wait_s: float = 120.0
+    lease_s: float = 120.0
+    interval_ms: int = 1000
+    slot_wait_s: float = 10.0
+    retry_first_s: float = 10.0
+    retry_max_s: float = 900.0
+    refused_retry_s: float = 900.0
+
+
+class Later(Exception):
+    """Nothing failed: the incident's issue waits until `at` for something (the root, the
+    pipeline's issue, the app-wide turn); None: for nothing more (no issue to link, and the
+    incident is over)."""
+
+    def __init__(self, at: float | None) -> None:
+        self.at = at
+
+
+class AlertIssues:
+    def __init__(
+        self,
+        store: IncidentStore,
+        links: IssueLinks,
+        issues: Issues,
+        pacing: Pacing,
+        *,
+        config: IssueConfig,
+        permalink: Permalink,
+        postmortem: Postmortem | None = None,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._store = store
+        self._due = store.issue_due
+        self._links = links
+        self._issues = issues
+        self._pacing = pacing
+        self._config = config
+        self._permalink = permalink
+        self._postmortem = postmortem
+        self._clock = clock
+
+    async def tick(self) -> None:
+        """Bring every due incident's issue up to date; never raises."""
+        try:
+            due = await self._due.pending(self._clock().timestamp())
+        except RedisError as exc:
+            log.warning("alert issue: Redis unavailable: %s", exc)
+            return
+        for incident_id in due:
+            try:
+                await self.sync(incident_id)
+            except RedisError as exc:
+                log.warning("alert issue: incident %s: Redis: %s; retrying", incident_id, exc)
+            except Exception:
+                log.exception("alert issue: incident %s failed", incident_id)
+
+    async def sync(self, incident_id: str) -> None:
+        claim = await self._due.claim(incident_id, self._clock().timestamp(), self._config.lease_s)
+        if claim is None:
+            return  # not due any more, or another replica holds it
+        loaded = await self._store.load(incident_id)
+        if loaded.incident is None:
+            await self._due.done(claim)
+            return
+        link = await self._links.get(incident_id) or IssueLink(repo=self._config.repo)
+        step = _Step(self, loaded, link, claim)
+        try:
+            await step.run()
+        except Later as later:
+            await step.save(step.link)
+            if later.at is None:
+                await self._due.done(claim)
+            else:
+                await self._due.reschedule(claim, later.at)
+        except BackendError as exc:
+            await self._failed(step, exc)
+        else:
+            await self._due.done(claim)
+
+    async def _failed(self, step: _Step, exc: BackendError) -> None:
+        now = self._clock().timestamp()
+        link = step.link
+        if exc.retryable:
+            failures = link.failures + 1
+            wait = exc.retry_after_s
+            if wait is not None:
+                await self._pacing.hold(SLOT, wait)
+            else:
+                wait = wait_after(
+                    failures, first=self._config.retry_first_s, maximum=self._config.retry_max_s
+                )
+            log.info("alert issue: incident %s: %s; again in %.0f s", step.id, exc, wait)
+            await step.save(link.model_copy(update={"failures": failures}))
+            await self._due.reschedule(step.claim, now + wait)
+            return
+        # Refused: the call was not made (GitHub answered), so nothing is in flight.
+        said = str(exc)
+        log.warning("alert issue: incident %s: %s", step.id, said)
+        await step.save(link.model_copy(update={"trying": "", "refused": said}))
+        if said != link.refused:
+            await self._tell_refusal(step.id, said)
+        await self._due.reschedule(step.claim, now + self._config.refused_retry_s)
+
+    async def _tell_refusal(self, incident_id: str, said: str) -> None:
+        minutes = round(self._config.refused_retry_s / 60)
+        text = (
+            f"GitHub refused the alert's issue in {self._config.repo}: {said}. "
+            f"queuepilot tries again every {minutes} min; the incident goes on here."
+        )
+        await self.record(incident_id, "issue_refused", text, reply=True)
+
+    async def record(
+        self, incident_id: str, kind: str, text: str, *, reply: bool = False, url: str = ""
+    ) -> None:
+        """A line on the incident's timeline (and in its thread, `reply`); with `url`, the root
+        links the issue. Fenced by the incident's version like every change."""
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            loaded = await self._store.load(incident_id)
+            incident = loaded.incident
+            if incident is None:
+                return
+            now = self._clock()
+            event = Event(at=now, kind=kind, text=text)
+            updated = incident
+            if url:
+                links = incident.links.model_copy(update={"issue": url})
+                updated = incident.model_copy(update={"links": links})
+            replies = (Reply("event", BAND_EVENT, render_event(updated, event)),) if reply else ()
+            commit = Commit(
+                updated,
+                version=loaded.version,
+                thread=loaded.thread,
+                events=(event,),
+                replies=replies,
+                root=bool(url),
+            )
+            if await self._store.commit(commit, now=now.timestamp()):
+                return
+        log.warning("alert issue: incident %s kept changing; not recorded: %s", incident_id, text)
+
+
+class _Step:
+    """One pass over one claimed incident: each call, and the link saved after it."""
+
+    def __init__(self, owner: AlertIssues, loaded: Loaded, link: IssueLink, claim: Claim) -> None:
+        assert loaded.incident is not None
+        self.owner = owner
+        self.loaded = loaded
+        self.incident: Incident = loaded.incident
+        self.id = self.incident.id
+        self.link = link
+        self.claim = claim
+
+    async def save(self, link: IssueLink) -> None:
+        self.link = link
+        await self.owner._links.save(self.id, link)
+
+    async def call(self) -> None:
+        """Take the app-wide turn for one call to GitHub, or wait for it later."""
+        owner = self.owner
+        turn = await owner._pacing.wait_for_slot(
+            SLOT, owner._config.interval_ms, within_s=owner._config.slot_wait_s
+        )
+        if not turn.taken:
+            raise Later(owner._clock().timestamp() + turn.retry_after_s)
+
+    async def run(self) -> None:
+        if not self.link.linked:
+            await self.link_issue()
+        timeline = await self.owner._store.events(self.id)
+        for moment in pending(self.link, timeline):
+            await self.tell(moment, timeline)
+        await self.set_state()
+        if self.link.failures:
+            await self.save(self.link.model_copy(update={"failures": 0, "refused": ""}))
+
+    async def link_issue(self) -> None:
+        owner, incident = self.owner, self.incident
+        await self.call()
+        found = [
+            issue
+            for issue in await owner._issues.open_issues(AREA_LABEL)
+            if is_alert_issue(incident, issue.title, issue.body, issue.labels)
+        ]
+        # One queuepilot opened carries the group's mark: that one before a title's match.
+        found.sort(key=lambda issue: group_mark(incident) not in issue.body)
+        if found:
+            issue, ours = found[0], group_mark(incident) in found[0].body
+        elif self.link.trying == OPENING or not owner._config.open:
+            if self.link.trying == OPENING:
+                # Opened, its answer lost, and not listed yet: open it again would make two.
+                await self.save(self.link.model_copy(update={"trying": ""}))
+            raise Later(self.search_again())
+        else:
+            await self.save(self.link.model_copy(update={"trying": OPENING}))
+            await self.call()
+            issue = await owner._issues.create(
+                issue_title(incident), issue_body(incident), issue_labels(incident)
+            )
+            ours = True
+        await self.save(
+            self.link.model_copy(
+                update={"number": issue.number, "url": issue.url, "ours": ours, "trying": ""}
+            )
+        )
+        how = "opened by queuepilot" if ours and owner._config.open else "found open"
+        text = f"Linked to GitHub issue {owner._config.repo}#{issue.number} ({how})"
+        await owner.record(self.id, "issue_linked", text, url=issue.url)
+
+    def search_again(self) -> float | None:
+        """When to look for the alert's issue again (the looks so far are counted); None once
+        the incident is over: a later moment looks again."""
+        waits = self.owner._config.search_again_s
+        searches = self.link.searches
+        self.link = self.link.model_copy(update={"searches": searches + 1})
+        if not self.incident.is_open:
+            return None
+        now = self.owner._clock().timestamp()
+        if searches < len(waits):
+            return now + waits[searches]
+        return now + self.owner._config.refused_retry_s
+
+    async def tell(self, moment: Moment, timeline: list[Event]) -> None:
+        owner, incident = self.owner, self.incident
+        number = self.link.number
+        if self.link.trying == moment.key:
+            await self.call()
+            if await owner._issues.find_comment(number, comment_mark(incident, moment.key)):
+                await self.told(moment)
+                return
+        thread_url = await self.thread_url() if moment.key == THREAD_MOMENT else ""
+        if moment.event is not None and moment.event.kind == "reopened":
+            await self.set_state()  # open again before saying it fired again
+        postmortem = ""
+        if moment.event is not None and moment.event.kind == "postmortem" and owner._postmortem:
+            upto = [e for e in timeline if e.at <= moment.event.at]
+            postmortem = await owner._postmortem(incident, upto, moment.event.at)
+        body = comment(
+            incident,
+            moment,
+            thread_url=thread_url,
+            timeline=timeline,
+            postmortem=postmortem,
+            now=owner._clock(),
+        )
+        await self.save(self.link.model_copy(update={"trying": moment.key}))
+        await self.call()
+        await owner._issues.comment(number, body)
+        await self.told(moment)
+
+    async def told(self, moment: Moment) -> None:
+        told = (*self.link.told, moment.key)
+        await self.save(self.link.model_copy(update={"told": told, "trying": ""}))
+
+    async def thread_url(self) -> str:
+        """The thread's permalink; wait for the root a while, then tell without it."""
+        thread = self.loaded.thread
+        now = self.owner._clock()
+        if thread is not None:
+            try:
+                return await self.owner._permalink(thread.channel, thread.ts) or ""
+            except Exception as exc:  # Slack's error, whichever: ask again shortly
+                log.info("alert issue: no permalink for incident %s: %s", self.id, exc)
+                raise Later(now.timestamp() + 30) from None
+        waited = (now - self.incident.opened_at).total_seconds()
+        if waited < self.owner._config.thread_wait_s:
+            raise Later(now.timestamp() + 10)
+        return ""
+
+    async def set_state(self) -> None:
+        """An issue queuepilot opened: closed while the incident is resolved, else open."""
+        closed = not self.incident.is_open
+        if not self.link.ours or self.link.closed == closed:
+            return
+        await self.call()
+        await self.owner._issues.set_state(self.link.number, closed=closed)
+        await self.save(self.link.model_copy(update={"closed": closed}))
