@@ -239,7 +239,11 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             IssueLinks(redis, store.keys, retention_s=retention_s),
             issues,
             pacing,
-            config=IssueConfig(repo=issues.repo, open=settings.github_issues_open),
+            config=IssueConfig(
+                repo=issues.repo,
+                open=settings.github_issues_open,
+                interval_ms=settings.github_issues_interval_ms,
+            ),
             permalink=gateway.permalink,
             postmortem=core.postmortem_markdown,
             clock=clock,

@@ -51,24 +51,25 @@ class GithubIssues:
     """`Issues` in one repository (`owner/name`), through GitHub's REST API."""
 
     def __init__(self, api: GithubApi, repo: str) -> None:
+        self.api = api
         self._api = api
         self.repo = repo
         self._path = f"/repos/{repo}/issues"
 
     async def open_issues(self, label: str) -> list[Issue]:
         url = f"{self._path}?state=open&labels={quote(label)}&sort=created&direction=desc"
-        listing = await self._api.pages(f"{url}&per_page={PAGE}", None, max_pages=MAX_PAGES)
+        listing = await self.api.pages(f"{url}&per_page={PAGE}", None, max_pages=MAX_PAGES)
         return [issue_of(item) for item in listing.items if _is_issue(item)]
 
     async def create(self, title: str, body: str, labels: tuple[str, ...]) -> Issue:
-        answer = await self._api.send(
+        answer = await self.api.send(
             "POST", self._path, {"title": title, "body": body, "labels": list(labels)},
             expect=(201,),
         )  # fmt: skip
         return issue_of(answer)
 
     async def comment(self, number: int, body: str) -> None:
-        await self._api.send(
+        await self.api.send(
             "POST", f"{self._path}/{number}/comments", {"body": body}, expect=(201,)
         )
 
@@ -76,12 +77,12 @@ class GithubIssues:
         # The newest comments are the ones a lost answer made: GitHub lists oldest first, so
         # every page is read (an incident's issue has tens of comments, not thousands).
         url = f"{self._path}/{number}/comments?per_page={PAGE}"
-        listing = await self._api.pages(url, None, max_pages=10)
+        listing = await self.api.pages(url, None, max_pages=10)
         return any(isinstance(c, dict) and mark in str(c.get("body") or "") for c in listing.items)
 
     async def set_state(self, number: int, *, closed: bool) -> None:
         change = {"state": "closed", "state_reason": "completed"} if closed else {"state": "open"}
-        await self._api.send("PATCH", f"{self._path}/{number}", change)
+        await self.api.send("PATCH", f"{self._path}/{number}", change)
 
 
 def issue_of(item: Any) -> Issue:

@@ -20,9 +20,14 @@ from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, fail, ok, warn
 from bot.config import MetricsBackend, Settings
-from bot.factory import build_jobs_source, build_metrics
+from bot.domain.alert_issue import AREA_LABEL
+from bot.factory import build_issues, build_jobs_source, build_metrics
 
-SUBJECT, HUD = "github", "hud"
+SUBJECT, HUD, ISSUES = "github", "hud", "github issues"
+ISSUES_PERMISSION = (
+    'a fine-grained token needs the repository permission "Issues" (read and write); a classic '
+    "token the repo scope (public_repo for a public repository)"
+)
 LOW_QUOTA = 0.1
 ORG_RUNNERS = (
     'a fine-grained token needs the organization permission "Self-hosted runners" (read); a '
@@ -46,6 +51,30 @@ async def probe_github(settings: Settings) -> list[Finding]:
         return await _github(settings, github.api)
     finally:
         await _close(metrics, jobs)
+
+
+async def probe_issues(settings: Settings) -> list[Finding]:
+    """GITHUB_ISSUES_REPO: the repository as the token sees it, and its open alert issues.
+    Writing is not tried (a check leaves no trace): GitHub says no write permission before the
+    first comment, and the thread is told."""
+    issues = build_issues(settings)
+    if issues is None:
+        return []
+    repo = issues.repo
+    try:
+        body, _ = await issues.api.get(f"/repos/{repo}")
+        listed = await issues.open_issues(AREA_LABEL)
+    except BackendError as exc:
+        if exc.status in (401, 403, 404):
+            unseen = " (or it does not exist)" if exc.status == 404 else ""
+            return [fail(ISSUES, f"{repo}: {exc}{unseen}", ISSUES_PERMISSION)]
+        return [fail(ISSUES, f"{repo}: {exc}")]
+    finally:
+        await issues.api.aclose()
+    if isinstance(body, dict) and body.get("has_issues") is False:
+        return [fail(ISSUES, f"{repo} has issues turned off", "turn them on in its settings")]
+    opens = "opened when none is found" if settings.github_issues_open else "linked, not opened"
+    return [ok(ISSUES, f"{repo}: {len(listed)} open {AREA_LABEL} issues; the alert's is {opens}")]
 
 
 async def probe_hud(settings: Settings) -> list[Finding]:

@@ -70,6 +70,8 @@ def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> lis
         found.append(Probe(github.SUBJECT, partial(github.probe_github, settings)))
     if metrics is MetricsBackend.HUD or jobs is JobsBackend.HUD:
         found.append(Probe(github.HUD, partial(github.probe_hud, settings)))
+    if settings.github_issues_repo:
+        found.append(Probe(github.ISSUES, partial(github.probe_issues, settings)))
     return found
 
 

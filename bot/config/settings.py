@@ -675,6 +675,15 @@ class Settings(BaseSettings):
         "reopened if it fires again within REOPEN_WINDOW_SECONDS.",
         group=ISSUES,
     )
+    github_issues_interval_ms: Milliseconds = setting(
+        1000,
+        "Calls to GitHub for the alert's issue, at most one per this long across replicas "
+        "(GitHub asks for a second between writes, against its secondary limits).",
+        group=ISSUES,
+        advanced=True,
+        ge=10,
+        le=60_000,
+    )
     hud_url: OptionalHttpUrl = setting(None, "hud: a PyTorch-style HUD's base URL.", group=METRICS)
     hud_token: SecretStr | None = setting(
         None, "hud: its bot token (sent as x-hud-internal-bot).", group=METRICS
