@@ -220,6 +220,12 @@ class GithubIssues:
             repo = self._repos[full_name.lower()]
             return self._issue_json(repo, repo.issues[number])
 
+    def issues(self, full_name: str) -> list[dict]:
+        """Every issue of the repository, in the order opened."""
+        with self._lock:
+            repo = self._repos[full_name.lower()]
+            return [self._issue_json(repo, issue) for _, issue in sorted(repo.issues.items())]
+
     def comments(self, full_name: str, number: int) -> list[dict]:
         with self._lock:
             repo = self._repos[full_name.lower()]

@@ -30,6 +30,7 @@ from sandbox.stack import (
     CHANNEL_NAME,
     GPU_CHANNEL,
     GPU_CHANNEL_NAME,
+    ISSUES_REPO,
     Sandbox,
     SandboxConfig,
     SandboxError,
@@ -97,6 +98,7 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
         f"  bot     {sandbox.bot_url}  (the production app: /alerts/grafana, {slack_way})\n"
         f"  fleet   {sandbox.fleet.url}  (simulated CI fleet at ×{speed:g}: Grafana alerts, "
         "Prometheus, the HUD's queued jobs, Alertmanager silences, ARC scale sets)\n"
+        f"  GitHub  {github_url(sandbox)}  (GitHub's stand-in: the alert's issue, its comments)\n"
         f"  Redis   {redis_url}  ({redis_note})\n"
         f"`queuepilot check` against them:\n{render(sandbox.check)}\n"
         "A burst of jobs is about to make linux.2xlarge queue: an early warning first, then the "
@@ -114,9 +116,11 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
     one) and each alert rule's state."""
     seen: dict[str, int] = {}
     states: dict[str, str] = {}
+    issues: dict[int, tuple[str, int]] = {}
     while True:
         time.sleep(0.5)
         check_stopping()
+        _narrate_issues(sandbox, issues)
         for rule in sandbox.fleet.rules:
             name = rule.labels["alertname"]
             if states.get(name) != rule.state:
@@ -140,6 +144,28 @@ def _narrate(sandbox: Sandbox, *, until_resolved: bool) -> None:
             if until_resolved:
                 return
             say("The page stays up: Ctrl-C to stop.")
+
+
+def github_url(sandbox: Sandbox) -> str:
+    return f"{sandbox.github.base_url}/{ISSUES_REPO}/issues" if sandbox.github else "(none)"
+
+
+def _narrate_issues(sandbox: Sandbox, seen: dict[int, tuple[str, int]]) -> None:
+    """Each issue the bot opens in GitHub's stand-in, each comment, each close and reopen."""
+    if sandbox.github is None:
+        return
+    for issue in sandbox.github.issues(ISSUES_REPO):
+        number, state = issue["number"], issue["state"]
+        comments = sandbox.github.comments(ISSUES_REPO, number)
+        before_state, before_count = seen.get(number, ("", 0))
+        if not before_state:
+            say(f"  [github #{number} opened] {issue['title']}  {issue['html_url']}")
+        for said in comments[before_count:]:
+            first = str(said["body"]).strip().splitlines()[0][:NARRATED_WIDTH]
+            say(f"  [github #{number} comment] {first}")
+        if before_state and state != before_state:
+            say(f"  [github #{number} {'closed' if state == 'closed' else 'reopened'}]")
+        seen[number] = (state, len(comments))
 
 
 def pace_note(speed: float) -> str:

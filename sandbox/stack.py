@@ -6,6 +6,7 @@ Alertmanager, Prometheus and an autoscaler, each over its real protocol:
     fleet --Grafana webhook--> bot --Web API--> emulator <--clicks, /queue-- page (browser)
     bot --/api/v1/query, /api/clickhouse/queued_jobs, /api/v2/silences,
         PATCH /apis/actions.github.com/.../autoscalingrunnersets/<scale set>--> fleet
+    bot --/repos/<owner>/<repo>/issues, …/comments--> GitHub's stand-in
     emulator --signed interactions and commands--> bot /slack/events
         (with `socket_mode`: emulator <--Socket Mode websocket, opened by the bot-- bot)
 
@@ -32,6 +33,8 @@ from sandbox.demo import checked
 from sandbox.fleet import DEMO_BURSTS, DEMO_STALL, DEMO_TEAM_BURSTS, DEMO_TYPES, Fleet
 from sandbox.fleet_alerts import GPU_RULE_LABELS, RuleConfig
 from sandbox.fleet_api import FleetApi, FleetApiConfig
+from sandbox.github_issues import TOKEN as GITHUB_TOKEN
+from sandbox.github_issues import GithubIssues
 from sandbox.redis_server import free_port
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
@@ -48,6 +51,8 @@ PAGE_USER = "U0ALICE"  # alice: the page's user, allowed to scale
 # The scale set named by hand (`sandbox.fleet.DEMO_TYPES`); the others' are derived.
 SCALE_SETS = {"windows.4xlarge": "win-4xlarge"}
 RATE_WINDOW = "10m"
+# Where the demo's incidents get their GitHub issue (in GitHub's stand-in).
+ISSUES_REPO = "pytorch/ci-queue-alerts"
 
 
 class SandboxError(Exception):
@@ -88,6 +93,8 @@ class Sandbox:
     fleet: FleetApi
     # What `queuepilot check` found against the sandbox's servers once they were up.
     check: list[Finding] = field(default_factory=list)
+    # GitHub's stand-in, where the alert's issue is opened and told each step.
+    github: GithubIssues | None = None
 
 
 def start_sandbox(
@@ -126,6 +133,9 @@ def start_sandbox(
     )
     fleet_server = _serve(stack, fleet.app, 0, "the simulated fleet")
     fleet.url = fleet_server.url
+    github = GithubIssues()
+    github.base_url = _serve(stack, github.app, 0, "the GitHub stand-in").url
+    github.repo(ISSUES_REPO)
     kube_dir = Path(tempfile.mkdtemp(prefix="queuepilot-demo-"))
     stack.callback(shutil.rmtree, kube_dir, ignore_errors=True)
     kubeconfig = fleet.kube.kubeconfig(kube_dir, fleet.url)
@@ -137,6 +147,7 @@ def start_sandbox(
         prefix=prefix,
         port=bot_port,
         fleet_url=fleet.url,
+        github_url=github.base_url,
         webhook_token=webhook_token,
         kubeconfig=kubeconfig,
         signing_secret=None if app_token else signing_secret,
@@ -146,7 +157,7 @@ def start_sandbox(
     bot = _serve(stack, build_app(build_bot(settings)), bot_port, "the bot")
     if app_token is None:
         emulator.connect_app(f"{bot.url}/slack/events", signing_secret)
-    return Sandbox(page.url + "/", bot.url, emulator, fleet, checked(settings))
+    return Sandbox(page.url + "/", bot.url, emulator, fleet, checked(settings), github)
 
 
 def _serve(stack: ExitStack, app: object, port: int, what: str) -> RunningServer:
@@ -166,6 +177,7 @@ def _settings(
     prefix: str,
     port: int,
     fleet_url: str,
+    github_url: str,
     webhook_token: str,
     kubeconfig: Path,
     signing_secret: str | None,
@@ -221,6 +233,11 @@ def _settings(
             slack_post_interval_ms=300,
             slack_update_interval_ms=300,
             root_edit_interval_ms=1000,
+            # The alert's GitHub issue, opened in the stand-in (no pipeline opens one here).
+            github_token=GITHUB_TOKEN,
+            github_api_url=github_url,
+            github_issues_repo=ISSUES_REPO,
+            github_issues_open=True,
         )
         settings.check_serve()
     except SettingsError as exc:

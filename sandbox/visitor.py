@@ -180,6 +180,23 @@ def see_it_drain(page: Page, root: Any, *, within_ms: float) -> None:
     expect(summary.locator("figure.block-chart svg .series").first).to_be_visible(timeout=within_ms)
 
 
+def see_the_issue_linked(root: Any, *, within_ms: float) -> None:
+    """The root links the alert's GitHub issue."""
+    expect(root.locator("a", has_text=re.compile(r"GitHub issue #\d+"))).to_be_visible(
+        timeout=within_ms
+    )
+
+
+def ask_for_the_postmortem(page: Page, *, within_ms: float) -> None:
+    """Type `/queue postmortem` in the composer: told it is on its way, then the file in the
+    thread."""
+    page.locator("#composer-input").fill("/queue postmortem")
+    page.locator("#composer-input").press("Enter")
+    answer = page.locator("#messages article.ephemeral", has_text="postmortem").last
+    expect(answer).to_contain_text("on its way to the thread", timeout=within_ms)
+    expect(page.locator("#thread")).to_contain_text("📎 Postmortem · incident", timeout=within_ms)
+
+
 def see_it_put_back(page: Page, *, within_ms: float) -> None:
     """The scale-up made from Slack put back, once the incident resolved and its queue settled."""
     expect(page.locator("#thread")).to_contain_text(

@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 
 SLOT = "github"  # the app-wide pacing slot and hold every call to GitHub takes
 OPENING = "open"  # `IssueLink.trying` while an issue is being opened
+UNPROCESSABLE = 422
 MAX_COMMIT_ATTEMPTS = 10
 
 Permalink = Callable[[str, str], Awaitable[str | None]]
@@ -175,11 +176,12 @@ class AlertIssues:
             await self._tell_refusal(step.id, said)
         await self._due.reschedule(step.claim, now + self._config.refused_retry_s)
 
-    async def _tell_refusal(self, incident_id: str, said: str) -> None:
+    async def _tell_refusal(self, incident_id: str, said: str, *, again: bool = True) -> None:
         minutes = round(self._config.refused_retry_s / 60)
+        then = f"queuepilot tries again every {minutes} min" if again else "it is left out"
         text = (
             f"GitHub refused the alert's issue in {self._config.repo}: {said}. "
-            f"queuepilot tries again every {minutes} min; the incident goes on here."
+            f"{then}; the incident goes on here."
         )
         await self.record(incident_id, "issue_refused", text, reply=True)
 
@@ -319,7 +321,16 @@ class _Step:
         )
         await self.save(self.link.model_copy(update={"trying": moment.key}))
         await self.call()
-        await owner._issues.comment(number, body)
+        try:
+            await owner._issues.comment(number, body)
+        except BackendError as exc:
+            if exc.status != UNPROCESSABLE:
+                raise
+            # This comment GitHub will never take (a locked issue, a rule of its own): said
+            # once, and the moments after it go on.
+            if str(exc) != self.link.refused:
+                await owner._tell_refusal(self.id, str(exc), again=False)
+                await self.save(self.link.model_copy(update={"refused": str(exc)}))
         await self.told(moment)
 
     async def told(self, moment: Moment) -> None:

@@ -13,13 +13,14 @@ compared, are saved in `build/test-artifacts/`.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
-from sandbox.stack import CHANNEL, Sandbox, SandboxConfig, start_sandbox
+from sandbox.stack import CHANNEL, ISSUES_REPO, Sandbox, SandboxConfig, start_sandbox
 from tests.support.page_numbers import Missed, Moment, after_diagnostics, at_next_status
 from tests.support.servers import RedisServer
 
@@ -128,6 +129,8 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         # The silence held Grafana's resolve back, as Alertmanager would.
         assert [p["status"] for p in sandbox.fleet.sent].count("resolved") == 0
         visitor.see_it_put_back(page, within_ms=STEP_MS)
+        visitor.see_the_issue_linked(root, within_ms=STEP_MS)
+        visitor.ask_for_the_postmortem(page, within_ms=STEP_MS)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "demo-thread.png"))
         (ARTIFACTS / "demo-numbers.txt").write_text(
@@ -156,6 +159,30 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
         ("linux.2xlarge", minimum, maximum),
     ]
     assert sandbox.fleet.spec("linux.2xlarge")["maxRunners"] == maximum
+    assert_the_issue_told_each_step_once(sandbox)
+
+
+def assert_the_issue_told_each_step_once(sandbox: Sandbox) -> None:
+    """The incident's GitHub issue (opened by the bot in GitHub's stand-in) has the thread's link,
+    one comment per step the visitor took, the summary and the postmortem, and is closed."""
+    assert sandbox.github is not None
+    [issue] = [i for i in sandbox.github.issues(ISSUES_REPO) if visitor.TITLE in i["title"]]
+    number = issue["number"]
+    wanted = ("Slack thread", "**Silenced**", "**Scaled up**", "**Likely cause**", "**Resolved**",
+              "# Postmortem")  # fmt: skip
+
+    def told() -> list[str]:
+        return [str(c["body"]) for c in sandbox.github.comments(ISSUES_REPO, number)]
+
+    deadline = time.monotonic() + STEP_MS / 1000
+    while time.monotonic() < deadline and not (
+        all(any(w in body for body in told()) for w in wanted)
+        and sandbox.github.issue(ISSUES_REPO, number)["state"] == "closed"
+    ):
+        time.sleep(0.2)
+    for words in wanted:
+        assert len([body for body in told() if words in body]) == 1, (words, told())
+    assert sandbox.github.issue(ISSUES_REPO, number)["state"] == "closed"
 
 
 def assert_one_reading(moment: Moment, other: str) -> None:

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from sandbox.stack import CHANNEL, GPU_CHANNEL, Sandbox, SandboxConfig, start_sandbox
+from sandbox.stack import (
+    CHANNEL,
+    GPU_CHANNEL,
+    ISSUES_REPO,
+    Sandbox,
+    SandboxConfig,
+    start_sandbox,
+)
 from tests.support.running import eventually
 from tests.support.servers import RedisServer
 
@@ -64,3 +71,30 @@ async def test_the_gpu_teams_alert_opens_in_its_channel_and_the_rest_in_the_defa
     )
     assert GPU not in str(root(sandbox, CHANNEL, "Jobs queueing").blocks)
     assert gpu.ts and main.ts
+    # Each incident has its GitHub issue, which its own root links and its own thread's link
+    # opens: two issues, one per channel's incident.
+    github = sandbox.github
+    assert github is not None
+    for channel, title in ((CHANNEL, "Jobs queueing in autoscaled"), (GPU_CHANNEL, "GPU jobs")):
+        issue = await eventually(
+            lambda t=title: next((i for i in github.issues(ISSUES_REPO) if t in i["title"]), None),
+            what=f"the issue of {title}",
+            timeout=60,
+        )
+        number = issue["number"]
+        await eventually(
+            lambda c=channel, t=title, n=number: (
+                f"GitHub issue #{n}" in str(root(sandbox, c, t).blocks)
+            ),
+            what=f"{title}'s root linking issue #{number}",
+            timeout=60,
+        )
+        [thread] = await eventually(
+            lambda n=number: [
+                c for c in github.comments(ISSUES_REPO, n) if "Slack thread" in c["body"]
+            ],
+            what=f"issue #{number} told its thread",
+            timeout=60,
+        )
+        assert channel in thread["body"]  # the permalink is of this channel's thread
+    assert len(github.issues(ISSUES_REPO)) == 2
