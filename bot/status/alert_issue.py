@@ -188,8 +188,9 @@ class AlertIssues:
     async def record(
         self, incident_id: str, kind: str, text: str, *, reply: bool = False, url: str = ""
     ) -> None:
-        """A line on the incident's timeline (and in its thread, `reply`); with `url`, the root
-        links the issue. Fenced by the incident's version like every change."""
+        """A line on the incident's timeline (none when `text` is empty), and in its thread
+        (`reply`); with `url`, the root links the issue. Fenced by the incident's version like
+        every change."""
         for _ in range(MAX_COMMIT_ATTEMPTS):
             loaded = await self._store.load(incident_id)
             incident = loaded.incident
@@ -206,7 +207,7 @@ class AlertIssues:
                 updated,
                 version=loaded.version,
                 thread=loaded.thread,
-                events=(event,),
+                events=(event,) if text else (),
                 replies=replies,
                 root=bool(url),
             )
@@ -243,6 +244,9 @@ class _Step:
     async def run(self) -> None:
         if not self.link.linked:
             await self.link_issue()
+        elif self.incident.links.issue != self.link.url:
+            # Written over meanwhile (a replica of 0.24 in a rolling upgrade keeps no link).
+            await self.owner.record(self.id, "issue_linked", "", url=self.link.url)
         timeline = await self.owner._store.events(self.id)
         for moment in pending(self.link, timeline):
             await self.tell(moment, timeline)

@@ -1,0 +1,202 @@
+"""The alert issue's keeper, branch by branch, on a real Redis with GitHub as an in-memory fake
+and a clock the test moves: when it looks again for a pipeline's issue and when it stops, a
+comment GitHub will never take, the thread not posted yet, failures backed off and reset.
+(`tests/system/test_alert_issue.py` runs the whole of it against GitHub's strict stand-in.)"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from redis.asyncio import Redis
+
+from bot.backends.errors import BackendError
+from bot.backends.issues import Issue
+from bot.domain.alert_issue import THREAD_MOMENT, issue_title
+from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
+from bot.status.alert_issue import AlertIssues, IssueConfig
+from bot.storage.incident_store import Commit, IncidentStore
+from bot.storage.issue_links import IssueLinks
+from bot.storage.pacing import Pacing
+from tests.support.store import KEYS, PREFIX, T0, opened
+
+REPO = "pytorch/alerts"
+
+
+@dataclass
+class FakeIssues:
+    """GitHub's issues as the keeper sees them; `refuse` answers each call named in it once."""
+
+    issues: list[Issue] = field(default_factory=list)
+    comments: dict[int, list[str]] = field(default_factory=dict)
+    refuse: dict[str, BackendError] = field(default_factory=dict)
+    listed: int = 0
+
+    def _gate(self, call: str) -> None:
+        if call in self.refuse:
+            raise self.refuse.pop(call)
+
+    async def open_issues(self, label: str) -> list[Issue]:
+        self._gate("list")
+        self.listed += 1
+        return [i for i in self.issues if label in i.labels and i.state == "open"]
+
+    async def create(self, title: str, body: str, labels: tuple[str, ...]) -> Issue:
+        self._gate("create")
+        issue = Issue(len(self.issues) + 1, f"https://gh/{len(self.issues) + 1}", title, body,
+                      labels, "open")  # fmt: skip
+        self.issues.append(issue)
+        return issue
+
+    async def comment(self, number: int, body: str) -> None:
+        self._gate("comment")
+        self.comments.setdefault(number, []).append(body)
+
+    async def find_comment(self, number: int, mark: str) -> bool:
+        return any(mark in body for body in self.comments.get(number, []))
+
+    async def set_state(self, number: int, *, closed: bool) -> None:
+        self._gate("state")
+
+
+@dataclass
+class Clock:
+    now: datetime = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def keeper(
+    redis: Redis, issues: FakeIssues, clock: Clock, **config: object
+) -> tuple[AlertIssues, IncidentStore]:
+    store = IncidentStore(redis, PREFIX, issues=True)
+    permalinks = {"C0STORE": "https://slack.example/archives/C0STORE/p1"}
+
+    async def permalink(channel: str, ts: str) -> str | None:
+        return permalinks.get(channel)
+
+    settings = {"repo": REPO, "interval_ms": 10, **config}
+    return (
+        AlertIssues(
+            store,
+            IssueLinks(redis, KEYS, retention_s=3600),
+            issues,
+            Pacing(redis, KEYS),
+            config=IssueConfig(**settings),  # type: ignore[arg-type]
+            permalink=permalink,
+            clock=clock,
+        ),
+        store,
+    )
+
+
+async def opened_due(store: IncidentStore) -> Incident:
+    """An incident just opened, due for its issue (the intake's commit marks it so)."""
+    incident = await opened(store)
+    await store.issue_due.schedule(incident.id, T0.timestamp())
+    return incident
+
+
+async def with_thread(redis: Redis, incident: Incident) -> None:
+    """The root posted, as the channel's sender records it (`record_root.lua`)."""
+    thread = json.dumps({"channel": "C0STORE", "ts": "1.000100"})
+    await redis.hset(KEYS.incident(incident.id), "thread", thread)
+
+
+async def due_at(store: IncidentStore, incident_id: str) -> float | None:
+    return await store.issue_due.due_at(incident_id)
+
+
+async def test_no_issue_yet_is_looked_for_again_while_open_and_no_more_once_resolved(
+    redis: Redis,
+) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock, search_again_s=(30.0, 120.0))
+    incident = await opened_due(store)
+    await keep.tick()
+    assert issues.listed == 1
+    assert await due_at(store, incident.id) == (T0 + timedelta(seconds=30)).timestamp()
+    clock.now += timedelta(seconds=30)
+    await keep.tick()
+    assert await due_at(store, incident.id) == (clock.now + timedelta(seconds=120)).timestamp()
+
+    # The pipeline opens its issue meanwhile: the next look links it.
+    found = Issue(7, "https://gh/7", issue_title(incident), "", ("area:alerting",), "open")
+    issues.issues.append(found)
+    clock.now += timedelta(seconds=120)
+    await keep.tick()
+    linked = await store.get(incident.id)
+    assert linked is not None and linked.links.issue == "https://gh/7"
+
+
+async def test_a_resolved_incident_with_no_issue_stops_looking(redis: Redis) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock)
+    incident = await opened_due(store)
+    loaded = await store.load(incident.id)
+    resolved = resolve_manually(incident, by="U1", name="alice", now=T0)
+    event = Event(at=T0, kind="resolved", text="Resolved manually", actor="U1")
+    assert await store.commit(
+        Commit(resolved, version=loaded.version, events=(event,)), now=T0.timestamp()
+    )
+    await keep.tick()
+    assert issues.listed == 1
+    assert await due_at(store, incident.id) is None
+
+
+async def test_a_comment_github_will_never_take_is_said_once_and_the_rest_go_on(
+    redis: Redis,
+) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock, open=True)
+    incident = await opened_due(store)
+    await with_thread(redis, incident)
+    issues.refuse["comment"] = BackendError(
+        "GitHub answered 422: Body is too long", retryable=False, status=422
+    )
+    await keep.tick()
+    # The thread's link was refused; nothing is retried, the next moment is told.
+    loaded = await store.load(incident.id)
+    assert loaded.incident is not None
+    acked = acknowledge(loaded.incident, by="U1", name="alice", now=T0)
+    event = Event(at=T0, kind="acknowledged", text="Acknowledged", actor="U1", actor_name="alice")
+    commit = Commit(with_action(acked, event), version=loaded.version, events=(event,))
+    assert await store.commit(commit, now=clock.now.timestamp())
+    await keep.tick()
+    [number] = issues.comments
+    assert [body.split("\n")[0] for body in issues.comments[number]] == [
+        "**Acknowledged** by alice at 2025-12-01 02:30 UTC: Acknowledged"
+    ]
+    timeline = await store.events(incident.id)
+    refused = [e for e in timeline if e.kind == "issue_refused"]
+    assert len(refused) == 1 and "Body is too long" in refused[0].text
+
+
+async def test_the_thread_is_waited_for_then_told_without_its_link(redis: Redis) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock, open=True, thread_wait_s=120.0)
+    incident = await opened_due(store)
+    await keep.tick()
+    assert issues.comments == {}  # linked, but the root is not posted yet
+    assert await due_at(store, incident.id) == (T0 + timedelta(seconds=10)).timestamp()
+    clock.now += timedelta(seconds=121)
+    await keep.tick()
+    [said] = issues.comments[1]
+    assert said.startswith("queuepilot follows this alert as incident 1 in Slack:")
+
+
+async def test_failures_back_off_and_a_success_resets_them(redis: Redis) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock, open=True, retry_first_s=10.0)
+    incident = await opened_due(store)
+    await with_thread(redis, incident)
+    for wait in (10, 20, 40):
+        issues.refuse["list"] = BackendError("GitHub answered 502", retryable=True, status=502)
+        await keep.tick()
+        assert await due_at(store, incident.id) == (clock.now + timedelta(seconds=wait)).timestamp()
+        clock.now += timedelta(seconds=wait)
+    await keep.tick()
+    link = await IssueLinks(redis, KEYS, retention_s=3600).get(incident.id)
+    assert link is not None and link.failures == 0 and THREAD_MOMENT in link.told
