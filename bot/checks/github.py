@@ -24,6 +24,8 @@ from bot.domain.alert_issue import AREA_LABEL
 from bot.factory import build_issues, build_jobs_source, build_metrics
 
 SUBJECT, HUD, ISSUES = "github", "hud", "github issues"
+ISSUES_OFF = "turn issues on in the repository's settings (Features), or name another"
+GONE = 410  # GitHub's answer where a repository's issues are turned off
 ISSUES_PERMISSION = (
     'a fine-grained token needs the repository permission "Issues" (read and write); a classic '
     "token the repo scope (public_repo for a public repository)"
@@ -68,11 +70,13 @@ async def probe_issues(settings: Settings) -> list[Finding]:
         if exc.status in (401, 403, 404):
             unseen = " (or it does not exist)" if exc.status == 404 else ""
             return [fail(ISSUES, f"{repo}: {exc}{unseen}", ISSUES_PERMISSION)]
+        if exc.status == GONE:
+            return [fail(ISSUES, f"{repo}: {exc}", ISSUES_OFF)]
         return [fail(ISSUES, f"{repo}: {exc}")]
     finally:
         await issues.api.aclose()
     if isinstance(body, dict) and body.get("has_issues") is False:
-        return [fail(ISSUES, f"{repo} has issues turned off", "turn them on in its settings")]
+        return [fail(ISSUES, f"{repo} has issues turned off", ISSUES_OFF)]
     opens = "opened when none is found" if settings.github_issues_open else "linked, not opened"
     return [ok(ISSUES, f"{repo}: {len(listed)} open {AREA_LABEL} issues; the alert's is {opens}")]
 

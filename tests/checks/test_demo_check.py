@@ -16,7 +16,9 @@ def test_the_demos_own_check_passes(redis_server: RedisServer) -> None:
         sandbox = start_sandbox(stack, redis_server.url, "qpcheck", SandboxConfig(speed=30))
 
     subjects = {f.subject for f in sandbox.check}
-    assert subjects == {"slack", "redis", "prometheus", "silences", "kubernetes", "hud"}
+    assert subjects == {
+        "slack", "redis", "prometheus", "silences", "kubernetes", "hud", "github issues"
+    }  # fmt: skip
     assert [f for f in sandbox.check if f.verdict is Verdict.FAIL] == []
     # The demo's Redis is a throwaway one, without persistence: the one thing worth a word.
     warned = [f for f in sandbox.check if f.verdict is Verdict.WARN]
