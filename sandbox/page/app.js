@@ -69,7 +69,7 @@ function render() {
   if (!view.channel || !channels.some((c) => c.id === view.channel)) view.channel = channels[0]?.id;
   $("channels").replaceChildren(...channels.map((c) => el("li", {},
     el("button", {
-      type: "button", class: c.id === view.channel ? "channel current" : "channel",
+      type: "button", class: c.id === view.channel && !view.home ? "channel current" : "channel",
       onclick: () => { view.channel = c.id; view.home = false; view.thread = null; render(); },
     }, `# ${c.name}`))));
   $("home-link").className = view.home ? "channel current" : "channel";
