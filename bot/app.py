@@ -29,6 +29,7 @@ from starlette.types import ASGIApp
 import handlers.actions
 import handlers.commands
 import handlers.health
+import handlers.home
 import handlers.slack_boundary
 import handlers.slack_events
 import handlers.socket_mode
@@ -65,6 +66,7 @@ from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
+from bot.outbound.home import Home, HomeConfig
 from bot.outbound.membership import check_channels
 from bot.outbound.sender import Outbound, SenderConfig
 from bot.outbound.senders import Senders
@@ -75,6 +77,7 @@ from bot.status.tick import StatusConfig, StatusReporter
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.connection import build_redis
 from bot.storage.early_warning import WarningStore
+from bot.storage.home import HomeViewers
 from bot.storage.incident_store import IncidentStore
 from bot.storage.interactions import Interactions
 from bot.storage.issue_links import IssueLinks
@@ -82,6 +85,7 @@ from bot.storage.job_arrivals import JobArrivals
 from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
 from bot.storage.pacing import Pacing
+from bot.storage.permalinks import Permalinks
 from bot.storage.send_queue import SendQueue
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
@@ -121,6 +125,7 @@ class Bot:
     early_warnings: EarlyWarnings | None = None
     bell_redis: Redis | None = None
     alert_issues: AlertIssues | None = None
+    home: Home | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -290,6 +295,16 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     handlers.slack_boundary.install(bolt, redis=redis, prefix=settings.redis_prefix)
     _provide(bolt, core, gateway)
+    home = Home(
+        store,
+        warnings,
+        readings,
+        HomeViewers(redis, store.keys),
+        Permalinks(redis, store.keys, keep_s=retention_s),
+        gateway,
+        config=HomeConfig(settings.slash_command, settings.home_numbers_seconds),
+        clock=clock,
+    )
     return Bot(
         settings=settings,
         redis=redis,
@@ -310,6 +325,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         early_warnings=early_warnings,
         bell_redis=bells,
         alert_issues=alert_issues,
+        home=home,
     )
 
 
@@ -494,6 +510,8 @@ def build_app(bot: Bot) -> ASGIApp:
     handlers.actions.register(bot.bolt)
     handlers.views.register(bot.bolt)
     handlers.commands.register(bot.bolt, command=bot.settings.slash_command)
+    if bot.home is not None:
+        handlers.home.register(bot.bolt, bot.home)
     if not bot.settings.socket_mode:
         # In Socket Mode Slack's traffic arrives over the websocket, and there is no signing
         # secret to verify an HTTP request with: the route would only ever answer errors.
@@ -585,6 +603,8 @@ def _ticks(bot: Bot) -> dict[str, periodic.Tick]:
         ticks["early-warning"] = bot.early_warnings.tick
     if bot.alert_issues is not None:
         ticks["alert-issue"] = bot.alert_issues.tick
+    if bot.home is not None:
+        ticks["app-home"] = bot.home.tick
     # A reading every interval where the readings are the report's history and nothing else
     # reads on a schedule (the early warning does): a week read only during incidents is not
     # the week.

@@ -18,7 +18,8 @@ test keeps them equal. Read from where the bot calls each Web API method:
   files:write, for every postmortem (`/queue postmortem`, the summary's button: a Markdown file
   shared into the thread) and for charts as pictures (`CHART_STYLE=image`, or a workspace that
   refused Slack's chart block);
-- `auth.test`, `chat.getPermalink` and `views.*` take no scope.
+- `auth.test`, `chat.getPermalink` and `views.*` take no scope (`views.publish` too: the App
+  Home, `bot.outbound.home`, needs none; nor does its `app_home_opened` event).
 
 Socket Mode's app-level token (`xapp-…`) carries connections:write, an app-level scope of its
 own, not one of the bot token's.

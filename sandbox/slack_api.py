@@ -171,6 +171,8 @@ class SlackEmulator:
     chat.update answer `invalid_blocks` to any message holding one, as Slack does for a block
     type it does not support; `reset()` puts it back as constructed, since a test that refuses
     charts must not leave the next test's workspace refusing them.
+    `home_tab` says whether the app has its Home tab turned on (views.publish answers
+    `not_enabled` without it), read at each call like `chart_blocks`.
     `scopes` are the bot token's, as the workspace granted them at install (by default every
     scope a fully featured install has): each answer to the bot token carries them in Slack's
     `x-oauth-scopes` header (and the method's in `x-accepted-oauth-scopes`), and a method whose
@@ -193,6 +195,7 @@ class SlackEmulator:
         history_interval_s: float = 60.0,
         chart_blocks: bool = True,
         scopes: Iterable[str] | None = None,
+        home_tab: bool = True,
     ) -> None:
         self.token = token
         self.enforce_rate_limits = enforce_rate_limits
@@ -200,6 +203,7 @@ class SlackEmulator:
         self.history_interval_s = history_interval_s
         self.chart_blocks = chart_blocks
         self._constructed_chart_blocks = chart_blocks
+        self.home_tab = home_tab
         self.scopes = frozenset(ALL_SCOPES if scopes is None else scopes)
         self._constructed_scopes = self.scopes
         self._lock = threading.Lock()
@@ -277,6 +281,11 @@ class SlackEmulator:
         """Every view opened or pushed, in that order, each in its latest (updated) state."""
         with self._lock:
             return _copied(list(self._ws.views.values()))
+
+    def home(self, user: str) -> dict[str, Any] | None:
+        """The Home tab's view last published to `user` (views.publish), None before any."""
+        with self._lock:
+            return _copied(self._ws.homes.get(user))
 
     def calls(self, method: str | None = None) -> list[Call]:
         """Every request received (failed and faulted ones too), in arrival order."""
@@ -478,7 +487,8 @@ class SlackEmulator:
             # order); the limit first here, as before, until a source says otherwise.
             self._check_rate_limit(method, params)
             check_required(method, params)
-            self._ws.chart_blocks = self.chart_blocks  # as the attribute says now
+            self._ws.chart_blocks = self.chart_blocks  # as the attributes say now
+            self._ws.home_enabled = self.home_tab
             return _Outcome(200, {"ok": True, **handler(self._ws, params, base_url)})
         except SlackError as exc:
             return _Outcome.failure(exc)

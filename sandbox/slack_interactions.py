@@ -1,4 +1,5 @@
-"""What Slack sends *to* an app: interaction payloads and slash commands, signed and delivered.
+"""What Slack sends *to* an app: interaction payloads, slash commands and events, signed and
+delivered.
 
 The local Slack page acts through this module, so the bot receives exactly what it would receive
 from Slack: a form-encoded POST to its one Request URL, signed with `v0=HMAC-SHA256(signing
@@ -6,7 +7,8 @@ secret, "v0:<timestamp>:<body>")` in `X-Slack-Signature` with `X-Slack-Request-T
 `payload` field holding JSON for interactions (`block_actions`, `view_submission`,
 `view_closed`), and plain fields for slash commands. Each carries a `trigger_id` the emulator
 will accept once within 3 seconds for `views.open`, and, where Slack gives one, a `response_url`
-the emulator serves.
+the emulator serves. An Events API event (`app_home_opened`) goes as a JSON body, the event
+inside Slack's `event_callback` wrapper, signed the same way.
 
 The builders are pure functions of what was clicked; `AppLink` does the HTTP.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +26,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from sandbox.slack_model import APP_ID, TEAM_ID, TEAM_NAME
+from sandbox.slack_model import APP_ID, BOT_USER_ID, TEAM_ID, TEAM_NAME
 
 # Slack gives up on an app that has not answered within 3 seconds and tells the user so.
 ACK_TIMEOUT_S = 3.0
@@ -41,13 +44,19 @@ class Person:
         return {"id": self.id, "username": self.name, "name": self.name, "team_id": TEAM_ID}
 
 
-def signature_headers(secret: str, body: bytes, *, timestamp: int | None = None) -> dict[str, str]:
+def signature_headers(
+    secret: str,
+    body: bytes,
+    *,
+    timestamp: int | None = None,
+    content_type: str = "application/x-www-form-urlencoded",
+) -> dict[str, str]:
     """The headers Slack signs every request with (see the module docstring)."""
     stamp = str(int(time.time()) if timestamp is None else timestamp)
     base = b"v0:" + stamp.encode() + b":" + body
     digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
     return {
-        "Content-Type": "application/x-www-form-urlencoded",
+        "Content-Type": content_type,
         "User-Agent": USER_AGENT,
         "X-Slack-Request-Timestamp": stamp,
         "X-Slack-Signature": f"v0={digest}",
@@ -156,6 +165,43 @@ def slash_command_form(
     }
 
 
+def app_home_opened(person: Person, *, tab: str, view: dict[str, Any] | None) -> dict[str, Any]:
+    """`app_home_opened`: the person opened the app's Home (`tab` "home") or Messages tab; `view`
+    is the Home view published for them, when one was (its blocks, `hash` and the rest)."""
+    event: dict[str, Any] = {
+        "type": "app_home_opened",
+        "user": person.id,
+        "channel": f"D{person.id[1:]}",  # the App Home's own conversation with the person
+        "tab": tab,
+        "event_ts": f"{time.time():.6f}",
+    }
+    if view is not None:
+        event["view"] = view
+    return event
+
+
+def event_callback(event: dict[str, Any]) -> dict[str, Any]:
+    """The Events API's outer wrapper around one event, as HTTP and Socket Mode deliver it."""
+    return {
+        "token": "verification-token-unused",
+        "team_id": TEAM_ID,
+        "api_app_id": APP_ID,
+        "event": event,
+        "type": "event_callback",
+        "event_id": f"Ev{secrets.token_hex(5).upper()}",
+        "event_time": int(time.time()),
+        "authorizations": [
+            {
+                "team_id": TEAM_ID,
+                "user_id": BOT_USER_ID,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ],
+        "is_ext_shared_channel": False,
+    }
+
+
 @dataclass(frozen=True)
 class AppAnswer:
     """The app's HTTP answer, or why there was none (Slack shows the user an error then)."""
@@ -188,17 +234,24 @@ class AppLink:
         self._client = httpx.AsyncClient(timeout=ACK_TIMEOUT_S)
 
     async def send_payload(self, payload: dict[str, Any]) -> AppAnswer:
-        return await self._post({"payload": json.dumps(payload, separators=(",", ":"))})
+        fields = {"payload": json.dumps(payload, separators=(",", ":"))}
+        return await self._post(urlencode(fields).encode())
 
     async def send_command(self, form: dict[str, str]) -> AppAnswer:
-        return await self._post(form)
+        return await self._post(urlencode(form).encode())
 
-    async def _post(self, fields: dict[str, str]) -> AppAnswer:
-        body = urlencode(fields).encode()
+    async def send_event(self, event: dict[str, Any]) -> AppAnswer:
+        """An Events API event, delivered once (Slack would retry an unanswered one with
+        `X-Slack-Retry-Num`; the page tells its person instead, as for an interaction)."""
+        body = json.dumps(event_callback(event), separators=(",", ":")).encode()
+        return await self._post(body, content_type="application/json")
+
+    async def _post(
+        self, body: bytes, *, content_type: str = "application/x-www-form-urlencoded"
+    ) -> AppAnswer:
+        headers = signature_headers(self._secret, body, content_type=content_type)
         try:
-            response = await self._client.post(
-                self.request_url, content=body, headers=signature_headers(self._secret, body)
-            )
+            response = await self._client.post(self.request_url, content=body, headers=headers)
         except httpx.TimeoutException:
             return AppAnswer(None, problem="the app did not answer within 3 seconds")
         except httpx.HTTPError as exc:

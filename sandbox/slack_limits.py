@@ -21,6 +21,8 @@ from sandbox.slack_model import SlackError, invalid_blocks
 
 MAX_MESSAGE_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
+# views.publish's `view_too_large`: "the provided view is greater than 250kb".
+MAX_VIEW_BYTES = 250_000
 # Slack's method pages ask for at most 4,000 characters of `text`, and Slack now answers
 # `msg_too_long` past about that: "the 40K truncation is an old requirement and the platform
 # now has a smaller limit for the text data. If your app generates 4K text, indeed posting the
@@ -31,11 +33,13 @@ MAX_VIEW_BLOCKS = 100
 MAX_TEXT_CHARS = 4_000
 
 # (burst, sustained calls per second), mirroring Slack's documented "1 message per second per
-# channel" special limit for chat.postMessage, and Tier 3 (50/min) for chat.update, which like
-# every tier is counted "per API method per workspace per app": one bucket for the whole app.
+# channel" special limit for chat.postMessage, Tier 3 (50/min) for chat.update and Tier 4
+# (100+/min) for views.publish, which like every tier is counted "per API method per workspace
+# per app": one bucket for the whole app.
 RATE_LIMITS: dict[str, tuple[int, float]] = {
     "chat.postMessage": (3, 1.0),
     "chat.update": (5, 50 / 60),
+    "views.publish": (5, 100 / 60),
 }
 PER_CHANNEL = frozenset({"chat.postMessage"})
 

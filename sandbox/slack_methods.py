@@ -23,6 +23,7 @@ from slack_sdk.models.views import View
 
 from sandbox.slack_limits import (
     MAX_VIEW_BLOCKS,
+    MAX_VIEW_BYTES,
     SCHEMA_MISMATCH,
     check_content,
     check_metadata,
@@ -348,6 +349,27 @@ def _views_update(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
     return {"view": updated}
 
 
+def _views_publish(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
+    """A person's Home tab (views.publish's page): a user the workspace does not know is
+    `invalid_arguments` "invalid `user_id`" (the page's own example of an error), an app without
+    its Home tab `not_enabled`, a view that is no `home` view refused as views.* refuse a view,
+    one over 250 kB `view_too_large`, a stale `hash` `hash_conflict`."""
+    user = _required(p, "user_id")
+    if user not in ws.users:
+        raise invalid_arguments("invalid `user_id`")
+    if not ws.home_enabled:
+        raise SlackError("not_enabled")
+    view = _view(p)
+    if view["type"] != "home":
+        raise invalid_arguments(
+            f"[ERROR] {SCHEMA_MISMATCH} [json-pointer:/view]",
+            "[ERROR] must be home [json-pointer:/view/type]",
+        )
+    if len(json.dumps(view).encode()) > MAX_VIEW_BYTES:
+        raise SlackError("view_too_large")
+    return {"view": ws.publish_home(user, view, expected_hash=optional(p, "hash"))}
+
+
 # -- users.*, usergroups.*, files.* --------------------------------------------------------
 
 
@@ -435,6 +457,7 @@ METHODS: dict[str, Handler] = {
     "views.open": _views_open,
     "views.push": _views_push,
     "views.update": _views_update,
+    "views.publish": _views_publish,
     "users.info": _users_info,
     "usergroups.users.list": _usergroups_users_list,
     "files.getUploadURLExternal": _files_get_upload_url,

@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from sandbox.slack_interactions import (
     AppAnswer,
     AppLink,
+    app_home_opened,
     block_actions_payload,
     slash_command_form,
     view_closed_payload,
@@ -58,6 +59,7 @@ def page_routes(emulator: SlackEmulator) -> list[BaseRoute]:
         Route("/_page/command", page.command, methods=["POST"]),
         Route("/_page/view", page.submit, methods=["POST"]),
         Route("/_page/view/close", page.close, methods=["POST"]),
+        Route("/_page/home", page.home, methods=["POST"]),
         Route("/_emulator/respond/{token:str}", page.respond, methods=["POST"]),
         Route("/_emulator/files/{file_id:str}", page.file, methods=["GET"]),
     ]
@@ -106,6 +108,8 @@ class SlackPage:
             "bot_user_id": BOT_USER_ID,
             "channels": channels,
             "modal": modal,
+            # The app's Home tab as this person sees it: the view last published to them.
+            "home": ws.homes.get(self._me),
         }
 
     async def events(self, request: Request) -> Response:
@@ -241,6 +245,19 @@ class SlackPage:
         if view.get("notify_on_close") and link is not None:
             await link.send_payload(view_closed_payload(self._emulator.person, view=view))
         return JSONResponse({"ok": True})
+
+    async def home(self, request: Request) -> Response:
+        """The person opened the app's Home tab: Slack sends the app `app_home_opened`, with the
+        view it shows them when one was published; the app publishes theirs (views.publish),
+        and the page shows it when it comes."""
+        try:
+            link = self._link()
+            with self._emulator.reading() as ws:
+                view = copy.deepcopy(ws.homes.get(self._me))
+        except PageError as exc:
+            return _refused(exc)
+        event = app_home_opened(self._emulator.person, tab="home", view=view)
+        return _told(await link.send_event(event))
 
     # -- what the app answers through a response_url ------------------------------------------
 

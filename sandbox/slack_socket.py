@@ -44,8 +44,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from sandbox.slack_interactions import ACK_TIMEOUT_S, AppAnswer
-from sandbox.slack_model import APP_ID, TEAM_ID, SlackError
+from sandbox.slack_interactions import ACK_TIMEOUT_S, AppAnswer, event_callback
+from sandbox.slack_model import APP_ID, SlackError
 
 EnvelopeType = Literal["interactive", "slash_commands", "events_api"]
 LINK_PATH = "/link/"
@@ -287,6 +287,9 @@ class SocketLink:
     async def send_command(self, form: dict[str, str]) -> AppAnswer:
         return await self._send("slash_commands", dict(form), True)
 
+    async def send_event(self, event: dict[str, Any]) -> AppAnswer:
+        return await self._send("events_api", event_callback(event), False)
+
     async def _send(self, kind: EnvelopeType, payload: dict[str, Any], accepts: bool) -> AppAnswer:
         if self._socket.connections() == 0:
             return AppAnswer(None, problem="the app is not connected (Socket Mode)")
@@ -297,21 +300,6 @@ class SocketLink:
 
     async def aclose(self) -> None:
         """Nothing to close: the connections belong to the emulator's server."""
-
-
-def event_callback(event: dict[str, Any]) -> dict[str, Any]:
-    """The Events API's outer wrapper around one event."""
-    return {
-        "token": "verification-token-unused",
-        "team_id": TEAM_ID,
-        "api_app_id": APP_ID,
-        "event": event,
-        "type": "event_callback",
-        "event_id": f"Ev{secrets.token_hex(5).upper()}",
-        "event_time": int(time.time()),
-        "authorizations": [{"team_id": TEAM_ID, "is_bot": True, "is_enterprise_install": False}],
-        "is_ext_shared_channel": False,
-    }
 
 
 def socket_routes(socket: SocketMode) -> list[BaseRoute]:

@@ -55,6 +55,10 @@ class Workspace:
         self.clock = TsClock()
         self.ids = IdSource()
         self.views: dict[str, dict[str, Any]] = {}
+        # Each person's Home tab: the view last published to them (views.publish).
+        self.homes: dict[str, dict[str, Any]] = {}
+        # Whether the app has its Home tab turned on (App Home settings, `home_tab_enabled`).
+        self.home_enabled = True
         self.files: dict[str, StoredFile] = {}
         self.calls: list[Call] = []
         self.faults: dict[str, deque[Fault]] = defaultdict(deque)
@@ -74,6 +78,7 @@ class Workspace:
         for channel in self.channels.values():
             channel.clear()
         self.views.clear()
+        self.homes.clear()
         self.files.clear()
         self.calls.clear()
         self.faults.clear()
@@ -323,6 +328,44 @@ class Workspace:
         current.update(state={"values": {}}, hash=self._view_hash(), previous_view_id=None)
         return current
 
+    def publish_home(
+        self, user: str, view: dict[str, Any], *, expected_hash: str | None
+    ) -> dict[str, Any]:
+        """`user`'s Home tab shows `view` from now on: the same view ID as before for that person,
+        a new hash each time. A `hash` that is not the current one's is `hash_conflict`: someone
+        published in between."""
+        current = self.homes.get(user)
+        if expected_hash and current is not None and expected_hash != current["hash"]:
+            raise SlackError("hash_conflict")
+        external_id = view.get("external_id") or ""
+        if external_id:
+            others = [*self.views.values(), *(v for u, v in self.homes.items() if u != user)]
+            if any(v.get("external_id") == external_id for v in others):
+                raise SlackError("duplicate_external_id")
+        view_id = current["id"] if current is not None else self.ids.next("V")
+        published = {
+            **view,
+            "id": view_id,
+            "team_id": TEAM_ID,
+            "type": "home",
+            "close": None,
+            "submit": None,
+            "external_id": external_id,
+            "private_metadata": view.get("private_metadata", ""),
+            "callback_id": view.get("callback_id", ""),
+            "state": {"values": {}},
+            "hash": self._view_hash(),
+            "clear_on_close": False,
+            "notify_on_close": False,
+            "root_view_id": view_id,
+            "previous_view_id": None,
+            "app_id": APP_ID,
+            "app_installed_team_id": TEAM_ID,
+            "bot_id": BOT_ID,
+        }
+        self.homes[user] = published
+        return published
+
     def latest_modal_root(self) -> str | None:
         modals = [v for v in self.views.values() if v.get("type") == "modal"]
         return modals[-1]["root_view_id"] if modals else None
@@ -418,6 +461,7 @@ class Workspace:
         return {
             "channels": {cid: self.channel_json(cid) for cid in self.channels},
             "views": list(self.views.values()),
+            "homes": dict(self.homes),
             "files": [f.public() for f in self.files.values()],
             "calls": [
                 {"method": c.method, "status": c.status, "ok": c.ok, "error": c.error}

@@ -170,6 +170,14 @@ def ask_the_queue(page: Page, *, within_ms: float) -> Any:
     return answer
 
 
+def open_the_home(page: Page, *, within_ms: float) -> Any:
+    """Open the app's Home tab from the sidebar; the bot publishes it when Slack says so."""
+    page.locator("#home-link").click()
+    home = page.locator("#home")
+    expect(home).to_contain_text("Open incidents", timeout=within_ms)
+    return home
+
+
 def see_it_drain(page: Page, root: Any, *, within_ms: float) -> None:
     """The summary in the thread, the root marked resolved, the summary's chart shown."""
     thread = page.locator("#thread")

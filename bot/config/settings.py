@@ -226,6 +226,16 @@ class Settings(BaseSettings):
     slash_command: str = setting(
         "/queue", "The slash command the bot answers, as named in the Slack app.", group=SLACK
     )
+    home_numbers_seconds: Seconds = setting(
+        300,
+        "An open App Home's numbers (queues, waits, busy runners) are published again at most "
+        "this often; a change of state (an incident opened, acknowledged, resolved; a warning) "
+        "at once, and a person opening the Home sees the numbers of now.",
+        group=SLACK,
+        advanced=True,
+        ge=30,
+        le=86_400,
+    )
     slack_post_interval_ms: Milliseconds = setting(
         1000,
         "Posts to one channel are paced one per this long (Slack allows about one a second).",

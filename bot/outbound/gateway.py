@@ -42,8 +42,9 @@ LOOKUP_PAGE = 15
 LOOKUP_MAX_PAGES = 20
 # A lookup waits out this many 429s in a row (half an hour at a distributed app's pace).
 LOOKUP_RATE_LIMITED_TRIES = 30
-# The history reads take turns app-wide, one call per slot (Tier 3: about 50 a minute).
-_SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200}
+# The history reads take turns app-wide, one call per slot (Tier 3: about 50 a minute); so do
+# the App Home's publishes (Tier 4: 100 or more a minute).
+_SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200, "views.publish": 600}
 
 
 class SlackError(Exception):
@@ -324,6 +325,18 @@ class SlackGateway:
         seconds ago, and `response_url` is the fallback)."""
         params = {"channel": channel, "user": user, "text": text, "thread_ts": thread_ts}
         await self._patiently("chat.postEphemeral", params, tries=2, longest_wait_s=5)
+
+    async def publish_home(
+        self, user: str, view: dict[str, Any], *, hash: str | None, within_s: float
+    ) -> dict[str, Any]:
+        """`views.publish`: `user`'s Home tab shows `view` from now on; the view Slack answers
+        (its `hash` among the rest). In its app-wide turn, waited for at most `within_s`, a 429
+        waited out once; `hash` (the view's last hash known) makes Slack refuse it with
+        `hash_conflict` when another publish came in between."""
+        params = {"user_id": user, "view": view, "hash": hash or None}
+        answer = await self._patiently("views.publish", params, tries=2, longest_wait_s=within_s)
+        published = answer.get("view")
+        return published if isinstance(published, dict) else {}
 
     async def _patiently(
         self,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -213,6 +214,21 @@ class IncidentStore:
                 pipe.hget(self.keys.incident(incident_id), "state")
             raws = await pipe.execute()
         return [Incident.model_validate_json(raw) for raw in raws if raw]
+
+    async def load_many(self, incident_ids: Sequence[str]) -> list[Loaded]:
+        """Several incidents with where their threads are, in one round trip; one that is gone
+        or unreadable (a newer replica's state during a rolling deploy) is left out alone."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for incident_id in incident_ids:
+                pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
+            raws = await pipe.execute()
+        found = []
+        for raw in raws:
+            with suppress(ValueError):  # pydantic's ValidationError is one
+                loaded = loaded_from(raw)
+                if loaded.incident is not None:
+                    found.append(loaded)
+        return found
 
     async def open_ids(self) -> list[str]:
         """Open incidents, most recently opened first."""

@@ -223,6 +223,24 @@ class Keys:
         """Jobs that finished in one five-minute slot and their minutes, per type and workflow."""
         return self._("jobs", "durations", str(slot))
 
+    # -- the App Home (`bot.storage.home`) --------------------------------------------------
+    @property
+    def home_viewers(self) -> str:
+        """Who opened the Home tab: user -> when they last opened it."""
+        return self._("home", "viewers")
+
+    @property
+    def home_shown(self) -> str:
+        """What each viewer's Home shows: user -> its digests, when published, Slack's hash."""
+        return self._("home", "shown")
+
+    def home_claim(self, user: str, digest: str) -> str:
+        """Claimed by the replica that publishes `digest` to `user`: once across replicas."""
+        return self._("home", "claim", user, digest)
+
+    def permalink(self, channel: str, ts: str) -> str:
+        return self._("permalink", channel, ts)
+
     @property
     def fleet_lease(self) -> str:
         return self._("lease", "fleet")

@@ -8,6 +8,7 @@ import { mrkdwn } from "./mrkdwn.js";
 const view = {
   state: null,
   channel: null, // the channel shown
+  home: false, // the app's Home tab is shown instead of a channel
   thread: null, // root ts of the open thread
   threadClosed: false, // the visitor closed it: do not reopen one by itself
   threadAuto: false, // the open thread was chosen by the page, not the visitor: it follows the newest
@@ -68,16 +69,36 @@ function render() {
   if (!view.channel || !channels.some((c) => c.id === view.channel)) view.channel = channels[0]?.id;
   $("channels").replaceChildren(...channels.map((c) => el("li", {},
     el("button", {
-      type: "button", class: c.id === view.channel ? "channel current" : "channel",
-      onclick: () => { view.channel = c.id; view.thread = null; render(); },
+      type: "button", class: c.id === view.channel && !view.home ? "channel current" : "channel",
+      onclick: () => { view.channel = c.id; view.home = false; view.thread = null; render(); },
     }, `# ${c.name}`))));
+  $("home-link").className = view.home ? "channel current" : "channel";
+  renderModal(state.modal);
+  if (view.home) { renderHome(state.home); return; }
+  $("home").hidden = true;
+  $("messages").hidden = false;
+  $("composer").hidden = false;
   const channel = channels.find((c) => c.id === view.channel);
   if (!channel) return;
   $("channel-name").textContent = `# ${channel.name}`;
   $("composer-input").placeholder = `Message #${channel.name}, or type ${state.command} help`;
   renderChannel(channel);
   renderThread(channel);
-  renderModal(state.modal);
+}
+
+// The app's Home tab: the view the app last published to this person, drawn like any blocks.
+function renderHome(home) {
+  $("channel-name").textContent = "queuepilot · Home";
+  $("messages").hidden = true;
+  $("composer").hidden = true;
+  $("thread").hidden = true;
+  const box = $("home");
+  box.hidden = false;
+  box.dataset.hash = home?.hash || "";
+  box.replaceChildren(home ? renderBlocks(home.blocks, {
+    users: view.state.users, confirm,
+    act: () => toast("The local page takes no clicks on the Home tab"),
+  }) : el("p", { class: "empty" }, "Opening queuepilot's Home…"));
 }
 
 function renderChannel(channel) {
@@ -224,6 +245,13 @@ $("composer").addEventListener("submit", async (event) => {
   input.value = "";
   const answer = await post("/_page/command", { channel: view.channel, text });
   if (!answer.ok) input.value = text;
+});
+
+// Opening the Home tab is what Slack tells the app (app_home_opened): the app publishes it.
+$("home-link").addEventListener("click", () => {
+  view.home = true;
+  render();
+  post("/_page/home", {});
 });
 
 $("thread-close").addEventListener("click", () => { view.thread = null; view.threadClosed = true; render(); });

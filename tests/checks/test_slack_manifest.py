@@ -44,3 +44,20 @@ def test_the_http_app_sends_everything_to_slack_events() -> None:
     urls = [app["settings"]["interactivity"]["request_url"]]
     urls += [command["url"] for command in app["features"]["slash_commands"]]
     assert all(url.endswith("/slack/events") for url in urls)
+
+
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_the_home_tab_is_on_and_slack_says_when_it_is_opened(name: str) -> None:
+    app = manifest(name)
+
+    assert app["features"]["app_home"] == {
+        "home_tab_enabled": True,
+        "messages_tab_enabled": False,
+        "messages_tab_read_only_enabled": False,
+    }
+    events = app["settings"]["event_subscriptions"]
+    assert events["bot_events"] == ["app_home_opened"]
+    if name == "slack-manifest.yaml":
+        assert events["request_url"] == "https://queuepilot.example.com/slack/events"
+    else:
+        assert "request_url" not in events

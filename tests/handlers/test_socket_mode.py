@@ -149,6 +149,21 @@ async def test_a_slash_command_is_answered_over_the_socket(
     assert (envelope.type, envelope.acked) == ("slash_commands", True)
 
 
+async def test_the_home_tab_opened_on_the_page_is_published_over_the_socket(
+    socket_settings: SettingsFor, slack: Slack
+) -> None:
+    async with run_bot(socket_settings()) as running:
+        await connected(slack)
+        await open_incident(running, slack, "grafana/queue-alert-firing.json")
+        assert (await slack.page.post("/_page/home", json={})).json() == {"ok": True}
+        home = await eventually(lambda: slack.emulator.home(USER), what="alice's Home")
+    assert "Open incidents" in json.dumps(home)
+    [envelope] = slack.socket.envelopes()
+    assert (envelope.type, envelope.acked) == ("events_api", True)
+    assert envelope.payload["type"] == "event_callback"
+    assert envelope.payload["event"]["type"] == "app_home_opened"
+
+
 async def test_a_command_is_acked_in_time_while_bolt_waits_on_slack(
     socket_settings: SettingsFor, slack: Slack
 ) -> None:

@@ -13,6 +13,7 @@ compared, are saved in `build/test-artifacts/`.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -20,7 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.stack import CHANNEL, ISSUES_REPO, Sandbox, SandboxConfig, start_sandbox
+from sandbox.stack import (
+    CHANNEL,
+    GPU_CHANNEL,
+    ISSUES_REPO,
+    PAGE_USER,
+    Sandbox,
+    SandboxConfig,
+    start_sandbox,
+)
 from tests.support.page_numbers import Missed, Moment, after_diagnostics, at_next_status
 from tests.support.servers import RedisServer
 
@@ -49,6 +58,42 @@ def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
             speed=30, status_interval_s=15, revert_settle_s=5, metrics_interval_s=1
         )
         yield start_sandbox(stack, redis_server.url, "qpbrowser", config)
+
+
+@pytest.fixture
+def two_channels(redis_server: RedisServer) -> Iterator[Sandbox]:
+    """The demo with the GPU team's surge beside the 2xlarge one, a fleet minute a second."""
+    if visitor.chromium_path() is None:
+        pytest.fail("Debian's chromium is missing: `make test` installs it (apt install chromium)")
+    redis_server.flush()
+    with ExitStack() as stack:
+        config = SandboxConfig(
+            speed=60, metrics_interval_s=1, status_interval_s=15, team_burst_at_min=1.0
+        )
+        yield start_sandbox(stack, redis_server.url, "qphome", config)
+
+
+def test_the_home_tab_shows_the_open_incidents_of_both_channels(two_channels: Sandbox) -> None:
+    """Opened before the incidents, the Home tab follows them as they open (the bot publishes
+    it again on each change), each with its channel and a link to its thread, and the fleet."""
+    with visitor.chromium_page(two_channels.page_url) as page:
+        home = visitor.open_the_home(page, within_ms=STEP_MS)
+        playwright_expect(home).to_contain_text("The fleet now", timeout=STEP_MS)
+        playwright_expect(home).to_contain_text("New to queuepilot?")
+        for title in (visitor.TITLE, "GPU jobs queueing"):
+            playwright_expect(home.locator("a", has_text=title)).to_be_visible(timeout=DRAIN_MS)
+        playwright_expect(home).to_contain_text(f"in #{CHANNEL}")
+        playwright_expect(home).to_contain_text(f"in #{GPU_CHANNEL}")
+        playwright_expect(home).to_contain_text(re.compile(r"linux\.g5\.4xlarge\.nvidia\.gpu"))
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "app-home.png"))
+    links = [
+        str(b["text"]["text"])
+        for b in (two_channels.emulator.home(PAGE_USER) or {})["blocks"]
+        if "🔴" in str(b)
+    ]
+    assert any(f"/archives/{CHANNEL}/p" in text for text in links), links
+    assert any(f"/archives/{GPU_CHANNEL}/p" in text for text in links), links
 
 
 def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: Sandbox) -> None:

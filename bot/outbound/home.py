@@ -1,0 +1,247 @@
+"""The App Home: what `app_home_opened` asks for, and the round that keeps open Homes current.
+
+`opened(user)` publishes that person's Home at once (in `views.publish`'s app-wide turn); the
+round (`tick`, every replica, as the other periodic jobs) publishes again to each person who
+opened it within a day, when what their Home shows has changed: its state at once (an incident
+opened, acknowledged, silenced or resolved, a warning raised or ended), its numbers at most every
+`numbers_every_s`. How long an incident has fired is a date token Slack keeps current, so time
+passing publishes nothing. One view serves everyone (`bot.render.home`), read once a round.
+
+A change is published once across replicas (the first to claim the viewer and digest does it),
+every publish takes its turn (`SlackGateway.publish_home`: one app-wide slot per 600 ms, Tier 4,
+a 429's Retry-After waited out), and nothing here raises: the event was acknowledged before the
+work began, and a publish that failed is made by a later round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from redis.exceptions import RedisError
+
+from bot.domain.early_warning import WarningState
+from bot.domain.fleet import FleetSnapshot
+from bot.fleet.readings import FleetReadings
+from bot.outbound.gateway import SlackError, SlackGateway
+from bot.render.home import (
+    MAX_INCIDENTS,
+    MAX_WARNINGS,
+    Digests,
+    HomeState,
+    Listed,
+    Standing,
+    digests,
+    render_home,
+    standing_warnings,
+)
+from bot.storage.early_warning import REFUSED, WarningStore
+from bot.storage.home import HomeViewers, Shown
+from bot.storage.incident_store import IncidentStore
+from bot.storage.permalinks import Permalinks
+
+log = logging.getLogger(__name__)
+
+# Slack user IDs start with U (W on Enterprise Grid); anything else is no one to publish to.
+USER_ID = re.compile(r"[UW][A-Z0-9]{1,31}")
+# The person just opened the tab: their Home is worth a short wait for its turn, not a long one
+# (the round publishes it later otherwise).
+OPEN_WAIT_S = 5.0
+ROUND_WAIT_S = 10.0
+PER_ROUND = 20  # publishes a round makes at most (20 turns: 12 s of Tier 4)
+CLAIM_MS = 60_000  # longer than a publish waits for its turn and Slack's answer
+PERMALINK_TIMEOUT_S = 3.0
+# Errors that say the person is no one to publish to (Slack names a bad user in invalid_arguments:
+# "invalid `user_id`").
+GONE_ERRORS = frozenset({"user_not_found", "account_inactive", "user_disabled"})
+
+
+@dataclass(frozen=True)
+class HomeConfig:
+    command: str = "/queue"
+    numbers_every_s: float = 300.0
+
+
+class Home:
+    def __init__(
+        self,
+        store: IncidentStore,
+        warnings: WarningStore,
+        readings: FleetReadings,
+        viewers: HomeViewers,
+        links: Permalinks,
+        slack: SlackGateway,
+        *,
+        config: HomeConfig,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._store = store
+        self._warnings = warnings
+        self._readings = readings
+        self._viewers = viewers
+        self._links = links
+        self._slack = slack
+        self._config = config
+        self._clock = clock
+
+    async def opened(self, user: str, view_hash: str = "") -> None:
+        """`user` opened the Home tab (`view_hash`: the hash of the view it shows, as the event
+        says it): publish theirs now, unless it already shows all there is."""
+        if not USER_ID.fullmatch(user):
+            return
+        try:
+            now = self._clock()
+            await self._viewers.opened(user, now.timestamp())
+            home = await self._home()
+            seen = await self._viewers.shown([user])
+            shown = seen.get(user)
+            said = digests(home)
+            if shown is not None and shown.hash == view_hash and _shows(shown, said):
+                return
+            await self._publish(user, home, said, view_hash, within_s=OPEN_WAIT_S)
+        except RedisError as exc:
+            log.warning("home: Redis unavailable, %s's Home not published: %s", user, exc)
+
+    async def tick(self) -> None:
+        """One round: publish to each recent viewer whose Home is behind (see the docstring)."""
+        try:
+            await self._round()
+        except RedisError as exc:
+            log.warning("home: Redis unavailable, no round: %s", exc)
+
+    async def _round(self) -> None:
+        now = self._clock().timestamp()
+        users = await self._viewers.since(now - self._viewers.keep_s)
+        if not users:
+            return
+        home = await self._home()
+        said = digests(home)
+        shown = await self._viewers.shown(users)
+        behind = [u for u in users if self._behind(shown.get(u), said, now)][:PER_ROUND]
+        for user in behind:
+            last = shown.get(user)
+            if not await self._publish(
+                user, home, said, last.hash if last else "", within_s=ROUND_WAIT_S
+            ):
+                return  # Slack is holding the method back: the rest next round
+
+    def _behind(self, shown: Shown | None, said: Digests, now: float) -> bool:
+        if shown is None or shown.state != said.state:
+            return True
+        return shown.numbers != said.numbers and now - shown.at >= self._config.numbers_every_s
+
+    async def _publish(
+        self, user: str, home: HomeState, said: Digests, view_hash: str, *, within_s: float
+    ) -> bool:
+        """Publish `home` to `user` unless another replica claimed it; False only when Slack
+        holds the method back for longer than `within_s` (later rounds go on then)."""
+        claim = await self._viewers.claim(user, f"{said.state}.{said.numbers}", CLAIM_MS)
+        if claim is None:
+            return True  # another replica publishes it
+        at = self._clock()
+        view = render_home(home, at)
+        try:
+            published = await self._slack.publish_home(
+                user, view, hash=view_hash, within_s=within_s
+            )
+        except SlackError as exc:
+            await self._viewers.release(claim)
+            await self._failed(user, exc)
+            return exc.retry_after is None
+        hash_ = str(published.get("hash") or "")
+        await self._viewers.record(user, Shown(said.state, said.numbers, at.timestamp(), hash_))
+        return True
+
+    async def _failed(self, user: str, exc: SlackError) -> None:
+        if exc.error == "hash_conflict":
+            # Another publish came in between: what it shows is not known; the next round
+            # publishes to it without the hash.
+            log.info("home: %s's Home changed meanwhile; published again next round", user)
+            await self._viewers.unknown(user)
+        elif exc.retryable:
+            log.info("home: %s's Home not published (%s); again next round", user, exc.error)
+        else:
+            # A permanent refusal would be refused again every round: nothing more is published
+            # to this person until they open the Home again.
+            gone = exc.error in GONE_ERRORS or any("user_id" in d for d in exc.details)
+            level = logging.INFO if gone else logging.WARNING
+            log.log(level, "home: Slack refused %s's Home: %s %s", user, exc.error, exc.details)
+            await self._viewers.forget(user)
+
+    async def _home(self) -> HomeState:
+        """What every Home shows now: read once, for every viewer of a round."""
+        ids = await self._store.open_ids()
+        loaded = [ld for ld in await self._store.load_many(ids[:MAX_INCIDENTS]) if ld.incident]
+        warned = standing_warnings((await self._warnings.all()).values())[:MAX_WARNINGS]
+        threads = [(ld.thread.channel, ld.thread.ts) if ld.thread else None for ld in loaded]
+        links = await self._permalinks([*threads, *map(_message_of, warned)])
+        fleet, note = await self._fleet()
+        return HomeState(
+            incidents=tuple(
+                Listed(ld.incident, url)
+                for ld, url in zip(loaded, links, strict=False)
+                if ld.incident
+            ),
+            open_count=len(ids),
+            warnings=tuple(
+                Standing(w, url) for w, url in zip(warned, links[len(loaded) :], strict=True)
+            ),
+            fleet=fleet,
+            fleet_note=note,
+            backend=self._readings.metrics.name if fleet is not None else "",
+            command=self._config.command,
+        )
+
+    async def _fleet(self) -> tuple[FleetSnapshot | None, str]:
+        """The latest live reading, or what to say instead."""
+        metrics = self._readings.metrics
+        if not metrics.live:
+            return (
+                None,
+                f"No live metrics ({metrics.name}): the incidents show the alerts' numbers.",
+            )
+        reading = await self._readings.latest()
+        if reading is None or reading.fleet is None:
+            why = reading.error if reading is not None and reading.error else "no reading yet"
+            return None, f"No live numbers from {metrics.name}: {why}"
+        failed = (
+            f"The latest read failed ({reading.error}): these are older." if reading.error else ""
+        )
+        return reading.fleet, failed
+
+    async def _permalinks(self, messages: Sequence[tuple[str, str] | None]) -> list[str]:
+        """Each message's link ("" for none, or while Slack does not say), asked of Slack only
+        for those never asked: a link is a courtesy, so a slow Slack costs a few seconds."""
+        known = [m for m in messages if m is not None]
+        kept = dict(zip(known, await self._links.get_many(known), strict=True))
+        asked = [m for m, url in kept.items() if url is None]
+        found = await asyncio.gather(*(self._permalink(channel, ts) for channel, ts in asked))
+        kept.update(zip(asked, found, strict=True))
+        return [kept.get(m) or "" if m is not None else "" for m in messages]
+
+    async def _permalink(self, channel: str, ts: str) -> str:
+        try:
+            url = await asyncio.wait_for(self._slack.permalink(channel, ts), PERMALINK_TIMEOUT_S)
+        except SlackError as exc:
+            if exc.retryable:
+                return ""
+            url = None  # Slack has none: remembered as such for a while
+        except TimeoutError:
+            return ""
+        await self._links.put(channel, ts, url or "")
+        return url or ""
+
+
+def _shows(shown: Shown, said: Digests) -> bool:
+    return shown.state == said.state and shown.numbers == said.numbers
+
+
+def _message_of(warning: WarningState) -> tuple[str, str] | None:
+    """Where a warning's message is, once posted (not refused for good)."""
+    if not warning.ts or warning.ts == REFUSED or not warning.channel:
+        return None
+    return warning.channel, warning.ts

@@ -1,0 +1,111 @@
+"""The App Home's viewers in Redis, for every replica: who opened the Home tab and when, and what
+each one's Home shows now.
+
+A viewer is kept `keep_s` (a day) after they last opened it: the Home of someone who looked
+today is kept current, nobody else's (Slack keeps showing the last view published, and the
+next opening publishes a fresh one). What a viewer's Home shows is its digests
+(`bot.render.home.digests`), when it was published and the `hash` Slack gave that view, so a
+round publishes only what changed, and a change is published once across replicas: the replica
+that claims (viewer, digest) first publishes it (a lease, released if the publish failed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import cast
+
+from redis.asyncio import Redis
+
+from bot.storage.keys import Keys
+from bot.storage.leases import Lease, Leases
+
+VIEWER_KEEP_S = 86_400
+# A bound on the viewers kept, the most recent first: a round reads them all.
+MAX_VIEWERS = 5000
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What one viewer's Home shows: its digests, when it was published (epoch seconds) and the
+    hash Slack gave that view ("" when none)."""
+
+    state: str
+    numbers: str
+    at: float
+    hash: str = ""
+
+    def dump(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def load(cls, raw: str | None) -> Shown | None:
+        try:
+            data = json.loads(raw or "")
+            return cls(
+                str(data["state"]), str(data["numbers"]), float(data["at"]), str(data["hash"])
+            )
+        except (ValueError, TypeError, KeyError):
+            return None
+
+
+class HomeViewers:
+    def __init__(self, redis: Redis, keys: Keys, *, keep_s: int = VIEWER_KEEP_S) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._leases = Leases(redis)
+        self.keep_s = keep_s
+
+    async def opened(self, user: str, at: float) -> None:
+        """`user` opened the Home tab at `at`; viewers not seen for `keep_s` are forgotten."""
+        k = self._keys
+        gone = cast(
+            list[str], await self._redis.zrangebyscore(k.home_viewers, "-inf", at - self.keep_s)
+        )
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.zadd(k.home_viewers, {user: at})
+            if gone:
+                pipe.zrem(k.home_viewers, *gone)
+                pipe.hdel(k.home_shown, *gone)
+            pipe.zremrangebyrank(k.home_viewers, 0, -MAX_VIEWERS - 1)
+            pipe.expire(k.home_viewers, self.keep_s)
+            pipe.expire(k.home_shown, self.keep_s)
+            await pipe.execute()
+
+    async def since(self, at: float) -> list[str]:
+        """The viewers who opened it at `at` or later, the most recent first."""
+        found = await self._redis.zrevrangebyscore(self._keys.home_viewers, "+inf", at)
+        return cast(list[str], found)
+
+    async def shown(self, users: Sequence[str]) -> dict[str, Shown]:
+        """What each of `users`' Home shows, for those it is known of."""
+        if not users:
+            return {}
+        raws = await self._redis.hmget(self._keys.home_shown, list(users))  # type: ignore[misc]
+        found = {user: Shown.load(raw) for user, raw in zip(users, raws, strict=True)}
+        return {user: shown for user, shown in found.items() if shown is not None}
+
+    async def record(self, user: str, shown: Shown) -> None:
+        await self._redis.hset(self._keys.home_shown, user, shown.dump())  # type: ignore[misc]
+
+    async def unknown(self, user: str) -> None:
+        """What `user`'s Home shows is not known any more (Slack said its hash moved on): the
+        next round publishes it whatever it shows."""
+        await self._redis.hdel(self._keys.home_shown, user)  # type: ignore[misc]
+
+    async def forget(self, user: str) -> None:
+        """Publish nothing more to `user` until they open the Home again."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.zrem(self._keys.home_viewers, user)
+            pipe.hdel(self._keys.home_shown, user)
+            await pipe.execute()
+
+    async def claim(self, user: str, digest: str, ttl_ms: int) -> Lease | None:
+        """This replica's claim to publish `digest` to `user`, None when another has it. Kept
+        until it expires once published (what the Home shows is recorded by then); released
+        when the publish failed, so the next round tries again at once."""
+        return await self._leases.try_acquire(self._keys.home_claim(user, digest), ttl_ms)
+
+    async def release(self, claim: Lease) -> None:
+        await self._leases.release(claim)
