@@ -105,7 +105,8 @@ def _start(stack: ExitStack, speed: float, socket_mode: bool, stall: bool = Fals
         "alert fires within about a minute. Later the GPU team's own alert opens its incident in "
         f"#{GPU_CHANNEL_NAME}, where SLACK_ROUTES sends that runner type.\n"
         "In the incident: silence it, run diagnostics, "
-        "scale up; or type /queue help. "
+        "scale up; or type /queue help (/queue postmortem writes it up). Apps → queuepilot is "
+        "the Home tab: every open incident across both channels. "
         f"{pace_note(speed)} Ctrl-C stops everything.\n"
     )
     return sandbox
