@@ -251,7 +251,8 @@ class _Step:
         for moment in pending(self.link, timeline):
             await self.tell(moment, timeline)
         await self.set_state()
-        if self.link.failures:
+        if self.link.failures or self.link.refused:
+            # Through to the end: a refusal met again later is said again.
             await self.save(self.link.model_copy(update={"failures": 0, "refused": ""}))
 
     async def link_issue(self) -> None:

@@ -188,7 +188,7 @@ async def test_a_full_digest_with_no_root_waiting_counts_a_late_group_as_more_an
         await eventually(lambda: counted(slack)[0] == MAX_LINES + 1, what="the late root")
         await eventually(
             lambda: "+1 more" in counted(slack)[1],
-            timeout=20,
+            timeout=60,
             what="the full digest counting the late group as one more",
         )
         assert f"{MAX_LINES + 1} new alert groups" in digests(slack)[0].text

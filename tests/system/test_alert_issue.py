@@ -26,6 +26,8 @@ REPO = "pytorch/alerting-issues"
 TITLE = "[P2] Jobs queueing in autoscaled machines"
 LABELS = ("area:alerting", "Pri:P2", "Team:pytorch-dev-infra", "Source:grafana")
 FIRING = "grafana/queue-alert-firing.json"
+# Generous for a loaded 2-core machine: every wait ends as soon as its condition holds.
+WAIT_S = 60
 RESOLVED = "grafana/queue-alert-resolved.json"
 
 
@@ -81,19 +83,29 @@ async def test_alerting_infras_issue_is_found_linked_and_told_each_step_once(
     async with run_bot(issue_settings()) as running:
         root = await open_incident(running, slack)
         await eventually(
-            lambda: f"GitHub issue #{number}" in root_links(slack), what="the root's issue link"
+            lambda: f"GitHub issue #{number}" in root_links(slack),
+            what="the root's issue link",
+            timeout=WAIT_S,
         )
-        [thread] = await eventually(lambda: told(github, number, "Slack thread"), what="link")
+        [thread] = await eventually(
+            lambda: told(github, number, "Slack thread"), what="link", timeout=WAIT_S
+        )
         permalink = re.search(r"\]\((https?://[^)]+)\)", thread)
         assert permalink and root.ts.replace(".", "") in permalink[1]
 
         await ack(running)
-        await eventually(lambda: told(github, number, "**Acknowledged**"), what="the ack")
+        await eventually(
+            lambda: told(github, number, "**Acknowledged**"), what="the ack", timeout=WAIT_S
+        )
         await running.send("grafana", fixture_json(RESOLVED))
-        [resolved] = await eventually(lambda: told(github, number, "**Resolved**"), what="end")
+        [resolved] = await eventually(
+            lambda: told(github, number, "**Resolved**"), what="end", timeout=WAIT_S
+        )
         assert (await post_event(running.http, slash("postmortem 1"))).status_code == 200
         [write_up] = await eventually(
-            lambda: told(github, number, "# Postmortem: incident 1"), what="the postmortem"
+            lambda: told(github, number, "# Postmortem: incident 1"),
+            what="the postmortem",
+            timeout=WAIT_S,
         )
     assert "### Summary" in resolved and "### Impact" in resolved
     assert "## Timeline" in write_up and "## Questions" in write_up
@@ -108,20 +120,28 @@ async def test_an_issue_is_opened_closed_on_resolve_and_reopened_when_it_fires_a
 ) -> None:
     async with run_bot(issue_settings(github_issues_open=True)) as running:
         await open_incident(running, slack)
-        opened = await eventually(lambda: _issues(github), what="an opened issue")
+        opened = await eventually(lambda: _issues(github), what="an opened issue", timeout=WAIT_S)
         [issue] = opened
         number = issue["number"]
         assert issue["title"] == TITLE
         assert {label["name"] for label in issue["labels"]} >= {"area:alerting", "Pri:P2"}
         assert "Source:grafana" in {label["name"] for label in issue["labels"]}
-        await eventually(lambda: f"GitHub issue #{number}" in root_links(slack), what="link")
+        await eventually(
+            lambda: f"GitHub issue #{number}" in root_links(slack), what="link", timeout=WAIT_S
+        )
 
         await running.send("grafana", fixture_json(RESOLVED))
-        await eventually(lambda: github.issue(REPO, number)["state"] == "closed", what="close")
+        await eventually(
+            lambda: github.issue(REPO, number)["state"] == "closed", what="close", timeout=WAIT_S
+        )
         assert github.issue(REPO, number)["state_reason"] == "completed"
         await running.send("grafana", refired(fixture_json(FIRING)))
-        await eventually(lambda: github.issue(REPO, number)["state"] == "open", what="reopen")
-        await eventually(lambda: told(github, number, "**Fired again**"), what="said")
+        await eventually(
+            lambda: github.issue(REPO, number)["state"] == "open", what="reopen", timeout=WAIT_S
+        )
+        await eventually(
+            lambda: told(github, number, "**Fired again**"), what="said", timeout=WAIT_S
+        )
     assert len(_issues(github)) == 1  # the same issue, not a second one
 
 
@@ -136,20 +156,28 @@ async def test_two_replicas_a_lost_answer_and_a_secondary_limit_comment_once(
     settings = issue_settings()
     async with run_bot(settings) as first, run_bot(settings) as second:
         await open_incident(first, slack)
-        await eventually(lambda: told(github, number, "Slack thread"), what="the thread's link")
+        await eventually(
+            lambda: told(github, number, "Slack thread"), what="the thread's link", timeout=WAIT_S
+        )
         # The ack's comment is made but its answer is lost; then GitHub's secondary limit.
         github.lose_next_answers(1)
         await ack(second)
-        await eventually(lambda: told(github, number, "**Acknowledged**"), what="the ack")
+        await eventually(
+            lambda: told(github, number, "**Acknowledged**"), what="the ack", timeout=WAIT_S
+        )
         github.refuse_next(1, retry_after=1)
         assert (await post_event(first.http, slash("resolve 1"))).status_code == 200
-        refused = await eventually(lambda: _refused(github), what="the secondary limit")
+        refused = await eventually(
+            lambda: _refused(github), what="the secondary limit", timeout=WAIT_S
+        )
         refused_at = time.monotonic()
-        await eventually(lambda: len(github.calls) > refused, timeout=20, what="a call after it")
+        await eventually(
+            lambda: len(github.calls) > refused, what="a call after it", timeout=WAIT_S
+        )
         # Neither replica called GitHub again before the `retry-after` second had passed.
         assert time.monotonic() - refused_at >= 0.9
         await eventually(
-            lambda: told(github, number, "**Resolved**"), timeout=20, what="the resolve"
+            lambda: told(github, number, "**Resolved**"), what="the resolve", timeout=WAIT_S
         )
     for words in ("Slack thread", "**Acknowledged**", "**Resolved**"):
         assert len(told(github, number, words)) == 1, (words, bodies(github, number))
@@ -170,10 +198,13 @@ async def test_a_refusal_is_said_once_in_the_thread_and_the_incident_goes_on(
         said = await eventually(
             lambda: [t for t in thread_texts(slack, root.ts) if "GitHub refused" in t],
             what="the refusal in the thread",
+            timeout=WAIT_S,
         )
         assert "404" in said[0]
         await ack(running)
         await eventually(
-            lambda: any("Acknowledged" in t for t in thread_texts(slack, root.ts)), what="ack"
+            lambda: any("Acknowledged" in t for t in thread_texts(slack, root.ts)),
+            what="ack",
+            timeout=WAIT_S,
         )
     assert len([t for t in thread_texts(slack, root.ts) if "GitHub refused" in t]) == 1
