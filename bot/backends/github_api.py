@@ -160,7 +160,8 @@ class GithubApi:
         json_body: Any,
     ) -> httpx.Response:
         """The call with the token of the moment; once more with a new one when GitHub refused
-        it (401) and another may be had: an App's installation token revoked or lapsed early."""
+        it (401) and another may be had: an App's installation token revoked or lapsed early.
+        GitHub refuses a token before doing anything, so a write is safe to send again."""
 
         async def send(token: str) -> httpx.Response:
             self.calls += 1

@@ -235,6 +235,7 @@ def app_jwt(app_id: str, key: RSAPrivateKey, now: float) -> str:
 def _private_key(pem: str) -> RSAPrivateKey:
     """The App's key, as the settings checked it (`bot.config.values.rsa_private_key`)."""
     try:
+        from cryptography.exceptions import UnsupportedAlgorithm
         from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
         from cryptography.hazmat.primitives.serialization import load_pem_private_key
     except ImportError:
@@ -245,7 +246,7 @@ def _private_key(pem: str) -> RSAPrivateKey:
         ) from None
     try:
         key = load_pem_private_key(pem.encode(), password=None)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, UnsupportedAlgorithm):
         key = None
     if not isinstance(key, RSAPrivateKey):
         raise BackendError("the GitHub App's private key is not a PEM RSA key", retryable=False)
