@@ -195,7 +195,9 @@ def build_jobs_source(
 
 def build_issues(settings: Settings, auth: TokenSource | None = None) -> GithubIssues | None:
     """The repository of the alert's GitHub issue (`GITHUB_ISSUES_REPO`), or None."""
-    auth = auth or (github_auth(settings) if settings.github_issues_repo else None)
+    if not settings.github_issues_repo:
+        return None
+    auth = auth or github_auth(settings)
     if auth is None:
         return None
     api = GithubApi(

@@ -177,3 +177,5 @@ async def test_both_readers_call_with_the_one_token_source_they_are_given() -> N
     token = load_settings(_env_file=None, github_token="ghp-1")
     assert isinstance(github_auth(token), StaticToken)
     assert github_auth(load_settings(_env_file=None)) is None
+    # A source given for the readings is no issue repository.
+    assert build_issues(token, github_auth(token)) is None
