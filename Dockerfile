@@ -9,11 +9,13 @@ RUN apt-get update \
     && apt-get install --yes --no-install-recommends python3 python3-venv ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/queuepilot
-# The dependencies alone first: this layer is reused until pyproject.toml changes. The `aws` extra
-# (boto3, for the `sqs` and `aws-asg` scalers) is in, so one image serves every backend.
+# The dependencies alone first: this layer is reused until pyproject.toml changes. The extras are
+# in (`aws`: boto3, for the `sqs` and `aws-asg` scalers; `github-app`: cryptography, for a GitHub
+# App instead of a token), so one image serves every backend.
 COPY pyproject.toml /src/
 RUN python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]; \
-        print(*p["dependencies"], *p["optional-dependencies"]["aws"], sep="\n")' \
+        x = p["optional-dependencies"]; \
+        print(*p["dependencies"], *x["aws"], *x["github-app"], sep="\n")' \
         > /tmp/requirements.txt \
     && /opt/queuepilot/bin/pip install --no-cache-dir --requirement /tmp/requirements.txt
 # The context is the package and its metadata only (.dockerignore), and only the installed package

@@ -58,6 +58,7 @@ from bot.factory import (
     build_metrics,
     build_scaler,
     build_silencer,
+    github_auth,
     runner_names,
     scale_targets,
 )
@@ -138,7 +139,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     telemetry = Telemetry()
     retention_s = settings.incident_retention_days * 86_400
     stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
-    issues = build_issues(settings)
+    # One token source for both GitHub readers: an App's installation token is minted once.
+    github = github_auth(settings)
+    issues = build_issues(settings, github)
     store = IncidentStore(redis, prefix, retention_s=retention_s, issues=issues is not None)
     # Each channel's sender blocks on up to three doorbells while idle: on connections of a
     # client of their own (made as needed; its bound only stops a runaway), so with many team
@@ -187,8 +190,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         routed = {route.channel for route in settings.slack_routes}
         return sorted({settings.slack_channel, *routed, *await queue.channels()} - {""})
 
-    metrics = build_metrics(settings)
-    jobs_source = build_jobs_source(settings, metrics)
+    metrics = build_metrics(settings, github)
+    jobs_source = build_jobs_source(settings, metrics, github)
     jobs = None
     if jobs_source is not None:
         arrivals = JobArrivals(redis, store.keys)

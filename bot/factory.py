@@ -15,6 +15,7 @@ from pydantic import SecretStr
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import ApiConfig, GithubApi
+from bot.backends.github_auth import AppConfig, AppInstallationToken, StaticToken, TokenSource
 from bot.backends.issues import GithubIssues
 from bot.backends.kube import KubeAccess, from_kubeconfig, in_cluster
 from bot.backends.metrics import QueuedJobs, QueueMetrics
@@ -128,8 +129,34 @@ def _secret(value: SecretStr | None) -> str:
     return value.get_secret_value() if value is not None else ""
 
 
-def build_metrics(settings: Settings) -> QueueMetrics:
-    """The configured metrics backend; `alert` when none is (the notifications' own numbers)."""
+def github_auth(settings: Settings) -> TokenSource | None:
+    """Where the GitHub readers' token comes from: GITHUB_TOKEN, or the GitHub App's
+    installation (GITHUB_APP_INSTALLATION_ID, else the one on GITHUB_ISSUES_REPO, else on the
+    first of GITHUB_REPOS, else on GITHUB_ORG). One per process, for both readers: one token,
+    minted and renewed once."""
+    if settings.github_token is not None:
+        return StaticToken(settings.github_token.get_secret_value())
+    if not settings.github_app:
+        return None
+    repo = settings.github_issues_repo or next(iter(settings.github_repos), "")
+    where = f"/repos/{repo}/installation" if repo else ""
+    if not where and settings.github_org:
+        where = f"/orgs/{settings.github_org}/installation"
+    return AppInstallationToken(
+        AppConfig(
+            app_id=settings.github_app_id,
+            private_key=_secret(settings.github_app_private_key),
+            installation_id=settings.github_app_installation_id,
+            installation_of=where,
+            api_url=settings.github_api_url,
+            timeout_s=settings.backend_timeout_seconds,
+        )
+    )
+
+
+def build_metrics(settings: Settings, auth: TokenSource | None = None) -> QueueMetrics:
+    """The configured metrics backend; `alert` when none is (the notifications' own numbers).
+    `auth`: the GitHub readers' token source, shared (`github_auth`)."""
     backend, timeout = settings.metrics_backend, settings.backend_timeout_seconds
     if backend is MetricsBackend.PROMETHEUS and settings.prometheus_url:
         return PrometheusMetrics(
@@ -144,53 +171,55 @@ def build_metrics(settings: Settings) -> QueueMetrics:
                 names=runner_names(settings),
             )
         )
-    if backend is MetricsBackend.GITHUB and settings.github_token:
-        return _github(settings)
+    if backend is MetricsBackend.GITHUB and settings.has_github_credential:
+        return _github(settings, auth)
     if backend is MetricsBackend.HUD and settings.hud_url:
         return _hud(settings)
     return AlertMetrics()
 
 
-def build_jobs_source(settings: Settings, metrics: QueueMetrics) -> QueuedJobs | None:
+def build_jobs_source(
+    settings: Settings, metrics: QueueMetrics, auth: TokenSource | None = None
+) -> QueuedJobs | None:
     """Where the jobs behind the queue are listed: `JOBS_BACKEND`, else the metrics backend
     when it can list them (ARC's numbers from Prometheus with the jobs from the HUD, say)."""
     backend = settings.jobs_backend
     if backend is JobsBackend.NONE:
         return None
     if backend is JobsBackend.GITHUB:
-        return metrics if isinstance(metrics, GithubMetrics) else _github(settings)
+        return metrics if isinstance(metrics, GithubMetrics) else _github(settings, auth)
     if backend is JobsBackend.HUD:
         return metrics if isinstance(metrics, HudMetrics) else _hud(settings)
     return metrics if isinstance(metrics, QueuedJobs) else None
 
 
-def build_issues(settings: Settings) -> GithubIssues | None:
+def build_issues(settings: Settings, auth: TokenSource | None = None) -> GithubIssues | None:
     """The repository of the alert's GitHub issue (`GITHUB_ISSUES_REPO`), or None."""
-    if not settings.github_issues_repo or not settings.github_token:
+    if not settings.github_issues_repo:
+        return None
+    auth = auth or github_auth(settings)
+    if auth is None:
         return None
     api = GithubApi(
         ApiConfig(
-            token=settings.github_token.get_secret_value(),
             api_url=settings.github_api_url,
             timeout_s=settings.backend_timeout_seconds,
             # GitHub asks for one call at a time from one client (secondary limits).
             concurrency=1,
-        )
+        ),
+        auth=auth,
     )
     return GithubIssues(api, settings.github_issues_repo)
 
 
-def _github(settings: Settings) -> GithubMetrics:
-    token = settings.github_token.get_secret_value() if settings.github_token else ""
-    return GithubMetrics(
-        GithubConfig(
-            token=token,
-            api_url=settings.github_api_url,
-            org=settings.github_org,
-            repos=settings.github_repos,
-            timeout_s=settings.backend_timeout_seconds,
-        )
+def _github(settings: Settings, auth: TokenSource | None) -> GithubMetrics:
+    config = GithubConfig(
+        api_url=settings.github_api_url,
+        org=settings.github_org,
+        repos=settings.github_repos,
+        timeout_s=settings.backend_timeout_seconds,
     )
+    return GithubMetrics(config, GithubApi(config.api, auth=auth or github_auth(settings)))
 
 
 def _hud(settings: Settings) -> HudMetrics:

@@ -16,6 +16,11 @@ Its rules and refusals come from GitHub's published docs, not from what a client
   REST API" (401 "Bad credentials"; conditional requests, whose 304 costs no quota), "API
   Versions" (2022-11-28 and 2026-03-10), "Using pagination in the REST API" (`link` rel
   prev/next/last/first; GitHub's pages point at /repositories/{id}/..., to follow as given).
+- GitHub Apps (`sandbox.github_apps`): `GET /repos/{owner}/{repo}/installation` and
+  `GET /orgs/{org}/installation` and `POST /app/installations/{id}/access_tokens`, as the App
+  (a JWT checked as GitHub checks it); the installation token it mints reads and writes as the
+  installation's permissions allow, on its repositories only, for an hour ("REST API endpoints
+  for GitHub Apps"; 403 "Resource not accessible by integration" past its permissions).
 - "Rate limits for the REST API": the primary quota (5,000/h) in `x-ratelimit-*`, 403 or 429 with
   `x-ratelimit-remaining: 0` until reset; secondary limits (80 content-generating requests a
   minute, 500 an hour) refused with a message and maybe `retry-after`.
@@ -55,10 +60,13 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from sandbox.github_apps import GithubApps, Installation, JwtRefused
+
 TOKEN = "ghs_queuepilot-test"
 DOCS = "https://docs.github.com/rest"
 ISSUES, COMMENTS = f"{DOCS}/issues/issues", f"{DOCS}/issues/comments"
 LIMITS = f"{DOCS}/overview/rate-limits-for-the-rest-api"
+APPS = f"{DOCS}/apps/apps"
 VERSIONS = ("2022-11-28", "2026-03-10")  # github/docs data/tables/rest-api-versions.yml
 TITLE_MAX, BODY_MAX = 256, 65536
 REASONS = ("completed", "not_planned", "duplicate", "reopened", None)
@@ -106,8 +114,18 @@ ROUTES: list[tuple[re.Pattern[str], dict[str, tuple[str, str, str]]]] = [
                     "issues=read; pull_requests=read"),
             "POST": ("create_comment", f"{COMMENTS}#create-an-issue-comment",
                      "issues=write; pull_requests=write")}),
+        (f"{_REPO}/installation", {"GET": ("repo_installation",
+            f"{APPS}#get-a-repository-installation-for-the-authenticated-app", "")}),
+        ("/orgs/(?P<org>[^/]+)/installation", {"GET": ("org_installation",
+            f"{APPS}#get-an-organization-installation-for-the-authenticated-app", "")}),
+        ("/app/installations/(?P<installation_id>\\d+)/access_tokens", {"POST": ("create_token",
+            f"{APPS}#create-an-installation-access-token-for-an-app", "")}),
     ]
 ]  # fmt: skip
+# Endpoints an App calls as itself, with a JWT: no installation's token, no quota of one.
+AS_APP = {"repo_installation", "org_installation", "create_token"}
+LEVELS = {"read": 1, "write": 2, "admin": 3}
+READ_ONLY = {"issues": "read", "metadata": "read"}  # a fine-grained token's, issues: read
 
 
 class Refusal(Exception):
@@ -149,12 +167,34 @@ class _Repo:
     next_number: int = 1
 
 
+@dataclass(frozen=True)
+class _Caller:
+    """Who calls: a token and its permissions (None: a classic token's, every one), an App
+    installation's token (its repositories only), or an App itself (`app_id`, by its JWT)."""
+
+    kind: str  # as GitHub's 403 names it
+    permissions: dict[str, str] | None = None
+    installation: Installation | None = None
+    app_id: str = ""
+
+    def may(self, accepted: str) -> bool:
+        """Whether one of the endpoint's accepted permissions ("issues=read; ...") is granted."""
+        if self.permissions is None or not accepted:
+            return True
+        wanted = [part.strip().partition("=") for part in accepted.split(";")]
+        return any(
+            LEVELS.get(self.permissions.get(name, ""), 0) >= LEVELS[level]
+            for name, _, level in wanted
+        )
+
+
 @dataclass
 class _Call:
     params: dict[str, str]
     query: QueryParams
     body: dict[str, Any]
     doc: str  # the endpoint's docs, which GitHub's refusals link to
+    caller: _Caller
 
 
 @dataclass
@@ -163,6 +203,7 @@ class GithubIssues:
     html_url_base: str = ""  # github.com's stand-in, for `html_url`s; "" means base_url
     tokens: set[str] = field(default_factory=lambda: {TOKEN})
     read_only_tokens: set[str] = field(default_factory=set)  # fine-grained, issues: read
+    apps: GithubApps = field(default_factory=GithubApps)  # and their installations' tokens
     user: dict[str, Any] = field(default_factory=lambda: dict(BOT))  # the tokens' owner
     author_association: str = "NONE"
     # The owner's role on every repository, as `GET /repos/{owner}/{repo}` reports it.
@@ -295,13 +336,13 @@ class GithubIssues:
             if not request.headers.get("user-agent", "").strip():  # GitHub's front door answers
                 return self._answer(request, rid, version, 403, NO_USER_AGENT, {})
             try:
-                read_only = self._gatekeep(request, version, raw)
+                caller = self._gatekeep(request, version, raw, route)
             except Refusal as no:
                 return self._answer(request, rid, version, no.status, no.body, no.headers)
         await self._maybe_hang()
         with self._lock:
             try:
-                status, payload, headers = self._handle(request, route, params, raw, read_only)
+                status, payload, headers = self._handle(request, route, params, raw, caller)
             except Refusal as no:
                 status, payload, headers = no.status, no.body, no.headers
             if route and route[2]:
@@ -312,9 +353,10 @@ class GithubIssues:
                 return _LostAnswer(answer.body, status, dict(answer.headers))
             return answer
 
-    def _gatekeep(self, request: Request, version: str, raw: bytes) -> bool:
-        """What GitHub checks before any endpoint: the version, the body's size, the token.
-        Returns whether the token may only read issues."""
+    def _gatekeep(self, request: Request, version: str, raw: bytes,
+                  route: tuple[str, str, str] | None) -> _Caller:  # fmt: skip
+        """What GitHub checks before any endpoint: the version, the body's size, the token (or
+        an App's JWT, where the endpoint is the App's own). Returns who calls."""
         if version not in VERSIONS:  # GitHub's words, its versions listed newest first
             newest = VERSIONS[::-1]
             listed = ", ".join([f'"{newest[0]}" (most recent)', *(f'"{v}"' for v in newest[1:])])
@@ -324,15 +366,27 @@ class GithubIssues:
         if len(raw) > self.max_body_bytes:
             # GitHub documents no size; its front end has refused oversized bodies with a 413.
             raise error(413, "Request Entity Too Large")
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        authorization = request.headers.get("authorization", "")
+        scheme, _, token = authorization.partition(" ")
         if not scheme:
             raise error(401, "Requires authentication")
+        if route is not None and route[0] in AS_APP:
+            try:
+                return _Caller("integration", app_id=self.apps.app_of(authorization, self.clock()))
+            except JwtRefused as no:
+                raise error(401, str(no)) from None
         token = token.strip()
-        if scheme.lower() not in ("bearer", "token") or token not in (
-            self.tokens | self.read_only_tokens
-        ):
+        if scheme.lower() not in ("bearer", "token"):
             raise error(401, "Bad credentials")
-        return token in self.read_only_tokens
+        minted = self.apps.tokens.get(token)
+        if token in self.tokens:
+            return _Caller("personal access token")
+        if token in self.read_only_tokens:
+            return _Caller("personal access token", READ_ONLY)
+        if minted is not None and self.clock() < minted.expires_at:
+            installation = minted.installation
+            return _Caller("integration", installation.permissions, installation)
+        raise error(401, "Bad credentials")  # GitHub's answer to a lapsed token too
 
     async def _maybe_hang(self) -> None:
         with self._lock:
@@ -351,7 +405,7 @@ class GithubIssues:
         route: tuple[str, str, str] | None,
         params: dict[str, str],
         raw: bytes,
-        read_only: bool,
+        caller: _Caller,
     ) -> tuple[int, Any, dict]:
         if self._failures:
             status = self._failures.pop(0)
@@ -364,6 +418,9 @@ class GithubIssues:
         name, doc, accepted = route
         if name == "rate":  # GET /rate_limit costs no quota
             return 200, self._rate_json(), {}
+        if name in AS_APP:
+            body = _json_body(raw, doc) if request.method == "POST" else {}
+            return getattr(self, f"_{name}")(_Call(params, request.query_params, body, doc, caller))
         self._window()
         if self._used >= self.quota:
             raise self._limited(self.limit_status, None, "primary")
@@ -378,10 +435,11 @@ class GithubIssues:
                 self.limit_status, math.ceil(self._writes[0] + 3600 - now), "content"
             )
         self._spend()
-        if writes and read_only:
-            no = error(403, "Resource not accessible by personal access token", doc)
+        if not caller.may(accepted):
+            no = error(403, f"Resource not accessible by {caller.kind}", doc)
             raise Refusal(403, no.body, {"x-accepted-github-permissions": accepted})
-        call = _Call(params, request.query_params, _json_body(raw, doc) if writes else {}, doc)
+        body = _json_body(raw, doc) if writes else {}
+        call = _Call(params, request.query_params, body, doc, caller)
         status, payload, headers = getattr(self, f"_{name}")(call)
         if writes and status < 300:
             self._writes.append(now)
@@ -466,6 +524,24 @@ class GithubIssues:
 
     def _get_repo(self, call: _Call) -> tuple[int, Any, dict]:
         return 200, self._repo_json(self._find_repo(call)), {}
+
+    def _repo_installation(self, call: _Call) -> tuple[int, Any, dict]:
+        repo = self._find_repo(call)
+        return self._installation_json(call, lambda i: i.covers(repo.full_name))
+
+    def _org_installation(self, call: _Call) -> tuple[int, Any, dict]:
+        org = call.params["org"].lower()
+        return self._installation_json(call, lambda i: i.account.lower() == org)
+
+    def _create_token(self, call: _Call) -> tuple[int, Any, dict]:
+        installation = self.apps.installations.get(int(call.params["installation_id"]))
+        if installation is None or installation.app_id != call.caller.app_id:
+            raise error(404, "Not Found", call.doc)
+        token, minted = self.apps.mint(installation, self.clock())
+        selection = "all" if installation.repos is None else "selected"
+        return 201, {"token": token, "expires_at": _iso(minted.expires_at),
+                     "permissions": dict(installation.permissions),
+                     "repository_selection": selection}, {}  # fmt: skip
 
     def _list_issues(self, call: _Call) -> tuple[int, Any, dict]:
         repo, q = self._issues_repo(call), call.query
@@ -596,7 +672,9 @@ class GithubIssues:
     def _find_repo(self, call: _Call) -> _Repo:
         name = f"{call.params.get('owner')}/{call.params.get('repo')}".lower()
         repo = self._by_id.get(call.params.get("repo_id", "")) or self._repos.get(name)
-        if repo is None:
+        installation = call.caller.installation
+        # An installation's token sees its repositories only; GitHub hides the rest (404).
+        if repo is None or (installation and not installation.covers(repo.full_name)):
             raise error(404, "Not Found", call.doc)
         return repo
 
@@ -668,6 +746,26 @@ class GithubIssues:
                 "gravatar_id": "", "url": f"{self.base_url}/users/{quote(login)}",
                 "html_url": f"{self._html}/{'apps/' if app else ''}{login.removesuffix('[bot]')}",
                 "type": user["type"], "site_admin": user.get("site_admin", False)}  # fmt: skip
+
+    def _installation_json(
+        self, call: _Call, where: Callable[[Installation], bool]
+    ) -> tuple[int, Any, dict]:
+        """The calling App's installation that `where` picks, as GitHub shows it; 404 when the
+        App is not installed there."""
+        app = call.caller.app_id
+        found = [i for i in self.apps.installations.values() if i.app_id == app and where(i)]
+        if not found:
+            raise error(404, "Not Found", call.doc)
+        i = found[0]
+        account = self._user_json(_person(i.account, "Organization"))
+        tokens_url = f"{self.base_url}/app/installations/{i.id}/access_tokens"
+        return 200, {"id": i.id, "account": account, "app_id": _int(app, 0) or app,
+                     "repository_selection": "all" if i.repos is None else "selected",
+                     "access_tokens_url": tokens_url,
+                     "repositories_url": f"{self.base_url}/installation/repositories",
+                     "target_id": account["id"], "target_type": "Organization",
+                     "permissions": dict(i.permissions), "events": [],
+                     "suspended_at": None}, {}  # fmt: skip
 
     def _repo_json(self, repo: _Repo) -> dict[str, Any]:
         url, owner = f"{self.base_url}/repos/{repo.full_name}", repo.full_name.split("/")[0]

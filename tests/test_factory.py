@@ -64,7 +64,7 @@ def test_the_jobs_come_from_the_configured_source(
         ({**PROMETHEUS, "jobs_backend": "hud"}, "JOBS_BACKEND=hud needs HUD_URL"),
         (
             {**PROMETHEUS, "jobs_backend": "github", "github_token": "ghp-1"},
-            "JOBS_BACKEND=github needs GITHUB_TOKEN and GITHUB_REPOS",
+            "JOBS_BACKEND=github needs GITHUB_TOKEN or a GitHub App .*, and GITHUB_REPOS",
         ),
     ],
 )

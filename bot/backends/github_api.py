@@ -1,5 +1,6 @@
-"""GitHub's REST API as every queuepilot client of it speaks it: the token, the API version,
-ETags, `link` pagination, and GitHub's rate limits, in one place.
+"""GitHub's REST API as every queuepilot client of it speaks it: the token (from a
+`TokenSource`: `GITHUB_TOKEN`, or a GitHub App's installation token), the API version, ETags,
+`link` pagination, and GitHub's rate limits, in one place.
 
 The readings (`bot.backends.metrics.github`) and the alert's issue (`bot.backends.issues`) both
 call through a `GithubApi`. A token's quota and its secondary limits are GitHub's per token, so
@@ -20,6 +21,7 @@ from typing import Any
 import httpx
 
 from bot.backends.errors import BackendError
+from bot.backends.github_auth import HEADERS, StaticToken, TokenSource
 from bot.backends.http import error_of, request
 from bot.backoff import Backoff
 
@@ -28,8 +30,6 @@ from bot.backoff import Backoff
 # of an hour at a time: each wait ends in one call, not a burst.
 SECONDARY_FIRST_S = 60.0
 SECONDARY_MAX_S = 900.0
-API_VERSION = "2022-11-28"
-USER_AGENT = "queuepilot"
 
 
 @dataclass(frozen=True)
@@ -56,20 +56,16 @@ class GithubApi:
         config: ApiConfig,
         client: httpx.AsyncClient | None = None,
         *,
+        auth: TokenSource | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`auth`: where each call's token comes from (a GitHub App's installation token); by
+        default `config.token`, as it is."""
         self._config = config
         self._client = client or httpx.AsyncClient(
-            base_url=config.api_url.rstrip("/"),
-            timeout=config.timeout_s,
-            headers={
-                "Authorization": f"Bearer {config.token}",
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": API_VERSION,
-                # GitHub refuses a request without one, and asks for the app's name in it.
-                "User-Agent": USER_AGENT,
-            },
+            base_url=config.api_url.rstrip("/"), timeout=config.timeout_s, headers=HEADERS
         )
+        self._auth = auth or StaticToken(config.token)
         self._cache: dict[str, _Cached] = {}
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
@@ -147,21 +143,44 @@ class GithubApi:
                     retryable=True,
                     retry_after_s=wait,
                 )
-            self.calls += 1
-            response = await request(
-                self._client,
-                "GitHub",
-                method,
-                url,
-                headers=headers,
-                json_body=json_body,
-                expect=(*expect, 403, 429),
-            )
+            response = await self._authorized(method, url, expect, headers, json_body)
         after_limit = sent > self._limited_at
         if response.status_code in (403, 429):
             raise self._limited(response, after_limit=after_limit)
         if after_limit:
             self._secondary.reset()  # answered since the last limit: the next waits a minute
+        return response
+
+    async def _authorized(
+        self,
+        method: str,
+        url: str,
+        expect: tuple[int, ...],
+        headers: Mapping[str, str] | None,
+        json_body: Any,
+    ) -> httpx.Response:
+        """The call with the token of the moment; once more with a new one when GitHub refused
+        it (401) and another may be had: an App's installation token revoked or lapsed early.
+        GitHub refuses a token before doing anything, so a write is safe to send again."""
+
+        async def send(token: str) -> httpx.Response:
+            self.calls += 1
+            return await request(
+                self._client,
+                "GitHub",
+                method,
+                url,
+                headers={**(headers or {}), "Authorization": f"Bearer {token}"},
+                json_body=json_body,
+                expect=(*expect, 401, 403, 429),
+            )
+
+        token = await self._auth.token()
+        response = await send(token)
+        if response.status_code == 401 and self._auth.invalidate(token):
+            response = await send(await self._auth.token())
+        if response.status_code == 401:
+            raise error_of("GitHub", response)
         return response
 
     def _limited(self, response: httpx.Response, *, after_limit: bool) -> BackendError:
@@ -248,10 +267,11 @@ def _float(value: str | None) -> float | None:
 
 @dataclass(frozen=True)
 class ApiConfig:
-    """How to reach GitHub: a token (a PAT, or an App installation's), the REST base URL (GitHub
-    Enterprise: `https://HOST/api/v3`), the timeout, and how many calls at once."""
+    """How to reach GitHub: a token (a PAT; a GitHub App's comes from the `GithubApi`'s `auth`
+    instead), the REST base URL (GitHub Enterprise: `https://HOST/api/v3`), the timeout, and how
+    many calls at once."""
 
-    token: str
+    token: str = ""
     api_url: str = "https://api.github.com"
     timeout_s: float = 10.0
     concurrency: int = 4

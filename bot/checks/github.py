@@ -1,10 +1,13 @@
 """GitHub (METRICS_BACKEND=github or JOBS_BACKEND=github) and the HUD (=hud): the reads the
 backends make, with the backends' own clients (`bot.factory`).
 
-GitHub: `GET /rate_limit` (free: it costs no quota) says the token works and how much of the
-hour's quota is left; then the self-hosted runners listing the metrics backend reads (the org's,
+A GitHub App: its installation token minted, and what the installation granted it (its
+permissions, its repositories) against what the configured readers need. GitHub: `GET
+/rate_limit` (free: it costs no quota) says the token works and how much of the hour's quota is
+left; then the self-hosted runners listing the metrics backend reads (the org's,
 else each repository's), and each repository's queued runs. A 403 or 404 there is a token
-without the permission, named as GitHub's docs name it for fine-grained and classic tokens.
+without the permission, named as GitHub's docs name it for fine-grained and classic tokens (and
+Apps, whose permissions are a fine-grained token's).
 The HUD: the query the backend runs, with its bot header.
 """
 
@@ -16,32 +19,39 @@ from datetime import UTC, datetime
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi
+from bot.backends.github_auth import AppInstallationToken, Grant
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, fail, ok, warn
-from bot.config import MetricsBackend, Settings
+from bot.config import JobsBackend, MetricsBackend, Settings
 from bot.domain.alert_issue import AREA_LABEL
-from bot.factory import build_issues, build_jobs_source, build_metrics
+from bot.factory import build_issues, build_jobs_source, build_metrics, github_auth
 
-SUBJECT, HUD, ISSUES = "github", "hud", "github issues"
+SUBJECT, HUD, ISSUES, APP = "github", "hud", "github issues", "github app"
 ISSUES_OFF = "turn issues on in the repository's settings (Features), or name another"
 GONE = 410  # GitHub's answer where a repository's issues are turned off
 ISSUES_PERMISSION = (
-    'a fine-grained token needs the repository permission "Issues" (read and write); a classic '
-    "token the repo scope (public_repo for a public repository)"
+    'a fine-grained token or a GitHub App needs the repository permission "Issues" (read and '
+    "write); a classic token the repo scope (public_repo for a public repository)"
 )
 LOW_QUOTA = 0.1
 ORG_RUNNERS = (
-    'a fine-grained token needs the organization permission "Self-hosted runners" (read); a '
-    "classic token the admin:org scope"
+    'a fine-grained token or a GitHub App needs the organization permission "Self-hosted '
+    'runners" (read); a classic token the admin:org scope'
 )
 REPO_RUNNERS = (
-    'a fine-grained token needs the repository permission "Administration" (read); a classic '
-    "token the repo scope"
+    'a fine-grained token or a GitHub App needs the repository permission "Administration" '
+    "(read); a classic token the repo scope"
 )
 REPO_RUNS = (
-    'a fine-grained token needs the repository permission "Actions" (read); a classic token the '
-    "repo scope (public_repo for a public repository)"
+    'a fine-grained token or a GitHub App needs the repository permission "Actions" (read); a '
+    "classic token the repo scope (public_repo for a public repository)"
+)
+LEVELS = {"read": 1, "write": 2, "admin": 3}  # an App's permission levels, as GitHub grants them
+APP_KEY_FIX = (
+    "set GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY to one App's (its ID or client ID, and a key "
+    "generated on its settings page), and keep this machine's clock right (NTP): GitHub refuses "
+    "a JWT from a clock ahead of its own"
 )
 
 
@@ -81,6 +91,63 @@ async def probe_issues(settings: Settings) -> list[Finding]:
     return [ok(ISSUES, f"{repo}: {len(listed)} open {AREA_LABEL} issues; the alert's is {opens}")]
 
 
+async def probe_app(settings: Settings) -> list[Finding]:
+    """The App's installation token, and whether what it was granted covers what the
+    configured readers need (a permission added to an App waits for the installation's owner
+    to approve it)."""
+    auth = github_auth(settings)
+    if not isinstance(auth, AppInstallationToken):
+        return []
+    try:
+        await auth.token()
+    except BackendError as exc:
+        fix = APP_KEY_FIX if exc.status == 401 else ""
+        if exc.status == 404:
+            fix = "install the App there (its page: Install App), or set GITHUB_APP_INSTALLATION_ID"
+        return [fail(APP, str(exc), fix)]
+    grant = auth.grant
+    assert grant is not None
+    detail = _granted(grant)
+    missing = [
+        f'"{page}" ({level}, for {why})'
+        for name, level, page, why in app_needs(settings)
+        if LEVELS.get(grant.permissions.get(name, ""), 0) < LEVELS[level]
+    ]
+    if missing:
+        return [
+            fail(
+                APP,
+                f"{detail}; missing {', '.join(missing)}",
+                f"give the App {', '.join(missing)} (its settings: Permissions & events), then "
+                "approve the new permissions on the installation",
+            )
+        ]
+    return [ok(APP, detail)]
+
+
+def app_needs(settings: Settings) -> list[tuple[str, str, str, str]]:
+    """What the configured readers need of the App: (permission, level, the App settings
+    page's name for it, who needs it)."""
+    needs = []
+    github = settings.metrics_backend is MetricsBackend.GITHUB
+    if github and settings.github_org:
+        needs.append(("organization_self_hosted_runners", "read", "Self-hosted runners",
+                      "GITHUB_ORG's runners"))  # fmt: skip
+    elif github:
+        needs.append(("administration", "read", "Administration", "the repositories' runners"))
+    if (github or settings.jobs_backend is JobsBackend.GITHUB) and settings.github_repos:
+        needs.append(("actions", "read", "Actions", "the queued jobs"))
+    if settings.github_issues_repo:
+        needs.append(("issues", "write", "Issues", "GITHUB_ISSUES_REPO"))
+    return needs
+
+
+def _granted(grant: Grant) -> str:
+    which = "all its repositories" if grant.repository_selection == "all" else "some repositories"
+    permissions = ", ".join(f"{n}: {level}" for n, level in sorted(grant.permissions.items()))
+    return f"installation {grant.installation_id} ({which}) granted {permissions or 'nothing'}"
+
+
 async def probe_hud(settings: Settings) -> list[Finding]:
     metrics = build_metrics(settings)
     jobs = build_jobs_source(settings, metrics)
@@ -117,7 +184,8 @@ async def _github(settings: Settings, api: GithubApi) -> list[Finding]:
     try:
         body, _ = await api.get("/rate_limit")
     except BackendError as exc:
-        fix = "set GITHUB_TOKEN to a token GitHub accepts" if exc.status == 401 else ""
+        accepted = APP_KEY_FIX if settings.github_app else "set GITHUB_TOKEN to a token it accepts"
+        fix = accepted if exc.status == 401 else ""
         fix = fix or "set GITHUB_API_URL to GitHub's API (https://api.github.com), reachable"
         return [fail(SUBJECT, f"GET /rate_limit: {exc}", fix)]
     reads: list[Awaitable[Finding]] = []

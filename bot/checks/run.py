@@ -66,7 +66,10 @@ def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> lis
         found.append(Probe(aws.SQS, partial(aws.probe_sqs, settings)))
     elif scaler is ScalerBackend.AWS_ASG:
         found.append(Probe(aws.ASG, partial(aws.probe_asg, settings, environ)))
-    if metrics is MetricsBackend.GITHUB or jobs is JobsBackend.GITHUB:
+    reads_github = metrics is MetricsBackend.GITHUB or jobs is JobsBackend.GITHUB
+    if settings.github_app and (reads_github or settings.github_issues_repo):
+        found.append(Probe(github.APP, partial(github.probe_app, settings)))
+    if reads_github:
         found.append(Probe(github.SUBJECT, partial(github.probe_github, settings)))
     if metrics is MetricsBackend.HUD or jobs is JobsBackend.HUD:
         found.append(Probe(github.HUD, partial(github.probe_hud, settings)))

@@ -23,14 +23,35 @@ def serve_problems(settings: Settings) -> list[str]:
     problems += _webhooks(settings)
     problems += _silences(settings)
     problems += _scaler(settings)
+    problems += _github(settings)
     problems += _metrics(settings)
     problems += _issues(settings)
     return problems
 
 
+# What the GitHub readers accept instead of GITHUB_TOKEN.
+OR_APP = "GITHUB_TOKEN or a GitHub App (GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY)"
+
+
+def _github(s: Settings) -> list[str]:
+    """One credential for GitHub: a token, or an App whole (its ID with its key)."""
+    if s.github_token is not None and (s.github_app_id or s.github_app_private_key):
+        return [
+            "GITHUB_TOKEN and a GitHub App (GITHUB_APP_ID, GITHUB_APP_PRIVATE_KEY) are both set: "
+            "keep one (unset GITHUB_TOKEN to call as the App)"
+        ]
+    if s.github_app_id and s.github_app_private_key is None:
+        return ["GITHUB_APP_ID needs GITHUB_APP_PRIVATE_KEY: the App's private key (PEM)"]
+    if s.github_app_private_key is not None and not s.github_app_id:
+        return ["GITHUB_APP_PRIVATE_KEY needs GITHUB_APP_ID: the App's ID or client ID"]
+    if s.github_app_installation_id is not None and not s.github_app:
+        return ["GITHUB_APP_INSTALLATION_ID needs GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY"]
+    return []
+
+
 def _issues(s: Settings) -> list[str]:
-    if s.github_issues_repo and not s.github_token:
-        return ["GITHUB_ISSUES_REPO needs GITHUB_TOKEN (a token with Issues: read and write)"]
+    if s.github_issues_repo and not s.has_github_credential:
+        return [f"GITHUB_ISSUES_REPO needs {OR_APP}, with Issues: read and write"]
     if s.github_issues_open and not s.github_issues_repo:
         return ["GITHUB_ISSUES_OPEN=true needs GITHUB_ISSUES_REPO (owner/name)"]
     return []
@@ -126,10 +147,11 @@ def _metrics(s: Settings) -> list[str]:
     backend, problems = s.metrics_backend, []
     needs = {
         MetricsBackend.PROMETHEUS: ("prometheus_url",),
-        MetricsBackend.GITHUB: ("github_token",),
         MetricsBackend.HUD: ("hud_url",),
     }.get(backend, ())
     missing = [name.upper() for name in needs if not getattr(s, name)]
+    if backend is MetricsBackend.GITHUB and not s.has_github_credential:
+        missing.append(OR_APP)
     if missing:
         problems.append(f"METRICS_BACKEND={backend.value} needs {' and '.join(missing)}")
     if backend is MetricsBackend.GITHUB and not (s.github_org or s.github_repos):
@@ -137,8 +159,8 @@ def _metrics(s: Settings) -> list[str]:
     if backend is MetricsBackend.HUD:
         problems += _hud_threshold(s)
     jobs = s.jobs_backend
-    if jobs is JobsBackend.GITHUB and not (s.github_token and s.github_repos):
-        problems.append("JOBS_BACKEND=github needs GITHUB_TOKEN and GITHUB_REPOS")
+    if jobs is JobsBackend.GITHUB and not (s.has_github_credential and s.github_repos):
+        problems.append(f"JOBS_BACKEND=github needs {OR_APP}, and GITHUB_REPOS")
     if jobs is JobsBackend.HUD and not s.hud_url:
         problems.append("JOBS_BACKEND=hud needs HUD_URL")
     if backend is MetricsBackend.PROMETHEUS:

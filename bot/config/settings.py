@@ -35,8 +35,10 @@ from bot.config.values import (
     OptionalHttpUrl,
     RedisUrl,
     Seconds,
+    app_or_client_id,
     channel_id,
     owner_names,
+    rsa_private_key,
     slack_member_ids,
     token_prefix,
 )
@@ -173,6 +175,7 @@ def _scale_set_name(name: str) -> str:
 
 
 ScaleSet = Annotated[str, AfterValidator(_scale_set_name)]
+AppPrivateKey = Annotated[SecretStr | None, AfterValidator(rsa_private_key)]
 
 
 class Settings(BaseSettings):
@@ -655,8 +658,29 @@ class Settings(BaseSettings):
         None,
         "A GitHub token: github reads the runners and the queued jobs with it (Actions and "
         "Administration: read); GITHUB_ISSUES_REPO writes the alert's issue with it (Issues: "
-        "read and write).",
+        "read and write). Or a GitHub App instead: GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY.",
         group=METRICS,
+    )
+    github_app_id: Annotated[str, AfterValidator(app_or_client_id)] = setting(
+        "",
+        "A GitHub App instead of GITHUB_TOKEN, for github and GITHUB_ISSUES_REPO alike: its App "
+        "ID or client ID (the App's settings page). Its installation token is minted and renewed "
+        "as needed.",
+        group=METRICS,
+    )
+    github_app_private_key: AppPrivateKey = setting(
+        None,
+        "The GitHub App's private key: the .pem file's text (on one line, \\n for each line "
+        "break). Needs the github-app extra (the image has it).",
+        group=METRICS,
+    )
+    github_app_installation_id: int | None = setting(
+        None,
+        "The GitHub App's installation. Unset: the one on GITHUB_ISSUES_REPO, else on the "
+        "first of GITHUB_REPOS, else on GITHUB_ORG.",
+        group=METRICS,
+        advanced=True,
+        ge=1,
     )
     github_api_url: HttpUrl = setting(
         "https://api.github.com",
@@ -674,7 +698,7 @@ class Settings(BaseSettings):
         "owner/name where the alert's GitHub issue lives: an open issue that a pipeline such "
         "as pytorch/alerting-infra opened for the alert is found and linked both ways (the root "
         "links it; it gets the thread's link and a comment at each step that matters). Empty: "
-        "no issue. Needs GITHUB_TOKEN.",
+        "no issue. Needs GITHUB_TOKEN or a GitHub App (Issues: read and write).",
         group=ISSUES,
         pattern=r"^([^/\s]+/[^/\s]+)?$",
     )
@@ -710,7 +734,8 @@ class Settings(BaseSettings):
     jobs_backend: JobsBackend = setting(
         JobsBackend.AUTO,
         "Where /queue jobs and diagnostics list the jobs behind the queue: auto (the metrics "
-        "backend, when it can), github (needs GITHUB_TOKEN and GITHUB_REPOS), hud or none.",
+        "backend, when it can), github (needs GITHUB_TOKEN or a GitHub App, and GITHUB_REPOS), "
+        "hud or none.",
         group=METRICS,
     )
     runner_boot_minutes: Minutes = setting(
@@ -868,6 +893,16 @@ class Settings(BaseSettings):
     @property
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
+
+    @property
+    def github_app(self) -> bool:
+        """A GitHub App (its ID and key) is configured."""
+        return bool(self.github_app_id and self.github_app_private_key)
+
+    @property
+    def has_github_credential(self) -> bool:
+        """GITHUB_TOKEN or a GitHub App: what the GitHub readers call with."""
+        return self.github_token is not None or self.github_app
 
     @property
     def has_webhook_credential(self) -> bool:

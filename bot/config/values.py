@@ -143,3 +143,53 @@ def owner_names(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 owner_names.kind = "comma-separated owner/name"  # type: ignore[attr-defined]
+
+
+_PEM_FIX = (
+    "paste the whole .pem file the App's settings page generated (from -----BEGIN RSA PRIVATE "
+    "KEY----- to -----END RSA PRIVATE KEY-----); on one line, as env files and Kubernetes "
+    "Secrets from --from-env-file carry it, write \\n for each line break"
+)
+
+
+def rsa_private_key(value: SecretStr | None) -> SecretStr | None:
+    """A GitHub App's private key: PEM, RSA, unencrypted, as GitHub generates it. A line of an
+    env file may carry it with a literal `\\n` for each line break: those are made line breaks
+    (a PEM has no backslash). The message never repeats the value (a secret)."""
+    if value is None:
+        return None
+    text = value.get_secret_value().strip().replace("\\n", "\n")
+    try:
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    except ImportError:
+        raise ValueError(
+            "reading a GitHub App's key needs the cryptography package: install queuepilot "
+            "with the `github-app` extra (pip install 'queuepilot[github-app]')"
+        ) from None
+    try:
+        key = load_pem_private_key(text.encode(), password=None)
+    except TypeError:  # a password-protected key: GitHub's never is
+        raise ValueError(f"an encrypted key, not the App's own: {_PEM_FIX}") from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise ValueError(f"not a PEM RSA private key: {_PEM_FIX}") from None
+    if not isinstance(key, RSAPrivateKey):
+        raise ValueError(f"a private key, but not RSA (GitHub's are): {_PEM_FIX}")
+    return SecretStr(text + "\n")
+
+
+rsa_private_key.kind = "secret (PEM RSA private key)"  # type: ignore[attr-defined]
+
+
+def app_or_client_id(value: str) -> str:
+    """A GitHub App's ID (digits) or client ID (Iv…): the JWT's issuer."""
+    if value and not re.fullmatch(r"[0-9A-Za-z._-]+", value):
+        raise ValueError(
+            f"{value[:40]!r} is not a GitHub App's ID: give its App ID (digits) or its client "
+            "ID (Iv…), from the App's settings page (About)"
+        )
+    return value
+
+
+app_or_client_id.kind = "App ID or client ID"  # type: ignore[attr-defined]

@@ -40,7 +40,7 @@ QUEUED_STATUSES = frozenset({"queued"})
 
 @dataclass(frozen=True)
 class GithubConfig:
-    token: str
+    token: str = ""  # a token as given; the factory gives the `GithubApi` a `TokenSource`
     api_url: str = "https://api.github.com"
     org: str = ""
     repos: tuple[str, ...] = ()

@@ -1,0 +1,272 @@
+"""Where `GithubApi` gets the token for each call: `GITHUB_TOKEN` as it is, or a GitHub App's
+installation token, minted from a JSON Web Token signed with the App's key and renewed before it
+expires.
+
+As GitHub's "Generating a JSON Web Token (JWT) for a GitHub App" and "Generating an installation
+access token for a GitHub App" describe it: the JWT is RS256 with `iat` a minute in the past (the
+clock drift GitHub allows for), `exp` at most ten minutes after that, and `iss` the App's ID or
+client ID; `POST /app/installations/{id}/access_tokens` with it answers 201 with a token that
+lasts an hour. The installation, when not given, is the one that GitHub names for a repository
+(`GET /repos/{owner}/{repo}/installation`) or an organization (`GET /orgs/{org}/installation`).
+
+Signing needs `cryptography`, the `github-app` extra: it is imported only when an App is
+configured. No key, JWT or token ever goes into a message or a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+import httpx
+
+from bot.backends.errors import BackendError
+from bot.backends.http import json_object, request
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+
+API_VERSION = "2022-11-28"
+# What every call to GitHub carries beside its token. GitHub refuses a request without a
+# User-Agent, and asks for the app's name in it.
+HEADERS = {
+    "Accept": "application/vnd.github+json",
+    "X-GitHub-Api-Version": API_VERSION,
+    "User-Agent": "queuepilot",
+}
+# GitHub's advice: `iat` a minute in the past, for clocks a little ahead of GitHub's; `exp` ten
+# minutes after `iat`, GitHub's most, is then nine minutes from now by this clock.
+CLOCK_DRIFT_S = 60
+JWT_LIFETIME_S = 600
+# An installation token lasts an hour: a new one is minted this long before it expires, so no
+# call goes out with a token about to lapse (nor waits on a mint at the last moment).
+RENEW_BEFORE_S = 300.0
+
+
+class TokenSource(Protocol):
+    async def token(self) -> str:
+        """The token for the next call."""
+        ...
+
+    def invalidate(self, token: str) -> bool:
+        """GitHub refused `token` (401): forget it. Whether another may be had, and so whether
+        the call is worth one more try (a token as given: no)."""
+        ...
+
+
+class StaticToken:
+    """`GITHUB_TOKEN`: the same token for every call, until an operator replaces it."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __repr__(self) -> str:
+        return "StaticToken(•••)"
+
+    async def token(self) -> str:
+        return self._token
+
+    def invalidate(self, token: str) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """A GitHub App: its ID (or client ID), its private key (PEM), and its installation, by ID or
+    by where to find it (`/repos/{owner}/{repo}/installation`, `/orgs/{org}/installation`)."""
+
+    app_id: str
+    private_key: str = field(repr=False)
+    installation_id: int | None = None
+    installation_of: str = ""
+    api_url: str = "https://api.github.com"
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What GitHub granted the installation token (its access_tokens answer), for
+    `queuepilot check`: the installation, its permissions and which repositories."""
+
+    installation_id: int
+    permissions: Mapping[str, str]
+    repository_selection: str
+    expires_at: float  # epoch seconds
+
+
+class AppInstallationToken:
+    """A GitHub App installation's token, minted when first asked for, reused until a few minutes
+    before it expires (or until GitHub refuses it), then minted again: one mint at a time, whoever
+    asks meanwhile waits for it and shares it."""
+
+    def __init__(
+        self,
+        config: AppConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._config = config
+        self._key = _private_key(config.private_key)
+        self._clock = clock  # epoch seconds, as the JWT's claims and `expires_at`
+        self._transport = transport
+        self._installation_id = config.installation_id
+        self._token: str | None = None
+        self._lock = asyncio.Lock()
+        self.grant: Grant | None = None
+        self.minted = 0  # tokens minted, for the tests
+
+    def __repr__(self) -> str:
+        return f"AppInstallationToken(app_id={self._config.app_id!r})"
+
+    async def token(self) -> str:
+        if self._fresh():
+            return self._token  # type: ignore[return-value]
+        async with self._lock:
+            if not self._fresh():  # not renewed by the caller this one waited for
+                await self._mint()
+            return self._token  # type: ignore[return-value]
+
+    def invalidate(self, token: str) -> bool:
+        # A refusal of a token already replaced (a concurrent call's) leaves the new one be.
+        if token == self._token:
+            self._token = None
+        return True
+
+    def _fresh(self) -> bool:
+        grant = self.grant
+        return (
+            self._token is not None
+            and grant is not None
+            and self._clock() < grant.expires_at - RENEW_BEFORE_S
+        )
+
+    async def _mint(self) -> None:
+        config = self._config
+        async with httpx.AsyncClient(
+            base_url=config.api_url.rstrip("/"),
+            timeout=config.timeout_s,
+            headers=HEADERS,
+            transport=self._transport,
+        ) as client:
+            installation = self._installation_id or await self._find_installation(client)
+            self._installation_id = installation
+            url = f"/app/installations/{installation}/access_tokens"
+            answer = await self._app_call(client, "POST", url, expect=(201,))
+        token, expires_at = answer.get("token"), _epoch(answer.get("expires_at"))
+        if not isinstance(token, str) or not token or expires_at is None:
+            raise BackendError("GitHub answered with an unexpected shape", retryable=True)
+        granted = answer.get("permissions")
+        permissions = granted if isinstance(granted, dict) else {}
+        self.grant = Grant(
+            installation,
+            {str(name): str(level) for name, level in permissions.items()},
+            str(answer.get("repository_selection") or ""),
+            expires_at,
+        )
+        self._token = token
+        self.minted += 1
+
+    async def _find_installation(self, client: httpx.AsyncClient) -> int:
+        where = self._config.installation_of
+        if not where:
+            raise BackendError(
+                "the GitHub App's installation is unknown: set GITHUB_APP_INSTALLATION_ID",
+                retryable=False,
+            )
+        try:
+            answer = await self._app_call(client, "GET", where, expect=(200,))
+        except BackendError as exc:
+            if exc.status != 404:
+                raise
+            on = where.removesuffix("/installation").split("/", 2)[-1]
+            raise BackendError(
+                f"the GitHub App is not installed on {on} (GET {where} answered 404): install "
+                "it there, or set GITHUB_APP_INSTALLATION_ID",
+                retryable=False,
+                status=404,
+            ) from None
+        found = answer.get("id")
+        if not isinstance(found, int) or isinstance(found, bool):
+            raise BackendError("GitHub answered with an unexpected shape", retryable=True)
+        return found
+
+    async def _app_call(
+        self, client: httpx.AsyncClient, method: str, url: str, *, expect: tuple[int, ...]
+    ) -> dict[str, Any]:
+        """A call as the App itself, with a JWT made for it (a JWT lasts minutes, a mint an
+        instant: one per call keeps none lying about)."""
+        jwt = app_jwt(self._config.app_id, self._key, self._clock())
+        try:
+            response = await request(
+                client, "GitHub", method, url,
+                headers={"Authorization": f"Bearer {jwt}"}, expect=expect,
+            )  # fmt: skip
+        except BackendError as exc:
+            raise BackendError(
+                f"the GitHub App's token: {exc}",
+                retryable=exc.retryable,
+                status=exc.status,
+                retry_after_s=exc.retry_after_s,
+            ) from None
+        return json_object(response, "GitHub")
+
+
+def app_jwt(app_id: str, key: RSAPrivateKey, now: float) -> str:
+    """The JWT that authenticates as the App: RS256, `iat` a minute back, `exp` ten minutes on
+    from `iat`, `iss` the App."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    issued = int(now) - CLOCK_DRIFT_S
+    header = {"alg": "RS256", "typ": "JWT"}
+    claims = {"iat": issued, "exp": issued + JWT_LIFETIME_S, "iss": app_id}
+    signed = f"{_b64(_compact(header))}.{_b64(_compact(claims))}".encode()
+    signature = key.sign(signed, padding.PKCS1v15(), hashes.SHA256())
+    return f"{signed.decode()}.{_b64(signature)}"
+
+
+def _private_key(pem: str) -> RSAPrivateKey:
+    """The App's key, as the settings checked it (`bot.config.values.rsa_private_key`)."""
+    try:
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    except ImportError:
+        raise BackendError(
+            "a GitHub App needs the cryptography package: install queuepilot with the "
+            "`github-app` extra",
+            retryable=False,
+        ) from None
+    try:
+        key = load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        key = None
+    if not isinstance(key, RSAPrivateKey):
+        raise BackendError("the GitHub App's private key is not a PEM RSA key", retryable=False)
+    return key
+
+
+def _compact(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _epoch(value: Any) -> float | None:
+    """`expires_at` ("2016-07-11T22:14:10Z") in epoch seconds."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.timestamp() if moment.tzinfo else None
