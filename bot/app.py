@@ -247,6 +247,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             IssueLinks(redis, store.keys, retention_s=retention_s),
             issues,
             pacing,
+            Leases(redis),
             config=IssueConfig(
                 repo=issues.repo,
                 open=settings.github_issues_open,

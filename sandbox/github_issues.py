@@ -216,6 +216,7 @@ class GithubIssues:
     max_body_bytes: int = 1 << 20
     clock: Callable[[], float] = time.time
     calls: list[tuple[str, str, int]] = field(default_factory=list)  # (method, path, status)
+    called_at: list[float] = field(default_factory=list)  # when each of `calls` was answered
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()  # the server and the test may run on different threads
@@ -461,6 +462,7 @@ class GithubIssues:
         if version in VERSIONS:
             base["x-github-api-version-selected"] = version
         self.calls.append((request.method, request.url.path, status))
+        self.called_at.append(self.clock())
         if isinstance(payload, str):
             return HTMLResponse(payload, status, {**base, **headers})
         content = b"" if payload is None or request.method == "HEAD" else _dump(payload)

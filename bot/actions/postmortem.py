@@ -38,7 +38,8 @@ class Postmortems:
         )
 
     async def markdown(self, incident: Incident, timeline: list[Event], now: datetime) -> str:
-        """The write-up as the thread's file says it, for the alert's GitHub issue."""
+        """The write-up drawn again for the alert's GitHub issue, when its moment is told: the
+        thread's file, with the jobs source read then (seconds later, as a rule)."""
         jobs, note = await self._jobs_view(now)
         return render_postmortem(incident, timeline, now=now, jobs=jobs, jobs_note=note)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -271,7 +271,7 @@ class ApiConfig:
     instead), the REST base URL (GitHub Enterprise: `https://HOST/api/v3`), the timeout, and how
     many calls at once."""
 
-    token: str = ""
+    token: str = field(default="", repr=False)
     api_url: str = "https://api.github.com"
     timeout_s: float = 10.0
     concurrency: int = 4

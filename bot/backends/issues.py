@@ -52,7 +52,6 @@ class GithubIssues:
 
     def __init__(self, api: GithubApi, repo: str) -> None:
         self.api = api
-        self._api = api
         self.repo = repo
         self._path = f"/repos/{repo}/issues"
 

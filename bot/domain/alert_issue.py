@@ -85,23 +85,31 @@ def issue_labels(incident: Incident) -> tuple[str, ...]:
 
 
 def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str, ...]) -> bool:
-    """Whether an open issue is this alert's: its title, or queuepilot's own mark of the alert
-    group in its body; and no team label of another team."""
+    """Whether an open issue is this alert's: queuepilot's own mark of the alert group in its
+    body, else its title when it carries no other group's mark; and no other team's label."""
     team = team_label(incident.team)
     teams = {label.partition(":")[2] for label in labels if label.lower().startswith("team:")}
     if team and teams and team not in {t.lower() for t in teams}:
         return False
-    same_title = _words(title) == _words(issue_title(incident))
-    return same_title or group_mark(incident) in body
+    if group_mark(incident) in body:
+        return True
+    # An issue queuepilot opened for another group of the same rule (one Grafana rule, several
+    # label groups: one title) is that incident's, closed when it resolves.
+    if GROUP_MARK_START in body:
+        return False
+    return _words(title) == _words(issue_title(incident))
 
 
 def _words(title: str) -> str:
     return " ".join(title.split()).casefold()
 
 
+GROUP_MARK_START = "<!-- queuepilot:group:"
+
+
 def group_mark(incident: Incident) -> str:
     """A hidden line in the body of an issue queuepilot opened: which alert group it is for."""
-    return f"<!-- queuepilot:group:{incident.group_hash} -->"
+    return f"{GROUP_MARK_START}{incident.group_hash} -->"
 
 
 def tells_issue(events: Sequence[Event]) -> bool:
@@ -171,11 +179,6 @@ def pending(link: IssueLink, timeline: list[Event]) -> list[Moment]:
     """The moments still to tell, in order."""
     told = set(link.told)
     return [moment for moment in moments(timeline) if moment.key not in told]
-
-
-def wants_closed(incident: Incident) -> bool:
-    """An issue queuepilot opened is closed while its incident is resolved, open otherwise."""
-    return not incident.is_open
 
 
 def issue_number(url: str) -> int | None:

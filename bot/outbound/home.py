@@ -87,6 +87,7 @@ class Home:
         self._slack = slack
         self._config = config
         self._clock = clock
+        self.rounds = 0
 
     async def opened(self, user: str, view_hash: str = "") -> None:
         """`user` opened the Home tab (`view_hash`: the hash of the view it shows, as the event
@@ -112,6 +113,8 @@ class Home:
             await self._round()
         except RedisError as exc:
             log.warning("home: Redis unavailable, no round: %s", exc)
+        finally:
+            self.rounds += 1  # rounds ended: what a test of "nothing more" waits on
 
     async def _round(self) -> None:
         now = self._clock().timestamp()

@@ -61,7 +61,7 @@ def issue_body(incident: Incident) -> str:
         "",
         "The Slack thread, each step taken there and the summary follow as comments. "
         "queuepilot closes this issue when the incident resolves and reopens it if the alert "
-        "fires again within the hour.",
+        "fires again soon after (queuepilot's reopen window).",
         "",
         group_mark(incident),
     ]

@@ -45,6 +45,11 @@ _AUTOLINK = re.compile(r"(?i)(:(?=//)|(?<=www)\.)")
 # What starts a block at the head of a line: a list, a setext underline, a numbered item.
 _LEADING_MARK = re.compile(r"^[-+=]")
 _LEADING_NUMBER = re.compile(r"^([0-9]+)([.)])")
+# GitHub finds @mentions and issue references (`#12`, `GH-12`, `owner/repo#12`) in the text
+# after Markdown is read, when its backslashes are gone: an invisible word joiner after `@` and
+# `#`, and inside `GH-`, leaves the text as it reads and gives those finders nothing to match.
+_REFERENCE = re.compile(r"(?i)(@(?=\w)|#(?=[0-9])|\bgh(?=-[0-9]))")
+WORD_JOINER = "\u2060"
 # Line breaks of every kind and control characters would end a table row or a paragraph.
 _BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*))?$", re.DOTALL)
@@ -52,13 +57,15 @@ _CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*)
 
 def md_escape(text: str, limit: int = MAX_TEXT) -> str:
     """`text` as literal Markdown on one line: at most `limit` characters of it (then "…"),
-    every special character backslash-escaped, a leading block marker too."""
+    every special character backslash-escaped, a leading block marker too, and no mention or
+    issue reference for GitHub to find."""
     flat = _BREAKS.sub(" ", text).strip()
     if len(flat) > limit:
         flat = flat[: limit - 1].rstrip() + "…"
     escaped = _AUTOLINK.sub(r"\\\1", _SPECIAL.sub(r"\\\1", flat))
     escaped = _LEADING_MARK.sub(r"\\\g<0>", escaped)
-    return _LEADING_NUMBER.sub(r"\1\\\2", escaped)
+    escaped = _LEADING_NUMBER.sub(r"\1\\\2", escaped)
+    return _REFERENCE.sub(lambda found: found[0] + WORD_JOINER, escaped)
 
 
 def utc(moment: datetime) -> str:

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from redis.exceptions import RedisError
 
@@ -52,15 +53,19 @@ from bot.render.root import render_event
 from bot.storage.due_set import Claim
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply
 from bot.storage.issue_links import IssueLinks
+from bot.storage.leases import Lease, Leases
 from bot.storage.pacing import Pacing
 
 log = logging.getLogger(__name__)
 
 SLOT = "github"  # the app-wide pacing slot and hold every call to GitHub takes
 OPENING = "open"  # `IssueLink.trying` while an issue is being opened
-UNPROCESSABLE = 422
+UNPROCESSABLE, FORBIDDEN = 422, 403
+# Another replica's pass holds the incident: look again this soon.
+BUSY_S = 5.0
 MAX_COMMIT_ATTEMPTS = 10
 
+T = TypeVar("T")
 Permalink = Callable[[str, str], Awaitable[str | None]]
 # The incident's write-up, for a postmortem moment (`bot.actions.postmortem`).
 Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
@@ -82,6 +87,14 @@ class IssueConfig:
     refused_retry_s: float = 900.0
 
 
+def never_taken(exc: BackendError) -> bool:
+    """A comment GitHub refuses for what it is, not for who asks or when: 422 (its rules: too
+    long, …), or 403 on a locked issue (GitHub's answer: "Unable to create comment because issue
+    is locked"). A 403 for a missing permission is not one: fixed, the comment goes through."""
+    locked = exc.status == FORBIDDEN and "locked" in str(exc).lower()
+    return exc.status == UNPROCESSABLE or locked
+
+
 class Later(Exception):
     """Nothing failed: the incident's issue waits until `at` for something (the root, the
     pipeline's issue, the app-wide turn); None: for nothing more (no issue to link, and the
@@ -98,6 +111,7 @@ class AlertIssues:
         links: IssueLinks,
         issues: Issues,
         pacing: Pacing,
+        leases: Leases,
         *,
         config: IssueConfig,
         permalink: Permalink,
@@ -106,6 +120,8 @@ class AlertIssues:
     ) -> None:
         self._store = store
         self._due = store.issue_due
+        self._keys = store.keys
+        self._leases = leases
         self._links = links
         self._issues = issues
         self._pacing = pacing
@@ -137,20 +153,33 @@ class AlertIssues:
         if loaded.incident is None:
             await self._due.done(claim)
             return
-        link = await self._links.get(incident_id) or IssueLink(repo=self._config.repo)
-        step = _Step(self, loaded, link, claim)
+        # One pass at a time per incident: a commit of a new moment makes the incident due
+        # again while a pass runs, and a second replica must not tell the issue beside it.
+        lease_ms = int(self._config.lease_s * 1000)
+        lease = await self._leases.try_acquire(self._keys.issue_pass(incident_id), lease_ms)
+        if lease is None:
+            await self._due.reschedule(claim, self._clock().timestamp() + BUSY_S)
+            return
+        try:
+            link = await self._links.get(incident_id) or IssueLink(repo=self._config.repo)
+            await self._pass(_Step(self, loaded, link, claim, lease))
+        finally:
+            await self._leases.release(lease)
+
+    async def _pass(self, step: _Step) -> None:
         try:
             await step.run()
         except Later as later:
             await step.save(step.link)
             if later.at is None:
-                await self._due.done(claim)
+                await self._due.done(step.claim)
             else:
-                await self._due.reschedule(claim, later.at)
+                await self._due.reschedule(step.claim, later.at)
         except BackendError as exc:
             await self._failed(step, exc)
         else:
-            await self._due.done(claim)
+            # Not done if a commit marked it again meanwhile: the next pass tells that too.
+            await self._due.done(step.claim)
 
     async def _failed(self, step: _Step, exc: BackendError) -> None:
         now = self._clock().timestamp()
@@ -168,10 +197,12 @@ class AlertIssues:
             await step.save(link.model_copy(update={"failures": failures}))
             await self._due.reschedule(step.claim, now + wait)
             return
-        # Refused: the call was not made (GitHub answered), so nothing is in flight.
+        # Refused. A refused write was not made: nothing is in flight; a refused lookup says
+        # nothing of the write it looked for, still to be looked for.
         said = str(exc)
         log.warning("alert issue: incident %s: %s", step.id, said)
-        await step.save(link.model_copy(update={"trying": "", "refused": said}))
+        trying = "" if step.writing else link.trying
+        await step.save(link.model_copy(update={"trying": trying, "refused": said}))
         if said != link.refused:
             await self._tell_refusal(step.id, said)
         await self._due.reschedule(step.claim, now + self._config.refused_retry_s)
@@ -219,7 +250,9 @@ class AlertIssues:
 class _Step:
     """One pass over one claimed incident: each call, and the link saved after it."""
 
-    def __init__(self, owner: AlertIssues, loaded: Loaded, link: IssueLink, claim: Claim) -> None:
+    def __init__(
+        self, owner: AlertIssues, loaded: Loaded, link: IssueLink, claim: Claim, lease: Lease
+    ) -> None:
         assert loaded.incident is not None
         self.owner = owner
         self.loaded = loaded
@@ -227,19 +260,35 @@ class _Step:
         self.id = self.incident.id
         self.link = link
         self.claim = claim
+        self.lease = lease
+        self.writing = False  # a write is in flight: what GitHub answers is about it
 
     async def save(self, link: IssueLink) -> None:
         self.link = link
         await self.owner._links.save(self.id, link)
 
     async def call(self) -> None:
-        """Take the app-wide turn for one call to GitHub, or wait for it later."""
+        """Take the app-wide turn for one call to GitHub, or wait for it later; and keep the
+        pass's lease, or stop (another replica's pass may have begun)."""
         owner = self.owner
         turn = await owner._pacing.wait_for_slot(
             SLOT, owner._config.interval_ms, within_s=owner._config.slot_wait_s
         )
+        now = owner._clock().timestamp()
         if not turn.taken:
-            raise Later(owner._clock().timestamp() + turn.retry_after_s)
+            raise Later(now + turn.retry_after_s)
+        if not await owner._leases.renew(self.lease, int(owner._config.lease_s * 1000)):
+            raise Later(now + BUSY_S)
+
+    async def write(self, trying: str, send: Callable[[], Awaitable[T]]) -> T:
+        """A call that makes something (an issue, a comment): its turn first, then what it is
+        named in the link (a lost answer is looked for by it), then the call."""
+        await self.call()
+        await self.save(self.link.model_copy(update={"trying": trying}))
+        self.writing = True
+        answer = await send()
+        self.writing = False
+        return answer
 
     async def run(self) -> None:
         if not self.link.linked:
@@ -273,10 +322,11 @@ class _Step:
                 await self.save(self.link.model_copy(update={"trying": ""}))
             raise Later(self.search_again())
         else:
-            await self.save(self.link.model_copy(update={"trying": OPENING}))
-            await self.call()
-            issue = await owner._issues.create(
-                issue_title(incident), issue_body(incident), issue_labels(incident)
+            issue = await self.write(
+                OPENING,
+                lambda: owner._issues.create(
+                    issue_title(incident), issue_body(incident), issue_labels(incident)
+                ),
             )
             ours = True
         await self.save(
@@ -324,15 +374,14 @@ class _Step:
             postmortem=postmortem,
             now=owner._clock(),
         )
-        await self.save(self.link.model_copy(update={"trying": moment.key}))
-        await self.call()
         try:
-            await owner._issues.comment(number, body)
+            await self.write(moment.key, lambda: owner._issues.comment(number, body))
         except BackendError as exc:
-            if exc.status != UNPROCESSABLE:
+            if not never_taken(exc):
                 raise
-            # This comment GitHub will never take (a locked issue, a rule of its own): said
-            # once, and the moments after it go on.
+            # A comment GitHub will never take (the issue locked, a rule of its own): said
+            # once, and the moments after it, and the close, go on.
+            self.writing = False
             if str(exc) != self.link.refused:
                 await owner._tell_refusal(self.id, str(exc), again=False)
                 await self.save(self.link.model_copy(update={"refused": str(exc)}))

@@ -192,6 +192,10 @@ class Keys:
         """Incidents whose GitHub issue has something to hear (the commit script marks them)."""
         return self._("issue-due")
 
+    def issue_pass(self, incident_id: str) -> str:
+        """The lease of the one replica telling the incident's issue now."""
+        return self._("lease", "issue", incident_id)
+
     def issue_link(self, incident_id: str) -> str:
         """The incident's issue as linked, and what it was told (`IssueLink`)."""
         return self._("issue", incident_id)

@@ -140,11 +140,13 @@ async def test_a_replaced_query_fits_another_exporter(arc_fleet: ArcFleet) -> No
         "queued": 'label_replace(max by (name) (gha_assigned_jobs), "pool", "$1", "name", "(.*)")',
         "busy": "",  # an exporter without such a number
     }
-    snap = await eventually(
-        lambda: read(arc_fleet.prometheus.url, queries=queries, runner_type_label="pool"),
-        what="a reading",
-        timeout=30,
-    )
+
+    async def scraped() -> FleetSnapshot | None:
+        snap = await read(arc_fleet.prometheus.url, queries=queries, runner_type_label="pool")
+        return snap if QUEUEING in snap.runner_types else None
+
+    # Waited for: with the suite's workers, this test may be the first of its module here.
+    snap = await eventually(scraped, what="a reading with the scale set", timeout=30)
     assert snap.runner_types[QUEUEING].queued == 163
     assert snap.runner_types[QUEUEING].busy is None
 
@@ -152,7 +154,11 @@ async def test_a_replaced_query_fits_another_exporter(arc_fleet: ArcFleet) -> No
 async def test_a_query_prometheus_refuses_is_named_and_the_rest_still_read(
     arc_fleet: ArcFleet,
 ) -> None:
-    snap = await read(arc_fleet.prometheus.url, queries={"queued": "sum("})
+    async def scraped() -> FleetSnapshot | None:
+        snap = await read(arc_fleet.prometheus.url, queries={"queued": "sum("})
+        return snap if QUEUEING in snap.runner_types else None
+
+    snap = await eventually(scraped, what="a reading with the scale set", timeout=30)
     assert "Prometheus could not answer for queued" in snap.note
     assert snap.runner_types[QUEUEING].registered == 120
     every = {field: "sum(" for field in ("queued", "busy")}
@@ -297,7 +303,11 @@ async def test_with_job_workflow_name_arc_gives_each_workflows_mean_job_minutes(
 
 
 async def test_the_reading_carries_the_assigned_jobs(arc_fleet: ArcFleet) -> None:
-    snap = await eventually(lambda: read(arc_fleet.prometheus.url), what="a reading", timeout=30)
+    async def scraped() -> FleetSnapshot | None:
+        snap = await read(arc_fleet.prometheus.url)
+        return snap if QUEUEING in snap.runner_types else None
+
+    snap = await eventually(scraped, what="a reading with the scale set", timeout=30)
     assert snap.runner_types[QUEUEING].assigned == 163
 
 

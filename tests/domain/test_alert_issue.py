@@ -30,6 +30,7 @@ from bot.domain.alert_issue import (
 )
 from bot.domain.incidents import Event
 from bot.render.alert_issue import MAX_BODY, comment, issue_body
+from bot.render.postmortem import WORD_JOINER
 from tests.support.incidents import T0, make_incident
 
 
@@ -70,6 +71,8 @@ def test_title_and_labels_follow_alerting_infra():
         ("[P2] Jobs queueing in autoscaled machines", "", ("Team:other",), False),
         ("Something else", "x\n<!-- queuepilot:group:5f3c -->\n", (), True),
         ("Something else", "<!-- queuepilot:group:aaaa -->", (), False),
+        # Another group of the same rule: its issue, though the title is the same.
+        ("[P2] Jobs queueing in autoscaled machines", "<!-- queuepilot:group:aaaa -->", (), False),
     ],
 )
 def test_the_alerts_issue_is_found_by_title_or_mark(title, body, labels, is_it):
@@ -144,10 +147,10 @@ def test_outside_text_is_escaped_and_a_long_postmortem_is_cut_to_githubs_limit()
     text = "@here <img src=x> [click](https://evil.example) #1"
     event = Event(at=T0, kind="silenced", text=text, actor="U1", actor_name="@mallory")
     said = comment(incident, Moment(moment_key(event), event), now=T0)
-    assert "\\@here" in said and "\\<img" in said
+    assert f"\\@{WORD_JOINER}here" in said and "\\<img" in said
     assert not re.search(r"(?<!\\)[<@]", said.split("<!--")[0])  # nothing unescaped
     assert not re.search(r"(?<!\\)\]\(", said)  # no link: every `]` escaped
-    assert "\\@mallory" in said
+    assert f"\\@{WORD_JOINER}mallory" in said
     long = Event(at=T0, kind="postmortem", text="Postmortem drafted")
     cut = comment(incident, Moment(moment_key(long), long), postmortem="x" * 100_000, now=T0)
     assert len(cut) <= MAX_BODY
@@ -158,7 +161,7 @@ def test_an_opened_issues_body_carries_the_group_mark_and_escaped_text():
     incident = make_incident(summary="<script>alert(1)</script> @team")
     body = issue_body(incident)
     assert group_mark(incident) in body
-    assert "<script>" not in body and "\\@team" in body
+    assert "<script>" not in body and f"\\@{WORD_JOINER}team" in body
     assert "- **Runbook**: <https://github.com/pytorch/test-infra/wiki/runbook>" in body
 
 

@@ -34,7 +34,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue
 from bot.domain.units import minutes, number
-from bot.render.postmortem import MAX_CHART_ROWS, md_escape, render_postmortem
+from bot.render.postmortem import MAX_CHART_ROWS, WORD_JOINER, md_escape, render_postmortem
 from bot.render.replies import render_summary
 from tests.support.incidents import T0, make_incident
 
@@ -443,14 +443,17 @@ def test_the_questions_are_left_for_the_team() -> None:
 
 # --- escaping ------------------------------------------------------------------------------------
 
+J = WORD_JOINER  # after `@` and `#`, inside `GH-`: nothing for GitHub's finders to match
 ESCAPES = [
     ("linux.2xlarge", "linux.2xlarge"),
     ("a|b", "a\\|b"),
     ("[click](https://evil.example)", "\\[click\\](https\\://evil.example)"),
     ("<img src=x onerror=alert(1)>", "\\<img src=x onerror=alert(1)\\>"),
-    ("@channel and @here", "\\@channel and \\@here"),
+    ("@channel and @here", f"\\@{J}channel and \\@{J}here"),
     ("see www.evil.example", "see www\\.evil.example"),
-    ("mail ops@evil.example", "mail ops\\@evil.example"),
+    ("mail ops@evil.example", f"mail ops\\@{J}evil.example"),
+    # Issue references GitHub would link (and back-reference): `#12`, `GH-12`, `o/r#12`.
+    ("see #12, GH-3 and pytorch/pytorch#4", f"see \\#{J}12, GH{J}-3 and pytorch/pytorch\\#{J}4"),
     (
         "**bold** _it_ ~~no~~ `code` $x$",
         "\\*\\*bold\\*\\* \\_it\\_ \\~\\~no\\~\\~ \\`code\\` \\$x\\$",

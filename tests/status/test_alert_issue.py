@@ -5,10 +5,12 @@ comment GitHub will never take, the thread not posted yet, failures backed off a
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import pytest
 from redis.asyncio import Redis
 
 from bot.backends.errors import BackendError
@@ -18,6 +20,7 @@ from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually,
 from bot.status.alert_issue import AlertIssues, IssueConfig
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.issue_links import IssueLinks
+from bot.storage.leases import Leases
 from bot.storage.pacing import Pacing
 from tests.support.store import KEYS, PREFIX, T0, opened
 
@@ -32,6 +35,9 @@ class FakeIssues:
     comments: dict[int, list[str]] = field(default_factory=dict)
     refuse: dict[str, BackendError] = field(default_factory=dict)
     listed: int = 0
+    # Set: the next comment waits for it (a slow GitHub), `commenting` says it is in flight.
+    hold: asyncio.Event | None = None
+    commenting: asyncio.Event = field(default_factory=asyncio.Event)
 
     def _gate(self, call: str) -> None:
         if call in self.refuse:
@@ -51,6 +57,10 @@ class FakeIssues:
 
     async def comment(self, number: int, body: str) -> None:
         self._gate("comment")
+        if self.hold is not None:
+            hold, self.hold = self.hold, None
+            self.commenting.set()
+            await hold.wait()
         self.comments.setdefault(number, []).append(body)
 
     async def find_comment(self, number: int, mark: str) -> bool:
@@ -84,6 +94,7 @@ async def keeper(
             IssueLinks(redis, KEYS, retention_s=3600),
             issues,
             Pacing(redis, KEYS),
+            Leases(redis),
             config=IssueConfig(**settings),  # type: ignore[arg-type]
             permalink=permalink,
             clock=clock,
@@ -146,16 +157,21 @@ async def test_a_resolved_incident_with_no_issue_stops_looking(redis: Redis) -> 
     assert await due_at(store, incident.id) is None
 
 
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (422, "GitHub answered 422: Body is too long (maximum is 65536 characters)"),
+        (403, "GitHub answered 403: Unable to create comment because issue is locked."),
+    ],
+)
 async def test_a_comment_github_will_never_take_is_said_once_and_the_rest_go_on(
-    redis: Redis,
+    redis: Redis, status: int, said: str
 ) -> None:
     issues, clock = FakeIssues(), Clock()
     keep, store = await keeper(redis, issues, clock, open=True)
     incident = await opened_due(store)
     await with_thread(redis, incident)
-    issues.refuse["comment"] = BackendError(
-        "GitHub answered 422: Body is too long", retryable=False, status=422
-    )
+    issues.refuse["comment"] = BackendError(said, retryable=False, status=status)
     await keep.tick()
     # The thread's link was refused; nothing is retried, the next moment is told.
     loaded = await store.load(incident.id)
@@ -171,7 +187,7 @@ async def test_a_comment_github_will_never_take_is_said_once_and_the_rest_go_on(
     ]
     timeline = await store.events(incident.id)
     refused = [e for e in timeline if e.kind == "issue_refused"]
-    assert len(refused) == 1 and "Body is too long" in refused[0].text
+    assert len(refused) == 1 and said in refused[0].text
 
 
 async def test_the_thread_is_waited_for_then_told_without_its_link(redis: Redis) -> None:
@@ -200,3 +216,36 @@ async def test_failures_back_off_and_a_success_resets_them(redis: Redis) -> None
     await keep.tick()
     link = await IssueLinks(redis, KEYS, retention_s=3600).get(incident.id)
     assert link is not None and link.failures == 0 and THREAD_MOMENT in link.told
+
+
+async def test_a_moment_committed_mid_pass_is_told_after_that_pass_never_beside_it(
+    redis: Redis,
+) -> None:
+    """A comment in flight on one replica; an acknowledgement makes the incident due again; the
+    other replica's tick must not tell the issue beside the pass (a duplicate, out of order):
+    it waits, and the ack follows the thread's link, once."""
+    issues, clock = FakeIssues(hold=asyncio.Event()), Clock()
+    first, store = await keeper(redis, issues, clock, open=True)
+    second, _ = await keeper(redis, issues, clock, open=True)
+    incident = await opened_due(store)
+    await with_thread(redis, incident)
+    held = issues.hold
+    assert held is not None
+    passing = asyncio.create_task(first.tick())
+    await asyncio.wait_for(issues.commenting.wait(), 10)
+
+    loaded = await store.load(incident.id)
+    assert loaded.incident is not None
+    acked = acknowledge(loaded.incident, by="U1", name="alice", now=T0)
+    event = Event(at=T0, kind="acknowledged", text="Acknowledged", actor="U1", actor_name="alice")
+    commit = Commit(with_action(acked, event), version=loaded.version, events=(event,))
+    assert await store.commit(commit, now=clock.now.timestamp())
+    await second.tick()
+    held.set()
+    await asyncio.wait_for(passing, 10)
+    clock.now += timedelta(seconds=10)
+    await second.tick()
+
+    [number] = issues.comments
+    said = [body.split(" ")[0] for body in issues.comments[number]]
+    assert said == ["queuepilot", "**Acknowledged**"], issues.comments[number]

@@ -8,7 +8,6 @@ the event's answer and is made by a later round."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import time
@@ -63,6 +62,22 @@ async def replicas(settings_for: Any, slack: Slack) -> AsyncIterator[tuple[Runni
         yield first, second
 
 
+async def rounds_ended(*running: RunningBot) -> None:
+    """Two more rounds of each replica's Home ended (the second began after this was asked): a
+    publish still to come would have been made by then."""
+
+    def home(r: RunningBot) -> Any:
+        assert r.bot.home is not None
+        return r.bot.home
+
+    started = [home(r).rounds for r in running]
+    await eventually(
+        lambda: all(home(r).rounds >= n + 2 for r, n in zip(running, started, strict=True)),
+        what="two more rounds of every replica",
+        timeout=30,
+    )
+
+
 async def two_incidents(running: RunningBot, slack: Slack) -> Any:
     """The default alert in CHANNEL, the ROCm team's in TEAM; the default one's root."""
     for payload in (group("default"), group("rocm", team="rocm")):
@@ -107,7 +122,7 @@ async def test_a_home_lists_both_channels_incidents_and_each_change_reaches_ever
     assert "nobody has acknowledged it" in text
     assert "<@" not in text, "names, never mentions"
     # Until something changes, the rounds of both replicas publish nothing more.
-    await asyncio.sleep(1.5)
+    await rounds_ended(first, second)
     before = len(publishes(slack))
     assert before == 2
 
@@ -118,14 +133,14 @@ async def test_a_home_lists_both_channels_incidents_and_each_change_reaches_ever
             what=f"{person.name}'s Home showing the owner",
             timeout=15,
         )
-    await asyncio.sleep(1.5)
+    await rounds_ended(first, second)
     after = publishes(slack)[before:]
     assert sorted(c.params["user_id"] for c in after) == [ALICE.id, BOB.id], "once each"
     assert all(c.ok for c in publishes(slack)), [c.refusal for c in publishes(slack)]
 
     # Opening the Home again, when it shows all there is, publishes nothing.
     await open_home(second, ALICE, slack)
-    await asyncio.sleep(1)
+    await rounds_ended(first, second)
     assert len(publishes(slack)) == before + 2
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Coroutine, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -40,7 +40,7 @@ QUEUED_STATUSES = frozenset({"queued"})
 
 @dataclass(frozen=True)
 class GithubConfig:
-    token: str = ""  # a token as given; the factory gives the `GithubApi` a `TokenSource`
+    token: str = field(default="", repr=False)  # as given; the factory gives a `TokenSource`
     api_url: str = "https://api.github.com"
     org: str = ""
     repos: tuple[str, ...] = ()
