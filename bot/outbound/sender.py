@@ -150,6 +150,12 @@ class ChannelSender:
     async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
         backoff = Backoff(self._config.backoff_max_s)
         while True:
+            # A cancel swallowed below still counts on the task: honoured here, or the sender
+            # outlives its replica's shutdown. Seen under load: a sender in redis-py's blocking
+            # read (the bell) went on with two cancels pending, and its event loop never closed.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError
             try:
                 await step()
                 backoff.reset()

@@ -3,16 +3,19 @@ no duplicate after an uncertain failure. What a channel would see, measured from
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
 import json
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from bot.config import Settings
 from bot.outbound.budget import TokenBucket
+from bot.outbound.sender import ChannelSender
 from bot.render.mrkdwn import rendered, section
 from bot.storage.incident_store import BAND_STATUS, Commit, Loaded, Reply
 from tests.support.payloads import fixture_json
@@ -501,3 +504,29 @@ async def test_a_root_waiting_for_its_slot_is_posted_as_the_incident_is_then(
 
     posted = ok_posts(slack)[1]
     assert "987" in json.dumps(posted.params.get("blocks")), "posted with the latest numbers"
+
+
+async def test_a_sender_stops_when_cancelled_even_if_a_step_swallowed_the_cancel() -> None:
+    """A step that swallows its cancel (seen: redis-py's blocking read went on with the cancel
+    pending): the sender's loop still ends (else it outlives its replica's shutdown)."""
+    steps, swallow = 0, True
+
+    async def swallowing_step() -> None:
+        nonlocal steps
+        steps += 1
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            if not swallow:
+                raise
+
+    loop_of = SimpleNamespace(_config=SimpleNamespace(backoff_max_s=1.0), channel=CHANNEL)
+    task = asyncio.create_task(ChannelSender._loop(loop_of, swallowing_step))  # type: ignore[arg-type]
+    await eventually(lambda: steps >= 2, what="the loop running")
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=5)
+    swallow = False  # whatever happened, the task can end now: the test's loop closes
+    if not done:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert done and task.cancelled(), "the loop went on after its cancel"
