@@ -324,8 +324,9 @@ class GithubIssues:
         api = [Route(p, self._serve, methods=ALL_METHODS) for p in
                ("/rate_limit", "/repos/{rest:path}", "/repositories/{rest:path}")]  # fmt: skip
         page = Route("/{owner}/{repo}/issues/{number:int}", self._page, methods=["GET"])
+        index = Route("/{owner}/{repo}/issues", self._index, methods=["GET"])
         rest = Route("/{rest:path}", self._serve, methods=ALL_METHODS)  # 404, as GitHub answers
-        return Starlette(routes=[*api, page, rest])
+        return Starlette(routes=[*api, page, index, rest])
 
     async def _serve(self, request: Request) -> Response:
         method, path, raw = request.method, request.url.path, await request.body()
@@ -486,6 +487,25 @@ class GithubIssues:
         if retry_after is not None:
             no.headers["retry-after"] = str(retry_after)
         return no
+
+    async def _index(self, request: Request) -> Response:
+        """github.com's list of a repository's issues, for people (the demo prints its link)."""
+        owner, name = request.path_params["owner"], request.path_params["repo"]
+        with self._lock:
+            repo = self._repos.get(f"{owner}/{name}".lower())
+            if repo is None:
+                return HTMLResponse("<!doctype html><title>Page not found</title>", 404)
+            e = html.escape
+            rows = "".join(
+                f'<li><a href="{e(self._html)}/{e(repo.full_name)}/issues/{n}">#{n} '
+                f"{e(str(issue['title']))}</a> · {issue['state']}</li>"
+                for n, issue in sorted(repo.issues.items(), reverse=True)
+            )
+            return HTMLResponse(
+                f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Issues · '
+                f"{e(repo.full_name)}</title></head><body><h1>Issues · {e(repo.full_name)}</h1>"
+                f"<ul>{rows or '<li>No issues yet.</li>'}</ul></body></html>"
+            )
 
     async def _page(self, request: Request) -> Response:
         """github.com's issue page, for people (the demo's Slack root links here): no token."""

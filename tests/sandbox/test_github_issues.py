@@ -683,3 +683,17 @@ async def test_the_issue_page_shows_the_issue_escaped_with_its_comments_in_order
     assert "<li>ci: sev</li>" in page.text and "Open" in page.text
     assert page.text.index("Incident opened") < page.text.index("&lt;i&gt;Resolved&lt;/i&gt;")
     assert missing.status_code == 404
+
+
+async def test_the_issues_list_links_each_issue_newest_first_escaped(
+    gh: GithubIssues, http: httpx.AsyncClient
+) -> None:
+    gh.seed_issue(REPO, "<script>x</script> first")
+    gh.seed_issue(REPO, "second", state="closed")
+    async with client(gh, token=None) as browser:
+        listed = await browser.get(f"/{REPO}/issues")
+        unknown = await browser.get("/nobody/nothing/issues")
+    assert listed.status_code == 200 and "<script>" not in listed.text
+    assert listed.text.index("#2 second") < listed.text.index("#1 &lt;script&gt;")
+    assert f'href="{gh.html_url_base}/{REPO}/issues/1"' in listed.text  # as html_url
+    assert unknown.status_code == 404
