@@ -21,13 +21,13 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
+from bot.domain.alerts import parse_timestamp
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -262,11 +262,9 @@ def _b64(data: bytes) -> str:
 
 
 def _epoch(value: Any) -> float | None:
-    """`expires_at` ("2016-07-11T22:14:10Z") in epoch seconds."""
-    if not isinstance(value, str):
-        return None
+    """`expires_at` ("2016-07-11T22:14:10Z") in epoch seconds; None when it is not one."""
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        moment = parse_timestamp(value)
     except ValueError:
         return None
-    return moment.timestamp() if moment.tzinfo else None
+    return moment.timestamp() if moment is not None else None

@@ -20,7 +20,6 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
@@ -185,7 +184,3 @@ def issue_number(url: str) -> int | None:
     """The number at the end of an issue's URL (the root shows `#123`)."""
     tail = url.rstrip("/").rpartition("/")[2]
     return int(tail) if tail.isdigit() else None
-
-
-def when(at: datetime) -> str:
-    return at.strftime("%Y-%m-%d %H:%M UTC")

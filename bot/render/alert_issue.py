@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark, when
+from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
 from bot.domain.incidents import Event, Incident
 from bot.render.postmortem import (
     impact_section,
     md_escape,
     safe_url,
     summary_section,
+    utc,
     who,
 )
 
@@ -40,7 +41,7 @@ TITLES = {
 def issue_body(incident: Incident) -> str:
     """The body of the issue queuepilot opens for the alert, in alerting-infra's manner."""
     details = [
-        ("Opened at", when(incident.opened_at)),
+        ("Opened at", utc(incident.opened_at)),
         ("Team", md_escape(incident.team or "", 80) or "not given"),
         ("Priority", md_escape(incident.priority or "", 20) or "not given"),
         ("Source", incident.source),
@@ -108,12 +109,12 @@ def _step(incident: Incident, event: Event) -> str:
     if event.kind == "diagnosed" and incident.likely_cause:
         text = md_escape(incident.likely_cause, MAX_EVENT_TEXT)
     by = f" by {who(event.actor, event.actor_name)}" if event.actor else ""
-    return f"**{title}**{by} at {when(event.at)}: {text}"
+    return f"**{title}**{by} at {utc(event.at)}: {text}"
 
 
 def _resolved(incident: Incident, event: Event, timeline: list[Event], now: datetime) -> str:
     by = f" by {who(event.actor, event.actor_name)}" if event.actor else ""
-    head = f"**Resolved**{by} at {when(event.at)}: {md_escape(event.text, MAX_EVENT_TEXT)}"
+    head = f"**Resolved**{by} at {utc(event.at)}: {md_escape(event.text, MAX_EVENT_TEXT)}"
     upto = [e for e in timeline if e.at <= event.at]
     summary = summary_section(incident, upto, now).replace("## ", "### ", 1)
     impact = impact_section(incident, None, "").replace("## ", "### ", 1)

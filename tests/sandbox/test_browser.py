@@ -44,33 +44,32 @@ DRAIN_MS = 240_000
 RUNNER_TYPE = "linux.2xlarge"  # the demo incident's
 
 
-@pytest.fixture
-def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
+def browsed(redis_server: RedisServer, prefix: str, config: SandboxConfig) -> Iterator[Sandbox]:
+    """The sandbox a browser visits, on a flushed Redis; stopped after the test."""
     if visitor.chromium_path() is None:
         pytest.fail("Debian's chromium is missing: `make test` installs it (apt install chromium)")
     redis_server.flush()
     with ExitStack() as stack:
-        # The fleet at 30× and a status every 15 s: the incident's whole life in about two minutes.
-        # A scale-up goes back once the queue has stayed drained 5 s after the resolve. The fleet
-        # is read every second (30 fleet seconds, as the demo's ×6 reads it every 18): the early
-        # warning's five readings come well before the alert.
-        config = SandboxConfig(
-            speed=30, status_interval_s=15, revert_settle_s=5, metrics_interval_s=1
-        )
-        yield start_sandbox(stack, redis_server.url, "qpbrowser", config)
+        yield start_sandbox(stack, redis_server.url, prefix, config)
+
+
+@pytest.fixture
+def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
+    # The fleet at 30× and a status every 15 s: the incident's whole life in about two minutes.
+    # A scale-up goes back once the queue has stayed drained 5 s after the resolve. The fleet
+    # is read every second (30 fleet seconds, as the demo's ×6 reads it every 18): the early
+    # warning's five readings come well before the alert.
+    config = SandboxConfig(speed=30, status_interval_s=15, revert_settle_s=5, metrics_interval_s=1)
+    yield from browsed(redis_server, "qpbrowser", config)
 
 
 @pytest.fixture
 def two_channels(redis_server: RedisServer) -> Iterator[Sandbox]:
     """The demo with the GPU team's surge beside the 2xlarge one, a fleet minute a second."""
-    if visitor.chromium_path() is None:
-        pytest.fail("Debian's chromium is missing: `make test` installs it (apt install chromium)")
-    redis_server.flush()
-    with ExitStack() as stack:
-        config = SandboxConfig(
-            speed=60, metrics_interval_s=1, status_interval_s=15, team_burst_at_min=1.0
-        )
-        yield start_sandbox(stack, redis_server.url, "qphome", config)
+    config = SandboxConfig(
+        speed=60, metrics_interval_s=1, status_interval_s=15, team_burst_at_min=1.0
+    )
+    yield from browsed(redis_server, "qphome", config)
 
 
 def test_the_home_tab_shows_the_open_incidents_of_both_channels(two_channels: Sandbox) -> None:

@@ -1,7 +1,9 @@
-"""The real alert payloads of `tests/fixtures`, read as JSON."""
+"""The real alert payloads of `tests/fixtures`, read as JSON, and the same alert as another group
+or firing again."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -11,3 +13,22 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 def fixture_json(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / name).read_text())
+
+
+def as_group(key: str, **labels: str) -> dict[str, Any]:
+    """The fixture's firing alert as another group, with `labels` among its common labels."""
+    payload = copy.deepcopy(fixture_json("grafana/queue-alert-firing.json"))
+    payload["groupKey"] = key
+    payload["commonLabels"].update(labels)
+    payload["groupLabels"].update(labels)
+    for alert in payload["alerts"]:
+        alert["labels"].update(labels)
+    return payload
+
+
+def refired(payload: dict[str, Any], starts_at: str = "2025-12-01T05:00:00Z") -> dict[str, Any]:
+    """The same alert firing again: Grafana and Alertmanager give the new firing a new start."""
+    changed = copy.deepcopy(payload)
+    for alert in changed["alerts"]:
+        alert["startsAt"] = starts_at
+    return changed

@@ -16,10 +16,9 @@ from bot.config import Settings
 from sandbox.github_issues import TOKEN
 from sandbox.github_issues import GithubIssues as GithubStandIn
 from sandbox.serve import serve_in_thread
-from tests.support.payloads import fixture_json
+from tests.support.payloads import fixture_json, refired
 from tests.support.running import RunningBot, eventually, open_incident, run_bot
 from tests.support.slack import CHANNEL, Slack, post_event, slash, thread_texts
-from tests.system.test_incident_loop import refired
 
 REPO = "pytorch/alerting-issues"
 TITLE = "[P2] Jobs queueing in autoscaled machines"

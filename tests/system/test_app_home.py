@@ -8,7 +8,6 @@ the event's answer and is made by a later round."""
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import AsyncIterator
@@ -18,23 +17,13 @@ import httpx
 import pytest
 
 from sandbox.slack_interactions import Person, app_home_opened, event_callback
-from tests.support.payloads import fixture_json
+from tests.support.payloads import as_group
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.slack import CHANNEL, SIGNING_SECRET, Slack, click, signed
 
 TEAM = "C0TEAMQ"
 ROUTES = [{"match": ["team=rocm"], "channel": TEAM}]
 ALICE, BOB = Person("U0ALICE", "alice"), Person("U0BOB", "bob")
-
-
-def group(key: str, **labels: str) -> dict[str, Any]:
-    payload = copy.deepcopy(fixture_json("grafana/queue-alert-firing.json"))
-    payload["groupKey"] = key
-    payload["commonLabels"].update(labels)
-    payload["groupLabels"].update(labels)
-    for alert in payload["alerts"]:
-        alert["labels"].update(labels)
-    return payload
 
 
 async def open_home(running: RunningBot, person: Person, slack: Slack) -> httpx.Response:
@@ -80,7 +69,7 @@ async def rounds_ended(*running: RunningBot) -> None:
 
 async def two_incidents(running: RunningBot, slack: Slack) -> Any:
     """The default alert in CHANNEL, the ROCm team's in TEAM; the default one's root."""
-    for payload in (group("default"), group("rocm", team="rocm")):
+    for payload in (as_group("default"), as_group("rocm", team="rocm")):
         assert (await running.send("grafana", payload)).status_code == 202
     await eventually(
         lambda: all(slack.emulator.channel_messages(c) for c in (CHANNEL, TEAM)),

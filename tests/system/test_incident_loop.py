@@ -7,7 +7,7 @@ import copy
 import json
 from typing import Any
 
-from tests.support.payloads import fixture_json
+from tests.support.payloads import fixture_json, refired
 from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.slack import CHANNEL, Slack
 
@@ -99,14 +99,6 @@ async def test_resolved_posts_a_summary_and_marks_the_root(
     assert actions == [], "a resolved incident offers no actions"
     assert "114" in all_text(thread[-1]), "the summary reports the peak wait"
     assert len(slack.emulator.channel_messages(CHANNEL)) == 1
-
-
-def refired(payload: dict[str, Any], starts_at: str = "2025-12-01T05:00:00Z") -> dict[str, Any]:
-    """The same alert firing again: Grafana and Alertmanager give the new firing a new start."""
-    changed = copy.deepcopy(payload)
-    for alert in changed["alerts"]:
-        alert["startsAt"] = starts_at
-    return changed
 
 
 async def test_firing_again_soon_after_resolving_reopens_the_same_thread(

@@ -5,14 +5,13 @@ the app is not in is a clear error naming the channel, never a silent drop."""
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 from typing import Any
 
 import pytest
 
-from tests.support.payloads import fixture_json
+from tests.support.payloads import as_group
 from tests.support.running import eventually, run_bot
 from tests.support.slack import CHANNEL, Slack, post_event, slash
 
@@ -22,17 +21,6 @@ ROUTES = [
     {"match": ["alertname=Lost runners"], "channel": OUTSIDE},
     {"match": ["severity=page"], "channel": PAGE},
 ]
-
-
-def group(key: str, **labels: str) -> dict[str, Any]:
-    """The fixture's alert as another group, with `labels` among its common labels."""
-    payload = copy.deepcopy(fixture_json("grafana/queue-alert-firing.json"))
-    payload["groupKey"] = key
-    payload["commonLabels"].update(labels)
-    payload["groupLabels"].update(labels)
-    for alert in payload["alerts"]:
-        alert["labels"].update(labels)
-    return payload
 
 
 @pytest.fixture
@@ -81,8 +69,8 @@ async def test_each_team_channel_gets_its_own_incidents_from_either_replica(
     settings_for: Any, slack: Slack, channels: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = settings_for(slack_routes=json.dumps(ROUTES))
-    rocm, paged = group("rocm", team="rocm"), group("paged", severity="page")
-    default, lost = group("other"), group("lost", alertname="Lost runners")
+    rocm, paged = as_group("rocm", team="rocm"), as_group("paged", severity="page")
+    default, lost = as_group("other"), as_group("lost", alertname="Lost runners")
     caplog.set_level(logging.ERROR, logger="bot.outbound")
     async with run_bot(settings) as first, run_bot(settings) as second:
         answers = await asyncio.gather(
