@@ -214,6 +214,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         clock=clock,
         jobs=jobs,
         kept=kept,
+        within_mins=settings.drain_target_minutes,
     )
     reporter = StatusReporter(
         store, readings, telemetry, config=status_config(settings), clock=clock

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
+from datetime import UTC, datetime
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -22,7 +23,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions.core import ActionCore, Actor, Outcome
 from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
-from bot.domain.forecast import Recommendation
+from bot.domain.judgement import Judgement
 from bot.domain.scaling import ScalePreview
 from bot.domain.whole_numbers import ascii_whole
 from bot.outbound.gateway import SlackError, SlackGateway
@@ -237,7 +238,8 @@ async def _warning_preview(core: ActionCore, state: WarningState, timeout_s: flo
     as the incident's do."""
     recommended = None
     if state.hold_runners:
-        recommended = Recommendation(state.hold_runners, "the early warning's recommendation")
+        at = datetime.fromtimestamp(state.updated_at, UTC)
+        recommended = Judgement(at=at, runners=state.hold_runners, why="the early warning's")
     until = "" if state.phase is Phase.FOLDED else SCALE_UNTIL
     return await core.scaling.preview_of(
         state.runner_type, recommended, timeout_s=timeout_s, until=until

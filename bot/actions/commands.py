@@ -287,7 +287,7 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
             head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
         none = "_None of this channel's runner types is known._" if others else ""
         trend = _trend_of(fleet, incidents)
-        lines = type_lines(fleet, trend, top=LIVE_TYPES, within_mins=core.within_mins)
+        lines = type_lines(fleet, trend, top=LIVE_TYPES)
         lines = lines or [none or "_No runner type is known._"]
         if others:
             lines.append(_others_line(core, others))

@@ -22,8 +22,8 @@ from bot.actions.postmortem import Postmortems
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.silence import Silencing
-from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
+from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.routes import Routing
 from bot.render.replies import summaries
 from bot.render.root import escape, render_event

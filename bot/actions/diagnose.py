@@ -8,25 +8,24 @@ leaves the report on the alert's own numbers, and the report says so.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.scale import Scaling
 from bot.backends.errors import BackendError
-from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS, ScaleUp
+from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS
 from bot.domain.diagnostics import Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incident_fleet import as_snapshot, incident_fleet
-from bot.domain.incidents import Event, Incident, diagnosed, scale_of, with_action, with_live
+from bot.domain.incidents import Event, Incident, diagnosed, with_action, with_live
 from bot.domain.jobs import JobsView, surging
+from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.routes import Routing
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.render.diagnostics import render_diagnostics
 from bot.render.mrkdwn import person
-from bot.render.queue import type_outlook
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 from bot.storage.interactions import Held
 
@@ -99,6 +98,7 @@ class Diagnosing:
             now=now,
             interval=self._readings.interval,
             routing=self._config.routing,
+            within_mins=self._config.within_mins,
         )
         types = [t for t in snapshot.runner_types if t]
         failures, (view, jobs_note) = await asyncio.gather(
@@ -113,7 +113,6 @@ class Diagnosing:
             history=history,
             boot_mins=self._config.boot_mins,
             stall_mins=self._config.stall_mins,
-            within_mins=self._config.within_mins,
             scaler_failures=failures,
             surges=surges,
             slower=slower,
@@ -146,7 +145,7 @@ def _record(
     view: JobsView | None,
 ) -> Decide:
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
-        diagnosis = diagnose(snapshot, _course(incident, snapshot, evidence))
+        diagnosis = diagnose(snapshot, evidence)
         cause = diagnosis.cause.value if diagnosis.cause else "not determined"
         event = Event(
             at=now,
@@ -168,24 +167,3 @@ def _record(
         return Decision(Outcome(True, answer), commit)
 
     return decide
-
-
-def _course(incident: Incident, snapshot: FleetSnapshot, evidence: Evidence) -> Evidence:
-    """`evidence` with where each queue heads, as the root says it (the incident's trend), and
-    the latest scale-up of each type from the incident's actions."""
-    within = evidence.within_mins
-    outlooks = {
-        name: found
-        for name, metrics in snapshot.runner_types.items()
-        if (found := type_outlook(name, metrics, incident.trend, within_mins=within)) is not None
-    }
-    scale_ups: dict[str, ScaleUp] = {}
-    for event in incident.recent_actions:
-        done = scale_of(event)
-        if done is None or done.at is None or done.runner_type not in snapshot.runner_types:
-            continue
-        # By when it was made: an early warning's, taken on later, may be older than the last.
-        latest = scale_ups.get(done.runner_type)
-        if latest is None or done.at >= latest.at:
-            scale_ups[done.runner_type] = ScaleUp(done.added, done.at)
-    return replace(evidence, outlooks=outlooks, scale_ups=scale_ups)

@@ -37,7 +37,7 @@ from bot.actions.scale_reverts import ScaleReverts, plan_sentence
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.domain.fleet import worst_first
-from bot.domain.forecast import DRAIN_TARGET_MINS, Recommendation
+from bot.domain.incident_fleet import judgement_of
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -46,10 +46,10 @@ from bot.domain.incidents import (
     with_action,
     with_put_back,
 )
+from bot.domain.judgement import DRAIN_TARGET_MINS, Judgement
 from bot.domain.runner_names import RunnerNames, runner_key
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
 from bot.render.mrkdwn import escape
-from bot.render.queue import recommend_for
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 from bot.storage.interactions import Held
@@ -136,13 +136,14 @@ class Scaling:
         self, incident: Incident, runner_type: str, *, timeout_s: float
     ) -> ScalePreview:
         """Capacity (within `timeout_s`: a modal is waiting) and the recommended amount."""
-        recommended = recommend_for(incident, runner_type, within_mins=self._config.within_mins)
+        now, within = self._acting.clock(), self._config.within_mins
+        recommended = judgement_of(incident, runner_type, now=now, within_mins=within)
         return await self.preview_of(runner_type, recommended, timeout_s=timeout_s)
 
     async def preview_of(
         self,
         runner_type: str,
-        recommended: Recommendation | None,
+        recommended: Judgement | None,
         *,
         timeout_s: float,
         until: str = "",

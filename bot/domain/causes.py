@@ -30,7 +30,6 @@ from enum import StrEnum
 from typing import Protocol
 
 from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
-from bot.domain.forecast import DRAIN_TARGET_MINS, Outlook
 from bot.domain.units import number
 
 STALL_MINS = 15.0  # ARCListenerStall: gha_assigned_jobs > 0 unchanged for 15 minutes
@@ -85,21 +84,12 @@ class Slowdown(Protocol):
 
 
 @dataclass(frozen=True)
-class ScaleUp:
-    """Runners someone just added to a type: until they boot, the reading does not count them."""
-
-    added: int
-    at: datetime
-
-
-@dataclass(frozen=True)
 class Evidence:
     """What diagnostics know beyond the reading itself."""
 
     history: Sequence[HistoryPoint] = ()  # past readings, newest first
     boot_mins: float = BOOT_MINS
     stall_mins: float = STALL_MINS
-    within_mins: float = DRAIN_TARGET_MINS  # the next step drains the queue within this long
     # Per runner type, the autoscaler's recent failures in words; None: the scaler cannot read
     # them; a type without an entry has no scale target.
     scaler_failures: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
@@ -107,9 +97,6 @@ class Evidence:
     slower: Mapping[str, Sequence[Slowdown]] = field(default_factory=dict)
     # Why there are no surges to tell, when the jobs could not be read ("" when they were).
     jobs_note: str = JOBS_SOURCES
-    # Per runner type, where its queue is heading (as the root says it) and the latest scale-up.
-    outlooks: Mapping[str, Outlook] = field(default_factory=dict)
-    scale_ups: Mapping[str, ScaleUp] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

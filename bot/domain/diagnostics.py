@@ -15,20 +15,19 @@ advice for a listener that takes no jobs.
 Each finding is said once. A surge the jobs name *is* the arrival-rate check (one line with both
 numbers), slower workflows *are* the duration check, and "no surge" is said only when the
 arrival rate says so too: the report cannot say "2.5× the usual arrivals" and "no surge" at once.
-The next step reads the queue's outlook (a draining queue needs no more runners) and counts the
-runners a scale-up just added that are still booting.
+The next step is the reading's judgement of the type (`bot.domain.judgement`), in the words the
+root and the scale form use: a falling queue needs no more runners, runners still booting count.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name
-from bot.domain.forecast import Outlook
-from bot.domain.next_step import Course, drain_amount, more_runners, named_advice
+from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import number
 
 __all__ = ["Cause", "Check", "Diagnosis", "Evidence", "Finding", "Verdict", "diagnose"]
@@ -81,7 +80,7 @@ class Finding:
     checks: tuple[Check, ...]
     signals: dict[Cause, float]
     found: tuple[Found, ...] = ()  # causes named with their evidence (`bot.domain.causes`)
-    outlook: Outlook | None = None  # where its queue is heading
+    judged: Judgement | None = None  # the reading's judgement of the type
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -164,7 +163,7 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
         why = f"{finding.runner_type}: {found.evidence}"
         if found.cause in FAMILY:
             why += f" (a case of {FAMILY[found.cause].value.lower()})"
-        advice = _named_advice(found, finding, types[finding.runner_type], evidence, snapshot)
+        advice = _named_advice(found, finding)
         lead = finding.check(found.cause.value)
         return Diagnosis(
             findings,
@@ -182,7 +181,7 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
     if lead is not None and lead_finding is not None:
         why = f"{lead_finding.runner_type}: {lead.text}"
     worst = lead_finding or findings[0]
-    advice = _recommend(worst, types[worst.runner_type], cause, evidence, snapshot)
+    advice = _recommend(worst, types[worst.runner_type], cause)
     lead_type = worst.runner_type if lead else ""
     return Diagnosis(
         findings,
@@ -236,8 +235,7 @@ def _finding(
     ]
     if not found:
         checks.append(known_causes(missing, surge=rate.verdict is Verdict.OK))
-    outlook = evidence.outlooks.get(name)
-    return Finding(name, tuple(checks), _signals(m), tuple(found), outlook)
+    return Finding(name, tuple(checks), _signals(m), tuple(found), m.judged)
 
 
 MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
@@ -425,59 +423,36 @@ def _resting(findings: tuple[Finding, ...], cause: Cause | None) -> Finding | No
     return max(findings, key=lambda f: f.signals.get(cause, 0.0))
 
 
-def _course(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Course:
-    return Course(
-        evidence.outlooks.get(name),
-        evidence.scale_ups.get(name),
-        snapshot.at,
-        evidence.boot_mins,
-        evidence.within_mins,
-    )
+def _named_advice(found: Found, finding: Finding) -> str:
+    """A named cause's own next step; for a surge whose queue already falls, that it clears by
+    itself first (the workflow may still be worth deferring)."""
+    judged = finding.judged
+    if found.cause is Cause.SURGE and judged is not None and judged.clears_in_mins is not None:
+        return f"{_advice(finding.runner_type, judged)}; {found.advice}"
+    return found.advice
 
 
-def _named_advice(
-    found: Found,
-    finding: Finding,
-    metrics: RunnerTypeMetrics,
-    evidence: Evidence,
-    snapshot: FleetSnapshot,
-) -> str:
-    name = finding.runner_type
-    return named_advice(found, name, metrics, _course(name, evidence, snapshot))
-
-
-def _recommend(
-    worst: Finding,
-    metrics: RunnerTypeMetrics,
-    cause: Cause | None,
-    evidence: Evidence,
-    snapshot: FleetSnapshot,
-) -> str:
+def _recommend(worst: Finding, metrics: RunnerTypeMetrics, cause: Cause | None) -> str:
+    """The next step: the judgement's advice, unless the cause calls for another fix first."""
     name = worst.runner_type or "the queueing runner type"
-    course = _course(worst.runner_type, evidence, snapshot)
-    auto = autoscaling(metrics)
-    if cause is Cause.AUTOSCALING and auto.verdict is Verdict.BAD:
-        short = int(auto.text.rsplit(": ", 1)[-1].split()[0])
-        verb = f"raise the maximum of {name} by at least"
-        # Runners booting within the maximum do not close a shortfall beyond it.
-        ceiling = replace(course, scale_up=None, outlook=_unbooted(course.outlook))
-        advice = more_runners(name, short, "", ceiling, verb=verb)
-        return f"{advice} (for ARC, maxRunners)" if advice.startswith(verb) else advice
     if cause is Cause.INFRASTRUCTURE:
         return f"look at why idle {name} runners take no jobs (labels, registration, the node)"
     if cause is Cause.CONSTRAINTS:
         return f"fix what stops {name} from scaling (scale-up errors, offline runners) first"
-    amount = drain_amount(metrics, course)
-    if amount is None:
+    judged = metrics.judged
+    if judged is None or not judged.advice:
         return ""
-    scale = more_runners(name, *amount, course, verb=f"scale {name} by")
-    if cause is Cause.LONG_JOBS:
-        return f"find the slow jobs of {name}; meanwhile {scale}"
-    return scale
+    advice = _advice(name, judged)
+    if judged.raise_maximum_by:
+        advice += " (for ARC, maxRunners)"
+    if cause is Cause.LONG_JOBS and judged.direction is not Direction.FALLING:
+        return f"find the slow jobs of {name}; meanwhile {advice}"
+    return advice
 
 
-def _unbooted(outlook: Outlook | None) -> Outlook | None:
-    return replace(outlook, booting=0) if outlook is not None else None
+def _advice(name: str, judged: Judgement) -> str:
+    """ "linux.2xlarge: +7 runners would drain it in 30 min": the root's words for the type."""
+    return f"{name}: {judged.advice}"
 
 
 def _level(ratio: float, warn: float, bad: float) -> Verdict:

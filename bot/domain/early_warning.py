@@ -30,9 +30,8 @@ it. The model, per runner type, from its last few readings:
   law), never more than the longest wait now plus `t` where that is read; without a job
   duration, that alone.
 - The crossing is the first minute, within the horizon, at which either reaches the alert's
-  threshold. **The runners it recommends** are the incident's own recommendation
-  (`bot.domain.forecast.metrics_outlook` of the same reading, the warning's slope where the
-  backend does not count arrivals and completions), with what fits under the maximum.
+  threshold. **The runners it recommends** are the reading's judgement of the type
+  (`bot.domain.judgement`), as every incident surface renders it.
 
 A standing warning (`sustained`) needs no fresh evidence: it stands while the forecast, at the
 growth the window shows (none, when it falls), still crosses within the horizon, and is withdrawn
@@ -54,8 +53,8 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.forecast import DRAIN_TARGET_MINS, finite, metrics_outlook
 from bot.domain.incidents import Incident
+from bot.domain.judgement import finite
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
 
@@ -144,7 +143,7 @@ class Forecast:
     at_maximum: bool
     in_mins: float  # until the queue crosses a threshold (0: it has)
     crosses: str  # which: "queued" or "wait"
-    hold_runners: int | None  # more runners the recommendation asks for (`bot.domain.forecast`)
+    hold_runners: int | None  # more runners the reading's judgement asks for
     headroom: float | None = None  # runners that still fit under the maximum
     advice: str = ""  # the recommendation, in the words the incident's surfaces use
 
@@ -190,13 +189,11 @@ def forecast(
     boot_mins: float,
     horizon_mins: float,
     sustained: bool = False,
-    within_mins: float = DRAIN_TARGET_MINS,
 ) -> Forecast | None:
     """When `name`'s queue crosses `thresholds` within `horizon_mins`, at the growth its
     readings show (`past`: the earlier readings, oldest first); None when it does not, or the
     evidence is not there. `sustained`: a warning stands already, and it takes a growth that
-    stops (not one reading that did not rise) to withdraw it. `within_mins`: the drain target
-    of its advice, the incident's surfaces' (`DRAIN_TARGET_MINUTES`)."""
+    stops (not one reading that did not rise) to withdraw it."""
     current = in_system(now)
     if not thresholds.known or current is None or now.queued is None:
         return None
@@ -211,10 +208,9 @@ def forecast(
     in_mins, crosses = crossing
     if not sustained and now.queued < MIN_QUEUED and in_mins >= boot_mins:
         return None
-    # The one recommendation, of the same reading as the root, a status, diagnostics and the
-    # modal make it (arrivals minus completions where the backend counts both, else the slope
-    # the warning's readings show): the same words and number on every surface.
-    ahead = metrics_outlook(now, slope_per_min=growth, within_mins=within_mins)
+    # The reading's judgement of the type, as the root, a status, diagnostics and the form
+    # render it: the same words and number on every surface.
+    ahead = now.judged
     return Forecast(
         runner_type=name,
         queued=now.queued,

@@ -9,15 +9,16 @@ Also the fleet's value types around it: its runner types ranked worst first, a s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
 from bot.domain.jobs import JobsView
+from bot.domain.judgement import DIRECTION_READINGS, DRAIN_TARGET_MINS, Judgement, judge
 from bot.domain.runner_names import runner_key
 
 
@@ -45,6 +46,7 @@ class RunnerTypeMetrics(BaseModel):
                 "scale_errors": "err",
                 "wait_over": "w+",
                 "wait_of_starts": "ws",
+                "judged": "j",
             }
         ),
     )
@@ -74,13 +76,15 @@ class RunnerTypeMetrics(BaseModel):
     arrival_baseline_per_min: float | None = None  # the same hour on earlier days, or before
     duration_baseline_mins: float | None = None
     scale_errors: float | None = None  # scale-up failures in the recent window
+    # What this reading means for the type, decided once when it arrived (`judged`).
+    judged: Judgement | None = None
 
     @classmethod
     def from_alert(cls, queue: RunnerQueue) -> RunnerTypeMetrics:
         return cls(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
 
 
-FIELDS = frozenset(RunnerTypeMetrics.model_fields) - {"wait_over", "wait_of_starts"}
+FIELDS = frozenset(RunnerTypeMetrics.model_fields) - {"wait_over", "wait_of_starts", "judged"}
 
 
 def unknown_fields(queries: Mapping[str, str]) -> list[str]:
@@ -212,7 +216,8 @@ class Reading:
 
 
 # What the history keeps of a troubled runner type's reading: what causes read over time
-# (`bot.domain.causes`: a frozen listener, runners asked for that never register).
+# (`bot.domain.causes`: a frozen listener, runners asked for that never register), and the
+# queue the next readings' direction is read from (`judged`).
 GAUGES = ("queued", "assigned", "busy", "desired", "registered", "idle", "maximum")
 
 
@@ -247,3 +252,34 @@ def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[st
             values = {g: getattr(m, g) for g in GAUGES}
             kept[name] = {g: float(v) for g, v in values.items() if v is not None}
     return kept
+
+
+def judged(
+    fleet: FleetSnapshot,
+    recent: Sequence[HistoryPoint],
+    *,
+    interval: timedelta,
+    within_mins: float = DRAIN_TARGET_MINS,
+) -> FleetSnapshot:
+    """`fleet` with each runner type judged (`bot.domain.judgement`), its direction read from the
+    queue at the `recent` readings before it (any order; those further back than the direction's
+    window, or not before this one, are left out). A type a past reading kept no gauges of had
+    nothing queued then: the history keeps every type that queues."""
+    since = fleet.at - interval * (DIRECTION_READINGS + 0.5)
+    before = sorted((p for p in recent if since <= p.at < fleet.at), key=lambda p: p.at)
+    why = wait_unknown(fleet.source)
+    types = {}
+    for name, m in fleet.runner_types.items():
+        observed = [(p.at.timestamp(), p.gauges_of(name).get("queued", 0.0)) for p in before]
+        verdict = judge(m, observed, at=fleet.at, within_mins=within_mins, wait_unknown=why)
+        types[name] = m.model_copy(update={"judged": verdict})
+    return fleet.model_copy(update={"runner_types": types})
+
+
+def wait_unknown(source: str) -> str:
+    """Why a source may give no wait for a type that queues."""
+    if source == "alert":
+        return "the alert does not say"
+    if source == "prometheus":
+        return "ARC times a job only when it starts, and none started lately"
+    return f"{source_name(source)} gives none"

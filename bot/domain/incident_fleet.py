@@ -18,8 +18,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics, worst_first
+from bot.domain.fleet import (
+    FleetSnapshot,
+    HistoryPoint,
+    Reading,
+    RunnerTypeMetrics,
+    wait_unknown,
+    worst_first,
+)
 from bot.domain.incidents import Incident, Snapshot
+from bot.domain.judgement import DIRECTION_READINGS, DRAIN_TARGET_MINS, Judgement, judge
 from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration
@@ -61,12 +69,13 @@ def incident_fleet(
     now: datetime,
     interval: timedelta,
     routing: Routing = NO_ROUTING,
+    within_mins: float = DRAIN_TARGET_MINS,
 ) -> FleetSnapshot:
     """The runner types this incident shows, from the reading or, failing it, from the alert;
     baselines the backend lacks are filled from `history` (`with_baselines`). An alert naming
     no type shows those that queue, but not another team's (`routing`)."""
     if reading is None:
-        return alert_fleet(incident, now=now)
+        return alert_fleet(incident, now=now, within_mins=within_mins)
     fleet = reading.fleet
     why = ""
     if reading.error:
@@ -81,7 +90,8 @@ def incident_fleet(
         # source that lists every queue, for types this incident has read, is it "all drained".
         why = f"{backend} knows no runner type"
     if why or fleet is None:
-        return alert_fleet(incident, now=now, note=f"{why}: these are the alert's numbers")
+        note = f"{why}: these are the alert's numbers"
+        return alert_fleet(incident, now=now, note=note, within_mins=within_mins)
     index = _index(fleet)
     ranked, missing, empty, note = _relevant(incident, index, routing)
     kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
@@ -102,7 +112,9 @@ def incident_fleet(
     return with_baselines(view, history, started_at=incident.started_at, read_as=read_as)
 
 
-def alert_fleet(incident: Incident, *, now: datetime, note: str = "") -> FleetSnapshot:
+def alert_fleet(
+    incident: Incident, *, now: datetime, note: str = "", within_mins: float = DRAIN_TARGET_MINS
+) -> FleetSnapshot:
     """Queued jobs and the longest wait per runner type: all an alert carries."""
     types = {
         name: RunnerTypeMetrics.from_alert(queue) for name, queue in incident.runner_types.items()
@@ -112,7 +124,42 @@ def alert_fleet(incident: Incident, *, now: datetime, note: str = "") -> FleetSn
         types[ALL_TYPES] = RunnerTypeMetrics(
             queued=numbers.max_queue_size, longest_wait_mins=numbers.max_queue_time_mins
         )
-    return FleetSnapshot(at=now, source="alert", runner_types=types, note=note)
+    judged = {name: _judged_alert(incident, name, m, now, within_mins) for name, m in types.items()}
+    return FleetSnapshot(at=now, source="alert", runner_types=judged, note=note)
+
+
+def _judged_alert(
+    incident: Incident, name: str, metrics: RunnerTypeMetrics, now: datetime, within_mins: float
+) -> RunnerTypeMetrics:
+    """The alert's numbers judged as a reading's are, the direction from the incident's trend
+    (the alert's numbers at each status) when it has no live reading."""
+    trend = incident.trend
+    queued = trend.totals() if name == ALL_TYPES else trend.queued_of(name)
+    observed = [
+        (at, q)
+        for at, q in zip(trend.times(), queued, strict=True)
+        if q is not None and at < now.timestamp()
+    ][-(DIRECTION_READINGS - 1) :]
+    why = wait_unknown("alert")
+    verdict = judge(metrics, observed, at=now, within_mins=within_mins, wait_unknown=why)
+    return metrics.model_copy(update={"judged": verdict})
+
+
+def judgement_of(
+    incident: Incident, runner_type: str, *, now: datetime, within_mins: float = DRAIN_TARGET_MINS
+) -> Judgement | None:
+    """The judgement the incident shows of `runner_type`: its live reading's, as the root and
+    its latest status render it, else the alert's numbers judged; None when it shows no such
+    type. An alert about the whole fleet (no runner type) speaks for any type."""
+    live = incident.live
+    view = live if live is not None and live.is_live else None
+    if view is None:
+        view = alert_fleet(incident, now=now, within_mins=within_mins)
+    key = runner_key(runner_type)
+    found = next((m for n, m in view.runner_types.items() if runner_key(n) == key), None)
+    if found is None and set(view.runner_types) == {ALL_TYPES}:
+        found = view.runner_types[ALL_TYPES]
+    return found.judged if found is not None else None
 
 
 @dataclass(frozen=True)

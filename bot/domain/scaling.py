@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.domain.forecast import Recommendation
+from bot.domain.judgement import Judgement
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class ScalePreview:
     target: ScaleTarget
     capacity: Capacity | None
     capacity_note: str  # why capacity is unknown, when it is
-    recommended: Recommendation | None
+    recommended: Judgement | None
     can_raise_maximum: bool
     # Why a scale-up cannot be put back by queuepilot ("" when it can).
     cannot_undo: str = ""

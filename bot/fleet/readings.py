@@ -30,10 +30,12 @@ from bot.domain.fleet import (
     FleetSnapshot,
     HistoryPoint,
     Reading,
+    judged,
     troubled_gauges,
     with_job_waits,
 )
 from bot.domain.jobs import JobsView
+from bot.domain.judgement import DIRECTION_READINGS, DRAIN_TARGET_MINS
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.keys import Keys
@@ -57,6 +59,7 @@ class FleetReadings:
         clock: Callable[[], datetime],
         jobs: JobsWatch | None = None,
         kept: ReadingsHistory | None = None,
+        within_mins: float = DRAIN_TARGET_MINS,
     ) -> None:
         self._store = ReadingStore(redis, keys)
         self._metrics = metrics
@@ -65,6 +68,7 @@ class FleetReadings:
         self._clock = clock
         self._jobs = jobs
         self._kept = kept  # the capacity report's history, where the backend keeps none
+        self._within_mins = within_mins  # the drain target the judgements advise for
 
     @property
     def metrics(self) -> QueueMetrics:
@@ -146,6 +150,9 @@ class FleetReadings:
             jobs = await self._observe_jobs(now)
             if jobs is not None and self._jobs is not None and not self._jobs.lists(self._metrics):
                 fleet = with_job_waits(fleet, jobs)  # the oldest job's age, not a start's time
+            # Judged once, here: every surface renders this reading's judgement as it is.
+            recent = await self.history(last=DIRECTION_READINGS)
+            fleet = judged(fleet, recent, interval=self._interval, within_mins=self._within_mins)
             reading = Reading(fleet, now)
             await self._remember(fleet)
             if self._kept is not None:
@@ -192,10 +199,10 @@ class FleetReadings:
             keep_ms=int(self._interval.total_seconds() * 1000 * HISTORY_POINTS * 2),
         )
 
-    async def history(self) -> list[HistoryPoint]:
-        """Past readings, newest first."""
+    async def history(self, last: int = 0) -> list[HistoryPoint]:
+        """Past readings, newest first: all, or the `last` ones."""
         points = []
-        for raw in await self._store.history():
+        for raw in await self._store.history(last):
             try:
                 data = json.loads(raw)
                 points.append(

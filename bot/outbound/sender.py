@@ -21,7 +21,7 @@ from datetime import datetime
 from redis.exceptions import RedisError
 
 from bot.backoff import Backoff
-from bot.domain.forecast import DRAIN_TARGET_MINS
+from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.outbound.budget import Budget
 from bot.outbound.edits import Editor, RootEdits, WarningEdits
 from bot.outbound.gateway import SlackError, SlackGateway

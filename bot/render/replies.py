@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
-from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     Event,
@@ -25,6 +24,7 @@ from bot.domain.incidents import (
     chart_drawn,
     with_status,
 )
+from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
@@ -203,7 +203,7 @@ def render_status(
     elif not current.runner_types and not (view and view.is_live):
         blocks.append(section(NO_NUMBERS))
     if view is not None and view.is_live:
-        lines = type_lines(view, trend, within_mins=within_mins)
+        lines = type_lines(view, trend)
         gone = sorted(set(previous.runner_types if previous else {}) - set(view.runner_types))
         lines += [f"• {runner_name(name)}: no longer queueing" for name in gone[:5]]
         blocks.append(section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))

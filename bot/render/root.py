@@ -21,9 +21,9 @@ from typing import Any
 from bot.domain.alert_issue import issue_number
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
-from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.headline import Headline, headline, shown_live
 from bot.domain.incidents import Incident, sums_types
+from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
 from bot.render.activity import latest_actions, likely_cause_line, responders_line
@@ -344,7 +344,7 @@ def _first(*values: float | None) -> float | None:
 
 def _live_listing(incident: Incident, live: FleetSnapshot, within_mins: float) -> str:
     head = "*Runner types* (worst first)"  # live, as the headline above says
-    lines = type_lines(live, incident.trend, within_mins=within_mins)
+    lines = type_lines(live, incident.trend)
     return head + "\n" + "\n".join(lines or ["_No runner type is queueing._"])
 
 

@@ -38,8 +38,8 @@ from bot.domain.early_warning import (
     stated_thresholds,
 )
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
-from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incidents import Incident
+from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.routes import Route, channel_for_type
 from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
@@ -139,7 +139,6 @@ class EarlyWarnings:
                 boot_mins=self._config.boot_mins,
                 horizon_mins=self._config.horizon_mins,
                 sustained=state is not None and state.phase is Phase.ACTIVE,
-                within_mins=self._config.within_mins,
             )
         if said is None and state is None:
             return

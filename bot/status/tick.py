@@ -29,7 +29,6 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
-from bot.domain.forecast import DRAIN_TARGET_MINS
 from bot.domain.incident_fleet import (
     DrainConfig,
     as_snapshot,
@@ -44,6 +43,7 @@ from bot.domain.incidents import (
     resolve_drained,
     trend_end,
 )
+from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.quiet import is_meaningful
 from bot.domain.routes import Routing

@@ -43,9 +43,10 @@ class ReadingStore:
             pipe.pexpire(key, keep_ms)
             await pipe.execute()
 
-    async def history(self) -> list[str]:
-        """The history's points, newest first."""
-        return list(await self._redis.lrange(self._keys.fleet_history, 0, -1))  # type: ignore[misc]
+    async def history(self, last: int = 0) -> list[str]:
+        """The history's points, newest first: all, or the `last` ones."""
+        key = self._keys.fleet_history
+        return list(await self._redis.lrange(key, 0, last - 1))  # type: ignore[misc]
 
     async def keep(self, day: str, slot: str, kept: str, *, keep_s: int) -> None:
         """Keep a reading in its slot of its day, unless one (any replica's) is kept there."""

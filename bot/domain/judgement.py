@@ -1,0 +1,279 @@
+"""What one reading means for one runner type: the judgement every surface renders.
+
+Worked out once, when a reading arrives (`bot.fleet.readings` for a live backend; `alert_fleet`
+from the alert's numbers), and stored with the reading's numbers (`RunnerTypeMetrics.judged`).
+The root, statuses, diagnostics, `/queue`, the App Home, the early warning, the scale forms'
+defaults, the summary and the postmortem render it; none works out its own, because two
+surfaces that each compute "the same thing" disagree the first time their inputs differ by a
+reading or a rule.
+
+**The direction comes from the queue itself.** The queued jobs observed at the last
+`DIRECTION_READINGS` readings decide rising, holding or falling: a change beyond the readings'
+tolerance (`tolerance`) over that window, and no step back at the latest reading. Arrival and
+completion rates lag a turn by their window (ten minutes of a surge stay in a ten-minute rate),
+so they never overrule what the queue has visibly done; they only size the advice of a queue
+that grows, where the observed slope is the floor.
+
+**The advice** is how many runners to add now: the runners that would drain the queue within
+the drain target (`runners_to_drain`), less those already asked for and still booting (desired
+beyond registered: a scale-up or a maximum just raised counts at once); whether they fit under
+the maximum, and by how much it must rise if not. A falling queue that clears within twice the
+target gets "none: it clears in ~N min"; a queue that falls slower than that still gets the
+runners that would drain it in time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.domain.units import minutes, number
+
+if TYPE_CHECKING:
+    from bot.domain.fleet import RunnerTypeMetrics
+
+DRAIN_TARGET_MINS = 30.0
+# Readings the direction is read over: a turn shows within two readings of it.
+DIRECTION_READINGS = 3
+# A falling queue that clears within this many drain targets needs no runner.
+SLOW_DRAIN_TARGETS = 2.0
+
+
+class Direction(StrEnum):
+    RISING = "rising"
+    HOLDING = "holding"
+    FALLING = "falling"
+
+
+class Judgement(BaseModel):
+    """One runner type at one reading, decided. Stored short: it rides with every reading kept
+    in an incident's state."""
+
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime  # the reading's time: a surface that shows an older one says so
+    queued: float | None = None
+    wait_mins: float | None = None
+    wait_over: bool = False  # more than `wait_mins`, by how much nobody knows
+    wait_of_starts: bool = False  # the slowest recent start, not the oldest job's age
+    # Why the wait is not known, said instead of a blank ("" when it is, or nothing queues).
+    wait_unknown: str = ""
+    direction: Direction | None = None  # None: fewer than two readings observed
+    change_per_min: float | None = None  # the observed queue's, over the direction's readings
+    busy: float | None = None
+    registered: float | None = None
+    booting: int = 0
+    maximum: float | None = None
+    runners: int = 0  # to add now
+    raise_maximum_by: int = 0  # the maximum must rise this much for `runners` to fit
+    clears_in_mins: float | None = None  # a falling queue's, by itself
+    within_mins: float = DRAIN_TARGET_MINS
+    why: str = ""
+
+    @property
+    def wait(self) -> str:
+        """ "12 min", "over 60 min", "not known: …"; "" when nothing queues."""
+        if self.wait_mins is not None:
+            return f"{'over ' if self.wait_over else ''}{minutes(self.wait_mins)}"
+        if self.queued:
+            return f"not known: {self.wait_unknown or 'the source gives none'}"
+        return ""
+
+    @property
+    def wait_label(self) -> str:
+        return "slowest recent start" if self.wait_of_starts else "longest wait"
+
+    @property
+    def heading(self) -> str:
+        """ "▲ rising +2.0 jobs/min", "▼ falling 3.0 jobs/min", "holding"; "" when not known."""
+        rate = self.change_per_min
+        if self.direction is Direction.RISING:
+            return "▲ rising" + (f" +{rate:.1f} jobs/min" if rate else "")
+        if self.direction is Direction.FALLING:
+            return "▼ falling" + (f" {-rate:.1f} jobs/min" if rate else "")
+        return self.direction.value if self.direction is not None else ""
+
+    @property
+    def advice(self) -> str:
+        """The advice in the words every surface uses; "" when nothing queues or grows."""
+        within = minutes(self.within_mins)
+        if self.runners:
+            text = f"+{_runners(self.runners)} would drain it in {within}"
+            if not self.queued:
+                text = f"+{_runners(self.runners)} would keep it from queueing"
+            if self.raise_maximum_by and self.maximum is not None:
+                raised = number(self.maximum + self.raise_maximum_by)
+                text += (
+                    f"; raise the maximum by {self.raise_maximum_by} "
+                    f"({number(self.maximum)} → {raised})"
+                )
+            return text
+        if self.clears_in_mins is not None:
+            return f"none: it clears in ~{eta(self.clears_in_mins)}"
+        if self.booting and self.queued:
+            return f"none: the {_runners(self.booting)} booting should drain it in {within}"
+        return ""
+
+    @property
+    def new_maximum(self) -> int | None:
+        """The maximum the advice needs, when it needs a higher one."""
+        if not self.raise_maximum_by or self.maximum is None:
+            return None
+        return math.ceil(self.maximum) + self.raise_maximum_by
+
+
+def judge(
+    metrics: RunnerTypeMetrics,
+    observed: Sequence[tuple[float, float]],
+    *,
+    at: datetime,
+    within_mins: float = DRAIN_TARGET_MINS,
+    wait_unknown: str = "",
+) -> Judgement:
+    """The judgement of one runner type's reading. `observed`: (epoch seconds, queued) at the
+    readings before this one, oldest first (this reading's own queue is added here)."""
+    queued = finite(metrics.queued)
+    points = list(observed)
+    if queued is not None:
+        points.append((at.timestamp(), queued))
+    direction, rate = direction_of(points[-DIRECTION_READINGS:])
+    running = _most(metrics.registered, metrics.busy)
+    desired = finite(metrics.desired)
+    booting = max(math.floor(desired - running), 0) if desired is not None and running else 0
+    maximum = finite(metrics.maximum)
+    wait = finite(metrics.longest_wait_mins)
+    judgement = Judgement(
+        at=at,
+        queued=queued,
+        wait_mins=wait,
+        wait_over=bool(metrics.wait_over) and wait is not None,
+        wait_of_starts=bool(metrics.wait_of_starts) and wait is not None,
+        wait_unknown="" if wait is not None or not queued else wait_unknown,
+        direction=direction,
+        change_per_min=rate,
+        busy=finite(metrics.busy),
+        registered=finite(metrics.registered),
+        booting=booting,
+        maximum=maximum,
+        within_mins=within_mins,
+    )
+    return _advised(judgement, metrics, running)
+
+
+def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) -> Judgement:
+    queued = j.queued or 0.0
+    duration = finite(metrics.job_duration_mins)
+    duration = duration if duration and duration > 0 else None
+    if j.direction is Direction.FALLING and queued > 0 and j.change_per_min:
+        clears = queued / -j.change_per_min
+        if clears <= SLOW_DRAIN_TARGETS * j.within_mins:
+            fell = f"the queue fell {-j.change_per_min:.1f} jobs/min over the last readings"
+            return j.model_copy(update={"clears_in_mins": clears, "why": fell})
+        # Falling, but too slowly to leave it alone: what the drain itself does not finish.
+        backlog = queued + j.change_per_min * j.within_mins
+        needed = _drain(backlog, duration, j.within_mins)
+        why = f"it falls, but would take ~{eta(clears)} by itself"
+        return _fitted(j, needed, why, running)
+    growth = _growth(j, metrics)
+    if queued <= 0:
+        # An empty queue filling: what holds it is growth × duration.
+        if not growth or duration is None:
+            return j
+        return _fitted(j, math.ceil(growth * duration), "arrivals outrun completions", running)
+    needed = _drain(queued + growth * j.within_mins, duration, j.within_mins)
+    each = f"of ~{minutes(duration)}" if duration else "at a runner each (no job duration)"
+    why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
+    if growth:
+        why += f" while it grows {growth:.1f} jobs/min"
+    return _fitted(j, needed, why, running)
+
+
+def _growth(j: Judgement, metrics: RunnerTypeMetrics) -> float:
+    """How fast a queue that does not fall grows: the observed slope, or arrivals beyond
+    completions when those say more (they size the advice, never turn its direction)."""
+    if j.direction is Direction.HOLDING:
+        return 0.0
+    observed = max(j.change_per_min or 0.0, 0.0)
+    arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
+    if j.direction is None and arrivals is not None and completions is not None:
+        return max(arrivals - completions, 0.0)  # no queue observed yet: the rates alone
+    return observed
+
+
+def _drain(backlog: float, duration: float | None, within_mins: float) -> int:
+    """Runners that finish `backlog` jobs within the target: one per job without a duration
+    (what PyTorch's own scale-up-chron asks its autoscaler for)."""
+    if backlog <= 0:
+        return 0
+    if duration is None:
+        return math.ceil(backlog)
+    return max(math.ceil(backlog * duration / within_mins), 1)
+
+
+def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judgement:
+    """`needed` less the runners booting, and how far the maximum must rise for the rest."""
+    runners = max(needed - j.booting, 0)
+    if needed and not runners:
+        why = f"the {_runners(j.booting)} booting cover the ~{needed} needed"
+    raise_by = 0
+    if runners and j.maximum is not None and running is not None:
+        room = max(math.floor(j.maximum - running) - j.booting, 0)
+        raise_by = max(runners - room, 0)
+        if raise_by:
+            why += f"; only {room} fit under the maximum of {number(j.maximum)}"
+    return j.model_copy(update={"runners": runners, "raise_maximum_by": raise_by, "why": why})
+
+
+def direction_of(
+    points: Sequence[tuple[float, float]],
+) -> tuple[Direction | None, float | None]:
+    """Rising, holding or falling from the observed queue (epoch seconds, queued, oldest first),
+    and its change per minute over them: a net change beyond `tolerance` with no step back at
+    the latest reading. None with fewer than two readings, or readings at one moment."""
+    if len(points) < 2:
+        return None, None
+    span = (points[-1][0] - points[0][0]) / 60
+    if span <= 0:
+        return None, None
+    first, previous, last = points[0][1], points[-2][1], points[-1][1]
+    rate = (last - first) / span
+    net, step = last - first, last - previous
+    allowed = tolerance(max(value for _, value in points))
+    if net > allowed and step >= 0:
+        return Direction.RISING, rate
+    if net < -allowed and step <= 0:
+        return Direction.FALLING, rate
+    return Direction.HOLDING, rate
+
+
+def tolerance(level: float) -> float:
+    """A change of the queue that is noise at this level: a job, or a tenth of the queue."""
+    return max(1.0, 0.1 * level)
+
+
+def eta(mins: float) -> str:
+    if mins < 1:
+        return "under a minute" if mins > 0 else "0 min"
+    if mins < 90:
+        return f"{math.ceil(mins)} min"
+    return f"{mins / 60:.1f} h"
+
+
+def finite(value: float | None) -> float | None:
+    """A gauge as a number to reckon with: None for one not read, NaN or infinite (a backend's
+    division by a zero rate)."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _runners(count: int) -> str:
+    return f"{count} runner" if count == 1 else f"{count} runners"
+
+
+def _most(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None and math.isfinite(v)]
+    return max(known) if known else None
