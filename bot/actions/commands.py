@@ -292,7 +292,9 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
         if others:
             lines.append(_others_line(core, others))
         head += "\n" + "\n".join(lines)
-    return _open_here(core, channel, _fit(head), incidents)
+    # The live listing above is this message's one reading: the incidents under it say no
+    # numbers of their own (a status's older reading beside it would disagree).
+    return _open_here(core, channel, _fit(head), incidents, numbers=fleet is None)
 
 
 def _trend_of(fleet: FleetSnapshot, incidents: list[Incident]) -> Trend:
@@ -325,9 +327,11 @@ def _others_line(core: ActionCore, others: list[str]) -> str:
     )
 
 
-def _open_here(core: ActionCore, channel: str, head: str, incidents: list[Incident]) -> Outcome:
+def _open_here(
+    core: ActionCore, channel: str, head: str, incidents: list[Incident], *, numbers: bool = True
+) -> Outcome:
     """The open `incidents` of `channel`, under `head`, and a line for those in other
-    channels."""
+    channels; with their own `numbers` unless `head` shows the live reading."""
     here, elsewhere = _in(incidents, _scope(core, channel))
     others = ""
     if elsewhere:
@@ -341,7 +345,7 @@ def _open_here(core: ActionCore, channel: str, head: str, incidents: list[Incide
         )
         return Outcome(True, (f"{head}\n\n" if head else "") + quiet + others)
     title = f"{head}\n\n*Open incidents*" if head else ""
-    text = _capped(title, [_overview_line(i) for i in here], len(here))
+    text = _capped(title, [_overview_line(i, numbers=numbers) for i in here], len(here))
     return Outcome(True, text + others)
 
 
@@ -387,12 +391,15 @@ def _brief(incident: Incident, channel: str = "") -> str:
     return f"• *#{escape(incident.id)}* {truncate(escape(incident.title), 150)}{where}"
 
 
-def _overview_line(incident: Incident) -> str:
+def _overview_line(incident: Incident, *, numbers: bool = True) -> str:
     """The incident with its root's numbers (`headline`), and its runner types from the same
     source as the root lists them: the live reading while it shows one, else the alert; a
-    resolved incident's worst seen, as its root and summary say them."""
+    resolved incident's worst seen, as its root and summary say them. Without `numbers`: the
+    incident alone, under a listing that says them."""
     state = "firing" if incident.is_open else "resolved"
     line = f"*#{escape(incident.id)}* {truncate(escape(incident.title), 150)} — {state}"
+    if not numbers:
+        return line
     head = headline(incident)
     queued = f"{number(head.queued)} queued" if head.queued is not None else ""
     figures = [figure for figure in (head.wait, queued) if figure]
@@ -403,12 +410,13 @@ def _overview_line(incident: Incident) -> str:
     if head.worst:
         types = incident.peak_types or types
     for name, queue in sorted(types.items())[:5]:
-        wait = (
+        said = [f"{number(queue.queued)} queued"] if queue.queued is not None else []
+        said.append(
             wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
-            or "longest wait ?"
+            or ("longest wait not known" if queue.queued else "")
         )
-        queued = number(queue.queued) if queue.queued is not None else "?"
-        line += f"\n    • `{truncate(escape(name), 80)}`: {queued} queued, {wait}"
+        shown = ", ".join(part for part in said if part) or "no numbers"
+        line += f"\n    • `{truncate(escape(name), 80)}`: {shown}"
     if len(types) > 5:
         line += f"\n    • +{len(types) - 5} more runner types"
     return line

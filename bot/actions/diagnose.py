@@ -15,7 +15,7 @@ from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, 
 from bot.actions.scale import Scaling
 from bot.backends.errors import BackendError
 from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS
-from bot.domain.diagnostics import Evidence, diagnose
+from bot.domain.diagnostics import Cause, Diagnosis, Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import as_snapshot, incident_fleet
 from bot.domain.incidents import Event, Incident, diagnosed, with_action, with_live
@@ -154,11 +154,13 @@ def _record(
             actor=actor.user_id,
             actor_name=name,
         )
-        updated = with_action(diagnosed(incident, diagnosis.headline), event)
+        updated = incident
         if snapshot.is_live and (incident.live is None or snapshot.at >= incident.live.at):
             # The root shows the numbers diagnostics read: one "now" in the thread and above it
             # (after a scale-up, busy 30/30 on both, not 20/20 on the root).
             updated = with_live(updated, snapshot, as_snapshot(updated, snapshot, snapshot.at))
+        short_of = _short_of(diagnosis, snapshot)
+        updated = with_action(diagnosed(updated, diagnosis.headline, short_of=short_of), event)
         report = render_diagnostics(
             updated, diagnosis, snapshot, by=person(actor.user_id, name), jobs=view
         )
@@ -167,3 +169,14 @@ def _record(
         return Decision(Outcome(True, answer), commit)
 
     return decide
+
+
+def _short_of(diagnosis: Diagnosis, snapshot: FleetSnapshot) -> tuple[str, float] | None:
+    """The runner type and the maximum a conclusion of too low a maximum is about: a reading
+    with a higher one disproves it and takes it off the root."""
+    if diagnosis.cause is not Cause.AUTOSCALING or not diagnosis.lead_type:
+        return None
+    metrics = snapshot.runner_types.get(diagnosis.lead_type)
+    if metrics is None or metrics.maximum is None:
+        return None
+    return diagnosis.lead_type, metrics.maximum

@@ -30,10 +30,10 @@ from enum import StrEnum
 from typing import Protocol
 
 from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
+from bot.domain.judgement import BOOT_MINS
 from bot.domain.units import number
 
 STALL_MINS = 15.0  # ARCListenerStall: gha_assigned_jobs > 0 unchanged for 15 minutes
-BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
 ARC = "ARC's listener metrics (METRICS_BACKEND=prometheus)"
 JOBS_SOURCES = "needs the jobs behind the queue (JOBS_BACKEND=github or hud)"
 

@@ -442,7 +442,7 @@ def _recommend(worst: Finding, metrics: RunnerTypeMetrics, cause: Cause | None) 
     judged = metrics.judged
     if judged is None or not judged.advice:
         return ""
-    advice = _advice(name, judged)
+    advice = _advice(worst.runner_type, judged)
     if judged.raise_maximum_by:
         advice += " (for ARC, maxRunners)"
     if cause is Cause.LONG_JOBS and judged.direction is not Direction.FALLING:
@@ -451,8 +451,9 @@ def _recommend(worst: Finding, metrics: RunnerTypeMetrics, cause: Cause | None) 
 
 
 def _advice(name: str, judged: Judgement) -> str:
-    """ "linux.2xlarge: +7 runners would drain it in 30 min": the root's words for the type."""
-    return f"{name}: {judged.advice}"
+    """ "linux.2xlarge: +7 runners would drain it in 30 min": the root's words for the type (an
+    alert that names none: the advice alone)."""
+    return f"{name}: {judged.advice}" if name else judged.advice
 
 
 def _level(ratio: float, warn: float, bad: float) -> Verdict:

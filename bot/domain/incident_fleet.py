@@ -26,7 +26,7 @@ from bot.domain.fleet import (
     wait_unknown,
     worst_first,
 )
-from bot.domain.incidents import Incident, Snapshot
+from bot.domain.incidents import Incident, Snapshot, with_scale_ups
 from bot.domain.judgement import DIRECTION_READINGS, DRAIN_TARGET_MINS, Judgement, judge
 from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
@@ -109,6 +109,7 @@ def incident_fleet(
     )
     # The readings' history knows a type by the reading's name, not the incident's.
     read_as = {name: index.by_key.get(runner_key(name), name) for name in kept}
+    view = with_scale_ups(view, incident.recent_actions)
     return with_baselines(view, history, started_at=incident.started_at, read_as=read_as)
 
 

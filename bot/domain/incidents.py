@@ -7,7 +7,7 @@ so races such as "a resolved notification overtaking a firing one" are table tes
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
 from bot.domain.delivery import Delivery
 from bot.domain.fleet import FleetSnapshot, longest_wait
+from bot.domain.judgement import BOOT_MINS, added
+from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
 
 TREND_POINTS = 48
@@ -203,6 +205,10 @@ class Incident(BaseModel):
     responders: tuple[Responder, ...] = ()
     # The latest diagnostics' conclusion in one line, plain text (escaped when rendered).
     likely_cause: str = ""
+    # When that conclusion is a shortfall against a runner type's maximum: the type and the
+    # maximum it was short of. A reading with a higher maximum disproves it (`_still_likely`).
+    cause_type: str = ""
+    cause_maximum: float | None = None
     last_status: Snapshot | None = None
     trend: Trend = Field(default_factory=Trend)
     # The live metrics backend's view of this incident's runner types at the latest check; None
@@ -443,13 +449,44 @@ def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Inc
 
 def with_action(incident: Incident, event: Event) -> Incident:
     """Remember a responder's action for the root (the timeline has them all), and the person
-    who acted as one of its responders."""
+    who acted as one of its responders; a scale-up counts in the judgement the root shows."""
     recent = (*incident.recent_actions, event)[-RECENT_ACTIONS:]
     update: dict[str, object] = {"recent_actions": recent, "updated_at": event.at}
+    if event.scale is not None and incident.live is not None:
+        update["live"] = with_scale_ups(incident.live, recent)
     if event.actor and all(r.user_id != event.actor for r in incident.responders):
         responder = Responder(user_id=event.actor, name=event.actor_name)
         update["responders"] = (*incident.responders, responder)
     return incident.model_copy(update=update)
+
+
+def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
+    """`view` with each type's judgement counting the runners added from Slack after the
+    reading was taken (`bot.domain.judgement.added`): a reading that has the autoscaler's
+    desired runners counts them itself from then on; one without (an Auto Scaling group read
+    through the HUD, say) cannot see them until they register, so for a boot's time before
+    it they count too."""
+    since: dict[str, tuple[int, int]] = {}
+    blind = {runner_key(n) for n, m in view.runner_types.items() if m.desired is None}
+    for event in actions:
+        done = scale_of(event)
+        if done is None:
+            continue
+        key = runner_key(done.runner_type)
+        cutoff = view.at - timedelta(minutes=BOOT_MINS) if key in blind else view.at
+        if (done.at or event.at) <= cutoff:
+            continue
+        runners, raised = since.get(key, (0, 0))
+        maximum_by = done.added if "max" in done.field.lower() else 0
+        since[key] = (runners + done.added, raised + maximum_by)
+    types = {}
+    for name, metrics in view.runner_types.items():
+        runners, raised = since.get(runner_key(name), (0, 0))
+        if metrics.judged is not None and runners != metrics.judged.added_since:
+            judged = added(metrics.judged, runners, maximum_by=raised)
+            metrics = metrics.model_copy(update={"judged": judged})
+        types[name] = metrics
+    return view.model_copy(update={"runner_types": types})
 
 
 def with_put_back(incident: Incident, put_back: PutBack) -> Incident:
@@ -477,9 +514,30 @@ def chart_drawn(incident: Incident, drawn_at: float) -> bool:
     return drawn_at > 0 and drawn_at == trend_end(incident)
 
 
-def diagnosed(incident: Incident, likely_cause: str) -> Incident:
-    """The incident with its latest diagnostics' conclusion (a newer one replaces it)."""
-    return incident.model_copy(update={"likely_cause": likely_cause})
+def diagnosed(
+    incident: Incident, likely_cause: str, *, short_of: tuple[str, float] | None = None
+) -> Incident:
+    """The incident with its latest diagnostics' conclusion (a newer one replaces it);
+    `short_of`: the runner type and the maximum the conclusion says it is short of."""
+    kind, maximum = short_of if short_of is not None else ("", None)
+    update = {"likely_cause": likely_cause, "cause_type": kind, "cause_maximum": maximum}
+    return incident.model_copy(update=update)
+
+
+def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
+    """The conclusion's fields cleared when `live` disproves it: the maximum it was short of
+    has been raised since, or the type's judgement needs no higher one ({} otherwise)."""
+    if incident.cause_maximum is None:
+        return {}
+    key = runner_key(incident.cause_type)
+    found = next((m for n, m in live.runner_types.items() if runner_key(n) == key), None)
+    judged = found.judged if found is not None else None
+    if judged is None:
+        return {}
+    raised = judged.maximum is not None and judged.maximum > incident.cause_maximum
+    if raised or not judged.raise_maximum_by:
+        return {"likely_cause": "", "cause_type": "", "cause_maximum": None}
+    return {}
 
 
 def silenced(incident: Incident, silence: ActiveSilence) -> Incident:
@@ -509,6 +567,7 @@ def record_status(
     }
     if live is not None:
         update["live"] = live
+        update |= _still_likely(incident, live)
     if posted:
         update["last_posted"] = None  # it is `last_status` now
         update["status_posts"] = incident.status_posts + 1
@@ -522,7 +581,7 @@ def with_live(incident: Incident, live: FleetSnapshot, seen: Snapshot) -> Incide
     its compact form: its peaks count it, as every number a surface showed is one the summary
     may be asked about (the trend stays the statuses')."""
     update = {"live": live, **peaks_seen(incident, seen.numbers, seen.runner_types)}
-    return incident.model_copy(update=update)
+    return incident.model_copy(update=update | _still_likely(incident, live))
 
 
 def with_status(trend: Trend, snapshot: Snapshot) -> Trend:

@@ -8,8 +8,9 @@ surfaces that each compute "the same thing" disagree the first time their inputs
 reading or a rule.
 
 **The direction comes from the queue itself.** The queued jobs observed at the last
-`DIRECTION_READINGS` readings decide rising, holding or falling: a change beyond the readings'
-tolerance (`tolerance`) over that window, and no step back at the latest reading. Arrival and
+`DIRECTION_READINGS` readings decide rising, holding or falling (`direction_of`): a change
+beyond the noise (`tolerance`) over the last three, no step back at the latest, and the slope
+over them all agreeing. Arrival and
 completion rates lag a turn by their window (ten minutes of a surge stay in a ten-minute rate),
 so they never overrule what the queue has visibly done; they only size the advice of a queue
 that grows, where the observed slope is the floor.
@@ -38,8 +39,9 @@ if TYPE_CHECKING:
     from bot.domain.fleet import RunnerTypeMetrics
 
 DRAIN_TARGET_MINS = 30.0
+BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
 # Readings the direction is read over: a turn shows within two readings of it.
-DIRECTION_READINGS = 3
+DIRECTION_READINGS = 4
 # A falling queue that clears within this many drain targets needs no runner.
 SLOW_DRAIN_TARGETS = 2.0
 
@@ -70,6 +72,9 @@ class Judgement(BaseModel):
     booting: int = 0
     maximum: float | None = None
     runners: int = 0  # to add now
+    needed: int = 0  # before the runners booting are counted
+    # Runners added from Slack after this reading was taken, counted as booting (`added`).
+    added_since: int = 0
     raise_maximum_by: int = 0  # the maximum must rise this much for `runners` to fit
     clears_in_mins: float | None = None  # a falling queue's, by itself
     within_mins: float = DRAIN_TARGET_MINS
@@ -114,7 +119,7 @@ class Judgement(BaseModel):
                 )
             return text
         if self.clears_in_mins is not None:
-            return f"none: it clears in ~{eta(self.clears_in_mins)}"
+            return f"none: it clears {clears(self.clears_in_mins)}"
         if self.booting and self.queued:
             return f"none: the {_runners(self.booting)} booting should drain it in {within}"
         return ""
@@ -181,7 +186,9 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
         return _fitted(j, needed, why, running)
     growth = _growth(j, metrics)
     if queued <= 0:
-        # An empty queue filling: what holds it is growth × duration.
+        # Nothing queued yet while more jobs arrive than finish (runners absorb them, for
+        # now): what holds it off is that growth × the job duration.
+        growth = _net_arrivals(metrics)
         if not growth or duration is None:
             return j
         return _fitted(j, math.ceil(growth * duration), "arrivals outrun completions", running)
@@ -198,11 +205,17 @@ def _growth(j: Judgement, metrics: RunnerTypeMetrics) -> float:
     completions when those say more (they size the advice, never turn its direction)."""
     if j.direction is Direction.HOLDING:
         return 0.0
-    observed = max(j.change_per_min or 0.0, 0.0)
+    if j.direction is None:
+        return _net_arrivals(metrics)  # no queue observed yet: the rates alone
+    return max(j.change_per_min or 0.0, 0.0)
+
+
+def _net_arrivals(metrics: RunnerTypeMetrics) -> float:
+    """Arrivals beyond completions per minute, 0 when fewer or not both known."""
     arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
-    if j.direction is None and arrivals is not None and completions is not None:
-        return max(arrivals - completions, 0.0)  # no queue observed yet: the rates alone
-    return observed
+    if arrivals is None or completions is None:
+        return 0.0
+    return max(arrivals - completions, 0.0)
 
 
 def _drain(backlog: float, duration: float | None, within_mins: float) -> int:
@@ -226,34 +239,76 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
         raise_by = max(runners - room, 0)
         if raise_by:
             why += f"; only {room} fit under the maximum of {number(j.maximum)}"
-    return j.model_copy(update={"runners": runners, "raise_maximum_by": raise_by, "why": why})
+    update = {"runners": runners, "needed": needed, "raise_maximum_by": raise_by, "why": why}
+    return j.model_copy(update=update)
+
+
+def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
+    """The judgement once `runners` were added after its reading (a scale-up from Slack that
+    the next reading will count as desired): they count as booting at once, and a maximum
+    raised by `maximum_by` at once, so nobody is advised, or pre-filled, the same runners
+    twice. Recomputed from the reading's own booting; counting the same scale-ups again
+    changes nothing. (A raised maximum is counted once: `added_since` says it was.)"""
+    if runners == j.added_since:
+        return j
+    booting = j.booting - j.added_since + runners
+    update: dict[str, object] = {"booting": booting, "added_since": runners}
+    if maximum_by and j.maximum is not None:
+        update["maximum"] = j.maximum + maximum_by
+    base = j.model_copy(update=update)
+    if not j.needed:
+        return base
+    running = max((v for v in (j.registered, j.busy) if v is not None), default=None)
+    return _fitted(base, j.needed, f"+{runners} added since this reading", running)
 
 
 def direction_of(
     points: Sequence[tuple[float, float]],
 ) -> tuple[Direction | None, float | None]:
-    """Rising, holding or falling from the observed queue (epoch seconds, queued, oldest first),
-    and its change per minute over them: a net change beyond `tolerance` with no step back at
-    the latest reading. None with fewer than two readings, or readings at one moment."""
-    if len(points) < 2:
+    """Rising, holding or falling from the observed queue (epoch seconds, queued, oldest first:
+    the last `DIRECTION_READINGS`), and its change per minute (the least-squares slope). A
+    direction needs the net change over the last three readings beyond `tolerance`, the latest
+    step not against it, and the slope over them all agreeing: a queue wandering within its
+    noise holds. None with fewer than two readings, or readings at one moment."""
+    points = list(points)[-DIRECTION_READINGS:]
+    rate = slope_per_min(points)
+    if rate is None:
         return None, None
+    last3 = points[-3:]
+    net, step = last3[-1][1] - last3[0][1], points[-1][1] - points[-2][1]
     span = (points[-1][0] - points[0][0]) / 60
-    if span <= 0:
-        return None, None
-    first, previous, last = points[0][1], points[-2][1], points[-1][1]
-    rate = (last - first) / span
-    net, step = last - first, last - previous
     allowed = tolerance(max(value for _, value in points))
-    if net > allowed and step >= 0:
+    if net > allowed and step >= 0 and rate * span > allowed / 2:
         return Direction.RISING, rate
-    if net < -allowed and step <= 0:
+    if net < -allowed and step <= 0 and rate * span < -allowed / 2:
         return Direction.FALLING, rate
     return Direction.HOLDING, rate
 
 
+def slope_per_min(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares change per minute of (epoch seconds, value) points; None for fewer than two
+    or points at one moment."""
+    if len(points) < 2:
+        return None
+    xs = [(at - points[0][0]) / 60 for at, _ in points]
+    mean_x = sum(xs) / len(xs)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread <= 0:
+        return None
+    mean_y = sum(value for _, value in points) / len(points)
+    return sum((x - mean_x) * (y - mean_y) for x, (_, y) in zip(xs, points, strict=True)) / spread
+
+
 def tolerance(level: float) -> float:
-    """A change of the queue that is noise at this level: a job, or a tenth of the queue."""
-    return max(1.0, 0.1 * level)
+    """A change of the queue that is noise at this level: three jobs, or 15% of the queue. A
+    queue at its maximum moves by arrivals less completions, each a count of chance events: at
+    a few jobs a minute, two readings differ by about three jobs with no trend at all."""
+    return max(3.0, 0.15 * level)
+
+
+def clears(mins: float) -> str:
+    """ "in ~12 min", "within a minute"."""
+    return "within a minute" if mins < 1 else f"in ~{eta(mins)}"
 
 
 def eta(mins: float) -> str:

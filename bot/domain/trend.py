@@ -1,5 +1,4 @@
-"""Recent readings of a queue: the incident's trend, and it as a picture and a rate (a sparkline
-and a least-squares slope).
+"""Recent readings of a queue: the incident's trend, and it as a picture (a sparkline).
 
 Pure functions over (time, value) points, so status replies, the root and `/queue` agree.
 """
@@ -16,8 +15,6 @@ from bot.domain.alerts import RunnerQueue
 
 BARS = "▁▂▃▄▅▆▇█"
 SPARK_POINTS = 12
-# A slope needs readings at least this far apart, or one noisy reading sets the trend.
-MIN_SPAN_MINS = 2.0
 
 Point = tuple[float, float | None, float | None]  # (epoch seconds, queued, longest wait)
 
@@ -174,20 +171,3 @@ def sparkline(values: Sequence[float | None], *, points: int = SPARK_POINTS) -> 
         return BARS[min(int(value / top * (len(BARS) - 1) + 0.5), len(BARS) - 1)]
 
     return "".join(" " if v is None else bar(v) for v in shown)
-
-
-def slope_per_min(points: Sequence[tuple[float, float]]) -> float | None:
-    """Least-squares change per minute of (epoch seconds, value) points; None when they span
-    too little time."""
-    if len(points) < 2:
-        return None
-    t0 = points[0][0]
-    xs = [(at - t0) / 60 for at, _ in points]
-    if xs[-1] - xs[0] < MIN_SPAN_MINS:
-        return None
-    ys = [value for _, value in points]
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    if spread == 0:
-        return None
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread

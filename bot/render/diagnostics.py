@@ -15,7 +15,7 @@ from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import Incident
 from bot.domain.jobs import JobsView, RunnerTypeJobs
 from bot.domain.message import Rendered
-from bot.domain.units import minutes, number, wait_said
+from bot.domain.units import minutes, number
 from bot.render.jobs import SOURCES as JOB_SOURCES
 from bot.render.jobs import footnotes, headline
 from bot.render.mrkdwn import (
@@ -28,6 +28,7 @@ from bot.render.mrkdwn import (
     slack_date,
     truncate,
 )
+from bot.render.queue import advice_parts, judged_parts
 from bot.render.replies import runner_name
 
 ICONS = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.BAD: "❌", Verdict.UNKNOWN: "❔"}
@@ -86,21 +87,11 @@ def _conclusion(diagnosis: Diagnosis) -> str:
 
 
 def _queue_line(finding: Finding, snapshot: FleetSnapshot) -> str:
+    """The type's numbers and advice as the root's line says them (the reading's judgement)."""
     name = runner_name(finding.runner_type) if finding.runner_type else "All runner types"
-    metrics = snapshot.runner_types.get(finding.runner_type)
-    parts = []
-    if metrics is not None and metrics.queued is not None:
-        parts.append(f"{number(metrics.queued)} queued")
-    wait = wait_said(
-        metrics.longest_wait_mins if metrics else None,
-        over=metrics.wait_over if metrics else None,
-        of_starts=metrics.wait_of_starts if metrics else None,
-    )
-    if wait:
-        parts.append(wait)
-    heading = finding.outlook.text if finding.outlook is not None else ""
-    line = f"*{name}*" + (f" · {', '.join(parts)}" if parts else "")
-    return line + (f" · {escape(heading)}" if heading else "")
+    judged = finding.judged
+    parts = [*judged_parts(judged), *advice_parts(judged)] if judged is not None else []
+    return f"*{name}*" + (f" · {' · '.join(parts)}" if parts else "")
 
 
 def _evidence_line(names: str, check: Check, several: bool) -> str:

@@ -26,6 +26,7 @@ from bot.domain.early_warning import Phase, WarningState
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
+from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number, wait_parts
 from bot.render.mrkdwn import (
     context,
@@ -38,7 +39,7 @@ from bot.render.mrkdwn import (
     slack_date,
     truncate,
 )
-from bot.render.queue import absent_text
+from bot.render.queue import absent_text, advice_parts, judged_parts, reading_parts
 
 CALLBACK_ID = "queuepilot_home"
 MAX_HOME_BLOCKS = 100  # Slack's limit for a Home tab's view
@@ -125,7 +126,7 @@ def digests(home: HomeState) -> Digests:
         "command": home.command,
     }
     numbers = {
-        "incidents": [_worst_line(listed.incident) for listed in home.incidents],
+        "incidents": [_worst_line(listed.incident, home.fleet) for listed in home.incidents],
         "fleet": _fleet_lines(home.fleet) if home.fleet is not None else [],
     }
     return Digests(_hashed(state), _hashed(numbers))
@@ -139,7 +140,7 @@ def _incidents(home: HomeState, now: datetime) -> list[dict[str, Any]]:
         return [section("*Open incidents*\nNone open: the queues are quiet. ✅")]
     blocks = [section(f"*Open incidents* ({home.open_count}), the most recently opened first")]
     shown = home.incidents[:MAX_INCIDENTS]
-    blocks += [section(_incident_text(listed, now)) for listed in shown]
+    blocks += [section(_incident_text(listed, now, home.fleet)) for listed in shown]
     left = home.open_count - len(shown)
     if left > 0:
         blocks.append(
@@ -148,10 +149,10 @@ def _incidents(home: HomeState, now: datetime) -> list[dict[str, Any]]:
     return blocks
 
 
-def _incident_text(listed: Listed, now: datetime) -> str:
+def _incident_text(listed: Listed, now: datetime, fleet: FleetSnapshot | None) -> str:
     incident = listed.incident
     lines = [f"🔴 {_title(listed)}", " · ".join(_incident_facts(incident, now))]
-    worst = _worst_line(incident)
+    worst = _worst_line(incident, fleet)
     if worst:
         lines.append(worst)
     return truncate("\n".join(lines), MAX_INCIDENT_TEXT)
@@ -200,7 +201,9 @@ def _worst(incident: Incident) -> tuple[str, RunnerQueue | RunnerTypeMetrics] | 
     return ranked[0] if ranked else None
 
 
-def _worst_line(incident: Incident) -> str:
+def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
+    """The incident's worst runner type; its numbers from the reading the page shows under
+    "The fleet now" when that reading has the type (one reading on the page), else the root's."""
     worst = _worst(incident)
     head = headline(incident)
     if worst is None:
@@ -209,6 +212,12 @@ def _worst_line(incident: Incident) -> str:
         return f"Worst: {said}" if said else ""
     name, queue = worst
     parts = [f"`{truncate(escape(name), MAX_NAME)}`"]
+    key = runner_key(name)
+    now = fleet.runner_types if fleet is not None else {}
+    judged = next((m.judged for n, m in now.items() if runner_key(n) == key), None)
+    if judged is not None:
+        parts += [*judged_parts(judged), *advice_parts(judged)]
+        return "Worst runner type: " + " · ".join(parts)
     if queue.queued is not None:
         parts.append(f"{number(queue.queued)} queued")
     wait = wait_parts(queue.longest_wait_mins, over=queue.wait_over)
@@ -296,18 +305,21 @@ def _fleet_lines(fleet: FleetSnapshot) -> list[str]:
 
 
 def _fleet_line(name: str, metrics: RunnerTypeMetrics, absent: str) -> str:
-    parts = [absent] if absent else []
-    if not absent and metrics.queued is not None:
-        parts.append(f"*{number(metrics.queued)}* queued")
-    wait = wait_parts(
-        metrics.longest_wait_mins, over=metrics.wait_over, of_starts=metrics.wait_of_starts
-    )
-    if wait is not None:
-        parts.append(f"{wait[0]} *{wait[1]}*")
-    if metrics.busy is not None and metrics.maximum is not None:
-        parts.append(f"busy {number(metrics.busy)} / max {number(metrics.maximum)}")
-    elif metrics.busy is not None and metrics.registered is not None:
-        parts.append(f"busy {number(metrics.busy)} / {number(metrics.registered)} registered")
+    """The reading's judgement of the type, as the root's line says it, and its maximum."""
+    judged = metrics.judged
+    if absent:
+        parts = [absent]
+    elif judged is None:  # a reading stored before readings were judged
+        parts = reading_parts(metrics)
+        if metrics.busy is not None and metrics.maximum is not None:
+            parts.append(f"busy {number(metrics.busy)} / max {number(metrics.maximum)}")
+        elif metrics.busy is not None and metrics.registered is not None:
+            parts.append(f"busy {number(metrics.busy)} / {number(metrics.registered)} registered")
+    else:
+        parts = judged_parts(judged)
+        if judged.maximum is not None:
+            parts.append(f"max {number(judged.maximum)}")
+        parts += advice_parts(judged)
     label = truncate(escape(name), MAX_NAME)
     return f"• `{label}`: {' · '.join(parts) or 'no numbers'}"
 

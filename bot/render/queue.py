@@ -2,7 +2,7 @@
 status replies, `/queue` and the App Home. Pure functions of a fleet view: each line renders the
 reading's judgement of its type (`bot.domain.judgement`) and computes none of its own.
 
-A line: `• linux.2xlarge: *43* queued · longest wait *10 min* · busy 120/120 +8 booting ·
+A line: `• linux.2xlarge: *43* queued · longest wait *10 min* · busy 120/120, 8 booting ·
 ▂▄▆█ · ▲ rising +3.0 jobs/min · +6 runners would drain it in 30 min`, worst first (longest
 wait, then most queued).
 """
@@ -36,7 +36,7 @@ def judged_parts(j: Judgement) -> list[str]:
         parts.append(f"{j.wait_label} *{j.wait}*")
     if j.busy is not None and j.registered is not None:
         runners = f"busy {number(j.busy)}/{number(max(j.registered, j.busy))}"
-        parts.append(runners + (f" +{j.booting} booting" if j.booting else ""))
+        parts.append(runners + (f", {j.booting} booting" if j.booting else ""))
     return parts
 
 
@@ -51,7 +51,7 @@ def _line(name: str, metrics: RunnerTypeMetrics, queued: list[float | None], abs
     elif j is not None:
         parts = judged_parts(j)
     else:
-        parts = _unjudged(metrics)
+        parts = reading_parts(metrics)
     spark = sparkline(queued)
     if spark:
         parts.append(f"`{spark}`")
@@ -61,8 +61,9 @@ def _line(name: str, metrics: RunnerTypeMetrics, queued: list[float | None], abs
     return f"• {label}: {' · '.join(parts) or 'no numbers'}"
 
 
-def _unjudged(metrics: RunnerTypeMetrics) -> list[str]:
-    """A type shown with no judgement: one shown from its absence (nothing queued)."""
+def reading_parts(metrics: RunnerTypeMetrics) -> list[str]:
+    """A type's numbers where it has no judgement: shown from its absence (nothing queued), or
+    read before readings were judged."""
     parts = []
     if metrics.queued is not None:
         parts.append(f"*{number(metrics.queued)}* queued")

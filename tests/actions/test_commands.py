@@ -22,7 +22,7 @@ from bot.actions.commands import (
     run_command,
 )
 from bot.actions.core import ActionCore, Actor
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judged
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import record_status
 from bot.render.queue import EMPTY, type_lines
@@ -361,22 +361,30 @@ def test_any_text_is_a_command_or_says_what_is_wrong(text: str) -> None:
         assert command.count is None or 1 <= command.count <= 9999
 
 
-def test_queue_advises_on_the_trend_of_the_incident_showing_its_types() -> None:
-    """Where the backend does not count arrivals and completions, the root's advice reads its
-    incident's trend: `/queue` reads the same one for the types that incident shows, so it
-    says the same +N (an incident showing other types, or none open: no trend)."""
+def test_queue_says_the_readings_judgement_as_the_root_does() -> None:
+    """`/queue`'s line of a type renders the reading's judgement, as the root of the incident
+    showing that reading does: the same direction and advice; the sparkline is that incident's
+    trend (an incident showing other types, or none open: no trend)."""
     name = "linux.2xlarge"
     incident = make_incident(runner_types={})
-    for minute, queued in ((0, 10), (10, 20), (20, 30)):
+    history: list[HistoryPoint] = []
+    for minute, queued in ((0, 10), (1, 20), (2, 30)):
         at = T0 + timedelta(minutes=minute)
-        metrics = RunnerTypeMetrics(queued=queued, job_duration_mins=30.0)
-        live = FleetSnapshot(at=at, source="hud", runner_types={name: metrics})
+        read = FleetSnapshot(
+            at=at,
+            source="hud",
+            runner_types={name: RunnerTypeMetrics(queued=queued, job_duration_mins=30.0)},
+        )
+        live = judged(read, history, interval=timedelta(minutes=1))
+        history.append(HistoryPoint(at, {}, {}, {name: {"queued": float(queued)}}))
         incident = record_status(incident, as_snapshot(incident, live, at), live=live)
     other = make_incident(id="13", runner_types={}, live=None)
-    assert live is not None
     trend = _trend_of(live, [other, incident])
     assert trend == incident.trend and _trend_of(live, [other]) is EMPTY
     [queue_line] = type_lines(live, trend)
-    root = json.dumps(render_root(incident, now=T0 + timedelta(minutes=20)).blocks)
-    advice = queue_line.split(" · ")[-1]
-    assert "growing" in advice and advice in root.replace("\\u00b7", "·"), (advice, root)
+    root = json.dumps(render_root(incident, now=T0 + timedelta(minutes=2)).blocks)
+    direction, advice = queue_line.split(" · ")[-2:]
+    assert direction == "▲ rising +10.0 jobs/min"
+    assert advice == "+330 runners would drain it in 30 min"
+    for said in (direction, advice):
+        assert json.dumps(said)[1:-1] in root, (said, root)

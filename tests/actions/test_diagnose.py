@@ -58,7 +58,7 @@ async def test_diagnose_button_posts_the_report_in_the_thread(
     ):
         assert f"{check} needs" in report, check
     assert "*Likely cause:* not determined" in report
-    assert "*Next:* scale" in report and "+14" in report
+    assert "*Next:* +14 runners would drain it in 30 min" in report
     assert report.index("*Likely cause:*") < report.index("*Next:*") < report.index("❔")
     await eventually(
         lambda: any(
@@ -235,7 +235,7 @@ async def test_the_report_names_the_surging_workflow_with_its_jobs_and_advises_d
     outcome = await core.diagnose(Actor("U1", "al"), "1:u1")
     assert outcome.ok and "likely cause One workflow's surge" in outcome.message
     text = "".join((await redis.hgetall(store.keys.outbox_items("1"))).values())
-    assert f"*{GPU}* · 40 queued" in text  # the ghost is not in the queue either
+    assert f"*{GPU}* · *40* queued" in text  # the ghost is not in the queue either
     assert "38 arrivals in the last hour against 12 a day before (3.2×)" in text
     assert "cancel or defer periodic" in text
     assert "*Queued jobs* · from GitHub" in text
@@ -306,14 +306,16 @@ async def open_fixture_incident(store: IncidentStore) -> None:
 
 
 class Growing:
-    """linux.2xlarge with all its 40 runners busy and 30 jobs queued: 10 more would drain it."""
+    """linux.2xlarge with all its 40 runners busy and 30 jobs queued: 10 more would drain it.
+    Read through a source that has no desired runners (the HUD's, say), so a scale-up shows
+    only once its runners register."""
 
     name = "Prometheus"
     live = True
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         growing = RunnerTypeMetrics(
-            queued=30, registered=40, busy=40, maximum=200, desired=40, job_duration_mins=10
+            queued=30, registered=40, busy=40, maximum=200, job_duration_mins=10
         )
         return FleetSnapshot(at=now, source="prometheus", runner_types={"linux.2xlarge": growing})
 
@@ -325,8 +327,8 @@ async def test_an_early_warnings_scale_up_taken_on_counts_as_booting_from_when_i
     redis: Redis,
 ) -> None:
     """The incident took the warning's +10 on just now; they were added a minute before, so the
-    next step waits for them. Only the scale-up the event records says when it was made: its
-    words do not."""
+    next step waits for them: a reading without desired runners cannot see them until they
+    register. Only the scale-up the event records says when it was made: its words do not."""
     from bot.domain.alerts import parse_notification
     from bot.domain.delivery import delivery_of
     from bot.domain.incidents import Event, GroupState, ScaleDone, with_action
@@ -363,4 +365,4 @@ async def test_an_early_warnings_scale_up_taken_on_counts_as_booting_from_when_i
     core = action_core(redis, store, metrics=Growing(), clock=lambda: now)
     assert (await core.diagnose(Actor("U1", "al"), "1:u1")).ok
     text = "".join((await redis.hgetall(store.keys.outbox_items("1"))).values())
-    assert "wait: the +10 added 1 min ago are still booting" in text, text
+    assert "none: the 10 runners booting should drain it in 30 min" in text, text

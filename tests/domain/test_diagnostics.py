@@ -3,7 +3,7 @@ cause and next step a responder is told."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -17,9 +17,8 @@ from bot.domain.diagnostics import (
     duration,
     utilization,
 )
-from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import FleetSnapshot, judged
 from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.forecast import runners_to_drain
 
 NOW = datetime(2026, 11, 22, 18, 0, tzinfo=UTC)
 
@@ -101,7 +100,9 @@ def test_autoscaling_configuration_against_demand(metrics: M, verdict: Verdict, 
 
 
 def snapshot(**types: M) -> FleetSnapshot:
-    return FleetSnapshot(at=NOW, source="prometheus", runner_types=types)
+    """A reading of `types`, judged as readings are when they arrive (none before it)."""
+    fleet = FleetSnapshot(at=NOW, source="prometheus", runner_types=types)
+    return judged(fleet, [], interval=timedelta(minutes=1))
 
 
 @pytest.mark.parametrize(
@@ -120,7 +121,8 @@ def snapshot(**types: M) -> FleetSnapshot:
             ),
             Cause.AUTOSCALING,
             "high",
-            "raise the maximum of t by at least 43",
+            "t: +43 runners would drain it in 30 min; raise the maximum by 43 (120 → 163) "
+            "(for ARC, maxRunners)",
         ),
         (
             M(
@@ -137,7 +139,7 @@ def snapshot(**types: M) -> FleetSnapshot:
             ),
             Cause.WORKLOAD,
             "high",
-            "scale t by +",
+            "t: +",
         ),
         (
             M(
@@ -181,11 +183,11 @@ def test_from_the_alert_alone_the_report_says_what_it_cannot_know_and_still_advi
     alert_only = FleetSnapshot(
         at=NOW, source="alert", runner_types={"linux.2xlarge": M(queued=14, longest_wait_mins=114)}
     )
-    diagnosis = diagnose(alert_only)
+    diagnosis = diagnose(judged(alert_only, [], interval=timedelta(minutes=1)))
     assert diagnosis.cause is None and diagnosis.confidence == "low"
     assert all(c.verdict is Verdict.UNKNOWN for c in diagnosis.findings[0].checks)
     assert "the alert carries only the queue" in diagnosis.why
-    assert diagnosis.recommendation.startswith("scale linux.2xlarge by +14")
+    assert diagnosis.recommendation == "linux.2xlarge: +14 runners would drain it in 30 min"
 
 
 def test_the_worst_queues_are_diagnosed_first_and_at_most_three() -> None:
@@ -194,28 +196,3 @@ def test_the_worst_queues_are_diagnosed_first_and_at_most_three() -> None:
     assert [f.runner_type for f in diagnosis.findings] == ["t5", "t4", "t3"]
 
 
-@pytest.mark.parametrize(
-    ("queued", "duration_mins", "arrival", "completion", "runners"),
-    [
-        (None, 10, None, None, None),
-        (0, 10, None, None, None),
-        (14, None, None, None, 14),
-        (30, 10, None, None, 10),
-        (30, 10, 3, 1, 30),
-        (1, 5, 0, 1, 1),
-    ],
-)
-def test_runners_to_drain_within_thirty_minutes(
-    queued: float | None,
-    duration_mins: float | None,
-    arrival: float | None,
-    completion: float | None,
-    runners: int | None,
-) -> None:
-    advice = runners_to_drain(
-        queued,
-        job_duration_mins=duration_mins,
-        arrival_per_min=arrival,
-        completion_per_min=completion,
-    )
-    assert (advice.runners if advice else None) == runners

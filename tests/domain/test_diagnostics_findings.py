@@ -9,11 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.causes import Evidence, ScaleUp
+from bot.domain.causes import Evidence
 from bot.domain.diagnostics import Cause, Verdict, diagnose
-from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, judged
 from bot.domain.fleet import RunnerTypeMetrics as M
-from bot.domain.forecast import outlook
 
 NOW = datetime(2026, 11, 22, 14, 5, tzinfo=UTC)
 T = "linux.2xlarge"
@@ -33,8 +32,15 @@ class _Surge:
     text = "periodic (schedule): 28 jobs queued, 70% of the queue"
 
 
-def of(metrics: M) -> FleetSnapshot:
-    return FleetSnapshot(at=NOW, source="prometheus", runner_types={T: metrics})
+def of(metrics: M, *before: float) -> FleetSnapshot:
+    """A reading of `metrics`, judged with the queue at the readings `before` it (a minute
+    apart)."""
+    history = [
+        HistoryPoint(NOW - timedelta(minutes=len(before) - i), {}, {}, {T: {"queued": q}})
+        for i, q in enumerate(before)
+    ]
+    fleet = FleetSnapshot(at=NOW, source="prometheus", runner_types={T: metrics})
+    return judged(fleet, history, interval=timedelta(minutes=1))
 
 
 def said(evidence: Evidence | None, metrics: M) -> list[str]:
@@ -65,42 +71,39 @@ def test_a_surge_is_one_finding_and_the_likely_cause(
 
 
 @pytest.mark.parametrize(
-    ("metrics", "course", "advice", "not_advised"),
+    ("metrics", "before", "advice", "not_advised"),
     [
-        # The queue fell since the last statuses: wait for it, do not raise the maximum.
-        (FULL, outlook(43, slope_per_min=-4.0), "draining and should be clear in ~11 min",
-         "raise the maximum"),
-        (GROWING, outlook(30, slope_per_min=-3.0), "should be clear in ~10 min", "scale"),
-        # Holding steady: the amount stands.
-        (FULL, outlook(43, slope_per_min=0.0), "raise the maximum of linux.2xlarge by at least 43",
-         "draining"),
+        # The queue fell over the last readings: it clears, do not raise the maximum.
+        (FULL, (51, 47), "linux.2xlarge: none: it clears in ~11 min", "raise"),
+        (GROWING, (36, 33), "linux.2xlarge: none: it clears in ~10 min", "+"),
+        # Holding steady: the amount stands, and the maximum must rise for it.
+        (FULL, (43, 43), "linux.2xlarge: +43 runners would drain it in 30 min; raise the maximum "
+         "by 43 (120 → 163)", "clears"),
     ],
 )  # fmt: skip
-def test_a_draining_queue_gets_when_it_clears_instead_of_more_runners(
-    metrics: M, course: object, advice: str, not_advised: str
+def test_a_falling_queue_gets_when_it_clears_instead_of_more_runners(
+    metrics: M, before: tuple[float, ...], advice: str, not_advised: str
 ) -> None:
-    diagnosis = diagnose(of(metrics), Evidence(outlooks={T: course}))
-    assert advice in diagnosis.recommendation
-    assert not_advised not in diagnosis.recommendation.split(":")[0]
+    diagnosis = diagnose(of(metrics, *before))
+    assert diagnosis.recommendation.startswith(advice), diagnosis.recommendation
+    assert not_advised not in diagnosis.recommendation
 
 
 @pytest.mark.parametrize(
-    ("added", "ago_mins", "advice"),
+    ("desired", "advice"),
     [
-        # +10 a minute ago, still booting, against the 10 needed: wait for them.
-        (10, 1, "wait: the +10 added 1 min ago are still booting"),
-        # +4 of 10: ask for the rest only.
-        (4, 0.5, "scale linux.2xlarge by +6 beyond them: the +4 added under a minute ago"),
-        # Booted by now: the reading counts them, so the whole amount stands.
-        (10, 8, "scale linux.2xlarge by +10 ("),
+        # 10 asked for and not up yet, against the 10 needed: none more.
+        (50, "linux.2xlarge: none: the 10 runners booting should drain it in 30 min"),
+        # 4 of 10: the rest only.
+        (44, "linux.2xlarge: +6 runners would drain it in 30 min"),
+        # Nothing booting: the whole amount.
+        (40, "linux.2xlarge: +10 runners would drain it in 30 min"),
     ],
 )
-def test_runners_a_scale_up_just_added_count_before_more_are_advised(
-    added: int, ago_mins: float, advice: str
-) -> None:
-    scaled = ScaleUp(added, NOW - timedelta(minutes=ago_mins))
-    diagnosis = diagnose(of(GROWING), Evidence(scale_ups={T: scaled}))
-    assert diagnosis.recommendation.startswith(advice), diagnosis.recommendation
+def test_runners_still_booting_count_before_more_are_advised(desired: float, advice: str) -> None:
+    booting = GROWING.model_copy(update={"desired": desired})
+    diagnosis = diagnose(of(booting, 30, 30))
+    assert diagnosis.recommendation == advice
 
 
 def test_no_surge_is_said_only_when_the_arrival_rate_agrees() -> None:

@@ -21,6 +21,7 @@ from bot.domain.early_warning import (
     forecast,
 )
 from bot.domain.fleet import RunnerTypeMetrics
+from bot.domain.judgement import judge
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 ALERT = Thresholds(queued=10, wait_mins=30)
@@ -35,8 +36,11 @@ def trail(*in_system: float) -> list[Point]:
 def metrics(
     queued: float, busy: float, maximum: float | None = 20, **more: float
 ) -> RunnerTypeMetrics:
+    """A reading, judged as readings are when they arrive (the queue before it: steady)."""
     values = {"registered": busy, "job_duration_mins": 6.0, **more}
-    return RunnerTypeMetrics(queued=queued, busy=busy, maximum=maximum, **values)
+    read = RunnerTypeMetrics(queued=queued, busy=busy, maximum=maximum, **values)
+    before = [(NOW.timestamp() - 60 * m, queued - 1.3 * m) for m in (3, 2, 1)]
+    return read.model_copy(update={"judged": judge(read, before, at=NOW)})
 
 
 @pytest.mark.parametrize(
@@ -104,17 +108,18 @@ def test_the_warning_says_what_a_ci_engineer_needs() -> None:
     assert found is not None
     assert found.text == (
         "linux.2xlarge: queue building, 6 jobs queued and +1.3 jobs/min at its maximum of 20 "
-        "runners; at this rate the alert fires in ~4 min; +9 runners would drain it in 30 min; "
-        "none fit under the maximum of 20: raise it"
+        "runners; at this rate the alert fires in ~4 min; +2 runners would drain it in 30 min; "
+        "raise the maximum by 2 (20 → 22)"
     )
-    # The incident's own recommendation: (6 queued + 1.3/min x 30 min) x 6-min jobs / 30 min.
-    assert found.crosses == "queued" and found.hold_runners == 9
+    # The reading's judgement: its queue's 2.6 jobs over two readings is within the noise of a
+    # queue of 6, so it holds, and 6 queued x 6-min jobs / 30 min take 2 more runners.
+    assert found.crosses == "queued" and found.hold_runners == 2
 
 
 def test_a_surge_onto_idle_runners_says_nothing_is_queued_yet_and_how_many_run() -> None:
     found = forecast(
         "linux.2xlarge",
-        metrics(0, 12, maximum=60),
+        metrics(0, 12, maximum=60, arrival_per_min=5.0, completed_per_min=2.0),
         NOW,
         trail(0, 3, 6, 9),
         ALERT,

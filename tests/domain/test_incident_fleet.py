@@ -9,20 +9,21 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics, judged
 from bot.domain.incident_fleet import (
     DrainConfig,
     as_snapshot,
     drain_checks,
     incident_fleet,
     is_drained,
+    judgement_of,
     type_drained,
     with_baselines,
 )
 from bot.domain.incidents import Incident, record_status
 from bot.domain.routes import Routing, parse_routes
 from bot.domain.runner_names import derived_scale_set
-from bot.domain.trend import slope_per_min, sparkline
+from bot.domain.trend import sparkline
 from bot.render.queue import type_lines
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -183,13 +184,10 @@ def test_baselines_come_from_the_hours_before_the_incident_when_the_backend_has_
     assert filled.runner_types["cpu"].arrival_baseline_per_min == 9.0  # the backend's own wins
 
 
-def test_sparkline_and_slope() -> None:
+def test_sparkline() -> None:
     assert sparkline([0, 2, 4, 8]) == "▁▃▅█"
     assert sparkline([3]) == ""  # one reading is no trend
     assert sparkline([None, 0, 0]) == " ▁▁"
-    points = [((NOW + i * MINUTE).timestamp(), 10.0 + 2 * i) for i in range(5)]
-    assert slope_per_min(points) == pytest.approx(2.0)
-    assert slope_per_min(points[:2]) is None  # one minute apart: too little to tell
 
 
 def test_the_first_status_shows_a_type_whose_backend_knows_only_its_wait() -> None:
@@ -215,20 +213,19 @@ def test_a_type_that_drained_stays_in_view_and_one_that_vanished_blocks_the_drai
     assert drain_checks(followed.model_copy(update={"drain_checks": 2}), view, DRAIN) == 2
 
 
-def test_the_scale_modal_prefill_follows_the_live_outlook() -> None:
-    from bot.render.queue import recommend_for
-
+def test_the_judgement_shown_is_the_live_readings_else_the_alerts() -> None:
     growing = RunnerTypeMetrics(
         queued=10, arrival_per_min=5, completed_per_min=2, job_duration_mins=10, busy=8
     )
-    live = FleetSnapshot(at=NOW, source="prometheus", runner_types={"GPU": growing})
+    read = FleetSnapshot(at=NOW, source="prometheus", runner_types={"GPU": growing})
+    live = judged(read, [], interval=MINUTE)
     inc = incident("gpu").model_copy(update={"live": live})
-    advice = recommend_for(inc, "gpu")
-    # ceil((10 + 3 * 30) * 10 / 30) = 34, and the status line's words as the reason.
-    assert advice is not None and advice.runners == 34
-    assert advice.why == "growing +3.0 jobs/min: +34 runners would drain it in 30 min"
-    # Without a live reading: one runner per job the alert counted.
-    fallback = recommend_for(incident("gpu"), "gpu")
+    shown = judgement_of(inc, "gpu", now=NOW)
+    # No queue observed before it: the rates alone, ceil((10 + 3 * 30) * 10 / 30) = 34.
+    assert shown is live.runner_types["GPU"].judged
+    assert shown is not None and shown.advice == "+34 runners would drain it in 30 min"
+    # Without a live reading: the alert's numbers judged, one runner per job it counted.
+    fallback = judgement_of(incident("gpu"), "gpu", now=NOW)
     assert fallback is not None and fallback.runners == 14
 
 

@@ -1,19 +1,20 @@
-"""One recommendation: for any reading of a runner type, the root's and a status's line, the
-scale modal's prefill and diagnostics' next step advise the same number of runners, in the same
-words, from one computation (`bot.domain.forecast.outlook`), and none advises more runners for a
-queue that drains by itself."""
+"""One judgement: for any reading of a runner type and any queue before it, the root's and a
+status's line, the scale form's default and diagnostics' next step render the judgement the
+reading carries, in the same words; none advises runners for a queue that visibly falls and
+clears in time. (The served bot is held to the same on scripted fleets in
+tests/system/test_trajectories.py.)"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.forecast import metrics_outlook
-from bot.domain.next_step import Course, drain_amount, more_runners
-from bot.render.queue import recommend_for, type_lines, type_outlook
+from bot.domain.diagnostics import diagnose
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judged
+from bot.domain.incident_fleet import judgement_of
+from bot.render.queue import type_lines
 from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
@@ -24,9 +25,9 @@ counts = st.one_of(st.none(), st.integers(0, 200).map(float))
 
 
 @st.composite
-def readings(draw: st.DrawFn) -> RunnerTypeMetrics:
+def readings(draw: st.DrawFn) -> FleetSnapshot:
     registered = draw(counts)
-    return RunnerTypeMetrics(
+    metrics = RunnerTypeMetrics(
         queued=float(draw(st.integers(1, 300))),
         arrival_per_min=draw(rates),
         completed_per_min=draw(rates),
@@ -36,37 +37,28 @@ def readings(draw: st.DrawFn) -> RunnerTypeMetrics:
         desired=draw(counts),
         maximum=draw(counts),
     )
+    before = draw(st.lists(st.integers(0, 300), max_size=3))
+    history = [
+        HistoryPoint(NOW - timedelta(minutes=len(before) - i), {}, {}, {TYPE: {"queued": q}})
+        for i, q in enumerate(before)
+    ]
+    fleet = FleetSnapshot(at=NOW, source="prometheus", runner_types={TYPE: metrics})
+    return judged(fleet, history, interval=timedelta(minutes=1))
 
 
 @given(readings())
-def test_every_surface_advises_the_same_runners(metrics: RunnerTypeMetrics) -> None:
-    live = FleetSnapshot(at=NOW, source="prometheus", runner_types={TYPE: metrics})
+def test_every_surface_renders_the_one_judgement(live: FleetSnapshot) -> None:
+    judgement = live.runner_types[TYPE].judged
+    assert judgement is not None
     incident = make_incident(live=live)
-    ahead = type_outlook(TYPE, metrics, incident.trend)
-    assert ahead == metrics_outlook(metrics)  # the root's, a status's and `/queue`'s line
-    assert ahead is not None
-    (line,) = type_lines(live, incident.trend)
-    if ahead.advice:
-        assert ahead.advice in line.replace("*", "")
-    # The scale modal prefills it (nothing when the queue drains or booting runners cover it).
-    modal = recommend_for(incident, TYPE)
-    assert modal is not None and modal.runners == (ahead.runners or 0)
-    assert modal.why == ahead.text
-    # Diagnostics' next step asks for the same number, or none.
-    course = Course(ahead, None, NOW)
-    amount = drain_amount(metrics, course)
-    step = more_runners(TYPE, *amount, course, verb=f"scale {TYPE} by") if amount else ""
-    if ahead.clears_in:
-        assert "draining" in step and "+" not in step, "a draining queue needs no more runners"
-    elif ahead.runners:
-        assert f"scale {TYPE} by +{ahead.runners}" in step
-    elif ahead.booting and ahead.needed:
-        assert step.startswith("wait: "), "what is booting covers it"
-
-
-@given(readings())
-def test_a_draining_queue_is_never_told_to_add_runners(metrics: RunnerTypeMetrics) -> None:
-    draining = metrics.model_copy(update={"arrival_per_min": 1.0, "completed_per_min": 4.0})
-    ahead = metrics_outlook(draining)
-    assert ahead is not None and ahead.runners is None and ahead.advice == ""
-    assert ahead.text.startswith("draining ~3.0 jobs/min → clear in ~")
+    (line,) = type_lines(live, incident.trend)  # the root's, a status's and `/queue`'s line
+    assert judgement.advice in line.replace("*", "")
+    assert judgement.heading in line
+    # The scale form's default.
+    assert judgement_of(incident, TYPE, now=NOW) == judgement
+    # Diagnostics' next step says the same words, or names another fix first.
+    step = diagnose(live).recommendation
+    if judgement.advice and "+" in step:
+        assert judgement.advice in step
+    if judgement.clears_in_mins is not None:
+        assert "+" not in line and "raise" not in line, "a queue that clears needs no runners"

@@ -20,12 +20,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.causes import Evidence
 from bot.domain.diagnostics import diagnose
 from bot.domain.early_warning import Forecast, Point, Thresholds, WarningState, forecast
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.forecast import metrics_outlook
-from bot.domain.incident_fleet import alert_fleet, as_snapshot
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, judged
+from bot.domain.incident_fleet import alert_fleet, as_snapshot, judgement_of
 from bot.domain.incidents import (
     Incident,
     Resolution,
@@ -38,7 +36,6 @@ from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
 from bot.domain.units import minutes, number, wait_said
 from bot.render.diagnostics import render_diagnostics
 from bot.render.early_warning import render_warning
-from bot.render.queue import recommend_for, type_outlook
 from bot.render.replies import render_status, render_summary
 from bot.render.root import render_root
 from bot.render.scale_modal import ScaleForm, render_scale_form
@@ -71,13 +68,18 @@ def readings(draw: st.DrawFn) -> FleetSnapshot:
     return FleetSnapshot(at=NOW, source="prometheus", runner_types=types)
 
 
+def judged_at(fleet: FleetSnapshot, within: float) -> FleetSnapshot:
+    """The reading as it arrives: judged once, at the drain target `within`."""
+    return judged(fleet, [], interval=timedelta(minutes=1), within_mins=within)
+
+
 def text(blocks: list[dict[str, Any]]) -> str:
     return json.dumps(blocks, ensure_ascii=False).replace("*", "")
 
 
 def line_of(shown: str, name: str) -> str:
     """The line of one runner type in a message: its queue, wait and advice."""
-    found = re.search(re.escape(name) + r"(?: ·|:) ([^\\]*)", shown)
+    found = re.search(r"(?<!Next: )" + re.escape(name) + r"(?: ·|:) ([^\\]*)", shown)
     assert found is not None, f"{name} not shown"
     return found.group(1)
 
@@ -92,6 +94,7 @@ def drains_within(shown: str, within: float) -> bool:
 def test_the_root_a_status_and_diagnostics_show_one_set_of_numbers(
     live: FleetSnapshot, within: float
 ) -> None:
+    live = judged_at(live, within)
     incident = make_incident(live=live)
     current = as_snapshot(incident, live, NOW)
     root = text(render_root(incident, now=NOW, within_mins=within).blocks)
@@ -100,14 +103,7 @@ def test_the_root_a_status_and_diagnostics_show_one_set_of_numbers(
             incident, previous=None, current=current, now=NOW, view=live, within_mins=within
         ).blocks
     )
-    # As the action gathers it: each queue's outlook from the incident's trend, as the root's.
-    outlooks = {
-        n: o
-        for n, m in live.runner_types.items()
-        if (o := type_outlook(n, m, incident.trend, within_mins=within))
-    }
-    evidence = Evidence(outlooks=outlooks, within_mins=within)
-    report = render_diagnostics(incident, diagnose(live, evidence), live, by="alice").blocks
+    report = render_diagnostics(incident, diagnose(live), live, by="alice").blocks
     diagnostics = text(report)
     total = number(sum(m.queued or 0 for m in live.runner_types.values()))
     assert f"Queued jobs: {total}" in root and f"Queued jobs: {total}" in status
@@ -120,8 +116,7 @@ def test_the_root_a_status_and_diagnostics_show_one_set_of_numbers(
         for surface in (root, status, diagnostics):
             line = line_of(surface, name)
             assert queued in line and wait in line, (name, line)
-        ahead = metrics_outlook(metrics, within_mins=within)
-        advice = ahead.advice if ahead is not None else ""
+        advice = metrics.judged.advice if metrics.judged is not None else ""
         if advice:
             for surface in (root, status, diagnostics):
                 assert advice in line_of(surface, name), (name, advice)
@@ -233,18 +228,21 @@ def test_the_scale_modal_offers_the_roots_recommendation(
     live: FleetSnapshot, within: float
 ) -> None:
     """The modal's "Now:" is the runners and maximum the root's line and advice speak of (a
-    scaler reporting the same fleet), its amount and "Recommended" the root's advice."""
+    scaler reporting the same fleet), its amount the root's advice."""
+    live = judged_at(live, within)
     incident = make_incident(live=live)
     root = text(render_root(incident, now=NOW, within_mins=within).blocks)
     for name, metrics in live.runner_types.items():
         line = line_of(root, name)
         runners, most = int(metrics.registered or 0), int(metrics.maximum or 0)
         capacity = Capacity(current=runners, minimum=0, maximum=most)
+        judgement = judgement_of(incident, name, now=NOW, within_mins=within)
+        assert judgement is not None and judgement == metrics.judged
         preview = ScalePreview(
             ScaleTarget(name, "arc-runners/" + name, cap=50),
             capacity,
             "",
-            recommend_for(incident, name, within_mins=within),
+            judgement,
             can_raise_maximum=True,
         )
         form = render_scale_form(ScaleForm("12:u12", "C1", name), "", [name], preview, cap=50)
@@ -252,20 +250,11 @@ def test_the_scale_modal_offers_the_roots_recommendation(
         assert f"busy {number(metrics.busy or 0)}/{runners}" in line
         assert f"Now: {runners} runners (min 0, max {most})" in modal
         assert drains_within(modal, within), (within, modal)
-        ahead = type_outlook(name, metrics, incident.trend, within_mins=within)
-        if ahead is None or not ahead.text:
-            assert "ecommended" not in modal
-            continue
-        assert ahead.text in line and ahead.text in modal, (line, modal)
-        if ahead.runners:
-            assert f"Recommended: +{ahead.runners} ({ahead.text}" in modal
-            assert f"+{ahead.runners} runner" in line
+        if judgement.advice:
+            assert judgement.advice in line and judgement.advice in modal, (line, modal)
+        if judgement.runners:
             amount = next(b for b in form["blocks"] if b.get("block_id") == "amount")
-            assert amount["element"]["initial_value"] == str(min(ahead.runners, 50))
-            if f"maximum of {number(metrics.maximum or 0)}" in line:
-                assert f"max {most}" in modal
-        else:
-            assert f"No more runners recommended: {ahead.text}." in modal
+            assert amount["element"]["initial_value"] == str(min(judgement.runners, 50))
 
 
 # -- the early warning: its queue and its advice, as the root's for the same reading ------------
@@ -299,16 +288,15 @@ def building(draw: st.DrawFn) -> Case:
 def warned(case: Case, within: float = TARGETS[0]) -> tuple[str, Forecast, str]:
     """The warning's forecast for the case's reading, its message, and the root's line for that
     reading, at the drain target `within`."""
-    metrics, past, thresholds = case
+    raw, past, thresholds = case
     name = TYPES[0]
-    said = forecast(
-        name, metrics, NOW, past, thresholds, boot_mins=30, horizon_mins=60, within_mins=within
-    )
+    live = judged_at(FleetSnapshot(at=NOW, source="prometheus", runner_types={name: raw}), within)
+    metrics = live.runner_types[name]
+    said = forecast(name, metrics, NOW, past, thresholds, boot_mins=30, horizon_mins=60)
     assert said is not None, "the case builds towards the threshold"
     state = WarningState.raised(
         name, "C1", said.text, NOW.timestamp(), hold_runners=said.hold_runners or 0
     )
-    live = FleetSnapshot(at=NOW, source="prometheus", runner_types={name: metrics})
     root = text(render_root(make_incident(live=live), now=NOW, within_mins=within).blocks)
     return text(render_warning(state).blocks), said, line_of(root, name)
 
@@ -343,18 +331,9 @@ COUNTED = (
 @settings(max_examples=200, deadline=None)
 @given(building(), targets)
 def test_the_early_warning_advises_as_the_root_for_its_reading(case: Case, within: float) -> None:
-    """The warning's runners and advice are `metrics_outlook`'s for its reading, the warning's
-    growth standing in for the trend's slope where the backend counts no rates; where it counts
-    them, and jobs queue (the root advises nothing for an empty queue), the root's own."""
+    """The warning's runners and advice are its reading's judgement, as the root's line for
+    that reading says it."""
     warning, said, root = warned(case, within)
     assert drains_within(warning, within), (within, warning)
-    metrics = case[0]
-    ahead = metrics_outlook(metrics, slope_per_min=said.growth_per_min, within_mins=within)
-    advice = ahead.advice if ahead is not None else ""
-    assert said.advice == advice, (said, ahead)
-    assert (said.hold_runners or 0) == ((ahead.runners or 0) if ahead is not None else 0)
-    if advice:
-        assert advice in warning
-    counted = metrics.arrival_per_min is not None and metrics.completed_per_min is not None
-    if advice and counted and metrics.queued:
-        assert advice in root, (advice, root)
+    if said.advice:
+        assert said.advice in warning and said.advice in root, (said.advice, root)

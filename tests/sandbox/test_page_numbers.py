@@ -14,7 +14,7 @@ from tests.support.page_numbers import (
 )
 
 TYPE = "linux.2xlarge"
-ADVICE = "growing +2.0 jobs/min: +18 runners would drain it in 30 min"
+ADVICE = "▲ rising +2.0 jobs/min · +18 runners would drain it in 30 min"
 
 
 def root(bars: str = "▄▆█", *, diagnosed: bool = True, live: bool = True) -> str:
@@ -46,8 +46,8 @@ Firing for 2 min · not acknowledged
 Longest wait: 8.4 min (no change)
 Queued jobs: {queued} (+8)
 By runner type
-• {TYPE}: {queued} queued · longest wait 8.4 min · busy 20/20 · {bars} · growing +2.0 \
-jobs/min: +8 runners would drain it in 30 min (beyond the 10 booting)
+• {TYPE}: {queued} queued · longest wait 8.4 min · busy 20/20, 10 booting · {bars} · \
+▲ rising +2.0 jobs/min · +8 runners would drain it in 30 min
 Queue trend · incident 12
 17:11:46
 linux.2xlarge
@@ -59,7 +59,7 @@ APP
 05:12:31 PM
 🩺 Diagnostics · incident 12 · 17:12 UTC · from Prometheus · asked by alice
 Likely cause: One workflow's surge on {TYPE} (high confidence)
-{TYPE} · 30 queued, longest wait 8.4 min · {ADVICE}
+{TYPE} · 30 queued · longest wait 8.4 min · {ADVICE}
 ❌ Runner utilization: 30/30 busy (100%): no spare runner to take the queue
 HUD's queued jobs: {TYPE} `periodic` 30 (schedule)"""
 
@@ -70,7 +70,7 @@ def test_each_message_is_read_for_its_reading_headline_and_type_line() -> None:
     assert shown.line == TypeLine("30", "longest wait 8.4 min", ADVICE, "▄▆█")
     said = status_said(status(), TYPE)
     assert (said.at, said.total, said.listed) == ("17:12 UTC", "28", 28.0)
-    assert said.line is not None and said.line.outlook.endswith("(beyond the 10 booting)")
+    assert said.line is not None and said.line.outlook.endswith("+8 runners would drain it in 30 min")
     report = diagnostics_said(DIAGNOSTICS, TYPE)
     assert report.at == "17:12 UTC" and report.total is None
     assert report.line == TypeLine("30", "longest wait 8.4 min", ADVICE, "")

@@ -70,11 +70,18 @@ class Replica:
         permalink: Callable[[str, str], Awaitable[str | None]] | None = None,
         *,
         config: WarningConfig | None = None,
+        within_mins: float = 30.0,
     ) -> None:
         self.store = IncidentStore(redis, "qp")
         self.warnings = WarningStore(redis, self.store.keys)
         readings = FleetReadings(
-            redis, self.store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
+            redis,
+            self.store.keys,
+            fleet,
+            interval_s=60,
+            timeout_s=2,
+            clock=lambda: now[0],
+            within_mins=within_mins,
         )
         config = config or WarningConfig(
             channel="C1", thresholds=Thresholds(queued=10), scalable=frozenset({TYPE})
@@ -109,8 +116,11 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
     assert state.phase is Phase.ACTIVE and state.version == 1 and not state.ts
     assert "4 jobs queued and +2.0 jobs/min at its maximum of 20 runners" in state.text
     assert "at this rate the alert fires in ~3 min" in state.text
-    assert "+13 runners would drain it in 30 min; none fit under the maximum of 20" in state.text
-    assert state.hold_runners == 13 and state.scalable, "Scale up offers the recommended runners"
+    # The reading's judgement: the queue rose 0, 0, 2, 4 (1.4 jobs/min over the four readings),
+    # so (4 + 1.4 × 30) × 6-minute jobs / 30 min = 10 runners, none of which fit under 20.
+    advice = "+10 runners would drain it in 30 min; raise the maximum by 10 (20 → 30)"
+    assert advice in state.text
+    assert state.hold_runners == 10 and state.scalable, "Scale up offers the recommended runners"
     # Queued for the channel's sender, past the roots, once.
     posts = await redis.zrange(first.store.keys.posts("C1"), 0, -1, withscores=True)
     assert [(member, score // BAND) for member, score in posts] == [(state.member, BAND_EVENT)]
@@ -148,16 +158,22 @@ async def test_a_warnings_advice_drains_the_queue_within_the_configured_target(
         drain_target_minutes=20,
     )
     fleet, now = Building(), [START]
-    replica = Replica(redis, fleet, now, config=warning_config(settings))
+    replica = Replica(
+        redis,
+        fleet,
+        now,
+        config=warning_config(settings),
+        within_mins=settings.drain_target_minutes,
+    )
     for n in (16, 18, 20, 22, 24):
         fleet.in_system = n
         now[0] += timedelta(seconds=60)
         await replica.upkeep.tick()
     state = (await replica.warnings.all())[TYPE]
-    # 4 queued, +2 jobs/min, 6-minute jobs: (4 + 2 × 20) × 6 / 20 = 13.2 runners in 20 minutes
-    # (13 in the default 30).
-    assert "+14 runners would drain it in 20 min; none fit under the maximum of 20" in state.text
-    assert state.hold_runners == 14
+    # 4 queued rising 1.4 jobs/min, 6-minute jobs: (4 + 1.4 × 20) × 6 / 20 = 9.6 runners in
+    # 20 minutes.
+    assert "+10 runners would drain it in 20 min; raise the maximum by 10" in state.text
+    assert state.hold_runners == 10
 
 
 async def test_a_queue_wandering_at_its_maximum_never_warns_and_a_build_posts_once(

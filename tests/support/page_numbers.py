@@ -2,9 +2,9 @@
 
 The root, a status reply and the diagnostics report each show one fleet reading: its time, the
 "Queued jobs" headline (the root and a status), and the type's line: how many jobs queue, the
-longest wait, and the outlook with its recommendation ("growing +1.2 jobs/min: +6 runners would
-drain it in 30 min", "draining ~2.0 jobs/min → clear in ~7 min"), in the words
-`bot.domain.forecast.Outlook.text` gives all three.
+longest wait, and the reading's judgement: the direction and the advice ("▲ rising +1.2 jobs/min ·
++6 runners would drain it in 30 min", "▼ falling 2.0 jobs/min · none: it clears in ~7 min"), in
+the words `bot.domain.judgement.Judgement` gives all three.
 
 They show the same reading only at certain moments, which the page itself tells apart: the root
 and a status are rendered from the incident when they are sent, and every status commit adds a
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from bot.domain.trend import BARS
 
-# An outlook begins with where the queue heads, or, when that is unknown, with its advice.
-OUTLOOK = re.compile(r"^(?:growing |draining |holding steady|\+\d+ runners? |the \d+ runners? )")
+# The judgement's parts: where the queue heads, and the advice.
+OUTLOOK = re.compile(r"^(?:▲ rising|▼ falling|holding$|\+\d+ runners? |none: )")
 DIAGNOSED = "Diagnostics: likely cause"  # the root's latest actions, once diagnostics ran
 
 
@@ -63,11 +63,11 @@ def diagnostics_said(text: str, runner_type: str) -> Said:
     line = None
     if found is not None:
         parts = found.group(1).split(" · ")
-        numbers = parts[0].split(", ") if not OUTLOOK.match(parts[0]) else []
+        numbers = [p for p in parts if not OUTLOOK.match(p)]
         line = TypeLine(
             queued=_queued(numbers),
             wait=next((p for p in numbers if "wait" in p or "start" in p), ""),
-            outlook=next((p for p in parts if OUTLOOK.match(p)), ""),
+            outlook=_outlook(parts),
             bars="",
         )
     return Said(text, at, None, line, None)
@@ -131,6 +131,11 @@ def at_next_status(
     return Moment(shown, said)
 
 
+def _outlook(parts: list[str]) -> str:
+    """The direction and the advice, as one text ("" when the line has neither)."""
+    return " · ".join(p for p in parts if OUTLOOK.match(p))
+
+
 def _listing(text: str, runner_type: str, at: str, heading: str) -> Said:
     lines = _listed(text, heading)
     parts = next((rest.split(" · ") for name, rest in lines if name == runner_type), None)
@@ -139,7 +144,7 @@ def _listing(text: str, runner_type: str, at: str, heading: str) -> Said:
         line = TypeLine(
             queued=_queued(parts),
             wait=next((p for p in parts if "wait" in p or "start" in p), ""),
-            outlook=next((p for p in parts if OUTLOOK.match(p)), ""),
+            outlook=_outlook(parts),
             bars=next((p for p in parts if p and set(p) <= set(BARS + " ")), ""),
         )
     counts = [_queued(rest.split(" · ")) for _, rest in lines]
