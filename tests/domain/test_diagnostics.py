@@ -194,5 +194,3 @@ def test_the_worst_queues_are_diagnosed_first_and_at_most_three() -> None:
     types = {f"t{i}": M(queued=i, longest_wait_mins=10 * i) for i in range(1, 6)}
     diagnosis = diagnose(FleetSnapshot(at=NOW, source="alert", runner_types=types))
     assert [f.runner_type for f in diagnosis.findings] == ["t5", "t4", "t3"]
-
-

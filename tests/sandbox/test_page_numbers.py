@@ -70,7 +70,8 @@ def test_each_message_is_read_for_its_reading_headline_and_type_line() -> None:
     assert shown.line == TypeLine("30", "longest wait 8.4 min", ADVICE, "▄▆█")
     said = status_said(status(), TYPE)
     assert (said.at, said.total, said.listed) == ("17:12 UTC", "28", 28.0)
-    assert said.line is not None and said.line.outlook.endswith("+8 runners would drain it in 30 min")
+    assert said.line is not None
+    assert said.line.outlook.endswith("+8 runners would drain it in 30 min")
     report = diagnostics_said(DIAGNOSTICS, TYPE)
     assert report.at == "17:12 UTC" and report.total is None
     assert report.line == TypeLine("30", "longest wait 8.4 min", ADVICE, "")
