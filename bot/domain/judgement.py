@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
+from bot.domain.alerts import stored_short
 from bot.domain.units import minutes, number
 
 if TYPE_CHECKING:
@@ -56,7 +57,32 @@ class Judgement(BaseModel):
     """One runner type at one reading, decided. Stored short: it rides with every reading kept
     in an incident's state."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(
+        frozen=True,
+        **stored_short(
+            {
+                "at": "at",
+                "queued": "q",
+                "wait_mins": "w",
+                "wait_over": "w+",
+                "wait_of_starts": "ws",
+                "wait_unknown": "w?",
+                "direction": "d",
+                "change_per_min": "r",
+                "busy": "busy",
+                "registered": "reg",
+                "booting": "boot",
+                "maximum": "max",
+                "runners": "n",
+                "needed": "need",
+                "added_since": "add",
+                "raise_maximum_by": "max+",
+                "clears_in_mins": "clr",
+                "within_mins": "T",
+                "why": "why",
+            }
+        ),
+    )
 
     at: datetime  # the reading's time: a surface that shows an older one says so
     queued: float | None = None
