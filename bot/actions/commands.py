@@ -21,8 +21,10 @@ from bot.render.mrkdwn import slack_date, truncate
 from bot.render.queue import EMPTY, type_lines
 from bot.render.root import escape
 
-HELP = """*`/queue`* — the live queue by runner type (in a team's channel, the types it owns), \
-and the open incidents
+# As people type the commands; `HELP` is it escaped, so Slack shows `<duration>` instead of taking
+# it for a link to nowhere and showing nothing.
+_TYPED_HELP = """*`/queue`* — the live queue by runner type (in a team's channel, the types it \
+owns), and the open incidents
 *`/queue incidents`* — open and recent incidents
 *`/queue ack [ID]`* — take ownership
 *`/queue resolve [ID]`* — close an incident by hand
@@ -39,6 +41,7 @@ and the size that would have prevented them
 file: summary, impact, timeline, diagnosis, the queue over time, questions for the team
 Without an ID, a command acts on the one open incident; when several are open it asks which. \
 `postmortem` without an ID, when none is open, writes up the one that resolved last."""
+HELP = escape(_TYPED_HELP)
 
 # An ephemeral answer is one section-sized text: the overview stops before it, saying how many
 # it left out, whatever the number of open incidents.
@@ -93,7 +96,9 @@ def parse_command(text: str) -> Command:
         return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
     if verb == "silence":
         if not args:
-            raise CommandError("usage: `/queue silence <duration> [ID]`, e.g. `/queue silence 2h`")
+            raise CommandError(
+                escape("usage: `/queue silence <duration> [ID]`, e.g. `/queue silence 2h`")
+            )
         return Command(verb, seconds=parse_duration(args[0]), incident_ref=_optional_id(args, 1))
     if verb == "scale":
         return _parse_scale(args)
@@ -124,7 +129,7 @@ def _parse_report(args: list[str]) -> Command:
 
 
 def _parse_scale(args: list[str]) -> Command:
-    usage = (
+    usage = escape(
         "usage: `/queue scale <runner-type> <+N> [ID] [max] [keep]`, e.g. `/queue scale "
         "linux.2xlarge +4` (`max`: raise an ARC scale set's maxRunners; `keep`: do not put it "
         "back when the incident resolves)"
@@ -376,7 +381,8 @@ def _capped(head: str, lines: list[str], total: int) -> str:
         size += len(line) + 1
     shown = len(kept) - (1 if head else 0)
     if total > shown:
-        kept.append(f"… and {total - shown} more: `/queue <command> <ID>` acts on one of them.")
+        more = escape("`/queue <command> <ID>` acts on one of them.")
+        kept.append(f"… and {total - shown} more: {more}")
     return "\n".join(kept)
 
 

@@ -38,8 +38,8 @@ def render_jobs(
         foot.insert(
             0,
             f"_{others} other runner type{'s' if others != 1 else ''} with queued jobs "
-            f"belong{'s' if others == 1 else ''} to other channels: `/queue jobs <runner-type>` "
-            "shows one._",
+            f"belong{'s' if others == 1 else ''} to other channels: "
+            f"{escape('`/queue jobs <runner-type>`')} shows one._",
         )
     room = limit - len(head) - sum(len(f) + 1 for f in foot) - 60
     kept = fit_lines(body, max(room, 0))

@@ -27,6 +27,7 @@ from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import record_status
 from bot.render.queue import EMPTY, type_lines
 from bot.render.root import render_root
+from sandbox.transcript import mrkdwn_to_text
 from tests.support.cores import action_core
 from tests.support.incidents import T0, make_incident
 from tests.support.root_headline import headline_cases, root_headline
@@ -133,7 +134,7 @@ def test_errors_say_how_to_write_the_command(text: str, hint: str) -> None:
     with pytest.raises(CommandError) as caught:
         parse_command(text)
 
-    assert hint in str(caught.value)
+    assert hint in mrkdwn_to_text(str(caught.value)), "as Slack shows it"
 
 
 def test_an_unknown_command_points_at_help() -> None:
@@ -306,7 +307,7 @@ async def test_bad_input_answers_what_was_wrong_and_the_help(
     core = await open_many(redis_url, 1)
     outcome = await run_command(core, Actor("U1", "al"), text)
     assert not outcome.ok
-    assert outcome.message.startswith(wrong)
+    assert mrkdwn_to_text(outcome.message).startswith(wrong), "as Slack shows it"
     assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
     assert "*`/queue jobs [runner-type]`*" in outcome.message
 

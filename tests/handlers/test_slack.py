@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from sandbox.transcript import mrkdwn_to_text
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, open_incident, run_bot
 from tests.support.slack import (
@@ -157,6 +158,24 @@ async def test_queue_command_shows_status_and_acts_on_the_latest_incident(
     await eventually(lambda: any("/queue scale" in t for t in ephemeral_texts(slack)), what="help")
     assert len(slack.emulator.channel_messages(CHANNEL)) == 1
     assert slack.emulator.thread(CHANNEL, root.ts)
+
+
+async def test_help_and_usage_show_their_placeholders_in_slack(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    """`<duration>` unescaped is a link to nowhere that Slack does not show: the help read
+    "/queue silence  [ID]". What Slack shows of the answers (`mrkdwn_to_text`) keeps them."""
+
+    def shown() -> list[str]:
+        return [mrkdwn_to_text(t) for t in ephemeral_texts(slack)]
+
+    await post_event(running_bot.http, slash("help"))
+    [help_shown] = await eventually(shown, what="the help")
+    await post_event(running_bot.http, slash("scale"))
+    usage_shown = (await eventually(lambda: shown()[1:], what="the usage"))[0]
+    assert "/queue silence <duration> [ID]" in help_shown
+    assert "/queue scale <runner-type> <+N> [ID] [max] [keep]" in help_shown
+    assert usage_shown.startswith("usage: `/queue scale <runner-type> <+N> [ID] [max] [keep]`")
 
 
 async def test_an_oversized_request_is_refused_before_it_is_read(
