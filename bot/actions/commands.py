@@ -27,7 +27,8 @@ _TYPED_HELP = """*`/queue`* — the live queue by runner type (in a team's chann
 owns), and the open incidents
 *`/queue incidents`* — open and recent incidents
 *`/queue ack [ID]`* — take ownership
-*`/queue resolve [ID]`* — close an incident by hand
+*`/queue resolve [ID] [anyway]`* — close an incident by hand (`anyway`: while jobs still \
+queue over the alert's thresholds, which it asks about first)
 *`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`: a real silence of the alert group
 *`/queue unsilence [ID]`* — remove the silence made from Slack
 *`/queue scale <runner-type> <+N> [ID] [max] [keep]`* — add runners (`max`: raise ARC's \
@@ -72,6 +73,7 @@ class Command:
     count: int | None = None
     raise_maximum: bool = False  # `max`: raise an ARC scale set's maxRunners
     keep: bool = False  # `keep`: the scale-up is not put back when the incident resolves
+    anyway: bool = False  # `anyway`: resolve while the queue is still live
 
 
 def parse_duration(text: str) -> int:
@@ -92,7 +94,14 @@ def parse_command(text: str) -> Command:
     verb, args = words[0].lower(), words[1:]
     if verb in ("help", "status", "incidents"):
         return Command(verb)
-    if verb in ("ack", "acknowledge", "resolve", "diagnose", "unsilence", "postmortem"):
+    if verb == "resolve":
+        # `anyway`: resolve while the queue is still live, after being asked once more.
+        anyway = [arg for arg in args if arg.lower() == "anyway"]
+        rest = [arg for arg in args if arg.lower() != "anyway"]
+        if len(rest) > 1:
+            raise CommandError(escape("usage: `/queue resolve [ID] [anyway]`"))
+        return Command(verb, incident_ref=_optional_id(rest, 0), anyway=bool(anyway))
+    if verb in ("ack", "acknowledge", "diagnose", "unsilence", "postmortem"):
         return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
     if verb == "silence":
         if not args:
@@ -225,7 +234,7 @@ async def run_command(
             keep=command.keep,
             interaction=interaction,
         )
-    return await core.resolve(actor, ref, interaction=interaction)
+    return await core.resolve(actor, ref, anyway=command.anyway, interaction=interaction)
 
 
 async def _to_write_up(core: ActionCore, channel: str, command: Command) -> str | Outcome:

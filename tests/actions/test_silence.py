@@ -424,7 +424,8 @@ async def test_resolving_while_silenced_says_the_silence_is_still_in_force(
         root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
         await choose_silence(running, root, 3600)
         await eventually(lambda: _silenced(running), what="silenced")
-        await post_event(running.http, slash("resolve 1"))
+        # Silenced, the alert is still firing: resolving is asked once more, as it would be.
+        await post_event(running.http, slash("resolve 1 anyway"))
         summary = await eventually(
             lambda: [
                 t for t in thread_texts(slack, root.ts) if "resolved" in t and "Duration" in t

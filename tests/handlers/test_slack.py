@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from sandbox.transcript import mrkdwn_to_text
-from tests.support.payloads import fixture_json
+from tests.support.payloads import fixture_json, stating_thresholds
 from tests.support.running import RunningBot, eventually, open_incident, run_bot
 from tests.support.slack import (
     CHANNEL,
@@ -53,13 +53,28 @@ async def test_acknowledge_button_marks_the_root_with_the_owner(
     )
 
 
-async def test_resolve_button_resolves_and_summarises(
+async def test_resolve_while_jobs_still_queue_asks_once_more_then_resolves_anyway(
     running_bot: RunningBot, slack: Slack
 ) -> None:
-    root = await open_incident(running_bot, slack)
-    response = await click(running_bot, root, "incident_resolve")
-    assert response.status_code == 200
+    await running_bot.send("grafana", stating_thresholds(queued=11, size=0, wait_mins=180))
+    root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root"))[0]
+    assert (await click(running_bot, root, "incident_resolve")).status_code == 200
 
+    [asked] = await eventually(lambda: slack.emulator.ephemerals(CHANNEL), what="the question")
+    assert mrkdwn_to_text(asked.text) == (
+        "Incident 1 is still live: 11 jobs still queued (the alert's threshold is 0) and the "
+        "alert is still firing. Resolve it anyway? The button below, or "
+        "`/queue resolve 1 anyway`."
+    )
+    assert "resolved" not in slack.emulator.channel_messages(CHANNEL)[0].text.lower()
+
+    anyway = {
+        "type": "button",
+        "action_id": "incident_resolve_anyway",
+        "value": button_value(asked, "incident_resolve_anyway"),
+    }
+    body = block_action(anyway, message_ts=asked.ts, ephemeral=True)
+    assert (await post_event(running_bot.http, body)).status_code == 200
     await eventually(
         lambda: "resolved" in slack.emulator.channel_messages(CHANNEL)[0].text.lower(),
         what="root resolved",
@@ -72,8 +87,13 @@ async def test_resolve_button_resolves_and_summarises(
         ],
         what="summary naming who resolved",
     )
-    assert thread
+    said = json.dumps([m.blocks for m in thread], ensure_ascii=False)
+    assert "Resolved manually with 11 jobs still queued" in said, "the thread says what was left"
     assert not any("<@" in m.text + json.dumps(m.blocks) for m in thread), "a summary pings nobody"
+    await eventually(
+        lambda: "You resolved incident 1 with 11 jobs still queued." in ephemeral_texts(slack),
+        what="the answer",
+    )
     # Grafana's resolved notification arriving afterwards changes nothing and posts nothing twice.
     await running_bot.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
     await eventually(lambda: _drained(running_bot), what="notification processed")
