@@ -71,6 +71,9 @@ def _selected_seconds(body: dict[str, Any]) -> int | None:
 
 on_ack = incident_action(lambda core, who, ref, i, _: core.acknowledge(who, ref, interaction=i))
 on_resolve = incident_action(lambda core, who, ref, i, _: core.resolve(who, ref, interaction=i))
+on_resolve_anyway = incident_action(
+    lambda core, who, ref, i, _: core.resolve(who, ref, anyway=True, interaction=i)
+)
 on_silence = incident_action(_silence)
 on_unsilence = incident_action(lambda core, who, ref, i, _: core.unsilence(who, ref, interaction=i))
 on_diagnose = incident_action(lambda core, who, ref, i, _: core.diagnose(who, ref, interaction=i))
@@ -97,10 +100,12 @@ async def _dismiss(body: dict[str, Any], context: AsyncBoltContext) -> None:
 
 
 def register(app: AsyncApp) -> None:
-    """Every root-message action but `incident_scale`, which opens a modal (`handlers.views`),
-    and the summary's Postmortem button."""
+    """Every root-message action but `incident_scale`, which opens a modal (`handlers.views`);
+    the summary's Postmortem button; the *Resolve anyway* that a Resolve's answer offers while
+    the queue is still live."""
     app.action("incident_ack")(on_ack)
     app.action("incident_resolve")(on_resolve)
+    app.action("incident_resolve_anyway")(on_resolve_anyway)
     app.action("incident_silence")(on_silence)
     app.action("incident_unsilence")(on_unsilence)
     app.action("incident_diagnose")(on_diagnose)

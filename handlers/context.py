@@ -139,7 +139,9 @@ async def tell(
     slack: SlackGateway = context["slack"]
     try:
         where = channel or channel_of(body)
-        await slack.post_ephemeral(where, actor_of(body).user_id, outcome.message)
+        await slack.post_ephemeral(
+            where, actor_of(body).user_id, outcome.message, blocks=outcome.blocks
+        )
         return
     except SlackError as exc:
         log.info("ephemeral answer failed (%s); trying response_url", exc.error)
@@ -147,6 +149,11 @@ async def tell(
     if respond is None:
         return
     try:
-        await respond(text=outcome.message, response_type="ephemeral", replace_original=False)
+        await respond(
+            text=outcome.message,
+            blocks=list(outcome.blocks) or None,
+            response_type="ephemeral",
+            replace_original=False,
+        )
     except Exception as exc:
         log.warning("could not answer %s: %s", actor_of(body).user_id, type(exc).__name__)

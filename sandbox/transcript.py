@@ -28,6 +28,7 @@ _ENTITIES = {"amp": "&", "lt": "<", "gt": ">"}
 # Slack only treats `*x*` / `_x_` as emphasis at word boundaries: `a*b*c` and `linux_2xl` stay.
 _BOLD = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
 _ITALIC = re.compile(r"(?<![\w_])_(?=\S)([^_\n]+?)(?<=\S)_(?![\w_])")
+_LINKABLE = ("http://", "https://", "mailto:")
 _SELECTS = ("static_select", "external_select", "users_select", "conversations_select")
 
 
@@ -78,6 +79,9 @@ def _token(body: str, names: Mapping[str, str] = DEFAULT_NAMES) -> str:
         return f"@{label.lstrip('@') or target[len('!subteam^') :]}"
     if target.startswith("!"):
         return f"@{label or target[1:]}"
+    if not target.lower().startswith(_LINKABLE):
+        # A link to nowhere: Slack shows its label, and without one nothing (`<duration>`).
+        return label
     return f"{label} ({target})" if label and label != target else target
 
 

@@ -21,11 +21,14 @@ from bot.render.mrkdwn import slack_date, truncate
 from bot.render.queue import EMPTY, type_lines
 from bot.render.root import escape
 
-HELP = """*`/queue`* — the live queue by runner type (in a team's channel, the types it owns), \
-and the open incidents
+# As people type the commands; `HELP` is it escaped, so Slack shows `<duration>` instead of taking
+# it for a link to nowhere and showing nothing.
+_TYPED_HELP = """*`/queue`* — the live queue by runner type (in a team's channel, the types it \
+owns), and the open incidents
 *`/queue incidents`* — open and recent incidents
 *`/queue ack [ID]`* — take ownership
-*`/queue resolve [ID]`* — close an incident by hand
+*`/queue resolve [ID] [anyway]`* — close an incident by hand (`anyway`: while jobs still \
+queue over the alert's thresholds, which it asks about first)
 *`/queue silence <duration> [ID]`* — e.g. `2h`, `30m`: a real silence of the alert group
 *`/queue unsilence [ID]`* — remove the silence made from Slack
 *`/queue scale <runner-type> <+N> [ID] [max] [keep]`* — add runners (`max`: raise ARC's \
@@ -39,6 +42,7 @@ and the size that would have prevented them
 file: summary, impact, timeline, diagnosis, the queue over time, questions for the team
 Without an ID, a command acts on the one open incident; when several are open it asks which. \
 `postmortem` without an ID, when none is open, writes up the one that resolved last."""
+HELP = escape(_TYPED_HELP)
 
 # An ephemeral answer is one section-sized text: the overview stops before it, saying how many
 # it left out, whatever the number of open incidents.
@@ -69,6 +73,7 @@ class Command:
     count: int | None = None
     raise_maximum: bool = False  # `max`: raise an ARC scale set's maxRunners
     keep: bool = False  # `keep`: the scale-up is not put back when the incident resolves
+    anyway: bool = False  # `anyway`: resolve while the queue is still live
 
 
 def parse_duration(text: str) -> int:
@@ -89,11 +94,20 @@ def parse_command(text: str) -> Command:
     verb, args = words[0].lower(), words[1:]
     if verb in ("help", "status", "incidents"):
         return Command(verb)
-    if verb in ("ack", "acknowledge", "resolve", "diagnose", "unsilence", "postmortem"):
+    if verb == "resolve":
+        # `anyway`: resolve while the queue is still live, after being asked once more.
+        anyway = [arg for arg in args if arg.lower() == "anyway"]
+        rest = [arg for arg in args if arg.lower() != "anyway"]
+        if len(rest) > 1:
+            raise CommandError(escape("usage: `/queue resolve [ID] [anyway]`"))
+        return Command(verb, incident_ref=_optional_id(rest, 0), anyway=bool(anyway))
+    if verb in ("ack", "acknowledge", "diagnose", "unsilence", "postmortem"):
         return Command("ack" if verb == "acknowledge" else verb, incident_ref=_optional_id(args, 0))
     if verb == "silence":
         if not args:
-            raise CommandError("usage: `/queue silence <duration> [ID]`, e.g. `/queue silence 2h`")
+            raise CommandError(
+                escape("usage: `/queue silence <duration> [ID]`, e.g. `/queue silence 2h`")
+            )
         return Command(verb, seconds=parse_duration(args[0]), incident_ref=_optional_id(args, 1))
     if verb == "scale":
         return _parse_scale(args)
@@ -124,7 +138,7 @@ def _parse_report(args: list[str]) -> Command:
 
 
 def _parse_scale(args: list[str]) -> Command:
-    usage = (
+    usage = escape(
         "usage: `/queue scale <runner-type> <+N> [ID] [max] [keep]`, e.g. `/queue scale "
         "linux.2xlarge +4` (`max`: raise an ARC scale set's maxRunners; `keep`: do not put it "
         "back when the incident resolves)"
@@ -220,7 +234,7 @@ async def run_command(
             keep=command.keep,
             interaction=interaction,
         )
-    return await core.resolve(actor, ref, interaction=interaction)
+    return await core.resolve(actor, ref, anyway=command.anyway, interaction=interaction)
 
 
 async def _to_write_up(core: ActionCore, channel: str, command: Command) -> str | Outcome:
@@ -380,7 +394,8 @@ def _capped(head: str, lines: list[str], total: int) -> str:
         size += len(line) + 1
     shown = len(kept) - (1 if head else 0)
     if total > shown:
-        kept.append(f"… and {total - shown} more: `/queue <command> <ID>` acts on one of them.")
+        more = escape("`/queue <command> <ID>` acts on one of them.")
+        kept.append(f"… and {total - shown} more: {more}")
     return "\n".join(kept)
 
 

@@ -25,8 +25,10 @@ from bot.actions.silence import Silencing
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.routes import Routing
+from bot.domain.still_live import still_live
 from bot.render.replies import summaries
 from bot.render.root import escape, render_event
+from bot.render.still_live import render_still_live
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, summary_replies
 
 __all__ = ["ActionCore", "Actor", "Outcome"]
@@ -125,10 +127,15 @@ class ActionCore:
 
         return await self._acting.guarded("acknowledge", actor, interaction, run)
 
-    async def resolve(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:
+    async def resolve(
+        self, actor: Actor, ref: str, *, anyway: bool = False, interaction: str | None = None
+    ) -> Outcome:
+        """Resolve by hand; while the queue is still live, only `anyway` (asked once more)."""
+
         async def run() -> Outcome:
             name = await self._acting.name(actor)
-            return await self._acting.commit(ref, _resolve(actor, name), with_timeline=True)
+            decide = _resolve(actor, name, anyway=anyway)
+            return await self._acting.commit(ref, decide, with_timeline=True)
 
         return await self._acting.guarded("resolve", actor, interaction, run)
 
@@ -154,18 +161,23 @@ def _acknowledge(actor: Actor, name: str) -> Decide:
     return decide
 
 
-def _resolve(actor: Actor, name: str) -> Decide:
+def _resolve(actor: Actor, name: str, *, anyway: bool) -> Decide:
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
         if not incident.is_open:
             return Decision(Outcome(True, f"Incident {incident.id} is already resolved."))
-        event = Event(
-            at=now, kind="resolved", text="Resolved manually", actor=actor.user_id, actor_name=name
-        )
+        live = still_live(incident)
+        if live is not None and not anyway:
+            # The alert would open it again: asked once more, with what is still live.
+            asked = render_still_live(incident, live)
+            return Decision(Outcome(False, asked.text, "refused", tuple(asked.blocks)))
+        text = f"Resolved manually with {live.text}" if live else "Resolved manually"
+        event = Event(at=now, kind="resolved", text=text, actor=actor.user_id, actor_name=name)
         resolved = resolve_manually(incident, by=actor.user_id, name=name, now=now)
         updated = with_action(resolved, event)
         summary = summaries(updated, [*timeline, event], now=now)
         replies = summary_replies(BAND_ACTION, summary, updated)
         commit = Commit(updated, events=(event,), replies=replies, stop_status=True)
-        return Decision(Outcome(True, f"You resolved incident {incident.id}."), commit)
+        left = f" with {escape(live.text)}" if live else ""
+        return Decision(Outcome(True, f"You resolved incident {incident.id}{left}."), commit)
 
     return decide

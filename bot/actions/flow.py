@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -49,11 +50,14 @@ class Outcome:
 
     `result` is how `/metrics` counts it: ok, refused (permission, state, bad input), failed
     (a backend said no or did not answer), duplicate (the same interaction again), error.
+    `blocks`, when the answer offers a button: `message` shown with it, and alone where blocks
+    are not (a notification, the same interaction answered again), so it must say it all.
     """
 
     ok: bool
     message: str
     result: str = ""
+    blocks: tuple[dict[str, Any], ...] = ()
 
     @property
     def label(self) -> str:

@@ -219,9 +219,11 @@ def _record_silence(record: ActiveSilence, seconds: int) -> Decide:
         )
         if not incident.is_open:
             answer += " The incident had resolved meanwhile; the silence stays until it ends."
-        # No reply: the root says who silenced it until when and offers to remove it, and the
-        # answer gives the silence's ID; the timeline keeps the event.
-        return Decision(Outcome(True, answer), Commit(updated, events=(event,)))
+        # The thread records it as it records the silence's end: the root shows only the
+        # silence in force, and the App Home tells people the thread records what was done.
+        reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=f"until {until}"))
+        commit = Commit(updated, events=(event,), replies=(reply,))
+        return Decision(Outcome(True, answer), commit)
 
     return decide
 

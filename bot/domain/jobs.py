@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from bot.domain import units
 from bot.domain.runner_names import runner_key
 
 # (runner type, workflow) -> a count
@@ -198,6 +199,16 @@ class Slower:
         )
 
 
+def queued_said(count: int, listed_over_mins: float | None, *, jobs: bool = False) -> str:
+    """ "40 queued" ("40 jobs queued" with `jobs`); from a source that lists only the jobs queued
+    longer than `listed_over_mins` (`JobsView.listed_over_mins`), "2 jobs waiting over 5 min":
+    its count beside a queue count of 22 must not read as the same quantity."""
+    noun = f" job{'' if count == 1 else 's'}" if jobs or listed_over_mins is not None else ""
+    if listed_over_mins is None:
+        return f"{count}{noun} queued"
+    return f"{count}{noun} waiting over {units.minutes(listed_over_mins)}"
+
+
 @dataclass(frozen=True)
 class Surge:
     runner_type: str
@@ -207,19 +218,28 @@ class Surge:
     day_before: int
     queued: int
     share: float  # of the runner type's queued jobs
+    # Whether a day before was recorded (`JobsView.history`): without it, none arrived then is
+    # not known, and the surge is the workflow's share of the queue.
+    history: bool = True
+    listed_over_mins: float | None = None  # as `JobsView` says it
 
     @property
     def text(self) -> str:
-        head = f"{self.workflow} ({self.trigger.value}): {self.queued} jobs queued"
+        queued = queued_said(self.queued, self.listed_over_mins, jobs=True)
+        head = f"{self.workflow} ({self.trigger.value}): {queued}"
+        if not self.history:
+            arrived = f", {self.last_hour} arrivals in the last hour" if self.last_hour else ""
+            return (
+                f"{head}, {self.share:.0%} of the queue{arrived} "
+                "(no arrivals recorded a day before to compare)"
+            )
         if self.day_before:
             ratio = self.last_hour / self.day_before
             return (
                 f"{head}, {self.last_hour} arrivals in the last hour against "
                 f"{self.day_before} a day before ({ratio:.1f}×)"
             )
-        if self.last_hour:
-            return f"{head}, {self.last_hour} arrivals in the last hour against none a day before"
-        return f"{head}, {self.share:.0%} of the queue (no history a day before to compare)"
+        return f"{head}, {self.last_hour} arrivals in the last hour against none a day before"
 
 
 def jobs_view(
@@ -320,7 +340,17 @@ def surging(view: JobsView, runner_type: str) -> Surge | None:
             if queue.queued < SURGE_MIN_QUEUED or share <= 0.5:
                 continue
             score = float(w.queued)
-        surge = Surge(runner_type, w.workflow, w.trigger, last, before, w.queued, share)
+        surge = Surge(
+            runner_type,
+            w.workflow,
+            w.trigger,
+            last,
+            before,
+            w.queued,
+            share,
+            history=view.history,
+            listed_over_mins=view.listed_over_mins,
+        )
         if best is None or score > best[0]:
             best = (score, surge)
     return best[1] if best else None

@@ -15,7 +15,7 @@ an ephemeral answer to a click gives up after a few seconds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -319,11 +319,23 @@ class SlackGateway:
         return None
 
     async def post_ephemeral(
-        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        blocks: Sequence[dict[str, Any]] = (),
+        thread_ts: str | None = None,
     ) -> None:
         """Answer one person; waits out a short rate-limit hold, then gives up (they clicked
         seconds ago, and `response_url` is the fallback)."""
-        params = {"channel": channel, "user": user, "text": text, "thread_ts": thread_ts}
+        params = {
+            "channel": channel,
+            "user": user,
+            "text": text,
+            "blocks": list(blocks) or None,
+            "thread_ts": thread_ts,
+        }
         await self._patiently("chat.postEphemeral", params, tries=2, longest_wait_s=5)
 
     async def publish_home(

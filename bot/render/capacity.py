@@ -42,7 +42,8 @@ def render_report(
             lines.append(f"   ↳ {truncate(escape(report.recommendation), 300)}")
     if len(reports) > MAX_TYPES:
         lines.append(
-            f"_{len(reports) - MAX_TYPES} more runner types: `/queue report {days}d <type>`_"
+            f"_{len(reports) - MAX_TYPES} more runner types: "
+            f"{escape(f'`/queue report {days}d <type>`')}_"
         )
     lines.append(f"_{_sources(reports, history, missing)}_{_kept(days, kept_days)}")
     return truncate("\n".join(lines), 2900)

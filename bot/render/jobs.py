@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from bot.domain.jobs import JobsView, RunnerTypeJobs, WorkflowQueue, surging
-from bot.domain.units import duration
+from bot.domain.jobs import JobsView, RunnerTypeJobs, WorkflowQueue, queued_said, surging
+from bot.domain.units import duration, minutes
 from bot.render.mrkdwn import context, escape, fit_lines, link, sections, slack_date, truncate
 
 TOP_WORKFLOWS = 5  # per runner type
@@ -31,15 +31,16 @@ def render_jobs(
     foot = footnotes(view)
     body = [line for name in runner_types[:MAX_TYPES] for line in type_lines(view, name)]
     if not body:
-        body = ["_No queued jobs seen for these runner types._"]
+        none = "No queued jobs" if view.listed_over_mins is None else f"No {_waiting(view)}"
+        body = [f"_{none} seen for these runner types{_limit(view)}._"]
     head = headline(view)
     if others:
         head += " · the types this channel owns"
         foot.insert(
             0,
             f"_{others} other runner type{'s' if others != 1 else ''} with queued jobs "
-            f"belong{'s' if others == 1 else ''} to other channels: `/queue jobs <runner-type>` "
-            "shows one._",
+            f"belong{'s' if others == 1 else ''} to other channels: "
+            f"{escape('`/queue jobs <runner-type>`')} shows one._",
         )
     room = limit - len(head) - sum(len(f) + 1 for f in foot) - 60
     kept = fit_lines(body, max(room, 0))
@@ -82,12 +83,16 @@ def type_lines(view: JobsView, runner_type: str) -> list[str]:
     queue = view.runner_types.get(runner_type)
     name = truncate(escape(runner_type), MAX_NAME)
     if queue is None:
-        return [f"*`{name}`*: no queued jobs seen"]
+        none = "no queued jobs" if view.listed_over_mins is None else f"no {_waiting(view)}"
+        return [f"*`{name}`*: {none} seen{_limit(view)}"]
     mix = ", ".join(f"{t.value} {n}" for t, n in queue.triggers)
-    lines = [f"*`{name}`* · {queue.queued} queued" + (f" · {mix}" if mix else "")]
+    count = queued_said(queue.queued, view.listed_over_mins)
+    lines = [f"*`{name}`* · {count}{_limit(view)}" + (f" · {mix}" if mix else "")]
     surge = surging(view, runner_type)
     if surge is not None:
-        lines.append(f"📈 *What changed:* {truncate(escape(surge.text), 400)}")
+        # Without a day before, the surge is a share of the queue, not a change.
+        label = "What changed" if view.history else "Most of the queue"
+        lines.append(f"📈 *{label}:* {truncate(escape(surge.text), 400)}")
     slower = view.slower.get(runner_type, ())
     if slower:
         said = "; ".join(s.text for s in slower[:3])
@@ -96,6 +101,19 @@ def type_lines(view: JobsView, runner_type: str) -> list[str]:
     if len(queue.workflows) > TOP_WORKFLOWS:
         lines.append(f"    _+{len(queue.workflows) - TOP_WORKFLOWS} more workflows_")
     return lines
+
+
+def _waiting(view: JobsView) -> str:
+    """ "jobs waiting over 5 min": what a source that lists only those can say it saw none of."""
+    return f"jobs waiting over {minutes(view.listed_over_mins or 0)}"
+
+
+def _limit(view: JobsView) -> str:
+    """ " (the HUD lists only those)" beside a count from a source that lists only the jobs
+    queued longer than a threshold; "" from one that lists every queued job."""
+    if view.listed_over_mins is None:
+        return ""
+    return f" ({SOURCES.get(view.source, escape(view.source))} lists only those)"
 
 
 def _grouped(queue: RunnerTypeJobs, view: JobsView) -> list[str]:
@@ -113,7 +131,7 @@ def _grouped(queue: RunnerTypeJobs, view: JobsView) -> list[str]:
 def _workflow_line(w: WorkflowQueue, view: JobsView) -> str:
     line = f"    • `{truncate(escape(w.workflow), MAX_NAME)}`"
     if w.queued:
-        line += f" — {w.queued} queued"
+        line += f" — {queued_said(w.queued, view.listed_over_mins)}"
     if w.longest_wait_mins is not None:
         line += f", longest wait {duration(timedelta(minutes=w.longest_wait_mins))}"
     if w.oldest_url:

@@ -38,8 +38,11 @@ function special(inner, users) {
     return `<span class="mention">@${escapeHtml(target.slice(1).split("^")[0])}</span>`;
   }
   const url = safeUrl(unescapeSlack(target));
+  // Anything else between < and > is a link to nowhere: Slack shows its label, and without one
+  // nothing at all (an unescaped `<duration>` in a message disappears there, so it does here).
+  if (!url) return escapeHtml(unescapeSlack(label));
   const text = escapeHtml(unescapeSlack(label || target));
-  return url ? `<a href="${escapeHtml(url)}" target="_blank" rel="noopener noreferrer">${text}</a>` : text;
+  return `<a href="${escapeHtml(url)}" target="_blank" rel="noopener noreferrer">${text}</a>`;
 }
 
 function splitOnce(text, separator) {
@@ -78,8 +81,9 @@ export function mrkdwn(text, users = {}) {
     out.push(inline(line));
   }
   flush();
-  return out.join("<br>").replace(/<\/blockquote><br>/g, "</blockquote>")
-    .replace(/\u0000(\d+)\u0000/g, (_, i) => pieces[Number(i)]);
+  // A code span set aside a token inside it: restored within the span, never shown as its number.
+  const restore = (html) => html.replace(/\u0000(\d+)\u0000/g, (_, i) => restore(pieces[Number(i)]));
+  return restore(out.join("<br>").replace(/<\/blockquote><br>/g, "</blockquote>"));
 }
 
 export function plain(text) {

@@ -27,6 +27,7 @@ from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import record_status
 from bot.render.queue import EMPTY, type_lines
 from bot.render.root import render_root
+from sandbox.transcript import mrkdwn_to_text
 from tests.support.cores import action_core
 from tests.support.incidents import T0, make_incident
 from tests.support.root_headline import headline_cases, root_headline
@@ -45,6 +46,9 @@ from tests.support.root_headline import headline_cases, root_headline
         ("acknowledge 12", Command("ack", incident_ref="12")),
         ("resolve 3", Command("resolve", incident_ref="3")),
         ("resolve", Command("resolve")),
+        ("resolve 3 anyway", Command("resolve", incident_ref="3", anyway=True)),
+        ("resolve Anyway #3", Command("resolve", incident_ref="3", anyway=True)),
+        ("resolve anyway", Command("resolve", anyway=True)),
         ("diagnose", Command("diagnose")),
         ("diagnose #4", Command("diagnose", incident_ref="4")),
         ("silence 2h", Command("silence", seconds=7200)),
@@ -127,13 +131,14 @@ def test_the_runner_type_keeps_its_case() -> None:
         ("scale x lots", "/queue scale <runner-type> <+N> [ID]"),
         ("frobnicate", "unknown command `frobnicate`"),
         ("jobs linux.2xlarge extra", "/queue jobs [runner-type]"),
+        ("resolve 3 4", "/queue resolve [ID] [anyway]"),
     ],
 )
 def test_errors_say_how_to_write_the_command(text: str, hint: str) -> None:
     with pytest.raises(CommandError) as caught:
         parse_command(text)
 
-    assert hint in str(caught.value)
+    assert hint in mrkdwn_to_text(str(caught.value)), "as Slack shows it"
 
 
 def test_an_unknown_command_points_at_help() -> None:
@@ -306,9 +311,30 @@ async def test_bad_input_answers_what_was_wrong_and_the_help(
     core = await open_many(redis_url, 1)
     outcome = await run_command(core, Actor("U1", "al"), text)
     assert not outcome.ok
-    assert outcome.message.startswith(wrong)
+    assert mrkdwn_to_text(outcome.message).startswith(wrong), "as Slack shows it"
     assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
     assert "*`/queue jobs [runner-type]`*" in outcome.message
+
+
+async def test_resolve_while_the_queue_is_live_asks_once_more_and_anyway_resolves(
+    redis_url: str,
+) -> None:
+    """The reference alert: its rule said the 114-minute wait is over its threshold."""
+    core = await open_many(redis_url, 1)
+
+    asked = await run_command(core, Actor("U1", "al"), "resolve")
+    assert not asked.ok and (await core.open_count()) == 1
+    assert mrkdwn_to_text(asked.message).startswith(
+        "Incident 1 is still live: the longest wait 114 min (the alert last said it was over its "
+        "threshold) and the alert is still firing."
+    )
+    assert "`/queue resolve 1 anyway`" in asked.message
+    [button] = [e for b in asked.blocks for e in b.get("elements", ()) if e["type"] == "button"]
+    assert (button["action_id"], button["value"]) == ("incident_resolve_anyway", "1:u1")
+
+    done = await run_command(core, Actor("U1", "al"), "resolve 1 anyway")
+    assert done.ok and done.message == "You resolved incident 1 with the longest wait 114 min."
+    assert (await core.open_count()) == 0
 
 
 async def test_acknowledge_racing_resolve_ends_consistently(redis_url: str) -> None:
@@ -319,7 +345,8 @@ async def test_acknowledge_racing_resolve_ends_consistently(redis_url: str) -> N
     for _ in range(10):
         core = await open_many(redis_url, 1)
         ack, resolve = await asyncio.gather(
-            core.acknowledge(Actor("U1", "al"), "1"), core.resolve(Actor("U2", "bo"), "1")
+            core.acknowledge(Actor("U1", "al"), "1"),
+            core.resolve(Actor("U2", "bo"), "1", anyway=True),
         )
         (incident,) = await core.recent(1)
         assert not incident.is_open and resolve.ok

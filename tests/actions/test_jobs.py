@@ -1,9 +1,12 @@
 """`/queue jobs [runner-type]` end to end: the command, the action, a GitHub-shaped API (or the
-alert backend), the arrival history on a real Redis, and the answer a responder reads."""
+HUD's, or the alert backend), the arrival history on a real Redis, and the answer a responder
+reads."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -13,15 +16,20 @@ from bot.actions.core import ActionCore, Actor
 from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.metrics.github import GithubConfig, GithubMetrics
+from bot.backends.metrics.hud import HudConfig, HudMetrics
+from bot.config import Settings
 from bot.domain.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
 from bot.render.jobs import jobs_blocks, render_jobs
 from bot.render.mrkdwn import MAX_BLOCKS, MAX_SECTION
 from bot.storage.incident_store import IncidentStore
 from bot.storage.job_arrivals import JobArrivals
-from sandbox.serve import RunningServer
+from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.cores import action_core
 from tests.support.fakes.github_api import FakeGithub
+from tests.support.fakes.hud_api import FakeHud
 from tests.support.jobs import CPU, GPU, github_metrics
+from tests.support.running import eventually, run_bot
+from tests.support.slack import Slack, ephemeral_texts, post_event, slash
 
 AL = Actor("U1", "al")
 
@@ -74,6 +82,68 @@ async def test_queue_jobs_for_one_runner_type_and_what_changed_since_yesterday(
     ) in outcome.message
     assert "· 38 arrived in the last hour (12 a day before)" in outcome.message
     assert "No arrivals recorded a day before" not in outcome.message
+
+
+def hud_row(n: int, workflow: str, queue_s: int) -> dict[str, Any]:
+    """A row of the HUD's `queued_jobs`, which lists only jobs queued over 5 minutes."""
+    return {
+        "queue_s": queue_s,
+        "name": f"{workflow} / linux-jammy-py3.10-gcc11 / test (default, {n}, 7)",
+        "html_url": f"https://github.com/pytorch/pytorch/actions/runs/5/job/{n}",
+        "machine_type": "linux.2xlarge",
+        "head_sha": "3f1e0c2a9b7d4e5f60718293a4b5c6d7e8f90123",
+        "head_branch": "gh/someone/123/head",
+        "event": "pull_request",
+        "source_type": "other",
+        "ciflow_id": None,
+    }
+
+
+@pytest.fixture
+def hud_jobs() -> Iterator[tuple[FakeHud, RunningServer]]:
+    """The HUD listing six of one workflow's jobs and one of another's, on `linux.2xlarge`."""
+    fake = FakeHud()
+    fake.rows["queued_jobs"] = [hud_row(n, "pull", 400 + 60 * n) for n in range(6)]
+    fake.rows["queued_jobs"].append(hud_row(9, "trunk", 1200))
+    with serve_in_thread(fake.app) as server:
+        yield fake, server
+
+
+HUD_LIMIT = "7 jobs waiting over 5 min (the HUD lists only those)"
+
+
+async def test_jobs_from_the_hud_say_they_are_only_those_waiting_over_5_min(
+    redis: Redis, hud_jobs: tuple[FakeHud, RunningServer]
+) -> None:
+    """Beside Prometheus' 22 queued, the HUD's "7 queued" read as the same count; and before a
+    day of history, the arrivals were said "against none a day before" beside "No arrivals
+    recorded a day before"."""
+    fake, server = hud_jobs
+    core = core_on(redis, HudMetrics(HudConfig(url=server.url, token=fake.token)))
+
+    text = (await run_command(core, AL, "jobs")).message
+
+    assert f"*`linux.2xlarge`* · {HUD_LIMIT} · pull request 7" in text
+    assert "    • `pull` — 6 jobs waiting over 5 min, longest wait 11 min" in text
+    assert (
+        "📈 *Most of the queue:* pull (pull request): 6 jobs waiting over 5 min, 86% of the "
+        "queue, 6 arrivals in the last hour (no arrivals recorded a day before to compare)"
+    ) in text
+    assert "No arrivals recorded a day before yet" in text
+    assert "against none a day before" not in text and "What changed" not in text
+    other = (await run_command(core, AL, "jobs linux.arm64")).message
+    assert "*`linux.arm64`*: no jobs waiting over 5 min seen (the HUD lists only those)" in other
+
+
+async def test_queue_jobs_from_the_hud_in_slack(
+    settings_for: Callable[..., Settings], slack: Slack, hud_jobs: tuple[FakeHud, RunningServer]
+) -> None:
+    fake, server = hud_jobs
+    settings = settings_for(jobs_backend="hud", hud_url=server.url, hud_token=fake.token)
+    async with run_bot(settings) as running:
+        await post_event(running.http, slash("jobs"))
+        [answer] = await eventually(lambda: ephemeral_texts(slack), what="the answer")
+    assert HUD_LIMIT in answer
 
 
 async def test_a_listing_that_fails_says_why(redis: Redis) -> None:

@@ -179,7 +179,9 @@ async def test_silence_select_makes_a_silence_of_this_group_only_and_unsilence_e
             ),
             what="the unsilence's reply",
         )
-        assert not any("Silenced for" in t for t in replies), "the root said it all: no reply"
+        [silenced] = [t for t in replies if "Silenced for" in t]
+        assert "Silenced for 1 h in Alertmanager until " in silenced, "the thread records it"
+        assert "<@" not in silenced, "naming alice, pinging nobody"
 
 
 @pytest.mark.slow
@@ -263,6 +265,34 @@ async def test_grafana_silence_uses_grafanas_path_token_and_rule_matchers(
         await eventually(
             lambda: "silenced until" in json.dumps(root_now(slack, root.ts).blocks), what="root"
         )
+
+
+async def test_the_thread_records_who_silenced_until_when_where_and_its_removal(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    """The App Home tells newcomers the thread records what was done: a silence from the menu
+    or the command, and its removal, each leave a reply naming the person, pinging nobody."""
+    async with run_bot(grafana_settings(settings_for, grafana)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+
+        def said(words: str) -> list[str]:
+            return [t for t in thread_texts(slack, root.ts) if words in t]
+
+        await choose_silence(running, root, 3600)
+        [silenced] = await eventually(lambda: said("Silenced for"), what="the silence's reply")
+        incident = await _silenced(running)
+        until = f"<!date^{int(incident.silence.until.timestamp())}^"
+        assert "🔕 Silenced for 1 h in Grafana until " + until in silenced
+        assert "· by *alice*" in silenced and "<@" not in silenced
+
+        await post_event(running.http, slash("unsilence"))
+        [removed] = await eventually(lambda: said("Silence removed"), what="the removal's reply")
+        assert "Silence removed from Grafana · by *alice*" in removed and "<@" not in removed
+
+        await post_event(running.http, slash("silence 30m"))
+        await eventually(lambda: len(said("Silenced for")) == 2, what="the command's reply")
+        assert "Silenced for 30 min in Grafana until " in said("Silenced for")[1]
 
 
 async def test_a_silence_that_runs_out_is_shown_as_ended(
@@ -424,7 +454,8 @@ async def test_resolving_while_silenced_says_the_silence_is_still_in_force(
         root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
         await choose_silence(running, root, 3600)
         await eventually(lambda: _silenced(running), what="silenced")
-        await post_event(running.http, slash("resolve 1"))
+        # Silenced, the alert is still firing: resolving is asked once more, as it would be.
+        await post_event(running.http, slash("resolve 1 anyway"))
         summary = await eventually(
             lambda: [
                 t for t in thread_texts(slack, root.ts) if "resolved" in t and "Duration" in t

@@ -12,6 +12,7 @@ from bot.domain.jobs import (
     QueuedJob,
     Trigger,
     jobs_view,
+    queued_said,
     surging,
     trigger_of,
     trigger_of_hud,
@@ -190,12 +191,38 @@ def test_a_surge_says_its_numbers_in_one_line() -> None:
 
 def test_without_history_the_surge_says_its_share() -> None:
     jobs = many("periodic", 8, Trigger.SCHEDULE) + many("pull", 2, Trigger.PULL_REQUEST, 100)
-    view = jobs_view(JobsListing(tuple(jobs)), Arrivals(), source="the HUD", at=NOW)
+    view = jobs_view(JobsListing(tuple(jobs)), Arrivals(), source="GitHub", at=NOW)
     surge = surging(view, GPU)
     assert surge is not None
     assert surge.text == (
-        "periodic (schedule): 8 jobs queued, 80% of the queue (no history a day before to compare)"
+        "periodic (schedule): 8 jobs queued, 80% of the queue (no arrivals recorded a day before "
+        "to compare)"
     )
+
+
+def test_without_history_the_last_hours_arrivals_are_compared_with_nothing() -> None:
+    """22 arrived in the last hour and nothing was recorded a day before: not "against none a
+    day before", which says none arrived then."""
+    jobs = many("periodic", 8, Trigger.SCHEDULE) + many("pull", 2, Trigger.PULL_REQUEST, 100)
+    arrivals = Arrivals(last_hour={(GPU, "periodic"): 22}, history=False)
+    view = jobs_view(JobsListing(tuple(jobs)), arrivals, source="GitHub", at=NOW)
+    surge = surging(view, GPU)
+    assert surge is not None
+    assert surge.text == (
+        "periodic (schedule): 8 jobs queued, 80% of the queue, 22 arrivals in the last hour (no "
+        "arrivals recorded a day before to compare)"
+    )
+
+
+def test_a_source_that_lists_only_older_jobs_says_so_with_its_count() -> None:
+    jobs = many("periodic", 8, Trigger.SCHEDULE) + many("pull", 2, Trigger.PULL_REQUEST, 100)
+    listing = JobsListing(tuple(jobs), listed_over_mins=5)
+    view = jobs_view(listing, Arrivals(), source="the HUD", at=NOW)
+    surge = surging(view, GPU)
+    assert surge is not None
+    assert surge.text.startswith("periodic (schedule): 8 jobs waiting over 5 min, 80% of")
+    assert queued_said(1, 5) == "1 job waiting over 5 min"
+    assert queued_said(40, None) == "40 queued"
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,10 @@ def plain(text: str) -> dict[str, Any]:
             "Started 2025-12-01 02:23 UTC",
         ),
         ("a &lt;b&gt; &amp; c", "a <b> & c"),
+        # Not a link, mention or command: a link to nowhere, shown as its label or not at all.
+        ("`/queue silence <duration> [ID]`", "`/queue silence  [ID]`"),
+        ("`/queue silence &lt;duration&gt; [ID]`", "`/queue silence <duration> [ID]`"),
+        ("see <not a link|the label>", "see the label"),
         ("&amp;lt;channel&amp;gt;", "&lt;channel&gt;"),
         ("*Firing* · ID *1*", "Firing · ID 1"),
         ("_No queue numbers in the alert._", "No queue numbers in the alert."),

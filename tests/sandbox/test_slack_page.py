@@ -412,6 +412,25 @@ def test_the_page_is_served_with_its_scripts(page: Page) -> None:
         assert page.http.get(f"/page/{asset}").status_code == 200
 
 
+def test_the_page_shows_angle_brackets_as_slack_does(page: Page) -> None:
+    """An unescaped `<duration>` is a link to nowhere, which Slack does not show: the page must
+    not show it either, or it hides the very mistake a user would see in Slack."""
+    visitor = pytest.importorskip("sandbox.visitor")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    if visitor.chromium_path() is None:
+        pytest.skip("Debian's chromium is missing (apt install chromium)")
+    for text in (
+        "`/queue silence <duration> [ID]` <not a link|labelled>",
+        "`/queue silence &lt;duration&gt; [ID]` &lt;b&gt; &amp; c",
+    ):
+        assert page.web_api("chat.postMessage", channel=CHANNEL, text=text)["ok"]
+    with visitor.chromium_page(page.server.url) as browser:
+        expect(browser.locator("#messages .message-text")).to_have_text(
+            ["/queue silence [ID] labelled", "/queue silence <duration> [ID] <b> & c"],
+            timeout=20_000,
+        )
+
+
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
     lambda inner: (

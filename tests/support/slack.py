@@ -67,13 +67,20 @@ def signed(body: str, *, secret: str = SIGNING_SECRET, at: float | None = None) 
     }
 
 
-def block_action(action: dict[str, Any], *, message_ts: str) -> str:
+def block_action(action: dict[str, Any], *, message_ts: str, ephemeral: bool = False) -> str:
+    """A click in a message; in an `ephemeral` one (an answer), Slack says so and sends no
+    `message` (nor does it here for others)."""
     payload = {
         "type": "block_actions",
         "user": {"id": USER, "username": "alice", "name": "alice", "team_id": "T0QUEUE"},
         "api_app_id": "A0QUEUE",
         "token": "legacy",
-        "container": {"type": "message", "message_ts": message_ts, "channel_id": CHANNEL},
+        "container": {
+            "type": "message",
+            "message_ts": message_ts,
+            "channel_id": CHANNEL,
+            "is_ephemeral": ephemeral,
+        },
         "trigger_id": "1.2.3",
         "team": {"id": "T0QUEUE", "domain": "example"},
         "channel": {"id": CHANNEL, "name": "ci-incidents"},

@@ -164,7 +164,7 @@ async def test_two_replicas_a_lost_answer_and_a_secondary_limit_comment_once(
             lambda: told(github, number, "**Acknowledged**"), what="the ack", timeout=WAIT_S
         )
         github.refuse_next(1, retry_after=1)
-        assert (await post_event(first.http, slash("resolve 1"))).status_code == 200
+        assert (await post_event(first.http, slash("resolve 1 anyway"))).status_code == 200
         refused = await eventually(
             lambda: _refused(github), what="the secondary limit", timeout=WAIT_S
         )

@@ -76,8 +76,8 @@ SCALED = OLD_ADDS + NEW_ADDS
 PUT_BACK = f"Incident 1: Put {RUNNER} back (the incident resolved and its queue stayed drained"
 
 # What each incident's thread says besides its statuses, each exactly once (in any order: an
-# action's reply follows its backend call, and those run side by side). A silence has no reply
-# since 0.22.0: the root says it.
+# action's reply follows its backend call, and those run side by side). The silence is 0.24.0's,
+# which made no reply for it (the next version does).
 EVENTS_1 = (
     "Incident 1: Acknowledged",
     f"Incident 1: Scaled {RUNNER} by +{OLD_ADDS}",
