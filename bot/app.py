@@ -404,7 +404,6 @@ def _action_core(
     scale_config = ScaleConfig(
         timeout_s=settings.backend_timeout_seconds,
         cooldown_s=settings.scale_cooldown_seconds,
-        within_mins=settings.drain_target_minutes,
     )
     scaler = build_scaler(settings, os.environ)
     reverts = None

@@ -321,6 +321,7 @@ class Workspace:
         keep = {k: current[k] for k in ("id", "team_id", "app_id", "bot_id", "root_view_id")}
         # The external id is the caller's handle on the view; a payload without one keeps it.
         keep["external_id"] = view.get("external_id") or current["external_id"]
+        view = {**view, "blocks": kept_inputs(current.get("blocks"), view.get("blocks"))}
         current.clear()
         current.update(view, **keep)
         current.setdefault("private_metadata", "")
@@ -506,3 +507,41 @@ def _ephemeral_json(message: Message) -> dict[str, Any]:
         "blocks": message.blocks,
         "thread_ts": message.thread_ts,
     }
+
+
+def kept_inputs(before: object, after: object) -> object:
+    """The blocks of an updated view as Slack shows them: an input whose block ID and action ID
+    the view had already keeps what it showed (its `initial_*`), whatever the update says. Only
+    a new block or action ID shows the update's initial value (Slack's behaviour, as its SDKs'
+    maintainers describe it: bolt-js#290). The person's own typing is the page's, not kept
+    here; an untouched input keeps its first initial value, as in Slack."""
+    if not isinstance(before, list) or not isinstance(after, list):
+        return after
+    shown = {
+        key: element
+        for block in before
+        if (key := _input_key(block)) is not None
+        and isinstance(element := block.get("element"), dict)
+    }
+    blocks = []
+    for block in after:
+        key = _input_key(block)
+        if key is not None and key in shown:
+            element = {k: v for k, v in block["element"].items() if not k.startswith("initial_")}
+            element.update({k: v for k, v in shown[key].items() if k.startswith("initial_")})
+            block = {**block, "element": element}
+        blocks.append(block)
+    return blocks
+
+
+def _input_key(block: object) -> tuple[str, str] | None:
+    """An input block's (block ID, its element's action ID); None for any other block, or one
+    without both."""
+    if not isinstance(block, dict) or block.get("type") != "input":
+        return None
+    element = block.get("element")
+    block_id = block.get("block_id")
+    action_id = element.get("action_id") if isinstance(element, dict) else None
+    if not isinstance(block_id, str) or not block_id or not isinstance(action_id, str):
+        return None
+    return block_id, action_id

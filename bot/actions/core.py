@@ -21,6 +21,7 @@ from bot.actions.jobs import Jobs
 from bot.actions.postmortem import Postmortems
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
+from bot.actions.scale_form import ScaleForms
 from bot.actions.silence import Silencing
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.judgement import DRAIN_TARGET_MINS
@@ -57,6 +58,9 @@ class ActionCore:
         self.unsilence = silencing.unsilence
         self.scaling = scaling
         self.scale = scaling.scale
+        self.scale_forms = ScaleForms(
+            scaling, diagnosing.readings, warnings, clock=acting.clock, within_mins=within_mins
+        )
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
         self.jobs = (jobs or Jobs(acting, None)).jobs

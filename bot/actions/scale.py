@@ -37,7 +37,6 @@ from bot.actions.scale_reverts import ScaleReverts, plan_sentence
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.domain.fleet import worst_first
-from bot.domain.incident_fleet import judgement_of
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -46,9 +45,9 @@ from bot.domain.incidents import (
     with_action,
     with_put_back,
 )
-from bot.domain.judgement import DRAIN_TARGET_MINS, Judgement
+from bot.domain.judgement import Judgement
 from bot.domain.runner_names import RunnerNames, runner_key
-from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
+from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, scale_default
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
@@ -67,8 +66,6 @@ FLEET = "fleet"  # action locks of a runner type are fleet-wide, not per inciden
 class ScaleConfig:
     timeout_s: float = 10.0
     cooldown_s: float = 60.0
-    # The modal recommends the runners that would drain the queue within this many minutes.
-    within_mins: float = DRAIN_TARGET_MINS
 
 
 class Scaling:
@@ -133,14 +130,6 @@ class Scaling:
         return next((t for t in self._targets if runner_key(t) == key), None)
 
     async def preview(
-        self, incident: Incident, runner_type: str, *, timeout_s: float
-    ) -> ScalePreview:
-        """Capacity (within `timeout_s`: a modal is waiting) and the recommended amount."""
-        now, within = self._acting.clock(), self._config.within_mins
-        recommended = judgement_of(incident, runner_type, now=now, within_mins=within)
-        return await self.preview_of(runner_type, recommended, timeout_s=timeout_s)
-
-    async def preview_of(
         self,
         runner_type: str,
         recommended: Judgement | None,
@@ -148,8 +137,10 @@ class Scaling:
         timeout_s: float,
         until: str = "",
     ) -> ScalePreview:
-        """The same for any owner of the scale-up: `until` says what puts it back (the
-        incident's resolve and settle time when empty)."""
+        """What the form shows for `runner_type`: the capacity (read within `timeout_s`: a modal
+        is waiting), the judgement it advises from, and the default it offers, checked against
+        the target as its scaler would check it (`scale_default`). `until` says what puts the
+        scale-up back (the incident's resolve and settle time when empty)."""
         target = self._targets[runner_type]
         capacity, note, raises, cannot_undo = None, NOT_CONFIGURED, False, ""
         if self._scaler is not None:
@@ -159,9 +150,25 @@ class Scaling:
         after = self._reverts.config.after_s if self._reverts is not None else None
         if not until:
             until = self._reverts.settle_said if self._reverts is not None else ""
-        return ScalePreview(
-            target, capacity, note, recommended, raises, cannot_undo, after, until=until
+
+        def refusal(delta: int, raise_maximum: bool) -> str:
+            return self.refused(target, capacity, delta, raise_maximum)
+
+        default = scale_default(
+            recommended, target, capacity, can_raise_maximum=raises, refusal=refusal
         )
+        return ScalePreview(
+            target, capacity, note, recommended, raises, cannot_undo, after, until, default
+        )
+
+    def refused(
+        self, target: ScaleTarget, capacity: Capacity | None, delta: int, raise_maximum: bool
+    ) -> str:
+        """Why the scaler would refuse this request at `capacity` ("" when it would not, or it
+        cannot tell): its own check, made when the form opens and again at review."""
+        if self._scaler is None:
+            return ""
+        return self._scaler.refusal(target, capacity, delta, raise_maximum=raise_maximum)
 
     @staticmethod
     async def _capacity(

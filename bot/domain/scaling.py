@@ -1,13 +1,17 @@
 """What scaling a runner type is about, as values: its target (what the backend acts on, with a
 cap per request and an optional ceiling), the capacity a backend reports with the tool that
-re-applies the target's spec (`managed_by`), and what the scale modal shows before anyone
-confirms. The calls themselves are `bot.backends.scale`'s.
+re-applies the target's spec (`managed_by`), and what the scale form shows before anyone
+confirms: whose scale-up it is (`ScaleOwner`) and the amount it offers (`scale_default`). The
+calls themselves are `bot.backends.scale`'s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
+from bot.domain.incidents import Incident
 from bot.domain.judgement import Judgement
 
 
@@ -43,6 +47,40 @@ class Capacity:
 
 
 @dataclass(frozen=True)
+class ScaleOwner:
+    """Whose scale-up the Scale up… form makes: an open incident's (opened from its root), or
+    an early warning's (from its message; once its alert fired, the incident that took it on
+    owns what is asked). The one form differs by these alone."""
+
+    choices: tuple[str, ...]  # the runner types offered, the owner's own first
+    incident: Incident | None = None
+    warning: WarningState | None = None
+
+    @property
+    def until(self) -> str:
+        """What puts its scale-up back besides the time ("": the incident's resolve and settle)."""
+        if self.warning is not None and self.warning.phase is not Phase.FOLDED:
+            return SCALE_UNTIL
+        return ""
+
+
+# Why the target would refuse adding `delta` (to its maximum, when True), in its scaler's words;
+# "" when it would not (`bot.backends.scale.Scaler.refusal`, bound to the target and capacity).
+Refusal = Callable[[int, bool], str]
+
+
+@dataclass(frozen=True)
+class ScaleDefault:
+    """What the form offers before anyone types: the advice, in a shape the target accepts."""
+
+    delta: int | None = None  # pre-filled; None: nothing (nothing advised, or nothing accepted)
+    raise_maximum: bool = False  # pre-selected: raise the maximum, not the floor
+    more_after: int = 0  # advised beyond one request's cap: "+N more after this one"
+    because: str = ""  # why this shape: the advice's, or the target refuses the other
+    limited: str = ""  # why less than advised is offered, or nothing: the target's refusal
+
+
+@dataclass(frozen=True)
 class ScalePreview:
     """What the scale modal shows for one runner type before anyone confirms."""
 
@@ -57,6 +95,80 @@ class ScalePreview:
     # time limit); None: scale-ups are not put back (no revert sweep runs).
     revert_after_s: int | None = None
     until: str = "the incident resolves"  # what puts it back, besides the time
+    default: ScaleDefault = field(default_factory=ScaleDefault)
+
+
+def scale_default(
+    advice: Judgement | None,
+    target: ScaleTarget,
+    capacity: Capacity | None,
+    *,
+    can_raise_maximum: bool,
+    refusal: Refusal,
+) -> ScaleDefault:
+    """The amount and shape the form pre-fills: the judgement's `runners` (the advice every
+    surface shows), as much of it as one request may add (`target.cap`) and the target accepts
+    (`refusal`, the scaler's own check at the capacity read as the form opened).
+
+    The maximum is raised instead of the floor where the advice raises it (by as much as brings
+    the target's maximum to the advice's `new_maximum`), or where the target refuses the advice
+    as a raised floor (ARC's `minRunners ≤ maxRunners`; at its maximum a raised floor changes
+    nothing). A shape the target refuses in full offers the most it accepts, saying why;
+    nothing at all when it accepts none, or nothing is advised: never a number a responder
+    would take by accident."""
+    if advice is None or advice.runners <= 0:
+        return ScaleDefault()
+    shapes = _shapes(advice, capacity, can_raise_maximum)
+    first = ""
+    partial: ScaleDefault | None = None
+    for raise_maximum, wanted in shapes:
+        asked = min(wanted, target.cap)
+        refused = refusal(asked, raise_maximum)
+        because = first or _raised_by_advice(advice, raise_maximum)
+        if not refused:
+            return ScaleDefault(asked, raise_maximum, wanted - asked, because)
+        first = first or refused
+        most = _most_accepted(asked, raise_maximum, refusal)
+        if most and partial is None:
+            partial = ScaleDefault(most, raise_maximum, 0, because, refused)
+    return partial or ScaleDefault(None, shapes[0][0], limited=first)
+
+
+def _shapes(
+    advice: Judgement, capacity: Capacity | None, can_raise_maximum: bool
+) -> list[tuple[bool, int]]:
+    """(raise the maximum, by how much) to try, the advice's own shape first."""
+    floor = (False, advice.runners)
+    if not can_raise_maximum:
+        return [floor]
+    wanted = advice.new_maximum
+    maximum = capacity.maximum if capacity is not None else None
+    if wanted is not None and maximum is None:
+        return [(True, advice.raise_maximum_by), floor]
+    if wanted is not None and maximum is not None and wanted > maximum:
+        # To the advice's maximum from the target's own, which may have moved since.
+        return [(True, wanted - maximum), floor]
+    # A floor the target refuses (at or near its maximum): the maximum rises by the runners.
+    return [floor, (True, advice.runners)]
+
+
+def _raised_by_advice(advice: Judgement, raise_maximum: bool) -> str:
+    if not raise_maximum or advice.new_maximum is None or advice.maximum is None:
+        return ""
+    return f"the advice raises the maximum to {advice.new_maximum}"
+
+
+def _most_accepted(asked: int, raise_maximum: bool, refusal: Refusal) -> int:
+    """The largest amount up to `asked` the target accepts (0: none). A target that refuses an
+    amount refuses every larger one (a bound passed, a ceiling), so halving finds it."""
+    low, high = 0, asked
+    while low < high:
+        middle = (low + high + 1) // 2
+        if refusal(middle, raise_maximum):
+            high = middle - 1
+        else:
+            low = middle
+    return low
 
 
 # Argo CD's tracking (argo-cd docs/user-guide/resource_tracking.md): the annotation (3.x's default;

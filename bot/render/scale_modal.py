@@ -1,27 +1,31 @@
-"""The scale-up modal, rendered as pure functions of what it shows.
+"""The Scale up… modal, rendered as pure functions of what it shows.
 
-Two steps, so nothing is scaled by a stray Enter: the form (runner type, preselected from the
-incident, or the early warning's own; amount, prefilled with the recommendation; the capacity
-now; at ARC's maximum, whether to raise the ceiling instead; whether to keep it after the
-incident), then a confirmation that
-states what will be asked of which backend, before → after where the backend knows, when it
-will be put back (or why it cannot be), and that Helm or Argo CD would put it back anyway.
-`ScaleForm` rides in `private_metadata` between the steps; everything else is read again from
-Redis and the backend.
+One form for whoever owns the scale-up (`ScaleOwner`: an incident, an early warning). Two steps,
+so nothing is scaled by a stray Enter: the form (runner type, the owner's own preselected;
+amount, pre-filled with the advice as the target accepts it; the capacity now; on ARC, whether
+to raise the floor or the maximum, preselected as the advice needs; whether to keep it after
+the incident or warning), then a confirmation that states what will be asked of which backend,
+before → after where the backend knows, when it will be put back (or why it cannot be), and
+that Helm or Argo CD would put it back anyway. `ScaleForm` rides in `private_metadata` between
+the steps; everything else is read again from Redis and the backend.
+
+While the capacity is read, the modal shows no input at all: Slack keeps what an input showed
+across `views.update` when its block and action IDs stay the same, so an amount shown then would
+stay in place of the advice that follows (bolt-js#290).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
-from bot.domain.early_warning import WarningState
 from bot.domain.incidents import Incident
-from bot.domain.scaling import ScalePreview
+from bot.domain.judgement import Judgement
+from bot.domain.scaling import ScaleOwner, ScalePreview
 from bot.domain.units import duration
-from bot.render.mrkdwn import context, escape, plain, section, truncate
+from bot.render.mrkdwn import context, escape, plain, section, slack_date, truncate
 from bot.render.replies import title_text
 
 SCALE_VIEW = "incident_scale_modal"
@@ -56,30 +60,44 @@ class ScaleForm:
             return None
 
 
+def scale_heading(owner: ScaleOwner) -> str:
+    if owner.warning is not None:
+        return f"*Early warning* · {truncate(escape(owner.warning.text), 1500)}"
+    if owner.incident is not None:
+        return incident_heading(owner.incident)
+    return ""
+
+
 def incident_heading(incident: Incident) -> str:
     return f"*Incident {escape(incident.id)}* · {truncate(title_text(incident), 500)}"
 
 
-def warning_heading(state: WarningState) -> str:
-    return f"*Early warning* · {truncate(escape(state.text), 1500)}"
+def scale_about(owner: ScaleOwner, runner_type: str) -> str:
+    """Where the confirmed scale-up is recorded, under the review."""
+    if owner.warning is not None:
+        return f"Early warning for {truncate(escape(runner_type), 200)} · shown on its message"
+    incident_id = owner.incident.id if owner.incident is not None else ""
+    return f"Incident {escape(incident_id)} · recorded in its thread"
 
 
 def render_scale_form(
-    form: ScaleForm,
-    heading: str,
-    choices: list[str],
-    preview: ScalePreview | None,
-    *,
-    cap: int,
+    form: ScaleForm, owner: ScaleOwner, preview: ScalePreview | None
 ) -> dict[str, Any]:
-    """Step one, under `heading` (`incident_heading`, `warning_heading`). `preview` is None while
-    capacity is still being read (the modal opens first: Slack's trigger expires in 3
-    seconds)."""
-    options = [_option(name) for name in choices[:MAX_OPTIONS] if len(name) <= MAX_OPTION_VALUE]
+    """Step one. `preview` is None while the capacity is still being read (the modal opens
+    first: Slack's trigger expires in 3 seconds): no input then, and nothing to submit."""
+    heading = section(scale_heading(owner))
+    if preview is None:
+        waiting = context(["Reading the current capacity and the latest advice…"])
+        return _modal(SCALE_VIEW, form, [heading, waiting], submit="")
+    options = [
+        _option(name) for name in owner.choices[:MAX_OPTIONS] if len(name) <= MAX_OPTION_VALUE
+    ]
     chosen = next((o for o in options if o["value"] == form.runner_type), options[0])
-    suggested = preview.recommended.runners if preview and preview.recommended else 1
-    blocks: list[dict[str, Any]] = [
-        section(heading),
+    blocks: list[dict[str, Any]] = [heading]
+    newer = _newer_reading(owner, preview.recommended)
+    if newer:
+        blocks.append(context([newer]))
+    blocks += [
         {
             "type": "input",
             "block_id": TYPE_BLOCK,
@@ -91,35 +109,74 @@ def render_scale_form(
                 "initial_option": chosen,
             },
         },
-        {
-            "type": "input",
-            "block_id": AMOUNT_BLOCK,
-            "label": plain("Runners to add"),
-            "hint": plain(f"At most +{cap} per request."),
-            "element": {
-                "type": "number_input",
-                "action_id": VALUE,
-                "is_decimal_allowed": False,
-                "min_value": "1",
-                "initial_value": str(max(1, min(suggested, cap))),
-            },
-        },
-        context([_capacity_line(preview)]),
+        _amount(preview),
+        context([_capacity_line(preview), *_advice_lines(preview)]),
     ]
-    recommended = preview.recommended if preview is not None else None
-    if recommended is not None and recommended.runners:
-        why = escape(recommended.why)
-        over = f"; one request adds at most +{cap}" if recommended.runners > cap else ""
-        blocks.append(context([f"Recommended: *+{recommended.runners}* ({why}{over})"]))
-    elif recommended is not None:  # the queue drains, or what is booting covers it
-        blocks.append(context([f"No more runners recommended: {escape(recommended.why)}."]))
-    if preview is not None and _at_maximum(preview):
+    if _offers_raise(preview):
         blocks += _raise_maximum_choice(preview)
-    if preview is not None and _managed(preview):
+    if _managed(preview):
         blocks.append(context([_managed(preview)]))
-    if preview is not None and _can_revert(preview):
+    if _can_revert(preview):
         blocks.append(_keep_choice(form, preview))
     return _modal(SCALE_VIEW, form, blocks, submit="Review")
+
+
+def _amount(preview: ScalePreview) -> dict[str, Any]:
+    """The amount, pre-filled with the default; empty (and required) when there is none, so
+    nobody submits a number nobody advised."""
+    element: dict[str, Any] = {
+        "type": "number_input",
+        "action_id": VALUE,
+        "is_decimal_allowed": False,
+        "min_value": "1",
+    }
+    delta = preview.default.delta
+    if delta is not None:
+        element["initial_value"] = str(delta)
+    else:
+        element["placeholder"] = plain("None advised: type how many to add anyway", 150)
+    return {
+        "type": "input",
+        "block_id": AMOUNT_BLOCK,
+        "label": plain("Runners to add"),
+        "hint": plain(f"At most +{preview.target.cap} per request.", 2000),
+        "element": element,
+    }
+
+
+def _advice_lines(preview: ScalePreview) -> list[str]:
+    """The advice in the words every surface shows, and what the form made of it."""
+    advice, default, cap = preview.recommended, preview.default, preview.target.cap
+    if advice is None:
+        return ["No reading of this runner type to advise from: type how many runners to add."]
+    why = f" ({escape(advice.why)})" if advice.why else ""
+    if not advice.advice and not why and advice.queued == 0:
+        why = ": no job waits for a runner in this reading"
+    said = f"Recommended: *{escape(advice.advice or 'none')}*{why}."
+    if not advice.runners:
+        return [said, "Nothing is filled in: type a number to add runners anyway."]
+    if default.delta is None:
+        return [said, f"Nothing is filled in: {escape(default.limited)}."]
+    if default.more_after:
+        more = f"*+{default.more_after} more after this one*"
+        return [said, f"One request adds at most +{cap}: {more}."]
+    if default.limited:
+        most = f"Filled in: +{default.delta}, the most the target takes now"
+        return [said, f"{most}: {escape(default.limited)}."]
+    return [said]
+
+
+def _newer_reading(owner: ScaleOwner, advice: Judgement | None) -> str:
+    """An early warning's form advises from the current reading: its time, when the warning's
+    words are older than it."""
+    warning = owner.warning
+    if warning is None or advice is None:
+        return ""
+    newer = advice.at.timestamp() > warning.updated_at or advice.advice not in warning.text
+    if not newer:
+        return ""
+    at = slack_date(advice.at.astimezone(UTC), "{time}")
+    return f"The advice below is the fleet's reading at {at}, newer than the warning's words."
 
 
 def render_scale_confirm(
@@ -211,41 +268,53 @@ def _keep_choice(form: ScaleForm, preview: ScalePreview) -> dict[str, Any]:
     }
 
 
-def _capacity_line(preview: ScalePreview | None) -> str:
-    if preview is None:
-        return "Reading the current capacity…"
+def _capacity_line(preview: ScalePreview) -> str:
     if preview.capacity is None:
         return f"_{escape(preview.capacity_note)}_"
     return f"Now: {escape(preview.capacity.describe())}"
 
 
-def _at_maximum(preview: ScalePreview) -> bool:
-    return bool(preview.capacity and preview.capacity.at_maximum and preview.can_raise_maximum)
+def _offers_raise(preview: ScalePreview) -> bool:
+    """Whether the form offers raising the maximum instead of the floor: on a backend that can
+    (ARC), unless the target has no maximum to raise."""
+    if not preview.can_raise_maximum:
+        return False
+    return preview.capacity is None or preview.capacity.maximum is not None
 
 
 def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
-    maximum = preview.capacity.maximum if preview.capacity else None
+    capacity, default = preview.capacity, preview.default
     raise_max = {"text": plain("Raise maxRunners (the ceiling)"), "value": RAISE_MAX}
-    return [
-        section(
-            f"⚠️ This scale set is at its maximum ({maximum} runners): ARC runs "
-            "min(minRunners + assigned jobs, maxRunners), so raising minRunners changes nothing."
-        ),
-        {
-            "type": "input",
-            "block_id": MODE_BLOCK,
-            "label": plain("What to raise"),
-            "element": {
-                "type": "radio_buttons",
-                "action_id": VALUE,
-                "options": [
-                    raise_max,
-                    {"text": plain("Raise minRunners anyway"), "value": RAISE_MIN},
-                ],
-                "initial_option": raise_max,
-            },
+    raise_min = {"text": plain("Raise minRunners (the floor)"), "value": RAISE_MIN}
+    blocks: list[dict[str, Any]] = []
+    if capacity is not None and capacity.at_maximum:
+        blocks.append(
+            section(
+                f"⚠️ This scale set is at its maximum ({capacity.maximum} runners): ARC runs "
+                "min(minRunners + assigned jobs, maxRunners), so raising minRunners changes "
+                "nothing."
+            )
+        )
+    choice: dict[str, Any] = {
+        "type": "input",
+        "block_id": MODE_BLOCK,
+        "label": plain("What to raise"),
+        "element": {
+            "type": "radio_buttons",
+            "action_id": VALUE,
+            "options": [raise_max, raise_min],
+            "initial_option": raise_max if default.raise_maximum else raise_min,
         },
-    ]
+    }
+    if default.raise_maximum and default.delta is not None:
+        raised = (
+            f" ({capacity.maximum} → {capacity.maximum + default.delta})"
+            if (capacity is not None and capacity.maximum is not None)
+            else ""
+        )
+        why = f": {default.because}" if default.because else ""
+        choice["hint"] = plain(f"maxRunners is chosen{raised}{why}.", 2000)
+    return [*blocks, choice]
 
 
 def _option(name: str) -> dict[str, Any]:
@@ -255,12 +324,15 @@ def _option(name: str) -> dict[str, Any]:
 def _modal(
     callback: str, form: ScaleForm, blocks: list[dict[str, Any]], *, submit: str
 ) -> dict[str, Any]:
-    return {
+    """A step of the modal; without `submit`, one that cannot be submitted yet."""
+    view = {
         "type": "modal",
         "callback_id": callback,
         "title": plain("Scale up", 24),
-        "submit": plain(submit, 24),
         "close": plain("Cancel", 24),
         "private_metadata": form.dump(),
         "blocks": blocks,
     }
+    if submit:
+        view["submit"] = plain(submit, 24)
+    return view

@@ -57,8 +57,8 @@ async def test_scale_modal_reviews_confirms_and_calls_the_signed_webhook(
         blocks = json.dumps(form["blocks"], ensure_ascii=False)
         assert RUNNER in blocks, "the incident's runner type is preselected"
         assert "cannot report capacity in advance" in blocks
-        assert "Recommended: *+14*" in blocks, "one runner per queued job"
-        assert "one request adds at most +10" in blocks
+        assert "Recommended: *+14 runners would drain it in 30 min*" in blocks, "a runner a job"
+        assert "One request adds at most +10: *+4 more after this one*" in blocks
         assert '"initial_value": "10"' in blocks, "prefilled with the most one request may add"
 
         response = await post_event(running.http, view_submission(form, form_values(RUNNER, "4")))
@@ -226,6 +226,14 @@ async def test_a_failing_scaler_is_told_and_nothing_is_recorded(
         assert incident is not None and not incident.recent_actions
 
 
+def initial(form: dict[str, Any]) -> tuple[str | None, str | None]:
+    """What the form submits untouched: the amount shown, and the choice of what to raise."""
+    blocks = {b.get("block_id"): b for b in form["blocks"]}
+    amount = blocks["amount"]["element"].get("initial_value")
+    mode = blocks.get("mode", {}).get("element", {}).get("initial_option", {}).get("value")
+    return amount, mode
+
+
 def arc_settings(settings_for: Any, kube: FakeKubeApi, tmp_path: Path, **extra: Any) -> Any:
     values = {
         "scaler_backend": "arc",
@@ -247,6 +255,7 @@ async def test_arc_raises_min_runners_with_a_merge_patch(
         root = await open_incident(running, slack)
         form = await open_form(running, slack, root)
         assert "Now: 40 runners (min 0, max 120)" in json.dumps(form["blocks"])
+        assert initial(form) == ("14", "raise_min"), "the advice fits under the maximum"
         step = await post_event(running.http, view_submission(form, form_values(RUNNER, "5")))
         confirm = step.json()["view"]
         shown = json.dumps(confirm["blocks"], ensure_ascii=False)
@@ -282,6 +291,16 @@ async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
         form = await open_form(running, slack, root)
         blocks = json.dumps(form["blocks"], ensure_ascii=False)
         assert "at its maximum (120 runners)" in blocks and "Raise maxRunners" in blocks
+        assert initial(form) == ("14", "raise_max"), "a raised floor would change nothing"
+        assert "maxRunners is chosen (120 → 134): the scale set is at its maximum" in blocks
+
+        # Reviewed, a raised floor is refused under the amount, as ARC would refuse it.
+        step = await post_event(
+            running.http, view_submission(form, form_values(RUNNER, "5", "raise_min"))
+        )
+        answer = step.json()
+        assert answer["response_action"] == "errors"
+        assert "raising minRunners changes nothing" in answer["errors"]["amount"]
 
         # Raising minRunners anyway is refused with the reason; nothing is patched.
         await post_event(running.http, slash(f"scale {RUNNER} +5"))
@@ -305,16 +324,13 @@ async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
         await eventually(lambda: len(kube.patches) == 2, what="patched by the command")
         assert kube.patches[1][2]["spec"] == {"maxRunners": 145}
 
-        # Past the ceiling (150): refused with the ceiling named, and nothing patched.
+        # Past the ceiling (150): refused at review with the ceiling named, nothing patched.
         step = await post_event(
             running.http, view_submission(form, form_values(RUNNER, "15", "raise_max"))
         )
-        again = {**step.json()["view"], "id": "V0AGAIN"}
-        await post_event(running.http, view_submission(again, {}))
-        await eventually(
-            lambda: any("above the ceiling of 150" in t for t in ephemeral_texts(slack)),
-            what="the ceiling",
-        )
+        answer = step.json()
+        assert answer["response_action"] == "errors"
+        assert "above the ceiling of 150" in answer["errors"]["amount"]
         assert len(kube.patches) == 2
 
 

@@ -214,3 +214,48 @@ async def test_no_sequence_of_ours_makes_a_valid_set_invalid(
                 assert now == undo.before, f"{reverted.detail} says it went back"
         if valid(before):
             assert valid(spec(kube)), f"{kind} {what} {amount}: {before} -> {spec(kube)}"
+
+
+# -- the check a form makes before it offers an amount -----------------------------------------
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@example(minimum=16, maximum=20, current=16, delta=20, raise_maximum=False, ceiling=150)
+@given(
+    minimum=st.integers(0, 30),
+    maximum=st.integers(0, 30),
+    current=st.integers(0, 30),
+    delta=st.integers(1, 25),
+    raise_maximum=st.booleans(),
+    ceiling=st.integers(0, 60) | st.none(),
+)
+async def test_what_the_form_is_told_arc_refuses_is_what_a_scale_up_is_refused(
+    kube: FakeKubeApi,
+    tmp_path: Path,
+    minimum: int,
+    maximum: int,
+    current: int,
+    delta: int,
+    raise_maximum: bool,
+    ceiling: int | None,
+) -> None:
+    """`refusal` at the capacity read is the scale-up's own check: "" exactly when the patch
+    goes through, else the words the scale-up is refused with, nothing patched."""
+    kube.sets.clear()
+    kube.add_from_fixture(minRunners=minimum, maxRunners=maximum)
+    kube.write(manager="manager", status={"currentRunners": current})
+    arc = scaler(kube, tmp_path)
+    target = ScaleTarget("linux", TARGET.target, cap=50, ceiling=ceiling)
+    told = arc.refusal(target, await arc.capacity(target), delta, raise_maximum=raise_maximum)
+    patches = len(kube.patches)
+    request = ScaleRequest(target, delta, "1", "al", raise_maximum=raise_maximum)
+    if not told:
+        await arc.scale(request)
+        assert len(kube.patches) == patches + 1
+        return
+    with pytest.raises(BackendError) as refused:
+        await arc.scale(request)
+    assert str(refused.value) == told
+    assert len(kube.patches) == patches

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from slack_sdk.models.blocks import Block
 
-from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, managed_by
+from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, managed_by
 from bot.render.scale_modal import ScaleForm, render_scale_confirm, render_scale_form
 from tests.render.test_messages import EVIL, assert_inert, texts_of
 
@@ -28,7 +28,7 @@ def preview(labels: object, annotations: object) -> ScalePreview:
 
 
 def both_steps(shown: ScalePreview) -> list[dict[str, Any]]:
-    form = render_scale_form(FORM, "*Incident 12*", ["linux.2xlarge"], shown, cap=10)
+    form = render_scale_form(FORM, ScaleOwner(("linux.2xlarge",)), shown)
     confirm = render_scale_confirm(FORM, shown, "ARC", about="Recorded in the thread.")
     return [form, confirm]
 

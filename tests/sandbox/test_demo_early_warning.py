@@ -68,15 +68,17 @@ async def page_post(sandbox: Sandbox, path: str, body: dict[str, Any]) -> Any:
     return answer.json()
 
 
-async def scale_from(sandbox: Sandbox, warning: Any) -> tuple[str, int]:
-    """Scale up by one from the warning's button, through the modal's two steps, as a person
-    would: minRunners while the set is below its maximum, maxRunners once it is at it (the
-    form then offers the choice). The set may reach its maximum between the form and its
-    submission: ARC's backend then refuses to raise minRunners, saying to raise maxRunners,
-    and the person opens the form again. The field raised and its value before."""
+async def scale_from(sandbox: Sandbox, warning: Any) -> tuple[str, int, int]:
+    """Scale up from the warning's button, through the modal's two steps, as a person would:
+    with what the form offers untouched (its advice, in the shape the scale set accepts; a
+    runner typed in when nothing is advised). The set may move between the form and its
+    review: the review then refuses under the amount, and the person opens the form again.
+    The field raised, its value before, and by how much."""
     for _ in range(3):
         answered = len(sandbox.emulator.ephemerals())
-        field, before = await _submit_scale(sandbox, warning)
+        submitted = await _submit_scale(sandbox, warning)
+        if submitted is None:
+            continue
         answer = (
             await eventually(
                 lambda answered=answered: sandbox.emulator.ephemerals()[answered:],
@@ -84,12 +86,12 @@ async def scale_from(sandbox: Sandbox, warning: Any) -> tuple[str, int]:
                 timeout=30,
             )
         )[-1].text
-        if "Raise maxRunners instead" not in answer:
-            return field, before
-    raise AssertionError(f"the scale-up kept being refused: {answer}")
+        assert "Could not scale" not in answer, answer
+        return submitted
+    raise AssertionError("the scale-up kept being refused at review")
 
 
-async def _submit_scale(sandbox: Sandbox, warning: Any) -> tuple[str, int]:
+async def _submit_scale(sandbox: Sandbox, warning: Any) -> tuple[str, int, int] | None:
     opened = len(sandbox.emulator.views())
     await page_post(
         sandbox,
@@ -111,15 +113,25 @@ async def _submit_scale(sandbox: Sandbox, warning: Any) -> tuple[str, int]:
     shown = str(form["blocks"])
     assert "Early warning" in shown and "Keep it after the warning" in shown
     assert "when its queue has stopped building for 15 min" in shown
-    values: dict[str, Any] = {"runner_type": {"value": "linux.2xlarge"}, "amount": {"value": "1"}}
-    field = "minRunners"
-    if "raise_max" in shown:
-        values["mode"] = {"value": "raise_max"}
-        field = "maxRunners"
+    blocks = {b.get("block_id"): b for b in form["blocks"]}
+    amount = blocks["amount"]["element"].get("initial_value")
+    if amount is None:  # nothing advised: the form says so, and the person types a number
+        assert "Nothing is filled in" in shown
+        amount = "1"
+    mode = blocks["mode"]["element"]["initial_option"]["value"]
+    field = "maxRunners" if mode == "raise_max" else "minRunners"
+    values = {
+        "runner_type": {"value": "linux.2xlarge"},
+        "amount": {"value": amount},
+        "mode": {"value": mode},
+    }
     before = int(sandbox.fleet.spec("linux.2xlarge").get(field, 0))
     await page_post(sandbox, "/_page/view", {"view_id": form["id"], "values": values})
+    reviewed = next(v for v in sandbox.emulator.views() if v["id"] == form["id"])
+    if reviewed["callback_id"] != "incident_scale_confirm":
+        return None  # refused at review, under the amount
     await page_post(sandbox, "/_page/view", {"view_id": form["id"], "values": {}})  # confirm
-    return field, before
+    return field, before, int(amount)
 
 
 async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
@@ -130,9 +142,9 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
     warning = await warned(sandbox)
     actions = [b for b in warning.blocks if b.get("type") == "actions"]
     assert [e["action_id"] for e in actions[0]["elements"]] == ["warning_scale", "warning_dismiss"]
-    field, before = await scale_from(sandbox, warning)
+    field, before, added = await scale_from(sandbox, warning)
     await eventually(
-        lambda: sandbox.fleet.spec("linux.2xlarge").get(field) == before + 1,
+        lambda: sandbox.fleet.spec("linux.2xlarge").get(field) == before + added,
         what=f"{field} raised from the warning",
         timeout=30,
     )
@@ -140,7 +152,7 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
     # Scaled while the warning stood, the warning says so; on a loaded machine the alert may
     # fire first, and the scale-up then goes on to the incident (its thread, checked below).
     def where_scaled() -> str:
-        if "alice scaled linux.2xlarge by +1" in text_of(now_of(sandbox, warning.ts)):
+        if f"alice scaled linux.2xlarge by +{added}" in text_of(now_of(sandbox, warning.ts)):
             return "warning"
         answers = [m.text for m in sandbox.emulator.ephemerals()]
         return "incident" if any("The alert fired meanwhile" in a for a in answers) else ""
@@ -179,7 +191,7 @@ async def test_the_warning_comes_before_the_alert_and_the_incident_takes_it_on(
         )
     else:
         await eventually(
-            lambda: "Scaled linux.2xlarge by +1" in thread(),
+            lambda: f"Scaled linux.2xlarge by +{added}" in thread(),
             what="the scale-up made from the warning recorded on the incident",
             timeout=30,
         )

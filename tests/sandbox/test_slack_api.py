@@ -368,6 +368,45 @@ async def test_views_open_update_and_hash_conflict(
     assert latest == {opened["id"]: "By external id", pushed["id"]: "Details"}
 
 
+def amount_modal(initial: str, *, block_id: str = "amount") -> dict:
+    element = {"type": "number_input", "action_id": "value", "is_decimal_allowed": False}
+    return {
+        "type": "modal",
+        "title": {"type": "plain_text", "text": "Scale up"},
+        "submit": {"type": "plain_text", "text": "Review"},
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": block_id,
+                "label": {"type": "plain_text", "text": "Runners to add"},
+                "element": {**element, "initial_value": initial},
+            }
+        ],
+    }
+
+
+async def test_an_updated_input_keeps_what_it_showed_unless_its_ids_change(
+    emulator: SlackEmulator, client: AsyncWebClient
+) -> None:
+    """As in Slack (bolt-js#290): views.update with an input of the same block and action IDs
+    leaves what the input showed; a new block ID shows the update's initial value."""
+    opened = (await client.views_open(trigger_id="1.2.abc", view=amount_modal("1")))["view"]
+    updated = (
+        await client.views_update(
+            view_id=opened["id"], hash=opened["hash"], view=amount_modal("23")
+        )
+    )["view"]
+
+    def shown() -> str:
+        (view,) = emulator.views()
+        return view["blocks"][0]["element"]["initial_value"]
+
+    assert updated["blocks"][0]["element"]["initial_value"] == "1" and shown() == "1"
+    renamed = amount_modal("23", block_id="amount_2")
+    await client.views_update(view_id=opened["id"], hash=updated["hash"], view=renamed)
+    assert shown() == "23"
+
+
 async def test_invalid_view_is_invalid_arguments(client: AsyncWebClient) -> None:
     with pytest.raises(SlackApiError) as raised:
         await client.views_open(trigger_id="1.2.abc", view={"type": "modal", "blocks": []})

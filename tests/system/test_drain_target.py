@@ -109,4 +109,6 @@ async def test_every_surface_recommends_runners_for_the_configured_drain_target(
         }
         for surface, said in shown.items():
             assert ADVICE in said and DEFAULT not in said, (surface, said)
-        assert "Recommended: +17 (" in modal, "the amount it prefills is the advice's"
+        amount = next(b for b in form["blocks"] if b.get("block_id") == "amount")
+        assert amount["element"]["initial_value"] == "10", "the advice's, up to the cap"
+        assert "One request adds at most +10: +7 more after this one" in modal

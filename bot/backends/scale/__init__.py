@@ -105,6 +105,15 @@ class Scaler(Protocol):
         """The target's capacity now; None when this backend cannot read it in advance."""
         ...
 
+    def refusal(
+        self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
+    ) -> str:
+        """Why `scale` would refuse adding `delta` (to the maximum, with `raise_maximum`) to the
+        target at `capacity`, in the words it would refuse with; "" when it would not, or this
+        backend cannot tell in advance. The check `scale` itself makes, so a form can offer
+        only what the target accepts."""
+        ...
+
     async def scale(self, request: ScaleRequest) -> ScaleResult:
         """Add `delta` runners of capacity to the target."""
         ...

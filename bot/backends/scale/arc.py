@@ -74,13 +74,22 @@ class ArcScaler:
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         return _capacity(await self._get(target))
 
+    def refusal(
+        self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
+    ) -> str:
+        if capacity is None:
+            return ""
+        try:
+            _planned(target, delta, raise_maximum, capacity)
+        except BackendError as exc:
+            return str(exc)
+        return ""
+
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         for _ in range(CONFLICT_RETRIES):
             runner_set = await self._get(scale.target)
             before = _capacity(runner_set)
-            field, value = _new_value(scale, before)
-            after = _with(before, field, value)
-            bounded(Bounds(after.minimum, after.maximum), NAMES, f"{field} {value}")
+            field, value, after = _planned(scale.target, scale.delta, scale.raise_maximum, before)
             patch = {"metadata": {"resourceVersion": _version(runner_set)}, "spec": {field: value}}
             try:
                 answer = await self._patch(scale.target, patch)
@@ -261,29 +270,42 @@ def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
     return undo.before, ""
 
 
-def _new_value(scale: ScaleRequest, before: Capacity) -> tuple[str, int]:
+def _planned(
+    target: ScaleTarget, delta: int, raise_maximum: bool, before: Capacity
+) -> tuple[str, int, Capacity]:
+    """The field to patch, its new value and the capacity after, or the refusal: the one check
+    of a scale-up, made before the patch and by a form before it offers one."""
+    field, value = _new_value(target, delta, raise_maximum, before)
+    after = _with(before, field, value)
+    bounded(Bounds(after.minimum, after.maximum), NAMES, f"{field} {value}")
+    return field, value, after
+
+
+def _new_value(
+    target: ScaleTarget, delta: int, raise_maximum: bool, before: Capacity
+) -> tuple[str, int]:
     minimum, maximum = before.minimum or 0, before.maximum
-    if scale.raise_maximum:
+    if raise_maximum:
         if maximum is None:
             raise BackendError(
                 "maxRunners is not set (unbounded): nothing to raise", retryable=False
             )
-        within_ceiling(scale.target, maximum + scale.delta, "maxRunners")
-        return "maxRunners", maximum + scale.delta
+        within_ceiling(target, maximum + delta, "maxRunners")
+        return "maxRunners", maximum + delta
     if before.at_maximum:
         raise BackendError(
             f"the scale set is at its maximum ({maximum} runners): raising minRunners changes "
             "nothing. Raise maxRunners instead",
             retryable=False,
         )
-    value = minimum + scale.delta
+    value = minimum + delta
     if maximum is not None and value > maximum:
         raise BackendError(
             f"minRunners would become {value}, above maxRunners ({maximum}): ask for at most "
             f"+{max(maximum - minimum, 0)}, or raise maxRunners",
             retryable=False,
         )
-    within_ceiling(scale.target, value, "minRunners")
+    within_ceiling(target, value, "minRunners")
     return "minRunners", value
 
 

@@ -73,18 +73,24 @@ class AsgScaler:
         desired, minimum, maximum = await self._sizes(target)
         return Capacity(desired, minimum, maximum, at_maximum=desired >= maximum)
 
+    def refusal(
+        self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
+    ) -> str:
+        if capacity is None:
+            return ""
+        desired, minimum, maximum = capacity.current, capacity.minimum, capacity.maximum
+        if desired is None or minimum is None or maximum is None:
+            return ""
+        try:
+            _desired(target, delta, desired, minimum, maximum)
+        except BackendError as exc:
+            return str(exc)
+        return ""
+
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         desired, minimum, maximum = await self._sizes(scale.target)
         before = Capacity(desired, minimum, maximum, at_maximum=desired >= maximum)
-        value = desired + scale.delta
-        if value > maximum:
-            raise BackendError(
-                f"desired capacity would become {value}, above the group's MaxSize "
-                f"({maximum}): ask for at most +{max(maximum - desired, 0)}",
-                retryable=False,
-            )
-        within_ceiling(scale.target, value, "desired capacity")
-        bounded(Bounds(minimum, maximum, value), NAMES, f"{DESIRED} {value}")
+        value = _desired(scale.target, scale.delta, desired, minimum, maximum)
         await self._set(scale.target, value)
         after = Capacity(value, minimum, maximum, at_maximum=value >= maximum)
         detail = f"{DESIRED} {desired} → {value} (max {maximum})"
@@ -194,3 +200,18 @@ def _time(value: object) -> datetime | None:
     if not isinstance(value, datetime) or value.tzinfo is None:
         return None
     return value.astimezone(UTC)
+
+
+def _desired(target: ScaleTarget, delta: int, desired: int, minimum: int, maximum: int) -> int:
+    """The desired capacity `delta` more asks for, or the refusal: the one check of a scale-up,
+    made before the call and by a form before it offers one."""
+    value = desired + delta
+    if value > maximum:
+        raise BackendError(
+            f"desired capacity would become {value}, above the group's MaxSize "
+            f"({maximum}): ask for at most +{max(maximum - desired, 0)}",
+            retryable=False,
+        )
+    within_ceiling(target, value, "desired capacity")
+    bounded(Bounds(minimum, maximum, value), NAMES, f"{DESIRED} {value}")
+    return value

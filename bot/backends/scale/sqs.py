@@ -46,6 +46,11 @@ class SqsScaler:
         self._config = config
         self._sqs = sqs
 
+    def refusal(
+        self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
+    ) -> str:
+        return ""  # the scale-up Lambda decides, after the messages
+
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         return None
 

@@ -41,6 +41,11 @@ class WebhookScaler:
         self._config = config
         self._client = client or httpx.AsyncClient(timeout=config.timeout_s)
 
+    def refusal(
+        self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
+    ) -> str:
+        return ""  # only the receiver knows what it would refuse
+
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         return None  # a webhook only receives; it cannot be asked in advance
 
