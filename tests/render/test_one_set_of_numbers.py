@@ -32,7 +32,7 @@ from bot.domain.incidents import (
     record_status,
     sums_types,
 )
-from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget
+from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, scale_default
 from bot.domain.units import minutes, number, wait_said
 from bot.render.diagnostics import render_diagnostics
 from bot.render.early_warning import render_warning
@@ -238,23 +238,31 @@ def test_the_scale_modal_offers_the_roots_recommendation(
         capacity = Capacity(current=runners, minimum=0, maximum=most)
         judgement = judgement_of(incident, name, now=NOW, within_mins=within)
         assert judgement is not None and judgement == metrics.judged
-        preview = ScalePreview(
-            ScaleTarget(name, "arc-runners/" + name, cap=50),
-            capacity,
-            "",
-            judgement,
-            can_raise_maximum=True,
+        target = ScaleTarget(name, "arc-runners/" + name, cap=50)
+        default = scale_default(
+            judgement, target, capacity, can_raise_maximum=True, refusal=lambda _d, _r: ""
         )
-        form = render_scale_form(ScaleForm("12:u12", "C1", name), "", [name], preview, cap=50)
+        preview = ScalePreview(
+            target, capacity, "", judgement, can_raise_maximum=True, default=default
+        )
+        form = render_scale_form(
+            ScaleForm("12:u12", "C1", name), ScaleOwner((name,), incident=incident), preview
+        )
         modal = text(form["blocks"])
         assert f"busy {number(metrics.busy or 0)}/{runners}" in line
         assert f"Now: {runners} runners (min 0, max {most})" in modal
         assert drains_within(modal, within), (within, modal)
         if judgement.advice:
             assert judgement.advice in line and judgement.advice in modal, (line, modal)
-        if judgement.runners:
-            amount = next(b for b in form["blocks"] if b.get("block_id") == "amount")
-            assert amount["element"]["initial_value"] == str(min(judgement.runners, 50))
+        amount = next(b for b in form["blocks"] if b.get("block_id") == "amount")
+        filled = amount["element"].get("initial_value")
+        if not judgement.runners:
+            assert filled is None, "nothing advised: nothing filled in"
+        elif default.raise_maximum and judgement.new_maximum is not None:
+            # The maximum raised to the advice's new maximum, from the target's own.
+            assert filled == str(min(judgement.new_maximum - most, 50))
+        else:
+            assert filled == str(min(judgement.runners, 50))
 
 
 # -- the early warning: its queue and its advice, as the root's for the same reading ------------
