@@ -281,5 +281,5 @@ def wait_unknown(source: str) -> str:
     if source == "alert":
         return "the alert does not say"
     if source == "prometheus":
-        return "ARC times a job only when it starts, and none started lately"
+        return "ARC times jobs only as they start, and none started lately"
     return f"{source_name(source)} gives none"

@@ -175,7 +175,9 @@ def judge(
     direction, rate = direction_of(points[-DIRECTION_READINGS:])
     running = _most(metrics.registered, metrics.busy)
     desired = finite(metrics.desired)
-    booting = max(math.floor(desired - running), 0) if desired is not None and running else 0
+    booting = 0
+    if desired is not None:
+        booting = max(math.floor(desired - (running or 0.0)), 0)
     maximum = finite(metrics.maximum)
     wait = finite(metrics.longest_wait_mins)
     judgement = Judgement(

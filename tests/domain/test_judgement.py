@@ -75,6 +75,15 @@ AT_MAX = {"busy": 30.0, "registered": 30.0, "desired": 30.0, "maximum": 30.0}
             0,
             "none: the 12 runners booting should drain it in 30 min",
         ),
+        # A scale set at zero asking for ten: all ten are booting.
+        (
+            (10, 10),
+            {"queued": 10, "job_duration_mins": 30, "busy": 0, "registered": 0,
+             "desired": 10, "maximum": 20},
+            Direction.HOLDING,
+            0,
+            "none: the 10 runners booting should drain it in 30 min",
+        ),
         # A maximum just raised: the room under it counts at once.
         (
             (20, 20),
