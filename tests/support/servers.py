@@ -121,7 +121,8 @@ class Alertmanager(_ReadyServer):
 
 
 class Prometheus(_ReadyServer):
-    """`prometheus` scraping its targets each second, sending alerts to an Alertmanager if given."""
+    """`prometheus` scraping its targets each second (or each `scrape_interval`, in Prometheus's
+    duration syntax), sending alerts to an Alertmanager if given."""
 
     def __init__(
         self,
@@ -130,6 +131,7 @@ class Prometheus(_ReadyServer):
         targets: list[str] | None = None,
         alertmanager: str | None = None,
         rules: str = "",
+        scrape_interval: str = "1s",
     ) -> None:
         super().__init__("prometheus")
         scraped = [*(targets or []), *([target] if target else [])]
@@ -142,7 +144,7 @@ class Prometheus(_ReadyServer):
         listed = ", ".join(f"'{t}'" for t in scraped)
         (self.dir / "prometheus.yml").write_text(
             "global:\n"
-            "  scrape_interval: 1s\n"
+            f"  scrape_interval: {scrape_interval}\n"
             "  evaluation_interval: 1s\n"
             "rule_files: [rules.yml]\n"
             f"{alerting}"

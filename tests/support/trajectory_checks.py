@@ -1,0 +1,189 @@
+"""What a responder should have read along a trajectory, checked over what each surface said
+after each step (`Look`), and the table of it that the trajectories print.
+
+One judgement, rendered everywhere: after one reading the root, the latest status, diagnostics
+and `/queue` give the same advice, and the Scale up… modal is pre-filled with it (capped), able
+to raise the maximum when the advice asks for that; every surface reads the expected direction
+by the second reading after a turn; none says rising or +N once the queue fell two readings in
+a row; the form's default is one the scale set takes; and where the queue only wanders,
+consecutive readings don't flap between advice of opposite kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+from tests.support.fakes.arc_script import Step
+from tests.support.trajectory_text import (
+    Advice,
+    Direction,
+    advice_line,
+    advice_of,
+    cites_maximum,
+    direction_of,
+    type_lines,
+)
+
+RUNNER_TYPE = "linux.2xlarge"
+CAP = 20  # the most one scale request may add (the scale target's `cap`)
+SURFACES = ("root", "status", "diagnostics", "/queue")
+ARROWS = {"rising": "▲", "falling": "▼", "holding": "="}
+
+
+@dataclass
+class Look:
+    """What every surface said after one reading of one step."""
+
+    step: int
+    shown: Step  # the step as the listener reported it (desired, minimum, maximum filled in)
+    expect: Direction | None  # the direction a responder should read; None: no claim
+    stamp: int | None = None  # the reading every surface rendered; None: never one
+    attempts: int = 0
+    said: dict[str, str] = field(default_factory=dict)  # surface -> its text
+    form: int | None = None  # the modal's runners to add, as it opened
+    mode: str | None = None  # the modal's preselected "what to raise", when it offers one
+    refused: str = ""  # why the form or the scale set would not take the form's default
+
+    def advice(self, surface: str) -> Advice:
+        return advice_of(self.said.get(surface, ""), RUNNER_TYPE)
+
+    def direction(self, surface: str) -> Direction | None:
+        return direction_of(self.said.get(surface, ""), RUNNER_TYPE)
+
+
+def problems(looks: list[Look]) -> list[str]:
+    """Every way the looks break "one judgement, rendered everywhere" (flapping aside: at a
+    real turn, consecutive readings of opposite kinds are right)."""
+    found: list[str] = []
+    for index, look in enumerate(looks):
+        found += one_number(look)
+        found += direction_right(looks, index)
+        found += no_rise_while_falling(looks, index)
+        if look.refused:
+            found.append(f"step {look.step}: the form's default is refused: {look.refused}")
+    return found
+
+
+def one_number(look: Look) -> list[str]:
+    """The same advice on every surface; the form pre-filled with it (capped), and offering a
+    higher maximum when the advice asks for one."""
+    if look.stamp is None:
+        return [f"step {look.step}: the surfaces never showed one reading ({look.attempts} tries)"]
+    advices = {surface: look.advice(surface) for surface in SURFACES}
+    found = []
+    if len(set(advices.values())) > 1:
+        found.append(f"step {look.step}: the advice differs: {advices}{quoted(look)}")
+    advice = advices["root"]
+    if isinstance(advice, int) and look.form != min(advice, CAP):
+        found.append(
+            f"step {look.step}: the form is pre-filled with {look.form}, the root advises "
+            f"+{advice} (cap {CAP})"
+        )
+    maximum = look.shown.maximum or 0
+    asking = [s for s in SURFACES if cites_maximum(look.said[s], maximum)]
+    if asking and look.mode != "raise_max":
+        found.append(
+            f"step {look.step}: {', '.join(asking)} ask for a higher maximum; the form does not "
+            f"offer raising maxRunners{quoted(look, asking)}"
+        )
+    return found
+
+
+def direction_right(looks: list[Look], index: int) -> list[str]:
+    """Every surface reads the expected direction, from the second reading after a turn on."""
+    look = looks[index]
+    if look.expect is None or look.stamp is None:
+        return []
+    previous = looks[index - 1].expect if index else None
+    if previous is not None and previous != look.expect:
+        return []  # the turn's first reading: the old direction may stand one more reading
+    wrong = {s: d for s in SURFACES if (d := look.direction(s)) != look.expect}
+    if not wrong:
+        return []
+    return [f"step {look.step}: expected {look.expect}, read {wrong}{quoted(look, wrong)}"]
+
+
+def no_rise_while_falling(looks: list[Look], index: int) -> list[str]:
+    """No "rising" and no "+N" on any surface once the queue fell two readings in a row."""
+    if index < 2:
+        return []
+    queued = [looks[i].shown.queued for i in (index - 2, index - 1, index)]
+    if not queued[0] > queued[1] > queued[2]:
+        return []
+    look = looks[index]
+    said = {s: (look.direction(s), look.advice(s)) for s in SURFACES}
+    wrong = {s: d for s, d in said.items() if d[0] == "rising" or isinstance(d[1], int)}
+    if not wrong:
+        return []
+    return [f"step {look.step}: the queue fell {queued}, yet {wrong}{quoted(look, wrong)}"]
+
+
+def no_flapping(looks: list[Look]) -> list[str]:
+    """No advice of opposite kinds (rising with +N, then falling with "clears", or back) on
+    consecutive readings, where the queue only wanders."""
+    found = []
+    for before, after in pairwise(looks):
+        for surface in SURFACES:
+            kinds = {_kind(look, surface) for look in (before, after)}
+            if kinds == {"more", "clears"}:
+                found.append(
+                    f"steps {before.step}→{after.step}: {surface} flapped "
+                    f"{cell(before, surface)} → {cell(after, surface)}"
+                )
+    return found
+
+
+def _kind(look: Look, surface: str) -> str:
+    direction, advice = look.direction(surface), look.advice(surface)
+    if direction == "rising" and isinstance(advice, int):
+        return "more"
+    if direction == "falling" and advice == "clears":
+        return "clears"
+    return ""
+
+
+def quoted(look: Look, surfaces: Iterable[str] = SURFACES) -> str:
+    """What the surfaces said of the type (its own line, and the line its advice is read from
+    when another), for a failure's message; surfaces that said the same are quoted once."""
+    said: dict[str, list[str]] = {}
+    for surface in surfaces:
+        text = look.said.get(surface, "")
+        for line in dict.fromkeys(
+            [*type_lines(text, RUNNER_TYPE)[:1], advice_line(text, RUNNER_TYPE)]
+        ):
+            said.setdefault(line, []).append(surface)
+    return "".join(f"\n    {' = '.join(who)}: {line[:260]}" for line, who in said.items())
+
+
+def table(name: str, looks: list[Look]) -> str:
+    """What each surface said at each step: direction and advice, the form's default."""
+    head = ("step", "queued", "busy/reg max", "expect", *SURFACES, "form", "reads", "note")
+    rows = [head]
+    for look in looks:
+        s = look.shown
+        rows.append(
+            (
+                str(look.step),
+                str(s.queued),
+                f"{s.busy}/{s.registered} {s.maximum}",
+                look.expect or "",
+                *(cell(look, surface) for surface in SURFACES),
+                f"{look.form}{' max' if look.mode == 'raise_max' else ''}"
+                + (" REFUSED" if look.refused else ""),
+                str(look.attempts) + ("" if look.stamp else " (never one reading)"),
+                s.note,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return f"\n== {name} ==\n" + "\n".join(lines)
+
+
+def cell(look: Look, surface: str) -> str:
+    """ "▲ +7", "▼ clears", "= +1"; "?" for no direction, "—" for no advice."""
+    direction, advice = look.direction(surface), look.advice(surface)
+    shown = f"+{advice}" if isinstance(advice, int) else (advice or "—")
+    return f"{ARROWS.get(direction or '', '?')} {shown}"
