@@ -339,6 +339,9 @@ def constraints(m: RunnerTypeMetrics) -> Check:
 
 
 def autoscaling(m: RunnerTypeMetrics) -> Check:
+    """The maximum against demand. With the reading's judgement, as it says it: short only when
+    the advice's runners do not fit under the maximum (runners booting and a queue that clears
+    by itself are not a shortfall), so the check never says "short" beside "no more runners"."""
     name = AUTOSCALING
     running = m.busy if m.busy is not None else m.registered
     if m.maximum is None or running is None or m.queued is None:
@@ -347,6 +350,18 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
             Verdict.UNKNOWN,
             "needs the maximum, runners in use and the queue",
         )
+    judged = m.judged
+    if judged is not None and judged.maximum is not None:
+        most = number(judged.maximum)
+        if judged.raise_maximum_by:
+            fit = judged.runners - judged.raise_maximum_by
+            text = (
+                f"+{judged.runners} runners needed, {fit} fit under the maximum of {most}: "
+                f"{judged.raise_maximum_by} short"
+            )
+            return Check(name, Verdict.BAD, text)
+        if judged.runners or judged.booting or judged.clears_in_mins is not None:
+            return Check(name, Verdict.OK, f"what the queue needs fits the maximum of {most}")
     demand = running + m.queued
     if demand > m.maximum:
         short = math.ceil(demand - m.maximum)

@@ -9,8 +9,7 @@ reading or a rule.
 
 **The direction comes from the queue itself.** The queued jobs observed at the last
 `DIRECTION_READINGS` readings decide rising, holding or falling (`direction_of`): a change
-beyond the noise (`tolerance`) over the last three, no step back at the latest, and the slope
-over them all agreeing. Arrival and
+beyond the noise (`tolerance`) over them, and no step back at the latest. Arrival and
 completion rates lag a turn by their window (ten minutes of a surge stay in a ten-minute rate),
 so they never overrule what the queue has visibly done; they only size the advice of a queue
 that grows, where the observed slope is the floor.
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
 DRAIN_TARGET_MINS = 30.0
 BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
 # Readings the direction is read over: a turn shows within two readings of it.
-DIRECTION_READINGS = 4
+DIRECTION_READINGS = 3
 # A falling queue that clears within this many drain targets needs no runner.
 SLOW_DRAIN_TARGETS = 2.0
 
@@ -294,44 +293,30 @@ def direction_of(
     points: Sequence[tuple[float, float]],
 ) -> tuple[Direction | None, float | None]:
     """Rising, holding or falling from the observed queue (epoch seconds, queued, oldest first:
-    the last `DIRECTION_READINGS`), and its change per minute (the least-squares slope). A
-    direction needs the net change over the last three readings beyond `tolerance`, the latest
-    step not against it, and the slope over them all agreeing: a queue wandering within its
-    noise holds. None with fewer than two readings, or readings at one moment."""
+    the last `DIRECTION_READINGS`), and its change per minute over them: a net change beyond
+    `tolerance`, the latest step not against it. A queue wandering within its noise holds. None
+    with fewer than two readings, or readings at one moment."""
     points = list(points)[-DIRECTION_READINGS:]
-    rate = slope_per_min(points)
-    if rate is None:
+    if len(points) < 2:
         return None, None
-    last3 = points[-3:]
-    net, step = last3[-1][1] - last3[0][1], points[-1][1] - points[-2][1]
     span = (points[-1][0] - points[0][0]) / 60
+    if span <= 0:
+        return None, None
+    net, step = points[-1][1] - points[0][1], points[-1][1] - points[-2][1]
+    rate = net / span
     allowed = tolerance(max(value for _, value in points))
-    if net > allowed and step >= 0 and rate * span > allowed / 2:
+    if net > allowed and step >= 0:
         return Direction.RISING, rate
-    if net < -allowed and step <= 0 and rate * span < -allowed / 2:
+    if net < -allowed and step <= 0:
         return Direction.FALLING, rate
     return Direction.HOLDING, rate
 
 
-def slope_per_min(points: Sequence[tuple[float, float]]) -> float | None:
-    """Least-squares change per minute of (epoch seconds, value) points; None for fewer than two
-    or points at one moment."""
-    if len(points) < 2:
-        return None
-    xs = [(at - points[0][0]) / 60 for at, _ in points]
-    mean_x = sum(xs) / len(xs)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    if spread <= 0:
-        return None
-    mean_y = sum(value for _, value in points) / len(points)
-    return sum((x - mean_x) * (y - mean_y) for x, (_, y) in zip(xs, points, strict=True)) / spread
-
-
 def tolerance(level: float) -> float:
-    """A change of the queue that is noise at this level: three jobs, or 15% of the queue. A
+    """A change of the queue that is noise at this level: four jobs, or a tenth of the queue. A
     queue at its maximum moves by arrivals less completions, each a count of chance events: at
-    a few jobs a minute, two readings differ by about three jobs with no trend at all."""
-    return max(3.0, 0.15 * level)
+    a few jobs a minute, readings two apart differ by three or four jobs with no trend at all."""
+    return max(4.0, 0.1 * level)
 
 
 def clears(mins: float) -> str:
