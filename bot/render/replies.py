@@ -23,6 +23,7 @@ from bot.domain.incidents import (
     Resolution,
     Snapshot,
     chart_drawn,
+    peak_moment,
     with_status,
 )
 from bot.domain.message import Rendered
@@ -420,11 +421,12 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
 
 
 def time_to_drain(incident: Incident) -> timedelta | None:
-    """From the reading with the most jobs queued to the resolve; None without live readings."""
+    """From the moment of the peak queue (the summary's) to the resolve; None unless the live
+    readings saw the queue drain."""
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
         return None
-    peak = incident.trend.peak_at()
-    return None if peak is None else incident.resolved_at - peak
+    peak = peak_moment(incident)
+    return None if peak is None else incident.resolved_at - peak.at
 
 
 def queue_numbers(queue: RunnerQueue) -> str:
