@@ -7,7 +7,7 @@ so races such as "a resolved notification overtaking a firing one" are table tes
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -101,6 +101,18 @@ def scale_of(event: Event) -> ScaleDone | None:
             runner_type=taken["type"], added=added, by=taken["by"], at=None, field=taken["field"]
         )
     return None
+
+
+# Timeline kinds beyond the lifecycle's: a request someone made that was not carried out (not
+# allowed, refused by its target or its backend), never an action taken; and the early warning
+# the incident took on when its alert fired. Both are on the record for the postmortem.
+REFUSED = "refused"
+EARLY_WARNING = "early_warning"
+
+
+def actions_taken(events: Sequence[Event]) -> list[Event]:
+    """The events of what people did, oldest first: a refusal is something asked, not done."""
+    return [event for event in events if event.actor and event.kind != REFUSED]
 
 
 class Responder(BaseModel):

@@ -22,6 +22,7 @@ from bot.domain.incidents import (
     PutBack,
     Resolution,
     Snapshot,
+    actions_taken,
     chart_drawn,
     peak_moment,
     with_status,
@@ -409,7 +410,7 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
         items.append(
             f"Acknowledged by {person(incident.acknowledged_by, incident.acknowledged_name)}"
         )
-    actions = [event for event in events if event.actor]
+    actions = actions_taken(events)
     if actions:
         people = list(dict.fromkeys(person(e.actor, e.actor_name) for e in actions))
         shown = ", ".join(people[:5]) + (f" and {len(people) - 5} more" if len(people) > 5 else "")

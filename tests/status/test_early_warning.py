@@ -19,7 +19,7 @@ from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.early_warning import Phase, Thresholds
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incidents import GroupState, open_incident, resolve_manually
+from bot.domain.incidents import EARLY_WARNING, GroupState, open_incident, resolve_manually
 from bot.fleet.readings import FleetReadings
 from bot.status.early_warning import EarlyWarnings, WarningConfig
 from bot.storage.early_warning import WarningStore
@@ -214,17 +214,27 @@ async def test_the_alert_firing_folds_the_warning_and_a_dismissal_holds(redis_ur
 
     firing = parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
     incident = open_incident(
-        delivery_of(firing), incident_id="7", uid="u7", channel="C1", now=now[0]
+        delivery_of(firing),
+        incident_id="7",
+        uid="u7",
+        channel="C1",
+        now=now[0] + timedelta(minutes=5),
     )
     await replica.store.commit(Commit(incident, group=GroupState(incident_id="7")))
     await reading(26)
     state = (await replica.warnings.all())[TYPE]
     assert state.phase is Phase.FOLDED and state.incident_id == "7"
     await replica.warnings.record_edit("C1", state)  # the sender showed it
+    # The incident keeps the warning it took on, for its summary and postmortem: once.
+    await reading(27)
+    [taken] = [e for e in await replica.store.events("7") if e.kind == EARLY_WARNING]
+    assert taken.text.startswith("Took on the early warning raised 5 min before the alert fired")
+    assert f"which said: {TYPE}: queue building" in taken.text and taken.actor is None
 
     # Once resolved, a queue building again raises a new warning; dismissed, it stays away.
+    loaded = await replica.store.load("7")
     resolved = resolve_manually(incident, by="U1", name="al", now=now[0])
-    assert await replica.store.commit(Commit(resolved, version=1))
+    assert await replica.store.commit(Commit(resolved, version=loaded.version))
     for n in (30, 32, 34, 36):
         await reading(n)
     raised = (await replica.warnings.all())[TYPE]
