@@ -1,10 +1,13 @@
 """The incident's record, end to end: a bot reading a scripted queue from the HUD (its
 `queued_jobs_aggregate`, rows the test sets), the Slack emulator, a real Redis. The summary's peak
-is the most the root and the statuses showed, the alert's own figure included."""
+is the most the root and the statuses showed, the alert's own figure included; the postmortem
+shared in the thread shows the queue at its peak and as the drain left it, the scale-up that was
+refused, and carries no invisible character."""
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,9 +17,9 @@ from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.hud_api import FakeHud
 from tests.support.fakes.scale_receiver import ScaleReceiver
 from tests.support.payloads import fixture_json
-from tests.support.running import eventually, run_bot
+from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.scale import webhook_settings
-from tests.support.slack import CHANNEL, Slack
+from tests.support.slack import CHANNEL, USER, Slack, ephemeral_texts, post_event, slash
 
 AGGREGATE = "queued_jobs_aggregate"
 GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "linux.4xlarge"
@@ -113,3 +116,60 @@ async def test_the_summarys_peak_is_the_alerts_figure_the_root_showed_above_ever
     assert "Peak queued jobs (as the alert said): *14*" in summary, summary
     assert "Peak longest wait: *114 min*" in summary, "the alert's wait, the longest shown"
     assert f"{GPU}: 5 queued" in summary and f"{CPU}: 4 queued" in summary
+
+
+async def shared_file(running: RunningBot, slack: Slack) -> str:
+    roots = slack.emulator.channel_messages(CHANNEL)
+    await post_event(running.http, slash("postmortem 1"))
+
+    def files() -> list[str]:
+        texts = []
+        for message in slack.emulator.thread(CHANNEL, roots[0].ts):
+            for file in message.files:
+                texts.append((slack.emulator.file_bytes(file["id"]) or b"").decode())
+        return texts
+
+    [markdown] = await eventually(files, what="the postmortem file", timeout=30)
+    return markdown
+
+
+async def test_the_postmortem_shows_the_queue_at_its_peak_the_refusal_and_nothing_invisible(
+    settings_for: Any, slack: Slack, hud: FakeHud, receiver: ScaleReceiver
+) -> None:
+    alert = fixture_json("grafana/queue-alert-firing.json")
+    title = "Jobs queueing for #12 @here\u200b\u202e"  # GitHub would link the first two
+    for labels in (alert["groupLabels"], alert["commonLabels"]):
+        labels["alertname"] = title
+    async with run_bot(live_settings(settings_for, hud, receiver)) as running:
+        await running.send("grafana", alert)
+        await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="the root")
+        hud.rows[AGGREGATE] = [row(GPU, 30, 40), row(CPU, 6, 35)]
+        await eventually(lambda: said(slack, "Queued jobs: *36*"), what="a status", timeout=30)
+
+        refused = slash(f"scale {GPU} +2").replace(f"user_id={USER}", f"user_id={BOB}")
+        await post_event(running.http, refused)
+        await eventually(
+            lambda: any("not allowed to scale" in t for t in ephemeral_texts(slack)),
+            what="bob told he may not scale",
+        )
+        hud.rows[AGGREGATE] = [row(GPU, 3, 31)]
+        await eventually(lambda: said(slack, "Queued jobs: *3*"), what="a status", timeout=30)
+        await drained(hud, slack)
+        markdown = await shared_file(running, slack)
+
+    assert not receiver.raw, "the refused scale-up called nothing"
+    # The queue at its height, not as the drain left it; then where it was left.
+    assert "The queue at its peak, " in markdown, markdown
+    assert f"| {GPU} | 30 | longest wait 40 min | 30 | longest wait 40 min |" in markdown
+    assert f"| {CPU} | 6 | longest wait 35 min | 6 | longest wait 35 min |" in markdown
+    last = markdown.split("The last reading, ")[1].split("\n\n", 2)[1]
+    assert f"| {GPU} | 0 | – |" in last, last
+    # The refused request is on the record, not among the actions taken.
+    assert f"| Scale-up of {GPU} by +2 refused: You are not allowed to scale runners" in markdown
+    assert "| Requests refused | 1, by bob |" in markdown
+    assert "| Actions taken |" not in markdown
+    # Escaped for Markdown, with nothing invisible: no word joiner (GitHub's alone), no
+    # zero-width space, no bidirectional override.
+    assert "for \\#12 \\@here" in markdown
+    invisible = [hex(ord(c)) for c in markdown if unicodedata.category(c) == "Cf"]
+    assert invisible == []
