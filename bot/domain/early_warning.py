@@ -49,7 +49,7 @@ import math
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -471,8 +471,7 @@ def taken_on(state: WarningState, incident: Incident, now: datetime) -> Event:
     """The line the incident's timeline keeps for the warning it took on as its alert fired:
     how long before the alert the warning came, and what it forecast then."""
     lead = incident.opened_at - datetime.fromtimestamp(state.warned_at, UTC)
-    text = (
-        f"Took on the early warning raised {duration(lead)} before the alert fired, which said: "
-        f"{state.text}"
-    )
+    # An incident may come to show the warning's runner type after it opened.
+    when = f"{duration(lead)} before the alert fired" if lead > timedelta(0) else "as it fired"
+    text = f"Took on the early warning raised {when}, which said: {state.text}"
     return Event(at=now, kind=EARLY_WARNING, text=text)

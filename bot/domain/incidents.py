@@ -190,8 +190,8 @@ class Incident(BaseModel):
     # latest alert's.
     peak: QueueNumbers = QueueNumbers()
     # When the peak queue was seen, with each runner type's numbers then (the first such moment;
-    # read through `peak_moment`): None before a queue was seen, or in incidents stored before
-    # 0.23.
+    # read through `peak_moment`): None before a queue was seen, or in incidents stored by 0.25
+    # and before, whose trend stands in.
     peak_snapshot: Snapshot | None = None
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     other_values: dict[str, float] = Field(default_factory=dict)

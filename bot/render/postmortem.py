@@ -268,10 +268,9 @@ def _at_last_reading(incident: Incident) -> str:
         rows.append((_type(name), _queued(queue), _wait(queue), _runners(metrics)))
     if len(names) > MAX_TYPES:
         rows.append((f"+{len(names) - MAX_TYPES} more runner types", "", "", ""))
-    when = "when it ended" if not incident.is_open else "so far"
     header = ("Runner type", "Queued", "Longest wait", "Runners busy / registered")
     table = _table(header, rows, align=("---", "---:", "---", "---:"))
-    return f"The last reading, {utc(live.at)} ({when}):\n\n{table}"
+    return f"The last reading, {utc(live.at)}:\n\n{table}"
 
 
 def _type(name: str) -> str:

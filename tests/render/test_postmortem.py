@@ -306,7 +306,7 @@ IMPACT_CASES = [
             "| linux.2xlarge | 30 | longest wait 60 min | 30 | longest wait 60 min |",
             "| linux.g5.4xlarge.nvidia.gpu | 10 | longest wait 28 min | 10 | longest wait 37 min |",
             # Where the incident left the queue and the runners, said as such.
-            "The last reading, 2025-09-16 18:25 UTC (when it ended):",
+            "The last reading, 2025-09-16 18:25 UTC:",
             "| linux.2xlarge | 0 | – | 28 / 30 |",
             "| linux.g5.4xlarge.nvidia.gpu | 10 | ? | 10 / 10 |",
         ],
