@@ -9,10 +9,19 @@ scaler patches them through `fleet_api`'s Kubernetes API): runners it now asks f
 other.
 
 Time is simulated: `speed` simulated seconds pass per real second, so a 40-minute incident plays
-in under 7 minutes at `--speed 6`, the demo's pace. Every number the fleet reports (waits, rates,
-durations) is in simulated minutes, as a real fleet would report it. The model is advanced lazily
-to "now" by whoever reads it, in fixed steps, so its results do not depend on how often it is
-read.
+in under 7 minutes at `--speed 6`, the demo's pace. The model, its specs and bursts, and its own
+Grafana rule (`sandbox.fleet_alerts`) run on that fleet time; `reading` reports in it. What the
+fleet serves to the outside (`in_real_time`: Prometheus, the HUD, Grafana's payloads) is in real
+time instead: at ×6 a job of 6 fleet minutes takes one real minute, and is said to. The bot and
+its people live on the wall clock (an incident's duration, when a status is due, how fast a
+queue grew between two readings), so one message never says a fleet minute beside a real one:
+"lasted 1 min, peak wait 9.6 min" was both. Running the bot on the fleet's clock instead would
+have needed Slack's timestamps, Redis's stream IDs and expiries, the silences and the GitHub
+stand-in on that clock too; production has one clock, and needs nothing for this. The demo's bot
+is configured for a fleet `speed` times faster (`sandbox.stack`: its drain target, boot time,
+early-warning horizon and thresholds divided by the speed), as an operator would configure it
+for a fleet whose jobs take a minute. The model is advanced lazily to "now" by whoever reads it,
+in fixed steps, so its results do not depend on how often it is read.
 
 `python -m sandbox.fleet` serves it on its own (see `fleet_api`); `make demo` runs it beside
 the bot and the Slack emulator.
@@ -25,7 +34,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 STEP_S = 5.0  # simulated seconds per step
 UNBOUNDED = 2**31 - 1  # ARC's maxRunners when the spec has none (math.MaxInt32)
@@ -162,7 +171,8 @@ class _Runners:
 
 @dataclass(frozen=True)
 class TypeReading:
-    """One runner type's numbers, in the units the bot's readings use (jobs, runners, minutes)."""
+    """One runner type's numbers, in the units the bot's readings use (jobs, runners, minutes:
+    fleet minutes as `Fleet.reading` gives them, real ones through `in_real_time`)."""
 
     queued: int
     assigned: int  # ARC's gha_assigned_jobs: queued and running
@@ -349,13 +359,29 @@ class Fleet:
             ]
 
     def worst(self, window_min: float = 10.0, leave_out: Collection[str] = ()) -> tuple[int, float]:
-        """(largest queue, longest wait in minutes) over every runner type but `leave_out`: the
-        alert's values."""
+        """(largest queue, longest wait in fleet minutes) over every runner type but `leave_out`:
+        what the fleet's alert rule holds to its thresholds."""
         readings = [r for name, r in self.reading(window_min).items() if name not in leave_out]
         return (
             max((t.queued for t in readings), default=0),
             max((t.longest_wait_mins for t in readings), default=0.0),
         )
+
+
+def in_real_time(reading: TypeReading, speed: float) -> TypeReading:
+    """`reading` (in fleet time) as the outside world reads it, by the wall clock: waits and job
+    durations `speed` times shorter, rates `speed` times higher; counts as they are. The rates'
+    window stays the fleet's (its smoothing, which no message shows)."""
+    return replace(
+        reading,
+        longest_wait_mins=round(reading.longest_wait_mins / speed, 2),
+        arrival_per_min=round(reading.arrival_per_min * speed, 3),
+        started_per_min=round(reading.started_per_min * speed, 3),
+        completed_per_min=round(reading.completed_per_min * speed, 3),
+        job_duration_mins=round(reading.job_duration_mins / speed, 2),
+        arrival_baseline_per_min=round(reading.arrival_baseline_per_min * speed, 3),
+        duration_baseline_mins=round(reading.duration_baseline_mins / speed, 2),
+    )
 
 
 def minutes(text: str) -> float:

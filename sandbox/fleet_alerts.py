@@ -44,7 +44,8 @@ GRAFANA_ZERO_TIME = "0001-01-01T00:00:00Z"
 @dataclass(frozen=True)
 class RuleConfig:
     """Fires when any type has `fire_queued` jobs waiting or one waited `fire_wait_min`; recovers
-    when none waits more than `recover_queued` jobs or `recover_wait_min` minutes."""
+    when none waits more than `recover_queued` jobs or `recover_wait_min` minutes. Its minutes
+    are fleet minutes."""
 
     fire_queued: int = 10
     fire_wait_min: float = 5.0
@@ -67,8 +68,9 @@ class Notification:
 
 class QueueRule:
     """The rule's state machine, fed (simulated minute, wall-clock time, worst queue, longest
-    wait). Times in payloads and silences are wall-clock: the bot and its responders live in
-    real time, only the fleet's own clock is compressed."""
+    wait in fleet minutes). Times in payloads and silences are wall-clock, and the payload's
+    numbers real minutes (`grafana_payload`): the bot and its responders live in real time, only
+    the fleet's own clock is compressed."""
 
     def __init__(
         self, config: RuleConfig = RuleConfig(), *, labels: dict[str, str] | None = None
@@ -220,16 +222,23 @@ class Silences:
 
 
 def grafana_payload(
-    note: Notification, labels: dict[str, str], *, fleet_url: str, thresholds: RuleConfig
+    note: Notification,
+    labels: dict[str, str],
+    *,
+    fleet_url: str,
+    thresholds: RuleConfig,
+    speed: float = 1.0,
 ) -> dict[str, Any]:
-    """What Grafana's webhook contact point posts for this notification (version "1")."""
+    """What Grafana's webhook contact point posts for this notification (version "1"): the
+    rule's waits, in fleet minutes, said in real ones (`speed` fleet minutes a real minute), as
+    the fleet serves every number (`sandbox.fleet.in_real_time`)."""
     payload = copy.deepcopy(json.loads((ALERTS / "queue-alert-firing.json").read_text()))
     alert = payload["alerts"][0]
     values = {
         "max_queue_size": note.queued,
-        "max_queue_time_mins": round(note.wait_min, 1),
+        "max_queue_time_mins": round(note.wait_min / speed, 1),
         "queue_size_threshold": thresholds.fire_queued,
-        "queue_time_threshold": thresholds.fire_wait_min,
+        "queue_time_threshold": round(thresholds.fire_wait_min / speed, 2),
         "threshold_breached": 1 if note.status == "firing" else 0,
     }
     public = {k: v for k, v in labels.items() if not k.startswith("__")}

@@ -19,6 +19,11 @@
 - Grafana's side: a background loop evaluates the alert rule and posts Grafana webhook payloads
   to the bot, retrying like Grafana when the bot cannot take them.
 - A human's view: `GET /` (the fleet, refreshed), `GET /runbook`, `GET /fleet.json`.
+
+What it serves is in real time (`sandbox.fleet.in_real_time`: waits in real minutes, rates per
+real minute), as the bot measures everything else on the wall clock; the fleet's model and its
+Grafana rule (pending, repeat, thresholds) run in fleet time, and its payloads say the rule's
+numbers in real time.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import arc_queries
 from bot.backends.metrics.prometheus_history import range_queries
-from sandbox.fleet import Fleet, Job, TypeReading, minutes
+from sandbox.fleet import Fleet, Job, TypeReading, in_real_time, minutes
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
 from sandbox.kube_api import KubeApi
 
@@ -99,7 +104,8 @@ class FleetApi:
         for name, reading in fleet.reading().items():
             self.kube.add(runner_set(self.scale_sets[name], config.namespace, reading))
         self._window_min = minutes(config.rate_window)
-        # What Prometheus would have scraped: a reading at every rule evaluation (wall clock).
+        # What Prometheus would have scraped: a reading at every rule evaluation (wall clock,
+        # real time).
         self.samples: deque[tuple[float, dict[str, TypeReading]]] = deque(maxlen=SAMPLES_KEPT)
         queries = arc_queries(config.rate_window)
         self._fields = {query: name for name, query in queries.items()}
@@ -153,7 +159,7 @@ class FleetApi:
                 "metric": self._labels(name),
                 "value": [stamp, _sample(getattr(reading, wanted))],
             }
-            for name, reading in self.fleet.reading(self._window_min).items()
+            for name, reading in self.served().items()
         ]
         return JSONResponse(
             {"status": "success", "data": {"resultType": "vector", "result": result}}
@@ -196,6 +202,11 @@ class FleetApi:
             {"status": "success", "data": {"resultType": "matrix", "result": result}}
         )
 
+    def served(self) -> dict[str, TypeReading]:
+        """Each runner type now, in real time: what Prometheus would scrape."""
+        readings = self.fleet.reading(self._window_min)
+        return {name: in_real_time(read, self.fleet.speed) for name, read in readings.items()}
+
     def _labels(self, runner_type: str) -> dict[str, str]:
         """A listener's labels: its runner set's name, as ARC 0.14 names it."""
         name = runner_set_name(self.scale_sets[runner_type])
@@ -219,8 +230,11 @@ class FleetApi:
             return crashed
         if request.path_params["name"] != "queued_jobs":
             return crashed
+        # HUD's 5 minutes, of fleet time (the query's threshold scales with the fleet, as the
+        # bot's settings do); the waits it lists in real seconds.
+        speed = self.fleet.speed
         rows = [
-            hud_row(runner_type, job, waited)
+            hud_row(runner_type, job, waited / speed)
             for runner_type, job, waited in self.fleet.queued_jobs()
             if waited > 5 * 60
         ]
@@ -324,7 +338,7 @@ class FleetApi:
     # -- the human's view ------------------------------------------------------------------
 
     async def _fleet_json(self, request: Request) -> Response:
-        readings = self.fleet.reading(self._window_min)
+        readings = self.served()
         return JSONResponse(
             {
                 "minute": round(self.fleet.minute, 2),
@@ -335,7 +349,7 @@ class FleetApi:
         )
 
     async def _dashboard(self, request: Request) -> Response:
-        readings = self.fleet.reading(self._window_min)
+        readings = self.served()
         by_workflow: dict[tuple[str, str], int] = {}
         for runner_type, job, _ in self.fleet.queued_jobs():
             key = (runner_type, f"{job.workflow.name} ({job.workflow.event})")
@@ -354,7 +368,8 @@ class FleetApi:
             "<!doctype html><meta charset=utf-8><meta http-equiv=refresh content=5>"
             "<title>Simulated CI fleet</title><body style='font-family:sans-serif'>"
             f"<h1>Simulated CI fleet</h1><p>minute {self.fleet.minute:.1f} at ×{self.fleet.speed}"
-            f" · alert: {self.rule.state}</p><table border=1 cellpadding=4>"
+            f" · alert: {self.rule.state} · waits and rates in real minutes, as the bot reads "
+            "them</p><table border=1 cellpadding=4>"
             "<tr><th>runner type</th><th>queued</th><th>longest wait (min)</th><th>busy</th>"
             "<th>min–max</th><th>arrivals/min</th><th>completions/min</th></tr>"
             f"{rows}</table><h2>Queued jobs by workflow</h2><table border=1 cellpadding=4>"
@@ -403,7 +418,7 @@ class FleetApi:
     def evaluate_all(self) -> list[dict[str, Any]]:
         """One evaluation of every rule, the main one first: the payloads to send. The reading
         is kept, as Prometheus keeps what it scrapes, for range queries."""
-        self.samples.append((time.time(), self.fleet.reading(self._window_min)))
+        self.samples.append((time.time(), self.served()))
         payloads = [self.evaluate()]
         for rule in self.team_rules:
             reading = self.fleet.reading(self._window_min).get(rule.labels["runner_type"])
@@ -418,7 +433,9 @@ class FleetApi:
         note = rule.evaluate(self.fleet.minute, now, queued, wait, silenced=silenced)
         if note is None:
             return None
-        return grafana_payload(note, rule.labels, fleet_url=self.url, thresholds=rule.config)
+        return grafana_payload(
+            note, rule.labels, fleet_url=self.url, thresholds=rule.config, speed=self.fleet.speed
+        )
 
     async def _deliver(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> None:
         """Post until the bot accepts it: Grafana retries a contact point that fails."""

@@ -14,6 +14,12 @@ The bot is the production app (`build_bot`, `build_app`, the `prometheus` metric
 `hud` jobs, the `alertmanager` silence backend, the `arc` scaler with a kubeconfig written for
 the fleet's Kubernetes API), with cadences shortened for a demo that lasts minutes. `make demo`,
 the browser test and the README's screenshot all run this.
+
+One clock: the bot runs on the wall clock, as in production, and the fleet serves its numbers in
+real time (`sandbox.fleet.in_real_time`), so a summary never says "1 min" of the wall clock
+beside a wait of fleet minutes. The fleet being `speed` times faster than the one it imitates,
+the bot's settings in minutes that describe a fleet (`FLEET_MINUTES`) are a real fleet's divided
+by the speed: at ×6, "+10 runners would drain it in 5 min" is the demo's "in 30 min".
 """
 
 from __future__ import annotations
@@ -53,6 +59,16 @@ SCALE_SETS = {"windows.4xlarge": "win-4xlarge"}
 RATE_WINDOW = "10m"
 # Where the demo's incidents get their GitHub issue (in GitHub's stand-in).
 ISSUES_REPO = "pytorch/ci-queue-alerts"
+# The bot's settings in minutes that describe the fleet, as a real fleet's operator sets them
+# (the drain target, a runner's boot, the early warning's horizon, a drained queue's wait, and
+# the alert rule's wait threshold, in the fleet's own minutes): divided by the fleet's speed.
+FLEET_MINUTES = {
+    "drain_target_minutes": 30.0,
+    "runner_boot_minutes": 5.0,
+    "early_warning_minutes": 15.0,
+    "drain_max_wait_minutes": 5.0,
+    "early_warning_wait_minutes": RuleConfig().fire_wait_min,
+}
 
 
 class SandboxError(Exception):
@@ -61,8 +77,9 @@ class SandboxError(Exception):
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """How fast the demo plays. `speed` compresses the fleet's time; the bot's cadences are real
-    seconds, shortened so that a status, a chart and the drain checks fit in a few minutes."""
+    """How fast the demo plays. `speed` compresses the fleet's time (the bot's `FLEET_MINUTES`
+    with it); the bot's cadences are real seconds, shortened so that a status, a chart and the
+    drain checks fit in a few minutes."""
 
     speed: float = 10.0
     status_interval_s: int = 30
@@ -218,7 +235,7 @@ def _settings(
             listener_stall_minutes=config.listener_stall_minutes,
             # The early warning watches for the fleet's own alert rule, before it ever fired.
             early_warning_queued=RuleConfig().fire_queued,
-            early_warning_wait_minutes=RuleConfig().fire_wait_min,
+            **{name: fleet_mins / config.speed for name, fleet_mins in FLEET_MINUTES.items()},
             scaler_backend="arc",
             scaler_kubeconfig=str(kubeconfig),
             scaler_targets=json.dumps(targets),

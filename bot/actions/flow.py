@@ -2,10 +2,12 @@
 
 `guarded` runs the checks that come before any work: the authorization hook, then the
 interaction's identity (the same delivery twice does one thing and gets the same answer), and it
-counts every outcome in `/metrics`. `commit` decides on the incident as read and commits the
-change with its thread reply, fenced by the version it read: if the incident moved on meanwhile
-(an alert resolved it, someone else acted), it decides again on the fresh state. Backend calls
-happen between the two, holding no state: a slow Alertmanager never holds up an alert group.
+counts every outcome in `/metrics`; a request it is told about (`Asked`) that is refused (the
+person not allowed, the request or its backend saying no) goes on the incident's timeline.
+`commit` decides on the incident as read and commits the change with its thread reply, fenced by
+the version it read: if the incident moved on meanwhile (an alert resolved it, someone else
+acted), it decides again on the fresh state. Backend calls happen between the two, holding no
+state: a slow Alertmanager never holds up an alert group.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from bot.actions.permissions import Authorizer
-from bot.domain.incidents import Event, Incident
+from bot.domain.incidents import REFUSED, Event, Incident
+from bot.render.mrkdwn import plain_text
 from bot.storage.incident_store import Commit, IncidentStore, Loaded
 from bot.storage.interactions import IN_PROGRESS, Interactions
 from bot.telemetry import Telemetry
@@ -62,6 +65,15 @@ class Outcome:
     @property
     def label(self) -> str:
         return self.result or ("ok" if self.ok else "refused")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What someone asked of an incident (`ref`), in words ("Scale-up of linux.2xlarge by
+    +10"), so that a refusal of it is kept on the incident's timeline."""
+
+    ref: str
+    what: str
 
 
 def refused(message: str) -> Outcome:
@@ -116,15 +128,33 @@ class Acting:
         actor: Actor,
         interaction: str | None,
         run: Callable[[], Awaitable[Outcome]],
+        *,
+        asked: Asked | None = None,
     ) -> Outcome:
-        """Authorize, claim the interaction, run, remember the answer, count the outcome."""
+        """Authorize, claim the interaction, run, remember the answer, count the outcome; keep
+        a refusal of what was `asked` on the incident's timeline."""
         try:
             outcome = await self._guarded(action, actor, interaction, run)
         except RedisError as exc:
             log.error("action %s failed: Redis: %s", action, exc)
             outcome = Outcome(False, NO_REDIS, "error")
+        if asked is not None:
+            await self.keep_refusal(asked, actor, outcome)
         self.telemetry.actions.labels(action, outcome.label).inc()
         return outcome
+
+    async def keep_refusal(self, asked: Asked, actor: Actor, outcome: Outcome) -> None:
+        """A refused request (the person not allowed, the request or its backend saying no) on
+        the incident's timeline, what its postmortem asks about; not on its root nor in its
+        thread: the person was told. Anything else (done, a duplicate, Redis away, an incident
+        changing too fast to record) keeps nothing."""
+        if outcome.result not in ("refused", "failed"):
+            return
+        try:
+            name = await self.name(actor)
+            await self.commit(asked.ref, _refusal(asked, actor, name, outcome))
+        except RedisError as exc:  # the answer stands; only the record of it is lost
+            log.warning("refusal of %s not kept: Redis: %s", asked.what, exc)
 
     async def _guarded(
         self,
@@ -192,3 +222,12 @@ class Acting:
             return await self._display_name(actor.user_id) or actor.name or actor.user_id
         except RedisError:
             return actor.name or actor.user_id
+
+
+def _refusal(asked: Asked, actor: Actor, name: str, outcome: Outcome) -> Decide:
+    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+        text = f"{asked.what} refused: {plain_text(outcome.message)}"
+        event = Event(at=now, kind=REFUSED, text=text, actor=actor.user_id, actor_name=name)
+        return Decision(outcome, Commit(incident, events=(event,), root=False))
+
+    return decide

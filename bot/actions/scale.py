@@ -27,6 +27,7 @@ from bot.actions.flow import (
     UNKNOWN,
     Acting,
     Actor,
+    Asked,
     Decide,
     Decision,
     Outcome,
@@ -99,6 +100,7 @@ class Scaling:
         """The incident and the runner types one may scale for it (its own first), or why not."""
         refusal = await self.refusal(actor)
         if refusal is not None:
+            await self._acting.keep_refusal(Asked(ref, "Scale-up"), actor, refusal)
             return refusal
         incident = (await self._acting.load(ref)).incident
         if incident is None:
@@ -221,7 +223,8 @@ class Scaling:
         async def run() -> Outcome:
             return await self.scale_now(actor, ref, runner_type, delta, raise_maximum, keep)
 
-        return await self._acting.guarded("scale", actor, interaction, run)
+        asked = Asked(ref, f"Scale-up of {runner_type} by +{delta}")
+        return await self._acting.guarded("scale", actor, interaction, run, asked=asked)
 
     def check(self, runner_type: str, delta: int) -> str:
         """What is wrong with the request itself ("" when nothing): for modals and commands."""

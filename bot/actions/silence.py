@@ -20,6 +20,7 @@ from bot.actions.flow import (
     UNKNOWN,
     Acting,
     Actor,
+    Asked,
     Decide,
     Decision,
     Outcome,
@@ -67,8 +68,9 @@ class Silencing:
     async def silence(
         self, actor: Actor, ref: str, seconds: int, *, interaction: str | None = None
     ) -> Outcome:
+        asked = Asked(ref, f"Silence for {duration(timedelta(seconds=seconds))}")
         return await self._acting.guarded(
-            "silence", actor, interaction, lambda: self._silence(actor, ref, seconds)
+            "silence", actor, interaction, lambda: self._silence(actor, ref, seconds), asked=asked
         )
 
     async def unsilence(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:

@@ -48,15 +48,15 @@ import math
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.incidents import Incident
+from bot.domain.incidents import EARLY_WARNING, Event, Incident
 from bot.domain.judgement import finite
 from bot.domain.runner_names import runner_key
-from bot.domain.units import number
+from bot.domain.units import duration, number
 
 # Readings the growth is fitted over: four intervals, four minutes at the default reading
 # interval of a minute; fewer cannot tell a trend from a wander.
@@ -461,3 +461,13 @@ class WarningState:
             return cls(**{**data, "phase": Phase(data["phase"])})
         except (ValueError, TypeError, KeyError):
             return None
+
+
+def taken_on(state: WarningState, incident: Incident, now: datetime) -> Event:
+    """The line the incident's timeline keeps for the warning it took on as its alert fired:
+    how long before the alert the warning came, and what it forecast then."""
+    lead = incident.opened_at - datetime.fromtimestamp(state.warned_at, UTC)
+    # An incident may come to show the warning's runner type after it opened.
+    when = f"{duration(lead)} before the alert fired" if lead > timedelta(0) else "as it fired"
+    text = f"Took on the early warning raised {when}, which said: {state.text}"
+    return Event(at=now, kind=EARLY_WARNING, text=text)

@@ -105,6 +105,18 @@ def scale_of(event: Event) -> ScaleDone | None:
     return None
 
 
+# Timeline kinds beyond the lifecycle's: a request someone made that was not carried out (not
+# allowed, refused by its target or its backend), never an action taken; and the early warning
+# the incident took on when its alert fired. Both are on the record for the postmortem.
+REFUSED = "refused"
+EARLY_WARNING = "early_warning"
+
+
+def actions_taken(events: Sequence[Event]) -> list[Event]:
+    """The events of what people did, oldest first: a refusal is something asked, not done."""
+    return [event for event in events if event.actor and event.kind != REFUSED]
+
+
 class Responder(BaseModel):
     """Someone who acted on the incident (silenced, scaled, diagnosed, …): the root names them,
     never mentions them."""
@@ -175,10 +187,14 @@ class Incident(BaseModel):
     description: str = ""
     links: Links = Links()
     numbers: QueueNumbers = QueueNumbers()
-    # The worst seen (`peaks_seen`, the one place it is worked out): the longest wait, and the
-    # most jobs queued at one moment across the runner types (`peak_summed`); thresholds are
-    # the latest alert's.
+    # The worst the incident showed (`peaks_seen`, the one place it is worked out): the longest
+    # wait and the most jobs queued that any notification or reading said; thresholds are the
+    # latest alert's.
     peak: QueueNumbers = QueueNumbers()
+    # When the peak queue was seen, with each runner type's numbers then (the first such moment;
+    # read through `peak_moment`): None before a queue was seen, or in incidents stored by 0.25
+    # and before, whose trend stands in.
+    peak_snapshot: Snapshot | None = None
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     other_values: dict[str, float] = Field(default_factory=dict)
     firing_count: int = 0
@@ -256,10 +272,10 @@ class Incident(BaseModel):
     @property
     def peak_summed(self) -> bool:
         """Whether the peak queue (`peak.max_queue_size`) is runner types' queues summed at one
-        moment, as every surface says "queued jobs" (`queued_total`), rather than the alert's
-        own figure, which stands only until a snapshot names its types' queues. Those queues
-        are the per-type peaks' too, so this is whether any type has a peak queue."""
-        return sums_types(self.peak_types)
+        moment (`queued_total`), rather than the alert's own figure (its rule's maximum, often
+        one type's), as the numbers that made it were: said with it wherever it is shown."""
+        moment = peak_moment(self)
+        return sums_types(moment.runner_types if moment else self.peak_types)
 
     def snapshot(self, at: datetime) -> Snapshot:
         """The alert's numbers at `at`, its queued jobs totalled over its runner types as a
@@ -562,26 +578,27 @@ def record_status(
         "last_status": snapshot,
         "trend": with_status(incident.trend, snapshot),
         "drain_checks": drain_checks,
-        **peaks_seen(incident, snapshot.numbers, snapshot.runner_types),
         "status_checks": incident.status_checks + 1,
     }
-    if live is not None:
-        update["live"] = live
-        update |= _still_likely(incident, live)
     if posted:
         update["last_posted"] = None  # it is `last_status` now
         update["status_posts"] = incident.status_posts + 1
     else:
         update["last_posted"] = incident.posted_status
-    return incident.model_copy(update=update)
+    return with_live(incident.model_copy(update=update), live, snapshot)
 
 
-def with_live(incident: Incident, live: FleetSnapshot, seen: Snapshot) -> Incident:
-    """The incident showing a newer live reading taken between statuses (diagnostics'), `seen`
-    its compact form: its peaks count it, as every number a surface showed is one the summary
+def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) -> Incident:
+    """The incident once it shows what was just read: `live`, the backend's view, which the root
+    shows until the next one (None: the alert's numbers stand, as they are), and `seen`, its
+    compact form, counted in the peaks. Every reading goes through here, a status's or one
+    taken between statuses (diagnostics'), as every number a surface showed is one the summary
     may be asked about (the trend stays the statuses')."""
-    update = {"live": live, **peaks_seen(incident, seen.numbers, seen.runner_types)}
-    return incident.model_copy(update=update | _still_likely(incident, live))
+    update = peaks_seen(incident, seen)
+    if live is not None:
+        update["live"] = live
+        update |= _still_likely(incident, live)
+    return incident.model_copy(update=update)
 
 
 def with_status(trend: Trend, snapshot: Snapshot) -> Trend:
@@ -641,7 +658,9 @@ def _reopened(incident: Incident) -> Incident:
 
 
 def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Incident:
-    return incident.model_copy(
+    """The incident showing a notification's facts; its numbers count in the peaks as a
+    reading's do (`with_live`), since the root shows them."""
+    updated = incident.model_copy(
         update={
             "title": facts.title,
             "priority": facts.priority,
@@ -657,7 +676,6 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
                 issue=incident.links.issue,  # ours, not the alert's: kept
             ),
             "numbers": facts.numbers,
-            **peaks_seen(incident, facts.numbers, facts.runner_types),
             "runner_types": dict(facts.runner_types),
             "other_values": dict(facts.other_values),
             "firing_count": facts.firing_count,
@@ -668,6 +686,7 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
             "alerted_at": now,
         }
     )
+    return with_live(updated, None, updated.snapshot(now))
 
 
 def queued_total(numbers: QueueNumbers, types: Mapping[str, RunnerQueue]) -> float | None:
@@ -685,29 +704,52 @@ def sums_types(types: Mapping[str, RunnerQueue]) -> bool:
     return any(queue.queued is not None for queue in types.values())
 
 
-def peaks_seen(
-    incident: Incident, numbers: QueueNumbers, types: Mapping[str, RunnerQueue]
-) -> dict[str, object]:
-    """The incident's peaks once it has seen `numbers` and `types` (an alert's, or a status's
-    snapshot): the update of `peak` and `peak_types`, made together so the peak total is never
-    below a type's peak.
+def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
+    """The incident's peaks once it has shown `seen` (an alert's numbers at a notification, or a
+    reading): the update of `peak`, `peak_types` and `peak_snapshot`, made together in this one
+    place (`with_live`).
 
-    The peak queue is the most jobs queued at one moment across the runner types: the largest
-    `queued_total` of the snapshots that name their types' queues, the same snapshots that make
-    the per-type peaks, so it is at least each of them. The alert's own figure is another
-    quantity (a rule's maximum, often of one type): it is the peak only while no snapshot has
-    named its types' queues (`Incident.peak_summed`), then it gives way. The longest wait is a
-    maximum over the types either way, the alert's and the readings' alike."""
-    queued, summed = queued_total(numbers, types), sums_types(types)
-    size = incident.peak.max_queue_size
-    if summed and not incident.peak_summed:
-        size = queued  # the first total over the types replaces the alert's figure
-    elif summed or not incident.peak_summed:
-        size = max_known(size, queued)
-    return {
-        "peak": _peak_of(incident.peak, numbers, size),
-        "peak_types": peak_types_of(incident.peak_types, dict(types)),
+    A peak is the most any surface showed: the peak queue the most jobs queued that a snapshot
+    said (`queued_total`: its types' queues summed where it names them, else the alert's own
+    figure, as the root says either), `peak_snapshot` the first moment it was said, with its
+    types' numbers; each type's peak the most it showed; the longest wait the longest shown.
+    The peak queue is at least each type's, as every snapshot's total is at least its types'."""
+    queued = queued_total(seen.numbers, seen.runner_types)
+    before = incident.peak.max_queue_size
+    update: dict[str, object] = {
+        "peak": _peak_of(incident.peak, seen.numbers, max_known(before, queued)),
+        "peak_types": peak_types_of(incident.peak_types, dict(seen.runner_types)),
     }
+    if queued is not None and (before is None or queued > before):
+        numbers = replace(seen.numbers, max_queue_size=queued)
+        update["peak_snapshot"] = seen.model_copy(update={"numbers": numbers})
+    return update
+
+
+def peak_moment(incident: Incident) -> Snapshot | None:
+    """When the peak queue was seen, with each runner type's numbers then; for an incident stored
+    before the moment was kept, the trend's status with the most jobs queued (None without
+    one)."""
+    if incident.peak_snapshot is not None:
+        return incident.peak_snapshot
+    at = incident.trend.peak_at()
+    if at is None:
+        return None
+    return trend_snapshot(incident.trend, at)
+
+
+def trend_snapshot(trend: Trend, at: datetime) -> Snapshot:
+    """The trend's status at `at` (one of its times) as a snapshot: its total, and each runner
+    type it showed."""
+    stamp = at.timestamp()
+    types = {
+        name: RunnerQueue(queued=queued, longest_wait_mins=wait)
+        for name in trend.names()
+        for when, queued, wait in trend.points(name)
+        if when == stamp
+    }
+    total = trend.totals()[trend.times().index(stamp)]
+    return Snapshot(at=at, numbers=QueueNumbers(max_queue_size=total), runner_types=types)
 
 
 def _peak_of(peak: QueueNumbers, current: QueueNumbers, size: float | None) -> QueueNumbers:

@@ -3,12 +3,14 @@ moment of the incident (`bot.domain.alert_issue`), as GitHub-flavoured Markdown.
 
 Pure functions of the incident and its timeline. Every outside text (a title, a name, an
 event's words quoting a backend) is escaped as the postmortem escapes it, so nothing in a comment
-is a link, a mention, a heading or HTML except what is written here; each comment ends with its
-hidden mark (`comment_mark`), how a comment whose answer was lost is found again.
+is a link, a mention, a heading or HTML except what is written here, and `unlinked` keeps GitHub
+from linking its @mentions and issue references; each comment ends with its hidden mark
+(`comment_mark`), how a comment whose answer was lost is found again.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from bot.domain.alert_issue import THREAD_MOMENT, Moment, comment_mark, group_mark
@@ -25,6 +27,13 @@ from bot.render.postmortem import (
 # GitHub refuses a body or comment longer than this.
 MAX_BODY = 65_536
 MAX_EVENT_TEXT = 500
+# GitHub finds @mentions and issue references (`#12`, `GH-12`, `owner/repo#12`) in a comment
+# after Markdown is read, when the backslashes `md_escape` put before them are gone: an invisible
+# word joiner after `\@` and `\#` and inside `GH\-` (forms only `md_escape` writes, so never in
+# a link of ours) leaves the text as it reads and gives those finders nothing to match. Only
+# GitHub's text gets one: the postmortem's file in Slack is read, and copied, as it is.
+WORD_JOINER = "\u2060"
+_REFERENCE = re.compile(r"(?i)(\\@(?=\w)|\\#(?=[0-9])|\bgh(?=\\-[0-9]))")
 
 TITLES = {
     "acknowledged": "Acknowledged",
@@ -66,7 +75,7 @@ def issue_body(incident: Incident) -> str:
         "",
         group_mark(incident),
     ]
-    return "\n".join(lines) + "\n"
+    return unlinked("\n".join(lines)) + "\n"
 
 
 def comment(
@@ -89,10 +98,17 @@ def comment(
         text = postmortem
     else:
         text = _step(incident, event)
+    text = unlinked(text)
     room = MAX_BODY - len(mark) - 40
     if len(text) > room:
         text = text[:room].rstrip() + "\n\n_(cut to GitHub's limit)_"
     return f"{text}\n\n{mark}\n"
+
+
+def unlinked(markdown: str) -> str:
+    """Markdown made with `md_escape`, as GitHub gets it: its escaped @mentions and issue
+    references read the same and link nothing."""
+    return _REFERENCE.sub(lambda found: found[0] + WORD_JOINER, markdown)
 
 
 def _thread(incident: Incident, thread_url: str) -> str:

@@ -23,6 +23,10 @@ _MAX_USER_ID = 32
 # Links longer than this are shown as their label: one link must never eat a whole text object.
 MAX_URL = 2000
 _UNSAFE_IN_URL = re.compile(r"[\s|<>]")
+# A date token or a link, with the text shown for it; a mention; a name in bold (`person`).
+_LABELLED = re.compile(r"<[^<>|]*\|([^<>]*)>")
+_MENTION = re.compile(r"<@([UW][A-Z0-9]+)>")
+_BOLD = re.compile(r"\*([^*\n]+)\*")
 # Escape sequences and `<…>` tokens that truncation must keep whole.
 _TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
 
@@ -30,6 +34,16 @@ _TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
 def escape(text: str) -> str:
     """Make untrusted text inert in mrkdwn and in fallback text, which Slack parses the same way."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def plain_text(mrkdwn: str) -> str:
+    """What mrkdwn made here reads as, as plain text: a date as its UTC fallback, a link as its
+    label, a mention as the user ID, a name without its bold, entities as their characters. For
+    an answer kept as a timeline line, which is escaped again wherever it is shown."""
+    text = _LABELLED.sub(r"\1", mrkdwn)
+    text = _MENTION.sub(r"\1", text)
+    text = _BOLD.sub(r"\1", text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def link(url: str, label: str) -> str:

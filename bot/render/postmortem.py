@@ -8,19 +8,34 @@ file never says another peak than the thread: one set of numbers.
 It is written for GitHub-flavoured Markdown (a file people download, edit and paste into an issue
 or a wiki), not for Slack's mrkdwn: every text that came from outside (alert titles, runner types,
 workflows, people's names) goes through `md_escape`, so it can neither break a table nor become a
-link, an image, HTML, an @mention or an issue reference. Times are UTC, written out: a file has no
-reader's time zone to render a date token in.
+link, an image or HTML, and carries no invisible character. Where it goes to GitHub as a comment,
+`bot.render.alert_issue` also keeps its @mentions and issue references from being linked. Times are
+UTC, written out: a file has no reader's time zone to render a date token in.
+
+Its impact is the queue at its peak (the moment the peak queue was seen, each runner type's numbers
+then, and each type's own worst) and at the last reading; its timeline is everything recorded,
+with the early warning the incident took on and the requests that were refused.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import RunnerTypeMetrics, worst_first
-from bot.domain.incidents import Event, Incident, PutBack, Resolution
+from bot.domain.incidents import (
+    REFUSED,
+    Event,
+    Incident,
+    PutBack,
+    Resolution,
+    Snapshot,
+    actions_taken,
+    peak_moment,
+)
 from bot.domain.jobs import JobsView
 from bot.domain.units import duration, minutes, number, wait_said
 from bot.render.chart import incident_chart
@@ -45,11 +60,13 @@ _AUTOLINK = re.compile(r"(?i)(:(?=//)|(?<=www)\.)")
 # What starts a block at the head of a line: a list, a setext underline, a numbered item.
 _LEADING_MARK = re.compile(r"^[-+=]")
 _LEADING_NUMBER = re.compile(r"^([0-9]+)([.)])")
-# GitHub finds @mentions and issue references (`#12`, `GH-12`, `owner/repo#12`) in the text
-# after Markdown is read, when its backslashes are gone: an invisible word joiner after `@` and
-# `#`, and inside `GH-`, leaves the text as it reads and gives those finders nothing to match.
-_REFERENCE = re.compile(r"(?i)(@(?=\w)|#(?=[0-9])|\bgh(?=-[0-9]))")
-WORD_JOINER = "\u2060"
+# GitHub's issue references `GH-12` get their hyphen escaped too (`GH\-12` reads the same): with
+# `\@` and `\#`, a form only this escaping writes, where `bot.render.alert_issue` finds what
+# GitHub would link.
+_GH_REFERENCE = re.compile(r"(?i)\b(gh)-(?=[0-9])")
+# Unicode's format characters (zero-width spaces and joiners, bidirectional controls, soft
+# hyphens) show nothing, or reorder what is shown: a file must read as it is.
+_INVISIBLE = "Cf"
 # Line breaks of every kind and control characters would end a table row or a paragraph.
 _BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*))?$", re.DOTALL)
@@ -57,15 +74,16 @@ _CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*)
 
 def md_escape(text: str, limit: int = MAX_TEXT) -> str:
     """`text` as literal Markdown on one line: at most `limit` characters of it (then "…"),
-    every special character backslash-escaped, a leading block marker too, and no mention or
-    issue reference for GitHub to find."""
-    flat = _BREAKS.sub(" ", text).strip()
+    every special character backslash-escaped, a leading block marker too, and no invisible
+    character."""
+    visible = "".join(c for c in text if unicodedata.category(c) != _INVISIBLE)
+    flat = _BREAKS.sub(" ", visible).strip()
     if len(flat) > limit:
         flat = flat[: limit - 1].rstrip() + "…"
     escaped = _AUTOLINK.sub(r"\\\1", _SPECIAL.sub(r"\\\1", flat))
     escaped = _LEADING_MARK.sub(r"\\\g<0>", escaped)
     escaped = _LEADING_NUMBER.sub(r"\1\\\2", escaped)
-    return _REFERENCE.sub(lambda found: found[0] + WORD_JOINER, escaped)
+    return _GH_REFERENCE.sub(r"\1\\-", escaped)
 
 
 def utc(moment: datetime) -> str:
@@ -126,10 +144,13 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
     ]
     if incident.acknowledged_by:
         rows.append(("Acknowledged by", who(incident.acknowledged_by, incident.acknowledged_name)))
-    actions = [event for event in events if event.actor]
-    if actions:
-        people = list(dict.fromkeys(who(e.actor, e.actor_name) for e in actions))
-        rows.append(("Actions taken", f"{len(actions)}, by {', '.join(people)}"))
+    for label, done in (
+        ("Actions taken", actions_taken(events)),
+        ("Requests refused", [e for e in events if e.kind == REFUSED]),
+    ):
+        if done:
+            people = list(dict.fromkeys(who(e.actor, e.actor_name) for e in done))
+            rows.append((label, f"{len(done)}, by {', '.join(people)}"))
     rows.append(("Notifications", str(incident.notifications)))
     if incident.reopened:
         rows.append(("Reopened", f"{incident.reopened}×"))
@@ -185,37 +206,85 @@ def impact_section(incident: Incident, jobs: JobsView | None, jobs_note: str) ->
     if not lines:
         lines.append("- The alert gave no queue numbers.")
     parts = ["## Impact", "\n".join(lines)]
-    types = _types_table(incident)
-    if types:
-        # The summary's peaks by type; before a reading named them, the alert's own numbers.
-        said = "at their worst" if incident.peak_types else "as the alert said"
-        parts.append(f"Runner types, {said}:\n\n{types}")
+    parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
     parts.append(_jobs(incident, jobs, jobs_note))
     return "\n\n".join(parts)
 
 
-def _types_table(incident: Incident) -> str:
+def _at_peak(incident: Incident) -> str:
+    """Each runner type when the peak queue was seen (the summary's peak), beside its own worst:
+    the queue as it stood at its height, not as it was left."""
     types = incident.peak_types or incident.runner_types
-    ranked = worst_first(types)
-    live = incident.live.runner_types if incident.live is not None else {}
-    rows = []
-    for name, queue in ranked[:MAX_TYPES]:
-        shown = _name(name) if name else "all runner types"
-        queued = number(queue.queued) if queue.queued is not None else "?"
-        rows.append((shown, queued, _wait(queue), _runners(live.get(name))))
-    if len(ranked) > MAX_TYPES:
-        rows.append((f"+{len(ranked) - MAX_TYPES} more runner types", "", "", ""))
-    if not rows:
+    ranked = [name for name, _ in worst_first(types)]
+    if not ranked:
         return ""
-    header = ("Runner type", "Peak queued", "Worst wait", "Runners busy / registered (latest)")
-    return _table(header, rows, align=("---", "---:", "---", "---:"))
+    moment = peak_moment(incident)
+    then = moment.runner_types if moment is not None else {}
+    header = ["Runner type", "Most queued", "Worst wait"]
+    align = ["---", "---:", "---"]
+    if then:
+        header[1:1], align[1:1] = ["Queued at the peak", "Wait at the peak"], ["---:", "---"]
+    rows = []
+    for name in ranked[:MAX_TYPES]:
+        at_peak = [_queued(then[name]), _wait(then[name])] if name in then else ["–", "–"]
+        rows.append(
+            (_type(name), *(at_peak if then else []), _queued(types[name]), _wait(types[name]))
+        )
+    if len(ranked) > MAX_TYPES:
+        rows.append((f"+{len(ranked) - MAX_TYPES} more runner types", *[""] * (len(header) - 1)))
+    return f"{_peak_head(incident, moment)}:\n\n{_table(header, rows, align=align)}"
+
+
+def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
+    if moment is None:
+        # Before a reading named them, the alert's own numbers.
+        return "Runner types, " + ("at their worst" if incident.peak_types else "as the alert said")
+    if moment.runner_types:
+        return f"The queue at its peak, {utc(moment.at)}, and each runner type at its own worst"
+    queued = moment.numbers.max_queue_size
+    said = number(queued) if queued is not None else "?"
+    return (
+        f"At its peak, {utc(moment.at)}, the alert said {said} queued, naming no runner type; "
+        "each runner type at its own worst"
+    )
+
+
+def _at_last_reading(incident: Incident) -> str:
+    """The runner types as the metrics backend last read them: where the incident left the queue
+    and the runners (read after a drain, its queues are empty)."""
+    live = incident.live
+    if live is None or not live.is_live or not live.runner_types:
+        return ""
+    order = [n for n, _ in worst_first(incident.peak_types)]
+    names = [n for n in order if n in live.runner_types] + sorted(
+        set(live.runner_types) - set(order)
+    )
+    rows = []
+    for name in names[:MAX_TYPES]:
+        metrics = live.runner_types[name]
+        queue = RunnerQueue(
+            metrics.queued, metrics.longest_wait_mins, metrics.wait_over, metrics.wait_of_starts
+        )
+        rows.append((_type(name), _queued(queue), _wait(queue), _runners(metrics)))
+    if len(names) > MAX_TYPES:
+        rows.append((f"+{len(names) - MAX_TYPES} more runner types", "", "", ""))
+    header = ("Runner type", "Queued", "Longest wait", "Runners busy / registered")
+    table = _table(header, rows, align=("---", "---:", "---", "---:"))
+    return f"The last reading, {utc(live.at)}:\n\n{table}"
+
+
+def _type(name: str) -> str:
+    return _name(name) if name else "all runner types"
+
+
+def _queued(queue: RunnerQueue) -> str:
+    return number(queue.queued) if queue.queued is not None else "?"
 
 
 def _wait(queue: RunnerQueue) -> str:
-    return (
-        wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
-        or "?"
-    )
+    """The wait as measured; "–" where no job waited, "?" where it was not read."""
+    said = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
+    return said or ("–" if queue.queued == 0 else "?")
 
 
 def _runners(metrics: RunnerTypeMetrics | None) -> str:

@@ -21,7 +21,9 @@ from bot.domain.incidents import (
     PutBack,
     Resolution,
     Snapshot,
+    actions_taken,
     chart_drawn,
+    peak_moment,
     with_status,
 )
 from bot.domain.judgement import DRAIN_TARGET_MINS
@@ -408,7 +410,7 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
         items.append(
             f"Acknowledged by {person(incident.acknowledged_by, incident.acknowledged_name)}"
         )
-    actions = [event for event in events if event.actor]
+    actions = actions_taken(events)
     if actions:
         people = list(dict.fromkeys(person(e.actor, e.actor_name) for e in actions))
         shown = ", ".join(people[:5]) + (f" and {len(people) - 5} more" if len(people) > 5 else "")
@@ -420,11 +422,12 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
 
 
 def time_to_drain(incident: Incident) -> timedelta | None:
-    """From the reading with the most jobs queued to the resolve; None without live readings."""
+    """From the moment of the peak queue (the summary's) to the resolve; None unless the live
+    readings saw the queue drain."""
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
         return None
-    peak = incident.trend.peak_at()
-    return None if peak is None else incident.resolved_at - peak
+    peak = peak_moment(incident)
+    return None if peak is None else incident.resolved_at - peak.at
 
 
 def queue_numbers(queue: RunnerQueue) -> str:

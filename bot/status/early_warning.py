@@ -9,9 +9,10 @@ else the settings'. A warning is raised once the readings show a build beyond th
 edited as its forecast moves (never posted again while its message stands), cleared only once
 the forecast no longer crosses within the horizon (a pause just under the threshold is not
 enough), folded into the incident once the alert fires (an open incident showing that type, or
-one in its channel naming none; test incidents never count), linking the incident's thread once
-its root is posted, and held back while dismissed. The channel's sender posts and edits it; a
-route on `runner_type` sends it where that type's alerts go.
+one in its channel naming none; test incidents never count), which keeps it on its timeline,
+linking the incident's thread once its root is posted, and held back while dismissed. The
+channel's sender posts and edits it; a route on `runner_type` sends it where that type's alerts
+go.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from bot.domain.early_warning import (
     gauges_in_system,
     shown_types,
     stated_thresholds,
+    taken_on,
 )
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.incidents import Incident
@@ -44,7 +46,7 @@ from bot.domain.routes import Route, channel_for_type
 from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
 from bot.storage.early_warning import WarningStore
-from bot.storage.incident_store import IncidentStore
+from bot.storage.incident_store import Commit, IncidentStore
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,9 @@ HOLD_AFTER_S = 300  # no good reading this long: a standing warning's forecast i
 PAST = NOISE_READINGS - 1  # earlier readings the forecast takes (its window, its noise)
 # The link is a courtesy: a slow Slack must not hold up the other types' warnings.
 PERMALINK_TIMEOUT_S = 3.0
+# The incident may change meanwhile (a notification, a status): its timeline's line is written
+# again on what it became, this many times at most.
+MAX_COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -170,11 +175,11 @@ class EarlyWarnings:
         if incident is not None:
             if state is not None and _current(state, now):
                 link = await self._thread_link(incident.id)
-                await self._warnings.save(
-                    state.changed(
-                        now, phase=Phase.FOLDED, incident_id=incident.id, incident_link=link
-                    )
+                folded = state.changed(
+                    now, phase=Phase.FOLDED, incident_id=incident.id, incident_link=link
                 )
+                if await self._warnings.save(folded):
+                    await self._record_taken_on(incident.id, state)
             elif state is not None:
                 await self._link_folded(state, now)
             return
@@ -196,6 +201,26 @@ class EarlyWarnings:
         else:
             log.info("early warning: %s", said.text)
             await self._warnings.save(WarningState.raised(name, channel, now=now, **fields))
+
+    async def _record_taken_on(self, incident_id: str, state: WarningState) -> None:
+        """The incident's timeline keeps the warning it took on (the summary and the postmortem
+        tell it): once, after the fold was saved, which one decision of one reading makes."""
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            loaded = await self._store.load(incident_id)
+            incident = loaded.incident
+            if incident is None:
+                return
+            now = self._clock()
+            commit = Commit(
+                incident,
+                version=loaded.version,
+                thread=loaded.thread,
+                events=(taken_on(state, incident, now),),
+                root=False,
+            )
+            if await self._store.commit(commit, now=now.timestamp()):
+                return
+        log.warning("early warning: incident %s kept changing; its line not kept", incident_id)
 
     async def _link_folded(self, state: WarningState, now: float) -> None:
         """A folded warning without its incident's link gets it once the incident's root is

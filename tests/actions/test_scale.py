@@ -173,6 +173,28 @@ async def test_only_allowed_people_and_user_groups_may_scale(
             assert not receiver.raw, "a refused request calls nothing"
 
 
+async def test_a_scale_up_refused_at_the_button_is_kept_for_the_summary(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver
+) -> None:
+    """Alice may not scale: Scale up… tells her so and opens no form; the incident's record
+    keeps the refusal, which its summary says among what was done."""
+    settings = webhook_settings(settings_for, receiver, scale_allowed_users="U0BOB")
+    async with run_bot(settings) as running:
+        root = await open_incident(running, slack)
+        assert (await click(running, root, "incident_scale")).status_code == 200
+        await eventually(
+            lambda: any("not allowed to scale" in t for t in ephemeral_texts(slack)), what="told"
+        )
+        assert not slack.emulator.views()
+        await post_event(running.http, slash("resolve 1"))
+        summary = await eventually(
+            lambda: [t for t in thread_texts(slack, root.ts) if "What was done" in t],
+            what="the summary",
+        )
+    assert "Scale-up refused: You are not allowed to scale runners" in summary[0], summary
+    assert "Actions taken: *1*, by *alice*" in summary[0], "her resolve; the refusal is none"
+
+
 async def test_the_same_confirmation_twice_and_a_second_modal_scale_once(
     settings_for: Any, slack: Slack, receiver: ScaleReceiver
 ) -> None:

@@ -323,7 +323,7 @@ async def test_a_silence_that_runs_out_is_shown_as_ended(
         ("token", "Grafana answered 401: invalid API key"),
     ],
 )
-async def test_a_failing_backend_is_told_and_nothing_is_recorded(
+async def test_a_failing_backend_is_told_nothing_changes_and_the_summary_keeps_the_refusal(
     settings_for: Any, slack: Slack, grafana: FakeSilenceApi, fault: str, expected: str
 ) -> None:
     extra: dict[str, Any] = {"backend_timeout_seconds": 0.5}
@@ -353,6 +353,13 @@ async def test_a_failing_backend_is_told_and_nothing_is_recorded(
         assert not any("Silenced" in t for t in thread_texts(slack, root.ts))
         metrics = (await running.http.get("/metrics")).text
         assert 'queuepilot_actions_total{action="silence",outcome="failed"} 1.0' in metrics
+        # The refusal is on the record: the summary's timeline (and the postmortem's) says it.
+        await post_event(running.http, slash("resolve 1 anyway"))
+        summary = await eventually(
+            lambda: [t for t in thread_texts(slack, root.ts) if "What was done" in t],
+            what="the summary",
+        )
+        assert "Silence for 1 h refused: Could not silence incident 1: " in summary[0], summary
 
 
 async def test_a_hanging_backend_does_not_hold_up_the_groups_notifications(

@@ -29,8 +29,8 @@ from bot.domain.alert_issue import (
     tells_issue,
 )
 from bot.domain.incidents import Event
-from bot.render.alert_issue import MAX_BODY, comment, issue_body
-from bot.render.postmortem import WORD_JOINER
+from bot.render.alert_issue import MAX_BODY, WORD_JOINER, comment, issue_body, unlinked
+from bot.render.postmortem import md_escape
 from tests.support.incidents import T0, make_incident
 
 
@@ -155,6 +155,25 @@ def test_outside_text_is_escaped_and_a_long_postmortem_is_cut_to_githubs_limit()
     cut = comment(incident, Moment(moment_key(long), long), postmortem="x" * 100_000, now=T0)
     assert len(cut) <= MAX_BODY
     assert cut.rstrip().endswith(comment_mark(incident, moment_key(long)))
+
+
+J = WORD_JOINER
+REFERENCES = [
+    ("@channel and @here", f"\\@{J}channel and \\@{J}here"),
+    ("mail ops@evil.example", f"mail ops\\@{J}evil.example"),
+    # Issue references GitHub would link (and back-reference): `#12`, `GH-12`, `o/r#12`.
+    ("see #12, GH-3 and pytorch/pytorch#4", f"see \\#{J}12, GH{J}\\-3 and pytorch/pytorch\\#{J}4"),
+    ("# heading, gh-x and a#b", "\\# heading, gh-x and a\\#b"),
+]
+
+
+@pytest.mark.parametrize(("text", "told"), REFERENCES)
+def test_githubs_text_gets_a_word_joiner_where_github_would_link_a_mention_or_an_issue(
+    text: str, told: str
+) -> None:
+    """After `\\@` and `\\#`, inside `GH\\-`: what `md_escape` wrote, and nothing else."""
+    assert unlinked(md_escape(text)) == told
+    assert J not in md_escape(text), "the file shared in Slack carries none"
 
 
 def test_an_opened_issues_body_carries_the_group_mark_and_escaped_text():

@@ -19,9 +19,11 @@ from bot.domain.early_warning import (
     Thresholds,
     WarningState,
     forecast,
+    taken_on,
 )
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.judgement import judge
+from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 ALERT = Thresholds(queued=10, wait_mins=30)
@@ -375,3 +377,32 @@ def test_a_warning_stored_before_it_could_link_its_incident_still_loads() -> Non
     assert WarningState.load(json.dumps(older)) == folded
     linked = folded.changed(1_795_500_120.0, incident_link="https://acme.slack.com/archives/C1/p1")
     assert WarningState.load(linked.dump()) == linked
+
+
+@pytest.mark.parametrize(
+    ("warned_before_mins", "said"),
+    [
+        (6, "raised 6 min before the alert fired"),
+        (0, "raised as it fired"),
+        (-3, "raised as it fired"),
+    ],
+)
+def test_the_incident_keeps_the_warning_it_took_on_with_its_lead(
+    warned_before_mins: int, said: str
+) -> None:
+    """What the timeline keeps: how long before the alert the warning came (an incident that
+    came to show the type after it opened took on a later one), and its forecast."""
+    opened = make_incident(opened_at=NOW)
+    warned = NOW - timedelta(minutes=warned_before_mins)
+    state = WarningState.raised(
+        "linux.2xlarge", "C1", "linux.2xlarge: queue building", warned.timestamp()
+    )
+    event = taken_on(state, opened, NOW + timedelta(minutes=1))
+    assert (event.kind, event.actor, event.at) == (
+        "early_warning",
+        None,
+        NOW + timedelta(minutes=1),
+    )
+    assert (
+        event.text == f"Took on the early warning {said}, which said: linux.2xlarge: queue building"
+    )

@@ -38,6 +38,7 @@ from bot.domain.incidents import (
     is_stale,
     noted,
     open_incident,
+    peak_moment,
     record_status,
     resolve_manually,
     with_live,
@@ -337,24 +338,146 @@ def typed(at_min: int, **queued: float) -> Snapshot:
     return Snapshot(at=T0 + timedelta(minutes=at_min), numbers=total, runner_types=types)
 
 
-def test_the_peak_queue_is_the_alerts_figure_only_until_a_snapshot_sums_the_types() -> None:
-    """The alert's 14 is its rule's maximum (of one type, often); the first reading naming the
-    types' queues replaces it with their sum, which then only grows, and an alert's figure
-    beside known types no longer counts: one quantity, at least every type's peak."""
-    incident = opened()  # PyTorch's rule: 14, no runner type named
-    assert (incident.peak.max_queue_size, incident.peak_summed) == (14, False)
+@dataclass(frozen=True)
+class Shown:
+    """One thing the incident showed, at minute `at`: a notification with the alert's own figure
+    and wait ("alert"), or a reading of each type's queue taken by a status ("status"), by a
+    quiet status that edits the last one ("quiet"), or between statuses by diagnostics
+    ("diagnostics")."""
 
-    incident = record_status(incident, typed(5, cpu=5, gpu=4))
-    assert (incident.peak.max_queue_size, incident.peak_summed) == (9, True)
+    how: str
+    at: int
+    queued: float = 0
+    wait: float = 20
+    types: tuple[tuple[str, float], ...] = ()
 
-    incident = record_status(incident, incident.snapshot(T0 + timedelta(minutes=6)))
-    state, _ = apply(incident, with_queue(payload(), wait=20, queued=40), entry(2000, 0))
-    assert state.incident.peak.max_queue_size == 9, "the alert's figure is another quantity"
 
-    incident = record_status(state.incident, typed(70, cpu=30, gpu=6))
-    incident = record_status(incident, typed(80, cpu=3))
-    assert incident.peak.max_queue_size == 36
-    assert {n: q.queued for n, q in incident.peak_types.items()} == {"cpu": 30, "gpu": 6}
+def alert(at: int, queued: float, wait: float = 20) -> Shown:
+    return Shown("alert", at, queued, wait)
+
+
+def read(how: str, at: int, **types: float) -> Shown:
+    return Shown(how, at, types=tuple(types.items()))
+
+
+def shown(incident: Incident, step: Shown, n: int) -> Incident:
+    """`step` applied as the intake, the status tick or diagnostics apply it."""
+    if step.how == "alert":
+        data = with_queue(payload(), wait=step.wait, queued=step.queued)
+        state, _ = apply(incident, data, entry(2000 + n), at=timedelta(minutes=step.at))
+        return state.incident
+    snapshot = typed(step.at, **dict(step.types))
+    if step.how == "diagnostics":
+        return with_live(incident, None, snapshot)
+    return record_status(incident, snapshot, posted=step.how == "status")
+
+
+@dataclass(frozen=True)
+class PeakRow:
+    case: str
+    steps: tuple[Shown, ...]
+    peak: float  # the summary's peak queue: the most any of them showed
+    summed: bool  # the types' queues summed, rather than the alert's own figure
+    at: int  # when the peak was first shown
+    at_peak: dict[str, float]  # each type's queue then
+    per_type: dict[str, float]  # each type's own peak
+
+
+# The opened incident showed PyTorch's rule at minute 0: 14 queued, naming no runner type.
+PEAK_TABLE = [
+    PeakRow("the alert alone", (), 14, False, 0, {}, {}),
+    PeakRow(
+        "the alert's figure stays above a lower reading",
+        (read("status", 5, cpu=5, gpu=4),),
+        14,
+        False,
+        0,
+        {},
+        {"cpu": 5, "gpu": 4},
+    ),
+    PeakRow(
+        "a reading above the alert",
+        (
+            read("status", 5, cpu=5, gpu=4),
+            read("status", 70, cpu=30, gpu=6),
+            read("status", 80, cpu=3),
+        ),
+        36,
+        True,
+        70,
+        {"cpu": 30, "gpu": 6},
+        {"cpu": 30, "gpu": 6},
+    ),
+    PeakRow(
+        "a later notification above the readings",
+        (read("status", 5, cpu=5, gpu=4), alert(6, 40), read("status", 7, cpu=8)),
+        40,
+        False,
+        6,
+        {},
+        {"cpu": 8, "gpu": 4},
+    ),
+    PeakRow(
+        "a reading diagnostics showed between statuses",
+        (read("status", 10, cpu=20), read("diagnostics", 12, cpu=30), read("status", 20, cpu=5)),
+        30,
+        True,
+        12,
+        {"cpu": 30},
+        {"cpu": 30},
+    ),
+    PeakRow(
+        "a quiet status, edited in place",
+        (read("status", 10, cpu=20), read("quiet", 15, cpu=25)),
+        25,
+        True,
+        15,
+        {"cpu": 25},
+        {"cpu": 25},
+    ),
+    PeakRow(
+        "a tie keeps the first moment",
+        (read("status", 10, cpu=20, gpu=10), read("status", 20, cpu=10, gpu=20)),
+        30,
+        True,
+        10,
+        {"cpu": 20, "gpu": 10},
+        {"cpu": 20, "gpu": 20},
+    ),
+    PeakRow(
+        "each type's peak from another moment than the total's",
+        (read("status", 10, cpu=40), read("status", 20, cpu=2, gpu=39)),
+        41,
+        True,
+        20,
+        {"cpu": 2, "gpu": 39},
+        {"cpu": 40, "gpu": 39},
+    ),
+]
+
+
+@pytest.mark.parametrize("row", PEAK_TABLE, ids=[row.case for row in PEAK_TABLE])
+def test_the_peak_is_the_most_the_incident_showed(row: PeakRow) -> None:
+    incident = opened()
+    for n, step in enumerate(row.steps):
+        incident = shown(incident, step, n)
+    moment = peak_moment(incident)
+    assert moment is not None
+    assert (incident.peak.max_queue_size, incident.peak_summed) == (row.peak, row.summed)
+    assert moment.at == T0 + timedelta(minutes=row.at)
+    assert moment.numbers.max_queue_size == row.peak
+    assert {n: q.queued for n, q in moment.runner_types.items()} == row.at_peak
+    assert {n: q.queued for n, q in incident.peak_types.items()} == row.per_type
+
+
+def test_the_peak_wait_is_the_longest_any_notification_or_reading_showed() -> None:
+    incident = opened()  # 114 min
+    waited = {"cpu": RunnerQueue(queued=3, longest_wait_mins=150)}
+    reading = Snapshot(at=T0, numbers=QueueNumbers(150, 3), runner_types=waited)
+    incident = with_live(incident, None, reading)
+    incident = shown(incident, alert(20, 2, wait=30), 0)
+    assert incident.peak.max_queue_time_mins == 150
+    assert incident.peak_types["cpu"].longest_wait_mins == 150
 
 
 def test_an_alert_naming_its_types_says_their_total_as_a_reading_does() -> None:
@@ -374,35 +497,38 @@ def test_an_alert_naming_its_types_says_their_total_as_a_reading_does() -> None:
         max_size=8,
     )
 )
-def test_the_peak_queue_is_never_below_a_types_peak(seen: list[dict[str, int] | int]) -> None:
+def test_the_peak_queue_is_the_most_shown_and_never_below_a_types_peak(
+    seen: list[dict[str, int] | int],
+) -> None:
     incident = opened()
-    totals = []
+    totals = [14]
     for i, what in enumerate(seen):
         if isinstance(what, int):
             snapshot = Snapshot(at=T0, numbers=QueueNumbers(max_queue_size=what))
+            totals.append(what)
         else:
             snapshot = typed(i, **what)
             totals += [sum(what.values())] if what else []
         incident = record_status(incident, snapshot)
     peaks = [q.queued for q in incident.peak_types.values() if q.queued is not None]
-    if totals:
-        assert incident.peak_summed and incident.peak.max_queue_size == max(totals)
-        assert all(incident.peak.max_queue_size >= p for p in peaks)
-    else:
-        assert not incident.peak_summed
-        figures = [14, *(w for w in seen if isinstance(w, int))]
-        assert incident.peak.max_queue_size == max(figures)
+    assert incident.peak.max_queue_size == max(totals)
+    assert all(incident.peak.max_queue_size >= p for p in peaks)
 
 
-def test_an_incident_stored_before_the_peak_was_one_quantity_reads_the_same() -> None:
-    """No field was added or renamed: a stored peak reads as it was, and is a total once the
-    incident has per-type peaks (then it was at least each of them already)."""
-    stored = json.loads(state_json(opened()))
-    stored["peak"] = {"wait": 114, "size": 36}
-    stored["peak_types"] = {"cpu": {"q": 30}, "gpu": {"q": 6}}
-    incident = Incident.model_validate_json(json.dumps(stored))
-    assert incident.peak.max_queue_size == 36 and incident.peak_summed
-    assert record_status(incident, typed(1, cpu=2)).peak.max_queue_size == 36
+def test_an_incident_stored_before_the_peaks_moment_was_kept_reads_it_from_its_trend() -> None:
+    """No field was renamed: a stored peak reads as it was; the moment of the peak, which it
+    did not keep, is its trend's status with the most jobs queued, and a later, higher reading
+    is the peak from then on."""
+    incident = record_status(opened(), typed(10, cpu=30, gpu=6))
+    stored = json.loads(state_json(incident))
+    del stored["peak_snapshot"]
+    old = Incident.model_validate_json(json.dumps(stored))
+    assert old.peak_snapshot is None
+    assert peak_moment(old) == typed(10, cpu=30, gpu=6)
+    assert old.peak.max_queue_size == 36 and old.peak_summed
+    assert record_status(old, typed(11, cpu=2)).peak.max_queue_size == 36
+    later = record_status(old, typed(12, cpu=40))
+    assert peak_moment(later) == typed(12, cpu=40)
 
 
 def test_a_resolved_notification_overtaken_by_an_older_firing_one_does_not_reopen() -> None:

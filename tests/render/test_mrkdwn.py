@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -16,6 +16,8 @@ from bot.render.mrkdwn import (
     fit_lines,
     link,
     mention,
+    person,
+    plain_text,
     sections,
     slack_date,
     truncate,
@@ -142,3 +144,18 @@ def test_sections_pack_lines_within_the_section_limit() -> None:
     # Three 1000-char lines plus two newlines are 3002: two lines per section.
     assert [len(b["text"]["text"]) for b in blocks] == [2001, 2001, 2001, 1000, MAX_SECTION]
     assert blocks[-1]["text"]["text"].endswith("…")
+
+
+def test_an_answer_kept_as_plain_text_reads_as_slack_showed_it() -> None:
+    """A refusal's answer, kept on the timeline: its date as the UTC fallback, the person's name
+    without bold, a link as its label, a mention as the ID, entities as what they stand for."""
+    until = datetime(2025, 1, 1, 20, 23, tzinfo=UTC)
+    answer = (
+        f"Already silenced until {slack_date(until)} by {person('U1', 'a<b>')}: "
+        f"{link('https://x.example/?a=1&b=2', 'runbook & more')} <@U0ALICE> "
+        f"`/queue unsilence 12` {escape('x & y <z>')}"
+    )
+    assert plain_text(answer) == (
+        "Already silenced until 2025-01-01 20:23 UTC by a<b>: runbook & more U0ALICE "
+        "`/queue unsilence 12` x & y <z>"
+    )

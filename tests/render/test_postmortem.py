@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from hypothesis import strategies as st
 from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import (
+    EARLY_WARNING,
+    REFUSED,
     Event,
     Incident,
     Links,
@@ -33,8 +36,9 @@ from bot.domain.incidents import (
     resolve_manually,
 )
 from bot.domain.jobs import JobsView, RunnerTypeJobs, Trigger, WorkflowQueue
-from bot.domain.units import minutes, number
-from bot.render.postmortem import MAX_CHART_ROWS, WORD_JOINER, md_escape, render_postmortem
+from bot.domain.trend import Trend
+from bot.domain.units import minutes, number, wait_said
+from bot.render.postmortem import MAX_CHART_ROWS, md_escape, render_postmortem
 from bot.render.replies import render_summary
 from tests.support.incidents import T0, make_incident
 
@@ -104,6 +108,17 @@ def seeded(*, statuses: int = 18, **changes: Any) -> Incident:
     return resolve_drained(incident, now=RESOLVED_AT)
 
 
+WARNED = (
+    "Took on the early warning raised 6 min before the alert fired, which said: linux.2xlarge: "
+    "queue building, 8 jobs queued and +2.0 jobs/min at its maximum of 20 runners; at this rate "
+    "the alert fires in ~3 min"
+)
+REFUSAL = (
+    "Scale-up of linux.2xlarge by +40 refused: At most +20 runners per request for "
+    "`linux.2xlarge` (its cap). Ask again after this one if more are needed."
+)
+
+
 def timeline() -> list[Event]:
     def at(mins: int) -> datetime:
         return T0 + timedelta(minutes=mins)
@@ -111,6 +126,7 @@ def timeline() -> list[Event]:
     alice = {"actor": "U0ALICE", "actor_name": "alice"}
     return [
         Event(at=at(0), kind="opened", text="Alert fired: Jobs queueing in autoscaled machines"),
+        Event(at=at(1), kind=EARLY_WARNING, text=WARNED),
         Event(at=at(5), kind="updated", text="updated"),
         Event(at=at(6), kind="acknowledged", text="Acknowledged", **alice),
         Event(at=at(8), kind="silenced", text="Silenced for 1 h", **alice),
@@ -118,6 +134,7 @@ def timeline() -> list[Event]:
         Event(
             at=at(12), kind="diagnosed", text="Diagnostics: likely cause Resource constraints"
         ).model_copy(update=alice),
+        Event(at=at(13), kind=REFUSED, text=REFUSAL, actor="U0BOB", actor_name="bob"),
         Event(
             at=at(14),
             kind="scaled",
@@ -201,7 +218,12 @@ def test_the_postmortem_says_the_summarys_numbers() -> None:
     assert f"Peak queued jobs (all runner types): **{number(peak.max_queue_size)}**" in impact
     for name, queue in incident.peak_types.items():
         assert queue.queued is not None
-        assert f"| {name} | {number(queue.queued)} |" in impact
+        worst = f"{number(queue.queued)} | {wait_said(queue.longest_wait_mins)} |"
+        assert f"| {name} | " in impact and worst in impact
+    # A refused request is on the timeline of both, and an action taken in neither.
+    assert "Actions taken: *4*, by *alice*" in summary
+    assert "| Actions taken | 4, by alice |" in document(incident)
+    assert "Scale-up of linux.2xlarge by +40 refused" in summary
 
 
 # --- each section, as a table --------------------------------------------------------------------
@@ -217,7 +239,9 @@ SUMMARY_CASES = [
             "| Priority | P2 |",
             "| Team | pytorch-dev-infra |",
             "| Acknowledged by | alice |",
+            # A refused request is something asked, not done: counted apart.
             "| Actions taken | 4, by alice |",
+            "| Requests refused | 1, by bob |",
             "| Notifications | 6 |",
         ],
     ),
@@ -264,6 +288,8 @@ def variant(change: dict[str, Any]) -> Incident:
     return incident.model_copy(update=change)
 
 
+# The alert said 50 at minute 10, naming no runner type: more than any reading summed.
+ALERT_PEAK = Snapshot(at=T0 + timedelta(minutes=10), numbers=QueueNumbers(60, 50))
 IMPACT_CASES = [
     (
         "peaks and types",
@@ -274,9 +300,28 @@ IMPACT_CASES = [
             "- Peak longest wait: **60 min**",
             "- Peak queued jobs (all runner types): **40**",
             "- Drained in: **55 min** from the peak",
-            "Runner types, at their worst:",
-            "| linux.2xlarge | 30 | longest wait 60 min | 28 / 30 |",
-            "| linux.g5.4xlarge.nvidia.gpu | 10 | longest wait 37 min | 10 / 10 |",
+            # The queue at its height (not as the drain left it), beside each type's worst.
+            "The queue at its peak, 2025-09-16 17:40 UTC, and each runner type at its own worst:",
+            "| Runner type | Queued at the peak | Wait at the peak | Most queued | Worst wait |",
+            "| linux.2xlarge | 30 | longest wait 60 min | 30 | longest wait 60 min |",
+            "| linux.g5.4xlarge.nvidia.gpu | 10 | longest wait 28 min | 10 | longest wait 37 min |",
+            # Where the incident left the queue and the runners, said as such.
+            "The last reading, 2025-09-16 18:25 UTC:",
+            "| linux.2xlarge | 0 | – | 28 / 30 |",
+            "| linux.g5.4xlarge.nvidia.gpu | 10 | ? | 10 / 10 |",
+        ],
+    ),
+    (
+        "the alert's own figure above every reading",
+        {"peak": QueueNumbers(60, 50), "peak_snapshot": ALERT_PEAK},
+        None,
+        "",
+        [
+            "- Peak queued jobs (as the alert said): **50**",
+            "- Drained in: **1 h 25 min** from the peak",
+            "At its peak, 2025-09-16 17:10 UTC, the alert said 50 queued, naming no runner type; "
+            "each runner type at its own worst:",
+            "| linux.2xlarge | 30 | longest wait 60 min |",
         ],
     ),
     (
@@ -306,12 +351,12 @@ IMPACT_CASES = [
     ),
     (
         "the alert's numbers only",
-        {"peak_types": {}, "live": None},
+        {"peak_types": {}, "live": None, "peak_snapshot": None, "trend": Trend()},
         None,
         "",
         [
             "Runner types, as the alert said:",
-            "| linux.2xlarge | 4 | longest wait 20 min | not read |",
+            "| linux.2xlarge | 4 | longest wait 20 min |",
         ],
     ),
 ]
@@ -340,6 +385,17 @@ TIMELINE_CASES = [
         [
             "| 2025-09-16 17:14 | Scaled linux.2xlarge by +10 (maxRunners 20 → 30) | alice |",
             "| 2025-09-16 17:08 | Silenced for 1 h | alice |",
+        ],
+    ),
+    (
+        "the early warning taken on, and a refused request",
+        timeline(),
+        [
+            "| 2025-09-16 17:01 | Took on the early warning raised 6 min before the alert fired, "
+            "which said: linux.2xlarge: queue building",
+            "| 2025-09-16 17:13 | Scale-up of linux.2xlarge by +40 refused: At most +20 runners "
+            "per request for \\`linux.2xlarge\\` (its cap). Ask again after this one if more are "
+            "needed. | bob |",
         ],
     ),
     (
@@ -443,17 +499,18 @@ def test_the_questions_are_left_for_the_team() -> None:
 
 # --- escaping ------------------------------------------------------------------------------------
 
-J = WORD_JOINER  # after `@` and `#`, inside `GH-`: nothing for GitHub's finders to match
 ESCAPES = [
     ("linux.2xlarge", "linux.2xlarge"),
     ("a|b", "a\\|b"),
     ("[click](https://evil.example)", "\\[click\\](https\\://evil.example)"),
     ("<img src=x onerror=alert(1)>", "\\<img src=x onerror=alert(1)\\>"),
-    ("@channel and @here", f"\\@{J}channel and \\@{J}here"),
+    ("@channel and @here", "\\@channel and \\@here"),
     ("see www.evil.example", "see www\\.evil.example"),
-    ("mail ops@evil.example", f"mail ops\\@{J}evil.example"),
-    # Issue references GitHub would link (and back-reference): `#12`, `GH-12`, `o/r#12`.
-    ("see #12, GH-3 and pytorch/pytorch#4", f"see \\#{J}12, GH{J}-3 and pytorch/pytorch\\#{J}4"),
+    ("mail ops@evil.example", "mail ops\\@evil.example"),
+    # Issue references GitHub would link: escaped, its hyphen too (for `unlinked`, GitHub's).
+    ("see #12, GH-3 and pytorch/pytorch#4", "see \\#12, GH\\-3 and pytorch/pytorch\\#4"),
+    # Invisible characters are left out: zero-width space and joiner, a bidi override, a BOM.
+    ("a\u200bb\u200dc\u202ed\ufeffe\u2060f", "abcdef"),
     (
         "**bold** _it_ ~~no~~ `code` $x$",
         "\\*\\*bold\\*\\* \\_it\\_ \\~\\~no\\~\\~ \\`code\\` \\$x\\$",
@@ -478,8 +535,10 @@ def test_md_escape_cuts_long_text() -> None:
 
 
 def unescaped(text: str) -> str:
-    """`text` with every backslash-escaped character (and the backslash) taken out."""
-    return re.sub(r"\\.", "", text)
+    """`text` with every backslash-escaped character (and the backslash) made a NUL: what is left
+    is what Markdown reads as markup, and the text either side of an escape never joins up
+    (`www\\..` has no `www.` for GitHub)."""
+    return re.sub(r"\\.", "\0", text)
 
 
 def cells(line: str) -> int:
@@ -489,7 +548,14 @@ def cells(line: str) -> int:
 
 # Pieces of Markdown and of links, in any order: a few characters each, so a short example
 # combines several (a `[` here, a `](` there, a `://` after them).
-PIECES = [*"ab1.:/|[]()<>@#!*_`~$&\\-+=\n\r\t ", "www.", "https://", "](", "\u2028"]
+PIECES = [
+    *"ab1.:/|[]()<>@#!*_`~$&\\-+=\n\r\t ",
+    "www.",
+    "https://",
+    "](",
+    "\u2028",
+    *"\u200b\u200d\u202e\u2060\ufeff\u00ad",  # invisible: zero-width, bidi, joiners, soft hyphen
+]
 HOSTILE = st.lists(st.sampled_from(PIECES), max_size=20).map("".join) | st.sampled_from(
     [
         "[x](https://evil.example)",
@@ -556,6 +622,7 @@ def test_hostile_text_never_breaks_a_table_nor_makes_a_link(
     bare = unescaped(doc).replace("- [ ] ", "")  # the follow-ups' checkboxes are the file's own
     for link in ("[", "<", "@", "://", "www."):
         assert link not in bare, (link, doc)
+    assert not [c for c in doc if unicodedata.category(c) == "Cf"], "nothing invisible"
 
 
 def test_the_summary_offers_the_postmortem_as_a_button_carrying_the_incidents_reference() -> None:

@@ -227,11 +227,15 @@ async def test_the_prometheus_backend_reads_the_fleet_by_runner_type(fleet_api: 
     assert set(as_served.runner_types) == {spec.scale_set for spec in DEMO_TYPES}
     assert set(snapshot.runner_types) == {spec.name for spec in DEMO_TYPES}
     assert snapshot.note == ""  # every default ARC query was answered
-    truth = fleet_api.fleet.reading()
+    truth = fleet_api.served()
     for name, read in snapshot.runner_types.items():
         assert read.maximum == truth[name].maximum
         assert read.minimum == truth[name].minimum
         assert read.duration_baseline_mins == truth[name].duration_baseline_mins
+    # In real time, as the bot measures its own durations: at ×60, a 6-minute job of the
+    # fleet's takes 6 real seconds, and 2 jobs a fleet minute arrive 120 times a real minute.
+    two = snapshot.runner_types["linux.2xlarge"]
+    assert (two.duration_baseline_mins, two.arrival_baseline_per_min) == (0.1, 120.0)
 
 
 async def test_the_huds_queued_jobs_show_the_periodic_surge_behind_the_burst() -> None:
@@ -536,6 +540,21 @@ def test_the_payload_is_a_grafana_notification_the_bot_reads(fleet_api: FleetApi
     assert Matcher("__alert_rule_uid__", RULE_UID) in facts.silence_matchers
     assert facts.title == "Jobs queueing in autoscaled machines"
     assert "__alert_rule_uid__" not in payload["alerts"][0]["labels"]  # Grafana hides it
+
+
+def test_the_payload_says_the_rules_fleet_minutes_in_real_ones() -> None:
+    """A fleet 6 times faster: its rule holds 30 fleet minutes' wait to 5, and Grafana's payload
+    says 5 and 0.83 real minutes, as the bot measures an incident's duration."""
+    from sandbox.fleet_alerts import grafana_payload
+
+    rule = QueueRule(RuleConfig(pending_min=0))
+    note = evaluate(rule, 0, 17, 30.0)
+    payload = grafana_payload(
+        note, rule.labels, fleet_url="http://fleet", thresholds=rule.config, speed=6
+    )
+    facts = facts_of(parse_notification("grafana", payload))
+    assert (facts.numbers.max_queue_time_mins, facts.numbers.queue_time_threshold) == (5.0, 0.83)
+    assert facts.numbers.max_queue_size == 17, "a count is a count"
 
 
 def test_notifications_reach_the_bot_with_its_token_and_are_retried() -> None:
