@@ -39,6 +39,18 @@ class Weekly:
     post: Tick
 
 
+class _StoppedWithTheProcess(logging.Filter):
+    """APScheduler's asyncio executor cancels the jobs still running when it shuts down, and
+    its done-callback logs each cancel as "Error running job" with a traceback (a job cancelled
+    before its first step never reaches `_ended_quietly`): a clean shutdown logs no error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+logging.getLogger("apscheduler.executors.default").addFilter(_StoppedWithTheProcess())
+
+
 def start(
     ticks: dict[str, Tick],
     *,

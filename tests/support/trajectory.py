@@ -113,6 +113,8 @@ class Trajectory:
             if read | {held, await self._stored_stamp()} == {stamp}:
                 look.stamp = stamp
                 break
+        if look.form is None:
+            return look  # nothing advised, nothing filled in: nothing to submit by accident
         answer = await self.submit_default(view)
         if answer.get("response_action") == "update":
             confirmation = shown_text(answer["view"])

@@ -23,6 +23,7 @@ from tests.support.trajectory_text import (
     advice_of,
     cites_maximum,
     direction_of,
+    raise_of,
     type_lines,
 )
 
@@ -76,10 +77,18 @@ def one_number(look: Look) -> list[str]:
     if len(set(advices.values())) > 1:
         found.append(f"step {look.step}: the advice differs: {advices}{quoted(look)}")
     advice = advices["root"]
-    if isinstance(advice, int) and look.form != min(advice, CAP):
+    raised = raise_of(look.said.get("root", ""), RUNNER_TYPE)
+    # Raising the maximum, the form fills in how far (to the advice's new maximum); else the
+    # runners; nothing where nothing is advised.
+    wanted = raised if look.mode == "raise_max" and raised else advice
+    if isinstance(advice, int) and look.form != min(int(wanted or 0), CAP):
         found.append(
             f"step {look.step}: the form is pre-filled with {look.form}, the root advises "
-            f"+{advice} (cap {CAP})"
+            f"+{advice} (raise the maximum by {raised}; cap {CAP})"
+        )
+    if not isinstance(advice, int) and look.form is not None:
+        found.append(
+            f"step {look.step}: the form is pre-filled with {look.form}, the root advises none"
         )
     maximum = look.shown.maximum or 0
     asking = [s for s in SURFACES if cites_maximum(look.said[s], maximum)]

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 Direction = Literal["rising", "holding", "falling"]
-Advice = int | Literal["clears"] | None
+Advice = int | Literal["clears", "covered"] | None
 
 # The words of a direction, the new ones first.
 DIRECTION_WORDS: tuple[tuple[str, Direction], ...] = (
@@ -32,7 +32,9 @@ DIRECTION_WORDS: tuple[tuple[str, Direction], ...] = (
     ("holding", "holding"),
 )
 RUNNERS = re.compile(r"\+(\d+) runners? would")
-CLEARS = re.compile(r"\bclears? in ~")
+CLEARS = re.compile(r"\bclears? (?:in ~|within)")
+COVERED = re.compile(r"\bnone: the \d+ runners? booting")
+RAISE_BY = re.compile(r"raise the maximum by (\d+)")
 NEXT = ("*Next:*", "Next:")  # how diagnostics' next step starts its line
 # Where a surface names the time of the reading it renders (a Slack date token).
 STAMP = re.compile(
@@ -54,11 +56,20 @@ def direction_of(text: str, runner_type: str) -> Direction | None:
 
 def advice_of(text: str, runner_type: str) -> Advice:
     """The runners the message advises for `runner_type`: N from "+N runners would …",
-    "clears" from "(none: it) clears in ~…", None when it advises nothing."""
+    "clears" from "(none: it) clears in ~…", "covered" from "none: the N runners booting …",
+    None when it advises nothing."""
     line = advice_line(text, runner_type)
     if found := RUNNERS.search(line):
         return int(found.group(1))
-    return "clears" if CLEARS.search(line) else None
+    if CLEARS.search(line):
+        return "clears"
+    return "covered" if COVERED.search(line) else None
+
+
+def raise_of(text: str, runner_type: str) -> int | None:
+    """How far the message says the maximum must rise for `runner_type` (None: it need not)."""
+    found = RAISE_BY.search(advice_line(text, runner_type))
+    return int(found.group(1)) if found else None
 
 
 def advice_line(text: str, runner_type: str) -> str:
@@ -69,7 +80,11 @@ def advice_line(text: str, runner_type: str) -> str:
     steps = steps or [line for line in text.splitlines() if line.startswith(NEXT)]
     if steps:
         return steps[0]
-    advising = [line for line in lines if RUNNERS.search(line) or CLEARS.search(line)]
+    advising = [
+        line
+        for line in lines
+        if RUNNERS.search(line) or CLEARS.search(line) or COVERED.search(line)
+    ]
     return (advising or lines or [""])[0]
 
 
@@ -83,13 +98,14 @@ def type_lines(text: str, runner_type: str) -> list[str]:
 
 
 def cites_maximum(text: str, maximum: int) -> bool:
-    """Whether the message says the maximum is short, or names `maximum` as the limit: "raise
-    the maximum by 5 (40 → 45)", "none fit under the maximum of 40: raise it", "demand 52
-    runners > maximum 40". Read over the whole message: a trajectory's fleet is one type."""
+    """Whether the message says the maximum of `maximum` is short: "raise the maximum by 5
+    (40 → 45)", "raise it", "… under the maximum of 40: 5 short", "demand 52 runners > maximum
+    40". Read over the whole message: a trajectory's fleet is one type."""
     said = text.replace("&gt;", ">")
     return bool(
         re.search(r"raise (?:the maximum|it\b)", said)
-        or re.search(rf"maximum (?:of )?\*?{maximum}\b|\({maximum} → ", said)
+        or re.search(rf"maximum (?:of )?\*?{maximum}\b[^\n]*\bshort\b", said)
+        or re.search(rf"> maximum {maximum}\b", said)
     )
 
 
