@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
         with chromium_page(sandbox.page_url) as page:
             root = see_the_incident(page, within_ms=STEP_MS)
             silence_for_four_hours(page, root, within_ms=STEP_MS)
-            scale_up(page, root, 10, within_ms=STEP_MS)
+            scale_up(page, root, within_ms=STEP_MS)
             run_diagnostics(page, root, within_ms=STEP_MS)
             see_it_drain(page, root, within_ms=4 * STEP_MS)
             see_it_put_back(page, within_ms=STEP_MS)

@@ -50,6 +50,7 @@ CHANNEL_NAME = "ci-queue-incidents"
 # The GPU team's channel: `SLACK_ROUTES` sends its runner type's alerts (and early warnings)
 # there.
 GPU_CHANNEL = "C0GPUQUEUE"
+SCALE_CAP = 20  # the most one scale request adds to a demo runner type
 GPU_CHANNEL_NAME = "gpu-ci-incidents"
 GPU_ROUTE = {"match": ['runner_type=~"linux\\.g5\\..*"'], "channel": GPU_CHANNEL}
 BOT_TOKEN = "xoxb-sandbox"
@@ -204,7 +205,7 @@ def _settings(
     that could reach a real Slack (an inherited SLACK_APP_TOKEN would open Socket Mode there:
     only the emulator's own app token is ever given)."""
     # No target: each is its type's scale set in SCALER_ARC_NAMESPACE, derived or named.
-    targets = {spec.name: {"cap": 20} for spec in DEMO_TYPES}
+    targets = {spec.name: {"cap": SCALE_CAP} for spec in DEMO_TYPES}
     try:
         settings = load_settings(
             _env_file=None,

@@ -87,17 +87,20 @@ def silence_for_four_hours(page: Page, root: Any, *, within_ms: float) -> None:
     expect(root).to_contain_text("silenced until", timeout=within_ms)
 
 
-def scale_up(page: Page, root: Any, runners: int, *, within_ms: float) -> None:
-    """Open the scale modal, ask for `runners` more, confirm, and see the thread say it. The scale
-    set is at its maximum, so the modal offers to raise maxRunners (its default) and says the
-    scale-up is put back after the incident."""
+def scale_up(page: Page, root: Any, *, within_ms: float) -> tuple[int, str]:
+    """Open the scale modal, take what it offers (the root's advice, in a shape the scale set
+    accepts), confirm, and see the thread say it; the runners it added, and the advice the
+    modal said. The scale set is at its maximum, so the modal raises maxRunners (its default)
+    and says the scale-up is put back after the incident."""
     root.locator("[data-action-id=incident_scale]").click()
     modal = page.locator("#overlay .modal")
     expect(modal).to_contain_text("Runner type", timeout=within_ms)
-    expect(modal).to_contain_text("at its maximum", timeout=within_ms)
+    expect(modal).to_contain_text("Recommended", timeout=within_ms)
     expect(modal.locator("input[type=radio][value=raise_max]")).to_be_checked()
     expect(modal).to_contain_text("Keep it after the incident")
-    modal.locator("input[type=number]").fill(str(runners))
+    offered = modal.locator("input[type=number]").input_value()
+    assert offered, "the form offers the advice: a number a responder can take as it is"
+    runners, advice = int(offered), modal.inner_text()
     modal.locator("button[type=submit]").click()
     expect(modal).to_contain_text(f"+{runners}", timeout=within_ms)  # the confirmation step
     modal.locator("button[type=submit]").click()
@@ -105,6 +108,7 @@ def scale_up(page: Page, root: Any, runners: int, *, within_ms: float) -> None:
     expect(page.locator("#thread")).to_contain_text(
         re.compile(rf"Scaled \S+ by \+{runners}: maxRunners \d+ → \d+ \(ARC\)"), timeout=within_ms
     )
+    return runners, advice
 
 
 @dataclass(frozen=True)

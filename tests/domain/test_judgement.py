@@ -78,8 +78,14 @@ AT_MAX = {"busy": 30.0, "registered": 30.0, "desired": 30.0, "maximum": 30.0}
         # A scale set at zero asking for ten: all ten are booting.
         (
             (10, 10),
-            {"queued": 10, "job_duration_mins": 30, "busy": 0, "registered": 0,
-             "desired": 10, "maximum": 20},
+            {
+                "queued": 10,
+                "job_duration_mins": 30,
+                "busy": 0,
+                "registered": 0,
+                "desired": 10,
+                "maximum": 20,
+            },
             Direction.HOLDING,
             0,
             "none: the 10 runners booting should drain it in 30 min",

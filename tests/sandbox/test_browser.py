@@ -26,6 +26,7 @@ from sandbox.stack import (
     GPU_CHANNEL,
     ISSUES_REPO,
     PAGE_USER,
+    SCALE_CAP,
     Sandbox,
     SandboxConfig,
     start_sandbox,
@@ -119,10 +120,15 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
 
         before = sandbox.fleet.spec("linux.2xlarge")
         minimum, maximum = before["minRunners"], before["maxRunners"]
-        visitor.scale_up(page, root, 10, within_ms=STEP_MS)
-        # The scale set's ceiling was raised, once, and ARC's listener acted on it.
-        assert sandbox.fleet.bounds_changes == [("linux.2xlarge", minimum, maximum + 10)]
-        assert sandbox.fleet.fleet.reading()["linux.2xlarge"].maximum == maximum + 10
+        added, advised = visitor.scale_up(page, root, within_ms=STEP_MS)
+        # The form's default was the advice it said, the root's (the maximum raised as far as
+        # it says, at most one request's cap), and the scale set took it: its ceiling raised,
+        # once, and ARC's listener acted on it.
+        raised = re.search(r"raise the maximum by (\d+)", advised)
+        assert raised is not None, advised
+        assert added == min(int(raised.group(1)), SCALE_CAP), (added, advised)
+        assert sandbox.fleet.bounds_changes == [("linux.2xlarge", minimum, maximum + added)]
+        assert sandbox.fleet.fleet.reading()["linux.2xlarge"].maximum == maximum + added
 
         status = visitor.read_the_incident(page).latest(visitor.STATUS)
         assert status is not None
@@ -199,7 +205,7 @@ def test_a_visitor_silences_scales_diagnoses_and_sees_the_queue_drain(sandbox: S
     assert len(sandbox.fleet.silences.all()) == 1
     # The scale-up was put back after the drain: the scale set is as it was before.
     assert sandbox.fleet.bounds_changes == [
-        ("linux.2xlarge", minimum, maximum + 10),
+        ("linux.2xlarge", minimum, maximum + added),
         ("linux.2xlarge", minimum, maximum),
     ]
     assert sandbox.fleet.spec("linux.2xlarge")["maxRunners"] == maximum
