@@ -1,19 +1,19 @@
 """Upgrading from the previous release, as a Deployment's rolling update does it.
 
-The previous release (0.24.0, commit `a8bf1b8`) is taken from git and run as a real replica; the
+The previous release (0.25.0, commit `a43613a`) is taken from git and run as a real replica; the
 checkout is the next one. Both run `bot`'s `__main__` (`serve`) as processes of their own, each
 first saying where it imported `bot` from, on one redis-server and one Slack (the emulator),
-started from the same environment in 0.24.0's variable names (0.25 renames none of them), as a
+started from the same environment in 0.25.0's variable names (0.26 renames none of them), as a
 Deployment's pods are from one ConfigMap. What is promised, checked as a channel would see it:
 
-- what 0.24.0 wrote is carried over: the incident, its thread, who acknowledged it, the silence
+- what 0.25.0 wrote is carried over: the incident, its thread, who acknowledged it, the silence
   made from Slack, the scale-up to put back when it resolves, its next status, its peak;
 - both versions serve side by side during the rollout: notifications sent to either are applied
   once, by the consumers of both, each version acts on what the other wrote, and statuses are
-  not doubled. The next version scales the incident 0.24.0 scaled, and 0.24.0 shows the
+  not doubled. The next version scales the incident 0.25.0 scaled, and 0.25.0 shows the
   root, applies notifications to the incident and reads its timeline for `/queue report`;
 - the old replica stops on SIGTERM and the new one carries on: what the old one had just
-  accepted is shown, a button of the root as 0.24.0 rendered it works, statuses keep coming in
+  accepted is shown, a button of the root as 0.25.0 rendered it works, statuses keep coming in
   the same thread, the resolve posts one summary (both scale-ups in what was done, the one
   put-back still to come, the peak as the alert said it) and puts both scale-ups back at once.
 
@@ -55,8 +55,8 @@ from tests.support.slack import (
     slash,
 )
 
-PREVIOUS_RELEASE = "a8bf1b8"  # 0.24.0
-PREVIOUS = "0.24.0"
+PREVIOUS_RELEASE = "a43613a"  # 0.25.0
+PREVIOUS = "0.25.0"
 FIRING = "grafana/queue-alert-firing.json"
 RESOLVED = "grafana/queue-alert-resolved.json"
 AM_FIRING = "alertmanager/runner-queue-am-00-firing.json"
@@ -68,7 +68,7 @@ STREAM = KEYS.stream
 TIMELINE_1 = KEYS.timeline("1")
 MIN_RENOTIFIED, MAX_RENOTIFIED = 6, 40
 
-# Incident 1's scale-ups: 0.24.0's, then the next version's (each event records it as
+# Incident 1's scale-ups: 0.25.0's, then the next version's (each event records it as
 # `scale`); minRunners 0 -> 5 -> 8, put back to 0 at once.
 OLD_ADDS, NEW_ADDS = 5, 3
 SCALED = OLD_ADDS + NEW_ADDS
@@ -76,7 +76,7 @@ SCALED = OLD_ADDS + NEW_ADDS
 PUT_BACK = f"Incident 1: Put {RUNNER} back (the incident resolved and its queue stayed drained"
 
 # What each incident's thread says besides its statuses, each exactly once (in any order: an
-# action's reply follows its backend call, and those run side by side). The silence is 0.24.0's,
+# action's reply follows its backend call, and those run side by side). The silence is 0.25.0's,
 # which made no reply for it (the next version does).
 EVENTS_1 = (
     "Incident 1: Acknowledged",
@@ -122,7 +122,7 @@ def store(redis_url: str) -> Iterator[redis.Redis]:
 
 
 def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) -> dict[str, str]:
-    """One environment for both versions, in 0.24.0's names (the same as 0.20's and the next
+    """One environment for both versions, in 0.25.0's names (the same as 0.20's and the next
     version's) and forms (durations with their unit)."""
     return {
         "SILENCE_BACKEND": "grafana",
