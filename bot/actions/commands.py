@@ -12,7 +12,7 @@ from bot.actions.core import ActionCore, Actor, Outcome
 from bot.domain.durations import is_silence_length, span_seconds
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.headline import headline, shown_live
-from bot.domain.incidents import Incident
+from bot.domain.incidents import Incident, with_scale_ups
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
 from bot.domain.units import number, wait_said
@@ -286,6 +286,9 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
     reading = await readings.latest()
     name = readings.metrics.name
     fleet = reading.fleet if reading is not None else None
+    if fleet is not None:
+        # Counting the scale-ups made since the reading, as the incidents' roots do.
+        fleet = with_scale_ups(fleet, [a for i in incidents for a in i.recent_actions])
     if reading is None or fleet is None:
         why = reading.error if reading is not None and reading.error else "no reading yet"
         head = f"⚠️ No live numbers from {escape(name)}: {escape(why)}"

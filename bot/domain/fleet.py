@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
 from bot.domain.jobs import JobsView
-from bot.domain.judgement import DIRECTION_READINGS, DRAIN_TARGET_MINS, Judgement, judge
+from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement, judge
 from bot.domain.runner_names import runner_key
 
 
@@ -265,7 +265,7 @@ def judged(
     queue at the `recent` readings before it (any order; those further back than the direction's
     window, or not before this one, are left out). A type a past reading kept no gauges of had
     nothing queued then: the history keeps every type that queues."""
-    since = fleet.at - interval * (DIRECTION_READINGS + 0.5)
+    since = fleet.at - interval * (RECENT_READINGS + 0.5)
     before = sorted((p for p in recent if since <= p.at < fleet.at), key=lambda p: p.at)
     why = wait_unknown(fleet.source)
     types = {}

@@ -27,7 +27,7 @@ from bot.domain.fleet import (
     worst_first,
 )
 from bot.domain.incidents import Incident, Snapshot, with_scale_ups
-from bot.domain.judgement import DIRECTION_READINGS, DRAIN_TARGET_MINS, Judgement, judge
+from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement, judge
 from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration
@@ -125,24 +125,27 @@ def alert_fleet(
         types[ALL_TYPES] = RunnerTypeMetrics(
             queued=numbers.max_queue_size, longest_wait_mins=numbers.max_queue_time_mins
         )
-    judged = {name: _judged_alert(incident, name, m, now, within_mins) for name, m in types.items()}
-    return FleetSnapshot(at=now, source="alert", runner_types=judged, note=note)
+    judged = {name: _judged_alert(incident, name, m, within_mins) for name, m in types.items()}
+    view = FleetSnapshot(at=now, source="alert", runner_types=judged, note=note)
+    return with_scale_ups(view, incident.recent_actions)
 
 
 def _judged_alert(
-    incident: Incident, name: str, metrics: RunnerTypeMetrics, now: datetime, within_mins: float
+    incident: Incident, name: str, metrics: RunnerTypeMetrics, within_mins: float
 ) -> RunnerTypeMetrics:
-    """The alert's numbers judged as a reading's are, the direction from the incident's trend
-    (the alert's numbers at each status) when it has no live reading."""
+    """The alert's numbers judged as a reading's are, as of when the alert said them (the same
+    numbers are the same judgement whenever they are read), the direction from the incident's
+    trend before then (the alert's numbers at each status)."""
+    said = incident.alerted_at or incident.opened_at
     trend = incident.trend
     queued = trend.totals() if name == ALL_TYPES else trend.queued_of(name)
     observed = [
         (at, q)
         for at, q in zip(trend.times(), queued, strict=True)
-        if q is not None and at < now.timestamp()
-    ][-(DIRECTION_READINGS - 1) :]
+        if q is not None and at < said.timestamp()
+    ][-(RECENT_READINGS - 1) :]
     why = wait_unknown("alert")
-    verdict = judge(metrics, observed, at=now, within_mins=within_mins, wait_unknown=why)
+    verdict = judge(metrics, observed, at=said, within_mins=within_mins, wait_unknown=why)
     return metrics.model_copy(update={"judged": verdict})
 
 

@@ -477,30 +477,25 @@ def with_action(incident: Incident, event: Event) -> Incident:
 
 
 def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
-    """`view` with each type's judgement counting the runners added from Slack after the
+    """`view` with each type's judgement counting the runners added from Slack after its
     reading was taken (`bot.domain.judgement.added`): a reading that has the autoscaler's
     desired runners counts them itself from then on; one without (an Auto Scaling group read
-    through the HUD, say) cannot see them until they register, so for a boot's time before
-    it they count too."""
-    since: dict[str, tuple[int, int]] = {}
-    blind = {runner_key(n) for n, m in view.runner_types.items() if m.desired is None}
-    for event in actions:
-        done = scale_of(event)
-        if done is None:
-            continue
-        key = runner_key(done.runner_type)
-        cutoff = view.at - timedelta(minutes=BOOT_MINS) if key in blind else view.at
-        if (done.at or event.at) <= cutoff:
-            continue
-        runners, raised = since.get(key, (0, 0))
-        maximum_by = done.added if "max" in done.field.lower() else 0
-        since[key] = (runners + done.added, raised + maximum_by)
+    through the HUD, the alert's numbers) cannot see them until they register, so for a boot's
+    time before it they count too."""
+    done = [(d, d.at or e.at) for e in actions if (d := scale_of(e)) is not None]
     types = {}
     for name, metrics in view.runner_types.items():
-        runners, raised = since.get(runner_key(name), (0, 0))
-        if metrics.judged is not None and runners != metrics.judged.added_since:
-            judged = added(metrics.judged, runners, maximum_by=raised)
-            metrics = metrics.model_copy(update={"judged": judged})
+        judged = metrics.judged
+        if judged is not None:
+            blind = metrics.desired is None
+            cutoff = judged.at - timedelta(minutes=BOOT_MINS) if blind else judged.at
+            key = runner_key(name)
+            mine = [d for d, at in done if at > cutoff and runner_key(d.runner_type) == key]
+            runners = sum(d.added for d in mine)
+            raised = sum(d.added for d in mine if "max" in d.field.lower())
+            metrics = metrics.model_copy(
+                update={"judged": added(judged, runners, maximum_by=raised)}
+            )
         types[name] = metrics
     return view.model_copy(update={"runner_types": types})
 
@@ -543,12 +538,12 @@ def diagnosed(
 def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
     """The conclusion's fields cleared when `live` disproves it: the maximum it was short of
     has been raised since, or the type's judgement needs no higher one ({} otherwise)."""
-    if incident.cause_maximum is None:
-        return {}
+    if incident.cause_maximum is None or not live.is_live:
+        return {}  # the alert's numbers, standing in for a failed reading, prove nothing
     key = runner_key(incident.cause_type)
     found = next((m for n, m in live.runner_types.items() if runner_key(n) == key), None)
     judged = found.judged if found is not None else None
-    if judged is None:
+    if judged is None or judged.maximum is None:
         return {}
     raised = judged.maximum is not None and judged.maximum > incident.cause_maximum
     if raised or not judged.raise_maximum_by:

@@ -8,8 +8,9 @@ surfaces that each compute "the same thing" disagree the first time their inputs
 reading or a rule.
 
 **The direction comes from the queue itself.** The queued jobs observed at the last
-`DIRECTION_READINGS` readings decide rising, holding or falling (`direction_of`): a change
-beyond the noise (`tolerance`) over them, and no step back at the latest. Arrival and
+`DIRECTION_READINGS` readings (passing over readings that repeat the one before) decide rising,
+holding or falling (`direction_of`): a change beyond the noise (`tolerance`) over them, and no
+step back at the latest. Arrival and
 completion rates lag a turn by their window (ten minutes of a surge stay in a ten-minute rate),
 so they never overrule what the queue has visibly done; they only size the advice of a queue
 that grows, where the observed slope is the floor.
@@ -42,6 +43,8 @@ DRAIN_TARGET_MINS = 30.0
 BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
 # Readings the direction is read over: a turn shows within two readings of it.
 DIRECTION_READINGS = 3
+# Readings looked back over for those values, past readings that repeat the one before.
+RECENT_READINGS = 6
 # A falling queue that clears within this many drain targets needs no runner.
 SLOW_DRAIN_TARGETS = 2.0
 
@@ -75,6 +78,7 @@ class Judgement(BaseModel):
                 "runners": "n",
                 "needed": "need",
                 "added_since": "add",
+                "maximum_added": "add+",
                 "raise_maximum_by": "max+",
                 "clears_in_mins": "clr",
                 "within_mins": "T",
@@ -98,8 +102,10 @@ class Judgement(BaseModel):
     maximum: float | None = None
     runners: int = 0  # to add now
     needed: int = 0  # before the runners booting are counted
-    # Runners added from Slack after this reading was taken, counted as booting (`added`).
+    # Runners added from Slack after this reading was taken, counted as booting, and how far
+    # they raised the maximum (`added`).
     added_since: int = 0
+    maximum_added: int = 0
     raise_maximum_by: int = 0  # the maximum must rise this much for `runners` to fit
     clears_in_mins: float | None = None  # a falling queue's, by itself
     within_mins: float = DRAIN_TARGET_MINS
@@ -171,7 +177,7 @@ def judge(
     points = list(observed)
     if queued is not None:
         points.append((at.timestamp(), queued))
-    direction, rate = direction_of(points[-DIRECTION_READINGS:])
+    direction, rate = direction_of(points)
     running = _most(metrics.registered, metrics.busy)
     desired = finite(metrics.desired)
     booting = 0
@@ -201,24 +207,26 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
     queued = j.queued or 0.0
     duration = finite(metrics.job_duration_mins)
     duration = duration if duration and duration > 0 else None
-    if j.direction is Direction.FALLING and queued > 0 and j.change_per_min:
-        clears = queued / -j.change_per_min
-        if clears <= SLOW_DRAIN_TARGETS * j.within_mins:
-            fell = f"the queue fell {-j.change_per_min:.1f} jobs/min over the last readings"
-            return j.model_copy(update={"clears_in_mins": clears, "why": fell})
-        # Falling, but too slowly to leave it alone: what the drain itself does not finish.
-        backlog = queued + j.change_per_min * j.within_mins
-        needed = _drain(backlog, duration, j.within_mins)
-        why = f"it falls, but would take ~{eta(clears)} by itself"
-        return _fitted(j, needed, why, running)
-    growth = _growth(j, metrics)
     if queued <= 0:
-        # Nothing queued yet while more jobs arrive than finish (runners absorb them, for
-        # now): what holds it off is that growth × the job duration.
-        growth = _net_arrivals(metrics)
+        # Nothing queued. Only before the queue was ever observed do the rates speak: more
+        # jobs arriving than finishing (runners absorb them, for now) take growth × the job
+        # duration to hold off. Once observed, an empty queue is what it is: a surge's rates
+        # still in their window must not ask for runners under a queue that drained.
+        growth = _net_arrivals(metrics) if j.direction is None else 0.0
         if not growth or duration is None:
             return j
         return _fitted(j, math.ceil(growth * duration), "arrivals outrun completions", running)
+    rate = j.change_per_min or 0.0
+    if j.direction is not Direction.RISING and rate < 0:
+        # Falling, or sliding within the noise of a long queue: when it clears by itself
+        # within twice the target, no runner; else what its drain does not finish in time.
+        clears = queued / -rate
+        if clears <= SLOW_DRAIN_TARGETS * j.within_mins:
+            fell = f"the queue fell {-rate:.1f} jobs/min over the last readings"
+            return j.model_copy(update={"clears_in_mins": clears, "why": fell})
+        needed = _drain(queued + rate * j.within_mins, duration, j.within_mins)
+        return _fitted(j, needed, f"it falls, but would take ~{eta(clears)} by itself", running)
+    growth = _growth(j, metrics)
     needed = _drain(queued + growth * j.within_mins, duration, j.within_mins)
     each = f"of ~{minutes(duration)}" if duration else "at a runner each (no job duration)"
     why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
@@ -274,14 +282,18 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     """The judgement once `runners` were added after its reading (a scale-up from Slack that
     the next reading will count as desired): they count as booting at once, and a maximum
     raised by `maximum_by` at once, so nobody is advised, or pre-filled, the same runners
-    twice. Recomputed from the reading's own booting; counting the same scale-ups again
-    changes nothing. (A raised maximum is counted once: `added_since` says it was.)"""
-    if runners == j.added_since:
+    twice. Recomputed from the reading's own numbers (`added_since`, `maximum_added`): counting
+    the same scale-ups again, or the ones before with one more, counts each once."""
+    if runners == j.added_since and maximum_by == j.maximum_added:
         return j
     booting = j.booting - j.added_since + runners
-    update: dict[str, object] = {"booting": booting, "added_since": runners}
-    if maximum_by and j.maximum is not None:
-        update["maximum"] = j.maximum + maximum_by
+    update: dict[str, object] = {
+        "booting": booting,
+        "added_since": runners,
+        "maximum_added": maximum_by,
+    }
+    if j.maximum is not None:
+        update["maximum"] = j.maximum - j.maximum_added + maximum_by
     base = j.model_copy(update=update)
     if not j.needed:
         return base
@@ -292,19 +304,25 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
 def direction_of(
     points: Sequence[tuple[float, float]],
 ) -> tuple[Direction | None, float | None]:
-    """Rising, holding or falling from the observed queue (epoch seconds, queued, oldest first:
-    the last `DIRECTION_READINGS`), and its change per minute over them: a net change beyond
-    `tolerance`, the latest step not against it. A queue wandering within its noise holds. None
-    with fewer than two readings, or readings at one moment."""
-    points = list(points)[-DIRECTION_READINGS:]
-    if len(points) < 2:
+    """Rising, holding or falling from the observed queue (epoch seconds, queued, oldest first),
+    and its change per minute: over its last three values, a net change beyond `tolerance`, the
+    latest step not against it. A reading that repeats the one before (a backend not refreshed
+    since, a queue that moves in steps) tells nothing new and is passed over, within the last
+    `RECENT_READINGS`; a queue the same at the last `DIRECTION_READINGS` holds. A queue
+    wandering within its noise holds. None with fewer than two readings."""
+    recent = list(points)[-RECENT_READINGS:]
+    if len(recent) < 2:
         return None, None
-    span = (points[-1][0] - points[0][0]) / 60
+    if len({value for _, value in recent[-DIRECTION_READINGS:]}) == 1:
+        return Direction.HOLDING, 0.0
+    changes = [p for k, p in enumerate(recent) if k == 0 or p[1] != recent[k - 1][1]]
+    last = changes[-DIRECTION_READINGS:]
+    span = (last[-1][0] - last[0][0]) / 60
     if span <= 0:
         return None, None
-    net, step = points[-1][1] - points[0][1], points[-1][1] - points[-2][1]
+    net, step = last[-1][1] - last[0][1], last[-1][1] - last[-2][1]
     rate = net / span
-    allowed = tolerance(max(value for _, value in points))
+    allowed = tolerance(max(value for _, value in last))
     if net > allowed and step >= 0:
         return Direction.RISING, rate
     if net < -allowed and step <= 0:

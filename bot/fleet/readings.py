@@ -35,7 +35,7 @@ from bot.domain.fleet import (
     with_job_waits,
 )
 from bot.domain.jobs import JobsView
-from bot.domain.judgement import DIRECTION_READINGS, DRAIN_TARGET_MINS
+from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.keys import Keys
@@ -151,7 +151,7 @@ class FleetReadings:
             if jobs is not None and self._jobs is not None and not self._jobs.lists(self._metrics):
                 fleet = with_job_waits(fleet, jobs)  # the oldest job's age, not a start's time
             # Judged once, here: every surface renders this reading's judgement as it is.
-            recent = await self.history(last=DIRECTION_READINGS)
+            recent = await self.history(last=RECENT_READINGS)
             fleet = judged(fleet, recent, interval=self._interval, within_mins=self._within_mins)
             reading = Reading(fleet, now)
             await self._remember(fleet)

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from bot.domain.early_warning import WarningState
 from bot.domain.fleet import FleetSnapshot
+from bot.domain.incidents import with_scale_ups
 from bot.fleet.readings import FleetReadings
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.home import (
@@ -183,6 +184,11 @@ class Home:
         threads = [(ld.thread.channel, ld.thread.ts) if ld.thread else None for ld in loaded]
         links = await self._permalinks([*threads, *map(_message_of, warned)])
         fleet, note = await self._fleet()
+        if fleet is not None:
+            # The fleet's judgements count the scale-ups made since the reading, as each
+            # incident's root does: the page never advises runners its roots say are booting.
+            actions = [a for ld in loaded if ld.incident for a in ld.incident.recent_actions]
+            fleet = with_scale_ups(fleet, actions)
         return HomeState(
             incidents=tuple(
                 Listed(ld.incident, url)

@@ -20,7 +20,7 @@ from bot.domain.incident_fleet import (
     type_drained,
     with_baselines,
 )
-from bot.domain.incidents import Incident, record_status
+from bot.domain.incidents import Event, Incident, ScaleDone, record_status, with_action
 from bot.domain.routes import Routing, parse_routes
 from bot.domain.runner_names import derived_scale_set
 from bot.domain.trend import sparkline
@@ -227,6 +227,24 @@ def test_the_judgement_shown_is_the_live_readings_else_the_alerts() -> None:
     # Without a live reading: the alert's numbers judged, one runner per job it counted.
     fallback = judgement_of(incident("gpu"), "gpu", now=NOW)
     assert fallback is not None and fallback.runners == 14
+
+
+def test_the_alerts_numbers_are_one_judgement_whenever_read_and_count_a_scale_up() -> None:
+    """With only the alert's numbers, the form, diagnostics and the root judge the same numbers
+    the same way at any time, and a scale-up made since counts as booting at once."""
+    alerted = incident("gpu").model_copy(update={"alerted_at": NOW})
+    early = judgement_of(alerted, "gpu", now=NOW + MINUTE)
+    late = judgement_of(alerted, "gpu", now=NOW + 25 * MINUTE)
+    assert early == late and early is not None and early.runners == 14
+    scaled = Event(
+        at=NOW + 2 * MINUTE,
+        kind="scaled",
+        text="Scaled gpu by +10: minRunners 0 → 10 (ARC)",
+        scale=ScaleDone(runner_type="gpu", added=10, by="alice", at=NOW + 2 * MINUTE),
+    )
+    after = judgement_of(with_action(alerted, scaled), "gpu", now=NOW + 3 * MINUTE)
+    assert after is not None and (after.booting, after.runners) == (10, 4)
+    assert after.advice == "+4 runners would drain it in 30 min"
 
 
 def test_a_big_fleet_keeps_the_worst_ten_and_a_hidden_queue_blocks_the_drain() -> None:

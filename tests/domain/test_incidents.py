@@ -830,3 +830,31 @@ def test_a_reading_diagnostics_showed_between_statuses_counts_in_the_peaks() -> 
             incident = record_status(incident, seen, live=live)
     assert incident.peak.max_queue_size == 30
     assert incident.peak_types["linux.2xlarge"].queued == 30
+
+
+@pytest.mark.parametrize(
+    ("source", "maximum", "queued", "kept"),
+    [
+        ("prometheus", 60.0, 20.0, False),  # the maximum was raised since: the cause is gone
+        ("prometheus", 20.0, 0.0, False),  # still 20, but nothing needs more: no shortfall
+        ("prometheus", 20.0, 20.0, True),  # still short of it: the cause stands
+        ("alert", 60.0, 20.0, True),  # a failed reading's stand-in proves nothing
+    ],
+)
+def test_a_cause_of_too_low_a_maximum_leaves_the_root_once_a_reading_disproves_it(
+    source: str, maximum: float, queued: float, kept: bool
+) -> None:
+    from bot.domain.fleet import judged
+    from bot.domain.incidents import diagnosed
+
+    cause = "Autoscaling configuration (high confidence): linux.2xlarge: 17 short"
+    incident = diagnosed(make_incident(), cause, short_of=("linux.2xlarge", 20.0))
+    at = make_incident().opened_at + timedelta(minutes=5)
+    metrics = RunnerTypeMetrics(
+        queued=queued, busy=20, registered=20, desired=20, maximum=maximum, job_duration_mins=30
+    )
+    read = FleetSnapshot(at=at, source=source, runner_types={"linux.2xlarge": metrics})
+    view = judged(read, [], interval=timedelta(minutes=1))
+    shown = record_status(incident, as_snapshot(incident, view, at), live=view)
+    assert (shown.likely_cause == cause) is kept
+    assert (shown.cause_maximum is not None) is kept

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judged
-from bot.domain.judgement import Direction, direction_of, judge
+from bot.domain.judgement import Direction, added, direction_of, judge
 
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)
 MINUTE = 60.0
@@ -105,13 +105,14 @@ AT_MAX = {"busy": 30.0, "registered": 30.0, "desired": 30.0, "maximum": 30.0}
             10,
             "+10 runners would drain it in 30 min",
         ),
-        # A slow slide within the noise of a long queue: holding, and drained as it stands.
+        # A slow slide within the noise of a long queue: holding, and what its slide does not
+        # drain in time.
         (
             (100, 99),
             {"queued": 98, "job_duration_mins": 10, "busy": 10, "registered": 10},
             Direction.HOLDING,
-            33,
-            "+33 runners would drain it in 30 min",
+            23,
+            "+23 runners would drain it in 30 min",
         ),
         # One reading only: no direction; the rates alone size it.
         (
@@ -134,6 +135,35 @@ def test_a_reading_is_judged_by_what_its_queue_did(
     assert verdict.direction is direction
     assert verdict.runners == runners
     assert verdict.advice == advice
+
+
+def test_a_queue_that_drained_is_given_no_runners_whatever_its_rates_remember() -> None:
+    """Capacity arrived and took the queue to 0 while the surge is still in the rates' window:
+    the queue visibly drained, so nothing is advised (no "keep it from queueing")."""
+    surge = {"arrival_per_min": 5, "completed_per_min": 2, "job_duration_mins": 10, **AT_MAX}
+    for before in ((10, 5), (5, 0), (0, 0)):
+        verdict = judge(RunnerTypeMetrics(queued=0, **surge), past(*before), at=NOW)
+        assert (verdict.runners, verdict.raise_maximum_by, verdict.advice) == (0, 0, ""), before
+    # Before any queue was observed, the rates alone say it is about to queue.
+    first = judge(RunnerTypeMetrics(queued=0, **surge), [], at=NOW)
+    assert first.advice.startswith("+30 runners would keep it from queueing")
+
+
+def test_scale_ups_after_a_reading_count_once_however_often_they_are_counted() -> None:
+    """+10 on maxRunners, then +2 on minRunners, between two readings: each counted once, the
+    maximum raised once, however many times the incident's judgement is taken again."""
+    metrics = RunnerTypeMetrics(queued=30, job_duration_mins=30, **AT_MAX)
+    reading = judge(metrics, past(30, 30), at=NOW)
+    assert (
+        reading.advice == "+30 runners would drain it in 30 min; raise the maximum by 30 (30 → 60)"
+    )
+    after_first = added(reading, 10, maximum_by=10)
+    after_both = added(after_first, 12, maximum_by=10)
+    assert after_both == added(reading, 12, maximum_by=10) == added(after_both, 12, maximum_by=10)
+    assert (after_both.maximum, after_both.booting, after_both.runners) == (40, 12, 18)
+    assert after_both.advice == (
+        "+18 runners would drain it in 30 min; raise the maximum by 18 (40 → 58)"
+    )
 
 
 def test_a_wait_is_said_or_why_it_is_not_known() -> None:
@@ -165,7 +195,18 @@ def test_a_queue_falling_too_slowly_to_leave_alone_gets_what_its_drain_does_not_
     assert "would take ~80 min by itself" in verdict.why
 
 
-@given(st.lists(st.integers(28, 32), min_size=4, max_size=4))
+def test_a_queue_read_in_steps_is_read_by_its_steps_and_holds_once_it_stops() -> None:
+    """Readings that repeat the one before (a backend not refreshed, a queue moving in steps)
+    tell nothing new: +4 a step, read twice a step, rises; the same three times, it holds."""
+    stairs = [20, 20, 24, 24, 28]
+    points = [(MINUTE * i, float(q)) for i, q in enumerate(stairs)]
+    assert direction_of(points)[0] is Direction.RISING
+    stopped = [*stairs, 28, 28]
+    points = [(MINUTE * i, float(q)) for i, q in enumerate(stopped)]
+    assert direction_of(points) == (Direction.HOLDING, 0.0)
+
+
+@given(st.lists(st.integers(28, 32), min_size=2, max_size=6))
 def test_a_queue_wandering_by_two_holds(values: list[int]) -> None:
     points = [(MINUTE * i, float(q)) for i, q in enumerate(values)]
     assert direction_of(points)[0] is Direction.HOLDING
