@@ -347,7 +347,6 @@ def warning_config(settings: Settings) -> WarningConfig:
             if settings.scaler_backend is not ScalerBackend.NONE
             else frozenset()
         ),
-        within_mins=settings.drain_target_minutes,
     )
 
 

@@ -417,7 +417,9 @@ class WarningState:
     # ACTIVE: the time of the last good reading, when the fleet has not been read since: the
     # forecast is on hold (0: it is current).
     held_since: float = 0.0
-    hold_runners: int = 0  # ACTIVE: runners the forecast says would hold the queue (0: unknown)
+    # ACTIVE: the runners its reading's judgement advised (0: none). Read by 0.25's form only:
+    # 0.26's takes the current reading's judgement; kept while both may run, go in 0.27.
+    hold_runners: int = 0
     scalable: bool = False  # the runner type has a scale target: the message offers Scale up
     # What was scaled from this warning, and later what became of it (put back, left), in words.
     scaled: str = ""

@@ -174,7 +174,7 @@ def judge(
     """The judgement of one runner type's reading. `observed`: (epoch seconds, queued) at the
     readings before this one, oldest first (this reading's own queue is added here)."""
     queued = finite(metrics.queued)
-    points = list(observed)
+    points = [(at, value) for at, value in observed if math.isfinite(value)]
     if queued is not None:
         points.append((at.timestamp(), queued))
     direction, rate = direction_of(points)

@@ -28,7 +28,7 @@ from bot.render.mrkdwn import (
     slack_date,
     truncate,
 )
-from bot.render.queue import advice_parts, judged_parts
+from bot.render.queue import advice_parts, judged_parts, reading_parts
 from bot.render.replies import runner_name
 
 ICONS = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.BAD: "❌", Verdict.UNKNOWN: "❔"}
@@ -87,10 +87,15 @@ def _conclusion(diagnosis: Diagnosis) -> str:
 
 
 def _queue_line(finding: Finding, snapshot: FleetSnapshot) -> str:
-    """The type's numbers and advice as the root's line says them (the reading's judgement)."""
+    """The type's numbers and advice as the root's line says them (the reading's judgement);
+    a reading without one (stored by an older release) says its numbers alone."""
     name = runner_name(finding.runner_type) if finding.runner_type else "All runner types"
     judged = finding.judged
-    parts = [*judged_parts(judged), *advice_parts(judged)] if judged is not None else []
+    if judged is not None:
+        parts = [*judged_parts(judged), *advice_parts(judged)]
+    else:
+        metrics = snapshot.runner_types.get(finding.runner_type)
+        parts = reading_parts(metrics) if metrics is not None else []
     return f"*{name}*" + (f" · {' · '.join(parts)}" if parts else "")
 
 

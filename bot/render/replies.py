@@ -26,7 +26,6 @@ from bot.domain.incidents import (
     peak_moment,
     with_status,
 )
-from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
@@ -137,7 +136,6 @@ class StatusShown(BaseModel):
     live: bool = False  # the runner types' lines come from the incident's live view
     drain: tuple[int, int] | None = None
     since: datetime | None = None
-    within_mins: float = DRAIN_TARGET_MINS
 
     def to_extra(self) -> dict[str, Any]:
         return {"status": self.model_dump(mode="json", exclude_defaults=True, by_alias=True)}
@@ -170,7 +168,6 @@ def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Re
         view=view,
         drain=drain,
         since=since,
-        within_mins=shown.within_mins,
         trend=incident.trend,
     )
 
@@ -184,7 +181,6 @@ def render_status(
     view: FleetSnapshot | None = None,
     drain: tuple[int, int] | None = None,
     since: datetime | None = None,
-    within_mins: float = DRAIN_TARGET_MINS,
     trend: Trend | None = None,
 ) -> Rendered:
     """The periodic status: the numbers now and their change since the previous status.

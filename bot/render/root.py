@@ -22,6 +22,7 @@ from bot.domain.alert_issue import issue_number
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.headline import Headline, headline, shown_live
+from bot.domain.incident_fleet import alert_fleet
 from bot.domain.incidents import Incident, sums_types
 from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
@@ -42,7 +43,7 @@ from bot.render.mrkdwn import (
     slack_date,
     truncate,
 )
-from bot.render.queue import source_note, type_lines
+from bot.render.queue import advice_parts, source_note, type_lines
 from bot.render.replies import (
     capped_rows,
     peak_queued_label,
@@ -97,8 +98,8 @@ def render_root(
     Block Kit has no colours for blocks, so "turning green" on resolve is the ✅ in the header
     and the status line, and the actions disappear. `mentions=False` for the first post, which
     notifies the channel: the owner is named there, mentioned only in later edits.
-    `within_mins` is the drain target (`DRAIN_TARGET_MINUTES`) of the runner types' advice, the
-    one a status, diagnostics and the scale modal give too.
+    `within_mins` is the drain target (`DRAIN_TARGET_MINUTES`) the alert's numbers are judged
+    for (a live reading was judged for it when it arrived).
     """
     status = _status_line(incident, mentions=mentions)
     responders = responders_line(incident)
@@ -116,9 +117,9 @@ def render_root(
         block = fields(numbers, more="+{n} more values")
         blocks.append({**block, "text": section(_headline_label(incident, head))["text"]})
     if live is not None:
-        blocks.append(section(_live_listing(incident, live, within_mins)))
+        blocks.append(section(_live_listing(incident, live)))
     elif incident.runner_types:
-        blocks.append(section(_runner_listing(incident)))
+        blocks.append(section(_runner_listing(incident, now, within_mins)))
     if live is not None and live.note and incident.is_open:
         blocks.append(context([truncate(source_note(live, source_name(live.source)), 2000)]))
     cause = likely_cause_line(incident)
@@ -342,16 +343,23 @@ def _first(*values: float | None) -> float | None:
     return next((value for value in values if value is not None), None)
 
 
-def _live_listing(incident: Incident, live: FleetSnapshot, within_mins: float) -> str:
+def _live_listing(incident: Incident, live: FleetSnapshot) -> str:
     head = "*Runner types* (worst first)"  # live, as the headline above says
     lines = type_lines(live, incident.trend)
     return head + "\n" + "\n".join(lines or ["_No runner type is queueing._"])
 
 
-def _runner_listing(incident: Incident) -> str:
+def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> str:
+    """The alert's runner types, and while it fires the judgement of its numbers (the one the
+    form and diagnostics give for them)."""
+    judged = alert_fleet(incident, now=now, within_mins=within_mins).runner_types
     rows = []
     for name, queue in worst_first(incident.runner_types):
-        rows.append(f"• {runner_name(name)}: {queue_numbers(queue) or 'no numbers'}")
+        row = f"• {runner_name(name)}: {queue_numbers(queue) or 'no numbers'}"
+        verdict = judged[name].judged if name in judged else None
+        if verdict is not None and incident.is_open:
+            row += "".join(f" · {part}" for part in advice_parts(verdict))
+        rows.append(row)
     return "*Runner types* (worst first)\n" + "\n".join(capped_rows(rows))
 
 

@@ -41,7 +41,6 @@ from bot.domain.early_warning import (
 )
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.incidents import Incident
-from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.routes import Route, channel_for_type
 from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
@@ -68,8 +67,6 @@ class WarningConfig:
     thresholds: Thresholds = field(default_factory=Thresholds)  # when no incident says
     routes: tuple[Route, ...] = ()
     scalable: frozenset[str] = frozenset()  # runner types with a scale target
-    # A warning's advice drains the queue within this many minutes, as the incident's would.
-    within_mins: float = DRAIN_TARGET_MINS
 
 
 class EarlyWarnings:

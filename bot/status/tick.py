@@ -80,7 +80,7 @@ class StatusConfig:
     # As pictures (`CHART_STYLE=image`, or the block refused), the trend chart is uploaded with
     # every Nth status (0: never) and with the summary; as a block it is in every status.
     chart_every: int = 3
-    # Forecasts say how many runners would drain the queue within this many minutes.
+    # The alert's numbers, where no live reading stands in, are judged for this drain target.
     within_mins: float = DRAIN_TARGET_MINS
     routing: Routing = field(default_factory=Routing)  # which types are which channel's
 
@@ -204,6 +204,7 @@ class StatusReporter:
             now=now,
             interval=self._readings.interval,
             routing=self._config.routing,
+            within_mins=self._config.within_mins,
         )
         return await self._decide(loaded, incident, view, now)
 
@@ -232,7 +233,6 @@ class StatusReporter:
             live=live is not None,
             drain=(checks, drain.checks) if checks else None,
             since=posted.at if quiet and posted else None,
-            within_mins=self._config.within_mins,
         )
         # Rendered by the sender when it posts (`bot.render.replies.render_shown`): the text here is
         # only what a sender that cannot read `shown` would fall back to.

@@ -372,10 +372,11 @@ def test_runner_types_are_listed_worst_first() -> None:
     listing = next(t for t in root_texts(incident) if t.startswith("*Runner types*"))
     assert listing.splitlines() == [
         "*Runner types* (worst first)",
-        "• arm: 9 queued · longest wait 114 min",
-        "• gpu: 2 queued · longest wait 114 min",
-        "• small: 50 queued · longest wait 5 min",
-        "• only-queued: 100 queued",
+        # With the alert's numbers alone, one runner per queued job (its judgement's advice).
+        "• arm: 9 queued · longest wait 114 min · +9 runners would drain it in 30 min",
+        "• gpu: 2 queued · longest wait 114 min · +2 runners would drain it in 30 min",
+        "• small: 50 queued · longest wait 5 min · +50 runners would drain it in 30 min",
+        "• only-queued: 100 queued · +100 runners would drain it in 30 min",
         "• unknown: no numbers",
     ]
 
@@ -385,7 +386,8 @@ def test_many_runner_types_are_capped_with_a_count() -> None:
     listing = next(t for t in root_texts(incident) if t.startswith("*Runner types*"))
     rows = listing.splitlines()[1:]
     assert len(rows) == 16
-    assert rows[0] == "• type-39: 39 queued · longest wait 39 min"
+    advice = "+39 runners would drain it in 30 min"
+    assert rows[0] == f"• type-39: 39 queued · longest wait 39 min · {advice}"
     assert rows[-1] == "+25 more runner types"
 
 

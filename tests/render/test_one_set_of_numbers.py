@@ -99,9 +99,7 @@ def test_the_root_a_status_and_diagnostics_show_one_set_of_numbers(
     current = as_snapshot(incident, live, NOW)
     root = text(render_root(incident, now=NOW, within_mins=within).blocks)
     status = text(
-        render_status(
-            incident, previous=None, current=current, now=NOW, view=live, within_mins=within
-        ).blocks
+        render_status(incident, previous=None, current=current, now=NOW, view=live).blocks
     )
     report = render_diagnostics(incident, diagnose(live), live, by="alice").blocks
     diagnostics = text(report)
