@@ -12,8 +12,11 @@ read in `trajectory_text.py` alone; what it should have said is checked in `traj
 
 Time runs fast here: a reading every `READING_S` seconds instead of every minute, and the rates'
 window kept at the default's ten readings (10 min at one a minute), so a turn takes as many
-readings to reach the rates as it would in production. A responder may ask for diagnostics once
-per 30 s; that cooldown is spent by hand before each click, as thirty seconds would.
+readings to reach the rates as it would in production. The drain target and the jobs run at the
+same pace (30 min and 5 min in production time), so the advice is sized as in production: a
+queue of 30 holding gets +5, one rising 5 jobs a reading some +30. A responder may ask for
+diagnostics once per 30 s; that cooldown is spent by hand before each click, as thirty seconds
+would.
 """
 
 from __future__ import annotations
@@ -45,9 +48,11 @@ from tests.support.trajectory_text import (
 
 SCALE_SET = "linux-2xlarge"  # as Helm names the release serving linux.2xlarge
 READING_S = 4
+PACE = 60 / READING_S  # production minutes to a minute here: one reading each
 WINDOW_READINGS = 10  # PROMETHEUS_RATE_WINDOW's default (10m) over METRICS_INTERVAL's (1 min)
 SCRAPE_S = 0.5
-JOB_MINUTES = 0.5
+DRAIN_TARGET_MINUTES = 30 / PACE  # DRAIN_TARGET_MINUTES's default
+JOB_MINUTES = 5 / PACE
 ATTEMPTS = 4  # tries at reading every surface within one reading
 
 
@@ -61,6 +66,7 @@ class ScaleUp:
     before: dict[str, int]
     after: dict[str, int]
     refusal: str
+    said: str = ""  # the form, as it opened
 
     @property
     def accepted(self) -> bool:
@@ -98,7 +104,8 @@ class Trajectory:
         self.looks.append(look)
         for attempt in range(1, ATTEMPTS + 1):
             look.attempts = attempt
-            stamp = await self._settled(shown)
+            stamp, metrics = await self._settled(shown)
+            look.rates = (metrics.arrival_per_min, metrics.completed_per_min)
             diagnostics, queue = await self.diagnostics(), await self.queue()
             held = await self._stored_stamp()
             view = await self.form()
@@ -123,12 +130,12 @@ class Trajectory:
             look.refused = f"the form: {json.dumps(answer.get('errors') or answer)}"
         return look
 
-    async def _settled(self, shown: Step) -> int:
+    async def _settled(self, shown: Step) -> tuple[int, RunnerTypeMetrics]:
         """The time of the first reading taken after `shown` was scraped, once the root and the
-        latest status both render it."""
+        latest status both render it, and linux.2xlarge's numbers in it."""
         wanted = (shown.queued, shown.busy, shown.registered, shown.maximum)
 
-        async def settled() -> int | None:
+        async def settled() -> tuple[int, RunnerTypeMetrics] | None:
             reading = await self._reading()
             if reading is None or reading[1] is None:
                 return None
@@ -137,10 +144,11 @@ class Trajectory:
             if read != wanted or taken < self.fleet.applied_at + 2 * SCRAPE_S:
                 return None
             shown_at = {stamp_of(self.root()), stamp_of(self.latest_status())}
-            return int(taken) if shown_at == {int(taken)} else None
+            return (int(taken), metrics) if shown_at == {int(taken)} else None
 
         step = len(self.looks) - 1
-        return int(await eventually(settled, what=f"a reading of step {step}", timeout=30))
+        found = await eventually(settled, what=f"a reading of step {step}", timeout=30)
+        return int(found[0]), found[1]
 
     async def _reading(self) -> tuple[float, RunnerTypeMetrics | None] | None:
         """The bot's current reading: when it was taken, and linux.2xlarge's numbers in it."""
@@ -214,11 +222,11 @@ class Trajectory:
     async def scale_by_default(self) -> ScaleUp:
         """Open the modal, submit its default and confirm it, as a responder in a hurry would."""
         view = await self.form()
-        amount, mode = initial_of(view, "amount"), initial_of(view, "mode")
+        amount, mode, said = initial_of(view, "amount"), initial_of(view, "mode"), shown_text(view)
         before, patches = self.fleet.spec, len(self.fleet.kube.patches)
         answer = await self.submit_default(view)
         if answer.get("response_action") != "update":
-            return ScaleUp(amount, mode, before, before, f"the form refused: {answer}")
+            return ScaleUp(amount, mode, before, before, f"the form refused: {answer}", said)
         confirm = {**answer["view"], "id": view["id"]}
         response = await post_event(self.running.http, view_submission(confirm, {}))
         assert response.json() == {"response_action": "clear"}, response.text
@@ -230,9 +238,18 @@ class Trajectory:
 
         answered = await eventually(told, what="the scale-up's answer", timeout=15)
         if "Could not scale" in answered:
-            return ScaleUp(amount, mode, before, self.fleet.spec, answered)
+            return ScaleUp(amount, mode, before, self.fleet.spec, answered, said)
         await eventually(lambda: len(self.fleet.kube.patches) > patches, what="the patch")
-        return ScaleUp(amount, mode, before, self.fleet.spec, "")
+        return ScaleUp(amount, mode, before, self.fleet.spec, "", said)
+
+    async def root_saying(self, words: str) -> str:
+        """The root, once it says `words` (a scale-up's runners, counted)."""
+
+        def saying() -> str | None:
+            root = self.root()
+            return root if words in root else None
+
+        return str(await eventually(saying, what=f"the root saying {words!r}"))
 
     def _ephemerals(self) -> list[str]:
         return [shown_text(m) for m in self.slack.emulator.ephemerals(CHANNEL)]
@@ -270,6 +287,7 @@ def settings_of(
         ),
         "scale_allowed_users": USER,
         "scale_cooldown_seconds": 0,
+        "drain_target_minutes": DRAIN_TARGET_MINUTES,
     }
     return settings_for(**{**values, **extra})
 
@@ -298,9 +316,11 @@ async def trajectory(
     first: Step,
     *,
     job_minutes: float = JOB_MINUTES,
+    **settings: Any,
 ) -> AsyncIterator[Trajectory]:
     """A bot reading `first` through Prometheus, its incident opened by a Grafana alert for
-    linux.2xlarge; the table of what each surface said is printed at the end, pass or fail."""
+    linux.2xlarge (`settings` over the harness's); the table of what each surface said is
+    printed at the end, pass or fail."""
     fleet = ScriptedScaleSet(
         SCALE_SET,
         kube,
@@ -313,7 +333,7 @@ async def trajectory(
     walked: Trajectory | None = None
     started = time.monotonic()
     try:
-        async with run_bot(settings_of(settings_for, fleet, kubeconfig)) as running:
+        async with run_bot(settings_of(settings_for, fleet, kubeconfig, **settings)) as running:
             assert (await running.send("grafana", alert(name, first))).status_code == 202
             roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
             walked = Trajectory(name, running, slack, fleet, roots[0])

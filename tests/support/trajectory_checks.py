@@ -5,8 +5,9 @@ One judgement, rendered everywhere: after one reading the root, the latest statu
 and `/queue` give the same advice, and the Scale up… modal is pre-filled with it (capped), able
 to raise the maximum when the advice asks for that; every surface reads the expected direction
 by the second reading after a turn; none says rising or +N once the queue fell two readings in
-a row; the form's default is one the scale set takes; and where the queue only wanders,
-consecutive readings don't flap between advice of opposite kinds.
+a row, nor advises runners or a higher maximum with nothing queued; the form's default is one
+the scale set takes; and where the queue only wanders, consecutive readings don't flap between
+advice of opposite kinds.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class Look:
     form: int | None = None  # the modal's runners to add, as it opened
     mode: str | None = None  # the modal's preselected "what to raise", when it offers one
     refused: str = ""  # why the form or the scale set would not take the form's default
+    # Jobs arriving and finishing a minute in the rates' window of the reading read
+    rates: tuple[float | None, float | None] = (None, None)
 
     def advice(self, surface: str) -> Advice:
         return advice_of(self.said.get(surface, ""), RUNNER_TYPE)
@@ -62,6 +65,7 @@ def problems(looks: list[Look]) -> list[str]:
         found += one_number(look)
         found += direction_right(looks, index)
         found += no_rise_while_falling(looks, index)
+        found += nothing_at_zero(look)
         if look.refused:
             found.append(f"step {look.step}: the form's default is refused: {look.refused}")
     return found
@@ -129,6 +133,23 @@ def no_rise_while_falling(looks: list[Look], index: int) -> list[str]:
     return [f"step {look.step}: the queue fell {queued}, yet {wrong}{quoted(look, wrong)}"]
 
 
+def nothing_at_zero(look: Look) -> list[str]:
+    """Nothing queued, nothing advised: no runners and no higher maximum on any surface nor in
+    the form, however many arrivals the rates' window still holds."""
+    if look.shown.queued or look.stamp is None:
+        return []
+    maximum = look.shown.maximum or 0
+    wrong = [
+        surface
+        for surface in SURFACES
+        if isinstance(look.advice(surface), int) or cites_maximum(look.said[surface], maximum)
+    ]
+    wrong += ["the form"] if look.form is not None else []
+    if not wrong:
+        return []
+    return [f"step {look.step}: nothing queued, yet {wrong} advise more{quoted(look, SURFACES)}"]
+
+
 def no_flapping(looks: list[Look]) -> list[str]:
     """No advice of opposite kinds (rising with +N, then falling with "clears", or back) on
     consecutive readings, where the queue only wanders."""
@@ -167,8 +188,10 @@ def quoted(look: Look, surfaces: Iterable[str] = SURFACES) -> str:
 
 
 def table(name: str, looks: list[Look]) -> str:
-    """What each surface said at each step: direction and advice, the form's default."""
-    head = ("step", "queued", "busy/reg max", "expect", *SURFACES, "form", "reads", "note")
+    """What each surface said at each step: direction and advice, the form's default; the jobs
+    arriving and finishing a minute in the reading's window."""
+    head = ("step", "queued", "busy/reg max", "in/out /min", "expect", *SURFACES, "form")
+    head += ("reads", "note")
     rows = [head]
     for look in looks:
         s = look.shown
@@ -177,6 +200,7 @@ def table(name: str, looks: list[Look]) -> str:
                 str(look.step),
                 str(s.queued),
                 f"{s.busy}/{s.registered} {s.maximum}",
+                "/".join("?" if rate is None else f"{rate:.0f}" for rate in look.rates),
                 look.expect or "",
                 *(cell(look, surface) for surface in SURFACES),
                 f"{look.form}{' max' if look.mode == 'raise_max' else ''}"

@@ -2,7 +2,10 @@
 step as a responder reads it (`tests/support/trajectory.py`). After every step the root, the
 latest status, diagnostics, `/queue` and the Scale up… modal's default agree on the advice for
 linux.2xlarge; the direction is right by the second reading after a turn; nothing says rising
-or +N once the queue fell two readings in a row; every form default is one the target takes.
+or +N once the queue fell two readings in a row, nor anything but "none" with nothing queued;
+every form default is one the target takes. The advice is sized as in production (+5 to +40
+along a surge), so agreeing on it is not agreeing on +1; a scale-up capped below it leaves the
+rest, not the whole, to the next form.
 
 `pytest tests/system/test_trajectories.py -s -n0` prints what each surface said at each step.
 """
@@ -18,8 +21,8 @@ from tests.support.fakes.arc_script import Step
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.slack import Slack
 from tests.support.trajectory import trajectory
-from tests.support.trajectory_checks import RUNNER_TYPE, SURFACES, no_flapping
-from tests.support.trajectory_text import cites_maximum
+from tests.support.trajectory_checks import CAP, RUNNER_TYPE, SURFACES, no_flapping
+from tests.support.trajectory_text import Advice, advice_of, cites_maximum
 
 pytestmark = pytest.mark.slow
 
@@ -30,37 +33,54 @@ def assert_none(problems: list[str]) -> None:
     assert not problems, "\n".join(problems)
 
 
+def sized(advised: list[Advice]) -> list[str]:
+    """Advice in production's sizes that moves with the queue: +5 to +40 runners, at least four
+    different numbers, not a +1 that any rule would agree on."""
+    numbers = [a for a in advised if isinstance(a, int) and 5 <= a <= 40]
+    if len(numbers) == len(advised) and len(set(numbers)) >= 4:
+        return []
+    return [f"the advice along the surge is not +5 to +40 and moving: {advised}"]
+
+
 async def test_a_surge_at_the_maximum(
     settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    """The queue climbs while every runner is busy at the maximum: rising, and the advice grows
-    with it, the same number everywhere; the form's capped default raises maxRunners."""
-    first = Step(queued=6, busy=MAX, registered=MAX, maximum=MAX)
+    """The queue climbs, faster and faster, while every runner is busy at the maximum: rising,
+    and the advice grows with it from +5 to some +37, the same number everywhere; the form's
+    capped default raises maxRunners."""
+    first = Step(queued=26, busy=MAX, registered=MAX, maximum=MAX)
     name = "a surge at the maximum"
     async with trajectory(name, settings_for, slack, kube, tmp_path, first) as t:
         await t.look(first, expect="holding")
-        for queued in (10, 14, 19, 24, 30, 36):
+        for queued in (30, 34, 38, 43, 48, 54):
             await t.look(Step(queued, MAX, MAX), expect="rising")
         scaled = await t.scale_by_default()
     assert scaled.accepted, scaled
-    assert_none(t.problems())
+    assert_none(t.problems() + sized([look.advice("root") for look in t.looks]))
 
 
 async def test_capacity_arriving_while_jobs_keep_coming(
     settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
     """maxRunners goes from 40 to 80; runners register 8 a reading and take the queue, which
-    falls 2 to 6 a reading while jobs keep arriving (more start than finish): falling, with no
-    runners advised."""
+    falls 2 to 8 a reading while jobs keep arriving (more start than finish): falling, with no
+    runners advised; then nothing queues while 80 runners keep taking jobs as they come, the
+    surge still in the rates' window: no surface advises runners or a higher maximum. (The
+    drain's second check is an hour off, so the incident stays open to be read at 0.)"""
     first = Step(queued=20, busy=MAX, registered=MAX, maximum=MAX)
     name = "capacity arriving while jobs keep coming"
-    async with trajectory(name, settings_for, slack, kube, tmp_path, first) as t:
+    async with trajectory(
+        name, settings_for, slack, kube, tmp_path, first, drain_check_seconds=3600
+    ) as t:
         await t.look(first, expect="holding")
         await t.look(Step(24, MAX, MAX), expect="rising")
         await t.look(Step(28, MAX, MAX), expect="rising")
         await t.look(Step(32, MAX, MAX, maximum=80, note="maxRunners 40 → 80"), expect="rising")
         for queued, runners in ((30, 48), (26, 56), (20, 64), (14, 72), (8, 80)):
             await t.look(Step(queued, runners, runners), expect="falling")
+        empty = await t.look(Step(0, 80, 80, note="nothing queued, jobs still coming"))
+    arrivals, _ = empty.rates
+    assert arrivals, f"at 0, no arrivals in the rates' window: {empty.rates}"
     assert_none(t.problems())
 
 
@@ -79,18 +99,32 @@ async def test_a_noisy_plateau_does_not_flap(
 async def test_a_drain_after_a_scale_up(
     settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
-    """The form's default is submitted as it opened; the scale set takes it, the runners
-    arrive, the queue falls to nothing and the incident resolves on its drain, with a summary."""
-    first = Step(queued=16, busy=MAX, registered=MAX, maximum=MAX)
+    """The queue holds at 160 behind a full fleet: +27, more than one request adds. The form's
+    default is the most one may (+20, "+7 more after this one"); once confirmed, the root counts
+    the 20 booting and advises the rest, and after the next reading the form offers the rest,
+    never the whole again, which the scale set takes too. The runners arrive, the queue falls to
+    nothing and the incident resolves on its drain, with a summary."""
+    first = Step(queued=160, busy=MAX, registered=MAX, maximum=MAX)
     name = "a drain after a scale-up"
     async with trajectory(name, settings_for, slack, kube, tmp_path, first) as t:
-        await t.look(first, expect="holding")
-        scaled = await t.scale_by_default()
-        assert scaled.accepted, scaled
-        runners = scaled.after["maxRunners"]
-        note = f"+{scaled.amount}: maxRunners {scaled.before['maxRunners']} → {runners}"
-        await t.look(Step(12, runners, runners, note=note), expect="falling")
-        for queued in (7, 3):
+        whole = (await t.look(first, expect="holding")).advice("root")
+        assert isinstance(whole, int) and whole > CAP, f"+{whole} is no more than one request"
+        capped = await t.scale_by_default()
+        assert capped.accepted and capped.amount == CAP, capped
+        assert f"+{whole - CAP} more after this one" in capped.said, capped.said
+        root = await t.root_saying(f"{CAP} booting")
+        assert advice_of(root, RUNNER_TYPE) == whole - CAP, root
+        raised = capped.after["maxRunners"]
+        booting = Step(160, MAX, MAX, note=f"+{CAP}: maxRunners {MAX} → {raised}, booting")
+        rest = await t.look(booting, expect="holding")
+        assert f"{CAP} booting" in rest.said["root"], rest.said["root"]
+        assert rest.advice("root") == rest.form == whole - CAP, (rest.form, rest.said["root"])
+        more = await t.scale_by_default()
+        assert more.accepted and more.amount == whole - CAP, more
+        runners = more.after["maxRunners"]
+        note = f"+{more.amount}: maxRunners {raised} → {runners}; {CAP} registered"
+        await t.look(Step(135, raised, raised, note=note), expect="falling")
+        for queued in (100, 70, 35):
             await t.look(Step(queued, runners, runners), expect="falling")
         t.fleet.apply(Step(0, runners - 10, runners, note="drained"))
         summary = await t.resolved_by_drain()

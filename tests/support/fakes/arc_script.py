@@ -13,9 +13,11 @@ metrics. Completions and the starts that refill them move together, at the same 
 Prometheus's rate() of the two differs by exactly the runners added, not by sampling noise.
 
 `minRunners` and `maxRunners` live in the AutoscalingRunnerSet's spec: a step that names them
-writes the spec as someone with kubectl would; one that does not reads it back, so the bot's own
-merge patch shows up in the gauges at the next step. Its `status.currentRunners` follows the
-registered runners, as ARC's controller writes it.
+writes the spec as someone with kubectl would; one that does not reads it back. The bot's own
+merge patch shows up in the gauges within a tick, bounds and desired runners, as ARC's listener
+reports them once it has the new spec (in a cluster, seconds after its restart): a reading taken
+after a scale-up sees it asked for. Its `status.currentRunners` follows the registered runners,
+as ARC's controller writes it.
 
 Prometheus's window is far longer than the first seconds of a test: the first step's state is
 backfilled (`Prometheus.backfill`) for `history_s` before the server starts, so a rate over the
@@ -77,9 +79,11 @@ class ScriptedScaleSet:
             scale_set, minRunners=first.minimum or 0, maxRunners=first.maximum or first.registered
         )
         self._lock = threading.Lock()
+        self._setting = threading.Lock()  # one writer of the gauges: a step, or the spec's change
         self._owed = 0.0  # completions due, not yet whole
         self._at = time.time()  # when completions were last counted
         self.step = first
+        self._scripted = first  # as the script gave it: the bounds it names, if any
         self.applied_at = 0.0
         self._stopping = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -105,9 +109,11 @@ class ScriptedScaleSet:
 
     def apply(self, step: Step) -> Step:
         """Report `step` from now on; returns it with the spec's bounds and ARC's desired count."""
-        self._advance(time.time())
-        shown = self._set(step)
-        self.applied_at = time.time()
+        with self._setting:
+            self._advance(time.time())
+            shown = self._set(step)
+            self._scripted = step
+            self.applied_at = time.time()
         return shown
 
     def stop(self) -> None:
@@ -173,6 +179,15 @@ class ScriptedScaleSet:
     def _tick(self) -> None:
         while not self._stopping.wait(TICK_S):
             self._advance(time.time())
+            self._follow_spec()
+
+    def _follow_spec(self) -> None:
+        """Report a spec changed since the step (the bot's patch): its bounds, and the desired
+        runners they allow."""
+        with self._setting:
+            step, spec = self.step, self.spec
+            if (step.minimum, step.maximum) != (spec["minRunners"], spec["maxRunners"]):
+                self._set(replace(self._scripted, minimum=None, maximum=None))
 
     def _history(self, first: Step, history_s: float) -> str:
         """OpenMetrics of `first` held for `history_s` up to now, a sample a second, labelled
