@@ -354,8 +354,15 @@ def _record(
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
         runner_type = request.target.runner_type
         text = f"Scaled {runner_type} by +{request.delta}: {result.detail} ({backend})"
-        field = result.undo.field if result.undo is not None else ""
-        done = ScaleDone(runner_type=runner_type, added=request.delta, by=name, at=now, field=field)
+        changed = result.undo
+        done = ScaleDone(
+            runner_type=runner_type,
+            added=request.delta,
+            by=name,
+            at=now,
+            field=changed.field if changed is not None else "",
+            after=changed.after if changed is not None else None,
+        )
         event = Event(
             at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name, scale=done
         )

@@ -330,6 +330,7 @@ class ScaleReverts:
             by=record.by,
             at=datetime.fromtimestamp(record.scaled_at, UTC),
             field=undo.field,
+            after=undo.after,
         )
         await self._say(
             taken.incident_id,

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
 from bot.domain.delivery import Delivery
-from bot.domain.fleet import FleetSnapshot, longest_wait
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait
 from bot.domain.judgement import BOOT_MINS, added
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
@@ -64,6 +64,9 @@ class ScaleDone(BaseModel):
     by: str
     at: datetime | None = None
     field: str = ""
+    # What the field became ("maxRunners 40 → 60": 60), so a reading that does not show it yet
+    # is known to predate it (None: not recorded, by 0.25 and before or the backend).
+    after: int | None = None
 
 
 class Event(BaseModel):
@@ -481,16 +484,22 @@ def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapsh
     reading was taken (`bot.domain.judgement.added`): a reading that has the autoscaler's
     desired runners counts them itself from then on; one without (an Auto Scaling group read
     through the HUD, the alert's numbers) cannot see them until they register, so for a boot's
-    time before it they count too."""
+    time before it they count too, as they do where the reading still shows the scale set's
+    bounds as they were before it (ARC's listener restarts on a new spec, and Prometheus scrapes
+    it later still)."""
     done = [(d, d.at or e.at) for e in actions if (d := scale_of(e)) is not None]
     types = {}
     for name, metrics in view.runner_types.items():
         judged = metrics.judged
         if judged is not None:
-            blind = metrics.desired is None
-            cutoff = judged.at - timedelta(minutes=BOOT_MINS) if blind else judged.at
             key = runner_key(name)
-            mine = [d for d, at in done if at > cutoff and runner_key(d.runner_type) == key]
+            booting = judged.at - timedelta(minutes=BOOT_MINS)
+            mine = [
+                d
+                for d, at in done
+                if runner_key(d.runner_type) == key
+                and (at > judged.at or (at > booting and not _reads(metrics, d)))
+            ]
             runners = sum(d.added for d in mine)
             raised = sum(d.added for d in mine if "max" in d.field.lower())
             metrics = metrics.model_copy(
@@ -498,6 +507,16 @@ def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapsh
             )
         types[name] = metrics
     return view.model_copy(update={"runner_types": types})
+
+
+def _reads(metrics: RunnerTypeMetrics, done: ScaleDone) -> bool:
+    """Whether a reading shows a scale-up made before it: the bound it raised, where the
+    backend reads it, else the autoscaler's desired runners, which count what is booting."""
+    field = done.field.lower()
+    bound = metrics.maximum if "max" in field else metrics.minimum if "min" in field else None
+    if done.after is not None and bound is not None:
+        return bound >= done.after
+    return metrics.desired is not None
 
 
 def with_put_back(incident: Incident, put_back: PutBack) -> Incident:

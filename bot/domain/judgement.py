@@ -217,9 +217,10 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
             return j
         return _fitted(j, math.ceil(growth * duration), "arrivals outrun completions", running)
     rate = j.change_per_min or 0.0
-    if j.direction is not Direction.RISING and rate < 0:
-        # Falling, or sliding within the noise of a long queue: when it clears by itself
-        # within twice the target, no runner; else what its drain does not finish in time.
+    if j.direction is Direction.FALLING and rate < 0:
+        # When it clears by itself within twice the target, no runner; else what its drain
+        # does not finish in time. (A queue holding moves within its noise: its slope is noise
+        # too, and read as a drain it would flip the advice from reading to reading.)
         clears = queued / -rate
         if clears <= SLOW_DRAIN_TARGETS * j.within_mins:
             fell = f"the queue fell {-rate:.1f} jobs/min over the last readings"
@@ -331,10 +332,11 @@ def direction_of(
 
 
 def tolerance(level: float) -> float:
-    """A change of the queue that is noise at this level: four jobs, or a tenth of the queue. A
-    queue at its maximum moves by arrivals less completions, each a count of chance events: at
-    a few jobs a minute, readings two apart differ by three or four jobs with no trend at all."""
-    return max(4.0, 0.1 * level)
+    """A change of the queue that is noise at this level: four jobs, or a twentieth of the
+    queue. A queue at its maximum moves by arrivals less completions, each a count of chance
+    events: at a few jobs a minute, readings two apart differ by three or four jobs with no
+    trend at all; a long queue sliding by a twentieth in two readings is draining."""
+    return max(4.0, 0.05 * level)
 
 
 def clears(mins: float) -> str:

@@ -529,7 +529,7 @@ async def test_a_scale_up_asked_from_a_warning_whose_alert_fired_goes_on_to_the_
     [scaled] = [e for e in await store.events("1") if e.kind == "scaled"]
     assert scaled.text.startswith("Scaled linux by +5")
     assert scaled.scale == ScaleDone(
-        runner_type="linux", added=5, by="alice", at=scaled.at, field="minRunners"
+        runner_type="linux", added=5, by="alice", at=scaled.at, field="minRunners", after=5
     )
 
 
@@ -552,7 +552,7 @@ async def test_a_warnings_scale_up_is_taken_on_by_the_incident_and_put_back_when
     ], "said once, in the incident's thread (whose reply says when it goes back)"
     # Made when the warning scaled, before the incident took it on.
     assert taken[0].scale == ScaleDone(
-        runner_type="linux", added=5, by="alice", at=made_at, field="minRunners"
+        runner_type="linux", added=5, by="alice", at=made_at, field="minRunners", after=5
     )
     assert taken[0].at > made_at
     assert await shown_scaled(warnings) == "Incident 1 took it on."

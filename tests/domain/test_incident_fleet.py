@@ -20,7 +20,14 @@ from bot.domain.incident_fleet import (
     type_drained,
     with_baselines,
 )
-from bot.domain.incidents import Event, Incident, ScaleDone, record_status, with_action
+from bot.domain.incidents import (
+    Event,
+    Incident,
+    ScaleDone,
+    record_status,
+    with_action,
+    with_scale_ups,
+)
 from bot.domain.routes import Routing, parse_routes
 from bot.domain.runner_names import derived_scale_set
 from bot.domain.trend import sparkline
@@ -408,3 +415,39 @@ def test_a_put_back_reads_its_types_queue_whatever_the_reading_names_it(
         at=datetime(2026, 11, 25, tzinfo=UTC), source="prometheus", runner_types=types
     )
     assert type_drained(view, "linux.2xlarge", DrainConfig()) is drained
+
+
+@pytest.mark.parametrize(
+    ("shown_maximum", "desired", "counted"),
+    [
+        (40.0, 40.0, True),  # the listener has not restarted on the new spec: not shown yet
+        (60.0, 60.0, False),  # it has: its desired runners count the 20 booting themselves
+    ],
+)
+def test_a_scale_up_counts_until_a_reading_shows_it(
+    shown_maximum: float, desired: float, counted: bool
+) -> None:
+    """maxRunners 40 → 60 a minute before a reading: a reading still showing a maximum of 40
+    predates it in all but its time, so the 20 count as booting; one showing 60 counts them
+    itself (desired beyond registered), never twice."""
+    scaled_at = NOW - MINUTE
+    scaled = Event(
+        at=scaled_at,
+        kind="scaled",
+        text="Scaled gpu by +20: maxRunners 40 → 60 (ARC)",
+        scale=ScaleDone(
+            runner_type="gpu", added=20, by="alice", at=scaled_at, field="maxRunners", after=60
+        ),
+    )
+    metrics = RunnerTypeMetrics(
+        queued=160, busy=40, registered=40, desired=desired, maximum=shown_maximum,
+        job_duration_mins=5,
+    )  # fmt: skip
+    read = judged(FleetSnapshot(at=NOW, source="prometheus", runner_types={"gpu": metrics}), [],
+                  interval=MINUTE)  # fmt: skip
+    shown = with_scale_ups(read, [scaled]).runner_types["gpu"].judged
+    assert shown is not None
+    assert shown.booting == 20
+    assert shown.maximum == 60
+    assert shown.added_since == (20 if counted else 0)
+    assert shown.runners == 7  # 27 needed, 20 of them booting either way

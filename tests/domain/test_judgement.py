@@ -75,6 +75,14 @@ AT_MAX = {"busy": 30.0, "registered": 30.0, "desired": 30.0, "maximum": 30.0}
             0,
             "none: the 12 runners booting should drain it in 30 min",
         ),
+        # A long queue falling by a twentieth in two readings drains: it clears by itself.
+        (
+            (110, 105),
+            {"queued": 100, "job_duration_mins": 10, "busy": 10, "registered": 10},
+            Direction.FALLING,
+            0,
+            "none: it clears in ~20 min",
+        ),
         # A scale set at zero asking for ten: all ten are booting.
         (
             (10, 10),
@@ -105,14 +113,14 @@ AT_MAX = {"busy": 30.0, "registered": 30.0, "desired": 30.0, "maximum": 30.0}
             10,
             "+10 runners would drain it in 30 min",
         ),
-        # A slow slide within the noise of a long queue: holding, and what its slide does not
-        # drain in time.
+        # A slide within the noise of a long queue: holding, and drained as it stands (its
+        # slope is noise too: read as a drain, the advice would flip reading to reading).
         (
             (100, 99),
             {"queued": 98, "job_duration_mins": 10, "busy": 10, "registered": 10},
             Direction.HOLDING,
-            23,
-            "+23 runners would drain it in 30 min",
+            33,
+            "+33 runners would drain it in 30 min",
         ),
         # One reading only: no direction; the rates alone size it.
         (
