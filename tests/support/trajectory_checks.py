@@ -151,8 +151,8 @@ def nothing_at_zero(look: Look) -> list[str]:
 
 
 def no_flapping(looks: list[Look]) -> list[str]:
-    """No advice of opposite kinds (rising with +N, then falling with "clears", or back) on
-    consecutive readings, where the queue only wanders."""
+    """No advice of opposite kinds (+N runners, then none: "clears" or "covered", or back) on
+    consecutive readings, whatever the direction says, where the queue only wanders."""
     found = []
     for before, after in pairwise(looks):
         for surface in SURFACES:
@@ -166,12 +166,10 @@ def no_flapping(looks: list[Look]) -> list[str]:
 
 
 def _kind(look: Look, surface: str) -> str:
-    direction, advice = look.direction(surface), look.advice(surface)
-    if direction == "rising" and isinstance(advice, int):
+    advice = look.advice(surface)
+    if isinstance(advice, int):
         return "more"
-    if direction == "falling" and advice == "clears":
-        return "clears"
-    return ""
+    return "clears" if advice in ("clears", "covered") else ""
 
 
 def quoted(look: Look, surfaces: Iterable[str] = SURFACES) -> str:
