@@ -247,8 +247,9 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     """Jobs in the system per minute, or None without the evidence of a build over the last
     `WINDOW` readings (a standing warning needs none: its growth, floored at none, only says
     whether the crossing still comes): arrivals minus completions where the backend counts both
-    (in its own minutes, which a compressed demo fleet keeps), the growth the root, a status and
-    the scale modal advise on, else the line's slope."""
+    (jobs in the system grow by exactly that; the line only shows it), else the line's slope.
+    Only when the crossing comes: the runners the warning advises are the reading's judgement,
+    whose direction is the queue's own."""
     window = points[-WINDOW:]
     fit = _fit(window) if len(window) == WINDOW else None
     if fit is None:
@@ -264,7 +265,7 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     growth = slope
     arrivals, completions = finite(now.arrival_per_min), finite(now.completed_per_min)
     if arrivals is not None and completions is not None:
-        growth = arrivals - completions  # as the recommendation reads it (`metrics_outlook`)
+        growth = arrivals - completions  # the demand itself, where the backend counts it
     if not math.isfinite(growth):
         return None
     return max(growth, 0.0) if sustained else growth
