@@ -222,29 +222,22 @@ class AlertIssues:
         """A line on the incident's timeline (none when `text` is empty), and in its thread
         (`reply`); with `url`, the root links the issue. Fenced by the incident's version like
         every change."""
-        for _ in range(MAX_COMMIT_ATTEMPTS):
-            loaded = await self._store.load(incident_id)
-            incident = loaded.incident
-            if incident is None:
-                return
-            now = self._clock()
+
+        def recorded(incident: Incident, now: datetime) -> Commit:
             event = Event(at=now, kind=kind, text=text)
             updated = incident
             if url:
                 links = incident.links.model_copy(update={"issue": url})
                 updated = incident.model_copy(update={"links": links})
             replies = (Reply("event", BAND_EVENT, render_event(updated, event)),) if reply else ()
-            commit = Commit(
-                updated,
-                version=loaded.version,
-                thread=loaded.thread,
-                events=(event,) if text else (),
-                replies=replies,
-                root=bool(url),
-            )
-            if await self._store.commit(commit, now=now.timestamp()):
-                return
-        log.warning("alert issue: incident %s kept changing; not recorded: %s", incident_id, text)
+            events = (event,) if text else ()
+            return Commit(updated, events=events, replies=replies, root=bool(url))
+
+        kept = await self._store.commit_fresh(
+            incident_id, recorded, clock=self._clock, attempts=MAX_COMMIT_ATTEMPTS
+        )
+        if not kept:
+            log.warning("alert issue: incident %s: not recorded: %s", incident_id, text)
 
 
 class _Step:

@@ -202,22 +202,14 @@ class EarlyWarnings:
     async def _record_taken_on(self, incident_id: str, state: WarningState) -> None:
         """The incident's timeline keeps the warning it took on (the summary and the postmortem
         tell it): once, after the fold was saved, which one decision of one reading makes."""
-        for _ in range(MAX_COMMIT_ATTEMPTS):
-            loaded = await self._store.load(incident_id)
-            incident = loaded.incident
-            if incident is None:
-                return
-            now = self._clock()
-            commit = Commit(
-                incident,
-                version=loaded.version,
-                thread=loaded.thread,
-                events=(taken_on(state, incident, now),),
-                root=False,
-            )
-            if await self._store.commit(commit, now=now.timestamp()):
-                return
-        log.warning("early warning: incident %s kept changing; its line not kept", incident_id)
+        def line(incident: Incident, now: datetime) -> Commit:
+            return Commit(incident, events=(taken_on(state, incident, now),), root=False)
+
+        kept = await self._store.commit_fresh(
+            incident_id, line, clock=self._clock, attempts=MAX_COMMIT_ATTEMPTS
+        )
+        if not kept:
+            log.warning("early warning: incident %s: its line not kept", incident_id)
 
     async def _link_folded(self, state: WarningState, now: float) -> None:
         """A folded warning without its incident's link gets it once the incident's root is

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, cast
 
 import orjson
@@ -266,6 +267,29 @@ class IncidentStore:
     async def commit(self, change: Commit, *, now: float | None = None) -> bool:
         """Apply `change` atomically; False when the incident or group moved on since read."""
         return await self.commit_versioned(change, now=now) is not None
+
+    async def commit_fresh(
+        self,
+        incident_id: str,
+        change: Callable[[Incident, datetime], Commit],
+        *,
+        clock: Callable[[], datetime],
+        attempts: int,
+    ) -> bool:
+        """Commit what `change` makes of the incident as it is now (at the `clock`'s time),
+        fenced by the version read; made again on fresh state when another change got there
+        first, `attempts` times at most. False when the incident is gone or kept changing."""
+        for _ in range(attempts):
+            loaded = await self.load(incident_id)
+            if loaded.incident is None:
+                return False
+            now = clock()
+            commit = replace(
+                change(loaded.incident, now), version=loaded.version, thread=loaded.thread
+            )
+            if await self.commit(commit, now=now.timestamp()):
+                return True
+        return False
 
     async def commit_versioned(self, change: Commit, *, now: float | None = None) -> int | None:
         """`commit`, telling the incident's new version (0 when no incident was written), or

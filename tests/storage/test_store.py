@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
-from bot.domain.incidents import Event, GroupState, resolve_manually
+from bot.domain.incidents import Event, GroupState, Incident, resolve_manually
 from bot.storage.incident_store import MAX_OUTBOX, Commit, IncidentStore
 from bot.storage.stream import GROUP, NotificationStream
 from tests.support.running import eventually
@@ -79,6 +80,45 @@ async def test_a_commit_computed_from_an_old_version_is_refused_and_writes_nothi
     assert [e.kind for e in await store.events("7")] == ["resolved"]
     assert await redis.llen("qp:v2:outbox:7") == 0, "the refused commit queued no reply"
     assert await store.open_ids() == []
+
+
+async def test_a_change_made_on_fresh_state_keeps_what_another_writer_committed_meanwhile(
+    redis: Redis,
+) -> None:
+    """A timeline line committed while a resolve lands between its read and its commit is made
+    again on the resolved incident: the resolve stays, the line is kept once."""
+    store = IncidentStore(redis, PREFIX)
+    await opened(store, "7")
+    made: list[bool] = []
+
+    def line(current: Incident, now: datetime) -> Commit:
+        made.append(current.is_open)
+        return Commit(current, events=(Event(at=now, kind="early_warning", text="line"),))
+
+    async def resolve_first() -> None:
+        loaded = await store.load("7")
+        assert loaded.incident is not None
+        resolved = resolve_manually(loaded.incident, by="U1", name="al", now=T0)
+        assert await store.commit(Commit(resolved, version=loaded.version))
+
+    # The resolve lands right after the first read, before that read's commit.
+    original_load = store.load
+    loads = 0
+
+    async def load(incident_id: str) -> Any:
+        nonlocal loads
+        loaded = await original_load(incident_id)
+        loads += 1
+        if loads == 1:
+            await resolve_first()
+        return loaded
+
+    store.load = load  # type: ignore[method-assign]
+    assert await store.commit_fresh("7", line, clock=lambda: T0, attempts=3)
+    assert made == [True, False], "made again on the resolved incident"
+    after = await original_load("7")
+    assert after.incident is not None and not after.incident.is_open
+    assert [e.text for e in await store.events("7")] == ["line"]
 
 
 async def test_opening_a_group_twice_at_once_opens_one_incident(replicas: list[Redis]) -> None:
