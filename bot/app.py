@@ -35,7 +35,7 @@ import handlers.slack_events
 import handlers.socket_mode
 import handlers.views
 import handlers.webhooks
-from bot import periodic
+from bot import leader, periodic
 from bot.actions.core import ActionCore
 from bot.actions.diagnose import DiagnoseConfig, Diagnosing
 from bot.actions.early_warning import Warnings
@@ -83,6 +83,7 @@ from bot.storage.incident_store import IncidentStore
 from bot.storage.interactions import Interactions
 from bot.storage.issue_links import IssueLinks
 from bot.storage.job_arrivals import JobArrivals
+from bot.storage.leader import Leadership
 from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
 from bot.storage.pacing import Pacing
@@ -119,6 +120,7 @@ class Bot:
     reporter: StatusReporter
     core: ActionCore
     bolt: AsyncApp
+    leadership: Leadership
     silence_watch: SilenceWatch | None = None
     readings: FleetReadings | None = None
     scale_reverts: ScaleReverts | None = None
@@ -136,6 +138,7 @@ class Bot:
 def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> Bot:
     redis = build_redis(settings.redis_url, settings.sentinel())
     prefix = settings.redis_prefix
+    name = f"{socket.gethostname()}-{os.getpid()}"
     telemetry = Telemetry()
     retention_s = settings.incident_retention_days * 86_400
     stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
@@ -310,6 +313,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         config=HomeConfig(settings.slash_command, settings.home_numbers_seconds),
         clock=clock,
     )
+    # Over the leases' own connections, like the channels' leases: a crowd of requests that
+    # keeps the main pool busy must not cost the leader its lease.
+    leadership = Leadership(lease_redis, store.keys, name=name, ttl_ms=settings.leader_lease_ms)
     return Bot(
         settings=settings,
         redis=redis,
@@ -323,6 +329,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         reporter=reporter,
         core=core,
         bolt=bolt,
+        leadership=leadership,
         silence_watch=silence_watch,
         readings=readings,
         scale_reverts=scale_reverts,
@@ -507,7 +514,11 @@ def build_app(bot: Bot) -> ASGIApp:
     app = Starlette(lifespan=_lifespan(bot))
     alert_routes = handlers.webhooks.register(app, _webhooks(bot))
     health = handlers.health.Health(
-        bot.redis, bot.telemetry, alive=bot.alive, backlogs=lambda: _backlogs(bot)
+        bot.redis,
+        bot.telemetry,
+        alive=bot.alive,
+        backlogs=lambda: _backlogs(bot),
+        role=bot.leadership.role,
     )
     handlers.health.register(app, health)
     handlers.actions.register(bot.bolt)
@@ -555,12 +566,11 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
         bot.gateway.open()
-        consumer = asyncio.create_task(bot.intake.run(stop), name="intake")
-        senders = asyncio.create_task(bot.senders.run(stop), name="senders")
-        bot.background += [consumer, senders]
-        scheduler = periodic.start(
-            _ticks(bot), every_s=bot.settings.status_tick_seconds, weekly=_weekly(bot)
+        campaign = asyncio.create_task(
+            leader.campaign(bot.leadership, _leader_work(bot), bot.telemetry, stop),
+            name="campaign",
         )
+        bot.background.append(campaign)
         socket_mode = await _start_socket_mode(bot)
         log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
         uses = {bot.settings.slack_channel: "SLACK_CHANNEL"}
@@ -573,15 +583,15 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
         try:
             yield
         finally:
-            # Stop taking work, let in-flight entries finish (or hand them back to the group),
-            # give up the channels this replica sends to so another takes over at once.
+            # Stop taking requests and, if leading, let the work finish what it is doing (or
+            # hand it back to the streams) and give the lease up, so another replica leads at
+            # once.
             stop.set()
             check.cancel()
-            scheduler.shutdown(wait=False)
             if socket_mode is not None:
                 await socket_mode.close()
             with suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(asyncio.gather(consumer, senders), timeout=10)
+                await asyncio.wait_for(campaign, timeout=leader.STOP_WORK_S + 5)
             if bot.readings is not None:
                 with suppress(OSError):
                     await bot.readings.aclose()
@@ -595,8 +605,36 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
     return lifespan  # type: ignore[return-value]
 
 
+def _leader_work(bot: Bot) -> leader.Work:
+    """What the leader does: apply the stream, send to Slack, run the periodic jobs."""
+
+    async def work(deposed: asyncio.Event) -> None:
+        take_over_ms = bot.settings.leader_lease_ms // 2
+        tasks = {
+            asyncio.create_task(bot.intake.run(deposed, take_over_ms=take_over_ms), name="intake"),
+            asyncio.create_task(bot.senders.run(deposed), name="senders"),
+        }
+        scheduler = periodic.start(
+            _ticks(bot), every_s=bot.settings.status_tick_seconds, weekly=_weekly(bot)
+        )
+        stopping = asyncio.create_task(deposed.wait())
+        try:
+            await asyncio.wait({stopping, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # One part that ended on its own ends the term: another replica (or this one,
+            # again) leads with everything started afresh.
+            deposed.set()
+            stopping.cancel()
+            scheduler.shutdown(wait=False)
+            for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+                if isinstance(outcome, Exception):
+                    log.error("leader: %r", outcome)
+
+    return work
+
+
 def _ticks(bot: Bot) -> dict[str, periodic.Tick]:
-    """The replica's periodic jobs: each looks only at what is due in Redis."""
+    """The leader's periodic jobs: each looks only at what is due in Redis."""
     ticks: dict[str, periodic.Tick] = {"status-tick": bot.reporter.tick}
     if bot.silence_watch is not None:
         ticks["silence-watch"] = bot.silence_watch.tick

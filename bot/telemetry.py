@@ -81,6 +81,12 @@ class Telemetry:
             "New alert groups shown in a storm digest before their own thread.",
             registry=self.registry,
         )
+        self.leader = Gauge(
+            "queuepilot_leader",
+            "1 on the replica that does the work (applies, sends, runs the periodic jobs), "
+            "0 on the others, which only take requests.",
+            registry=self.registry,
+        )
         self.intake_backlog = Gauge(
             "queuepilot_intake_backlog",
             "Notifications accepted but not yet applied (read when /metrics is scraped).",

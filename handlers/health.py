@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.asyncio import Redis
@@ -23,11 +24,13 @@ class Health:
         *,
         alive: Callable[[], bool],
         backlogs: Callable[[], Awaitable[None]] | None = None,
+        role: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self._redis = redis
         self._telemetry = telemetry
         self._alive = alive
         self._backlogs = backlogs
+        self._role = role
 
     async def healthz(self, request: Request) -> JSONResponse:
         """Alive while the process serves and its background work runs; else restart it."""
@@ -36,13 +39,16 @@ class Health:
         return JSONResponse({"status": "ok"})
 
     async def readyz(self, request: Request) -> JSONResponse:
-        """Ready only when Redis answers: without it no notification can be accepted."""
+        """Ready only when Redis answers: without it no notification can be accepted. Every
+        replica takes requests, so a follower is as ready as the leader; the body says which
+        replica leads (does the work), for whoever looks at one that does not."""
         try:
             await self._redis.ping()
+            role = await self._role() if self._role is not None else {}
         except (RedisError, OSError):
             # The cause (hosts, ports, auth errors) is for the logs, not for whoever asks.
             return JSONResponse({"status": "not ready"}, status_code=503)
-        return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "ready", **role})
 
     async def metrics(self, request: Request) -> Response:
         """The bot's counters, and the backlogs read from Redis at scrape time (not on every

@@ -316,6 +316,16 @@ class Settings(BaseSettings):
     # -- Server -------------------------------------------------------------------------------
     port: int = setting(3000, "The HTTP port of every endpoint.", group=SERVER, ge=1, le=65535)
     host: str = setting("0.0.0.0", "The address to listen on.", group=SERVER)
+    leader_lease_ms: Milliseconds = setting(
+        6000,
+        "One replica at a time does the work (applies, sends to Slack, runs the periodic jobs): "
+        "the one holding this lease in Redis. A leader that died is replaced within this long; "
+        "a shorter lease costs Redis a renewal every third of it.",
+        group=SERVER,
+        advanced=True,
+        ge=1000,
+        le=120_000,
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = setting(
         "INFO", "DEBUG, INFO, WARNING, ERROR or CRITICAL.", group=SERVER
     )

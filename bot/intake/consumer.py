@@ -103,10 +103,15 @@ class Intake:
         self._queued: dict[str, list[StreamEntry]] = {}
         self._stop = asyncio.Event()
         self._opening = asyncio.Lock()
+        self._take_over_ms: int | None = None
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Consume until `stop` is set, riding out Redis outages with a capped backoff."""
+    async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
+        """Consume until `stop` is set, riding out Redis outages with a capped backoff.
+
+        A new leader first takes over what its predecessor left pending once it has been idle
+        `take_over_ms` (about a lease's TTL: the predecessor is gone), not `reclaim_idle_ms`."""
         self._stop = stop
+        self._take_over_ms = take_over_ms
         loop = asyncio.get_running_loop()
         backoff, next_upkeep, next_prune = Backoff(1.0, first=0.05), 0.0, 0.0
         try:
@@ -139,6 +144,9 @@ class Intake:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        # A replica that leads again later starts afresh from what is pending in the stream.
+        self._in_flight.clear()
+        self._queued.clear()
         with suppress(RedisError):
             await self._stream.hand_back(self._config.consumer, left)
 
@@ -187,9 +195,8 @@ class Intake:
             self._groups.pop(key, None)
 
     async def _reclaim(self) -> None:
-        entries = await self._stream.reclaim(
-            self._config.consumer, min_idle_ms=self._config.reclaim_idle_ms
-        )
+        idle_ms, self._take_over_ms = self._take_over_ms or self._config.reclaim_idle_ms, None
+        entries = await self._stream.reclaim(self._config.consumer, min_idle_ms=idle_ms)
         for entry in entries:
             if entry.id in self._in_flight:
                 continue

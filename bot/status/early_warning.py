@@ -202,6 +202,7 @@ class EarlyWarnings:
     async def _record_taken_on(self, incident_id: str, state: WarningState) -> None:
         """The incident's timeline keeps the warning it took on (the summary and the postmortem
         tell it): once, after the fold was saved, which one decision of one reading makes."""
+
         def line(incident: Incident, now: datetime) -> Commit:
             return Commit(incident, events=(taken_on(state, incident, now),), root=False)
 

@@ -31,6 +31,7 @@ from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, sever
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
 from bot.storage.keys import Keys
+from bot.storage.leader import Fence, FencedScript
 
 # The queue's score constants and the script loader live in `bot.storage.scripts`; named here
 # too because the send path imports them from here.
@@ -170,9 +171,11 @@ class IncidentStore:
         retention_s: int = 30 * 86_400,
         test_retention_s: int = TEST_RETENTION_S,
         issues: bool = False,
+        fence: Fence | None = None,
     ) -> None:
         """`issues`: the alert's GitHub issue is kept (`GITHUB_ISSUES_REPO`), so a change worth
-        telling it marks the incident in `issue_due`."""
+        telling it marks the incident in `issue_due`. `fence`: the leader's lease, which every
+        commit must still hold (`bot.storage.leader`)."""
         self._redis = redis
         self.issues = issues
         self.keys = Keys(prefix)
@@ -183,7 +186,7 @@ class IncidentStore:
         self.status_due = DueSet(redis, self.keys.status_due)
         self.silence_watch = DueSet(redis, self.keys.silence_watch, keep_s=retention_s)
         self.issue_due = DueSet(redis, self.keys.issue_due)
-        self._commit = script(redis, "commit")
+        self._commit = FencedScript(redis, "commit", fence)
         self._load_group = script(redis, "load_group")
 
     # -- reads -----------------------------------------------------------------------------

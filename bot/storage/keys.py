@@ -249,5 +249,15 @@ class Keys:
     def fleet_lease(self) -> str:
         return self._("lease", "fleet")
 
+    @property
+    def leader(self) -> str:
+        """The lease of the replica that does the work (`bot.storage.leader`)."""
+        return self._("lease", "leader")
+
+    @property
+    def leader_tokens(self) -> str:
+        """The fencing tokens' sequence: each new lead takes the next number."""
+        return self._("leader-tokens")
+
     def slack_event(self, event_id: str) -> str:
         return self._("slack-event", event_id)

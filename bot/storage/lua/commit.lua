@@ -5,9 +5,11 @@
 --       9 channel posts     10 channel edits     11 edit-after         12 sending channels
 --      13 send sequence     14 notification stream 15 posts bell       16 edits bell
 --      17 the root's message index (the incident key again when unknown)  18 the ID sequence
---      19 the incidents whose GitHub issue has something to hear
--- ARGV  1 the change, as JSON (bot/storage/incident_store.py: Commit)
--- Returns the incident's new version, 0 when no incident was written, -1 on a version mismatch.
+--      19 the incidents whose GitHub issue has something to hear  20 the leader's lease
+-- ARGV  1 the change, as JSON (bot/storage/incident_store.py: Commit)  2 the lease as held
+-- Returns the incident's new version, 0 when no incident was written, -1 on a version mismatch;
+-- an error when the caller no longer leads.
+if not fenced() then return redis.error_reply('DEPOSED the caller no longer leads') end
 local c = cjson.decode(ARGV[1])
 
 local function version_of(key)

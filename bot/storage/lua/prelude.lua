@@ -39,3 +39,11 @@ end
 local function holds(key, token)
   return redis.call('GET', key) == token
 end
+
+-- A fenced script's last key is the leader's lease and its last argument the lease's value as
+-- the caller holds it (bot/storage/leader.py): only the current leader's writes pass. An empty
+-- value is a store that fences nothing (built by a test or a tool, never by `serve`).
+local function fenced()
+  local held = ARGV[#ARGV]
+  return held == '' or redis.call('GET', KEYS[#KEYS]) == held
+end

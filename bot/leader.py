@@ -1,0 +1,110 @@
+"""One active replica: campaign for the lead, do the work while leading, stop when it is lost.
+
+Every replica serves HTTP and Socket Mode; only the leader applies the streams, sends to Slack
+and runs the periodic jobs (controller-runtime's manager: webhooks on every replica, reconcilers
+on the leader; client-go's `leaderelection` for the timings). The lead is a lease in Redis
+(`bot.storage.leader`), renewed every third of its TTL. A leader that cannot renew it (Redis
+away) keeps working until the TTL it last renewed would have run out, then stops; a replica
+that finds the lease free takes it at once, so a dead leader is replaced within one TTL and the
+new one resumes from Redis: the streams' pending entries, the outboxes, the due times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+
+from redis.exceptions import RedisError
+
+from bot.storage.leader import Leadership
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+# The leader's work: run until the event is set, then stop (returning; never raising for it).
+Work = Callable[[asyncio.Event], Awaitable[None]]
+
+# How long the work has, once the lead is lost or the process stops, to finish what it is doing.
+STOP_WORK_S = 10.0
+
+
+async def campaign(
+    leadership: Leadership, work: Work, telemetry: Telemetry, stop: asyncio.Event
+) -> None:
+    """Lead whenever the lease is free, until `stop`; give the lease up on the way out."""
+    retry_s = leadership.ttl_ms / 5000
+    while not stop.is_set():
+        try:
+            leads = await leadership.take()
+        except RedisError as exc:
+            log.warning("leader: cannot reach Redis to campaign (%s)", exc)
+            leads = False
+        if leads:
+            await _lead(leadership, work, telemetry, stop)
+            continue
+        await _wait(stop, retry_s)
+    with suppress(RedisError, OSError):
+        await leadership.resign()
+
+
+async def _lead(
+    leadership: Leadership, work: Work, telemetry: Telemetry, stop: asyncio.Event
+) -> None:
+    """Do the work while the lease holds; stop it when the lease is lost, the work ends, or
+    the process stops."""
+    loop = asyncio.get_running_loop()
+    log.info("leader: %s leads (lease %s)", leadership.name, leadership.fence.held)
+    telemetry.leader.set(1)
+    deposed = asyncio.Event()
+    task = asyncio.create_task(work(deposed), name="leader-work")
+    renewed = loop.time()
+    try:
+        while not stop.is_set() and not task.done():
+            await _wait_any(stop, task, leadership.ttl_ms / 3000)
+            if stop.is_set() or task.done():
+                break
+            try:
+                if not await leadership.renew():
+                    log.warning("leader: %s lost the lease; stepping down", leadership.name)
+                    break
+                renewed = loop.time()
+            except RedisError as exc:
+                # Keep working until the lease it last renewed runs out: until then nobody else
+                # can lead, and the fenced writes fail on their own if Redis stays away.
+                if loop.time() - renewed >= leadership.ttl_ms / 1000:
+                    log.warning("leader: cannot renew the lease (%s); stepping down", exc)
+                    break
+    finally:
+        leadership.step_down()
+        telemetry.leader.set(0)
+        deposed.set()
+        await _stopped(task)
+        if not stop.is_set():
+            # Its work may have ended on its own (a bug): let another replica try.
+            with suppress(RedisError, OSError):
+                await leadership.resign()
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    """Wait for the work to stop on its own, then cancel what is left of it."""
+    done, _ = await asyncio.wait({task}, timeout=STOP_WORK_S)
+    if not done:
+        task.cancel()
+    (outcome,) = await asyncio.gather(task, return_exceptions=True)
+    if isinstance(outcome, Exception):
+        log.error("leader: the work failed: %r", outcome)
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    with suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+async def _wait_any(stop: asyncio.Event, task: asyncio.Task[None], seconds: float) -> None:
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({stopping, task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
