@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.early_warning
 	$(BIN)/python -m bench.footprint
 	$(BIN)/python -m bench.storms --write
+	$(BIN)/python -m bench.failover --write
 	@missing=""; for s in wrk prometheus-alertmanager; do command -v $$s >/dev/null 2>&1 || missing="$$missing $$s"; done; \
 	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt-install PACKAGES="$$missing"; fi
 	$(BIN)/python -m bench.side_by_side --write
