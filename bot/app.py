@@ -72,6 +72,7 @@ from bot.outbound.membership import check_channels
 from bot.outbound.sender import Outbound, SenderConfig
 from bot.outbound.senders import Senders
 from bot.outbound.storm import StormConfig
+from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues, IssueConfig
 from bot.status.early_warning import EarlyWarnings, WarningConfig
 from bot.status.tick import StatusConfig, StatusReporter
@@ -86,7 +87,6 @@ from bot.storage.job_arrivals import JobArrivals
 from bot.storage.leader import Leadership
 from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
-from bot.storage.pacing import Pacing
 from bot.storage.permalinks import Permalinks
 from bot.storage.send_queue import SendQueue
 from bot.storage.storm_queue import StormQueue
@@ -163,7 +163,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         timeout_s=settings.slack_timeout_seconds,
     )
     client = build_client(slack_config)
-    pacing = Pacing(redis, store.keys)
+    pacing = Pacing()
     gateway = SlackGateway(
         client,
         config=slack_config,

@@ -5,12 +5,11 @@ budget per Slack limit, each kept in one place:
 - the channel's posts (about one message a second per channel, with short bursts): a token
   bucket, in process; the sender is the channel's one poster, so the bucket is its alone, and a
   successor takes it over (`encode`/`restore`) so a change of sender is not a fresh burst;
-- the app's edits (`chat.update` is limited per workspace): the app-wide slot in storage
-  (`bot.storage.pacing`), shared by every replica and channel, at most one per
-  `update_interval_ms`;
-- 429 holds: a `Retry-After`, which the gateway records in storage for every replica
-  (`bot.storage.pacing`); edits wait it out in their slot, and a held post also holds the
-  channel's bucket, so the hold never ends in a burst.
+- the app's edits (`chat.update` is limited per workspace): the app-wide slot (`bot.pacing`, in
+  the leader's memory), shared by every channel, at most one per `update_interval_ms`;
+- 429 holds: a `Retry-After`, which the gateway records (`bot.pacing`); edits wait it out in
+  their slot, and a held post also holds the channel's bucket, so the hold never ends in a
+  burst.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import time
 from contextlib import suppress
 
 from bot.outbound.gateway import SlackError
-from bot.storage.pacing import Pacing
+from bot.pacing import Pacing
 
 # Slack counts from when a call arrives: network jitter can make calls sent exactly one interval
 # apart arrive closer than that, and earn a 429. Refilling a little slower keeps a margin.
@@ -97,7 +96,7 @@ class Budget:
         got and did not live to record."""
         now = time.time()
         self._bucket.restore(predecessor, now)
-        held = await self._pacing.held_for("chat.postMessage")
+        held = self._pacing.held_for("chat.postMessage")
         if held > 0:
             self._bucket.hold(now + held)
 

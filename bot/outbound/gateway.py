@@ -1,8 +1,8 @@
 """The Slack gateway: every Web API call the bot makes goes through here, once.
 
 One place decides what an answer means, so no caller classifies errors on its own:
-- `ratelimited` (HTTP 429): Slack did nothing; the method is held for `Retry-After` on every
-  replica (`bot.storage.pacing`), and callers wait that out before their next call of it;
+- `ratelimited` (HTTP 429): Slack did nothing; the method is held for `Retry-After`
+  (`bot.pacing`), and callers wait that out before their next call of it;
 - certain failures (a refused connection): Slack never saw the call, it is safe to repeat;
 - uncertain failures (a timeout, a dropped connection, any 5xx, Slack's `internal_error`): Slack
   may have acted; a post must be looked up before it is sent again (see `bot.outbound.sender`);
@@ -25,7 +25,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetr
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from bot.storage.pacing import Pacing
+from bot.pacing import Pacing
 from bot.storage.user_names import UserNames
 from bot.telemetry import Telemetry
 
@@ -223,10 +223,10 @@ class SlackGateway:
         )
 
     async def _hold(self, method: str, seconds: float) -> None:
-        """Slack said 429: every replica's calls of this method wait `seconds`."""
+        """Slack said 429: this process's calls of this method wait `seconds`."""
         self._telemetry.slack_rate_limited.labels(method).inc()
         log.warning("Slack rate-limited %s; holding it for %.1f s", method, seconds)
-        await self.pacing.hold(method, seconds)
+        self.pacing.hold(method, seconds)
 
     # -- the calls the bot makes -----------------------------------------------------------
 

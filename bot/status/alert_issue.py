@@ -15,8 +15,8 @@ per incident: the claim's lease) and brings its issue up to date, one call after
 Once across replicas: the link records each moment told after GitHub answered, and names the
 call in flight before it is sent (`trying`); a call whose answer was lost is looked for
 (`find_comment`, the issue's hidden mark) before it is made again. GitHub's limits: every call
-takes the app-wide `github` slot (`storage/pacing.py`: one call a second across replicas, as
-GitHub asks of writes), a rate limit holds that slot for as long as GitHub says, and a failure is
+takes the app-wide `github` slot (`bot/pacing.py`: one call a second, as GitHub asks of
+writes), a rate limit holds that slot for as long as GitHub says, and a failure is
 retried later with the one backoff (`bot/backoff.py`); none of it holds up the incident, whose
 thread goes on in Slack. A refusal (a token without the permission, a repository that does not
 exist) is said once in the thread, and tried again every `refused_retry_s`.
@@ -48,13 +48,13 @@ from bot.domain.alert_issue import (
     pending,
 )
 from bot.domain.incidents import Event, Incident
+from bot.pacing import Pacing
 from bot.render.alert_issue import comment, issue_body
 from bot.render.root import render_event
 from bot.storage.due_set import Claim
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply
 from bot.storage.issue_links import IssueLinks
 from bot.storage.leases import Lease, Leases
-from bot.storage.pacing import Pacing
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class AlertIssues:
             failures = link.failures + 1
             wait = exc.retry_after_s
             if wait is not None:
-                await self._pacing.hold(SLOT, wait)
+                self._pacing.hold(SLOT, wait)
             else:
                 wait = wait_after(
                     failures, first=self._config.retry_first_s, maximum=self._config.retry_max_s

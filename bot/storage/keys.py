@@ -154,15 +154,7 @@ class Keys:
         """Set while the workspace refuses Slack's chart block: charts are uploaded instead."""
         return self._("slack", "chart-blocks-refused")
 
-    # -- Slack pacing (`bot.storage.pacing`) and names (`bot.storage.user_names`) -----------
-    def hold(self, method: str) -> str:
-        """Set while Slack's `Retry-After` holds `method`, for every replica."""
-        return self._("pace", "hold", method)
-
-    def slot(self, method: str) -> str:
-        """The app-wide slot of a method Slack limits per app (`chat.update`, history reads)."""
-        return self._("pace", "slot", method)
-
+    # -- Slack's names (`bot.storage.user_names`) -----------------------------------------
     def user(self, user_id: str) -> str:
         return self._("user", user_id)
 

@@ -1,8 +1,7 @@
 """Claims and leases: how a replica takes something for itself in Redis, written once.
 
 - `claim_once(key, ttl)` is `SET key value NX PX ttl`: the first caller gets True and every other
-  one False until the key expires. A report's week, a reading's warnings, a click,
-  Slack's pacing slots (`bot.storage.pacing`).
+  one False until the key expires. A report's week, a reading's warnings, a click.
 - A `Lease` is a claim held by a random token: only the holder of the token may renew it, keep it
   a while longer under a new note (a cooldown), or release it (Lua compare-and-set), so a replica
   whose lease expired can never extend or release someone else's. The stored value is the token,

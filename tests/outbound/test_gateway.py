@@ -15,8 +15,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.outbound.gateway import SlackConfig, SlackError, SlackGateway, build_client
+from bot.pacing import Pacing
 from bot.storage.keys import Keys
-from bot.storage.pacing import Pacing
 from bot.storage.user_names import UserNames
 from bot.telemetry import Telemetry
 from sandbox.serve import serve_in_thread
@@ -50,7 +50,7 @@ def make_gateway(
         build_client(settings),
         config=settings,
         telemetry=telemetry,
-        pacing=Pacing(redis, keys),
+        pacing=Pacing(),
         user_names=UserNames(redis, keys),
     )
 
@@ -171,23 +171,19 @@ async def test_transient_errors_in_a_200_answer_are_retryable_and_uncertain(
     )
 
 
-async def test_a_429_is_certain_and_holds_the_method_for_every_replica(
-    slack: Slack, redis: Redis
-) -> None:
-    # Two gateways on one Redis are two replicas: when Slack tells one to wait, both know.
+async def test_a_429_is_certain_and_holds_the_method(slack: Slack, redis: Redis) -> None:
     telemetry = Telemetry()
-    first, second = make_gateway(slack, redis, telemetry), make_gateway(slack, redis)
+    gateway = make_gateway(slack, redis, telemetry)
     slack.emulator.fail_next("chat.postMessage", status=429, retry_after=2)
 
     with pytest.raises(SlackError) as caught:
-        await first.post(CHANNEL, "from replica one", BLOCKS)
+        await gateway.post(CHANNEL, "held", BLOCKS)
 
     assert caught.value.error == "ratelimited"
     assert caught.value.retry_after == 2
     assert caught.value.retryable and not caught.value.uncertain, "a 429 posted nothing"
-    held = await second.pacing.held_for("chat.postMessage")
-    assert 1.5 < held <= 2.0
-    assert await second.pacing.held_for("chat.update") == 0, "other methods are not held"
+    assert 1.5 < gateway.pacing.held_for("chat.postMessage") <= 2.0
+    assert gateway.pacing.held_for("chat.update") == 0, "other methods are not held"
     rate_limited = "queuepilot_slack_rate_limited_total"
     assert counted(telemetry, rate_limited, method="chat.postMessage") == 1
 
@@ -290,9 +286,9 @@ async def test_a_lookup_under_distributed_app_limits_waits_out_each_429_and_ends
 async def test_two_lookups_waiting_on_one_hold_do_not_both_call_when_it_ends(
     slack: Slack, redis: Redis
 ) -> None:
-    """Every channel (and replica) whose lookup waits for the same Retry-After would call at
+    """Every channel whose lookup waits for the same Retry-After would call at
     the instant it ends, and all but one be refused: the history reads take turns app-wide."""
-    first, second = make_gateway(slack, redis), make_gateway(slack, redis)
+    first = make_gateway(slack, redis)
     root = await first.post(CHANNEL, "root", BLOCKS)
     now = time.time()
     slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 1.0
@@ -306,7 +302,7 @@ async def test_two_lookups_waiting_on_one_hold_do_not_both_call_when_it_ends(
                     oldest=now - 60,
                     latest=now + 60,
                 )
-                for gateway in (first, second, first)
+                for gateway in (first, first, first)
             )
         )
     finally:

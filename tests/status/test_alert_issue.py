@@ -17,11 +17,11 @@ from bot.backends.errors import BackendError
 from bot.backends.issues import Issue
 from bot.domain.alert_issue import THREAD_MOMENT, issue_title
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
+from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues, IssueConfig
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.issue_links import IssueLinks
 from bot.storage.leases import Leases
-from bot.storage.pacing import Pacing
 from tests.support.store import KEYS, PREFIX, T0, opened
 
 REPO = "pytorch/alerts"
@@ -93,7 +93,7 @@ async def keeper(
             store,
             IssueLinks(redis, KEYS, retention_s=3600),
             issues,
-            Pacing(redis, KEYS),
+            Pacing(),
             Leases(redis),
             config=IssueConfig(**settings),  # type: ignore[arg-type]
             permalink=permalink,
