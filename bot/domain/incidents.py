@@ -703,8 +703,8 @@ def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
 
 
 def peak_moment(incident: Incident) -> Snapshot | None:
-    """When the peak queue was seen, with each runner type's numbers then; for an incident stored
-    before the moment was kept, the trend's status with the most jobs queued (None without
+    """When the peak queue was seen, with each runner type's numbers then; for an incident
+    stored without it (by 0.25), the trend's status with the most jobs queued (None without
     one)."""
     if incident.peak_snapshot is not None:
         return incident.peak_snapshot
