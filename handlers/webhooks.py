@@ -61,7 +61,7 @@ class WebhookAuth:
 
 
 class JsonAnswer(JSONResponse):
-    """JSON rendered by orjson: the stdlib encoder was a tenth of the webhook's own CPU."""
+    """JSON rendered by orjson: the stdlib encoder would be a tenth of the webhook's own CPU."""
 
     def render(self, content: object) -> bytes:
         return orjson.dumps(content)
@@ -194,10 +194,10 @@ class AlertWebhooks:
 class AlertRoutes:
     """The ASGI app: a POST to an alert endpoint goes straight to its handler, the rest to `app`.
 
-    Why: in a flood every notification crossed Starlette's middleware stack and its routing
+    Why: in a flood every notification would cross Starlette's middleware stack and its routing
     table before reaching the handler, for nothing the handler needs. What the handler answers
     is the same either way (the routes stay registered on `app`, which answers the other
-    methods and paths as before).
+    methods and paths).
     """
 
     def __init__(self, app: ASGIApp, webhooks: AlertWebhooks) -> None:

@@ -29,8 +29,7 @@ that looks like a misspelt setting (`METRIC_BACKEND`) is a warning at start and 
 `check`.
 
 **Durations** take one syntax everywhere: `30s`, `10m`, `4h`, `1d`, `1h30m`, and `off` where 0 is
-allowed. A bare number is in the unit the variable's name gives (`STATUS_INTERVAL_SECONDS=600`),
-as before 0.21.
+allowed. A bare number is in the unit the variable's name gives (`STATUS_INTERVAL_SECONDS=600`).
 
 The first deployment needs only the settings in **bold**; the rest turn features on or tune
 them. The last section, *Advanced*, holds Slack's own limits and internal tuning: no deployment

@@ -22,8 +22,8 @@ _OFF = ("off", "none", "never")
 @dataclass(frozen=True)
 class DurationIn:
     """A duration setting: `30s`, `10m`, `4h`, `1d`, `1h30m` or `off` (0, where 0 is allowed);
-    a bare number keeps the setting's own unit, so configurations written before the one
-    syntax still mean what they meant."""
+    a bare number is in the setting's own unit, the one its name says
+    (`STATUS_INTERVAL_SECONDS=600`)."""
 
     unit: str
     whole: bool = False

@@ -352,7 +352,7 @@ def max_known(a: float | None, b: float | None) -> float | None:
 def stored_short(short: dict[str, str]) -> ConfigDict:
     """Models kept many times in every incident's state (a number per runner type) are stored
     under short keys (`by_alias=True`) and read under either name: the field names once per
-    runner type were a fifth of an incident's Redis."""
+    runner type would be a fifth of an incident's Redis."""
     return ConfigDict(
         alias_generator=AliasGenerator(
             validation_alias=lambda name: AliasChoices(name, short[name]),

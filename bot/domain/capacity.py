@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 from bot.domain.early_warning import Thresholds, stated_thresholds
 from bot.domain.fleet import RunnerTypeMetrics
-from bot.domain.incidents import Event, Incident, scale_of
+from bot.domain.incidents import Event, Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
 
@@ -245,7 +245,7 @@ def _report(
 def _scalers(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -> Counter[str]:
     """Who made the scale-ups of type `name` that its incidents recorded, and how many each; by
     `runner_key`, as SCALER_TARGETS' name for a type may differ from its incident's."""
-    made = (scale_of(e) for _, events in incidents for e in events)
+    made = (e.scale for _, events in incidents for e in events)
     return Counter(
         done.by or "someone"
         for done in made

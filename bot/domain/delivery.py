@@ -2,10 +2,9 @@
 
 The webhook validates the body and stores it as it came; the consumer works out this record
 (`delivery_of`), once per distinct body among the recent ones (`bot.storage.stream`). A large body
-is
-stored as this record instead, worked out by the webhook (its facts are capped, the body is not),
-and so are the entries written by 0.6. It also carries each alert's identity (fingerprint and
-start time), which is how a stale firing is told apart from a real re-fire.
+is stored as this record instead, worked out by the webhook (its facts are capped, the body is
+not). It also carries each alert's identity (fingerprint and start time), which is how a stale
+firing is told apart from a real re-fire.
 """
 
 from __future__ import annotations

@@ -103,8 +103,8 @@ class FleetSnapshot(BaseModel):
     # What a runner type this reading lacks means, set by the backend that read it. True: it has
     # nothing queued, because the source lists every type that queues (the HUD's queue queries;
     # a GitHub listing that covered every configured repository). False: nobody knows (a
-    # Prometheus series vanishes while its listener is recreated). Readings stored before this
-    # field existed read False: the old, cautious meaning. The drain rule reads it
+    # Prometheus series vanishes while its listener is recreated). False by default, the
+    # cautious meaning: a reading that does not say stays unknown. The drain rule reads it
     # (`bot.domain.incident_fleet`).
     absent_means_empty: bool = False
     # The source counts only jobs queued longer than this many minutes (the HUD's

@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
 from bot.domain.delivery import Delivery
@@ -78,34 +78,7 @@ class Event(BaseModel):
     actor: str | None = None  # Slack user ID for people; None for the alert source or the bot
     # How to name the actor without mentioning them (routine replies must not ping anyone).
     actor_name: str = ""
-    scale: ScaleDone | None = None  # a scale-up's (kind "scaled"), read through `scale_of`
-
-
-# Events stored by 0.21.0 and before say their scale-up in words only, and the capacity report
-# reads timelines back a week or a month (incidents are kept `incident_retention_days`): their
-# words are read here, once for every reader, until those incidents are forgotten.
-_SCALED = re.compile(r"Scaled (?P<type>\S+) by \+(?P<added>\d+)")
-_TAKEN_ON = re.compile(
-    r"Took on the early warning's scale-up of (?P<type>\S+) by (?P<by>.+?) "
-    r"\((?P<field>.+) (?P<before>unset|\d+) → (?P<after>\d+)\)"
-)
-
-
-def scale_of(event: Event) -> ScaleDone | None:
-    """The scale-up `event` records, None when it records none."""
-    if event.scale is not None or event.kind != "scaled":
-        return event.scale
-    if scaled := _SCALED.match(event.text):
-        by = event.actor_name or event.actor or ""
-        return ScaleDone(runner_type=scaled["type"], added=int(scaled["added"]), by=by, at=event.at)
-    if taken := _TAKEN_ON.match(event.text):
-        before = 0 if taken["before"] == "unset" else int(taken["before"])
-        added = int(taken["after"]) - before
-        # Taken on after the warning's scale-up, by an unknown time: not the event's.
-        return ScaleDone(
-            runner_type=taken["type"], added=added, by=taken["by"], at=None, field=taken["field"]
-        )
-    return None
+    scale: ScaleDone | None = None  # a scale-up's (kind "scaled")
 
 
 # Timeline kinds beyond the lifecycle's: a request someone made that was not carried out (not
@@ -205,8 +178,8 @@ class Incident(BaseModel):
     started_at: datetime
     opened_at: datetime
     updated_at: datetime
-    # When the alert last said its numbers (the latest firing notification): the root's headline
-    # names it when no live reading stands in. None in incidents stored before 0.21.
+    # When the alert last said its numbers (the latest firing notification, the first included):
+    # the root's headline names it when no live reading stands in.
     alerted_at: datetime | None = None
     resolved_at: datetime | None = None
     resolution: Resolution | None = None
@@ -242,21 +215,10 @@ class Incident(BaseModel):
     status_posts: int = 0  # new status replies so far (edits of a quiet one not counted)
     status_checks: int = 0  # statuses so far, posted or edited in place: the chart's cadence
     # The trend's latest time when a status last drew it, in its blocks and as a picture: the
-    # summary leaves out a chart that would draw the same (0: none, or stored by 0.20).
+    # summary leaves out a chart that would draw the same (0: none).
     charted_at: float = 0.0
     pictured_at: float = 0.0
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
-
-    @field_validator("trend", mode="before")
-    @classmethod
-    def _trend_of_snapshots(cls, value: object) -> object:
-        """Before 0.7 the trend was a list of snapshots: read it into the columns."""
-        if not isinstance(value, list):
-            return value
-        trend = Trend()
-        for item in value:
-            trend = with_status(trend, Snapshot.model_validate(item))
-        return trend
 
     @property
     def posted_status(self) -> Snapshot | None:
@@ -487,7 +449,7 @@ def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapsh
     time before it they count too, as they do where the reading still shows the scale set's
     bounds as they were before it (ARC's listener restarts on a new spec, and Prometheus scrapes
     it later still)."""
-    done = [(d, d.at or e.at) for e in actions if (d := scale_of(e)) is not None]
+    done = [(d, d.at or e.at) for e in actions if (d := e.scale) is not None]
     types = {}
     for name, metrics in view.runner_types.items():
         judged = metrics.judged
@@ -741,8 +703,8 @@ def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
 
 
 def peak_moment(incident: Incident) -> Snapshot | None:
-    """When the peak queue was seen, with each runner type's numbers then; for an incident stored
-    before the moment was kept, the trend's status with the most jobs queued (None without
+    """When the peak queue was seen, with each runner type's numbers then; for an incident
+    stored without it (by 0.25), the trend's status with the most jobs queued (None without
     one)."""
     if incident.peak_snapshot is not None:
         return incident.peak_snapshot

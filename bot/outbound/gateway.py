@@ -160,8 +160,8 @@ class SlackGateway:
         Sent through slack_sdk's method of that name, which encodes each method as Slack takes
         it: only about half the Web API reads a JSON body, and the rest (`conversations.history`,
         `users.info`, `chat.getPermalink`, ...) read the query string or a form, so a JSON body
-        reaches Slack as a call without arguments (`invalid_arguments`). 0.6-0.13 sent every
-        method as JSON and could not look a post up in real Slack.
+        reaches Slack as a call without arguments (`invalid_arguments`): every lookup after an
+        uncertain post would fail.
         """
         send = getattr(self.client, method.replace(".", "_"))
         arguments = {name: value for name, value in params.items() if value is not None}

@@ -136,7 +136,7 @@ class Replies:
             # Where charts go as blocks, the picture queued with a status or summary is not
             # posted; else it is drawn from the incident now.
             images = await self.charts.as_images()
-            chart = await self._chart_now(incident_id, head) if images else None
+            chart = await self._chart_now(incident_id) if images else None
             if chart is None or not chart.series:
                 await self.queue.record_reply(self.channel, incident_id, head.item)
                 return None
@@ -165,11 +165,8 @@ class Replies:
         await self.ledger.undeliverable(queued.key, item, UNREADABLE)
         await self.queue.record_reply(self.channel, queued.key, item)
 
-    async def _chart_now(self, incident_id: str, head: HeadReply) -> ChartData | None:
-        """A picture's series: the incident's trend now (queued with its series by 0.19 and
-        before); None when the incident is gone."""
-        if head.extra:
-            return ChartData.from_extra(head.extra)
+    async def _chart_now(self, incident_id: str) -> ChartData | None:
+        """A picture's series: the incident's trend now; None when the incident is gone."""
         incident = (await self.store.load(incident_id)).incident
         return incident_chart(incident) if incident is not None else None
 
@@ -177,8 +174,6 @@ class Replies:
         """A status reply's blocks, rendered now from the incident it was recorded on (the tick
         only decided it); None when the incident is gone, so there is nothing to show."""
         shown = StatusShown.from_extra(head.extra)
-        if shown is None:
-            return head.rendered  # queued rendered, by 0.8 or before
         incident = (await self.store.load(incident_id)).incident
         if incident is None:
             return None

@@ -151,8 +151,8 @@ class ChannelSender:
         backoff = Backoff(self._config.backoff_max_s)
         while True:
             # A cancel swallowed below still counts on the task: honoured here, or the sender
-            # outlives its replica's shutdown. Seen under load: a sender in redis-py's blocking
-            # read (the bell) went on with two cancels pending, and its event loop never closed.
+            # outlives its replica's shutdown (a cancel that lands in redis-py's blocking read of
+            # the bell can be swallowed there, and the event loop would never close).
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise asyncio.CancelledError

@@ -1,9 +1,9 @@
 """The trend chart: queued jobs and longest wait per runner type over the incident, as a PNG.
 
 Rendered by the channel's sender when the chart's turn comes (in a worker thread: matplotlib is
-slow and blocking), from the series the status tick stored with the reply. The picture carries
-its own opaque background and dark text, so it reads the same in Slack's light and dark themes;
-the alt text says in words what it shows.
+slow and blocking), from the incident's trend as it is then. The picture carries its own opaque
+background and dark text, so it reads the same in Slack's light and dark themes; the alt text
+says in words what it shows.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ import io
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
 
-from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, worst_first
 from bot.domain.incidents import Incident
 from bot.domain.trend import Trend
@@ -33,8 +31,7 @@ Point = tuple[float, float | None, float | None]  # (unix time, queued, longest 
 @dataclass(frozen=True)
 class ChartData:
     """What the chart shows: the worst types' columns of the trend, kept as the trend keeps
-    them (text), so the tick stores them without expanding a point per status; the sender
-    expands them once, when it draws."""
+    them (text), and expanded into points once, when it is drawn."""
 
     title: str
     trend: Trend = field(default_factory=Trend)
@@ -65,33 +62,6 @@ class ChartData:
                 text += f", longest wait peak {minutes(max(waits))}"
             parts.append(text)
         return f"{self.title}. " + "; ".join(parts)
-
-    def to_extra(self) -> dict[str, Any]:
-        return {"title": self.title, "trend": self.trend.model_dump()}
-
-    @classmethod
-    def from_extra(cls, extra: dict[str, Any]) -> ChartData:
-        title = str(extra.get("title") or "Queue trend")
-        if "trend" in extra:
-            return cls(title, Trend.model_validate(extra["trend"]))
-        # A chart queued by 0.7, before the columns: a list of points per type.
-        series = {
-            str(name): [(float(p[0]), _num(p[1]), _num(p[2])) for p in points]
-            for name, points in (extra.get("series") or {}).items()
-        }
-        return cls(title, _trend_of(series))
-
-
-def _trend_of(series: dict[str, list[Point]]) -> Trend:
-    times = sorted({at for points in series.values() for at, _, _ in points})
-    shown: dict[float, dict[str, RunnerQueue]] = {at: {} for at in times}
-    for name, points in series.items():
-        for at, queued, wait in points:
-            shown[at][name] = RunnerQueue(queued=queued, longest_wait_mins=wait)
-    trend = Trend()
-    for at in times:
-        trend = trend.appended(datetime.fromtimestamp(at, UTC), None, shown[at], limit=len(times))
-    return trend
 
 
 def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
@@ -150,10 +120,6 @@ def render_chart(data: ChartData) -> bytes:
     out = io.BytesIO()
     figure.savefig(out, format="png", dpi=DPI, facecolor="white")
     return out.getvalue()
-
-
-def _num(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _nan(value: float | None) -> float:

@@ -309,7 +309,7 @@ def _fleet_line(name: str, metrics: RunnerTypeMetrics, absent: str) -> str:
     judged = metrics.judged
     if absent:
         parts = [absent]
-    elif judged is None:  # a reading stored before readings were judged
+    elif judged is None:  # a reading a 0.25 replica stored: it judges none
         parts = reading_parts(metrics)
         if metrics.busy is not None and metrics.maximum is not None:
             parts.append(f"busy {number(metrics.busy)} / max {number(metrics.maximum)}")

@@ -141,10 +141,9 @@ class StatusShown(BaseModel):
         return {"status": self.model_dump(mode="json", exclude_defaults=True, by_alias=True)}
 
     @classmethod
-    def from_extra(cls, extra: dict[str, Any] | None) -> StatusShown | None:
-        """The status a reply carries; None for one queued rendered (by 0.8 and before)."""
-        found = (extra or {}).get("status")
-        return cls.model_validate(found) if found is not None else None
+    def from_extra(cls, extra: dict[str, Any] | None) -> StatusShown:
+        """The status a reply carries: every status reply is queued with one (`to_extra`)."""
+        return cls.model_validate((extra or {})["status"])
 
 
 def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:

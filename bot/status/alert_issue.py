@@ -287,7 +287,8 @@ class _Step:
         if not self.link.linked:
             await self.link_issue()
         elif self.incident.links.issue != self.link.url:
-            # Written over meanwhile (a replica of 0.24 in a rolling upgrade keeps no link).
+            # The link was saved but the incident does not show it: the record that follows the
+            # save was not made (the pass stopped between the two, or its commit gave up).
             await self.owner.record(self.id, "issue_linked", "", url=self.link.url)
         timeline = await self.owner._store.events(self.id)
         for moment in pending(self.link, timeline):

@@ -234,8 +234,8 @@ class StatusReporter:
             drain=(checks, drain.checks) if checks else None,
             since=posted.at if quiet and posted else None,
         )
-        # Rendered by the sender when it posts (`bot.render.replies.render_shown`): the text here is
-        # only what a sender that cannot read `shown` would fall back to.
+        # Rendered by the sender when it posts (`bot.render.replies.render_shown`): the text here
+        # only names the reply while it waits, and is never posted.
         text = Rendered(STATUS_FALLBACK, [])
         kind = RESTATUS if quiet else STATUS
         replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]

@@ -1,9 +1,9 @@
 """Every Redis key queuepilot uses, named in one place.
 
-State lives under `<prefix>:v2:` (this layout's version): 0.1.0 kept incidents and groups as plain
-strings under `<prefix>:incident:…`, and reading those as hashes would wedge their groups after an
-upgrade. The notification stream keeps its name, so entries accepted before an upgrade are applied
-after it. Below, names are relative to `<prefix>:v2:`.
+State lives under `<prefix>:v2:` (this layout's version): a key of another layout is never read as
+one of this layout (a plain string read as a hash would wedge its group). The notification stream
+is not versioned, so entries accepted before an upgrade are applied after it. Below, names are
+relative to `<prefix>:v2:`.
 
 Per incident (TTL: retention after the last change): `incident:<id>` (hash: v, uid, channel,
 state, thread, rendered), `timeline:<id>`, `outbox:<id>` and `outbox:<id>:items`,

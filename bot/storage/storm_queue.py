@@ -65,7 +65,7 @@ class Storm:
 
     def metadata_uid(self, part: int = 0) -> str:
         """What a digest message's post carries in its metadata, to be found after an uncertain
-        post (the first keeps 0.20's name)."""
+        post (the first without a part number: the name a 0.25 sender looks for)."""
         return f"storm-{self.id}" if part == 0 else f"storm-{self.id}-{part}"
 
     def item(self, part: int = 0) -> str:

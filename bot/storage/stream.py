@@ -284,7 +284,7 @@ class RecentDeliveries:
 
 def _entry(entry_id: str, fields: dict[str, str], recent: RecentDeliveries) -> StreamEntry:
     """An entry with its delivery worked out from the body the webhook accepted (or taken from
-    `recent`). Entries of large bodies, and those written by 0.6, hold the delivery itself."""
+    `recent`). An entry of a body over `BODY_MAX_BYTES` holds the delivery itself (`d`)."""
     try:
         if "d" in fields:
             return StreamEntry(entry_id, Delivery.model_validate_json(fields["d"]), fields=fields)

@@ -15,7 +15,7 @@ from bot.actions.report import Report, ReportConfig
 from bot.backends.metrics.alert import AlertMetrics
 from bot.domain.alerts import RunnerQueue, parse_notification
 from bot.domain.delivery import delivery_of
-from bot.domain.incidents import Event, GroupState, open_incident, resolve_manually
+from bot.domain.incidents import Event, GroupState, ScaleDone, open_incident, resolve_manually
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.interactions import Interactions
@@ -42,8 +42,14 @@ async def keep(store: IncidentStore, n: int, hours_ago: float, peak: float, who:
             "peak_types": {"linux.2xlarge": RunnerQueue(queued=peak, longest_wait_mins=40)},
         }
     )
+    done = ScaleDone(runner_type="linux.2xlarge", added=4, by=who, at=started, field="minRunners")
     scaled = Event(
-        at=started, kind="scaled", text="Scaled linux.2xlarge by +4: x", actor="U2", actor_name=who
+        at=started,
+        kind="scaled",
+        text="Scaled linux.2xlarge by +4: x",
+        actor="U2",
+        actor_name=who,
+        scale=done,
     )
     assert await store.commit(
         Commit(

@@ -302,6 +302,7 @@ def test_a_scale_up_taken_on_from_an_early_warning_is_its_scalers_and_its_types_
         kind="scaled",
         text="Took on the early warning's scale-up of linux.2xlarge by alice (minRunners 16 → 21): "
         "it goes back when the incident resolves, unless someone changes it meanwhile",
+        scale=ScaleDone(runner_type=BIG, added=5, by="alice", at=NOW, field="minRunners"),
     )
     incidents = [(incident(1, 5, 1, {BIG: (30, 12), "windows.4xlarge": (3, 4)}), [taken])]
     [big, windows] = capacity_report(incidents, LIVE, since=WEEK, now=NOW)

@@ -709,22 +709,6 @@ def test_the_trend_keeps_each_runner_types_column_aligned_and_forgets_types_gone
     assert trend.queued_of("gpu") == [None] * TREND_POINTS
 
 
-def test_an_incident_stored_with_the_old_list_of_snapshots_reads_into_the_columns() -> None:
-    stored = json.loads(opened().model_dump_json())
-    stored["trend"] = [
-        {"at": "2026-11-22T10:00:00Z", "numbers": {"max_queue_size": 5}, "runner_types": {}},
-        {
-            "at": "2026-11-22T10:10:00Z",
-            "numbers": {"max_queue_size": 7},
-            "runner_types": {"gpu": {"queued": 7, "longest_wait_mins": 12}},
-        },
-    ]
-    incident = Incident.model_validate_json(json.dumps(stored))
-    assert incident.trend.totals() == [5, 7]
-    assert incident.trend.points("gpu") == [(incident.trend.times()[1], 7, 12)]
-    assert incident.trend.peak_at() == datetime(2026, 11, 22, 10, 10, tzinfo=UTC)
-
-
 _queues = st.one_of(
     st.none(),
     st.builds(

@@ -69,9 +69,15 @@ def test_draws_the_trend_chart_on_a_read_only_root(image: Image, tmp_path: Path)
     """Matplotlib writes its font cache to MPLCONFIGDIR, under /tmp; it would warn that it made
     a temporary one if that were not writable."""
     code = """
+from datetime import UTC, datetime
+from bot.domain.alerts import RunnerQueue
+from bot.domain.trend import Trend
 from bot.render.chart import ChartData, render_chart
-series = {"linux": [[0, 3, 1], [60, 9, 4]]}
-print(render_chart(ChartData.from_extra({"title": "trend", "series": series}))[:4])
+trend = Trend()
+for at, queued, wait in ((0, 3, 1), (60, 9, 4)):
+    shown = {"linux": RunnerQueue(queued=queued, longest_wait_mins=wait)}
+    trend = trend.appended(datetime.fromtimestamp(at, UTC), None, shown, limit=2)
+print(render_chart(ChartData("trend", trend))[:4])
 """
     output = run_once(image, tmp_path, entrypoint=["python"], command=["-c", code])
     assert output.strip() == "b'\\x89PNG'", output

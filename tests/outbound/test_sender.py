@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
+from bot.domain.alerts import QueueNumbers
+from bot.domain.incidents import Snapshot
 from bot.outbound.budget import TokenBucket
 from bot.outbound.sender import ChannelSender
 from bot.render.mrkdwn import rendered, section
+from bot.render.replies import STATUS_FALLBACK, StatusShown
 from bot.storage.incident_store import BAND_STATUS, Commit, Loaded, Reply
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
@@ -57,11 +60,14 @@ async def queue_drained(running: RunningBot) -> bool:
     return posts == 0 and edits == 0
 
 
-async def status_reply(running: RunningBot, kind: str, text: str) -> None:
-    """Incident 1's thread gets a status (or a quiet status) as the tick would commit it."""
+async def status_reply(running: RunningBot, kind: str, queued: int) -> None:
+    """Incident 1's thread gets a status (or a quiet status) on `queued` jobs, as the tick would
+    commit it: decided here, rendered by the sender ("Status update: queued jobs 14")."""
     fresh = await running.bot.store.load("1")
     assert fresh.incident is not None
-    status = Reply(kind, BAND_STATUS, rendered(text, [section(text)]))
+    current = Snapshot(at=fresh.incident.opened_at, numbers=QueueNumbers(max_queue_size=queued))
+    shown = StatusShown(current=current)
+    status = Reply(kind, BAND_STATUS, rendered(STATUS_FALLBACK, []), extra=shown.to_extra())
     change = Commit(fresh.incident, version=fresh.version, replies=(status,), root=False)
     assert await running.bot.store.commit(change) > 0
 
@@ -203,10 +209,10 @@ async def test_a_quiet_status_met_by_an_edit_hold_is_posted_and_the_posts_go_on(
         await eventually(lambda: len(ok_posts(slack)) == 1, what="the root")
         loaded = await thread_recorded(running)
 
-        await status_reply(running, "status", "Status: 14 queued")
+        await status_reply(running, "status", 14)
         await eventually(lambda: len(ok_posts(slack)) == 2, what="the status reply")
         slack.emulator.fail_next("chat.update", status=429, retry_after=hold_s)
-        await status_reply(running, "restatus", "Status: 15 queued")
+        await status_reply(running, "restatus", 15)
         await eventually(
             lambda: any(c.status == 429 for c in slack.emulator.calls("chat.update")),
             what="the quiet status's edit refused with a 429",
@@ -223,7 +229,7 @@ async def test_a_quiet_status_met_by_an_edit_hold_is_posted_and_the_posts_go_on(
             what="the quiet status, as a reply of its own",
         )
     statuses = [m.text for m in slack.emulator.thread(CHANNEL, loaded.thread.ts)[1:]]
-    assert statuses == ["Status: 14 queued", "Status: 15 queued"], statuses
+    assert statuses == ["Status update: queued jobs 14", "Status update: queued jobs 15"], statuses
 
 
 async def test_a_quiet_status_posted_during_a_hold_whose_answer_was_lost_shows_once(
@@ -239,12 +245,12 @@ async def test_a_quiet_status_posted_during_a_hold_whose_answer_was_lost_shows_o
         await eventually(lambda: len(ok_posts(slack)) == 1, what="the root")
         loaded = await thread_recorded(running)
 
-        await status_reply(running, "status", "Status: 14 queued")
+        await status_reply(running, "status", 14)
         await eventually(lambda: len(ok_posts(slack)) == 2, what="the status reply")
         slack.emulator.fail_next("chat.update", status=429, retry_after=1)
         slack.emulator.stall("chat.postMessage", 3)  # Slack posts; the answer comes too late
         try:
-            await status_reply(running, "restatus", "Status: 15 queued")
+            await status_reply(running, "restatus", 15)
             await eventually(
                 lambda: count(running, "queuepilot_slack_lookups_total", outcome="found") >= 1,
                 what="the status reply looked up and found",
@@ -253,7 +259,7 @@ async def test_a_quiet_status_posted_during_a_hold_whose_answer_was_lost_shows_o
             slack.emulator.stall("chat.postMessage", 0)
         await eventually(lambda: queue_drained(running), what="nothing left to send")
     statuses = [m.text for m in slack.emulator.thread(CHANNEL, loaded.thread.ts)[1:]]
-    assert statuses == ["Status: 14 queued", "Status: 15 queued"], statuses
+    assert statuses == ["Status update: queued jobs 14", "Status update: queued jobs 15"], statuses
 
 
 async def test_a_reply_that_cannot_be_read_is_dropped_alone_and_its_thread_goes_on(

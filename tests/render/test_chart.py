@@ -1,16 +1,15 @@
-"""The trend chart's data: what the tick stores with the reply is what the sender draws."""
+"""The trend chart's data: the worst runner types that have a line, as the sender draws them."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.domain.alerts import RunnerQueue
 from bot.domain.trend import Trend
-from bot.render.chart import MAX_SERIES, ChartData, chart_data, render_chart
+from bot.render.chart import MAX_SERIES, chart_data, render_chart
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=UTC)
 NAMES = ["cpu", "gpu", "arm", "mac", "win", "big"]
@@ -35,7 +34,7 @@ def trend_of(statuses: list[dict[str, RunnerQueue | None]]) -> Trend:
 
 
 @given(statuses=_statuses, worst=st.permutations(NAMES))
-def test_the_chart_draws_the_worst_types_with_a_line_and_survives_the_outbox(
+def test_the_chart_draws_the_worst_types_with_a_line(
     statuses: list[dict[str, RunnerQueue | None]], worst: list[str]
 ) -> None:
     trend = trend_of(statuses)
@@ -44,21 +43,17 @@ def test_the_chart_draws_the_worst_types_with_a_line_and_survives_the_outbox(
     drawable = [n for n in worst if len(trend.points(n)) >= 2]
     assert list(data.series) == drawable[:MAX_SERIES]
     assert all(data.series[n] == trend.points(n) for n in data.series)
-    stored = orjson.loads(orjson.dumps(data.to_extra()))  # as the reply waits in Redis
-    assert ChartData.from_extra(stored).series == data.series
 
 
-def test_a_chart_queued_by_0_7_as_points_still_draws() -> None:
+def test_the_chart_draws_and_says_in_words_what_it_shows() -> None:
+    statuses: list[dict[str, RunnerQueue | None]] = [
+        {"gpu": RunnerQueue(queued=4, longest_wait_mins=12)},
+        {"gpu": RunnerQueue(longest_wait_mins=15), "cpu": RunnerQueue(queued=1)},
+        {"gpu": RunnerQueue(queued=9), "cpu": RunnerQueue(queued=2, longest_wait_mins=3)},
+    ]
     t = [(T0 + timedelta(minutes=10 * i)).timestamp() for i in range(3)]
-    extra = {
-        "title": "Queue trend · incident 7",
-        "series": {
-            "gpu": [[t[0], 4, 12], [t[1], None, 15], [t[2], 9, None]],
-            "cpu": [[t[1], 1, None], [t[2], 2, 3]],
-        },
-    }
 
-    data = ChartData.from_extra(extra)
+    data = chart_data("Queue trend · incident 7", trend_of(statuses), worst=["gpu", "cpu"])
 
     assert data.series == {
         "gpu": [(t[0], 4, 12), (t[1], None, 15), (t[2], 9, None)],

@@ -54,7 +54,7 @@ def test_the_sender_renders_the_status_the_tick_decided(
         since = previous.at if quiet and previous else None
         drain = (1, 3) if drained else None
         updated = record_status(incident, current, live=live, posted=not quiet)
-        # What the tick rendered itself, before 0.9.
+        # What the tick would render itself.
         expected = render_status(
             incident,
             previous=previous,
@@ -71,15 +71,9 @@ def test_the_sender_renders_the_status_the_tick_decided(
         # Through the outbox as it is stored (JSON), then rendered from the incident as saved.
         stored = orjson.loads(orjson.dumps(shown.to_extra()))
         read = StatusShown.from_extra(stored)
-        assert read is not None
         saved = Incident.model_validate_json(updated.model_dump_json(by_alias=True))
         assert render_shown(saved, read, now=at) == expected
         incident = updated
-
-
-def test_a_status_queued_rendered_by_an_older_replica_is_posted_as_it_is() -> None:
-    assert StatusShown.from_extra(None) is None
-    assert StatusShown.from_extra({"title": "a chart's"}) is None
 
 
 def test_a_reading_that_lands_between_the_decision_and_the_post_is_the_whole_reply() -> None:
