@@ -10,7 +10,7 @@ import pytest
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
-from bot.config import Settings, SettingsError, load_settings
+from bot.config import Settings, SettingsError, check_serve, load_settings
 from bot.factory import build_jobs_source, build_metrics, runner_names, scale_targets
 
 
@@ -72,7 +72,7 @@ def test_a_jobs_source_without_what_it_needs_refuses_to_start(
     values: dict[str, str], says: str
 ) -> None:
     with pytest.raises(SettingsError, match=says):
-        load_settings(_env_file=None, **SERVING, **values).check_serve()
+        check_serve(load_settings(_env_file=None, **SERVING, **values))
 
 
 # -- runner types and their ARC scale sets ----------------------------------------------------

@@ -1,9 +1,11 @@
 """Settings: every knob in one validated object, read once at start and passed down.
 
-Each field is an environment variable of the same name, upper-cased (an optional `.env` in the
-working directory is read too). Its description, group and whether an operator needs it at all
-(`advanced`: Slack's own limits and internal tuning) live beside it, and the reference in
-docs/configuration.md is generated from them, so the two cannot drift.
+Each field is an environment variable of the same name, upper-cased (read by
+`bot.config.loading`, with an optional `.env` in the working directory). Its default,
+description, group and whether an operator needs it at all (`advanced`: Slack's own limits and
+internal tuning) live beside it, and the reference in docs/configuration.md is generated from
+them, so the two cannot drift. A test builds it with only the values it sets
+(`Settings(storm_digest_threshold=2)`), the rest at their defaults.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode
 
 from bot.config.values import (
     Days,
@@ -178,12 +180,12 @@ ScaleSet = Annotated[str, AfterValidator(_scale_set_name)]
 AppPrivateKey = Annotated[SecretStr | None, AfterValidator(rsa_private_key)]
 
 
-class Settings(BaseSettings):
-    """queuepilot's configuration, from the environment and `.env`."""
+class Settings(BaseModel):
+    """queuepilot's configuration: what the environment gave, or a test."""
 
-    model_config = SettingsConfigDict(
-        env_file=".env", extra="ignore", case_sensitive=False, env_ignore_empty=True
-    )
+    # A name that is no setting is a mistake in the code that built it (the environment's
+    # reader ignores other variables: `bot.config.loading`).
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     # -- Slack --------------------------------------------------------------------------------
     slack_bot_token: Annotated[
@@ -910,15 +912,3 @@ class Settings(BaseSettings):
             self.alert_webhook_basic_password is not None
         )
         return bool(self.alert_webhook_token or self.alert_webhook_hmac_secret or basic)
-
-    def serve_problems(self) -> list[str]:
-        """What would fail later, at the first alert, if `serve` started with these."""
-        from bot.config.serve import serve_problems
-
-        return serve_problems(self)
-
-    def check_serve(self) -> None:
-        """Refuse to serve with settings that would fail later: every reason at once."""
-        problems = self.serve_problems()
-        if problems:
-            raise SettingsError(problems)
