@@ -4,8 +4,9 @@ Each field is an environment variable of the same name, upper-cased (read by
 `bot.config.loading`, with an optional `.env` in the working directory). Its default,
 description, group and whether an operator needs it at all (`advanced`: Slack's own limits and
 internal tuning) live beside it, and the reference in docs/configuration.md is generated from
-them, so the two cannot drift. A test builds it with only the values it sets
-(`Settings(storm_digest_threshold=2)`), the rest at their defaults.
+them, so the two cannot drift. Every part of the bot takes this one object and reads the fields
+it uses by their names, so a variable's readers are found by its name; a test builds it with
+only the values it sets (`Settings(storm_digest_threshold=2)`), the rest at their defaults.
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ from bot.config.values import (
     token_prefix,
 )
 from bot.domain.capacity import Schedule, parse_schedule
+from bot.domain.early_warning import Thresholds
+from bot.domain.incident_fleet import DrainRule
 from bot.domain.message import ChartStyle
-from bot.domain.routes import Route, parse_routes
-from bot.domain.runner_names import scale_set_problem
+from bot.domain.routes import Route, Routing, parse_routes
+from bot.domain.runner_names import RunnerNames, scale_set_problem
 from bot.storage.connection import (
     SENTINEL_SCHEME,
     RedisSetupError,
@@ -642,6 +645,8 @@ class Settings(BaseModel):
         group=METRICS,
         advanced=True,
     )
+    # The 5 chars come from Kubernetes' `utilrand.String` alphabet (no vowels, no 0/1/3): so
+    # "linux-large" keeps its "-large".
     prometheus_name_suffix: str = setting(
         "-[bcdfghjklmnpqrstvwxz2456789]{5}$",
         "prometheus: a regex stripped from that label (ARC 0.14's runner sets are "
@@ -885,6 +890,38 @@ class Settings(BaseModel):
         if password is not None:
             target = replace(target, sentinel_password=password.get_secret_value())
         return target
+
+    @property
+    def routing(self) -> Routing:
+        """SLACK_ROUTES with SLACK_CHANNEL, the channel of what no route takes."""
+        return Routing(self.slack_routes, self.slack_channel)
+
+    @property
+    def runner_names(self) -> RunnerNames:
+        """Runner type <-> ARC scale set: RUNNER_SCALE_SETS' exceptions, else derived, for the
+        types the bot knows (those and SCALER_TARGETS')."""
+        return RunnerNames(self.runner_scale_sets, known=self.scaler_targets)
+
+    @property
+    def scale_allowed_groups(self) -> tuple[str, ...]:
+        """The user groups (S…) of SCALE_ALLOWED_USERS."""
+        return tuple(entry for entry in self.scale_allowed_users if entry.startswith("S"))
+
+    @property
+    def scalable(self) -> frozenset[str]:
+        """The runner types Scale up is offered for: those given a scale target."""
+        if self.scaler_backend is ScalerBackend.NONE:
+            return frozenset()
+        return frozenset(self.scaler_targets)
+
+    @property
+    def drain_rule(self) -> DrainRule:
+        return DrainRule(self.drain_max_queued, self.drain_max_wait_minutes)
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """Where the alert fires, before any incident has said it (EARLY_WARNING_QUEUED, …)."""
+        return Thresholds(self.early_warning_queued, self.early_warning_wait_minutes)
 
     @property
     def wait_replicas(self) -> int:
