@@ -19,13 +19,14 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
+from bot.config import Settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
 from bot.domain.incident_fleet import MAX_VIEW_TYPES, as_snapshot
 from bot.domain.incidents import TREND_POINTS, GroupState, Incident, open_incident, record_status
 from bot.fleet.readings import FleetReadings
-from bot.status.tick import StatusConfig, StatusReporter
+from bot.status.tick import StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.telemetry import Telemetry
 from sandbox.redis_server import RedisServer
@@ -77,12 +78,9 @@ async def measure(
     store = IncidentStore(redis, "bench")
     now = [datetime(2026, 11, 22, 10, tzinfo=UTC)]
     fleet = InstantFleet()
-    readings = FleetReadings(
-        redis, store.keys, fleet, interval_s=60, timeout_s=5, clock=lambda: now[0]
-    )
-    reporter = StatusReporter(
-        store, readings, Telemetry(), config=StatusConfig(), clock=lambda: now[0]
-    )
+    config = Settings(backend_timeout_seconds=5)
+    readings = FleetReadings(redis, store.keys, fleet, config=config, clock=lambda: now[0])
+    reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
     payload = fixture_json("grafana/queue-alert-firing.json")
     template: Incident | None = None
     for n in range(incidents):

@@ -37,21 +37,19 @@ import handlers.views
 import handlers.webhooks
 from bot import leader, periodic
 from bot.actions.core import ActionCore
-from bot.actions.diagnose import DiagnoseConfig, Diagnosing
+from bot.actions.diagnose import Diagnosing
 from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting
 from bot.actions.jobs import Jobs
-from bot.actions.permissions import Authorizer, Rules
-from bot.actions.report import Report, ReportConfig
-from bot.actions.scale import ScaleConfig, Scaling
-from bot.actions.scale_reverts import RevertConfig, ScaleReverts
-from bot.actions.silence import SilenceConfig, Silencing
+from bot.actions.permissions import Authorizer
+from bot.actions.report import Report
+from bot.actions.scale import Scaling
+from bot.actions.scale_reverts import ScaleReverts
+from bot.actions.silence import Silencing
 from bot.actions.silence_watch import SilenceWatch
 from bot.backends.metrics import QueueHistory
-from bot.config import ScalerBackend, Settings
-from bot.domain.early_warning import Thresholds
-from bot.domain.incident_fleet import DrainConfig
-from bot.domain.routes import MAX_ROUTES, Routing
+from bot.config import Settings
+from bot.domain.routes import MAX_ROUTES
 from bot.factory import (
     build_issues,
     build_jobs_source,
@@ -59,23 +57,21 @@ from bot.factory import (
     build_scaler,
     build_silencer,
     github_auth,
-    runner_names,
     scale_targets,
 )
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
-from bot.intake.consumer import Intake, IntakeConfig
-from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
-from bot.outbound.home import Home, HomeConfig
+from bot.intake.consumer import Intake
+from bot.outbound.gateway import SlackGateway, build_client
+from bot.outbound.home import Home
 from bot.outbound.membership import check_channels
-from bot.outbound.sender import Outbound, SenderConfig
+from bot.outbound.sender import Outbound
 from bot.outbound.senders import Senders
-from bot.outbound.storm import StormConfig
 from bot.pacing import Pacing
-from bot.status.alert_issue import AlertIssues, IssueConfig
-from bot.status.early_warning import EarlyWarnings, WarningConfig
-from bot.status.tick import StatusConfig, StatusReporter
+from bot.status.alert_issue import AlertIssues
+from bot.status.early_warning import EarlyWarnings
+from bot.status.tick import StatusReporter
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.connection import build_redis
 from bot.storage.early_warning import WarningStore
@@ -157,41 +153,20 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         client_name="queuepilot-bells",
     )
     queue = SendQueue(redis, prefix, retention_s=retention_s, bells=bells)
-    slack_config = SlackConfig(
-        token=_secret(settings.slack_bot_token) or "",
-        base_url=settings.slack_api_url,
-        timeout_s=settings.slack_timeout_seconds,
-    )
-    client = build_client(slack_config)
+    client = build_client(settings)
     pacing = Pacing()
     gateway = SlackGateway(
-        client,
-        config=slack_config,
-        telemetry=telemetry,
-        pacing=pacing,
-        user_names=UserNames(redis, store.keys),
+        client, telemetry=telemetry, pacing=pacing, user_names=UserNames(redis, store.keys)
     )
-    intake = Intake(stream, store, telemetry, config=_intake_config(settings), clock=clock)
-    sender_config = SenderConfig(
-        post_interval_s=settings.slack_post_interval_ms / 1000,
-        post_burst=settings.slack_post_burst,
-        update_interval_ms=settings.slack_update_interval_ms,
-        root_edit_interval_ms=settings.root_edit_interval_ms,
-        storm=StormConfig(
-            threshold=settings.storm_digest_threshold,
-            quiet_s=settings.storm_quiet_seconds,
-            edit_interval_s=settings.root_edit_interval_ms / 1000,
-            command=settings.slash_command,
-        ),
-        within_mins=settings.drain_target_minutes,
+    intake = Intake(
+        stream, store, telemetry, config=settings, consumer=_consumer_name(name), clock=clock
     )
     storms = StormQueue(redis, prefix, retention_s=retention_s)
     charts = ChartDelivery(redis, store.keys, settings.chart_style)
     warnings = WarningStore(redis, store.keys, bells=bells)
 
     async def channels() -> list[str]:
-        routed = {route.channel for route in settings.slack_routes}
-        return sorted({settings.slack_channel, *routed, *await queue.channels()} - {""})
+        return sorted((settings.routing.channels | set(await queue.channels())) - {""})
 
     metrics = build_metrics(settings, github)
     jobs_source = build_jobs_source(settings, metrics, github)
@@ -209,19 +184,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         kept = ReadingsHistory(redis, store.keys, interval_s=settings.metrics_interval_seconds)
         history = kept
     readings = FleetReadings(
-        redis,
-        store.keys,
-        metrics,
-        interval_s=settings.metrics_interval_seconds,
-        timeout_s=settings.backend_timeout_seconds,
-        clock=clock,
-        jobs=jobs,
-        kept=kept,
-        within_mins=settings.drain_target_minutes,
+        redis, store.keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept
     )
-    reporter = StatusReporter(
-        store, readings, telemetry, config=status_config(settings), clock=clock
-    )
+    reporter = StatusReporter(store, readings, telemetry, config=settings, clock=clock)
     core, silence_watch, scale_reverts = _action_core(
         settings,
         readings=readings,
@@ -240,7 +205,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             readings,
             store,
             warnings,
-            config=warning_config(settings),
+            config=settings,
             clock=clock,
             permalink=gateway.permalink,
         )
@@ -252,11 +217,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             issues,
             pacing,
             Leases(redis),
-            config=IssueConfig(
-                repo=issues.repo,
-                open=settings.github_issues_open,
-                interval_ms=settings.github_issues_interval_ms,
-            ),
+            config=settings,
             permalink=gateway.permalink,
             postmortem=core.postmortem_markdown,
             clock=clock,
@@ -277,16 +238,10 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         charts=charts,
         notices=NoticeStore(redis, store.keys),
         warnings=warnings if early_warnings is not None else None,
-        config=sender_config,
+        config=settings,
         clock=clock,
     )
-    senders = Senders(
-        channels,
-        outbound.sender,
-        Leases(lease_redis),
-        queue.keys,
-        lease_ttl_ms=sender_config.lease_ttl_ms,
-    )
+    senders = Senders(channels, outbound.sender, Leases(lease_redis), queue.keys)
     bolt = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "unused",
@@ -310,7 +265,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         HomeViewers(redis, store.keys),
         Permalinks(redis, store.keys, keep_s=retention_s),
         gateway,
-        config=HomeConfig(settings.slash_command, settings.home_numbers_seconds),
+        config=settings,
         clock=clock,
     )
     # Over the leases' own connections, like the channels' leases: a crowd of requests that
@@ -341,42 +296,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
 
 
-def warning_config(settings: Settings) -> WarningConfig:
-    return WarningConfig(
-        channel=settings.slack_channel,
-        horizon_mins=settings.early_warning_minutes,
-        boot_mins=settings.runner_boot_minutes,
-        thresholds=Thresholds(settings.early_warning_queued, settings.early_warning_wait_minutes),
-        routes=settings.slack_routes,
-        # An early warning offers Scale up for the types an operator gave a scale target.
-        scalable=(
-            frozenset(settings.scaler_targets)
-            if settings.scaler_backend is not ScalerBackend.NONE
-            else frozenset()
-        ),
-    )
-
-
-def status_config(settings: Settings) -> StatusConfig:
-    drain = DrainConfig(
-        checks=settings.drain_checks,
-        max_queued=settings.drain_max_queued,
-        max_wait_mins=settings.drain_max_wait_minutes,
-        check_interval_s=settings.drain_check_seconds,
-    )
-    return StatusConfig(
-        interval_s=settings.status_interval_seconds,
-        drain=drain,
-        chart_every=settings.status_chart_every,
-        within_mins=settings.drain_target_minutes,
-        routing=routing(settings),
-    )
-
-
-def routing(settings: Settings) -> Routing:
-    return Routing(settings.slack_routes, settings.slack_channel)
-
-
 def _action_core(
     settings: Settings,
     *,
@@ -393,104 +312,50 @@ def _action_core(
     """The action core with its backends, the watch over the silences it makes, and the sweep
     that puts its scale-ups back."""
     interactions = Interactions(redis, settings.redis_prefix)
-    authorizer = Authorizer(
-        Rules(scale_allowed=settings.scale_allowed_users), group_members=gateway.usergroup_members
-    )
+    authorizer = Authorizer(settings, group_members=gateway.usergroup_members)
     acting = Acting(
         store, telemetry, interactions, authorizer, display_name=gateway.display_name, clock=clock
     )
     silencer = build_silencer(settings)
-    silence_config = SilenceConfig(
-        timeout_s=settings.backend_timeout_seconds, check_s=settings.silence_check_seconds
-    )
-    silencing = Silencing(acting, silencer, config=silence_config, permalink=gateway.permalink)
+    silencing = Silencing(acting, silencer, config=settings, permalink=gateway.permalink)
     watch = None
     if silencer is not None:
-        watch = SilenceWatch(store, silencer, config=silence_config, clock=clock)
-    scale_config = ScaleConfig(
-        timeout_s=settings.backend_timeout_seconds,
-        cooldown_s=settings.scale_cooldown_seconds,
-    )
+        watch = SilenceWatch(store, silencer, config=settings, clock=clock)
     scaler = build_scaler(settings, os.environ)
     reverts = None
     if scaler is not None:
-        revert_config = RevertConfig(
-            after_s=settings.scale_revert_after,
-            # Resolution is noticed within a few ticks; the record costs one Redis read a look.
-            check_s=settings.status_tick_seconds * 3,
-            timeout_s=settings.backend_timeout_seconds,
-            settle_s=settings.scale_revert_settle,
-            drain=status_config(settings).drain,
-        )
         reverts = ScaleReverts(
             redis,
             store.keys,
             store,
             scaler,
-            config=revert_config,
+            config=settings,
             clock=clock,
             warnings=warnings,
             readings=readings,
         )
-    scaling = Scaling(
-        acting,
-        scaler,
-        scale_targets(settings),
-        config=scale_config,
-        reverts=reverts,
-        names=runner_names(settings),
-    )
-    routes = routing(settings)
-    diagnose_config = DiagnoseConfig(
-        timeout_s=settings.backend_timeout_seconds,
-        boot_mins=settings.runner_boot_minutes,
-        stall_mins=settings.listener_stall_minutes,
-        routing=routes,
-        within_mins=settings.drain_target_minutes,
-    )
-    diagnosing = Diagnosing(acting, readings, config=diagnose_config, jobs=jobs, scaling=scaling)
+    scaling = Scaling(acting, scaler, scale_targets(settings), config=settings, reverts=reverts)
+    diagnosing = Diagnosing(acting, readings, config=settings, jobs=jobs, scaling=scaling)
     report = Report(
-        acting,
-        readings,
-        config=ReportConfig(
-            kept_days=settings.incident_retention_days,
-            channel=settings.slack_channel,
-            routes=settings.slack_routes,
-            thresholds=Thresholds(
-                settings.early_warning_queued, settings.early_warning_wait_minutes
-            ),
-            timeout_s=settings.backend_timeout_seconds,
-        ),
-        notices=NoticeStore(redis, store.keys),
-        history=history,
+        acting, readings, config=settings, notices=NoticeStore(redis, store.keys), history=history
     )
     core = ActionCore(
         acting,
         silencing,
         scaling,
         diagnosing,
-        Jobs(acting, jobs, routes),
+        Jobs(acting, jobs, settings.routing),
         Warnings(acting, warnings, scaling),
         report,
-        routing=routes,
-        within_mins=settings.drain_target_minutes,
+        config=settings,
     )
     return core, watch, reverts
 
 
-def _intake_config(settings: Settings) -> IntakeConfig:
-    host = f"{socket.gethostname()}-{os.getpid()}"
-    return IntakeConfig(
-        # Unique per process, so a restarted replica's entries are reclaimed, not assumed done.
-        consumer=f"{host}-{secrets.token_hex(3)}",
-        channel=settings.slack_channel,
-        routes=settings.slack_routes,
-        names=runner_names(settings),
-        status_interval_s=settings.status_interval_seconds,
-        reopen_window_s=settings.reopen_window_seconds,
-        reclaim_idle_ms=settings.intake_reclaim_idle_ms,
-        max_attempts=settings.intake_max_attempts,
-    )
+def _consumer_name(name: str) -> str:
+    """This process's name in the stream's consumer group: unique per process, so a restarted
+    replica's entries are reclaimed, not assumed done."""
+    return f"{name}-{secrets.token_hex(3)}"
 
 
 def _secret(value: SecretStr | None) -> str | None:
@@ -544,21 +409,7 @@ async def _backlogs(bot: Bot) -> None:
 
 
 def _webhooks(bot: Bot) -> handlers.webhooks.AlertWebhooks:
-    s = bot.settings
-    auth = handlers.webhooks.WebhookAuth(
-        token=_secret(s.alert_webhook_token),
-        hmac_secret=_secret(s.alert_webhook_hmac_secret),
-        basic_user=s.alert_webhook_basic_user,
-        basic_password=_secret(s.alert_webhook_basic_password),
-        allow_unauthenticated=s.alert_webhook_allow_unauthenticated,
-        hmac_allow_no_timestamp=s.alert_webhook_hmac_allow_no_timestamp,
-    )
-    return handlers.webhooks.AlertWebhooks(
-        bot.stream,
-        bot.telemetry,
-        auth=auth,
-        max_body_bytes=s.alert_max_body_bytes,
-    )
+    return handlers.webhooks.AlertWebhooks(bot.stream, bot.telemetry, config=bot.settings)
 
 
 def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:

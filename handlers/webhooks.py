@@ -9,15 +9,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import orjson
+from pydantic import SecretStr
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bot.config import Settings
 from bot.domain.alerts import (
     ENDPOINT,
     PayloadError,
@@ -37,27 +38,6 @@ from bot.telemetry import Telemetry
 from handlers.body import BodyTooLarge, read_limited
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class WebhookAuth:
-    """Which credentials the alert endpoints demand.
-
-    Each endpoint requires every credential configured for it (bearer or basic auth for both,
-    the HMAC signature for Grafana's). An endpoint with none configured for it refuses
-    everything, unless `allow_unauthenticated` says the network is private.
-    """
-
-    token: str | None = None
-    hmac_secret: str | None = None
-    basic_user: str | None = None
-    basic_password: str | None = None
-    allow_unauthenticated: bool = False
-    hmac_allow_no_timestamp: bool = False
-
-    def configured_for(self, source: Source) -> bool:
-        header = bool(self.token) or (self.basic_user is not None and bool(self.basic_password))
-        return header or (source == "grafana" and bool(self.hmac_secret))
 
 
 class JsonAnswer(JSONResponse):
@@ -80,14 +60,19 @@ class AlertWebhooks:
         stream: NotificationStream,
         telemetry: Telemetry,
         *,
-        auth: WebhookAuth,
-        max_body_bytes: int,
+        config: Settings,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """Each endpoint requires every credential configured for it (bearer or basic auth for
+        both, the HMAC signature for Grafana's). An endpoint with none configured for it refuses
+        everything, unless ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED says the network is private."""
         self._stream = stream
         self._telemetry = telemetry
-        self._auth = auth
-        self._max_body = max_body_bytes
+        self._config = config
+        self._token = _secret(config.alert_webhook_token)
+        self._hmac_secret = _secret(config.alert_webhook_hmac_secret)
+        self._basic_password = _secret(config.alert_webhook_basic_password)
+        self._max_body = config.alert_max_body_bytes
         self._clock = clock
 
     async def grafana(self, request: Request) -> JsonAnswer:
@@ -131,7 +116,10 @@ class AlertWebhooks:
         return JsonAnswer({"status": "accepted", "id": entry_id}, status_code=202)
 
     def _check_open(self, source: Source) -> None:
-        if not self._auth.configured_for(source) and not self._auth.allow_unauthenticated:
+        if (
+            not self._configured_for(source)
+            and not self._config.alert_webhook_allow_unauthenticated
+        ):
             raise _Rejected(
                 401,
                 "unauthorized",
@@ -139,14 +127,19 @@ class AlertWebhooks:
                 "or basic auth on the bot, and send it",
             )
 
+    def _configured_for(self, source: Source) -> bool:
+        user = self._config.alert_webhook_basic_user
+        header = bool(self._token) or (user is not None and bool(self._basic_password))
+        return header or (source == "grafana" and bool(self._hmac_secret))
+
     def _check_credentials(self, request: Request) -> None:
-        auth = self._auth
         header = request.headers.get("authorization")
         allowed = []
-        if auth.token:
-            allowed.append(bearer_ok(header, auth.token))
-        if auth.basic_user is not None and auth.basic_password is not None:
-            allowed.append(basic_ok(header, auth.basic_user, auth.basic_password))
+        if self._token:
+            allowed.append(bearer_ok(header, self._token))
+        user = self._config.alert_webhook_basic_user
+        if user is not None and self._basic_password is not None:
+            allowed.append(basic_ok(header, user, self._basic_password))
         if allowed and not any(allowed):
             reason = "missing" if header is None else "wrong"
             raise _Rejected(
@@ -172,15 +165,15 @@ class AlertWebhooks:
             raise _Rejected(400, "disconnected", "the client went away mid-body") from None
 
     def _check_signature(self, request: Request, body: bytes) -> None:
-        if not self._auth.hmac_secret:
+        if not self._hmac_secret:
             return
         problem = grafana_signature_problem(
             body,
             request.headers.get(SIGNATURE_HEADER),
             request.headers.get(TIMESTAMP_HEADER),
-            self._auth.hmac_secret,
+            self._hmac_secret,
             now=self._clock(),
-            require_timestamp=not self._auth.hmac_allow_no_timestamp,
+            require_timestamp=not self._config.alert_webhook_hmac_allow_no_timestamp,
         )
         if problem is not None:
             raise _Rejected(401, "bad_signature", problem)
@@ -218,3 +211,7 @@ def register(app: Starlette, webhooks: AlertWebhooks) -> AlertRoutes:
     app.add_route(ENDPOINT["grafana"], webhooks.grafana, methods=["POST"])
     app.add_route(ENDPOINT["alertmanager"], webhooks.alertmanager, methods=["POST"])
     return AlertRoutes(app, webhooks)
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None

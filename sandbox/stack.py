@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bot.app import build_app, build_bot
 from bot.checks import Finding
-from bot.config import Settings, SettingsError, load_settings
+from bot.config import Settings, SettingsError, check_serve, load_settings
 from sandbox.demo import checked
 from sandbox.fleet import DEMO_BURSTS, DEMO_STALL, DEMO_TEAM_BURSTS, DEMO_TYPES, Fleet
 from sandbox.fleet_alerts import GPU_RULE_LABELS, RuleConfig
@@ -257,7 +257,7 @@ def _settings(
             github_issues_repo=ISSUES_REPO,
             github_issues_open=True,
         )
-        settings.check_serve()
+        check_serve(settings)
     except SettingsError as exc:
         raise SandboxError(f"bad setting: {exc}") from None
     return settings

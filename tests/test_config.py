@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.config import Settings, SettingsError, SilenceBackend, load_settings, read_settings
+from bot.config import (
+    Settings,
+    SettingsError,
+    SilenceBackend,
+    check_serve,
+    load_settings,
+    read_settings,
+)
 from bot.config.serve import serve_warnings
 
 FIELDS = frozenset(Settings.model_fields)
@@ -132,7 +139,7 @@ def test_check_serve_names_what_is_missing(missing: str) -> None:
     settings = load_settings(_env_file=None, **values)
 
     with pytest.raises(SettingsError, match=missing.upper()):
-        settings.check_serve()
+        check_serve(settings)
 
 
 def test_socket_mode_needs_no_signing_secret() -> None:
@@ -141,7 +148,7 @@ def test_socket_mode_needs_no_signing_secret() -> None:
     settings = load_settings(_env_file=None, slack_app_token="xapp-1", **values)
 
     assert settings.socket_mode
-    settings.check_serve()
+    check_serve(settings)
 
 
 def test_an_empty_app_token_does_not_switch_to_socket_mode(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,11 +159,11 @@ def test_an_empty_app_token_does_not_switch_to_socket_mode(monkeypatch: pytest.M
 
     assert not settings.socket_mode
     with pytest.raises(SettingsError, match="SLACK_SIGNING_SECRET"):
-        settings.check_serve()
+        check_serve(settings)
 
 
 def test_check_serve_accepts_a_complete_http_mode_config() -> None:
-    load_settings(_env_file=None, **serve_ready()).check_serve()
+    check_serve(load_settings(_env_file=None, **serve_ready()))
 
 
 @pytest.mark.parametrize(
@@ -172,13 +179,13 @@ def test_any_one_webhook_credential_or_the_explicit_opt_out_is_enough(
     credential: dict[str, object],
 ) -> None:
     values: dict[str, object] = {**serve_ready(), "alert_webhook_token": None, **credential}
-    load_settings(_env_file=None, **values).check_serve()
+    check_serve(load_settings(_env_file=None, **values))
 
 
 def test_serve_is_closed_by_default_without_a_webhook_credential() -> None:
     values: dict[str, object] = {**serve_ready(), "alert_webhook_token": None}
     with pytest.raises(SettingsError) as refused:
-        load_settings(_env_file=None, **values).check_serve()
+        check_serve(load_settings(_env_file=None, **values))
     message = str(refused.value)
     for name in (
         "ALERT_WEBHOOK_TOKEN",
@@ -299,7 +306,7 @@ def test_a_backend_without_its_settings_stops_serve_naming_them(
     values: dict[str, str], named: str
 ) -> None:
     with pytest.raises(SettingsError, match=named):
-        load_settings(_env_file=None, **serve_ready(), **values).check_serve()
+        check_serve(load_settings(_env_file=None, **serve_ready(), **values))
 
 
 @pytest.mark.parametrize(
@@ -410,7 +417,7 @@ HUD = {"metrics_backend": "hud", "hud_url": "https://hud.pytorch.org"}
 def test_serve_refuses_a_hud_threshold_no_drain_could_pass(values: dict, says: str) -> None:
     settings = load_settings(_env_file=None, **serve_ready(), **values)
     with pytest.raises(SettingsError) as caught:
-        settings.check_serve()
+        check_serve(settings)
     assert says in str(caught.value)
 
 
@@ -423,7 +430,7 @@ def test_serve_refuses_a_hud_threshold_no_drain_could_pass(values: dict, says: s
     ],
 )
 def test_serve_takes_a_hud_threshold_within_the_drain_wait_limit(values: dict) -> None:
-    load_settings(_env_file=None, **serve_ready(), **values).check_serve()
+    check_serve(load_settings(_env_file=None, **serve_ready(), **values))
 
 
 def test_metrics_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -432,7 +439,7 @@ def test_metrics_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("HUD_PARAMETERS", '{"orgs": ["pytorch"]}')
     monkeypatch.setenv("GITHUB_REPOS", "pytorch/pytorch, pytorch/vision")
     settings = load_settings(_env_file=None, **serve_ready())
-    settings.check_serve()
+    check_serve(settings)
     assert settings.hud_parameters == {"orgs": ["pytorch"]}
     assert settings.github_repos == ("pytorch/pytorch", "pytorch/vision")
     # The defaults users get: a reading a minute, three drained checks a minute apart.

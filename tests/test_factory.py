@@ -10,8 +10,8 @@ import pytest
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics
-from bot.config import Settings, SettingsError, load_settings
-from bot.factory import build_jobs_source, build_metrics, runner_names, scale_targets
+from bot.config import Settings, SettingsError, check_serve, load_settings
+from bot.factory import build_jobs_source, build_metrics, scale_targets
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +72,7 @@ def test_a_jobs_source_without_what_it_needs_refuses_to_start(
     values: dict[str, str], says: str
 ) -> None:
     with pytest.raises(SettingsError, match=says):
-        load_settings(_env_file=None, **SERVING, **values).check_serve()
+        check_serve(load_settings(_env_file=None, **SERVING, **values))
 
 
 # -- runner types and their ARC scale sets ----------------------------------------------------
@@ -142,7 +142,7 @@ async def test_prometheus_names_its_series_for_the_runner_types_the_bot_knows() 
         assert metrics.runner_type({"name": "linux-4xlarge-d4zt9"}) == "linux-4xlarge"
     finally:
         await metrics.aclose()
-    assert runner_names(settings).table() == [
+    assert settings.runner_names.table() == [
         (GPU, "gpu-a10g", True),
         ("linux.2xlarge", "linux-2xlarge", False),
     ]

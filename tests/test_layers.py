@@ -5,8 +5,9 @@ probes with the root's backends) may import anything; the middle packages (intak
 actions, status) the layers below, never each other; `fleet` (the fleet reading several of them
 share) the lower layers; render, storage and backends only domain; domain only itself. Anyone may
 import the leaves: telemetry, logs, backoff (the one way to wait after failures) and slack_scopes
-(a table of Slack facts). `bot.config`, the
-settings, imports only domain and `bot.storage.connection`, and only the top imports it.
+(a table of Slack facts). `bot.config`, the settings, imports only domain and
+`bot.storage.connection`; what it configures imports it (backends, fleet, the middle packages,
+the top), never storage, render or domain.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def allowed(importer: str, target: str) -> bool:
     if mine == theirs or theirs in LEAVES or RANK.get(mine) == TOP:
         return True
     if theirs == "config":
-        return False
+        return mine not in ("storage", "render", "domain")
     if mine == "config":
         return theirs == "domain" or target == "bot.storage.connection"
     return theirs in RANK and mine in RANK and RANK[theirs] < RANK[mine]

@@ -23,9 +23,8 @@ from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_form import ScaleForms
 from bot.actions.silence import Silencing
+from bot.config import Settings
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
-from bot.domain.judgement import DRAIN_TARGET_MINS
-from bot.domain.routes import Routing
 from bot.domain.still_live import still_live
 from bot.render.replies import summaries
 from bot.render.root import escape, render_event
@@ -35,7 +34,6 @@ from bot.storage.incident_store import BAND_ACTION, Commit, Reply, summary_repli
 __all__ = ["ActionCore", "Actor", "Outcome"]
 
 log = logging.getLogger(__name__)
-NO_ROUTES = Routing()
 
 
 class ActionCore:
@@ -49,8 +47,7 @@ class ActionCore:
         warnings: Warnings | None = None,
         report: Report | None = None,
         *,
-        routing: Routing = NO_ROUTES,
-        within_mins: float = DRAIN_TARGET_MINS,
+        config: Settings,
     ) -> None:
         self._acting = acting
         self._store = acting.store
@@ -59,7 +56,7 @@ class ActionCore:
         self.scaling = scaling
         self.scale = scaling.scale
         self.scale_forms = ScaleForms(
-            scaling, diagnosing.readings, warnings, clock=acting.clock, within_mins=within_mins
+            scaling, diagnosing.readings, warnings, clock=acting.clock, config=config
         )
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
@@ -69,10 +66,8 @@ class ActionCore:
         self.warnings = warnings
         # Where incidents open (SLACK_CHANNEL and the routes'): `/queue` typed in one of them
         # answers for that channel and the runner types it owns; anywhere else (a DM), for all.
-        self.routing = routing
-        self.channels = routing.channels
-        # `/queue`'s advice drains each queue within this many minutes, as the incident's does.
-        self.within_mins = within_mins
+        self.routing = config.routing
+        self.channels = self.routing.channels
         self._report = report
 
     async def post_weekly_report(self) -> None:

@@ -8,20 +8,18 @@ leaves the report on the alert's own numbers, and the report says so.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decision, Outcome, refused
 from bot.actions.scale import Scaling
 from bot.backends.errors import BackendError
-from bot.domain.causes import BOOT_MINS, JOBS_SOURCES, STALL_MINS
+from bot.config import Settings
+from bot.domain.causes import JOBS_SOURCES
 from bot.domain.diagnostics import Cause, Diagnosis, Evidence, diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incident_fleet import as_snapshot, incident_fleet
 from bot.domain.incidents import Event, Incident, diagnosed, with_action, with_live
 from bot.domain.jobs import JobsView, surging
-from bot.domain.judgement import DRAIN_TARGET_MINS
-from bot.domain.routes import Routing
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.render.diagnostics import render_diagnostics
@@ -29,16 +27,8 @@ from bot.render.mrkdwn import person
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 from bot.storage.interactions import Held
 
-
-@dataclass(frozen=True)
-class DiagnoseConfig:
-    timeout_s: float = 10.0
-    cooldown_s: float = 30.0
-    boot_mins: float = BOOT_MINS  # runners missing longer than this do not register
-    stall_mins: float = STALL_MINS  # assigned jobs frozen this long: the listener stalled
-    routing: Routing = field(default_factory=Routing)  # which types are which channel's
-    # The next step asks for the runners that would drain the queue within this many minutes.
-    within_mins: float = DRAIN_TARGET_MINS
+# The report just posted answers a second click for this long.
+COOLDOWN_S = 30.0
 
 
 class Diagnosing:
@@ -47,7 +37,7 @@ class Diagnosing:
         acting: Acting,
         readings: FleetReadings,
         *,
-        config: DiagnoseConfig,
+        config: Settings,
         jobs: JobsWatch | None = None,
         scaling: Scaling | None = None,
     ) -> None:
@@ -75,13 +65,14 @@ class Diagnosing:
                 f"Incident {incident.id} is already resolved: its summary is in the thread."
             )
         name = await self._acting.name(actor)
+        ttl_s = self._config.backend_timeout_seconds + 5
         lock = await self._acting.interactions.lock(
-            incident.id, "diagnose", doing=f"{name} ran them", ttl_s=self._config.timeout_s + 5
+            incident.id, "diagnose", doing=f"{name} ran them", ttl_s=ttl_s
         )
         if isinstance(lock, Held):
             return refused(f"Diagnostics were just run ({lock.what}): see the thread.")
         snapshot, evidence, view = await self._gather(incident)
-        await lock.keep(self._config.cooldown_s, f"{name} ran them")
+        await lock.keep(COOLDOWN_S, f"{name} ran them")
         return await self._acting.commit(ref, _record(actor, name, snapshot, evidence, view))
 
     async def _gather(self, incident: Incident) -> tuple[FleetSnapshot, Evidence, JobsView | None]:
@@ -98,7 +89,7 @@ class Diagnosing:
             now=now,
             interval=self._readings.interval,
             routing=self._config.routing,
-            within_mins=self._config.within_mins,
+            within_mins=self._config.drain_target_minutes,
         )
         types = [t for t in snapshot.runner_types if t]
         failures, (view, jobs_note) = await asyncio.gather(
@@ -111,8 +102,8 @@ class Diagnosing:
             slower = {t: view.slower[n] for t, n in named.items() if n in view.slower}
         evidence = Evidence(
             history=history,
-            boot_mins=self._config.boot_mins,
-            stall_mins=self._config.stall_mins,
+            boot_mins=self._config.runner_boot_minutes,
+            stall_mins=self._config.listener_stall_minutes,
             scaler_failures=failures,
             surges=surges,
             slower=slower,

@@ -12,8 +12,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 
+from bot.config import Settings
 from bot.render.mrkdwn import escape
 
 log = logging.getLogger(__name__)
@@ -28,24 +28,15 @@ GROUP_LOOKUP_S = 1.5
 GROUP_FETCH_S = 10.0
 
 
-@dataclass(frozen=True)
-class Rules:
-    scale_allowed: tuple[str, ...] = ()
-
-    @property
-    def groups(self) -> tuple[str, ...]:
-        return tuple(entry for entry in self.scale_allowed if entry.startswith("S"))
-
-
 class Authorizer:
     def __init__(
         self,
-        rules: Rules,
+        config: Settings,
         *,
         group_members: Callable[[str], Awaitable[Sequence[str]]],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._rules = rules
+        self._config = config
         self._group_members = group_members
         self._clock = clock
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
@@ -58,7 +49,7 @@ class Authorizer:
             return "Slack did not say who asked, so nothing was done."
         if action not in RESTRICTED:
             return None
-        allowed = self._rules.scale_allowed
+        allowed = self._config.scale_allowed_users
         if not allowed:
             return (
                 "Scaling from Slack is turned off: nobody is allowed yet. An operator allows "
@@ -78,12 +69,14 @@ class Authorizer:
         now = self._clock()
         fresh = {
             group: cached[1]
-            for group in self._rules.groups
+            for group in self._config.scale_allowed_groups
             if (cached := self._groups.get(group)) is not None and now - cached[0] < GROUP_CACHE_S
         }
         if any(user_id in members for members in fresh.values()):
             return True
-        fetching = {self._fetch(group) for group in self._rules.groups if group not in fresh}
+        fetching = {
+            self._fetch(group) for group in self._config.scale_allowed_groups if group not in fresh
+        }
         deadline = asyncio.get_running_loop().time() + GROUP_LOOKUP_S
         while fetching:
             left = deadline - asyncio.get_running_loop().time()

@@ -20,10 +20,10 @@ from redis.exceptions import RedisError
 from bot.actions.flow import Acting, Actor, Outcome
 from bot.backends.errors import BackendError, within
 from bot.backends.metrics import QueueHistory
+from bot.config import Settings
 from bot.domain.capacity import TypeHistory, TypeReport, capacity_report, report_channels
-from bot.domain.early_warning import Thresholds
 from bot.domain.incidents import Incident
-from bot.domain.routes import Route, channel_for_type
+from bot.domain.routes import channel_for_type
 from bot.fleet.readings import FleetReadings
 from bot.render.capacity import render_report, report_message
 from bot.storage.notices import NoticeStore
@@ -31,16 +31,6 @@ from bot.storage.notices import NoticeStore
 log = logging.getLogger(__name__)
 
 MAX_INCIDENTS = 300  # the most recent ones read: a month of a busy fleet
-
-
-@dataclass(frozen=True)
-class ReportConfig:
-    kept_days: int = 30  # incidents older than this are gone (`INCIDENT_RETENTION_DAYS`)
-    channel: str = ""  # where the weekly post goes (`SLACK_CHANNEL`), but for routed types
-    routes: tuple[Route, ...] = ()  # `SLACK_ROUTES`: a team's types' report goes to its channel
-    # Where the alert fires when no incident said it: time over them is counted from history.
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -59,14 +49,14 @@ class Report:
         acting: Acting,
         readings: FleetReadings,
         *,
-        config: ReportConfig = ReportConfig(),
+        config: Settings,
         notices: NoticeStore | None = None,
         history: QueueHistory | None = None,
     ) -> None:
         self._acting = acting
         self._readings = readings
         self._config = config
-        self._notices = notices  # where the weekly post is queued, for `config.channel`
+        self._notices = notices  # where the weekly post is queued, for SLACK_CHANNEL
         self._history = history
 
     async def report(
@@ -86,7 +76,7 @@ class Report:
         text = render_report(
             found.reports,
             days=days,
-            kept_days=self._config.kept_days,
+            kept_days=self._config.incident_retention_days,
             history=found.history,
             missing=found.missing,
         )
@@ -102,9 +92,9 @@ class Report:
             by_channel = report_channels(
                 found.reports,
                 found.incidents,
-                default=self._config.channel,
+                default=self._config.slack_channel,
                 routed=lambda name: channel_for_type(
-                    self._config.routes, name, self._config.channel
+                    self._config.slack_routes, name, self._config.slack_channel
                 ),
             )
             for channel, reports in by_channel.items():
@@ -116,7 +106,7 @@ class Report:
                 message = report_message(
                     reports,
                     days=7,
-                    kept_days=self._config.kept_days,
+                    kept_days=self._config.incident_retention_days,
                     history=found.history,
                     missing=found.missing,
                 )
@@ -138,7 +128,7 @@ class Report:
         if self._history is not None:
             try:
                 call = self._history.history(start=since, end=now)
-                kept = await within(call, self._config.timeout_s, self._history.name)
+                kept = await within(call, self._config.backend_timeout_seconds, self._history.name)
                 history, source, missing = dict(kept.types), self._history.name, kept.note
             except BackendError as exc:
                 log.warning("capacity report: no history: %s", exc)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from dataclasses import dataclass
 from datetime import datetime
 
 from redis.exceptions import RedisError
@@ -37,6 +36,7 @@ from bot.actions.flow import (
 from bot.actions.scale_reverts import ScaleReverts, plan_sentence
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
+from bot.config import Settings
 from bot.domain.fleet import worst_first
 from bot.domain.incidents import (
     Event,
@@ -47,7 +47,7 @@ from bot.domain.incidents import (
     with_put_back,
 )
 from bot.domain.judgement import Judgement
-from bot.domain.runner_names import RunnerNames, runner_key
+from bot.domain.runner_names import runner_key
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, scale_default
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event
@@ -63,12 +63,6 @@ NOT_CONFIGURED = (
 FLEET = "fleet"  # action locks of a runner type are fleet-wide, not per incident
 
 
-@dataclass(frozen=True)
-class ScaleConfig:
-    timeout_s: float = 10.0
-    cooldown_s: float = 60.0
-
-
 class Scaling:
     def __init__(
         self,
@@ -76,14 +70,13 @@ class Scaling:
         scaler: Scaler | None,
         targets: dict[str, ScaleTarget],
         *,
-        config: ScaleConfig,
+        config: Settings,
         reverts: ScaleReverts | None = None,
-        names: RunnerNames | None = None,
     ) -> None:
         self._acting = acting
         self._scaler = scaler
         self._targets = targets
-        self._names = names or RunnerNames()
+        self._names = config.runner_names
         self._config = config
         self._reverts = reverts
 
@@ -149,7 +142,7 @@ class Scaling:
             capacity, note = await self._capacity(self._scaler, target, timeout_s)
             raises = self._scaler.can_raise_maximum
             cannot_undo = self._scaler.cannot_undo
-        after = self._reverts.config.after_s if self._reverts is not None else None
+        after = self._config.scale_revert_after if self._reverts is not None else None
         if not until:
             until = self._reverts.settle_said if self._reverts is not None else ""
 
@@ -197,7 +190,9 @@ class Scaling:
 
         async def read(target: ScaleTarget) -> list[str] | None:
             try:
-                return await within(scaler.failures(target), self._config.timeout_s, scaler.name)
+                return await within(
+                    scaler.failures(target), self._config.backend_timeout_seconds, scaler.name
+                )
             except BackendError:
                 return None
 
@@ -287,7 +282,7 @@ class Scaling:
             FLEET,
             f"scale:{runner_type}",
             doing=f"{name} is scaling it",
-            ttl_s=deadline_of(self._config.timeout_s) + 5,
+            ttl_s=deadline_of(self._config.backend_timeout_seconds) + 5,
         )
         if isinstance(lock, Held):
             return refused(f"`{escape(runner_type)}` was just scaled: {escape(lock.what)}.")
@@ -300,13 +295,17 @@ class Scaling:
             request_id=secrets.token_hex(8),
         )
         try:
-            result = await within(scaler.scale(request), self._config.timeout_s, scaler.name)
+            result = await within(
+                scaler.scale(request), self._config.backend_timeout_seconds, scaler.name
+            )
         except BackendError as exc:
             await lock.release()
             reason = escape(str(exc))
             return failed(f"Could not scale `{escape(runner_type)}`: {reason}. Nothing changed.")
         at = self._acting.clock()
-        await lock.keep(self._config.cooldown_s, f"{name} asked for +{delta} at {at:%H:%M} UTC")
+        await lock.keep(
+            self._config.scale_cooldown_seconds, f"{name} asked for +{delta} at {at:%H:%M} UTC"
+        )
         return request, result
 
     async def remember(

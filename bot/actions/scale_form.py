@@ -17,8 +17,9 @@ from datetime import datetime
 from bot.actions.early_warning import Warnings
 from bot.actions.flow import Actor, Outcome
 from bot.actions.scale import Scaling
+from bot.config import Settings
 from bot.domain.incident_fleet import judgement_of
-from bot.domain.judgement import DRAIN_TARGET_MINS, Judgement
+from bot.domain.judgement import Judgement
 from bot.domain.runner_names import runner_key
 from bot.domain.scaling import ScaleOwner, ScalePreview
 from bot.fleet.readings import FleetReadings
@@ -34,13 +35,13 @@ class ScaleForms:
         warnings: Warnings | None = None,
         *,
         clock: Callable[[], datetime],
-        within_mins: float = DRAIN_TARGET_MINS,
+        config: Settings,
     ) -> None:
         self._clock = clock
         self._scaling = scaling
         self._readings = readings
         self._warnings = warnings
-        self._within_mins = within_mins
+        self._config = config
 
     async def owner(
         self, actor: Actor, *, ref: str, warning: str, runner_type: str
@@ -73,7 +74,7 @@ class ScaleForms:
         """The judgement the owner's message shows of `runner_type`: the incident's root's, or
         the current fleet reading's (what the warning's message says, or newer)."""
         if owner.incident is not None:
-            now, within = self._clock(), self._within_mins
+            now, within = self._clock(), self._config.drain_target_minutes
             return judgement_of(owner.incident, runner_type, now=now, within_mins=within)
         reading = await self._readings.latest()
         fleet = reading.fleet if reading is not None else None

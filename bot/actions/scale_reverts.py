@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
@@ -42,8 +42,9 @@ from redis.exceptions import RedisError
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Reverted, Scaler, Undo
 from bot.backoff import wait_after
+from bot.config import Settings
 from bot.domain.early_warning import SCALE_UNTIL, Phase, WarningState
-from bot.domain.incident_fleet import DrainConfig, type_drained
+from bot.domain.incident_fleet import type_drained
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -71,19 +72,6 @@ FIRST_BACKOFF_S = 30.0
 MAX_BACKOFF_S = 900.0
 MAX_ATTEMPTS = 15
 MAX_COMMIT_ATTEMPTS = 20
-
-
-@dataclass(frozen=True)
-class RevertConfig:
-    # Put back this long after the scale-up even while the incident is open (0: only when it
-    # resolves).
-    after_s: int = 4 * 3600
-    # How often an open incident's scale-ups are looked at again (is it resolved yet?).
-    check_s: float = 15.0
-    timeout_s: float = 10.0
-    # After the resolve, how long the type's queue must stay drained before it goes back.
-    settle_s: float = 0.0
-    drain: DrainConfig = field(default_factory=DrainConfig)
 
 
 @dataclass(frozen=True)
@@ -144,7 +132,7 @@ class ScaleReverts:
         store: IncidentStore,
         scaler: Scaler,
         *,
-        config: RevertConfig,
+        config: Settings,
         clock: Callable[[], datetime],
         warnings: WarningStore | None = None,
         readings: FleetReadings | None = None,
@@ -153,14 +141,16 @@ class ScaleReverts:
         self._store = store
         self._warnings = warnings
         self._scaler = scaler
-        self.config = config
+        self._config = config
+        # Resolution is noticed within a few ticks; the record costs one Redis read a look.
+        self._check_s = config.status_tick_seconds * 3
         self._clock = clock
         self._due = scale_revert_records(redis, keys)
 
     @property
     def lease_s(self) -> float:
         """Long enough for the backend's call and the thread's commit."""
-        return 2 * deadline_of(self.config.timeout_s) + 30
+        return 2 * deadline_of(self._config.backend_timeout_seconds) + 30
 
     # -- recording a scale-up --------------------------------------------------------------
 
@@ -178,7 +168,7 @@ class ScaleReverts:
         record = RevertRecord(
             rid, incident_id, target, undo, self._scaler.name, by, now, warning=warning
         )
-        await self._due.schedule(rid, now + self.config.check_s, record.dump())
+        await self._due.schedule(rid, now + self._check_s, record.dump())
         if earlier is not None and earlier.incident_id not in ("", incident_id):
             await self._handed_on(earlier.incident_id, rid)
         return record
@@ -205,14 +195,15 @@ class ScaleReverts:
         """When a recorded scale-up goes back, for replies: "once the incident resolves and its
         queue stays drained 30 min, or after 4 h"."""
         until = SCALE_UNTIL if warning else self.settle_said
-        if not self.config.after_s:
+        after = self._config.scale_revert_after
+        if not after:
             return f"when {until}"
-        return f"when {until} or after {duration(timedelta(seconds=self.config.after_s))}"
+        return f"when {until} or after {duration(timedelta(seconds=after))}"
 
     def put_back(self, record: RevertRecord) -> PutBack:
         """What the incident keeps of a recorded scale-up, for its summary."""
-        after = self.config.after_s
-        settle = self.config.settle_s
+        after = self._config.scale_revert_after
+        settle = self._config.scale_revert_settle
         return PutBack(
             id=record.id,
             runner_type=record.target.runner_type,
@@ -226,7 +217,7 @@ class ScaleReverts:
     @property
     def settle_said(self) -> str:
         """ "the incident resolves and its queue stays drained 30 min" """
-        settle = self.config.settle_s
+        settle = self._config.scale_revert_settle
         if not settle:
             return "the incident resolves"
         return f"the incident resolves and its queue stays drained {_span(settle)}"
@@ -295,12 +286,12 @@ class ScaleReverts:
             await self._end(claim, record, next_at)
             return record, None
         if await self._earlier_to_go_back(record):
-            await self._end(claim, record, now.timestamp() + self.config.check_s)
+            await self._end(claim, record, now.timestamp() + self._check_s)
             return record, None
         try:
             result = await within(
                 self._scaler.revert(record.target, record.undo),
-                self.config.timeout_s,
+                self._config.backend_timeout_seconds,
                 self._scaler.name,
             )
         except BackendError as exc:
@@ -350,7 +341,7 @@ class ScaleReverts:
     ) -> tuple[str | None, RevertRecord, float]:
         """Why `record` goes back now (its owner's state read), or None while it stays; the
         record as it is kept, and when to look again."""
-        again = now.timestamp() + self.config.check_s
+        again = now.timestamp() + self._check_s
         if record.warning:
             return self._why_warning(record, state, now), record, again
         incident = await self._store.get(record.incident_id)
@@ -367,12 +358,12 @@ class ScaleReverts:
         one incident whose queues stayed drained settle from the same instant, so they go back
         in one look, and one reply."""
         at = now.timestamp()
-        settle = self.config.settle_s
+        settle = self._config.scale_revert_settle
         if not settle:
             return "the incident resolved", record, at
         drained = await self._drained(record.target.runner_type)
         if drained is False:
-            return None, replace(record, queued_at=at), at + self.config.check_s
+            return None, replace(record, queued_at=at), at + self._check_s
         since = max((incident.resolved_at or now).timestamp(), record.queued_at)
         if at >= since + settle:
             return f"the incident resolved and its queue stayed drained {_span(settle)}", record, at
@@ -380,7 +371,7 @@ class ScaleReverts:
         return (
             None,
             record,
-            min(since + settle, at + self.config.check_s) if drained else since + settle,
+            min(since + settle, at + self._check_s) if drained else since + settle,
         )
 
     async def _drained(self, runner_type: str) -> bool | None:
@@ -393,7 +384,7 @@ class ScaleReverts:
             return None
         if reading is None or reading.fleet is None or reading.error:
             return None
-        return type_drained(reading.fleet, runner_type, self.config.drain)
+        return type_drained(reading.fleet, runner_type, self._config.drain_rule)
 
     async def _earlier_to_go_back(self, record: RevertRecord) -> bool:
         """Whether a scale-up of ours of the same target, in a field that goes back before this
@@ -414,7 +405,7 @@ class ScaleReverts:
         self, record: RevertRecord, state: WarningState | None, now: datetime
     ) -> str | None:
         """Why a warning's scale-up goes back now, or None while it stays."""
-        after = self.config.after_s
+        after = self._config.scale_revert_after
         if after and now.timestamp() >= record.scaled_at + after:
             return f"{duration(timedelta(seconds=after))} after the scale-up"
         if state is None:
@@ -426,7 +417,7 @@ class ScaleReverts:
         for a resolved incident (`_settled`)."""
         if incident is None:
             return "its incident is no longer known"
-        after = self.config.after_s
+        after = self._config.scale_revert_after
         if after and now.timestamp() >= record.scaled_at + after:
             return f"{duration(timedelta(seconds=after))} after the scale-up"
         return None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.actions.flow import (
@@ -29,6 +28,7 @@ from bot.actions.flow import (
 )
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
+from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
 from bot.domain.units import duration
 from bot.render.mrkdwn import escape, person, slack_date
@@ -44,20 +44,13 @@ NOT_CONFIGURED = (
 )
 
 
-@dataclass(frozen=True)
-class SilenceConfig:
-    timeout_s: float = 10.0
-    # How often the tick asks the backend whether a silence is still in force.
-    check_s: float = 60.0
-
-
 class Silencing:
     def __init__(
         self,
         acting: Acting,
         silencer: Silencer | None,
         *,
-        config: SilenceConfig,
+        config: Settings,
         permalink: Callable[[str, str], Awaitable[str | None]],
     ) -> None:
         self._acting = acting
@@ -109,7 +102,9 @@ class Silencing:
             )
             # Watched before it exists: a replica dying right after creating it still has the
             # tick look at the incident (and find nothing, if the silence was never recorded).
-            first_check = min(until.timestamp(), now.timestamp() + self._config.check_s)
+            first_check = min(
+                until.timestamp(), now.timestamp() + self._config.silence_check_seconds
+            )
             await self._acting.store.silence_watch.schedule(incident.id, first_check)
             silence_id = await within(silencer.create(request), self._timeout, silencer.name)
         except BackendError as exc:
@@ -181,12 +176,12 @@ class Silencing:
 
     @property
     def _timeout(self) -> float:
-        return self._config.timeout_s
+        return self._config.backend_timeout_seconds
 
     @property
     def _lock_s(self) -> float:
         """Held past the call's deadline: the commit that records the result follows it."""
-        return deadline_of(self._config.timeout_s) + 5
+        return deadline_of(self._config.backend_timeout_seconds) + 5
 
 
 def _silence_refusal(incident: Incident) -> str:

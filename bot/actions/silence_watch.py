@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.actions.silence import SilenceConfig
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceState
+from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, unsilenced
 from bot.render.replies import render_event
 from bot.storage.due_set import Claim
@@ -36,7 +36,7 @@ class SilenceWatch:
         store: IncidentStore,
         silencer: Silencer,
         *,
-        config: SilenceConfig,
+        config: Settings,
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
@@ -61,7 +61,7 @@ class SilenceWatch:
 
     async def check(self, incident_id: str) -> None:
         # Claimed as it is checked, not with the others: each check waits on the backend.
-        lease_s = deadline_of(self._config.timeout_s) + 5
+        lease_s = deadline_of(self._config.backend_timeout_seconds) + 5
         watch = self._store.silence_watch
         claim = await watch.claim(incident_id, self._clock().timestamp(), lease_s)
         if claim is None:
@@ -86,17 +86,17 @@ class SilenceWatch:
         try:
             state = await within(
                 self._silencer.state(current.silence_id),
-                self._config.timeout_s,
+                self._config.backend_timeout_seconds,
                 self._silencer.name,
             )
         except BackendError:
-            await watch.reschedule(claim, now.timestamp() + self._config.check_s)
+            await watch.reschedule(claim, now.timestamp() + self._config.silence_check_seconds)
             raise
         if state is not None and state.in_force:
             ends = state.ends_at or current.until
             if abs((ends - current.until).total_seconds()) > 1:
                 await self._record(incident_id, current, _moved(current, ends))
-            due = min(now.timestamp() + self._config.check_s, ends.timestamp())
+            due = min(now.timestamp() + self._config.silence_check_seconds, ends.timestamp())
             await watch.reschedule(claim, max(due, now.timestamp() + 1))
             return
         await self._record(incident_id, current, _ended(current, state, now))

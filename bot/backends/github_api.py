@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from bot.backends.errors import BackendError
 from bot.backends.github_auth import HEADERS, StaticToken, TokenSource
 from bot.backends.http import error_of, request
 from bot.backoff import Backoff
+from bot.config import Settings
 
 # A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
 # longer while it continues. The cap keeps the readings from stopping for more than a quarter
@@ -53,26 +54,30 @@ class GithubApi:
 
     def __init__(
         self,
-        config: ApiConfig,
+        config: Settings,
         client: httpx.AsyncClient | None = None,
         *,
         auth: TokenSource | None = None,
+        concurrency: int = 4,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`auth`: where each call's token comes from (a GitHub App's installation token); by
-        default `config.token`, as it is."""
-        self._config = config
+        """GITHUB_API_URL (GitHub Enterprise: `https://HOST/api/v3`), at most `concurrency`
+        calls at once. `auth`: where each call's token comes from (a GitHub App's installation
+        token); by default GITHUB_TOKEN, as it is."""
         self._client = client or httpx.AsyncClient(
-            base_url=config.api_url.rstrip("/"), timeout=config.timeout_s, headers=HEADERS
+            base_url=config.github_api_url.rstrip("/"),
+            timeout=config.backend_timeout_seconds,
+            headers=HEADERS,
         )
-        self._auth = auth or StaticToken(config.token)
+        token = config.github_token
+        self._auth = auth or StaticToken(token.get_secret_value() if token is not None else "")
         self._cache: dict[str, _Cached] = {}
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
         # When the last rate limit was met: an answer to a call sent before it tells nothing new.
         self._limited_at = float("-inf")
         self._secondary = Backoff(SECONDARY_MAX_S, first=SECONDARY_FIRST_S)
-        self._slots = asyncio.Semaphore(config.concurrency)
+        self._slots = asyncio.Semaphore(concurrency)
         self.calls = 0  # requests sent, for the tests and the logs
         self.not_modified = 0
 
@@ -263,15 +268,3 @@ def _float(value: str | None) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
-
-
-@dataclass(frozen=True)
-class ApiConfig:
-    """How to reach GitHub: a token (a PAT; a GitHub App's comes from the `GithubApi`'s `auth`
-    instead), the REST base URL (GitHub Enterprise: `https://HOST/api/v3`), the timeout, and how
-    many calls at once."""
-
-    token: str = field(default="", repr=False)
-    api_url: str = "https://api.github.com"
-    timeout_s: float = 10.0
-    concurrency: int = 4

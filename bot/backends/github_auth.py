@@ -20,13 +20,14 @@ import base64
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
+from bot.config import Settings
 from bot.domain.alerts import parse_timestamp
 
 if TYPE_CHECKING:
@@ -76,17 +77,14 @@ class StaticToken:
         return False
 
 
-@dataclass(frozen=True)
-class AppConfig:
-    """A GitHub App: its ID (or client ID), its private key (PEM), and its installation, by ID or
-    by where to find it (`/repos/{owner}/{repo}/installation`, `/orgs/{org}/installation`)."""
-
-    app_id: str
-    private_key: str = field(repr=False)
-    installation_id: int | None = None
-    installation_of: str = ""
-    api_url: str = "https://api.github.com"
-    timeout_s: float = 10.0
+def installation_of(config: Settings) -> str:
+    """Where the App's installation is asked for, without GITHUB_APP_INSTALLATION_ID: the one on
+    GITHUB_ISSUES_REPO, else on the first of GITHUB_REPOS (`/repos/{owner}/{repo}/installation`),
+    else on GITHUB_ORG (`/orgs/{org}/installation`); "" when none is set."""
+    repo = config.github_issues_repo or next(iter(config.github_repos), "")
+    if repo:
+        return f"/repos/{repo}/installation"
+    return f"/orgs/{config.github_org}/installation" if config.github_org else ""
 
 
 @dataclass(frozen=True)
@@ -107,23 +105,24 @@ class AppInstallationToken:
 
     def __init__(
         self,
-        config: AppConfig,
+        config: Settings,
         *,
         clock: Callable[[], float] = time.time,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        key = config.github_app_private_key
         self._config = config
-        self._key = _private_key(config.private_key)
+        self._key = _private_key(key.get_secret_value() if key is not None else "")
         self._clock = clock  # epoch seconds, as the JWT's claims and `expires_at`
         self._transport = transport
-        self._installation_id = config.installation_id
+        self._installation_id = config.github_app_installation_id
         self._token: str | None = None
         self._lock = asyncio.Lock()
         self.grant: Grant | None = None
         self.minted = 0  # tokens minted, for the tests
 
     def __repr__(self) -> str:
-        return f"AppInstallationToken(app_id={self._config.app_id!r})"
+        return f"AppInstallationToken(app_id={self._config.github_app_id!r})"
 
     async def token(self) -> str:
         if self._fresh():
@@ -150,8 +149,8 @@ class AppInstallationToken:
     async def _mint(self) -> None:
         config = self._config
         async with httpx.AsyncClient(
-            base_url=config.api_url.rstrip("/"),
-            timeout=config.timeout_s,
+            base_url=config.github_api_url.rstrip("/"),
+            timeout=config.backend_timeout_seconds,
             headers=HEADERS,
             transport=self._transport,
         ) as client:
@@ -174,7 +173,7 @@ class AppInstallationToken:
         self.minted += 1
 
     async def _find_installation(self, client: httpx.AsyncClient) -> int:
-        where = self._config.installation_of
+        where = installation_of(self._config)
         if not where:
             raise BackendError(
                 "the GitHub App's installation is unknown: set GITHUB_APP_INSTALLATION_ID",
@@ -202,7 +201,7 @@ class AppInstallationToken:
     ) -> dict[str, Any]:
         """A call as the App itself, with a JWT made for it (a JWT lasts minutes, a mint an
         instant: one per call keeps none lying about)."""
-        jwt = app_jwt(self._config.app_id, self._key, self._clock())
+        jwt = app_jwt(self._config.github_app_id, self._key, self._clock())
         try:
             response = await request(
                 client, "GitHub", method, url,

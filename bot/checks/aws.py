@@ -14,8 +14,8 @@ from collections.abc import Mapping
 
 from bot.backends.errors import BackendError
 from bot.backends.scale.asg import AsgScaler
-from bot.backends.scale.aws import AwsConfig, call, client
-from bot.backends.scale.sqs import SqsScalerConfig, with_region
+from bot.backends.scale.aws import call, client
+from bot.backends.scale.sqs import queue_region
 from bot.checks import Finding, fail, ok, warn
 from bot.config import Settings
 from bot.domain.scaling import ScaleTarget
@@ -31,14 +31,9 @@ CREDENTIALS = (
 async def probe_sqs(settings: Settings) -> list[Finding]:
     assert settings.scaler_sqs_queue_url
     url = settings.scaler_sqs_queue_url
-    aws = AwsConfig(
-        settings.aws_region, settings.aws_endpoint_url, settings.backend_timeout_seconds
-    )
     queue = url.rstrip("/").rpartition("/")[2]
     try:
-        sqs = client(
-            "sqs", with_region(SqsScalerConfig(url, settings.scaler_sqs_repository, aws=aws))
-        )
+        sqs = client("sqs", settings, region=queue_region(url))
         answer = await call(
             "SQS",
             sqs.get_queue_attributes,

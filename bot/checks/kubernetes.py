@@ -14,7 +14,7 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
 from bot.backends.kube import KubeAccess
-from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.backends.scale.arc import ArcScaler
 from bot.checks import Finding, fail, ok, shown_url
 from bot.config import Settings, SettingsError
 from bot.domain.scaling import ScaleTarget
@@ -43,10 +43,8 @@ async def probe(settings: Settings, environ: Mapping[str, str]) -> list[Finding]
                 "service account",
             )
         ]
-    timeout = settings.backend_timeout_seconds
-    config = ArcScalerConfig(access, settings.scaler_arc_namespace, timeout)
-    client = access.client(timeout)
-    scaler = ArcScaler(config, client)
+    client = access.client(settings.backend_timeout_seconds)
+    scaler = ArcScaler(settings, access, client)
     try:
         targets = list(scale_targets(settings).values())
         return list(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bot.checks import Finding, ok
 from bot.config import MetricsBackend, ScalerBackend, Settings
-from bot.factory import runner_names, scale_targets
+from bot.factory import scale_targets
 
 SUBJECT = "runners"
 
@@ -19,7 +19,7 @@ def findings(settings: Settings) -> list[Finding]:
         return []
     targets = scale_targets(settings) if arc else {}
     lines = []
-    for row in runner_names(settings).table():
+    for row in settings.runner_names.table():
         how = "RUNNER_SCALE_SETS" if row.explicit else "derived"
         detail = f"{row.runner_type} → scale set {row.scale_set} ({how})"
         target = targets.get(row.runner_type)

@@ -22,10 +22,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot import slack_scopes
-from bot.actions.permissions import Rules
 from bot.checks import Finding, fail, ok, warn
 from bot.config import Settings
-from bot.outbound.gateway import SlackConfig, build_client
+from bot.outbound.gateway import build_client
 from bot.outbound.membership import FIX, INVITE, why_cannot_post
 
 SUBJECT = "slack"
@@ -74,9 +73,7 @@ class ChannelSeen:
 
 
 async def probe(settings: Settings, redis: Redis) -> list[Finding]:
-    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else ""
-    config = SlackConfig(token, settings.slack_api_url, settings.slack_timeout_seconds)
-    client = build_client(config)
+    client = build_client(settings)
     identity = await ask(client.auth_test())
     if identity.error:
         return [_refused_token(identity.error, settings.slack_api_url)]
@@ -170,7 +167,7 @@ async def _needed(
     settings: Settings, redis: Redis, *, public: bool, private: bool
 ) -> list[tuple[str, str]]:
     """(scope, why) for every scope the settings (and this workspace) need."""
-    groups = Rules(scale_allowed=settings.scale_allowed_users).groups
+    groups = settings.scale_allowed_groups
     needed = slack_scopes.needed(
         public_channels=public, private_channels=private, user_groups=bool(groups)
     )

@@ -2,6 +2,7 @@
 needs of them together (`serve`), reading them (`loading`) and their reference (`reference`)."""
 
 from bot.config.loading import known_variables, load_settings, read_settings, unknown_variables
+from bot.config.serve import check_serve
 from bot.config.settings import (
     JobsBackend,
     MetricsBackend,
@@ -20,6 +21,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "SilenceBackend",
+    "check_serve",
     "known_variables",
     "load_settings",
     "read_settings",

@@ -12,7 +12,9 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 from pydantic_core import ErrorDetails
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.config.serve import serve_problems
 from bot.config.settings import Settings, SettingsError
 
 # Kubernetes gives a pod `<SERVICE>_PORT`, `<SERVICE>_SERVICE_HOST`, … for every Service in its
@@ -27,6 +29,14 @@ _SHARED_PREFIXES = ("AWS_", "KUBERNETES_", "GITHUB_")
 _NEAR_SHARED = 0.92  # AWS_REGON is AWS_REGION; AWS_ENDPOINT_URL_SQS is the SDK's
 
 
+class EnvironmentSettings(BaseSettings, Settings):
+    """The settings as the environment and `.env` give them (with `overrides` over both)."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", extra="ignore", case_sensitive=False, env_ignore_empty=True
+    )
+
+
 def known_variables() -> frozenset[str]:
     """Every variable queuepilot reads."""
     return frozenset(name.upper() for name in Settings.model_fields)
@@ -36,7 +46,7 @@ def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment, `.env` and `overrides`; SettingsError with every value
     that is wrong."""
     try:
-        return Settings(**overrides)
+        return EnvironmentSettings(**overrides)
     except ValidationError as exc:
         raise SettingsError([_problem(error) for error in exc.errors()]) from None
 
@@ -55,13 +65,13 @@ def read_settings(**overrides: Any) -> Settings:
             for name in failed
         }
         try:
-            rest = load_settings(**{**overrides, **defaults}).serve_problems()
+            rest = serve_problems(load_settings(**{**overrides, **defaults}))
         except SettingsError:
             rest = []
         named = {name.upper() for name in failed}
         extra = [p for p in rest if not any(name in p for name in named)]
         raise SettingsError(wrong.problems + extra) from None
-    problems = settings.serve_problems()
+    problems = serve_problems(settings)
     if problems:
         raise SettingsError(problems)
     return settings

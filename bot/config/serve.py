@@ -11,9 +11,20 @@ from bot.config.settings import (
     SettingsError,
     SilenceBackend,
 )
+from bot.domain.fleet import FIELDS, unknown_fields
+from bot.domain.hud_queries import threshold_minutes
+from bot.domain.incident_fleet import absence_can_drain
+
+
+def check_serve(settings: Settings) -> None:
+    """Refuse to serve with settings that would fail later: every reason at once."""
+    problems = serve_problems(settings)
+    if problems:
+        raise SettingsError(problems)
 
 
 def serve_problems(settings: Settings) -> list[str]:
+    """What would fail later, at the first alert, if `serve` started with these."""
     problems: list[str] = []
     try:
         settings.sentinel()
@@ -164,8 +175,6 @@ def _metrics(s: Settings) -> list[str]:
     if jobs is JobsBackend.HUD and not s.hud_url:
         problems.append("JOBS_BACKEND=hud needs HUD_URL")
     if backend is MetricsBackend.PROMETHEUS:
-        from bot.domain.fleet import FIELDS, unknown_fields
-
         unknown = unknown_fields(s.prometheus_queries)
         if unknown:
             problems.append(
@@ -178,9 +187,6 @@ def _hud_threshold(s: Settings) -> list[str]:
     """Refused, not warned: the HUD lists only jobs queued longer than its threshold, so with a
     threshold past the drain's wait limit no incident could ever close by drain (a label it
     lists has waited too long; one it lacks may have waited 29 minutes of 30)."""
-    from bot.domain.hud_queries import threshold_minutes
-    from bot.domain.incident_fleet import absence_can_drain
-
     try:
         threshold = threshold_minutes(s.hud_query, s.hud_parameters)
     except ValueError as exc:

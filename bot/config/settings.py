@@ -1,9 +1,12 @@
 """Settings: every knob in one validated object, read once at start and passed down.
 
-Each field is an environment variable of the same name, upper-cased (an optional `.env` in the
-working directory is read too). Its description, group and whether an operator needs it at all
-(`advanced`: Slack's own limits and internal tuning) live beside it, and the reference in
-docs/configuration.md is generated from them, so the two cannot drift.
+Each field is an environment variable of the same name, upper-cased (read by
+`bot.config.loading`, with an optional `.env` in the working directory). Its default,
+description, group and whether an operator needs it at all (`advanced`: Slack's own limits and
+internal tuning) live beside it, and the reference in docs/configuration.md is generated from
+them, so the two cannot drift. Every part of the bot takes this one object and reads the fields
+it uses by their names, so a variable's readers are found by its name; a test builds it with
+only the values it sets (`Settings(storm_digest_threshold=2)`), the rest at their defaults.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode
 
 from bot.config.values import (
     Days,
@@ -43,9 +46,11 @@ from bot.config.values import (
     token_prefix,
 )
 from bot.domain.capacity import Schedule, parse_schedule
+from bot.domain.early_warning import Thresholds
+from bot.domain.incident_fleet import DrainRule
 from bot.domain.message import ChartStyle
-from bot.domain.routes import Route, parse_routes
-from bot.domain.runner_names import scale_set_problem
+from bot.domain.routes import Route, Routing, parse_routes
+from bot.domain.runner_names import RunnerNames, scale_set_problem
 from bot.storage.connection import (
     SENTINEL_SCHEME,
     RedisSetupError,
@@ -178,12 +183,12 @@ ScaleSet = Annotated[str, AfterValidator(_scale_set_name)]
 AppPrivateKey = Annotated[SecretStr | None, AfterValidator(rsa_private_key)]
 
 
-class Settings(BaseSettings):
-    """queuepilot's configuration, from the environment and `.env`."""
+class Settings(BaseModel):
+    """queuepilot's configuration: what the environment gave, or a test."""
 
-    model_config = SettingsConfigDict(
-        env_file=".env", extra="ignore", case_sensitive=False, env_ignore_empty=True
-    )
+    # A name that is no setting is a mistake in the code that built it (the environment's
+    # reader ignores other variables: `bot.config.loading`).
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     # -- Slack --------------------------------------------------------------------------------
     slack_bot_token: Annotated[
@@ -650,6 +655,8 @@ class Settings(BaseSettings):
         group=METRICS,
         advanced=True,
     )
+    # The 5 chars come from Kubernetes' `utilrand.String` alphabet (no vowels, no 0/1/3): so
+    # "linux-large" keeps its "-large".
     prometheus_name_suffix: str = setting(
         "-[bcdfghjklmnpqrstvwxz2456789]{5}$",
         "prometheus: a regex stripped from that label (ARC 0.14's runner sets are "
@@ -895,6 +902,38 @@ class Settings(BaseSettings):
         return target
 
     @property
+    def routing(self) -> Routing:
+        """SLACK_ROUTES with SLACK_CHANNEL, the channel of what no route takes."""
+        return Routing(self.slack_routes, self.slack_channel)
+
+    @property
+    def runner_names(self) -> RunnerNames:
+        """Runner type <-> ARC scale set: RUNNER_SCALE_SETS' exceptions, else derived, for the
+        types the bot knows (those and SCALER_TARGETS')."""
+        return RunnerNames(self.runner_scale_sets, known=self.scaler_targets)
+
+    @property
+    def scale_allowed_groups(self) -> tuple[str, ...]:
+        """The user groups (S…) of SCALE_ALLOWED_USERS."""
+        return tuple(entry for entry in self.scale_allowed_users if entry.startswith("S"))
+
+    @property
+    def scalable(self) -> frozenset[str]:
+        """The runner types Scale up is offered for: those given a scale target."""
+        if self.scaler_backend is ScalerBackend.NONE:
+            return frozenset()
+        return frozenset(self.scaler_targets)
+
+    @property
+    def drain_rule(self) -> DrainRule:
+        return DrainRule(self.drain_max_queued, self.drain_max_wait_minutes)
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """Where the alert fires, before any incident has said it (EARLY_WARNING_QUEUED, …)."""
+        return Thresholds(self.early_warning_queued, self.early_warning_wait_minutes)
+
+    @property
     def wait_replicas(self) -> int:
         if self.redis_wait_replicas is not None:
             return self.redis_wait_replicas
@@ -920,15 +959,3 @@ class Settings(BaseSettings):
             self.alert_webhook_basic_password is not None
         )
         return bool(self.alert_webhook_token or self.alert_webhook_hmac_secret or basic)
-
-    def serve_problems(self) -> list[str]:
-        """What would fail later, at the first alert, if `serve` started with these."""
-        from bot.config.serve import serve_problems
-
-        return serve_problems(self)
-
-    def check_serve(self) -> None:
-        """Refuse to serve with settings that would fail later: every reason at once."""
-        problems = self.serve_problems()
-        if problems:
-            raise SettingsError(problems)

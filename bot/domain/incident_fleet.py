@@ -46,15 +46,13 @@ ALL_TYPES = ""  # the alert's headline numbers when it names no runner type
 
 
 @dataclass(frozen=True)
-class DrainConfig:
-    """When an incident's queue counts as drained: every runner type it shows has at most
-    `max_queued` jobs waiting and none waiting longer than `max_wait_mins`, for `checks`
-    consecutive checks, `check_interval_s` apart once the first one found it drained."""
+class DrainRule:
+    """When a check finds an incident's queue drained: every runner type it shows has at most
+    `max_queued` jobs waiting and none waiting longer than `max_wait_mins` (DRAIN_MAX_QUEUED,
+    DRAIN_MAX_WAIT_MINUTES)."""
 
-    checks: int = 3
-    max_queued: float = 0
-    max_wait_mins: float = 5.0
-    check_interval_s: float = 60.0
+    max_queued: float
+    max_wait_mins: float
 
 
 NO_ROUTING = Routing()
@@ -281,20 +279,20 @@ def absence_can_drain(queued_over_mins: float | None, max_wait_mins: float) -> b
     return (queued_over_mins or 0) <= max_wait_mins
 
 
-def is_drained(view: FleetSnapshot, config: DrainConfig) -> bool:
+def is_drained(view: FleetSnapshot, rule: DrainRule) -> bool:
     """Every runner type shown is at or below both thresholds (an unknown wait does not count)."""
     return all(
-        (m.queued or 0) <= config.max_queued
+        (m.queued or 0) <= rule.max_queued
         # A wait "over" a number is not known to be under any limit.
         and (
             m.longest_wait_mins is None
-            or (m.longest_wait_mins <= config.max_wait_mins and not m.wait_over)
+            or (m.longest_wait_mins <= rule.max_wait_mins and not m.wait_over)
         )
         for m in view.runner_types.values()
     )
 
 
-def type_drained(view: FleetSnapshot, runner_type: str, config: DrainConfig) -> bool | None:
+def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool | None:
     """Whether one runner type's queue is drained in a live reading: None when the reading
     cannot tell (the alert's numbers, or the type missing from a source where absence is not
     emptiness)."""
@@ -304,20 +302,20 @@ def type_drained(view: FleetSnapshot, runner_type: str, config: DrainConfig) -> 
     found = next(((n, m) for n, m in view.runner_types.items() if runner_key(n) == key), None)
     if found is None:
         empty = view.absent_means_empty and absence_can_drain(
-            view.queued_over_mins, config.max_wait_mins
+            view.queued_over_mins, rule.max_wait_mins
         )
         return True if empty else None
-    return is_drained(view.model_copy(update={"runner_types": dict([found])}), config)
+    return is_drained(view.model_copy(update={"runner_types": dict([found])}), rule)
 
 
-def drain_checks(incident: Incident, view: FleetSnapshot, config: DrainConfig) -> int:
+def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
     """Consecutive drained checks including this one: 0 when it queues or the numbers are the
     alert's; unchanged while a live reading cannot tell (a followed type missing from it, or
     shown from its absence by a source blind to waits within the limit)."""
-    blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, config.max_wait_mins)
+    blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, rule.max_wait_mins)
     if blind or not can_decide_drain(incident, view):
         return incident.drain_checks if view.is_live else 0
-    return incident.drain_checks + 1 if is_drained(view, config) else 0
+    return incident.drain_checks + 1 if is_drained(view, rule) else 0
 
 
 def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snapshot:

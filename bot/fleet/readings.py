@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.metrics import QueueMetrics
+from bot.config import Settings
 from bot.domain.fleet import (
     FleetSnapshot,
     HistoryPoint,
@@ -35,7 +36,7 @@ from bot.domain.fleet import (
     with_job_waits,
 )
 from bot.domain.jobs import JobsView
-from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS
+from bot.domain.judgement import RECENT_READINGS
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.keys import Keys
@@ -54,21 +55,19 @@ class FleetReadings:
         keys: Keys,
         metrics: QueueMetrics,
         *,
-        interval_s: float,
-        timeout_s: float,
+        config: Settings,
         clock: Callable[[], datetime],
         jobs: JobsWatch | None = None,
         kept: ReadingsHistory | None = None,
-        within_mins: float = DRAIN_TARGET_MINS,
     ) -> None:
         self._store = ReadingStore(redis, keys)
         self._metrics = metrics
-        self._interval = timedelta(seconds=interval_s)
-        self._timeout_s = timeout_s
+        self._config = config
+        self._interval = timedelta(seconds=config.metrics_interval_seconds)
+        self._timeout_s = config.backend_timeout_seconds
         self._clock = clock
         self._jobs = jobs
         self._kept = kept  # the capacity report's history, where the backend keeps none
-        self._within_mins = within_mins  # the drain target the judgements advise for
 
     @property
     def metrics(self) -> QueueMetrics:
@@ -152,7 +151,8 @@ class FleetReadings:
                 fleet = with_job_waits(fleet, jobs)  # the oldest job's age, not a start's time
             # Judged once, here: every surface renders this reading's judgement as it is.
             recent = await self.history(last=RECENT_READINGS)
-            fleet = judged(fleet, recent, interval=self._interval, within_mins=self._within_mins)
+            target = self._config.drain_target_minutes
+            fleet = judged(fleet, recent, interval=self._interval, within_mins=target)
             reading = Reading(fleet, now)
             await self._remember(fleet)
             if self._kept is not None:

@@ -20,12 +20,13 @@ import secrets
 from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
 from bot.backoff import Backoff
+from bot.config import Settings
 from bot.domain.delivery import Delivery, named
 from bot.domain.incidents import (
     Change,
@@ -39,8 +40,7 @@ from bot.domain.incidents import (
     open_incident,
     repeated,
 )
-from bot.domain.routes import Route, channel_for
-from bot.domain.runner_names import RunnerNames
+from bot.domain.routes import channel_for
 from bot.render.replies import summaries
 from bot.render.root import render_event
 from bot.storage.incident_store import (
@@ -57,25 +57,14 @@ from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class IntakeConfig:
-    consumer: str
-    channel: str  # where an incident goes when no route takes it (SLACK_CHANNEL)
-    routes: tuple[Route, ...] = ()  # SLACK_ROUTES, first match wins
-    # Runner types as the readings and scale targets name them (RUNNER_SCALE_SETS).
-    names: RunnerNames = field(default_factory=RunnerNames)
-    status_interval_s: int = 600
-    reopen_window_s: int = 3600
-    reclaim_idle_ms: int = 30_000
-    max_attempts: int = 10
-    max_in_flight: int = 256
-    # How long a consumer under load (its last read found several entries, fewer than it asked
-    # for) waits before it reads again, so more of a group's entries share a commit: in a
-    # flood, the commits per second, not the notifications, set what the consumer costs.
-    gather_s: float = 0.02
-    # A consumer idle this long with nothing pending has left (its replica is gone).
-    dead_consumer_idle_ms: int = 600_000
+# Entries a consumer works on at once.
+MAX_IN_FLIGHT = 256
+# How long a consumer under load (its last read found several entries, fewer than it asked for)
+# waits before it reads again, so more of a group's entries share a commit: in a flood, the
+# commits per second, not the notifications, set what the consumer costs.
+GATHER_S = 0.02
+# A consumer idle this long with nothing pending has left (its replica is gone).
+DEAD_CONSUMER_IDLE_MS = 600_000
 
 
 class _Conflict(Exception):
@@ -89,13 +78,16 @@ class Intake:
         store: IncidentStore,
         telemetry: Telemetry,
         *,
-        config: IntakeConfig,
+        config: Settings,
+        consumer: str,
         clock: Callable[[], datetime],
     ) -> None:
         self._stream = stream
         self._store = store
         self._telemetry = telemetry
         self._config = config
+        self._consumer = consumer  # this process's name in the stream's group
+        self._names = config.runner_names
         self._clock = clock
         # Entry ID -> the task of its group; entries waiting for their group's task.
         self._in_flight: dict[str, asyncio.Task[None]] = {}
@@ -119,11 +111,13 @@ class Intake:
                 try:
                     if loop.time() >= next_upkeep:
                         await self._upkeep()
-                        next_upkeep = loop.time() + min(self._config.reclaim_idle_ms / 3000, 5.0)
+                        next_upkeep = loop.time() + min(
+                            self._config.intake_reclaim_idle_ms / 3000, 5.0
+                        )
                     if loop.time() >= next_prune:
                         next_prune = loop.time() + 60
                         await self._stream.prune_consumers(
-                            self._config.consumer, idle_ms=self._config.dead_consumer_idle_ms
+                            self._consumer, idle_ms=DEAD_CONSUMER_IDLE_MS
                         )
                     await self._read_more()
                     backoff.reset()
@@ -148,19 +142,19 @@ class Intake:
         self._in_flight.clear()
         self._queued.clear()
         with suppress(RedisError):
-            await self._stream.hand_back(self._config.consumer, left)
+            await self._stream.hand_back(self._consumer, left)
 
     async def _upkeep(self) -> None:
         await self._stream.ensure_group()
-        await self._stream.keep_alive(self._config.consumer, list(self._in_flight))
+        await self._stream.keep_alive(self._consumer, list(self._in_flight))
         await self._reclaim()
 
     async def _read_more(self) -> None:
-        free = self._config.max_in_flight - len(self._in_flight)
+        free = MAX_IN_FLIGHT - len(self._in_flight)
         if free <= 0:
             await asyncio.wait(set(self._groups.values()), return_when=asyncio.FIRST_COMPLETED)
             return
-        entries = await self._stream.read(self._config.consumer, count=free, block_ms=500)
+        entries = await self._stream.read(self._consumer, count=free, block_ms=500)
         for entry in entries:
             self._start(entry)
         if entries:
@@ -172,7 +166,7 @@ class Intake:
             # Under load, let the next entries gather for a moment: a group's entries read
             # together are applied in one commit. A lone notification is never held up, and
             # a backlog (the read was full) is read on at once.
-            await asyncio.sleep(self._config.gather_s)
+            await asyncio.sleep(GATHER_S)
 
     def _start(self, entry: StreamEntry) -> None:
         """Queue the entry for its group's task, starting one if the group has none running."""
@@ -195,13 +189,14 @@ class Intake:
             self._groups.pop(key, None)
 
     async def _reclaim(self) -> None:
-        idle_ms, self._take_over_ms = self._take_over_ms or self._config.reclaim_idle_ms, None
-        entries = await self._stream.reclaim(self._config.consumer, min_idle_ms=idle_ms)
+        idle_ms = self._take_over_ms or self._config.intake_reclaim_idle_ms
+        self._take_over_ms = None
+        entries = await self._stream.reclaim(self._consumer, min_idle_ms=idle_ms)
         for entry in entries:
             if entry.id in self._in_flight:
                 continue
             attempts = await self._stream.deliveries(entry.id)
-            if attempts > self._config.max_attempts:
+            if attempts > self._config.intake_max_attempts:
                 await self._bury(entry, f"taken over {attempts} times without being applied")
                 continue
             log.info("intake: took over entry %s (delivery %d)", entry.id, attempts)
@@ -258,7 +253,7 @@ class Intake:
                 errors += 1
                 self._telemetry.intake_failures.labels("error").inc()
                 log.exception("intake: entry %s failed (%d)", entry.id, errors)
-                if errors >= self._config.max_attempts:
+                if errors >= self._config.intake_max_attempts:
                     await self._bury(entry, f"failed {errors} times: {type(exc).__name__}")
                     return
             await _sleep_or_stop(self._stop, backoff.next())
@@ -301,7 +296,7 @@ class Intake:
             if entry.delivery is not None:
                 shared = id(entry.delivery)
                 if shared not in done:
-                    done[shared] = named(entry.delivery, self._config.names)
+                    done[shared] = named(entry.delivery, self._names)
                 entry = replace(entry, delivery=done[shared])
             named_entries.append(entry)
         return named_entries
@@ -323,7 +318,7 @@ class Intake:
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
         group, group_version, loaded, next_id = read
         now = self._clock()
-        window = timedelta(seconds=self._config.reopen_window_s)
+        window = timedelta(seconds=self._config.reopen_window_seconds)
         commit: Commit | None = None
         changes: list[Change] = []
         updated_by: Delivery | None = None  # the delivery the incident was last UPDATED with
@@ -379,7 +374,9 @@ class Intake:
             delivery,
             incident_id=incident_id,
             uid=secrets.token_hex(6),
-            channel=channel_for(self._config.routes, delivery.facts, self._config.channel),
+            channel=channel_for(
+                self._config.slack_routes, delivery.facts, self._config.slack_channel
+            ),
             now=now,
         )
         opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
@@ -419,7 +416,7 @@ class Intake:
         return change, replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
 
     def _next_status(self, now: datetime) -> float:
-        return now.timestamp() + self._config.status_interval_s
+        return now.timestamp() + self._config.status_interval_seconds
 
 
 # Entries folded between two looks at the event loop: about 1 ms of work in a flood.

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import ClientConnectorError, ClientError, ClientSession, ClientTimeout
@@ -25,6 +24,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetr
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from bot.config import Settings
 from bot.pacing import Pacing
 from bot.storage.user_names import UserNames
 from bot.telemetry import Telemetry
@@ -83,14 +83,6 @@ def _messages(data: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(m)[:500] for m in messages[:20])
 
 
-@dataclass(frozen=True)
-class SlackConfig:
-    token: str
-    base_url: str = "https://slack.com/api/"
-    timeout_s: float = 10
-    max_retries: int = 3
-
-
 def retry_after_s(headers: Mapping[str, Any]) -> float:
     """Slack's Retry-After in seconds (1 when absent or unreadable, at most 5 minutes)."""
     for name, value in headers.items():
@@ -103,19 +95,20 @@ def retry_after_s(headers: Mapping[str, Any]) -> float:
     return 1.0
 
 
-def build_client(config: SlackConfig) -> AsyncWebClient:
+def build_client(config: Settings, *, max_retries: int = 3) -> AsyncWebClient:
     """The one AsyncWebClient of the process, shared by the gateway and Bolt.
 
     It retries only a refused connection, which proves Slack never saw the call; everything
     else is classified by the gateway and retried, or looked up, by the caller.
     """
+    token = config.slack_bot_token
     return AsyncWebClient(
-        token=config.token,
-        base_url=config.base_url,
-        timeout=config.timeout_s,  # type: ignore[arg-type]  # aiohttp takes any number
+        token=token.get_secret_value() if token is not None else "",
+        base_url=config.slack_api_url,
+        timeout=config.slack_timeout_seconds,  # type: ignore[arg-type]  # aiohttp takes any number
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(
-                max_retry_count=config.max_retries, error_types=[ClientConnectorError]
+                max_retry_count=max_retries, error_types=[ClientConnectorError]
             )
         ],
     )
@@ -126,13 +119,11 @@ class SlackGateway:
         self,
         client: AsyncWebClient,
         *,
-        config: SlackConfig,
         telemetry: Telemetry,
         pacing: Pacing,
         user_names: UserNames,
     ) -> None:
         self.client = client
-        self.config = config
         # Public: the 429 holds recorded here are what the channels' budgets wait out too.
         self.pacing = pacing
         self._user_names = user_names
@@ -147,7 +138,7 @@ class SlackGateway:
         the running loop (the lifespan); a call on a connection the server has just closed fails
         as uncertain and is looked up before it is repeated, like any dropped connection.
         """
-        self.client.session = ClientSession(timeout=ClientTimeout(total=self.config.timeout_s))
+        self.client.session = ClientSession(timeout=ClientTimeout(total=self.client.timeout))
 
     async def aclose(self) -> None:
         session = self.client.session

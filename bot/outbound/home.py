@@ -19,11 +19,11 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from redis.exceptions import RedisError
 
+from bot.config import Settings
 from bot.domain.early_warning import WarningState
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import with_scale_ups
@@ -61,12 +61,6 @@ PERMALINK_TIMEOUT_S = 3.0
 GONE_ERRORS = frozenset({"user_not_found", "account_inactive", "user_disabled"})
 
 
-@dataclass(frozen=True)
-class HomeConfig:
-    command: str = "/queue"
-    numbers_every_s: float = 300.0
-
-
 class Home:
     def __init__(
         self,
@@ -77,7 +71,7 @@ class Home:
         links: Permalinks,
         slack: SlackGateway,
         *,
-        config: HomeConfig,
+        config: Settings,
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
@@ -136,7 +130,7 @@ class Home:
     def _behind(self, shown: Shown | None, said: Digests, now: float) -> bool:
         if shown is None or shown.state != said.state:
             return True
-        return shown.numbers != said.numbers and now - shown.at >= self._config.numbers_every_s
+        return shown.numbers != said.numbers and now - shown.at >= self._config.home_numbers_seconds
 
     async def _publish(
         self, user: str, home: HomeState, said: Digests, view_hash: str, *, within_s: float
@@ -202,7 +196,7 @@ class Home:
             fleet=fleet,
             fleet_note=note,
             backend=self._readings.metrics.name if fleet is not None else "",
-            command=self._config.command,
+            command=self._config.slash_command,
         )
 
     async def _fleet(self) -> tuple[FleetSnapshot | None, str]:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from redis.exceptions import RedisError
 
 from bot.backoff import Backoff
-from bot.domain.judgement import DRAIN_TARGET_MINS
+from bot.config import Settings
 from bot.outbound.budget import Budget
 from bot.outbound.edits import Editor, RootEdits, WarningEdits
 from bot.outbound.gateway import SlackError, SlackGateway
@@ -38,7 +38,7 @@ from bot.outbound.stages import (
     Strikes,
     Struck,
 )
-from bot.outbound.storm import StormConfig, StormDigest
+from bot.outbound.storm import StormDigest
 from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
@@ -50,18 +50,8 @@ from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class SenderConfig:
-    post_interval_s: float = 1.0
-    post_burst: int = 3
-    update_interval_ms: int = 1200
-    root_edit_interval_ms: int = 2000
-    lease_ttl_ms: int = 5000
-    backoff_max_s: float = 30.0
-    storm: StormConfig = field(default_factory=StormConfig)
-    # A root's advice says how many runners would drain the queue within this many minutes.
-    within_mins: float = DRAIN_TARGET_MINS
+# A sender's waits after failures grow to this at most.
+BACKOFF_MAX_S = 30.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +67,7 @@ class Outbound:
     charts: ChartDelivery
     notices: NoticeStore
     warnings: WarningStore | None  # None where early warnings are off
-    config: SenderConfig
+    config: Settings
     clock: Callable[[], datetime]
 
     def sender(self, channel: str, lease: Lease) -> ChannelSender:
@@ -90,13 +80,12 @@ class ChannelSender:
     def __init__(self, channel: str, lease: Lease, shared: Outbound) -> None:
         self.channel = channel
         config = shared.config
-        self._config = config
         self._queue = shared.queue
         self._budget = budget = Budget(
             shared.slack.pacing,
-            post_interval_s=config.post_interval_s,
-            post_burst=config.post_burst,
-            update_interval_ms=config.update_interval_ms,
+            post_interval_s=config.slack_post_interval_ms / 1000,
+            post_burst=config.slack_post_burst,
+            update_interval_ms=config.slack_update_interval_ms,
         )
         ledger = Ledger(channel, shared.queue, shared.storms, shared.telemetry)
         editor = Editor(channel, shared.slack, budget, shared.telemetry)
@@ -105,7 +94,7 @@ class ChannelSender:
             shared.queue,
             editor,
             interval_ms=config.root_edit_interval_ms,
-            within_mins=config.within_mins,
+            within_mins=config.drain_target_minutes,
             clock=shared.clock,
         )
         # Early warnings' edits: a loop of their own, only where early warnings are on.
@@ -119,7 +108,7 @@ class ChannelSender:
             store=shared.store,
             slack=shared.slack,
             telemetry=shared.telemetry,
-            config=config.storm,
+            config=config,
             clock=shared.clock,
         )
         read = Read(_readers(channel, shared, ledger, editor), Strays(channel, shared.queue))
@@ -148,7 +137,7 @@ class ChannelSender:
         await asyncio.gather(*loops)
 
     async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
-        backoff = Backoff(self._config.backoff_max_s)
+        backoff = Backoff(BACKOFF_MAX_S)
         while True:
             # A cancel swallowed below still counts on the task: honoured here, or the sender
             # outlives its replica's shutdown (a cancel that lands in redis-py's blocking read of
@@ -180,7 +169,9 @@ def _readers(channel: str, shared: Outbound, ledger: Ledger, editor: Editor) -> 
     """The reader of each kind of queue member this replica sends."""
     config = shared.config
     readers: dict[str, Reader] = {
-        ROOT: Roots(channel, shared.store, shared.queue, ledger, shared.clock, config.within_mins),
+        ROOT: Roots(
+            channel, shared.store, shared.queue, ledger, shared.clock, config.drain_target_minutes
+        ),
         "replies": Replies(
             channel,
             shared.store,
@@ -190,7 +181,7 @@ def _readers(channel: str, shared: Outbound, ledger: Ledger, editor: Editor) -> 
             editor,
             shared.clock,
             # An edit slot is a moment away unless Slack holds edits: a few intervals at most.
-            edit_patience_s=2 * config.update_interval_ms / 1000,
+            edit_patience_s=2 * config.slack_update_interval_ms / 1000,
         ),
         "notice": Notices(channel, shared.notices, shared.charts, ledger),
     }

@@ -21,6 +21,9 @@ from bot.storage.leases import Lease, Leases
 
 log = logging.getLogger(__name__)
 
+# A channel's sender renews its lease within this; another replica takes over once it lapses.
+LEASE_TTL_MS = 5000
+
 
 class Senders:
     """Every replica runs one: it leads each channel it can get the lease of, and follows the
@@ -33,7 +36,7 @@ class Senders:
         leases: Leases,
         keys: Keys,
         *,
-        lease_ttl_ms: int,
+        lease_ttl_ms: int = LEASE_TTL_MS,
     ) -> None:
         self._channels = channels
         self._make = make

@@ -24,6 +24,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from bot.config import Settings
 from bot.domain.message import Rendered
 from bot.outbound.edits import Editor
 from bot.outbound.gateway import SlackError, SlackGateway
@@ -41,23 +42,12 @@ log = logging.getLogger(__name__)
 EVERY_GROUP = 1_000_000
 # Permalinks for the digest's lines, per step: each is a Web API call.
 LINKS_PER_STEP = 10
-
-
-@dataclass(frozen=True)
-class StormConfig:
-    # This many new roots waiting at once make a storm: a digest lists them all (0: never).
-    threshold: int = 5
-    # A storm is over once no group has joined for this long and every group has its thread.
-    quiet_s: float = 60.0
-    # How often the digest's holder looks for groups joining and threads opening.
-    poll_s: float = 0.25
-    # Without new groups, the digest is edited at most this often (threads opening).
-    edit_interval_s: float = 2.0
-    # How long a group joining the storm may wait for an edit to add it to the last digest
-    # message before a continuation lists it: past the default edit interval (1.2 s) and the
-    # poll, so a lone storm, whose edits come when asked, keeps to one message.
-    grow_patience_s: float = 1.5
-    command: str = "/queue"  # the slash command the digest points at for the full list
+# How often the digest's holder looks for groups joining and threads opening.
+POLL_S = 0.25
+# How long a group joining the storm may wait for an edit to add it to the last digest message
+# before a continuation lists it: past the default edit interval (1.2 s) and the poll, so a lone
+# storm, whose edits come when asked, keeps to one message.
+GROW_PATIENCE_S = 1.5
 
 
 @dataclass(frozen=True)
@@ -93,7 +83,7 @@ class StormDigest:
         store: IncidentStore,
         slack: SlackGateway,
         telemetry: Telemetry,
-        config: StormConfig,
+        config: Settings,
         clock: Callable[[], datetime],
     ) -> None:
         self.channel = channel
@@ -105,16 +95,16 @@ class StormDigest:
         self._config = config
         self._clock = clock
         self._opened = asyncio.Event()
-        self._growth = Growth(int(config.grow_patience_s * 1000))
+        self._growth = Growth(int(GROW_PATIENCE_S * 1000))
         # What each digest message was last drawn from: it is edited only when that changes, at
-        # once when groups joined, otherwise at most once per `edit_interval_s`.
+        # once when groups joined, otherwise at most once per ROOT_EDIT_INTERVAL_MS.
         self._drawn: dict[int, tuple[object, ...]] = {}
         self._groups_drawn: dict[int, int] = {}
         self._next_edit: dict[int, float] = {}
 
     @property
     def enabled(self) -> bool:
-        return self._config.threshold > 0
+        return self._config.storm_digest_threshold > 0
 
     async def gate(self, queued: Queued) -> DigestPost | None:
         """Before a root takes its slot, fold the roots waiting into the storm (opening one when
@@ -122,7 +112,9 @@ class StormDigest:
         if not self.enabled or queued.kind != ROOT:
             return None
         swept = await self._storms.sweep(
-            self.channel, threshold=self._config.threshold, now_ms=int(time.time() * 1000)
+            self.channel,
+            threshold=self._config.storm_digest_threshold,
+            now_ms=int(time.time() * 1000),
         )
         if swept.opened:
             log.warning(
@@ -154,7 +146,7 @@ class StormDigest:
             mine = [m for m in members if m.incident_id in listed]
             return await self._render(storm, drawn_part, mine, members, {}, over=False)
 
-        return DigestPost(storm, draw, self._opened, self._config.quiet_s, part=part)
+        return DigestPost(storm, draw, self._opened, self._config.storm_quiet_seconds, part=part)
 
     async def step(self) -> None:
         """While a storm lasts: take in the groups joining it, link the threads as they open,
@@ -182,7 +174,7 @@ class StormDigest:
             and not unplaced
             and storm.pending is None
             and all(m.incident_id in links for m in members if m.threaded)
-            and now_ms - storm.last_added_ms >= self._config.quiet_s * 1000
+            and now_ms - storm.last_added_ms >= self._config.storm_quiet_seconds * 1000
         )
         for part in range(storm.parts):
             if storm.part_ts(part):
@@ -191,7 +183,7 @@ class StormDigest:
             log.info("sender %s: the alert storm is over (%d groups)", self.channel, len(members))
             self._drawn, self._groups_drawn, self._next_edit = {}, {}, {}
             return
-        await asyncio.sleep(self._config.poll_s)
+        await asyncio.sleep(POLL_S)
 
     async def _upkeep(
         self,
@@ -229,7 +221,7 @@ class StormDigest:
                 return  # no edit slot soon enough: the channel's next post lists them instead
             raise
         self._drawn[part], self._groups_drawn[part] = drawn, len(mine)
-        self._next_edit[part] = time.time() + self._config.edit_interval_s
+        self._next_edit[part] = time.time() + self._config.root_edit_interval_ms / 1000
 
     async def _link_threads(self, members: list[Member], links: dict[str, str]) -> dict[str, str]:
         """Permalinks of the threads opened since the last step, a few per step."""
@@ -300,7 +292,7 @@ class StormDigest:
             started=started,
             now=self._clock(),
             over=over,
-            command=self._config.command,
+            command=self._config.slash_command,
             part=part,
             storm_entries=entries,
         )

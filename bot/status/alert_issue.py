@@ -19,14 +19,13 @@ takes the app-wide `github` slot (`bot/pacing.py`: one call a second, as GitHub 
 writes), a rate limit holds that slot for as long as GitHub says, and a failure is
 retried later with the one backoff (`bot/backoff.py`); none of it holds up the incident, whose
 thread goes on in Slack. A refusal (a token without the permission, a repository that does not
-exist) is said once in the thread, and tried again every `refused_retry_s`.
+exist) is said once in the thread, and tried again every `REFUSED_RETRY_S`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
@@ -35,6 +34,7 @@ from redis.exceptions import RedisError
 from bot.backends.errors import BackendError
 from bot.backends.issues import Issues
 from bot.backoff import wait_after
+from bot.config import Settings
 from bot.domain.alert_issue import (
     AREA_LABEL,
     THREAD_MOMENT,
@@ -64,27 +64,19 @@ UNPROCESSABLE, FORBIDDEN = 422, 403
 # Another replica's pass holds the incident: look again this soon.
 BUSY_S = 5.0
 MAX_COMMIT_ATTEMPTS = 10
+# After no issue was found: look again this long after the first, second… look.
+SEARCH_AGAIN_S = (30.0, 120.0, 300.0, 900.0)
+# The thread's link is the first comment: wait this long for Slack to show the root.
+THREAD_WAIT_S = 120.0
+LEASE_S = 120.0  # an incident's pass, claimed once across replicas
+SLOT_WAIT_S = 10.0  # a call waits this long at most for the app-wide turn
+RETRY_FIRST_S, RETRY_MAX_S = 10.0, 900.0  # the backoff after a failed call
+REFUSED_RETRY_S = 900.0
 
 T = TypeVar("T")
 Permalink = Callable[[str, str], Awaitable[str | None]]
 # The incident's write-up, for a postmortem moment (`bot.actions.postmortem`).
 Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
-
-
-@dataclass(frozen=True)
-class IssueConfig:
-    repo: str
-    open: bool = False
-    # After no issue was found: look again this long after the first, second… look.
-    search_again_s: tuple[float, ...] = (30.0, 120.0, 300.0, 900.0)
-    # The thread's link is the first comment: wait this long for Slack to show the root.
-    thread_wait_s: float = 120.0
-    lease_s: float = 120.0
-    interval_ms: int = 1000
-    slot_wait_s: float = 10.0
-    retry_first_s: float = 10.0
-    retry_max_s: float = 900.0
-    refused_retry_s: float = 900.0
 
 
 def never_taken(exc: BackendError) -> bool:
@@ -113,7 +105,7 @@ class AlertIssues:
         pacing: Pacing,
         leases: Leases,
         *,
-        config: IssueConfig,
+        config: Settings,
         permalink: Permalink,
         postmortem: Postmortem | None = None,
         clock: Callable[[], datetime],
@@ -146,7 +138,7 @@ class AlertIssues:
                 log.exception("alert issue: incident %s failed", incident_id)
 
     async def sync(self, incident_id: str) -> None:
-        claim = await self._due.claim(incident_id, self._clock().timestamp(), self._config.lease_s)
+        claim = await self._due.claim(incident_id, self._clock().timestamp(), LEASE_S)
         if claim is None:
             return  # not due any more, or another replica holds it
         loaded = await self._store.load(incident_id)
@@ -155,13 +147,15 @@ class AlertIssues:
             return
         # One pass at a time per incident: a commit of a new moment makes the incident due
         # again while a pass runs, and a second replica must not tell the issue beside it.
-        lease_ms = int(self._config.lease_s * 1000)
+        lease_ms = int(LEASE_S * 1000)
         lease = await self._leases.try_acquire(self._keys.issue_pass(incident_id), lease_ms)
         if lease is None:
             await self._due.reschedule(claim, self._clock().timestamp() + BUSY_S)
             return
         try:
-            link = await self._links.get(incident_id) or IssueLink(repo=self._config.repo)
+            link = await self._links.get(incident_id) or IssueLink(
+                repo=self._config.github_issues_repo
+            )
             await self._pass(_Step(self, loaded, link, claim, lease))
         finally:
             await self._leases.release(lease)
@@ -190,9 +184,7 @@ class AlertIssues:
             if wait is not None:
                 self._pacing.hold(SLOT, wait)
             else:
-                wait = wait_after(
-                    failures, first=self._config.retry_first_s, maximum=self._config.retry_max_s
-                )
+                wait = wait_after(failures, first=RETRY_FIRST_S, maximum=RETRY_MAX_S)
             log.info("alert issue: incident %s: %s; again in %.0f s", step.id, exc, wait)
             await step.save(link.model_copy(update={"failures": failures}))
             await self._due.reschedule(step.claim, now + wait)
@@ -205,13 +197,13 @@ class AlertIssues:
         await step.save(link.model_copy(update={"trying": trying, "refused": said}))
         if said != link.refused:
             await self._tell_refusal(step.id, said)
-        await self._due.reschedule(step.claim, now + self._config.refused_retry_s)
+        await self._due.reschedule(step.claim, now + REFUSED_RETRY_S)
 
     async def _tell_refusal(self, incident_id: str, said: str, *, again: bool = True) -> None:
-        minutes = round(self._config.refused_retry_s / 60)
+        minutes = round(REFUSED_RETRY_S / 60)
         then = f"queuepilot tries again every {minutes} min" if again else "it is left out"
         text = (
-            f"GitHub refused the alert's issue in {self._config.repo}: {said}. "
+            f"GitHub refused the alert's issue in {self._config.github_issues_repo}: {said}. "
             f"{then}; the incident goes on here."
         )
         await self.record(incident_id, "issue_refused", text, reply=True)
@@ -265,12 +257,12 @@ class _Step:
         pass's lease, or stop (another replica's pass may have begun)."""
         owner = self.owner
         turn = await owner._pacing.wait_for_slot(
-            SLOT, owner._config.interval_ms, within_s=owner._config.slot_wait_s
+            SLOT, owner._config.github_issues_interval_ms, within_s=SLOT_WAIT_S
         )
         now = owner._clock().timestamp()
         if not turn.taken:
             raise Later(now + turn.retry_after_s)
-        if not await owner._leases.renew(self.lease, int(owner._config.lease_s * 1000)):
+        if not await owner._leases.renew(self.lease, int(LEASE_S * 1000)):
             raise Later(now + BUSY_S)
 
     async def write(self, trying: str, send: Callable[[], Awaitable[T]]) -> T:
@@ -310,7 +302,7 @@ class _Step:
         found.sort(key=lambda issue: group_mark(incident) not in issue.body)
         if found:
             issue, ours = found[0], group_mark(incident) in found[0].body
-        elif self.link.trying == OPENING or not owner._config.open:
+        elif self.link.trying == OPENING or not owner._config.github_issues_open:
             if self.link.trying == OPENING:
                 # Opened, its answer lost, and not listed yet: open it again would make two.
                 await self.save(self.link.model_copy(update={"trying": ""}))
@@ -328,14 +320,14 @@ class _Step:
                 update={"number": issue.number, "url": issue.url, "ours": ours, "trying": ""}
             )
         )
-        how = "opened by queuepilot" if ours and owner._config.open else "found open"
-        text = f"Linked to GitHub issue {owner._config.repo}#{issue.number} ({how})"
+        how = "opened by queuepilot" if ours and owner._config.github_issues_open else "found open"
+        text = f"Linked to GitHub issue {owner._config.github_issues_repo}#{issue.number} ({how})"
         await owner.record(self.id, "issue_linked", text, url=issue.url)
 
     def search_again(self) -> float | None:
         """When to look for the alert's issue again (the looks so far are counted); None once
         the incident is over: a later moment looks again."""
-        waits = self.owner._config.search_again_s
+        waits = SEARCH_AGAIN_S
         searches = self.link.searches
         self.link = self.link.model_copy(update={"searches": searches + 1})
         if not self.incident.is_open:
@@ -343,7 +335,7 @@ class _Step:
         now = self.owner._clock().timestamp()
         if searches < len(waits):
             return now + waits[searches]
-        return now + self.owner._config.refused_retry_s
+        return now + REFUSED_RETRY_S
 
     async def tell(self, moment: Moment, timeline: list[Event]) -> None:
         owner, incident = self.owner, self.incident
@@ -396,7 +388,7 @@ class _Step:
                 log.info("alert issue: no permalink for incident %s: %s", self.id, exc)
                 raise Later(now.timestamp() + 30) from None
         waited = (now - self.incident.opened_at).total_seconds()
-        if waited < self.owner._config.thread_wait_s:
+        if waited < THREAD_WAIT_S:
             raise Later(now.timestamp() + 10)
         return ""
 

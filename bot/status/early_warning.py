@@ -20,18 +20,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from redis.exceptions import RedisError
 
+from bot.config import Settings
 from bot.domain.early_warning import (
     NOISE_READINGS,
     REUSE_S,
     Forecast,
     Phase,
     Point,
-    Thresholds,
     WarningState,
     forecast,
     gauges_in_system,
@@ -41,7 +40,7 @@ from bot.domain.early_warning import (
 )
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.incidents import Incident
-from bot.domain.routes import Route, channel_for_type
+from bot.domain.routes import channel_for_type
 from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
 from bot.storage.early_warning import WarningStore
@@ -59,16 +58,6 @@ PERMALINK_TIMEOUT_S = 3.0
 MAX_COMMIT_ATTEMPTS = 5
 
 
-@dataclass(frozen=True)
-class WarningConfig:
-    channel: str
-    horizon_mins: float = 15.0
-    boot_mins: float = 5.0
-    thresholds: Thresholds = field(default_factory=Thresholds)  # when no incident says
-    routes: tuple[Route, ...] = ()
-    scalable: frozenset[str] = frozenset()  # runner types with a scale target
-
-
 class EarlyWarnings:
     def __init__(
         self,
@@ -76,7 +65,7 @@ class EarlyWarnings:
         store: IncidentStore,
         warnings: WarningStore,
         *,
-        config: WarningConfig,
+        config: Settings,
         clock: Callable[[], datetime],
         permalink: Callable[[str, str], Awaitable[str | None]] | None = None,
     ) -> None:
@@ -138,8 +127,8 @@ class EarlyWarnings:
                 fleet.at,
                 _past(name, history, fleet.at),
                 thresholds,
-                boot_mins=self._config.boot_mins,
-                horizon_mins=self._config.horizon_mins,
+                boot_mins=self._config.runner_boot_minutes,
+                horizon_mins=self._config.early_warning_minutes,
                 sustained=state is not None and state.phase is Phase.ACTIVE,
             )
         if said is None and state is None:
@@ -239,7 +228,7 @@ class EarlyWarnings:
             return ""
 
     def _channel(self, name: str) -> str:
-        return channel_for_type(self._config.routes, name, self._config.channel)
+        return channel_for_type(self._config.slack_routes, name, self._config.slack_channel)
 
 
 def _current(state: WarningState, now: float) -> bool:

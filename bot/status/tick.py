@@ -9,7 +9,7 @@ it fenced by the incident's version with the next due time: however many replica
 one commit wins and the others see the incident moved on.
 
 Each status also checks for a drained queue (`bot.domain.incident_fleet`): after
-`DrainConfig.checks` drained checks in a row the incident resolves itself with its summary. A
+DRAIN_CHECKS drained checks in a row the incident resolves itself with its summary. A
 status with nothing meaningful to say (`bot.domain.quiet`) edits the previous status reply instead
 of posting a new one.
 Posting is the channel sender's job; a status still waiting for its slot when the next one is
@@ -22,15 +22,14 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError
+from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
 from bot.domain.incident_fleet import (
-    DrainConfig,
     as_snapshot,
     drain_checks,
     incident_fleet,
@@ -43,10 +42,8 @@ from bot.domain.incidents import (
     resolve_drained,
     trend_end,
 )
-from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.quiet import is_meaningful
-from bot.domain.routes import Routing
 from bot.fleet.readings import FleetReadings
 from bot.render.replies import STATUS_FALLBACK, StatusShown, summaries
 from bot.storage.due_set import Claim
@@ -73,18 +70,6 @@ log = logging.getLogger(__name__)
 CLAIM_S = 30.0
 
 
-@dataclass(frozen=True)
-class StatusConfig:
-    interval_s: float = 600
-    drain: DrainConfig = field(default_factory=DrainConfig)
-    # As pictures (`CHART_STYLE=image`, or the block refused), the trend chart is uploaded with
-    # every Nth status (0: never) and with the summary; as a block it is in every status.
-    chart_every: int = 3
-    # The alert's numbers, where no live reading stands in, are judged for this drain target.
-    within_mins: float = DRAIN_TARGET_MINS
-    routing: Routing = field(default_factory=Routing)  # which types are which channel's
-
-
 class StatusReporter:
     def __init__(
         self,
@@ -92,13 +77,14 @@ class StatusReporter:
         readings: FleetReadings,
         telemetry: Telemetry,
         *,
-        config: StatusConfig,
+        config: Settings,
         clock: Callable[[], datetime],
     ) -> None:
         self._store = store
         self._readings = readings
         self._telemetry = telemetry
         self._config = config
+        self._routing = config.routing
         self._clock = clock
 
     async def tick(self) -> None:
@@ -157,7 +143,7 @@ class StatusReporter:
             # One unreadable incident must not stop every other status post: push it back.
             log.exception("status: incident %s failed; postponed", claim.member)
             with suppress(RedisError):
-                later = self._clock().timestamp() + self._config.interval_s
+                later = self._clock().timestamp() + self._config.status_interval_seconds
                 await self._store.status_due.reschedule(claim, later)
 
     async def report(
@@ -203,8 +189,8 @@ class StatusReporter:
             backend=self._readings.metrics.name,
             now=now,
             interval=self._readings.interval,
-            routing=self._config.routing,
-            within_mins=self._config.within_mins,
+            routing=self._routing,
+            within_mins=self._config.drain_target_minutes,
         )
         return await self._decide(loaded, incident, view, now)
 
@@ -218,11 +204,11 @@ class StatusReporter:
         self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime
     ) -> Commit:
         current = as_snapshot(incident, view, now)
-        drain = self._config.drain
-        checks = drain_checks(incident, view, drain)
+        needed = self._config.drain_checks
+        checks = drain_checks(incident, view, self._config.drain_rule)
         # What the root and the status show of the backend: a live view, or why there is none.
         live = view if (view.is_live or view.note) else None
-        if checks >= drain.checks:
+        if checks >= needed:
             return await self._drained(loaded, incident, current, live, now)
         posted = incident.posted_status
         quiet = not is_meaningful(posted, current) and incident.status_posts > 0
@@ -231,7 +217,7 @@ class StatusReporter:
             current=current,
             previous=incident.last_status,
             live=live is not None,
-            drain=(checks, drain.checks) if checks else None,
+            drain=(checks, needed) if checks else None,
             since=posted.at if quiet and posted else None,
         )
         # Rendered by the sender when it posts (`bot.render.replies.render_shown`): the text here
@@ -242,17 +228,18 @@ class StatusReporter:
         # The status draws the trend in its blocks (and every Nth as a picture): the summary
         # leaves out what it would draw again.
         drawn = {"charted_at": trend_end(updated)}
-        every = self._config.chart_every
+        every = self._config.status_chart_every
         if every and view.is_live and updated.status_checks % every == 0:
             replies.append(chart_reply())
             drawn["pictured_at"] = drawn["charted_at"]
         updated = updated.model_copy(update=drawn)
-        interval = drain.check_interval_s if checks else self._config.interval_s
+        every_s = self._config.status_interval_seconds
+        interval = self._config.drain_check_seconds if checks else every_s
         return Commit(
             updated,
             replies=tuple(replies),
             root=view.is_live or incident.live is not None,
-            status_due=now.timestamp() + min(interval, self._config.interval_s),
+            status_due=now.timestamp() + min(interval, every_s),
             version=loaded.version,
             thread=loaded.thread,
         )

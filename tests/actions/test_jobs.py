@@ -15,8 +15,8 @@ from bot.actions.commands import MAX_ANSWER, run_command
 from bot.actions.core import ActionCore, Actor
 from bot.backends.metrics import QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
-from bot.backends.metrics.github import GithubConfig, GithubMetrics
-from bot.backends.metrics.hud import HudConfig, HudMetrics
+from bot.backends.metrics.github import GithubMetrics
+from bot.backends.metrics.hud import HudMetrics
 from bot.config import Settings
 from bot.domain.jobs import Arrivals, JobsListing, QueuedJob, Trigger, jobs_view
 from bot.render.jobs import jobs_blocks, render_jobs
@@ -119,7 +119,7 @@ async def test_jobs_from_the_hud_say_they_are_only_those_waiting_over_5_min(
     day of history, the arrivals were said "against none a day before" beside "No arrivals
     recorded a day before"."""
     fake, server = hud_jobs
-    core = core_on(redis, HudMetrics(HudConfig(url=server.url, token=fake.token)))
+    core = core_on(redis, HudMetrics(Settings(hud_url=server.url, hud_token=fake.token)))
 
     text = (await run_command(core, AL, "jobs")).message
 
@@ -147,7 +147,8 @@ async def test_queue_jobs_from_the_hud_in_slack(
 
 
 async def test_a_listing_that_fails_says_why(redis: Redis) -> None:
-    metrics = GithubMetrics(GithubConfig(token="x", api_url="http://127.0.0.1:9", repos=("a/b",)))
+    config = Settings(github_token="x", github_api_url="http://127.0.0.1:9", github_repos="a/b")
+    metrics = GithubMetrics(config)
     outcome = await run_command(core_on(redis, metrics), AL, "jobs")
     assert not outcome.ok and outcome.message.startswith("No queued jobs to show: GitHub")
 

@@ -10,9 +10,10 @@ from redis.asyncio import Redis
 from bot.actions.commands import MAX_ANSWER, CommandError, parse_command, run_command
 from bot.actions.core import Actor
 from bot.actions.flow import Acting
-from bot.actions.permissions import Authorizer, Rules
-from bot.actions.report import Report, ReportConfig
+from bot.actions.permissions import Authorizer
+from bot.actions.report import Report
 from bot.backends.metrics.alert import AlertMetrics
+from bot.config import Settings
 from bot.domain.alerts import RunnerQueue, parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.incidents import Event, GroupState, ScaleDone, open_incident, resolve_manually
@@ -34,7 +35,7 @@ async def keep(store: IncidentStore, n: int, hours_ago: float, peak: float, who:
     firing = parse_notification("grafana", payload)
     started = NOW - timedelta(hours=hours_ago)
     incident = open_incident(
-        delivery_of(firing), incident_id=str(n), uid=f"u{n}", channel="C1", now=started
+        delivery_of(firing), incident_id=str(n), uid=f"u{n}", channel="C01", now=started
     )
     incident = incident.model_copy(
         update={
@@ -100,15 +101,19 @@ def weekly(redis: Redis, store: IncidentStore, clock: list[datetime]) -> Report:
         store,
         Telemetry(),
         Interactions(redis, store.keys.prefix),
-        Authorizer(Rules(), group_members=_no_members),
+        Authorizer(Settings(), group_members=_no_members),
         display_name=_no_name,
         clock=lambda: clock[0],
     )
     readings = FleetReadings(
-        redis, store.keys, AlertMetrics(), interval_s=60, timeout_s=2, clock=lambda: clock[0]
+        redis,
+        store.keys,
+        AlertMetrics(),
+        config=Settings(backend_timeout_seconds=2),
+        clock=lambda: clock[0],
     )
     notices = NoticeStore(redis, store.keys)
-    return Report(acting, readings, config=ReportConfig(channel="C1"), notices=notices)
+    return Report(acting, readings, config=Settings(slack_channel="C01"), notices=notices)
 
 
 async def test_a_weekly_post_due_before_midnight_utc_is_posted_once(redis: Redis) -> None:
@@ -120,7 +125,7 @@ async def test_a_weekly_post_due_before_midnight_utc_is_posted_once(redis: Redis
     await first.post_weekly()
     clock[0] += timedelta(minutes=40)  # 00:10 UTC, within the hour's grace
     await second.post_weekly()
-    posted = await redis.zrange(store.keys.posts("C1"), 0, -1)
+    posted = await redis.zrange(store.keys.posts("C01"), 0, -1)
     assert len(posted) == 1, "once per schedule across replicas"
     # The claim outlives the hour's grace, and is gone before the next week's report.
     claims = [k async for k in redis.scan_iter(match=store.keys.notice_claim("*"))]

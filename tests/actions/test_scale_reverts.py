@@ -20,7 +20,6 @@ from redis.asyncio import Redis
 
 from bot.actions.flow import Actor
 from bot.actions.scale_reverts import (
-    RevertConfig,
     RevertRecord,
     ScaleReverts,
     plan_sentence,
@@ -29,7 +28,8 @@ from bot.actions.scale_reverts import (
 )
 from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import ScaleRequest, ScaleResult, Undo
-from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.backends.scale.arc import ArcScaler
+from bot.config import Settings
 from bot.domain.early_warning import Phase, WarningState
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import PutBack, ScaleDone, Status, with_put_back
@@ -50,6 +50,8 @@ from tests.support.store import KEYS, PREFIX, T0, opened
 
 SET = ("arc-runners", "mt-l-x86iavx512-8-64")
 TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=20)
+# The sweep looks every 15 s of the test's clock: each look reads the queue anew.
+READ_EVERY_SECOND = Settings(metrics_interval_seconds=1, backend_timeout_seconds=2)
 
 
 @pytest.fixture
@@ -73,7 +75,7 @@ class Clock:
 @pytest.fixture
 def arc(kube: FakeKubeApi, tmp_path: Path) -> ArcScaler:
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
-    return ArcScaler(ArcScalerConfig(from_kubeconfig(path), timeout_s=2))
+    return ArcScaler(Settings(backend_timeout_seconds=2), from_kubeconfig(path))
 
 
 @pytest.fixture
@@ -91,7 +93,9 @@ def sweep(
     readings: FleetReadings | None = None,
 ) -> ScaleReverts:
     store = IncidentStore(redis, PREFIX)
-    config = RevertConfig(after_s=after_s, check_s=15, timeout_s=2, settle_s=settle_s)
+    config = Settings(
+        scale_revert_after=after_s, backend_timeout_seconds=2, scale_revert_settle=settle_s
+    )
     return ScaleReverts(redis, KEYS, store, arc, config=config, clock=clock, readings=readings)
 
 
@@ -185,7 +189,7 @@ async def test_after_the_resolve_it_waits_for_the_queue_to_stay_drained_the_sett
     go back once the type's queue has stayed drained 30 minutes since a look last saw it."""
     await opened(IncidentStore(redis, PREFIX))
     queue = LinuxQueue(queued=10)
-    readings = FleetReadings(redis, KEYS, queue, interval_s=0, timeout_s=2, clock=clock)
+    readings = FleetReadings(redis, KEYS, queue, config=READ_EVERY_SECOND, clock=clock)
     reverts = sweep(redis, arc, clock, settle_s=1800, readings=readings)
     await scaled(reverts, arc)
     await resolve(redis, clock)
@@ -211,7 +215,7 @@ async def test_a_queue_seen_again_while_settling_starts_the_settle_time_over(
 ) -> None:
     await opened(IncidentStore(redis, PREFIX))
     queue = LinuxQueue(queued=0)
-    readings = FleetReadings(redis, KEYS, queue, interval_s=0, timeout_s=2, clock=clock)
+    readings = FleetReadings(redis, KEYS, queue, config=READ_EVERY_SECOND, clock=clock)
     reverts = sweep(redis, arc, clock, settle_s=1800, readings=readings)
     await scaled(reverts, arc)
     await resolve(redis, clock)
@@ -360,7 +364,7 @@ async def test_two_replicas_sweeping_at_once_revert_and_say_it_once(
     clock.pass_(seconds=16)
     other = Redis.from_url(redis_url, decode_responses=True)
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
-    second = sweep(other, ArcScaler(ArcScalerConfig(from_kubeconfig(path))), clock)
+    second = sweep(other, ArcScaler(Settings(), from_kubeconfig(path)), clock)
     try:
         await asyncio.gather(first.tick(), second.tick(), first.tick(), second.tick())
     finally:
@@ -413,7 +417,7 @@ def warning_sweep(
     redis: Redis, arc: ArcScaler, clock: Clock, after_s: int = 4 * 3600
 ) -> tuple[ScaleReverts, WarningStore]:
     warnings = WarningStore(redis, KEYS)
-    config = RevertConfig(after_s=after_s, check_s=15, timeout_s=2)
+    config = Settings(scale_revert_after=after_s, backend_timeout_seconds=2, scale_revert_settle=0)
     store = IncidentStore(redis, PREFIX)
     reverts = ScaleReverts(redis, KEYS, store, arc, config=config, clock=clock, warnings=warnings)
     return reverts, warnings

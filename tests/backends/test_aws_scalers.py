@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 
 from bot.backends.scale import Reverted, ScaleRequest, Undo
-from bot.backends.scale.asg import AsgScaler, AsgScalerConfig, failed_activities
-from bot.backends.scale.aws import AwsConfig
+from bot.backends.scale.asg import AsgScaler, failed_activities
+from bot.config import Settings
 from bot.domain.scaling import ScaleTarget
 from tests.support.mutations import json_values
 from tests.support.payloads import fixture_json
@@ -187,7 +187,7 @@ async def test_an_unknown_group_is_a_clear_failure(
 
 
 def asg_scaler(endpoint: str) -> AsgScaler:
-    return AsgScaler(AsgScalerConfig(AwsConfig(region=REGION, endpoint_url=endpoint)))
+    return AsgScaler(Settings(aws_region=REGION, aws_endpoint_url=endpoint))
 
 
 async def test_aws_asg_puts_desired_capacity_back_only_while_it_is_ours(aws: str) -> None:
@@ -336,7 +336,7 @@ async def test_aws_asg_pages_activities_until_the_hour_is_covered(
     count: int, every_s: int, pages: int
 ) -> None:
     api = Activities(count, every_s)
-    scaler = AsgScaler(AsgScalerConfig(AwsConfig(region=REGION)), autoscaling=api)
+    scaler = AsgScaler(Settings(aws_region=REGION), autoscaling=api)
     found = await scaler.failures(ScaleTarget(RUNNER, "gpu-runners", cap=1))
     assert found is not None and found[0].endswith("failure 0")
     assert len(api.calls) == pages, "stops once a page reaches past the hour"

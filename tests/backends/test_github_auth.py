@@ -9,20 +9,19 @@ import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 import httpx
 import pytest
 
 from bot.backends.errors import BackendError
-from bot.backends.github_api import ApiConfig, GithubApi
+from bot.backends.github_api import GithubApi
 from bot.backends.github_auth import (
     HEADERS,
     RENEW_BEFORE_S,
-    AppConfig,
     AppInstallationToken,
     app_jwt,
 )
+from bot.config import Settings
 from sandbox.github_apps import AppToken, Installation
 from sandbox.github_issues import TOKEN, GithubIssues
 from tests.sandbox.test_github_issues import START, Clock
@@ -30,8 +29,15 @@ from tests.support.github_app import APP_ID, key, private_pem, public_pem
 
 REPO = "pytorch/alerting-issues"
 BASE = "http://api.gh.test"
-CONFIG = AppConfig(APP_ID, private_pem(), installation_of=f"/repos/{REPO}/installation",
-                   api_url=BASE)  # fmt: skip
+
+
+def app_settings(**values: object) -> Settings:
+    """The App, found installed on REPO (`GITHUB_ISSUES_REPO`)."""
+    app = {"github_app_id": APP_ID, "github_app_private_key": private_pem()}
+    return Settings(**{**app, "github_issues_repo": REPO, "github_api_url": BASE, **values})
+
+
+CONFIG = app_settings()
 
 
 @pytest.fixture
@@ -49,7 +55,7 @@ def gh(clock: Clock) -> GithubIssues:
     return stand_in
 
 
-def source(gh: GithubIssues, clock: Clock, config: AppConfig = CONFIG) -> AppInstallationToken:
+def source(gh: GithubIssues, clock: Clock, config: Settings = CONFIG) -> AppInstallationToken:
     return AppInstallationToken(config, clock=clock, transport=httpx.ASGITransport(app=gh.app))
 
 
@@ -58,7 +64,7 @@ async def api(gh: GithubIssues, clock: Clock) -> AsyncIterator[GithubApi]:
     client = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=gh.app), base_url=BASE, headers=HEADERS
     )
-    github = GithubApi(ApiConfig(api_url=BASE), client, auth=source(gh, clock), clock=clock)
+    github = GithubApi(Settings(github_api_url=BASE), client, auth=source(gh, clock), clock=clock)
     yield github
     await github.aclose()
 
@@ -159,7 +165,7 @@ async def test_a_token_as_given_is_not_tried_again(gh: GithubIssues) -> None:
     client = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=gh.app), base_url=BASE, headers=HEADERS
     )
-    api = GithubApi(ApiConfig("ghp_revoked", BASE), client)
+    api = GithubApi(Settings(github_token="ghp_revoked", github_api_url=BASE), client)
     with pytest.raises(BackendError) as refused:
         await api.get(f"/repos/{REPO}")
     await api.aclose()
@@ -174,7 +180,7 @@ async def test_concurrent_callers_share_one_mint(gh: GithubIssues, clock: Clock)
     client = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=gh.app), base_url=BASE, headers=HEADERS
     )
-    api = GithubApi(ApiConfig(api_url=BASE, concurrency=4), client, auth=tokens, clock=clock)
+    api = GithubApi(Settings(github_api_url=BASE), client, auth=tokens, concurrency=4, clock=clock)
     gate = gh.hang_next(1)  # GitHub holds its first answer (the installation's lookup)
     callers = [asyncio.create_task(tokens.token()) for _ in range(4)]
     calls = [asyncio.create_task(api.get(f"/repos/{REPO}?n={n}")) for n in range(4)]
@@ -206,7 +212,7 @@ async def test_a_late_refusal_of_a_replaced_token_leaves_the_new_one_be(
 
 async def test_an_installation_given_by_id_is_not_looked_up(gh: GithubIssues, clock: Clock) -> None:
     [installation] = gh.apps.installations
-    tokens = source(gh, clock, replace(CONFIG, installation_id=installation, installation_of=""))
+    tokens = source(gh, clock, app_settings(github_app_installation_id=installation))
 
     await tokens.token()
 
@@ -217,7 +223,7 @@ async def test_an_app_not_installed_where_it_is_looked_for_says_so_and_the_fix(
     gh: GithubIssues, clock: Clock
 ) -> None:
     gh.repo("pytorch/pytorch")
-    elsewhere = replace(CONFIG, installation_of="/repos/pytorch/pytorch/installation")
+    elsewhere = app_settings(github_issues_repo="pytorch/pytorch")
 
     with pytest.raises(BackendError) as refused:
         await source(gh, clock, elsewhere).token()

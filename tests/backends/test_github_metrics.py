@@ -17,7 +17,8 @@ from starlette.routing import Route
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi, next_link
-from bot.backends.metrics.github import GithubConfig, GithubMetrics, fleet_of, queued_jobs_of
+from bot.backends.metrics.github import GithubMetrics, fleet_of, queued_jobs_of
+from bot.config import Settings
 from bot.domain.jobs import Trigger
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.github_api import FakeGithub
@@ -55,19 +56,19 @@ def github() -> Iterator[tuple[FakeGithub, RunningServer]]:
         server.stop()
 
 
-def config_of(server: RunningServer, **config: object) -> GithubConfig:
-    settings: dict[str, object] = {
-        "token": "ghp-test",
-        "api_url": server.url,
-        "org": "pytorch",
-        "repos": ("pytorch/pytorch", "pytorch/vision"),
-        **config,
+def config_of(server: RunningServer, **settings: object) -> Settings:
+    values: dict[str, object] = {
+        "github_token": "ghp-test",
+        "github_api_url": server.url,
+        "github_org": "pytorch",
+        "github_repos": ("pytorch/pytorch", "pytorch/vision"),
+        **settings,
     }
-    return GithubConfig(**settings)  # type: ignore[arg-type]
+    return Settings(**values)  # type: ignore[arg-type]
 
 
-def backend(server: RunningServer, **config: object) -> GithubMetrics:
-    return GithubMetrics(config_of(server, **config))
+def backend(server: RunningServer, *, max_pages: int = 20, **settings: object) -> GithubMetrics:
+    return GithubMetrics(config_of(server, **settings), max_pages=max_pages)
 
 
 async def test_queued_jobs_and_runners_per_label(github: tuple[FakeGithub, RunningServer]) -> None:
@@ -101,7 +102,7 @@ async def test_a_type_with_no_job_left_is_empty_only_when_every_listing_was_read
     assert snap.runner_types[GPU].queued == 2 and not snap.absent_means_empty
     await cut.aclose()
     # Only the org's runners, no repository's jobs: nothing was listed that absence could mean.
-    runners_only = backend(server, repos=())
+    runners_only = backend(server, github_repos=())
     snap = await runners_only.read(now=NOW)
     assert snap.runner_types == {} and not snap.absent_means_empty
     await runners_only.aclose()
@@ -128,7 +129,9 @@ async def test_a_run_listing_cut_by_githubs_cap_is_not_complete() -> None:
         Route("/repos/o/r/actions/runs/1/jobs", no_jobs),
     ]
     server = serve_in_thread(Starlette(routes=routes))
-    metrics = GithubMetrics(GithubConfig(token="t", api_url=server.url, repos=("o/r",)))
+    metrics = GithubMetrics(
+        Settings(github_token="t", github_api_url=server.url, github_repos=("o/r",))
+    )
     try:
         listing = await metrics.api.pages("/repos/o/r/actions/runs?status=queued", "workflow_runs")
         assert len(listing.items) == 1 and not listing.complete
@@ -167,7 +170,7 @@ class Clock:
 
 def backend_at(server: RunningServer, clock: Clock) -> GithubMetrics:
     config = config_of(server)
-    return GithubMetrics(config, GithubApi(config.api, clock=clock))
+    return GithubMetrics(config, GithubApi(config, clock=clock))
 
 
 async def held_for(metrics: GithubMetrics, clock: Clock, expected_s: float) -> None:
@@ -279,7 +282,7 @@ async def test_calls_waiting_for_a_slot_see_a_limit_met_meanwhile(
     await limited(metrics)
     fake.limit = None
     second = GithubMetrics(
-        GithubConfig(token="ghp-test", api_url=server.url, repos=("pytorch/second",)),
+        Settings(github_token="ghp-test", github_api_url=server.url, github_repos="pytorch/second"),
         metrics.api,
     )
     with pytest.raises(BackendError, match="rate limit"):
@@ -292,7 +295,7 @@ async def test_a_token_without_permission_is_a_clear_refusal(
     github: tuple[FakeGithub, RunningServer],
 ) -> None:
     _, server = github
-    metrics = backend(server, token="wrong")
+    metrics = backend(server, github_token="wrong")
     with pytest.raises(BackendError, match="GitHub answered 401: Bad credentials") as caught:
         await metrics.read(now=NOW)
     assert not caught.value.retryable
@@ -468,7 +471,7 @@ async def test_a_jobs_listing_after_a_reading_reuses_its_calls(
     await metrics.aclose()
 
     # Later, the same pages are asked with their ETags: 304s, no quota.
-    later = backend(server, reuse_s=0)
+    later = GithubMetrics(config_of(server), reuse_s=0)
     await later.read(now=NOW)
     spent = 5000 - fake.remaining
     assert len((await later.queued_jobs(now=NOW)).jobs) == 8

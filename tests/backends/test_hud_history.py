@@ -16,7 +16,8 @@ from redis.asyncio import Redis
 from bot.actions.commands import run_command
 from bot.actions.core import Actor
 from bot.backends.errors import BackendError
-from bot.backends.metrics.hud import HudConfig, HudMetrics, history_rows
+from bot.backends.metrics.hud import HudMetrics, history_rows
+from bot.config import Settings
 from bot.domain.early_warning import Thresholds
 from bot.storage.incident_store import IncidentStore
 from sandbox.serve import RunningServer, serve_in_thread
@@ -59,7 +60,7 @@ def hud() -> Iterator[tuple[FakeHud, RunningServer]]:
 
 
 def backend(server: RunningServer) -> HudMetrics:
-    return HudMetrics(HudConfig(url=server.url, token="hud-bot-token"))
+    return HudMetrics(Settings(hud_url=server.url, hud_token="hud-bot-token"))
 
 
 async def test_a_week_of_hourly_longest_waits(hud: tuple[FakeHud, RunningServer]) -> None:
@@ -120,7 +121,9 @@ async def test_a_hud_that_refuses_leaves_the_report_its_incidents_and_says_why(
     server = serve_in_thread(FakeHud(history=table()).app)
     store = IncidentStore(redis, "qp")
     await keep_resolved(store, 1, START + timedelta(days=2, hours=9), 5, GPU)
-    metrics = HudMetrics(HudConfig(url=server.url, token="wrong-token"))  # Vercel's challenge
+    metrics = HudMetrics(
+        Settings(hud_url=server.url, hud_token="wrong-token")
+    )  # Vercel's challenge
     core = action_core(redis, store, metrics=metrics, clock=lambda: END)
     try:
         with pytest.raises(BackendError, match="403"):

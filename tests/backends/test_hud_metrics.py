@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
 from bot.backends.metrics.hud import (
-    HudConfig,
     HudMetrics,
     aggregate_rows,
     by_label_rows,
     job_rows,
 )
+from bot.config import Settings
 from bot.domain.jobs import JobsListing, Trigger
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.hud_api import FakeHud
@@ -39,8 +39,9 @@ def hud() -> Iterator[tuple[FakeHud, RunningServer]]:
         server.stop()
 
 
-async def read(server: RunningServer, **config: object) -> tuple[HudMetrics, object]:
-    metrics = HudMetrics(HudConfig(**{"url": server.url, "token": "hud-bot-token", **config}))  # type: ignore[arg-type]
+async def read(server: RunningServer, **settings: object) -> tuple[HudMetrics, object]:
+    values = {"hud_url": server.url, "hud_token": "hud-bot-token", **settings}
+    metrics = HudMetrics(Settings(**values))  # type: ignore[arg-type]
     try:
         return metrics, await metrics.read(now=NOW)
     finally:
@@ -62,7 +63,7 @@ async def test_the_aggregate_adds_up_a_labels_rows_over_repos(
 
 async def test_parameters_are_configurable(hud: tuple[FakeHud, RunningServer]) -> None:
     fake, server = hud
-    await read(server, parameters={"orgs": ["pytorch"], "repo": "pytorch/pytorch"})
+    await read(server, hud_parameters={"orgs": ["pytorch"], "repo": "pytorch/pytorch"})
     assert fake.seen[-1] == {
         "queuedThresholdMinutes": 5,
         "maxAgeDays": 3,
@@ -75,7 +76,7 @@ async def test_by_label_reads_count_and_the_maximum_hidden_in_avg_queue_s(
     hud: tuple[FakeHud, RunningServer],
 ) -> None:
     fake, server = hud
-    _, snap = await read(server, query="queued_jobs_by_label")
+    _, snap = await read(server, hud_query="queued_jobs_by_label")
     gpu = snap.runner_types["linux.g5.4xlarge.nvidia.gpu"]  # type: ignore[attr-defined]
     assert gpu.queued == 16 and gpu.longest_wait_mins == pytest.approx(6871 / 60)
     assert fake.seen[-1] == {}  # no parameters, but `parameters` is sent: the route needs it
@@ -86,7 +87,7 @@ async def test_without_the_bot_token_the_refusal_is_clear(
 ) -> None:
     _, server = hud
     with pytest.raises(BackendError, match="The HUD answered 403") as caught:
-        await read(server, token="wrong")
+        await read(server, hud_token="wrong")
     assert not caught.value.retryable
 
 
@@ -114,7 +115,7 @@ async def test_a_label_whose_queue_drained_leaves_the_answer_and_its_absence_mea
     # Empty, as far as the query sees: nothing queued longer than its threshold.
     assert snap.absent_means_empty and snap.queued_over_mins == 5  # type: ignore[attr-defined]
     fake.rows["queued_jobs_by_label"] = []  # nothing queues anywhere
-    _, snap = await read(server, query="queued_jobs_by_label")
+    _, snap = await read(server, hud_query="queued_jobs_by_label")
     assert snap.runner_types == {} and snap.absent_means_empty  # type: ignore[attr-defined]
     assert snap.queued_over_mins == 5  # type: ignore[attr-defined]  # its fixed 5 minutes
 
@@ -125,14 +126,16 @@ async def test_the_reading_says_the_threshold_the_hud_was_asked_for(
     """An operator's 30 minutes: a label the HUD lacks may have jobs waiting 29 (the drain
     rule is told, and does not take that as drained)."""
     fake, server = hud
-    _, snap = await read(server, parameters={"queuedThresholdMinutes": 30})
+    _, snap = await read(server, hud_parameters={"queuedThresholdMinutes": 30})
     assert fake.seen[-1]["queuedThresholdMinutes"] == 30
     assert snap.queued_over_mins == 30  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("threshold", ["30", 2.5, -1, True, None])
 def test_a_threshold_that_is_no_whole_number_of_minutes_is_refused(threshold: object) -> None:
-    config = HudConfig(url="http://hud.invalid", parameters={"queuedThresholdMinutes": threshold})
+    config = Settings(
+        hud_url="http://hud.invalid", hud_parameters={"queuedThresholdMinutes": threshold}
+    )
     with pytest.raises(ValueError, match="queuedThresholdMinutes must be a whole number"):
         HudMetrics(config)
 
@@ -239,7 +242,7 @@ QUEUED_JOBS = [
 
 
 async def queued_jobs(server: RunningServer) -> JobsListing:
-    metrics = HudMetrics(HudConfig(url=server.url, token="hud-bot-token"))
+    metrics = HudMetrics(Settings(hud_url=server.url, hud_token="hud-bot-token"))
     try:
         return await metrics.queued_jobs(now=NOW)
     finally:

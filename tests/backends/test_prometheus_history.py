@@ -17,10 +17,10 @@ from redis.asyncio import Redis
 from bot.actions.commands import run_command
 from bot.actions.core import Actor
 from bot.backends.errors import BackendError
-from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
+from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_history import parse_matrix, step_s
+from bot.config import Settings
 from bot.domain.early_warning import Thresholds
-from bot.domain.runner_names import RunnerNames
 from bot.storage.incident_store import IncidentStore
 from sandbox.redis_server import free_port
 from tests.support.cores import action_core
@@ -55,7 +55,9 @@ def seeded() -> Iterator[Week]:
 
 
 def metrics(url: str, **queries: str) -> PrometheusMetrics:
-    return PrometheusMetrics(PrometheusConfig(url=url, window="10m", queries=queries))
+    return PrometheusMetrics(
+        Settings(prometheus_url=url, prometheus_rate_window="10m", prometheus_queries=queries)
+    )
 
 
 async def test_a_week_of_queueing_at_the_maximum_and_the_queue_time(seeded: Week) -> None:
@@ -93,8 +95,11 @@ async def test_a_week_of_queueing_at_the_maximum_and_the_queue_time(seeded: Week
 async def test_the_history_is_named_for_the_runner_types_the_alerts_use(seeded: Week) -> None:
     """The queueing set serves `linux.2xlarge` (RUNNER_SCALE_SETS), the recreated listener's two
     runner-set names included; the healthy one serves no type the bot knows."""
-    names = RunnerNames({"linux.2xlarge": QUEUEING})
-    config = PrometheusConfig(url=seeded.url, window="10m", names=names)
+    config = Settings(
+        prometheus_url=seeded.url,
+        prometheus_rate_window="10m",
+        runner_scale_sets={"linux.2xlarge": QUEUEING},
+    )
     backend = PrometheusMetrics(config)
     try:
         kept = await backend.history(start=seeded.start, end=seeded.end)

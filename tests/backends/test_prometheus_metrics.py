@@ -14,18 +14,17 @@ from bot.backends.errors import BackendError
 from bot.backends.metrics.prometheus import (
     NO_STARTS,
     NO_WORKFLOW,
-    PrometheusConfig,
     PrometheusMetrics,
     parse_vector,
     workflow_of,
 )
+from bot.config import Settings
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FIELDS as PROMETHEUS_FIELDS
 from bot.domain.fleet import FleetSnapshot, Reading
 from bot.domain.incident_fleet import incident_fleet
 from bot.domain.incidents import Incident
 from bot.domain.jobs import JobsListing
-from bot.domain.runner_names import RunnerNames
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.running import eventually
 
@@ -39,8 +38,9 @@ def arc_fleet() -> Iterator[ArcFleet]:
         fleet.stop()
 
 
-async def read(url: str, **config: Any) -> FleetSnapshot:
-    metrics = PrometheusMetrics(PrometheusConfig(url=url, **{"window": "30s", **config}))
+async def read(url: str, **settings: Any) -> FleetSnapshot:
+    values = {"prometheus_url": url, "prometheus_rate_window": "30s", **settings}
+    metrics = PrometheusMetrics(Settings(**values))
     try:
         return await metrics.read(now=datetime.now(UTC))
     finally:
@@ -90,9 +90,9 @@ def released() -> Iterator[ArcFleet]:
         fleet.stop()
 
 
-async def both_read(url: str, names: RunnerNames) -> FleetSnapshot:
+async def both_read(url: str, **names: Any) -> FleetSnapshot:
     async def both() -> FleetSnapshot | None:
-        snap = await read(url, names=names)
+        snap = await read(url, **names)
         return snap if len(snap.runner_types) == 2 else None
 
     return await eventually(both, what="both listeners scraped", timeout=30)
@@ -101,8 +101,9 @@ async def both_read(url: str, names: RunnerNames) -> FleetSnapshot:
 async def test_each_series_is_named_for_the_runner_type_the_alerts_use(
     released: ArcFleet,
 ) -> None:
-    names = RunnerNames({GPU: "gpu-a10g"}, known=["linux.2xlarge", GPU])
-    snap = await both_read(released.prometheus.url, names)
+    # RUNNER_SCALE_SETS names the GPU type's scale set; the other is derived from its target's.
+    names = {"runner_scale_sets": {GPU: "gpu-a10g"}, "scaler_targets": {"linux.2xlarge": {}}}
+    snap = await both_read(released.prometheus.url, **names)
     assert set(snap.runner_types) == {"linux.2xlarge", GPU}
     assert snap.runner_types["linux.2xlarge"].queued == 43
     assert snap.runner_types[GPU].registered == 19
@@ -111,7 +112,7 @@ async def test_each_series_is_named_for_the_runner_type_the_alerts_use(
 async def test_with_nothing_configured_an_alerts_type_still_finds_its_scale_set(
     released: ArcFleet,
 ) -> None:
-    snap = await both_read(released.prometheus.url, RunnerNames())
+    snap = await both_read(released.prometheus.url)
     assert set(snap.runner_types) == {"linux-2xlarge", "gpu-a10g"}  # no type knows them
     now = snap.at
     alert = Incident(
@@ -142,7 +143,11 @@ async def test_a_replaced_query_fits_another_exporter(arc_fleet: ArcFleet) -> No
     }
 
     async def scraped() -> FleetSnapshot | None:
-        snap = await read(arc_fleet.prometheus.url, queries=queries, runner_type_label="pool")
+        snap = await read(
+            arc_fleet.prometheus.url,
+            prometheus_queries=queries,
+            prometheus_runner_type_label="pool",
+        )
         return snap if QUEUEING in snap.runner_types else None
 
     # Waited for: with the suite's workers, this test may be the first of its module here.
@@ -155,7 +160,7 @@ async def test_a_query_prometheus_refuses_is_named_and_the_rest_still_read(
     arc_fleet: ArcFleet,
 ) -> None:
     async def scraped() -> FleetSnapshot | None:
-        snap = await read(arc_fleet.prometheus.url, queries={"queued": "sum("})
+        snap = await read(arc_fleet.prometheus.url, prometheus_queries={"queued": "sum("})
         return snap if QUEUEING in snap.runner_types else None
 
     snap = await eventually(scraped, what="a reading with the scale set", timeout=30)
@@ -165,7 +170,7 @@ async def test_a_query_prometheus_refuses_is_named_and_the_rest_still_read(
     with pytest.raises(BackendError, match="Prometheus answered 400"):
         await read(
             arc_fleet.prometheus.url,
-            queries={**every, **{f: "" for f in PROMETHEUS_FIELDS if f not in every}},
+            prometheus_queries={**every, **{f: "" for f in PROMETHEUS_FIELDS if f not in every}},
         )
 
 
@@ -234,7 +239,7 @@ def test_any_answer_parses_to_finite_samples_or_a_backend_error(body: dict) -> N
 
 
 async def jobs_of(url: str) -> JobsListing:
-    metrics = PrometheusMetrics(PrometheusConfig(url=url))
+    metrics = PrometheusMetrics(Settings(prometheus_url=url))
     try:
         return await metrics.queued_jobs(now=datetime.now(UTC))
     finally:

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from bot.backends.errors import BackendError
 from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import Bounds, Reverted, ScaleRequest, Undo
-from bot.backends.scale.arc import NAMES, ArcScaler, ArcScalerConfig
+from bot.backends.scale.arc import NAMES, ArcScaler
+from bot.config import Settings
 from bot.domain.scaling import ScaleTarget
 from tests.support.fakes.kube_api import FakeKubeApi
 
@@ -25,7 +26,7 @@ SET = ("arc-runners", "mt-l-x86iavx512-8-64")
 
 def scaler(kube: FakeKubeApi, tmp_path: Path) -> ArcScaler:
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
-    return ArcScaler(ArcScalerConfig(from_kubeconfig(path), timeout_s=1))
+    return ArcScaler(Settings(backend_timeout_seconds=1), from_kubeconfig(path))
 
 
 def spec(kube: FakeKubeApi) -> tuple[int | None, int | None]:

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from bot.backends.errors import BackendError
 from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import Reverted, ScaleRequest, Undo
-from bot.backends.scale.arc import ArcScaler, ArcScalerConfig, changed_by, ephemeral_failures
-from bot.config import load_settings
+from bot.backends.scale.arc import ArcScaler, changed_by, ephemeral_failures
+from bot.config import Settings, load_settings
 from bot.domain.scaling import ScaleTarget
 from bot.factory import scale_targets
 from tests.support.fakes.kube_api import FakeKubeApi
@@ -29,7 +29,7 @@ TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=10)
 
 def scaler(kube: FakeKubeApi, tmp_path: Path, *, url: str | None = None) -> ArcScaler:
     path = kube.kubeconfig(tmp_path, url or kube.url)  # type: ignore[attr-defined]
-    return ArcScaler(ArcScalerConfig(from_kubeconfig(path), timeout_s=1))
+    return ArcScaler(Settings(backend_timeout_seconds=1), from_kubeconfig(path))
 
 
 @pytest.mark.parametrize(

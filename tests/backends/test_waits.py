@@ -13,14 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from bot.backends.metrics.github import GithubConfig, GithubMetrics
+from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.prometheus import (
-    PrometheusConfig,
     PrometheusMetrics,
     bucket_quantile,
 )
+from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.incident_fleet import DrainConfig, is_drained
+from bot.domain.incident_fleet import DrainRule, is_drained
 from bot.domain.units import wait_said
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
@@ -103,9 +103,13 @@ def arc_fleet() -> Iterator[ArcFleet]:
         fleet.stop()
 
 
-async def read(url: str, at: datetime | None = None, **config: object) -> FleetSnapshot:
-    settings: dict[str, object] = {"url": url, "window": "30s", **config}
-    metrics = PrometheusMetrics(PrometheusConfig(**settings))  # type: ignore[arg-type]
+async def read(
+    url: str, at: datetime | None = None, queries: dict[str, str] | None = None
+) -> FleetSnapshot:
+    config = Settings(
+        prometheus_url=url, prometheus_rate_window="30s", prometheus_queries=queries or {}
+    )
+    metrics = PrometheusMetrics(config)
     try:
         return await metrics.read(now=at or datetime.now(UTC))
     finally:
@@ -156,12 +160,16 @@ async def test_jobs_from_github_give_the_prometheus_reading_the_oldest_jobs_age(
     fake.run("pytorch/pytorch", 11, "queued", [FakeGithub.job(102, [GPU], "queued", created)])
     redis = Redis.from_url(redis_url, decode_responses=True)
     github = GithubMetrics(
-        GithubConfig(token="ghp-test", api_url=server.url, repos=("pytorch/pytorch",))
+        Settings(github_token="ghp-test", github_api_url=server.url, github_repos="pytorch/pytorch")
     )
-    prometheus = PrometheusMetrics(PrometheusConfig(url=arc_fleet.prometheus.url, window="30s"))
+    prometheus = PrometheusMetrics(
+        Settings(prometheus_url=arc_fleet.prometheus.url, prometheus_rate_window="30s")
+    )
     watch = JobsWatch(github, JobArrivals(redis, Keys("qp")), timeout_s=5)
+    # Read anew every time at the one instant (0: no interval; no setting may be 0).
+    every_time = Settings.model_construct(metrics_interval_seconds=0, backend_timeout_seconds=5)
     readings = FleetReadings(
-        redis, Keys("qp"), prometheus, interval_s=0, timeout_s=5, clock=lambda: now, jobs=watch
+        redis, Keys("qp"), prometheus, config=every_time, clock=lambda: now, jobs=watch
     )
     try:
 
@@ -192,7 +200,7 @@ async def test_jobs_from_github_give_the_prometheus_reading_the_oldest_jobs_age(
 
 
 def test_a_wait_over_a_bound_is_never_drained_below_a_limit() -> None:
-    config = DrainConfig(max_queued=0, max_wait_mins=90)
+    config = DrainRule(max_queued=0, max_wait_mins=90)
     now = datetime(2026, 11, 25, 12, tzinfo=UTC)
 
     def view(**metrics: object) -> FleetSnapshot:

@@ -15,7 +15,7 @@ import boto3
 import pytest
 from redis import Redis
 
-from bot.backends.metrics.prometheus import PrometheusConfig
+from bot.backends.metrics.prometheus import all_queries
 from bot.checks import Finding, Verdict
 from bot.checks.run import Probe, bounded, probe_all, render
 from bot.config import Settings
@@ -189,7 +189,7 @@ async def test_queries_that_return_nothing_say_arcs_metrics_are_not_scraped(
     found = of(await probe_all(settings, {}), "prometheus")
 
     assert verdicts(found) == [Verdict.FAIL]
-    every = len(PrometheusConfig(url=empty_prometheus).all_queries())
+    every = len(all_queries(Settings(prometheus_url=empty_prometheus)))
     assert found[0].detail == f"none of the {every} queries returns a series"
     assert "scrape ARC's listeners" in found[0].fix
 

@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from bot.backends.github_auth import AppInstallationToken, StaticToken
+from bot.backends.github_auth import AppInstallationToken, StaticToken, installation_of
 from bot.config import Settings, SettingsError, load_settings, read_settings
 from bot.factory import build_issues, build_metrics, github_auth
 from tests.support.github_app import APP_ID, private_pem
@@ -152,11 +152,11 @@ def test_an_app_serves_where_a_token_would(values: dict[str, Any]) -> None:
 def test_the_installation_is_looked_for_where_the_settings_point(
     values: dict[str, Any], where: str
 ) -> None:
-    auth = github_auth(load_settings(_env_file=None, **APP, **values))
+    settings = load_settings(_env_file=None, **APP, **values)
 
-    assert isinstance(auth, AppInstallationToken)
-    assert auth._config.installation_of == where
-    assert auth._config.installation_id is None
+    assert isinstance(github_auth(settings), AppInstallationToken)
+    assert installation_of(settings) == where
+    assert settings.github_app_installation_id is None
 
 
 async def test_both_readers_call_with_the_one_token_source_they_are_given() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import ScaleRequest
-from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.backends.scale.arc import ArcScaler
 from bot.config import Settings, read_settings
 from bot.domain.scaling import ScaleTarget
 from tests.deploy.manifests import (
@@ -183,7 +183,7 @@ async def test_the_role_allows_exactly_what_the_arc_scaler_calls() -> None:
 
     client = httpx.AsyncClient(base_url="https://kube", transport=httpx.MockTransport(answer))
     access = KubeAccess("https://kube", token="token")
-    arc = ArcScaler(ArcScalerConfig(access, namespace="arc-runners"), client=client)
+    arc = ArcScaler(Settings(scaler_arc_namespace="arc-runners"), access, client=client)
     target = ScaleTarget("linux", runner_set["metadata"]["name"], cap=10)
     await arc.capacity(target)
     await arc.failures(target)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from bot.domain.alerts import RunnerQueue
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, RunnerTypeMetrics, judged
 from bot.domain.incident_fleet import (
-    DrainConfig,
+    DrainRule,
     as_snapshot,
     drain_checks,
     incident_fleet,
@@ -125,7 +125,7 @@ def test_without_a_fresh_reading_the_incident_keeps_the_alerts_numbers_and_says_
     assert says in view.note and "these are the alert's numbers" in view.note
 
 
-DRAIN = DrainConfig(checks=3, max_queued=0, max_wait_mins=5)
+DRAIN = DrainRule(max_queued=0, max_wait_mins=5)
 
 
 @pytest.mark.parametrize(
@@ -261,7 +261,7 @@ def test_a_big_fleet_keeps_the_worst_ten_and_a_hidden_queue_blocks_the_drain() -
     assert len(view.runner_types) == 10 and view.hidden == 6
     assert min(m.longest_wait_mins or 0 for m in view.runner_types.values()) == 30
     assert view.hidden_queueing > 0
-    assert drain_checks(incident(), view, DrainConfig(max_queued=5, max_wait_mins=100)) == 0
+    assert drain_checks(incident(), view, DrainRule(max_queued=5, max_wait_mins=100)) == 0
 
 
 # What absence means, as a table. Each row: whether the reading's absence means "nothing queued"
@@ -414,7 +414,7 @@ def test_a_put_back_reads_its_types_queue_whatever_the_reading_names_it(
     view = FleetSnapshot(
         at=datetime(2026, 11, 25, tzinfo=UTC), source="prometheus", runner_types=types
     )
-    assert type_drained(view, "linux.2xlarge", DrainConfig()) is drained
+    assert type_drained(view, "linux.2xlarge", DRAIN) is drained
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from redis.asyncio import Redis
 
-from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
+from bot.backends.metrics.prometheus import PrometheusMetrics
+from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings
 from bot.storage.keys import Keys
@@ -42,7 +43,13 @@ async def test_replicas_share_one_read_per_interval(redis_url: str) -> None:
     metrics = CountingMetrics()
     now = [datetime(2026, 11, 22, 10, tzinfo=UTC)]
     replicas = [
-        FleetReadings(redis, Keys("qp"), metrics, interval_s=60, timeout_s=5, clock=lambda: now[0])
+        FleetReadings(
+            redis,
+            Keys("qp"),
+            metrics,
+            config=Settings(backend_timeout_seconds=5),
+            clock=lambda: now[0],
+        )
         for _ in range(3)
     ]
     await asyncio.gather(*(r.latest() for r in replicas for _ in range(5)))
@@ -89,9 +96,13 @@ async def test_a_hanging_backend_costs_one_timeout_and_is_said(
     redis_url: str, silent_server: str
 ) -> None:
     redis = Redis.from_url(redis_url, decode_responses=True)
-    metrics = PrometheusMetrics(PrometheusConfig(url=silent_server, timeout_s=1))
+    metrics = PrometheusMetrics(Settings(prometheus_url=silent_server, backend_timeout_seconds=1))
     readings = FleetReadings(
-        redis, Keys("qp"), metrics, interval_s=60, timeout_s=1, clock=lambda: datetime.now(UTC)
+        redis,
+        Keys("qp"),
+        metrics,
+        config=Settings(backend_timeout_seconds=1),
+        clock=lambda: datetime.now(UTC),
     )
     started = time.monotonic()
     reading = await readings.latest()
@@ -117,7 +128,9 @@ async def test_the_stored_reading_keeps_what_absence_means_and_an_older_one_stay
         async def read(self, *, now: datetime) -> FleetSnapshot:
             return FleetSnapshot(at=now, source="hud", absent_means_empty=True)
 
-    readings = FleetReadings(redis, keys, Hud(), interval_s=60, timeout_s=5, clock=lambda: now)
+    readings = FleetReadings(
+        redis, keys, Hud(), config=Settings(backend_timeout_seconds=5), clock=lambda: now
+    )
     await readings.latest()
     # Another replica reads it from Redis: an empty answer still means "nothing queues".
     stored = await readings.stored()

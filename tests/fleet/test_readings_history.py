@@ -10,10 +10,11 @@ from redis.asyncio import Redis
 
 from bot.actions.core import Actor
 from bot.actions.flow import Acting
-from bot.actions.permissions import Authorizer, Rules
-from bot.actions.report import Report, ReportConfig
+from bot.actions.permissions import Authorizer
+from bot.actions.report import Report
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.metrics.github import fleet_of
+from bot.config import Settings
 from bot.domain.early_warning import Thresholds
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.fleet.readings import FleetReadings
@@ -79,8 +80,7 @@ async def read_for(
             redis,
             keys,
             WorkdayFleet(n),
-            interval_s=60 * every_mins,
-            timeout_s=5,
+            config=Settings(metrics_interval_seconds=60 * every_mins, backend_timeout_seconds=5),
             clock=lambda: now[0],
             kept=kept,
         )
@@ -150,17 +150,21 @@ async def test_with_the_github_backend_the_report_has_the_week_from_queuepilots_
         store,
         Telemetry(),
         Interactions(redis, "qp"),
-        Authorizer(Rules(), group_members=_no_members),
+        Authorizer(Settings(), group_members=_no_members),
         display_name=_no_name,
         clock=lambda: now,
     )
     readings = FleetReadings(
-        redis, store.keys, AlertMetrics(), interval_s=60, timeout_s=2, clock=lambda: now
+        redis,
+        store.keys,
+        AlertMetrics(),
+        config=Settings(backend_timeout_seconds=2),
+        clock=lambda: now,
     )
     report = Report(
         acting,
         readings,
-        config=ReportConfig(thresholds=Thresholds(queued=10)),
+        config=Settings(early_warning_queued=10),
         history=ReadingsHistory(redis, store.keys, interval_s=300),
     )
     outcome = await report.report(Actor("U1", "al"), 7, interaction="i1")

@@ -194,9 +194,7 @@ async def test_a_large_body_waits_in_the_stream_as_its_capped_facts(redis_url: s
     app = Starlette()
     webhooks.register(
         app,
-        webhooks.AlertWebhooks(
-            stream, Telemetry(), auth=webhooks.WebhookAuth(token="t"), max_body_bytes=1 << 20
-        ),
+        webhooks.AlertWebhooks(stream, Telemetry(), config=Settings(alert_webhook_token="t")),
     )
     small = body(FIRING)
     payload = fixture_json(FIRING)

@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
+from bot.config import Settings
 from bot.domain.alerts import parse_json_body, parse_notification
-from bot.intake.consumer import Intake, IntakeConfig
+from bot.intake.consumer import Intake
 from bot.storage.incident_store import IncidentStore
 from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
@@ -35,7 +36,8 @@ def consumer(redis: Redis, name: str, telemetry: Telemetry | None = None) -> Int
         NotificationStream(redis, PREFIX),
         IncidentStore(redis, PREFIX),
         telemetry or Telemetry(),
-        config=IntakeConfig(consumer=name, channel=CHANNEL, status_interval_s=600),
+        config=Settings(slack_channel=CHANNEL),
+        consumer=name,
         clock=lambda: T0,
     )
 

@@ -14,7 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.outbound.gateway import SlackConfig, SlackError, SlackGateway, build_client
+from bot.config import Settings
+from bot.outbound.gateway import SlackError, SlackGateway, build_client
 from bot.pacing import Pacing
 from bot.storage.keys import Keys
 from bot.storage.user_names import UserNames
@@ -41,14 +42,18 @@ def make_gateway(
     *,
     token: str = BOT_TOKEN,
     base_url: str | None = None,
-    **config: Any,
+    max_retries: int = 3,
+    timeout_s: float = 10,
 ) -> SlackGateway:
-    settings = SlackConfig(token=token, base_url=base_url or slack.api_url, **config)
+    settings = Settings(
+        slack_bot_token=token,
+        slack_api_url=base_url or slack.api_url,
+        slack_timeout_seconds=timeout_s,
+    )
     telemetry = telemetry or Telemetry()
     keys = Keys("qp")
     return SlackGateway(
-        build_client(settings),
-        config=settings,
+        build_client(settings, max_retries=max_retries),
         telemetry=telemetry,
         pacing=Pacing(),
         user_names=UserNames(redis, keys),

@@ -526,7 +526,7 @@ async def test_a_sender_stops_when_cancelled_even_if_a_step_swallowed_the_cancel
             if not swallow:
                 raise
 
-    loop_of = SimpleNamespace(_config=SimpleNamespace(backoff_max_s=1.0), channel=CHANNEL)
+    loop_of = SimpleNamespace(channel=CHANNEL)
     task = asyncio.create_task(ChannelSender._loop(loop_of, swallowing_step))  # type: ignore[arg-type]
     await eventually(lambda: steps >= 2, what="the loop running")
     task.cancel()

@@ -14,8 +14,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bot.backends.kube import KubeAccess
-from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
-from bot.backends.scale.asg import AsgScaler, AsgScalerConfig
+from bot.backends.scale.arc import ArcScaler
+from bot.backends.scale.asg import AsgScaler
+from bot.config import Settings
 from bot.domain.early_warning import Phase, WarningState
 from bot.domain.judgement import Judgement
 from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, scale_default
@@ -30,8 +31,8 @@ NOW = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
 TYPE = "linux.2xlarge"
 FORM = ScaleForm(ref="12:u12", channel="C1", runner_type=TYPE)
 OWNER = ScaleOwner((TYPE,))
-ARC = ArcScaler(ArcScalerConfig(KubeAccess("http://127.0.0.1:9")), httpx.AsyncClient())
-ASG = AsgScaler(AsgScalerConfig(), autoscaling=object())
+ARC = ArcScaler(Settings(), KubeAccess("http://127.0.0.1:9"), httpx.AsyncClient())
+ASG = AsgScaler(Settings(), autoscaling=object())
 
 
 def arc_capacity(current: int, minimum: int, maximum: int | None) -> Capacity:

@@ -22,16 +22,16 @@ from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
 from bot.backends.kube import from_kubeconfig
-from bot.backends.metrics.hud import HudConfig, HudMetrics
-from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
+from bot.backends.metrics.hud import HudMetrics
+from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.scale import ScaleRequest
-from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.backends.scale.arc import ArcScaler
 from bot.backends.silence import SilenceRequest
 from bot.backends.silence.alertmanager import alertmanager_silencer
+from bot.config import Settings
 from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import Matcher, parse_notification
 from bot.domain.jobs import Arrivals, Trigger, jobs_view, surging
-from bot.domain.runner_names import RunnerNames
 from bot.domain.scaling import ScaleTarget
 from sandbox.fleet import (
     DEMO_BURSTS,
@@ -200,7 +200,8 @@ def fleet_api() -> Iterator[FleetApi]:
 
 
 # The demo's settings: every type scalable (SCALER_TARGETS), one scale set named by hand.
-DEMO_NAMES = RunnerNames(SCALE_SETS, known=[spec.name for spec in DEMO_TYPES])
+DEMO = Settings(runner_scale_sets=SCALE_SETS, scaler_targets={spec.name: {} for spec in DEMO_TYPES})
+DEMO_NAMES = DEMO.runner_names
 
 
 def test_the_demos_settings_name_every_types_scale_set_as_the_fleet_does() -> None:
@@ -215,8 +216,9 @@ def test_the_demos_settings_name_every_types_scale_set_as_the_fleet_does() -> No
 
 
 async def test_the_prometheus_backend_reads_the_fleet_by_runner_type(fleet_api: FleetApi) -> None:
-    metrics = PrometheusMetrics(PrometheusConfig(fleet_api.url, window="10m", names=DEMO_NAMES))
-    unnamed = PrometheusMetrics(PrometheusConfig(fleet_api.url, window="10m"))
+    served = {"prometheus_url": fleet_api.url, "prometheus_rate_window": "10m"}
+    metrics = PrometheusMetrics(DEMO.model_copy(update=served))
+    unnamed = PrometheusMetrics(Settings(**served))
     try:
         snapshot = await metrics.read(now=datetime.now(UTC))
         as_served = await unnamed.read(now=datetime.now(UTC))
@@ -245,7 +247,7 @@ async def test_the_huds_queued_jobs_show_the_periodic_surge_behind_the_burst() -
     api = FleetApi(Fleet(speed=1, clock=clock), FleetApiConfig(rate_window="10m"))
     clock.to_minute(20)  # the burst has passed; its jobs still wait
     with serve_in_thread(api.app) as server:
-        hud = HudMetrics(HudConfig(url=server.url))
+        hud = HudMetrics(Settings(hud_url=server.url))
         try:
             now = datetime.now(UTC)
             listing = await hud.queued_jobs(now=now)
@@ -332,7 +334,7 @@ def target(runner_type: str = "linux.2xlarge") -> ScaleTarget:
 def arc(fleet_api: FleetApi, tmp_path: Path) -> Iterator[ArcScaler]:
     """The bot's `arc` scaler, reaching the fleet's Kubernetes API through a kubeconfig."""
     access = from_kubeconfig(fleet_api.kube.kubeconfig(tmp_path, fleet_api.url))
-    yield ArcScaler(ArcScalerConfig(access))
+    yield ArcScaler(Settings(), access)
 
 
 async def test_the_arc_scaler_raises_a_scale_set_the_fleet_then_runs_within(

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from bot.backends.metrics.prometheus import PrometheusConfig, PrometheusMetrics
-from bot.domain.runner_names import RunnerNames
+from bot.backends.metrics.prometheus import PrometheusMetrics
+from bot.config import Settings
 from sandbox.fleet import DEMO_TYPES, Fleet
 from sandbox.fleet_api import FleetApi, FleetApiConfig
 from sandbox.stack import SCALE_SETS
@@ -33,8 +33,12 @@ async def test_range_queries_over_the_kept_readings() -> None:
     transport = httpx.ASGITransport(app=api.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://fleet") as http:
         end = datetime.now(UTC) + timedelta(seconds=1)
-        names = RunnerNames(SCALE_SETS, known=[spec.name for spec in DEMO_TYPES])
-        config = PrometheusConfig(url="http://fleet", window="10m", names=names)
+        config = Settings(
+            prometheus_url="http://fleet",
+            prometheus_rate_window="10m",
+            runner_scale_sets=SCALE_SETS,
+            scaler_targets={spec.name: {} for spec in DEMO_TYPES},
+        )
         metrics = PrometheusMetrics(config, http)
         kept = await metrics.history(start=end - timedelta(hours=1), end=end)
         refused = await http.get(

@@ -15,10 +15,11 @@ from redis.asyncio import Redis
 
 from bot.backends.errors import BackendError
 from bot.backends.issues import Issue
+from bot.config import Settings
 from bot.domain.alert_issue import THREAD_MOMENT, issue_title
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.pacing import Pacing
-from bot.status.alert_issue import AlertIssues, IssueConfig
+from bot.status.alert_issue import AlertIssues
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.issue_links import IssueLinks
 from bot.storage.leases import Leases
@@ -79,7 +80,7 @@ class Clock:
 
 
 async def keeper(
-    redis: Redis, issues: FakeIssues, clock: Clock, **config: object
+    redis: Redis, issues: FakeIssues, clock: Clock, *, open: bool = False
 ) -> tuple[AlertIssues, IncidentStore]:
     store = IncidentStore(redis, PREFIX, issues=True)
     permalinks = {"C0STORE": "https://slack.example/archives/C0STORE/p1"}
@@ -87,7 +88,9 @@ async def keeper(
     async def permalink(channel: str, ts: str) -> str | None:
         return permalinks.get(channel)
 
-    settings = {"repo": REPO, "interval_ms": 10, **config}
+    config = Settings(
+        github_issues_repo=REPO, github_issues_open=open, github_issues_interval_ms=10
+    )
     return (
         AlertIssues(
             store,
@@ -95,7 +98,7 @@ async def keeper(
             issues,
             Pacing(),
             Leases(redis),
-            config=IssueConfig(**settings),  # type: ignore[arg-type]
+            config=config,
             permalink=permalink,
             clock=clock,
         ),
@@ -124,7 +127,7 @@ async def test_no_issue_yet_is_looked_for_again_while_open_and_no_more_once_reso
     redis: Redis,
 ) -> None:
     issues, clock = FakeIssues(), Clock()
-    keep, store = await keeper(redis, issues, clock, search_again_s=(30.0, 120.0))
+    keep, store = await keeper(redis, issues, clock)
     incident = await opened_due(store)
     await keep.tick()
     assert issues.listed == 1
@@ -192,7 +195,7 @@ async def test_a_comment_github_will_never_take_is_said_once_and_the_rest_go_on(
 
 async def test_the_thread_is_waited_for_then_told_without_its_link(redis: Redis) -> None:
     issues, clock = FakeIssues(), Clock()
-    keep, store = await keeper(redis, issues, clock, open=True, thread_wait_s=120.0)
+    keep, store = await keeper(redis, issues, clock, open=True)
     incident = await opened_due(store)
     await keep.tick()
     assert issues.comments == {}  # linked, but the root is not posted yet
@@ -205,7 +208,7 @@ async def test_the_thread_is_waited_for_then_told_without_its_link(redis: Redis)
 
 async def test_failures_back_off_and_a_success_resets_them(redis: Redis) -> None:
     issues, clock = FakeIssues(), Clock()
-    keep, store = await keeper(redis, issues, clock, open=True, retry_first_s=10.0)
+    keep, store = await keeper(redis, issues, clock, open=True)
     incident = await opened_due(store)
     await with_thread(redis, incident)
     for wait in (10, 20, 40):

@@ -12,16 +12,15 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.app import warning_config
 from bot.backends.errors import BackendError
-from bot.config import load_settings
+from bot.config import Settings, load_settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
-from bot.domain.early_warning import Phase, Thresholds
+from bot.domain.early_warning import Phase
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import EARLY_WARNING, GroupState, open_incident, resolve_manually
 from bot.fleet.readings import FleetReadings
-from bot.status.early_warning import EarlyWarnings, WarningConfig
+from bot.status.early_warning import EarlyWarnings
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import BAND, BAND_EVENT, Commit, IncidentStore
 from bot.storage.send_queue import SendQueue
@@ -29,6 +28,7 @@ from tests.support.payloads import fixture_json
 
 START = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 TYPE = "linux.2xlarge"
+CHANNEL = "C01"
 THREAD_LINK = "https://acme.slack.com/archives/C1/p1700000100000200"
 
 
@@ -69,23 +69,18 @@ class Replica:
         now: list[datetime],
         permalink: Callable[[str, str], Awaitable[str | None]] | None = None,
         *,
-        config: WarningConfig | None = None,
-        within_mins: float = 30.0,
+        config: Settings | None = None,
     ) -> None:
         self.store = IncidentStore(redis, "qp")
         self.warnings = WarningStore(redis, self.store.keys)
-        readings = FleetReadings(
-            redis,
-            self.store.keys,
-            fleet,
-            interval_s=60,
-            timeout_s=2,
-            clock=lambda: now[0],
-            within_mins=within_mins,
+        config = config or Settings(
+            slack_channel=CHANNEL,
+            early_warning_queued=10,
+            scaler_backend="arc",
+            scaler_targets={TYPE: {}},
+            backend_timeout_seconds=2,
         )
-        config = config or WarningConfig(
-            channel="C1", thresholds=Thresholds(queued=10), scalable=frozenset({TYPE})
-        )
+        readings = FleetReadings(redis, self.store.keys, fleet, config=config, clock=lambda: now[0])
         self.upkeep = EarlyWarnings(
             readings,
             self.store,
@@ -123,15 +118,15 @@ async def test_a_warning_is_raised_edited_cleared_and_decided_once(redis_url: st
     assert advice in state.text
     assert state.hold_runners == 1 and state.scalable, "Scale up offers the recommended runners"
     # Queued for the channel's sender, past the roots, once.
-    posts = await redis.zrange(first.store.keys.posts("C1"), 0, -1, withscores=True)
+    posts = await redis.zrange(first.store.keys.posts(CHANNEL), 0, -1, withscores=True)
     assert [(member, score // BAND) for member, score in posts] == [(state.member, BAND_EVENT)]
 
     await first.warnings.record_post(state, "1700000000.000100")  # what the sender records
     await reading(27)
     state = (await first.warnings.all())[TYPE]
     assert state.version == 2 and state.shown == 1 and state.ts == "1700000000.000100"
-    assert await first.warnings.edits("C1") == [TYPE], "the posted warning is edited"
-    assert await redis.zcard(first.store.keys.posts("C1")) == 0, "never posted twice"
+    assert await first.warnings.edits(CHANNEL) == [TYPE], "the posted warning is edited"
+    assert await redis.zcard(first.store.keys.posts(CHANNEL)) == 0, "never posted twice"
 
     # Readings that no longer rise, 7 queued: the line through the last five still rises and
     # still reaches 10 queued within the horizon, so the warning stands (never "no longer
@@ -159,13 +154,7 @@ async def test_a_warnings_advice_drains_the_queue_within_the_configured_target(
         drain_target_minutes=20,
     )
     fleet, now = Building(), [START]
-    replica = Replica(
-        redis,
-        fleet,
-        now,
-        config=warning_config(settings),
-        within_mins=settings.drain_target_minutes,
-    )
+    replica = Replica(redis, fleet, now, config=settings)
     for n in (16, 18, 20, 22, 24):
         fleet.in_system = n
         now[0] += timedelta(seconds=60)
@@ -195,7 +184,7 @@ async def test_a_queue_wandering_at_its_maximum_never_warns_and_a_build_posts_on
     for queued in [0, 1, 2, 3, 1, 0, 2, 3, 0, 1, 2, 3, 3, 0, 0, 1, 2, 3, 2, 1] * 3:
         await reading(20 + queued)
     assert await replica.warnings.all() == {}, "noise is no build"
-    assert await redis.zcard(replica.store.keys.posts("C1")) == 0
+    assert await redis.zcard(replica.store.keys.posts(CHANNEL)) == 0
 
     for n in (22, 24, 26, 28):
         await reading(n)
@@ -208,8 +197,8 @@ async def test_a_queue_wandering_at_its_maximum_never_warns_and_a_build_posts_on
         await reading(n)
     again = (await replica.warnings.all())[TYPE]
     assert again.phase is Phase.ACTIVE and again.uid == raised.uid, "the same warning, edited"
-    assert await redis.zcard(replica.store.keys.posts("C1")) == 0, "not posted a second time"
-    assert await replica.warnings.edits("C1") == [TYPE]
+    assert await redis.zcard(replica.store.keys.posts(CHANNEL)) == 0, "not posted a second time"
+    assert await replica.warnings.edits(CHANNEL) == [TYPE]
 
 
 async def test_the_alert_firing_folds_the_warning_and_a_dismissal_holds(redis_url: str) -> None:
@@ -233,14 +222,14 @@ async def test_the_alert_firing_folds_the_warning_and_a_dismissal_holds(redis_ur
         delivery_of(firing),
         incident_id="7",
         uid="u7",
-        channel="C1",
+        channel=CHANNEL,
         now=now[0] + timedelta(minutes=5),
     )
     await replica.store.commit(Commit(incident, group=GroupState(incident_id="7")))
     await reading(26)
     state = (await replica.warnings.all())[TYPE]
     assert state.phase is Phase.FOLDED and state.incident_id == "7"
-    await replica.warnings.record_edit("C1", state)  # the sender showed it
+    await replica.warnings.record_edit(CHANNEL, state)  # the sender showed it
     # The incident keeps the warning it took on, for its summary and postmortem: once.
     await reading(27)
     [taken] = [e for e in await replica.store.events("7") if e.kind == EARLY_WARNING]
@@ -290,8 +279,8 @@ async def test_a_warning_without_fresh_readings_says_its_forecast_is_on_hold(
     await reading(None)  # five minutes without a reading: on hold, and the message edited
     held = (await replica.warnings.all())[TYPE]
     assert held.phase is Phase.ACTIVE and held.held_since == last_good.timestamp()
-    assert await replica.warnings.edits("C1") == [TYPE]
-    await replica.warnings.record_edit("C1", held)
+    assert await replica.warnings.edits(CHANNEL) == [TYPE]
+    await replica.warnings.record_edit(CHANNEL, held)
     await reading(None)  # said once
     assert (await replica.warnings.all())[TYPE].version == held.version
     await reading(27)  # read again: the forecast is current once more
@@ -327,14 +316,14 @@ async def test_a_folded_warning_links_the_incident_thread_once_its_root_is_poste
     await replica.warnings.record_post((await replica.warnings.all())[TYPE], "1700000000.000100")
     firing = parse_notification("grafana", fixture_json("grafana/queue-alert-firing.json"))
     incident = open_incident(
-        delivery_of(firing), incident_id="7", uid="u7", channel="C1", now=now[0]
+        delivery_of(firing), incident_id="7", uid="u7", channel=CHANNEL, now=now[0]
     )
     await replica.store.commit(Commit(incident, group=GroupState(incident_id="7")))
     await reading(26)  # the alert fired; the incident's root waits for its turn in the channel
     folded = (await replica.warnings.all())[TYPE]
     assert folded.phase is Phase.FOLDED and folded.incident_id == "7"
     assert folded.incident_link == "" and asked == [], "no thread to link yet"
-    await replica.warnings.record_edit("C1", folded)  # the sender showed it
+    await replica.warnings.record_edit(CHANNEL, folded)  # the sender showed it
     folded = (await replica.warnings.all())[TYPE]
     await reading(28)
     assert (await replica.warnings.all())[TYPE] == folded and asked == []
@@ -352,14 +341,14 @@ async def test_a_folded_warning_links_the_incident_thread_once_its_root_is_poste
     answers += [TimeoutError(), THREAD_LINK]
     await reading(30)  # Slack did not answer: said without the link, asked again next reading
     assert (await replica.warnings.all())[TYPE] == folded
-    assert asked == [("C1", "1700000100.000200")]
+    assert asked == [(CHANNEL, "1700000100.000200")]
     await reading(32)
     linked = (await replica.warnings.all())[TYPE]
     assert linked.incident_link == THREAD_LINK and linked.version == folded.version + 1
     assert linked.phase is Phase.FOLDED and linked.incident_id == "7"
     assert len(asked) == 2, "one call per decision"
-    assert await replica.warnings.edits("C1") == [TYPE], "the message is edited to link it"
-    await replica.warnings.record_edit("C1", linked)
+    assert await replica.warnings.edits(CHANNEL) == [TYPE], "the message is edited to link it"
+    await replica.warnings.record_edit(CHANNEL, linked)
     linked = (await replica.warnings.all())[TYPE]
     for n in (34, 36):
         await reading(n)

@@ -12,16 +12,17 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from bot.config import Settings
 from bot.domain.alerts import RunnerQueue, parse_notification
 from bot.domain.delivery import delivery_of
-from bot.domain.early_warning import Phase, Thresholds
+from bot.domain.early_warning import Phase
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import GroupState, apply_notification, open_incident
 from bot.fleet.readings import FleetReadings
-from bot.status.early_warning import EarlyWarnings, WarningConfig
+from bot.status.early_warning import EarlyWarnings
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import Commit, IncidentStore
-from tests.status.test_early_warning import START, TYPE, Building
+from tests.status.test_early_warning import CHANNEL, START, TYPE, Building
 from tests.support.payloads import fixture_json
 
 
@@ -42,14 +43,12 @@ class Rig:
 
 
 @asynccontextmanager
-async def rig(redis_url: str, fleet: Building, config: WarningConfig) -> AsyncIterator[Rig]:
+async def rig(redis_url: str, fleet: Building, config: Settings) -> AsyncIterator[Rig]:
     redis = Redis.from_url(redis_url, decode_responses=True)
     await redis.flushdb()
     now = [START]
     store = IncidentStore(redis, "qp")
-    readings = FleetReadings(
-        redis, store.keys, fleet, interval_s=60, timeout_s=2, clock=lambda: now[0]
-    )
+    readings = FleetReadings(redis, store.keys, fleet, config=config, clock=lambda: now[0])
     warnings = WarningStore(redis, store.keys)
     upkeep = EarlyWarnings(readings, store, warnings, config=config, clock=lambda: now[0])
     try:
@@ -61,7 +60,7 @@ async def rig(redis_url: str, fleet: Building, config: WarningConfig) -> AsyncIt
 async def test_a_resolved_alerts_thresholds_still_warn(redis_url: str) -> None:
     fleet = Building()
     # No thresholds in the settings: only the alert rule's.
-    async with rig(redis_url, fleet, WarningConfig(channel="C1")) as on:
+    async with rig(redis_url, fleet, Settings(slack_channel=CHANNEL)) as on:
         await _resolved_with_thresholds(on)
         # 4 queued, +2 jobs/min at the maximum: 10 queued in 3 minutes.
         for n in (16, 18, 20, 22, 24):
@@ -78,7 +77,7 @@ async def _resolved_with_thresholds(on: Rig) -> None:
     )
     stated = replace(firing.facts.numbers, queue_size_threshold=10.0, queue_time_threshold=None)
     firing = firing.model_copy(update={"facts": replace(firing.facts, numbers=stated)})
-    incident = open_incident(firing, incident_id="7", uid="u7", channel="C1", now=on.now[0])
+    incident = open_incident(firing, incident_id="7", uid="u7", channel=CHANNEL, now=on.now[0])
     assert incident.numbers.queue_size_threshold == 10.0
     assert await on.store.commit(Commit(incident, group=GroupState(incident_id="7")))
     # The alert resolves, as the rule says it (the real payload): the queue has gone.
@@ -95,11 +94,11 @@ async def _resolved_with_thresholds(on: Rig) -> None:
 async def test_an_incident_in_another_channel_naming_the_type_takes_the_warning_on(
     redis_url: str,
 ) -> None:
-    """The warning went where the type's route sends it (C1); the alert's incident opened in
+    """The warning went where the type's route sends it (CHANNEL); the alert's incident opened in
     another channel (C2, a team route) and names the type, spelled as the alert's label has it:
     the warning is folded into it all the same, its message edited where it is."""
     fleet = Building()
-    config = WarningConfig(channel="C1", thresholds=Thresholds(queued=10))
+    config = Settings(slack_channel=CHANNEL, early_warning_queued=10)
     async with rig(redis_url, fleet, config) as on:
         for n in (16, 18, 20, 22, 24):
             await on.reading(fleet, n)
@@ -116,7 +115,7 @@ async def test_an_incident_in_another_channel_naming_the_type_takes_the_warning_
         await on.reading(fleet, 26)
         folded = (await on.warnings.all())[TYPE]
         assert folded.phase is Phase.FOLDED and folded.incident_id == "9"
-        assert folded.channel == "C1" and await on.warnings.edits("C1") == [TYPE]
+        assert folded.channel == CHANNEL and await on.warnings.edits(CHANNEL) == [TYPE]
 
 
 async def test_one_types_failure_does_not_cost_the_others_their_warning(
@@ -141,7 +140,7 @@ async def test_one_types_failure_does_not_cost_the_others_their_warning(
         return snapshot.model_copy(update={"runner_types": types})
 
     fleet.read = two_types  # type: ignore[method-assign]
-    config = WarningConfig(channel="C1", thresholds=Thresholds(queued=10))
+    config = Settings(slack_channel=CHANNEL, early_warning_queued=10)
     async with rig(redis_url, fleet, config) as on:
         for n in (16, 18, 20, 22, 24):
             await on.reading(fleet, n)

@@ -15,10 +15,11 @@ import httpx
 from redis.asyncio import Redis
 
 from bot.actions.flow import Actor
-from bot.actions.scale_reverts import RevertConfig, ScaleReverts
+from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.kube import from_kubeconfig
-from bot.backends.scale.arc import ArcScaler, ArcScalerConfig
+from bot.backends.scale.arc import ArcScaler
 from bot.backends.silence.alertmanager import ApiV2Silencer, SilenceApiConfig
+from bot.config import Settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
@@ -28,7 +29,7 @@ from bot.fleet.readings import FleetReadings
 from bot.render.chart import incident_chart
 from bot.render.chart_block import BLOCK_TYPE, chart_block
 from bot.render.root import render_root
-from bot.status.tick import StatusConfig, StatusReporter
+from bot.status.tick import StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.send_queue import SendQueue
 from bot.telemetry import Telemetry
@@ -69,10 +70,8 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
     queue = SendQueue(redis, "qp", retention_s=3600)
     now = [START]
     metrics = WobblingQueue()
-    readings = FleetReadings(
-        redis, store.keys, metrics, interval_s=60, timeout_s=2, clock=lambda: now[0]
-    )
-    config = StatusConfig()  # the defaults: every 600 s, a chart every third status
+    config = Settings(backend_timeout_seconds=2)  # every 600 s, a chart every third status
+    readings = FleetReadings(redis, store.keys, metrics, config=config, clock=lambda: now[0])
     reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
     await opened_and_posted(redis, store, config)
 
@@ -92,7 +91,7 @@ async def test_a_two_hour_incident_at_the_default_cadence_stays_within_15_messag
             await queue.record_reply("C1", "1", head.item, status_ts=status)
 
     for _ in range(12):  # two hours, one status every ten minutes
-        now[0] += timedelta(seconds=config.interval_s)
+        now[0] += timedelta(seconds=config.status_interval_seconds)
         await reporter.tick()
         await send_what_is_waiting()
 
@@ -142,15 +141,9 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
     queue = SendQueue(redis, "qp", retention_s=3600)
     now = [START]
     metrics = WobblingQueue()
-    arc = ArcScaler(ArcScalerConfig(from_kubeconfig(kube.kubeconfig(tmp_path, kube.url)), 2))
-    reverts = ScaleReverts(
-        redis,
-        store.keys,
-        store,
-        arc,
-        config=RevertConfig(check_s=15, timeout_s=2, settle_s=0),
-        clock=lambda: now[0],
-    )
+    config = Settings(backend_timeout_seconds=2, scale_revert_settle=0)
+    arc = ArcScaler(config, from_kubeconfig(kube.kubeconfig(tmp_path, kube.url)))
+    reverts = ScaleReverts(redis, store.keys, store, arc, config=config, clock=lambda: now[0])
     core = action_core(
         redis,
         store,
@@ -162,10 +155,7 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
         clock=lambda: now[0],
         reverts=reverts,
     )
-    readings = FleetReadings(
-        redis, store.keys, metrics, interval_s=60, timeout_s=2, clock=lambda: now[0]
-    )
-    config = StatusConfig()
+    readings = FleetReadings(redis, store.keys, metrics, config=config, clock=lambda: now[0])
     reporter = StatusReporter(store, readings, Telemetry(), config=config, clock=lambda: now[0])
     await opened_and_posted(redis, store, config)
     thread: list[tuple[str, str]] = []  # (kind, text) of each new reply
@@ -191,7 +181,7 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
         now[0] += timedelta(seconds=30)
         await send_what_is_waiting()
     for _ in range(3):  # half an hour of statuses: the third with its chart as a picture
-        now[0] += timedelta(seconds=config.interval_s)
+        now[0] += timedelta(seconds=config.status_interval_seconds)
         await reporter.tick()
         await send_what_is_waiting()
     resolved = await core.resolve(ALICE, "1", anyway=True)  # its queue is still live
@@ -223,7 +213,7 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
     await redis.aclose()
 
 
-async def opened_and_posted(redis: Redis, store: IncidentStore, config: StatusConfig) -> None:
+async def opened_and_posted(redis: Redis, store: IncidentStore, config: Settings) -> None:
     """The reference alert's incident, its first status due after one interval, and its root
     posted: replies have a thread to go to."""
     incident = open_incident(
@@ -238,7 +228,7 @@ async def opened_and_posted(redis: Redis, store: IncidentStore, config: StatusCo
             incident,
             group=GroupState(incident_id="1"),
             group_hash=incident.group_hash,
-            status_due=START.timestamp() + config.interval_s,
+            status_due=START.timestamp() + config.status_interval_seconds,
         )
     )
     await redis.hset(store.keys.incident("1"), "thread", '{"channel": "C1", "ts": "1.000001"}')

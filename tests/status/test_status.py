@@ -10,12 +10,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from bot.config import Settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import GroupState, open_incident
 from bot.fleet.readings import FleetReadings
-from bot.status.tick import StatusConfig, StatusReporter
+from bot.status.tick import StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.keys import Keys
 from bot.telemetry import Telemetry
@@ -79,14 +80,13 @@ async def test_two_replicas_ticking_at_once_give_each_due_incident_one_status(
         )
     now[0] += timedelta(seconds=1)
     telemetry = [Telemetry(), Telemetry()]
+    config = Settings(backend_timeout_seconds=5)
     replicas = [
         StatusReporter(
             IncidentStore(redis, "race"),
-            FleetReadings(
-                redis, store.keys, AlertOnly(), interval_s=60, timeout_s=5, clock=lambda: now[0]
-            ),
+            FleetReadings(redis, store.keys, AlertOnly(), config=config, clock=lambda: now[0]),
             t,
-            config=StatusConfig(),
+            config=config,
             clock=lambda: now[0],
         )
         for t in telemetry

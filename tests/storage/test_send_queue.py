@@ -8,8 +8,9 @@ from datetime import timedelta
 
 from redis.asyncio import Redis
 
+from bot.config import Settings
 from bot.domain.message import Rendered
-from bot.intake.consumer import Intake, IntakeConfig
+from bot.intake.consumer import Intake
 from bot.storage.incident_store import (
     BAND_ACTION,
     BAND_EVENT,
@@ -88,7 +89,8 @@ async def test_a_status_still_waiting_when_the_alert_resolves_gives_way_to_the_s
         NotificationStream(redis, PREFIX),
         store,
         Telemetry(),
-        config=IntakeConfig(consumer="c1", channel=CHANNEL),
+        config=Settings(slack_channel=CHANNEL),
+        consumer="c1",
         clock=lambda: T0 + timedelta(hours=1),
     )
     await intake.apply("1-0", delivery())

@@ -7,20 +7,21 @@ from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 
-from bot.actions.core import NO_ROUTES, ActionCore
-from bot.actions.diagnose import DiagnoseConfig, Diagnosing
+from bot.actions.core import ActionCore
+from bot.actions.diagnose import Diagnosing
 from bot.actions.early_warning import Warnings
 from bot.actions.flow import Acting
 from bot.actions.jobs import Jobs
-from bot.actions.permissions import Authorizer, Rules
+from bot.actions.permissions import Authorizer
 from bot.actions.report import Report
-from bot.actions.scale import ScaleConfig, Scaling
+from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import ScaleReverts
-from bot.actions.silence import SilenceConfig, Silencing
+from bot.actions.silence import Silencing
 from bot.backends.metrics import QueuedJobs, QueueHistory, QueueMetrics
 from bot.backends.metrics.alert import AlertMetrics
 from bot.backends.scale import Scaler
 from bot.backends.silence import Silencer
+from bot.config import Settings
 from bot.domain.routes import Routing
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.jobs import JobsWatch
@@ -55,11 +56,18 @@ def action_core(
     scale_allowed: tuple[str, ...] = (),
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     telemetry: Telemetry | None = None,
-    routing: Routing = NO_ROUTES,
+    routing: Routing | None = None,
     reverts: ScaleReverts | None = None,
 ) -> ActionCore:
+    routing = routing or Routing()
+    config = Settings(
+        backend_timeout_seconds=2,
+        scale_allowed_users=scale_allowed,
+        slack_routes=routing.routes,
+        slack_channel=routing.default,
+    )
     interactions = Interactions(redis, store.keys.prefix)
-    authorizer = Authorizer(Rules(scale_allowed=scale_allowed), group_members=_no_members)
+    authorizer = Authorizer(config, group_members=_no_members)
     acting = Acting(
         store,
         telemetry or Telemetry(),
@@ -68,30 +76,17 @@ def action_core(
         display_name=_no_name,
         clock=clock,
     )
-    silencing = Silencing(acting, silencer, config=SilenceConfig(timeout_s=2), permalink=_no_link)
-    scaling = Scaling(
-        acting,
-        scaler,
-        targets or {},
-        config=ScaleConfig(timeout_s=2, cooldown_s=60),
-        reverts=reverts,
-    )
+    silencing = Silencing(acting, silencer, config=config, permalink=_no_link)
+    scaling = Scaling(acting, scaler, targets or {}, config=config, reverts=reverts)
     readings = FleetReadings(
-        redis,
-        store.keys,
-        metrics or AlertMetrics(),
-        interval_s=60,
-        timeout_s=2,
-        clock=clock,
+        redis, store.keys, metrics or AlertMetrics(), config=config, clock=clock
     )
     source = metrics if isinstance(metrics, QueuedJobs) else None
     watch = JobsWatch(source, JobArrivals(redis, store.keys), timeout_s=2) if source else None
-    diagnosing = Diagnosing(
-        acting, readings, config=DiagnoseConfig(timeout_s=2), jobs=watch, scaling=scaling
-    )
+    diagnosing = Diagnosing(acting, readings, config=config, jobs=watch, scaling=scaling)
     warnings = Warnings(acting, WarningStore(redis, store.keys), scaling)
     history = metrics if isinstance(metrics, QueueHistory) else None
-    report = Report(acting, readings, history=history)
+    report = Report(acting, readings, config=config, history=history)
     return ActionCore(
         acting,
         silencing,
@@ -100,5 +95,5 @@ def action_core(
         Jobs(acting, watch, routing),
         warnings,
         report,
-        routing=routing,
+        config=config,
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.backends.metrics.github import GithubConfig, GithubMetrics
+from bot.backends.metrics.github import GithubMetrics
+from bot.config import Settings
 from sandbox.serve import RunningServer
 from tests.support.fakes.github_api import FakeGithub
 
@@ -43,7 +44,10 @@ def queue_of_jobs(fake: FakeGithub) -> None:
 
 def github_metrics(server: RunningServer) -> GithubMetrics:
     return GithubMetrics(
-        GithubConfig(
-            token="ghp-test", api_url=server.url, org="pytorch", repos=("pytorch/pytorch",)
+        Settings(
+            github_token="ghp-test",
+            github_api_url=server.url,
+            github_org="pytorch",
+            github_repos="pytorch/pytorch",
         )
     )

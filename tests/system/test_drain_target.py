@@ -1,8 +1,8 @@
 """`DRAIN_TARGET_MINUTES` end to end: a bot built from settings with a drain target of 20 minutes,
 reading a live queue from the HUD, recommends the same runners "in 20 min" in the root, a status,
 diagnostics, `/queue` and the scale modal. (Only the status once had the setting: it said "in 20
-min" while every other surface said "in 30 min". The early warning's advice takes it through
-`warning_config`: tests/status/test_early_warning.py.)"""
+min" while every other surface said "in 30 min". The early warning's advice takes it from the
+settings too: tests/status/test_early_warning.py.)"""
 
 from __future__ import annotations
 

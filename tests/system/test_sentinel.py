@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from bot.config import Settings, SettingsError
+from bot.config import Settings, SettingsError, check_serve
 from bot.domain.alerts import parse_json_body, parse_notification
 from bot.storage.connection import (
     RedisSetupError,
@@ -148,7 +148,7 @@ def test_unusable_sentinels_stop_serve_with_a_clear_message(
     # Refused as the value is read, or by serve's checks: either way before anything runs, and
     # the message names the variable.
     with pytest.raises(SettingsError, match=r"(?i)sentinel") as refused:
-        settings_for(redis_sentinels=sentinels or " ").check_serve()
+        check_serve(settings_for(redis_sentinels=sentinels or " "))
     assert "REDIS_SENTINELS" in str(refused.value)
 
 

@@ -21,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from bot.backends.errors import BackendError
-from bot.backends.github_api import ApiConfig, GithubApi, Listing
+from bot.backends.github_api import GithubApi, Listing
+from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import FinishedJob, JobsListing, QueuedJob, trigger_of
 
@@ -36,23 +37,9 @@ GENERIC_LABELS = frozenset(
     {"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
 )
 QUEUED_STATUSES = frozenset({"queued"})
-
-
-@dataclass(frozen=True)
-class GithubConfig:
-    token: str = field(default="", repr=False)  # as given; the factory gives a `TokenSource`
-    api_url: str = "https://api.github.com"
-    org: str = ""
-    repos: tuple[str, ...] = ()
-    timeout_s: float = 10.0
-    max_pages: int = 20  # per listing: a runaway org must not eat the hour's quota
-    concurrency: int = 4
-    # A jobs listing this recent serves `queued_jobs` without a call: the reading just made it.
-    reuse_s: float = 30.0
-
-    @property
-    def api(self) -> ApiConfig:
-        return ApiConfig(self.token, self.api_url, self.timeout_s, self.concurrency)
+MAX_PAGES = 20  # per listing: a runaway org must not eat the hour's quota
+# A jobs listing this recent serves `queued_jobs` without a call: the reading just made it.
+REUSE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -86,9 +73,18 @@ class GithubMetrics:
     name = "GitHub"
     live = True
 
-    def __init__(self, config: GithubConfig, api: GithubApi | None = None) -> None:
+    def __init__(
+        self,
+        config: Settings,
+        api: GithubApi | None = None,
+        *,
+        max_pages: int = MAX_PAGES,
+        reuse_s: float = REUSE_S,
+    ) -> None:
         self._config = config
-        self._api = api or GithubApi(config.api)
+        self._api = api or GithubApi(config)
+        self._max_pages = max_pages
+        self._reuse_s = reuse_s
         self._last: tuple[float, RunsAndJobs] | None = None
 
     @property
@@ -104,7 +100,7 @@ class GithubMetrics:
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         last = self._last
-        fresh = last is not None and time.monotonic() - last[0] < self._config.reuse_s
+        fresh = last is not None and time.monotonic() - last[0] < self._reuse_s
         listed = last[1] if last is not None and fresh else await self._listed()
         return queued_jobs_of(listed.runs, listed.jobs.items, complete=listed.jobs.complete)
 
@@ -114,16 +110,17 @@ class GithubMetrics:
         return listed
 
     async def _pages(self, url: str, key: str) -> Listing:
-        return await self._api.pages(url, key, max_pages=self._config.max_pages)
+        return await self._api.pages(url, key, max_pages=self._max_pages)
 
     async def _runners(self) -> Listing:
         config = self._config
-        if config.org:
-            return await self._pages(f"/orgs/{config.org}/actions/runners?per_page=100", "runners")
+        if config.github_org:
+            org = config.github_org
+            return await self._pages(f"/orgs/{org}/actions/runners?per_page=100", "runners")
         listings = await all_or_none(
             [
                 self._pages(f"/repos/{repo}/actions/runners?per_page=100", "runners")
-                for repo in config.repos
+                for repo in config.github_repos
             ]
         )
         return _joined(listings)
@@ -140,7 +137,7 @@ class GithubMetrics:
                 self._pages(
                     f"/repos/{repo}/actions/runs?status={status}&per_page=100", "workflow_runs"
                 )
-                for repo in self._config.repos
+                for repo in self._config.github_repos
                 for status in ("queued", "in_progress")
             ]
         )
@@ -153,7 +150,7 @@ class GithubMetrics:
         jobs = _joined(job_lists)
         # A run that could not be read (no id, no usable `url`) may hold any queue.
         every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(paths)
-        complete = bool(self._config.repos) and listed.complete and every_run_read
+        complete = bool(self._config.github_repos) and listed.complete and every_run_read
         return RunsAndJobs(runs, Listing(jobs.items, complete and jobs.complete))
 
     async def aclose(self) -> None:

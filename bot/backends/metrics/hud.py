@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,6 +37,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import request
+from bot.config import Settings
 from bot.domain.alerts import max_known
 from bot.domain.capacity import FleetHistory, TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
@@ -52,36 +52,25 @@ HOUR_S = 3600
 MAX_QUEUE_S = 8 * 86_400
 
 
-@dataclass(frozen=True)
-class HudConfig:
-    url: str
-    token: str | None = None
-    query: str = AGGREGATE
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-    timeout_s: float = 10.0
-
-    def all_parameters(self) -> dict[str, Any]:
-        return {**DEFAULT_PARAMETERS.get(self.query, {}), **self.parameters}
-
-
 class HudMetrics:
     name = "the HUD"
     live = True
 
-    def __init__(self, config: HudConfig, client: httpx.AsyncClient | None = None) -> None:
-        if config.query not in DEFAULT_PARAMETERS:
-            raise ValueError(f"HUD_QUERY must be one of {sorted(DEFAULT_PARAMETERS)}")
-        self._config = config
-        self._threshold = threshold_minutes(config.query, config.parameters)
-        headers = {"x-hud-internal-bot": config.token} if config.token else {}
+    def __init__(self, config: Settings, client: httpx.AsyncClient | None = None) -> None:
+        self._query = config.hud_query
+        self._parameters = {**DEFAULT_PARAMETERS[self._query], **config.hud_parameters}
+        self._threshold = threshold_minutes(self._query, config.hud_parameters)
+        token = config.hud_token
+        headers = {"x-hud-internal-bot": token.get_secret_value()} if token else {}
         self._client = client or httpx.AsyncClient(
-            base_url=config.url.rstrip("/"), timeout=config.timeout_s, headers=headers
+            base_url=(config.hud_url or "").rstrip("/"),
+            timeout=config.backend_timeout_seconds,
+            headers=headers,
         )
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        config = self._config
-        rows = await self._rows(config.query, config.all_parameters())
-        parse = aggregate_rows if config.query == AGGREGATE else by_label_rows
+        rows = await self._rows(self._query, self._parameters)
+        parse = aggregate_rows if self._query == AGGREGATE else by_label_rows
         types, skipped = parse(rows)
         note = f"{skipped} unreadable HUD rows left out" if skipped else ""
         return FleetSnapshot(

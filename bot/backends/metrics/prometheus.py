@@ -24,7 +24,6 @@ import asyncio
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -33,14 +32,10 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
 from bot.backends.metrics import prometheus_history as ranges
+from bot.config import Settings
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
-from bot.domain.runner_names import RunnerNames
-
-# ARC 0.14 names a runner set `<scale set>-<5 chars>`, the chars from Kubernetes'
-# `utilrand.String` alphabet (no vowels, no 0/1/3): so "linux-large" keeps its "-large".
-ARC_NAME_SUFFIX = r"-[bcdfghjklmnpqrstvwxz2456789]{5}$"
 
 # Gives a job-level series its scale set's `name`: they come from the same listener target.
 _JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assigned_jobs{offset})"
@@ -108,43 +103,37 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
     }
 
 
-@dataclass(frozen=True)
-class PrometheusConfig:
-    url: str
-    # Field of `RunnerTypeMetrics` -> PromQL; merged over `arc_queries()`. An empty query drops
-    # a field (an exporter that has no such number).
-    queries: Mapping[str, str] = field(default_factory=dict)
-    runner_type_label: str = "name"
-    name_suffix: str = ARC_NAME_SUFFIX
-    window: str = "10m"
-    timeout_s: float = 10.0
-    bearer_token: str | None = None
-    # Scale set -> the runner type the alerts name (RUNNER_SCALE_SETS, SCALER_TARGETS' types).
-    names: RunnerNames = field(default_factory=RunnerNames)
-
-    def all_queries(self) -> dict[str, str]:
-        unknown = unknown_fields(self.queries)
-        if unknown:
-            raise ValueError(f"PROMETHEUS_QUERIES: unknown fields {unknown}")
-        merged = {**arc_queries(self.window), **self.queries}
-        return {name: query for name, query in merged.items() if query.strip()}
+def all_queries(config: Settings) -> dict[str, str]:
+    """Field of `RunnerTypeMetrics` -> PromQL: PROMETHEUS_QUERIES over `arc_queries()`. An empty
+    query drops a field (an exporter that has no such number)."""
+    queries = config.prometheus_queries
+    unknown = unknown_fields(queries)
+    if unknown:
+        raise ValueError(f"PROMETHEUS_QUERIES: unknown fields {unknown}")
+    merged = {**arc_queries(config.prometheus_rate_window), **queries}
+    return {name: query for name, query in merged.items() if query.strip()}
 
 
 class PrometheusMetrics:
     name = "Prometheus"
     live = True
 
-    def __init__(self, config: PrometheusConfig, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, config: Settings, client: httpx.AsyncClient | None = None) -> None:
         self._config = config
-        self._queries = config.all_queries()
+        self._queries = all_queries(config)
         # The wait is ARC's startup histogram (a start, from assignment) unless it was replaced.
-        self._arc_wait = self._queries.get("longest_wait_mins") == arc_queries(config.window).get(
-            "longest_wait_mins"
-        )
-        self._suffix = re.compile(config.name_suffix) if config.name_suffix else None
-        headers = {"Authorization": f"Bearer {config.bearer_token}"} if config.bearer_token else {}
+        arc_wait = arc_queries(config.prometheus_rate_window).get("longest_wait_mins")
+        self._arc_wait = self._queries.get("longest_wait_mins") == arc_wait
+        suffix = config.prometheus_name_suffix
+        self._suffix = re.compile(suffix) if suffix else None
+        # Scale set -> the runner type the alerts name (RUNNER_SCALE_SETS, SCALER_TARGETS' types).
+        self._names = config.runner_names
+        token = config.prometheus_token
+        headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
         self._client = client or httpx.AsyncClient(
-            base_url=config.url.rstrip("/"), timeout=config.timeout_s, headers=headers
+            base_url=(config.prometheus_url or "").rstrip("/"),
+            timeout=config.backend_timeout_seconds,
+            headers=headers,
         )
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
@@ -260,9 +249,9 @@ class PrometheusMetrics:
     def runner_type(self, labels: Mapping[str, str]) -> str:
         """The runner type a series is of: its scale set (the name label less ARC's suffix),
         as the alerts name the type it serves; "" for a series without the label."""
-        raw = labels.get(self._config.runner_type_label, "")
+        raw = labels.get(self._config.prometheus_runner_type_label, "")
         scale_set = self._suffix.sub("", raw) if self._suffix else raw
-        return self._config.names.runner_type(scale_set) if scale_set else ""
+        return self._names.runner_type(scale_set) if scale_set else ""
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
         """The capacity report's window (`bot.backends.metrics.prometheus_history`): every
@@ -270,7 +259,7 @@ class PrometheusMetrics:
         step = ranges.step_s(start, end)
         fields = ranges.range_queries(self._queries, wait_buckets=self._arc_wait)
         seconds = max(60, round((end - start).total_seconds()))
-        suffix = self._config.name_suffix
+        suffix = self._config.prometheus_name_suffix
         numbers = {
             "wait_p50_mins": ranges.quantile_query(0.5, seconds, suffix),
             "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix),

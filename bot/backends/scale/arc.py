@@ -23,7 +23,6 @@ each goes back whole.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -43,6 +42,7 @@ from bot.backends.scale import (
     count_of,
     within_ceiling,
 )
+from bot.config import Settings
 from bot.domain.scaling import Capacity, ScaleTarget, managed_by
 
 API = "/apis/actions.github.com/v1alpha1"
@@ -54,22 +54,18 @@ FIELD_MANAGER = "queuepilot"
 NAMES = ("minRunners", "maxRunners", "runners")
 
 
-@dataclass(frozen=True)
-class ArcScalerConfig:
-    access: KubeAccess
-    namespace: str = "arc-runners"
-    timeout_s: float = 10.0
-
-
 class ArcScaler:
     name = "ARC"
     can_raise_maximum = True
     revert_order: tuple[str, ...] = ("minRunners", "maxRunners")
     cannot_undo = ""
 
-    def __init__(self, config: ArcScalerConfig, client: httpx.AsyncClient | None = None) -> None:
-        self._config = config
-        self._client = client or config.access.client(config.timeout_s)
+    def __init__(
+        self, config: Settings, access: KubeAccess, client: httpx.AsyncClient | None = None
+    ) -> None:
+        self._namespace = config.scaler_arc_namespace
+        self._access = access
+        self._client = client or access.client(config.backend_timeout_seconds)
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
         return _capacity(await self._get(target))
@@ -136,10 +132,8 @@ class ArcScaler:
         return ephemeral_failures(await self._get(target))
 
     async def _get(self, target: ScaleTarget) -> dict[str, Any]:
-        path = _path(self._config.namespace, target)
-        response = await request(
-            self._client, SERVICE, "GET", path, headers=self._config.access.headers()
-        )
+        path = _path(self._namespace, target)
+        response = await request(self._client, SERVICE, "GET", path, headers=self._access.headers())
         return json_object(response, SERVICE)
 
     async def _patch(self, target: ScaleTarget, body: dict[str, Any]) -> dict[str, Any]:
@@ -148,10 +142,10 @@ class ArcScaler:
             self._client,
             SERVICE,
             "PATCH",
-            _path(self._config.namespace, target),
+            _path(self._namespace, target),
             content=json.dumps(body).encode(),
             headers={
-                **self._config.access.headers(),
+                **self._access.headers(),
                 "Content-Type": "application/merge-patch+json",
             },
             params={"fieldManager": FIELD_MANAGER},

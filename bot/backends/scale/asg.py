@@ -19,7 +19,6 @@ until the pages reach past the hour (newest first, as the API lists them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,7 +33,8 @@ from bot.backends.scale import (
     bounded,
     within_ceiling,
 )
-from bot.backends.scale.aws import AwsConfig, call, client
+from bot.backends.scale.aws import call, client
+from bot.config import Settings
 from bot.domain.scaling import Capacity, ScaleTarget
 
 SERVICE = "AWS Auto Scaling"
@@ -48,25 +48,20 @@ PAGE = 100
 MAX_PAGES = 5
 
 
-@dataclass(frozen=True)
-class AsgScalerConfig:
-    aws: AwsConfig = field(default_factory=AwsConfig)
-
-
 class AsgScaler:
     name = "AWS Auto Scaling"
     can_raise_maximum = False
     revert_order: tuple[str, ...] = ()
     cannot_undo = ""
 
-    def __init__(self, config: AsgScalerConfig, autoscaling: Any | None = None) -> None:
+    def __init__(self, config: Settings, autoscaling: Any | None = None) -> None:
         self._config = config
         self._autoscaling = autoscaling
 
     @property
     def _client(self) -> Any:
         if self._autoscaling is None:
-            self._autoscaling = client("autoscaling", self._config.aws)
+            self._autoscaling = client("autoscaling", self._config)
         return self._autoscaling
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:

@@ -9,24 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bot.backends.errors import BackendError
+from bot.config import Settings
 
 T = TypeVar("T")
 THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", "SlowDown"})
 
 
-@dataclass(frozen=True)
-class AwsConfig:
-    region: str | None = None
-    # A local AWS API (moto's server in the tests, LocalStack) instead of AWS's endpoints.
-    endpoint_url: str | None = None
-    timeout_s: float = 10.0
-
-
-def client(service: str, config: AwsConfig) -> Any:
+def client(service: str, config: Settings, *, region: str | None = None) -> Any:
+    """A boto3 client in AWS_REGION (else `region`, else AWS's usual chain), at
+    AWS_ENDPOINT_URL when set (a local AWS API: moto's server in the tests, LocalStack)."""
     try:
         import boto3
         from botocore.config import Config
@@ -34,13 +28,17 @@ def client(service: str, config: AwsConfig) -> Any:
         raise BackendError(
             "the AWS scalers need boto3: install queuepilot with the `aws` extra", retryable=False
         ) from None
+    timeout = config.backend_timeout_seconds
     settings = Config(
-        connect_timeout=config.timeout_s,
-        read_timeout=config.timeout_s,
+        connect_timeout=timeout,
+        read_timeout=timeout,
         retries={"max_attempts": 2, "mode": "standard"},
     )
     return boto3.client(
-        service, region_name=config.region, endpoint_url=config.endpoint_url, config=settings
+        service,
+        region_name=config.aws_region or region,
+        endpoint_url=config.aws_endpoint_url,
+        config=settings,
     )
 
 

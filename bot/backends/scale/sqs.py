@@ -12,25 +12,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 from bot.backends.errors import BackendError
 from bot.backends.scale import Reverted, ScaleRequest, ScaleResult, Undo
-from bot.backends.scale.aws import AwsConfig, call, client
+from bot.backends.scale.aws import call, client
+from bot.config import Settings
 from bot.domain.scaling import Capacity, ScaleTarget
 
 BATCH = 10  # SendMessageBatch takes at most ten entries
 MAX_BODY = 2048  # the queue's maximum message size in terraform-aws-github-runner
 CALLBACK = "MANUAL SCALE EVENT"  # what the manual helper sends; scale-up never reads it
-
-
-@dataclass(frozen=True)
-class SqsScalerConfig:
-    queue_url: str
-    repository: str  # "owner/name" the runners are for (pytorch/pytorch)
-    installation_id: str = ""  # the GitHub App installation; numbers are sent as numbers
-    aws: AwsConfig = field(default_factory=AwsConfig)
 
 
 class SqsScaler:
@@ -42,7 +34,8 @@ class SqsScaler:
         "runners down on its own"
     )
 
-    def __init__(self, config: SqsScalerConfig, sqs: Any | None = None) -> None:
+    def __init__(self, config: Settings, sqs: Any | None = None) -> None:
+        self._url = config.scaler_sqs_queue_url or ""
         self._config = config
         self._sqs = sqs
 
@@ -61,7 +54,7 @@ class SqsScaler:
         return None  # the backend reports none of its failures back
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
-        sqs = self._sqs = self._sqs or client("sqs", with_region(self._config))
+        sqs = self._sqs = self._sqs or client("sqs", self._config, region=queue_region(self._url))
         bodies = [self._body(scale.target.target) for _ in range(scale.delta)]
         sent, refused = 0, []
         for start in range(0, len(bodies), BATCH):
@@ -69,22 +62,21 @@ class SqsScaler:
                 {"Id": str(i), "MessageBody": body}
                 for i, body in enumerate(bodies[start : start + BATCH])
             ]
-            answer = await call(
-                "SQS", sqs.send_message_batch, QueueUrl=self._config.queue_url, Entries=entries
-            )
+            answer = await call("SQS", sqs.send_message_batch, QueueUrl=self._url, Entries=entries)
             sent += len(answer.get("Successful") or [])
             refused += [str(f.get("Code") or "error") for f in answer.get("Failed") or []]
         if sent == 0:
             raise BackendError(f"SQS refused every message ({', '.join(refused)})", retryable=True)
-        queue = self._config.queue_url.rstrip("/").rpartition("/")[2]
+        queue = self._url.rstrip("/").rpartition("/")[2]
         detail = f"{sent} scale-up message{'s' if sent != 1 else ''} sent to {queue}"
         if refused:
             detail += f"; {len(refused)} refused ({refused[0]})"
         return ScaleResult(detail)
 
     def _body(self, label: str) -> str:
-        owner, _, repository = self._config.repository.partition("/")
-        installation: int | str = self._config.installation_id
+        owner, _, repository = self._config.scaler_sqs_repository.partition("/")
+        # The GitHub App installation; numbers are sent as numbers.
+        installation: int | str = self._config.scaler_sqs_installation_id
         if isinstance(installation, str) and installation.isdigit():
             installation = int(installation)
         body = json.dumps(
@@ -104,13 +96,8 @@ class SqsScaler:
         return body
 
 
-def with_region(config: SqsScalerConfig) -> AwsConfig:
-    """The queue URL names its region (`https://sqs.us-east-1.amazonaws.com/…`)."""
-    if config.aws.region:
-        return config.aws
-    host = config.queue_url.split("//", 1)[-1].split("/", 1)[0]
+def queue_region(url: str) -> str | None:
+    """The region a queue URL names (`https://sqs.us-east-1.amazonaws.com/…`)."""
+    host = url.split("//", 1)[-1].split("/", 1)[0]
     parts = host.split(".")
-    region = parts[1] if len(parts) > 2 and parts[0] == "sqs" else None
-    return AwsConfig(
-        region=region, endpoint_url=config.aws.endpoint_url, timeout_s=config.aws.timeout_s
-    )
+    return parts[1] if len(parts) > 2 and parts[0] == "sqs" else None

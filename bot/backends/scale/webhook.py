@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 
 import httpx
 
@@ -17,14 +16,8 @@ from bot.backends.errors import BackendError
 from bot.backends.http import request
 from bot.backends.scale import Reverted, ScaleRequest, ScaleResult, Undo, count_of
 from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from bot.config import Settings
 from bot.domain.scaling import Capacity, ScaleTarget
-
-
-@dataclass(frozen=True)
-class WebhookScalerConfig:
-    url: str
-    secret: str
-    timeout_s: float = 10.0
 
 
 class WebhookScaler:
@@ -35,11 +28,11 @@ class WebhookScaler:
         "your receiver decides what a scale-up does, and queuepilot has no call to undo it"
     )
 
-    def __init__(
-        self, config: WebhookScalerConfig, client: httpx.AsyncClient | None = None
-    ) -> None:
-        self._config = config
-        self._client = client or httpx.AsyncClient(timeout=config.timeout_s)
+    def __init__(self, config: Settings, client: httpx.AsyncClient | None = None) -> None:
+        secret = config.scaler_webhook_secret
+        self._url = config.scaler_webhook_url or ""
+        self._secret = secret.get_secret_value() if secret is not None else ""
+        self._client = client or httpx.AsyncClient(timeout=config.backend_timeout_seconds)
 
     def refusal(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
@@ -72,13 +65,13 @@ class WebhookScaler:
             self._client,
             "The scaler webhook",
             "POST",
-            self._config.url,
+            self._url,
             expect=range(200, 300),
             content=body,
             headers={
                 "Content-Type": "application/json",
                 TIMESTAMP_HEADER: str(stamp),
-                SIGNATURE_HEADER: sign(self._config.secret, stamp, body),
+                SIGNATURE_HEADER: sign(self._secret, stamp, body),
             },
         )
         try:
