@@ -30,6 +30,7 @@ import handlers.actions
 import handlers.commands
 import handlers.health
 import handlers.home
+import handlers.requests
 import handlers.slack_boundary
 import handlers.slack_events
 import handlers.socket_mode
@@ -66,6 +67,7 @@ from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake, IntakeConfig
+from bot.intake.requests import Requests, RequestsConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
 from bot.outbound.home import Home, HomeConfig
 from bot.outbound.membership import check_channels
@@ -87,6 +89,7 @@ from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
 from bot.storage.pacing import Pacing
 from bot.storage.permalinks import Permalinks
+from bot.storage.requests import RequestStream
 from bot.storage.send_queue import SendQueue
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
@@ -115,6 +118,8 @@ class Bot:
     queue: SendQueue
     gateway: SlackGateway
     intake: Intake
+    request_stream: RequestStream
+    requests: Requests
     senders: Senders
     reporter: StatusReporter
     core: ActionCore
@@ -168,7 +173,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         pacing=pacing,
         user_names=UserNames(redis, store.keys),
     )
-    intake = Intake(stream, store, telemetry, config=_intake_config(settings), clock=clock)
+    intake_config = _intake_config(settings)
+    intake = Intake(stream, store, telemetry, config=intake_config, clock=clock)
     sender_config = SenderConfig(
         post_interval_s=settings.slack_post_interval_ms / 1000,
         post_burst=settings.slack_post_burst,
@@ -299,7 +305,17 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         process_before_response=True,
     )
     handlers.slack_boundary.install(bolt, redis=redis, prefix=settings.redis_prefix)
-    _provide(bolt, core, gateway)
+    request_stream = RequestStream(redis, prefix, wait_replicas=settings.wait_replicas)
+    _provide(bolt, core, gateway, request_stream)
+    requests = Requests(
+        request_stream,
+        handlers.requests.works(core, gateway),
+        config=RequestsConfig(
+            intake_config.consumer,
+            reclaim_idle_ms=intake_config.reclaim_idle_ms,
+            max_attempts=intake_config.max_attempts,
+        ),
+    )
     home = Home(
         store,
         warnings,
@@ -319,6 +335,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         queue=queue,
         gateway=gateway,
         intake=intake,
+        request_stream=request_stream,
+        requests=requests,
         senders=senders,
         reporter=reporter,
         core=core,
@@ -490,12 +508,16 @@ def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
-def _provide(bolt: AsyncApp, core: ActionCore, gateway: SlackGateway) -> None:
-    """Give every listener the action core and the gateway, in HTTP and Socket Mode alike."""
+def _provide(
+    bolt: AsyncApp, core: ActionCore, gateway: SlackGateway, requests: RequestStream
+) -> None:
+    """Give every listener the action core, the gateway and the requests stream, in HTTP and
+    Socket Mode alike."""
 
     async def provide(context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
         context["actions"] = core
         context["slack"] = gateway
+        context["requests"] = requests
         await next()
 
     bolt.middleware(provide)
@@ -528,6 +550,7 @@ def build_app(bot: Bot) -> ASGIApp:
 
 async def _backlogs(bot: Bot) -> None:
     bot.telemetry.intake_backlog.set(await bot.stream.backlog())
+    bot.telemetry.requests_backlog.set(await bot.request_stream.backlog())
     for channel in await bot.queue.channels():
         bot.telemetry.send_queue.labels(channel).set(await bot.queue.waiting(channel))
 
@@ -556,8 +579,9 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
         stop = asyncio.Event()
         bot.gateway.open()
         consumer = asyncio.create_task(bot.intake.run(stop), name="intake")
+        requests = asyncio.create_task(bot.requests.run(stop), name="requests")
         senders = asyncio.create_task(bot.senders.run(stop), name="senders")
-        bot.background += [consumer, senders]
+        bot.background += [consumer, requests, senders]
         scheduler = periodic.start(
             _ticks(bot), every_s=bot.settings.status_tick_seconds, weekly=_weekly(bot)
         )
@@ -581,7 +605,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
             if socket_mode is not None:
                 await socket_mode.close()
             with suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(asyncio.gather(consumer, senders), timeout=10)
+                await asyncio.wait_for(asyncio.gather(consumer, requests, senders), timeout=10)
             if bot.readings is not None:
                 with suppress(OSError):
                     await bot.readings.aclose()
