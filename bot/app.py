@@ -30,6 +30,7 @@ import handlers.actions
 import handlers.commands
 import handlers.health
 import handlers.home
+import handlers.requests
 import handlers.slack_boundary
 import handlers.slack_events
 import handlers.socket_mode
@@ -63,6 +64,7 @@ from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake
+from bot.intake.requests import Requests
 from bot.outbound.gateway import SlackGateway, build_client
 from bot.outbound.home import Home
 from bot.outbound.membership import check_channels
@@ -84,6 +86,7 @@ from bot.storage.leader import Leadership
 from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
 from bot.storage.permalinks import Permalinks
+from bot.storage.requests import RequestStream
 from bot.storage.send_queue import SendQueue
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
@@ -112,6 +115,8 @@ class Bot:
     queue: SendQueue
     gateway: SlackGateway
     intake: Intake
+    request_stream: RequestStream
+    requests: Requests
     senders: Senders
     reporter: StatusReporter
     core: ActionCore
@@ -135,6 +140,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     redis = build_redis(settings.redis_url, settings.sentinel())
     prefix = settings.redis_prefix
     name = f"{socket.gethostname()}-{os.getpid()}"
+    consumer = _consumer_name(name)  # this process in both streams' consumer groups
     telemetry = Telemetry()
     retention_s = settings.incident_retention_days * 86_400
     stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
@@ -158,9 +164,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     gateway = SlackGateway(
         client, telemetry=telemetry, pacing=pacing, user_names=UserNames(redis, store.keys)
     )
-    intake = Intake(
-        stream, store, telemetry, config=settings, consumer=_consumer_name(name), clock=clock
-    )
+    intake = Intake(stream, store, telemetry, config=settings, consumer=consumer, clock=clock)
     storms = StormQueue(redis, prefix, retention_s=retention_s)
     charts = ChartDelivery(redis, store.keys, settings.chart_style)
     warnings = WarningStore(redis, store.keys, bells=bells)
@@ -257,7 +261,14 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         process_before_response=True,
     )
     handlers.slack_boundary.install(bolt, redis=redis, prefix=settings.redis_prefix)
-    _provide(bolt, core, gateway)
+    request_stream = RequestStream(redis, prefix, wait_replicas=settings.wait_replicas)
+    _provide(bolt, core, gateway, request_stream)
+    requests = Requests(
+        request_stream,
+        handlers.requests.works(core, gateway),
+        config=settings,
+        consumer=consumer,
+    )
     home = Home(
         store,
         warnings,
@@ -280,6 +291,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         queue=queue,
         gateway=gateway,
         intake=intake,
+        request_stream=request_stream,
+        requests=requests,
         senders=senders,
         reporter=reporter,
         core=core,
@@ -362,12 +375,16 @@ def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
-def _provide(bolt: AsyncApp, core: ActionCore, gateway: SlackGateway) -> None:
-    """Give every listener the action core and the gateway, in HTTP and Socket Mode alike."""
+def _provide(
+    bolt: AsyncApp, core: ActionCore, gateway: SlackGateway, requests: RequestStream
+) -> None:
+    """Give every listener the action core, the gateway and the requests stream, in HTTP and
+    Socket Mode alike."""
 
     async def provide(context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
         context["actions"] = core
         context["slack"] = gateway
+        context["requests"] = requests
         await next()
 
     bolt.middleware(provide)
@@ -404,6 +421,7 @@ def build_app(bot: Bot) -> ASGIApp:
 
 async def _backlogs(bot: Bot) -> None:
     bot.telemetry.intake_backlog.set(await bot.stream.backlog())
+    bot.telemetry.requests_backlog.set(await bot.request_stream.backlog())
     for channel in await bot.queue.channels():
         bot.telemetry.send_queue.labels(channel).set(await bot.queue.waiting(channel))
 
@@ -463,6 +481,9 @@ def _leader_work(bot: Bot) -> leader.Work:
         take_over_ms = bot.settings.leader_lease_ms // 2
         tasks = {
             asyncio.create_task(bot.intake.run(deposed, take_over_ms=take_over_ms), name="intake"),
+            asyncio.create_task(
+                bot.requests.run(deposed, take_over_ms=take_over_ms), name="requests"
+            ),
             asyncio.create_task(bot.senders.run(deposed), name="senders"),
         }
         scheduler = periodic.start(

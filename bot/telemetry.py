@@ -92,6 +92,11 @@ class Telemetry:
             "Notifications accepted but not yet applied (read when /metrics is scraped).",
             registry=self.registry,
         )
+        self.requests_backlog = Gauge(
+            "queuepilot_requests_backlog",
+            "Slack requests acknowledged but not yet performed (read when /metrics is scraped).",
+            registry=self.registry,
+        )
         self.send_queue = Gauge(
             "queuepilot_send_queue",
             "Root posts and threads with replies waiting for the channel's sender.",

@@ -1,8 +1,10 @@
-"""Root-message actions: acknowledge Slack at once, then hand the click to the action core.
+"""Root-message actions: acknowledge Slack at once and hand the click off; then, on whichever
+replica performs it, hand it to the action core.
 
-Every button (and the silence select) is the same few steps: ack, find the incident the message
-is about, call one method of the core with who clicked and the click's identity, tell the person
-the answer. `incident_action` builds such a listener from that one call.
+Every button (and the silence select) is the same few steps: ack and hand off
+(`handlers.context.handed_off`); then find the incident the message is about, call one method
+of the core with who clicked and the click's identity, tell the person the answer.
+`incident_work` builds such work from that one call.
 """
 
 from __future__ import annotations
@@ -11,17 +13,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.context.ack.async_ack import AsyncAck
-from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions.core import ActionCore, Actor, Outcome
 from bot.domain.durations import MAX_SILENCE_S, is_silence_length
 from bot.domain.whole_numbers import ascii_whole
+from bot.outbound.gateway import SlackGateway
 from handlers.context import (
+    Work,
     actor_of,
-    after_ack,
-    core_of,
     first_action,
+    handed_off,
     incident_ref_of,
     interaction_of,
     tell,
@@ -33,24 +34,17 @@ CHOOSE = Outcome(False, "Choose how long to silence it for.")
 
 # (core, who, incident reference, the click's identity, the payload) -> the answer
 Act = Callable[[ActionCore, Actor, str, str | None, dict[str, Any]], Awaitable[Outcome]]
-Listener = Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[None]]
 
 
-def incident_action(act: Act) -> Listener:
-    async def listener(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-        await ack()
-        after_ack(_act(act, body, context))
+def incident_work(act: Act) -> Work:
+    async def work(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
+        ref = await incident_ref_of(body, core)
+        outcome = (
+            await act(core, actor_of(body), ref, interaction_of(body), body) if ref else NO_INCIDENT
+        )
+        await tell(slack, body, outcome)
 
-    return listener
-
-
-async def _act(act: Act, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    core = core_of(context)
-    ref = await incident_ref_of(body, core)
-    outcome = (
-        await act(core, actor_of(body), ref, interaction_of(body), body) if ref else NO_INCIDENT
-    )
-    await tell(context, body, outcome)
+    return work
 
 
 async def _silence(
@@ -69,45 +63,41 @@ def _selected_seconds(body: dict[str, Any]) -> int | None:
     return seconds if seconds is not None and is_silence_length(seconds) else None
 
 
-on_ack = incident_action(lambda core, who, ref, i, _: core.acknowledge(who, ref, interaction=i))
-on_resolve = incident_action(lambda core, who, ref, i, _: core.resolve(who, ref, interaction=i))
-on_resolve_anyway = incident_action(
-    lambda core, who, ref, i, _: core.resolve(who, ref, anyway=True, interaction=i)
-)
-on_silence = incident_action(_silence)
-on_unsilence = incident_action(lambda core, who, ref, i, _: core.unsilence(who, ref, interaction=i))
-on_diagnose = incident_action(lambda core, who, ref, i, _: core.diagnose(who, ref, interaction=i))
-on_postmortem = incident_action(
-    lambda core, who, ref, i, _: core.postmortem(who, ref, interaction=i)
-)
-
-
-async def on_dismiss_warning(
-    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext
-) -> None:
+async def dismiss_warning(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
     """An early warning's Dismiss button: its value names the warning (uid) and runner type."""
-    await ack()
-    after_ack(_dismiss(body, context))
-
-
-async def _dismiss(body: dict[str, Any], context: AsyncBoltContext) -> None:
     uid, _, runner_type = text_at(first_action(body), "value").partition(":")
-    core = core_of(context)
     outcome = await core.dismiss_warning(
         actor_of(body), runner_type, uid, interaction=interaction_of(body)
     )
-    await tell(context, body, outcome)
+    await tell(slack, body, outcome)
+
+
+acknowledge = incident_work(lambda core, who, ref, i, _: core.acknowledge(who, ref, interaction=i))
+resolve = incident_work(lambda core, who, ref, i, _: core.resolve(who, ref, interaction=i))
+resolve_anyway = incident_work(
+    lambda core, who, ref, i, _: core.resolve(who, ref, anyway=True, interaction=i)
+)
+silence = incident_work(_silence)
+unsilence = incident_work(lambda core, who, ref, i, _: core.unsilence(who, ref, interaction=i))
+diagnose = incident_work(lambda core, who, ref, i, _: core.diagnose(who, ref, interaction=i))
+postmortem = incident_work(lambda core, who, ref, i, _: core.postmortem(who, ref, interaction=i))
+
+# Each button's work by its action_id, which also names the work in the requests stream.
+WORKS: dict[str, Work] = {
+    "incident_ack": acknowledge,
+    "incident_resolve": resolve,
+    "incident_resolve_anyway": resolve_anyway,
+    "incident_silence": silence,
+    "incident_unsilence": unsilence,
+    "incident_diagnose": diagnose,
+    "incident_postmortem": postmortem,
+    "warning_dismiss": dismiss_warning,
+}
 
 
 def register(app: AsyncApp) -> None:
     """Every root-message action but `incident_scale`, which opens a modal (`handlers.views`);
     the summary's Postmortem button; the *Resolve anyway* that a Resolve's answer offers while
-    the queue is still live."""
-    app.action("incident_ack")(on_ack)
-    app.action("incident_resolve")(on_resolve)
-    app.action("incident_resolve_anyway")(on_resolve_anyway)
-    app.action("incident_silence")(on_silence)
-    app.action("incident_unsilence")(on_unsilence)
-    app.action("incident_diagnose")(on_diagnose)
-    app.action("incident_postmortem")(on_postmortem)
-    app.action("warning_dismiss")(on_dismiss_warning)
+    the queue is still live; an early warning's Dismiss."""
+    for action_id in WORKS:
+        app.action(action_id)(handed_off(action_id))

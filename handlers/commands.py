@@ -1,4 +1,9 @@
-"""The `/queue` slash command: acknowledge within Slack's 3 seconds, then run it in the core."""
+"""The `/queue` slash command: acknowledge within Slack's 3 seconds, then run it in the core.
+
+Help, and what is wrong with a command that does not parse, need nothing looked up: the replica
+Slack reached answers them. Every other command is handed off to the requests stream and run
+by whichever replica performs requests.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +14,39 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions.commands import run_command
-from bot.actions.core import Outcome
-from handlers.context import actor_of, after_ack, core_of, interaction_of, tell, text_at
+from bot.actions.commands import read_command, run_command
+from bot.actions.core import ActionCore, Outcome
+from bot.outbound.gateway import SlackGateway
+from handlers.context import (
+    Work,
+    actor_of,
+    after_ack,
+    hand_off,
+    interaction_of,
+    slack_of,
+    tell,
+    text_at,
+)
 
 log = logging.getLogger(__name__)
 FAILED = Outcome(False, "queuepilot could not carry out this command; its log says why.")
+# The command's work in the requests stream (the command's own name is the Slack app's to choose).
+COMMAND = "queue_command"
 
 
 async def on_queue(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-    after_ack(_run(body, context))
+    typed = read_command(text_at(body, "text"))
+    if isinstance(typed, Outcome):
+        after_ack(tell(slack_of(context), body, typed))
+    else:
+        hand_off(context, COMMAND, body)
 
 
-async def _run(body: dict[str, Any], context: AsyncBoltContext) -> None:
+async def run(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
     try:
         outcome = await run_command(
-            core_of(context),
+            core,
             actor_of(body),
             text_at(body, "text"),
             channel=text_at(body, "channel_id"),
@@ -35,7 +56,10 @@ async def _run(body: dict[str, Any], context: AsyncBoltContext) -> None:
         # Slack has its 200 already: without this the person would see nothing at all.
         log.exception("slack: /queue failed after acknowledging")
         outcome = FAILED
-    await tell(context, body, outcome)
+    await tell(slack, body, outcome)
+
+
+WORKS: dict[str, Work] = {COMMAND: run}
 
 
 def register(app: AsyncApp, *, command: str) -> None:

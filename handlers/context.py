@@ -1,20 +1,31 @@
-"""What Slack listeners get from a request: who, where, which incident, and how to answer."""
+"""What Slack listeners get from a request: who, where, which incident, and how to answer; and
+how a listener hands its work to the requests stream, for whichever replica performs it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from redis.exceptions import RedisError
+from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.actions.core import ActionCore, Actor, Outcome
+from bot.actions.flow import NO_REDIS
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.root import incident_ref_of as incident_ref_of_message
+from bot.storage.requests import RequestRefused, RequestStream
 
 log = logging.getLogger(__name__)
 
+# A listener's work once Slack has its answer, on whichever replica performs it: the action core,
+# the gateway, and the Slack body as Bolt handed it to the listener.
+Work = Callable[[ActionCore, SlackGateway, dict[str, Any]], Awaitable[None]]
+Listener = Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[None]]
+NOT_TAKEN = Outcome(False, "queuepilot could not take this request; its log says why.", "error")
 
 _after_ack: set[asyncio.Task[None]] = set()
 
@@ -124,8 +135,42 @@ def core_of(context: AsyncBoltContext) -> ActionCore:
     return context["actions"]  # type: ignore[no-any-return]
 
 
+def slack_of(context: AsyncBoltContext) -> SlackGateway:
+    return context["slack"]  # type: ignore[no-any-return]
+
+
+def handed_off(work: str) -> Listener:
+    """A listener that acknowledges and hands `work` off (`hand_off`)."""
+
+    async def listener(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        await ack()
+        hand_off(context, work, body)
+
+    return listener
+
+
+def hand_off(context: AsyncBoltContext, work: str, body: dict[str, Any]) -> None:
+    """Once Slack has its answer, keep `work` on `body` in the requests stream, where whichever
+    replica performs requests finds it (`bot.intake.requests`); a request that cannot be kept
+    there is answered here, so the person hears why."""
+    after_ack(_kept(context["requests"], slack_of(context), work, body))
+
+
+async def _kept(
+    requests: RequestStream, slack: SlackGateway, work: str, body: dict[str, Any]
+) -> None:
+    try:
+        await requests.append(work, body)
+    except RequestRefused as exc:
+        log.warning("slack: a %s request was not taken: %s", work, exc)
+        await tell(slack, body, NOT_TAKEN)
+    except RedisError as exc:
+        log.error("slack: a %s request was not taken: Redis: %s", work, exc)
+        await tell(slack, body, Outcome(False, NO_REDIS, "error"))
+
+
 async def tell(
-    context: AsyncBoltContext,
+    slack: SlackGateway,
     body: dict[str, Any],
     outcome: Outcome,
     *,
@@ -134,9 +179,9 @@ async def tell(
     """Answer the person who acted, visible to them only.
 
     An ephemeral message through the Web API works wherever the bot is a member; elsewhere (a
-    slash command typed in a DM or a channel without the bot) the request's `response_url` does.
+    slash command typed in a DM or a channel without the bot), and while Redis (where every
+    replica keeps Slack's rate limits) is unreachable, the request's `response_url` does.
     """
-    slack: SlackGateway = context["slack"]
     try:
         where = channel or channel_of(body)
         await slack.post_ephemeral(
@@ -145,15 +190,36 @@ async def tell(
         return
     except SlackError as exc:
         log.info("ephemeral answer failed (%s); trying response_url", exc.error)
-    respond = context.respond
-    if respond is None:
+    except RedisError as exc:
+        log.info("ephemeral answer not sent (Redis: %s); trying response_url", exc)
+    await respond(body, outcome)
+
+
+async def respond(body: dict[str, Any], outcome: Outcome) -> None:
+    """The answer posted to the request's `response_url`, as Bolt's `respond` sends it: the
+    replica that performs a request has the body, not the Bolt context it came with."""
+    user = actor_of(body).user_id
+    url = response_url_of(body)
+    if not url:
+        log.warning("could not answer %s: the request has no response_url", user)
         return
+    message: dict[str, Any] = {"text": outcome.message}
+    if outcome.blocks:
+        message["blocks"] = list(outcome.blocks)
+    message.update(response_type="ephemeral", replace_original=False)
     try:
-        await respond(
-            text=outcome.message,
-            blocks=list(outcome.blocks) or None,
-            response_type="ephemeral",
-            replace_original=False,
-        )
-    except Exception as exc:
-        log.warning("could not answer %s: %s", actor_of(body).user_id, type(exc).__name__)
+        answer = await AsyncWebhookClient(url).send_dict(message)
+    except Exception as exc:  # whatever the URL or the network: one line, no traceback
+        log.warning("could not answer %s: %s", user, type(exc).__name__)
+        return
+    if answer.status_code != 200:
+        log.warning("could not answer %s: response_url answered %d", user, answer.status_code)
+
+
+def response_url_of(body: dict[str, Any]) -> str:
+    """Where Bolt's `respond` would answer: the request's `response_url`, or a modal's first
+    `response_urls` entry (a submission of a modal that asked for one)."""
+    if url := text_at(body, "response_url"):
+        return url
+    urls = body.get("response_urls")
+    return text_at(urls[0], "response_url") if isinstance(urls, list) and urls else ""

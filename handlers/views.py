@@ -5,9 +5,10 @@ resolves (`bot.actions.scale_form`), never a second path here.
 Slack wants a 200 within 3 seconds and a modal opened within 3 seconds of the click, so the
 button opens the form at once and fills in the capacity and the default with `views.update`
 when the backend answers. A submission answers with the next step (`response_action: update`)
-or with errors under the field they concern, the scaler's own refusal among them; the confirmed
-scale-up runs after the modal closed, and its answer arrives ephemerally in the channel and in
-the thread (an early warning's: on the warning's message).
+or with errors under the field they concern, the scaler's own refusal among them. All of that is
+done by the replica Slack reached; the confirmed scale-up is handed off to the requests stream as
+the modal closes, and its answer arrives ephemerally in the channel and in the thread (an early
+warning's: on the warning's message).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions.core import Outcome
+from bot.actions.core import ActionCore, Outcome
 from bot.domain.whole_numbers import ascii_whole
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.root import incident_ref
@@ -41,14 +42,17 @@ from bot.render.scale_modal import (
     scale_about,
 )
 from handlers.context import (
+    Work,
     actor_of,
     after_ack,
     channel_of,
     core_of,
     first_action,
+    hand_off,
     incident_ref_of,
     interaction_of,
     object_at,
+    slack_of,
     tell,
     text_at,
 )
@@ -76,7 +80,7 @@ async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBol
     async def open_form() -> None:
         ref = await incident_ref_of(body, core_of(context))
         if not ref:
-            await tell(context, body, NO_INCIDENT)
+            await tell(slack_of(context), body, NO_INCIDENT)
             return
         await _open_form(body, context, ScaleForm(ref=ref, channel=channel_of(body)))
 
@@ -100,12 +104,12 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext, form: Scal
     owner = await forms.owner(
         actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
     )
+    slack = slack_of(context)
     if isinstance(owner, Outcome):
-        await tell(context, body, owner)
+        await tell(slack, body, owner)
         return
     ref = incident_ref(owner.incident) if owner.incident is not None else ""
     form = replace(form, ref=ref, runner_type=owner.choices[0])
-    slack: SlackGateway = context["slack"]
     try:
         opened = await slack.call(
             "views.open",
@@ -113,7 +117,7 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext, form: Scal
             view=render_scale_form(form, owner, None),
         )
     except SlackError as exc:
-        await tell(context, body, Outcome(False, f"Could not open the scale form ({exc.error})."))
+        await tell(slack, body, Outcome(False, f"Could not open the scale form ({exc.error})."))
         return
     view = opened.get("view") or {}
     preview = await forms.preview(owner, form.runner_type, timeout_s=PREVIEW_IN_FORM_S)
@@ -169,14 +173,15 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
 
 async def on_scale_confirm(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack(response_action="clear")
-    after_ack(_scale(body, context))
+    hand_off(context, CONFIRM_VIEW, body)
 
 
-async def _scale(body: dict[str, Any], context: AsyncBoltContext) -> None:
+async def scale(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
+    """The confirmed scale-up, on whichever replica performs requests."""
     form = ScaleForm.load(text_at(body, "view", "private_metadata"))
     if form is None or not form.runner_type:
         return
-    outcome = await core_of(context).scale_forms.scale(
+    outcome = await core.scale_forms.scale(
         actor_of(body),
         (form.ref, form.warning),
         form.runner_type,
@@ -185,7 +190,11 @@ async def _scale(body: dict[str, Any], context: AsyncBoltContext) -> None:
         keep=form.keep is True,
         interaction=interaction_of(body),
     )
-    await tell(context, body, outcome, channel=form.channel)
+    await tell(slack, body, outcome, channel=form.channel)
+
+
+# The confirmation's work, by the modal's callback_id, which also names it in the requests stream.
+WORKS: dict[str, Work] = {CONFIRM_VIEW: scale}
 
 
 def _selected(values: dict[str, Any], block: str) -> str:

@@ -172,6 +172,16 @@ def _optional_id(args: list[str], index: int) -> str | None:
     return ref
 
 
+def read_command(text: str) -> Command | Outcome:
+    """The command typed, or the answer that needs nothing looked up: the help, or what is
+    wrong with the command."""
+    try:
+        command = parse_command(text)
+    except CommandError as exc:
+        return Outcome(False, f"{exc}\n\n{HELP}", "refused")
+    return Outcome(True, HELP) if command.verb == "help" else command
+
+
 async def run_command(
     core: ActionCore,
     actor: Actor,
@@ -182,12 +192,9 @@ async def run_command(
 ) -> Outcome:
     """`/queue …` as typed in `channel`: its listings and the incident it acts on when none is
     named are that channel's (with SLACK_ROUTES, each team's channel has its own incidents)."""
-    try:
-        command = parse_command(text)
-    except CommandError as exc:
-        return Outcome(False, f"{exc}\n\n{HELP}", "refused")
-    if command.verb == "help":
-        return Outcome(True, HELP)
+    command = read_command(text)
+    if isinstance(command, Outcome):
+        return command
     if command.verb == "status":
         return await _status(core, channel)
     if command.verb == "incidents":

@@ -468,7 +468,8 @@ class Settings(BaseModel):
     )
     intake_reclaim_idle_ms: Milliseconds = setting(
         30_000,
-        "Notifications a crashed replica left half-done are taken over after this long.",
+        "Notifications and Slack requests a crashed replica left half-done are taken over "
+        "after this long.",
         group=INCIDENTS,
         advanced=True,
         ge=100,
@@ -476,8 +477,8 @@ class Settings(BaseModel):
     )
     intake_max_attempts: int = setting(
         10,
-        "Failures before a notification that can never be applied is dead-lettered (Slack "
-        "outages and Redis errors never count).",
+        "Failures before a notification that can never be applied, or a Slack request that "
+        "can never be done, is dead-lettered (Slack outages and Redis errors never count).",
         group=INCIDENTS,
         advanced=True,
         ge=1,

@@ -124,7 +124,7 @@ class Intake:
                 except RedisError as exc:
                     wait = backoff.next()
                     log.warning("intake: Redis unavailable (%s); retrying in %.2fs", exc, wait)
-                    await _sleep_or_stop(stop, wait)
+                    await sleep_or_stop(stop, wait)
                     next_upkeep = 0.0
         finally:
             await self._finish()
@@ -227,7 +227,7 @@ class Intake:
             except Exception:
                 log.exception("intake: a batch of %d entries failed; one by one", len(pending))
                 break
-            await _sleep_or_stop(self._stop, backoff.next())
+            await sleep_or_stop(self._stop, backoff.next())
         for entry in list(pending):
             await self.handle(entry)
 
@@ -256,7 +256,7 @@ class Intake:
                 if errors >= self._config.intake_max_attempts:
                     await self._bury(entry, f"failed {errors} times: {type(exc).__name__}")
                     return
-            await _sleep_or_stop(self._stop, backoff.next())
+            await sleep_or_stop(self._stop, backoff.next())
 
     async def _bury(self, entry: StreamEntry, reason: str) -> None:
         log.error("intake: entry %s dead-lettered: %s", entry.id, reason)
@@ -442,6 +442,7 @@ def _alerts_line(incident: Incident) -> str:
     return f"{line} ({types})" if types else line
 
 
-async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    """Wait `seconds`, or less when `stop` is set meanwhile (a consumer between retries)."""
     with suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=seconds)

@@ -9,8 +9,9 @@ Per incident (TTL: retention after the last change): `incident:<id>` (hash: v, u
 state, thread, rendered), `timeline:<id>`, `outbox:<id>` and `outbox:<id>:items`,
 `message:<channel>:<ts>`. Per alert group: `group:<hash>`. Per channel, for its sender:
 `send:<channel>:*`. Indexes (`incidents`, `open`, `status-due`, `send-channels`) and counters are
-refreshed by every write. The notification stream and its dead letters are the only keys without
-a TTL: the stream holds accepted notifications until they are applied, and is empty otherwise.
+refreshed by every write. The two streams (accepted notifications, Slack requests) and their dead
+letters are the only keys without a TTL: a stream holds its entries until they are done, and is
+empty otherwise.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class Keys:
     def _(self, *parts: str) -> str:
         return ":".join((self.prefix, SCHEMA, *parts))
 
-    # -- intake (unversioned: accepted notifications outlive an upgrade) --------------------
+    # -- intake (unversioned: what was accepted outlives an upgrade) ------------------------
     @property
     def stream(self) -> str:
         return f"{self.prefix}:notifications"
@@ -35,6 +36,15 @@ class Keys:
     @property
     def dead_letters(self) -> str:
         return f"{self.prefix}:notifications:dead"
+
+    @property
+    def requests(self) -> str:
+        """Slack requests acknowledged by any replica, until one performs them."""
+        return f"{self.prefix}:requests"
+
+    @property
+    def request_dead_letters(self) -> str:
+        return f"{self.prefix}:requests:dead"
 
     # -- incidents -------------------------------------------------------------------------
     def incident(self, incident_id: str) -> str:

@@ -1,10 +1,9 @@
 """The durable notification stream: accepted webhooks wait here until an incident reflects them.
 
-The webhook handler appends before answering 202; consumers in one group read, apply, and the
-commit that applies an entry acknowledges and deletes it in the same transaction. An entry a
-dead consumer left pending is taken over with XAUTOCLAIM once it has been idle long enough;
-a live consumer keeps its own entries from looking idle (`keep_alive`), and a consumer that
-shuts down hands its unfinished entries back at once (`hand_back`).
+The webhook handler appends before answering 202; consumers in the `intake` group read and
+apply, and the commit that applies an entry acknowledges and deletes it in the same transaction.
+Reading, taking over a dead consumer's entries and dead-lettering are the consumer group's
+(`bot.storage.consumer_group`); what is here is how a notification is written and read back.
 """
 
 from __future__ import annotations
@@ -13,17 +12,16 @@ import asyncio
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
 
 from bot.domain.alerts import Notification, PayloadError, parse_json_body, parse_notification
 from bot.domain.delivery import Delivery, delivery_of
+from bot.storage.consumer_group import ConsumerGroup
 from bot.storage.keys import Keys
 from bot.storage.scripts import script
 
@@ -32,8 +30,6 @@ log = logging.getLogger(__name__)
 GROUP = "intake"
 # Bodies up to this size wait in the stream as they came; larger ones as their (capped) facts.
 BODY_MAX_BYTES = 16 * 1024
-DEAD_LETTER_MAXLEN = 10_000
-_IDLE_FOREVER_MS = 2**31
 
 
 @dataclass(frozen=True)
@@ -44,22 +40,19 @@ class StreamEntry:
     fields: dict[str, str] | None = None
 
 
-class NotReplicated(RedisError):
-    """The entry is on the master, but no replica confirmed it in time: a failover now could
-    lose it, so it is not acknowledged (the sender retries; a duplicate is recognised)."""
-
-
-class NotificationStream:
+class NotificationStream(ConsumerGroup[StreamEntry]):
     def __init__(
         self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
     ) -> None:
-        self._redis = redis
         keys = Keys(prefix)
-        self.key = keys.stream
-        self.dead_key = keys.dead_letters
-        self._cursor = "0-0"
-        self._wait_replicas = wait_replicas
-        self._wait_ms = wait_ms
+        super().__init__(
+            redis,
+            key=keys.stream,
+            dead_key=keys.dead_letters,
+            group=GROUP,
+            wait_replicas=wait_replicas,
+            wait_ms=wait_ms,
+        )
         self._waiting: list[tuple[dict[Any, Any], asyncio.Future[str]]] = []
         self._recent = RecentDeliveries()
         self._flusher: asyncio.Task[None] | None = None
@@ -118,128 +111,8 @@ class NotificationStream:
         added = await self.durably(partial(self._append, keys=[self.key], args=args))
         return [str(entry_id) for entry_id in added]
 
-    async def durably(self, call: Callable[..., Awaitable[Any]]) -> Any:
-        """What `call()` answers, once the write is as durable as an accepted notification must
-        be: with `wait_replicas`, `call(client=pipeline)` is sent with a `WAIT` in the same
-        round trip, and NotReplicated is raised if too few replicas confirmed it."""
-        if not self._wait_replicas:
-            return await call()
-        async with self._redis.pipeline(transaction=False) as pipe:
-            await call(client=pipe)
-            pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms)
-            result, acked = await pipe.execute()
-        acked = int(acked)
-        if acked < self._wait_replicas and await self._replicas() >= self._wait_replicas:
-            raise NotReplicated(f"{acked} of {self._wait_replicas} replicas confirmed {result}")
-        # Fewer replicas than asked for are connected at all (one is down): refusing would turn
-        # a degraded set-up into an outage; the write is as safe as the set-up allows.
-        return result
-
-    async def _replicas(self) -> int:
-        info = await self._redis.info("replication")
-        return int(info.get("connected_slaves", 0))
-
-    async def ensure_group(self) -> None:
-        try:
-            await self._redis.xgroup_create(self.key, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-
-    async def read(
-        self, consumer: str, *, count: int = 10, block_ms: int = 1000
-    ) -> list[StreamEntry]:
-        """New entries for this consumer; recreates the group if Redis lost it (a restart)."""
-        try:
-            reply = await self._redis.xreadgroup(
-                GROUP, consumer, {self.key: ">"}, count=count, block=block_ms
-            )
-        except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            await self.ensure_group()
-            return []
-        return [
-            _entry(entry_id, fields, self._recent)
-            for _, entries in reply or []
-            for entry_id, fields in entries
-        ]
-
-    async def reclaim(
-        self, consumer: str, *, min_idle_ms: int, count: int = 20
-    ) -> list[StreamEntry]:
-        """Entries other consumers took but left idle for `min_idle_ms`, continuing where the
-        last call stopped (the cursor), so a long backlog is walked through, not re-scanned."""
-        try:
-            reply = await self._redis.xautoclaim(
-                self.key, GROUP, consumer, min_idle_ms, start_id=self._cursor, count=count
-            )
-        except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            self._cursor = "0-0"
-            await self.ensure_group()
-            return []
-        self._cursor = str(reply[0] or "0-0")
-        return [_entry(entry_id, fields, self._recent) for entry_id, fields in reply[1] if fields]
-
-    async def keep_alive(self, consumer: str, entry_ids: list[str]) -> None:
-        """Reset the idle time of entries this consumer is still working on, so no other
-        replica takes over a handler that is alive (only slow)."""
-        if entry_ids:
-            await self._redis.xclaim(self.key, GROUP, consumer, 0, entry_ids, justid=True)
-
-    async def hand_back(self, consumer: str, entry_ids: list[str]) -> None:
-        """Shutting down with entries unfinished: make them look idle for ages, so the next
-        reclaim (any replica's, or this one's after a restart) takes them over at once."""
-        if entry_ids:
-            await self._redis.xclaim(
-                self.key, GROUP, consumer, 0, entry_ids, idle=_IDLE_FOREVER_MS, justid=True
-            )
-
-    async def deliveries(self, entry_id: str) -> int:
-        """How many times the group has handed this entry out (1 on first delivery)."""
-        pending = await self._redis.xpending_range(
-            self.key, GROUP, min=entry_id, max=entry_id, count=1
-        )
-        return int(pending[0]["times_delivered"]) if pending else 0
-
-    async def ack(self, *entry_ids: str) -> None:
-        # Deleting as well as acknowledging keeps the stream as long as the backlog, no longer.
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.xack(self.key, GROUP, *entry_ids)
-            pipe.xdel(self.key, *entry_ids)
-            await pipe.execute()
-
-    async def bury(self, entry: StreamEntry, reason: str) -> None:
-        """Move an entry that can never be applied aside, with the reason, for an operator."""
-        fields: dict[Any, Any] = {"id": entry.id, "reason": reason, **(entry.fields or {})}
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.dead_key, fields, maxlen=DEAD_LETTER_MAXLEN, approximate=True)
-            pipe.xack(self.key, GROUP, entry.id)
-            pipe.xdel(self.key, entry.id)
-            await pipe.execute()
-
-    async def backlog(self) -> int:
-        return cast(int, await self._redis.xlen(self.key))
-
-    async def prune_consumers(self, own: str, *, idle_ms: int) -> int:
-        """Remove consumers that left the group (dead replicas) once nothing is pending on them.
-
-        A consumer with pending entries is kept: deleting it would forget those entries.
-        """
-        try:
-            consumers = await self._redis.xinfo_consumers(self.key, GROUP)
-        except ResponseError:
-            return 0
-        removed = 0
-        for consumer in consumers:
-            name = str(consumer.get("name"))
-            idle, pending = int(consumer.get("idle", 0)), int(consumer.get("pending", 0))
-            if name != own and pending == 0 and idle > idle_ms:
-                await self._redis.xgroup_delconsumer(self.key, GROUP, name)
-                removed += 1
-        return removed
+    def parse(self, entry_id: str, fields: dict[str, str]) -> StreamEntry:
+        return _entry(entry_id, fields, self._recent)
 
 
 def entry_fields(notification: Notification, body: bytes, received_at: float) -> dict[str, Any]:

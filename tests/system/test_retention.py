@@ -1,8 +1,8 @@
 """A key census: what an incident leaves in Redis, and for how long.
 
-Every key carries a TTL (the notification stream aside: it holds what is not applied yet, and is
-empty otherwise); an incident's keys go `INCIDENT_RETENTION_DAYS` after its last change, a Grafana
-test's after an hour.
+Every key carries a TTL (the two streams aside, notifications and Slack requests: each holds what
+is not done yet, and is empty otherwise); an incident's keys go `INCIDENT_RETENTION_DAYS` after its
+last change, a Grafana test's after an hour.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.slack import CHANNEL, Slack
 
 KEYS = Keys("qp")  # the bot's default `redis_prefix`
-STREAM = KEYS.stream
+STREAMS = (KEYS.stream, KEYS.requests)
 # What a running bot keeps that is not about any incident: its leases, the name cache, pacing
 # state. Each has a TTL of its own; none outlives a day.
 BOOKKEEPING = (
@@ -69,7 +69,7 @@ async def test_every_key_has_a_retention_after_an_incidents_life(
         keys = await census(running)
 
     limit = 30 * 86_400
-    without_ttl = [key for key, ttl in keys.items() if ttl < 0 and key != STREAM]
+    without_ttl = [key for key, ttl in keys.items() if ttl < 0 and key not in STREAMS]
     assert without_ttl == [], f"keys that would stay forever: {without_ttl}"
     assert all(ttl <= limit for ttl in keys.values()), keys
     assert KEYS.incident("1") in keys and keys[KEYS.incident("1")] > limit - 60
@@ -87,12 +87,12 @@ async def test_nothing_of_a_resolved_incident_is_left_after_its_retention(
         )
         left = await census(running)
 
-    assert all(ttl > 0 for key, ttl in left.items() if key != STREAM), left
+    assert all(ttl > 0 for key, ttl in left.items() if key not in STREAMS), left
 
 
 async def only_bookkeeping_left(running: RunningBot) -> bool:
     keys = await census(running)
-    return all(key == STREAM or key.startswith(BOOKKEEPING) for key in keys)
+    return all(key in STREAMS or key.startswith(BOOKKEEPING) for key in keys)
 
 
 async def test_a_grafana_test_notification_is_gone_within_the_hour(
@@ -105,7 +105,9 @@ async def test_a_grafana_test_notification_is_gone_within_the_hour(
         keys = await census(running)
         assert await running.bot.store.recent_ids() == [], "a test is listed nowhere"
 
-    incident_keys = {k: t for k, t in keys.items() if k != STREAM and not k.startswith(BOOKKEEPING)}
+    incident_keys = {
+        k: t for k, t in keys.items() if k not in STREAMS and not k.startswith(BOOKKEEPING)
+    }
     for key, ttl in incident_keys.items():
         if key.startswith(INCIDENT_KEYS):
             assert 0 < ttl <= 3600, (key, ttl)

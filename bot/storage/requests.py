@@ -1,0 +1,97 @@
+"""The Slack requests stream: what people asked of queuepilot in Slack, acknowledged by whichever
+replica Slack reached, waiting here until a consumer performs it (`bot.intake.requests`).
+
+An entry names its work (the listener's, by a short name from the listeners' fixed table) and
+carries the Slack body as Bolt handed it, already signature-checked by the replica that received
+it. A stream of its own, not the notification stream: replicas of a release without it read that
+one during a rolling upgrade, and would dead-letter an entry they do not understand.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from redis.asyncio import Redis
+
+from bot.storage.consumer_group import ConsumerGroup
+from bot.storage.keys import Keys
+
+GROUP = "requests"
+# A click carries the message it was made in (at most 50 blocks, each within Slack's sizes) and
+# a submission its modal: well under this. A larger body is not one Slack sent.
+MAX_BODY_BYTES = 256 * 1024
+MAX_WORK = 100
+
+
+@dataclass(frozen=True)
+class Request:
+    id: str
+    work: str
+    body: dict[str, Any] | None
+    problem: str = ""  # why the entry could not be read back, when `body` is None
+    fields: dict[str, str] | None = None
+
+
+class RequestRefused(ValueError):
+    """A body that cannot wait in the stream (too large, or not JSON): not a request to perform."""
+
+
+class RequestStream(ConsumerGroup[Request]):
+    def __init__(
+        self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
+    ) -> None:
+        keys = Keys(prefix)
+        super().__init__(
+            redis,
+            key=keys.requests,
+            dead_key=keys.request_dead_letters,
+            group=GROUP,
+            wait_replicas=wait_replicas,
+            wait_ms=wait_ms,
+        )
+
+    async def append(self, work: str, body: dict[str, Any]) -> str:
+        """Keep `work` on `body` until a consumer performs it; its entry ID once Redis has it
+        (with `wait_replicas`, once that many replicas confirmed it). Raises RequestRefused for
+        a body that cannot wait here, RedisError when Redis cannot take it."""
+        added = await self.durably(partial(self._redis.xadd, self.key, request_fields(work, body)))
+        return str(added)
+
+    def parse(self, entry_id: str, fields: dict[str, str]) -> Request:
+        return request_of(entry_id, fields)
+
+
+def request_fields(work: str, body: dict[str, Any]) -> dict[str, str]:
+    try:
+        # ASCII: a lone surrogate (JSON may carry one) is escaped, never refused by the encoder.
+        encoded = json.dumps(body, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise RequestRefused(f"not JSON ({type(exc).__name__})") from exc
+    if len(encoded) > MAX_BODY_BYTES:
+        raise RequestRefused(f"{len(encoded)} bytes, over {MAX_BODY_BYTES}")
+    return {"work": work, "body": encoded}
+
+
+def request_of(entry_id: str, fields: dict[str, str]) -> Request:
+    """The request an entry holds, or one saying why it cannot be read (never raises)."""
+    work, raw = fields.get("work"), fields.get("body")
+    if not isinstance(work, str) or not 0 < len(work) <= MAX_WORK:
+        return _unreadable(entry_id, fields, "it names no work")
+    if not isinstance(raw, str) or len(raw) > MAX_BODY_BYTES:
+        return _unreadable(entry_id, fields, "no body, or one over the size limit")
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return _unreadable(entry_id, fields, f"the body is not JSON: {exc}")
+    if not isinstance(body, dict):
+        return _unreadable(entry_id, fields, "the body is not a JSON object")
+    return Request(entry_id, work, body, fields=fields)
+
+
+def _unreadable(entry_id: str, fields: dict[str, str], problem: str) -> Request:
+    work = fields.get("work")
+    named = work[:MAX_WORK] if isinstance(work, str) else ""
+    return Request(entry_id, named, None, problem=problem[:500], fields=fields)

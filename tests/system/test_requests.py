@@ -1,0 +1,269 @@
+"""Slack requests acknowledged by one replica and performed from the requests stream, as a
+responder sees it: the click is done and answered whichever replica Slack reached, once, even
+when the replica performing it dies mid-way, and a click that cannot be kept is answered.
+
+Replicas are bots on one redis-server and one Slack (the emulator): in this process where a
+replica only has to stop performing requests (as one that is not the leader), real processes
+where one is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import shutil
+import urllib.parse
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from bot.actions.flow import NO_REDIS
+from bot.config import Settings
+from bot.storage.keys import Keys
+from bot.storage.requests import GROUP
+from sandbox.serve import serve_in_thread
+from sandbox.silence_api import FakeSilenceApi
+from tests.support.payloads import fixture_json
+from tests.support.processes import BotProcess
+from tests.support.running import RunningBot, Tracebacks, eventually, open_incident, run_bot
+from tests.support.servers import RedisServer
+from tests.support.slack import (
+    CHANNEL,
+    USER,
+    Slack,
+    block_action,
+    button_value,
+    click,
+    ephemeral_texts,
+    post_event,
+)
+
+FIRING = "grafana/queue-alert-firing.json"
+KEYS = Keys("qp")  # the bot's default `redis_prefix`
+
+
+def acknowledgements(slack: Slack, root: Any) -> list[Any]:
+    """The thread's replies saying someone acknowledged the incident."""
+    return [
+        m
+        for m in slack.emulator.thread(CHANNEL, root.ts)[1:]
+        if "Acknowledged" in m.text + json.dumps(m.blocks)
+    ]
+
+
+async def stop_performing_requests(running: RunningBot) -> None:
+    """The replica goes on answering Slack but performs no requests, as a replica that is not
+    the one performing them."""
+    [task] = [t for t in running.bot.background if t.get_name() == "requests"]
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def requests_backlog(running: RunningBot) -> float:
+    text = (await running.http.get("/metrics")).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "queuepilot_requests_backlog":
+                return sample.value
+    raise AssertionError("/metrics has no queuepilot_requests_backlog")
+
+
+def with_response_url(body: str, slack: Slack) -> str:
+    """The click as Slack sends it, with a `response_url` the emulator answers to the person."""
+    with slack.emulator.workspace() as ws:
+        token = ws.ui.new_response_url(CHANNEL, USER, None)
+    payload = json.loads(urllib.parse.parse_qs(body)["payload"][0])
+    payload["response_url"] = f"{slack.server.url}/_emulator/respond/{token}"
+    return urllib.parse.urlencode({"payload": json.dumps(payload)})
+
+
+def ack_click(root: Any) -> str:
+    action = {"type": "button", "action_id": "incident_ack"}
+    action["value"] = button_value(root, "incident_ack")
+    return block_action(action, message_ts=root.ts)
+
+
+# -- one replica acks, another performs ------------------------------------------------------------
+
+
+async def test_a_click_taken_by_one_replica_is_done_by_another(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """Replica A answers Slack and performs nothing; the click waits in the stream (its backlog
+    on /metrics) until replica B starts, which does it and answers the person."""
+    async with run_bot(settings_for()) as a:
+        await stop_performing_requests(a)
+        root = await open_incident(a, slack)
+        assert (await click(a, root, "incident_ack")).status_code == 200
+
+        async def waiting() -> bool:
+            return await requests_backlog(a) == 1
+
+        await eventually(waiting, what="the click waiting in the requests stream")
+        assert ephemeral_texts(slack) == [] and acknowledgements(slack, root) == []
+
+        async with run_bot(settings_for()) as b:
+            await eventually(
+                lambda: ephemeral_texts(slack) == ["You acknowledged incident 1."],
+                what="B's answer to the person",
+            )
+            await eventually(lambda: acknowledgements(slack, root), what="the thread's reply")
+
+            async def done() -> bool:
+                return await requests_backlog(a) == 0 and await requests_backlog(b) == 0
+
+            await eventually(done, what="the request left the stream")
+        assert f"<@{USER}>" in json.dumps(slack.emulator.channel_messages(CHANNEL)[0].blocks)
+
+
+async def test_the_same_click_delivered_to_two_replicas_acts_once(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    async with run_bot(settings_for()) as a, run_bot(settings_for()) as b:
+        root = await open_incident(a, slack)
+        body = ack_click(root)
+        assert (await post_event(a.http, body)).status_code == 200
+        await eventually(lambda: ephemeral_texts(slack), what="the first answer")
+        assert (await post_event(b.http, body)).status_code == 200
+        await eventually(lambda: len(ephemeral_texts(slack)) == 2, what="the second answer")
+        await eventually(lambda: acknowledgements(slack, root), what="the thread's reply")
+
+    assert ephemeral_texts(slack) == ["You acknowledged incident 1."] * 2, "the same answer"
+    assert len(acknowledgements(slack, root)) == 1
+
+
+async def test_a_slow_backend_for_one_incident_holds_up_no_click_on_another(
+    settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """Incident 1's silence waits on a Grafana that does not answer; incident 2's
+    acknowledgement is done and answered meanwhile."""
+    api = FakeSilenceApi()
+    with serve_in_thread(api.app) as grafana:
+        settings = settings_for(
+            silence_backend="grafana", grafana_url=grafana.url, grafana_token=api.token
+        )
+        release = api.hang()
+        try:
+            async with run_bot(settings) as running:
+                for n in (1, 2):
+                    payload = copy.deepcopy(fixture_json(FIRING))
+                    payload["groupKey"] = f"{payload['groupKey']}/{n}"
+                    assert (await running.send("grafana", payload)).status_code == 202
+                    await eventually(
+                        lambda n=n: len(slack.emulator.channel_messages(CHANNEL)) == n,
+                        what=f"incident {n}'s root",
+                    )
+                first, second = slack.emulator.channel_messages(CHANNEL)
+                option = {"text": {"type": "plain_text", "text": "1h"}, "value": "3600"}
+                silence = {
+                    "type": "static_select",
+                    "action_id": "incident_silence",
+                    "selected_option": option,
+                }
+                await post_event(running.http, block_action(silence, message_ts=first.ts))
+                await eventually(lambda: api.requests, what="the silence under way")
+                await click(running, second, "incident_ack")
+                await eventually(
+                    lambda: "You acknowledged incident 2." in ephemeral_texts(slack),
+                    what="incident 2 acknowledged while incident 1's silence waits",
+                )
+                assert not any("silenced" in t for t in ephemeral_texts(slack))
+                release.set()
+                await eventually(
+                    lambda: any("You silenced incident 1" in t for t in ephemeral_texts(slack)),
+                    what="the silence done once Grafana answers",
+                )
+        finally:
+            release.set()
+
+
+# -- Redis down at click time ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server this test may stop (the session's is shared)."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.dir, ignore_errors=True)
+
+
+async def test_a_click_while_redis_is_down_is_acked_and_the_person_told(
+    own_redis: RedisServer, settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    tracebacks = Tracebacks()
+    logging.getLogger().addHandler(tracebacks)
+    try:
+        async with run_bot(settings_for(redis_url=own_redis.url)) as running:
+            root = await open_incident(running, slack)
+            own_redis.stop()
+            response = await post_event(running.http, with_response_url(ack_click(root), slack))
+            assert response.status_code == 200, "Slack has its ack"
+            await eventually(
+                lambda: ephemeral_texts(slack) == [NO_REDIS], what="the person told", timeout=15
+            )
+    finally:
+        logging.getLogger().removeHandler(tracebacks)
+    ours = ("handlers", "slack_bolt", "bot.intake.requests")
+    assert [r for r in tracebacks.records if r.startswith(ours)] == []
+    assert acknowledgements(slack, root) == []
+
+
+# -- the replica performing a click dies mid-way ---------------------------------------------------
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+@pytest.mark.slow
+async def test_a_click_whose_replica_died_mid_way_is_done_once_by_another(
+    redis_url: str, slack: Slack, workdir: Path
+) -> None:
+    """The replica performing an acknowledgement is killed while it looks up who clicked (after
+    it claimed the click); the other takes the request over and does it, once."""
+    store = redis.Redis.from_url(redis_url, decode_responses=True)
+    replicas = [BotProcess(slack, redis_url, workdir, name) for name in ("one", "two")]
+    try:
+        for replica in replicas:
+            await replica.wait_healthy()
+        assert (await replicas[0].send(fixture_json(FIRING))).status_code == 202
+        [root] = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+        slack.emulator.stall("users.info", 60)
+        async with httpx.AsyncClient(base_url=replicas[0].url, timeout=10) as http:
+            assert (await post_event(http, ack_click(root))).status_code == 200
+        await eventually(lambda: slack.emulator.calls("users.info"), what="the click under way")
+
+        [pending] = store.xpending_range(KEYS.requests, GROUP, "-", "+", 10)
+        [performing] = [r for r in replicas if pending["consumer"].startswith(r.consumer_prefix)]
+        performing.kill()
+        slack.emulator.stall("users.info", 0)
+
+        await eventually(
+            lambda: ephemeral_texts(slack), what="the other replica's answer", timeout=20
+        )
+        await eventually(lambda: acknowledgements(slack, root), what="the reply", timeout=20)
+        await eventually(lambda: store.xlen(KEYS.requests) == 0, what="the request done")
+        assert ephemeral_texts(slack) == ["You acknowledged incident 1."]
+        assert len(acknowledgements(slack, root)) == 1
+        assert store.xlen(KEYS.request_dead_letters) == 0
+    except BaseException:
+        for replica in replicas:
+            print(f"--- {replica.name} ---\n{replica.output()[-6000:]}")
+        raise
+    finally:
+        for replica in replicas:
+            replica.kill()
+        store.close()
