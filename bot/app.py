@@ -82,6 +82,7 @@ from bot.storage.incident_store import IncidentStore
 from bot.storage.interactions import Interactions
 from bot.storage.issue_links import IssueLinks
 from bot.storage.job_arrivals import JobArrivals
+from bot.storage.keys import Keys
 from bot.storage.leader import Leadership
 from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
@@ -147,7 +148,21 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     # One token source for both GitHub readers: an App's installation token is minted once.
     github = github_auth(settings)
     issues = build_issues(settings, github)
-    store = IncidentStore(redis, prefix, retention_s=retention_s, issues=issues is not None)
+    # The leases (the leader's, the channels') are renewed over connections of their own: a
+    # crowd that keeps every connection of the main pool busy (`bot.storage.connection`) must
+    # not cost the leader its lead, nor a channel its sender (tests/storage/test_redis_conn).
+    lease_redis = build_redis(
+        settings.redis_url, settings.sentinel(), client_name="queuepilot-leases"
+    )
+    leadership = Leadership(lease_redis, Keys(prefix), name=name, ttl_ms=settings.leader_lease_ms)
+    # Every commit is the leader's: a replica that does not lead (any more) is refused.
+    store = IncidentStore(
+        redis,
+        prefix,
+        retention_s=retention_s,
+        issues=issues is not None,
+        fence=leadership.fence,
+    )
     # Each channel's sender blocks on up to three doorbells while idle: on connections of a
     # client of their own (made as needed; its bound only stops a runaway), so with many team
     # channels the main pool's connections stay free for commands (tests/system/
@@ -226,13 +241,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             postmortem=core.postmortem_markdown,
             clock=clock,
         )
-    # The channels' leases are renewed over connections of their own: a crowd that keeps every
-    # connection of the main pool busy (`bot.storage.connection`) must not cost a channel its
-    # sender (tests/storage/test_redis_conn). Not a speed-up: on the main client the intake
-    # measured the same.
-    lease_redis = build_redis(
-        settings.redis_url, settings.sentinel(), client_name="queuepilot-leases"
-    )
     outbound = Outbound(
         store=store,
         queue=queue,
@@ -279,9 +287,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         config=settings,
         clock=clock,
     )
-    # Over the leases' own connections, like the channels' leases: a crowd of requests that
-    # keeps the main pool busy must not cost the leader its lease.
-    leadership = Leadership(lease_redis, store.keys, name=name, ttl_ms=settings.leader_lease_ms)
     return Bot(
         settings=settings,
         redis=redis,

@@ -61,8 +61,12 @@ async def _lead(
     task = asyncio.create_task(work(deposed), name="leader-work")
     renewed = loop.time()
     try:
+        refused = leadership.fence.refused
         while not stop.is_set() and not task.done():
-            await _wait_any(stop, task, leadership.ttl_ms / 3000)
+            await _wait_any(stop, task, refused, leadership.ttl_ms / 3000)
+            if refused.is_set():
+                log.warning("leader: %s was refused a write: it no longer leads", leadership.name)
+                break
             if stop.is_set() or task.done():
                 break
             try:
@@ -102,9 +106,12 @@ async def _wait(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
 
 
-async def _wait_any(stop: asyncio.Event, task: asyncio.Task[None], seconds: float) -> None:
-    stopping = asyncio.create_task(stop.wait())
+async def _wait_any(
+    stop: asyncio.Event, task: asyncio.Task[None], refused: asyncio.Event, seconds: float
+) -> None:
+    waits = {asyncio.create_task(stop.wait()), asyncio.create_task(refused.wait())}
     try:
-        await asyncio.wait({stopping, task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({*waits, task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        stopping.cancel()
+        for wait in waits:
+            wait.cancel()

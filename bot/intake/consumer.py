@@ -146,6 +146,10 @@ class Intake:
 
     async def _upkeep(self) -> None:
         await self._stream.ensure_group()
+        if self._take_over_ms is not None:  # a new term: this consumer's own unfinished first
+            for entry in await self._stream.read(self._consumer, count=MAX_IN_FLIGHT, own=True):
+                if entry.id not in self._in_flight:
+                    self._start(entry)
         await self._stream.keep_alive(self._consumer, list(self._in_flight))
         await self._reclaim()
 

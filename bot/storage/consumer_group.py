@@ -92,11 +92,19 @@ class ConsumerGroup(Generic[E]):
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    async def read(self, consumer: str, *, count: int = 10, block_ms: int = 1000) -> list[E]:
-        """New entries for this consumer; recreates the group if Redis lost it (a restart)."""
+    async def read(
+        self, consumer: str, *, count: int = 10, block_ms: int = 1000, own: bool = False
+    ) -> list[E]:
+        """New entries for this consumer, or (`own`) those it was handed and has not
+        acknowledged (it stopped leading mid-way, and leads again); recreates the group if Redis
+        lost it (a restart)."""
         try:
             reply = await self._redis.xreadgroup(
-                self.group, consumer, {self.key: ">"}, count=count, block=block_ms
+                self.group,
+                consumer,
+                {self.key: "0" if own else ">"},
+                count=count,
+                block=None if own else block_ms,
             )
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
@@ -107,6 +115,7 @@ class ConsumerGroup(Generic[E]):
             self.parse(entry_id, fields)
             for _, entries in reply or []
             for entry_id, fields in entries
+            if fields  # an entry deleted while pending has nothing left to read
         ]
 
     async def reclaim(self, consumer: str, *, min_idle_ms: int, count: int = 20) -> list[E]:

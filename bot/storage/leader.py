@@ -11,7 +11,8 @@ over, and one that outlived a Redis that lost its data cannot either.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
@@ -31,10 +32,12 @@ class Deposed(RedisError):
 
 @dataclass
 class Fence:
-    """The lease's value while this replica leads, for the scripts that check it."""
+    """The lease's value while this replica leads, for the scripts that check it; `refused` is
+    set when one refused it, so the leader stops at once instead of at its next renewal."""
 
     key: str
     held: str | None = None
+    refused: asyncio.Event = field(default_factory=asyncio.Event)
 
     def args(self) -> str:
         if self.held is None:
@@ -59,6 +62,8 @@ class FencedScript:
             )
         except RedisError as exc:
             if "DEPOSED" in str(exc):
+                self._fence.held = None
+                self._fence.refused.set()
                 raise Deposed(str(exc)) from exc
             raise
 
@@ -88,6 +93,7 @@ class Leadership:
         elif not await self.renew():
             return False
         self.fence.held = self._held
+        self.fence.refused.clear()
         return self._held is not None
 
     async def renew(self) -> bool:

@@ -52,6 +52,7 @@ def replicas(
 
 
 async def commit(bot: Bot, incident: Incident, version: int = 0) -> None:
+    assert await bot.leadership.take(), "commits are the leader's"
     group = GroupState(incident_id=incident.id, last_entry="1-0") if not version else None
     change = Commit(incident, version=version, group=group, group_hash=incident.group_hash)
     assert await bot.store.commit(change)

@@ -76,6 +76,7 @@ async def test_a_deposed_leaders_commit_is_refused_and_changes_nothing(
     late = incident("1").model_copy(update={"title": "a stale leader's change"})
     with pytest.raises(Deposed):
         await store_a.commit(Commit(late, version=stale.version))
+    assert a.fence.refused.is_set() and a.fence.held is None, "a stops at once, not at renewal"
     current = await store_b.load("1")
     assert current.version == stale.version and current.incident is not None
     assert current.incident.title != "a stale leader's change"
