@@ -207,6 +207,11 @@ class StormDigest:
         in the groups still without a line, if the edit slot comes within `Growth`'s patience."""
         mine = [m for m in members if m.part == part]
         grows = part == storm.last_posted and any(m.part is None for m in members)
+        within = (
+            self._growth.edit_within_s(storm.waiting_ms, _now_ms(), roots_waiting=waiting)
+            if grows
+            else None
+        )
         drawn: tuple[object, ...] = (
             storm.id,
             tuple((m.incident_id, m.version, m.threaded) for m in mine),
@@ -214,16 +219,21 @@ class StormDigest:
             sum(m.incident_id in links for m in mine),
             len(members) if part == 0 else 0,  # the first message counts the whole storm
             grows,
+            # Whether the edit may list every group left, "+N more" past its lines: only while
+            # no root waits (else a continuation may list them). A full message edited while a
+            # root waited listed none of them; that root leaving the queue must draw it again,
+            # or they would stay unlisted (and the storm open) until something else in the
+            # message changed.
+            within is None,
         )
         grew = grows or len(mine) > self._groups_drawn.get(part, 0)
         due = grew or over or time.time() >= self._next_edit.get(part, 0.0)
         if drawn == self._drawn.get(part) or not due:
             return
-        within = self._growth.edit_within_s(storm.waiting_ms, _now_ms(), roots_waiting=waiting)
         if grows and within == 0 and len(mine) <= self._groups_drawn.get(part, 0):
             return  # a continuation lists them; this message has nothing else new to show
         try:
-            await self._edit(storm, part, links, over=over, within_s=within if grows else None)
+            await self._edit(storm, part, links, over=over, within_s=within)
         except SlackError as exc:
             if grows and exc.method == "chat.update" and exc.error == "ratelimited":
                 return  # no edit slot soon enough: the channel's next post lists them instead
