@@ -69,6 +69,7 @@ from bot.intake.consumer import Intake, IntakeConfig
 from bot.outbound.gateway import SlackConfig, SlackGateway, build_client
 from bot.outbound.home import Home, HomeConfig
 from bot.outbound.membership import check_channels
+from bot.outbound.permalinks import Permalinks
 from bot.outbound.sender import Outbound, SenderConfig
 from bot.outbound.senders import Senders
 from bot.outbound.storm import StormConfig
@@ -86,7 +87,7 @@ from bot.storage.job_arrivals import JobArrivals
 from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
 from bot.storage.pacing import Pacing
-from bot.storage.permalinks import Permalinks
+from bot.storage.permalinks import PermalinkCache
 from bot.storage.send_queue import SendQueue
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
@@ -168,6 +169,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         pacing=pacing,
         user_names=UserNames(redis, store.keys),
     )
+    permalinks = Permalinks(PermalinkCache(redis, store.keys, keep_s=retention_s), gateway)
     intake = Intake(stream, store, telemetry, config=_intake_config(settings), clock=clock)
     sender_config = SenderConfig(
         post_interval_s=settings.slack_post_interval_ms / 1000,
@@ -227,6 +229,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         store=store,
         telemetry=telemetry,
         gateway=gateway,
+        permalinks=permalinks,
         redis=redis,
         clock=clock,
         history=history,
@@ -239,7 +242,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             warnings,
             config=warning_config(settings),
             clock=clock,
-            permalink=gateway.permalink,
+            permalink=permalinks.link,
         )
     alert_issues = None
     if issues is not None:
@@ -254,7 +257,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
                 open=settings.github_issues_open,
                 interval_ms=settings.github_issues_interval_ms,
             ),
-            permalink=gateway.permalink,
+            permalink=permalinks.link,
             postmortem=core.postmortem_markdown,
             clock=clock,
         )
@@ -270,6 +273,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         queue=queue,
         storms=storms,
         slack=gateway,
+        permalinks=permalinks,
         telemetry=telemetry,
         charts=charts,
         notices=NoticeStore(redis, store.keys),
@@ -305,7 +309,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         warnings,
         readings,
         HomeViewers(redis, store.keys),
-        Permalinks(redis, store.keys, keep_s=retention_s),
+        permalinks,
         gateway,
         config=HomeConfig(settings.slash_command, settings.home_numbers_seconds),
         clock=clock,
@@ -379,6 +383,7 @@ def _action_core(
     store: IncidentStore,
     telemetry: Telemetry,
     gateway: SlackGateway,
+    permalinks: Permalinks,
     redis: Redis,
     clock: Callable[[], datetime],
     history: QueueHistory | None,
@@ -396,7 +401,7 @@ def _action_core(
     silence_config = SilenceConfig(
         timeout_s=settings.backend_timeout_seconds, check_s=settings.silence_check_seconds
     )
-    silencing = Silencing(acting, silencer, config=silence_config, permalink=gateway.permalink)
+    silencing = Silencing(acting, silencer, config=silence_config, permalink=permalinks.link)
     watch = None
     if silencer is not None:
         watch = SilenceWatch(store, silencer, config=silence_config, clock=clock)
