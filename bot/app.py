@@ -68,6 +68,7 @@ from bot.intake.requests import Requests
 from bot.outbound.gateway import SlackGateway, build_client
 from bot.outbound.home import Home
 from bot.outbound.membership import check_channels
+from bot.outbound.permalinks import Permalinks
 from bot.outbound.sender import Outbound
 from bot.outbound.senders import Senders
 from bot.pacing import Pacing
@@ -86,7 +87,7 @@ from bot.storage.keys import Keys
 from bot.storage.leader import Leadership
 from bot.storage.leases import Leases
 from bot.storage.notices import NoticeStore
-from bot.storage.permalinks import Permalinks
+from bot.storage.permalinks import PermalinkCache
 from bot.storage.requests import RequestStream
 from bot.storage.send_queue import SendQueue
 from bot.storage.storm_queue import StormQueue
@@ -179,6 +180,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     gateway = SlackGateway(
         client, telemetry=telemetry, pacing=pacing, user_names=UserNames(redis, store.keys)
     )
+    permalinks = Permalinks(PermalinkCache(redis, store.keys, keep_s=retention_s), gateway)
     intake = Intake(stream, store, telemetry, config=settings, consumer=consumer, clock=clock)
     storms = StormQueue(redis, prefix, retention_s=retention_s)
     charts = ChartDelivery(redis, store.keys, settings.chart_style)
@@ -214,6 +216,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         store=store,
         telemetry=telemetry,
         gateway=gateway,
+        permalinks=permalinks,
         redis=redis,
         clock=clock,
         history=history,
@@ -226,7 +229,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             warnings,
             config=settings,
             clock=clock,
-            permalink=gateway.permalink,
+            permalink=permalinks.link,
         )
     alert_issues = None
     if issues is not None:
@@ -237,7 +240,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             pacing,
             Leases(redis),
             config=settings,
-            permalink=gateway.permalink,
+            permalink=permalinks.link,
             postmortem=core.postmortem_markdown,
             clock=clock,
         )
@@ -246,6 +249,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         queue=queue,
         storms=storms,
         slack=gateway,
+        permalinks=permalinks,
         telemetry=telemetry,
         charts=charts,
         notices=NoticeStore(redis, store.keys),
@@ -282,7 +286,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         warnings,
         readings,
         HomeViewers(redis, store.keys),
-        Permalinks(redis, store.keys, keep_s=retention_s),
+        permalinks,
         gateway,
         config=settings,
         clock=clock,
@@ -323,6 +327,7 @@ def _action_core(
     store: IncidentStore,
     telemetry: Telemetry,
     gateway: SlackGateway,
+    permalinks: Permalinks,
     redis: Redis,
     clock: Callable[[], datetime],
     history: QueueHistory | None,
@@ -335,7 +340,7 @@ def _action_core(
         store, telemetry, interactions, authorizer, display_name=gateway.display_name, clock=clock
     )
     silencer = build_silencer(settings)
-    silencing = Silencing(acting, silencer, config=settings, permalink=gateway.permalink)
+    silencing = Silencing(acting, silencer, config=settings, permalink=permalinks.link)
     watch = None
     if silencer is not None:
         watch = SilenceWatch(store, silencer, config=settings, clock=clock)

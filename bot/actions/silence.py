@@ -9,8 +9,6 @@ incident must show it (and offer to remove it) even if the alert resolved in bet
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
@@ -36,8 +34,6 @@ from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, ThreadRef
 from bot.storage.interactions import Held
 
-log = logging.getLogger(__name__)
-
 NOT_CONFIGURED = (
     "Silencing is not set up: an operator sets `SILENCE_BACKEND` (`alertmanager` with "
     "`ALERTMANAGER_URL`, or `grafana` with `GRAFANA_URL` and `GRAFANA_TOKEN`)."
@@ -56,6 +52,7 @@ class Silencing:
         self._acting = acting
         self._silencer = silencer
         self._config = config
+        # (channel, ts) -> a link to that message ("" or None: none to give); never raises.
         self._permalink = permalink
 
     async def silence(
@@ -130,10 +127,7 @@ class Silencing:
         """The silence's comment links the incident's thread, so Alertmanager says why."""
         link = ""
         if thread is not None:
-            try:
-                link = await asyncio.wait_for(self._permalink(thread.channel, thread.ts), 3) or ""
-            except Exception as exc:  # the link is a courtesy; the silence matters
-                log.info("no permalink for incident %s: %s", incident.id, type(exc).__name__)
+            link = await self._permalink(thread.channel, thread.ts) or ""
         title = incident.title[:200]
         return f"queuepilot incident #{incident.id} ({title}), silenced from Slack by {name}" + (
             f": {link}" if link else ""

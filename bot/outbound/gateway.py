@@ -394,7 +394,10 @@ class SlackGateway:
         response = await self.call("usergroups.users.list", usergroup=group)
         return [str(user) for user in response.get("users") or []]
 
-    async def permalink(self, channel: str, ts: str) -> str | None:
-        """A link to a message (`chat.getPermalink`), for texts that point back at a thread."""
-        response = await self.call("chat.getPermalink", channel=channel, message_ts=ts)
-        return str(response.get("permalink") or "") or None
+    async def permalink(self, channel: str, ts: str) -> str:
+        """A link to a message (`chat.getPermalink`), "" when Slack's answer has none. Refused
+        as a 429 while one holds the method, never waited out: a link is a courtesy, asked
+        again later (`bot.outbound.permalinks`)."""
+        params = {"channel": channel, "message_ts": ts}
+        response = await self._patiently("chat.getPermalink", params, tries=1, longest_wait_s=0)
+        return str(response.get("permalink") or "")

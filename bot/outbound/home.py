@@ -15,7 +15,6 @@ work began, and a publish that failed is made by a later round.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import with_scale_ups
 from bot.fleet.readings import FleetReadings
 from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.permalinks import Permalinks
 from bot.render.home import (
     MAX_INCIDENTS,
     MAX_WARNINGS,
@@ -43,7 +43,6 @@ from bot.render.home import (
 from bot.storage.early_warning import REFUSED, WarningStore
 from bot.storage.home import HomeViewers, Shown
 from bot.storage.incident_store import IncidentStore
-from bot.storage.permalinks import Permalinks
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,6 @@ OPEN_WAIT_S = 5.0
 ROUND_WAIT_S = 10.0
 PER_ROUND = 20  # publishes a round makes at most (20 turns: 12 s of Tier 4)
 CLAIM_MS = 60_000  # longer than a publish waits for its turn and Slack's answer
-PERMALINK_TIMEOUT_S = 3.0
 # Errors that say the person is no one to publish to (Slack names a bad user in invalid_arguments:
 # "invalid `user_id`").
 GONE_ERRORS = frozenset({"user_not_found", "account_inactive", "user_disabled"})
@@ -68,7 +66,7 @@ class Home:
         warnings: WarningStore,
         readings: FleetReadings,
         viewers: HomeViewers,
-        links: Permalinks,
+        permalinks: Permalinks,
         slack: SlackGateway,
         *,
         config: Settings,
@@ -78,7 +76,7 @@ class Home:
         self._warnings = warnings
         self._readings = readings
         self._viewers = viewers
-        self._links = links
+        self._permalinks = permalinks
         self._slack = slack
         self._config = config
         self._clock = clock
@@ -176,7 +174,7 @@ class Home:
         loaded = [ld for ld in await self._store.load_many(ids[:MAX_INCIDENTS]) if ld.incident]
         warned = standing_warnings((await self._warnings.all()).values())[:MAX_WARNINGS]
         threads = [(ld.thread.channel, ld.thread.ts) if ld.thread else None for ld in loaded]
-        links = await self._permalinks([*threads, *map(_message_of, warned)])
+        links = await self._links([*threads, *map(_message_of, warned)])
         fleet, note = await self._fleet()
         if fleet is not None:
             # The fleet's judgements count the scale-ups made since the reading, as each
@@ -216,27 +214,10 @@ class Home:
         )
         return reading.fleet, failed
 
-    async def _permalinks(self, messages: Sequence[tuple[str, str] | None]) -> list[str]:
-        """Each message's link ("" for none, or while Slack does not say), asked of Slack only
-        for those never asked: a link is a courtesy, so a slow Slack costs a few seconds."""
-        known = [m for m in messages if m is not None]
-        kept = dict(zip(known, await self._links.get_many(known), strict=True))
-        asked = [m for m, url in kept.items() if url is None]
-        found = await asyncio.gather(*(self._permalink(channel, ts) for channel, ts in asked))
-        kept.update(zip(asked, found, strict=True))
-        return [kept.get(m) or "" if m is not None else "" for m in messages]
-
-    async def _permalink(self, channel: str, ts: str) -> str:
-        try:
-            url = await asyncio.wait_for(self._slack.permalink(channel, ts), PERMALINK_TIMEOUT_S)
-        except SlackError as exc:
-            if exc.retryable:
-                return ""
-            url = None  # Slack has none: remembered as such for a while
-        except TimeoutError:
-            return ""
-        await self._links.put(channel, ts, url or "")
-        return url or ""
+    async def _links(self, messages: Sequence[tuple[str, str] | None]) -> list[str]:
+        """Each message's link ("" for none, or while Slack does not say)."""
+        known = await self._permalinks.links([m for m in messages if m is not None])
+        return [known.get(m, "") if m is not None else "" for m in messages]
 
 
 def _shows(shown: Shown, said: Digests) -> bool:

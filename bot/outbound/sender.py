@@ -27,6 +27,7 @@ from bot.outbound.edits import Editor, RootEdits, WarningEdits
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.kinds import ROOT, Notices, Reader, Replies, Roots, Strays, Warnings
 from bot.outbound.outgoing import Ledger
+from bot.outbound.permalinks import Permalinks
 from bot.outbound.stages import (
     LookUp,
     Mark,
@@ -63,6 +64,7 @@ class Outbound:
     queue: SendQueue
     storms: StormQueue
     slack: SlackGateway
+    permalinks: Permalinks
     telemetry: Telemetry
     charts: ChartDelivery
     notices: NoticeStore
@@ -106,7 +108,7 @@ class ChannelSender:
             editor,
             storms=shared.storms,
             store=shared.store,
-            slack=shared.slack,
+            permalinks=shared.permalinks,
             telemetry=shared.telemetry,
             config=config,
             clock=shared.clock,

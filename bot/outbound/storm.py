@@ -27,10 +27,11 @@ from datetime import UTC, datetime
 from bot.config import Settings
 from bot.domain.message import Rendered
 from bot.outbound.edits import Editor
-from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.gateway import SlackError
 from bot.outbound.kinds import ROOT, Queued
 from bot.outbound.marks import digest_of
 from bot.outbound.outgoing import DigestPost
+from bot.outbound.permalinks import Permalinks
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from bot.storage.incident_store import IncidentStore
 from bot.storage.storm_queue import Member, Storm, StormQueue
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # A room no storm fills: the last digest message's when no continuation can follow it.
 EVERY_GROUP = 1_000_000
-# Permalinks for the digest's lines, per step: each is a Web API call.
+# Permalinks of the digest's threads asked of Slack per step: each is a Web API call.
 LINKS_PER_STEP = 10
 # How often the digest's holder looks for groups joining and threads opening.
 POLL_S = 0.25
@@ -81,7 +82,7 @@ class StormDigest:
         *,
         storms: StormQueue,
         store: IncidentStore,
-        slack: SlackGateway,
+        permalinks: Permalinks,
         telemetry: Telemetry,
         config: Settings,
         clock: Callable[[], datetime],
@@ -90,7 +91,7 @@ class StormDigest:
         self._editor = editor
         self._storms = storms
         self._store = store
-        self._slack = slack
+        self._permalinks = permalinks
         self._telemetry = telemetry
         self._config = config
         self._clock = clock
@@ -101,6 +102,8 @@ class StormDigest:
         self._drawn: dict[int, tuple[object, ...]] = {}
         self._groups_drawn: dict[int, int] = {}
         self._next_edit: dict[int, float] = {}
+        # The links this replica has written for 0.25's replicas (`StormQueue.add_links`).
+        self._links_written: set[str] = set()
 
     @property
     def enabled(self) -> bool:
@@ -167,7 +170,7 @@ class StormDigest:
         # waiting, the members read next all show their threads.
         waiting = await self._storms.roots_waiting(self.channel)
         members = await self._storms.members(self.channel)
-        links = await self._link_threads(members, await self._storms.links(self.channel))
+        links = await self._thread_links(members)
         unplaced = any(m.part is None for m in members)
         over = (
             waiting == 0
@@ -182,6 +185,7 @@ class StormDigest:
         if over and await self._storms.close(self.channel, storm):
             log.info("sender %s: the alert storm is over (%d groups)", self.channel, len(members))
             self._drawn, self._groups_drawn, self._next_edit = {}, {}, {}
+            self._links_written = set()
             return
         await asyncio.sleep(POLL_S)
 
@@ -199,6 +203,11 @@ class StormDigest:
         in the groups still without a line, if the edit slot comes within `Growth`'s patience."""
         mine = [m for m in members if m.part == part]
         grows = part == storm.last_posted and any(m.part is None for m in members)
+        within = (
+            self._growth.edit_within_s(storm.waiting_ms, _now_ms(), roots_waiting=waiting)
+            if grows
+            else None
+        )
         drawn: tuple[object, ...] = (
             storm.id,
             tuple((m.incident_id, m.version, m.threaded) for m in mine),
@@ -206,16 +215,21 @@ class StormDigest:
             sum(m.incident_id in links for m in mine),
             len(members) if part == 0 else 0,  # the first message counts the whole storm
             grows,
+            # Whether the edit may list every group left, "+N more" past its lines: only while
+            # no root waits (else a continuation may list them). A full message edited while a
+            # root waited listed none of them; that root leaving the queue must draw it again,
+            # or they would stay unlisted (and the storm open) until something else in the
+            # message changed.
+            within is None,
         )
         grew = grows or len(mine) > self._groups_drawn.get(part, 0)
         due = grew or over or time.time() >= self._next_edit.get(part, 0.0)
         if drawn == self._drawn.get(part) or not due:
             return
-        within = self._growth.edit_within_s(storm.waiting_ms, _now_ms(), roots_waiting=waiting)
         if grows and within == 0 and len(mine) <= self._groups_drawn.get(part, 0):
             return  # a continuation lists them; this message has nothing else new to show
         try:
-            await self._edit(storm, part, links, over=over, within_s=within if grows else None)
+            await self._edit(storm, part, links, over=over, within_s=within)
         except SlackError as exc:
             if grows and exc.method == "chat.update" and exc.error == "ratelimited":
                 return  # no edit slot soon enough: the channel's next post lists them instead
@@ -223,18 +237,18 @@ class StormDigest:
         self._drawn[part], self._groups_drawn[part] = drawn, len(mine)
         self._next_edit[part] = time.time() + self._config.root_edit_interval_ms / 1000
 
-    async def _link_threads(self, members: list[Member], links: dict[str, str]) -> dict[str, str]:
-        """Permalinks of the threads opened since the last step, a few per step."""
-        missing = [m for m in members if m.threaded and m.incident_id not in links]
-        for member in missing[:LINKS_PER_STEP]:
-            try:
-                url = await self._slack.permalink(self.channel, member.thread_ts) or ""
-            except SlackError as exc:
-                if exc.retryable:
-                    break
-                url = ""  # never linkable (the root is gone): the line says no more
-            await self._storms.add_link(self.channel, member.incident_id, url)
-            links[member.incident_id] = url
+    async def _thread_links(self, members: list[Member]) -> dict[str, str]:
+        """Incident ID -> the link of its thread, for the threads whose link is known ("": the
+        root is gone, the line says no more); a few more asked of Slack each step."""
+        threads = {(self.channel, m.thread_ts): m.incident_id for m in members if m.threaded}
+        found = await self._permalinks.links(list(threads), ask_at_most=LINKS_PER_STEP)
+        links = {threads[message]: url for message, url in found.items()}
+        # 0.25 draws the digest's lines from `storm:links`: a replica of it taking the channel
+        # over during a rolling upgrade shows the links found so far.
+        new = {i: url for i, url in links.items() if i not in self._links_written}
+        if new:
+            await self._storms.add_links(self.channel, new)
+            self._links_written.update(new)
         return links
 
     async def _edit(

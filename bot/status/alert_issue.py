@@ -74,6 +74,8 @@ RETRY_FIRST_S, RETRY_MAX_S = 10.0, 900.0  # the backoff after a failed call
 REFUSED_RETRY_S = 900.0
 
 T = TypeVar("T")
+# (channel, ts) -> a link to that message: "" when there is none, None while it is not known
+# (Slack slow or failing); never raises.
 Permalink = Callable[[str, str], Awaitable[str | None]]
 # The incident's write-up, for a postmortem moment (`bot.actions.postmortem`).
 Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
@@ -382,11 +384,10 @@ class _Step:
         thread = self.loaded.thread
         now = self.owner._clock()
         if thread is not None:
-            try:
-                return await self.owner._permalink(thread.channel, thread.ts) or ""
-            except Exception as exc:  # Slack's error, whichever: ask again shortly
-                log.info("alert issue: no permalink for incident %s: %s", self.id, exc)
-                raise Later(now.timestamp() + 30) from None
+            link = await self.owner._permalink(thread.channel, thread.ts)
+            if link is None:  # Slack does not say now: ask again shortly
+                raise Later(now.timestamp() + 30)
+            return link
         waited = (now - self.incident.opened_at).total_seconds()
         if waited < THREAD_WAIT_S:
             raise Later(now.timestamp() + 10)

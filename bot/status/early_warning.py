@@ -17,7 +17,6 @@ go.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -51,8 +50,6 @@ log = logging.getLogger(__name__)
 RECENT = 20  # recent incidents read for thresholds and coverage
 HOLD_AFTER_S = 300  # no good reading this long: a standing warning's forecast is on hold
 PAST = NOISE_READINGS - 1  # earlier readings the forecast takes (its window, its noise)
-# The link is a courtesy: a slow Slack must not hold up the other types' warnings.
-PERMALINK_TIMEOUT_S = 3.0
 # The incident may change meanwhile (a notification, a status): its timeline's line is written
 # again on what it became, this many times at most.
 MAX_COMMIT_ATTEMPTS = 5
@@ -74,7 +71,8 @@ class EarlyWarnings:
         self._warnings = warnings
         self._config = config
         self._clock = clock
-        self._permalink = permalink  # (channel, ts) -> a link to that message, or None
+        # (channel, ts) -> a link to that message ("" or None: none to give); never raises.
+        self._permalink = permalink
 
     async def tick(self) -> None:
         """Decide the warnings of a reading not decided yet; never raises."""
@@ -212,20 +210,13 @@ class EarlyWarnings:
 
     async def _thread_link(self, incident_id: str) -> str:
         """The permalink of the incident's root ("" while it is not posted, or Slack does not
-        say: its failures are logged, never raised, as the message reads without the link)."""
+        say: the message reads without the link)."""
         if self._permalink is None:
             return ""
         thread = (await self._store.load(incident_id)).thread
         if thread is None or not thread.ts:
             return ""
-        try:
-            call = self._permalink(thread.channel, thread.ts)
-            return await asyncio.wait_for(call, PERMALINK_TIMEOUT_S) or ""
-        except Exception as exc:
-            log.info(
-                "early warning: no permalink for incident %s: %s", incident_id, type(exc).__name__
-            )
-            return ""
+        return await self._permalink(thread.channel, thread.ts) or ""
 
     def _channel(self, name: str) -> str:
         return channel_for_type(self._config.slack_routes, name, self._config.slack_channel)

@@ -13,12 +13,15 @@ all per channel:
   shows: `ts` and `shown` for the first, `ts:<n>` and `shown:<n>` for continuation n;
 - `storm:members`, the groups' incident IDs scored like their roots (severity, then arrival);
 - `storm:placed`, incident ID -> the digest message that lists it (`storm_place.lua`);
-- `storm:links`, incident ID -> permalink of its thread, once it has one.
+- `storm:links`, incident ID -> permalink of its thread, once it has one: 0.25 draws the
+  digest's lines from it, so a replica of 0.25 taking the channel over during a rolling upgrade
+  finds them; this version reads every link through `bot.outbound.permalinks`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -172,13 +175,10 @@ class StormQueue:
             if v is not None
         ]
 
-    async def links(self, channel: str) -> dict[str, str]:
-        return cast(dict[str, str], await self._redis.hgetall(self.keys.storm_links(channel)))  # type: ignore[misc]
-
-    async def add_link(self, channel: str, incident_id: str, url: str) -> None:
+    async def add_links(self, channel: str, links: Mapping[str, str]) -> None:
         key = self.keys.storm_links(channel)
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hset(key, incident_id, url)
+            pipe.hset(key, mapping=dict(links))
             pipe.pexpire(key, self._ttl_ms)
             await pipe.execute()
 

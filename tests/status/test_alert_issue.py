@@ -26,6 +26,7 @@ from bot.storage.leases import Leases
 from tests.support.store import KEYS, PREFIX, T0, opened
 
 REPO = "pytorch/alerts"
+THREAD_URL = "https://slack.example/archives/C0STORE/p1"
 
 
 @dataclass
@@ -80,13 +81,20 @@ class Clock:
 
 
 async def keeper(
-    redis: Redis, issues: FakeIssues, clock: Clock, *, open: bool = False
+    redis: Redis,
+    issues: FakeIssues,
+    clock: Clock,
+    *,
+    open: bool = False,
+    links: dict[str, str | None] | None = None,
 ) -> tuple[AlertIssues, IncidentStore]:
+    """A replica's keeper; `links`: each channel's thread link as Slack gives it now (None:
+    not known yet), THREAD_URL in C0STORE unless given."""
     store = IncidentStore(redis, PREFIX, issues=True)
-    permalinks = {"C0STORE": "https://slack.example/archives/C0STORE/p1"}
+    permalinks = {"C0STORE": THREAD_URL} if links is None else links
 
     async def permalink(channel: str, ts: str) -> str | None:
-        return permalinks.get(channel)
+        return permalinks.get(channel, "")
 
     config = Settings(
         github_issues_repo=REPO, github_issues_open=open, github_issues_interval_ms=10
@@ -204,6 +212,28 @@ async def test_the_thread_is_waited_for_then_told_without_its_link(redis: Redis)
     await keep.tick()
     [said] = issues.comments[1]
     assert said.startswith("queuepilot follows this alert as incident 1 in Slack:")
+
+
+async def test_a_thread_link_not_known_yet_is_asked_again_shortly_then_told(
+    redis: Redis,
+) -> None:
+    """Slack does not give the thread's link now (slow, failing): the issue hears nothing of
+    the thread yet, and is told it with its link once Slack gives it."""
+    issues, clock = FakeIssues(), Clock()
+    links: dict[str, str | None] = {"C0STORE": None}
+    keep, store = await keeper(redis, issues, clock, links=links, open=True)
+    incident = await opened_due(store)
+    await with_thread(redis, incident)
+    await keep.tick()
+    assert issues.comments == {}
+    assert await due_at(store, incident.id) == (T0 + timedelta(seconds=30)).timestamp()
+    links["C0STORE"] = THREAD_URL
+    clock.now += timedelta(seconds=30)
+    await keep.tick()
+    [said] = issues.comments[1]
+    assert said.startswith(
+        f"queuepilot follows this alert as incident 1 in [its Slack thread]({THREAD_URL})"
+    )
 
 
 async def test_failures_back_off_and_a_success_resets_them(redis: Redis) -> None:

@@ -294,14 +294,11 @@ async def test_a_folded_warning_links_the_incident_thread_once_its_root_is_poste
     redis = Redis.from_url(redis_url, decode_responses=True)
     await redis.flushdb()
     asked: list[tuple[str, str]] = []
-    answers: list[str | Exception] = []
+    answers: list[str | None] = []  # None: Slack does not say now (slow, failing)
 
     async def permalink(channel: str, ts: str) -> str | None:
         asked.append((channel, ts))
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+        return answers.pop(0)
 
     fleet, now = Building(), [START]
     replica = Replica(redis, fleet, now, permalink)
@@ -338,7 +335,7 @@ async def test_a_folded_warning_links_the_incident_thread_once_its_root_is_poste
         edit_after_ms=0,
         bucket="{}",
     )
-    answers += [TimeoutError(), THREAD_LINK]
+    answers += [None, THREAD_LINK]
     await reading(30)  # Slack did not answer: said without the link, asked again next reading
     assert (await replica.warnings.all())[TYPE] == folded
     assert asked == [(CHANNEL, "1700000100.000200")]

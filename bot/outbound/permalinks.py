@@ -1,0 +1,78 @@
+"""Links to messages, for every text that points back at one: a silence's comment, the early
+warning, the App Home, the alert's GitHub issue, the storm digest's lines.
+
+A message's permalink never changes, so each is asked of Slack (`chat.getPermalink`) once and
+kept for every replica (`bot.storage.permalinks`). A link is a courtesy beside a text that reads
+without it, so asking never raises and never waits longer than `timeout_s`: whatever failed
+(Slack's answer, Slack's silence, Redis) is logged here, and the caller hears only the link, ""
+when Slack has none, or that it is not known yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from redis.exceptions import RedisError
+
+from bot.outbound.gateway import SlackError, SlackGateway
+from bot.storage.permalinks import Message, PermalinkCache
+
+log = logging.getLogger(__name__)
+
+
+class Permalinks:
+    def __init__(
+        self, cache: PermalinkCache, slack: SlackGateway, *, timeout_s: float = 3.0
+    ) -> None:
+        self._cache = cache
+        self._slack = slack
+        # A few seconds: the texts a link sits in wait for it (a silence's comment, a page).
+        self._timeout_s = timeout_s
+
+    async def link(self, channel: str, ts: str) -> str | None:
+        """The message's link; "" when Slack has none (the message deleted, a channel the app
+        left); None while it is not known (Slack slow or failing, a 429 held, Redis away)."""
+        return (await self.links([(channel, ts)])).get((channel, ts))
+
+    async def links(
+        self, messages: Sequence[Message], *, ask_at_most: int | None = None
+    ) -> dict[Message, str]:
+        """The links known of `messages` ("" where Slack has none): those not kept are asked of
+        Slack at once, `ask_at_most` of them (None: all). A message left out is not known yet."""
+        wanted = list(dict.fromkeys(messages))
+        known = await self._kept(wanted)
+        asked = [m for m in wanted if m not in known][:ask_at_most]
+        found = await asyncio.gather(*(self._ask(channel, ts) for channel, ts in asked))
+        known.update((m, url) for m, url in zip(asked, found, strict=True) if url is not None)
+        return known
+
+    async def _kept(self, messages: list[Message]) -> dict[Message, str]:
+        try:
+            return await self._cache.kept(messages)
+        except RedisError as exc:
+            log.info("permalinks: Redis unavailable, asking Slack: %s", exc)
+            return {}
+
+    async def _ask(self, channel: str, ts: str) -> str | None:
+        """Slack's link for the message, kept; None when Slack does not say now."""
+        try:
+            url = await asyncio.wait_for(self._slack.permalink(channel, ts), self._timeout_s)
+        except SlackError as exc:
+            if exc.retryable:
+                log.info("permalink of %s %s: not known yet: %s", channel, ts, exc.error)
+                return None
+            log.info("permalink of %s %s: Slack has none: %s", channel, ts, exc.error)
+            url = ""
+        except TimeoutError:
+            log.info("permalink of %s %s: no answer within %s s", channel, ts, self._timeout_s)
+            return None
+        except RedisError as exc:  # a 429's hold is read in Redis before the call
+            log.info("permalink of %s %s: not asked, Redis unavailable: %s", channel, ts, exc)
+            return None
+        try:
+            await self._cache.keep(channel, ts, url)
+        except RedisError as exc:
+            log.info("permalink of %s %s: not kept, Redis unavailable: %s", channel, ts, exc)
+        return url
