@@ -22,6 +22,7 @@ from bot import slack_scopes
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_limits import validate_blocks
 from sandbox.slack_methods import ALL_SCOPES, METHODS, WEB_API
+from tests.support.charts import line
 from tests.support.slack import BOT_TOKEN, CHANNEL, Slack
 from tests.support.slack_calls import HOME, MODAL, arguments_for, send
 
@@ -156,17 +157,8 @@ async def test_tier_3_pages_are_100_by_default_999_at_most_and_replies_1000(
     assert len(thread["messages"]) == 1000 and thread["has_more"] is True
 
 
-def line(categories: list[str], *series: tuple[str, list[float]]) -> dict[str, Any]:
-    data = [
-        {"name": n, "data": [{"label": c, "value": v} for c, v in zip(categories, vs, strict=True)]}
-        for n, vs in series
-    ]
-    chart = {"type": "line", "series": data, "axis_config": {"categories": categories}}
-    return {"type": "data_visualization", "title": "Queue trend", "chart": chart}
-
-
 TWENTY = [f"{i:0>20}" for i in range(20)]  # 20 categories of 20 characters
-WIDEST = line(TWENTY, *((f"runner type {i:>8}", [float(i)] * 20) for i in range(6)))
+WIDEST = line(*((f"runner type {i:>8}", [float(i)] * 20) for i in range(6)), categories=TWENTY)
 WIDEST.update(title="t" * 50, block_id="b" * 255)
 WIDEST["chart"]["axis_config"].update(x_label="x" * 50, y_label="y" * 50)
 SIX_SLICES = {

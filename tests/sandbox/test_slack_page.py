@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from sandbox.serve import serve_in_thread
 from sandbox.slack_api import SlackEmulator
+from tests.support.charts import line, pie
 from tests.support.slack_page import CHANNEL, SCALE_VIEW, TOKEN, Page, open_modal, post_incident
 
 
@@ -190,22 +191,6 @@ def test_closing_the_emulator_ends_open_event_streams() -> None:
         list(lines)  # returns once the server ends the stream
         started = time.monotonic()
     assert time.monotonic() - started < 2  # the server stopped without waiting on the stream
-
-
-def line(*series: tuple[str, list[float]]) -> dict[str, Any]:
-    categories = ["08:00", "08:05", "08:10"]
-    data = [
-        {"name": n, "data": [{"label": c, "value": v} for c, v in zip(categories, vs, strict=True)]}
-        for n, vs in series
-    ]
-    axis = {"categories": categories, "x_label": "UTC", "y_label": "jobs"}
-    chart = {"type": "line", "series": data, "axis_config": axis}
-    return {"type": "data_visualization", "title": "Queue trend", "chart": chart}
-
-
-def pie(*segments: tuple[str, float]) -> dict[str, Any]:
-    chart = {"type": "pie", "segments": [{"label": k, "value": v} for k, v in segments]}
-    return {"type": "data_visualization", "title": "Queued by runner type", "chart": chart}
 
 
 def with_type(block: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -8,12 +8,12 @@ each shape is beside its rows. A refused call changes nothing in the workspace.
 
 Where Slack documents a limit but not its words for it (the `data_visualization` block's rules,
 written out in `sandbox.slack_charts`), a row names the field Slack's message points at.
-Everything else the emulator does is tested through the bot.
+What the emulator lets through is tested through the bot, or in test_slack_api.py where no test
+of the bot reaches it.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterator
@@ -30,6 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_limits import validate_blocks
 from sandbox.slack_methods import METHODS, WEB_API
+from tests.support.charts import DELETE, changed, line, pie
 from tests.support.refusals import Answer, Holding, Like, assert_answered
 from tests.support.slack import BOT_TOKEN, CHANNEL, Slack
 from tests.support.slack_calls import arguments_for, send
@@ -71,7 +72,8 @@ class Asker:
         return await self.final(_answered(call(self.client)))
 
     async def raw(self, path: str, *, token: str | None = BOT_TOKEN, **request: Any) -> Answer:
-        """A POST to `path` (under the emulator's URL) as built here, with the bot token."""
+        """A request to `path` (under the emulator's URL; POST unless `method` says otherwise)
+        built here, with the bot token unless `token` says otherwise."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         headers.update(request.pop("headers", {}))
         async with httpx.AsyncClient(base_url=self.slack.server.url) as http:
@@ -520,46 +522,6 @@ TABLE_ROWS: list[tuple[str, Ask, Answer]] = [
 
 
 # -- data_visualization blocks (docs.slack.dev/reference/block-kit/blocks/data-visualization-block)
-
-DELETE = object()  # in a row: the field is taken out
-
-
-def line(*series: tuple[str, list[float]], categories: list[str] | None = None) -> dict[str, Any]:
-    """A line chart block; each series' values go with the categories in order."""
-    series = series or (("queued", [3, 9, 4]),)
-    categories = categories or ["08:00", "08:05", "08:10"]
-    points = [
-        {
-            "name": name,
-            "data": [{"label": c, "value": v} for c, v in zip(categories, vs, strict=True)],
-        }
-        for name, vs in series
-    ]
-    axis = {"categories": categories, "x_label": "UTC", "y_label": "jobs"}
-    chart = {"type": "line", "series": points, "axis_config": axis}
-    return {"type": "data_visualization", "title": "Queue trend", "chart": chart}
-
-
-def pie(*segments: tuple[str, float]) -> dict[str, Any]:
-    segments = segments or (("linux.2xlarge", 12), ("gpu", 3))
-    chart = {"type": "pie", "segments": [{"label": k, "value": v} for k, v in segments]}
-    return {"type": "data_visualization", "title": "Queued by runner type", "chart": chart}
-
-
-def changed(block: dict[str, Any], path: str, value: object) -> dict[str, Any]:
-    """`block` with the field at `path` (a JSON pointer below the block) set, or taken out."""
-    out = copy.deepcopy(block)
-    *parents, last = path.strip("/").split("/")
-    target: Any = out
-    for part in parents:
-        target = target[int(part)] if isinstance(target, list) else target[part]
-    key: Any = int(last) if isinstance(target, list) else last
-    if value is DELETE:
-        del target[key]
-    else:
-        target[key] = value
-    return out
-
 
 LINE, PIE = line(), pie()
 SERIES, AXIS = "/chart/series/0", "/chart/axis_config"
