@@ -20,10 +20,17 @@ def client(slack: Slack) -> AsyncWebClient:
     return AsyncWebClient(token=BOT_TOKEN, base_url=slack.api_url)
 
 
-@pytest.fixture
-def page() -> Iterator[Page]:
+@pytest.fixture(scope="module")
+def _served_page() -> Iterator[Page]:
     with served_page() as page:
         yield page
+
+
+@pytest.fixture
+def page(_served_page: Page) -> Page:
+    """The module's page and app (starting them for each test costs most of its time), taken
+    back to a fresh workspace before each test."""
+    return _served_page.afresh()
 
 
 @pytest.fixture

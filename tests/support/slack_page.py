@@ -59,6 +59,7 @@ class Page:
     server: RunningServer
     app: App
     http: httpx.Client
+    app_url: str
 
     def state(self) -> dict[str, Any]:
         return self.http.get("/_page/state").json()
@@ -72,6 +73,16 @@ class Page:
         )
         return response.json()
 
+    def afresh(self) -> Page:
+        """The same servers for another test: the workspace reset, the app connected again and
+        answering 200, nothing received yet."""
+        self.emulator.reset()
+        self.emulator.connect_app(self.app_url, SECRET)
+        with self.app.lock:
+            self.app.received.clear()
+        self.app.answer = App.answer
+        return self
+
     def click(self, ts: str, action_id: str = "incident_ack", **extra: Any) -> httpx.Response:
         body = {"channel": CHANNEL, "message_ts": ts, "block_id": "acts", "action_id": action_id}
         return self.http.post("/_page/action", json=body | extra)
@@ -82,9 +93,10 @@ def served_page() -> Iterator[Page]:
     emulator = SlackEmulator(token=TOKEN, channels=(CHANNEL,), page_user="U0ALICE")
     app = App()
     with serve_in_thread(emulator.app) as server, serve_in_thread(app.app) as app_server:
-        emulator.connect_app(f"{app_server.url}/slack/events", SECRET)
+        app_url = f"{app_server.url}/slack/events"
+        emulator.connect_app(app_url, SECRET)
         with httpx.Client(base_url=server.url, timeout=10) as http:
-            yield Page(emulator, server, app, http)
+            yield Page(emulator, server, app, http, app_url)
 
 
 def button(action_id: str, value: str) -> dict[str, Any]:
