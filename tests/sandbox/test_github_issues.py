@@ -67,6 +67,7 @@ async def test_every_answer_says_the_version_the_quota_and_the_request(
     ]
 
     assert [a.status_code for a in answers] == [200, 201, 404, 200]
+    assert answers[0].headers["x-accepted-github-permissions"] == "issues=read"
     assert answers[1].json()["title"] == "42"
     for answer in answers:
         assert {
