@@ -5,11 +5,9 @@ Argo CD are recognised; ARC's own failures are read."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -174,41 +172,6 @@ async def test_a_deleted_scale_set_is_a_permanent_failure(
     with pytest.raises(BackendError) as caught:
         await arc.revert(TARGET, result.undo)
     assert caught.value.status == 404 and not caught.value.retryable
-
-
-def test_the_fake_refuses_what_the_api_server_refuses(kube: FakeKubeApi, tmp_path: Path) -> None:
-    """A stale version is a Conflict Status; a strategic merge patch is 415; a JSON patch
-    works; every write bumps the version and spec writes the generation."""
-    kube.add_from_fixture(minRunners=0, maxRunners=120)
-    url = f"{kube.url}/apis/actions.github.com/v1alpha1/namespaces/arc-runners/autoscalingrunnersets/mt-l-x86iavx512-8-64"  # type: ignore[attr-defined]  # noqa: E501
-    auth = {"Authorization": f"Bearer {kube.token}"}
-
-    def patch(content_type: str, body: object) -> httpx.Response:
-        headers = {**auth, "Content-Type": content_type}
-        return httpx.patch(url, content=json.dumps(body), headers=headers)
-
-    stale = patch("application/merge-patch+json", {"metadata": {"resourceVersion": "1"}})
-    assert stale.status_code == 409
-    assert stale.json()["kind"] == "Status" and stale.json()["reason"] == "Conflict"
-    strategic = patch("application/strategic-merge-patch+json", {"spec": {"minRunners": 1}})
-    assert strategic.status_code == 415
-    assert strategic.json()["reason"] == "UnsupportedMediaType"
-    version = kube.sets[SET]["metadata"]["resourceVersion"]
-    ops = [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
-        {"op": "replace", "path": "/spec/minRunners", "value": 3},
-    ]
-    done = patch("application/json-patch+json", ops)
-    assert done.status_code == 200 and done.json()["spec"]["minRunners"] == 3
-    assert int(done.json()["metadata"]["resourceVersion"]) == int(version) + 1
-    assert done.json()["metadata"]["generation"] == 5
-    failed = patch(
-        "application/json-patch+json", [{"op": "test", "path": "/spec/minRunners", "value": 9}]
-    )
-    assert failed.status_code == 422 and failed.json()["reason"] == "Invalid"
-    kube.write(manager="manager", status={"currentRunners": 3})
-    assert int(kube.sets[SET]["metadata"]["resourceVersion"]) == int(version) + 2
-    assert kube.sets[SET]["metadata"]["generation"] == 5, "a status write is no spec change"
 
 
 async def test_capacity_says_the_set_is_managed_by_helm_or_argo_cd(

@@ -254,11 +254,8 @@ async def test_the_huds_queued_jobs_show_the_periodic_surge_behind_the_burst() -
         finally:
             await hud.aclose()
         async with httpx.AsyncClient() as client:
-            missing = await client.get(f"{server.url}/api/clickhouse/queued_jobs")
             page = (await client.get(f"{server.url}/")).text
     assert "Queued jobs by workflow" in page and "periodic (schedule)" in page
-    # `parameters` is required, as HUD's route parses it: Next.js's bare 500 when it throws.
-    assert (missing.status_code, missing.text) == (500, "Internal Server Error")
     waits = [job.wait_mins(now) for job in listing.jobs]
     assert listing.jobs and min(waits) > 5, "HUD lists jobs queued over 5 minutes only"
     assert {job.runner_type for job in listing.jobs} == {"linux.2xlarge"}
@@ -266,12 +263,6 @@ async def test_the_huds_queued_jobs_show_the_periodic_surge_behind_the_burst() -
     surge = surging(view, "linux.2xlarge")
     assert surge is not None and surge.workflow == "periodic" and surge.share > 0.5
     assert surge.trigger is Trigger.SCHEDULE
-
-
-def test_a_query_the_fleet_cannot_run_is_prometheus_bad_data(fleet_api: FleetApi) -> None:
-    answer = httpx.get(f"{fleet_api.url}/api/v1/query", params={"query": "up"})
-    assert answer.status_code == 400
-    assert answer.json()["status"] == "error" and answer.json()["errorType"] == "bad_data"
 
 
 def test_runner_set_names_carry_arcs_suffix() -> None:
@@ -304,26 +295,6 @@ async def test_the_alertmanager_silencer_creates_reads_and_expires(fleet_api: Fl
         assert await silencer.state(str(uuid.uuid4())) is None
     finally:
         await silencer.aclose()
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        {},
-        {"matchers": []},
-        {"matchers": [{"name": "a", "value": "("}], "isRegex": True},
-        {"matchers": [{"name": "a", "value": "b"}], "startsAt": "x", "endsAt": "y"},
-        {
-            "matchers": [{"name": "a", "value": "b"}],
-            "startsAt": "2020-01-01T00:00:00Z",
-            "endsAt": "2020-01-01T01:00:00Z",
-        },
-    ],
-)
-def test_a_bad_silence_is_refused_with_a_reason(fleet_api: FleetApi, body: dict[str, Any]) -> None:
-    answer = httpx.post(f"{fleet_api.url}/api/v2/silences", json=body)
-    assert answer.status_code == 400 and answer.text
-    assert fleet_api.silences.all() == []
 
 
 def target(runner_type: str = "linux.2xlarge") -> ScaleTarget:
@@ -374,55 +345,6 @@ async def test_a_floor_above_the_ceiling_is_refused_before_anything_changes(
     assert fleet_api.fleet.reading()["linux.4xlarge"].minimum == 16
     with pytest.raises(BackendError):  # no such scale set: the API server's 404
         await arc.capacity(target("macos.m1"))
-
-
-@pytest.mark.parametrize(
-    ("patch", "problem"),
-    [
-        ({"spec": {"maxRunners": "30"}}, "spec.maxRunners in body must be of type integer"),
-        ({"spec": {"minRunners": -1}}, "should be greater than or equal to 0"),
-        ({"spec": {"minRunners": 2.5}}, "must be of type integer"),
-    ],
-)
-def test_the_kubernetes_api_refuses_what_the_crds_schema_refuses(
-    fleet_api: FleetApi, patch: dict[str, Any], problem: str
-) -> None:
-    before = fleet_api.spec("linux.2xlarge")
-    answer = httpx.patch(
-        f"{fleet_api.url}/apis/actions.github.com/v1alpha1/namespaces/arc-runners/"
-        "autoscalingrunnersets/linux-2xlarge",
-        content=json.dumps(patch),
-        headers={
-            "Authorization": f"Bearer {KUBE_TOKEN}",
-            "Content-Type": "application/merge-patch+json",
-        },
-    )
-    assert answer.status_code == 422 and answer.json()["reason"] == "Invalid"
-    assert problem in answer.json()["message"]
-    assert fleet_api.spec("linux.2xlarge") == before and fleet_api.bounds_changes == []
-
-
-@pytest.mark.parametrize(
-    ("patch", "kind"),
-    [
-        ({"metadata": None}, "merge-patch"),
-        ({"metadata": {"name": "linux-4xlarge"}}, "merge-patch"),
-        ({"metadata": {"namespace": "default"}}, "merge-patch"),
-        ({"kind": "Pod"}, "merge-patch"),
-        ([{"op": "replace", "path": "/metadata/name", "value": "x"}], "json-patch"),
-        ([{"op": "remove", "path": "/metadata"}], "json-patch"),
-    ],
-)
-def test_a_patch_cannot_make_the_scale_set_another_object(
-    fleet_api: FleetApi, patch: object, kind: str
-) -> None:
-    before = fleet_api.spec("linux.2xlarge")
-    answer = kube_call(
-        fleet_api.url, "PATCH", json.dumps(patch).encode(), f"application/{kind}+json"
-    )
-    assert answer.status_code == 400 and answer.json()["kind"] == "Status"
-    assert fleet_api.spec("linux.2xlarge") == before
-    assert set(fleet_api.kube.sets) == {("arc-runners", s.scale_set) for s in DEMO_TYPES}
 
 
 def kube_call(url: str, method: str, body: bytes, content_type: str) -> httpx.Response:

@@ -41,14 +41,6 @@ async def test_range_queries_over_the_kept_readings() -> None:
         )
         metrics = PrometheusMetrics(config, http)
         kept = await metrics.history(start=end - timedelta(hours=1), end=end)
-        refused = await http.get(
-            "/api/v1/query_range",
-            params={"query": "up", "start": "10", "end": "5", "step": "60"},
-        )
-        too_fine = await http.get(
-            "/api/v1/query_range",
-            params={"query": "up", "start": "0", "end": "86400", "step": "1"},
-        )
     # Every type read (under its runner type's name), its maximum known; the last step of the
     # hour holds the reading.
     assert sorted(kept.types) == sorted(spec.name for spec in DEMO_TYPES)
@@ -58,6 +50,3 @@ async def test_range_queries_over_the_kept_readings() -> None:
     assert kept.note == (
         "Prometheus could not answer for queue time p50, queue time p90, job duration"
     )
-    assert refused.status_code == 400
-    assert refused.json()["error"] == "end timestamp must not be before start time"
-    assert too_fine.status_code == 400 and "11,000 points" in too_fine.json()["error"]

@@ -1,0 +1,200 @@
+"""What the Kubernetes API server refuses on an AutoscalingRunnerSet, as its stand-in
+(`sandbox.kube_api`, served alone and by the demo's fleet) must: one table.
+
+Every refusal is a `Status` (Kubernetes' API conventions, "Response Status Kind"): `metadata`
+empty, `status: Failure`, the `reason` and `code`, and for an object that is missing or changed
+meanwhile `details` naming it by group and resource (apimachinery's NewNotFound, NewConflict).
+The words are the API server's: its patch handler (415 and the media types it takes, a test
+operation that fails), its checks that a patch leaves the object itself, the CRD's structural
+schema (`minRunners` and `maxRunners` integers of at least 0), and the SelfSubjectAccessReview's
+validation. A refused request changes no scale set.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from sandbox.kube_api import REVIEWS
+from tests.support.fakes.kube_api import RECORDED, FakeKubeApi
+from tests.support.refusals import Answer, Like, assert_answered
+
+TOKEN = "kube-test-token"
+SET = f"/apis/actions.github.com/v1alpha1/namespaces/arc-runners/autoscalingrunnersets/{RECORDED}"
+MERGE, JSON_PATCH = "application/merge-patch+json", "application/json-patch+json"
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[tuple[FakeKubeApi, httpx.AsyncClient]]:
+    api = FakeKubeApi(token=TOKEN)
+    api.add_from_fixture(minRunners=0, maxRunners=120)
+    transport = httpx.ASGITransport(app=api.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://kube.test") as http:
+        yield api, http
+
+
+def status(code: int, reason: str, message: str | Like, name: str = "") -> Answer:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+    }
+    if name:
+        body["details"] = {
+            "name": name,
+            "group": "actions.github.com",
+            "kind": "autoscalingrunnersets",
+        }
+    return Answer(code, body | {"code": code})
+
+
+def invalid(*causes: str) -> Answer:
+    """The CRD's schema refused the object written."""
+    message = f'AutoscalingRunnerSet.actions.github.com "{RECORDED}" is invalid: ' + ", ".join(
+        causes
+    )
+    return status(422, "Invalid", message)
+
+
+def patch(kind: str, body: object) -> dict[str, Any]:
+    return {"method": "PATCH", "content": json.dumps(body).encode(), "type": kind}
+
+
+def raw(method: str, content: bytes, kind: str) -> dict[str, Any]:
+    return {"method": method, "content": content, "type": kind}
+
+
+GET: dict[str, Any] = {"method": "GET"}
+UNAUTHORIZED = status(401, "Unauthorized", "Unauthorized")
+BAD = "BadRequest"
+IDENTITY = "the name of the object ({}) does not match the name on the URL (" + RECORDED + ")"
+REVIEW = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"}
+EXACTLY_ONE = (
+    'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: '
+    'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be '
+    "specified"
+)
+ARC = {"group": "actions.github.com", "resource": "autoscalingrunnersets", "namespace": "a"}
+# (what a row asks: where, with which token, the request), Kubernetes' answer
+ROWS: list[tuple[str, str, str | None, dict[str, Any], Answer]] = [
+    ("no token", SET, None, GET, UNAUTHORIZED),
+    ("a token the cluster does not know", SET, "other", GET, UNAUTHORIZED),
+    ("a patch with no token", SET, None, patch(MERGE, {"spec": {"minRunners": 1}}), UNAUTHORIZED),
+    ("a set that is not there", SET.replace(RECORDED, "gone"), TOKEN, GET, status(
+        404, "NotFound", 'autoscalingrunnersets.actions.github.com "gone" not found', "gone")),
+    ("a patch written on an older version", SET, TOKEN,
+     patch(MERGE, {"metadata": {"resourceVersion": "1"}}), status(
+         409, "Conflict", "Operation cannot be fulfilled on autoscalingrunnersets.actions."
+         f'github.com "{RECORDED}": the object has been modified; please apply your changes to '
+         "the latest version and try again", RECORDED)),
+    *((f"a {kind} on a custom resource", SET, TOKEN, patch(kind, {"spec": {"minRunners": 1}}),
+       status(415, "UnsupportedMediaType",
+              "the body of the request was in an unknown format - accepted media types include: "
+              "application/json-patch+json, application/merge-patch+json, "
+              "application/apply-patch+yaml"))
+      for kind in ("application/strategic-merge-patch+json", "application/json")),
+    ("a merge patch that is no object", SET, TOKEN, patch(MERGE, [1]),
+     status(400, BAD, Like(".+"))),
+    ("a merge patch with NaN", SET, TOKEN, raw("PATCH", b'{"spec": {"minRunners": NaN}}', MERGE),
+     status(400, BAD, Like(".+"))),
+    ("a JSON patch that is no list", SET, TOKEN, patch(JSON_PATCH, {"op": "add"}),
+     status(400, BAD, Like(".+"))),
+    ("a JSON patch whose test fails", SET, TOKEN,
+     patch(JSON_PATCH, [{"op": "test", "path": "/spec/minRunners", "value": 9}]),
+     status(422, "Invalid", "testing value /spec/minRunners failed: test failed")),
+    ("a JSON patch replacing what is not there", SET, TOKEN,
+     patch(JSON_PATCH, [{"op": "replace", "path": "/spec/nothing", "value": 1}]),
+     status(422, "Invalid", Like(".*doc is missing key: /spec/nothing"))),
+    ("a JSON patch removing what is not there", SET, TOKEN,
+     patch(JSON_PATCH, [{"op": "remove", "path": "/spec/nothing"}]),
+     status(422, "Invalid", Like(".*doc is missing key: /spec/nothing"))),
+    ("a JSON patch under a path that is not there", SET, TOKEN,
+     patch(JSON_PATCH, [{"op": "add", "path": "/nothing/here", "value": 1}]),
+     status(422, "Invalid", Like(".*doc is missing path: /nothing/here"))),
+    ("a JSON patch of no known op", SET, TOKEN,
+     patch(JSON_PATCH, [{"op": "move", "path": "/spec/minRunners"}]),
+     status(422, "Invalid", Like(".*move.*"))),
+    ("a JSON patch of the whole object", SET, TOKEN,
+     patch(JSON_PATCH, [{"op": "replace", "path": "", "value": {}}]),
+     status(422, "Invalid", Like(".+"))),
+    ("a JSON patch op that is no object", SET, TOKEN, patch(JSON_PATCH, [1]),
+     status(422, "Invalid", Like(".+"))),
+    # A patch may not make the set another object (the API server's checks on an update).
+    ("metadata taken out", SET, TOKEN, patch(MERGE, {"metadata": None}),
+     status(400, BAD, "Object 'metadata' is missing or is not an object")),
+    ("another name", SET, TOKEN, patch(MERGE, {"metadata": {"name": "linux-4xlarge"}}),
+     status(400, BAD, IDENTITY.format("linux-4xlarge"))),
+    ("another namespace", SET, TOKEN, patch(MERGE, {"metadata": {"namespace": "default"}}),
+     status(400, BAD, "the namespace of the provided object does not match the namespace sent "
+            "on the request")),
+    ("another kind", SET, TOKEN, patch(MERGE, {"kind": "Pod"}),
+     status(400, BAD, Like("Object 'kind' may not change.*"))),
+    ("another name by a JSON patch", SET, TOKEN,
+     patch(JSON_PATCH, [{"op": "replace", "path": "/metadata/name", "value": "x"}]),
+     status(400, BAD, IDENTITY.format("x"))),
+    ("metadata removed by a JSON patch", SET, TOKEN,
+     patch(JSON_PATCH, [{"op": "remove", "path": "/metadata"}]),
+     status(400, BAD, "Object 'metadata' is missing or is not an object")),
+    # The CRD's structural schema, on the object the patch would write.
+    ("maxRunners a string", SET, TOKEN, patch(MERGE, {"spec": {"maxRunners": "30"}}), invalid(
+        'spec.maxRunners: Invalid value: "string": spec.maxRunners in body must be of type '
+        'integer: "string"')),
+    ("minRunners below 0", SET, TOKEN, patch(MERGE, {"spec": {"minRunners": -1}}), invalid(
+        "spec.minRunners: Invalid value: -1: spec.minRunners in body should be greater than or "
+        "equal to 0")),
+    ("minRunners a fraction", SET, TOKEN, patch(MERGE, {"spec": {"minRunners": 2.5}}), invalid(
+        'spec.minRunners: Invalid value: "number": spec.minRunners in body must be of type '
+        'integer: "number"')),
+    ("spec no object", SET, TOKEN, patch(MERGE, {"spec": 1}), invalid(
+        'spec: Invalid value: "number": spec in body must be of type object')),
+    # A SelfSubjectAccessReview names resource or non-resource attributes, one of them.
+    ("a review with no token", REVIEWS, None, raw("POST", b"{}", "application/json"), UNAUTHORIZED),
+    ("a review of neither", REVIEWS, TOKEN, patch("application/json", {**REVIEW, "spec": {}}) | {
+        "method": "POST"}, status(422, "Invalid", EXACTLY_ONE)),
+    ("a review of both", REVIEWS, TOKEN, patch("application/json", {**REVIEW, "spec": {
+        "resourceAttributes": {"verb": "get", **ARC}, "nonResourceAttributes": {
+            "path": "/healthz", "verb": "get"}}}) | {"method": "POST"},
+     status(422, "Invalid", EXACTLY_ONE)),
+    ("a review that is no JSON", REVIEWS, TOKEN, raw("POST", b"{", "application/json"),
+     status(400, BAD, Like("error decoding body: .+"))),
+    ("a review of another kind", REVIEWS, TOKEN, patch("application/json", {"kind": "Pod"}) | {
+        "method": "POST"}, status(400, BAD, Like(".+"))),
+    # The stand-in's switch: the next PATCH meets an API server that is restarting.
+    ("a patch while the API server restarts", SET, TOKEN, patch(MERGE, {"spec": {
+        "minRunners": 1}}) | {"unavailable": 1}, status(
+        503, "ServiceUnavailable", "the server is currently unable to handle the request")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "token", "request_", "expected"),
+    [pytest.param(p, t, r, e, id=name) for name, p, t, r, e in ROWS],
+)
+async def test_the_api_server_refuses_it_so(
+    kube: tuple[FakeKubeApi, httpx.AsyncClient],
+    path: str,
+    token: str | None,
+    request_: dict[str, Any],
+    expected: Answer,
+) -> None:
+    api, http = kube
+    api.unavailable = request_.get("unavailable", 0)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if "type" in request_:
+        headers["Content-Type"] = request_["type"]
+    before = copy.deepcopy(api.sets)
+
+    answer = await http.request(
+        request_["method"], path, content=request_.get("content"), headers=headers
+    )
+
+    assert_answered(Answer.of(answer), expected)
+    assert api.sets == before, "a refused request changes nothing"
