@@ -8,7 +8,8 @@ pair, a retrying sender) costs one read and one write per batch, not per entry, 
 itself. Transient failures (Redis unreachable, a commit that lost a race to another writer) are
 retried here, by the consumer that owns the entry, within moments. Only an entry that can never be
 applied (unreadable, or failing the same way `max_attempts` times) is dead-lettered, with the
-reason.
+reason. Reading, taking over and handing back are the group loop's (`bot.intake.group_loop`):
+here, an alert group is a lane, and a lane's batch is applied.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import random
 import secrets
 from collections import Counter
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -41,6 +41,7 @@ from bot.domain.incidents import (
     repeated,
 )
 from bot.domain.routes import channel_for
+from bot.intake.group_loop import GroupLoop, sleep_or_stop
 from bot.render.replies import summaries
 from bot.render.root import render_event
 from bot.storage.incident_store import (
@@ -63,8 +64,6 @@ MAX_IN_FLIGHT = 256
 # waits before it reads again, so more of a group's entries share a commit: in a flood, the
 # commits per second, not the notifications, set what the consumer costs.
 GATHER_S = 0.02
-# A consumer idle this long with nothing pending has left (its replica is gone).
-DEAD_CONSUMER_IDLE_MS = 600_000
 
 
 class _Conflict(Exception):
@@ -86,125 +85,26 @@ class Intake:
         self._store = store
         self._telemetry = telemetry
         self._config = config
-        self._consumer = consumer  # this process's name in the stream's group
         self._names = config.runner_names
         self._clock = clock
-        # Entry ID -> the task of its group; entries waiting for their group's task.
-        self._in_flight: dict[str, asyncio.Task[None]] = {}
-        self._groups: dict[str, asyncio.Task[None]] = {}
-        self._queued: dict[str, list[StreamEntry]] = {}
         self._stop = asyncio.Event()
         self._opening = asyncio.Lock()
-        self._take_over_ms: int | None = None
+        self._loop = GroupLoop(
+            stream,
+            self.handle_batch,
+            lane=_group_of,
+            config=config,
+            consumer=consumer,
+            name="intake",
+            max_in_flight=MAX_IN_FLIGHT,
+            gather_s=GATHER_S,
+            buried=telemetry.intake_failures.labels("dead_lettered").inc,
+        )
 
     async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
-        """Consume until `stop` is set, riding out Redis outages with a capped backoff.
-
-        A new leader first takes over what its predecessor left pending once it has been idle
-        `take_over_ms` (about a lease's TTL: the predecessor is gone), not `reclaim_idle_ms`."""
+        """Apply notifications until `stop` is set (`GroupLoop.run`)."""
         self._stop = stop
-        self._take_over_ms = take_over_ms
-        loop = asyncio.get_running_loop()
-        backoff, next_upkeep, next_prune = Backoff(1.0, first=0.05), 0.0, 0.0
-        try:
-            while not stop.is_set():
-                try:
-                    if loop.time() >= next_upkeep:
-                        await self._upkeep()
-                        next_upkeep = loop.time() + min(
-                            self._config.intake_reclaim_idle_ms / 3000, 5.0
-                        )
-                    if loop.time() >= next_prune:
-                        next_prune = loop.time() + 60
-                        await self._stream.prune_consumers(
-                            self._consumer, idle_ms=DEAD_CONSUMER_IDLE_MS
-                        )
-                    await self._read_more()
-                    backoff.reset()
-                except RedisError as exc:
-                    wait = backoff.next()
-                    log.warning("intake: Redis unavailable (%s); retrying in %.2fs", exc, wait)
-                    await sleep_or_stop(stop, wait)
-                    next_upkeep = 0.0
-        finally:
-            await self._finish()
-
-    async def _finish(self) -> None:
-        """Let in-flight entries finish briefly, then hand what is left back to the group."""
-        if self._groups:
-            await asyncio.wait(set(self._groups.values()), timeout=5)
-        left = list(self._in_flight)
-        tasks = set(self._groups.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        # A replica that leads again later starts afresh from what is pending in the stream.
-        self._in_flight.clear()
-        self._queued.clear()
-        with suppress(RedisError):
-            await self._stream.hand_back(self._consumer, left)
-
-    async def _upkeep(self) -> None:
-        await self._stream.ensure_group()
-        if self._take_over_ms is not None:  # a new term: this consumer's own unfinished first
-            for entry in await self._stream.read(self._consumer, count=MAX_IN_FLIGHT, own=True):
-                if entry.id not in self._in_flight:
-                    self._start(entry)
-        await self._stream.keep_alive(self._consumer, list(self._in_flight))
-        await self._reclaim()
-
-    async def _read_more(self) -> None:
-        free = MAX_IN_FLIGHT - len(self._in_flight)
-        if free <= 0:
-            await asyncio.wait(set(self._groups.values()), return_when=asyncio.FIRST_COMPLETED)
-            return
-        entries = await self._stream.read(self._consumer, count=free, block_ms=500)
-        for entry in entries:
-            self._start(entry)
-        if entries:
-            # The entries' tasks go first, before this loop sends its next read: a new alert's
-            # commit is the chain from the alert to Slack, and Redis answers it sooner while
-            # it is still awake from the append.
-            await asyncio.sleep(0)
-        if 1 < len(entries) < free:
-            # Under load, let the next entries gather for a moment: a group's entries read
-            # together are applied in one commit. A lone notification is never held up, and
-            # a backlog (the read was full) is read on at once.
-            await asyncio.sleep(GATHER_S)
-
-    def _start(self, entry: StreamEntry) -> None:
-        """Queue the entry for its group's task, starting one if the group has none running."""
-        key = entry.delivery.group_hash if entry.delivery else f"unreadable:{entry.id}"
-        self._queued.setdefault(key, []).append(entry)
-        task = self._groups.get(key)
-        if task is None:
-            task = asyncio.create_task(self._drain(key), name=f"intake:{key}")
-            self._groups[key] = task
-        self._in_flight[entry.id] = task
-
-    async def _drain(self, key: str) -> None:
-        """Apply the group's entries, batch after batch, until none is waiting."""
-        try:
-            while batch := self._queued.pop(key, []):
-                await self.handle_batch(batch)
-                for entry in batch:
-                    self._in_flight.pop(entry.id, None)
-        finally:
-            self._groups.pop(key, None)
-
-    async def _reclaim(self) -> None:
-        idle_ms = self._take_over_ms or self._config.intake_reclaim_idle_ms
-        self._take_over_ms = None
-        entries = await self._stream.reclaim(self._consumer, min_idle_ms=idle_ms)
-        for entry in entries:
-            if entry.id in self._in_flight:
-                continue
-            attempts = await self._stream.deliveries(entry.id)
-            if attempts > self._config.intake_max_attempts:
-                await self._bury(entry, f"taken over {attempts} times without being applied")
-                continue
-            log.info("intake: took over entry %s (delivery %d)", entry.id, attempts)
-            self._start(entry)
+        await self._loop.run(stop, take_over_ms=take_over_ms)
 
     async def handle_batch(self, entries: list[StreamEntry]) -> None:
         """Apply one group's entries in order, together where they can be; never raises.
@@ -215,7 +115,7 @@ class Intake:
         pending = [e for e in entries if e.delivery is not None]
         for entry in entries:
             if entry.delivery is None:
-                await self._bury(entry, f"unreadable: {entry.problem}")
+                await self._loop.bury(entry, f"unreadable: {entry.problem}")
         backoff = Backoff(1.0, first=0.02)
         while len(pending) > 1 and not self._stop.is_set():
             try:
@@ -238,7 +138,7 @@ class Intake:
     async def handle(self, entry: StreamEntry) -> None:
         """Apply one entry, retrying what may pass; never raises."""
         if entry.delivery is None:
-            await self._bury(entry, f"unreadable: {entry.problem}")
+            await self._loop.bury(entry, f"unreadable: {entry.problem}")
             return
         backoff, errors = Backoff(1.0, first=0.02), 0
         while not self._stop.is_set():
@@ -258,15 +158,9 @@ class Intake:
                 self._telemetry.intake_failures.labels("error").inc()
                 log.exception("intake: entry %s failed (%d)", entry.id, errors)
                 if errors >= self._config.intake_max_attempts:
-                    await self._bury(entry, f"failed {errors} times: {type(exc).__name__}")
+                    await self._loop.bury(entry, f"failed {errors} times: {type(exc).__name__}")
                     return
             await sleep_or_stop(self._stop, backoff.next())
-
-    async def _bury(self, entry: StreamEntry, reason: str) -> None:
-        log.error("intake: entry %s dead-lettered: %s", entry.id, reason)
-        self._telemetry.intake_failures.labels("dead_lettered").inc()
-        with suppress(RedisError):
-            await self._stream.bury(entry, reason)
 
     # -- applying one delivery -----------------------------------------------------------------
 
@@ -423,6 +317,11 @@ class Intake:
         return now.timestamp() + self._config.status_interval_seconds
 
 
+def _group_of(entry: StreamEntry) -> str:
+    """An entry's lane: its alert group's, applied in order; one of its own when unreadable."""
+    return entry.delivery.group_hash if entry.delivery else f"unreadable:{entry.id}"
+
+
 # Entries folded between two looks at the event loop: about 1 ms of work in a flood.
 _YIELD_EVERY = 32
 
@@ -444,9 +343,3 @@ def _alerts_line(incident: Incident) -> str:
     noun = "alert" if incident.firing_count == 1 else "alerts"
     line = f"{incident.firing_count} {noun} firing now"
     return f"{line} ({types})" if types else line
-
-
-async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    """Wait `seconds`, or less when `stop` is set meanwhile (a consumer between retries)."""
-    with suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)

@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bot.config import Settings
 from bot.intake.requests import Perform, Requests
@@ -125,4 +126,30 @@ async def test_a_request_taken_by_a_consumer_that_died_is_taken_over_and_done(
 
         await eventually(left, what="the request out of the stream")
     assert done == [{"n": 1}] and taken.body == {"n": 1}
+    assert await redis.xlen(stream.dead_key) == 0
+
+
+async def test_a_request_given_up_as_the_term_ends_is_handed_back_to_the_next(
+    redis: Redis,
+) -> None:
+    """Redis fails the work until the consumer's term ends: the request is not done, and not
+    left to wait out the idle time either; whoever leads next takes it over at once."""
+    tries: list[dict[str, Any]] = []
+
+    async def redis_failing(body: dict[str, Any]) -> None:
+        tries.append(body)
+        raise RedisConnectionError("Redis is gone")
+
+    stream = RequestStream(redis, PREFIX)
+    stop = asyncio.Event()
+    config = Settings(intake_reclaim_idle_ms=200, intake_max_attempts=2)
+    consumer = Requests(stream, {"fails": redis_failing}, config=config, consumer="one")
+    running = asyncio.create_task(consumer.run(stop))
+    await stream.append("fails", {"n": 1})
+    await eventually(lambda: tries, what="the request tried")
+    stop.set()
+    await running
+
+    [taken] = await stream.reclaim("two", min_idle_ms=30_000)
+    assert taken.body == {"n": 1}
     assert await redis.xlen(stream.dead_key) == 0
