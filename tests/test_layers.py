@@ -5,9 +5,9 @@ probes with the root's backends) may import anything; the middle packages (intak
 actions, status) the layers below, never each other; `fleet` (the fleet reading several of them
 share) the lower layers; render, storage and backends only domain; domain only itself. Anyone may
 import the leaves: telemetry, logs, backoff (the one way to wait after failures), pacing (the one
-way to wait for a limit) and slack_scopes (a table of Slack facts). `bot.config`, the settings, imports only domain and
-`bot.storage.connection`; what it configures imports it (backends, fleet, the middle packages,
-the top), never storage, render or domain.
+way to wait for a limit) and slack_scopes (a table of Slack facts). `bot.config`, the settings,
+imports only domain and `bot.storage.connection`; what it configures imports it (backends, fleet,
+the middle packages, the top), never storage, render or domain.
 """
 
 from __future__ import annotations
