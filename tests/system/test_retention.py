@@ -18,14 +18,15 @@ from tests.support.slack import CHANNEL, Slack
 
 KEYS = Keys("qp")  # the bot's default `redis_prefix`
 STREAMS = (KEYS.stream, KEYS.requests)
-# What a running bot keeps that is not about any incident: its leases, the name cache, pacing
-# state. Each has a TTL of its own; none outlives a day.
+# What a running bot keeps that is not about any incident: its leases (the leader's with its
+# tokens' sequence), the name cache, a channel's bucket. Each has a TTL of its own; none
+# outlives a day.
 BOOKKEEPING = (
     KEYS.sender_lease(""),
     KEYS.fleet_lease,
+    KEYS.leader,
+    KEYS.leader_tokens,
     KEYS.user(""),
-    KEYS.hold(""),
-    KEYS.slot(""),
     KEYS.bucket(CHANNEL),
 )
 # An incident's own keys (its Slack message's, in the one channel these tests use).

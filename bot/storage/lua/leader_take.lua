@@ -2,10 +2,14 @@
 -- KEYS[2] that only grows) and the holder's name: fenced scripts refuse a caller whose value
 -- is not the one stored, so a leader that stalled past its TTL cannot write after its successor.
 --
+-- The sequence is kept a day after the last lead began: were it to start again from 1, the
+-- stored value (token and name) would still differ from any earlier leader's.
+--
 -- KEYS  1 the lease   2 the token sequence
 -- ARGV  1 the holder's name   2 the lease's TTL in ms
 -- Returns the lease's value when taken, false while someone holds it.
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 local value = redis.call('INCR', KEYS[2]) .. ' ' .. ARGV[1]
+redis.call('EXPIRE', KEYS[2], 86400)
 redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
 return value
