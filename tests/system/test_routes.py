@@ -117,8 +117,11 @@ async def test_each_team_channel_gets_its_own_incidents_from_either_replica(
             what="the error naming the channel",
             timeout=20,
         )
+        # Recorded; twice when the group's second copy (sent to the other replica) came after
+        # the refusal: a notification of an incident without a root tries its root again.
         refused = await first.bot.redis.xrange(first.bot.store.keys.undeliverable)
-        assert [fields["error"] for _, fields in refused] == ["not_in_channel"]
+        assert 1 <= len(refused) <= 2, refused
+        assert {fields["error"] for _, fields in refused} == {"not_in_channel"}
 
         # `/queue` in the ROCm channel lists its incident, and says where the others are.
         before = len(slack.emulator.ephemerals(ROCM))
