@@ -26,7 +26,6 @@ BOOKKEEPING = (
     KEYS.user(""),
     KEYS.hold(""),
     KEYS.slot(""),
-    KEYS.bucket(CHANNEL),
 )
 # An incident's own keys (its Slack message's, in the one channel these tests use).
 INCIDENT_KEYS = (KEYS.incident(""), KEYS.group(""), KEYS.timeline(""), KEYS.message(CHANNEL, ""))
