@@ -99,7 +99,8 @@ class Outbound:
 
 
 class LostLease(Exception):
-    """A 0.25 replica took this channel over: its sender stops before it posts anything."""
+    """The channel's lease is someone else's now (this replica stalled past it, and the next
+    leader or a 0.25 replica took it): its sender stops before it posts anything."""
 
 
 class Struck(Exception):
