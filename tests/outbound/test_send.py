@@ -6,6 +6,7 @@ whole bot running is in test_sender.py."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -16,12 +17,23 @@ import pytest
 from bot.app import Bot, build_bot
 from bot.domain.incidents import GroupState, Incident
 from bot.domain.message import Rendered
+from bot.outbound import send
 from bot.outbound.gateway import SlackError
-from bot.outbound.send import LOOKUP_MARGIN_S, ChannelSender, LostLease, Struck
+from bot.outbound.messages import Upload
+from bot.outbound.send import (
+    LOOKUP_MARGIN_S,
+    Answer,
+    ChannelSender,
+    LostLease,
+    Struck,
+    classify,
+)
+from bot.render.chart_block import BLOCK_TYPE
 from bot.storage.incident_store import BAND_EVENT, Commit, Reply
 from bot.storage.leases import Lease
 from bot.storage.send_queue import InFlight
 from tests.support.incidents import make_incident
+from tests.support.running import eventually
 from tests.support.slack import CHANNEL, Slack
 
 
@@ -101,6 +113,57 @@ async def with_thread(rig: Rig, *texts: str, kind: str = "event", **extra: Any) 
     change = Commit(loaded.incident, version=loaded.version, replies=replies, root=False)
     assert await rig.bot.store.commit(change)
     return loaded.thread.ts
+
+
+# -- Slack's answer, classified in one place ---------------------------------------------------
+
+SECTION = {"type": "section", "text": {"type": "mrkdwn", "text": "Status update"}}
+WITH_CHART = Rendered("Status update", [SECTION, {"type": BLOCK_TYPE}])
+
+
+def refused(error: str, *details: str) -> SlackError:
+    return SlackError("chat.postMessage", error, retryable=False, details=details)
+
+
+@pytest.mark.parametrize(
+    ("failure", "drawn", "answer"),
+    [
+        (
+            SlackError("chat.postMessage", "ratelimited", retryable=True, retry_after=3.0),
+            WITH_CHART,
+            Answer.NOT_SENT,
+        ),
+        (
+            SlackError("chat.postMessage", "ClientConnectorError", retryable=True),
+            WITH_CHART,
+            Answer.NOT_SENT,
+        ),
+        (
+            SlackError("chat.postMessage", "TimeoutError", retryable=True, uncertain=True),
+            WITH_CHART,
+            Answer.UNCERTAIN,
+        ),
+        (refused("msg_too_long"), WITH_CHART, Answer.REFUSED),
+        (
+            refused("invalid_blocks", "[ERROR] unsupported type [json-pointer:/blocks/1/type]"),
+            WITH_CHART,
+            Answer.CHARTS_REFUSED,
+        ),
+        (
+            refused("invalid_blocks", "[ERROR] too long [json-pointer:/blocks/0/text]"),
+            WITH_CHART,
+            Answer.REFUSED,
+        ),
+        (refused("invalid_blocks", "[ERROR] no"), Upload(b"png", "Queue trend"), Answer.REFUSED),
+    ],
+)
+def test_slacks_answer_to_a_post_is_classified_once(
+    failure: SlackError, drawn: Rendered | Upload, answer: Answer
+) -> None:
+    assert classify(failure, drawn) is answer
+
+
+# -- one post, step by step ---------------------------------------------------------------------
 
 
 async def test_with_nothing_waiting_nothing_is_asked_of_slack(rig: Rig) -> None:
@@ -222,3 +285,24 @@ async def test_a_postmortem_is_shared_as_a_file_once_even_when_its_answer_was_lo
     shared = [c for c in rig.slack.emulator.calls(method) if c.params.get("thread_ts") == ts]
     assert len(shared) == 1, "shared once"
     assert await rig.waiting() == [] and await rig.marks() == {}
+
+
+async def test_a_channel_a_0_25_replica_sends_to_is_taken_once_it_lets_go(rig: Rig) -> None:
+    """During a rolling upgrade a 0.25 replica may hold a channel's lease: the leader sends
+    nothing there until it lapses, then takes the channel and posts what waits."""
+    await opened(rig)
+    key = rig.bot.queue.keys.sender_lease(CHANNEL)
+    await rig.bot.outbound.leases.release(rig.lease)
+    await rig.bot.redis.set(key, "a-0.25-replicas-token", px=1500)
+    stop = asyncio.Event()
+    sending = asyncio.create_task(send.run(rig.bot.outbound, stop, lease_ttl_ms=1000))
+    try:
+        await asyncio.sleep(0)
+        assert rig.posts() == []
+        await eventually(lambda: len(rig.posts()) == 1, what="the root, once the lease lapsed")
+        held = await rig.bot.redis.get(key)
+        assert held and held != "a-0.25-replicas-token", "the leader holds the channel's lease"
+    finally:
+        stop.set()
+        await sending
+    assert await rig.bot.redis.get(key) is None, "given up on the way out"
