@@ -65,12 +65,12 @@ from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
 from bot.intake.consumer import Intake
 from bot.intake.requests import Requests
+from bot.outbound import send
 from bot.outbound.gateway import SlackGateway, build_client
 from bot.outbound.home import Home
 from bot.outbound.membership import check_channels
 from bot.outbound.permalinks import Permalinks
-from bot.outbound.sender import Outbound
-from bot.outbound.senders import Senders
+from bot.outbound.send import Outbound
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
 from bot.status.early_warning import EarlyWarnings
@@ -119,7 +119,7 @@ class Bot:
     intake: Intake
     request_stream: RequestStream
     requests: Requests
-    senders: Senders
+    outbound: Outbound
     reporter: StatusReporter
     core: ActionCore
     bolt: AsyncApp
@@ -186,9 +186,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     charts = ChartDelivery(redis, store.keys, settings.chart_style)
     warnings = WarningStore(redis, store.keys, bells=bells)
 
-    async def channels() -> list[str]:
-        return sorted((settings.routing.channels | set(await queue.channels())) - {""})
-
     metrics = build_metrics(settings, github)
     jobs_source = build_jobs_source(settings, metrics, github)
     jobs = None
@@ -254,10 +251,10 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         charts=charts,
         notices=NoticeStore(redis, store.keys),
         warnings=warnings if early_warnings is not None else None,
+        leases=Leases(lease_redis),
         config=settings,
         clock=clock,
     )
-    senders = Senders(channels, outbound.sender, Leases(lease_redis), queue.keys)
     bolt = AsyncApp(
         client=client,
         signing_secret=_secret(settings.slack_signing_secret) or "unused",
@@ -302,7 +299,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         intake=intake,
         request_stream=request_stream,
         requests=requests,
-        senders=senders,
+        outbound=outbound,
         reporter=reporter,
         core=core,
         bolt=bolt,
@@ -494,7 +491,7 @@ def _leader_work(bot: Bot) -> leader.Work:
             asyncio.create_task(
                 bot.requests.run(deposed, take_over_ms=take_over_ms), name="requests"
             ),
-            asyncio.create_task(bot.senders.run(deposed), name="senders"),
+            asyncio.create_task(send.run(bot.outbound, deposed), name="senders"),
         }
         scheduler = periodic.start(
             _ticks(bot), every_s=bot.settings.status_tick_seconds, weekly=_weekly(bot)

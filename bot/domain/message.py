@@ -4,6 +4,8 @@ posts. Building one within Slack's limits is `bot.render.mrkdwn.rendered`'s job.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -15,6 +17,12 @@ class Rendered:
 
     text: str
     blocks: list[dict[str, Any]]
+
+
+def digest_of(rendered: Rendered) -> str:
+    """A short fingerprint of what a message shows: an edit is made only when it changes."""
+    payload = json.dumps({"text": rendered.text, "blocks": rendered.blocks}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 class ChartStyle(StrEnum):

@@ -2,10 +2,11 @@
 early warnings.
 
 Editing in place is how a thread stays current without new posts, so every edit takes one small
-path (`Editor.update`): the workspace's `chat.update` slot (`bot.outbound.budget`), the call, and
-one reading of a refusal. A root is edited from the incident's latest state at the moment of
-sending (`RootEdits`), so a burst of changes is one edit and a Slack outage ends with the latest
-state, never a replay.
+path (`Editor.update`): the app-wide `chat.update` slot (`bot.pacing`, at most one edit per
+`SLACK_UPDATE_INTERVAL_MS`, after any `Retry-After` hold on it), the call, and one reading of a
+refusal. Each channel's sender runs these loops beside its posts' (`bot.outbound.send`). A root
+is edited from the incident's latest state at the moment of sending (`RootEdits`), so a burst of
+changes is one edit and a Slack outage ends with the latest state, never a replay.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from bot.domain.message import Rendered
-from bot.outbound.budget import Budget
+from bot.config import Settings
+from bot.domain.message import Rendered, digest_of
 from bot.outbound.gateway import SlackError, SlackGateway
-from bot.outbound.marks import digest_of
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.connection import LONGEST_BLOCK_S
@@ -30,15 +30,27 @@ log = logging.getLogger(__name__)
 
 
 class Editor:
-    """Edits one channel's messages, in the budget's edit slots."""
+    """Edits one channel's messages, in the app's edit slots."""
 
     def __init__(
-        self, channel: str, slack: SlackGateway, budget: Budget, telemetry: Telemetry
+        self, channel: str, slack: SlackGateway, telemetry: Telemetry, interval_ms: int
     ) -> None:
         self.channel = channel
         self._slack = slack
-        self._budget = budget
         self._telemetry = telemetry
+        self._interval_ms = interval_ms
+
+    async def _slot(self, within_s: float | None) -> None:
+        """Wait for, and take, the app's `chat.update` slot, after any hold on it. With
+        `within_s`, give up rather than wait longer, with the error a 429 would raise: the
+        posts' path must not wait out an edit's hold."""
+        turn = await self._slack.pacing.wait_for_slot(
+            "chat.update", self._interval_ms, within_s=within_s
+        )
+        if not turn.taken:
+            raise SlackError(
+                "chat.update", "ratelimited", retryable=True, retry_after=turn.retry_after_s
+            )
 
     async def update(
         self, ts: str, rendered: Rendered, *, within_s: float | None = None
@@ -47,7 +59,7 @@ class Editor:
         message can never be edited so (deleted, the channel archived, a block refused). A
         failure worth retrying raises, for the caller's loop to retry; so does an edit slot not
         had within `within_s`, when given."""
-        await self._budget.edit_slot(within_s=within_s)
+        await self._slot(within_s)
         return await self._call(ts, rendered)
 
     async def redraw(
@@ -56,7 +68,7 @@ class Editor:
         """`update`, drawn only once the edit slot is taken: what the edit shows is what holds
         when it goes out, however long the app-wide slot took (the storm digest places waiting
         groups in its message as it draws, and must not hold them unseen meanwhile)."""
-        await self._budget.edit_slot(within_s=within_s)
+        await self._slot(within_s)
         rendered = await draw()
         return rendered, await self._call(ts, rendered)
 
@@ -77,8 +89,7 @@ class Editor:
 
 class RootEdits:
     """The channel's root messages, each edited when its incident changed, at most once per
-    `interval_ms` (the first edit after the post may follow at once); their advice drains the
-    queue within `within_mins`."""
+    `ROOT_EDIT_INTERVAL_MS` (the first edit after the post may follow at once)."""
 
     def __init__(
         self,
@@ -86,17 +97,16 @@ class RootEdits:
         queue: SendQueue,
         editor: Editor,
         *,
-        interval_ms: int,
-        within_mins: float,
+        config: Settings,
         clock: Callable[[], datetime],
     ) -> None:
         self.channel = channel
         self._queue = queue
-        # Read without claims: the channel's sender lease makes this replica their one reader.
+        # Read without claims: the leader, holding the channel's lease, is their one reader.
         self._due = queue.root_edits(channel)
         self._editor = editor
-        self._interval_ms = interval_ms
-        self._within_mins = within_mins
+        self._interval_ms = config.root_edit_interval_ms
+        self._within_mins = config.drain_target_minutes  # the drain target of the root's advice
         self._clock = clock
 
     async def step(self) -> None:

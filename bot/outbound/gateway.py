@@ -5,7 +5,7 @@ One place decides what an answer means, so no caller classifies errors on its ow
   (`bot.pacing`), and callers wait that out before their next call of it;
 - certain failures (a refused connection): Slack never saw the call, it is safe to repeat;
 - uncertain failures (a timeout, a dropped connection, any 5xx, Slack's `internal_error`): Slack
-  may have acted; a post must be looked up before it is sent again (see `bot.outbound.sender`);
+  may have acted; a post must be looked up before it is sent again (see `bot.outbound.send`);
 - permanent errors (`channel_not_found`, `invalid_auth`, `msg_too_long`, ...): the same call
   will fail the same way again; report them, never retry them.
 Retries themselves belong to the callers: the channel's sender retries forever with backoff,

@@ -1,7 +1,7 @@
 """The storm digest's side of a channel's sender: open it, keep it current, end it.
 
-The digest is posted like any other post (`gate` hands the sender a `DigestPost` for its one
-path, before the roots waiting), and edited through the channel's `Editor`, so it is one more
+The digest is posted like any other post (`gate` hands the sender a `Post` for its one path,
+before the roots waiting), and edited through the channel's `Editor`, so it is one more
 message in the channel's pace and never a second writer. Its state lives in Redis
 (`bot.storage.storm_queue`) and its messages are pure functions of the storm's incidents
 (`bot.render.digest`).
@@ -25,12 +25,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.config import Settings
-from bot.domain.message import Rendered
+from bot.domain.message import Rendered, digest_of
 from bot.outbound.edits import Editor
 from bot.outbound.gateway import SlackError
-from bot.outbound.kinds import ROOT, Queued
-from bot.outbound.marks import digest_of
-from bot.outbound.outgoing import DigestPost
+from bot.outbound.messages import Post, Upload
 from bot.outbound.permalinks import Permalinks
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from bot.storage.incident_store import IncidentStore
@@ -109,10 +107,10 @@ class StormDigest:
     def enabled(self) -> bool:
         return self._config.storm_digest_threshold > 0
 
-    async def gate(self, queued: Queued) -> DigestPost | None:
+    async def gate(self) -> Post | None:
         """Before a root takes its slot, fold the roots waiting into the storm (opening one when
         enough wait): the digest, while it is not posted yet, goes first."""
-        if not self.enabled or queued.kind != ROOT:
+        if not self.enabled:
             return None
         swept = await self._storms.sweep(
             self.channel,
@@ -141,15 +139,34 @@ class StormDigest:
             part = storm.parts - 1
         if part is None:
             return None
-        drawn_part = part
+        return self._post(storm, part)
+
+    def _post(self, storm: Storm, part: int) -> Post:
+        """Digest message `part` as a post: the first, or a continuation."""
+        channel, storms = self.channel, self._storms
 
         async def draw() -> Rendered:  # after any lookup: the groups as they are by then
-            listed = set(await self._storms.place(self.channel, storm, drawn_part, room=MAX_LINES))
-            members = await self._storms.members(self.channel)
+            listed = set(await storms.place(channel, storm, part, room=MAX_LINES))
+            members = await storms.members(channel)
             mine = [m for m in members if m.incident_id in listed]
-            return await self._render(storm, drawn_part, mine, members, {}, over=False)
+            return await self._render(storm, part, mine, members, {}, over=False)
 
-        return DigestPost(storm, draw, self._opened, self._config.storm_quiet_seconds, part=part)
+        async def record(ts: str, drawn: Rendered | Upload | None) -> None:
+            # A digest found by a lookup shows what an earlier attempt drew (fewer groups,
+            # maybe): recorded as showing nothing known, its next step edits it.
+            shown = digest_of(drawn) if isinstance(drawn, Rendered) else ""
+            await storms.record_digest(channel, storm, ts, shown=shown, part=part)
+            self._opened.set()
+
+        async def refuse(error: str) -> None:
+            """The roots go on alone; a later storm gets a digest of its own."""
+            log.error("sender %s: the storm digest can never be sent: %s", channel, error)
+            self._telemetry.slack_undeliverable.labels(error).inc()
+            pause_ms = int(self._config.storm_quiet_seconds * 1000)
+            await storms.abandon(channel, storm, pause_ms=pause_ms)
+
+        item, uid = storm.item(part), storm.metadata_uid(part)
+        return Post(storm.member, item, "", uid, None, draw, record, refuse)
 
     async def step(self) -> None:
         """While a storm lasts: take in the groups joining it, link the threads as they open,

@@ -2,7 +2,7 @@
 
 The upkeep (`bot.status.early_warning`) decides a warning's state once per fleet reading and saves
 it here; the channel's sender posts it (a `warning:<type>` member of the channel's posts, the
-same queue and stages as every post) and edits it when it changes (its `warning-edits` set).
+same queue and send path as every post) and edits it when it changes (its `warning-edits` set).
 `version` counts the changes, `shown` the one Slack shows: a change while a post or an edit is
 on its way is never lost, it is edited next. A warning is kept a while after it ends (cleared,
 folded into its incident, dismissed), so a flapping forecast edits one message instead of posting

@@ -100,9 +100,6 @@ class Keys:
     def in_flight(self, channel: str) -> str:
         return self._("send", channel, "in-flight")
 
-    def bucket(self, channel: str) -> str:
-        return self._("send", channel, "bucket")
-
     def storm(self, channel: str) -> str:
         return self._("send", channel, "storm")
 

@@ -1,4 +1,5 @@
-"""A channel's send queue in Redis: what its sender reads, and how it records what it sent.
+"""A channel's send queue in Redis: what its sender reads (`bot.outbound.send`), and how it
+records what it sent.
 
 Committers (intake, the status tick, actions) fill it through the commit script of
 `bot.storage.incident_store`:
@@ -9,9 +10,11 @@ Committers (intake, the status tick, actions) fill it through the commit script 
   the earliest time the edit is allowed (one root is edited at most every
   `ROOT_EDIT_INTERVAL_MS`), in milliseconds; its writes are part of the scripts that commit,
   post and record, so a change and its edit are queued together.
-The sender marks a post as in flight before it calls Slack and clears the mark when it records
-the result, so a successor that finds the mark knows the post may have landed and looks it up.
-Marks are kept per queue member: a more urgent post sent meanwhile leaves another's mark alone.
+The sender marks a post as in flight before it calls Slack, only while it holds the channel's
+lease, and clears the mark when it records the result, so a sender that finds the mark (the
+next attempt, the next leader, a 0.25 replica during a rolling upgrade) knows the post may have
+landed and looks it up. Marks are kept per queue member: a more urgent post sent meanwhile
+leaves another's mark alone.
 """
 
 from __future__ import annotations
@@ -173,7 +176,6 @@ class SendQueue:
         version: int,
         edit_differs: bool,
         edit_after_ms: int,
-        bucket: str,
     ) -> None:
         k, channel = self.keys, incident.channel
         await self._record_root(
@@ -185,14 +187,12 @@ class SendQueue:
                 k.edits(channel),
                 k.edit_after(channel),
                 k.edits_bell(channel),
-                k.bucket(channel),
             ],
             args=[
                 incident.id,
                 json.dumps({"channel": channel, "ts": ts}),
                 digest,
                 edit_after_ms,
-                bucket,
                 self.retention_s * 1000,
                 version,
                 "1" if edit_differs else "0",
@@ -205,7 +205,6 @@ class SendQueue:
         incident_id: str,
         item: str,
         *,
-        bucket: str = "",
         status_ts: str = "",
     ) -> None:
         k = self.keys
@@ -215,10 +214,9 @@ class SendQueue:
                 k.outbox_items(incident_id),
                 k.posts(channel),
                 k.in_flight(channel),
-                k.bucket(channel),
                 k.incident(incident_id),
             ],
-            args=[incident_id, item, bucket, status_ts],
+            args=[incident_id, item, status_ts],
         )
 
     async def forget(self, channel: str, member: str) -> None:
@@ -246,9 +244,6 @@ class SendQueue:
             pipe.xadd(key, fields, maxlen=UNDELIVERABLE_MAXLEN, approximate=True)
             pipe.expire(key, self.retention_s)
             await pipe.execute()
-
-    async def bucket(self, channel: str) -> str | None:
-        return cast(str | None, await self._redis.get(self.keys.bucket(channel)))
 
     async def wait_bell(self, bell: str, timeout: float) -> None:  # noqa: ASYNC109
         """Sleep until a committer rings the bell, or `timeout` seconds (at most the longest a

@@ -186,12 +186,11 @@ class StormQueue:
         return cast(int, await self._redis.zcount(self.keys.posts(channel), 0, ROOTS_END))
 
     async def record_digest(
-        self, channel: str, storm: Storm, ts: str, *, bucket: str, shown: str, part: int = 0
+        self, channel: str, storm: Storm, ts: str, *, shown: str, part: int = 0
     ) -> None:
         k = self.keys
         await self._record(
-            keys=[k.storm(channel), k.in_flight(channel), k.bucket(channel)],
-            args=[storm.id, ts, bucket, shown, part],
+            keys=[k.storm(channel), k.in_flight(channel)], args=[storm.id, ts, shown, part]
         )
 
     async def record_shown(self, channel: str, storm: Storm, shown: str, *, part: int = 0) -> None:

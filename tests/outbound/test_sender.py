@@ -16,8 +16,7 @@ import pytest
 from bot.config import Settings
 from bot.domain.alerts import QueueNumbers
 from bot.domain.incidents import Snapshot
-from bot.outbound.budget import TokenBucket
-from bot.outbound.sender import ChannelSender
+from bot.outbound.send import ChannelSender, TokenBucket
 from bot.render.mrkdwn import rendered, section
 from bot.render.replies import STATUS_FALLBACK, StatusShown
 from bot.storage.incident_store import BAND_STATUS, Commit, Loaded, Reply
@@ -92,15 +91,6 @@ def test_a_hold_is_waited_out_and_ends_in_one_post_not_a_burst() -> None:
     assert bucket.wait_s(30.0) == 0
     bucket.take(30.0)
     assert bucket.wait_s(30.0) == pytest.approx(1.05), "after a hold, the usual pace"
-
-
-def test_a_new_sender_continues_its_predecessors_bucket() -> None:
-    spent = TokenBucket(1.0, 3, now=0.0)
-    for _ in range(3):
-        spent.take(0.0)
-    successor = TokenBucket(1.0, 3, now=0.0)
-    successor.restore(spent.encode(), now=0.0)
-    assert successor.wait_s(0.0) == pytest.approx(1.05), "a change of sender is not a burst"
 
 
 # -- pace and holds, as Slack sees them ------------------------------------------------------

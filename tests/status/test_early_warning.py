@@ -333,7 +333,6 @@ async def test_a_folded_warning_links_the_incident_thread_once_its_root_is_poste
         version=1,
         edit_differs=False,
         edit_after_ms=0,
-        bucket="{}",
     )
     answers += [None, THREAD_LINK]
     await reading(30)  # Slack did not answer: said without the link, asked again next reading

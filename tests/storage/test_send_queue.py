@@ -69,7 +69,6 @@ async def test_a_commit_with_a_posted_root_asks_for_an_edit_not_a_second_root(
         version=1,
         edit_differs=False,
         edit_after_ms=0,
-        bucket="{}",
     )
     loaded = await store.load("1")
     await redis.delete(KEYS.edits(CHANNEL))

@@ -19,7 +19,7 @@ from tests.support.slack import CHANNEL, Slack
 KEYS = Keys("qp")  # the bot's default `redis_prefix`
 STREAMS = (KEYS.stream, KEYS.requests)
 # What a running bot keeps that is not about any incident: its leases (the leader's with its
-# tokens' sequence), the name cache, a channel's bucket. Each has a TTL of its own; none
+# tokens' sequence) and the name cache. Each has a TTL of its own; none
 # outlives a day.
 BOOKKEEPING = (
     KEYS.sender_lease(""),
@@ -27,7 +27,6 @@ BOOKKEEPING = (
     KEYS.leader,
     KEYS.leader_tokens,
     KEYS.user(""),
-    KEYS.bucket(CHANNEL),
 )
 # An incident's own keys (its Slack message's, in the one channel these tests use).
 INCIDENT_KEYS = (KEYS.incident(""), KEYS.group(""), KEYS.timeline(""), KEYS.message(CHANNEL, ""))

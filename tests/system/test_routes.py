@@ -109,7 +109,7 @@ async def test_each_team_channel_gets_its_own_incidents_from_either_replica(
         # The route to a channel the app is not in: a clear error naming it, and a record.
         await eventually(
             lambda: any(
-                r.name == "bot.outbound.outgoing"
+                r.name == "bot.outbound.messages"
                 and OUTSIDE in r.getMessage()
                 and "invite" in r.getMessage()
                 for r in caplog.records

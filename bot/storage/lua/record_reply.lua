@@ -1,8 +1,8 @@
 -- A reply was posted (or can never be): take it off the thread's outbox if it is still first,
 -- and move the thread to its next reply's place in the channel's queue.
--- KEYS 1 outbox  2 outbox items  3 posts  4 in-flight  5 bucket  6 incident
--- ARGV 1 incident id  2 item name  3 bucket (JSON, or '' to leave it)
---      4 the ts of a status reply just posted, which a quiet status edits later (or '')
+-- KEYS 1 outbox  2 outbox items  3 posts  4 in-flight  5 incident
+-- ARGV 1 incident id  2 item name
+--      3 the ts of a status reply just posted, which a quiet status edits later (or '')
 if redis.call('LINDEX', KEYS[1], 0) == ARGV[2] then
   redis.call('LPOP', KEYS[1])
   redis.call('HDEL', KEYS[2], ARGV[2])
@@ -14,8 +14,7 @@ else
   redis.call('ZADD', KEYS[3], best, 'replies:' .. ARGV[1])
 end
 redis.call('HDEL', KEYS[4], 'replies:' .. ARGV[1])
-if ARGV[3] ~= '' then redis.call('SET', KEYS[5], ARGV[3], 'PX', 60000) end
-if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[6]) == 1 then
-  redis.call('HSET', KEYS[6], 'status_ts', ARGV[4])
+if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[5]) == 1 then
+  redis.call('HSET', KEYS[5], 'status_ts', ARGV[3])
 end
 return 1

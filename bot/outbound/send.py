@@ -1,0 +1,421 @@
+"""The send path: from a committed change to a Slack post, read top to bottom.
+
+Whoever changes an incident commits what Slack must show (`bot.storage.incident_store`) and is
+done. The leader drains each channel's queue (`bot.storage.send_queue`) here, one post at a time,
+every post in the same steps (`ChannelSender.post_next`):
+
+1. wait for the channel's next post slot: a token bucket (about one post a second per channel,
+   short bursts allowed), nothing during a `Retry-After` hold and no burst after one. Nothing is
+   read for a post before its slot is taken, so what goes out is the state at that moment;
+2. take the most urgent member of the channel's queue (new roots, action replies, events,
+   status; then age) and the in-flight mark an earlier attempt left on it;
+3. storm gate: when enough new roots wait at once, the storm digest goes first
+   (`bot.outbound.storm`);
+4. read what the member stands for now, by its kind (`bot.outbound.messages.KINDS`);
+5. if this very item was in flight when its last attempt failed uncertainly (a timeout, a 5xx,
+   a leader that died), look it up: a post that landed is recorded, not posted again;
+6. draw it (a root as it is now, a chart's picture): a failure here leaves no mark;
+7. mark it in flight, only while this replica holds the channel's lease;
+8. call Slack, spending the slot;
+9. classify Slack's answer (`classify`, the one place) and record it. An outage delays the
+   channel and never drops an update; a permanent refusal drops that one item, with a record.
+
+An item that fails three times in a row in any other way (a bug, unreadable state) is dropped
+like one Slack refused, so it costs that item, never the channel.
+
+Edits of what a channel already shows (roots, a quiet status, the digest, early warnings) run in
+loops of their own beside the posts', in the app-wide `chat.update` slot (`bot.outbound.edits`).
+
+The leader sends to a channel while it holds the channel's lease (`Keys.sender_lease`, `run`): a
+0.25 replica running beside it during a rolling upgrade takes the same lease and checks it before
+each post, so two versions never send to one channel at once; while one holds it, the leader waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+from redis.exceptions import RedisError
+
+from bot.backoff import Backoff
+from bot.config import Settings
+from bot.domain.message import Rendered
+from bot.outbound import messages
+from bot.outbound.edits import Editor, RootEdits, WarningEdits
+from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.messages import ROOT, UNREADABLE, Desk, Post, Upload
+from bot.outbound.permalinks import Permalinks
+from bot.outbound.storm import StormDigest
+from bot.storage.chart_delivery import ChartDelivery
+from bot.storage.early_warning import WarningStore
+from bot.storage.incident_store import IncidentStore
+from bot.storage.leases import Lease, Leases
+from bot.storage.notices import NoticeStore
+from bot.storage.send_queue import InFlight, SendQueue
+from bot.storage.storm_queue import StormQueue
+from bot.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+# A sender's waits after failures grow to this at most.
+BACKOFF_MAX_S = 30.0
+# A thread's post lands within the call's timeout (10 s); Slack's clock is not ours and its
+# history can lag a post by a moment: a lookup reads this far either side of the attempt.
+LOOKUP_MARGIN_S = 60.0
+# An item that failed this many times in a row is dropped, so one bug costs one item.
+STRIKES = 3
+# Slack counts from when a call arrives: network jitter can make calls sent exactly one interval
+# apart arrive closer than that, and earn a 429. Refilling a little slower keeps a margin.
+JITTER_MARGIN = 1.05
+# The calls that spend a post: a message, or a file shared into a thread.
+POST_METHODS = frozenset({"chat.postMessage", "files.completeUploadExternal"})
+# The leader renews a channel's lease within this; a 0.25 replica may take it once it lapses.
+LEASE_TTL_MS = 5000
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outbound:
+    """What every channel's sender shares: built once by the composition root."""
+
+    store: IncidentStore
+    queue: SendQueue
+    storms: StormQueue
+    slack: SlackGateway
+    permalinks: Permalinks
+    telemetry: Telemetry
+    charts: ChartDelivery
+    notices: NoticeStore
+    warnings: WarningStore | None  # None where early warnings are off
+    leases: Leases  # the channels' leases, on connections of their own
+    config: Settings
+    clock: Callable[[], datetime]
+
+
+class LostLease(Exception):
+    """The channel's lease is someone else's now (this replica stalled past it, and the next
+    leader or a 0.25 replica took it): its sender stops before it posts anything."""
+
+
+class Struck(Exception):
+    """An attempt failed in a way already logged and counted: try again after a backoff."""
+
+
+class TokenBucket:
+    """Posts per channel: `burst` at once at most, refilled one per `interval_s`."""
+
+    def __init__(self, interval_s: float, burst: int, *, now: float) -> None:
+        self.interval_s = interval_s * JITTER_MARGIN
+        self.burst = burst
+        self.tokens = float(burst)
+        self.at = now
+
+    def _refill(self, now: float) -> None:
+        if now > self.at and self.interval_s > 0:
+            self.tokens = min(self.burst, self.tokens + (now - self.at) / self.interval_s)
+            self.at = now
+        elif self.interval_s <= 0:
+            self.tokens = float(self.burst)
+
+    def wait_s(self, now: float) -> float:
+        """How long until a post may go out."""
+        if now < self.at:
+            return self.at - now  # a Retry-After hold
+        self._refill(now)
+        return 0.0 if self.tokens >= 1 else (1 - self.tokens) * self.interval_s
+
+    def take(self, now: float) -> None:
+        self._refill(now)
+        self.tokens -= 1
+
+    def hold(self, until: float) -> None:
+        """After a 429: nothing until `until`, then one post, then the usual pace."""
+        self.at = max(self.at, until)
+        self.tokens = 1.0
+
+
+class Answer(Enum):
+    """What Slack's failure of a post means for it."""
+
+    NOT_SENT = "not sent"  # a 429 or a refused connection: Slack did nothing; try again
+    UNCERTAIN = "uncertain"  # a timeout, a 5xx: it may have landed; look it up before again
+    CHARTS_REFUSED = "charts refused"  # the workspace takes no chart block: pictures from now on
+    REFUSED = "refused"  # for good: drop this one item, with a record
+
+
+def classify(exc: SlackError, drawn: Rendered | Upload) -> Answer:
+    if exc.retryable:
+        return Answer.UNCERTAIN if exc.uncertain else Answer.NOT_SENT
+    if isinstance(drawn, Rendered) and messages.chart_refused(exc, drawn):
+        return Answer.CHARTS_REFUSED
+    return Answer.REFUSED
+
+
+class ChannelSender:
+    """Drains one channel's queue while `lease` is held; see the module docstring."""
+
+    def __init__(
+        self, out: Outbound, channel: str, lease: Lease, now: Callable[[], float] = time.time
+    ) -> None:
+        self.channel = channel
+        self._out = out
+        self._lease = lease
+        self._now = now
+        config = out.config
+        self._bucket = TokenBucket(
+            config.slack_post_interval_ms / 1000, config.slack_post_burst, now=now()
+        )
+        # A 429 on a post this leader got before this channel's sender started holds it too.
+        held = out.slack.pacing.held_for("chat.postMessage")
+        if held > 0:
+            self._bucket.hold(now() + held)
+        self._strikes: dict[str, int] = {}
+        editor = Editor(channel, out.slack, out.telemetry, config.slack_update_interval_ms)
+        self._desk = Desk(out, channel, editor)
+        self._root_edits = RootEdits(channel, out.queue, editor, config=config, clock=out.clock)
+        self._warning_edits = WarningEdits(channel, out.warnings, editor) if out.warnings else None
+        self._storm = StormDigest(
+            channel,
+            editor,
+            storms=out.storms,
+            store=out.store,
+            permalinks=out.permalinks,
+            telemetry=out.telemetry,
+            config=config,
+            clock=out.clock,
+        )
+
+    async def run(self) -> None:
+        loops = [self._loop(self._post_or_wait), self._loop(self._root_edits.step)]
+        if self._warning_edits is not None:
+            loops.append(self._loop(self._warning_edits.step))
+        if self._storm.enabled:
+            loops.append(self._loop(self._storm.step))
+        await asyncio.gather(*loops)
+
+    async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
+        backoff = Backoff(BACKOFF_MAX_S)
+        while True:
+            # A cancel swallowed below still counts on the task: honoured here, or the sender
+            # outlives its replica's shutdown (a cancel that lands in redis-py's blocking read of
+            # the bell can be swallowed there, and the event loop would never close).
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError
+            try:
+                await step()
+                backoff.reset()
+            except SlackError as exc:
+                if exc.retry_after is not None and exc.method in POST_METHODS:
+                    # A 429 on a post holds the channel's posts (one on an edit holds only the
+                    # edits: the gateway keeps that hold, and the edit slot waits it out).
+                    self._bucket.hold(self._now() + exc.retry_after)
+                wait = exc.retry_after if exc.retry_after is not None else backoff.next()
+                log.warning("sender %s: Slack %s; retrying in %.1f s", self.channel, exc, wait)
+                await asyncio.sleep(wait)
+            except RedisError as exc:
+                wait = backoff.next()
+                log.warning("sender %s: Redis %s; retrying in %.1f s", self.channel, exc, wait)
+                await asyncio.sleep(wait)
+            except Struck:
+                await asyncio.sleep(backoff.next())
+
+    async def _post_or_wait(self) -> None:
+        if not await self.post_next():
+            queue = self._out.queue
+            await queue.wait_bell(queue.keys.posts_bell(self.channel), 1.0)
+
+    async def post_next(self) -> bool:
+        """Send the channel's most urgent post (the steps of the module docstring); False when
+        none was waiting."""
+        out, channel = self._out, self.channel
+        wait = self._bucket.wait_s(self._now())  # 1. the slot
+        if wait > 0:
+            await asyncio.sleep(wait)
+        member, earlier = await out.queue.next_post(channel)  # 2. the most urgent member
+        if member is None:
+            return False
+        post: Post | None = None
+        try:
+            if member.startswith(f"{ROOT}:"):  # 3. the storm gate
+                post = await self._storm.gate()
+                if post is not None:  # the digest, in the root's place: its own mark counts
+                    earlier = await out.queue.in_flight(channel, post.member)
+            if post is None:  # 4. what the member stands for now
+                post = await messages.read(self._desk, member, earlier)
+            if post is None:
+                return True  # nothing left to post, and that is recorded
+            # 5. this very item may have landed before its last attempt heard back
+            if earlier and earlier.item == post.item and await self._found(post, earlier):
+                self._strikes.pop(f"{post.member}/{post.item}", None)
+                return True
+            drawn = await post.draw()  # 6.
+            mark = InFlight(post.member, post.item, self._now())  # 7.
+            if not await out.queue.begin(channel, self._lease.token, mark):
+                raise LostLease
+            await self._send(post, drawn, mark)  # 8. and 9.
+        except (SlackError, RedisError, LostLease):
+            raise  # the loop's backoff retries these; a lost lease stops the sender
+        except Exception:
+            await self._failed(member, post)
+            raise Struck from None
+        self._strikes.pop(f"{post.member}/{post.item}", None)
+        return True
+
+    async def _found(self, post: Post, earlier: InFlight) -> bool:
+        """Whether `post`, whose last attempt may have landed before its answer came, had: then
+        it is recorded and not posted again. What the channel (or the thread) shows is read from
+        shortly before that attempt to shortly after it, whatever the clocks' skew. A lookup
+        Slack refuses for good finds nothing: posting again is the lesser harm, a possible
+        duplicate beats a channel that never posts again."""
+        lookups = self._out.telemetry.slack_lookups
+        try:
+            found = await self._out.slack.find(
+                "conversations.history" if post.thread_ts is None else "conversations.replies",
+                self.channel,
+                lambda message: messages.landed(post, message),
+                ts=post.thread_ts,
+                oldest=earlier.since - LOOKUP_MARGIN_S,
+                latest=earlier.since + LOOKUP_MARGIN_S,
+            )
+        except SlackError as exc:
+            if exc.retryable:
+                raise
+            log.error(
+                "sender %s: cannot look %s up (%s); sending it again, it may show twice",
+                self.channel,
+                post.item,
+                exc.error,
+            )
+            lookups.labels("failed").inc()
+            return False
+        if found is None:
+            lookups.labels("not_found").inc()
+            return False
+        log.info("sender %s: %s had landed; not posted again", self.channel, post.item)
+        lookups.labels("found").inc()
+        await post.record(str(found.get("ts", "")), None)
+        return True
+
+    async def _send(self, post: Post, drawn: Rendered | Upload, mark: InFlight) -> None:
+        """Call Slack, spending the slot; take its answer; record."""
+        out, channel = self._out, self.channel
+        self._bucket.take(self._now())
+        try:
+            if isinstance(drawn, Upload):
+                await out.slack.upload_file(
+                    channel,
+                    post.thread_ts or "",
+                    data=drawn.data,
+                    filename=post.filename,
+                    title=drawn.title,
+                    alt=drawn.alt,
+                )
+                ts = ""  # a file share is not a message this bot keeps the ts of
+            else:
+                ts = await out.slack.post(
+                    channel,
+                    drawn.text,
+                    drawn.blocks,
+                    thread_ts=post.thread_ts,
+                    metadata=messages.metadata(post),
+                )
+        except SlackError as exc:
+            answer = classify(exc, drawn)
+            if answer is Answer.UNCERTAIN:
+                raise  # the mark stays: the next attempt looks it up first
+            if answer is not Answer.REFUSED:
+                await out.queue.end_attempt(channel, mark)
+            if answer is Answer.NOT_SENT:
+                raise  # for the loop to wait out (a Retry-After, or a backoff)
+            if answer is Answer.CHARTS_REFUSED:
+                # Pictures from now on; this goes again at once, read without its chart.
+                await out.charts.refused(exc.error)
+                return
+            await post.refuse(exc.error)
+            return
+        await post.record(ts, drawn)
+
+    async def _failed(self, member: str, post: Post | None) -> None:
+        """Count a failure of the item; the third in a row drops it."""
+        name = f"{post.member}/{post.item}" if post is not None else member
+        count = self._strikes[name] = self._strikes.get(name, 0) + 1
+        log.exception("sender %s: %s failed (%d times)", self.channel, name, count)
+        if count < STRIKES:
+            return
+        del self._strikes[name]
+        if post is not None:
+            await post.refuse(UNREADABLE)
+        else:
+            await messages.unreadable(self._desk, member)
+
+
+# -- which channels: every one the leader can hold the lease of -------------------------------
+
+
+async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_TTL_MS) -> None:
+    """Send to every channel (the routes' and any with something queued) until `stop`, each
+    while holding its lease; a channel whose lease a 0.25 replica holds is tried again every
+    fifth of the lease's TTL, so it is taken within about one TTL of that replica stopping."""
+    sending: dict[str, asyncio.Task[None]] = {}
+    keys = out.queue.keys
+    try:
+        while not stop.is_set():
+            try:
+                for channel in await _channels(out):
+                    if channel in sending:
+                        continue
+                    lease = await out.leases.try_acquire(keys.sender_lease(channel), lease_ttl_ms)
+                    if lease is None:
+                        continue
+                    log.info("senders: this replica now sends to %s", channel)
+                    held = _send_while_held(out, channel, lease, lease_ttl_ms)
+                    task = asyncio.create_task(held, name=f"sender:{channel}")
+                    sending[channel] = task
+                    task.add_done_callback(lambda _, c=channel: sending.pop(c, None))  # type: ignore[misc]
+            except RedisError as exc:
+                log.warning("senders: Redis unavailable: %s", exc)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=lease_ttl_ms / 5000)
+    finally:
+        tasks = list(sending.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _channels(out: Outbound) -> list[str]:
+    queued = set(await out.queue.channels())
+    return sorted((out.config.routing.channels | queued) - {""})
+
+
+async def _send_while_held(out: Outbound, channel: str, lease: Lease, ttl_ms: int) -> None:
+    """Run the channel's sender, renewing its lease every third of its TTL; stop once it is
+    lost (this replica stalled past it, or Redis lost the key)."""
+    sender = asyncio.create_task(ChannelSender(out, channel, lease).run())
+    try:
+        while not sender.done():
+            done, _ = await asyncio.wait({sender}, timeout=ttl_ms / 3000)
+            if done:
+                break
+            try:
+                if not await out.leases.renew(lease, ttl_ms):
+                    log.warning("senders: stopped sending to %s: its lease is lost", channel)
+                    break
+            except RedisError as exc:
+                log.warning("senders: cannot renew %s (%s)", channel, exc)
+    finally:
+        sender.cancel()
+        (outcome,) = await asyncio.gather(sender, return_exceptions=True)
+        if isinstance(outcome, LostLease):
+            log.warning("senders: stopped sending to %s: its lease is lost", channel)
+        elif isinstance(outcome, Exception):
+            log.error("senders: the sender of %s failed: %r", channel, outcome)
+        with suppress(RedisError):
+            await out.leases.release(lease)

@@ -1,0 +1,308 @@
+"""The send path at its edges: one channel's sender (`ChannelSender.post_next`) against the Slack
+emulator and a real redis-server, step by step. What Slack is asked, and what the channel's queue
+keeps, for each way a post can end: posted, found after a lost answer (the leader killed between
+send and record), a 429, a permanent refusal, a lost lease, a bug. What a channel sees with the
+whole bot running is in test_sender.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from bot.app import Bot, build_bot
+from bot.domain.incidents import GroupState, Incident
+from bot.domain.message import Rendered
+from bot.outbound import send
+from bot.outbound.gateway import SlackError
+from bot.outbound.messages import Upload
+from bot.outbound.send import (
+    LOOKUP_MARGIN_S,
+    Answer,
+    ChannelSender,
+    LostLease,
+    Struck,
+    classify,
+)
+from bot.render.chart_block import BLOCK_TYPE
+from bot.storage.incident_store import BAND_EVENT, Commit, Reply
+from bot.storage.leases import Lease
+from bot.storage.send_queue import InFlight
+from tests.support.incidents import make_incident
+from tests.support.running import eventually
+from tests.support.slack import CHANNEL, Slack
+
+
+class Clock:
+    """The sender's clock, moved by the test; it starts at Slack's (the emulator's) time, as the
+    lookup's window is read around it."""
+
+    def __init__(self) -> None:
+        self.at = time.time()
+
+    def __call__(self) -> float:
+        return self.at
+
+
+@dataclass
+class Rig:
+    bot: Bot
+    lease: Lease
+    slack: Slack
+    clock: Clock
+
+    def sender(self) -> ChannelSender:
+        """A channel's sender, as a new leader (or the same one, again) starts it."""
+        return ChannelSender(self.bot.outbound, CHANNEL, self.lease, now=self.clock)
+
+    async def marks(self) -> dict[str, InFlight | None]:
+        raw = await self.bot.redis.hgetall(self.bot.queue.keys.in_flight(CHANNEL))
+        return {member: InFlight.decode(mark) for member, mark in raw.items()}
+
+    async def waiting(self) -> list[str]:
+        return await self.bot.redis.zrange(self.bot.queue.keys.posts(CHANNEL), 0, -1)
+
+    def posts(self) -> list[Any]:
+        return [c for c in self.slack.emulator.calls("chat.postMessage") if c.ok]
+
+    def lookups(self, outcome: str) -> float:
+        registry = self.bot.telemetry.registry
+        sample = registry.get_sample_value("queuepilot_slack_lookups_total", {"outcome": outcome})
+        return sample or 0.0
+
+
+@pytest.fixture
+async def rig(settings_for: Callable[..., Any], slack: Slack) -> AsyncIterator[Rig]:
+    # No pace to wait for between steps, no storm: each test takes the steps it names.
+    settings = settings_for(
+        slack_post_interval_ms=0, storm_digest_threshold=0, slack_timeout_seconds=0.5
+    )
+    bot = build_bot(settings)
+    assert await bot.leadership.take(), "commits are the leader's"
+    lease = await bot.outbound.leases.try_acquire(bot.queue.keys.sender_lease(CHANNEL), 60_000)
+    assert lease is not None
+    try:
+        yield Rig(bot, lease, slack, Clock())
+    finally:
+        slack.emulator.stall("chat.postMessage", 0)
+        for client in (bot.redis, bot.lease_redis, bot.bell_redis):
+            if client is not None:
+                await client.aclose()
+
+
+async def opened(rig: Rig) -> Incident:
+    incident = make_incident(id="1", uid="u1", group_hash="g1", channel=CHANNEL)
+    group = GroupState(incident_id="1", last_entry="1-0")
+    assert await rig.bot.store.commit(Commit(incident, group=group, group_hash="g1"))
+    return incident
+
+
+async def with_thread(rig: Rig, *texts: str, kind: str = "event", **extra: Any) -> str:
+    """Incident 1 with its root posted, then `texts` as replies waiting; the root's ts."""
+    await opened(rig)
+    assert await rig.sender().post_next()
+    loaded = await rig.bot.store.load("1")
+    assert loaded.incident is not None and loaded.thread is not None
+    replies = tuple(
+        Reply(kind, BAND_EVENT, Rendered(text, []), extra=extra or None) for text in texts
+    )
+    change = Commit(loaded.incident, version=loaded.version, replies=replies, root=False)
+    assert await rig.bot.store.commit(change)
+    return loaded.thread.ts
+
+
+# -- Slack's answer, classified in one place ---------------------------------------------------
+
+SECTION = {"type": "section", "text": {"type": "mrkdwn", "text": "Status update"}}
+WITH_CHART = Rendered("Status update", [SECTION, {"type": BLOCK_TYPE}])
+
+
+def refused(error: str, *details: str) -> SlackError:
+    return SlackError("chat.postMessage", error, retryable=False, details=details)
+
+
+@pytest.mark.parametrize(
+    ("failure", "drawn", "answer"),
+    [
+        (
+            SlackError("chat.postMessage", "ratelimited", retryable=True, retry_after=3.0),
+            WITH_CHART,
+            Answer.NOT_SENT,
+        ),
+        (
+            SlackError("chat.postMessage", "ClientConnectorError", retryable=True),
+            WITH_CHART,
+            Answer.NOT_SENT,
+        ),
+        (
+            SlackError("chat.postMessage", "TimeoutError", retryable=True, uncertain=True),
+            WITH_CHART,
+            Answer.UNCERTAIN,
+        ),
+        (refused("msg_too_long"), WITH_CHART, Answer.REFUSED),
+        (
+            refused("invalid_blocks", "[ERROR] unsupported type [json-pointer:/blocks/1/type]"),
+            WITH_CHART,
+            Answer.CHARTS_REFUSED,
+        ),
+        (
+            refused("invalid_blocks", "[ERROR] too long [json-pointer:/blocks/0/text]"),
+            WITH_CHART,
+            Answer.REFUSED,
+        ),
+        (refused("invalid_blocks", "[ERROR] no"), Upload(b"png", "Queue trend"), Answer.REFUSED),
+    ],
+)
+def test_slacks_answer_to_a_post_is_classified_once(
+    failure: SlackError, drawn: Rendered | Upload, answer: Answer
+) -> None:
+    assert classify(failure, drawn) is answer
+
+
+# -- one post, step by step ---------------------------------------------------------------------
+
+
+async def test_with_nothing_waiting_nothing_is_asked_of_slack(rig: Rig) -> None:
+    assert await rig.sender().post_next() is False
+    assert rig.slack.emulator.calls() == []
+
+
+async def test_a_root_is_posted_with_its_metadata_and_recorded(rig: Rig) -> None:
+    await opened(rig)
+    assert await rig.sender().post_next() is True
+    [post] = rig.posts()
+    carried = post.params["metadata"]["event_payload"]
+    assert carried == {"incident": "1", "uid": "u1", "item": "root"}, "found by it if need be"
+    [root] = rig.slack.emulator.channel_messages(CHANNEL)
+    loaded = await rig.bot.store.load("1")
+    assert loaded.thread is not None and loaded.thread.ts == root.ts
+    assert await rig.waiting() == [] and await rig.marks() == {}
+
+
+async def test_killed_between_send_and_record_the_next_sender_finds_it_and_posts_nothing_twice(
+    rig: Rig,
+) -> None:
+    ts = await with_thread(rig, "Scaled up")
+    rig.slack.emulator.stall("chat.postMessage", 1.5)  # Slack posts; the answer comes too late
+    with pytest.raises(SlackError) as lost:
+        await rig.sender().post_next()
+    assert lost.value.uncertain
+    rig.slack.emulator.stall("chat.postMessage", 0)
+    marks = await rig.marks()
+    assert list(marks) == ["replies:1"], "the mark stays: the post may have landed"
+    attempt = marks["replies:1"]
+    assert attempt is not None and attempt.since == rig.clock.at
+
+    rig.clock.at += 20  # the next sender's own time: the lookup reads the first attempt's
+    assert await rig.sender().post_next()
+    [lookup] = rig.slack.emulator.calls("conversations.replies")
+    assert float(lookup.params["oldest"]) == pytest.approx(attempt.since - LOOKUP_MARGIN_S)
+    assert rig.lookups("found") == 1
+    assert [m.text for m in rig.slack.emulator.thread(CHANNEL, ts)[1:]] == ["Scaled up"]
+    assert await rig.waiting() == [] and await rig.marks() == {}
+
+
+async def test_a_429_clears_the_mark_and_the_next_attempt_posts_without_a_lookup(
+    rig: Rig,
+) -> None:
+    await with_thread(rig, "Acknowledged")
+    rig.slack.emulator.fail_next("chat.postMessage", status=429, retry_after=3)
+    with pytest.raises(SlackError) as held:
+        await rig.sender().post_next()
+    assert held.value.retry_after == 3
+    assert await rig.marks() == {}, "Slack did nothing: nothing to look up"
+    assert await rig.sender().post_next()
+    assert rig.slack.emulator.calls("conversations.replies") == []
+    assert len(rig.posts()) == 2
+
+
+async def test_a_permanent_refusal_drops_that_one_reply_with_a_record_and_the_thread_goes_on(
+    rig: Rig,
+) -> None:
+    ts = await with_thread(rig, "Too long for Slack", "After it")
+    rig.slack.emulator.fail_next("chat.postMessage", status=200, error="msg_too_long")
+    sender = rig.sender()
+    assert await sender.post_next() and await sender.post_next()
+    refused = await rig.bot.redis.xrange(rig.bot.queue.keys.undeliverable)
+    assert [(e["incident"], e["error"]) for _, e in refused] == [("1", "msg_too_long")]
+    assert [m.text for m in rig.slack.emulator.thread(CHANNEL, ts)[1:]] == ["After it"]
+
+
+async def test_a_channel_a_0_25_replica_took_over_is_posted_nothing(rig: Rig) -> None:
+    await opened(rig)
+    key = rig.bot.queue.keys.sender_lease(CHANNEL)
+    await rig.bot.redis.set(key, "a-0.25-replicas-token", px=60_000)
+    with pytest.raises(LostLease):
+        await rig.sender().post_next()
+    assert rig.slack.emulator.calls("chat.postMessage") == []
+    assert await rig.marks() == {}
+
+
+async def test_an_item_that_fails_three_times_is_dropped_alone_and_the_thread_goes_on(
+    rig: Rig,
+) -> None:
+    ts = await with_thread(rig, "Garbled on the way", "Posted after it")
+    keys = rig.bot.queue.keys
+    first = await rig.bot.redis.lindex(keys.outbox("1"), 0)
+    await rig.bot.redis.hset(keys.outbox_items("1"), first, "{not json")
+    sender = rig.sender()
+    for _ in range(3):
+        with pytest.raises(Struck):
+            await sender.post_next()
+    assert await sender.post_next()
+    refused = await rig.bot.redis.xrange(keys.undeliverable)
+    assert [(e["item"], e["error"]) for _, e in refused] == [(first, "unreadable")]
+    assert [m.text for m in rig.slack.emulator.thread(CHANNEL, ts)[1:]] == ["Posted after it"]
+
+
+async def test_a_member_of_a_kind_this_release_does_not_send_leaves_the_queue(rig: Rig) -> None:
+    await rig.bot.redis.zadd(rig.bot.queue.keys.posts(CHANNEL), {"future-kind:x": 1})
+    assert await rig.sender().post_next()
+    assert await rig.waiting() == []
+    assert rig.slack.emulator.calls() == []
+
+
+async def test_a_postmortem_is_shared_as_a_file_once_even_when_its_answer_was_lost(
+    rig: Rig,
+) -> None:
+    ts = await with_thread(
+        rig, "Postmortem of incident 1", kind="postmortem", markdown="# Incident 1\n"
+    )
+    method = "files.completeUploadExternal"
+    rig.slack.emulator.stall(method, 1.5)
+    try:
+        with pytest.raises(SlackError) as lost:
+            await rig.sender().post_next()
+        assert lost.value.uncertain
+    finally:
+        rig.slack.emulator.stall(method, 0)
+    assert await rig.sender().post_next()
+    assert rig.lookups("found") == 1
+    shared = [c for c in rig.slack.emulator.calls(method) if c.params.get("thread_ts") == ts]
+    assert len(shared) == 1, "shared once"
+    assert await rig.waiting() == [] and await rig.marks() == {}
+
+
+async def test_a_channel_a_0_25_replica_sends_to_is_taken_once_it_lets_go(rig: Rig) -> None:
+    """During a rolling upgrade a 0.25 replica may hold a channel's lease: the leader sends
+    nothing there until it lapses, then takes the channel and posts what waits."""
+    await opened(rig)
+    key = rig.bot.queue.keys.sender_lease(CHANNEL)
+    await rig.bot.outbound.leases.release(rig.lease)
+    await rig.bot.redis.set(key, "a-0.25-replicas-token", px=1500)
+    stop = asyncio.Event()
+    sending = asyncio.create_task(send.run(rig.bot.outbound, stop, lease_ttl_ms=1000))
+    try:
+        await asyncio.sleep(0)
+        assert rig.posts() == []
+        await eventually(lambda: len(rig.posts()) == 1, what="the root, once the lease lapsed")
+        held = await rig.bot.redis.get(key)
+        assert held and held != "a-0.25-replicas-token", "the leader holds the channel's lease"
+    finally:
+        stop.set()
+        await sending
+    assert await rig.bot.redis.get(key) is None, "given up on the way out"
