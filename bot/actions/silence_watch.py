@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
@@ -106,25 +105,21 @@ class SilenceWatch:
         self,
         incident_id: str,
         seen: ActiveSilence,
-        change: Callable[[Incident, datetime], Commit | None],
+        change: Callable[[Incident, datetime], Commit],
     ) -> None:
-        for _ in range(5):
-            loaded = await self._store.load(incident_id)
-            incident = loaded.incident
-            if incident is None or incident.silence != seen:
-                return  # someone acted on it meanwhile: their change stands
-            now = self._clock()
-            commit = change(incident, now)
-            if commit is None:
-                return
-            commit = replace(commit, version=loaded.version, thread=loaded.thread)
-            if await self._store.commit(commit, now=now.timestamp()):
-                return
+        def recorded(
+            incident: Incident, now: datetime, _: list[Event]
+        ) -> tuple[Commit | None, None]:
+            if incident.silence != seen:
+                return None, None  # someone acted on it meanwhile: their change stands
+            return change(incident, now), None
+
+        await self._store.commit_fresh(incident_id, recorded, clock=self._clock)
 
 
 def _ended(
     current: ActiveSilence, state: SilenceState | None, now: datetime
-) -> Callable[[Incident, datetime], Commit | None]:
+) -> Callable[[Incident, datetime], Commit]:
     """The silence is over: ran out (at its planned end), or removed in the backend before it."""
     ended_at = state.ends_at if state is not None and state.ends_at else now
     removed = ended_at < current.until - ON_TIME
@@ -143,7 +138,7 @@ def _ended(
     return change
 
 
-def _moved(current: ActiveSilence, ends: datetime) -> Callable[[Incident, datetime], Commit | None]:
+def _moved(current: ActiveSilence, ends: datetime) -> Callable[[Incident, datetime], Commit]:
     """Someone changed the silence's end in the backend: the root shows the real end."""
     moved = current.model_copy(update={"until": ends})
 

@@ -63,7 +63,6 @@ OPENING = "open"  # `IssueLink.trying` while an issue is being opened
 UNPROCESSABLE, FORBIDDEN = 422, 403
 # Another replica's pass holds the incident: look again this soon.
 BUSY_S = 5.0
-MAX_COMMIT_ATTEMPTS = 10
 # After no issue was found: look again this long after the first, second… look.
 SEARCH_AGAIN_S = (30.0, 120.0, 300.0, 900.0)
 # The thread's link is the first comment: wait this long for Slack to show the root.
@@ -217,7 +216,7 @@ class AlertIssues:
         (`reply`); with `url`, the root links the issue. Fenced by the incident's version like
         every change."""
 
-        def recorded(incident: Incident, now: datetime) -> Commit:
+        def recorded(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
             event = Event(at=now, kind=kind, text=text)
             updated = incident
             if url:
@@ -225,12 +224,9 @@ class AlertIssues:
                 updated = incident.model_copy(update={"links": links})
             replies = (Reply("event", BAND_EVENT, render_event(updated, event)),) if reply else ()
             events = (event,) if text else ()
-            return Commit(updated, events=events, replies=replies, root=bool(url))
+            return Commit(updated, events=events, replies=replies, root=bool(url)), None
 
-        kept = await self._store.commit_fresh(
-            incident_id, recorded, clock=self._clock, attempts=MAX_COMMIT_ATTEMPTS
-        )
-        if not kept:
+        if not (await self._store.commit_fresh(incident_id, recorded, clock=self._clock)).committed:
             log.warning("alert issue: incident %s: not recorded: %s", incident_id, text)
 
 

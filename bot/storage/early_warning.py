@@ -11,12 +11,14 @@ many, and a dismissal holds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
 from bot.storage.connection import LONGEST_BLOCK_S
+from bot.storage.fresh import on_fresh_state
 from bot.storage.incident_store import BAND_EVENT
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
@@ -76,6 +78,19 @@ class WarningStore:
             args=[state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT, REFUSED],
         )
         return bool(saved)
+
+    async def save_fresh(
+        self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
+    ) -> bool:
+        """Save what `change` makes of the runner type's warning as it is now (None: nothing to
+        save), made again on the newer version when another save came first
+        (`bot.storage.fresh`); False when it kept changing."""
+
+        async def attempt() -> bool:
+            changed = change(await self.get(runner_type))
+            return changed is None or await self.save(changed)
+
+        return await on_fresh_state(attempt)
 
     async def record_post(self, state: WarningState, ts: str) -> None:
         k, channel = self.keys, state.channel
