@@ -18,16 +18,9 @@ from tests.support.slack import CHANNEL, Slack
 
 KEYS = Keys("qp")  # the bot's default `redis_prefix`
 STREAMS = (KEYS.stream, KEYS.requests)
-# What a running bot keeps that is not about any incident: its leases, the name cache, pacing
-# state. Each has a TTL of its own; none outlives a day.
-BOOKKEEPING = (
-    KEYS.sender_lease(""),
-    KEYS.fleet_lease,
-    KEYS.user(""),
-    KEYS.hold(""),
-    KEYS.slot(""),
-    KEYS.bucket(CHANNEL),
-)
+# What a running bot keeps that is not about any incident: its leases, the name cache, a
+# channel's post bucket. Each has a TTL of its own; none outlives a day.
+BOOKKEEPING = (KEYS.sender_lease(""), KEYS.user(""), KEYS.bucket(CHANNEL))
 # An incident's own keys (its Slack message's, in the one channel these tests use).
 INCIDENT_KEYS = (KEYS.incident(""), KEYS.group(""), KEYS.timeline(""), KEYS.message(CHANNEL, ""))
 
