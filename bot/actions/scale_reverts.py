@@ -11,11 +11,11 @@ takes it on, and says so in its thread): it goes back once the warning's queue i
 Each scale-up that can be put back (and was not kept) leaves a record in Redis: JSON under
 `scale-revert:<id>` and the id in the `scale-reverts` sorted set, scored by when to look at it
 next. Records are per runner type and field, so a second scale-up of the same type extends the
-first (the oldest value is the one put back) instead of racing it. A replica's tick claims a
-due record under a lease (`bot.storage.due_set`): other replicas skip it, and if the replica
-dies the lease runs out and another takes it. A record is rescheduled or dropped only by the
-holder of that claim, so a scale-up recorded meanwhile is never lost, and two replicas never
-revert or report the same record twice.
+first (the oldest value is the one put back) instead of racing it. The leader's tick claims a
+due record under a lease (`bot.storage.due_set`): if the leader dies the lease runs out and the
+next leader takes it. A record is rescheduled or dropped only by the holder of that claim, so a
+scale-up recorded meanwhile is never lost; the claim also stays for replicas of 0.25 during a
+rollout, so the two never revert or report the same record twice.
 
 The backend puts the value back only while it is still the one set from Slack; otherwise it
 is left, and the thread says what it is now and who changed it where the API tells. Two
@@ -257,7 +257,7 @@ class ScaleReverts:
         # Claimed as it is looked at, not with the others: each look may wait on the backend.
         claim = await self._due.claim(rid, self._clock().timestamp(), self.lease_s)
         if claim is None:
-            return None  # not due any more, or another replica holds it
+            return None  # not due any more (or a 0.25 replica holds it, during a rollout)
         record = RevertRecord.load(await self._due.data(rid))
         if record is None:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)

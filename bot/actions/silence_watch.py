@@ -1,9 +1,10 @@
 """Noticing a silence that ended without us: it ran out, or someone removed it in the backend.
 
 Each silence made from Slack is in a due set (`bot.storage.due_set`) by when to look at it next
-(every `check_s`, and at its planned end). A replica's tick claims a due incident for a short
-lease, asks the backend, and commits what changed, fenced by the incident's version, so replicas
-checking at once post one "silence ended" reply.
+(every `check_s`, and at its planned end). The leader's tick claims a due incident for a short
+lease, asks the backend, and commits what changed on fresh state, fenced by the incident's
+version: a silence someone changed meanwhile keeps their change, and one "silence ended" reply is
+posted.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class SilenceWatch:
         watch = self._store.silence_watch
         claim = await watch.claim(incident_id, self._clock().timestamp(), lease_s)
         if claim is None:
-            return  # another replica is on it
+            return  # not due any more (or a 0.25 replica is on it, during a rollout)
         try:
             await self._check(claim)
         except Exception:

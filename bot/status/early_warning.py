@@ -1,8 +1,8 @@
 """The early warning's upkeep: once per fleet reading, which runner types get a warning.
 
-Each replica's scheduler asks at every tick; the fleet reading is refreshed once per interval
-for all of them (`bot.fleet.readings`), and the first replica to ask about a new reading decides
-its warnings (`WarningStore.claim_reading`). For each runner type the forecast
+The leader's scheduler asks at every tick; the fleet reading is refreshed once per interval
+(`bot.fleet.readings`), and a new reading's warnings are decided once, by whoever claims it first
+(`WarningStore.claim_reading`). For each runner type the forecast
 (`bot.domain.early_warning`) says whether its queue crosses the alert's thresholds within
 `EARLY_WARNING_MINUTES`; the thresholds are the latest incident's (what the alert rule said),
 else the settings'. A warning is raised once the readings show a build beyond their own noise,

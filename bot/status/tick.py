@@ -67,7 +67,7 @@ from bot.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 # How long a tick holds the statuses it claimed: they are computed and committed in a moment; a
-# replica that dies meanwhile delays them by this much.
+# leader that dies meanwhile delays them by this much.
 CLAIM_S = 30.0
 
 
@@ -164,7 +164,7 @@ class StatusReporter:
             await self._store.status_due.done(claim)
             return None
         if read.due_at != claim.token:
-            return None  # committed by another replica (or rescheduled) since it was claimed
+            return None  # due at another time since it was claimed: a commit set it anew
         view = incident_fleet(
             incident,
             reading,

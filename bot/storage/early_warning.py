@@ -42,7 +42,10 @@ class WarningStore:
         self._record_edit = script(redis, "record_warning_edit")
 
     async def claim_reading(self, reading_at: float) -> bool:
-        """The first replica to ask about a reading decides its warnings; the others skip it."""
+        """Whether this is the first claim of a reading: its warnings are decided once, however
+        often the leader's ticks find it the latest. The claim stays for replicas of 0.25 during
+        a rollout, which claim the same key: two deciding one reading at once could each raise
+        the warning, and post it twice."""
         key = self.keys.warning_reading(repr(reading_at))
         return await self._leases.claim_once(key, READING_CLAIM_S * 1000)
 
