@@ -1,10 +1,10 @@
-"""The replica's periodic jobs, timed by APScheduler and nothing else.
+"""The leader's periodic jobs, timed by APScheduler and nothing else.
 
-Every job is a coroutine that looks only at what is due (in Redis, claimed there), so each
-replica runs the same jobs and the claims, not the timing, keep work from being done twice.
-APScheduler owns the timing: one interval trigger per job with a little jitter (replicas started
-together do not tick in step), no overlapping runs, coalesced misses; the weekly capacity report
-on a cron trigger whose hour of grace also covers a replica started within that hour.
+Every job is a coroutine that looks only at what is due in Redis, so a new leader carries on
+where the last one stopped. APScheduler owns the timing: one interval trigger per job with a
+little jitter, no overlapping runs, coalesced misses; the weekly capacity report on a cron
+trigger whose hour of grace also covers a leader that took over within that hour (its claim
+keeps it once a week).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ log = logging.getLogger(__name__)
 
 Tick = Callable[[], Awaitable[None]]
 
-# A replica busy at the report's minute, or started within the hour after it, still posts it.
+# A leader busy at the report's minute, or leading from within the hour after it, still posts it.
 REPORT_GRACE_S = 3600
-# A tenth of the interval: enough to spread replicas' ticks, too little to be seen.
+# A tenth of the interval: enough to spread the jobs' ticks, too little to be seen.
 JITTER = 0.1
 
 

@@ -24,8 +24,6 @@ from bot.render.early_warning import DISMISS_FOR_S
 from bot.render.mrkdwn import escape, slack_date, truncate
 from bot.storage.early_warning import WarningStore
 
-MAX_SAVE_ATTEMPTS = 20
-
 
 class Warnings:
     def __init__(self, acting: Acting, store: WarningStore, scaling: Scaling | None = None) -> None:
@@ -141,15 +139,14 @@ class Warnings:
     async def _note(self, runner_type: str, uid: str, line: str) -> None:
         """Add `line` to what the warning's message says of its scale-ups (read again when
         the upkeep saved a newer version meanwhile); an ended warning keeps it too."""
-        for _ in range(MAX_SAVE_ATTEMPTS):
-            state = await self._store.get(runner_type)
+
+        def noted(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != uid:
-                return
+                return None
             scaled = f"{state.scaled} · {line}" if state.scaled else line
-            if await self._store.save(
-                state.changed(self._acting.clock().timestamp(), scaled=scaled)
-            ):
-                return
+            return state.changed(self._acting.clock().timestamp(), scaled=scaled)
+
+        await self._store.save_fresh(runner_type, noted)
 
     async def _active(
         self, runner_type: str, uid: str, *, folded: bool = False

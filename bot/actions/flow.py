@@ -5,8 +5,8 @@ interaction's identity (the same delivery twice does one thing and gets the same
 counts every outcome in `/metrics`; a request it is told about (`Asked`) that is refused (the
 person not allowed, the request or its backend saying no) goes on the incident's timeline.
 `commit` decides on the incident as read and commits the change with its thread reply, fenced by
-the version it read: if the incident moved on meanwhile (an alert resolved it, someone else
-acted), it decides again on the fresh state. Backend calls happen between the two, holding no
+the version it read: if the incident moved on meanwhile (an alert resolved it, another request
+on it), it decides again on the fresh state. Backend calls happen between the two, holding no
 state: a slow Alertmanager never holds up an alert group.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,9 +29,6 @@ from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 5
-# A backend already acted: its result must be recorded, so contention is waited out longer.
-MAX_RECORD_ATTEMPTS = 50
 UNKNOWN = (
     "This incident is no longer known to queuepilot (it expired, or its data was lost). "
     "`/queue incidents` lists the current ones."
@@ -187,34 +184,34 @@ class Acting:
             return Loaded(None)
         return loaded
 
-    async def commit(
-        self,
-        ref: str,
-        decide: Decide,
-        *,
-        with_timeline: bool = False,
-        attempts: int = MAX_ATTEMPTS,
-    ) -> Outcome:
-        """Decide on the incident as read and commit, again on fresh state if it moved on.
+    async def commit(self, ref: str, decide: Decide, *, with_timeline: bool = False) -> Outcome:
+        """Decide on the incident as read and commit, again on fresh state if it moved on
+        (`IncidentStore.commit_fresh`).
 
         `with_timeline` reads the timeline first, for decisions that render it (a summary).
         """
-        for _ in range(attempts):
-            loaded = await self.load(ref)
-            incident = loaded.incident
-            if incident is None:
-                return refused(UNKNOWN)
-            timeline = await self.store.events(incident.id) if with_timeline else []
-            now = self.clock()
+        incident_id, uid = parse_ref(ref)
+        if not incident_id:
+            return refused(UNKNOWN)
+
+        def decided(
+            incident: Incident, now: datetime, timeline: list[Event]
+        ) -> tuple[Commit | None, Outcome]:
+            if uid is not None and uid != incident.uid:
+                return None, refused(UNKNOWN)
             decision = decide(incident, now, timeline)
-            if decision.commit is None:
-                return decision.outcome
-            commit = replace(decision.commit, version=loaded.version, thread=loaded.thread)
-            if await self.store.commit(commit, now=now.timestamp()):
-                if commit.stop_status:
-                    self.telemetry.incidents_resolved.labels("manual").inc()
-                return decision.outcome
-        return Outcome(False, "This incident is changing right now: try again in a moment.")
+            return decision.commit, decision.outcome
+
+        fresh = await self.store.commit_fresh(
+            incident_id, decided, clock=self.clock, with_timeline=with_timeline
+        )
+        if fresh.busy:
+            return Outcome(False, "This incident is changing right now: try again in a moment.")
+        if not fresh.found or fresh.answer is None:
+            return refused(UNKNOWN)
+        if fresh.committed is not None and fresh.committed.stop_status:
+            self.telemetry.incidents_resolved.labels("manual").inc()
+        return fresh.answer
 
     async def name(self, actor: Actor) -> str:
         """How routine replies name the actor: their Slack display name, else the payload's."""

@@ -5,8 +5,9 @@ Read-only: the incidents kept in the window with their timelines, the live readi
 size and job duration, and the history of the window (`QueueHistory`: Prometheus's range queries,
 the HUD's, else the readings queuepilot kept itself), combined by `bot.domain.capacity` and
 rendered by `bot.render.capacity`. A history that cannot be read leaves its numbers out and says
-why; the report still answers. The weekly post is claimed once per schedule and channel across
-replicas (each replica's scheduler fires) and queued for that channel's sender as a notice.
+why; the report still answers. The weekly post is claimed once per schedule and channel (a new
+leader's scheduler fires again within the hour's grace, and a 0.25 replica's during a rollout)
+and queued for that channel's sender as a notice.
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ class Report:
         return Outcome(True, text)
 
     async def post_weekly(self) -> None:
-        """The scheduled report (`REPORT_SCHEDULE`), posted once across replicas in each channel
-        that has types to report (`SLACK_CHANNEL` always); never raises."""
+        """The scheduled report (`REPORT_SCHEDULE`), posted once in each channel that has types
+        to report (`SLACK_CHANNEL` always); never raises."""
         if self._notices is None:
             return
         try:
@@ -98,9 +99,10 @@ class Report:
                 ),
             )
             for channel, reports in by_channel.items():
-                # One claim per schedule, not per date: the replicas' schedulers fire within
-                # the hour's grace, which may cross midnight UTC (`fri 16:30` in Los Angeles),
-                # and a claim outlives that hour but not the week (`notices.CLAIM_S`, 3 days).
+                # One claim per schedule, not per date: a leader that took over (or a 0.25
+                # replica, during a rollout) fires within the hour's grace, which may cross
+                # midnight UTC (`fri 16:30` in Los Angeles), and a claim outlives that hour but
+                # not the week (`notices.CLAIM_S`, 3 days).
                 if not await self._notices.claim(f"report:weekly:{channel}"):
                     continue
                 message = report_message(

@@ -22,7 +22,6 @@ from datetime import datetime
 from redis.exceptions import RedisError
 
 from bot.actions.flow import (
-    MAX_RECORD_ATTEMPTS,
     UNKNOWN,
     Acting,
     Actor,
@@ -262,7 +261,7 @@ class Scaling:
         request, result = done
         undo, put_back = await self.remember(request, result, keep, incident_id=incident.id)
         decide = _record(actor, name, request, result, self.backend_name, undo, put_back)
-        return await self._acting.commit(ref, decide, attempts=MAX_RECORD_ATTEMPTS)
+        return await self._acting.commit(ref, decide)
 
     async def call(
         self,

@@ -11,11 +11,11 @@ takes it on, and says so in its thread): it goes back once the warning's queue i
 Each scale-up that can be put back (and was not kept) leaves a record in Redis: JSON under
 `scale-revert:<id>` and the id in the `scale-reverts` sorted set, scored by when to look at it
 next. Records are per runner type and field, so a second scale-up of the same type extends the
-first (the oldest value is the one put back) instead of racing it. A replica's tick claims a
-due record under a lease (`bot.storage.due_set`): other replicas skip it, and if the replica
-dies the lease runs out and another takes it. A record is rescheduled or dropped only by the
-holder of that claim, so a scale-up recorded meanwhile is never lost, and two replicas never
-revert or report the same record twice.
+first (the oldest value is the one put back) instead of racing it. The leader's tick claims a
+due record under a lease (`bot.storage.due_set`): if the leader dies the lease runs out and the
+next leader takes it. A record is rescheduled or dropped only by the holder of that claim, so a
+scale-up recorded meanwhile is never lost; the claim also stays for replicas of 0.25 during a
+rollout, so the two never revert or report the same record twice.
 
 The backend puts the value back only while it is still the one set from Slack; otherwise it
 is left, and the thread says what it is now and who changed it where the API tells. Two
@@ -71,7 +71,6 @@ log = logging.getLogger(__name__)
 FIRST_BACKOFF_S = 30.0
 MAX_BACKOFF_S = 900.0
 MAX_ATTEMPTS = 15
-MAX_COMMIT_ATTEMPTS = 20
 
 
 @dataclass(frozen=True)
@@ -177,19 +176,15 @@ class ScaleReverts:
         """Another incident's scale-up of the same type and field owns the record now: the
         earlier incident no longer lists it as its own to go back (its summary would promise a
         put-back its thread never tells)."""
-        for _ in range(MAX_COMMIT_ATTEMPTS):
-            loaded = await self._store.load(incident_id)
-            incident = loaded.incident
-            if incident is None or all(p.id != rid for p in incident.put_backs):
-                return
-            commit = Commit(
-                without_put_backs(incident, {rid}),
-                version=loaded.version,
-                thread=loaded.thread,
-                root=False,
-            )
-            if await self._store.commit(commit, now=self._clock().timestamp()):
-                return
+
+        def handed_on(
+            incident: Incident, now: datetime, _: list[Event]
+        ) -> tuple[Commit | None, None]:
+            if all(p.id != rid for p in incident.put_backs):
+                return None, None
+            return Commit(without_put_backs(incident, {rid}), root=False), None
+
+        await self._store.commit_fresh(incident_id, handed_on, clock=self._clock)
 
     def plan(self, *, warning: bool = False) -> str:
         """When a recorded scale-up goes back, for replies: "once the incident resolves and its
@@ -262,7 +257,7 @@ class ScaleReverts:
         # Claimed as it is looked at, not with the others: each look may wait on the backend.
         claim = await self._due.claim(rid, self._clock().timestamp(), self.lease_s)
         if claim is None:
-            return None  # not due any more, or another replica holds it
+            return None  # not due any more (or a 0.25 replica holds it, during a rollout)
         record = RevertRecord.load(await self._due.data(rid))
         if record is None:
             log.warning("scale reverts: %s: record unreadable or gone; dropped", rid)
@@ -432,15 +427,18 @@ class ScaleReverts:
         """Said on the warning's message in place of when its scale-up goes back (no longer
         true), while the message is the same warning's; a newer version saved meanwhile is read
         again and said on."""
-        for _ in range(MAX_COMMIT_ATTEMPTS):
-            state = await self._warning_of(record)
-            if state is None or self._warnings is None:
+
+        def said(state: WarningState | None) -> WarningState | None:
+            if state is None or state.uid != record.warning:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
-                return
-            said = put_back_said(state.scaled, plan_sentence(self.plan(warning=True)), f"{text}.")
-            if await self._warnings.save(state.changed(self._clock().timestamp(), scaled=said)):
-                return
-        log.warning("scale reverts: warning kept changing; not told: %s", text)
+                return None
+            scaled = put_back_said(state.scaled, plan_sentence(self.plan(warning=True)), f"{text}.")
+            return state.changed(self._clock().timestamp(), scaled=scaled)
+
+        if self._warnings is None or not record.warning:
+            log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
+        elif not await self._warnings.save_fresh(record.target.runner_type, said):
+            log.warning("scale reverts: warning kept changing; not told: %s", text)
 
     async def _warning_of(self, record: RevertRecord) -> WarningState | None:
         """The early warning that owns `record`, while it is still the same warning."""
@@ -465,28 +463,25 @@ class ScaleReverts:
         incident's version like every action; `on_root` when it is one of the incident's actions
         now, listed on its root with them. The incident keeps `put_back` to go back, and no
         longer the records `gone`; the event records the scale-up `scale`, if one."""
-        for _ in range(MAX_COMMIT_ATTEMPTS):
-            loaded = await self._store.load(incident_id)
-            incident = loaded.incident
-            if incident is None:
-                log.info("scale reverts: incident %s gone: %s", incident_id, text)
-                return
-            now = self._clock()
+
+        def told(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
             event = Event(at=now, kind=kind, text=text, scale=scale)
             reply = Reply("event", BAND_EVENT, render_event(incident, event, detail=detail))
             said = without_put_backs(incident, gone or set()).model_copy(update={"updated_at": now})
             said = with_put_back(said, put_back) if put_back is not None else said
             commit = Commit(
                 with_action(said, event) if on_root else said,
-                version=loaded.version,
-                thread=loaded.thread,
                 events=(event,),
                 replies=(reply,),
                 root=on_root,
             )
-            if await self._store.commit(commit, now=now.timestamp()):
-                return
-        log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
+            return commit, None
+
+        fresh = await self._store.commit_fresh(incident_id, told, clock=self._clock)
+        if not fresh.found:
+            log.info("scale reverts: incident %s gone: %s", incident_id, text)
+        elif fresh.busy:
+            log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
 
 
 def plan_sentence(plan: str) -> str:

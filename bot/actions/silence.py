@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from bot.actions.flow import (
-    MAX_RECORD_ATTEMPTS,
     UNKNOWN,
     Acting,
     Actor,
@@ -117,9 +116,7 @@ class Silencing:
             at=now,
         )
         try:
-            return await self._acting.commit(
-                ref, _record_silence(record, seconds), attempts=MAX_RECORD_ATTEMPTS
-            )
+            return await self._acting.commit(ref, _record_silence(record, seconds))
         finally:
             await lock.release()
 
@@ -162,9 +159,7 @@ class Silencing:
             reason = escape(str(exc))
             return failed(f"Could not remove the silence: {reason}. It is still in force.")
         try:
-            return await self._acting.commit(
-                ref, _record_unsilence(current, actor, name), attempts=MAX_RECORD_ATTEMPTS
-            )
+            return await self._acting.commit(ref, _record_unsilence(current, actor, name))
         finally:
             await lock.release()
 

@@ -1,9 +1,10 @@
 """Noticing a silence that ended without us: it ran out, or someone removed it in the backend.
 
 Each silence made from Slack is in a due set (`bot.storage.due_set`) by when to look at it next
-(every `check_s`, and at its planned end). A replica's tick claims a due incident for a short
-lease, asks the backend, and commits what changed, fenced by the incident's version, so replicas
-checking at once post one "silence ended" reply.
+(every `check_s`, and at its planned end). The leader's tick claims a due incident for a short
+lease, asks the backend, and commits what changed on fresh state, fenced by the incident's
+version: a silence someone changed meanwhile keeps their change, and one "silence ended" reply is
+posted.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
@@ -65,7 +65,7 @@ class SilenceWatch:
         watch = self._store.silence_watch
         claim = await watch.claim(incident_id, self._clock().timestamp(), lease_s)
         if claim is None:
-            return  # another replica is on it
+            return  # not due any more (or a 0.25 replica is on it, during a rollout)
         try:
             await self._check(claim)
         except Exception:
@@ -106,25 +106,21 @@ class SilenceWatch:
         self,
         incident_id: str,
         seen: ActiveSilence,
-        change: Callable[[Incident, datetime], Commit | None],
+        change: Callable[[Incident, datetime], Commit],
     ) -> None:
-        for _ in range(5):
-            loaded = await self._store.load(incident_id)
-            incident = loaded.incident
-            if incident is None or incident.silence != seen:
-                return  # someone acted on it meanwhile: their change stands
-            now = self._clock()
-            commit = change(incident, now)
-            if commit is None:
-                return
-            commit = replace(commit, version=loaded.version, thread=loaded.thread)
-            if await self._store.commit(commit, now=now.timestamp()):
-                return
+        def recorded(
+            incident: Incident, now: datetime, _: list[Event]
+        ) -> tuple[Commit | None, None]:
+            if incident.silence != seen:
+                return None, None  # someone acted on it meanwhile: their change stands
+            return change(incident, now), None
+
+        await self._store.commit_fresh(incident_id, recorded, clock=self._clock)
 
 
 def _ended(
     current: ActiveSilence, state: SilenceState | None, now: datetime
-) -> Callable[[Incident, datetime], Commit | None]:
+) -> Callable[[Incident, datetime], Commit]:
     """The silence is over: ran out (at its planned end), or removed in the backend before it."""
     ended_at = state.ends_at if state is not None and state.ends_at else now
     removed = ended_at < current.until - ON_TIME
@@ -143,7 +139,7 @@ def _ended(
     return change
 
 
-def _moved(current: ActiveSilence, ends: datetime) -> Callable[[Incident, datetime], Commit | None]:
+def _moved(current: ActiveSilence, ends: datetime) -> Callable[[Incident, datetime], Commit]:
     """Someone changed the silence's end in the backend: the root shows the real end."""
     moved = current.model_copy(update={"until": ends})
 

@@ -1,12 +1,17 @@
-"""One reading of the fleet's queues per interval, shared by every incident and every replica.
+"""One reading of the fleet's queues per interval, shared by every incident.
 
 Whoever needs the fleet (a status tick, `/queue`, diagnostics) asks `latest()`. A reading younger
-than the interval is served from Redis; an older one is refreshed by one replica at a time under a
-short lease, with the backend's deadline, outside any incident's or group's commit. A failed
-refresh is stored too, so the other replicas don't hammer a backend that is down, and so every
-incident can say why it shows the alert's numbers instead. Successful readings are also kept,
-compacted, in a bounded history: the baseline "in the hours before the incident" comes from it
-when the backend has no history of its own.
+than the interval is served from Redis; an older one is refreshed with the backend's deadline,
+outside any incident's or group's commit, one refresh at a time in the process: the leader's
+tasks that ask meanwhile take the stored reading. A failed refresh is stored too, so a backend
+that is down is asked once an interval, and every incident can say why it shows the alert's
+numbers instead. Successful readings are also kept, compacted, in a bounded history: the
+baseline "in the hours before the incident" comes from it when the backend has no history of
+its own.
+
+Another process may read beside the leader (a scale form opened from a warning on the replica
+Slack reached, a replica of 0.25 during a rollout): that costs a backend call, and the history a
+point beside the leader's when the two read in the same moment.
 
 Its own package: the status tick and the actions (`/queue`, diagnostics) share it, and it joins
 a backend to Redis, so it sits below the one and above the other two.
@@ -14,17 +19,17 @@ a backend to Redis, so it sits below the one and above the other two.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
-from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.backends.errors import BackendError, deadline_of, within
+from bot.backends.errors import BackendError, within
 from bot.backends.metrics import QueueMetrics
 from bot.config import Settings
 from bot.domain.fleet import (
@@ -68,6 +73,7 @@ class FleetReadings:
         self._clock = clock
         self._jobs = jobs
         self._kept = kept  # the capacity report's history, where the backend keeps none
+        self._refreshing = asyncio.Lock()
 
     @property
     def metrics(self) -> QueueMetrics:
@@ -115,17 +121,10 @@ class FleetReadings:
         now = self._clock()
         if stored is not None and now - stored.tried_at < self._interval:
             return stored
-        calls = 2 if self._jobs is not None else 1  # the reading, then the jobs listing
-        ttl_ms = int((calls * deadline_of(self._timeout_s) + 1) * 1000)
-        lease = await self._store.lease_refresh(ttl_ms)
-        if lease is None:
-            return stored  # another replica is reading right now; this one is recent enough
-        try:
-            reading = await self._refresh(stored, now)
-        finally:
-            with suppress(RedisError):  # it expires by itself
-                await self._store.end_refresh(lease)
-        return reading
+        if self._refreshing.locked():
+            return stored  # being read right now; this one is recent enough
+        async with self._refreshing:
+            return await self._refresh(stored, now)
 
     async def current(self) -> tuple[Reading | None, list[HistoryPoint]]:
         """The latest reading, and the history baselines need when it has a fleet."""

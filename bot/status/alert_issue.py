@@ -1,8 +1,9 @@
 """The alert's GitHub issue, kept in step with its incident (`GITHUB_ISSUES_REPO`).
 
 A change that gives the issue something to hear marks the incident in `issue_due` (the commit
-script does, with the change). Each tick, a replica claims a due incident (one replica at a time
-per incident: the claim's lease) and brings its issue up to date, one call after another:
+script does, with the change). Each tick, the leader claims a due incident and holds its pass's
+lease (one pass at a time per incident) while it brings its issue up to date, one call after
+another:
 
 1. link: the open `area:alerting` issue that is the alert's (`is_alert_issue`), else, with
    `GITHUB_ISSUES_OPEN`, one opened in alerting-infra's manner; else look again later (a pipeline
@@ -12,7 +13,7 @@ per incident: the claim's lease) and brings its issue up to date, one call after
 3. an issue queuepilot opened is closed while the incident is resolved, reopened when it fires
    again (the incident reopens within `REOPEN_WINDOW_SECONDS`).
 
-Once across replicas: the link records each moment told after GitHub answered, and names the
+Once, whoever passes: the link records each moment told after GitHub answered, and names the
 call in flight before it is sent (`trying`); a call whose answer was lost is looked for
 (`find_comment`, the issue's hidden mark) before it is made again. GitHub's limits: every call
 takes the app-wide `github` slot (`bot/pacing.py`: one call a second, as GitHub asks of
@@ -61,14 +62,13 @@ log = logging.getLogger(__name__)
 SLOT = "github"  # the app-wide pacing slot and hold every call to GitHub takes
 OPENING = "open"  # `IssueLink.trying` while an issue is being opened
 UNPROCESSABLE, FORBIDDEN = 422, 403
-# Another replica's pass holds the incident: look again this soon.
+# Another pass holds the incident (a 0.25 replica's, or a deposed leader's): look again this soon.
 BUSY_S = 5.0
-MAX_COMMIT_ATTEMPTS = 10
 # After no issue was found: look again this long after the first, second… look.
 SEARCH_AGAIN_S = (30.0, 120.0, 300.0, 900.0)
 # The thread's link is the first comment: wait this long for Slack to show the root.
 THREAD_WAIT_S = 120.0
-LEASE_S = 120.0  # an incident's pass, claimed once across replicas
+LEASE_S = 120.0  # an incident's pass, and its claim
 SLOT_WAIT_S = 10.0  # a call waits this long at most for the app-wide turn
 RETRY_FIRST_S, RETRY_MAX_S = 10.0, 900.0  # the backoff after a failed call
 REFUSED_RETRY_S = 900.0
@@ -142,13 +142,14 @@ class AlertIssues:
     async def sync(self, incident_id: str) -> None:
         claim = await self._due.claim(incident_id, self._clock().timestamp(), LEASE_S)
         if claim is None:
-            return  # not due any more, or another replica holds it
+            return  # not due any more (or a 0.25 replica holds it, during a rollout)
         loaded = await self._store.load(incident_id)
         if loaded.incident is None:
             await self._due.done(claim)
             return
         # One pass at a time per incident: a commit of a new moment makes the incident due
-        # again while a pass runs, and a second replica must not tell the issue beside it.
+        # again while a pass runs. The leader's tick passes one incident at a time; the lease
+        # stays for replicas of 0.25 during a rollout, which would tell the issue beside it.
         lease_ms = int(LEASE_S * 1000)
         lease = await self._leases.try_acquire(self._keys.issue_pass(incident_id), lease_ms)
         if lease is None:
@@ -217,7 +218,7 @@ class AlertIssues:
         (`reply`); with `url`, the root links the issue. Fenced by the incident's version like
         every change."""
 
-        def recorded(incident: Incident, now: datetime) -> Commit:
+        def recorded(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
             event = Event(at=now, kind=kind, text=text)
             updated = incident
             if url:
@@ -225,12 +226,9 @@ class AlertIssues:
                 updated = incident.model_copy(update={"links": links})
             replies = (Reply("event", BAND_EVENT, render_event(updated, event)),) if reply else ()
             events = (event,) if text else ()
-            return Commit(updated, events=events, replies=replies, root=bool(url))
+            return Commit(updated, events=events, replies=replies, root=bool(url)), None
 
-        kept = await self._store.commit_fresh(
-            incident_id, recorded, clock=self._clock, attempts=MAX_COMMIT_ATTEMPTS
-        )
-        if not kept:
+        if not (await self._store.commit_fresh(incident_id, recorded, clock=self._clock)).committed:
             log.warning("alert issue: incident %s: not recorded: %s", incident_id, text)
 
 
@@ -256,7 +254,8 @@ class _Step:
 
     async def call(self) -> None:
         """Take the app-wide turn for one call to GitHub, or wait for it later; and keep the
-        pass's lease, or stop (another replica's pass may have begun)."""
+        pass's lease, or stop (another pass may have begun: a 0.25 replica's, or the next
+        leader's once this one stalled past the lease)."""
         owner = self.owner
         turn = await owner._pacing.wait_for_slot(
             SLOT, owner._config.github_issues_interval_ms, within_s=SLOT_WAIT_S

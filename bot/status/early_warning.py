@@ -1,8 +1,8 @@
 """The early warning's upkeep: once per fleet reading, which runner types get a warning.
 
-Each replica's scheduler asks at every tick; the fleet reading is refreshed once per interval
-for all of them (`bot.fleet.readings`), and the first replica to ask about a new reading decides
-its warnings (`WarningStore.claim_reading`). For each runner type the forecast
+The leader's scheduler asks at every tick; the fleet reading is refreshed once per interval
+(`bot.fleet.readings`), and a new reading's warnings are decided once, by whoever claims it first
+(`WarningStore.claim_reading`). For each runner type the forecast
 (`bot.domain.early_warning`) says whether its queue crosses the alert's thresholds within
 `EARLY_WARNING_MINUTES`; the thresholds are the latest incident's (what the alert rule said),
 else the settings'. A warning is raised once the readings show a build beyond their own noise,
@@ -38,7 +38,7 @@ from bot.domain.early_warning import (
     taken_on,
 )
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
-from bot.domain.incidents import Incident
+from bot.domain.incidents import Event, Incident
 from bot.domain.routes import channel_for_type
 from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
@@ -50,9 +50,6 @@ log = logging.getLogger(__name__)
 RECENT = 20  # recent incidents read for thresholds and coverage
 HOLD_AFTER_S = 300  # no good reading this long: a standing warning's forecast is on hold
 PAST = NOISE_READINGS - 1  # earlier readings the forecast takes (its window, its noise)
-# The incident may change meanwhile (a notification, a status): its timeline's line is written
-# again on what it became, this many times at most.
-MAX_COMMIT_ATTEMPTS = 5
 
 
 class EarlyWarnings:
@@ -190,13 +187,10 @@ class EarlyWarnings:
         """The incident's timeline keeps the warning it took on (the summary and the postmortem
         tell it): once, after the fold was saved, which one decision of one reading makes."""
 
-        def line(incident: Incident, now: datetime) -> Commit:
-            return Commit(incident, events=(taken_on(state, incident, now),), root=False)
+        def line(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
+            return Commit(incident, events=(taken_on(state, incident, now),), root=False), None
 
-        kept = await self._store.commit_fresh(
-            incident_id, line, clock=self._clock, attempts=MAX_COMMIT_ATTEMPTS
-        )
-        if not kept:
+        if not (await self._store.commit_fresh(incident_id, line, clock=self._clock)).committed:
             log.warning("early warning: incident %s: its line not kept", incident_id)
 
     async def _link_folded(self, state: WarningState, now: float) -> None:

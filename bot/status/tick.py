@@ -1,12 +1,13 @@
 """Periodic status: every open incident gets a status each interval until its queue drains.
 
-APScheduler's job stores must not be shared between processes, so each replica runs its own
-in-memory scheduler with a short tick (`bot.periodic`, beside the silence watch), and
-the due times live in a Redis sorted set. A tick that finds incidents due first takes the fleet's
-reading (`bot.fleet.readings`: one backend query round per interval for every incident and
-replica, never inside an incident's commit), then computes each due incident's status and commits
-it fenced by the incident's version with the next due time: however many replicas tick at once,
-one commit wins and the others see the incident moved on.
+The leader's in-memory scheduler ticks often (`bot.periodic`, beside the silence watch); the due
+times live in a Redis sorted set, so a new leader carries on where the last one stopped. A tick
+that finds incidents due first takes the fleet's reading (`bot.fleet.readings`: one backend query
+round per interval for every incident, never inside an incident's commit), then computes each due
+incident's status and commits it fenced by the incident's version with the next due time. The
+due incidents are claimed (`bot.storage.due_set`): the leader needs no claim against itself, but
+a replica of 0.25 ticks beside it during a rolling upgrade, and the claim keeps the two from
+giving one incident two statuses.
 
 Each status also checks for a drained queue (`bot.domain.incident_fleet`): after
 DRAIN_CHECKS drained checks in a row the incident resolves itself with its summary. A
@@ -66,7 +67,7 @@ from bot.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 # How long a tick holds the statuses it claimed: they are computed and committed in a moment; a
-# replica that dies meanwhile delays them by this much.
+# leader that dies meanwhile delays them by this much.
 CLAIM_S = 30.0
 
 
@@ -91,8 +92,8 @@ class StatusReporter:
         """Commit every status that is due; never raises.
 
         The due incidents are claimed in one round trip, read in another, and their commits go
-        in a third, each still fenced by its own version: one that lost a race is redone alone
-        on fresh state (`report`).
+        in a third, each still fenced by its own version: one whose incident moved on meanwhile
+        is due again at once, decided afresh at the next tick.
         """
         due = self._store.status_due
         try:
@@ -128,7 +129,9 @@ class StatusReporter:
             async with self._guard(claim):
                 if isinstance(done, Exception):
                     raise done
-                await self.report(claim, reading, history)
+                # The incident moved on since it was read (a notification, a click): due again
+                # at once, and decided on what it became at the next tick.
+                await self._store.status_due.reschedule(claim, self._clock().timestamp())
 
     @asynccontextmanager
     async def _guard(self, claim: Claim) -> AsyncIterator[None]:
@@ -146,26 +149,6 @@ class StatusReporter:
                 later = self._clock().timestamp() + self._config.status_interval_seconds
                 await self._store.status_due.reschedule(claim, later)
 
-    async def report(
-        self,
-        claim: Claim,
-        reading: Reading | None = None,
-        history: Sequence[HistoryPoint] = (),
-    ) -> bool:
-        """Commit one claimed status (or the drain's resolve) if still due; whether this call
-        did. One that kept losing its race is left due for the next tick."""
-        for _ in range(3):
-            [read] = await self._store.read_due([claim.member])
-            now = self._clock()
-            commit = await self._status_of(claim, read, reading, history, now)
-            if commit is None:
-                return False
-            if await self._store.commit(commit, now=now.timestamp()):
-                self._count(commit)
-                return True
-        await self._store.status_due.reschedule(claim, self._clock().timestamp())
-        return False
-
     async def _status_of(
         self,
         claim: Claim,
@@ -181,7 +164,7 @@ class StatusReporter:
             await self._store.status_due.done(claim)
             return None
         if read.due_at != claim.token:
-            return None  # committed by another replica (or rescheduled) since it was claimed
+            return None  # due at another time since it was claimed: a commit set it anew
         view = incident_fleet(
             incident,
             reading,

@@ -1,11 +1,13 @@
-"""A due set: work that comes due at a time, claimed under a lease so one replica does each.
+"""A due set: work that comes due at a time, claimed under a lease as it is done.
 
-Members of a Redis sorted set are scored by when they are due. A replica claims a due member by
-moving its score to the end of a lease, atomically (`lua/due_claim.lua`): other replicas see it as
-not due, and if the claimer dies the lease runs out and the member comes due again. The lease's
-end is the claim's token: the claim is ended (`done`, `reschedule`) only while the score is still
-that token (`lua/due_finish.lua`), so whoever scheduled the member meanwhile (a new scale-up, a
-commit that set the next status) keeps their due time, and two replicas never finish one claim.
+Members of a Redis sorted set are scored by when they are due. The leader's tick claims a due
+member by moving its score to the end of a lease, atomically (`lua/due_claim.lua`): it is not due
+while worked on, and if the leader dies mid-way the lease runs out and the member comes due again
+for the next. The lease's end is the claim's token: the claim is ended (`done`, `reschedule`)
+only while the score is still that token (`lua/due_finish.lua`), so whoever scheduled the member
+meanwhile (another of the leader's tasks: a new scale-up, a commit that set the next status)
+keeps their due time. The claim also stays for replicas of 0.25 during a rollout, which claim
+the same sets: without it the two would both post a status, or put a scale-up back, twice.
 
 A member may carry data under a key of its own (a scale-up's record): written with its due time
 and dropped with it, in the same script. The status schedule, the silence watch and the scale

@@ -11,12 +11,14 @@ many, and a dismissal holds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
 from bot.storage.connection import LONGEST_BLOCK_S
+from bot.storage.fresh import on_fresh_state
 from bot.storage.incident_store import BAND_EVENT
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
@@ -40,7 +42,10 @@ class WarningStore:
         self._record_edit = script(redis, "record_warning_edit")
 
     async def claim_reading(self, reading_at: float) -> bool:
-        """The first replica to ask about a reading decides its warnings; the others skip it."""
+        """Whether this is the first claim of a reading: its warnings are decided once, however
+        often the leader's ticks find it the latest. The claim stays for replicas of 0.25 during
+        a rollout, which claim the same key: two deciding one reading at once could each raise
+        the warning, and post it twice."""
         key = self.keys.warning_reading(repr(reading_at))
         return await self._leases.claim_once(key, READING_CLAIM_S * 1000)
 
@@ -76,6 +81,19 @@ class WarningStore:
             args=[state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT, REFUSED],
         )
         return bool(saved)
+
+    async def save_fresh(
+        self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
+    ) -> bool:
+        """Save what `change` makes of the runner type's warning as it is now (None: nothing to
+        save), made again on the newer version when another save came first
+        (`bot.storage.fresh`); False when it kept changing."""
+
+        async def attempt() -> bool:
+            changed = change(await self.get(runner_type))
+            return changed is None or await self.save(changed)
+
+        return await on_fresh_state(attempt)
 
     async def record_post(self, state: WarningState, ts: str) -> None:
         k, channel = self.keys, state.channel

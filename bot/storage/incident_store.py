@@ -1,12 +1,11 @@
 """Redis persistence of incidents: state, groups, timeline, schedule, and what Slack must show.
 
-Every replica reads and writes the same keys, so any replica can serve any request. A change is a
-`Commit`, applied by one Lua script (`bot/storage/lua/commit.lua`): it checks that the incident (and
-its group) are still at the version the change was computed from, then writes the state, indexes,
-schedule, timeline, the thread replies and root work for the channel's sender, and acknowledges the
-stream entry it came from, all at once. A writer that lost a race, or whose replica stalled past its
-turn, gets `False` and redoes its work on fresh state: an older state can never overwrite a newer
-one.
+Every replica reads the same keys; the leader writes them. A change is a `Commit`, applied by one
+Lua script (`bot/storage/lua/commit.lua`): it checks the leader's fencing token, and that the
+incident (and its group) are still at the version the change was computed from, then writes the
+state, indexes, schedule, timeline, the thread replies and root work for the channel's sender, and
+acknowledges the stream entry it came from, all at once. A change that lost a race gets `False`
+and is made again on fresh state (`commit_fresh`): an older state can never overwrite a newer one.
 
 Every key carries a TTL, refreshed by each write: an incident's keys live `retention_s` after its
 last change (a Grafana test incident's only an hour), index keys as long as anything writes them.
@@ -20,7 +19,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 import orjson
 from redis.asyncio import Redis
@@ -30,6 +29,7 @@ from bot.domain.alert_issue import tells_issue
 from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
+from bot.storage.fresh import on_fresh_state
 from bot.storage.keys import Keys
 from bot.storage.leader import Fence, FencedScript
 
@@ -157,6 +157,25 @@ class Commit:
     opens: bool = False  # a new incident, taking the ID sequence's next number (`load_group`)
 
 
+T = TypeVar("T")
+
+# What a change decides on an incident as read, at a time, with its timeline when asked for: the
+# commit (None: nothing to write) and what to answer.
+Change = Callable[[Incident, datetime, list[Event]], tuple[Commit | None, T]]
+
+
+@dataclass(frozen=True)
+class Fresh(Generic[T]):
+    """How a change on fresh state ended: whether the incident was `found`, what its last
+    decision `answer`ed, the commit that went in (None: none was decided), or `busy` when the
+    incident kept changing and nothing went in."""
+
+    found: bool
+    answer: T | None = None
+    committed: Commit | None = None
+    busy: bool = False
+
+
 # What `IncidentStore.load_group` reads: the group, its version, its current incident, and the ID
 # a new incident would take.
 GroupLoad = tuple[GroupState, int, Loaded, str]
@@ -274,25 +293,36 @@ class IncidentStore:
     async def commit_fresh(
         self,
         incident_id: str,
-        change: Callable[[Incident, datetime], Commit],
+        change: Change[T],
         *,
         clock: Callable[[], datetime],
-        attempts: int,
-    ) -> bool:
-        """Commit what `change` makes of the incident as it is now (at the `clock`'s time),
-        fenced by the version read; made again on fresh state when another change got there
-        first, `attempts` times at most. False when the incident is gone or kept changing."""
-        for _ in range(attempts):
+        with_timeline: bool = False,
+    ) -> Fresh[T]:
+        """Commit what `change` decides on the incident as it is now (at the `clock`'s time; with
+        its timeline read first, `with_timeline`), fenced by the version read; decided again on
+        fresh state when another change got there first (`bot.storage.fresh`)."""
+        ended: Fresh[T] = Fresh(found=False)
+
+        async def attempt() -> bool:
+            nonlocal ended
             loaded = await self.load(incident_id)
             if loaded.incident is None:
-                return False
-            now = clock()
-            commit = replace(
-                change(loaded.incident, now), version=loaded.version, thread=loaded.thread
-            )
-            if await self.commit(commit, now=now.timestamp()):
+                ended = Fresh(found=False)
                 return True
-        return False
+            timeline = await self.events(incident_id) if with_timeline else []
+            now = clock()
+            commit, answer = change(loaded.incident, now, timeline)
+            ended = Fresh(found=True, answer=answer, busy=commit is not None)
+            if commit is None:
+                return True
+            commit = replace(commit, version=loaded.version, thread=loaded.thread)
+            if not await self.commit(commit, now=now.timestamp()):
+                return False
+            ended = Fresh(found=True, answer=answer, committed=commit)
+            return True
+
+        await on_fresh_state(attempt)
+        return ended
 
     async def commit_versioned(self, change: Commit, *, now: float | None = None) -> int | None:
         """`commit`, telling the incident's new version (0 when no incident was written), or

@@ -245,10 +245,6 @@ class Keys:
         return self._("permalink", channel, ts)
 
     @property
-    def fleet_lease(self) -> str:
-        return self._("lease", "fleet")
-
-    @property
     def leader(self) -> str:
         """The lease of the replica that does the work (`bot.storage.leader`)."""
         return self._("lease", "leader")

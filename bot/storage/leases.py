@@ -7,8 +7,8 @@
   whose lease expired can never extend or release someone else's. The stored value is the token,
   then (when given) a note for whoever finds it taken: "<token> <what the holder is doing>".
 
-Leases pick who works (the sender of a channel, the fleet's reader, one action on an incident);
-correctness of incident state never rests on them: commits are fenced by version
+Leases pick who works (the sender of a channel, one action on an incident, the pass over an
+alert's issue); correctness of incident state never rests on them: commits are fenced by version
 (`bot.storage.incident_store`), and a sender checks its lease atomically before every post
 (`bot.storage.send_queue.SendQueue.begin`).
 """

@@ -27,7 +27,9 @@ class NoticeStore:
         self.keys = keys
 
     async def claim(self, what: str) -> bool:
-        """The first replica to claim `what` (a report's week) posts it; the others skip it."""
+        """Whether this is the first claim of `what` (a report's week): it is posted once, by a
+        leader that took over within the report's hour of grace too, and beside the replicas of
+        0.25 during a rollout, which claim the same key."""
         return await self._leases.claim_once(self.keys.notice_claim(what), CLAIM_S * 1000)
 
     async def queue(self, channel: str, rendered: Rendered) -> str:

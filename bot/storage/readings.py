@@ -1,6 +1,6 @@
-"""The fleet's readings in Redis: the latest (one for every replica), the lease of whoever is
-refreshing it, the short history of successful ones that baselines read, and the readings kept a
-month for the capacity report. What they say is `bot.fleet`'s business; this is where they live.
+"""The fleet's readings in Redis: the latest (one for every replica), the short history of
+successful ones that baselines read, and the readings kept a month for the capacity report. What
+they say is `bot.fleet`'s business; this is where they live.
 """
 
 from __future__ import annotations
@@ -10,14 +10,12 @@ from collections.abc import Mapping, Sequence
 from redis.asyncio import Redis
 
 from bot.storage.keys import Keys
-from bot.storage.leases import Lease, Leases
 
 
 class ReadingStore:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis
         self._keys = keys
-        self._leases = Leases(redis)
 
     async def latest(self) -> str | None:
         """The latest reading, encoded (`Reading.encode`), whoever took it."""
@@ -26,13 +24,6 @@ class ReadingStore:
 
     async def save(self, encoded: str, *, keep_ms: int) -> None:
         await self._redis.set(self._keys.fleet_reading, encoded, px=keep_ms)
-
-    async def lease_refresh(self, ttl_ms: int) -> Lease | None:
-        """The refresher's lease: one replica at a time asks the backend."""
-        return await self._leases.try_acquire(self._keys.fleet_lease, ttl_ms)
-
-    async def end_refresh(self, lease: Lease) -> None:
-        await self._leases.release(lease)
 
     async def remember(self, point: str, *, points: int, keep_ms: int) -> None:
         """Add a point to the history, newest first, keeping `points` of them."""

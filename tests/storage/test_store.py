@@ -12,6 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.domain.incidents import Event, GroupState, Incident, resolve_manually
+from bot.storage.fresh import ATTEMPTS
 from bot.storage.incident_store import MAX_OUTBOX, Commit, IncidentStore
 from bot.storage.stream import GROUP, NotificationStream
 from tests.support.running import eventually
@@ -91,9 +92,9 @@ async def test_a_change_made_on_fresh_state_keeps_what_another_writer_committed_
     await opened(store, "7")
     made: list[bool] = []
 
-    def line(current: Incident, now: datetime) -> Commit:
+    def line(current: Incident, now: datetime, _: list[Event]) -> tuple[Commit, str]:
         made.append(current.is_open)
-        return Commit(current, events=(Event(at=now, kind="early_warning", text="line"),))
+        return Commit(current, events=(Event(at=now, kind="early_warning", text="line"),)), "kept"
 
     async def resolve_first() -> None:
         loaded = await store.load("7")
@@ -114,11 +115,40 @@ async def test_a_change_made_on_fresh_state_keeps_what_another_writer_committed_
         return loaded
 
     store.load = load  # type: ignore[method-assign]
-    assert await store.commit_fresh("7", line, clock=lambda: T0, attempts=3)
+    fresh = await store.commit_fresh("7", line, clock=lambda: T0)
+    assert fresh.committed is not None and fresh.answer == "kept" and not fresh.busy
     assert made == [True, False], "made again on the resolved incident"
     after = await original_load("7")
     assert after.incident is not None and not after.incident.is_open
     assert [e.text for e in await store.events("7")] == ["line"]
+
+
+async def test_a_change_on_an_incident_that_never_stops_changing_gives_up_busy(
+    redis: Redis,
+) -> None:
+    """Another write lands between every read and its commit: the change is tried `ATTEMPTS`
+    times, nothing of it goes in, and it says it was busy."""
+    store = IncidentStore(redis, PREFIX)
+    await opened(store, "7")
+    original_load = store.load
+    loads = 0
+
+    async def load(incident_id: str) -> Any:
+        nonlocal loads
+        loaded = await original_load(incident_id)
+        loads += 1
+        touched = loaded.incident.model_copy(update={"updated_at": T0 + timedelta(seconds=loads)})
+        assert await store.commit(Commit(touched, version=loaded.version, root=False))
+        return loaded
+
+    def line(current: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
+        return Commit(current, events=(Event(at=now, kind="early_warning", text="line"),)), None
+
+    store.load = load  # type: ignore[method-assign]
+    fresh = await store.commit_fresh("7", line, clock=lambda: T0)
+    assert fresh.found and fresh.busy and fresh.committed is None
+    assert loads == ATTEMPTS
+    assert await store.events("7") == []
 
 
 async def test_opening_a_group_twice_at_once_opens_one_incident(replicas: list[Redis]) -> None:

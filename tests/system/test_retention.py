@@ -19,15 +19,9 @@ from tests.support.slack import CHANNEL, Slack
 KEYS = Keys("qp")  # the bot's default `redis_prefix`
 STREAMS = (KEYS.stream, KEYS.requests)
 # What a running bot keeps that is not about any incident: its leases (the leader's with its
-# tokens' sequence) and the name cache. Each has a TTL of its own; none
-# outlives a day.
-BOOKKEEPING = (
-    KEYS.sender_lease(""),
-    KEYS.fleet_lease,
-    KEYS.leader,
-    KEYS.leader_tokens,
-    KEYS.user(""),
-)
+# tokens' sequence, a channel's) and the name cache. Each has a TTL of its own; none outlives a
+# day.
+BOOKKEEPING = (KEYS.sender_lease(""), KEYS.leader, KEYS.leader_tokens, KEYS.user(""))
 # An incident's own keys (its Slack message's, in the one channel these tests use).
 INCIDENT_KEYS = (KEYS.incident(""), KEYS.group(""), KEYS.timeline(""), KEYS.message(CHANNEL, ""))
 
