@@ -1,16 +1,18 @@
 """The App Home: what `app_home_opened` asks for, and the round that keeps open Homes current.
 
 `opened(user)` publishes that person's Home at once (in `views.publish`'s turn), on whichever
-replica Slack reached; the round (`tick`, the leader's, as the other periodic jobs) publishes again to each person who
-opened it within a day, when what their Home shows has changed: its state at once (an incident
-opened, acknowledged, silenced or resolved, a warning raised or ended), its numbers at most every
-`numbers_every_s`. How long an incident has fired is a date token Slack keeps current, so time
-passing publishes nothing. One view serves everyone (`bot.render.home`), read once a round.
+replica Slack reached; the round (`tick`, the leader's, as the other periodic jobs) publishes
+again to each person who opened it within a day, when what their Home shows has changed: its
+state at once (an incident opened, acknowledged, silenced or resolved, a warning raised or
+ended), its numbers at most every `numbers_every_s`. How long an incident has fired is a date
+token Slack keeps current, so time passing publishes nothing. One view serves everyone
+(`bot.render.home`), read once a round.
 
 A change is published once (the first to claim the viewer and digest does it: the leader's
-round, or the replica where the person opened the Home), every publish takes its turn (`SlackGateway.publish_home`: one app-wide slot per 600 ms, Tier 4,
-a 429's Retry-After waited out), and nothing here raises: the event was acknowledged before the
-work began, and a publish that failed is made by a later round.
+round, or the replica where the person opened the Home), every publish takes its turn
+(`SlackGateway.publish_home`: one app-wide slot per 600 ms, Tier 4, a 429's Retry-After waited
+out), and nothing here raises: the event was acknowledged before the work began, and a publish
+that failed is made by a later round.
 """
 
 from __future__ import annotations
