@@ -275,10 +275,13 @@ async def someone_elses_message(asker: Asker) -> Answer:
 
 
 async def edit_in_an_archived_channel(asker: Asker) -> Answer:
-    asker.emulator.add_channel(ARCHIVED)
-    ts = (await asker.client.chat_postMessage(channel=ARCHIVED, text="root"))["ts"]
-    asker.emulator.archive(ARCHIVED)
-    return await asker.sdk(lambda c: c.chat_update(channel=ARCHIVED, ts=ts, text="edited"))
+    # A channel of its own, posted in before it is archived: the session's emulator may already
+    # hold ARCHIVED archived by another module's test.
+    channel = "C0ARCHEDIT"
+    asker.emulator.add_channel(channel)
+    ts = (await asker.client.chat_postMessage(channel=channel, text="root"))["ts"]
+    asker.emulator.archive(channel)
+    return await asker.sdk(lambda c: c.chat_update(channel=channel, ts=ts, text="edited"))
 
 
 async def stale_view_hash(asker: Asker) -> Answer:
