@@ -60,6 +60,7 @@ async def _lead(
     deposed = asyncio.Event()
     task = asyncio.create_task(work(deposed), name="leader-work")
     renewed = loop.time()
+    lost = True  # the lease lost, refused or lapsed: stop writing at once, then stop the work
     try:
         refused = leadership.fence.refused
         while not stop.is_set() and not task.done():
@@ -68,6 +69,7 @@ async def _lead(
                 log.warning("leader: %s was refused a write: it no longer leads", leadership.name)
                 break
             if stop.is_set() or task.done():
+                lost = False
                 break
             try:
                 if not await leadership.renew():
@@ -80,11 +82,18 @@ async def _lead(
                 if loop.time() - renewed >= leadership.ttl_ms / 1000:
                     log.warning("leader: cannot renew the lease (%s); stepping down", exc)
                     break
+        else:
+            lost = False
     finally:
-        leadership.step_down()
-        telemetry.leader.set(0)
+        # Still holding the lease (shutting down, or the work ended): the work finishes what it
+        # is doing, its commits still the leader's, and only then is the lead given up.
+        if lost:
+            leadership.step_down()
+            telemetry.leader.set(0)
         deposed.set()
         await _stopped(task)
+        leadership.step_down()
+        telemetry.leader.set(0)
         if not stop.is_set():
             # Its work may have ended on its own (a bug): let another replica try.
             with suppress(RedisError, OSError):

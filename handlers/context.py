@@ -17,6 +17,7 @@ from bot.actions.core import ActionCore, Actor, Outcome
 from bot.actions.flow import NO_REDIS
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.root import incident_ref_of as incident_ref_of_message
+from bot.storage.consumer_group import NotReplicated
 from bot.storage.requests import RequestRefused, RequestStream
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,10 @@ async def _kept(
     except RequestRefused as exc:
         log.warning("slack: a %s request was not taken: %s", work, exc)
         await tell(slack, body, NOT_TAKEN)
+    except NotReplicated as exc:
+        # It is in the stream (on the master) and will be done: telling the person to try again
+        # would have it done twice.
+        log.warning("slack: a %s request is not yet on a Redis replica: %s", work, exc)
     except RedisError as exc:
         log.error("slack: a %s request was not taken: Redis: %s", work, exc)
         await tell(slack, body, Outcome(False, NO_REDIS, "error"))
@@ -179,8 +184,8 @@ async def tell(
     """Answer the person who acted, visible to them only.
 
     An ephemeral message through the Web API works wherever the bot is a member; elsewhere (a
-    slash command typed in a DM or a channel without the bot), and while Redis (where every
-    replica keeps Slack's rate limits) is unreachable, the request's `response_url` does.
+    slash command typed in a DM or a channel without the bot), or when the Web API fails, the
+    request's `response_url` does.
     """
     try:
         where = channel or channel_of(body)

@@ -158,6 +158,8 @@ class GroupLoop(Generic[E]):
                     timeout=self._upkeep_s,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
+            else:  # entries in flight with no lane left to end them: never spin the loop
+                await asyncio.sleep(self._upkeep_s)
             return
         block_ms = min(500, int(self._upkeep_s * 1000))  # nor here
         entries = await self._group.read(self._consumer, count=free, block_ms=block_ms)

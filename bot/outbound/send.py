@@ -192,12 +192,19 @@ class ChannelSender:
         )
 
     async def run(self) -> None:
-        loops = [self._loop(self._post_or_wait), self._loop(self._root_edits.step)]
+        """Post and edit until one loop stops (a lost lease) or this is cancelled; every loop
+        ends with it, so no edit outlives the channel's lease."""
+        steps = [self._post_or_wait, self._root_edits.step]
         if self._warning_edits is not None:
-            loops.append(self._loop(self._warning_edits.step))
+            steps.append(self._warning_edits.step)
         if self._storm.enabled:
-            loops.append(self._loop(self._storm.step))
-        await asyncio.gather(*loops)
+            steps.append(self._storm.step)
+        try:
+            async with asyncio.TaskGroup() as loops:
+                for step in steps:
+                    loops.create_task(self._loop(step))
+        except* LostLease as lost:
+            raise lost.exceptions[0] from None
 
     async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
         backoff = Backoff(BACKOFF_MAX_S)

@@ -242,6 +242,18 @@ async def test_a_channel_a_0_25_replica_took_over_is_posted_nothing(rig: Rig) ->
     assert await rig.marks() == {}
 
 
+async def test_a_lost_lease_ends_every_loop_of_the_channel_its_edits_too(rig: Rig) -> None:
+    """Edits are not checked against the lease one by one: their loops must end with it, or a
+    replica that lost the channel would go on editing beside the one that has it."""
+    await opened(rig)
+    key = rig.bot.queue.keys.sender_lease(CHANNEL)
+    await rig.bot.redis.set(key, "a-0.25-replicas-token", px=60_000)
+    before = len(asyncio.all_tasks())
+    with pytest.raises(LostLease):
+        await asyncio.wait_for(rig.sender().run(), timeout=10)
+    assert len(asyncio.all_tasks()) == before, "no loop outlives the lease"
+
+
 async def test_an_item_that_fails_three_times_is_dropped_alone_and_the_thread_goes_on(
     rig: Rig,
 ) -> None:

@@ -3,13 +3,16 @@ a successor within one TTL, and a deposed leader's late write refused."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
 
+from bot.leader import campaign
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.leader import Deposed, Leadership
+from bot.telemetry import Telemetry
 from tests.support.running import eventually
 from tests.support.store import KEYS, PREFIX, gone, incident, opened
 
@@ -103,3 +106,22 @@ async def test_a_replica_that_never_led_cannot_commit(redis: Redis) -> None:
     assert not await follower.take()
     with pytest.raises(Deposed):
         await opened(IncidentStore(redis, PREFIX, fence=follower.fence), "1")
+
+
+async def test_a_leader_shutting_down_finishes_its_writes_as_the_leader(redis: Redis) -> None:
+    """SIGTERM mid-click: what the work commits while it stops is still the leader's (the lease
+    is held until the work has stopped), and then the lease is given up."""
+    leadership = Leadership(redis, KEYS, name="a", ttl_ms=2000)
+    store = IncidentStore(redis, PREFIX, fence=leadership.fence)
+
+    async def work(deposed: asyncio.Event) -> None:
+        await deposed.wait()
+        await opened(store, "1")  # the click under way when the process was told to stop
+
+    stop = asyncio.Event()
+    leading = asyncio.create_task(campaign(leadership, work, Telemetry(), stop))
+    await eventually(lambda: leadership.fence.held is not None, what="leading")
+    stop.set()
+    await asyncio.wait_for(leading, timeout=10)
+    assert await store.get("1") is not None, "committed while stopping"
+    assert await redis.get(KEYS.leader) is None, "the lease given up"
