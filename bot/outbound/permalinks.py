@@ -21,6 +21,10 @@ from bot.storage.permalinks import Message, PermalinkCache
 
 log = logging.getLogger(__name__)
 
+# Slack has no link for the message and never will: kept as "none". Any other refusal (the app
+# not in the channel, a token or scope problem) may be mended, so it is asked again later.
+GONE = frozenset({"message_not_found", "channel_not_found"})
+
 
 class Permalinks:
     def __init__(
@@ -64,12 +68,11 @@ class Permalinks:
                 log.info("permalink of %s %s: not known yet: %s", channel, ts, exc.error)
                 return None
             log.info("permalink of %s %s: Slack has none: %s", channel, ts, exc.error)
+            if exc.error not in GONE:
+                return ""  # none now (a scope, a membership, a token): not kept, asked again
             url = ""
         except TimeoutError:
             log.info("permalink of %s %s: no answer within %s s", channel, ts, self._timeout_s)
-            return None
-        except RedisError as exc:  # a 429's hold is read in Redis before the call
-            log.info("permalink of %s %s: not asked, Redis unavailable: %s", channel, ts, exc)
             return None
         try:
             await self._cache.keep(channel, ts, url)

@@ -82,6 +82,20 @@ async def test_a_message_slack_has_no_link_for_is_kept_as_none(slack: Slack, red
     assert 0 < await redis.ttl(Keys("qp").permalink(CHANNEL, "1700000000.000100")) <= 3600
 
 
+async def test_a_refusal_that_may_be_mended_is_none_for_now_and_asked_again(
+    slack: Slack, redis: Redis
+) -> None:
+    """The app not in the channel (or a token or scope problem) is a refusal an operator can
+    mend: none for now, not kept, so the link shows once it is mended."""
+    ts = await posted(slack, redis)
+    links = permalinks(slack, redis)
+    slack.emulator.fail_next("chat.getPermalink", status=200, error="not_in_channel")
+    assert await links.link(CHANNEL, ts) == ""
+    assert await redis.exists(Keys("qp").permalink(CHANNEL, ts)) == 0, "not kept"
+    assert await links.link(CHANNEL, ts), "asked again"
+    assert asked(slack) == 2
+
+
 async def test_a_429_holds_asking_for_its_retry_after(slack: Slack, redis: Redis) -> None:
     ts = await posted(slack, redis)
     links = permalinks(slack, redis)
