@@ -12,7 +12,7 @@ import signal
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -62,76 +62,62 @@ async def the_leader(replicas: list[BotProcess]) -> BotProcess:
     return await eventually(found, what="one replica leading", timeout=20)
 
 
-def two_replicas(slack: Slack, redis_url: str, workdir: Path) -> list[BotProcess]:
-    return [
+@pytest.fixture
+async def replicas(redis_url: str, slack: Slack, workdir: Path) -> AsyncIterator[list[BotProcess]]:
+    """Two healthy replicas on one Redis and one Slack. Their logs are printed at teardown,
+    which pytest shows only for a test that failed."""
+    started = [
         BotProcess(slack, redis_url, workdir, name, LEADER_LEASE_MS=str(LEASE_MS))
         for name in ("one", "two")
     ]
-
-
-async def dump(replicas: list[BotProcess]) -> None:
-    for bot in replicas:
-        print(f"--- {bot.name} ---\n{bot.output()[-6000:]}")
+    try:
+        for bot in started:
+            await bot.wait_healthy()
+        yield started
+    finally:
+        for bot in started:
+            bot.kill()
+            print(f"--- {bot.name} ---\n{bot.output()[-6000:]}")
 
 
 @pytest.mark.slow
 async def test_every_replica_takes_requests_and_one_does_the_work(
-    redis_url: str, slack: Slack, workdir: Path
+    replicas: list[BotProcess], slack: Slack
 ) -> None:
-    replicas = two_replicas(slack, redis_url, workdir)
-    try:
-        for bot in replicas:
-            await bot.wait_healthy()
-        leader = await the_leader(replicas)
-        follower = next(bot for bot in replicas if bot is not leader)
-        for bot in replicas:
-            assert (await ready(bot))["leader"] == name_of(leader), "both say who leads"
-        assert await leader_gauge(leader) == 1
-        assert await leader_gauge(follower) == 0
+    leader = await the_leader(replicas)
+    follower = next(bot for bot in replicas if bot is not leader)
+    for bot in replicas:
+        assert (await ready(bot))["leader"] == name_of(leader), "both say who leads"
+    assert await leader_gauge(leader) == 1
+    assert await leader_gauge(follower) == 0
 
-        assert (await follower.send(group("to-the-follower"))).status_code == 202
-        await eventually(lambda: len(incidents_shown(slack)) == 1, what="its root")
-        assert f"leader: {name_of(follower)} leads" not in follower.output()
-    except BaseException:
-        await dump(replicas)
-        raise
-    finally:
-        for bot in replicas:
-            bot.kill()
+    assert (await follower.send(group("to-the-follower"))).status_code == 202
+    await eventually(lambda: len(incidents_shown(slack)) == 1, what="its root")
+    assert f"leader: {name_of(follower)} leads" not in follower.output()
 
 
 @pytest.mark.slow
 async def test_a_killed_leader_is_replaced_within_its_lease_and_nothing_is_lost(
-    redis_url: str, slack: Slack, workdir: Path
+    replicas: list[BotProcess], slack: Slack
 ) -> None:
-    replicas = two_replicas(slack, redis_url, workdir)
-    try:
-        for bot in replicas:
-            await bot.wait_healthy()
-        leader = await the_leader(replicas)
-        survivor = next(bot for bot in replicas if bot is not leader)
-        assert (await survivor.send(group(1))).status_code == 202
-        await eventually(lambda: len(incidents_shown(slack)) == 1, what="the first root")
+    leader = await the_leader(replicas)
+    survivor = next(bot for bot in replicas if bot is not leader)
+    assert (await survivor.send(group(1))).status_code == 202
+    await eventually(lambda: len(incidents_shown(slack)) == 1, what="the first root")
 
-        leader.kill()
-        killed_at = time.monotonic()
-        # Accepted while nobody leads: it waits in the stream for the next leader.
-        assert (await survivor.send(group(2))).status_code == 202
-        await eventually(lambda: ready_leads(survivor), what="the survivor leading", timeout=15)
-        took_s = time.monotonic() - killed_at
-        assert took_s <= LEASE_MS / 1000 + 3, f"led after {took_s:.1f} s"
-        await eventually(lambda: len(incidents_shown(slack)) == 2, what="the second root")
-        assert (await survivor.send(group(3))).status_code == 202
-        await eventually(lambda: len(incidents_shown(slack)) == 3, what="the third root")
-        shown = incidents_shown(slack)
-        assert len(set(shown)) == 3, "nothing shown twice"
-        assert (await ready(survivor))["leader"] == name_of(survivor)
-    except BaseException:
-        await dump(replicas)
-        raise
-    finally:
-        for bot in replicas:
-            bot.kill()
+    leader.kill()
+    killed_at = time.monotonic()
+    # Accepted while nobody leads: it waits in the stream for the next leader.
+    assert (await survivor.send(group(2))).status_code == 202
+    await eventually(lambda: ready_leads(survivor), what="the survivor leading", timeout=15)
+    took_s = time.monotonic() - killed_at
+    assert took_s <= LEASE_MS / 1000 + 3, f"led after {took_s:.1f} s"
+    await eventually(lambda: len(incidents_shown(slack)) == 2, what="the second root")
+    assert (await survivor.send(group(3))).status_code == 202
+    await eventually(lambda: len(incidents_shown(slack)) == 3, what="the third root")
+    shown = incidents_shown(slack)
+    assert len(set(shown)) == 3, "nothing shown twice"
+    assert (await ready(survivor))["leader"] == name_of(survivor)
 
 
 async def ready_leads(bot: BotProcess) -> bool:
@@ -140,36 +126,24 @@ async def ready_leads(bot: BotProcess) -> bool:
 
 @pytest.mark.slow
 async def test_a_leader_stalled_past_its_lease_stands_down_when_it_resumes(
-    redis_url: str, slack: Slack, workdir: Path
+    replicas: list[BotProcess], slack: Slack
 ) -> None:
     """Paused (SIGSTOP) past its lease, the leader is replaced; resumed, it finds the lease
     another's, stops working and posts nothing twice, and both replicas agree who leads."""
-    replicas = two_replicas(slack, redis_url, workdir)
-    try:
-        for bot in replicas:
-            await bot.wait_healthy()
-        stalled = await the_leader(replicas)
-        other = next(bot for bot in replicas if bot is not stalled)
-        stalled.signal(signal.SIGSTOP)
-        for n in range(5):
-            assert (await other.send(group(n))).status_code == 202
-        await eventually(lambda: ready_leads(other), what="the other leading", timeout=15)
-        await eventually(lambda: len(incidents_shown(slack)) == 5, what="5 roots", timeout=20)
+    stalled = await the_leader(replicas)
+    other = next(bot for bot in replicas if bot is not stalled)
+    stalled.signal(signal.SIGSTOP)
+    for n in range(5):
+        assert (await other.send(group(n))).status_code == 202
+    await eventually(lambda: ready_leads(other), what="the other leading", timeout=15)
+    await eventually(lambda: len(incidents_shown(slack)) == 5, what="5 roots", timeout=20)
 
-        stalled.signal(signal.SIGCONT)
-        await eventually(
-            lambda: "lost the lease" in stalled.output(), what="standing down", timeout=15
-        )
-        assert not (await ready(stalled))["leads"]
-        assert await leader_gauge(stalled) == 0
-        for n in range(5, 8):
-            assert (await stalled.send(group(n))).status_code == 202
-        await eventually(lambda: len(incidents_shown(slack)) == 8, what="8 roots", timeout=20)
-        assert len(set(incidents_shown(slack))) == 8, "nothing posted twice"
-        assert not [m for m in slack.emulator.channel_messages(CHANNEL) if "Traceback" in m.text]
-    except BaseException:
-        await dump(replicas)
-        raise
-    finally:
-        for bot in replicas:
-            bot.kill()
+    stalled.signal(signal.SIGCONT)
+    await eventually(lambda: "lost the lease" in stalled.output(), what="standing down", timeout=15)
+    assert not (await ready(stalled))["leads"]
+    assert await leader_gauge(stalled) == 0
+    for n in range(5, 8):
+        assert (await stalled.send(group(n))).status_code == 202
+    await eventually(lambda: len(incidents_shown(slack)) == 8, what="8 roots", timeout=20)
+    assert len(set(incidents_shown(slack))) == 8, "nothing posted twice"
+    assert not [m for m in slack.emulator.channel_messages(CHANNEL) if "Traceback" in m.text]
