@@ -1,39 +1,36 @@
 """The action core: what a responder can do to an incident, whichever surface they used.
 
 Buttons, modals and `/queue` subcommands all land here, so all get the same permission check,
-the same idempotency, the same timeline entries and the same answers (see `bot.actions.flow` for the
-path every action takes). Acknowledge and resolve only change state; silence
-(`bot.actions.silence`),
-scale up (`bot.actions.scale`) and diagnostics (`bot.actions.diagnose`) call a backend first;
-the queued jobs (`bot.actions.jobs`) only read one; the postmortem (`bot.actions.postmortem`)
-shares a write-up of the incident into its thread.
+idempotency, timeline entries and answers (`bot.actions.flow`). Acknowledge, resolve and the
+postmortem only change state; silence, scale up and diagnostics call a backend first.
 """
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 
 from bot.actions.diagnose import Diagnosing
 from bot.actions.early_warning import Warnings
-from bot.actions.flow import Acting, Actor, Decide, Decision, Outcome, refused
+from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decided, Outcome, refused
 from bot.actions.jobs import Jobs
-from bot.actions.postmortem import Postmortems
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_form import ScaleForms
 from bot.actions.silence import Silencing
+from bot.backends.errors import BackendError
 from bot.config import Settings
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
+from bot.domain.jobs import JobsView
 from bot.domain.still_live import still_live
+from bot.render.postmortem import render_postmortem
 from bot.render.replies import summaries
 from bot.render.root import escape, render_event
 from bot.render.still_live import render_still_live
-from bot.storage.incident_store import BAND_ACTION, Commit, Reply, summary_replies
+from bot.storage.incident_store import BAND_ACTION, Commit, Reply, postmortem_reply, summary_replies
 
 __all__ = ["ActionCore", "Actor", "Outcome"]
 
-log = logging.getLogger(__name__)
+NO_JOBS_SOURCE = "no jobs source is configured (JOBS_BACKEND=github or hud lists them)"
 
 
 class ActionCore:
@@ -43,9 +40,9 @@ class ActionCore:
         silencing: Silencing,
         scaling: Scaling,
         diagnosing: Diagnosing,
-        jobs: Jobs | None = None,
-        warnings: Warnings | None = None,
-        report: Report | None = None,
+        jobs: Jobs,
+        warnings: Warnings,
+        report: Report,
         *,
         config: Settings,
     ) -> None:
@@ -55,40 +52,19 @@ class ActionCore:
         self.unsilence = silencing.unsilence
         self.scaling = scaling
         self.scale = scaling.scale
-        self.scale_forms = ScaleForms(
-            scaling, diagnosing.readings, warnings, clock=acting.clock, config=config
-        )
+        self.scale_forms = ScaleForms(scaling, diagnosing.readings, warnings, acting.clock, config)
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
-        self.jobs = (jobs or Jobs(acting, None)).jobs
-        # The write-up names the workflows behind the queue from the same jobs source.
-        self._postmortems = Postmortems(acting, jobs.watch if jobs is not None else None)
+        self.jobs = jobs.jobs
+        self._jobs_watch = jobs.watch  # the write-up names the workflows behind the queue
         self.warnings = warnings
+        self.dismiss_warning = warnings.dismiss
+        self.report = report.report
+        self.post_weekly_report = report.post_weekly
         # Where incidents open (SLACK_CHANNEL and the routes'): `/queue` typed in one of them
         # answers for that channel and the runner types it owns; anywhere else (a DM), for all.
         self.routing = config.routing
         self.channels = self.routing.channels
-        self._report = report
-
-    async def post_weekly_report(self) -> None:
-        if self._report is not None:
-            await self._report.post_weekly()
-
-    async def report(
-        self, actor: Actor, days: int, runner_type: str | None, *, interaction: str | None = None
-    ) -> Outcome:
-        if self._report is None:
-            return Outcome(False, "Capacity reports need the fleet's readings.", "refused")
-        return await self._report.report(actor, days, runner_type, interaction=interaction)
-
-    async def dismiss_warning(
-        self, actor: Actor, runner_type: str, uid: str, *, interaction: str | None = None
-    ) -> Outcome:
-        if self.warnings is None:
-            return Outcome(False, "Early warnings are turned off.", "refused")
-        return await self.warnings.dismiss(actor, runner_type, uid, interaction=interaction)
-
-    # -- finding incidents -----------------------------------------------------------------
 
     async def open_incidents(self, limit: int = 100) -> list[Incident]:
         """The most recently opened open incidents, at most `limit` of them."""
@@ -102,20 +78,6 @@ class ActionCore:
 
     async def incident_of_message(self, channel: str, ts: str) -> str | None:
         return await self._store.incident_of_message(channel, ts)
-
-    async def postmortem(
-        self, actor: Actor, ref: str, *, interaction: str | None = None
-    ) -> Outcome:
-        """The incident's write-up as a Markdown file in its thread (resolved or still open)."""
-        return await self._postmortems.postmortem(actor, ref, interaction=interaction)
-
-    async def postmortem_markdown(
-        self, incident: Incident, timeline: list[Event], now: datetime
-    ) -> str:
-        """The write-up as `postmortem` shares it, for the alert's GitHub issue."""
-        return await self._postmortems.markdown(incident, timeline, now)
-
-    # -- acknowledge and resolve -----------------------------------------------------------
 
     async def acknowledge(
         self, actor: Actor, ref: str, *, interaction: str | None = None
@@ -138,13 +100,59 @@ class ActionCore:
 
         return await self._acting.guarded("resolve", actor, interaction, run)
 
+    async def postmortem(
+        self, actor: Actor, ref: str, *, interaction: str | None = None
+    ) -> Outcome:
+        """The incident's write-up, open or resolved, shared into its thread as a Markdown file.
+        The jobs source is read before the commit, holding no state."""
+
+        async def run() -> Outcome:
+            if (await self._acting.load(ref)).incident is None:
+                return refused(UNKNOWN)
+            jobs, note = await self._jobs_view(self._acting.clock())
+            name = await self._acting.name(actor)
+
+            def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
+                markdown = render_postmortem(incident, timeline, now=now, jobs=jobs, jobs_note=note)
+                text = (
+                    "Postmortem drafted"
+                    if not incident.is_open
+                    else "Postmortem draft (still firing)"
+                )
+                event = Event(
+                    at=now, kind="postmortem", text=text, actor=actor.user_id, actor_name=name
+                )
+                reply = postmortem_reply(markdown, title=f"Postmortem · incident {incident.id}")
+                commit = Commit(with_action(incident, event), events=(event,), replies=(reply,))
+                return commit, Outcome(True, "The postmortem is on its way to the thread.")
+
+            return await self._acting.commit(ref, decide, with_timeline=True)
+
+        return await self._acting.guarded("postmortem", actor, interaction, run)
+
+    async def postmortem_markdown(
+        self, incident: Incident, timeline: list[Event], now: datetime
+    ) -> str:
+        """The write-up as `postmortem` shares it, for the alert's GitHub issue."""
+        jobs, note = await self._jobs_view(now)
+        return render_postmortem(incident, timeline, now=now, jobs=jobs, jobs_note=note)
+
+    async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
+        """The jobs behind the queue, or why there are none, in a few words."""
+        if self._jobs_watch is None:
+            return None, NO_JOBS_SOURCE
+        try:
+            return await self._jobs_watch.view(now=now), ""
+        except BackendError as exc:
+            return None, f"the jobs source could not be read: {exc}"
+
 
 def _acknowledge(actor: Actor, name: str) -> Decide:
-    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+    def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
         if not incident.is_open:
-            return Decision(refused(f"Incident {incident.id} is already resolved."))
+            return None, refused(f"Incident {incident.id} is already resolved.")
         if incident.acknowledged_by == actor.user_id:
-            return Decision(Outcome(True, f"You already own incident {incident.id}."))
+            return None, Outcome(True, f"You already own incident {incident.id}.")
         previous = incident.acknowledged_name or incident.acknowledged_by
         if previous:
             kind, text = "handed_over", f"Taken over from {previous}"
@@ -155,20 +163,20 @@ def _acknowledge(actor: Actor, name: str) -> Decide:
         event = Event(at=now, kind=kind, text=text, actor=actor.user_id, actor_name=name)
         updated = with_action(acknowledge(incident, by=actor.user_id, name=name, now=now), event)
         reply = Reply("action", BAND_ACTION, render_event(updated, event))
-        return Decision(Outcome(True, answer), Commit(updated, events=(event,), replies=(reply,)))
+        return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
 
     return decide
 
 
 def _resolve(actor: Actor, name: str, *, anyway: bool) -> Decide:
-    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
+    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
         if not incident.is_open:
-            return Decision(Outcome(True, f"Incident {incident.id} is already resolved."))
+            return None, Outcome(True, f"Incident {incident.id} is already resolved.")
         live = still_live(incident)
         if live is not None and not anyway:
             # The alert would open it again: asked once more, with what is still live.
             asked = render_still_live(incident, live)
-            return Decision(Outcome(False, asked.text, "refused", tuple(asked.blocks)))
+            return None, Outcome(False, asked.text, "refused", tuple(asked.blocks))
         text = f"Resolved manually with {live.text}" if live else "Resolved manually"
         event = Event(at=now, kind="resolved", text=text, actor=actor.user_id, actor_name=name)
         resolved = resolve_manually(incident, by=actor.user_id, name=name, now=now)
@@ -177,6 +185,6 @@ def _resolve(actor: Actor, name: str, *, anyway: bool) -> Decide:
         replies = summary_replies(BAND_ACTION, summary, updated)
         commit = Commit(updated, events=(event,), replies=replies, stop_status=True)
         left = f" with {escape(live.text)}" if live else ""
-        return Decision(Outcome(True, f"You resolved incident {incident.id}{left}."), commit)
+        return commit, Outcome(True, f"You resolved incident {incident.id}{left}.")
 
     return decide

@@ -1,13 +1,10 @@
 """The path every responder action takes, whichever action and whichever surface.
 
-`guarded` runs the checks that come before any work: the authorization hook, then the
-interaction's identity (the same delivery twice does one thing and gets the same answer), and it
-counts every outcome in `/metrics`; a request it is told about (`Asked`) that is refused (the
-person not allowed, the request or its backend saying no) goes on the incident's timeline.
-`commit` decides on the incident as read and commits the change with its thread reply, fenced by
-the version it read: if the incident moved on meanwhile (an alert resolved it, another request
-on it), it decides again on the fresh state. Backend calls happen between the two, holding no
-state: a slow Alertmanager never holds up an alert group.
+`guarded` runs the checks before any work (the authorization hook, then the interaction's
+identity: the same delivery twice does one thing and gets the same answer) and counts every
+outcome in `/metrics`. `commit` decides on the incident as read and commits the change with its
+thread reply, deciding again on fresh state if the incident moved on. Backend calls happen
+between the two, holding no state: a slow Alertmanager never holds up an alert group.
 """
 
 from __future__ import annotations
@@ -38,7 +35,7 @@ NO_REDIS = "queuepilot cannot reach its database right now: try again."
 
 @dataclass(frozen=True)
 class Actor:
-    """Who asked: a Slack user ID, and the name Slack's payload gave (a fallback for display)."""
+    """A Slack user ID, and the name Slack's payload gave (a fallback for display)."""
 
     user_id: str
     name: str = ""
@@ -50,8 +47,8 @@ class Outcome:
 
     `result` is how `/metrics` counts it: ok, refused (permission, state, bad input), failed
     (a backend said no or did not answer), duplicate (the same interaction again), error.
-    `blocks`, when the answer offers a button: `message` shown with it, and alone where blocks
-    are not (a notification, the same interaction answered again), so it must say it all.
+    `blocks`, when the answer offers a button; `message` is shown alone where blocks are not (a
+    notification, the same interaction answered again), so it must say it all.
     """
 
     ok: bool
@@ -66,8 +63,8 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Asked:
-    """What someone asked of an incident (`ref`), in words ("Scale-up of linux.2xlarge by
-    +10"), so that a refusal of it is kept on the incident's timeline."""
+    """What someone asked of the incident `ref`, in words ("Scale-up of linux.2xlarge by +10"),
+    so that a refusal of it is kept on its timeline."""
 
     ref: str
     what: str
@@ -81,16 +78,10 @@ def failed(message: str) -> Outcome:
     return Outcome(False, message, "failed")
 
 
-@dataclass(frozen=True)
-class Decision:
-    """What an action does to the incident as read: a commit (or none) and the answer."""
-
-    outcome: Outcome
-    commit: Commit | None = None
-
-
-# An action's decision, from the incident as read, the time, and its timeline when asked for.
-Decide = Callable[[Incident, datetime, list[Event]], Decision]
+# An action's decision on the incident as read (with its timeline, when asked for): the commit
+# (or none) and the answer.
+Decided = tuple[Commit | None, Outcome]
+Decide = Callable[[Incident, datetime, list[Event]], Decided]
 
 
 def parse_ref(ref: str) -> tuple[str, str | None]:
@@ -131,7 +122,7 @@ class Acting:
         """Authorize, claim the interaction, run, remember the answer, count the outcome; keep
         a refusal of what was `asked` on the incident's timeline."""
         try:
-            outcome = await self._guarded(action, actor, interaction, run)
+            outcome = await self._once(action, actor, interaction, run)
         except RedisError as exc:
             log.error("action %s failed: Redis: %s", action, exc)
             outcome = Outcome(False, NO_REDIS, "error")
@@ -140,20 +131,7 @@ class Acting:
         self.telemetry.actions.labels(action, outcome.label).inc()
         return outcome
 
-    async def keep_refusal(self, asked: Asked, actor: Actor, outcome: Outcome) -> None:
-        """A refused request (the person not allowed, the request or its backend saying no) on
-        the incident's timeline, what its postmortem asks about; not on its root nor in its
-        thread: the person was told. Anything else (done, a duplicate, Redis away, an incident
-        changing too fast to record) keeps nothing."""
-        if outcome.result not in ("refused", "failed"):
-            return
-        try:
-            name = await self.name(actor)
-            await self.commit(asked.ref, _refusal(asked, actor, name, outcome))
-        except RedisError as exc:  # the answer stands; only the record of it is lost
-            log.warning("refusal of %s not kept: Redis: %s", asked.what, exc)
-
-    async def _guarded(
+    async def _once(
         self,
         action: str,
         actor: Actor,
@@ -175,6 +153,23 @@ class Acting:
         await self.interactions.answered(key, outcome.message)
         return outcome
 
+    async def keep_refusal(self, asked: Asked, actor: Actor, outcome: Outcome) -> None:
+        """A request refused (by permission, its state or its backend) goes on the incident's
+        timeline, for its postmortem; not on its root nor in its thread: the person was told."""
+        if outcome.result not in ("refused", "failed"):
+            return
+        try:
+            name = await self.name(actor)
+
+            def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
+                text = f"{asked.what} refused: {plain_text(outcome.message)}"
+                event = Event(at=now, kind=REFUSED, text=text, actor=actor.user_id, actor_name=name)
+                return Commit(incident, events=(event,), root=False), outcome
+
+            await self.commit(asked.ref, decide)
+        except RedisError as exc:  # the answer stands; only the record of it is lost
+            log.warning("refusal of %s not kept: Redis: %s", asked.what, exc)
+
     async def load(self, ref: str) -> Loaded:
         """The incident a reference names, or `Loaded(None)` (unknown, or another UID)."""
         incident_id, uid = parse_ref(ref)
@@ -185,11 +180,8 @@ class Acting:
         return loaded
 
     async def commit(self, ref: str, decide: Decide, *, with_timeline: bool = False) -> Outcome:
-        """Decide on the incident as read and commit, again on fresh state if it moved on
-        (`IncidentStore.commit_fresh`).
-
-        `with_timeline` reads the timeline first, for decisions that render it (a summary).
-        """
+        """Decide on the incident as read and commit, again on fresh state if it moved on;
+        `with_timeline` reads the timeline first, for decisions that render it."""
         incident_id, uid = parse_ref(ref)
         if not incident_id:
             return refused(UNKNOWN)
@@ -199,8 +191,7 @@ class Acting:
         ) -> tuple[Commit | None, Outcome]:
             if uid is not None and uid != incident.uid:
                 return None, refused(UNKNOWN)
-            decision = decide(incident, now, timeline)
-            return decision.commit, decision.outcome
+            return decide(incident, now, timeline)
 
         fresh = await self.store.commit_fresh(
             incident_id, decided, clock=self.clock, with_timeline=with_timeline
@@ -219,12 +210,3 @@ class Acting:
             return await self._display_name(actor.user_id) or actor.name or actor.user_id
         except RedisError:
             return actor.name or actor.user_id
-
-
-def _refusal(asked: Asked, actor: Actor, name: str, outcome: Outcome) -> Decide:
-    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
-        text = f"{asked.what} refused: {plain_text(outcome.message)}"
-        event = Event(at=now, kind=REFUSED, text=text, actor=actor.user_id, actor_name=name)
-        return Decision(outcome, Commit(incident, events=(event,), root=False))
-
-    return decide

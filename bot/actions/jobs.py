@@ -1,13 +1,13 @@
 """`/queue jobs [runner-type]`: which jobs are queueing, from where, and what changed.
 
-Read-only and answered ephemerally: the jobs source lists the queued jobs and the arrival history
-counts the new ones (`bot.fleet.jobs.JobsWatch`, which diagnostics read too), and the answer
-shows the affected runner types (the one asked for, else the open incidents', else the worst
-queues; without one asked for, only those the channel asked from owns: `Routing.types_of`), what
-arrived in the last hour against the same hour a day before, and the source's note.
+Read-only and ephemeral: the affected runner types (the one asked for, else the open incidents',
+else the worst queues; without one asked for, only those the channel owns), what arrived in the
+last hour against the same hour a day before, and the source's note.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from bot.actions.flow import Acting, Actor, Outcome, failed
 from bot.backends.errors import BackendError
@@ -25,17 +25,11 @@ NO_SOURCE = (
 )
 
 
+@dataclass
 class Jobs:
-    def __init__(
-        self, acting: Acting, watch: JobsWatch | None, routing: Routing | None = None
-    ) -> None:
-        self._acting = acting
-        self._watch = watch
-        self._routing = routing or Routing()
-
-    @property
-    def watch(self) -> JobsWatch | None:
-        return self._watch
+    acting: Acting
+    watch: JobsWatch | None
+    routing: Routing = field(default_factory=Routing)
 
     async def jobs(
         self,
@@ -46,22 +40,21 @@ class Jobs:
         limit: int = 2900,
         interaction: str | None = None,
     ) -> Outcome:
-        """The jobs of `runner_type`, whoever owns it (asked for by name); else of the types
-        `channel` owns."""
-        return await self._acting.guarded(
+        """The jobs of `runner_type`, whoever owns it; else of the types `channel` owns."""
+        return await self.acting.guarded(
             "jobs", actor, interaction, lambda: self._answer(runner_type, channel, limit)
         )
 
     async def _answer(self, runner_type: str | None, channel: str, limit: int) -> Outcome:
-        if self._watch is None:
+        if self.watch is None:
             return failed(f"No queued jobs to show: {NO_SOURCE}.")
         try:
-            view = await self._watch.view(now=self._acting.clock())
+            view = await self.watch.view(now=self.acting.clock())
         except BackendError as exc:
             return failed(f"No queued jobs to show: {escape(str(exc))}")
         if runner_type:
             return Outcome(True, render_jobs(view, [view.name_of(runner_type)], limit=limit))
-        owned = self._routing.types_of(channel, view.runner_types)
+        owned = self.routing.types_of(channel, view.runner_types)
         others = len(view.runner_types) - len(owned) if owned is not None else 0
         types = await self._affected(view, set(view.runner_types if owned is None else owned))
         return Outcome(True, render_jobs(view, types, limit=limit, others=others))
@@ -69,7 +62,7 @@ class Jobs:
     async def _affected(self, view: JobsView, owned: set[str]) -> list[str]:
         """Of the `owned` runner types, the open incidents' that have jobs in the view, else the
         worst queues."""
-        store = self._acting.store
+        store = self.acting.store
         incidents = await store.get_many((await store.open_ids())[:OPEN_INCIDENTS])
         named = {runner_key(name) for i in incidents for name in i.runner_types}
         queues = (q for name, q in view.runner_types.items() if name in owned)

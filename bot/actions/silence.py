@@ -1,28 +1,18 @@
 """Silence and unsilence: a real silence in Alertmanager or Grafana, recorded on the incident.
 
-The backend is called between reading the incident and committing the result, holding no state,
-and under the incident's silence lock, so two people silencing at once make one silence. A
-backend failure is told to the person with its reason and nothing is recorded. Once the backend
-made the silence, it is recorded whatever happened to the incident meanwhile: it exists, so the
+The backend is called under the incident's silence lock, so two people silencing at once make
+one silence. A backend failure is told with its reason and nothing is recorded. Once the backend
+made the silence it is recorded whatever happened to the incident meanwhile: it exists, so the
 incident must show it (and offer to remove it) even if the alert resolved in between.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 
-from bot.actions.flow import (
-    UNKNOWN,
-    Acting,
-    Actor,
-    Asked,
-    Decide,
-    Decision,
-    Outcome,
-    failed,
-    refused,
-)
+from bot.actions.flow import UNKNOWN, Acting, Actor, Asked, Decided, Outcome, failed, refused
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
@@ -30,8 +20,8 @@ from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsil
 from bot.domain.units import duration
 from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event
-from bot.storage.incident_store import BAND_ACTION, Commit, Reply, ThreadRef
-from bot.storage.interactions import Held
+from bot.storage.incident_store import BAND_ACTION, Commit, Reply
+from bot.storage.interactions import Held, Lock
 
 NOT_CONFIGURED = (
     "Silencing is not set up: an operator sets `SILENCE_BACKEND` (`alertmanager` with "
@@ -39,70 +29,66 @@ NOT_CONFIGURED = (
 )
 
 
+@dataclass
 class Silencing:
-    def __init__(
-        self,
-        acting: Acting,
-        silencer: Silencer | None,
-        *,
-        config: Settings,
-        permalink: Callable[[str, str], Awaitable[str | None]],
-    ) -> None:
-        self._acting = acting
-        self._silencer = silencer
-        self._config = config
-        # (channel, ts) -> a link to that message ("" or None: none to give); never raises.
-        self._permalink = permalink
+    acting: Acting
+    silencer: Silencer | None
+    _: KW_ONLY
+    config: Settings
+    # (channel, ts) -> a link to that message ("" or None: none to give); never raises.
+    permalink: Callable[[str, str], Awaitable[str | None]]
 
     async def silence(
         self, actor: Actor, ref: str, seconds: int, *, interaction: str | None = None
     ) -> Outcome:
         asked = Asked(ref, f"Silence for {duration(timedelta(seconds=seconds))}")
-        return await self._acting.guarded(
+        return await self.acting.guarded(
             "silence", actor, interaction, lambda: self._silence(actor, ref, seconds), asked=asked
         )
 
     async def unsilence(self, actor: Actor, ref: str, *, interaction: str | None = None) -> Outcome:
-        return await self._acting.guarded(
+        return await self.acting.guarded(
             "unsilence", actor, interaction, lambda: self._unsilence(actor, ref)
         )
 
-    # -- silence ---------------------------------------------------------------------------
-
     async def _silence(self, actor: Actor, ref: str, seconds: int) -> Outcome:
-        silencer = self._silencer
+        silencer = self.silencer
         if silencer is None:
             return refused(NOT_CONFIGURED)
-        loaded = await self._acting.load(ref)
+        loaded = await self.acting.load(ref)
         incident = loaded.incident
         if incident is None:
             return refused(UNKNOWN)
         refusal = _silence_refusal(incident)
         if refusal:
             return refused(refusal)
-        name = await self._acting.name(actor)
-        lock = await self._acting.interactions.lock(
-            incident.id, "silence", doing=f"{name} is silencing it", ttl_s=self._lock_s
-        )
+        name = await self.acting.name(actor)
+        lock = await self._lock(incident, f"{name} is silencing it")
         if isinstance(lock, Held):
             return refused(f"Incident {incident.id} is being silenced right now: {lock.what}.")
         try:
-            now = self._acting.clock()
+            now = self.acting.clock()
             until = now + timedelta(seconds=seconds)
+            thread = loaded.thread
+            link = await self.permalink(thread.channel, thread.ts) if thread else ""
+            comment = (
+                f"queuepilot incident #{incident.id} ({incident.title[:200]}), "
+                f"silenced from Slack by {name}"
+            )
             request = SilenceRequest(
                 matchers=incident.silence_matchers,
                 starts_at=now,
                 ends_at=until,
                 created_by=name,
-                comment=await self._comment(incident, loaded.thread, name),
+                comment=f"{comment}: {link}" if link else comment,  # Alertmanager says why
             )
-            # Watched before it exists: a replica dying right after creating it still has the
+            # Watched before it exists: a leader dying right after creating it still has the
             # tick look at the incident (and find nothing, if the silence was never recorded).
             first_check = min(
-                until.timestamp(), now.timestamp() + self._config.silence_check_seconds
+                until.timestamp(), now.timestamp() + self.config.silence_check_seconds
             )
-            await self._acting.store.silence_watch.schedule(incident.id, first_check)
-            silence_id = await within(silencer.create(request), self._timeout, silencer.name)
+            await self.acting.store.silence_watch.schedule(incident.id, first_check)
+            silence_id = await within(silencer.create(request), self._timeout_s, silencer.name)
         except BackendError as exc:
             await lock.release()
             reason = escape(str(exc))
@@ -115,62 +101,82 @@ class Silencing:
             by_name=name,
             at=now,
         )
+
+        def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
+            text = f"Silenced for {duration(timedelta(seconds=seconds))} in {record.backend}"
+            event = Event(
+                at=record.at, kind="silenced", text=text, actor=record.by, actor_name=name
+            )
+            updated = with_action(silenced(incident, record), event)
+            until = slack_date(record.until)
+            answer = (
+                f"You silenced incident {incident.id} until {until} "
+                f"({escape(record.backend)} silence `{escape(record.silence_id)}`)."
+            )
+            if not incident.is_open:
+                answer += " The incident had resolved meanwhile; the silence stays until it ends."
+            # The thread records it as it records the silence's end: the root shows only the
+            # silence in force, and the App Home tells people the thread records what was done.
+            reply = Reply(
+                "action", BAND_ACTION, render_event(updated, event, detail=f"until {until}")
+            )
+            return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
+
         try:
-            return await self._acting.commit(ref, _record_silence(record, seconds))
+            return await self.acting.commit(ref, decide)
         finally:
             await lock.release()
 
-    async def _comment(self, incident: Incident, thread: ThreadRef | None, name: str) -> str:
-        """The silence's comment links the incident's thread, so Alertmanager says why."""
-        link = ""
-        if thread is not None:
-            link = await self._permalink(thread.channel, thread.ts) or ""
-        title = incident.title[:200]
-        return f"queuepilot incident #{incident.id} ({title}), silenced from Slack by {name}" + (
-            f": {link}" if link else ""
-        )
-
-    # -- unsilence -------------------------------------------------------------------------
-
     async def _unsilence(self, actor: Actor, ref: str) -> Outcome:
-        loaded = await self._acting.load(ref)
-        incident = loaded.incident
+        incident = (await self.acting.load(ref)).incident
         if incident is None:
             return refused(UNKNOWN)
-        current = incident.silence
-        if current is None:
+        removed = incident.silence
+        if removed is None:
             return refused(f"Incident {incident.id} is not silenced from Slack.")
-        silencer = self._silencer
-        if silencer is None or silencer.name != current.backend:
+        silencer = self.silencer
+        if silencer is None or silencer.name != removed.backend:
             return refused(
-                f"This silence lives in {escape(current.backend)}, which queuepilot no longer "
-                f"uses: remove silence `{escape(current.silence_id)}` there."
+                f"This silence lives in {escape(removed.backend)}, which queuepilot no longer "
+                f"uses: remove silence `{escape(removed.silence_id)}` there."
             )
-        name = await self._acting.name(actor)
-        lock = await self._acting.interactions.lock(
-            incident.id, "silence", doing=f"{name} is changing its silence", ttl_s=self._lock_s
-        )
+        name = await self.acting.name(actor)
+        lock = await self._lock(incident, f"{name} is changing its silence")
         if isinstance(lock, Held):
             return refused(f"Incident {incident.id}'s silence is changing right now: {lock.what}.")
         try:
-            await within(silencer.expire(current.silence_id), self._timeout, silencer.name)
+            await within(silencer.expire(removed.silence_id), self._timeout_s, silencer.name)
         except BackendError as exc:
             await lock.release()
             reason = escape(str(exc))
             return failed(f"Could not remove the silence: {reason}. It is still in force.")
+
+        def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
+            current = incident.silence
+            if current is None or current.silence_id != removed.silence_id:
+                return None, Outcome(True, f"Incident {incident.id}'s silence is already gone.")
+            text = f"Silence removed from {removed.backend}"
+            event = Event(
+                at=now, kind="unsilenced", text=text, actor=actor.user_id, actor_name=name
+            )
+            updated = with_action(unsilenced(incident, now=now), event)
+            reply = Reply("action", BAND_ACTION, render_event(updated, event))
+            answer = f"You removed incident {incident.id}'s silence: its alerts notify again."
+            return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
+
         try:
-            return await self._acting.commit(ref, _record_unsilence(current, actor, name))
+            return await self.acting.commit(ref, decide)
         finally:
             await lock.release()
 
     @property
-    def _timeout(self) -> float:
-        return self._config.backend_timeout_seconds
+    def _timeout_s(self) -> float:
+        return self.config.backend_timeout_seconds
 
-    @property
-    def _lock_s(self) -> float:
-        """Held past the call's deadline: the commit that records the result follows it."""
-        return deadline_of(self._config.backend_timeout_seconds) + 5
+    async def _lock(self, incident: Incident, doing: str) -> Lock | Held:
+        # Held past the call's deadline: the commit that records the result follows it.
+        ttl_s = deadline_of(self._timeout_s) + 5
+        return await self.acting.interactions.lock(incident.id, "silence", doing=doing, ttl_s=ttl_s)
 
 
 def _silence_refusal(incident: Incident) -> str:
@@ -189,46 +195,3 @@ def _silence_refusal(incident: Incident) -> str:
             "silence it in Grafana or Alertmanager."
         )
     return ""
-
-
-def _record_silence(record: ActiveSilence, seconds: int) -> Decide:
-    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
-        text = f"Silenced for {duration(timedelta(seconds=seconds))} in {record.backend}"
-        event = Event(
-            at=record.at, kind="silenced", text=text, actor=record.by, actor_name=record.by_name
-        )
-        updated = with_action(silenced(incident, record), event)
-        until = slack_date(record.until)
-        answer = (
-            f"You silenced incident {incident.id} until {until} "
-            f"({escape(record.backend)} silence `{escape(record.silence_id)}`)."
-        )
-        if not incident.is_open:
-            answer += " The incident had resolved meanwhile; the silence stays until it ends."
-        # The thread records it as it records the silence's end: the root shows only the
-        # silence in force, and the App Home tells people the thread records what was done.
-        reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=f"until {until}"))
-        commit = Commit(updated, events=(event,), replies=(reply,))
-        return Decision(Outcome(True, answer), commit)
-
-    return decide
-
-
-def _record_unsilence(removed: ActiveSilence, actor: Actor, name: str) -> Decide:
-    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decision:
-        current = incident.silence
-        if current is None or current.silence_id != removed.silence_id:
-            return Decision(Outcome(True, f"Incident {incident.id}'s silence is already gone."))
-        event = Event(
-            at=now,
-            kind="unsilenced",
-            text=f"Silence removed from {removed.backend}",
-            actor=actor.user_id,
-            actor_name=name,
-        )
-        updated = with_action(unsilenced(incident, now=now), event)
-        reply = Reply("action", BAND_ACTION, render_event(updated, event))
-        answer = f"You removed incident {incident.id}'s silence: its alerts notify again."
-        return Decision(Outcome(True, answer), Commit(updated, events=(event,), replies=(reply,)))
-
-    return decide
