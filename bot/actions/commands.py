@@ -208,29 +208,11 @@ async def run_command(
             actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction
         )
     ref = command.incident_ref
-    if ref is None and command.verb == "postmortem":
-        found = await _to_write_up(core, channel, command)
+    if ref is None:
+        found = await _incident_for(core, channel, command)
         if isinstance(found, Outcome):
             return found
         ref = found
-    if ref is None:
-        here, elsewhere = _in(await core.open_incidents(MAX_SCAN), _scope(core, channel))
-        if not here and not elsewhere:
-            return Outcome(False, "No open incident. `/queue incidents` lists recent ones.")
-        if len(here) != 1:  # several here, or none here but some in other channels: ask
-            shown = here or elsewhere
-            return _which(command, shown[:MAX_LINES], len(shown), channel)
-        ref = here[0].id
-    if command.verb == "ack":
-        return await core.acknowledge(actor, ref, interaction=interaction)
-    if command.verb == "diagnose":
-        return await core.diagnose(actor, ref, interaction=interaction)
-    if command.verb == "postmortem":
-        return await core.postmortem(actor, ref, interaction=interaction)
-    if command.verb == "silence" and command.seconds is not None:
-        return await core.silence(actor, ref, command.seconds, interaction=interaction)
-    if command.verb == "unsilence":
-        return await core.unsilence(actor, ref, interaction=interaction)
     if command.verb == "scale" and command.runner_type and command.count:
         return await core.scale(
             actor,
@@ -241,31 +223,43 @@ async def run_command(
             keep=command.keep,
             interaction=interaction,
         )
-    return await core.resolve(actor, ref, anyway=command.anyway, interaction=interaction)
+    if command.verb == "silence" and command.seconds is not None:
+        return await core.silence(actor, ref, command.seconds, interaction=interaction)
+    if command.verb == "resolve":
+        return await core.resolve(actor, ref, anyway=command.anyway, interaction=interaction)
+    act = {
+        "ack": core.acknowledge,
+        "diagnose": core.diagnose,
+        "postmortem": core.postmortem,
+        "unsilence": core.unsilence,
+    }[command.verb]
+    return await act(actor, ref, interaction=interaction)
 
 
-async def _to_write_up(core: ActionCore, channel: str, command: Command) -> str | Outcome:
-    """The incident `/queue postmortem` writes up when none is named: the one open here, as for
-    every command; with none open here, the one here that resolved last: a postmortem is
-    mostly asked for just after the summary. Several open: ask which, as every command does."""
+async def _incident_for(core: ActionCore, channel: str, command: Command) -> str | Outcome:
+    """The incident a command acts on when none is named: the one open here. When several are
+    open (or none here, some elsewhere), acting on a guess could hit the wrong one: ask which.
+    `postmortem` with none open here writes up the one here that resolved last: a postmortem is
+    mostly asked for just after the summary."""
     scope = _scope(core, channel)
     here, elsewhere = _in(await core.open_incidents(MAX_SCAN), scope)
     if len(here) == 1:
         return here[0].id
-    if here:
-        return _which(command, here[:MAX_LINES], len(here), channel)
-    recent, _ = _in(await core.recent(MAX_LINES), scope)
-    if recent:
-        # The one that resolved last: the index is by last change, and writing one up is one.
-        return max(recent, key=lambda i: i.resolved_at or i.started_at).id
-    if elsewhere:
-        return _which(command, elsewhere[:MAX_LINES], len(elsewhere), channel)
-    return Outcome(False, "No incident to write up yet. `/queue incidents` lists recent ones.")
+    if not here and command.verb == "postmortem":
+        recent, _ = _in(await core.recent(MAX_LINES), scope)
+        if recent:  # the index is by last change, and writing one up is one
+            return max(recent, key=lambda i: i.resolved_at or i.started_at).id
+        if not elsewhere:
+            return Outcome(
+                False, "No incident to write up yet. `/queue incidents` lists recent ones."
+            )
+    if not here and not elsewhere:
+        return Outcome(False, "No open incident. `/queue incidents` lists recent ones.")
+    shown = here or elsewhere
+    return _which(command, shown[:MAX_LINES], len(shown), channel)
 
 
 def _which(command: Command, incidents: list[Incident], total: int, channel: str) -> Outcome:
-    """Several incidents are open (or only in other channels): acting on a guess could hit the
-    wrong one, so ask."""
     where = "open" if total != 1 else "open in another channel"
     head = (
         f"{total} incident{'s are' if total != 1 else ' is'} {where}: say which, e.g. "

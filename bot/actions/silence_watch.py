@@ -1,10 +1,9 @@
 """Noticing a silence that ended without us: it ran out, or someone removed it in the backend.
 
-Each silence made from Slack is in a due set (`bot.storage.due_set`) by when to look at it next
-(every `check_s`, and at its planned end). The leader's tick claims a due incident for a short
-lease, asks the backend, and commits what changed on fresh state, fenced by the incident's
-version: a silence someone changed meanwhile keeps their change, and one "silence ended" reply is
-posted.
+Each silence made from Slack is in a due set by when to look at it next (every `check_s`, and at
+its planned end). The leader's tick claims a due incident for a short lease (a 0.25 replica
+honours it during a rollout), asks the backend, and commits what changed on fresh state: a
+silence someone changed meanwhile keeps their change, and one "silence ended" reply is posted.
 """
 
 from __future__ import annotations
@@ -12,12 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError, deadline_of, within
-from bot.backends.silence import Silencer, SilenceState
+from bot.backends.silence import Silencer
 from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, unsilenced
 from bot.render.replies import render_event
@@ -30,24 +30,18 @@ log = logging.getLogger(__name__)
 ON_TIME = timedelta(seconds=30)
 
 
+@dataclass
 class SilenceWatch:
-    def __init__(
-        self,
-        store: IncidentStore,
-        silencer: Silencer,
-        *,
-        config: Settings,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._silencer = silencer
-        self._config = config
-        self._clock = clock
+    store: IncidentStore
+    silencer: Silencer
+    _: KW_ONLY
+    config: Settings
+    clock: Callable[[], datetime]
 
     async def tick(self) -> None:
         """Check every silence that is due; never raises."""
         try:
-            due = await self._store.silence_watch.pending(self._clock().timestamp())
+            due = await self.store.silence_watch.pending(self.clock().timestamp())
         except RedisError as exc:
             log.warning("silence watch: Redis unavailable: %s", exc)
             return
@@ -61,9 +55,9 @@ class SilenceWatch:
 
     async def check(self, incident_id: str) -> None:
         # Claimed as it is checked, not with the others: each check waits on the backend.
-        lease_s = deadline_of(self._config.backend_timeout_seconds) + 5
-        watch = self._store.silence_watch
-        claim = await watch.claim(incident_id, self._clock().timestamp(), lease_s)
+        lease_s = deadline_of(self.config.backend_timeout_seconds) + 5
+        watch = self.store.silence_watch
+        claim = await watch.claim(incident_id, self.clock().timestamp(), lease_s)
         if claim is None:
             return  # not due any more (or a 0.25 replica is on it, during a rollout)
         try:
@@ -71,42 +65,55 @@ class SilenceWatch:
         except Exception:
             # Due again at once, as before the claim (a no-op when the check rescheduled it).
             with suppress(RedisError):
-                await watch.reschedule(claim, self._clock().timestamp())
+                await watch.reschedule(claim, self.clock().timestamp())
             raise
 
     async def _check(self, claim: Claim) -> None:
-        watch = self._store.silence_watch
-        incident_id = claim.member
-        incident = (await self._store.load(incident_id)).incident
+        watch, incident_id = self.store.silence_watch, claim.member
+        incident = (await self.store.load(incident_id)).incident
         if incident is None or incident.silence is None:
             await watch.done(claim)
             return
-        current = incident.silence
-        now = self._clock()
+        seen, now = incident.silence, self.clock()
+        check_s = self.config.silence_check_seconds
         try:
+            timeout_s = self.config.backend_timeout_seconds
             state = await within(
-                self._silencer.state(current.silence_id),
-                self._config.backend_timeout_seconds,
-                self._silencer.name,
+                self.silencer.state(seen.silence_id), timeout_s, self.silencer.name
             )
         except BackendError:
-            await watch.reschedule(claim, now.timestamp() + self._config.silence_check_seconds)
+            await watch.reschedule(claim, now.timestamp() + check_s)
             raise
         if state is not None and state.in_force:
-            ends = state.ends_at or current.until
-            if abs((ends - current.until).total_seconds()) > 1:
-                await self._record(incident_id, current, _moved(current, ends))
-            due = min(now.timestamp() + self._config.silence_check_seconds, ends.timestamp())
+            ends = state.ends_at or seen.until
+            if abs((ends - seen.until).total_seconds()) > 1:
+                # Someone changed its end in the backend: the root shows the real end.
+                moved = seen.model_copy(update={"until": ends})
+                await self._record(
+                    incident_id,
+                    seen,
+                    lambda i, at: Commit(i.model_copy(update={"silence": moved, "updated_at": at})),
+                )
+            due = min(now.timestamp() + check_s, ends.timestamp())
             await watch.reschedule(claim, max(due, now.timestamp() + 1))
             return
-        await self._record(incident_id, current, _ended(current, state, now))
+        ended_at = state.ends_at if state is not None and state.ends_at else now
+        if ended_at < seen.until - ON_TIME:
+            text = f"Silence removed in {seen.backend}, outside Slack"
+        else:
+            text = "Silence ended: the alerts notify again"
+
+        def ended(incident: Incident, at: datetime) -> Commit:
+            event = Event(at=at, kind="unsilenced", text=text)
+            updated = unsilenced(incident, now=at)
+            reply = Reply("event", BAND_EVENT, render_event(updated, event))
+            return Commit(updated, events=(event,), replies=(reply,))
+
+        await self._record(incident_id, seen, ended)
         await watch.done(claim)
 
     async def _record(
-        self,
-        incident_id: str,
-        seen: ActiveSilence,
-        change: Callable[[Incident, datetime], Commit],
+        self, incident_id: str, seen: ActiveSilence, change: Callable[[Incident, datetime], Commit]
     ) -> None:
         def recorded(
             incident: Incident, now: datetime, _: list[Event]
@@ -115,35 +122,4 @@ class SilenceWatch:
                 return None, None  # someone acted on it meanwhile: their change stands
             return change(incident, now), None
 
-        await self._store.commit_fresh(incident_id, recorded, clock=self._clock)
-
-
-def _ended(
-    current: ActiveSilence, state: SilenceState | None, now: datetime
-) -> Callable[[Incident, datetime], Commit]:
-    """The silence is over: ran out (at its planned end), or removed in the backend before it."""
-    ended_at = state.ends_at if state is not None and state.ends_at else now
-    removed = ended_at < current.until - ON_TIME
-    text = (
-        f"Silence removed in {current.backend}, outside Slack"
-        if removed
-        else "Silence ended: the alerts notify again"
-    )
-
-    def change(incident: Incident, at: datetime) -> Commit:
-        event = Event(at=at, kind="unsilenced", text=text)
-        updated = unsilenced(incident, now=at)
-        reply = Reply("event", BAND_EVENT, render_event(updated, event))
-        return Commit(updated, events=(event,), replies=(reply,))
-
-    return change
-
-
-def _moved(current: ActiveSilence, ends: datetime) -> Callable[[Incident, datetime], Commit]:
-    """Someone changed the silence's end in the backend: the root shows the real end."""
-    moved = current.model_copy(update={"until": ends})
-
-    def change(incident: Incident, at: datetime) -> Commit:
-        return Commit(incident.model_copy(update={"silence": moved, "updated_at": at}))
-
-    return change
+        await self.store.commit_fresh(incident_id, recorded, clock=self.clock)
