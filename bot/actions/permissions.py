@@ -39,12 +39,11 @@ class Authorizer:
         self._config = config
         self._group_members = group_members
         self._clock = clock
-        self._groups: dict[str, tuple[float, frozenset[str]]] = {}
+        self._groups: dict[str, tuple[float, frozenset[str]]] = {}  # group -> (read at, members)
         self._fetching: dict[str, asyncio.Task[frozenset[str] | None]] = {}
 
     async def refusal(self, user_id: str, action: str) -> str | None:
-        """None when `user_id` may do `action`; else what to tell them, including how to be
-        allowed."""
+        """None when `user_id` may do `action`; else what to tell them, and how to be allowed."""
         if not user_id:  # Slack names the user of every request; a request that does not is refused
             return "Slack did not say who asked, so nothing was done."
         if action not in RESTRICTED:
@@ -64,24 +63,20 @@ class Authorizer:
         )
 
     async def _in_a_group(self, user_id: str) -> bool:
-        """Whether `user_id` is in an allowed group: fresh cached members, else all the other
-        groups asked at once, for GROUP_LOOKUP_S in all; the first that has them answers."""
-        now = self._clock()
+        """Whether `user_id` is in an allowed group: fresh cached members, else the other groups
+        asked at once, for GROUP_LOOKUP_S in all; the first that has them answers."""
+        now, groups = self._clock(), self._config.scale_allowed_groups
         fresh = {
-            group: cached[1]
-            for group in self._config.scale_allowed_groups
-            if (cached := self._groups.get(group)) is not None and now - cached[0] < GROUP_CACHE_S
+            g: c[1] for g in groups if (c := self._groups.get(g)) and now - c[0] < GROUP_CACHE_S
         }
         if any(user_id in members for members in fresh.values()):
             return True
-        fetching = {
-            self._fetch(group) for group in self._config.scale_allowed_groups if group not in fresh
-        }
+        fetching = {self._fetch(group) for group in groups if group not in fresh}
         deadline = asyncio.get_running_loop().time() + GROUP_LOOKUP_S
         while fetching:
-            left = deadline - asyncio.get_running_loop().time()
+            left = max(deadline - asyncio.get_running_loop().time(), 0.0)
             done, fetching = await asyncio.wait(
-                fetching, timeout=max(left, 0.0), return_when=asyncio.FIRST_COMPLETED
+                fetching, timeout=left, return_when=asyncio.FIRST_COMPLETED
             )
             if not done:
                 break
@@ -91,11 +86,10 @@ class Authorizer:
         return any(user_id in members for _, members in self._groups.values())
 
     def _fetch(self, group: str) -> asyncio.Task[frozenset[str] | None]:
-        """The group's lookup, one at a time per group: a lookup under way is shared."""
+        """The group's lookup, shared while under way."""
         task = self._fetching.get(group)
         if task is None:
-            task = asyncio.ensure_future(self._members(group))
-            self._fetching[group] = task
+            task = self._fetching[group] = asyncio.ensure_future(self._members(group))
             task.add_done_callback(lambda _: self._fetching.pop(group, None))
         return task
 

@@ -57,8 +57,7 @@ MAX_ATTEMPTS = 15
 
 @dataclass(frozen=True)
 class RevertRecord:
-    """What one scale-up changed, owned by its incident or by its early warning (`warning`: the
-    warning's uid, `incident_id` empty)."""
+    """What one scale-up changed, owned by its incident or early warning (`warning`: its uid)."""
 
     id: str
     incident_id: str
@@ -179,8 +178,7 @@ class ScaleReverts:
     # -- the sweep -------------------------------------------------------------------------
 
     async def tick(self) -> None:
-        """Look at every due record; never raises. What goes back of one incident in this look
-        is said in one reply."""
+        """Look at every due record; never raises. One reply per incident for what went back."""
         try:
             due = await self._due.pending(self._clock().timestamp())
         except RedisError as exc:
@@ -210,10 +208,9 @@ class ScaleReverts:
         return order.index(changed) if changed in order else len(order)
 
     async def _look(self, rid: str) -> tuple[str, str] | None:
-        """Look at one record; (incident id, text) when its thread is to be told it went back
-        or could not. A warning's own message is told at once."""
-        # Claimed as it is looked at, not with the others: each look may wait on the backend,
-        # for the backend's call and the thread's commit.
+        """(incident id, text) when its thread is to be told that the record went back or could
+        not; a warning's own message is told at once."""
+        # Claimed as it is looked at, not with the others: each look may wait on the backend.
         lease_s = 2 * deadline_of(self._config.backend_timeout_seconds) + 30
         claim = await self._due.claim(rid, self._clock().timestamp(), lease_s)
         if claim is None:
@@ -259,8 +256,7 @@ class ScaleReverts:
         return record.incident_id, text
 
     async def _hand_over(self, record: RevertRecord, state: WarningState) -> RevertRecord:
-        """The alert fired: the incident that took the warning on owns its scale-up now, and
-        its thread says so."""
+        """The alert fired: the incident that took the warning on owns its scale-up now."""
         taken = replace(record, incident_id=state.incident_id, warning="")
         undo, runner_type = record.undo, record.target.runner_type
         before = "unset" if undo.before is None else str(undo.before)
@@ -288,8 +284,7 @@ class ScaleReverts:
     async def _why_now(
         self, record: RevertRecord, state: WarningState | None, now: datetime
     ) -> tuple[str | None, RevertRecord, float]:
-        """Why `record` goes back now, or None while it stays; the record as it is kept, and
-        when to look again."""
+        """Why `record` goes back now (None: it stays), the record as kept, when to look again."""
         at, after = now.timestamp(), self._config.scale_revert_after
         again = at + self._check_s
         late = (
@@ -347,8 +342,7 @@ class ScaleReverts:
         return False
 
     async def _say_on_warning(self, record: RevertRecord, text: str) -> None:
-        """Said on the warning's message in place of when its scale-up goes back, while the
-        message is still that warning's."""
+        """Said on the warning's message in place of when its scale-up goes back."""
 
         def said(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != record.warning:
@@ -381,8 +375,8 @@ class ScaleReverts:
         gone: set[str] | None = None,
         scale: ScaleDone | None = None,
     ) -> None:
-        """The event and its thread reply (`detail` after the text); `on_root` lists it with
-        the incident's actions. The incident keeps `put_back` and drops the records `gone`."""
+        """The event and its thread reply; `on_root` lists it with the incident's actions. The
+        incident keeps `put_back` and drops the records `gone`."""
 
         def told(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
             event = Event(at=now, kind=kind, text=text, scale=scale)
