@@ -197,8 +197,11 @@ async def run_command(
         return command
     if command.verb == "status":
         return await _status(core, channel)
-    if command.verb == "incidents":
-        return await _recent(core)
+    if command.verb == "incidents":  # the most recent of every channel, open or resolved
+        incidents = await core.recent(MAX_LINES)
+        if not incidents:
+            return Outcome(True, "No open incidents: the queues are quiet.")
+        return Outcome(True, _capped("", [_overview_line(i) for i in incidents], len(incidents)))
     if command.verb == "report":
         return await core.report(
             actor, command.count or 7, command.runner_type, interaction=interaction
@@ -241,12 +244,11 @@ async def _incident_for(core: ActionCore, channel: str, command: Command) -> str
     open (or none here, some elsewhere), acting on a guess could hit the wrong one: ask which.
     `postmortem` with none open here writes up the one here that resolved last: a postmortem is
     mostly asked for just after the summary."""
-    scope = _scope(core, channel)
-    here, elsewhere = _in(await core.open_incidents(MAX_SCAN), scope)
+    here, elsewhere = _split(core, channel, await core.open_incidents(MAX_SCAN))
     if len(here) == 1:
         return here[0].id
     if not here and command.verb == "postmortem":
-        recent, _ = _in(await core.recent(MAX_LINES), scope)
+        recent, _ = _split(core, channel, await core.recent(MAX_LINES))
         if recent:  # the index is by last change, and writing one up is one
             return max(recent, key=lambda i: i.resolved_at or i.started_at).id
         if not elsewhere:
@@ -267,14 +269,6 @@ def _which(command: Command, incidents: list[Incident], total: int, channel: str
     )
     lines = [_brief(incident, channel) for incident in incidents]
     return Outcome(False, _capped(head, lines, total))
-
-
-async def _recent(core: ActionCore) -> Outcome:
-    """`/queue incidents`: the most recent incidents of every channel, open or resolved."""
-    incidents = await core.recent(MAX_LINES)
-    if not incidents:
-        return Outcome(True, "No open incidents: the queues are quiet.")
-    return Outcome(True, _capped("", [_overview_line(i) for i in incidents], len(incidents)))
 
 
 async def _status(core: ActionCore, channel: str) -> Outcome:
@@ -300,19 +294,29 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
         others = [n for n in fleet.runner_types if owned is not None and n not in owned]
         if others:
             head += " · the types this channel owns"
-            fleet = _only(fleet, set(owned or ()))
+            names = set(owned or ())
+            types = {n: m for n, m in fleet.runner_types.items() if n in names}
+            absent = tuple(n for n in fleet.absent if n in names)
+            fleet = fleet.model_copy(update={"runner_types": types, "absent": absent})
         if reading.error:
             head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
         none = "_None of this channel's runner types is known._" if others else ""
         trend = _trend_of(fleet, incidents)
         lines = type_lines(fleet, trend, top=LIVE_TYPES)
         lines = lines or [none or "_No runner type is known._"]
-        if others:
-            lines.append(_others_line(core, others))
+        if others:  # where they are answered for: their channels, or a DM for the whole fleet
+            shown = _channels({core.routing.channel_of_type(n) for n in others})
+            lines.append(
+                f"_+{len(others)} runner type{'s' if len(others) != 1 else ''} of other channels "
+                f"({shown}): `/queue` there lists them, and in a DM with the app every type._"
+            )
         head += "\n" + "\n".join(lines)
     # The live listing above is this message's one reading: the incidents under it say no
     # numbers of their own (a status's older reading beside it would disagree).
-    return _open_here(core, channel, _fit(head), incidents, numbers=fleet is None)
+    # The live part keeps room for the incidents under it.
+    return _open_here(
+        core, channel, truncate(head, MAX_ANSWER // 2), incidents, numbers=fleet is None
+    )
 
 
 def _trend_of(fleet: FleetSnapshot, incidents: list[Incident]) -> Trend:
@@ -328,21 +332,19 @@ def _trend_of(fleet: FleetSnapshot, incidents: list[Incident]) -> Trend:
     return best.trend if best is not None and shared(best) else EMPTY
 
 
-def _only(fleet: FleetSnapshot, names: set[str]) -> FleetSnapshot:
-    types = {n: m for n, m in fleet.runner_types.items() if n in names}
-    absent = tuple(n for n in fleet.absent if n in names)
-    return fleet.model_copy(update={"runner_types": types, "absent": absent})
+def _split(
+    core: ActionCore, channel: str, incidents: list[Incident]
+) -> tuple[list[Incident], list[Incident]]:
+    """(those of `channel`, the others). `/queue` answers for the channel it was typed in when
+    incidents open there; elsewhere (a DM, another channel) every incident is "here"."""
+    if channel not in core.channels:
+        return incidents, []
+    here = [i for i in incidents if i.channel == channel]
+    return here, [i for i in incidents if i.channel != channel]
 
 
-def _others_line(core: ActionCore, others: list[str]) -> str:
-    """Where the types left out are answered for: their channels, or a DM for the whole fleet."""
-    channels = sorted({core.routing.channel_of_type(n) for n in others})
-    shown = ", ".join(f"<#{escape(c)}>" for c in channels[:5])
-    many = len(others) != 1
-    return (
-        f"_+{len(others)} runner type{'s' if many else ''} of other channels ({shown}): "
-        "`/queue` there lists them, and in a DM with the app every type._"
-    )
+def _channels(channels: set[str]) -> str:
+    return ", ".join(f"<#{escape(c)}>" for c in sorted(channels)[:5])
 
 
 def _open_here(
@@ -350,11 +352,10 @@ def _open_here(
 ) -> Outcome:
     """The open `incidents` of `channel`, under `head`, and a line for those in other
     channels; with their own `numbers` unless `head` shows the live reading."""
-    here, elsewhere = _in(incidents, _scope(core, channel))
+    here, elsewhere = _split(core, channel, incidents)
     others = ""
     if elsewhere:
-        channels = sorted({i.channel for i in elsewhere if i.channel})
-        shown = ", ".join(f"<#{escape(c)}>" for c in channels[:5])
+        shown = _channels({i.channel for i in elsewhere if i.channel})
         others = f"\n_{len(elsewhere)} open in other channels: {shown}_"
     if not here:
         # Under the live queue the numbers speak for themselves; alone, say what it means.
@@ -365,25 +366,6 @@ def _open_here(
     title = f"{head}\n\n*Open incidents*" if head else ""
     text = _capped(title, [_overview_line(i, numbers=numbers) for i in here], len(here))
     return Outcome(True, text + others)
-
-
-def _scope(core: ActionCore, channel: str) -> str:
-    """The channel `/queue` answers for: the one it was typed in when incidents open there, else
-    none (a DM, another channel): every incident is "here" then."""
-    return channel if channel in core.channels else ""
-
-
-def _in(incidents: list[Incident], channel: str) -> tuple[list[Incident], list[Incident]]:
-    """(those in `channel`, the others); all are "here" when asked from no known channel."""
-    if not channel:
-        return incidents, []
-    here = [i for i in incidents if i.channel == channel]
-    return here, [i for i in incidents if i.channel != channel]
-
-
-def _fit(text: str) -> str:
-    """The live part keeps room for the incidents under it."""
-    return truncate(text, MAX_ANSWER // 2)
 
 
 def _capped(head: str, lines: list[str], total: int) -> str:

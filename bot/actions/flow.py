@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -90,25 +90,17 @@ def parse_ref(ref: str) -> tuple[str, str | None]:
     return incident_id, (uid or None)
 
 
+@dataclass
 class Acting:
     """What every action needs: the store, the clock, names, the guards, the counters."""
 
-    def __init__(
-        self,
-        store: IncidentStore,
-        telemetry: Telemetry,
-        interactions: Interactions,
-        authorizer: Authorizer,
-        *,
-        display_name: Callable[[str], Awaitable[str | None]],
-        clock: Callable[[], datetime],
-    ) -> None:
-        self.store = store
-        self.telemetry = telemetry
-        self.interactions = interactions
-        self.authorizer = authorizer
-        self.clock = clock
-        self._display_name = display_name
+    store: IncidentStore
+    telemetry: Telemetry
+    interactions: Interactions
+    authorizer: Authorizer
+    _: KW_ONLY
+    display_name: Callable[[str], Awaitable[str | None]]
+    clock: Callable[[], datetime]
 
     async def guarded(
         self,
@@ -207,6 +199,6 @@ class Acting:
     async def name(self, actor: Actor) -> str:
         """How routine replies name the actor: their Slack display name, else the payload's."""
         try:
-            return await self._display_name(actor.user_id) or actor.name or actor.user_id
+            return await self.display_name(actor.user_id) or actor.name or actor.user_id
         except RedisError:
             return actor.name or actor.user_id

@@ -23,7 +23,6 @@ from bot.actions.flow import (
     Acting,
     Actor,
     Asked,
-    Decide,
     Decided,
     Outcome,
     failed,
@@ -230,10 +229,39 @@ class Scaling:
         if not incident.is_open:
             return refused(f"Incident {incident.id} is already resolved: nothing was scaled.")
         name = await self.acting.name(actor)
-        done = await self.scale_up(name, runner_type, delta, raise_maximum, keep, incident.id)
-        if isinstance(done, Outcome):
-            return done
-        return await self.acting.commit(ref, _record(actor, name, done, self.backend_name))
+        scaled = await self.scale_up(name, runner_type, delta, raise_maximum, keep, incident.id)
+        if isinstance(scaled, Outcome):
+            return scaled
+        result, undo, put_back = scaled.result, scaled.undo, scaled.put_back
+        changed, kind = result.undo, scaled.request.target.runner_type
+
+        def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
+            done = ScaleDone(
+                runner_type=kind,
+                added=delta,
+                by=name,
+                at=now,
+                field=changed.field if changed is not None else "",
+                after=changed.after if changed is not None else None,
+            )
+            text = f"Scaled {kind} by +{delta}: {result.detail} ({self.backend_name})"
+            event = Event(
+                at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name, scale=done
+            )
+            updated = with_action(incident, event)
+            if put_back is not None:
+                updated = with_put_back(updated, put_back)
+            # When it goes back is said once, in the thread: not in the root's latest actions nor
+            # the summary's timeline, nor the answer (the modal said it); that it stays is news.
+            detail = f"· {escape(undo)}" if undo else ""
+            reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=detail))
+            answer = f"You scaled `{escape(kind)}` by +{delta}: {escape(result.detail)}."
+            answer += f" {escape(undo)}" if undo and put_back is None else ""
+            if not incident.is_open:
+                answer += " The incident had resolved meanwhile."
+            return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
+
+        return await self.acting.commit(ref, decide)
 
     async def scale_up(
         self,
@@ -293,37 +321,3 @@ class Scaling:
         return Scaled(
             request, result, plan_sentence(self.reverts.plan(warning=bool(warning))), put_back
         )
-
-
-def _record(actor: Actor, name: str, scaled: Scaled, backend: str) -> Decide:
-    request, result, undo, put_back = scaled.request, scaled.result, scaled.undo, scaled.put_back
-
-    def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-        runner_type = request.target.runner_type
-        text = f"Scaled {runner_type} by +{request.delta}: {result.detail} ({backend})"
-        changed = result.undo
-        done = ScaleDone(
-            runner_type=runner_type,
-            added=request.delta,
-            by=name,
-            at=now,
-            field=changed.field if changed is not None else "",
-            after=changed.after if changed is not None else None,
-        )
-        event = Event(
-            at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name, scale=done
-        )
-        updated = with_action(incident, event)
-        if put_back is not None:
-            updated = with_put_back(updated, put_back)
-        # When it goes back is said once, in the thread: not in the root's latest actions nor
-        # the summary's timeline, nor the answer (the modal said it); that it stays is news.
-        detail = f"· {escape(undo)}" if undo else ""
-        reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=detail))
-        answer = f"You scaled `{escape(runner_type)}` by +{request.delta}: {escape(result.detail)}."
-        answer += f" {escape(undo)}" if undo and put_back is None else ""
-        if not incident.is_open:
-            answer += " The incident had resolved meanwhile."
-        return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
-
-    return decide
