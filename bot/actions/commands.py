@@ -393,10 +393,9 @@ def _brief(incident: Incident, channel: str = "") -> str:
 
 
 def _overview_line(incident: Incident, *, numbers: bool = True) -> str:
-    """The incident with its root's numbers (`headline`), and its runner types from the same
-    source as the root lists them: the live reading while it shows one, else the alert; a
-    resolved incident's worst seen, as its root and summary say them. Without `numbers`: the
-    incident alone, under a listing that says them."""
+    """The incident with its root's numbers and runner types, from the same source as its root
+    (the live reading while it shows one, else the alert; resolved, the worst seen). Without
+    `numbers`: the incident alone, under a listing that says them."""
     state = "firing" if incident.is_open else "resolved"
     line = f"*#{escape(incident.id)}* {truncate(escape(incident.title), 150)} — {state}"
     if not numbers:

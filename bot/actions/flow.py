@@ -56,10 +56,6 @@ class Outcome:
     result: str = ""
     blocks: tuple[dict[str, Any], ...] = ()
 
-    @property
-    def label(self) -> str:
-        return self.result or ("ok" if self.ok else "refused")
-
 
 @dataclass(frozen=True)
 class Asked:
@@ -120,7 +116,8 @@ class Acting:
             outcome = Outcome(False, NO_REDIS, "error")
         if asked is not None:
             await self.keep_refusal(asked, actor, outcome)
-        self.telemetry.actions.labels(action, outcome.label).inc()
+        label = outcome.result or ("ok" if outcome.ok else "refused")
+        self.telemetry.actions.labels(action, label).inc()
         return outcome
 
     async def _once(

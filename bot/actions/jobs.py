@@ -7,7 +7,7 @@ last hour against the same hour a day before, and the source's note.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bot.actions.flow import Acting, Actor, Outcome, failed
 from bot.backends.errors import BackendError
@@ -29,7 +29,7 @@ NO_SOURCE = (
 class Jobs:
     acting: Acting
     watch: JobsWatch | None
-    routing: Routing = field(default_factory=Routing)
+    routing: Routing
 
     async def jobs(
         self,

@@ -77,7 +77,7 @@ T = TypeVar("T")
 # (channel, ts) -> a link to that message: "" when there is none, None while it is not known
 # (Slack slow or failing); never raises.
 Permalink = Callable[[str, str], Awaitable[str | None]]
-# The incident's write-up, for a postmortem moment (`bot.actions.postmortem`).
+# The incident's write-up, for a postmortem moment (`ActionCore.postmortem_markdown`).
 Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
 
 
