@@ -66,27 +66,25 @@ class Silencing:
         lock = await self._lock(incident, f"{name} is silencing it")
         if isinstance(lock, Held):
             return refused(f"Incident {incident.id} is being silenced right now: {lock.what}.")
+        now = self.acting.clock()
+        until = now + timedelta(seconds=seconds)
+        thread = loaded.thread
+        link = await self.permalink(thread.channel, thread.ts) if thread else ""
+        comment = (
+            f"queuepilot incident #{incident.id} ({incident.title[:200]}), "
+            f"silenced from Slack by {name}"
+        )
+        request = SilenceRequest(
+            matchers=incident.silence_matchers,
+            starts_at=now,
+            ends_at=until,
+            created_by=name,
+            comment=f"{comment}: {link}" if link else comment,  # Alertmanager says why
+        )
+        # Watched before it exists: a leader dying right after creating it still has the tick
+        # look at the incident (and find nothing, if the silence was never recorded).
+        first_check = min(until.timestamp(), now.timestamp() + self.config.silence_check_seconds)
         try:
-            now = self.acting.clock()
-            until = now + timedelta(seconds=seconds)
-            thread = loaded.thread
-            link = await self.permalink(thread.channel, thread.ts) if thread else ""
-            comment = (
-                f"queuepilot incident #{incident.id} ({incident.title[:200]}), "
-                f"silenced from Slack by {name}"
-            )
-            request = SilenceRequest(
-                matchers=incident.silence_matchers,
-                starts_at=now,
-                ends_at=until,
-                created_by=name,
-                comment=f"{comment}: {link}" if link else comment,  # Alertmanager says why
-            )
-            # Watched before it exists: a leader dying right after creating it still has the
-            # tick look at the incident (and find nothing, if the silence was never recorded).
-            first_check = min(
-                until.timestamp(), now.timestamp() + self.config.silence_check_seconds
-            )
             await self.acting.store.silence_watch.schedule(incident.id, first_check)
             silence_id = await within(silencer.create(request), self._timeout_s, silencer.name)
         except BackendError as exc:
