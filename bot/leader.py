@@ -71,16 +71,26 @@ async def _lead(
             if stop.is_set() or task.done():
                 lost = False
                 break
+            # The lease runs from when Redis renewed it, which is after the renewal was asked
+            # for: counting from the asking errs on the side of stopping early, and a renewal
+            # that hangs is given up when the lease it would extend runs out.
+            asked = loop.time()
+            left = renewed + leadership.ttl_ms / 1000 - asked
+            if left <= 0:  # stalled (paused, starved) past it: another may lead by now
+                log.warning(
+                    "leader: %s lost the lease while stalled; stepping down", leadership.name
+                )
+                break
             try:
-                if not await leadership.renew():
+                if not await asyncio.wait_for(leadership.renew(), timeout=left):
                     log.warning("leader: %s lost the lease; stepping down", leadership.name)
                     break
-                renewed = loop.time()
-            except RedisError as exc:
+                renewed = asked
+            except (RedisError, TimeoutError) as exc:
                 # Keep working until the lease it last renewed runs out: until then nobody else
                 # can lead, and the fenced writes fail on their own if Redis stays away.
                 if loop.time() - renewed >= leadership.ttl_ms / 1000:
-                    log.warning("leader: cannot renew the lease (%s); stepping down", exc)
+                    log.warning("leader: cannot renew the lease (%r); stepping down", exc)
                     break
         else:
             lost = False

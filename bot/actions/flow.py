@@ -22,6 +22,7 @@ from bot.domain.incidents import REFUSED, Event, Incident
 from bot.render.mrkdwn import plain_text
 from bot.storage.incident_store import Commit, IncidentStore, Loaded
 from bot.storage.interactions import IN_PROGRESS, Interactions
+from bot.storage.leader import Deposed
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,10 @@ class Acting:
         a refusal of what was `asked` on the incident's timeline."""
         try:
             outcome = await self._once(action, actor, interaction, run)
+        except Deposed:
+            # Not an answer to give: the request stays in its stream, and the next leader
+            # (this replica too, leading again) carries it on under the same claim.
+            raise
         except RedisError as exc:
             log.error("action %s failed: Redis: %s", action, exc)
             outcome = Outcome(False, NO_REDIS, "error")

@@ -28,6 +28,7 @@ from bot.backoff import Backoff
 from bot.config import Settings
 from bot.intake.group_loop import GroupLoop, sleep_or_stop
 from bot.storage.interactions import attempt
+from bot.storage.leader import Deposed
 from bot.storage.requests import Request, RequestStream
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,10 @@ class Requests:
             try:
                 await work(entry.body)
                 return True
+            except Deposed:
+                # This term is over: the next one carries the request on (done again now, it
+                # would call a backend a second time for one click).
+                return False
             except RedisError as exc:
                 log.warning("requests: entry %s: Redis failed (%s); retrying", entry.id, exc)
             except Exception as exc:

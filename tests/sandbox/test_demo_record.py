@@ -1,5 +1,5 @@
 """The demo's incident on the record, as a visitor reads it: the whole sandbox runs (the production
-bot, the Slack emulator and its page, the simulated fleet at ×30), the 2xlarge story is left
+bot, the Slack emulator and its page, the simulated fleet at ×60), the 2xlarge story is left
 alone, and once the queue drained `/queue postmortem` is typed in the page's composer. Every
 number is on the wall clock's minutes, as the incident's duration is: no job waited longer than
 the demo has been running. The write-up keeps the early warning the incident took on."""
@@ -22,11 +22,10 @@ from tests.support.servers import RedisServer
 
 @pytest.fixture
 def sandbox(redis_server: RedisServer) -> Iterator[Sandbox]:
-    """A fleet minute every 2 s, read every second (the early warning's readings come before the
-    alert), a status every 5 s and drain checks 2 s apart: the story in about a minute and a
-    half."""
+    """A fleet minute a second, read every second (the early warning's readings come before the
+    alert), a status every 5 s and drain checks 2 s apart: the story in under a minute."""
     redis_server.flush()
-    config = SandboxConfig(speed=30, metrics_interval_s=1, status_interval_s=5, drain_check_s=2)
+    config = SandboxConfig(speed=60, metrics_interval_s=1, status_interval_s=5, drain_check_s=2)
     with ExitStack() as stack:
         yield start_sandbox(stack, redis_server.url, "qprecord", config)
 

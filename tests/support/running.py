@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from redis.exceptions import RedisError
 
 from bot.app import Bot, build_app, build_bot
 from bot.config import Settings, load_settings
@@ -52,6 +53,9 @@ async def run_bot(settings: Settings, *, port: int | None = None) -> AsyncIterat
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     await eventually(lambda: server.started, what="bot started")
+    # State changes are the leader's alone: a test goes on once some replica leads (this one,
+    # unless another already did), so its first commit is not refused for want of a leader.
+    await eventually(lambda: _someone_leads(bot), what="a replica leading")
     url = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient(base_url=url, timeout=10) as http:
         try:
@@ -59,6 +63,21 @@ async def run_bot(settings: Settings, *, port: int | None = None) -> AsyncIterat
         finally:
             server.should_exit = True
             await asyncio.wait_for(task, timeout=15)
+
+
+async def _someone_leads(bot: Bot) -> bool:
+    try:
+        return await bot.leadership.holder() is not None
+    except RedisError:
+        return True  # Redis is away: there is no lead to wait for
+
+
+async def leader_of(*running: RunningBot) -> RunningBot:
+    """The one of these replicas that leads: the one whose commits and jobs take effect."""
+    return await eventually(
+        lambda: next((r for r in running if r.bot.leadership.fence.held), None),
+        what="the leader among the replicas",
+    )
 
 
 async def eventually(

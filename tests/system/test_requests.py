@@ -107,6 +107,34 @@ async def test_a_click_taken_by_a_follower_is_done_by_the_leader(
     assert f"<@{USER}>" in json.dumps(slack.emulator.channel_messages(CHANNEL)[0].blocks)
 
 
+async def test_a_click_under_way_when_the_lead_is_lost_is_done_once_by_the_next_term(
+    settings_for: Callable[..., Settings], slack: Slack, redis_url: str
+) -> None:
+    """The leader loses its lease while it performs a click (it looks up who clicked; a stall
+    past the lease, say): its commit is refused, and the click is neither lost nor answered
+    "try again": the next term (here the same replica, leading again) does it, once."""
+    async with run_bot(settings_for()) as running:
+        root = await open_incident(running, slack)
+        slack.emulator.stall("users.info", 60)
+        assert (await click(running, root, "incident_ack")).status_code == 200
+        await eventually(lambda: slack.emulator.calls("users.info"), what="the click under way")
+        store = redis.Redis.from_url(redis_url, decode_responses=True)
+        try:
+            store.delete(KEYS.leader)  # the lease ran out meanwhile
+        finally:
+            store.close()
+        slack.emulator.stall("users.info", 0)
+        await eventually(lambda: acknowledgements(slack, root), what="the thread's reply")
+        await eventually(lambda: ephemeral_texts(slack), what="the answer to the person")
+
+        async def done() -> bool:
+            return await requests_backlog(running) == 0
+
+        await eventually(done, what="the request done")
+    assert ephemeral_texts(slack) == ["You acknowledged incident 1."]
+    assert len(acknowledgements(slack, root)) == 1
+
+
 async def test_the_same_click_delivered_to_two_replicas_acts_once(
     settings_for: Callable[..., Settings], slack: Slack
 ) -> None:

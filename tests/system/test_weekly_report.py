@@ -15,7 +15,7 @@ from bot.domain.delivery import delivery_of
 from bot.domain.incidents import GroupState, open_incident, resolve_manually
 from bot.storage.incident_store import Commit, IncidentStore
 from tests.support.payloads import fixture_json
-from tests.support.running import eventually, run_bot
+from tests.support.running import eventually, leader_of, run_bot
 from tests.support.slack import CHANNEL, Slack
 
 
@@ -45,9 +45,11 @@ async def test_the_weekly_report_is_posted_once_with_its_chart(
 ) -> None:
     settings = settings_for(report_schedule="mon 09:00 Europe/London")
     async with run_bot(settings) as first, run_bot(settings) as second:
-        await kept(first.bot.store, 1, "linux.2xlarge", 3)
-        await kept(first.bot.store, 2, "linux.g5.4xlarge.nvidia.gpu", 1.5)
-        # Both replicas' schedulers fire at 09:00 Monday: both jobs run.
+        leader = await leader_of(first, second)
+        await kept(leader.bot.store, 1, "linux.2xlarge", 3)
+        await kept(leader.bot.store, 2, "linux.g5.4xlarge.nvidia.gpu", 1.5)
+        # The leader's scheduler fires at 09:00 Monday, and a successor's too after a failover
+        # at 09:00: both jobs run.
         await asyncio.gather(
             first.bot.core.post_weekly_report(), second.bot.core.post_weekly_report()
         )
@@ -63,8 +65,8 @@ async def test_the_weekly_report_is_posted_once_with_its_chart(
             what="the weekly report",
             timeout=20,
         )
-        await first.bot.core.post_weekly_report()  # a scheduler firing again the same day
-        assert await first.bot.queue.waiting(CHANNEL) == 0, "nothing more queued to post"
+        await leader.bot.core.post_weekly_report()  # a scheduler firing again the same day
+        assert await leader.bot.queue.waiting(CHANNEL) == 0, "nothing more queued to post"
     posted = [m for m in slack.emulator.channel_messages(CHANNEL) if "Capacity report" in m.text]
     assert len(posted) == 1, "once across replicas"
     text = str(report.blocks)
@@ -84,8 +86,9 @@ async def test_a_teams_runner_types_are_reported_in_its_own_channel(
     routes = [{"match": ['runner_type=~"linux\\.g5\\..*"'], "channel": GPU_CHANNEL}]
     settings = settings_for(report_schedule="mon 09:00", slack_routes=json.dumps(routes))
     async with run_bot(settings) as first, run_bot(settings) as second:
-        await kept(first.bot.store, 1, "linux.2xlarge", 3)
-        await kept(first.bot.store, 2, "linux.g5.4xlarge.nvidia.gpu", 1.5, GPU_CHANNEL)
+        leader = await leader_of(first, second)
+        await kept(leader.bot.store, 1, "linux.2xlarge", 3)
+        await kept(leader.bot.store, 2, "linux.g5.4xlarge.nvidia.gpu", 1.5, GPU_CHANNEL)
         await asyncio.gather(
             first.bot.core.post_weekly_report(), second.bot.core.post_weekly_report()
         )
