@@ -307,6 +307,19 @@ def _view(p: Params) -> dict[str, Any]:
         ]
     if problems:
         raise invalid_arguments(f"[ERROR] {SCHEMA_MISMATCH} [json-pointer:/view]", *problems)
+    # A block_id names one block of the view (Slack's block reference: "a unique identifier");
+    # a view with two of one is refused invalid_arguments (slack-go/slack#725 met it, with no
+    # message beside it: this one is the emulator's wording).
+    seen: set[str] = set()
+    for i, block in enumerate(blocks):
+        block_id = block.get("block_id")
+        if not isinstance(block_id, str):
+            continue
+        if block_id in seen:
+            raise invalid_arguments(
+                f"[ERROR] block_id must be unique [json-pointer:/view/blocks/{i}/block_id]"
+            )
+        seen.add(block_id)
     inputs = [i for i, block in enumerate(blocks) if block.get("type") == "input"]
     if view["type"] == "modal" and not view.get("submit") and inputs:
         # Slack's view reference: "submit is required when an input block is within the

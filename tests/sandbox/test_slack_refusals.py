@@ -825,6 +825,11 @@ ROWS: list[tuple[str, Ask, Answer]] = [
      sdk(lambda c: c.views_open(trigger_id="1.2.abc", view={**modal(), "blocks": [INPUT]})),
      arguments_refused("[ERROR] must define `submit` to use `input` block "
                        "[json-pointer:/view/blocks/0/input]")),
+    # Two blocks of one block_id in a view (slack-go/slack#725: Slack answered invalid_arguments).
+    ("a view with two blocks of one block_id",
+     sdk(lambda c: c.views_open(trigger_id="1.2.abc", view={
+         **modal(), "blocks": [{**SECTION, "block_id": "b"}, {**SECTION, "block_id": "b"}]})),
+     SOME_ARGUMENT_REFUSED),
     ("exchanged_trigger_id", a_trigger_used_twice, refused("exchanged_trigger_id")),
     ("expired_trigger_id", a_trigger_past_three_seconds, refused("expired_trigger_id")),
     ("push_limit_reached", a_fourth_view, refused("push_limit_reached")),
