@@ -1,9 +1,6 @@
-"""The jobs behind the queue: `JobsWatch` is the one way to them. It lists them from the source
-that can (`QueuedJobs`), counts their arrivals (`bot.storage.job_arrivals`: each job once, in
-five-minute slots, so "this workflow's arrivals doubled since the same hour yesterday" is
-something the bot can say), and builds the view `/queue jobs` and diagnostics show. The fleet
-reading calls it on every refresh too, so the history has a count for every hour, not only for
-the hours somebody asked.
+"""The jobs behind the queue, the one way to them: listed from the source that can, their arrivals
+counted (`bot.storage.job_arrivals`, so "arrivals doubled since the same hour yesterday" can be
+said), and the view `/queue jobs` and diagnostics show.
 """
 
 from __future__ import annotations
@@ -17,8 +14,6 @@ from bot.storage.job_arrivals import JobArrivals
 
 
 class JobsWatch:
-    """The jobs behind the queue from `source`, with their arrivals counted."""
-
     def __init__(self, source: QueuedJobs, arrivals: JobArrivals, *, timeout_s: float) -> None:
         self._source = source
         self._arrivals = arrivals
@@ -38,8 +33,7 @@ class JobsWatch:
             await self._source.aclose()
 
     async def view(self, *, now: datetime) -> JobsView:
-        """The queued jobs now and what arrived; raises `BackendError` when the source cannot
-        say."""
+        """Raises `BackendError` when the source cannot say."""
         source = self._source
         listing = await within(source.queued_jobs(now=now), self._timeout_s, source.name)
         if listing.arrivals is not None:  # a source that counts its own (ARC's counters)

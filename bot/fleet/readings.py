@@ -1,20 +1,10 @@
-"""One reading of the fleet's queues per interval, shared by every incident.
+"""One reading of the fleet's queues per interval, shared by every incident and surface.
 
-Whoever needs the fleet (a status tick, `/queue`, diagnostics) asks `latest()`. A reading younger
-than the interval is served from Redis; an older one is refreshed with the backend's deadline,
-outside any incident's or group's commit, one refresh at a time in the process: the leader's
-tasks that ask meanwhile take the stored reading. A failed refresh is stored too, so a backend
-that is down is asked once an interval, and every incident can say why it shows the alert's
-numbers instead. Successful readings are also kept, compacted, in a bounded history: the
-baseline "in the hours before the incident" comes from it when the backend has no history of
-its own.
-
-Another process may read beside the leader (a scale form opened from a warning on the replica
-Slack reached, a replica of 0.25 during a rollout): that costs a backend call, and the history a
-point beside the leader's when the two read in the same moment.
-
-Its own package: the status tick and the actions (`/queue`, diagnostics) share it, and it joins
-a backend to Redis, so it sits below the one and above the other two.
+A reading younger than the interval is served from Redis; an older one is refreshed with the
+backend's deadline, outside any commit, one refresh at a time in the process. A failed refresh is
+stored too, so a backend that is down is asked once an interval and every incident can say why.
+Successful readings are judged here, once (`bot.domain.fleet.judged`), and kept, compacted, in a
+bounded history: the baseline "in the hours before the incident" where the backend keeps none.
 """
 
 from __future__ import annotations
@@ -80,14 +70,12 @@ class FleetReadings:
         return self._metrics
 
     async def aclose(self) -> None:
-        """Release the backends' connections (the jobs source's too, when it is another)."""
         await self._metrics.aclose()
         if self._jobs is not None:
             await self._jobs.aclose(unless=self._metrics)
 
     @property
     def keeps_history(self) -> bool:
-        """Whether each reading is kept for the capacity report (`ReadingsHistory`)."""
         return self._kept is not None
 
     @property
@@ -105,16 +93,15 @@ class FleetReadings:
             return None
 
     async def tick(self) -> None:
-        """A scheduled read, for a replica where nothing else reads on a schedule: one GET a
-        tick, the backend once an interval. Redis away is logged, never raised."""
+        """A scheduled read where nothing else reads on a schedule; never raises."""
         try:
             await self.latest()
         except RedisError as exc:
             log.warning("fleet: Redis unavailable: %s", exc)
 
     async def latest(self) -> Reading | None:
-        """The current reading, refreshed first when it is due; None with the `alert` backend
-        or before any replica could read the backend once."""
+        """The current reading, refreshed first when due; None with the `alert` backend or
+        before the backend was read once."""
         if not self._metrics.live:
             return None
         stored = await self.stored()
@@ -127,7 +114,6 @@ class FleetReadings:
             return await self._refresh(stored, now)
 
     async def current(self) -> tuple[Reading | None, list[HistoryPoint]]:
-        """The latest reading, and the history baselines need when it has a fleet."""
         reading = await self.latest()
         has_fleet = reading is not None and reading.fleet is not None
         return reading, (await self.history() if has_fleet else [])
@@ -148,7 +134,6 @@ class FleetReadings:
             jobs = await self._observe_jobs(now)
             if jobs is not None and self._jobs is not None and not self._jobs.lists(self._metrics):
                 fleet = with_job_waits(fleet, jobs)  # the oldest job's age, not a start's time
-            # Judged once, here: every surface renders this reading's judgement as it is.
             recent = await self.history(last=RECENT_READINGS)
             target = self._config.drain_target_minutes
             fleet = judged(fleet, recent, interval=self._interval, within_mins=target)
@@ -162,9 +147,8 @@ class FleetReadings:
         return reading
 
     async def _observe_jobs(self, now: datetime) -> JobsView | None:
-        """List the jobs once per reading, so their arrival history has every hour, not only
-        the hours somebody asked (`/queue jobs`, diagnostics), and the reading's waits are the
-        jobs' own. None when there is no jobs source or it failed (the reading stands)."""
+        """The jobs, listed every reading so their arrival history has every hour; None when
+        there is no source or it failed (the reading stands)."""
         if self._jobs is None:
             return None
         try:
@@ -199,7 +183,6 @@ class FleetReadings:
         )
 
     async def history(self, last: int = 0) -> list[HistoryPoint]:
-        """Past readings, newest first: all, or the `last` ones."""
         points = []
         for raw in await self._store.history(last):
             try:
@@ -221,5 +204,4 @@ class FleetReadings:
 
 
 def _keep_ms(interval: timedelta) -> int:
-    """A reading outlives a few intervals: long enough to be shared, never for days."""
     return int(max(interval.total_seconds() * 10, 600) * 1000)

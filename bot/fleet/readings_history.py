@@ -1,21 +1,10 @@
 """The capacity report's history where the metrics backend keeps none (`METRICS_BACKEND=github`):
-queuepilot's own readings, a slot apart, for a month.
+queuepilot's own readings, one per slot (`SLOT_S`, or the reading interval when longer), a month.
 
-Each successful reading (`FleetReadings`) keeps, per runner type, its queued jobs, longest wait,
-level (the runners wanted, else the most of registered and busy), maximum and job minutes in
-the reading's slot (`SLOT_S`, or the reading interval when longer): one field of a per-day hash,
-set if not set, so replicas reading the same slot keep it once. A reading with no runner type in
-it is kept too: an idle slot is a slot read. Series from it have the slot as their step; a slot
-no replica read (the bot was down) is not counted, and the history says how much of the window
-it covers.
-
-The GitHub backend lists a runner type only while it has jobs, and a type with none queued has
-no longest wait: in a reading that listed every job (`absent_means_empty`), a type it lacks had
-none queued, and a type with none queued waited 0. GitHub has no maximum, so its readings give
-no hours at the maximum (the report leaves them out).
-
-Its quantiles are of the longest wait at each reading, not of every job's queue time (the
-readings see the longest wait only): labelled so in the report.
+Per runner type: queued jobs, longest wait, level (the runners wanted, else the most of registered
+and busy), maximum and job minutes, set once per slot in a per-day hash. In a reading that listed
+every job (`absent_means_empty`), a type it lacks had none queued and waited 0. Its quantiles are
+of the longest wait at each reading, not of every job's queue time: labelled so in the report.
 """
 
 from __future__ import annotations
@@ -57,7 +46,6 @@ class ReadingsHistory:
         self._slot_s = max(SLOT_S, 60 * math.ceil(interval_s / 60))
 
     async def keep(self, fleet: FleetSnapshot) -> None:
-        """Keep a reading in its slot, unless a reading (this replica's or another's) has."""
         types = {name: _numbers(m) for name, m in fleet.runner_types.items()}
         kept = {"t": types, "e": fleet.absent_means_empty}
         slot = int(fleet.at.timestamp()) // self._slot_s * self._slot_s
@@ -124,7 +112,6 @@ Slot = tuple[float, dict[str, list[Any]], bool]  # when, each type's numbers, co
 
 
 def _slots(answer: Mapping[str, str], first: float, last: float) -> Iterator[Slot]:
-    """A day's kept readings within [first, last]; an unreadable one is logged and left out."""
     for raw_slot, raw in answer.items():
         try:
             at = float(raw_slot)
@@ -151,7 +138,6 @@ def _every_day(first: float, last: float) -> Iterator[float]:
 
 
 def _coverage(read: int, slot_s: int, first: float, last: float) -> str:
-    """A note when the readings cover less than nine tenths of the window."""
     window = max(last - first, slot_s)
     covered = min(read * slot_s, window)
     if covered >= 0.9 * window:

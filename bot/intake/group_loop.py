@@ -1,18 +1,10 @@
-"""Working through a consumer group's stream: the one loop behind every stream the leader consumes
-(notifications, `bot.intake.consumer`; Slack requests, `bot.intake.requests`).
+"""The one loop behind every stream the leader consumes (notifications, Slack requests).
 
-The loop reads new entries, keeps those under way from looking idle, takes over what other
-consumers left idle (burying an entry taken over too often), prunes consumers that left, waits out
-Redis failing, and at the end of a term hands back what it did not finish. The stream's own part
-says two things: which lane an entry takes, and how a batch is worked on. The entries of one lane
-are worked on in order by one task, those waiting together as one batch; lanes run side by side,
-at most `max_in_flight` entries at once. Notifications take their alert group's lane and are
-applied together; each request takes a lane of its own.
-
-An entry stays this consumer's until its batch was worked on. A batch worked on after the term
-ended (`stop` set) may have been given up, so its entries are handed back with those still
-waiting: the next term, this replica's or another's, takes them over at once. Handing back one
-that was done after all changes nothing (it is no longer pending).
+It reads new entries, keeps those under way from looking idle, takes over what other consumers
+left idle (burying an entry taken over too often), prunes consumers that left, waits out Redis
+failing, and at the end of a term hands back what it did not finish (the next term takes it over
+at once; handing back one that was done after all changes nothing). One lane's entries are worked
+on in order by one task, those waiting together as one batch; lanes run side by side.
 """
 
 from __future__ import annotations
@@ -52,9 +44,8 @@ class GroupLoop(Generic[E]):
         gather_s: float = 0.0,
         buried: Callable[[], object] = lambda: None,
     ) -> None:
-        """`work` works on a batch of one lane's entries and never raises; `gather_s` is how long
-        a loop under load waits before reading on, so more of a lane's entries share a batch;
-        `buried` is told of every entry dead-lettered."""
+        """`work` works on a batch of one lane's entries and never raises; `gather_s`: how long
+        a loop under load waits before reading on, so more entries share a batch."""
         self._group = group
         self._work = work
         self._lane = lane
@@ -74,10 +65,8 @@ class GroupLoop(Generic[E]):
         self._upkeep_s = min(config.intake_reclaim_idle_ms / 3000, 5.0)
 
     async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
-        """Consume until `stop` is set, riding out Redis outages with a capped backoff.
-
-        A new leader first takes over what its predecessor left pending once it has been idle
-        `take_over_ms` (about a lease's TTL: the predecessor is gone), not `reclaim_idle_ms`."""
+        """Consume until `stop` is set. A new leader takes over what its predecessor left once
+        idle `take_over_ms` (about a lease's TTL), not `reclaim_idle_ms`."""
         self._stop = stop
         self._take_over_ms = take_over_ms
         loop = asyncio.get_running_loop()
@@ -106,14 +95,12 @@ class GroupLoop(Generic[E]):
             await self._finish()
 
     async def bury(self, entry: E, reason: str) -> None:
-        """Dead-letter an entry that can never be done, with the reason."""
         log.error("%s: entry %s dead-lettered: %s", self._name, entry.id, reason)
         self._buried()
         with suppress(RedisError):
             await self._group.bury(entry, reason)
 
     async def _finish(self) -> None:
-        """Let the batches under way finish briefly, then hand what is left back to the group."""
         if self._lanes:
             await asyncio.wait(set(self._lanes.values()), timeout=FINISH_S)
         tasks = set(self._lanes.values())
@@ -166,15 +153,12 @@ class GroupLoop(Generic[E]):
         for entry in entries:
             self._start(entry)
         if entries:
-            # The entries' tasks go first, before this loop sends its next read: a new alert's
-            # commit is the chain from the alert to Slack, and Redis answers it sooner while
-            # it is still awake from the append. Under load (several entries, fewer than
-            # asked for) the next ones gather for a moment, to share their lane's batch; a
-            # lone entry is never held up, and a backlog (the read was full) is read on at once.
+            # The entries' tasks go before the next read (a new alert's commit is on the way to
+            # Slack). Under load (several entries, fewer than asked for) the next ones gather a
+            # moment to share a batch; a lone entry or a full read is never held up.
             await asyncio.sleep(self._gather_s if 1 < len(entries) < free else 0)
 
     def _start(self, entry: E) -> None:
-        """Queue the entry for its lane's task, starting one if the lane has none running."""
         lane = self._lane(entry)
         self._queued.setdefault(lane, []).append(entry)
         task = self._lanes.get(lane)
@@ -184,8 +168,7 @@ class GroupLoop(Generic[E]):
         self._in_flight[entry.id] = task
 
     async def _drain(self, lane: str) -> None:
-        """Work on the lane's entries, batch after batch, until none is waiting or the term
-        ended; what is left then stays in flight, to be handed back."""
+        """Batch after batch until none waits or the term ended (what is left is handed back)."""
         try:
             while not self._stop.is_set() and (batch := self._queued.pop(lane, [])):
                 await self._work(batch)
@@ -197,6 +180,5 @@ class GroupLoop(Generic[E]):
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    """Wait `seconds`, or less when `stop` is set meanwhile (a consumer between retries)."""
     with suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=seconds)

@@ -1,26 +1,15 @@
 """The alert's GitHub issue, kept in step with its incident (`GITHUB_ISSUES_REPO`).
 
-A change that gives the issue something to hear marks the incident in `issue_due` (the commit
-script does, with the change). Each tick, the leader claims a due incident and holds its pass's
-lease (one pass at a time per incident) while it brings its issue up to date, one call after
-another:
+A commit that gives the issue something to hear marks the incident in `issue_due`. Each tick the
+leader claims a due incident, holds its pass's lease (which a 0.25 replica honours), and: links
+the alert's open `area:alerting` issue (with `GITHUB_ISSUES_OPEN`, opens one; else looks again
+later); tells the thread's link, then each moment of the timeline not yet told, one comment each;
+closes an issue it opened while the incident is resolved, reopens it when it fires again.
 
-1. link: the open `area:alerting` issue that is the alert's (`is_alert_issue`), else, with
-   `GITHUB_ISSUES_OPEN`, one opened in alerting-infra's manner; else look again later (a pipeline
-   may open its issue a little after the alert reached us). The root then links it.
-2. tell: the thread's link first, then each moment of the timeline not yet told, in order, one
-   comment each; the periodic status never.
-3. an issue queuepilot opened is closed while the incident is resolved, reopened when it fires
-   again (the incident reopens within `REOPEN_WINDOW_SECONDS`).
-
-Once, whoever passes: the link records each moment told after GitHub answered, and names the
-call in flight before it is sent (`trying`); a call whose answer was lost is looked for
-(`find_comment`, the issue's hidden mark) before it is made again. GitHub's limits: every call
-takes the app-wide `github` slot (`bot/pacing.py`: one call a second, as GitHub asks of
-writes), a rate limit holds that slot for as long as GitHub says, and a failure is
-retried later with the one backoff (`bot/backoff.py`); none of it holds up the incident, whose
-thread goes on in Slack. A refusal (a token without the permission, a repository that does not
-exist) is said once in the thread, and tried again every `REFUSED_RETRY_S`.
+Each write is named in the link before it is sent (`trying`), so a call whose answer was lost is
+looked for before it is made again. Every call takes the app-wide `github` slot (`bot.pacing`);
+a failure is retried with the one backoff; a refusal is said once in the thread and tried again
+every `REFUSED_RETRY_S`. None of it holds up the incident's thread.
 """
 
 from __future__ import annotations
@@ -62,37 +51,31 @@ log = logging.getLogger(__name__)
 SLOT = "github"  # the app-wide pacing slot and hold every call to GitHub takes
 OPENING = "open"  # `IssueLink.trying` while an issue is being opened
 UNPROCESSABLE, FORBIDDEN = 422, 403
-# Another pass holds the incident (a 0.25 replica's, or a deposed leader's): look again this soon.
-BUSY_S = 5.0
-# After no issue was found: look again this long after the first, second… look.
-SEARCH_AGAIN_S = (30.0, 120.0, 300.0, 900.0)
-# The thread's link is the first comment: wait this long for Slack to show the root.
-THREAD_WAIT_S = 120.0
+BUSY_S = 5.0  # another pass holds the incident (a 0.25 replica's): look again this soon
+SEARCH_AGAIN_S = (30.0, 120.0, 300.0, 900.0)  # after no issue was found, per look
+THREAD_WAIT_S = 120.0  # the thread's link is the first comment: how long to wait for the root
 LEASE_S = 120.0  # an incident's pass, and its claim
 SLOT_WAIT_S = 10.0  # a call waits this long at most for the app-wide turn
 RETRY_FIRST_S, RETRY_MAX_S = 10.0, 900.0  # the backoff after a failed call
 REFUSED_RETRY_S = 900.0
 
 T = TypeVar("T")
-# (channel, ts) -> a link to that message: "" when there is none, None while it is not known
-# (Slack slow or failing); never raises.
+# (channel, ts) -> its link: "" when there is none, None while not known; never raises.
 Permalink = Callable[[str, str], Awaitable[str | None]]
 # The incident's write-up, for a postmortem moment (`bot.actions.postmortem`).
 Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
 
 
 def never_taken(exc: BackendError) -> bool:
-    """A comment GitHub refuses for what it is, not for who asks or when: 422 (its rules: too
-    long, …), or 403 on a locked issue (GitHub's answer: "Unable to create comment because issue
-    is locked"). A 403 for a missing permission is not one: fixed, the comment goes through."""
+    """A comment GitHub refuses for what it is: 422 (too long, …), or 403 on a locked issue. A
+    403 for a missing permission is not one: once fixed, the comment goes through."""
     locked = exc.status == FORBIDDEN and "locked" in str(exc).lower()
     return exc.status == UNPROCESSABLE or locked
 
 
 class Later(Exception):
-    """Nothing failed: the incident's issue waits until `at` for something (the root, the
-    pipeline's issue, the app-wide turn); None: for nothing more (no issue to link, and the
-    incident is over)."""
+    """Nothing failed: the issue waits until `at` (for the root, the pipeline's issue, the
+    app-wide turn); None: for nothing more."""
 
     def __init__(self, at: float | None) -> None:
         self.at = at
@@ -125,7 +108,6 @@ class AlertIssues:
         self._clock = clock
 
     async def tick(self) -> None:
-        """Bring every due incident's issue up to date; never raises."""
         try:
             due = await self._due.pending(self._clock().timestamp())
         except RedisError as exc:
@@ -147,9 +129,7 @@ class AlertIssues:
         if loaded.incident is None:
             await self._due.done(claim)
             return
-        # One pass at a time per incident: a commit of a new moment makes the incident due
-        # again while a pass runs. The leader's tick passes one incident at a time; the lease
-        # stays for replicas of 0.25 during a rollout, which would tell the issue beside it.
+        # One pass at a time per incident: the lease keeps a 0.25 replica from telling beside it.
         lease_ms = int(LEASE_S * 1000)
         lease = await self._leases.try_acquire(self._keys.issue_pass(incident_id), lease_ms)
         if lease is None:
@@ -192,8 +172,7 @@ class AlertIssues:
             await step.save(link.model_copy(update={"failures": failures}))
             await self._due.reschedule(step.claim, now + wait)
             return
-        # Refused. A refused write was not made: nothing is in flight; a refused lookup says
-        # nothing of the write it looked for, still to be looked for.
+        # A refused write was not made; a refused lookup says nothing of the write it sought.
         said = str(exc)
         log.warning("alert issue: incident %s: %s", step.id, said)
         trying = "" if step.writing else link.trying
@@ -214,9 +193,8 @@ class AlertIssues:
     async def record(
         self, incident_id: str, kind: str, text: str, *, reply: bool = False, url: str = ""
     ) -> None:
-        """A line on the incident's timeline (none when `text` is empty), and in its thread
-        (`reply`); with `url`, the root links the issue. Fenced by the incident's version like
-        every change."""
+        """A line on the timeline (unless `text` is empty), in the thread with `reply`; with
+        `url`, the root links the issue."""
 
         def recorded(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
             event = Event(at=now, kind=kind, text=text)
@@ -253,9 +231,8 @@ class _Step:
         await self.owner._links.save(self.id, link)
 
     async def call(self) -> None:
-        """Take the app-wide turn for one call to GitHub, or wait for it later; and keep the
-        pass's lease, or stop (another pass may have begun: a 0.25 replica's, or the next
-        leader's once this one stalled past the lease)."""
+        """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
+        (another pass may have begun)."""
         owner = self.owner
         turn = await owner._pacing.wait_for_slot(
             SLOT, owner._config.github_issues_interval_ms, within_s=SLOT_WAIT_S
@@ -267,8 +244,7 @@ class _Step:
             raise Later(now + BUSY_S)
 
     async def write(self, trying: str, send: Callable[[], Awaitable[T]]) -> T:
-        """A call that makes something (an issue, a comment): its turn first, then what it is
-        named in the link (a lost answer is looked for by it), then the call."""
+        """A call that makes something: its turn, its name in the link, then the call."""
         await self.call()
         await self.save(self.link.model_copy(update={"trying": trying}))
         self.writing = True
@@ -280,15 +256,13 @@ class _Step:
         if not self.link.linked:
             await self.link_issue()
         elif self.incident.links.issue != self.link.url:
-            # The link was saved but the incident does not show it: the record that follows the
-            # save was not made (the pass stopped between the two, or its commit gave up).
+            # Saved, but the record that follows the save was not made.
             await self.owner.record(self.id, "issue_linked", "", url=self.link.url)
         timeline = await self.owner._store.events(self.id)
         for moment in pending(self.link, timeline):
             await self.tell(moment, timeline)
         await self.set_state()
         if self.link.failures or self.link.refused:
-            # Through to the end: a refusal met again later is said again.
             await self.save(self.link.model_copy(update={"failures": 0, "refused": ""}))
 
     async def link_issue(self) -> None:
@@ -299,13 +273,13 @@ class _Step:
             for issue in await owner._issues.open_issues(AREA_LABEL)
             if is_alert_issue(incident, issue.title, issue.body, issue.labels)
         ]
-        # One queuepilot opened carries the group's mark: that one before a title's match.
+        # One queuepilot opened (with the group's mark) before a title's match.
         found.sort(key=lambda issue: group_mark(incident) not in issue.body)
         if found:
             issue, ours = found[0], group_mark(incident) in found[0].body
         elif self.link.trying == OPENING or not owner._config.github_issues_open:
             if self.link.trying == OPENING:
-                # Opened, its answer lost, and not listed yet: open it again would make two.
+                # Opened, its answer lost, not listed yet: opening again would make two.
                 await self.save(self.link.model_copy(update={"trying": ""}))
             raise Later(self.search_again())
         else:
@@ -326,17 +300,14 @@ class _Step:
         await owner.record(self.id, "issue_linked", text, url=issue.url)
 
     def search_again(self) -> float | None:
-        """When to look for the alert's issue again (the looks so far are counted); None once
-        the incident is over: a later moment looks again."""
-        waits = SEARCH_AGAIN_S
+        """When to look for the issue again; None once the incident is over."""
         searches = self.link.searches
         self.link = self.link.model_copy(update={"searches": searches + 1})
         if not self.incident.is_open:
             return None
         now = self.owner._clock().timestamp()
-        if searches < len(waits):
-            return now + waits[searches]
-        return now + REFUSED_RETRY_S
+        waits = SEARCH_AGAIN_S
+        return now + (waits[searches] if searches < len(waits) else REFUSED_RETRY_S)
 
     async def tell(self, moment: Moment, timeline: list[Event]) -> None:
         owner, incident = self.owner, self.incident
@@ -366,8 +337,7 @@ class _Step:
         except BackendError as exc:
             if not never_taken(exc):
                 raise
-            # A comment GitHub will never take (the issue locked, a rule of its own): said
-            # once, and the moments after it, and the close, go on.
+            # Never taken: said once, and the moments after it go on.
             self.writing = False
             if str(exc) != self.link.refused:
                 await owner._tell_refusal(self.id, str(exc), again=False)
@@ -379,7 +349,6 @@ class _Step:
         await self.save(self.link.model_copy(update={"told": told, "trying": ""}))
 
     async def thread_url(self) -> str:
-        """The thread's permalink; wait for the root a while, then tell without it."""
         thread = self.loaded.thread
         now = self.owner._clock()
         if thread is not None:
@@ -393,7 +362,6 @@ class _Step:
         return ""
 
     async def set_state(self) -> None:
-        """An issue queuepilot opened: closed while the incident is resolved, else open."""
         closed = not self.incident.is_open
         if not self.link.ours or self.link.closed == closed:
             return

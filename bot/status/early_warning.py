@@ -1,18 +1,11 @@
 """The early warning's upkeep: once per fleet reading, which runner types get a warning.
 
-The leader's scheduler asks at every tick; the fleet reading is refreshed once per interval
-(`bot.fleet.readings`), and a new reading's warnings are decided once, by whoever claims it first
-(`WarningStore.claim_reading`). For each runner type the forecast
-(`bot.domain.early_warning`) says whether its queue crosses the alert's thresholds within
-`EARLY_WARNING_MINUTES`; the thresholds are the latest incident's (what the alert rule said),
-else the settings'. A warning is raised once the readings show a build beyond their own noise,
-edited as its forecast moves (never posted again while its message stands), cleared only once
-the forecast no longer crosses within the horizon (a pause just under the threshold is not
-enough), folded into the incident once the alert fires (an open incident showing that type, or
-one in its channel naming none; test incidents never count), which keeps it on its timeline,
-linking the incident's thread once its root is posted, and held back while dismissed. The
-channel's sender posts and edits it; a route on `runner_type` sends it where that type's alerts
-go.
+A new reading's warnings are decided once, by whoever claims the reading first (a 0.25 replica
+may tick beside the leader). For each runner type the forecast (`bot.domain.early_warning`) says
+whether its queue crosses the alert's thresholds (the latest incident's, else the settings') within
+`EARLY_WARNING_MINUTES`. A warning is raised once the build is beyond the readings' noise, edited as
+its forecast moves, cleared only once the forecast no longer crosses within the horizon, folded
+into the incident once the alert fires (linking its thread), and held back while dismissed.
 """
 
 from __future__ import annotations
@@ -68,11 +61,9 @@ class EarlyWarnings:
         self._warnings = warnings
         self._config = config
         self._clock = clock
-        # (channel, ts) -> a link to that message ("" or None: none to give); never raises.
         self._permalink = permalink
 
     async def tick(self) -> None:
-        """Decide the warnings of a reading not decided yet; never raises."""
         try:
             await self._check()
         except RedisError as exc:
@@ -131,9 +122,8 @@ class EarlyWarnings:
         await self._decide(name, said, state, incidents)
 
     async def _hold(self, last_read: datetime) -> None:
-        """The fleet cannot be read: a standing warning that has had no fresh reading for
-        `HOLD_AFTER_S` says its forecast is on hold, rather than count down to a crossing
-        nobody can see any more."""
+        """No fresh reading for `HOLD_AFTER_S`: a standing warning says its forecast is on
+        hold, rather than count down to a crossing nobody can see."""
         now = self._clock().timestamp()
         if now - last_read.timestamp() < HOLD_AFTER_S:
             return
@@ -184,8 +174,7 @@ class EarlyWarnings:
             await self._warnings.save(WarningState.raised(name, channel, now=now, **fields))
 
     async def _record_taken_on(self, incident_id: str, state: WarningState) -> None:
-        """The incident's timeline keeps the warning it took on (the summary and the postmortem
-        tell it): once, after the fold was saved, which one decision of one reading makes."""
+        """The incident's timeline keeps the warning it took on, once, after the fold was saved."""
 
         def line(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
             return Commit(incident, events=(taken_on(state, incident, now),), root=False), None
@@ -194,8 +183,7 @@ class EarlyWarnings:
             log.warning("early warning: incident %s: its line not kept", incident_id)
 
     async def _link_folded(self, state: WarningState, now: float) -> None:
-        """A folded warning without its incident's link gets it once the incident's root is
-        posted: at the fold, the root may still be waiting for its turn in the channel."""
+        """A folded warning gets its incident's link once the root is posted."""
         if state.phase is not Phase.FOLDED or state.incident_link or not state.incident_id:
             return
         link = await self._thread_link(state.incident_id)
@@ -203,8 +191,7 @@ class EarlyWarnings:
             await self._warnings.save(state.changed(now, incident_link=link))
 
     async def _thread_link(self, incident_id: str) -> str:
-        """The permalink of the incident's root ("" while it is not posted, or Slack does not
-        say: the message reads without the link)."""
+        """The root's permalink; "" while not posted or not known (the message reads without)."""
         if self._permalink is None:
             return ""
         thread = (await self._store.load(incident_id)).thread
@@ -217,16 +204,14 @@ class EarlyWarnings:
 
 
 def _current(state: WarningState, now: float) -> bool:
-    """Still this episode's warning: active, or cleared a short while ago (a queue that paused
-    before the alert fired): its message is edited rather than a new one posted."""
+    """Still this episode's warning (active, or cleared a moment ago): edited, not posted anew."""
     if state.phase is Phase.ACTIVE:
         return True
     return state.phase is Phase.CLEARED and now - state.updated_at < REUSE_S
 
 
 def _covering(name: str, channel: str, incidents: Sequence[Incident]) -> Incident | None:
-    """The open incident that speaks for `name` now: one showing that type, or one in the
-    warning's channel naming none."""
+    """The open incident showing type `name`, or one in the channel naming none."""
     for incident in incidents:
         types = shown_types(incident)
         if runner_key(name) in types or (not types and incident.channel == channel):
@@ -235,8 +220,8 @@ def _covering(name: str, channel: str, incidents: Sequence[Incident]) -> Inciden
 
 
 def _past(name: str, history: Sequence[HistoryPoint], before: datetime) -> list[Point]:
-    """The type's jobs in the system at the earlier readings, oldest first (history is newest
-    first); a reading that did not keep the type (nothing queued or assigned) counts as none."""
+    """The type's jobs in the system at earlier readings, oldest first (a reading without the
+    type had none)."""
     points = []
     for point in history:
         if point.at >= before:
