@@ -5,6 +5,7 @@ said), and the view `/queue jobs` and diagnostics show.
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from bot.backends.errors import within
@@ -13,31 +14,32 @@ from bot.domain.jobs import JobsView, jobs_view
 from bot.storage.job_arrivals import JobArrivals
 
 
+@dataclass(eq=False)
 class JobsWatch:
-    def __init__(self, source: QueuedJobs, arrivals: JobArrivals, *, timeout_s: float) -> None:
-        self._source = source
-        self._arrivals = arrivals
-        self._timeout_s = timeout_s
+    source: QueuedJobs
+    arrivals: JobArrivals
+    _: KW_ONLY
+    timeout_s: float
 
     @property
     def name(self) -> str:
-        return self._source.name
+        return self.source.name
 
     def lists(self, backend: object) -> bool:
         """Whether the jobs come from `backend` itself (whose waits are then the jobs')."""
-        return self._source is backend
+        return self.source is backend
 
     async def aclose(self, *, unless: object = None) -> None:
         """Release the source's connections, unless it is `unless` (closed by its owner)."""
-        if self._source is not unless:
-            await self._source.aclose()
+        if self.source is not unless:
+            await self.source.aclose()
 
     async def view(self, *, now: datetime) -> JobsView:
         """Raises `BackendError` when the source cannot say."""
-        source = self._source
-        listing = await within(source.queued_jobs(now=now), self._timeout_s, source.name)
+        source = self.source
+        listing = await within(source.queued_jobs(now=now), self.timeout_s, source.name)
         if listing.arrivals is not None:  # a source that counts its own (ARC's counters)
             arrivals = listing.arrivals
         else:
-            arrivals = await self._arrivals.record(listing.jobs, now=now, finished=listing.finished)
+            arrivals = await self.arrivals.record(listing.jobs, now=now, finished=listing.finished)
         return jobs_view(listing, arrivals, source=source.name, at=now)

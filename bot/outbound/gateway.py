@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from aiohttp import ClientConnectorError, ClientError, ClientSession, ClientTimeout
@@ -97,19 +98,13 @@ def build_client(config: Settings, *, max_retries: int = 3) -> AsyncWebClient:
     )
 
 
+@dataclass(eq=False)
 class SlackGateway:
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        *,
-        telemetry: Telemetry,
-        pacing: Pacing,
-        user_names: UserNames,
-    ) -> None:
-        self.client = client
-        self.pacing = pacing
-        self._user_names = user_names
-        self._telemetry = telemetry
+    client: AsyncWebClient
+    _: KW_ONLY
+    telemetry: Telemetry
+    pacing: Pacing
+    user_names: UserNames
 
     def open(self) -> None:
         """One pool of connections until `aclose` (else slack_sdk handshakes before every call);
@@ -147,33 +142,33 @@ class SlackGateway:
             body = data if isinstance(data, dict) else {}
             raise await self._failure(method, int(status), body, headers) from None
         except ClientConnectorError as exc:
-            self._telemetry.slack_calls.labels(method, "connection_refused").inc()
+            self.telemetry.slack_calls.labels(method, "connection_refused").inc()
             raise SlackError(method, type(exc).__name__, retryable=True) from None
         except SlackClientError as exc:  # slack_sdk would not send it: it never will
-            self._telemetry.slack_calls.labels(method, "client_error").inc()
+            self.telemetry.slack_calls.labels(method, "client_error").inc()
             raise SlackError(
                 method, type(exc).__name__, retryable=upload, uncertain=upload
             ) from None
         except (ClientError, TimeoutError) as exc:
-            self._telemetry.slack_calls.labels(method, "connection_error").inc()
+            self.telemetry.slack_calls.labels(method, "connection_error").inc()
             raise SlackError(method, type(exc).__name__, retryable=True, uncertain=True) from None
         except (AttributeError, ValueError) as exc:
             # slack_sdk reading an answer Slack never gives (a 200 of plain text): the call went
             # out, so what Slack did is unknown.
-            self._telemetry.slack_calls.labels(method, "unreadable").inc()
+            self.telemetry.slack_calls.labels(method, "unreadable").inc()
             log.warning("Slack %s: an answer slack_sdk could not read (%s)", method, exc)
             raise SlackError(method, "unreadable_answer", retryable=True, uncertain=True) from None
-        self._telemetry.slack_calls.labels(method, "ok").inc()
+        self.telemetry.slack_calls.labels(method, "ok").inc()
         return response
 
     async def _failure(
         self, method: str, status: int, data: Mapping[str, Any], headers: Mapping[str, Any]
     ) -> SlackError:
         error = str(data.get("error") or f"http_{status}")
-        self._telemetry.slack_calls.labels(method, error).inc()
+        self.telemetry.slack_calls.labels(method, error).inc()
         if status == 429 or error == "ratelimited":
             wait = retry_after_s(headers)
-            self._telemetry.slack_rate_limited.labels(method).inc()
+            self.telemetry.slack_rate_limited.labels(method).inc()
             log.warning("Slack rate-limited %s; holding it for %.1f s", method, wait)
             self.pacing.hold(method, wait)
             return SlackError(method, "ratelimited", retryable=True, retry_after=wait)
@@ -325,7 +320,7 @@ class SlackGateway:
 
     async def display_name(self, user: str) -> str | None:
         """The user's display name from `users.info`, cached for a day; None if unknown."""
-        cached = await self._user_names.get(user)
+        cached = await self.user_names.get(user)
         if cached is not None:
             return cached or None
         try:
@@ -336,7 +331,7 @@ class SlackGateway:
         profile = (response.get("user") or {}).get("profile") or {}
         name = str(profile.get("display_name") or profile.get("real_name") or "")
         name = name or str((response.get("user") or {}).get("name") or "")
-        await self._user_names.put(user, name)
+        await self.user_names.put(user, name)
         return name or None
 
     async def usergroup_members(self, group: str) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from redis.exceptions import RedisError
@@ -50,38 +51,30 @@ CLAIM_MS = 60_000  # longer than a publish waits for its turn and Slack's answer
 GONE_ERRORS = frozenset({"user_not_found", "account_inactive", "user_disabled"})
 
 
+@dataclass(eq=False)
 class Home:
-    def __init__(
-        self,
-        store: IncidentStore,
-        warnings: WarningStore,
-        readings: FleetReadings,
-        viewers: HomeViewers,
-        permalinks: Permalinks,
-        slack: SlackGateway,
-        *,
-        config: Settings,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._warnings = warnings
-        self._readings = readings
-        self._viewers = viewers
-        self._permalinks = permalinks
-        self._slack = slack
-        self._config = config
-        self._clock = clock
-        self.rounds = 0
+    store: IncidentStore
+    warnings: WarningStore
+    readings: FleetReadings
+    viewers: HomeViewers
+    permalinks: Permalinks
+    slack: SlackGateway
+    _: KW_ONLY
+    config: Settings
+    clock: Callable[[], datetime]
+    rounds: int = field(
+        default=0, init=False
+    )  # rounds ended: what a test of "nothing more" waits on
 
     async def opened(self, user: str, view_hash: str = "") -> None:
         """`user` opened the Home tab showing the view of `view_hash`: publish unless current."""
         if not USER_ID.fullmatch(user):
             return
         try:
-            now = self._clock()
-            await self._viewers.opened(user, now.timestamp())
+            now = self.clock()
+            await self.viewers.opened(user, now.timestamp())
             home = await self._home()
-            seen = await self._viewers.shown([user])
+            seen = await self.viewers.shown([user])
             shown = seen.get(user)
             said = digests(home)
             if shown is not None and shown.hash == view_hash and _shows(shown, said):
@@ -99,13 +92,13 @@ class Home:
             self.rounds += 1  # rounds ended: what a test of "nothing more" waits on
 
     async def _round(self) -> None:
-        now = self._clock().timestamp()
-        users = await self._viewers.since(now - self._viewers.keep_s)
+        now = self.clock().timestamp()
+        users = await self.viewers.since(now - self.viewers.keep_s)
         if not users:
             return
         home = await self._home()
         said = digests(home)
-        shown = await self._viewers.shown(users)
+        shown = await self.viewers.shown(users)
         behind = [u for u in users if self._behind(shown.get(u), said, now)][:PER_ROUND]
         for user in behind:
             last = shown.get(user)
@@ -117,35 +110,33 @@ class Home:
     def _behind(self, shown: Shown | None, said: Digests, now: float) -> bool:
         if shown is None or shown.state != said.state:
             return True
-        return shown.numbers != said.numbers and now - shown.at >= self._config.home_numbers_seconds
+        return shown.numbers != said.numbers and now - shown.at >= self.config.home_numbers_seconds
 
     async def _publish(
         self, user: str, home: HomeState, said: Digests, view_hash: str, *, within_s: float
     ) -> bool:
         """Publish unless another replica claimed it; False only when Slack holds the method
         back longer than `within_s`."""
-        claim = await self._viewers.claim(user, f"{said.state}.{said.numbers}", CLAIM_MS)
+        claim = await self.viewers.claim(user, f"{said.state}.{said.numbers}", CLAIM_MS)
         if claim is None:
             return True  # another replica publishes it
-        at = self._clock()
+        at = self.clock()
         view = render_home(home, at)
         try:
-            published = await self._slack.publish_home(
-                user, view, hash=view_hash, within_s=within_s
-            )
+            published = await self.slack.publish_home(user, view, hash=view_hash, within_s=within_s)
         except SlackError as exc:
-            await self._viewers.release(claim)
+            await self.viewers.release(claim)
             await self._failed(user, exc)
             return exc.retry_after is None
         hash_ = str(published.get("hash") or "")
-        await self._viewers.record(user, Shown(said.state, said.numbers, at.timestamp(), hash_))
+        await self.viewers.record(user, Shown(said.state, said.numbers, at.timestamp(), hash_))
         return True
 
     async def _failed(self, user: str, exc: SlackError) -> None:
         if exc.error == "hash_conflict":
             # Another publish came in between: the next round publishes without the hash.
             log.info("home: %s's Home changed meanwhile; published again next round", user)
-            await self._viewers.unknown(user)
+            await self.viewers.unknown(user)
         elif exc.retryable:
             log.info("home: %s's Home not published (%s); again next round", user, exc.error)
         else:
@@ -153,12 +144,12 @@ class Home:
             gone = exc.error in GONE_ERRORS or any("user_id" in d for d in exc.details)
             level = logging.INFO if gone else logging.WARNING
             log.log(level, "home: Slack refused %s's Home: %s %s", user, exc.error, exc.details)
-            await self._viewers.forget(user)
+            await self.viewers.forget(user)
 
     async def _home(self) -> HomeState:
-        ids = await self._store.open_ids()
-        loaded = [ld for ld in await self._store.load_many(ids[:MAX_INCIDENTS]) if ld.incident]
-        warned = standing_warnings((await self._warnings.all()).values())[:MAX_WARNINGS]
+        ids = await self.store.open_ids()
+        loaded = [ld for ld in await self.store.load_many(ids[:MAX_INCIDENTS]) if ld.incident]
+        warned = standing_warnings((await self.warnings.all()).values())[:MAX_WARNINGS]
         threads = [(ld.thread.channel, ld.thread.ts) if ld.thread else None for ld in loaded]
         links = await self._links([*threads, *map(_message_of, warned)])
         fleet, note = await self._fleet()
@@ -178,18 +169,18 @@ class Home:
             ),
             fleet=fleet,
             fleet_note=note,
-            backend=self._readings.metrics.name if fleet is not None else "",
-            command=self._config.slash_command,
+            backend=self.readings.metrics.name if fleet is not None else "",
+            command=self.config.slash_command,
         )
 
     async def _fleet(self) -> tuple[FleetSnapshot | None, str]:
-        metrics = self._readings.metrics
+        metrics = self.readings.metrics
         if not metrics.live:
             return (
                 None,
                 f"No live metrics ({metrics.name}): the incidents show the alerts' numbers.",
             )
-        reading = await self._readings.latest()
+        reading = await self.readings.latest()
         if reading is None or reading.fleet is None:
             why = reading.error if reading is not None and reading.error else "no reading yet"
             return None, f"No live numbers from {metrics.name}: {why}"
@@ -199,7 +190,7 @@ class Home:
         return reading.fleet, failed
 
     async def _links(self, messages: Sequence[tuple[str, str] | None]) -> list[str]:
-        known = await self._permalinks.links([m for m in messages if m is not None])
+        known = await self.permalinks.links([m for m in messages if m is not None])
         return [known.get(m, "") if m is not None else "" for m in messages]
 
 

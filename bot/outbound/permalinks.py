@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 
 from redis.exceptions import RedisError
 
@@ -24,13 +25,12 @@ log = logging.getLogger(__name__)
 GONE = frozenset({"message_not_found", "channel_not_found"})
 
 
+@dataclass(eq=False)
 class Permalinks:
-    def __init__(
-        self, cache: PermalinkCache, slack: SlackGateway, *, timeout_s: float = 3.0
-    ) -> None:
-        self._cache = cache
-        self._slack = slack
-        self._timeout_s = timeout_s
+    cache: PermalinkCache
+    slack: SlackGateway
+    _: KW_ONLY
+    timeout_s: float = 3.0
 
     async def link(self, channel: str, ts: str) -> str | None:
         """The message's link; "" when Slack has none (the message deleted, a channel the app
@@ -51,14 +51,14 @@ class Permalinks:
 
     async def _kept(self, messages: list[Message]) -> dict[Message, str]:
         try:
-            return await self._cache.kept(messages)
+            return await self.cache.kept(messages)
         except RedisError as exc:
             log.info("permalinks: Redis unavailable, asking Slack: %s", exc)
             return {}
 
     async def _ask(self, channel: str, ts: str) -> str | None:
         try:
-            url = await asyncio.wait_for(self._slack.permalink(channel, ts), self._timeout_s)
+            url = await asyncio.wait_for(self.slack.permalink(channel, ts), self.timeout_s)
         except SlackError as exc:
             if exc.retryable:
                 log.info("permalink of %s %s: not known yet: %s", channel, ts, exc.error)
@@ -68,10 +68,10 @@ class Permalinks:
                 return ""  # none now (a scope, a membership, a token): not kept, asked again
             url = ""
         except TimeoutError:
-            log.info("permalink of %s %s: no answer within %s s", channel, ts, self._timeout_s)
+            log.info("permalink of %s %s: no answer within %s s", channel, ts, self.timeout_s)
             return None
         try:
-            await self._cache.keep(channel, ts, url)
+            await self.cache.keep(channel, ts, url)
         except RedisError as exc:
             log.info("permalink of %s %s: not kept, Redis unavailable: %s", channel, ts, exc)
         return url

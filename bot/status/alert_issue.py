@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import TypeVar
 
@@ -81,35 +82,22 @@ class Later(Exception):
         self.at = at
 
 
+@dataclass(eq=False)
 class AlertIssues:
-    def __init__(
-        self,
-        store: IncidentStore,
-        links: IssueLinks,
-        issues: Issues,
-        pacing: Pacing,
-        leases: Leases,
-        *,
-        config: Settings,
-        permalink: Permalink,
-        postmortem: Postmortem | None = None,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._due = store.issue_due
-        self._keys = store.keys
-        self._leases = leases
-        self._links = links
-        self._issues = issues
-        self._pacing = pacing
-        self._config = config
-        self._permalink = permalink
-        self._postmortem = postmortem
-        self._clock = clock
+    store: IncidentStore
+    links: IssueLinks
+    issues: Issues
+    pacing: Pacing
+    leases: Leases
+    _: KW_ONLY
+    config: Settings
+    permalink: Permalink
+    clock: Callable[[], datetime]
+    postmortem: Postmortem | None = None
 
     async def tick(self) -> None:
         try:
-            due = await self._due.pending(self._clock().timestamp())
+            due = await self.store.issue_due.pending(self.clock().timestamp())
         except RedisError as exc:
             log.warning("alert issue: Redis unavailable: %s", exc)
             return
@@ -122,26 +110,26 @@ class AlertIssues:
                 log.exception("alert issue: incident %s failed", incident_id)
 
     async def sync(self, incident_id: str) -> None:
-        claim = await self._due.claim(incident_id, self._clock().timestamp(), LEASE_S)
+        claim = await self.store.issue_due.claim(incident_id, self.clock().timestamp(), LEASE_S)
         if claim is None:
             return  # not due any more (or a 0.25 replica holds it, during a rollout)
-        loaded = await self._store.load(incident_id)
+        loaded = await self.store.load(incident_id)
         if loaded.incident is None:
-            await self._due.done(claim)
+            await self.store.issue_due.done(claim)
             return
         # One pass at a time per incident: the lease keeps a 0.25 replica from telling beside it.
         lease_ms = int(LEASE_S * 1000)
-        lease = await self._leases.try_acquire(self._keys.issue_pass(incident_id), lease_ms)
+        lease = await self.leases.try_acquire(self.store.keys.issue_pass(incident_id), lease_ms)
         if lease is None:
-            await self._due.reschedule(claim, self._clock().timestamp() + BUSY_S)
+            await self.store.issue_due.reschedule(claim, self.clock().timestamp() + BUSY_S)
             return
         try:
-            link = await self._links.get(incident_id) or IssueLink(
-                repo=self._config.github_issues_repo
+            link = await self.links.get(incident_id) or IssueLink(
+                repo=self.config.github_issues_repo
             )
             await self._pass(_Step(self, loaded, link, claim, lease))
         finally:
-            await self._leases.release(lease)
+            await self.leases.release(lease)
 
     async def _pass(self, step: _Step) -> None:
         try:
@@ -149,28 +137,28 @@ class AlertIssues:
         except Later as later:
             await step.save(step.link)
             if later.at is None:
-                await self._due.done(step.claim)
+                await self.store.issue_due.done(step.claim)
             else:
-                await self._due.reschedule(step.claim, later.at)
+                await self.store.issue_due.reschedule(step.claim, later.at)
         except BackendError as exc:
             await self._failed(step, exc)
         else:
             # Not done if a commit marked it again meanwhile: the next pass tells that too.
-            await self._due.done(step.claim)
+            await self.store.issue_due.done(step.claim)
 
     async def _failed(self, step: _Step, exc: BackendError) -> None:
-        now = self._clock().timestamp()
+        now = self.clock().timestamp()
         link = step.link
         if exc.retryable:
             failures = link.failures + 1
             wait = exc.retry_after_s
             if wait is not None:
-                self._pacing.hold(SLOT, wait)
+                self.pacing.hold(SLOT, wait)
             else:
                 wait = wait_after(failures, first=RETRY_FIRST_S, maximum=RETRY_MAX_S)
             log.info("alert issue: incident %s: %s; again in %.0f s", step.id, exc, wait)
             await step.save(link.model_copy(update={"failures": failures}))
-            await self._due.reschedule(step.claim, now + wait)
+            await self.store.issue_due.reschedule(step.claim, now + wait)
             return
         # A refused write was not made; a refused lookup says nothing of the write it sought.
         said = str(exc)
@@ -179,13 +167,13 @@ class AlertIssues:
         await step.save(link.model_copy(update={"trying": trying, "refused": said}))
         if said != link.refused:
             await self._tell_refusal(step.id, said)
-        await self._due.reschedule(step.claim, now + REFUSED_RETRY_S)
+        await self.store.issue_due.reschedule(step.claim, now + REFUSED_RETRY_S)
 
     async def _tell_refusal(self, incident_id: str, said: str, *, again: bool = True) -> None:
         minutes = round(REFUSED_RETRY_S / 60)
         then = f"queuepilot tries again every {minutes} min" if again else "it is left out"
         text = (
-            f"GitHub refused the alert's issue in {self._config.github_issues_repo}: {said}. "
+            f"GitHub refused the alert's issue in {self.config.github_issues_repo}: {said}. "
             f"{then}; the incident goes on here."
         )
         await self.record(incident_id, "issue_refused", text, reply=True)
@@ -206,7 +194,7 @@ class AlertIssues:
             events = (event,) if text else ()
             return Commit(updated, events=events, replies=replies, root=bool(url)), None
 
-        if not (await self._store.commit_fresh(incident_id, recorded, clock=self._clock)).committed:
+        if not (await self.store.commit_fresh(incident_id, recorded, clock=self.clock)).committed:
             log.warning("alert issue: incident %s: not recorded: %s", incident_id, text)
 
 
@@ -228,19 +216,19 @@ class _Step:
 
     async def save(self, link: IssueLink) -> None:
         self.link = link
-        await self.owner._links.save(self.id, link)
+        await self.owner.links.save(self.id, link)
 
     async def call(self) -> None:
         """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
         (another pass may have begun)."""
         owner = self.owner
-        turn = await owner._pacing.wait_for_slot(
-            SLOT, owner._config.github_issues_interval_ms, within_s=SLOT_WAIT_S
+        turn = await owner.pacing.wait_for_slot(
+            SLOT, owner.config.github_issues_interval_ms, within_s=SLOT_WAIT_S
         )
-        now = owner._clock().timestamp()
+        now = owner.clock().timestamp()
         if not turn.taken:
             raise Later(now + turn.retry_after_s)
-        if not await owner._leases.renew(self.lease, int(LEASE_S * 1000)):
+        if not await owner.leases.renew(self.lease, int(LEASE_S * 1000)):
             raise Later(now + BUSY_S)
 
     async def write(self, trying: str, send: Callable[[], Awaitable[T]]) -> T:
@@ -258,7 +246,7 @@ class _Step:
         elif self.incident.links.issue != self.link.url:
             # Saved, but the record that follows the save was not made.
             await self.owner.record(self.id, "issue_linked", "", url=self.link.url)
-        timeline = await self.owner._store.events(self.id)
+        timeline = await self.owner.store.events(self.id)
         for moment in pending(self.link, timeline):
             await self.tell(moment, timeline)
         await self.set_state()
@@ -270,14 +258,14 @@ class _Step:
         await self.call()
         found = [
             issue
-            for issue in await owner._issues.open_issues(AREA_LABEL)
+            for issue in await owner.issues.open_issues(AREA_LABEL)
             if is_alert_issue(incident, issue.title, issue.body, issue.labels)
         ]
         # One queuepilot opened (with the group's mark) before a title's match.
         found.sort(key=lambda issue: group_mark(incident) not in issue.body)
         if found:
             issue, ours = found[0], group_mark(incident) in found[0].body
-        elif self.link.trying == OPENING or not owner._config.github_issues_open:
+        elif self.link.trying == OPENING or not owner.config.github_issues_open:
             if self.link.trying == OPENING:
                 # Opened, its answer lost, not listed yet: opening again would make two.
                 await self.save(self.link.model_copy(update={"trying": ""}))
@@ -285,7 +273,7 @@ class _Step:
         else:
             issue = await self.write(
                 OPENING,
-                lambda: owner._issues.create(
+                lambda: owner.issues.create(
                     issue_title(incident), issue_body(incident), issue_labels(incident)
                 ),
             )
@@ -295,8 +283,8 @@ class _Step:
                 update={"number": issue.number, "url": issue.url, "ours": ours, "trying": ""}
             )
         )
-        how = "opened by queuepilot" if ours and owner._config.github_issues_open else "found open"
-        text = f"Linked to GitHub issue {owner._config.github_issues_repo}#{issue.number} ({how})"
+        how = "opened by queuepilot" if ours and owner.config.github_issues_open else "found open"
+        text = f"Linked to GitHub issue {owner.config.github_issues_repo}#{issue.number} ({how})"
         await owner.record(self.id, "issue_linked", text, url=issue.url)
 
     def search_again(self) -> float | None:
@@ -305,7 +293,7 @@ class _Step:
         self.link = self.link.model_copy(update={"searches": searches + 1})
         if not self.incident.is_open:
             return None
-        now = self.owner._clock().timestamp()
+        now = self.owner.clock().timestamp()
         waits = SEARCH_AGAIN_S
         return now + (waits[searches] if searches < len(waits) else REFUSED_RETRY_S)
 
@@ -314,26 +302,26 @@ class _Step:
         number = self.link.number
         if self.link.trying == moment.key:
             await self.call()
-            if await owner._issues.find_comment(number, comment_mark(incident, moment.key)):
+            if await owner.issues.find_comment(number, comment_mark(incident, moment.key)):
                 await self.told(moment)
                 return
         thread_url = await self.thread_url() if moment.key == THREAD_MOMENT else ""
         if moment.event is not None and moment.event.kind == "reopened":
             await self.set_state()  # open again before saying it fired again
         postmortem = ""
-        if moment.event is not None and moment.event.kind == "postmortem" and owner._postmortem:
+        if moment.event is not None and moment.event.kind == "postmortem" and owner.postmortem:
             upto = [e for e in timeline if e.at <= moment.event.at]
-            postmortem = await owner._postmortem(incident, upto, moment.event.at)
+            postmortem = await owner.postmortem(incident, upto, moment.event.at)
         body = comment(
             incident,
             moment,
             thread_url=thread_url,
             timeline=timeline,
             postmortem=postmortem,
-            now=owner._clock(),
+            now=owner.clock(),
         )
         try:
-            await self.write(moment.key, lambda: owner._issues.comment(number, body))
+            await self.write(moment.key, lambda: owner.issues.comment(number, body))
         except BackendError as exc:
             if not never_taken(exc):
                 raise
@@ -350,9 +338,9 @@ class _Step:
 
     async def thread_url(self) -> str:
         thread = self.loaded.thread
-        now = self.owner._clock()
+        now = self.owner.clock()
         if thread is not None:
-            link = await self.owner._permalink(thread.channel, thread.ts)
+            link = await self.owner.permalink(thread.channel, thread.ts)
             if link is None:  # Slack does not say now: ask again shortly
                 raise Later(now.timestamp() + 30)
             return link
@@ -366,5 +354,5 @@ class _Step:
         if not self.link.ours or self.link.closed == closed:
             return
         await self.call()
-        await self.owner._issues.set_state(self.link.number, closed=closed)
+        await self.owner.issues.set_state(self.link.number, closed=closed)
         await self.save(self.link.model_copy(update={"closed": closed}))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from redis.exceptions import RedisError
@@ -45,23 +46,16 @@ HOLD_AFTER_S = 300  # no good reading this long: a standing warning's forecast i
 PAST = NOISE_READINGS - 1  # earlier readings the forecast takes (its window, its noise)
 
 
+@dataclass(eq=False)
 class EarlyWarnings:
-    def __init__(
-        self,
-        readings: FleetReadings,
-        store: IncidentStore,
-        warnings: WarningStore,
-        *,
-        config: Settings,
-        clock: Callable[[], datetime],
-        permalink: Callable[[str, str], Awaitable[str | None]] | None = None,
-    ) -> None:
-        self._readings = readings
-        self._store = store
-        self._warnings = warnings
-        self._config = config
-        self._clock = clock
-        self._permalink = permalink
+    readings: FleetReadings
+    store: IncidentStore
+    warnings: WarningStore
+    _: KW_ONLY
+    config: Settings
+    clock: Callable[[], datetime]
+    # (channel, ts) -> a link to that message ("" or None: none to give); never raises.
+    permalink: Callable[[str, str], Awaitable[str | None]] | None = None
 
     async def tick(self) -> None:
         try:
@@ -72,19 +66,19 @@ class EarlyWarnings:
             log.exception("early warning: failed; trying again at the next reading")
 
     async def _check(self) -> None:
-        reading = await self._readings.latest()
+        reading = await self.readings.latest()
         if reading is None or reading.fleet is None:
             return
-        if not await self._warnings.claim_reading(reading.tried_at.timestamp()):
+        if not await self.warnings.claim_reading(reading.tried_at.timestamp()):
             return
         if reading.error:
             await self._hold(reading.fleet.at)
             return
-        history = await self._readings.history()
-        recent = await self._store.get_many(await self._store.recent_ids(RECENT))
+        history = await self.readings.history()
+        recent = await self.store.get_many(await self.store.recent_ids(RECENT))
         recent = [incident for incident in recent if not incident.is_test]
         incidents = [incident for incident in recent if incident.is_open]
-        states = await self._warnings.all()
+        states = await self.warnings.all()
         fleet = reading.fleet
         for name in sorted({*fleet.runner_types, *states}):
             try:
@@ -104,7 +98,7 @@ class EarlyWarnings:
         state: WarningState | None,
     ) -> None:
         metrics = fleet.runner_types.get(name)
-        thresholds = stated_thresholds(name, recent, self._config.thresholds)
+        thresholds = stated_thresholds(name, recent, self.config.thresholds)
         said = None
         if metrics is not None and thresholds.known:
             said = forecast(
@@ -113,8 +107,8 @@ class EarlyWarnings:
                 fleet.at,
                 _past(name, history, fleet.at),
                 thresholds,
-                boot_mins=self._config.runner_boot_minutes,
-                horizon_mins=self._config.early_warning_minutes,
+                boot_mins=self.config.runner_boot_minutes,
+                horizon_mins=self.config.early_warning_minutes,
                 sustained=state is not None and state.phase is Phase.ACTIVE,
             )
         if said is None and state is None:
@@ -124,12 +118,12 @@ class EarlyWarnings:
     async def _hold(self, last_read: datetime) -> None:
         """No fresh reading for `HOLD_AFTER_S`: a standing warning says its forecast is on
         hold, rather than count down to a crossing nobody can see."""
-        now = self._clock().timestamp()
+        now = self.clock().timestamp()
         if now - last_read.timestamp() < HOLD_AFTER_S:
             return
-        for state in (await self._warnings.all()).values():
+        for state in (await self.warnings.all()).values():
             if state.phase is Phase.ACTIVE and not state.held_since:
-                await self._warnings.save(state.changed(now, held_since=last_read.timestamp()))
+                await self.warnings.save(state.changed(now, held_since=last_read.timestamp()))
 
     async def _decide(
         self,
@@ -138,7 +132,7 @@ class EarlyWarnings:
         state: WarningState | None,
         incidents: Sequence[Incident],
     ) -> None:
-        now = self._clock().timestamp()
+        now = self.clock().timestamp()
         if state is not None and state.phase is Phase.DISMISSED and now < state.until:
             return
         channel = state.channel if state else self._channel(name)
@@ -149,7 +143,7 @@ class EarlyWarnings:
                 folded = state.changed(
                     now, phase=Phase.FOLDED, incident_id=incident.id, incident_link=link
                 )
-                if await self._warnings.save(folded):
+                if await self.warnings.save(folded):
                     await self._record_taken_on(incident.id, state)
             elif state is not None:
                 await self._link_folded(state, now)
@@ -157,21 +151,21 @@ class EarlyWarnings:
         active = state is not None and state.phase is Phase.ACTIVE
         if said is None:
             if active and state is not None:
-                await self._warnings.save(state.changed(now, phase=Phase.CLEARED))
+                await self.warnings.save(state.changed(now, phase=Phase.CLEARED))
             elif state is not None:
                 await self._link_folded(state, now)
             return
         fields = {
             "text": said.text,
             "hold_runners": said.hold_runners or 0,
-            "scalable": name in self._config.scalable,
+            "scalable": name in self.config.scalable,
         }
         if state is not None and _current(state, now) and (active or state.ts):
             fresh = state.changed(now, phase=Phase.ACTIVE, held_since=0.0, **fields)
-            await self._warnings.save(fresh)
+            await self.warnings.save(fresh)
         else:
             log.info("early warning: %s", said.text)
-            await self._warnings.save(WarningState.raised(name, channel, now=now, **fields))
+            await self.warnings.save(WarningState.raised(name, channel, now=now, **fields))
 
     async def _record_taken_on(self, incident_id: str, state: WarningState) -> None:
         """The incident's timeline keeps the warning it took on, once, after the fold was saved."""
@@ -179,7 +173,7 @@ class EarlyWarnings:
         def line(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
             return Commit(incident, events=(taken_on(state, incident, now),), root=False), None
 
-        if not (await self._store.commit_fresh(incident_id, line, clock=self._clock)).committed:
+        if not (await self.store.commit_fresh(incident_id, line, clock=self.clock)).committed:
             log.warning("early warning: incident %s: its line not kept", incident_id)
 
     async def _link_folded(self, state: WarningState, now: float) -> None:
@@ -188,19 +182,19 @@ class EarlyWarnings:
             return
         link = await self._thread_link(state.incident_id)
         if link:
-            await self._warnings.save(state.changed(now, incident_link=link))
+            await self.warnings.save(state.changed(now, incident_link=link))
 
     async def _thread_link(self, incident_id: str) -> str:
         """The root's permalink; "" while not posted or not known (the message reads without)."""
-        if self._permalink is None:
+        if self.permalink is None:
             return ""
-        thread = (await self._store.load(incident_id)).thread
+        thread = (await self.store.load(incident_id)).thread
         if thread is None or not thread.ts:
             return ""
-        return await self._permalink(thread.channel, thread.ts) or ""
+        return await self.permalink(thread.channel, thread.ts) or ""
 
     def _channel(self, name: str) -> str:
-        return channel_for_type(self._config.slack_routes, name, self._config.slack_channel)
+        return channel_for_type(self.config.slack_routes, name, self.config.slack_channel)
 
 
 def _current(state: WarningState, now: float) -> bool:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from redis.exceptions import RedisError
@@ -61,38 +62,30 @@ log = logging.getLogger(__name__)
 CLAIM_S = 30.0
 
 
+@dataclass(eq=False)
 class StatusReporter:
-    def __init__(
-        self,
-        store: IncidentStore,
-        readings: FleetReadings,
-        telemetry: Telemetry,
-        *,
-        config: Settings,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._readings = readings
-        self._telemetry = telemetry
-        self._config = config
-        self._routing = config.routing
-        self._clock = clock
+    store: IncidentStore
+    readings: FleetReadings
+    telemetry: Telemetry
+    _: KW_ONLY
+    config: Settings
+    clock: Callable[[], datetime]
 
     async def tick(self) -> None:
         """Commit every status that is due, in three round trips (claim, read, commit); one
         whose incident moved on meanwhile is due again at once. Never raises."""
-        due = self._store.status_due
+        due = self.store.status_due
         try:
-            if not await due.pending(self._clock().timestamp()):
+            if not await due.pending(self.clock().timestamp()):
                 return
             # Read once per tick, before the claims, which then need not outlast the query.
-            reading, history = await self._readings.current()
-            claims = await due.due(self._clock().timestamp(), CLAIM_S)
-            reads = await self._store.read_due([c.member for c in claims])
+            reading, history = await self.readings.current()
+            claims = await due.due(self.clock().timestamp(), CLAIM_S)
+            reads = await self.store.read_due([c.member for c in claims])
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
-        now = self._clock()
+        now = self.clock()
         decided: list[tuple[Claim, Commit]] = []
         for claim, read in zip(claims, reads, strict=True):
             # A millisecond of CPU each: let webhooks and clicks in between.
@@ -102,22 +95,22 @@ class StatusReporter:
                 if commit is not None:
                     decided.append((claim, commit))
         try:
-            applied = await self._store.commit_many([c for _, c in decided], now=now.timestamp())
+            applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
         for (claim, commit), done in zip(decided, applied, strict=True):
             if done is True:
                 if commit.stop_status:
-                    self._telemetry.incidents_resolved.labels("drained").inc()
+                    self.telemetry.incidents_resolved.labels("drained").inc()
                 else:
-                    self._telemetry.status_posts.inc()
+                    self.telemetry.status_posts.inc()
                 continue
             async with self._guard(claim):
                 if isinstance(done, Exception):
                     raise done
                 # The incident moved on since it was read: decided afresh at the next tick.
-                await self._store.status_due.reschedule(claim, self._clock().timestamp())
+                await self.store.status_due.reschedule(claim, self.clock().timestamp())
 
     @asynccontextmanager
     async def _guard(self, claim: Claim) -> AsyncIterator[None]:
@@ -126,12 +119,12 @@ class StatusReporter:
         except (BackendError, RedisError, TimeoutError) as exc:
             log.warning("status: incident %s: %s; retrying next tick", claim.member, exc)
             with suppress(RedisError):
-                await self._store.status_due.reschedule(claim, self._clock().timestamp())
+                await self.store.status_due.reschedule(claim, self.clock().timestamp())
         except Exception:
             log.exception("status: incident %s failed; postponed", claim.member)
             with suppress(RedisError):
-                later = self._clock().timestamp() + self._config.status_interval_seconds
-                await self._store.status_due.reschedule(claim, later)
+                later = self.clock().timestamp() + self.config.status_interval_seconds
+                await self.store.status_due.reschedule(claim, later)
 
     async def _status_of(
         self,
@@ -144,7 +137,7 @@ class StatusReporter:
         loaded = read.loaded()
         incident = loaded.incident
         if incident is None or not incident.is_open:
-            await self._store.status_due.done(claim)
+            await self.store.status_due.done(claim)
             return None
         if read.due_at != claim.token:
             return None  # due at another time since it was claimed: a commit set it anew
@@ -152,11 +145,11 @@ class StatusReporter:
             incident,
             reading,
             history,
-            backend=self._readings.metrics.name,
+            backend=self.readings.metrics.name,
             now=now,
-            interval=self._readings.interval,
-            routing=self._routing,
-            within_mins=self._config.drain_target_minutes,
+            interval=self.readings.interval,
+            routing=self.config.routing,
+            within_mins=self.config.drain_target_minutes,
         )
         return await self._decide(loaded, incident, view, now)
 
@@ -164,8 +157,8 @@ class StatusReporter:
         self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime
     ) -> Commit:
         current = as_snapshot(incident, view, now)
-        needed = self._config.drain_checks
-        checks = drain_checks(incident, view, self._config.drain_rule)
+        needed = self.config.drain_checks
+        checks = drain_checks(incident, view, self.config.drain_rule)
         live = view if (view.is_live or view.note) else None
         if checks >= needed:
             return await self._drained(loaded, incident, current, live, now)
@@ -185,13 +178,13 @@ class StatusReporter:
         replies = [Reply(kind, BAND_STATUS, text, replaces=STATUS_KINDS, extra=shown.to_extra())]
         # The summary leaves out the trend the statuses drew already.
         drawn = {"charted_at": trend_end(updated)}
-        every = self._config.status_chart_every
+        every = self.config.status_chart_every
         if every and view.is_live and updated.status_checks % every == 0:
             replies.append(chart_reply())
             drawn["pictured_at"] = drawn["charted_at"]
         updated = updated.model_copy(update=drawn)
-        every_s = self._config.status_interval_seconds
-        interval = self._config.drain_check_seconds if checks else every_s
+        every_s = self.config.status_interval_seconds
+        interval = self.config.drain_check_seconds if checks else every_s
         return Commit(
             updated,
             replies=tuple(replies),
@@ -212,7 +205,7 @@ class StatusReporter:
         recorded = record_status(incident, current, live=live, drain_checks=0, posted=False)
         resolved = resolve_drained(recorded, now=now)
         event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
-        events = [*await self._store.events(incident.id), event]
+        events = [*await self.store.events(incident.id), event]
         return Commit(
             resolved,
             events=(event,),
