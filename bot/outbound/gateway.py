@@ -38,28 +38,21 @@ LOOKUP_RATE_LIMITED_TRIES = 30  # 429s in a row a lookup waits out (half an hour
 _SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200, "views.publish": 600}
 
 
+@dataclass(eq=False)
 class SlackError(Exception):
     """A Slack call that failed with Slack's `error` code. `retryable`: the same call may work
     later; `uncertain`: Slack may have acted anyway; `retry_after`: seconds Slack asked to wait."""
 
-    def __init__(
-        self,
-        method: str,
-        error: str,
-        *,
-        retryable: bool,
-        uncertain: bool = False,
-        retry_after: float | None = None,
-        details: tuple[str, ...] = (),
-    ) -> None:
-        super().__init__(f"{method}: {error}")
-        self.method = method
-        self.error = error
-        self.retryable = retryable
-        self.uncertain = uncertain
-        self.retry_after = retry_after
-        # Slack's `response_metadata.messages`: for invalid_blocks, which block and why.
-        self.details = details
+    method: str
+    error: str
+    _: KW_ONLY
+    retryable: bool
+    uncertain: bool = False
+    retry_after: float | None = None
+    details: tuple[str, ...] = ()  # for invalid_blocks, which block and why
+
+    def __str__(self) -> str:
+        return f"{self.method}: {self.error}"
 
 
 def _messages(data: Mapping[str, Any]) -> tuple[str, ...]:
@@ -297,26 +290,23 @@ class SlackGateway:
         tries: int,
         longest_wait_s: float | None = None,
     ) -> dict[str, Any]:
-        """A call made in its turn; a 429 is waited out and the call made again, up to `tries`
-        times. Never hammers: every try waits for Slack's `Retry-After`."""
+        """A call made in its turn (after any hold, in its slot: waiters do not all call the
+        instant a hold ends; past `longest_wait_s`, refused as a 429 would be); a 429 is waited
+        out and the call made again, up to `tries` times."""
         attempt = 1
         while True:
-            await self._turn(method, longest_wait_s)
+            slot_ms = _SLOTS_MS.get(method, 0)
+            turn = await self.pacing.wait_for_slot(method, slot_ms, within_s=longest_wait_s)
+            if not turn.taken:
+                raise SlackError(
+                    method, "ratelimited", retryable=True, retry_after=turn.retry_after_s
+                )
             try:
                 return await self.call(method, **params)
             except SlackError as exc:
                 if exc.retry_after is None or attempt >= tries:
                     raise
             attempt += 1
-
-    async def _turn(self, method: str, longest_wait_s: float | None) -> None:
-        """Wait out a hold on `method` and take its slot, so waiters do not all call the
-        instant a hold ends; past `longest_wait_s`, refused as a 429 would be."""
-        turn = await self.pacing.wait_for_slot(
-            method, _SLOTS_MS.get(method, 0), within_s=longest_wait_s
-        )
-        if not turn.taken:
-            raise SlackError(method, "ratelimited", retryable=True, retry_after=turn.retry_after_s)
 
     async def display_name(self, user: str) -> str | None:
         """The user's display name from `users.info`, cached for a day; None if unknown."""

@@ -62,22 +62,19 @@ class Home:
     _: KW_ONLY
     config: Settings
     clock: Callable[[], datetime]
-    rounds: int = field(
-        default=0, init=False
-    )  # rounds ended: what a test of "nothing more" waits on
+    # Rounds ended: what a test of "nothing more" waits on.
+    rounds: int = field(default=0, init=False)
 
     async def opened(self, user: str, view_hash: str = "") -> None:
         """`user` opened the Home tab showing the view of `view_hash`: publish unless current."""
         if not USER_ID.fullmatch(user):
             return
         try:
-            now = self.clock()
-            await self.viewers.opened(user, now.timestamp())
+            await self.viewers.opened(user, self.clock().timestamp())
             home = await self._home()
-            seen = await self.viewers.shown([user])
-            shown = seen.get(user)
+            shown = (await self.viewers.shown([user])).get(user)
             said = digests(home)
-            if shown is not None and shown.hash == view_hash and _shows(shown, said):
+            if shown is not None and shown.hash == view_hash and not self._behind(shown, said):
                 return
             await self._publish(user, home, said, view_hash, within_s=OPEN_WAIT_S)
         except RedisError as exc:
@@ -89,7 +86,7 @@ class Home:
         except RedisError as exc:
             log.warning("home: Redis unavailable, no round: %s", exc)
         finally:
-            self.rounds += 1  # rounds ended: what a test of "nothing more" waits on
+            self.rounds += 1
 
     async def _round(self) -> None:
         now = self.clock().timestamp()
@@ -107,10 +104,12 @@ class Home:
             ):
                 return  # Slack is holding the method back: the rest next round
 
-    def _behind(self, shown: Shown | None, said: Digests, now: float) -> bool:
+    def _behind(self, shown: Shown | None, said: Digests, now: float | None = None) -> bool:
+        """Its state differs, or its numbers do (and, at `now`, are old enough to publish)."""
         if shown is None or shown.state != said.state:
             return True
-        return shown.numbers != said.numbers and now - shown.at >= self.config.home_numbers_seconds
+        due = now is None or now - shown.at >= self.config.home_numbers_seconds
+        return shown.numbers != said.numbers and due
 
     async def _publish(
         self, user: str, home: HomeState, said: Digests, view_hash: str, *, within_s: float
@@ -184,18 +183,13 @@ class Home:
         if reading is None or reading.fleet is None:
             why = reading.error if reading is not None and reading.error else "no reading yet"
             return None, f"No live numbers from {metrics.name}: {why}"
-        failed = (
-            f"The latest read failed ({reading.error}): these are older." if reading.error else ""
-        )
-        return reading.fleet, failed
+        if reading.error:
+            return reading.fleet, f"The latest read failed ({reading.error}): these are older."
+        return reading.fleet, ""
 
     async def _links(self, messages: Sequence[tuple[str, str] | None]) -> list[str]:
         known = await self.permalinks.links([m for m in messages if m is not None])
         return [known.get(m, "") if m is not None else "" for m in messages]
-
-
-def _shows(shown: Shown, said: Digests) -> bool:
-    return shown.state == said.state and shown.numbers == said.numbers
 
 
 def _message_of(warning: WarningState) -> tuple[str, str] | None:
