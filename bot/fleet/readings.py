@@ -56,31 +56,22 @@ class FleetReadings:
         kept: ReadingsHistory | None = None,
     ) -> None:
         self._store = ReadingStore(redis, keys)
-        self._metrics = metrics
+        self.metrics = metrics
+        self.interval = timedelta(seconds=config.metrics_interval_seconds)
         self._config = config
-        self._interval = timedelta(seconds=config.metrics_interval_seconds)
-        self._timeout_s = config.backend_timeout_seconds
         self._clock = clock
         self._jobs = jobs
         self._kept = kept  # the capacity report's history, where the backend keeps none
         self._refreshing = asyncio.Lock()
 
-    @property
-    def metrics(self) -> QueueMetrics:
-        return self._metrics
-
     async def aclose(self) -> None:
-        await self._metrics.aclose()
+        await self.metrics.aclose()
         if self._jobs is not None:
-            await self._jobs.aclose(unless=self._metrics)
+            await self._jobs.aclose(unless=self.metrics)
 
     @property
     def keeps_history(self) -> bool:
         return self._kept is not None
-
-    @property
-    def interval(self) -> timedelta:
-        return self._interval
 
     async def stored(self) -> Reading | None:
         raw = await self._store.latest()
@@ -102,11 +93,11 @@ class FleetReadings:
     async def latest(self) -> Reading | None:
         """The current reading, refreshed first when due; None with the `alert` backend or
         before the backend was read once."""
-        if not self._metrics.live:
+        if not self.metrics.live:
             return None
         stored = await self.stored()
         now = self._clock()
-        if stored is not None and now - stored.tried_at < self._interval:
+        if stored is not None and now - stored.tried_at < self.interval:
             return stored
         if self._refreshing.locked():
             return stored  # being read right now; this one is recent enough
@@ -120,30 +111,32 @@ class FleetReadings:
 
     async def _refresh(self, stored: Reading | None, now: datetime) -> Reading:
         try:
-            fleet = await within(self._metrics.read(now=now), self._timeout_s, self._metrics.name)
+            fleet = await within(
+                self.metrics.read(now=now), self._config.backend_timeout_seconds, self.metrics.name
+            )
         except BackendError as exc:
             reading = Reading(stored.fleet if stored else None, now, str(exc))
         except Exception as exc:  # a backend bug must not stop the tick; it is logged in full
-            log.exception("fleet: %s failed unexpectedly", self._metrics.name)
+            log.exception("fleet: %s failed unexpectedly", self.metrics.name)
             reading = Reading(
                 stored.fleet if stored else None,
                 now,
-                f"{self._metrics.name} failed ({type(exc).__name__})",
+                f"{self.metrics.name} failed ({type(exc).__name__})",
             )
         else:
             jobs = await self._observe_jobs(now)
-            if jobs is not None and self._jobs is not None and not self._jobs.lists(self._metrics):
+            if jobs is not None and self._jobs is not None and not self._jobs.lists(self.metrics):
                 fleet = with_job_waits(fleet, jobs)  # the oldest job's age, not a start's time
             recent = await self.history(last=RECENT_READINGS)
             target = self._config.drain_target_minutes
-            fleet = judged(fleet, recent, interval=self._interval, within_mins=target)
+            fleet = judged(fleet, recent, interval=self.interval, within_mins=target)
             reading = Reading(fleet, now)
             await self._remember(fleet)
             if self._kept is not None:
                 await self._kept.keep(fleet)
         if reading.error:
             log.warning("fleet: %s", reading.error)
-        await self._store.save(reading.encode(), keep_ms=_keep_ms(self._interval))
+        await self._store.save(reading.encode(), keep_ms=_keep_ms(self.interval))
         return reading
 
     async def _observe_jobs(self, now: datetime) -> JobsView | None:
@@ -179,7 +172,7 @@ class FleetReadings:
         await self._store.remember(
             json.dumps(point, separators=(",", ":")),
             points=HISTORY_POINTS,
-            keep_ms=int(self._interval.total_seconds() * 1000 * HISTORY_POINTS * 2),
+            keep_ms=int(self.interval.total_seconds() * 1000 * HISTORY_POINTS * 2),
         )
 
     async def history(self, last: int = 0) -> list[HistoryPoint]:

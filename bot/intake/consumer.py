@@ -159,25 +159,19 @@ class Intake:
         a change that only updates the incident folds into the next commit; one that posts or
         moves the status schedule is committed before the next entry is looked at. Committed
         entries leave `pending`; on a conflict the rest is redone on fresh state."""
-        pending[:] = self._named(pending)  # in place: committed entries leave the caller's list
+        # Runner types named as the readings name them; a delivery shared by repeats stays
+        # shared (a flood of repeats folds as one). In place: committed entries leave `pending`.
+        done: dict[int, Delivery] = {}
+        for n, entry in enumerate(pending):
+            assert entry.delivery is not None
+            shared = id(entry.delivery)
+            if shared not in done:
+                done[shared] = named(entry.delivery, self._names)
+            pending[n] = replace(entry, delivery=done[shared])
         changes: list[Change] = []
         while pending:
             changes += await self._apply_some(pending)
         return changes
-
-    def _named(self, pending: list[StreamEntry]) -> list[StreamEntry]:
-        """Runner types named as the readings name them; a delivery shared by repeats stays
-        shared (a flood of repeats folds as one)."""
-        done: dict[int, Delivery] = {}
-        named_entries = []
-        for entry in pending:
-            if entry.delivery is not None:
-                shared = id(entry.delivery)
-                if shared not in done:
-                    done[shared] = named(entry.delivery, self._names)
-                entry = replace(entry, delivery=done[shared])
-            named_entries.append(entry)
-        return named_entries
 
     async def _apply_some(self, pending: list[StreamEntry]) -> list[Change]:
         """Apply entries from the front of `pending` up to the first that must be committed on

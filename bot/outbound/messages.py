@@ -211,17 +211,8 @@ def _reply(
         await undeliverable(desk, incident_id, head.item, error)
         await out.queue.record_reply(channel, incident_id, head.item)
 
-    return Post(
-        f"replies:{incident_id}",
-        head.item,
-        incident_id,
-        head.uid,
-        head.thread.ts,
-        draw,
-        record,
-        refuse,
-        filename,
-    )
+    member, thread_ts = f"replies:{incident_id}", head.thread.ts
+    return Post(member, head.item, incident_id, head.uid, thread_ts, draw, record, refuse, filename)
 
 
 async def _chart(desk: Desk, incident_id: str, head: HeadReply) -> Post | None:
@@ -350,17 +341,12 @@ async def notice_unreadable(desk: Desk, uid: str) -> None:
     await desk.out.notices.done(desk.channel, uid)
 
 
-@dataclass(frozen=True)
-class Kind:
-    read: Callable[[Desk, str, InFlight | None], Awaitable[Post | None]]
-    unreadable: Callable[[Desk, str], Awaitable[None]]
-
-
-KINDS: dict[str, Kind] = {
-    ROOT: Kind(read_root, root_unreadable),
-    "replies": Kind(read_reply, reply_unreadable),
-    "warning": Kind(read_warning, warning_unreadable),
-    "notice": Kind(read_notice, notice_unreadable),
+# Kind -> (read, unreadable).
+KINDS = {
+    ROOT: (read_root, root_unreadable),
+    "replies": (read_reply, reply_unreadable),
+    "warning": (read_warning, warning_unreadable),
+    "notice": (read_notice, notice_unreadable),
 }
 
 
@@ -368,7 +354,8 @@ async def read(desk: Desk, member: str, earlier: InFlight | None) -> Post | None
     kind, _, key = member.partition(":")
     if kind not in KINDS:
         return await stray(desk, member)
-    return await KINDS[kind].read(desk, key, earlier)
+    read_kind, _ = KINDS[kind]
+    return await read_kind(desk, key, earlier)
 
 
 async def unreadable(desk: Desk, member: str) -> None:
@@ -376,7 +363,8 @@ async def unreadable(desk: Desk, member: str) -> None:
     if kind not in KINDS:
         await desk.out.queue.forget(desk.channel, member)
         return
-    await KINDS[kind].unreadable(desk, key)
+    _, unreadable_kind = KINDS[kind]
+    await unreadable_kind(desk, key)
 
 
 async def stray(desk: Desk, member: str) -> None:

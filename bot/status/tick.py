@@ -30,7 +30,6 @@ from bot.domain.incident_fleet import (
 from bot.domain.incidents import (
     Event,
     Incident,
-    Snapshot,
     record_status,
     resolve_drained,
     trend_end,
@@ -161,7 +160,18 @@ class StatusReporter:
         checks = drain_checks(incident, view, self.config.drain_rule)
         live = view if (view.is_live or view.note) else None
         if checks >= needed:
-            return await self._drained(loaded, incident, current, live, now)
+            drained = record_status(incident, current, live=live, drain_checks=0, posted=False)
+            resolved = resolve_drained(drained, now=now)
+            event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
+            events = [*await self.store.events(incident.id), event]
+            return Commit(
+                resolved,
+                events=(event,),
+                replies=summary_replies(BAND_EVENT, summaries(resolved, events, now=now), resolved),
+                stop_status=True,
+                version=loaded.version,
+                thread=loaded.thread,
+            )
         posted = incident.posted_status
         quiet = not is_meaningful(posted, current) and incident.status_posts > 0
         updated = record_status(incident, current, live=live, drain_checks=checks, posted=not quiet)
@@ -190,27 +200,6 @@ class StatusReporter:
             replies=tuple(replies),
             root=view.is_live or incident.live is not None,
             status_due=now.timestamp() + min(interval, every_s),
-            version=loaded.version,
-            thread=loaded.thread,
-        )
-
-    async def _drained(
-        self,
-        loaded: Loaded,
-        incident: Incident,
-        current: Snapshot,
-        live: FleetSnapshot | None,
-        now: datetime,
-    ) -> Commit:
-        recorded = record_status(incident, current, live=live, drain_checks=0, posted=False)
-        resolved = resolve_drained(recorded, now=now)
-        event = Event(at=now, kind="resolved", text="The queue drained: resolved automatically")
-        events = [*await self.store.events(incident.id), event]
-        return Commit(
-            resolved,
-            events=(event,),
-            replies=summary_replies(BAND_EVENT, summaries(resolved, events, now=now), resolved),
-            stop_status=True,
             version=loaded.version,
             thread=loaded.thread,
         )
