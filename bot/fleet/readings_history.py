@@ -54,7 +54,8 @@ class ReadingsHistory:
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
         first, last = start.timestamp(), end.timestamp()
-        days = sorted({_day(int(at)) for at in _every_day(first, last)})
+        every_day = [*range(int(first), int(last), 86400), int(last)]
+        days = sorted({_day(at) for at in every_day})
         answers = await self._store.kept(days)
         # A month of fifty types is about a second of parsing: off the event loop.
         return await asyncio.to_thread(self._built, answers, first, last)
@@ -127,14 +128,6 @@ def _slots(answer: Mapping[str, str], first: float, last: float) -> Iterator[Slo
 
 def _day(slot: int) -> str:
     return datetime.fromtimestamp(slot, UTC).strftime("%Y%m%d")
-
-
-def _every_day(first: float, last: float) -> Iterator[float]:
-    at = first
-    while at < last:
-        yield at
-        at += 86400
-    yield last
 
 
 def _coverage(read: int, slot_s: int, first: float, last: float) -> str:

@@ -42,7 +42,6 @@ from bot.domain.incidents import Event, Incident
 from bot.pacing import Pacing
 from bot.render.alert_issue import comment, issue_body
 from bot.render.root import render_event
-from bot.storage.due_set import Claim
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Loaded, Reply
 from bot.storage.issue_links import IssueLinks
 from bot.storage.leases import Lease, Leases
@@ -124,29 +123,28 @@ class AlertIssues:
             await self.store.issue_due.reschedule(claim, self.clock().timestamp() + BUSY_S)
             return
         try:
-            link = await self.links.get(incident_id) or IssueLink(
-                repo=self.config.github_issues_repo
+            link = await self.links.get(incident_id)
+            step = _Step(
+                self, loaded, link or IssueLink(repo=self.config.github_issues_repo), lease
             )
-            await self._pass(_Step(self, loaded, link, claim, lease))
+            again: float | None = None
+            try:
+                await step.run()
+            except Later as later:
+                await step.save(step.link)
+                again = later.at
+            except BackendError as exc:
+                again = await self._failed(step, exc)
+            # Done is not done if a commit marked it again meanwhile: the next pass tells that.
+            if again is None:
+                await self.store.issue_due.done(claim)
+            else:
+                await self.store.issue_due.reschedule(claim, again)
         finally:
             await self.leases.release(lease)
 
-    async def _pass(self, step: _Step) -> None:
-        try:
-            await step.run()
-        except Later as later:
-            await step.save(step.link)
-            if later.at is None:
-                await self.store.issue_due.done(step.claim)
-            else:
-                await self.store.issue_due.reschedule(step.claim, later.at)
-        except BackendError as exc:
-            await self._failed(step, exc)
-        else:
-            # Not done if a commit marked it again meanwhile: the next pass tells that too.
-            await self.store.issue_due.done(step.claim)
-
-    async def _failed(self, step: _Step, exc: BackendError) -> None:
+    async def _failed(self, step: _Step, exc: BackendError) -> float:
+        """When to try again."""
         now = self.clock().timestamp()
         link = step.link
         if exc.retryable:
@@ -158,8 +156,7 @@ class AlertIssues:
                 wait = wait_after(failures, first=RETRY_FIRST_S, maximum=RETRY_MAX_S)
             log.info("alert issue: incident %s: %s; again in %.0f s", step.id, exc, wait)
             await step.save(link.model_copy(update={"failures": failures}))
-            await self.store.issue_due.reschedule(step.claim, now + wait)
-            return
+            return now + wait
         # A refused write was not made; a refused lookup says nothing of the write it sought.
         said = str(exc)
         log.warning("alert issue: incident %s: %s", step.id, said)
@@ -167,7 +164,7 @@ class AlertIssues:
         await step.save(link.model_copy(update={"trying": trying, "refused": said}))
         if said != link.refused:
             await self._tell_refusal(step.id, said)
-        await self.store.issue_due.reschedule(step.claim, now + REFUSED_RETRY_S)
+        return now + REFUSED_RETRY_S
 
     async def _tell_refusal(self, incident_id: str, said: str, *, again: bool = True) -> None:
         minutes = round(REFUSED_RETRY_S / 60)
@@ -201,16 +198,13 @@ class AlertIssues:
 class _Step:
     """One pass over one claimed incident: each call, and the link saved after it."""
 
-    def __init__(
-        self, owner: AlertIssues, loaded: Loaded, link: IssueLink, claim: Claim, lease: Lease
-    ) -> None:
+    def __init__(self, owner: AlertIssues, loaded: Loaded, link: IssueLink, lease: Lease) -> None:
         assert loaded.incident is not None
         self.owner = owner
         self.loaded = loaded
         self.incident: Incident = loaded.incident
         self.id = self.incident.id
         self.link = link
-        self.claim = claim
         self.lease = lease
         self.writing = False  # a write is in flight: what GitHub answers is about it
 
