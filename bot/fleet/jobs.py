@@ -1,13 +1,11 @@
-"""The jobs behind the queue: `JobsWatch` is the one way to them. It lists them from the source
-that can (`QueuedJobs`), counts their arrivals (`bot.storage.job_arrivals`: each job once, in
-five-minute slots, so "this workflow's arrivals doubled since the same hour yesterday" is
-something the bot can say), and builds the view `/queue jobs` and diagnostics show. The fleet
-reading calls it on every refresh too, so the history has a count for every hour, not only for
-the hours somebody asked.
+"""The jobs behind the queue, the one way to them: listed from the source that can, their arrivals
+counted (`bot.storage.job_arrivals`, so "arrivals doubled since the same hour yesterday" can be
+said), and the view `/queue jobs` and diagnostics show.
 """
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from bot.backends.errors import within
@@ -16,34 +14,32 @@ from bot.domain.jobs import JobsView, jobs_view
 from bot.storage.job_arrivals import JobArrivals
 
 
+@dataclass(eq=False)
 class JobsWatch:
-    """The jobs behind the queue from `source`, with their arrivals counted."""
-
-    def __init__(self, source: QueuedJobs, arrivals: JobArrivals, *, timeout_s: float) -> None:
-        self._source = source
-        self._arrivals = arrivals
-        self._timeout_s = timeout_s
+    source: QueuedJobs
+    arrivals: JobArrivals
+    _: KW_ONLY
+    timeout_s: float
 
     @property
     def name(self) -> str:
-        return self._source.name
+        return self.source.name
 
     def lists(self, backend: object) -> bool:
         """Whether the jobs come from `backend` itself (whose waits are then the jobs')."""
-        return self._source is backend
+        return self.source is backend
 
     async def aclose(self, *, unless: object = None) -> None:
         """Release the source's connections, unless it is `unless` (closed by its owner)."""
-        if self._source is not unless:
-            await self._source.aclose()
+        if self.source is not unless:
+            await self.source.aclose()
 
     async def view(self, *, now: datetime) -> JobsView:
-        """The queued jobs now and what arrived; raises `BackendError` when the source cannot
-        say."""
-        source = self._source
-        listing = await within(source.queued_jobs(now=now), self._timeout_s, source.name)
+        """Raises `BackendError` when the source cannot say."""
+        source = self.source
+        listing = await within(source.queued_jobs(now=now), self.timeout_s, source.name)
         if listing.arrivals is not None:  # a source that counts its own (ARC's counters)
             arrivals = listing.arrivals
         else:
-            arrivals = await self._arrivals.record(listing.jobs, now=now, finished=listing.finished)
+            arrivals = await self.arrivals.record(listing.jobs, now=now, finished=listing.finished)
         return jobs_view(listing, arrivals, source=source.name, at=now)

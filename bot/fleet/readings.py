@@ -1,20 +1,10 @@
-"""One reading of the fleet's queues per interval, shared by every incident.
+"""One reading of the fleet's queues per interval, shared by every incident and surface.
 
-Whoever needs the fleet (a status tick, `/queue`, diagnostics) asks `latest()`. A reading younger
-than the interval is served from Redis; an older one is refreshed with the backend's deadline,
-outside any incident's or group's commit, one refresh at a time in the process: the leader's
-tasks that ask meanwhile take the stored reading. A failed refresh is stored too, so a backend
-that is down is asked once an interval, and every incident can say why it shows the alert's
-numbers instead. Successful readings are also kept, compacted, in a bounded history: the
-baseline "in the hours before the incident" comes from it when the backend has no history of
-its own.
-
-Another process may read beside the leader (a scale form opened from a warning on the replica
-Slack reached, a replica of 0.25 during a rollout): that costs a backend call, and the history a
-point beside the leader's when the two read in the same moment.
-
-Its own package: the status tick and the actions (`/queue`, diagnostics) share it, and it joins
-a backend to Redis, so it sits below the one and above the other two.
+A reading younger than the interval is served from Redis; an older one is refreshed with the
+backend's deadline, outside any commit, one refresh at a time in the process. A failed refresh is
+stored too, so a backend that is down is asked once an interval and every incident can say why.
+Successful readings are judged here, once (`bot.domain.fleet.judged`), and kept, compacted, in a
+bounded history: the baseline "in the hours before the incident" where the backend keeps none.
 """
 
 from __future__ import annotations
@@ -66,33 +56,22 @@ class FleetReadings:
         kept: ReadingsHistory | None = None,
     ) -> None:
         self._store = ReadingStore(redis, keys)
-        self._metrics = metrics
+        self.metrics = metrics
+        self.interval = timedelta(seconds=config.metrics_interval_seconds)
         self._config = config
-        self._interval = timedelta(seconds=config.metrics_interval_seconds)
-        self._timeout_s = config.backend_timeout_seconds
         self._clock = clock
         self._jobs = jobs
         self._kept = kept  # the capacity report's history, where the backend keeps none
         self._refreshing = asyncio.Lock()
 
-    @property
-    def metrics(self) -> QueueMetrics:
-        return self._metrics
-
     async def aclose(self) -> None:
-        """Release the backends' connections (the jobs source's too, when it is another)."""
-        await self._metrics.aclose()
+        await self.metrics.aclose()
         if self._jobs is not None:
-            await self._jobs.aclose(unless=self._metrics)
+            await self._jobs.aclose(unless=self.metrics)
 
     @property
     def keeps_history(self) -> bool:
-        """Whether each reading is kept for the capacity report (`ReadingsHistory`)."""
         return self._kept is not None
-
-    @property
-    def interval(self) -> timedelta:
-        return self._interval
 
     async def stored(self) -> Reading | None:
         raw = await self._store.latest()
@@ -105,21 +84,20 @@ class FleetReadings:
             return None
 
     async def tick(self) -> None:
-        """A scheduled read, for a replica where nothing else reads on a schedule: one GET a
-        tick, the backend once an interval. Redis away is logged, never raised."""
+        """A scheduled read where nothing else reads on a schedule; never raises."""
         try:
             await self.latest()
         except RedisError as exc:
             log.warning("fleet: Redis unavailable: %s", exc)
 
     async def latest(self) -> Reading | None:
-        """The current reading, refreshed first when it is due; None with the `alert` backend
-        or before any replica could read the backend once."""
-        if not self._metrics.live:
+        """The current reading, refreshed first when due; None with the `alert` backend or
+        before the backend was read once."""
+        if not self.metrics.live:
             return None
         stored = await self.stored()
         now = self._clock()
-        if stored is not None and now - stored.tried_at < self._interval:
+        if stored is not None and now - stored.tried_at < self.interval:
             return stored
         if self._refreshing.locked():
             return stored  # being read right now; this one is recent enough
@@ -127,44 +105,43 @@ class FleetReadings:
             return await self._refresh(stored, now)
 
     async def current(self) -> tuple[Reading | None, list[HistoryPoint]]:
-        """The latest reading, and the history baselines need when it has a fleet."""
         reading = await self.latest()
         has_fleet = reading is not None and reading.fleet is not None
         return reading, (await self.history() if has_fleet else [])
 
     async def _refresh(self, stored: Reading | None, now: datetime) -> Reading:
         try:
-            fleet = await within(self._metrics.read(now=now), self._timeout_s, self._metrics.name)
+            fleet = await within(
+                self.metrics.read(now=now), self._config.backend_timeout_seconds, self.metrics.name
+            )
         except BackendError as exc:
             reading = Reading(stored.fleet if stored else None, now, str(exc))
         except Exception as exc:  # a backend bug must not stop the tick; it is logged in full
-            log.exception("fleet: %s failed unexpectedly", self._metrics.name)
+            log.exception("fleet: %s failed unexpectedly", self.metrics.name)
             reading = Reading(
                 stored.fleet if stored else None,
                 now,
-                f"{self._metrics.name} failed ({type(exc).__name__})",
+                f"{self.metrics.name} failed ({type(exc).__name__})",
             )
         else:
             jobs = await self._observe_jobs(now)
-            if jobs is not None and self._jobs is not None and not self._jobs.lists(self._metrics):
+            if jobs is not None and self._jobs is not None and not self._jobs.lists(self.metrics):
                 fleet = with_job_waits(fleet, jobs)  # the oldest job's age, not a start's time
-            # Judged once, here: every surface renders this reading's judgement as it is.
             recent = await self.history(last=RECENT_READINGS)
             target = self._config.drain_target_minutes
-            fleet = judged(fleet, recent, interval=self._interval, within_mins=target)
+            fleet = judged(fleet, recent, interval=self.interval, within_mins=target)
             reading = Reading(fleet, now)
             await self._remember(fleet)
             if self._kept is not None:
                 await self._kept.keep(fleet)
         if reading.error:
             log.warning("fleet: %s", reading.error)
-        await self._store.save(reading.encode(), keep_ms=_keep_ms(self._interval))
+        await self._store.save(reading.encode(), keep_ms=_keep_ms(self.interval))
         return reading
 
     async def _observe_jobs(self, now: datetime) -> JobsView | None:
-        """List the jobs once per reading, so their arrival history has every hour, not only
-        the hours somebody asked (`/queue jobs`, diagnostics), and the reading's waits are the
-        jobs' own. None when there is no jobs source or it failed (the reading stands)."""
+        """The jobs, listed every reading so their arrival history has every hour; None when
+        there is no source or it failed (the reading stands)."""
         if self._jobs is None:
             return None
         try:
@@ -195,11 +172,10 @@ class FleetReadings:
         await self._store.remember(
             json.dumps(point, separators=(",", ":")),
             points=HISTORY_POINTS,
-            keep_ms=int(self._interval.total_seconds() * 1000 * HISTORY_POINTS * 2),
+            keep_ms=int(self.interval.total_seconds() * 1000 * HISTORY_POINTS * 2),
         )
 
     async def history(self, last: int = 0) -> list[HistoryPoint]:
-        """Past readings, newest first: all, or the `last` ones."""
         points = []
         for raw in await self._store.history(last):
             try:
@@ -221,5 +197,4 @@ class FleetReadings:
 
 
 def _keep_ms(interval: timedelta) -> int:
-    """A reading outlives a few intervals: long enough to be shared, never for days."""
     return int(max(interval.total_seconds() * 10, 600) * 1000)

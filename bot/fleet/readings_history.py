@@ -1,21 +1,10 @@
 """The capacity report's history where the metrics backend keeps none (`METRICS_BACKEND=github`):
-queuepilot's own readings, a slot apart, for a month.
+queuepilot's own readings, one per slot (`SLOT_S`, or the reading interval when longer), a month.
 
-Each successful reading (`FleetReadings`) keeps, per runner type, its queued jobs, longest wait,
-level (the runners wanted, else the most of registered and busy), maximum and job minutes in
-the reading's slot (`SLOT_S`, or the reading interval when longer): one field of a per-day hash,
-set if not set, so replicas reading the same slot keep it once. A reading with no runner type in
-it is kept too: an idle slot is a slot read. Series from it have the slot as their step; a slot
-no replica read (the bot was down) is not counted, and the history says how much of the window
-it covers.
-
-The GitHub backend lists a runner type only while it has jobs, and a type with none queued has
-no longest wait: in a reading that listed every job (`absent_means_empty`), a type it lacks had
-none queued, and a type with none queued waited 0. GitHub has no maximum, so its readings give
-no hours at the maximum (the report leaves them out).
-
-Its quantiles are of the longest wait at each reading, not of every job's queue time (the
-readings see the longest wait only): labelled so in the report.
+Per runner type: queued jobs, longest wait, level (the runners wanted, else the most of registered
+and busy), maximum and job minutes, set once per slot in a per-day hash. In a reading that listed
+every job (`absent_means_empty`), a type it lacks had none queued and waited 0. Its quantiles are
+of the longest wait at each reading, not of every job's queue time: labelled so in the report.
 """
 
 from __future__ import annotations
@@ -57,7 +46,6 @@ class ReadingsHistory:
         self._slot_s = max(SLOT_S, 60 * math.ceil(interval_s / 60))
 
     async def keep(self, fleet: FleetSnapshot) -> None:
-        """Keep a reading in its slot, unless a reading (this replica's or another's) has."""
         types = {name: _numbers(m) for name, m in fleet.runner_types.items()}
         kept = {"t": types, "e": fleet.absent_means_empty}
         slot = int(fleet.at.timestamp()) // self._slot_s * self._slot_s
@@ -66,7 +54,8 @@ class ReadingsHistory:
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
         first, last = start.timestamp(), end.timestamp()
-        days = sorted({_day(int(at)) for at in _every_day(first, last)})
+        every_day = [*range(int(first), int(last), 86400), int(last)]
+        days = sorted({_day(at) for at in every_day})
         answers = await self._store.kept(days)
         # A month of fifty types is about a second of parsing: off the event loop.
         return await asyncio.to_thread(self._built, answers, first, last)
@@ -124,7 +113,6 @@ Slot = tuple[float, dict[str, list[Any]], bool]  # when, each type's numbers, co
 
 
 def _slots(answer: Mapping[str, str], first: float, last: float) -> Iterator[Slot]:
-    """A day's kept readings within [first, last]; an unreadable one is logged and left out."""
     for raw_slot, raw in answer.items():
         try:
             at = float(raw_slot)
@@ -142,16 +130,7 @@ def _day(slot: int) -> str:
     return datetime.fromtimestamp(slot, UTC).strftime("%Y%m%d")
 
 
-def _every_day(first: float, last: float) -> Iterator[float]:
-    at = first
-    while at < last:
-        yield at
-        at += 86400
-    yield last
-
-
 def _coverage(read: int, slot_s: int, first: float, last: float) -> str:
-    """A note when the readings cover less than nine tenths of the window."""
     window = max(last - first, slot_s)
     covered = min(read * slot_s, window)
     if covered >= 0.9 * window:

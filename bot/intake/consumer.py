@@ -1,15 +1,11 @@
 """The stream consumer: an accepted notification becomes an incident change, and what Slack shows.
 
-Each replica runs one consumer in the shared group. Applying an entry never waits for Slack: the
-change, the root and thread replies for the channel's sender, and the entry's acknowledgement are
-one commit (`bot.storage.incident_store`). The entries of one alert group are applied in order by
-one task, and those that arrived together in one commit: a flood of repeats (an Alertmanager HA
-pair, a retrying sender) costs one read and one write per batch, not per entry, and never races
-itself. Transient failures (Redis unreachable, a commit that lost a race to another writer) are
-retried here, by the consumer that owns the entry, within moments. Only an entry that can never be
-applied (unreadable, or failing the same way `max_attempts` times) is dead-lettered, with the
-reason. Reading, taking over and handing back are the group loop's (`bot.intake.group_loop`):
-here, an alert group is a lane, and a lane's batch is applied.
+Applying an entry never waits for Slack: the change, the root and replies for the channel's sender,
+and the entry's acknowledgement are one commit (`bot.storage.incident_store`). One alert group's
+entries are applied in order by one task (its lane in `bot.intake.group_loop`), those that arrived
+together in one commit, so a flood of repeats costs one read and one write per batch. Transient
+failures are retried here; only an entry that can never be applied (unreadable, or failing
+`max_attempts` times) is dead-lettered, with the reason.
 """
 
 from __future__ import annotations
@@ -60,9 +56,8 @@ log = logging.getLogger(__name__)
 
 # Entries a consumer works on at once.
 MAX_IN_FLIGHT = 256
-# How long a consumer under load (its last read found several entries, fewer than it asked for)
-# waits before it reads again, so more of a group's entries share a commit: in a flood, the
-# commits per second, not the notifications, set what the consumer costs.
+# How long a consumer under load waits before reading again, so more of a group's entries share
+# a commit: in a flood, the commits per second set what the consumer costs.
 GATHER_S = 0.02
 
 
@@ -102,36 +97,19 @@ class Intake:
         )
 
     async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
-        """Apply notifications until `stop` is set (`GroupLoop.run`)."""
         self._stop = stop
         await self._loop.run(stop, take_over_ms=take_over_ms)
 
     async def handle_batch(self, entries: list[StreamEntry]) -> None:
-        """Apply one group's entries in order, together where they can be; never raises.
-
-        A batch that fails in a way a retry cannot mend (a bug) is taken apart: each entry is
-        then applied on its own, so only the entry at fault is dead-lettered.
-        """
+        """Apply one group's entries in order, together where they can be; never raises. A batch
+        failing in a way a retry cannot mend (a bug) is applied one entry at a time, so only the
+        entry at fault is dead-lettered."""
         pending = [e for e in entries if e.delivery is not None]
         for entry in entries:
             if entry.delivery is None:
                 await self._loop.bury(entry, f"unreadable: {entry.problem}")
-        backoff = Backoff(1.0, first=0.02)
-        while len(pending) > 1 and not self._stop.is_set():
-            try:
-                await self._apply_all(pending)
-                return
-            except _Conflict:
-                self._telemetry.intake_failures.labels("conflict").inc()
-                await asyncio.sleep(random.random() * 0.01)
-                continue
-            except RedisError as exc:
-                self._telemetry.intake_failures.labels("redis").inc()
-                log.warning("intake: %d entries: Redis failed (%s); retrying", len(pending), exc)
-            except Exception:
-                log.exception("intake: a batch of %d entries failed; one by one", len(pending))
-                break
-            await sleep_or_stop(self._stop, backoff.next())
+        if len(pending) > 1 and await self._retried(pending, f"{len(pending)} entries", batch=True):
+            return
         for entry in list(pending):
             await self.handle(entry)
 
@@ -140,75 +118,70 @@ class Intake:
         if entry.delivery is None:
             await self._loop.bury(entry, f"unreadable: {entry.problem}")
             return
+        await self._retried([entry], f"entry {entry.id}", batch=False)
+
+    async def _retried(self, pending: list[StreamEntry], what: str, *, batch: bool) -> bool:
+        """Apply `pending` until done (True), a batch meets a bug, or an entry failed
+        `intake_max_attempts` times (dead-lettered: a bug costs one notification, never the
+        consumer)."""
         backoff, errors = Backoff(1.0, first=0.02), 0
         while not self._stop.is_set():
             try:
-                await self.apply(entry.id, entry.delivery)
-                return
+                await self._apply_all(pending)
+                return True
             except _Conflict:
                 self._telemetry.intake_failures.labels("conflict").inc()
                 await asyncio.sleep(random.random() * 0.01)
                 continue
             except RedisError as exc:
                 self._telemetry.intake_failures.labels("redis").inc()
-                log.warning("intake: entry %s: Redis failed (%s); retrying", entry.id, exc)
+                log.warning("intake: %s: Redis failed (%s); retrying", what, exc)
             except Exception as exc:
-                # A bug must cost one notification (dead-lettered), never the consumer.
+                if batch:
+                    log.exception("intake: a batch of %s failed; one by one", what)
+                    return False
                 errors += 1
                 self._telemetry.intake_failures.labels("error").inc()
-                log.exception("intake: entry %s failed (%d)", entry.id, errors)
+                log.exception("intake: %s failed (%d)", what, errors)
                 if errors >= self._config.intake_max_attempts:
-                    await self._loop.bury(entry, f"failed {errors} times: {type(exc).__name__}")
-                    return
+                    reason = f"failed {errors} times: {type(exc).__name__}"
+                    await self._loop.bury(pending[0], reason)
+                    return False
             await sleep_or_stop(self._stop, backoff.next())
-
-    # -- applying one delivery -----------------------------------------------------------------
+        return False
 
     async def apply(self, entry_id: str, delivery: Delivery) -> Change:
-        """Fold one delivery into its group's incident, in one fenced commit."""
         [change] = await self._apply_all([StreamEntry(entry_id, delivery)])
         return change
 
     async def _apply_all(self, pending: list[StreamEntry]) -> list[Change]:
-        """Fold a group's entries, in order, into as few fenced commits as keep their meaning.
-
-        Changes that only update the incident (a repeat, new numbers) fold into the state the
-        next commit writes; a change that posts to the thread or moves the status schedule
-        (opened, resolved, reopened, other alerts) is committed before the next entry is looked
-        at, exactly as if each entry were applied on its own. Each commit acknowledges the
-        entries it covers, and they leave `pending`; on a conflict the rest is redone on fresh
-        state.
-        """
-        pending[:] = self._named(pending)  # in place: committed entries leave the caller's list
+        """Fold a group's entries, in order, into as few fenced commits as keep their meaning:
+        a change that only updates the incident folds into the next commit; one that posts or
+        moves the status schedule is committed before the next entry is looked at. Committed
+        entries leave `pending`; on a conflict the rest is redone on fresh state."""
+        # Runner types named as the readings name them; a delivery shared by repeats stays
+        # shared (a flood of repeats folds as one). In place: committed entries leave `pending`.
+        done: dict[int, Delivery] = {}
+        for n, entry in enumerate(pending):
+            assert entry.delivery is not None
+            shared = id(entry.delivery)
+            if shared not in done:
+                done[shared] = named(entry.delivery, self._names)
+            pending[n] = replace(entry, delivery=done[shared])
         changes: list[Change] = []
         while pending:
             changes += await self._apply_some(pending)
         return changes
 
-    def _named(self, pending: list[StreamEntry]) -> list[StreamEntry]:
-        """The entries with their runner types named as the readings name them; a delivery
-        shared by repeats stays shared (a flood of repeats folds as one)."""
-        done: dict[int, Delivery] = {}
-        named_entries = []
-        for entry in pending:
-            if entry.delivery is not None:
-                shared = id(entry.delivery)
-                if shared not in done:
-                    done[shared] = named(entry.delivery, self._names)
-                entry = replace(entry, delivery=done[shared])
-            named_entries.append(entry)
-        return named_entries
-
     async def _apply_some(self, pending: list[StreamEntry]) -> list[Change]:
-        """Apply entries from the front of `pending` up to and including the first that must
-        be committed on its own; remove them from `pending` once committed."""
+        """Apply entries from the front of `pending` up to the first that must be committed on
+        its own."""
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
         read = await self._store.load_group(group_hash)
         if read[2].incident is not None and read[2].incident.is_open:
             return await self._fold(pending, read)
-        # This may open an incident, which takes the ID sequence's next number (its commit is
-        # refused if another took it first): one at a time in a process, or a storm of new groups
-        # would be a crowd refusing each other's numbers, each redoing its work.
+        # Opening takes the ID sequence's next number: one at a time, or a storm of new groups
+        # would be a crowd refusing each other's numbers.
         async with self._opening:
             return await self._fold(pending, await self._store.load_group(group_hash))
 
@@ -267,7 +240,6 @@ class Intake:
     def _open(
         self, base: Commit, group: GroupState, delivery: Delivery, incident_id: str, now: datetime
     ) -> tuple[Change, Commit]:
-        """The commit that opens the group's incident with its first firing notification."""
         incident = open_incident(
             delivery,
             incident_id=incident_id,
@@ -302,7 +274,6 @@ class Intake:
             return change, replace(base, **fenced)
         event = _event_for(change, incident, now)
         if change is Change.RESOLVED:
-            # The summary is rendered now, from the timeline so far plus this event.
             events = [*await self._store.events(incident.id), event]
             summary = summaries(incident, events, now=now)
             replies = summary_replies(BAND_EVENT, summary, incident)
@@ -318,7 +289,6 @@ class Intake:
 
 
 def _group_of(entry: StreamEntry) -> str:
-    """An entry's lane: its alert group's, applied in order; one of its own when unreadable."""
     return entry.delivery.group_hash if entry.delivery else f"unreadable:{entry.id}"
 
 

@@ -1,18 +1,10 @@
-"""Working through a consumer group's stream: the one loop behind every stream the leader consumes
-(notifications, `bot.intake.consumer`; Slack requests, `bot.intake.requests`).
+"""The one loop behind every stream the leader consumes (notifications, Slack requests).
 
-The loop reads new entries, keeps those under way from looking idle, takes over what other
-consumers left idle (burying an entry taken over too often), prunes consumers that left, waits out
-Redis failing, and at the end of a term hands back what it did not finish. The stream's own part
-says two things: which lane an entry takes, and how a batch is worked on. The entries of one lane
-are worked on in order by one task, those waiting together as one batch; lanes run side by side,
-at most `max_in_flight` entries at once. Notifications take their alert group's lane and are
-applied together; each request takes a lane of its own.
-
-An entry stays this consumer's until its batch was worked on. A batch worked on after the term
-ended (`stop` set) may have been given up, so its entries are handed back with those still
-waiting: the next term, this replica's or another's, takes them over at once. Handing back one
-that was done after all changes nothing (it is no longer pending).
+It reads new entries, keeps those under way from looking idle, takes over what other consumers
+left idle (burying an entry taken over too often), prunes consumers that left, waits out Redis
+failing, and at the end of a term hands back what it did not finish (the next term takes it over
+at once; handing back one that was done after all changes nothing). One lane's entries are worked
+on in order by one task, those waiting together as one batch; lanes run side by side.
 """
 
 from __future__ import annotations
@@ -21,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Generic
 
 from redis.exceptions import RedisError
@@ -38,46 +31,37 @@ PRUNE_EVERY_S = 60.0
 FINISH_S = 5.0
 
 
+@dataclass(eq=False)
 class GroupLoop(Generic[E]):
-    def __init__(
-        self,
-        group: ConsumerGroup[E],
-        work: Callable[[list[E]], Awaitable[None]],
-        *,
-        lane: Callable[[E], str],
-        config: Settings,
-        consumer: str,
-        name: str,
-        max_in_flight: int,
-        gather_s: float = 0.0,
-        buried: Callable[[], object] = lambda: None,
-    ) -> None:
-        """`work` works on a batch of one lane's entries and never raises; `gather_s` is how long
-        a loop under load waits before reading on, so more of a lane's entries share a batch;
-        `buried` is told of every entry dead-lettered."""
-        self._group = group
-        self._work = work
-        self._lane = lane
-        self._config = config
-        self._consumer = consumer  # this process's name in the stream's group
-        self._name = name
-        self._max_in_flight = max_in_flight
-        self._gather_s = gather_s
-        self._buried = buried
-        # Entry ID -> the task of its lane; entries waiting for their lane's task.
-        self._in_flight: dict[str, asyncio.Task[None]] = {}
-        self._lanes: dict[str, asyncio.Task[None]] = {}
-        self._queued: dict[str, list[E]] = {}
-        self._stop = asyncio.Event()
-        self._take_over_ms: int | None = None
-        # Entries under way are kept alive well within the idle time that lets others take over.
-        self._upkeep_s = min(config.intake_reclaim_idle_ms / 3000, 5.0)
+    """`work` works on a batch of one lane's entries and never raises; `gather_s`: how long a
+    loop under load waits before reading on, so more entries share a batch."""
+
+    group: ConsumerGroup[E]
+    work: Callable[[list[E]], Awaitable[None]]
+    _: KW_ONLY
+    lane: Callable[[E], str]
+    config: Settings
+    consumer: str  # this process's name in the stream's group
+    name: str
+    max_in_flight: int
+    gather_s: float = 0.0
+    buried: Callable[[], object] = lambda: None
+    # Entry ID -> the task of its lane; entries waiting for their lane's task.
+    _in_flight: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False)
+    _lanes: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False)
+    _queued: dict[str, list[E]] = field(default_factory=dict, init=False)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _take_over_ms: int | None = field(default=None, init=False)
+
+    @property
+    def _upkeep_s(self) -> float:
+        """Entries under way are kept alive well within the idle time that lets others take
+        over."""
+        return min(self.config.intake_reclaim_idle_ms / 3000, 5.0)
 
     async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
-        """Consume until `stop` is set, riding out Redis outages with a capped backoff.
-
-        A new leader first takes over what its predecessor left pending once it has been idle
-        `take_over_ms` (about a lease's TTL: the predecessor is gone), not `reclaim_idle_ms`."""
+        """Consume until `stop` is set. A new leader takes over what its predecessor left once
+        idle `take_over_ms` (about a lease's TTL), not `reclaim_idle_ms`."""
         self._stop = stop
         self._take_over_ms = take_over_ms
         loop = asyncio.get_running_loop()
@@ -90,15 +74,15 @@ class GroupLoop(Generic[E]):
                         next_upkeep = loop.time() + self._upkeep_s
                     if loop.time() >= next_prune:
                         next_prune = loop.time() + PRUNE_EVERY_S
-                        await self._group.prune_consumers(
-                            self._consumer, idle_ms=DEAD_CONSUMER_IDLE_MS
+                        await self.group.prune_consumers(
+                            self.consumer, idle_ms=DEAD_CONSUMER_IDLE_MS
                         )
                     await self._read_more()
                     backoff.reset()
                 except RedisError as exc:
                     wait = backoff.next()
                     log.warning(
-                        "%s: Redis unavailable (%s); retrying in %.2fs", self._name, exc, wait
+                        "%s: Redis unavailable (%s); retrying in %.2fs", self.name, exc, wait
                     )
                     await sleep_or_stop(stop, wait)
                     next_upkeep = 0.0
@@ -106,14 +90,12 @@ class GroupLoop(Generic[E]):
             await self._finish()
 
     async def bury(self, entry: E, reason: str) -> None:
-        """Dead-letter an entry that can never be done, with the reason."""
-        log.error("%s: entry %s dead-lettered: %s", self._name, entry.id, reason)
-        self._buried()
+        log.error("%s: entry %s dead-lettered: %s", self.name, entry.id, reason)
+        self.buried()
         with suppress(RedisError):
-            await self._group.bury(entry, reason)
+            await self.group.bury(entry, reason)
 
     async def _finish(self) -> None:
-        """Let the batches under way finish briefly, then hand what is left back to the group."""
         if self._lanes:
             await asyncio.wait(set(self._lanes.values()), timeout=FINISH_S)
         tasks = set(self._lanes.values())
@@ -125,30 +107,30 @@ class GroupLoop(Generic[E]):
         self._in_flight.clear()
         self._queued.clear()
         with suppress(RedisError):
-            await self._group.hand_back(self._consumer, left)
+            await self.group.hand_back(self.consumer, left)
 
     async def _upkeep(self) -> None:
-        await self._group.ensure_group()
+        await self.group.ensure_group()
         if self._take_over_ms is not None:  # a new term: this consumer's own unfinished first
-            own = await self._group.read(self._consumer, count=self._max_in_flight, own=True)
+            own = await self.group.read(self.consumer, count=self.max_in_flight, own=True)
             for entry in own:
                 if entry.id not in self._in_flight:
                     self._start(entry)
-        await self._group.keep_alive(self._consumer, list(self._in_flight))
-        idle_ms = self._take_over_ms or self._config.intake_reclaim_idle_ms
+        await self.group.keep_alive(self.consumer, list(self._in_flight))
+        idle_ms = self._take_over_ms or self.config.intake_reclaim_idle_ms
         self._take_over_ms = None
-        for entry in await self._group.reclaim(self._consumer, min_idle_ms=idle_ms):
+        for entry in await self.group.reclaim(self.consumer, min_idle_ms=idle_ms):
             if entry.id in self._in_flight:
                 continue
-            taken = await self._group.deliveries(entry.id)
-            if taken > self._config.intake_max_attempts:
+            taken = await self.group.deliveries(entry.id)
+            if taken > self.config.intake_max_attempts:
                 await self.bury(entry, f"taken over {taken} times without being done")
                 continue
-            log.info("%s: took over entry %s (delivery %d)", self._name, entry.id, taken)
+            log.info("%s: took over entry %s (delivery %d)", self.name, entry.id, taken)
             self._start(entry)
 
     async def _read_more(self) -> None:
-        free = self._max_in_flight - len(self._in_flight)
+        free = self.max_in_flight - len(self._in_flight)
         if free <= 0:
             # Not for longer than the upkeep's interval: entries under way are kept alive
             # there, or another replica would take over the slow ones.
@@ -162,33 +144,29 @@ class GroupLoop(Generic[E]):
                 await asyncio.sleep(self._upkeep_s)
             return
         block_ms = min(500, int(self._upkeep_s * 1000))  # nor here
-        entries = await self._group.read(self._consumer, count=free, block_ms=block_ms)
+        entries = await self.group.read(self.consumer, count=free, block_ms=block_ms)
         for entry in entries:
             self._start(entry)
         if entries:
-            # The entries' tasks go first, before this loop sends its next read: a new alert's
-            # commit is the chain from the alert to Slack, and Redis answers it sooner while
-            # it is still awake from the append. Under load (several entries, fewer than
-            # asked for) the next ones gather for a moment, to share their lane's batch; a
-            # lone entry is never held up, and a backlog (the read was full) is read on at once.
-            await asyncio.sleep(self._gather_s if 1 < len(entries) < free else 0)
+            # The entries' tasks go before the next read (a new alert's commit is on the way to
+            # Slack). Under load (several entries, fewer than asked for) the next ones gather a
+            # moment to share a batch; a lone entry or a full read is never held up.
+            await asyncio.sleep(self.gather_s if 1 < len(entries) < free else 0)
 
     def _start(self, entry: E) -> None:
-        """Queue the entry for its lane's task, starting one if the lane has none running."""
-        lane = self._lane(entry)
+        lane = self.lane(entry)
         self._queued.setdefault(lane, []).append(entry)
         task = self._lanes.get(lane)
         if task is None:
-            task = asyncio.create_task(self._drain(lane), name=f"{self._name}:{lane}")
+            task = asyncio.create_task(self._drain(lane), name=f"{self.name}:{lane}")
             self._lanes[lane] = task
         self._in_flight[entry.id] = task
 
     async def _drain(self, lane: str) -> None:
-        """Work on the lane's entries, batch after batch, until none is waiting or the term
-        ended; what is left then stays in flight, to be handed back."""
+        """Batch after batch until none waits or the term ended (what is left is handed back)."""
         try:
             while not self._stop.is_set() and (batch := self._queued.pop(lane, [])):
-                await self._work(batch)
+                await self.work(batch)
                 if not self._stop.is_set():
                     for entry in batch:
                         self._in_flight.pop(entry.id, None)
@@ -197,6 +175,5 @@ class GroupLoop(Generic[E]):
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    """Wait `seconds`, or less when `stop` is set meanwhile (a consumer between retries)."""
     with suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=seconds)

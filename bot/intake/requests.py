@@ -1,18 +1,10 @@
 """The requests stream's consumer: performs what people asked of queuepilot in Slack.
 
-Whichever replica Slack reached answered it at once and appended the request to the stream
-(`bot.storage.requests`); here it is performed: the work the entry names (the listener's, given
-by the composition root as a table) runs with the Slack body, then the entry is acknowledged and
-deleted. Each entry runs in a task of its own, so a slow backend called for one incident never
-holds up a click on another; at most `max_in_flight` run at once.
-
-A consumer that dies mid-way leaves its entries pending: another takes them over once they have
-been idle for `reclaim_idle_ms`, and the interaction's claim lets that attempt carry on the one
-that died (`bot.storage.interactions.attempt`), while a second delivery of the same click still
-acts once. Redis failing is waited out; an entry that cannot be read, names no work, fails
-`max_attempts` times or was taken over more often than that is dead-lettered with the reason.
-Reading, taking over and handing back are the group loop's (`bot.intake.group_loop`): here, each
-request is a lane of its own.
+The replica Slack reached answered at once and appended the request (`bot.storage.requests`);
+here its work (the listener's, from the composition root's table) runs with the Slack body, then
+the entry is acknowledged. Each request is a lane of its own (`bot.intake.group_loop`), so a slow
+backend never holds up a click on another incident. An entry taken over from a consumer that died
+carries on that attempt (`bot.storage.interactions.attempt`), so a click acts once.
 """
 
 from __future__ import annotations
@@ -35,8 +27,6 @@ log = logging.getLogger(__name__)
 
 # A request's work (its listener's), done with the Slack body the listener was handed.
 Perform = Callable[[dict[str, Any]], Awaitable[None]]
-
-
 # A crowd clicking at once waits here for its turn, not in the Redis pool for a connection.
 MAX_IN_FLIGHT = 64
 
@@ -65,7 +55,6 @@ class Requests:
         )
 
     async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
-        """Perform requests until `stop` is set (`GroupLoop.run`)."""
         self._stop = stop
         await self._loop.run(stop, take_over_ms=take_over_ms)
 
@@ -74,7 +63,6 @@ class Requests:
             await self.perform(entry)
 
     async def perform(self, entry: Request) -> None:
-        """Do one entry's work, then acknowledge the entry; never raises."""
         work = self._works.get(entry.work) if entry.body is not None else None
         if work is None:
             await self._loop.bury(entry, entry.problem or f"no work is named {entry.work!r}")
@@ -85,7 +73,7 @@ class Requests:
 
     async def _done(self, entry: Request, work: Perform) -> bool:
         """Whether the work was done: retried while Redis fails, buried after `max_attempts`
-        other failures (a bug must cost one request, never the consumer); False when stopping."""
+        other failures (a bug costs one request, never the consumer)."""
         assert entry.body is not None
         backoff, errors = Backoff(1.0, first=0.05), 0
         while not self._stop.is_set():
@@ -108,8 +96,8 @@ class Requests:
         return False
 
     async def _acknowledge(self, entry: Request) -> None:
-        """Done: the entry leaves the stream. While Redis fails it is acknowledged again, not
-        performed again; a consumer stopping meanwhile leaves it to whoever takes it over."""
+        """While Redis fails it is acknowledged again, not performed again; a consumer stopping
+        meanwhile leaves it to whoever takes it over."""
         backoff = Backoff(1.0, first=0.05)
         while True:
             try:

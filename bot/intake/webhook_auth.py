@@ -1,15 +1,9 @@
 """Webhook authentication checks: pure functions of header values, secrets and the time.
 
-Every secret comparison goes through `hmac.compare_digest` so response timing says nothing about
-how much of a guess was right. Malformed input is a refusal, never an exception: these run on
-unauthenticated requests and must not turn a bad header into a 500.
-
-Grafana's HMAC signing (contact point "HMAC Signature", provisioning key `hmacConfig`, Grafana
-11.6+) as implemented by grafana/alerting's `HMACRoundTripper`: the signature header (default
-`X-Grafana-Alerting-Signature`, configurable) carries the lowercase hex HMAC-SHA256 of the raw
-body, keyed with the secret's UTF-8 bytes. When a timestamp header name is configured (it has no
-default; queuepilot expects `X-Grafana-Alerting-Timestamp`), Grafana sends the Unix time in
-seconds there and signs `<seconds>:<body>` instead.
+Secrets are compared with `hmac.compare_digest` (timing says nothing of a guess); malformed input
+is a refusal, never an exception. Grafana's HMAC (11.6+, grafana/alerting's `HMACRoundTripper`):
+the signature header carries the hex HMAC-SHA256 of the body, keyed with the secret; with a
+timestamp header configured, of `<seconds>:<body>`.
 """
 
 from __future__ import annotations
@@ -33,8 +27,7 @@ def _same(given: str, expected: str) -> bool:
 
 
 def _credentials(authorization: str | None, scheme: str) -> str | None:
-    """The credentials of an `Authorization: <scheme> <credentials>` header; the scheme is
-    case-insensitive (RFC 9110 §11.1), anything else yields None."""
+    """`Authorization: <scheme> <credentials>`'s credentials (the scheme case-insensitive)."""
     if not authorization:
         return None
     given_scheme, _, credentials = authorization.strip().partition(" ")
@@ -44,8 +37,7 @@ def _credentials(authorization: str | None, scheme: str) -> str | None:
 
 
 def bearer_ok(authorization: str | None, token: str) -> bool:
-    """`Authorization: Bearer <token>`. An empty configured token accepts nothing, so a blank
-    setting can never mean "any bearer token will do"."""
+    """An empty configured token accepts nothing: never "any bearer token will do"."""
     credentials = _credentials(authorization, "bearer")
     if credentials is None or not token:
         return False
@@ -53,8 +45,8 @@ def bearer_ok(authorization: str | None, token: str) -> bool:
 
 
 def basic_ok(authorization: str | None, username: str, password: str) -> bool:
-    """`Authorization: Basic base64(user:password)` (RFC 7617, UTF-8). Both parts are compared
-    even when the first differs, so timing does not reveal a valid username."""
+    """RFC 7617, UTF-8. Both parts are compared even when the first differs, so timing does not
+    reveal a valid username."""
     credentials = _credentials(authorization, "basic")
     if credentials is None or not password:
         return False
@@ -71,7 +63,6 @@ def basic_ok(authorization: str | None, username: str, password: str) -> bool:
 
 
 def _window(max_skew: float) -> str:
-    """Describe the replay window the way operators configure it ("5-minute window")."""
     minutes = max_skew / 60
     if minutes.is_integer():
         return f"{int(minutes)}-minute window"
@@ -88,13 +79,10 @@ def grafana_signature_problem(
     max_skew: float = 300,
     require_timestamp: bool = False,
 ) -> str | None:
-    """None when Grafana's HMAC signature is valid, else a short reason for the 401 body.
-
-    `timestamp` is the timestamp header's value or None when it was not sent. A signed timestamp
-    more than `max_skew` seconds from `now` (either way) is refused so a captured request cannot be
-    replayed later; stripping the header does not help an attacker, because the body-only
-    signature differs. `require_timestamp` refuses body-only signatures, which can be replayed.
-    """
+    """None when Grafana's HMAC signature is valid, else a short reason for the 401 body. A
+    timestamp more than `max_skew` seconds off is refused, so a captured request cannot be
+    replayed (stripping the header does not help: the body-only signature differs);
+    `require_timestamp` refuses body-only signatures, which can be replayed."""
     if not signature or not signature.strip():
         return f"missing {SIGNATURE_HEADER}"
     if not secret:

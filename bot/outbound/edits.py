@@ -1,12 +1,9 @@
-"""Edits of what a channel already shows: root messages, a quiet status, the storm digest, the
-early warnings.
+"""Edits of what a channel already shows: roots, a quiet status, the storm digest, early warnings.
 
-Editing in place is how a thread stays current without new posts, so every edit takes one small
-path (`Editor.update`): the app-wide `chat.update` slot (`bot.pacing`, at most one edit per
-`SLACK_UPDATE_INTERVAL_MS`, after any `Retry-After` hold on it), the call, and one reading of a
-refusal. Each channel's sender runs these loops beside its posts' (`bot.outbound.send`). A root
-is edited from the incident's latest state at the moment of sending (`RootEdits`), so a burst of
-changes is one edit and a Slack outage ends with the latest state, never a replay.
+Every edit takes one path (`Desk.update`): the app-wide `chat.update` slot (`bot.pacing`, after
+any `Retry-After` hold), the call, one reading of a refusal. A root is edited from the incident's
+latest state when its turn comes, so a burst of changes is one edit and an outage ends with the
+latest state, never a replay.
 """
 
 from __future__ import annotations
@@ -14,38 +11,36 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bot.config import Settings
 from bot.domain.message import Rendered, digest_of
-from bot.outbound.gateway import SlackError, SlackGateway
+from bot.outbound.gateway import SlackError
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.connection import LONGEST_BLOCK_S
+from bot.storage.due_set import DueSet
 from bot.storage.early_warning import REFUSED, WarningStore
-from bot.storage.send_queue import SendQueue
-from bot.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from bot.outbound.send import Outbound
 
 log = logging.getLogger(__name__)
 
 
-class Editor:
-    """Edits one channel's messages, in the app's edit slots."""
+@dataclass(frozen=True)
+class Desk:
+    """One channel's sender: what its loops share, and its edits in the app's edit slots."""
 
-    def __init__(
-        self, channel: str, slack: SlackGateway, telemetry: Telemetry, interval_ms: int
-    ) -> None:
-        self.channel = channel
-        self._slack = slack
-        self._telemetry = telemetry
-        self._interval_ms = interval_ms
+    out: Outbound
+    channel: str
 
     async def _slot(self, within_s: float | None) -> None:
-        """Wait for, and take, the app's `chat.update` slot, after any hold on it. With
-        `within_s`, give up rather than wait longer, with the error a 429 would raise: the
+        """Take the app's `chat.update` slot; past `within_s`, raise what a 429 would: the
         posts' path must not wait out an edit's hold."""
-        turn = await self._slack.pacing.wait_for_slot(
-            "chat.update", self._interval_ms, within_s=within_s
+        interval_ms = self.out.config.slack_update_interval_ms
+        turn = await self.out.slack.pacing.wait_for_slot(
+            "chat.update", interval_ms, within_s=within_s
         )
         if not turn.taken:
             raise SlackError(
@@ -55,26 +50,22 @@ class Editor:
     async def update(
         self, ts: str, rendered: Rendered, *, within_s: float | None = None
     ) -> SlackError | None:
-        """Show `rendered` in the message at `ts`. None when it does; Slack's refusal when the
-        message can never be edited so (deleted, the channel archived, a block refused). A
-        failure worth retrying raises, for the caller's loop to retry; so does an edit slot not
-        had within `within_s`, when given."""
+        """Show `rendered` at `ts`: None when done, Slack's refusal when the message can never
+        be edited so; a failure worth retrying raises."""
         await self._slot(within_s)
         return await self._call(ts, rendered)
 
     async def redraw(
         self, ts: str, draw: Callable[[], Awaitable[Rendered]], *, within_s: float | None = None
     ) -> tuple[Rendered, SlackError | None]:
-        """`update`, drawn only once the edit slot is taken: what the edit shows is what holds
-        when it goes out, however long the app-wide slot took (the storm digest places waiting
-        groups in its message as it draws, and must not hold them unseen meanwhile)."""
+        """`update`, drawn only once the slot is taken, so the edit shows what holds then."""
         await self._slot(within_s)
         rendered = await draw()
         return rendered, await self._call(ts, rendered)
 
     async def _call(self, ts: str, rendered: Rendered) -> SlackError | None:
         try:
-            await self._slack.update(self.channel, ts, rendered.text, rendered.blocks)
+            await self.out.slack.update(self.channel, ts, rendered.text, rendered.blocks)
         except SlackError as exc:
             if exc.retryable:
                 raise
@@ -84,91 +75,67 @@ class Editor:
     def lost(self, what: str, error: str) -> None:
         """A message the channel keeps current can no longer be edited: an operator's concern."""
         log.error("sender %s: cannot edit %s: %s", self.channel, what, error)
-        self._telemetry.slack_undeliverable.labels(error).inc()
+        self.out.telemetry.slack_undeliverable.labels(error).inc()
 
 
-class RootEdits:
-    """The channel's root messages, each edited when its incident changed, at most once per
-    `ROOT_EDIT_INTERVAL_MS` (the first edit after the post may follow at once)."""
-
-    def __init__(
-        self,
-        channel: str,
-        queue: SendQueue,
-        editor: Editor,
-        *,
-        config: Settings,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self.channel = channel
-        self._queue = queue
-        # Read without claims: the leader, holding the channel's lease, is their one reader.
-        self._due = queue.root_edits(channel)
-        self._editor = editor
-        self._interval_ms = config.root_edit_interval_ms
-        self._within_mins = config.drain_target_minutes  # the drain target of the root's advice
-        self._clock = clock
-
-    async def step(self) -> None:
-        now_ms = int(time.time() * 1000)
-        due = await self._due.pending(now_ms, limit=1)
-        if not due:
-            next_at = await self._due.next_due()
-            wait = 1.0 if next_at is None else min(1.0, (next_at - now_ms) / 1000)
-            await self._queue.wait_bell(self._queue.keys.edits_bell(self.channel), wait)
-            return
-        [incident_id] = due
-        candidate = await self._queue.edit_candidate(self.channel, incident_id)
-        loaded = candidate.loaded
-        if loaded.incident is None or loaded.thread is None:
-            await self._due.remove(incident_id)
-            return
-        root = render_root(
-            loaded.incident, now=self._clock(), mentions=True, within_mins=self._within_mins
-        )
-        digest = digest_of(root)
-        edited = digest != loaded.rendered
-        if edited and now_ms < candidate.edit_after_ms:
-            await self._due.schedule(incident_id, candidate.edit_after_ms)
-            return
-        if edited:
-            # A root that can never be edited is recorded as shown all the same: posting it
-            # again would make a second root.
-            refused = await self._editor.update(loaded.thread.ts, root)
-            if refused is not None:
-                self._editor.lost(f"incident {incident_id}'s root", refused.error)
-        await self._queue.record_edit(
-            self.channel,
-            incident_id,
-            version=loaded.version,
-            digest=digest,
-            next_at_ms=int(time.time() * 1000) + self._interval_ms,
-            edited=edited,
-        )
+async def edit_root(desk: Desk, due: DueSet) -> None:
+    """Edit the next root whose incident changed, at most once per `ROOT_EDIT_INTERVAL_MS` (the
+    first edit after the post may follow at once). `due` is read without claims: the leader,
+    holding the channel's lease, is its one reader."""
+    queue, channel, config = desk.out.queue, desk.channel, desk.out.config
+    now_ms = int(time.time() * 1000)
+    pending = await due.pending(now_ms, limit=1)
+    if not pending:
+        next_at = await due.next_due()
+        wait = 1.0 if next_at is None else min(1.0, (next_at - now_ms) / 1000)
+        await queue.wait_bell(queue.keys.edits_bell(channel), wait)
+        return
+    [incident_id] = pending
+    candidate = await queue.edit_candidate(channel, incident_id)
+    loaded = candidate.loaded
+    if loaded.incident is None or loaded.thread is None:
+        await due.remove(incident_id)
+        return
+    root = render_root(
+        loaded.incident,
+        now=desk.out.clock(),
+        mentions=True,
+        within_mins=config.drain_target_minutes,
+    )
+    digest = digest_of(root)
+    edited = digest != loaded.rendered
+    if edited and now_ms < candidate.edit_after_ms:
+        await due.schedule(incident_id, candidate.edit_after_ms)
+        return
+    if edited:
+        # One that can never be edited counts as shown: posting it again would make two roots.
+        refused = await desk.update(loaded.thread.ts, root)
+        if refused is not None:
+            desk.lost(f"incident {incident_id}'s root", refused.error)
+    await queue.record_edit(
+        channel,
+        incident_id,
+        version=loaded.version,
+        digest=digest,
+        next_at_ms=int(time.time() * 1000) + config.root_edit_interval_ms,
+        edited=edited,
+    )
 
 
-class WarningEdits:
-    """The channel's early warnings, each edited to its latest version once posted (its forecast
-    moved, it cleared, the alert fired, someone dismissed it): a burst of changes is one edit."""
-
-    def __init__(self, channel: str, warnings: WarningStore, editor: Editor) -> None:
-        self.channel = channel
-        self._warnings = warnings
-        self._editor = editor
-
-    async def step(self) -> None:
-        pending = await self._warnings.edits(self.channel)
-        if not pending:
-            await self._warnings.wait_for_edits(self.channel, LONGEST_BLOCK_S)
-            return
-        for runner_type in pending:
-            state = await self._warnings.get(runner_type)
-            if state is None or state.ts in ("", REFUSED) or state.channel != self.channel:
-                # Gone, or not posted yet (its post's record queues the edit again if needed).
-                await self._warnings.discard_edit(self.channel, runner_type)
-                continue
-            refused = await self._editor.update(state.ts, render_warning(state))
-            if refused is not None:
-                self._editor.lost(f"the early warning for {runner_type}", refused.error)
-            # Shown, or never showable again: either way this version is done with.
-            await self._warnings.record_edit(self.channel, state)
+async def edit_warnings(desk: Desk, warnings: WarningStore) -> None:
+    """Edit the channel's posted early warnings to their latest version: a burst is one edit."""
+    pending = await warnings.edits(desk.channel)
+    if not pending:
+        await warnings.wait_for_edits(desk.channel, LONGEST_BLOCK_S)
+        return
+    for runner_type in pending:
+        state = await warnings.get(runner_type)
+        if state is None or state.ts in ("", REFUSED) or state.channel != desk.channel:
+            # Gone, or not posted yet (its post's record queues the edit again if needed).
+            await warnings.discard_edit(desk.channel, runner_type)
+            continue
+        refused = await desk.update(state.ts, render_warning(state))
+        if refused is not None:
+            desk.lost(f"the early warning for {runner_type}", refused.error)
+        # Shown, or never showable again: either way this version is done with.
+        await warnings.record_edit(desk.channel, state)

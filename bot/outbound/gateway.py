@@ -1,21 +1,15 @@
-"""The Slack gateway: every Web API call the bot makes goes through here, once.
-
-One place decides what an answer means, so no caller classifies errors on its own:
-- `ratelimited` (HTTP 429): Slack did nothing; the method is held for `Retry-After`
-  (`bot.pacing`), and callers wait that out before their next call of it;
-- certain failures (a refused connection): Slack never saw the call, it is safe to repeat;
-- uncertain failures (a timeout, a dropped connection, any 5xx, Slack's `internal_error`): Slack
-  may have acted; a post must be looked up before it is sent again (see `bot.outbound.send`);
-- permanent errors (`channel_not_found`, `invalid_auth`, `msg_too_long`, ...): the same call
-  will fail the same way again; report them, never retry them.
-Retries themselves belong to the callers: the channel's sender retries forever with backoff,
-an ephemeral answer to a click gives up after a few seconds.
+"""The Slack gateway: every Web API call the bot makes goes through here, and its answer is
+classified once: a 429 holds the method for `Retry-After` (`bot.pacing`); a refused connection is
+safe to repeat; a timeout, a dropped connection, a 5xx or `internal_error` is uncertain (a post
+must be looked up before it is sent again); anything else is permanent, never retried. Retries
+belong to the callers.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from aiohttp import ClientConnectorError, ClientError, ClientSession, ClientTimeout
@@ -36,43 +30,29 @@ _TRANSIENT_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
 MAX_RETRY_AFTER_S = 300.0
-# A lookup asks for pages of 15 messages, the most a distributed app gets per history call since
-# 2025 (and Tier 3 allows); a bounded window rarely needs more than one.
+# 15 messages a page: the most a distributed app gets per history call since 2025.
 LOOKUP_PAGE = 15
 LOOKUP_MAX_PAGES = 20
-# A lookup waits out this many 429s in a row (half an hour at a distributed app's pace).
-LOOKUP_RATE_LIMITED_TRIES = 30
-# The history reads take turns app-wide, one call per slot (Tier 3: about 50 a minute); so do
-# the App Home's publishes (Tier 4: 100 or more a minute).
+LOOKUP_RATE_LIMITED_TRIES = 30  # 429s in a row a lookup waits out (half an hour, distributed)
+# App-wide slots: the history reads (Tier 3, about 50 a minute), the Home's publishes (Tier 4).
 _SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200, "views.publish": 600}
 
 
+@dataclass(eq=False)
 class SlackError(Exception):
-    """A Slack call that failed. `error` is Slack's code, e.g. `channel_not_found`.
+    """A Slack call that failed with Slack's `error` code. `retryable`: the same call may work
+    later; `uncertain`: Slack may have acted anyway; `retry_after`: seconds Slack asked to wait."""
 
-    `retryable`: the same call may work later. `uncertain`: Slack may have acted anyway, so a
-    post must be looked up before it is repeated. `retry_after`: seconds Slack asked us to wait.
-    """
+    method: str
+    error: str
+    _: KW_ONLY
+    retryable: bool
+    uncertain: bool = False
+    retry_after: float | None = None
+    details: tuple[str, ...] = ()  # for invalid_blocks, which block and why
 
-    def __init__(
-        self,
-        method: str,
-        error: str,
-        *,
-        retryable: bool,
-        uncertain: bool = False,
-        retry_after: float | None = None,
-        details: tuple[str, ...] = (),
-    ) -> None:
-        super().__init__(f"{method}: {error}")
-        self.method = method
-        self.error = error
-        self.retryable = retryable
-        self.uncertain = uncertain
-        self.retry_after = retry_after
-        # Slack's `response_metadata.messages`: for invalid_blocks, which block and why
-        # ("[ERROR] … [json-pointer:/blocks/3/type]").
-        self.details = details
+    def __str__(self) -> str:
+        return f"{self.method}: {self.error}"
 
 
 def _messages(data: Mapping[str, Any]) -> tuple[str, ...]:
@@ -96,11 +76,8 @@ def retry_after_s(headers: Mapping[str, Any]) -> float:
 
 
 def build_client(config: Settings, *, max_retries: int = 3) -> AsyncWebClient:
-    """The one AsyncWebClient of the process, shared by the gateway and Bolt.
-
-    It retries only a refused connection, which proves Slack never saw the call; everything
-    else is classified by the gateway and retried, or looked up, by the caller.
-    """
+    """The process's one AsyncWebClient (the gateway's and Bolt's). It retries only a refused
+    connection, which proves Slack never saw the call."""
     token = config.slack_bot_token
     return AsyncWebClient(
         token=token.get_secret_value() if token is not None else "",
@@ -114,30 +91,17 @@ def build_client(config: Settings, *, max_retries: int = 3) -> AsyncWebClient:
     )
 
 
+@dataclass(eq=False)
 class SlackGateway:
-    def __init__(
-        self,
-        client: AsyncWebClient,
-        *,
-        telemetry: Telemetry,
-        pacing: Pacing,
-        user_names: UserNames,
-    ) -> None:
-        self.client = client
-        # Public: the 429 holds recorded here are what the channels' budgets wait out too.
-        self.pacing = pacing
-        self._user_names = user_names
-        self._telemetry = telemetry
+    client: AsyncWebClient
+    _: KW_ONLY
+    telemetry: Telemetry
+    pacing: Pacing
+    user_names: UserNames
 
     def open(self) -> None:
-        """Keep one pool of Web API connections alive between calls, from now until `aclose`.
-
-        Without a session slack_sdk opens a new connection for every call and closes it after:
-        a TCP (and, against slack.com, a TLS) handshake in front of every post. Against the
-        emulator on loopback a post took 3.5 ms p50 that way and 2.1 ms with the pool. Called in
-        the running loop (the lifespan); a call on a connection the server has just closed fails
-        as uncertain and is looked up before it is repeated, like any dropped connection.
-        """
+        """One pool of connections until `aclose` (else slack_sdk handshakes before every call);
+        called in the running loop (the lifespan)."""
         self.client.session = ClientSession(timeout=ClientTimeout(total=self.client.timeout))
 
     async def aclose(self) -> None:
@@ -146,14 +110,9 @@ class SlackGateway:
             await session.close()
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
-        """One call of a Web API method; raises `SlackError` classified as above.
-
-        Sent through slack_sdk's method of that name, which encodes each method as Slack takes
-        it: only about half the Web API reads a JSON body, and the rest (`conversations.history`,
-        `users.info`, `chat.getPermalink`, ...) read the query string or a form, so a JSON body
-        reaches Slack as a call without arguments (`invalid_arguments`): every lookup after an
-        uncertain post would fail.
-        """
+        """One call of a Web API method; raises `SlackError`. Through slack_sdk's method of that
+        name: only about half the Web API reads a JSON body, and slack_sdk encodes each as Slack
+        takes it."""
         send = getattr(self.client, method.replace(".", "_"))
         arguments = {name: value for name, value in params.items() if value is not None}
         response = await self._classified(method, send(**arguments))
@@ -162,10 +121,8 @@ class SlackGateway:
     async def _classified(
         self, method: str, request: Awaitable[AsyncSlackResponse], *, upload: bool = False
     ) -> AsyncSlackResponse:
-        """The response, or a `SlackError` saying whether and when to try again. A refused
-        connection reaches here only after the client's own retries (`build_client`). With
-        `upload`, slack_sdk's `SlackRequestError` is the file host refusing the bytes (a 5xx
-        from files.slack.com), not a request it would never send: uncertain, like any 5xx."""
+        """The response, or a classified `SlackError`. With `upload`, slack_sdk's client error is
+        the file host refusing the bytes (a 5xx from files.slack.com): uncertain, like any 5xx."""
         try:
             response = await request
         except SlackApiError as exc:
@@ -178,48 +135,41 @@ class SlackGateway:
             body = data if isinstance(data, dict) else {}
             raise await self._failure(method, int(status), body, headers) from None
         except ClientConnectorError as exc:
-            self._telemetry.slack_calls.labels(method, "connection_refused").inc()
+            self.telemetry.slack_calls.labels(method, "connection_refused").inc()
             raise SlackError(method, type(exc).__name__, retryable=True) from None
         except SlackClientError as exc:  # slack_sdk would not send it: it never will
-            self._telemetry.slack_calls.labels(method, "client_error").inc()
+            self.telemetry.slack_calls.labels(method, "client_error").inc()
             raise SlackError(
                 method, type(exc).__name__, retryable=upload, uncertain=upload
             ) from None
         except (ClientError, TimeoutError) as exc:
-            self._telemetry.slack_calls.labels(method, "connection_error").inc()
+            self.telemetry.slack_calls.labels(method, "connection_error").inc()
             raise SlackError(method, type(exc).__name__, retryable=True, uncertain=True) from None
         except (AttributeError, ValueError) as exc:
-            # slack_sdk reading an answer Slack never gives (a 200 of plain text fails in its
-            # own validation): the call went out, so what Slack did is unknown. Anything else
-            # raised here is a bug, which the sender drops after three tries.
-            self._telemetry.slack_calls.labels(method, "unreadable").inc()
+            # slack_sdk reading an answer Slack never gives (a 200 of plain text): the call went
+            # out, so what Slack did is unknown.
+            self.telemetry.slack_calls.labels(method, "unreadable").inc()
             log.warning("Slack %s: an answer slack_sdk could not read (%s)", method, exc)
             raise SlackError(method, "unreadable_answer", retryable=True, uncertain=True) from None
-        self._telemetry.slack_calls.labels(method, "ok").inc()
+        self.telemetry.slack_calls.labels(method, "ok").inc()
         return response
 
     async def _failure(
         self, method: str, status: int, data: Mapping[str, Any], headers: Mapping[str, Any]
     ) -> SlackError:
         error = str(data.get("error") or f"http_{status}")
-        self._telemetry.slack_calls.labels(method, error).inc()
+        self.telemetry.slack_calls.labels(method, error).inc()
         if status == 429 or error == "ratelimited":
             wait = retry_after_s(headers)
-            await self._hold(method, wait)
+            self.telemetry.slack_rate_limited.labels(method).inc()
+            log.warning("Slack rate-limited %s; holding it for %.1f s", method, wait)
+            self.pacing.hold(method, wait)
             return SlackError(method, "ratelimited", retryable=True, retry_after=wait)
         # A body without Slack's `ok` (a proxy's error page) says nothing of what Slack did.
         uncertain = status >= 500 or error in _TRANSIENT_ERRORS or "ok" not in data
         return SlackError(
             method, error, retryable=uncertain, uncertain=uncertain, details=_messages(data)
         )
-
-    async def _hold(self, method: str, seconds: float) -> None:
-        """Slack said 429: this process's calls of this method wait `seconds`."""
-        self._telemetry.slack_rate_limited.labels(method).inc()
-        log.warning("Slack rate-limited %s; holding it for %.1f s", method, seconds)
-        self.pacing.hold(method, seconds)
-
-    # -- the calls the bot makes -----------------------------------------------------------
 
     async def post(
         self,
@@ -249,8 +199,7 @@ class SlackGateway:
     async def upload_file(
         self, channel: str, thread_ts: str, *, data: bytes, filename: str, title: str, alt: str
     ) -> str:
-        """files.upload v2 into a thread (slack_sdk's own three steps: reserve, upload the
-        bytes, share); returns the file's ID."""
+        """files.upload v2 into a thread (slack_sdk's three steps); returns the file's ID."""
         upload = self.client.files_upload_v2(
             file=data,
             filename=filename,
@@ -274,16 +223,10 @@ class SlackGateway:
         latest: float,
         ts: str | None = None,
     ) -> dict[str, Any] | None:
-        """The first message `match` accepts among those of a channel (`conversations.history`)
-        or of one thread (`conversations.replies`, `ts`) posted between `oldest` and `latest`,
-        read with their metadata; None when none matches.
-
-        Written for Slack's 2025 limits on commercially distributed non-Marketplace apps, the
-        strictest there are: these two methods about once a minute, 15 messages a call. So the
-        window is bounded, a page holds 15, the pages stop once the message is found, and a 429
-        is waited out and the same page asked again: a lookup of three pages takes three
-        minutes there, but it ends.
-        """
+        """The first message `match` accepts in a channel (`conversations.history`) or a thread
+        (`conversations.replies`, `ts`) between `oldest` and `latest`; None when none does.
+        Fit for a distributed app's limits (about one call a minute, 15 messages): a bounded
+        window, pages that stop once found, a 429 waited out and the same page asked again."""
         cursor: str | None = None
         for _ in range(LOOKUP_MAX_PAGES):
             page = await self._patiently(
@@ -318,7 +261,7 @@ class SlackGateway:
         blocks: Sequence[dict[str, Any]] = (),
         thread_ts: str | None = None,
     ) -> None:
-        """Answer one person; waits out a short rate-limit hold, then gives up (they clicked
+        """Answer one person; a short hold is waited out, then it gives up (they clicked
         seconds ago, and `response_url` is the fallback)."""
         params = {
             "channel": channel,
@@ -332,10 +275,8 @@ class SlackGateway:
     async def publish_home(
         self, user: str, view: dict[str, Any], *, hash: str | None, within_s: float
     ) -> dict[str, Any]:
-        """`views.publish`: `user`'s Home tab shows `view` from now on; the view Slack answers
-        (its `hash` among the rest). In its app-wide turn, waited for at most `within_s`, a 429
-        waited out once; `hash` (the view's last hash known) makes Slack refuse it with
-        `hash_conflict` when another publish came in between."""
+        """`views.publish` in its app-wide turn (waited for at most `within_s`); the view Slack
+        answers. `hash` makes Slack refuse it (`hash_conflict`) if another came in between."""
         params = {"user_id": user, "view": view, "hash": hash or None}
         answer = await self._patiently("views.publish", params, tries=2, longest_wait_s=within_s)
         published = answer.get("view")
@@ -349,11 +290,17 @@ class SlackGateway:
         tries: int,
         longest_wait_s: float | None = None,
     ) -> dict[str, Any]:
-        """A call made in its turn (`_turn`); a 429 is waited out and the call made again, up
-        to `tries` times. Never hammers: every try waits for Slack's `Retry-After`."""
+        """A call made in its turn (after any hold, in its slot: waiters do not all call the
+        instant a hold ends; past `longest_wait_s`, refused as a 429 would be); a 429 is waited
+        out and the call made again, up to `tries` times."""
         attempt = 1
         while True:
-            await self._turn(method, longest_wait_s)
+            slot_ms = _SLOTS_MS.get(method, 0)
+            turn = await self.pacing.wait_for_slot(method, slot_ms, within_s=longest_wait_s)
+            if not turn.taken:
+                raise SlackError(
+                    method, "ratelimited", retryable=True, retry_after=turn.retry_after_s
+                )
             try:
                 return await self.call(method, **params)
             except SlackError as exc:
@@ -361,21 +308,9 @@ class SlackGateway:
                     raise
             attempt += 1
 
-    async def _turn(self, method: str, longest_wait_s: float | None) -> None:
-        """Wait out a `Retry-After` hold on `method` and, for the history reads, take the
-        app-wide slot: every replica and channel waiting for a hold to end would otherwise call
-        at the same instant, and all but one be refused. Refused, as a 429 would be, when that
-        takes longer than `longest_wait_s` (None: as long as it takes; a hold lasts 5 minutes
-        at most)."""
-        turn = await self.pacing.wait_for_slot(
-            method, _SLOTS_MS.get(method, 0), within_s=longest_wait_s
-        )
-        if not turn.taken:
-            raise SlackError(method, "ratelimited", retryable=True, retry_after=turn.retry_after_s)
-
     async def display_name(self, user: str) -> str | None:
         """The user's display name from `users.info`, cached for a day; None if unknown."""
-        cached = await self._user_names.get(user)
+        cached = await self.user_names.get(user)
         if cached is not None:
             return cached or None
         try:
@@ -386,7 +321,7 @@ class SlackGateway:
         profile = (response.get("user") or {}).get("profile") or {}
         name = str(profile.get("display_name") or profile.get("real_name") or "")
         name = name or str((response.get("user") or {}).get("name") or "")
-        await self._user_names.put(user, name)
+        await self.user_names.put(user, name)
         return name or None
 
     async def usergroup_members(self, group: str) -> list[str]:
@@ -395,9 +330,8 @@ class SlackGateway:
         return [str(user) for user in response.get("users") or []]
 
     async def permalink(self, channel: str, ts: str) -> str:
-        """A link to a message (`chat.getPermalink`), "" when Slack's answer has none. Refused
-        as a 429 while one holds the method, never waited out: a link is a courtesy, asked
-        again later (`bot.outbound.permalinks`)."""
+        """A link to a message, "" when Slack's answer has none. A hold is never waited out: a
+        link is a courtesy, asked again later."""
         params = {"channel": channel, "message_ts": ts}
         response = await self._patiently("chat.getPermalink", params, tries=1, longest_wait_s=0)
         return str(response.get("permalink") or "")

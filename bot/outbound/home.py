@@ -1,18 +1,10 @@
 """The App Home: what `app_home_opened` asks for, and the round that keeps open Homes current.
 
-`opened(user)` publishes that person's Home at once (in `views.publish`'s turn), on whichever
-replica Slack reached; the round (`tick`, the leader's, as the other periodic jobs) publishes
-again to each person who opened it within a day, when what their Home shows has changed: its
-state at once (an incident opened, acknowledged, silenced or resolved, a warning raised or
-ended), its numbers at most every `numbers_every_s`. How long an incident has fired is a date
-token Slack keeps current, so time passing publishes nothing. One view serves everyone
-(`bot.render.home`), read once a round.
-
-A change is published once (the first to claim the viewer and digest does it: the leader's
-round, or the replica where the person opened the Home), every publish takes its turn
-(`SlackGateway.publish_home`: one app-wide slot per 600 ms, Tier 4, a 429's Retry-After waited
-out), and nothing here raises: the event was acknowledged before the work began, and a publish
-that failed is made by a later round.
+`opened(user)` publishes that person's Home at once; the leader's round (`tick`) publishes again to
+each person who opened it within a day when what it shows changed: its state at once, its numbers
+at most every `HOME_NUMBERS_SECONDS` (how long an incident has fired is a date token Slack keeps
+current). A change is published once, by whoever claims the viewer and digest first; nothing here
+raises (the event was acknowledged already, and a later round publishes what failed).
 """
 
 from __future__ import annotations
@@ -20,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from redis.exceptions import RedisError
@@ -50,75 +43,59 @@ log = logging.getLogger(__name__)
 
 # Slack user IDs start with U (W on Enterprise Grid); anything else is no one to publish to.
 USER_ID = re.compile(r"[UW][A-Z0-9]{1,31}")
-# The person just opened the tab: their Home is worth a short wait for its turn, not a long one
-# (the round publishes it later otherwise).
-OPEN_WAIT_S = 5.0
+OPEN_WAIT_S = 5.0  # the person just opened the tab: a short wait for its turn, not a long one
 ROUND_WAIT_S = 10.0
 PER_ROUND = 20  # publishes a round makes at most (20 turns: 12 s of Tier 4)
 CLAIM_MS = 60_000  # longer than a publish waits for its turn and Slack's answer
-# Errors that say the person is no one to publish to (Slack names a bad user in invalid_arguments:
-# "invalid `user_id`").
+# The person is no one to publish to (or Slack names `user_id` in invalid_arguments' details).
 GONE_ERRORS = frozenset({"user_not_found", "account_inactive", "user_disabled"})
 
 
+@dataclass(eq=False)
 class Home:
-    def __init__(
-        self,
-        store: IncidentStore,
-        warnings: WarningStore,
-        readings: FleetReadings,
-        viewers: HomeViewers,
-        permalinks: Permalinks,
-        slack: SlackGateway,
-        *,
-        config: Settings,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._warnings = warnings
-        self._readings = readings
-        self._viewers = viewers
-        self._permalinks = permalinks
-        self._slack = slack
-        self._config = config
-        self._clock = clock
-        self.rounds = 0
+    store: IncidentStore
+    warnings: WarningStore
+    readings: FleetReadings
+    viewers: HomeViewers
+    permalinks: Permalinks
+    slack: SlackGateway
+    _: KW_ONLY
+    config: Settings
+    clock: Callable[[], datetime]
+    # Rounds ended: what a test of "nothing more" waits on.
+    rounds: int = field(default=0, init=False)
 
     async def opened(self, user: str, view_hash: str = "") -> None:
-        """`user` opened the Home tab (`view_hash`: the hash of the view it shows, as the event
-        says it): publish theirs now, unless it already shows all there is."""
+        """`user` opened the Home tab showing the view of `view_hash`: publish unless current."""
         if not USER_ID.fullmatch(user):
             return
         try:
-            now = self._clock()
-            await self._viewers.opened(user, now.timestamp())
+            await self.viewers.opened(user, self.clock().timestamp())
             home = await self._home()
-            seen = await self._viewers.shown([user])
-            shown = seen.get(user)
+            shown = (await self.viewers.shown([user])).get(user)
             said = digests(home)
-            if shown is not None and shown.hash == view_hash and _shows(shown, said):
+            if shown is not None and shown.hash == view_hash and not self._behind(shown, said):
                 return
             await self._publish(user, home, said, view_hash, within_s=OPEN_WAIT_S)
         except RedisError as exc:
             log.warning("home: Redis unavailable, %s's Home not published: %s", user, exc)
 
     async def tick(self) -> None:
-        """One round: publish to each recent viewer whose Home is behind (see the docstring)."""
         try:
             await self._round()
         except RedisError as exc:
             log.warning("home: Redis unavailable, no round: %s", exc)
         finally:
-            self.rounds += 1  # rounds ended: what a test of "nothing more" waits on
+            self.rounds += 1
 
     async def _round(self) -> None:
-        now = self._clock().timestamp()
-        users = await self._viewers.since(now - self._viewers.keep_s)
+        now = self.clock().timestamp()
+        users = await self.viewers.since(now - self.viewers.keep_s)
         if not users:
             return
         home = await self._home()
         said = digests(home)
-        shown = await self._viewers.shown(users)
+        shown = await self.viewers.shown(users)
         behind = [u for u in users if self._behind(shown.get(u), said, now)][:PER_ROUND]
         for user in behind:
             last = shown.get(user)
@@ -127,60 +104,56 @@ class Home:
             ):
                 return  # Slack is holding the method back: the rest next round
 
-    def _behind(self, shown: Shown | None, said: Digests, now: float) -> bool:
+    def _behind(self, shown: Shown | None, said: Digests, now: float | None = None) -> bool:
+        """Its state differs, or its numbers do (and, at `now`, are old enough to publish)."""
         if shown is None or shown.state != said.state:
             return True
-        return shown.numbers != said.numbers and now - shown.at >= self._config.home_numbers_seconds
+        due = now is None or now - shown.at >= self.config.home_numbers_seconds
+        return shown.numbers != said.numbers and due
 
     async def _publish(
         self, user: str, home: HomeState, said: Digests, view_hash: str, *, within_s: float
     ) -> bool:
-        """Publish `home` to `user` unless another replica claimed it; False only when Slack
-        holds the method back for longer than `within_s` (later rounds go on then)."""
-        claim = await self._viewers.claim(user, f"{said.state}.{said.numbers}", CLAIM_MS)
+        """Publish unless another replica claimed it; False only when Slack holds the method
+        back longer than `within_s`."""
+        claim = await self.viewers.claim(user, f"{said.state}.{said.numbers}", CLAIM_MS)
         if claim is None:
             return True  # another replica publishes it
-        at = self._clock()
+        at = self.clock()
         view = render_home(home, at)
         try:
-            published = await self._slack.publish_home(
-                user, view, hash=view_hash, within_s=within_s
-            )
+            published = await self.slack.publish_home(user, view, hash=view_hash, within_s=within_s)
         except SlackError as exc:
-            await self._viewers.release(claim)
+            await self.viewers.release(claim)
             await self._failed(user, exc)
             return exc.retry_after is None
         hash_ = str(published.get("hash") or "")
-        await self._viewers.record(user, Shown(said.state, said.numbers, at.timestamp(), hash_))
+        await self.viewers.record(user, Shown(said.state, said.numbers, at.timestamp(), hash_))
         return True
 
     async def _failed(self, user: str, exc: SlackError) -> None:
         if exc.error == "hash_conflict":
-            # Another publish came in between: what it shows is not known; the next round
-            # publishes to it without the hash.
+            # Another publish came in between: the next round publishes without the hash.
             log.info("home: %s's Home changed meanwhile; published again next round", user)
-            await self._viewers.unknown(user)
+            await self.viewers.unknown(user)
         elif exc.retryable:
             log.info("home: %s's Home not published (%s); again next round", user, exc.error)
         else:
-            # A permanent refusal would be refused again every round: nothing more is published
-            # to this person until they open the Home again.
+            # Refused again every round otherwise: nothing more until they open the Home again.
             gone = exc.error in GONE_ERRORS or any("user_id" in d for d in exc.details)
             level = logging.INFO if gone else logging.WARNING
             log.log(level, "home: Slack refused %s's Home: %s %s", user, exc.error, exc.details)
-            await self._viewers.forget(user)
+            await self.viewers.forget(user)
 
     async def _home(self) -> HomeState:
-        """What every Home shows now: read once, for every viewer of a round."""
-        ids = await self._store.open_ids()
-        loaded = [ld for ld in await self._store.load_many(ids[:MAX_INCIDENTS]) if ld.incident]
-        warned = standing_warnings((await self._warnings.all()).values())[:MAX_WARNINGS]
+        ids = await self.store.open_ids()
+        loaded = [ld for ld in await self.store.load_many(ids[:MAX_INCIDENTS]) if ld.incident]
+        warned = standing_warnings((await self.warnings.all()).values())[:MAX_WARNINGS]
         threads = [(ld.thread.channel, ld.thread.ts) if ld.thread else None for ld in loaded]
         links = await self._links([*threads, *map(_message_of, warned)])
         fleet, note = await self._fleet()
         if fleet is not None:
-            # The fleet's judgements count the scale-ups made since the reading, as each
-            # incident's root does: the page never advises runners its roots say are booting.
+            # Counting the scale-ups since the reading, as each root does.
             actions = [a for ld in loaded if ld.incident for a in ld.incident.recent_actions]
             fleet = with_scale_ups(fleet, actions)
         return HomeState(
@@ -195,39 +168,31 @@ class Home:
             ),
             fleet=fleet,
             fleet_note=note,
-            backend=self._readings.metrics.name if fleet is not None else "",
-            command=self._config.slash_command,
+            backend=self.readings.metrics.name if fleet is not None else "",
+            command=self.config.slash_command,
         )
 
     async def _fleet(self) -> tuple[FleetSnapshot | None, str]:
-        """The latest live reading, or what to say instead."""
-        metrics = self._readings.metrics
+        metrics = self.readings.metrics
         if not metrics.live:
             return (
                 None,
                 f"No live metrics ({metrics.name}): the incidents show the alerts' numbers.",
             )
-        reading = await self._readings.latest()
+        reading = await self.readings.latest()
         if reading is None or reading.fleet is None:
             why = reading.error if reading is not None and reading.error else "no reading yet"
             return None, f"No live numbers from {metrics.name}: {why}"
-        failed = (
-            f"The latest read failed ({reading.error}): these are older." if reading.error else ""
-        )
-        return reading.fleet, failed
+        if reading.error:
+            return reading.fleet, f"The latest read failed ({reading.error}): these are older."
+        return reading.fleet, ""
 
     async def _links(self, messages: Sequence[tuple[str, str] | None]) -> list[str]:
-        """Each message's link ("" for none, or while Slack does not say)."""
-        known = await self._permalinks.links([m for m in messages if m is not None])
+        known = await self.permalinks.links([m for m in messages if m is not None])
         return [known.get(m, "") if m is not None else "" for m in messages]
 
 
-def _shows(shown: Shown, said: Digests) -> bool:
-    return shown.state == said.state and shown.numbers == said.numbers
-
-
 def _message_of(warning: WarningState) -> tuple[str, str] | None:
-    """Where a warning's message is, once posted (not refused for good)."""
     if not warning.ts or warning.ts == REFUSED or not warning.channel:
         return None
     return warning.channel, warning.ts

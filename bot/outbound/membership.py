@@ -1,10 +1,7 @@
 """At start-up: is the app in every channel it will post to (`SLACK_CHANNEL`, each route's)?
 
-A route to a channel nobody invited the app to would otherwise show only when its first alert
-comes and its incident cannot be posted (`bot.outbound.messages.undeliverable`). One
-`conversations.info` per channel (Slack's tier 3, and `channels:read`) says it before then, in
-the log an operator reads when deploying. Never fatal: the other channels work, and a Slack that
-cannot answer now is not a configuration error.
+Said in the log an operator reads when deploying, not when the first alert cannot be posted. Never
+fatal: the other channels work, and a Slack that cannot answer now is no configuration error.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Links to messages, for every text that points back at one: a silence's comment, the early
-warning, the App Home, the alert's GitHub issue, the storm digest's lines.
+"""Links to messages, for every text that points back at one (a silence's comment, the early
+warning, the App Home, the alert's issue, the storm digest's lines).
 
-A message's permalink never changes, so each is asked of Slack (`chat.getPermalink`) once and
-kept for every replica (`bot.storage.permalinks`). A link is a courtesy beside a text that reads
-without it, so asking never raises and never waits longer than `timeout_s`: whatever failed
-(Slack's answer, Slack's silence, Redis) is logged here, and the caller hears only the link, ""
-when Slack has none, or that it is not known yet.
+A permalink never changes, so each is asked of Slack once and kept for every replica. A link is a
+courtesy beside a text that reads without it: asking never raises and never waits longer than
+`timeout_s`; failures are logged here.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 
 from redis.exceptions import RedisError
 
@@ -26,14 +25,12 @@ log = logging.getLogger(__name__)
 GONE = frozenset({"message_not_found", "channel_not_found"})
 
 
+@dataclass(eq=False)
 class Permalinks:
-    def __init__(
-        self, cache: PermalinkCache, slack: SlackGateway, *, timeout_s: float = 3.0
-    ) -> None:
-        self._cache = cache
-        self._slack = slack
-        # A few seconds: the texts a link sits in wait for it (a silence's comment, a page).
-        self._timeout_s = timeout_s
+    cache: PermalinkCache
+    slack: SlackGateway
+    _: KW_ONLY
+    timeout_s: float = 3.0
 
     async def link(self, channel: str, ts: str) -> str | None:
         """The message's link; "" when Slack has none (the message deleted, a channel the app
@@ -43,8 +40,8 @@ class Permalinks:
     async def links(
         self, messages: Sequence[Message], *, ask_at_most: int | None = None
     ) -> dict[Message, str]:
-        """The links known of `messages` ("" where Slack has none): those not kept are asked of
-        Slack at once, `ask_at_most` of them (None: all). A message left out is not known yet."""
+        """The links known of `messages` ("" where Slack has none), asking Slack for at most
+        `ask_at_most` not kept; a message left out is not known yet."""
         wanted = list(dict.fromkeys(messages))
         known = await self._kept(wanted)
         asked = [m for m in wanted if m not in known][:ask_at_most]
@@ -54,15 +51,14 @@ class Permalinks:
 
     async def _kept(self, messages: list[Message]) -> dict[Message, str]:
         try:
-            return await self._cache.kept(messages)
+            return await self.cache.kept(messages)
         except RedisError as exc:
             log.info("permalinks: Redis unavailable, asking Slack: %s", exc)
             return {}
 
     async def _ask(self, channel: str, ts: str) -> str | None:
-        """Slack's link for the message, kept; None when Slack does not say now."""
         try:
-            url = await asyncio.wait_for(self._slack.permalink(channel, ts), self._timeout_s)
+            url = await asyncio.wait_for(self.slack.permalink(channel, ts), self.timeout_s)
         except SlackError as exc:
             if exc.retryable:
                 log.info("permalink of %s %s: not known yet: %s", channel, ts, exc.error)
@@ -72,10 +68,10 @@ class Permalinks:
                 return ""  # none now (a scope, a membership, a token): not kept, asked again
             url = ""
         except TimeoutError:
-            log.info("permalink of %s %s: no answer within %s s", channel, ts, self._timeout_s)
+            log.info("permalink of %s %s: no answer within %s s", channel, ts, self.timeout_s)
             return None
         try:
-            await self._cache.keep(channel, ts, url)
+            await self.cache.keep(channel, ts, url)
         except RedisError as exc:
             log.info("permalink of %s %s: not kept, Redis unavailable: %s", channel, ts, exc)
         return url

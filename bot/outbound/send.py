@@ -1,34 +1,23 @@
 """The send path: from a committed change to a Slack post, read top to bottom.
 
-Whoever changes an incident commits what Slack must show (`bot.storage.incident_store`) and is
-done. The leader drains each channel's queue (`bot.storage.send_queue`) here, one post at a time,
-every post in the same steps (`ChannelSender.post_next`):
+The leader drains each channel's queue (`bot.storage.send_queue`) one post at a time, every post
+in the same steps (`ChannelSender.post_next`):
 
-1. wait for the channel's next post slot: a token bucket (about one post a second per channel,
-   short bursts allowed), nothing during a `Retry-After` hold and no burst after one. Nothing is
-   read for a post before its slot is taken, so what goes out is the state at that moment;
-2. take the most urgent member of the channel's queue (new roots, action replies, events,
-   status; then age) and the in-flight mark an earlier attempt left on it;
-3. storm gate: when enough new roots wait at once, the storm digest goes first
-   (`bot.outbound.storm`);
-4. read what the member stands for now, by its kind (`bot.outbound.messages.KINDS`);
-5. if this very item was in flight when its last attempt failed uncertainly (a timeout, a 5xx,
-   a leader that died), look it up: a post that landed is recorded, not posted again;
-6. draw it (a root as it is now, a chart's picture): a failure here leaves no mark;
-7. mark it in flight, only while this replica holds the channel's lease;
-8. call Slack, spending the slot;
-9. classify Slack's answer (`classify`, the one place) and record it. An outage delays the
-   channel and never drops an update; a permanent refusal drops that one item, with a record.
+1. wait for the channel's post slot (about one a second, short bursts, nothing during a
+   `Retry-After` hold): nothing is read before, so what goes out is the state at that moment;
+2. take the most urgent member (new roots, action replies, events, status; then age) and the
+   in-flight mark an earlier attempt left on it;
+3. storm gate: when enough new roots wait at once, the digest goes first (`bot.outbound.storm`);
+4. read what the member stands for now (`bot.outbound.messages.KINDS`);
+5. if this very item failed uncertainly last time (a timeout, a 5xx, a dead leader), look it up:
+   a post that landed is recorded, not posted again;
+6. draw it, 7. mark it in flight (only while holding the channel's lease), 8. call Slack,
+9. classify the answer (`classify`) and record it. An outage delays the channel and never drops
+   an update; a permanent refusal, or three failures of any other kind, drop that one item.
 
-An item that fails three times in a row in any other way (a bug, unreadable state) is dropped
-like one Slack refused, so it costs that item, never the channel.
-
-Edits of what a channel already shows (roots, a quiet status, the digest, early warnings) run in
-loops of their own beside the posts', in the app-wide `chat.update` slot (`bot.outbound.edits`).
-
-The leader sends to a channel while it holds the channel's lease (`Keys.sender_lease`, `run`): a
-0.25 replica running beside it during a rolling upgrade takes the same lease and checks it before
-each post, so two versions never send to one channel at once; while one holds it, the leader waits.
+Edits run in loops beside the posts', in the app-wide `chat.update` slot (`bot.outbound.edits`).
+A 0.25 replica takes the same channel lease (`Keys.sender_lease`) during a rolling upgrade, so two
+versions never send to one channel at once.
 """
 
 from __future__ import annotations
@@ -41,16 +30,17 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from functools import partial
 
 from redis.exceptions import RedisError
 
 from bot.backoff import Backoff
 from bot.config import Settings
 from bot.domain.message import Rendered
-from bot.outbound import messages
-from bot.outbound.edits import Editor, RootEdits, WarningEdits
+from bot.outbound import edits, messages
+from bot.outbound.edits import Desk
 from bot.outbound.gateway import SlackError, SlackGateway
-from bot.outbound.messages import ROOT, UNREADABLE, Desk, Post, Upload
+from bot.outbound.messages import ROOT, UNREADABLE, Post, Upload
 from bot.outbound.permalinks import Permalinks
 from bot.outbound.storm import StormDigest
 from bot.storage.chart_delivery import ChartDelivery
@@ -64,17 +54,12 @@ from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-# A sender's waits after failures grow to this at most.
 BACKOFF_MAX_S = 30.0
-# A thread's post lands within the call's timeout (10 s); Slack's clock is not ours and its
-# history can lag a post by a moment: a lookup reads this far either side of the attempt.
+# Slack's history can lag a post and its clock is not ours: a lookup reads this far either side.
 LOOKUP_MARGIN_S = 60.0
-# An item that failed this many times in a row is dropped, so one bug costs one item.
-STRIKES = 3
-# Slack counts from when a call arrives: network jitter can make calls sent exactly one interval
-# apart arrive closer than that, and earn a 429. Refilling a little slower keeps a margin.
+STRIKES = 3  # failures in a row that drop an item, so one bug costs one item
+# Network jitter can make calls sent one interval apart arrive closer and earn a 429.
 JITTER_MARGIN = 1.05
-# The calls that spend a post: a message, or a file shared into a thread.
 POST_METHODS = frozenset({"chat.postMessage", "files.completeUploadExternal"})
 # The leader renews a channel's lease within this; a 0.25 replica may take it once it lapses.
 LEASE_TTL_MS = 5000
@@ -99,8 +84,7 @@ class Outbound:
 
 
 class LostLease(Exception):
-    """The channel's lease is someone else's now (this replica stalled past it, and the next
-    leader or a 0.25 replica took it): its sender stops before it posts anything."""
+    """Another replica holds the channel's lease now: the sender stops before it posts."""
 
 
 class Struck(Exception):
@@ -124,7 +108,6 @@ class TokenBucket:
             self.tokens = float(self.burst)
 
     def wait_s(self, now: float) -> float:
-        """How long until a post may go out."""
         if now < self.at:
             return self.at - now  # a Retry-After hold
         self._refill(now)
@@ -135,7 +118,7 @@ class TokenBucket:
         self.tokens -= 1
 
     def hold(self, until: float) -> None:
-        """After a 429: nothing until `until`, then one post, then the usual pace."""
+        """After a 429: nothing until `until`, then one post (no burst), then the usual pace."""
         self.at = max(self.at, until)
         self.tokens = 1.0
 
@@ -176,27 +159,19 @@ class ChannelSender:
         if held > 0:
             self._bucket.hold(now() + held)
         self._strikes: dict[str, int] = {}
-        editor = Editor(channel, out.slack, out.telemetry, config.slack_update_interval_ms)
-        self._desk = Desk(out, channel, editor)
-        self._root_edits = RootEdits(channel, out.queue, editor, config=config, clock=out.clock)
-        self._warning_edits = WarningEdits(channel, out.warnings, editor) if out.warnings else None
-        self._storm = StormDigest(
-            channel,
-            editor,
-            storms=out.storms,
-            store=out.store,
-            permalinks=out.permalinks,
-            telemetry=out.telemetry,
-            config=config,
-            clock=out.clock,
-        )
+        self._desk = Desk(out, channel)
+        self._storm = StormDigest(self._desk)
 
     async def run(self) -> None:
         """Post and edit until one loop stops (a lost lease) or this is cancelled; every loop
         ends with it, so no edit outlives the channel's lease."""
-        steps = [self._post_or_wait, self._root_edits.step]
-        if self._warning_edits is not None:
-            steps.append(self._warning_edits.step)
+        desk, out = self._desk, self._out
+        steps = [
+            self._post_or_wait,
+            partial(edits.edit_root, desk, out.queue.root_edits(desk.channel)),
+        ]
+        if out.warnings is not None:
+            steps.append(partial(edits.edit_warnings, desk, out.warnings))
         if self._storm.enabled:
             steps.append(self._storm.step)
         try:
@@ -209,9 +184,8 @@ class ChannelSender:
     async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
         backoff = Backoff(BACKOFF_MAX_S)
         while True:
-            # A cancel swallowed below still counts on the task: honoured here, or the sender
-            # outlives its replica's shutdown (a cancel that lands in redis-py's blocking read of
-            # the bell can be swallowed there, and the event loop would never close).
+            # A cancel swallowed below (redis-py's blocking read of the bell can) still counts on
+            # the task: honoured here, or the sender outlives its replica's shutdown.
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise asyncio.CancelledError
@@ -220,8 +194,8 @@ class ChannelSender:
                 backoff.reset()
             except SlackError as exc:
                 if exc.retry_after is not None and exc.method in POST_METHODS:
-                    # A 429 on a post holds the channel's posts (one on an edit holds only the
-                    # edits: the gateway keeps that hold, and the edit slot waits it out).
+                    # A 429 on a post holds the posts; one on an edit only the edits (the
+                    # gateway keeps that hold, and the edit slot waits it out).
                     self._bucket.hold(self._now() + exc.retry_after)
                 wait = exc.retry_after if exc.retry_after is not None else backoff.next()
                 log.warning("sender %s: Slack %s; retrying in %.1f s", self.channel, exc, wait)
@@ -239,8 +213,8 @@ class ChannelSender:
             await queue.wait_bell(queue.keys.posts_bell(self.channel), 1.0)
 
     async def post_next(self) -> bool:
-        """Send the channel's most urgent post (the steps of the module docstring); False when
-        none was waiting."""
+        """Send the channel's most urgent post (the module docstring's steps); False when none
+        was waiting."""
         out, channel = self._out, self.channel
         wait = self._bucket.wait_s(self._now())  # 1. the slot
         if wait > 0:
@@ -276,11 +250,9 @@ class ChannelSender:
         return True
 
     async def _found(self, post: Post, earlier: InFlight) -> bool:
-        """Whether `post`, whose last attempt may have landed before its answer came, had: then
-        it is recorded and not posted again. What the channel (or the thread) shows is read from
-        shortly before that attempt to shortly after it, whatever the clocks' skew. A lookup
-        Slack refuses for good finds nothing: posting again is the lesser harm, a possible
-        duplicate beats a channel that never posts again."""
+        """Whether `post` had landed before its last attempt heard back (then it is recorded).
+        A lookup Slack refuses for good finds nothing: a possible duplicate beats a channel
+        that never posts again."""
         lookups = self._out.telemetry.slack_lookups
         try:
             found = await self._out.slack.find(
@@ -311,7 +283,6 @@ class ChannelSender:
         return True
 
     async def _send(self, post: Post, drawn: Rendered | Upload, mark: InFlight) -> None:
-        """Call Slack, spending the slot; take its answer; record."""
         out, channel = self._out, self.channel
         self._bucket.take(self._now())
         try:
@@ -350,7 +321,6 @@ class ChannelSender:
         await post.record(ts, drawn)
 
     async def _failed(self, member: str, post: Post | None) -> None:
-        """Count a failure of the item; the third in a row drops it."""
         name = f"{post.member}/{post.item}" if post is not None else member
         count = self._strikes[name] = self._strikes.get(name, 0) + 1
         log.exception("sender %s: %s failed (%d times)", self.channel, name, count)
@@ -363,19 +333,16 @@ class ChannelSender:
             await messages.unreadable(self._desk, member)
 
 
-# -- which channels: every one the leader can hold the lease of -------------------------------
-
-
 async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_TTL_MS) -> None:
     """Send to every channel (the routes' and any with something queued) until `stop`, each
-    while holding its lease; a channel whose lease a 0.25 replica holds is tried again every
-    fifth of the lease's TTL, so it is taken within about one TTL of that replica stopping."""
+    while holding its lease; one a 0.25 replica holds is tried again every fifth of the TTL."""
     sending: dict[str, asyncio.Task[None]] = {}
     keys = out.queue.keys
     try:
         while not stop.is_set():
             try:
-                for channel in await _channels(out):
+                queued = set(await out.queue.channels())
+                for channel in sorted((out.config.routing.channels | queued) - {""}):
                     if channel in sending:
                         continue
                     lease = await out.leases.try_acquire(keys.sender_lease(channel), lease_ttl_ms)
@@ -397,14 +364,8 @@ async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_T
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _channels(out: Outbound) -> list[str]:
-    queued = set(await out.queue.channels())
-    return sorted((out.config.routing.channels | queued) - {""})
-
-
 async def _send_while_held(out: Outbound, channel: str, lease: Lease, ttl_ms: int) -> None:
-    """Run the channel's sender, renewing its lease every third of its TTL; stop once it is
-    lost (this replica stalled past it, or Redis lost the key)."""
+    """Run the channel's sender, renewing its lease every third of its TTL, until it is lost."""
     sender = asyncio.create_task(ChannelSender(out, channel, lease).run())
     try:
         while not sender.done():

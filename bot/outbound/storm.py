@@ -1,17 +1,13 @@
 """The storm digest's side of a channel's sender: open it, keep it current, end it.
 
-The digest is posted like any other post (`gate` hands the sender a `Post` for its one path,
-before the roots waiting), and edited through the channel's `Editor`, so it is one more
-message in the channel's pace and never a second writer. Its state lives in Redis
-(`bot.storage.storm_queue`) and its messages are pure functions of the storm's incidents
-(`bot.render.digest`).
+The digest is posted like any other post (`gate` hands the sender a `Post`, before the roots
+waiting) and edited through the channel's `Desk`: one more message in the channel's pace. Its
+state lives in Redis (`bot.storage.storm_queue`); its messages are pure renderings.
 
-Groups that join after the digest is posted need a line too. An edit is the tidy way, but
-`chat.update` is paced for the whole app (about 50 a minute): when twenty channels storm at once,
-each waits its turn behind the others' edits and its new groups stay unseen for half a minute.
-Posts are paced per channel, so a channel whose edit the shared budget cannot give soon posts
-its waiting groups as a continuation instead, one more digest message in its own pace
-(`Growth`). A group is placed in one message only (`StormQueue.place`), whichever draws first.
+Groups that join after the digest is posted need a line too. `chat.update` is paced for the whole
+app (about 50 a minute): when twenty channels storm at once, an edit may be half a minute away.
+Posts are paced per channel, so a channel whose edit cannot come soon posts its waiting groups as
+a continuation instead (`Growth`). A group is placed in one message only (`StormQueue.place`).
 """
 
 from __future__ import annotations
@@ -19,88 +15,61 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.config import Settings
 from bot.domain.message import Rendered, digest_of
-from bot.outbound.edits import Editor
+from bot.outbound.edits import Desk
 from bot.outbound.gateway import SlackError
 from bot.outbound.messages import Post, Upload
-from bot.outbound.permalinks import Permalinks
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
-from bot.storage.incident_store import IncidentStore
-from bot.storage.storm_queue import Member, Storm, StormQueue
-from bot.telemetry import Telemetry
+from bot.storage.storm_queue import Member, Storm
 
 log = logging.getLogger(__name__)
 
-# A room no storm fills: the last digest message's when no continuation can follow it.
-EVERY_GROUP = 1_000_000
-# Permalinks of the digest's threads asked of Slack per step: each is a Web API call.
-LINKS_PER_STEP = 10
-# How often the digest's holder looks for groups joining and threads opening.
+EVERY_GROUP = 1_000_000  # the last message's room when no continuation can follow it
+LINKS_PER_STEP = 10  # permalinks asked of Slack per step: each is a Web API call
 POLL_S = 0.25
-# How long a group joining the storm may wait for an edit to add it to the last digest message
-# before a continuation lists it: past the default edit interval (1.2 s) and the poll, so a lone
-# storm, whose edits come when asked, keeps to one message.
+# How long a joining group may wait for an edit before a continuation lists it: past the default
+# edit interval (1.2 s) and the poll, so a lone storm keeps to one message.
 GROW_PATIENCE_S = 1.5
 
 
 @dataclass(frozen=True)
 class Growth:
-    """Where the groups that joined after the digest was posted get their line: an edit of the
-    last digest message while the app-wide edit budget may give one within `patience_ms` of
-    the first of them joining, else a continuation, posted in the channel's own pace. Pure: the
-    times are the caller's (`waiting_ms` is when the oldest group still without a line joined,
-    0 when none waits)."""
+    """Where groups that joined after the digest was posted get their line: an edit of the last
+    message while one may come within `patience_ms` of the first joining, else a continuation.
+    `waiting_ms` is when the oldest group without a line joined, 0 when none waits."""
 
     patience_ms: int
 
     def edit_within_s(self, waiting_ms: int, now_ms: int, *, roots_waiting: bool) -> float | None:
-        """How long an edit that adds them may wait for the edit slot: None for as long as it
-        takes (no root waits, so no post will list them: their roots show them already, and
-        the digest takes them in when its turn comes); 0 when a continuation is due instead."""
+        """How long an edit adding them may wait for its slot: None for as long as it takes (no
+        root waits, so no post will list them); 0 when a continuation is due instead."""
         if not waiting_ms or not roots_waiting:
             return None
         return max(0.0, (waiting_ms + self.patience_ms - now_ms) / 1000)
 
     def continuation_due(self, waiting_ms: int, now_ms: int) -> bool:
-        """Whether the channel's next post lists them in a continuation."""
         return bool(waiting_ms) and now_ms - waiting_ms >= self.patience_ms
 
 
 class StormDigest:
-    def __init__(
-        self,
-        channel: str,
-        editor: Editor,
-        *,
-        storms: StormQueue,
-        store: IncidentStore,
-        permalinks: Permalinks,
-        telemetry: Telemetry,
-        config: Settings,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self.channel = channel
-        self._editor = editor
-        self._storms = storms
-        self._store = store
-        self._permalinks = permalinks
-        self._telemetry = telemetry
-        self._config = config
-        self._clock = clock
+    def __init__(self, desk: Desk) -> None:
+        self.channel = desk.channel
+        self._desk = desk
+        self._storms = desk.out.storms
+        self._telemetry = desk.out.telemetry
+        self._config = desk.out.config
         self._opened = asyncio.Event()
         self._growth = Growth(int(GROW_PATIENCE_S * 1000))
-        # What each digest message was last drawn from: it is edited only when that changes, at
-        # once when groups joined, otherwise at most once per ROOT_EDIT_INTERVAL_MS.
+        # What each message was last drawn from: edited only when that changes, at once when
+        # groups joined, else at most once per ROOT_EDIT_INTERVAL_MS.
         self._drawn: dict[int, tuple[object, ...]] = {}
         self._groups_drawn: dict[int, int] = {}
         self._next_edit: dict[int, float] = {}
-        # The links this replica has written for 0.25's replicas (`StormQueue.add_links`).
+        # The links written to `storm:links`, which 0.25's replicas draw the lines from.
         self._links_written: set[str] = set()
 
     @property
@@ -109,7 +78,7 @@ class StormDigest:
 
     async def gate(self) -> Post | None:
         """Before a root takes its slot, fold the roots waiting into the storm (opening one when
-        enough wait): the digest, while it is not posted yet, goes first."""
+        enough wait): the digest, or a continuation due, goes first."""
         if not self.enabled:
             return None
         swept = await self._storms.sweep(
@@ -142,7 +111,6 @@ class StormDigest:
         return self._post(storm, part)
 
     def _post(self, storm: Storm, part: int) -> Post:
-        """Digest message `part` as a post: the first, or a continuation."""
         channel, storms = self.channel, self._storms
 
         async def draw() -> Rendered:  # after any lookup: the groups as they are by then
@@ -152,14 +120,13 @@ class StormDigest:
             return await self._render(storm, part, mine, members, {}, over=False)
 
         async def record(ts: str, drawn: Rendered | Upload | None) -> None:
-            # A digest found by a lookup shows what an earlier attempt drew (fewer groups,
-            # maybe): recorded as showing nothing known, its next step edits it.
+            # Found by a lookup, drawn earlier: recorded as showing nothing known, so edited.
             shown = digest_of(drawn) if isinstance(drawn, Rendered) else ""
             await storms.record_digest(channel, storm, ts, shown=shown, part=part)
             self._opened.set()
 
         async def refuse(error: str) -> None:
-            """The roots go on alone; a later storm gets a digest of its own."""
+            # The roots go on alone; a later storm gets a digest of its own.
             log.error("sender %s: the storm digest can never be sent: %s", channel, error)
             self._telemetry.slack_undeliverable.labels(error).inc()
             pause_ms = int(self._config.storm_quiet_seconds * 1000)
@@ -169,9 +136,8 @@ class StormDigest:
         return Post(storm.member, item, "", uid, None, draw, record, refuse)
 
     async def step(self) -> None:
-        """While a storm lasts: take in the groups joining it, link the threads as they open,
-        edit each digest message when what it shows changed, and turn them into a summary at
-        the end."""
+        """While a storm lasts: take in joining groups, link threads as they open, edit each
+        message when what it shows changed, and turn them into a summary at the end."""
         storm = await self._storms.current(self.channel)
         if storm is None or not storm.ts:
             self._opened.clear()
@@ -183,8 +149,7 @@ class StormDigest:
         if added:
             self._telemetry.storm_groups.inc(added)
             storm = await self._storms.current(self.channel) or storm
-        # Waiting first: a root leaves the queue as its thread is recorded, so with none
-        # waiting, the members read next all show their threads.
+        # Waiting first: with no root waiting, the members read next all show their threads.
         waiting = await self._storms.roots_waiting(self.channel)
         members = await self._storms.members(self.channel)
         links = await self._thread_links(members)
@@ -216,8 +181,8 @@ class StormDigest:
         over: bool,
         waiting: bool,
     ) -> None:
-        """Edit digest message `part` if what it shows changed; the last one posted also takes
-        in the groups still without a line, if the edit slot comes within `Growth`'s patience."""
+        """Edit message `part` if what it shows changed; the last one posted also takes in the
+        groups without a line, if the edit slot comes within `Growth`'s patience."""
         mine = [m for m in members if m.part == part]
         grows = part == storm.last_posted and any(m.part is None for m in members)
         within = (
@@ -232,11 +197,8 @@ class StormDigest:
             sum(m.incident_id in links for m in mine),
             len(members) if part == 0 else 0,  # the first message counts the whole storm
             grows,
-            # Whether the edit may list every group left, "+N more" past its lines: only while
-            # no root waits (else a continuation may list them). A full message edited while a
-            # root waited listed none of them; that root leaving the queue must draw it again,
-            # or they would stay unlisted (and the storm open) until something else in the
-            # message changed.
+            # Whether the edit may list every group left ("+N more"): only while no root waits.
+            # A root leaving the queue must draw it again, or they would stay unlisted.
             within is None,
         )
         grew = grows or len(mine) > self._groups_drawn.get(part, 0)
@@ -255,13 +217,10 @@ class StormDigest:
         self._next_edit[part] = time.time() + self._config.root_edit_interval_ms / 1000
 
     async def _thread_links(self, members: list[Member]) -> dict[str, str]:
-        """Incident ID -> the link of its thread, for the threads whose link is known ("": the
-        root is gone, the line says no more); a few more asked of Slack each step."""
+        """Incident ID -> its thread's link where known ("": the root is gone)."""
         threads = {(self.channel, m.thread_ts): m.incident_id for m in members if m.threaded}
-        found = await self._permalinks.links(list(threads), ask_at_most=LINKS_PER_STEP)
+        found = await self._desk.out.permalinks.links(list(threads), ask_at_most=LINKS_PER_STEP)
         links = {threads[message]: url for message, url in found.items()}
-        # 0.25 draws the digest's lines from `storm:links`: a replica of it taking the channel
-        # over during a rolling upgrade shows the links found so far.
         new = {i: url for i, url in links.items() if i not in self._links_written}
         if new:
             await self._storms.add_links(self.channel, new)
@@ -278,23 +237,20 @@ class StormDigest:
         within_s: float | None,
     ) -> None:
         async def draw() -> Rendered:
-            # The last message posted takes in the groups still without a line as the slot is
-            # had, not before: a group placed in a message waiting for a slot would stay unseen.
+            # The last message takes in groups without a line once the slot is had, not before
+            # (one placed while waiting would stay unseen); with no root waiting, no continuation
+            # will come, so it takes every group left ("+N more") or the storm never ends.
             if part == storm.last_posted:
-                # With no root waiting no continuation will come (one begins only in a post's
-                # slot): the last message then takes every group left, "+N more" past its lines,
-                # or a full message would leave a group unlisted and the storm never over.
                 room = MAX_LINES if within_s is not None else EVERY_GROUP
                 await self._storms.place(self.channel, storm, part, room=room)
             members = await self._storms.members(self.channel)
             mine = [m for m in members if m.part == part]
             return await self._render(storm, part, mine, members, links, over=over)
 
-        # A digest that can never be edited (it was deleted) is let be: the threads carry on,
-        # and a later storm gets a new digest.
-        digest, refused = await self._editor.redraw(storm.part_ts(part), draw, within_s=within_s)
+        # A digest that can never be edited (deleted) is let be: the threads carry on.
+        digest, refused = await self._desk.redraw(storm.part_ts(part), draw, within_s=within_s)
         if refused is not None:
-            self._editor.lost("the storm digest", refused.error)
+            self._desk.lost("the storm digest", refused.error)
         await self._storms.record_shown(self.channel, storm, digest_of(digest), part=part)
 
     async def _render(
@@ -307,9 +263,9 @@ class StormDigest:
         *,
         over: bool,
     ) -> Rendered:
-        """Digest message `part`: its own groups' lines; the first also counts the whole storm."""
+        """Message `part`: its own groups' lines; the first also counts the whole storm."""
         everyone = members if part == 0 else mine
-        incidents = await self._store.get_many([m.incident_id for m in everyone])
+        incidents = await self._desk.out.store.get_many([m.incident_id for m in everyone])
         by_id = {incident.id: incident for incident in incidents}
         entries = [
             DigestEntry(by_id[m.incident_id], m.threaded, links.get(m.incident_id, ""))
@@ -321,7 +277,7 @@ class StormDigest:
         return render_digest(
             [e for e in entries if e.incident.id in listed],
             started=started,
-            now=self._clock(),
+            now=self._desk.out.clock(),
             over=over,
             command=self._config.slash_command,
             part=part,
