@@ -2,13 +2,11 @@
 
 Grafana and Alertmanager put the same facts in different places (Grafana: `values`, annotation
 keys in any case; Alertmanager: labels and annotations, numbers as strings), and real rules spell
-keys differently (`Priority`, `severity`, `TEAM`, `Teams`). Each rule below is a small function so
-the place a fact comes from is written down once.
+keys differently (`Priority`, `severity`, `TEAM`, `Teams`): each fact's places are written once.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
@@ -21,6 +19,7 @@ from bot.domain.alerts import (
     Notification,
     QueueNumbers,
     RunnerQueue,
+    finite,
     max_known,
 )
 
@@ -34,9 +33,9 @@ QUEUE_NAMES = frozenset((*QUEUE_TIME_NAMES, *QUEUE_SIZE_NAMES, *THRESHOLD_NAMES)
 RUNNER_KEYS = ("runner_type", "runner_label", "runner")
 NO_DATA_SUFFIX = {"DatasourceNoData": " (no data)", "DatasourceError": " (datasource error)"}
 
-# Caps on what one notification can put into an incident. The incident is stored, rendered and
-# read on every tick: a 0.8 MB silence link with 200,000 matchers must cost what a normal one
-# does. Whatever a cap leaves out is named in `AlertFacts.truncated` and shown on the root.
+# Caps on what one notification puts into an incident, which is stored, rendered and read on
+# every tick: a 0.8 MB silence link must cost what a normal one does. What a cap leaves out is
+# named in `AlertFacts.truncated` and shown on the root.
 MAX_URL = 2000
 MAX_MATCHERS = 64
 MAX_LABELS, MAX_LABEL_NAME, MAX_LABEL_VALUE = 64, 200, 1000
@@ -48,28 +47,51 @@ MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "descrip
 def facts_of(notification: Notification) -> AlertFacts:
     """Everything the incident shows and acts on, from one notification, within the caps."""
     firing = notification.firing
+    primary = (firing or notification.alerts)[0]  # the alert that speaks for the group
+    # Common annotations hold what all alerts agree on; the primary alert fills the gaps.
+    # Priority and team are annotations in Grafana rules and labels in Alertmanager rules.
+    annotations = (notification.common_annotations, primary.annotations)
+    labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
+    priority = _first_value(labelled, ("priority", "severity"))
+    if priority is not None and priority.isdigit():
+        priority = f"P{priority}"  # how PyTorch's rules write P1
     notes: list[str] = []
-    silence_url = _first_url(notification, "silence_url")
-    matchers = group_matchers(notification)
-    annotations = _annotation_sources(notification)
     text = {
-        "title": title_of(notification),
-        "priority": priority_of(notification) or "",
-        "team": _first_value(_label_sources(notification), ("team", "teams")) or "",
+        "title": _title(notification, primary),
+        "priority": priority or "",
+        "team": _first_value(labelled, ("team", "teams")) or "",
         "summary": _first_value(annotations, ("summary",)) or "",
         "description": _first_value(annotations, ("description",)) or "",
     }
-    text = {name: _capped_text(name, value, notes) for name, value in text.items()}
+    for name, value in text.items():
+        if len(value) > MAX_TEXT[name]:
+            notes.append(f"{name} cut to {MAX_TEXT[name]} of {len(value):,} characters")
+            text[name] = value[: MAX_TEXT[name] - 1] + "…"
     urls = {
         "runbook": _first_value(annotations, ("runbook_url", "runbook")) or "",
-        "alert": _first_url(notification, "generator_url"),
-        "silence": silence_url,
-        "dashboard": _first_url(notification, "dashboard_url"),
-        "panel": _first_url(notification, "panel_url"),
+        **{
+            name: next(
+                (url for a in (*firing, *notification.alerts) if (url := getattr(a, attr))), ""
+            )
+            for name, attr in _URLS.items()
+        },
     }
-    urls = {name: _capped_url(name, url, notes) for name, url in urls.items()}
+    for name, url in urls.items():
+        if len(url) > MAX_URL:
+            notes.append(f"{name} link dropped: {len(url):,} characters (at most {MAX_URL:,})")
+            urls[name] = ""
     if notification.truncated_alerts:
         notes.append(f"the sender left out {notification.truncated_alerts} alerts")
+    worst_first = sorted(
+        runner_types(firing).items(),
+        key=lambda item: (-(item[1].longest_wait_mins or 0), -(item[1].queued or 0)),
+    )
+    others = _capped(other_values(firing), MAX_OTHER_VALUES, "values", notes)
+    types = _capped(dict(worst_first), MAX_RUNNER_TYPES, "runner types", notes)
+    matchers = group_matchers(notification)
+    if len(matchers) > MAX_MATCHERS:
+        notes.append(f"silence link has {len(matchers):,} matchers, {MAX_MATCHERS} kept")
+    labels = {**notification.common_labels, **notification.group_labels}
     return AlertFacts(
         title=text["title"],
         priority=text["priority"] or None,
@@ -82,90 +104,35 @@ def facts_of(notification: Notification) -> AlertFacts:
         dashboard_url=urls["dashboard"],
         panel_url=urls["panel"],
         numbers=queue_numbers(firing),
-        other_values=_capped_map(other_values(firing), MAX_OTHER_VALUES, "values", notes),
-        runner_types=_capped_map(
-            _worst_first(runner_types(firing)), MAX_RUNNER_TYPES, "runner types", notes
-        ),
+        other_values=others,
+        runner_types=types,
         firing_count=len(firing),
         resolved_count=len(notification.alerts) - len(firing),
-        silence_matchers=_capped_matchers(matchers, notes),
+        silence_matchers=matchers[:MAX_MATCHERS],
         truncated=tuple(notes),
-        labels=_route_labels(notification),
+        # A label past the caps is left out, so a route naming it falls through to the next.
+        labels={
+            name: value
+            for name, value in list(labels.items())[:MAX_LABELS]
+            if len(name) <= MAX_LABEL_NAME and len(value) <= MAX_LABEL_VALUE
+        },
     )
 
 
-def _route_labels(notification: Notification) -> dict[str, str]:
-    """The labels a route matches: common and group labels, within caps (a label past them is
-    left out, so a route naming it falls through to the next)."""
-    labels = {**notification.common_labels, **notification.group_labels}
-    return {
-        name: value
-        for name, value in list(labels.items())[:MAX_LABELS]
-        if len(name) <= MAX_LABEL_NAME and len(value) <= MAX_LABEL_VALUE
-    }
+# The first non-empty link of a firing alert, else of any alert: one alert may lack a link.
+_URLS = {
+    "alert": "generator_url",
+    "silence": "silence_url",
+    "dashboard": "dashboard_url",
+    "panel": "panel_url",
+}
 
 
-def _capped_text(name: str, value: str, notes: list[str]) -> str:
-    limit = MAX_TEXT[name]
-    if len(value) <= limit:
-        return value
-    notes.append(f"{name} cut to {limit} of {len(value):,} characters")
-    return value[: limit - 1] + "…"
-
-
-def _capped_url(name: str, url: str, notes: list[str]) -> str:
-    if len(url) <= MAX_URL:
-        return url
-    notes.append(f"{name} link dropped: {len(url):,} characters (at most {MAX_URL:,})")
-    return ""
-
-
-def _capped_map(values: dict[str, T], limit: int, what: str, notes: list[str]) -> dict[str, T]:
+def _capped(values: dict[str, T], limit: int, what: str, notes: list[str]) -> dict[str, T]:
     if len(values) <= limit:
         return values
     notes.append(f"{len(values):,} {what}, {limit} kept")
     return dict(list(values.items())[:limit])
-
-
-def _worst_first(queues: dict[str, RunnerQueue]) -> dict[str, RunnerQueue]:
-    """So a cap on runner types keeps the ones that hurt most."""
-
-    def badness(item: tuple[str, RunnerQueue]) -> tuple[float, float]:
-        queue = item[1]
-        return (-(queue.longest_wait_mins or 0), -(queue.queued or 0))
-
-    return dict(sorted(queues.items(), key=badness))
-
-
-def _capped_matchers(matchers: tuple[Matcher, ...], notes: list[str]) -> tuple[Matcher, ...]:
-    if len(matchers) <= MAX_MATCHERS:
-        return matchers
-    notes.append(f"silence link has {len(matchers):,} matchers, {MAX_MATCHERS} kept")
-    return matchers[:MAX_MATCHERS]
-
-
-# --- where text facts come from -------------------------------------------------------------------
-
-
-def _primary(notification: Notification) -> Alert:
-    """The alert that speaks for the group: the first firing one, else the first one."""
-    return (notification.firing or notification.alerts)[0]
-
-
-def _annotation_sources(notification: Notification) -> tuple[Mapping[str, str], ...]:
-    """Common annotations hold what all alerts agree on; the primary alert fills the gaps."""
-    return notification.common_annotations, _primary(notification).annotations
-
-
-def _label_sources(notification: Notification) -> tuple[Mapping[str, str], ...]:
-    """Priority and team are annotations in Grafana rules and labels in Alertmanager rules."""
-    primary = _primary(notification)
-    return (
-        notification.common_annotations,
-        notification.common_labels,
-        primary.annotations,
-        primary.labels,
-    )
 
 
 def _first_value(sources: Iterable[Mapping[str, str]], keys: tuple[str, ...]) -> str | None:
@@ -177,15 +144,7 @@ def _first_value(sources: Iterable[Mapping[str, str]], keys: tuple[str, ...]) ->
     return None
 
 
-def priority_of(notification: Notification) -> str | None:
-    """`priority` or `severity`; a bare number ("1") is how PyTorch's rules write P1."""
-    value = _first_value(_label_sources(notification), ("priority", "severity"))
-    if value is not None and value.isdigit():
-        return f"P{value}"
-    return value
-
-
-def title_of(notification: Notification) -> str:
+def _title(notification: Notification, primary: Alert) -> str:
     """The group's alertname; Grafana's no-data/error alerts are named by their rule instead."""
     name = notification.group_labels.get("alertname") or notification.common_labels.get("alertname")
     suffix = ""
@@ -197,94 +156,52 @@ def title_of(notification: Notification) -> str:
     if not name:
         return "Alert"
     if name in NO_DATA_SUFFIX:
-        rule = _rule_name(notification)
+        sources = (notification.group_labels, notification.common_labels, primary.labels)
+        rule = _first_value(sources, ("rulename",))
         if rule:
             name = rule + NO_DATA_SUFFIX[name]
     return name + suffix
 
 
-def _rule_name(notification: Notification) -> str | None:
-    """Grafana keeps the rule's own name in `rulename` when it names the alert DatasourceNoData."""
-    sources = (
-        notification.group_labels,
-        notification.common_labels,
-        _primary(notification).labels,
-    )
-    return _first_value(sources, ("rulename",))
-
-
-def _first_url(notification: Notification, attribute: str) -> str:
-    """First non-empty URL of a firing alert, else of any alert: one alert may lack a link."""
-    for alert in (*notification.firing, *notification.alerts):
-        url = getattr(alert, attribute)
-        if url:
-            return str(url)
-    return ""
-
-
-# --- numbers --------------------------------------------------------------------------------------
-
-
-def _parse_number(text: str) -> float | None:
-    """Alertmanager carries numbers as strings; text that is not a finite number is ignored."""
-    try:
-        number = float(text.strip())
-    except (ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 NumberSources = tuple[dict[str, float | str], ...]
 
 
-def number_sources(alert: Alert) -> NumberSources:
-    """Where an alert keeps its numbers, keyed case-insensitively: Grafana's values first, then
-    annotations, then labels. Worked out once per alert for all the numbers read from it."""
+def _number_sources(alert: Alert) -> NumberSources:
+    """Grafana's values first, then annotations, then labels, keyed case-insensitively."""
     sources: tuple[Mapping[str, float | str], ...] = (alert.values, alert.annotations, alert.labels)
     return tuple({k.lower(): v for k, v in source.items()} for source in sources)
 
 
-def alert_number(
-    alert: Alert, names: tuple[str, ...], sources: NumberSources | None = None
-) -> float | None:
-    """One named number of an alert: Grafana's values first, then annotations, then labels."""
-    for by_key in sources if sources is not None else number_sources(alert):
+def _alert_number(sources: NumberSources, names: tuple[str, ...]) -> float | None:
+    """One named number of an alert; Alertmanager carries numbers as strings."""
+    for by_key in sources:
         for name in names:
             value = by_key.get(name)
-            number = _parse_number(value) if isinstance(value, str) else value
+            number = finite(value) if isinstance(value, str) else value
             if number is not None:
                 return number
     return None
 
 
-def _series_max(alert: Alert, names: tuple[str, ...]) -> float | None:
-    """Largest labelled result of a valueString series, for alerts that only carry those."""
-    found = [s.value for s in alert.series if s.name.lower() in names and s.value is not None]
-    return max(found) if found else None
-
-
-def _alert_queue(alert: Alert, sources: NumberSources | None = None) -> RunnerQueue:
-    """The queue size and wait one alert reports, whichever place it keeps them in."""
-    sources = sources if sources is not None else number_sources(alert)
-    queued = alert_number(alert, QUEUE_SIZE_NAMES, sources)
-    wait = alert_number(alert, QUEUE_TIME_NAMES, sources)
-    return RunnerQueue(
-        queued=queued if queued is not None else _series_max(alert, QUEUE_SIZE_NAMES),
-        longest_wait_mins=wait if wait is not None else _series_max(alert, QUEUE_TIME_NAMES),
-    )
+def _alert_queue(alert: Alert, sources: NumberSources) -> RunnerQueue:
+    """The queue size and wait one alert reports; else the largest of its valueString series."""
+    found = []
+    for names in (QUEUE_SIZE_NAMES, QUEUE_TIME_NAMES):
+        number = _alert_number(sources, names)
+        if number is None:
+            series = [s.value for s in alert.series if s.name.lower() in names]
+            number = max((v for v in series if v is not None), default=None)
+        found.append(number)
+    return RunnerQueue(queued=found[0], longest_wait_mins=found[1])
 
 
 def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
-    """Worst queue across firing alerts; thresholds from the first alert that states them.
-
-    Only firing alerts count: a resolved alert repeats its last (or zeroed) numbers, which would
-    make a recovering queue look stuck.
+    """Worst queue across firing alerts (a resolved alert repeats its last or zeroed numbers);
+    thresholds from the first alert that states them.
 
     PyTorch's Grafana rule names its two conditions `queue_time_threshold` and
-    `queue_size_threshold` (math expressions such as `$B > 60`, which Grafana evaluates to 1 or
-    0, every expression's result going into `values` under its name) and their OR
-    `threshold_breached`. In such a payload (`threshold_breached` beside values of 0 or 1) they
-    say whether each number is over its threshold, not where the threshold is: "threshold 1 min"
+    `queue_size_threshold` (`$B > 60`: 1 or 0) and their OR `threshold_breached`. In such a
+    payload they say whether each number is over, not where the threshold is: "threshold 1 min"
     for a 114-minute wait would be wrong, and an early warning would take 0 queued as the bar.
     """
     wait: float | None = None
@@ -292,18 +209,20 @@ def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
     thresholds: dict[str, float | None] = dict.fromkeys(THRESHOLD_NAMES)
     over: dict[str, bool | None] = dict.fromkeys(THRESHOLD_NAMES)
     for alert in firing:
-        sources = number_sources(alert)
+        sources = _number_sources(alert)
         queue = _alert_queue(alert, sources)
         wait = max_known(wait, queue.longest_wait_mins)
         size = max_known(size, queue.queued)
-        stated = {name: alert_number(alert, (name,), sources) for name in THRESHOLD_NAMES}
-        if _conditions(alert, sources, stated):
+        stated = {name: _alert_number(sources, (name,)) for name in THRESHOLD_NAMES}
+        known = [value for value in stated.values() if value is not None]
+        flagged = _alert_number(sources, (BREACHED,)) is not None
+        if flagged and known and all(value in (0, 1) for value in known):
             for name, value in stated.items():
                 if value is not None:  # over in any firing alert is over
                     over[name] = bool(over[name]) or value == 1
             continue
-        for name, known in thresholds.items():
-            if known is None:
+        for name, known_threshold in thresholds.items():
+            if known_threshold is None:
                 thresholds[name] = stated[name]
     return QueueNumbers(
         max_queue_time_mins=wait,
@@ -315,17 +234,9 @@ def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
     )
 
 
-def _conditions(alert: Alert, sources: NumberSources, stated: Mapping[str, float | None]) -> bool:
-    """Whether the alert's `*_threshold` values are its rule's conditions (1: crossed), as in
-    PyTorch's rule, rather than thresholds."""
-    known = [value for value in stated.values() if value is not None]
-    flagged = alert_number(alert, (BREACHED,), sources) is not None
-    return flagged and bool(known) and all(value in (0, 1) for value in known)
-
-
 def other_values(firing: Iterable[Alert]) -> dict[str, float]:
-    """Named results that are not queue numbers (Grafana's B, C, threshold_breached), shown as-is;
-    the first alert's value wins so the display does not flicker between alerts."""
+    """Named results that are not queue numbers, shown as-is; the first alert's value wins so
+    the display does not flicker between alerts."""
     found: dict[str, float] = {}
     for alert in firing:
         for name, value in alert.values.items():
@@ -334,55 +245,39 @@ def other_values(firing: Iterable[Alert]) -> dict[str, float]:
     return found
 
 
-def _runner_of(labels: Mapping[str, str]) -> str | None:
-    """The runner type an alert or series is about, under the label names CI setups use."""
-    return _first_value((labels,), RUNNER_KEYS)
-
-
-def _merge(queues: dict[str, RunnerQueue], runner: str, queue: RunnerQueue) -> None:
-    """Two alerts naming one runner type: keep the worse of each number."""
-    seen = queues.get(runner, RunnerQueue())
-    queues[runner] = RunnerQueue(
-        queued=max_known(seen.queued, queue.queued),
-        longest_wait_mins=max_known(seen.longest_wait_mins, queue.longest_wait_mins),
-    )
-
-
 def runner_types(firing: Iterable[Alert]) -> dict[str, RunnerQueue]:
-    """Per runner type queues: from alerts labelled with a runner type (one Alertmanager alert per
-    type) and from valueString series labelled with one (one Grafana alert, many series)."""
+    """Per runner type queues, the worse of each number where two name one type: from alerts
+    labelled with a type (Alertmanager) and from valueString series labelled with one (Grafana)."""
     queues: dict[str, RunnerQueue] = {}
-    for alert in firing:
-        runner = _runner_of(alert.labels)
+
+    def merge(runner: str | None, queue: RunnerQueue) -> None:
         if runner:
-            _merge(queues, runner, _alert_queue(alert))
+            seen = queues.get(runner, RunnerQueue())
+            queues[runner] = RunnerQueue(
+                queued=max_known(seen.queued, queue.queued),
+                longest_wait_mins=max_known(seen.longest_wait_mins, queue.longest_wait_mins),
+            )
+
+    for alert in firing:
+        merge(
+            _first_value((alert.labels,), RUNNER_KEYS), _alert_queue(alert, _number_sources(alert))
+        )
         for series in alert.series:
-            runner = _runner_of(series.labels)
+            runner = (
+                _first_value((series.labels,), RUNNER_KEYS) if series.value is not None else None
+            )
             name = series.name.lower()
-            if not runner or series.value is None:
-                continue
             if name in QUEUE_SIZE_NAMES:
-                _merge(queues, runner, RunnerQueue(queued=series.value))
+                merge(runner, RunnerQueue(queued=series.value))
             elif name in QUEUE_TIME_NAMES:
-                _merge(queues, runner, RunnerQueue(longest_wait_mins=series.value))
+                merge(runner, RunnerQueue(longest_wait_mins=series.value))
     return queues
 
 
-# --- silence matchers -----------------------------------------------------------------------------
-
-# A label name holds no `=`, `!` or `~`, so the first of them starts the operator. The class
-# excludes every character an operator starts with, so the scan is one pass with nothing to
-# backtrack into: the regex this replaces let three whitespace-eating groups compete for the same
-# spaces, and a silence link with 2,000 of them held the event loop for 14 s.
+# A label name holds no `=`, `!` or `~`, so the first of them starts the operator: one pass with
+# nothing to backtrack into (a silence link with 2,000 spaces must not hold the event loop).
 _OPERATOR = re.compile(r"[^=!~]*+(=~|!~|!=|=)")
 _OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~": (False, True)}
-
-
-def _unquote(value: str) -> str:
-    """Newer matcher syntax quotes values (`alertname="High CPU"`); older Grafana does not."""
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", value[1:-1])
-    return value
 
 
 def parse_matcher(text: str) -> Matcher | None:
@@ -395,12 +290,14 @@ def parse_matcher(text: str) -> Matcher | None:
     if not name:
         return None
     is_equal, is_regex = _OPERATORS[operator[1]]
-    return Matcher(name, _unquote(text[operator.end() :].strip()), is_equal, is_regex)
+    value = text[operator.end() :].strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':  # newer syntax quotes values
+        value = re.sub(r"\\(.)", r"\1", value[1:-1])
+    return Matcher(name, value, is_equal, is_regex)
 
 
 def split_matchers(text: str) -> list[str]:
-    """Split `a=b,c="x,y"` on commas outside double quotes; braces (`{...}`) are optional and
-    blank pieces dropped."""
+    """Split `a=b,c="x,y"` on commas outside double quotes; braces optional, blanks dropped."""
     text = text.strip()
     if text.startswith("{") and text.endswith("}"):
         text = text[1:-1]
@@ -424,20 +321,16 @@ def split_matchers(text: str) -> list[str]:
 
 def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
     """Matchers from a Grafana silence link: repeated `matcher=` (current Grafana), a comma list
-    in `matchers=` (older Grafana), or Alertmanager UI's `filter={...}` in the fragment.
-
-    They identify exactly what Grafana would silence, including the `__alert_rule_uid__` matcher
-    that pins the silence to one rule.
-    """
+    in `matchers=` (older Grafana), or Alertmanager UI's `filter={...}` in the fragment: exactly
+    what Grafana would silence, `__alert_rule_uid__` included."""
     if not url:
         return ()
     try:
         parts = urlsplit(url.replace("\\u0026", "&"))
     except ValueError:  # "https://[host…": urlsplit refuses an unclosed IPv6 bracket
         return ()
-    fragment_query = parts.fragment.partition("?")[2]
     expressions: list[str] = []
-    for query in (parts.query, fragment_query):
+    for query in (parts.query, parts.fragment.partition("?")[2]):
         for key, value in parse_qsl(query, keep_blank_values=True):
             if key == "matcher":
                 expressions.append(value)
@@ -448,8 +341,7 @@ def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
 
 
 RULE_UID = "__alert_rule_uid__"
-# Grafana's alert links: `/alerting/grafana/<rule uid>/view` (and `/edit`).
-_RULE_LINK = re.compile(r"/alerting/grafana/([^/?#]+)/")
+_RULE_LINK = re.compile(r"/alerting/grafana/([^/?#]+)/")  # Grafana's `/alerting/grafana/<uid>/view`
 
 
 def group_matchers(notification: Notification) -> tuple[Matcher, ...]:
@@ -468,13 +360,8 @@ def group_matchers(notification: Notification) -> tuple[Matcher, ...]:
     shared = [m for m in links[0] if all(m in other for other in links[1:])] if links else []
     shared = [m for m in shared if m.name != RULE_UID]
     matchers = [*shared, *(m for m in grouped if m.name not in {s.name for s in shared})]
-    rule = _rule_uid(alerts, links)
-    return tuple([Matcher(RULE_UID, rule)] if rule else []) + tuple(matchers)
-
-
-def _rule_uid(alerts: Iterable[Alert], links: list[tuple[Matcher, ...]]) -> str | None:
-    """The one rule every alert of the group comes from, or None when they differ or none say."""
     from_links = {m.value for link in links for m in link if m.name == RULE_UID and m.is_equal}
     from_alerts = {match[1] for a in alerts if (match := _RULE_LINK.search(a.generator_url))}
     uids = from_links or from_alerts
-    return next(iter(uids)) if len(uids) == 1 else None
+    rule = next(iter(uids)) if len(uids) == 1 else ""
+    return (*([Matcher(RULE_UID, rule)] if rule else []), *matchers)
