@@ -24,8 +24,8 @@ from bot.actions.scale import Scaling
 from bot.actions.scale_form import ScaleForms
 from bot.actions.silence import Silencing
 from bot.config import Settings
+from bot.domain.headline import still_live
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
-from bot.domain.still_live import still_live
 from bot.render.replies import summaries
 from bot.render.root import escape, render_event
 from bot.render.still_live import render_still_live

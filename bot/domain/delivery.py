@@ -1,10 +1,6 @@
-"""A notification reduced to what an incident needs, as the consumer applies it.
-
-The webhook validates the body and stores it as it came; the consumer works out this record
-(`delivery_of`), once per distinct body among the recent ones (`bot.storage.stream`). A large body
-is stored as this record instead, worked out by the webhook (its facts are capped, the body is
-not). It also carries each alert's identity (fingerprint and start time), which is how a stale
-firing is told apart from a real re-fire.
+"""A notification reduced to what an incident needs (`delivery_of`), with each alert's identity,
+which tells a stale firing from a real re-fire. The consumer works it out once per distinct body;
+a large body is stored as this record instead, worked out by the webhook.
 """
 
 from __future__ import annotations
@@ -37,20 +33,17 @@ class Delivery(BaseModel):
 
     @property
     def group_hash(self) -> str:
-        """A fixed-length key for the alert group; group keys can be long and hold anything."""
         return group_hash(self.source, self.group_key)
 
 
 def group_hash(source: str, group_key: str) -> str:
+    """A fixed-length key for the alert group; group keys can be long and hold anything."""
     return hashlib.sha256(f"{source}\0{group_key}".encode()).hexdigest()[:24]
 
 
 def instance_of(alert: Alert) -> str:
-    """One firing of one alert: its fingerprint and when it started.
-
-    The same alert firing again after it resolved gets a new startsAt from Grafana and
-    Alertmanager alike; a lagging HA peer or a retry repeats the old one.
-    """
+    """One firing of one alert: a re-fire gets a new startsAt, a lagging HA peer or a retry
+    repeats the old one."""
     fingerprint = alert.fingerprint or _labels_fingerprint(alert.labels)
     started = alert.starts_at.isoformat() if alert.starts_at else ""
     return f"{fingerprint[:64]}@{started}"
@@ -62,9 +55,8 @@ def _labels_fingerprint(labels: dict[str, str]) -> str:
 
 
 def named(delivery: Delivery, names: RunnerNames) -> Delivery:
-    """The delivery with its runner types as the readings and the scale targets name them: an
-    alert on ARC's metrics names a type by its scale set (`gpu-a10g`), RUNNER_SCALE_SETS says
-    which runner type that is."""
+    """The delivery with its runner types as the readings name them (an alert on ARC's metrics
+    names a scale set)."""
     types = delivery.facts.runner_types
     renamed = names.renamed(types)
     if list(renamed) == list(types):

@@ -231,18 +231,8 @@ class GroupState(BaseModel):
 
 
 # Priority names by rank (0 is the most severe); "P1", "sev2", "S3" rank by their digit.
-_SEVERITY_NAMES = {
-    "critical": 1,
-    "high": 2,
-    "major": 2,
-    "error": 2,
-    "warning": 3,
-    "medium": 3,
-    "moderate": 3,
-    "low": 4,
-    "minor": 4,
-    "info": 4,
-}
+_RANKED = ("", "critical", "high major error", "warning medium moderate", "low minor info")
+_SEVERITY_NAMES = {name: rank for rank, names in enumerate(_RANKED) for name in names.split()}
 _SEVERITY_DIGIT = re.compile(r"(?:p|sev|s)?\s*-?\s*([0-9])", re.IGNORECASE)
 UNRANKED = 5
 
@@ -372,18 +362,10 @@ def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
 
 
 def _reopened(incident: Incident) -> Incident:
+    cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "acknowledged_at")
+    update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
     return incident.model_copy(
-        update={
-            "status": Status.FIRING,
-            "resolution": None,
-            "resolved_at": None,
-            "resolved_by": None,
-            "resolved_by_name": "",
-            "acknowledged_by": None,
-            "acknowledged_name": "",
-            "acknowledged_at": None,
-            "reopened": incident.reopened + 1,
-        }
+        update={**update, "status": Status.FIRING, "reopened": incident.reopened + 1}
     )
 
 
@@ -556,33 +538,32 @@ def peak_types_of(
 
 def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Incident:
     """The incident showing a notification's facts, counted in the peaks as a reading's are."""
-    updated = incident.model_copy(
-        update={
-            "title": facts.title,
-            "priority": facts.priority,
-            "team": facts.team,
-            "summary": facts.summary,
-            "description": facts.description,
-            "links": Links(
-                runbook=facts.runbook_url,
-                alert=facts.alert_url,
-                silence=facts.silence_url,
-                dashboard=facts.dashboard_url,
-                panel=facts.panel_url,
-                issue=incident.links.issue,  # ours, not the alert's
-            ),
-            "numbers": facts.numbers,
-            "runner_types": dict(facts.runner_types),
-            "other_values": dict(facts.other_values),
-            "firing_count": facts.firing_count,
-            "silence_matchers": facts.silence_matchers,
-            "truncated": facts.truncated,
-            "notifications": incident.notifications + 1,
-            "updated_at": now,
-            "alerted_at": now,
-        }
-    )
+    update: dict[str, object] = {name: getattr(facts, name) for name in _FROM_FACTS}
+    links = {name: getattr(facts, f"{name}_url") for name in ("runbook", "alert", "silence")}
+    links |= {"dashboard": facts.dashboard_url, "panel": facts.panel_url}
+    update |= {
+        "links": Links(**links, issue=incident.links.issue),  # the issue is ours, not the alert's
+        "runner_types": dict(facts.runner_types),
+        "other_values": dict(facts.other_values),
+        "notifications": incident.notifications + 1,
+        "updated_at": now,
+        "alerted_at": now,
+    }
+    updated = incident.model_copy(update=update)
     return with_live(updated, None, updated.snapshot(now))
+
+
+_FROM_FACTS = (
+    "title",
+    "priority",
+    "team",
+    "summary",
+    "description",
+    "numbers",
+    "firing_count",
+    "silence_matchers",
+    "truncated",
+)
 
 
 def queued_total(numbers: QueueNumbers, types: Mapping[str, RunnerQueue]) -> float | None:
@@ -604,18 +585,12 @@ def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
     first moment it was said; each type's peak the most it showed; the wait the longest shown.
     """
     queued = queued_total(seen.numbers, seen.runner_types)
-    before = incident.peak.max_queue_size
-    now = seen.numbers
+    before, wait = incident.peak.max_queue_size, incident.peak.max_queue_time_mins
     update: dict[str, object] = {
-        "peak": QueueNumbers(  # thresholds follow the latest alert
-            max_queue_time_mins=max_known(
-                incident.peak.max_queue_time_mins, now.max_queue_time_mins
-            ),
+        "peak": replace(  # thresholds follow the latest alert
+            seen.numbers,
+            max_queue_time_mins=max_known(wait, seen.numbers.max_queue_time_mins),
             max_queue_size=max_known(before, queued),
-            queue_time_threshold=now.queue_time_threshold,
-            queue_size_threshold=now.queue_size_threshold,
-            queue_time_over=now.queue_time_over,
-            queue_size_over=now.queue_size_over,
         ),
         "peak_types": peak_types_of(incident.peak_types, dict(seen.runner_types)),
     }

@@ -1,9 +1,8 @@
 """Quiet status: whether a status says something new, or may just edit the previous reply.
 
-A status that repeats the last one in new words is noise: at a 10-minute cadence a two-hour
-incident would post 12 of them. A change is meaningful when a runner type starts or stops
-queueing, or its queue or longest wait moved by more than both an absolute and a relative step
-since the last *posted* status (not the last edit: a slow drift adds up until it counts).
+At a 10-minute cadence a two-hour incident would post 12 statuses. A change counts when a type
+starts or stops queueing, or its queue or wait moved by both a step and a ratio since the last
+*posted* status (not the last edit: a slow drift adds up until it counts).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ WAIT_STEP_MINS, WAIT_RATIO = 10.0, 0.25
 
 
 def moved(before: float | None, now: float | None, step: float, ratio: float) -> bool:
-    """Known on one side only, or changed by at least `step` and `ratio` of the larger."""
+    """Known on one side only, or changed by both `step` and `ratio` of the larger."""
     if before is None or now is None:
         return (before is None) != (now is None)
     delta = abs(now - before)
