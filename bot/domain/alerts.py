@@ -9,7 +9,6 @@ a 400, and an operator fixes their contact point from it.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -27,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from bot.domain.value_string import Series, parse_value_string
+from bot.domain.value_string import Series, finite, parse_value_string
 
 Source = Literal["grafana", "alertmanager"]
 
@@ -86,17 +85,6 @@ def _count(value: object) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     raise ValueError(f"must be an integer, got {_json_type(value)}")
-
-
-def finite(value: object) -> float | None:
-    """A finite number from a JSON number or numeric text; anything else gives None."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except (ValueError, OverflowError):  # text, or an integer beyond float range
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _values(value: object) -> dict[str, float]:

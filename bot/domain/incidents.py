@@ -539,8 +539,7 @@ def peak_types_of(
 def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Incident:
     """The incident showing a notification's facts, counted in the peaks as a reading's are."""
     update: dict[str, object] = {name: getattr(facts, name) for name in _FROM_FACTS}
-    links = {name: getattr(facts, f"{name}_url") for name in ("runbook", "alert", "silence")}
-    links |= {"dashboard": facts.dashboard_url, "panel": facts.panel_url}
+    links = {name: getattr(facts, f"{name}_url") for name in Links.model_fields if name != "issue"}
     update |= {
         "links": Links(**links, issue=incident.links.issue),  # the issue is ours, not the alert's
         "runner_types": dict(facts.runner_types),

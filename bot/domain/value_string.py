@@ -38,11 +38,14 @@ def _series_labels(text: str) -> dict[str, str]:
     return {k.strip(): v.strip() for k, sep, v in pairs if sep}
 
 
-def _number(text: str) -> float | None:
-    """Grafana prints `null` for no data; NaN or ±Inf are no usable number either."""
+def finite(value: object) -> float | None:
+    """A finite number from a JSON number or numeric text (Grafana prints `null` for no data);
+    NaN, infinities and anything else give None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
     try:
-        number = float(text)
-    except ValueError:  # `null`, or text that is not a number at all
+        number = float(value)
+    except (ValueError, OverflowError):  # text, or an integer beyond float range
         return None
     return number if math.isfinite(number) else None
 
@@ -79,5 +82,5 @@ def parse_value_string(text: object) -> list[Series]:
         if head is not None:
             name, labels_start = head
             labels = _series_labels(text[labels_start : tail.start()])
-            series.append(Series(name=name, labels=labels, value=_number(tail[1])))
+            series.append(Series(name=name, labels=labels, value=finite(tail[1])))
     return series
