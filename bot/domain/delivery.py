@@ -124,7 +124,7 @@ def facts_of(notification: Notification) -> AlertFacts:
     if priority is not None and priority.isdigit():
         priority = f"P{priority}"  # how PyTorch's rules write P1
     notes: list[str] = []
-    text = {
+    text: dict[str, str] = {
         "title": _title(notification, primary),
         "priority": priority or "",
         "team": _first_value(labelled, ("team", "teams")) or "",
@@ -161,16 +161,8 @@ def facts_of(notification: Notification) -> AlertFacts:
         notes.append(f"silence link has {len(matchers):,} matchers, {MAX_MATCHERS} kept")
     labels = {**notification.common_labels, **notification.group_labels}
     return AlertFacts(
-        title=text["title"],
-        priority=text["priority"] or None,
-        team=text["team"] or None,
-        summary=text["summary"],
-        description=text["description"],
-        runbook_url=urls["runbook"],
-        alert_url=urls["alert"],
-        silence_url=urls["silence"],
-        dashboard_url=urls["dashboard"],
-        panel_url=urls["panel"],
+        **text | {"priority": text["priority"] or None, "team": text["team"] or None},
+        **{f"{name}_url": url for name, url in urls.items()},
         numbers=queue_numbers(firing),
         other_values=others,
         runner_types=types,
