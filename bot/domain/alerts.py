@@ -345,12 +345,20 @@ class QueueNumbers:
 
 @dataclass(frozen=True)
 class Matcher:
-    """One label matcher of a silence (`name=value`, `!=`, `=~`, `!~`)."""
+    """One label matcher (`name=value`, `!=`, `=~`, `!~`)."""
 
     name: str
     value: str
     is_equal: bool = True
     is_regex: bool = False
+
+    @property
+    def operator(self) -> str:
+        return next(op for op, kind in OPERATORS.items() if kind == (self.is_equal, self.is_regex))
+
+
+# A matcher's operator as (is_equal, is_regex).
+OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~": (False, True)}
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import (
+    OPERATORS,
     Alert,
     AlertFacts,
     Matcher,
@@ -336,7 +337,6 @@ def runner_types(firing: Iterable[Alert]) -> dict[str, RunnerQueue]:
 # A label name holds no `=`, `!` or `~`, so the first of them starts the operator: one pass with
 # nothing to backtrack into (a silence link with 2,000 spaces must not hold the event loop).
 _OPERATOR = re.compile(r"[^=!~]*+(=~|!~|!=|=)")
-_OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~": (False, True)}
 
 
 def parse_matcher(text: str) -> Matcher | None:
@@ -348,7 +348,7 @@ def parse_matcher(text: str) -> Matcher | None:
     name = text[: operator.start(1)].strip()
     if not name:
         return None
-    is_equal, is_regex = _OPERATORS[operator[1]]
+    is_equal, is_regex = OPERATORS[operator[1]]
     value = text[operator.end() :].strip()
     if len(value) >= 2 and value[0] == value[-1] == '"':  # newer syntax quotes values
         value = re.sub(r"\\(.)", r"\1", value[1:-1])

@@ -500,6 +500,50 @@ def record_status(
     return with_live(incident.model_copy(update=update), live, snapshot)
 
 
+# A status that says nothing new edits the previous reply instead of posting (at a 10-minute
+# cadence a two-hour incident would post 12): a type starts or stops queueing, or its queue or
+# wait moved by both a step and a ratio since the last *posted* status, so a drift adds up.
+QUEUED_STEP, QUEUED_RATIO = 3.0, 0.25
+WAIT_STEP_MINS, WAIT_RATIO = 10.0, 0.25
+
+
+def moved(before: float | None, now: float | None, step: float, ratio: float) -> bool:
+    """Known on one side only, or changed by both `step` and `ratio` of the larger."""
+    if before is None or now is None:
+        return (before is None) != (now is None)
+    delta = abs(now - before)
+    return delta >= step and delta >= ratio * max(abs(before), abs(now))
+
+
+def is_meaningful(last_posted: Snapshot | None, current: Snapshot) -> bool:
+    if last_posted is None:
+        return True
+    before, now = _queueing(last_posted), _queueing(current)
+    if set(before) != set(now):
+        return True
+    a, b = last_posted.numbers, current.numbers
+    pairs = [(before[name], queue) for name, queue in now.items()]
+    pairs.append(
+        (
+            RunnerQueue(a.max_queue_size, a.max_queue_time_mins),
+            RunnerQueue(b.max_queue_size, b.max_queue_time_mins),
+        )
+    )
+    return any(
+        moved(old.queued, new.queued, QUEUED_STEP, QUEUED_RATIO)
+        or moved(old.longest_wait_mins, new.longest_wait_mins, WAIT_STEP_MINS, WAIT_RATIO)
+        for old, new in pairs
+    )
+
+
+def _queueing(snapshot: Snapshot) -> dict[str, RunnerQueue]:
+    return {
+        name: queue
+        for name, queue in snapshot.runner_types.items()
+        if (queue.queued or 0) > 0 or (queue.longest_wait_mins or 0) > 0
+    }
+
+
 def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) -> Incident:
     """The incident once it shows a reading: `live` (None: the alert's numbers stand) and `seen`,
     counted in the peaks. Every reading comes here, a status's or diagnostics', as every number

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import re2
 
-from bot.domain.alerts import AlertFacts, Matcher
+from bot.domain.alerts import OPERATORS, AlertFacts, Matcher
 
 MAX_ROUTES = 100
 MAX_MATCHERS = 20
@@ -36,7 +36,6 @@ _MATCHER = re.compile(
 _GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     map(chr, range(0x2000, 0x200B))
 )
-_OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~": (False, True)}
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class Route:
 
     @property
     def text(self) -> str:
-        return ", ".join(_shown(m) for m in self.matchers) or "everything"
+        return ", ".join(f"{m.name}{m.operator}{m.value!r}" for m in self.matchers) or "everything"
 
 
 def parse_routes(text: str | None) -> tuple[Route, ...]:
@@ -183,7 +182,7 @@ def _matcher(piece: str) -> Matcher:
     value = _unescaped(raw)
     if value is None:
         raise ValueError(f'{raw!r}: a double quote left open or inside the value (write \\")')
-    is_equal, is_regex = _OPERATORS[operator]
+    is_equal, is_regex = OPERATORS[operator]
     if is_regex:
         try:
             _regex(value)
@@ -293,8 +292,3 @@ def _class_end(pattern: str, i: int) -> int:
         posix_end = pattern.find(":]", j + 2) if pattern.startswith("[:", j) else -1
         j = posix_end + 2 if posix_end >= 0 else j + (2 if pattern[j] == "\\" else 1)
     return j + 1
-
-
-def _shown(matcher: Matcher) -> str:
-    operator = {(True, False): "=", (False, False): "!=", (True, True): "=~", (False, True): "!~"}
-    return f"{matcher.name}{operator[(matcher.is_equal, matcher.is_regex)]}{matcher.value!r}"

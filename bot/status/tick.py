@@ -10,9 +10,9 @@ a replica of 0.25 ticks beside it during a rolling upgrade, and the claim keeps 
 giving one incident two statuses.
 
 Each status also checks for a drained queue (`bot.domain.incident_fleet`): after
-DRAIN_CHECKS drained checks in a row the incident resolves itself with its summary. A
-status with nothing meaningful to say (`bot.domain.quiet`) edits the previous status reply instead
-of posting a new one.
+DRAIN_CHECKS drained checks in a row the incident resolves itself with its summary. A status
+with nothing meaningful to say (`bot.domain.incidents.is_meaningful`) edits the previous status
+reply instead of posting a new one.
 Posting is the channel sender's job; a status still waiting for its slot when the next one is
 due is replaced by it, never piled up.
 """
@@ -39,12 +39,12 @@ from bot.domain.incidents import (
     Event,
     Incident,
     Snapshot,
+    is_meaningful,
     record_status,
     resolve_drained,
     trend_end,
 )
 from bot.domain.message import Rendered
-from bot.domain.quiet import is_meaningful
 from bot.fleet.readings import FleetReadings
 from bot.render.replies import STATUS_FALLBACK, StatusShown, summaries
 from bot.storage.due_set import Claim
