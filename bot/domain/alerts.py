@@ -379,7 +379,6 @@ class AlertFacts:
     other_values: dict[str, float] = field(default_factory=dict)
     runner_types: dict[str, RunnerQueue] = field(default_factory=dict)
     firing_count: int = 0
-    resolved_count: int = 0
     silence_matchers: tuple[Matcher, ...] = ()
     truncated: tuple[str, ...] = ()  # what the caps left out, in words the incident shows
     labels: dict[str, str] = field(default_factory=dict)  # what `SLACK_ROUTES` matches

@@ -168,7 +168,6 @@ def facts_of(notification: Notification) -> AlertFacts:
         other_values=others,
         runner_types=types,
         firing_count=len(firing),
-        resolved_count=len(notification.alerts) - len(firing),
         silence_matchers=matchers[:MAX_MATCHERS],
         truncated=tuple(notes),
         # A label past the caps is left out, so a route naming it falls through to the next.
