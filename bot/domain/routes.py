@@ -37,6 +37,11 @@ _GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     map(chr, range(0x2000, 0x200B))
 )
 
+# A value: an optional opening quote, escapes or anything but a quote (possessive: nothing to
+# backtrack into), a lone trailing backslash, and a closing quote iff it opened with one.
+_VALUE = re.compile(r'("?)((?:\\.|[^"\\])*+\\?)("?)', re.S)
+_ESCAPES = {"n": "\n", '"': '"', "\\": "\\"}
+
 
 @dataclass(frozen=True)
 class Route:
@@ -194,25 +199,10 @@ def _matcher(piece: str) -> Matcher:
 def _unescaped(raw: str) -> str | None:
     """Quotes optional; `\\"`, `\\\\` and `\\n` are escapes and any other backslash is itself, so
     `"linux\\.rocm"` stays the regex `linux\\.rocm`. None for a quote left open or inside."""
-    quoted = raw.startswith('"')
-    body = raw[1:] if quoted else raw
-    out: list[str] = []
-    closed, i = not quoted, 0
-    while i < len(body):
-        char = body[i]
-        if char == "\\" and i < len(body) - 1:
-            after = body[i + 1]
-            out.append("\n" if after == "n" else after if after in '"\\' else char + after)
-            i += 2
-            continue
-        if char == '"':
-            if closed or i < len(body) - 1:
-                return None
-            closed = True
-        else:
-            out.append(char)
-        i += 1
-    return "".join(out) if closed else None
+    found = _VALUE.fullmatch(raw)
+    if found is None or found[1] != found[3]:
+        return None
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), found[2], flags=re.S)
 
 
 def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str, ...]) -> bool:
