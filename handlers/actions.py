@@ -15,8 +15,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 
 from bot.actions.core import ActionCore, Actor, Outcome
-from bot.domain.durations import MAX_SILENCE_S, is_silence_length
-from bot.domain.whole_numbers import ascii_whole
+from bot.domain.units import MAX_SILENCE_S, ascii_whole, is_silence_length
 from bot.outbound.gateway import SlackGateway
 from handlers.context import (
     Work,

@@ -23,7 +23,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions.core import ActionCore, Outcome
-from bot.domain.whole_numbers import ascii_whole
+from bot.domain.units import ascii_whole
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.render.root import incident_ref
 from bot.render.scale_modal import (

@@ -9,14 +9,12 @@ import re
 from dataclasses import dataclass
 
 from bot.actions.core import ActionCore, Actor, Outcome
-from bot.domain.durations import is_silence_length, span_seconds
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident, with_scale_ups
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
-from bot.domain.units import number, wait_said
-from bot.domain.whole_numbers import ascii_whole
+from bot.domain.units import ascii_whole, is_silence_length, number, span_seconds, wait_said
 from bot.render.mrkdwn import slack_date, truncate
 from bot.render.queue import EMPTY, type_lines
 from bot.render.root import escape

@@ -19,9 +19,9 @@ from bot.actions.scale_form import ScaleForms
 from bot.actions.silence import Silencing
 from bot.backends.errors import BackendError
 from bot.config import Settings
+from bot.domain.headline import still_live
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.jobs import JobsView
-from bot.domain.still_live import still_live
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import summaries
 from bot.render.root import escape, render_event

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, SecretStr
 
-from bot.domain.durations import span_seconds
+from bot.domain.units import span_seconds
 
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "min": 60, "d": 86_400}
 _UNIT_WORDS = {"ms": "milliseconds", "s": "seconds", "min": "minutes", "d": "days"}

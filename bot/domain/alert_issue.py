@@ -1,17 +1,10 @@
 """The alert's GitHub issue: which issue is the alert's, and what it is told, as pure functions.
 
-PyTorch's alerting pipeline (pytorch/alerting-infra) opens one issue per alert in a team
-repository, titled `[P2] <alert title>` and labelled `area:alerting`, `Pri:P2`, `Team:<team>`
-(lower case, spaces as hyphens) and `Source:<grafana|…>`. queuepilot finds that issue by its
-title among the open `area:alerting` issues, and opens one the same way when asked to
-(`GITHUB_ISSUES_OPEN`), so a team that later adopts that pipeline, or runs both, sees one
-convention.
-
-What the issue is told follows the incident's timeline: each moment that matters (an
-acknowledgement, a silence, a scale-up and its put-back, the likely cause, the resolve, a
-reopen, a postmortem) becomes one comment, in the timeline's order; the periodic status never
-does. A moment is known by its time and kind (`moment_key`), which the link records once its
-comment is made, so a moment is commented once whichever replica gets to it.
+PyTorch's alerting pipeline (pytorch/alerting-infra) opens one issue per alert, titled
+`[P2] <alert title>` and labelled `area:alerting`, `Pri:P2`, `Team:<team>` and `Source:<source>`;
+we find that issue by its title and open one the same way (`GITHUB_ISSUES_OPEN`), so a team
+running both sees one convention. Each moment of the timeline that matters becomes one comment,
+in order (never the periodic status), recorded by `moment_key` once made.
 """
 
 from __future__ import annotations
@@ -28,27 +21,15 @@ from bot.domain.incidents import Event, Incident
 AREA_LABEL = "area:alerting"
 # Timeline kinds a comment tells; everything else (statuses, notifications) stays in Slack.
 MOMENTS = frozenset(
-    {
-        "acknowledged",
-        "handed_over",
-        "silenced",
-        "unsilenced",
-        "scaled",
-        "scale_reverted",
-        "diagnosed",
-        "resolved",
-        "reopened",
-        "postmortem",
-    }
+    {"acknowledged", "handed_over", "silenced", "unsilenced", "scaled", "scale_reverted"}
+    | {"diagnosed", "resolved", "reopened", "postmortem"}
 )
-# The first thing an issue hears: where the incident's thread is (not a timeline event).
-THREAD_MOMENT = "thread"
-# GitHub's limit on a title.
-MAX_TITLE = 256
+THREAD_MOMENT = "thread"  # the first thing an issue hears: where the incident's thread is
+MAX_TITLE = 256  # GitHub's
 
 
 def priority_label(priority: str | None) -> str | None:
-    """`P0`…`P3` as alerting-infra spells them ("p2", "2" and " P2 " are P2), else None."""
+    """`P0`…`P3` ("p2", "2" and " P2 " are P2), else None."""
     if priority is None:
         return None
     value = priority.strip().upper()
@@ -58,14 +39,12 @@ def priority_label(priority: str | None) -> str | None:
 
 
 def team_label(team: str | None) -> str | None:
-    """The team as alerting-infra writes it in its label: lower case, spaces as hyphens."""
     if not team or not team.strip():
         return None
     return re.sub(r"\s+", "-", team.strip().lower())
 
 
 def issue_title(incident: Incident) -> str:
-    """`[P2] <alert title>`, as alerting-infra titles the alert's issue."""
     priority = priority_label(incident.priority)
     title = incident.title.strip()
     full = f"[{priority}] {title}" if priority else title
@@ -73,7 +52,6 @@ def issue_title(incident: Incident) -> str:
 
 
 def issue_labels(incident: Incident) -> tuple[str, ...]:
-    """The labels of an issue opened for the incident: alerting-infra's four."""
     labels = [AREA_LABEL]
     if priority := priority_label(incident.priority):
         labels.append(f"Pri:{priority}")
@@ -84,8 +62,8 @@ def issue_labels(incident: Incident) -> tuple[str, ...]:
 
 
 def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str, ...]) -> bool:
-    """Whether an open issue is this alert's: queuepilot's own mark of the alert group in its
-    body, else its title when it carries no other group's mark; and no other team's label."""
+    """Our mark of the alert group in its body, else its title when it carries no other
+    group's mark; and no other team's label."""
     team = team_label(incident.team)
     teams = {label.partition(":")[2] for label in labels if label.lower().startswith("team:")}
     if team and teams and team not in {t.lower() for t in teams}:
@@ -107,37 +85,34 @@ GROUP_MARK_START = "<!-- queuepilot:group:"
 
 
 def group_mark(incident: Incident) -> str:
-    """A hidden line in the body of an issue queuepilot opened: which alert group it is for."""
+    """A hidden line in the body of an issue we opened: which alert group it is for."""
     return f"{GROUP_MARK_START}{incident.group_hash} -->"
 
 
 def tells_issue(events: Sequence[Event]) -> bool:
-    """Whether a change with `events` gives the issue something to hear (or to be opened for)."""
+    """Whether `events` give the issue something to hear (or to be opened for)."""
     return any(event.kind in MOMENTS or event.kind == "opened" for event in events)
 
 
 def moment_key(event: Event) -> str:
-    """A moment's identity: its time and kind (one event per kind per instant)."""
     return f"{event.at.isoformat()}|{event.kind}"
 
 
 def comment_mark(incident: Incident, key: str) -> str:
-    """A hidden line in a comment: which incident and moment it tells, so that a comment whose
-    answer was lost is found, not made twice."""
+    """A hidden line in a comment, so that a comment whose answer was lost is found, not made
+    twice."""
     digest = hashlib.sha256(f"{incident.uid}|{key}".encode()).hexdigest()[:16]
     return f"<!-- queuepilot:moment:{digest} -->"
 
 
 @dataclass(frozen=True)
 class Moment:
-    """A comment to make: its key, and the event it tells (None: the thread's link)."""
-
     key: str
     event: Event | None = None
 
 
 def moments(timeline: list[Event]) -> list[Moment]:
-    """Every moment the issue is told, in the timeline's order, the thread's link first."""
+    """Every moment the issue is told, in order, the thread's link first."""
     told = [Moment(THREAD_MOMENT)]
     seen = {THREAD_MOMENT}
     for event in timeline:
@@ -149,15 +124,12 @@ def moments(timeline: list[Event]) -> list[Moment]:
 
 
 class IssueLink(BaseModel):
-    """The incident's issue as queuepilot knows it.
-
-    `number` 0: none linked yet (`searches` looks so far). `ours`: queuepilot opened it, and so
-    closes and reopens it. `told`: keys of the moments commented. `trying`: the moment (or
-    "open") whose call was sent but not answered: before trying it again, look for it.
+    """The incident's issue. `ours`: we opened it, so we close and reopen it. `trying`: the
+    moment (or "open") whose call was not answered: look for it before trying again.
     `refused`: GitHub's last refusal, told in the thread once."""
 
     repo: str
-    number: int = 0
+    number: int = 0  # 0: none linked yet
     url: str = ""
     ours: bool = False
     closed: bool = False
@@ -175,12 +147,11 @@ class IssueLink(BaseModel):
 
 
 def pending(link: IssueLink, timeline: list[Event]) -> list[Moment]:
-    """The moments still to tell, in order."""
     told = set(link.told)
     return [moment for moment in moments(timeline) if moment.key not in told]
 
 
 def issue_number(url: str) -> int | None:
-    """The number at the end of an issue's URL (the root shows `#123`)."""
+    """The root shows `#123`."""
     tail = url.rstrip("/").rpartition("/")[2]
     return int(tail) if tail.isdigit() else None

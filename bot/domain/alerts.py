@@ -1,19 +1,14 @@
-"""Grafana and Alertmanager webhook payloads, parsed into frozen models.
+"""Grafana and Alertmanager webhook payloads, parsed into frozen models, one path for both.
 
-The parser is tolerant where senders legitimately differ (unknown keys, missing optional fields,
-numbers where strings are expected, Grafana's `\\u0026` in URLs, Go's zero time) and strict where
-a mistake would open a wrong incident (payload version, group key, status, alert list). Every
-refusal is a `PayloadError` whose message names the field, because it goes back to the sender in a
-400 and an operator has to fix their contact point from it.
-
-The facts an incident needs (`AlertFacts` and its parts) are declared here so that state modules
-can import the types without the rules; `bot.domain.alert_facts` computes them.
+Tolerant where senders legitimately differ (unknown keys, missing optional fields, numbers where
+strings are expected, Grafana's `\\u0026` in URLs, Go's zero time) and strict where a mistake
+would open a wrong incident. Every `PayloadError` names the field: it goes back to the sender in
+a 400, and an operator fixes their contact point from it.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -31,8 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-# Re-exported: the models and callers keep importing both from here.
-from bot.domain.value_string import Series, parse_value_string
+from bot.domain.value_string import Series, finite, parse_value_string
 
 Source = Literal["grafana", "alertmanager"]
 
@@ -40,44 +34,37 @@ MAX_ALERTS = 1000
 EXPECTED_VERSION: dict[str, str] = {"grafana": "1", "alertmanager": "4"}
 ENDPOINT: dict[Source, str] = {"grafana": "/alerts/grafana", "alertmanager": "/alerts/alertmanager"}
 SENDER: dict[str, str] = {"grafana": "a Grafana", "alertmanager": "an Alertmanager"}
+_JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"))
 
 
 class PayloadError(ValueError):
     """A body that is not a valid notification; the message is shown to the sender in a 400."""
 
 
-# --- field coercions ------------------------------------------------------------------------------
-
-
-_JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"))
-
-
 def _json_type(value: object) -> str:
-    """Name a JSON value's type the way a sender's operator would say it."""
     if value is None:
         return "null"
     kinds = (*_JSON_TYPES, (dict, "an object"))
     return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
 
 
-def _as_text(value: object) -> str:
-    """Render a scalar label value as text: templated labels sometimes arrive as JSON numbers."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def _string_map(value: object) -> dict[str, str]:
-    """Labels/annotations as str->str; null is Go's nil map (empty); other non-objects refused."""
+    """Labels/annotations as str->str; null is Go's nil map; templated values may be numbers."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise ValueError(f"must be an object, got {_json_type(value)}")
-    return {str(k): _as_text(v) for k, v in value.items() if v is not None}
+    return {
+        str(k): v
+        if isinstance(v, str)
+        else json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+        for k, v in value.items()
+        if v is not None
+    }
 
 
 def _text(value: object) -> str:
-    """Optional text: Go may send null for an empty string; anything else must be a string."""
+    """Go may send null for an empty string."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -91,7 +78,6 @@ def _url(value: object) -> str:
 
 
 def _count(value: object) -> int:
-    """truncatedAlerts: null or absent means none were dropped."""
     if value is None:
         return 0
     if isinstance(value, int) and not isinstance(value, bool):
@@ -101,24 +87,13 @@ def _count(value: object) -> int:
     raise ValueError(f"must be an integer, got {_json_type(value)}")
 
 
-def _finite(value: object) -> float | None:
-    """A usable number from a JSON value or numeric string; NaN, infinities and text give None."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except (ValueError, OverflowError):  # text, or an integer beyond float range
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _values(value: object) -> dict[str, float]:
     """Grafana's `values`: named expression results; null results (no data) are dropped."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise ValueError(f"must be an object or null, got {_json_type(value)}")
-    numbers = {str(k): _finite(v) for k, v in value.items()}
+    numbers = {str(k): finite(v) for k, v in value.items()}
     return {k: v for k, v in numbers.items() if v is not None}
 
 
@@ -128,11 +103,8 @@ _RFC3339 = re.compile(
 
 
 def parse_timestamp(value: object) -> datetime | None:
-    """RFC 3339 -> aware UTC datetime; Go's zero time (year 1) and empty mean "not set" -> None.
-
-    Written by hand because Go emits nanoseconds, which `datetime.fromisoformat` refuses, and
-    because `fromisoformat` also accepts non-RFC 3339 forms we would rather reject.
-    """
+    """RFC 3339 -> aware UTC datetime; Go's zero time (year 1) and empty give None. By hand:
+    `datetime.fromisoformat` refuses Go's nanoseconds and accepts forms RFC 3339 does not."""
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
@@ -162,10 +134,6 @@ StringMap = Annotated[dict[str, str], BeforeValidator(_string_map)]
 Text = Annotated[str, BeforeValidator(_text)]
 Url = Annotated[str, BeforeValidator(_url)]
 Timestamp = Annotated[datetime | None, BeforeValidator(parse_timestamp)]
-
-
-# --- models ---------------------------------------------------------------------------------------
-
 _MODEL = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
@@ -190,8 +158,8 @@ class Alert(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _from_value_string(cls, data: Any) -> Any:
-        """Derive `series` from valueString, and `values` from it when Grafana sent values: null
-        (the Test button and no-data alerts do), so numbers are found either way."""
+        """`series` from valueString, and `values` from it when Grafana sent values: null (the
+        Test button and no-data alerts do), so numbers are found either way."""
         if not isinstance(data, dict) or "valueString" not in data:
             return data
         series = parse_value_string(data["valueString"])
@@ -228,11 +196,8 @@ class Notification(BaseModel):
 
     @property
     def firing(self) -> tuple[Alert, ...]:
-        """The alerts still firing: numbers and links come from these, not from resolved ones."""
+        """Numbers and links come from these, not from resolved ones."""
         return tuple(a for a in self.alerts if a.status == "firing")
-
-
-# --- parsing --------------------------------------------------------------------------------------
 
 
 def _check_envelope(source: Source, data: object) -> dict[str, Any]:
@@ -262,14 +227,6 @@ def _check_envelope(source: Source, data: object) -> dict[str, Any]:
     return data
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    """("alerts", 0, "status") -> "alerts[0].status", the way the payload's author reads it."""
-    path = ""
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "body"
-
-
 _EXPECTED_TYPE = {"model_type": "an object", "dict_type": "an object", "string_type": "a string"}
 
 
@@ -288,13 +245,17 @@ def _reason(error: Any) -> str:
 
 
 def parse_notification(source: Source, data: object) -> Notification:
-    """Validate a decoded webhook body from `source`; raises PayloadError naming the bad field."""
+    """Validate a decoded webhook body; PayloadError names the bad field as its author reads it
+    ("alerts[0].status")."""
     payload = _check_envelope(source, data)
     try:
         return Notification.model_validate({**payload, "source": source})
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        raise PayloadError(f"{_field_path(first['loc'])}: {_reason(first)}") from None
+        path = ""
+        for part in first["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        raise PayloadError(f"{path or 'body'}: {_reason(first)}") from None
 
 
 def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
@@ -312,47 +273,31 @@ def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
         if "depth limit" in str(exc):  # orjson's own bound (1024) is past ours
             raise PayloadError(f"JSON nested deeper than {max_depth} levels") from None
         raise PayloadError(f"body is not valid JSON: {exc}") from None
-    # A body with no more brackets than the limit cannot nest deeper (most notifications): the
-    # walk is for the rest.
-    brackets = body.count(b"{") + body.count(b"[")
-    if brackets > max_depth and _depth_exceeds(data, max_depth):
+    # Walked level by level, so depth costs no recursion.
+    level: list[object] = [data]
+    for _ in range(max_depth):
+        below: list[object] = []
+        for item in level:
+            children = item.values() if isinstance(item, dict) else item
+            if isinstance(item, dict | list):
+                below.extend(v for v in children if isinstance(v, dict | list))
+        level = below
+    if level:
         raise PayloadError(f"JSON nested deeper than {max_depth} levels")
     return data
 
 
-def _depth_exceeds(data: object, limit: int) -> bool:
-    """Whether containers nest deeper than `limit`; iterative, so depth costs no recursion."""
-    level: list[object] = [data]
-    depth = 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return True
-        below: list[object] = []
-        for item in level:
-            if isinstance(item, dict):
-                below.extend(v for v in item.values() if isinstance(v, dict | list))
-            elif isinstance(item, list):
-                below.extend(v for v in item if isinstance(v, dict | list))
-        level = below
-    return False
-
-
-# --- the facts an incident needs (computed by bot.domain.alert_facts.facts_of) ---------
-
-
 def max_known(a: float | None, b: float | None) -> float | None:
-    """The larger of two numbers where None means "not reported", not zero: an alert that omits
-    a number must neither erase a known one nor pull a maximum down."""
+    """The larger, where None means "not reported", not zero: an alert that omits a number must
+    neither erase a known one nor pull a maximum down."""
     if a is None:
         return b
     return a if b is None else max(a, b)
 
 
 def stored_short(short: dict[str, str]) -> ConfigDict:
-    """Models kept many times in every incident's state (a number per runner type) are stored
-    under short keys (`by_alias=True`) and read under either name: the field names once per
-    runner type would be a fifth of an incident's Redis."""
+    """Models kept once per runner type in every incident are stored under short keys
+    (`by_alias=True`) and read under either name: the long names would be a fifth of its Redis."""
     return ConfigDict(
         alias_generator=AliasGenerator(
             validation_alias=lambda name: AliasChoices(name, short[name]),
@@ -363,8 +308,7 @@ def stored_short(short: dict[str, str]) -> ConfigDict:
 
 @dataclass(frozen=True)
 class RunnerQueue:
-    """How one runner type's queue looks: according to the alert, or as a live reading showed
-    it (`wait_over` and `wait_of_starts` as `RunnerTypeMetrics` says them)."""
+    """One runner type's queue, as the alert or a live reading showed it."""
 
     __pydantic_config__ = stored_short(
         {"queued": "q", "longest_wait_mins": "w", "wait_over": "w+", "wait_of_starts": "ws"}
@@ -394,20 +338,27 @@ class QueueNumbers:
     max_queue_size: float | None = None
     queue_time_threshold: float | None = None
     queue_size_threshold: float | None = None
-    # Whether the rule found each number over its threshold, where it says so instead of where
-    # the threshold is (`bot.domain.alert_facts.queue_numbers`).
+    # Whether the rule found each number over, where it says so instead of the threshold.
     queue_time_over: bool | None = None
     queue_size_over: bool | None = None
 
 
 @dataclass(frozen=True)
 class Matcher:
-    """One label matcher of a silence (`name=value`, `!=`, `=~`, `!~`)."""
+    """One label matcher (`name=value`, `!=`, `=~`, `!~`)."""
 
     name: str
     value: str
     is_equal: bool = True
     is_regex: bool = False
+
+    @property
+    def operator(self) -> str:
+        return next(op for op, kind in OPERATORS.items() if kind == (self.is_equal, self.is_regex))
+
+
+# A matcher's operator as (is_equal, is_regex).
+OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~": (False, True)}
 
 
 @dataclass(frozen=True)
@@ -428,9 +379,6 @@ class AlertFacts:
     other_values: dict[str, float] = field(default_factory=dict)
     runner_types: dict[str, RunnerQueue] = field(default_factory=dict)
     firing_count: int = 0
-    resolved_count: int = 0
     silence_matchers: tuple[Matcher, ...] = ()
-    # What the caps of `bot.domain.alert_facts` left out, said in words the incident shows.
-    truncated: tuple[str, ...] = ()
-    # The group's common and group labels: what `SLACK_ROUTES` matches (`bot.domain.routes`).
-    labels: dict[str, str] = field(default_factory=dict)
+    truncated: tuple[str, ...] = ()  # what the caps left out, in words the incident shows
+    labels: dict[str, str] = field(default_factory=dict)  # what `SLACK_ROUTES` matches

@@ -1,24 +1,38 @@
-"""A notification reduced to what an incident needs, as the consumer applies it.
+"""A notification reduced to what an incident needs: its facts (title, priority, links, queue
+numbers, silence matchers) and each alert's identity, which tells a stale firing from a re-fire.
 
-The webhook validates the body and stores it as it came; the consumer works out this record
-(`delivery_of`), once per distinct body among the recent ones (`bot.storage.stream`). A large body
-is stored as this record instead, worked out by the webhook (its facts are capped, the body is
-not). It also carries each alert's identity (fingerprint and start time), which is how a stale
-firing is told apart from a real re-fire.
+Grafana and Alertmanager put the same facts in different places (Grafana: `values`, annotation
+keys in any case; Alertmanager: labels and annotations, numbers as strings), and real rules spell
+keys differently (`Priority`, `severity`, `TEAM`, `Teams`): each fact's places are written once.
+The consumer works a delivery out once per distinct body; a large body is stored as its delivery
+instead, worked out by the webhook.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.domain.alert_facts import facts_of
-from bot.domain.alerts import Alert, AlertFacts, Notification, Source
+from bot.domain.alerts import (
+    OPERATORS,
+    Alert,
+    AlertFacts,
+    Matcher,
+    Notification,
+    QueueNumbers,
+    RunnerQueue,
+    Source,
+    max_known,
+)
 from bot.domain.runner_names import RunnerNames
+from bot.domain.value_string import finite
 
 
 class Delivery(BaseModel):
@@ -37,34 +51,26 @@ class Delivery(BaseModel):
 
     @property
     def group_hash(self) -> str:
-        """A fixed-length key for the alert group; group keys can be long and hold anything."""
         return group_hash(self.source, self.group_key)
 
 
 def group_hash(source: str, group_key: str) -> str:
+    """A fixed-length key for the alert group; group keys can be long and hold anything."""
     return hashlib.sha256(f"{source}\0{group_key}".encode()).hexdigest()[:24]
 
 
 def instance_of(alert: Alert) -> str:
-    """One firing of one alert: its fingerprint and when it started.
-
-    The same alert firing again after it resolved gets a new startsAt from Grafana and
-    Alertmanager alike; a lagging HA peer or a retry repeats the old one.
-    """
-    fingerprint = alert.fingerprint or _labels_fingerprint(alert.labels)
+    """One firing of one alert: a re-fire gets a new startsAt, a lagging HA peer or a retry
+    repeats the old one."""
+    labels = "\0".join(f"{k}\0{v}" for k, v in sorted(alert.labels.items()))
+    fingerprint = alert.fingerprint or hashlib.sha256(labels.encode()).hexdigest()[:16]
     started = alert.starts_at.isoformat() if alert.starts_at else ""
     return f"{fingerprint[:64]}@{started}"
 
 
-def _labels_fingerprint(labels: dict[str, str]) -> str:
-    raw = "\0".join(f"{k}\0{v}" for k, v in sorted(labels.items()))
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
-
-
 def named(delivery: Delivery, names: RunnerNames) -> Delivery:
-    """The delivery with its runner types as the readings and the scale targets name them: an
-    alert on ARC's metrics names a type by its scale set (`gpu-a10g`), RUNNER_SCALE_SETS says
-    which runner type that is."""
+    """The delivery with its runner types as the readings name them (an alert on ARC's metrics
+    names a scale set)."""
     types = delivery.facts.runner_types
     renamed = names.renamed(types)
     if list(renamed) == list(types):
@@ -84,3 +90,336 @@ def delivery_of(notification: Notification) -> Delivery:
         firing=tuple(instance_of(a) for a in notification.alerts if a.status == "firing"),
         resolved=tuple(instance_of(a) for a in notification.alerts if a.status == "resolved"),
     )
+
+
+T = TypeVar("T")
+
+QUEUE_TIME_NAMES = ("max_queue_time_mins", "queue_time_mins")
+QUEUE_SIZE_NAMES = ("max_queue_size", "queued_jobs", "queue_size")
+THRESHOLD_NAMES = ("queue_time_threshold", "queue_size_threshold")
+BREACHED = "threshold_breached"  # the OR of the rule's conditions, where they are conditions
+QUEUE_NAMES = frozenset((*QUEUE_TIME_NAMES, *QUEUE_SIZE_NAMES, *THRESHOLD_NAMES))
+RUNNER_KEYS = ("runner_type", "runner_label", "runner")
+NO_DATA_SUFFIX = {"DatasourceNoData": " (no data)", "DatasourceError": " (datasource error)"}
+
+# Caps on what one notification puts into an incident, which is stored, rendered and read on
+# every tick: a 0.8 MB silence link must cost what a normal one does. What a cap leaves out is
+# named in `AlertFacts.truncated` and shown on the root.
+MAX_URL = 2000
+MAX_MATCHERS = 64
+MAX_LABELS, MAX_LABEL_NAME, MAX_LABEL_VALUE = 64, 200, 1000
+MAX_RUNNER_TYPES = 100
+MAX_OTHER_VALUES = 20
+MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "description": 3000}
+
+
+def facts_of(notification: Notification) -> AlertFacts:
+    """Everything the incident shows and acts on, from one notification, within the caps."""
+    firing = notification.firing
+    primary = (firing or notification.alerts)[0]  # the alert that speaks for the group
+    # Common annotations hold what all alerts agree on; the primary alert fills the gaps.
+    # Priority and team are annotations in Grafana rules and labels in Alertmanager rules.
+    annotations = (notification.common_annotations, primary.annotations)
+    labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
+    priority = _first_value(labelled, ("priority", "severity"))
+    if priority is not None and priority.isdigit():
+        priority = f"P{priority}"  # how PyTorch's rules write P1
+    notes: list[str] = []
+    text: dict[str, str] = {
+        "title": _title(notification, primary),
+        "priority": priority or "",
+        "team": _first_value(labelled, ("team", "teams")) or "",
+        "summary": _first_value(annotations, ("summary",)) or "",
+        "description": _first_value(annotations, ("description",)) or "",
+    }
+    for name, value in text.items():
+        if len(value) > MAX_TEXT[name]:
+            notes.append(f"{name} cut to {MAX_TEXT[name]} of {len(value):,} characters")
+            text[name] = value[: MAX_TEXT[name] - 1] + "…"
+    urls = {
+        "runbook": _first_value(annotations, ("runbook_url", "runbook")) or "",
+        **{
+            name: next(
+                (url for a in (*firing, *notification.alerts) if (url := getattr(a, attr))), ""
+            )
+            for name, attr in _URLS.items()
+        },
+    }
+    for name, url in urls.items():
+        if len(url) > MAX_URL:
+            notes.append(f"{name} link dropped: {len(url):,} characters (at most {MAX_URL:,})")
+            urls[name] = ""
+    if notification.truncated_alerts:
+        notes.append(f"the sender left out {notification.truncated_alerts} alerts")
+    worst_first = sorted(
+        runner_types(firing).items(),
+        key=lambda item: (-(item[1].longest_wait_mins or 0), -(item[1].queued or 0)),
+    )
+    others = _capped(other_values(firing), MAX_OTHER_VALUES, "values", notes)
+    types = _capped(dict(worst_first), MAX_RUNNER_TYPES, "runner types", notes)
+    matchers = group_matchers(notification)
+    if len(matchers) > MAX_MATCHERS:
+        notes.append(f"silence link has {len(matchers):,} matchers, {MAX_MATCHERS} kept")
+    labels = {**notification.common_labels, **notification.group_labels}
+    return AlertFacts(
+        **text | {"priority": text["priority"] or None, "team": text["team"] or None},
+        **{f"{name}_url": url for name, url in urls.items()},
+        numbers=queue_numbers(firing),
+        other_values=others,
+        runner_types=types,
+        firing_count=len(firing),
+        silence_matchers=matchers[:MAX_MATCHERS],
+        truncated=tuple(notes),
+        # A label past the caps is left out, so a route naming it falls through to the next.
+        labels={
+            name: value
+            for name, value in list(labels.items())[:MAX_LABELS]
+            if len(name) <= MAX_LABEL_NAME and len(value) <= MAX_LABEL_VALUE
+        },
+    )
+
+
+# The first non-empty link of a firing alert, else of any alert: one alert may lack a link.
+_URLS = {
+    "alert": "generator_url",
+    "silence": "silence_url",
+    "dashboard": "dashboard_url",
+    "panel": "panel_url",
+}
+
+
+def _capped(values: dict[str, T], limit: int, what: str, notes: list[str]) -> dict[str, T]:
+    if len(values) <= limit:
+        return values
+    notes.append(f"{len(values):,} {what}, {limit} kept")
+    return dict(list(values.items())[:limit])
+
+
+def _first_value(sources: Iterable[Mapping[str, str]], keys: tuple[str, ...]) -> str | None:
+    """First non-blank value whose key matches case-insensitively (rules write `Priority`)."""
+    for source in sources:
+        for key, value in source.items():
+            if key.lower() in keys and value.strip():
+                return value.strip()
+    return None
+
+
+def _title(notification: Notification, primary: Alert) -> str:
+    """The group's alertname; Grafana's no-data/error alerts are named by their rule instead."""
+    name = notification.group_labels.get("alertname") or notification.common_labels.get("alertname")
+    suffix = ""
+    if not name:
+        names = list(dict.fromkeys(a.labels.get("alertname", "") for a in notification.alerts))
+        name = names[0]
+        others = len([n for n in names[1:] if n])
+        suffix = f" (+{others} more)" if others else ""
+    if not name:
+        return "Alert"
+    if name in NO_DATA_SUFFIX:
+        sources = (notification.group_labels, notification.common_labels, primary.labels)
+        rule = _first_value(sources, ("rulename",))
+        if rule:
+            name = rule + NO_DATA_SUFFIX[name]
+    return name + suffix
+
+
+NumberSources = tuple[dict[str, float | str], ...]
+
+
+def _number_sources(alert: Alert) -> NumberSources:
+    """Grafana's values first, then annotations, then labels, keyed case-insensitively."""
+    sources: tuple[Mapping[str, float | str], ...] = (alert.values, alert.annotations, alert.labels)
+    return tuple({k.lower(): v for k, v in source.items()} for source in sources)
+
+
+def _alert_number(sources: NumberSources, names: tuple[str, ...]) -> float | None:
+    """One named number of an alert; Alertmanager carries numbers as strings."""
+    for by_key in sources:
+        for name in names:
+            value = by_key.get(name)
+            number = finite(value) if isinstance(value, str) else value
+            if number is not None:
+                return number
+    return None
+
+
+def _alert_queue(alert: Alert, sources: NumberSources) -> RunnerQueue:
+    """The queue size and wait one alert reports; else the largest of its valueString series."""
+    found = []
+    for names in (QUEUE_SIZE_NAMES, QUEUE_TIME_NAMES):
+        number = _alert_number(sources, names)
+        if number is None:
+            series = [s.value for s in alert.series if s.name.lower() in names]
+            number = max((v for v in series if v is not None), default=None)
+        found.append(number)
+    return RunnerQueue(queued=found[0], longest_wait_mins=found[1])
+
+
+def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
+    """Worst queue across firing alerts (a resolved alert repeats its last or zeroed numbers);
+    thresholds from the first alert that states them.
+
+    PyTorch's Grafana rule names its two conditions `queue_time_threshold` and
+    `queue_size_threshold` (`$B > 60`: 1 or 0) and their OR `threshold_breached`. In such a
+    payload they say whether each number is over, not where the threshold is: "threshold 1 min"
+    for a 114-minute wait would be wrong, and an early warning would take 0 queued as the bar.
+    """
+    wait: float | None = None
+    size: float | None = None
+    thresholds: dict[str, float | None] = dict.fromkeys(THRESHOLD_NAMES)
+    over: dict[str, bool | None] = dict.fromkeys(THRESHOLD_NAMES)
+    for alert in firing:
+        sources = _number_sources(alert)
+        queue = _alert_queue(alert, sources)
+        wait = max_known(wait, queue.longest_wait_mins)
+        size = max_known(size, queue.queued)
+        stated = {name: _alert_number(sources, (name,)) for name in THRESHOLD_NAMES}
+        known = [value for value in stated.values() if value is not None]
+        flagged = _alert_number(sources, (BREACHED,)) is not None
+        if flagged and known and all(value in (0, 1) for value in known):
+            for name, value in stated.items():
+                if value is not None:  # over in any firing alert is over
+                    over[name] = bool(over[name]) or value == 1
+            continue
+        for name, known_threshold in thresholds.items():
+            if known_threshold is None:
+                thresholds[name] = stated[name]
+    return QueueNumbers(
+        max_queue_time_mins=wait,
+        max_queue_size=size,
+        queue_time_threshold=thresholds["queue_time_threshold"],
+        queue_size_threshold=thresholds["queue_size_threshold"],
+        queue_time_over=over["queue_time_threshold"],
+        queue_size_over=over["queue_size_threshold"],
+    )
+
+
+def other_values(firing: Iterable[Alert]) -> dict[str, float]:
+    """Named results that are not queue numbers, shown as-is; the first alert's value wins so
+    the display does not flicker between alerts."""
+    found: dict[str, float] = {}
+    for alert in firing:
+        for name, value in alert.values.items():
+            if name.lower() not in QUEUE_NAMES:
+                found.setdefault(name, value)
+    return found
+
+
+def runner_types(firing: Iterable[Alert]) -> dict[str, RunnerQueue]:
+    """Per runner type queues, the worse of each number where two name one type: from alerts
+    labelled with a type (Alertmanager) and from valueString series labelled with one (Grafana)."""
+    queues: dict[str, RunnerQueue] = {}
+
+    def merge(runner: str | None, queue: RunnerQueue) -> None:
+        if runner:
+            seen = queues.get(runner, RunnerQueue())
+            queues[runner] = RunnerQueue(
+                queued=max_known(seen.queued, queue.queued),
+                longest_wait_mins=max_known(seen.longest_wait_mins, queue.longest_wait_mins),
+            )
+
+    for alert in firing:
+        if runner := _first_value((alert.labels,), RUNNER_KEYS):
+            merge(runner, _alert_queue(alert, _number_sources(alert)))
+        for series in alert.series:
+            if series.value is None:
+                continue
+            runner = _first_value((series.labels,), RUNNER_KEYS)
+            name = series.name.lower()
+            if name in QUEUE_SIZE_NAMES:
+                merge(runner, RunnerQueue(queued=series.value))
+            elif name in QUEUE_TIME_NAMES:
+                merge(runner, RunnerQueue(longest_wait_mins=series.value))
+    return queues
+
+
+# A label name holds no `=`, `!` or `~`, so the first of them starts the operator: one pass with
+# nothing to backtrack into (a silence link with 2,000 spaces must not hold the event loop).
+_OPERATOR = re.compile(r"[^=!~]*+(=~|!~|!=|=)")
+
+
+def parse_matcher(text: str) -> Matcher | None:
+    """`name=value`, `name!=value`, `name=~regex`, `name!~regex`, spaces around either side
+    ignored; anything else (no operator, a blank name) is skipped, not guessed at."""
+    operator = _OPERATOR.match(text)
+    if operator is None:
+        return None
+    name = text[: operator.start(1)].strip()
+    if not name:
+        return None
+    is_equal, is_regex = OPERATORS[operator[1]]
+    value = text[operator.end() :].strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':  # newer syntax quotes values
+        value = re.sub(r"\\(.)", r"\1", value[1:-1])
+    return Matcher(name, value, is_equal, is_regex)
+
+
+def split_matchers(text: str) -> list[str]:
+    """Split `a=b,c="x,y"` on commas outside double quotes; braces optional, blanks dropped."""
+    text = text.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1]
+    parts: list[str] = []
+    current, quoted, escaped = "", False, False
+    for char in text:
+        if char == "," and not quoted:
+            parts.append(current)
+            current = ""
+            continue
+        current += char
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+    parts.append(current)
+    return [p for p in parts if p.strip()]
+
+
+def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
+    """Matchers from a Grafana silence link: repeated `matcher=` (current Grafana), a comma list
+    in `matchers=` (older Grafana), or Alertmanager UI's `filter={...}` in the fragment: exactly
+    what Grafana would silence, `__alert_rule_uid__` included."""
+    if not url:
+        return ()
+    try:
+        parts = urlsplit(url.replace("\\u0026", "&"))
+    except ValueError:  # "https://[host…": urlsplit refuses an unclosed IPv6 bracket
+        return ()
+    expressions: list[str] = []
+    for query in (parts.query, parts.fragment.partition("?")[2]):
+        for key, value in parse_qsl(query, keep_blank_values=True):
+            if key == "matcher":
+                expressions.append(value)
+            elif key in ("matchers", "filter"):
+                expressions.extend(split_matchers(value))
+    matchers = (parse_matcher(e) for e in expressions)
+    return tuple(m for m in matchers if m is not None)
+
+
+RULE_UID = "__alert_rule_uid__"
+_RULE_LINK = re.compile(r"/alerting/grafana/([^/?#]+)/")  # Grafana's `/alerting/grafana/<uid>/view`
+
+
+def group_matchers(notification: Notification) -> tuple[Matcher, ...]:
+    """Matchers that select this alert group, for a silence made from Slack.
+
+    Grafana: the rule (`__alert_rule_uid__`, from the silence links, else the alert links) when
+    every alert shares one, the matchers every alert's own silence link carries, and the group
+    labels. Alertmanager: the group labels (what `group_by` grouped on), else the common labels.
+    """
+    alerts = notification.firing or notification.alerts
+    labels = notification.group_labels or notification.common_labels
+    grouped = [Matcher(name, value) for name, value in sorted(labels.items())]
+    if notification.source != "grafana":
+        return tuple(grouped)
+    links = [matchers_from_silence_url(a.silence_url) for a in alerts if a.silence_url]
+    shared = [m for m in links[0] if all(m in other for other in links[1:])] if links else []
+    shared = [m for m in shared if m.name != RULE_UID]
+    matchers = [*shared, *(m for m in grouped if m.name not in {s.name for s in shared})]
+    from_links = {m.value for link in links for m in link if m.name == RULE_UID and m.is_equal}
+    from_alerts = {match[1] for a in alerts if (match := _RULE_LINK.search(a.generator_url))}
+    uids = from_links or from_alerts
+    rule = next(iter(uids)) if len(uids) == 1 else ""
+    return (*([Matcher(RULE_UID, rule)] if rule else []), *matchers)

@@ -1,6 +1,6 @@
-"""The numbers at the head of an incident's root, which `/queue`'s list of incidents and the storm
-digest repeat: one computation, so no surface says the alert's "14 queued" (its rule's maximum,
-often one runner type's queue) beside a root that says 30 queued across the types, live.
+"""The numbers at the head of an incident's root, which `/queue`, the storm digest and a Resolve's
+second question repeat: one computation, so no surface says the alert's "14 queued" (its rule's
+maximum, often one type's queue) beside a root that says 30 queued across the types, live.
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 from bot.domain.fleet import FleetSnapshot, longest_wait
 from bot.domain.incidents import Incident, queued_total
-from bot.domain.units import wait_said
+from bot.domain.units import number, wait_said
 
 
 @dataclass(frozen=True)
 class Headline:
-    """Jobs queued across the incident's runner types and its longest wait (as measured: "over",
-    a start's time), and the live reading they are from; `live` None: the alert's numbers."""
+    """Jobs queued across the incident's types and its longest wait (as measured), and the live
+    reading they are from (None: the alert's numbers)."""
 
     queued: float | None
     wait_mins: float | None
@@ -26,23 +26,19 @@ class Headline:
 
     @property
     def wait(self) -> str:
-        """ "longest wait 114 min", "slowest recent start 12 min", or "" when none was read."""
         return wait_said(self.wait_mins, over=self.wait_over, of_starts=self.wait_of_starts)
 
 
 def shown_live(incident: Incident) -> FleetSnapshot | None:
-    """The live reading the root shows: the incident's latest, while it is open (a resolved one
-    shows what the alert said and its peaks)."""
+    """The live reading the root shows: the latest, while the incident is open."""
     live = incident.live
     return live if live is not None and live.is_live and incident.is_open else None
 
 
 def headline(incident: Incident) -> Headline:
-    """From the live reading the root shows when it has numbers (a reading without any leaves
-    the alert's), else the alert's: its types' queues summed when it names them
-    (`queued_total`), and its longest wait. A resolved incident is a record, and one whose
-    alert's numbers were cleared has none to say: their worst seen, the peaks the summary gives
-    (a drained queue's alert said 36 beside a summary's peak of 28)."""
+    """The live reading's when it has numbers, else the alert's (its types' queues summed when
+    it names them). A resolved incident, or one whose alert's numbers were cleared, says the
+    worst seen, as its summary does (a drained queue's alert said 36 beside a peak of 28)."""
     live = shown_live(incident)
     if live is not None:
         types = live.runner_types.values()
@@ -64,3 +60,66 @@ def headline(incident: Incident) -> Headline:
             return said
     peak = incident.peak
     return Headline(peak.max_queue_size, peak.max_queue_time_mins, worst=True)
+
+
+@dataclass(frozen=True)
+class StillLive:
+    """What of the headline is still over the alert's thresholds, asked about once more when a
+    responder resolves by hand (they may know better: a stuck alert). `queued_threshold` None:
+    the rule said crossed without saying where; `per_type`: the total adds several types'
+    queues, while the rule holds each type's to it."""
+
+    queued: float | None = None
+    queued_threshold: float | None = None
+    per_type: bool = False
+    wait: str = ""  # as the root says it: "the longest wait 114 min"
+    wait_threshold: float | None = None
+
+    @property
+    def jobs(self) -> str:
+        """ "11 jobs still queued", or "" when the queue is not over."""
+        if self.queued is None:
+            return ""
+        return f"{number(self.queued)} job{'' if self.queued == 1 else 's'} still queued"
+
+    @property
+    def text(self) -> str:
+        return ", ".join(part for part in (self.jobs, self.wait) if part)
+
+
+def still_live(incident: Incident) -> StillLive | None:
+    """None when nothing is over (or it resolved, or no number or threshold is known). Where
+    the rule only says whether each was crossed (PyTorch's), a number is over when the rule
+    said so and jobs still queue."""
+    head = headline(incident)
+    if not incident.is_open or head.worst or head.queued == 0:
+        return None  # nothing queues: a wait left is a start's, not a job still waiting
+    numbers, peak = incident.numbers, incident.peak
+    size_limit = _first(numbers.queue_size_threshold, peak.queue_size_threshold)
+    time_limit = _first(numbers.queue_time_threshold, peak.queue_time_threshold)
+    types = head.live.runner_types.values() if head.live else incident.runner_types.values()
+    queues = [q.queued for q in types if q.queued is not None]
+    largest = max(queues, default=head.queued)
+    queued_over = _over(largest, size_limit, numbers.queue_size_over)
+    wait_over = _over(head.wait_mins, time_limit, numbers.queue_time_over)
+    if not queued_over and not wait_over:
+        return None
+    return StillLive(
+        queued=head.queued if queued_over else None,
+        queued_threshold=size_limit,
+        per_type=len(queues) > 1,
+        wait=f"the {head.wait}" if wait_over else "",
+        wait_threshold=time_limit,
+    )
+
+
+def _over(value: float | None, threshold: float | None, said_over: bool | None) -> bool:
+    if value is None:
+        return False
+    if threshold is not None:
+        return value > threshold
+    return bool(said_over) and value > 0
+
+
+def _first(*values: float | None) -> float | None:
+    return next((value for value in values if value is not None), None)

@@ -22,10 +22,12 @@ from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
 
 TREND_POINTS = 48
-# The root shows the latest responder actions; the timeline keeps them all.
-RECENT_ACTIONS = 3
-# Alert instances seen resolved, per group: enough for the largest notification we accept.
-MAX_RESOLVED_INSTANCES = 1000
+RECENT_ACTIONS = 3  # the root shows the latest responder actions; the timeline keeps them all
+MAX_RESOLVED_INSTANCES = 1000  # alert instances seen resolved, per group
+# Timeline kinds beyond the lifecycle's: a request that was not carried out, and the early
+# warning the incident took on; both are on the record for the postmortem.
+REFUSED = "refused"
+EARLY_WARNING = "early_warning"
 
 
 class Status(StrEnum):
@@ -34,10 +36,10 @@ class Status(StrEnum):
 
 
 class Resolution(StrEnum):
-    ALERT = "alert"  # the alert source said resolved
-    MANUAL = "manual"  # a responder pressed Resolve
+    ALERT = "alert"
+    MANUAL = "manual"
     TEST = "test"  # Grafana's Test button: shown once, never followed up
-    DRAINED = "drained"  # the live metrics saw the queue drain (no resolved notification needed)
+    DRAINED = "drained"  # the live metrics saw the queue drain
 
 
 class Change(StrEnum):
@@ -52,10 +54,8 @@ class Change(StrEnum):
 
 
 class ScaleDone(BaseModel):
-    """A scale-up as its event records it, for what counts scale-ups (diagnostics, the capacity
-    report) without reading the event's words. `field` as `Undo` names it ("" when the backend
-    did not say); `by` names who asked; `at` is when it was made: for an early warning's, taken on
-    by its incident, earlier than the event (None when not known)."""
+    """A scale-up as its event records it, so scale-ups are counted without reading words.
+    `at` is when it was made (an early warning's is earlier than its event)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -64,39 +64,27 @@ class ScaleDone(BaseModel):
     by: str
     at: datetime | None = None
     field: str = ""
-    # What the field became ("maxRunners 40 → 60": 60), so a reading that does not show it yet
-    # is known to predate it (None: not recorded, by 0.25 and before or the backend).
+    # What the field became, so a reading that does not show it yet predates it (None: 0.25's).
     after: int | None = None
 
 
 class Event(BaseModel):
-    """One line of the incident's timeline: what happened, when, and who did it."""
+    """One line of the incident's timeline."""
 
     at: datetime
     kind: str  # opened, notified, alerts_changed, status, acknowledged, resolved, reopened, ...
     text: str
     actor: str | None = None  # Slack user ID for people; None for the alert source or the bot
-    # How to name the actor without mentioning them (routine replies must not ping anyone).
-    actor_name: str = ""
+    actor_name: str = ""  # routine replies name the actor and must not ping them
     scale: ScaleDone | None = None  # a scale-up's (kind "scaled")
 
 
-# Timeline kinds beyond the lifecycle's: a request someone made that was not carried out (not
-# allowed, refused by its target or its backend), never an action taken; and the early warning
-# the incident took on when its alert fired. Both are on the record for the postmortem.
-REFUSED = "refused"
-EARLY_WARNING = "early_warning"
-
-
 def actions_taken(events: Sequence[Event]) -> list[Event]:
-    """The events of what people did, oldest first: a refusal is something asked, not done."""
+    """What people did, oldest first: a refusal is something asked, not done."""
     return [event for event in events if event.actor and event.kind != REFUSED]
 
 
 class Responder(BaseModel):
-    """Someone who acted on the incident (silenced, scaled, diagnosed, …): the root names them,
-    never mentions them."""
-
     user_id: str
     name: str = ""
 
@@ -107,14 +95,14 @@ class Links(BaseModel):
     silence: str = ""
     dashboard: str = ""
     panel: str = ""
-    issue: str = ""  # the alert's GitHub issue, once linked (`bot.status.alert_issue`)
+    issue: str = ""  # the alert's GitHub issue, once linked
 
 
 class ActiveSilence(BaseModel):
     """A silence created from Slack and still believed in force (the status tick checks it)."""
 
     silence_id: str
-    backend: str  # "Alertmanager", "Grafana": where it lives, as messages name it
+    backend: str  # "Alertmanager", "Grafana", as messages name it
     until: datetime
     by: str
     by_name: str = ""
@@ -122,16 +110,14 @@ class ActiveSilence(BaseModel):
 
 
 class PutBack(BaseModel):
-    """A scale-up of the incident's still to go back (`id`: its revert record's), so the summary
-    can say what goes back and when; the put-back's own reply takes it off."""
+    """A scale-up still to go back (`id`: its revert record's), for the summary to tell."""
 
     id: str
     runner_type: str
     field: str
     before: int | None  # None: the field was unset, and is unset again
     after: int
-    # After the resolve, what it waits for ("once its queue has stayed drained 30 min").
-    when: str = ""
+    when: str = ""  # what it waits for after the resolve ("once its queue has stayed drained")
     latest: datetime | None = None  # `SCALE_REVERT_AFTER` after the scale-up, whatever happens
 
 
@@ -144,11 +130,11 @@ class Snapshot(BaseModel):
 
 
 class Incident(BaseModel):
-    """One alert group's incident. Stored as JSON in Redis; rendered by `bot.render.root`."""
+    """One alert group's incident, stored as JSON in Redis."""
 
     id: str
-    # Random, beside the short ID people type: a button from before a Redis data loss carries
-    # the old UID, so it can never act on the new incident that got the same short ID.
+    # Beside the short ID people type: a button from before a Redis data loss carries the old
+    # UID, so it never acts on a new incident that got the same short ID.
     uid: str = ""
     channel: str = ""
     group_key: str
@@ -163,13 +149,9 @@ class Incident(BaseModel):
     description: str = ""
     links: Links = Links()
     numbers: QueueNumbers = QueueNumbers()
-    # The worst the incident showed (`peaks_seen`, the one place it is worked out): the longest
-    # wait and the most jobs queued that any notification or reading said; thresholds are the
-    # latest alert's.
-    peak: QueueNumbers = QueueNumbers()
-    # When the peak queue was seen, with each runner type's numbers then (the first such moment;
-    # read through `peak_moment`): None before a queue was seen, or in incidents stored by 0.25
-    # and before, whose trend stands in.
+    peak: QueueNumbers = QueueNumbers()  # the worst any surface showed (`peaks_seen`)
+    # When the peak queue was first seen, with each type's numbers (None in 0.25's incidents,
+    # whose trend stands in: `peak_moment`).
     peak_snapshot: Snapshot | None = None
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     other_values: dict[str, float] = Field(default_factory=dict)
@@ -178,9 +160,7 @@ class Incident(BaseModel):
     started_at: datetime
     opened_at: datetime
     updated_at: datetime
-    # When the alert last said its numbers (the latest firing notification, the first included):
-    # the root's headline names it when no live reading stands in.
-    alerted_at: datetime | None = None
+    alerted_at: datetime | None = None  # the latest firing notification
     resolved_at: datetime | None = None
     resolution: Resolution | None = None
     resolved_by: str | None = None
@@ -193,36 +173,30 @@ class Incident(BaseModel):
     truncated: tuple[str, ...] = ()
     silence: ActiveSilence | None = None
     recent_actions: tuple[Event, ...] = ()
-    # People who acted, in order of first action; the owner among them is shown as the owner.
-    responders: tuple[Responder, ...] = ()
-    # The latest diagnostics' conclusion in one line, plain text (escaped when rendered).
-    likely_cause: str = ""
-    # When that conclusion is a shortfall against a runner type's maximum: the type and the
-    # maximum it was short of. A reading with a higher maximum disproves it (`_still_likely`).
+    responders: tuple[Responder, ...] = ()  # in order of first action
+    likely_cause: str = ""  # the latest diagnostics' conclusion, plain text
+    # When that conclusion is a shortfall against a type's maximum: a reading with a higher
+    # maximum disproves it (`_still_likely`).
     cause_type: str = ""
     cause_maximum: float | None = None
     last_status: Snapshot | None = None
     trend: Trend = Field(default_factory=Trend)
-    # The live metrics backend's view of this incident's runner types at the latest check; None
-    # with the `alert` backend (the alert's numbers above are all there is).
-    live: FleetSnapshot | None = None
+    live: FleetSnapshot | None = None  # the live backend's latest view; None with `alert`
     peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     drain_checks: int = 0  # consecutive checks that found the queue drained
-    # What the latest *new* status reply showed once quiet statuses (edits in place) followed
-    # it; None while the latest status was itself posted, instead of a copy of `last_status`
-    # in every incident's state (`posted_status` reads either).
+    # What the latest new status reply showed once quiet statuses (edits) followed it; None
+    # while `last_status` is that reply, so it is not stored twice.
     last_posted: Snapshot | None = None
-    status_posts: int = 0  # new status replies so far (edits of a quiet one not counted)
-    status_checks: int = 0  # statuses so far, posted or edited in place: the chart's cadence
-    # The trend's latest time when a status last drew it, in its blocks and as a picture: the
-    # summary leaves out a chart that would draw the same (0: none).
+    status_posts: int = 0
+    status_checks: int = 0  # statuses posted or edited in place: the chart's cadence
+    # The trend's end when a status last drew it as blocks and as a picture (0: never), so
+    # the summary leaves out a chart that would draw the same.
     charted_at: float = 0.0
     pictured_at: float = 0.0
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
 
     @property
     def posted_status(self) -> Snapshot | None:
-        """What the latest new status reply showed (None before the first)."""
         return self.last_posted or self.last_status
 
     @property
@@ -231,58 +205,40 @@ class Incident(BaseModel):
 
     @property
     def shown_types(self) -> set[str]:
-        """The runner types the incident shows: its peak's and its live view's."""
         return {*self.peak_types, *(self.live.runner_types if self.live else {})}
 
     @property
     def peak_summed(self) -> bool:
-        """Whether the peak queue (`peak.max_queue_size`) is runner types' queues summed at one
-        moment (`queued_total`), rather than the alert's own figure (its rule's maximum, often
-        one type's), as the numbers that made it were: said with it wherever it is shown."""
+        """Whether the peak queue is the types' queues summed, not the alert's own figure
+        (its rule's maximum, often one type's): said with it wherever it is shown."""
         moment = peak_moment(self)
         return sums_types(moment.runner_types if moment else self.peak_types)
 
     def snapshot(self, at: datetime) -> Snapshot:
-        """The alert's numbers at `at`, its queued jobs totalled over its runner types as a
-        reading's are (`queued_total`)."""
+        """The alert's numbers at `at`, its types' queues totalled as a reading's are."""
         queued = queued_total(self.numbers, self.runner_types)
         numbers = replace(self.numbers, max_queue_size=queued)
         return Snapshot(at=at, numbers=numbers, runner_types=dict(self.runner_types))
 
 
 class GroupState(BaseModel):
-    """What an alert group remembers across its incidents: the order and identity of what it saw.
-
-    Kept even when no incident is open, so a resolved notification handled before an older
-    firing one (a delayed or reclaimed entry) still stops that firing from opening an incident.
-    """
+    """What an alert group remembers across its incidents, kept with none open, so a resolved
+    notification handled before an older firing one still stops that firing from opening one."""
 
     incident_id: str | None = None
     last_entry: str = ""  # the newest stream entry applied to this group
     resolved: tuple[str, ...] = ()  # alert instances seen resolved, oldest first
 
 
-# Priority names alert rules use, by rank (0 is the most severe); "P1", "sev2", "S3" rank by
-# their digit. Anything else ranks after all of them.
-_SEVERITY_NAMES = {
-    "critical": 1,
-    "high": 2,
-    "major": 2,
-    "error": 2,
-    "warning": 3,
-    "medium": 3,
-    "moderate": 3,
-    "low": 4,
-    "minor": 4,
-    "info": 4,
-}
+# Priority names by rank (0 is the most severe); "P1", "sev2", "S3" rank by their digit.
+_RANKED = ("", "critical", "high major error", "warning medium moderate", "low minor info")
+_SEVERITY_NAMES = {name: rank for rank, names in enumerate(_RANKED) for name in names.split()}
 _SEVERITY_DIGIT = re.compile(r"(?:p|sev|s)?\s*-?\s*([0-9])", re.IGNORECASE)
 UNRANKED = 5
 
 
 def severity_rank(priority: str | None) -> int:
-    """0 (P0) … 4 (P4 and below, low), 5 for no or an unknown priority: in a storm, the order
-    in which new groups get their threads."""
+    """0 … 4, 5 for no or an unknown priority: in a storm, the order new groups get threads."""
     text = (priority or "").strip().lower()
     if text in _SEVERITY_NAMES:
         return _SEVERITY_NAMES[text]
@@ -299,11 +255,8 @@ def entry_order(entry_id: str) -> tuple[int, int]:
 
 
 def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
-    """Whether a delivery is older than what its group reflects, so it must change nothing.
-
-    Older in stream order than the newest entry applied; or a firing whose alerts were all seen
-    resolved already: an Alertmanager HA peer lagging behind or a Grafana retry repeats the old
-    startsAt, where a real re-fire carries a new one.
+    """Older in stream order than the newest entry applied, or a firing whose alerts were all
+    seen resolved: a lagging HA peer or a retry repeats the old startsAt, a re-fire has a new one.
     """
     if entry_order(entry_id) <= entry_order(group.last_entry):
         return True
@@ -314,27 +267,20 @@ def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
 
 
 def noted(group: GroupState, delivery: Delivery, entry_id: str) -> GroupState:
-    """The group after a delivery that is not stale: its order and what it saw resolved."""
+    """The group after a delivery that is not stale."""
     resolved = list(dict.fromkeys((*group.resolved, *delivery.resolved)))
     return group.model_copy(
         update={"last_entry": entry_id, "resolved": tuple(resolved[-MAX_RESOLVED_INSTANCES:])}
     )
 
 
-def _accepted_before(entry_id: str, moment: datetime | None) -> bool:
-    """Whether the stream accepted this entry before `moment` (its ID starts with Redis's ms)."""
-    return moment is not None and entry_order(entry_id)[0] < moment.timestamp() * 1000
-
-
 def is_reopenable(incident: Incident, now: datetime, window: timedelta) -> bool:
-    """A resolved incident takes its group back when it fires again within the window."""
     return incident.resolved_at is not None and now - incident.resolved_at <= window
 
 
 def open_incident(
     delivery: Delivery, *, incident_id: str, uid: str, channel: str, now: datetime
 ) -> Incident:
-    """A new incident from the first firing notification of a group."""
     incident = Incident(
         id=incident_id,
         uid=uid,
@@ -352,37 +298,26 @@ def open_incident(
     incident = incident.model_copy(update={"last_status": incident.snapshot(now)})
     if incident.is_test:
         # Grafana never resolves a test notification; left open it would post status forever.
-        update = {"status": Status.RESOLVED, "resolution": Resolution.TEST, "resolved_at": now}
-        return incident.model_copy(update=update)
+        return _resolved(incident, Resolution.TEST, now)
     return incident
 
 
 def apply_notification(
     incident: Incident, delivery: Delivery, *, entry_id: str, now: datetime
 ) -> tuple[Incident, Change]:
-    """Fold a later notification of the same group into its incident (staleness is checked
-    against the group first, see `is_stale`)."""
+    """Fold a later notification of the group into its incident (`is_stale` is checked first)."""
     if delivery.status == "resolved":
         if not incident.is_open:
             return incident, Change.STALE
-        # When we learned of it, not the alert's endsAt: the reopen window and the summary's
-        # duration are about this incident, and endsAt can be far off (a replayed payload).
-        resolved = incident.model_copy(
-            update={
-                "status": Status.RESOLVED,
-                "resolution": Resolution.ALERT,
-                "resolved_at": now,
-                "resolved_by": None,
-                "numbers": QueueNumbers(),
-                "runner_types": {},
-                "firing_count": 0,
-                "notifications": incident.notifications + 1,
-                "updated_at": now,
-            }
-        )
-        return resolved, Change.RESOLVED
-    if incident.resolution is Resolution.MANUAL and _accepted_before(
-        entry_id, incident.resolved_at
+        # `now`, not the alert's endsAt: the reopen window and the duration are this incident's.
+        update = {"numbers": QueueNumbers(), "runner_types": {}, "firing_count": 0}
+        update["notifications"] = incident.notifications + 1
+        return _resolved(incident, Resolution.ALERT, now, **update), Change.RESOLVED
+    resolved_at = incident.resolved_at
+    if (
+        incident.resolution is Resolution.MANUAL
+        and resolved_at is not None
+        and entry_order(entry_id)[0] < resolved_at.timestamp() * 1000
     ):
         # Fired before someone resolved it by hand, processed after: not a new firing.
         return incident, Change.STALE
@@ -396,41 +331,52 @@ def apply_notification(
 
 
 def repeated(incident: Incident, *, now: datetime) -> Incident:
-    """The incident after the delivery it was just UPDATED with arrives again (a retry, a flood
-    of one body): its facts are the incident's already and the peaks hold them, so only the count
-    moves. The same as `apply_notification` gives, without working the facts out again."""
+    """The incident after the delivery it was just UPDATED with arrives again: its facts and
+    peaks hold already, so only the count moves, as `apply_notification` would give."""
     return incident.model_copy(
         update={"notifications": incident.notifications + 1, "updated_at": now, "alerted_at": now}
     )
 
 
-def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
+def _resolved(
+    incident: Incident, resolution: Resolution, now: datetime, **update: object
+) -> Incident:
     return incident.model_copy(
         update={
             "status": Status.RESOLVED,
-            "resolution": Resolution.MANUAL,
-            "resolved_by": by,
-            "resolved_by_name": name,
+            "resolution": resolution,
             "resolved_at": now,
+            "resolved_by": None,
             "updated_at": now,
+            **update,
         }
+    )
+
+
+def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
+    return _resolved(incident, Resolution.MANUAL, now, resolved_by=by, resolved_by_name=name)
+
+
+def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
+    return _resolved(incident, Resolution.DRAINED, now)
+
+
+def _reopened(incident: Incident) -> Incident:
+    cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "acknowledged_at")
+    update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
+    return incident.model_copy(
+        update={**update, "status": Status.FIRING, "reopened": incident.reopened + 1}
     )
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
-    return incident.model_copy(
-        update={
-            "acknowledged_by": by,
-            "acknowledged_name": name,
-            "acknowledged_at": now,
-            "updated_at": now,
-        }
-    )
+    update = {"acknowledged_by": by, "acknowledged_name": name, "acknowledged_at": now}
+    return incident.model_copy(update={**update, "updated_at": now})
 
 
 def with_action(incident: Incident, event: Event) -> Incident:
-    """Remember a responder's action for the root (the timeline has them all), and the person
-    who acted as one of its responders; a scale-up counts in the judgement the root shows."""
+    """Remember a responder's action for the root, and the person as a responder; a scale-up
+    counts in the judgement the root shows."""
     recent = (*incident.recent_actions, event)[-RECENT_ACTIONS:]
     update: dict[str, object] = {"recent_actions": recent, "updated_at": event.at}
     if event.scale is not None and incident.live is not None:
@@ -442,13 +388,9 @@ def with_action(incident: Incident, event: Event) -> Incident:
 
 
 def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
-    """`view` with each type's judgement counting the runners added from Slack after its
-    reading was taken (`bot.domain.judgement.added`): a reading that has the autoscaler's
-    desired runners counts them itself from then on; one without (an Auto Scaling group read
-    through the HUD, the alert's numbers) cannot see them until they register, so for a boot's
-    time before it they count too, as they do where the reading still shows the scale set's
-    bounds as they were before it (ARC's listener restarts on a new spec, and Prometheus scrapes
-    it later still)."""
+    """`view` with each type's judgement counting the runners added from Slack after its reading
+    was taken; and, for a boot's time before it, those the reading cannot show yet (no desired
+    runners, or the scale set's bounds as they were before)."""
     done = [(d, d.at or e.at) for e in actions if (d := e.scale) is not None]
     types = {}
     for name, metrics in view.runner_types.items():
@@ -472,8 +414,8 @@ def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapsh
 
 
 def _reads(metrics: RunnerTypeMetrics, done: ScaleDone) -> bool:
-    """Whether a reading shows a scale-up made before it: the bound it raised, where the
-    backend reads it, else the autoscaler's desired runners, which count what is booting."""
+    """Whether a reading shows an earlier scale-up: the bound it raised, where read, else the
+    autoscaler's desired runners, which count what is booting."""
     field = done.field.lower()
     bound = metrics.maximum if "max" in field else metrics.minimum if "min" in field else None
     if done.after is not None and bound is not None:
@@ -482,43 +424,39 @@ def _reads(metrics: RunnerTypeMetrics, done: ScaleDone) -> bool:
 
 
 def with_put_back(incident: Incident, put_back: PutBack) -> Incident:
-    """The incident with a scale-up to go back; one of the same record (the same runner type and
-    field, scaled again) is replaced: the record keeps the value first put back."""
+    """One of the same record (scaled again) is replaced: it keeps the value first put back."""
     kept = tuple(p for p in incident.put_backs if p.id != put_back.id)
     return incident.model_copy(update={"put_backs": (*kept, put_back)})
 
 
 def without_put_backs(incident: Incident, ids: set[str]) -> Incident:
-    """The incident once those scale-ups went back, or were left or dropped."""
     kept = tuple(p for p in incident.put_backs if p.id not in ids)
     return incident.model_copy(update={"put_backs": kept})
 
 
 def trend_end(incident: Incident) -> float:
-    """The time of the trend's latest point (0: no point): what a chart drawn now ends on."""
+    """The time of the trend's latest point (0: none): what a chart drawn now ends on."""
     times = incident.trend.times()
     return times[-1] if times else 0.0
 
 
 def chart_drawn(incident: Incident, drawn_at: float) -> bool:
-    """Whether a chart drawn when the trend ended at `drawn_at` shows the same as one drawn now:
-    the trend only moves when a status is recorded."""
+    """Whether a chart drawn at `drawn_at` shows the same as one drawn now."""
     return drawn_at > 0 and drawn_at == trend_end(incident)
 
 
 def diagnosed(
     incident: Incident, likely_cause: str, *, short_of: tuple[str, float] | None = None
 ) -> Incident:
-    """The incident with its latest diagnostics' conclusion (a newer one replaces it);
-    `short_of`: the runner type and the maximum the conclusion says it is short of."""
+    """`short_of`: the runner type and the maximum the conclusion says it is short of."""
     kind, maximum = short_of if short_of is not None else ("", None)
     update = {"likely_cause": likely_cause, "cause_type": kind, "cause_maximum": maximum}
     return incident.model_copy(update=update)
 
 
 def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
-    """The conclusion's fields cleared when `live` disproves it: the maximum it was short of
-    has been raised since, or the type's judgement needs no higher one ({} otherwise)."""
+    """The conclusion cleared when a live reading disproves it: the maximum it was short of was
+    raised, or the type needs no higher one."""
     if incident.cause_maximum is None or not live.is_live:
         return {}  # the alert's numbers, standing in for a failed reading, prove nothing
     key = runner_key(incident.cause_type)
@@ -526,8 +464,7 @@ def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
     judged = found.judged if found is not None else None
     if judged is None or judged.maximum is None:
         return {}
-    raised = judged.maximum is not None and judged.maximum > incident.cause_maximum
-    if raised or not judged.raise_maximum_by:
+    if judged.maximum > incident.cause_maximum or not judged.raise_maximum_by:
         return {"likely_cause": "", "cause_type": "", "cause_maximum": None}
     return {}
 
@@ -548,8 +485,7 @@ def record_status(
     drain_checks: int = 0,
     posted: bool = True,
 ) -> Incident:
-    """Remember what the latest status showed, so the next one reports the change; `posted`
-    when it is a new reply (not an edit of a quiet one)."""
+    """Remember what the latest status showed; `posted` when it is a new reply (not an edit)."""
     update: dict[str, object] = {
         "last_status": snapshot,
         "trend": with_status(incident.trend, snapshot),
@@ -564,12 +500,54 @@ def record_status(
     return with_live(incident.model_copy(update=update), live, snapshot)
 
 
+# A status that says nothing new edits the previous reply instead of posting (at a 10-minute
+# cadence a two-hour incident would post 12): a type starts or stops queueing, or its queue or
+# wait moved by both a step and a ratio since the last *posted* status, so a drift adds up.
+QUEUED_STEP, QUEUED_RATIO = 3.0, 0.25
+WAIT_STEP_MINS, WAIT_RATIO = 10.0, 0.25
+
+
+def moved(before: float | None, now: float | None, step: float, ratio: float) -> bool:
+    """Known on one side only, or changed by both `step` and `ratio` of the larger."""
+    if before is None or now is None:
+        return (before is None) != (now is None)
+    delta = abs(now - before)
+    return delta >= step and delta >= ratio * max(abs(before), abs(now))
+
+
+def is_meaningful(last_posted: Snapshot | None, current: Snapshot) -> bool:
+    if last_posted is None:
+        return True
+    before, now = _queueing(last_posted), _queueing(current)
+    if set(before) != set(now):
+        return True
+    a, b = last_posted.numbers, current.numbers
+    pairs = [(before[name], queue) for name, queue in now.items()]
+    pairs.append(
+        (
+            RunnerQueue(a.max_queue_size, a.max_queue_time_mins),
+            RunnerQueue(b.max_queue_size, b.max_queue_time_mins),
+        )
+    )
+    return any(
+        moved(old.queued, new.queued, QUEUED_STEP, QUEUED_RATIO)
+        or moved(old.longest_wait_mins, new.longest_wait_mins, WAIT_STEP_MINS, WAIT_RATIO)
+        for old, new in pairs
+    )
+
+
+def _queueing(snapshot: Snapshot) -> dict[str, RunnerQueue]:
+    return {
+        name: queue
+        for name, queue in snapshot.runner_types.items()
+        if (queue.queued or 0) > 0 or (queue.longest_wait_mins or 0) > 0
+    }
+
+
 def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) -> Incident:
-    """The incident once it shows what was just read: `live`, the backend's view, which the root
-    shows until the next one (None: the alert's numbers stand, as they are), and `seen`, its
-    compact form, counted in the peaks. Every reading goes through here, a status's or one
-    taken between statuses (diagnostics'), as every number a surface showed is one the summary
-    may be asked about (the trend stays the statuses')."""
+    """The incident once it shows a reading: `live` (None: the alert's numbers stand) and `seen`,
+    counted in the peaks. Every reading comes here, a status's or diagnostics', as every number
+    a surface showed is one the summary may be asked about."""
     update = peaks_seen(incident, seen)
     if live is not None:
         update["live"] = live
@@ -578,22 +556,8 @@ def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) ->
 
 
 def with_status(trend: Trend, snapshot: Snapshot) -> Trend:
-    """The trend with one more status's snapshot, keeping the latest TREND_POINTS."""
     return trend.appended(
         snapshot.at, snapshot.numbers.max_queue_size, snapshot.runner_types, limit=TREND_POINTS
-    )
-
-
-def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
-    """The live metrics saw the queue drained for long enough: resolved without an alert."""
-    return incident.model_copy(
-        update={
-            "status": Status.RESOLVED,
-            "resolution": Resolution.DRAINED,
-            "resolved_at": now,
-            "resolved_by": None,
-            "updated_at": now,
-        }
     )
 
 
@@ -607,93 +571,70 @@ def peak_types_of(
         if before is None:
             merged[name] = queue
             continue
-        queued = max_known(before.queued, queue.queued)
-        # The wait keeps what it was measured as ("over", a start's time) with its number; a
-        # tie keeps the one seen first.
+        # The wait keeps how it was measured with its number; a tie keeps the one seen first.
         wait = longest_wait((before, queue)) or before
-        peak = RunnerQueue(queued, wait.longest_wait_mins, wait.wait_over, wait.wait_of_starts)
-        if peak != before:
-            merged[name] = peak
+        queued = max_known(before.queued, queue.queued)
+        merged[name] = RunnerQueue(
+            queued, wait.longest_wait_mins, wait.wait_over, wait.wait_of_starts
+        )
     return merged
 
 
-def _reopened(incident: Incident) -> Incident:
-    return incident.model_copy(
-        update={
-            "status": Status.FIRING,
-            "resolution": None,
-            "resolved_at": None,
-            "resolved_by": None,
-            "resolved_by_name": "",
-            "acknowledged_by": None,
-            "acknowledged_name": "",
-            "acknowledged_at": None,
-            "reopened": incident.reopened + 1,
-        }
-    )
-
-
 def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Incident:
-    """The incident showing a notification's facts; its numbers count in the peaks as a
-    reading's do (`with_live`), since the root shows them."""
-    updated = incident.model_copy(
-        update={
-            "title": facts.title,
-            "priority": facts.priority,
-            "team": facts.team,
-            "summary": facts.summary,
-            "description": facts.description,
-            "links": Links(
-                runbook=facts.runbook_url,
-                alert=facts.alert_url,
-                silence=facts.silence_url,
-                dashboard=facts.dashboard_url,
-                panel=facts.panel_url,
-                issue=incident.links.issue,  # ours, not the alert's: kept
-            ),
-            "numbers": facts.numbers,
-            "runner_types": dict(facts.runner_types),
-            "other_values": dict(facts.other_values),
-            "firing_count": facts.firing_count,
-            "silence_matchers": facts.silence_matchers,
-            "truncated": facts.truncated,
-            "notifications": incident.notifications + 1,
-            "updated_at": now,
-            "alerted_at": now,
-        }
-    )
+    """The incident showing a notification's facts, counted in the peaks as a reading's are."""
+    update: dict[str, object] = {name: getattr(facts, name) for name in _FROM_FACTS}
+    links = {name: getattr(facts, f"{name}_url") for name in Links.model_fields if name != "issue"}
+    update |= {
+        "links": Links(**links, issue=incident.links.issue),  # the issue is ours, not the alert's
+        "runner_types": dict(facts.runner_types),
+        "other_values": dict(facts.other_values),
+        "notifications": incident.notifications + 1,
+        "updated_at": now,
+        "alerted_at": now,
+    }
+    updated = incident.model_copy(update=update)
     return with_live(updated, None, updated.snapshot(now))
 
 
+_FROM_FACTS = (
+    "title",
+    "priority",
+    "team",
+    "summary",
+    "description",
+    "numbers",
+    "firing_count",
+    "silence_matchers",
+    "truncated",
+)
+
+
 def queued_total(numbers: QueueNumbers, types: Mapping[str, RunnerQueue]) -> float | None:
-    """Jobs queued across the runner types at one moment: the sum of the types' queues where
-    the numbers name them (a reading's, or an alert's that labels each type), else the alert's
-    own figure (`max_queue_size`: its rule's, over the rule's window; often the largest type's
-    queue, not all of them)."""
+    """Jobs queued across the runner types: their sum where the numbers name them, else the
+    alert's own figure (its rule's, often the largest type's queue, not all of them)."""
     queued = [queue.queued for queue in types.values() if queue.queued is not None]
     return sum(queued) if queued else numbers.max_queue_size
 
 
 def sums_types(types: Mapping[str, RunnerQueue]) -> bool:
-    """Whether `queued_total` of these types is their sum (a type's queue is known), not the
-    alert's own figure."""
+    """Whether `queued_total` of these types is their sum, not the alert's own figure."""
     return any(queue.queued is not None for queue in types.values())
 
 
 def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
-    """The incident's peaks once it has shown `seen` (an alert's numbers at a notification, or a
-    reading): the update of `peak`, `peak_types` and `peak_snapshot`, made together in this one
-    place (`with_live`).
+    """The update of `peak`, `peak_types` and `peak_snapshot` once the incident showed `seen`.
 
-    A peak is the most any surface showed: the peak queue the most jobs queued that a snapshot
-    said (`queued_total`: its types' queues summed where it names them, else the alert's own
-    figure, as the root says either), `peak_snapshot` the first moment it was said, with its
-    types' numbers; each type's peak the most it showed; the longest wait the longest shown.
-    The peak queue is at least each type's, as every snapshot's total is at least its types'."""
+    The peak queue is the most jobs any snapshot said (`queued_total`), `peak_snapshot` the
+    first moment it was said; each type's peak the most it showed; the wait the longest shown.
+    """
     queued = queued_total(seen.numbers, seen.runner_types)
-    before = incident.peak.max_queue_size
+    before, wait = incident.peak.max_queue_size, incident.peak.max_queue_time_mins
     update: dict[str, object] = {
-        "peak": _peak_of(incident.peak, seen.numbers, max_known(before, queued)),
+        "peak": replace(  # thresholds follow the latest alert
+            seen.numbers,
+            max_queue_time_mins=max_known(wait, seen.numbers.max_queue_time_mins),
+            max_queue_size=max_known(before, queued),
+        ),
         "peak_types": peak_types_of(incident.peak_types, dict(seen.runner_types)),
     }
     if queued is not None and (before is None or queued > before):
@@ -703,21 +644,15 @@ def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
 
 
 def peak_moment(incident: Incident) -> Snapshot | None:
-    """When the peak queue was seen, with each runner type's numbers then; for an incident
-    stored without it (by 0.25), the trend's status with the most jobs queued (None without
-    one)."""
+    """When the peak queue was seen, with each type's numbers then; for a 0.25 incident, stored
+    without it, the trend's status with the most jobs queued (None without one)."""
     if incident.peak_snapshot is not None:
         return incident.peak_snapshot
     at = incident.trend.peak_at()
     if at is None:
         return None
-    return trend_snapshot(incident.trend, at)
-
-
-def trend_snapshot(trend: Trend, at: datetime) -> Snapshot:
-    """The trend's status at `at` (one of its times) as a snapshot: its total, and each runner
-    type it showed."""
     stamp = at.timestamp()
+    trend = incident.trend
     types = {
         name: RunnerQueue(queued=queued, longest_wait_mins=wait)
         for name in trend.names()
@@ -726,16 +661,3 @@ def trend_snapshot(trend: Trend, at: datetime) -> Snapshot:
     }
     total = trend.totals()[trend.times().index(stamp)]
     return Snapshot(at=at, numbers=QueueNumbers(max_queue_size=total), runner_types=types)
-
-
-def _peak_of(peak: QueueNumbers, current: QueueNumbers, size: float | None) -> QueueNumbers:
-    """The worst numbers seen so far, the peak queue `size`; thresholds follow the latest
-    alert."""
-    return QueueNumbers(
-        max_queue_time_mins=max_known(peak.max_queue_time_mins, current.max_queue_time_mins),
-        max_queue_size=size,
-        queue_time_threshold=current.queue_time_threshold,
-        queue_size_threshold=current.queue_size_threshold,
-        queue_time_over=current.queue_time_over,
-        queue_size_over=current.queue_size_over,
-    )

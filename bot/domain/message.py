@@ -1,6 +1,4 @@
-"""One Slack message as a value: what renderers build, the incident store keeps and the sender
-posts. Building one within Slack's limits is `bot.render.mrkdwn.rendered`'s job.
-"""
+"""One Slack message as a value: what renderers build, the store keeps and the sender posts."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Rendered:
-    """One Slack message: `text` is the notification/fallback text (escaped, no mentions)."""
+    """`text` is the notification/fallback text (escaped, no mentions)."""
 
     text: str
     blocks: list[dict[str, Any]]
@@ -26,8 +24,8 @@ def digest_of(rendered: Rendered) -> str:
 
 
 class ChartStyle(StrEnum):
-    """How the trend chart goes to Slack (`CHART_STYLE`): `native`, a Block Kit
-    `data_visualization` block Slack draws (`block` is taken as the same), or `image`."""
+    """`CHART_STYLE`: a Block Kit `data_visualization` block Slack draws (`block` is taken as
+    `native`), or an image."""
 
     NATIVE = "native"
     IMAGE = "image"

@@ -1,30 +1,13 @@
 r"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins.
 
-Teams route their own alerts (PyTorch's ROCm queue alerts go to another team than the CUDA
-ones). A route is a list of label matchers in Alertmanager's syntax (`team="rocm"`,
-`priority=~"P[12]"`, `runner_type=~"linux\.rocm\..*"`) and a channel ID; the routes are tried in
-order and the first whose every matcher holds takes the incident, else `SLACK_CHANNEL` does.
-
-The labels matched are the group's common and group labels, with `team` and `priority` as the
-incident shows them (Grafana rules often carry those as annotations), and `runner_type` matching
-when any runner type the alert names matches. As in Alertmanager, a regex matches the whole
-value (anchored), and a label that is absent has the empty value.
-
-`SLACK_ROUTES` is JSON: `[{"match": ["team=\"rocm\""], "channel": "C0ROCM"}, ...]` (`matchers`,
-Alertmanager's own word, is taken for `match`). Each string is read by Alertmanager's classic
-matcher parser (`pkg/labels.ParseMatchers`: what 0.25 and older load; 0.27 and later, in their
-default fallback mode, try their UTF-8 parser first and fall back to it, and the two agree on
-ordinary matchers, differing at edges such as spaces after a closing brace), so a route's
-`matchers:` item copied from an Alertmanager config means the same here: several matchers
-comma-separated, braces optional; label names Prometheus's (`[a-zA-Z_:][a-zA-Z0-9_:]*`, not
-quoted); values quoted or not, with `\"`, `\\` and `\n` escapes and any other backslash
-kept (`"linux\.rocm\..*"`).
-
-A regex is composed as Alertmanager composes it, the text `^(?:` + value + `)$`, so `a)|(b`
-takes any value starting with `a`, and runs on RE2 (google-re2), whose syntax Go's regexp speaks:
-a route Alertmanager would refuse (a lookahead, a backreference, `\C`) is refused at start, and
-one Python's `re` reads otherwise (`[[:alpha:]]`, `\pL`, `(?i)` mid-pattern, `{,3}`) means what
-it means to Alertmanager.
+`SLACK_ROUTES` is JSON: `[{"match": ["team=\"rocm\""], "channel": "C0ROCM"}, ...]` (`matchers`
+is taken for `match`); no route taking the group leaves it to `SLACK_CHANNEL`. The labels matched
+are the group's common and group labels, with `team` and `priority` as the incident shows them,
+and `runner_type` matching when any runner type the alert names matches. Each string is read as
+Alertmanager's classic matcher parser (`pkg/labels.ParseMatchers`) reads it and each regex is
+composed as it composes them (`^(?:` + value + `)$`) and run on RE2, whose syntax Go's regexp
+speaks: a route's `matchers:` copied from an Alertmanager config means the same here, and one
+Alertmanager would refuse is refused at start.
 """
 
 from __future__ import annotations
@@ -37,7 +20,7 @@ from functools import lru_cache
 
 import re2
 
-from bot.domain.alerts import AlertFacts, Matcher
+from bot.domain.alerts import OPERATORS, AlertFacts, Matcher
 
 MAX_ROUTES = 100
 MAX_MATCHERS = 20
@@ -53,7 +36,11 @@ _MATCHER = re.compile(
 _GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     map(chr, range(0x2000, 0x200B))
 )
-_OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~": (False, True)}
+
+# A value: an optional opening quote, escapes or anything but a quote (possessive: nothing to
+# backtrack into), a lone trailing backslash, and a closing quote iff it opened with one.
+_VALUE = re.compile(r'("?)((?:\\.|[^"\\])*+\\?)("?)', re.S)
+_ESCAPES = {"n": "\n", '"': '"', "\\": "\\"}
 
 
 @dataclass(frozen=True)
@@ -65,12 +52,16 @@ class Route:
         return all(_holds(m, labels, tuple(runner_types)) for m in self.matchers)
 
     @property
+    def on_type(self) -> bool:
+        return all(m.name == RUNNER_TYPE for m in self.matchers)
+
+    @property
     def text(self) -> str:
-        return ", ".join(_shown(m) for m in self.matchers) or "everything"
+        return ", ".join(f"{m.name}{m.operator}{m.value!r}" for m in self.matchers) or "everything"
 
 
 def parse_routes(text: str | None) -> tuple[Route, ...]:
-    """The routes of `SLACK_ROUTES`; ValueError saying which route is wrong and why."""
+    """ValueError saying which route is wrong and why."""
     if not text or not text.strip():
         return ()
     try:
@@ -85,7 +76,6 @@ def parse_routes(text: str | None) -> tuple[Route, ...]:
 
 
 def channel_for(routes: Iterable[Route], facts: AlertFacts, default: str) -> str:
-    """The first route's channel that takes the group, else `default`."""
     shown = {**facts.labels}
     for name, value in (("team", facts.team), ("priority", facts.priority)):
         if value and not shown.get(name):
@@ -95,58 +85,42 @@ def channel_for(routes: Iterable[Route], facts: AlertFacts, default: str) -> str
 
 
 def channel_for_type(routes: Iterable[Route], runner_type: str, default: str) -> str:
-    """Where a runner type's early warning goes (it has no labels, only its type): the first
-    route made of `runner_type` matchers alone that takes it, else `default`."""
-    return next((r.channel for r in routes if _on_type(r) and r.takes({}, (runner_type,))), default)
+    """Where a runner type's early warning goes: it has no labels, only its type, so the first
+    route made of `runner_type` matchers alone that takes it."""
+    return next((r.channel for r in routes if r.on_type and r.takes({}, (runner_type,))), default)
 
 
 @dataclass(frozen=True)
 class Routing:
-    """The routes with their default channel, as the incidents' views ask them: does a runner
-    type belong in this channel?"""
+    """The routes with their default channel: does a runner type belong in this channel?"""
 
     routes: tuple[Route, ...] = ()
     default: str = ""
 
     def owns(self, channel: str, runner_type: str) -> bool:
-        """Whether `runner_type` is `channel`'s: where a route on runner types sends its alerts,
-        else the default channel's. Without routes every type is every channel's."""
+        """Without routes every type is every channel's."""
         if not self.routes or not channel:
             return True
         return self.channel_of_type(runner_type) == channel
 
     @property
     def channels(self) -> frozenset[str]:
-        """Where incidents open: the default channel and every route's."""
         return frozenset({self.default, *(r.channel for r in self.routes)}) - {""}
 
     def types_of(self, channel: str, runner_types: Iterable[str]) -> tuple[str, ...] | None:
-        """The runner types among `runner_types` that `channel` owns, in their order; None when
-        it answers for every type.
-
-        A type is the channel's where its alert goes: a type alone carries no other label, so
-        it is judged as an early warning is (`channel_for_type`), by the routes made of
-        `runner_type` matchers alone, first match wins. The default channel owns the types
-        that no such route takes: their alerts land there, so it does not own the team
-        channels' types. Every type is answered for without routes (one channel has them all),
-        from a DM or a channel no route names (nobody's channel: the whole fleet), and in a
-        team channel whose routes match other labels only (`team="rocm"`): which types those
-        alerts carry cannot be told from a type, and an empty answer would hide its queues.
-        """
+        """The runner types `channel` owns (`channel_for_type`), in order; None when it answers
+        for every type: without routes, from a channel no route names (the whole fleet), and in
+        a team channel whose routes match other labels only (`team="rocm"`), where which types
+        its alerts carry cannot be told and an empty answer would hide its queues."""
         if not self.routes or channel not in self.channels:
             return None
-        typed = any(_on_type(r) for r in self.routes if r.channel == channel)
+        typed = any(r.on_type for r in self.routes if r.channel == channel)
         if not typed and channel != self.default:
             return None
         return tuple(name for name in runner_types if self.owns(channel, name))
 
     def channel_of_type(self, runner_type: str) -> str:
-        """The channel that owns `runner_type` (see `types_of`)."""
         return channel_for_type(self.routes, runner_type, self.default)
-
-
-def _on_type(route: Route) -> bool:
-    return all(m.name == RUNNER_TYPE for m in route.matchers)
 
 
 def _route(n: int, item: object) -> Route:
@@ -172,18 +146,14 @@ def _route(n: int, item: object) -> Route:
 
 
 def parse_matchers(text: str) -> list[Matcher]:
-    """The matchers of one `match` string, as Alertmanager's classic `ParseMatchers` reads it:
-    braces optional, commas outside double quotes between matchers; `{}` or `""` holds none.
-    ValueError saying what is wrong."""
+    """The matchers of one `match` string; `{}` or `""` holds none."""
     return [_matcher(piece) for piece in _pieces(text)]
 
 
 def _pieces(text: str) -> list[str]:
-    """`text` cut where `ParseMatchers` cuts it. It drops one `{` that opens the text and one `}`
-    that ends it, each alone and only there (` {a=b}` keeps its `{`; `{a=b} ` reads the value
-    `b}`). A quote after an odd run of backslashes neither opens nor closes, and a comma does not
-    end such a run (`a="\\,",b=c` is one piece). Only the last piece is trimmed, of Go's Unicode
-    spaces, and dropped when blank: `a=b,` is one matcher, `a=b,,c=d` has an empty one."""
+    """`text` cut where `ParseMatchers` cuts it: one `{` that opens it and one `}` that ends it
+    dropped (` {a=b}` keeps its `{`), commas outside quotes (a quote after an odd run of
+    backslashes neither opens nor closes), only the last piece trimmed and dropped when blank."""
     text = text.removeprefix("{").removesuffix("}")
     pieces: list[str] = []
     start, quoted, escaped = 0, False, False
@@ -217,7 +187,7 @@ def _matcher(piece: str) -> Matcher:
     value = _unescaped(raw)
     if value is None:
         raise ValueError(f'{raw!r}: a double quote left open or inside the value (write \\")')
-    is_equal, is_regex = _OPERATORS[operator]
+    is_equal, is_regex = OPERATORS[operator]
     if is_regex:
         try:
             _regex(value)
@@ -227,36 +197,18 @@ def _matcher(piece: str) -> Matcher:
 
 
 def _unescaped(raw: str) -> str | None:
-    """A value as Alertmanager's classic parser reads it (`pkg/labels.ParseMatcher`): double
-    quotes optional; in it `\\"`, `\\\\` and `\\n` are escapes and any other backslash is itself,
-    so `"linux\\.rocm"` stays the regex `linux\\.rocm`. None for a quote left open or one inside
-    the value."""
-    quoted = raw.startswith('"')
-    body = raw[1:] if quoted else raw
-    out: list[str] = []
-    closed, i = not quoted, 0
-    while i < len(body):
-        char = body[i]
-        if char == "\\" and i < len(body) - 1:
-            after = body[i + 1]
-            out.append("\n" if after == "n" else after if after in '"\\' else char + after)
-            i += 2
-            continue
-        if char == '"':
-            if closed or i < len(body) - 1:
-                return None
-            closed = True
-        else:
-            out.append(char)
-        i += 1
-    return "".join(out) if closed else None
+    """Quotes optional; `\\"`, `\\\\` and `\\n` are escapes and any other backslash is itself, so
+    `"linux\\.rocm"` stays the regex `linux\\.rocm`. None for a quote left open or inside."""
+    found = _VALUE.fullmatch(raw)
+    if found is None or found[1] != found[3]:
+        return None
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), found[2], flags=re.S)
 
 
 def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str, ...]) -> bool:
     if matcher.name == RUNNER_TYPE and RUNNER_TYPE not in labels and runner_types:
         hits = [_equal(matcher, name) for name in runner_types]
-        # `=`/`=~`: some runner type matches; `!=`/`!~`: none does (Alertmanager's sense of
-        # a negative matcher, over a set).
+        # `=`/`=~`: some runner type matches; `!=`/`!~`: none does.
         return any(hits) if matcher.is_equal else all(hits)
     return _equal(matcher, labels.get(matcher.name, ""))
 
@@ -274,11 +226,8 @@ def _equal(matcher: Matcher, value: str) -> bool:
 
 @lru_cache(maxsize=256)
 def _regex(pattern: str) -> re2._Regexp:
-    """`pattern` compiled as Alertmanager compiles it (`pkg/labels.NewMatcher`): the text
-    `^(?:` + pattern + `)$` in Go's regexp, searched, so `a)|(b` is `^(?:a)|(b)$` and takes
-    `axyz`, and `.` does not match a newline. RE2 speaks Go's syntax; what either refuses
-    (lookarounds, backreferences, possessive repeats; `\\C` and `(?<name>` Go alone) is a
-    ValueError naming the reason."""
+    """As `pkg/labels.NewMatcher` compiles it, so `a)|(b` is `^(?:a)|(b)$` and takes `axyz`;
+    what RE2 or Go refuses is a ValueError naming the reason."""
     composed = f"^(?:{pattern})$"
     refused = _refused_by_go(composed)
     if refused:
@@ -297,9 +246,8 @@ _GO_CAPTURE_NAME = re.compile(r"\(\?P<([^>]*)>")
 
 
 def _refused_by_go(pattern: str) -> str:
-    """Why Go's regexp (Go 1.19, Alertmanager 0.25's) refuses what RE2 takes: `\\C` (one byte),
-    `(?<name>` (Go 1.22 added it), a group name beyond ASCII letters, digits and `_`. Empty when
-    Go has no such reason; everything else the two refuse alike."""
+    """Why Go's regexp (Go 1.19, Alertmanager 0.25's) refuses what RE2 takes: `\\C`, `(?<name>`,
+    a group name beyond ASCII letters, digits and `_` ("" when it would not)."""
     i = 0
     while i < len(pattern):
         if pattern.startswith("\\Q", i):  # literal up to `\E`
@@ -325,8 +273,8 @@ def _refused_by_go(pattern: str) -> str:
 
 
 def _class_end(pattern: str, i: int) -> int:
-    """Where the character class opened at `i` ends, as Go's parser reads it: a `]` first
-    (after an optional `^`) is a member, and `[:alpha:]` and escapes are passed whole."""
+    """Where the class opened at `i` ends: a `]` first is a member; `[:alpha:]` and escapes
+    are passed whole."""
     j = i + 2 if pattern.startswith("[^", i) else i + 1
     first = True
     while j < len(pattern) and (pattern[j] != "]" or first):
@@ -334,8 +282,3 @@ def _class_end(pattern: str, i: int) -> int:
         posix_end = pattern.find(":]", j + 2) if pattern.startswith("[:", j) else -1
         j = posix_end + 2 if posix_end >= 0 else j + (2 if pattern[j] == "\\" else 1)
     return j + 1
-
-
-def _shown(matcher: Matcher) -> str:
-    operator = {(True, False): "=", (False, False): "!=", (True, True): "=~", (False, True): "!~"}
-    return f"{matcher.name}{operator[(matcher.is_equal, matcher.is_regex)]}{matcher.value!r}"

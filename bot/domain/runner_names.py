@@ -1,17 +1,9 @@
 """Runner types and their ARC scale sets: one mapping, the common case derived.
 
-An alert names a runner type as the jobs' `runs-on` label does (`linux.2xlarge`); ARC names the
-scale set that serves it as a Kubernetes object (`linux-2xlarge`): the AutoscalingRunnerSet, the
-`name` of its listener metrics (less ARC's runner-set suffix) and so the `arc` scaler's target.
-Installs name a scale set as its Helm release, a Kubernetes name: lower case, of `a-z`, `0-9`
-and `-` (dots are allowed but shunned: they are not DNS labels), beginning and ending with a
-letter or digit, and at most 45 characters (ARC's chart refuses more). So a type's scale set is
-derived by lower-casing it and making every other character `-` (`derived_scale_set`), and
-`RUNNER_SCALE_SETS` names only the exceptions (`RunnerNames`).
-
-Two names are of one runner type when they derive alike (`runner_key`): an alert's
-`linux.2xlarge` is the reading's `linux-2xlarge`, with nothing configured. Two labels that differ
-only in case and punctuation are taken as one type; their derived scale sets could not differ.
+An alert names a runner type as `runs-on` does (`linux.2xlarge`); ARC names its scale set as a
+Kubernetes object (`linux-2xlarge`), at most 45 characters. So a type's scale set is derived by
+lower-casing it and making every character outside `a-z0-9-` a `-`, `RUNNER_SCALE_SETS` names
+only the exceptions, and two names that derive alike are one runner type (`runner_key`).
 """
 
 from __future__ import annotations
@@ -31,16 +23,13 @@ _KUBE_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-
 
 
 def derived_scale_set(runner_type: str) -> str:
-    """`linux.2xlarge` -> `linux-2xlarge`: ASCII lower-cased, every character outside `a-z`,
-    `0-9` and `-` made `-`, and the ends trimmed of `-` (a Kubernetes name begins and ends with
-    a letter or digit). "" when nothing of the name is left. A scale set's name derives to
-    itself."""
+    """`linux.2xlarge` -> `linux-2xlarge` ("" when nothing is left); a scale set's name derives
+    to itself."""
     return _OUTSIDE.sub("-", runner_type.translate(_LOWER)).strip("-")
 
 
 def runner_key(name: str) -> str:
-    """What two names of one runner type have in common, be each an alert's label or a
-    reading's scale set: the derived scale set (the name casefolded when none derives)."""
+    """What two names of one runner type have in common, an alert's label or a scale set."""
     return derived_scale_set(name) or name.casefold()
 
 
@@ -57,17 +46,14 @@ def scale_set_problem(name: str) -> str:
 
 
 class ScaleSetName(NamedTuple):
-    """One row of the mapping, as `queuepilot check` shows it."""
-
     runner_type: str
     scale_set: str
     explicit: bool  # named by RUNNER_SCALE_SETS, not derived
 
 
 class RunnerNames:
-    """Runner type <-> scale set: the `explicit` entries (`RUNNER_SCALE_SETS`: runner type ->
-    scale set) first, then the derived name of every runner type the bot knows (`known`: the
-    scale targets' types). Types are looked up by `runner_key`, scale sets in derived form."""
+    """Runner type <-> scale set: `RUNNER_SCALE_SETS` first, then the derived name of every
+    type the bot knows (the scale targets'); looked up by `runner_key` and derived form."""
 
     def __init__(
         self, explicit: Mapping[str, str] | None = None, known: Iterable[str] = ()
@@ -86,26 +72,22 @@ class RunnerNames:
         self._by_set = by_set
 
     def scale_set(self, runner_type: str) -> str:
-        """The scale set serving `runner_type`: its explicit one, else the derived."""
         return self._explicit.get(runner_key(runner_type)) or derived_scale_set(runner_type)
 
     def runner_type(self, scale_set: str) -> str:
-        """The known runner type `scale_set` serves (a reading's series name, less ARC's
-        suffix): the type naming it explicitly, else a known type deriving to it. A name no
-        known type claims stays as it is: the incidents still match it by `runner_key`."""
+        """The known type `scale_set` serves; a name no known type claims stays as it is (the
+        incidents still match it by `runner_key`)."""
         return self._by_set.get(derived_scale_set(scale_set), scale_set)
 
     def renamed(self, types: Mapping[str, T]) -> dict[str, T]:
-        """`types` keyed by the runner types they are (`runner_type`): an alert rule that names
-        a scale set (ARC's `name` label) speaks of the same types as the readings; of two keys
-        that are one type, the first is kept."""
+        """`types` keyed by the runner types they are, so an alert rule that names a scale set
+        speaks of the readings' types; of two keys that are one type, the first is kept."""
         found: dict[str, T] = {}
         for name, value in types.items():
             found.setdefault(self.runner_type(name), value)
         return found
 
     def table(self, types: Iterable[str] = ()) -> list[ScaleSetName]:
-        """Each known type and each of `types` (say, the alert rules' types), with its scale
-        set and whether `RUNNER_SCALE_SETS` names it; in the order given, known ones first."""
+        """Each known type and each of `types`, with its scale set, as `queuepilot check` shows."""
         names = dict.fromkeys([*self._types, *types])
         return [ScaleSetName(t, self.scale_set(t), runner_key(t) in self._explicit) for t in names]

@@ -1,13 +1,20 @@
-"""Quantities as people read them: "14", "2.5", "18 min", "1 h 18 min", "▲ +12 min".
-
-Pure and plain text (nothing to escape): domain text (diagnostics, the incident's own notes) and
-the Block Kit renderers say numbers the same way.
+"""Quantities as people read them ("14", "18 min", "▲ +12 min") and as they type them (`+4`,
+`2h`, `1h30m`): one syntax everywhere, so what works in one place works in the others.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from datetime import timedelta
+
+MIN_SILENCE_S = 60
+MAX_SILENCE_S = 7 * 86_400
+# Each part of a span is capped just past a century, so thousands of digits read as "too long".
+_PART_CAP = 100 * 365 * 86_400
+_SPAN = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+_SECONDS_PER = (86_400, 3600, 60, 1)
+_ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def number(value: float) -> str:
@@ -30,10 +37,9 @@ def minutes(value: float) -> str:
 def wait_said(
     mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
 ) -> str:
-    """A runner type's wait as it was measured: "longest wait 114 min" (the oldest job still
-    queued, from its creation); "slowest recent start 12 min" (ARC's startup histogram: jobs that
-    got a runner, timed from the scale set's assignment); "over 60 min" when a histogram's
-    quantile fell past its top bucket, where no number is known. "" when nothing was read."""
+    """A type's wait as it was measured: "longest wait 114 min" (the oldest job queued),
+    "slowest recent start 12 min" (ARC's startup histogram), "over 60 min" (past its top
+    bucket); "" when nothing was read."""
     parts = wait_parts(mins, over=over, of_starts=of_starts)
     return " ".join(parts) if parts else ""
 
@@ -41,8 +47,7 @@ def wait_said(
 def wait_parts(
     mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
 ) -> tuple[str, str] | None:
-    """`wait_said`'s label and amount apart ("longest wait", "over 60 min"), for a renderer
-    that sets the amount in bold."""
+    """`wait_said`'s label and amount apart, for a renderer that sets the amount in bold."""
     if mins is None:
         return None
     label = "slowest recent start" if of_starts else "longest wait"
@@ -50,7 +55,7 @@ def wait_parts(
 
 
 def duration(span: timedelta) -> str:
-    """A human duration: "45 s", "18 min", "1 h 18 min", "2 d 3 h"; negative spans count as 0."""
+    """ "45 s", "18 min", "1 h 18 min", "2 d 3 h"; negative spans count as 0."""
     total = max(int(span.total_seconds()), 0)
     if total < 60:
         return f"{total} s"
@@ -64,7 +69,7 @@ def duration(span: timedelta) -> str:
 
 
 def change(current: float | None, previous: float | None, unit: str = "") -> str | None:
-    """The change since the previous value: "▲ +12 min", "▼ -3", "no change"; None if unknown."""
+    """ "▲ +12 min", "▼ -3", "no change"; None if unknown."""
     if current is None or previous is None:
         return None
     diff = number(current - previous)
@@ -74,3 +79,31 @@ def change(current: float | None, previous: float | None, unit: str = "") -> str
     if diff.startswith("-"):
         return f"▼ {diff}{suffix}"
     return f"▲ +{diff}{suffix}"
+
+
+def ascii_whole(text: str, cap: int) -> int | None:
+    """`text` as a whole number if it is ASCII digits only, at most `cap`; None otherwise.
+
+    `int()` takes other Unicode digits and underscores, refuses `'²'`, which `isdigit` accepts,
+    and raises past 4,300 digits: here any text gives a number or None."""
+    if not _ASCII_DIGITS.fullmatch(text):
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(cap)):
+        return cap
+    return min(int(digits), cap)
+
+
+def is_silence_length(seconds: int) -> bool:
+    """How long a silence made from Slack may last, for the command and the select alike."""
+    return MIN_SILENCE_S <= seconds <= MAX_SILENCE_S
+
+
+def span_seconds(text: str) -> int | None:
+    """`1d`, `4h`, `1h30m`, `90s`, `2H` -> seconds; None for anything else (a bare number
+    included: its unit depends on where it is written)."""
+    match = _SPAN.fullmatch(text.strip().lower())
+    if match is None or not any(match.groups()):
+        return None
+    parts = (ascii_whole(g or "0", _PART_CAP) or 0 for g in match.groups())
+    return sum(part * unit for part, unit in zip(parts, _SECONDS_PER, strict=True))

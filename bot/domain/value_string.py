@@ -1,23 +1,12 @@
 """Grafana's `valueString`, parsed in time linear in its length.
 
-Grafana prints each evaluated expression as `[ var='B' labels={k=v, k2=v2} value=1 ]` (classic
-conditions: `metric='<series name>'`) and joins them with `, `. Nothing is escaped: label values
-may hold `}`, `]`, `'` or `, `, and series names may hold `'` (Graphite names such as
-`seriesByTag('name=cpu')`). This runs on the webhook's event loop against unauthenticated input, so
-it must never backtrack: the single regex it replaces, with overlapping lazy groups, took 7.7 s on
-12.7 KB of `[ var='x' labels={` and froze the whole bot.
-
-An entry is found in three scans that never revisit text, and ends where the old regex ended it on
-every well-formed input:
-
-1. its end is the first `} value=<v> ]` after the previous entry (the "tail"; `<v>` is a number,
-   `null` or `NaN`: no whitespace, `]` or `}`), so a label value may hold a `}` not followed by
-   `value=`;
-2. its start is the first `[` before that tail which opens `var='`, `metric='` or `labels={`;
-3. a name ends at the first `'` followed by the keyword that comes next (`metric='`, `labels={`).
-
-Its labels are everything between `labels={` and the tail. Anything else is skipped, so a
-malformed or truncated entry is ignored rather than refused.
+Grafana prints each expression as `[ var='B' labels={k=v, k2=v2} value=1 ]` (classic conditions:
+`metric='<series name>'`), joined by `, `, escaping nothing. This runs on the webhook's event
+loop against unauthenticated input, so it must never backtrack (a regex with overlapping lazy
+groups once took 7.7 s on 12.7 KB). An entry is found in three scans that never revisit text:
+its end is the first `} value=<v> ]` after the previous entry; its start the first `[` before
+that which opens `var='`, `metric='` or `labels={`; a name ends at the first `'` followed by the
+next keyword. A malformed or truncated entry is skipped, not refused.
 """
 
 from __future__ import annotations
@@ -27,8 +16,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-# Possessive quantifiers (`*+`) and character classes that exclude the next literal: no two
-# quantifiers can claim the same character, so no pattern here can backtrack.
+# Possessive quantifiers and classes that exclude the next literal: nothing here can backtrack.
 _TAIL = re.compile(r"\}\s*+value=([^\s\]}]*+)\s*+\]")
 _OPEN = re.compile(r"\[\s*+(?=var='|metric='|labels=\{)")
 _NAME_END = {
@@ -39,8 +27,6 @@ _LABELS = "labels={"
 
 
 class Series(BaseModel, frozen=True):
-    """One entry of Grafana's valueString: a (possibly labelled) expression result."""
-
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
     value: float | None = None
@@ -52,21 +38,21 @@ def _series_labels(text: str) -> dict[str, str]:
     return {k.strip(): v.strip() for k, sep, v in pairs if sep}
 
 
-def _number(text: str) -> float | None:
-    """A finite value; Grafana prints `null` for no data, and NaN or ±Inf are no usable number."""
+def finite(value: object) -> float | None:
+    """A finite number from a JSON number or numeric text (Grafana prints `null` for no data);
+    NaN, infinities and anything else give None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
     try:
-        number = float(text)
-    except ValueError:  # `null`, or text that is not a number at all
+        number = float(value)
+    except (ValueError, OverflowError):  # text, or an integer beyond float range
         return None
     return number if math.isfinite(number) else None
 
 
 def _head(text: str, start: int, end: int) -> tuple[str, int] | None:
     """The name and the labels' first index of the entry opening in `text[start:end]`, or None.
-
-    Every search is bounded by `end` (the entry's tail), so an entry costs its own length however
-    many stray `[` or `'` it holds; `var` wins over `metric` when both are present, as before.
-    """
+    Every search stops at `end`, so an entry costs its own length whatever stray `[` it holds."""
     opening = _OPEN.search(text, start, end)
     if opening is None:
         return None
@@ -85,7 +71,7 @@ def _head(text: str, start: int, end: int) -> tuple[str, int] | None:
 
 
 def parse_value_string(text: object) -> list[Series]:
-    """Grafana's `[ var='B' labels={k=v} value=1 ], ...`; the only place labelled results live."""
+    """The only place labelled results live."""
     if not isinstance(text, str) or not text.strip():
         return []
     series: list[Series] = []
@@ -96,5 +82,5 @@ def parse_value_string(text: object) -> list[Series]:
         if head is not None:
             name, labels_start = head
             labels = _series_labels(text[labels_start : tail.start()])
-            series.append(Series(name=name, labels=labels, value=_number(tail[1])))
+            series.append(Series(name=name, labels=labels, value=finite(tail[1])))
     return series

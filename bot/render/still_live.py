@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bot.domain.headline import StillLive
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
-from bot.domain.still_live import StillLive
 from bot.domain.units import minutes, number
 from bot.render.mrkdwn import escape, plain, rendered, section
 from bot.render.root import incident_ref

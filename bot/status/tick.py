@@ -5,7 +5,8 @@ that finds incidents due takes the fleet's reading once (`bot.fleet.readings`), 
 incident's status and commits it, fenced by the incident's version, with the next due time. The
 due incidents are claimed (`bot.storage.due_set`) because a 0.25 replica ticks beside the leader
 during a rolling upgrade. After DRAIN_CHECKS drained checks in a row the incident resolves itself;
-a status with nothing meaningful to say (`bot.domain.quiet`) edits the previous one instead.
+a status with nothing meaningful to say (`bot.domain.incidents.is_meaningful`) edits the
+previous one instead.
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ from bot.domain.incident_fleet import (
 from bot.domain.incidents import (
     Event,
     Incident,
+    is_meaningful,
     record_status,
     resolve_drained,
     trend_end,
 )
 from bot.domain.message import Rendered
-from bot.domain.quiet import is_meaningful
 from bot.fleet.readings import FleetReadings
 from bot.render.replies import STATUS_FALLBACK, StatusShown, summaries
 from bot.storage.due_set import Claim

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import AlertFacts, RunnerQueue, parse_json_body, parse_notification
+from bot.domain.delivery import facts_of
 from tests.support.servers import require_binary
 
 REPO = Path(__file__).resolve().parents[2]

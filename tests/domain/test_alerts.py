@@ -12,7 +12,6 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.domain.alert_facts import MAX_MATCHERS, facts_of, matchers_from_silence_url, parse_matcher
 from bot.domain.alerts import (
     Matcher,
     Notification,
@@ -25,6 +24,7 @@ from bot.domain.alerts import (
     parse_notification,
     parse_value_string,
 )
+from bot.domain.delivery import MAX_MATCHERS, facts_of, matchers_from_silence_url, parse_matcher
 from tests.support.payloads import FIXTURES
 
 ALL_FIXTURES = sorted(FIXTURES.glob("*/*.json"))
@@ -61,7 +61,7 @@ def test_every_fixture_parses_under_its_source(path: Path) -> None:
             assert moment is None or moment.tzinfo == UTC
         assert "\\u0026" not in alert.silence_url + alert.generator_url
     facts = facts_of(notification)
-    assert facts.title and facts.firing_count + facts.resolved_count == len(notification.alerts)
+    assert facts.title and facts.firing_count == len(notification.firing)
 
 
 def test_queue_alert_firing() -> None:
@@ -88,14 +88,15 @@ def test_queue_alert_firing() -> None:
         Matcher("alertname", "Jobs queueing in autoscaled machines"),
         Matcher("grafana_folder", "Dev Infra"),
     )
-    assert (facts.firing_count, facts.resolved_count) == (1, 0)
+    assert facts.firing_count == len(notification.alerts) == 1
 
 
 def test_queue_alert_resolved_ignores_zeroed_numbers() -> None:
-    facts = facts_of(load("grafana/queue-alert-resolved.json"))
+    notification = load("grafana/queue-alert-resolved.json")
+    facts = facts_of(notification)
     assert facts.numbers == QueueNumbers()
     assert facts.other_values == {}
-    assert (facts.firing_count, facts.resolved_count) == (0, 1)
+    assert (facts.firing_count, len(notification.alerts)) == (0, 1)
 
 
 def test_alertmanager_firing_runner_type() -> None:
@@ -115,7 +116,7 @@ def test_alertmanager_resolved() -> None:
     notification = load("alertmanager/runner-queue-am-03-resolved.json")
     facts = facts_of(notification)
     assert notification.status == "resolved"
-    assert facts.firing_count == 0 and facts.resolved_count == 2
+    assert facts.firing_count == 0 and len(notification.alerts) == 2
     assert facts.numbers == QueueNumbers()
     assert facts.runner_types == {}
     assert notification.alerts[0].ends_at == datetime(2026, 11, 22, 1, 28, 2, tzinfo=UTC)
@@ -527,7 +528,7 @@ def test_grafana_no_data_alert_keeps_every_matcher_of_its_link() -> None:
 
 def test_a_silence_url_urlsplit_refuses_gives_no_matchers() -> None:
     """Found by the property test: an unclosed IPv6 bracket made the whole notification fail."""
-    from bot.domain.alert_facts import matchers_from_silence_url
+    from bot.domain.delivery import matchers_from_silence_url
 
     url = "https://[lay.grafana.org/alerting/silence/new?matcher=alertname%3DT2"
     assert matchers_from_silence_url(url) == ()

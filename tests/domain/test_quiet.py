@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
-from bot.domain.incidents import Snapshot
-from bot.domain.quiet import is_meaningful
+from bot.domain.incidents import Snapshot, is_meaningful
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, parse_notification
+from bot.domain.delivery import facts_of
 from bot.domain.routes import Route, Routing, channel_for, channel_for_type, parse_routes
 from tests.support.payloads import fixture_json
 

@@ -9,8 +9,8 @@ import pytest
 
 from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
+from bot.domain.headline import StillLive, still_live
 from bot.domain.incidents import Status
-from bot.domain.still_live import StillLive, still_live
 from bot.render.still_live import still_live_said
 from tests.support.incidents import T0, make_incident
 

@@ -29,8 +29,8 @@ from bot.backends.scale.arc import ArcScaler
 from bot.backends.silence import SilenceRequest
 from bot.backends.silence.alertmanager import alertmanager_silencer
 from bot.config import Settings
-from bot.domain.alert_facts import facts_of
 from bot.domain.alerts import Matcher, parse_notification
+from bot.domain.delivery import facts_of
 from bot.domain.jobs import Arrivals, Trigger, jobs_view, surging
 from bot.domain.scaling import ScaleTarget
 from sandbox.fleet import (
