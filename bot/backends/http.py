@@ -20,7 +20,7 @@ from bot.backends.errors import BackendError
 MAX_DETAIL = 200
 
 
-def client(
+def backend_client(
     base_url: str | None,
     timeout_s: float,
     headers: Mapping[str, str] | None = None,

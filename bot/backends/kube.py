@@ -18,7 +18,7 @@ import httpx
 import yaml
 
 from bot.backends.errors import BackendError
-from bot.backends.http import bearer, client
+from bot.backends.http import backend_client, bearer
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -35,7 +35,7 @@ class KubeAccess:
         return bearer(self.token_file.read_text().strip() if self.token_file else self.token)
 
     def client(self, timeout_s: float) -> httpx.AsyncClient:
-        return client(self.server, timeout_s, verify=self.verify, cert=self.cert)
+        return backend_client(self.server, timeout_s, verify=self.verify, cert=self.cert)
 
 
 def in_cluster(host: str, port: str, account: Path = SERVICE_ACCOUNT) -> KubeAccess:
