@@ -98,7 +98,7 @@ class GithubApi:
             self.not_modified += 1
             return cached[1:]
         body = json_of(response, "GitHub")
-        next_url = next_link(response.headers.get("link", ""))
+        next_url = response.links.get("next", {}).get("url")  # as given, never built by hand
         if response.headers.get("etag"):
             self._cache[url] = (response.headers["etag"], body, next_url)
         return body, next_url
@@ -194,23 +194,6 @@ class GithubApi:
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-def next_link(header: str) -> str | None:
-    """The `rel="next"` URL of a `link` header, as given (never built by hand)."""
-    for part in header.split(","):
-        section = part.strip()
-        if not section.startswith("<") or ">" not in section:
-            continue
-        url, _, params = section[1:].partition(">")
-        rels = [
-            p.strip().partition("=")[2].strip('"')
-            for p in params.split(";")
-            if p.strip().startswith("rel=")
-        ]
-        if any("next" in rel.split() for rel in rels):
-            return url
-    return None
 
 
 def _float(value: str | None) -> float | None:

@@ -13,14 +13,13 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import backend_client, bearer, json_object, request
+from bot.backends.http import backend_client, bearer, iso_time, json_object, request
 from bot.config import Settings
-from bot.domain.alerts import parse_timestamp
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -125,28 +124,21 @@ class AppInstallationToken:
         return True
 
     async def _mint(self) -> None:
-        config = self._config
-        async with backend_client(
-            config.github_api_url,
-            config.backend_timeout_seconds,
-            HEADERS,
-            transport=self._transport,
-        ) as github:
+        config, timeout = self._config, self._config.backend_timeout_seconds
+        github = backend_client(config.github_api_url, timeout, HEADERS, transport=self._transport)
+        async with github:
             installation = self._installation_id or await self._find_installation(github)
             self._installation_id = installation
             url = f"/app/installations/{installation}/access_tokens"
             answer = await self._app_call(github, "POST", url, expect=(201,))
-        token, expires_at = answer.get("token"), _epoch(answer.get("expires_at"))
+        token, expires_at = answer.get("token"), iso_time(answer.get("expires_at"))
         if not isinstance(token, str) or not token or expires_at is None:
             raise BackendError(UNEXPECTED, retryable=True)
         granted = answer.get("permissions")
-        permissions = granted if isinstance(granted, dict) else {}
-        self.grant = Grant(
-            installation,
-            {str(name): str(level) for name, level in permissions.items()},
-            str(answer.get("repository_selection") or ""),
-            expires_at,
-        )
+        granted = granted if isinstance(granted, dict) else {}
+        permissions = {str(name): str(level) for name, level in granted.items()}
+        selection = str(answer.get("repository_selection") or "")
+        self.grant = Grant(installation, permissions, selection, expires_at.timestamp())
         self._token = token
         self.minted += 1
 
@@ -210,34 +202,11 @@ def app_jwt(app_id: str, key: RSAPrivateKey, now: float) -> str:
 
 
 def _private_key(pem: str) -> RSAPrivateKey:
-    """The App's key, as the settings checked it (`bot.config.values.rsa_private_key`)."""
-    try:
-        from cryptography.exceptions import UnsupportedAlgorithm
-        from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-        from cryptography.hazmat.primitives.serialization import load_pem_private_key
-    except ImportError:
-        raise BackendError(
-            "a GitHub App needs the cryptography package: install queuepilot with the "
-            "`github-app` extra",
-            retryable=False,
-        ) from None
-    try:
-        key = load_pem_private_key(pem.encode(), password=None)
-    except (ValueError, TypeError, UnsupportedAlgorithm):
-        key = None
-    if not isinstance(key, RSAPrivateKey):
-        raise BackendError("the GitHub App's private key is not a PEM RSA key", retryable=False)
-    return key
+    """The App's key, which the settings checked is an RSA PEM (`bot.config.values`)."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    return cast("RSAPrivateKey", load_pem_private_key(pem.encode(), password=None))
 
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _epoch(value: Any) -> float | None:
-    """`expires_at` ("2016-07-11T22:14:10Z") in epoch seconds; None when it is not one."""
-    try:
-        moment = parse_timestamp(value)
-    except ValueError:
-        return None
-    return moment.timestamp() if moment is not None else None
