@@ -1,11 +1,9 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label.
 
-Per reading: the organization's self-hosted runners (`GITHUB_ORG`) or each repository's, and for
-each repository in `GITHUB_REPOS` the workflow runs queued or in progress, then their jobs. A job's
-runner type is its first `runs-on` label that is not generic (`self-hosted`, an OS, an
-architecture); its wait is now minus `created_at`. A runner counts for every type among its labels.
-The quota is shared with everything else using the token, so pages are asked with ETags (a 304 is
-free) and `queued_jobs` reuses a listing younger than `reuse_s` as it is.
+Per reading: the org's (`GITHUB_ORG`) or each repository's runners, and the jobs of each
+`GITHUB_REPOS` run queued or in progress. A job's runner type is its first `runs-on` label that is
+not generic; a runner counts for every type among its labels. The token's quota is shared, so
+pages are asked with ETags (a 304 is free) and `queued_jobs` reuses a fresh listing as it is.
 """
 
 from __future__ import annotations

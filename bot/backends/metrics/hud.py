@@ -1,16 +1,11 @@
 """Queue numbers from a PyTorch-style HUD (pytorch/test-infra `torchci`): its saved ClickHouse
-queries over HTTP, as PyTorch's own bots read them.
+queries, `GET {HUD_URL}/api/clickhouse/<query>?parameters=<JSON>` with `x-hud-internal-bot`.
 
-`GET {HUD_URL}/api/clickhouse/<query>?parameters=<URL-encoded JSON>` with the `x-hud-internal-bot`
-header answers a JSON array of rows. The reading is one of two queries:
-- `queued_jobs_aggregate` (the default; what PyTorch's scale-up-chron reads): rows per
-  (runner_label, org, repo), added up per label. `queuedThresholdMinutes` is 5 here, so the
-  numbers read like PyTorch's own queue alert, not the query's default of 30.
-- `queued_jobs_by_label`: rows per `machine_type`; its `avg_queue_s` is the longest wait.
-Both answer only labels with jobs queued past the threshold, so a label absent from the answer
-has none (`absent_means_empty`, `queued_over_mins`). `queued_jobs` (one row per job queued over 5
-minutes) says which jobs they are; `queue_times_historical` (HUD's queue-time charts) is the
-capacity report's history: per machine type and hour, the mean of the longest wait HUD sampled.
+The reading is `queued_jobs_aggregate` (the default, what PyTorch's scale-up-chron reads; rows per
+label and repo, added up, `queuedThresholdMinutes` 5 as PyTorch's own queue alert) or
+`queued_jobs_by_label` (its `avg_queue_s` is the longest wait). Both answer only labels with jobs
+queued past the threshold, so an absent label has none. `queued_jobs` lists the jobs;
+`queue_times_historical` (HUD's queue-time charts) is the capacity report's hourly longest wait.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Queue numbers from Prometheus's HTTP API: by default, ARC's scale-set listener metrics.
 
-Every field of a reading is one instant query (`/api/v1/query`) answering one series per runner
-type, in the reading's units. The defaults read the gauges of ARC's listeners (one per scale set,
-its `name` label naming the runner set); job counters and histograms carry the job's labels, not
-the set's, so they are joined to the set through the scrape target (`instance`) they share with its
-gauges. Any query can be replaced (`PROMETHEUS_QUERIES`), so other exporters fit.
-
-A series is named for the runner type the alerts use: its `name` less ARC's runner-set suffix is a
-scale set (`linux-2xlarge`), which `RunnerNames` maps to the type it serves (`linux.2xlarge`).
-
-ARC lists no queued jobs. When `spec.listenerMetrics` adds `job_workflow_name` or
-`job_workflow_ref` to its job counters, `queued_jobs` gives per-workflow starts in the last hour
-against the same hour a day before; without them it says how to add them.
+Each field is one instant query answering one series per scale set (`name`, less ARC's runner-set
+suffix, mapped by `RunnerNames` to the runner type the alerts use); `PROMETHEUS_QUERIES` replaces
+any of them. Job counters carry the job's labels, not the set's, so they join the set through the
+scrape target (`instance`) they share with its gauges. ARC lists no queued jobs: `queued_jobs`
+gives per-workflow starts, when its counters carry `job_workflow_name` or `job_workflow_ref`.
 """
 
 from __future__ import annotations

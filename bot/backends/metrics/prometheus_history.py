@@ -1,11 +1,7 @@
-"""The capacity report's window from Prometheus: range queries over the same numbers the live
-reading takes, and the queue time's quantiles over ARC's startup histogram.
-
-The series are the reading's own queries (`PROMETHEUS_QUERIES` included) asked with
-`/api/v1/query_range`, a step that keeps each under `MAX_POINTS`. The quantiles are one instant
-query each at the window's end, over the histogram's increase across the window: every job that got
-a runner in it counts once. Job series join their scale set's `name` through any scrape target that
-served its gauges in the window (`last_over_time`), so a listener restarted mid-week is not lost.
+"""The capacity report's window from Prometheus: the reading's own queries over a range
+(`/api/v1/query_range`, at most `MAX_POINTS` a series), and the queue time's quantiles over ARC's
+startup histogram's increase across the window. Job series join their scale set through any scrape
+target that served its gauges in the window, so a listener restarted mid-week is not lost.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Scaling a runner type up: a real call to the autoscaler, and its capacity before and after.
 
-Each runner type that may be scaled maps to a target (`bot.domain.scaling`) with a cap (the most
-one request may add) and optionally a ceiling (the largest capacity ever set). Implementations:
-`webhook.py` (a signed POST), `arc.py` (an AutoscalingRunnerSet), `sqs.py` (PyTorch's scale-up
-queue), `asg.py` (an EC2 Auto Scaling group); each raises `BackendError` only.
-
-No write leaves a target worse: a scale-up the backend would refuse, or that would leave its counts
-invalid (`bounded`), is refused with the reason before anything changes; a put-back (`Undo`) goes
-back only while the value is still the one set, only as far as the target's other bounds allow,
-and otherwise says what it is now and, where the API tells, who changed it.
+Implementations: `webhook.py` (a signed POST), `arc.py` (an AutoscalingRunnerSet), `sqs.py`
+(PyTorch's scale-up queue), `asg.py` (an EC2 Auto Scaling group). No write leaves a target worse:
+a scale-up the backend would refuse, or that leaves its counts invalid (`bounded`), is refused
+before anything changes; a put-back (`Undo`) goes back only while the value is the one set.
 """
 
 from __future__ import annotations
@@ -113,9 +108,9 @@ class Scaler(Protocol):
         return None
 
 
-def count_of(value: object, *, most: int = 10**9) -> int | None:
-    """A runner count from a backend's JSON: a whole number in 0..most, else None (unknown)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+def count_of(value: object) -> int | None:
+    """A runner count from a backend's JSON: a whole number in 0..10⁹, else None (unknown)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**9:
         return None
     return value
 

@@ -1,17 +1,10 @@
 """The `arc` scaler: raise an AutoscalingRunnerSet's floor (or ceiling) through the Kubernetes API.
 
-ARC runs `min(minRunners + assigned jobs, maxRunners)` runners: raising `minRunners` adds runners
-only below the maximum; at the maximum, raising `maxRunners` (within the target's ceiling) is what
-helps. The patch is a JSON merge patch (custom resources take no strategic merge) carrying the
-resourceVersion read, so a concurrent change fails it (409) and it is recomputed rather than
-overwriting. RBAC: `get` and `patch` on `autoscalingrunnersets` in the scale sets' namespace.
-
-A put-back reads the set first: while the field still holds the value set from Slack, the old
-value goes back under the version read (a 409, often ARC's controller updating the status: read
-again); otherwise it is left alone, and the managedFields entry that last wrote it says who and
-when. ARC's listener refuses to start with `maxRunners < minRunners`, so no write here leaves the
-set that way: a scale-up that would is refused, and a put-back of maxRunners stops at a minRunners
-raised since, and says so. Floors go back before ceilings (`revert_order`), so each goes back whole.
+ARC runs `min(minRunners + assigned jobs, maxRunners)` runners, so at the maximum only raising
+`maxRunners` helps. Each write is a JSON merge patch under the resourceVersion read (a 409 means it
+changed: read again). A put-back goes back only while the field holds the value set from Slack
+(else managedFields say who changed it), and never leaves `maxRunners < minRunners`, which ARC's
+listener refuses to start with. RBAC: `get` and `patch` on `autoscalingrunnersets`.
 """
 
 from __future__ import annotations

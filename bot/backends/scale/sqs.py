@@ -1,11 +1,9 @@
 """The `sqs` scaler: ask PyTorch-style Lambda autoscalers for runners the way their operators do.
 
-terraform-aws-github-runner's scale-up Lambda (pytorch/test-infra) consumes `workflow_job`
-"queued" messages from `<environment>-queued-builds`, and treats each as a request for one runner
-of the labels it names. Operators scale a label up by sending such messages themselves (pytorch/
-ci-infra's `send_scale_message.py`): one per runner wanted. This sends N for `+N`, in batches of
-ten. The fleet's capacity cannot be read from the queue, so `capacity` says so (None); the Lambda
-still honours each type's `max_available`. IAM: `sqs:SendMessage` on the queue.
+terraform-aws-github-runner's scale-up Lambda (pytorch/test-infra) reads `workflow_job` "queued"
+messages from `<environment>-queued-builds`, one runner each; operators scale a label up by sending
+them (pytorch/ci-infra's `send_scale_message.py`). This sends N for `+N`, in batches of ten; the
+Lambda still honours each type's `max_available`. IAM: `sqs:SendMessage` on the queue.
 """
 
 from __future__ import annotations
