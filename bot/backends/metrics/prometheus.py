@@ -332,14 +332,8 @@ def _bound(text: str) -> float | None:
 
 
 def _number(sample: Any) -> float | None:
-    """`[<unix time>, "<value>"]` -> the value, when finite."""
-    if not isinstance(sample, list) or len(sample) != 2:
-        return None
-    try:
-        value = float(sample[1])
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
+    point = ranges.sample_of(sample)
+    return None if point is None else point[1]
 
 
 def workflow_of(labels: Mapping[str, str]) -> str:

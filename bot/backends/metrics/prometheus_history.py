@@ -125,12 +125,12 @@ def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], dict[flo
     for item in result:
         if isinstance(item, dict):
             values = item.get("values")
-            points = [_sample(v) for v in values] if isinstance(values, list) else []
+            points = [sample_of(v) for v in values] if isinstance(values, list) else []
             series.append((labels_of(item), dict(p for p in points if p is not None)))
     return series
 
 
-def _sample(sample: Any) -> tuple[float, float] | None:
+def sample_of(sample: Any) -> tuple[float, float] | None:
     """`[<unix time>, "<value>"]` -> (time, value), when both are finite numbers."""
     if not isinstance(sample, list) or len(sample) != 2:
         return None
