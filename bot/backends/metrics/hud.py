@@ -74,8 +74,8 @@ class HudMetrics:
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
         """Each machine type's longest wait, hour by hour, over [start, end)."""
-        parameters = {"granularity": "hour", "startTime": _hud_time(start)}
-        parameters["stopTime"] = _hud_time(end)
+        times = {"startTime": _hud_time(start), "stopTime": _hud_time(end)}
+        parameters = {"granularity": "hour", **times}
         types, skipped = history_rows(await self._rows(HISTORY_QUERY, parameters))
         return FleetHistory(types, _note(skipped))
 

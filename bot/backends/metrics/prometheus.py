@@ -32,7 +32,6 @@ Vector = list[tuple[dict[str, str], float]]
 # Gives a job-level series its scale set's `name`: they come from the same listener target.
 _JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assigned_jobs{offset})"
 _QUEUED = "(max by (name) (gha_assigned_jobs) - max by (name) (gha_running_jobs))"
-EXECUTION = "gha_job_execution_duration_seconds"
 # The quantile of the startup histogram read as the longest wait: its slowest recent starts.
 WAIT_QUANTILE = 0.99
 WORKFLOW_LABELS = ("job_workflow_name", "job_workflow_ref")
@@ -54,7 +53,7 @@ def _joined(expr: str, offset: str = "", *, by: str = "name") -> str:
 def _mean_mins(window: str, offset: str = "", *, by: str = "name", fn: str = "rate") -> str:
     """The mean minutes of the jobs that ran in the window (before `offset`)."""
     total, count = (
-        _joined(f"{fn}({EXECUTION}_{part}[{window}]{offset})", offset, by=by)
+        _joined(f"{fn}({ranges.EXECUTION}_{part}[{window}]{offset})", offset, by=by)
         for part in ("sum", "count")
     )
     return f"{total} / {count} / 60"
