@@ -26,8 +26,7 @@ from bot.backends.scale.asg import AsgScaler
 from bot.backends.scale.sqs import SqsScaler
 from bot.backends.scale.webhook import WebhookScaler
 from bot.backends.silence import Silencer
-from bot.backends.silence.alertmanager import alertmanager_silencer
-from bot.backends.silence.grafana import grafana_silencer
+from bot.backends.silence.alertmanager import alertmanager_silencer, grafana_silencer
 from bot.config import (
     JobsBackend,
     MetricsBackend,

@@ -1,5 +1,4 @@
-"""The one failure type every backend raises, so the core handles backend failures in one place,
-and the one deadline every backend call runs under."""
+"""The one failure type every backend raises, and the one deadline every backend call runs under."""
 
 from __future__ import annotations
 
@@ -15,14 +14,9 @@ MARGIN_S = 2.0
 
 
 class BackendError(Exception):
-    """A backend call that failed. The message is fit to show a user in Slack (escape it: it may
-    quote the backend's own words).
-
-    `retryable` says whether the same call may succeed later (a timeout, a 5xx, a 429) or will
-    fail the same way again (bad credentials, an unknown target, a refused request). `status` is
-    the HTTP status when the backend answered one. `retry_after_s`: how long the backend asked
-    us to wait before the next call (a rate limit), when it said.
-    """
+    """A failed backend call; the message is fit to show a user (escape it: it may quote the
+    backend). `retryable`: whether the same call may succeed later (a timeout, a 5xx, a 429);
+    `status`: the HTTP status answered; `retry_after_s`: the wait the backend asked for."""
 
     def __init__(
         self,
@@ -45,9 +39,9 @@ def deadline_of(timeout_s: float) -> float:
 async def within(
     call: Awaitable[T], timeout_s: float, service: str, *, margin_s: float = MARGIN_S
 ) -> T:
-    """`call`, or a retryable `BackendError` once it overran `timeout_s` (plus the margin): a
-    responder always gets an answer, and callers handle one error type, not two. A caller whose
-    `timeout_s` is all the time there is (a modal waiting on Slack's 3 seconds) gives no margin."""
+    """`call`, or a retryable `BackendError` once it overran `timeout_s` plus the margin, so
+    callers handle one error type. A caller with no time to spare (a modal within Slack's 3 s)
+    gives no margin."""
     try:
         return await asyncio.wait_for(call, timeout_s + margin_s)
     except TimeoutError:

@@ -1,12 +1,9 @@
-"""GitHub's REST API as every queuepilot client of it speaks it: the token (from a
-`TokenSource`: `GITHUB_TOKEN`, or a GitHub App's installation token), the API version, ETags,
-`link` pagination, and GitHub's rate limits, in one place.
+"""GitHub's REST API as every queuepilot client of it speaks it: the token (`TokenSource`), the API
+version, ETags, `link` pagination and GitHub's rate limits, in one place.
 
-The readings (`bot.backends.metrics.github`) and the alert's issue (`bot.backends.issues`) both
-call through a `GithubApi`. A token's quota and its secondary limits are GitHub's per token, so
-whoever meets a limit stops every call of that client until GitHub allows them again
-(`GithubApi._limited`), and says until when (`BackendError.retry_after_s`) for callers that keep
-their work in Redis and come back then.
+The readings (`metrics/github.py`) and the alert's issue (`issues.py`) both call through a
+`GithubApi`. A token's limits are GitHub's per token, so whoever meets one stops every call of
+that client until GitHub allows them again, and says until when (`BackendError.retry_after_s`).
 """
 
 from __future__ import annotations
@@ -21,8 +18,8 @@ from typing import Any
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.github_auth import HEADERS, StaticToken, TokenSource
-from bot.backends.http import error_of, request
+from bot.backends.github_auth import HEADERS, UNEXPECTED, StaticToken, TokenSource
+from bot.backends.http import backend_client, bearer, error_of, json_object, json_of, request
 from bot.backoff import Backoff
 from bot.config import Settings
 
@@ -42,13 +39,6 @@ class Listing:
     complete: bool
 
 
-@dataclass
-class _Cached:
-    etag: str
-    body: Any
-    next_url: str | None
-
-
 class GithubApi:
     """GET with ETags, `link` pagination and the rate limits; one instance per backend."""
 
@@ -61,17 +51,13 @@ class GithubApi:
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """GITHUB_API_URL (GitHub Enterprise: `https://HOST/api/v3`), at most `concurrency`
-        calls at once. `auth`: where each call's token comes from (a GitHub App's installation
-        token); by default GITHUB_TOKEN, as it is."""
-        self._client = client or httpx.AsyncClient(
-            base_url=config.github_api_url.rstrip("/"),
-            timeout=config.backend_timeout_seconds,
-            headers=HEADERS,
-        )
+        """GITHUB_API_URL (GitHub Enterprise: `https://HOST/api/v3`); `auth` by default
+        GITHUB_TOKEN, as it is."""
+        timeout = config.backend_timeout_seconds
+        self._client = client or backend_client(config.github_api_url, timeout, HEADERS)
         token = config.github_token
         self._auth = auth or StaticToken(token.get_secret_value() if token is not None else "")
-        self._cache: dict[str, _Cached] = {}
+        self._cache: dict[str, tuple[str, Any, str | None]] = {}  # url: etag, body, next url
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
         # When the last rate limit was met: an answer to a call sent before it tells nothing new.
@@ -97,7 +83,7 @@ class GithubApi:
                 items.extend(body[key])
                 total = body.get("total_count")
             else:
-                raise BackendError("GitHub answered with an unexpected shape", retryable=True)
+                raise BackendError(UNEXPECTED, retryable=True)
         # `total_count` counts every page: fewer items means the listing stopped short (the
         # 1,000-result cap ends the `link` chain without saying so).
         short = isinstance(total, int) and not isinstance(total, bool) and len(items) < total
@@ -106,16 +92,15 @@ class GithubApi:
     async def get(self, url: str) -> tuple[Any, str | None]:
         """One page: its JSON and the next page's URL."""
         cached = self._cache.get(url)
-        headers = {"If-None-Match": cached.etag} if cached else {}
+        headers = {"If-None-Match": cached[0]} if cached else {}
         response = await self._call("GET", url, headers=headers, expect=(200, 304))
         if response.status_code == 304 and cached is not None:
             self.not_modified += 1
-            return cached.body, cached.next_url
-        body = _json(response)
-        next_url = next_link(response.headers.get("link", ""))
-        etag = response.headers.get("etag")
-        if etag:
-            self._cache[url] = _Cached(etag, body, next_url)
+            return cached[1:]
+        body = json_of(response, "GitHub")
+        next_url = response.links.get("next", {}).get("url")  # as given, never built by hand
+        if response.headers.get("etag"):
+            self._cache[url] = (response.headers["etag"], body, next_url)
         return body, next_url
 
     async def send(
@@ -123,11 +108,7 @@ class GithubApi:
     ) -> dict[str, Any]:
         """A write (POST, PATCH): the JSON object GitHub answered. Not retried here: a write whose
         answer was lost may have been made, and only its caller can look."""
-        response = await self._call(method, url, json_body=body, expect=expect)
-        answer = _json(response)
-        if not isinstance(answer, dict):
-            raise BackendError("GitHub answered with an unexpected shape", retryable=True)
-        return answer
+        return json_object(await self._call(method, url, json_body=body, expect=expect), "GitHub")
 
     async def _call(
         self,
@@ -138,17 +119,30 @@ class GithubApi:
         headers: Mapping[str, str] | None = None,
         json_body: Any = None,
     ) -> httpx.Response:
+        """The call with the token of the moment; once more with a new one when GitHub refused
+        it (401) and another may be had (an App's token revoked or lapsed early: GitHub refuses
+        a token before doing anything, so a write is safe to send again)."""
+
+        async def send(token: str) -> httpx.Response:
+            self.calls += 1
+            return await request(
+                self._client, "GitHub", method, url, json_body=json_body,
+                headers={**(headers or {}), **bearer(token)}, expect=(*expect, 401, 403, 429),
+            )  # fmt: skip
+
         async with self._slots:
             # Checked in the slot: a call waiting for one sees a limit hit meanwhile.
             sent = self._clock()
             wait = self._blocked_until - sent
             if wait > 0:
-                raise BackendError(
-                    f"GitHub's rate limit: no calls for another {wait:.0f} s",
-                    retryable=True,
-                    retry_after_s=wait,
-                )
-            response = await self._authorized(method, url, expect, headers, json_body)
+                message = f"GitHub's rate limit: no calls for another {wait:.0f} s"
+                raise BackendError(message, retryable=True, retry_after_s=wait)
+            token = await self._auth.token()
+            response = await send(token)
+            if response.status_code == 401 and self._auth.invalidate(token):
+                response = await send(await self._auth.token())
+        if response.status_code == 401:
+            raise error_of("GitHub", response)
         after_limit = sent > self._limited_at
         if response.status_code in (403, 429):
             raise self._limited(response, after_limit=after_limit)
@@ -156,49 +150,14 @@ class GithubApi:
             self._secondary.reset()  # answered since the last limit: the next waits a minute
         return response
 
-    async def _authorized(
-        self,
-        method: str,
-        url: str,
-        expect: tuple[int, ...],
-        headers: Mapping[str, str] | None,
-        json_body: Any,
-    ) -> httpx.Response:
-        """The call with the token of the moment; once more with a new one when GitHub refused
-        it (401) and another may be had: an App's installation token revoked or lapsed early.
-        GitHub refuses a token before doing anything, so a write is safe to send again."""
-
-        async def send(token: str) -> httpx.Response:
-            self.calls += 1
-            return await request(
-                self._client,
-                "GitHub",
-                method,
-                url,
-                headers={**(headers or {}), "Authorization": f"Bearer {token}"},
-                json_body=json_body,
-                expect=(*expect, 401, 403, 429),
-            )
-
-        token = await self._auth.token()
-        response = await send(token)
-        if response.status_code == 401 and self._auth.invalidate(token):
-            response = await send(await self._auth.token())
-        if response.status_code == 401:
-            raise error_of("GitHub", response)
-        return response
-
     def _limited(self, response: httpx.Response, *, after_limit: bool) -> BackendError:
         """A 403/429: a rate limit (no calls until GitHub allows them) or a refusal.
 
-        As GitHub's "Exceeding the rate limit" asks: `retry-after` seconds when it is given;
-        else, with `x-ratelimit-remaining: 0`, until `x-ratelimit-reset`; else (a secondary
-        limit naming no time) a minute, doubling while secondary limits continue, back to a
-        minute once a call is answered. The call is not retried here: the error goes to the
-        caller at once, and the next reading is the next try.
-
-        Concurrent calls meet one limit together: an answer to a call sent before the last
-        limit was met (`after_limit` false) is that limit, and grows no wait.
+        As GitHub's "Exceeding the rate limit" asks: `retry-after` seconds when given; else, with
+        `x-ratelimit-remaining: 0`, until `x-ratelimit-reset`; else (a secondary limit naming no
+        time) a minute, doubling while secondary limits continue. Concurrent calls meet one limit
+        together: an answer to a call sent before the last limit (`after_limit` false) is that
+        limit, and grows no wait.
         """
         headers = response.headers
         now = self._clock()
@@ -235,32 +194,6 @@ class GithubApi:
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-def next_link(header: str) -> str | None:
-    """The `rel="next"` URL of a `link` header, as given (never built by hand)."""
-    for part in header.split(","):
-        section = part.strip()
-        if not section.startswith("<") or ">" not in section:
-            continue
-        url, _, params = section[1:].partition(">")
-        rels = [
-            p.strip().partition("=")[2].strip('"')
-            for p in params.split(";")
-            if p.strip().startswith("rel=")
-        ]
-        if any("next" in rel.split() for rel in rels):
-            return url
-    return None
-
-
-def _json(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        raise BackendError(
-            "GitHub answered with something that is not JSON", retryable=True
-        ) from None
 
 
 def _float(value: str | None) -> float | None:

@@ -1,16 +1,8 @@
-"""Where `GithubApi` gets the token for each call: `GITHUB_TOKEN` as it is, or a GitHub App's
-installation token, minted from a JSON Web Token signed with the App's key and renewed before it
-expires.
-
-As GitHub's "Generating a JSON Web Token (JWT) for a GitHub App" and "Generating an installation
-access token for a GitHub App" describe it: the JWT is RS256 with `iat` a minute in the past (the
-clock drift GitHub allows for), `exp` at most ten minutes after that, and `iss` the App's ID or
-client ID; `POST /app/installations/{id}/access_tokens` with it answers 201 with a token that
-lasts an hour. The installation, when not given, is the one that GitHub names for a repository
-(`GET /repos/{owner}/{repo}/installation`) or an organization (`GET /orgs/{org}/installation`).
-
-Signing needs `cryptography`, the `github-app` extra: it is imported only when an App is
-configured. No key, JWT or token ever goes into a message or a log.
+"""Where `GithubApi` gets each call's token: `GITHUB_TOKEN` as it is, or a GitHub App's
+installation token, minted with a JSON Web Token signed by the App's key and renewed before it
+expires, as GitHub's "Generating a JWT for a GitHub App" and "Generating an installation access
+token" describe. Signing needs `cryptography` (the `github-app` extra), imported only when an App
+is configured. No key, JWT or token ever goes into a message or a log.
 """
 
 from __future__ import annotations
@@ -21,42 +13,38 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import json_object, request
+from bot.backends.http import backend_client, bearer, iso_time, json_object, request
 from bot.config import Settings
-from bot.domain.alerts import parse_timestamp
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
-API_VERSION = "2022-11-28"
-# What every call to GitHub carries beside its token. GitHub refuses a request without a
-# User-Agent, and asks for the app's name in it.
+# GitHub refuses a request without a User-Agent, and asks for the app's name in it.
 HEADERS = {
     "Accept": "application/vnd.github+json",
-    "X-GitHub-Api-Version": API_VERSION,
+    "X-GitHub-Api-Version": "2022-11-28",
     "User-Agent": "queuepilot",
 }
 # GitHub's advice: `iat` a minute in the past, for clocks a little ahead of GitHub's; `exp` ten
-# minutes after `iat`, GitHub's most, is then nine minutes from now by this clock.
+# minutes after `iat`, GitHub's most.
 CLOCK_DRIFT_S = 60
 JWT_LIFETIME_S = 600
 # An installation token lasts an hour: a new one is minted this long before it expires, so no
 # call goes out with a token about to lapse (nor waits on a mint at the last moment).
 RENEW_BEFORE_S = 300.0
+UNEXPECTED = "GitHub answered with an unexpected shape"
 
 
 class TokenSource(Protocol):
-    async def token(self) -> str:
-        """The token for the next call."""
-        ...
+    async def token(self) -> str: ...
 
     def invalidate(self, token: str) -> bool:
-        """GitHub refused `token` (401): forget it. Whether another may be had, and so whether
+        """GitHub refused `token` (401): forget it; whether another may be had, and so whether
         the call is worth one more try (a token as given: no)."""
         ...
 
@@ -78,9 +66,8 @@ class StaticToken:
 
 
 def installation_of(config: Settings) -> str:
-    """Where the App's installation is asked for, without GITHUB_APP_INSTALLATION_ID: the one on
-    GITHUB_ISSUES_REPO, else on the first of GITHUB_REPOS (`/repos/{owner}/{repo}/installation`),
-    else on GITHUB_ORG (`/orgs/{org}/installation`); "" when none is set."""
+    """Where the App's installation is asked for without GITHUB_APP_INSTALLATION_ID: on
+    GITHUB_ISSUES_REPO, else the first of GITHUB_REPOS, else GITHUB_ORG; "" when none is set."""
     repo = config.github_issues_repo or next(iter(config.github_repos), "")
     if repo:
         return f"/repos/{repo}/installation"
@@ -89,8 +76,7 @@ def installation_of(config: Settings) -> str:
 
 @dataclass(frozen=True)
 class Grant:
-    """What GitHub granted the installation token (its access_tokens answer), for
-    `queuepilot check`: the installation, its permissions and which repositories."""
+    """What GitHub granted the installation token, for `queuepilot check`."""
 
     installation_id: int
     permissions: Mapping[str, str]
@@ -99,9 +85,9 @@ class Grant:
 
 
 class AppInstallationToken:
-    """A GitHub App installation's token, minted when first asked for, reused until a few minutes
-    before it expires (or until GitHub refuses it), then minted again: one mint at a time, whoever
-    asks meanwhile waits for it and shares it."""
+    """A GitHub App installation's token, minted when first asked for and reused until a few
+    minutes before it expires (or GitHub refuses it): one mint at a time, shared by whoever asks
+    meanwhile."""
 
     def __init__(
         self,
@@ -119,16 +105,15 @@ class AppInstallationToken:
         self._token: str | None = None
         self._lock = asyncio.Lock()
         self.grant: Grant | None = None
-        self.minted = 0  # tokens minted, for the tests
+        self.minted = 0
 
     def __repr__(self) -> str:
         return f"AppInstallationToken(app_id={self._config.github_app_id!r})"
 
     async def token(self) -> str:
-        if self._fresh():
-            return self._token  # type: ignore[return-value]
-        async with self._lock:
-            if not self._fresh():  # not renewed by the caller this one waited for
+        async with self._lock:  # a caller waiting here takes the token just minted
+            renew_at = self.grant.expires_at - RENEW_BEFORE_S if self.grant else 0.0
+            if self._token is None or self._clock() >= renew_at:
                 await self._mint()
             return self._token  # type: ignore[return-value]
 
@@ -138,41 +123,26 @@ class AppInstallationToken:
             self._token = None
         return True
 
-    def _fresh(self) -> bool:
-        grant = self.grant
-        return (
-            self._token is not None
-            and grant is not None
-            and self._clock() < grant.expires_at - RENEW_BEFORE_S
-        )
-
     async def _mint(self) -> None:
-        config = self._config
-        async with httpx.AsyncClient(
-            base_url=config.github_api_url.rstrip("/"),
-            timeout=config.backend_timeout_seconds,
-            headers=HEADERS,
-            transport=self._transport,
-        ) as client:
-            installation = self._installation_id or await self._find_installation(client)
+        config, timeout = self._config, self._config.backend_timeout_seconds
+        github = backend_client(config.github_api_url, timeout, HEADERS, transport=self._transport)
+        async with github:
+            installation = self._installation_id or await self._find_installation(github)
             self._installation_id = installation
             url = f"/app/installations/{installation}/access_tokens"
-            answer = await self._app_call(client, "POST", url, expect=(201,))
-        token, expires_at = answer.get("token"), _epoch(answer.get("expires_at"))
+            answer = await self._app_call(github, "POST", url, expect=(201,))
+        token, expires_at = answer.get("token"), iso_time(answer.get("expires_at"))
         if not isinstance(token, str) or not token or expires_at is None:
-            raise BackendError("GitHub answered with an unexpected shape", retryable=True)
+            raise BackendError(UNEXPECTED, retryable=True)
         granted = answer.get("permissions")
-        permissions = granted if isinstance(granted, dict) else {}
-        self.grant = Grant(
-            installation,
-            {str(name): str(level) for name, level in permissions.items()},
-            str(answer.get("repository_selection") or ""),
-            expires_at,
-        )
+        granted = granted if isinstance(granted, dict) else {}
+        permissions = {str(name): str(level) for name, level in granted.items()}
+        selection = str(answer.get("repository_selection") or "")
+        self.grant = Grant(installation, permissions, selection, expires_at.timestamp())
         self._token = token
         self.minted += 1
 
-    async def _find_installation(self, client: httpx.AsyncClient) -> int:
+    async def _find_installation(self, github: httpx.AsyncClient) -> int:
         where = installation_of(self._config)
         if not where:
             raise BackendError(
@@ -180,7 +150,7 @@ class AppInstallationToken:
                 retryable=False,
             )
         try:
-            answer = await self._app_call(client, "GET", where, expect=(200,))
+            answer = await self._app_call(github, "GET", where, expect=(200,))
         except BackendError as exc:
             if exc.status != 404:
                 raise
@@ -193,20 +163,19 @@ class AppInstallationToken:
             ) from None
         found = answer.get("id")
         if not isinstance(found, int) or isinstance(found, bool):
-            raise BackendError("GitHub answered with an unexpected shape", retryable=True)
+            raise BackendError(UNEXPECTED, retryable=True)
         return found
 
     async def _app_call(
-        self, client: httpx.AsyncClient, method: str, url: str, *, expect: tuple[int, ...]
+        self, github: httpx.AsyncClient, method: str, url: str, *, expect: tuple[int, ...]
     ) -> dict[str, Any]:
-        """A call as the App itself, with a JWT made for it (a JWT lasts minutes, a mint an
+        """A call as the App itself, with a JWT of its own (a JWT lasts minutes, a mint an
         instant: one per call keeps none lying about)."""
         jwt = app_jwt(self._config.github_app_id, self._key, self._clock())
         try:
             response = await request(
-                client, "GitHub", method, url,
-                headers={"Authorization": f"Bearer {jwt}"}, expect=expect,
-            )  # fmt: skip
+                github, "GitHub", method, url, headers=bearer(jwt), expect=expect
+            )
         except BackendError as exc:
             raise BackendError(
                 f"the GitHub App's token: {exc}",
@@ -218,52 +187,26 @@ class AppInstallationToken:
 
 
 def app_jwt(app_id: str, key: RSAPrivateKey, now: float) -> str:
-    """The JWT that authenticates as the App: RS256, `iat` a minute back, `exp` ten minutes on
-    from `iat`, `iss` the App."""
+    """RS256, `iat` a minute back, `exp` ten minutes on from `iat`, `iss` the App."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding
 
     issued = int(now) - CLOCK_DRIFT_S
     header = {"alg": "RS256", "typ": "JWT"}
     claims = {"iat": issued, "exp": issued + JWT_LIFETIME_S, "iss": app_id}
-    signed = f"{_b64(_compact(header))}.{_b64(_compact(claims))}".encode()
-    signature = key.sign(signed, padding.PKCS1v15(), hashes.SHA256())
-    return f"{signed.decode()}.{_b64(signature)}"
+    signed = ".".join(
+        _b64(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims)
+    )
+    signature = key.sign(signed.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signed}.{_b64(signature)}"
 
 
 def _private_key(pem: str) -> RSAPrivateKey:
-    """The App's key, as the settings checked it (`bot.config.values.rsa_private_key`)."""
-    try:
-        from cryptography.exceptions import UnsupportedAlgorithm
-        from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-        from cryptography.hazmat.primitives.serialization import load_pem_private_key
-    except ImportError:
-        raise BackendError(
-            "a GitHub App needs the cryptography package: install queuepilot with the "
-            "`github-app` extra",
-            retryable=False,
-        ) from None
-    try:
-        key = load_pem_private_key(pem.encode(), password=None)
-    except (ValueError, TypeError, UnsupportedAlgorithm):
-        key = None
-    if not isinstance(key, RSAPrivateKey):
-        raise BackendError("the GitHub App's private key is not a PEM RSA key", retryable=False)
-    return key
+    """The App's key, which the settings checked is an RSA PEM (`bot.config.values`)."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-
-def _compact(value: dict[str, Any]) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
+    return cast("RSAPrivateKey", load_pem_private_key(pem.encode(), password=None))
 
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _epoch(value: Any) -> float | None:
-    """`expires_at` ("2016-07-11T22:14:10Z") in epoch seconds; None when it is not one."""
-    try:
-        moment = parse_timestamp(value)
-    except ValueError:
-        return None
-    return moment.timestamp() if moment is not None else None

@@ -1,22 +1,41 @@
 """One HTTP call to a backend, and one classification of what went wrong.
 
-Like Alertmanager's `notify/util.go`, the decision "is this worth another try, and what do we tell
-the user" is made here once, for every backend that speaks HTTP (Alertmanager, Grafana, the
-Kubernetes API, a scaler webhook), so no backend classifies failures on its own.
+Like Alertmanager's `notify/util.go`: whether a failure is worth another try, and what the user is
+told, is decided here once for every backend that speaks HTTP.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import SecretStr
 
 from bot.backends.errors import BackendError
 
 MAX_DETAIL = 200
+
+
+def backend_client(
+    base_url: str | None,
+    timeout_s: float,
+    headers: Mapping[str, str] | None = None,
+    **options: Any,
+) -> httpx.AsyncClient:
+    """A backend's client: its base URL (no trailing slash), its timeout, its fixed headers."""
+    base = (base_url or "").rstrip("/")
+    return httpx.AsyncClient(base_url=base, timeout=timeout_s, headers=headers, **options)
+
+
+def bearer(token: SecretStr | str | None) -> dict[str, str]:
+    """The `Authorization` header for `token`; none without one."""
+    if isinstance(token, SecretStr):
+        token = token.get_secret_value()
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 async def request(
@@ -33,8 +52,8 @@ async def request(
 ) -> httpx.Response:
     """`method url`, answered with one of the `expect`ed statuses, or a `BackendError`.
 
-    `service` names the backend in messages ("Alertmanager did not answer within 10 s"); the
-    message never carries credentials (they travel in headers, never in URLs).
+    `service` names the backend in messages; they never carry credentials (those travel in
+    headers, never in URLs).
     """
     try:
         response = await client.request(
@@ -54,25 +73,36 @@ async def request(
     raise error_of(service, response)
 
 
-def json_object(response: httpx.Response, service: str) -> dict[str, Any]:
-    """The body as a JSON object, or a retryable `BackendError` (a proxy's HTML error page)."""
+def json_of(response: httpx.Response, service: str) -> Any:
+    """The body's JSON, or a retryable `BackendError` (a proxy's HTML error page)."""
     try:
-        data = response.json()
+        return response.json()
     except ValueError:
-        raise BackendError(
-            f"{service} answered with something that is not JSON", retryable=True
-        ) from None
+        message = f"{service} answered with something that is not JSON"
+        raise BackendError(message, retryable=True) from None
+
+
+def json_object(response: httpx.Response, service: str) -> dict[str, Any]:
+    data = json_of(response, service)
     if not isinstance(data, dict):
         raise BackendError(f"{service} answered with an unexpected shape", retryable=True)
     return data
 
 
-def error_of(service: str, response: httpx.Response) -> BackendError:
-    """A refusal as a user reads it: who, the status, and the backend's own short reason.
+def iso_time(value: object) -> datetime | None:
+    """A time in a backend's JSON (ISO 8601; no zone means UTC); None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
-    5xx and 429 may pass; any other 4xx will fail the same way again (a bad token, an unknown
-    target, a request the backend refuses).
-    """
+
+def error_of(service: str, response: httpx.Response) -> BackendError:
+    """A refusal as a user reads it: who, the status, and the backend's own short reason. 5xx and
+    429 may pass; any other 4xx will fail the same way again."""
     status = response.status_code
     detail = _detail(response)
     message = f"{service} answered {status}" + (f": {detail}" if detail else "")
@@ -87,10 +117,8 @@ def _detail(response: httpx.Response) -> str:
     except ValueError:
         data = None
     if isinstance(data, dict):
-        for key in ("message", "error", "msg", "reason"):
-            if isinstance(data.get(key), str) and data[key].strip():
-                text = data[key].strip()
-                break
+        reasons = (data.get(key) for key in ("message", "error", "msg", "reason"))
+        text = next((r.strip() for r in reasons if isinstance(r, str) and r.strip()), text)
     elif isinstance(data, str):
         text = data.strip()
     text = " ".join(text.split())

@@ -1,10 +1,7 @@
 """Where the alert's issue lives: the `Issues` interface, and GitHub's REST API behind it.
 
-Each call is one request (a listing, a page at a time), answered or a `BackendError` that says
-whether it may pass (`retryable`, with GitHub's own wait when it named one) and why; the
-caller keeps its progress in Redis and comes back, so nothing here retries or sleeps. A write
-whose answer was lost may have been made: `find_comment` and `find_issue` are how a caller
-looks before writing again.
+Nothing here retries or sleeps: the caller keeps its progress in Redis and comes back. A write
+whose answer was lost may have been made: `find_comment` is how a caller looks before writing again.
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ class Issue:
 class Issues(Protocol):
     async def open_issues(self, label: str) -> list[Issue]:
         """Open issues carrying `label`, newest first (a few pages at most)."""
-        ...
 
     async def create(self, title: str, body: str, labels: tuple[str, ...]) -> Issue: ...
 
@@ -42,13 +38,12 @@ class Issues(Protocol):
 
     async def find_comment(self, number: int, mark: str) -> bool:
         """Whether a comment on the issue carries `mark` (a lost answer's comment was made)."""
-        ...
 
     async def set_state(self, number: int, *, closed: bool) -> None: ...
 
 
 class GithubIssues:
-    """`Issues` in one repository (`owner/name`), through GitHub's REST API."""
+    """`Issues` in one repository (`owner/name`)."""
 
     def __init__(self, api: GithubApi, repo: str) -> None:
         self.api = api
@@ -61,11 +56,8 @@ class GithubIssues:
         return [issue_of(item) for item in listing.items if _is_issue(item)]
 
     async def create(self, title: str, body: str, labels: tuple[str, ...]) -> Issue:
-        answer = await self.api.send(
-            "POST", self._path, {"title": title, "body": body, "labels": list(labels)},
-            expect=(201,),
-        )  # fmt: skip
-        return issue_of(answer)
+        issue = {"title": title, "body": body, "labels": list(labels)}
+        return issue_of(await self.api.send("POST", self._path, issue, expect=(201,)))
 
     async def comment(self, number: int, body: str) -> None:
         await self.api.send(
@@ -91,21 +83,13 @@ def issue_of(item: Any) -> Issue:
         str(label.get("name")) if isinstance(label, dict) else str(label)
         for label in item.get("labels") or ()
     )
+    text = {key: str(item.get(key) or "") for key in ("html_url", "title", "body", "state")}
     return Issue(
-        number=int(item["number"]),
-        url=str(item.get("html_url") or ""),
-        title=str(item.get("title") or ""),
-        body=str(item.get("body") or ""),
-        labels=labels,
-        state=str(item.get("state") or ""),
+        int(item["number"]), text["html_url"], text["title"], text["body"], labels, text["state"]
     )
 
 
 def _is_issue(item: Any) -> bool:
     """An issue (GitHub lists pull requests among issues: those carry `pull_request`)."""
-    return (
-        isinstance(item, dict)
-        and isinstance(item.get("number"), int)
-        and not isinstance(item.get("number"), bool)
-        and "pull_request" not in item
-    )
+    number = item.get("number") if isinstance(item, dict) else None
+    return isinstance(number, int) and not isinstance(number, bool) and "pull_request" not in item

@@ -1,9 +1,8 @@
-"""Reaching the Kubernetes API: in-cluster service account, or a kubeconfig file.
+"""Reaching the Kubernetes API: the pod's service account, or a kubeconfig's current context.
 
-Only what a scaler needs: the server URL, TLS trust, and a bearer token or a client certificate.
-The in-cluster token is read from its file on every request, because the kubelet rotates bound
-service-account tokens (they expire within hours). kubeconfig `exec` plugins are not supported:
-give the bot a service account token instead.
+The server URL, TLS trust, and a bearer token or a client certificate. The in-cluster token is read
+on every request: the kubelet rotates bound service-account tokens. kubeconfig `exec` plugins are
+not supported: give the bot a service-account token instead.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import httpx
 import yaml
 
 from bot.backends.errors import BackendError
+from bot.backends.http import backend_client, bearer
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -32,26 +32,19 @@ class KubeAccess:
     cert: tuple[str, str] | None = None
 
     def headers(self) -> dict[str, str]:
-        token = self.token
-        if self.token_file is not None:
-            token = self.token_file.read_text().strip()
-        return {"Authorization": f"Bearer {token}"} if token else {}
+        return bearer(self.token_file.read_text().strip() if self.token_file else self.token)
 
     def client(self, timeout_s: float) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            base_url=self.server.rstrip("/"), verify=self.verify, cert=self.cert, timeout=timeout_s
-        )
+        return backend_client(self.server, timeout_s, verify=self.verify, cert=self.cert)
 
 
 def in_cluster(host: str, port: str, account: Path = SERVICE_ACCOUNT) -> KubeAccess:
-    """The pod's own service account (KUBERNETES_SERVICE_HOST/PORT, given by the caller)."""
     server = f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}"
     context = ssl.create_default_context(cafile=str(account / "ca.crt"))
     return KubeAccess(server, verify=context, token_file=account / "token")
 
 
 def from_kubeconfig(path: Path) -> KubeAccess:
-    """The current context of a kubeconfig file."""
     try:
         config = yaml.safe_load(path.read_text()) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -81,31 +74,19 @@ def _access(config: dict[str, Any], path: Path) -> KubeAccess:
     ca = _pem(cluster, "certificate-authority", path.parent)
     if ca is not None and verify:
         verify = ssl.create_default_context(cadata=ca)
-    cert = None
-    client_cert = _pem(user, "client-certificate", path.parent)
-    client_key = _pem(user, "client-key", path.parent)
-    if client_cert and client_key:
-        cert = (_temp_file(client_cert), _temp_file(client_key))
+    pems = [_pem(user, key, path.parent) for key in ("client-certificate", "client-key")]
+    cert = (_temp_file(pems[0]), _temp_file(pems[1])) if all(pems) else None
     token_file = Path(str(user["tokenFile"])) if user.get("tokenFile") else None
-    token = user.get("token")
-    return KubeAccess(
-        server,
-        verify=verify,
-        token=str(token) if token else None,
-        token_file=token_file,
-        cert=cert,
-    )
+    token = str(user["token"]) if user.get("token") else None
+    return KubeAccess(server, verify=verify, token=token, token_file=token_file, cert=cert)
 
 
 def _named(config: dict[str, Any], section: str, name: object, key: str) -> dict[str, Any]:
     entries = config.get(section)
     for entry in entries if isinstance(entries, list) else []:
-        if (
-            isinstance(entry, dict)
-            and entry.get("name") == name
-            and isinstance(entry.get(key), dict)
-        ):
-            return dict(entry[key])
+        found = entry.get(key) if isinstance(entry, dict) and entry.get("name") == name else None
+        if isinstance(found, dict):
+            return dict(found)
     raise BackendError(f"kubeconfig: no {key} named {name!r}", retryable=False)
 
 
@@ -120,9 +101,9 @@ def _pem(section: dict[str, Any], key: str, base: Path) -> str | None:
     return None
 
 
-def _temp_file(pem: str) -> str:
+def _temp_file(pem: str | None) -> str:
     """httpx takes client certificates as files only."""
     handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)  # noqa: SIM115
     with handle:
-        handle.write(pem)
+        handle.write(pem or "")
     return handle.name

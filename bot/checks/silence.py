@@ -16,7 +16,7 @@ import httpx
 
 from bot.backends.errors import BackendError
 from bot.backends.http import json_object, request
-from bot.backends.silence.grafana import API_PREFIX, grafana_silencer
+from bot.backends.silence.alertmanager import GRAFANA_PREFIX, grafana_silencer
 from bot.checks import Finding, fail, ok, shown_url, warn
 from bot.config import Settings, SilenceBackend
 
@@ -40,7 +40,7 @@ async def probe(settings: Settings) -> list[Finding]:
 
 async def _grafana(client: httpx.AsyncClient, settings: Settings) -> list[Finding]:
     assert settings.grafana_url and settings.grafana_token
-    base = settings.grafana_url.rstrip("/") + API_PREFIX
+    base = settings.grafana_url.rstrip("/") + GRAFANA_PREFIX
     where = shown_url(settings.grafana_url)
     token = settings.grafana_token.get_secret_value()
     headers = {"Authorization": f"Bearer {token}"}

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bot.backends.errors import BackendError
 from bot.backends.kube import from_kubeconfig
-from bot.backends.scale import Bounds, Reverted, ScaleRequest, Undo
+from bot.backends.scale import Reverted, ScaleRequest, Undo, problem
 from bot.backends.scale.arc import NAMES, ArcScaler
 from bot.config import Settings
 from bot.domain.scaling import ScaleTarget
@@ -172,7 +172,7 @@ STEP = st.one_of(
 
 
 def valid(bounds: tuple[int | None, int | None]) -> bool:
-    return not Bounds(bounds[0], bounds[1]).problem(NAMES)
+    return not problem(bounds[0], bounds[1], None, NAMES)
 
 
 @settings(

@@ -18,7 +18,7 @@ from bot.actions.flow import Actor
 from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.kube import from_kubeconfig
 from bot.backends.scale.arc import ArcScaler
-from bot.backends.silence.alertmanager import ApiV2Silencer, SilenceApiConfig
+from bot.backends.silence.alertmanager import ApiV2Silencer, grafana_silencer
 from bot.config import Settings
 from bot.domain.alerts import parse_notification
 from bot.domain.delivery import delivery_of
@@ -118,16 +118,10 @@ ALICE = Actor("U0ALICE", "alice")
 ARC_SET = "arc-runners/mt-l-x86iavx512-8-64"
 
 
-def grafana_silencer(api: FakeSilenceApi) -> ApiV2Silencer:
+def grafana_in_process(api: FakeSilenceApi) -> ApiV2Silencer:
     """Grafana's silence API, in process: the bot's own HTTP client against the stand-in."""
-    config = SilenceApiConfig(
-        "Grafana",
-        f"http://grafana{api.prefix}",
-        headers={"Authorization": f"Bearer {api.token}"},
-        created_status=202,
-    )
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app))
-    return ApiV2Silencer(config, client)
+    return grafana_silencer("http://grafana", api.token, client=client)
 
 
 async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
@@ -147,7 +141,7 @@ async def test_a_demo_incident_tells_each_thing_once_in_at_most_8_replies(
     core = action_core(
         redis,
         store,
-        silencer=grafana_silencer(FakeSilenceApi()),
+        silencer=grafana_in_process(FakeSilenceApi()),
         scaler=arc,
         targets={"linux.2xlarge": ScaleTarget("linux.2xlarge", ARC_SET, cap=20)},
         metrics=metrics,

@@ -1,8 +1,5 @@
-"""Queue numbers from the alert notifications themselves: always available, never fresher.
-
-There is nothing to read: each incident shows its alert's numbers
-(`bot.domain.incident_fleet.alert_fleet`).
-"""
+"""Queue numbers from the alert notifications themselves: each incident shows what its latest
+notification carried (`bot.domain.incident_fleet.alert_fleet`); there is nothing to read."""
 
 from __future__ import annotations
 
@@ -12,14 +9,11 @@ from bot.domain.fleet import FleetSnapshot
 
 
 class AlertMetrics:
-    """No fleet of its own: each incident shows what its latest notification carried."""
-
     name = "the alert"
     live = False
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        # A type the alert does not name is one it says nothing about, not one that drained
-        # (and no alert view decides a drain: only a live reading can).
+        # A type the alert does not name is one it says nothing about, not one that drained.
         return FleetSnapshot(at=now, source="alert", absent_means_empty=False)
 
     async def aclose(self) -> None:

@@ -1,21 +1,10 @@
 """Queue numbers from Prometheus's HTTP API: by default, ARC's scale-set listener metrics.
 
-Every field of a runner type's reading is one instant query (`/api/v1/query`) returning one series
-per runner type, in the reading's units (jobs, runners, jobs per minute, minutes). The defaults
-read the gauges of ARC's listeners (one listener per scale set, its `name` label naming the
-runner set); the job counters and histograms carry the job's labels, not the scale set's, so they
-are joined to the set through the scrape target (`instance`) they share with its gauges. Any query
-can be replaced (`PROMETHEUS_QUERIES`), so other exporters fit; see the README for an EC2
-autoscaler's example.
-
-A series is named for the runner type the alerts use: its `name` less ARC's runner-set suffix is
-a scale set (`linux-2xlarge`), which `RunnerNames` maps back to the type it serves
-(`linux.2xlarge`) when the bot knows that type; a scale set of no known type keeps its name.
-
-ARC lists no queued jobs. Its job counters can say which workflows' jobs started, per scale set,
-when `spec.listenerMetrics` adds `job_workflow_name` or `job_workflow_ref` to them (absent by
-default): `queued_jobs` then gives per-workflow starts in the last hour, against the same hour a
-day before, as arrivals; without those labels it says how to add them.
+Each field is one instant query answering one series per scale set (`name`, less ARC's runner-set
+suffix, mapped by `RunnerNames` to the runner type the alerts use); `PROMETHEUS_QUERIES` replaces
+any of them. Job counters carry the job's labels, not the set's, so they join the set through the
+scrape target (`instance`) they share with its gauges. ARC lists no queued jobs: `queued_jobs`
+gives per-workflow starts, when its counters carry `job_workflow_name` or `job_workflow_ref`.
 """
 
 from __future__ import annotations
@@ -23,19 +12,22 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import json_object, request
+from bot.backends.http import backend_client, bearer, json_object, request
 from bot.backends.metrics import prometheus_history as ranges
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
+
+T = TypeVar("T")
+Vector = list[tuple[dict[str, str], float]]
 
 # Gives a job-level series its scale set's `name`: they come from the same listener target.
 _JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assigned_jobs{offset})"
@@ -58,17 +50,12 @@ def _joined(expr: str, offset: str = "", *, by: str = "name") -> str:
     return f"sum by ({by}) ({expr}{_JOIN.format(offset=offset)})"
 
 
-def _histogram_mean_mins(family: str, window: str, offset: str = "") -> str:
-    total = _joined(f"rate({family}_sum[{window}]{offset})", offset)
-    count = _joined(f"rate({family}_count[{window}]{offset})", offset)
-    return f"{total} / {count} / 60"
-
-
-def _mean_execution_mins(offset: str, by: str) -> str:
-    """Mean minutes of the jobs that finished in the hour (before `offset`), per workflow."""
-    family = "gha_job_execution_duration_seconds"
-    total = _joined(f"increase({family}_sum[1h]{offset})", offset, by=by)
-    count = _joined(f"increase({family}_count[1h]{offset})", offset, by=by)
+def _mean_mins(window: str, offset: str = "", *, by: str = "name", fn: str = "rate") -> str:
+    """The mean minutes of the jobs that ran in the window (before `offset`)."""
+    total, count = (
+        _joined(f"{fn}({ranges.EXECUTION}_{part}[{window}]{offset})", offset, by=by)
+        for part in ("sum", "count")
+    )
     return f"{total} / {count} / 60"
 
 
@@ -90,16 +77,14 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
         # Demand: what started, plus what the queue grew by meanwhile.
         "arrival_per_min": f"{started} + on (name) {growth}",
         "completed_per_min": "60 * " + _joined(f"rate(gha_completed_jobs_total[{window}])"),
-        # The startup histogram's buckets (seconds), whose p99 is read here (`wait_of`): the
+        # The startup histogram's buckets (seconds), whose p99 is read here (`_wait_of`): the
         # slowest recent start of a job that got a runner, "over an hour" past the top bucket.
         "longest_wait_mins": bucket,
-        "job_duration_mins": _histogram_mean_mins("gha_job_execution_duration_seconds", window),
+        "job_duration_mins": _mean_mins(window),
         # The same hour yesterday: what "normal" means for this hour of the day.
         "arrival_baseline_per_min": "60 * "
         + _joined("rate(gha_started_jobs_total[1h] offset 1d)", " offset 1d"),
-        "duration_baseline_mins": _histogram_mean_mins(
-            "gha_job_execution_duration_seconds", "1h", " offset 1d"
-        ),
+        "duration_baseline_mins": _mean_mins("1h", " offset 1d"),
     }
 
 
@@ -128,47 +113,34 @@ class PrometheusMetrics:
         self._suffix = re.compile(suffix) if suffix else None
         # Scale set -> the runner type the alerts name (RUNNER_SCALE_SETS, SCALER_TARGETS' types).
         self._names = config.runner_names
-        token = config.prometheus_token
-        headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
-        self._client = client or httpx.AsyncClient(
-            base_url=(config.prometheus_url or "").rstrip("/"),
-            timeout=config.backend_timeout_seconds,
-            headers=headers,
-        )
+        headers = bearer(config.prometheus_token)
+        timeout = config.backend_timeout_seconds
+        self._client = client or backend_client(config.prometheus_url, timeout, headers)
+
+    @property
+    def fields(self) -> list[str]:
+        """The reading's fields queried: ARC's defaults with PROMETHEUS_QUERIES over them."""
+        return list(self._queries)
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         """All queries at once, at one evaluation time: every field describes the same moment."""
-        names = list(self._queries)
-        answers = await asyncio.gather(
-            *(self._query(self._queries[name], now) for name in names), return_exceptions=True
-        )
+        queries = {name: self.series(name, now=now) for name in self._queries}
+        answers, failed = await _gathered(queries)
         by_type: dict[str, dict[str, Any]] = {}
         buckets: dict[str, dict[float, float]] = {}
-        failures = []
-        for name, answer in zip(names, answers, strict=True):
-            if isinstance(answer, BaseException):
-                if not isinstance(answer, BackendError):
-                    raise answer
-                failures.append((name, answer))
-                continue
+        for name, answer in answers.items():
             for labels, value in answer:
                 runner_type = self.runner_type(labels)
                 if not runner_type:
                     continue
-                if name == "longest_wait_mins" and "le" in labels:
-                    le = _bound(labels["le"])  # a histogram's bucket: summed per type, read below
-                    if le is not None:
-                        kept = buckets.setdefault(runner_type, {})
-                        kept[le] = kept.get(le, 0.0) + value
-                else:
+                if name != "longest_wait_mins" or "le" not in labels:
                     by_type.setdefault(runner_type, {})[name] = value
+                elif (le := _bound(labels["le"])) is not None:
+                    kept = buckets.setdefault(runner_type, {})  # summed per type, read below
+                    kept[le] = kept.get(le, 0.0) + value
         for runner_type, counts in buckets.items():
             by_type.setdefault(runner_type, {}).update(self._wait_of(counts))
-        if failures and len(failures) == len(names):
-            raise failures[0][1]
-        note = ""
-        if failures:
-            note = f"Prometheus could not answer for {', '.join(n for n, _ in failures)}"
+        note = f"Prometheus could not answer for {', '.join(failed)}" if failed else ""
         types = {name: RunnerTypeMetrics(**values) for name, values in sorted(by_type.items())}
         # A runner type with no series is unknown, not idle: a listener being recreated (after a
         # scale-up, an upgrade) serves nothing until it is back, and its queue may be long.
@@ -176,61 +148,48 @@ class PrometheusMetrics:
             at=now, source="prometheus", runner_types=types, note=note, absent_means_empty=False
         )
 
+    async def series(self, field: str, *, now: datetime) -> Vector:
+        """One field's query, asked as `read` asks it (`queuepilot check` asks them one by one,
+        to say which returns what)."""
+        return await self._query(self._queries[field], now)
+
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         """Per (runner type, workflow), the jobs started in the last hour and in the same hour a
         day before: what arrived, since ARC's listener has no per-job queue to list."""
         by = "name, " + ", ".join(WORKFLOW_LABELS)
+        day = " offset 1d"
         last, before, minutes, minutes_before = await asyncio.gather(
             self._query(_joined("increase(gha_started_jobs_total[1h])", by=by), now),
-            self._query(
-                _joined("increase(gha_started_jobs_total[1h] offset 1d)", " offset 1d", by=by),
-                now,
-            ),
-            self._query(_mean_execution_mins("", by), now),
-            self._query(_mean_execution_mins(" offset 1d", by), now),
+            self._query(_joined(f"increase(gha_started_jobs_total[1h]{day})", day, by=by), now),
+            self._query(_mean_mins("1h", by=by, fn="increase"), now),
+            self._query(_mean_mins("1h", day, by=by, fn="increase"), now),
         )
-        last_hour, labelled = self._per_workflow(last)
-        day_before, _ = self._per_workflow(before)
+        day_before = self._per_workflow(before, counts=True)
+        arrivals = Arrivals(
+            self._per_workflow(last, counts=True),
+            day_before,
+            history=bool(day_before),
+            minutes_last_hour=self._per_workflow(minutes),
+            minutes_day_before=self._per_workflow(minutes_before),
+        )
         note = ""
         if not last:
             note = NO_STARTS
-        elif not labelled:
+        elif not any(workflow_of(labels) and self.runner_type(labels) for labels, _ in last):
             note = NO_WORKFLOW
-        arrivals = Arrivals(
-            last_hour,
-            day_before,
-            history=bool(day_before),
-            minutes_last_hour=self._per_workflow_mean(minutes),
-            minutes_day_before=self._per_workflow_mean(minutes_before),
-        )
         return JobsListing(complete=False, note=note, arrivals=arrivals)
 
-    def _per_workflow(
-        self, series: list[tuple[dict[str, str], float]]
-    ) -> tuple[dict[tuple[str, str], int], bool]:
-        """Counts per (runner type, workflow); and whether any series named its workflow."""
-        counts: dict[tuple[str, str], int] = {}
-        labelled = False
+    def _per_workflow(self, series: Vector, *, counts: bool = False) -> dict[tuple[str, str], Any]:
+        """Per (runner type, workflow): the jobs counted (`counts`, summed), else the mean
+        minutes (one series each, as the query sums them)."""
+        found: dict[tuple[str, str], Any] = {}
         for labels, value in series:
-            workflow = workflow_of(labels)
-            runner_type = self.runner_type(labels)
-            if not workflow or not runner_type:
-                continue
-            labelled = True
-            key = (runner_type, workflow)
-            counts[key] = counts.get(key, 0) + round(value)
-        return {key: n for key, n in counts.items() if n > 0}, labelled
-
-    def _per_workflow_mean(
-        self, series: list[tuple[dict[str, str], float]]
-    ) -> dict[tuple[str, str], float]:
-        """Mean minutes per (runner type, workflow): one series each, as the query sums them."""
-        means = {}
-        for labels, value in series:
-            workflow, runner_type = workflow_of(labels), self.runner_type(labels)
-            if workflow and runner_type and math.isfinite(value) and value >= 0:
-                means[(runner_type, workflow)] = value
-        return means
+            key = (self.runner_type(labels), workflow_of(labels))
+            if all(key) and counts:
+                found[key] = found.get(key, 0) + round(value)
+            elif all(key) and math.isfinite(value) and value >= 0:
+                found[key] = value
+        return {key: n for key, n in found.items() if n > 0 or not counts}
 
     def _wait_of(self, buckets: Mapping[float, float]) -> dict[str, Any]:
         """The longest wait of a runner type from its startup histogram's buckets (seconds):
@@ -254,8 +213,8 @@ class PrometheusMetrics:
         return self._names.runner_type(scale_set) if scale_set else ""
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
-        """The capacity report's window (`bot.backends.metrics.prometheus_history`): every
-        series and quantile at once; raises `BackendError` when none could be read."""
+        """The capacity report's window (`prometheus_history`): every series and quantile at
+        once; raises `BackendError` when none could be read."""
         step = ranges.step_s(start, end)
         fields = ranges.range_queries(self._queries, wait_buckets=self._arc_wait)
         seconds = max(60, round((end - start).total_seconds()))
@@ -265,35 +224,20 @@ class PrometheusMetrics:
             "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix),
             "job_mins": ranges.duration_query(seconds, suffix),
         }
-        answers = await asyncio.gather(
-            *(self._query_range(query, start, end, step) for query in fields.values()),
-            *(self._query(query, end) for query in numbers.values()),
-            return_exceptions=True,
+        ranged, failed = await _gathered(
+            {field: self._query_range(query, start, end, step) for field, query in fields.items()}
+            | {number: self._query(query, end) for number, query in numbers.items()}
         )
-        failures = [a for a in answers if isinstance(a, BaseException)]
-        for failure in failures:
-            if not isinstance(failure, BackendError):
-                raise failure
-        if failures and len(failures) == len(answers):
-            raise failures[0]
-        failed = [
-            name
-            for name, answer in zip([*fields, *numbers], answers, strict=True)
-            if isinstance(answer, BaseException)
-        ]
         series: dict[str, dict[str, dict[float, float]]] = {}
-        for field_name, answer in zip(fields, answers[: len(fields)], strict=True):
-            for labels, samples in [] if isinstance(answer, BaseException) else answer:
-                runner_type = self.runner_type(labels)
-                if runner_type:
-                    by_field = series.setdefault(runner_type, {})
-                    ranges.merged(by_field.setdefault(field_name, {}), samples)
         by_type: dict[str, dict[str, float]] = {}
-        for number, answer in zip(numbers, answers[len(fields) :], strict=True):
-            for labels, value in [] if isinstance(answer, BaseException) else answer:
+        for name, answer in ranged.items():
+            for labels, found in answer:
                 runner_type = self.runner_type(labels)
-                if runner_type:
-                    by_type.setdefault(runner_type, {})[number] = value
+                if runner_type and name in fields:
+                    by_field = series.setdefault(runner_type, {})
+                    ranges.merged(by_field.setdefault(name, {}), found)  # type: ignore[arg-type]
+                elif runner_type:
+                    by_type.setdefault(runner_type, {})[name] = found  # type: ignore[assignment]
         said = [ranges.SAID.get(name, name) for name in failed]
         note = f"Prometheus could not answer for {', '.join(said)}" if failed else ""
         return FleetHistory(ranges.histories(step, series, by_type), note)
@@ -301,75 +245,50 @@ class PrometheusMetrics:
     async def _query_range(
         self, query: str, start: datetime, end: datetime, step: int
     ) -> list[tuple[dict[str, str], dict[float, float]]]:
-        response = await request(
-            self._client,
-            "Prometheus",
-            "GET",
-            "/api/v1/query_range",
-            params={
-                "query": query,
-                "start": f"{start.timestamp():.3f}",
-                "end": f"{end.timestamp():.3f}",
-                "step": str(step),
-            },
-        )
-        return ranges.parse_matrix(json_object(response, "Prometheus"))
+        span = {"start": f"{start.timestamp():.3f}", "end": f"{end.timestamp():.3f}"}
+        body = await self._get("/api/v1/query_range", {"query": query, **span, "step": str(step)})
+        return ranges.parse_matrix(body)
 
-    @property
-    def fields(self) -> list[str]:
-        """The reading's fields queried: ARC's defaults with PROMETHEUS_QUERIES over them."""
-        return list(self._queries)
+    async def _query(self, query: str, now: datetime) -> Vector:
+        body = await self._get("/api/v1/query", {"query": query, "time": f"{now.timestamp():.3f}"})
+        return parse_vector(body)
 
-    async def series(self, field: str, *, now: datetime) -> list[tuple[dict[str, str], float]]:
-        """One field's query, asked as `read` asks it (`queuepilot check` asks them one by one,
-        to say which returns what)."""
-        return await self._query(self._queries[field], now)
-
-    async def _query(self, query: str, now: datetime) -> list[tuple[dict[str, str], float]]:
-        response = await request(
-            self._client,
-            "Prometheus",
-            "GET",
-            "/api/v1/query",
-            params={"query": query, "time": f"{now.timestamp():.3f}"},
-        )
-        return parse_vector(json_object(response, "Prometheus"))
+    async def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        response = await request(self._client, "Prometheus", "GET", path, params=params)
+        return json_object(response, "Prometheus")
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
 
-def parse_vector(body: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
+async def _gathered(calls: Mapping[str, Awaitable[T]]) -> tuple[dict[str, T], list[str]]:
+    """Every call's answer by name, and the names that failed; the first failure when all did."""
+    answers = await asyncio.gather(*calls.values(), return_exceptions=True)
+    failures = [a for a in answers if isinstance(a, BaseException)]
+    for failure in failures:
+        if not isinstance(failure, BackendError):
+            raise failure
+    if failures and len(failures) == len(answers):
+        raise failures[0]
+    named = dict(zip(calls, answers, strict=True))
+    failed = [name for name, answer in named.items() if isinstance(answer, BaseException)]
+    return {n: a for n, a in named.items() if n not in failed}, failed  # type: ignore[misc]
+
+
+def parse_vector(body: Mapping[str, Any]) -> Vector:
     """An instant query's answer as (labels, value) pairs; NaN and infinities are dropped (a
     quantile of no observations, a division by zero rate): they are "not known", not numbers.
-
-    Raises `BackendError` for an error answer or a shape that is not an instant vector.
-    """
-    if body.get("status") != "success":
-        error = body.get("error") or body.get("errorType") or "an error"
-        raise BackendError(f"Prometheus answered {str(error)[:200]}", retryable=False)
-    data = body.get("data")
-    if not isinstance(data, dict):
-        raise BackendError("Prometheus answered without data", retryable=True)
-    result_type, result = data.get("resultType"), data.get("result")
-    if result_type == "scalar" and isinstance(result, list):
+    Raises `BackendError` for an error answer or a shape that is not an instant vector."""
+    result_type, result = ranges.result_of(body)
+    if result_type not in ("scalar", "vector") or not isinstance(result, list):
+        message = f"Prometheus answered a {str(result_type)[:20]}, not an instant vector"
+        raise BackendError(message, retryable=False)
+    if result_type == "scalar":
         value = _number(result)
         return [] if value is None else [({}, value)]
-    if result_type != "vector" or not isinstance(result, list):
-        raise BackendError(
-            f"Prometheus answered a {str(result_type)[:20]}, not an instant vector",
-            retryable=False,
-        )
-    series = []
-    for item in result:
-        if not isinstance(item, dict):
-            continue
-        metric = item.get("metric")
-        labels = {str(k): str(v) for k, v in metric.items()} if isinstance(metric, dict) else {}
-        value = _number(item.get("value"))
-        if value is not None:
-            series.append((labels, value))
-    return series
+    items = [item for item in result if isinstance(item, dict)]
+    series = [(ranges.labels_of(item), _number(item.get("value"))) for item in items]
+    return [(labels, value) for labels, value in series if value is not None]
 
 
 def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bool] | None:
@@ -402,10 +321,8 @@ def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bo
     return start + (bounds[i] - start) * fraction, False
 
 
-def _bound(text: str | None) -> float | None:
-    """A bucket's `le` label as a number (`+Inf` included); None for none or a bad one."""
-    if text is None:
-        return None
+def _bound(text: str) -> float | None:
+    """A bucket's `le` label as a number (`+Inf` included); None for a bad one."""
     try:
         value = float(text)
     except ValueError:
@@ -414,14 +331,8 @@ def _bound(text: str | None) -> float | None:
 
 
 def _number(sample: Any) -> float | None:
-    """`[<unix time>, "<value>"]` -> the value, when finite."""
-    if not isinstance(sample, list) or len(sample) != 2:
-        return None
-    try:
-        value = float(sample[1])
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
+    point = ranges.sample_of(sample)
+    return None if point is None else point[1]
 
 
 def workflow_of(labels: Mapping[str, str]) -> str:
@@ -430,8 +341,5 @@ def workflow_of(labels: Mapping[str, str]) -> str:
     name = labels.get("job_workflow_name", "").strip()
     if name:
         return name[:200]
-    ref = labels.get("job_workflow_ref", "").partition("@")[0]
-    stem = ref.rsplit("/", 1)[-1]
-    for extension in (".yml", ".yaml"):
-        stem = stem.removesuffix(extension)
-    return stem.strip()[:200]
+    stem = labels.get("job_workflow_ref", "").partition("@")[0].rsplit("/", 1)[-1]
+    return stem.removesuffix(".yml").removesuffix(".yaml").strip()[:200]

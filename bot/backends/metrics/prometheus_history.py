@@ -1,14 +1,7 @@
-"""The capacity report's window from Prometheus: range queries over the same numbers the live
-reading takes, and the queue time's quantiles over ARC's startup histogram.
-
-The series (queued jobs, the longest wait, the runners wanted, the maximum) are the reading's own
-queries (`PROMETHEUS_QUERIES` included) asked with `/api/v1/query_range`, a step that keeps each
-series under `MAX_POINTS`. The quantiles are one instant query each at the window's end, over the
-histogram's increase across the window: every job that got a runner in it counts once. Job series
-join their scale set's `name` through any scrape target (`instance`) that served its gauges in the
-window (`last_over_time`), so a listener restarted mid-week is not lost. Every series comes back
-named by its scale set, which the backend maps to the runner type the alerts name, as it does the
-live reading's (`PrometheusMetrics.runner_type`).
+"""The capacity report's window from Prometheus: the reading's own queries over a range
+(`/api/v1/query_range`, at most `MAX_POINTS` a series), and the queue time's quantiles over ARC's
+startup histogram's increase across the window. Job series join their scale set through any scrape
+target that served its gauges in the window, so a listener restarted mid-week is not lost.
 """
 
 from __future__ import annotations
@@ -104,39 +97,40 @@ def duration_query(seconds: int, name_suffix: str = "") -> str:
     return _named(f"sum by ({TYPE}) ({total}) / sum by ({TYPE}) ({count}) / 60")
 
 
-def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], dict[float, float]]]:
-    """A range query's answer as (labels, {unix time: value}); NaN and infinities left out.
-
-    Raises `BackendError` for an error answer or a shape that is not a range vector.
-    """
+def result_of(body: Mapping[str, Any]) -> tuple[Any, Any]:
+    """A query's answer as (resultType, result); `BackendError` for an error answer or no data."""
     if body.get("status") != "success":
         error = body.get("error") or body.get("errorType") or "an error"
         raise BackendError(f"Prometheus answered {str(error)[:200]}", retryable=False)
     data = body.get("data")
     if not isinstance(data, dict):
         raise BackendError("Prometheus answered without data", retryable=True)
-    result_type, result = data.get("resultType"), data.get("result")
+    return data.get("resultType"), data.get("result")
+
+
+def labels_of(item: Mapping[str, Any]) -> dict[str, str]:
+    metric = item.get("metric")
+    return {str(k): str(v) for k, v in metric.items()} if isinstance(metric, dict) else {}
+
+
+def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], dict[float, float]]]:
+    """A range query's answer as (labels, {unix time: value}); NaN and infinities left out.
+    Raises `BackendError` for an error answer or a shape that is not a range vector."""
+    result_type, result = result_of(body)
     if result_type != "matrix" or not isinstance(result, list):
         raise BackendError(
             f"Prometheus answered a {str(result_type)[:20]}, not a range vector", retryable=False
         )
     series = []
     for item in result:
-        if not isinstance(item, dict):
-            continue
-        metric = item.get("metric")
-        labels = {str(k): str(v) for k, v in metric.items()} if isinstance(metric, dict) else {}
-        values = item.get("values")
-        samples: dict[float, float] = {}
-        for sample in values if isinstance(values, list) else []:
-            point = _sample(sample)
-            if point is not None:
-                samples[point[0]] = point[1]
-        series.append((labels, samples))
+        if isinstance(item, dict):
+            values = item.get("values")
+            points = [sample_of(v) for v in values] if isinstance(values, list) else []
+            series.append((labels_of(item), dict(p for p in points if p is not None)))
     return series
 
 
-def _sample(sample: Any) -> tuple[float, float] | None:
+def sample_of(sample: Any) -> tuple[float, float] | None:
     """`[<unix time>, "<value>"]` -> (time, value), when both are finite numbers."""
     if not isinstance(sample, list) or len(sample) != 2:
         return None

@@ -1,19 +1,9 @@
 """Scaling a runner type up: a real call to the autoscaler, and its capacity before and after.
 
-Every runner type that may be scaled is mapped in configuration to a target (what the backend
-acts on) with a cap (the most runners one request may add) and optionally a ceiling (the largest
-capacity queuepilot will ever set). Implementations side by side: `webhook.py` (a signed POST),
-`arc.py` (an AutoscalingRunnerSet), `sqs.py` (PyTorch's scale-up queue), `asg.py` (an EC2 Auto
-Scaling group). Every implementation raises `BackendError` only; a request the backend would
-refuse (past its maximum, past the ceiling) is refused with the reason before anything changes.
-The target and the capacity are values of the domain (`bot.domain.scaling`).
-
-A scale-up that can be put back says what it changed (`Undo`); `revert` puts it back only while
-the value is still the one set, and otherwise says what it is now and, where the API tells, who
-changed it. `failures` reads the autoscaler's own recent errors, for diagnostics.
-
-No write leaves a target invalid (`bounded`): a scale-up that would is refused, and a put-back
-that would goes back only as far as the target's other bounds allow and says what it left.
+Implementations: `webhook.py` (a signed POST), `arc.py` (an AutoscalingRunnerSet), `sqs.py`
+(PyTorch's scale-up queue), `asg.py` (an EC2 Auto Scaling group). No write leaves a target worse:
+a scale-up the backend would refuse, or that leaves its counts invalid (`bounded`), is refused
+before anything changes; a put-back (`Undo`) goes back only while the value is the one set.
 """
 
 from __future__ import annotations
@@ -24,6 +14,8 @@ from typing import Any, Protocol
 from bot.backends.errors import BackendError
 from bot.domain.scaling import Capacity, ScaleTarget
 
+MAX_FAILURES = 5
+
 
 @dataclass(frozen=True)
 class ScaleRequest:
@@ -31,20 +23,15 @@ class ScaleRequest:
     delta: int
     incident_id: str
     requested_by: str
-    # ARC at its maximum: raise maxRunners instead of minRunners.
-    raise_maximum: bool = False
+    raise_maximum: bool = False  # ARC at its maximum: raise maxRunners instead of minRunners
     request_id: str = ""
 
 
 @dataclass(frozen=True)
 class Undo:
-    """What a scale-up changed, enough to put it back.
-
-    `field` as messages name it ("minRunners", "desired capacity"); `before` None when the field
-    was unset (ARC: an absent minRunners is 0, and unset again on revert). `version` is the
-    resource version the change produced (ARC's `metadata.resourceVersion`), "" where the
-    backend has none (an ASG: the precondition is that the value is still `after`).
-    """
+    """What a scale-up changed: `field` as messages name it ("minRunners", "desired capacity");
+    `before` None when the field was unset (ARC: unset again on revert); `version` the resource
+    version the change produced (ARC's), "" where the backend has none."""
 
     field: str
     before: int | None
@@ -75,15 +62,13 @@ class ScaleResult:
     detail: str
     before: Capacity | None = None
     after: Capacity | None = None
-    # How to put it back; None when this backend cannot (its `cannot_undo` says why).
-    undo: Undo | None = None
+    undo: Undo | None = None  # None when this backend cannot put it back (`cannot_undo`)
 
 
 @dataclass(frozen=True)
 class Reverted:
-    """What `revert` did: put back (`done`), or left alone with the reason, in words. `left`
-    says what was not put back and why, when the target's other bounds allowed only part of
-    the way back ("maxRunners stays 12, not 10: minRunners is 12 now")."""
+    """A put-back done, or left alone with the reason; `left`: what was not put back and why
+    ("maxRunners stays 12, not 10: minRunners is 12 now")."""
 
     done: bool
     detail: str
@@ -91,94 +76,84 @@ class Reverted:
 
 
 class Scaler(Protocol):
-    # How messages name the backend: "ARC", "the scaler webhook", ...
-    name: str
-    # Whether `raise_maximum` means anything here (ARC only).
-    can_raise_maximum: bool
-    # Why a scale-up through this backend cannot be put back ("" when it can).
-    cannot_undo: str
-    # Fields in the order their put-backs go when several of one target are due at once (ARC:
-    # the floor before the ceiling, so a lowered maxRunners never meets a raised minRunners).
-    revert_order: tuple[str, ...]
+    """The defaults fit a backend that only receives (a webhook, a queue): it cannot be read in
+    advance, tell a refusal before the call, put a scale-up back or report failures."""
+
+    name: str  # how messages name the backend: "ARC", "the scaler webhook"
+    can_raise_maximum: bool = False  # whether `raise_maximum` means anything (ARC only)
+    cannot_undo: str = ""  # why a scale-up cannot be put back ("" when it can)
+    # The order of one target's put-backs due at once (ARC: the floor before the ceiling, so a
+    # lowered maxRunners never meets a raised minRunners).
+    revert_order: tuple[str, ...] = ()
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
-        """The target's capacity now; None when this backend cannot read it in advance."""
-        ...
+        return None
 
     def refusal(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
     ) -> str:
-        """Why `scale` would refuse adding `delta` (to the maximum, with `raise_maximum`) to the
-        target at `capacity`, in the words it would refuse with; "" when it would not, or this
-        backend cannot tell in advance. The check `scale` itself makes, so a form can offer
-        only what the target accepts."""
-        ...
+        """The words `scale` would refuse adding `delta` with, made by the check `scale` makes,
+        so a form offers only what the target accepts; "" when it would not, or cannot tell."""
+        return ""
 
-    async def scale(self, request: ScaleRequest) -> ScaleResult:
-        """Add `delta` runners of capacity to the target."""
-        ...
+    async def scale(self, request: ScaleRequest) -> ScaleResult: ...
 
     async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
         """Put `undo.before` back, only while the value is still `undo.after`."""
-        ...
+        raise BackendError(f"cannot be undone: {self.cannot_undo}", retryable=False)
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
-        """The autoscaler's recent failures for the target in words, newest first, at most
-        `MAX_FAILURES`; None when this backend cannot read them."""
-        ...
+        """The autoscaler's recent failures, newest first, at most `MAX_FAILURES`; None when this
+        backend cannot read them."""
+        return None
 
 
-MAX_FAILURES = 5
-
-
-def count_of(value: object, *, most: int = 10**9) -> int | None:
-    """A runner count from a backend's JSON: a whole number in 0..most, else None (unknown)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+def count_of(value: object) -> int | None:
+    """A runner count from a backend's JSON: a whole number in 0..10⁹, else None (unknown)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**9:
         return None
     return value
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """A target's counts that must hold together, as its autoscaler reads them: ARC's
-    `minRunners ≤ maxRunners` (its listener refuses to start otherwise), an ASG's
-    `MinSize ≤ desired ≤ MaxSize`. None: unset (no floor, or unbounded)."""
-
-    minimum: int | None
-    maximum: int | None
-    desired: int | None = None
-
-    def problem(self, names: tuple[str, str, str]) -> str:
-        """What is wrong with these counts, in the backend's `names` for (minimum, maximum,
-        desired); "" when they hold."""
-        low, high, want = names
-        counts = {low: self.minimum, high: self.maximum, want: self.desired}
-        negative = [f"{name} {value}" for name, value in counts.items() if (value or 0) < 0]
-        if negative:
-            return f"{', '.join(negative)} below 0"
-        floor, ceiling = self.minimum or 0, self.maximum
-        if ceiling is not None and floor > ceiling:
-            return f"{low} {floor} above {high} {ceiling}"
-        if self.desired is not None and self.desired < floor:
-            return f"{want} {self.desired} below {low} {floor}"
-        if self.desired is not None and ceiling is not None and self.desired > ceiling:
-            return f"{want} {self.desired} above {high} {ceiling}"
-        return ""
+def problem(
+    minimum: int | None, maximum: int | None, desired: int | None, names: tuple[str, str, str]
+) -> str:
+    """What is wrong with a target's counts as its autoscaler reads them (ARC's `minRunners ≤
+    maxRunners`, an ASG's `MinSize ≤ desired ≤ MaxSize`; None: unset), in the backend's `names`
+    for (minimum, maximum, desired); "" when they hold."""
+    low, high, want = names
+    counts = {low: minimum, high: maximum, want: desired}
+    negative = [f"{name} {value}" for name, value in counts.items() if (value or 0) < 0]
+    if negative:
+        return f"{', '.join(negative)} below 0"
+    floor = minimum or 0
+    if maximum is not None and floor > maximum:
+        return f"{low} {floor} above {high} {maximum}"
+    if desired is not None and desired < floor:
+        return f"{want} {desired} below {low} {floor}"
+    if desired is not None and maximum is not None and desired > maximum:
+        return f"{want} {desired} above {high} {maximum}"
+    return ""
 
 
-def bounded(bounds: Bounds, names: tuple[str, str, str], what: str) -> None:
+def bounded(
+    minimum: int | None,
+    maximum: int | None,
+    desired: int | None,
+    names: tuple[str, str, str],
+    what: str,
+) -> None:
     """Refuse a write that would leave the target's counts invalid, saying which and why."""
-    problem = bounds.problem(names)
-    if problem:
+    found = problem(minimum, maximum, desired, names)
+    if found:
         raise BackendError(
-            f"{what} would leave {problem}, which the autoscaler cannot run with: nothing "
-            "was changed",
+            f"{what} would leave {found}, which the autoscaler cannot run with: nothing was "
+            "changed",
             retryable=False,
         )
 
 
 def within_ceiling(target: ScaleTarget, value: int, what: str) -> None:
-    """Refuse a new capacity above the target's ceiling, naming both."""
     if target.ceiling is not None and value > target.ceiling:
         raise BackendError(
             f"{what} would become {value}, above the ceiling of {target.ceiling} configured "

@@ -1,40 +1,27 @@
 """The `arc` scaler: raise an AutoscalingRunnerSet's floor (or ceiling) through the Kubernetes API.
 
-ARC runs `min(minRunners + assigned jobs, maxRunners)` runners, so raising `minRunners` adds
-runners only below the maximum; on a set at its maximum it changes nothing, and raising
-`maxRunners` is what helps (within the target's ceiling). The patch is a JSON merge patch (custom
-resources take no strategic merge) carrying the resourceVersion read, so a concurrent change makes
-it fail (409) and it is recomputed rather than overwriting. RBAC: `get` and `patch` on
-`autoscalingrunnersets` in the scale sets' namespace.
-
-Putting a scale-up back reads the set first: while the field still holds the value set from
-Slack, the old value goes back under the version read (a 409 means a write came between, often
-just ARC's controller updating the status: read again); once it holds anything else, it is left
-alone, and the managedFields entry that last wrote it says who (Helm, Argo CD, kubectl) and when.
-
-ARC's listener refuses to start with `maxRunners < minRunners` (its config validation), so no
-write here leaves the set that way: a scale-up that would is refused, and a put-back of
-maxRunners below a minRunners raised since (from Slack or by hand) stops at that minRunners and
-says so. Two scale-ups of one set are put back floor first (`revert_order`: a maxRunners
-put-back waits for a minRunners one of ours still to go, in `bot.actions.scale_reverts`), so
-each goes back whole.
+ARC runs `min(minRunners + assigned jobs, maxRunners)` runners, so at the maximum only raising
+`maxRunners` helps. Each write is a JSON merge patch under the resourceVersion read (a 409 means it
+changed: read again). A put-back goes back only while the field holds the value set from Slack
+(else managedFields say who changed it), and never leaves `maxRunners < minRunners`, which ARC's
+listener refuses to start with. RBAC: `get` and `patch` on `autoscalingrunnersets`.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import json_object, request
+from bot.backends.http import iso_time, json_object, request
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import (
-    Bounds,
     Reverted,
+    Scaler,
     ScaleRequest,
     ScaleResult,
     Undo,
@@ -48,17 +35,16 @@ from bot.domain.scaling import Capacity, ScaleTarget, managed_by
 API = "/apis/actions.github.com/v1alpha1"
 SERVICE = "The Kubernetes API"
 CONFLICT_RETRIES = 3
-# How the API server's managedFields name our writes (`?fieldManager=`).
-FIELD_MANAGER = "queuepilot"
-# The counts as ARC's listener checks them (it also has no desired count of its own to check).
+FIELD_MANAGER = "queuepilot"  # how managedFields name our writes (`?fieldManager=`)
+# The counts as ARC's listener checks them (it has no desired count of its own to check).
 NAMES = ("minRunners", "maxRunners", "runners")
+LISTENER = "ARC's listener does not run with maxRunners below minRunners"
 
 
-class ArcScaler:
+class ArcScaler(Scaler):
     name = "ARC"
     can_raise_maximum = True
-    revert_order: tuple[str, ...] = ("minRunners", "maxRunners")
-    cannot_undo = ""
+    revert_order = ("minRunners", "maxRunners")
 
     def __init__(
         self, config: Settings, access: KubeAccess, client: httpx.AsyncClient | None = None
@@ -68,34 +54,29 @@ class ArcScaler:
         self._client = client or access.client(config.backend_timeout_seconds)
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
-        return _capacity(await self._get(target))
+        return _capacity(await self._call("GET", target))
 
     def refusal(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
     ) -> str:
-        if capacity is None:
-            return ""
         try:
-            _planned(target, delta, raise_maximum, capacity)
+            if capacity is not None:
+                _planned(target, delta, raise_maximum, capacity)
         except BackendError as exc:
             return str(exc)
         return ""
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         for _ in range(CONFLICT_RETRIES):
-            runner_set = await self._get(scale.target)
+            runner_set = await self._call("GET", scale.target)
             before = _capacity(runner_set)
             field, value, after = _planned(scale.target, scale.delta, scale.raise_maximum, before)
-            patch = {"metadata": {"resourceVersion": _version(runner_set)}, "spec": {field: value}}
-            try:
-                answer = await self._patch(scale.target, patch)
-            except BackendError as exc:
-                if exc.status == 409:
-                    continue  # changed since read: recompute from the new state
-                raise
+            answer = await self._patch(scale.target, runner_set, field, value)
+            if answer is None:
+                continue  # changed since read: recompute from the new state
             shown = before.minimum if field == "minRunners" else before.maximum
             bounds = f" (maxRunners {before.maximum})" if field == "minRunners" else ""
-            detail = f"{field} {shown if shown is not None else 'unset'} → {value}{bounds}"
+            detail = f"{field} {_shown(shown)} → {value}{bounds}"
             # The answer's version is what our write produced: the revert's precondition.
             undo = Undo(field, _spec_value(runner_set, field), value, _version(answer))
             return ScaleResult(detail, before, after, undo)
@@ -104,7 +85,7 @@ class ArcScaler:
     async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
         field = undo.field
         for _ in range(CONFLICT_RETRIES):
-            runner_set = await self._get(target)
+            runner_set = await self._call("GET", target)
             now = _spec_value(runner_set, field)
             if now == undo.before:
                 return Reverted(True, f"{field} was already back to {_shown(undo.before)}")
@@ -118,69 +99,63 @@ class ArcScaler:
             value, left = _way_back(runner_set, undo)
             if value == undo.after:
                 return Reverted(False, left)
-            patch = {"metadata": {"resourceVersion": _version(runner_set)}, "spec": {field: value}}
-            try:
-                await self._patch(target, patch)
-            except BackendError as exc:
-                if exc.status == 409:
-                    continue  # written since it was read: read again
-                raise
-            return Reverted(True, f"{field} {undo.after} → {_shown(value)}", left)
+            if await self._patch(target, runner_set, field, value) is not None:
+                return Reverted(True, f"{field} {undo.after} → {_shown(value)}", left)
         raise BackendError("the scale set kept changing while being put back", retryable=True)
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
-        return ephemeral_failures(await self._get(target))
+        return ephemeral_failures(await self._call("GET", target))
 
-    async def _get(self, target: ScaleTarget) -> dict[str, Any]:
-        path = _path(self._namespace, target)
-        response = await request(self._client, SERVICE, "GET", path, headers=self._access.headers())
-        return json_object(response, SERVICE)
+    async def _patch(
+        self, target: ScaleTarget, read: dict[str, Any], field: str, value: int | None
+    ) -> dict[str, Any] | None:
+        """A JSON merge patch under the version read: the object as written, or None when it
+        was written since (409)."""
+        patch = {"metadata": {"resourceVersion": _version(read)}, "spec": {field: value}}
+        try:
+            return await self._call("PATCH", target, json.dumps(patch).encode())
+        except BackendError as exc:
+            if exc.status == 409:
+                return None
+            raise
 
-    async def _patch(self, target: ScaleTarget, body: dict[str, Any]) -> dict[str, Any]:
-        """A JSON merge patch; the API server answers with the object as written."""
+    async def _call(
+        self, method: str, target: ScaleTarget, patch: bytes | None = None
+    ) -> dict[str, Any]:
+        space, _, name = target.target.rpartition("/")  # `namespace/name`, or a bare name
+        space = quote(space or self._namespace, safe="")
+        path = f"{API}/namespaces/{space}/autoscalingrunnersets/{quote(name, safe='')}"
+        headers = self._access.headers()
+        if patch is not None:
+            headers["Content-Type"] = "application/merge-patch+json"
+        params = {"fieldManager": FIELD_MANAGER} if patch is not None else None
         response = await request(
-            self._client,
-            SERVICE,
-            "PATCH",
-            _path(self._namespace, target),
-            content=json.dumps(body).encode(),
-            headers={
-                **self._access.headers(),
-                "Content-Type": "application/merge-patch+json",
-            },
-            params={"fieldManager": FIELD_MANAGER},
+            self._client, SERVICE, method, path, content=patch, headers=headers, params=params
         )
         return json_object(response, SERVICE)
 
 
-def _path(namespace: str, target: ScaleTarget) -> str:
-    """`namespace/name`, or a bare name in the configured namespace."""
-    space, _, name = target.target.rpartition("/")
-    space = space or namespace
-    return f"{API}/namespaces/{quote(space, safe='')}/autoscalingrunnersets/{quote(name, safe='')}"
+def _part(data: dict[str, Any], key: str) -> dict[str, Any]:
+    found = data.get(key)
+    return found if isinstance(found, dict) else {}
 
 
 def _capacity(runner_set: dict[str, Any]) -> Capacity:
-    spec = runner_set.get("spec") if isinstance(runner_set.get("spec"), dict) else {}
-    status = runner_set.get("status") if isinstance(runner_set.get("status"), dict) else {}
-    minimum = count_of(spec.get("minRunners")) or 0  # absent: 0
+    spec, metadata = _part(runner_set, "spec"), _part(runner_set, "metadata")
     maximum = count_of(spec.get("maxRunners"))  # absent: unbounded
-    current = count_of(status.get("currentRunners"))
-    at_max = maximum is not None and current is not None and current >= maximum
-    metadata = runner_set.get("metadata") if isinstance(runner_set.get("metadata"), dict) else {}
+    current = count_of(_part(runner_set, "status").get("currentRunners"))
     return Capacity(
         current=current,
-        minimum=minimum,
+        minimum=count_of(spec.get("minRunners")) or 0,  # absent: 0
         maximum=maximum,
-        at_maximum=at_max,
+        at_maximum=maximum is not None and current is not None and current >= maximum,
         managed_by=managed_by(metadata.get("labels"), metadata.get("annotations")),
     )
 
 
 def _spec_value(runner_set: dict[str, Any], field: str) -> int | None:
     """The field as the spec has it: None when absent (or not a count)."""
-    spec = runner_set.get("spec")
-    return count_of(spec.get(field)) if isinstance(spec, dict) else None
+    return count_of(_part(runner_set, "spec").get(field))
 
 
 def _shown(value: int | None) -> str:
@@ -190,42 +165,23 @@ def _shown(value: int | None) -> str:
 def changed_by(runner_set: dict[str, Any], field: str) -> str:
     """Who last wrote `spec.<field>`, from `metadata.managedFields`: "helm at 2026-07-14 09:12
     UTC"; the latest entry when none names the field; "" when the API server sent none."""
-    metadata = runner_set.get("metadata")
-    entries = metadata.get("managedFields") if isinstance(metadata, dict) else None
-    if not isinstance(entries, list):
-        return ""
+    entries = _part(runner_set, "metadata").get("managedFields")
+    entries = entries if isinstance(entries, list) else []
     valid = [e for e in entries if isinstance(e, dict) and isinstance(e.get("manager"), str)]
     if not valid:
         return ""
-    touching = [e for e in valid if _touches(e.get("fieldsV1"), field)] or valid
+    fields = [_part(_part(e, "fieldsV1"), "f:spec") for e in valid]
+    touching = [e for e, spec in zip(valid, fields, strict=True) if f"f:{field}" in spec] or valid
     # RFC 3339 times in UTC sort as text; an entry without one counts as oldest.
     latest = max(enumerate(touching), key=lambda pair: (str(pair[1].get("time") or ""), pair[0]))[1]
     manager = str(latest["manager"])[:100] or "an unnamed manager"
-    when = _when(latest.get("time"))
-    return f"{manager} at {when}" if when else manager
-
-
-def _touches(fields: object, field: str) -> bool:
-    spec = fields.get("f:spec") if isinstance(fields, dict) else None
-    return isinstance(spec, dict) and f"f:{field}" in spec
-
-
-def _when(value: object) -> str:
-    if not isinstance(value, str):
-        return ""
-    try:
-        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return ""
-    if at.tzinfo is None:
-        return ""
-    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    at = iso_time(latest.get("time"))
+    return f"{manager} at {at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if at else manager
 
 
 def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
     """ARC's own count of ephemeral runners that failed to start, with the set's phase."""
-    status = runner_set.get("status")
-    status = status if isinstance(status, dict) else {}
+    status = _part(runner_set, "status")
     failed = count_of(status.get("failedEphemeralRunners"))
     if not failed:
         return []
@@ -237,29 +193,26 @@ def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
 
 def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
     """How far `undo.field` can go back toward `undo.before` with the set's other bound as it
-    is now, and what was left and why ("" when all the way). `undo.after` when not at all."""
-    minimum = _spec_value(runner_set, "minRunners")
-    maximum = _spec_value(runner_set, "maxRunners")
-    listener = "ARC's listener does not run with maxRunners below minRunners"
+    is now, and what was left and why ("" when all the way); `undo.after` when not at all."""
     if undo.field == "maxRunners":
-        floor = minimum or 0
+        floor = _spec_value(runner_set, "minRunners") or 0
         if undo.before is None or undo.before >= floor:
             return undo.before, ""
         if floor >= undo.after:
             return undo.after, (
-                f"maxRunners stays {undo.after}: minRunners is {floor} now, and {listener}"
+                f"maxRunners stays {undo.after}: minRunners is {floor} now, and {LISTENER}"
             )
-        return (
-            floor,
-            f"maxRunners stays {floor}, not {undo.before}: minRunners is {floor} now, "
-            f"and {listener}",
+        return floor, (
+            f"maxRunners stays {floor}, not {undo.before}: minRunners is {floor} now, and "
+            f"{LISTENER}"
         )
+    maximum = _spec_value(runner_set, "maxRunners")
     if maximum is not None and (undo.before or 0) > maximum:
         # Someone set maxRunners below the old floor: lowering the floor to it cannot make the
         # set valid, and going below the old value is not putting back.
         return undo.after, (
             f"{undo.field} stays {undo.after}: maxRunners is {maximum} now, below the "
-            f"{_shown(undo.before)} it would go back to, and {listener}"
+            f"{_shown(undo.before)} it would go back to, and {LISTENER}"
         )
     return undo.before, ""
 
@@ -269,15 +222,6 @@ def _planned(
 ) -> tuple[str, int, Capacity]:
     """The field to patch, its new value and the capacity after, or the refusal: the one check
     of a scale-up, made before the patch and by a form before it offers one."""
-    field, value = _new_value(target, delta, raise_maximum, before)
-    after = _with(before, field, value)
-    bounded(Bounds(after.minimum, after.maximum), NAMES, f"{field} {value}")
-    return field, value, after
-
-
-def _new_value(
-    target: ScaleTarget, delta: int, raise_maximum: bool, before: Capacity
-) -> tuple[str, int]:
     minimum, maximum = before.minimum or 0, before.maximum
     if raise_maximum:
         if maximum is None:
@@ -285,7 +229,9 @@ def _new_value(
                 "maxRunners is not set (unbounded): nothing to raise", retryable=False
             )
         within_ceiling(target, maximum + delta, "maxRunners")
-        return "maxRunners", maximum + delta
+        after = Capacity(before.current, before.minimum, maximum + delta)
+        bounded(after.minimum, after.maximum, None, NAMES, f"maxRunners {maximum + delta}")
+        return "maxRunners", maximum + delta, after
     if before.at_maximum:
         raise BackendError(
             f"the scale set is at its maximum ({maximum} runners): raising minRunners changes "
@@ -300,18 +246,12 @@ def _new_value(
             retryable=False,
         )
     within_ceiling(target, value, "minRunners")
-    return "minRunners", value
-
-
-def _with(before: Capacity, field: str, value: int) -> Capacity:
-    if field == "minRunners":
-        return Capacity(before.current, value, before.maximum)
-    return Capacity(before.current, before.minimum, value)
+    bounded(value, maximum, None, NAMES, f"minRunners {value}")
+    return "minRunners", value, Capacity(before.current, value, maximum)
 
 
 def _version(runner_set: dict[str, Any]) -> str:
-    metadata = runner_set.get("metadata")
-    version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+    version = _part(runner_set, "metadata").get("resourceVersion")
     if not isinstance(version, str) or not version:
         raise BackendError("the scale set came without a resourceVersion", retryable=True)
     return version

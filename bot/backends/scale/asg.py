@@ -1,20 +1,11 @@
 """The `aws-asg` scaler: raise an EC2 Auto Scaling group's desired capacity.
 
-For EC2 fleets built on Auto Scaling groups: `DescribeAutoScalingGroups` first (desired, minimum,
-maximum), then `SetDesiredCapacity` to desired + N, refused when that passes the group's MaxSize
-(AWS would refuse it too) or the target's ceiling. IAM: `autoscaling:DescribeAutoScalingGroups`
-and `autoscaling:SetDesiredCapacity` on the groups (and `autoscaling:DescribeScalingActivities`
-for the group's own failures in diagnostics).
-
-A scale-up is put back by setting the old desired capacity, only while the group's desired
-capacity is still the value set from Slack: an ASG has no resource version, and a scaling
-policy, a scheduled action or a person may have set it since. The check and the set are two
-calls, so a change between them is possible; its window is one round trip. AWS refuses a
-desired capacity outside [MinSize, MaxSize]: a put-back below a MinSize raised since stops at
-it, and says so.
-
-Diagnostics read the group's failed scaling activities of the last hour, following `NextToken`
-until the pages reach past the hour (newest first, as the API lists them).
+`DescribeAutoScalingGroups`, then `SetDesiredCapacity` to desired + N, refused past the group's
+MaxSize (AWS would refuse it too) or the target's ceiling. A put-back sets the old desired capacity
+only while it is still the value set from Slack (an ASG has no resource version; the check and the
+set are two calls, one round trip apart), and stops at a MinSize raised since. Diagnostics read
+the group's failed scaling activities of the last hour. IAM on the groups:
+`autoscaling:DescribeAutoScalingGroups`, `SetDesiredCapacity` and `DescribeScalingActivities`.
 """
 
 from __future__ import annotations
@@ -23,10 +14,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.backends.errors import BackendError
+from bot.backends.http import iso_time
 from bot.backends.scale import (
     MAX_FAILURES,
-    Bounds,
     Reverted,
+    Scaler,
     ScaleRequest,
     ScaleResult,
     Undo,
@@ -48,11 +40,8 @@ PAGE = 100
 MAX_PAGES = 5
 
 
-class AsgScaler:
+class AsgScaler(Scaler):
     name = "AWS Auto Scaling"
-    can_raise_maximum = False
-    revert_order: tuple[str, ...] = ()
-    cannot_undo = ""
 
     def __init__(self, config: Settings, autoscaling: Any | None = None) -> None:
         self._config = config
@@ -60,35 +49,30 @@ class AsgScaler:
 
     @property
     def _client(self) -> Any:
-        if self._autoscaling is None:
-            self._autoscaling = client("autoscaling", self._config)
+        self._autoscaling = self._autoscaling or client("autoscaling", self._config)
         return self._autoscaling
 
     async def capacity(self, target: ScaleTarget) -> Capacity | None:
-        desired, minimum, maximum = await self._sizes(target)
-        return Capacity(desired, minimum, maximum, at_maximum=desired >= maximum)
+        return _capacity(*await self._sizes(target))
 
     def refusal(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
     ) -> str:
-        if capacity is None:
-            return ""
-        desired, minimum, maximum = capacity.current, capacity.minimum, capacity.maximum
-        if desired is None or minimum is None or maximum is None:
+        sizes = (capacity.current, capacity.minimum, capacity.maximum) if capacity else (None,)
+        if None in sizes:
             return ""
         try:
-            _desired(target, delta, desired, minimum, maximum)
+            _desired(target, delta, *sizes)  # type: ignore[arg-type]
         except BackendError as exc:
             return str(exc)
         return ""
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         desired, minimum, maximum = await self._sizes(scale.target)
-        before = Capacity(desired, minimum, maximum, at_maximum=desired >= maximum)
         value = _desired(scale.target, scale.delta, desired, minimum, maximum)
         await self._set(scale.target, value)
-        after = Capacity(value, minimum, maximum, at_maximum=value >= maximum)
         detail = f"{DESIRED} {desired} → {value} (max {maximum})"
+        before, after = _capacity(desired, minimum, maximum), _capacity(value, minimum, maximum)
         return ScaleResult(detail, before, after, Undo(DESIRED, desired, value))
 
     async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
@@ -109,14 +93,12 @@ class AsgScaler:
                 f"{maximum} now, and AWS keeps the desired capacity between them",
             )
         await self._set(target, value)
-        left = ""
-        if value != before:
-            size = "MinSize" if value == minimum else "MaxSize"
-            left = (
-                f"{DESIRED} stays {value}, not {before}: the group's {size} is {value} now, "
-                "and AWS keeps the desired capacity within its sizes"
-            )
-        return Reverted(True, f"{DESIRED} {undo.after} → {value}", left)
+        size = "MinSize" if value == minimum else "MaxSize"
+        left = (
+            f"{DESIRED} stays {value}, not {before}: the group's {size} is {value} now, and AWS "
+            "keeps the desired capacity within its sizes"
+        )
+        return Reverted(True, f"{DESIRED} {undo.after} → {value}", left if value != before else "")
 
     async def failures(self, target: ScaleTarget) -> list[str] | None:
         now = datetime.now(UTC)
@@ -130,33 +112,27 @@ class AsgScaler:
                 MaxRecords=PAGE,
                 **({"NextToken": token} if token else {}),
             )
-            page = answer.get("Activities") if isinstance(answer, dict) else None
+            answer = answer if isinstance(answer, dict) else {}
+            page = answer.get("Activities")
             page = page if isinstance(page, list) else []
             activities += page
-            token = answer.get("NextToken") if isinstance(answer, dict) else None
-            oldest = (
-                _time(page[-1].get("StartTime")) if page and isinstance(page[-1], dict) else None
-            )
+            token = answer.get("NextToken")
+            last = page[-1] if page and isinstance(page[-1], dict) else {}
+            oldest = _time(last.get("StartTime"))
             if not token or not page or (oldest is not None and oldest < now - RECENT):
                 break
         return failed_activities({"Activities": activities}, now)
 
     async def _set(self, target: ScaleTarget, value: int) -> None:
         await call(
-            SERVICE,
-            self._client.set_desired_capacity,
-            AutoScalingGroupName=target.target,
-            DesiredCapacity=value,
-            HonorCooldown=False,
-        )
+            SERVICE, self._client.set_desired_capacity, AutoScalingGroupName=target.target,
+            DesiredCapacity=value, HonorCooldown=False,
+        )  # fmt: skip
 
     async def _sizes(self, target: ScaleTarget) -> tuple[int, int, int]:
         """The group's (desired, minimum, maximum)."""
-        answer = await call(
-            SERVICE,
-            self._client.describe_auto_scaling_groups,
-            AutoScalingGroupNames=[target.target],
-        )
+        describe = self._client.describe_auto_scaling_groups
+        answer = await call(SERVICE, describe, AutoScalingGroupNames=[target.target])
         groups = answer.get("AutoScalingGroups") or []
         if not groups:
             raise BackendError(f"no Auto Scaling group named {target.target}", retryable=False)
@@ -187,14 +163,8 @@ def failed_activities(answer: object, now: datetime) -> list[str]:
 
 def _time(value: object) -> datetime | None:
     """boto3 gives datetimes; the API's JSON shape has ISO 8601 text."""
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    if not isinstance(value, datetime) or value.tzinfo is None:
-        return None
-    return value.astimezone(UTC)
+    moment = value if isinstance(value, datetime) else iso_time(value)
+    return moment.astimezone(UTC) if moment is not None and moment.tzinfo else None
 
 
 def _desired(target: ScaleTarget, delta: int, desired: int, minimum: int, maximum: int) -> int:
@@ -208,5 +178,9 @@ def _desired(target: ScaleTarget, delta: int, desired: int, minimum: int, maximu
             retryable=False,
         )
     within_ceiling(target, value, "desired capacity")
-    bounded(Bounds(minimum, maximum, value), NAMES, f"{DESIRED} {value}")
+    bounded(minimum, maximum, value, NAMES, f"{DESIRED} {value}")
     return value
+
+
+def _capacity(desired: int, minimum: int, maximum: int) -> Capacity:
+    return Capacity(desired, minimum, maximum, at_maximum=desired >= maximum)

@@ -1,9 +1,6 @@
-"""What the two AWS scalers share: a boto3 client built from explicit settings, calls run off
-the event loop with a deadline, and AWS's errors told the way every other backend's are.
-
-boto3 is an optional extra (`pip install 'queuepilot[aws]'`); it is imported only when an AWS
-scaler is configured.
-"""
+"""What the two AWS scalers share: a boto3 client from explicit settings, calls run off the event
+loop, AWS's errors told as every backend's are. boto3 is the optional `aws` extra, imported only
+when an AWS scaler is configured."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """The `sqs` scaler: ask PyTorch-style Lambda autoscalers for runners the way their operators do.
 
-terraform-aws-github-runner's scale-up Lambda (pytorch/test-infra) consumes `workflow_job`
-"queued" messages from `<environment>-queued-builds`, and treats each as a request for one runner
-of the labels it names. Operators scale a label up by sending such messages themselves (pytorch/
-ci-infra's `send_scale_message.py`): one per runner wanted. This sends N for `+N`, in batches of
-ten. The fleet's capacity cannot be read from the queue, so `capacity` says so (None); the Lambda
-still honours each type's `max_available`. IAM: `sqs:SendMessage` on the queue.
+terraform-aws-github-runner's scale-up Lambda (pytorch/test-infra) reads `workflow_job` "queued"
+messages from `<environment>-queued-builds`, one runner each; operators scale a label up by sending
+them (pytorch/ci-infra's `send_scale_message.py`). This sends N for `+N`, in batches of ten; the
+Lambda still honours each type's `max_available`. IAM: `sqs:SendMessage` on the queue.
 """
 
 from __future__ import annotations
@@ -15,20 +13,17 @@ import uuid
 from typing import Any
 
 from bot.backends.errors import BackendError
-from bot.backends.scale import Reverted, ScaleRequest, ScaleResult, Undo
+from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.backends.scale.aws import call, client
 from bot.config import Settings
-from bot.domain.scaling import Capacity, ScaleTarget
 
 BATCH = 10  # SendMessageBatch takes at most ten entries
 MAX_BODY = 2048  # the queue's maximum message size in terraform-aws-github-runner
 CALLBACK = "MANUAL SCALE EVENT"  # what the manual helper sends; scale-up never reads it
 
 
-class SqsScaler:
+class SqsScaler(Scaler):
     name = "the scale-up queue"
-    can_raise_maximum = False
-    revert_order: tuple[str, ...] = ()
     cannot_undo = (
         "each message asks the scale-up Lambda for one runner, and the Lambda scales idle "
         "runners down on its own"
@@ -39,29 +34,13 @@ class SqsScaler:
         self._config = config
         self._sqs = sqs
 
-    def refusal(
-        self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
-    ) -> str:
-        return ""  # the scale-up Lambda decides, after the messages
-
-    async def capacity(self, target: ScaleTarget) -> Capacity | None:
-        return None
-
-    async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
-        raise BackendError(f"cannot be undone: {self.cannot_undo}", retryable=False)
-
-    async def failures(self, target: ScaleTarget) -> list[str] | None:
-        return None  # the backend reports none of its failures back
-
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         sqs = self._sqs = self._sqs or client("sqs", self._config, region=queue_region(self._url))
         bodies = [self._body(scale.target.target) for _ in range(scale.delta)]
         sent, refused = 0, []
         for start in range(0, len(bodies), BATCH):
-            entries = [
-                {"Id": str(i), "MessageBody": body}
-                for i, body in enumerate(bodies[start : start + BATCH])
-            ]
+            batch = bodies[start : start + BATCH]
+            entries = [{"Id": str(i), "MessageBody": body} for i, body in enumerate(batch)]
             answer = await call("SQS", sqs.send_message_batch, QueueUrl=self._url, Entries=entries)
             sent += len(answer.get("Successful") or [])
             refused += [str(f.get("Code") or "error") for f in answer.get("Failed") or []]

@@ -12,18 +12,15 @@ import time
 
 import httpx
 
-from bot.backends.errors import BackendError
 from bot.backends.http import request
-from bot.backends.scale import Reverted, ScaleRequest, ScaleResult, Undo, count_of
+from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, count_of
 from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from bot.config import Settings
-from bot.domain.scaling import Capacity, ScaleTarget
+from bot.domain.scaling import Capacity
 
 
-class WebhookScaler:
+class WebhookScaler(Scaler):
     name = "the scaler webhook"
-    can_raise_maximum = False
-    revert_order: tuple[str, ...] = ()
     cannot_undo = (
         "your receiver decides what a scale-up does, and queuepilot has no call to undo it"
     )
@@ -34,26 +31,13 @@ class WebhookScaler:
         self._secret = secret.get_secret_value() if secret is not None else ""
         self._client = client or httpx.AsyncClient(timeout=config.backend_timeout_seconds)
 
-    def refusal(
-        self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
-    ) -> str:
-        return ""  # only the receiver knows what it would refuse
-
-    async def capacity(self, target: ScaleTarget) -> Capacity | None:
-        return None  # a webhook only receives; it cannot be asked in advance
-
-    async def revert(self, target: ScaleTarget, undo: Undo) -> Reverted:
-        raise BackendError(f"cannot be undone: {self.cannot_undo}", retryable=False)
-
-    async def failures(self, target: ScaleTarget) -> list[str] | None:
-        return None  # the backend reports none of its failures back
-
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
+        target = scale.target
         body = json.dumps(
             {
-                "runner_type": scale.target.runner_type,
+                "runner_type": target.runner_type,
                 "delta": scale.delta,
-                "target": scale.target.target,
+                "target": target.target,
                 "incident_id": scale.incident_id,
                 "requested_by": scale.requested_by,
                 "request_id": scale.request_id,
@@ -61,19 +45,11 @@ class WebhookScaler:
             separators=(",", ":"),
         ).encode()
         stamp = int(time.time())
+        signed = {TIMESTAMP_HEADER: str(stamp), SIGNATURE_HEADER: sign(self._secret, stamp, body)}
         response = await request(
-            self._client,
-            "The scaler webhook",
-            "POST",
-            self._url,
-            expect=range(200, 300),
-            content=body,
-            headers={
-                "Content-Type": "application/json",
-                TIMESTAMP_HEADER: str(stamp),
-                SIGNATURE_HEADER: sign(self._secret, stamp, body),
-            },
-        )
+            self._client, "The scaler webhook", "POST", self._url, expect=range(200, 300),
+            content=body, headers={"Content-Type": "application/json", **signed},
+        )  # fmt: skip
         try:
             answer = response.json()
         except ValueError:

@@ -1,7 +1,7 @@
 """Silences: a real one in Alertmanager or Grafana, created, read back and expired.
 
-Both speak Alertmanager's API v2 (`alertmanager.py`); Grafana serves it under its own prefix with
-a service-account token (`grafana.py`). Every implementation raises `BackendError` only.
+Both speak Alertmanager's API v2 (`alertmanager.py`); Grafana serves it under its own prefix with a
+service-account token. Every implementation raises `BackendError` only.
 """
 
 from __future__ import annotations
@@ -36,17 +36,12 @@ class SilenceState:
 
 
 class Silencer(Protocol):
-    # How messages name the backend: "Alertmanager", "Grafana".
-    name: str
+    name: str  # how messages name the backend: "Alertmanager", "Grafana"
 
-    async def create(self, request: SilenceRequest) -> str:
-        """Create the silence; its ID."""
-        ...
+    async def create(self, request: SilenceRequest) -> str: ...
 
     async def expire(self, silence_id: str) -> None:
         """End the silence now; a silence already gone counts as expired."""
-        ...
 
     async def state(self, silence_id: str) -> SilenceState | None:
         """The silence as it stands, or None when the backend no longer knows it."""
-        ...

@@ -1,38 +1,43 @@
-"""Silences through Alertmanager's API v2, which Grafana also serves for its own Alertmanager."""
+"""Silences through Alertmanager's API v2, which Grafana also serves for its own Alertmanager.
+
+Grafana's service account needs `alert.silences:create` and `alert.silences:write` (the Editor
+role has them), and `alert.silences:read` for the status tick's check.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import json_object, request
+from bot.backends.http import bearer, json_object, request
 from bot.backends.silence import SilenceRequest, SilenceState
 from bot.domain.alerts import parse_timestamp
 
-
-@dataclass(frozen=True)
-class SilenceApiConfig:
-    """Where the API v2 lives (`<base>/silences`, `<base>/silence/{id}`) and how to reach it."""
-
-    name: str
-    api_url: str
-    headers: Mapping[str, str] = field(default_factory=dict)
-    # Alertmanager answers 200 to a new silence; Grafana 202.
-    created_status: int = 200
-    timeout_s: float = 10.0
+GRAFANA_PREFIX = "/api/alertmanager/grafana/api/v2"
 
 
 class ApiV2Silencer:
-    def __init__(self, config: SilenceApiConfig, client: httpx.AsyncClient | None = None) -> None:
-        self.name = config.name
-        self._config = config
-        self._base = config.api_url.rstrip("/")
-        self._client = client or httpx.AsyncClient(timeout=config.timeout_s)
+    """The API v2 at `api_url` (`<api_url>/silences`, `<api_url>/silence/{id}`)."""
+
+    def __init__(
+        self,
+        name: str,
+        api_url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        created_status: int = 200,  # Alertmanager answers 200 to a new silence; Grafana 202
+        timeout_s: float = 10.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.name = name
+        self._base = api_url.rstrip("/")
+        self._headers = headers or {}
+        self._created = created_status
+        self._client = client or httpx.AsyncClient(timeout=timeout_s)
 
     async def create(self, silence: SilenceRequest) -> str:
         body = {
@@ -40,14 +45,12 @@ class ApiV2Silencer:
                 {"name": m.name, "value": m.value, "isRegex": m.is_regex, "isEqual": m.is_equal}
                 for m in silence.matchers
             ],
-            "startsAt": _rfc3339(silence),
+            "startsAt": silence.starts_at.isoformat().replace("+00:00", "Z"),
             "endsAt": silence.ends_at.isoformat().replace("+00:00", "Z"),
             "createdBy": silence.created_by,
             "comment": silence.comment,
         }
-        response = await self._call(
-            "POST", "/silences", json_body=body, expect=(self._config.created_status, 200)
-        )
+        response = await self._call("POST", "/silences", body, expect=(self._created, 200))
         silence_id = json_object(response, self.name).get("silenceID")
         if not isinstance(silence_id, str) or not silence_id:
             raise BackendError(f"{self.name} created no silence ID", retryable=False)
@@ -64,25 +67,19 @@ class ApiV2Silencer:
                 raise
 
     async def state(self, silence_id: str) -> SilenceState | None:
-        response = await self._call(
-            "GET", f"/silence/{quote(silence_id, safe='')}", expect=(200, 404)
-        )
+        path = f"/silence/{quote(silence_id, safe='')}"
+        response = await self._call("GET", path, expect=(200, 404))
         if response.status_code == 404:
             return None
         return silence_state(silence_id, json_object(response, self.name), self.name)
 
     async def _call(
-        self, method: str, path: str, *, expect: tuple[int, ...] = (200,), json_body: Any = None
+        self, method: str, path: str, body: Any = None, *, expect: tuple[int, ...] = (200,)
     ) -> httpx.Response:
         return await request(
-            self._client,
-            self.name,
-            method,
-            self._base + path,
-            expect=expect,
-            json_body=json_body,
-            headers=self._config.headers,
-        )
+            self._client, self.name, method, self._base + path,
+            expect=expect, json_body=body, headers=self._headers,
+        )  # fmt: skip
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -91,12 +88,17 @@ class ApiV2Silencer:
 def alertmanager_silencer(
     url: str, *, timeout_s: float = 10.0, client: httpx.AsyncClient | None = None
 ) -> ApiV2Silencer:
-    config = SilenceApiConfig("Alertmanager", url.rstrip("/") + "/api/v2", timeout_s=timeout_s)
-    return ApiV2Silencer(config, client)
+    api = url.rstrip("/") + "/api/v2"
+    return ApiV2Silencer("Alertmanager", api, timeout_s=timeout_s, client=client)
 
 
-def _rfc3339(silence: SilenceRequest) -> str:
-    return silence.starts_at.isoformat().replace("+00:00", "Z")
+def grafana_silencer(
+    url: str, token: str, *, timeout_s: float = 10.0, client: httpx.AsyncClient | None = None
+) -> ApiV2Silencer:
+    return ApiV2Silencer(
+        "Grafana", url.rstrip("/") + GRAFANA_PREFIX, headers=bearer(token),
+        created_status=202, timeout_s=timeout_s, client=client,
+    )  # fmt: skip
 
 
 def silence_state(silence_id: str, data: dict[str, Any], service: str) -> SilenceState:
