@@ -2,7 +2,7 @@
 warning, the App Home, the alert's GitHub issue, the storm digest's lines.
 
 A message's permalink never changes, so each is asked of Slack (`chat.getPermalink`) once and
-kept for every replica (`bot.storage.permalinks`). A link is a courtesy beside a text that reads
+kept for every replica (`bot.storage.slack_cache`). A link is a courtesy beside a text that reads
 without it, so asking never raises and never waits longer than `timeout_s`: whatever failed
 (Slack's answer, Slack's silence, Redis) is logged here, and the caller hears only the link, ""
 when Slack has none, or that it is not known yet.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from redis.exceptions import RedisError
 
 from bot.outbound.gateway import SlackError, SlackGateway
-from bot.storage.permalinks import Message, PermalinkCache
+from bot.storage.slack_cache import Message, PermalinkCache
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,10 @@
 """Early warnings in Redis: one per runner type, what it says, and what Slack shows of it.
 
-The upkeep (`bot.status.early_warning`) decides a warning's state once per fleet reading and saves
-it here; the channel's sender posts it (a `warning:<type>` member of the channel's posts, the
-same queue and send path as every post) and edits it when it changes (its `warning-edits` set).
-`version` counts the changes, `shown` the one Slack shows: a change while a post or an edit is
-on its way is never lost, it is edited next. A warning is kept a while after it ends (cleared,
-folded into its incident, dismissed), so a flapping forecast edits one message instead of posting
-many, and a dismissal holds.
+The upkeep (`bot.status.early_warning`) saves a warning's state once per reading; the channel's
+sender posts it (a `warning:<type>` member of the channel's posts) and edits it when it changes
+(its `warning-edits` set). `version` counts the changes, `shown` the one Slack shows, so a change
+made while a post or edit is on its way is edited next. An ended warning is kept a while, so a
+flapping forecast edits one message instead of posting many, and a dismissal holds.
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
 from bot.storage.connection import LONGEST_BLOCK_S
-from bot.storage.fresh import on_fresh_state
-from bot.storage.incident_store import BAND_EVENT
+from bot.storage.incident_store import BAND_EVENT, on_fresh_state
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 from bot.storage.scripts import script
@@ -35,7 +32,7 @@ class WarningStore:
     def __init__(self, redis: Redis, keys: Keys, *, bells: Redis | None = None) -> None:
         self._redis = redis
         self._leases = Leases(redis)
-        self._bells = bells or redis  # where `wait_for_edits` blocks (`SendQueue`'s note)
+        self._bells = bells or redis  # where `wait_for_edits` blocks, as `SendQueue`'s
         self.keys = keys
         self._save = script(redis, "save_warning")
         self._record_post = script(redis, "record_warning")
@@ -43,9 +40,8 @@ class WarningStore:
 
     async def claim_reading(self, reading_at: float) -> bool:
         """Whether this is the first claim of a reading: its warnings are decided once, however
-        often the leader's ticks find it the latest. The claim stays for replicas of 0.25 during
-        a rollout, which claim the same key: two deciding one reading at once could each raise
-        the warning, and post it twice."""
+        often the ticks find it the latest, and beside 0.25 replicas, which claim the same key
+        (two deciding one reading at once could each post the warning)."""
         key = self.keys.warning_reading(repr(reading_at))
         return await self._leases.claim_once(key, READING_CLAIM_S * 1000)
 
@@ -85,9 +81,8 @@ class WarningStore:
     async def save_fresh(
         self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
     ) -> bool:
-        """Save what `change` makes of the runner type's warning as it is now (None: nothing to
-        save), made again on the newer version when another save came first
-        (`bot.storage.fresh`); False when it kept changing."""
+        """Save what `change` makes of the warning as it is now (None: nothing to save), made
+        again on fresh state while another save comes first; False when it kept changing."""
 
         async def attempt() -> bool:
             changed = change(await self.get(runner_type))
@@ -128,5 +123,5 @@ class WarningStore:
         )
 
     async def wait_for_edits(self, channel: str, timeout_s: float) -> None:
-        wait = min(max(timeout_s, 0.01), LONGEST_BLOCK_S)  # see connection.LONGEST_BLOCK_S
+        wait = min(max(timeout_s, 0.01), LONGEST_BLOCK_S)
         await self._bells.blpop([self.keys.warning_bell(channel)], timeout=wait)  # type: ignore[misc]

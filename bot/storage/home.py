@@ -1,12 +1,11 @@
-"""The App Home's viewers in Redis, for every replica: who opened the Home tab and when, and what
-each one's Home shows now.
+"""The App Home's viewers in Redis: who opened the Home tab and when, and what each one's Home
+shows now.
 
-A viewer is kept `keep_s` (a day) after they last opened it: the Home of someone who looked
-today is kept current, nobody else's (Slack keeps showing the last view published, and the
-next opening publishes a fresh one). What a viewer's Home shows is its digests
+A viewer is kept a day after they last opened it: only the Home of someone who looked today is
+kept current (the next opening publishes a fresh one). What a Home shows is its digests
 (`bot.render.home.digests`), when it was published and the `hash` Slack gave that view, so a
-round publishes only what changed, and a change is published once across replicas: the replica
-that claims (viewer, digest) first publishes it (a lease, released if the publish failed).
+round publishes only what changed, once: the replica that claims (viewer, digest) first
+publishes it, beside 0.25 replicas during a rollout.
 """
 
 from __future__ import annotations
@@ -42,11 +41,8 @@ class Shown:
     @classmethod
     def load(cls, raw: str | None) -> Shown | None:
         try:
-            data = json.loads(raw or "")
-            return cls(
-                str(data["state"]), str(data["numbers"]), float(data["at"]), str(data["hash"])
-            )
-        except (ValueError, TypeError, KeyError):
+            return cls(**json.loads(raw or ""))
+        except (ValueError, TypeError):
             return None
 
 
@@ -58,7 +54,7 @@ class HomeViewers:
         self.keep_s = keep_s
 
     async def opened(self, user: str, at: float) -> None:
-        """`user` opened the Home tab at `at`; viewers not seen for `keep_s` are forgotten."""
+        """`user` opened the Home at `at`; viewers not seen for `keep_s` are forgotten."""
         k = self._keys
         gone = cast(
             list[str], await self._redis.zrangebyscore(k.home_viewers, "-inf", at - self.keep_s)
@@ -90,8 +86,7 @@ class HomeViewers:
         await self._redis.hset(self._keys.home_shown, user, shown.dump())  # type: ignore[misc]
 
     async def unknown(self, user: str) -> None:
-        """What `user`'s Home shows is not known any more (Slack said its hash moved on): the
-        next round publishes it whatever it shows."""
+        """What `user`'s Home shows is not known any more (Slack said its hash moved on)."""
         await self._redis.hdel(self._keys.home_shown, user)  # type: ignore[misc]
 
     async def forget(self, user: str) -> None:
@@ -102,8 +97,7 @@ class HomeViewers:
             await pipe.execute()
 
     async def claim(self, user: str, digest: str, ttl_ms: int) -> Lease | None:
-        """This replica's claim to publish `digest` to `user`, None when another has it. Kept
-        until it expires once published (what the Home shows is recorded by then); released
+        """The claim to publish `digest` to `user`, None when another replica has it: released
         when the publish failed, so the next round tries again at once."""
         return await self._leases.try_acquire(self._keys.home_claim(user, digest), ttl_ms)
 

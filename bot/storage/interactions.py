@@ -1,14 +1,11 @@
-"""What makes a responder's action happen once: its interaction remembered, its kind locked.
-
-Two guards, both in Redis so every replica sees them:
+"""What makes a responder's action happen once, in Redis so every replica sees it:
 - an interaction (a click's `action_ts`, a modal's view ID, a command's `trigger_id`) is claimed
-  before anything is done and its answer kept, so the same delivery arriving twice (a proxy's
-  retry, a second replica) does nothing more and gets the same answer; the claim names the
-  attempt that made it (`attempt`), so a consumer that takes over a request whose consumer died
-  mid-way carries it on instead of finding it "already being handled";
-- an action kind on an incident (its silence, one runner type's scale-up) is locked while the
-  backend call runs, then kept for a cooldown where one is asked for, so two people (or one
-  person with two modals) acting at once make one silence and one scale-up, not two.
+  before anything is done and its answer kept, so the same delivery arriving twice does nothing
+  more and gets the same answer; the claim names its attempt, so a consumer that takes over a
+  request whose consumer died mid-way carries it on;
+- an action kind on an incident (its silence, a runner type's scale-up) is locked while the
+  backend call runs, then kept for a cooldown where asked, so two people acting at once make
+  one silence, not two.
 """
 
 from __future__ import annotations
@@ -24,10 +21,9 @@ from bot.storage.leases import Lease, Leases
 INTERACTION_MEMORY_S = 3600
 IN_PROGRESS = "\x00in-progress"
 
-# Which attempt at a request the running task is: the requests stream's entry its consumer is
-# performing (`bot.intake.requests`), "" elsewhere. A context variable because the dozen actions
-# between the consumer and the claim have nothing to do with it: each entry runs in a task of
-# its own, which sees only its own value.
+# The requests stream's entry the running task performs (`bot.intake.requests`), "" elsewhere: a
+# context variable, as each entry runs in a task of its own and the actions in between need not
+# carry it.
 attempt: ContextVar[str] = ContextVar("attempt", default="")
 
 
@@ -45,8 +41,8 @@ class Interactions:
         self._leases = Leases(redis)
 
     async def claim(self, interaction_id: str) -> str | None:
-        """None for the first delivery of this interaction, or for the attempt that claimed it
-        (taken over from a consumer that died mid-way); else its answer (or IN_PROGRESS)."""
+        """None for the first delivery of this interaction, or for the attempt that claimed it;
+        else its answer (or IN_PROGRESS)."""
         key = self._keys.interaction(interaction_id[:200])
         mine = f"{IN_PROGRESS} {attempt.get()}" if attempt.get() else IN_PROGRESS
         if await self._leases.claim_once(key, INTERACTION_MEMORY_S * 1000, mine):

@@ -1,6 +1,5 @@
-"""One-off channel messages that are not an incident's (the weekly capacity report): what to post,
-queued as a `notice:<uid>` member of the channel's posts, so the channel's sender posts it like
-any post (its slot, a lookup after a lost answer, its mark), once.
+"""One-off channel messages that are not an incident's (the weekly capacity report), queued as a
+`notice:<uid>` member of the channel's posts, so the sender posts it like any post, once.
 """
 
 from __future__ import annotations
@@ -27,9 +26,8 @@ class NoticeStore:
         self.keys = keys
 
     async def claim(self, what: str) -> bool:
-        """Whether this is the first claim of `what` (a report's week): it is posted once, by a
-        leader that took over within the report's hour of grace too, and beside the replicas of
-        0.25 during a rollout, which claim the same key."""
+        """Whether this is the first claim of `what` (a report's week): posted once, by a leader
+        that took over within the report's hour of grace too, and beside 0.25 replicas."""
         return await self._leases.claim_once(self.keys.notice_claim(what), CLAIM_S * 1000)
 
     async def queue(self, channel: str, rendered: Rendered) -> str:

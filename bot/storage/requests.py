@@ -1,10 +1,9 @@
 """The Slack requests stream: what people asked of queuepilot in Slack, acknowledged by whichever
-replica Slack reached, waiting here until a consumer performs it (`bot.intake.requests`).
+replica Slack reached, waiting here until the leader performs it (`bot.intake.requests`).
 
-An entry names its work (the listener's, by a short name from the listeners' fixed table) and
-carries the Slack body as Bolt handed it, already signature-checked by the replica that received
-it. A stream of its own, not the notification stream: replicas of a release without it read that
-one during a rolling upgrade, and would dead-letter an entry they do not understand.
+An entry names its work (a short name from the listeners' table) and carries the Slack body,
+already signature-checked. A stream of its own: 0.25 replicas read the notification stream, and
+would dead-letter an entry they do not understand.
 """
 
 from __future__ import annotations
@@ -54,9 +53,8 @@ class RequestStream(ConsumerGroup[Request]):
         )
 
     async def append(self, work: str, body: dict[str, Any]) -> str:
-        """Keep `work` on `body` until a consumer performs it; its entry ID once Redis has it
-        (with `wait_replicas`, once that many replicas confirmed it). Raises RequestRefused for
-        a body that cannot wait here, RedisError when Redis cannot take it."""
+        """Keep `work` on `body` until the leader performs it: its entry ID once Redis has it.
+        Raises RequestRefused for a body that cannot wait here."""
         added = await self.durably(partial(self._redis.xadd, self.key, request_fields(work, body)))
         return str(added)
 

@@ -1,20 +1,13 @@
 """A channel's send queue in Redis: what its sender reads (`bot.outbound.send`), and how it
-records what it sent.
-
-Committers (intake, the status tick, actions) fill it through the commit script of
-`bot.storage.incident_store`:
-- `posts`, a sorted set of `root:<id>` (a root message to post) and `replies:<id>` (a thread with
-  replies waiting in its outbox), scored by band (new roots, action replies, events, status)
-  then age, and new roots by severity before age;
-- `edits`, a due set (`bot.storage.due_set`) of incident IDs whose root may need an edit, due at
-  the earliest time the edit is allowed (one root is edited at most every
-  `ROOT_EDIT_INTERVAL_MS`), in milliseconds; its writes are part of the scripts that commit,
-  post and record, so a change and its edit are queued together.
-The sender marks a post as in flight before it calls Slack, only while it holds the channel's
-lease, and clears the mark when it records the result, so a sender that finds the mark (the
-next attempt, the next leader, a 0.25 replica during a rolling upgrade) knows the post may have
-landed and looks it up. Marks are kept per queue member: a more urgent post sent meanwhile
-leaves another's mark alone.
+records what it sent. The commit script fills it:
+- `posts`, a sorted set of `root:<id>` (a root to post) and `replies:<id>` (a thread with replies
+  waiting in its outbox), new roots first by severity, then replies by band, each then by age;
+- `edits`, a due set of incident IDs whose root may need an edit, due (in ms) when the edit is
+  allowed (a root is edited at most every `ROOT_EDIT_INTERVAL_MS`).
+The sender marks a post in flight before it calls Slack, only while it holds the channel's
+lease, and clears the mark when it records the result: whoever finds the mark (the next attempt,
+the next leader, a 0.25 replica) knows the post may have landed and looks it up. Marks are per
+queue member, so a more urgent post never hides another's uncertainty.
 """
 
 from __future__ import annotations
@@ -29,22 +22,16 @@ from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
 from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.due_set import DueSet
-from bot.storage.incident_store import (
-    LOADED_FIELDS,
-    STATUS_KINDS,
-    Loaded,
-    ThreadRef,
-    loaded_from,
-    lua,
-)
+from bot.storage.incident_store import LOADED_FIELDS, STATUS_KINDS, Loaded, ThreadRef, loaded_from
 from bot.storage.keys import Keys
+from bot.storage.scripts import script
 
 UNDELIVERABLE_MAXLEN = 1000
 
 
 @dataclass(frozen=True)
 class InFlight:
-    """A post the sender started: which queue member, which item, since when (unix seconds)."""
+    """A post the sender started, as 0.25 reads it too: its queue member, item, since when."""
 
     member: str
     item: str
@@ -93,23 +80,20 @@ class SendQueue:
         self, redis: Redis, prefix: str, *, retention_s: int, bells: Redis | None = None
     ) -> None:
         self._redis = redis
-        # Where the senders' idle waits block (`wait_bell`): a client of their own, so that
-        # many channels' blocked connections never take the main pool's from commands.
+        # Idle senders block on a client of their own, so the main pool stays free for commands.
         self._bells = bells or redis
         self.keys = Keys(prefix)
         self.retention_s = retention_s
-        self._next_post = redis.register_script(lua("next_post"))
-        self._head_reply = redis.register_script(lua("head_reply"))
-        self._begin = redis.register_script(lua("begin_send"))
-        self._end_attempt = redis.register_script(lua("end_attempt"))
-        self._record_root = redis.register_script(lua("record_root"))
-        self._record_reply = redis.register_script(lua("record_reply"))
-        self._record_edit = redis.register_script(lua("record_edit"))
+        self._next_post = script(redis, "next_post")
+        self._head_reply = script(redis, "head_reply")
+        self._begin = script(redis, "begin_send")
+        self._end_attempt = script(redis, "end_attempt")
+        self._record_root = script(redis, "record_root")
+        self._record_reply = script(redis, "record_reply")
+        self._record_edit = script(redis, "record_edit")
 
     async def channels(self) -> list[str]:
         return cast(list[str], await self._redis.smembers(self.keys.send_channels))  # type: ignore[misc]
-
-    # -- posts -----------------------------------------------------------------------------
 
     async def waiting(self, channel: str) -> int:
         """Root posts and threads with replies waiting in the channel."""
@@ -160,9 +144,8 @@ class SendQueue:
         return bool(done)
 
     async def end_attempt(self, channel: str, marker: InFlight) -> None:
-        """Clear the in-flight mark of an attempt Slack certainly did not act on (a 429, a
-        refused connection), so the next attempt posts without a lookup. Only this very mark:
-        a sender that lost its lease meanwhile must not clear its successor's."""
+        """Clear the mark of an attempt Slack certainly did not act on (a 429), so the next
+        posts without a lookup; only this very mark, never a successor's."""
         await self._end_attempt(
             keys=[self.keys.in_flight(channel)], args=[marker.member, marker.encode()]
         )
@@ -200,12 +183,7 @@ class SendQueue:
         )
 
     async def record_reply(
-        self,
-        channel: str,
-        incident_id: str,
-        item: str,
-        *,
-        status_ts: str = "",
+        self, channel: str, incident_id: str, item: str, *, status_ts: str = ""
     ) -> None:
         k = self.keys
         await self._record_reply(
@@ -237,7 +215,7 @@ class SendQueue:
             await pipe.execute()
 
     async def undeliverable(self, incident_id: str, item: str, error: str) -> None:
-        """Keep a record of what Slack refused for good, for an operator to look at."""
+        """Keep what Slack refused for good, for an operator to look at."""
         key = self.keys.undeliverable
         fields: dict[Any, Any] = {"incident": incident_id, "item": item, "error": error}
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -246,14 +224,12 @@ class SendQueue:
             await pipe.execute()
 
     async def wait_bell(self, bell: str, timeout: float) -> None:  # noqa: ASYNC109
-        """Sleep until a committer rings the bell, or `timeout` seconds (at most the longest a
-        blocking command may wait on this client)."""
+        """Sleep until a committer rings the bell, or `timeout` seconds (at most
+        `LONGEST_BLOCK_S`)."""
         await self._bells.blpop([bell], timeout=min(max(timeout, 0.01), LONGEST_BLOCK_S))
 
-    # -- edits -----------------------------------------------------------------------------
-
     def root_edits(self, channel: str) -> DueSet:
-        """The channel's roots due an edit (scored in ms), for its sender (`RootEdits`)."""
+        """The channel's roots due an edit (scored in ms)."""
         return DueSet(self._redis, self.keys.edits(channel), keep_s=self.retention_s)
 
     async def edit_candidate(self, channel: str, incident_id: str) -> EditCandidate:
