@@ -40,15 +40,9 @@ class NotReplicated(RedisError):
 
 class ConsumerGroup(Generic[E]):
     def __init__(
-        self,
-        redis: Redis,
-        *,
-        key: str,
-        dead_key: str,
-        group: str,
-        wait_replicas: int = 0,
-        wait_ms: int = 1000,
+        self, redis: Redis, key: str, dead_key: str, group: str, wait_replicas: int, wait_ms: int
     ) -> None:
+        """`wait_replicas`: how many replicas must confirm an append, within `wait_ms`."""
         self._redis = redis
         self.key = key
         self.dead_key = dead_key

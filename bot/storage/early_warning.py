@@ -63,20 +63,11 @@ class WarningStore:
         """Keep `state` and queue its post (not posted yet) or its edit (Slack shows an older
         version); False when a newer version is stored already."""
         k, channel = self.keys, state.channel
-        saved = await self._save(
-            keys=[
-                k.warning(state.runner_type),
-                k.warnings,
-                k.send_seq,
-                k.posts(channel),
-                k.posts_bell(channel),
-                k.warning_edits(channel),
-                k.warning_bell(channel),
-                k.in_flight(channel),
-            ],
-            args=[state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT, REFUSED],
-        )
-        return bool(saved)
+        per_channel = (k.posts, k.posts_bell, k.warning_edits, k.warning_bell, k.in_flight)
+        keys = [k.warning(state.runner_type), k.warnings, k.send_seq]
+        keys += [f(channel) for f in per_channel]
+        args = [state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT, REFUSED]
+        return bool(await self._save(keys=keys, args=args))
 
     async def save_fresh(
         self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
@@ -92,16 +83,10 @@ class WarningStore:
 
     async def record_post(self, state: WarningState, ts: str) -> None:
         k, channel = self.keys, state.channel
-        await self._record_post(
-            keys=[
-                k.warning(state.runner_type),
-                k.posts(channel),
-                k.in_flight(channel),
-                k.warning_edits(channel),
-                k.warning_bell(channel),
-            ],
-            args=[state.member, state.uid, ts, state.version, state.runner_type, KEEP_S],
-        )
+        per_channel = (k.posts, k.in_flight, k.warning_edits, k.warning_bell)
+        keys = [k.warning(state.runner_type), *(f(channel) for f in per_channel)]
+        args = [state.member, state.uid, ts, state.version, state.runner_type, KEEP_S]
+        await self._record_post(keys=keys, args=args)
 
     async def forget_post(self, channel: str, member: str) -> None:
         """A warning that is gone (expired, or Slack refused it for good) leaves the queue."""

@@ -203,14 +203,8 @@ class IncidentStore:
         group = GroupState.model_validate_json(state) if state else GroupState()
         return group, int(version or 0), loaded_from(raw[2:6]), str(raw[6])
 
-    async def get_many(self, incident_ids: list[str]) -> list[Incident]:
-        if not incident_ids:
-            return []
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for incident_id in incident_ids:
-                pipe.hget(self.keys.incident(incident_id), "state")
-            raws = await pipe.execute()
-        return [Incident.model_validate_json(raw) for raw in raws if raw]
+    async def get_many(self, incident_ids: Sequence[str]) -> list[Incident]:
+        return [loaded.incident for loaded in await self.load_many(incident_ids) if loaded.incident]
 
     async def load_many(self, incident_ids: Sequence[str]) -> list[Loaded]:
         """Several incidents in one round trip; one gone or unreadable (a newer replica's state)
@@ -222,10 +216,8 @@ class IncidentStore:
         found = []
         for raw in raws:
             with suppress(ValueError):  # pydantic's ValidationError is one
-                loaded = loaded_from(raw)
-                if loaded.incident is not None:
-                    found.append(loaded)
-        return found
+                found.append(loaded_from(raw))
+        return [loaded for loaded in found if loaded.incident is not None]
 
     async def open_ids(self) -> list[str]:
         """Most recently opened first."""
@@ -311,33 +303,15 @@ class IncidentStore:
         return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
 
     def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
-        incident = change.incident
-        incident_id = incident.id if incident else ""
-        k = self.keys
-        channel = incident.channel if incident else ""
-        thread = change.thread
-        message_key = k.message(thread.channel, thread.ts) if thread else k.incident(incident_id)
-        keys = [
-            k.incident(incident_id),
-            k.group(change.group_hash or (incident.group_hash if incident else "")),
-            k.timeline(incident_id),
-            k.incidents,
-            k.open,
-            k.status_due,
-            k.outbox(incident_id),
-            k.outbox_items(incident_id),
-            k.posts(channel),
-            k.edits(channel),
-            k.edit_after(channel),
-            k.send_channels,
-            k.send_seq,
-            k.stream,
-            k.posts_bell(channel),
-            k.edits_bell(channel),
-            message_key,
-            k.incident_seq,
-            k.issue_due,
-        ]
+        """The keys and argument of `lua/commit.lua`, in the order its header numbers them."""
+        k, incident, thread = self.keys, change.incident, change.thread
+        iid, channel = (incident.id, incident.channel) if incident else ("", "")
+        group = change.group_hash or (incident.group_hash if incident else "")
+        message = k.message(thread.channel, thread.ts) if thread else k.incident(iid)
+        keys = [k.incident(iid), k.group(group), k.timeline(iid), k.incidents, k.open]
+        keys += [k.status_due, k.outbox(iid), k.outbox_items(iid), k.posts(channel)]
+        keys += [k.edits(channel), k.edit_after(channel), k.send_channels, k.send_seq, k.stream]
+        keys += [k.posts_bell(channel), k.edits_bell(channel), message, k.incident_seq, k.issue_due]
         return keys, [orjson.dumps(self._spec(change, now))]
 
     def _spec(self, change: Commit, now: float) -> dict[str, Any]:

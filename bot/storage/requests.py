@@ -44,12 +44,7 @@ class RequestStream(ConsumerGroup[Request]):
     ) -> None:
         keys = Keys(prefix)
         super().__init__(
-            redis,
-            key=keys.requests,
-            dead_key=keys.request_dead_letters,
-            group=GROUP,
-            wait_replicas=wait_replicas,
-            wait_ms=wait_ms,
+            redis, keys.requests, keys.request_dead_letters, GROUP, wait_replicas, wait_ms
         )
 
     async def append(self, work: str, body: dict[str, Any]) -> str:

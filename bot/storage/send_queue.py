@@ -13,7 +13,7 @@ queue member, so a more urgent post never hides another's uncertainty.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -38,14 +38,11 @@ class InFlight:
     since: float
 
     def encode(self) -> str:
-        return json.dumps({"member": self.member, "item": self.item, "since": self.since})
+        return json.dumps(asdict(self))
 
     @classmethod
     def decode(cls, raw: str | None) -> InFlight | None:
-        if not raw:
-            return None
-        data = json.loads(raw)
-        return cls(str(data["member"]), str(data["item"]), float(data["since"]))
+        return cls(**json.loads(raw)) if raw else None
 
 
 @dataclass(frozen=True)
@@ -129,9 +126,7 @@ class SendQueue:
 
     async def ensure_root_queued(self, channel: str, incident_id: str) -> None:
         """A thread has replies waiting but no root: queue the root ahead of them."""
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incr(self.keys.send_seq)
-            (seq,) = await pipe.execute()
+        seq = await self._redis.incr(self.keys.send_seq)
         await self._redis.zadd(self.keys.posts(channel), {f"root:{incident_id}": seq}, nx=True)
 
     async def begin(self, channel: str, lease_token: str, marker: InFlight) -> bool:
@@ -161,41 +156,20 @@ class SendQueue:
         edit_after_ms: int,
     ) -> None:
         k, channel = self.keys, incident.channel
-        await self._record_root(
-            keys=[
-                k.incident(incident.id),
-                k.message(channel, ts),
-                k.posts(channel),
-                k.in_flight(channel),
-                k.edits(channel),
-                k.edit_after(channel),
-                k.edits_bell(channel),
-            ],
-            args=[
-                incident.id,
-                json.dumps({"channel": channel, "ts": ts}),
-                digest,
-                edit_after_ms,
-                self.retention_s * 1000,
-                version,
-                "1" if edit_differs else "0",
-            ],
-        )
+        per_channel = (k.posts, k.in_flight, k.edits, k.edit_after, k.edits_bell)
+        keys = [k.incident(incident.id), k.message(channel, ts), *(f(channel) for f in per_channel)]
+        thread = json.dumps({"channel": channel, "ts": ts})
+        ttl_ms = self.retention_s * 1000
+        args = [incident.id, thread, digest, edit_after_ms, ttl_ms, version, int(edit_differs)]
+        await self._record_root(keys=keys, args=args)
 
     async def record_reply(
         self, channel: str, incident_id: str, item: str, *, status_ts: str = ""
     ) -> None:
         k = self.keys
-        await self._record_reply(
-            keys=[
-                k.outbox(incident_id),
-                k.outbox_items(incident_id),
-                k.posts(channel),
-                k.in_flight(channel),
-                k.incident(incident_id),
-            ],
-            args=[incident_id, item, status_ts],
-        )
+        keys = [k.outbox(incident_id), k.outbox_items(incident_id), k.posts(channel)]
+        keys += [k.in_flight(channel), k.incident(incident_id)]
+        await self._record_reply(keys=keys, args=[incident_id, item, status_ts])
 
     async def forget(self, channel: str, member: str) -> None:
         """Take a member off the queue (its incident is gone, or its root is posted)."""
@@ -251,14 +225,6 @@ class SendQueue:
         edited: bool,
     ) -> None:
         k = self.keys
-        await self._record_edit(
-            keys=[k.incident(incident_id), k.edits(channel), k.edit_after(channel)],
-            args=[
-                incident_id,
-                version,
-                digest,
-                next_at_ms,
-                "1" if edited else "0",
-                self.retention_s * 1000,
-            ],
-        )
+        keys = [k.incident(incident_id), k.edits(channel), k.edit_after(channel)]
+        args = [incident_id, version, digest, next_at_ms, int(edited), self.retention_s * 1000]
+        await self._record_edit(keys=keys, args=args)

@@ -36,6 +36,10 @@ class Storm:
     tss: tuple[str, ...]  # each digest message's ts, the first then its continuations
 
     @property
+    def ts(self) -> str:
+        return self.tss[0]
+
+    @property
     def parts(self) -> int:
         return len(self.tss)
 
@@ -101,15 +105,10 @@ class StormQueue:
     async def sweep(self, channel: str, *, threshold: int, now_ms: int) -> Swept:
         """Fold the waiting roots into the storm, opening one if `threshold` (> 0) roots wait."""
         k = self.keys
+        keys = [k.posts(channel), k.storm(channel), k.storm_members(channel), k.send_seq]
+        keys.append(k.storm_paused(channel))
         storm_id, opened, added = await self._sweep(
-            keys=[
-                k.posts(channel),
-                k.storm(channel),
-                k.storm_members(channel),
-                k.send_seq,
-                k.storm_paused(channel),
-            ],
-            args=[threshold, now_ms, self._ttl_ms],
+            keys=keys, args=[threshold, now_ms, self._ttl_ms]
         )
         return Swept(bool(storm_id), bool(opened), int(added))
 
@@ -198,9 +197,4 @@ class StormQueue:
 
     def _storm_keys(self, channel: str) -> list[str]:
         k = self.keys
-        return [
-            k.storm(channel),
-            k.storm_members(channel),
-            k.storm_links(channel),
-            k.storm_placed(channel),
-        ]
+        return [f(channel) for f in (k.storm, k.storm_members, k.storm_links, k.storm_placed)]

@@ -41,14 +41,7 @@ class NotificationStream(ConsumerGroup[StreamEntry]):
         self, redis: Redis, prefix: str, *, wait_replicas: int = 0, wait_ms: int = 1000
     ) -> None:
         keys = Keys(prefix)
-        super().__init__(
-            redis,
-            key=keys.stream,
-            dead_key=keys.dead_letters,
-            group=GROUP,
-            wait_replicas=wait_replicas,
-            wait_ms=wait_ms,
-        )
+        super().__init__(redis, keys.stream, keys.dead_letters, GROUP, wait_replicas, wait_ms)
         self._waiting: list[tuple[dict[Any, Any], asyncio.Future[str]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._append = script(redis, "append")
