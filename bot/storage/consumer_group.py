@@ -1,11 +1,7 @@
-"""A Redis stream worked through by a consumer group: the one mechanism for both streams
-(accepted notifications, `bot.storage.stream`; Slack requests, `bot.storage.requests`).
-
-An entry leaves the stream (acknowledged and deleted) once its work is done. An entry a dead
-consumer (a 0.25 replica's, or a former leader's) left pending is taken over once idle long
-enough; a live consumer keeps its entries from looking idle, and one shutting down hands them
-back at once. An entry that can never be done goes to the dead letters with the reason. Each
-stream reads its entries its own way (`parse`), never raising: an unreadable entry says why.
+"""A Redis stream worked through by a consumer group, for both streams (notifications, Slack
+requests). An entry leaves the stream once done; one a dead consumer (a 0.25 replica's, a former
+leader's) left pending is taken over once idle; one that can never be done is dead-lettered with
+the reason. Each stream reads its entries (`parse`) without raising: an unreadable one says why.
 """
 
 from __future__ import annotations
@@ -34,8 +30,7 @@ E = TypeVar("E", bound=Entry)
 
 
 class NotReplicated(RedisError):
-    """No replica confirmed the entry in time, so a failover could lose it: not acknowledged
-    (the sender retries; a duplicate is recognised)."""
+    """No replica confirmed the entry in time (a failover could lose it): not acknowledged."""
 
 
 class ConsumerGroup(Generic[E]):
@@ -55,8 +50,7 @@ class ConsumerGroup(Generic[E]):
         raise NotImplementedError
 
     async def durably(self, call: Callable[..., Awaitable[Any]]) -> Any:
-        """What `call()` answers, once the write is as durable as accepted input must be: with
-        `wait_replicas`, sent with a `WAIT` in the same round trip."""
+        """What `call()` answers, once `wait_replicas` confirmed it (a `WAIT` in its round trip)."""
         if not self._wait_replicas:
             return await call()
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -81,8 +75,8 @@ class ConsumerGroup(Generic[E]):
     async def read(
         self, consumer: str, *, count: int = 10, block_ms: int = 1000, own: bool = False
     ) -> list[E]:
-        """New entries, or (`own`) those handed to this consumer and not acknowledged (it stopped
-        leading mid-way, and leads again); recreates the group if Redis lost it."""
+        """New entries, or (`own`) those handed to this consumer and not acknowledged (it led
+        before); recreates the group if Redis lost it."""
         try:
             reply = await self._redis.xreadgroup(
                 self.group,
@@ -157,8 +151,7 @@ class ConsumerGroup(Generic[E]):
         return cast(int, await self._redis.xlen(self.key))
 
     async def prune_consumers(self, own: str, *, idle_ms: int) -> int:
-        """Remove consumers of dead replicas, once nothing is pending on them (deleting one
-        would forget its pending entries)."""
+        """Remove dead replicas' consumers that have nothing pending (it would be forgotten)."""
         try:
             consumers = await self._redis.xinfo_consumers(self.key, self.group)
         except ResponseError:

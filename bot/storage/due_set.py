@@ -1,13 +1,10 @@
-"""A due set: work that comes due at a time, claimed under a lease as it is done.
+"""A due set: members of a sorted set scored by when they are due, each claimed under a lease.
 
-Members of a sorted set are scored by when they are due. Claiming a due member moves its score
-to the end of a lease (`lua/due_claim.lua`): not due while worked on, due again if the leader
-dies mid-way. That score is the claim's token: the claim is ended only while the score is still
-it (`lua/due_finish.lua`), so whoever scheduled the member meanwhile keeps their due time. The
-claims also stay for 0.25 replicas during a rollout, which claim the same sets: without them
-both would post a status, or put a scale-up back, twice. A member may carry data under a key of
-its own, written and dropped with its due time. A set with one reader (a channel's root edits)
-needs no claims: `pending`, `next_due`, `schedule` and `remove`.
+A claim moves the member's score to the lease's end (`lua/due_claim.lua`): not due while worked
+on, due again if the leader dies. That score is the claim's token, ended only while it is still
+the score (`lua/due_finish.lua`), so whoever scheduled the member meanwhile keeps their time.
+The claims stay for 0.25 replicas during a rollout, which claim the same sets (or a status, a
+put-back, would be done twice). A member may carry data under a key of its own.
 """
 
 from __future__ import annotations
@@ -41,8 +38,7 @@ class DueSet:
         data_key: Callable[[str], str] | None = None,
         data_ttl_s: int = 0,
     ) -> None:
-        """`keep_s`: the set's TTL, refreshed by every schedule (None: someone else keeps it).
-        `data_key`: where a member's data lives, if members carry any."""
+        """`keep_s`: the set's TTL, refreshed by every schedule (None: someone else keeps it)."""
         self._redis = redis
         self.key = key
         self._keep_s = keep_s
@@ -81,8 +77,7 @@ class DueSet:
     async def due(
         self, now: float, lease_s: float, *, limit: int = 100, members: list[str] | None = None
     ) -> list[Claim]:
-        """Claim for `lease_s` up to `limit` members due at `now` (of `members`, when given):
-        two replicas asking at once never get the same member."""
+        """Claim for `lease_s` up to `limit` members due at `now` (of `members`, when given)."""
         if members is not None and not members:
             return []  # none asked for: not "the first due ones"
         # A fraction of a second of noise keeps two replicas' lease ends (the tokens) apart.
@@ -126,8 +121,7 @@ SCALE_REVERT_TTL_S = 90 * 86_400  # a safety net only: the sweep always ends a r
 
 
 def scale_revert_records(redis: Redis, keys: Keys) -> DueSet:
-    """Scale-ups from Slack still to be put back (`bot.actions.scale_reverts`), due when to look
-    at each next, each one's record (JSON) its member's data."""
+    """Scale-ups from Slack to put back (`bot.actions.scale_reverts`), each record its data."""
     return DueSet(
         redis, keys.scale_reverts, data_key=keys.scale_revert, data_ttl_s=SCALE_REVERT_TTL_S
     )

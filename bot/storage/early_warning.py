@@ -1,10 +1,7 @@
-"""Early warnings in Redis: one per runner type, what it says, and what Slack shows of it.
-
-The upkeep (`bot.status.early_warning`) saves a warning's state once per reading; the channel's
-sender posts it (a `warning:<type>` member of the channel's posts) and edits it when it changes
-(its `warning-edits` set). `version` counts the changes, `shown` the one Slack shows, so a change
-made while a post or edit is on its way is edited next. An ended warning is kept a while, so a
-flapping forecast edits one message instead of posting many, and a dismissal holds.
+"""Early warnings in Redis, one per runner type. The channel's sender posts a warning (a
+`warning:<type>` member of its posts) and edits it when it changes; `version` counts the changes
+and `shown` the one Slack shows, so a change made while a post is on its way is edited next. An
+ended warning is kept a while, so a flapping forecast edits one message and a dismissal holds.
 """
 
 from __future__ import annotations
@@ -39,9 +36,8 @@ class WarningStore:
         self._record_edit = script(redis, "record_warning_edit")
 
     async def claim_reading(self, reading_at: float) -> bool:
-        """Whether this is the first claim of a reading: its warnings are decided once, however
-        often the ticks find it the latest, and beside 0.25 replicas, which claim the same key
-        (two deciding one reading at once could each post the warning)."""
+        """Whether this is the first claim of a reading: its warnings are decided once, also
+        beside 0.25 replicas, which claim the same key (or each could post the warning)."""
         key = self.keys.warning_reading(repr(reading_at))
         return await self._leases.claim_once(key, READING_CLAIM_S * 1000)
 
@@ -60,8 +56,7 @@ class WarningStore:
         return WarningState.load(await self._redis.get(self.keys.warning(runner_type)))
 
     async def save(self, state: WarningState) -> bool:
-        """Keep `state` and queue its post (not posted yet) or its edit (Slack shows an older
-        version); False when a newer version is stored already."""
+        """Keep `state` and queue its post or edit; False when a newer version is stored."""
         k, channel = self.keys, state.channel
         per_channel = (k.posts, k.posts_bell, k.warning_edits, k.warning_bell, k.in_flight)
         keys = [k.warning(state.runner_type), k.warnings, k.send_seq]
@@ -72,8 +67,7 @@ class WarningStore:
     async def save_fresh(
         self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
     ) -> bool:
-        """Save what `change` makes of the warning as it is now (None: nothing to save), made
-        again on fresh state while another save comes first; False when it kept changing."""
+        """Save what `change` makes of the warning as it is now; False when it kept changing."""
 
         async def attempt() -> bool:
             changed = change(await self.get(runner_type))

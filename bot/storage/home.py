@@ -1,11 +1,6 @@
-"""The App Home's viewers in Redis: who opened the Home tab and when, and what each one's Home
-shows now.
-
-A viewer is kept a day after they last opened it: only the Home of someone who looked today is
-kept current (the next opening publishes a fresh one). What a Home shows is its digests
-(`bot.render.home.digests`), when it was published and the `hash` Slack gave that view, so a
-round publishes only what changed, once: the replica that claims (viewer, digest) first
-publishes it, beside 0.25 replicas during a rollout.
+"""The App Home's viewers: who opened the Home tab and when (kept a day), and what each one's
+Home shows (its digests, when, and Slack's `hash`), so a round publishes only what changed, once:
+whoever claims (viewer, digest) first publishes it, beside 0.25 replicas during a rollout.
 """
 
 from __future__ import annotations
@@ -27,8 +22,7 @@ MAX_VIEWERS = 5000
 
 @dataclass(frozen=True)
 class Shown:
-    """What one viewer's Home shows: its digests, when it was published (epoch seconds) and the
-    hash Slack gave that view ("" when none)."""
+    """What one viewer's Home shows: its digests, when published, and Slack's hash of it."""
 
     state: str
     numbers: str
@@ -97,8 +91,7 @@ class HomeViewers:
             await pipe.execute()
 
     async def claim(self, user: str, digest: str, ttl_ms: int) -> Lease | None:
-        """The claim to publish `digest` to `user`, None when another replica has it: released
-        when the publish failed, so the next round tries again at once."""
+        """The claim to publish `digest` to `user`, None when another replica has it."""
         return await self._leases.try_acquire(self._keys.home_claim(user, digest), ttl_ms)
 
     async def release(self, claim: Lease) -> None:

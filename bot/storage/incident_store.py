@@ -1,11 +1,8 @@
 """Redis persistence of incidents: state, groups, timeline, schedule, and what Slack must show.
 
-A change is a `Commit`, applied by one Lua script (`lua/commit.lua`) all at once: fenced by the
-leader's token and by the versions of the incident (and its group) it was computed from, it
-writes the state, indexes, schedule, timeline, the thread's replies and the root's work for the
-channel's sender, and acknowledges the stream entries it applies. A change that lost a race is
-made again on fresh state (`commit_fresh`), so an older state never overwrites a newer one.
-Every key carries a TTL refreshed by each write: `retention_s` after an incident's last change.
+A change is a `Commit`, applied at once by `lua/commit.lua`, fenced by the leader's token and by
+the versions it was computed from; one that lost a race is made again on fresh state. Every key
+carries a TTL refreshed by each write: `retention_s` after an incident's last change.
 """
 
 from __future__ import annotations
@@ -44,8 +41,7 @@ ATTEMPTS = 20
 
 async def on_fresh_state(attempt: Callable[[], Awaitable[bool]]) -> bool:
     """Run `attempt` (read, decide, write fenced by what it read: False when another write came
-    first) until it is done, `ATTEMPTS` times at most; whether it got done. The leader's own
-    tasks interleave at every await, and a 0.25 replica writes beside it during an upgrade."""
+    first: the leader's own tasks interleave, a 0.25 replica writes beside it) until done."""
     for _ in range(ATTEMPTS):
         if await attempt():
             return True
@@ -78,8 +74,7 @@ class Reply:
 
 
 def chart_reply() -> Reply:
-    """The incident's trend as a picture, drawn by the sender when it posts (where charts go as
-    pictures; elsewhere the chart is a block inside the status or summary)."""
+    """The incident's trend as a picture, drawn by the sender when it posts."""
     return Reply(CHART, BAND_STATUS, Rendered("", []), replaces=(CHART,))
 
 
@@ -91,9 +86,8 @@ def postmortem_reply(markdown: str, *, title: str) -> Reply:
 def summary_replies(
     band: int, summaries: tuple[Rendered, Rendered | None], incident: Incident
 ) -> tuple[Reply, ...]:
-    """A resolved incident's summary, then its chart as a picture unless the last picture drew
-    the same trend. A status still waiting gives way to it (it would show the incident open),
-    and the summary then says its version with that status's chart (`summaries[1]`)."""
+    """A resolved incident's summary, then its chart unless the last picture drew it. A status
+    still waiting gives way (it would show the incident open), its chart in the summary."""
     summary, with_chart = summaries
     reply = Reply("summary", band, summary, replaces=STATUS_KINDS, instead=with_chart)
     return (reply,) if chart_drawn(incident, incident.pictured_at) else (reply, chart_reply())
@@ -111,8 +105,7 @@ class Loaded:
 
 @dataclass(frozen=True)
 class DueRead:
-    """An incident read for its status, parsed only when asked: one unreadable incident (a newer
-    replica's state) spoils only itself."""
+    """An incident read for its status, parsed only when asked: an unreadable one fails alone."""
 
     incident_id: str
     due_at: float | None
@@ -150,8 +143,7 @@ Change = Callable[[Incident, datetime, list[Event]], tuple[Commit | None, T]]
 
 @dataclass(frozen=True)
 class Fresh(Generic[T]):
-    """How a change on fresh state ended: the commit that went in (None: none was decided), or
-    `busy` when the incident kept changing and nothing went in."""
+    """How a change on fresh state ended; `busy`: the incident kept changing, nothing went in."""
 
     found: bool
     answer: T | None = None
@@ -173,8 +165,7 @@ class IncidentStore:
         issues: bool = False,
         fence: Fence | None = None,
     ) -> None:
-        """`issues`: the alert's GitHub issue is kept, so a change worth telling it marks the
-        incident in `issue_due`. `fence`: the leader's lease, which every commit must hold."""
+        """`issues`: changes worth telling the alert's GitHub issue mark it in `issue_due`."""
         self._redis = redis
         self.issues = issues
         self.keys = Keys(prefix)
@@ -207,8 +198,7 @@ class IncidentStore:
         return [loaded.incident for loaded in await self.load_many(incident_ids) if loaded.incident]
 
     async def load_many(self, incident_ids: Sequence[str]) -> list[Loaded]:
-        """Several incidents in one round trip; one gone or unreadable (a newer replica's state)
-        is left out alone."""
+        """Several incidents in one round trip; one gone or unreadable is left out alone."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for incident_id in incident_ids:
                 pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
@@ -238,8 +228,7 @@ class IncidentStore:
         return [Event.model_validate_json(item) for item in raw]
 
     async def read_due(self, incident_ids: Sequence[str]) -> list[DueRead]:
-        """Many incidents and their due times in one round trip; a key Redis cannot read (of the
-        wrong type) fails only its own incident's read."""
+        """Many incidents and their due times in one round trip, each failing alone."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for incident_id in incident_ids:
                 pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
@@ -263,8 +252,8 @@ class IncidentStore:
         clock: Callable[[], datetime],
         with_timeline: bool = False,
     ) -> Fresh[T]:
-        """Commit what `change` decides on the incident as it is now (with its timeline, if
-        asked), decided again on fresh state while another change gets there first."""
+        """Commit what `change` decides on the incident as it is now, decided again on fresh
+        state while another change gets there first."""
         ended: Fresh[T] = Fresh(found=False)
 
         async def attempt() -> bool:
@@ -291,8 +280,7 @@ class IncidentStore:
     async def commit_many(
         self, changes: Sequence[Commit], *, now: float
     ) -> list[bool | RedisError]:
-        """Apply each change atomically on its own, in one round trip: whether each applied
-        (each fenced by its own versions), or the error Redis gave that one alone."""
+        """Apply each change on its own, in one round trip: whether it applied, or its error."""
         if not changes:
             return []
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -360,9 +348,8 @@ class IncidentStore:
 
 
 class IssueLinks:
-    """Each incident's GitHub issue as linked, and what it was told, kept as long as the
-    incident. Written after each call GitHub answered, by the holder of the incident's claim in
-    `issue_due`, so one dying mid-way leaves the progress of every call but the one it names."""
+    """Each incident's GitHub issue and what it was told, saved after each call GitHub answered,
+    so a replica dying mid-way leaves the progress of every call but the one it names."""
 
     def __init__(self, redis: Redis, keys: Keys, *, retention_s: int) -> None:
         self._redis = redis

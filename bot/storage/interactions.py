@@ -1,11 +1,7 @@
-"""What makes a responder's action happen once, in Redis so every replica sees it:
-- an interaction (a click's `action_ts`, a modal's view ID, a command's `trigger_id`) is claimed
-  before anything is done and its answer kept, so the same delivery arriving twice does nothing
-  more and gets the same answer; the claim names its attempt, so a consumer that takes over a
-  request whose consumer died mid-way carries it on;
-- an action kind on an incident (its silence, a runner type's scale-up) is locked while the
-  backend call runs, then kept for a cooldown where asked, so two people acting at once make
-  one silence, not two.
+"""What makes a responder's action happen once: an interaction (a click, a modal, a command) is
+claimed and its answer kept, so a delivery arriving twice gets the same answer (the claim names
+its attempt, so a consumer taking over a dead one's request carries it on); an action on an
+incident is locked while its backend call runs, then kept for a cooldown where asked.
 """
 
 from __future__ import annotations
@@ -41,8 +37,7 @@ class Interactions:
         self._leases = Leases(redis)
 
     async def claim(self, interaction_id: str) -> str | None:
-        """None for the first delivery of this interaction, or for the attempt that claimed it;
-        else its answer (or IN_PROGRESS)."""
+        """None for the first delivery, or its claiming attempt; else its answer or IN_PROGRESS."""
         key = self._keys.interaction(interaction_id[:200])
         mine = f"{IN_PROGRESS} {attempt.get()}" if attempt.get() else IN_PROGRESS
         if await self._leases.claim_once(key, INTERACTION_MEMORY_S * 1000, mine):

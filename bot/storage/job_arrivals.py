@@ -1,13 +1,9 @@
-"""The arrival history of queued jobs, per runner type and workflow in five-minute slots, so
-"this workflow's arrivals doubled since the same hour yesterday" is something the bot can say.
+"""Queued jobs' arrivals per runner type and workflow in five-minute slots, so "this workflow's
+arrivals doubled since the same hour yesterday" can be said (`bot.fleet.jobs.JobsWatch`).
 
-A job counts once, in the slot it was created in, the first time it is listed: a script adds its
-id to the slot's set of seen jobs and counts it only when new (field "<runner type>\\t<workflow>";
-a finished job counts in the durations hash, its minutes under the field + "\\tm"). "The last
-hour" is the last twelve slots, the current one included, and "a day before" the same twelve 24
-hours earlier: slots, not clock hours, so a burst three minutes old counts in full a minute
-after the hour too. Only jobs still queued when listed are seen: arrivals of jobs that queued,
-which is what a queue incident is about. What they mean: `bot.fleet.jobs.JobsWatch`.
+A job counts once, in the slot it was created in (a script keeps each slot's seen IDs); "the last
+hour" is the last twelve slots, "a day before" the same twelve 24 hours earlier, so a burst three
+minutes old counts in full a minute after the hour too.
 """
 
 from __future__ import annotations
@@ -49,8 +45,8 @@ class JobArrivals:
     async def record(
         self, jobs: Iterable[QueuedJob], *, now: datetime, finished: Iterable[FinishedJob] = ()
     ) -> Arrivals:
-        """Count the jobs not seen before (and the finished ones' minutes); the arrivals and
-        mean minutes in the last hour and in the same hour a day before."""
+        """Count the jobs not seen before: the arrivals and minutes of the last hour and a day
+        before. Only jobs still queued when listed are seen: the ones a queue incident is about."""
         current = slot_of(now)
         by_slot: dict[int, list[str | float]] = {}
 

@@ -1,9 +1,7 @@
-"""The leader's lease: which one replica does the work (`bot.leader`), and the token that fences
-its writes.
-
-The lease's value is a fencing token (a number that only grows) and the holder's name. Fenced
-scripts take that value and refuse it once it is not the one stored, so a leader that stalled
-past its TTL, or outlived a Redis that lost its data, cannot write after its successor.
+"""The leader's lease: which replica does the work (`bot.leader`), and the token fencing its
+writes. Its value is a fencing token (a number that only grows) and the holder's name; fenced
+scripts refuse a value that is not the one stored, so a leader that stalled past its TTL cannot
+write after its successor.
 """
 
 from __future__ import annotations
@@ -20,14 +18,13 @@ from bot.storage.scripts import script
 
 
 class Deposed(RedisError):
-    """A fenced write by a replica that does not lead (any more): nothing was written. A
-    RedisError, so its writer retries it as Redis failing, and by then has stopped leading."""
+    """A fenced write by a replica that no longer leads: nothing was written (retried as Redis
+    failing, by which time the replica has stopped leading)."""
 
 
 @dataclass
 class Fence:
-    """The lease's value while this replica leads; `refused` is set when a script refused it, so
-    the leader stops at once instead of at its next renewal."""
+    """The lease's value while this replica leads; `refused`: a script refused it (stop now)."""
 
     key: str
     held: str | None = None
@@ -35,8 +32,7 @@ class Fence:
 
 
 class FencedScript:
-    """A script that runs only for the leader: the lease's key and value go last (empty for a
-    store built without a fence, by a test or a tool)."""
+    """A script that runs only for the leader: the lease's key and value go last (empty: none)."""
 
     def __init__(self, redis: Redis, name: str, fence: Fence | None) -> None:
         self._script = script(redis, name)

@@ -1,9 +1,6 @@
-"""Claims and leases, written once.
-
-`claim_once` is `SET NX PX`: the first caller gets True, every other one False until the key
-expires. A `Lease` is a claim held by a random token, then an optional note for whoever finds
-it taken ("<token> <what the holder is doing>"); only the token's holder may renew, keep or
-release it (a Lua compare-and-set), so a holder whose lease expired never touches the next one's.
+"""Claims and leases, written once. `claim_once` is `SET NX PX`: True for the first caller until
+the key expires. A `Lease` is held by a random token, then an optional note for whoever finds it
+taken; only its holder may renew, keep or release it, so an expired holder never touches the next.
 """
 
 from __future__ import annotations
@@ -51,8 +48,7 @@ class Leases:
         return bool(await self._renew(keys=[lease.key], args=[lease.token, ttl_ms]))
 
     async def keep(self, lease: Lease, ttl_ms: int, note: str) -> Lease | None:
-        """Hold a lease still ours `ttl_ms` longer under a new note (a cooldown); None when it
-        was no longer ours."""
+        """Hold a lease still ours `ttl_ms` longer under a new note (a cooldown), else None."""
         kept = Lease(lease.key, f"{lease.token.partition(' ')[0]} {note}")
         done = await self._keep(keys=[lease.key], args=[lease.token, max(ttl_ms, 1), kept.token])
         return kept if done else None

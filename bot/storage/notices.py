@@ -26,8 +26,7 @@ class NoticeStore:
         self.keys = keys
 
     async def claim(self, what: str) -> bool:
-        """Whether this is the first claim of `what` (a report's week): posted once, by a leader
-        that took over within the report's hour of grace too, and beside 0.25 replicas."""
+        """Whether this is the first claim of `what` (a report's week), also beside 0.25."""
         return await self._leases.claim_once(self.keys.notice_claim(what), CLAIM_S * 1000)
 
     async def queue(self, channel: str, rendered: Rendered) -> str:

@@ -1,9 +1,6 @@
-"""The Slack requests stream: what people asked of queuepilot in Slack, acknowledged by whichever
-replica Slack reached, waiting here until the leader performs it (`bot.intake.requests`).
-
-An entry names its work (a short name from the listeners' table) and carries the Slack body,
-already signature-checked. A stream of its own: 0.25 replicas read the notification stream, and
-would dead-letter an entry they do not understand.
+"""The Slack requests stream: what people asked in Slack, acknowledged by any replica and waiting
+until the leader performs it (`bot.intake.requests`). A stream of its own: 0.25 replicas read the
+notification stream, and would dead-letter an entry they do not understand.
 """
 
 from __future__ import annotations
@@ -48,8 +45,7 @@ class RequestStream(ConsumerGroup[Request]):
         )
 
     async def append(self, work: str, body: dict[str, Any]) -> str:
-        """Keep `work` on `body` until the leader performs it: its entry ID once Redis has it.
-        Raises RequestRefused for a body that cannot wait here."""
+        """Keep `work` on `body` until the leader performs it; RequestRefused when it cannot."""
         added = await self.durably(partial(self._redis.xadd, self.key, request_fields(work, body)))
         return str(added)
 

@@ -1,8 +1,5 @@
-"""Every Lua script, from `bot/storage/lua/<name>.lua`, each after the one prelude that defines
-what several share: the channel queue's scores and the check that a lease is still its holder's.
-
-The score constants are defined here once and handed to the prelude, so the scripts and the
-Python that reads scores (the storm rule's count of waiting roots) cannot differ.
+"""Every Lua script, from `lua/<name>.lua`, after the one prelude several share. The queue's score
+constants are defined here once and handed to the prelude, so Lua and Python agree on them.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""A channel's send queue in Redis: what its sender reads (`bot.outbound.send`), and how it
-records what it sent. The commit script fills it:
-- `posts`, a sorted set of `root:<id>` (a root to post) and `replies:<id>` (a thread with replies
-  waiting in its outbox), new roots first by severity, then replies by band, each then by age;
-- `edits`, a due set of incident IDs whose root may need an edit, due (in ms) when the edit is
-  allowed (a root is edited at most every `ROOT_EDIT_INTERVAL_MS`).
-The sender marks a post in flight before it calls Slack, only while it holds the channel's
-lease, and clears the mark when it records the result: whoever finds the mark (the next attempt,
-the next leader, a 0.25 replica) knows the post may have landed and looks it up. Marks are per
-queue member, so a more urgent post never hides another's uncertainty.
+"""A channel's send queue, filled by the commit script, read by its sender (`bot.outbound.send`):
+`posts` (new roots by severity, then threads with replies waiting by band, each then by age) and
+`edits` (roots due an edit, in ms). A post is marked in flight before Slack is called, only while
+the sender holds the channel's lease, and cleared when recorded: whoever finds a mark (the next
+attempt or leader, a 0.25 replica) looks the post up first. Marks are per queue member.
 """
 
 from __future__ import annotations
@@ -139,8 +134,7 @@ class SendQueue:
         return bool(done)
 
     async def end_attempt(self, channel: str, marker: InFlight) -> None:
-        """Clear the mark of an attempt Slack certainly did not act on (a 429), so the next
-        posts without a lookup; only this very mark, never a successor's."""
+        """Clear this very mark of an attempt Slack certainly did not act on (a 429)."""
         await self._end_attempt(
             keys=[self.keys.in_flight(channel)], args=[marker.member, marker.encode()]
         )
@@ -198,8 +192,7 @@ class SendQueue:
             await pipe.execute()
 
     async def wait_bell(self, bell: str, timeout: float) -> None:  # noqa: ASYNC109
-        """Sleep until a committer rings the bell, or `timeout` seconds (at most
-        `LONGEST_BLOCK_S`)."""
+        """Sleep until a committer rings the bell, or `timeout` (at most `LONGEST_BLOCK_S`)."""
         await self._bells.blpop([bell], timeout=min(max(timeout, 0.01), LONGEST_BLOCK_S))
 
     def root_edits(self, channel: str) -> DueSet:

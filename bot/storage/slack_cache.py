@@ -39,8 +39,7 @@ class UserNames:
 
 
 class PermalinkCache:
-    """A message's permalink never changes; one Slack has none for (deleted, a channel the app
-    left) is kept as "" for an hour, so it is not asked at every look."""
+    """A message's permalink never changes; "" (none: deleted, say) is kept only an hour."""
 
     def __init__(self, redis: Redis, keys: Keys, *, keep_s: int) -> None:
         self._redis = redis
@@ -60,10 +59,8 @@ class PermalinkCache:
 
 
 class ChartDelivery:
-    """How the trend chart reaches Slack. `CHART_STYLE=native` puts a `data_visualization` block
-    in statuses and the summary; a workspace that refuses it (`invalid_blocks`) is marked here
-    for a day, and meanwhile charts are uploaded as pictures, as `CHART_STYLE=image` always
-    does: a workspace that starts taking the block gets it back without a restart."""
+    """A workspace that refuses the chart block (`CHART_STYLE=native`) is marked for a day, and
+    meanwhile charts are uploaded as pictures, as `CHART_STYLE=image` always does."""
 
     def __init__(self, redis: Redis, keys: Keys, configured: ChartStyle) -> None:
         self._redis = redis

@@ -1,17 +1,8 @@
-"""A channel's alert storm in Redis: the digest message that shows every new group at once.
-
-Slack takes about one post a second in a channel, so 120 new groups would take two minutes to
-appear one root at a time. When the sender finds `threshold` roots waiting it opens a storm: one
-digest lists every waiting group while the roots still go out one per slot. Later groups are
-added to the last digest by an edit, or listed by a continuation (`bot.outbound.storm.Growth`
-decides). Keys, per channel:
-- `storm`, a hash: `id`, `started_ms`, `last_added_ms`, `waiting_ms` (since when a group has
-  waited for a line), `parts` (digest messages begun), and per message its ts ('' until posted)
-  and a digest of what it shows: `ts`, `shown` for the first, `ts:<n>`, `shown:<n>` after;
-- `storm:members`, the groups' incident IDs scored like their roots;
-- `storm:placed`, incident ID -> the digest message that lists it;
-- `storm:links`, incident ID -> permalink of its thread, from which 0.25 draws the digest's
-  lines, should a 0.25 replica take the channel over during an upgrade.
+"""A channel's alert storm: one digest message lists every new group at once, while their roots
+go out one per Slack's slot (`bot.outbound.storm`). Per channel: `storm` (a hash: id, times, and
+per digest message its ts and what it shows), `storm:members`, `storm:placed` (incident -> the
+message that lists it) and `storm:links` (incident -> its thread's permalink: 0.25 draws the
+digest's lines from it, should a 0.25 replica take the channel over during an upgrade).
 """
 
 from __future__ import annotations
@@ -58,8 +49,7 @@ class Storm:
         return posted[-1] if posted else None
 
     def metadata_uid(self, part: int = 0) -> str:
-        """What a digest message carries in its metadata, to be found after an uncertain post
-        (the first without a part number: the name a 0.25 sender looks for)."""
+        """A digest message's metadata, found after an uncertain post (0.25's for the first)."""
         return f"storm-{self.id}" if part == 0 else f"storm-{self.id}-{part}"
 
     def item(self, part: int = 0) -> str:
@@ -126,8 +116,8 @@ class StormQueue:
         )
 
     async def place(self, channel: str, storm: Storm, part: int, *, room: int) -> list[str]:
-        """Give the groups no digest message lists yet a line in message `part` (one past the
-        last begins a continuation), up to `room` lines; the IDs it lists, most severe first."""
+        """List unlisted groups in message `part` (one past the last: a continuation), up to
+        `room` lines; the IDs it lists, most severe first."""
         k = self.keys
         listed = await self._place(
             keys=[k.storm(channel), k.storm_members(channel), k.storm_placed(channel)],
@@ -186,8 +176,7 @@ class StormQueue:
         return bool(closed)
 
     async def abandon(self, channel: str, storm: Storm, *, pause_ms: int) -> None:
-        """The digest can never be posted: the roots go on alone, and no storm opens for
-        `pause_ms` (another would fail the same way and hold every root back)."""
+        """The digest can never be posted: the roots go on alone, no storm for `pause_ms`."""
         k = self.keys
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.delete(*self._storm_keys(channel))

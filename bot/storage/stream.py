@@ -1,9 +1,6 @@
-"""The durable notification stream: accepted webhooks wait here until an incident reflects them.
-
-The webhook handler appends before answering 202; the leader's consumers (and a 0.25 replica's,
-during an upgrade) read in the `intake` group, and the commit that applies an entry acknowledges
-and deletes it in the same script. Reading, taking over and dead-lettering are the consumer
-group's; here is how a notification is written and read back.
+"""The durable notification stream: the webhook appends before answering 202; the leader's
+consumers (and a 0.25 replica's, during an upgrade) apply each entry, and the commit that applies
+it acknowledges and deletes it in the same script.
 """
 
 from __future__ import annotations
@@ -47,13 +44,8 @@ class NotificationStream(ConsumerGroup[StreamEntry]):
         self._append = script(redis, "append")
 
     async def append(self, notification: Notification, body: bytes, received_at: float) -> str:
-        """Persist one accepted notification: its entry ID once Redis has it (and, with
-        `wait_replicas`, once that many replicas confirmed it).
-
-        Appends arriving together go to Redis in one script call with one `WAIT` (a group
-        commit), each caller still getting its own ID or error: measured with wrk against
-        `python -m bot serve`, 2,833 accepted/s against 2,301/s with a call per append.
-        """
+        """Persist one accepted notification: its entry ID once Redis (and `wait_replicas`) has
+        it. Appends arriving together go in one script call (2,833 accepted/s, not 2,301)."""
         fields: dict[str, Any] = {"at": repr(received_at)}
         if len(body) <= BODY_MAX_BYTES:
             fields.update(source=notification.source, body=body)
@@ -99,9 +91,8 @@ class NotificationStream(ConsumerGroup[StreamEntry]):
 
 @lru_cache(maxsize=256)
 def _delivery(source: str, body: str) -> Delivery:
-    """A body repeated (an Alertmanager HA pair, a retry, a flood of one alert) is worked out
-    once, and its entries share one delivery, which the consumer folds as repeats: measured with
-    wrk, a flood of one body is taken at 2,833/s against 1,999/s parsing every entry."""
+    """A body repeated (an HA pair, a retry, a flood) is worked out once, and its entries share a
+    delivery the consumer folds as repeats (a flood is taken at 2,833/s, not 1,999/s)."""
     if source not in ("grafana", "alertmanager"):
         raise PayloadError(f"unknown source {source!r}")
     return delivery_of(parse_notification(source, parse_json_body(body.encode())))
