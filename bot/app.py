@@ -84,9 +84,8 @@ from bot.storage.job_arrivals import JobArrivals
 from bot.storage.keys import Keys
 from bot.storage.leader import Leadership
 from bot.storage.leases import Leases
-from bot.storage.notices import NoticeStore
 from bot.storage.requests import RequestStream
-from bot.storage.send_queue import SendQueue
+from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream

@@ -37,7 +37,6 @@ class ConsumerGroup(Generic[E]):
     def __init__(
         self, redis: Redis, key: str, dead_key: str, group: str, wait_replicas: int, wait_ms: int
     ) -> None:
-        """`wait_replicas`: how many replicas must confirm an append, within `wait_ms`."""
         self._redis = redis
         self.key = key
         self.dead_key = dead_key
@@ -139,7 +138,6 @@ class ConsumerGroup(Generic[E]):
             await pipe.execute()
 
     async def bury(self, entry: E, reason: str) -> None:
-        """Move an entry that can never be done aside, with the reason, for an operator."""
         fields: dict[Any, Any] = {"id": entry.id, "reason": reason, **(entry.fields or {})}
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.xadd(self.dead_key, fields, maxlen=DEAD_LETTER_MAXLEN, approximate=True)

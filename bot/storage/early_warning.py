@@ -82,13 +82,6 @@ class WarningStore:
         args = [state.member, state.uid, ts, state.version, state.runner_type, KEEP_S]
         await self._record_post(keys=keys, args=args)
 
-    async def forget_post(self, channel: str, member: str) -> None:
-        """A warning that is gone (expired, or Slack refused it for good) leaves the queue."""
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(self.keys.posts(channel), member)
-            pipe.hdel(self.keys.in_flight(channel), member)
-            await pipe.execute()
-
     async def edits(self, channel: str) -> list[str]:
         return sorted(cast(set[str], await self._redis.smembers(self.keys.warning_edits(channel))))  # type: ignore[misc]
 

@@ -64,12 +64,10 @@ class HomeViewers:
             await pipe.execute()
 
     async def since(self, at: float) -> list[str]:
-        """The viewers who opened it at `at` or later, the most recent first."""
         found = await self._redis.zrevrangebyscore(self._keys.home_viewers, "+inf", at)
         return cast(list[str], found)
 
     async def shown(self, users: Sequence[str]) -> dict[str, Shown]:
-        """What each of `users`' Home shows, for those it is known of."""
         if not users:
             return {}
         raws = await self._redis.hmget(self._keys.home_shown, list(users))  # type: ignore[misc]

@@ -52,7 +52,6 @@ class Interactions:
         await self._redis.set(key, answer, ex=INTERACTION_MEMORY_S)
 
     async def lock(self, incident_id: str, what: str, *, doing: str, ttl_s: float) -> Lock | Held:
-        """Take the lock of `what` on the incident for `ttl_s`, or say who holds it."""
         key = self._keys.action_lock(incident_id, what)
         lease = await self._leases.try_acquire(key, int(ttl_s * 1000), note=doing)
         if lease is not None:

@@ -34,7 +34,6 @@ class Leases:
         return bool(await self._redis.set(key, value, nx=True, px=max(ttl_ms, 1)))
 
     async def try_acquire(self, key: str, ttl_ms: int, *, note: str = "") -> Lease | None:
-        """The lease of `key`, or None while someone else holds it."""
         token = secrets.token_hex(8)
         lease = Lease(key, f"{token} {note}" if note else token)
         return lease if await self.claim_once(key, ttl_ms, lease.token) else None

@@ -23,7 +23,6 @@ class ReadingStore:
         await self._redis.set(self._keys.fleet_reading, encoded, px=keep_ms)
 
     async def remember(self, point: str, *, points: int, keep_ms: int) -> None:
-        """Add a point to the history, newest first, keeping `points` of them."""
         key = self._keys.fleet_history
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.lpush(key, point)
@@ -45,7 +44,6 @@ class ReadingStore:
             await pipe.execute()
 
     async def kept(self, days: Sequence[str]) -> list[Mapping[str, str]]:
-        """Each day's kept readings (slot -> reading), in one round trip."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for day in days:
                 pipe.hgetall(self._keys.readings_day(day))

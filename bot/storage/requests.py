@@ -66,21 +66,17 @@ def request_fields(work: str, body: dict[str, Any]) -> dict[str, str]:
 
 def request_of(entry_id: str, fields: dict[str, str]) -> Request:
     """The request an entry holds, or one saying why it cannot be read (never raises)."""
-    work, raw = fields.get("work"), fields.get("body")
-    if not isinstance(work, str) or not 0 < len(work) <= MAX_WORK:
-        return _unreadable(entry_id, fields, "it names no work")
-    if not isinstance(raw, str) or len(raw) > MAX_BODY_BYTES:
-        return _unreadable(entry_id, fields, "no body, or one over the size limit")
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        return _unreadable(entry_id, fields, f"the body is not JSON: {exc}")
-    if not isinstance(body, dict):
-        return _unreadable(entry_id, fields, "the body is not a JSON object")
+    work, raw, body = fields.get("work", ""), fields.get("body"), None
+    if not 0 < len(work) <= MAX_WORK:
+        problem = "it names no work"
+    elif raw is None or len(raw) > MAX_BODY_BYTES:
+        problem = "no body, or one over the size limit"
+    else:
+        try:
+            body = json.loads(raw)
+            problem = "" if isinstance(body, dict) else "the body is not a JSON object"
+        except (ValueError, RecursionError) as exc:
+            problem = f"the body is not JSON: {exc}"
+    if problem:
+        return Request(entry_id, work[:MAX_WORK], None, problem=problem[:500], fields=fields)
     return Request(entry_id, work, body, fields=fields)
-
-
-def _unreadable(entry_id: str, fields: dict[str, str], problem: str) -> Request:
-    work = fields.get("work")
-    named = work[:MAX_WORK] if isinstance(work, str) else ""
-    return Request(entry_id, named, None, problem=problem[:500], fields=fields)

@@ -25,5 +25,4 @@ def lua(name: str) -> str:
 
 
 def script(redis: Redis, name: str) -> AsyncScript:
-    """`lua(name)` registered with `redis`: loaded on first use."""
     return redis.register_script(lua(name))

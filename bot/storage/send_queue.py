@@ -8,6 +8,7 @@ attempt or leader, a 0.25 replica) looks the post up first. Marks are per queue 
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
@@ -17,9 +18,17 @@ from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
 from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.due_set import DueSet
-from bot.storage.incident_store import LOADED_FIELDS, STATUS_KINDS, Loaded, ThreadRef, loaded_from
+from bot.storage.incident_store import (
+    BAND_EVENT,
+    LOADED_FIELDS,
+    STATUS_KINDS,
+    Loaded,
+    ThreadRef,
+    loaded_from,
+)
 from bot.storage.keys import Keys
-from bot.storage.scripts import script
+from bot.storage.leases import Leases
+from bot.storage.scripts import BAND, script
 
 UNDELIVERABLE_MAXLEN = 1000
 
@@ -42,8 +51,6 @@ class InFlight:
 
 @dataclass(frozen=True)
 class HeadReply:
-    """The first reply waiting in a thread's outbox."""
-
     item: str
     rendered: Rendered
     thread: ThreadRef | None
@@ -183,7 +190,6 @@ class SendQueue:
             await pipe.execute()
 
     async def undeliverable(self, incident_id: str, item: str, error: str) -> None:
-        """Keep what Slack refused for good, for an operator to look at."""
         key = self.keys.undeliverable
         fields: dict[Any, Any] = {"incident": incident_id, "item": item, "error": error}
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -196,7 +202,6 @@ class SendQueue:
         await self._bells.blpop([bell], timeout=min(max(timeout, 0.01), LONGEST_BLOCK_S))
 
     def root_edits(self, channel: str) -> DueSet:
-        """The channel's roots due an edit (scored in ms)."""
         return DueSet(self._redis, self.keys.edits(channel), keep_s=self.retention_s)
 
     async def edit_candidate(self, channel: str, incident_id: str) -> EditCandidate:
@@ -221,3 +226,51 @@ class SendQueue:
         keys = [k.incident(incident_id), k.edits(channel), k.edit_after(channel)]
         args = [incident_id, version, digest, next_at_ms, int(edited), self.retention_s * 1000]
         await self._record_edit(keys=keys, args=args)
+
+
+NOTICE_KEEP_S = 7 * 86_400  # a notice Slack could not take for a week is not news any more
+NOTICE_CLAIM_S = 3 * 86_400
+
+
+class NoticeStore:
+    """One-off channel messages of no incident (the weekly report), queued as `notice:<uid>`
+    members of the channel's posts, so the sender posts them like any post, once."""
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self._redis = redis
+        self._leases = Leases(redis)
+        self.keys = keys
+
+    async def claim(self, what: str) -> bool:
+        """Whether this is the first claim of `what` (a report's week), also beside 0.25."""
+        return await self._leases.claim_once(self.keys.notice_claim(what), NOTICE_CLAIM_S * 1000)
+
+    async def queue(self, channel: str, rendered: Rendered) -> str:
+        uid = secrets.token_hex(6)
+        k = self.keys
+        payload = json.dumps(asdict(rendered))
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(k.notice(uid), payload, ex=NOTICE_KEEP_S)
+            pipe.incr(k.send_seq)
+            _, seq = await pipe.execute()
+        async with self._redis.pipeline(transaction=True) as pipe:
+            # Past the roots (the storm rule counts those), beside the incidents' event replies.
+            pipe.zadd(k.posts(channel), {f"notice:{uid}": BAND_EVENT * BAND + seq})
+            pipe.lpush(k.posts_bell(channel), "1")
+            pipe.ltrim(k.posts_bell(channel), 0, 0)
+            pipe.expire(k.posts_bell(channel), 10)
+            await pipe.execute()
+        return uid
+
+    async def get(self, uid: str) -> Rendered | None:
+        raw = await self._redis.get(self.keys.notice(uid))
+        return Rendered(**json.loads(raw)) if raw else None
+
+    async def done(self, channel: str, uid: str) -> None:
+        """Posted (or never postable): it leaves the queue, its mark and Redis."""
+        member = f"notice:{uid}"
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.keys.notice(uid))
+            pipe.zrem(self.keys.posts(channel), member)
+            pipe.hdel(self.keys.in_flight(channel), member)
+            await pipe.execute()

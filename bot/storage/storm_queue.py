@@ -126,7 +126,6 @@ class StormQueue:
         return cast(list[str], listed)
 
     async def members(self, channel: str) -> list[Member]:
-        """The storm's groups, most severe first, with their incidents' versions."""
         ids = cast(list[str], await self._redis.zrange(self.keys.storm_members(channel), 0, -1))
         if not ids:
             return []
