@@ -118,8 +118,7 @@ class RootEdits:
             await self._queue.wait_bell(self._queue.keys.edits_bell(self.channel), wait)
             return
         [incident_id] = due
-        candidate = await self._queue.edit_candidate(self.channel, incident_id)
-        loaded = candidate.loaded
+        loaded, edit_after_ms = await self._queue.edit_candidate(self.channel, incident_id)
         if loaded.incident is None or loaded.thread is None:
             await self._due.remove(incident_id)
             return
@@ -128,8 +127,8 @@ class RootEdits:
         )
         digest = digest_of(root)
         edited = digest != loaded.rendered
-        if edited and now_ms < candidate.edit_after_ms:
-            await self._due.schedule(incident_id, candidate.edit_after_ms)
+        if edited and now_ms < edit_after_ms:
+            await self._due.schedule(incident_id, edit_after_ms)
             return
         if edited:
             # A root that can never be edited is recorded as shown all the same: posting it

@@ -71,24 +71,30 @@ class ConsumerGroup(Generic[E]):
             if "BUSYGROUP" not in str(exc):
                 raise
 
+    async def _regrouped(self, command: Awaitable[Any]) -> Any:
+        """What `command` answers; None once the group Redis lost (a restart) is made again."""
+        try:
+            return await command
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            await self.ensure_group()
+            return None
+
     async def read(
         self, consumer: str, *, count: int = 10, block_ms: int = 1000, own: bool = False
     ) -> list[E]:
         """New entries, or (`own`) those handed to this consumer and not acknowledged (it led
         before); recreates the group if Redis lost it."""
-        try:
-            reply = await self._redis.xreadgroup(
+        reply = await self._regrouped(
+            self._redis.xreadgroup(
                 self.group,
                 consumer,
                 {self.key: "0" if own else ">"},
                 count=count,
                 block=None if own else block_ms,
             )
-        except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            await self.ensure_group()
-            return []
+        )
         return [
             self.parse(entry_id, fields)
             for _, entries in reply or []
@@ -99,15 +105,13 @@ class ConsumerGroup(Generic[E]):
     async def reclaim(self, consumer: str, *, min_idle_ms: int, count: int = 20) -> list[E]:
         """Entries other consumers left idle for `min_idle_ms`, from where the last call stopped,
         so a long backlog is walked through, not re-scanned."""
-        try:
-            reply = await self._redis.xautoclaim(
+        reply = await self._regrouped(
+            self._redis.xautoclaim(
                 self.key, self.group, consumer, min_idle_ms, start_id=self._cursor, count=count
             )
-        except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
+        )
+        if reply is None:
             self._cursor = "0-0"
-            await self.ensure_group()
             return []
         self._cursor = str(reply[0] or "0-0")
         return [self.parse(entry_id, fields) for entry_id, fields in reply[1] if fields]

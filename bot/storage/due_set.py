@@ -92,9 +92,6 @@ class DueSet:
         claimed = await self.due(now, lease_s, limit=1, members=[member])
         return claimed[0] if claimed else None
 
-    async def holds(self, claim: Claim) -> bool:
-        return await self.due_at(claim.member) == claim.token
-
     async def reschedule(self, claim: Claim, at: float, data: str | None = None) -> bool:
         """Due again at `at` (with its data, if given), while the claim is ours."""
         args = [repr(at), "" if self._keep_s is None else self._keep_s, data or ""]

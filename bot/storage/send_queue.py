@@ -67,13 +67,6 @@ class HeadReply:
         return self.kind in STATUS_KINDS
 
 
-@dataclass(frozen=True)
-class EditCandidate:
-    incident_id: str
-    loaded: Loaded
-    edit_after_ms: int
-
-
 class SendQueue:
     def __init__(
         self, redis: Redis, prefix: str, *, retention_s: int, bells: Redis | None = None
@@ -204,13 +197,14 @@ class SendQueue:
     def root_edits(self, channel: str) -> DueSet:
         return DueSet(self._redis, self.keys.edits(channel), keep_s=self.retention_s)
 
-    async def edit_candidate(self, channel: str, incident_id: str) -> EditCandidate:
+    async def edit_candidate(self, channel: str, incident_id: str) -> tuple[Loaded, int]:
+        """The incident as it is now, and when its root may next be edited (ms)."""
         k = self.keys
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hmget(k.incident(incident_id), LOADED_FIELDS)
             pipe.hget(k.edit_after(channel), incident_id)
             raw, after = await pipe.execute()
-        return EditCandidate(incident_id, loaded_from(raw), int(after or 0))
+        return loaded_from(raw), int(after or 0)
 
     async def record_edit(
         self,
