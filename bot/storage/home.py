@@ -41,11 +41,12 @@ class Shown:
 
 
 class HomeViewers:
-    def __init__(self, redis: Redis, keys: Keys, *, keep_s: int = VIEWER_KEEP_S) -> None:
+    keep_s = VIEWER_KEEP_S
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis
         self._keys = keys
         self._leases = Leases(redis)
-        self.keep_s = keep_s
 
     async def opened(self, user: str, at: float) -> None:
         """`user` opened the Home at `at`; viewers not seen for `keep_s` are forgotten."""

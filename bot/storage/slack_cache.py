@@ -25,17 +25,16 @@ Message = tuple[str, str]  # (channel, ts)
 class UserNames:
     """Timelines, summaries and click answers name people: `users.info` is asked once a day."""
 
-    def __init__(self, redis: Redis, keys: Keys, *, keep_s: int = NAME_KEEP_S) -> None:
+    def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis
         self._keys = keys
-        self._keep_s = keep_s
 
     async def get(self, user: str) -> str | None:
         """The name kept for `user` ("" when Slack knew none), None when none is kept."""
         return cast(str | None, await self._redis.get(self._keys.user(user)))
 
     async def put(self, user: str, name: str) -> None:
-        await self._redis.set(self._keys.user(user), name, ex=self._keep_s)
+        await self._redis.set(self._keys.user(user), name, ex=NAME_KEEP_S)
 
 
 class PermalinkCache:
