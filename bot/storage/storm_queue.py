@@ -24,28 +24,28 @@ class Storm:
     started_ms: int
     last_added_ms: int
     waiting_ms: int  # since when a group has waited for a line of a digest message (0: none)
-    tss: tuple[str, ...]  # each digest message's ts, the first then its continuations
+    message_ts: tuple[str, ...]  # each digest message's ts ('' until posted), first to last
 
     @property
     def ts(self) -> str:
-        return self.tss[0]
+        return self.message_ts[0]
 
     @property
     def parts(self) -> int:
-        return len(self.tss)
+        return len(self.message_ts)
 
     def part_ts(self, part: int) -> str:
-        return self.tss[part]
+        return self.message_ts[part]
 
     @property
     def pending(self) -> int | None:
         """The digest message begun but not posted yet, if any."""
-        return self.parts - 1 if not self.tss[-1] else None
+        return self.parts - 1 if not self.message_ts[-1] else None
 
     @property
     def last_posted(self) -> int | None:
         """The latest digest message in the channel: the one an edit may add groups to."""
-        posted = [part for part, ts in enumerate(self.tss) if ts]
+        posted = [part for part, ts in enumerate(self.message_ts) if ts]
         return posted[-1] if posted else None
 
     def metadata_uid(self, part: int = 0) -> str:
