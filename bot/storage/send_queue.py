@@ -31,6 +31,8 @@ from bot.storage.leases import Leases
 from bot.storage.scripts import BAND, script
 
 UNDELIVERABLE_MAXLEN = 1000
+NOTICE_KEEP_S = 7 * 86_400  # a notice Slack could not take for a week is not news any more
+NOTICE_CLAIM_S = 3 * 86_400
 
 
 @dataclass(frozen=True)
@@ -220,10 +222,6 @@ class SendQueue:
         keys = [k.incident(incident_id), k.edits(channel), k.edit_after(channel)]
         args = [incident_id, version, digest, next_at_ms, int(edited), self.retention_s * 1000]
         await self._record_edit(keys=keys, args=args)
-
-
-NOTICE_KEEP_S = 7 * 86_400  # a notice Slack could not take for a week is not news any more
-NOTICE_CLAIM_S = 3 * 86_400
 
 
 class NoticeStore:
