@@ -180,11 +180,8 @@ def refuse_cluster(url: str, sentinel: SentinelTarget | None) -> None:
     if sentinel is not None:
         return  # Sentinel watches plain masters; a cluster node cannot be one
     try:
-        client = SyncRedis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
-        try:
+        with SyncRedis.from_url(url, socket_connect_timeout=2, socket_timeout=2) as client:
             info = client.info("cluster")
-        finally:
-            client.close()
     except (RedisError, OSError, ValueError) as exc:
         log.info("redis: not checked for cluster mode (%s)", type(exc).__name__)
         return
