@@ -75,24 +75,20 @@ from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
 from bot.status.early_warning import EarlyWarnings
 from bot.status.tick import StatusReporter
-from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.connection import build_redis
 from bot.storage.early_warning import WarningStore
 from bot.storage.home import HomeViewers
-from bot.storage.incident_store import IncidentStore
+from bot.storage.incident_store import IncidentStore, IssueLinks
 from bot.storage.interactions import Interactions
-from bot.storage.issue_links import IssueLinks
 from bot.storage.job_arrivals import JobArrivals
 from bot.storage.keys import Keys
 from bot.storage.leader import Leadership
 from bot.storage.leases import Leases
-from bot.storage.notices import NoticeStore
-from bot.storage.permalinks import PermalinkCache
 from bot.storage.requests import RequestStream
-from bot.storage.send_queue import SendQueue
+from bot.storage.send_queue import NoticeStore, SendQueue
+from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
-from bot.storage.user_names import UserNames
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from bot.domain.incidents import Incident
 from bot.domain.routes import channel_for_type
 from bot.fleet.readings import FleetReadings
 from bot.render.capacity import render_report, report_message
-from bot.storage.notices import NoticeStore
+from bot.storage.send_queue import NoticeStore
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Report:
                 # One claim per schedule, not per date: a leader that took over (or a 0.25
                 # replica, during a rollout) fires within the hour's grace, which may cross
                 # midnight UTC (`fri 16:30` in Los Angeles), and a claim outlives that hour but
-                # not the week (`notices.CLAIM_S`, 3 days).
+                # not the week (`NOTICE_CLAIM_S`, 3 days).
                 if not await self.notices.claim(f"report:weekly:{channel}"):
                     continue
                 await self.notices.queue(channel, report_message(of_channel, **said))

@@ -41,10 +41,10 @@ from bot.domain.scaling import ScaleTarget
 from bot.domain.units import duration
 from bot.fleet.readings import FleetReadings
 from bot.render.replies import render_event
+from bot.storage.due_set import scale_revert_records
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, Reply
 from bot.storage.keys import Keys
-from bot.storage.scale_reverts import scale_revert_records
 
 log = logging.getLogger(__name__)
 

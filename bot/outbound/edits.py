@@ -91,8 +91,7 @@ async def edit_root(desk: Desk, due: DueSet) -> None:
         await queue.wait_bell(queue.keys.edits_bell(channel), wait)
         return
     [incident_id] = pending
-    candidate = await queue.edit_candidate(channel, incident_id)
-    loaded = candidate.loaded
+    loaded, edit_after_ms = await queue.edit_candidate(channel, incident_id)
     if loaded.incident is None or loaded.thread is None:
         await due.remove(incident_id)
         return
@@ -104,8 +103,8 @@ async def edit_root(desk: Desk, due: DueSet) -> None:
     )
     digest = digest_of(root)
     edited = digest != loaded.rendered
-    if edited and now_ms < candidate.edit_after_ms:
-        await due.schedule(incident_id, candidate.edit_after_ms)
+    if edited and now_ms < edit_after_ms:
+        await due.schedule(incident_id, edit_after_ms)
         return
     if edited:
         # One that can never be edited counts as shown: posting it again would make two roots.

@@ -20,7 +20,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.config import Settings
 from bot.pacing import Pacing
-from bot.storage.user_names import UserNames
+from bot.storage.slack_cache import UserNames
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

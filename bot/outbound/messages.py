@@ -292,7 +292,7 @@ async def read_warning(desk: Desk, runner_type: str, earlier: InFlight | None) -
         return await stray(desk, member)
     state = await warnings.get(runner_type)
     if state is None or state.ts or state.channel != desk.channel:
-        await warnings.forget_post(desk.channel, member)  # gone, or posted
+        await desk.out.queue.forget(desk.channel, member)  # gone, or posted
         return None
 
     async def record(ts: str, drawn: Rendered | Upload | None) -> None:
@@ -311,10 +311,7 @@ async def read_warning(desk: Desk, runner_type: str, earlier: InFlight | None) -
 async def warning_unreadable(desk: Desk, runner_type: str) -> None:
     member = f"warning:{runner_type}"
     await undeliverable(desk, "", member, UNREADABLE)
-    if desk.out.warnings is None:
-        await desk.out.queue.forget(desk.channel, member)
-    else:
-        await desk.out.warnings.forget_post(desk.channel, member)
+    await desk.out.queue.forget(desk.channel, member)
 
 
 async def read_notice(desk: Desk, uid: str, earlier: InFlight | None) -> Post | None:

@@ -16,7 +16,7 @@ from dataclasses import KW_ONLY, dataclass
 from redis.exceptions import RedisError
 
 from bot.outbound.gateway import SlackError, SlackGateway
-from bot.storage.permalinks import Message, PermalinkCache
+from bot.storage.slack_cache import Message, PermalinkCache
 
 log = logging.getLogger(__name__)
 

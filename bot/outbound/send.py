@@ -43,12 +43,11 @@ from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.messages import ROOT, UNREADABLE, Post, Upload
 from bot.outbound.permalinks import Permalinks
 from bot.outbound.storm import StormDigest
-from bot.storage.chart_delivery import ChartDelivery
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
 from bot.storage.leases import Lease, Leases
-from bot.storage.notices import NoticeStore
-from bot.storage.send_queue import InFlight, SendQueue
+from bot.storage.send_queue import InFlight, NoticeStore, SendQueue
+from bot.storage.slack_cache import ChartDelivery
 from bot.storage.storm_queue import StormQueue
 from bot.telemetry import Telemetry
 

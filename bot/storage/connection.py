@@ -1,11 +1,6 @@
-"""How queuepilot reaches Redis: one server by URL, or the master a set of Sentinels names.
-
-Every replica keeps all its state in one Redis: the commit script changes an incident, its group,
-the channel's send queue and the notification stream at once, and Lua scripts may only touch
-keys of one hash slot in a Redis Cluster. Cluster would need every key under one hash tag, which
-is one node with extra steps, so it is refused at startup with a message saying what to use.
-High availability comes from Sentinel: the client asks the Sentinels for the master on every
-new connection, so after a failover the next retry reaches the new master.
+"""How queuepilot reaches Redis: one server by URL, or the master a set of Sentinels names (asked
+on every new connection, so a retry after a failover reaches the new master). A Redis Cluster is
+refused: the commit script touches keys of many hash slots at once.
 """
 
 from __future__ import annotations
@@ -29,15 +24,11 @@ log = logging.getLogger(__name__)
 
 SENTINEL_SCHEME = "redis+sentinel"
 DEFAULT_SENTINEL_PORT = 26379
-# A reply slower than this is a dead connection (so a webhook answers 503 quickly). A blocking
-# wait (a sender's BLPOP on its doorbell) therefore waits at most LONGEST_BLOCK_S: one that
-# waited the whole socket timeout would be cut off as a timeout every idle round, logged as a
-# Redis failure and backed off for up to 30 s.
+# A reply slower than this is a dead connection (so a webhook answers 503 quickly); a blocking
+# wait (a sender's BLPOP on its bell) stays well below it, or every idle round would time out.
 SOCKET_TIMEOUT_S = 5.0
 LONGEST_BLOCK_S = 2.0
-# How long a command waits for one of the pool's connections (redis-py's default of 100) when
-# all are in use, as the socket timeout bounds a command's answer.
-POOL_WAIT_S = 5.0
+POOL_WAIT_S = 5.0  # how long a command waits for a connection when all are in use
 
 
 class RedisSetupError(ValueError):
@@ -46,8 +37,6 @@ class RedisSetupError(ValueError):
 
 @dataclass(frozen=True)
 class SentinelTarget:
-    """Where the Sentinels are, which master they watch, and how to log in to it."""
-
     sentinels: tuple[tuple[str, int], ...]
     master: str
     db: int = 0
@@ -103,20 +92,8 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
 
 
 class _WaitForConnection:
-    """For redis-py's asyncio pools: when every connection is in use, a command waits its turn
-    for one to come back instead of failing at once.
-
-    Why: redis-py's pool raises "Too many connections" the moment it has 100 in use. A crowd of
-    clicks did that: actions failed, and the channel's sender lost its lease because the renewal
-    could not get a connection. redis-py's `BlockingConnectionPool` waits too, but takes a
-    condition lock around every command, which measured 30–55 µs a command here; a semaphore
-    costs nothing until the pool is full, and serves waiters in order (none is starved by
-    commands arriving later). Measured A/B against `BlockingConnectionPool(timeout=POOL_WAIT_S)`
-    (`bench.intake`, alternating, medians of 7 and 6 runs on a shared 2-core VM): 204 accepted/s
-    and p50 4.3 ms with this pool, 153/s and 5.0 ms with redis-py's (-25 %, +15 %; wrk against
-    `python -m bot serve` and the storms did not tell them apart). It also waits for
-    Sentinel's master, for which redis-py has no waiting pool.
-    """
+    """A pool where a command waits for a connection when all are in use, not failing at once (a
+    crowd of clicks did); redis-py's `BlockingConnectionPool` took 25 % of the intake's rate."""
 
     max_connections: int
 
@@ -148,11 +125,11 @@ class _WaitForConnection:
 
 
 class WaitingConnectionPool(_WaitForConnection, ConnectionPool):
-    """One Redis server's pool, waiting for a connection when all are in use."""
+    pass
 
 
 class WaitingSentinelPool(_WaitForConnection, SentinelConnectionPool):
-    """The pool of the master the Sentinels name, waiting for a connection when all are in use."""
+    pass
 
 
 def build_redis(
@@ -162,10 +139,8 @@ def build_redis(
     max_connections: int = 100,
     client_name: str = "queuepilot",
 ) -> Redis:
-    """A client that rides out a Redis restart or failover: commands retried on connection
-    errors (the asyncio `Retry`, which the asyncio client awaits), dead pooled connections found
-    by health checks and keepalive, and short timeouts so a webhook answers 503 quickly when
-    Redis is gone. With Sentinel, each new connection goes to the master the Sentinels name."""
+    """A client that rides out a Redis restart or failover, with short timeouts so a webhook
+    answers 503 quickly when Redis is gone."""
     options = {
         "decode_responses": True,
         "socket_connect_timeout": 2,
@@ -175,16 +150,14 @@ def build_redis(
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3),
         "retry_on_error": [RedisConnectionError, RedisTimeoutError, ConnectionResetError],
         "max_connections": max_connections,
-        # What `CLIENT LIST` calls each connection: which of the replica's clients it is.
-        "client_name": client_name,
+        "client_name": client_name,  # which of the replica's clients, in `CLIENT LIST`
     }
     if sentinel is None:
         return Redis.from_pool(WaitingConnectionPool.from_url(url, **options))
     sentinels = Sentinel(
         list(sentinel.sentinels),
         sentinel_kwargs={
-            # A Sentinel that is down is skipped for the next at once: with redis-py's default
-            # retries and backoff, every new connection waited seconds to find the master.
+            # A Sentinel that is down is skipped at once, not retried for seconds.
             "retry": Retry(NoBackoff(), 0),
             "socket_timeout": 1,
             "socket_connect_timeout": 1,
@@ -207,11 +180,8 @@ def refuse_cluster(url: str, sentinel: SentinelTarget | None) -> None:
     if sentinel is not None:
         return  # Sentinel watches plain masters; a cluster node cannot be one
     try:
-        client = SyncRedis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
-        try:
+        with SyncRedis.from_url(url, socket_connect_timeout=2, socket_timeout=2) as client:
             info = client.info("cluster")
-        finally:
-            client.close()
     except (RedisError, OSError, ValueError) as exc:
         log.info("redis: not checked for cluster mode (%s)", type(exc).__name__)
         return

@@ -1,12 +1,7 @@
-"""Early warnings in Redis: one per runner type, what it says, and what Slack shows of it.
-
-The upkeep (`bot.status.early_warning`) decides a warning's state once per fleet reading and saves
-it here; the channel's sender posts it (a `warning:<type>` member of the channel's posts, the
-same queue and send path as every post) and edits it when it changes (its `warning-edits` set).
-`version` counts the changes, `shown` the one Slack shows: a change while a post or an edit is
-on its way is never lost, it is edited next. A warning is kept a while after it ends (cleared,
-folded into its incident, dismissed), so a flapping forecast edits one message instead of posting
-many, and a dismissal holds.
+"""Early warnings in Redis, one per runner type. The channel's sender posts a warning (a
+`warning:<type>` member of its posts) and edits it when it changes; `version` counts the changes
+and `shown` the one Slack shows, so a change made while a post is on its way is edited next. An
+ended warning is kept a while, so a flapping forecast edits one message and a dismissal holds.
 """
 
 from __future__ import annotations
@@ -18,8 +13,7 @@ from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
 from bot.storage.connection import LONGEST_BLOCK_S
-from bot.storage.fresh import on_fresh_state
-from bot.storage.incident_store import BAND_EVENT
+from bot.storage.incident_store import BAND_EVENT, on_fresh_state
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 from bot.storage.scripts import script
@@ -35,17 +29,15 @@ class WarningStore:
     def __init__(self, redis: Redis, keys: Keys, *, bells: Redis | None = None) -> None:
         self._redis = redis
         self._leases = Leases(redis)
-        self._bells = bells or redis  # where `wait_for_edits` blocks (`SendQueue`'s note)
+        self._bells = bells or redis  # where `wait_for_edits` blocks, as `SendQueue`'s
         self.keys = keys
         self._save = script(redis, "save_warning")
         self._record_post = script(redis, "record_warning")
         self._record_edit = script(redis, "record_warning_edit")
 
     async def claim_reading(self, reading_at: float) -> bool:
-        """Whether this is the first claim of a reading: its warnings are decided once, however
-        often the leader's ticks find it the latest. The claim stays for replicas of 0.25 during
-        a rollout, which claim the same key: two deciding one reading at once could each raise
-        the warning, and post it twice."""
+        """Whether this is the first claim of a reading: its warnings are decided once, also
+        beside 0.25 replicas, which claim the same key (or each could post the warning)."""
         key = self.keys.warning_reading(repr(reading_at))
         return await self._leases.claim_once(key, READING_CLAIM_S * 1000)
 
@@ -64,30 +56,18 @@ class WarningStore:
         return WarningState.load(await self._redis.get(self.keys.warning(runner_type)))
 
     async def save(self, state: WarningState) -> bool:
-        """Keep `state` and queue its post (not posted yet) or its edit (Slack shows an older
-        version); False when a newer version is stored already."""
+        """Keep `state` and queue its post or edit; False when a newer version is stored."""
         k, channel = self.keys, state.channel
-        saved = await self._save(
-            keys=[
-                k.warning(state.runner_type),
-                k.warnings,
-                k.send_seq,
-                k.posts(channel),
-                k.posts_bell(channel),
-                k.warning_edits(channel),
-                k.warning_bell(channel),
-                k.in_flight(channel),
-            ],
-            args=[state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT, REFUSED],
-        )
-        return bool(saved)
+        per_channel = (k.posts, k.posts_bell, k.warning_edits, k.warning_bell, k.in_flight)
+        keys = [k.warning(state.runner_type), k.warnings, k.send_seq]
+        keys += [f(channel) for f in per_channel]
+        args = [state.dump(), state.runner_type, state.member, KEEP_S, BAND_EVENT, REFUSED]
+        return bool(await self._save(keys=keys, args=args))
 
     async def save_fresh(
         self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
     ) -> bool:
-        """Save what `change` makes of the runner type's warning as it is now (None: nothing to
-        save), made again on the newer version when another save came first
-        (`bot.storage.fresh`); False when it kept changing."""
+        """Save what `change` makes of the warning as it is now; False when it kept changing."""
 
         async def attempt() -> bool:
             changed = change(await self.get(runner_type))
@@ -97,23 +77,10 @@ class WarningStore:
 
     async def record_post(self, state: WarningState, ts: str) -> None:
         k, channel = self.keys, state.channel
-        await self._record_post(
-            keys=[
-                k.warning(state.runner_type),
-                k.posts(channel),
-                k.in_flight(channel),
-                k.warning_edits(channel),
-                k.warning_bell(channel),
-            ],
-            args=[state.member, state.uid, ts, state.version, state.runner_type, KEEP_S],
-        )
-
-    async def forget_post(self, channel: str, member: str) -> None:
-        """A warning that is gone (expired, or Slack refused it for good) leaves the queue."""
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(self.keys.posts(channel), member)
-            pipe.hdel(self.keys.in_flight(channel), member)
-            await pipe.execute()
+        per_channel = (k.posts, k.in_flight, k.warning_edits, k.warning_bell)
+        keys = [k.warning(state.runner_type), *(f(channel) for f in per_channel)]
+        args = [state.member, state.uid, ts, state.version, state.runner_type, KEEP_S]
+        await self._record_post(keys=keys, args=args)
 
     async def edits(self, channel: str) -> list[str]:
         return sorted(cast(set[str], await self._redis.smembers(self.keys.warning_edits(channel))))  # type: ignore[misc]
@@ -128,5 +95,5 @@ class WarningStore:
         )
 
     async def wait_for_edits(self, channel: str, timeout_s: float) -> None:
-        wait = min(max(timeout_s, 0.01), LONGEST_BLOCK_S)  # see connection.LONGEST_BLOCK_S
+        wait = min(max(timeout_s, 0.01), LONGEST_BLOCK_S)
         await self._bells.blpop([self.keys.warning_bell(channel)], timeout=wait)  # type: ignore[misc]

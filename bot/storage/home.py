@@ -1,12 +1,6 @@
-"""The App Home's viewers in Redis, for every replica: who opened the Home tab and when, and what
-each one's Home shows now.
-
-A viewer is kept `keep_s` (a day) after they last opened it: the Home of someone who looked
-today is kept current, nobody else's (Slack keeps showing the last view published, and the
-next opening publishes a fresh one). What a viewer's Home shows is its digests
-(`bot.render.home.digests`), when it was published and the `hash` Slack gave that view, so a
-round publishes only what changed, and a change is published once across replicas: the replica
-that claims (viewer, digest) first publishes it (a lease, released if the publish failed).
+"""The App Home's viewers: who opened the Home tab and when (kept a day), and what each one's
+Home shows (its digests, when, and Slack's `hash`), so a round publishes only what changed, once:
+whoever claims (viewer, digest) first publishes it, beside 0.25 replicas during a rollout.
 """
 
 from __future__ import annotations
@@ -28,8 +22,7 @@ MAX_VIEWERS = 5000
 
 @dataclass(frozen=True)
 class Shown:
-    """What one viewer's Home shows: its digests, when it was published (epoch seconds) and the
-    hash Slack gave that view ("" when none)."""
+    """What one viewer's Home shows: its digests, when published, and Slack's hash of it."""
 
     state: str
     numbers: str
@@ -42,23 +35,21 @@ class Shown:
     @classmethod
     def load(cls, raw: str | None) -> Shown | None:
         try:
-            data = json.loads(raw or "")
-            return cls(
-                str(data["state"]), str(data["numbers"]), float(data["at"]), str(data["hash"])
-            )
-        except (ValueError, TypeError, KeyError):
+            return cls(**json.loads(raw or ""))
+        except (ValueError, TypeError):
             return None
 
 
 class HomeViewers:
-    def __init__(self, redis: Redis, keys: Keys, *, keep_s: int = VIEWER_KEEP_S) -> None:
+    keep_s = VIEWER_KEEP_S
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis
         self._keys = keys
         self._leases = Leases(redis)
-        self.keep_s = keep_s
 
     async def opened(self, user: str, at: float) -> None:
-        """`user` opened the Home tab at `at`; viewers not seen for `keep_s` are forgotten."""
+        """`user` opened the Home at `at`; viewers not seen for `keep_s` are forgotten."""
         k = self._keys
         gone = cast(
             list[str], await self._redis.zrangebyscore(k.home_viewers, "-inf", at - self.keep_s)
@@ -74,12 +65,10 @@ class HomeViewers:
             await pipe.execute()
 
     async def since(self, at: float) -> list[str]:
-        """The viewers who opened it at `at` or later, the most recent first."""
         found = await self._redis.zrevrangebyscore(self._keys.home_viewers, "+inf", at)
         return cast(list[str], found)
 
     async def shown(self, users: Sequence[str]) -> dict[str, Shown]:
-        """What each of `users`' Home shows, for those it is known of."""
         if not users:
             return {}
         raws = await self._redis.hmget(self._keys.home_shown, list(users))  # type: ignore[misc]
@@ -90,8 +79,7 @@ class HomeViewers:
         await self._redis.hset(self._keys.home_shown, user, shown.dump())  # type: ignore[misc]
 
     async def unknown(self, user: str) -> None:
-        """What `user`'s Home shows is not known any more (Slack said its hash moved on): the
-        next round publishes it whatever it shows."""
+        """What `user`'s Home shows is not known any more (Slack said its hash moved on)."""
         await self._redis.hdel(self._keys.home_shown, user)  # type: ignore[misc]
 
     async def forget(self, user: str) -> None:
@@ -102,9 +90,7 @@ class HomeViewers:
             await pipe.execute()
 
     async def claim(self, user: str, digest: str, ttl_ms: int) -> Lease | None:
-        """This replica's claim to publish `digest` to `user`, None when another has it. Kept
-        until it expires once published (what the Home shows is recorded by then); released
-        when the publish failed, so the next round tries again at once."""
+        """The claim to publish `digest` to `user`, None when another replica has it."""
         return await self._leases.try_acquire(self._keys.home_claim(user, digest), ttl_ms)
 
     async def release(self, claim: Lease) -> None:

@@ -1,21 +1,15 @@
 """Redis persistence of incidents: state, groups, timeline, schedule, and what Slack must show.
 
-Every replica reads the same keys; the leader writes them. A change is a `Commit`, applied by one
-Lua script (`bot/storage/lua/commit.lua`): it checks the leader's fencing token, and that the
-incident (and its group) are still at the version the change was computed from, then writes the
-state, indexes, schedule, timeline, the thread replies and root work for the channel's sender, and
-acknowledges the stream entry it came from, all at once. A change that lost a race gets `False`
-and is made again on fresh state (`commit_fresh`): an older state can never overwrite a newer one.
-
-Every key carries a TTL, refreshed by each write: an incident's keys live `retention_s` after its
-last change (a Grafana test incident's only an hour), index keys as long as anything writes them.
+A change is a `Commit`, applied at once by `lua/commit.lua`, fenced by the leader's token and by
+the versions it was computed from; one that lost a race is made again on fresh state. Every key
+carries a TTL refreshed by each write: `retention_s` after an incident's last change.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -25,45 +19,43 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.domain.alert_issue import tells_issue
+from bot.domain.alert_issue import IssueLink, tells_issue
 from bot.domain.incidents import Event, GroupState, Incident, chart_drawn, severity_rank
 from bot.domain.message import Rendered
 from bot.storage.due_set import DueSet
-from bot.storage.fresh import on_fresh_state
 from bot.storage.keys import Keys
 from bot.storage.leader import Fence, FencedScript
-
-# The queue's score constants and the script loader live in `bot.storage.scripts`; named here
-# too because the send path imports them from here.
-from bot.storage.scripts import BAND as BAND
-from bot.storage.scripts import RANK as RANK
-from bot.storage.scripts import ROOTS_END as ROOTS_END
-from bot.storage.scripts import lua as lua
 from bot.storage.scripts import script
 
-# Thread replies wait in an outbox per incident, ordered; the channel's sender posts them by
-# band (most urgent first across threads), then age.
+# Thread replies wait in an outbox per incident; the channel's sender posts them by band (most
+# urgent first across threads), then age.
 BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
-# A thread that cannot be posted for long (a Slack outage) keeps at most this many replies; a
-# waiting status is replaced by the newer one, so only events accumulate.
+# A thread that cannot be posted for long (a Slack outage) keeps at most this many replies.
 MAX_OUTBOX = 50
 TEST_RETENTION_S = 3600
-# The fields of an incident's hash that make a `Loaded` (load_group.lua reads the same).
-LOADED_FIELDS = ["v", "state", "thread", "rendered"]
-MAX_TIMELINE = 500
+LOADED_FIELDS = ["v", "state", "thread", "rendered"]  # load_group.lua reads the same
+# A change that loses this many races in a row meets a state changing without pause: its caller
+# says so (a click is told to try again) rather than wait on it.
+ATTEMPTS = 20
+
+
+async def on_fresh_state(attempt: Callable[[], Awaitable[bool]]) -> bool:
+    """Run `attempt` (read, decide, write fenced by what it read: False when another write came
+    first: the leader's own tasks interleave, a 0.25 replica writes beside it) until done."""
+    for _ in range(ATTEMPTS):
+        if await attempt():
+            return True
+    return False
 
 
 @dataclass(frozen=True)
 class ThreadRef:
-    """Where an incident's thread lives in Slack."""
-
     channel: str
     ts: str
 
 
-# Reply kinds the sender treats specially: a quiet status (`RESTATUS`) edits the previous
-# status reply; a chart is an image uploaded into the thread; a postmortem is a Markdown file
-# shared into the thread.
+# Reply kinds the sender treats specially: a quiet status (`RESTATUS`) edits the previous status
+# reply; a chart is an image uploaded into the thread; a postmortem a Markdown file shared there.
 STATUS, RESTATUS, CHART, POSTMORTEM = "status", "restatus", "chart", "postmortem"
 STATUS_KINDS = (STATUS, RESTATUS)
 
@@ -75,27 +67,18 @@ class Reply:
     kind: str  # event, action, summary, or one of the kinds above
     band: int
     rendered: Rendered
-    # Kinds of waiting replies this one makes pointless: a newer status replaces a status still
-    # waiting for its slot, a newer chart a chart.
+    # Kinds of waiting replies this one makes pointless (a newer status replaces a waiting one).
     replaces: tuple[str, ...] = ()
-    # Data the sender needs beyond the message (a chart's series, rendered at send time).
-    extra: dict[str, Any] | None = None
-    # What it says instead when it replaced a waiting reply (the summary with the chart a status
-    # that never went out would have drawn).
-    instead: Rendered | None = None
+    extra: dict[str, Any] | None = None  # what the sender needs beyond the message
+    instead: Rendered | None = None  # what it says when it replaced a waiting reply
 
 
 def chart_reply() -> Reply:
-    """The incident's trend as a picture, drawn by the sender from the incident when it posts.
-    Posted only where the chart goes as pictures (`CHART_STYLE=image`, or the block refused);
-    elsewhere the chart is a block inside the status or summary, and this is skipped."""
+    """The incident's trend as a picture, drawn by the sender when it posts."""
     return Reply(CHART, BAND_STATUS, Rendered("", []), replaces=(CHART,))
 
 
 def postmortem_reply(markdown: str, *, title: str) -> Reply:
-    """An incident's write-up, shared into its thread as a Markdown file by the sender (a
-    snippet Slack shows inline, and a file a person can download and edit). A newer write-up
-    asked for before this one went out replaces it."""
     extra = {"markdown": markdown, "title": title}
     return Reply(POSTMORTEM, BAND_ACTION, Rendered(title, []), replaces=(POSTMORTEM,), extra=extra)
 
@@ -103,12 +86,8 @@ def postmortem_reply(markdown: str, *, title: str) -> Reply:
 def summary_replies(
     band: int, summaries: tuple[Rendered, Rendered | None], incident: Incident
 ) -> tuple[Reply, ...]:
-    """What a resolved incident's thread gets, however it was resolved (drained, the alert's
-    `resolved`, a person): the summary, then its chart as a picture where pictures are used,
-    unless the last picture already drew the same trend.
-    A status still waiting for its slot gives way to the summary (decided before the resolve,
-    it would show the incident as if still open); the summary then says, instead, its version
-    with the chart that status would have drawn (`bot.render.replies.summaries`)."""
+    """A resolved incident's summary, then its chart unless the last picture drew it. A status
+    still waiting gives way (it would show the incident open), its chart in the summary."""
     summary, with_chart = summaries
     reply = Reply("summary", band, summary, replaces=STATUS_KINDS, instead=with_chart)
     return (reply,) if chart_drawn(incident, incident.pictured_at) else (reply, chart_reply())
@@ -126,8 +105,7 @@ class Loaded:
 
 @dataclass(frozen=True)
 class DueRead:
-    """An incident read for its status with when it is due, parsed only when asked: one
-    unreadable incident (a newer replica's state during a rolling deploy) spoils only itself."""
+    """An incident read for its status, parsed only when asked: an unreadable one fails alone."""
 
     incident_id: str
     due_at: float | None
@@ -139,8 +117,7 @@ class DueRead:
 
 @dataclass(frozen=True)
 class Commit:
-    """Everything one change writes. `version` is the incident's version it was computed from
-    (0 for a new incident); `group_version`, when a group state is written, likewise."""
+    """Everything one change writes, and the versions it was computed from (0: new)."""
 
     incident: Incident | None = None
     version: int = 0
@@ -152,9 +129,9 @@ class Commit:
     root: bool = True  # Slack must show the new state on the root message
     status_due: float | None = None
     stop_status: bool = False
-    acks: tuple[str, ...] = ()  # the stream entries this change applies, acknowledged with it
+    acks: tuple[str, ...] = ()  # the stream entries this change applies
     thread: ThreadRef | None = None  # known location of the root, to keep its index alive
-    opens: bool = False  # a new incident, taking the ID sequence's next number (`load_group`)
+    opens: bool = False  # a new incident, taking the ID sequence's next number
 
 
 T = TypeVar("T")
@@ -166,9 +143,7 @@ Change = Callable[[Incident, datetime, list[Event]], tuple[Commit | None, T]]
 
 @dataclass(frozen=True)
 class Fresh(Generic[T]):
-    """How a change on fresh state ended: whether the incident was `found`, what its last
-    decision `answer`ed, the commit that went in (None: none was decided), or `busy` when the
-    incident kept changing and nothing went in."""
+    """How a change on fresh state ended; `busy`: the incident kept changing, nothing went in."""
 
     found: bool
     answer: T | None = None
@@ -176,8 +151,7 @@ class Fresh(Generic[T]):
     busy: bool = False
 
 
-# What `IncidentStore.load_group` reads: the group, its version, its current incident, and the ID
-# a new incident would take.
+# The group, its version, its current incident, and the ID a new incident would take.
 GroupLoad = tuple[GroupState, int, Loaded, str]
 
 
@@ -188,27 +162,19 @@ class IncidentStore:
         prefix: str,
         *,
         retention_s: int = 30 * 86_400,
-        test_retention_s: int = TEST_RETENTION_S,
         issues: bool = False,
         fence: Fence | None = None,
     ) -> None:
-        """`issues`: the alert's GitHub issue is kept (`GITHUB_ISSUES_REPO`), so a change worth
-        telling it marks the incident in `issue_due`. `fence`: the leader's lease, which every
-        commit must still hold (`bot.storage.leader`)."""
+        """`issues`: changes worth telling the alert's GitHub issue mark it in `issue_due`."""
         self._redis = redis
         self.issues = issues
         self.keys = Keys(prefix)
         self.retention_s = retention_s
-        self._test_retention_s = min(test_retention_s, retention_s)
-        # When each open incident's next status is due (the commit script sets it), and when to
-        # look at a silence made from Slack again.
         self.status_due = DueSet(redis, self.keys.status_due)
         self.silence_watch = DueSet(redis, self.keys.silence_watch, keep_s=retention_s)
         self.issue_due = DueSet(redis, self.keys.issue_due)
         self._commit = FencedScript(redis, "commit", fence)
         self._load_group = script(redis, "load_group")
-
-    # -- reads -----------------------------------------------------------------------------
 
     async def load(self, incident_id: str) -> Loaded:
         raw = await self._redis.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
@@ -218,9 +184,8 @@ class IncidentStore:
         return (await self.load(incident_id)).incident
 
     async def load_group(self, group_hash: str) -> GroupLoad:
-        """The group, its version, its current incident, and the ID a new incident would take:
-        the next of one sequence of short numbers, because people type them (`/queue ack 12`).
-        The commit that opens an incident checks the ID is still the next (`Commit.opens`)."""
+        """The group and its incident, and the ID a new incident would take: the next of one
+        sequence of short numbers, because people type them (`/queue ack 12`)."""
         raw = await self._load_group(
             keys=[self.keys.group(group_hash), self.keys.incident_seq],
             args=[self.keys.incident("")],
@@ -229,18 +194,11 @@ class IncidentStore:
         group = GroupState.model_validate_json(state) if state else GroupState()
         return group, int(version or 0), loaded_from(raw[2:6]), str(raw[6])
 
-    async def get_many(self, incident_ids: list[str]) -> list[Incident]:
-        if not incident_ids:
-            return []
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for incident_id in incident_ids:
-                pipe.hget(self.keys.incident(incident_id), "state")
-            raws = await pipe.execute()
-        return [Incident.model_validate_json(raw) for raw in raws if raw]
+    async def get_many(self, incident_ids: Sequence[str]) -> list[Incident]:
+        return [loaded.incident for loaded in await self.load_many(incident_ids) if loaded.incident]
 
     async def load_many(self, incident_ids: Sequence[str]) -> list[Loaded]:
-        """Several incidents with where their threads are, in one round trip; one that is gone
-        or unreadable (a newer replica's state during a rolling deploy) is left out alone."""
+        """Several incidents in one round trip; one gone or unreadable is left out alone."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for incident_id in incident_ids:
                 pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
@@ -248,20 +206,18 @@ class IncidentStore:
         found = []
         for raw in raws:
             with suppress(ValueError):  # pydantic's ValidationError is one
-                loaded = loaded_from(raw)
-                if loaded.incident is not None:
-                    found.append(loaded)
-        return found
+                found.append(loaded_from(raw))
+        return [loaded for loaded in found if loaded.incident is not None]
 
     async def open_ids(self) -> list[str]:
-        """Open incidents, most recently opened first."""
+        """Most recently opened first."""
         return cast(list[str], await self._redis.zrevrange(self.keys.open, 0, -1))
 
     async def open_count(self) -> int:
         return cast(int, await self._redis.zcard(self.keys.open))
 
     async def recent_ids(self, limit: int = 20) -> list[str]:
-        """Incidents by their last change, newest first."""
+        """By their last change, newest first."""
         return cast(list[str], await self._redis.zrevrange(self.keys.incidents, 0, limit - 1))
 
     async def incident_of_message(self, channel: str, ts: str) -> str | None:
@@ -272,8 +228,7 @@ class IncidentStore:
         return [Event.model_validate_json(item) for item in raw]
 
     async def read_due(self, incident_ids: Sequence[str]) -> list[DueRead]:
-        """Many incidents and their due times in one round trip: what a status tick works on.
-        A key Redis cannot read (of the wrong type) fails only its own incident's read."""
+        """Many incidents and their due times in one round trip, each failing alone."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for incident_id in incident_ids:
                 pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
@@ -284,11 +239,10 @@ class IncidentStore:
             for i, incident_id in enumerate(incident_ids)
         ]
 
-    # -- writes ----------------------------------------------------------------------------
-
     async def commit(self, change: Commit, *, now: float | None = None) -> bool:
         """Apply `change` atomically; False when the incident or group moved on since read."""
-        return await self.commit_versioned(change, now=now) is not None
+        keys, args = self._commit_call(change, time.time() if now is None else now)
+        return int(await self._commit(keys=keys, args=args)) >= 0
 
     async def commit_fresh(
         self,
@@ -298,9 +252,8 @@ class IncidentStore:
         clock: Callable[[], datetime],
         with_timeline: bool = False,
     ) -> Fresh[T]:
-        """Commit what `change` decides on the incident as it is now (at the `clock`'s time; with
-        its timeline read first, `with_timeline`), fenced by the version read; decided again on
-        fresh state when another change got there first (`bot.storage.fresh`)."""
+        """Commit what `change` decides on the incident as it is now, decided again on fresh
+        state while another change gets there first."""
         ended: Fresh[T] = Fresh(found=False)
 
         async def attempt() -> bool:
@@ -324,22 +277,10 @@ class IncidentStore:
         await on_fresh_state(attempt)
         return ended
 
-    async def commit_versioned(self, change: Commit, *, now: float | None = None) -> int | None:
-        """`commit`, telling the incident's new version (0 when no incident was written), or
-        None when the incident or group moved on since read."""
-        keys, args = self._commit_call(change, time.time() if now is None else now)
-        version = int(await self._commit(keys=keys, args=args))
-        return version if version >= 0 else None
-
     async def commit_many(
         self, changes: Sequence[Commit], *, now: float
     ) -> list[bool | RedisError]:
-        """Apply each change atomically on its own, all in one round trip: whether each applied,
-        or the error Redis gave that one alone.
-
-        Each is fenced by its own versions, so one that lost a race fails alone and its writer
-        redoes it on fresh state.
-        """
+        """Apply each change on its own, in one round trip: whether it applied, or its error."""
         if not changes:
             return []
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -350,34 +291,15 @@ class IncidentStore:
         return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
 
     def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
-        """The commit script's keys and argument (`bot/storage/lua/commit.lua`)."""
-        incident = change.incident
-        incident_id = incident.id if incident else ""
-        k = self.keys
-        channel = incident.channel if incident else ""
-        thread = change.thread
-        message_key = k.message(thread.channel, thread.ts) if thread else k.incident(incident_id)
-        keys = [
-            k.incident(incident_id),
-            k.group(change.group_hash or (incident.group_hash if incident else "")),
-            k.timeline(incident_id),
-            k.incidents,
-            k.open,
-            k.status_due,
-            k.outbox(incident_id),
-            k.outbox_items(incident_id),
-            k.posts(channel),
-            k.edits(channel),
-            k.edit_after(channel),
-            k.send_channels,
-            k.send_seq,
-            k.stream,
-            k.posts_bell(channel),
-            k.edits_bell(channel),
-            message_key,
-            k.incident_seq,
-            k.issue_due,
-        ]
+        """The keys and argument of `lua/commit.lua`, in the order its header numbers them."""
+        k, incident, thread = self.keys, change.incident, change.thread
+        iid, channel = (incident.id, incident.channel) if incident else ("", "")
+        group = change.group_hash or (incident.group_hash if incident else "")
+        message = k.message(thread.channel, thread.ts) if thread else k.incident(iid)
+        keys = [k.incident(iid), k.group(group), k.timeline(iid), k.incidents, k.open]
+        keys += [k.status_due, k.outbox(iid), k.outbox_items(iid), k.posts(channel)]
+        keys += [k.edits(channel), k.edit_after(channel), k.send_channels, k.send_seq, k.stream]
+        keys += [k.posts_bell(channel), k.edits_bell(channel), message, k.incident_seq, k.issue_due]
         return keys, [orjson.dumps(self._spec(change, now))]
 
     def _spec(self, change: Commit, now: float) -> dict[str, Any]:
@@ -393,11 +315,10 @@ class IncidentStore:
         ttl_s = self.retention_s
         incident = change.incident
         if incident is not None:
-            ttl_s = self._test_retention_s if incident.is_test else self.retention_s
+            ttl_s = min(TEST_RETENTION_S, ttl_s) if incident.is_test else ttl_s
             spec.update(
                 id=incident.id,
                 uid=incident.uid,
-                # A root waits for its post most severe first (then in order of arrival).
                 rank=severity_rank(incident.priority),
                 channel=incident.channel,
                 incident_v=change.version,
@@ -406,11 +327,9 @@ class IncidentStore:
                 index=not incident.is_test,
                 open=incident.is_open and not incident.is_test,
                 opened=incident.opened_at.timestamp(),
-                # Recent = recently changed; pruned against the incident's own clock.
                 updated=incident.updated_at.timestamp(),
                 horizon=incident.updated_at.timestamp() - self.retention_s,
                 events=[event.model_dump_json() for event in change.events],
-                # The alert's GitHub issue hears of this change (`bot.status.alert_issue`).
                 issue_due=self.issues and not incident.is_test and tells_issue(change.events),
                 replies=[_reply_spec(reply) for reply in change.replies],
             )
@@ -426,6 +345,24 @@ class IncidentStore:
         if change.acks:
             spec["acks"] = list(change.acks)
         return spec
+
+
+class IssueLinks:
+    """Each incident's GitHub issue and what it was told, saved after each call GitHub answered,
+    so a replica dying mid-way leaves the progress of every call but the one it names."""
+
+    def __init__(self, redis: Redis, keys: Keys, *, retention_s: int) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._retention_s = retention_s
+
+    async def get(self, incident_id: str) -> IssueLink | None:
+        raw = await self._redis.get(self._keys.issue_link(incident_id))
+        return IssueLink.model_validate_json(raw) if raw else None
+
+    async def save(self, incident_id: str, link: IssueLink) -> None:
+        key, value = self._keys.issue_link(incident_id), link.model_dump_json()
+        await self._redis.set(key, value, ex=self._retention_s)
 
 
 def _reply_spec(reply: Reply) -> dict[str, Any]:
@@ -452,9 +389,8 @@ def _or_raise(value: Any) -> Any:
 
 
 def state_json(incident: Incident) -> str:
-    """The incident as stored: unset numbers (most of a live reading's) are left out, and read
-    back as the None they default to; numbers per runner type under short keys
-    (`bot.domain.alerts.stored_short`)."""
+    """The incident as stored: unset numbers are left out (read back as their None default),
+    numbers per runner type under short keys (`bot.domain.alerts.stored_short`)."""
     return incident.model_dump_json(exclude_none=True, exclude_defaults=True, by_alias=True)
 
 

@@ -1,14 +1,7 @@
-"""What makes a responder's action happen once: its interaction remembered, its kind locked.
-
-Two guards, both in Redis so every replica sees them:
-- an interaction (a click's `action_ts`, a modal's view ID, a command's `trigger_id`) is claimed
-  before anything is done and its answer kept, so the same delivery arriving twice (a proxy's
-  retry, a second replica) does nothing more and gets the same answer; the claim names the
-  attempt that made it (`attempt`), so a consumer that takes over a request whose consumer died
-  mid-way carries it on instead of finding it "already being handled";
-- an action kind on an incident (its silence, one runner type's scale-up) is locked while the
-  backend call runs, then kept for a cooldown where one is asked for, so two people (or one
-  person with two modals) acting at once make one silence and one scale-up, not two.
+"""What makes a responder's action happen once: an interaction (a click, a modal, a command) is
+claimed and its answer kept, so a delivery arriving twice gets the same answer (the claim names
+its attempt, so a consumer taking over a dead one's request carries it on); an action on an
+incident is locked while its backend call runs, then kept for a cooldown where asked.
 """
 
 from __future__ import annotations
@@ -24,10 +17,9 @@ from bot.storage.leases import Lease, Leases
 INTERACTION_MEMORY_S = 3600
 IN_PROGRESS = "\x00in-progress"
 
-# Which attempt at a request the running task is: the requests stream's entry its consumer is
-# performing (`bot.intake.requests`), "" elsewhere. A context variable because the dozen actions
-# between the consumer and the claim have nothing to do with it: each entry runs in a task of
-# its own, which sees only its own value.
+# The requests stream's entry the running task performs (`bot.intake.requests`), "" elsewhere: a
+# context variable, as each entry runs in a task of its own and the actions in between need not
+# carry it.
 attempt: ContextVar[str] = ContextVar("attempt", default="")
 
 
@@ -45,8 +37,7 @@ class Interactions:
         self._leases = Leases(redis)
 
     async def claim(self, interaction_id: str) -> str | None:
-        """None for the first delivery of this interaction, or for the attempt that claimed it
-        (taken over from a consumer that died mid-way); else its answer (or IN_PROGRESS)."""
+        """None for the first delivery, or its claiming attempt; else its answer or IN_PROGRESS."""
         key = self._keys.interaction(interaction_id[:200])
         mine = f"{IN_PROGRESS} {attempt.get()}" if attempt.get() else IN_PROGRESS
         if await self._leases.claim_once(key, INTERACTION_MEMORY_S * 1000, mine):
@@ -61,7 +52,6 @@ class Interactions:
         await self._redis.set(key, answer, ex=INTERACTION_MEMORY_S)
 
     async def lock(self, incident_id: str, what: str, *, doing: str, ttl_s: float) -> Lock | Held:
-        """Take the lock of `what` on the incident for `ttl_s`, or say who holds it."""
         key = self._keys.action_lock(incident_id, what)
         lease = await self._leases.try_acquire(key, int(ttl_s * 1000), note=doing)
         if lease is not None:

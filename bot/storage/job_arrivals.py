@@ -1,25 +1,15 @@
-"""The arrival history of queued jobs: how many jobs of each workflow arrived in five-minute
-slots, so "this workflow's arrivals doubled since the same hour yesterday" is something the bot
-can say.
+"""Queued jobs' arrivals per runner type and workflow in five-minute slots, so "this workflow's
+arrivals doubled since the same hour yesterday" can be said (`bot.fleet.jobs.JobsWatch`).
 
-A job counts once, in the slot it was created in, the first time any replica lists it: a script
-adds its id to that slot's set of seen jobs and, only when the id is new, counts it in that slot's
-arrivals (field "<runner type>\\t<workflow>"). One script call per slot listed, all in one
-pipeline, so a listing costs one round trip and two replicas listing at once count each job once.
-"The last hour" is the last twelve slots, the current one included (so it reaches back 55 to 60
-minutes), and "a day before" the same twelve slots 24 hours earlier: slots, not clock hours,
-because a burst three minutes old must count in full a minute after the hour as well. Both keys
-expire 26 hours after their slot ends: the same hour a day before is still there.
-
-Only jobs that were still queued when listed are seen: a job picked up within seconds never
-shows, so these are arrivals of jobs that queued, which is what a queue incident is about.
-
-What the counts mean and who asks for them: `bot.fleet.jobs.JobsWatch`.
+A job counts once, in the slot it was created in (a script keeps each slot's seen IDs); "the last
+hour" is the last twelve slots, "a day before" the same twelve 24 hours earlier, so a burst three
+minutes old counts in full a minute after the hour too.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -32,7 +22,9 @@ from bot.storage.scripts import script
 SLOT_S = 300
 HOUR = 3600 // SLOT_S  # slots in an hour
 DAY = 24 * HOUR
-KEEP_S = 26 * 3600
+KEEP_S = 26 * 3600  # past its slot's end: the same hour a day before is still there
+
+Pair = tuple[str, str]  # (runner type, workflow)
 
 
 def slot_of(moment: datetime) -> int:
@@ -51,14 +43,10 @@ class JobArrivals:
         self._record = script(redis, "record_jobs")
 
     async def record(
-        self,
-        jobs: Iterable[QueuedJob],
-        *,
-        now: datetime,
-        finished: Iterable[FinishedJob] = (),
+        self, jobs: Iterable[QueuedJob], *, now: datetime, finished: Iterable[FinishedJob] = ()
     ) -> Arrivals:
-        """Count the jobs not seen before (and the finished ones' minutes); the arrivals and
-        mean minutes in the last hour and in the same hour a day before."""
+        """Count the jobs not seen before: the arrivals and minutes of the last hour and a day
+        before. Only jobs still queued when listed are seen: the ones a queue incident is about."""
         current = slot_of(now)
         by_slot: dict[int, list[str | float]] = {}
 
@@ -75,25 +63,21 @@ class JobArrivals:
             add(done.finished_at, f"done:{done.source_id}", key, round(done.minutes, 3))
         last_hour = range(current - HOUR + 1, current + 1)
         slots = (*last_hour, *(s - DAY for s in last_hour))
+        k = self._keys
         async with self._redis.pipeline(transaction=False) as pipe:
             for slot, triples in sorted(by_slot.items()):
+                keys = [k.jobs_seen(slot), k.job_arrivals(slot), k.job_durations(slot)]
                 expire_at = (slot + 1) * SLOT_S + KEEP_S
-                keys = [
-                    self._keys.jobs_seen(slot),
-                    self._keys.job_arrivals(slot),
-                    self._keys.job_durations(slot),
-                ]
                 await self._record(keys=keys, args=[expire_at, *triples], client=pipe)
             for slot in slots:
-                pipe.hgetall(self._keys.job_arrivals(slot))
+                pipe.hgetall(k.job_arrivals(slot))
             for slot in slots:
-                pipe.hgetall(self._keys.job_durations(slot))
+                pipe.hgetall(k.job_durations(slot))
             answers = await pipe.execute()
-        counts = [_counts(raw) for raw in answers[-4 * HOUR : -2 * HOUR]]
-        durations = answers[-2 * HOUR :]
-        day_before = _summed(counts[HOUR:])
+        arrivals, durations = answers[-4 * HOUR : -2 * HOUR], answers[-2 * HOUR :]
+        day_before = _summed(arrivals[HOUR:])
         return Arrivals(
-            last_hour=_summed(counts[:HOUR]),
+            last_hour=_summed(arrivals[:HOUR]),
             day_before=day_before,
             history=bool(day_before),
             minutes_last_hour=_mean_minutes(durations[:HOUR]),
@@ -101,44 +85,26 @@ class JobArrivals:
         )
 
 
-def _counts(raw: object) -> dict[tuple[str, str], int]:
-    counts: dict[tuple[str, str], int] = {}
-    if not isinstance(raw, dict):
-        return counts
-    for key, value in raw.items():
-        runner_type, tab, workflow = str(key).partition("\t")
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            continue
-        if tab:
-            counts[(runner_type, workflow)] = number
-    return counts
+def _pair(field: str) -> Pair:
+    runner_type, _, workflow = field.partition("\t")
+    return runner_type, workflow
 
 
-def _mean_minutes(slots: list[object]) -> dict[tuple[str, str], float]:
-    """Mean minutes per (runner type, workflow) over the durations hashes of some slots."""
-    jobs: dict[tuple[str, str], int] = {}
-    minutes: dict[tuple[str, str], float] = {}
-    for raw in slots:
-        for key, value in (raw if isinstance(raw, dict) else {}).items():
-            head, _, tail = str(key).rpartition("\t")
-            try:
-                if tail == "m" and "\t" in head:
-                    runner_type, _, workflow = head.partition("\t")
-                    pair = (runner_type, workflow)
-                    minutes[pair] = minutes.get(pair, 0.0) + float(value)
-                elif head:
-                    pair = (head, tail)
-                    jobs[pair] = jobs.get(pair, 0) + int(value)
-            except (TypeError, ValueError):
-                continue
-    return {k: minutes.get(k, 0.0) / n for k, n in jobs.items() if n > 0}
+def _summed(hashes: list[dict[str, str]]) -> dict[Pair, int]:
+    total: Counter[Pair] = Counter()
+    for raw in hashes:
+        for field, value in raw.items():
+            total[_pair(field)] += int(value)
+    return {pair: n for pair, n in total.items() if n > 0}
 
 
-def _summed(slots: list[dict[tuple[str, str], int]]) -> dict[tuple[str, str], int]:
-    total: dict[tuple[str, str], int] = {}
-    for counts in slots:
-        for key, n in counts.items():
-            total[key] = total.get(key, 0) + n
-    return {k: n for k, n in total.items() if n > 0}
+def _mean_minutes(hashes: list[dict[str, str]]) -> dict[Pair, float]:
+    jobs: Counter[Pair] = Counter()
+    minutes: Counter[Pair] = Counter()
+    for raw in hashes:
+        for field, value in raw.items():
+            if field.endswith("\tm"):
+                minutes[_pair(field[:-2])] += float(value)
+            else:
+                jobs[_pair(field)] += int(value)
+    return {pair: minutes[pair] / n for pair, n in jobs.items() if n > 0}

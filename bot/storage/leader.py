@@ -1,12 +1,7 @@
-"""The leader's lease: which one replica does the work, and the token that fences its writes.
-
-Every replica serves requests; one at a time, the holder of this lease, applies them, sends to
-Slack and runs the periodic jobs (`bot.leader`), as a Kubernetes controller's manager runs its
-reconcilers on the elected leader only. The lease is a Redis key with a TTL the leader renews;
-its value is a fencing token (a number that only grows) and the holder's name. Scripts that
-change state take that value (`Fence`) and refuse it once it is no longer the one stored, so a
-leader that stalled past its TTL (a pause, a partition) cannot write after its successor took
-over, and one that outlived a Redis that lost its data cannot either.
+"""The leader's lease: which replica does the work (`bot.leader`), and the token fencing its
+writes. Its value is a fencing token (a number that only grows) and the holder's name; fenced
+scripts refuse a value that is not the one stored, so a leader that stalled past its TTL cannot
+write after its successor.
 """
 
 from __future__ import annotations
@@ -16,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from bot.storage.keys import Keys
@@ -24,53 +18,45 @@ from bot.storage.scripts import script
 
 
 class Deposed(RedisError):
-    """A fenced write by a replica that does not hold the lead (any more): nothing was written.
-
-    A RedisError, so whoever makes the write treats it as Redis failing: it is retried, and by
-    then the replica has stopped leading and its work has stopped."""
+    """A fenced write by a replica that no longer leads: nothing was written (retried as Redis
+    failing, by which time the replica has stopped leading)."""
 
 
 @dataclass
 class Fence:
-    """The lease's value while this replica leads, for the scripts that check it; `refused` is
-    set when one refused it, so the leader stops at once instead of at its next renewal."""
+    """The lease's value while this replica leads; `refused`: a script refused it (stop now)."""
 
     key: str
     held: str | None = None
     refused: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def args(self) -> str:
-        if self.held is None:
-            raise Deposed("this replica does not lead")
-        return self.held
-
 
 class FencedScript:
-    """A script that runs only for the leader: the lease's key and value go last."""
+    """A script that runs only for the leader: the lease's key and value go last (empty: none)."""
 
     def __init__(self, redis: Redis, name: str, fence: Fence | None) -> None:
-        self._script: AsyncScript = script(redis, name)
+        self._script = script(redis, name)
         self._fence = fence
 
     async def __call__(self, *, keys: list[Any], args: list[Any], client: Any = None) -> Any:
-        if self._fence is None:  # a store built for a test or a tool: nothing to fence
+        if self._fence is None:
             return await self._script(keys=[*keys, ""], args=[*args, ""], client=client)
-        held = self._fence.args()
+        held = self._fence.held
+        if held is None:
+            raise Deposed("this replica does not lead")
         try:
             return await self._script(
                 keys=[*keys, self._fence.key], args=[*args, held], client=client
             )
         except RedisError as exc:
-            if "DEPOSED" in str(exc):
-                self._fence.held = None
-                self._fence.refused.set()
-                raise Deposed(str(exc)) from exc
-            raise
+            if "DEPOSED" not in str(exc):
+                raise
+            self._fence.held = None
+            self._fence.refused.set()
+            raise Deposed(str(exc)) from exc
 
 
 class Leadership:
-    """Take, renew, give up and read the leader's lease."""
-
     def __init__(self, redis: Redis, keys: Keys, *, name: str, ttl_ms: int) -> None:
         self._redis = redis
         self._keys = keys
@@ -86,8 +72,7 @@ class Leadership:
         """Whether this replica now leads: it held the lease still, or nobody held it."""
         if self._held is None:
             taken = await self._take(
-                keys=[self._keys.leader, self._keys.leader_tokens],
-                args=[self.name, self.ttl_ms],
+                keys=[self._keys.leader, self._keys.leader_tokens], args=[self.name, self.ttl_ms]
             )
             self._held = str(taken) if taken else None
         elif not await self.renew():
@@ -116,11 +101,8 @@ class Leadership:
             await self._release(keys=[self._keys.leader], args=[self._held])
             self._held = None
 
-    async def holder(self) -> str | None:
-        """The name of the replica that leads now, None when none does."""
-        value = await self._redis.get(self._keys.leader)
-        return None if value is None else str(value).partition(" ")[2]
-
     async def role(self) -> dict[str, Any]:
-        """What `/readyz` says of the lead: whether this replica leads, and which one does."""
-        return {"leads": self.fence.held is not None, "leader": await self.holder()}
+        """What `/readyz` says: whether this replica leads, and which one does."""
+        value = await self._redis.get(self._keys.leader)
+        leader = None if value is None else str(value).partition(" ")[2]
+        return {"leads": self.fence.held is not None, "leader": leader}

@@ -1,16 +1,6 @@
-"""Claims and leases: how a replica takes something for itself in Redis, written once.
-
-- `claim_once(key, ttl)` is `SET key value NX PX ttl`: the first caller gets True and every other
-  one False until the key expires. A report's week, a reading's warnings, a click.
-- A `Lease` is a claim held by a random token: only the holder of the token may renew it, keep it
-  a while longer under a new note (a cooldown), or release it (Lua compare-and-set), so a replica
-  whose lease expired can never extend or release someone else's. The stored value is the token,
-  then (when given) a note for whoever finds it taken: "<token> <what the holder is doing>".
-
-Leases pick who works (the sender of a channel, one action on an incident, the pass over an
-alert's issue); correctness of incident state never rests on them: commits are fenced by version
-(`bot.storage.incident_store`), and a sender checks its lease atomically before every post
-(`bot.storage.send_queue.SendQueue.begin`).
+"""Claims and leases, written once. `claim_once` is `SET NX PX`: True for the first caller until
+the key expires. A `Lease` is held by a random token, then an optional note for whoever finds it
+taken; only its holder may renew, keep or release it, so an expired holder never touches the next.
 """
 
 from __future__ import annotations
@@ -34,9 +24,6 @@ class Lease:
 
 
 class Leases:
-    """Claim once; acquire, renew, keep and release leases. Keys are named by
-    `bot.storage.keys.Keys`, because scripts check the same leases (`begin_send.lua`)."""
-
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
         self._release = script(redis, "lease_release")
@@ -44,12 +31,9 @@ class Leases:
         self._keep = script(redis, "lease_keep")
 
     async def claim_once(self, key: str, ttl_ms: int, value: str = "1") -> bool:
-        """Whether this call claimed `key` first: True once until it expires, False meanwhile."""
         return bool(await self._redis.set(key, value, nx=True, px=max(ttl_ms, 1)))
 
     async def try_acquire(self, key: str, ttl_ms: int, *, note: str = "") -> Lease | None:
-        """The lease of `key` for `ttl_ms`, or None while someone else holds it. `note` is what
-        others are told (`holder_note`)."""
         token = secrets.token_hex(8)
         lease = Lease(key, f"{token} {note}" if note else token)
         return lease if await self.claim_once(key, ttl_ms, lease.token) else None
@@ -60,12 +44,10 @@ class Leases:
         return None if held is None else str(held).partition(" ")[2]
 
     async def renew(self, lease: Lease, ttl_ms: int) -> bool:
-        """Extend a lease we still hold; False when it expired (and may be someone else's)."""
         return bool(await self._renew(keys=[lease.key], args=[lease.token, ttl_ms]))
 
     async def keep(self, lease: Lease, ttl_ms: int, note: str) -> Lease | None:
-        """Hold a lease we still hold `ttl_ms` longer, telling others `note` (a cooldown): the
-        lease as kept, or None when it was no longer ours."""
+        """Hold a lease still ours `ttl_ms` longer under a new note (a cooldown), else None."""
         kept = Lease(lease.key, f"{lease.token.partition(' ')[0]} {note}")
         done = await self._keep(keys=[lease.key], args=[lease.token, max(ttl_ms, 1), kept.token])
         return kept if done else None

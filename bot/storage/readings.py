@@ -1,7 +1,5 @@
-"""The fleet's readings in Redis: the latest (one for every replica), the short history of
-successful ones that baselines read, and the readings kept a month for the capacity report. What
-they say is `bot.fleet`'s business; this is where they live.
-"""
+"""The fleet's readings in Redis: the latest, the short history baselines read, and the readings
+kept a month for the capacity report. What they say is `bot.fleet`'s business."""
 
 from __future__ import annotations
 
@@ -18,7 +16,6 @@ class ReadingStore:
         self._keys = keys
 
     async def latest(self) -> str | None:
-        """The latest reading, encoded (`Reading.encode`), whoever took it."""
         raw = await self._redis.get(self._keys.fleet_reading)
         return str(raw) if raw else None
 
@@ -26,7 +23,6 @@ class ReadingStore:
         await self._redis.set(self._keys.fleet_reading, encoded, px=keep_ms)
 
     async def remember(self, point: str, *, points: int, keep_ms: int) -> None:
-        """Add a point to the history, newest first, keeping `points` of them."""
         key = self._keys.fleet_history
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.lpush(key, point)
@@ -40,7 +36,7 @@ class ReadingStore:
         return list(await self._redis.lrange(key, 0, last - 1))  # type: ignore[misc]
 
     async def keep(self, day: str, slot: str, kept: str, *, keep_s: int) -> None:
-        """Keep a reading in its slot of its day, unless one (any replica's) is kept there."""
+        """Keep a reading in its slot of its day, unless one is kept there."""
         key = self._keys.readings_day(day)
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(key, slot, kept)
@@ -48,7 +44,6 @@ class ReadingStore:
             await pipe.execute()
 
     async def kept(self, days: Sequence[str]) -> list[Mapping[str, str]]:
-        """Each day's kept readings (slot -> reading), in one round trip."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for day in days:
                 pipe.hgetall(self._keys.readings_day(day))

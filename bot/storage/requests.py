@@ -1,10 +1,6 @@
-"""The Slack requests stream: what people asked of queuepilot in Slack, acknowledged by whichever
-replica Slack reached, waiting here until a consumer performs it (`bot.intake.requests`).
-
-An entry names its work (the listener's, by a short name from the listeners' fixed table) and
-carries the Slack body as Bolt handed it, already signature-checked by the replica that received
-it. A stream of its own, not the notification stream: replicas of a release without it read that
-one during a rolling upgrade, and would dead-letter an entry they do not understand.
+"""The Slack requests stream: what people asked in Slack, acknowledged by any replica and waiting
+until the leader performs it (`bot.intake.requests`). A stream of its own: 0.25 replicas read the
+notification stream, and would dead-letter an entry they do not understand.
 """
 
 from __future__ import annotations
@@ -45,18 +41,11 @@ class RequestStream(ConsumerGroup[Request]):
     ) -> None:
         keys = Keys(prefix)
         super().__init__(
-            redis,
-            key=keys.requests,
-            dead_key=keys.request_dead_letters,
-            group=GROUP,
-            wait_replicas=wait_replicas,
-            wait_ms=wait_ms,
+            redis, keys.requests, keys.request_dead_letters, GROUP, wait_replicas, wait_ms
         )
 
     async def append(self, work: str, body: dict[str, Any]) -> str:
-        """Keep `work` on `body` until a consumer performs it; its entry ID once Redis has it
-        (with `wait_replicas`, once that many replicas confirmed it). Raises RequestRefused for
-        a body that cannot wait here, RedisError when Redis cannot take it."""
+        """Keep `work` on `body` until the leader performs it; RequestRefused when it cannot."""
         added = await self.durably(partial(self._redis.xadd, self.key, request_fields(work, body)))
         return str(added)
 
@@ -77,21 +66,17 @@ def request_fields(work: str, body: dict[str, Any]) -> dict[str, str]:
 
 def request_of(entry_id: str, fields: dict[str, str]) -> Request:
     """The request an entry holds, or one saying why it cannot be read (never raises)."""
-    work, raw = fields.get("work"), fields.get("body")
-    if not isinstance(work, str) or not 0 < len(work) <= MAX_WORK:
-        return _unreadable(entry_id, fields, "it names no work")
-    if not isinstance(raw, str) or len(raw) > MAX_BODY_BYTES:
-        return _unreadable(entry_id, fields, "no body, or one over the size limit")
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        return _unreadable(entry_id, fields, f"the body is not JSON: {exc}")
-    if not isinstance(body, dict):
-        return _unreadable(entry_id, fields, "the body is not a JSON object")
+    work, raw, body = fields.get("work", ""), fields.get("body"), None
+    if not 0 < len(work) <= MAX_WORK:
+        problem = "it names no work"
+    elif raw is None or len(raw) > MAX_BODY_BYTES:
+        problem = "no body, or one over the size limit"
+    else:
+        try:
+            body = json.loads(raw)
+            problem = "" if isinstance(body, dict) else "the body is not a JSON object"
+        except (ValueError, RecursionError) as exc:
+            problem = f"the body is not JSON: {exc}"
+    if problem:
+        return Request(entry_id, work[:MAX_WORK], None, problem=problem[:500], fields=fields)
     return Request(entry_id, work, body, fields=fields)
-
-
-def _unreadable(entry_id: str, fields: dict[str, str], problem: str) -> Request:
-    work = fields.get("work")
-    named = work[:MAX_WORK] if isinstance(work, str) else ""
-    return Request(entry_id, named, None, problem=problem[:500], fields=fields)

@@ -1,9 +1,5 @@
-"""Every Lua script queuepilot runs, from one home: `bot/storage/lua/<name>.lua`, each after one
-prelude (`lua/prelude.lua`) that defines what several scripts share: the channel queue's score
-rules and the check that a lease or a claim is still its holder's.
-
-The queue's score constants are defined here once, in Python, and handed to the prelude, so the
-scripts and the Python that reads scores (the storm rule's count of waiting roots) cannot differ.
+"""Every Lua script, from `lua/<name>.lua`, after the one prelude several share. The queue's score
+constants are defined here once and handed to the prelude, so Lua and Python agree on them.
 """
 
 from __future__ import annotations
@@ -14,9 +10,8 @@ from importlib import resources
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-# The channel queue's scores (see lua/prelude.lua): a reply's is its band * BAND + its sequence
-# number, a new root's its severity rank * RANK + its sequence number, so every root scores up to
-# ROOTS_END and goes first.
+# A reply's score is its band * BAND + its sequence number, a new root's its severity rank * RANK
+# + its sequence number, so every root scores up to ROOTS_END and goes first.
 BAND = 1 << 40
 RANK = 1 << 34
 ROOTS_END = BAND - 1
@@ -24,12 +19,10 @@ ROOTS_END = BAND - 1
 
 @cache
 def lua(name: str) -> str:
-    """A script, after the prelude every script shares (its constants, its helpers)."""
     folder = resources.files("bot.storage") / "lua"
     constants = f"local BAND = {BAND}\nlocal RANK = {RANK}\n"
     return constants + (folder / "prelude.lua").read_text() + (folder / f"{name}.lua").read_text()
 
 
 def script(redis: Redis, name: str) -> AsyncScript:
-    """`lua(name)` registered with `redis`: called with keys and args, loaded on first use."""
     return redis.register_script(lua(name))

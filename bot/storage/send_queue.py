@@ -1,26 +1,15 @@
-"""A channel's send queue in Redis: what its sender reads (`bot.outbound.send`), and how it
-records what it sent.
-
-Committers (intake, the status tick, actions) fill it through the commit script of
-`bot.storage.incident_store`:
-- `posts`, a sorted set of `root:<id>` (a root message to post) and `replies:<id>` (a thread with
-  replies waiting in its outbox), scored by band (new roots, action replies, events, status)
-  then age, and new roots by severity before age;
-- `edits`, a due set (`bot.storage.due_set`) of incident IDs whose root may need an edit, due at
-  the earliest time the edit is allowed (one root is edited at most every
-  `ROOT_EDIT_INTERVAL_MS`), in milliseconds; its writes are part of the scripts that commit,
-  post and record, so a change and its edit are queued together.
-The sender marks a post as in flight before it calls Slack, only while it holds the channel's
-lease, and clears the mark when it records the result, so a sender that finds the mark (the
-next attempt, the next leader, a 0.25 replica during a rolling upgrade) knows the post may have
-landed and looks it up. Marks are kept per queue member: a more urgent post sent meanwhile
-leaves another's mark alone.
+"""A channel's send queue, filled by the commit script, read by its sender (`bot.outbound.send`):
+`posts` (new roots by severity, then threads with replies waiting by band, each then by age) and
+`edits` (roots due an edit, in ms). A post is marked in flight before Slack is called, only while
+the sender holds the channel's lease, and cleared when recorded: whoever finds a mark (the next
+attempt or leader, a 0.25 replica) looks the post up first. Marks are per queue member.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import secrets
+from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -30,41 +19,40 @@ from bot.domain.message import Rendered
 from bot.storage.connection import LONGEST_BLOCK_S
 from bot.storage.due_set import DueSet
 from bot.storage.incident_store import (
+    BAND_EVENT,
     LOADED_FIELDS,
     STATUS_KINDS,
     Loaded,
     ThreadRef,
     loaded_from,
-    lua,
 )
 from bot.storage.keys import Keys
+from bot.storage.leases import Leases
+from bot.storage.scripts import BAND, script
 
 UNDELIVERABLE_MAXLEN = 1000
+NOTICE_KEEP_S = 7 * 86_400  # a notice Slack could not take for a week is not news any more
+NOTICE_CLAIM_S = 3 * 86_400
 
 
 @dataclass(frozen=True)
 class InFlight:
-    """A post the sender started: which queue member, which item, since when (unix seconds)."""
+    """A post the sender started, as 0.25 reads it too: its queue member, item, since when."""
 
     member: str
     item: str
     since: float
 
     def encode(self) -> str:
-        return json.dumps({"member": self.member, "item": self.item, "since": self.since})
+        return json.dumps(asdict(self))
 
     @classmethod
     def decode(cls, raw: str | None) -> InFlight | None:
-        if not raw:
-            return None
-        data = json.loads(raw)
-        return cls(str(data["member"]), str(data["item"]), float(data["since"]))
+        return cls(**json.loads(raw)) if raw else None
 
 
 @dataclass(frozen=True)
 class HeadReply:
-    """The first reply waiting in a thread's outbox."""
-
     item: str
     rendered: Rendered
     thread: ThreadRef | None
@@ -81,35 +69,25 @@ class HeadReply:
         return self.kind in STATUS_KINDS
 
 
-@dataclass(frozen=True)
-class EditCandidate:
-    incident_id: str
-    loaded: Loaded
-    edit_after_ms: int
-
-
 class SendQueue:
     def __init__(
         self, redis: Redis, prefix: str, *, retention_s: int, bells: Redis | None = None
     ) -> None:
         self._redis = redis
-        # Where the senders' idle waits block (`wait_bell`): a client of their own, so that
-        # many channels' blocked connections never take the main pool's from commands.
+        # Idle senders block on a client of their own, so the main pool stays free for commands.
         self._bells = bells or redis
         self.keys = Keys(prefix)
         self.retention_s = retention_s
-        self._next_post = redis.register_script(lua("next_post"))
-        self._head_reply = redis.register_script(lua("head_reply"))
-        self._begin = redis.register_script(lua("begin_send"))
-        self._end_attempt = redis.register_script(lua("end_attempt"))
-        self._record_root = redis.register_script(lua("record_root"))
-        self._record_reply = redis.register_script(lua("record_reply"))
-        self._record_edit = redis.register_script(lua("record_edit"))
+        self._next_post = script(redis, "next_post")
+        self._head_reply = script(redis, "head_reply")
+        self._begin = script(redis, "begin_send")
+        self._end_attempt = script(redis, "end_attempt")
+        self._record_root = script(redis, "record_root")
+        self._record_reply = script(redis, "record_reply")
+        self._record_edit = script(redis, "record_edit")
 
     async def channels(self) -> list[str]:
         return cast(list[str], await self._redis.smembers(self.keys.send_channels))  # type: ignore[misc]
-
-    # -- posts -----------------------------------------------------------------------------
 
     async def waiting(self, channel: str) -> int:
         """Root posts and threads with replies waiting in the channel."""
@@ -145,9 +123,7 @@ class SendQueue:
 
     async def ensure_root_queued(self, channel: str, incident_id: str) -> None:
         """A thread has replies waiting but no root: queue the root ahead of them."""
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.incr(self.keys.send_seq)
-            (seq,) = await pipe.execute()
+        seq = await self._redis.incr(self.keys.send_seq)
         await self._redis.zadd(self.keys.posts(channel), {f"root:{incident_id}": seq}, nx=True)
 
     async def begin(self, channel: str, lease_token: str, marker: InFlight) -> bool:
@@ -160,9 +136,7 @@ class SendQueue:
         return bool(done)
 
     async def end_attempt(self, channel: str, marker: InFlight) -> None:
-        """Clear the in-flight mark of an attempt Slack certainly did not act on (a 429, a
-        refused connection), so the next attempt posts without a lookup. Only this very mark:
-        a sender that lost its lease meanwhile must not clear its successor's."""
+        """Clear this very mark of an attempt Slack certainly did not act on (a 429)."""
         await self._end_attempt(
             keys=[self.keys.in_flight(channel)], args=[marker.member, marker.encode()]
         )
@@ -178,46 +152,20 @@ class SendQueue:
         edit_after_ms: int,
     ) -> None:
         k, channel = self.keys, incident.channel
-        await self._record_root(
-            keys=[
-                k.incident(incident.id),
-                k.message(channel, ts),
-                k.posts(channel),
-                k.in_flight(channel),
-                k.edits(channel),
-                k.edit_after(channel),
-                k.edits_bell(channel),
-            ],
-            args=[
-                incident.id,
-                json.dumps({"channel": channel, "ts": ts}),
-                digest,
-                edit_after_ms,
-                self.retention_s * 1000,
-                version,
-                "1" if edit_differs else "0",
-            ],
-        )
+        per_channel = (k.posts, k.in_flight, k.edits, k.edit_after, k.edits_bell)
+        keys = [k.incident(incident.id), k.message(channel, ts), *(f(channel) for f in per_channel)]
+        thread = json.dumps({"channel": channel, "ts": ts})
+        ttl_ms = self.retention_s * 1000
+        args = [incident.id, thread, digest, edit_after_ms, ttl_ms, version, int(edit_differs)]
+        await self._record_root(keys=keys, args=args)
 
     async def record_reply(
-        self,
-        channel: str,
-        incident_id: str,
-        item: str,
-        *,
-        status_ts: str = "",
+        self, channel: str, incident_id: str, item: str, *, status_ts: str = ""
     ) -> None:
         k = self.keys
-        await self._record_reply(
-            keys=[
-                k.outbox(incident_id),
-                k.outbox_items(incident_id),
-                k.posts(channel),
-                k.in_flight(channel),
-                k.incident(incident_id),
-            ],
-            args=[incident_id, item, status_ts],
-        )
+        keys = [k.outbox(incident_id), k.outbox_items(incident_id), k.posts(channel)]
+        keys += [k.in_flight(channel), k.incident(incident_id)]
+        await self._record_reply(keys=keys, args=[incident_id, item, status_ts])
 
     async def forget(self, channel: str, member: str) -> None:
         """Take a member off the queue (its incident is gone, or its root is posted)."""
@@ -237,7 +185,6 @@ class SendQueue:
             await pipe.execute()
 
     async def undeliverable(self, incident_id: str, item: str, error: str) -> None:
-        """Keep a record of what Slack refused for good, for an operator to look at."""
         key = self.keys.undeliverable
         fields: dict[Any, Any] = {"incident": incident_id, "item": item, "error": error}
         async with self._redis.pipeline(transaction=False) as pipe:
@@ -246,23 +193,20 @@ class SendQueue:
             await pipe.execute()
 
     async def wait_bell(self, bell: str, timeout: float) -> None:  # noqa: ASYNC109
-        """Sleep until a committer rings the bell, or `timeout` seconds (at most the longest a
-        blocking command may wait on this client)."""
+        """Sleep until a committer rings the bell, or `timeout` (at most `LONGEST_BLOCK_S`)."""
         await self._bells.blpop([bell], timeout=min(max(timeout, 0.01), LONGEST_BLOCK_S))
 
-    # -- edits -----------------------------------------------------------------------------
-
     def root_edits(self, channel: str) -> DueSet:
-        """The channel's roots due an edit (scored in ms), for its sender (`RootEdits`)."""
         return DueSet(self._redis, self.keys.edits(channel), keep_s=self.retention_s)
 
-    async def edit_candidate(self, channel: str, incident_id: str) -> EditCandidate:
+    async def edit_candidate(self, channel: str, incident_id: str) -> tuple[Loaded, int]:
+        """The incident as it is now, and when its root may next be edited (ms)."""
         k = self.keys
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hmget(k.incident(incident_id), LOADED_FIELDS)
             pipe.hget(k.edit_after(channel), incident_id)
             raw, after = await pipe.execute()
-        return EditCandidate(incident_id, loaded_from(raw), int(after or 0))
+        return loaded_from(raw), int(after or 0)
 
     async def record_edit(
         self,
@@ -275,14 +219,50 @@ class SendQueue:
         edited: bool,
     ) -> None:
         k = self.keys
-        await self._record_edit(
-            keys=[k.incident(incident_id), k.edits(channel), k.edit_after(channel)],
-            args=[
-                incident_id,
-                version,
-                digest,
-                next_at_ms,
-                "1" if edited else "0",
-                self.retention_s * 1000,
-            ],
-        )
+        keys = [k.incident(incident_id), k.edits(channel), k.edit_after(channel)]
+        args = [incident_id, version, digest, next_at_ms, int(edited), self.retention_s * 1000]
+        await self._record_edit(keys=keys, args=args)
+
+
+class NoticeStore:
+    """One-off channel messages of no incident (the weekly report), queued as `notice:<uid>`
+    members of the channel's posts, so the sender posts them like any post, once."""
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self._redis = redis
+        self._leases = Leases(redis)
+        self.keys = keys
+
+    async def claim(self, what: str) -> bool:
+        """Whether this is the first claim of `what` (a report's week), also beside 0.25."""
+        return await self._leases.claim_once(self.keys.notice_claim(what), NOTICE_CLAIM_S * 1000)
+
+    async def queue(self, channel: str, rendered: Rendered) -> str:
+        uid = secrets.token_hex(6)
+        k = self.keys
+        payload = json.dumps(asdict(rendered))
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(k.notice(uid), payload, ex=NOTICE_KEEP_S)
+            pipe.incr(k.send_seq)
+            _, seq = await pipe.execute()
+        async with self._redis.pipeline(transaction=True) as pipe:
+            # Past the roots (the storm rule counts those), beside the incidents' event replies.
+            pipe.zadd(k.posts(channel), {f"notice:{uid}": BAND_EVENT * BAND + seq})
+            pipe.lpush(k.posts_bell(channel), "1")
+            pipe.ltrim(k.posts_bell(channel), 0, 0)
+            pipe.expire(k.posts_bell(channel), 10)
+            await pipe.execute()
+        return uid
+
+    async def get(self, uid: str) -> Rendered | None:
+        raw = await self._redis.get(self.keys.notice(uid))
+        return Rendered(**json.loads(raw)) if raw else None
+
+    async def done(self, channel: str, uid: str) -> None:
+        """Posted (or never postable): it leaves the queue, its mark and Redis."""
+        member = f"notice:{uid}"
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.keys.notice(uid))
+            pipe.zrem(self.keys.posts(channel), member)
+            pipe.hdel(self.keys.in_flight(channel), member)
+            await pipe.execute()

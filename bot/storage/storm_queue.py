@@ -1,21 +1,8 @@
-"""A channel's alert storm in Redis: the digest message that shows every new group at once.
-
-Slack lets a channel take about one post per second, so 120 new groups would take two minutes
-to appear one root at a time. When the channel's sender finds `threshold` roots waiting, it
-opens a storm: one digest message lists every waiting group, while the roots still go out one
-per slot, most severe first. Groups arriving later are added to the last digest message by an
-edit when the app-wide edit budget gives one soon, or else listed by a continuation: one more
-digest message, posted in the channel's own pace (`bot.outbound.storm.Growth` decides). Keys,
-all per channel:
-- `storm`, a hash: `id`, `started_ms`, `last_added_ms` (when a group last joined), `waiting_ms`
-  (since when a group has waited for a line, absent when none does), `parts` (digest messages
-  begun, 1 when absent), and per message its ts ('' until posted) and a digest of what it
-  shows: `ts` and `shown` for the first, `ts:<n>` and `shown:<n>` for continuation n;
-- `storm:members`, the groups' incident IDs scored like their roots (severity, then arrival);
-- `storm:placed`, incident ID -> the digest message that lists it (`storm_place.lua`);
-- `storm:links`, incident ID -> permalink of its thread, once it has one: 0.25 draws the
-  digest's lines from it, so a replica of 0.25 taking the channel over during a rolling upgrade
-  finds them; this version reads every link through `bot.outbound.permalinks`.
+"""A channel's alert storm: one digest message lists every new group at once, while their roots
+go out one per Slack's slot (`bot.outbound.storm`). Per channel: `storm` (a hash: id, times, and
+per digest message its ts and what it shows), `storm:members`, `storm:placed` (incident -> the
+message that lists it) and `storm:links` (incident -> its thread's permalink: 0.25 draws the
+digest's lines from it, should a 0.25 replica take the channel over during an upgrade).
 """
 
 from __future__ import annotations
@@ -27,48 +14,42 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from bot.storage.incident_store import ROOTS_END, lua
 from bot.storage.keys import Keys
+from bot.storage.scripts import ROOTS_END, script
 
 
 @dataclass(frozen=True)
 class Storm:
-    """An open storm as read: which, since when, and where its digest messages are."""
-
     id: str
     started_ms: int
-    ts: str  # the first digest message
     last_added_ms: int
-    shown: str = ""
-    # Each continuation's (ts, shown), in order; ts '' until it is posted.
-    continuations: tuple[tuple[str, str], ...] = ()
-    waiting_ms: int = 0  # since when a group has waited for a line of a digest message (0: none)
+    waiting_ms: int  # since when a group has waited for a line of a digest message (0: none)
+    message_ts: tuple[str, ...]  # each digest message's ts ('' until posted), first to last
+
+    @property
+    def ts(self) -> str:
+        return self.message_ts[0]
 
     @property
     def parts(self) -> int:
-        """Digest messages begun: the first, then the continuations."""
-        return 1 + len(self.continuations)
+        return len(self.message_ts)
 
     def part_ts(self, part: int) -> str:
-        return self.ts if part == 0 else self.continuations[part - 1][0]
-
-    def part_shown(self, part: int) -> str:
-        return self.shown if part == 0 else self.continuations[part - 1][1]
+        return self.message_ts[part]
 
     @property
     def pending(self) -> int | None:
-        """The digest message begun but not posted yet (a post to finish first), if any."""
-        return self.parts - 1 if not self.part_ts(self.parts - 1) else None
+        """The digest message begun but not posted yet, if any."""
+        return self.parts - 1 if not self.message_ts[-1] else None
 
     @property
     def last_posted(self) -> int | None:
         """The latest digest message in the channel: the one an edit may add groups to."""
-        posted = [part for part in range(self.parts) if self.part_ts(part)]
+        posted = [part for part, ts in enumerate(self.message_ts) if ts]
         return posted[-1] if posted else None
 
     def metadata_uid(self, part: int = 0) -> str:
-        """What a digest message's post carries in its metadata, to be found after an uncertain
-        post (the first without a part number: the name a 0.25 sender looks for)."""
+        """A digest message's metadata, found after an uncertain post (0.25's for the first)."""
         return f"storm-{self.id}" if part == 0 else f"storm-{self.id}-{part}"
 
     def item(self, part: int = 0) -> str:
@@ -76,7 +57,7 @@ class Storm:
 
     @property
     def member(self) -> str:
-        """Its name in the in-flight mark, beside `root:<id>` and `replies:<id>`."""
+        """Its name in the in-flight marks, beside `root:<id>` and `replies:<id>`."""
         return f"storm:{self.id}"
 
 
@@ -96,8 +77,6 @@ class Member:
 
 @dataclass(frozen=True)
 class Swept:
-    """What a sweep found: whether a storm is open, whether it opened now, groups that joined."""
-
     open: bool
     opened: bool
     added: int
@@ -108,24 +87,18 @@ class StormQueue:
         self._redis = redis
         self.keys = Keys(prefix)
         self._ttl_ms = retention_s * 1000
-        self._sweep = redis.register_script(lua("storm_sweep"))
-        self._close = redis.register_script(lua("storm_close"))
-        self._record = redis.register_script(lua("record_digest"))
-        self._place = redis.register_script(lua("storm_place"))
+        self._sweep = script(redis, "storm_sweep")
+        self._close = script(redis, "storm_close")
+        self._record = script(redis, "record_digest")
+        self._place = script(redis, "storm_place")
 
     async def sweep(self, channel: str, *, threshold: int, now_ms: int) -> Swept:
-        """Fold the waiting roots into the channel's storm, opening one if `threshold` (> 0)
-        roots wait."""
+        """Fold the waiting roots into the storm, opening one if `threshold` (> 0) roots wait."""
         k = self.keys
+        keys = [k.posts(channel), k.storm(channel), k.storm_members(channel), k.send_seq]
+        keys.append(k.storm_paused(channel))
         storm_id, opened, added = await self._sweep(
-            keys=[
-                k.posts(channel),
-                k.storm(channel),
-                k.storm_members(channel),
-                k.send_seq,
-                k.storm_paused(channel),
-            ],
-            args=[threshold, now_ms, self._ttl_ms],
+            keys=keys, args=[threshold, now_ms, self._ttl_ms]
         )
         return Swept(bool(storm_id), bool(opened), int(added))
 
@@ -137,16 +110,14 @@ class StormQueue:
         return Storm(
             raw["id"],
             int(raw.get("started_ms") or 0),
-            raw.get("ts", ""),
             int(raw.get("last_added_ms") or 0),
-            raw.get("shown", ""),
-            tuple((raw.get(f"ts:{n}", ""), raw.get(f"shown:{n}", "")) for n in range(1, parts)),
             int(raw.get("waiting_ms") or 0),
+            (raw.get("ts", ""), *(raw.get(f"ts:{n}", "") for n in range(1, parts))),
         )
 
     async def place(self, channel: str, storm: Storm, part: int, *, room: int) -> list[str]:
-        """Give the groups no digest message lists yet a line in message `part` (one past the
-        last begins a continuation), up to `room` lines; the IDs it lists, most severe first."""
+        """List unlisted groups in message `part` (one past the last: a continuation), up to
+        `room` lines; the IDs it lists, most severe first."""
         k = self.keys
         listed = await self._place(
             keys=[k.storm(channel), k.storm_members(channel), k.storm_placed(channel)],
@@ -155,7 +126,6 @@ class StormQueue:
         return cast(list[str], listed)
 
     async def members(self, channel: str) -> list[Member]:
-        """The storm's groups, most severe first, with their incidents' versions."""
         ids = cast(list[str], await self._redis.zrange(self.keys.storm_members(channel), 0, -1))
         if not ids:
             return []
@@ -199,30 +169,20 @@ class StormQueue:
 
     async def close(self, channel: str, storm: Storm) -> bool:
         """End the storm, unless a group joined since `storm` was read (then it goes on)."""
-        k = self.keys
         closed = await self._close(
-            keys=[
-                k.storm(channel),
-                k.storm_members(channel),
-                k.storm_links(channel),
-                k.storm_placed(channel),
-            ],
-            args=[storm.id, storm.last_added_ms],
+            keys=self._storm_keys(channel), args=[storm.id, storm.last_added_ms]
         )
         return bool(closed)
 
     async def abandon(self, channel: str, storm: Storm, *, pause_ms: int) -> None:
-        """The digest can never be posted (Slack refused it, or it cannot be drawn): the roots
-        go on alone, and no storm opens for `pause_ms`, or the roots still waiting would open
-        another at once, whose digest would fail the same way and hold every root back."""
+        """The digest can never be posted: the roots go on alone, no storm for `pause_ms`."""
         k = self.keys
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.delete(
-                k.storm(channel),
-                k.storm_members(channel),
-                k.storm_links(channel),
-                k.storm_placed(channel),
-            )
+            pipe.delete(*self._storm_keys(channel))
             pipe.hdel(k.in_flight(channel), storm.member)
             pipe.set(k.storm_paused(channel), "1", px=max(pause_ms, 1))
             await pipe.execute()
+
+    def _storm_keys(self, channel: str) -> list[str]:
+        k = self.keys
+        return [f(channel) for f in (k.storm, k.storm_members, k.storm_links, k.storm_placed)]

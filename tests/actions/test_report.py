@@ -20,7 +20,7 @@ from bot.domain.incidents import Event, GroupState, ScaleDone, open_incident, re
 from bot.fleet.readings import FleetReadings
 from bot.storage.incident_store import Commit, IncidentStore
 from bot.storage.interactions import Interactions
-from bot.storage.notices import NoticeStore
+from bot.storage.send_queue import NoticeStore
 from bot.telemetry import Telemetry
 from tests.support.cores import _no_members, _no_name, action_core
 from tests.support.payloads import fixture_json

@@ -18,7 +18,7 @@ from bot.config import Settings
 from bot.outbound.gateway import SlackError, SlackGateway, build_client
 from bot.pacing import Pacing
 from bot.storage.keys import Keys
-from bot.storage.user_names import UserNames
+from bot.storage.slack_cache import UserNames
 from bot.telemetry import Telemetry
 from sandbox.serve import serve_in_thread
 from tests.support.servers import free_port

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from bot.outbound.permalinks import Permalinks
 from bot.storage.keys import Keys
-from bot.storage.permalinks import PermalinkCache
+from bot.storage.slack_cache import PermalinkCache
 from tests.outbound.test_gateway import BLOCKS, make_gateway
 from tests.support.running import eventually
 from tests.support.servers import RedisServer

@@ -20,8 +20,7 @@ from bot.domain.alert_issue import THREAD_MOMENT, issue_title
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
-from bot.storage.incident_store import Commit, IncidentStore
-from bot.storage.issue_links import IssueLinks
+from bot.storage.incident_store import Commit, IncidentStore, IssueLinks
 from bot.storage.leases import Leases
 from tests.support.store import KEYS, PREFIX, T0, opened
 

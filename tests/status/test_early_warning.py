@@ -22,7 +22,8 @@ from bot.domain.incidents import EARLY_WARNING, GroupState, open_incident, resol
 from bot.fleet.readings import FleetReadings
 from bot.status.early_warning import EarlyWarnings
 from bot.storage.early_warning import WarningStore
-from bot.storage.incident_store import BAND, BAND_EVENT, Commit, IncidentStore
+from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore
+from bot.storage.scripts import BAND
 from bot.storage.send_queue import SendQueue
 from tests.support.payloads import fixture_json
 

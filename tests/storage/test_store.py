@@ -12,8 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.domain.incidents import Event, GroupState, Incident, resolve_manually
-from bot.storage.fresh import ATTEMPTS
-from bot.storage.incident_store import MAX_OUTBOX, Commit, IncidentStore
+from bot.storage.incident_store import ATTEMPTS, MAX_OUTBOX, Commit, IncidentStore
 from bot.storage.stream import GROUP, NotificationStream
 from tests.support.running import eventually
 from tests.support.store import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from bot.storage.user_names import UserNames
+from bot.storage.slack_cache import UserNames
 from tests.support.store import KEYS
 
 

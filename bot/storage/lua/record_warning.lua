@@ -5,9 +5,8 @@
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 local raw = redis.call('GET', KEYS[1])
-if not raw then return 0 end
-local state = cjson.decode(raw)
-if state['uid'] ~= ARGV[2] then return 0 end
+local state = raw and cjson.decode(raw)
+if not state or state['uid'] ~= ARGV[2] then return 0 end
 state['ts'] = ARGV[3]
 state['shown'] = tonumber(ARGV[4])
 redis.call('SET', KEYS[1], cjson.encode(state), 'EX', ARGV[6])

@@ -1,13 +1,9 @@
 -- Records an edit of an early warning: the version it showed; the warning leaves the edits set
--- once Slack shows its latest version.
+-- once Slack shows its latest version (or it is gone, or another warning took its place).
 -- KEYS 1 warning  2 warning edits   ARGV 1 runner type  2 uid  3 shown version  4 keep (s)
 local raw = redis.call('GET', KEYS[1])
-if not raw then
-  redis.call('SREM', KEYS[2], ARGV[1])
-  return 0
-end
-local state = cjson.decode(raw)
-if state['uid'] ~= ARGV[2] then
+local state = raw and cjson.decode(raw)
+if not state or state['uid'] ~= ARGV[2] then
   redis.call('SREM', KEYS[2], ARGV[1])
   return 0
 end
