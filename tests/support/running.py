@@ -67,7 +67,7 @@ async def run_bot(settings: Settings, *, port: int | None = None) -> AsyncIterat
 
 async def _someone_leads(bot: Bot) -> bool:
     try:
-        return await bot.leadership.holder() is not None
+        return (await bot.leadership.role())["leader"] is not None
     except RedisError:
         return True  # Redis is away: there is no lead to wait for
 
