@@ -1,21 +1,18 @@
-"""GitHub (METRICS_BACKEND=github or JOBS_BACKEND=github) and the HUD (=hud): the reads the
-backends make, with the backends' own clients (`bot.factory`).
+"""GitHub (METRICS_BACKEND=github, JOBS_BACKEND=github, GITHUB_ISSUES_REPO) and the HUD (=hud): the
+reads the backends make, with the backends' own clients (`bot.factory`).
 
-A GitHub App: its installation token minted, and what the installation granted it (its
-permissions, its repositories) against what the configured readers need. GitHub: `GET
-/rate_limit` (free: it costs no quota) says the token works and how much of the hour's quota is
-left; then the self-hosted runners listing the metrics backend reads (the org's,
-else each repository's), and each repository's queued runs. A 403 or 404 there is a token
-without the permission, named as GitHub's docs name it for fine-grained and classic tokens (and
-Apps, whose permissions are a fine-grained token's).
-The HUD: the query the backend runs, with its bot header.
+GitHub's `GET /rate_limit` is free: it says the token works and how much of the hour's quota is
+left. A 403 or 404 after it is a token without the permission, named as GitHub's docs name it
+for fine-grained and classic tokens (and Apps, whose permissions are a fine-grained token's).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi
@@ -28,25 +25,9 @@ from bot.domain.alert_issue import AREA_LABEL
 from bot.factory import build_issues, build_jobs_source, build_metrics, github_auth
 
 SUBJECT, HUD, ISSUES, APP = "github", "hud", "github issues", "github app"
-ISSUES_OFF = "turn issues on in the repository's settings (Features), or name another"
 GONE = 410  # GitHub's answer where a repository's issues are turned off
-ISSUES_PERMISSION = (
-    'a fine-grained token or a GitHub App needs the repository permission "Issues" (read and '
-    "write); a classic token the repo scope (public_repo for a public repository)"
-)
+ISSUES_OFF = "turn issues on in the repository's settings (Features), or name another"
 LOW_QUOTA = 0.1
-ORG_RUNNERS = (
-    'a fine-grained token or a GitHub App needs the organization permission "Self-hosted '
-    'runners" (read); a classic token the admin:org scope'
-)
-REPO_RUNNERS = (
-    'a fine-grained token or a GitHub App needs the repository permission "Administration" '
-    "(read); a classic token the repo scope"
-)
-REPO_RUNS = (
-    'a fine-grained token or a GitHub App needs the repository permission "Actions" (read); a '
-    "classic token the repo scope (public_repo for a public repository)"
-)
 LEVELS = {"read": 1, "write": 2, "admin": 3}  # an App's permission levels, as GitHub grants them
 APP_KEY_FIX = (
     "set GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY to one App's (its ID or client ID, and a key "
@@ -55,14 +36,95 @@ APP_KEY_FIX = (
 )
 
 
-async def probe_github(settings: Settings) -> list[Finding]:
+def _permission(where: str, name: str, level: str, classic: str) -> str:
+    return (
+        f'a fine-grained token or a GitHub App needs the {where} permission "{name}" ({level}); '
+        f"a classic token the {classic}"
+    )
+
+
+PUBLIC_REPO = "repo scope (public_repo for a public repository)"
+ORG_RUNNERS = _permission("organization", "Self-hosted runners", "read", "admin:org scope")
+REPO_RUNNERS = _permission("repository", "Administration", "read", "repo scope")
+REPO_RUNS = _permission("repository", "Actions", "read", PUBLIC_REPO)
+ISSUES_PERMISSION = _permission("repository", "Issues", "read and write", PUBLIC_REPO)
+
+
+@asynccontextmanager
+async def _readers(settings: Settings) -> AsyncIterator[tuple[Any, Any]]:
+    """The metrics backend and the jobs source, as serve builds them, closed after."""
     metrics = build_metrics(settings)
     jobs = build_jobs_source(settings, metrics)
-    github = next(s for s in (metrics, jobs) if isinstance(s, GithubMetrics))
     try:
-        return await _github(settings, github.api)
+        yield metrics, jobs
     finally:
-        await _close(metrics, jobs)
+        for backend in {id(b): b for b in (metrics, jobs) if b is not None}.values():
+            if hasattr(backend, "aclose"):
+                await backend.aclose()
+
+
+async def probe_github(settings: Settings) -> list[Finding]:
+    async with _readers(settings) as readers:
+        api = next(r for r in readers if isinstance(r, GithubMetrics)).api
+        try:
+            body, _ = await api.get("/rate_limit")
+        except BackendError as exc:
+            fix = "set GITHUB_API_URL to GitHub's API (https://api.github.com), reachable"
+            if exc.status == 401:
+                fix = (
+                    APP_KEY_FIX if settings.github_app else "set GITHUB_TOKEN to a token it accepts"
+                )
+            return [fail(SUBJECT, f"GET /rate_limit: {exc}", fix)]
+        org, repos = settings.github_org, settings.github_repos
+        reads = [_runs(api, repo) for repo in repos]
+        if settings.metrics_backend is MetricsBackend.GITHUB and org:
+            reads.insert(0, _runners(api, f"/orgs/{org}", ORG_RUNNERS))
+        elif settings.metrics_backend is MetricsBackend.GITHUB:
+            reads[:0] = [_runners(api, f"/repos/{repo}", REPO_RUNNERS) for repo in repos]
+        # At once: the probe's deadline is one call's, however many repositories are listed.
+        return [_quota(body), *await asyncio.gather(*reads)]
+
+
+def _quota(body: object) -> Finding:
+    core = body.get("resources", {}).get("core") if isinstance(body, dict) else None
+    if not isinstance(core, dict):
+        return ok(SUBJECT, "the token works (GET /rate_limit)")
+    left, limit = int(core.get("remaining", 0)), int(core.get("limit", 0))
+    quota = f"{left} of {limit} API calls left this hour"
+    if limit and left < LOW_QUOTA * limit:
+        return warn(
+            SUBJECT,
+            f"the token works, but {quota}: something else spends its quota",
+            "give queuepilot a token of its own",
+        )
+    return ok(SUBJECT, f"the token works: {quota}")
+
+
+async def _runners(api: GithubApi, owner: str, permission: str) -> Finding:
+    try:
+        body, _ = await api.get(f"{owner}/actions/runners?per_page=1")
+    except BackendError as exc:
+        return _refused(exc, f"{owner}/actions/runners", permission)
+    total = body.get("total_count", "?") if isinstance(body, dict) else "?"
+    return ok(SUBJECT, f"{owner}: {total} self-hosted runners listed")
+
+
+async def _runs(api: GithubApi, repo: str) -> Finding:
+    path = f"/repos/{repo}/actions/runs"
+    try:
+        body, _ = await api.get(f"{path}?status=queued&per_page=1")
+    except BackendError as exc:
+        return _refused(exc, path, REPO_RUNS)
+    total = body.get("total_count", "?") if isinstance(body, dict) else "?"
+    return ok(SUBJECT, f"{repo}: workflow runs listed ({total} queued)")
+
+
+def _refused(exc: BackendError, path: str, permission: str) -> Finding:
+    if exc.status in (403, 404):
+        # GitHub answers 404 for what the token may not see, as for what does not exist.
+        unseen = " (or it does not exist: check the name)" if exc.status == 404 else ""
+        return fail(SUBJECT, f"GET {path}: {exc}{unseen}", permission)
+    return fail(SUBJECT, f"GET {path}: {exc}")
 
 
 async def probe_issues(settings: Settings) -> list[Finding]:
@@ -77,12 +139,10 @@ async def probe_issues(settings: Settings) -> list[Finding]:
         body, _ = await issues.api.get(f"/repos/{repo}")
         listed = await issues.open_issues(AREA_LABEL)
     except BackendError as exc:
-        if exc.status in (401, 403, 404):
-            unseen = " (or it does not exist)" if exc.status == 404 else ""
-            return [fail(ISSUES, f"{repo}: {exc}{unseen}", ISSUES_PERMISSION)]
-        if exc.status == GONE:
-            return [fail(ISSUES, f"{repo}: {exc}", ISSUES_OFF)]
-        return [fail(ISSUES, f"{repo}: {exc}")]
+        unseen = " (or it does not exist)" if exc.status == 404 else ""
+        fix = ISSUES_PERMISSION if exc.status in (401, 403, 404) else ""
+        fix = ISSUES_OFF if exc.status == GONE else fix
+        return [fail(ISSUES, f"{repo}: {exc}{unseen}", fix)]
     finally:
         await issues.api.aclose()
     if isinstance(body, dict) and body.get("has_issues") is False:
@@ -149,93 +209,20 @@ def _granted(grant: Grant) -> str:
 
 
 async def probe_hud(settings: Settings) -> list[Finding]:
-    metrics = build_metrics(settings)
-    jobs = build_jobs_source(settings, metrics)
-    now = datetime.now(UTC)
-    findings = []
-    try:
-        if isinstance(metrics, HudMetrics):
-            snapshot = await metrics.read(now=now)
-            types = len(snapshot.runner_types)
-            findings.append(
-                ok(HUD, f"{settings.hud_query}: {types} runner types with jobs queued now")
-            )
-        if isinstance(jobs, HudMetrics):
-            listing = await jobs.queued_jobs(now=now)
-            findings.append(ok(HUD, f"queued_jobs: {len(listing.jobs)} jobs queued now"))
-    except BackendError as exc:
-        fix = "set HUD_URL to the HUD's base URL (https://hud.pytorch.org), reachable from here"
-        if exc.status in (401, 403):
-            fix = "set HUD_TOKEN to the HUD's bot key (sent as x-hud-internal-bot)"
-        findings.append(fail(HUD, str(exc), fix))
-    finally:
-        await _close(metrics, jobs)
+    now, findings = datetime.now(UTC), []
+    async with _readers(settings) as (metrics, jobs):
+        try:
+            if isinstance(metrics, HudMetrics):
+                types = len((await metrics.read(now=now)).runner_types)
+                findings.append(
+                    ok(HUD, f"{settings.hud_query}: {types} runner types with jobs queued now")
+                )
+            if isinstance(jobs, HudMetrics):
+                listing = await jobs.queued_jobs(now=now)
+                findings.append(ok(HUD, f"queued_jobs: {len(listing.jobs)} jobs queued now"))
+        except BackendError as exc:
+            fix = "set HUD_URL to the HUD's base URL (https://hud.pytorch.org), reachable from here"
+            if exc.status in (401, 403):
+                fix = "set HUD_TOKEN to the HUD's bot key (sent as x-hud-internal-bot)"
+            findings.append(fail(HUD, str(exc), fix))
     return findings
-
-
-async def _close(*backends: object) -> None:
-    for backend in {id(b): b for b in backends if b is not None}.values():
-        close = getattr(backend, "aclose", None)
-        if close is not None:
-            await close()
-
-
-async def _github(settings: Settings, api: GithubApi) -> list[Finding]:
-    try:
-        body, _ = await api.get("/rate_limit")
-    except BackendError as exc:
-        accepted = APP_KEY_FIX if settings.github_app else "set GITHUB_TOKEN to a token it accepts"
-        fix = accepted if exc.status == 401 else ""
-        fix = fix or "set GITHUB_API_URL to GitHub's API (https://api.github.com), reachable"
-        return [fail(SUBJECT, f"GET /rate_limit: {exc}", fix)]
-    reads: list[Awaitable[Finding]] = []
-    if settings.metrics_backend is MetricsBackend.GITHUB:
-        if settings.github_org:
-            reads.append(_read(api, f"/orgs/{settings.github_org}", ORG_RUNNERS))
-        else:
-            reads += [_read(api, f"/repos/{r}", REPO_RUNNERS) for r in settings.github_repos]
-    reads += [_runs(api, repo) for repo in settings.github_repos]
-    # At once: the probe's deadline is one call's, however many repositories are listed.
-    return [_quota(body), *await asyncio.gather(*reads)]
-
-
-def _quota(body: object) -> Finding:
-    core = body.get("resources", {}).get("core") if isinstance(body, dict) else None
-    if not isinstance(core, dict):
-        return ok(SUBJECT, "the token works (GET /rate_limit)")
-    left, limit = int(core.get("remaining", 0)), int(core.get("limit", 0))
-    quota = f"{left} of {limit} API calls left this hour"
-    if limit and left < LOW_QUOTA * limit:
-        return warn(
-            SUBJECT,
-            f"the token works, but {quota}: something else spends its quota",
-            "give queuepilot a token of its own",
-        )
-    return ok(SUBJECT, f"the token works: {quota}")
-
-
-async def _read(api: GithubApi, owner: str, permission: str) -> Finding:
-    try:
-        body, _ = await api.get(f"{owner}/actions/runners?per_page=1")
-    except BackendError as exc:
-        return _refused(exc, f"{owner}/actions/runners", permission)
-    total = body.get("total_count", "?") if isinstance(body, dict) else "?"
-    return ok(SUBJECT, f"{owner}: {total} self-hosted runners listed")
-
-
-async def _runs(api: GithubApi, repo: str) -> Finding:
-    path = f"/repos/{repo}/actions/runs"
-    try:
-        body, _ = await api.get(f"{path}?status=queued&per_page=1")
-    except BackendError as exc:
-        return _refused(exc, path, REPO_RUNS)
-    total = body.get("total_count", "?") if isinstance(body, dict) else "?"
-    return ok(SUBJECT, f"{repo}: workflow runs listed ({total} queued)")
-
-
-def _refused(exc: BackendError, path: str, permission: str) -> Finding:
-    if exc.status in (403, 404):
-        # GitHub answers 404 for what the token may not see, as for what does not exist.
-        unseen = " (or it does not exist: check the name)" if exc.status == 404 else ""
-        return fail(SUBJECT, f"GET {path}: {exc}{unseen}", permission)
-    return fail(SUBJECT, f"GET {path}: {exc}")

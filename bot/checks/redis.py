@@ -1,17 +1,15 @@
-"""Redis: reachable with the bot's own client (`bot.storage.connection.build_redis`, Sentinel
-included), new enough, not a Cluster node, not a replica, keeping its data, and never evicting it.
+"""Redis: reachable with the bot's own client (Sentinel included), new enough, not a Cluster node,
+not a replica, keeping its data, and never evicting it.
 
-Eviction is a failure, not a warning. With a maxmemory set, any policy but `noeviction` lets
-Redis delete keys to make room: an open incident, an accepted notification still in the stream
-(which the 202 promised to apply), the lease that keeps two replicas from posting the same
-message (the volatile-* policies take exactly those keys with a TTL first). `noeviction` refuses
-writes instead, which the webhook answers with 503, so Grafana and Alertmanager send again:
-nothing is lost. No persistence is a warning: the bot works until Redis restarts.
+Eviction is a failure: any maxmemory-policy but `noeviction` lets Redis delete an open incident,
+an accepted notification or a lease to make room, where `noeviction` refuses writes, which the
+webhook answers 503, so the sender retries. No persistence is a warning: it works until a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -223,8 +221,7 @@ def _where(url: str, sentinel: SentinelTarget | None) -> str:
         return f"master {sentinel.master!r} (database {sentinel.db}) via Sentinel"
     try:
         parts = urlsplit(url)
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.hostname}{port}{parts.path or ''}"
+        return f"{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path or ''}"
     except ValueError:
         return "REDIS_URL"
 
@@ -234,8 +231,4 @@ def _said(exc: BaseException) -> str:
 
 
 def _numbers(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split(".")[:3]:
-        digits = "".join(c for c in part if c.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+    return tuple(int(re.sub(r"\D", "", part) or 0) for part in version.split(".")[:3])

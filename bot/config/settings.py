@@ -141,9 +141,7 @@ class Group(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
 
 
-class Slack(Group):
-    model_config = ConfigDict(title="Slack")
-
+class Slack(Group, title="Slack"):
     slack_bot_token: BotToken = None
     """The bot token (xoxb-…): OAuth & Permissions → Bot User OAuth Token. Required."""
     slack_signing_secret: SecretStr | None = None
@@ -163,9 +161,7 @@ class Slack(Group):
     """The slash command the bot answers, as named in the Slack app."""
 
 
-class Redis(Group):
-    model_config = ConfigDict(title="Redis")
-
+class Redis(Group, title="Redis"):
     redis_url: RedisUrl = "redis://localhost:6379/0"
     """Where incidents, the notification stream and every claim live (redis://, rediss://, unix://
     or redis+sentinel://host:26379,host:26379/master/0). Needs persistence and maxmemory-policy
@@ -182,9 +178,7 @@ class Redis(Group):
     never loses one. Default: 1 with Sentinel, else 0."""
 
 
-class Webhooks(Group):
-    model_config = ConfigDict(title="Alert webhooks")
-
+class Webhooks(Group, title="Alert webhooks"):
     alert_webhook_token: SecretStr | None = None
     """Alert endpoints require `Authorization: Bearer <token>`. At least one credential (this, the
     HMAC secret or basic auth) is required, or serve refuses to start."""
@@ -202,9 +196,7 @@ class Webhooks(Group):
     """The basic auth password."""
 
 
-class Server(Group):
-    model_config = ConfigDict(title="Server")
-
+class Server(Group, title="Server"):
     port: int = Field(3000, ge=1, le=65535)
     """The HTTP port of every endpoint."""
     host: str = "0.0.0.0"
@@ -213,9 +205,7 @@ class Server(Group):
     """DEBUG, INFO, WARNING, ERROR or CRITICAL."""
 
 
-class Incidents(Group):
-    model_config = ConfigDict(title="Incidents")
-
+class Incidents(Group, title="Incidents"):
     status_interval_seconds: Seconds = Field(600, ge=1, le=86_400)
     """How often an open incident's thread gets a status reply."""
     storm_digest_threshold: int = Field(5, ge=0, le=10_000)
@@ -244,9 +234,7 @@ class Incidents(Group):
     """As pictures, the trend chart goes with every Nth status reply (0: only the summary's)."""
 
 
-class Silences(Group):
-    model_config = ConfigDict(title="Silences")
-
+class Silences(Group, title="Silences"):
     silence_backend: SilenceBackend | None = None
     """Where Silence makes a real silence: grafana or alertmanager. Unset: silencing says how to set
     it up."""
@@ -261,9 +249,7 @@ class Silences(Group):
     waiting."""
 
 
-class Scaling(Group):
-    model_config = ConfigDict(title="Scaling")
-
+class Scaling(Group, title="Scaling"):
     scaler_backend: ScalerBackend = ScalerBackend.NONE
     """What Scale up calls: none, webhook, arc, sqs or aws-asg."""
     scaler_targets: ScaleTargets = Field(
@@ -315,9 +301,7 @@ class Scaling(Group):
     from AWS's usual chain."""
 
 
-class Metrics(Group):
-    model_config = ConfigDict(title="Live queue metrics")
-
+class Metrics(Group, title="Live queue metrics"):
     metrics_backend: MetricsBackend = MetricsBackend.ALERT
     """Where the queue's numbers come from: alert (the notifications' own), prometheus, github or
     hud."""
@@ -364,9 +348,7 @@ class Metrics(Group):
     """ARC's assigned jobs unchanged this long while runners idle: "listener stalled"."""
 
 
-class Forecasts(Group):
-    model_config = ConfigDict(title="Early warning and the capacity report")
-
+class Forecasts(Group, title="Early warning and the capacity report"):
     early_warning_minutes: Minutes = Field(15.0, ge=0, le=240)
     """A quiet channel message when a runner type's queue is forecast to cross the alert's
     thresholds within this long (off or 0: no warnings). Needs a live METRICS_BACKEND."""
@@ -380,9 +362,7 @@ class Forecasts(Group):
     report`."""
 
 
-class Issues(Group):
-    model_config = ConfigDict(title="The alert's GitHub issue")
-
+class Issues(Group, title="The alert's GitHub issue"):
     github_issues_repo: str = Field("", pattern=r"^([^/\s]+/[^/\s]+)?$")
     """owner/name where the alert's GitHub issue lives: an open issue that a pipeline such as
     pytorch/alerting-infra opened for the alert is found and linked both ways (the root links it; it
@@ -394,12 +374,10 @@ class Issues(Group):
     if it fires again within REOPEN_WINDOW_SECONDS."""
 
 
-class Advanced(Group):
+class Advanced(Group, title="Advanced"):
     """Slack's limits, as Slack publishes them, and the bot's internal timing. The defaults are what
     Slack allows and what the tests and benchmarks measured; tests and the demo change some of them
     to run faster."""
-
-    model_config = ConfigDict(title="Advanced")
 
     slack_api_url: SlackApiUrl = "https://slack.com/api/"
     """Slack's Web API base URL; the demo and tests point it at the local emulator."""
@@ -465,10 +443,8 @@ GROUPS = (
 
 
 # pydantic takes the last base's fields first: reversed, problems are reported in GROUPS' order.
-class Settings(*reversed(GROUPS)):  # type: ignore[misc]
+class Settings(*reversed(GROUPS), title="Settings"):  # type: ignore[misc]
     """queuepilot's configuration: what the environment gave, or a test."""
-
-    model_config = ConfigDict(title="Settings")
 
     def sentinel(self) -> SentinelTarget | None:
         """Where Sentinel is, from REDIS_SENTINELS or a redis+sentinel:// REDIS_URL."""
