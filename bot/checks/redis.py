@@ -34,7 +34,7 @@ NO_PERSISTENCE = (
 
 async def probe(settings: Settings, redis: Redis) -> list[Finding]:
     sentinel = settings.sentinel()
-    findings = await _sentinels(sentinel) if sentinel is not None else []
+    findings = [await _sentinels(sentinel)] if sentinel is not None else []
     where = _where(settings.redis_url, sentinel)
     try:
         await redis.ping()
@@ -46,12 +46,9 @@ async def probe(settings: Settings, redis: Redis) -> list[Finding]:
         await asyncio.to_thread(refuse_cluster, settings.redis_url, sentinel)
     except RedisSetupError as exc:
         return [*findings, fail(SUBJECT, str(exc))]
-    version = str(server.get("redis_version", "?"))
-    findings.append(_version(version, where))
-    findings.append(await _role(redis, settings.wait_replicas))
-    findings.append(await _persistence(redis))
-    findings.append(await _memory(redis))
-    return findings
+    version = _version(str(server.get("redis_version", "?")), where)
+    role = await _role(redis, settings.wait_replicas)
+    return [*findings, version, role, await _persistence(redis), await _memory(redis)]
 
 
 def _version(version: str, where: str) -> Finding:
@@ -153,7 +150,7 @@ async def _config(redis: Redis, name: str) -> str | None:
     return None if value is None else str(value)
 
 
-async def _sentinels(target: SentinelTarget) -> list[Finding]:
+async def _sentinels(target: SentinelTarget) -> Finding:
     """Each Sentinel asked which master it names: the bot's client asks them the same on every
     new connection."""
     answers = await asyncio.gather(
@@ -162,33 +159,27 @@ async def _sentinels(target: SentinelTarget) -> list[Finding]:
     named = {address for address, _ in answers if address}
     problems = [problem for _, problem in answers if problem]
     if not named:
-        return [
-            fail(
-                SUBJECT,
-                f"no Sentinel names a master {target.master!r}: {problems[0]}",
-                "check REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_SENTINEL_PASSWORD",
-            )
-        ]
+        return fail(
+            SUBJECT,
+            f"no Sentinel names a master {target.master!r}: {problems[0]}",
+            "check REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_SENTINEL_PASSWORD",
+        )
     if len(named) > 1:
-        return [
-            fail(
-                SUBJECT,
-                f"the Sentinels disagree on master {target.master!r}: {', '.join(sorted(named))}",
-                "wait for the failover to settle; if it lasts, check the Sentinels' quorum",
-            )
-        ]
+        return fail(
+            SUBJECT,
+            f"the Sentinels disagree on master {target.master!r}: {', '.join(sorted(named))}",
+            "wait for the failover to settle; if it lasts, check the Sentinels' quorum",
+        )
     master = named.pop()
     count = len(target.sentinels)
     if problems:
-        return [
-            warn(
-                SUBJECT,
-                f"{count - len(problems)} of {count} Sentinels name {master} as master "
-                f"{target.master!r}; the others: {problems[0]}",
-                "a failover needs a quorum of Sentinels: bring the others back",
-            )
-        ]
-    return [ok(SUBJECT, f"all {count} Sentinels name {master} as master {target.master!r}")]
+        return warn(
+            SUBJECT,
+            f"{count - len(problems)} of {count} Sentinels name {master} as master "
+            f"{target.master!r}; the others: {problems[0]}",
+            "a failover needs a quorum of Sentinels: bring the others back",
+        )
+    return ok(SUBJECT, f"all {count} Sentinels name {master} as master {target.master!r}")
 
 
 async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str, str]:
