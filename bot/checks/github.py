@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi
-from bot.backends.github_auth import AppInstallationToken, Grant
+from bot.backends.github_auth import AppInstallationToken
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, fail, ok, warn
@@ -167,10 +167,12 @@ async def probe_app(settings: Settings) -> list[Finding]:
         return [fail(APP, str(exc), fix)]
     grant = auth.grant
     assert grant is not None
-    detail = _granted(grant)
+    which = "all its repositories" if grant.repository_selection == "all" else "some repositories"
+    permissions = ", ".join(f"{n}: {level}" for n, level in sorted(grant.permissions.items()))
+    detail = f"installation {grant.installation_id} ({which}) granted {permissions or 'nothing'}"
     missing = [
         f'"{page}" ({level}, for {why})'
-        for name, level, page, why in app_needs(settings)
+        for name, level, page, why in _app_needs(settings)
         if LEVELS.get(grant.permissions.get(name, ""), 0) < LEVELS[level]
     ]
     if missing:
@@ -185,7 +187,7 @@ async def probe_app(settings: Settings) -> list[Finding]:
     return [ok(APP, detail)]
 
 
-def app_needs(settings: Settings) -> list[tuple[str, str, str, str]]:
+def _app_needs(settings: Settings) -> list[tuple[str, str, str, str]]:
     """What the configured readers need of the App: (permission, level, the App settings
     page's name for it, who needs it)."""
     needs = []
@@ -200,12 +202,6 @@ def app_needs(settings: Settings) -> list[tuple[str, str, str, str]]:
     if settings.github_issues_repo:
         needs.append(("issues", "write", "Issues", "GITHUB_ISSUES_REPO"))
     return needs
-
-
-def _granted(grant: Grant) -> str:
-    which = "all its repositories" if grant.repository_selection == "all" else "some repositories"
-    permissions = ", ".join(f"{n}: {level}" for n, level in sorted(grant.permissions.items()))
-    return f"installation {grant.installation_id} ({which}) granted {permissions or 'nothing'}"
 
 
 async def probe_hud(settings: Settings) -> list[Finding]:

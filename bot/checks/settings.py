@@ -20,10 +20,9 @@ SUBJECT, RUNNERS = "settings", "runners"
 
 
 def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
-    """The settings (None when `serve` would refuse them) and what was found about them.
-
-    A variable that looks like one of ours but is none (METRIC_BACKEND) is a failure here, where
-    `serve` only warns: the setting meant stays at its default without a word."""
+    """The settings (None when `serve` would refuse them) and what was found about them. A near
+    miss (METRIC_BACKEND) fails here, where `serve` only warns: the setting meant is at its
+    default without a word."""
     near_misses = [fail(SUBJECT, problem) for problem in unknown_variables(environ)]
     try:
         settings = read_settings()

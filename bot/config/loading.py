@@ -95,22 +95,13 @@ def unknown_variables(
         near = difflib.get_close_matches(
             upper, known, n=1, cutoff=_NEAR_SHARED if shared else _NEAR
         )
-        if not near and not shared:
-            near = _word_left_out(upper)
+        words = set(upper.split("_"))
+        if not near and not shared and len(words) >= 2:
+            # Ours with a word left out: SLACK_TOKEN for SLACK_BOT_TOKEN.
+            near = [k for k in sorted(known) if words < set(k.split("_"))]
         if near:
             found.append(f"{name} is not a queuepilot setting: did you mean {' or '.join(near)}?")
     return found
-
-
-def _word_left_out(name: str) -> list[str]:
-    """Ours with a word left out: SLACK_TOKEN for SLACK_BOT_TOKEN, STATUS_INTERVAL for
-    STATUS_INTERVAL_SECONDS."""
-    words = set(name.split("_"))
-    return [
-        known
-        for known in sorted(known_variables())
-        if len(words) >= 2 and words < set(known.split("_"))
-    ]
 
 
 def _problem(error: ErrorDetails) -> str:

@@ -104,21 +104,17 @@ def serve_warnings(s: Settings) -> list[str]:
 
 
 def _slack(s: Settings) -> list[str]:
-    problems = []
-    if s.slack_bot_token is None:
-        problems.append(
-            "SLACK_BOT_TOKEN is required: the bot token (xoxb-…), from OAuth & Permissions"
-        )
-    if not s.socket_mode and s.slack_signing_secret is None:
-        problems.append(
-            "SLACK_SIGNING_SECRET is required in HTTP mode: Basic Information → Signing Secret "
-            "(or set SLACK_APP_TOKEN for Socket Mode)"
-        )
-    if not s.slack_channel:
-        problems.append(
-            "SLACK_CHANNEL is required: the ID (C…) of the channel where incidents open"
-        )
-    return problems
+    required = {
+        "slack_bot_token": "SLACK_BOT_TOKEN is required: the bot token (xoxb-…), from OAuth & "
+        "Permissions",
+        "slack_signing_secret": "SLACK_SIGNING_SECRET is required in HTTP mode: Basic Information "
+        "→ Signing Secret (or set SLACK_APP_TOKEN for Socket Mode)",
+        "slack_channel": "SLACK_CHANNEL is required: the ID (C…) of the channel where incidents "
+        "open",
+    }
+    if s.socket_mode:
+        del required["slack_signing_secret"]
+    return [said for name, said in required.items() if not getattr(s, name)]
 
 
 def _webhooks(s: Settings) -> list[str]:
