@@ -53,13 +53,15 @@ Minutes = duration(float, "minutes")
 Days = duration(int, "days", whole=True)
 
 
-def _matching(pattern: str, problem: str, *, blank: bool = False) -> Callable[[str], str]:
+def _matching(
+    pattern: str, problem: str, *, blank: bool = False, shown: int = 40
+) -> Callable[[str], str]:
     """A text that must match `pattern` whole (or be empty, when `blank`); `problem` is the
-    message, `{!r}` the value as shown."""
+    message, `{!r}` the value's first `shown` characters."""
 
     def check(value: str) -> str:
         if not (blank and not value) and not re.fullmatch(pattern, value):
-            raise ValueError(problem.format(value[:60]))
+            raise ValueError(problem.format(value[:shown]))
         return value
 
     return check
@@ -191,7 +193,7 @@ def _sentinels(value: str | None) -> str | None:
 
 
 _owner_name = _matching(
-    r"[^/\s]+/[^/\s]+", "{!r} is not owner/name: list e.g. pytorch/pytorch", blank=True
+    r"[^/\s]+/[^/\s]+", "{!r} is not owner/name: list e.g. pytorch/pytorch", blank=True, shown=60
 )
 _member_id = _matching(
     r"[UWS][A-Z0-9]+",  # members U or W (Enterprise Grid), user groups S
@@ -208,7 +210,7 @@ _slash_command = _matching(
     r"/[a-z0-9_-]{1,31}", "{!r} is not a slash command: write it as in the app, e.g. /queue"
 )
 _namespace = _matching(
-    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "{!r} is not a Kubernetes namespace name"
+    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "{!r} is not a Kubernetes namespace name", shown=70
 )
 
 
