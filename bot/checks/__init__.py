@@ -1,10 +1,9 @@
 """`queuepilot check`: every misconfiguration found before the first alert, not at it.
 
-Each dependency family has a module here (`slack`, `redis`, `prometheus`, `silence`,
-`kubernetes`, `github`, `aws`) whose `probe` makes the call the bot itself will make, through the
-bot's own clients and backends, and says what it found as `Finding`s; `run` reads the settings,
-runs the probes of what is configured at once, each within its deadline, and prints one line per
-finding. A finding that is not ok says how to fix it.
+Each dependency's module (`slack`, `redis`, `prometheus`, `silence`, `kubernetes`, `github`, `aws`)
+makes the calls the bot itself will make, through its own clients, and says what it found as
+`Finding`s; `run` runs those of what is configured at once and prints one line per finding. A
+finding that is not ok says how to fix it.
 """
 
 from __future__ import annotations
@@ -22,8 +21,8 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Finding:
-    """One line of the report: `subject` names the dependency ("slack", "redis"), `detail` what
-    was found, `fix` what to do about it (empty when ok)."""
+    """One line of the report: `subject` names the dependency ("slack", "redis"), `fix` says
+    what to do (empty when ok)."""
 
     verdict: Verdict
     subject: str
@@ -41,10 +40,6 @@ def warn(subject: str, detail: str, fix: str = "") -> Finding:
 
 def fail(subject: str, detail: str, fix: str = "") -> Finding:
     return Finding(Verdict.FAIL, subject, detail, fix)
-
-
-def failed(findings: list[Finding]) -> bool:
-    return any(f.verdict is Verdict.FAIL for f in findings)
 
 
 def shown_url(url: str) -> str:

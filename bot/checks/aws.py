@@ -1,10 +1,7 @@
-"""AWS: the scale-up queue (SCALER_BACKEND=sqs) read, never written (`GetQueueAttributes`), and
-each Auto Scaling group of SCALER_TARGETS (aws-asg) described as the scaler describes it: it
-exists, and its desired capacity lies within its minimum and maximum.
-
-The sqs scaler needs only `sqs:SendMessage`, which no dry call can test (a message would ask the
-Lambda for a runner): a queue that cannot be read for want of `sqs:GetQueueAttributes` is a
-warning, a queue that does not exist a failure.
+"""AWS: the scale-up queue (SCALER_BACKEND=sqs) read, never written, and each Auto Scaling group
+of SCALER_TARGETS (aws-asg) described as the scaler describes it: it exists, and its desired
+capacity lies within its minimum and maximum. The sqs scaler needs only `sqs:SendMessage`, which
+no dry call can test: a queue this check may not read is a warning, one that is gone a failure.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from bot.domain.scaling import ScaleTarget
 from bot.factory import build_scaler, scale_targets
 
 SQS, ASG = "sqs", "aws-asg"
+FIX_NAME = "name an existing group in SCALER_TARGETS"
 CREDENTIALS = (
     "give the bot AWS credentials (the pod's IAM role, or AWS_ACCESS_KEY_ID and "
     "AWS_SECRET_ACCESS_KEY) and AWS_REGION"
@@ -29,23 +27,17 @@ CREDENTIALS = (
 
 
 async def probe_sqs(settings: Settings) -> list[Finding]:
-    assert settings.scaler_sqs_queue_url
-    url = settings.scaler_sqs_queue_url
-    queue = url.rstrip("/").rpartition("/")[2]
+    url = settings.scaler_sqs_queue_url or ""
+    queue, waiting = url.rstrip("/").rpartition("/")[2], "ApproximateNumberOfMessages"
     try:
         sqs = client("sqs", settings, region=queue_region(url))
-        answer = await call(
-            "SQS",
-            sqs.get_queue_attributes,
-            QueueUrl=url,
-            AttributeNames=["ApproximateNumberOfMessages"],
-        )
+        answer = await call("SQS", sqs.get_queue_attributes, QueueUrl=url, AttributeNames=[waiting])
     except BackendError as exc:
         return [_sqs_refused(queue, str(exc))]
     except Exception as exc:  # botocore refusing to build the client: no region, say
         return [fail(SQS, f"{type(exc).__name__}: {exc}", CREDENTIALS)]
-    waiting = (answer.get("Attributes") or {}).get("ApproximateNumberOfMessages", "?")
-    return [ok(SQS, f"queue {queue}: readable, {waiting} messages waiting")]
+    count = (answer.get("Attributes") or {}).get(waiting, "?")
+    return [ok(SQS, f"queue {queue}: readable, {count} messages waiting")]
 
 
 def _sqs_refused(queue: str, said: str) -> Finding:
@@ -56,7 +48,7 @@ def _sqs_refused(queue: str, said: str) -> Finding:
             "nothing to do if the bot's role has sqs:SendMessage on it (all it needs); "
             "sqs:GetQueueAttributes lets this check see the queue",
         )
-    if "NonExistentQueue" in said or "QueueDoesNotExist" in said:
+    if any(gone in said for gone in ("NonExistentQueue", "QueueDoesNotExist")):
         return fail(
             SQS,
             f"queue {queue}: {said}",
@@ -77,9 +69,8 @@ async def _group(scaler: AsgScaler, target: ScaleTarget) -> Finding:
     try:
         capacity = await scaler.capacity(target)
     except BackendError as exc:
-        if "no Auto Scaling group" in str(exc):
-            return fail(ASG, f"{shown}: {exc}", "name an existing group in SCALER_TARGETS")
-        return fail(ASG, f"{shown}: {exc}", CREDENTIALS)
+        named = "no Auto Scaling group" in str(exc)
+        return fail(ASG, f"{shown}: {exc}", FIX_NAME if named else CREDENTIALS)
     except Exception as exc:  # botocore refusing to build the client: no region, say
         return fail(ASG, f"{shown}: {type(exc).__name__}: {exc}", CREDENTIALS)
     assert capacity is not None

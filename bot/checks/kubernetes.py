@@ -25,6 +25,9 @@ SERVICE = "The Kubernetes API"
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
 VERBS = ("get", "patch")
+NO_ACCESS = (
+    "set SCALER_KUBECONFIG to a kubeconfig file, or run in the cluster with a service account"
+)
 RBAC = (
     "bind the bot's service account to a Role in {namespace} allowing get and patch on "
     "autoscalingrunnersets (apiGroups: [actions.github.com])"
@@ -35,34 +38,22 @@ async def probe(settings: Settings, environ: Mapping[str, str]) -> list[Finding]
     try:
         access = kube_access(settings, environ)
     except SettingsError as exc:
-        return [
-            fail(
-                SUBJECT,
-                "; ".join(exc.problems),
-                "set SCALER_KUBECONFIG to a kubeconfig file, or run in the cluster with a "
-                "service account",
-            )
-        ]
+        return [fail(SUBJECT, "; ".join(exc.problems), NO_ACCESS)]
     client = access.client(settings.backend_timeout_seconds)
-    scaler = ArcScaler(settings, access, client)
+    scaler, namespace = ArcScaler(settings, access, client), settings.scaler_arc_namespace
     try:
-        targets = list(scale_targets(settings).values())
-        return list(
-            await asyncio.gather(*(_target(client, access, scaler, settings, t) for t in targets))
-        )
+        targets = scale_targets(settings).values()
+        found = (_target(client, access, scaler, target, namespace) for target in targets)
+        return list(await asyncio.gather(*found))
     finally:
         await client.aclose()
 
 
 async def _target(
-    client: httpx.AsyncClient,
-    access: KubeAccess,
-    scaler: ArcScaler,
-    settings: Settings,
-    target: ScaleTarget,
+    client: httpx.AsyncClient, access: KubeAccess, scaler: ArcScaler, target: ScaleTarget, ns: str
 ) -> Finding:
     namespace, _, name = target.target.rpartition("/")
-    namespace = namespace or settings.scaler_arc_namespace
+    namespace = namespace or ns
     shown = f"{namespace}/{name} ({target.runner_type})"
     try:
         allowed = {verb: await _allowed(client, access, namespace, name, verb) for verb in VERBS}
@@ -101,18 +92,11 @@ async def _target(
 async def _allowed(
     client: httpx.AsyncClient, access: KubeAccess, namespace: str, name: str, verb: str
 ) -> bool:
+    attributes = {"namespace": namespace, "verb": verb, "group": GROUP, "resource": RESOURCE}
     review = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",
-        "spec": {
-            "resourceAttributes": {
-                "namespace": namespace,
-                "verb": verb,
-                "group": GROUP,
-                "resource": RESOURCE,
-                "name": name,
-            }
-        },
+        "spec": {"resourceAttributes": {**attributes, "name": name}},
     }
     response = await request(
         client,

@@ -3,9 +3,8 @@ them, and which runner types each returns (its label's values, with the name suf
 the backend strips it); then whether every scale target is among them.
 
 A query that returns nothing is judged by what it reads: ARC's listener gauges exist from a
-listener's start, so without them ARC's metrics are not scraped; its job counters and histograms
-appear with a listener's first job event; the baselines compare with the same hour a day before,
-so they fill in after a day of scraping.
+listener's start, its job metrics from its first job event, and the baselines (the same hour a
+day before) after a day of scraping.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from datetime import UTC, datetime
 
 from bot.backends.errors import BackendError
 from bot.backends.metrics.prometheus import PrometheusMetrics
-from bot.checks import Finding, fail, ok, warn
+from bot.checks import Finding, Verdict, fail, ok, warn
 from bot.config import ScalerBackend, Settings
 from bot.factory import build_metrics
 
@@ -29,68 +28,52 @@ SCRAPE_ARC = (
     "ARC's namespace; or replace the queries (PROMETHEUS_QUERIES)"
 )
 
-Series = list[tuple[dict[str, str], float]]
-
 
 async def probe(settings: Settings) -> list[Finding]:
     metrics = build_metrics(settings)
     assert isinstance(metrics, PrometheusMetrics)
     try:
         now = datetime.now(UTC)
-        fields = metrics.fields
         answers = await asyncio.gather(
-            *(metrics.series(field, now=now) for field in fields), return_exceptions=True
+            *(metrics.series(field, now=now) for field in metrics.fields), return_exceptions=True
         )
     finally:
         await metrics.aclose()
     for answer in answers:
         if isinstance(answer, BaseException) and not isinstance(answer, BackendError):
             raise answer
-    results = dict(zip(fields, answers, strict=True))
-    unanswered = _unanswered(settings, results)
-    if unanswered is not None:
-        return [unanswered]
-    findings = [_refused(settings, f, a) for f, a in results.items() if isinstance(a, BackendError)]
-    types = {
-        field: sorted({metrics.runner_type(labels) for labels, _ in answer} - {""})
-        for field, answer in results.items()
-        if not isinstance(answer, BaseException)
-    }
+    results = dict(zip(metrics.fields, answers, strict=True))
+    refused = {f: a for f, a in results.items() if isinstance(a, BackendError)}
+    # Prometheus refusing every query alike (unreachable, a token refused) is said once.
+    if len(refused) == len(results) and len({str(a) for a in refused.values()}) == 1:
+        first = next(iter(refused.values()))
+        if first.status in (401, 403):
+            fix = "set PROMETHEUS_TOKEN to a token this Prometheus accepts"
+            return [fail(SUBJECT, str(first), fix)]
+        if first.status is None:
+            fix = "set PROMETHEUS_URL to Prometheus's base URL (…:9090), reachable from here"
+            return [fail(SUBJECT, str(first), fix)]
+    findings = [_refused(settings, field, error) for field, error in refused.items()]
+    types: dict[str, list[str]] = {}
     label = settings.prometheus_runner_type_label
-    unlabelled = [f for f, seen in types.items() if not seen and results[f]]
-    findings += [
-        fail(
-            SUBJECT,
-            f"{field} returns series without the {label!r} label",
-            f"set PROMETHEUS_RUNNER_TYPE_LABEL to the label naming the runner type, or keep "
-            f"{label!r} in the query (sum by ({label}) (…))",
-        )
-        for field in unlabelled
-    ]
-    findings += _answered(settings, {f: t for f, t in types.items() if f not in unlabelled})
-    findings += _targets(settings, types)
-    return findings
+    for field, answer in results.items():
+        if isinstance(answer, BaseException):
+            continue
+        types[field] = sorted({metrics.runner_type(labels) for labels, _ in answer} - {""})
+        if answer and not types[field]:
+            findings.append(
+                fail(
+                    SUBJECT,
+                    f"{field} returns series without the {label!r} label",
+                    f"set PROMETHEUS_RUNNER_TYPE_LABEL to the label naming the runner type, or "
+                    f"keep {label!r} in the query (sum by ({label}) (…))",
+                )
+            )
+            del types[field]
+    return findings + _answered(settings, types) + _targets(settings, types)
 
 
-def _unanswered(settings: Settings, results: dict[str, Series | BaseException]) -> Finding | None:
-    """One finding when Prometheus answered none of the queries the same way (unreachable, a
-    refused token): a line per query would say the same thing each time."""
-    failures = [a for a in results.values() if isinstance(a, BackendError)]
-    if len(failures) < len(results) or len({str(f) for f in failures}) != 1:
-        return None
-    first = failures[0]
-    if first.status in (401, 403):
-        return fail(SUBJECT, str(first), "set PROMETHEUS_TOKEN to a token this Prometheus accepts")
-    if first.status is None:
-        return fail(
-            SUBJECT,
-            str(first),
-            "set PROMETHEUS_URL to Prometheus's base URL (…:9090), reachable from here",
-        )
-    return None
-
-
-def _refused(settings: Settings, field: str, error: BackendError) -> Finding:
+def _refused(settings: Settings, field: str, error: BaseException) -> Finding:
     if field in settings.prometheus_queries:
         fix = f'correct PROMETHEUS_QUERIES["{field}"] (or "" to drop the field)'
     else:
@@ -106,50 +89,51 @@ def _answered(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
     empty = [field for field, seen in types.items() if not seen]
     if types and len(empty) == len(types):
         return [fail(SUBJECT, f"none of the {len(types)} queries returns a series", SCRAPE_ARC)]
-    findings = []
     by_types: dict[tuple[str, ...], list[str]] = {}
     for field, seen in types.items():
         if seen:
             by_types.setdefault(tuple(seen), []).append(field)
-    for seen, fields in by_types.items():
-        kinds = "runner type" if len(seen) == 1 else "runner types"
-        findings.append(ok(SUBJECT, f"{', '.join(fields)}: {len(seen)} {kinds} ({_shown(seen)})"))
+    findings = [
+        ok(
+            SUBJECT,
+            f"{', '.join(fields)}: {len(seen)} runner type{'s' * (len(seen) != 1)} "
+            f"({_shown(seen)})",
+        )
+        for seen, fields in by_types.items()
+    ]
     custom = [f for f in empty if f in settings.prometheus_queries]
     gauges = [f for f in empty if f in GAUGES and f not in custom]
     later = [f for f in empty if f in DAY_BEFORE and f not in custom]
     events = [f for f in empty if f not in (*custom, *gauges, *later)]
-    if custom:
-        findings.append(
-            warn(
-                SUBJECT,
-                f"no series for {', '.join(custom)} (PROMETHEUS_QUERIES)",
-                "try those queries in Prometheus's UI; for a field with no such number, set its "
-                'query to ""',
-            )
-        )
-    if gauges:
-        findings.append(
-            warn(SUBJECT, f"no series for ARC's listener gauges {', '.join(gauges)}", SCRAPE_ARC)
-        )
-    if events:
-        findings.append(
-            warn(
-                SUBJECT,
-                f"no series yet for {', '.join(events)}: ARC's job metrics appear after a "
-                "listener's first job event",
-                "nothing to do if no job ran since the listeners started; else check that the "
-                "listeners' metrics are scraped",
-            )
-        )
-    if later:
-        findings.append(
-            ok(
-                SUBJECT,
-                f"no data yet for {', '.join(later)}: they compare with the same hour a "
-                "day before, and fill in after a day of scraping",
-            )
-        )
-    return findings
+    said = [
+        (
+            custom,
+            Verdict.WARN,
+            "no series for {} (PROMETHEUS_QUERIES)",
+            "try those queries in Prometheus's UI; for a field with no such number, set its query "
+            'to ""',
+        ),
+        (gauges, Verdict.WARN, "no series for ARC's listener gauges {}", SCRAPE_ARC),
+        (
+            events,
+            Verdict.WARN,
+            "no series yet for {}: ARC's job metrics appear after a listener's first job event",
+            "nothing to do if no job ran since the listeners started; else check that the "
+            "listeners' metrics are scraped",
+        ),
+        (
+            later,
+            Verdict.OK,
+            "no data yet for {}: they compare with the same hour a day before, and fill "
+            "in after a day of scraping",
+            "",
+        ),
+    ]
+    return findings + [
+        Finding(verdict, SUBJECT, detail.format(", ".join(fields)), fix)
+        for fields, verdict, detail, fix in said
+        if fields
+    ]
 
 
 def _targets(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
@@ -174,6 +158,5 @@ def _targets(settings: Settings, types: dict[str, list[str]]) -> list[Finding]:
 
 
 def _shown(types: list[str] | tuple[str, ...]) -> str:
-    shown = ", ".join(types[:SHOWN_TYPES])
     more = len(types) - SHOWN_TYPES
-    return shown + (f" and {more} more" if more > 0 else "")
+    return ", ".join(types[:SHOWN_TYPES]) + (f" and {more} more" if more > 0 else "")

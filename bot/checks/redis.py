@@ -1,17 +1,15 @@
-"""Redis: reachable with the bot's own client (`bot.storage.connection.build_redis`, Sentinel
-included), new enough, not a Cluster node, not a replica, keeping its data, and never evicting it.
+"""Redis: reachable with the bot's own client (Sentinel included), new enough, not a Cluster node,
+not a replica, keeping its data, and never evicting it.
 
-Eviction is a failure, not a warning. With a maxmemory set, any policy but `noeviction` lets
-Redis delete keys to make room: an open incident, an accepted notification still in the stream
-(which the 202 promised to apply), the lease that keeps two replicas from posting the same
-message (the volatile-* policies take exactly those keys with a TTL first). `noeviction` refuses
-writes instead, which the webhook answers with 503, so Grafana and Alertmanager send again:
-nothing is lost. No persistence is a warning: the bot works until Redis restarts.
+Eviction is a failure: any maxmemory-policy but `noeviction` lets Redis delete an open incident,
+an accepted notification or a lease to make room, where `noeviction` refuses writes, which the
+webhook answers 503, so the sender retries. No persistence is a warning: it works until a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,7 +34,7 @@ NO_PERSISTENCE = (
 
 async def probe(settings: Settings, redis: Redis) -> list[Finding]:
     sentinel = settings.sentinel()
-    findings = await _sentinels(sentinel) if sentinel is not None else []
+    findings = [await _sentinels(sentinel)] if sentinel is not None else []
     where = _where(settings.redis_url, sentinel)
     try:
         await redis.ping()
@@ -48,12 +46,9 @@ async def probe(settings: Settings, redis: Redis) -> list[Finding]:
         await asyncio.to_thread(refuse_cluster, settings.redis_url, sentinel)
     except RedisSetupError as exc:
         return [*findings, fail(SUBJECT, str(exc))]
-    version = str(server.get("redis_version", "?"))
-    findings.append(_version(version, where))
-    findings.append(await _role(redis, settings.wait_replicas))
-    findings.append(await _persistence(redis))
-    findings.append(await _memory(redis))
-    return findings
+    version = _version(str(server.get("redis_version", "?")), where)
+    role = await _role(redis, settings.wait_replicas)
+    return [*findings, version, role, await _persistence(redis), await _memory(redis)]
 
 
 def _version(version: str, where: str) -> Finding:
@@ -155,7 +150,7 @@ async def _config(redis: Redis, name: str) -> str | None:
     return None if value is None else str(value)
 
 
-async def _sentinels(target: SentinelTarget) -> list[Finding]:
+async def _sentinels(target: SentinelTarget) -> Finding:
     """Each Sentinel asked which master it names: the bot's client asks them the same on every
     new connection."""
     answers = await asyncio.gather(
@@ -164,33 +159,27 @@ async def _sentinels(target: SentinelTarget) -> list[Finding]:
     named = {address for address, _ in answers if address}
     problems = [problem for _, problem in answers if problem]
     if not named:
-        return [
-            fail(
-                SUBJECT,
-                f"no Sentinel names a master {target.master!r}: {problems[0]}",
-                "check REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_SENTINEL_PASSWORD",
-            )
-        ]
+        return fail(
+            SUBJECT,
+            f"no Sentinel names a master {target.master!r}: {problems[0]}",
+            "check REDIS_SENTINELS, REDIS_SENTINEL_MASTER and REDIS_SENTINEL_PASSWORD",
+        )
     if len(named) > 1:
-        return [
-            fail(
-                SUBJECT,
-                f"the Sentinels disagree on master {target.master!r}: {', '.join(sorted(named))}",
-                "wait for the failover to settle; if it lasts, check the Sentinels' quorum",
-            )
-        ]
+        return fail(
+            SUBJECT,
+            f"the Sentinels disagree on master {target.master!r}: {', '.join(sorted(named))}",
+            "wait for the failover to settle; if it lasts, check the Sentinels' quorum",
+        )
     master = named.pop()
     count = len(target.sentinels)
     if problems:
-        return [
-            warn(
-                SUBJECT,
-                f"{count - len(problems)} of {count} Sentinels name {master} as master "
-                f"{target.master!r}; the others: {problems[0]}",
-                "a failover needs a quorum of Sentinels: bring the others back",
-            )
-        ]
-    return [ok(SUBJECT, f"all {count} Sentinels name {master} as master {target.master!r}")]
+        return warn(
+            SUBJECT,
+            f"{count - len(problems)} of {count} Sentinels name {master} as master "
+            f"{target.master!r}; the others: {problems[0]}",
+            "a failover needs a quorum of Sentinels: bring the others back",
+        )
+    return ok(SUBJECT, f"all {count} Sentinels name {master} as master {target.master!r}")
 
 
 async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str, str]:
@@ -223,8 +212,7 @@ def _where(url: str, sentinel: SentinelTarget | None) -> str:
         return f"master {sentinel.master!r} (database {sentinel.db}) via Sentinel"
     try:
         parts = urlsplit(url)
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.hostname}{port}{parts.path or ''}"
+        return f"{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path or ''}"
     except ValueError:
         return "REDIS_URL"
 
@@ -234,8 +222,4 @@ def _said(exc: BaseException) -> str:
 
 
 def _numbers(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split(".")[:3]:
-        digits = "".join(c for c in part if c.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+    return tuple(int(re.sub(r"\D", "", part) or 0) for part in version.split(".")[:3])

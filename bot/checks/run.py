@@ -1,9 +1,6 @@
 """Running the checks: the settings first; then every configured dependency's probe at once, each
-within its deadline; then the report, one line per finding.
-
-A probe that overruns its deadline, or breaks, is a failure of its own line: the other probes
-still report, and `check` never hangs.
-"""
+within its deadline (one that overruns it or breaks is a failure of its own line, and `check`
+never hangs); then the report, one line per finding."""
 
 from __future__ import annotations
 
@@ -18,26 +15,14 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from bot.backends.errors import deadline_of
-from bot.checks import (
-    Finding,
-    Verdict,
-    aws,
-    fail,
-    failed,
-    github,
-    kubernetes,
-    prometheus,
-    runner_types,
-    silence,
-    slack,
-)
+from bot.checks import Finding, Verdict, aws, fail, github, kubernetes, prometheus, silence, slack
 from bot.checks import redis as redis_check
 from bot.checks import settings as settings_check
 from bot.config import JobsBackend, MetricsBackend, ScalerBackend, Settings
 from bot.storage.connection import build_redis
 
-LABELS = {Verdict.OK: "ok", Verdict.WARN: "warn", Verdict.FAIL: "FAIL"}
-COLORS = {Verdict.OK: "32", Verdict.WARN: "33", Verdict.FAIL: "31"}  # green, yellow, red
+# The verdict as the report shows it, and its colour (green, yellow, red).
+LABELS = {Verdict.OK: ("ok", "32"), Verdict.WARN: ("warn", "33"), Verdict.FAIL: ("FAIL", "31")}
 SUBJECT_WIDTH = 11
 HIDDEN = "•••"
 
@@ -51,15 +36,14 @@ class Probe:
 def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> list[Probe]:
     """A probe for each dependency these settings use; Slack and Redis always."""
     found = [
-        Probe(slack.SUBJECT, partial(slack.probe, settings, client)),
+        Probe(slack.SUBJECT, partial(slack.probe, settings)),
         Probe(redis_check.SUBJECT, partial(redis_check.probe, settings, client)),
     ]
-    metrics, jobs = settings.metrics_backend, settings.jobs_backend
+    metrics, jobs, scaler = settings.metrics_backend, settings.jobs_backend, settings.scaler_backend
     if metrics is MetricsBackend.PROMETHEUS:
         found.append(Probe(prometheus.SUBJECT, partial(prometheus.probe, settings)))
     if settings.silence_backend is not None:
         found.append(Probe(silence.SUBJECT, partial(silence.probe, settings)))
-    scaler = settings.scaler_backend
     if scaler is ScalerBackend.ARC:
         found.append(Probe(kubernetes.SUBJECT, partial(kubernetes.probe, settings, environ)))
     elif scaler is ScalerBackend.SQS:
@@ -110,7 +94,6 @@ async def check(environ: Mapping[str, str]) -> tuple[Settings | None, list[Findi
     settings, findings = settings_check.read(environ)
     if settings is None:
         return None, findings
-    findings += runner_types.findings(settings)
     return settings, findings + await probe_all(settings, environ)
 
 
@@ -119,8 +102,13 @@ def main(environ: Mapping[str, str], out: TextIO) -> int:
     settings, findings = asyncio.run(check(environ))
     color = out.isatty() and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
     out.write(render(findings, color=color, secrets=secrets_of(settings, environ)) + "\n")
-    out.write(summary(findings) + "\n")
-    return 1 if failed(findings) else 0
+    counts = {verdict: sum(f.verdict is verdict for f in findings) for verdict in Verdict}
+    warnings = counts[Verdict.WARN]
+    out.write(
+        f"queuepilot check: {counts[Verdict.OK]} ok, {warnings} warning"
+        f"{'s' if warnings != 1 else ''}, {counts[Verdict.FAIL]} failed\n"
+    )
+    return 1 if counts[Verdict.FAIL] else 0
 
 
 def render(findings: list[Finding], *, color: bool = False, secrets: Iterable[str] = ()) -> str:
@@ -128,23 +116,13 @@ def render(findings: list[Finding], *, color: bool = False, secrets: Iterable[st
     hidden = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
     lines = []
     for finding in findings:
-        label = LABELS[finding.verdict].ljust(6)
-        if color:
-            label = f"\033[{COLORS[finding.verdict]}m{label}\033[0m"
+        word, code = LABELS[finding.verdict]
+        label = f"\033[{code}m{word.ljust(6)}\033[0m" if color else word.ljust(6)
         text = finding.detail + (f" — fix: {finding.fix}" if finding.fix else "")
         for secret in hidden:
             text = text.replace(secret, HIDDEN)
         lines.append(f"{label}{finding.subject.ljust(SUBJECT_WIDTH)}{text}")
     return "\n".join(lines)
-
-
-def summary(findings: list[Finding]) -> str:
-    counts = {verdict: sum(f.verdict is verdict for f in findings) for verdict in Verdict}
-    warnings = counts[Verdict.WARN]
-    return (
-        f"queuepilot check: {counts[Verdict.OK]} ok, {warnings} warning"
-        f"{'s' if warnings != 1 else ''}, {counts[Verdict.FAIL]} failed"
-    )
 
 
 def secrets_of(settings: Settings | None, environ: Mapping[str, str]) -> list[str]:

@@ -1,16 +1,12 @@
 """Silences: the API the silence backend speaks (Alertmanager's API v2, which Grafana serves under
 its own prefix), read as the bot reads it.
 
-For Grafana, whether the token may create silences is asked without creating one: an empty
-silence is posted. Grafana checks the route's permissions first (a 403, `Permissions needed: …`)
-and only then reads and validates the body (a 400, "silence failed validation"), so a 400 says the
-token got past the permission check, and nothing was created. (Rule-scoped silence permissions
-are checked after validation, on a real silence; an Editor's token has them all.)
+Whether a Grafana token may create silences is asked by posting an empty one: Grafana checks the
+route's permissions first (403) and only then validates the body (400), so a 400 says the token
+got past the permission check and nothing was created (folder rights come later, per silence).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import httpx
 
@@ -43,21 +39,15 @@ async def _grafana(client: httpx.AsyncClient, settings: Settings) -> list[Findin
     base = settings.grafana_url.rstrip("/") + GRAFANA_PREFIX
     where = shown_url(settings.grafana_url)
     token = settings.grafana_token.get_secret_value()
-    headers = {"Authorization": f"Bearer {token}"}
+    url, headers = f"{base}/silences", {"Authorization": f"Bearer {token}"}
     try:
-        listed = await request(client, "Grafana", "GET", f"{base}/silences", headers=headers)
+        listed = await request(client, "Grafana", "GET", url, headers=headers)
     except BackendError as exc:
         return [_grafana_refused(exc, where, "read silences")]
     findings = [ok(SUBJECT, f"Grafana at {where}: reads silences ({_active(listed)} active)")]
     try:
         created = await request(
-            client,
-            "Grafana",
-            "POST",
-            f"{base}/silences",
-            json_body={},
-            headers=headers,
-            expect=(400, 200, 202),
+            client, "Grafana", "POST", url, json_body={}, headers=headers, expect=(400, 200, 202)
         )
     except BackendError as exc:
         return [*findings, _grafana_refused(exc, where, "create silences")]
@@ -123,17 +113,11 @@ def _active(response: httpx.Response) -> int:
         silences = response.json()
     except ValueError:
         return 0
-    if not isinstance(silences, list):
-        return 0
-    return sum(
-        1
-        for s in silences
-        if isinstance(s, dict) and _get(s, "status", "state") in ("active", "pending")
-    )
+    states = [_get(s, "status", "state") for s in silences] if isinstance(silences, list) else []
+    return sum(state in ("active", "pending") for state in states)
 
 
-def _get(data: dict[str, Any], *path: str) -> str:
-    node: Any = data
+def _get(data: object, *path: str) -> str:
     for key in path:
-        node = node.get(key) if isinstance(node, dict) else None
-    return str(node) if isinstance(node, str | int) else ""
+        data = data.get(key) if isinstance(data, dict) else None
+    return str(data) if isinstance(data, str | int) else ""

@@ -1,12 +1,7 @@
-"""Slack: the bot token (`auth.test`), its scopes against what the enabled features need
-(`bot.slack_scopes`), the app's membership of every channel it posts to, and in Socket Mode the
-app-level token.
-
-The calls go through slack_sdk's `AsyncWebClient` at SLACK_API_URL, built as the bot builds it
-(`bot.outbound.gateway.build_client`). The token's scopes come from Slack's `x-oauth-scopes`
-response header, as Bolt reads them. A channel is judged as the start-up check judges it
-(`bot.outbound.membership`): `conversations.info`'s `is_member` and `is_archived`.
-"""
+"""Slack: the bot token (`auth.test`), its scopes (Slack's `x-oauth-scopes` header, as Bolt reads
+them) against what the enabled features need, the app in every channel it posts to (judged as the
+start-up check judges it), and in Socket Mode the app-level token; through slack_sdk's client,
+built as the bot builds it."""
 
 from __future__ import annotations
 
@@ -16,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import ClientError
-from redis.asyncio import Redis
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
@@ -64,15 +58,7 @@ async def ask(request: Awaitable[AsyncSlackResponse]) -> Answer:
     return Answer(data, response.headers or {})
 
 
-@dataclass(frozen=True)
-class ChannelSeen:
-    finding: Finding
-    private: bool = False
-    # A scope Slack said it needs to read the channel (reported here, not again as a scope).
-    needs: str = ""
-
-
-async def probe(settings: Settings, redis: Redis) -> list[Finding]:
+async def probe(settings: Settings) -> list[Finding]:
     client = build_client(settings)
     identity = await ask(client.auth_test())
     if identity.error:
@@ -80,12 +66,12 @@ async def probe(settings: Settings, redis: Redis) -> list[Finding]:
     findings = [_identity(identity.data)]
     if not identity.data.get("bot_id"):
         return findings
-    uses = _channel_uses(settings)
+    uses = {settings.slack_channel: "SLACK_CHANNEL"}
+    for n, route in enumerate(settings.slack_routes, 1):
+        uses.setdefault(route.channel, f"route {n}: {route.text}")
     seen = await asyncio.gather(*(_channel(client, c, use) for c, use in uses.items()))
-    private = {s.private for s in seen}
-    needed = await _needed(settings, redis, public=False in private, private=True in private)
-    findings += _scopes(identity.headers, needed, reported={s.needs for s in seen})
-    findings += [s.finding for s in seen]
+    findings += _scopes(settings, identity.headers, list(seen))
+    findings += [finding for finding, _, _ in seen]
     if settings.slack_app_token is not None:
         findings.append(await _app_token(settings))
     return findings
@@ -120,15 +106,9 @@ def _identity(data: Mapping[str, Any]) -> Finding:
     return ok(SUBJECT, f"auth.test: {who} in {team}")
 
 
-def _channel_uses(settings: Settings) -> dict[str, str]:
-    """Channel -> what posts there, as the start-up check names them."""
-    uses = {settings.slack_channel: "SLACK_CHANNEL"}
-    for n, route in enumerate(settings.slack_routes, 1):
-        uses.setdefault(route.channel, f"route {n}: {route.text}")
-    return uses
-
-
-async def _channel(client: AsyncWebClient, channel: str, use: str) -> ChannelSeen:
+async def _channel(client: AsyncWebClient, channel: str, use: str) -> tuple[Finding, bool, str]:
+    """What is said of the channel, whether it is private, and a scope Slack said it needs to
+    read it (reported here, not again as a scope)."""
     answer = await ask(client.conversations_info(channel=channel))
     if answer.error == "missing_scope":
         needs = str(answer.data.get("needed") or "channels:read")
@@ -137,18 +117,20 @@ async def _channel(client: AsyncWebClient, channel: str, use: str) -> ChannelSee
             f"channel {channel} [{use}] not checked: Slack needs the {needs} scope to read it",
             ADD_SCOPE.format(scope=needs),
         )
-        return ChannelSeen(finding, private=needs.startswith("groups:"), needs=needs)
+        return finding, needs.startswith("groups:"), needs
     if answer.error == "channel_not_found":
-        return ChannelSeen(
+        return (
             fail(
                 SUBJECT,
                 f"channel {channel} [{use}] not found",
                 "use the channel's ID (C…, at the bottom of its details in Slack), not its name; "
                 "a private channel is found once the app is invited (/invite @queuepilot)",
-            )
+            ),
+            False,
+            "",
         )
     if answer.error:
-        return ChannelSeen(warn(SUBJECT, f"channel {channel} [{use}] not checked: {answer.error}"))
+        return warn(SUBJECT, f"channel {channel} [{use}] not checked: {answer.error}"), False, ""
     info = answer.data.get("channel")
     info = info if isinstance(info, dict) else {}
     shown = f"#{info['name']} ({channel})" if info.get("name") else channel
@@ -156,45 +138,36 @@ async def _channel(client: AsyncWebClient, channel: str, use: str) -> ChannelSee
     problem = why_cannot_post(info)
     if problem is not None:
         what = "archived" if problem == "is_archived" else "the app is not in it"
-        return ChannelSeen(
-            fail(SUBJECT, f"{shown} [{use}]: {what}", FIX.get(problem, INVITE)), private
-        )
+        return fail(SUBJECT, f"{shown} [{use}]: {what}", FIX.get(problem, INVITE)), private, ""
     kind = "private channel" if private else "channel"
-    return ChannelSeen(ok(SUBJECT, f"in {kind} {shown} [{use}]"), private)
-
-
-async def _needed(
-    settings: Settings, redis: Redis, *, public: bool, private: bool
-) -> list[tuple[str, str]]:
-    """(scope, why) for every scope the settings (and this workspace) need."""
-    groups = settings.scale_allowed_groups
-    needed = slack_scopes.needed(
-        public_channels=public, private_channels=private, user_groups=bool(groups)
-    )
-    context = {slack_scopes.USER_GROUPS.name: f"SCALE_ALLOWED_USERS has {', '.join(groups)}"}
-    return [
-        (s.name, s.feature + (f"; {context[s.name]}" if s.name in context else "")) for s in needed
-    ]
+    return ok(SUBJECT, f"in {kind} {shown} [{use}]"), private, ""
 
 
 def _scopes(
-    headers: Mapping[str, Any], needed: list[tuple[str, str]], *, reported: set[str]
+    settings: Settings, headers: Mapping[str, Any], seen: list[tuple[Finding, bool, str]]
 ) -> list[Finding]:
+    """Every scope the settings and the channels `seen` need, granted; but a scope a channel's
+    finding named already."""
     granted = _granted(headers)
     if granted is None:
         return [warn(SUBJECT, "Slack sent no x-oauth-scopes header: scopes not checked")]
-    missing = [(scope, why) for scope, why in needed if scope not in granted]
-    findings = [
-        fail(SUBJECT, f"scope {scope} missing: {why}", ADD_SCOPE.format(scope=scope))
-        for scope, why in missing
+    private, groups = {is_private for _, is_private, _ in seen}, settings.scale_allowed_groups
+    needed = slack_scopes.needed(
+        public_channels=False in private, private_channels=True in private, user_groups=bool(groups)
+    )
+    why = {scope.name: scope.feature for scope in needed}
+    if groups:
+        why[slack_scopes.USER_GROUPS.name] += f"; SCALE_ALLOWED_USERS has {', '.join(groups)}"
+    reported = {needs for _, _, needs in seen}
+    missing = [scope for scope in why if scope not in granted]
+    if not missing:
+        names = ", ".join(why)
+        return [ok(SUBJECT, f"scopes: the {len(why)} the settings need are granted ({names})")]
+    return [
+        fail(SUBJECT, f"scope {scope} missing: {why[scope]}", ADD_SCOPE.format(scope=scope))
+        for scope in missing
         if scope not in reported
     ]
-    if not missing:
-        names = ", ".join(scope for scope, _ in needed)
-        findings.append(
-            ok(SUBJECT, f"scopes: the {len(needed)} the settings need are granted ({names})")
-        )
-    return findings
 
 
 def _granted(headers: Mapping[str, Any]) -> set[str] | None:
@@ -216,13 +189,12 @@ async def _app_token(settings: Settings) -> Finding:
     )
     token = settings.slack_app_token.get_secret_value()
     answer = await ask(client.apps_connections_open(app_token=token))
-    if not answer.error:
+    error = answer.error
+    if not error:
         return ok(SUBJECT, "Socket Mode: the app-level token opens connections")
-    if answer.error == "not_allowed_token_type":
-        return fail(SUBJECT, "SLACK_APP_TOKEN is not an app-level token (xapp-…)", APP_TOKEN_FIX)
-    if answer.error == "missing_scope":
-        return fail(SUBJECT, "SLACK_APP_TOKEN lacks the connections:write scope", APP_TOKEN_FIX)
-    if answer.error in TOKEN_REFUSED:
-        detail = f"apps.connections.open refused SLACK_APP_TOKEN: {answer.error}"
-        return fail(SUBJECT, detail, APP_TOKEN_FIX)
-    return fail(SUBJECT, f"apps.connections.open: {answer.error}", APP_TOKEN_FIX)
+    said = {
+        "not_allowed_token_type": "SLACK_APP_TOKEN is not an app-level token (xapp-…)",
+        "missing_scope": "SLACK_APP_TOKEN lacks the connections:write scope",
+    }
+    refused = " refused SLACK_APP_TOKEN" if error in TOKEN_REFUSED else ""
+    return fail(SUBJECT, said.get(error, f"apps.connections.open{refused}: {error}"), APP_TOKEN_FIX)

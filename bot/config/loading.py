@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr, ValidationError
+from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.config.serve import serve_problems
+from bot.config.serve import check_serve, serve_problems
 from bot.config.settings import Settings, SettingsError
 
 # Kubernetes gives a pod `<SERVICE>_PORT`, `<SERVICE>_SERVICE_HOST`, … for every Service in its
@@ -57,13 +57,14 @@ def read_settings(**overrides: Any) -> Settings:
     try:
         settings = load_settings(**overrides)
     except SettingsError as wrong:
-        failed = _failed_fields(wrong.problems)
+        failed = [
+            name
+            for name in Settings.model_fields
+            if any(p.startswith((name.upper() + ":", name.upper() + "[")) for p in wrong.problems)
+        ]
         # The other settings are still checked together, each failed one at its default; what
         # that reports of a failed variable is said already.
-        defaults = {
-            name: Settings.model_fields[name].get_default(call_default_factory=True)
-            for name in failed
-        }
+        defaults = {name: Settings.model_fields[name].default for name in failed}
         try:
             rest = serve_problems(load_settings(**{**overrides, **defaults}))
         except SettingsError:
@@ -71,9 +72,7 @@ def read_settings(**overrides: Any) -> Settings:
         named = {name.upper() for name in failed}
         extra = [p for p in rest if not any(name in p for name in named)]
         raise SettingsError(wrong.problems + extra) from None
-    problems = serve_problems(settings)
-    if problems:
-        raise SettingsError(problems)
+    check_serve(settings)
     return settings
 
 
@@ -96,52 +95,23 @@ def unknown_variables(
         near = difflib.get_close_matches(
             upper, known, n=1, cutoff=_NEAR_SHARED if shared else _NEAR
         )
-        if not near and not shared:
-            near = _word_left_out(upper)
+        words = set(upper.split("_"))
+        if not near and not shared and len(words) >= 2:
+            # Ours with a word left out: SLACK_TOKEN for SLACK_BOT_TOKEN.
+            near = [k for k in sorted(known) if words < set(k.split("_"))]
         if near:
             found.append(f"{name} is not a queuepilot setting: did you mean {' or '.join(near)}?")
     return found
 
 
-def _word_left_out(name: str) -> list[str]:
-    """Ours with a word left out: SLACK_TOKEN for SLACK_BOT_TOKEN, STATUS_INTERVAL for
-    STATUS_INTERVAL_SECONDS."""
-    words = set(name.split("_"))
-    return [
-        known
-        for known in sorted(known_variables())
-        if len(words) >= 2 and words < set(known.split("_"))
-    ]
-
-
-def _failed_fields(problems: list[str]) -> list[str]:
-    return [
-        field
-        for field in Settings.model_fields
-        if any(p.startswith((field.upper() + ":", field.upper() + "[")) for p in problems)
-    ]
-
-
 def _problem(error: ErrorDetails) -> str:
-    """`SCALER_TARGETS["linux.2xlarge"].cap: must be ≥ 1` from pydantic's error."""
+    """`SCALER_TARGETS["linux.2xlarge"].cap: must be ≥ 1` from pydantic's error, with the value
+    refused where pydantic's message doesn't say it and it is no secret."""
     field, *path = error["loc"] or ("settings",)
-    name = str(field).upper()
     where = "".join(f"[{p}]" if isinstance(p, int) else f'["{p}"]' for p in path[:1])
     where += "".join(f".{p}" for p in path[1:])
-    message = error["msg"].removeprefix("Value error, ")
-    shown = _shown_input(str(field), error)
-    return f"{name}{where}: {message}{shown}"
-
-
-def _shown_input(field: str, error: ErrorDetails) -> str:
-    """The value that was refused, where pydantic's message doesn't say it and it is no
-    secret."""
-    if error["type"] == "value_error" or error["loc"][1:]:
-        return ""
-    annotation = (
-        str(Settings.model_fields[field].annotation) if field in Settings.model_fields else ""
-    )
-    value = error.get("input")
-    if "SecretStr" in annotation or isinstance(value, SecretStr) or not isinstance(value, str):
-        return ""
-    return f" (got {value[:40]!r})"
+    info, value, shown = Settings.model_fields.get(str(field)), error.get("input"), ""
+    secret = info is not None and "SecretStr" in str(info.annotation)
+    if error["type"] != "value_error" and not path and isinstance(value, str) and not secret:
+        shown = f" (got {value[:40]!r})"
+    return f"{str(field).upper()}{where}: {error['msg'].removeprefix('Value error, ')}{shown}"

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import enum
 import sys
+import types
 import typing
 from typing import Any
 
 import annotated_types
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
 
-from bot.config.settings import GROUPS, Settings
-from bot.config.values import DurationIn
+from bot.config.settings import GROUPS
 
 HEADER = """\
 # Configuration reference
@@ -43,58 +42,46 @@ REQUIRED = {
     "redis_url",
     "alert_webhook_token",
 }
+TYPE_WORDS = {
+    "SecretStr": "secret",
+    "bool": "`true` or `false`",
+    "int": "whole number",
+    "float": "number",
+    "str": "text",
+    "Schedule": "`<day> HH:MM [IANA time zone]`",
+}
+BOUNDS = (
+    (annotated_types.Ge, "≥", "ge"),
+    (annotated_types.Gt, ">", "gt"),
+    (annotated_types.Le, "≤", "le"),
+)
 
 
 def render() -> str:
-    fields = Settings.model_fields
-    sections = [HEADER]
-    for group in GROUPS:
-        names = [n for n, f in fields.items() if _extra(f)["group"] == group and not _advanced(f)]
-        sections.append(_table(group, names))
-    advanced = [n for n, f in fields.items() if _advanced(f)]
-    sections.append(
-        _table(
-            "Advanced",
-            advanced,
-            "Slack's limits, as Slack publishes them, and the bot's internal timing. The "
-            "defaults are what Slack allows and what the tests and benchmarks measured; tests "
-            "and the demo change some of them to run faster.",
-        )
-    )
-    return "\n".join(sections)
+    return "\n".join([HEADER, *(_table(group) for group in GROUPS)])
 
 
-def _table(title: str, names: list[str], intro: str = "") -> str:
-    fields = Settings.model_fields
-    lines = [f"## {title}", ""]
-    if intro:
-        lines += [intro, ""]
+def _table(group: Any) -> str:
+    lines = [f"## {group.model_config['title']}", ""]
+    if group.__doc__:
+        lines += [_one_line(group.__doc__), ""]
     lines += ["| Variable | Default | Value | What it does |", "|---|---|---|---|"]
-    for name in names:
-        field = fields[name]
+    for name, field in group.model_fields.items():
         shown = f"**`{name.upper()}`**" if name in REQUIRED else f"`{name.upper()}`"
-        doc = (field.description or "").replace("|", "\\|")
-        example = _extra(field).get("example")
-        if example:
-            doc += f" Example: `{example}`."
+        doc = _one_line(field.description or "").replace("|", "\\|")
+        if field.examples:
+            doc += f" Example: `{field.examples[0]}`."
         lines.append(f"| {shown} | {_default(field)} | {_kind(field)} | {doc} |")
     return "\n".join(lines) + "\n"
 
 
-def _extra(field: FieldInfo) -> dict[str, Any]:
-    extra = field.json_schema_extra
-    return extra if isinstance(extra, dict) else {}
-
-
-def _advanced(field: FieldInfo) -> bool:
-    return bool(_extra(field).get("advanced"))
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _default(field: FieldInfo) -> str:
-    if field.default_factory is not None:
-        return "none"
     value = field.default
-    if value is None or value is PydanticUndefined or value in ("", ()):
+    if value in (None, "", (), {}):
         return "none"
     if isinstance(value, enum.Enum):
         value = value.value
@@ -104,19 +91,17 @@ def _default(field: FieldInfo) -> str:
 
 
 def _kind(field: FieldInfo) -> str:
+    """What the value is: its type's own words (a string in its metadata), else its type's."""
     metadata = list(field.metadata)
     for arg in typing.get_args(field.annotation):
         metadata += getattr(arg, "__metadata__", ())
-    words = []
-    for item in metadata:
-        func = getattr(item, "func", None)
-        if isinstance(func, DurationIn):
-            words.append(f"duration (a bare number is in {func.unit_word})")
-        elif hasattr(func, "kind"):
-            words.append(func.kind)
-    if not words:
-        words.append(_type_word(field.annotation))
-    bounds = _bounds(metadata)
+    words = [item for item in metadata if isinstance(item, str)] or [_type_word(field.annotation)]
+    bounds = ", ".join(
+        f"{sign} {getattr(item, attr)}"
+        for item in metadata
+        for kind, sign, attr in BOUNDS
+        if isinstance(item, kind)
+    )
     return "; ".join(words + ([bounds] if bounds else [])).replace("|", "\\|")
 
 
@@ -125,35 +110,14 @@ def _type_word(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
         return "one of " + ", ".join(f"`{a}`" for a in typing.get_args(annotation))
-    if args and origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if args and origin in (typing.Union, types.UnionType):
         return _type_word(args[0])
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return "one of " + ", ".join(f"`{m.value}`" for m in annotation)
-    if origin is dict:
-        return "JSON object"
-    if origin is tuple:
-        return "JSON list"
+    if origin in (dict, tuple):
+        return "JSON object" if origin is dict else "JSON list"
     name = getattr(annotation, "__name__", str(annotation))
-    return {
-        "SecretStr": "secret",
-        "bool": "`true` or `false`",
-        "int": "whole number",
-        "float": "number",
-        "str": "text",
-        "Schedule": "`<day> HH:MM [IANA time zone]`",
-    }.get(name, name)
-
-
-def _bounds(metadata: list[Any]) -> str:
-    parts = []
-    for item in metadata:
-        if isinstance(item, annotated_types.Ge):
-            parts.append(f"≥ {item.ge}")
-        elif isinstance(item, annotated_types.Gt):
-            parts.append(f"> {item.gt}")
-        elif isinstance(item, annotated_types.Le):
-            parts.append(f"≤ {item.le}")
-    return ", ".join(parts)
+    return TYPE_WORDS.get(name, name)
 
 
 if __name__ == "__main__":

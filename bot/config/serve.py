@@ -15,6 +15,22 @@ from bot.domain.fleet import FIELDS, unknown_fields
 from bot.domain.hud_queries import threshold_minutes
 from bot.domain.incident_fleet import absence_can_drain
 
+# What the GitHub readers accept instead of GITHUB_TOKEN.
+OR_APP = "GITHUB_TOKEN or a GitHub App (GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY)"
+# A backend chosen, and what it cannot do without: "SILENCE_BACKEND=grafana needs GRAFANA_URL".
+NEEDS = {
+    ("silence_backend", SilenceBackend.ALERTMANAGER): ("alertmanager_url",),
+    ("silence_backend", SilenceBackend.GRAFANA): ("grafana_url", "grafana_token"),
+    ("scaler_backend", ScalerBackend.WEBHOOK): ("scaler_webhook_url", "scaler_webhook_secret"),
+    ("scaler_backend", ScalerBackend.SQS): ("scaler_sqs_queue_url", "scaler_sqs_repository"),
+    ("metrics_backend", MetricsBackend.PROMETHEUS): ("prometheus_url",),
+    ("metrics_backend", MetricsBackend.HUD): ("hud_url",),
+    ("metrics_backend", MetricsBackend.GITHUB): ("has_github_credential",),
+    ("jobs_backend", JobsBackend.HUD): ("hud_url",),
+}
+SHOWN = {"has_github_credential": OR_APP}
+NOTES = {"grafana_token": " (a service-account token allowed to create and remove silences)"}
+
 
 def check_serve(settings: Settings) -> None:
     """Refuse to serve with settings that would fail later: every reason at once."""
@@ -23,25 +39,30 @@ def check_serve(settings: Settings) -> None:
         raise SettingsError(problems)
 
 
-def serve_problems(settings: Settings) -> list[str]:
+def serve_problems(s: Settings) -> list[str]:
     """What would fail later, at the first alert, if `serve` started with these."""
     problems: list[str] = []
     try:
-        settings.sentinel()
+        s.sentinel()
     except SettingsError as exc:
         problems += exc.problems
-    problems += _slack(settings)
-    problems += _webhooks(settings)
-    problems += _silences(settings)
-    problems += _scaler(settings)
-    problems += _github(settings)
-    problems += _metrics(settings)
-    problems += _issues(settings)
+    problems += _slack(s) + _webhooks(s) + _scaler(s) + _github(s) + _needs(s) + _metrics(s)
+    if s.github_issues_repo and not s.has_github_credential:
+        problems.append(f"GITHUB_ISSUES_REPO needs {OR_APP}, with Issues: read and write")
+    elif s.github_issues_open and not s.github_issues_repo:
+        problems.append("GITHUB_ISSUES_OPEN=true needs GITHUB_ISSUES_REPO (owner/name)")
     return problems
 
 
-# What the GitHub readers accept instead of GITHUB_TOKEN.
-OR_APP = "GITHUB_TOKEN or a GitHub App (GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY)"
+def _needs(s: Settings) -> list[str]:
+    problems = []
+    for (name, value), needed in NEEDS.items():
+        missing = [n for n in needed if not getattr(s, n)]
+        if getattr(s, name) is value and missing:
+            shown = " and ".join(SHOWN.get(n, n.upper()) for n in missing)
+            note = "".join(NOTES.get(n, "") for n in needed)
+            problems.append(f"{name.upper()}={value.value} needs {shown}{note}")
+    return problems
 
 
 def _github(s: Settings) -> list[str]:
@@ -60,17 +81,14 @@ def _github(s: Settings) -> list[str]:
     return []
 
 
-def _issues(s: Settings) -> list[str]:
-    if s.github_issues_repo and not s.has_github_credential:
-        return [f"GITHUB_ISSUES_REPO needs {OR_APP}, with Issues: read and write"]
-    if s.github_issues_open and not s.github_issues_repo:
-        return ["GITHUB_ISSUES_OPEN=true needs GITHUB_ISSUES_REPO (owner/name)"]
-    return []
+def _has_webhook_credential(s: Settings) -> bool:
+    basic = s.alert_webhook_basic_user is not None and s.alert_webhook_basic_password is not None
+    return bool(s.alert_webhook_token or s.alert_webhook_hmac_secret or basic)
 
 
 def serve_warnings(s: Settings) -> list[str]:
     """What `serve` runs with, but an operator should hear of at the start."""
-    if s.alert_webhook_allow_unauthenticated and not s.has_webhook_credential:
+    if s.alert_webhook_allow_unauthenticated and not _has_webhook_credential(s):
         return [
             "alert endpoints accept unauthenticated notifications "
             "(ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED=true)"
@@ -86,27 +104,23 @@ def serve_warnings(s: Settings) -> list[str]:
 
 
 def _slack(s: Settings) -> list[str]:
-    problems = []
-    if s.slack_bot_token is None:
-        problems.append(
-            "SLACK_BOT_TOKEN is required: the bot token (xoxb-…), from OAuth & Permissions"
-        )
-    if not s.socket_mode and s.slack_signing_secret is None:
-        problems.append(
-            "SLACK_SIGNING_SECRET is required in HTTP mode: Basic Information → Signing Secret "
-            "(or set SLACK_APP_TOKEN for Socket Mode)"
-        )
-    if not s.slack_channel:
-        problems.append(
-            "SLACK_CHANNEL is required: the ID (C…) of the channel where incidents open"
-        )
-    return problems
+    required = {
+        "slack_bot_token": "SLACK_BOT_TOKEN is required: the bot token (xoxb-…), from OAuth & "
+        "Permissions",
+        "slack_signing_secret": "SLACK_SIGNING_SECRET is required in HTTP mode: Basic Information "
+        "→ Signing Secret (or set SLACK_APP_TOKEN for Socket Mode)",
+        "slack_channel": "SLACK_CHANNEL is required: the ID (C…) of the channel where incidents "
+        "open",
+    }
+    if s.socket_mode:
+        del required["slack_signing_secret"]
+    return [said for name, said in required.items() if not getattr(s, name)]
 
 
 def _webhooks(s: Settings) -> list[str]:
     if (s.alert_webhook_basic_user is None) != (s.alert_webhook_basic_password is None):
         return ["ALERT_WEBHOOK_BASIC_USER and ALERT_WEBHOOK_BASIC_PASSWORD must be set together"]
-    if not s.has_webhook_credential and not s.alert_webhook_allow_unauthenticated:
+    if not _has_webhook_credential(s) and not s.alert_webhook_allow_unauthenticated:
         return [
             "no alert webhook credential: set ALERT_WEBHOOK_TOKEN, ALERT_WEBHOOK_HMAC_SECRET "
             "or ALERT_WEBHOOK_BASIC_USER/ALERT_WEBHOOK_BASIC_PASSWORD "
@@ -115,71 +129,34 @@ def _webhooks(s: Settings) -> list[str]:
     return []
 
 
-def _silences(s: Settings) -> list[str]:
-    if s.silence_backend is SilenceBackend.ALERTMANAGER and not s.alertmanager_url:
-        return ["SILENCE_BACKEND=alertmanager needs ALERTMANAGER_URL"]
-    if s.silence_backend is SilenceBackend.GRAFANA and not (s.grafana_url and s.grafana_token):
-        missing = [n for n in ("grafana_url", "grafana_token") if not getattr(s, n)]
-        return [
-            f"SILENCE_BACKEND=grafana needs {' and '.join(n.upper() for n in missing)} "
-            "(a service-account token allowed to create and remove silences)"
-        ]
-    return []
-
-
 def _scaler(s: Settings) -> list[str]:
-    backend = s.scaler_backend
-    if backend is ScalerBackend.NONE:
-        return []
-    problems = []
-    if not s.scaler_targets:
+    backend, problems = s.scaler_backend, []
+    if backend is not ScalerBackend.NONE and not s.scaler_targets:
         problems.append(
             f"SCALER_BACKEND={backend.value} needs SCALER_TARGETS: a JSON map of runner type "
             'to target, e.g. {"linux.2xlarge": {"target": "...", "cap": 10}}'
         )
-    if backend is not ScalerBackend.ARC:
-        untargeted = [name for name, entry in s.scaler_targets.items() if not entry.target]
+    if backend not in (ScalerBackend.NONE, ScalerBackend.ARC):
         problems += [
             f'SCALER_TARGETS["{name}"]: SCALER_BACKEND={backend.value} needs its "target" '
             "(only arc derives one)"
-            for name in untargeted
+            for name, entry in s.scaler_targets.items()
+            if not entry.target
         ]
-    needs = {
-        ScalerBackend.WEBHOOK: ("scaler_webhook_url", "scaler_webhook_secret"),
-        ScalerBackend.SQS: ("scaler_sqs_queue_url", "scaler_sqs_repository"),
-    }.get(backend, ())
-    missing = [name.upper() for name in needs if not getattr(s, name)]
-    if missing:
-        problems.append(f"SCALER_BACKEND={backend.value} needs {' and '.join(missing)}")
     return problems
 
 
 def _metrics(s: Settings) -> list[str]:
     backend, problems = s.metrics_backend, []
-    needs = {
-        MetricsBackend.PROMETHEUS: ("prometheus_url",),
-        MetricsBackend.HUD: ("hud_url",),
-    }.get(backend, ())
-    missing = [name.upper() for name in needs if not getattr(s, name)]
-    if backend is MetricsBackend.GITHUB and not s.has_github_credential:
-        missing.append(OR_APP)
-    if missing:
-        problems.append(f"METRICS_BACKEND={backend.value} needs {' and '.join(missing)}")
     if backend is MetricsBackend.GITHUB and not (s.github_org or s.github_repos):
         problems.append("METRICS_BACKEND=github needs GITHUB_ORG and/or GITHUB_REPOS")
     if backend is MetricsBackend.HUD:
         problems += _hud_threshold(s)
-    jobs = s.jobs_backend
-    if jobs is JobsBackend.GITHUB and not (s.has_github_credential and s.github_repos):
+    if s.jobs_backend is JobsBackend.GITHUB and not (s.has_github_credential and s.github_repos):
         problems.append(f"JOBS_BACKEND=github needs {OR_APP}, and GITHUB_REPOS")
-    if jobs is JobsBackend.HUD and not s.hud_url:
-        problems.append("JOBS_BACKEND=hud needs HUD_URL")
-    if backend is MetricsBackend.PROMETHEUS:
-        unknown = unknown_fields(s.prometheus_queries)
-        if unknown:
-            problems.append(
-                f"PROMETHEUS_QUERIES: unknown fields {unknown}; known: {sorted(FIELDS)}"
-            )
+    unknown = unknown_fields(s.prometheus_queries)
+    if backend is MetricsBackend.PROMETHEUS and unknown:
+        problems.append(f"PROMETHEUS_QUERIES: unknown fields {unknown}; known: {sorted(FIELDS)}")
     return problems
 
 

@@ -1,42 +1,34 @@
 """What a setting's value must be, checked as what it is: a duration, a channel ID, a URL, a
-Slack ID. Each check's message says what was wrong and how to write it instead, because the
-operator reading it has only the variable's name and this line to go on."""
+Slack ID. Each message says what was wrong and how to write it instead, because the operator
+reading it has only the variable's name and this line to go on. A type's plain-string metadata is
+what the reference's Value column says of it."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, SecretStr
+from pydantic_settings import NoDecode
 
 from bot.domain.units import span_seconds
+from bot.storage.connection import RedisSetupError, parse_sentinels
 
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "min": 60, "d": 86_400}
-_UNIT_WORDS = {"ms": "milliseconds", "s": "seconds", "min": "minutes", "d": "days"}
-_OFF = ("off", "none", "never")
+_UNIT_SECONDS = {"milliseconds": 0.001, "seconds": 1, "minutes": 60, "days": 86_400}
 
 
-@dataclass(frozen=True)
-class DurationIn:
-    """A duration setting: `30s`, `10m`, `4h`, `1d`, `1h30m` or `off` (0, where 0 is allowed);
-    a bare number is in the setting's own unit, the one its name says
-    (`STATUS_INTERVAL_SECONDS=600`)."""
+def duration(kind: type, unit: str, *, whole: bool = False) -> Any:
+    """`30s`, `10m`, `4h`, `1d`, `1h30m` or `off` (0, where 0 is allowed); a bare number is in
+    the setting's own unit, the one its name says (`STATUS_INTERVAL_SECONDS=600`)."""
 
-    unit: str
-    whole: bool = False
-
-    @property
-    def unit_word(self) -> str:
-        return _UNIT_WORDS[self.unit]
-
-    def __call__(self, value: object) -> object:
+    def read(value: object) -> object:
         if not isinstance(value, str):
             return value
         text = value.strip()
-        if text.lower() in _OFF:
+        if text.lower() in ("off", "none", "never"):
             return 0
         if re.fullmatch(r"-?[0-9]+(?:\.[0-9]+)?", text):
             return text
@@ -44,28 +36,67 @@ class DurationIn:
         if seconds is None:
             raise ValueError(
                 f"{value[:40]!r} is not a duration: write e.g. 30s, 10m, 4h or 1d "
-                f"(a bare number is in {self.unit_word})"
+                f"(a bare number is in {unit})"
             )
-        amount = seconds / _UNIT_SECONDS[self.unit]
-        if self.whole and not float(amount).is_integer():
-            raise ValueError(f"{value[:40]!r} is not a whole number of {self.unit_word}")
+        amount = seconds / _UNIT_SECONDS[unit]
+        if whole and not float(amount).is_integer():
+            raise ValueError(f"{value[:40]!r} is not a whole number of {unit}")
         return int(amount) if float(amount).is_integer() else amount
 
-
-Milliseconds = Annotated[int, BeforeValidator(DurationIn("ms", whole=True))]
-Seconds = Annotated[int, BeforeValidator(DurationIn("s", whole=True))]
-FractionalSeconds = Annotated[float, BeforeValidator(DurationIn("s"))]
-Minutes = Annotated[float, BeforeValidator(DurationIn("min"))]
-Days = Annotated[int, BeforeValidator(DurationIn("d", whole=True))]
-
-# Slack's IDs: channels C (public) or G (private, older; D is a DM, no place for incidents);
-# members U or W (Enterprise Grid); user groups S.
-_CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,}")
-_MEMBER_ID = re.compile(r"[UWS][A-Z0-9]+")
+    return Annotated[kind, BeforeValidator(read), f"duration (a bare number is in {unit})"]
 
 
-def channel_id(value: str) -> str:
-    if value and not _CHANNEL_ID.fullmatch(value):
+Milliseconds = duration(int, "milliseconds", whole=True)
+Seconds = duration(int, "seconds", whole=True)
+FractionalSeconds = duration(float, "seconds")
+Minutes = duration(float, "minutes")
+Days = duration(int, "days", whole=True)
+
+
+def _matching(
+    pattern: str, problem: str, *, blank: bool = False, shown: int = 40
+) -> Callable[[str], str]:
+    """A text that must match `pattern` whole (or be empty, when `blank`); `problem` is the
+    message, `{!r}` the value's first `shown` characters."""
+
+    def check(value: str) -> str:
+        if not (blank and not value) and not re.fullmatch(pattern, value):
+            raise ValueError(problem.format(value[:shown]))
+        return value
+
+    return check
+
+
+def parsed(parse: Callable[[str], Any]) -> BeforeValidator:
+    """A setting the environment gives as text, parsed by `parse`; a test may give it parsed."""
+    return BeforeValidator(lambda value: parse(value) if isinstance(value, str) else value)
+
+
+def _json_object(text: str) -> object:
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise ValueError(f"must be a JSON object: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON object ({...})")
+    return value
+
+
+def _comma_list(check: Callable[[str], str], kind: str) -> Any:
+    """Comma-separated values, each checked by `check`."""
+
+    def split(text: str) -> tuple[str, ...]:
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+
+    def each(values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check(value) for value in values)
+
+    return Annotated[tuple[str, ...], NoDecode, parsed(split), AfterValidator(each), kind]
+
+
+def _channel_id(value: str) -> str:
+    # Channels are C (public) or G (private, older); D is a DM, no place for incidents.
+    if value and not re.fullmatch(r"[CG][A-Z0-9]{2,}", value):
         what = "a channel name" if value.startswith("#") or value.islower() else "not a channel ID"
         raise ValueError(
             f"{value[:40]!r} is {what}: use the channel's ID (C… or G…; in Slack, open the "
@@ -74,24 +105,13 @@ def channel_id(value: str) -> str:
     return value
 
 
-def slack_member_ids(values: tuple[str, ...]) -> tuple[str, ...]:
-    bad = [value for value in values if not _MEMBER_ID.fullmatch(value)]
-    if bad:
-        raise ValueError(
-            f"{bad[0][:40]!r} is not a Slack ID: list member IDs (U…; in Slack, a profile's ⋮ "
-            "menu → Copy member ID) or user-group IDs (S…), comma-separated"
-        )
-    return values
-
-
 def _without_credentials(value: str) -> str:
     """A URL as an error may repeat it: what could be a user and password (anything before an
     `@`, however malformed the rest) and the query (`?password=`) left out."""
-    shown = re.sub(r"[^/@\s]*(?:\s[^/@]*)?@", "•••@", value.split("?", 1)[0])
-    return shown[:60]
+    return re.sub(r"[^/@\s]*(?:\s[^/@]*)?@", "•••@", value.split("?", 1)[0])[:60]
 
 
-def _url(schemes: tuple[str, ...], example: str) -> Callable[[str | None], str | None]:
+def _url(schemes: tuple[str, ...], example: str, kind: Any = str) -> Any:
     def check(value: str | None) -> str | None:
         if value is None:
             return None
@@ -107,23 +127,10 @@ def _url(schemes: tuple[str, ...], example: str) -> Callable[[str | None], str |
             f"e.g. {hint[:80]}"
         )
 
-    check.kind = f"URL ({', '.join(s + '://' for s in schemes)})"  # type: ignore[attr-defined]
-    return check
+    return Annotated[kind, AfterValidator(check), f"URL ({', '.join(s + '://' for s in schemes)})"]
 
 
-HttpUrl = Annotated[str, AfterValidator(_url(("http", "https"), "https://host:port"))]
-OptionalHttpUrl = Annotated[str | None, AfterValidator(_url(("http", "https"), "https://host"))]
-RedisUrl = Annotated[
-    str,
-    AfterValidator(_url(("redis", "rediss", "unix", "redis+sentinel"), "redis://localhost:6379/0")),
-]
-
-
-channel_id.kind = "channel ID (C…, G…)"  # type: ignore[attr-defined]
-slack_member_ids.kind = "comma-separated member (U…, W…) and user-group (S…) IDs"  # type: ignore[attr-defined]
-
-
-def token_prefix(prefix: str, what: str) -> Callable[[SecretStr | None], SecretStr | None]:
+def _token(prefix: str, what: str) -> AfterValidator:
     """A Slack token of the right kind; the message never repeats the value (a secret)."""
 
     def check(value: SecretStr | None) -> SecretStr | None:
@@ -131,18 +138,7 @@ def token_prefix(prefix: str, what: str) -> Callable[[SecretStr | None], SecretS
             raise ValueError(f"not {what} ({prefix}…)")
         return value
 
-    check.kind = f"secret ({prefix}…)"  # type: ignore[attr-defined]
-    return check
-
-
-def owner_names(values: tuple[str, ...]) -> tuple[str, ...]:
-    bad = [value for value in values if not re.fullmatch(r"[^/\s]+/[^/\s]+", value)]
-    if bad:
-        raise ValueError(f"{bad[0][:60]!r} is not owner/name: list e.g. pytorch/pytorch")
-    return values
-
-
-owner_names.kind = "comma-separated owner/name"  # type: ignore[attr-defined]
+    return AfterValidator(check)
 
 
 _PEM_FIX = (
@@ -179,17 +175,74 @@ def rsa_private_key(value: SecretStr | None) -> SecretStr | None:
     return SecretStr(text + "\n")
 
 
-rsa_private_key.kind = "secret (PEM RSA private key)"  # type: ignore[attr-defined]
-
-
-def app_or_client_id(value: str) -> str:
-    """A GitHub App's ID (digits) or client ID (Iv…): the JWT's issuer."""
-    if value and not re.fullmatch(r"[0-9A-Za-z._-]+", value):
-        raise ValueError(
-            f"{value[:40]!r} is not a GitHub App's ID: give its App ID (digits) or its client "
-            "ID (Iv…), from the App's settings page (About)"
-        )
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {exc}") from None
     return value
 
 
-app_or_client_id.kind = "App ID or client ID"  # type: ignore[attr-defined]
+def _sentinels(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            parse_sentinels(value)
+        except RedisSetupError as exc:
+            raise ValueError(f"{exc}: list host:port, comma-separated") from None
+    return value
+
+
+_owner_name = _matching(
+    r"[^/\s]+/[^/\s]+", "{!r} is not owner/name: list e.g. pytorch/pytorch", blank=True, shown=60
+)
+_member_id = _matching(
+    r"[UWS][A-Z0-9]+",  # members U or W (Enterprise Grid), user groups S
+    "{!r} is not a Slack ID: list member IDs (U…; in Slack, a profile's ⋮ menu → Copy member ID) "
+    "or user-group IDs (S…), comma-separated",
+)
+_app_id = _matching(  # a GitHub App's ID (digits) or client ID (Iv…): the JWT's issuer
+    r"[0-9A-Za-z._-]+",
+    "{!r} is not a GitHub App's ID: give its App ID (digits) or its client ID (Iv…), from the "
+    "App's settings page (About)",
+    blank=True,
+)
+_slash_command = _matching(
+    r"/[a-z0-9_-]{1,31}", "{!r} is not a slash command: write it as in the app, e.g. /queue"
+)
+_namespace = _matching(
+    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "{!r} is not a Kubernetes namespace name", shown=70
+)
+
+
+def _trailing_slash(url: str) -> str:
+    # slack_sdk joins base_url and a method's name by plain concatenation.
+    return url if url.endswith("/") else url + "/"
+
+
+HttpUrl = _url(("http", "https"), "https://host:port")
+OptionalHttpUrl = _url(("http", "https"), "https://host", str | None)
+RedisUrl = _url(("redis", "rediss", "unix", "redis+sentinel"), "redis://localhost:6379/0")
+SlackApiUrl = Annotated[HttpUrl, AfterValidator(_trailing_slash)]
+
+
+def json_map(value: Any) -> Any:
+    """A JSON object of `value`s (the environment gives its text)."""
+    return Annotated[dict[str, value], NoDecode, parsed(_json_object)]
+
+
+JsonObject = json_map(Any)
+BotToken = Annotated[SecretStr | None, _token("xoxb-", "a bot token"), "secret (xoxb-…)"]
+AppToken = Annotated[SecretStr | None, _token("xapp-", "an app-level token"), "secret (xapp-…)"]
+AppPrivateKey = Annotated[
+    SecretStr | None, AfterValidator(rsa_private_key), "secret (PEM RSA private key)"
+]
+AppId = Annotated[str, AfterValidator(_app_id), "App ID or client ID"]
+ChannelId = Annotated[str, AfterValidator(_channel_id), "channel ID (C…, G…)"]
+MemberIds = _comma_list(_member_id, "comma-separated member (U…, W…) and user-group (S…) IDs")
+OwnerNames = _comma_list(_owner_name, "comma-separated owner/name")
+OwnerName = Annotated[str, AfterValidator(_owner_name)]
+SlashCommand = Annotated[str, AfterValidator(_slash_command)]
+Namespace = Annotated[str, AfterValidator(_namespace)]
+Regex = Annotated[str, AfterValidator(_regex)]
+Sentinels = Annotated[str | None, AfterValidator(_sentinels)]
+Upper = BeforeValidator(lambda value: value.upper() if isinstance(value, str) else value)
