@@ -1,17 +1,11 @@
-"""The Scale up… modal, rendered as pure functions of what it shows.
+"""The Scale up… modal, for whoever owns the scale-up (`ScaleOwner`: an incident, an early warning).
 
-One form for whoever owns the scale-up (`ScaleOwner`: an incident, an early warning). Two steps,
-so nothing is scaled by a stray Enter: the form (runner type, the owner's own preselected;
-amount, pre-filled with the advice as the target accepts it; the capacity now; on ARC, whether
-to raise the floor or the maximum, preselected as the advice needs; whether to keep it after
-the incident or warning), then a confirmation that states what will be asked of which backend,
-before → after where the backend knows, when it will be put back (or why it cannot be), and
-that Helm or Argo CD would put it back anyway. `ScaleForm` rides in `private_metadata` between
-the steps; everything else is read again from Redis and the backend.
-
-While the capacity is read, the modal shows no input at all: Slack keeps what an input showed
-across `views.update` when its block and action IDs stay the same, so an amount shown then would
-stay in place of the advice that follows (bolt-js#290).
+Two steps, so nothing is scaled by a stray Enter: the form (runner type, amount pre-filled with the
+advice as the target accepts it, the capacity now, on ARC floor or maximum, whether to keep it),
+then a confirmation of what will be asked of which backend, before → after, and when it is put
+back. `ScaleForm` rides in `private_metadata` between the steps. While the capacity is read the
+modal shows no input at all: Slack keeps what an input showed across `views.update` when its IDs
+stay the same, so an amount shown then would stay in place of the advice (bolt-js#290).
 """
 
 from __future__ import annotations
@@ -21,9 +15,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, timedelta
 from typing import Any
 
-from bot.domain.incidents import Incident
 from bot.domain.judgement import Judgement
-from bot.domain.scaling import ScaleOwner, ScalePreview
+from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview
 from bot.domain.units import duration
 from bot.render.mrkdwn import context, escape, plain, section, slack_date, truncate
 from bot.render.replies import title_text
@@ -60,18 +53,6 @@ class ScaleForm:
             return None
 
 
-def scale_heading(owner: ScaleOwner) -> str:
-    if owner.warning is not None:
-        return f"*Early warning* · {truncate(escape(owner.warning.text), 1500)}"
-    if owner.incident is not None:
-        return incident_heading(owner.incident)
-    return ""
-
-
-def incident_heading(incident: Incident) -> str:
-    return f"*Incident {escape(incident.id)}* · {truncate(title_text(incident), 500)}"
-
-
 def scale_about(owner: ScaleOwner, runner_type: str) -> str:
     """Where the confirmed scale-up is recorded, under the review."""
     if owner.warning is not None:
@@ -83,42 +64,65 @@ def scale_about(owner: ScaleOwner, runner_type: str) -> str:
 def render_scale_form(
     form: ScaleForm, owner: ScaleOwner, preview: ScalePreview | None
 ) -> dict[str, Any]:
-    """Step one. `preview` is None while the capacity is still being read (the modal opens
-    first: Slack's trigger expires in 3 seconds): no input then, and nothing to submit."""
-    heading = section(scale_heading(owner))
+    """Step one. `preview` is None while the capacity is read (the modal opens first: Slack's
+    trigger expires in 3 seconds): no input then, and nothing to submit."""
+    if owner.warning is not None:
+        heading = section(f"*Early warning* · {truncate(escape(owner.warning.text), 1500)}")
+    elif owner.incident is not None:
+        incident = owner.incident
+        title = truncate(title_text(incident), 500)
+        heading = section(f"*Incident {escape(incident.id)}* · {title}")
+    else:
+        heading = section("")
     if preview is None:
         waiting = context(["Reading the current capacity and the latest advice…"])
         return _modal(SCALE_VIEW, form, [heading, waiting], submit="")
     options = [
-        _option(name) for name in owner.choices[:MAX_OPTIONS] if len(name) <= MAX_OPTION_VALUE
+        {"text": plain(name), "value": name}
+        for name in owner.choices[:MAX_OPTIONS]
+        if len(name) <= MAX_OPTION_VALUE
     ]
     chosen = next((o for o in options if o["value"] == form.runner_type), options[0])
     blocks: list[dict[str, Any]] = [heading]
-    newer = _newer_reading(owner, preview.recommended)
-    if newer:
+    if newer := _newer_reading(owner, preview.recommended):
         blocks.append(context([newer]))
+    capacity = preview.capacity
+    now = (
+        f"Now: {escape(capacity.describe())}" if capacity else f"_{escape(preview.capacity_note)}_"
+    )
+    select = {"type": "static_select", "action_id": VALUE, "options": options}
     blocks += [
-        {
-            "type": "input",
-            "block_id": TYPE_BLOCK,
-            "label": plain("Runner type"),
-            "element": {
-                "type": "static_select",
-                "action_id": VALUE,
-                "options": options,
-                "initial_option": chosen,
-            },
-        },
+        _input(TYPE_BLOCK, "Runner type", select | {"initial_option": chosen}),
         _amount(preview),
-        context([_capacity_line(preview), *_advice_lines(preview)]),
+        context([now, *_advice_lines(preview)]),
     ]
-    if _offers_raise(preview):
+    # Raising the maximum instead of the floor is offered where the backend can (ARC), unless
+    # the target has no maximum to raise.
+    if preview.can_raise_maximum and (capacity is None or capacity.maximum is not None):
         blocks += _raise_maximum_choice(preview)
-    if _managed(preview):
-        blocks.append(context([_managed(preview)]))
-    if _can_revert(preview):
-        blocks.append(_keep_choice(form, preview))
+    if managed := _managed(preview):
+        blocks.append(context([managed]))
+    if preview.revert_after_s is not None and not preview.cannot_undo:
+        after = "the warning" if form.warning else "the incident"
+        keep = {
+            "type": "checkboxes",
+            "action_id": VALUE,
+            "options": [{"text": plain(f"Keep it after {after}"), "value": KEEP}],
+        }
+        hint = f"Unless kept, the scale-up is put back {_plan(preview)}."
+        blocks.append(_input(KEEP_BLOCK, f"After {after}", keep, hint=hint, optional=True))
     return _modal(SCALE_VIEW, form, blocks, submit="Review")
+
+
+def _input(
+    block_id: str, label: str, element: dict[str, Any], *, hint: str = "", optional: bool = False
+) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": plain(label)}
+    if optional:
+        block["optional"] = True
+    if hint:
+        block["hint"] = plain(hint, 2000)
+    return block | {"element": element}
 
 
 def _amount(preview: ScalePreview) -> dict[str, Any]:
@@ -130,18 +134,12 @@ def _amount(preview: ScalePreview) -> dict[str, Any]:
         "is_decimal_allowed": False,
         "min_value": "1",
     }
-    delta = preview.default.delta
-    if delta is not None:
+    if (delta := preview.default.delta) is not None:
         element["initial_value"] = str(delta)
     else:
         element["placeholder"] = plain("None advised: type how many to add anyway", 150)
-    return {
-        "type": "input",
-        "block_id": AMOUNT_BLOCK,
-        "label": plain("Runners to add"),
-        "hint": plain(f"At most +{preview.target.cap} per request.", 2000),
-        "element": element,
-    }
+    hint = f"At most +{preview.target.cap} per request."
+    return _input(AMOUNT_BLOCK, "Runners to add", element, hint=hint)
 
 
 def _advice_lines(preview: ScalePreview) -> list[str]:
@@ -172,8 +170,7 @@ def _newer_reading(owner: ScaleOwner, advice: Judgement | None) -> str:
     warning = owner.warning
     if warning is None or advice is None:
         return ""
-    newer = advice.at.timestamp() > warning.updated_at or advice.advice not in warning.text
-    if not newer:
+    if advice.at.timestamp() <= warning.updated_at and advice.advice in warning.text:
         return ""
     at = slack_date(advice.at.astimezone(UTC), "{time}")
     return f"The advice below is the fleet's reading at {at}, newer than the warning's words."
@@ -183,66 +180,51 @@ def render_scale_confirm(
     form: ScaleForm, preview: ScalePreview, backend: str, *, about: str
 ) -> dict[str, Any]:
     """Step two: exactly what will be asked, and of whom; `about` says where it is recorded."""
-    target = preview.target
+    target = f"`{truncate(escape(preview.target.target), 200)}`"
     lines = [
         f"Scale *{escape(form.runner_type)}* by *+{form.delta}* through {escape(backend)} "
-        f"(`{truncate(escape(target.target), 200)}`)?",
+        f"({target})?"
     ]
-    capacity = preview.capacity
-    if capacity is not None:
+    if (capacity := preview.capacity) is not None:
         lines.append(f"Now: {escape(capacity.describe())}.")
-        after = _after(form, preview)
-        if after:
+        if after := _after(form, preview.can_raise_maximum, capacity):
             lines.append(f"After the scale-up: {after}.")
     else:
-        lines.append(f"_{escape(preview.capacity_note)}._")
-    lines.append(_undo_line(form, preview))
-    blocks = [section("\n".join(line for line in lines if line))]
-    if _managed(preview):
-        blocks.append(context([_managed(preview)]))
+        lines.append(f"_{escape(preview.capacity_note)}_.")
+    if preview.cannot_undo:
+        lines.append(f"Cannot be undone: {escape(preview.cannot_undo)}.")
+    elif preview.revert_after_s is not None and form.keep:
+        lines.append(
+            "Kept, as you chose." if form.warning else "Kept after the incident, as you chose."
+        )
+    elif preview.revert_after_s is not None:
+        lines.append(f"Put back {_plan(preview)}, unless someone changes it meanwhile.")
+    blocks = [section("\n".join(lines))]
+    if managed := _managed(preview):
+        blocks.append(context([managed]))
     blocks.append(context([about]))
     return _modal(CONFIRM_VIEW, form, blocks, submit="Scale up")
 
 
-def _after(form: ScaleForm, preview: ScalePreview) -> str:
-    """The value that changes, before → after, named as the thread's reply will name it
-    ("minRunners 16 → 21")."""
-    capacity = preview.capacity
-    if capacity is None:
-        return ""
+def _after(form: ScaleForm, can_raise_maximum: bool, capacity: Capacity) -> str:
+    """The value that changes, before → after, named as the thread's reply will name it."""
     if form.raise_maximum and capacity.maximum is not None:
         return f"maxRunners {capacity.maximum} → {capacity.maximum + form.delta}"
-    if preview.can_raise_maximum and capacity.minimum is not None:
+    if can_raise_maximum and capacity.minimum is not None:
         return f"minRunners {capacity.minimum} → {capacity.minimum + form.delta}"
     if capacity.current is not None:
         return f"{capacity.current} → {capacity.current + form.delta} runners"
     return ""
 
 
-def _can_revert(preview: ScalePreview) -> bool:
-    return preview.revert_after_s is not None and not preview.cannot_undo
-
-
 def _plan(preview: ScalePreview) -> str:
-    after_s = preview.revert_after_s
-    if not after_s:
+    if not (after_s := preview.revert_after_s):
         return f"when {preview.until}"
     return f"when {preview.until} or after {duration(timedelta(seconds=after_s))}"
 
 
-def _undo_line(form: ScaleForm, preview: ScalePreview) -> str:
-    if preview.cannot_undo:
-        return f"Cannot be undone: {escape(preview.cannot_undo)}."
-    if preview.revert_after_s is None:
-        return ""
-    if form.keep:
-        return "Kept, as you chose." if form.warning else "Kept after the incident, as you chose."
-    return f"Put back {_plan(preview)}, unless someone changes it meanwhile."
-
-
 def _managed(preview: ScalePreview) -> str:
-    """The warning that the target's own tool will put its value back anyway: which tool, the
-    marking that says so, and what it will do."""
+    """That the target's own tool (Helm, Argo CD) will put its value back anyway."""
     manager = preview.capacity.managed_by if preview.capacity else None
     if manager is None:
         return ""
@@ -250,36 +232,6 @@ def _managed(preview: ScalePreview) -> str:
         f"⚠️ This scale set is managed by {escape(manager.describe())}: "
         f"{escape(manager.undoes)}, undoing this scale-up whatever is chosen here."
     )
-
-
-def _keep_choice(form: ScaleForm, preview: ScalePreview) -> dict[str, Any]:
-    after = "the warning" if form.warning else "the incident"
-    return {
-        "type": "input",
-        "block_id": KEEP_BLOCK,
-        "optional": True,
-        "label": plain(f"After {after}"),
-        "hint": plain(f"Unless kept, the scale-up is put back {_plan(preview)}.", 2000),
-        "element": {
-            "type": "checkboxes",
-            "action_id": VALUE,
-            "options": [{"text": plain(f"Keep it after {after}"), "value": KEEP}],
-        },
-    }
-
-
-def _capacity_line(preview: ScalePreview) -> str:
-    if preview.capacity is None:
-        return f"_{escape(preview.capacity_note)}_"
-    return f"Now: {escape(preview.capacity.describe())}"
-
-
-def _offers_raise(preview: ScalePreview) -> bool:
-    """Whether the form offers raising the maximum instead of the floor: on a backend that can
-    (ARC), unless the target has no maximum to raise."""
-    if not preview.can_raise_maximum:
-        return False
-    return preview.capacity is None or preview.capacity.maximum is not None
 
 
 def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
@@ -295,30 +247,20 @@ def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
                 "nothing."
             )
         )
-    choice: dict[str, Any] = {
-        "type": "input",
-        "block_id": MODE_BLOCK,
-        "label": plain("What to raise"),
-        "element": {
-            "type": "radio_buttons",
-            "action_id": VALUE,
-            "options": [raise_max, raise_min],
-            "initial_option": raise_max if default.raise_maximum else raise_min,
-        },
+    radio = {
+        "type": "radio_buttons",
+        "action_id": VALUE,
+        "options": [raise_max, raise_min],
+        "initial_option": raise_max if default.raise_maximum else raise_min,
     }
+    hint = ""
     if default.raise_maximum and default.delta is not None:
-        raised = (
-            f" ({capacity.maximum} → {capacity.maximum + default.delta})"
-            if (capacity is not None and capacity.maximum is not None)
-            else ""
-        )
+        raised = ""
+        if capacity is not None and capacity.maximum is not None:
+            raised = f" ({capacity.maximum} → {capacity.maximum + default.delta})"
         why = f": {default.because}" if default.because else ""
-        choice["hint"] = plain(f"maxRunners is chosen{raised}{why}.", 2000)
-    return [*blocks, choice]
-
-
-def _option(name: str) -> dict[str, Any]:
-    return {"text": plain(name), "value": name}
+        hint = f"maxRunners is chosen{raised}{why}."
+    return [*blocks, _input(MODE_BLOCK, "What to raise", radio, hint=hint)]
 
 
 def _modal(
@@ -333,6 +275,4 @@ def _modal(
         "private_metadata": form.dump(),
         "blocks": blocks,
     }
-    if submit:
-        view["submit"] = plain(submit, 24)
-    return view
+    return view | {"submit": plain(submit, 24)} if submit else view
