@@ -1,11 +1,7 @@
-"""The storm digest: one message that lists every new alert group of a storm, a pure function of
-the storm's incidents.
-
-It is posted once and edited in place, so it must stay within Block Kit's limits however many
-groups join: one line per group, packed into sections; past `MAX_LINES` or the block budget, a
-"+N more" line points at the slash command that lists them all. Groups that join when no edit
-can add them soon get a continuation: one more message of the same shape (`part` 1, 2, …)
-listing only them; the first message keeps counting the whole storm.
+"""The storm digest: one message listing every new alert group of a storm, posted once and edited
+in place, so it stays within Block Kit's limits however many groups join: one line per group packed
+into sections, then a "+N more" line. Groups that join when no edit can add them soon get a
+continuation (`part` 1, 2, …) listing only them; the first message keeps counting the whole storm.
 """
 
 from __future__ import annotations
@@ -28,14 +24,13 @@ from bot.render.mrkdwn import (
     rendered,
     sections,
     slack_date,
+    time_of,
     truncate,
 )
 from bot.render.replies import title_text
 
 MAX_LINES = 300
-MAX_TITLE = 120
 MAX_TYPES_SHOWN = 2
-MAX_TYPE_NAME = 40
 # Header and the two context blocks; the rest of Slack's 50 blocks hold the lines.
 _FIXED_BLOCKS = 3
 
@@ -59,73 +54,52 @@ def render_digest(
     part: int = 0,
     storm_entries: Sequence[DigestEntry] | None = None,
 ) -> Rendered:
-    """Digest message `part` (0 the first, then its continuations) listing `entries`, while the
-    storm lasts (`over=False`) and as its summary once it is over. The first message counts
-    `storm_entries`, every group of the storm (by default its own)."""
-    if part > 0:
-        title, about = _continued(entries, over=over)
-        counted: Sequence[DigestEntry] = entries
-    else:
-        counted = entries if storm_entries is None else storm_entries
-        title, about = _first(counted, started=started, now=now, over=over)
-        if len(counted) > len(entries) and not over:
-            about += " Those that came later are listed in the messages below."
-    total = len(entries)
-    lines = [_line(entry) for entry in entries]
-    blocks = [header(title), context([about, _by_priority(counted)])]
-    budget = MAX_BLOCKS - _FIXED_BLOCKS
-    shown = _fitting(lines, budget)
-    blocks.extend(sections(lines[:shown]))
-    if shown < total:
-        more = f"+{total - shown} more: `{escape(command)} incidents` lists every open incident."
-        blocks.append(context([more]))
-    fallback = "\n".join([title, *lines[: min(shown, 20)]])
-    return rendered(fallback, blocks)
-
-
-def _first(
-    entries: Sequence[DigestEntry], *, started: datetime, now: datetime, over: bool
-) -> tuple[str, str]:
-    total = len(entries)
-    threaded = sum(1 for entry in entries if entry.threaded)
-    firing = sum(1 for entry in entries if entry.incident.is_open)
-    if over:
-        title = f"⛅ Alert storm over: {_groups(total)}"
+    """Digest message `part` (0 the first) listing `entries`, while the storm lasts and as its
+    summary once `over`. The first message counts `storm_entries`, every group (by default its
+    own)."""
+    counted = entries if part > 0 or storm_entries is None else storm_entries
+    total, threaded = len(counted), sum(1 for entry in counted if entry.threaded)
+    noun = "alert group" if total == 1 else "alert groups"
+    if part > 0 and over:
+        title = f"⛅ Alert storm over, continued: {total} {noun}"
+        about = "More groups of the storm above. Each group has its own thread."
+    elif part > 0:
+        title = f"⛈️ Alert storm, continued: {total} more"
         about = (
-            f"From {slack_date(started)} to {slack_date(now, '{time}')} "
-            f"({duration(now - started)}): {firing} still firing, {total - firing} resolved. "
-            "Each group has its own thread."
+            "More groups of the storm above, listed as they arrived. Each gets its own thread as "
+            f"the pace allows: {threaded} of {total} so far."
+        )
+    elif over:
+        firing = sum(1 for entry in counted if entry.incident.is_open)
+        title = f"⛅ Alert storm over: {total} {noun}"
+        about = (
+            f"From {slack_date(started)} to {time_of(now)} ({duration(now - started)}): {firing} "
+            f"still firing, {total - firing} resolved. Each group has its own thread."
         )
     else:
-        title = f"⛈️ Alert storm: {_groups(total, new=True)}"
+        title = f"⛈️ Alert storm: {total} new {noun}"
         about = (
             "They arrived faster than Slack lets a channel post (about one message a second), "
             "so they are all listed here at once. Each gets its own thread as the pace allows, "
             f"most severe first: {threaded} of {total} so far."
         )
-    return title, about
-
-
-def _continued(entries: Sequence[DigestEntry], *, over: bool) -> tuple[str, str]:
-    total = len(entries)
-    if over:
-        return (
-            f"⛅ Alert storm over, continued: {_groups(total)}",
-            "More groups of the storm above. Each group has its own thread.",
-        )
-    threaded = sum(1 for entry in entries if entry.threaded)
-    return (
-        f"⛈️ Alert storm, continued: {total} more",
-        "More groups of the storm above, listed as they arrived. Each gets its own thread as "
-        f"the pace allows: {threaded} of {total} so far.",
-    )
+        if len(counted) > len(entries):
+            about += " Those that came later are listed in the messages below."
+    lines = [_line(entry) for entry in entries]
+    blocks = [header(title), context([about, _by_priority(counted)])]
+    shown = _fitting(lines, MAX_BLOCKS - _FIXED_BLOCKS)
+    blocks += sections(lines[:shown])
+    if shown < len(entries):
+        more = f"+{len(entries) - shown} more: `{escape(command)} incidents` lists every open "
+        blocks.append(context([more + "incident."]))
+    return rendered("\n".join([title, *lines[: min(shown, 20)]]), blocks)
 
 
 def _line(entry: DigestEntry) -> str:
     incident = entry.incident
     parts = [
         f"{'🔴' if incident.is_open else '✅'} *#{escape(incident.id)}*",
-        truncate(title_text(incident), MAX_TITLE),
+        truncate(title_text(incident), 120),
     ]
     head = headline(incident)  # the root's numbers: live when it is, summed over the types
     figures = [f"{number(head.queued)} queued"] if head.queued is not None else []
@@ -133,11 +107,8 @@ def _line(entry: DigestEntry) -> str:
         figures.append(head.wait)
     if figures:
         parts.append(("worst seen: " if head.worst else "") + ", ".join(figures))
-    types = list(incident.runner_types)
-    if types:
-        named = ", ".join(
-            f"`{truncate(escape(name), MAX_TYPE_NAME)}`" for name in types[:MAX_TYPES_SHOWN]
-        )
+    if types := list(incident.runner_types):
+        named = ", ".join(f"`{truncate(escape(n), 40)}`" for n in types[:MAX_TYPES_SHOWN])
         extra = len(types) - MAX_TYPES_SHOWN
         parts.append(f"{named} +{extra}" if extra > 0 else named)
     if entry.link:
@@ -162,8 +133,3 @@ def _by_priority(entries: Sequence[DigestEntry]) -> str:
     return " · ".join(
         f"{truncate(escape(name), 30)} × {n}" for (_, name), n in sorted(counts.items())
     )
-
-
-def _groups(total: int, *, new: bool = False) -> str:
-    noun = "alert group" if total == 1 else "alert groups"
-    return f"{total} new {noun}" if new else f"{total} {noun}"
