@@ -26,8 +26,8 @@ from bot.actions.silence import Silencing
 from bot.config import Settings
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.still_live import still_live
-from bot.render.replies import summaries
-from bot.render.root import escape, render_event
+from bot.render.mrkdwn import escape
+from bot.render.replies import render_event, summaries
 from bot.render.still_live import render_still_live
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, summary_replies
 

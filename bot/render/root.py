@@ -1,21 +1,20 @@
 """An incident's root message: its dashboard, re-rendered and edited in place after every change.
 
-It depends on state only, never on `now` (times are Slack date tokens each client renders), so
-`bot.outbound.edits` can skip an edit whose rendering is unchanged. People are named with
-`person`, never mentioned, in lines that change on routine edits; only the owner is mentioned.
-Every button's value is the incident's reference; the silence select has none of its own, so the
-reference also rides in the block_id of the facts' context (`incident_ref_of`).
+It depends on state only, never on `now` (times are Slack date tokens each client renders), so an
+unchanged rendering skips the edit. People are named with `person`, never mentioned, in lines that
+change on routine edits; only the owner is mentioned. Every button's value is the incident's
+reference; the silence select has none of its own, so the reference also rides in the block_id of
+the facts' context (`incident_ref_of`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from bot.domain.alert_issue import issue_number
-from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
+from bot.domain.fleet import source_name, worst_first
 from bot.domain.headline import Headline, headline, shown_live
 from bot.domain.incident_fleet import alert_fleet
 from bot.domain.incidents import RECENT_ACTIONS, Event, Incident, sums_types
@@ -47,26 +46,9 @@ from bot.render.replies import (
     capped_rows,
     peak_queued_label,
     queue_numbers,
-    render_event,
-    render_status,
-    render_summary,
     resolved_how,
     title_text,
 )
-
-__all__ = [
-    "ACTIONS_BLOCK_ID",
-    "SILENCE_OPTIONS",
-    "Rendered",
-    "escape",
-    "incident_ref",
-    "incident_ref_of",
-    "link",
-    "render_event",
-    "render_root",
-    "render_status",
-    "render_summary",
-]
 
 ACTIONS_BLOCK_ID = "incident_actions"
 INCIDENT_BLOCK_PREFIX = "incident:"
@@ -90,10 +72,9 @@ def render_root(
     mentions: bool = True,
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> Rendered:
-    """Title, status, numbers, runner types, facts, links, actions. Block Kit has no colours, so
-    "turning green" is the ✅ and the actions going away. `mentions=False` for the first post,
-    which notifies the channel: the owner is mentioned only in later edits. `within_mins` is the
-    drain target the alert's numbers are judged for."""
+    """Block Kit has no colours, so "turning green" is the ✅ and the actions going away.
+    `mentions=False` for the first post, which notifies the channel: the owner is mentioned only
+    in later edits. `within_mins` is the drain target the alert's numbers are judged for."""
     live = shown_live(incident)
     head = headline(incident)
     status = "\n".join(filter(None, [_status_line(incident, mentions), _responders(incident)]))
@@ -101,13 +82,12 @@ def render_root(
         header(f"{'🔴' if incident.is_open else '✅'} {title_text(incident)}"),
         section(status),
     ]
-    if summary := _summary(incident):
-        blocks.append(section(summary))
-    if head.live is not None:
-        numbers = _live_fields(incident, head, head.live)
-    else:
-        numbers = _number_fields(incident, head)
-    if numbers:
+    summary = [incident.summary.strip(), incident.description.strip()]
+    if summary[0] == summary[1]:
+        summary.pop()
+    if summary := [truncate(escape(part), 1000) for part in summary if part]:
+        blocks.append(section("\n".join(summary)))
+    if numbers := _headline_fields(incident, head):
         label = _headline_label(incident, head)
         blocks.append(fields(numbers, more="+{n} more values", text=label))
     if live is not None:
@@ -121,7 +101,9 @@ def render_root(
     if incident.likely_cause.strip():
         cause = escape(shorten(incident.likely_cause, 300))
         blocks.append(section(f"🩺 *Likely cause:* {cause}"))
-    blocks.append(context(_facts(incident), block_id=incident_block_id(incident)))
+    blocks.append(
+        context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + incident_ref(incident))
+    )
     if links := _links(incident):
         blocks.append(context(links))
     if incident.truncated:
@@ -136,16 +118,12 @@ def render_root(
         # The alert is over but the silence made from Slack is not: keep the way to remove it.
         unsilence = button("Remove silence", "incident_unsilence", incident_ref(incident))
         blocks.append(actions([unsilence], ACTIONS_BLOCK_ID))
-    return rendered(_fallback(incident), blocks)
+    return rendered(_fallback(incident, head), blocks)
 
 
 def incident_ref(incident: Incident) -> str:
     """What buttons carry: the short ID people see and the UID that survives a data loss."""
     return f"{incident.id}:{incident.uid}"
-
-
-def incident_block_id(incident: Incident) -> str:
-    return INCIDENT_BLOCK_PREFIX + incident_ref(incident)
 
 
 def incident_ref_of(message: dict[str, Any]) -> str | None:
@@ -166,16 +144,14 @@ def _status_line(incident: Incident, mentions: bool) -> str:
         if incident.firing_count > 1:
             parts.append(f"{incident.firing_count} alerts")
     else:
-        how = resolved_how(incident, mentions=mentions)
         # How long it lasted, from the alert's own start: the queue hurt before the bot heard.
-        took = (
-            incident.resolved_at and f"after {duration(incident.resolved_at - incident.started_at)}"
-        )
-        parts = [" ".join(filter(None, ("✅ *Resolved*", how, took)))]
+        ended = incident.resolved_at
+        took = ended and f"after {duration(ended - incident.started_at)}"
+        resolved = ("✅ *Resolved*", resolved_how(incident, mentions=mentions), took)
+        parts = [" ".join(filter(None, resolved))]
     if incident.acknowledged_by:
-        parts.append(
-            f"acknowledged by {named(incident.acknowledged_by, incident.acknowledged_name)}"
-        )
+        owner = named(incident.acknowledged_by, incident.acknowledged_name)
+        parts.append(f"acknowledged by {owner}")
     elif incident.is_open:
         parts.append("not acknowledged")
     if (silence := incident.silence) is not None:
@@ -209,46 +185,45 @@ def _action(event: Event) -> str:
     return f"{time_of(event.at)} {escape(shorten(event.text, ACTION_CHARS))}{by}"
 
 
-def _summary(incident: Incident) -> str:
-    parts = [incident.summary.strip(), incident.description.strip()]
-    if parts[0] == parts[1]:
-        parts.pop()
-    return "\n".join(truncate(escape(part), 1000) for part in parts if part)
-
-
-def _thresholds(incident: Incident) -> tuple[float | None, float | None]:
-    """The alert's wait and size thresholds, the peak's where the current numbers have none."""
-    current, peak = incident.numbers, incident.peak
-    time_threshold = current.queue_time_threshold
-    size_threshold = current.queue_size_threshold
-    return (
-        peak.queue_time_threshold if time_threshold is None else time_threshold,
-        peak.queue_size_threshold if size_threshold is None else size_threshold,
-    )
-
-
-def _number_fields(incident: Incident, head: Headline) -> list[str]:
-    """The alert's headline numbers against their thresholds, other alert values when there are
-    none. Queued jobs are the total over the runner types (`headline`); the peak goes beside them
-    only as the same quantity, and alone with its label when the headline is the worst seen."""
-    current, peak = incident.numbers, incident.peak
-    time_threshold, size_threshold = _thresholds(incident)
+def _headline_fields(incident: Incident, head: Headline) -> list[str]:
+    """The headline's wait and queued jobs against the alert's thresholds; other alert values
+    when there are none. Queued jobs are a total over the runner types: beside the alert's, the
+    peak goes only as the same quantity, and alone with its label when the headline is the worst
+    seen. A live headline has no peak beside it, and says how many types were not read."""
+    current, peak, live = incident.numbers, incident.peak, head.live
+    time_threshold = _first(current.queue_time_threshold, peak.queue_time_threshold)
+    size_threshold = _first(current.queue_size_threshold, peak.queue_size_threshold)
     wait, queued = (None, None) if head.worst else (head.wait_mins, head.queued)
-    alike = queued is None or incident.peak_summed == sums_types(incident.runner_types)
-    summed = _summed(incident.runner_types.values())
+    unread = []
+    if live is not None:
+        types, overs, peaks = live.runner_types.values(), (None, None), (None, None)
+        if live.missing:  # a sum without them would read as fewer than there are
+            unread = [f"{len(live.missing)} runner types unread"]
+    else:
+        alike = queued is None or incident.peak_summed == sums_types(incident.runner_types)
+        types = incident.runner_types.values()
+        overs = (current.queue_time_over, current.queue_size_over)
+        peaks = (peak.max_queue_time_mins, peak.max_queue_size if alike else None)
+    summed = sum(1 for queue in types if queue.queued is not None)
+    said = wait_parts(wait, over=head.wait_over, of_starts=head.wait_of_starts)
+
+    def waited(mins: float) -> str:  # as measured: "over 60 min" past a histogram's top bucket
+        return (wait_parts(mins, over=head.wait_over) or ("", ""))[1]
+
+    against_size = _against(size_threshold, overs[1], number, summed=summed)
     items = [
         _metric(
-            "Longest wait",
+            said[0].capitalize() if said else "Longest wait",
             wait,
-            peak.max_queue_time_mins,
-            _against(time_threshold, current.queue_time_over, minutes),
-            minutes,
+            peaks[0],
+            [_against(time_threshold, overs[0], minutes)],
+            waited,
         ),
         _metric(
             "Queued jobs",
             queued,
-            peak.max_queue_size if alike else None,
-            _against(size_threshold, current.queue_size_over, number, summed=summed),
+            peaks[1],
+            [against_size, *unread],
             number,
             peak_label=peak_queued_label(incident),
         ),
@@ -257,6 +232,10 @@ def _number_fields(incident: Incident, head: Headline) -> list[str]:
         f"{truncate(escape(name), 100)} = *{number(value)}*"
         for name, value in incident.other_values.items()
     ]
+
+
+def _first(*values: float | None) -> float | None:
+    return next((value for value in values if value is not None), None)
 
 
 def _headline_label(incident: Incident, head: Headline) -> str:
@@ -274,32 +253,8 @@ def _headline_label(incident: Incident, head: Headline) -> str:
     return said
 
 
-def _live_fields(incident: Incident, head: Headline, live: FleetSnapshot) -> list[str]:
-    """The headline from the live reading: the longest wait of the incident's runner types (as
-    measured) and the jobs queued in them, against the alert's thresholds."""
-    time_threshold, size_threshold = _thresholds(incident)
-    items = []
-    if head.wait_mins is not None:
-        label, amount = wait_parts(
-            head.wait_mins, over=head.wait_over, of_starts=head.wait_of_starts
-        ) or ("", "")
-        notes = [_against(time_threshold, None, minutes)]
-        items.append(f"{label.capitalize()}: *{amount}*" + _notes(notes))
-    if head.queued is not None:
-        summed = _summed(live.runner_types.values())
-        notes = [_against(size_threshold, None, number, summed=summed)]
-        if live.missing:  # a sum without them would read as fewer than there are
-            notes.append(f"{len(live.missing)} runner types unread")
-        items.append(f"Queued jobs: *{number(head.queued)}*" + _notes(notes))
-    return items
-
-
 def _against(
-    threshold: float | None,
-    over: bool | None,
-    shown: Callable[[float], str],
-    *,
-    summed: int = 1,
+    threshold: float | None, over: bool | None, shown: Callable[[float], str], *, summed: int = 1
 ) -> str | None:
     """The number against its threshold, or, from a rule that says only whether it was crossed,
     that. A queue `summed` over several types is not what the rule holds to its threshold (a
@@ -313,32 +268,23 @@ def _against(
     return "over the rule's threshold" if over else "under the rule's threshold"
 
 
-def _summed(types: Iterable[RunnerQueue | RunnerTypeMetrics]) -> int:
-    return sum(1 for queue in types if queue.queued is not None)
-
-
 def _metric(
     label: str,
     current: float | None,
     peak: float | None,
-    against: str | None,
+    notes: list[str | None],
     shown: Callable[[float], str],
     *,
     peak_label: str = "",
 ) -> str:
-    notes = [against]
     if current is None:
         if peak is None:
             return ""
-        return f"{peak_label or 'Peak ' + label.lower()}: *{shown(peak)}*" + _notes(notes)
-    if peak is not None and shown(peak) != shown(current):
+        label, current = peak_label or f"Peak {label.lower()}", peak
+    elif peak is not None and shown(peak) != shown(current):
         notes.append(f"peak {shown(peak)}")
-    return f"{label}: *{shown(current)}*" + _notes(notes)
-
-
-def _notes(notes: list[str | None]) -> str:
     said = [note for note in notes if note]
-    return f" ({', '.join(said)})" if said else ""
+    return f"{label}: *{shown(current)}*" + (f" ({', '.join(said)})" if said else "")
 
 
 def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> str:
@@ -431,12 +377,11 @@ def _actions(incident: Incident) -> dict[str, Any]:
     return actions(elements, ACTIONS_BLOCK_ID)
 
 
-def _fallback(incident: Incident) -> str:
+def _fallback(incident: Incident, head: Headline) -> str:
     """Notification text: short, escaped, pinging nobody; its numbers are the headline's."""
     title = truncate(title_text(incident), 200)
     if not incident.is_open:
         return f"✅ Resolved: {title}"
-    head = headline(incident)
     details = [head.wait, f"{number(head.queued)} queued" if head.queued is not None else ""]
     shown = ", ".join(detail for detail in details if detail)
     return f"🔴 {title}: {shown}" if shown else f"🔴 {title}"
