@@ -10,8 +10,8 @@ from typing import Any
 from bot.domain.capacity import NO_TYPE, TypeReport
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number
+from bot.render import mrkdwn as md
 from bot.render.chart_block import BLOCK_TYPE, MAX_CATEGORIES, series_labels
-from bot.render.mrkdwn import escape, plural, rendered, sections, truncate
 
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
@@ -37,19 +37,19 @@ def render_report(
         if history:
             quiet += (
                 ", and no runner type over the thresholds or at its maximum in "
-                f"{escape(history)}'s history"
+                f"{md.escape(history)}'s history"
             )
         return f"{quiet}.{kept}" + (f"\n_{_missing(missing)}_" if missing else "")
     lines = [head]
     for report in reports[:MAX_TYPES]:
         lines.append(_type_line(report))
         if report.recommendation:
-            lines.append(f"   ↳ {truncate(escape(report.recommendation), 300)}")
+            lines.append(f"   ↳ {md.escaped(report.recommendation, 300)}")
     if len(reports) > MAX_TYPES:
-        more = escape(f"`/queue report {days}d <type>`")
+        more = md.escape(f"`/queue report {days}d <type>`")
         lines.append(f"_{len(reports) - MAX_TYPES} more runner types: {more}_")
     lines.append(f"_{_sources(reports, history, missing)}_{kept}")
-    return truncate("\n".join(lines), 2900)
+    return md.truncate("\n".join(lines), 2900)
 
 
 def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
@@ -68,21 +68,21 @@ def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
         any(r.hours_at_max is not None for r in reports) and "hours at the maximum",
         any(r.hours_over is not None for r in reports) and "hours over the alert's thresholds",
     ]
-    partly = f" ({truncate(escape(missing), 300)})" if missing else ""
+    partly = f" ({md.escaped(missing, 300)})" if missing else ""
     if not (said := [what for what in known if what]):
-        return f"{own}; {escape(history)}'s history had nothing more on these types{partly}."
-    return f"{own}; {', '.join(said)} from {escape(history)}'s history{partly}."
+        return f"{own}; {md.escape(history)}'s history had nothing more on these types{partly}."
+    return f"{own}; {', '.join(said)} from {md.escape(history)}'s history{partly}."
 
 
 def _missing(missing: str) -> str:
-    return f"Queue time and hours at the maximum are not in it: {truncate(escape(missing), 300)}."
+    return f"Queue time and hours at the maximum are not in it: {md.escaped(missing, 300)}."
 
 
 def _type_line(report: TypeReport) -> str:
     name = "_alerts naming no runner type_"
     if report.runner_type != NO_TYPE:
-        name = truncate(escape(report.runner_type), 100)
-    parts = [plural(report.incidents, "incident")]
+        name = md.escaped(report.runner_type, 100)
+    parts = [md.plural(report.incidents, "incident")]
     if report.incidents:
         parts.append(f"{duration(report.firing)} firing")
     if report.hours_over is not None:
@@ -91,7 +91,7 @@ def _type_line(report: TypeReport) -> str:
         p50, p90 = (
             duration(timedelta(minutes=m)) for m in (report.wait_p50_mins, report.wait_p90_mins)
         )
-        parts.append(f"{escape(report.quantiles_of)} p50 {p50}, p90 {p90}")
+        parts.append(f"{md.escape(report.quantiles_of)} p50 {p50}, p90 {p90}")
     if report.hours_at_max is not None:
         parts.append(f"{_hours(report.hours_at_max)} at the maximum")
     if report.peak_queued is not None:
@@ -103,10 +103,10 @@ def _type_line(report: TypeReport) -> str:
         parts.append(f"runners {low}–{number(report.maximum)}")
     if report.scale_ups:
         named = list(report.scale_ups.items())  # most first
-        who = ", ".join(f"{truncate(escape(n), 40)} {c}" for n, c in named[:MAX_SCALERS])
+        who = ", ".join(f"{md.escaped(n, 40)} {c}" for n, c in named[:MAX_SCALERS])
         if len(named) > MAX_SCALERS:
             who += f", {len(named) - MAX_SCALERS} others"
-        parts.append(f"{plural(sum(report.scale_ups.values()), 'scale-up')} ({who})")
+        parts.append(f"{md.plural(sum(report.scale_ups.values()), 'scale-up')} ({who})")
     return f"• *{name}*: " + " · ".join(parts)
 
 
@@ -125,10 +125,10 @@ def report_message(
     """The weekly post: the report, and a bar chart of each type's firing hours drawn by Slack
     (left out, as any chart, where the workspace refuses it)."""
     text = render_report(reports, days=days, kept_days=kept_days, history=history, missing=missing)
-    blocks = sections(text.splitlines())
+    blocks = md.sections(text.splitlines())
     if chart := _hours_chart(reports, days):
         blocks.append(chart)
-    return rendered(text.splitlines()[0].strip("*"), blocks)
+    return md.rendered(text.splitlines()[0].strip("*"), blocks)
 
 
 def _hours_chart(reports: Sequence[TypeReport], days: int) -> dict[str, Any] | None:

@@ -14,18 +14,8 @@ from bot.domain.incidents import Incident
 from bot.domain.jobs import JobsView, RunnerTypeJobs
 from bot.domain.message import Rendered
 from bot.domain.units import minutes, number
+from bot.render import mrkdwn as md
 from bot.render.jobs import footnotes, headline, source_of
-from bot.render.mrkdwn import (
-    context,
-    escape,
-    link,
-    rendered,
-    runner_name,
-    section,
-    sections,
-    time_of,
-    truncate,
-)
 from bot.render.queue import advice_parts, judged_parts, reading_parts
 
 ICONS = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.BAD: "❌", Verdict.UNKNOWN: "❔"}
@@ -42,21 +32,21 @@ def render_diagnostics(
 ) -> Rendered:
     source = "the alert's own numbers" if snapshot.source == "alert" else source_of(snapshot.source)
     head = (
-        f"*🩺 Diagnostics · incident {escape(incident.id)}* · {time_of(snapshot.at)} · "
+        f"*🩺 Diagnostics · incident {md.escape(incident.id)}* · {md.time_of(snapshot.at)} · "
         f"from {source} · asked by {by}"
     )
-    blocks = [section(head)]
+    blocks = [md.section(head)]
     if snapshot.note:
-        blocks.append(context([truncate(f"⚠️ {escape(snapshot.note)}", 500)]))
+        blocks.append(md.context([md.truncate(f"⚠️ {md.escape(snapshot.note)}", 500)]))
     if diagnosis.cause is None:
-        lines = [f"*Likely cause:* not determined ({truncate(escape(diagnosis.why), 600)})"]
+        lines = [f"*Likely cause:* not determined ({md.escaped(diagnosis.why, 600)})"]
     else:
-        where = f" on {runner_name(diagnosis.lead_type)}" if diagnosis.lead_type else ""
+        where = f" on {md.runner_name(diagnosis.lead_type)}" if diagnosis.lead_type else ""
         cause = f"{diagnosis.cause.value}{where} ({diagnosis.confidence} confidence)"
         lines = [f"*Likely cause:* {cause}"]
     if diagnosis.recommendation:
-        lines.append(f"*Next:* {truncate(escape(diagnosis.recommendation), 600)}")
-    blocks.append(section("\n".join(lines)))
+        lines.append(f"*Next:* {md.escaped(diagnosis.recommendation, 600)}")
+    blocks.append(md.section("\n".join(lines)))
     lines = [_queue_line(f, snapshot) for f in diagnosis.findings]
     several = len(diagnosis.findings) > 1
     lines += [_evidence_line(names, check, several) for names, check in diagnosis.evidence]
@@ -67,17 +57,19 @@ def render_diagnostics(
         notes = footnotes(replace(jobs, history=True))
         if unseen := _unseen(jobs, diagnosis, snapshot):
             notes.append(unseen)
-    blocks += sections(lines)[:40]
+    blocks += md.sections(lines)[:40]
     if notes:
-        blocks.append(context([truncate(note, 500) for note in notes]))
+        blocks.append(md.context([md.truncate(note, 500) for note in notes]))
     cause = diagnosis.cause.value if diagnosis.cause else "not determined"
-    return rendered(f"Diagnostics for incident {escape(incident.id)}: likely cause {cause}", blocks)
+    return md.rendered(
+        f"Diagnostics for incident {md.escape(incident.id)}: likely cause {cause}", blocks
+    )
 
 
 def _queue_line(finding: Finding, snapshot: FleetSnapshot) -> str:
     """The type's numbers and advice as the root's line says them; a reading without a judgement
     (stored by a 0.25 replica) says its numbers alone."""
-    name = runner_name(finding.runner_type) if finding.runner_type else "All runner types"
+    name = md.runner_name(finding.runner_type) if finding.runner_type else "All runner types"
     if (judged := finding.judged) is not None:
         parts = [*judged_parts(judged), *advice_parts(judged)]
     else:
@@ -87,8 +79,8 @@ def _queue_line(finding: Finding, snapshot: FleetSnapshot) -> str:
 
 
 def _evidence_line(names: str, check: Check, several: bool) -> str:
-    where = f" ({truncate(escape(names), 200)})" if several and names else ""
-    return f"{ICONS[check.verdict]} *{check.name}*{where}: {truncate(escape(check.text), 600)}"
+    where = f" ({md.escaped(names, 200)})" if several and names else ""
+    return f"{ICONS[check.verdict]} *{check.name}*{where}: {md.escaped(check.text, 600)}"
 
 
 def _jobs_line(view: JobsView, runner_types: list[str]) -> str:
@@ -103,17 +95,16 @@ def _jobs_line(view: JobsView, runner_types: list[str]) -> str:
 def _type_jobs(queue: RunnerTypeJobs) -> str:
     queued = [w for w in queue.workflows if w.queued]
     said = ", ".join(
-        f"`{truncate(escape(w.workflow), 60)}` {w.queued} ({w.trigger.value})"
+        f"`{md.escaped(w.workflow, 60)}` {w.queued} ({w.trigger.value})"
         for w in queued[:TOP_WORKFLOWS]
     )
     if (more := len(queued) - TOP_WORKFLOWS) > 0:
         said += f" and {more} more"
     oldest = max(queue.workflows, key=lambda w: w.longest_wait_mins or -1)
     if oldest.oldest_url:
-        said += (
-            f" · oldest: {link(oldest.oldest_url, truncate(oldest.oldest_job or 'the job', 60))}"
-        )
-    return f"{runner_name(queue.runner_type)} {said}"
+        job = md.truncate(oldest.oldest_job or "the job", 60)
+        said += f" · oldest: {md.link(oldest.oldest_url, job)}"
+    return f"{md.runner_name(queue.runner_type)} {said}"
 
 
 def _unseen(view: JobsView, diagnosis: Diagnosis, snapshot: FleetSnapshot) -> str:

@@ -15,18 +15,7 @@ from bot.domain.headline import headline
 from bot.domain.incidents import Incident, severity_rank
 from bot.domain.message import Rendered
 from bot.domain.units import duration, number
-from bot.render.mrkdwn import (
-    MAX_BLOCKS,
-    context,
-    escape,
-    header,
-    link,
-    rendered,
-    sections,
-    slack_date,
-    time_of,
-    truncate,
-)
+from bot.render import mrkdwn as md
 from bot.render.replies import title_text
 
 MAX_LINES = 300
@@ -73,8 +62,8 @@ def render_digest(
         firing = sum(1 for entry in counted if entry.incident.is_open)
         title = f"⛅ Alert storm over: {total} {noun}"
         about = (
-            f"From {slack_date(started)} to {time_of(now)} ({duration(now - started)}): {firing} "
-            f"still firing, {total - firing} resolved. Each group has its own thread."
+            f"From {md.slack_date(started)} to {md.time_of(now)} ({duration(now - started)}): "
+            f"{firing} still firing, {total - firing} resolved. Each group has its own thread."
         )
     else:
         title = f"⛈️ Alert storm: {total} new {noun}"
@@ -86,20 +75,20 @@ def render_digest(
         if len(counted) > len(entries):
             about += " Those that came later are listed in the messages below."
     lines = [_line(entry) for entry in entries]
-    blocks = [header(title), context([about, _by_priority(counted)])]
-    shown = _fitting(lines, MAX_BLOCKS - _FIXED_BLOCKS)
-    blocks += sections(lines[:shown])
+    blocks = [md.header(title), md.context([about, _by_priority(counted)])]
+    shown = _fitting(lines, md.MAX_BLOCKS - _FIXED_BLOCKS)
+    blocks += md.sections(lines[:shown])
     if shown < len(entries):
-        more = f"+{len(entries) - shown} more: `{escape(command)} incidents` lists every open "
-        blocks.append(context([more + "incident."]))
-    return rendered("\n".join([title, *lines[: min(shown, 20)]]), blocks)
+        more = f"+{len(entries) - shown} more: `{md.escape(command)} incidents` lists every open "
+        blocks.append(md.context([more + "incident."]))
+    return md.rendered("\n".join([title, *lines[: min(shown, 20)]]), blocks)
 
 
 def _line(entry: DigestEntry) -> str:
     incident = entry.incident
     parts = [
-        f"{'🔴' if incident.is_open else '✅'} *#{escape(incident.id)}*",
-        truncate(title_text(incident), 120),
+        f"{'🔴' if incident.is_open else '✅'} *#{md.escape(incident.id)}*",
+        md.truncate(title_text(incident), 120),
     ]
     head = headline(incident)  # the root's numbers: live when it is, summed over the types
     figures = [f"{number(head.queued)} queued"] if head.queued is not None else []
@@ -108,11 +97,11 @@ def _line(entry: DigestEntry) -> str:
     if figures:
         parts.append(("worst seen: " if head.worst else "") + ", ".join(figures))
     if types := list(incident.runner_types):
-        named = ", ".join(f"`{truncate(escape(n), 40)}`" for n in types[:MAX_TYPES_SHOWN])
+        named = ", ".join(f"`{md.escaped(n, 40)}`" for n in types[:MAX_TYPES_SHOWN])
         extra = len(types) - MAX_TYPES_SHOWN
         parts.append(f"{named} +{extra}" if extra > 0 else named)
     if entry.link:
-        parts.append(link(entry.link, "thread"))
+        parts.append(md.link(entry.link, "thread"))
     elif not entry.threaded:
         parts.append("_thread soon_")
     return " · ".join(parts)
@@ -121,7 +110,7 @@ def _line(entry: DigestEntry) -> str:
 def _fitting(lines: list[str], budget: int) -> int:
     """How many leading lines fit in `budget` section blocks, keeping one for "+N more"."""
     count = min(len(lines), MAX_LINES)
-    while count and len(sections(lines[:count])) > budget - (1 if count < len(lines) else 0):
+    while count and len(md.sections(lines[:count])) > budget - (1 if count < len(lines) else 0):
         count -= max(1, count // 20)
     return count
 
@@ -130,6 +119,4 @@ def _by_priority(entries: Sequence[DigestEntry]) -> str:
     counts = Counter(
         (severity_rank(e.incident.priority), e.incident.priority or "no priority") for e in entries
     )
-    return " · ".join(
-        f"{truncate(escape(name), 30)} × {n}" for (_, name), n in sorted(counts.items())
-    )
+    return " · ".join(f"{md.escaped(name, 30)} × {n}" for (_, name), n in sorted(counts.items()))

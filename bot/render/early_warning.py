@@ -8,18 +8,7 @@ from datetime import UTC, datetime
 
 from bot.domain.early_warning import Phase, WarningState
 from bot.domain.message import Rendered
-from bot.render.mrkdwn import (
-    actions,
-    button,
-    context,
-    escape,
-    label,
-    link,
-    rendered,
-    section,
-    time_of,
-    truncate,
-)
+from bot.render import mrkdwn as md
 
 DISMISS = "warning_dismiss"
 SCALE = "warning_scale"
@@ -35,14 +24,14 @@ def dismiss_value(state: WarningState) -> str:
 
 
 def _at(timestamp: float) -> str:
-    return time_of(datetime.fromtimestamp(timestamp, UTC))
+    return md.time_of(datetime.fromtimestamp(timestamp, UTC))
 
 
 def render_warning(state: WarningState) -> Rendered:
-    name = truncate(escape(state.runner_type), 200)
+    name = md.escaped(state.runner_type, 200)
     warned = _at(state.warned_at)
-    said = truncate(escape(state.text), 1500)
-    scaled = [f"↗️ {truncate(escape(state.scaled), 1000)}"] if state.scaled else []
+    said = md.escaped(state.text, 1500)
+    scaled = [f"↗️ {md.escaped(state.scaled, 1000)}"] if state.scaled else []
     if state.phase is Phase.ACTIVE:
         if state.held_since:
             head = f"⌛ *Early warning, on hold* · {said}"
@@ -57,23 +46,29 @@ def render_warning(state: WarningState) -> Rendered:
                 "queue stops building, carried on by the incident if the alert fires."
             )
         value = dismiss_value(state)
-        buttons = [button("Dismiss for 1 h", DISMISS, value)]
+        buttons = [md.button("Dismiss for 1 h", DISMISS, value)]
         if state.scalable:
-            buttons.insert(0, button("Scale up…", SCALE, value))
-        blocks = [section(head), context([note, *scaled]), actions(buttons, "early_warning")]
-        return rendered(f"Early warning: {said}", blocks)
+            buttons.insert(0, md.button("Scale up…", SCALE, value))
+        blocks = [
+            md.section(head),
+            md.context([note, *scaled]),
+            md.actions(buttons, "early_warning"),
+        ]
+        return md.rendered(f"Early warning: {said}", blocks)
     if state.phase is Phase.FOLDED:
         # The incident's thread is linked once the upkeep knows it; anything but a plain http(s)
         # URL stays text.
-        incident = link(state.incident_link, label(f"incident {state.incident_id[:MAX_ID]}"))
+        incident = md.link(
+            state.incident_link, md.link_label(f"incident {state.incident_id[:MAX_ID]}")
+        )
         line = f"🔔 The alert fired: {incident} carries it on (warned at {warned})."
-        blocks = [section(f"*Early warning* · {said}"), context([line, *scaled])]
-        return rendered(f"Early warning: {said}\n{line}", blocks)
+        blocks = [md.section(f"*Early warning* · {said}"), md.context([line, *scaled])]
+        return md.rendered(f"Early warning: {said}\n{line}", blocks)
     if state.phase is Phase.DISMISSED:
         line = (
-            f"🔕 Early warning · {name}: dismissed by {truncate(escape(state.by), 100)} until "
+            f"🔕 Early warning · {name}: dismissed by {md.escaped(state.by, 100)} until "
             f"{_at(state.until)} (warned at {warned})."
         )
     else:
         line = f"✅ Early warning · {name}: no longer building (warned at {warned})."
-    return rendered(line, [context([line, *scaled])])
+    return md.rendered(line, [md.context([line, *scaled])])

@@ -24,20 +24,8 @@ from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number, wait_parts
+from bot.render import mrkdwn as md
 from bot.render.chart_block import cut
-from bot.render.mrkdwn import (
-    context,
-    escape,
-    header,
-    label,
-    link,
-    person,
-    runner_name,
-    section,
-    sections,
-    time_of,
-    truncate,
-)
 from bot.render.queue import absent_text, advice_parts, judged_parts, reading_parts
 
 CALLBACK_ID = "queuepilot_home"
@@ -87,10 +75,10 @@ class Digests:
 
 def render_home(home: HomeState, now: datetime) -> dict[str, Any]:
     """The Home tab's view (`views.publish`'s `view`)."""
-    updated = f"Updated {time_of(now)} · refreshed when it opens and as things change"
+    updated = f"Updated {md.time_of(now)} · refreshed when it opens and as things change"
     blocks = [
-        header("queuepilot · CI queues"),
-        context([updated]),
+        md.header("queuepilot · CI queues"),
+        md.context([updated]),
         DIVIDER,
         *_incidents(home, now),
         DIVIDER,
@@ -98,7 +86,7 @@ def render_home(home: HomeState, now: datetime) -> dict[str, Any]:
         DIVIDER,
         *_fleet(home),
         DIVIDER,
-        section(_how_to(escape(home.command))),
+        md.section(_how_to(md.escape(home.command))),
     ]
     return {"type": "home", "callback_id": CALLBACK_ID, "blocks": blocks[:MAX_HOME_BLOCKS]}
 
@@ -124,13 +112,13 @@ def digests(home: HomeState) -> Digests:
 
 def _incidents(home: HomeState, now: datetime) -> list[dict[str, Any]]:
     if not home.incidents:
-        return [section("*Open incidents*\nNone open: the queues are quiet. ✅")]
-    blocks = [section(f"*Open incidents* ({home.open_count}), the most recently opened first")]
+        return [md.section("*Open incidents*\nNone open: the queues are quiet. ✅")]
+    blocks = [md.section(f"*Open incidents* ({home.open_count}), the most recently opened first")]
     shown = home.incidents[:MAX_INCIDENTS]
-    blocks += [section(_incident_text(listed, now, home.fleet)) for listed in shown]
+    blocks += [md.section(_incident_text(listed, now, home.fleet)) for listed in shown]
     if (left := home.open_count - len(shown)) > 0:
-        more = f"… and {left} more: `{escape(home.command)} incidents` lists them."
-        blocks.append(context([more]))
+        more = f"… and {left} more: `{md.escape(home.command)} incidents` lists them."
+        blocks.append(md.context([more]))
     return blocks
 
 
@@ -138,21 +126,21 @@ def _incident_text(listed: Listed, now: datetime, fleet: FleetSnapshot | None) -
     incident = listed.incident
     priority = f"{incident.priority} · " if incident.priority else ""
     title = cut(f"#{incident.id} · {priority}{incident.title}", MAX_LABEL)
-    title = link(listed.link, label(title)) if listed.link else truncate(escape(title), 150)
+    title = md.link(listed.link, md.link_label(title)) if listed.link else md.escaped(title, 150)
     started = f"<!date^{int(incident.started_at.timestamp())}^{{ago}}|"
     started += f"{duration(now - incident.started_at)} ago>"
-    facts = [f"in <#{escape(incident.channel)}>"] if incident.channel else []
+    facts = [f"in <#{md.escape(incident.channel)}>"] if incident.channel else []
     facts.append(f"started {started}")
     if incident.acknowledged_by:
-        facts.append(f"{person(incident.acknowledged_by, incident.acknowledged_name)} is on it")
+        facts.append(f"{md.person(incident.acknowledged_by, incident.acknowledged_name)} is on it")
     else:
         facts.append("⚠️ nobody has acknowledged it")
     if incident.silence is not None:
-        facts.append(f"🔕 silenced until {time_of(incident.silence.until)}")
+        facts.append(f"🔕 silenced until {md.time_of(incident.silence.until)}")
     if incident.reopened:
         facts.append(f"reopened {incident.reopened}×")
     lines = [f"🔴 *{title}*", " · ".join(facts), _worst_line(incident, fleet)]
-    return truncate("\n".join(filter(None, lines)), 1000)
+    return md.truncate("\n".join(filter(None, lines)), 1000)
 
 
 def _worst(incident: Incident) -> tuple[str, Any] | None:
@@ -172,7 +160,7 @@ def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
         said = " · ".join(f for f in figures if f)
         return f"Worst: {said}" if said else ""
     name, queue = worst
-    parts = [f"`{runner_name(name)}`"]
+    parts = [f"`{md.runner_name(name)}`"]
     key = runner_key(name)
     now = fleet.runner_types if fleet is not None else {}
     judged = next((m.judged for n, m in now.items() if runner_key(n) == key), None)
@@ -208,35 +196,37 @@ def _incident_state(listed: Listed) -> list[Any]:
 
 def _warnings(home: HomeState) -> list[dict[str, Any]]:
     if not home.warnings:
-        return [context(["No early warning stands: no queue is building toward its alert."])]
-    blocks = [section(f"*Early warnings* ({len(home.warnings)}): queues building toward an alert")]
-    blocks += [section(_warning_text(standing)) for standing in home.warnings[:MAX_WARNINGS]]
+        return [md.context(["No early warning stands: no queue is building toward its alert."])]
+    blocks = [
+        md.section(f"*Early warnings* ({len(home.warnings)}): queues building toward an alert")
+    ]
+    blocks += [md.section(_warning_text(standing)) for standing in home.warnings[:MAX_WARNINGS]]
     if (left := len(home.warnings) - MAX_WARNINGS) > 0:
-        blocks.append(context([f"… and {left} more, each in its channel."]))
+        blocks.append(md.context([f"… and {left} more, each in its channel."]))
     return blocks
 
 
 def _warning_text(standing: Standing) -> str:
     warning = standing.warning
-    name = label(cut(warning.runner_type, 80)).strip() or "(unnamed runner type)"
-    shown = link(standing.link, name) if standing.link else f"`{escape(name)}`"
-    where = f" in <#{escape(warning.channel)}>" if warning.channel else ""
+    name = md.link_label(cut(warning.runner_type, 80)).strip() or "(unnamed runner type)"
+    shown = md.link(standing.link, name) if standing.link else f"`{md.escape(name)}`"
+    where = f" in <#{md.escape(warning.channel)}>" if warning.channel else ""
     hold = " (on hold: no fresh reading)" if warning.held_since else ""
-    text = truncate(escape(warning.text), 400)
-    return truncate(f"⏳ {shown}{where}{hold}: {text}", 600)
+    text = md.escaped(warning.text, 400)
+    return md.truncate(f"⏳ {shown}{where}{hold}: {text}", 600)
 
 
 def _fleet(home: HomeState) -> list[dict[str, Any]]:
     fleet = home.fleet
     if fleet is None:
         note = home.fleet_note or "no live metrics backend: the incidents' numbers are the alerts'"
-        return [section(f"*The fleet now*\n_{escape(note)}_")]
-    source = escape(home.backend or source_name(fleet.source))
-    head = f"*The fleet now* · live from {source} at {time_of(fleet.at)}"
+        return [md.section(f"*The fleet now*\n_{md.escape(note)}_")]
+    source = md.escape(home.backend or source_name(fleet.source))
+    head = f"*The fleet now* · live from {source} at {md.time_of(fleet.at)}"
     if home.fleet_note:
-        head += f"\n⚠️ {truncate(escape(home.fleet_note), 300)}"
+        head += f"\n⚠️ {md.escaped(home.fleet_note, 300)}"
     lines = _fleet_lines(fleet) or ["_No runner type is known._"]
-    return sections([head, *lines])[:2]
+    return md.sections([head, *lines])[:2]
 
 
 def _fleet_lines(fleet: FleetSnapshot) -> list[str]:
@@ -267,7 +257,7 @@ def _fleet_line(name: str, metrics: RunnerTypeMetrics, absent: str) -> str:
         if judged.maximum is not None:
             parts.append(f"max {number(judged.maximum)}")
         parts += advice_parts(judged)
-    return f"• `{runner_name(name)}`: {' · '.join(parts) or 'no numbers'}"
+    return f"• `{md.runner_name(name)}`: {' · '.join(parts) or 'no numbers'}"
 
 
 def _how_to(cmd: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.domain.jobs import JobsView, RunnerTypeJobs, WorkflowQueue, queued_said, surging
 from bot.domain.units import duration, minutes
-from bot.render.mrkdwn import context, escape, fit_lines, link, sections, time_of, truncate
+from bot.render import mrkdwn as md
 
 TOP_WORKFLOWS = 5  # per runner type
 MAX_TYPES = 5
@@ -37,30 +37,30 @@ def render_jobs(
         foot.insert(
             0,
             f"_{others} other runner {belong} to other channels: "
-            f"{escape('`/queue jobs <runner-type>`')} shows one._",
+            f"{md.escape('`/queue jobs <runner-type>`')} shows one._",
         )
     room = limit - len(head) - sum(len(f) + 1 for f in foot) - 60
-    kept = fit_lines(body, max(room, 0))
+    kept = md.fit_lines(body, max(room, 0))
     if len(kept) < len(body):
         kept.append(f"_… {len(body) - len(kept)} more lines left out_")
-    return truncate("\n".join([head, *kept, *foot]), limit)
+    return md.truncate("\n".join([head, *kept, *foot]), limit)
 
 
 def jobs_blocks(view: JobsView, runner_types: list[str]) -> list[dict[str, Any]]:
     """Sections of each runner type's lines, a context of the footnotes."""
     lines = [line for name in runner_types[:MAX_TYPES] for line in type_lines(view, name)]
-    blocks = sections([headline(view), *lines])
+    blocks = md.sections([headline(view), *lines])
     if foot := footnotes(view):
-        blocks.append(context([truncate(text, 500) for text in foot]))
+        blocks.append(md.context([md.truncate(text, 500) for text in foot]))
     return blocks[:10]
 
 
 def source_of(source: str) -> str:
-    return SOURCES.get(source, escape(source))
+    return SOURCES.get(source, md.escape(source))
 
 
 def headline(view: JobsView) -> str:
-    return f"*Queued jobs* · from {source_of(view.source)} at {time_of(view.at)}"
+    return f"*Queued jobs* · from {source_of(view.source)} at {md.time_of(view.at)}"
 
 
 def footnotes(view: JobsView) -> list[str]:
@@ -72,7 +72,7 @@ def footnotes(view: JobsView) -> list[str]:
             "nobody will run them._"
         )
     if view.note:
-        notes.append(f"⚠️ {truncate(escape(view.note), 400)}")
+        notes.append(f"⚠️ {md.escaped(view.note, 400)}")
     if not view.history and view.runner_types:
         notes.append("_No arrivals recorded a day before yet: what changed cannot be said._")
     return notes
@@ -80,7 +80,7 @@ def footnotes(view: JobsView) -> list[str]:
 
 def type_lines(view: JobsView, runner_type: str) -> list[str]:
     queue = view.runner_types.get(runner_type)
-    name = truncate(escape(runner_type), MAX_NAME)
+    name = md.escaped(runner_type, MAX_NAME)
     if queue is None:
         return [f"*`{name}`*: {_none(view)} seen{_limit(view)}"]
     mix = ", ".join(f"{t.value} {n}" for t, n in queue.triggers)
@@ -89,10 +89,10 @@ def type_lines(view: JobsView, runner_type: str) -> list[str]:
     if (surge := surging(view, runner_type)) is not None:
         # Without a day before, the surge is a share of the queue, not a change.
         label = "What changed" if view.history else "Most of the queue"
-        lines.append(f"📈 *{label}:* {truncate(escape(surge.text), 400)}")
+        lines.append(f"📈 *{label}:* {md.escaped(surge.text, 400)}")
     if slower := view.slower.get(runner_type, ()):
         said = "; ".join(s.text for s in slower[:3])
-        lines.append(f"🐢 *Slower jobs:* {truncate(escape(said), 400)}")
+        lines.append(f"🐢 *Slower jobs:* {md.escaped(said, 400)}")
     lines += _grouped(queue, view)
     if len(queue.workflows) > TOP_WORKFLOWS:
         lines.append(f"    _+{len(queue.workflows) - TOP_WORKFLOWS} more workflows_")
@@ -123,13 +123,15 @@ def _grouped(queue: RunnerTypeJobs, view: JobsView) -> list[str]:
 
 
 def _workflow_line(w: WorkflowQueue, view: JobsView) -> str:
-    line = f"    • `{truncate(escape(w.workflow), MAX_NAME)}`"
+    line = f"    • `{md.escaped(w.workflow, MAX_NAME)}`"
     if w.queued:
         line += f" — {queued_said(w.queued, view.listed_over_mins)}"
     if w.longest_wait_mins is not None:
         line += f", longest wait {duration(timedelta(minutes=w.longest_wait_mins))}"
     if w.oldest_url:
-        line += f", oldest: {link(w.oldest_url, truncate(w.oldest_job or 'the job', MAX_JOB))}"
+        line += (
+            f", oldest: {md.link(w.oldest_url, md.truncate(w.oldest_job or 'the job', MAX_JOB))}"
+        )
     if w.last_hour is not None or w.day_before is not None:
         line += f" · {w.last_hour or 0} arrived in the last hour"
         if view.history:

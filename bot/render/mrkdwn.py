@@ -48,6 +48,11 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def escaped(text: str, limit: int) -> str:
+    """Untrusted text escaped and cut to `limit` characters."""
+    return truncate(escape(text), limit)
+
+
 def plain_text(mrkdwn: str) -> str:
     """Mrkdwn made here as plain text (a date as its fallback, a link as its label, a mention as
     the user ID, no bold, no entities): for an answer kept as a timeline line, escaped again
@@ -76,7 +81,7 @@ def is_linkable(url: str) -> bool:
     )
 
 
-def label(text: str) -> str:
+def link_label(text: str) -> str:
     """A link's label: Slack ends the URL at the first "|", and one more makes the token read two
     ways."""
     return text.replace("|", "¦")
@@ -85,19 +90,19 @@ def label(text: str) -> str:
 def mention(user_id: str) -> str:
     if len(user_id) <= _MAX_USER_ID and _USER_ID.fullmatch(user_id):
         return f"<@{user_id}>"
-    return truncate(escape(user_id), 64)
+    return escaped(user_id, 64)
 
 
 def person(user_id: str | None, name: str = "") -> str:
     """Someone named without a mention, for replies that must ping nobody: the display name, else
     the user ID as text, which Slack never turns into a mention on its own."""
     shown = name.strip() or (user_id or "someone")
-    return f"*{truncate(escape(shown), 80)}*"
+    return f"*{escaped(shown, 80)}*"
 
 
 def runner_name(name: str) -> str:
     """A runner type's name (an alert label): escaped, and short enough for a list of them."""
-    return truncate(escape(name), MAX_RUNNER_NAME)
+    return escaped(name, MAX_RUNNER_NAME)
 
 
 def plural(count: int, noun: str) -> str:

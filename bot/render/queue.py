@@ -11,7 +11,7 @@ from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
 from bot.domain.judgement import Judgement
 from bot.domain.trend import SPARK_POINTS, Trend, sparkline
 from bot.domain.units import minutes, number, wait_parts
-from bot.render.mrkdwn import escape, runner_name
+from bot.render import mrkdwn as md
 
 TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
 EMPTY = Trend()
@@ -65,7 +65,7 @@ def type_lines(view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPE
             parts.append(f"`{spark}`")
         if j is not None and name not in view.absent:
             parts += advice_parts(j)
-        label = runner_name(name) if name else "all runner types"
+        label = md.runner_name(name) if name else "all runner types"
         lines.append(f"• {label}: {' · '.join(parts) or 'no numbers'}")
     if more := max(len(ranked) - top, 0) + view.hidden:
         lines.append(f"+{more} more runner types (`/queue` lists them)")
@@ -75,6 +75,6 @@ def type_lines(view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPE
 def source_note(view: FleetSnapshot, backend: str) -> str:
     """Where the numbers come from, and what went wrong if they are the alert's instead."""
     if view.note and not view.is_live:
-        return f"⚠️ {escape(view.note)}"
-    head = f"Live from {escape(backend)}" if view.is_live else "From the alert"
-    return f"{head} · ⚠️ {escape(view.note)}" if view.note else head
+        return f"⚠️ {md.escape(view.note)}"
+    head = f"Live from {md.escape(backend)}" if view.is_live else "From the alert"
+    return f"{head} · ⚠️ {md.escape(view.note)}" if view.note else head

@@ -29,24 +29,9 @@ from bot.domain.incidents import (
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
+from bot.render import mrkdwn as md
 from bot.render.chart import incident_chart
 from bot.render.chart_block import chart_block
-from bot.render.mrkdwn import (
-    actions,
-    button,
-    context,
-    escape,
-    fields,
-    mention,
-    person,
-    rendered,
-    runner_name,
-    section,
-    sections,
-    slack_date,
-    time_of,
-    truncate,
-)
 from bot.render.queue import source_note, type_lines
 
 MAX_RUNNER_ROWS = 15
@@ -94,16 +79,16 @@ def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
     notifies nobody), how for the source."""
     if incident.resolution is Resolution.MANUAL and incident.resolved_by:
         if mentions:
-            return f"by {mention(incident.resolved_by)}"
-        return f"by {person(incident.resolved_by, incident.resolved_by_name)}"
+            return f"by {md.mention(incident.resolved_by)}"
+        return f"by {md.person(incident.resolved_by, incident.resolved_by_name)}"
     return _RESOLVED_BY.get(incident.resolution, "") if incident.resolution else ""
 
 
 def title_text(incident: Incident) -> str:
     """Priority and title, escaped, marked when Grafana's Test button sent the alert."""
-    title = escape(incident.title)
+    title = md.escape(incident.title)
     if incident.priority:
-        title = f"{escape(incident.priority)} · {title}"
+        title = f"{md.escape(incident.priority)} · {title}"
     return f"[TEST] {title}" if incident.is_test else title
 
 
@@ -169,29 +154,31 @@ def render_status(
     in place."""
     trend = trend if trend is not None else with_status(incident.trend, current)
     live = view if view is not None and view.is_live else None
-    blocks = [section(f"*📊 Status update · {time_of(current.at)}*\n{_age_line(incident, now)}")]
+    blocks = [
+        md.section(f"*📊 Status update · {md.time_of(current.at)}*\n{_age_line(incident, now)}")
+    ]
     headline = _headline(current, previous)
     if headline:
-        blocks.append(fields([f"{label}: *{value}*{_paren(d)}" for label, value, d in headline]))
+        blocks.append(md.fields([f"{label}: *{value}*{_paren(d)}" for label, value, d in headline]))
     elif not current.runner_types and live is None:
-        blocks.append(section(NO_NUMBERS))
+        blocks.append(md.section(NO_NUMBERS))
     if live is not None:
         lines = type_lines(live, trend)
         gone = sorted(set(previous.runner_types if previous else {}) - set(live.runner_types))
-        lines += [f"• {runner_name(name)}: no longer queueing" for name in gone[:5]]
-        blocks.append(section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
+        lines += [f"• {md.runner_name(name)}: no longer queueing" for name in gone[:5]]
+        blocks.append(md.section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
     elif rows := _runner_changes(current, previous):
-        blocks.append(section("*By runner type*\n" + "\n".join(rows)))
+        blocks.append(md.section("*By runner type*\n" + "\n".join(rows)))
     notes = [source_note(view, source_name(view.source))] if view is not None else []
     if drain is not None and drain[0] > 0:
         notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
     if since is not None:
-        notes.append(f"No meaningful change since {time_of(since)}: updated in place")
+        notes.append(f"No meaningful change since {md.time_of(since)}: updated in place")
     blocks += _chart(incident, trend=trend, live=live)
     if notes:
-        blocks.append(context([truncate(n, 2000) for n in notes]))
+        blocks.append(md.context([md.truncate(n, 2000) for n in notes]))
     said = ", ".join(f"{label.lower()} {value}{_paren(d)}" for label, value, d in headline)
-    return rendered(f"Status update: {said or 'no queue numbers'}", blocks)
+    return md.rendered(f"Status update: {said or 'no queue numbers'}", blocks)
 
 
 def _age_line(incident: Incident, now: datetime) -> str:
@@ -201,9 +188,9 @@ def _age_line(incident: Incident, now: datetime) -> str:
         took = duration((incident.resolved_at or now) - incident.started_at)
         line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
     if incident.silence is not None:
-        line += f" · 🔕 silenced until {time_of(incident.silence.until)}"
+        line += f" · 🔕 silenced until {md.time_of(incident.silence.until)}"
     if incident.acknowledged_by:
-        owner = person(incident.acknowledged_by, incident.acknowledged_name)
+        owner = md.person(incident.acknowledged_by, incident.acknowledged_name)
         return f"{line} · acknowledged by {owner}"
     return f"{line} · not acknowledged" if incident.is_open else line
 
@@ -238,7 +225,7 @@ def _runner_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
         for name, queue in worst_first(current.runner_types)
     ]
     gone = sorted(set(before) - set(current.runner_types))
-    return capped_rows(rows + [f"• {runner_name(name)}: no longer queueing" for name in gone])
+    return capped_rows(rows + [f"• {md.runner_name(name)}: no longer queueing" for name in gone])
 
 
 def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) -> str:
@@ -251,7 +238,7 @@ def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) ->
         known = before is not None and not queue.wait_over and not before.wait_over
         delta = change(queue.longest_wait_mins, before.longest_wait_mins if known else None, "min")
         parts.append(f"{wait}{_paren(delta)}")
-    return f"• {runner_name(name)}: {' · '.join(parts) or 'no numbers'}"
+    return f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}"
 
 
 # --- summary -----------------------------------------------------------------------------------
@@ -263,41 +250,41 @@ def render_summary(
     """How long, how bad, how it ended, who did what (events oldest first); its chart unless the
     last status drew the same one (`chart`: whatever the last status)."""
     took = duration((incident.resolved_at or now) - incident.started_at)
-    incident_id = escape(incident.id)
+    incident_id = md.escape(incident.id)
     if incident.is_open:
         head = f"🔴 *Incident {incident_id} still firing*"
     else:
         head = _join(f"✅ *Incident {incident_id} resolved*", resolved_how(incident))
     blocks = [
-        section(f"{head}\n{truncate(title_text(incident), 500)}"),
-        fields(_summary_fields(incident, took, events)),
+        md.section(f"{head}\n{md.truncate(title_text(incident), 500)}"),
+        md.fields(_summary_fields(incident, took, events)),
     ]
     if peaks := _peak_rows(incident):
-        blocks.append(section("*Peak by runner type*\n" + "\n".join(peaks)))
+        blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
     if (silence := incident.silence) is not None:
         blocks.append(
-            section(
+            md.section(
                 f"🔕 A silence made from Slack is still in force until "
-                f"{slack_date(silence.until)} ({escape(silence.backend)} silence "
-                f"`{truncate(escape(silence.silence_id), 80)}`): "
+                f"{md.slack_date(silence.until)} ({md.escape(silence.backend)} silence "
+                f"`{md.escaped(silence.silence_id, 80)}`): "
                 f"`/queue unsilence {incident_id}` removes it."
             )
         )
     if incident.put_backs:
-        blocks.append(section("\n".join(_put_back_line(p) for p in incident.put_backs)))
+        blocks.append(md.section("\n".join(_put_back_line(p) for p in incident.put_backs)))
     if chart or not chart_drawn(incident, incident.charted_at):  # the last status shows it
         blocks += _chart(incident)
     if shown := events[-MAX_TIMELINE:]:
         lines = ["*What was done*"]
         if len(events) > len(shown):
             lines.append(f"_{len(events) - len(shown)} earlier events not shown_")
-        blocks += sections(lines + [_timeline_line(event) for event in shown])
+        blocks += md.sections(lines + [_timeline_line(event) for event in shown])
     # The button's value is the incident's reference, as the root's buttons carry it.
-    postmortem = button("Postmortem", "incident_postmortem", f"{incident.id}:{incident.uid}")
-    blocks.append(actions([postmortem], "summary_actions"))
+    postmortem = md.button("Postmortem", "incident_postmortem", f"{incident.id}:{incident.uid}")
+    blocks.append(md.actions([postmortem], "summary_actions"))
     state = "still firing" if incident.is_open else "resolved"
     said = f"Incident {incident_id} {state} after {took}"
-    return rendered(f"{said}: {truncate(title_text(incident), 200)}", blocks)
+    return md.rendered(f"{said}: {md.truncate(title_text(incident), 200)}", blocks)
 
 
 def summaries(
@@ -322,12 +309,12 @@ def _put_back_line(put_back: PutBack) -> str:
     (at the latest 14:05)": what the thread's own put-back reply will say was done."""
     before = "unset" if put_back.before is None else str(put_back.before)
     line = (
-        f"↩️ {runner_name(put_back.runner_type)} {escape(put_back.field)} {put_back.after} "
+        f"↩️ {md.runner_name(put_back.runner_type)} {md.escape(put_back.field)} {put_back.after} "
         f"goes back to {before}"
     )
-    line += f" {escape(put_back.when)}" if put_back.when else ""
+    line += f" {md.escape(put_back.when)}" if put_back.when else ""
     if put_back.latest is not None:
-        line += f" (at the latest {time_of(put_back.latest)})"
+        line += f" (at the latest {md.time_of(put_back.latest)})"
     return line
 
 
@@ -354,10 +341,10 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
         items.append(f"Drained in: *{duration(drained)}* from the peak")
     if incident.acknowledged_by:
         items.append(
-            f"Acknowledged by {person(incident.acknowledged_by, incident.acknowledged_name)}"
+            f"Acknowledged by {md.person(incident.acknowledged_by, incident.acknowledged_name)}"
         )
     if taken := actions_taken(events):
-        people = list(dict.fromkeys(person(e.actor, e.actor_name) for e in taken))
+        people = list(dict.fromkeys(md.person(e.actor, e.actor_name) for e in taken))
         shown = ", ".join(people[:5]) + (f" and {len(people) - 5} more" if len(people) > 5 else "")
         items.append(f"Actions taken: *{len(taken)}*, by {shown}")
     items.append(f"Notifications: *{incident.notifications}*")
@@ -385,14 +372,14 @@ def _peak_rows(incident: Incident) -> list[str]:
     rows = []
     for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
         if numbers := queue_numbers(queue):
-            rows.append(f"• {runner_name(name) or 'all runner types'}: {numbers}")
+            rows.append(f"• {md.runner_name(name) or 'all runner types'}: {numbers}")
     more = len(incident.peak_types) - MAX_PEAK_ROWS
     return [*rows, f"+{more} more runner types"] if more > 0 else rows
 
 
 def _timeline_line(event: Event) -> str:
-    line = f"{time_of(event.at)} · {truncate(escape(event.text), 200)}"
-    return f"{line} · by {person(event.actor, event.actor_name)}" if event.actor else line
+    line = f"{md.time_of(event.at)} · {md.escaped(event.text, 200)}"
+    return f"{line} · by {md.person(event.actor, event.actor_name)}" if event.actor else line
 
 
 # --- events ------------------------------------------------------------------------------------
@@ -402,14 +389,16 @@ def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rende
     """A one-line reply for something that happened; `detail` is mrkdwn already made safe (a
     Slack date, say) that follows the escaped text."""
     icon = _EVENT_ICONS.get(event.kind, "•")
-    line = f"{icon} {truncate(escape(event.text), 2000)}" + (f" {detail}" if detail else "")
+    line = f"{icon} {md.escaped(event.text, 2000)}" + (f" {detail}" if detail else "")
     if event.actor:
         if event.kind in MENTIONING_EVENTS:
-            who = mention(event.actor)
+            who = md.mention(event.actor)
         else:
-            who = person(event.actor, event.actor_name)
+            who = md.person(event.actor, event.actor_name)
         line = f"{line} · by {who}"
-    return rendered(f"Incident {escape(incident.id)}: {escape(event.text)}", [section(line)])
+    return md.rendered(
+        f"Incident {md.escape(incident.id)}: {md.escape(event.text)}", [md.section(line)]
+    )
 
 
 def _join(*parts: str) -> str:

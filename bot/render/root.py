@@ -21,26 +21,7 @@ from bot.domain.incidents import RECENT_ACTIONS, Event, Incident, sums_types
 from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
-from bot.render.mrkdwn import (
-    actions,
-    button,
-    context,
-    escape,
-    fields,
-    header,
-    is_linkable,
-    link,
-    mention,
-    person,
-    plain,
-    rendered,
-    runner_name,
-    section,
-    shorten,
-    slack_date,
-    time_of,
-    truncate,
-)
+from bot.render import mrkdwn as md
 from bot.render.queue import advice_parts, source_note, type_lines
 from bot.render.replies import (
     capped_rows,
@@ -79,46 +60,46 @@ def render_root(
     head = headline(incident)
     status = "\n".join(filter(None, [_status_line(incident, mentions), _responders(incident)]))
     blocks = [
-        header(f"{'🔴' if incident.is_open else '✅'} {title_text(incident)}"),
-        section(status),
+        md.header(f"{'🔴' if incident.is_open else '✅'} {title_text(incident)}"),
+        md.section(status),
     ]
     summary = [incident.summary.strip(), incident.description.strip()]
     if summary[0] == summary[1]:
         summary.pop()
-    if summary := [truncate(escape(part), 1000) for part in summary if part]:
-        blocks.append(section("\n".join(summary)))
+    if summary := [md.escaped(part, 1000) for part in summary if part]:
+        blocks.append(md.section("\n".join(summary)))
     if numbers := _headline_fields(incident, head):
         label = _headline_label(incident, head)
-        blocks.append(fields(numbers, more="+{n} more values", text=label))
+        blocks.append(md.fields(numbers, more="+{n} more values", text=label))
     if live is not None:
         lines = type_lines(live, incident.trend) or ["_No runner type is queueing._"]
-        blocks.append(section("*Runner types* (worst first)\n" + "\n".join(lines)))
+        blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
         if live.note and incident.is_open:
             note = source_note(live, source_name(live.source))
-            blocks.append(context([truncate(note, 2000)]))
+            blocks.append(md.context([md.truncate(note, 2000)]))
     elif incident.runner_types:
-        blocks.append(section(_runner_listing(incident, now, within_mins)))
+        blocks.append(md.section(_runner_listing(incident, now, within_mins)))
     if incident.likely_cause.strip():
-        cause = escape(shorten(incident.likely_cause, 300))
-        blocks.append(section(f"🩺 *Likely cause:* {cause}"))
+        cause = md.escape(md.shorten(incident.likely_cause, 300))
+        blocks.append(md.section(f"🩺 *Likely cause:* {cause}"))
     blocks.append(
-        context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + incident_ref(incident))
+        md.context(_facts(incident), block_id=INCIDENT_BLOCK_PREFIX + incident_ref(incident))
     )
     if links := _links(incident):
-        blocks.append(context(links))
+        blocks.append(md.context(links))
     if incident.truncated:
-        notes = "; ".join(escape(note) for note in incident.truncated[:10])
-        blocks.append(context([truncate(f"⚠️ Alert cut to fit: {notes}", 2000)]))
+        notes = "; ".join(md.escape(note) for note in incident.truncated[:10])
+        blocks.append(md.context([md.truncate(f"⚠️ Alert cut to fit: {notes}", 2000)]))
     if recent := incident.recent_actions[-RECENT_ACTIONS:]:
         latest = "\n".join(f"• {_action(event)}" for event in reversed(recent))
-        blocks.append(context([f"*Latest*\n{latest}"]))
+        blocks.append(md.context([f"*Latest*\n{latest}"]))
     if incident.is_open:
         blocks.append(_actions(incident))
     elif incident.silence is not None:
         # The alert is over but the silence made from Slack is not: keep the way to remove it.
-        unsilence = button("Remove silence", "incident_unsilence", incident_ref(incident))
-        blocks.append(actions([unsilence], ACTIONS_BLOCK_ID))
-    return rendered(_fallback(incident, head), blocks)
+        unsilence = md.button("Remove silence", "incident_unsilence", incident_ref(incident))
+        blocks.append(md.actions([unsilence], ACTIONS_BLOCK_ID))
+    return md.rendered(_fallback(incident, head), blocks)
 
 
 def incident_ref(incident: Incident) -> str:
@@ -137,7 +118,7 @@ def incident_ref_of(message: dict[str, Any]) -> str | None:
 
 def _status_line(incident: Incident, mentions: bool) -> str:
     def named(user_id: str, name: str) -> str:
-        return mention(user_id) if mentions else person(user_id, name)
+        return md.mention(user_id) if mentions else md.person(user_id, name)
 
     if incident.is_open:
         parts = ["🔴 *Firing*"]
@@ -156,18 +137,18 @@ def _status_line(incident: Incident, mentions: bool) -> str:
         parts.append("not acknowledged")
     if (silence := incident.silence) is not None:
         who = named(silence.by, silence.by_name)
-        parts.append(f"🔕 silenced until {slack_date(silence.until)} by {who}")
+        parts.append(f"🔕 silenced until {md.slack_date(silence.until)} by {who}")
     if incident.reopened:
         parts.append(f"reopened {incident.reopened}×")
     if incident.is_test:
         parts.append("🧪 Grafana test notification")
-    parts.append(f"ID *{escape(incident.id)}*")
+    parts.append(f"ID *{md.escape(incident.id)}*")
     return " · ".join(parts)
 
 
 def _named(user_id: str, name: str) -> str:
     """A display name on one line: a newline in it would break the list."""
-    return person(user_id, " ".join(name.split()))
+    return md.person(user_id, " ".join(name.split()))
 
 
 def _responders(incident: Incident) -> str:
@@ -182,7 +163,7 @@ def _responders(incident: Incident) -> str:
 
 def _action(event: Event) -> str:
     by = f" by {_named(event.actor, event.actor_name)}" if event.actor else ""
-    return f"{time_of(event.at)} {escape(shorten(event.text, ACTION_CHARS))}{by}"
+    return f"{md.time_of(event.at)} {md.escape(md.shorten(event.text, ACTION_CHARS))}{by}"
 
 
 def _headline_fields(incident: Incident, head: Headline) -> list[str]:
@@ -229,7 +210,7 @@ def _headline_fields(incident: Incident, head: Headline) -> list[str]:
         ),
     ]
     return [item for item in items if item] or [
-        f"{truncate(escape(name), 100)} = *{number(value)}*"
+        f"{md.escaped(name, 100)} = *{number(value)}*"
         for name, value in incident.other_values.items()
     ]
 
@@ -242,14 +223,13 @@ def _headline_label(incident: Incident, head: Headline) -> str:
     """Where the headline's numbers come from, and when: one source at a time, so the root never
     shows the alert's 97 minutes over a live line of 114."""
     if head.live is not None:
-        return (
-            f"*Now* · live from {escape(source_name(head.live.source))} at {time_of(head.live.at)}"
-        )
+        source = md.escape(source_name(head.live.source))
+        return f"*Now* · live from {source} at {md.time_of(head.live.at)}"
     if head.worst and (head.queued is not None or head.wait_mins is not None):
         return "*Worst seen*"  # the alert's and the readings' worst, not what the alert says
-    said = f"*As the alert says* · {SOURCE_NAMES.get(incident.source, escape(incident.source))}"
+    said = f"*As the alert says* · {SOURCE_NAMES.get(incident.source, md.escape(incident.source))}"
     if incident.alerted_at is not None:
-        said += f" at {time_of(incident.alerted_at)}"
+        said += f" at {md.time_of(incident.alerted_at)}"
     return said
 
 
@@ -293,7 +273,7 @@ def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> st
     judged = alert_fleet(incident, now=now, within_mins=within_mins).runner_types
     rows = []
     for name, queue in worst_first(incident.runner_types):
-        row = f"• {runner_name(name)}: {queue_numbers(queue) or 'no numbers'}"
+        row = f"• {md.runner_name(name)}: {queue_numbers(queue) or 'no numbers'}"
         verdict = judged[name].judged if name in judged else None
         if verdict is not None and incident.is_open:
             row += "".join(f" · {part}" for part in advice_parts(verdict))
@@ -303,13 +283,13 @@ def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> st
 
 def _facts(incident: Incident) -> list[str]:
     facts = [
-        f"Incident *{escape(incident.id)}*",
+        f"Incident *{md.escape(incident.id)}*",
         # {ago} is rendered by the reader's client, so the age stays true without edits.
-        f"Started {slack_date(incident.started_at, '{date_short_pretty} {time} ({ago})')}",
+        f"Started {md.slack_date(incident.started_at, '{date_short_pretty} {time} ({ago})')}",
     ]
     if incident.team:
-        facts.append(f"Team: {truncate(escape(incident.team), 200)}")
-    facts.append(f"Source: {SOURCE_NAMES.get(incident.source, escape(incident.source))}")
+        facts.append(f"Team: {md.escaped(incident.team, 200)}")
+    facts.append(f"Source: {SOURCE_NAMES.get(incident.source, md.escape(incident.source))}")
     noun = "notification" if incident.notifications == 1 else "notifications"
     return [*facts, f"{incident.notifications} {noun}"]
 
@@ -332,9 +312,9 @@ def _links(incident: Incident) -> list[str]:
         (links.issue, "🐙 GitHub issue" + (f" #{issue}" if issue is not None else "")),
     ]
     return [
-        link(url, label)
-        if is_linkable(url)
-        else f"{escape(label)}: {truncate(escape(url.strip()), 300)}"
+        md.link(url, label)
+        if md.is_linkable(url)
+        else f"{md.escape(label)}: {md.escaped(url.strip(), 300)}"
         for url, label in labelled
         if url.strip()
     ]
@@ -343,43 +323,43 @@ def _links(incident: Incident) -> list[str]:
 def _actions(incident: Incident) -> dict[str, Any]:
     ref = incident_ref(incident)
     if incident.acknowledged_by:
-        elements = [button("Take over", "incident_ack", ref)]
+        elements = [md.button("Take over", "incident_ack", ref)]
     else:
-        elements = [button("Acknowledge", "incident_ack", ref, "primary")]
+        elements = [md.button("Acknowledge", "incident_ack", ref, "primary")]
     if incident.silence is not None:
-        elements.append(button("Remove silence", "incident_unsilence", ref))
+        elements.append(md.button("Remove silence", "incident_unsilence", ref))
     else:
-        options = [{"text": plain(label), "value": str(s)} for s, label in SILENCE_OPTIONS]
+        options = [{"text": md.plain(label), "value": str(s)} for s, label in SILENCE_OPTIONS]
         elements.append(
             {
                 "type": "static_select",
                 "action_id": "incident_silence",
-                "placeholder": plain("Silence…"),
+                "placeholder": md.plain("Silence…"),
                 "options": options,
             }
         )
     confirm = {
-        "title": plain(f"Resolve incident {incident.id}?", 100),
-        "text": plain(
+        "title": md.plain(f"Resolve incident {incident.id}?", 100),
+        "text": md.plain(
             "This closes the incident and stops its status updates. "
             "If the alert fires again, it reopens.",
             300,
         ),
-        "confirm": plain("Resolve", 30),
-        "deny": plain("Cancel", 30),
+        "confirm": md.plain("Resolve", 30),
+        "deny": md.plain("Cancel", 30),
         "style": "danger",
     }
     elements += [
-        button("Scale up…", "incident_scale", ref),
-        button("Run diagnostics", "incident_diagnose", ref),
-        button("Resolve", "incident_resolve", ref, "danger") | {"confirm": confirm},
+        md.button("Scale up…", "incident_scale", ref),
+        md.button("Run diagnostics", "incident_diagnose", ref),
+        md.button("Resolve", "incident_resolve", ref, "danger") | {"confirm": confirm},
     ]
-    return actions(elements, ACTIONS_BLOCK_ID)
+    return md.actions(elements, ACTIONS_BLOCK_ID)
 
 
 def _fallback(incident: Incident, head: Headline) -> str:
     """Notification text: short, escaped, pinging nobody; its numbers are the headline's."""
-    title = truncate(title_text(incident), 200)
+    title = md.truncate(title_text(incident), 200)
     if not incident.is_open:
         return f"✅ Resolved: {title}"
     details = [head.wait, f"{number(head.queued)} queued" if head.queued is not None else ""]

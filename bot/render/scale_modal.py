@@ -18,7 +18,7 @@ from typing import Any
 from bot.domain.judgement import Judgement
 from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview
 from bot.domain.units import duration
-from bot.render.mrkdwn import context, escape, plain, section, slack_date, truncate
+from bot.render import mrkdwn as md
 from bot.render.replies import title_text
 
 SCALE_VIEW = "incident_scale_modal"
@@ -56,9 +56,9 @@ class ScaleForm:
 def scale_about(owner: ScaleOwner, runner_type: str) -> str:
     """Where the confirmed scale-up is recorded, under the review."""
     if owner.warning is not None:
-        return f"Early warning for {truncate(escape(runner_type), 200)} · shown on its message"
+        return f"Early warning for {md.escaped(runner_type, 200)} · shown on its message"
     incident_id = owner.incident.id if owner.incident is not None else ""
-    return f"Incident {escape(incident_id)} · recorded in its thread"
+    return f"Incident {md.escape(incident_id)} · recorded in its thread"
 
 
 def render_scale_form(
@@ -67,47 +67,49 @@ def render_scale_form(
     """Step one. `preview` is None while the capacity is read (the modal opens first: Slack's
     trigger expires in 3 seconds): no input then, and nothing to submit."""
     if owner.warning is not None:
-        heading = section(f"*Early warning* · {truncate(escape(owner.warning.text), 1500)}")
+        heading = md.section(f"*Early warning* · {md.escaped(owner.warning.text, 1500)}")
     elif owner.incident is not None:
         incident = owner.incident
-        title = truncate(title_text(incident), 500)
-        heading = section(f"*Incident {escape(incident.id)}* · {title}")
+        title = md.truncate(title_text(incident), 500)
+        heading = md.section(f"*Incident {md.escape(incident.id)}* · {title}")
     else:
-        heading = section("")
+        heading = md.section("")
     if preview is None:
-        waiting = context(["Reading the current capacity and the latest advice…"])
+        waiting = md.context(["Reading the current capacity and the latest advice…"])
         return _modal(SCALE_VIEW, form, [heading, waiting], submit="")
     options = [
-        {"text": plain(name), "value": name}
+        {"text": md.plain(name), "value": name}
         for name in owner.choices[:MAX_OPTIONS]
         if len(name) <= MAX_OPTION_VALUE
     ]
     chosen = next((o for o in options if o["value"] == form.runner_type), options[0])
     blocks: list[dict[str, Any]] = [heading]
     if newer := _newer_reading(owner, preview.recommended):
-        blocks.append(context([newer]))
+        blocks.append(md.context([newer]))
     capacity = preview.capacity
     now = (
-        f"Now: {escape(capacity.describe())}" if capacity else f"_{escape(preview.capacity_note)}_"
+        f"Now: {md.escape(capacity.describe())}"
+        if capacity
+        else f"_{md.escape(preview.capacity_note)}_"
     )
     select = {"type": "static_select", "action_id": VALUE, "options": options}
     blocks += [
         _input(TYPE_BLOCK, "Runner type", select | {"initial_option": chosen}),
         _amount(preview),
-        context([now, *_advice_lines(preview)]),
+        md.context([now, *_advice_lines(preview)]),
     ]
     # Raising the maximum instead of the floor is offered where the backend can (ARC), unless
     # the target has no maximum to raise.
     if preview.can_raise_maximum and (capacity is None or capacity.maximum is not None):
         blocks += _raise_maximum_choice(preview)
     if managed := _managed(preview):
-        blocks.append(context([managed]))
+        blocks.append(md.context([managed]))
     if preview.revert_after_s is not None and not preview.cannot_undo:
         after = "the warning" if form.warning else "the incident"
         keep = {
             "type": "checkboxes",
             "action_id": VALUE,
-            "options": [{"text": plain(f"Keep it after {after}"), "value": KEEP}],
+            "options": [{"text": md.plain(f"Keep it after {after}"), "value": KEEP}],
         }
         hint = f"Unless kept, the scale-up is put back {_plan(preview)}."
         blocks.append(_input(KEEP_BLOCK, f"After {after}", keep, hint=hint, optional=True))
@@ -117,11 +119,11 @@ def render_scale_form(
 def _input(
     block_id: str, label: str, element: dict[str, Any], *, hint: str = "", optional: bool = False
 ) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": plain(label)}
+    block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": md.plain(label)}
     if optional:
         block["optional"] = True
     if hint:
-        block["hint"] = plain(hint, 2000)
+        block["hint"] = md.plain(hint, 2000)
     return block | {"element": element}
 
 
@@ -137,7 +139,7 @@ def _amount(preview: ScalePreview) -> dict[str, Any]:
     if (delta := preview.default.delta) is not None:
         element["initial_value"] = str(delta)
     else:
-        element["placeholder"] = plain("None advised: type how many to add anyway", 150)
+        element["placeholder"] = md.plain("None advised: type how many to add anyway", 150)
     hint = f"At most +{preview.target.cap} per request."
     return _input(AMOUNT_BLOCK, "Runners to add", element, hint=hint)
 
@@ -147,20 +149,20 @@ def _advice_lines(preview: ScalePreview) -> list[str]:
     advice, default, cap = preview.recommended, preview.default, preview.target.cap
     if advice is None:
         return ["No reading of this runner type to advise from: type how many runners to add."]
-    why = f" ({escape(advice.why)})" if advice.why else ""
+    why = f" ({md.escape(advice.why)})" if advice.why else ""
     if not advice.advice and not why and advice.queued == 0:
         why = ": no job waits for a runner in this reading"
-    said = f"Recommended: *{escape(advice.advice or 'none')}*{why}."
+    said = f"Recommended: *{md.escape(advice.advice or 'none')}*{why}."
     if not advice.runners:
         return [said, "Nothing is filled in: type a number to add runners anyway."]
     if default.delta is None:
-        return [said, f"Nothing is filled in: {escape(default.limited)}."]
+        return [said, f"Nothing is filled in: {md.escape(default.limited)}."]
     if default.more_after:
         more = f"*+{default.more_after} more after this one*"
         return [said, f"One request adds at most +{cap}: {more}."]
     if default.limited:
         most = f"Filled in: +{default.delta}, the most the target takes now"
-        return [said, f"{most}: {escape(default.limited)}."]
+        return [said, f"{most}: {md.escape(default.limited)}."]
     return [said]
 
 
@@ -172,7 +174,7 @@ def _newer_reading(owner: ScaleOwner, advice: Judgement | None) -> str:
         return ""
     if advice.at.timestamp() <= warning.updated_at and advice.advice in warning.text:
         return ""
-    at = slack_date(advice.at.astimezone(UTC), "{time}")
+    at = md.slack_date(advice.at.astimezone(UTC), "{time}")
     return f"The advice below is the fleet's reading at {at}, newer than the warning's words."
 
 
@@ -180,29 +182,29 @@ def render_scale_confirm(
     form: ScaleForm, preview: ScalePreview, backend: str, *, about: str
 ) -> dict[str, Any]:
     """Step two: exactly what will be asked, and of whom; `about` says where it is recorded."""
-    target = f"`{truncate(escape(preview.target.target), 200)}`"
+    target = f"`{md.escaped(preview.target.target, 200)}`"
     lines = [
-        f"Scale *{escape(form.runner_type)}* by *+{form.delta}* through {escape(backend)} "
+        f"Scale *{md.escape(form.runner_type)}* by *+{form.delta}* through {md.escape(backend)} "
         f"({target})?"
     ]
     if (capacity := preview.capacity) is not None:
-        lines.append(f"Now: {escape(capacity.describe())}.")
+        lines.append(f"Now: {md.escape(capacity.describe())}.")
         if after := _after(form, preview.can_raise_maximum, capacity):
             lines.append(f"After the scale-up: {after}.")
     else:
-        lines.append(f"_{escape(preview.capacity_note)}_.")
+        lines.append(f"_{md.escape(preview.capacity_note)}_.")
     if preview.cannot_undo:
-        lines.append(f"Cannot be undone: {escape(preview.cannot_undo)}.")
+        lines.append(f"Cannot be undone: {md.escape(preview.cannot_undo)}.")
     elif preview.revert_after_s is not None and form.keep:
         lines.append(
             "Kept, as you chose." if form.warning else "Kept after the incident, as you chose."
         )
     elif preview.revert_after_s is not None:
         lines.append(f"Put back {_plan(preview)}, unless someone changes it meanwhile.")
-    blocks = [section("\n".join(lines))]
+    blocks = [md.section("\n".join(lines))]
     if managed := _managed(preview):
-        blocks.append(context([managed]))
-    blocks.append(context([about]))
+        blocks.append(md.context([managed]))
+    blocks.append(md.context([about]))
     return _modal(CONFIRM_VIEW, form, blocks, submit="Scale up")
 
 
@@ -229,19 +231,19 @@ def _managed(preview: ScalePreview) -> str:
     if manager is None:
         return ""
     return (
-        f"⚠️ This scale set is managed by {escape(manager.describe())}: "
-        f"{escape(manager.undoes)}, undoing this scale-up whatever is chosen here."
+        f"⚠️ This scale set is managed by {md.escape(manager.describe())}: "
+        f"{md.escape(manager.undoes)}, undoing this scale-up whatever is chosen here."
     )
 
 
 def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
     capacity, default = preview.capacity, preview.default
-    raise_max = {"text": plain("Raise maxRunners (the ceiling)"), "value": RAISE_MAX}
-    raise_min = {"text": plain("Raise minRunners (the floor)"), "value": RAISE_MIN}
+    raise_max = {"text": md.plain("Raise maxRunners (the ceiling)"), "value": RAISE_MAX}
+    raise_min = {"text": md.plain("Raise minRunners (the floor)"), "value": RAISE_MIN}
     blocks: list[dict[str, Any]] = []
     if capacity is not None and capacity.at_maximum:
         blocks.append(
-            section(
+            md.section(
                 f"⚠️ This scale set is at its maximum ({capacity.maximum} runners): ARC runs "
                 "min(minRunners + assigned jobs, maxRunners), so raising minRunners changes "
                 "nothing."
@@ -270,9 +272,9 @@ def _modal(
     view = {
         "type": "modal",
         "callback_id": callback,
-        "title": plain("Scale up", 24),
-        "close": plain("Cancel", 24),
+        "title": md.plain("Scale up", 24),
+        "close": md.plain("Cancel", 24),
         "private_metadata": form.dump(),
         "blocks": blocks,
     }
-    return view | {"submit": plain(submit, 24)} if submit else view
+    return view | {"submit": md.plain(submit, 24)} if submit else view

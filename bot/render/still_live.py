@@ -9,18 +9,20 @@ from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
 from bot.domain.still_live import StillLive
 from bot.domain.units import minutes, number
-from bot.render.mrkdwn import actions, button, escape, rendered, section
+from bot.render import mrkdwn as md
 from bot.render.root import incident_ref
 
 
 def render_still_live(incident: Incident, live: StillLive) -> Rendered:
-    incident_id = escape(incident.id)
+    incident_id = md.escape(incident.id)
     text = (
         f"Incident {incident_id} is still live: {still_live_said(live)} and the alert is still "
         f"firing. Resolve it anyway? The button below, or `/queue resolve {incident_id} anyway`."
     )
-    resolve = button("Resolve anyway", "incident_resolve_anyway", incident_ref(incident), "danger")
-    return rendered(text, [section(text), actions([resolve])])
+    resolve = md.button(
+        "Resolve anyway", "incident_resolve_anyway", incident_ref(incident), "danger"
+    )
+    return md.rendered(text, [md.section(text), md.actions([resolve])])
 
 
 def still_live_said(live: StillLive) -> str:
