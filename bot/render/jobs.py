@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from bot.domain.fleet import source_name
 from bot.domain.jobs import JobsView, RunnerTypeJobs, WorkflowQueue, queued_said, surging
 from bot.domain.units import duration, minutes
 from bot.render import mrkdwn as md
@@ -17,7 +18,6 @@ TOP_WORKFLOWS = 5  # per runner type
 MAX_TYPES = 5
 MAX_NAME = 80
 MAX_JOB = 60
-SOURCES = {"github": "GitHub", "hud": "the HUD", "prometheus": "Prometheus", "alert": "the alert"}
 
 
 def render_jobs(
@@ -56,7 +56,7 @@ def jobs_blocks(view: JobsView, runner_types: list[str]) -> list[dict[str, Any]]
 
 
 def source_of(source: str) -> str:
-    return SOURCES.get(source, md.escape(source))
+    return md.escape(source_name(source))
 
 
 def headline(view: JobsView) -> str:

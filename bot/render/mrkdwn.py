@@ -159,9 +159,6 @@ def time_of(moment: datetime) -> str:
     return slack_date(moment, "{time}")
 
 
-# --- blocks -----------------------------------------------------------------------------------
-
-
 def rendered(text: str, blocks: list[dict[str, Any]]) -> Rendered:
     return Rendered(text=truncate(text, MAX_FALLBACK), blocks=blocks[:MAX_BLOCKS])
 

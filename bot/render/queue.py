@@ -7,7 +7,7 @@ renders the reading's judgement of its type (`bot.domain.judgement`) and compute
 
 from __future__ import annotations
 
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Judgement
 from bot.domain.trend import SPARK_POINTS, Trend, sparkline
 from bot.domain.units import minutes, number, wait_parts
@@ -72,9 +72,9 @@ def type_lines(view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPE
     return lines
 
 
-def source_note(view: FleetSnapshot, backend: str) -> str:
+def source_note(view: FleetSnapshot) -> str:
     """Where the numbers come from, and what went wrong if they are the alert's instead."""
     if view.note and not view.is_live:
         return f"⚠️ {md.escape(view.note)}"
-    head = f"Live from {md.escape(backend)}" if view.is_live else "From the alert"
+    head = f"Live from {md.escape(source_name(view.source))}" if view.is_live else "From the alert"
     return f"{head} · ⚠️ {md.escape(view.note)}" if view.note else head

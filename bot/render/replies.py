@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
+from bot.domain.fleet import FleetSnapshot, longest_wait, worst_first
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     Event,
@@ -66,6 +66,11 @@ _RESOLVED_BY = {
 }
 
 
+def incident_ref(incident: Incident) -> str:
+    """What buttons carry: the short ID people see and the UID that survives a data loss."""
+    return f"{incident.id}:{incident.uid}"
+
+
 def capped_rows(rows: list[str]) -> list[str]:
     """At most MAX_RUNNER_ROWS rows, then a line saying how many runner types were left out."""
     shown = rows[:MAX_RUNNER_ROWS]
@@ -90,9 +95,6 @@ def title_text(incident: Incident) -> str:
     if incident.priority:
         title = f"{md.escape(incident.priority)} · {title}"
     return f"[TEST] {title}" if incident.is_test else title
-
-
-# --- status ------------------------------------------------------------------------------------
 
 
 class StatusShown(BaseModel):
@@ -169,7 +171,7 @@ def render_status(
         blocks.append(md.section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
     elif rows := _runner_changes(current, previous):
         blocks.append(md.section("*By runner type*\n" + "\n".join(rows)))
-    notes = [source_note(view, source_name(view.source))] if view is not None else []
+    notes = [source_note(view)] if view is not None else []
     if drain is not None and drain[0] > 0:
         notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
     if since is not None:
@@ -241,9 +243,6 @@ def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) ->
     return f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}"
 
 
-# --- summary -----------------------------------------------------------------------------------
-
-
 def render_summary(
     incident: Incident, events: Sequence[Event], *, now: datetime, chart: bool = False
 ) -> Rendered:
@@ -279,8 +278,7 @@ def render_summary(
         if len(events) > len(shown):
             lines.append(f"_{len(events) - len(shown)} earlier events not shown_")
         blocks += md.sections(lines + [_timeline_line(event) for event in shown])
-    # The button's value is the incident's reference, as the root's buttons carry it.
-    postmortem = md.button("Postmortem", "incident_postmortem", f"{incident.id}:{incident.uid}")
+    postmortem = md.button("Postmortem", "incident_postmortem", incident_ref(incident))
     blocks.append(md.actions([postmortem], "summary_actions"))
     state = "still firing" if incident.is_open else "resolved"
     said = f"Incident {incident_id} {state} after {took}"
@@ -380,9 +378,6 @@ def _peak_rows(incident: Incident) -> list[str]:
 def _timeline_line(event: Event) -> str:
     line = f"{md.time_of(event.at)} · {md.escaped(event.text, 200)}"
     return f"{line} · by {md.person(event.actor, event.actor_name)}" if event.actor else line
-
-
-# --- events ------------------------------------------------------------------------------------
 
 
 def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rendered:

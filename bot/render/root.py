@@ -25,6 +25,7 @@ from bot.render import mrkdwn as md
 from bot.render.queue import advice_parts, source_note, type_lines
 from bot.render.replies import (
     capped_rows,
+    incident_ref,
     peak_queued_label,
     queue_numbers,
     resolved_how,
@@ -75,8 +76,7 @@ def render_root(
         lines = type_lines(live, incident.trend) or ["_No runner type is queueing._"]
         blocks.append(md.section("*Runner types* (worst first)\n" + "\n".join(lines)))
         if live.note and incident.is_open:
-            note = source_note(live, source_name(live.source))
-            blocks.append(md.context([md.truncate(note, 2000)]))
+            blocks.append(md.context([md.truncate(source_note(live), 2000)]))
     elif incident.runner_types:
         blocks.append(md.section(_runner_listing(incident, now, within_mins)))
     if incident.likely_cause.strip():
@@ -100,11 +100,6 @@ def render_root(
         unsilence = md.button("Remove silence", "incident_unsilence", incident_ref(incident))
         blocks.append(md.actions([unsilence], ACTIONS_BLOCK_ID))
     return md.rendered(_fallback(incident, head), blocks)
-
-
-def incident_ref(incident: Incident) -> str:
-    """What buttons carry: the short ID people see and the UID that survives a data loss."""
-    return f"{incident.id}:{incident.uid}"
 
 
 def incident_ref_of(message: dict[str, Any]) -> str | None:

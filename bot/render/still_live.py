@@ -10,7 +10,7 @@ from bot.domain.message import Rendered
 from bot.domain.still_live import StillLive
 from bot.domain.units import minutes, number
 from bot.render import mrkdwn as md
-from bot.render.root import incident_ref
+from bot.render.replies import incident_ref
 
 
 def render_still_live(incident: Incident, live: StillLive) -> Rendered:
