@@ -11,7 +11,7 @@ from bot.domain.capacity import NO_TYPE, TypeReport
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
-from bot.render.chart_block import BLOCK_TYPE, MAX_CATEGORIES, series_labels
+from bot.render.chart import BLOCK_TYPE, MAX_CATEGORIES, series_labels
 
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted

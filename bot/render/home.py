@@ -25,7 +25,6 @@ from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number, wait_parts
 from bot.render import mrkdwn as md
-from bot.render.chart_block import cut
 from bot.render.queue import absent_text, advice_parts, judged_parts, reading_parts
 
 CALLBACK_ID = "queuepilot_home"
@@ -125,7 +124,7 @@ def _incidents(home: HomeState, now: datetime) -> list[dict[str, Any]]:
 def _incident_text(listed: Listed, now: datetime, fleet: FleetSnapshot | None) -> str:
     incident = listed.incident
     priority = f"{incident.priority} · " if incident.priority else ""
-    title = cut(f"#{incident.id} · {priority}{incident.title}", MAX_LABEL)
+    title = md.cut(f"#{incident.id} · {priority}{incident.title}", MAX_LABEL)
     title = md.link(listed.link, md.link_label(title)) if listed.link else md.escaped(title, 150)
     started = f"<!date^{int(incident.started_at.timestamp())}^{{ago}}|"
     started += f"{duration(now - incident.started_at)} ago>"
@@ -208,7 +207,7 @@ def _warnings(home: HomeState) -> list[dict[str, Any]]:
 
 def _warning_text(standing: Standing) -> str:
     warning = standing.warning
-    name = md.link_label(cut(warning.runner_type, 80)).strip() or "(unnamed runner type)"
+    name = md.link_label(md.cut(warning.runner_type, 80)).strip() or "(unnamed runner type)"
     shown = md.link(standing.link, name) if standing.link else f"`{md.escape(name)}`"
     where = f" in <#{md.escape(warning.channel)}>" if warning.channel else ""
     hold = " (on hold: no fresh reading)" if warning.held_since else ""

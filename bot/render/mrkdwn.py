@@ -109,6 +109,11 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def cut(text: str, most: int) -> str:
+    """Plain text within `most` characters, "…" where it was cut."""
+    return text if len(text) <= most else text[: most - 1] + ELLIPSIS
+
+
 def truncate(text: str, limit: int) -> str:
     """Escaped mrkdwn cut to `limit` characters with "…", never inside `&amp;` or a `<…>` token:
     half of either would show garbage or leave a dangling `<` that Slack tries to parse."""

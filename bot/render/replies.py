@@ -30,8 +30,7 @@ from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
 from bot.render import mrkdwn as md
-from bot.render.chart import incident_chart
-from bot.render.chart_block import chart_block
+from bot.render.chart import chart_block, incident_chart
 from bot.render.queue import source_note, type_lines
 
 MAX_RUNNER_ROWS = 15
