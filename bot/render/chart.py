@@ -1,11 +1,8 @@
 """The trend chart: queued jobs (and the PNG's longest wait) per runner type over the incident.
 
-Slack draws it from a Block Kit `data_visualization` block (`chart_block`), within the block's
-limits: a title of at most 50 characters, 1 to 6 uniquely named series (names of at most 20
-characters) over 1 to 20 unique categories, one finite value per category in every series. A
-workspace that refuses the block gets the picture instead: the sender takes the block out
-(`without_charts`) and uploads `render_chart`'s PNG, drawn in a worker thread (matplotlib is slow
-and blocking), with its own white background so it reads the same in light and dark themes.
+Slack draws it from a `data_visualization` block (`chart_block`, within the block's limits); a
+workspace that refuses the block gets `render_chart`'s PNG instead (drawn in a worker thread:
+matplotlib is slow and blocking), with its own white background for light and dark themes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The diagnostics report as a thread reply, within Slack's limits. What a responder reads first
-comes first: the likely cause with how sure, the next step, the queues and where they head, then
-the evidence (each finding once), the jobs behind the queue in a line, and once what a source
-cannot see.
+"""The diagnostics report as a thread reply, what a responder reads first first: the likely cause
+and how sure, the next step, the queues, then the evidence and the jobs behind the queue.
 """
 
 from __future__ import annotations

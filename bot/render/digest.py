@@ -1,7 +1,6 @@
-"""The storm digest: one message listing every new alert group of a storm, posted once and edited
-in place, so it stays within Block Kit's limits however many groups join: one line per group packed
-into sections, then a "+N more" line. Groups that join when no edit can add them soon get a
-continuation (`part` 1, 2, …) listing only them; the first message keeps counting the whole storm.
+"""The storm digest: one message listing every new alert group of a storm, edited in place within
+Block Kit's limits however many join. Groups that join when no edit can add them soon get a
+continuation (`part` 1, 2, …); the first message keeps counting the whole storm.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The App Home as one view: every open incident across the channels, the early warnings standing,
-the fleet now, and how to use the bot. Nothing on it is personal, so it is rendered once a round
-and published to each person who opened it. Slack allows a Home 100 blocks: the lists are capped
-and say what they left out. Ages are Slack date tokens each client keeps current (`now` only
-fills their fallback).
-
-`digests` says what a viewer would see change: the state (incidents, owners, worst runner type,
-links, warnings) is published at once; the numbers change with every reading and are published at
-a slower cadence.
+"""The App Home as one view: every open incident, the early warnings standing, the fleet now, and
+how to use the bot. Nothing on it is personal, so it is rendered once a round for everyone who
+opened it; its lists are capped (Slack allows 100 blocks) and say what they left out. `digests`
+says what a viewer would see change: the state is published at once, the numbers (which change
+with every reading) at a slower cadence.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Which jobs are queueing: per runner type, its top workflows grouped by what triggered them, each
-with its count, longest wait and a link to its oldest job; the surging workflow; the ghosts left
-out and what the source could not see. `render_jobs` is the `/queue jobs` answer (one ephemeral
-text within `limit`); `jobs_blocks` is the same as Block Kit.
+"""Which jobs are queueing, per runner type: its top workflows by trigger, the surge, the ghosts
+left out. `render_jobs` is the `/queue jobs` answer; `jobs_blocks` the same as Block Kit.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Slack primitives: escaping, links, mentions, dates, and blocks within Block Kit's limits.
 
-Everything an alert sender controls is untrusted: it reaches Slack with `&`, `<` and `>` escaped, so
-a label can neither ping `<!channel>` nor forge a link. The only `<…>` tokens rendered are built
-here, and the block builders truncate to Slack's limits, so no input size makes Slack refuse a
-message.
+Alert text is untrusted: it reaches Slack with `&`, `<` and `>` escaped, so a label can neither ping
+`<!channel>` nor forge a link; the only `<…>` tokens are built here. The block builders truncate
+to Slack's limits, so no input size makes Slack refuse a message.
 """
 
 from __future__ import annotations
@@ -179,12 +178,8 @@ def header(text: str) -> dict[str, Any]:
     return {"type": "header", "text": plain(text, MAX_HEADER)}
 
 
-def _with_id(block: dict[str, Any], block_id: str | None) -> dict[str, Any]:
-    return {**block, "block_id": block_id} if block_id else block
-
-
-def section(text: str, *, block_id: str | None = None) -> dict[str, Any]:
-    return _with_id({"type": "section", "text": _mrkdwn(text, MAX_SECTION)}, block_id)
+def section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": _mrkdwn(text, MAX_SECTION)}
 
 
 def fields(items: list[str], *, more: str = "+{n} more", text: str = "") -> dict[str, Any]:
@@ -197,9 +192,10 @@ def fields(items: list[str], *, more: str = "+{n} more", text: str = "") -> dict
     return block | {"text": _mrkdwn(text, MAX_SECTION)} if text else block
 
 
-def context(items: list[str], *, block_id: str | None = None) -> dict[str, Any]:
+def context(items: list[str], *, block_id: str = "") -> dict[str, Any]:
     elements = [_mrkdwn(item, MAX_TEXT_OBJECT) for item in items[:MAX_CONTEXT_ELEMENTS]]
-    return _with_id({"type": "context", "elements": elements}, block_id)
+    block = {"type": "context", "elements": elements}
+    return block | {"block_id": block_id} if block_id else block
 
 
 def sections(lines: list[str]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import worst_first
+from bot.domain.fleet import RunnerTypeMetrics, worst_first
 from bot.domain.incidents import (
     REFUSED,
     Event,
@@ -238,10 +238,9 @@ def _at_last_reading(incident: Incident) -> str:
     rows = []
     for name in names[:MAX_TYPES]:
         m = live.runner_types[name]
-        queue = RunnerQueue(m.queued, m.longest_wait_mins, m.wait_over, m.wait_of_starts)
         known = m.busy is not None and m.registered is not None
         runners = f"{number(m.busy)} / {number(m.registered)}" if known else "not read"
-        rows.append((_type(name), _queued(queue), _wait(queue), runners))
+        rows.append((_type(name), _queued(m), _wait(m), runners))
     if len(names) > MAX_TYPES:
         rows.append((f"+{len(names) - MAX_TYPES} more runner types", "", "", ""))
     header = ("Runner type", "Queued", "Longest wait", "Runners busy / registered")
@@ -253,11 +252,11 @@ def _type(name: str) -> str:
     return md_escape(name, 80) if name else ALL_TYPES
 
 
-def _queued(queue: RunnerQueue) -> str:
+def _queued(queue: RunnerQueue | RunnerTypeMetrics) -> str:
     return number(queue.queued) if queue.queued is not None else "?"
 
 
-def _wait(queue: RunnerQueue) -> str:
+def _wait(queue: RunnerQueue | RunnerTypeMetrics) -> str:
     """The wait as measured; "–" where no job waited, "?" where it was not read."""
     said = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
     return said or ("–" if queue.queued == 0 else "?")

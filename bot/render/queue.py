@@ -1,8 +1,7 @@
-"""Live queues as people read them: one line per runner type, worst first (longest wait, then most
-queued), shared by the root, status replies, `/queue`, diagnostics and the App Home. Each line
-renders the reading's judgement of its type (`bot.domain.judgement`) and computes none of its own:
-`• linux.2xlarge: *43* queued · longest wait *10 min* · busy 120/120, 8 booting · ▂▄▆█ ·
-▲ rising +3.0 jobs/min · +6 runners would drain it in 30 min`.
+"""Live queues as people read them, one line per runner type, worst first, shared by the root,
+status replies, `/queue`, diagnostics and the App Home. Each line renders the reading's judgement
+(`bot.domain.judgement`) and computes none of its own: `• linux.2xlarge: *43* queued · longest
+wait *10 min* · busy 120/120, 8 booting · ▂▄▆█ · ▲ rising +3.0 jobs/min · +6 runners …`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The Scale up… modal, for whoever owns the scale-up (`ScaleOwner`: an incident, an early warning).
-
-Two steps, so nothing is scaled by a stray Enter: the form (runner type, amount pre-filled with the
-advice as the target accepts it, the capacity now, on ARC floor or maximum, whether to keep it),
-then a confirmation of what will be asked of which backend, before → after, and when it is put
-back. `ScaleForm` rides in `private_metadata` between the steps. While the capacity is read the
-modal shows no input at all: Slack keeps what an input showed across `views.update` when its IDs
-stay the same, so an amount shown then would stay in place of the advice (bolt-js#290).
+"""The Scale up… modal, for an incident or an early warning (`ScaleOwner`). Two steps, so nothing
+is scaled by a stray Enter: the form, then a confirmation of what will be asked of which backend.
+`ScaleForm` rides in `private_metadata` between them. While the capacity is read the form shows
+no input: Slack keeps what an input showed across `views.update` when its IDs stay the same, so an
+amount shown then would stay in place of the advice (bolt-js#290).
 """
 
 from __future__ import annotations
