@@ -86,7 +86,7 @@ def render_scale_form(
     capacity = preview.capacity
     now = (
         f"Now: {md.escape(capacity.describe())}"
-        if capacity
+        if capacity is not None
         else f"_{md.escape(preview.capacity_note)}_"
     )
     select = {"type": "static_select", "action_id": VALUE, "options": options}
