@@ -15,9 +15,8 @@ from bot.domain.incidents import Incident, with_scale_ups
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
 from bot.domain.units import ascii_whole, is_silence_length, number, span_seconds, wait_said
-from bot.render.mrkdwn import slack_date, truncate
+from bot.render.mrkdwn import escape, slack_date, truncate
 from bot.render.queue import EMPTY, type_lines
-from bot.render.root import escape
 
 # As people type the commands; `HELP` is it escaped, so Slack shows `<duration>` instead of taking
 # it for a link to nowhere and showing nothing.

@@ -22,9 +22,9 @@ from bot.config import Settings
 from bot.domain.headline import still_live
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.jobs import JobsView
+from bot.render.mrkdwn import escape
 from bot.render.postmortem import render_postmortem
-from bot.render.replies import summaries
-from bot.render.root import escape, render_event
+from bot.render.replies import render_event, summaries
 from bot.render.still_live import render_still_live
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, postmortem_reply, summary_replies
 

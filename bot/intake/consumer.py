@@ -38,8 +38,7 @@ from bot.domain.incidents import (
 )
 from bot.domain.routes import channel_for
 from bot.intake.group_loop import GroupLoop, sleep_or_stop
-from bot.render.replies import summaries
-from bot.render.root import render_event
+from bot.render.replies import render_event, summaries
 from bot.storage.incident_store import (
     BAND_EVENT,
     Commit,

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.domain.message import Rendered, digest_of
 from bot.outbound.gateway import SlackError
-from bot.render.chart import incident_chart, render_chart
-from bot.render.chart_block import blames_charts, has_charts, without_charts
+from bot.render.chart import blames_charts, has_charts, incident_chart, render_chart, without_charts
 from bot.render.early_warning import render_warning
 from bot.render.replies import StatusShown, render_shown
 from bot.render.root import render_root

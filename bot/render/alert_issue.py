@@ -1,10 +1,8 @@
 """What the alert's GitHub issue says: the body of an issue queuepilot opens, and one comment per
 moment of the incident (`bot.domain.alert_issue`), as GitHub-flavoured Markdown.
 
-Pure functions of the incident and its timeline. Every outside text (a title, a name, an
-event's words quoting a backend) is escaped as the postmortem escapes it, so nothing in a comment
-is a link, a mention, a heading or HTML except what is written here, and `unlinked` keeps GitHub
-from linking its @mentions and issue references; each comment ends with its hidden mark
+Every outside text is escaped as the postmortem escapes it, and `unlinked` keeps GitHub from
+linking its @mentions and issue references; each comment ends with its hidden mark
 (`comment_mark`), how a comment whose answer was lost is found again.
 """
 
@@ -24,14 +22,12 @@ from bot.render.postmortem import (
     who,
 )
 
-# GitHub refuses a body or comment longer than this.
-MAX_BODY = 65_536
+MAX_BODY = 65_536  # GitHub refuses a longer body or comment
 MAX_EVENT_TEXT = 500
-# GitHub finds @mentions and issue references (`#12`, `GH-12`, `owner/repo#12`) in a comment
-# after Markdown is read, when the backslashes `md_escape` put before them are gone: an invisible
-# word joiner after `\@` and `\#` and inside `GH\-` (forms only `md_escape` writes, so never in
-# a link of ours) leaves the text as it reads and gives those finders nothing to match. Only
-# GitHub's text gets one: the postmortem's file in Slack is read, and copied, as it is.
+# GitHub finds @mentions and issue references (`#12`, `GH-12`) after Markdown is read, when
+# `md_escape`'s backslashes are gone: an invisible word joiner after `\@` and `\#` and inside
+# `GH\-` (forms only `md_escape` writes) leaves the text as it reads and links nothing. Only
+# GitHub's text gets one: the postmortem file in Slack is read, and copied, as it is.
 WORD_JOINER = "\u2060"
 _REFERENCE = re.compile(r"(?i)(\\@(?=\w)|\\#(?=[0-9])|\bgh(?=\\-[0-9]))")
 
@@ -58,10 +54,11 @@ def issue_body(incident: Incident) -> str:
     ]
     if incident.description:
         details.append(("Description", md_escape(incident.description, 1500)))
+    links = incident.links
     for label, url in (
-        ("Runbook", incident.links.runbook),
-        ("Dashboard", incident.links.dashboard),
-        ("View alert", incident.links.alert),
+        ("Runbook", links.runbook),
+        ("Dashboard", links.dashboard),
+        ("View alert", links.alert),
     ):
         if safe_url(url):
             details.append((label, f"<{url.strip()}>"))
@@ -88,16 +85,30 @@ def comment(
     now: datetime,
 ) -> str:
     """The comment telling `moment`, its mark last."""
-    mark = comment_mark(incident, moment.key)
     event = moment.event
     if moment.key == THREAD_MOMENT or event is None:
-        text = _thread(incident, thread_url)
-    elif event.kind == "resolved":
-        text = _resolved(incident, event, timeline or [], now)
+        where = f"[its Slack thread]({thread_url.strip()})" if safe_url(thread_url) else "Slack"
+        text = (
+            f"queuepilot follows this alert as incident {md_escape(incident.id, 40)} in {where}: "
+            "the steps responders take there are commented here; the periodic status stays in "
+            "Slack."
+        )
     elif event.kind == "postmortem" and postmortem:
         text = postmortem
     else:
-        text = _step(incident, event)
+        title = "Resolved" if event.kind == "resolved" else TITLES.get(event.kind)
+        title = title or md_escape(event.kind.replace("_", " ").capitalize(), 60)
+        said = event.text
+        if event.kind == "diagnosed" and incident.likely_cause:
+            said = incident.likely_cause
+        by = f" by {who(event.actor, event.actor_name)}" if event.actor else ""
+        text = f"**{title}**{by} at {utc(event.at)}: {md_escape(said, MAX_EVENT_TEXT)}"
+        if event.kind == "resolved":
+            upto = [e for e in timeline or [] if e.at <= event.at]
+            summary = summary_section(incident, upto, now).replace("## ", "### ", 1)
+            impact = impact_section(incident, None, "").replace("## ", "### ", 1)
+            text = f"{text}\n\n{summary}\n\n{impact}"
+    mark = comment_mark(incident, moment.key)
     text = unlinked(text)
     room = MAX_BODY - len(mark) - 40
     if len(text) > room:
@@ -109,29 +120,3 @@ def unlinked(markdown: str) -> str:
     """Markdown made with `md_escape`, as GitHub gets it: its escaped @mentions and issue
     references read the same and link nothing."""
     return _REFERENCE.sub(lambda found: found[0] + WORD_JOINER, markdown)
-
-
-def _thread(incident: Incident, thread_url: str) -> str:
-    where = f"[its Slack thread]({thread_url.strip()})" if safe_url(thread_url) else "Slack"
-    return (
-        f"queuepilot follows this alert as incident {md_escape(incident.id, 40)} in {where}: "
-        "the steps responders take there are commented here; the periodic status stays in Slack."
-    )
-
-
-def _step(incident: Incident, event: Event) -> str:
-    title = TITLES.get(event.kind, md_escape(event.kind.replace("_", " ").capitalize(), 60))
-    text = md_escape(event.text, MAX_EVENT_TEXT)
-    if event.kind == "diagnosed" and incident.likely_cause:
-        text = md_escape(incident.likely_cause, MAX_EVENT_TEXT)
-    by = f" by {who(event.actor, event.actor_name)}" if event.actor else ""
-    return f"**{title}**{by} at {utc(event.at)}: {text}"
-
-
-def _resolved(incident: Incident, event: Event, timeline: list[Event], now: datetime) -> str:
-    by = f" by {who(event.actor, event.actor_name)}" if event.actor else ""
-    head = f"**Resolved**{by} at {utc(event.at)}: {md_escape(event.text, MAX_EVENT_TEXT)}"
-    upto = [e for e in timeline if e.at <= event.at]
-    summary = summary_section(incident, upto, now).replace("## ", "### ", 1)
-    impact = impact_section(incident, None, "").replace("## ", "### ", 1)
-    return f"{head}\n\n{summary}\n\n{impact}"

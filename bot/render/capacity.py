@@ -1,4 +1,5 @@
-"""`/queue report`: the capacity report as one ephemeral answer (mrkdwn, escaped, capped)."""
+"""`/queue report`: the capacity report as one ephemeral answer (mrkdwn, escaped, capped), and the
+weekly post with a chart of each type's firing hours."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 from bot.domain.capacity import NO_TYPE, TypeReport
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number
-from bot.render.chart_block import BLOCK_TYPE, MAX_CATEGORIES, series_labels
-from bot.render.mrkdwn import escape, rendered, sections, truncate
+from bot.render import mrkdwn as md
+from bot.render.chart import BLOCK_TYPE, MAX_CATEGORIES, series_labels
 
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
@@ -24,78 +25,73 @@ def render_report(
     history: str = "",
     missing: str = "",
 ) -> str:
-    """`history` names where the queue time, hours at the maximum and over the thresholds come
-    from ("" when the backend keeps none); `missing` what of it could not be read, and why."""
+    """`history` names where the queue time and hours at the maximum and over the thresholds
+    come from ("" when the backend keeps none); `missing` what of it could not be read, and why."""
     head = f"*Capacity report · the last {days} days*"
+    kept = ""
+    if days > kept_days:
+        kept = f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are "
+        kept += "gone."
     if not any(r.incidents or r.hours_over or r.hours_at_max or r.peak_queued for r in reports):
         quiet = f"{head}\nNo queue incident in these {days} days"
         if history:
             quiet += (
                 ", and no runner type over the thresholds or at its maximum in "
-                f"{escape(history)}'s history"
+                f"{md.escape(history)}'s history"
             )
-        return f"{quiet}.{_kept(days, kept_days)}" + (f"\n_{_missing(missing)}_" if missing else "")
+        return f"{quiet}.{kept}" + (f"\n_{_missing(missing)}_" if missing else "")
     lines = [head]
     for report in reports[:MAX_TYPES]:
         lines.append(_type_line(report))
         if report.recommendation:
-            lines.append(f"   ↳ {truncate(escape(report.recommendation), 300)}")
+            lines.append(f"   ↳ {md.escaped(report.recommendation, 300)}")
     if len(reports) > MAX_TYPES:
-        lines.append(
-            f"_{len(reports) - MAX_TYPES} more runner types: "
-            f"{escape(f'`/queue report {days}d <type>`')}_"
-        )
-    lines.append(f"_{_sources(reports, history, missing)}_{_kept(days, kept_days)}")
-    return truncate("\n".join(lines), 2900)
+        more = md.escape(f"`/queue report {days}d <type>`")
+        lines.append(f"_{len(reports) - MAX_TYPES} more runner types: {more}_")
+    lines.append(f"_{_sources(reports, history, missing)}_{kept}")
+    return md.truncate("\n".join(lines), 2900)
 
 
 def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
     own = "From queuepilot's own incidents and the live reading"
-    if history:
-        # "queue time" from a histogram, "sampled longest wait" from queuepilot's own readings
-        quantiled = [r.quantiles_of for r in reports if r.wait_p50_mins is not None]
-        kept = [
-            what
-            for what, known in (
-                (quantiled[0] if quantiled else "", bool(quantiled)),
-                ("hours at the maximum", any(r.hours_at_max is not None for r in reports)),
-                (
-                    "hours over the alert's thresholds",
-                    any(r.hours_over is not None for r in reports),
-                ),
-            )
-            if known
-        ]
-        partly = f" ({truncate(escape(missing), 300)})" if missing else ""
-        if not kept:
-            return f"{own}; {escape(history)}'s history had nothing more on these types{partly}."
-        return f"{own}; {', '.join(kept)} from {escape(history)}'s history{partly}."
-    if missing:
-        return f"{own}. {_missing(missing)}"
-    return (
-        f"{own}. Queue time, hours at the maximum and over the thresholds need the fleet's "
-        "readings (a `METRICS_BACKEND` other than `alert`)."
-    )
+    if not history:
+        if missing:
+            return f"{own}. {_missing(missing)}"
+        return (
+            f"{own}. Queue time, hours at the maximum and over the thresholds need the fleet's "
+            "readings (a `METRICS_BACKEND` other than `alert`)."
+        )
+    # "queue time" from a histogram, "sampled longest wait" from queuepilot's own readings
+    quantiled = [r.quantiles_of for r in reports if r.wait_p50_mins is not None]
+    known = [
+        quantiled[0] if quantiled else "",
+        any(r.hours_at_max is not None for r in reports) and "hours at the maximum",
+        any(r.hours_over is not None for r in reports) and "hours over the alert's thresholds",
+    ]
+    partly = f" ({md.escaped(missing, 300)})" if missing else ""
+    if not (said := [what for what in known if what]):
+        return f"{own}; {md.escape(history)}'s history had nothing more on these types{partly}."
+    return f"{own}; {', '.join(said)} from {md.escape(history)}'s history{partly}."
 
 
 def _missing(missing: str) -> str:
-    return f"Queue time and hours at the maximum are not in it: {truncate(escape(missing), 300)}."
+    return f"Queue time and hours at the maximum are not in it: {md.escaped(missing, 300)}."
 
 
 def _type_line(report: TypeReport) -> str:
-    name = (
-        truncate(escape(report.runner_type), 100)
-        if report.runner_type != NO_TYPE
-        else ("_alerts naming no runner type_")
-    )
-    parts = [f"{report.incidents} incident{'s' if report.incidents != 1 else ''}"]
+    name = "_alerts naming no runner type_"
+    if report.runner_type != NO_TYPE:
+        name = md.escaped(report.runner_type, 100)
+    parts = [md.plural(report.incidents, "incident")]
     if report.incidents:
         parts.append(f"{duration(report.firing)} firing")
     if report.hours_over is not None:
         parts.append(f"{_hours(report.hours_over)} over the thresholds")
     if report.wait_p50_mins is not None and report.wait_p90_mins is not None:
-        p50, p90 = (timedelta(minutes=m) for m in (report.wait_p50_mins, report.wait_p90_mins))
-        parts.append(f"{escape(report.quantiles_of)} p50 {duration(p50)}, p90 {duration(p90)}")
+        p50, p90 = (
+            duration(timedelta(minutes=m)) for m in (report.wait_p50_mins, report.wait_p90_mins)
+        )
+        parts.append(f"{md.escape(report.quantiles_of)} p50 {p50}, p90 {p90}")
     if report.hours_at_max is not None:
         parts.append(f"{_hours(report.hours_at_max)} at the maximum")
     if report.peak_queued is not None:
@@ -107,22 +103,15 @@ def _type_line(report: TypeReport) -> str:
         parts.append(f"runners {low}–{number(report.maximum)}")
     if report.scale_ups:
         named = list(report.scale_ups.items())  # most first
-        who = ", ".join(f"{truncate(escape(n), 40)} {c}" for n, c in named[:MAX_SCALERS])
+        who = ", ".join(f"{md.escaped(n, 40)} {c}" for n, c in named[:MAX_SCALERS])
         if len(named) > MAX_SCALERS:
             who += f", {len(named) - MAX_SCALERS} others"
-        made = sum(report.scale_ups.values())
-        parts.append(f"{made} scale-up{'s' if made != 1 else ''} ({who})")
+        parts.append(f"{md.plural(sum(report.scale_ups.values()), 'scale-up')} ({who})")
     return f"• *{name}*: " + " · ".join(parts)
 
 
 def _hours(hours: float) -> str:
     return f"{hours:.1f} h" if hours < 10 else f"{hours:.0f} h"
-
-
-def _kept(days: int, kept_days: int) -> str:
-    if days <= kept_days:
-        return ""
-    return f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are gone."
 
 
 def report_message(
@@ -136,17 +125,15 @@ def report_message(
     """The weekly post: the report, and a bar chart of each type's firing hours drawn by Slack
     (left out, as any chart, where the workspace refuses it)."""
     text = render_report(reports, days=days, kept_days=kept_days, history=history, missing=missing)
-    blocks = sections(text.splitlines())
-    chart = _hours_chart(reports, days)
-    if chart is not None:
+    blocks = md.sections(text.splitlines())
+    if chart := _hours_chart(reports, days):
         blocks.append(chart)
-    return rendered(text.splitlines()[0].strip("*"), blocks)
+    return md.rendered(text.splitlines()[0].strip("*"), blocks)
 
 
 def _hours_chart(reports: Sequence[TypeReport], days: int) -> dict[str, Any] | None:
     firing = [r for r in reports if r.runner_type and r.firing.total_seconds() > 0]
-    firing = firing[:MAX_CATEGORIES]
-    if not firing:
+    if not (firing := firing[:MAX_CATEGORIES]):
         return None
     labels = series_labels([r.runner_type for r in firing])
     hours = [round(r.firing.total_seconds() / 3600, 1) for r in firing]
@@ -157,12 +144,7 @@ def _hours_chart(reports: Sequence[TypeReport], days: int) -> dict[str, Any] | N
         "title": f"Hours firing, last {days} days",
         "chart": {
             "type": "bar",
-            "series": [
-                {
-                    "name": "hours firing",
-                    "data": points,
-                }
-            ],
+            "series": [{"name": "hours firing", "data": points}],
             "axis_config": {"categories": labels, "y_label": "hours"},
         },
     }

@@ -1,37 +1,47 @@
-"""The trend chart: queued jobs and longest wait per runner type over the incident, as a PNG.
+"""The trend chart: queued jobs (and the PNG's longest wait) per runner type over the incident.
 
-Rendered by the channel's sender when the chart's turn comes (in a worker thread: matplotlib is
-slow and blocking), from the incident's trend as it is then. The picture carries its own opaque
-background and dark text, so it reads the same in Slack's light and dark themes; the alt text
-says in words what it shows.
+Slack draws it from a `data_visualization` block (`chart_block`, within the block's limits); a
+workspace that refuses the block gets `render_chart`'s PNG instead (drawn in a worker thread:
+matplotlib is slow and blocking), with its own white background for light and dark themes.
 """
 
 from __future__ import annotations
 
 import io
+import re
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
+from itertools import islice
+from typing import Any
 
 from bot.domain.fleet import FleetSnapshot, worst_first
 from bot.domain.incidents import Incident
+from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.domain.units import minutes, number
+from bot.render import mrkdwn as md
 
 WIDTH_PX, HEIGHT_PX, DPI = 800, 450, 100
-MAX_SERIES = 5  # the worst few types: more lines make a chart nobody can read
+MAX_SERIES = 5  # the worst few types (Slack takes 6): more lines make a chart nobody can read
 MIN_POINTS = 2  # fewer is a dot, not a line
 # Colour-blind-safe (Okabe-Ito), dark enough on the white background.
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
-
+INK = "#222222"
+BLOCK_TYPE = "data_visualization"
+_BLOCK_POINTER = re.compile(r"json-pointer:/blocks/(\d+)")
+MAX_TITLE = 50
+MAX_CATEGORIES = 20
+MAX_LABEL = 20
 
 Point = tuple[float, float | None, float | None]  # (unix time, queued, longest wait in min)
 
 
 @dataclass(frozen=True)
 class ChartData:
-    """What the chart shows: the worst types' columns of the trend, kept as the trend keeps
-    them (text), and expanded into points once, when it is drawn."""
+    """The worst types' columns of the trend, kept as text and expanded into points once."""
 
     title: str
     trend: Trend = field(default_factory=Trend)
@@ -39,12 +49,8 @@ class ChartData:
     @cached_property
     def series(self) -> dict[str, list[Point]]:
         """runner type -> its points, oldest first; types with too few to draw are left out."""
-        series = {}
-        for name in self.trend.names():
-            points = self.trend.points(name)
-            if len(points) >= MIN_POINTS:
-                series[name] = points
-        return series
+        drawn = {name: self.trend.points(name) for name in self.trend.names()}
+        return {name: points for name, points in drawn.items() if len(points) >= MIN_POINTS}
 
     @property
     def alt_text(self) -> str:
@@ -66,20 +72,15 @@ class ChartData:
 
 def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
     """The chart of the `worst` runner types (at most MAX_SERIES) that have a line to draw."""
-    drawable: list[str] = []
-    for name in worst:
-        if len(drawable) == MAX_SERIES:
-            break
-        if trend.known_at_least(name, MIN_POINTS):
-            drawable.append(name)
-    return ChartData(title, trend.keeping(drawable))
+    drawable = (name for name in worst if trend.known_at_least(name, MIN_POINTS))
+    return ChartData(title, trend.keeping(list(islice(drawable, MAX_SERIES))))
 
 
 def incident_chart(
     incident: Incident, *, trend: Trend | None = None, live: FleetSnapshot | None = None
 ) -> ChartData:
-    """The incident's trend chart (its own trend unless given): the worst types of the live
-    view (the incident's unless given), then the others by their peak in the trend."""
+    """The incident's chart (of its own trend and live view unless given): the live view's worst
+    types, then the others by their peak in the trend."""
     trend = trend if trend is not None else incident.trend
     live = live if live is not None else incident.live
     names = [n for n, _ in worst_first(live.runner_types)] if live else []
@@ -88,6 +89,112 @@ def incident_chart(
     }
     names += sorted((n for n in peaks if n not in names), key=lambda n: (-peaks[n], n))
     return chart_data(f"Queue trend · incident {incident.id}", trend, worst=names)
+
+
+def chart_block(data: ChartData) -> dict[str, Any] | None:
+    """Queued jobs per runner type at up to 20 moments, evenly spread and ending with the latest;
+    None when there is no line to draw. Slack draws it: no upload."""
+    series = {name: points for name, points in data.series.items() if points}
+    times = sorted({at for points in series.values() for at, _, _ in points})
+    if len(times) > MAX_CATEGORIES:
+        step = (len(times) - 1) / (MAX_CATEGORIES - 1)
+        times = [times[round(i * step)] for i in range(MAX_CATEGORIES)]
+    if len(times) < 2:
+        return None
+    categories = _labels(times)
+    names = list(series)[:MAX_SERIES]
+    labels = series_labels([name or "all runner types" for name in names])
+    drawn = []
+    for name, shown in zip(names, labels, strict=True):
+        # One value per moment: a type the reading did not show then was not queueing (a view
+        # lists the types that queue), so it is 0, not its last value.
+        queued = {at: q for at, q, _ in series[name]}
+        values = [queued.get(at) or 0.0 for at in times]
+        points = zip(categories, values, strict=True)
+        drawn.append({"name": shown, "data": [{"label": lb, "value": v} for lb, v in points]})
+    axes = {"categories": categories, "x_label": "UTC", "y_label": "queued jobs"}
+    return {
+        "type": BLOCK_TYPE,
+        "block_id": "queue_trend",
+        "title": md.cut(data.title or "Queue trend", MAX_TITLE),
+        "chart": {"type": "line", "series": drawn, "axis_config": axes},
+    }
+
+
+def has_charts(rendered: Rendered) -> bool:
+    return any(block.get("type") == BLOCK_TYPE for block in rendered.blocks)
+
+
+def blames_charts(rendered: Rendered, details: Sequence[str]) -> bool:
+    """Whether Slack's refusal (invalid_blocks) is the chart's: a json-pointer in its messages
+    names a chart block, or it names none and the message has one."""
+    if not has_charts(rendered):
+        return False
+    pointed = [int(found) for d in details for found in _BLOCK_POINTER.findall(d)]
+    return not pointed or any(
+        0 <= i < len(rendered.blocks) and rendered.blocks[i].get("type") == BLOCK_TYPE
+        for i in pointed
+    )
+
+
+def without_charts(rendered: Rendered) -> Rendered:
+    if not has_charts(rendered):
+        return rendered
+    return Rendered(rendered.text, [b for b in rendered.blocks if b.get("type") != BLOCK_TYPE])
+
+
+def _labels(times: list[float]) -> list[str]:
+    """Unique UTC time labels: minutes when they tell the moments apart, seconds when not, a
+    counter as the last resort (two readings in a second)."""
+    for shape in ("%H:%M", "%H:%M:%S"):
+        labels = [datetime.fromtimestamp(at, UTC).strftime(shape) for at in times]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [f"{label} #{i + 1}" for i, label in enumerate(labels)]
+
+
+def series_labels(names: Sequence[str], most: int = MAX_LABEL) -> list[str]:
+    """A label of at most `most` characters for each name, all different.
+
+    A runner type says what it is from the left (`linux.g5.48xlarge.nvidia.gpu`), so a long one
+    keeps its leading dot-separated parts (`linux.g5.48xlarge…`); types that still read the same
+    keep their ends instead (`…nightly.a`), and only when those match too does a number part them.
+    """
+    labels = [_leading(name, most) for name in names]
+    for label, count in Counter(labels).items():
+        if count > 1:
+            same = [i for i, other in enumerate(labels) if other == label]
+            ends = [_trailing(names[i], most) for i in same]
+            if len(set(ends)) == len(ends):
+                for i, end in zip(same, ends, strict=True):
+                    labels[i] = end
+    taken: set[str] = set()
+    for i, label in enumerate(labels):
+        n = 2
+        while label in taken:
+            suffix = f" {n}"
+            label, n = _leading(names[i], most - len(suffix)) + suffix, n + 1
+        taken.add(label)
+        labels[i] = label
+    return labels
+
+
+def _leading(name: str, most: int) -> str:
+    """The leading dot-separated parts that fit before "…" (a plain cut where whole parts would
+    leave less than half the room)."""
+    if len(name) <= most:
+        return name
+    dot = name.rfind(".", 0, most)
+    return (name[:dot] if dot >= most // 2 else name[: most - 1]) + "…"
+
+
+def _trailing(name: str, most: int) -> str:
+    """The trailing dot-separated parts that fit after "…", likewise."""
+    if len(name) <= most:
+        return name
+    tail = name[-most:]
+    dot = tail.find(".")
+    return "…" + (tail[dot + 1 :] if 0 <= dot <= most // 2 else tail[1:])
 
 
 def render_chart(data: ChartData) -> bytes:
@@ -102,25 +209,23 @@ def render_chart(data: ChartData) -> bytes:
     queued_ax, wait_ax = figure.subplots(2, 1, sharex=True)
     for ax, label in ((queued_ax, "queued jobs"), (wait_ax, "longest wait (min)")):
         ax.set_facecolor("white")
-        ax.set_ylabel(label, color="#222222")
-        ax.tick_params(colors="#222222", labelsize=8)
+        ax.set_ylabel(label, color=INK)
+        ax.tick_params(colors=INK, labelsize=8)
         ax.grid(True, color="#dddddd", linewidth=0.6)
         for spine in ax.spines.values():
             spine.set_color("#888888")
     for colour, (name, points) in zip(COLOURS, data.series.items(), strict=False):
         times = [datetime.fromtimestamp(t, UTC) for t, _, _ in points]
-        queued_ax.plot(times, [_nan(q) for _, q, _ in points], color=colour, label=name or "all")
-        wait_ax.plot(times, [_nan(w) for _, _, w in points], color=colour)
-    queued_ax.set_title(data.title, color="#222222", fontsize=10)
+        queued = [float("nan") if q is None else q for _, q, _ in points]
+        waits = [float("nan") if w is None else w for _, _, w in points]
+        queued_ax.plot(times, queued, color=colour, label=name or "all")
+        wait_ax.plot(times, waits, color=colour)
+    queued_ax.set_title(data.title, color=INK, fontsize=10)
     if data.series:
         queued_ax.legend(fontsize=7, loc="upper left", frameon=False)
     wait_ax.xaxis.set_major_formatter(dates.DateFormatter("%H:%M", tz=UTC))
-    wait_ax.set_xlabel("UTC", color="#222222", fontsize=8)
+    wait_ax.set_xlabel("UTC", color=INK, fontsize=8)
     figure.tight_layout()
     out = io.BytesIO()
     figure.savefig(out, format="png", dpi=DPI, facecolor="white")
     return out.getvalue()
-
-
-def _nan(value: float | None) -> float:
-    return float("nan") if value is None else value

@@ -1,9 +1,5 @@
-"""Which jobs are queueing: per runner type, its top workflows grouped by what triggered them,
-each with its count, longest wait and a link to its oldest job; the surging workflow; the ghosts
-left out and what the source could not see. Pure; every name and URL from outside is escaped.
-
-`render_jobs` is the `/queue jobs` answer (one ephemeral text within `limit`); `jobs_blocks`
-is the same as Block Kit, for the diagnostics report.
+"""Which jobs are queueing, per runner type: its top workflows by trigger, the surge, the ghosts
+left out. `render_jobs` is the `/queue jobs` answer; `jobs_blocks` the same as Block Kit.
 """
 
 from __future__ import annotations
@@ -11,69 +7,70 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from bot.domain.fleet import source_name
 from bot.domain.jobs import JobsView, RunnerTypeJobs, WorkflowQueue, queued_said, surging
 from bot.domain.units import duration, minutes
-from bot.render.mrkdwn import context, escape, fit_lines, link, sections, slack_date, truncate
+from bot.render import mrkdwn as md
 
 TOP_WORKFLOWS = 5  # per runner type
 MAX_TYPES = 5
 MAX_NAME = 80
 MAX_JOB = 60
-SOURCES = {"github": "GitHub", "hud": "the HUD", "prometheus": "Prometheus", "alert": "the alert"}
 
 
 def render_jobs(
     view: JobsView, runner_types: list[str], *, limit: int = 2900, others: int = 0
 ) -> str:
-    """The answer to `/queue jobs`: the head, each runner type's lines, then the footnotes; lines
-    that do not fit are left out whole, and the answer says so. `others`: the types with queued
-    jobs left out as other channels' (the channel asked from owns `runner_types` only)."""
+    """The head, each runner type's lines, then the footnotes; lines that do not fit are left out
+    whole, and the answer says so. `others`: the types with queued jobs left out as other
+    channels' (the channel asked from owns `runner_types` only)."""
     foot = footnotes(view)
     body = [line for name in runner_types[:MAX_TYPES] for line in type_lines(view, name)]
     if not body:
-        none = "No queued jobs" if view.listed_over_mins is None else f"No {_waiting(view)}"
-        body = [f"_{none} seen for these runner types{_limit(view)}._"]
+        body = [f"_{_none(view).capitalize()} seen for these runner types{_limit(view)}._"]
     head = headline(view)
     if others:
         head += " · the types this channel owns"
+        belong = "type with queued jobs belongs" if others == 1 else "types with queued jobs belong"
         foot.insert(
             0,
-            f"_{others} other runner type{'s' if others != 1 else ''} with queued jobs "
-            f"belong{'s' if others == 1 else ''} to other channels: "
-            f"{escape('`/queue jobs <runner-type>`')} shows one._",
+            f"_{others} other runner {belong} to other channels: "
+            f"{md.escape('`/queue jobs <runner-type>`')} shows one._",
         )
     room = limit - len(head) - sum(len(f) + 1 for f in foot) - 60
-    kept = fit_lines(body, max(room, 0))
+    kept = md.fit_lines(body, max(room, 0))
     if len(kept) < len(body):
         kept.append(f"_… {len(body) - len(kept)} more lines left out_")
-    return truncate("\n".join([head, *kept, *foot]), limit)
+    return md.truncate("\n".join([head, *kept, *foot]), limit)
 
 
 def jobs_blocks(view: JobsView, runner_types: list[str]) -> list[dict[str, Any]]:
-    """The same as blocks: sections of each runner type's lines, a context of the footnotes."""
-    blocks = sections(
-        [headline(view), *[ln for n in runner_types[:MAX_TYPES] for ln in type_lines(view, n)]]
-    )
-    foot = footnotes(view)
-    if foot:
-        blocks.append(context([truncate(text, 500) for text in foot]))
+    """Sections of each runner type's lines, a context of the footnotes."""
+    lines = [line for name in runner_types[:MAX_TYPES] for line in type_lines(view, name)]
+    blocks = md.sections([headline(view), *lines])
+    if foot := footnotes(view):
+        blocks.append(md.context([md.truncate(text, 500) for text in foot]))
     return blocks[:10]
 
 
+def source_of(source: str) -> str:
+    return md.escape(source_name(source))
+
+
 def headline(view: JobsView) -> str:
-    source = SOURCES.get(view.source, escape(view.source))
-    return f"*Queued jobs* · from {source} at {slack_date(view.at, '{time}')}"
+    return f"*Queued jobs* · from {source_of(view.source)} at {md.time_of(view.at)}"
 
 
 def footnotes(view: JobsView) -> list[str]:
     notes = []
     if view.ghosts:
+        noun = "ghost job" if view.ghosts == 1 else "ghost jobs"
         notes.append(
-            f"_{view.ghosts} ghost job{'s' if view.ghosts != 1 else ''} left out: listed as "
-            "queued in a run that has completed; nobody will run them._"
+            f"_{view.ghosts} {noun} left out: listed as queued in a run that has completed; "
+            "nobody will run them._"
         )
     if view.note:
-        notes.append(f"⚠️ {truncate(escape(view.note), 400)}")
+        notes.append(f"⚠️ {md.escaped(view.note, 400)}")
     if not view.history and view.runner_types:
         notes.append("_No arrivals recorded a day before yet: what changed cannot be said._")
     return notes
@@ -81,39 +78,38 @@ def footnotes(view: JobsView) -> list[str]:
 
 def type_lines(view: JobsView, runner_type: str) -> list[str]:
     queue = view.runner_types.get(runner_type)
-    name = truncate(escape(runner_type), MAX_NAME)
+    name = md.escaped(runner_type, MAX_NAME)
     if queue is None:
-        none = "no queued jobs" if view.listed_over_mins is None else f"no {_waiting(view)}"
-        return [f"*`{name}`*: {none} seen{_limit(view)}"]
+        return [f"*`{name}`*: {_none(view)} seen{_limit(view)}"]
     mix = ", ".join(f"{t.value} {n}" for t, n in queue.triggers)
     count = queued_said(queue.queued, view.listed_over_mins)
     lines = [f"*`{name}`* · {count}{_limit(view)}" + (f" · {mix}" if mix else "")]
-    surge = surging(view, runner_type)
-    if surge is not None:
+    if (surge := surging(view, runner_type)) is not None:
         # Without a day before, the surge is a share of the queue, not a change.
         label = "What changed" if view.history else "Most of the queue"
-        lines.append(f"📈 *{label}:* {truncate(escape(surge.text), 400)}")
-    slower = view.slower.get(runner_type, ())
-    if slower:
+        lines.append(f"📈 *{label}:* {md.escaped(surge.text, 400)}")
+    if slower := view.slower.get(runner_type, ()):
         said = "; ".join(s.text for s in slower[:3])
-        lines.append(f"🐢 *Slower jobs:* {truncate(escape(said), 400)}")
+        lines.append(f"🐢 *Slower jobs:* {md.escaped(said, 400)}")
     lines += _grouped(queue, view)
     if len(queue.workflows) > TOP_WORKFLOWS:
         lines.append(f"    _+{len(queue.workflows) - TOP_WORKFLOWS} more workflows_")
     return lines
 
 
-def _waiting(view: JobsView) -> str:
-    """ "jobs waiting over 5 min": what a source that lists only those can say it saw none of."""
-    return f"jobs waiting over {minutes(view.listed_over_mins or 0)}"
+def _none(view: JobsView) -> str:
+    """What was not seen: from a source that lists only jobs queued over a threshold, those."""
+    if view.listed_over_mins is None:
+        return "no queued jobs"
+    return f"no jobs waiting over {minutes(view.listed_over_mins)}"
 
 
 def _limit(view: JobsView) -> str:
     """ " (the HUD lists only those)" beside a count from a source that lists only the jobs
-    queued longer than a threshold; "" from one that lists every queued job."""
+    queued longer than a threshold."""
     if view.listed_over_mins is None:
         return ""
-    return f" ({SOURCES.get(view.source, escape(view.source))} lists only those)"
+    return f" ({source_of(view.source)} lists only those)"
 
 
 def _grouped(queue: RunnerTypeJobs, view: JobsView) -> list[str]:
@@ -121,21 +117,19 @@ def _grouped(queue: RunnerTypeJobs, view: JobsView) -> list[str]:
     groups: dict[str, list[str]] = {}
     for workflow in queue.workflows[:TOP_WORKFLOWS]:
         groups.setdefault(workflow.trigger.value, []).append(_workflow_line(workflow, view))
-    lines = []
-    for trigger, rows in groups.items():
-        lines.append(f"  _{trigger}_")
-        lines += rows
-    return lines
+    return [line for trigger, rows in groups.items() for line in [f"  _{trigger}_", *rows]]
 
 
 def _workflow_line(w: WorkflowQueue, view: JobsView) -> str:
-    line = f"    • `{truncate(escape(w.workflow), MAX_NAME)}`"
+    line = f"    • `{md.escaped(w.workflow, MAX_NAME)}`"
     if w.queued:
         line += f" — {queued_said(w.queued, view.listed_over_mins)}"
     if w.longest_wait_mins is not None:
         line += f", longest wait {duration(timedelta(minutes=w.longest_wait_mins))}"
     if w.oldest_url:
-        line += f", oldest: {link(w.oldest_url, truncate(w.oldest_job or 'the job', MAX_JOB))}"
+        line += (
+            f", oldest: {md.link(w.oldest_url, md.truncate(w.oldest_job or 'the job', MAX_JOB))}"
+        )
     if w.last_hour is not None or w.day_before is not None:
         line += f" · {w.last_hour or 0} arrived in the last hour"
         if view.history:

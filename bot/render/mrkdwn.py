@@ -1,10 +1,8 @@
-"""Slack primitives: escaping, links, mentions, dates, and blocks that stay within limits.
+"""Slack primitives: escaping, links, mentions, dates, and blocks within Block Kit's limits.
 
-Everything an alert sender controls is untrusted: it must reach Slack with `&`, `<` and `>`
-escaped, so a label can neither ping `<!channel>` nor forge a link. The only `<…>` tokens the
-renderers emit are built here: user mentions, `<!date^…>` and http(s) links. The block builders
-truncate to Slack's documented limits, so no input size can make Slack refuse a message.
-Numbers and durations are said by `bot.domain.units`; a message is a `bot.domain.message.Rendered`.
+Alert text is untrusted: it reaches Slack with `&`, `<` and `>` escaped, so a label can neither ping
+`<!channel>` nor forge a link; the only `<…>` tokens are built here. The block builders truncate
+to Slack's limits, so no input size makes Slack refuse a message.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ ELLIPSIS = "…"
 # Slack user IDs start with U (or W on Enterprise Grid); anything else is shown as text.
 _USER_ID = re.compile(r"[UW][A-Z0-9]+")
 _MAX_USER_ID = 32
-# Links longer than this are shown as their label: one link must never eat a whole text object.
+# Longer links are shown as their label: one link must never eat a whole text object.
 MAX_URL = 2000
 _UNSAFE_IN_URL = re.compile(r"[\s|<>]")
 # A date token or a link, with the text shown for it; a mention; a name in bold (`person`).
@@ -29,37 +27,51 @@ _MENTION = re.compile(r"<@([UW][A-Z0-9]+)>")
 _BOLD = re.compile(r"\*([^*\n]+)\*")
 # Escape sequences and `<…>` tokens that truncation must keep whole.
 _TOKEN = re.compile(r"&(?:amp|lt|gt);|<[^<>]*>")
+# What a line shortened between words must not end on, before its "…".
+_DANGLING = " ,;:·-–—(\"'"
+
+MAX_BLOCKS = 50
+MAX_HEADER = 150
+MAX_SECTION = 3000
+MAX_FIELDS = 10
+MAX_FIELD = 2000
+MAX_CONTEXT_ELEMENTS = 10
+MAX_TEXT_OBJECT = 3000
+MAX_BUTTON_TEXT = 75
+MAX_FALLBACK = 3000
+MAX_RUNNER_NAME = 80
 
 
 def escape(text: str) -> str:
-    """Make untrusted text inert in mrkdwn and in fallback text, which Slack parses the same way."""
+    """Untrusted text made inert in mrkdwn and in fallback text, which Slack parses the same way."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def escaped(text: str, limit: int) -> str:
+    """Untrusted text escaped and cut to `limit` characters."""
+    return truncate(escape(text), limit)
+
+
 def plain_text(mrkdwn: str) -> str:
-    """What mrkdwn made here reads as, as plain text: a date as its UTC fallback, a link as its
-    label, a mention as the user ID, a name without its bold, entities as their characters. For
-    an answer kept as a timeline line, which is escaped again wherever it is shown."""
-    text = _LABELLED.sub(r"\1", mrkdwn)
-    text = _MENTION.sub(r"\1", text)
+    """Mrkdwn made here as plain text (a date as its fallback, a link as its label, a mention as
+    the user ID, no bold, no entities): for an answer kept as a timeline line, escaped again
+    wherever it is shown."""
+    text = _MENTION.sub(r"\1", _LABELLED.sub(r"\1", mrkdwn))
     text = _BOLD.sub(r"\1", text)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def link(url: str, label: str) -> str:
     """`<url|label>` for a plain http(s) URL; otherwise the escaped label, so nothing is forged.
-
-    URLs such as "www.time.com" or "javascript:…" are not links we vouch for: they stay text.
-    """
+    Slack decodes entities inside the URL too: Grafana URLs carry `&` between parameters."""
     url = url.strip()
     if not is_linkable(url):
         return escape(label)
-    # Slack decodes entities inside the URL part too; Grafana URLs carry `&` between parameters.
     return f"<{escape(url)}|{escape(label)}>"
 
 
 def is_linkable(url: str) -> bool:
-    """Only plain http(s) URLs become links: no scheme tricks, nothing that ends the token early."""
+    """Only plain http(s) URLs: no scheme tricks ("javascript:"), nothing that ends the token."""
     url = url.strip()
     return (
         url.lower().startswith(("http://", "https://"))
@@ -68,29 +80,42 @@ def is_linkable(url: str) -> bool:
     )
 
 
+def link_label(text: str) -> str:
+    """A link's label: Slack ends the URL at the first "|", and one more makes the token read two
+    ways."""
+    return text.replace("|", "¦")
+
+
 def mention(user_id: str) -> str:
-    """A user mention for a real Slack user ID, the escaped text otherwise."""
     if len(user_id) <= _MAX_USER_ID and _USER_ID.fullmatch(user_id):
         return f"<@{user_id}>"
-    return truncate(escape(user_id), 64)
+    return escaped(user_id, 64)
 
 
 def person(user_id: str | None, name: str = "") -> str:
-    """Someone named without a mention, for replies that must ping nobody (status, summary).
-
-    The display name comes from `users.info` (or the interaction payload); without one, the
-    user ID is shown as plain text, which Slack never turns into a mention on its own.
-    """
+    """Someone named without a mention, for replies that must ping nobody: the display name, else
+    the user ID as text, which Slack never turns into a mention on its own."""
     shown = name.strip() or (user_id or "someone")
-    return f"*{truncate(escape(shown), 80)}*"
+    return f"*{escaped(shown, 80)}*"
+
+
+def runner_name(name: str) -> str:
+    """A runner type's name (an alert label): escaped, and short enough for a list of them."""
+    return escaped(name, MAX_RUNNER_NAME)
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def cut(text: str, most: int) -> str:
+    """Plain text within `most` characters, "…" where it was cut."""
+    return text if len(text) <= most else text[: most - 1] + ELLIPSIS
 
 
 def truncate(text: str, limit: int) -> str:
-    """Cut already-escaped mrkdwn to `limit` characters, ending with "…".
-
-    The cut never splits `&amp;` or a `<…>` token: half of either would show garbage or leave a
-    dangling `<` that Slack tries to parse.
-    """
+    """Escaped mrkdwn cut to `limit` characters with "…", never inside `&amp;` or a `<…>` token:
+    half of either would show garbage or leave a dangling `<` that Slack tries to parse."""
     if len(text) <= limit:
         return text
     cut = limit - len(ELLIPSIS)
@@ -103,17 +128,9 @@ def truncate(text: str, limit: int) -> str:
     return text[:cut].rstrip() + ELLIPSIS
 
 
-# What a line shortened between words must not end on, before its "…".
-_DANGLING = " ,;:·-–—(\"'"
-
-
 def shorten(text: str, limit: int) -> str:
-    """Plain text as one line of at most `limit` characters, cut between words with "…".
-
-    For lines a person reads whole (the root's latest actions), where "changes it m…" reads as
-    a typo. Escape the result, not the input, so no entity is cut either. A first word longer
-    than the line leaves only "…": the line never ends inside a word.
-    """
+    """Plain text as one line of at most `limit` characters, cut between words with "…": for lines
+    read whole, where "changes it m…" reads as a typo. Escape the result, not the input."""
     line = " ".join(text.split())
     if len(line) <= limit:
         return line
@@ -135,27 +152,15 @@ def fit_lines(lines: list[str], limit: int) -> list[str]:
 
 
 def slack_date(moment: datetime, token: str = "{date_short_pretty} {time}") -> str:
-    """A date Slack renders in each reader's time zone, so the message never needs re-rendering.
-
-    The fallback (shown by clients that can't format dates) is the UTC time.
-    """
-    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    utc = aware.astimezone(UTC)
+    """A date each reader's client shows in their time zone, so the message never needs
+    re-rendering; the fallback is UTC."""
+    utc = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
     fallback = utc.strftime("%H:%M UTC" if token == "{time}" else "%Y-%m-%d %H:%M UTC")
     return f"<!date^{int(utc.timestamp())}^{token}|{fallback}>"
 
 
-# --- blocks -----------------------------------------------------------------------------------
-
-MAX_BLOCKS = 50
-MAX_HEADER = 150
-MAX_SECTION = 3000
-MAX_FIELDS = 10
-MAX_FIELD = 2000
-MAX_CONTEXT_ELEMENTS = 10
-MAX_TEXT_OBJECT = 3000
-MAX_BUTTON_TEXT = 75
-MAX_FALLBACK = 3000
+def time_of(moment: datetime) -> str:
+    return slack_date(moment, "{time}")
 
 
 def rendered(text: str, blocks: list[dict[str, Any]]) -> Rendered:
@@ -169,42 +174,35 @@ def _mrkdwn(text: str, limit: int) -> dict[str, Any]:
 
 
 def header(text: str) -> dict[str, Any]:
-    """A header block; `text` is escaped already (Slack decodes entities in plain_text too)."""
-    return {
-        "type": "header",
-        "text": {"type": "plain_text", "text": truncate(text, MAX_HEADER), "emoji": True},
-    }
+    """`text` is escaped already: Slack decodes entities in plain_text too."""
+    return {"type": "header", "text": plain(text, MAX_HEADER)}
 
 
-def section(text: str, *, block_id: str | None = None) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "section", "text": _mrkdwn(text, MAX_SECTION)}
-    if block_id:
-        block["block_id"] = block_id
-    return block
+def section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": _mrkdwn(text, MAX_SECTION)}
 
 
-def fields(items: list[str], *, more: str = "+{n} more") -> dict[str, Any]:
-    """A section of two-column fields; past ten, the last field says how many were left out."""
+def fields(items: list[str], *, more: str = "+{n} more", text: str = "") -> dict[str, Any]:
+    """A section of two-column fields under `text`; past ten, the last field says how many were
+    left out."""
     if len(items) > MAX_FIELDS:
         hidden = len(items) - (MAX_FIELDS - 1)
         items = [*items[: MAX_FIELDS - 1], more.format(n=hidden)]
-    return {"type": "section", "fields": [_mrkdwn(item, MAX_FIELD) for item in items]}
+    block = {"type": "section", "fields": [_mrkdwn(item, MAX_FIELD) for item in items]}
+    return block | {"text": _mrkdwn(text, MAX_SECTION)} if text else block
 
 
-def context(items: list[str], *, block_id: str | None = None) -> dict[str, Any]:
+def context(items: list[str], *, block_id: str = "") -> dict[str, Any]:
     elements = [_mrkdwn(item, MAX_TEXT_OBJECT) for item in items[:MAX_CONTEXT_ELEMENTS]]
-    block: dict[str, Any] = {"type": "context", "elements": elements}
-    if block_id:
-        block["block_id"] = block_id
-    return block
+    block = {"type": "context", "elements": elements}
+    return block | {"block_id": block_id} if block_id else block
 
 
 def sections(lines: list[str]) -> list[dict[str, Any]]:
-    """Lines packed into as few sections as fit; each line must be shorter than a section."""
+    """Lines packed into as few sections as fit; an over-long line is truncated by section()."""
     blocks: list[dict[str, Any]] = []
     rest = lines
     while rest:
-        # An over-long line is truncated by section() rather than never fitting.
         kept = fit_lines(rest, MAX_SECTION) or [rest[0]]
         blocks.append(section("\n".join(kept)))
         rest = rest[len(kept) :]
@@ -213,3 +211,12 @@ def sections(lines: list[str]) -> list[dict[str, Any]]:
 
 def plain(text: str, limit: int = MAX_BUTTON_TEXT) -> dict[str, Any]:
     return {"type": "plain_text", "text": truncate(text, limit), "emoji": True}
+
+
+def button(text: str, action_id: str, value: str, style: str = "") -> dict[str, Any]:
+    made = {"type": "button", "text": plain(text), "action_id": action_id, "value": value}
+    return made | {"style": style} if style else made
+
+
+def actions(elements: list[dict[str, Any]], block_id: str = "") -> dict[str, Any]:
+    return {"type": "actions", **({"block_id": block_id} if block_id else {}), "elements": elements}

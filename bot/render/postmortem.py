@@ -1,20 +1,8 @@
-"""An incident's postmortem: a Markdown write-up drafted from what the bot recorded.
+"""An incident's postmortem: a GitHub-flavoured Markdown write-up drafted from what was recorded.
 
-A pure function of the incident, its timeline and `now`, like every message (`bot.render.replies`):
-the same input gives the same text, byte for byte. Its numbers are the closing summary's own
-(`peak_queued_label`, `time_to_drain`, `wait_said`, the incident's peaks and trend), so the
-file never says another peak than the thread: one set of numbers.
-
-It is written for GitHub-flavoured Markdown (a file people download, edit and paste into an issue
-or a wiki), not for Slack's mrkdwn: every text that came from outside (alert titles, runner types,
-workflows, people's names) goes through `md_escape`, so it can neither break a table nor become a
-link, an image or HTML, and carries no invisible character. Where it goes to GitHub as a comment,
-`bot.render.alert_issue` also keeps its @mentions and issue references from being linked. Times are
-UTC, written out: a file has no reader's time zone to render a date token in.
-
-Its impact is the queue at its peak (the moment the peak queue was seen, each runner type's numbers
-then, and each type's own worst) and at the last reading; its timeline is everything recorded,
-with the early warning the incident took on and the requests that were refused.
+A pure function of the incident, its timeline and `now`. Its numbers are the closing summary's own
+(one set of numbers). Every outside text goes through `md_escape`, so it can neither break a table
+nor become a link, an image or HTML. Times are UTC, written out: a file has no reader's time zone.
 """
 
 from __future__ import annotations
@@ -49,34 +37,45 @@ MAX_TIMELINE = 200  # timeline rows; the earliest are said to be left out
 MAX_CHART_ROWS = 12  # rows of "Queue over time"
 JOBS_WINDOW = timedelta(hours=1)  # the jobs source counts arrivals of the last hour
 RENOTIFIED = frozenset({"updated", "notified"})  # repeats of the alert: one row per run
+ALL_TYPES = "all runner types"
 
-# Characters that mean something in GitHub-flavoured Markdown wherever they stand (emphasis,
-# code, links and images, HTML, tables, strikethrough, math, @mentions, #references): each gets a
-# backslash, which CommonMark allows before any ASCII punctuation. Parentheses, colons and dots
-# are left as they are (they only build a link after a `]`, escaped), except where GitHub would
-# turn bare text into a link: `://` and `www.` (and `@`, for e-mail addresses, is escaped).
+# Markdown's special characters each get a backslash (CommonMark allows one before any ASCII
+# punctuation), and so do `://` and `www.`, which GitHub would turn into links.
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~$@#&])")
 _AUTOLINK = re.compile(r"(?i)(:(?=//)|(?<=www)\.)")
 # What starts a block at the head of a line: a list, a setext underline, a numbered item.
 _LEADING_MARK = re.compile(r"^[-+=]")
 _LEADING_NUMBER = re.compile(r"^([0-9]+)([.)])")
-# GitHub's issue references `GH-12` get their hyphen escaped too (`GH\-12` reads the same): with
-# `\@` and `\#`, a form only this escaping writes, where `bot.render.alert_issue` finds what
-# GitHub would link.
+# `GH-12` is an issue reference: `GH\-12` reads the same, in a form `bot.render.alert_issue` finds.
 _GH_REFERENCE = re.compile(r"(?i)\b(gh)-(?=[0-9])")
-# Unicode's format characters (zero-width spaces and joiners, bidirectional controls, soft
-# hyphens) show nothing, or reorder what is shown: a file must read as it is.
-_INVISIBLE = "Cf"
-# Line breaks of every kind and control characters would end a table row or a paragraph.
+# Line breaks and control characters would end a table row or a paragraph.
 _BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*))?$", re.DOTALL)
+_ENDED = {
+    Resolution.ALERT: "(alert cleared)",
+    Resolution.DRAINED: "(queue drained)",
+    Resolution.TEST: "(test notification)",
+}
+QUESTIONS = """## Questions for the team
+
+### What would have prevented it?
+
+_To be filled in._
+
+### What made it hard to see or to fix?
+
+_To be filled in._
+
+### Follow-ups
+
+- [ ] _A follow-up, its owner, its issue_
+- [ ] _…_"""
 
 
 def md_escape(text: str, limit: int = MAX_TEXT) -> str:
-    """`text` as literal Markdown on one line: at most `limit` characters of it (then "…"),
-    every special character backslash-escaped, a leading block marker too, and no invisible
-    character."""
-    visible = "".join(c for c in text if unicodedata.category(c) != _INVISIBLE)
+    """`text` as literal Markdown on one line of at most `limit` characters; Unicode's format
+    characters (zero-width, bidirectional controls) are dropped: a file must read as it is."""
+    visible = "".join(c for c in text if unicodedata.category(c) != "Cf")
     flat = _BREAKS.sub(" ", visible).strip()
     if len(flat) > limit:
         flat = flat[: limit - 1].rstrip() + "…"
@@ -90,6 +89,16 @@ def utc(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def who(user_id: str | None, name: str = "") -> str:
+    """Someone by their name, else their user ID, as plain text: a file pings nobody."""
+    return md_escape(name.strip() or user_id or "someone", 80)
+
+
+def safe_url(url: str) -> bool:
+    url = url.strip()
+    return is_linkable(url) and not re.search(r"[\s<>`\\]", url)
+
+
 def render_postmortem(
     incident: Incident,
     events: Sequence[Event],
@@ -98,8 +107,8 @@ def render_postmortem(
     jobs: JobsView | None = None,
     jobs_note: str = "",
 ) -> str:
-    """The write-up of `incident` from its timeline (`events`, oldest first). `jobs` is the jobs
-    source's view, read at `jobs.at`; without one, `jobs_note` says why in one line."""
+    """The write-up from the timeline (`events`, oldest first). `jobs` is the jobs source's view;
+    without one, `jobs_note` says why."""
     sections = [
         _heading(incident, now),
         summary_section(incident, events, now),
@@ -107,12 +116,9 @@ def render_postmortem(
         _timeline(incident, events),
         _diagnosis(incident, events),
         _queue_over_time(incident),
-        _questions(),
+        QUESTIONS,
     ]
     return "\n\n".join(sections) + "\n"
-
-
-# --- heading and summary -------------------------------------------------------------------------
 
 
 def _heading(incident: Incident, now: datetime) -> str:
@@ -134,12 +140,16 @@ def _heading(incident: Incident, now: datetime) -> str:
 
 def summary_section(incident: Incident, events: Sequence[Event], now: datetime) -> str:
     ended = incident.resolved_at
+    if incident.resolution is Resolution.MANUAL and incident.resolved_by:
+        how = f"(resolved by {who(incident.resolved_by, incident.resolved_by_name)})"
+    else:
+        how = _ENDED.get(incident.resolution, "") if incident.resolution else ""
     rows = [
         ("Alert", md_escape(incident.title)),
         ("Priority", md_escape(incident.priority or "", 20) or "not given"),
         ("Team", md_escape(incident.team or "", 80) or "not given"),
         ("Started", utc(incident.started_at)),
-        ("Ended", f"{utc(ended)} {_how_ended(incident)}".strip() if ended else "still firing"),
+        ("Ended", f"{utc(ended)} {how}".strip() if ended else "still firing"),
         ("Duration", duration((ended or now) - incident.started_at) + ("" if ended else " so far")),
     ]
     if incident.acknowledged_by:
@@ -155,25 +165,6 @@ def summary_section(incident: Incident, events: Sequence[Event], now: datetime) 
     if incident.reopened:
         rows.append(("Reopened", f"{incident.reopened}×"))
     table = _table(("Incident", md_escape(incident.id, 40)), rows)
-    links = _links(incident)
-    return "## Summary\n\n" + table + (f"\n\n{links}" if links else "")
-
-
-def _how_ended(incident: Incident) -> str:
-    """The summary's words for how it ended, without a Slack mention or mrkdwn."""
-    if incident.resolution is Resolution.MANUAL and incident.resolved_by:
-        return f"(resolved by {who(incident.resolved_by, incident.resolved_by_name)})"
-    said = {
-        Resolution.ALERT: "(alert cleared)",
-        Resolution.DRAINED: "(queue drained)",
-        Resolution.TEST: "(test notification)",
-    }
-    return said.get(incident.resolution, "") if incident.resolution is not None else ""
-
-
-def _links(incident: Incident) -> str:
-    """The alert's own links, as autolinks only when they are plain http(s) URLs with nothing in
-    them that could end the link early."""
     named = [
         ("Runbook", incident.links.runbook),
         ("Alert", incident.links.alert),
@@ -181,16 +172,9 @@ def _links(incident: Incident) -> str:
         ("Panel", incident.links.panel),
         ("GitHub issue", incident.links.issue),
     ]
-    lines = [f"- {label}: <{url.strip()}>" for label, url in named if safe_url(url)]
-    return "Links:\n\n" + "\n".join(lines) if lines else ""
-
-
-def safe_url(url: str) -> bool:
-    url = url.strip()
-    return is_linkable(url) and not re.search(r"[\s<>`\\]", url)
-
-
-# --- impact --------------------------------------------------------------------------------------
+    # Autolinks only for plain http(s) URLs with nothing in them that could end the link early.
+    links = [f"- {label}: <{url.strip()}>" for label, url in named if safe_url(url)]
+    return "## Summary\n\n" + table + ("\n\nLinks:\n\n" + "\n".join(links) if links else "")
 
 
 def impact_section(incident: Incident, jobs: JobsView | None, jobs_note: str) -> str:
@@ -200,20 +184,16 @@ def impact_section(incident: Incident, jobs: JobsView | None, jobs_note: str) ->
         lines.append(f"- Peak longest wait: **{minutes(peak.max_queue_time_mins)}**")
     if peak.max_queue_size is not None:
         lines.append(f"- {peak_queued_label(incident)}: **{number(peak.max_queue_size)}**")
-    drained = time_to_drain(incident)
-    if drained is not None:
+    if (drained := time_to_drain(incident)) is not None:
         lines.append(f"- Drained in: **{duration(drained)}** from the peak")
-    if not lines:
-        lines.append("- The alert gave no queue numbers.")
-    parts = ["## Impact", "\n".join(lines)]
+    parts = ["## Impact", "\n".join(lines or ["- The alert gave no queue numbers."])]
     parts += [table for table in (_at_peak(incident), _at_last_reading(incident)) if table]
-    parts.append(_jobs(incident, jobs, jobs_note))
-    return "\n\n".join(parts)
+    return "\n\n".join([*parts, _jobs(incident, jobs, jobs_note)])
 
 
 def _at_peak(incident: Incident) -> str:
-    """Each runner type when the peak queue was seen (the summary's peak), beside its own worst:
-    the queue as it stood at its height, not as it was left."""
+    """Each runner type when the peak queue was seen, beside its own worst: the queue as it stood
+    at its height, not as it was left."""
     types = incident.peak_types or incident.runner_types
     ranked = [name for name, _ in worst_first(types)]
     if not ranked:
@@ -236,8 +216,7 @@ def _at_peak(incident: Incident) -> str:
 
 
 def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
-    if moment is None:
-        # Before a reading named them, the alert's own numbers.
+    if moment is None:  # before a reading named them, the alert's own numbers
         return "Runner types, " + ("at their worst" if incident.peak_types else "as the alert said")
     if moment.runner_types:
         return f"The queue at its peak, {utc(moment.at)}, and each runner type at its own worst"
@@ -250,22 +229,18 @@ def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
 
 
 def _at_last_reading(incident: Incident) -> str:
-    """The runner types as the metrics backend last read them: where the incident left the queue
-    and the runners (read after a drain, its queues are empty)."""
+    """The runner types as the metrics backend last read them: where the incident left them."""
     live = incident.live
     if live is None or not live.is_live or not live.runner_types:
         return ""
-    order = [n for n, _ in worst_first(incident.peak_types)]
-    names = [n for n in order if n in live.runner_types] + sorted(
-        set(live.runner_types) - set(order)
-    )
+    order = [n for n, _ in worst_first(incident.peak_types) if n in live.runner_types]
+    names = order + sorted(set(live.runner_types) - set(order))
     rows = []
     for name in names[:MAX_TYPES]:
-        metrics = live.runner_types[name]
-        queue = RunnerQueue(
-            metrics.queued, metrics.longest_wait_mins, metrics.wait_over, metrics.wait_of_starts
-        )
-        rows.append((_type(name), _queued(queue), _wait(queue), _runners(metrics)))
+        m = live.runner_types[name]
+        known = m.busy is not None and m.registered is not None
+        runners = f"{number(m.busy)} / {number(m.registered)}" if known else "not read"
+        rows.append((_type(name), _queued(m), _wait(m), runners))
     if len(names) > MAX_TYPES:
         rows.append((f"+{len(names) - MAX_TYPES} more runner types", "", "", ""))
     header = ("Runner type", "Queued", "Longest wait", "Runners busy / registered")
@@ -274,33 +249,24 @@ def _at_last_reading(incident: Incident) -> str:
 
 
 def _type(name: str) -> str:
-    return _name(name) if name else "all runner types"
+    return md_escape(name, 80) if name else ALL_TYPES
 
 
-def _queued(queue: RunnerQueue) -> str:
+def _queued(queue: RunnerQueue | RunnerTypeMetrics) -> str:
     return number(queue.queued) if queue.queued is not None else "?"
 
 
-def _wait(queue: RunnerQueue) -> str:
+def _wait(queue: RunnerQueue | RunnerTypeMetrics) -> str:
     """The wait as measured; "–" where no job waited, "?" where it was not read."""
     said = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
     return said or ("–" if queue.queued == 0 else "?")
-
-
-def _runners(metrics: RunnerTypeMetrics | None) -> str:
-    busy = metrics.busy if metrics is not None else None
-    registered = metrics.registered if metrics is not None else None
-    if busy is None or registered is None:
-        return "not read"
-    return f"{number(busy)} / {number(registered)}"
 
 
 def _jobs(incident: Incident, jobs: JobsView | None, note: str) -> str:
     """The workflows behind the incident's runner types, as the jobs source last read them."""
     if jobs is None:
         return f"Jobs and workflows affected: not known ({md_escape(note or 'no jobs source')})."
-    ended = incident.resolved_at
-    if ended is not None and jobs.at - ended > JOBS_WINDOW:
+    if incident.resolved_at is not None and jobs.at - incident.resolved_at > JOBS_WINDOW:
         return (
             "Jobs and workflows affected: not known (the jobs source counts the last hour's "
             f"arrivals, and the incident ended more than an hour before {utc(jobs.at)})."
@@ -311,10 +277,11 @@ def _jobs(incident: Incident, jobs: JobsView | None, note: str) -> str:
         found = jobs.runner_types.get(name)
         for flow in found.workflows if found is not None else ():
             arrived = "" if flow.last_hour is None else number(flow.last_hour)
-            rows.append((_name(name), md_escape(flow.workflow, 120), str(flow.queued), arrived))
-    head = (
-        f"Jobs and workflows affected, as {md_escape(jobs.source, 40)} read them on {utc(jobs.at)}"
-    )
+            rows.append(
+                (md_escape(name, 80), md_escape(flow.workflow, 120), str(flow.queued), arrived)
+            )
+    source = md_escape(jobs.source, 40)
+    head = f"Jobs and workflows affected, as {source} read them on {utc(jobs.at)}"
     if not rows:
         return f"{head}: no queued jobs of these runner types."
     rows.sort(key=lambda row: (-int(row[2]), row[0], row[1]))
@@ -322,11 +289,7 @@ def _jobs(incident: Incident, jobs: JobsView | None, note: str) -> str:
     kept = rows[:MAX_WORKFLOWS] + ([(f"+{more} more", "", "", "")] if more > 0 else [])
     header = ("Runner type", "Workflow", "Queued", "Arrived in the last hour")
     table = _table(header, kept, align=("---", "---", "---:", "---:"))
-    note_line = f"\n\n_{md_escape(jobs.note)}_" if jobs.note else ""
-    return f"{head}:\n\n{table}{note_line}"
-
-
-# --- timeline ------------------------------------------------------------------------------------
+    return f"{head}:\n\n{table}" + (f"\n\n_{md_escape(jobs.note)}_" if jobs.note else "")
 
 
 def _timeline(incident: Incident, events: Sequence[Event]) -> str:
@@ -350,28 +313,20 @@ def _timeline_rows(events: Sequence[Event]) -> list[tuple[str, str, str]]:
     """One row per event; a run of the alert's re-notifications is one row saying how many."""
     rows: list[tuple[str, str, str]] = []
     run: list[Event] = []
-
-    def close_run() -> None:
+    for event in [*events, None]:
+        if event is not None and event.kind in RENOTIFIED and not event.actor:
+            run.append(event)
+            continue
         if len(run) == 1:
             rows.append((_clock(run[0].at), "The alert was re-notified", ""))
         elif run:
             when = f"{_clock(run[0].at)} – {_clock(run[-1].at)}"
             rows.append((when, f"The alert was re-notified {len(run)} times", ""))
         run.clear()
-
-    for event in events:
-        if event.kind in RENOTIFIED and not event.actor:
-            run.append(event)
-            continue
-        close_run()
-        rows.append(_event_row(event))
-    close_run()
+        if event is not None:
+            by = who(event.actor, event.actor_name) if event.actor else ""
+            rows.append((_clock(event.at), md_escape(event.text), by))
     return rows
-
-
-def _event_row(event: Event) -> tuple[str, str, str]:
-    by = who(event.actor, event.actor_name) if event.actor else ""
-    return (_clock(event.at), md_escape(event.text), by)
 
 
 def _clock(moment: datetime) -> str:
@@ -380,15 +335,10 @@ def _clock(moment: datetime) -> str:
 
 def _put_back(put_back: PutBack) -> str:
     before = "unset" if put_back.before is None else str(put_back.before)
-    line = (
-        f"- {_name(put_back.runner_type)} {md_escape(put_back.field, 60)} {put_back.after} goes "
-        f"back to {before}"
-    )
+    field = md_escape(put_back.field, 60)
+    line = f"- {md_escape(put_back.runner_type, 80)} {field} {put_back.after} goes back to {before}"
     line += f" {md_escape(put_back.when)}" if put_back.when else ""
     return line + (f" (at the latest {utc(put_back.latest)})" if put_back.latest else "")
-
-
-# --- diagnosis -----------------------------------------------------------------------------------
 
 
 def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
@@ -417,31 +367,22 @@ def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
     return "\n\n".join(parts)
 
 
-# --- queue over time -----------------------------------------------------------------------------
-
-
 def _queue_over_time(incident: Incident) -> str:
-    """The chart's data (`incident_chart`: the same series the thread's chart draws), sampled
-    to at most MAX_CHART_ROWS rows, the first, the last and the peak among them."""
-    data = incident_chart(incident)
-    series = data.series
+    """The series the thread's chart draws, at most MAX_CHART_ROWS rows of them."""
+    series = incident_chart(incident).series
     if not series:
         return (
             "## Queue over time\n\n_No readings were kept over time: the alert's numbers are "
             "all there is._"
         )
-    names = list(series)
-    cells = {
-        name: {at: (queued, wait) for at, queued, wait in points} for name, points in series.items()
-    }
+    cells = {name: {at: (q, w) for at, q, w in points} for name, points in series.items()}
     times = sorted({at for points in series.values() for at, _, _ in points})
-    rows = []
-    for at in _sampled(times, _peak_time(incident.trend.peak_at(), times)):
-        row = [_clock(datetime.fromtimestamp(at, tz=UTC))]
-        row += [_point(cells[name].get(at)) for name in names]
-        rows.append(tuple(row))
-    header = ("Time (UTC)", *(_name(n) if n else "all runner types" for n in names))
-    align = ("---", *("---:" for _ in names))
+    rows = [
+        (_clock(datetime.fromtimestamp(at, tz=UTC)), *(_point(cells[n].get(at)) for n in series))
+        for at in _sampled(times, incident.trend.peak_at())
+    ]
+    header = ("Time (UTC)", *(_type(n) for n in series))
+    align = ("---", *("---:" for _ in series))
     note = (
         f"Queued jobs · longest wait, per runner type, at {len(rows)} of the {len(times)} "
         "readings the chart draws:"
@@ -449,21 +390,14 @@ def _queue_over_time(incident: Incident) -> str:
     return f"## Queue over time\n\n{note}\n\n{_table(header, rows, align=align)}"
 
 
-def _peak_time(peak: datetime | None, times: list[float]) -> float | None:
-    if peak is None:
-        return None
-    at = peak.timestamp()
-    return at if at in times else None
-
-
-def _sampled(times: list[float], peak: float | None) -> list[float]:
-    """At most MAX_CHART_ROWS of `times`, evenly spread, the first and last kept, and the
-    peak's in place of the nearest other one."""
+def _sampled(times: list[float], peak: datetime | None) -> list[float]:
+    """At most MAX_CHART_ROWS of `times`, evenly spread, the first and last kept, and the peak's
+    in place of the nearest other one."""
     if len(times) <= MAX_CHART_ROWS:
         return times
-    count = MAX_CHART_ROWS
-    picks = {round(i * (len(times) - 1) / (count - 1)) for i in range(count)}
-    if peak is not None and (index := times.index(peak)) not in picks:
+    picks = {round(i * (len(times) - 1) / (MAX_CHART_ROWS - 1)) for i in range(MAX_CHART_ROWS)}
+    at = peak.timestamp() if peak is not None else None
+    if at in times and (index := times.index(at)) not in picks:
         inner = [p for p in picks if p not in (0, len(times) - 1)]
         picks.discard(min(inner, key=lambda p: (abs(p - index), p)))
         picks.add(index)
@@ -478,41 +412,10 @@ def _point(cell: tuple[float | None, float | None] | None) -> str:
     return f"{shown} · {minutes(wait)}" if wait is not None else shown
 
 
-# --- questions -----------------------------------------------------------------------------------
-
-
-def _questions() -> str:
-    return (
-        "## Questions for the team\n\n"
-        "### What would have prevented it?\n\n"
-        "_To be filled in._\n\n"
-        "### What made it hard to see or to fix?\n\n"
-        "_To be filled in._\n\n"
-        "### Follow-ups\n\n"
-        "- [ ] _A follow-up, its owner, its issue_\n"
-        "- [ ] _…_"
-    )
-
-
-# --- shared --------------------------------------------------------------------------------------
-
-
-def _name(runner_type: str) -> str:
-    return md_escape(runner_type, 80)
-
-
-def who(user_id: str | None, name: str = "") -> str:
-    """Someone by their name, else their user ID, as plain text: a file pings nobody."""
-    return md_escape(name.strip() or user_id or "someone", 80)
-
-
 def _table(
     header: Sequence[str], rows: Sequence[Sequence[str]], *, align: Sequence[str] | None = None
 ) -> str:
     """A GitHub table; every cell is already escaped (`md_escape` escapes `|`)."""
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(align or ["---"] * len(header)) + "|",
-    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align or ["---"] * len(header)) + "|"]
     lines += ["| " + " | ".join(cell or " " for cell in row) + " |" for row in rows]
     return "\n".join(lines)

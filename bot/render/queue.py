@@ -1,22 +1,18 @@
-"""Live queues as people read them: one line per runner type, shared by the root message,
-status replies, `/queue` and the App Home. Pure functions of a fleet view: each line renders the
-reading's judgement of its type (`bot.domain.judgement`) and computes none of its own.
-
-A line: `• linux.2xlarge: *43* queued · longest wait *10 min* · busy 120/120, 8 booting ·
-▂▄▆█ · ▲ rising +3.0 jobs/min · +6 runners would drain it in 30 min`, worst first (longest
-wait, then most queued).
+"""Live queues as people read them, one line per runner type, worst first, shared by the root,
+status replies, `/queue`, diagnostics and the App Home. Each line renders the reading's judgement
+(`bot.domain.judgement`) and computes none of its own: `• linux.2xlarge: *43* queued · longest
+wait *10 min* · busy 120/120, 8 booting · ▂▄▆█ · ▲ rising +3.0 jobs/min · +6 runners …`.
 """
 
 from __future__ import annotations
 
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, worst_first
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Judgement
 from bot.domain.trend import SPARK_POINTS, Trend, sparkline
 from bot.domain.units import minutes, number, wait_parts
-from bot.render.mrkdwn import escape, truncate
+from bot.render import mrkdwn as md
 
 TOP_TYPES = 5  # the root and status show the worst few; `/queue` shows more
-MAX_NAME = 80
 EMPTY = Trend()
 
 
@@ -28,7 +24,7 @@ def absent_text(view: FleetSnapshot) -> str:
 
 
 def judged_parts(j: Judgement) -> list[str]:
-    """A judgement's numbers and advice, in the order every surface shows them."""
+    """A judgement's numbers, in the order every surface shows them."""
     parts = []
     if j.queued is not None:
         parts.append(f"*{number(j.queued)}* queued")
@@ -44,54 +40,40 @@ def advice_parts(j: Judgement) -> list[str]:
     return [part for part in (j.heading, j.advice) if part]
 
 
-def _line(name: str, metrics: RunnerTypeMetrics, queued: list[float | None], absent: str) -> str:
-    j = metrics.judged
-    if absent:
-        parts = [absent]  # not "0 queued": no count was read, only no listing
-    elif j is not None:
-        parts = judged_parts(j)
-    else:
-        parts = reading_parts(metrics)
-    spark = sparkline(queued)
-    if spark:
-        parts.append(f"`{spark}`")
-    if j is not None and not absent:
-        parts += advice_parts(j)
-    label = truncate(escape(name), MAX_NAME) if name else "all runner types"
-    return f"• {label}: {' · '.join(parts) or 'no numbers'}"
-
-
 def reading_parts(metrics: RunnerTypeMetrics) -> list[str]:
-    """A type's numbers where it has no judgement: shown from its absence (nothing queued), or
-    read before readings were judged."""
-    parts = []
-    if metrics.queued is not None:
-        parts.append(f"*{number(metrics.queued)}* queued")
+    """A type's numbers where it has no judgement (a reading a 0.25 replica stored)."""
+    parts = [f"*{number(metrics.queued)}* queued"] if metrics.queued is not None else []
     wait = wait_parts(
         metrics.longest_wait_mins, over=metrics.wait_over, of_starts=metrics.wait_of_starts
     )
-    if wait is not None:
-        parts.append(f"{wait[0]} *{wait[1]}*")
-    return parts
+    return [*parts, f"{wait[0]} *{wait[1]}*"] if wait is not None else parts
 
 
 def type_lines(view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPES) -> list[str]:
     """The worst `top` types, then how many more were left out."""
     ranked = worst_first(view.runner_types)
-    absent, said = set(view.absent), absent_text(view)
-    lines = [
-        _line(n, m, trend.queued_of(n, SPARK_POINTS), said if n in absent else "")
-        for n, m in ranked[:top]
-    ]
-    more = max(len(ranked) - top, 0) + view.hidden
-    if more:
+    absent = absent_text(view)
+    lines = []
+    for name, metrics in ranked[:top]:
+        j = metrics.judged
+        if name in view.absent:
+            parts = [absent]  # not "0 queued": no count was read, only no listing
+        else:
+            parts = judged_parts(j) if j is not None else reading_parts(metrics)
+        if spark := sparkline(trend.queued_of(name, SPARK_POINTS)):
+            parts.append(f"`{spark}`")
+        if j is not None and name not in view.absent:
+            parts += advice_parts(j)
+        label = md.runner_name(name) if name else "all runner types"
+        lines.append(f"• {label}: {' · '.join(parts) or 'no numbers'}")
+    if more := max(len(ranked) - top, 0) + view.hidden:
         lines.append(f"+{more} more runner types (`/queue` lists them)")
     return lines
 
 
-def source_note(view: FleetSnapshot, backend: str) -> str:
+def source_note(view: FleetSnapshot) -> str:
     """Where the numbers come from, and what went wrong if they are the alert's instead."""
     if view.note and not view.is_live:
-        return f"⚠️ {escape(view.note)}"
-    head = f"Live from {escape(backend)}" if view.is_live else "From the alert"
-    return f"{head} · ⚠️ {escape(view.note)}" if view.note else head
+        return f"⚠️ {md.escape(view.note)}"
+    head = f"Live from {md.escape(source_name(view.source))}" if view.is_live else "From the alert"
+    return f"{head} · ⚠️ {md.escape(view.note)}" if view.note else head

@@ -1,7 +1,7 @@
 """Thread replies of an incident: periodic status, the closing summary, and one-line events.
 
-Pure functions of state like the root message (`bot.render.root`): callers pass `now`, nothing here
-reads a clock. Times are Slack date tokens, so each reader sees their own time zone.
+Pure functions of state like the root (`bot.render.root`): callers pass `now`. Times are Slack date
+tokens, so each reader sees their own time zone.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import RunnerQueue
-from bot.domain.fleet import FleetSnapshot, longest_wait, source_name, worst_first
+from bot.domain.fleet import FleetSnapshot, longest_wait, worst_first
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import (
     Event,
@@ -29,29 +29,16 @@ from bot.domain.incidents import (
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
 from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
-from bot.render.chart import ChartData, incident_chart
-from bot.render.chart_block import chart_block
-from bot.render.mrkdwn import (
-    context,
-    escape,
-    fields,
-    mention,
-    person,
-    plain,
-    rendered,
-    section,
-    sections,
-    slack_date,
-    truncate,
-)
+from bot.render import mrkdwn as md
+from bot.render.chart import chart_block, incident_chart
 from bot.render.queue import source_note, type_lines
 
 MAX_RUNNER_ROWS = 15
 MAX_PEAK_ROWS = 5
-MAX_RUNNER_NAME = 80
 MAX_TIMELINE = 20
-MAX_EVENT_TEXT = 200
 NO_NUMBERS = "_No queue numbers in the alert._"
+# What a status reply says before the sender renders it (`StatusShown`).
+STATUS_FALLBACK = "Status update"
 
 _EVENT_ICONS = {
     "opened": "🚨",
@@ -69,14 +56,18 @@ _EVENT_ICONS = {
     "diagnosed": "🩺",
     "status": "📊",
 }
+# The one reply that may mention someone: taking ownership tells the owner the thread is theirs.
+MENTIONING_EVENTS = frozenset({"acknowledged", "handed_over"})
+_RESOLVED_BY = {
+    Resolution.ALERT: "(alert cleared)",
+    Resolution.DRAINED: "(queue drained)",
+    Resolution.TEST: "(test notification: nothing to follow up)",
+}
 
 
-# --- shared with the root message -------------------------------------------------------------
-
-
-def runner_name(name: str) -> str:
-    """Runner type names come from alert labels: escaped, and short enough for 15 rows."""
-    return truncate(escape(name), MAX_RUNNER_NAME)
+def incident_ref(incident: Incident) -> str:
+    """What buttons carry: the short ID people see and the UID that survives a data loss."""
+    return f"{incident.id}:{incident.uid}"
 
 
 def capped_rows(rows: list[str]) -> list[str]:
@@ -88,46 +79,27 @@ def capped_rows(rows: list[str]) -> list[str]:
 
 
 def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
-    """What follows "Resolved": who for a responder, "(alert cleared)" for the source.
-
-    Only an edited root may mention them (an edit notifies nobody); replies name them.
-    """
+    """What follows "Resolved": who for a responder (mentioned only in an edited root, which
+    notifies nobody), how for the source."""
     if incident.resolution is Resolution.MANUAL and incident.resolved_by:
         if mentions:
-            return f"by {mention(incident.resolved_by)}"
-        return f"by {person(incident.resolved_by, incident.resolved_by_name)}"
-    if incident.resolution is Resolution.ALERT:
-        return "(alert cleared)"
-    if incident.resolution is Resolution.DRAINED:
-        return "(queue drained)"
-    if incident.resolution is Resolution.TEST:
-        return "(test notification: nothing to follow up)"
-    return ""
+            return f"by {md.mention(incident.resolved_by)}"
+        return f"by {md.person(incident.resolved_by, incident.resolved_by_name)}"
+    return _RESOLVED_BY.get(incident.resolution, "") if incident.resolution else ""
 
 
 def title_text(incident: Incident) -> str:
-    """Priority and title, escaped and marked when Grafana's Test button sent the alert."""
-    title = escape(incident.title)
+    """Priority and title, escaped, marked when Grafana's Test button sent the alert."""
+    title = md.escape(incident.title)
     if incident.priority:
-        title = f"{escape(incident.priority)} · {title}"
+        title = f"{md.escape(incident.priority)} · {title}"
     return f"[TEST] {title}" if incident.is_test else title
 
 
-# --- status ------------------------------------------------------------------------------------
-
-
-# What a status reply says before the sender renders it (`StatusShown`).
-STATUS_FALLBACK = "Status update"
-
-
 class StatusShown(BaseModel):
-    """What a status reply shows, decided by the tick and rendered by the sender when it posts.
-
-    The tick only decides (post, edit in place, or nothing) and records; the blocks are the
-    sender's work, at Slack's pace, from the incident as it is then: a waiting status is these
-    few hundred bytes instead of its blocks, and a tick of many statuses renders none of them.
-    `current` is the snapshot this status recorded and `previous` the one it is compared with.
-    """
+    """What a status reply shows, decided by the tick and rendered by the sender when it posts,
+    from the incident as it is then: a waiting status is these few bytes instead of its blocks.
+    `current` is the snapshot this status recorded, `previous` the one it is compared with."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -142,22 +114,17 @@ class StatusShown(BaseModel):
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any] | None) -> StatusShown:
-        """The status a reply carries: every status reply is queued with one (`to_extra`)."""
         return cls.model_validate((extra or {})["status"])
 
 
 def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
-    """A status reply as the sender posts it, from the incident it was recorded on.
-
-    Its runner types' lines are the incident's live view as it is when the reply is posted
-    (they need the whole reading, which the decision does not keep); when a newer reading took
-    that place meanwhile (diagnostics read the fleet between the decision and the post), the
-    headline is that reading's too, so one reply never shows two readings."""
+    """A status reply as the sender posts it. Its runner types' lines are the live view as it is
+    at posting; when a newer reading took its place meanwhile, the headline is that reading's
+    too, so one reply never shows two readings."""
     view = incident.live if shown.live else None
     current, drain, since = shown.current, shown.drain, shown.since
     if view is not None and view.is_live and view.at != current.at:
-        # What was decided of the older reading (drained so far, nothing new since) is not
-        # said of this one.
+        # What was decided of the older reading (drained so far, quiet since) is not said of it.
         current, drain, since = as_snapshot(incident, view, view.at), None, None
     return render_status(
         incident,
@@ -182,46 +149,37 @@ def render_status(
     since: datetime | None = None,
     trend: Trend | None = None,
 ) -> Rendered:
-    """The periodic status: the numbers now and their change since the previous status.
-
-    With a live `view`, each runner type's line carries its trend and outlook (`bot.render.queue`):
-    `trend` when the caller has the incident's trend with `current` already recorded, else
-    the incident's with `current` appended;
-    `drain` is (checks that found it drained, checks needed); `since` marks a quiet status that
-    edits the previous reply in place, saying since when nothing changed meaningfully.
-    """
-    when = slack_date(current.at, "{time}")
+    """The numbers now and their change since the previous status. With a live `view`, each
+    runner type's line carries its trend (`trend`, else the incident's with `current` appended);
+    `drain` is (checks that found it drained, checks needed); `since` marks a quiet status edited
+    in place."""
     trend = trend if trend is not None else with_status(incident.trend, current)
-    blocks = [section(f"*📊 Status update · {when}*\n{_age_line(incident, now)}")]
+    live = view if view is not None and view.is_live else None
+    blocks = [
+        md.section(f"*📊 Status update · {md.time_of(current.at)}*\n{_age_line(incident, now)}")
+    ]
     headline = _headline(current, previous)
     if headline:
-        items = [f"{label}: *{value}*{_paren(delta)}" for label, value, delta in headline]
-        blocks.append(fields(items))
-    elif not current.runner_types and not (view and view.is_live):
-        blocks.append(section(NO_NUMBERS))
-    if view is not None and view.is_live:
-        lines = type_lines(view, trend)
-        gone = sorted(set(previous.runner_types if previous else {}) - set(view.runner_types))
-        lines += [f"• {runner_name(name)}: no longer queueing" for name in gone[:5]]
-        blocks.append(section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
-    else:
-        rows = _runner_changes(current, previous)
-        if rows:
-            blocks.append(section("*By runner type*\n" + "\n".join(rows)))
-    notes = []
-    if view is not None:
-        notes.append(source_note(view, source_name(view.source)))
+        blocks.append(md.fields([f"{label}: *{value}*{_paren(d)}" for label, value, d in headline]))
+    elif not current.runner_types and live is None:
+        blocks.append(md.section(NO_NUMBERS))
+    if live is not None:
+        lines = type_lines(live, trend)
+        gone = sorted(set(previous.runner_types if previous else {}) - set(live.runner_types))
+        lines += [f"• {md.runner_name(name)}: no longer queueing" for name in gone[:5]]
+        blocks.append(md.section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
+    elif rows := _runner_changes(current, previous):
+        blocks.append(md.section("*By runner type*\n" + "\n".join(rows)))
+    notes = [source_note(view)] if view is not None else []
     if drain is not None and drain[0] > 0:
         notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
     if since is not None:
-        notes.append(f"No meaningful change since {slack_date(since, '{time}')}: updated in place")
-    blocks += _chart(
-        incident_chart(incident, trend=trend, live=view if view and view.is_live else None)
-    )
+        notes.append(f"No meaningful change since {md.time_of(since)}: updated in place")
+    blocks += _chart(incident, trend=trend, live=live)
     if notes:
-        blocks.append(context([truncate(n, 2000) for n in notes]))
-    plain = ", ".join(f"{label.lower()} {value}{_paren(delta)}" for label, value, delta in headline)
-    return rendered(f"Status update: {plain or 'no queue numbers'}", blocks)
+        blocks.append(md.context([md.truncate(n, 2000) for n in notes]))
+    said = ", ".join(f"{label.lower()} {value}{_paren(d)}" for label, value, d in headline)
+    return md.rendered(f"Status update: {said or 'no queue numbers'}", blocks)
 
 
 def _age_line(incident: Incident, now: datetime) -> str:
@@ -231,9 +189,9 @@ def _age_line(incident: Incident, now: datetime) -> str:
         took = duration((incident.resolved_at or now) - incident.started_at)
         line = _join("✅ Resolved", resolved_how(incident), f"after *{took}*")
     if incident.silence is not None:
-        line += f" · 🔕 silenced until {slack_date(incident.silence.until, '{time}')}"
+        line += f" · 🔕 silenced until {md.time_of(incident.silence.until)}"
     if incident.acknowledged_by:
-        owner = person(incident.acknowledged_by, incident.acknowledged_name)
+        owner = md.person(incident.acknowledged_by, incident.acknowledged_name)
         return f"{line} · acknowledged by {owner}"
     return f"{line} · not acknowledged" if incident.is_open else line
 
@@ -249,7 +207,9 @@ def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, s
             over=worst.wait_over if worst else None,
             of_starts=worst.wait_of_starts if worst else None,
         ) or ("", "")
-        known = not (worst and worst.wait_over) and not _over(previous)
+        # A wait "over" a bound has no change to tell: its number is the bound.
+        was_over = previous and longest_wait(previous.runner_types.values())
+        known = not (worst and worst.wait_over) and not (was_over and was_over.wait_over)
         was = before.max_queue_time_mins if before and known else None
         items.append((label.capitalize(), value, change(now_n.max_queue_time_mins, was, "min")))
     if now_n.max_queue_size is not None:
@@ -258,19 +218,15 @@ def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, s
     return items
 
 
-def _over(snapshot: Snapshot | None) -> bool:
-    worst = longest_wait(snapshot.runner_types.values()) if snapshot else None
-    return bool(worst and worst.wait_over)
-
-
 def _runner_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
     """Current runner types worst first with their change; then the ones that stopped queueing."""
     before = previous.runner_types if previous else {}
-    ranked = worst_first(current.runner_types)
-    rows = [_runner_change(name, queue, before.get(name)) for name, queue in ranked]
+    rows = [
+        _runner_change(name, queue, before.get(name))
+        for name, queue in worst_first(current.runner_types)
+    ]
     gone = sorted(set(before) - set(current.runner_types))
-    rows += [f"• {runner_name(name)}: no longer queueing" for name in gone]
-    return capped_rows(rows)
+    return capped_rows(rows + [f"• {md.runner_name(name)}: no longer queueing" for name in gone])
 
 
 def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) -> str:
@@ -280,88 +236,68 @@ def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) ->
         parts.append(f"{number(queue.queued)} queued{_paren(delta)}")
     wait = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
     if wait and queue.longest_wait_mins is not None:
-        # A wait "over" a bound has no change to tell: its number is the bound.
         known = before is not None and not queue.wait_over and not before.wait_over
         delta = change(queue.longest_wait_mins, before.longest_wait_mins if known else None, "min")
         parts.append(f"{wait}{_paren(delta)}")
-    return f"• {runner_name(name)}: {' · '.join(parts) or 'no numbers'}"
-
-
-# --- summary -----------------------------------------------------------------------------------
+    return f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}"
 
 
 def render_summary(
     incident: Incident, events: Sequence[Event], *, now: datetime, chart: bool = False
 ) -> Rendered:
-    """The closing summary: how long, how bad, how it ended, who did what (events oldest first);
-    its chart unless the last status drew the same one (`chart`: whatever the last status)."""
+    """How long, how bad, how it ended, who did what (events oldest first); its chart unless the
+    last status drew the same one (`chart`: whatever the last status)."""
     took = duration((incident.resolved_at or now) - incident.started_at)
-    incident_id = escape(incident.id)
+    incident_id = md.escape(incident.id)
     if incident.is_open:
         head = f"🔴 *Incident {incident_id} still firing*"
     else:
         head = _join(f"✅ *Incident {incident_id} resolved*", resolved_how(incident))
-    title = truncate(title_text(incident), 500)
-    blocks = [section(f"{head}\n{title}"), fields(_summary_fields(incident, took, events))]
-    peaks = _peak_rows(incident)
-    if peaks:
-        blocks.append(section("*Peak by runner type*\n" + "\n".join(peaks)))
-    if incident.silence is not None:
-        silence = incident.silence
+    blocks = [
+        md.section(f"{head}\n{md.truncate(title_text(incident), 500)}"),
+        md.fields(_summary_fields(incident, took, events)),
+    ]
+    if peaks := _peak_rows(incident):
+        blocks.append(md.section("*Peak by runner type*\n" + "\n".join(peaks)))
+    if (silence := incident.silence) is not None:
         blocks.append(
-            section(
+            md.section(
                 f"🔕 A silence made from Slack is still in force until "
-                f"{slack_date(silence.until)} ({escape(silence.backend)} silence "
-                f"`{truncate(escape(silence.silence_id), 80)}`): "
+                f"{md.slack_date(silence.until)} ({md.escape(silence.backend)} silence "
+                f"`{md.escaped(silence.silence_id, 80)}`): "
                 f"`/queue unsilence {incident_id}` removes it."
             )
         )
     if incident.put_backs:
-        blocks.append(section("\n".join(_put_back_line(p) for p in incident.put_backs)))
+        blocks.append(md.section("\n".join(_put_back_line(p) for p in incident.put_backs)))
     if chart or not chart_drawn(incident, incident.charted_at):  # the last status shows it
-        blocks += _chart(incident_chart(incident))
-    shown = events[-MAX_TIMELINE:]
-    if shown:
+        blocks += _chart(incident)
+    if shown := events[-MAX_TIMELINE:]:
         lines = ["*What was done*"]
         if len(events) > len(shown):
             lines.append(f"_{len(events) - len(shown)} earlier events not shown_")
-        lines += [_timeline_line(event) for event in shown]
-        blocks += sections(lines)
-    blocks.append(_summary_actions(incident))
+        blocks += md.sections(lines + [_timeline_line(event) for event in shown])
+    postmortem = md.button("Postmortem", "incident_postmortem", incident_ref(incident))
+    blocks.append(md.actions([postmortem], "summary_actions"))
     state = "still firing" if incident.is_open else "resolved"
-    plain = f"Incident {incident_id} {state} after {took}"
-    return rendered(f"{plain}: {truncate(title_text(incident), 200)}", blocks)
-
-
-def _summary_actions(incident: Incident) -> dict[str, Any]:
-    """The summary's button, under it as the root's are: the incident's write-up as a file in
-    the thread. Its value is the incident's reference as the root's buttons carry it
-    (`bot.render.root.incident_ref`, in a module that imports this one): the short ID and the
-    UID that survives a data loss."""
-    button = {
-        "type": "button",
-        "text": plain("Postmortem"),
-        "action_id": "incident_postmortem",
-        "value": f"{incident.id}:{incident.uid}",
-    }
-    return {"type": "actions", "block_id": "summary_actions", "elements": [button]}
+    said = f"Incident {incident_id} {state} after {took}"
+    return md.rendered(f"{said}: {md.truncate(title_text(incident), 200)}", blocks)
 
 
 def summaries(
     incident: Incident, events: Sequence[Event], *, now: datetime
 ) -> tuple[Rendered, Rendered | None]:
     """The summary, and, when it leaves out the chart the last status drew, the summary with it:
-    what it says instead if that status was still waiting for its slot and gave way to it, so
-    never posted (`summary_replies`)."""
+    what it says instead if that status gave way to it before it was posted."""
     summary = render_summary(incident, events, now=now)
     if not chart_drawn(incident, incident.charted_at):
         return summary, None
     return summary, render_summary(incident, events, now=now, chart=True)
 
 
-def _chart(data: ChartData) -> list[dict[str, Any]]:
+def _chart(incident: Incident, **drawn: Any) -> list[dict[str, Any]]:
     """The trend drawn by Slack; the sender takes it out for a workspace that refuses it."""
-    block = chart_block(data)
+    block = chart_block(incident_chart(incident, **drawn))
     return [block] if block is not None else []
 
 
@@ -370,19 +306,19 @@ def _put_back_line(put_back: PutBack) -> str:
     (at the latest 14:05)": what the thread's own put-back reply will say was done."""
     before = "unset" if put_back.before is None else str(put_back.before)
     line = (
-        f"↩️ {runner_name(put_back.runner_type)} {escape(put_back.field)} {put_back.after} "
+        f"↩️ {md.runner_name(put_back.runner_type)} {md.escape(put_back.field)} {put_back.after} "
         f"goes back to {before}"
     )
-    line += f" {escape(put_back.when)}" if put_back.when else ""
+    line += f" {md.escape(put_back.when)}" if put_back.when else ""
     if put_back.latest is not None:
-        line += f" (at the latest {slack_date(put_back.latest, '{time}')})"
+        line += f" (at the latest {md.time_of(put_back.latest)})"
     return line
 
 
 def peak_queued_label(incident: Incident) -> str:
-    """What the peak queue (`Incident.peak`) is, said with it wherever it is shown: of several
-    runner types, their sum at one moment, so it never reads as one type's beside the per-type
-    peaks; before any snapshot named its types' queues, the alert's own figure."""
+    """What the peak queue is, said wherever it is shown: of several runner types, their sum at
+    one moment (never one type's beside the per-type peaks); before any snapshot named its
+    types' queues, the alert's own figure."""
     if not incident.peak_summed:
         return "Peak queued jobs (as the alert said)"
     typed = sum(1 for queue in incident.peak_types.values() if queue.queued is not None)
@@ -398,18 +334,16 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
         items.append(f"{peak_queued_label(incident)}: *{number(peak.max_queue_size)}*")
     if peak.max_queue_time_mins is None and peak.max_queue_size is None:
         items.append(NO_NUMBERS)
-    drained = time_to_drain(incident)
-    if drained is not None:
+    if (drained := time_to_drain(incident)) is not None:
         items.append(f"Drained in: *{duration(drained)}* from the peak")
     if incident.acknowledged_by:
         items.append(
-            f"Acknowledged by {person(incident.acknowledged_by, incident.acknowledged_name)}"
+            f"Acknowledged by {md.person(incident.acknowledged_by, incident.acknowledged_name)}"
         )
-    actions = actions_taken(events)
-    if actions:
-        people = list(dict.fromkeys(person(e.actor, e.actor_name) for e in actions))
+    if taken := actions_taken(events):
+        people = list(dict.fromkeys(md.person(e.actor, e.actor_name) for e in taken))
         shown = ", ".join(people[:5]) + (f" and {len(people) - 5} more" if len(people) > 5 else "")
-        items.append(f"Actions taken: *{len(actions)}*, by {shown}")
+        items.append(f"Actions taken: *{len(taken)}*, by {shown}")
     items.append(f"Notifications: *{incident.notifications}*")
     if incident.reopened:
         items.append(f"Reopened: *{incident.reopened}×*")
@@ -417,8 +351,7 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
 
 
 def time_to_drain(incident: Incident) -> timedelta | None:
-    """From the moment of the peak queue (the summary's) to the resolve; None unless the live
-    readings saw the queue drain."""
+    """From the peak queue to the resolve; None unless the live readings saw the queue drain."""
     if incident.resolved_at is None or incident.resolution is not Resolution.DRAINED:
         return None
     peak = peak_moment(incident)
@@ -427,55 +360,39 @@ def time_to_drain(incident: Incident) -> timedelta | None:
 
 def queue_numbers(queue: RunnerQueue) -> str:
     """ "14 queued · longest wait 114 min", or "" when the alert gave neither."""
-    parts = []
-    if queue.queued is not None:
-        parts.append(f"{number(queue.queued)} queued")
+    parts = [f"{number(queue.queued)} queued"] if queue.queued is not None else []
     wait = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
-    if wait:
-        parts.append(wait)
-    return " · ".join(parts)
+    return " · ".join([*parts, wait] if wait else parts)
 
 
 def _peak_rows(incident: Incident) -> list[str]:
     rows = []
     for name, queue in worst_first(incident.peak_types)[:MAX_PEAK_ROWS]:
-        numbers = queue_numbers(queue)
-        if numbers:
-            rows.append(f"• {runner_name(name) or 'all runner types'}: {numbers}")
+        if numbers := queue_numbers(queue):
+            rows.append(f"• {md.runner_name(name) or 'all runner types'}: {numbers}")
     more = len(incident.peak_types) - MAX_PEAK_ROWS
-    if more > 0:
-        rows.append(f"+{more} more runner types")
-    return rows
+    return [*rows, f"+{more} more runner types"] if more > 0 else rows
 
 
 def _timeline_line(event: Event) -> str:
-    line = f"{slack_date(event.at, '{time}')} · {truncate(escape(event.text), MAX_EVENT_TEXT)}"
-    return f"{line} · by {person(event.actor, event.actor_name)}" if event.actor else line
-
-
-# --- events ------------------------------------------------------------------------------------
-
-
-# The one reply that may mention someone: taking ownership (or taking it over) tells the owner
-# the thread is theirs. Everything else names people without a ping.
-MENTIONING_EVENTS = frozenset({"acknowledged", "handed_over"})
+    line = f"{md.time_of(event.at)} · {md.escaped(event.text, 200)}"
+    return f"{line} · by {md.person(event.actor, event.actor_name)}" if event.actor else line
 
 
 def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rendered:
-    """A one-line thread reply for something that happened: reopened, alerts changed, acked…
-
-    `detail` is mrkdwn already made safe (a Slack date, say) that follows the escaped text.
-    """
+    """A one-line reply for something that happened; `detail` is mrkdwn already made safe (a
+    Slack date, say) that follows the escaped text."""
     icon = _EVENT_ICONS.get(event.kind, "•")
-    line = f"{icon} {truncate(escape(event.text), 2000)}" + (f" {detail}" if detail else "")
+    line = f"{icon} {md.escaped(event.text, 2000)}" + (f" {detail}" if detail else "")
     if event.actor:
-        who = (
-            mention(event.actor)
-            if event.kind in MENTIONING_EVENTS
-            else person(event.actor, event.actor_name)
-        )
+        if event.kind in MENTIONING_EVENTS:
+            who = md.mention(event.actor)
+        else:
+            who = md.person(event.actor, event.actor_name)
         line = f"{line} · by {who}"
-    return rendered(f"Incident {escape(incident.id)}: {escape(event.text)}", [section(line)])
+    return md.rendered(
+        f"Incident {md.escape(incident.id)}: {md.escape(event.text)}", [md.section(line)]
+    )
 
 
 def _join(*parts: str) -> str:

@@ -1,17 +1,8 @@
-"""The Scale up… modal, rendered as pure functions of what it shows.
-
-One form for whoever owns the scale-up (`ScaleOwner`: an incident, an early warning). Two steps,
-so nothing is scaled by a stray Enter: the form (runner type, the owner's own preselected;
-amount, pre-filled with the advice as the target accepts it; the capacity now; on ARC, whether
-to raise the floor or the maximum, preselected as the advice needs; whether to keep it after
-the incident or warning), then a confirmation that states what will be asked of which backend,
-before → after where the backend knows, when it will be put back (or why it cannot be), and
-that Helm or Argo CD would put it back anyway. `ScaleForm` rides in `private_metadata` between
-the steps; everything else is read again from Redis and the backend.
-
-While the capacity is read, the modal shows no input at all: Slack keeps what an input showed
-across `views.update` when its block and action IDs stay the same, so an amount shown then would
-stay in place of the advice that follows (bolt-js#290).
+"""The Scale up… modal, for an incident or an early warning (`ScaleOwner`). Two steps, so nothing
+is scaled by a stray Enter: the form, then a confirmation of what will be asked of which backend.
+`ScaleForm` rides in `private_metadata` between them. While the capacity is read the form shows
+no input: Slack keeps what an input showed across `views.update` when its IDs stay the same, so an
+amount shown then would stay in place of the advice (bolt-js#290).
 """
 
 from __future__ import annotations
@@ -21,11 +12,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, timedelta
 from typing import Any
 
-from bot.domain.incidents import Incident
 from bot.domain.judgement import Judgement
-from bot.domain.scaling import ScaleOwner, ScalePreview
+from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview
 from bot.domain.units import duration
-from bot.render.mrkdwn import context, escape, plain, section, slack_date, truncate
+from bot.render import mrkdwn as md
 from bot.render.replies import title_text
 
 SCALE_VIEW = "incident_scale_modal"
@@ -60,65 +50,78 @@ class ScaleForm:
             return None
 
 
-def scale_heading(owner: ScaleOwner) -> str:
-    if owner.warning is not None:
-        return f"*Early warning* · {truncate(escape(owner.warning.text), 1500)}"
-    if owner.incident is not None:
-        return incident_heading(owner.incident)
-    return ""
-
-
-def incident_heading(incident: Incident) -> str:
-    return f"*Incident {escape(incident.id)}* · {truncate(title_text(incident), 500)}"
-
-
 def scale_about(owner: ScaleOwner, runner_type: str) -> str:
     """Where the confirmed scale-up is recorded, under the review."""
     if owner.warning is not None:
-        return f"Early warning for {truncate(escape(runner_type), 200)} · shown on its message"
+        return f"Early warning for {md.escaped(runner_type, 200)} · shown on its message"
     incident_id = owner.incident.id if owner.incident is not None else ""
-    return f"Incident {escape(incident_id)} · recorded in its thread"
+    return f"Incident {md.escape(incident_id)} · recorded in its thread"
 
 
 def render_scale_form(
     form: ScaleForm, owner: ScaleOwner, preview: ScalePreview | None
 ) -> dict[str, Any]:
-    """Step one. `preview` is None while the capacity is still being read (the modal opens
-    first: Slack's trigger expires in 3 seconds): no input then, and nothing to submit."""
-    heading = section(scale_heading(owner))
+    """Step one. `preview` is None while the capacity is read (the modal opens first: Slack's
+    trigger expires in 3 seconds): no input then, and nothing to submit."""
+    if owner.warning is not None:
+        heading = md.section(f"*Early warning* · {md.escaped(owner.warning.text, 1500)}")
+    elif owner.incident is not None:
+        incident = owner.incident
+        title = md.truncate(title_text(incident), 500)
+        heading = md.section(f"*Incident {md.escape(incident.id)}* · {title}")
+    else:
+        heading = md.section("")
     if preview is None:
-        waiting = context(["Reading the current capacity and the latest advice…"])
+        waiting = md.context(["Reading the current capacity and the latest advice…"])
         return _modal(SCALE_VIEW, form, [heading, waiting], submit="")
     options = [
-        _option(name) for name in owner.choices[:MAX_OPTIONS] if len(name) <= MAX_OPTION_VALUE
+        {"text": md.plain(name), "value": name}
+        for name in owner.choices[:MAX_OPTIONS]
+        if len(name) <= MAX_OPTION_VALUE
     ]
     chosen = next((o for o in options if o["value"] == form.runner_type), options[0])
     blocks: list[dict[str, Any]] = [heading]
-    newer = _newer_reading(owner, preview.recommended)
-    if newer:
-        blocks.append(context([newer]))
+    if newer := _newer_reading(owner, preview.recommended):
+        blocks.append(md.context([newer]))
+    capacity = preview.capacity
+    now = (
+        f"Now: {md.escape(capacity.describe())}"
+        if capacity is not None
+        else f"_{md.escape(preview.capacity_note)}_"
+    )
+    select = {"type": "static_select", "action_id": VALUE, "options": options}
     blocks += [
-        {
-            "type": "input",
-            "block_id": TYPE_BLOCK,
-            "label": plain("Runner type"),
-            "element": {
-                "type": "static_select",
-                "action_id": VALUE,
-                "options": options,
-                "initial_option": chosen,
-            },
-        },
+        _input(TYPE_BLOCK, "Runner type", select | {"initial_option": chosen}),
         _amount(preview),
-        context([_capacity_line(preview), *_advice_lines(preview)]),
+        md.context([now, *_advice_lines(preview)]),
     ]
-    if _offers_raise(preview):
+    # Raising the maximum instead of the floor is offered where the backend can (ARC), unless
+    # the target has no maximum to raise.
+    if preview.can_raise_maximum and (capacity is None or capacity.maximum is not None):
         blocks += _raise_maximum_choice(preview)
-    if _managed(preview):
-        blocks.append(context([_managed(preview)]))
-    if _can_revert(preview):
-        blocks.append(_keep_choice(form, preview))
+    if managed := _managed(preview):
+        blocks.append(md.context([managed]))
+    if preview.revert_after_s is not None and not preview.cannot_undo:
+        after = "the warning" if form.warning else "the incident"
+        keep = {
+            "type": "checkboxes",
+            "action_id": VALUE,
+            "options": [{"text": md.plain(f"Keep it after {after}"), "value": KEEP}],
+        }
+        hint = f"Unless kept, the scale-up is put back {_plan(preview)}."
+        blocks.append(_input(KEEP_BLOCK, f"After {after}", keep, hint=hint, optional=True))
     return _modal(SCALE_VIEW, form, blocks, submit="Review")
+
+
+def _input(
+    block_id: str, label: str, element: dict[str, Any], *, hint: str = "", optional: bool = False
+) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": md.plain(label)}
+    if optional:
+        block["optional"] = True
+    if hint:
+        block["hint"] = md.plain(hint, 2000)
+    return block | {"element": element}
 
 
 def _amount(preview: ScalePreview) -> dict[str, Any]:
@@ -130,18 +133,12 @@ def _amount(preview: ScalePreview) -> dict[str, Any]:
         "is_decimal_allowed": False,
         "min_value": "1",
     }
-    delta = preview.default.delta
-    if delta is not None:
+    if (delta := preview.default.delta) is not None:
         element["initial_value"] = str(delta)
     else:
-        element["placeholder"] = plain("None advised: type how many to add anyway", 150)
-    return {
-        "type": "input",
-        "block_id": AMOUNT_BLOCK,
-        "label": plain("Runners to add"),
-        "hint": plain(f"At most +{preview.target.cap} per request.", 2000),
-        "element": element,
-    }
+        element["placeholder"] = md.plain("None advised: type how many to add anyway", 150)
+    hint = f"At most +{preview.target.cap} per request."
+    return _input(AMOUNT_BLOCK, "Runners to add", element, hint=hint)
 
 
 def _advice_lines(preview: ScalePreview) -> list[str]:
@@ -149,20 +146,20 @@ def _advice_lines(preview: ScalePreview) -> list[str]:
     advice, default, cap = preview.recommended, preview.default, preview.target.cap
     if advice is None:
         return ["No reading of this runner type to advise from: type how many runners to add."]
-    why = f" ({escape(advice.why)})" if advice.why else ""
+    why = f" ({md.escape(advice.why)})" if advice.why else ""
     if not advice.advice and not why and advice.queued == 0:
         why = ": no job waits for a runner in this reading"
-    said = f"Recommended: *{escape(advice.advice or 'none')}*{why}."
+    said = f"Recommended: *{md.escape(advice.advice or 'none')}*{why}."
     if not advice.runners:
         return [said, "Nothing is filled in: type a number to add runners anyway."]
     if default.delta is None:
-        return [said, f"Nothing is filled in: {escape(default.limited)}."]
+        return [said, f"Nothing is filled in: {md.escape(default.limited)}."]
     if default.more_after:
         more = f"*+{default.more_after} more after this one*"
         return [said, f"One request adds at most +{cap}: {more}."]
     if default.limited:
         most = f"Filled in: +{default.delta}, the most the target takes now"
-        return [said, f"{most}: {escape(default.limited)}."]
+        return [said, f"{most}: {md.escape(default.limited)}."]
     return [said]
 
 
@@ -172,10 +169,9 @@ def _newer_reading(owner: ScaleOwner, advice: Judgement | None) -> str:
     warning = owner.warning
     if warning is None or advice is None:
         return ""
-    newer = advice.at.timestamp() > warning.updated_at or advice.advice not in warning.text
-    if not newer:
+    if advice.at.timestamp() <= warning.updated_at and advice.advice in warning.text:
         return ""
-    at = slack_date(advice.at.astimezone(UTC), "{time}")
+    at = md.slack_date(advice.at.astimezone(UTC), "{time}")
     return f"The advice below is the fleet's reading at {at}, newer than the warning's words."
 
 
@@ -183,142 +179,87 @@ def render_scale_confirm(
     form: ScaleForm, preview: ScalePreview, backend: str, *, about: str
 ) -> dict[str, Any]:
     """Step two: exactly what will be asked, and of whom; `about` says where it is recorded."""
-    target = preview.target
+    target = f"`{md.escaped(preview.target.target, 200)}`"
     lines = [
-        f"Scale *{escape(form.runner_type)}* by *+{form.delta}* through {escape(backend)} "
-        f"(`{truncate(escape(target.target), 200)}`)?",
+        f"Scale *{md.escape(form.runner_type)}* by *+{form.delta}* through {md.escape(backend)} "
+        f"({target})?"
     ]
-    capacity = preview.capacity
-    if capacity is not None:
-        lines.append(f"Now: {escape(capacity.describe())}.")
-        after = _after(form, preview)
-        if after:
+    if (capacity := preview.capacity) is not None:
+        lines.append(f"Now: {md.escape(capacity.describe())}.")
+        if after := _after(form, preview.can_raise_maximum, capacity):
             lines.append(f"After the scale-up: {after}.")
     else:
-        lines.append(f"_{escape(preview.capacity_note)}._")
-    lines.append(_undo_line(form, preview))
-    blocks = [section("\n".join(line for line in lines if line))]
-    if _managed(preview):
-        blocks.append(context([_managed(preview)]))
-    blocks.append(context([about]))
+        lines.append(f"_{md.escape(preview.capacity_note)}_.")
+    if preview.cannot_undo:
+        lines.append(f"Cannot be undone: {md.escape(preview.cannot_undo)}.")
+    elif preview.revert_after_s is not None and form.keep:
+        lines.append(
+            "Kept, as you chose." if form.warning else "Kept after the incident, as you chose."
+        )
+    elif preview.revert_after_s is not None:
+        lines.append(f"Put back {_plan(preview)}, unless someone changes it meanwhile.")
+    blocks = [md.section("\n".join(lines))]
+    if managed := _managed(preview):
+        blocks.append(md.context([managed]))
+    blocks.append(md.context([about]))
     return _modal(CONFIRM_VIEW, form, blocks, submit="Scale up")
 
 
-def _after(form: ScaleForm, preview: ScalePreview) -> str:
-    """The value that changes, before → after, named as the thread's reply will name it
-    ("minRunners 16 → 21")."""
-    capacity = preview.capacity
-    if capacity is None:
-        return ""
+def _after(form: ScaleForm, can_raise_maximum: bool, capacity: Capacity) -> str:
+    """The value that changes, before → after, named as the thread's reply will name it."""
     if form.raise_maximum and capacity.maximum is not None:
         return f"maxRunners {capacity.maximum} → {capacity.maximum + form.delta}"
-    if preview.can_raise_maximum and capacity.minimum is not None:
+    if can_raise_maximum and capacity.minimum is not None:
         return f"minRunners {capacity.minimum} → {capacity.minimum + form.delta}"
     if capacity.current is not None:
         return f"{capacity.current} → {capacity.current + form.delta} runners"
     return ""
 
 
-def _can_revert(preview: ScalePreview) -> bool:
-    return preview.revert_after_s is not None and not preview.cannot_undo
-
-
 def _plan(preview: ScalePreview) -> str:
-    after_s = preview.revert_after_s
-    if not after_s:
+    if not (after_s := preview.revert_after_s):
         return f"when {preview.until}"
     return f"when {preview.until} or after {duration(timedelta(seconds=after_s))}"
 
 
-def _undo_line(form: ScaleForm, preview: ScalePreview) -> str:
-    if preview.cannot_undo:
-        return f"Cannot be undone: {escape(preview.cannot_undo)}."
-    if preview.revert_after_s is None:
-        return ""
-    if form.keep:
-        return "Kept, as you chose." if form.warning else "Kept after the incident, as you chose."
-    return f"Put back {_plan(preview)}, unless someone changes it meanwhile."
-
-
 def _managed(preview: ScalePreview) -> str:
-    """The warning that the target's own tool will put its value back anyway: which tool, the
-    marking that says so, and what it will do."""
+    """That the target's own tool (Helm, Argo CD) will put its value back anyway."""
     manager = preview.capacity.managed_by if preview.capacity else None
     if manager is None:
         return ""
     return (
-        f"⚠️ This scale set is managed by {escape(manager.describe())}: "
-        f"{escape(manager.undoes)}, undoing this scale-up whatever is chosen here."
+        f"⚠️ This scale set is managed by {md.escape(manager.describe())}: "
+        f"{md.escape(manager.undoes)}, undoing this scale-up whatever is chosen here."
     )
-
-
-def _keep_choice(form: ScaleForm, preview: ScalePreview) -> dict[str, Any]:
-    after = "the warning" if form.warning else "the incident"
-    return {
-        "type": "input",
-        "block_id": KEEP_BLOCK,
-        "optional": True,
-        "label": plain(f"After {after}"),
-        "hint": plain(f"Unless kept, the scale-up is put back {_plan(preview)}.", 2000),
-        "element": {
-            "type": "checkboxes",
-            "action_id": VALUE,
-            "options": [{"text": plain(f"Keep it after {after}"), "value": KEEP}],
-        },
-    }
-
-
-def _capacity_line(preview: ScalePreview) -> str:
-    if preview.capacity is None:
-        return f"_{escape(preview.capacity_note)}_"
-    return f"Now: {escape(preview.capacity.describe())}"
-
-
-def _offers_raise(preview: ScalePreview) -> bool:
-    """Whether the form offers raising the maximum instead of the floor: on a backend that can
-    (ARC), unless the target has no maximum to raise."""
-    if not preview.can_raise_maximum:
-        return False
-    return preview.capacity is None or preview.capacity.maximum is not None
 
 
 def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
     capacity, default = preview.capacity, preview.default
-    raise_max = {"text": plain("Raise maxRunners (the ceiling)"), "value": RAISE_MAX}
-    raise_min = {"text": plain("Raise minRunners (the floor)"), "value": RAISE_MIN}
+    raise_max = {"text": md.plain("Raise maxRunners (the ceiling)"), "value": RAISE_MAX}
+    raise_min = {"text": md.plain("Raise minRunners (the floor)"), "value": RAISE_MIN}
     blocks: list[dict[str, Any]] = []
     if capacity is not None and capacity.at_maximum:
         blocks.append(
-            section(
+            md.section(
                 f"⚠️ This scale set is at its maximum ({capacity.maximum} runners): ARC runs "
                 "min(minRunners + assigned jobs, maxRunners), so raising minRunners changes "
                 "nothing."
             )
         )
-    choice: dict[str, Any] = {
-        "type": "input",
-        "block_id": MODE_BLOCK,
-        "label": plain("What to raise"),
-        "element": {
-            "type": "radio_buttons",
-            "action_id": VALUE,
-            "options": [raise_max, raise_min],
-            "initial_option": raise_max if default.raise_maximum else raise_min,
-        },
+    radio = {
+        "type": "radio_buttons",
+        "action_id": VALUE,
+        "options": [raise_max, raise_min],
+        "initial_option": raise_max if default.raise_maximum else raise_min,
     }
+    hint = ""
     if default.raise_maximum and default.delta is not None:
-        raised = (
-            f" ({capacity.maximum} → {capacity.maximum + default.delta})"
-            if (capacity is not None and capacity.maximum is not None)
-            else ""
-        )
+        raised = ""
+        if capacity is not None and capacity.maximum is not None:
+            raised = f" ({capacity.maximum} → {capacity.maximum + default.delta})"
         why = f": {default.because}" if default.because else ""
-        choice["hint"] = plain(f"maxRunners is chosen{raised}{why}.", 2000)
-    return [*blocks, choice]
-
-
-def _option(name: str) -> dict[str, Any]:
-    return {"text": plain(name), "value": name}
+        hint = f"maxRunners is chosen{raised}{why}."
+    return [*blocks, _input(MODE_BLOCK, "What to raise", radio, hint=hint)]
 
 
 def _modal(
@@ -328,11 +269,9 @@ def _modal(
     view = {
         "type": "modal",
         "callback_id": callback,
-        "title": plain("Scale up", 24),
-        "close": plain("Cancel", 24),
+        "title": md.plain("Scale up", 24),
+        "close": md.plain("Cancel", 24),
         "private_metadata": form.dump(),
         "blocks": blocks,
     }
-    if submit:
-        view["submit"] = plain(submit, 24)
-    return view
+    return view | {"submit": md.plain(submit, 24)} if submit else view

@@ -9,26 +9,20 @@ from bot.domain.headline import StillLive
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
 from bot.domain.units import minutes, number
-from bot.render.mrkdwn import escape, plain, rendered, section
-from bot.render.root import incident_ref
+from bot.render import mrkdwn as md
+from bot.render.replies import incident_ref
 
 
 def render_still_live(incident: Incident, live: StillLive) -> Rendered:
-    """ "Incident 3 is still live: 11 jobs still queued (the alert's threshold is 0) and the
-    alert is still firing. …" with a *Resolve anyway* button."""
-    incident_id = escape(incident.id)
+    incident_id = md.escape(incident.id)
     text = (
         f"Incident {incident_id} is still live: {still_live_said(live)} and the alert is still "
         f"firing. Resolve it anyway? The button below, or `/queue resolve {incident_id} anyway`."
     )
-    button = {
-        "type": "button",
-        "text": plain("Resolve anyway"),
-        "action_id": "incident_resolve_anyway",
-        "value": incident_ref(incident),
-        "style": "danger",
-    }
-    return rendered(text, [section(text), {"type": "actions", "elements": [button]}])
+    resolve = md.button(
+        "Resolve anyway", "incident_resolve_anyway", incident_ref(incident), "danger"
+    )
+    return md.rendered(text, [md.section(text), md.actions([resolve])])
 
 
 def still_live_said(live: StillLive) -> str:
@@ -43,7 +37,6 @@ def still_live_said(live: StillLive) -> str:
 
 
 def _against(threshold: float | None, shown: Callable[[float], str], each: str = "") -> str:
-    """The threshold it is over; from a rule that says only whether it was crossed, that."""
-    if threshold is None:
+    if threshold is None:  # from a rule that says only whether it was crossed
         return " (the alert last said it was over its threshold)"
     return f" (the alert's threshold is {shown(threshold)}{each})"

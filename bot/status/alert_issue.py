@@ -41,7 +41,7 @@ from bot.domain.alert_issue import (
 from bot.domain.incidents import Event, Incident
 from bot.pacing import Pacing
 from bot.render.alert_issue import comment, issue_body
-from bot.render.root import render_event
+from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, IssueLinks, Loaded, Reply
 from bot.storage.leases import Lease, Leases
 

@@ -28,7 +28,7 @@ from bot.outbound.send import (
     Struck,
     classify,
 )
-from bot.render.chart_block import BLOCK_TYPE
+from bot.render.chart import BLOCK_TYPE
 from bot.storage.incident_store import BAND_EVENT, Commit, Reply
 from bot.storage.leases import Lease
 from bot.storage.send_queue import InFlight

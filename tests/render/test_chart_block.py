@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from bot.domain.alerts import RunnerQueue
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
-from bot.render.chart import ChartData, chart_data
-from bot.render.chart_block import (
+from bot.render.chart import (
+    ChartData,
     blames_charts,
     chart_block,
+    chart_data,
     has_charts,
     series_labels,
     without_charts,

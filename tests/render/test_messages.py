@@ -25,15 +25,9 @@ from bot.domain.incidents import (
     record_status,
     resolve_drained,
 )
-from bot.render.root import (
-    ACTIONS_BLOCK_ID,
-    Rendered,
-    incident_ref_of,
-    render_event,
-    render_root,
-    render_status,
-    render_summary,
-)
+from bot.domain.message import Rendered
+from bot.render.replies import render_event, render_status, render_summary
+from bot.render.root import ACTIONS_BLOCK_ID, incident_ref_of, render_root
 from sandbox.slack_limits import validate_blocks
 from tests.support.incidents import T0, make_incident
 

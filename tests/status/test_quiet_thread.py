@@ -26,8 +26,7 @@ from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import GroupState, open_incident
 from bot.domain.scaling import ScaleTarget
 from bot.fleet.readings import FleetReadings
-from bot.render.chart import incident_chart
-from bot.render.chart_block import BLOCK_TYPE, chart_block
+from bot.render.chart import BLOCK_TYPE, chart_block, incident_chart
 from bot.render.root import render_root
 from bot.status.tick import StatusReporter
 from bot.storage.incident_store import Commit, IncidentStore
