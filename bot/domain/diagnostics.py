@@ -1,22 +1,11 @@
 """The runbook's questions, answered from a fleet snapshot: pure functions, table-tested.
 
-For the runner types that queue worst, five checks, each ✅ / ⚠️ / ❌ with its numbers, or ❔
-with what it would need: runner utilization, job arrival rate against its baseline, job duration
-against its baseline, resource constraints (at maximum capacity, runners offline, scale-up
-errors), and the autoscaling configuration against demand. Then the likely cause among the
-runbook's five (increased workload, resource constraints, long-running jobs, autoscaling
-configuration, infrastructure problems), how sure, the check it rests on, and what to do next.
-
-`bot.domain.causes` names what the cause is in a CI engineer's words (a stalled listener, runners
-that do not register, a failing scale-up, the organisation's limit, one workflow's surge, slower
-jobs). A named cause is the likely one, with its own next step: "raise the maximum" is the wrong
-advice for a listener that takes no jobs.
-
-Each finding is said once. A surge the jobs name *is* the arrival-rate check (one line with both
-numbers), slower workflows *are* the duration check, and "no surge" is said only when the
-arrival rate says so too: the report cannot say "2.5× the usual arrivals" and "no surge" at once.
-The next step is the reading's judgement of the type (`bot.domain.judgement`), in the words the
-root and the scale form use: a falling queue needs no more runners, runners still booting count.
+For the worst-queueing runner types, five checks (utilization, arrivals and duration against
+their baselines, resource constraints, autoscaling against demand), each with its numbers or
+what it would need; then the likely cause, how sure, the check it rests on and the next step.
+A cause `bot.domain.causes` names is the likely one, with its own next step. Each finding is
+said once: a named surge *is* the arrival check, so the report never says "2.5× the usual
+arrivals" beside "no surge". The next step is the reading's judgement, in the root's words.
 """
 
 from __future__ import annotations
@@ -64,8 +53,6 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Check:
-    """One finding: what was checked, the verdict, and the numbers that show it."""
-
     name: str
     verdict: Verdict
     text: str  # plain text with the numbers, or what the check would need
@@ -73,14 +60,13 @@ class Check:
 
 @dataclass(frozen=True)
 class Finding:
-    """One runner type's checks, each said once, and the signals they give each cause (0: none,
-    1: strong)."""
+    """One runner type's checks and the signal they give each cause (0: none, 1: strong)."""
 
     runner_type: str
     checks: tuple[Check, ...]
     signals: dict[Cause, float]
-    found: tuple[Found, ...] = ()  # causes named with their evidence (`bot.domain.causes`)
-    judged: Judgement | None = None  # the reading's judgement of the type
+    found: tuple[Found, ...] = ()  # causes named with their evidence
+    judged: Judgement | None = None
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -93,14 +79,13 @@ class Diagnosis:
     confidence: str  # high, medium, low
     why: str
     recommendation: str
-    # The runner type and the check the cause rests on: the report's first line of evidence.
-    lead_type: str = ""
+    lead_type: str = ""  # the type and check the cause rests on: the first line of evidence
     lead: Check | None = None
-    source: str = "alert"  # the numbers' (`FleetSnapshot.source`): what cannot tell names it
+    source: str = "alert"  # the numbers' (`FleetSnapshot.source`)
 
     @property
     def headline(self) -> str:
-        """The conclusion in one line of plain text, as the incident's root shows it."""
+        """The conclusion in one line, as the incident's root shows it."""
         cause = f"{self.cause.value} ({self.confidence} confidence)" if self.cause else None
         why = " ".join(self.why.split())
         if cause is None:
@@ -109,9 +94,8 @@ class Diagnosis:
 
     @property
     def evidence(self) -> list[tuple[str, Check]]:
-        """The lines under the cause and the next step, each finding once: the check the cause
-        rests on, then ❌, ⚠️, the ✅ that rule a suspected cause out, and what the numbers
-        cannot tell (said once, however many types lack it); at most `EVIDENCE_LINES`."""
+        """The lead check, then ❌, ⚠️, the ✅ that rule a suspected cause out, and what the
+        numbers cannot tell; the same words of several types in one line naming them all."""
         said: list[tuple[str, Check]] = []
         for f in self.findings:
             said += [
@@ -128,7 +112,7 @@ class Diagnosis:
             same = next((i for i, (_, c) in enumerate(kept) if c == check), None)
             if same is None:
                 kept.append((name, check))
-            else:  # the same words of several types: one line naming them all
+            else:
                 kept[same] = (f"{kept[same][0]}, {name}", check)
         return kept[:EVIDENCE_LINES]
 
@@ -138,8 +122,7 @@ CANNOT_TELL = "Not in these numbers"
 
 
 def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
-    """A type's checks that cannot tell, as one line: what each needs, and where it comes from
-    (the alert's numbers: the backends that read it; a live backend's: that it does not)."""
+    """A type's checks that cannot tell, as one line: what each needs, and where it comes from."""
     unknown = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name != KNOWN]
     known = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name == KNOWN]
     if not unknown:
@@ -160,38 +143,23 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
     named = [(f, found) for f in findings for found in f.found]
     if named:
         finding, found = min(named, key=lambda pair: PRIORITY.index(pair[1].cause))
+        cause, confidence = found.cause, "high"
         why = f"{finding.runner_type}: {found.evidence}"
-        if found.cause in FAMILY:
-            why += f" (a case of {FAMILY[found.cause].value.lower()})"
+        if cause in FAMILY:
+            why += f" (a case of {FAMILY[cause].value.lower()})"
         advice = _named_advice(found, finding)
-        lead = finding.check(found.cause.value)
-        return Diagnosis(
-            findings,
-            found.cause,
-            "high",
-            why,
-            advice,
-            lead_type=finding.runner_type,
-            lead=lead,
-            source=snapshot.source,
-        )
-    cause, confidence, why = _likely_cause(findings)
-    lead_finding = _resting(findings, cause)
-    lead = lead_finding.check(RESTS_ON[cause]) if cause and lead_finding else None
-    if lead is not None and lead_finding is not None:
-        why = f"{lead_finding.runner_type}: {lead.text}"
-    worst = lead_finding or findings[0]
-    advice = _recommend(worst, types[worst.runner_type], cause)
-    lead_type = worst.runner_type if lead else ""
+        lead_type, lead = finding.runner_type, finding.check(cause.value)
+    else:
+        cause, confidence, why = _likely_cause(findings)
+        resting = _resting(findings, cause)
+        lead = resting.check(RESTS_ON[cause]) if cause and resting else None
+        if lead is not None and resting is not None:
+            why = f"{resting.runner_type}: {lead.text}"
+        worst = resting or findings[0]
+        advice = _recommend(worst, cause)
+        lead_type = worst.runner_type if lead else ""
     return Diagnosis(
-        findings,
-        cause,
-        confidence,
-        why,
-        advice,
-        lead_type=lead_type,
-        lead=lead,
-        source=snapshot.source,
+        findings, cause, confidence, why, advice, lead_type, lead, source=snapshot.source
     )
 
 
@@ -243,16 +211,12 @@ MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration chec
 
 def _at_maximum_only(limits: Check, auto: Check) -> bool:
     """ "At its maximum" is the autoscaling check's "demand > maximum" said again."""
-    return (
-        auto.verdict is Verdict.BAD
-        and limits.text.startswith(AT_MAXIMUM)
-        and ";" not in limits.text
-    )
+    said_alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
+    return auto.verdict is Verdict.BAD and said_alone
 
 
 def _named(check: Check, found: Found | None) -> Check:
-    """The check a named cause explains, said once: the cause's evidence, then the check's own
-    numbers when it has them."""
+    """The check a named cause explains, said once: the cause's evidence, then its numbers."""
     if found is None:
         return check
     text = found.evidence
@@ -269,9 +233,6 @@ def known_causes(missing: list[str], *, surge: bool = True) -> Check:
     ruled_out = "no stalled listener, unregistered runners, failing scale-up"
     ruled_out += " or workflow's surge" if surge else ""
     return Check(KNOWN, Verdict.OK, ruled_out)
-
-
-# --- the five checks ------------------------------------------------------------------------
 
 
 def utilization(m: RunnerTypeMetrics) -> Check:
@@ -326,12 +287,9 @@ def constraints(m: RunnerTypeMetrics) -> Check:
         bad = True
     if m.offline:
         problems.append(f"{number(m.offline)} runners offline")
-    known = m.maximum is not None or m.scale_errors is not None or m.offline is not None
-    if not known:
+    if m.maximum is None and m.scale_errors is None and m.offline is None:
         return Check(
-            name,
-            Verdict.UNKNOWN,
-            "needs capacity limits, offline runners, scale-up errors",
+            name, Verdict.UNKNOWN, "needs capacity limits, offline runners, scale-up errors"
         )
     if not problems:
         return Check(name, Verdict.OK, "below the maximum, no runner offline, no scale-up error")
@@ -339,17 +297,13 @@ def constraints(m: RunnerTypeMetrics) -> Check:
 
 
 def autoscaling(m: RunnerTypeMetrics) -> Check:
-    """The maximum against demand. With the reading's judgement, as it says it: short only when
-    the advice's runners do not fit under the maximum (runners booting and a queue that clears
-    by itself are not a shortfall), so the check never says "short" beside "no more runners"."""
+    """The maximum against demand, as the judgement says it where there is one: short only when
+    the advice does not fit, so it never says "short" beside "no more runners". Readings a 0.25
+    replica stored have no judgement."""
     name = AUTOSCALING
     running = m.busy if m.busy is not None else m.registered
     if m.maximum is None or running is None or m.queued is None:
-        return Check(
-            name,
-            Verdict.UNKNOWN,
-            "needs the maximum, runners in use and the queue",
-        )
+        return Check(name, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue")
     judged = m.judged
     if judged is not None and judged.maximum is not None:
         most = number(judged.maximum)
@@ -373,9 +327,6 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
         )
         return Check(name, Verdict.WARN, text)
     return Check(name, Verdict.OK, f"demand {number(demand)} fits the maximum {number(m.maximum)}")
-
-
-# --- the likely cause and what to do ---------------------------------------------------------
 
 
 def _signals(m: RunnerTypeMetrics) -> dict[Cause, float]:
@@ -414,14 +365,11 @@ def _likely_cause(findings: tuple[Finding, ...]) -> tuple[Cause | None, str, str
     if not ranked or ranked[0][1] < 0.2:
         known = sum(c.verdict is not Verdict.UNKNOWN for f in findings for c in f.checks)
         if known == 0:
-            return (
-                None,
-                "low",
-                (
-                    "the alert carries only the queue; runner counts and job rates would tell "
-                    f"workload from limits ({LIVE_BACKENDS})"
-                ),
+            why = (
+                "the alert carries only the queue; runner counts and job rates would tell "
+                f"workload from limits ({LIVE_BACKENDS})"
             )
+            return None, "low", why
         return None, "low", "no check points at a cause: the queue may be draining already"
     cause, strength = ranked[0]
     runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
@@ -432,7 +380,7 @@ def _likely_cause(findings: tuple[Finding, ...]) -> tuple[Cause | None, str, str
 
 
 def _resting(findings: tuple[Finding, ...], cause: Cause | None) -> Finding | None:
-    """The runner type whose signal for `cause` is strongest: the one the cause rests on."""
+    """The runner type the cause rests on: its signal is strongest."""
     if cause is None:
         return None
     return max(findings, key=lambda f: f.signals.get(cause, 0.0))
@@ -447,14 +395,14 @@ def _named_advice(found: Found, finding: Finding) -> str:
     return found.advice
 
 
-def _recommend(worst: Finding, metrics: RunnerTypeMetrics, cause: Cause | None) -> str:
+def _recommend(worst: Finding, cause: Cause | None) -> str:
     """The next step: the judgement's advice, unless the cause calls for another fix first."""
     name = worst.runner_type or "the queueing runner type"
     if cause is Cause.INFRASTRUCTURE:
         return f"look at why idle {name} runners take no jobs (labels, registration, the node)"
     if cause is Cause.CONSTRAINTS:
         return f"fix what stops {name} from scaling (scale-up errors, offline runners) first"
-    judged = metrics.judged
+    judged = worst.judged
     if judged is None or not judged.advice:
         return ""
     advice = _advice(worst.runner_type, judged)
@@ -466,8 +414,7 @@ def _recommend(worst: Finding, metrics: RunnerTypeMetrics, cause: Cause | None) 
 
 
 def _advice(name: str, judged: Judgement) -> str:
-    """ "linux.2xlarge: +7 runners would drain it in 30 min": the root's words for the type (an
-    alert that names none: the advice alone)."""
+    """ "linux.2xlarge: +7 runners would drain it in 30 min", as the root says it."""
     return f"{name}: {judged.advice}" if name else judged.advice
 
 
