@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import number
 
@@ -136,7 +136,7 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
     """Check the worst-queueing runner types and name the likely cause and the next action."""
     evidence = evidence or Evidence()
     types = snapshot.runner_types
-    focus = _worst(types)[:FOCUS]
+    focus = [name for name, _ in worst_first(types)][:FOCUS]
     findings = tuple(_finding(name, types[name], evidence, types, snapshot) for name in focus)
     if not findings:
         return Diagnosis((), None, "low", "no runner type is queueing in the numbers at hand", "")
@@ -173,14 +173,6 @@ PRIORITY = (
     Cause.SURGE,
     Cause.LONG_JOBS,
 )
-
-
-def _worst(types: dict[str, RunnerTypeMetrics]) -> list[str]:
-    def key(name: str) -> tuple[float, float, str]:
-        m = types[name]
-        return (-(m.longest_wait_mins or 0), -(m.queued or 0), name)
-
-    return sorted(types, key=key)
 
 
 def _finding(
@@ -252,27 +244,19 @@ def utilization(m: RunnerTypeMetrics) -> Check:
 
 
 def arrivals(m: RunnerTypeMetrics) -> Check:
-    name = ARRIVALS
-    if m.arrival_per_min is None or not m.arrival_baseline_per_min:
-        return Check(name, Verdict.UNKNOWN, "needs job arrivals and their baseline")
-    ratio = m.arrival_per_min / m.arrival_baseline_per_min
-    text = (
-        f"{m.arrival_per_min:.1f} jobs/min against {m.arrival_baseline_per_min:.1f} usually "
-        f"({ratio:.1f}×)"
-    )
-    return Check(name, _level(ratio, SURGE, STRONG_SURGE), text)
+    now, usual = m.arrival_per_min, m.arrival_baseline_per_min
+    if now is None or not usual:
+        return Check(ARRIVALS, Verdict.UNKNOWN, "needs job arrivals and their baseline")
+    text = f"{now:.1f} jobs/min against {usual:.1f} usually ({now / usual:.1f}×)"
+    return Check(ARRIVALS, _level(now / usual, SURGE, STRONG_SURGE), text)
 
 
 def duration(m: RunnerTypeMetrics) -> Check:
-    name = DURATION
-    if m.job_duration_mins is None or not m.duration_baseline_mins:
-        return Check(name, Verdict.UNKNOWN, "needs job durations and their baseline")
-    ratio = m.job_duration_mins / m.duration_baseline_mins
-    text = (
-        f"{m.job_duration_mins:.0f} min per job against {m.duration_baseline_mins:.0f} usually "
-        f"({ratio:.1f}×)"
-    )
-    return Check(name, _level(ratio, SLOW, VERY_SLOW), text)
+    now, usual = m.job_duration_mins, m.duration_baseline_mins
+    if now is None or not usual:
+        return Check(DURATION, Verdict.UNKNOWN, "needs job durations and their baseline")
+    text = f"{now:.0f} min per job against {usual:.0f} usually ({now / usual:.1f}×)"
+    return Check(DURATION, _level(now / usual, SLOW, VERY_SLOW), text)
 
 
 def constraints(m: RunnerTypeMetrics) -> Check:
@@ -304,17 +288,14 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
     running = m.busy if m.busy is not None else m.registered
     if m.maximum is None or running is None or m.queued is None:
         return Check(name, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue")
-    judged = m.judged
-    if judged is not None and judged.maximum is not None:
-        most = number(judged.maximum)
-        if judged.raise_maximum_by:
-            fit = judged.runners - judged.raise_maximum_by
-            text = (
-                f"+{judged.runners} runners needed, {fit} fit under the maximum of {most}: "
-                f"{judged.raise_maximum_by} short"
-            )
+    j = m.judged
+    if j is not None and j.maximum is not None:
+        most = number(j.maximum)
+        if j.raise_maximum_by:
+            fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"
+            text = f"+{j.runners} runners needed, {fit}: {j.raise_maximum_by} short"
             return Check(name, Verdict.BAD, text)
-        if judged.runners or judged.booting or judged.clears_in_mins is not None:
+        if j.runners or j.booting or j.clears_in_mins is not None:
             return Check(name, Verdict.OK, f"what the queue needs fits the maximum of {most}")
     demand = running + m.queued
     if demand > m.maximum:
@@ -322,10 +303,8 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
         text = f"demand {number(demand)} runners > maximum {number(m.maximum)}: {short} short"
         return Check(name, Verdict.BAD, text)
     if m.desired is not None and m.desired < demand:
-        text = (
-            f"the autoscaler targets {number(m.desired)} while demand is {number(demand)}: lagging"
-        )
-        return Check(name, Verdict.WARN, text)
+        text = f"the autoscaler targets {number(m.desired)} while demand is {number(demand)}"
+        return Check(name, Verdict.WARN, f"{text}: lagging")
     return Check(name, Verdict.OK, f"demand {number(demand)} fits the maximum {number(m.maximum)}")
 
 
@@ -337,15 +316,12 @@ def _signals(m: RunnerTypeMetrics) -> dict[Cause, float]:
     if m.job_duration_mins is not None and m.duration_baseline_mins:
         ratio = m.job_duration_mins / m.duration_baseline_mins
         signals[Cause.LONG_JOBS] = min(max((ratio - 1) / (VERY_SLOW - 1), 0), 1)
-    if m.scale_errors or (
-        m.offline and m.registered and m.offline / (m.registered + m.offline) > 0.1
-    ):
+    offline = m.offline and m.registered and m.offline / (m.registered + m.offline) > 0.1
+    if m.scale_errors or offline:
         signals[Cause.CONSTRAINTS] = 1.0 if m.scale_errors else 0.6
-    check = autoscaling(m)
-    if check.verdict is Verdict.BAD:
-        signals[Cause.AUTOSCALING] = 0.9
-    elif check.verdict is Verdict.WARN:
-        signals[Cause.AUTOSCALING] = 0.5
+    strength = {Verdict.BAD: 0.9, Verdict.WARN: 0.5}.get(autoscaling(m).verdict)
+    if strength is not None:
+        signals[Cause.AUTOSCALING] = strength
     if utilization(m).verdict is Verdict.WARN:
         signals[Cause.INFRASTRUCTURE] = 0.8  # idle runners that do not take queued jobs
     workload = signals.get(Cause.WORKLOAD, 0.0)
@@ -373,10 +349,9 @@ def _likely_cause(findings: tuple[Finding, ...]) -> tuple[Cause | None, str, str
         return None, "low", "no check points at a cause: the queue may be draining already"
     cause, strength = ranked[0]
     runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
-    confidence = "high" if strength >= 0.8 and runner_up < 0.5 else "medium"
     if strength < 0.5:
-        confidence = "low"
-    return cause, confidence, ""
+        return cause, "low", ""
+    return cause, "high" if strength >= 0.8 and runner_up < 0.5 else "medium", ""
 
 
 def _resting(findings: tuple[Finding, ...], cause: Cause | None) -> Finding | None:

@@ -73,10 +73,6 @@ class RunnerTypeMetrics(BaseModel):
     scale_errors: float | None = None  # scale-up failures in the recent window
     judged: Judgement | None = None  # what this reading means, decided once as it arrived
 
-    @classmethod
-    def from_alert(cls, queue: RunnerQueue) -> RunnerTypeMetrics:
-        return cls(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
-
 
 FIELDS = frozenset(RunnerTypeMetrics.model_fields) - {"wait_over", "wait_of_starts", "judged"}
 
@@ -239,9 +235,12 @@ def judged(
     return fleet.model_copy(update={"runner_types": types})
 
 
+# Why a source may give no wait for a type that queues.
+WAIT_UNKNOWN = {
+    "alert": "the alert does not say",
+    "prometheus": "ARC times jobs only as they start, and none started lately",
+}
+
+
 def wait_unknown(source: str) -> str:
-    if source == "alert":
-        return "the alert does not say"
-    if source == "prometheus":
-        return "ARC times jobs only as they start, and none started lately"
-    return f"{source_name(source)} gives none"
+    return WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")

@@ -105,7 +105,8 @@ def alert_fleet(
 ) -> FleetSnapshot:
     """Queued jobs and the longest wait per runner type: all an alert carries."""
     types = {
-        name: RunnerTypeMetrics.from_alert(queue) for name, queue in incident.runner_types.items()
+        name: RunnerTypeMetrics(queued=q.queued, longest_wait_mins=q.longest_wait_mins)
+        for name, q in incident.runner_types.items()
     }
     numbers = incident.numbers
     if not types and (numbers.max_queue_size is not None or numbers.max_queue_time_mins):

@@ -74,8 +74,7 @@ class Judgement(BaseModel):
     wait_mins: float | None = None
     wait_over: bool = False  # more than `wait_mins`, by how much nobody knows
     wait_of_starts: bool = False  # the slowest recent start, not the oldest job's age
-    # Why the wait is not known, said instead of a blank ("" when it is, or nothing queues).
-    wait_unknown: str = ""
+    wait_unknown: str = ""  # why the wait is not known, said instead of a blank
     direction: Direction | None = None  # None: fewer than two readings observed
     change_per_min: float | None = None  # the observed queue's, over the direction's readings
     busy: float | None = None
@@ -84,9 +83,7 @@ class Judgement(BaseModel):
     maximum: float | None = None
     runners: int = 0  # to add now
     needed: int = 0  # before the runners booting are counted
-    # Runners added from Slack after this reading was taken, counted as booting, and how far
-    # they raised the maximum (`added`).
-    added_since: int = 0
+    added_since: int = 0  # runners added from Slack since this reading (`added`)
     maximum_added: int = 0
     raise_maximum_by: int = 0  # the maximum must rise this much for `runners` to fit
     clears_in_mins: float | None = None  # a falling queue's, by itself
@@ -121,15 +118,11 @@ class Judgement(BaseModel):
         """The advice in the words every surface uses; "" when nothing queues or grows."""
         within = minutes(self.within_mins)
         if self.runners:
-            text = f"+{_runners(self.runners)} would drain it in {within}"
-            if not self.queued:
-                text = f"+{_runners(self.runners)} would keep it from queueing"
-            if self.raise_maximum_by and self.maximum is not None:
-                raised = number(self.maximum + self.raise_maximum_by)
-                text += (
-                    f"; raise the maximum by {self.raise_maximum_by} "
-                    f"({number(self.maximum)} → {raised})"
-                )
+            does = f"would drain it in {within}" if self.queued else "would keep it from queueing"
+            text = f"+{_runners(self.runners)} {does}"
+            if self.new_maximum is not None and self.maximum is not None:
+                was, to = number(self.maximum), number(self.maximum + self.raise_maximum_by)
+                text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             return text
         if self.clears_in_mins is not None:
             return f"none: it clears {clears(self.clears_in_mins)}"
@@ -139,7 +132,6 @@ class Judgement(BaseModel):
 
     @property
     def new_maximum(self) -> int | None:
-        """The maximum the advice needs, when it needs a higher one."""
         if not self.raise_maximum_by or self.maximum is None:
             return None
         return math.ceil(self.maximum) + self.raise_maximum_by
