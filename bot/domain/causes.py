@@ -89,26 +89,16 @@ def refined(
     missing = [o for o in outcomes if isinstance(o, str) and o]
     surge = evidence.surges.get(name)
     if surge is not None:
-        found.append(
-            Found(
-                Cause.SURGE,
-                surge.text,
-                f"cancel or defer {surge.workflow} if it can wait; scaling only buys time",
-            )
-        )
+        defer = f"cancel or defer {surge.workflow} if it can wait; scaling only buys time"
+        found.append(Found(Cause.SURGE, surge.text, defer))
     elif evidence.jobs_note:
         missing.append(f"a workflow's surge {evidence.jobs_note}")
     slower = list(evidence.slower.get(name, ()))[:3]
     if slower:
         names = ", ".join(s.workflow for s in slower)
-        found.append(
-            Found(
-                Cause.LONG_JOBS,
-                "; ".join(s.text for s in slower),
-                f"find why {names} jobs got slower (a new test, a dependency, the runner "
-                "image); scaling only buys time",
-            )
-        )
+        why = f"find why {names} jobs got slower (a new test, a dependency, the runner image)"
+        said = "; ".join(s.text for s in slower)
+        found.append(Found(Cause.LONG_JOBS, said, f"{why}; scaling only buys time"))
     return found, missing
 
 
@@ -154,17 +144,17 @@ def not_registering(
     """More runners asked for than registered for longer than a boot, or runners offline."""
     offline = m.offline or 0
     if offline > 0 and (m.queued or 0) > 0:
-        total = (m.registered or 0) + offline
-        return Found(
-            Cause.NOT_REGISTERING,
-            f"{number(offline)} of {number(total)} runners offline while jobs wait",
-            f"look at the offline {name} runners (the node, the runner's service, its token)",
-        )
+        total = number((m.registered or 0) + offline)
+        said = f"{number(offline)} of {total} runners offline while jobs wait"
+        look = f"look at the offline {name} runners (the node, the runner's service, its token)"
+        return Found(Cause.NOT_REGISTERING, said, look)
     if m.desired is None or m.registered is None or m.desired <= m.registered:
         return None
     since = _short_since(name, history, now)
-    if since is None or since < boot_mins:
-        return None if since is not None else "runners not registering needs readings over time"
+    if since is None:
+        return "runners not registering needs readings over time"
+    if since < boot_mins:
+        return None
     return Found(
         Cause.NOT_REGISTERING,
         f"the autoscaler wants {number(m.desired)} runners, {number(m.registered)} registered, "

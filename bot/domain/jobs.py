@@ -217,13 +217,7 @@ class Surge:
         return f"{head}, {self.last_hour} arrivals in the last hour against none a day before"
 
 
-def jobs_view(
-    listing: JobsListing,
-    arrivals: Arrivals,
-    *,
-    source: str,
-    at: datetime,
-) -> JobsView:
+def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: datetime) -> JobsView:
     """Per runner type, its workflows ranked by queued jobs, longest wait, then arrivals."""
     by_workflow: dict[tuple[str, str], list[QueuedJob]] = {}
     for job in listing.jobs:

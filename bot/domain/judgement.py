@@ -259,9 +259,7 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     return _fitted(base, j.needed, f"+{runners} added since this reading", running)
 
 
-def direction_of(
-    points: Sequence[tuple[float, float]],
-) -> tuple[Direction | None, float | None]:
+def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | None, float | None]:
     """The direction of the observed queue (epoch seconds, queued, oldest first) and its change
     per minute over its last `DIRECTION_READINGS` distinct values: a net change beyond
     `tolerance`, the latest step not against it. A repeated reading (a backend not refreshed)

@@ -54,12 +54,7 @@ class Trend(BaseModel):
         return self.at.count(",") + 1 if self.at else 0
 
     def appended(
-        self,
-        at: datetime,
-        total: float | None,
-        types: Mapping[str, RunnerQueue],
-        *,
-        limit: int,
+        self, at: datetime, total: float | None, types: Mapping[str, RunnerQueue], *, limit: int
     ) -> Trend:
         """With one more status, keeping the latest `limit`; a type none shows is dropped."""
         size = len(self)
