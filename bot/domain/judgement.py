@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
-from bot.domain.units import minutes, number
+from bot.domain.units import minutes, number, wait_parts
 
 if TYPE_CHECKING:
     from bot.domain.fleet import RunnerTypeMetrics
@@ -94,7 +94,7 @@ class Judgement(BaseModel):
     def wait(self) -> str:
         """ "12 min", "over 60 min", "not known: …"; "" when nothing queues."""
         if self.wait_mins is not None:
-            return f"{'over ' if self.wait_over else ''}{minutes(self.wait_mins)}"
+            return wait_parts(self.wait_mins, over=self.wait_over)[1]
         if self.queued:
             return f"not known: {self.wait_unknown or 'the source gives none'}"
         return ""

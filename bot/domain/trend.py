@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue
+from bot.domain.units import number
 
 BARS = "▁▂▃▄▅▆▇█"
 SPARK_POINTS = 12
@@ -17,11 +18,8 @@ Point = tuple[float, float | None, float | None]  # (epoch seconds, queued, long
 
 
 def _cell(value: float | None) -> str:
-    """Whole numbers without ".0", others to one decimal (as messages show them), unknown empty."""
-    if value is None or not math.isfinite(value):
-        return ""
-    rounded = round(float(value), 1)
-    return str(int(rounded)) if rounded.is_integer() else f"{rounded:.1f}"
+    """As messages show the number; unknown empty."""
+    return "" if value is None or not math.isfinite(value) else number(value)
 
 
 def _column(text: str, last: int | None = None) -> list[float | None]:
@@ -110,18 +108,12 @@ class Trend(BaseModel):
         )
 
     def known_at_least(self, name: str, count: int) -> bool:
-        """Whether at least `count` statuses knew the type's queue or wait (numbers unparsed)."""
-        if name not in self.queued:
-            return False
-        queued = self.queued[name].split(",")
-        if len(queued) - queued.count("") >= count:
-            return True
-        cells = zip(queued, self.waits[name].split(","), strict=True)
-        return sum(1 for q, w in cells if q or w) >= count
+        """Whether at least `count` statuses knew the type's queue or wait."""
+        return len(self.points(name)) >= count
 
     def points(self, name: str) -> list[Point]:
         """(time, queued, longest wait) of the statuses that showed the type."""
-        if name not in self.queued or name not in self.waits:
+        if name not in self.queued:
             return []
         columns = zip(
             self.times(), _column(self.queued[name]), _column(self.waits[name]), strict=True
