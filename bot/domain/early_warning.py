@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -259,10 +260,7 @@ def _noise(points: Sequence[Point]) -> float:
         strays.append(abs(points[i].in_system - line) / math.sqrt(1 + w * w + (1 - w) ** 2))
     if len(strays) < MIN_STRAYS or not all(math.isfinite(s) for s in strays):
         return 0.0
-    strays.sort()
-    middle = len(strays) // 2
-    median = strays[middle] if len(strays) % 2 else (strays[middle - 1] + strays[middle]) / 2
-    return 1.4826 * median
+    return 1.4826 * statistics.median(strays)
 
 
 def _crossing(

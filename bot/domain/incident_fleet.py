@@ -198,10 +198,9 @@ def _relevant(
     ranked += [(name, NOTHING_QUEUED) for name in empty]
     missing = tuple(n for n in absent if n not in empty)
     if missing:
-        shown = ", ".join(missing[:3]) + (
-            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-        )
-        note = "; ".join(n for n in (note, f"no numbers for {shown} in this reading") if n)
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        lacking = f"no numbers for {', '.join(missing[:3])}{more} in this reading"
+        note = f"{note}; {lacking}" if note else lacking
     return ranked, missing, empty, note
 
 
@@ -242,31 +241,27 @@ def absence_can_drain(queued_over_mins: float | None, max_wait_mins: float) -> b
 
 
 def is_drained(view: FleetSnapshot, rule: DrainRule) -> bool:
-    """Every type shown is within both limits; an unknown wait does not count, a wait "over" a
-    number is not known to be under any limit."""
-    return all(
-        (m.queued or 0) <= rule.max_queued
-        and (
-            m.longest_wait_mins is None
-            or (m.longest_wait_mins <= rule.max_wait_mins and not m.wait_over)
-        )
-        for m in view.runner_types.values()
-    )
+    return all(_within(m, rule) for m in view.runner_types.values())
+
+
+def _within(m: RunnerTypeMetrics, rule: DrainRule) -> bool:
+    """An unknown wait does not count; a wait "over" a number is not known to be under any."""
+    wait = m.longest_wait_mins
+    waits = wait is None or (wait <= rule.max_wait_mins and not m.wait_over)
+    return (m.queued or 0) <= rule.max_queued and waits
 
 
 def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool | None:
-    """Whether one type's queue is drained in a live reading; None when the reading cannot
-    tell."""
+    """Whether one type's queue is drained in a live reading; None when it cannot tell."""
     if not view.is_live:
         return None
-    key = runner_key(runner_type)  # as the incident's own view matches a reading's types
-    found = next(((n, m) for n, m in view.runner_types.items() if runner_key(n) == key), None)
-    if found is None:
-        empty = view.absent_means_empty and absence_can_drain(
-            view.queued_over_mins, rule.max_wait_mins
-        )
-        return True if empty else None
-    return is_drained(view.model_copy(update={"runner_types": dict([found])}), rule)
+    key = runner_key(runner_type)
+    found = next((m for n, m in view.runner_types.items() if runner_key(n) == key), None)
+    if found is not None:
+        return _within(found, rule)
+    if view.absent_means_empty and absence_can_drain(view.queued_over_mins, rule.max_wait_mins):
+        return True
+    return None
 
 
 def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
