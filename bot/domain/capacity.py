@@ -147,7 +147,7 @@ def capacity_report(
                 or (history[name].job_mins if name in history else None)
                 or (job_minutes or {}).get(name)
             )
-            reports.append(_recommended(report, duration))
+            reports.append(replace(report, recommendation=_recommendation(report, duration)))
     return sorted(
         reports, key=lambda r: (-r.firing, -(r.hours_over or 0), -r.incidents, r.runner_type)
     )
@@ -233,7 +233,7 @@ def _scalers(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -
     )
 
 
-def _recommended(report: TypeReport, duration: float | None) -> TypeReport:
+def _recommendation(report: TypeReport, duration: float | None) -> str:
     """The maximum that drains the worst peak within 30 minutes, when a size matters."""
     at_max = report.hours_at_max or 0.0
     often = (
@@ -242,27 +242,24 @@ def _recommended(report: TypeReport, duration: float | None) -> TypeReport:
         or at_max >= RECOMMEND_AT_MAX_H
     )
     if not often or not report.runner_type:
-        return report
+        return ""
     hours = report.firing.total_seconds() / 3600
     why = f"{report.incidents} incident{'s' if report.incidents != 1 else ''}, {hours:.1f} h firing"
     if at_max >= 1:
         why = f"at its maximum {at_max:.0f} h, {why}"
     if report.hours_at_max is not None and at_max < SHOWN_OVER_H and report.peak_queued:
-        return _with(report, _warmer(report, why))
+        return _warmer(report, why)
     if report.maximum is None or report.peak_queued is None or not duration:
         unknown = "its maximum" if report.maximum is None else "its jobs' duration"
         if report.maximum is not None and report.peak_queued is None:
             unknown = "its peak queue"
-        return _with(report, f"{why}: a bigger fleet may be due ({unknown} is not known here)")
+        return f"{why}: a bigger fleet may be due ({unknown} is not known here)"
     more = math.ceil(report.peak_queued * duration / 30)  # drains the peak in 30 min
     if more <= 0:
-        return _with(report, f"{why}, but no queue at the peak: the size is not the cause")
-    to = report.maximum + more
-    return _with(
-        report,
-        f"{why}: raise maxRunners {number(report.maximum)} → {number(to)} (drains its "
-        f"peak of {number(report.peak_queued)} queued in 30 min)",
-    )
+        return f"{why}, but no queue at the peak: the size is not the cause"
+    was, to = number(report.maximum), number(report.maximum + more)
+    peak = number(report.peak_queued)
+    return f"{why}: raise maxRunners {was} → {to} (drains its peak of {peak} queued in 30 min)"
 
 
 def _warmer(report: TypeReport, why: str) -> str:
@@ -280,10 +277,6 @@ def _warmer(report: TypeReport, why: str) -> str:
         f"{why}, {held}: raise minRunners {number(report.minimum)} → {number(to)} (warm "
         f"runners for its peak of {number(peak)} queued)"
     )
-
-
-def _with(report: TypeReport, recommendation: str) -> TypeReport:
-    return replace(report, recommendation=recommendation)
 
 
 @dataclass(frozen=True)

@@ -107,14 +107,10 @@ class Diagnosis:
             said += [(f.runner_type, c) for c in _unknown(f.checks, self.source)]
         lead = (self.lead_type, self.lead)
         said.sort(key=lambda pair: (pair != lead, ORDER[pair[1].verdict]))
-        kept: list[tuple[str, Check]] = []
+        kept: dict[Check, str] = {}
         for name, check in said:
-            same = next((i for i, (_, c) in enumerate(kept) if c == check), None)
-            if same is None:
-                kept.append((name, check))
-            else:
-                kept[same] = (f"{kept[same][0]}, {name}", check)
-        return kept[:EVIDENCE_LINES]
+            kept[check] = f"{kept[check]}, {name}" if check in kept else name
+        return [(name, check) for check, name in kept.items()][:EVIDENCE_LINES]
 
 
 ORDER = {Verdict.BAD: 0, Verdict.WARN: 1, Verdict.OK: 2, Verdict.UNKNOWN: 3}
