@@ -110,7 +110,6 @@ def capacity_report(
     since: datetime,
     now: datetime,
     only: str | None = None,
-    job_minutes: Mapping[str, float] | None = None,
     history: Mapping[str, TypeHistory] | None = None,
     thresholds: Thresholds | None = None,
 ) -> list[TypeReport]:
@@ -142,10 +141,8 @@ def capacity_report(
             or max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
         )
         if shown:
-            duration = (
-                (live[name].job_duration_mins if name in live else None)
-                or (history[name].job_mins if name in history else None)
-                or (job_minutes or {}).get(name)
+            duration = (live[name].job_duration_mins if name in live else None) or (
+                history[name].job_mins if name in history else None
             )
             reports.append(replace(report, recommendation=_recommendation(report, duration)))
     return sorted(
