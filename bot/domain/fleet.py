@@ -115,13 +115,11 @@ def with_job_waits(fleet: FleetSnapshot, jobs: JobsView) -> FleetSnapshot:
     types = {}
     for name, metrics in fleet.runner_types.items():
         listed = jobs.runner_types.get(jobs.name_of(name))
-        waits = [w.longest_wait_mins for w in listed.workflows] if listed else []
-        known = [wait for wait in waits if wait is not None]
+        workflows = listed.workflows if listed else ()
+        known = [w.longest_wait_mins for w in workflows if w.longest_wait_mins is not None]
         if known or jobs.complete:
-            wait = max(known) if known else None
-            metrics = metrics.model_copy(
-                update={"longest_wait_mins": wait, "wait_over": None, "wait_of_starts": None}
-            )
+            wait = {"longest_wait_mins": max(known, default=None), "wait_over": None}
+            metrics = metrics.model_copy(update={**wait, "wait_of_starts": None})
         types[name] = metrics
     return fleet.model_copy(update={"runner_types": types})
 
