@@ -131,9 +131,8 @@ def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
 def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagnosis:
     """Check the worst-queueing runner types and name the likely cause and the next action."""
     evidence = evidence or Evidence()
-    types = snapshot.runner_types
-    focus = [name for name, _ in worst_first(types)][:FOCUS]
-    findings = tuple(_finding(name, types[name], evidence, types, snapshot) for name in focus)
+    focus = worst_first(snapshot.runner_types)[:FOCUS]
+    findings = tuple(_finding(name, evidence, snapshot) for name, _ in focus)
     if not findings:
         return Diagnosis((), None, "low", "no runner type is queueing in the numbers at hand", "")
     named = [(f, found) for f in findings for found in f.found]
@@ -171,21 +170,18 @@ PRIORITY = (
 )
 
 
-def _finding(
-    name: str,
-    m: RunnerTypeMetrics,
-    evidence: Evidence,
-    types: dict[str, RunnerTypeMetrics],
-    snapshot: FleetSnapshot,
-) -> Finding:
-    found, missing = refined(name, m, evidence, types, now=snapshot.at)
+def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
+    m = snapshot.runner_types[name]
+    found, missing = refined(name, m, evidence, snapshot.runner_types, now=snapshot.at)
     by_cause = {f.cause: f for f in found}
     rate, limits, auto = arrivals(m), constraints(m), autoscaling(m)
+    # "At its maximum" alone is the autoscaling check's "demand > maximum" said again.
+    alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
     checks = [
         utilization(m),
         _named(rate, by_cause.get(Cause.SURGE)),
         _named(duration(m), by_cause.get(Cause.LONG_JOBS)),
-        *([] if _at_maximum_only(limits, auto) else [limits]),
+        *([] if alone and auto.verdict is Verdict.BAD else [limits]),
         auto,
         *(Check(f.cause.value, Verdict.BAD, f.evidence) for f in found if f.cause not in MERGED),
     ]
@@ -195,12 +191,6 @@ def _finding(
 
 
 MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
-
-
-def _at_maximum_only(limits: Check, auto: Check) -> bool:
-    """ "At its maximum" is the autoscaling check's "demand > maximum" said again."""
-    said_alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
-    return auto.verdict is Verdict.BAD and said_alone
 
 
 def _named(check: Check, found: Found | None) -> Check:
