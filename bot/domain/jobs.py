@@ -202,19 +202,15 @@ class Surge:
     def text(self) -> str:
         queued = queued_said(self.queued, self.listed_over_mins, jobs=True)
         head = f"{self.workflow} ({self.trigger.value}): {queued}"
+        arrived = f"{self.last_hour} arrivals in the last hour"
         if not self.history:
-            arrived = f", {self.last_hour} arrivals in the last hour" if self.last_hour else ""
-            return (
-                f"{head}, {self.share:.0%} of the queue{arrived} "
-                "(no arrivals recorded a day before to compare)"
-            )
+            arrived = f", {arrived}" if self.last_hour else ""
+            no_history = "(no arrivals recorded a day before to compare)"
+            return f"{head}, {self.share:.0%} of the queue{arrived} {no_history}"
+        before = "none a day before"
         if self.day_before:
-            ratio = self.last_hour / self.day_before
-            return (
-                f"{head}, {self.last_hour} arrivals in the last hour against "
-                f"{self.day_before} a day before ({ratio:.1f}×)"
-            )
-        return f"{head}, {self.last_hour} arrivals in the last hour against none a day before"
+            before = f"{self.day_before} a day before ({self.last_hour / self.day_before:.1f}×)"
+        return f"{head}, {arrived} against {before}"
 
 
 def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: datetime) -> JobsView:
@@ -222,13 +218,10 @@ def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: date
     by_workflow: dict[tuple[str, str], list[QueuedJob]] = {}
     for job in listing.jobs:
         by_workflow.setdefault((job.runner_type, job.workflow), []).append(job)
-    keys = set(by_workflow) | set(arrivals.last_hour) | set(arrivals.day_before)
     per_type: dict[str, list[WorkflowQueue]] = {}
-    for runner_type, workflow in keys:
-        jobs = by_workflow.get((runner_type, workflow), [])
-        per_type.setdefault(runner_type, []).append(
-            _workflow(workflow, jobs, arrivals, (runner_type, workflow), at)
-        )
+    for key in {*by_workflow, *arrivals.last_hour, *arrivals.day_before}:
+        workflow = _workflow(key, by_workflow.get(key, []), arrivals, at)
+        per_type.setdefault(key[0], []).append(workflow)
     types = {}
     for runner_type, workflows in sorted(per_type.items()):
         types[runner_type] = RunnerTypeJobs(
@@ -266,11 +259,11 @@ def _slower(arrivals: Arrivals) -> dict[str, tuple[Slower, ...]]:
 
 
 def _workflow(
-    name: str, jobs: list[QueuedJob], arrivals: Arrivals, key: tuple[str, str], at: datetime
+    key: tuple[str, str], jobs: list[QueuedJob], arrivals: Arrivals, at: datetime
 ) -> WorkflowQueue:
     oldest = min(jobs, key=lambda j: (j.created_at, j.source_id)) if jobs else None
     return WorkflowQueue(
-        workflow=name,
+        workflow=key[1],
         queued=len(jobs),
         longest_wait_mins=oldest.wait_mins(at) if oldest else None,
         oldest_url=oldest.url if oldest else "",
