@@ -192,14 +192,11 @@ def _report(
         (min(i.resolved_at or now, now) - max(i.started_at, since) for i, _ in incidents),
         timedelta(),
     )
-    peaks = [i.peak_types.get(name) for i, _ in incidents]
-    queued = [p.queued for p in peaks if p is not None and p.queued is not None]
+    peaks = [p for i, _ in incidents if (p := i.peak_types.get(name)) is not None]
+    queued = [p.queued for p in peaks if p.queued is not None]
     if history is not None and history.peak_queued is not None:
         queued.append(history.peak_queued)
-    waits = [
-        p.longest_wait_mins for p in peaks if p is not None and p.longest_wait_mins is not None
-    ]
-    scalers = _scalers(name, incidents)
+    waits = [p.longest_wait_mins for p in peaks if p.longest_wait_mins is not None]
     maximum = live.maximum if live else None
     if maximum is None and history is not None and history.maximum:
         maximum = history.maximum[max(history.maximum)]  # the latest the history knows
@@ -207,9 +204,9 @@ def _report(
         runner_type=name,
         incidents=len(incidents),
         firing=max(firing, timedelta()),
-        peak_queued=max(queued) if queued else None,
-        peak_wait_mins=max(waits) if waits else None,
-        scale_ups=dict(scalers.most_common()),
+        peak_queued=max(queued, default=None),
+        peak_wait_mins=max(waits, default=None),
+        scale_ups=dict(_scalers(name, incidents).most_common()),
         minimum=live.minimum if live else None,
         maximum=maximum,
         wait_p50_mins=history.wait_p50_mins if history else None,

@@ -141,9 +141,8 @@ def judgement_of(
 ) -> Judgement | None:
     """The judgement the incident shows of `runner_type`: its live reading's, else the alert's;
     an alert about the whole fleet speaks for any type."""
-    live = incident.live
-    view = live if live is not None and live.is_live else None
-    if view is None:
+    view = incident.live
+    if view is None or not view.is_live:
         view = alert_fleet(incident, now=now, within_mins=within_mins)
     key = runner_key(runner_type)
     found = next((m for n, m in view.runner_types.items() if runner_key(n) == key), None)
