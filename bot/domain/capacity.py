@@ -1,14 +1,8 @@
-"""Capacity planning after the alert: per runner type, what its incidents over a week (or a month)
-say about its size, and the one change that would have prevented most of them.
-
-From queuepilot's own records (the incidents it kept, their timelines), the fleet's live
-reading and, where the metrics backend keeps one, its history of the window (`TypeHistory`:
-Prometheus's range queries): incidents and their firing time, the peak queue and wait, the
-scale-ups made from Slack and by whom, the maximum now; the queue time's p50/p90, the hours at
-the maximum and the hours over the alert's thresholds (alerting or not). The recommendation is in
-one line: a type that queued on several incidents, for hours, or sat at its maximum for hours
-gets the maximum that would have drained its worst peak in 30 minutes; a type that queued once,
-briefly, gets none. Pure: `/queue report` reads and renders it.
+"""Capacity planning after the alert: per runner type, what its incidents over a week (or a
+month), the live reading and the metrics backend's history say about its size, and the one
+change that would have prevented most of them: a type that queued often, long, or sat at its
+maximum gets the maximum that would have drained its worst peak in 30 minutes (or warm runners,
+when the maximum was never the ceiling); one that queued once, briefly, gets none.
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TypeVar
 from zoneinfo import ZoneInfo
@@ -41,43 +35,35 @@ Series = Mapping[float, float]  # unix time -> value, one per step of a range qu
 @dataclass(frozen=True)
 class TypeHistory:
     """One runner type over the report's window, from the metrics backend's history: series a
-    step apart (queued jobs, the longest wait, the runners wanted or registered, the maximum)
-    and the queue time's quantiles over the whole window."""
+    step apart and the queue time's quantiles over the whole window."""
 
     step_s: float
     queued: Series = field(default_factory=dict)
     wait_mins: Series = field(default_factory=dict)
-    level: Series = field(default_factory=dict)
+    level: Series = field(default_factory=dict)  # runners wanted or registered
     maximum: Series = field(default_factory=dict)
     wait_p50_mins: float | None = None
     wait_p90_mins: float | None = None
     job_mins: float | None = None  # the mean minutes a job ran
-    # What the quantiles are of: every job's queue time (ARC's histogram), or the longest wait
-    # at each of queuepilot's own readings (`bot.fleet.readings_history`).
+    # Every job's queue time (ARC's histogram), or the longest wait at queuepilot's readings.
     quantiles_of: str = "queue time"
 
     def hours_over(self, thresholds: Thresholds) -> float | None:
-        """Hours in which the queue was over the alert's thresholds (more than `queued` jobs
-        waiting, or a wait over `wait_mins`), whether or not an alert fired; None when no
+        """Hours the queue was over the alert's thresholds, alerting or not; None when no
         threshold or no series is known."""
-        by_queue = thresholds.queued is not None and bool(self.queued)
-        by_wait = thresholds.wait_mins is not None and bool(self.wait_mins)
-        if not (by_queue or by_wait):
-            return None
-        over = {
-            at
-            for at, value in self.queued.items()
-            if thresholds.queued is not None and value > thresholds.queued
-        } | {
-            at
-            for at, value in self.wait_mins.items()
-            if thresholds.wait_mins is not None and value > thresholds.wait_mins
-        }
-        return len(over) * self.step_s / 3600
+        over: set[float] = set()
+        known = False
+        for series, limit in (
+            (self.queued, thresholds.queued),
+            (self.wait_mins, thresholds.wait_mins),
+        ):
+            if limit is not None and series:
+                known = True
+                over |= {at for at, value in series.items() if value > limit}
+        return len(over) * self.step_s / 3600 if known else None
 
     @property
     def hours_at_max(self) -> float | None:
-        """Hours the type wanted (or had) as many runners as its maximum allows."""
         if not self.level or not self.maximum:
             return None
         at_max = [
@@ -94,8 +80,6 @@ class TypeHistory:
 
 @dataclass(frozen=True)
 class FleetHistory:
-    """Every runner type's history over a window, and what of it could not be read."""
-
     types: Mapping[str, TypeHistory] = field(default_factory=dict)
     note: str = ""
 
@@ -126,13 +110,11 @@ def capacity_report(
     since: datetime,
     now: datetime,
     only: str | None = None,
-    job_minutes: Mapping[str, float] | None = None,
     history: Mapping[str, TypeHistory] | None = None,
     thresholds: Thresholds | None = None,
 ) -> list[TypeReport]:
     """One report per runner type that had incidents in [since, now], or whose history shows
-    it over the thresholds or at its maximum (or `only`), worst first. Thresholds: what the
-    alert rule said last for the type, else `thresholds`."""
+    it over the thresholds or at its maximum (or `only`), worst first."""
     grouped: dict[str, list[tuple[Incident, Sequence[Event]]]] = {}
     for incident, events in incidents:
         if incident.started_at > now or (incident.resolved_at or now) < since:
@@ -159,12 +141,10 @@ def capacity_report(
             or max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
         )
         if shown:
-            duration = (
-                (live[name].job_duration_mins if name in live else None)
-                or (history[name].job_mins if name in history else None)
-                or (job_minutes or {}).get(name)
+            duration = (live[name].job_duration_mins if name in live else None) or (
+                history[name].job_mins if name in history else None
             )
-            reports.append(_recommended(report, duration))
+            reports.append(replace(report, recommendation=_recommendation(report, duration)))
     return sorted(
         reports, key=lambda r: (-r.firing, -(r.hours_over or 0), -r.incidents, r.runner_type)
     )
@@ -177,9 +157,8 @@ def report_channels(
     default: str,
     routed: Callable[[str], str],
 ) -> dict[str, list[TypeReport]]:
-    """Where each type's part of the weekly report goes: the channel its latest incident went
-    to (a team's route took it), else where its early warning would go (`routed`); `default`
-    always gets its report, the other channels only their own types."""
+    """Where each type's part of the weekly report goes: its latest incident's channel, else its
+    early warning's (`routed`); `default` always gets a report."""
     latest: dict[str, tuple[datetime, str]] = {}
     for incident in incidents:
         for name in _types_of(incident):
@@ -193,7 +172,6 @@ def report_channels(
 
 
 def _named_as(values: Mapping[str, V], names: Mapping[str, str]) -> dict[str, V]:
-    """`values` by the incidents' name for each type (`names`: by `runner_key`)."""
     return {names.get(runner_key(name), name): value for name, value in values.items()}
 
 
@@ -214,14 +192,11 @@ def _report(
         (min(i.resolved_at or now, now) - max(i.started_at, since) for i, _ in incidents),
         timedelta(),
     )
-    peaks = [i.peak_types.get(name) for i, _ in incidents]
-    queued = [p.queued for p in peaks if p is not None and p.queued is not None]
+    peaks = [p for i, _ in incidents if (p := i.peak_types.get(name)) is not None]
+    queued = [p.queued for p in peaks if p.queued is not None]
     if history is not None and history.peak_queued is not None:
         queued.append(history.peak_queued)
-    waits = [
-        p.longest_wait_mins for p in peaks if p is not None and p.longest_wait_mins is not None
-    ]
-    scalers = _scalers(name, incidents)
+    waits = [p.longest_wait_mins for p in peaks if p.longest_wait_mins is not None]
     maximum = live.maximum if live else None
     if maximum is None and history is not None and history.maximum:
         maximum = history.maximum[max(history.maximum)]  # the latest the history knows
@@ -229,9 +204,9 @@ def _report(
         runner_type=name,
         incidents=len(incidents),
         firing=max(firing, timedelta()),
-        peak_queued=max(queued) if queued else None,
-        peak_wait_mins=max(waits) if waits else None,
-        scale_ups=dict(scalers.most_common()),
+        peak_queued=max(queued, default=None),
+        peak_wait_mins=max(waits, default=None),
+        scale_ups=dict(_scalers(name, incidents).most_common()),
         minimum=live.minimum if live else None,
         maximum=maximum,
         wait_p50_mins=history.wait_p50_mins if history else None,
@@ -243,8 +218,7 @@ def _report(
 
 
 def _scalers(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -> Counter[str]:
-    """Who made the scale-ups of type `name` that its incidents recorded, and how many each; by
-    `runner_key`, as SCALER_TARGETS' name for a type may differ from its incident's."""
+    """Who made the scale-ups of type `name`, and how many each."""
     made = (e.scale for _, events in incidents for e in events)
     return Counter(
         done.by or "someone"
@@ -253,9 +227,8 @@ def _scalers(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -
     )
 
 
-def _recommended(report: TypeReport, duration: float | None) -> TypeReport:
-    """The maximum that drains the worst peak within 30 minutes, when the type queued often or
-    long enough, or sat at its maximum long enough, for a size to matter; with the numbers."""
+def _recommendation(report: TypeReport, duration: float | None) -> str:
+    """The maximum that drains the worst peak within 30 minutes, when a size matters."""
     at_max = report.hours_at_max or 0.0
     often = (
         report.incidents >= RECOMMEND_INCIDENTS
@@ -263,33 +236,29 @@ def _recommended(report: TypeReport, duration: float | None) -> TypeReport:
         or at_max >= RECOMMEND_AT_MAX_H
     )
     if not often or not report.runner_type:
-        return report
+        return ""
     hours = report.firing.total_seconds() / 3600
     why = f"{report.incidents} incident{'s' if report.incidents != 1 else ''}, {hours:.1f} h firing"
     if at_max >= 1:
         why = f"at its maximum {at_max:.0f} h, {why}"
     if report.hours_at_max is not None and at_max < SHOWN_OVER_H and report.peak_queued:
-        return _with(report, _warmer(report, why))
+        return _warmer(report, why)
     if report.maximum is None or report.peak_queued is None or not duration:
         unknown = "its maximum" if report.maximum is None else "its jobs' duration"
         if report.maximum is not None and report.peak_queued is None:
             unknown = "its peak queue"
-        return _with(report, f"{why}: a bigger fleet may be due ({unknown} is not known here)")
+        return f"{why}: a bigger fleet may be due ({unknown} is not known here)"
     more = math.ceil(report.peak_queued * duration / 30)  # drains the peak in 30 min
     if more <= 0:
-        return _with(report, f"{why}, but no queue at the peak: the size is not the cause")
-    to = report.maximum + more
-    return _with(
-        report,
-        f"{why}: raise maxRunners {number(report.maximum)} → {number(to)} (drains its "
-        f"peak of {number(report.peak_queued)} queued in 30 min)",
-    )
+        return f"{why}, but no queue at the peak: the size is not the cause"
+    was, to = number(report.maximum), number(report.maximum + more)
+    peak = number(report.peak_queued)
+    return f"{why}: raise maxRunners {was} → {to} (drains its peak of {peak} queued in 30 min)"
 
 
 def _warmer(report: TypeReport, why: str) -> str:
-    """A type the history never saw at its maximum queued for runners to start, not for room:
-    a larger maximum changes nothing; runners kept warm (ARC keeps `minRunners` idle on top of
-    its jobs) take the peak at once."""
+    """A type never at its maximum queued for runners to start, not for room: warm runners
+    (ARC keeps `minRunners` idle on top of its jobs) take the peak at once."""
     peak = report.peak_queued or 0
     of = f" of {number(report.maximum)}" if report.maximum else ""
     held = f"never at its maximum{of}" if not report.hours_at_max else f"rarely at its maximum{of}"
@@ -304,13 +273,9 @@ def _warmer(report: TypeReport, why: str) -> str:
     )
 
 
-def _with(report: TypeReport, recommendation: str) -> TypeReport:
-    return TypeReport(**{**report.__dict__, "recommendation": recommendation})
-
-
 @dataclass(frozen=True)
 class Schedule:
-    """When the weekly report goes out (`REPORT_SCHEDULE`, e.g. `mon 09:00 Europe/London`)."""
+    """`REPORT_SCHEDULE`, e.g. `mon 09:00 Europe/London`."""
 
     day: str  # mon … sun
     hour: int
@@ -324,8 +289,7 @@ _TIME = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])")
 
 
 def parse_schedule(text: str | None) -> Schedule | None:
-    """`<day> HH:MM [IANA time zone]`, the day's first three letters; ValueError saying what is
-    wrong. Blank: no weekly report."""
+    """`<day> HH:MM [IANA time zone]`; ValueError saying what is wrong; blank: no report."""
     if text is None or not text.strip():
         return None
     words = text.split()
@@ -333,8 +297,7 @@ def parse_schedule(text: str | None) -> Schedule | None:
         raise ValueError("use `<day> HH:MM [time zone]`, e.g. `mon 09:00 Europe/London`")
     word, at = words[0].lower(), _TIME.fullmatch(words[1])
     day = word[:3]
-    # The day's first three letters or more of its name (`tues`, `monday`), not any word that
-    # starts like one (`mongoose`, `sunset`).
+    # `tues` and `monday` are days, `mongoose` and `sunset` are not.
     if day not in DAYS or not _DAY_NAMES[DAYS.index(day)].startswith(word):
         raise ValueError(f"{words[0]!r} is not a day: one of {', '.join(DAYS)}")
     if at is None:

@@ -1,24 +1,8 @@
-"""Causes a CI engineer recognises: refinements of the runbook's five, each with its evidence.
-
-"Infrastructure problems" does not say whether to restart ARC's listener or to look at the nodes,
-and "raise the maximum by 21" is the wrong advice for a stalled listener. Each function here looks
-for one cause of real queue incidents in one runner type's reading and its recent history, and
-returns it with the numbers that show it and the next step that fits it, or None:
-
-- listener stalled: ARC's assigned jobs above zero and unchanged for 15 minutes (the default of
-  `LISTENER_STALL_MINUTES`) while runners sit idle or the set is below its maximum (PyTorch's
-  `ARCListenerStall` rule): restart the listener;
-- runners not registering: the autoscaler has asked for more runners than registered for longer
-  than a runner takes to boot, or runners are offline;
-- scale-up failing: the autoscaler's own errors (a failed EC2 launch, a quota, ephemeral runners
-  that fail to start);
-- at the organisation's limit: several types queue below every maximum and none gets runners;
-- one workflow's surge: one workflow's arrivals against the same hour a day before (from the
-  jobs behind the queue);
-- long-running jobs, named: the workflows whose jobs got slower than a day before.
-
-What a function cannot decide for lack of data it leaves out; `missing` says which source would
-tell. Pure functions, table-tested (tests/domain/test_causes.py).
+"""Causes a CI engineer recognises, refining the runbook's five: a stalled listener, runners
+that do not register, a failing scale-up, the organisation's limit, one workflow's surge, slower
+jobs. "Raise the maximum by 21" is the wrong advice for a stalled listener, so each cause comes
+with its evidence and the next step that fits it; what cannot be decided for lack of data says
+which source would tell.
 """
 
 from __future__ import annotations
@@ -27,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
 
 from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
+from bot.domain.jobs import Slower, Surge
 from bot.domain.judgement import BOOT_MINS
 from bot.domain.units import number
 
@@ -63,26 +47,6 @@ FAMILY = {
 }
 
 
-class Surge(Protocol):
-    """One workflow's surge, as the jobs behind the queue find it (`bot.domain.jobs`)."""
-
-    @property
-    def workflow(self) -> str: ...
-
-    @property
-    def text(self) -> str: ...
-
-
-class Slowdown(Protocol):
-    """A workflow whose jobs got slower (`bot.domain.jobs.Slower`)."""
-
-    @property
-    def workflow(self) -> str: ...
-
-    @property
-    def text(self) -> str: ...
-
-
 @dataclass(frozen=True)
 class Evidence:
     """What diagnostics know beyond the reading itself."""
@@ -90,11 +54,10 @@ class Evidence:
     history: Sequence[HistoryPoint] = ()  # past readings, newest first
     boot_mins: float = BOOT_MINS
     stall_mins: float = STALL_MINS
-    # Per runner type, the autoscaler's recent failures in words; None: the scaler cannot read
-    # them; a type without an entry has no scale target.
+    # The autoscaler's recent failures in words (None: not readable; no entry: no scale target).
     scaler_failures: Mapping[str, Sequence[str] | None] = field(default_factory=dict)
     surges: Mapping[str, Surge] = field(default_factory=dict)
-    slower: Mapping[str, Sequence[Slowdown]] = field(default_factory=dict)
+    slower: Mapping[str, Sequence[Slower]] = field(default_factory=dict)
     # Why there are no surges to tell, when the jobs could not be read ("" when they were).
     jobs_note: str = JOBS_SOURCES
 
@@ -115,43 +78,27 @@ def refined(
     now: datetime,
 ) -> tuple[list[Found], list[str]]:
     """The specific causes found for runner type `name`, and what would tell the others."""
-    found: list[Found] = []
-    missing: list[str] = []
-    stalled = listener_stalled(name, m, evidence.history, now=now, stall_mins=evidence.stall_mins)
-    unregistered = not_registering(name, m, evidence.history, now=now, boot_mins=evidence.boot_mins)
-    for outcome in (stalled, unregistered):
-        if isinstance(outcome, Found):
-            found.append(outcome)
-        elif outcome:
-            missing.append(outcome)
-    failing = scale_up_failing(name, m, evidence.scaler_failures)
-    if failing is not None:
-        found.append(failing)
-    limit = org_limit(name, fleet, evidence.history, now=now, boot_mins=evidence.boot_mins)
-    if limit is not None:
-        found.append(limit)
+    history, boot_mins = evidence.history, evidence.boot_mins
+    outcomes = (
+        listener_stalled(name, m, history, now=now, stall_mins=evidence.stall_mins),
+        not_registering(name, m, history, now=now, boot_mins=boot_mins),
+        scale_up_failing(name, m, evidence.scaler_failures),
+        org_limit(name, fleet, history, now=now, boot_mins=boot_mins),
+    )
+    found = [o for o in outcomes if isinstance(o, Found)]
+    missing = [o for o in outcomes if isinstance(o, str) and o]
     surge = evidence.surges.get(name)
     if surge is not None:
-        found.append(
-            Found(
-                Cause.SURGE,
-                surge.text,
-                f"cancel or defer {surge.workflow} if it can wait; scaling only buys time",
-            )
-        )
+        defer = f"cancel or defer {surge.workflow} if it can wait; scaling only buys time"
+        found.append(Found(Cause.SURGE, surge.text, defer))
     elif evidence.jobs_note:
         missing.append(f"a workflow's surge {evidence.jobs_note}")
     slower = list(evidence.slower.get(name, ()))[:3]
     if slower:
         names = ", ".join(s.workflow for s in slower)
-        found.append(
-            Found(
-                Cause.LONG_JOBS,
-                "; ".join(s.text for s in slower),
-                f"find why {names} jobs got slower (a new test, a dependency, the runner "
-                "image); scaling only buys time",
-            )
-        )
+        why = f"find why {names} jobs got slower (a new test, a dependency, the runner image)"
+        said = "; ".join(s.text for s in slower)
+        found.append(Found(Cause.LONG_JOBS, said, f"{why}; scaling only buys time"))
     return found, missing
 
 
@@ -168,7 +115,7 @@ def listener_stalled(
         return f"a stalled listener needs assigned jobs over time ({ARC})"
     if m.assigned <= 0:
         return None
-    held = _unchanged_for(name, "assigned", m.assigned, history, now, stall_mins)
+    held = _assigned_for(name, m.assigned, history, now, stall_mins)
     if held is None:
         return f"a stalled listener needs {stall_mins:.0f} minutes of readings"
     if held < stall_mins:
@@ -197,19 +144,17 @@ def not_registering(
     """More runners asked for than registered for longer than a boot, or runners offline."""
     offline = m.offline or 0
     if offline > 0 and (m.queued or 0) > 0:
-        total = (m.registered or 0) + offline
-        return Found(
-            Cause.NOT_REGISTERING,
-            f"{number(offline)} of {number(total)} runners offline while jobs wait",
-            f"look at the offline {name} runners (the node, the runner's service, its token)",
-        )
-    if m.desired is None or m.registered is None:
-        return None
-    if m.desired <= m.registered:
+        total = number((m.registered or 0) + offline)
+        said = f"{number(offline)} of {total} runners offline while jobs wait"
+        look = f"look at the offline {name} runners (the node, the runner's service, its token)"
+        return Found(Cause.NOT_REGISTERING, said, look)
+    if m.desired is None or m.registered is None or m.desired <= m.registered:
         return None
     since = _short_since(name, history, now)
-    if since is None or since < boot_mins:
-        return None if since is not None else "runners not registering needs readings over time"
+    if since is None:
+        return "runners not registering needs readings over time"
+    if since < boot_mins:
+        return None
     return Found(
         Cause.NOT_REGISTERING,
         f"the autoscaler wants {number(m.desired)} runners, {number(m.registered)} registered, "
@@ -270,22 +215,14 @@ def org_limit(
     )
 
 
-# --- over the history ----------------------------------------------------------------------
-
-
-def _unchanged_for(
-    name: str,
-    gauge: str,
-    value: float,
-    history: Sequence[HistoryPoint],
-    now: datetime,
-    enough_mins: float,
+def _assigned_for(
+    name: str, value: float, history: Sequence[HistoryPoint], now: datetime, enough_mins: float
 ) -> float | None:
-    """Minutes `gauge` of `name` has read `value` back from now; None when the history is too
-    short to say it held longer than `enough_mins` or changed within it."""
+    """Minutes `name`'s assigned jobs have read `value`; None when the history is too short to
+    say it held longer than `enough_mins` or changed within it."""
     oldest = now
     for point in history:  # newest first
-        past = point.gauges_of(name).get(gauge)
+        past = point.gauges_of(name).get("assigned")
         if past is None or past != value:
             return (now - oldest) / timedelta(minutes=1)
         oldest = point.at

@@ -1,22 +1,11 @@
 """The runbook's questions, answered from a fleet snapshot: pure functions, table-tested.
 
-For the runner types that queue worst, five checks, each ✅ / ⚠️ / ❌ with its numbers, or ❔
-with what it would need: runner utilization, job arrival rate against its baseline, job duration
-against its baseline, resource constraints (at maximum capacity, runners offline, scale-up
-errors), and the autoscaling configuration against demand. Then the likely cause among the
-runbook's five (increased workload, resource constraints, long-running jobs, autoscaling
-configuration, infrastructure problems), how sure, the check it rests on, and what to do next.
-
-`bot.domain.causes` names what the cause is in a CI engineer's words (a stalled listener, runners
-that do not register, a failing scale-up, the organisation's limit, one workflow's surge, slower
-jobs). A named cause is the likely one, with its own next step: "raise the maximum" is the wrong
-advice for a listener that takes no jobs.
-
-Each finding is said once. A surge the jobs name *is* the arrival-rate check (one line with both
-numbers), slower workflows *are* the duration check, and "no surge" is said only when the
-arrival rate says so too: the report cannot say "2.5× the usual arrivals" and "no surge" at once.
-The next step is the reading's judgement of the type (`bot.domain.judgement`), in the words the
-root and the scale form use: a falling queue needs no more runners, runners still booting count.
+For the worst-queueing runner types, five checks (utilization, arrivals and duration against
+their baselines, resource constraints, autoscaling against demand), each with its numbers or
+what it would need; then the likely cause, how sure, the check it rests on and the next step.
+A cause `bot.domain.causes` names is the likely one, with its own next step. Each finding is
+said once: a named surge *is* the arrival check, so the report never says "2.5× the usual
+arrivals" beside "no surge". The next step is the reading's judgement, in the root's words.
 """
 
 from __future__ import annotations
@@ -26,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import number
 
@@ -64,8 +53,6 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Check:
-    """One finding: what was checked, the verdict, and the numbers that show it."""
-
     name: str
     verdict: Verdict
     text: str  # plain text with the numbers, or what the check would need
@@ -73,14 +60,13 @@ class Check:
 
 @dataclass(frozen=True)
 class Finding:
-    """One runner type's checks, each said once, and the signals they give each cause (0: none,
-    1: strong)."""
+    """One runner type's checks and the signal they give each cause (0: none, 1: strong)."""
 
     runner_type: str
     checks: tuple[Check, ...]
     signals: dict[Cause, float]
-    found: tuple[Found, ...] = ()  # causes named with their evidence (`bot.domain.causes`)
-    judged: Judgement | None = None  # the reading's judgement of the type
+    found: tuple[Found, ...] = ()  # causes named with their evidence
+    judged: Judgement | None = None
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -93,14 +79,13 @@ class Diagnosis:
     confidence: str  # high, medium, low
     why: str
     recommendation: str
-    # The runner type and the check the cause rests on: the report's first line of evidence.
-    lead_type: str = ""
+    lead_type: str = ""  # the type and check the cause rests on: the first line of evidence
     lead: Check | None = None
-    source: str = "alert"  # the numbers' (`FleetSnapshot.source`): what cannot tell names it
+    source: str = "alert"  # the numbers' (`FleetSnapshot.source`)
 
     @property
     def headline(self) -> str:
-        """The conclusion in one line of plain text, as the incident's root shows it."""
+        """The conclusion in one line, as the incident's root shows it."""
         cause = f"{self.cause.value} ({self.confidence} confidence)" if self.cause else None
         why = " ".join(self.why.split())
         if cause is None:
@@ -109,9 +94,8 @@ class Diagnosis:
 
     @property
     def evidence(self) -> list[tuple[str, Check]]:
-        """The lines under the cause and the next step, each finding once: the check the cause
-        rests on, then ❌, ⚠️, the ✅ that rule a suspected cause out, and what the numbers
-        cannot tell (said once, however many types lack it); at most `EVIDENCE_LINES`."""
+        """The lead check, then ❌, ⚠️, the ✅ that rule a suspected cause out, and what the
+        numbers cannot tell; the same words of several types in one line naming them all."""
         said: list[tuple[str, Check]] = []
         for f in self.findings:
             said += [
@@ -123,14 +107,10 @@ class Diagnosis:
             said += [(f.runner_type, c) for c in _unknown(f.checks, self.source)]
         lead = (self.lead_type, self.lead)
         said.sort(key=lambda pair: (pair != lead, ORDER[pair[1].verdict]))
-        kept: list[tuple[str, Check]] = []
+        kept: dict[Check, str] = {}
         for name, check in said:
-            same = next((i for i, (_, c) in enumerate(kept) if c == check), None)
-            if same is None:
-                kept.append((name, check))
-            else:  # the same words of several types: one line naming them all
-                kept[same] = (f"{kept[same][0]}, {name}", check)
-        return kept[:EVIDENCE_LINES]
+            kept[check] = f"{kept[check]}, {name}" if check in kept else name
+        return [(name, check) for check, name in kept.items()][:EVIDENCE_LINES]
 
 
 ORDER = {Verdict.BAD: 0, Verdict.WARN: 1, Verdict.OK: 2, Verdict.UNKNOWN: 3}
@@ -138,8 +118,7 @@ CANNOT_TELL = "Not in these numbers"
 
 
 def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
-    """A type's checks that cannot tell, as one line: what each needs, and where it comes from
-    (the alert's numbers: the backends that read it; a live backend's: that it does not)."""
+    """A type's checks that cannot tell, as one line: what each needs, and where it comes from."""
     unknown = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name != KNOWN]
     known = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name == KNOWN]
     if not unknown:
@@ -152,46 +131,30 @@ def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
 def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagnosis:
     """Check the worst-queueing runner types and name the likely cause and the next action."""
     evidence = evidence or Evidence()
-    types = snapshot.runner_types
-    focus = _worst(types)[:FOCUS]
-    findings = tuple(_finding(name, types[name], evidence, types, snapshot) for name in focus)
+    focus = worst_first(snapshot.runner_types)[:FOCUS]
+    findings = tuple(_finding(name, evidence, snapshot) for name, _ in focus)
     if not findings:
         return Diagnosis((), None, "low", "no runner type is queueing in the numbers at hand", "")
     named = [(f, found) for f in findings for found in f.found]
     if named:
         finding, found = min(named, key=lambda pair: PRIORITY.index(pair[1].cause))
+        cause, confidence = found.cause, "high"
         why = f"{finding.runner_type}: {found.evidence}"
-        if found.cause in FAMILY:
-            why += f" (a case of {FAMILY[found.cause].value.lower()})"
+        if cause in FAMILY:
+            why += f" (a case of {FAMILY[cause].value.lower()})"
         advice = _named_advice(found, finding)
-        lead = finding.check(found.cause.value)
-        return Diagnosis(
-            findings,
-            found.cause,
-            "high",
-            why,
-            advice,
-            lead_type=finding.runner_type,
-            lead=lead,
-            source=snapshot.source,
-        )
-    cause, confidence, why = _likely_cause(findings)
-    lead_finding = _resting(findings, cause)
-    lead = lead_finding.check(RESTS_ON[cause]) if cause and lead_finding else None
-    if lead is not None and lead_finding is not None:
-        why = f"{lead_finding.runner_type}: {lead.text}"
-    worst = lead_finding or findings[0]
-    advice = _recommend(worst, types[worst.runner_type], cause)
-    lead_type = worst.runner_type if lead else ""
+        lead_type, lead = finding.runner_type, finding.check(cause.value)
+    else:
+        cause, confidence, why = _likely_cause(findings)
+        resting = _resting(findings, cause)
+        lead = resting.check(RESTS_ON[cause]) if cause and resting else None
+        if lead is not None and resting is not None:
+            why = f"{resting.runner_type}: {lead.text}"
+        worst = resting or findings[0]
+        advice = _recommend(worst, cause)
+        lead_type = worst.runner_type if lead else ""
     return Diagnosis(
-        findings,
-        cause,
-        confidence,
-        why,
-        advice,
-        lead_type=lead_type,
-        lead=lead,
-        source=snapshot.source,
+        findings, cause, confidence, why, advice, lead_type, lead, source=snapshot.source
     )
 
 
@@ -207,29 +170,18 @@ PRIORITY = (
 )
 
 
-def _worst(types: dict[str, RunnerTypeMetrics]) -> list[str]:
-    def key(name: str) -> tuple[float, float, str]:
-        m = types[name]
-        return (-(m.longest_wait_mins or 0), -(m.queued or 0), name)
-
-    return sorted(types, key=key)
-
-
-def _finding(
-    name: str,
-    m: RunnerTypeMetrics,
-    evidence: Evidence,
-    types: dict[str, RunnerTypeMetrics],
-    snapshot: FleetSnapshot,
-) -> Finding:
-    found, missing = refined(name, m, evidence, types, now=snapshot.at)
+def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
+    m = snapshot.runner_types[name]
+    found, missing = refined(name, m, evidence, snapshot.runner_types, now=snapshot.at)
     by_cause = {f.cause: f for f in found}
     rate, limits, auto = arrivals(m), constraints(m), autoscaling(m)
+    # "At its maximum" alone is the autoscaling check's "demand > maximum" said again.
+    alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
     checks = [
         utilization(m),
         _named(rate, by_cause.get(Cause.SURGE)),
         _named(duration(m), by_cause.get(Cause.LONG_JOBS)),
-        *([] if _at_maximum_only(limits, auto) else [limits]),
+        *([] if alone and auto.verdict is Verdict.BAD else [limits]),
         auto,
         *(Check(f.cause.value, Verdict.BAD, f.evidence) for f in found if f.cause not in MERGED),
     ]
@@ -241,18 +193,8 @@ def _finding(
 MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
 
 
-def _at_maximum_only(limits: Check, auto: Check) -> bool:
-    """ "At its maximum" is the autoscaling check's "demand > maximum" said again."""
-    return (
-        auto.verdict is Verdict.BAD
-        and limits.text.startswith(AT_MAXIMUM)
-        and ";" not in limits.text
-    )
-
-
 def _named(check: Check, found: Found | None) -> Check:
-    """The check a named cause explains, said once: the cause's evidence, then the check's own
-    numbers when it has them."""
+    """The check a named cause explains, said once: the cause's evidence, then its numbers."""
     if found is None:
         return check
     text = found.evidence
@@ -269,9 +211,6 @@ def known_causes(missing: list[str], *, surge: bool = True) -> Check:
     ruled_out = "no stalled listener, unregistered runners, failing scale-up"
     ruled_out += " or workflow's surge" if surge else ""
     return Check(KNOWN, Verdict.OK, ruled_out)
-
-
-# --- the five checks ------------------------------------------------------------------------
 
 
 def utilization(m: RunnerTypeMetrics) -> Check:
@@ -291,27 +230,19 @@ def utilization(m: RunnerTypeMetrics) -> Check:
 
 
 def arrivals(m: RunnerTypeMetrics) -> Check:
-    name = ARRIVALS
-    if m.arrival_per_min is None or not m.arrival_baseline_per_min:
-        return Check(name, Verdict.UNKNOWN, "needs job arrivals and their baseline")
-    ratio = m.arrival_per_min / m.arrival_baseline_per_min
-    text = (
-        f"{m.arrival_per_min:.1f} jobs/min against {m.arrival_baseline_per_min:.1f} usually "
-        f"({ratio:.1f}×)"
-    )
-    return Check(name, _level(ratio, SURGE, STRONG_SURGE), text)
+    now, usual = m.arrival_per_min, m.arrival_baseline_per_min
+    if now is None or not usual:
+        return Check(ARRIVALS, Verdict.UNKNOWN, "needs job arrivals and their baseline")
+    text = f"{now:.1f} jobs/min against {usual:.1f} usually ({now / usual:.1f}×)"
+    return Check(ARRIVALS, _level(now / usual, SURGE, STRONG_SURGE), text)
 
 
 def duration(m: RunnerTypeMetrics) -> Check:
-    name = DURATION
-    if m.job_duration_mins is None or not m.duration_baseline_mins:
-        return Check(name, Verdict.UNKNOWN, "needs job durations and their baseline")
-    ratio = m.job_duration_mins / m.duration_baseline_mins
-    text = (
-        f"{m.job_duration_mins:.0f} min per job against {m.duration_baseline_mins:.0f} usually "
-        f"({ratio:.1f}×)"
-    )
-    return Check(name, _level(ratio, SLOW, VERY_SLOW), text)
+    now, usual = m.job_duration_mins, m.duration_baseline_mins
+    if now is None or not usual:
+        return Check(DURATION, Verdict.UNKNOWN, "needs job durations and their baseline")
+    text = f"{now:.0f} min per job against {usual:.0f} usually ({now / usual:.1f}×)"
+    return Check(DURATION, _level(now / usual, SLOW, VERY_SLOW), text)
 
 
 def constraints(m: RunnerTypeMetrics) -> Check:
@@ -326,12 +257,9 @@ def constraints(m: RunnerTypeMetrics) -> Check:
         bad = True
     if m.offline:
         problems.append(f"{number(m.offline)} runners offline")
-    known = m.maximum is not None or m.scale_errors is not None or m.offline is not None
-    if not known:
+    if m.maximum is None and m.scale_errors is None and m.offline is None:
         return Check(
-            name,
-            Verdict.UNKNOWN,
-            "needs capacity limits, offline runners, scale-up errors",
+            name, Verdict.UNKNOWN, "needs capacity limits, offline runners, scale-up errors"
         )
     if not problems:
         return Check(name, Verdict.OK, "below the maximum, no runner offline, no scale-up error")
@@ -339,28 +267,21 @@ def constraints(m: RunnerTypeMetrics) -> Check:
 
 
 def autoscaling(m: RunnerTypeMetrics) -> Check:
-    """The maximum against demand. With the reading's judgement, as it says it: short only when
-    the advice's runners do not fit under the maximum (runners booting and a queue that clears
-    by itself are not a shortfall), so the check never says "short" beside "no more runners"."""
+    """The maximum against demand, as the judgement says it where there is one: short only when
+    the advice does not fit, so it never says "short" beside "no more runners". Readings a 0.25
+    replica stored have no judgement."""
     name = AUTOSCALING
     running = m.busy if m.busy is not None else m.registered
     if m.maximum is None or running is None or m.queued is None:
-        return Check(
-            name,
-            Verdict.UNKNOWN,
-            "needs the maximum, runners in use and the queue",
-        )
-    judged = m.judged
-    if judged is not None and judged.maximum is not None:
-        most = number(judged.maximum)
-        if judged.raise_maximum_by:
-            fit = judged.runners - judged.raise_maximum_by
-            text = (
-                f"+{judged.runners} runners needed, {fit} fit under the maximum of {most}: "
-                f"{judged.raise_maximum_by} short"
-            )
+        return Check(name, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue")
+    j = m.judged
+    if j is not None and j.maximum is not None:
+        most = number(j.maximum)
+        if j.raise_maximum_by:
+            fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"
+            text = f"+{j.runners} runners needed, {fit}: {j.raise_maximum_by} short"
             return Check(name, Verdict.BAD, text)
-        if judged.runners or judged.booting or judged.clears_in_mins is not None:
+        if j.runners or j.booting or j.clears_in_mins is not None:
             return Check(name, Verdict.OK, f"what the queue needs fits the maximum of {most}")
     demand = running + m.queued
     if demand > m.maximum:
@@ -368,14 +289,9 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
         text = f"demand {number(demand)} runners > maximum {number(m.maximum)}: {short} short"
         return Check(name, Verdict.BAD, text)
     if m.desired is not None and m.desired < demand:
-        text = (
-            f"the autoscaler targets {number(m.desired)} while demand is {number(demand)}: lagging"
-        )
-        return Check(name, Verdict.WARN, text)
+        text = f"the autoscaler targets {number(m.desired)} while demand is {number(demand)}"
+        return Check(name, Verdict.WARN, f"{text}: lagging")
     return Check(name, Verdict.OK, f"demand {number(demand)} fits the maximum {number(m.maximum)}")
-
-
-# --- the likely cause and what to do ---------------------------------------------------------
 
 
 def _signals(m: RunnerTypeMetrics) -> dict[Cause, float]:
@@ -386,15 +302,12 @@ def _signals(m: RunnerTypeMetrics) -> dict[Cause, float]:
     if m.job_duration_mins is not None and m.duration_baseline_mins:
         ratio = m.job_duration_mins / m.duration_baseline_mins
         signals[Cause.LONG_JOBS] = min(max((ratio - 1) / (VERY_SLOW - 1), 0), 1)
-    if m.scale_errors or (
-        m.offline and m.registered and m.offline / (m.registered + m.offline) > 0.1
-    ):
+    offline = m.offline and m.registered and m.offline / (m.registered + m.offline) > 0.1
+    if m.scale_errors or offline:
         signals[Cause.CONSTRAINTS] = 1.0 if m.scale_errors else 0.6
-    check = autoscaling(m)
-    if check.verdict is Verdict.BAD:
-        signals[Cause.AUTOSCALING] = 0.9
-    elif check.verdict is Verdict.WARN:
-        signals[Cause.AUTOSCALING] = 0.5
+    strength = {Verdict.BAD: 0.9, Verdict.WARN: 0.5}.get(autoscaling(m).verdict)
+    if strength is not None:
+        signals[Cause.AUTOSCALING] = strength
     if utilization(m).verdict is Verdict.WARN:
         signals[Cause.INFRASTRUCTURE] = 0.8  # idle runners that do not take queued jobs
     workload = signals.get(Cause.WORKLOAD, 0.0)
@@ -414,25 +327,21 @@ def _likely_cause(findings: tuple[Finding, ...]) -> tuple[Cause | None, str, str
     if not ranked or ranked[0][1] < 0.2:
         known = sum(c.verdict is not Verdict.UNKNOWN for f in findings for c in f.checks)
         if known == 0:
-            return (
-                None,
-                "low",
-                (
-                    "the alert carries only the queue; runner counts and job rates would tell "
-                    f"workload from limits ({LIVE_BACKENDS})"
-                ),
+            why = (
+                "the alert carries only the queue; runner counts and job rates would tell "
+                f"workload from limits ({LIVE_BACKENDS})"
             )
+            return None, "low", why
         return None, "low", "no check points at a cause: the queue may be draining already"
     cause, strength = ranked[0]
     runner_up = ranked[1][1] if len(ranked) > 1 else 0.0
-    confidence = "high" if strength >= 0.8 and runner_up < 0.5 else "medium"
     if strength < 0.5:
-        confidence = "low"
-    return cause, confidence, ""
+        return cause, "low", ""
+    return cause, "high" if strength >= 0.8 and runner_up < 0.5 else "medium", ""
 
 
 def _resting(findings: tuple[Finding, ...], cause: Cause | None) -> Finding | None:
-    """The runner type whose signal for `cause` is strongest: the one the cause rests on."""
+    """The runner type the cause rests on: its signal is strongest."""
     if cause is None:
         return None
     return max(findings, key=lambda f: f.signals.get(cause, 0.0))
@@ -447,14 +356,14 @@ def _named_advice(found: Found, finding: Finding) -> str:
     return found.advice
 
 
-def _recommend(worst: Finding, metrics: RunnerTypeMetrics, cause: Cause | None) -> str:
+def _recommend(worst: Finding, cause: Cause | None) -> str:
     """The next step: the judgement's advice, unless the cause calls for another fix first."""
     name = worst.runner_type or "the queueing runner type"
     if cause is Cause.INFRASTRUCTURE:
         return f"look at why idle {name} runners take no jobs (labels, registration, the node)"
     if cause is Cause.CONSTRAINTS:
         return f"fix what stops {name} from scaling (scale-up errors, offline runners) first"
-    judged = metrics.judged
+    judged = worst.judged
     if judged is None or not judged.advice:
         return ""
     advice = _advice(worst.runner_type, judged)
@@ -466,8 +375,7 @@ def _recommend(worst: Finding, metrics: RunnerTypeMetrics, cause: Cause | None) 
 
 
 def _advice(name: str, judged: Judgement) -> str:
-    """ "linux.2xlarge: +7 runners would drain it in 30 min": the root's words for the type (an
-    alert that names none: the advice alone)."""
+    """ "linux.2xlarge: +7 runners would drain it in 30 min", as the root says it."""
     return f"{name}: {judged.advice}" if name else judged.advice
 
 

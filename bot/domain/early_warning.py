@@ -1,44 +1,15 @@
 """A warning before the alert: will this runner type's queue cross the alert's thresholds soon?
 
-Every alerting tool in this field speaks once the alert has fired. The fleet reading already
-says where each type is heading, so queuepilot can say it minutes earlier, with what would stop
-it. The model, per runner type, from its last few readings:
-
-- **Jobs in the system** `N = busy + queued` (ARC: its assigned jobs) changes by arrivals minus
-  completions. The evidence of a build is a least-squares line through `N` at the last `WINDOW`
-  readings that rises beyond what the readings' own scatter explains: its slope at least
-  `T_MIN` standard errors above flat, and at least `MIN_RISE` jobs from the window's first
-  reading to its last. Five readings alone misjudge their own scatter often enough (a wander
-  that happens to line up looks like a line with no scatter: a queue wandering over ten jobs
-  warned six times a day), so the slope must also stand `T_NOISE` standard errors above flat
-  at the readings' noise measured over the last `NOISE_READINGS`: how far each reading strays
-  from the line through its two neighbours (a steady rise strays not at all, the one bend where
-  it begins is outvoted by the median; a reading that repeats the one before, a backend not yet
-  refreshed, is left out, as a rise read in steps would stray like noise). A queue wandering
-  over a few jobs in any order never draws such a line (the fitted rise of values in a range of
-  `r` jobs is at most 1.2 `r` over five readings); three rises in a row, which noise makes every
-  few dozen readings, are not evidence. A warning also needs at least `MIN_QUEUED` jobs queued
-  now, unless the crossing comes before a runner asked for now could boot (a surge onto idle
-  runners: waiting for a queue would leave nothing to act on). The growth is arrivals minus
-  completions where the backend counts both, as the incident's recommendation reads it, else
-  that slope.
-- **Capacity** is the runners now (the most of registered and busy: a reading can lag a
-  runner's registration), and the type's maximum once a boot time has
-  passed (the autoscaler adds runners up to it; unknown maximum: the runners now).
-- **Queued** at `t` minutes is `N(t) − capacity(t)`, and the **longest wait** about the queue
-  over the throughput at capacity (`capacity / job duration`, at least one runner's, Little's
-  law), never more than the longest wait now plus `t` where that is read; without a job
-  duration, that alone.
-- The crossing is the first minute, within the horizon, at which either reaches the alert's
-  threshold. **The runners it recommends** are the reading's judgement of the type
-  (`bot.domain.judgement`), as every incident surface renders it.
-
-A standing warning (`sustained`) needs no fresh evidence: it stands while the forecast, at the
-growth the window shows (none, when it falls), still crosses within the horizon, and is withdrawn
-only once it does not (a queue just under its threshold is no queue "no longer building"). More
-runners never bring a crossing sooner, and a queue that only wanders never warns (property tests
-hold the model to both). Pure: the early warning's upkeep (`bot.status.early_warning`) decides
-what to post from it.
+Per type, from its last readings: jobs in the system (`N = busy + queued`, ARC: assigned) must
+build, shown by a least-squares line through the last `WINDOW` readings whose slope stands well
+above both the fit's own scatter and the readings' noise over the last `NOISE_READINGS` (five
+readings alone misjudge their scatter: a wander that happens to line up looks like a line). The
+forecast then steps through the horizon: capacity is the runners now, and the maximum once a
+boot has passed; queued is `N(t) - capacity`, the wait the queue over the throughput (Little's
+law), never more than the wait now plus `t`. The runners it recommends are the reading's
+judgement. A standing warning (`sustained`) needs no fresh evidence: it stands while the
+forecast still crosses within the horizon. Property tests hold the model to "more runners never
+bring a crossing sooner" and "a wandering queue never warns".
 """
 
 from __future__ import annotations
@@ -46,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -58,28 +30,16 @@ from bot.domain.judgement import finite
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number
 
-# Readings the growth is fitted over: four intervals, four minutes at the default reading
-# interval of a minute; fewer cannot tell a trend from a wander.
-WINDOW = 5
-# Standard errors the slope must stand above flat: Student's t for the fit's 3 degrees of
-# freedom at about 0.5% one-sided (noise passes ~1 window in 200; 3.0 let ~1 in 35 through:
-# 16 false warnings a day for a queue wandering over 6 jobs, 3 now).
+WINDOW = 5  # readings the growth is fitted over: fewer cannot tell a trend from a wander
+# Standard errors the slope must stand above flat: Student's t at 3 degrees of freedom, ~0.5%
+# one-sided (3.0 let 16 false warnings a day through on a queue wandering over 6 jobs).
 T_MIN = 6.0
-# Standard errors the slope must stand above flat at the noise of the last readings: measured
-# over some thirty of them, it is known well enough for a normal's tail (4: 0.003% one-sided).
-# `make bench`: a build of +2 jobs/min on a queue wandering over 4 jobs is warned before 30 are
-# queued in 19 seeds of 40 (6: 5; the fit's bar alone: 34, but 2 to 9 false warnings a day on
-# a queue wandering over 10 jobs); 3 let about one false warning a day through.
+# The same at the noise of the last `NOISE_READINGS` (known well enough for a normal's tail);
+# with fewer readings, or a lower bar, wandering queues warned about once a day or two.
 T_NOISE = 4.0
-# Readings the noise is measured over: half an hour at the default reading interval. A dozen
-# still let a queue wandering over ten jobs warn about once in two days (the median of ten
-# strays is itself noisy); thirty, none in twenty simulated days of wanders over 10 to 40 jobs.
 NOISE_READINGS = 30
-# Strays needed to measure the noise by: the median of fewer swings with each reading.
-MIN_STRAYS = 5
-# Jobs the fitted line must rise across the window: noise of a few jobs can line up by chance
-# in five readings (a perfect line has no scatter), never by more than 1.2 times its range.
-MIN_RISE = 5.0
+MIN_STRAYS = 5  # strays the noise is measured by: a median of fewer swings with each reading
+MIN_RISE = 5.0  # jobs the line must rise across the window: noise lines up by chance, not far
 MIN_QUEUED = 3.0  # jobs queued now before a warning (unless sooner than a boot): fewer is noise
 STEP_MINS = 0.25  # the forecast's resolution
 MIN_GROWTH = 0.2  # jobs/min: below it a queue is holding, not building
@@ -98,11 +58,9 @@ class Thresholds:
 
 
 def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresholds) -> Thresholds:
-    """What the alert rule said last: the latest incident naming this runner type that states
-    its thresholds, else the latest that states any, else `fallback` (the settings'). A
-    resolved incident's numbers are cleared (the resolve carries none); its peak keeps the
-    thresholds of its last firing notification, which is what the rule fires at next. Types
-    are matched by `runner_key`, as the incident's view matches an alert's label to a reading."""
+    """What the alert rule said last: the latest incident showing this runner type that states
+    its thresholds, else the latest that states any, else `fallback` (the settings'). A resolved
+    incident's peak keeps the thresholds of its last firing notification."""
     stated = [
         (incident, said)
         for incident in sorted(incidents, key=lambda i: i.started_at, reverse=True)
@@ -113,8 +71,6 @@ def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresh
 
 
 def shown_types(incident: Incident) -> set[str]:
-    """The runner types an incident shows, by `runner_key` (as a view matches a label to a
-    reading)."""
     return {runner_key(name) for name in incident.shown_types}
 
 
@@ -140,12 +96,11 @@ class Forecast:
     queued: float
     growth_per_min: float
     maximum: float | None
-    at_maximum: bool
+    runners: float  # serving the type now
     in_mins: float  # until the queue crosses a threshold (0: it has)
     crosses: str  # which: "queued" or "wait"
     hold_runners: int | None  # more runners the reading's judgement asks for
-    headroom: float | None = None  # runners that still fit under the maximum
-    advice: str = ""  # the recommendation, in the words the incident's surfaces use
+    advice: str = ""  # the judgement's, in the words the incident's surfaces use
 
     @property
     def text(self) -> str:
@@ -154,25 +109,20 @@ class Forecast:
         queued = number(self.queued)
         jobs = "no jobs queued yet" if queued == "0" else f"{queued} {_jobs(self.queued)} queued"
         when = "any minute now" if self.in_mins < 1 else f"in ~{math.ceil(self.in_mins)} min"
+        where = ""
+        if self.maximum is not None and self.runners >= self.maximum:
+            where = f" at its maximum of {number(self.maximum)} runners"
+        elif self.maximum is not None:
+            where = f" on {number(self.runners)} runners of its maximum of {number(self.maximum)}"
         if self.growth_per_min < MIN_GROWTH:  # a standing warning whose queue stopped rising
-            text = (
-                f"{self.runner_type}: queue holding, {jobs}{self._where()}; "
-                f"the alert fires {when} all the same"
-            )
+            text = f"{self.runner_type}: queue holding, {jobs}{where}; the alert fires {when}"
+            text += " all the same"
         else:
             text = (
                 f"{self.runner_type}: queue building, {jobs} and +{self.growth_per_min:.1f} "
-                f"jobs/min{self._where()}; at this rate the alert fires {when}"
+                f"jobs/min{where}; at this rate the alert fires {when}"
             )
         return f"{text}; {self.advice}" if self.advice else text
-
-    def _where(self) -> str:
-        if self.maximum is None:
-            return ""
-        if self.at_maximum:
-            return f" at its maximum of {number(self.maximum)} runners"
-        running = number(self.maximum - (self.headroom or 0.0))
-        return f" on {running} runners of its maximum of {number(self.maximum)}"
 
 
 def _jobs(count: float) -> str:
@@ -190,34 +140,30 @@ def forecast(
     horizon_mins: float,
     sustained: bool = False,
 ) -> Forecast | None:
-    """When `name`'s queue crosses `thresholds` within `horizon_mins`, at the growth its
-    readings show (`past`: the earlier readings, oldest first); None when it does not, or the
-    evidence is not there. `sustained`: a warning stands already, and it takes a growth that
-    stops (not one reading that did not rise) to withdraw it."""
+    """When `name`'s queue crosses `thresholds` within `horizon_mins` at the growth its readings
+    show (`past`: oldest first); None when it does not or the evidence is not there.
+    `sustained`: a warning stands, and only a growth that stops withdraws it."""
     current = in_system(now)
     if not thresholds.known or current is None or now.queued is None:
         return None
     growth = _growth([*past, Point(at, current)], now, sustained=sustained)
     if growth is None or (not sustained and growth < MIN_GROWTH):
         return None
-    registered = _runners(now)
-    maximum = finite(now.maximum)
-    crossing = _crossing(now, current, growth, registered, thresholds, boot_mins, horizon_mins)
+    # The runners serving it: never fewer than are busy (the gauges are read a moment apart).
+    runners = max(finite(now.registered) or 0.0, finite(now.busy) or 0.0, 0.0)
+    crossing = _crossing(now, current, growth, runners, thresholds, boot_mins, horizon_mins)
     if crossing is None:
         return None
     in_mins, crosses = crossing
     if not sustained and now.queued < MIN_QUEUED and in_mins >= boot_mins:
         return None
-    # The reading's judgement of the type, as the root, a status, diagnostics and the form
-    # render it: the same words and number on every surface.
     ahead = now.judged
     return Forecast(
         runner_type=name,
         queued=now.queued,
         growth_per_min=growth,
-        maximum=maximum,
-        at_maximum=maximum is not None and registered >= maximum,
-        headroom=max(maximum - registered, 0.0) if maximum is not None else None,
+        maximum=finite(now.maximum),
+        runners=runners,
         in_mins=in_mins,
         crosses=crosses,
         hold_runners=ahead.runners if ahead is not None else None,
@@ -226,8 +172,7 @@ def forecast(
 
 
 def in_system(metrics: RunnerTypeMetrics) -> float | None:
-    """Jobs in the system now: ARC's assigned jobs (queued and running), else busy runners plus
-    queued jobs."""
+    """ARC's assigned jobs (queued and running), else busy runners plus queued jobs."""
     if metrics.assigned is not None:
         return metrics.assigned
     if metrics.busy is None or metrics.queued is None:
@@ -236,27 +181,21 @@ def in_system(metrics: RunnerTypeMetrics) -> float | None:
 
 
 def gauges_in_system(gauges: dict[str, float]) -> float:
-    """The same, from a past reading's kept gauges (`HistoryPoint.gauges`; a type not kept had
-    nothing queued or assigned)."""
+    """The same from a past reading's kept gauges (a type not kept had none in the system)."""
     if "assigned" in gauges:
         return gauges["assigned"]
     return gauges.get("busy", 0.0) + gauges.get("queued", 0.0)
 
 
 def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool) -> float | None:
-    """Jobs in the system per minute, or None without the evidence of a build over the last
-    `WINDOW` readings (a standing warning needs none: its growth, floored at none, only says
-    whether the crossing still comes): arrivals minus completions where the backend counts both
-    (jobs in the system grow by exactly that; the line only shows it), else the line's slope.
-    Only when the crossing comes: the runners the warning advises are the reading's judgement,
-    whose direction is the queue's own."""
+    """Jobs in the system per minute, or None without the evidence of a build (a standing
+    warning needs none; its growth floors at none): arrivals minus completions where the
+    backend counts both (the demand itself), else the line's slope."""
     window = points[-WINDOW:]
     fit = _fit(window) if len(window) == WINDOW else None
     if fit is None:
         return None
     slope, error = fit
-    # A reading that repeats the one before is a backend not refreshed yet: a rise read in such
-    # steps would stray like noise.
     noise = _noise(_refreshed(points[-NOISE_READINGS:])) / _spread(window) ** 0.5
     span = (window[-1].at - window[0].at).total_seconds() / 60
     evident = slope >= T_MIN * error and slope >= T_NOISE * noise and slope * span >= MIN_RISE
@@ -265,15 +204,15 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     growth = slope
     arrivals, completions = finite(now.arrival_per_min), finite(now.completed_per_min)
     if arrivals is not None and completions is not None:
-        growth = arrivals - completions  # the demand itself, where the backend counts it
+        growth = arrivals - completions
     if not math.isfinite(growth):
         return None
     return max(growth, 0.0) if sustained else growth
 
 
 def _fit(points: Sequence[Point]) -> tuple[float, float] | None:
-    """The least-squares slope of jobs in the system per minute, and its standard error (from
-    the scatter about the line); None when the readings span no time or are not numbers."""
+    """The least-squares slope per minute and its standard error; None when the readings span
+    no time or are not numbers."""
     xs = _minutes(points)
     ys = [p.in_system for p in points]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
@@ -297,8 +236,8 @@ def _spread(points: Sequence[Point]) -> float:
 
 
 def _refreshed(points: Sequence[Point]) -> list[Point]:
-    """The readings without those that repeat the one before (a backend read more often than it
-    refreshes repeats itself)."""
+    """Without readings that repeat the one before: a backend not refreshed yet would make a
+    rise read in steps stray like noise."""
     kept = list(points[:1])
     for point in points[1:]:
         if point.in_system != kept[-1].in_system:
@@ -307,10 +246,9 @@ def _refreshed(points: Sequence[Point]) -> list[Point]:
 
 
 def _noise(points: Sequence[Point]) -> float:
-    """The readings' own noise, in jobs (a standard deviation; 0 with too few readings): the
-    median of how far each reading strays from the line through its two neighbours, scaled to
-    a standard deviation (the 1.4826 of a normal's median absolute deviation, and the stray's
-    own spread, larger than one reading's by the neighbours' share)."""
+    """The readings' noise as a standard deviation (0 with too few): the median of how far each
+    strays from the line through its neighbours (a steady rise strays not at all), scaled by a
+    normal's 1.4826 and the stray's own spread."""
     xs = _minutes(points)
     strays = []
     for i in range(1, len(points) - 1):
@@ -322,17 +260,7 @@ def _noise(points: Sequence[Point]) -> float:
         strays.append(abs(points[i].in_system - line) / math.sqrt(1 + w * w + (1 - w) ** 2))
     if len(strays) < MIN_STRAYS or not all(math.isfinite(s) for s in strays):
         return 0.0
-    strays.sort()
-    middle = len(strays) // 2
-    median = strays[middle] if len(strays) % 2 else (strays[middle - 1] + strays[middle]) / 2
-    return 1.4826 * median
-
-
-def _runners(now: RunnerTypeMetrics) -> float:
-    """The runners serving the type now: those registered, and never fewer than are busy (the
-    two gauges are read a moment apart; a busy runner is a runner)."""
-    registered, busy = finite(now.registered), finite(now.busy)
-    return max(registered or 0.0, busy or 0.0, 0.0)
+    return 1.4826 * statistics.median(strays)
 
 
 def _crossing(
@@ -344,22 +272,17 @@ def _crossing(
     boot_mins: float,
     horizon_mins: float,
 ) -> tuple[float, str] | None:
-    """(minutes until a threshold is reached, which one), stepping through the horizon.
-
-    The longest wait is the queue over the throughput at capacity (Little's law, counting at
-    least one runner: none serving is no reason to say the alert fires now), and never more
-    than the longest wait now plus `t` where the backend reads it: the oldest job ages a
-    minute a minute, whatever the queue. Without a job duration it is that alone. A wait "over"
-    a bound is a floor, not a cap; the slowest recent start (ARC's metrics) is no queued job's
-    age, so it neither caps nor floors anything: the forecast reads as if no wait was read."""
+    """(minutes until a threshold is reached, which one). The wait counts at least one runner
+    (none serving is no reason to say the alert fires now) and the oldest job ages a minute a
+    minute; a wait "over" a bound is a floor, and the slowest recent start (ARC) is no queued
+    job's age, so the forecast reads as if no wait was read."""
     maximum = finite(now.maximum)
     maximum = maximum if maximum is not None else registered
     duration = finite(now.job_duration_mins)
     if duration is not None and duration <= 0:
         duration = None
     waited = None if now.wait_of_starts else finite(now.longest_wait_mins)
-    steps = int(horizon_mins / STEP_MINS)
-    for step in range(steps + 1):
+    for step in range(int(horizon_mins / STEP_MINS) + 1):
         t = step * STEP_MINS
         capacity = registered if t < boot_mins else max(registered, maximum)
         queued = max(in_system + growth * t - capacity, 0.0)
@@ -380,13 +303,9 @@ def _crossing(
     return None
 
 
-# -- a warning's life in Slack ---------------------------------------------------------------
-
-
-# A warning cleared this recently comes back as an edit of its message, not a new one, and is
-# still the one the incident takes on if the alert fires: its episode is not over yet.
+# A warning cleared this recently comes back as an edit of its message, and is still the one
+# the incident takes on if the alert fires: its episode is not over yet.
 REUSE_S = 900
-# When a scale-up made from a warning goes back (`WarningState.episode_over`), in words.
 SCALE_UNTIL = f"its queue has stopped building for {REUSE_S // 60} min"
 
 
@@ -403,27 +322,21 @@ class WarningState:
     channel: str
     uid: str  # what the post's metadata names it by, for a lookup after a lost answer
     phase: Phase
-    text: str  # the forecast in words (`bot.domain.early_warning.Forecast.text`)
+    text: str  # `Forecast.text`
     warned_at: float  # when this warning was first raised
     updated_at: float
     version: int = 1
     shown: int = 0  # the version Slack shows (0: not posted yet)
     ts: str = ""
     incident_id: str = ""  # FOLDED: the incident that took it on
-    # FOLDED: the permalink of that incident's root, its thread ("": not known yet, the root
-    # not posted at the fold, or Slack did not say).
-    incident_link: str = ""
+    incident_link: str = ""  # FOLDED: its root's permalink ("": not known yet)
     by: str = ""  # DISMISSED: who
     until: float = 0.0  # DISMISSED: until when
-    # ACTIVE: the time of the last good reading, when the fleet has not been read since: the
-    # forecast is on hold (0: it is current).
-    held_since: float = 0.0
-    # ACTIVE: the runners its reading's judgement advised (0: none). Read by 0.25's form only:
-    # 0.26's takes the current reading's judgement; kept while both may run, go in 0.27.
+    held_since: float = 0.0  # ACTIVE: the last good reading's time while the fleet is unread
+    # ACTIVE: the runners the judgement advised; only a 0.25 replica's form reads it.
     hold_runners: int = 0
     scalable: bool = False  # the runner type has a scale target: the message offers Scale up
-    # What was scaled from this warning, and later what became of it (put back, left), in words.
-    scaled: str = ""
+    scaled: str = ""  # what was scaled from this warning, and what became of it, in words
 
     @classmethod
     def raised(
@@ -433,10 +346,9 @@ class WarningState:
         return cls(runner_type, channel, uid, Phase.ACTIVE, text, now, now, **fields)
 
     def episode_over(self, now: float) -> str:
-        """Why this warning's queue is over ("" while it is not), for a scale-up made from it:
-        cleared and not back within `REUSE_S` (a queue that pauses, or that the scale-up
-        stopped, often builds again), or dismissed and the dismissal run out. Active, or folded
-        into an incident (which then owns the scale-up), it is not over."""
+        """Why this warning's queue is over, for a scale-up made from it ("" while it is not):
+        cleared and not back within `REUSE_S` (a paused queue often builds again), or dismissed
+        and the dismissal run out. Folded, the incident owns the scale-up."""
         if self.phase is Phase.CLEARED and now - self.updated_at >= REUSE_S:
             return "the queue stopped building"
         if self.phase is Phase.DISMISSED and now >= self.until:
@@ -467,8 +379,7 @@ class WarningState:
 
 
 def taken_on(state: WarningState, incident: Incident, now: datetime) -> Event:
-    """The line the incident's timeline keeps for the warning it took on as its alert fired:
-    how long before the alert the warning came, and what it forecast then."""
+    """The timeline's line for the warning the incident took on as its alert fired."""
     lead = incident.opened_at - datetime.fromtimestamp(state.warned_at, UTC)
     # An incident may come to show the warning's runner type after it opened.
     when = f"{duration(lead)} before the alert fired" if lead > timedelta(0) else "as it fired"

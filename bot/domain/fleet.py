@@ -1,9 +1,7 @@
-"""The fleet at one moment, by runner type: what diagnostics, the scale modal and (with the
-live-metrics backends) status read. Every number is optional: each backend knows different
-things, and every consumer says what it could not know instead of guessing.
-
-Also the fleet's value types around it: its runner types ranked worst first, a shared reading
-(`Reading`, as `bot.fleet.readings` stores it) and what a baseline keeps of a past one.
+"""The fleet at one moment, by runner type, and the values around it: a shared reading
+(`Reading`), its types ranked worst first, and what the history keeps of a past one. Every
+number is optional: each backend knows different things, and consumers say what they could not
+know instead of guessing.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,15 +50,12 @@ class RunnerTypeMetrics(BaseModel):
     )
 
     queued: float | None = None
-    # Jobs the scale set was given (ARC: gha_assigned_jobs), queued or running: a listener that
-    # stopped acting on them shows as this number frozen while runners sit idle.
+    # Queued or running (ARC: gha_assigned_jobs): frozen while runners idle, a listener stalled.
     assigned: float | None = None
     longest_wait_mins: float | None = None
-    # The wait is more than `longest_wait_mins`, by how much nobody knows: a histogram's quantile
-    # that fell in its `+Inf` bucket (ARC's startup buckets end at an hour).
+    # More than `longest_wait_mins`, by how much nobody knows (a quantile in the `+Inf` bucket).
     wait_over: bool | None = None
-    # The wait is the slowest recent *start* (ARC's startup histogram: jobs that got a runner,
-    # timed from the scale set's assignment), not the age of the oldest job still queued.
+    # The slowest recent start (ARC's startup histogram), not the oldest queued job's age.
     wait_of_starts: bool | None = None
     registered: float | None = None
     busy: float | None = None
@@ -76,19 +71,14 @@ class RunnerTypeMetrics(BaseModel):
     arrival_baseline_per_min: float | None = None  # the same hour on earlier days, or before
     duration_baseline_mins: float | None = None
     scale_errors: float | None = None  # scale-up failures in the recent window
-    # What this reading means for the type, decided once when it arrived (`judged`).
-    judged: Judgement | None = None
-
-    @classmethod
-    def from_alert(cls, queue: RunnerQueue) -> RunnerTypeMetrics:
-        return cls(queued=queue.queued, longest_wait_mins=queue.longest_wait_mins)
+    judged: Judgement | None = None  # what this reading means, decided once as it arrived
 
 
 FIELDS = frozenset(RunnerTypeMetrics.model_fields) - {"wait_over", "wait_of_starts", "judged"}
 
 
 def unknown_fields(queries: Mapping[str, str]) -> list[str]:
-    """Query names that are no field of a runner type's reading (a typo would be ignored)."""
+    """Query names that are no field of a reading: a typo would be ignored."""
     return sorted(set(queries) - FIELDS)
 
 
@@ -98,52 +88,38 @@ class FleetSnapshot(BaseModel):
     at: datetime
     source: str  # "alert", "prometheus", ...: which backend said so
     runner_types: dict[str, RunnerTypeMetrics] = Field(default_factory=dict)
-    # Said to the reader: e.g. the live backend failed and the alert's numbers stand in.
-    note: str = ""
-    # What a runner type this reading lacks means, set by the backend that read it. True: it has
-    # nothing queued, because the source lists every type that queues (the HUD's queue queries;
-    # a GitHub listing that covered every configured repository). False: nobody knows (a
-    # Prometheus series vanishes while its listener is recreated). False by default, the
-    # cautious meaning: a reading that does not say stays unknown. The drain rule reads it
-    # (`bot.domain.incident_fleet`).
+    note: str = ""  # said to the reader: e.g. the alert's numbers stand in for a failed backend
+    # A type the reading lacks has nothing queued: the source lists every type that queues (the
+    # HUD; a GitHub listing of every repository). False, the cautious default: nobody knows (a
+    # Prometheus series vanishes while its listener is recreated).
     absent_means_empty: bool = False
-    # The source counts only jobs queued longer than this many minutes (the HUD's
-    # `queuedThresholdMinutes`), so a type it lacks has none queued longer than that, not none
-    # at all; the drain rule takes that as drained only within its wait limit. None: every
-    # queued job counts.
+    # The source counts only jobs queued longer than this (the HUD's `queuedThresholdMinutes`).
     queued_over_mins: float | None = None
-    # Followed types this view shows from their absence (`absent_means_empty`), said as "none
-    # queued over N min" rather than as a count nobody read.
+    # An incident's view: followed types shown from their absence ("none queued over N min"),
+    # those the reading has no numbers for (no drain while any is), and how many types were
+    # left out to keep its state small, and of those how many queue.
     absent: tuple[str, ...] = ()
-    # Runner types the incident follows that this reading has no numbers for (a listener being
-    # recreated, a target not scraped): while any is missing, nobody can say the queue drained.
     missing: tuple[str, ...] = ()
-    # Types left out of an incident's view to keep its state small (the least bad ones), and
-    # how many of them still queue: while any does, the incident has not drained.
     hidden: int = 0
     hidden_queueing: int = 0
 
     @property
     def is_live(self) -> bool:
-        """Read from a metrics system, not taken from the alert."""
         return self.source != "alert"
 
 
 def with_job_waits(fleet: FleetSnapshot, jobs: JobsView) -> FleetSnapshot:
-    """`fleet` with each runner type's wait taken from the jobs still queued: the age of its
-    oldest, from its creation (`JOBS_BACKEND` beside a backend that times only starts, as ARC's
-    metrics do). A type the listing has no queued job of has no wait when the listing is
-    complete, and keeps the backend's when it is not."""
+    """`fleet` with each type's wait the age of its oldest queued job (`JOBS_BACKEND` beside
+    ARC's metrics, which time only starts); a type not listed keeps the backend's wait unless
+    the listing is complete."""
     types = {}
     for name, metrics in fleet.runner_types.items():
         listed = jobs.runner_types.get(jobs.name_of(name))
-        waits = [w.longest_wait_mins for w in listed.workflows] if listed else []
-        known = [wait for wait in waits if wait is not None]
+        workflows = listed.workflows if listed else ()
+        known = [w.longest_wait_mins for w in workflows if w.longest_wait_mins is not None]
         if known or jobs.complete:
-            wait = max(known) if known else None
-            metrics = metrics.model_copy(
-                update={"longest_wait_mins": wait, "wait_over": None, "wait_of_starts": None}
-            )
+            wait = {"longest_wait_mins": max(known, default=None), "wait_over": None}
+            metrics = metrics.model_copy(update={**wait, "wait_of_starts": None})
         types[name] = metrics
     return fleet.model_copy(update={"runner_types": types})
 
@@ -160,25 +136,11 @@ def source_name(source: str) -> str:
     return SOURCE_NAMES.get(source, source)
 
 
-class Queue(Protocol):
-    """What ranking needs of a runner type: the alert's `RunnerQueue` or a live reading."""
-
-    @property
-    def queued(self) -> float | None: ...
-
-    @property
-    def longest_wait_mins(self) -> float | None: ...
-
-    @property
-    def wait_over(self) -> bool | None: ...
-
-
-Q = TypeVar("Q", bound=Queue)
+Q = TypeVar("Q", RunnerQueue, RunnerTypeMetrics)
 
 
 def longest_wait(queues: Iterable[Q]) -> Q | None:
-    """The queue of the longest wait read, None when none was: a wait "over" a number ranks
-    above that number, as it may be any longer."""
+    """The queue of the longest wait read; a wait "over" a number ranks above that number."""
     waited = [q for q in queues if q.longest_wait_mins is not None]
     return max(waited, key=lambda q: (q.longest_wait_mins or 0, bool(q.wait_over)), default=None)
 
@@ -215,9 +177,8 @@ class Reading:
         return cls(fleet, datetime.fromisoformat(data["tried_at"]), str(data.get("error") or ""))
 
 
-# What the history keeps of a troubled runner type's reading: what causes read over time
-# (`bot.domain.causes`: a frozen listener, runners asked for that never register), and the
-# queue the next readings' direction is read from (`judged`).
+# What the history keeps of a troubled type: what causes read over time, and the queue the
+# next readings' direction is read from.
 GAUGES = ("queued", "assigned", "busy", "desired", "registered", "idle", "maximum")
 
 
@@ -228,12 +189,10 @@ class HistoryPoint:
     at: datetime
     arrival_per_min: dict[str, float]
     job_duration_mins: dict[str, float]
-    # Runner type -> the `GAUGES` it read, for types that queued or were short of runners.
-    gauges: dict[str, dict[str, float]] = field(default_factory=dict)
+    gauges: dict[str, dict[str, float]] = field(default_factory=dict)  # `troubled_gauges`
 
     def gauges_of(self, runner_type: str) -> dict[str, float]:
-        """The gauges kept of `runner_type`, be it named as the reading names it or as an alert
-        does (`runner_key`: `linux.2xlarge` for ARC's `linux-2xlarge`); {} when none were."""
+        """The gauges kept of `runner_type`, named as the reading or as an alert names it."""
         found = self.gauges.get(runner_type)
         if found is None:
             key = runner_key(runner_type)
@@ -242,9 +201,8 @@ class HistoryPoint:
 
 
 def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[str, float]]:
-    """The `GAUGES` of the types worth remembering: those with jobs waiting, assigned or running
-    (the early warning's trend starts before anything queues), or fewer runners than their
-    autoscaler asked for. A fleet of hundreds of idle types stays small."""
+    """The `GAUGES` of types with jobs queued, assigned or running (the early warning's trend
+    starts before anything queues) or short of runners: hundreds of idle types stay small."""
     kept = {}
     for name, m in types.items():
         short = m.desired is not None and m.registered is not None and m.desired > m.registered
@@ -261,10 +219,9 @@ def judged(
     interval: timedelta,
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> FleetSnapshot:
-    """`fleet` with each runner type judged (`bot.domain.judgement`), its direction read from the
-    queue at the `recent` readings before it (any order; those further back than the direction's
-    window, or not before this one, are left out). A type a past reading kept no gauges of had
-    nothing queued then: the history keeps every type that queues."""
+    """`fleet` with each runner type judged, its direction read from the `recent` readings (any
+    order) within the direction's window; a type a past reading kept no gauges of had nothing
+    queued then."""
     since = fleet.at - interval * (RECENT_READINGS + 0.5)
     before = sorted((p for p in recent if since <= p.at < fleet.at), key=lambda p: p.at)
     why = wait_unknown(fleet.source)
@@ -276,10 +233,12 @@ def judged(
     return fleet.model_copy(update={"runner_types": types})
 
 
+# Why a source may give no wait for a type that queues.
+WAIT_UNKNOWN = {
+    "alert": "the alert does not say",
+    "prometheus": "ARC times jobs only as they start, and none started lately",
+}
+
+
 def wait_unknown(source: str) -> str:
-    """Why a source may give no wait for a type that queues."""
-    if source == "alert":
-        return "the alert does not say"
-    if source == "prometheus":
-        return "ARC times jobs only as they start, and none started lately"
-    return f"{source_name(source)} gives none"
+    return WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")

@@ -1,14 +1,9 @@
 """An incident's share of the fleet reading: which runner types it shows, whether it drained.
 
-Pure functions of (incident, reading, now). The alert names the runner types that queue; the
-reading is matched to them by `runner_key` (the alert's `linux.2xlarge` is ARC's `linux-2xlarge`),
-and a type the incident already follows keeps the incident's name for it. An alert that names
-none is about the fleet, so the incident shows every type that queues. A followed type the
-reading lacks has nothing queued (longer than the source's threshold,
-`FleetSnapshot.queued_over_mins`) or is unknown, as the backend that read it says
-(`FleetSnapshot.absent_means_empty`); the drain rule takes such an absence as drained only when
-that threshold is within its wait limit (`absence_can_drain`). When the reading is missing,
-failed or too old, the incident keeps the alert's own numbers and says why.
+The reading is matched to the alert's types by `runner_key` (the alert's `linux.2xlarge` is
+ARC's `linux-2xlarge`); an alert that names none is about the fleet, so every type that queues is
+shown. A followed type the reading lacks is drained or unknown as the backend says
+(`FleetSnapshot.absent_means_empty`). Without a fresh reading the alert's numbers stand in.
 """
 
 from __future__ import annotations
@@ -32,24 +27,19 @@ from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration
 
-# An incident keeps its worst types of a reading: its state stays small in a fleet of hundreds.
-MAX_VIEW_TYPES = 10
-# A reading older than this many intervals no longer describes "now".
-STALE_INTERVALS = 3
-# A followed type whose absence from the reading means an empty queue (over the source's
-# threshold), as it is counted; it is said as such (`FleetSnapshot.absent`).
-NOTHING_QUEUED = RunnerTypeMetrics(queued=0)
-# "The hours before the incident": baselines average the readings in this window before it.
+MAX_VIEW_TYPES = 10  # an incident keeps its worst types: its state stays small
+STALE_INTERVALS = 3  # a reading older than this many intervals no longer describes "now"
+NOTHING_QUEUED = RunnerTypeMetrics(queued=0)  # a followed type whose absence means empty
+# Baselines average the readings in the hours before the incident, but not its ramp-up.
 BASELINE_WINDOW = timedelta(hours=6)
-BASELINE_GAP = timedelta(minutes=10)  # the ramp-up just before the alert is not "normal"
+BASELINE_GAP = timedelta(minutes=10)
 ALL_TYPES = ""  # the alert's headline numbers when it names no runner type
 
 
 @dataclass(frozen=True)
 class DrainRule:
-    """When a check finds an incident's queue drained: every runner type it shows has at most
-    `max_queued` jobs waiting and none waiting longer than `max_wait_mins` (DRAIN_MAX_QUEUED,
-    DRAIN_MAX_WAIT_MINUTES)."""
+    """Drained: every type shown has at most `max_queued` jobs waiting, none longer than
+    `max_wait_mins` (DRAIN_MAX_QUEUED, DRAIN_MAX_WAIT_MINUTES)."""
 
     max_queued: float
     max_wait_mins: float
@@ -69,9 +59,8 @@ def incident_fleet(
     routing: Routing = NO_ROUTING,
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> FleetSnapshot:
-    """The runner types this incident shows, from the reading or, failing it, from the alert;
-    baselines the backend lacks are filled from `history` (`with_baselines`). An alert naming
-    no type shows those that queue, but not another team's (`routing`)."""
+    """The runner types this incident shows, from the reading or, failing it, the alert's; an
+    alert naming no type shows those that queue, but not another team's (`routing`)."""
     if reading is None:
         return alert_fleet(incident, now=now, within_mins=within_mins)
     fleet = reading.fleet
@@ -83,15 +72,15 @@ def incident_fleet(
     elif now - fleet.at > interval * STALE_INTERVALS:
         why = f"{backend}'s latest reading is {duration(now - fleet.at)} old"
     elif not fleet.runner_types and not (fleet.absent_means_empty and _read_before(incident)):
-        # No series at all is not "nothing queues": metrics switched off, a wrong query, a
-        # target not scraped yet. Taken as drained, it would close every incident. Only from a
-        # source that lists every queue, for types this incident has read, is it "all drained".
+        # No series at all is a wrong query or a target not scraped, not "nothing queues" (it
+        # would close every incident), unless the source lists every queue.
         why = f"{backend} knows no runner type"
     if why or fleet is None:
         note = f"{why}: these are the alert's numbers"
         return alert_fleet(incident, now=now, note=note, within_mins=within_mins)
-    index = _index(fleet)
-    ranked, missing, empty, note = _relevant(incident, index, routing)
+    ranked_all = _ranked(fleet)
+    by_key = {key: name for key, name, _ in ranked_all}
+    ranked, missing, empty, note = _relevant(incident, fleet, ranked_all, by_key, routing)
     kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
     notes = " · ".join(n for n in (fleet.note, note) if n)
     view = FleetSnapshot(
@@ -106,7 +95,7 @@ def incident_fleet(
         hidden_queueing=sum(1 for _, m in cut if (m.queued or 0) > 0),
     )
     # The readings' history knows a type by the reading's name, not the incident's.
-    read_as = {name: index.by_key.get(runner_key(name), name) for name in kept}
+    read_as = {name: by_key.get(runner_key(name), name) for name in kept}
     view = with_scale_ups(view, incident.recent_actions)
     return with_baselines(view, history, started_at=incident.started_at, read_as=read_as)
 
@@ -116,7 +105,8 @@ def alert_fleet(
 ) -> FleetSnapshot:
     """Queued jobs and the longest wait per runner type: all an alert carries."""
     types = {
-        name: RunnerTypeMetrics.from_alert(queue) for name, queue in incident.runner_types.items()
+        name: RunnerTypeMetrics(queued=q.queued, longest_wait_mins=q.longest_wait_mins)
+        for name, q in incident.runner_types.items()
     }
     numbers = incident.numbers
     if not types and (numbers.max_queue_size is not None or numbers.max_queue_time_mins):
@@ -131,9 +121,8 @@ def alert_fleet(
 def _judged_alert(
     incident: Incident, name: str, metrics: RunnerTypeMetrics, within_mins: float
 ) -> RunnerTypeMetrics:
-    """The alert's numbers judged as a reading's are, as of when the alert said them (the same
-    numbers are the same judgement whenever they are read), the direction from the incident's
-    trend before then (the alert's numbers at each status)."""
+    """The alert's numbers judged as of when the alert said them (so the same numbers are the
+    same judgement whenever read), the direction from the incident's trend before then."""
     said = incident.alerted_at or incident.opened_at
     trend = incident.trend
     queued = trend.totals() if name == ALL_TYPES else trend.queued_of(name)
@@ -150,12 +139,10 @@ def _judged_alert(
 def judgement_of(
     incident: Incident, runner_type: str, *, now: datetime, within_mins: float = DRAIN_TARGET_MINS
 ) -> Judgement | None:
-    """The judgement the incident shows of `runner_type`: its live reading's, as the root and
-    its latest status render it, else the alert's numbers judged; None when it shows no such
-    type. An alert about the whole fleet (no runner type) speaks for any type."""
-    live = incident.live
-    view = live if live is not None and live.is_live else None
-    if view is None:
+    """The judgement the incident shows of `runner_type`: its live reading's, else the alert's;
+    an alert about the whole fleet speaks for any type."""
+    view = incident.live
+    if view is None or not view.is_live:
         view = alert_fleet(incident, now=now, within_mins=within_mins)
     key = runner_key(runner_type)
     found = next((m for n, m in view.runner_types.items() if runner_key(n) == key), None)
@@ -164,45 +151,30 @@ def judgement_of(
     return found.judged if found is not None else None
 
 
-@dataclass(frozen=True)
-class _FleetIndex:
-    fleet: FleetSnapshot
-    by_key: dict[str, str]  # runner_key -> the reading's name
-    ranked: list[tuple[str, str, RunnerTypeMetrics]]  # (runner_key, name, metrics), worst first
+Ranked = list[tuple[str, str, RunnerTypeMetrics]]  # (runner_key, name, metrics), worst first
+_latest: tuple[FleetSnapshot, Ranked] | None = None
 
 
-_latest: _FleetIndex | None = None
-
-
-def _index(fleet: FleetSnapshot) -> _FleetIndex:
-    """The reading's names and ranking: every incident of a status tick shares one reading, so
-    it is indexed once per reading instead of once per incident."""
+def _ranked(fleet: FleetSnapshot) -> Ranked:
+    """Every incident of a status tick shares one reading: it is ranked once, not per incident."""
     global _latest
-    latest = _latest
-    if latest is None or latest.fleet is not fleet:
-        ranked = [(runner_key(n), n, m) for n, m in worst_first(fleet.runner_types)]
-        by_key = {key: name for key, name, _ in ranked}
-        latest = _latest = _FleetIndex(fleet, by_key, ranked)
-    return latest
+    if _latest is None or _latest[0] is not fleet:
+        _latest = (fleet, [(runner_key(n), n, m) for n, m in worst_first(fleet.runner_types)])
+    return _latest[1]
 
 
 def _relevant(
-    incident: Incident, index: _FleetIndex, routing: Routing
+    incident: Incident,
+    fleet: FleetSnapshot,
+    ranked_all: Ranked,
+    by_key: dict[str, str],
+    routing: Routing,
 ) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], list[str], str]:
     """The types to show (worst first), the followed types the reading cannot speak for, those
-    shown from their absence, and a note for the reader.
-
-    Shown: the alert's types found in the reading, else every type that queues (but those a
-    route on runner types sends to another channel: that team's alerts speak for them); and
-    every type the incident showed before, so one that drained reads "0 queued" instead of
-    vanishing. A followed type is shown under the incident's name for it (the alert's), so its
-    peaks and trend stay one type. A followed type the reading lacks is shown with nothing
-    queued when its absence means that (`_absent_as_empty`; said "none queued over N min");
-    otherwise it is missing, and while it is, the drain cannot be decided.
-    """
-    fleet, by_key = index.fleet, index.by_key
-    # Followed: every type the incident has shown or its alert named (peaks keep both), by key;
-    # the alert's name wins over a reading's.
+    shown from their absence, and a note. Shown: the alert's types found in the reading, else
+    every type that queues (but another team's); and every type the incident showed before,
+    under its own name, so one that drained reads "0 queued" instead of vanishing."""
+    # Followed: every type the incident has shown or its alert named; the alert's name wins.
     followed = {runner_key(n): n for n in (*incident.peak_types, *incident.runner_types) if n}
     absent = sorted(name for key, name in followed.items() if key not in by_key)
     empty = _absent_as_empty(incident, fleet, absent)
@@ -214,36 +186,28 @@ def _relevant(
     else:
         chosen = {
             key
-            for key, n, m in index.ranked
+            for key, n, m in ranked_all
             if (m.queued or 0) > 0 and routing.owns(incident.channel, n)
         }
         if named:
             note = "none of the alert's runner types is in the reading: showing all that queue"
     chosen |= {key for key in followed if key in by_key}
-    ranked = [(followed.get(key, n), m) for key, n, m in index.ranked if key in chosen]
-    # Nothing queued and no wait known: the least bad, so last, as `worst_first` puts them.
+    ranked = [(followed.get(key, n), m) for key, n, m in ranked_all if key in chosen]
+    # Nothing queued and no wait known: last, as `worst_first` puts them.
     ranked += [(name, NOTHING_QUEUED) for name in empty]
     missing = tuple(n for n in absent if n not in empty)
     if missing:
-        shown = ", ".join(missing[:3]) + (
-            f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-        )
-        note = "; ".join(n for n in (note, f"no numbers for {shown} in this reading") if n)
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        lacking = f"no numbers for {', '.join(missing[:3])}{more} in this reading"
+        note = f"{note}; {lacking}" if note else lacking
     return ranked, missing, empty, note
 
 
 def _absent_as_empty(incident: Incident, fleet: FleetSnapshot, absent: list[str]) -> list[str]:
-    """The followed types the reading lacks that have nothing queued: none unless the backend
-    says absence means that (`FleetSnapshot.absent_means_empty`), and then only types this
-    incident has read before. A type its alert names but the source has never listed is more
-    likely spelt differently there (`linux.4xlarge` against `lf.linux.4xlarge`) than drained:
-    read as drained it would close the incident at once, whatever its queue.
-
-    With the HUD's queries, "nothing queued" means nothing queued longer than their threshold
-    (`FleetSnapshot.queued_over_mins`: `queuedThresholdMinutes`, 5 by default; 5 minutes for
-    `queued_jobs_by_label`): its numbers count no younger job, present or absent. Whether that
-    is drained is the drain rule's to say (`absence_can_drain`); here it is only shown so.
-    """
+    """The followed types the reading lacks that have nothing queued: only where the backend
+    says absence means that, and only types this incident has read before. A type its alert
+    names that the source never listed is more likely spelt otherwise there (`linux.4xlarge`
+    against `lf.linux.4xlarge`) than drained, and would close the incident at once."""
     if not fleet.absent_means_empty:
         return []
     read = _read_before(incident)
@@ -251,8 +215,8 @@ def _absent_as_empty(incident: Incident, fleet: FleetSnapshot, absent: list[str]
 
 
 def _read_before(incident: Incident) -> set[str]:
-    """The runner types (by `runner_key`) a live reading has shown this incident: those of its
-    last live view, and its peaks the alert never named (only a reading adds those)."""
+    """The types (by `runner_key`) a live reading has shown this incident: its last live view's,
+    and its peaks the alert never named (only a reading adds those)."""
     named = {runner_key(name) for name in incident.runner_types}
     read = {runner_key(n) for n in incident.peak_types} - named
     if incident.live is not None and incident.live.is_live:
@@ -263,55 +227,45 @@ def _read_before(incident: Incident) -> set[str]:
 def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:
     """Only a live view of the incident's own runner types can say it drained: a reading that
     does not know the alert's types (a misconfigured label) must never close it."""
-    if not view.is_live or view.missing:
-        return False
-    if view.hidden_queueing:
+    if not view.is_live or view.missing or view.hidden_queueing:
         return False
     named = {runner_key(name) for name in incident.runner_types if name}
     return not named or any(runner_key(n) in named for n in view.runner_types)
 
 
 def absence_can_drain(queued_over_mins: float | None, max_wait_mins: float) -> bool:
-    """Whether "the source lists no job of this type" can read as drained: only when the source
-    lists every job waiting longer than the drain rule's wait limit. A source that counts only
-    jobs queued over 30 minutes says nothing of one that has waited 29 minutes, which a wait
-    limit of 5 calls queueing."""
+    """Whether "the source lists no job of this type" reads as drained: only when the source
+    lists every job waiting longer than the drain rule's wait limit."""
     return (queued_over_mins or 0) <= max_wait_mins
 
 
 def is_drained(view: FleetSnapshot, rule: DrainRule) -> bool:
-    """Every runner type shown is at or below both thresholds (an unknown wait does not count)."""
-    return all(
-        (m.queued or 0) <= rule.max_queued
-        # A wait "over" a number is not known to be under any limit.
-        and (
-            m.longest_wait_mins is None
-            or (m.longest_wait_mins <= rule.max_wait_mins and not m.wait_over)
-        )
-        for m in view.runner_types.values()
-    )
+    return all(_within(m, rule) for m in view.runner_types.values())
+
+
+def _within(m: RunnerTypeMetrics, rule: DrainRule) -> bool:
+    """An unknown wait does not count; a wait "over" a number is not known to be under any."""
+    wait = m.longest_wait_mins
+    waits = wait is None or (wait <= rule.max_wait_mins and not m.wait_over)
+    return (m.queued or 0) <= rule.max_queued and waits
 
 
 def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool | None:
-    """Whether one runner type's queue is drained in a live reading: None when the reading
-    cannot tell (the alert's numbers, or the type missing from a source where absence is not
-    emptiness)."""
+    """Whether one type's queue is drained in a live reading; None when it cannot tell."""
     if not view.is_live:
         return None
-    key = runner_key(runner_type)  # as the incident's own view matches a reading's types
-    found = next(((n, m) for n, m in view.runner_types.items() if runner_key(n) == key), None)
-    if found is None:
-        empty = view.absent_means_empty and absence_can_drain(
-            view.queued_over_mins, rule.max_wait_mins
-        )
-        return True if empty else None
-    return is_drained(view.model_copy(update={"runner_types": dict([found])}), rule)
+    key = runner_key(runner_type)
+    found = next((m for n, m in view.runner_types.items() if runner_key(n) == key), None)
+    if found is not None:
+        return _within(found, rule)
+    if view.absent_means_empty and absence_can_drain(view.queued_over_mins, rule.max_wait_mins):
+        return True
+    return None
 
 
 def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
     """Consecutive drained checks including this one: 0 when it queues or the numbers are the
-    alert's; unchanged while a live reading cannot tell (a followed type missing from it, or
-    shown from its absence by a source blind to waits within the limit)."""
+    alert's; unchanged while a live reading cannot tell."""
     blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, rule.max_wait_mins)
     if blind or not can_decide_drain(incident, view):
         return incident.drain_checks if view.is_live else 0
@@ -319,7 +273,7 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
 
 
 def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snapshot:
-    """The compact form kept in the trend: queued and longest wait per type, and the totals."""
+    """The compact form kept in the trend."""
     if not view.is_live:
         return incident.snapshot(now)
     types = {
@@ -344,9 +298,8 @@ def with_baselines(
     started_at: datetime,
     read_as: Mapping[str, str] | None = None,
 ) -> FleetSnapshot:
-    """Fill the baselines the backend could not give from the readings in the hours before the
-    incident started (the backend's own "same hour yesterday" wins when it has one). `read_as`:
-    a shown type's name in the readings, where the incident names it otherwise."""
+    """The baselines the backend could not give, from the readings in the hours before the
+    incident. `read_as`: a shown type's name in the readings, where the incident's differs."""
     before = [
         p for p in history if started_at - BASELINE_WINDOW <= p.at <= started_at - BASELINE_GAP
     ]
@@ -354,15 +307,14 @@ def with_baselines(
         return view
     types = {}
     for name, m in view.runner_types.items():
-        update: dict[str, float] = {}
         read = (read_as or {}).get(name, name)
-        if m.arrival_baseline_per_min is None:
-            values = [p.arrival_per_min[read] for p in before if read in p.arrival_per_min]
-            if values:
-                update["arrival_baseline_per_min"] = sum(values) / len(values)
-        if m.duration_baseline_mins is None:
-            values = [p.job_duration_mins[read] for p in before if read in p.job_duration_mins]
-            if values:
-                update["duration_baseline_mins"] = sum(values) / len(values)
+        update: dict[str, float] = {}
+        for field, values in (
+            ("arrival_baseline_per_min", [p.arrival_per_min.get(read) for p in before]),
+            ("duration_baseline_mins", [p.job_duration_mins.get(read) for p in before]),
+        ):
+            known = [v for v in values if v is not None]
+            if getattr(m, field) is None and known:
+                update[field] = sum(known) / len(known)
         types[name] = m.model_copy(update=update) if update else m
     return view.model_copy(update={"runner_types": types})

@@ -1,11 +1,6 @@
-"""The jobs behind a queue: which workflows are queueing, from where, and what changed.
-
-A backend that can see jobs lists them (`QueuedJob`, one per queued job); the arrival history
-counts, per runner type and workflow, the jobs first seen in each hour. `jobs_view` folds both
-into what a responder reads: per runner type, the workflows with the most queued jobs and the
-longest waits, each with its oldest job and what triggered it; `surging` names the workflow
-whose arrivals jumped (a periodic job, a mass re-run, a `ciflow` tag on a PR), because the fix
-for that is to cancel or defer it, not to scale.
+"""The jobs behind a queue: which workflows queue, from where, and which one surges (a periodic
+job, a mass re-run, a `ciflow` tag), because the fix for a surge is to cancel or defer it, not
+to scale.
 """
 
 from __future__ import annotations
@@ -23,11 +18,8 @@ from bot.domain.runner_names import runner_key
 WorkflowCounts = Mapping[tuple[str, str], int]
 
 MAIN_BRANCHES = frozenset({"main", "master"})
-# A surge: arrivals at least doubled against the day before, by at least this many jobs (two
-# jobs against one is noise), or, with no history, one workflow holding most of a queue of at
-# least this many.
-SURGE_MIN_MORE = 5
-SURGE_MIN_QUEUED = 5
+SURGE_MIN_MORE = 5  # more arrivals than a day before for a surge: two against one is noise
+SURGE_MIN_QUEUED = 5  # without history: a workflow holding most of a queue this long
 SLOWER, SLOWER_MIN_MINS = 1.3, 2.0  # jobs "got slower": as the duration check counts it
 
 
@@ -52,11 +44,8 @@ _EVENTS = {
 
 
 def trigger_of(event: object, head_branch: object) -> Trigger:
-    """What triggered a run, from GitHub's `event` and `head_branch` (any value: outside input).
-
-    A push of a `ciflow/…` ref is PyTorch's way of asking for more CI on a PR: a tag, not a
-    branch push (GitHub's `head_branch` holds the tag name for a tag push).
-    """
+    """What triggered a run, from GitHub's `event` and `head_branch` (outside input). A push of
+    a `ciflow/…` ref is PyTorch's way of asking for more CI on a PR: a tag, not a branch push."""
     name = event if isinstance(event, str) else ""
     branch = head_branch if isinstance(head_branch, str) else ""
     if name == "push":
@@ -68,12 +57,13 @@ def trigger_of(event: object, head_branch: object) -> Trigger:
     return _EVENTS.get(name, Trigger.OTHER)
 
 
+# The HUD's `source_type` says it already (`autorevert`: a `trunk/<sha>` dispatch).
+_HUD_SOURCES = {"main": Trigger.MAIN, "ciflow": Trigger.TAG, "autorevert": Trigger.DISPATCH}
+
+
 def trigger_of_hud(source_type: object, event: object, head_branch: object) -> Trigger:
-    """The HUD's `source_type` says it already: `main` (push to main), `ciflow` (a ciflow tag on
-    a PR), `autorevert` (a `trunk/<sha>` dispatch); `other` is told apart by the event."""
-    known = {"main": Trigger.MAIN, "ciflow": Trigger.TAG, "autorevert": Trigger.DISPATCH}
-    if isinstance(source_type, str) and source_type in known:
-        return known[source_type]
+    if isinstance(source_type, str) and source_type in _HUD_SOURCES:
+        return _HUD_SOURCES[source_type]
     return trigger_of(event, head_branch)
 
 
@@ -87,8 +77,7 @@ class QueuedJob:
     created_at: datetime
     trigger: Trigger
     run_attempt: int
-    # Unique per job and source ("github:<job id>"), so a job listed again is not a new arrival.
-    source_id: str
+    source_id: str  # "github:<job id>": a job listed again is no new arrival
 
     def wait_mins(self, now: datetime) -> float:
         return max((now - self.created_at).total_seconds() / 60, 0.0)
@@ -96,8 +85,6 @@ class QueuedJob:
 
 @dataclass(frozen=True)
 class FinishedJob:
-    """A job that ran to its end: how long it ran, for "whose jobs got slower"."""
-
     runner_type: str
     workflow: str
     finished_at: datetime
@@ -107,10 +94,8 @@ class FinishedJob:
 
 @dataclass(frozen=True)
 class Arrivals:
-    """Jobs that arrived, per (runner type, workflow): in the last hour, and in the same hour a
-    day before. `history` is False when nothing was recorded a day before (the bot or the
-    source was not there yet): then "doubled" means nothing. Also the mean minutes of the jobs
-    that finished in the same two windows, where the source tells."""
+    """Jobs that arrived per (runner type, workflow) in the last hour and the same hour a day
+    before (`history`: anything was recorded then), and the mean minutes of those finished."""
 
     last_hour: WorkflowCounts = field(default_factory=dict)
     day_before: WorkflowCounts = field(default_factory=dict)
@@ -121,8 +106,7 @@ class Arrivals:
 
 @dataclass(frozen=True)
 class JobsListing:
-    """What a backend saw: queued jobs, ghosts left out, whether it saw all of them, a note.
-    A source with no per-job rows (ARC's counters) brings its own `arrivals` instead."""
+    """What a backend saw; a source with no per-job rows (ARC's counters) brings `arrivals`."""
 
     jobs: tuple[QueuedJob, ...] = ()
     ghosts: int = 0
@@ -130,8 +114,7 @@ class JobsListing:
     note: str = ""
     arrivals: Arrivals | None = None
     finished: tuple[FinishedJob, ...] = ()
-    # The source lists a job only once it has queued this long (the HUD's `queued_jobs`: 5
-    # minutes), so a queue of fresh jobs reads as none there; None: it lists every one.
+    # The source lists a job only once it has queued this long (the HUD's `queued_jobs`: 5 min).
     listed_over_mins: float | None = None
 
 
@@ -142,14 +125,12 @@ class WorkflowQueue:
     longest_wait_mins: float | None
     oldest_url: str
     oldest_job: str
-    # Each trigger with its number of queued jobs, most first.
-    triggers: tuple[tuple[Trigger, int], ...]
+    triggers: tuple[tuple[Trigger, int], ...]  # with their queued jobs, most first
     last_hour: int | None = None
     day_before: int | None = None
 
     @property
     def trigger(self) -> Trigger:
-        """The trigger most of its jobs came from."""
         return self.triggers[0][0] if self.triggers else Trigger.OTHER
 
 
@@ -157,7 +138,6 @@ class WorkflowQueue:
 class RunnerTypeJobs:
     runner_type: str
     queued: int
-    # Every workflow, ranked: renderers show the first few (a surge may rank low by count).
     workflows: tuple[WorkflowQueue, ...]
     triggers: tuple[tuple[Trigger, int], ...] = ()
 
@@ -171,13 +151,11 @@ class JobsView:
     complete: bool = True
     note: str = ""
     history: bool = False
-    # Per runner type, the workflows whose jobs got slower than a day before, slowest first.
     slower: dict[str, tuple[Slower, ...]] = field(default_factory=dict)
     listed_over_mins: float | None = None  # as `JobsListing` says it
 
     def name_of(self, runner_type: str) -> str:
-        """This view's name for `runner_type` (an incident's may be the alert's `linux.2xlarge`
-        where the source says `linux-2xlarge`: `runner_key`), else `runner_type` itself."""
+        """This view's name for `runner_type`, as `runner_key` matches it."""
         if runner_type in self.runner_types:
             return runner_type
         key = runner_key(runner_type)
@@ -200,9 +178,8 @@ class Slower:
 
 
 def queued_said(count: int, listed_over_mins: float | None, *, jobs: bool = False) -> str:
-    """ "40 queued" ("40 jobs queued" with `jobs`); from a source that lists only the jobs queued
-    longer than `listed_over_mins` (`JobsView.listed_over_mins`), "2 jobs waiting over 5 min":
-    its count beside a queue count of 22 must not read as the same quantity."""
+    """ "40 queued", or "2 jobs waiting over 5 min" from a source that lists only those: beside
+    a queue count of 22 it must not read as the same quantity."""
     noun = f" job{'' if count == 1 else 's'}" if jobs or listed_over_mins is not None else ""
     if listed_over_mins is None:
         return f"{count}{noun} queued"
@@ -218,49 +195,33 @@ class Surge:
     day_before: int
     queued: int
     share: float  # of the runner type's queued jobs
-    # Whether a day before was recorded (`JobsView.history`): without it, none arrived then is
-    # not known, and the surge is the workflow's share of the queue.
-    history: bool = True
-    listed_over_mins: float | None = None  # as `JobsView` says it
+    history: bool = True  # without it, the surge is the workflow's share of the queue
+    listed_over_mins: float | None = None
 
     @property
     def text(self) -> str:
         queued = queued_said(self.queued, self.listed_over_mins, jobs=True)
         head = f"{self.workflow} ({self.trigger.value}): {queued}"
+        arrived = f"{self.last_hour} arrivals in the last hour"
         if not self.history:
-            arrived = f", {self.last_hour} arrivals in the last hour" if self.last_hour else ""
-            return (
-                f"{head}, {self.share:.0%} of the queue{arrived} "
-                "(no arrivals recorded a day before to compare)"
-            )
+            arrived = f", {arrived}" if self.last_hour else ""
+            no_history = "(no arrivals recorded a day before to compare)"
+            return f"{head}, {self.share:.0%} of the queue{arrived} {no_history}"
+        before = "none a day before"
         if self.day_before:
-            ratio = self.last_hour / self.day_before
-            return (
-                f"{head}, {self.last_hour} arrivals in the last hour against "
-                f"{self.day_before} a day before ({ratio:.1f}×)"
-            )
-        return f"{head}, {self.last_hour} arrivals in the last hour against none a day before"
+            before = f"{self.day_before} a day before ({self.last_hour / self.day_before:.1f}×)"
+        return f"{head}, {arrived} against {before}"
 
 
-def jobs_view(
-    listing: JobsListing,
-    arrivals: Arrivals,
-    *,
-    source: str,
-    at: datetime,
-) -> JobsView:
-    """Per runner type, its workflows ranked by queued jobs then longest wait (ties by name);
-    workflows that only arrived (none queued now) rank after them."""
+def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: datetime) -> JobsView:
+    """Per runner type, its workflows ranked by queued jobs, longest wait, then arrivals."""
     by_workflow: dict[tuple[str, str], list[QueuedJob]] = {}
     for job in listing.jobs:
         by_workflow.setdefault((job.runner_type, job.workflow), []).append(job)
-    keys = set(by_workflow) | set(arrivals.last_hour) | set(arrivals.day_before)
     per_type: dict[str, list[WorkflowQueue]] = {}
-    for runner_type, workflow in keys:
-        jobs = by_workflow.get((runner_type, workflow), [])
-        per_type.setdefault(runner_type, []).append(
-            _workflow(workflow, jobs, arrivals, (runner_type, workflow), at)
-        )
+    for key in {*by_workflow, *arrivals.last_hour, *arrivals.day_before}:
+        workflow = _workflow(key, by_workflow.get(key, []), arrivals, at)
+        per_type.setdefault(key[0], []).append(workflow)
     types = {}
     for runner_type, workflows in sorted(per_type.items()):
         types[runner_type] = RunnerTypeJobs(
@@ -283,8 +244,8 @@ def jobs_view(
 
 
 def _slower(arrivals: Arrivals) -> dict[str, tuple[Slower, ...]]:
-    """Workflows whose finished jobs ran at least `SLOWER` times as long as the same hour a day
-    before, and `SLOWER_MIN_MINS` longer (a 1-minute job taking 2 is not the queue's cause)."""
+    """Workflows whose jobs ran `SLOWER` times as long as a day before, and `SLOWER_MIN_MINS`
+    longer (a 1-minute job taking 2 is not the queue's cause)."""
     found: dict[str, list[Slower]] = {}
     for (runner_type, workflow), minutes in arrivals.minutes_last_hour.items():
         before = arrivals.minutes_day_before.get((runner_type, workflow))
@@ -298,11 +259,11 @@ def _slower(arrivals: Arrivals) -> dict[str, tuple[Slower, ...]]:
 
 
 def _workflow(
-    name: str, jobs: list[QueuedJob], arrivals: Arrivals, key: tuple[str, str], at: datetime
+    key: tuple[str, str], jobs: list[QueuedJob], arrivals: Arrivals, at: datetime
 ) -> WorkflowQueue:
     oldest = min(jobs, key=lambda j: (j.created_at, j.source_id)) if jobs else None
     return WorkflowQueue(
-        workflow=name,
+        workflow=key[1],
         queued=len(jobs),
         longest_wait_mins=oldest.wait_mins(at) if oldest else None,
         oldest_url=oldest.url if oldest else "",
@@ -322,35 +283,21 @@ def _ranked(counted: Counter[Trigger]) -> tuple[tuple[Trigger, int], ...]:
 
 
 def surging(view: JobsView, runner_type: str) -> Surge | None:
-    """The workflow behind a runner type's surge, if one is: its arrivals in the last hour at
-    least doubled against the same hour a day before, by at least SURGE_MIN_MORE; or, with no
-    history, it holds most of a queue of at least SURGE_MIN_QUEUED jobs. The biggest jump wins."""
+    """The workflow behind a runner type's surge: arrivals at least doubled against a day before,
+    or, with no history, most of the queue. The biggest jump wins."""
     queue = view.runner_types.get(runner_type)
     if queue is None:
         return None
-    best: tuple[float, Surge] | None = None
+    found: list[tuple[float, Surge]] = []
     for w in queue.workflows:
         last, before = w.last_hour or 0, w.day_before or 0
         share = w.queued / queue.queued if queue.queued else 0.0
-        if view.history:
-            if last < 2 * before or last - before < SURGE_MIN_MORE:
-                continue
+        if view.history and last >= 2 * before and last - before >= SURGE_MIN_MORE:
             score = float(last - before)
-        else:
-            if queue.queued < SURGE_MIN_QUEUED or share <= 0.5:
-                continue
+        elif not view.history and queue.queued >= SURGE_MIN_QUEUED and share > 0.5:
             score = float(w.queued)
-        surge = Surge(
-            runner_type,
-            w.workflow,
-            w.trigger,
-            last,
-            before,
-            w.queued,
-            share,
-            history=view.history,
-            listed_over_mins=view.listed_over_mins,
-        )
-        if best is None or score > best[0]:
-            best = (score, surge)
-    return best[1] if best else None
+        else:
+            continue
+        said = (w.workflow, w.trigger, last, before, w.queued, share, view.history)
+        found.append((score, Surge(runner_type, *said, view.listed_over_mins)))
+    return max(found, key=lambda pair: pair[0])[1] if found else None

@@ -1,26 +1,11 @@
-"""What one reading means for one runner type: the judgement every surface renders.
+"""What one reading means for one runner type, decided once and stored with the reading
+(`RunnerTypeMetrics.judged`): every surface renders it and none recomputes it, so two surfaces
+never disagree.
 
-Worked out once, when a reading arrives (`bot.fleet.readings` for a live backend; `alert_fleet`
-from the alert's numbers), and stored with the reading's numbers (`RunnerTypeMetrics.judged`).
-The root, statuses, diagnostics, `/queue`, the App Home, the early warning, the scale forms'
-defaults, the summary and the postmortem render it; none works out its own, because two
-surfaces that each compute "the same thing" disagree the first time their inputs differ by a
-reading or a rule.
-
-**The direction comes from the queue itself.** The queued jobs observed at the last
-`DIRECTION_READINGS` readings (passing over readings that repeat the one before) decide rising,
-holding or falling (`direction_of`): a change beyond the noise (`tolerance`) over them, and no
-step back at the latest. Arrival and
-completion rates lag a turn by their window (ten minutes of a surge stay in a ten-minute rate),
-so they never overrule what the queue has visibly done; they only size the advice of a queue
-that grows, where the observed slope is the floor.
-
-**The advice** is how many runners to add now: the runners that would drain the queue within
-the drain target (`runners_to_drain`), less those already asked for and still booting (desired
-beyond registered: a scale-up or a maximum just raised counts at once); whether they fit under
-the maximum, and by how much it must rise if not. A falling queue that clears within twice the
-target gets "none: it clears in ~N min"; a queue that falls slower than that still gets the
-runners that would drain it in time.
+The direction comes from the queue itself (`direction_of`): arrival and completion rates lag a
+turn by their window, so they only size the advice of a queue that grows. The advice is the
+runners that drain the queue within the drain target, less those already booting (desired beyond
+registered), and how far the maximum must rise for them to fit.
 """
 
 from __future__ import annotations
@@ -34,19 +19,16 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
-from bot.domain.units import minutes, number
+from bot.domain.units import minutes, number, wait_parts
 
 if TYPE_CHECKING:
     from bot.domain.fleet import RunnerTypeMetrics
 
 DRAIN_TARGET_MINS = 30.0
 BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
-# Readings the direction is read over: a turn shows within two readings of it.
-DIRECTION_READINGS = 3
-# Readings looked back over for those values, past readings that repeat the one before.
-RECENT_READINGS = 6
-# A falling queue that clears within this many drain targets needs no runner.
-SLOW_DRAIN_TARGETS = 2.0
+DIRECTION_READINGS = 3  # a turn shows within two readings of it
+RECENT_READINGS = 6  # looked back over, past readings that repeat the one before
+SLOW_DRAIN_TARGETS = 2.0  # a falling queue that clears within this many targets needs no runner
 
 
 class Direction(StrEnum):
@@ -56,8 +38,8 @@ class Direction(StrEnum):
 
 
 class Judgement(BaseModel):
-    """One runner type at one reading, decided. Stored short: it rides with every reading kept
-    in an incident's state."""
+    """One runner type at one reading, decided; stored short, as it rides with every reading
+    kept in an incident's state."""
 
     model_config = ConfigDict(
         frozen=True,
@@ -92,8 +74,7 @@ class Judgement(BaseModel):
     wait_mins: float | None = None
     wait_over: bool = False  # more than `wait_mins`, by how much nobody knows
     wait_of_starts: bool = False  # the slowest recent start, not the oldest job's age
-    # Why the wait is not known, said instead of a blank ("" when it is, or nothing queues).
-    wait_unknown: str = ""
+    wait_unknown: str = ""  # why the wait is not known, said instead of a blank
     direction: Direction | None = None  # None: fewer than two readings observed
     change_per_min: float | None = None  # the observed queue's, over the direction's readings
     busy: float | None = None
@@ -102,9 +83,7 @@ class Judgement(BaseModel):
     maximum: float | None = None
     runners: int = 0  # to add now
     needed: int = 0  # before the runners booting are counted
-    # Runners added from Slack after this reading was taken, counted as booting, and how far
-    # they raised the maximum (`added`).
-    added_since: int = 0
+    added_since: int = 0  # runners added from Slack since this reading (`added`)
     maximum_added: int = 0
     raise_maximum_by: int = 0  # the maximum must rise this much for `runners` to fit
     clears_in_mins: float | None = None  # a falling queue's, by itself
@@ -115,7 +94,7 @@ class Judgement(BaseModel):
     def wait(self) -> str:
         """ "12 min", "over 60 min", "not known: …"; "" when nothing queues."""
         if self.wait_mins is not None:
-            return f"{'over ' if self.wait_over else ''}{minutes(self.wait_mins)}"
+            return wait_parts(self.wait_mins, over=self.wait_over)[1]
         if self.queued:
             return f"not known: {self.wait_unknown or 'the source gives none'}"
         return ""
@@ -139,15 +118,11 @@ class Judgement(BaseModel):
         """The advice in the words every surface uses; "" when nothing queues or grows."""
         within = minutes(self.within_mins)
         if self.runners:
-            text = f"+{_runners(self.runners)} would drain it in {within}"
-            if not self.queued:
-                text = f"+{_runners(self.runners)} would keep it from queueing"
-            if self.raise_maximum_by and self.maximum is not None:
-                raised = number(self.maximum + self.raise_maximum_by)
-                text += (
-                    f"; raise the maximum by {self.raise_maximum_by} "
-                    f"({number(self.maximum)} → {raised})"
-                )
+            does = f"would drain it in {within}" if self.queued else "would keep it from queueing"
+            text = f"+{_runners(self.runners)} {does}"
+            if self.new_maximum is not None and self.maximum is not None:
+                was, to = number(self.maximum), number(self.maximum + self.raise_maximum_by)
+                text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             return text
         if self.clears_in_mins is not None:
             return f"none: it clears {clears(self.clears_in_mins)}"
@@ -157,7 +132,6 @@ class Judgement(BaseModel):
 
     @property
     def new_maximum(self) -> int | None:
-        """The maximum the advice needs, when it needs a higher one."""
         if not self.raise_maximum_by or self.maximum is None:
             return None
         return math.ceil(self.maximum) + self.raise_maximum_by
@@ -171,19 +145,14 @@ def judge(
     within_mins: float = DRAIN_TARGET_MINS,
     wait_unknown: str = "",
 ) -> Judgement:
-    """The judgement of one runner type's reading. `observed`: (epoch seconds, queued) at the
-    readings before this one, oldest first (this reading's own queue is added here)."""
+    """`observed`: (epoch seconds, queued) at the readings before this one, oldest first."""
     queued = finite(metrics.queued)
-    points = [(at, value) for at, value in observed if math.isfinite(value)]
+    points = [(t, value) for t, value in observed if math.isfinite(value)]
     if queued is not None:
         points.append((at.timestamp(), queued))
     direction, rate = direction_of(points)
     running = _most(metrics.registered, metrics.busy)
     desired = finite(metrics.desired)
-    booting = 0
-    if desired is not None:
-        booting = max(math.floor(desired - (running or 0.0)), 0)
-    maximum = finite(metrics.maximum)
     wait = finite(metrics.longest_wait_mins)
     judgement = Judgement(
         at=at,
@@ -196,8 +165,8 @@ def judge(
         change_per_min=rate,
         busy=finite(metrics.busy),
         registered=finite(metrics.registered),
-        booting=booting,
-        maximum=maximum,
+        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)), 0),
+        maximum=finite(metrics.maximum),
         within_mins=within_mins,
     )
     return _advised(judgement, metrics, running)
@@ -208,26 +177,29 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
     duration = finite(metrics.job_duration_mins)
     duration = duration if duration and duration > 0 else None
     if queued <= 0:
-        # Nothing queued. Only before the queue was ever observed do the rates speak: more
-        # jobs arriving than finishing (runners absorb them, for now) take growth × the job
-        # duration to hold off. Once observed, an empty queue is what it is: a surge's rates
-        # still in their window must not ask for runners under a queue that drained.
+        # Only before the queue was ever observed do the rates speak: once observed, a surge's
+        # rates still in their window must not ask for runners under a queue that drained.
         growth = _net_arrivals(metrics) if j.direction is None else 0.0
         if not growth or duration is None:
             return j
         return _fitted(j, math.ceil(growth * duration), "arrivals outrun completions", running)
     rate = j.change_per_min or 0.0
     if j.direction is Direction.FALLING and rate < 0:
-        # When it clears by itself within twice the target, no runner; else what its drain
-        # does not finish in time. (A queue holding moves within its noise: its slope is noise
-        # too, and read as a drain it would flip the advice from reading to reading.)
+        # A holding queue's slope is noise: read as a drain it would flip the advice.
         clears = queued / -rate
         if clears <= SLOW_DRAIN_TARGETS * j.within_mins:
             fell = f"the queue fell {-rate:.1f} jobs/min over the last readings"
             return j.model_copy(update={"clears_in_mins": clears, "why": fell})
         needed = _drain(queued + rate * j.within_mins, duration, j.within_mins)
         return _fitted(j, needed, f"it falls, but would take ~{eta(clears)} by itself", running)
-    growth = _growth(j, metrics)
+    # Growth: none while holding; the rates alone before any queue was observed; else the
+    # observed slope (the rates size the advice, never turn its direction).
+    if j.direction is Direction.HOLDING:
+        growth = 0.0
+    elif j.direction is None:
+        growth = _net_arrivals(metrics)
+    else:
+        growth = max(rate, 0.0)
     needed = _drain(queued + growth * j.within_mins, duration, j.within_mins)
     each = f"of ~{minutes(duration)}" if duration else "at a runner each (no job duration)"
     why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
@@ -236,18 +208,7 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
     return _fitted(j, needed, why, running)
 
 
-def _growth(j: Judgement, metrics: RunnerTypeMetrics) -> float:
-    """How fast a queue that does not fall grows: the observed slope, or arrivals beyond
-    completions when those say more (they size the advice, never turn its direction)."""
-    if j.direction is Direction.HOLDING:
-        return 0.0
-    if j.direction is None:
-        return _net_arrivals(metrics)  # no queue observed yet: the rates alone
-    return max(j.change_per_min or 0.0, 0.0)
-
-
 def _net_arrivals(metrics: RunnerTypeMetrics) -> float:
-    """Arrivals beyond completions per minute, 0 when fewer or not both known."""
     arrivals, completions = finite(metrics.arrival_per_min), finite(metrics.completed_per_min)
     if arrivals is None or completions is None:
         return 0.0
@@ -255,8 +216,7 @@ def _net_arrivals(metrics: RunnerTypeMetrics) -> float:
 
 
 def _drain(backlog: float, duration: float | None, within_mins: float) -> int:
-    """Runners that finish `backlog` jobs within the target: one per job without a duration
-    (what PyTorch's own scale-up-chron asks its autoscaler for)."""
+    """Without a duration, a runner per job (as PyTorch's scale-up-chron asks)."""
     if backlog <= 0:
         return 0
     if duration is None:
@@ -280,16 +240,13 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
 
 
 def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
-    """The judgement once `runners` were added after its reading (a scale-up from Slack that
-    the next reading will count as desired): they count as booting at once, and a maximum
-    raised by `maximum_by` at once, so nobody is advised, or pre-filled, the same runners
-    twice. Recomputed from the reading's own numbers (`added_since`, `maximum_added`): counting
-    the same scale-ups again, or the ones before with one more, counts each once."""
+    """The judgement once `runners` were added from Slack after its reading (raising the
+    maximum by `maximum_by`): they count as booting at once, so nobody is advised the same
+    runners twice. Worked out from the reading's own numbers, so counting again is idempotent."""
     if runners == j.added_since and maximum_by == j.maximum_added:
         return j
-    booting = j.booting - j.added_since + runners
     update: dict[str, object] = {
-        "booting": booting,
+        "booting": j.booting - j.added_since + runners,
         "added_since": runners,
         "maximum_added": maximum_by,
     }
@@ -298,19 +255,15 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     base = j.model_copy(update=update)
     if not j.needed:
         return base
-    running = max((v for v in (j.registered, j.busy) if v is not None), default=None)
+    running = _most(j.registered, j.busy)
     return _fitted(base, j.needed, f"+{runners} added since this reading", running)
 
 
-def direction_of(
-    points: Sequence[tuple[float, float]],
-) -> tuple[Direction | None, float | None]:
-    """Rising, holding or falling from the observed queue (epoch seconds, queued, oldest first),
-    and its change per minute: over its last three values, a net change beyond `tolerance`, the
-    latest step not against it. A reading that repeats the one before (a backend not refreshed
-    since, a queue that moves in steps) tells nothing new and is passed over, within the last
-    `RECENT_READINGS`; a queue the same at the last `DIRECTION_READINGS` holds. A queue
-    wandering within its noise holds. None with fewer than two readings."""
+def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | None, float | None]:
+    """The direction of the observed queue (epoch seconds, queued, oldest first) and its change
+    per minute over its last `DIRECTION_READINGS` distinct values: a net change beyond
+    `tolerance`, the latest step not against it. A repeated reading (a backend not refreshed)
+    tells nothing and is passed over; None with fewer than two readings."""
     recent = list(points)[-RECENT_READINGS:]
     if len(recent) < 2:
         return None, None
@@ -332,15 +285,12 @@ def direction_of(
 
 
 def tolerance(level: float) -> float:
-    """A change of the queue that is noise at this level: four jobs, or a twentieth of the
-    queue. A queue at its maximum moves by arrivals less completions, each a count of chance
-    events: at a few jobs a minute, readings two apart differ by three or four jobs with no
-    trend at all; a long queue sliding by a twentieth in two readings is draining."""
+    """Noise at this level: four jobs (arrivals less completions, each a count of chance
+    events, differ by that with no trend), or a twentieth of a long queue."""
     return max(4.0, 0.05 * level)
 
 
 def clears(mins: float) -> str:
-    """ "in ~12 min", "within a minute"."""
     return "within a minute" if mins < 1 else f"in ~{eta(mins)}"
 
 
@@ -353,8 +303,7 @@ def eta(mins: float) -> str:
 
 
 def finite(value: float | None) -> float | None:
-    """A gauge as a number to reckon with: None for one not read, NaN or infinite (a backend's
-    division by a zero rate)."""
+    """None for a gauge not read, NaN or infinite (a backend's division by a zero rate)."""
     return value if value is not None and math.isfinite(value) else None
 
 

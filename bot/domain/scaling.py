@@ -1,8 +1,6 @@
-"""What scaling a runner type is about, as values: its target (what the backend acts on, with a
-cap per request and an optional ceiling), the capacity a backend reports with the tool that
-re-applies the target's spec (`managed_by`), and what the scale form shows before anyone
-confirms: whose scale-up it is (`ScaleOwner`) and the amount it offers (`scale_default`). The
-calls themselves are `bot.backends.scale`'s.
+"""What scaling a runner type is about, as values: its target, the capacity a backend reports
+and the tool that re-applies the target's spec (`managed_by`), and what the scale form offers
+before anyone confirms (`ScaleOwner`, `scale_default`). The calls are `bot.backends.scale`'s.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ class Capacity:
     maximum: int | None = None
     # Raising the floor would change nothing: ARC runs min(minRunners + assigned, maxRunners).
     at_maximum: bool = False
-    # The tool that re-applies the target's spec, when its metadata says.
     managed_by: ManagedBy | None = None
 
     def describe(self) -> str:
@@ -48,9 +45,8 @@ class Capacity:
 
 @dataclass(frozen=True)
 class ScaleOwner:
-    """Whose scale-up the Scale up… form makes: an open incident's (opened from its root), or
-    an early warning's (from its message; once its alert fired, the incident that took it on
-    owns what is asked). The one form differs by these alone."""
+    """Whose scale-up the Scale up… form makes: an incident's, or an early warning's (once its
+    alert fired, the incident that took it on owns it)."""
 
     choices: tuple[str, ...]  # the runner types offered, the owner's own first
     incident: Incident | None = None
@@ -64,8 +60,7 @@ class ScaleOwner:
         return ""
 
 
-# Why the target would refuse adding `delta` (to its maximum, when True), in its scaler's words;
-# "" when it would not (`bot.backends.scale.Scaler.refusal`, bound to the target and capacity).
+# Why the target would refuse adding `delta` (to its maximum, when True); "" when it would not.
 Refusal = Callable[[int, bool], str]
 
 
@@ -89,10 +84,8 @@ class ScalePreview:
     capacity_note: str  # why capacity is unknown, when it is
     recommended: Judgement | None
     can_raise_maximum: bool
-    # Why a scale-up cannot be put back by queuepilot ("" when it can).
-    cannot_undo: str = ""
-    # Put back once the incident resolved (`until` says what else), or after this long (0: no
-    # time limit); None: scale-ups are not put back (no revert sweep runs).
+    cannot_undo: str = ""  # why queuepilot cannot put a scale-up back
+    # Put back after this long, or as `until` says (0: no time limit; None: never put back).
     revert_after_s: int | None = None
     until: str = "the incident resolves"  # what puts it back, besides the time
     default: ScaleDefault = field(default_factory=ScaleDefault)
@@ -106,16 +99,10 @@ def scale_default(
     can_raise_maximum: bool,
     refusal: Refusal,
 ) -> ScaleDefault:
-    """The amount and shape the form pre-fills: the judgement's `runners` (the advice every
-    surface shows), as much of it as one request may add (`target.cap`) and the target accepts
-    (`refusal`, the scaler's own check at the capacity read as the form opened).
-
-    The maximum is raised instead of the floor where the advice raises it (by as much as brings
-    the target's maximum to the advice's `new_maximum`), or where the target refuses the advice
-    as a raised floor (ARC's `minRunners ≤ maxRunners`; at its maximum a raised floor changes
-    nothing). A shape the target refuses in full offers the most it accepts, saying why;
-    nothing at all when it accepts none, or nothing is advised: never a number a responder
-    would take by accident."""
+    """What the form pre-fills: the judgement's `runners`, as much as one request may add and
+    the target accepts. The maximum is raised instead of the floor where the advice raises it
+    or the target refuses a raised floor; a refused shape offers the most the target accepts,
+    saying why; nothing at all rather than a number a responder would take by accident."""
     if advice is None or advice.runners <= 0:
         return ScaleDefault()
     shapes = _shapes(advice, capacity, can_raise_maximum)
@@ -159,8 +146,8 @@ def _raised_by_advice(advice: Judgement, raise_maximum: bool) -> str:
 
 
 def _most_accepted(asked: int, raise_maximum: bool, refusal: Refusal) -> int:
-    """The largest amount up to `asked` the target accepts (0: none). A target that refuses an
-    amount refuses every larger one (a bound passed, a ceiling), so halving finds it."""
+    """The largest amount up to `asked` the target accepts: refusing one amount, it refuses
+    every larger one, so halving finds it."""
     low, high = 0, asked
     while low < high:
         middle = (low + high + 1) // 2
@@ -171,15 +158,13 @@ def _most_accepted(asked: int, raise_maximum: bool, refusal: Refusal) -> int:
     return low
 
 
-# Argo CD's tracking (argo-cd docs/user-guide/resource_tracking.md): the annotation (3.x's default;
-# also `annotation+label`, whose label is only informational), the label (2.x's default), and
-# the custom label its docs suggest (`application.instanceLabelKey` in argocd-cm).
+# Argo CD's tracking (docs/user-guide/resource_tracking.md): the annotation (3.x's default),
+# the label (2.x's), and the custom label its docs suggest.
 ARGO_TRACKING_ID = "argocd.argoproj.io/tracking-id"
 ARGO_INSTANCE_LABEL = "argocd.argoproj.io/instance"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 ARGO_PREFIX = "argocd.argoproj.io/"
-# Written by `helm install` and `helm upgrade` alone (helm pkg/action/validate.go,
-# `setMetadataVisitor`), with the managed-by label; `helm template` writes neither annotation.
+# Written by `helm install` and `helm upgrade` alone, never by `helm template`.
 HELM_RELEASE = "meta.helm.sh/release-name"
 HELM_NAMESPACE = "meta.helm.sh/release-namespace"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -196,37 +181,20 @@ class ManagedBy:
     to a change made from Slack."""
 
     tool: str  # "Argo CD", "Helm", or "whatever applies its rendered Helm chart"
-    owner: str  # the tool's unit that owns it: "application arc-runners"; "" when not marked
+    owner: str  # "application arc-runners"; "" when not marked
     marking: str  # "tracked by its app.kubernetes.io/instance label"
     undoes: str  # "the next `helm upgrade` puts the chart's values back"
 
     def describe(self) -> str:
-        """ "Argo CD (application arc-runners, tracked by its app.kubernetes.io/instance label)"."""
         return f"{self.tool} ({', '.join(part for part in (self.owner, self.marking) if part)})"
 
 
 def managed_by(labels: object, annotations: object) -> ManagedBy | None:
-    """Which tool re-applies this object's spec, from its metadata, or None (nothing says: a
-    `kubectl apply`, or an operator of its own). A sync or an upgrade puts its own values back,
-    so a patch made from Slack is undone by it anyway. The first rule that matches decides:
-
-    1. `argocd.argoproj.io/tracking-id` annotation: Argo CD tracking by annotation (3.x's
-       default, and `annotation+label`); the application is the ID's part before its first `:`.
-    2. `argocd.argoproj.io/instance` label: Argo CD tracking by the custom label its docs name.
-    3. `meta.helm.sh/release-name` annotation: Helm (an install or upgrade wrote it).
-    4. `app.kubernetes.io/instance` label, without (3): Argo CD tracking by label (2.x's
-       default; it sets the label to the application's name). Helm charts set this label too
-       (ARC's `gha-runner-scale-set`, to the scale set's name), but Helm itself would have
-       written (3); Argo CD renders a chart with `helm template`, which leaves the chart's
-       `managed-by: Helm` label and writes no annotation. A label still the chart's own (the
-       scale set's name, with `managed-by: Helm`) is not Argo CD's: see (6). (A plain
-       manifest applied with the label set by hand is named Argo CD's: the marking shown lets
-       a reader tell.)
-    5. Any other `argocd.argoproj.io/` annotation (sync options, a sync wave): Argo CD, tracking
-       by a custom label of another name.
-    6. `app.kubernetes.io/managed-by: Helm` alone: a chart rendered with `helm template` and
-       applied by a tool that left no mark of its own.
-    """
+    """Which tool re-applies this object's spec, from its metadata (None: nothing says), as a
+    sync or an upgrade undoes a patch made from Slack anyway. The first match decides: Argo CD's
+    tracking annotation, its instance label, Helm's release annotation, the instance label
+    unless a Helm chart rendered it (Argo CD renders charts with `helm template`, which writes
+    no annotation), any other Argo CD annotation, and `managed-by: Helm` alone."""
     labels = _strings(labels)
     annotations = _strings(annotations)
     if annotations.get(ARGO_TRACKING_ID):
@@ -254,10 +222,8 @@ def managed_by(labels: object, annotations: object) -> ManagedBy | None:
 
 
 def _chart_instance(labels: dict[str, str]) -> bool:
-    """Whether the instance label is the one a Helm chart rendered (ARC's sets it to the scale
-    set's name, as its `name` label), not one Argo CD wrote: Argo CD writes its application's
-    name over it. `helm template` applied by another tool (Pulumi, kustomize's helmCharts)
-    leaves it so."""
+    """Whether the instance label is the chart's own (ARC's: the scale set's name), which Argo CD
+    would have written its application's name over."""
     instance = labels[INSTANCE_LABEL]
     return labels.get(MANAGED_BY_LABEL) == "Helm" and instance in (
         labels.get("app.kubernetes.io/name"),
@@ -271,7 +237,7 @@ def _argo_cd(application: str, marking: str) -> ManagedBy:
 
 
 def _strings(metadata: object) -> dict[str, str]:
-    """Labels or annotations as a map of strings (anything else in it is no marking)."""
+    """Labels or annotations as strings: anything else is no marking."""
     if not isinstance(metadata, dict):
         return {}
     return {k: v.strip() for k, v in metadata.items() if isinstance(k, str) and isinstance(v, str)}

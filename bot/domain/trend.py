@@ -1,7 +1,4 @@
-"""Recent readings of a queue: the incident's trend, and it as a picture (a sparkline).
-
-Pure functions over (time, value) points, so status replies, the root and `/queue` agree.
-"""
+"""The queue at an incident's recent statuses, and it as a sparkline."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue
+from bot.domain.units import number
 
 BARS = "▁▂▃▄▅▆▇█"
 SPARK_POINTS = 12
@@ -20,23 +18,17 @@ Point = tuple[float, float | None, float | None]  # (epoch seconds, queued, long
 
 
 def _cell(value: float | None) -> str:
-    """One number of a column: whole numbers without ".0", others to one decimal (what the
-    messages show), an unknown one empty."""
-    if value is None or not math.isfinite(value):
-        return ""
-    rounded = round(float(value), 1)
-    return str(int(rounded)) if rounded.is_integer() else f"{rounded:.1f}"
+    """As messages show the number; unknown empty."""
+    return "" if value is None or not math.isfinite(value) else number(value)
 
 
 def _column(text: str, last: int | None = None) -> list[float | None]:
-    """The column's numbers, or only its `last` ones: splitting from the right leaves the rest
-    of a long column unparsed. "" is one unknown cell: callers look at an empty trend first."""
+    """The column's numbers, or only its `last` ones (the rest of a long column left unparsed)."""
     cells = text.split(",") if last is None else text.rsplit(",", last)[-last:]
     return [float(cell) if cell else None for cell in cells]
 
 
 def _without_first(column: str, count: int) -> str | None:
-    """The column without its first `count` cells; None when no cell is left."""
     if count == 0:
         return column
     rest = column.split(",", count)
@@ -44,12 +36,9 @@ def _without_first(column: str, count: int) -> str | None:
 
 
 class Trend(BaseModel):
-    """The queue at each recent status, column by column: every column is aligned with `at`,
-    and a runner type's cell is empty where a status did not show it.
-
-    Every status reads and rewrites it with the incident's state, so each column is kept as
-    text ("4,6,,9"): 48 statuses of 10 runner types are about 3 KiB, written and read as a
-    few strings, and split into numbers only where a message needs them.
+    """The queue at each recent status, column by column, aligned with `at` (a type's cell
+    empty where a status did not show it). Every status rewrites it with the incident's state,
+    so columns are kept as text ("4,6,,9"), split into numbers only where a message needs them.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -63,21 +52,15 @@ class Trend(BaseModel):
         return self.at.count(",") + 1 if self.at else 0
 
     def appended(
-        self,
-        at: datetime,
-        total: float | None,
-        types: Mapping[str, RunnerQueue],
-        *,
-        limit: int,
+        self, at: datetime, total: float | None, types: Mapping[str, RunnerQueue], *, limit: int
     ) -> Trend:
-        """This trend with one more status, keeping the latest `limit`; a runner type no status
-        kept shows any more is dropped."""
+        """With one more status, keeping the latest `limit`; a type none shows is dropped."""
         size = len(self)
         start = max(size + 1 - limit, 0)
 
         def extended(column: str | None, cell: str) -> str:
             # String surgery, not split and join: every status rewrites every column.
-            if column is None:  # a type new to this trend: empty cells before this status
+            if column is None:  # new to this trend: empty cells before this status
                 return "," * (size - start) + cell
             kept = _without_first(column, start)
             return cell if kept is None else f"{kept},{cell}"
@@ -92,7 +75,6 @@ class Trend(BaseModel):
             )
             if q_col.strip(",") or w_col.strip(","):
                 queued[name], waits[name] = q_col, w_col
-        # Built from cells made here: nothing to validate.
         return Trend.model_construct(
             at=extended(self.at if size else None, str(int(at.timestamp()))),
             total=extended(self.total if size else None, _cell(total)),
@@ -110,15 +92,13 @@ class Trend(BaseModel):
         return list(self.queued)
 
     def queued_of(self, name: str, last: int | None = None) -> list[float | None]:
-        """The type's queue at every status, or at the `last` ones (None where a status did not
-        show it)."""
+        """The type's queue at every status, or the `last` ones (None where one did not show it)."""
         if name in self.queued:
             return _column(self.queued[name], last)
         size = len(self)
         return [None] * (size if last is None else min(size, last))
 
     def keeping(self, names: list[str]) -> Trend:
-        """This trend with only the columns of `names` (in that order)."""
         kept = [n for n in names if n in self.queued]
         return Trend.model_construct(
             at=self.at,
@@ -128,19 +108,12 @@ class Trend(BaseModel):
         )
 
     def known_at_least(self, name: str, count: int) -> bool:
-        """Whether at least `count` statuses knew the type's queue or wait, without parsing
-        its numbers."""
-        if name not in self.queued:
-            return False
-        queued = self.queued[name].split(",")
-        if len(queued) - queued.count("") >= count:  # the usual case, at C speed
-            return True
-        cells = zip(queued, self.waits[name].split(","), strict=True)
-        return sum(1 for q, w in cells if q or w) >= count
+        """Whether at least `count` statuses knew the type's queue or wait."""
+        return len(self.points(name)) >= count
 
     def points(self, name: str) -> list[Point]:
         """(time, queued, longest wait) of the statuses that showed the type."""
-        if name not in self.queued or name not in self.waits:
+        if name not in self.queued:
             return []
         columns = zip(
             self.times(), _column(self.queued[name]), _column(self.waits[name]), strict=True
@@ -148,7 +121,7 @@ class Trend(BaseModel):
         return [(at, q, w) for at, q, w in columns if q is not None or w is not None]
 
     def peak_at(self) -> datetime | None:
-        """When the most jobs queued (the first such status on a tie); None without totals."""
+        """When the most jobs queued (the first such status on a tie)."""
         known = [
             (t, at) for at, t in zip(self.times(), self.totals(), strict=True) if t is not None
         ]
@@ -158,7 +131,7 @@ class Trend(BaseModel):
 
 
 def sparkline(values: Sequence[float | None], *, points: int = SPARK_POINTS) -> str:
-    """The last `points` values as bars scaled from 0 to their maximum; unknown ones as gaps."""
+    """The last `points` values as bars from 0 to their maximum; unknown ones as gaps."""
     shown = list(values)[-points:]
     known = [v for v in shown if v is not None]
     if len(known) < 2:
