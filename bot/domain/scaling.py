@@ -104,7 +104,11 @@ def scale_default(
     or the target refuses a raised floor; a refused shape offers the most the target accepts,
     saying why; nothing at all rather than a number a responder would take by accident."""
     if advice is None or advice.runners <= 0:
-        return ScaleDefault()
+        # Nothing to fill in, but the shape chosen is still one a first runner fits: a set
+        # that runs its maximum, or refuses a higher floor, gains nothing from its floor.
+        at_maximum = capacity is not None and capacity.at_maximum
+        raise_maximum = can_raise_maximum and (at_maximum or bool(refusal(1, False)))
+        return ScaleDefault(raise_maximum=raise_maximum)
     shapes = _shapes(advice, capacity, can_raise_maximum)
     first = ""
     partial: ScaleDefault | None = None

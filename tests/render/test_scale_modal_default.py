@@ -258,6 +258,26 @@ def test_no_advice_fills_in_nothing_and_says_the_advice(
     assert said in contexts(view)
 
 
+@pytest.mark.parametrize(
+    ("capacity", "raised"),
+    [
+        (arc_capacity(20, 20, 20), True),  # a floor at the maximum: ARC refuses it higher
+        (arc_capacity(20, 5, 20), True),  # running its maximum: a higher floor changes nothing
+        (arc_capacity(8, 5, 20), False),  # room under the maximum: the floor is the lever
+    ],
+    ids=["floor-at-maximum", "running-its-maximum", "room-below"],
+)
+def test_with_nothing_advised_the_choice_is_a_shape_a_first_runner_fits(
+    capacity: Capacity, raised: bool
+) -> None:
+    """Three runners booting, say: nothing advised, nothing filled in; a responder who types 1
+    under the choice made for them is not refused for a floor raised above the maximum."""
+    target = ScaleTarget(TYPE, "arc-runners/linux-2xlarge", cap=20)
+    view = render_scale_form(FORM, OWNER, preview_of(advised(0, why=""), target, capacity))
+    assert submitted(view) == (None, raised)
+    assert ARC.refusal(target, capacity, 1, raise_maximum=raised) == ""
+
+
 def test_an_auto_scaling_group_at_its_max_size_is_offered_nothing_saying_why() -> None:
     capacity = Capacity(40, 0, 40, at_maximum=True)
     target = ScaleTarget(TYPE, "ci-linux-2xlarge", cap=20)
