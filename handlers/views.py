@@ -25,7 +25,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from bot.actions.core import ActionCore, Outcome
 from bot.domain.units import ascii_whole
 from bot.outbound.gateway import SlackError, SlackGateway
-from bot.render.root import incident_ref
+from bot.render.replies import incident_ref
 from bot.render.scale_modal import (
     AMOUNT_BLOCK,
     CONFIRM_VIEW,

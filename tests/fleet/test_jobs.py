@@ -117,3 +117,18 @@ async def test_finished_jobs_give_each_workflows_mean_minutes_now_and_a_day_befo
     assert seen.minutes_last_hour == {(GPU, "periodic"): 40.0}
     assert seen.minutes_day_before == {(GPU, "periodic"): 20.0}
     assert seen.last_hour == {}, "a finished job is not an arrival"
+
+
+async def test_a_workflow_named_m_has_its_own_minutes(redis: Redis) -> None:
+    """A workflow's name is GitHub's to choose: one called `m` is a workflow like any, not the
+    minutes of another, and a field that does not read as a number costs only itself."""
+    arrivals = JobArrivals(redis, Keys("qp"))
+    finished = [
+        done(1, "m", NOW - timedelta(minutes=5), 15.0),
+        done(2, "build", NOW - timedelta(minutes=5), 10.0),
+    ]
+    await arrivals.record([job(3, "m", NOW - timedelta(minutes=4))], now=NOW, finished=finished)
+    await redis.hset(Keys("qp").job_durations(slot_of(NOW)), f"{GPU}\tbroken", "many")
+    seen = await arrivals.record([], now=NOW)
+    assert seen.minutes_last_hour == {(GPU, "m"): 15.0, (GPU, "build"): 10.0}
+    assert seen.last_hour == {(GPU, "m"): 1}
