@@ -22,8 +22,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from bot.config import Settings
 from bot.render.scale_modal import AMOUNT_BLOCK, TYPE_BLOCK, VALUE
 from bot.storage.keys import Keys
-from handlers.slack_boundary import SlackBoundary
-from handlers.socket_mode import SocketEnvelopes
+from handlers.slack_boundary import SlackBoundary, SocketEnvelopes
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_socket import SocketMode
