@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import SecretStr
 from redis.asyncio import Redis
@@ -32,7 +32,7 @@ import handlers.home
 import handlers.slack_boundary
 import handlers.views
 import handlers.webhooks
-from bot import leader, periodic
+from bot import factory, leader, periodic
 from bot.actions.core import ActionCore
 from bot.actions.diagnose import Diagnosing
 from bot.actions.early_warning import Warnings
@@ -47,15 +47,6 @@ from bot.actions.silence_watch import SilenceWatch
 from bot.backends.metrics import QueueHistory
 from bot.config import Settings
 from bot.domain.routes import MAX_ROUTES
-from bot.factory import (
-    build_issues,
-    build_jobs_source,
-    build_metrics,
-    build_scaler,
-    build_silencer,
-    github_auth,
-    scale_targets,
-)
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings import FleetReadings
 from bot.fleet.readings_history import ReadingsHistory
@@ -140,7 +131,10 @@ class Bot:
 
 
 def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> Bot:
-    redis = build_redis(settings.redis_url, settings.sentinel())
+    def connect(**options: Any) -> Redis:
+        return build_redis(settings.redis_url, settings.sentinel(), **options)
+
+    redis = connect()
     prefix = settings.redis_prefix
     name = f"{socket.gethostname()}-{os.getpid()}"
     # Unique per process in both streams' consumer groups, so a restarted replica's entries are
@@ -150,41 +144,35 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     retention_s = settings.incident_retention_days * 86_400
     stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
     # One token source for both GitHub readers: an App's installation token is minted once.
-    github = github_auth(settings)
-    issues = build_issues(settings, github)
+    github = factory.github_auth(settings)
+    issues = factory.build_issues(settings, github)
     # The leases are renewed over connections of their own: a crowd that keeps the main pool busy
     # must not cost the leader its lead, nor a channel its sender (tests/storage/test_redis_conn).
-    lease_redis = build_redis(
-        settings.redis_url, settings.sentinel(), client_name="queuepilot-leases"
-    )
+    lease_redis = connect(client_name="queuepilot-leases")
     leadership = Leadership(lease_redis, Keys(prefix), name=name, ttl_ms=settings.leader_lease_ms)
     # Every commit is the leader's: a replica that does not lead (any more) is refused.
     store = IncidentStore(
         redis, prefix, retention_s=retention_s, issues=issues is not None, fence=leadership.fence
     )
+    keys = store.keys
     # Each idle channel sender blocks on up to three doorbells: on a client of their own, so with
     # many channels the main pool stays free for commands (tests/system/test_many_channels).
-    bells = build_redis(
-        settings.redis_url,
-        settings.sentinel(),
-        max_connections=BELL_CONNECTIONS,
-        client_name="queuepilot-bells",
-    )
+    bells = connect(max_connections=BELL_CONNECTIONS, client_name="queuepilot-bells")
     queue = SendQueue(redis, prefix, retention_s=retention_s, bells=bells)
     client = build_client(settings)
     pacing = Pacing()
     gateway = SlackGateway(
-        client, telemetry=telemetry, pacing=pacing, user_names=UserNames(redis, store.keys)
+        client, telemetry=telemetry, pacing=pacing, user_names=UserNames(redis, keys)
     )
-    permalinks = Permalinks(PermalinkCache(redis, store.keys, keep_s=retention_s), gateway)
-    warnings = WarningStore(redis, store.keys, bells=bells)
-    notices = NoticeStore(redis, store.keys)
+    permalinks = Permalinks(PermalinkCache(redis, keys, keep_s=retention_s), gateway)
+    warnings = WarningStore(redis, keys, bells=bells)
+    notices = NoticeStore(redis, keys)
 
-    metrics = build_metrics(settings, github)
-    jobs_source = build_jobs_source(settings, metrics, github)
+    metrics = factory.build_metrics(settings, github)
+    jobs_source = factory.build_jobs_source(settings, metrics, github)
     jobs = None
     if jobs_source is not None:
-        arrivals = JobArrivals(redis, store.keys)
+        arrivals = JobArrivals(redis, keys)
         jobs = JobsWatch(jobs_source, arrivals, timeout_s=settings.backend_timeout_seconds)
     # The capacity report's history: the backend's own (Prometheus, the HUD), else the readings
     # queuepilot keeps itself (`METRICS_BACKEND=github`); none with the `alert` backend.
@@ -193,10 +181,10 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     if isinstance(metrics, QueueHistory):
         history = metrics
     elif metrics.live:
-        kept = ReadingsHistory(redis, store.keys, interval_s=settings.metrics_interval_seconds)
+        kept = ReadingsHistory(redis, keys, interval_s=settings.metrics_interval_seconds)
         history = kept
     readings = FleetReadings(
-        redis, store.keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept
+        redis, keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept
     )
 
     authorizer = Authorizer(settings, group_members=gateway.usergroup_members)
@@ -204,16 +192,16 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     acting = Acting(
         store, telemetry, interactions, authorizer, display_name=gateway.display_name, clock=clock
     )
-    silencer = build_silencer(settings)
+    silencer = factory.build_silencer(settings)
     silence_watch = None
     if silencer is not None:
         silence_watch = SilenceWatch(store, silencer, config=settings, clock=clock)
-    scaler = build_scaler(settings, os.environ)
+    scaler = factory.build_scaler(settings, os.environ)
     scale_reverts = None
     if scaler is not None:
         scale_reverts = ScaleReverts(
             redis,
-            store.keys,
+            keys,
             store,
             scaler,
             config=settings,
@@ -222,7 +210,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             readings=readings,
         )
     scaling = Scaling(
-        acting, scaler, scale_targets(settings), config=settings, reverts=scale_reverts
+        acting, scaler, factory.scale_targets(settings), config=settings, reverts=scale_reverts
     )
     core = ActionCore(
         acting,
@@ -243,7 +231,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     if issues is not None:
         alert_issues = AlertIssues(
             store,
-            IssueLinks(redis, store.keys, retention_s=retention_s),
+            IssueLinks(redis, keys, retention_s=retention_s),
             issues,
             pacing,
             Leases(redis),
@@ -259,7 +247,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         slack=gateway,
         permalinks=permalinks,
         telemetry=telemetry,
-        charts=ChartDelivery(redis, store.keys, settings.chart_style),
+        charts=ChartDelivery(redis, keys, settings.chart_style),
         notices=notices,
         warnings=warnings if early_warnings is not None else None,
         leases=Leases(lease_redis),
@@ -300,7 +288,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         store,
         warnings,
         readings,
-        HomeViewers(redis, store.keys),
+        HomeViewers(redis, keys),
         permalinks,
         gateway,
         config=settings,
@@ -375,8 +363,7 @@ def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
         stop = asyncio.Event()
         bot.gateway.open()
         campaign = asyncio.create_task(
-            leader.campaign(bot.leadership, _leader_work(bot), bot.telemetry, stop),
-            name="campaign",
+            leader.campaign(bot.leadership, _leader_work(bot), bot.telemetry, stop), name="campaign"
         )
         bot.background.append(campaign)
         socket_mode = None

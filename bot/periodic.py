@@ -43,10 +43,7 @@ logging.getLogger("apscheduler.executors.default").addFilter(_not_a_cancel)
 
 
 def start(
-    ticks: dict[str, Tick],
-    *,
-    every_s: float,
-    weekly: Weekly | None = None,
+    ticks: dict[str, Tick], *, every_s: float, weekly: Weekly | None = None
 ) -> AsyncIOScheduler:
     scheduler = AsyncIOScheduler()
     for name, tick in ticks.items():

@@ -41,17 +41,13 @@ PRIVATE_CHANNELS = (
     Scope("groups:history", "the lookup of a lost post in a private channel"),
 )
 USER_GROUPS = Scope(
-    "usergroups:read",
-    "SCALE_ALLOWED_USERS names a user group: its members (usergroups.users.list)",
+    "usergroups:read", "SCALE_ALLOWED_USERS names a user group: its members (usergroups.users.list)"
 )
 OPTIONAL = (*PRIVATE_CHANNELS, USER_GROUPS)
 
 
 def needed(
-    *,
-    public_channels: bool = True,
-    private_channels: bool = False,
-    user_groups: bool = False,
+    *, public_channels: bool = True, private_channels: bool = False, user_groups: bool = False
 ) -> tuple[Scope, ...]:
     scopes = list(ALWAYS)
     if public_channels:

@@ -1,14 +1,9 @@
-"""The Scale up… modal: opened by an incident root's button or an early warning's, reviewed,
-then confirmed into the core. One form for both: which owns the scale-up is data the core
-resolves (`bot.actions.scale_form`), never a second path here.
+"""The Scale up… modal, opened by an incident root's button or an early warning's (the core
+resolves which owns the scale-up), reviewed, then confirmed into the core.
 
-Slack wants a 200 within 3 seconds and a modal opened within 3 seconds of the click, so the
-button opens the form at once and fills in the capacity and the default with `views.update`
-when the backend answers. A submission answers with the next step (`response_action: update`)
-or with errors under the field they concern, the scaler's own refusal among them. All of that is
-done by the replica Slack reached; the confirmed scale-up is handed off to the requests stream as
-the modal closes, and its answer arrives ephemerally in the channel and in the thread (an early
-warning's: on the warning's message).
+The trigger lasts 3 seconds: the form opens at once and `views.update` fills in the capacity when
+the backend answers. A submission answers with the next step or with errors under their field,
+on the replica Slack reached; the confirmed scale-up is handed off to the requests stream.
 """
 
 from __future__ import annotations
@@ -59,12 +54,9 @@ from handlers.context import (
 
 log = logging.getLogger(__name__)
 
-# A submission must be answered within Slack's 3 seconds, permission and capacity read included:
-# its own work fits in SUBMISSION_S (user groups take up to
-# `bot.actions.permissions.GROUP_LOOKUP_S`, the capacity what is left), under the boundary's
-# bound (`handlers.slack_boundary.ANSWER_BUDGET_S`), so the person sees the next step rather
-# than the boundary's "took too long". (A scaler whose client hangs overruns its timeout by
-# `bot.backends.errors.MARGIN_S`: that bound catches it.)
+# A submission's own work (user groups, then the capacity) fits under the boundary's bound
+# (`handlers.slack_boundary.ANSWER_BUDGET_S`), so the person sees the next step rather than
+# "took too long"; a scaler whose client hangs past its timeout is caught by that bound.
 SUBMISSION_S = 2.2
 PREVIEW_IN_SUBMISSION_S = 1.5
 PREVIEW_IN_FORM_S = 10.0
@@ -74,7 +66,6 @@ MAX_AMOUNT = 1_000_000
 
 
 async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    """An incident root's Scale up…: the incident is the message's."""
     await ack()
 
     async def open_form() -> None:
@@ -90,7 +81,7 @@ async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBol
 async def on_warning_scale_button(
     ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext
 ) -> None:
-    """An early warning's Scale up…: its value names the warning (uid) and runner type."""
+    """An early warning's Scale up…: its value is `<warning uid>:<runner type>`."""
     await ack()
     uid, _, runner_type = text_at(first_action(body), "value").partition(":")
     form = ScaleForm(ref="", channel=channel_of(body), runner_type=runner_type, warning=uid)
@@ -177,7 +168,6 @@ async def on_scale_confirm(ack: AsyncAck, body: dict[str, Any], context: AsyncBo
 
 
 async def scale(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
-    """The confirmed scale-up, on whichever replica performs requests."""
     form = ScaleForm.load(text_at(body, "view", "private_metadata"))
     if form is None or not form.runner_type:
         return
@@ -193,7 +183,7 @@ async def scale(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> 
     await tell(slack, body, outcome, channel=form.channel)
 
 
-# The confirmation's work, by the modal's callback_id, which also names it in the requests stream.
+# By the modal's callback_id, which also names the work in the requests stream.
 WORKS: dict[str, Work] = {CONFIRM_VIEW: scale}
 
 
@@ -202,7 +192,6 @@ def _selected(values: dict[str, Any], block: str) -> str:
 
 
 def _checked(values: dict[str, Any], block: str) -> set[str]:
-    """The values of a checkboxes element's selected options."""
     options = object_at(values, block, VALUE).get("selected_options")
     return {text_at(o, "value") for o in options} if isinstance(options, list) else set()
 

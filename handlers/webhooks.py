@@ -20,13 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.config import Settings
-from bot.domain.alerts import (
-    ENDPOINT,
-    PayloadError,
-    Source,
-    parse_json_body,
-    parse_notification,
-)
+from bot.domain.alerts import ENDPOINT, PayloadError, Source, parse_json_body, parse_notification
 from bot.intake.webhook_auth import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
