@@ -14,6 +14,7 @@ from bot.domain.durations import MAX_SILENCE_S, is_silence_length
 from bot.domain.whole_numbers import ascii_whole
 from bot.outbound.gateway import SlackGateway
 from handlers.context import (
+    NO_INCIDENT,
     Work,
     actor_of,
     first_action,
@@ -24,7 +25,6 @@ from handlers.context import (
     text_at,
 )
 
-NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 CHOOSE = Outcome(False, "Choose how long to silence it for.")
 
 # (core, who, incident reference, the click's identity, the payload) -> the answer

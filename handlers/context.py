@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 # A listener's work once Slack has its answer, on whichever replica performs it.
 Work = Callable[[ActionCore, SlackGateway, dict[str, Any]], Awaitable[None]]
+NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 NOT_TAKEN = Outcome(False, "queuepilot could not take this request; its log says why.", "error")
 
 _after_ack: set[asyncio.Task[None]] = set()

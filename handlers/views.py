@@ -37,6 +37,7 @@ from bot.render.scale_modal import (
     scale_about,
 )
 from handlers.context import (
+    NO_INCIDENT,
     Work,
     actor_of,
     after_ack,
@@ -60,42 +61,32 @@ log = logging.getLogger(__name__)
 SUBMISSION_S = 2.2
 PREVIEW_IN_SUBMISSION_S = 1.5
 PREVIEW_IN_FORM_S = 10.0
-NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 # Any larger amount reads as this, which every scaler's cap refuses under the field.
 MAX_AMOUNT = 1_000_000
 
 
 async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     await ack()
-
-    async def open_form() -> None:
-        ref = await incident_ref_of(body, core_of(context))
-        if not ref:
-            await tell(slack_of(context), body, NO_INCIDENT)
-            return
-        await _open_form(body, context, ScaleForm(ref=ref, channel=channel_of(body)))
-
-    after_ack(open_form())
+    after_ack(_open_form(body, context))
 
 
-async def on_warning_scale_button(
-    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext
-) -> None:
-    """An early warning's Scale up…: its value is `<warning uid>:<runner type>`."""
-    await ack()
-    uid, _, runner_type = text_at(first_action(body), "value").partition(":")
-    form = ScaleForm(ref="", channel=channel_of(body), runner_type=runner_type, warning=uid)
-    after_ack(_open_form(body, context, form))
-
-
-async def _open_form(body: dict[str, Any], context: AsyncBoltContext, form: ScaleForm) -> None:
+async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """Open the form at once (the trigger expires in 3 s), then fill in the capacity and the
     default the owner's judgement gives."""
+    slack, action = slack_of(context), first_action(body)
+    if text_at(action, "action_id") == "warning_scale":
+        # An early warning's: its value is `<warning uid>:<runner type>`.
+        uid, _, runner_type = text_at(action, "value").partition(":")
+        form = ScaleForm(ref="", channel=channel_of(body), runner_type=runner_type, warning=uid)
+    elif ref := await incident_ref_of(body, core_of(context)):
+        form = ScaleForm(ref=ref, channel=channel_of(body))
+    else:
+        await tell(slack, body, NO_INCIDENT)
+        return
     forms = core_of(context).scale_forms
     owner = await forms.owner(
         actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
     )
-    slack = slack_of(context)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner)
         return
@@ -208,6 +199,6 @@ def _plain(message: str) -> str:
 
 def register(app: AsyncApp) -> None:
     app.action("incident_scale")(on_scale_button)
-    app.action("warning_scale")(on_warning_scale_button)
+    app.action("warning_scale")(on_scale_button)
     app.view(SCALE_VIEW)(on_scale_form)
     app.view(CONFIRM_VIEW)(on_scale_confirm)

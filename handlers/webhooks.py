@@ -43,10 +43,7 @@ class JsonAnswer(JSONResponse):
 
 
 class _Rejected(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
+    """(HTTP status, the counter's reason, the message for the sender)."""
 
 
 class AlertWebhooks:
@@ -76,15 +73,18 @@ class AlertWebhooks:
 
     async def answer(self, request: Request, source: Source) -> JsonAnswer:
         try:
-            self._check_open(source)
-            self._check_credentials(request)
-            self._check_content_type(request)
+            self._authenticate(request, source)
+            media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media_type != "application/json" and not media_type.endswith("+json"):
+                shown = media_type or "none"
+                message = f"expected Content-Type application/json, got {shown}"
+                raise _Rejected(415, "content_type", message)
             body = await self._read_body(request)
             if source == "grafana":
                 self._check_signature(request, body)
             notification = parse_notification(source, parse_json_body(body))
         except _Rejected as exc:
-            return self._reject(source, exc.status, exc.reason, str(exc))
+            return self._reject(source, *exc.args)
         except PayloadError as exc:
             return self._reject(source, 400, "invalid", str(exc))
         try:
@@ -107,7 +107,7 @@ class AlertWebhooks:
         # `id` is the notification's entry in the stream it waits in to be applied.
         return JsonAnswer({"status": "accepted", "id": entry_id}, status_code=202)
 
-    def _check_open(self, source: Source) -> None:
+    def _authenticate(self, request: Request, source: Source) -> None:
         basic = self._basic is not None and self._basic[1]
         configured = self._token or basic or (source == "grafana" and self._hmac_secret)
         if not configured and not self._config.alert_webhook_allow_unauthenticated:
@@ -117,8 +117,6 @@ class AlertWebhooks:
                 f"no credential is configured for {ENDPOINT[source]}: set ALERT_WEBHOOK_TOKEN "
                 "or basic auth on the bot, and send it",
             )
-
-    def _check_credentials(self, request: Request) -> None:
         header = request.headers.get("authorization")
         allowed = []
         if self._token:
@@ -131,21 +129,12 @@ class AlertWebhooks:
                 401, "unauthorized", f"{reason} credentials in the Authorization header"
             )
 
-    def _check_content_type(self, request: Request) -> None:
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media_type != "application/json" and not media_type.endswith("+json"):
-            shown = media_type or "none"
-            raise _Rejected(
-                415, "content_type", f"expected Content-Type application/json, got {shown}"
-            )
-
     async def _read_body(self, request: Request) -> bytes:
         try:
             return await read_limited(request, self._max_body)
         except BodyTooLarge:
-            raise _Rejected(
-                413, "too_large", f"body over the {self._max_body}-byte limit"
-            ) from None
+            message = f"body over the {self._max_body}-byte limit"
+            raise _Rejected(413, "too_large", message) from None
         except ClientDisconnect:
             raise _Rejected(400, "disconnected", "the client went away mid-body") from None
 
