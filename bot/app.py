@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import SecretStr
 from redis.asyncio import Redis
@@ -93,10 +93,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class _Ticking(Protocol):
-    async def tick(self) -> None: ...
-
-
 @dataclass(kw_only=True)
 class Bot:
     """Everything one replica runs, built once and passed down."""
@@ -114,20 +110,92 @@ class Bot:
     request_stream: RequestStream
     requests: Requests
     outbound: Outbound
-    reporter: StatusReporter
     readings: FleetReadings
     core: ActionCore
     bolt: AsyncApp
     leadership: Leadership
     home: Home
-    silence_watch: SilenceWatch | None
-    scale_reverts: ScaleReverts | None
-    early_warnings: EarlyWarnings | None
-    alert_issues: AlertIssues | None
+    # The leader's periodic jobs, by name: each looks only at what is due in Redis.
+    ticks: dict[str, periodic.Tick]
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
         return all(not task.done() for task in self.background)
+
+    async def backlogs(self) -> None:
+        """Read at scrape time: a gauge nobody scrapes costs nothing."""
+        self.telemetry.intake_backlog.set(await self.stream.backlog())
+        self.telemetry.requests_backlog.set(await self.request_stream.backlog())
+        for channel in await self.queue.channels():
+            self.telemetry.send_queue.labels(channel).set(await self.queue.waiting(channel))
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        self.gateway.open()
+        campaign = asyncio.create_task(
+            leader.campaign(self.leadership, self.lead, self.telemetry, stop), name="campaign"
+        )
+        self.background.append(campaign)
+        socket_mode = None
+        if self.settings.slack_app_token is not None:
+            token = self.settings.slack_app_token.get_secret_value()
+            socket_mode = await handlers.slack_boundary.start_socket_mode(
+                token, self.bolt.client, SlackBoundary(self.bolt)
+            )
+        log.info("queuepilot is up: channel %s", self.settings.slack_channel)
+        uses = {self.settings.slack_channel: "SLACK_CHANNEL"}
+        for n, route in enumerate(self.settings.slack_routes, 1):
+            log.info("route %d: %s -> channel %s", n, route.text, route.channel)
+            uses.setdefault(route.channel, f"route {n}: {route.text}")
+        # Not one of the tasks health watches: a slow Slack does not hold up the start, and a
+        # check that ended is not a replica that stopped working.
+        check = asyncio.create_task(check_channels(self.gateway, uses), name="channel-check")
+        try:
+            yield
+        finally:
+            # Stop taking requests; if leading, let the work finish (or hand it back to the
+            # streams) and give the lease up, so another replica leads at once.
+            stop.set()
+            check.cancel()
+            if socket_mode is not None:
+                await socket_mode.close()
+            with suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(campaign, timeout=leader.STOP_WORK_S + 5)
+            with suppress(OSError):
+                await self.readings.aclose()
+            for client in (self.redis, self.lease_redis, self.bell_redis):
+                with suppress(RedisError, OSError):
+                    await client.aclose()
+            await self.gateway.aclose()
+            log.info("queuepilot stopped cleanly")
+
+    async def lead(self, deposed: asyncio.Event) -> None:
+        """What the leader does: apply the streams, send to Slack, run the periodic jobs."""
+        take_over_ms = self.settings.leader_lease_ms // 2
+        tasks = {
+            asyncio.create_task(self.intake.run(deposed, take_over_ms=take_over_ms), name="intake"),
+            asyncio.create_task(
+                self.requests.run(deposed, take_over_ms=take_over_ms), name="requests"
+            ),
+            asyncio.create_task(send.run(self.outbound, deposed), name="senders"),
+        }
+        schedule = self.settings.report_schedule
+        weekly = periodic.Weekly(schedule, self.core.post_weekly_report) if schedule else None
+        scheduler = periodic.start(
+            self.ticks, every_s=self.settings.status_tick_seconds, weekly=weekly
+        )
+        stopping = asyncio.create_task(deposed.wait())
+        try:
+            await asyncio.wait({stopping, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # One part that ended on its own ends the term: the next one starts everything afresh.
+            deposed.set()
+            stopping.cancel()
+            scheduler.shutdown(wait=False)
+            for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+                if isinstance(outcome, Exception):
+                    log.error("leader: %r", outcome)
 
 
 def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> Bot:
@@ -186,6 +254,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     readings = FleetReadings(
         redis, keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept
     )
+    reporter = StatusReporter(store, readings, telemetry, config=settings, clock=clock)
+    ticks: dict[str, periodic.Tick] = {"status-tick": reporter.tick}
 
     authorizer = Authorizer(settings, group_members=gateway.usergroup_members)
     interactions = Interactions(redis, prefix)
@@ -193,9 +263,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         store, telemetry, interactions, authorizer, display_name=gateway.display_name, clock=clock
     )
     silencer = factory.build_silencer(settings)
-    silence_watch = None
     if silencer is not None:
-        silence_watch = SilenceWatch(store, silencer, config=settings, clock=clock)
+        watch = SilenceWatch(store, silencer, config=settings, clock=clock)
+        ticks["silence-watch"] = watch.tick
     scaler = factory.build_scaler(settings, os.environ)
     scale_reverts = None
     if scaler is not None:
@@ -209,6 +279,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             warnings=warnings,
             readings=readings,
         )
+        ticks["scale-reverts"] = scale_reverts.tick
     scaling = Scaling(
         acting, scaler, factory.scale_targets(settings), config=settings, reverts=scale_reverts
     )
@@ -222,14 +293,13 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         Report(acting, readings, config=settings, notices=notices, history=history),
         config=settings,
     )
-    early_warnings = None
-    if settings.early_warning_minutes > 0 and metrics.live:
-        early_warnings = EarlyWarnings(
+    early_warning = settings.early_warning_minutes > 0 and metrics.live
+    if early_warning:
+        ticks["early-warning"] = EarlyWarnings(
             readings, store, warnings, config=settings, clock=clock, permalink=permalinks.link
-        )
-    alert_issues = None
+        ).tick
     if issues is not None:
-        alert_issues = AlertIssues(
+        ticks["alert-issue"] = AlertIssues(
             store,
             IssueLinks(redis, keys, retention_s=retention_s),
             issues,
@@ -239,7 +309,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             permalink=permalinks.link,
             postmortem=core.postmortem_markdown,
             clock=clock,
-        )
+        ).tick
     outbound = Outbound(
         store=store,
         queue=queue,
@@ -249,7 +319,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         telemetry=telemetry,
         charts=ChartDelivery(redis, keys, settings.chart_style),
         notices=notices,
-        warnings=warnings if early_warnings is not None else None,
+        warnings=warnings if early_warning else None,
         leases=Leases(lease_redis),
         config=settings,
         clock=clock,
@@ -294,8 +364,13 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         config=settings,
         clock=clock,
     )
+    ticks["app-home"] = home.tick
+    # A reading every interval where the readings are the report's history and nothing else
+    # reads on a schedule (the early warning does): a week read only during incidents is not
+    # the week.
+    if readings.keeps_history and not early_warning:
+        ticks["fleet-reading"] = readings.tick
     intake = Intake(stream, store, telemetry, config=settings, consumer=consumer, clock=clock)
-    reporter = StatusReporter(store, readings, telemetry, config=settings, clock=clock)
     return Bot(
         settings=settings,
         redis=redis,
@@ -310,16 +385,12 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         request_stream=request_stream,
         requests=requests,
         outbound=outbound,
-        reporter=reporter,
         readings=readings,
         core=core,
         bolt=bolt,
         leadership=leadership,
         home=home,
-        silence_watch=silence_watch,
-        scale_reverts=scale_reverts,
-        early_warnings=early_warnings,
-        alert_issues=alert_issues,
+        ticks=ticks,
     )
 
 
@@ -329,14 +400,14 @@ def _secret(value: SecretStr | None) -> str | None:
 
 def build_app(bot: Bot) -> ASGIApp:
     """Every endpoint on one port: Slack's, the alert webhooks, health and metrics."""
-    app = Starlette(lifespan=_lifespan(bot))
+    app = Starlette(lifespan=bot.lifespan)
     webhooks = handlers.webhooks.AlertWebhooks(bot.stream, bot.telemetry, config=bot.settings)
     handlers.health.register(
         app,
         bot.redis,
         bot.telemetry,
         alive=bot.alive,
-        backlogs=lambda: _backlogs(bot),
+        backlogs=bot.backlogs,
         role=bot.leadership.role,
     )
     handlers.actions.register(bot.bolt)
@@ -348,105 +419,3 @@ def build_app(bot: Bot) -> ASGIApp:
         secret = _secret(bot.settings.slack_signing_secret) or ""
         handlers.slack_boundary.register(app, SlackBoundary(bot.bolt), signing_secret=secret)
     return handlers.webhooks.register(app, webhooks)
-
-
-async def _backlogs(bot: Bot) -> None:
-    bot.telemetry.intake_backlog.set(await bot.stream.backlog())
-    bot.telemetry.requests_backlog.set(await bot.request_stream.backlog())
-    for channel in await bot.queue.channels():
-        bot.telemetry.send_queue.labels(channel).set(await bot.queue.waiting(channel))
-
-
-def _lifespan(bot: Bot) -> Callable[[Starlette], AsyncIterator[None]]:
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        stop = asyncio.Event()
-        bot.gateway.open()
-        campaign = asyncio.create_task(
-            leader.campaign(bot.leadership, _leader_work(bot), bot.telemetry, stop), name="campaign"
-        )
-        bot.background.append(campaign)
-        socket_mode = None
-        if bot.settings.slack_app_token is not None:
-            token = bot.settings.slack_app_token.get_secret_value()
-            socket_mode = await handlers.slack_boundary.start_socket_mode(
-                token, bot.bolt.client, SlackBoundary(bot.bolt)
-            )
-        log.info("queuepilot is up: channel %s", bot.settings.slack_channel)
-        uses = {bot.settings.slack_channel: "SLACK_CHANNEL"}
-        for n, route in enumerate(bot.settings.slack_routes, 1):
-            log.info("route %d: %s -> channel %s", n, route.text, route.channel)
-            uses.setdefault(route.channel, f"route {n}: {route.text}")
-        # Not one of the tasks health watches: a slow Slack does not hold up the start, and a
-        # check that ended is not a replica that stopped working.
-        check = asyncio.create_task(check_channels(bot.gateway, uses), name="channel-check")
-        try:
-            yield
-        finally:
-            # Stop taking requests; if leading, let the work finish (or hand it back to the
-            # streams) and give the lease up, so another replica leads at once.
-            stop.set()
-            check.cancel()
-            if socket_mode is not None:
-                await socket_mode.close()
-            with suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(campaign, timeout=leader.STOP_WORK_S + 5)
-            with suppress(OSError):
-                await bot.readings.aclose()
-            for client in (bot.redis, bot.lease_redis, bot.bell_redis):
-                with suppress(RedisError, OSError):
-                    await client.aclose()
-            await bot.gateway.aclose()
-            log.info("queuepilot stopped cleanly")
-
-    return lifespan  # type: ignore[return-value]
-
-
-def _leader_work(bot: Bot) -> leader.Work:
-    """What the leader does: apply the streams, send to Slack, run the periodic jobs."""
-
-    async def work(deposed: asyncio.Event) -> None:
-        take_over_ms = bot.settings.leader_lease_ms // 2
-        tasks = {
-            asyncio.create_task(bot.intake.run(deposed, take_over_ms=take_over_ms), name="intake"),
-            asyncio.create_task(
-                bot.requests.run(deposed, take_over_ms=take_over_ms), name="requests"
-            ),
-            asyncio.create_task(send.run(bot.outbound, deposed), name="senders"),
-        }
-        schedule = bot.settings.report_schedule
-        weekly = periodic.Weekly(schedule, bot.core.post_weekly_report) if schedule else None
-        scheduler = periodic.start(
-            _ticks(bot), every_s=bot.settings.status_tick_seconds, weekly=weekly
-        )
-        stopping = asyncio.create_task(deposed.wait())
-        try:
-            await asyncio.wait({stopping, *tasks}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            # One part that ended on its own ends the term: the next one starts everything afresh.
-            deposed.set()
-            stopping.cancel()
-            scheduler.shutdown(wait=False)
-            for outcome in await asyncio.gather(*tasks, return_exceptions=True):
-                if isinstance(outcome, Exception):
-                    log.error("leader: %r", outcome)
-
-    return work
-
-
-def _ticks(bot: Bot) -> dict[str, periodic.Tick]:
-    """The leader's periodic jobs: each looks only at what is due in Redis."""
-    jobs: dict[str, _Ticking | None] = {
-        "status-tick": bot.reporter,
-        "silence-watch": bot.silence_watch,
-        "scale-reverts": bot.scale_reverts,
-        "early-warning": bot.early_warnings,
-        "alert-issue": bot.alert_issues,
-        "app-home": bot.home,
-    }
-    # A reading every interval where the readings are the report's history and nothing else
-    # reads on a schedule (the early warning does): a week read only during incidents is not
-    # the week.
-    if bot.readings.keeps_history and bot.early_warnings is None:
-        jobs["fleet-reading"] = bot.readings
-    return {name: job.tick for name, job in jobs.items() if job is not None}
