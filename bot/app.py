@@ -81,7 +81,6 @@ from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
 from bot.storage.user_names import UserNames
 from bot.telemetry import Telemetry
-from handlers.slack_boundary import SlackBoundary
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +139,7 @@ class Bot:
         socket_mode = None
         if self.settings.slack_app_token is not None:
             token = self.settings.slack_app_token.get_secret_value()
-            socket_mode = await handlers.slack_boundary.start_socket_mode(
-                token, self.bolt.client, SlackBoundary(self.bolt)
-            )
+            socket_mode = await handlers.slack_boundary.start_socket_mode(token, self.bolt)
         log.info("queuepilot is up: channel %s", self.settings.slack_channel)
         uses = {self.settings.slack_channel: "SLACK_CHANNEL"}
         for n, route in enumerate(self.settings.slack_routes, 1):
@@ -417,5 +414,5 @@ def build_app(bot: Bot) -> ASGIApp:
     if not bot.settings.socket_mode:
         # In Socket Mode there is no signing secret to verify an HTTP request with.
         secret = _secret(bot.settings.slack_signing_secret) or ""
-        handlers.slack_boundary.register(app, SlackBoundary(bot.bolt), signing_secret=secret)
+        handlers.slack_boundary.register(app, bot.bolt, signing_secret=secret)
     return handlers.webhooks.register(app, webhooks)

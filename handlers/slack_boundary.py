@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
@@ -32,7 +33,6 @@ from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
-from slack_sdk.web.async_client import AsyncWebClient
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
@@ -57,53 +57,48 @@ _FAILURE = "queuepilot_failure"
 _overran: set[asyncio.Task[BoltResponse]] = set()
 
 
-class SlackBoundary:
-    """Bolt's answer to one request, bounded in time; never an exception, never a 5xx."""
+async def answer(
+    bolt: AsyncApp,
+    build: Callable[[], AsyncBoltRequest],
+    *,
+    via: str,
+    signed: Callable[[], bool] = lambda: True,
+) -> BoltResponse:
+    """Bolt's answer to the request `build` makes (Bolt parses the body as it builds it), bounded
+    in time; never an exception, never a 5xx. `signed` tells, for a request Bolt could not take,
+    whether it carried Slack's signature: Bolt parses before it verifies, and an unsigned request
+    is a 401 whatever its body."""
+    try:
+        request = build()
+    except Exception as exc:  # Bolt's parser raises on what it cannot read
+        return _refusal(via, f"could not read this request ({type(exc).__name__})", signed)
+    work = asyncio.ensure_future(_dispatch(bolt, request, via, signed))
+    try:
+        return await asyncio.wait_for(asyncio.shield(work), ANSWER_BUDGET_S)
+    except TimeoutError:
+        # The listener goes on (its answer still reaches the person, late); Slack gets an
+        # answer now instead of an error.
+        _overran.add(work)
+        work.add_done_callback(_overran.discard)
+        log.warning("slack: a request over %s overran %.1f s", via, ANSWER_BUDGET_S)
+        return _late_answer(request.body)
 
-    def __init__(self, bolt: AsyncApp, *, budget_s: float = ANSWER_BUDGET_S) -> None:
-        self._bolt = bolt
-        self._budget_s = budget_s
 
-    async def answer(
-        self,
-        build: Callable[[], AsyncBoltRequest],
-        *,
-        via: str,
-        signed: Callable[[], bool] = lambda: True,
-    ) -> BoltResponse:
-        """Bolt's answer to the request `build` makes (Bolt parses the body as it builds it).
-        `signed` tells, for a request Bolt could not take, whether it carried Slack's signature:
-        Bolt parses before it verifies, and an unsigned request is a 401 whatever its body."""
-        try:
-            request = build()
-        except Exception as exc:  # Bolt's parser raises on what it cannot read
-            return _refusal(via, f"could not read this request ({type(exc).__name__})", signed)
-        work = asyncio.ensure_future(self._dispatch(request, via, signed))
-        try:
-            return await asyncio.wait_for(asyncio.shield(work), self._budget_s)
-        except TimeoutError:
-            # The listener goes on (its answer still reaches the person, late); Slack gets an
-            # answer now instead of an error.
-            _overran.add(work)
-            work.add_done_callback(_overran.discard)
-            log.warning("slack: a request over %s overran %.1f s", via, self._budget_s)
-            return _late_answer(request.body)
-
-    async def _dispatch(
-        self, request: AsyncBoltRequest, via: str, signed: Callable[[], bool]
-    ) -> BoltResponse:
-        try:
-            answer = await self._bolt.async_dispatch(request)
-        except Exception as exc:  # Bolt's error handling itself reads the body, and can raise
-            return _refusal(via, f"could not handle this request ({type(exc).__name__})", signed)
-        if answer.status == 404:
-            return BoltResponse(status=200)  # nothing listens for it: Slack wants a plain ack
-        if answer.status == 401:
-            log.info("slack: refused a request over %s (401): not signed as Slack signs", via)
-        if answer.status >= 500:
-            failure = request.context.get(_FAILURE) or f"Bolt answered {answer.status}"
-            return _refusal(via, f"could not handle this request ({failure})", signed)
-        return answer
+async def _dispatch(
+    bolt: AsyncApp, request: AsyncBoltRequest, via: str, signed: Callable[[], bool]
+) -> BoltResponse:
+    try:
+        answer = await bolt.async_dispatch(request)
+    except Exception as exc:  # Bolt's error handling itself reads the body, and can raise
+        return _refusal(via, f"could not handle this request ({type(exc).__name__})", signed)
+    if answer.status == 404:
+        return BoltResponse(status=200)  # nothing listens for it: Slack wants a plain ack
+    if answer.status == 401:
+        log.info("slack: refused a request over %s (401): not signed as Slack signs", via)
+    if answer.status >= 500:
+        failure = request.context.get(_FAILURE) or f"Bolt answered {answer.status}"
+        return _refusal(via, f"could not handle this request ({failure})", signed)
+    return answer
 
 
 def _refusal(via: str, reason: str, signed: Callable[[], bool]) -> BoltResponse:
@@ -167,7 +162,7 @@ def _dropped(record: logging.LogRecord) -> bool:
     return False
 
 
-def register(app: Starlette, boundary: SlackBoundary, *, signing_secret: str) -> None:
+def register(app: Starlette, bolt: AsyncApp, *, signing_secret: str) -> None:
     """`POST /slack/events`, read within its size limit (Bolt's adapter reads any size)."""
     verifier = SignatureVerifier(signing_secret)
 
@@ -190,10 +185,8 @@ def register(app: Starlette, boundary: SlackBoundary, *, signing_secret: str) ->
             except (ValueError, TypeError, OverflowError):  # a timestamp int() refuses
                 return False
 
-        answer = await boundary.answer(
-            lambda: to_async_bolt_request(request, body), via="HTTP", signed=signed
-        )
-        return to_starlette_response(answer)
+        build = partial(to_async_bolt_request, request, body)
+        return to_starlette_response(await answer(bolt, build, via="HTTP", signed=signed))
 
     app.add_route("/slack/events", slack_events, methods=["POST"])
 
@@ -205,8 +198,8 @@ class SocketEnvelopes:
     payload that is neither an object nor a string, outside any handler of ours). Every envelope
     is acked, a refused one plainly, so Slack never retries what the bot will never take."""
 
-    def __init__(self, boundary: SlackBoundary) -> None:
-        self._boundary = boundary
+    def __init__(self, bolt: AsyncApp) -> None:
+        self._bolt = bolt
 
     async def __call__(
         self, client: AsyncBaseSocketModeClient, message: dict[str, Any], raw: str | None
@@ -228,21 +221,19 @@ class SocketEnvelopes:
             headers = build_headers(envelope)  # its retry headers, as over HTTP
             return AsyncBoltRequest(mode="socket_mode", body=envelope.payload, headers=headers)
 
-        answer = await self._boundary.answer(build, via=SOCKET)
-        if answer.status != 200:
-            answer = BoltResponse(status=200)  # refused: acked, so Slack does not send it again
-        await send_async_response(client, envelope, answer, started)
+        response = await answer(self._bolt, build, via=SOCKET)
+        if response.status != 200:
+            response = BoltResponse(status=200)  # refused: acked, so Slack does not resend it
+        await send_async_response(client, envelope, response, started)
 
 
-async def start_socket_mode(
-    app_token: str, web_client: AsyncWebClient, boundary: SlackBoundary
-) -> SocketModeClient:
+async def start_socket_mode(app_token: str, bolt: AsyncApp) -> SocketModeClient:
     """Connected: the URL is asked for first, so a refused app token stops the start with Slack's
     error instead of slack_sdk's endless retry; the client reconnects by itself from then on."""
     client = SocketModeClient(
-        app_token, web_client=web_client, logger=logging.getLogger("slack_sdk.socket_mode")
+        app_token, web_client=bolt.client, logger=logging.getLogger("slack_sdk.socket_mode")
     )
-    client.message_listeners.append(SocketEnvelopes(boundary))
+    client.message_listeners.append(SocketEnvelopes(bolt))
     try:
         client.wss_uri = await client.issue_new_wss_url()
         await client.connect()
