@@ -143,7 +143,8 @@ def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
                 first = True  # better handled twice than not at all
             if not first:
                 retry = req.headers.get("x-slack-retry-num", ["?"])[0]
-                log.info("slack: event %s delivered again (retry %s); handled", event_id, retry)
+                again = "slack: event %s delivered again (retry %s); already handled"
+                log.info(again, event_id, retry)
                 return BoltResponse(status=200)
         return await next()
 
