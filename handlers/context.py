@@ -33,16 +33,16 @@ _after_ack: set[asyncio.Task[None]] = set()
 def after_ack(work: Awaitable[None]) -> None:
     """Do a listener's work once Slack has its answer: with `process_before_response` that
     answer goes out the moment the listener returns."""
-    task = asyncio.ensure_future(_logged(work))
+
+    async def logged() -> None:
+        try:
+            await work
+        except Exception:
+            log.exception("slack: a listener failed after acknowledging")
+
+    task = asyncio.ensure_future(logged())
     _after_ack.add(task)  # a reference, so the task is not collected mid-way
     task.add_done_callback(_after_ack.discard)
-
-
-async def _logged(work: Awaitable[None]) -> None:
-    try:
-        await work
-    except Exception:
-        log.exception("slack: a listener failed after acknowledging")
 
 
 def text_at(data: Any, *path: str) -> str:

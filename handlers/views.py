@@ -115,6 +115,9 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
 
 
 async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    async def refuse(block: str, message: str) -> None:
+        await ack(response_action="errors", errors={block: _plain(message)})
+
     clock = asyncio.get_running_loop().time
     deadline = clock() + SUBMISSION_S
     core, view = core_of(context), object_at(body, "view")
@@ -123,20 +126,17 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     runner_type = _selected(values, TYPE_BLOCK)
     amount = _amount(values)
     if form is None or (form.warning and runner_type != form.runner_type):
-        await ack(response_action="errors", errors={TYPE_BLOCK: "This form is out of date."})
-        return
+        return await refuse(TYPE_BLOCK, "This form is out of date.")
     problem = core.scaling.check(runner_type, amount or 0)
     if amount is None or problem:
         block = TYPE_BLOCK if core.scaling.target(runner_type) is None else AMOUNT_BLOCK
-        await ack(response_action="errors", errors={block: _plain(problem or "A whole number.")})
-        return
+        return await refuse(block, problem or "A whole number.")
     forms = core.scale_forms
     owner = await forms.owner(
         actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
     )
     if isinstance(owner, Outcome):
-        await ack(response_action="errors", errors={TYPE_BLOCK: _plain(owner.message)})
-        return
+        return await refuse(TYPE_BLOCK, owner.message)
     left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
     preview = await core.scaling.preview(runner_type, None, timeout_s=left, until=owner.until)
     raise_maximum = preview.can_raise_maximum and _selected(values, MODE_BLOCK) == RAISE_MAX
@@ -144,9 +144,9 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     # not after the confirmation.
     refused = core.scaling.refused(preview.target, preview.capacity, amount, raise_maximum)
     if refused:
-        await ack(response_action="errors", errors={AMOUNT_BLOCK: _plain(refused)})
-        return
-    keep = KEEP in _checked(values, KEEP_BLOCK)
+        return await refuse(AMOUNT_BLOCK, refused)
+    checked = object_at(values, KEEP_BLOCK, VALUE).get("selected_options")
+    keep = isinstance(checked, list) and KEEP in {text_at(o, "value") for o in checked}
     step = ScaleForm(form.ref, form.channel, runner_type, amount, raise_maximum, keep, form.warning)
     about = scale_about(owner, runner_type)
     view = render_scale_confirm(step, preview, core.scaling.backend_name, about=about)
@@ -180,11 +180,6 @@ WORKS: dict[str, Work] = {CONFIRM_VIEW: scale}
 
 def _selected(values: dict[str, Any], block: str) -> str:
     return text_at(values, block, VALUE, "selected_option", "value")
-
-
-def _checked(values: dict[str, Any], block: str) -> set[str]:
-    options = object_at(values, block, VALUE).get("selected_options")
-    return {text_at(o, "value") for o in options} if isinstance(options, list) else set()
 
 
 def _amount(values: dict[str, Any]) -> int | None:
