@@ -7,6 +7,7 @@ import argparse
 import gc
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -33,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return _serve()
     if args.command == "check":
-        return _check()
+        from bot.checks.run import main as run_checks
+
+        return run_checks(os.environ, sys.stdout)
     return _send(args.file, args.url, args.source, args.token)
 
 
@@ -63,9 +66,11 @@ def _serve() -> int:
         print(f"queuepilot: configuration error: {exc}", file=sys.stderr)
         return 2
     app = build_app(bot)
-    _settle_heap()
-    # No access log: each accepted notification is logged by its handler already, and a second
-    # line per request is CPU the intake needs under load.
+    # Everything built at start out of the collector's view: a full collection otherwise walks it
+    # all every few thousand requests, tens of milliseconds in a burst of webhooks (their p99).
+    gc.collect()
+    gc.freeze()
+    # No access log: a line per request is CPU the intake needs under load.
     uvicorn.run(
         app,
         host=settings.host,
@@ -77,14 +82,6 @@ def _serve() -> int:
     return 0
 
 
-def _check() -> int:
-    import os
-
-    from bot.checks.run import main as run_checks
-
-    return run_checks(os.environ, sys.stdout)
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -94,18 +91,7 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _settle_heap() -> None:
-    """Move everything built at startup (modules, the app, its clients) out of the garbage
-    collector's view. A full collection otherwise walks all of it every few thousand requests:
-    a pause of tens of milliseconds in the middle of a burst of webhooks, which is most of
-    their p99."""
-    gc.collect()
-    gc.freeze()
-
-
 def _send(file: Path, url: str, source: str | None, token: str | None) -> int:
-    import os
-
     import httpx
 
     body = file.read_bytes()

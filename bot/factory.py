@@ -1,8 +1,5 @@
-"""Backends from settings: which silence, scale and metrics implementations this replica uses.
-
-Part of the composition root: the one place that picks each backend for the settings; every
-backend reads the settings it needs itself, and none reads the environment.
-"""
+"""Part of the composition root: the one place that picks each backend (silence, scale, metrics,
+jobs, issues) for the settings. Backends read their own settings, never the environment."""
 
 from __future__ import annotations
 
@@ -53,9 +50,7 @@ def build_silencer(settings: Settings) -> Silencer | None:
 
 
 def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
-    """SCALER_TARGETS as the scale action takes them. With arc, a target left out is
-    `SCALER_ARC_NAMESPACE/<the type's scale set>`; other backends need theirs (`check_serve`
-    says so)."""
+    """SCALER_TARGETS; with arc, a target left out is `SCALER_ARC_NAMESPACE/<the scale set>`."""
     names = settings.runner_names
     targets = {}
     for runner_type, entry in settings.scaler_targets.items():
@@ -74,8 +69,6 @@ def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
 
 
 def build_scaler(settings: Settings, environ: Mapping[str, str]) -> Scaler | None:
-    """The configured scaler; `environ` is read only for the Kubernetes in-cluster service
-    account's address and the default kubeconfig location, as kubectl does."""
     backend = settings.scaler_backend
     if backend is ScalerBackend.WEBHOOK and settings.scaler_webhook_url:
         return WebhookScaler(settings)
@@ -89,8 +82,7 @@ def build_scaler(settings: Settings, environ: Mapping[str, str]) -> Scaler | Non
 
 
 def kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
-    """How the `arc` scaler reaches the API server: SCALER_KUBECONFIG, else the pod's service
-    account, else kubectl's default kubeconfig."""
+    """SCALER_KUBECONFIG, else the pod's service account, else kubectl's default kubeconfig."""
     try:
         if settings.scaler_kubeconfig:
             return from_kubeconfig(Path(settings.scaler_kubeconfig))
@@ -104,9 +96,8 @@ def kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
 
 
 def github_auth(settings: Settings) -> TokenSource | None:
-    """Where the GitHub readers' token comes from: GITHUB_TOKEN, or the GitHub App's
-    installation token (`AppInstallationToken`). One per process, for both readers: one
-    token, minted and renewed once."""
+    """GITHUB_TOKEN, or the GitHub App's installation token: one per process, shared by every
+    GitHub reader, so it is minted and renewed once."""
     if settings.github_token is not None:
         return StaticToken(settings.github_token.get_secret_value())
     if not settings.github_app:
@@ -115,8 +106,7 @@ def github_auth(settings: Settings) -> TokenSource | None:
 
 
 def build_metrics(settings: Settings, auth: TokenSource | None = None) -> QueueMetrics:
-    """The configured metrics backend; `alert` when none is (the notifications' own numbers).
-    `auth`: the GitHub readers' token source, shared (`github_auth`)."""
+    """The configured metrics backend; `alert` (the notifications' own numbers) when none is."""
     backend = settings.metrics_backend
     if backend is MetricsBackend.PROMETHEUS and settings.prometheus_url:
         return PrometheusMetrics(settings)
@@ -130,8 +120,7 @@ def build_metrics(settings: Settings, auth: TokenSource | None = None) -> QueueM
 def build_jobs_source(
     settings: Settings, metrics: QueueMetrics, auth: TokenSource | None = None
 ) -> QueuedJobs | None:
-    """Where the jobs behind the queue are listed: `JOBS_BACKEND`, else the metrics backend
-    when it can list them (ARC's numbers from Prometheus with the jobs from the HUD, say)."""
+    """`JOBS_BACKEND`, else the metrics backend when it can list the jobs behind the queue."""
     backend = settings.jobs_backend
     if backend is JobsBackend.NONE:
         return None
@@ -143,7 +132,6 @@ def build_jobs_source(
 
 
 def build_issues(settings: Settings, auth: TokenSource | None = None) -> GithubIssues | None:
-    """The repository of the alert's GitHub issue (`GITHUB_ISSUES_REPO`), or None."""
     if not settings.github_issues_repo:
         return None
     auth = auth or github_auth(settings)

@@ -8,12 +8,8 @@ import re
 from datetime import UTC, datetime
 
 # Slack tokens and bearer credentials, wherever they end up in a message (an exception's text,
-# a URL a library logs): never write them out.
+# a URL a library logs), and the password of a URL's userinfo (`https://user:password@host`).
 _SECRET = re.compile(r"(xox[abposr]-[\w-]+|xapp-[\w-]+|(?i:bearer|basic)\s+[\w.~+/=-]+)")
-
-
-# The password of a URL's userinfo (`https://user:password@host`, how basic auth to a metrics or
-# silence backend is often configured), which an error message quoting the URL would carry.
 _URL_PASSWORD = re.compile(r"(?<=://)([^/\s:@]*):[^/\s@]*@")
 
 
@@ -40,9 +36,6 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # Per-request access lines from uvicorn and per-call lines from slack_sdk and httpx (every
-    # backend call, its URL included) are noise here; the bot logs what it did itself.
-    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-    logging.getLogger("slack_sdk").setLevel(logging.WARNING)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # Per-request and per-call lines (URLs included) are noise: the bot logs what it did itself.
+    for noisy in ("uvicorn.access", "slack_sdk", "httpx", "apscheduler"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,15 +1,8 @@
-"""The one way queuepilot paces calls against a limit kept per app: in the leader's memory.
+"""The one way queuepilot paces calls against a limit kept per app, in this process's memory.
 
-- a hold: Slack (or GitHub) answered a method with 429 and `Retry-After`; the process's calls
-  of that method wait that long, so none earns the next 429;
-- a slot: a method limited per app (`chat.update`, the history reads, GitHub's writes) is called
-  at most once per `interval_ms`.
-
-One replica does the work (`bot.leader`), so the leader's memory is where the app's budget is
-kept: nothing to share with other processes. A follower's own few calls (a modal, an answer to
-whoever clicked) pace themselves the same way, in its memory. `wait_for_slot` waits out the one
-and takes the other: every caller of a paced method takes its turn here, so waiters spread over
-the slots instead of all calling the instant a hold ends and all but one being refused.
+A hold: a method answered 429 with `Retry-After` waits that long. A slot: a method limited per app
+(`chat.update`, history reads, GitHub's writes) is called at most once per `interval_ms`. Only the
+leader does the work (`bot.leader`), so its memory is where the app's budget lives.
 """
 
 from __future__ import annotations
@@ -22,17 +15,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Turn:
-    """What waiting for a slot came to: `taken`, or refused because waiting would outlast the
-    caller's deadline, when the slot may come in about `retry_after_s` (a 429's own answer)."""
+    """A slot `taken`, or refused: it comes in `retry_after_s`, past the caller's deadline."""
 
     taken: bool
     retry_after_s: float = 0.0
 
 
 class Pacing:
-    """Holds and slots per method; see the module docstring. The methods are a fixed few, so
-    what it keeps stays as small as the set of them."""
-
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._held_until: dict[str, float] = {}
@@ -44,16 +33,13 @@ class Pacing:
         self._held_until[method] = max(self._held_until.get(method, 0.0), until)
 
     def held_for(self, method: str) -> float:
-        """Seconds left of a hold on `method` (0 when none)."""
         return max(self._held_until.get(method, 0.0) - self._clock(), 0.0)
 
     async def wait_for_slot(
         self, method: str, interval_ms: int, *, within_s: float | None = None
     ) -> Turn:
-        """Wait out any hold on `method`, then take its slot for `interval_ms` (none to take
-        when 0: the hold alone paces it). With `within_s`, refuse rather than wait past that
-        deadline: a caller with other work (the channel's posts, a click's answer) does it
-        instead of waiting out a long hold."""
+        """Wait out any hold, then take the slot (none when `interval_ms` is 0). With `within_s`,
+        refuse rather than wait past it: a caller with other work does that instead."""
         deadline = None if within_s is None else self._clock() + within_s
         while True:
             now = self._clock()

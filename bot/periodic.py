@@ -1,10 +1,6 @@
-"""The leader's periodic jobs, timed by APScheduler and nothing else.
-
-Every job is a coroutine that looks only at what is due in Redis, so a new leader carries on
-where the last one stopped. APScheduler owns the timing: one interval trigger per job with a
-little jitter, no overlapping runs, coalesced misses; the weekly capacity report on a cron
-trigger whose hour of grace also covers a leader that took over within that hour (its claim
-keeps it once a week).
+"""The leader's periodic jobs, timed by APScheduler: one interval trigger per job with a little
+jitter, no overlapping runs, coalesced misses; the weekly report on a cron trigger. Every job looks
+only at what is due in Redis, so a new leader carries on where the last one stopped.
 """
 
 from __future__ import annotations
@@ -33,31 +29,22 @@ JITTER = 0.1
 
 @dataclass(frozen=True)
 class Weekly:
-    """The weekly capacity report: when, and what posts it (its claim keeps it once a week)."""
-
     schedule: Schedule
     post: Tick
 
 
-class _StoppedWithTheProcess(logging.Filter):
-    """APScheduler's asyncio executor cancels the jobs still running when it shuts down, and
-    its done-callback logs each cancel as "Error running job" with a traceback (a job cancelled
-    before its first step never reaches `_ended_quietly`): a clean shutdown logs no error."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+def _not_a_cancel(record: logging.LogRecord) -> bool:
+    """APScheduler logs a job cancelled at shutdown (before `_ended_quietly` sees it) as "Error
+    running job" with a traceback: a clean shutdown logs no error."""
+    return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
 
 
-logging.getLogger("apscheduler.executors.default").addFilter(_StoppedWithTheProcess())
+logging.getLogger("apscheduler.executors.default").addFilter(_not_a_cancel)
 
 
 def start(
-    ticks: dict[str, Tick],
-    *,
-    every_s: float,
-    weekly: Weekly | None = None,
+    ticks: dict[str, Tick], *, every_s: float, weekly: Weekly | None = None
 ) -> AsyncIOScheduler:
-    """Run each of `ticks` (by name) every `every_s`, and the weekly report, on this loop."""
     scheduler = AsyncIOScheduler()
     for name, tick in ticks.items():
         scheduler.add_job(
@@ -103,9 +90,8 @@ def _weekly_trigger(schedule: Schedule) -> CronTrigger:
 
 
 def _ended_quietly(name: str, tick: Tick) -> Tick:
-    """A tick still running when the process stops is cancelled with the event loop; ticks only
-    read or fence-commit, so nothing is lost, and APScheduler would log it as a failure with a
-    traceback."""
+    """A tick cancelled as the process stops loses nothing (ticks only read or fence-commit):
+    not a failure to log."""
 
     async def run() -> None:
         try:

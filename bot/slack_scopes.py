@@ -1,28 +1,8 @@
-"""The Slack scopes queuepilot's features need, in one place.
+"""The Slack bot-token scopes queuepilot's features need, and what breaks without each.
 
-`queuepilot check` compares a bot token's scopes (Slack's `x-oauth-scopes` header) with `needed`;
-the app manifests (`slack-manifest.yaml`, `slack-manifest-socket-mode.yaml`) list `DEFAULT`, and a
-test keeps them equal. Read from where the bot calls each Web API method:
-
-- `chat.postMessage`, `chat.update`, `chat.postEphemeral` (`bot.outbound.gateway`): chat:write;
-- the slash command: commands;
-- `conversations.info` (`bot.outbound.membership`, at start): channels:read, groups:read for a
-  private channel;
-- `conversations.history` / `.replies` (`SlackGateway.find`, only after an uncertain post):
-  channels:history, groups:history for a private channel. Without it the lookup is refused and
-  the post is sent again, so it may show twice;
-- `users.info` (`SlackGateway.display_name`, names on the timeline and in summaries): users:read;
-- `usergroups.users.list` (`bot.actions.permissions`): usergroups:read, only when
-  `SCALE_ALLOWED_USERS` names a user group (`S…`);
-- `files.getUploadURLExternal` / `files.completeUploadExternal` (`SlackGateway.upload_file`):
-  files:write, for every postmortem (`/queue postmortem`, the summary's button: a Markdown file
-  shared into the thread) and for charts as pictures (`CHART_STYLE=image`, or a workspace that
-  refused Slack's chart block);
-- `auth.test`, `chat.getPermalink` and `views.*` take no scope (`views.publish` too: the App
-  Home, `bot.outbound.home`, needs none; nor does its `app_home_opened` event).
-
-Socket Mode's app-level token (`xapp-…`) carries connections:write, an app-level scope of its
-own, not one of the bot token's.
+`queuepilot check` compares a token's scopes (`x-oauth-scopes`) with `needed`; the manifests list
+`DEFAULT`, and a test keeps them equal. `auth.test`, `chat.getPermalink` and `views.*` (App Home
+included) need no scope; Socket Mode's app-level token carries its own `connections:write`.
 """
 
 from __future__ import annotations
@@ -32,8 +12,6 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Scope:
-    """A bot token scope and what goes wrong without it, as an operator reads it."""
-
     name: str
     feature: str
 
@@ -63,20 +41,14 @@ PRIVATE_CHANNELS = (
     Scope("groups:history", "the lookup of a lost post in a private channel"),
 )
 USER_GROUPS = Scope(
-    "usergroups:read",
-    "SCALE_ALLOWED_USERS names a user group: its members (usergroups.users.list)",
+    "usergroups:read", "SCALE_ALLOWED_USERS names a user group: its members (usergroups.users.list)"
 )
 OPTIONAL = (*PRIVATE_CHANNELS, USER_GROUPS)
 
 
 def needed(
-    *,
-    public_channels: bool = True,
-    private_channels: bool = False,
-    user_groups: bool = False,
+    *, public_channels: bool = True, private_channels: bool = False, user_groups: bool = False
 ) -> tuple[Scope, ...]:
-    """The scopes the enabled features need: public or private channels among the bot's, a user
-    group in SCALE_ALLOWED_USERS."""
     scopes = list(ALWAYS)
     if public_channels:
         scopes += PUBLIC_CHANNELS

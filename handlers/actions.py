@@ -1,10 +1,5 @@
-"""Root-message actions: acknowledge Slack at once and hand the click off; then, on whichever
-replica performs it, hand it to the action core.
-
-Every button (and the silence select) is the same few steps: ack and hand off
-(`handlers.context.handed_off`); then find the incident the message is about, call one method
-of the core with who clicked and the click's identity, tell the person the answer.
-`incident_work` builds such work from that one call.
+"""Root-message actions: ack and hand the click off; then, on whichever replica performs it, find
+the incident, call one method of the action core, tell the person the answer (`incident_work`).
 """
 
 from __future__ import annotations
@@ -18,6 +13,7 @@ from bot.actions.core import ActionCore, Actor, Outcome
 from bot.domain.units import MAX_SILENCE_S, ascii_whole, is_silence_length
 from bot.outbound.gateway import SlackGateway
 from handlers.context import (
+    NO_INCIDENT,
     Work,
     actor_of,
     first_action,
@@ -28,7 +24,6 @@ from handlers.context import (
     text_at,
 )
 
-NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 CHOOSE = Outcome(False, "Choose how long to silence it for.")
 
 # (core, who, incident reference, the click's identity, the payload) -> the answer
@@ -56,14 +51,14 @@ async def _silence(
 
 
 def _selected_seconds(body: dict[str, Any]) -> int | None:
-    """The silence select's choice: its option values are durations in seconds."""
+    """The silence select's option values are durations in seconds."""
     value = text_at(first_action(body), "selected_option", "value")
     seconds = ascii_whole(value, MAX_SILENCE_S + 1)
     return seconds if seconds is not None and is_silence_length(seconds) else None
 
 
 async def dismiss_warning(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
-    """An early warning's Dismiss button: its value names the warning (uid) and runner type."""
+    """An early warning's Dismiss: its value is `<warning uid>:<runner type>`."""
     uid, _, runner_type = text_at(first_action(body), "value").partition(":")
     outcome = await core.dismiss_warning(
         actor_of(body), runner_type, uid, interaction=interaction_of(body)
@@ -95,8 +90,6 @@ WORKS: dict[str, Work] = {
 
 
 def register(app: AsyncApp) -> None:
-    """Every root-message action but `incident_scale`, which opens a modal (`handlers.views`);
-    the summary's Postmortem button; the *Resolve anyway* that a Resolve's answer offers while
-    the queue is still live; an early warning's Dismiss."""
+    """Every button but the Scale up… ones, which open a modal (`handlers.views`)."""
     for action_id in WORKS:
         app.action(action_id)(handed_off(action_id))

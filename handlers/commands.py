@@ -1,9 +1,6 @@
-"""The `/queue` slash command: acknowledge within Slack's 3 seconds, then run it in the core.
-
-Help, and what is wrong with a command that does not parse, need nothing looked up: the replica
-Slack reached answers them. Every other command is handed off to the requests stream and run
-by whichever replica performs requests.
-"""
+"""The `/queue` slash command: ack, then run it in the core. Help and what is wrong with a command
+that does not parse are answered by the replica Slack reached; every other command is handed off
+to the requests stream."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What Slack listeners get from a request: who, where, which incident, and how to answer; and
-how a listener hands its work to the requests stream, for whichever replica performs it."""
+"""What Slack listeners read from a request (who, where, which incident), how they answer, and
+how they hand their work to the requests stream for whichever replica performs it."""
 
 from __future__ import annotations
 
@@ -22,60 +22,50 @@ from bot.storage.requests import RequestRefused, RequestStream
 
 log = logging.getLogger(__name__)
 
-# A listener's work once Slack has its answer, on whichever replica performs it: the action core,
-# the gateway, and the Slack body as Bolt handed it to the listener.
+# A listener's work once Slack has its answer, on whichever replica performs it.
 Work = Callable[[ActionCore, SlackGateway, dict[str, Any]], Awaitable[None]]
-Listener = Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[None]]
+NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 NOT_TAKEN = Outcome(False, "queuepilot could not take this request; its log says why.", "error")
 
 _after_ack: set[asyncio.Task[None]] = set()
 
 
 def after_ack(work: Awaitable[None]) -> None:
-    """Do a listener's work once Slack has its answer.
+    """Do a listener's work once Slack has its answer: with `process_before_response` that
+    answer goes out the moment the listener returns."""
 
-    Bolt runs listeners with `process_before_response`, so the HTTP answer (or the Socket Mode
-    envelope's) goes out the moment the listener returns, instead of when Bolt next polls its
-    `ack` (every 10 ms): a listener acknowledges, hands its work here, and returns.
-    """
-    task = asyncio.ensure_future(_logged(work))
+    async def logged() -> None:
+        try:
+            await work
+        except Exception:
+            log.exception("slack: a listener failed after acknowledging")
+
+    task = asyncio.ensure_future(logged())
     _after_ack.add(task)  # a reference, so the task is not collected mid-way
     task.add_done_callback(_after_ack.discard)
 
 
-async def _logged(work: Awaitable[None]) -> None:
-    try:
-        await work
-    except Exception:
-        log.exception("slack: a listener failed after acknowledging")
-
-
 def text_at(data: Any, *path: str) -> str:
-    """The string at `path` in a payload, "" when a step is not an object or the end not a string.
-
-    Bolt hands listeners the body as Slack sent it, unchecked: every field a listener reads goes
-    through this (or `object_at`), so a signed body of another shape reads as absent instead of
-    raising after the ack."""
+    """The string at `path` in a payload, else "". Bolt hands listeners the body unchecked: every
+    field is read through this (or `object_at`), so a body of another shape reads as absent
+    instead of raising after the ack."""
     found = object_at(data, *path[:-1]).get(path[-1]) if path else data
     return found if isinstance(found, str) else ""
 
 
 def object_at(data: Any, *path: str) -> dict[str, Any]:
-    """The object at `path` in a payload, {} when it is not there or not an object."""
     for key in path:
         data = data.get(key) if isinstance(data, dict) else None
     return data if isinstance(data, dict) else {}
 
 
 def first_action(body: dict[str, Any]) -> dict[str, Any]:
-    """The action of a `block_actions` payload (Slack sends one per click), {} for none."""
     actions = body.get("actions")
     first = actions[0] if isinstance(actions, list) and actions else None
     return first if isinstance(first, dict) else {}
 
 
 def actor_of(body: dict[str, Any]) -> Actor:
-    """The user of an interaction payload (`user`) or a slash command form (`user_id`)."""
     return Actor(
         user_id=_id_of(body.get("user")) or text_at(body, "user_id"),
         name=text_at(body, "user", "username") or text_at(body, "user_name"),
@@ -83,19 +73,13 @@ def actor_of(body: dict[str, Any]) -> Actor:
 
 
 def _id_of(value: Any) -> str:
-    """The ID a `user` or `channel` field names: an object's `id` (interactions), or the field
-    itself as a string. Bolt reads both, and a slash command's JSON (Socket Mode) or extra form
-    fields (HTTP) may carry either; what Bolt takes as the request's user and channel is what
-    the listeners act for and answer in."""
+    """An object's `id` or the string itself: Bolt reads both, and a command may carry either."""
     return value if isinstance(value, str) else text_at(value, "id")
 
 
 def interaction_of(body: dict[str, Any]) -> str | None:
-    """The request's own identity, so the same delivery twice is acted on once.
-
-    A click has its `action_ts`; a modal submission its view ID (with the step's callback); a
-    slash command its `trigger_id`.
-    """
+    """The request's own identity, so the same delivery twice is acted on once: a click's
+    `action_ts`, a modal submission's view and step, a slash command's `trigger_id`."""
     if action := first_action(body):
         stamp = text_at(action, "action_ts")
         return f"action:{stamp}" if stamp else None
@@ -115,11 +99,8 @@ def channel_of(body: dict[str, Any]) -> str:
 
 
 async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:
-    """The incident a root-message action is about, as `<id>:<uid>` whenever known.
-
-    Buttons carry it as their value. A select's value is its choice, so for it the clicked
-    message tells: its blocks (which Slack echoes) name the incident, else the message index.
-    """
+    """The incident a root-message action is about, as `<id>:<uid>` whenever known: a button's
+    value, else the clicked message's blocks (Slack echoes them), else the message index."""
     action = first_action(body)
     if text_at(action, "type") == "button" and (value := text_at(action, "value")):
         return value
@@ -140,9 +121,9 @@ def slack_of(context: AsyncBoltContext) -> SlackGateway:
     return context["slack"]  # type: ignore[no-any-return]
 
 
-def handed_off(work: str) -> Listener:
-    """A listener that acknowledges and hands `work` off (`hand_off`)."""
-
+def handed_off(
+    work: str,
+) -> Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[None]]:
     async def listener(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
         await ack()
         hand_off(context, work, body)
@@ -151,9 +132,8 @@ def handed_off(work: str) -> Listener:
 
 
 def hand_off(context: AsyncBoltContext, work: str, body: dict[str, Any]) -> None:
-    """Once Slack has its answer, keep `work` on `body` in the requests stream, where whichever
-    replica performs requests finds it (`bot.intake.requests`); a request that cannot be kept
-    there is answered here, so the person hears why."""
+    """Keep `work` on `body` in the requests stream once Slack has its answer; a request that
+    cannot be kept there is answered here, so the person hears why."""
     after_ack(_kept(context["requests"], slack_of(context), work, body))
 
 
@@ -166,8 +146,7 @@ async def _kept(
         log.warning("slack: a %s request was not taken: %s", work, exc)
         await tell(slack, body, NOT_TAKEN)
     except NotReplicated as exc:
-        # It is in the stream (on the master) and will be done: telling the person to try again
-        # would have it done twice.
+        # It is in the stream and will be done: asking the person to retry would do it twice.
         log.warning("slack: a %s request is not yet on a Redis replica: %s", work, exc)
     except RedisError as exc:
         log.error("slack: a %s request was not taken: Redis: %s", work, exc)
@@ -175,35 +154,20 @@ async def _kept(
 
 
 async def tell(
-    slack: SlackGateway,
-    body: dict[str, Any],
-    outcome: Outcome,
-    *,
-    channel: str | None = None,
+    slack: SlackGateway, body: dict[str, Any], outcome: Outcome, *, channel: str | None = None
 ) -> None:
-    """Answer the person who acted, visible to them only.
-
-    An ephemeral message through the Web API works wherever the bot is a member; elsewhere (a
-    slash command typed in a DM or a channel without the bot), or when the Web API fails, the
-    request's `response_url` does.
-    """
+    """Answer the person who acted, visible to them only: an ephemeral message where the bot is a
+    member, else (a DM, a channel without the bot, a Web API failure) the `response_url`."""
+    user = actor_of(body).user_id
     try:
         where = channel or channel_of(body)
-        await slack.post_ephemeral(
-            where, actor_of(body).user_id, outcome.message, blocks=outcome.blocks
-        )
+        await slack.post_ephemeral(where, user, outcome.message, blocks=outcome.blocks)
         return
     except SlackError as exc:
         log.info("ephemeral answer failed (%s); trying response_url", exc.error)
     except RedisError as exc:
         log.info("ephemeral answer not sent (Redis: %s); trying response_url", exc)
-    await respond(body, outcome)
-
-
-async def respond(body: dict[str, Any], outcome: Outcome) -> None:
-    """The answer posted to the request's `response_url`, as Bolt's `respond` sends it: the
-    replica that performs a request has the body, not the Bolt context it came with."""
-    user = actor_of(body).user_id
+    # As Bolt's `respond` sends it: the replica performing a request has its body, not its context.
     url = response_url_of(body)
     if not url:
         log.warning("could not answer %s: the request has no response_url", user)
@@ -222,8 +186,7 @@ async def respond(body: dict[str, Any], outcome: Outcome) -> None:
 
 
 def response_url_of(body: dict[str, Any]) -> str:
-    """Where Bolt's `respond` would answer: the request's `response_url`, or a modal's first
-    `response_urls` entry (a submission of a modal that asked for one)."""
+    """The request's `response_url`, or a modal submission's first `response_urls` entry."""
     if url := text_at(body, "response_url"):
         return url
     urls = body.get("response_urls")

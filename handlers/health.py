@@ -16,50 +16,38 @@ from starlette.responses import JSONResponse, Response
 from bot.telemetry import Telemetry
 
 
-class Health:
-    def __init__(
-        self,
-        redis: Redis,
-        telemetry: Telemetry,
-        *,
-        alive: Callable[[], bool],
-        backlogs: Callable[[], Awaitable[None]] | None = None,
-        role: Callable[[], Awaitable[dict[str, Any]]] | None = None,
-    ) -> None:
-        self._redis = redis
-        self._telemetry = telemetry
-        self._alive = alive
-        self._backlogs = backlogs
-        self._role = role
-
-    async def healthz(self, request: Request) -> JSONResponse:
+def register(
+    app: Starlette,
+    redis: Redis,
+    telemetry: Telemetry,
+    *,
+    alive: Callable[[], bool],
+    backlogs: Callable[[], Awaitable[None]],
+    role: Callable[[], Awaitable[dict[str, Any]]],
+) -> None:
+    async def healthz(request: Request) -> JSONResponse:
         """Alive while the process serves and its background work runs; else restart it."""
-        if not self._alive():
+        if not alive():
             return JSONResponse({"status": "background work stopped"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    async def readyz(self, request: Request) -> JSONResponse:
-        """Ready only when Redis answers: without it no notification can be accepted. Every
-        replica takes requests, so a follower is as ready as the leader; the body says which
-        replica leads (does the work), for whoever looks at one that does not."""
+    async def readyz(request: Request) -> JSONResponse:
+        """Ready when Redis answers (without it no notification can be accepted): a follower as
+        much as the leader, which the body names for whoever looks at one that does not lead."""
         try:
-            await self._redis.ping()
-            role = await self._role() if self._role is not None else {}
+            await redis.ping()
+            leading = await role()
         except (RedisError, OSError):
             # The cause (hosts, ports, auth errors) is for the logs, not for whoever asks.
             return JSONResponse({"status": "not ready"}, status_code=503)
-        return JSONResponse({"status": "ready", **role})
+        return JSONResponse({"status": "ready", **leading})
 
-    async def metrics(self, request: Request) -> Response:
-        """The bot's counters, and the backlogs read from Redis at scrape time (not on every
-        notification: a gauge nobody scrapes costs nothing)."""
-        if self._backlogs is not None:
-            with suppress(RedisError, OSError):
-                await self._backlogs()
-        return Response(generate_latest(self._telemetry.registry), media_type=CONTENT_TYPE_LATEST)
+    async def metrics(request: Request) -> Response:
+        """The backlogs are read from Redis at scrape time: a gauge nobody scrapes costs nothing."""
+        with suppress(RedisError, OSError):
+            await backlogs()
+        return Response(generate_latest(telemetry.registry), media_type=CONTENT_TYPE_LATEST)
 
-
-def register(app: Starlette, health: Health) -> None:
-    app.add_route("/healthz", health.healthz, methods=["GET"])
-    app.add_route("/readyz", health.readyz, methods=["GET"])
-    app.add_route("/metrics", health.metrics, methods=["GET"])
+    app.add_route("/healthz", healthz, methods=["GET"])
+    app.add_route("/readyz", readyz, methods=["GET"])
+    app.add_route("/metrics", metrics, methods=["GET"])

@@ -1,6 +1,5 @@
-"""The App Home: Slack says someone opened the app's Home tab (`app_home_opened`, an Events API
-event); Bolt acknowledges it, and the Home core publishes that person's view after the answer.
-The Messages tab (`tab: messages`) has nothing to publish."""
+"""The App Home: when someone opens its Home tab, their view is published after Bolt's ack (the
+Messages tab has nothing to publish)."""
 
 from __future__ import annotations
 

@@ -1,34 +1,45 @@
 """What stands around Bolt for Slack's traffic, over HTTP (`/slack/events`) and Socket Mode alike.
 
-Bolt does what its adapters do: it parses the body, verifies the signature (its
-`RequestVerification`), answers `url_verification` and `ssl_check`, routes to the listeners and
-acks. This boundary adds only what Bolt leaves to the app:
-- whatever Bolt cannot take (a body its parser raises on, a middleware or a listener raising, an
-  answer of 500) is refused with one log line and no traceback: over HTTP a 400
-  `{"ok": false, "error": ...}`, over the socket a plain ack so Slack does not retry it;
+Bolt parses, verifies the signature, routes to the listeners and acks. This boundary adds what Bolt
+leaves to the app:
+- whatever Bolt cannot take (a body its parser raises on, a listener raising, an answer of 500) is
+  refused with one log line and no traceback: over HTTP a 400 `{"ok": false, "error": ...}`, over
+  the socket a plain ack so Slack does not retry it;
 - a request no listener wants (a shortcut, another event) is acked, as Slack expects;
 - Slack's 3 seconds: the answer is bounded, and a listener that overran gets `_late_answer`;
-- an event Slack delivers again (`X-Slack-Retry-Num`) is acked and not handled twice
-  (`EventRetries`, a Bolt middleware).
+- an event Slack delivers again (`X-Slack-Retry-Num`) is acked and not handled twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from slack_bolt.adapter.socket_mode.async_internals import send_async_response
+from slack_bolt.adapter.socket_mode.internals import build_headers
+from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.error import BoltUnhandledRequestError
-from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
 
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
+from handlers.body import BodyTooLarge, read_limited
 
 log = logging.getLogger(__name__)
 
@@ -37,62 +48,57 @@ EVENT_MEMORY_S = 3600
 ANSWER_BUDGET_S = 2.5
 TOO_LONG = "queuepilot took too long to answer. Please submit again."
 MAX_EVENT_ID = 100
+MAX_ENVELOPE_ID = 200
+MAX_BODY_BYTES = 1024 * 1024
+SOCKET = "Socket Mode"
 # Where the error handler leaves what failed inside Bolt, for the boundary's one log line.
 _FAILURE = "queuepilot_failure"
 # Listeners that overran their budget, still running so their work is done.
 _overran: set[asyncio.Task[BoltResponse]] = set()
 
 
-class SlackBoundary:
-    """Bolt's answer to one request, bounded in time; never an exception, never a 5xx."""
+async def answer(
+    bolt: AsyncApp,
+    build: Callable[[], AsyncBoltRequest],
+    *,
+    via: str,
+    signed: Callable[[], bool] = lambda: True,
+) -> BoltResponse:
+    """Bolt's answer to the request `build` makes (Bolt parses the body as it builds it), bounded
+    in time; never an exception, never a 5xx. `signed` tells, for a request Bolt could not take,
+    whether it carried Slack's signature: Bolt parses before it verifies, and an unsigned request
+    is a 401 whatever its body."""
+    try:
+        request = build()
+    except Exception as exc:  # Bolt's parser raises on what it cannot read
+        return _refusal(via, f"could not read this request ({type(exc).__name__})", signed)
+    work = asyncio.ensure_future(_dispatch(bolt, request, via, signed))
+    try:
+        return await asyncio.wait_for(asyncio.shield(work), ANSWER_BUDGET_S)
+    except TimeoutError:
+        # The listener goes on (its answer still reaches the person, late); Slack gets an
+        # answer now instead of an error.
+        _overran.add(work)
+        work.add_done_callback(_overran.discard)
+        log.warning("slack: a request over %s overran %.1f s", via, ANSWER_BUDGET_S)
+        return _late_answer(request.body)
 
-    def __init__(self, bolt: AsyncApp, *, budget_s: float = ANSWER_BUDGET_S) -> None:
-        self._bolt = bolt
-        self._budget_s = budget_s
 
-    async def answer(
-        self,
-        build: Callable[[], AsyncBoltRequest],
-        *,
-        via: str,
-        signed: Callable[[], bool] = lambda: True,
-    ) -> BoltResponse:
-        """Bolt's answer to the request `build` makes (Bolt parses the body as it builds it), a
-        plain 200 when no listener wants it, or a refusal (`via` names the transport in the log
-        line). `signed` tells, only for a request Bolt could not take, whether it carried
-        Slack's signature: Bolt parses before it verifies, and an unsigned request is a 401
-        whatever its body, as Bolt answers it."""
-        try:
-            request = build()
-        except Exception as exc:  # Bolt's parser raises on what it cannot read
-            return _refusal(via, f"could not read this request ({type(exc).__name__})", signed)
-        work = asyncio.ensure_future(self._dispatch(request, via, signed))
-        try:
-            return await asyncio.wait_for(asyncio.shield(work), self._budget_s)
-        except TimeoutError:
-            # The listener goes on (a command's or a click's answer still reaches the person,
-            # a late one); Slack gets an answer now instead of an error.
-            _overran.add(work)
-            work.add_done_callback(_overran.discard)
-            log.warning("slack: a request over %s overran %.1f s", via, self._budget_s)
-            return _late_answer(request.body)
-
-    async def _dispatch(
-        self, request: AsyncBoltRequest, via: str, signed: Callable[[], bool]
-    ) -> BoltResponse:
-        try:
-            answer = await self._bolt.async_dispatch(request)
-        except Exception as exc:  # Bolt's error handling itself reads the body, and can raise
-            reason = f"could not handle this request ({type(exc).__name__})"
-            return _refusal(via, reason, signed)
-        if answer.status == 404:
-            return BoltResponse(status=200)  # nothing listens for it: Slack wants a plain ack
-        if answer.status == 401:
-            log.info("slack: refused a request over %s (401): not signed as Slack signs", via)
-        if answer.status >= 500:
-            failure = request.context.get(_FAILURE) or f"Bolt answered {answer.status}"
-            return _refusal(via, f"could not handle this request ({failure})", signed)
-        return answer
+async def _dispatch(
+    bolt: AsyncApp, request: AsyncBoltRequest, via: str, signed: Callable[[], bool]
+) -> BoltResponse:
+    try:
+        answer = await bolt.async_dispatch(request)
+    except Exception as exc:  # Bolt's error handling itself reads the body, and can raise
+        return _refusal(via, f"could not handle this request ({type(exc).__name__})", signed)
+    if answer.status == 404:
+        return BoltResponse(status=200)  # nothing listens for it: Slack wants a plain ack
+    if answer.status == 401:
+        log.info("slack: refused a request over %s (401): not signed as Slack signs", via)
+    if answer.status >= 500:
+        failure = request.context.get(_FAILURE) or f"Bolt answered {answer.status}"
+        return _refusal(via, f"could not handle this request ({failure})", signed)
+    return answer
 
 
 def _refusal(via: str, reason: str, signed: Callable[[], bool]) -> BoltResponse:
@@ -104,11 +110,9 @@ def _refusal(via: str, reason: str, signed: Callable[[], bool]) -> BoltResponse:
 
 
 def _late_answer(body: Any) -> BoltResponse:
-    """What Slack gets for a listener that overran: a plain ack, which is all a click or a
-    command needs (their listeners acknowledge first and answer the person afterwards). A modal
-    would close on a plain ack and lose what the person typed, with nothing said: it stays open,
-    saying under its first input that it took too long, so the person submits again (the work
-    that overran finishes meanwhile, and what it looked up is cached)."""
+    """A plain ack is all a click or a command needs (their listeners answer the person later).
+    A modal would close on it and lose what the person typed: it stays open, saying under its
+    first input that it took too long, so the person submits again."""
     view = body.get("view") if isinstance(body, dict) else None
     blocks = view.get("blocks") if isinstance(view, dict) else None
     for block in blocks if isinstance(blocks, list) else []:
@@ -120,55 +124,121 @@ def _late_answer(body: Any) -> BoltResponse:
     return BoltResponse(status=200)
 
 
-class EventRetries(AsyncMiddleware):
-    """Slack delivers an event again until it gets a fast ack (`X-Slack-Retry-Num`, or a Socket
-    Mode envelope's `retry_attempt`): each `event_id` is handled once, across replicas."""
+def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
+    """Event retries answered once, and a failure inside Bolt noted for the boundary's one log
+    line instead of Bolt's traceback."""
+    claims, keys = Leases(redis), Keys(prefix)
 
-    def __init__(self, redis: Redis, *, prefix: str, memory_s: int = EVENT_MEMORY_S) -> None:
-        self._claims = Leases(redis)
-        self._keys = Keys(prefix)
-        self._memory_s = memory_s
-
-    async def async_process(
-        self,
-        *,
-        req: AsyncBoltRequest,
-        resp: BoltResponse,
-        next: Callable[[], Awaitable[BoltResponse]],
+    async def handled_once(
+        req: AsyncBoltRequest, next: Callable[[], Awaitable[BoltResponse]]
     ) -> BoltResponse:
+        # Slack delivers an event again until it gets a fast ack (`X-Slack-Retry-Num`, or an
+        # envelope's `retry_attempt`): each `event_id` is handled once, across replicas.
         event_id = req.body.get("event_id") if req.body.get("type") == "event_callback" else None
-        if isinstance(event_id, str) and event_id and await self.seen(event_id):
-            retry = req.headers.get("x-slack-retry-num", ["?"])[0]
-            log.info("slack: event %s delivered again (retry %s); already handled", event_id, retry)
-            return BoltResponse(status=200)
+        if isinstance(event_id, str) and event_id:
+            key = keys.slack_event(event_id[:MAX_EVENT_ID])
+            try:
+                first = await claims.claim_once(key, EVENT_MEMORY_S * 1000)
+            except RedisError:
+                first = True  # better handled twice than not at all
+            if not first:
+                retry = req.headers.get("x-slack-retry-num", ["?"])[0]
+                again = "slack: event %s delivered again (retry %s); already handled"
+                log.info(again, event_id, retry)
+                return BoltResponse(status=200)
         return await next()
 
-    async def seen(self, event_id: str) -> bool:
-        """Whether this event was handled already; remembered as handled from now on."""
-        key = self._keys.slack_event(event_id[:MAX_EVENT_ID])
-        try:
-            first = await self._claims.claim_once(key, self._memory_s * 1000)
-        except RedisError:
-            return False  # better handled twice than not at all
-        return not first
+    async def note_failure(error: Exception, request: AsyncBoltRequest) -> None:
+        if not isinstance(error, BoltUnhandledRequestError):  # that one is a 404, acked
+            request.context[_FAILURE] = type(error).__name__
 
-
-def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
-    """What the boundary needs inside Bolt: event retries answered once, and a failure inside
-    Bolt noted for the boundary's one log line instead of Bolt's traceback."""
-    bolt.use(EventRetries(redis, prefix=prefix))
-    bolt.error(_note_failure)
+    bolt.use(handled_once)
+    bolt.error(note_failure)
     # Bolt logs a refused signature with the request's body and headers; the boundary's line
-    # says it without what an unauthenticated sender chose to put in the log. (One filter
-    # object, so building several bots in a process adds it once.)
-    logging.getLogger("slack_bolt.RequestVerification").addFilter(_without_bolts_line)
+    # says it without what an unauthenticated sender chose to put in the log.
+    logging.getLogger("slack_bolt.RequestVerification").addFilter(_dropped)
 
 
-def _without_bolts_line(record: logging.LogRecord) -> bool:
+def _dropped(record: logging.LogRecord) -> bool:
     return False
 
 
-async def _note_failure(error: Exception, request: AsyncBoltRequest) -> None:
-    if isinstance(error, BoltUnhandledRequestError):
-        return  # no listener wants it: answered 404, which the boundary acks
-    request.context[_FAILURE] = type(error).__name__
+def register(app: Starlette, bolt: AsyncApp, *, signing_secret: str) -> None:
+    """`POST /slack/events`, read within its size limit (Bolt's adapter reads any size)."""
+    verifier = SignatureVerifier(signing_secret)
+
+    async def slack_events(request: Request) -> Response:
+        try:
+            body = await read_limited(request, MAX_BODY_BYTES)
+        except BodyTooLarge:
+            return JSONResponse({"ok": False, "error": "body too large"}, status_code=413)
+        except ClientDisconnect:
+            error = {"ok": False, "error": "the client went away mid-body"}
+            return JSONResponse(error, status_code=400)
+
+        def signed() -> bool:
+            try:
+                return verifier.is_valid(
+                    body.decode("utf-8", "replace"),
+                    request.headers.get("x-slack-request-timestamp", ""),
+                    request.headers.get("x-slack-signature", ""),
+                )
+            except (ValueError, TypeError, OverflowError):  # a timestamp int() refuses
+                return False
+
+        build = partial(to_async_bolt_request, request, body)
+        return to_starlette_response(await answer(bolt, build, via="HTTP", signed=signed))
+
+    app.add_route("/slack/events", slack_events, methods=["POST"])
+
+
+class SocketEnvelopes:
+    """slack_sdk's message listener: one envelope in, one ack out, through the same boundary.
+
+    It gets the decoded message before slack_sdk builds its request object (which raises on a
+    payload that is neither an object nor a string, outside any handler of ours). Every envelope
+    is acked, a refused one plainly, so Slack never retries what the bot will never take."""
+
+    def __init__(self, bolt: AsyncApp) -> None:
+        self._bolt = bolt
+
+    async def __call__(
+        self, client: AsyncBaseSocketModeClient, message: dict[str, Any], raw: str | None
+    ) -> None:
+        envelope_id = message.get("envelope_id")
+        if not isinstance(envelope_id, str) or not 0 < len(envelope_id) <= MAX_ENVELOPE_ID:
+            return  # hello, or nothing Slack would ask an ack for
+        started = time.time()
+        try:
+            envelope = SocketModeRequest.from_dict(message)
+        except ValueError:
+            envelope = None
+        if envelope is None:
+            log.info("slack: refused an envelope over %s: not a request", SOCKET)
+            await client.send_socket_mode_response(SocketModeResponse(envelope_id))
+            return
+
+        def build() -> AsyncBoltRequest:  # as Bolt's `run_async_bolt_app` builds it
+            headers = build_headers(envelope)  # its retry headers, as over HTTP
+            return AsyncBoltRequest(mode="socket_mode", body=envelope.payload, headers=headers)
+
+        response = await answer(self._bolt, build, via=SOCKET)
+        if response.status != 200:
+            response = BoltResponse(status=200)  # refused: acked, so Slack does not resend it
+        await send_async_response(client, envelope, response, started)
+
+
+async def start_socket_mode(app_token: str, bolt: AsyncApp) -> SocketModeClient:
+    """Connected: the URL is asked for first, so a refused app token stops the start with Slack's
+    error instead of slack_sdk's endless retry; the client reconnects by itself from then on."""
+    client = SocketModeClient(
+        app_token, web_client=bolt.client, logger=logging.getLogger("slack_sdk.socket_mode")
+    )
+    client.message_listeners.append(SocketEnvelopes(bolt))
+    try:
+        client.wss_uri = await client.issue_new_wss_url()
+        await client.connect()
+    except BaseException:
+        await client.close()
+        raise
+    return client

@@ -1,14 +1,9 @@
-"""The Scale up… modal: opened by an incident root's button or an early warning's, reviewed,
-then confirmed into the core. One form for both: which owns the scale-up is data the core
-resolves (`bot.actions.scale_form`), never a second path here.
+"""The Scale up… modal, opened by an incident root's button or an early warning's (the core
+resolves which owns the scale-up), reviewed, then confirmed into the core.
 
-Slack wants a 200 within 3 seconds and a modal opened within 3 seconds of the click, so the
-button opens the form at once and fills in the capacity and the default with `views.update`
-when the backend answers. A submission answers with the next step (`response_action: update`)
-or with errors under the field they concern, the scaler's own refusal among them. All of that is
-done by the replica Slack reached; the confirmed scale-up is handed off to the requests stream as
-the modal closes, and its answer arrives ephemerally in the channel and in the thread (an early
-warning's: on the warning's message).
+The trigger lasts 3 seconds: the form opens at once and `views.update` fills in the capacity when
+the backend answers. A submission answers with the next step or with errors under their field,
+on the replica Slack reached; the confirmed scale-up is handed off to the requests stream.
 """
 
 from __future__ import annotations
@@ -42,6 +37,7 @@ from bot.render.scale_modal import (
     scale_about,
 )
 from handlers.context import (
+    NO_INCIDENT,
     Work,
     actor_of,
     after_ack,
@@ -59,52 +55,38 @@ from handlers.context import (
 
 log = logging.getLogger(__name__)
 
-# A submission must be answered within Slack's 3 seconds, permission and capacity read included:
-# its own work fits in SUBMISSION_S (user groups take up to
-# `bot.actions.permissions.GROUP_LOOKUP_S`, the capacity what is left), under the boundary's
-# bound (`handlers.slack_boundary.ANSWER_BUDGET_S`), so the person sees the next step rather
-# than the boundary's "took too long". (A scaler whose client hangs overruns its timeout by
-# `bot.backends.errors.MARGIN_S`: that bound catches it.)
+# A submission's own work (user groups, then the capacity) fits under the boundary's bound
+# (`handlers.slack_boundary.ANSWER_BUDGET_S`), so the person sees the next step rather than
+# "took too long"; a scaler whose client hangs past its timeout is caught by that bound.
 SUBMISSION_S = 2.2
 PREVIEW_IN_SUBMISSION_S = 1.5
 PREVIEW_IN_FORM_S = 10.0
-NO_INCIDENT = Outcome(False, "This message is not an incident queuepilot knows.")
 # Any larger amount reads as this, which every scaler's cap refuses under the field.
 MAX_AMOUNT = 1_000_000
 
 
 async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-    """An incident root's Scale up…: the incident is the message's."""
     await ack()
-
-    async def open_form() -> None:
-        ref = await incident_ref_of(body, core_of(context))
-        if not ref:
-            await tell(slack_of(context), body, NO_INCIDENT)
-            return
-        await _open_form(body, context, ScaleForm(ref=ref, channel=channel_of(body)))
-
-    after_ack(open_form())
+    after_ack(_open_form(body, context))
 
 
-async def on_warning_scale_button(
-    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext
-) -> None:
-    """An early warning's Scale up…: its value names the warning (uid) and runner type."""
-    await ack()
-    uid, _, runner_type = text_at(first_action(body), "value").partition(":")
-    form = ScaleForm(ref="", channel=channel_of(body), runner_type=runner_type, warning=uid)
-    after_ack(_open_form(body, context, form))
-
-
-async def _open_form(body: dict[str, Any], context: AsyncBoltContext, form: ScaleForm) -> None:
+async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """Open the form at once (the trigger expires in 3 s), then fill in the capacity and the
     default the owner's judgement gives."""
+    slack, action = slack_of(context), first_action(body)
+    if text_at(action, "action_id") == "warning_scale":
+        # An early warning's: its value is `<warning uid>:<runner type>`.
+        uid, _, runner_type = text_at(action, "value").partition(":")
+        form = ScaleForm(ref="", channel=channel_of(body), runner_type=runner_type, warning=uid)
+    elif ref := await incident_ref_of(body, core_of(context)):
+        form = ScaleForm(ref=ref, channel=channel_of(body))
+    else:
+        await tell(slack, body, NO_INCIDENT)
+        return
     forms = core_of(context).scale_forms
     owner = await forms.owner(
         actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
     )
-    slack = slack_of(context)
     if isinstance(owner, Outcome):
         await tell(slack, body, owner)
         return
@@ -133,6 +115,9 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext, form: Scal
 
 
 async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    async def refuse(block: str, message: str) -> None:
+        await ack(response_action="errors", errors={block: _plain(message)})
+
     clock = asyncio.get_running_loop().time
     deadline = clock() + SUBMISSION_S
     core, view = core_of(context), object_at(body, "view")
@@ -141,20 +126,17 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     runner_type = _selected(values, TYPE_BLOCK)
     amount = _amount(values)
     if form is None or (form.warning and runner_type != form.runner_type):
-        await ack(response_action="errors", errors={TYPE_BLOCK: "This form is out of date."})
-        return
+        return await refuse(TYPE_BLOCK, "This form is out of date.")
     problem = core.scaling.check(runner_type, amount or 0)
     if amount is None or problem:
         block = TYPE_BLOCK if core.scaling.target(runner_type) is None else AMOUNT_BLOCK
-        await ack(response_action="errors", errors={block: _plain(problem or "A whole number.")})
-        return
+        return await refuse(block, problem or "A whole number.")
     forms = core.scale_forms
     owner = await forms.owner(
         actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
     )
     if isinstance(owner, Outcome):
-        await ack(response_action="errors", errors={TYPE_BLOCK: _plain(owner.message)})
-        return
+        return await refuse(TYPE_BLOCK, owner.message)
     left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
     preview = await core.scaling.preview(runner_type, None, timeout_s=left, until=owner.until)
     raise_maximum = preview.can_raise_maximum and _selected(values, MODE_BLOCK) == RAISE_MAX
@@ -162,9 +144,9 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     # not after the confirmation.
     refused = core.scaling.refused(preview.target, preview.capacity, amount, raise_maximum)
     if refused:
-        await ack(response_action="errors", errors={AMOUNT_BLOCK: _plain(refused)})
-        return
-    keep = KEEP in _checked(values, KEEP_BLOCK)
+        return await refuse(AMOUNT_BLOCK, refused)
+    checked = object_at(values, KEEP_BLOCK, VALUE).get("selected_options")
+    keep = isinstance(checked, list) and KEEP in {text_at(o, "value") for o in checked}
     step = ScaleForm(form.ref, form.channel, runner_type, amount, raise_maximum, keep, form.warning)
     about = scale_about(owner, runner_type)
     view = render_scale_confirm(step, preview, core.scaling.backend_name, about=about)
@@ -177,7 +159,6 @@ async def on_scale_confirm(ack: AsyncAck, body: dict[str, Any], context: AsyncBo
 
 
 async def scale(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
-    """The confirmed scale-up, on whichever replica performs requests."""
     form = ScaleForm.load(text_at(body, "view", "private_metadata"))
     if form is None or not form.runner_type:
         return
@@ -193,18 +174,12 @@ async def scale(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> 
     await tell(slack, body, outcome, channel=form.channel)
 
 
-# The confirmation's work, by the modal's callback_id, which also names it in the requests stream.
+# By the modal's callback_id, which also names the work in the requests stream.
 WORKS: dict[str, Work] = {CONFIRM_VIEW: scale}
 
 
 def _selected(values: dict[str, Any], block: str) -> str:
     return text_at(values, block, VALUE, "selected_option", "value")
-
-
-def _checked(values: dict[str, Any], block: str) -> set[str]:
-    """The values of a checkboxes element's selected options."""
-    options = object_at(values, block, VALUE).get("selected_options")
-    return {text_at(o, "value") for o in options} if isinstance(options, list) else set()
 
 
 def _amount(values: dict[str, Any]) -> int | None:
@@ -219,6 +194,6 @@ def _plain(message: str) -> str:
 
 def register(app: AsyncApp) -> None:
     app.action("incident_scale")(on_scale_button)
-    app.action("warning_scale")(on_warning_scale_button)
+    app.action("warning_scale")(on_scale_button)
     app.view(SCALE_VIEW)(on_scale_form)
     app.view(CONFIRM_VIEW)(on_scale_confirm)

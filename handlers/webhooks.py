@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 import orjson
 from pydantic import SecretStr
@@ -19,13 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.config import Settings
-from bot.domain.alerts import (
-    ENDPOINT,
-    PayloadError,
-    Source,
-    parse_json_body,
-    parse_notification,
-)
+from bot.domain.alerts import ENDPOINT, PayloadError, Source, parse_json_body, parse_notification
 from bot.intake.webhook_auth import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -48,13 +43,14 @@ class JsonAnswer(JSONResponse):
 
 
 class _Rejected(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
+    """(HTTP status, the counter's reason, the message for the sender)."""
 
 
 class AlertWebhooks:
+    """Each endpoint requires every credential configured for it (bearer or basic auth for both,
+    the HMAC signature for Grafana's). An endpoint with none configured for it refuses everything,
+    unless ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED says the network is private."""
+
     def __init__(
         self,
         stream: NotificationStream,
@@ -63,35 +59,32 @@ class AlertWebhooks:
         config: Settings,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """Each endpoint requires every credential configured for it (bearer or basic auth for
-        both, the HMAC signature for Grafana's). An endpoint with none configured for it refuses
-        everything, unless ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED says the network is private."""
         self._stream = stream
         self._telemetry = telemetry
         self._config = config
         self._token = _secret(config.alert_webhook_token)
         self._hmac_secret = _secret(config.alert_webhook_hmac_secret)
-        self._basic_password = _secret(config.alert_webhook_basic_password)
+        user, password = config.alert_webhook_basic_user, config.alert_webhook_basic_password
+        self._basic: tuple[str, str] | None = None
+        if user is not None and password is not None:
+            self._basic = (user, password.get_secret_value())
         self._max_body = config.alert_max_body_bytes
         self._clock = clock
 
-    async def grafana(self, request: Request) -> JsonAnswer:
-        return await self.answer(request, "grafana")
-
-    async def alertmanager(self, request: Request) -> JsonAnswer:
-        return await self.answer(request, "alertmanager")
-
     async def answer(self, request: Request, source: Source) -> JsonAnswer:
         try:
-            self._check_open(source)
-            self._check_credentials(request)
-            self._check_content_type(request)
+            self._authenticate(request, source)
+            media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media_type != "application/json" and not media_type.endswith("+json"):
+                shown = media_type or "none"
+                message = f"expected Content-Type application/json, got {shown}"
+                raise _Rejected(415, "content_type", message)
             body = await self._read_body(request)
             if source == "grafana":
                 self._check_signature(request, body)
             notification = parse_notification(source, parse_json_body(body))
         except _Rejected as exc:
-            return self._reject(source, exc.status, exc.reason, str(exc))
+            return self._reject(source, *exc.args)
         except PayloadError as exc:
             return self._reject(source, 400, "invalid", str(exc))
         try:
@@ -102,9 +95,8 @@ class AlertWebhooks:
                 source, 503, "unavailable", "cannot persist the notification now; retry"
             )
         self._telemetry.notifications.labels(source, "accepted").inc()
-        # Debug, as Alertmanager logs what it receives: a line per notification is a fifth of
-        # the intake's CPU in a flood, and the counter above says as much. What a notification
-        # did to an incident is logged where it happens; rejections stay at info.
+        # Debug: a line per notification is a fifth of the intake's CPU in a flood, and the
+        # counter says as much; what it did to an incident is logged where that happens.
         log.debug(
             "webhook: accepted %s notification %s (%s, %d alerts)",
             source,
@@ -115,52 +107,34 @@ class AlertWebhooks:
         # `id` is the notification's entry in the stream it waits in to be applied.
         return JsonAnswer({"status": "accepted", "id": entry_id}, status_code=202)
 
-    def _check_open(self, source: Source) -> None:
-        if (
-            not self._configured_for(source)
-            and not self._config.alert_webhook_allow_unauthenticated
-        ):
+    def _authenticate(self, request: Request, source: Source) -> None:
+        basic = self._basic is not None and self._basic[1]
+        configured = self._token or basic or (source == "grafana" and self._hmac_secret)
+        if not configured and not self._config.alert_webhook_allow_unauthenticated:
             raise _Rejected(
                 401,
                 "unauthorized",
                 f"no credential is configured for {ENDPOINT[source]}: set ALERT_WEBHOOK_TOKEN "
                 "or basic auth on the bot, and send it",
             )
-
-    def _configured_for(self, source: Source) -> bool:
-        user = self._config.alert_webhook_basic_user
-        header = bool(self._token) or (user is not None and bool(self._basic_password))
-        return header or (source == "grafana" and bool(self._hmac_secret))
-
-    def _check_credentials(self, request: Request) -> None:
         header = request.headers.get("authorization")
         allowed = []
         if self._token:
             allowed.append(bearer_ok(header, self._token))
-        user = self._config.alert_webhook_basic_user
-        if user is not None and self._basic_password is not None:
-            allowed.append(basic_ok(header, user, self._basic_password))
+        if self._basic is not None:
+            allowed.append(basic_ok(header, *self._basic))
         if allowed and not any(allowed):
             reason = "missing" if header is None else "wrong"
             raise _Rejected(
                 401, "unauthorized", f"{reason} credentials in the Authorization header"
             )
 
-    def _check_content_type(self, request: Request) -> None:
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media_type != "application/json" and not media_type.endswith("+json"):
-            shown = media_type or "none"
-            raise _Rejected(
-                415, "content_type", f"expected Content-Type application/json, got {shown}"
-            )
-
     async def _read_body(self, request: Request) -> bytes:
         try:
             return await read_limited(request, self._max_body)
         except BodyTooLarge:
-            raise _Rejected(
-                413, "too_large", f"body over the {self._max_body}-byte limit"
-            ) from None
+            message = f"body over the {self._max_body}-byte limit"
+            raise _Rejected(413, "too_large", message) from None
         except ClientDisconnect:
             raise _Rejected(400, "disconnected", "the client went away mid-body") from None
 
@@ -185,13 +159,9 @@ class AlertWebhooks:
 
 
 class AlertRoutes:
-    """The ASGI app: a POST to an alert endpoint goes straight to its handler, the rest to `app`.
-
-    Why: in a flood every notification would cross Starlette's middleware stack and its routing
-    table before reaching the handler, for nothing the handler needs. What the handler answers
-    is the same either way (the routes stay registered on `app`, which answers the other
-    methods and paths).
-    """
+    """A POST to an alert endpoint goes straight to its handler, the rest to `app` (which has the
+    routes too, and answers the other methods): in a flood, Starlette's middleware and routing
+    would cost every notification for nothing the handler needs."""
 
     def __init__(self, app: ASGIApp, webhooks: AlertWebhooks) -> None:
         self.app = app
@@ -208,8 +178,8 @@ class AlertRoutes:
 
 
 def register(app: Starlette, webhooks: AlertWebhooks) -> AlertRoutes:
-    app.add_route(ENDPOINT["grafana"], webhooks.grafana, methods=["POST"])
-    app.add_route(ENDPOINT["alertmanager"], webhooks.alertmanager, methods=["POST"])
+    for source, path in ENDPOINT.items():
+        app.add_route(path, partial(webhooks.answer, source=source), methods=["POST"])
     return AlertRoutes(app, webhooks)
 
 

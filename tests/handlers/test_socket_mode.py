@@ -22,8 +22,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from bot.config import Settings
 from bot.render.scale_modal import AMOUNT_BLOCK, TYPE_BLOCK, VALUE
 from bot.storage.keys import Keys
-from handlers.slack_boundary import SlackBoundary
-from handlers.socket_mode import SocketEnvelopes
+from handlers.slack_boundary import SocketEnvelopes
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.slack_api import SlackEmulator
 from sandbox.slack_socket import SocketMode
@@ -299,7 +298,7 @@ async def test_a_hostile_envelope_is_acknowledged_with_a_plain_ack(
     async with run_bot(socket_settings()) as running:
         bot = running.bot
         client = RecordingClient([])
-        envelopes = SocketEnvelopes(SlackBoundary(bot.bolt))
+        envelopes = SocketEnvelopes(bot.bolt)
         with caplog.at_level(logging.INFO):
             await envelopes(client, {**message, "envelope_id": "e1"}, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}]
@@ -326,7 +325,7 @@ async def test_any_envelope_is_acknowledged_once_without_a_traceback(
     and the log no traceback (the envelopes reach the bot's own loop, as slack_sdk's do). Its
     periodic jobs idle while Hypothesis draws (APScheduler's jitter draws from `random`)."""
     async with run_bot(socket_settings(status_tick_seconds=300)) as running:
-        envelopes = SocketEnvelopes(SlackBoundary(running.bot.bolt))
+        envelopes = SocketEnvelopes(running.bot.bolt)
         loop = asyncio.get_running_loop()
 
         @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
@@ -348,7 +347,7 @@ async def test_an_event_is_acknowledged_and_its_retry_not_handled_twice(
 ) -> None:
     async with run_bot(socket_settings()) as running:
         bot = running.bot
-        envelopes = SocketEnvelopes(SlackBoundary(bot.bolt))
+        envelopes = SocketEnvelopes(bot.bolt)
         client = RecordingClient([])
         event = {
             "type": "events_api",
@@ -391,7 +390,7 @@ async def test_a_command_envelope_naming_its_user_and_channel_again_is_answered(
         }
         client = RecordingClient([])
         envelope = {"type": "slash_commands", "payload": command, "envelope_id": "e1"}
-        await SocketEnvelopes(SlackBoundary(bot.bolt))(client, envelope, None)  # type: ignore[arg-type]
+        await SocketEnvelopes(bot.bolt)(client, envelope, None)  # type: ignore[arg-type]
         assert client.sent == [{"envelope_id": "e1"}]
         [answer] = await eventually(
             lambda: slack.emulator.ephemerals(CHANNEL), what="the command's answer"
