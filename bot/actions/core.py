@@ -1,8 +1,9 @@
 """The action core: what a responder can do to an incident, whichever surface they used.
 
 Buttons, modals and `/queue` subcommands all land here, so all get the same permission check,
-idempotency, timeline entries and answers (`bot.actions.flow`). Acknowledge, resolve and the
-postmortem only change state; silence, scale up and diagnostics call a backend first.
+idempotency, timeline entries and answers (`bot.actions.flow`). Acknowledge and resolve only
+change state; silence, scale up and diagnostics call a backend first, and the postmortem and
+`/queue jobs` read the jobs source.
 """
 
 from __future__ import annotations

@@ -277,7 +277,8 @@ class Scaling:
         for the cooldown), recorded to be put back for its incident or early warning (`warning`:
         its uid); the failure as the person's answer."""
         scaler = self.scaler
-        assert scaler is not None  # the callers refuse without one
+        if scaler is None:  # the callers refuse first; a new one must too
+            return refused(NOT_CONFIGURED)
         timeout_s = self.config.backend_timeout_seconds
         lock = await self.acting.interactions.lock(
             FLEET,

@@ -48,7 +48,11 @@ class InFlight:
 
     @classmethod
     def decode(cls, raw: str | None) -> InFlight | None:
-        return cls(**json.loads(raw)) if raw else None
+        if not raw:
+            return None
+        # By name: a mark a later release writes with more in it still reads here.
+        data = json.loads(raw)
+        return cls(str(data["member"]), str(data["item"]), float(data["since"]))
 
 
 @dataclass(frozen=True)
