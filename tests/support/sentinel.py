@@ -41,7 +41,7 @@ class SentinelSet:
                 f"sentinel failover-timeout {MASTER_NAME} 5000\n"
             )
             self._spawn(port, [self.sentinel, str(conf), "--logfile", f"sentinel-{port}.log"])
-        wait_until(self._ready, timeout=20, what="the replica in sync and the sentinels agreed")
+        wait_until(self._ready, timeout=60, what="the replica in sync and the sentinels agreed")
 
     def master_port_now(self) -> int:
         """The master as a sentinel sees it now."""

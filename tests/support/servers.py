@@ -31,7 +31,7 @@ def require_binary(name: str) -> str:
     return path
 
 
-def wait_until(predicate, *, timeout: float = 10.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+def wait_until(predicate, *, timeout: float = 30.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
