@@ -71,8 +71,9 @@ async def page_post(sandbox: Sandbox, path: str, body: dict[str, Any]) -> Any:
 async def scale_from(sandbox: Sandbox, warning: Any) -> tuple[str, int, int]:
     """Scale up from the warning's button, through the modal's two steps, as a person would:
     one runner, in the shape the form offers (the scale set's maximum raised where it chose
-    that). The set may move between the form and its
-    review: the review then refuses under the amount, and the person opens the form again.
+    that). The set may move between the form and its review, or the review and the
+    confirmation: the review refuses under the amount, or the answer says nothing changed and
+    why, and the person opens the form again.
     The field raised, its value before, and by how much."""
     for _ in range(3):
         answered = len(sandbox.emulator.ephemerals())
@@ -86,9 +87,11 @@ async def scale_from(sandbox: Sandbox, warning: Any) -> tuple[str, int, int]:
                 timeout=30,
             )
         )[-1].text
+        if "Could not scale" in answer and "Nothing changed" in answer:
+            continue  # the set moved between the review and the confirmation: told, try again
         assert "Could not scale" not in answer, answer
         return submitted
-    raise AssertionError("the scale-up kept being refused at review")
+    raise AssertionError("the scale-up kept being refused as the set moved")
 
 
 async def _submit_scale(sandbox: Sandbox, warning: Any) -> tuple[str, int, int] | None:
