@@ -224,6 +224,7 @@ class GithubIssues:
         self._by_id: dict[str, _Repo] = {}
         self._ids, self._requests = 2_900_000_000, 0
         self._gate = threading.Event()
+        self.held = 0  # requests hung by `hang_next`, waiting for their event
         self.reset_limits()
 
     # -- helpers for tests -------------------------------------------------------------------
@@ -395,11 +396,16 @@ class GithubIssues:
             if self._hangs <= 0:
                 return
             self._hangs -= 1
+            self.held += 1
             gate = self._gate
         # A thread's event, polled: the test that releases it may run on another loop. The
         # sleep is cancelled with the request when the client gives up.
-        while not gate.is_set():  # noqa: ASYNC110
-            await asyncio.sleep(0.005)
+        try:
+            while not gate.is_set():  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+        finally:
+            with self._lock:
+                self.held -= 1
 
     def _handle(
         self,

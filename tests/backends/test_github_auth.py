@@ -26,6 +26,7 @@ from sandbox.github_apps import AppToken, Installation
 from sandbox.github_issues import TOKEN, GithubIssues
 from tests.sandbox.test_github_issues import START, Clock
 from tests.support.github_app import APP_ID, key, private_pem, public_pem
+from tests.support.running import eventually
 
 REPO = "pytorch/alerting-issues"
 BASE = "http://api.gh.test"
@@ -184,7 +185,8 @@ async def test_concurrent_callers_share_one_mint(gh: GithubIssues, clock: Clock)
     gate = gh.hang_next(1)  # GitHub holds its first answer (the installation's lookup)
     callers = [asyncio.create_task(tokens.token()) for _ in range(4)]
     calls = [asyncio.create_task(api.get(f"/repos/{REPO}?n={n}")) for n in range(4)]
-    await asyncio.sleep(0.05)  # every one has asked by now: one waits on GitHub, all on it
+    # One asks GitHub and is held there; the rest, started before it, wait on that one.
+    await eventually(lambda: gh.held == 1, what="the installation's lookup held by GitHub")
     assert tokens.minted == 0
     gate.set()
     got = await asyncio.gather(*callers)

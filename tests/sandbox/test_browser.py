@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from sandbox.stack import (
     start_sandbox,
 )
 from tests.support.page_numbers import Missed, Moment, after_diagnostics, at_next_status
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, wait_until
 
 playwright_expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -224,12 +223,15 @@ def assert_the_issue_told_each_step_once(sandbox: Sandbox) -> None:
     def told() -> list[str]:
         return [str(c["body"]) for c in sandbox.github.comments(ISSUES_REPO, number)]
 
-    deadline = time.monotonic() + STEP_MS / 1000
-    while time.monotonic() < deadline and not (
-        all(any(w in body for body in told()) for w in wanted)
-        and sandbox.github.issue(ISSUES_REPO, number)["state"] == "closed"
-    ):
-        time.sleep(0.2)
+    github = sandbox.github
+    with suppress(TimeoutError):  # the assertions below say what is missing
+        wait_until(
+            lambda: (
+                all(any(w in body for body in told()) for w in wanted)
+                and github.issue(ISSUES_REPO, number)["state"] == "closed"
+            ),
+            timeout=STEP_MS / 1000,
+        )
     for words in wanted:
         assert len([body for body in told() if words in body]) == 1, (words, told())
     assert sandbox.github.issue(ISSUES_REPO, number)["state"] == "closed"
