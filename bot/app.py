@@ -1,7 +1,5 @@
-"""The composition root: builds every part from Settings and registers the handlers; the one
-module that knows both the core (`bot/`) and the adapters (`handlers/`). Background work starts
-and stops in the ASGI lifespan, so an app can be built without touching the network.
-"""
+"""The composition root: builds every part from Settings and registers the handlers. Background
+work starts and stops in the ASGI lifespan, so an app can be built without touching the network."""
 
 from __future__ import annotations
 
@@ -137,12 +135,11 @@ class Bot:
             token = self.settings.slack_app_token.get_secret_value()
             socket_mode = await handlers.slack_boundary.start_socket_mode(token, self.bolt)
         log.info("queuepilot is up: channel %s", self.settings.slack_channel)
-        uses = {self.settings.slack_channel: "SLACK_CHANNEL"}
         for n, route in enumerate(self.settings.slack_routes, 1):
             log.info("route %d: %s -> channel %s", n, route.text, route.channel)
-            uses.setdefault(route.channel, f"route {n}: {route.text}")
         # Not one of the tasks health watches: a slow Slack does not hold up the start, and a
         # check that ended is not a replica that stopped working.
+        uses = self.settings.channel_uses
         check = asyncio.create_task(check_channels(self.gateway, uses), name="channel-check")
         try:
             yield
@@ -174,7 +171,7 @@ class Bot:
             asyncio.create_task(send.run(self.outbound, deposed), name="senders"),
         }
         schedule = self.settings.report_schedule
-        weekly = periodic.Weekly(schedule, self.core.post_weekly_report) if schedule else None
+        weekly = (schedule, self.core.post_weekly_report) if schedule else None
         scheduler = periodic.start(
             self.ticks, every_s=self.settings.status_tick_seconds, weekly=weekly
         )
@@ -233,17 +230,14 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     jobs_source = factory.build_jobs_source(settings, metrics, github)
     jobs = None
     if jobs_source is not None:
-        arrivals = JobArrivals(redis, keys)
-        jobs = JobsWatch(jobs_source, arrivals, timeout_s=settings.backend_timeout_seconds)
+        timeout_s = settings.backend_timeout_seconds
+        jobs = JobsWatch(jobs_source, JobArrivals(redis, keys), timeout_s=timeout_s)
     # The capacity report's history: the backend's own (Prometheus, the HUD), else the readings
     # queuepilot keeps itself (`METRICS_BACKEND=github`); none with the `alert` backend.
-    history: QueueHistory | None = None
     kept = None
-    if isinstance(metrics, QueueHistory):
-        history = metrics
-    elif metrics.live:
+    if not isinstance(metrics, QueueHistory) and metrics.live:
         kept = ReadingsHistory(redis, keys, interval_s=settings.metrics_interval_seconds)
-        history = kept
+    history = metrics if isinstance(metrics, QueueHistory) else kept
     readings = FleetReadings(
         redis, keys, metrics, config=settings, clock=clock, jobs=jobs, kept=kept
     )
@@ -257,8 +251,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     silencer = factory.build_silencer(settings)
     if silencer is not None:
-        watch = SilenceWatch(store, silencer, config=settings, clock=clock)
-        ticks["silence-watch"] = watch.tick
+        ticks["silence-watch"] = SilenceWatch(store, silencer, config=settings, clock=clock).tick
     scaler = factory.build_scaler(settings, os.environ)
     scale_reverts = None
     if scaler is not None:

@@ -1,5 +1,4 @@
-"""Part of the composition root: the one place that picks each backend (silence, scale, metrics,
-jobs, issues) for the settings. Backends read their own settings, never the environment."""
+"""Part of the composition root: the one place that picks each backend for the settings."""
 
 from __future__ import annotations
 
@@ -97,7 +96,7 @@ def kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
 
 def github_auth(settings: Settings) -> TokenSource | None:
     """GITHUB_TOKEN, or the GitHub App's installation token: one per process, shared by every
-    GitHub reader, so it is minted and renewed once."""
+    GitHub reader, so that it is minted and renewed once."""
     if settings.github_token is not None:
         return StaticToken(settings.github_token.get_secret_value())
     if not settings.github_app:
@@ -106,7 +105,6 @@ def github_auth(settings: Settings) -> TokenSource | None:
 
 
 def build_metrics(settings: Settings, auth: TokenSource | None = None) -> QueueMetrics:
-    """The configured metrics backend; `alert` (the notifications' own numbers) when none is."""
     backend = settings.metrics_backend
     if backend is MetricsBackend.PROMETHEUS and settings.prometheus_url:
         return PrometheusMetrics(settings)

@@ -1,12 +1,11 @@
 """One active replica: campaign for the lead, do the work while leading, stop when it is lost.
 
 Every replica serves HTTP and Socket Mode; only the leader applies the streams, sends to Slack
-and runs the periodic jobs (controller-runtime's manager: webhooks on every replica, reconcilers
-on the leader; client-go's `leaderelection` for the timings). The lead is a lease in Redis
-(`bot.storage.leader`), renewed every third of its TTL. A leader that cannot renew it (Redis
-away) keeps working until the TTL it last renewed would have run out, then stops; a replica
-that finds the lease free takes it at once, so a dead leader is replaced within one TTL and the
-new one resumes from Redis: the streams' pending entries, the outboxes, the due times.
+and runs the periodic jobs (controller-runtime's manager; client-go's `leaderelection` for the
+timings). The lead is a lease in Redis (`bot.storage.leader`), renewed every third of its TTL. A
+leader that cannot renew it keeps working until the TTL it last renewed would have run out, then
+stops; a replica that finds the lease free takes it at once, so a dead leader is replaced within
+one TTL and the new one resumes from Redis.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ async def campaign(
     leadership: Leadership, work: Work, telemetry: Telemetry, stop: asyncio.Event
 ) -> None:
     """Lead whenever the lease is free, until `stop`; give the lease up on the way out."""
-    retry_s = leadership.ttl_ms / 5000
     while not stop.is_set():
         try:
             leads = await leadership.take()
@@ -43,8 +41,8 @@ async def campaign(
             leads = False
         if leads:
             await _lead(leadership, work, telemetry, stop)
-            continue
-        await _wait(stop, retry_s)
+        else:
+            await _wait_any(leadership.ttl_ms / 5000, stop)
     with suppress(RedisError, OSError):
         await leadership.resign()
 
@@ -52,48 +50,13 @@ async def campaign(
 async def _lead(
     leadership: Leadership, work: Work, telemetry: Telemetry, stop: asyncio.Event
 ) -> None:
-    """Do the work while the lease holds; stop it when the lease is lost, the work ends, or
-    the process stops."""
-    loop = asyncio.get_running_loop()
     log.info("leader: %s leads (lease %s)", leadership.name, leadership.fence.held)
     telemetry.leader.set(1)
     deposed = asyncio.Event()
     task = asyncio.create_task(work(deposed), name="leader-work")
-    renewed = loop.time()
     lost = True  # the lease lost, refused or lapsed: stop writing at once, then stop the work
     try:
-        refused = leadership.fence.refused
-        while not stop.is_set() and not task.done():
-            await _wait_any(stop, task, refused, leadership.ttl_ms / 3000)
-            if refused.is_set():
-                log.warning("leader: %s was refused a write: it no longer leads", leadership.name)
-                break
-            if stop.is_set() or task.done():
-                lost = False
-                break
-            # The lease runs from when Redis renewed it, which is after the renewal was asked
-            # for: counting from the asking errs on the side of stopping early, and a renewal
-            # that hangs is given up when the lease it would extend runs out.
-            asked = loop.time()
-            left = renewed + leadership.ttl_ms / 1000 - asked
-            if left <= 0:  # stalled (paused, starved) past it: another may lead by now
-                log.warning(
-                    "leader: %s lost the lease while stalled; stepping down", leadership.name
-                )
-                break
-            try:
-                if not await asyncio.wait_for(leadership.renew(), timeout=left):
-                    log.warning("leader: %s lost the lease; stepping down", leadership.name)
-                    break
-                renewed = asked
-            except (RedisError, TimeoutError) as exc:
-                # Keep working until the lease it last renewed runs out: until then nobody else
-                # can lead, and the fenced writes fail on their own if Redis stays away.
-                if loop.time() - renewed >= leadership.ttl_ms / 1000:
-                    log.warning("leader: cannot renew the lease (%r); stepping down", exc)
-                    break
-        else:
-            lost = False
+        lost = not await _hold(leadership, task, stop)
     finally:
         # Still holding the lease (shutting down, or the work ended): the work finishes what it
         # is doing, its commits still the leader's, and only then is the lead given up.
@@ -110,6 +73,40 @@ async def _lead(
                 await leadership.resign()
 
 
+async def _hold(leadership: Leadership, task: asyncio.Task[None], stop: asyncio.Event) -> bool:
+    """Renew the lease until the process stops or the work ends (True), or it is lost (False)."""
+    loop = asyncio.get_running_loop()
+    ttl_s, name, refused = leadership.ttl_ms / 1000, leadership.name, leadership.fence.refused
+    renewed = loop.time()
+    while not stop.is_set() and not task.done():
+        await _wait_any(ttl_s / 3, stop, refused, task=task)
+        if refused.is_set():
+            log.warning("leader: %s was refused a write: it no longer leads", name)
+            return False
+        if stop.is_set() or task.done():
+            return True
+        # The lease runs from when Redis renewed it, which is after the renewal was asked for:
+        # counting from the asking errs on the side of stopping early, and a renewal that hangs
+        # is given up when the lease it would extend runs out.
+        asked = loop.time()
+        left = renewed + ttl_s - asked
+        if left <= 0:  # stalled (paused, starved) past it: another may lead by now
+            log.warning("leader: %s lost the lease while stalled; stepping down", name)
+            return False
+        try:
+            if not await asyncio.wait_for(leadership.renew(), timeout=left):
+                log.warning("leader: %s lost the lease; stepping down", name)
+                return False
+            renewed = asked
+        except (RedisError, TimeoutError) as exc:
+            # Keep working until the lease it last renewed runs out: until then nobody else
+            # can lead, and the fenced writes fail on their own if Redis stays away.
+            if loop.time() - renewed >= ttl_s:
+                log.warning("leader: cannot renew the lease (%r); stepping down", exc)
+                return False
+    return True
+
+
 async def _stopped(task: asyncio.Task[None]) -> None:
     """Wait for the work to stop on its own, then cancel what is left of it."""
     done, _ = await asyncio.wait({task}, timeout=STOP_WORK_S)
@@ -120,17 +117,13 @@ async def _stopped(task: asyncio.Task[None]) -> None:
         log.error("leader: the work failed: %r", outcome)
 
 
-async def _wait(stop: asyncio.Event, seconds: float) -> None:
-    with suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
-
-
 async def _wait_any(
-    stop: asyncio.Event, task: asyncio.Task[None], refused: asyncio.Event, seconds: float
+    seconds: float, *events: asyncio.Event, task: asyncio.Task[None] | None = None
 ) -> None:
-    waits = {asyncio.create_task(stop.wait()), asyncio.create_task(refused.wait())}
+    waits = {asyncio.create_task(event.wait()) for event in events}
     try:
-        await asyncio.wait({*waits, task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        done = {task} if task is not None else set()
+        await asyncio.wait(waits | done, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for wait in waits:
             wait.cancel()

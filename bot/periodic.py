@@ -1,14 +1,12 @@
-"""The leader's periodic jobs, timed by APScheduler: one interval trigger per job with a little
+"""The leader's periodic jobs, timed by APScheduler: an interval trigger per job with a little
 jitter, no overlapping runs, coalesced misses; the weekly report on a cron trigger. Every job looks
-only at what is due in Redis, so a new leader carries on where the last one stopped.
-"""
+only at what is due in Redis, so a new leader carries on where the last one stopped."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -27,12 +25,6 @@ REPORT_GRACE_S = 3600
 JITTER = 0.1
 
 
-@dataclass(frozen=True)
-class Weekly:
-    schedule: Schedule
-    post: Tick
-
-
 def _not_a_cancel(record: logging.LogRecord) -> bool:
     """APScheduler logs a job cancelled at shutdown (before `_ended_quietly` sees it) as "Error
     running job" with a traceback: a clean shutdown logs no error."""
@@ -43,8 +35,9 @@ logging.getLogger("apscheduler.executors.default").addFilter(_not_a_cancel)
 
 
 def start(
-    ticks: dict[str, Tick], *, every_s: float, weekly: Weekly | None = None
+    ticks: dict[str, Tick], *, every_s: float, weekly: tuple[Schedule, Tick] | None = None
 ) -> AsyncIOScheduler:
+    """`ticks` every `every_s`, and `weekly`'s post on its schedule."""
     scheduler = AsyncIOScheduler()
     for name, tick in ticks.items():
         scheduler.add_job(
@@ -56,17 +49,16 @@ def start(
             misfire_grace_time=None,
         )
     if weekly is not None:
-        trigger = _weekly_trigger(weekly.schedule)
+        schedule, post = weekly
         # Started within the hour after the report fell due: its first run is that one.
-        due = due_since(weekly.schedule, datetime.now(UTC), timedelta(seconds=REPORT_GRACE_S))
-        catch_up = {"next_run_time": due} if due is not None else {}
+        due = due_since(schedule, datetime.now(UTC), timedelta(seconds=REPORT_GRACE_S))
         scheduler.add_job(
-            _ended_quietly("capacity-report", weekly.post),
-            trigger,
+            _ended_quietly("capacity-report", post),
+            _weekly_trigger(schedule),
             id="capacity-report",
             coalesce=True,
             misfire_grace_time=REPORT_GRACE_S,
-            **catch_up,
+            **({"next_run_time": due} if due is not None else {}),
         )
     scheduler.start()
     return scheduler

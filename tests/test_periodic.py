@@ -70,7 +70,7 @@ async def test_a_replica_started_within_the_hour_after_the_report_posts_it_at_on
         posted.append(datetime.now(UTC))
 
     due = datetime.now(UTC) - timedelta(minutes=10)
-    weekly = periodic.Weekly(_weekly_at(due), post)
+    weekly = (_weekly_at(due), post)
     scheduler = periodic.start({}, every_s=60, weekly=weekly)
     try:
         await eventually(lambda: len(posted) == 1, what="the report posted")
@@ -87,7 +87,7 @@ async def test_a_replica_started_after_the_hour_waits_for_next_week() -> None:
         posted.append(datetime.now(UTC))
 
     due = datetime.now(UTC) - timedelta(minutes=90)
-    scheduler = periodic.start({}, every_s=60, weekly=periodic.Weekly(_weekly_at(due), post))
+    scheduler = periodic.start({}, every_s=60, weekly=(_weekly_at(due), post))
     try:
         job = scheduler.get_job("capacity-report")
         assert job.next_run_time - datetime.now(UTC) > timedelta(days=6), "no catch-up run"

@@ -1,10 +1,6 @@
-"""`queuepilot check`: every misconfiguration found before the first alert, not at it.
-
-Each dependency's module (`slack`, `redis`, `prometheus`, `silence`, `kubernetes`, `github`, `aws`)
-makes the calls the bot itself will make, through its own clients, and says what it found as
-`Finding`s; `run` runs those of what is configured at once and prints one line per finding. A
-finding that is not ok says how to fix it.
-"""
+"""`queuepilot check`: every misconfiguration found before the first alert, not at it. Each module
+probes one dependency through the bot's own clients; `run` runs the configured ones at once and
+prints one line per finding, with its fix when it is not ok."""
 
 from __future__ import annotations
 
@@ -21,11 +17,8 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Finding:
-    """One line of the report: `subject` names the dependency ("slack", "redis"), `fix` says
-    what to do (empty when ok)."""
-
     verdict: Verdict
-    subject: str
+    subject: str  # the dependency: "slack", "redis"
     detail: str
     fix: str = ""
 
@@ -43,7 +36,7 @@ def fail(subject: str, detail: str, fix: str = "") -> Finding:
 
 
 def shown_url(url: str) -> str:
-    """A URL as a report shows it: without the user and password a URL may carry."""
+    """A URL without the user and password it may carry."""
     try:
         parts = urlsplit(url)
         port = f":{parts.port}" if parts.port else ""

@@ -1,9 +1,7 @@
 """GitHub (METRICS_BACKEND=github, JOBS_BACKEND=github, GITHUB_ISSUES_REPO) and the HUD (=hud): the
-reads the backends make, with the backends' own clients (`bot.factory`).
-
-GitHub's `GET /rate_limit` is free: it says the token works and how much of the hour's quota is
-left. A 403 or 404 after it is a token without the permission, named as GitHub's docs name it
-for fine-grained and classic tokens (and Apps, whose permissions are a fine-grained token's).
+reads the backends make, with the backends' own clients. `GET /rate_limit` is free and says the
+token works; a 403 or 404 after it is a token without the permission, named as GitHub's docs name
+it for fine-grained and classic tokens (and Apps, whose permissions are a fine-grained token's).
 """
 
 from __future__ import annotations
@@ -75,12 +73,12 @@ async def probe_github(settings: Settings) -> list[Finding]:
                     APP_KEY_FIX if settings.github_app else "set GITHUB_TOKEN to a token it accepts"
                 )
             return [fail(SUBJECT, f"GET /rate_limit: {exc}", fix)]
-        org, repos = settings.github_org, settings.github_repos
-        reads = [_runs(api, repo) for repo in repos]
-        if settings.metrics_backend is MetricsBackend.GITHUB and org:
-            reads.insert(0, _runners(api, f"/orgs/{org}", ORG_RUNNERS))
-        elif settings.metrics_backend is MetricsBackend.GITHUB:
-            reads[:0] = [_runners(api, f"/repos/{repo}", REPO_RUNNERS) for repo in repos]
+        org, repos, runs = settings.github_org, settings.github_repos, "status=queued&per_page=1"
+        reads = [_listed(api, f"/repos/{repo}/actions/runs", runs, REPO_RUNS) for repo in repos]
+        if settings.metrics_backend is MetricsBackend.GITHUB:
+            owners = [(f"/orgs/{org}", ORG_RUNNERS)] if org else []
+            owners = owners or [(f"/repos/{repo}", REPO_RUNNERS) for repo in repos]
+            reads[:0] = [_listed(api, f"{o}/actions/runners", "per_page=1", p) for o, p in owners]
         # At once: the probe's deadline is one call's, however many repositories are listed.
         return [_quota(body), *await asyncio.gather(*reads)]
 
@@ -100,37 +98,26 @@ def _quota(body: object) -> Finding:
     return ok(SUBJECT, f"the token works: {quota}")
 
 
-async def _runners(api: GithubApi, owner: str, permission: str) -> Finding:
+async def _listed(api: GithubApi, path: str, query: str, permission: str) -> Finding:
+    """A list's first page: its total, or the permission a refusal means."""
     try:
-        body, _ = await api.get(f"{owner}/actions/runners?per_page=1")
+        body, _ = await api.get(f"{path}?{query}")
     except BackendError as exc:
-        return _refused(exc, f"{owner}/actions/runners", permission)
-    total = body.get("total_count", "?") if isinstance(body, dict) else "?"
-    return ok(SUBJECT, f"{owner}: {total} self-hosted runners listed")
-
-
-async def _runs(api: GithubApi, repo: str) -> Finding:
-    path = f"/repos/{repo}/actions/runs"
-    try:
-        body, _ = await api.get(f"{path}?status=queued&per_page=1")
-    except BackendError as exc:
-        return _refused(exc, path, REPO_RUNS)
-    total = body.get("total_count", "?") if isinstance(body, dict) else "?"
-    return ok(SUBJECT, f"{repo}: workflow runs listed ({total} queued)")
-
-
-def _refused(exc: BackendError, path: str, permission: str) -> Finding:
-    if exc.status in (403, 404):
+        if exc.status not in (403, 404):
+            return fail(SUBJECT, f"GET {path}: {exc}")
         # GitHub answers 404 for what the token may not see, as for what does not exist.
         unseen = " (or it does not exist: check the name)" if exc.status == 404 else ""
         return fail(SUBJECT, f"GET {path}: {exc}{unseen}", permission)
-    return fail(SUBJECT, f"GET {path}: {exc}")
+    total = body.get("total_count", "?") if isinstance(body, dict) else "?"
+    owner, _, kind = path.partition("/actions/")
+    if kind == "runners":
+        return ok(SUBJECT, f"{owner}: {total} self-hosted runners listed")
+    return ok(SUBJECT, f"{owner.removeprefix('/repos/')}: workflow runs listed ({total} queued)")
 
 
 async def probe_issues(settings: Settings) -> list[Finding]:
-    """GITHUB_ISSUES_REPO: the repository as the token sees it, and its open alert issues.
-    Writing is not tried (a check leaves no trace): GitHub says no write permission before the
-    first comment, and the thread is told."""
+    """The repository as the token sees it, and its open alert issues. Writing is not tried (a
+    check leaves no trace): GitHub says so before the first comment, and the thread is told."""
     issues = build_issues(settings)
     if issues is None:
         return []
@@ -141,8 +128,7 @@ async def probe_issues(settings: Settings) -> list[Finding]:
     except BackendError as exc:
         unseen = " (or it does not exist)" if exc.status == 404 else ""
         fix = ISSUES_PERMISSION if exc.status in (401, 403, 404) else ""
-        fix = ISSUES_OFF if exc.status == GONE else fix
-        return [fail(ISSUES, f"{repo}: {exc}{unseen}", fix)]
+        return [fail(ISSUES, f"{repo}: {exc}{unseen}", ISSUES_OFF if exc.status == GONE else fix)]
     finally:
         await issues.api.aclose()
     if isinstance(body, dict) and body.get("has_issues") is False:
@@ -152,9 +138,8 @@ async def probe_issues(settings: Settings) -> list[Finding]:
 
 
 async def probe_app(settings: Settings) -> list[Finding]:
-    """The App's installation token, and whether what it was granted covers what the
-    configured readers need (a permission added to an App waits for the installation's owner
-    to approve it)."""
+    """The App's installation token, and whether its grant covers what the configured readers
+    need (a permission added to an App waits for the installation's owner to approve it)."""
     auth = github_auth(settings)
     if not isinstance(auth, AppInstallationToken):
         return []
@@ -175,24 +160,20 @@ async def probe_app(settings: Settings) -> list[Finding]:
         for name, level, page, why in _app_needs(settings)
         if LEVELS.get(grant.permissions.get(name, ""), 0) < LEVELS[level]
     ]
-    if missing:
-        return [
-            fail(
-                APP,
-                f"{detail}; missing {', '.join(missing)}",
-                f"give the App {', '.join(missing)} (its settings: Permissions & events), then "
-                "approve the new permissions on the installation",
-            )
-        ]
-    return [ok(APP, detail)]
+    if not missing:
+        return [ok(APP, detail)]
+    fix = (
+        f"give the App {', '.join(missing)} (its settings: Permissions & events), then approve "
+        "the new permissions on the installation"
+    )
+    return [fail(APP, f"{detail}; missing {', '.join(missing)}", fix)]
 
 
 def _app_needs(settings: Settings) -> list[tuple[str, str, str, str]]:
-    """What the configured readers need of the App: (permission, level, the App settings
-    page's name for it, who needs it)."""
+    """(permission, level, its name on the App's settings page, who needs it)."""
+    github, org = settings.metrics_backend is MetricsBackend.GITHUB, settings.github_org
     needs = []
-    github = settings.metrics_backend is MetricsBackend.GITHUB
-    if github and settings.github_org:
+    if github and org:
         needs.append(("organization_self_hosted_runners", "read", "Self-hosted runners",
                       "GITHUB_ORG's runners"))  # fmt: skip
     elif github:

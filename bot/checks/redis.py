@@ -1,10 +1,7 @@
-"""Redis: reachable with the bot's own client (Sentinel included), new enough, not a Cluster node,
-not a replica, keeping its data, and never evicting it.
-
-Eviction is a failure: any maxmemory-policy but `noeviction` lets Redis delete an open incident,
-an accepted notification or a lease to make room, where `noeviction` refuses writes, which the
-webhook answers 503, so the sender retries. No persistence is a warning: it works until a restart.
-"""
+"""Redis: reachable with the bot's own client (Sentinel included), 6.2 or newer, no Cluster node
+nor replica, keeping its data, never evicting it. Eviction fails: it may delete an open incident
+or a lease, where `noeviction` refuses writes, which the webhook answers 503 so the sender
+retries. No persistence only warns: it works until a restart."""
 
 from __future__ import annotations
 
@@ -141,7 +138,7 @@ async def _memory(redis: Redis) -> Finding:
 
 
 async def _config(redis: Redis, name: str) -> str | None:
-    """A CONFIG GET value; None when Redis refuses CONFIG (managed services, ACLs)."""
+    """None when Redis refuses CONFIG (managed services, ACLs)."""
     try:
         answer: Any = await redis.config_get(name)
     except ResponseError:
@@ -151,8 +148,7 @@ async def _config(redis: Redis, name: str) -> str | None:
 
 
 async def _sentinels(target: SentinelTarget) -> Finding:
-    """Each Sentinel asked which master it names: the bot's client asks them the same on every
-    new connection."""
+    """Each Sentinel asked which master it names, as the bot's client asks on every connection."""
     answers = await asyncio.gather(
         *(_master_of(host, port, target) for host, port in target.sentinels)
     )
@@ -183,7 +179,7 @@ async def _sentinels(target: SentinelTarget) -> Finding:
 
 
 async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str, str]:
-    """(the master's address, "") as this Sentinel names it, or ("", why it does not)."""
+    """(the master's address, "") or ("", why this Sentinel names none)."""
     client = Redis(
         host=host,
         port=port,
@@ -207,7 +203,6 @@ async def _master_of(host: str, port: int, target: SentinelTarget) -> tuple[str,
 
 
 def _where(url: str, sentinel: SentinelTarget | None) -> str:
-    """Where Redis is, without the password."""
     if sentinel is not None:
         return f"master {sentinel.master!r} (database {sentinel.db}) via Sentinel"
     try:

@@ -1,6 +1,6 @@
-"""Running the checks: the settings first; then every configured dependency's probe at once, each
-within its deadline (one that overruns it or breaks is a failure of its own line, and `check`
-never hangs); then the report, one line per finding."""
+"""Running the checks: the settings, read as `serve` reads them; then, only when they have no
+problem (a probe of a half-configured backend would only repeat it), every configured dependency's
+probe at once, each within its deadline so that `check` never hangs; then one line per finding."""
 
 from __future__ import annotations
 
@@ -15,10 +15,29 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from bot.backends.errors import deadline_of
-from bot.checks import Finding, Verdict, aws, fail, github, kubernetes, prometheus, silence, slack
+from bot.checks import (
+    Finding,
+    Verdict,
+    aws,
+    fail,
+    github,
+    kubernetes,
+    ok,
+    prometheus,
+    silence,
+    slack,
+)
 from bot.checks import redis as redis_check
-from bot.checks import settings as settings_check
-from bot.config import JobsBackend, MetricsBackend, ScalerBackend, Settings
+from bot.config import (
+    JobsBackend,
+    MetricsBackend,
+    ScalerBackend,
+    Settings,
+    SettingsError,
+    read_settings,
+    unknown_variables,
+)
+from bot.factory import scale_targets
 from bot.storage.connection import build_redis
 
 # The verdict as the report shows it, and its colour (green, yellow, red).
@@ -31,6 +50,49 @@ HIDDEN = "•••"
 class Probe:
     subject: str
     run: Callable[[], Awaitable[list[Finding]]]
+
+
+def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
+    """The settings (None when `serve` would refuse them) and what was found about them. A near
+    miss (METRIC_BACKEND) fails here, where `serve` only warns: the setting meant is at its
+    default without a word."""
+    near_misses = [fail("settings", problem) for problem in unknown_variables(environ)]
+    try:
+        settings = read_settings()
+    except SettingsError as exc:
+        return None, near_misses + [fail("settings", problem) for problem in exc.problems]
+    return settings, [*near_misses, ok("settings", summary(settings)), *runner_types(settings)]
+
+
+def summary(settings: Settings) -> str:
+    mode = "Socket Mode" if settings.socket_mode else "HTTP (/slack/events)"
+    routes = len(settings.slack_routes)
+    where = f"incidents in {settings.slack_channel}"
+    if routes:
+        where += f" and {routes} route{'s' if routes != 1 else ''}"
+    silences = settings.silence_backend.value if settings.silence_backend else "off"
+    return (
+        f"Slack over {mode}, {where}; metrics {settings.metrics_backend.value}, "
+        f"silences {silences}, scaler {settings.scaler_backend.value}"
+    )
+
+
+def runner_types(settings: Settings) -> list[Finding]:
+    """Each runner type the bot knows with the ARC scale set it stands for, where scale sets
+    matter (Prometheus's ARC metrics, the arc scaler): a name that does not agree across the
+    three is found here, not during an incident."""
+    arc = settings.scaler_backend is ScalerBackend.ARC
+    if not arc and settings.metrics_backend is not MetricsBackend.PROMETHEUS:
+        return []
+    targets = scale_targets(settings) if arc else {}
+    lines = []
+    for row in settings.runner_names.table():
+        how = "RUNNER_SCALE_SETS" if row.explicit else "derived"
+        detail = f"{row.runner_type} → scale set {row.scale_set} ({how})"
+        if row.runner_type in targets:
+            detail += f"; scales {targets[row.runner_type].target}"
+        lines.append(ok("runners", detail))
+    return lines
 
 
 def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> list[Probe]:
@@ -63,7 +125,6 @@ def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> lis
 
 
 async def probe_all(settings: Settings, environ: Mapping[str, str]) -> list[Finding]:
-    """Every configured dependency, probed at once."""
     client = build_redis(
         settings.redis_url, settings.sentinel(), max_connections=8, client_name="queuepilot-check"
     )
@@ -90,8 +151,7 @@ async def bounded(probe: Probe, deadline: float) -> list[Finding]:
 
 
 async def check(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
-    """The settings' findings, then (when they can serve) every dependency's."""
-    settings, findings = settings_check.read(environ)
+    settings, findings = read(environ)
     if settings is None:
         return None, findings
     return settings, findings + await probe_all(settings, environ)
@@ -112,7 +172,6 @@ def main(environ: Mapping[str, str], out: TextIO) -> int:
 
 
 def render(findings: list[Finding], *, color: bool = False, secrets: Iterable[str] = ()) -> str:
-    """One line per finding: verdict, subject, what was found and, when not ok, the fix."""
     hidden = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
     lines = []
     for finding in findings:
@@ -126,9 +185,8 @@ def render(findings: list[Finding], *, color: bool = False, secrets: Iterable[st
 
 
 def secrets_of(settings: Settings | None, environ: Mapping[str, str]) -> list[str]:
-    """Every secret the settings hold (as read, or as set when they could not be read), to be
-    kept out of the report whatever a backend echoes: the tokens and passwords, and a password
-    in REDIS_URL."""
+    """Every secret the settings hold (as read, or as set when they could not be read), kept out
+    of the report whatever a backend echoes: the tokens and passwords, and REDIS_URL's."""
     found = []
     for name, info in Settings.model_fields.items():
         value = getattr(settings, name) if settings is not None else None

@@ -1,7 +1,7 @@
-"""Slack: the bot token (`auth.test`), its scopes (Slack's `x-oauth-scopes` header, as Bolt reads
-them) against what the enabled features need, the app in every channel it posts to (judged as the
-start-up check judges it), and in Socket Mode the app-level token; through slack_sdk's client,
-built as the bot builds it."""
+"""Slack, through slack_sdk's client built as the bot builds it: the bot token (`auth.test`), its
+scopes (the `x-oauth-scopes` header, as Bolt reads them) against what the enabled features need,
+the app in every channel it posts to (judged as the start-up check judges it), and in Socket Mode
+the app-level token."""
 
 from __future__ import annotations
 
@@ -37,12 +37,9 @@ APP_TOKEN_FIX = (
 
 @dataclass(frozen=True)
 class Answer:
-    """A Web API call's answer: its body and headers, and Slack's error code ("" when ok) or
-    why there was no answer."""
-
     data: Mapping[str, Any]
     headers: Mapping[str, Any] = field(default_factory=dict)
-    error: str = ""
+    error: str = ""  # Slack's error code, or why there was no answer
 
 
 async def ask(request: Awaitable[AsyncSlackResponse]) -> Answer:
@@ -66,9 +63,7 @@ async def probe(settings: Settings) -> list[Finding]:
     findings = [_identity(identity.data)]
     if not identity.data.get("bot_id"):
         return findings
-    uses = {settings.slack_channel: "SLACK_CHANNEL"}
-    for n, route in enumerate(settings.slack_routes, 1):
-        uses.setdefault(route.channel, f"route {n}: {route.text}")
+    uses = settings.channel_uses
     seen = await asyncio.gather(*(_channel(client, c, use) for c, use in uses.items()))
     findings += _scopes(settings, identity.headers, list(seen))
     findings += [finding for finding, _, _ in seen]
@@ -96,41 +91,36 @@ def _refused_token(error: str, api_url: str) -> Finding:
 
 def _identity(data: Mapping[str, Any]) -> Finding:
     who = f"@{data.get('user', '?')} ({data.get('user_id', '?')})"
-    team = f"{data.get('team', '?')} ({data.get('team_id', '?')})"
     if not data.get("bot_id"):
         return fail(
             SUBJECT,
             f"SLACK_BOT_TOKEN is {who}'s user token, not the app's bot token",
             "use the Bot User OAuth Token (xoxb-…) under OAuth & Permissions",
         )
-    return ok(SUBJECT, f"auth.test: {who} in {team}")
+    return ok(SUBJECT, f"auth.test: {who} in {data.get('team', '?')} ({data.get('team_id', '?')})")
 
 
 async def _channel(client: AsyncWebClient, channel: str, use: str) -> tuple[Finding, bool, str]:
     """What is said of the channel, whether it is private, and a scope Slack said it needs to
     read it (reported here, not again as a scope)."""
     answer = await ask(client.conversations_info(channel=channel))
+    named = f"channel {channel} [{use}]"
     if answer.error == "missing_scope":
         needs = str(answer.data.get("needed") or "channels:read")
-        finding = fail(
-            SUBJECT,
-            f"channel {channel} [{use}] not checked: Slack needs the {needs} scope to read it",
-            ADD_SCOPE.format(scope=needs),
-        )
-        return finding, needs.startswith("groups:"), needs
-    if answer.error == "channel_not_found":
+        said = f"{named} not checked: Slack needs the {needs} scope to read it"
         return (
-            fail(
-                SUBJECT,
-                f"channel {channel} [{use}] not found",
-                "use the channel's ID (C…, at the bottom of its details in Slack), not its name; "
-                "a private channel is found once the app is invited (/invite @queuepilot)",
-            ),
-            False,
-            "",
+            fail(SUBJECT, said, ADD_SCOPE.format(scope=needs)),
+            needs.startswith("groups:"),
+            needs,
         )
+    if answer.error == "channel_not_found":
+        fix = (
+            "use the channel's ID (C…, at the bottom of its details in Slack), not its name; "
+            "a private channel is found once the app is invited (/invite @queuepilot)"
+        )
+        return fail(SUBJECT, f"{named} not found", fix), False, ""
     if answer.error:
-        return warn(SUBJECT, f"channel {channel} [{use}] not checked: {answer.error}"), False, ""
+        return warn(SUBJECT, f"{named} not checked: {answer.error}"), False, ""
     info = answer.data.get("channel")
     info = info if isinstance(info, dict) else {}
     shown = f"#{info['name']} ({channel})" if info.get("name") else channel
@@ -152,12 +142,11 @@ def _scopes(
     if granted is None:
         return [warn(SUBJECT, "Slack sent no x-oauth-scopes header: scopes not checked")]
     private, groups = {is_private for _, is_private, _ in seen}, settings.scale_allowed_groups
-    needed = slack_scopes.needed(
+    why = slack_scopes.needed(
         public_channels=False in private, private_channels=True in private, user_groups=bool(groups)
     )
-    why = {scope.name: scope.feature for scope in needed}
     if groups:
-        why[slack_scopes.USER_GROUPS.name] += f"; SCALE_ALLOWED_USERS has {', '.join(groups)}"
+        why[slack_scopes.USER_GROUPS] += f"; SCALE_ALLOWED_USERS has {', '.join(groups)}"
     reported = {needs for _, _, needs in seen}
     missing = [scope for scope in why if scope not in granted]
     if not missing:
@@ -179,17 +168,15 @@ def _granted(headers: Mapping[str, Any]) -> set[str] | None:
 
 
 async def _app_token(settings: Settings) -> Finding:
-    """`apps.connections.open` with the app-level token, as the Socket Mode client starts: it
-    answers a websocket URL and opens nothing until that URL is connected to (`auth.test` refuses
-    app-level tokens, `not_allowed_token_type`)."""
+    """`apps.connections.open`, as the Socket Mode client starts: it answers a websocket URL and
+    opens nothing until that is connected to (`auth.test` refuses app-level tokens)."""
     assert settings.slack_app_token is not None
     client = AsyncWebClient(
         base_url=settings.slack_api_url,
         timeout=settings.slack_timeout_seconds,  # type: ignore[arg-type]  # aiohttp takes any number
     )
     token = settings.slack_app_token.get_secret_value()
-    answer = await ask(client.apps_connections_open(app_token=token))
-    error = answer.error
+    error = (await ask(client.apps_connections_open(app_token=token))).error
     if not error:
         return ok(SUBJECT, "Socket Mode: the app-level token opens connections")
     said = {

@@ -1,10 +1,6 @@
-"""Settings: every knob in one validated object, read once at start and passed down.
-
-Each field is an environment variable of the same name, upper-cased (read by `bot.config.loading`).
-Its docstring is its description and its class the section of docs/configuration.md, which is
-generated from them (`bot.config.reference`), so the two cannot drift. A test builds the model
-with only the values it sets (`Settings(storm_digest_threshold=2)`), the rest at their defaults.
-"""
+"""Settings: every knob in one validated object, read once at start and passed down. Each field
+is the environment variable of its name upper-cased; its docstring and its class are its line and
+section of docs/configuration.md, generated from them (`bot.config.reference`)."""
 
 from __future__ import annotations
 
@@ -59,7 +55,7 @@ from bot.storage.connection import (
 
 
 class SettingsError(Exception):
-    """Configuration that cannot work: every problem, each naming its variable and the fix."""
+    """Every problem of a configuration, each naming its variable and the fix."""
 
     def __init__(self, problems: list[str] | str) -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)
@@ -96,8 +92,6 @@ class JobsBackend(StrEnum):
 
 
 class ScaleTargetSetting(BaseModel):
-    """One runner type's entry of SCALER_TARGETS."""
-
     model_config = ConfigDict(extra="forbid")
 
     # None: derived where the backend can (arc: the runner type's scale set).
@@ -134,8 +128,6 @@ LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], U
 
 
 class Group(BaseModel):
-    """A section of the settings; a field's docstring is its description."""
-
     # A name that is no setting is a mistake in the code that built it (the environment's
     # reader ignores other variables: `bot.config.loading`).
     model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
@@ -224,8 +216,8 @@ class Incidents(Group, title="Incidents"):
     drain_max_wait_minutes: Minutes = Field(5, ge=0)
     """Drained: no job waiting longer than this."""
     drain_target_minutes: Minutes = Field(30, gt=0, le=1440)
-    """Runners are recommended to drain the queue within this long: the one recommendation of the
-    root, the statuses, `/queue`, diagnostics, the scale modal and the early warnings."""
+    """Runners are recommended to drain the queue within this long (the one recommendation every
+    surface shows)."""
     chart_style: ChartStyle = ChartStyle.NATIVE
     """native: Slack draws the trend in the status replies and the summary (no upload, no
     files:write); image: a PNG uploaded with every Nth status (needs files:write), also the fallback
@@ -261,10 +253,9 @@ class Scaling(Group, title="Scaling"):
     runner_scale_sets: ScaleSets = Field(
         {}, examples=['{"linux.g5.4xlarge.nvidia.gpu": "gpu-a10g"}']
     )
-    """Runner type (the alert's label) → the name of its ARC scale set (the AutoscalingRunnerSet,
-    and the `name` of its listener metrics), only where it is not the derived one: lower-cased,
-    every character outside a-z, 0-9 and - made -, no - at either end (linux.2xlarge →
-    linux-2xlarge). `queuepilot check` shows the mapping."""
+    """Runner type → its ARC scale set (the AutoscalingRunnerSet, its listener metrics' `name`),
+    where not the derived one: lower-cased, characters outside a-z, 0-9 and - made -, no - at
+    either end (linux.2xlarge → linux-2xlarge). `queuepilot check` shows the mapping."""
     scale_allowed_users: MemberIds = ()
     """Comma-separated Slack member IDs (U…, W…) and user-group IDs (S…) allowed to scale. Empty:
     scaling is refused, with a message that says how to be allowed."""
@@ -278,9 +269,8 @@ class Scaling(Group, title="Scaling"):
     SCALE_REVERT_SETTLE), and at the latest this long after it (off: only after the incident).
     Between 1 minute and 30 days."""
     scale_revert_settle: Seconds = Field(1800, ge=0, le=30 * 86_400)
-    """After its incident resolves, a scale-up goes back once the runner type's queue has stayed
-    drained this long (a fleet queues again when capacity goes the instant an alert clears; without
-    live numbers, this long after the resolve). 0: at the resolve."""
+    """After its incident resolves, a scale-up goes back once the queue has stayed drained this
+    long (without live numbers, this long after the resolve). 0: at the resolve."""
     scaler_webhook_url: OptionalHttpUrl = None
     """webhook: where the signed scale request is POSTed."""
     scaler_webhook_secret: SecretStr | None = None
@@ -364,9 +354,8 @@ class Forecasts(Group, title="Early warning and the capacity report"):
 
 class Issues(Group, title="The alert's GitHub issue"):
     github_issues_repo: str = Field("", pattern=r"^([^/\s]+/[^/\s]+)?$")
-    """owner/name where the alert's GitHub issue lives: an open issue that a pipeline such as
-    pytorch/alerting-infra opened for the alert is found and linked both ways (the root links it; it
-    gets the thread's link and a comment at each step that matters). Empty: no issue. Needs
+    """owner/name where the alert's GitHub issue lives (as pytorch/alerting-infra opens them): it is
+    found and linked both ways, and commented at each step that matters. Empty: no issue. Needs
     GITHUB_TOKEN or a GitHub App (Issues: read and write)."""
     github_issues_open: bool = False
     """Open an issue per incident when none is found (labels area:alerting, Pri:<priority>,
@@ -382,9 +371,8 @@ class Advanced(Group, title="Advanced"):
     slack_api_url: SlackApiUrl = "https://slack.com/api/"
     """Slack's Web API base URL; the demo and tests point it at the local emulator."""
     home_numbers_seconds: Seconds = Field(300, ge=30, le=86_400)
-    """An open App Home's numbers (queues, waits, busy runners) are published again at most this
-    often; a change of state (an incident opened, acknowledged, resolved; a warning) at once, and a
-    person opening the Home sees the numbers of now."""
+    """An open App Home's numbers are published again at most this often; a change of state at
+    once, and a person opening the Home sees the numbers of now."""
     slack_post_interval_ms: Milliseconds = Field(1000, ge=0, le=60_000)
     """Posts to one channel are paced one per this long (Slack allows about one a second)."""
     slack_update_interval_ms: Milliseconds = Field(1200, ge=0, le=60_000)
@@ -444,10 +432,8 @@ GROUPS = (
 
 # pydantic takes the last base's fields first: reversed, problems are reported in GROUPS' order.
 class Settings(*reversed(GROUPS), title="Settings"):  # type: ignore[misc]
-    """queuepilot's configuration: what the environment gave, or a test."""
-
     def sentinel(self) -> SentinelTarget | None:
-        """Where Sentinel is, from REDIS_SENTINELS or a redis+sentinel:// REDIS_URL."""
+        """From REDIS_SENTINELS or a redis+sentinel:// REDIS_URL."""
         try:
             if self.redis_url.startswith(f"{SENTINEL_SCHEME}://"):
                 target = parse_sentinel_url(self.redis_url)
@@ -471,23 +457,26 @@ class Settings(*reversed(GROUPS), title="Settings"):  # type: ignore[misc]
 
     @property
     def routing(self) -> Routing:
-        """SLACK_ROUTES with SLACK_CHANNEL, the channel of what no route takes."""
         return Routing(self.slack_routes, self.slack_channel)
 
     @property
+    def channel_uses(self) -> dict[str, str]:
+        """Every channel posted to -> what posts there ("SLACK_CHANNEL", "route 2: team=rocm")."""
+        uses = {self.slack_channel: "SLACK_CHANNEL"}
+        for n, route in enumerate(self.slack_routes, 1):
+            uses.setdefault(route.channel, f"route {n}: {route.text}")
+        return uses
+
+    @property
     def runner_names(self) -> RunnerNames:
-        """Runner type <-> ARC scale set: RUNNER_SCALE_SETS' exceptions, else derived, for the
-        types the bot knows (those and SCALER_TARGETS')."""
         return RunnerNames(self.runner_scale_sets, known=self.scaler_targets)
 
     @property
     def scale_allowed_groups(self) -> tuple[str, ...]:
-        """The user groups (S…) of SCALE_ALLOWED_USERS."""
         return tuple(entry for entry in self.scale_allowed_users if entry.startswith("S"))
 
     @property
     def scalable(self) -> frozenset[str]:
-        """The runner types Scale up is offered for: those given a scale target."""
         if self.scaler_backend is ScalerBackend.NONE:
             return frozenset()
         return frozenset(self.scaler_targets)
@@ -498,7 +487,6 @@ class Settings(*reversed(GROUPS), title="Settings"):  # type: ignore[misc]
 
     @property
     def thresholds(self) -> Thresholds:
-        """Where the alert fires, before any incident has said it (EARLY_WARNING_QUEUED, …)."""
         return Thresholds(self.early_warning_queued, self.early_warning_wait_minutes)
 
     @property
@@ -513,10 +501,8 @@ class Settings(*reversed(GROUPS), title="Settings"):  # type: ignore[misc]
 
     @property
     def github_app(self) -> bool:
-        """A GitHub App (its ID and key) is configured."""
         return bool(self.github_app_id and self.github_app_private_key)
 
     @property
     def has_github_credential(self) -> bool:
-        """GITHUB_TOKEN or a GitHub App: what the GitHub readers call with."""
         return self.github_token is not None or self.github_app

@@ -1,7 +1,6 @@
-"""What a setting's value must be, checked as what it is: a duration, a channel ID, a URL, a
-Slack ID. Each message says what was wrong and how to write it instead, because the operator
-reading it has only the variable's name and this line to go on. A type's plain-string metadata is
-what the reference's Value column says of it."""
+"""What a setting's value must be. Each message says what was wrong and how to write it instead:
+the operator has only the variable's name and this line to go on. A type's plain-string metadata
+is what the reference's Value column says of it."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ Days = duration(int, "days", whole=True)
 def _matching(
     pattern: str, problem: str, *, blank: bool = False, shown: int = 40
 ) -> Callable[[str], str]:
-    """A text that must match `pattern` whole (or be empty, when `blank`); `problem` is the
-    message, `{!r}` the value's first `shown` characters."""
+    """Matching `pattern` whole (or empty, when `blank`); `{!r}` in `problem` is the value."""
 
     def check(value: str) -> str:
         if not (blank and not value) and not re.fullmatch(pattern, value):
@@ -83,8 +81,6 @@ def _json_object(text: str) -> object:
 
 
 def _comma_list(check: Callable[[str], str], kind: str) -> Any:
-    """Comma-separated values, each checked by `check`."""
-
     def split(text: str) -> tuple[str, ...]:
         return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -106,8 +102,8 @@ def _channel_id(value: str) -> str:
 
 
 def _without_credentials(value: str) -> str:
-    """A URL as an error may repeat it: what could be a user and password (anything before an
-    `@`, however malformed the rest) and the query (`?password=`) left out."""
+    """What could be a user and password (anything before an `@`, however malformed the rest) and
+    the query (`?password=`) left out."""
     return re.sub(r"[^/@\s]*(?:\s[^/@]*)?@", "•••@", value.split("?", 1)[0])[:60]
 
 
@@ -131,7 +127,7 @@ def _url(schemes: tuple[str, ...], example: str, kind: Any = str) -> Any:
 
 
 def _token(prefix: str, what: str) -> AfterValidator:
-    """A Slack token of the right kind; the message never repeats the value (a secret)."""
+    """The message never repeats the value (a secret)."""
 
     def check(value: SecretStr | None) -> SecretStr | None:
         if value is not None and not value.get_secret_value().startswith(prefix):
@@ -149,9 +145,8 @@ _PEM_FIX = (
 
 
 def rsa_private_key(value: SecretStr | None) -> SecretStr | None:
-    """A GitHub App's private key: PEM, RSA, unencrypted, as GitHub generates it. A line of an
-    env file may carry it with a literal `\\n` for each line break: those are made line breaks
-    (a PEM has no backslash). The message never repeats the value (a secret)."""
+    """PEM, RSA, unencrypted, as GitHub generates it; a literal `\\n` (an env file's line) is a
+    line break (a PEM has no backslash). The message never repeats the value (a secret)."""
     if value is None:
         return None
     text = value.get_secret_value().strip().replace("\\n", "\n")
@@ -226,7 +221,6 @@ SlackApiUrl = Annotated[HttpUrl, AfterValidator(_trailing_slash)]
 
 
 def json_map(value: Any) -> Any:
-    """A JSON object of `value`s (the environment gives its text)."""
     return Annotated[dict[str, value], NoDecode, parsed(_json_object)]
 
 

@@ -461,6 +461,7 @@ def test_slack_scopes_the_emulator_sees_match_the_map(slack: Slack) -> None:
     from sandbox.slack_methods import ALL_SCOPES
 
     assert {
-        s.name
-        for s in (*slack_scopes.ALWAYS, *slack_scopes.PUBLIC_CHANNELS, *slack_scopes.OPTIONAL)
+        *slack_scopes.ALWAYS,
+        *slack_scopes.PUBLIC_CHANNELS,
+        *slack_scopes.OPTIONAL,
     } <= ALL_SCOPES

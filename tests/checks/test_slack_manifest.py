@@ -25,7 +25,7 @@ def test_the_scopes_are_the_defaults_and_the_optional_ones_are_named(name: str) 
 
     assert manifest(name)["oauth_config"]["scopes"]["bot"] == list(slack_scopes.DEFAULT)
     for scope in slack_scopes.OPTIONAL:
-        assert f"# - {scope.name}" in text, f"{scope.name} is named, commented out, in {name}"
+        assert f"# - {scope}" in text, f"{scope} is named, commented out, in {name}"
 
 
 def test_the_socket_mode_app_has_socket_mode_and_no_request_url() -> None:
