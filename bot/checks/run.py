@@ -15,18 +15,7 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from bot.backends.errors import deadline_of
-from bot.checks import (
-    Finding,
-    Verdict,
-    aws,
-    fail,
-    github,
-    kubernetes,
-    ok,
-    prometheus,
-    silence,
-    slack,
-)
+from bot.checks import Finding, Verdict, fail, github, ok, prometheus, scaler, silence, slack
 from bot.checks import redis as redis_check
 from bot.config import (
     JobsBackend,
@@ -101,17 +90,17 @@ def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> lis
         Probe(slack.SUBJECT, partial(slack.probe, settings)),
         Probe(redis_check.SUBJECT, partial(redis_check.probe, settings, client)),
     ]
-    metrics, jobs, scaler = settings.metrics_backend, settings.jobs_backend, settings.scaler_backend
+    metrics, jobs, scales = settings.metrics_backend, settings.jobs_backend, settings.scaler_backend
     if metrics is MetricsBackend.PROMETHEUS:
         found.append(Probe(prometheus.SUBJECT, partial(prometheus.probe, settings)))
     if settings.silence_backend is not None:
         found.append(Probe(silence.SUBJECT, partial(silence.probe, settings)))
-    if scaler is ScalerBackend.ARC:
-        found.append(Probe(kubernetes.SUBJECT, partial(kubernetes.probe, settings, environ)))
-    elif scaler is ScalerBackend.SQS:
-        found.append(Probe(aws.SQS, partial(aws.probe_sqs, settings)))
-    elif scaler is ScalerBackend.AWS_ASG:
-        found.append(Probe(aws.ASG, partial(aws.probe_asg, settings, environ)))
+    if scales is ScalerBackend.ARC:
+        found.append(Probe(scaler.KUBERNETES, partial(scaler.probe_arc, settings, environ)))
+    elif scales is ScalerBackend.SQS:
+        found.append(Probe(scaler.SQS, partial(scaler.probe_sqs, settings)))
+    elif scales is ScalerBackend.AWS_ASG:
+        found.append(Probe(scaler.ASG, partial(scaler.probe_asg, settings, environ)))
     reads_github = metrics is MetricsBackend.GITHUB or jobs is JobsBackend.GITHUB
     if settings.github_app and (reads_github or settings.github_issues_repo):
         found.append(Probe(github.APP, partial(github.probe_app, settings)))

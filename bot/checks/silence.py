@@ -1,10 +1,7 @@
-"""Silences: the API the silence backend speaks (Alertmanager's API v2, which Grafana serves under
-its own prefix), read as the bot reads it.
-
-Whether a Grafana token may create silences is asked by posting an empty one: Grafana checks the
-route's permissions first (403) and only then validates the body (400), so a 400 says the token
-got past the permission check and nothing was created (folder rights come later, per silence).
-"""
+"""Silences: Alertmanager's API v2 (Grafana serves it under its own prefix), read as the bot reads
+it. Whether a Grafana token may create silences is asked by posting an empty one: Grafana checks
+the route's permissions (403) before the body (400), so a 400 says the token got past the
+permission check and nothing was created (folder rights come later, per silence)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Reading the settings: every problem at once, each naming the variable an operator sets (and
-the place inside a JSON setting), and the variables that look like ours but are not."""
+the place inside a JSON setting); and the variables that look like ours but are not."""
 
 from __future__ import annotations
 
@@ -30,21 +30,17 @@ _NEAR_SHARED = 0.92  # AWS_REGON is AWS_REGION; AWS_ENDPOINT_URL_SQS is the SDK'
 
 
 class EnvironmentSettings(BaseSettings, Settings):
-    """The settings as the environment and `.env` give them (with `overrides` over both)."""
-
     model_config = SettingsConfigDict(
         env_file=".env", extra="ignore", case_sensitive=False, env_ignore_empty=True
     )
 
 
 def known_variables() -> frozenset[str]:
-    """Every variable queuepilot reads."""
     return frozenset(name.upper() for name in Settings.model_fields)
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment, `.env` and `overrides`; SettingsError with every value
-    that is wrong."""
+    """Settings from the environment, `.env` and `overrides` (over both)."""
     try:
         return EnvironmentSettings(**overrides)
     except ValidationError as exc:
@@ -55,13 +51,9 @@ def read_settings(**overrides: Any) -> Settings:
     """Settings `serve` can run with: every wrong value and every missing or conflicting one,
     in one SettingsError."""
     try:
-        settings = load_settings(**overrides)
-    except SettingsError as wrong:
-        failed = [
-            name
-            for name in Settings.model_fields
-            if any(p.startswith((name.upper() + ":", name.upper() + "[")) for p in wrong.problems)
-        ]
+        settings = EnvironmentSettings(**overrides)
+    except ValidationError as exc:
+        failed = {str(e["loc"][0]) for e in exc.errors() if e["loc"]} & Settings.model_fields.keys()
         # The other settings are still checked together, each failed one at its default; what
         # that reports of a failed variable is said already.
         defaults = {name: Settings.model_fields[name].default for name in failed}
@@ -69,9 +61,8 @@ def read_settings(**overrides: Any) -> Settings:
             rest = serve_problems(load_settings(**{**overrides, **defaults}))
         except SettingsError:
             rest = []
-        named = {name.upper() for name in failed}
-        extra = [p for p in rest if not any(name in p for name in named)]
-        raise SettingsError(wrong.problems + extra) from None
+        extra = [p for p in rest if not any(name.upper() in p for name in failed)]
+        raise SettingsError([_problem(error) for error in exc.errors()] + extra) from None
     check_serve(settings)
     return settings
 

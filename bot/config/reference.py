@@ -1,6 +1,5 @@
-"""docs/configuration.md, generated from the settings model: `python -m bot.config.reference`.
-
-A test keeps the file equal to what this prints, so the reference says what the code reads."""
+"""docs/configuration.md, generated from the settings model (`python -m bot.config.reference`); a
+test keeps the file equal to what this prints, so the reference says what the code reads."""
 
 from __future__ import annotations
 
@@ -64,19 +63,15 @@ def render() -> str:
 def _table(group: Any) -> str:
     lines = [f"## {group.model_config['title']}", ""]
     if group.__doc__:
-        lines += [_one_line(group.__doc__), ""]
+        lines += [" ".join(group.__doc__.split()), ""]
     lines += ["| Variable | Default | Value | What it does |", "|---|---|---|---|"]
     for name, field in group.model_fields.items():
         shown = f"**`{name.upper()}`**" if name in REQUIRED else f"`{name.upper()}`"
-        doc = _one_line(field.description or "").replace("|", "\\|")
+        doc = " ".join((field.description or "").split()).replace("|", "\\|")
         if field.examples:
             doc += f" Example: `{field.examples[0]}`."
         lines.append(f"| {shown} | {_default(field)} | {_kind(field)} | {doc} |")
     return "\n".join(lines) + "\n"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _default(field: FieldInfo) -> str:
@@ -91,7 +86,7 @@ def _default(field: FieldInfo) -> str:
 
 
 def _kind(field: FieldInfo) -> str:
-    """What the value is: its type's own words (a string in its metadata), else its type's."""
+    """Its type's own words (a string in its metadata), else its type's name, and its bounds."""
     metadata = list(field.metadata)
     for arg in typing.get_args(field.annotation):
         metadata += getattr(arg, "__metadata__", ())

@@ -1,5 +1,5 @@
 """What `serve` needs beyond valid values: the settings that only work together, every missing
-one named at once, so a deployment is fixed in one round and not one error per restart."""
+one named at once, so that a deployment is fixed in one round, not one error per restart."""
 
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ NOTES = {"grafana_token": " (a service-account token allowed to create and remov
 
 
 def check_serve(settings: Settings) -> None:
-    """Refuse to serve with settings that would fail later: every reason at once."""
     problems = serve_problems(settings)
     if problems:
         raise SettingsError(problems)
@@ -66,7 +65,7 @@ def _needs(s: Settings) -> list[str]:
 
 
 def _github(s: Settings) -> list[str]:
-    """One credential for GitHub: a token, or an App whole (its ID with its key)."""
+    """One credential: a token, or an App whole (its ID with its key)."""
     if s.github_token is not None and (s.github_app_id or s.github_app_private_key):
         return [
             "GITHUB_TOKEN and a GitHub App (GITHUB_APP_ID, GITHUB_APP_PRIVATE_KEY) are both set: "

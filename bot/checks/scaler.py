@@ -1,0 +1,190 @@
+"""The scaler backends, read as the scalers read them, never changed.
+
+arc: for each scale target, whether the bot's identity may `get` and `patch` its
+AutoscalingRunnerSet (a SelfSubjectAccessReview, which the API server answers for the caller
+without touching the object), and the set itself: it exists, and minRunners is not above
+maxRunners. sqs: the scale-up queue read; the scaler needs only `sqs:SendMessage`, which no dry
+call can test, so a queue this check may not read is a warning, one that is gone a failure.
+aws-asg: each Auto Scaling group exists, its desired capacity within its minimum and maximum.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import httpx
+
+from bot.backends.errors import BackendError
+from bot.backends.http import json_object, request
+from bot.backends.kube import KubeAccess
+from bot.backends.scale import aws
+from bot.backends.scale.arc import ArcScaler
+from bot.backends.scale.asg import AsgScaler
+from bot.backends.scale.sqs import queue_region
+from bot.checks import Finding, fail, ok, shown_url, warn
+from bot.config import Settings, SettingsError
+from bot.domain.scaling import ScaleTarget
+from bot.factory import build_scaler, kube_access, scale_targets
+
+KUBERNETES, SQS, ASG = "kubernetes", "sqs", "aws-asg"
+SERVICE = "The Kubernetes API"
+REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
+VERBS = ("get", "patch")
+NO_ACCESS = (
+    "set SCALER_KUBECONFIG to a kubeconfig file, or run in the cluster with a service account"
+)
+RBAC = (
+    "bind the bot's service account to a Role in {namespace} allowing get and patch on "
+    "autoscalingrunnersets (apiGroups: [actions.github.com])"
+)
+FIX_NAME = "name an existing group in SCALER_TARGETS"
+CREDENTIALS = (
+    "give the bot AWS credentials (the pod's IAM role, or AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY) and AWS_REGION"
+)
+
+
+async def probe_arc(settings: Settings, environ: Mapping[str, str]) -> list[Finding]:
+    try:
+        access = kube_access(settings, environ)
+    except SettingsError as exc:
+        return [fail(KUBERNETES, "; ".join(exc.problems), NO_ACCESS)]
+    client = access.client(settings.backend_timeout_seconds)
+    scaler, namespace = ArcScaler(settings, access, client), settings.scaler_arc_namespace
+    try:
+        targets = scale_targets(settings).values()
+        found = (_target(client, access, scaler, target, namespace) for target in targets)
+        return list(await asyncio.gather(*found))
+    finally:
+        await client.aclose()
+
+
+async def _target(
+    client: httpx.AsyncClient, access: KubeAccess, scaler: ArcScaler, target: ScaleTarget, ns: str
+) -> Finding:
+    namespace, _, name = target.target.rpartition("/")
+    namespace = namespace or ns
+    shown = f"{namespace}/{name} ({target.runner_type})"
+    try:
+        allowed = {verb: await _allowed(client, access, namespace, name, verb) for verb in VERBS}
+    except BackendError as exc:
+        return _refused(exc, access, shown)
+    denied = [verb for verb, yes in allowed.items() if not yes]
+    if denied:
+        return fail(
+            KUBERNETES,
+            f"{shown}: may not {' or '.join(denied)} {RESOURCE}.{GROUP}",
+            RBAC.format(namespace=namespace),
+        )
+    try:
+        capacity = await scaler.capacity(target)
+    except BackendError as exc:
+        if exc.status == 404:
+            return fail(
+                KUBERNETES,
+                f"{shown}: no such AutoscalingRunnerSet",
+                f"name an existing scale set in SCALER_TARGETS (kubectl get {RESOURCE} -n "
+                f"{namespace})",
+            )
+        return _refused(exc, access, shown)
+    assert capacity is not None
+    bounds = f"minRunners {capacity.minimum}, maxRunners {capacity.maximum or 'unset'}"
+    if capacity.maximum is not None and (capacity.minimum or 0) > capacity.maximum:
+        return fail(
+            KUBERNETES,
+            f"{shown}: {bounds}: minRunners above maxRunners",
+            f"set minRunners to at most maxRunners (kubectl edit {RESOURCE} -n {namespace} {name})",
+        )
+    now = f", {capacity.current} runners now" if capacity.current is not None else ""
+    return ok(KUBERNETES, f"{shown}: get and patch allowed; {bounds}{now}")
+
+
+async def _allowed(
+    client: httpx.AsyncClient, access: KubeAccess, namespace: str, name: str, verb: str
+) -> bool:
+    attributes = {"namespace": namespace, "verb": verb, "group": GROUP, "resource": RESOURCE}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {**attributes, "name": name}},
+    }
+    response = await request(
+        client,
+        SERVICE,
+        "POST",
+        REVIEWS,
+        json_body=review,
+        headers=access.headers(),
+        expect=(200, 201),
+    )
+    status = json_object(response, SERVICE).get("status")
+    return isinstance(status, dict) and status.get("allowed") is True
+
+
+def _refused(exc: BackendError, access: KubeAccess, shown: str) -> Finding:
+    if exc.status == 401:
+        fix = "the kubeconfig's (or service account's) token is not accepted: renew it"
+    elif exc.status is None:
+        fix = f"the API server at {shown_url(access.server)} must be reachable from here"
+    else:
+        fix = "see the API server's answer"
+    return fail(KUBERNETES, f"{shown}: {exc}", fix)
+
+
+async def probe_sqs(settings: Settings) -> list[Finding]:
+    url = settings.scaler_sqs_queue_url or ""
+    queue, waiting = url.rstrip("/").rpartition("/")[2], "ApproximateNumberOfMessages"
+    try:
+        sqs = aws.client("sqs", settings, region=queue_region(url))
+        answer = await aws.call(
+            "SQS", sqs.get_queue_attributes, QueueUrl=url, AttributeNames=[waiting]
+        )
+    except BackendError as exc:
+        return [_sqs_refused(queue, str(exc))]
+    except Exception as exc:  # botocore refusing to build the client: no region, say
+        return [fail(SQS, f"{type(exc).__name__}: {exc}", CREDENTIALS)]
+    count = (answer.get("Attributes") or {}).get(waiting, "?")
+    return [ok(SQS, f"queue {queue}: readable, {count} messages waiting")]
+
+
+def _sqs_refused(queue: str, said: str) -> Finding:
+    if "AccessDenied" in said:
+        return warn(
+            SQS,
+            f"queue {queue} not read: {said}",
+            "nothing to do if the bot's role has sqs:SendMessage on it (all it needs); "
+            "sqs:GetQueueAttributes lets this check see the queue",
+        )
+    if any(gone in said for gone in ("NonExistentQueue", "QueueDoesNotExist")):
+        return fail(
+            SQS,
+            f"queue {queue}: {said}",
+            "set SCALER_SQS_QUEUE_URL to the scale-up queue's URL (…/<environment>-queued-builds)",
+        )
+    return fail(SQS, said, CREDENTIALS)
+
+
+async def probe_asg(settings: Settings, environ: Mapping[str, str]) -> list[Finding]:
+    scaler = build_scaler(settings, environ)
+    assert isinstance(scaler, AsgScaler)
+    targets = list(scale_targets(settings).values())
+    return list(await asyncio.gather(*(_group(scaler, target) for target in targets)))
+
+
+async def _group(scaler: AsgScaler, target: ScaleTarget) -> Finding:
+    shown = f"{target.target} ({target.runner_type})"
+    try:
+        capacity = await scaler.capacity(target)
+    except BackendError as exc:
+        named = "no Auto Scaling group" in str(exc)
+        return fail(ASG, f"{shown}: {exc}", FIX_NAME if named else CREDENTIALS)
+    except Exception as exc:  # botocore refusing to build the client: no region, say
+        return fail(ASG, f"{shown}: {type(exc).__name__}: {exc}", CREDENTIALS)
+    assert capacity is not None
+    desired, low, high = capacity.current, capacity.minimum, capacity.maximum
+    sizes = f"desired {desired}, min {low}, max {high}"
+    if desired is None or low is None or high is None or not low <= desired <= high:
+        return fail(ASG, f"{shown}: {sizes}", "set the group's sizes so min ≤ desired ≤ max")
+    return ok(ASG, f"{shown}: {sizes}")
