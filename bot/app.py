@@ -340,15 +340,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         config=settings,
         consumer=consumer,
     )
+    viewers = HomeViewers(redis, keys)
     home = Home(
-        store,
-        warnings,
-        readings,
-        HomeViewers(redis, keys),
-        permalinks,
-        gateway,
-        config=settings,
-        clock=clock,
+        store, warnings, readings, viewers, permalinks, gateway, config=settings, clock=clock
     )
     ticks["app-home"] = home.tick
     # A reading every interval where the readings are the report's history and nothing else
@@ -388,13 +382,9 @@ def build_app(bot: Bot) -> ASGIApp:
     """Every endpoint on one port: Slack's, the alert webhooks, health and metrics."""
     app = Starlette(lifespan=bot.lifespan)
     webhooks = handlers.webhooks.AlertWebhooks(bot.stream, bot.telemetry, config=bot.settings)
+    role = bot.leadership.role
     handlers.health.register(
-        app,
-        bot.redis,
-        bot.telemetry,
-        alive=bot.alive,
-        backlogs=bot.backlogs,
-        role=bot.leadership.role,
+        app, bot.redis, bot.telemetry, alive=bot.alive, backlogs=bot.backlogs, role=role
     )
     handlers.actions.register(bot.bolt)
     handlers.views.register(bot.bolt)
