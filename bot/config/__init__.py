@@ -7,7 +7,6 @@ from bot.config.settings import (
     JobsBackend,
     MetricsBackend,
     ScalerBackend,
-    ScaleTargetSetting,
     Settings,
     SettingsError,
     SilenceBackend,
@@ -16,7 +15,6 @@ from bot.config.settings import (
 __all__ = [
     "JobsBackend",
     "MetricsBackend",
-    "ScaleTargetSetting",
     "ScalerBackend",
     "Settings",
     "SettingsError",
