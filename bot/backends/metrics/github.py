@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi, Listing
-from bot.backends.http import iso_time
+from bot.backends.http import time_of
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import FinishedJob, JobsListing, QueuedJob, trigger_of
@@ -229,7 +229,7 @@ def _labelled(job: Any) -> bool:
 
 
 def _created(job: dict[str, Any]) -> datetime | None:
-    return iso_time(job.get("created_at")) or iso_time(job.get("started_at"))
+    return time_of(job.get("created_at")) or time_of(job.get("started_at"))
 
 
 def _identity(job: dict[str, Any], run: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -265,7 +265,7 @@ def _finished_job(job: dict[str, Any], run: dict[str, Any]) -> FinishedJob | Non
     """A job that ran on a runner to its end, for "whose jobs got slower". A job cancelled
     before it started, or without times, says nothing about durations."""
     identity = _identity(job, run)
-    started, ended = iso_time(job.get("started_at")), iso_time(job.get("completed_at"))
+    started, ended = time_of(job.get("started_at")), time_of(job.get("completed_at"))
     if identity is None or not job.get("runner_id") or started is None or ended is None:
         return None
     if ended < started:

@@ -1,11 +1,10 @@
 """Queue numbers from a PyTorch-style HUD (pytorch/test-infra `torchci`): its saved ClickHouse
 queries, `GET {HUD_URL}/api/clickhouse/<query>?parameters=<JSON>` with `x-hud-internal-bot`.
 
-The reading is `queued_jobs_aggregate` (the default, what PyTorch's scale-up-chron reads; rows per
-label and repo, added up, `queuedThresholdMinutes` 5 as PyTorch's own queue alert) or
-`queued_jobs_by_label` (its `avg_queue_s` is the longest wait). Both answer only labels with jobs
-queued past the threshold, so an absent label has none. `queued_jobs` lists the jobs;
-`queue_times_historical` (HUD's queue-time charts) is the capacity report's hourly longest wait.
+The reading is `queued_jobs_aggregate` (what PyTorch's scale-up-chron reads; rows per label and
+repo, added up) or `queued_jobs_by_label`. Both answer only labels with jobs queued past the
+threshold, so an absent label has none. `queue_times_historical` (HUD's queue-time charts) is the
+capacity report's hourly longest wait.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import backend_client, iso_time, json_of, request
+from bot.backends.http import backend_client, json_of, request, time_of
 from bot.config import Settings
 from bot.domain.alerts import max_known
 from bot.domain.capacity import FleetHistory, TypeHistory
@@ -73,7 +72,6 @@ class HudMetrics:
         )
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
-        """Each machine type's longest wait, hour by hour, over [start, end)."""
         times = {"startTime": _hud_time(start), "stopTime": _hud_time(end)}
         parameters = {"granularity": "hour", **times}
         types, skipped = history_rows(await self._rows(HISTORY_QUERY, parameters))
@@ -95,8 +93,7 @@ def _note(skipped: int) -> str:
 
 
 def _each(rows: Any, read: Callable[[dict[str, Any]], T | None]) -> tuple[list[T], int]:
-    """What `read` makes of each row, and how many rows it could not read (left out, never
-    guessed)."""
+    """What `read` makes of each row, and how many rows it could not read (left out)."""
     if not isinstance(rows, list):
         message = "The HUD answered with something that is not a list of rows"
         raise BackendError(message, retryable=True)
@@ -138,9 +135,10 @@ def history_rows(rows: Any) -> tuple[dict[str, TypeHistory], int]:
     each type's hourly longest wait in minutes."""
 
     def read(row: dict[str, Any]) -> tuple[str, float, float] | None:
-        machine = row.get("machine_type")
+        machine, bucket = row.get("machine_type"), row.get("granularity_bucket")
         # ClickHouse's formatDateTime has no zone: UTC.
-        at, wait = iso_time(row.get("granularity_bucket")), _count(row.get("avg_queue_s"))
+        at = time_of(f"{bucket}Z") if isinstance(bucket, str) else None
+        wait = _count(row.get("avg_queue_s"))
         if not isinstance(machine, str) or not machine or at is None or wait is None:
             return None
         return machine[:200], at.timestamp(), wait / 60
@@ -171,7 +169,6 @@ def by_label_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
 def _per_label(
     rows: Any, label_key: str, count_key: str, wait_key: str, wait_per_minute: float
 ) -> tuple[dict[str, RunnerTypeMetrics], int]:
-    """Rows summed per label (queued) with the longest of their waits, in minutes."""
 
     def read(row: dict[str, Any]) -> tuple[str, float, float | None] | None:
         label, count, wait = (
@@ -195,8 +192,7 @@ def _per_label(
 
 
 def _count(value: Any) -> float | None:
-    """A non-negative finite number (ClickHouse numbers arrive as JSON numbers, or as strings
-    when a deployment quotes 64-bit integers)."""
+    """A non-negative finite number (ClickHouse may quote 64-bit integers as strings)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):

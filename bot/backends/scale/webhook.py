@@ -1,22 +1,34 @@
 """The `webhook` scaler: a signed POST that your own automation turns into runners.
 
-Body: `{"runner_type", "delta", "target", "incident_id", "requested_by", "request_id"}`, signed as
-`signature.py` says. Any 2xx is success. A receiver that knows the fleet may answer
-`{"before": n, "after": m, "maximum": k}`, which the thread reply then shows.
+Body: `{"runner_type", "delta", "target", "incident_id", "requested_by", "request_id"}`; any 2xx
+is success. A receiver that knows the fleet may answer `{"before": n, "after": m, "maximum": k}`,
+which the thread reply then shows.
+
+`X-Queuepilot-Timestamp` is the Unix time in seconds; `X-Queuepilot-Signature` is the lowercase hex
+HMAC-SHA256, under the shared secret, of `<timestamp>:<raw body>` (as Grafana's webhook HMAC). A
+receiver recomputes it over the bytes it received, compares in constant time, and refuses
+timestamps more than `REPLAY_WINDOW_S` away from its clock; the body's `request_id` lets it refuse a
+replay inside the window too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import time
+from collections.abc import Mapping
 
 import httpx
 
-from bot.backends.http import request
+from bot.backends.http import backend_client, request
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, count_of
-from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from bot.config import Settings
 from bot.domain.scaling import Capacity
+
+TIMESTAMP_HEADER = "X-Queuepilot-Timestamp"
+SIGNATURE_HEADER = "X-Queuepilot-Signature"
+REPLAY_WINDOW_S = 300
 
 
 class WebhookScaler(Scaler):
@@ -29,7 +41,7 @@ class WebhookScaler(Scaler):
         secret = config.scaler_webhook_secret
         self._url = config.scaler_webhook_url or ""
         self._secret = secret.get_secret_value() if secret is not None else ""
-        self._client = client or httpx.AsyncClient(timeout=config.backend_timeout_seconds)
+        self._client = client or backend_client(None, config.backend_timeout_seconds)
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         target = scale.target
@@ -71,3 +83,22 @@ def webhook_result(scale: ScaleRequest, data: object) -> ScaleResult:
         Capacity(current=before, maximum=maximum),
         Capacity(current=after, maximum=maximum),
     )
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    message = str(timestamp).encode() + b":" + body
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, headers: Mapping[str, str], body: bytes, *, now: float) -> str | None:
+    """None when the request is authentic and fresh; else why not."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    stamp = lowered.get(TIMESTAMP_HEADER.lower(), "")
+    signature = lowered.get(SIGNATURE_HEADER.lower(), "")
+    if not stamp.isascii() or not stamp.isdigit():
+        return "missing or malformed timestamp"
+    if abs(now - int(stamp)) > REPLAY_WINDOW_S:
+        return "timestamp outside the replay window"
+    if not hmac.compare_digest(sign(secret, int(stamp), body), signature):
+        return "signature mismatch"
+    return None
