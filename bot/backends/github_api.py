@@ -89,8 +89,7 @@ class GithubApi:
         self.not_modified = 0
 
     async def pages(self, url: str, key: str | None, *, max_pages: int = 20) -> Listing:
-        """The `key` list of every page (the page itself when `key` is None), following
-        `rel="next"`."""
+        """The `key` list of every page (the page itself when `key` is None)."""
         items: list[Any] = []
         next_url: str | None = url
         total: Any = None

@@ -64,11 +64,9 @@ class HudMetrics:
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         jobs, skipped = job_rows(await self._rows(JOBS_QUERY, {}), now=now)
+        note = _note(skipped)
         return JobsListing(
-            tuple(jobs),
-            complete=not skipped,
-            note=_note(skipped),
-            listed_over_mins=JOBS_LISTED_OVER_MINS,
+            tuple(jobs), complete=not skipped, note=note, listed_over_mins=JOBS_LISTED_OVER_MINS
         )
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
@@ -80,9 +78,10 @@ class HudMetrics:
     async def _rows(self, query: str, parameters: Mapping[str, Any]) -> Any:
         # `parameters` is required (the route JSON-parses it): at least "{}".
         shown = json.dumps(parameters, separators=(",", ":"))
-        path = f"/api/clickhouse/{query}"
-        response = await request(self._client, "The HUD", "GET", path, params={"parameters": shown})
-        return json_of(response, "The HUD")
+        path, params = f"/api/clickhouse/{query}", {"parameters": shown}
+        return json_of(
+            await request(self._client, "The HUD", "GET", path, params=params), "The HUD"
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -102,8 +101,7 @@ def _each(rows: Any, read: Callable[[dict[str, Any]], T | None]) -> tuple[list[T
 
 
 def job_rows(rows: Any, *, now: datetime) -> tuple[list[QueuedJob], int]:
-    """`queued_jobs` rows as jobs (`name` is "<workflow> / <job>"; `queue_s` is how long ago it
-    was created)."""
+    """`queued_jobs` rows (`name` "<workflow> / <job>", `queue_s` the job's age) as jobs."""
     return _each(rows, lambda row: _job(row, now))
 
 
@@ -131,8 +129,7 @@ def _job(row: dict[str, Any], now: datetime) -> QueuedJob | None:
 
 
 def history_rows(rows: Any) -> tuple[dict[str, TypeHistory], int]:
-    """`queue_times_historical` rows (`granularity_bucket`, `avg_queue_s`, `machine_type`) as
-    each type's hourly longest wait in minutes."""
+    """`queue_times_historical` rows as each type's hourly longest wait in minutes."""
 
     def read(row: dict[str, Any]) -> tuple[str, float, float] | None:
         machine, bucket = row.get("machine_type"), row.get("granularity_bucket")
@@ -157,12 +154,11 @@ def _hud_time(at: datetime) -> str:
 
 
 def aggregate_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
-    """`queued_jobs_aggregate` rows added up per `runner_label` over repos."""
     return _per_label(rows, "runner_label", "num_queued_jobs", "max_queue_time_minutes", 1.0)
 
 
 def by_label_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
-    """`queued_jobs_by_label` rows: `count` queued, `avg_queue_s` (the maximum) in seconds."""
+    # Its `avg_queue_s` is the longest wait, in seconds.
     return _per_label(rows, "machine_type", "count", "avg_queue_s", 60.0)
 
 
@@ -171,11 +167,8 @@ def _per_label(
 ) -> tuple[dict[str, RunnerTypeMetrics], int]:
 
     def read(row: dict[str, Any]) -> tuple[str, float, float | None] | None:
-        label, count, wait = (
-            row.get(label_key),
-            _count(row.get(count_key)),
-            _count(row.get(wait_key)),
-        )
+        label, count = row.get(label_key), _count(row.get(count_key))
+        wait = _count(row.get(wait_key))
         if not isinstance(label, str) or not label or count is None:
             return None
         return label, count, None if wait is None else wait / wait_per_minute

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import backend_client, bearer, json_object, request
+from bot.backends.http import backend_client, bearer, request_json
 from bot.backends.metrics import prometheus_history as ranges
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory
@@ -231,16 +231,15 @@ class PrometheusMetrics:
         self, query: str, start: datetime, end: datetime, step: int
     ) -> list[tuple[dict[str, str], dict[float, float]]]:
         span = {"start": f"{start.timestamp():.3f}", "end": f"{end.timestamp():.3f}"}
-        body = await self._get("/api/v1/query_range", {"query": query, **span, "step": str(step)})
-        return ranges.parse_matrix(body)
+        params = {"query": query, **span, "step": str(step)}
+        return ranges.parse_matrix(await self._get("/api/v1/query_range", params))
 
     async def _query(self, query: str, now: datetime) -> Vector:
-        body = await self._get("/api/v1/query", {"query": query, "time": f"{now.timestamp():.3f}"})
-        return parse_vector(body)
+        params = {"query": query, "time": f"{now.timestamp():.3f}"}
+        return parse_vector(await self._get("/api/v1/query", params))
 
     async def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        response = await request(self._client, "Prometheus", "GET", path, params=params)
-        return json_object(response, "Prometheus")
+        return await request_json(self._client, "Prometheus", "GET", path, params=params)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -28,8 +28,8 @@ class ScaleRequest:
 
 @dataclass(frozen=True)
 class Undo:
-    """What a scale-up changed: `field` as messages name it; `before` None when the field was
-    unset (ARC: unset again on revert); `version` the resource version the change produced."""
+    """What a scale-up changed; `before` None when the field was unset (ARC: unset again on
+    revert); `version` the resource version the change produced."""
 
     field: str
     before: int | None
@@ -41,7 +41,7 @@ class Undo:
 
     @classmethod
     def load(cls, data: object) -> Undo | None:
-        """From `dump()`'s shape as stored in Redis; None when it is not that shape."""
+        """From `dump()`'s shape in Redis; None when it is not that shape."""
         if not isinstance(data, dict):
             return None
         field, before, after = data.get("field"), data.get("before"), data.get("after")
@@ -102,7 +102,7 @@ class Scaler(Protocol):
 
 
 def refused(check: Any, *args: Any) -> str:
-    """What `check(*args)` refuses with; "" when it passes."""
+    """What `check(*args)` refuses with; "" when it passes (a form asks before it offers)."""
     try:
         check(*args)
     except BackendError as exc:
@@ -120,8 +120,7 @@ def count_of(value: object) -> int | None:
 def problem(
     minimum: int | None, maximum: int | None, desired: int | None, names: tuple[str, str, str]
 ) -> str:
-    """What is wrong with a target's counts as its autoscaler reads them (minimum ≤ desired ≤
-    maximum; None: unset), in the backend's `names` for the three; "" when they hold."""
+    """What breaks minimum ≤ desired ≤ maximum (None: unset), in the backend's `names`."""
     low, high, want = names
     counts = {low: minimum, high: maximum, want: desired}
     negative = [f"{name} {value}" for name, value in counts.items() if (value or 0) < 0]

@@ -1,15 +1,5 @@
-"""The `webhook` scaler: a signed POST that your own automation turns into runners.
-
-Body: `{"runner_type", "delta", "target", "incident_id", "requested_by", "request_id"}`; any 2xx
-is success. A receiver that knows the fleet may answer `{"before": n, "after": m, "maximum": k}`,
-which the thread reply then shows.
-
-`X-Queuepilot-Timestamp` is the Unix time in seconds; `X-Queuepilot-Signature` is the lowercase hex
-HMAC-SHA256, under the shared secret, of `<timestamp>:<raw body>` (as Grafana's webhook HMAC). A
-receiver recomputes it over the bytes it received, compares in constant time, and refuses
-timestamps more than `REPLAY_WINDOW_S` away from its clock; the body's `request_id` lets it refuse a
-replay inside the window too.
-"""
+"""The `webhook` scaler: a signed POST that your own automation turns into runners, and how a
+receiver verifies it (docs/backends.md, "`webhook`: your own receiver")."""
 
 from __future__ import annotations
 
@@ -70,7 +60,6 @@ class WebhookScaler(Scaler):
 
 
 def webhook_result(scale: ScaleRequest, data: object) -> ScaleResult:
-    """What the receiver said it did, when it says it in the documented shape."""
     detail = f"+{scale.delta} requested ({scale.target.target})"
     if not isinstance(data, dict):
         return ScaleResult(detail)
@@ -91,7 +80,7 @@ def sign(secret: str, timestamp: int, body: bytes) -> str:
 
 
 def verify(secret: str, headers: Mapping[str, str], body: bytes, *, now: float) -> str | None:
-    """None when the request is authentic and fresh; else why not."""
+    """Why the request is not authentic and fresh; None when it is."""
     lowered = {k.lower(): v for k, v in headers.items()}
     stamp = lowered.get(TIMESTAMP_HEADER.lower(), "")
     signature = lowered.get(SIGNATURE_HEADER.lower(), "")
