@@ -1,10 +1,7 @@
-"""GitHub's REST API as the readings (`metrics/github.py`) and the alert's issue (`issues.py`)
-speak it: the token, ETags, `link` pagination and GitHub's rate limits. A limit is per token, so
-whoever meets one stops every call of that client until GitHub allows them again.
-
-The token is `GITHUB_TOKEN`, or a GitHub App's installation token, minted with a JWT signed by the
-App's key (`cryptography`, the `github-app` extra) and renewed before it expires. No key, JWT or
-token ever goes into a message or a log.
+"""GitHub's REST API as the readings and the alert's issue speak it: ETags, `link` pagination,
+rate limits (per token: whoever meets one stops every call of the client), and the token:
+`GITHUB_TOKEN`, or a GitHub App's installation token minted with a JWT (`cryptography`, the
+`github-app` extra). No key, JWT or token ever goes into a message or a log.
 """
 
 from __future__ import annotations

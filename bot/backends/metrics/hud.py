@@ -1,10 +1,6 @@
 """Queue numbers from a PyTorch-style HUD (pytorch/test-infra `torchci`): its saved ClickHouse
-queries, `GET {HUD_URL}/api/clickhouse/<query>?parameters=<JSON>` with `x-hud-internal-bot`.
-
-The reading is `queued_jobs_aggregate` (what PyTorch's scale-up-chron reads; rows per label and
-repo, added up) or `queued_jobs_by_label`. Both answer only labels with jobs queued past the
-threshold, so an absent label has none. `queue_times_historical` (HUD's queue-time charts) is the
-capacity report's hourly longest wait.
+queries, `GET {HUD_URL}/api/clickhouse/<query>?parameters=<JSON>` with `x-hud-internal-bot`. The
+readings answer only labels with jobs queued past the threshold, so an absent label has none.
 """
 
 from __future__ import annotations

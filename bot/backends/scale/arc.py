@@ -1,10 +1,7 @@
-"""The `arc` scaler: raise an AutoscalingRunnerSet's floor (or ceiling) through the Kubernetes API.
-
-ARC runs `min(minRunners + assigned jobs, maxRunners)` runners, so at the maximum only raising
-`maxRunners` helps. Each write is a JSON merge patch under the resourceVersion read (a 409: another
-writer, helm or kubectl, changed it: read again). A put-back never leaves `maxRunners <
-minRunners`, which ARC's listener refuses to start with. RBAC: `get` and `patch` on
-`autoscalingrunnersets`.
+"""The `arc` scaler: raise an AutoscalingRunnerSet's floor (or, at its maximum, its ceiling: ARC
+runs `min(minRunners + assigned jobs, maxRunners)` runners). Each write is a JSON merge patch under
+the resourceVersion read (a 409: helm or kubectl wrote meanwhile: read again). RBAC: `get` and
+`patch` on `autoscalingrunnersets`.
 """
 
 from __future__ import annotations

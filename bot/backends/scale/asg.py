@@ -1,10 +1,6 @@
-"""The `aws-asg` scaler: raise an EC2 Auto Scaling group's desired capacity.
-
-`SetDesiredCapacity` to desired + N, refused past the group's MaxSize or the target's ceiling. A
-put-back sets the old desired capacity only while it is still the value set from Slack (an ASG has
-no resource version: the check and the set are two calls) and stops at a MinSize raised since. IAM
-on the groups: `autoscaling:DescribeAutoScalingGroups`, `SetDesiredCapacity` and
-`DescribeScalingActivities`.
+"""The `aws-asg` scaler: raise an EC2 Auto Scaling group's desired capacity. An ASG has no
+resource version: a put-back's check and set are two calls. IAM on the groups:
+`autoscaling:DescribeAutoScalingGroups`, `SetDesiredCapacity` and `DescribeScalingActivities`.
 """
 
 from __future__ import annotations
