@@ -7,12 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.backends.errors import BackendError
-from bot.backends.github_api import GithubApi
-from bot.backends.github_auth import AppInstallationToken, StaticToken, TokenSource
+from bot.backends.github_api import AppInstallationToken, GithubApi, StaticToken, TokenSource
 from bot.backends.issues import GithubIssues
 from bot.backends.kube import KubeAccess, from_kubeconfig, in_cluster
-from bot.backends.metrics import QueuedJobs, QueueMetrics
-from bot.backends.metrics.alert import AlertMetrics
+from bot.backends.metrics import AlertMetrics, QueuedJobs, QueueMetrics
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.backends.metrics.prometheus import PrometheusMetrics

@@ -1,47 +1,67 @@
-"""GitHub's REST API as every queuepilot client of it speaks it: the token (`TokenSource`), the API
-version, ETags, `link` pagination and GitHub's rate limits, in one place.
-
-The readings (`metrics/github.py`) and the alert's issue (`issues.py`) both call through a
-`GithubApi`. A token's limits are GitHub's per token, so whoever meets one stops every call of
-that client until GitHub allows them again, and says until when (`BackendError.retry_after_s`).
+"""GitHub's REST API as the readings and the alert's issue speak it: ETags, `link` pagination,
+rate limits (per token: whoever meets one stops every call of the client), and the token:
+`GITHUB_TOKEN`, or a GitHub App's installation token minted with a JWT (`cryptography`, the
+`github-app` extra). No key, JWT or token ever goes into a message or a log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.github_auth import HEADERS, UNEXPECTED, StaticToken, TokenSource
-from bot.backends.http import backend_client, bearer, error_of, json_object, json_of, request
+from bot.backends.http import (
+    backend_client,
+    bearer,
+    error_of,
+    json_object,
+    json_of,
+    request,
+    time_of,
+)
 from bot.backoff import Backoff
 from bot.config import Settings
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+
+# GitHub refuses a request without a User-Agent, and asks for the app's name in it.
+HEADERS = {
+    "Accept": "application/vnd.github+json",
+    "X-GitHub-Api-Version": "2022-11-28",
+    "User-Agent": "queuepilot",
+}
+# GitHub's advice: `iat` a minute back, for clocks ahead of GitHub's; `exp` ten minutes on.
+CLOCK_DRIFT_S = 60
+JWT_LIFETIME_S = 600
+# An installation token lasts an hour: renewed this long before, so no call goes out with a token
+# about to lapse.
+RENEW_BEFORE_S = 300.0
+UNEXPECTED = "GitHub answered with an unexpected shape"
 # A secondary limit that names no time: GitHub says wait at least a minute, and exponentially
-# longer while it continues. The cap keeps the readings from stopping for more than a quarter
-# of an hour at a time: each wait ends in one call, not a burst.
+# longer while it continues; the readings stop a quarter of an hour at most.
 SECONDARY_FIRST_S = 60.0
 SECONDARY_MAX_S = 900.0
 
 
 @dataclass(frozen=True)
 class Listing:
-    """A listing's items, and whether they are all of it: `max_pages`, or GitHub's own cap of
-    1,000 results for a run listing filtered by status, can cut it short."""
+    """A listing's items, and whether they are all of it (`max_pages`, or GitHub's cap of 1,000
+    results for a filtered run listing, can cut it short)."""
 
     items: list[Any]
     complete: bool
 
 
 class GithubApi:
-    """GET with ETags, `link` pagination and the rate limits; one instance per backend."""
-
     def __init__(
         self,
         config: Settings,
@@ -51,8 +71,6 @@ class GithubApi:
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """GITHUB_API_URL (GitHub Enterprise: `https://HOST/api/v3`); `auth` by default
-        GITHUB_TOKEN, as it is."""
         timeout = config.backend_timeout_seconds
         self._client = client or backend_client(config.github_api_url, timeout, HEADERS)
         token = config.github_token
@@ -68,8 +86,7 @@ class GithubApi:
         self.not_modified = 0
 
     async def pages(self, url: str, key: str | None, *, max_pages: int = 20) -> Listing:
-        """The `key` list of every page (the page itself when `key` is None: GitHub's plain
-        listings, such as issues), following `rel="next"`, and whether that was all."""
+        """The `key` list of every page (the page itself when `key` is None)."""
         items: list[Any] = []
         next_url: str | None = url
         total: Any = None
@@ -90,7 +107,6 @@ class GithubApi:
         return Listing(items, next_url is None and not short)
 
     async def get(self, url: str) -> tuple[Any, str | None]:
-        """One page: its JSON and the next page's URL."""
         cached = self._cache.get(url)
         headers = {"If-None-Match": cached[0]} if cached else {}
         response = await self._call("GET", url, headers=headers, expect=(200, 304))
@@ -106,8 +122,8 @@ class GithubApi:
     async def send(
         self, method: str, url: str, body: Mapping[str, Any], *, expect: tuple[int, ...] = (200,)
     ) -> dict[str, Any]:
-        """A write (POST, PATCH): the JSON object GitHub answered. Not retried here: a write whose
-        answer was lost may have been made, and only its caller can look."""
+        """Not retried here: a write whose answer was lost may have been made, and only its
+        caller can look."""
         return json_object(await self._call(method, url, json_body=body, expect=expect), "GitHub")
 
     async def _call(
@@ -119,9 +135,8 @@ class GithubApi:
         headers: Mapping[str, str] | None = None,
         json_body: Any = None,
     ) -> httpx.Response:
-        """The call with the token of the moment; once more with a new one when GitHub refused
-        it (401) and another may be had (an App's token revoked or lapsed early: GitHub refuses
-        a token before doing anything, so a write is safe to send again)."""
+        """Once more with a new token when GitHub refused one (401) and another may be had:
+        GitHub refuses a token before doing anything, so a write is safe to send again."""
 
         async def send(token: str) -> httpx.Response:
             self.calls += 1
@@ -151,14 +166,10 @@ class GithubApi:
         return response
 
     def _limited(self, response: httpx.Response, *, after_limit: bool) -> BackendError:
-        """A 403/429: a rate limit (no calls until GitHub allows them) or a refusal.
-
-        As GitHub's "Exceeding the rate limit" asks: `retry-after` seconds when given; else, with
-        `x-ratelimit-remaining: 0`, until `x-ratelimit-reset`; else (a secondary limit naming no
-        time) a minute, doubling while secondary limits continue. Concurrent calls meet one limit
-        together: an answer to a call sent before the last limit (`after_limit` false) is that
-        limit, and grows no wait.
-        """
+        """A 403/429: a rate limit or a refusal. As GitHub's "Exceeding the rate limit" asks:
+        `retry-after` when given; else, with no calls remaining, until `x-ratelimit-reset`; else a
+        minute, doubling while secondary limits continue. An answer to a call sent before the last
+        limit (`after_limit` false) is that limit, and grows no wait."""
         headers = response.headers
         now = self._clock()
         retry_after = _float(headers.get("retry-after"))
@@ -201,3 +212,166 @@ def _float(value: str | None) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+class TokenSource(Protocol):
+    async def token(self) -> str: ...
+
+    def invalidate(self, token: str) -> bool:
+        """GitHub refused `token` (401): forget it; whether another may be had."""
+        ...
+
+
+class StaticToken:
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __repr__(self) -> str:
+        return "StaticToken(•••)"
+
+    async def token(self) -> str:
+        return self._token
+
+    def invalidate(self, token: str) -> bool:
+        return False
+
+
+def installation_of(config: Settings) -> str:
+    """Where the App's installation is looked up without GITHUB_APP_INSTALLATION_ID: on
+    GITHUB_ISSUES_REPO, else the first of GITHUB_REPOS, else GITHUB_ORG."""
+    repo = config.github_issues_repo or next(iter(config.github_repos), "")
+    if repo:
+        return f"/repos/{repo}/installation"
+    return f"/orgs/{config.github_org}/installation" if config.github_org else ""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What GitHub granted the installation token, for `queuepilot check`."""
+
+    installation_id: int
+    permissions: Mapping[str, str]
+    repository_selection: str
+    expires_at: float  # epoch seconds
+
+
+class AppInstallationToken:
+    """Minted when first asked for, reused until a few minutes before it expires (or GitHub
+    refuses it); one mint at a time."""
+
+    def __init__(
+        self,
+        config: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        key = config.github_app_private_key
+        self._config = config
+        self._key = _private_key(key.get_secret_value() if key is not None else "")
+        self._clock = clock  # epoch seconds, as the JWT's claims and `expires_at`
+        self._transport = transport
+        self._installation_id = config.github_app_installation_id
+        self._token: str | None = None
+        self._lock = asyncio.Lock()
+        self.grant: Grant | None = None
+        self.minted = 0
+
+    def __repr__(self) -> str:
+        return f"AppInstallationToken(app_id={self._config.github_app_id!r})"
+
+    async def token(self) -> str:
+        async with self._lock:  # a caller waiting here takes the token just minted
+            renew_at = self.grant.expires_at - RENEW_BEFORE_S if self.grant else 0.0
+            if self._token is None or self._clock() >= renew_at:
+                await self._mint()
+            return self._token  # type: ignore[return-value]
+
+    def invalidate(self, token: str) -> bool:
+        # A refusal of a token already replaced (a concurrent call's) leaves the new one be.
+        if token == self._token:
+            self._token = None
+        return True
+
+    async def _mint(self) -> None:
+        config, timeout = self._config, self._config.backend_timeout_seconds
+        github = backend_client(config.github_api_url, timeout, HEADERS, transport=self._transport)
+        async with github:
+            installation = self._installation_id or await self._find_installation(github)
+            self._installation_id = installation
+            url = f"/app/installations/{installation}/access_tokens"
+            answer = await self._app_call(github, "POST", url, expect=(201,))
+        token, expires_at = answer.get("token"), time_of(answer.get("expires_at"))
+        if not isinstance(token, str) or not token or expires_at is None:
+            raise BackendError(UNEXPECTED, retryable=True)
+        granted = answer.get("permissions")
+        granted = granted if isinstance(granted, dict) else {}
+        permissions = {str(name): str(level) for name, level in granted.items()}
+        selection = str(answer.get("repository_selection") or "")
+        self.grant = Grant(installation, permissions, selection, expires_at.timestamp())
+        self._token = token
+        self.minted += 1
+
+    async def _find_installation(self, github: httpx.AsyncClient) -> int:
+        where = installation_of(self._config)
+        if not where:
+            raise BackendError(
+                "the GitHub App's installation is unknown: set GITHUB_APP_INSTALLATION_ID",
+                retryable=False,
+            )
+        try:
+            answer = await self._app_call(github, "GET", where, expect=(200,))
+        except BackendError as exc:
+            if exc.status != 404:
+                raise
+            on = where.removesuffix("/installation").split("/", 2)[-1]
+            raise BackendError(
+                f"the GitHub App is not installed on {on} (GET {where} answered 404): install "
+                "it there, or set GITHUB_APP_INSTALLATION_ID",
+                retryable=False,
+                status=404,
+            ) from None
+        found = answer.get("id")
+        if not isinstance(found, int) or isinstance(found, bool):
+            raise BackendError(UNEXPECTED, retryable=True)
+        return found
+
+    async def _app_call(
+        self, github: httpx.AsyncClient, method: str, url: str, *, expect: tuple[int, ...]
+    ) -> dict[str, Any]:
+        """A call as the App itself, with a JWT of its own (one per call keeps none lying
+        about)."""
+        jwt = app_jwt(self._config.github_app_id, self._key, self._clock())
+        try:
+            response = await request(
+                github, "GitHub", method, url, headers=bearer(jwt), expect=expect
+            )
+        except BackendError as exc:
+            exc.args = (f"the GitHub App's token: {exc}",)
+            raise
+        return json_object(response, "GitHub")
+
+
+def app_jwt(app_id: str, key: RSAPrivateKey, now: float) -> str:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    issued = int(now) - CLOCK_DRIFT_S
+    header = {"alg": "RS256", "typ": "JWT"}
+    claims = {"iat": issued, "exp": issued + JWT_LIFETIME_S, "iss": app_id}
+    signed = ".".join(
+        _b64(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims)
+    )
+    signature = key.sign(signed.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signed}.{_b64(signature)}"
+
+
+def _private_key(pem: str) -> RSAPrivateKey:
+    """The settings checked it is an RSA PEM (`bot.config.values`)."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    return cast("RSAPrivateKey", load_pem_private_key(pem.encode(), password=None))
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")

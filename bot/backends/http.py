@@ -1,14 +1,11 @@
-"""One HTTP call to a backend, and one classification of what went wrong.
-
-Like Alertmanager's `notify/util.go`: whether a failure is worth another try, and what the user is
-told, is decided here once for every backend that speaks HTTP.
-"""
+"""One HTTP call to a backend, and one classification of what went wrong (as Alertmanager's
+`notify/util.go`): whether a failure is worth another try, and what the user is told."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,23 +13,19 @@ import httpx
 from pydantic import SecretStr
 
 from bot.backends.errors import BackendError
+from bot.domain.alerts import parse_timestamp
 
 MAX_DETAIL = 200
 
 
 def backend_client(
-    base_url: str | None,
-    timeout_s: float,
-    headers: Mapping[str, str] | None = None,
-    **options: Any,
+    base_url: str | None, timeout_s: float, headers: Mapping[str, str] | None = None, **options: Any
 ) -> httpx.AsyncClient:
-    """A backend's client: its base URL (no trailing slash), its timeout, its fixed headers."""
     base = (base_url or "").rstrip("/")
     return httpx.AsyncClient(base_url=base, timeout=timeout_s, headers=headers, **options)
 
 
 def bearer(token: SecretStr | str | None) -> dict[str, str]:
-    """The `Authorization` header for `token`; none without one."""
     if isinstance(token, SecretStr):
         token = token.get_secret_value()
     return {"Authorization": f"Bearer {token}"} if token else {}
@@ -50,11 +43,8 @@ async def request(
     headers: Mapping[str, str] | None = None,
     params: Mapping[str, str] | None = None,
 ) -> httpx.Response:
-    """`method url`, answered with one of the `expect`ed statuses, or a `BackendError`.
-
-    `service` names the backend in messages; they never carry credentials (those travel in
-    headers, never in URLs).
-    """
+    """`method url`, answered with one of the `expect`ed statuses, or a `BackendError` naming
+    `service` (never a credential: those travel in headers, never in URLs)."""
     try:
         response = await client.request(
             method, url, json=json_body, content=content, headers=headers, params=params
@@ -73,6 +63,13 @@ async def request(
     raise error_of(service, response)
 
 
+async def request_json(
+    client: httpx.AsyncClient, service: str, method: str, url: str, **options: Any
+) -> dict[str, Any]:
+    """`request`, answered with a JSON object."""
+    return json_object(await request(client, service, method, url, **options), service)
+
+
 def json_of(response: httpx.Response, service: str) -> Any:
     """The body's JSON, or a retryable `BackendError` (a proxy's HTML error page)."""
     try:
@@ -89,15 +86,12 @@ def json_object(response: httpx.Response, service: str) -> dict[str, Any]:
     return data
 
 
-def iso_time(value: object) -> datetime | None:
-    """A time in a backend's JSON (ISO 8601; no zone means UTC); None when it is not one."""
-    if not isinstance(value, str):
-        return None
+def time_of(value: object) -> datetime | None:
+    """A time in a backend's JSON as UTC; None when it is not one."""
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse_timestamp(value)
     except ValueError:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def error_of(service: str, response: httpx.Response) -> BackendError:

@@ -1,7 +1,7 @@
 """Where the alert's issue lives: the `Issues` interface, and GitHub's REST API behind it.
 
-Nothing here retries or sleeps: the caller keeps its progress in Redis and comes back. A write
-whose answer was lost may have been made: `find_comment` is how a caller looks before writing again.
+Nothing here retries: a write whose answer was lost may have been made, and `find_comment` is how
+the caller looks before writing again.
 """
 
 from __future__ import annotations
@@ -43,8 +43,6 @@ class Issues(Protocol):
 
 
 class GithubIssues:
-    """`Issues` in one repository (`owner/name`)."""
-
     def __init__(self, api: GithubApi, repo: str) -> None:
         self.api = api
         self.repo = repo
@@ -65,8 +63,8 @@ class GithubIssues:
         )
 
     async def find_comment(self, number: int, mark: str) -> bool:
-        # The newest comments are the ones a lost answer made: GitHub lists oldest first, so
-        # every page is read (an incident's issue has tens of comments, not thousands).
+        # GitHub lists oldest first and a lost answer's comment is among the newest: every page
+        # is read (an incident's issue has tens of comments, not thousands).
         url = f"{self._path}/{number}/comments?per_page={PAGE}"
         listing = await self.api.pages(url, None, max_pages=10)
         return any(isinstance(c, dict) and mark in str(c.get("body") or "") for c in listing.items)
@@ -90,6 +88,6 @@ def issue_of(item: Any) -> Issue:
 
 
 def _is_issue(item: Any) -> bool:
-    """An issue (GitHub lists pull requests among issues: those carry `pull_request`)."""
+    """Not a pull request (GitHub lists those among issues, with `pull_request`)."""
     number = item.get("number") if isinstance(item, dict) else None
     return isinstance(number, int) and not isinstance(number, bool) and "pull_request" not in item

@@ -1,8 +1,6 @@
-"""Reaching the Kubernetes API: the pod's service account, or a kubeconfig's current context.
-
-The server URL, TLS trust, and a bearer token or a client certificate. The in-cluster token is read
-on every request: the kubelet rotates bound service-account tokens. kubeconfig `exec` plugins are
-not supported: give the bot a service-account token instead.
+"""Reaching the Kubernetes API: the pod's service account, or a kubeconfig's current context
+(a bearer token or a client certificate; no `exec` plugins). The in-cluster token is read on every
+request: the kubelet rotates bound service-account tokens.
 """
 
 from __future__ import annotations

@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.backends.errors import BackendError
-from bot.backends.github_api import GithubApi
-from bot.backends.github_auth import AppInstallationToken
+from bot.backends.github_api import AppInstallationToken, GithubApi
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, fail, ok, warn

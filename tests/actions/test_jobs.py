@@ -13,8 +13,7 @@ from redis.asyncio import Redis
 
 from bot.actions.commands import MAX_ANSWER, run_command
 from bot.actions.core import ActionCore, Actor
-from bot.backends.metrics import QueueMetrics
-from bot.backends.metrics.alert import AlertMetrics
+from bot.backends.metrics import AlertMetrics, QueueMetrics
 from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.config import Settings

@@ -12,7 +12,7 @@ from bot.actions.core import Actor
 from bot.actions.flow import Acting
 from bot.actions.permissions import Authorizer
 from bot.actions.report import Report
-from bot.backends.metrics.alert import AlertMetrics
+from bot.backends.metrics import AlertMetrics
 from bot.config import Settings
 from bot.domain.alerts import RunnerQueue, parse_notification
 from bot.domain.delivery import delivery_of

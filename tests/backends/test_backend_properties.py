@@ -21,8 +21,7 @@ from bot.backends.http import error_of
 from bot.backends.kube import from_kubeconfig
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import _capacity
-from bot.backends.scale.signature import sign, verify
-from bot.backends.scale.webhook import webhook_result
+from bot.backends.scale.webhook import sign, verify, webhook_result
 from bot.backends.silence.alertmanager import silence_state
 from bot.domain.scaling import ScaleTarget
 from tests.support.mutations import json_values, objects

@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from bot.backends.errors import BackendError
-from bot.backends.github_api import GithubApi
-from bot.backends.github_auth import (
+from bot.backends.github_api import (
     HEADERS,
     RENEW_BEFORE_S,
     AppInstallationToken,
+    GithubApi,
     app_jwt,
 )
 from bot.config import Settings

@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from bot.backends.github_auth import AppInstallationToken, StaticToken, installation_of
+from bot.backends.github_api import AppInstallationToken, StaticToken, installation_of
 from bot.config import Settings, SettingsError, load_settings, read_settings
 from bot.factory import build_issues, build_metrics, github_auth
 from tests.support.github_app import APP_ID, private_pem

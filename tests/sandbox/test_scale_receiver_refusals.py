@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from bot.backends.scale.signature import sign
+from bot.backends.scale.webhook import sign
 from tests.support.fakes.scale_receiver import ScaleReceiver
 from tests.support.refusals import Answer, assert_answered
 

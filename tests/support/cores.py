@@ -17,8 +17,7 @@ from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_reverts import ScaleReverts
 from bot.actions.silence import Silencing
-from bot.backends.metrics import QueuedJobs, QueueHistory, QueueMetrics
-from bot.backends.metrics.alert import AlertMetrics
+from bot.backends.metrics import AlertMetrics, QueuedJobs, QueueHistory, QueueMetrics
 from bot.backends.scale import Scaler
 from bot.backends.silence import Silencer
 from bot.config import Settings

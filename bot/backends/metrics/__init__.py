@@ -1,8 +1,7 @@
 """Where the queue numbers come from: one reading of every runner type at a time.
 
 The leader asks once per tick (`bot.fleet.readings`) and every open incident takes its runner types
-from that one answer, so a hundred incidents cost one query round. The `alert` backend has no fleet
-of its own: incidents keep what their notifications carried.
+from that one answer, so a hundred incidents cost one query round.
 """
 
 from __future__ import annotations
@@ -20,9 +19,8 @@ class QueueMetrics(Protocol):
     live: bool  # False for the alert backend: nothing to read beyond the notifications
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
-        """Every runner type the source knows about, or `BackendError`. The snapshot's
-        `absent_means_empty` says whether a type it lacks has nothing queued (a source that
-        lists every type that queues) or is unknown (a source whose series can vanish)."""
+        """Every runner type the source knows about. `absent_means_empty`: whether a type it
+        lacks has nothing queued (a source that lists every type that queues) or is unknown."""
         ...
 
     async def aclose(self) -> None: ...
@@ -35,10 +33,7 @@ class QueuedJobs(Protocol):
 
     name: str
 
-    async def queued_jobs(self, *, now: datetime) -> JobsListing:
-        """The queued jobs, fleet-wide; ghosts left out and counted; a note when the source
-        cannot see jobs or workflows."""
-        ...
+    async def queued_jobs(self, *, now: datetime) -> JobsListing: ...
 
     async def aclose(self) -> None: ...
 
@@ -53,3 +48,18 @@ class QueueHistory(Protocol):
         """Per runner type, what the backend kept of [start, end], with a note on what it could
         not read; `BackendError` when it could read nothing."""
         ...
+
+
+class AlertMetrics:
+    """Nothing to read: each incident shows what its latest notification carried
+    (`bot.domain.incident_fleet.alert_fleet`)."""
+
+    name = "the alert"
+    live = False
+
+    async def read(self, *, now: datetime) -> FleetSnapshot:
+        # A type the alert does not name is one it says nothing about, not one that drained.
+        return FleetSnapshot(at=now, source="alert", absent_means_empty=False)
+
+    async def aclose(self) -> None:
+        return None

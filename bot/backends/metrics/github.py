@@ -1,9 +1,8 @@
 """Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label.
 
 Per reading: the org's (`GITHUB_ORG`) or each repository's runners, and the jobs of each
-`GITHUB_REPOS` run queued or in progress. A job's runner type is its first `runs-on` label that is
-not generic; a runner counts for every type among its labels. The token's quota is shared, so
-pages are asked with ETags (a 304 is free) and `queued_jobs` reuses a fresh listing as it is.
+`GITHUB_REPOS` run queued or in progress. The token's quota is shared, so pages are asked with
+ETags (a 304 is free) and `queued_jobs` reuses a fresh listing as it is.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any, TypeVar
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import GithubApi, Listing
-from bot.backends.http import iso_time
+from bot.backends.http import time_of
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.jobs import FinishedJob, JobsListing, QueuedJob, trigger_of
@@ -33,9 +32,12 @@ MAX_PAGES = 20  # per listing: a runaway org must not eat the hour's quota
 REUSE_S = 30.0
 
 
-def runner_type_of(labels: Any) -> str:
-    """A job's runner type: its first `runs-on` label that is not generic."""
-    names = [label for label in labels or () if isinstance(label, str) and label]
+def runner_type_of(job: Any) -> str:
+    """A job's runner type: its first `runs-on` label that is not generic; "" without labels."""
+    labels = job.get("labels") if isinstance(job, dict) else None
+    if not isinstance(labels, list):
+        return ""
+    names = [label for label in labels if isinstance(label, str) and label]
     specific = [name for name in names if name.casefold() not in GENERIC_LABELS]
     return specific[0] if specific else ",".join(names)
 
@@ -91,26 +93,17 @@ class GithubMetrics:
 
     async def _jobs(self) -> RunsAndJobs:
         """Jobs of the runs that may hold queued jobs: queued runs, and runs in progress (one
-        job running and the next waiting for a runner is the usual shape of a queue).
-
-        Complete only when every configured repository's runs and every run's jobs were listed
-        to the end: then a runner type with no job in it has none queued in those repositories.
-        """
+        job running and the next waiting for a runner is the usual shape of a queue). Complete
+        only when every repository's runs and every run's jobs were listed to the end."""
         repos = self._config.github_repos
-        listed = await self._pages(
-            [
-                f"/repos/{r}/actions/runs?status={s}&"
-                for r in repos
-                for s in ("queued", "in_progress")
-            ],
-            "workflow_runs",
-        )
+        statuses = ("queued", "in_progress")
+        urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]
+        listed = await self._pages(urls, "workflow_runs")
         runs = {run["id"]: run for run in listed.items if isinstance(run, dict) and "id" in run}
         paths = [_path(run.get("url")) for run in runs.values()]
         jobs = await self._pages([f"{path}/jobs?" for path in paths if path], "jobs")
         # A run that could not be read (no id, no usable `url`) may hold any queue.
-        every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items)
-        every_run_read = every_run_read and all(paths)
+        every_run_read = all(isinstance(r, dict) and "id" in r for r in listed.items) and all(paths)
         complete = bool(repos) and listed.complete and every_run_read and jobs.complete
         return runs, Listing(jobs.items, complete)
 
@@ -119,8 +112,8 @@ class GithubMetrics:
 
 
 async def all_or_none(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
-    """Every call's result, or the first failure with the others cancelled: after a rate
-    limit, no sibling call may still reach GitHub."""
+    """Every call's result, or the first failure with the others cancelled (after a rate limit,
+    no sibling call may still reach GitHub)."""
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(call) for call in calls]
@@ -140,14 +133,11 @@ def fleet_of(
     jobs: Iterable[Any], runners: Iterable[Any], *, now: datetime, every_job_listed: bool = False
 ) -> FleetSnapshot:
     """Per runner type: queued jobs and the longest wait, and the runners carrying its label.
-
-    Types are those of the jobs seen (queued or running): the labels jobs ask for, not every
-    label a runner carries (`AWS:us-east-1`…). So a type whose jobs all finished is not in the
-    reading: that means "nothing queued" only when `every_job_listed`.
-    """
+    Types are those of the jobs seen, not every label a runner carries (`AWS:us-east-1`…), so
+    a type whose jobs all finished is absent: "nothing queued" only when `every_job_listed`."""
     waits: dict[str, list[datetime]] = {}
     for job in jobs:
-        runner_type = runner_type_of(job.get("labels")) if _labelled(job) else ""
+        runner_type = runner_type_of(job)
         if not runner_type:
             continue
         queued = waits.setdefault(runner_type, [])
@@ -159,15 +149,12 @@ def fleet_of(
         if not isinstance(runner, dict):
             continue
         listed = runner.get("labels")
+        listed = listed if isinstance(listed, list) else []
         labels = {
-            str(label.get("name", "")).casefold()
-            for label in (listed if isinstance(listed, list) else ())
-            if isinstance(label, dict)
+            str(label.get("name", "")).casefold() for label in listed if isinstance(label, dict)
         }
-        if runner.get("status") != "online":
-            state = "offline"
-        else:
-            state = "busy" if runner.get("busy") is True else "idle"
+        state = "busy" if runner.get("busy") is True else "idle"
+        state = state if runner.get("status") == "online" else "offline"
         for label in labels & set(folded):
             counts[folded[label]]["registered"] += 1
             counts[folded[label]][state] += 1
@@ -187,8 +174,8 @@ def fleet_of(
 def queued_jobs_of(
     runs: Mapping[Any, Any], jobs: Iterable[Any], *, complete: bool = True
 ) -> JobsListing:
-    """The queued jobs with their run's workflow and trigger; ghosts (`is_ghost`) and jobs that
-    cannot be read are left out and counted. Finished jobs of the runs say how long jobs ran."""
+    """The queued jobs with their run's workflow and trigger; ghosts and jobs that cannot be read
+    are left out and counted. Finished jobs say how long jobs ran."""
     found: list[QueuedJob] = []
     finished: list[FinishedJob] = []
     ghosts = unreadable = 0
@@ -215,8 +202,7 @@ def queued_jobs_of(
 
 
 def is_ghost(job: Any, runs: Mapping[Any, Any]) -> bool:
-    """A job still `queued` whose run has completed, or that has a conclusion of its own:
-    GitHub lists it, nobody will run it."""
+    """Queued in a completed run, or with a conclusion of its own: nobody will run it."""
     if not isinstance(job, dict) or job.get("status") != "queued":
         return False
     run = runs.get(job.get("run_id"))
@@ -224,17 +210,12 @@ def is_ghost(job: Any, runs: Mapping[Any, Any]) -> bool:
     return bool(run.get("status") == "completed" or run.get("conclusion") or job.get("conclusion"))
 
 
-def _labelled(job: Any) -> bool:
-    return isinstance(job, dict) and isinstance(job.get("labels"), list)
-
-
 def _created(job: dict[str, Any]) -> datetime | None:
-    return iso_time(job.get("created_at")) or iso_time(job.get("started_at"))
+    return time_of(job.get("created_at")) or time_of(job.get("started_at"))
 
 
 def _identity(job: dict[str, Any], run: dict[str, Any]) -> tuple[str, str, str] | None:
-    """A job's runner type, workflow and source id; None when it has no type or id."""
-    runner_type = runner_type_of(job.get("labels")) if _labelled(job) else ""
+    runner_type = runner_type_of(job)
     job_id = job.get("id")
     if not runner_type or job_id is None or isinstance(job_id, bool):
         return None
@@ -262,13 +243,10 @@ def _queued_job(job: dict[str, Any], run: dict[str, Any]) -> QueuedJob | None:
 
 
 def _finished_job(job: dict[str, Any], run: dict[str, Any]) -> FinishedJob | None:
-    """A job that ran on a runner to its end, for "whose jobs got slower". A job cancelled
-    before it started, or without times, says nothing about durations."""
+    """A job that ran on a runner to its end, for "whose jobs got slower"."""
     identity = _identity(job, run)
-    started, ended = iso_time(job.get("started_at")), iso_time(job.get("completed_at"))
-    if identity is None or not job.get("runner_id") or started is None or ended is None:
-        return None
-    if ended < started:
+    started, ended = time_of(job.get("started_at")), time_of(job.get("completed_at"))
+    if identity is None or not job.get("runner_id") or not started or not ended or ended < started:
         return None
     runner_type, workflow, source_id = identity
     minutes = (ended - started).total_seconds() / 60

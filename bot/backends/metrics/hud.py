@@ -1,11 +1,6 @@
 """Queue numbers from a PyTorch-style HUD (pytorch/test-infra `torchci`): its saved ClickHouse
-queries, `GET {HUD_URL}/api/clickhouse/<query>?parameters=<JSON>` with `x-hud-internal-bot`.
-
-The reading is `queued_jobs_aggregate` (the default, what PyTorch's scale-up-chron reads; rows per
-label and repo, added up, `queuedThresholdMinutes` 5 as PyTorch's own queue alert) or
-`queued_jobs_by_label` (its `avg_queue_s` is the longest wait). Both answer only labels with jobs
-queued past the threshold, so an absent label has none. `queued_jobs` lists the jobs;
-`queue_times_historical` (HUD's queue-time charts) is the capacity report's hourly longest wait.
+queries, `GET {HUD_URL}/api/clickhouse/<query>?parameters=<JSON>` with `x-hud-internal-bot`. The
+readings answer only labels with jobs queued past the threshold, so an absent label has none.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import backend_client, iso_time, json_of, request
+from bot.backends.http import backend_client, json_of, request, time_of
 from bot.config import Settings
 from bot.domain.alerts import max_known
 from bot.domain.capacity import FleetHistory, TypeHistory
@@ -65,15 +60,12 @@ class HudMetrics:
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
         jobs, skipped = job_rows(await self._rows(JOBS_QUERY, {}), now=now)
+        note = _note(skipped)
         return JobsListing(
-            tuple(jobs),
-            complete=not skipped,
-            note=_note(skipped),
-            listed_over_mins=JOBS_LISTED_OVER_MINS,
+            tuple(jobs), complete=not skipped, note=note, listed_over_mins=JOBS_LISTED_OVER_MINS
         )
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
-        """Each machine type's longest wait, hour by hour, over [start, end)."""
         times = {"startTime": _hud_time(start), "stopTime": _hud_time(end)}
         parameters = {"granularity": "hour", **times}
         types, skipped = history_rows(await self._rows(HISTORY_QUERY, parameters))
@@ -82,9 +74,10 @@ class HudMetrics:
     async def _rows(self, query: str, parameters: Mapping[str, Any]) -> Any:
         # `parameters` is required (the route JSON-parses it): at least "{}".
         shown = json.dumps(parameters, separators=(",", ":"))
-        path = f"/api/clickhouse/{query}"
-        response = await request(self._client, "The HUD", "GET", path, params={"parameters": shown})
-        return json_of(response, "The HUD")
+        path, params = f"/api/clickhouse/{query}", {"parameters": shown}
+        return json_of(
+            await request(self._client, "The HUD", "GET", path, params=params), "The HUD"
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -95,8 +88,7 @@ def _note(skipped: int) -> str:
 
 
 def _each(rows: Any, read: Callable[[dict[str, Any]], T | None]) -> tuple[list[T], int]:
-    """What `read` makes of each row, and how many rows it could not read (left out, never
-    guessed)."""
+    """What `read` makes of each row, and how many rows it could not read (left out)."""
     if not isinstance(rows, list):
         message = "The HUD answered with something that is not a list of rows"
         raise BackendError(message, retryable=True)
@@ -105,8 +97,7 @@ def _each(rows: Any, read: Callable[[dict[str, Any]], T | None]) -> tuple[list[T
 
 
 def job_rows(rows: Any, *, now: datetime) -> tuple[list[QueuedJob], int]:
-    """`queued_jobs` rows as jobs (`name` is "<workflow> / <job>"; `queue_s` is how long ago it
-    was created)."""
+    """`queued_jobs` rows (`name` "<workflow> / <job>", `queue_s` the job's age) as jobs."""
     return _each(rows, lambda row: _job(row, now))
 
 
@@ -134,13 +125,13 @@ def _job(row: dict[str, Any], now: datetime) -> QueuedJob | None:
 
 
 def history_rows(rows: Any) -> tuple[dict[str, TypeHistory], int]:
-    """`queue_times_historical` rows (`granularity_bucket`, `avg_queue_s`, `machine_type`) as
-    each type's hourly longest wait in minutes."""
+    """`queue_times_historical` rows as each type's hourly longest wait in minutes."""
 
     def read(row: dict[str, Any]) -> tuple[str, float, float] | None:
-        machine = row.get("machine_type")
+        machine, bucket = row.get("machine_type"), row.get("granularity_bucket")
         # ClickHouse's formatDateTime has no zone: UTC.
-        at, wait = iso_time(row.get("granularity_bucket")), _count(row.get("avg_queue_s"))
+        at = time_of(f"{bucket}Z") if isinstance(bucket, str) else None
+        wait = _count(row.get("avg_queue_s"))
         if not isinstance(machine, str) or not machine or at is None or wait is None:
             return None
         return machine[:200], at.timestamp(), wait / 60
@@ -159,26 +150,21 @@ def _hud_time(at: datetime) -> str:
 
 
 def aggregate_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
-    """`queued_jobs_aggregate` rows added up per `runner_label` over repos."""
     return _per_label(rows, "runner_label", "num_queued_jobs", "max_queue_time_minutes", 1.0)
 
 
 def by_label_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
-    """`queued_jobs_by_label` rows: `count` queued, `avg_queue_s` (the maximum) in seconds."""
+    # Its `avg_queue_s` is the longest wait, in seconds.
     return _per_label(rows, "machine_type", "count", "avg_queue_s", 60.0)
 
 
 def _per_label(
     rows: Any, label_key: str, count_key: str, wait_key: str, wait_per_minute: float
 ) -> tuple[dict[str, RunnerTypeMetrics], int]:
-    """Rows summed per label (queued) with the longest of their waits, in minutes."""
 
     def read(row: dict[str, Any]) -> tuple[str, float, float | None] | None:
-        label, count, wait = (
-            row.get(label_key),
-            _count(row.get(count_key)),
-            _count(row.get(wait_key)),
-        )
+        label, count = row.get(label_key), _count(row.get(count_key))
+        wait = _count(row.get(wait_key))
         if not isinstance(label, str) or not label or count is None:
             return None
         return label, count, None if wait is None else wait / wait_per_minute
@@ -195,8 +181,7 @@ def _per_label(
 
 
 def _count(value: Any) -> float | None:
-    """A non-negative finite number (ClickHouse numbers arrive as JSON numbers, or as strings
-    when a deployment quotes 64-bit integers)."""
+    """A non-negative finite number (ClickHouse may quote 64-bit integers as strings)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):

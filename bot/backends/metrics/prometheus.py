@@ -1,10 +1,8 @@
 """Queue numbers from Prometheus's HTTP API: by default, ARC's scale-set listener metrics.
 
 Each field is one instant query answering one series per scale set (`name`, less ARC's runner-set
-suffix, mapped by `RunnerNames` to the runner type the alerts use); `PROMETHEUS_QUERIES` replaces
-any of them. Job counters carry the job's labels, not the set's, so they join the set through the
-scrape target (`instance`) they share with its gauges. ARC lists no queued jobs: `queued_jobs`
-gives per-workflow starts, when its counters carry `job_workflow_name` or `job_workflow_ref`.
+suffix); `PROMETHEUS_QUERIES` replaces any of them. Job counters carry the job's labels, not the
+set's, so they join the set through the scrape target (`instance`) they share with its gauges.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import backend_client, bearer, json_object, request
+from bot.backends.http import backend_client, bearer, request_json
 from bot.backends.metrics import prometheus_history as ranges
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory
@@ -51,7 +49,6 @@ def _joined(expr: str, offset: str = "", *, by: str = "name") -> str:
 
 
 def _mean_mins(window: str, offset: str = "", *, by: str = "name", fn: str = "rate") -> str:
-    """The mean minutes of the jobs that ran in the window (before `offset`)."""
     total, count = (
         _joined(f"{fn}({ranges.EXECUTION}_{part}[{window}]{offset})", offset, by=by)
         for part in ("sum", "count")
@@ -60,7 +57,6 @@ def _mean_mins(window: str, offset: str = "", *, by: str = "name", fn: str = "ra
 
 
 def arc_queries(window: str = "10m") -> dict[str, str]:
-    """ARC's listener metrics, by `name`; rates and means over `window`."""
     started = "60 * " + _joined(f"rate(gha_started_jobs_total[{window}])")
     growth = f"60 * deriv({_QUEUED}[{window}:])"
     bucket = _joined(f"rate(gha_job_startup_duration_seconds_bucket[{window}])", by="name, le")
@@ -77,8 +73,8 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
         # Demand: what started, plus what the queue grew by meanwhile.
         "arrival_per_min": f"{started} + on (name) {growth}",
         "completed_per_min": "60 * " + _joined(f"rate(gha_completed_jobs_total[{window}])"),
-        # The startup histogram's buckets (seconds), whose p99 is read here (`_wait_of`): the
-        # slowest recent start of a job that got a runner, "over an hour" past the top bucket.
+        # The startup histogram's buckets (seconds), whose p99 `read` takes: the slowest recent
+        # start of a job that got a runner.
         "longest_wait_mins": bucket,
         "job_duration_mins": _mean_mins(window),
         # The same hour yesterday: what "normal" means for this hour of the day.
@@ -89,8 +85,8 @@ def arc_queries(window: str = "10m") -> dict[str, str]:
 
 
 def all_queries(config: Settings) -> dict[str, str]:
-    """Field of `RunnerTypeMetrics` -> PromQL: PROMETHEUS_QUERIES over `arc_queries()`. An empty
-    query drops a field (an exporter that has no such number)."""
+    """Field of `RunnerTypeMetrics` -> PromQL: PROMETHEUS_QUERIES over `arc_queries()`; an empty
+    query drops a field."""
     queries = config.prometheus_queries
     unknown = unknown_fields(queries)
     if unknown:
@@ -111,7 +107,6 @@ class PrometheusMetrics:
         self._arc_wait = self._queries.get("longest_wait_mins") == arc_wait
         suffix = config.prometheus_name_suffix
         self._suffix = re.compile(suffix) if suffix else None
-        # Scale set -> the runner type the alerts name (RUNNER_SCALE_SETS, SCALER_TARGETS' types).
         self._names = config.runner_names
         headers = bearer(config.prometheus_token)
         timeout = config.backend_timeout_seconds
@@ -119,7 +114,6 @@ class PrometheusMetrics:
 
     @property
     def fields(self) -> list[str]:
-        """The reading's fields queried: ARC's defaults with PROMETHEUS_QUERIES over them."""
         return list(self._queries)
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
@@ -136,10 +130,17 @@ class PrometheusMetrics:
                 if name != "longest_wait_mins" or "le" not in labels:
                     by_type.setdefault(runner_type, {})[name] = value
                 elif (le := _bound(labels["le"])) is not None:
-                    kept = buckets.setdefault(runner_type, {})  # summed per type, read below
+                    kept = buckets.setdefault(runner_type, {})  # summed per type
                     kept[le] = kept.get(le, 0.0) + value
         for runner_type, counts in buckets.items():
-            by_type.setdefault(runner_type, {}).update(self._wait_of(counts))
+            # ARC's histogram times starts, not jobs still queued; past its top bucket the p99
+            # says only "over".
+            if (found := bucket_quantile(WAIT_QUANTILE, counts)) is not None:
+                by_type.setdefault(runner_type, {}).update(
+                    longest_wait_mins=found[0] / 60,
+                    wait_over=found[1] or None,
+                    wait_of_starts=self._arc_wait or None,
+                )
         note = f"Prometheus could not answer for {', '.join(failed)}" if failed else ""
         types = {name: RunnerTypeMetrics(**values) for name, values in sorted(by_type.items())}
         # A runner type with no series is unknown, not idle: a listener being recreated (after a
@@ -149,8 +150,7 @@ class PrometheusMetrics:
         )
 
     async def series(self, field: str, *, now: datetime) -> Vector:
-        """One field's query, asked as `read` asks it (`queuepilot check` asks them one by one,
-        to say which returns what)."""
+        """One field's query as `read` asks it (`queuepilot check` asks them one by one)."""
         return await self._query(self._queries[field], now)
 
     async def queued_jobs(self, *, now: datetime) -> JobsListing:
@@ -181,7 +181,7 @@ class PrometheusMetrics:
 
     def _per_workflow(self, series: Vector, *, counts: bool = False) -> dict[tuple[str, str], Any]:
         """Per (runner type, workflow): the jobs counted (`counts`, summed), else the mean
-        minutes (one series each, as the query sums them)."""
+        minutes."""
         found: dict[tuple[str, str], Any] = {}
         for labels, value in series:
             key = (self.runner_type(labels), workflow_of(labels))
@@ -191,30 +191,15 @@ class PrometheusMetrics:
                 found[key] = value
         return {key: n for key, n in found.items() if n > 0 or not counts}
 
-    def _wait_of(self, buckets: Mapping[float, float]) -> dict[str, Any]:
-        """The longest wait of a runner type from its startup histogram's buckets (seconds):
-        the p99, "over" the top finite bound when it fell in `+Inf`; nothing when no job
-        started in the window. ARC's own histogram times starts, not jobs still queued."""
-        found = bucket_quantile(WAIT_QUANTILE, buckets)
-        if found is None:
-            return {}
-        seconds, over = found
-        return {
-            "longest_wait_mins": seconds / 60,
-            "wait_over": over or None,
-            "wait_of_starts": self._arc_wait or None,
-        }
-
     def runner_type(self, labels: Mapping[str, str]) -> str:
-        """The runner type a series is of: its scale set (the name label less ARC's suffix),
-        as the alerts name the type it serves; "" for a series without the label."""
+        """A series' scale set (the name label less ARC's suffix) as the alerts name its runner
+        type; "" without the label."""
         raw = labels.get(self._config.prometheus_runner_type_label, "")
         scale_set = self._suffix.sub("", raw) if self._suffix else raw
         return self._names.runner_type(scale_set) if scale_set else ""
 
     async def history(self, *, start: datetime, end: datetime) -> FleetHistory:
-        """The capacity report's window (`prometheus_history`): every series and quantile at
-        once; raises `BackendError` when none could be read."""
+        """The capacity report's window: every series and quantile at once."""
         step = ranges.step_s(start, end)
         fields = ranges.range_queries(self._queries, wait_buckets=self._arc_wait)
         seconds = max(60, round((end - start).total_seconds()))
@@ -246,16 +231,15 @@ class PrometheusMetrics:
         self, query: str, start: datetime, end: datetime, step: int
     ) -> list[tuple[dict[str, str], dict[float, float]]]:
         span = {"start": f"{start.timestamp():.3f}", "end": f"{end.timestamp():.3f}"}
-        body = await self._get("/api/v1/query_range", {"query": query, **span, "step": str(step)})
-        return ranges.parse_matrix(body)
+        params = {"query": query, **span, "step": str(step)}
+        return ranges.parse_matrix(await self._get("/api/v1/query_range", params))
 
     async def _query(self, query: str, now: datetime) -> Vector:
-        body = await self._get("/api/v1/query", {"query": query, "time": f"{now.timestamp():.3f}"})
-        return parse_vector(body)
+        params = {"query": query, "time": f"{now.timestamp():.3f}"}
+        return parse_vector(await self._get("/api/v1/query", params))
 
     async def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        response = await request(self._client, "Prometheus", "GET", path, params=params)
-        return json_object(response, "Prometheus")
+        return await request_json(self._client, "Prometheus", "GET", path, params=params)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -276,28 +260,24 @@ async def _gathered(calls: Mapping[str, Awaitable[T]]) -> tuple[dict[str, T], li
 
 
 def parse_vector(body: Mapping[str, Any]) -> Vector:
-    """An instant query's answer as (labels, value) pairs; NaN and infinities are dropped (a
-    quantile of no observations, a division by zero rate): they are "not known", not numbers.
-    Raises `BackendError` for an error answer or a shape that is not an instant vector."""
+    """An instant query's answer as (labels, value) pairs; NaN and infinities (a quantile of no
+    observations, a division by a zero rate) are "not known" and dropped."""
     result_type, result = ranges.result_of(body)
     if result_type not in ("scalar", "vector") or not isinstance(result, list):
         message = f"Prometheus answered a {str(result_type)[:20]}, not an instant vector"
         raise BackendError(message, retryable=False)
     if result_type == "scalar":
-        value = _number(result)
-        return [] if value is None else [({}, value)]
+        point = ranges.sample_of(result)
+        return [] if point is None else [({}, point[1])]
     items = [item for item in result if isinstance(item, dict)]
-    series = [(ranges.labels_of(item), _number(item.get("value"))) for item in items]
-    return [(labels, value) for labels, value in series if value is not None]
+    series = [(ranges.labels_of(item), ranges.sample_of(item.get("value"))) for item in items]
+    return [(labels, point[1]) for labels, point in series if point is not None]
 
 
 def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bool] | None:
-    """The `q` quantile of a histogram's cumulative buckets (upper bound -> count), computed as
-    Prometheus's `histogram_quantile` computes it (linear within the bucket the rank falls in,
-    counts made monotonic, none without a `+Inf` bucket or an observation), except past the top:
-    there Prometheus answers the highest finite bound as if it were the value, and this says
-    (that bound, True): the quantile is over it, by how much the histogram cannot tell.
-    """
+    """The `q` quantile of cumulative buckets (upper bound -> count) as Prometheus's
+    `histogram_quantile` computes it, except past the top finite bound: there Prometheus answers
+    that bound as if it were the value, and this says (that bound, True): over it."""
     bounds = sorted(buckets)
     if not bounds or not math.isinf(bounds[-1]) or not 0 <= q <= 1:
         return None
@@ -322,17 +302,11 @@ def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bo
 
 
 def _bound(text: str) -> float | None:
-    """A bucket's `le` label as a number (`+Inf` included); None for a bad one."""
     try:
         value = float(text)
     except ValueError:
         return None
     return None if math.isnan(value) else value
-
-
-def _number(sample: Any) -> float | None:
-    point = ranges.sample_of(sample)
-    return None if point is None else point[1]
 
 
 def workflow_of(labels: Mapping[str, str]) -> str:

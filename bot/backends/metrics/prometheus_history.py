@@ -1,8 +1,5 @@
-"""The capacity report's window from Prometheus: the reading's own queries over a range
-(`/api/v1/query_range`, at most `MAX_POINTS` a series), and the queue time's quantiles over ARC's
-startup histogram's increase across the window. Job series join their scale set through any scrape
-target that served its gauges in the window, so a listener restarted mid-week is not lost.
-"""
+"""The capacity report's window from Prometheus: the reading's own queries over a range, and the
+queue time's quantiles over ARC's startup histogram's increase across the window."""
 
 from __future__ import annotations
 
@@ -20,9 +17,9 @@ from bot.domain.capacity import Series, TypeHistory
 MAX_POINTS = 2000
 STARTUP = "gha_job_startup_duration_seconds_bucket"
 EXECUTION = "gha_job_execution_duration_seconds"
-# Field of `TypeHistory` -> the reading's query it is the history of.
+# `TypeHistory` field -> the reading's query it is the history of.
 SERIES = {"queued": "queued", "wait_mins": "longest_wait_mins", "maximum": "maximum"}
-# How the report names a history it could not read ("Prometheus could not answer for …").
+# How "Prometheus could not answer for …" names a history.
 SAID = {
     "queued": "queued jobs",
     "wait_mins": "the longest wait",
@@ -35,16 +32,15 @@ SAID = {
 
 
 def step_s(start: datetime, end: datetime) -> int:
-    """Whole minutes, at least one, so the series stays under `MAX_POINTS`."""
+    """Whole minutes, at least one, under `MAX_POINTS` a series."""
     seconds = max((end - start).total_seconds(), 60.0)
     return 60 * max(1, math.ceil(seconds / MAX_POINTS / 60))
 
 
 def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> dict[str, str]:
     """`TypeHistory` field -> PromQL, from the reading's queries; the level is the runners the
-    autoscaler wants (ARC's desired runners), else the ones registered. `wait_buckets`: the
-    wait's query answers a histogram's buckets (ARC's default), whose p99 the reading computes
-    itself; over a range Prometheus computes it (past the top bucket it says the top bound)."""
+    autoscaler wants, else those registered. `wait_buckets`: the wait's query answers a
+    histogram's buckets (ARC's default), whose p99 Prometheus computes over a range."""
     chosen = {field: queries[name] for field, name in SERIES.items() if name in queries}
     if wait_buckets and "wait_mins" in chosen:
         chosen["wait_mins"] = f"histogram_quantile(0.99, {chosen['wait_mins']}) / 60"
@@ -58,16 +54,14 @@ TYPE = "queuepilot_type"  # the scale set (the runner set's `name` less its suff
 
 
 def per_type(expr: str, seconds: int, name_suffix: str = "") -> str:
-    """A job series over the window, given its scale set (`TYPE`: its runner set's `name`,
-    less the suffix) through any scrape target that served the set's gauges in the window.
+    """A job series over the window, given its scale set (`TYPE`) through any scrape target
+    that served the set's gauges in the window, so a listener restarted mid-week is not lost.
 
-    A listener recreated in the window (ARC names its runner set anew) serves the same scale
-    set under two names: the suffix is cut into a label of its own, and the targets' names are
-    grouped by it, so a target that served both names (a Service address, a pod address given
-    again) is one match, not a duplicate Prometheus refuses; the job series are summed by type
-    before any quantile, since quantiles of two halves cannot be added afterwards."""
-    # Prometheus anchors its regexes at both ends: the suffix's own `$` is implied. A name with
-    # no suffix (ARC after #4516) is its type whole.
+    A listener recreated (ARC names its runner set anew) serves one scale set under two names:
+    grouping the targets by the name less its suffix makes a target that served both one match,
+    not a duplicate Prometheus refuses. Summed by type before any quantile: quantiles of two
+    halves cannot be added afterwards."""
+    # Prometheus anchors its regexes at both ends; a name with no suffix is its type whole.
     suffix = f"(?:{name_suffix.removesuffix('$')})?" if name_suffix else ""
     cut = json.dumps(f"(.+?){suffix}")
     names = (
@@ -78,7 +72,7 @@ def per_type(expr: str, seconds: int, name_suffix: str = "") -> str:
 
 
 def _named(expr: str) -> str:
-    """A vector summed by `TYPE`, labelled `name` as the reading's series are."""
+    """Labelled `name` as the reading's series are."""
     return f'label_replace({expr}, "name", "$1", "{TYPE}", "(.*)")'
 
 
@@ -98,7 +92,7 @@ def duration_query(seconds: int, name_suffix: str = "") -> str:
 
 
 def result_of(body: Mapping[str, Any]) -> tuple[Any, Any]:
-    """A query's answer as (resultType, result); `BackendError` for an error answer or no data."""
+    """A query's answer as (resultType, result)."""
     if body.get("status") != "success":
         error = body.get("error") or body.get("errorType") or "an error"
         raise BackendError(f"Prometheus answered {str(error)[:200]}", retryable=False)
@@ -114,8 +108,7 @@ def labels_of(item: Mapping[str, Any]) -> dict[str, str]:
 
 
 def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], dict[float, float]]]:
-    """A range query's answer as (labels, {unix time: value}); NaN and infinities left out.
-    Raises `BackendError` for an error answer or a shape that is not a range vector."""
+    """A range query's answer as (labels, {unix time: value}); NaN and infinities left out."""
     result_type, result = result_of(body)
     if result_type != "matrix" or not isinstance(result, list):
         raise BackendError(
@@ -142,7 +135,7 @@ def sample_of(sample: Any) -> tuple[float, float] | None:
 
 
 def merged(into: dict[float, float], samples: Series) -> None:
-    """Two series of one runner type (a listener recreated under a new suffix): the larger."""
+    """Two series of one runner type (a listener recreated under a new name): the larger."""
     for at, value in samples.items():
         into[at] = max(value, into.get(at, value))
 
@@ -152,8 +145,7 @@ def histories(
     series: Mapping[str, Mapping[str, dict[float, float]]],
     numbers: Mapping[str, Mapping[str, float]],
 ) -> dict[str, TypeHistory]:
-    """Per runner type: its series by field, and its numbers over the window (`wait_p50_mins`,
-    `wait_p90_mins`, `job_mins`) by name."""
+    """Per runner type: its series by field, and its numbers over the window by name."""
     return {
         name: TypeHistory(
             step_s=step,

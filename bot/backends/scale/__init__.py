@@ -1,9 +1,8 @@
 """Scaling a runner type up: a real call to the autoscaler, and its capacity before and after.
 
-Implementations: `webhook.py` (a signed POST), `arc.py` (an AutoscalingRunnerSet), `sqs.py`
-(PyTorch's scale-up queue), `asg.py` (an EC2 Auto Scaling group). No write leaves a target worse:
-a scale-up the backend would refuse, or that leaves its counts invalid (`bounded`), is refused
-before anything changes; a put-back (`Undo`) goes back only while the value is the one set.
+No write leaves a target worse: a scale-up the backend would refuse, or that leaves its counts
+invalid (`bounded`), is refused before anything changes; a put-back (`Undo`) goes back only while
+the value is the one set.
 """
 
 from __future__ import annotations
@@ -29,9 +28,8 @@ class ScaleRequest:
 
 @dataclass(frozen=True)
 class Undo:
-    """What a scale-up changed: `field` as messages name it ("minRunners", "desired capacity");
-    `before` None when the field was unset (ARC: unset again on revert); `version` the resource
-    version the change produced (ARC's), "" where the backend has none."""
+    """What a scale-up changed; `before` None when the field was unset (ARC: unset again on
+    revert); `version` the resource version the change produced."""
 
     field: str
     before: int | None
@@ -43,7 +41,7 @@ class Undo:
 
     @classmethod
     def load(cls, data: object) -> Undo | None:
-        """From `dump()`'s shape as stored in Redis; None when it is not that shape."""
+        """From `dump()`'s shape in Redis; None when it is not that shape."""
         if not isinstance(data, dict):
             return None
         field, before, after = data.get("field"), data.get("before"), data.get("after")
@@ -57,9 +55,7 @@ class Undo:
 
 @dataclass(frozen=True)
 class ScaleResult:
-    """What the backend did, in words for the thread: e.g. "minRunners 40 → 44 (max 120)"."""
-
-    detail: str
+    detail: str  # for the thread: "minRunners 40 → 44 (maxRunners 120)"
     before: Capacity | None = None
     after: Capacity | None = None
     undo: Undo | None = None  # None when this backend cannot put it back (`cannot_undo`)
@@ -67,12 +63,9 @@ class ScaleResult:
 
 @dataclass(frozen=True)
 class Reverted:
-    """A put-back done, or left alone with the reason; `left`: what was not put back and why
-    ("maxRunners stays 12, not 10: minRunners is 12 now")."""
-
     done: bool
     detail: str
-    left: str = ""
+    left: str = ""  # what was not put back and why
 
 
 class Scaler(Protocol):
@@ -82,7 +75,7 @@ class Scaler(Protocol):
     name: str  # how messages name the backend: "ARC", "the scaler webhook"
     can_raise_maximum: bool = False  # whether `raise_maximum` means anything (ARC only)
     cannot_undo: str = ""  # why a scale-up cannot be put back ("" when it can)
-    # The order of one target's put-backs due at once (ARC: the floor before the ceiling, so a
+    # One target's put-backs due at once, in order (ARC: the floor before the ceiling, so a
     # lowered maxRunners never meets a raised minRunners).
     revert_order: tuple[str, ...] = ()
 
@@ -92,8 +85,8 @@ class Scaler(Protocol):
     def refusal(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
     ) -> str:
-        """The words `scale` would refuse adding `delta` with, made by the check `scale` makes,
-        so a form offers only what the target accepts; "" when it would not, or cannot tell."""
+        """Why `scale` would refuse adding `delta`, by the check `scale` makes, so a form offers
+        only what the target accepts; "" when it would not, or cannot tell."""
         return ""
 
     async def scale(self, request: ScaleRequest) -> ScaleResult: ...
@@ -108,6 +101,15 @@ class Scaler(Protocol):
         return None
 
 
+def refused(check: Any, *args: Any) -> str:
+    """What `check(*args)` refuses with; "" when it passes (a form asks before it offers)."""
+    try:
+        check(*args)
+    except BackendError as exc:
+        return str(exc)
+    return ""
+
+
 def count_of(value: object) -> int | None:
     """A runner count from a backend's JSON: a whole number in 0..10⁹, else None (unknown)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**9:
@@ -118,9 +120,7 @@ def count_of(value: object) -> int | None:
 def problem(
     minimum: int | None, maximum: int | None, desired: int | None, names: tuple[str, str, str]
 ) -> str:
-    """What is wrong with a target's counts as its autoscaler reads them (ARC's `minRunners ≤
-    maxRunners`, an ASG's `MinSize ≤ desired ≤ MaxSize`; None: unset), in the backend's `names`
-    for (minimum, maximum, desired); "" when they hold."""
+    """What breaks minimum ≤ desired ≤ maximum (None: unset), in the backend's `names`."""
     low, high, want = names
     counts = {low: minimum, high: maximum, want: desired}
     negative = [f"{name} {value}" for name, value in counts.items() if (value or 0) < 0]
@@ -136,27 +136,25 @@ def problem(
     return ""
 
 
-def bounded(
-    minimum: int | None,
-    maximum: int | None,
-    desired: int | None,
+def checked(
+    target: ScaleTarget,
+    counts: tuple[int | None, int | None, int | None],
     names: tuple[str, str, str],
-    what: str,
+    field: str,
+    value: int,
 ) -> None:
-    """Refuse a write that would leave the target's counts invalid, saying which and why."""
-    found = problem(minimum, maximum, desired, names)
-    if found:
-        raise BackendError(
-            f"{what} would leave {found}, which the autoscaler cannot run with: nothing was "
-            "changed",
-            retryable=False,
-        )
-
-
-def within_ceiling(target: ScaleTarget, value: int, what: str) -> None:
+    """Refuse a write of `field` = `value` above the target's ceiling, or that would leave its
+    `counts` (minimum, maximum, desired after the write) invalid."""
     if target.ceiling is not None and value > target.ceiling:
         raise BackendError(
-            f"{what} would become {value}, above the ceiling of {target.ceiling} configured "
+            f"{field} would become {value}, above the ceiling of {target.ceiling} configured "
             f"for {target.runner_type}",
+            retryable=False,
+        )
+    found = problem(*counts, names)
+    if found:
+        raise BackendError(
+            f"{field} {value} would leave {found}, which the autoscaler cannot run with: nothing "
+            "was changed",
             retryable=False,
         )

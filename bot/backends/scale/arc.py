@@ -1,23 +1,19 @@
-"""The `arc` scaler: raise an AutoscalingRunnerSet's floor (or ceiling) through the Kubernetes API.
-
-ARC runs `min(minRunners + assigned jobs, maxRunners)` runners, so at the maximum only raising
-`maxRunners` helps. Each write is a JSON merge patch under the resourceVersion read (a 409 means it
-changed: read again). A put-back goes back only while the field holds the value set from Slack
-(else managedFields say who changed it), and never leaves `maxRunners < minRunners`, which ARC's
-listener refuses to start with. RBAC: `get` and `patch` on `autoscalingrunnersets`.
+"""The `arc` scaler: raise an AutoscalingRunnerSet's floor (or, at its maximum, its ceiling: ARC
+runs `min(minRunners + assigned jobs, maxRunners)` runners). Each write is a JSON merge patch under
+the resourceVersion read (a 409: helm or kubectl wrote meanwhile: read again). RBAC: `get` and
+`patch` on `autoscalingrunnersets`.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import iso_time, json_object, request
+from bot.backends.http import request_json, time_of
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import (
     Reverted,
@@ -25,9 +21,9 @@ from bot.backends.scale import (
     ScaleRequest,
     ScaleResult,
     Undo,
-    bounded,
+    checked,
     count_of,
-    within_ceiling,
+    refused,
 )
 from bot.config import Settings
 from bot.domain.scaling import Capacity, ScaleTarget, managed_by
@@ -59,12 +55,9 @@ class ArcScaler(Scaler):
     def refusal(
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
     ) -> str:
-        try:
-            if capacity is not None:
-                _planned(target, delta, raise_maximum, capacity)
-        except BackendError as exc:
-            return str(exc)
-        return ""
+        if capacity is None:
+            return ""
+        return refused(_planned, target, delta, raise_maximum, capacity)
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         for _ in range(CONFLICT_RETRIES):
@@ -73,7 +66,7 @@ class ArcScaler(Scaler):
             field, value, after = _planned(scale.target, scale.delta, scale.raise_maximum, before)
             answer = await self._patch(scale.target, runner_set, field, value)
             if answer is None:
-                continue  # changed since read: recompute from the new state
+                continue
             shown = before.minimum if field == "minRunners" else before.maximum
             bounds = f" (maxRunners {before.maximum})" if field == "minRunners" else ""
             detail = f"{field} {_shown(shown)} → {value}{bounds}"
@@ -109,8 +102,7 @@ class ArcScaler(Scaler):
     async def _patch(
         self, target: ScaleTarget, read: dict[str, Any], field: str, value: int | None
     ) -> dict[str, Any] | None:
-        """A JSON merge patch under the version read: the object as written, or None when it
-        was written since (409)."""
+        """The object as written under the version read, or None when it was written since."""
         patch = {"metadata": {"resourceVersion": _version(read)}, "spec": {field: value}}
         try:
             return await self._call("PATCH", target, json.dumps(patch).encode())
@@ -126,13 +118,13 @@ class ArcScaler(Scaler):
         space = quote(space or self._namespace, safe="")
         path = f"{API}/namespaces/{space}/autoscalingrunnersets/{quote(name, safe='')}"
         headers = self._access.headers()
+        params = None
         if patch is not None:
             headers["Content-Type"] = "application/merge-patch+json"
-        params = {"fieldManager": FIELD_MANAGER} if patch is not None else None
-        response = await request(
+            params = {"fieldManager": FIELD_MANAGER}
+        return await request_json(
             self._client, SERVICE, method, path, content=patch, headers=headers, params=params
         )
-        return json_object(response, SERVICE)
 
 
 def _part(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -146,7 +138,7 @@ def _capacity(runner_set: dict[str, Any]) -> Capacity:
     current = count_of(_part(runner_set, "status").get("currentRunners"))
     return Capacity(
         current=current,
-        minimum=count_of(spec.get("minRunners")) or 0,  # absent: 0
+        minimum=count_of(spec.get("minRunners")) or 0,
         maximum=maximum,
         at_maximum=maximum is not None and current is not None and current >= maximum,
         managed_by=managed_by(metadata.get("labels"), metadata.get("annotations")),
@@ -154,7 +146,6 @@ def _capacity(runner_set: dict[str, Any]) -> Capacity:
 
 
 def _spec_value(runner_set: dict[str, Any], field: str) -> int | None:
-    """The field as the spec has it: None when absent (or not a count)."""
     return count_of(_part(runner_set, "spec").get(field))
 
 
@@ -175,8 +166,8 @@ def changed_by(runner_set: dict[str, Any], field: str) -> str:
     # RFC 3339 times in UTC sort as text; an entry without one counts as oldest.
     latest = max(enumerate(touching), key=lambda pair: (str(pair[1].get("time") or ""), pair[0]))[1]
     manager = str(latest["manager"])[:100] or "an unnamed manager"
-    at = iso_time(latest.get("time"))
-    return f"{manager} at {at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if at else manager
+    at = time_of(latest.get("time"))
+    return f"{manager} at {at:%Y-%m-%d %H:%M} UTC" if at else manager
 
 
 def ephemeral_failures(runner_set: dict[str, Any]) -> list[str]:
@@ -208,8 +199,8 @@ def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
         )
     maximum = _spec_value(runner_set, "maxRunners")
     if maximum is not None and (undo.before or 0) > maximum:
-        # Someone set maxRunners below the old floor: lowering the floor to it cannot make the
-        # set valid, and going below the old value is not putting back.
+        # Lowering the floor to a maxRunners set below the old floor cannot make the set
+        # valid, and going below the old value is not putting back.
         return undo.after, (
             f"{undo.field} stays {undo.after}: maxRunners is {maximum} now, below the "
             f"{_shown(undo.before)} it would go back to, and {LISTENER}"
@@ -220,18 +211,16 @@ def _way_back(runner_set: dict[str, Any], undo: Undo) -> tuple[int | None, str]:
 def _planned(
     target: ScaleTarget, delta: int, raise_maximum: bool, before: Capacity
 ) -> tuple[str, int, Capacity]:
-    """The field to patch, its new value and the capacity after, or the refusal: the one check
-    of a scale-up, made before the patch and by a form before it offers one."""
+    """The field to patch, its new value and the capacity after, or the refusal."""
     minimum, maximum = before.minimum or 0, before.maximum
     if raise_maximum:
         if maximum is None:
             raise BackendError(
                 "maxRunners is not set (unbounded): nothing to raise", retryable=False
             )
-        within_ceiling(target, maximum + delta, "maxRunners")
-        after = Capacity(before.current, before.minimum, maximum + delta)
-        bounded(after.minimum, after.maximum, None, NAMES, f"maxRunners {maximum + delta}")
-        return "maxRunners", maximum + delta, after
+        value = maximum + delta
+        checked(target, (before.minimum, value, None), NAMES, "maxRunners", value)
+        return "maxRunners", value, Capacity(before.current, before.minimum, value)
     if before.at_maximum:
         raise BackendError(
             f"the scale set is at its maximum ({maximum} runners): raising minRunners changes "
@@ -245,8 +234,7 @@ def _planned(
             f"+{max(maximum - minimum, 0)}, or raise maxRunners",
             retryable=False,
         )
-    within_ceiling(target, value, "minRunners")
-    bounded(value, maximum, None, NAMES, f"minRunners {value}")
+    checked(target, (value, maximum, None), NAMES, "minRunners", value)
     return "minRunners", value, Capacity(before.current, value, maximum)
 
 

@@ -1,10 +1,5 @@
-"""The `aws-asg` scaler: raise an EC2 Auto Scaling group's desired capacity.
-
-`DescribeAutoScalingGroups`, then `SetDesiredCapacity` to desired + N, refused past the group's
-MaxSize (AWS would refuse it too) or the target's ceiling. A put-back sets the old desired capacity
-only while it is still the value set from Slack (an ASG has no resource version; the check and the
-set are two calls, one round trip apart), and stops at a MinSize raised since. Diagnostics read
-the group's failed scaling activities of the last hour. IAM on the groups:
+"""The `aws-asg` scaler: raise an EC2 Auto Scaling group's desired capacity. An ASG has no
+resource version: a put-back's check and set are two calls. IAM on the groups:
 `autoscaling:DescribeAutoScalingGroups`, `SetDesiredCapacity` and `DescribeScalingActivities`.
 """
 
@@ -14,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.backends.errors import BackendError
-from bot.backends.http import iso_time
+from bot.backends.http import time_of
 from bot.backends.scale import (
     MAX_FAILURES,
     Reverted,
@@ -22,8 +17,8 @@ from bot.backends.scale import (
     ScaleRequest,
     ScaleResult,
     Undo,
-    bounded,
-    within_ceiling,
+    checked,
+    refused,
 )
 from bot.backends.scale.aws import call, client
 from bot.config import Settings
@@ -34,8 +29,8 @@ DESIRED = "desired capacity"
 FAILED = frozenset({"Failed", "Cancelled"})
 RECENT = timedelta(hours=1)
 NAMES = ("MinSize", "MaxSize", DESIRED)
-# DescribeScalingActivities' largest page; a group that failed more often than this many pages
-# hold in an hour has said enough.
+# DescribeScalingActivities' largest page; more failures than these pages hold in an hour is
+# enough said.
 PAGE = 100
 MAX_PAGES = 5
 
@@ -59,13 +54,7 @@ class AsgScaler(Scaler):
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, *, raise_maximum: bool
     ) -> str:
         sizes = (capacity.current, capacity.minimum, capacity.maximum) if capacity else (None,)
-        if None in sizes:
-            return ""
-        try:
-            _desired(target, delta, *sizes)  # type: ignore[arg-type]
-        except BackendError as exc:
-            return str(exc)
-        return ""
+        return "" if None in sizes else refused(_desired, target, delta, *sizes)
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         desired, minimum, maximum = await self._sizes(scale.target)
@@ -106,19 +95,17 @@ class AsgScaler(Scaler):
         token: str | None = None
         for _ in range(MAX_PAGES):
             answer = await call(
-                SERVICE,
-                self._client.describe_scaling_activities,
-                AutoScalingGroupName=target.target,
-                MaxRecords=PAGE,
+                SERVICE, self._client.describe_scaling_activities,
+                AutoScalingGroupName=target.target, MaxRecords=PAGE,
                 **({"NextToken": token} if token else {}),
-            )
+            )  # fmt: skip
             answer = answer if isinstance(answer, dict) else {}
             page = answer.get("Activities")
             page = page if isinstance(page, list) else []
             activities += page
             token = answer.get("NextToken")
             last = page[-1] if page and isinstance(page[-1], dict) else {}
-            oldest = _time(last.get("StartTime"))
+            oldest = time_of(last.get("StartTime"))
             if not token or not page or (oldest is not None and oldest < now - RECENT):
                 break
         return failed_activities({"Activities": activities}, now)
@@ -141,35 +128,29 @@ class AsgScaler(Scaler):
 
 
 def failed_activities(answer: object, now: datetime) -> list[str]:
-    """`DescribeScalingActivities`' failed or cancelled activities of the last hour, newest
-    first, at most `MAX_FAILURES`: their StatusMessage (e.g. "We currently do not have sufficient
-    g5.4xlarge capacity…", a vCPU limit), else their Description."""
+    """The failed or cancelled activities of the last hour, newest first, at most
+    `MAX_FAILURES`: their StatusMessage (e.g. "We currently do not have sufficient g5.4xlarge
+    capacity…"), else their Description."""
     activities = answer.get("Activities") if isinstance(answer, dict) else None
     found: list[tuple[datetime, str]] = []
     for activity in activities if isinstance(activities, list) else []:
         if not isinstance(activity, dict) or activity.get("StatusCode") not in FAILED:
             continue
-        started = _time(activity.get("StartTime"))
+        started = time_of(activity.get("StartTime"))  # boto3 gives datetimes, JSON text
         if started is None or not now - RECENT <= started <= now + RECENT:
             continue
         said = activity.get("StatusMessage") or activity.get("Description")
         text = " ".join(said.split()) if isinstance(said, str) and said.strip() else ""
         what = "cancelled" if activity["StatusCode"] == "Cancelled" else "failed"
-        text = text or "no reason given"
-        found.append((started, f"scaling {what} at {started:%H:%M} UTC: {text}"))
+        found.append(
+            (started, f"scaling {what} at {started:%H:%M} UTC: {text or 'no reason given'}")
+        )
     found.sort(key=lambda pair: pair[0], reverse=True)
     return [text[:400] for _, text in found[:MAX_FAILURES]]
 
 
-def _time(value: object) -> datetime | None:
-    """boto3 gives datetimes; the API's JSON shape has ISO 8601 text."""
-    moment = value if isinstance(value, datetime) else iso_time(value)
-    return moment.astimezone(UTC) if moment is not None and moment.tzinfo else None
-
-
 def _desired(target: ScaleTarget, delta: int, desired: int, minimum: int, maximum: int) -> int:
-    """The desired capacity `delta` more asks for, or the refusal: the one check of a scale-up,
-    made before the call and by a form before it offers one."""
+    """The desired capacity `delta` more asks for, or the refusal."""
     value = desired + delta
     if value > maximum:
         raise BackendError(
@@ -177,8 +158,7 @@ def _desired(target: ScaleTarget, delta: int, desired: int, minimum: int, maximu
             f"({maximum}): ask for at most +{max(maximum - desired, 0)}",
             retryable=False,
         )
-    within_ceiling(target, value, "desired capacity")
-    bounded(minimum, maximum, value, NAMES, f"{DESIRED} {value}")
+    checked(target, (minimum, maximum, value), NAMES, DESIRED, value)
     return value
 
 

@@ -1,6 +1,5 @@
-"""What the two AWS scalers share: a boto3 client from explicit settings, calls run off the event
-loop, AWS's errors told as every backend's are. boto3 is the optional `aws` extra, imported only
-when an AWS scaler is configured."""
+"""What the two AWS scalers share: a boto3 client from explicit settings, run off the event loop,
+its errors told as every backend's are. boto3 is the optional `aws` extra."""
 
 from __future__ import annotations
 
@@ -16,8 +15,8 @@ THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", 
 
 
 def client(service: str, config: Settings, *, region: str | None = None) -> Any:
-    """A boto3 client in AWS_REGION (else `region`, else AWS's usual chain), at
-    AWS_ENDPOINT_URL when set (a local AWS API: moto's server in the tests, LocalStack)."""
+    """A boto3 client in AWS_REGION (else `region`, else AWS's usual chain), at AWS_ENDPOINT_URL
+    when set (moto's server in the tests, LocalStack)."""
     try:
         import boto3
         from botocore.config import Config
@@ -26,16 +25,12 @@ def client(service: str, config: Settings, *, region: str | None = None) -> Any:
             "the AWS scalers need boto3: install queuepilot with the `aws` extra", retryable=False
         ) from None
     timeout = config.backend_timeout_seconds
-    settings = Config(
-        connect_timeout=timeout,
-        read_timeout=timeout,
-        retries={"max_attempts": 2, "mode": "standard"},
-    )
+    retries = {"max_attempts": 2, "mode": "standard"}
     return boto3.client(
         service,
         region_name=config.aws_region or region,
         endpoint_url=config.aws_endpoint_url,
-        config=settings,
+        config=Config(connect_timeout=timeout, read_timeout=timeout, retries=retries),
     )
 
 

@@ -1,9 +1,7 @@
-"""The `sqs` scaler: ask PyTorch-style Lambda autoscalers for runners the way their operators do.
-
-terraform-aws-github-runner's scale-up Lambda (pytorch/test-infra) reads `workflow_job` "queued"
-messages from `<environment>-queued-builds`, one runner each; operators scale a label up by sending
-them (pytorch/ci-infra's `send_scale_message.py`). This sends N for `+N`, in batches of ten; the
-Lambda still honours each type's `max_available`. IAM: `sqs:SendMessage` on the queue.
+"""The `sqs` scaler: PyTorch-style scale-up Lambdas (terraform-aws-github-runner) read
+`workflow_job` "queued" messages, one runner each, as operators send them by hand
+(pytorch/ci-infra's `send_scale_message.py`). `+N` sends N, ten a batch; the Lambda still
+honours each type's `max_available`. IAM: `sqs:SendMessage` on the queue.
 """
 
 from __future__ import annotations
@@ -54,7 +52,6 @@ class SqsScaler(Scaler):
 
     def _body(self, label: str) -> str:
         owner, _, repository = self._config.scaler_sqs_repository.partition("/")
-        # The GitHub App installation; numbers are sent as numbers.
         installation: int | str = self._config.scaler_sqs_installation_id
         if isinstance(installation, str) and installation.isdigit():
             installation = int(installation)
@@ -76,7 +73,7 @@ class SqsScaler(Scaler):
 
 
 def queue_region(url: str) -> str | None:
-    """The region a queue URL names (`https://sqs.us-east-1.amazonaws.com/…`)."""
+    """`https://sqs.us-east-1.amazonaws.com/…` -> us-east-1."""
     host = url.split("//", 1)[-1].split("/", 1)[0]
     parts = host.split(".")
     return parts[1] if len(parts) > 2 and parts[0] == "sqs" else None

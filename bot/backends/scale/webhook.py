@@ -1,22 +1,24 @@
-"""The `webhook` scaler: a signed POST that your own automation turns into runners.
-
-Body: `{"runner_type", "delta", "target", "incident_id", "requested_by", "request_id"}`, signed as
-`signature.py` says. Any 2xx is success. A receiver that knows the fleet may answer
-`{"before": n, "after": m, "maximum": k}`, which the thread reply then shows.
-"""
+"""The `webhook` scaler: a signed POST that your own automation turns into runners, and how a
+receiver verifies it (docs/backends.md, "`webhook`: your own receiver")."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import time
+from collections.abc import Mapping
 
 import httpx
 
-from bot.backends.http import request
+from bot.backends.http import backend_client, request
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, count_of
-from bot.backends.scale.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from bot.config import Settings
 from bot.domain.scaling import Capacity
+
+TIMESTAMP_HEADER = "X-Queuepilot-Timestamp"
+SIGNATURE_HEADER = "X-Queuepilot-Signature"
+REPLAY_WINDOW_S = 300
 
 
 class WebhookScaler(Scaler):
@@ -29,7 +31,7 @@ class WebhookScaler(Scaler):
         secret = config.scaler_webhook_secret
         self._url = config.scaler_webhook_url or ""
         self._secret = secret.get_secret_value() if secret is not None else ""
-        self._client = client or httpx.AsyncClient(timeout=config.backend_timeout_seconds)
+        self._client = client or backend_client(None, config.backend_timeout_seconds)
 
     async def scale(self, scale: ScaleRequest) -> ScaleResult:
         target = scale.target
@@ -58,7 +60,6 @@ class WebhookScaler(Scaler):
 
 
 def webhook_result(scale: ScaleRequest, data: object) -> ScaleResult:
-    """What the receiver said it did, when it says it in the documented shape."""
     detail = f"+{scale.delta} requested ({scale.target.target})"
     if not isinstance(data, dict):
         return ScaleResult(detail)
@@ -71,3 +72,22 @@ def webhook_result(scale: ScaleRequest, data: object) -> ScaleResult:
         Capacity(current=before, maximum=maximum),
         Capacity(current=after, maximum=maximum),
     )
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    message = str(timestamp).encode() + b":" + body
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, headers: Mapping[str, str], body: bytes, *, now: float) -> str | None:
+    """Why the request is not authentic and fresh; None when it is."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    stamp = lowered.get(TIMESTAMP_HEADER.lower(), "")
+    signature = lowered.get(SIGNATURE_HEADER.lower(), "")
+    if not stamp.isascii() or not stamp.isdigit():
+        return "missing or malformed timestamp"
+    if abs(now - int(stamp)) > REPLAY_WINDOW_S:
+        return "timestamp outside the replay window"
+    if not hmac.compare_digest(sign(secret, int(stamp), body), signature):
+        return "signature mismatch"
+    return None

@@ -1,8 +1,5 @@
-"""Silences: a real one in Alertmanager or Grafana, created, read back and expired.
-
-Both speak Alertmanager's API v2 (`alertmanager.py`); Grafana serves it under its own prefix with a
-service-account token. Every implementation raises `BackendError` only.
-"""
+"""Silences: a real one in Alertmanager or Grafana (both speak Alertmanager's API v2), created,
+read back and expired. Every implementation raises `BackendError` only."""
 
 from __future__ import annotations
 

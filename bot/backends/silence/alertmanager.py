@@ -1,8 +1,5 @@
-"""Silences through Alertmanager's API v2, which Grafana also serves for its own Alertmanager.
-
-Grafana's service account needs `alert.silences:create` and `alert.silences:write` (the Editor
-role has them), and `alert.silences:read` for the status tick's check.
-"""
+"""Silences through Alertmanager's API v2, which Grafana also serves for its own Alertmanager
+(its service account needs `alert.silences:create`, `:write` and `:read`: the Editor role)."""
 
 from __future__ import annotations
 
@@ -13,16 +10,13 @@ from urllib.parse import quote
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import bearer, json_object, request
+from bot.backends.http import backend_client, bearer, json_object, request, time_of
 from bot.backends.silence import SilenceRequest, SilenceState
-from bot.domain.alerts import parse_timestamp
 
 GRAFANA_PREFIX = "/api/alertmanager/grafana/api/v2"
 
 
 class ApiV2Silencer:
-    """The API v2 at `api_url` (`<api_url>/silences`, `<api_url>/silence/{id}`)."""
-
     def __init__(
         self,
         name: str,
@@ -37,7 +31,7 @@ class ApiV2Silencer:
         self._base = api_url.rstrip("/")
         self._headers = headers or {}
         self._created = created_status
-        self._client = client or httpx.AsyncClient(timeout=timeout_s)
+        self._client = client or backend_client(None, timeout_s)
 
     async def create(self, silence: SilenceRequest) -> str:
         body = {
@@ -107,8 +101,4 @@ def silence_state(silence_id: str, data: dict[str, Any], service: str) -> Silenc
     state = status.get("state") if isinstance(status, dict) else None
     if not isinstance(state, str):
         raise BackendError(f"{service} sent a silence without a state", retryable=True)
-    try:
-        ends_at = parse_timestamp(data.get("endsAt"))
-    except ValueError:
-        ends_at = None
-    return SilenceState(silence_id, state, ends_at)
+    return SilenceState(silence_id, state, time_of(data.get("endsAt")))

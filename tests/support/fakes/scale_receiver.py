@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot.backends.scale.signature import verify
+from bot.backends.scale.webhook import verify
 
 
 @dataclass
