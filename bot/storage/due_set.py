@@ -1,10 +1,9 @@
 """A due set: members of a sorted set scored by when they are due, each claimed under a lease.
 
-A claim moves the member's score to the lease's end (`lua/due_claim.lua`): not due while worked
-on, due again if the leader dies. That score is the claim's token, ended only while it is still
-the score (`lua/due_finish.lua`), so whoever scheduled the member meanwhile keeps their time.
-The claims stay for 0.25 replicas during a rollout, which claim the same sets (or a status, a
-put-back, would be done twice). A member may carry data under a key of its own.
+A claim moves the member's score to the lease's end: not due while worked on, due again if the
+leader dies. That score is the claim's token, ended only while it is still the score, so whoever
+scheduled the member meanwhile keeps their time. 0.25 replicas claim the same sets during a
+rollout (or a status, a put-back, would be done twice). A member may carry data under its own key.
 """
 
 from __future__ import annotations
@@ -22,10 +21,8 @@ from bot.storage.scripts import script
 
 @dataclass(frozen=True)
 class Claim:
-    """A member taken until `token`, its lease's end (its score while the claim holds)."""
-
     member: str
-    token: float
+    token: float  # the lease's end: the member's score while the claim holds
 
 
 class DueSet:
@@ -64,7 +61,7 @@ class DueSet:
         return cast(str | None, await self._redis.get(self._data_of(member)))
 
     async def pending(self, now: float, *, limit: int = 100) -> list[str]:
-        """The members due at `now`, unclaimed: a look before claiming."""
+        """The members due at `now`, unclaimed."""
         return cast(
             list[str], await self._redis.zrangebyscore(self.key, "-inf", now, start=0, num=limit)
         )
@@ -88,7 +85,7 @@ class DueSet:
         return [Claim(str(member), token) for member in claimed]
 
     async def claim(self, member: str, now: float, lease_s: float) -> Claim | None:
-        """Claim one member if it is due (work that takes long claims each as it gets to it)."""
+        """Claim one member if it is due (long work claims each as it gets to it)."""
         claimed = await self.due(now, lease_s, limit=1, members=[member])
         return claimed[0] if claimed else None
 

@@ -12,7 +12,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
-from bot.storage.connection import LONGEST_BLOCK_S
+from bot.storage.connection import wait_bell
 from bot.storage.incident_store import BAND_EVENT, on_fresh_state
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
@@ -95,5 +95,4 @@ class WarningStore:
         )
 
     async def wait_for_edits(self, channel: str, timeout_s: float) -> None:
-        wait = min(max(timeout_s, 0.01), LONGEST_BLOCK_S)
-        await self._bells.blpop([self.keys.warning_bell(channel)], timeout=wait)  # type: ignore[misc]
+        await wait_bell(self._bells, self.keys.warning_bell(channel), timeout_s)

@@ -1,8 +1,8 @@
-"""Redis persistence of incidents: state, groups, timeline, schedule, and what Slack must show.
+"""Incidents in Redis: state, groups, timeline, schedule, and what Slack must show.
 
 A change is a `Commit`, applied at once by `lua/commit.lua`, fenced by the leader's token and by
-the versions it was computed from; one that lost a race is made again on fresh state. Every key
-carries a TTL refreshed by each write: `retention_s` after an incident's last change.
+the versions it was computed from (a 0.25 replica may write beside the leader during a rollout).
+Every key expires `retention_s` after the incident's last change.
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
 MAX_OUTBOX = 50
 TEST_RETENTION_S = 3600
 LOADED_FIELDS = ["v", "state", "thread", "rendered"]  # load_group.lua reads the same
-# A change that loses this many races in a row meets a state changing without pause: its caller
+# A change refused this many times in a row meets a state changing without pause: its caller
 # says so (a click is told to try again) rather than wait on it.
 ATTEMPTS = 20
 
 
 async def on_fresh_state(attempt: Callable[[], Awaitable[bool]]) -> bool:
-    """Run `attempt` (read, decide, write fenced by what it read: False when another write came
-    first: the leader's own tasks interleave, a 0.25 replica writes beside it) until done."""
+    """Run `attempt` (read, decide, write fenced by what it read) until it is not refused."""
     for _ in range(ATTEMPTS):
         if await attempt():
             return True
@@ -62,8 +61,6 @@ STATUS_KINDS = (STATUS, RESTATUS)
 
 @dataclass(frozen=True)
 class Reply:
-    """A thread reply decided on: posted by the channel's sender in its turn."""
-
     kind: str  # event, action, summary, or one of the kinds above
     band: int
     rendered: Rendered
@@ -95,8 +92,6 @@ def summary_replies(
 
 @dataclass(frozen=True)
 class Loaded:
-    """An incident as read, with the version a change of it must be committed against."""
-
     incident: Incident | None
     version: int = 0
     thread: ThreadRef | None = None
@@ -184,8 +179,8 @@ class IncidentStore:
         return (await self.load(incident_id)).incident
 
     async def load_group(self, group_hash: str) -> GroupLoad:
-        """The group and its incident, and the ID a new incident would take: the next of one
-        sequence of short numbers, because people type them (`/queue ack 12`)."""
+        """The group, its incident, and the ID a new incident would take: short numbers from one
+        sequence, because people type them (`/queue ack 12`)."""
         raw = await self._load_group(
             keys=[self.keys.group(group_hash), self.keys.incident_seq],
             args=[self.keys.incident("")],
@@ -199,14 +194,10 @@ class IncidentStore:
 
     async def load_many(self, incident_ids: Sequence[str]) -> list[Loaded]:
         """Several incidents in one round trip; one gone or unreadable is left out alone."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for incident_id in incident_ids:
-                pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
-            raws = await pipe.execute()
         found = []
-        for raw in raws:
-            with suppress(ValueError):  # pydantic's ValidationError is one
-                found.append(loaded_from(raw))
+        for read in await self.read_due(incident_ids):
+            with suppress(ValueError, RedisError):  # pydantic's ValidationError is a ValueError
+                found.append(read.loaded())
         return [loaded for loaded in found if loaded.incident is not None]
 
     async def open_ids(self) -> list[str]:
@@ -240,7 +231,7 @@ class IncidentStore:
         ]
 
     async def commit(self, change: Commit, *, now: float | None = None) -> bool:
-        """Apply `change` atomically; False when the incident or group moved on since read."""
+        """Apply `change` atomically; False when the incident or group changed since read."""
         keys, args = self._commit_call(change, time.time() if now is None else now)
         return int(await self._commit(keys=keys, args=args)) >= 0
 
@@ -252,8 +243,7 @@ class IncidentStore:
         clock: Callable[[], datetime],
         with_timeline: bool = False,
     ) -> Fresh[T]:
-        """Commit what `change` decides on the incident as it is now, decided again on fresh
-        state while another change gets there first."""
+        """Commit what `change` decides on the incident as it is now, on fresh state."""
         ended: Fresh[T] = Fresh(found=False)
 
         async def attempt() -> bool:
@@ -291,7 +281,7 @@ class IncidentStore:
         return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
 
     def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
-        """The keys and argument of `lua/commit.lua`, in the order its header numbers them."""
+        # In the order commit.lua's header numbers them.
         k, incident, thread = self.keys, change.incident, change.thread
         iid, channel = (incident.id, incident.channel) if incident else ("", "")
         group = change.group_hash or (incident.group_hash if incident else "")
@@ -348,8 +338,7 @@ class IncidentStore:
 
 
 class IssueLinks:
-    """Each incident's GitHub issue and what it was told, saved after each call GitHub answered,
-    so a replica dying mid-way leaves the progress of every call but the one it names."""
+    """Each incident's GitHub issue and what it was told, saved after each call GitHub answered."""
 
     def __init__(self, redis: Redis, keys: Keys, *, retention_s: int) -> None:
         self._redis = redis

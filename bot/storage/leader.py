@@ -1,7 +1,6 @@
-"""The leader's lease: which replica does the work (`bot.leader`), and the token fencing its
-writes. Its value is a fencing token (a number that only grows) and the holder's name; fenced
-scripts refuse a value that is not the one stored, so a leader that stalled past its TTL cannot
-write after its successor.
+"""The leader's lease: which replica does the work (`bot.leader`). Its value is a fencing token (a
+number that only grows) and the holder's name; fenced scripts refuse a value that is not the one
+stored, so a leader that stalled past its TTL cannot write after its successor.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from bot.storage.scripts import script
 
 
 class Deposed(RedisError):
-    """A fenced write by a replica that no longer leads: nothing was written (retried as Redis
-    failing, by which time the replica has stopped leading)."""
+    """A fenced write by a replica that no longer leads: nothing was written."""
 
 
 @dataclass
