@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
 from bot.storage.connection import wait_bell
-from bot.storage.incident_store import BAND_EVENT, on_fresh_state
+from bot.storage.incident_store import ATTEMPTS, BAND_EVENT
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 from bot.storage.scripts import script
@@ -68,12 +68,11 @@ class WarningStore:
         self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
     ) -> bool:
         """Save what `change` makes of the warning as it is now; False when it kept changing."""
-
-        async def attempt() -> bool:
+        for _ in range(ATTEMPTS):
             changed = change(await self.get(runner_type))
-            return changed is None or await self.save(changed)
-
-        return await on_fresh_state(attempt)
+            if changed is None or await self.save(changed):
+                return True
+        return False
 
     async def record_post(self, state: WarningState, ts: str) -> None:
         k, channel = self.keys, state.channel

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -37,14 +37,6 @@ LOADED_FIELDS = ["v", "state", "thread", "rendered"]  # load_group.lua reads the
 # A change refused this many times in a row meets a state changing without pause: its caller
 # says so (a click is told to try again) rather than wait on it.
 ATTEMPTS = 20
-
-
-async def on_fresh_state(attempt: Callable[[], Awaitable[bool]]) -> bool:
-    """Run `attempt` (read, decide, write fenced by what it read) until it is not refused."""
-    for _ in range(ATTEMPTS):
-        if await attempt():
-            return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -243,29 +235,22 @@ class IncidentStore:
         clock: Callable[[], datetime],
         with_timeline: bool = False,
     ) -> Fresh[T]:
-        """Commit what `change` decides on the incident as it is now, on fresh state."""
-        ended: Fresh[T] = Fresh(found=False)
-
-        async def attempt() -> bool:
-            nonlocal ended
+        """Commit what `change` decides on the incident as it is now, decided again while the
+        commit is refused (the incident changed since read)."""
+        answer = None
+        for _ in range(ATTEMPTS):
             loaded = await self.load(incident_id)
             if loaded.incident is None:
-                ended = Fresh(found=False)
-                return True
+                return Fresh(found=False)
             timeline = await self.events(incident_id) if with_timeline else []
             now = clock()
             commit, answer = change(loaded.incident, now, timeline)
-            ended = Fresh(found=True, answer=answer, busy=commit is not None)
             if commit is None:
-                return True
+                return Fresh(found=True, answer=answer)
             commit = replace(commit, version=loaded.version, thread=loaded.thread)
-            if not await self.commit(commit, now=now.timestamp()):
-                return False
-            ended = Fresh(found=True, answer=answer, committed=commit)
-            return True
-
-        await on_fresh_state(attempt)
-        return ended
+            if await self.commit(commit, now=now.timestamp()):
+                return Fresh(found=True, answer=answer, committed=commit)
+        return Fresh(found=True, answer=answer, busy=True)
 
     async def commit_many(
         self, changes: Sequence[Commit], *, now: float
