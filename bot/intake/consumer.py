@@ -11,7 +11,7 @@ import asyncio
 import secrets
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -47,32 +47,29 @@ from bot.telemetry import Telemetry
 MAX_IN_FLIGHT = 256
 
 
+@dataclass(eq=False)
 class Intake:
-    def __init__(
-        self,
-        stream: NotificationStream,
-        store: IncidentStore,
-        telemetry: Telemetry,
-        *,
-        config: Settings,
-        consumer: str,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self._stream = stream
-        self._store = store
-        self._telemetry = telemetry
-        self._config = config
-        self._clock = clock
-        self._opening = asyncio.Lock()
+    stream: NotificationStream
+    store: IncidentStore
+    telemetry: Telemetry
+    _: KW_ONLY
+    config: Settings
+    consumer: str
+    clock: Callable[[], datetime]
+    # Opening takes the ID sequence's next number: one at a time, or a storm of new groups would
+    # be a crowd refusing each other's numbers.
+    _opening: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+
+    def __post_init__(self) -> None:
         self._loop = GroupLoop(
-            stream,
+            self.stream,
             self.handle_batch,
             lane=_group_of,
-            config=config,
-            consumer=consumer,
+            config=self.config,
+            consumer=self.consumer,
             name="intake",
             max_in_flight=MAX_IN_FLIGHT,
-            failed=lambda kind: telemetry.intake_failures.labels(kind).inc(),
+            failed=lambda kind: self.telemetry.intake_failures.labels(kind).inc(),
         )
 
     async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
@@ -110,13 +107,9 @@ class Intake:
         change that only updates the incident folds into the next; one that posts or moves the
         status schedule is committed alone. Committed entries leave `pending`."""
         # A delivery shared by repeats stays shared (a flood of repeats folds as one).
-        done: dict[int, Delivery] = {}
-        for n, entry in enumerate(pending):
-            assert entry.delivery is not None
-            shared = id(entry.delivery)
-            if shared not in done:
-                done[shared] = named(entry.delivery, self._config.runner_names)
-            pending[n] = replace(entry, delivery=done[shared])
+        unique = {id(entry.delivery): entry.delivery for entry in pending}
+        names = {key: named(d, self.config.runner_names) for key, d in unique.items() if d}
+        pending[:] = [replace(entry, delivery=names[id(entry.delivery)]) for entry in pending]
         changes: list[Change] = []
         while pending:
             changes += await self._apply_some(pending)
@@ -124,19 +117,17 @@ class Intake:
 
     async def _apply_some(self, pending: list[StreamEntry]) -> list[Change]:
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
-        read = await self._store.load_group(group_hash)
+        read = await self.store.load_group(group_hash)
         if read[2].incident is not None and read[2].incident.is_open:
             return await self._fold(pending, read)
-        # Opening takes the ID sequence's next number: one at a time, or a storm of new groups
-        # would be a crowd refusing each other's numbers.
         async with self._opening:
-            return await self._fold(pending, await self._store.load_group(group_hash))
+            return await self._fold(pending, await self.store.load_group(group_hash))
 
     async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change]:
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
         group, group_version, loaded, next_id = read
-        now = self._clock()
-        window = timedelta(seconds=self._config.reopen_window_seconds)
+        now = self.clock()
+        window = timedelta(seconds=self.config.reopen_window_seconds)
         commit: Commit | None = None
         changes: list[Change] = []
         updated_by: Delivery | None = None  # the delivery the incident was last UPDATED with
@@ -172,18 +163,18 @@ class Intake:
                 break
         acks = tuple(entry.id for entry in pending[: len(changes)])
         if commit is None:
-            await self._stream.ack(*acks)
-        elif not await self._store.commit(replace(commit, acks=acks), now=now.timestamp()):
+            await self.stream.ack(*acks)
+        elif not await self.store.commit(replace(commit, acks=acks), now=now.timestamp()):
             # The group or incident changed since read (a 0.25 replica beside): redo on fresh state.
-            self._telemetry.intake_failures.labels("conflict").inc()
+            self.telemetry.intake_failures.labels("conflict").inc()
             return []
         del pending[: len(changes)]
         for change, count in Counter(changes).items():
-            self._telemetry.notifications_applied.labels(change.value).inc(count)
+            self.telemetry.notifications_applied.labels(change.value).inc(count)
             if change is Change.OPENED:
-                self._telemetry.incidents_opened.inc(count)
+                self.telemetry.incidents_opened.inc(count)
             elif change is Change.RESOLVED:
-                self._telemetry.incidents_resolved.labels("alert").inc(count)
+                self.telemetry.incidents_resolved.labels("alert").inc(count)
         return changes
 
     def _open(
@@ -194,7 +185,7 @@ class Intake:
             incident_id=incident_id,
             uid=secrets.token_hex(6),
             channel=channel_for(
-                self._config.slack_routes, delivery.facts, self._config.slack_channel
+                self.config.slack_routes, delivery.facts, self.config.slack_channel
             ),
             now=now,
         )
@@ -222,7 +213,7 @@ class Intake:
             return change, replace(base, **fenced)
         event = _event_for(change, incident, now)
         if change is Change.RESOLVED:
-            events = [*await self._store.events(incident.id), event]
+            events = [*await self.store.events(incident.id), event]
             summary = summaries(incident, events, now=now)
             replies = summary_replies(BAND_EVENT, summary, incident)
             return change, replace(
@@ -233,7 +224,7 @@ class Intake:
         return change, replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
 
     def _next_status(self, now: datetime) -> float:
-        return now.timestamp() + self._config.status_interval_seconds
+        return now.timestamp() + self.config.status_interval_seconds
 
 
 def _group_of(entry: StreamEntry) -> str:

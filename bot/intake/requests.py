@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from functools import partial
 from typing import Any
 
@@ -24,23 +25,21 @@ Perform = Callable[[dict[str, Any]], Awaitable[None]]
 MAX_IN_FLIGHT = 64
 
 
+@dataclass(eq=False)
 class Requests:
-    def __init__(
-        self,
-        stream: RequestStream,
-        works: Mapping[str, Perform],
-        *,
-        config: Settings,
-        consumer: str,
-    ) -> None:
-        self._stream = stream
-        self._works = works
+    stream: RequestStream
+    works: Mapping[str, Perform]
+    _: KW_ONLY
+    config: Settings
+    consumer: str
+
+    def __post_init__(self) -> None:
         self._loop = GroupLoop(
-            stream,
+            self.stream,
             self._perform_all,
             lane=lambda entry: entry.id,
-            config=config,
-            consumer=consumer,
+            config=self.config,
+            consumer=self.consumer,
             name="requests",
             max_in_flight=MAX_IN_FLIGHT,
         )
@@ -53,7 +52,7 @@ class Requests:
             await self.perform(entry)
 
     async def perform(self, entry: Request) -> None:
-        work = self._works.get(entry.work) if entry.body is not None else None
+        work = self.works.get(entry.work) if entry.body is not None else None
         if work is None:
             await self._loop.bury(entry, entry.problem or f"no work is named {entry.work!r}")
             return
@@ -61,4 +60,4 @@ class Requests:
         what = f"entry {entry.id} ({entry.work})"
         # Once done, it is acknowledged again while Redis fails, never performed again.
         if await self._loop.retried(partial(work, entry.body), what, entry):
-            await self._loop.retried(partial(self._stream.ack, entry.id), f"{what} done", entry)
+            await self._loop.retried(partial(self.stream.ack, entry.id), f"{what} done", entry)
