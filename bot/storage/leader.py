@@ -37,20 +37,18 @@ class FencedScript:
         self._fence = fence
 
     async def __call__(self, *, keys: list[Any], args: list[Any], client: Any = None) -> Any:
-        if self._fence is None:
-            return await self._script(keys=[*keys, ""], args=[*args, ""], client=client)
-        held = self._fence.held
-        if held is None:
+        fence = self._fence or Fence("", held="")
+        if fence.held is None:
             raise Deposed("this replica does not lead")
         try:
             return await self._script(
-                keys=[*keys, self._fence.key], args=[*args, held], client=client
+                keys=[*keys, fence.key], args=[*args, fence.held], client=client
             )
         except RedisError as exc:
             if "DEPOSED" not in str(exc):
                 raise
-            self._fence.held = None
-            self._fence.refused.set()
+            fence.held = None
+            fence.refused.set()
             raise Deposed(str(exc)) from exc
 
 
