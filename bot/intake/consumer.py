@@ -1,33 +1,25 @@
 """The stream consumer: an accepted notification becomes an incident change, and what Slack shows.
 
-Applying an entry never waits for Slack: the change, the root and replies for the channel's sender,
-and the entry's acknowledgement are one commit (`bot.storage.incident_store`). One alert group's
-entries are applied in order by one task (its lane in `bot.intake.group_loop`), those that arrived
-together in one commit, so a flood of repeats costs one read and one write per batch. Transient
-failures are retried here; only an entry that can never be applied (unreadable, or failing
-`max_attempts` times) is dead-lettered, with the reason.
+The change, the replies for the channel's sender and the entry's acknowledgement are one commit,
+never waiting for Slack. One alert group's entries are one lane, those that arrived together one
+commit, so a flood of repeats costs one read and one write per batch.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import random
 import secrets
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 
-from redis.exceptions import RedisError
-
-from bot.backoff import Backoff
 from bot.config import Settings
 from bot.domain.delivery import Delivery, named
 from bot.domain.incidents import (
     Change,
     Event,
-    GroupState,
     Incident,
     apply_notification,
     is_reopenable,
@@ -37,7 +29,7 @@ from bot.domain.incidents import (
     repeated,
 )
 from bot.domain.routes import channel_for
-from bot.intake.group_loop import GroupLoop, sleep_or_stop
+from bot.intake.group_loop import GroupLoop
 from bot.render.replies import render_event, summaries
 from bot.storage.incident_store import (
     BAND_EVENT,
@@ -51,63 +43,50 @@ from bot.storage.incident_store import (
 from bot.storage.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 
-log = logging.getLogger(__name__)
-
 # Entries a consumer works on at once.
 MAX_IN_FLIGHT = 256
-# How long a consumer under load waits before reading again, so more of a group's entries share
-# a commit: in a flood, the commits per second set what the consumer costs.
-GATHER_S = 0.02
 
 
-class _Conflict(Exception):
-    """The group or incident changed between read and commit: redo on fresh state."""
-
-
+@dataclass(eq=False)
 class Intake:
-    def __init__(
-        self,
-        stream: NotificationStream,
-        store: IncidentStore,
-        telemetry: Telemetry,
-        *,
-        config: Settings,
-        consumer: str,
-        clock: Callable[[], datetime],
-    ) -> None:
-        self._stream = stream
-        self._store = store
-        self._telemetry = telemetry
-        self._config = config
-        self._names = config.runner_names
-        self._clock = clock
-        self._stop = asyncio.Event()
-        self._opening = asyncio.Lock()
+    stream: NotificationStream
+    store: IncidentStore
+    telemetry: Telemetry
+    _: KW_ONLY
+    config: Settings
+    consumer: str
+    clock: Callable[[], datetime]
+    # Opening takes the ID sequence's next number: one at a time, or a storm of new groups would
+    # be a crowd refusing each other's numbers.
+    _opening: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+
+    def __post_init__(self) -> None:
         self._loop = GroupLoop(
-            stream,
+            self.stream,
             self.handle_batch,
             lane=_group_of,
-            config=config,
-            consumer=consumer,
+            config=self.config,
+            consumer=self.consumer,
             name="intake",
             max_in_flight=MAX_IN_FLIGHT,
-            gather_s=GATHER_S,
-            buried=telemetry.intake_failures.labels("dead_lettered").inc,
+            failed=lambda kind: self.telemetry.intake_failures.labels(kind).inc(),
         )
 
     async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
-        self._stop = stop
         await self._loop.run(stop, take_over_ms=take_over_ms)
 
     async def handle_batch(self, entries: list[StreamEntry]) -> None:
         """Apply one group's entries in order, together where they can be; never raises. A batch
         failing in a way a retry cannot mend (a bug) is applied one entry at a time, so only the
         entry at fault is dead-lettered."""
-        pending = [e for e in entries if e.delivery is not None]
         for entry in entries:
             if entry.delivery is None:
-                await self._loop.bury(entry, f"unreadable: {entry.problem}")
-        if len(pending) > 1 and await self._retried(pending, f"{len(pending)} entries", batch=True):
+                await self.handle(entry)
+        pending = [e for e in entries if e.delivery is not None]
+        what = f"a batch of {len(pending)} entries"
+        if len(pending) > 1 and await self._loop.retried(
+            partial(self._apply_all, pending), what, None
+        ):
             return
         for entry in list(pending):
             await self.handle(entry)
@@ -116,79 +95,39 @@ class Intake:
         """Apply one entry, retrying what may pass; never raises."""
         if entry.delivery is None:
             await self._loop.bury(entry, f"unreadable: {entry.problem}")
-            return
-        await self._retried([entry], f"entry {entry.id}", batch=False)
-
-    async def _retried(self, pending: list[StreamEntry], what: str, *, batch: bool) -> bool:
-        """Apply `pending` until done (True), a batch meets a bug, or an entry failed
-        `intake_max_attempts` times (dead-lettered: a bug costs one notification, never the
-        consumer)."""
-        backoff, errors = Backoff(1.0, first=0.02), 0
-        while not self._stop.is_set():
-            try:
-                await self._apply_all(pending)
-                return True
-            except _Conflict:
-                self._telemetry.intake_failures.labels("conflict").inc()
-                await asyncio.sleep(random.random() * 0.01)
-                continue
-            except RedisError as exc:
-                self._telemetry.intake_failures.labels("redis").inc()
-                log.warning("intake: %s: Redis failed (%s); retrying", what, exc)
-            except Exception as exc:
-                if batch:
-                    log.exception("intake: a batch of %s failed; one by one", what)
-                    return False
-                errors += 1
-                self._telemetry.intake_failures.labels("error").inc()
-                log.exception("intake: %s failed (%d)", what, errors)
-                if errors >= self._config.intake_max_attempts:
-                    reason = f"failed {errors} times: {type(exc).__name__}"
-                    await self._loop.bury(pending[0], reason)
-                    return False
-            await sleep_or_stop(self._stop, backoff.next())
-        return False
+        else:
+            await self._loop.retried(partial(self._apply_all, [entry]), f"entry {entry.id}", entry)
 
     async def apply(self, entry_id: str, delivery: Delivery) -> Change:
         [change] = await self._apply_all([StreamEntry(entry_id, delivery)])
         return change
 
     async def _apply_all(self, pending: list[StreamEntry]) -> list[Change]:
-        """Fold a group's entries, in order, into as few fenced commits as keep their meaning:
-        a change that only updates the incident folds into the next commit; one that posts or
-        moves the status schedule is committed before the next entry is looked at. Committed
-        entries leave `pending`; on a conflict the rest is redone on fresh state."""
-        # Runner types named as the readings name them; a delivery shared by repeats stays
-        # shared (a flood of repeats folds as one). In place: committed entries leave `pending`.
-        done: dict[int, Delivery] = {}
-        for n, entry in enumerate(pending):
-            assert entry.delivery is not None
-            shared = id(entry.delivery)
-            if shared not in done:
-                done[shared] = named(entry.delivery, self._names)
-            pending[n] = replace(entry, delivery=done[shared])
+        """Fold a group's entries, in order, into as few fenced commits as keep their meaning: a
+        change that only updates the incident folds into the next; one that posts or moves the
+        status schedule is committed alone. Committed entries leave `pending`."""
+        # A delivery shared by repeats stays shared (a flood of repeats folds as one).
+        unique = {id(entry.delivery): entry.delivery for entry in pending}
+        names = {key: named(d, self.config.runner_names) for key, d in unique.items() if d}
+        pending[:] = [replace(entry, delivery=names[id(entry.delivery)]) for entry in pending]
         changes: list[Change] = []
         while pending:
             changes += await self._apply_some(pending)
         return changes
 
     async def _apply_some(self, pending: list[StreamEntry]) -> list[Change]:
-        """Apply entries from the front of `pending` up to the first that must be committed on
-        its own."""
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
-        read = await self._store.load_group(group_hash)
+        read = await self.store.load_group(group_hash)
         if read[2].incident is not None and read[2].incident.is_open:
             return await self._fold(pending, read)
-        # Opening takes the ID sequence's next number: one at a time, or a storm of new groups
-        # would be a crowd refusing each other's numbers.
         async with self._opening:
-            return await self._fold(pending, await self._store.load_group(group_hash))
+            return await self._fold(pending, await self.store.load_group(group_hash))
 
     async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change]:
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
         group, group_version, loaded, next_id = read
-        now = self._clock()
-        window = timedelta(seconds=self._config.reopen_window_seconds)
+        now = self.clock()
+        window = timedelta(seconds=self.config.reopen_window_seconds)
         commit: Commit | None = None
         changes: list[Change] = []
         updated_by: Delivery | None = None  # the delivery the incident was last UPDATED with
@@ -215,7 +154,7 @@ class Intake:
             elif delivery.status == "resolved":
                 commit = base  # nothing open to resolve; remember the order
             else:
-                changes[-1], commit = self._open(base, after, delivery, next_id, now)
+                changes[-1], commit = self._open(base, delivery, next_id, now)
             group = after if commit.group is None else commit.group
             if commit.incident is not None:
                 loaded = replace(loaded, incident=commit.incident)
@@ -224,37 +163,38 @@ class Intake:
                 break
         acks = tuple(entry.id for entry in pending[: len(changes)])
         if commit is None:
-            await self._stream.ack(*acks)
-        elif not await self._store.commit(replace(commit, acks=acks), now=now.timestamp()):
-            raise _Conflict
+            await self.stream.ack(*acks)
+        elif not await self.store.commit(replace(commit, acks=acks), now=now.timestamp()):
+            # The group or incident changed since read (a 0.25 replica beside): redo on fresh state.
+            self.telemetry.intake_failures.labels("conflict").inc()
+            return []
         del pending[: len(changes)]
         for change, count in Counter(changes).items():
-            self._telemetry.notifications_applied.labels(change.value).inc(count)
+            self.telemetry.notifications_applied.labels(change.value).inc(count)
             if change is Change.OPENED:
-                self._telemetry.incidents_opened.inc(count)
+                self.telemetry.incidents_opened.inc(count)
             elif change is Change.RESOLVED:
-                self._telemetry.incidents_resolved.labels("alert").inc(count)
+                self.telemetry.incidents_resolved.labels("alert").inc(count)
         return changes
 
     def _open(
-        self, base: Commit, group: GroupState, delivery: Delivery, incident_id: str, now: datetime
+        self, base: Commit, delivery: Delivery, incident_id: str, now: datetime
     ) -> tuple[Change, Commit]:
         incident = open_incident(
             delivery,
             incident_id=incident_id,
             uid=secrets.token_hex(6),
             channel=channel_for(
-                self._config.slack_routes, delivery.facts, self._config.slack_channel
+                self.config.slack_routes, delivery.facts, self.config.slack_channel
             ),
             now=now,
         )
         opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
-        return Change.OPENED, Commit(
-            incident,
-            version=0,
-            group=group.model_copy(update={"incident_id": incident.id}),
-            group_hash=base.group_hash,
-            group_version=base.group_version,
+        assert base.group is not None
+        return Change.OPENED, replace(
+            base,
+            incident=incident,
+            group=base.group.model_copy(update={"incident_id": incident.id}),
             events=(opened,),
             status_due=self._next_status(now) if incident.is_open else None,
             opens=True,
@@ -273,7 +213,7 @@ class Intake:
             return change, replace(base, **fenced)
         event = _event_for(change, incident, now)
         if change is Change.RESOLVED:
-            events = [*await self._store.events(incident.id), event]
+            events = [*await self.store.events(incident.id), event]
             summary = summaries(incident, events, now=now)
             replies = summary_replies(BAND_EVENT, summary, incident)
             return change, replace(
@@ -284,7 +224,7 @@ class Intake:
         return change, replace(base, **fenced, events=(event,), replies=(reply,), status_due=due)
 
     def _next_status(self, now: datetime) -> float:
-        return now.timestamp() + self._config.status_interval_seconds
+        return now.timestamp() + self.config.status_interval_seconds
 
 
 def _group_of(entry: StreamEntry) -> str:

@@ -1,10 +1,9 @@
-"""The one loop behind every stream the leader consumes (notifications, Slack requests).
+"""The one loop behind both streams the leader consumes (notifications, Slack requests).
 
 It reads new entries, keeps those under way from looking idle, takes over what other consumers
-left idle (burying an entry taken over too often), prunes consumers that left, waits out Redis
-failing, and at the end of a term hands back what it did not finish (the next term takes it over
-at once; handing back one that was done after all changes nothing). One lane's entries are worked
-on in order by one task, those waiting together as one batch; lanes run side by side.
+left idle (burying one taken over too often), prunes consumers that left, and at the end of a term
+hands back what it did not finish, for the next term to take over at once. One lane's entries are
+worked on in order by one task, those waiting together as one batch; lanes run side by side.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from redis.exceptions import RedisError
 from bot.backoff import Backoff
 from bot.config import Settings
 from bot.storage.consumer_group import ConsumerGroup, E
+from bot.storage.leader import Deposed
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,8 @@ FINISH_S = 5.0
 
 @dataclass(eq=False)
 class GroupLoop(Generic[E]):
-    """`work` works on a batch of one lane's entries and never raises; `gather_s`: how long a
-    loop under load waits before reading on, so more entries share a batch."""
+    """`work` works on a batch of one lane's entries and never raises; `failed` counts failures
+    by kind (redis, error, dead_lettered)."""
 
     group: ConsumerGroup[E]
     work: Callable[[list[E]], Awaitable[None]]
@@ -44,25 +44,23 @@ class GroupLoop(Generic[E]):
     consumer: str  # this process's name in the stream's group
     name: str
     max_in_flight: int
-    gather_s: float = 0.0
-    buried: Callable[[], object] = lambda: None
+    failed: Callable[[str], object] = lambda kind: None
     # Entry ID -> the task of its lane; entries waiting for their lane's task.
     _in_flight: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False)
     _lanes: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False)
     _queued: dict[str, list[E]] = field(default_factory=dict, init=False)
-    _stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    stop: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _take_over_ms: int | None = field(default=None, init=False)
 
     @property
     def _upkeep_s(self) -> float:
-        """Entries under way are kept alive well within the idle time that lets others take
-        over."""
+        # Well within the idle time after which others take an entry over.
         return min(self.config.intake_reclaim_idle_ms / 3000, 5.0)
 
     async def run(self, stop: asyncio.Event, *, take_over_ms: int | None = None) -> None:
         """Consume until `stop` is set. A new leader takes over what its predecessor left once
         idle `take_over_ms` (about a lease's TTL), not `reclaim_idle_ms`."""
-        self._stop = stop
+        self.stop = stop
         self._take_over_ms = take_over_ms
         loop = asyncio.get_running_loop()
         backoff, next_upkeep, next_prune = Backoff(1.0, first=0.05), 0.0, 0.0
@@ -91,9 +89,38 @@ class GroupLoop(Generic[E]):
 
     async def bury(self, entry: E, reason: str) -> None:
         log.error("%s: entry %s dead-lettered: %s", self.name, entry.id, reason)
-        self.buried()
+        self.failed("dead_lettered")
         with suppress(RedisError):
             await self.group.bury(entry, reason)
+
+    async def retried(
+        self, call: Callable[[], Awaitable[object]], what: str, entry: E | None
+    ) -> bool:
+        """Whether `call()` was done: retried while Redis fails; after `intake_max_attempts`
+        other failures `entry` is dead-lettered (a bug costs one entry, never the consumer).
+        Without an entry (a batch), the first such failure gives up at once."""
+        backoff, errors = Backoff(1.0, first=0.02), 0
+        while not self.stop.is_set():
+            try:
+                await call()
+                return True
+            except Deposed:
+                return False  # this term is over: the next one carries the entry on
+            except RedisError as exc:
+                self.failed("redis")
+                log.warning("%s: %s: Redis failed (%s); retrying", self.name, what, exc)
+            except Exception as exc:
+                if entry is None:
+                    log.exception("%s: %s failed; one by one", self.name, what)
+                    return False
+                errors += 1
+                self.failed("error")
+                log.exception("%s: %s failed (%d)", self.name, what, errors)
+                if errors >= self.config.intake_max_attempts:
+                    await self.bury(entry, f"failed {errors} times: {type(exc).__name__}")
+                    return False
+            await sleep_or_stop(self.stop, backoff.next())
+        return False
 
     async def _finish(self) -> None:
         if self._lanes:
@@ -111,11 +138,6 @@ class GroupLoop(Generic[E]):
 
     async def _upkeep(self) -> None:
         await self.group.ensure_group()
-        if self._take_over_ms is not None:  # a new term: this consumer's own unfinished first
-            own = await self.group.read(self.consumer, count=self.max_in_flight, own=True)
-            for entry in own:
-                if entry.id not in self._in_flight:
-                    self._start(entry)
         await self.group.keep_alive(self.consumer, list(self._in_flight))
         idle_ms = self._take_over_ms or self.config.intake_reclaim_idle_ms
         self._take_over_ms = None
@@ -130,34 +152,22 @@ class GroupLoop(Generic[E]):
             self._start(entry)
 
     async def _read_more(self) -> None:
+        """Read when there is room, else wait for a lane to end; neither for longer than the
+        upkeep's interval, which keeps the entries under way alive."""
         free = self.max_in_flight - len(self._in_flight)
         if free <= 0:
-            # Not for longer than the upkeep's interval: entries under way are kept alive
-            # there, or another replica would take over the slow ones.
-            if self._lanes:
-                await asyncio.wait(
-                    set(self._lanes.values()),
-                    timeout=self._upkeep_s,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-            else:  # entries in flight with no lane left to end them: never spin the loop
-                await asyncio.sleep(self._upkeep_s)
+            await asyncio.wait(
+                set(self._lanes.values()), timeout=self._upkeep_s, return_when="FIRST_COMPLETED"
+            )
             return
-        block_ms = min(500, int(self._upkeep_s * 1000))  # nor here
-        entries = await self.group.read(self.consumer, count=free, block_ms=block_ms)
-        for entry in entries:
+        block_ms = min(500, int(self._upkeep_s * 1000))
+        for entry in await self.group.read(self.consumer, count=free, block_ms=block_ms):
             self._start(entry)
-        if entries:
-            # The entries' tasks go before the next read (a new alert's commit is on the way to
-            # Slack). Under load (several entries, fewer than asked for) the next ones gather a
-            # moment to share a batch; a lone entry or a full read is never held up.
-            await asyncio.sleep(self.gather_s if 1 < len(entries) < free else 0)
 
     def _start(self, entry: E) -> None:
         lane = self.lane(entry)
         self._queued.setdefault(lane, []).append(entry)
-        task = self._lanes.get(lane)
-        if task is None:
+        if (task := self._lanes.get(lane)) is None:
             task = asyncio.create_task(self._drain(lane), name=f"{self.name}:{lane}")
             self._lanes[lane] = task
         self._in_flight[entry.id] = task
@@ -165,13 +175,16 @@ class GroupLoop(Generic[E]):
     async def _drain(self, lane: str) -> None:
         """Batch after batch until none waits or the term ended (what is left is handed back)."""
         try:
-            while not self._stop.is_set() and (batch := self._queued.pop(lane, [])):
+            while not self.stop.is_set() and (batch := self._queued.pop(lane, [])):
                 await self.work(batch)
-                if not self._stop.is_set():
+                if not self.stop.is_set():
                     for entry in batch:
                         self._in_flight.pop(entry.id, None)
         finally:
-            self._lanes.pop(lane, None)
+            task = self._lanes.pop(lane, None)
+            if not self.stop.is_set():  # `work` raised after all: its entries are taken over
+                for entry_id in [i for i, t in self._in_flight.items() if t is task]:
+                    del self._in_flight[entry_id]
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -1,9 +1,6 @@
-"""Webhook authentication checks: pure functions of header values, secrets and the time.
-
-Secrets are compared with `hmac.compare_digest` (timing says nothing of a guess); malformed input
-is a refusal, never an exception. Grafana's HMAC (11.6+, grafana/alerting's `HMACRoundTripper`):
-the signature header carries the hex HMAC-SHA256 of the body, keyed with the secret; with a
-timestamp header configured, of `<seconds>:<body>`.
+"""Webhook authentication: pure functions of header values, secrets and the time. Secrets are
+compared in constant time; malformed input is a refusal, never an exception. Grafana's HMAC
+(11.6+): the hex HMAC-SHA256 of the body, or with a timestamp header of `<seconds>:<body>`.
 """
 
 from __future__ import annotations
@@ -20,17 +17,14 @@ _SECONDS = re.compile(r"[0-9]{1,15}")
 
 
 def _same(given: str, expected: str) -> bool:
-    """Constant-time equality for any text (compare_digest refuses non-ASCII str)."""
+    # compare_digest refuses non-ASCII str.
     return hmac.compare_digest(
         given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
     )
 
 
 def _credentials(authorization: str | None, scheme: str) -> str | None:
-    """`Authorization: <scheme> <credentials>`'s credentials (the scheme case-insensitive)."""
-    if not authorization:
-        return None
-    given_scheme, _, credentials = authorization.strip().partition(" ")
+    given_scheme, _, credentials = (authorization or "").strip().partition(" ")
     if given_scheme.lower() != scheme or not credentials.strip():
         return None
     return credentials.strip()
@@ -80,9 +74,8 @@ def grafana_signature_problem(
     require_timestamp: bool = False,
 ) -> str | None:
     """None when Grafana's HMAC signature is valid, else a short reason for the 401 body. A
-    timestamp more than `max_skew` seconds off is refused, so a captured request cannot be
-    replayed (stripping the header does not help: the body-only signature differs);
-    `require_timestamp` refuses body-only signatures, which can be replayed."""
+    timestamp `max_skew` seconds off is refused, so a captured request cannot be replayed;
+    `require_timestamp` refuses body-only signatures, which can be."""
     if not signature or not signature.strip():
         return f"missing {SIGNATURE_HEADER}"
     if not secret:

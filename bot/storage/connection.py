@@ -47,9 +47,7 @@ class SentinelTarget:
 def parse_sentinels(value: str) -> tuple[tuple[str, int], ...]:
     """`host:port,host:port` (the port defaults to 26379) into pairs; IPv6 hosts in brackets."""
     found: list[tuple[str, int]] = []
-    for part in (p.strip() for p in value.split(",")):
-        if not part:
-            continue
+    for part in filter(None, (p.strip() for p in value.split(","))):
         host, port = part, DEFAULT_SENTINEL_PORT
         if part.startswith("["):
             host, _, rest = part[1:].partition("]")
@@ -83,12 +81,10 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     path = [p for p in parts.path.split("/") if p]
     if not path or len(path) > 2:
         raise RedisSetupError("REDIS_URL: expected /<master name>[/<db>] after the sentinels")
-    db = 0
-    if len(path) == 2:
-        if not path[1].isdigit() or int(path[1]) > 15:
-            raise RedisSetupError(f"REDIS_URL: database {path[1]!r} is not 0-15")
-        db = int(path[1])
-    return SentinelTarget(parse_sentinels(hosts), unquote(path[0]), db, password)
+    db = path[1] if len(path) == 2 else "0"
+    if not db.isdigit() or int(db) > 15:
+        raise RedisSetupError(f"REDIS_URL: database {db!r} is not 0-15")
+    return SentinelTarget(parse_sentinels(hosts), unquote(path[0]), int(db), password)
 
 
 class _WaitForConnection:
@@ -124,12 +120,10 @@ class _WaitForConnection:
             self._turns.release()
 
 
-class WaitingConnectionPool(_WaitForConnection, ConnectionPool):
-    pass
+class WaitingConnectionPool(_WaitForConnection, ConnectionPool): ...
 
 
-class WaitingSentinelPool(_WaitForConnection, SentinelConnectionPool):
-    pass
+class WaitingSentinelPool(_WaitForConnection, SentinelConnectionPool): ...
 
 
 def build_redis(
@@ -192,6 +186,11 @@ def refuse_cluster(url: str, sentinel: SentinelTarget | None) -> None:
             "allows only within one hash slot. Use a single Redis, or Sentinel for failover "
             "(REDIS_SENTINELS and REDIS_SENTINEL_MASTER)."
         )
+
+
+async def wait_bell(redis: Redis, bell: str, timeout_s: float) -> None:
+    """Sleep until a committer rings `bell`, or `timeout_s` (at most `LONGEST_BLOCK_S`)."""
+    await redis.blpop([bell], timeout=min(max(timeout_s, 0.01), LONGEST_BLOCK_S))  # type: ignore[misc]
 
 
 def _port(part: str, raw: str) -> int:

@@ -1,12 +1,12 @@
 """A Redis stream worked through by a consumer group, for both streams (notifications, Slack
 requests). An entry leaves the stream once done; one a dead consumer (a 0.25 replica's, a former
 leader's) left pending is taken over once idle; one that can never be done is dead-lettered with
-the reason. Each stream reads its entries (`parse`) without raising: an unreadable one says why.
+the reason. `parse` never raises: an unreadable entry says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from redis.asyncio import Redis
@@ -17,8 +17,6 @@ _IDLE_FOREVER_MS = 2**31
 
 
 class Entry(Protocol):
-    """An entry read back: its ID, and its fields as stored (kept in the dead letters)."""
-
     @property
     def id(self) -> str: ...
 
@@ -81,26 +79,14 @@ class ConsumerGroup(Generic[E]):
             await self.ensure_group()
             return None
 
-    async def read(
-        self, consumer: str, *, count: int = 10, block_ms: int = 1000, own: bool = False
-    ) -> list[E]:
-        """New entries, or (`own`) those handed to this consumer and not acknowledged (it led
-        before); recreates the group if Redis lost it."""
-        reply = await self._regrouped(
-            self._redis.xreadgroup(
-                self.group,
-                consumer,
-                {self.key: "0" if own else ">"},
-                count=count,
-                block=None if own else block_ms,
-            )
+    async def read(self, consumer: str, *, count: int = 10, block_ms: int = 1000) -> list[E]:
+        """New entries; recreates the group if Redis lost it."""
+        read = self._redis.xreadgroup(
+            self.group, consumer, {self.key: ">"}, count=count, block=block_ms
         )
-        return [
-            self.parse(entry_id, fields)
-            for _, entries in reply or []
-            for entry_id, fields in entries
-            if fields  # an entry deleted while pending has nothing left to read
-        ]
+        return self._parsed(
+            pair for _, entries in await self._regrouped(read) or [] for pair in entries
+        )
 
     async def reclaim(self, consumer: str, *, min_idle_ms: int, count: int = 20) -> list[E]:
         """Entries other consumers left idle for `min_idle_ms`, from where the last call stopped,
@@ -110,23 +96,23 @@ class ConsumerGroup(Generic[E]):
                 self.key, self.group, consumer, min_idle_ms, start_id=self._cursor, count=count
             )
         )
-        if reply is None:
-            self._cursor = "0-0"
-            return []
-        self._cursor = str(reply[0] or "0-0")
-        return [self.parse(entry_id, fields) for entry_id, fields in reply[1] if fields]
+        self._cursor = str((reply and reply[0]) or "0-0")
+        return self._parsed(reply[1] if reply else [])
 
-    async def keep_alive(self, consumer: str, entry_ids: list[str]) -> None:
-        """Reset the idle time of entries still worked on, so a slow handler is not taken over."""
-        if entry_ids:
-            await self._redis.xclaim(self.key, self.group, consumer, 0, entry_ids, justid=True)
+    def _parsed(self, entries: Iterable[tuple[str, dict[str, str]]]) -> list[E]:
+        # An entry deleted while pending has no fields left to read.
+        return [self.parse(entry_id, fields) for entry_id, fields in entries if fields]
 
-    async def hand_back(self, consumer: str, entry_ids: list[str]) -> None:
-        """Make unfinished entries look idle for ages, so the next reclaim takes them at once."""
+    async def keep_alive(self, consumer: str, entry_ids: list[str], *, idle: int = 0) -> None:
+        """Reset the idle time of entries still worked on, so a slow handler is not taken over;
+        `hand_back` makes them look idle for ages instead, so the next reclaim takes them."""
         if entry_ids:
             await self._redis.xclaim(
-                self.key, self.group, consumer, 0, entry_ids, idle=_IDLE_FOREVER_MS, justid=True
+                self.key, self.group, consumer, 0, entry_ids, idle=idle or None, justid=True
             )
+
+    async def hand_back(self, consumer: str, entry_ids: list[str]) -> None:
+        await self.keep_alive(consumer, entry_ids, idle=_IDLE_FOREVER_MS)
 
     async def deliveries(self, entry_id: str) -> int:
         pending = await self._redis.xpending_range(
@@ -134,26 +120,24 @@ class ConsumerGroup(Generic[E]):
         )
         return int(pending[0]["times_delivered"]) if pending else 0
 
-    async def ack(self, *entry_ids: str) -> None:
-        # Deleted as well, so the stream is as long as the backlog.
+    async def ack(self, *entry_ids: str, dead: dict[Any, Any] | None = None) -> None:
+        """Done with the entries (deleted too, so the stream is as long as the backlog), after
+        adding `dead` to the dead letters if given."""
         async with self._redis.pipeline(transaction=True) as pipe:
+            if dead is not None:
+                pipe.xadd(self.dead_key, dead, maxlen=DEAD_LETTER_MAXLEN, approximate=True)
             pipe.xack(self.key, self.group, *entry_ids)
             pipe.xdel(self.key, *entry_ids)
             await pipe.execute()
 
     async def bury(self, entry: E, reason: str) -> None:
-        fields: dict[Any, Any] = {"id": entry.id, "reason": reason, **(entry.fields or {})}
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.dead_key, fields, maxlen=DEAD_LETTER_MAXLEN, approximate=True)
-            pipe.xack(self.key, self.group, entry.id)
-            pipe.xdel(self.key, entry.id)
-            await pipe.execute()
+        await self.ack(entry.id, dead={"id": entry.id, "reason": reason, **(entry.fields or {})})
 
     async def backlog(self) -> int:
         return cast(int, await self._redis.xlen(self.key))
 
     async def prune_consumers(self, own: str, *, idle_ms: int) -> int:
-        """Remove dead replicas' consumers that have nothing pending (it would be forgotten)."""
+        """Remove dead replicas' consumers with nothing pending (it would be forgotten)."""
         try:
             consumers = await self._redis.xinfo_consumers(self.key, self.group)
         except ResponseError:

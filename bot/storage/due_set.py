@@ -1,17 +1,16 @@
 """A due set: members of a sorted set scored by when they are due, each claimed under a lease.
 
-A claim moves the member's score to the lease's end (`lua/due_claim.lua`): not due while worked
-on, due again if the leader dies. That score is the claim's token, ended only while it is still
-the score (`lua/due_finish.lua`), so whoever scheduled the member meanwhile keeps their time.
-The claims stay for 0.25 replicas during a rollout, which claim the same sets (or a status, a
-put-back, would be done twice). A member may carry data under a key of its own.
+A claim moves the member's score to the lease's end: not due while worked on, due again if the
+leader dies. That score is the claim's token, ended only while it is still the score, so whoever
+scheduled the member meanwhile keeps their time. 0.25 replicas claim the same sets during a
+rollout (or a status, a put-back, would be done twice). A member may carry data under its own key.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import cast
 
 from redis.asyncio import Redis
@@ -22,56 +21,48 @@ from bot.storage.scripts import script
 
 @dataclass(frozen=True)
 class Claim:
-    """A member taken until `token`, its lease's end (its score while the claim holds)."""
-
     member: str
-    token: float
+    token: float  # the lease's end: the member's score while the claim holds
 
 
+@dataclass(eq=False)
 class DueSet:
-    def __init__(
-        self,
-        redis: Redis,
-        key: str,
-        *,
-        keep_s: int | None = None,
-        data_key: Callable[[str], str] | None = None,
-        data_ttl_s: int = 0,
-    ) -> None:
-        """`keep_s`: the set's TTL, refreshed by every schedule (None: someone else keeps it)."""
-        self._redis = redis
-        self.key = key
-        self._keep_s = keep_s
-        self._data_key = data_key
-        self._data_ttl_s = data_ttl_s
-        self._claim = script(redis, "due_claim")
-        self._finish = script(redis, "due_finish")
+    redis: Redis
+    key: str
+    _: KW_ONLY
+    keep_s: int | None = None  # the set's TTL, refreshed by every schedule (None: kept elsewhere)
+    data_key: Callable[[str], str] | None = None
+    data_ttl_s: int = 0
+
+    def __post_init__(self) -> None:
+        self._claim = script(self.redis, "due_claim")
+        self._finish = script(self.redis, "due_finish")
 
     async def schedule(self, member: str, at: float, data: str | None = None) -> None:
         """Due at `at` (whoever holds a claim on it loses it), with its data if given."""
-        async with self._redis.pipeline(transaction=True) as pipe:
+        async with self.redis.pipeline(transaction=True) as pipe:
             if data is not None:
-                pipe.set(self._data_of(member), data, ex=self._data_ttl_s)
+                pipe.set(self._data_of(member), data, ex=self.data_ttl_s)
             pipe.zadd(self.key, {member: at})
-            if self._keep_s is not None:
-                pipe.expire(self.key, self._keep_s)
+            if self.keep_s is not None:
+                pipe.expire(self.key, self.keep_s)
             await pipe.execute()
 
     async def due_at(self, member: str) -> float | None:
-        return cast(float | None, await self._redis.zscore(self.key, member))
+        return cast(float | None, await self.redis.zscore(self.key, member))
 
     async def data(self, member: str) -> str | None:
-        return cast(str | None, await self._redis.get(self._data_of(member)))
+        return cast(str | None, await self.redis.get(self._data_of(member)))
 
     async def pending(self, now: float, *, limit: int = 100) -> list[str]:
-        """The members due at `now`, unclaimed: a look before claiming."""
+        """The members due at `now`, unclaimed."""
         return cast(
-            list[str], await self._redis.zrangebyscore(self.key, "-inf", now, start=0, num=limit)
+            list[str], await self.redis.zrangebyscore(self.key, "-inf", now, start=0, num=limit)
         )
 
     async def next_due(self) -> float | None:
         """When the earliest member comes due (a claimed one: when its lease ends)."""
-        first = await self._redis.zrange(self.key, 0, 0, withscores=True)
+        first = await self.redis.zrange(self.key, 0, 0, withscores=True)
         return float(first[0][1]) if first else None
 
     async def due(
@@ -80,7 +71,8 @@ class DueSet:
         """Claim for `lease_s` up to `limit` members due at `now` (of `members`, when given)."""
         if members is not None and not members:
             return []  # none asked for: not "the first due ones"
-        # A fraction of a second of noise keeps two replicas' lease ends (the tokens) apart.
+        # A fraction of a second of noise keeps the token apart from a due time scheduled
+        # meanwhile (a clock that stands still in a test would make them equal).
         token = now + lease_s + secrets.randbelow(1_000_000) / 1_000_000
         claimed = await self._claim(
             keys=[self.key], args=[now, repr(token), limit, *(members or ())]
@@ -88,30 +80,30 @@ class DueSet:
         return [Claim(str(member), token) for member in claimed]
 
     async def claim(self, member: str, now: float, lease_s: float) -> Claim | None:
-        """Claim one member if it is due (work that takes long claims each as it gets to it)."""
+        """Claim one member if it is due (long work claims each as it gets to it)."""
         claimed = await self.due(now, lease_s, limit=1, members=[member])
         return claimed[0] if claimed else None
 
     async def reschedule(self, claim: Claim, at: float, data: str | None = None) -> bool:
         """Due again at `at` (with its data, if given), while the claim is ours."""
-        args = [repr(at), "" if self._keep_s is None else self._keep_s, data or ""]
-        return await self._end(claim, [*args, self._data_ttl_s])
+        args = [repr(at), "" if self.keep_s is None else self.keep_s, data or ""]
+        return await self._end(claim, [*args, self.data_ttl_s])
 
     async def done(self, claim: Claim) -> bool:
         """Not due any more (its data gone too), while the claim is ours."""
         return await self._end(claim, ["done"])
 
     async def remove(self, member: str) -> None:
-        await self._redis.zrem(self.key, member)
+        await self.redis.zrem(self.key, member)
 
     async def _end(self, claim: Claim, args: list[str | int]) -> bool:
-        keys = [self.key, self._data_of(claim.member) if self._data_key else self.key]
+        keys = [self.key, self._data_of(claim.member) if self.data_key else self.key]
         return bool(await self._finish(keys=keys, args=[claim.member, repr(claim.token), *args]))
 
     def _data_of(self, member: str) -> str:
-        if self._data_key is None:
+        if self.data_key is None:
             raise TypeError(f"{self.key}: its members carry no data")
-        return self._data_key(member)
+        return self.data_key(member)
 
 
 SCALE_REVERT_TTL_S = 90 * 86_400  # a safety net only: the sweep always ends a record it can read

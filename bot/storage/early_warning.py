@@ -12,8 +12,8 @@ from typing import cast
 from redis.asyncio import Redis
 
 from bot.domain.early_warning import WarningState
-from bot.storage.connection import LONGEST_BLOCK_S
-from bot.storage.incident_store import BAND_EVENT, on_fresh_state
+from bot.storage.connection import wait_bell
+from bot.storage.incident_store import ATTEMPTS, BAND_EVENT
 from bot.storage.keys import Keys
 from bot.storage.leases import Leases
 from bot.storage.scripts import script
@@ -68,12 +68,11 @@ class WarningStore:
         self, runner_type: str, change: Callable[[WarningState | None], WarningState | None]
     ) -> bool:
         """Save what `change` makes of the warning as it is now; False when it kept changing."""
-
-        async def attempt() -> bool:
+        for _ in range(ATTEMPTS):
             changed = change(await self.get(runner_type))
-            return changed is None or await self.save(changed)
-
-        return await on_fresh_state(attempt)
+            if changed is None or await self.save(changed):
+                return True
+        return False
 
     async def record_post(self, state: WarningState, ts: str) -> None:
         k, channel = self.keys, state.channel
@@ -95,5 +94,4 @@ class WarningStore:
         )
 
     async def wait_for_edits(self, channel: str, timeout_s: float) -> None:
-        wait = min(max(timeout_s, 0.01), LONGEST_BLOCK_S)
-        await self._bells.blpop([self.keys.warning_bell(channel)], timeout=wait)  # type: ignore[misc]
+        await wait_bell(self._bells, self.keys.warning_bell(channel), timeout_s)

@@ -79,7 +79,7 @@ class HomeViewers:
         await self._redis.hset(self._keys.home_shown, user, shown.dump())  # type: ignore[misc]
 
     async def unknown(self, user: str) -> None:
-        """What `user`'s Home shows is not known any more (Slack said its hash moved on)."""
+        """Slack said the hash of `user`'s Home moved on: what it shows is not known any more."""
         await self._redis.hdel(self._keys.home_shown, user)  # type: ignore[misc]
 
     async def forget(self, user: str) -> None:

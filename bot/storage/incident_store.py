@@ -1,15 +1,15 @@
-"""Redis persistence of incidents: state, groups, timeline, schedule, and what Slack must show.
+"""Incidents in Redis: state, groups, timeline, schedule, and what Slack must show.
 
 A change is a `Commit`, applied at once by `lua/commit.lua`, fenced by the leader's token and by
-the versions it was computed from; one that lost a race is made again on fresh state. Every key
-carries a TTL refreshed by each write: `retention_s` after an incident's last change.
+the versions it was computed from (a 0.25 replica may write beside the leader during a rollout).
+Every key expires `retention_s` after the incident's last change.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -34,18 +34,9 @@ BAND_ROOT, BAND_ACTION, BAND_EVENT, BAND_STATUS = 0, 1, 2, 3
 MAX_OUTBOX = 50
 TEST_RETENTION_S = 3600
 LOADED_FIELDS = ["v", "state", "thread", "rendered"]  # load_group.lua reads the same
-# A change that loses this many races in a row meets a state changing without pause: its caller
+# A change refused this many times in a row meets a state changing without pause: its caller
 # says so (a click is told to try again) rather than wait on it.
 ATTEMPTS = 20
-
-
-async def on_fresh_state(attempt: Callable[[], Awaitable[bool]]) -> bool:
-    """Run `attempt` (read, decide, write fenced by what it read: False when another write came
-    first: the leader's own tasks interleave, a 0.25 replica writes beside it) until done."""
-    for _ in range(ATTEMPTS):
-        if await attempt():
-            return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -62,8 +53,6 @@ STATUS_KINDS = (STATUS, RESTATUS)
 
 @dataclass(frozen=True)
 class Reply:
-    """A thread reply decided on: posted by the channel's sender in its turn."""
-
     kind: str  # event, action, summary, or one of the kinds above
     band: int
     rendered: Rendered
@@ -95,8 +84,6 @@ def summary_replies(
 
 @dataclass(frozen=True)
 class Loaded:
-    """An incident as read, with the version a change of it must be committed against."""
-
     incident: Incident | None
     version: int = 0
     thread: ThreadRef | None = None
@@ -184,8 +171,8 @@ class IncidentStore:
         return (await self.load(incident_id)).incident
 
     async def load_group(self, group_hash: str) -> GroupLoad:
-        """The group and its incident, and the ID a new incident would take: the next of one
-        sequence of short numbers, because people type them (`/queue ack 12`)."""
+        """The group, its incident, and the ID a new incident would take: short numbers from one
+        sequence, because people type them (`/queue ack 12`)."""
         raw = await self._load_group(
             keys=[self.keys.group(group_hash), self.keys.incident_seq],
             args=[self.keys.incident("")],
@@ -199,14 +186,10 @@ class IncidentStore:
 
     async def load_many(self, incident_ids: Sequence[str]) -> list[Loaded]:
         """Several incidents in one round trip; one gone or unreadable is left out alone."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for incident_id in incident_ids:
-                pipe.hmget(self.keys.incident(incident_id), LOADED_FIELDS)
-            raws = await pipe.execute()
         found = []
-        for raw in raws:
-            with suppress(ValueError):  # pydantic's ValidationError is one
-                found.append(loaded_from(raw))
+        for read in await self.read_due(incident_ids):
+            with suppress(ValueError, RedisError):  # pydantic's ValidationError is a ValueError
+                found.append(read.loaded())
         return [loaded for loaded in found if loaded.incident is not None]
 
     async def open_ids(self) -> list[str]:
@@ -240,7 +223,7 @@ class IncidentStore:
         ]
 
     async def commit(self, change: Commit, *, now: float | None = None) -> bool:
-        """Apply `change` atomically; False when the incident or group moved on since read."""
+        """Apply `change` atomically; False when the incident or group changed since read."""
         keys, args = self._commit_call(change, time.time() if now is None else now)
         return int(await self._commit(keys=keys, args=args)) >= 0
 
@@ -252,30 +235,22 @@ class IncidentStore:
         clock: Callable[[], datetime],
         with_timeline: bool = False,
     ) -> Fresh[T]:
-        """Commit what `change` decides on the incident as it is now, decided again on fresh
-        state while another change gets there first."""
-        ended: Fresh[T] = Fresh(found=False)
-
-        async def attempt() -> bool:
-            nonlocal ended
+        """Commit what `change` decides on the incident as it is now, decided again while the
+        commit is refused (the incident changed since read)."""
+        answer = None
+        for _ in range(ATTEMPTS):
             loaded = await self.load(incident_id)
             if loaded.incident is None:
-                ended = Fresh(found=False)
-                return True
+                return Fresh(found=False)
             timeline = await self.events(incident_id) if with_timeline else []
             now = clock()
             commit, answer = change(loaded.incident, now, timeline)
-            ended = Fresh(found=True, answer=answer, busy=commit is not None)
             if commit is None:
-                return True
+                return Fresh(found=True, answer=answer)
             commit = replace(commit, version=loaded.version, thread=loaded.thread)
-            if not await self.commit(commit, now=now.timestamp()):
-                return False
-            ended = Fresh(found=True, answer=answer, committed=commit)
-            return True
-
-        await on_fresh_state(attempt)
-        return ended
+            if await self.commit(commit, now=now.timestamp()):
+                return Fresh(found=True, answer=answer, committed=commit)
+        return Fresh(found=True, answer=answer, busy=True)
 
     async def commit_many(
         self, changes: Sequence[Commit], *, now: float
@@ -291,7 +266,7 @@ class IncidentStore:
         return [v if isinstance(v, RedisError) else int(v) >= 0 for v in versions]
 
     def _commit_call(self, change: Commit, now: float) -> tuple[list[str], list[bytes]]:
-        """The keys and argument of `lua/commit.lua`, in the order its header numbers them."""
+        # In the order commit.lua's header numbers them.
         k, incident, thread = self.keys, change.incident, change.thread
         iid, channel = (incident.id, incident.channel) if incident else ("", "")
         group = change.group_hash or (incident.group_hash if incident else "")
@@ -348,8 +323,7 @@ class IncidentStore:
 
 
 class IssueLinks:
-    """Each incident's GitHub issue and what it was told, saved after each call GitHub answered,
-    so a replica dying mid-way leaves the progress of every call but the one it names."""
+    """Each incident's GitHub issue and what it was told, saved after each call GitHub answered."""
 
     def __init__(self, redis: Redis, keys: Keys, *, retention_s: int) -> None:
         self._redis = redis

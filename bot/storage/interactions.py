@@ -1,6 +1,6 @@
 """What makes a responder's action happen once: an interaction (a click, a modal, a command) is
 claimed and its answer kept, so a delivery arriving twice gets the same answer (the claim names
-its attempt, so a consumer taking over a dead one's request carries it on); an action on an
+its attempt, so a request taken over from a dead consumer is carried on); an action on an
 incident is locked while its backend call runs, then kept for a cooldown where asked.
 """
 
@@ -17,17 +17,14 @@ from bot.storage.leases import Lease, Leases
 INTERACTION_MEMORY_S = 3600
 IN_PROGRESS = "\x00in-progress"
 
-# The requests stream's entry the running task performs (`bot.intake.requests`), "" elsewhere: a
-# context variable, as each entry runs in a task of its own and the actions in between need not
-# carry it.
+# The requests stream's entry the running task performs, "" elsewhere: each entry runs in a task
+# of its own, and the actions in between need not carry it.
 attempt: ContextVar[str] = ContextVar("attempt", default="")
 
 
 @dataclass(frozen=True)
 class Held:
-    """A lock someone else holds: what they are doing, for the refusal message."""
-
-    what: str
+    what: str  # what the holder is doing, for the refusal message
 
 
 class Interactions:

@@ -85,35 +85,29 @@ class JobArrivals:
         )
 
 
-def _summed(hashes: list[dict[str, str]]) -> dict[Pair, int]:
-    total: Counter[Pair] = Counter()
-    for raw in hashes:
-        for field, value in raw.items():
-            runner_type, tab, workflow = field.partition("\t")
-            if tab and (n := _number(value, int)) is not None:
-                total[(runner_type, workflow)] += int(n)
-    return {pair: n for pair, n in total.items() if n > 0}
-
-
-def _mean_minutes(hashes: list[dict[str, str]]) -> dict[Pair, float]:
-    """A field is `<type>\t<workflow>` (jobs) or `<type>\t<workflow>\tm` (their minutes): a
-    workflow may be named `m`, so the minutes are the fields of three parts. A field that
-    does not read is left out, not the whole answer."""
+def _counted(hashes: list[dict[str, str]]) -> tuple[Counter[Pair], Counter[Pair]]:
+    """The jobs and their minutes per pair. A field is `<type>\t<workflow>` (jobs) or
+    `<type>\t<workflow>\tm` (their minutes; a workflow may be named `m`, so those are the fields
+    of three parts). A field that does not read is left out, not the whole answer."""
     jobs: Counter[Pair] = Counter()
     minutes: Counter[Pair] = Counter()
     for raw in hashes:
         for field, value in raw.items():
-            head, _, tail = field.rpartition("\t")
-            if tail == "m" and "\t" in head and (spent := _number(value, float)) is not None:
-                runner_type, _, workflow = head.partition("\t")
-                minutes[(runner_type, workflow)] += spent
-            elif head and (n := _number(value, int)) is not None:
-                jobs[(head, tail)] += int(n)
+            parts = field.split("\t")
+            try:
+                if len(parts) == 3 and parts[2] == "m":
+                    minutes[(parts[0], parts[1])] += float(value)
+                elif len(parts) == 2:
+                    jobs[(parts[0], parts[1])] += int(value)
+            except ValueError:
+                continue
+    return jobs, minutes
+
+
+def _summed(hashes: list[dict[str, str]]) -> dict[Pair, int]:
+    return {pair: n for pair, n in _counted(hashes)[0].items() if n > 0}
+
+
+def _mean_minutes(hashes: list[dict[str, str]]) -> dict[Pair, float]:
+    jobs, minutes = _counted(hashes)
     return {pair: minutes[pair] / n for pair, n in jobs.items() if n > 0}
-
-
-def _number(value: str, kind: type[int] | type[float]) -> float | None:
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        return None

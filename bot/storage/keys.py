@@ -1,12 +1,8 @@
 """Every Redis key queuepilot uses, named in one place.
 
 State lives under `<prefix>:v2:` (this layout's version), so a key of another layout is never
-read as one of this one (a plain string read as a hash would wedge its group). Per incident (TTL:
-retention after its last change): `incident:<id>` (hash: v, uid, channel, state, thread,
-rendered), `timeline:<id>`, `outbox:<id>` and its items, `message:<channel>:<ts>`; per alert
-group `group:<hash>`; per channel, for its sender, `send:<channel>:*`. The two streams and their
-dead letters are not versioned, so entries accepted before an upgrade are applied after it; they
-are also the only keys without a TTL.
+read as one of this one. The two streams and their dead letters are not versioned, so entries
+accepted before an upgrade are applied after it; they are also the only keys without a TTL.
 """
 
 from __future__ import annotations
@@ -17,8 +13,6 @@ SCHEMA = "v2"
 
 
 def _kind(template: str) -> Callable[..., str]:
-    """A kind of key, one per ID (or pair of IDs) filled into `template`."""
-
     wanted = template.count("{}")
 
     def key(self: Keys, *ids: str | int) -> str:

@@ -1,7 +1,6 @@
-"""The leader's lease: which replica does the work (`bot.leader`), and the token fencing its
-writes. Its value is a fencing token (a number that only grows) and the holder's name; fenced
-scripts refuse a value that is not the one stored, so a leader that stalled past its TTL cannot
-write after its successor.
+"""The leader's lease: which replica does the work (`bot.leader`). Its value is a fencing token (a
+number that only grows) and the holder's name; fenced scripts refuse a value that is not the one
+stored, so a leader that stalled past its TTL cannot write after its successor.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from bot.storage.scripts import script
 
 
 class Deposed(RedisError):
-    """A fenced write by a replica that no longer leads: nothing was written (retried as Redis
-    failing, by which time the replica has stopped leading)."""
+    """A fenced write by a replica that no longer leads: nothing was written."""
 
 
 @dataclass
@@ -39,20 +37,18 @@ class FencedScript:
         self._fence = fence
 
     async def __call__(self, *, keys: list[Any], args: list[Any], client: Any = None) -> Any:
-        if self._fence is None:
-            return await self._script(keys=[*keys, ""], args=[*args, ""], client=client)
-        held = self._fence.held
-        if held is None:
+        fence = self._fence or Fence("", held="")
+        if fence.held is None:
             raise Deposed("this replica does not lead")
         try:
             return await self._script(
-                keys=[*keys, self._fence.key], args=[*args, held], client=client
+                keys=[*keys, fence.key], args=[*args, fence.held], client=client
             )
         except RedisError as exc:
             if "DEPOSED" not in str(exc):
                 raise
-            self._fence.held = None
-            self._fence.refused.set()
+            fence.held = None
+            fence.refused.set()
             raise Deposed(str(exc)) from exc
 
 

@@ -1,5 +1,5 @@
 """The fleet's readings in Redis: the latest, the short history baselines read, and the readings
-kept a month for the capacity report. What they say is `bot.fleet`'s business."""
+kept a month for the capacity report."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The Slack requests stream: what people asked in Slack, acknowledged by any replica and waiting
-until the leader performs it (`bot.intake.requests`). A stream of its own: 0.25 replicas read the
-notification stream, and would dead-letter an entry they do not understand.
+until the leader performs it. A stream of its own: 0.25 replicas read the notification stream, and
+would dead-letter an entry they do not understand.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Request:
 
 
 class RequestRefused(ValueError):
-    """A body that cannot wait in the stream (too large, or not JSON): not a request to perform."""
+    """A body that cannot wait in the stream (too large, or not JSON)."""
 
 
 class RequestStream(ConsumerGroup[Request]):
@@ -45,9 +45,8 @@ class RequestStream(ConsumerGroup[Request]):
         )
 
     async def append(self, work: str, body: dict[str, Any]) -> str:
-        """Keep `work` on `body` until the leader performs it; RequestRefused when it cannot."""
-        added = await self.durably(partial(self._redis.xadd, self.key, request_fields(work, body)))
-        return str(added)
+        fields = request_fields(work, body)
+        return str(await self.durably(partial(self._redis.xadd, self.key, fields)))
 
     def parse(self, entry_id: str, fields: dict[str, str]) -> Request:
         return request_of(entry_id, fields)

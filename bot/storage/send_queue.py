@@ -1,8 +1,7 @@
 """A channel's send queue, filled by the commit script, read by its sender (`bot.outbound.send`):
 `posts` (new roots by severity, then threads with replies waiting by band, each then by age) and
-`edits` (roots due an edit, in ms). A post is marked in flight before Slack is called, only while
-the sender holds the channel's lease, and cleared when recorded: whoever finds a mark (the next
-attempt or leader, a 0.25 replica) looks the post up first. Marks are per queue member.
+`edits` (roots due an edit, in ms). A post is marked in flight (per queue member) before Slack is
+called and cleared when recorded: whoever finds a mark looks the post up before sending again.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from redis.asyncio import Redis
 
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
-from bot.storage.connection import LONGEST_BLOCK_S
+from bot.storage.connection import wait_bell
 from bot.storage.due_set import DueSet
 from bot.storage.incident_store import (
     BAND_EVENT,
@@ -37,7 +36,7 @@ NOTICE_CLAIM_S = 3 * 86_400
 
 @dataclass(frozen=True)
 class InFlight:
-    """A post the sender started, as 0.25 reads it too: its queue member, item, since when."""
+    """A post the sender started (0.25 reads it too)."""
 
     member: str
     item: str
@@ -94,23 +93,19 @@ class SendQueue:
         return cast(list[str], await self._redis.smembers(self.keys.send_channels))  # type: ignore[misc]
 
     async def waiting(self, channel: str) -> int:
-        """Root posts and threads with replies waiting in the channel."""
         return cast(int, await self._redis.zcard(self.keys.posts(channel)))
 
     async def next_post(self, channel: str) -> tuple[str | None, InFlight | None]:
         """The most urgent member of the channel's posts, and its in-flight mark if any."""
         k = self.keys
         found = await self._next_post(keys=[k.posts(channel), k.in_flight(channel)])
-        if not found:
-            return None, None
-        return found[0], InFlight.decode(found[1])
+        return (found[0], InFlight.decode(found[1])) if found else (None, None)
 
     async def in_flight(self, channel: str, member: str) -> InFlight | None:
         marker = await self._redis.hget(self.keys.in_flight(channel), member)  # type: ignore[misc]
         return InFlight.decode(marker)
 
     async def head_item(self, incident_id: str) -> str:
-        """The name of the thread's first waiting reply ('' when none)."""
         return cast(str | None, await self._redis.lindex(self.keys.outbox(incident_id), 0)) or ""  # type: ignore[misc]
 
     async def head_reply(self, incident_id: str) -> HeadReply | None:
@@ -126,7 +121,7 @@ class SendQueue:
         return HeadReply(item, rendered, ref, uid or "", status_ts or "", data.get("extra"))
 
     async def ensure_root_queued(self, channel: str, incident_id: str) -> None:
-        """A thread has replies waiting but no root: queue the root ahead of them."""
+        """Queue the root of a thread with replies waiting, ahead of them."""
         seq = await self._redis.incr(self.keys.send_seq)
         await self._redis.zadd(self.keys.posts(channel), {f"root:{incident_id}": seq}, nx=True)
 
@@ -171,22 +166,20 @@ class SendQueue:
         keys += [k.in_flight(channel), k.incident(incident_id)]
         await self._record_reply(keys=keys, args=[incident_id, item, status_ts])
 
-    async def forget(self, channel: str, member: str) -> None:
-        """Take a member off the queue (its incident is gone, or its root is posted)."""
+    async def forget(self, channel: str, *members: str, delete: tuple[str, ...] = ()) -> None:
+        """Take members off the queue and their marks (and delete the keys `delete`)."""
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(self.keys.posts(channel), member)
-            pipe.hdel(self.keys.in_flight(channel), member)
+            pipe.zrem(self.keys.posts(channel), *members)
+            pipe.hdel(self.keys.in_flight(channel), *members)
+            if delete:
+                pipe.delete(*delete)
             await pipe.execute()
 
     async def drop_thread(self, channel: str, incident_id: str) -> None:
         """The root can never be posted: its replies have nowhere to go either."""
-        k = self.keys
-        async with self._redis.pipeline(transaction=True) as pipe:
-            members = (f"root:{incident_id}", f"replies:{incident_id}")
-            pipe.zrem(k.posts(channel), *members)
-            pipe.hdel(k.in_flight(channel), *members)
-            pipe.delete(k.outbox(incident_id), k.outbox_items(incident_id))
-            await pipe.execute()
+        members = (f"root:{incident_id}", f"replies:{incident_id}")
+        outbox = (self.keys.outbox(incident_id), self.keys.outbox_items(incident_id))
+        await self.forget(channel, *members, delete=outbox)
 
     async def undeliverable(self, incident_id: str, item: str, error: str) -> None:
         key = self.keys.undeliverable
@@ -197,8 +190,7 @@ class SendQueue:
             await pipe.execute()
 
     async def wait_bell(self, bell: str, timeout: float) -> None:  # noqa: ASYNC109
-        """Sleep until a committer rings the bell, or `timeout` (at most `LONGEST_BLOCK_S`)."""
-        await self._bells.blpop([bell], timeout=min(max(timeout, 0.01), LONGEST_BLOCK_S))
+        await wait_bell(self._bells, bell, timeout)
 
     def root_edits(self, channel: str) -> DueSet:
         return DueSet(self._redis, self.keys.edits(channel), keep_s=self.retention_s)
@@ -264,9 +256,8 @@ class NoticeStore:
 
     async def done(self, channel: str, uid: str) -> None:
         """Posted (or never postable): it leaves the queue, its mark and Redis."""
-        member = f"notice:{uid}"
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.delete(self.keys.notice(uid))
-            pipe.zrem(self.keys.posts(channel), member)
-            pipe.hdel(self.keys.in_flight(channel), member)
+            pipe.zrem(self.keys.posts(channel), f"notice:{uid}")
+            pipe.hdel(self.keys.in_flight(channel), f"notice:{uid}")
             await pipe.execute()

@@ -1,5 +1,5 @@
-"""What Slack told one replica, kept for every replica so it is asked once: users' names,
-messages' permalinks, and whether the workspace takes chart blocks."""
+"""What Slack told us, kept so it is asked once: users' names, messages' permalinks, and whether
+the workspace takes chart blocks."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class PermalinkCache:
         self._keep_s = keep_s
 
     async def kept(self, messages: Sequence[Message]) -> dict[Message, str]:
-        """The links kept of `messages` ("" where Slack had none); those never asked left out."""
+        """The links kept ("" where Slack had none); messages never asked about are left out."""
         if not messages:
             return {}
         raws = await self._redis.mget([self._keys.permalink(c, ts) for c, ts in messages])

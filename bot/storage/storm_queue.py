@@ -49,7 +49,7 @@ class Storm:
         return posted[-1] if posted else None
 
     def metadata_uid(self, part: int = 0) -> str:
-        """A digest message's metadata, found after an uncertain post (0.25's for the first)."""
+        # The first part's is 0.25's.
         return f"storm-{self.id}" if part == 0 else f"storm-{self.id}-{part}"
 
     def item(self, part: int = 0) -> str:
@@ -57,14 +57,11 @@ class Storm:
 
     @property
     def member(self) -> str:
-        """Its name in the in-flight marks, beside `root:<id>` and `replies:<id>`."""
         return f"storm:{self.id}"
 
 
 @dataclass(frozen=True)
 class Member:
-    """A group in the digest, with what decides whether the digest must be drawn again."""
-
     incident_id: str
     version: int
     thread_ts: str  # its root message, once posted
@@ -96,9 +93,9 @@ class StormQueue:
         """Fold the waiting roots into the storm, opening one if `threshold` (> 0) roots wait."""
         k = self.keys
         keys = [k.posts(channel), k.storm(channel), k.storm_members(channel), k.send_seq]
-        keys.append(k.storm_paused(channel))
+        args = [threshold, now_ms, self._ttl_ms]
         storm_id, opened, added = await self._sweep(
-            keys=keys, args=[threshold, now_ms, self._ttl_ms]
+            keys=[*keys, k.storm_paused(channel)], args=args
         )
         return Swept(bool(storm_id), bool(opened), int(added))
 
@@ -106,13 +103,10 @@ class StormQueue:
         raw = cast(dict[str, str], await self._redis.hgetall(self.keys.storm(channel)))  # type: ignore[misc]
         if not raw.get("id"):
             return None
-        parts = int(raw.get("parts") or 1)
+        times = (int(raw.get(f) or 0) for f in ("started_ms", "last_added_ms", "waiting_ms"))
+        parts = range(1, int(raw.get("parts") or 1))
         return Storm(
-            raw["id"],
-            int(raw.get("started_ms") or 0),
-            int(raw.get("last_added_ms") or 0),
-            int(raw.get("waiting_ms") or 0),
-            (raw.get("ts", ""), *(raw.get(f"ts:{n}", "") for n in range(1, parts))),
+            raw["id"], *times, (raw.get("ts", ""), *(raw.get(f"ts:{n}", "") for n in parts))
         )
 
     async def place(self, channel: str, storm: Storm, part: int, *, room: int) -> list[str]:
@@ -169,10 +163,8 @@ class StormQueue:
 
     async def close(self, channel: str, storm: Storm) -> bool:
         """End the storm, unless a group joined since `storm` was read (then it goes on)."""
-        closed = await self._close(
-            keys=self._storm_keys(channel), args=[storm.id, storm.last_added_ms]
-        )
-        return bool(closed)
+        args = [storm.id, storm.last_added_ms]
+        return bool(await self._close(keys=self._storm_keys(channel), args=args))
 
     async def abandon(self, channel: str, storm: Storm, *, pause_ms: int) -> None:
         """The digest can never be posted: the roots go on alone, no storm for `pause_ms`."""

@@ -1,6 +1,5 @@
-"""The durable notification stream: the webhook appends before answering 202; the leader's
-consumers (and a 0.25 replica's, during an upgrade) apply each entry, and the commit that applies
-it acknowledges and deletes it in the same script.
+"""The durable notification stream: the webhook appends before answering 202; the commit that
+applies an entry acknowledges and deletes it in the same script.
 """
 
 from __future__ import annotations
@@ -46,8 +45,8 @@ class NotificationStream(ConsumerGroup[StreamEntry]):
         self._append = script(redis, "append")
 
     async def append(self, notification: Notification, body: bytes, received_at: float) -> str:
-        """Persist one accepted notification: its entry ID once Redis (and `wait_replicas`) has
-        it. Appends arriving together go in one script call (2,833 accepted/s, not 2,301)."""
+        """The entry ID once Redis (and `wait_replicas`) has it. Appends arriving together go in
+        one script call (2,833 accepted/s, not 2,301)."""
         fields: dict[str, Any] = {"at": repr(received_at)}
         if len(body) <= BODY_MAX_BYTES:
             fields.update(source=notification.source, body=body)

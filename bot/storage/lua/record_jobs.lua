@@ -12,9 +12,5 @@ for i = 2, #ARGV, 3 do
     end
   end
 end
-for k = 1, 3 do
-  if redis.call('EXISTS', KEYS[k]) == 1 then
-    redis.call('EXPIREAT', KEYS[k], ARGV[1])
-  end
-end
+for k = 1, 3 do redis.call('EXPIREAT', KEYS[k], ARGV[1]) end  -- a key not made is left alone
 return 0
