@@ -55,6 +55,10 @@ _WINDOW_LIKE = re.compile(r"[0-9]+[a-zA-Z]?")
 MAX_SCALE_UP = 9999  # runners one command adds; the scaler's own cap is checked after
 REPORT_WINDOWS = {"7d": 7, "30d": 30}
 MAX_ID = 40  # incident IDs are short numbers; a longer word is a typo, not an ID
+# The subcommands that act on one incident: named, or the one open in the channel.
+_ON_INCIDENT = frozenset(
+    ("ack", "resolve", "silence", "unsilence", "scale", "diagnose", "postmortem")
+)
 
 
 class CommandError(ValueError):
@@ -116,7 +120,15 @@ def parse_command(text: str) -> Command:
                 "usage: `/queue jobs [runner-type]`, e.g. `/queue jobs linux.2xlarge`"
             )
         return Command(verb, runner_type=args[0] if args else None)
-    raise CommandError(f"unknown command `{escape(verb)}`. Try `/queue help`.")
+    raise CommandError(_unknown(verb))
+
+
+def _unknown(verb: str) -> str:
+    return f"unknown command `{escape(verb)}`. Try `/queue help`."
+
+
+def _usage(wrong: str) -> Outcome:
+    return Outcome(False, f"{wrong}\n\n{HELP}", "refused")
 
 
 def _parse_report(args: list[str]) -> Command:
@@ -175,7 +187,7 @@ def read_command(text: str) -> Command | Outcome:
     try:
         command = parse_command(text)
     except CommandError as exc:
-        return Outcome(False, f"{exc}\n\n{HELP}", "refused")
+        return _usage(str(exc))
     return Outcome(True, HELP) if command.verb == "help" else command
 
 
@@ -192,6 +204,19 @@ async def run_command(
     command = read_command(text)
     if isinstance(command, Outcome):
         return command
+    return await perform(core, actor, command, channel=channel, interaction=interaction)
+
+
+async def perform(
+    core: ActionCore,
+    actor: Actor,
+    command: Command,
+    *,
+    channel: str = "",
+    interaction: str | None = None,
+) -> Outcome:
+    """A parsed command, through the same action functions as the buttons; one the core has no
+    action for answers with the usage text."""
     if command.verb == "status":
         return await _status(core, channel)
     if command.verb == "incidents":  # the most recent of every channel, open or resolved
@@ -207,12 +232,11 @@ async def run_command(
         return await core.jobs(
             actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction
         )
-    ref = command.incident_ref
-    if ref is None:
-        found = await _incident_for(core, channel, command)
-        if isinstance(found, Outcome):
-            return found
-        ref = found
+    if command.verb not in _ON_INCIDENT:
+        return _usage(_unknown(command.verb))
+    ref = command.incident_ref or await _incident_for(core, channel, command)
+    if isinstance(ref, Outcome):
+        return ref
     if command.verb == "scale" and command.runner_type and command.count:
         return await core.scale(
             actor,
@@ -232,7 +256,9 @@ async def run_command(
         "diagnose": core.diagnose,
         "postmortem": core.postmortem,
         "unsilence": core.unsilence,
-    }[command.verb]
+    }.get(command.verb)
+    if act is None:  # a scale or silence without its amount: only a Command built in code
+        return _usage(_unknown(command.verb))
     return await act(actor, ref, interaction=interaction)
 
 

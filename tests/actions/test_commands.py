@@ -19,6 +19,7 @@ from bot.actions.commands import (
     _trend_of,
     parse_command,
     parse_duration,
+    perform,
     run_command,
 )
 from bot.actions.core import ActionCore, Actor
@@ -314,6 +315,22 @@ async def test_bad_input_answers_what_was_wrong_and_the_help(
     assert mrkdwn_to_text(outcome.message).startswith(wrong), "as Slack shows it"
     assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
     assert "*`/queue jobs [runner-type]`*" in outcome.message
+
+
+@pytest.mark.parametrize(
+    "command",
+    [Command("frobnicate"), Command("silence", incident_ref="1"), Command("scale", count=2)],
+)
+async def test_a_command_without_an_action_answers_the_usage_text(
+    redis_url: str, command: Command
+) -> None:
+    # Only a Command built in code gets here (the parser refuses these words): still an answer.
+    core = await open_many(redis_url, 1)
+    outcome = await perform(core, Actor("U1", "al"), command)
+    assert not outcome.ok and outcome.result == "refused"
+    assert f"unknown command `{command.verb}`" in outcome.message
+    assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
+    assert (await core.open_count()) == 1, "nothing was done"
 
 
 async def test_resolve_while_the_queue_is_live_asks_once_more_and_anyway_resolves(
