@@ -62,8 +62,8 @@ class AlertWebhooks:
         self._stream = stream
         self._telemetry = telemetry
         self._config = config
-        self._token = _secret(config.alert_webhook_token)
-        self._hmac_secret = _secret(config.alert_webhook_hmac_secret)
+        self._token = secret_of(config.alert_webhook_token)
+        self._hmac_secret = secret_of(config.alert_webhook_hmac_secret)
         user, password = config.alert_webhook_basic_user, config.alert_webhook_basic_password
         self._basic: tuple[str, str] | None = None
         if user is not None and password is not None:
@@ -183,5 +183,5 @@ def register(app: Starlette, webhooks: AlertWebhooks) -> AlertRoutes:
     return AlertRoutes(app, webhooks)
 
 
-def _secret(value: SecretStr | None) -> str | None:
+def secret_of(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
