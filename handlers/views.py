@@ -129,7 +129,7 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
         return await refuse(TYPE_BLOCK, "This form is out of date.")
     problem = core.scaling.check(runner_type, amount or 0)
     if amount is None or problem:
-        block = TYPE_BLOCK if core.scaling.target(runner_type) is None else AMOUNT_BLOCK
+        block = TYPE_BLOCK if runner_type not in core.scaling.targets else AMOUNT_BLOCK
         return await refuse(block, problem or "A whole number.")
     forms = core.scale_forms
     owner = await forms.owner(
