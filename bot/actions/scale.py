@@ -70,7 +70,6 @@ class Scaling:
     reverts: ScaleReverts | None = None
 
     async def refusal(self, actor: Actor) -> Outcome | None:
-        """Why `actor` cannot scale at all (no scaler, not allowed), or None."""
         if self.scaler is None or not self.targets:
             return refused(NOT_CONFIGURED)
         refusal = await self.acting.authorizer.refusal(actor.user_id, "scale")
@@ -103,8 +102,8 @@ class Scaling:
         return self.scaler.cannot_undo if self.scaler is not None else ""
 
     def _configured(self, name: str) -> str | None:
-        """The scale target's runner type that `name` is, or None: an incident names a type as
-        its alert or reading does, which may differ from SCALER_TARGETS in case and punctuation."""
+        """The scale target's runner type `name` is: an incident names a type as its alert or
+        reading does, which may differ from SCALER_TARGETS in case and punctuation."""
         if name in self.targets:
             return name
         key = runner_key(self.config.runner_names.runner_type(name))  # a RUNNER_SCALE_SETS name
@@ -113,10 +112,9 @@ class Scaling:
     async def preview(
         self, runner_type: str, recommended: Judgement | None, *, timeout_s: float, until: str = ""
     ) -> ScalePreview:
-        """What the form shows for `runner_type`: the capacity (read within `timeout_s`: a modal
-        is waiting; past it Slack shows "took too long"), the judgement it advises from, and the
-        default it offers, checked as the scaler would check it. `until` says what puts the
-        scale-up back (the incident's resolve and settle time when empty)."""
+        """What the form shows for `runner_type`: the capacity (within `timeout_s`: a modal is
+        waiting), the judgement it advises from, and the default it offers, checked as the scaler
+        would check it. `until` says what puts the scale-up back (empty: the incident's resolve)."""
         target, scaler = self.targets[runner_type], self.scaler
         capacity, note = None, NOT_CONFIGURED
         if scaler is not None:
@@ -125,22 +123,20 @@ class Scaling:
                 note = "" if capacity else f"{scaler.name} cannot report capacity in advance"
             except BackendError as exc:
                 note = f"capacity unknown: {exc}"
-        reverts = self.reverts
+        reverts, can_raise = self.reverts, scaler is not None and scaler.can_raise_maximum
         default = scale_default(
             recommended,
             target,
             capacity,
-            can_raise_maximum=scaler is not None and scaler.can_raise_maximum,
-            refusal=lambda delta, raise_maximum: self.refused(
-                target, capacity, delta, raise_maximum
-            ),
+            can_raise_maximum=can_raise,
+            refusal=lambda delta, raise_max: self.refused(target, capacity, delta, raise_max),
         )
         return ScalePreview(
             target,
             capacity,
             note,
             recommended,
-            scaler is not None and scaler.can_raise_maximum,
+            can_raise,
             self.cannot_undo,
             self.config.scale_revert_after if reverts is not None else None,
             until or (reverts.settle_said if reverts is not None else ""),
@@ -151,14 +147,14 @@ class Scaling:
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, raise_maximum: bool
     ) -> str:
         """Why the scaler would refuse this request at `capacity` ("" when it would not, or it
-        cannot tell): checked when the form opens and again at review."""
+        cannot tell)."""
         if self.scaler is None:
             return ""
         return self.scaler.refusal(target, capacity, delta, raise_maximum=raise_maximum)
 
     async def failures(self, runner_types: list[str]) -> dict[str, list[str] | None]:
         """The autoscaler's own recent failures for each of `runner_types` with a target (None:
-        unreadable, which is not the same as none), read at once, for diagnostics."""
+        unreadable, which is not the same as none)."""
         scaler = self.scaler
         configured = {t: c for t in runner_types if (c := self._configured(t)) is not None}
         if scaler is None or not configured:
@@ -175,7 +171,7 @@ class Scaling:
         return dict(zip(configured, found, strict=True))
 
     def check(self, runner_type: str, delta: int) -> str:
-        """What is wrong with the request itself ("" when nothing): for modals and commands."""
+        """What is wrong with the request itself ("" when nothing)."""
         target = self.targets.get(runner_type)
         if target is None:
             known = ", ".join(f"`{escape(name)}`" for name in sorted(self.targets)[:20])
