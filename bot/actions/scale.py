@@ -120,7 +120,8 @@ class Scaling:
         if scaler is not None:
             try:
                 capacity = await within(scaler.capacity(target), timeout_s, scaler.name, margin_s=0)
-                note = "" if capacity else f"{scaler.name} cannot report capacity in advance"
+                unknown = f"{scaler.name} cannot report capacity in advance"
+                note = "" if capacity is not None else unknown
             except BackendError as exc:
                 note = f"capacity unknown: {exc}"
         reverts, can_raise = self.reverts, scaler is not None and scaler.can_raise_maximum
