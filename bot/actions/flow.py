@@ -69,6 +69,7 @@ def failed(message: str) -> Outcome:
 # An action's decision on the incident as read: the commit (or none) and the answer.
 Decided = tuple[Commit | None, Outcome]
 Decide = Callable[[Incident, datetime, list[Event]], Decided]
+Run = Callable[[], Awaitable[Outcome]]
 
 
 def parse_ref(ref: str) -> tuple[str, str | None]:
@@ -92,7 +93,7 @@ class Acting:
         action: str,
         actor: Actor,
         interaction: str | None,
-        run: Callable[[], Awaitable[Outcome]],
+        run: Run,
         *,
         asked: Asked | None = None,
     ) -> Outcome:
@@ -113,26 +114,18 @@ class Acting:
         self.telemetry.actions.labels(action, label).inc()
         return outcome
 
-    async def _once(
-        self,
-        action: str,
-        actor: Actor,
-        interaction: str | None,
-        run: Callable[[], Awaitable[Outcome]],
-    ) -> Outcome:
-        refusal = await self.authorizer.refusal(actor.user_id, action)
-        if refusal is not None:
+    async def _once(self, action: str, actor: Actor, interaction: str | None, run: Run) -> Outcome:
+        if (refusal := await self.authorizer.refusal(actor.user_id, action)) is not None:
             return refused(refusal)
-        if not interaction:
-            return await run()
         key = f"{action}:{actor.user_id}:{interaction}"
-        previous = await self.interactions.claim(key)
+        previous = await self.interactions.claim(key) if interaction else None
         if previous == IN_PROGRESS:
             return Outcome(False, "This request is already being handled.", "duplicate")
         if previous is not None:
             return Outcome(True, previous, "duplicate")
         outcome = await run()
-        await self.interactions.answered(key, outcome.message)
+        if interaction:
+            await self.interactions.answered(key, outcome.message)
         return outcome
 
     async def keep_refusal(self, asked: Asked, actor: Actor, outcome: Outcome) -> None:
