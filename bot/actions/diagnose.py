@@ -10,7 +10,7 @@ import asyncio
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from bot.actions.flow import UNKNOWN, Acting, Actor, Decided, Outcome, refused
+from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
 from bot.actions.scale import Scaling
 from bot.backends.errors import BackendError
 from bot.config import Settings
@@ -45,13 +45,10 @@ class Diagnosing:
         )
 
     async def _diagnose(self, actor: Actor, ref: str) -> Outcome:
-        incident = (await self.acting.load(ref)).incident
-        if incident is None:
-            return refused(UNKNOWN)
-        if not incident.is_open:
-            return refused(
-                f"Incident {incident.id} is already resolved: its summary is in the thread."
-            )
+        resolved = "Incident {id} is already resolved: its summary is in the thread."
+        incident = await self.acting.open_incident(ref, resolved)
+        if isinstance(incident, Outcome):
+            return incident
         name = await self.acting.name(actor)
         ttl_s, doing = self.config.backend_timeout_seconds + 5, f"{name} ran them"
         lock = await self.acting.interactions.lock(

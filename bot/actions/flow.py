@@ -145,6 +145,13 @@ class Acting:
         except RedisError as exc:  # the answer stands; only the record of it is lost
             log.warning("refusal of %s not kept: Redis: %s", asked.what, exc)
 
+    async def open_incident(self, ref: str, resolved: str) -> Incident | Outcome:
+        """The open incident `ref` names, or the refusal: unknown, or `resolved` (its `{id}`)."""
+        incident = (await self.load(ref)).incident
+        if incident is None:
+            return refused(UNKNOWN)
+        return incident if incident.is_open else refused(resolved.format(id=incident.id))
+
     async def load(self, ref: str) -> Loaded:
         incident_id, uid = parse_ref(ref)
         loaded = await self.store.load(incident_id) if incident_id else Loaded(None)

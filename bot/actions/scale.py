@@ -18,7 +18,6 @@ from typing import NamedTuple
 from redis.exceptions import RedisError
 
 from bot.actions.flow import (
-    UNKNOWN,
     Acting,
     Actor,
     Asked,
@@ -81,11 +80,9 @@ class Scaling:
         if refusal is not None:
             await self.acting.keep_refusal(Asked(ref, "Scale-up"), actor, refusal)
             return refusal
-        incident = (await self.acting.load(ref)).incident
-        if incident is None:
-            return refused(UNKNOWN)
-        if not incident.is_open:
-            return refused(f"Incident {incident.id} is already resolved.")
+        incident = await self.acting.open_incident(ref, "Incident {id} is already resolved.")
+        if isinstance(incident, Outcome):
+            return incident
         # The live reading's worst types first (it is fresher than the alert), then the alert's.
         live = incident.live
         ranked = [n for n, _ in worst_first(live.runner_types)] if live and live.is_live else []
@@ -216,11 +213,10 @@ class Scaling:
         problem = self.check(runner_type, delta) if configured else NOT_CONFIGURED
         if problem:
             return refused(problem)
-        incident = (await self.acting.load(ref)).incident
-        if incident is None:
-            return refused(UNKNOWN)
-        if not incident.is_open:
-            return refused(f"Incident {incident.id} is already resolved: nothing was scaled.")
+        resolved = "Incident {id} is already resolved: nothing was scaled."
+        incident = await self.acting.open_incident(ref, resolved)
+        if isinstance(incident, Outcome):
+            return incident
         name = await self.acting.name(actor)
         scaled = await self.scale_up(name, runner_type, delta, raise_maximum, keep, incident.id)
         if isinstance(scaled, Outcome):
