@@ -18,7 +18,6 @@ from bot.backends.metrics import QueueHistory
 from bot.config import Settings
 from bot.domain.capacity import TypeHistory, TypeReport, capacity_report, report_channels
 from bot.domain.incidents import Incident
-from bot.domain.routes import channel_for_type
 from bot.fleet.readings import FleetReadings
 from bot.render.capacity import render_report, report_message
 from bot.storage.send_queue import NoticeStore
@@ -59,13 +58,9 @@ class Report:
             return
         try:
             reports, incidents, said = await self._reports(7, None)
+            routing = self.config.routing
             by_channel = report_channels(
-                reports,
-                incidents,
-                default=self.config.slack_channel,
-                routed=lambda name: channel_for_type(
-                    self.config.slack_routes, name, self.config.slack_channel
-                ),
+                reports, incidents, default=routing.default, routed=routing.channel_of_type
             )
             for channel, of_channel in by_channel.items():
                 # One claim per schedule, not per date: a new leader (or a 0.25 replica) fires
