@@ -4,6 +4,7 @@ command's own name is the Slack app's to choose; only its text is parsed)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.actions.core import ActionCore, Actor, Outcome
@@ -51,10 +52,6 @@ _WINDOW_LIKE = re.compile(r"[0-9]+[a-zA-Z]?")
 MAX_SCALE_UP = 9999  # runners one command adds; the scaler's own cap is checked after
 REPORT_WINDOWS = {"7d": 7, "30d": 30}
 MAX_ID = 40  # incident IDs are short numbers; a longer word is a typo, not an ID
-# The subcommands that act on one incident: named, or the one open in the channel.
-_ON_INCIDENT = frozenset(
-    ("ack", "resolve", "silence", "unsilence", "scale", "diagnose", "postmortem")
-)
 
 
 class CommandError(ValueError):
@@ -228,34 +225,34 @@ async def perform(
         return await core.jobs(
             actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction
         )
-    if command.verb not in _ON_INCIDENT:
+    act = _ACTS.get(command.verb)
+    if act is None:
         return _usage(_unknown(command.verb))
     ref = command.incident_ref or await _incident_for(core, channel, command)
     if isinstance(ref, Outcome):
         return ref
-    if command.verb == "scale" and command.runner_type and command.count:
-        return await core.scale(
-            actor,
-            ref,
-            command.runner_type,
-            command.count,
-            raise_maximum=command.raise_maximum,
-            keep=command.keep,
-            interaction=interaction,
-        )
-    if command.verb == "silence" and command.seconds is not None:
-        return await core.silence(actor, ref, command.seconds, interaction=interaction)
-    if command.verb == "resolve":
-        return await core.resolve(actor, ref, anyway=command.anyway, interaction=interaction)
-    act = {
-        "ack": core.acknowledge,
-        "diagnose": core.diagnose,
-        "postmortem": core.postmortem,
-        "unsilence": core.unsilence,
-    }.get(command.verb)
-    if act is None:  # a scale or silence without its amount: only a Command built in code
-        return _usage(_unknown(command.verb))
-    return await act(actor, ref, interaction=interaction)
+    return await act(core, actor, ref, command, interaction)
+
+
+# The subcommands that act on one incident (named, or the one open in the channel), as the
+# buttons do: (core, who, incident reference, the command, its interaction) -> the answer.
+_ACTS: dict[str, Callable[[ActionCore, Actor, str, Command, str | None], Awaitable[Outcome]]] = {
+    "ack": lambda core, who, ref, _, i: core.acknowledge(who, ref, interaction=i),
+    "resolve": lambda core, who, ref, c, i: core.resolve(who, ref, anyway=c.anyway, interaction=i),
+    "silence": lambda core, who, ref, c, i: core.silence(who, ref, c.seconds or 0, interaction=i),
+    "unsilence": lambda core, who, ref, _, i: core.unsilence(who, ref, interaction=i),
+    "scale": lambda core, who, ref, c, i: core.scale(
+        who,
+        ref,
+        c.runner_type or "",
+        c.count or 0,
+        raise_maximum=c.raise_maximum,
+        keep=c.keep,
+        interaction=i,
+    ),
+    "diagnose": lambda core, who, ref, _, i: core.diagnose(who, ref, interaction=i),
+    "postmortem": lambda core, who, ref, _, i: core.postmortem(who, ref, interaction=i),
+}
 
 
 async def _incident_for(core: ActionCore, channel: str, command: Command) -> str | Outcome:

@@ -16,7 +16,7 @@ from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
-from bot.domain.units import duration
+from bot.domain.units import duration, is_silence_length
 from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, ThreadRef
@@ -51,6 +51,8 @@ class Silencing:
         )
 
     async def _silence(self, actor: Actor, ref: str, seconds: int) -> Outcome:
+        if not is_silence_length(seconds):  # the forms offer only these; a command checks them
+            return refused("A silence lasts between 1 minute and 7 days.")
         loaded = await self.acting.load(ref)
         incident = loaded.incident
         refusal = _silence_refusal(incident, self.silencer)
