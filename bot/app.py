@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from pydantic import SecretStr
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from slack_bolt.async_app import AsyncApp
@@ -75,6 +74,7 @@ from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
+from handlers.webhooks import secret_of
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     bolt = AsyncApp(
         client=client,
-        signing_secret=_secret(settings.slack_signing_secret) or "unused",
+        signing_secret=secret_of(settings.slack_signing_secret) or "unused",
         logger=logging.getLogger("slack_bolt"),
         # Bolt's 404 for a request no listener wants (which the boundary acks), without its
         # warning that quotes the body.
@@ -374,10 +374,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
 
 
-def _secret(value: SecretStr | None) -> str | None:
-    return value.get_secret_value() if value is not None else None
-
-
 def build_app(bot: Bot) -> ASGIApp:
     """Every endpoint on one port: Slack's, the alert webhooks, health and metrics."""
     app = Starlette(lifespan=bot.lifespan)
@@ -392,6 +388,6 @@ def build_app(bot: Bot) -> ASGIApp:
     handlers.home.register(bot.bolt, bot.home)
     if not bot.settings.socket_mode:
         # In Socket Mode there is no signing secret to verify an HTTP request with.
-        secret = _secret(bot.settings.slack_signing_secret) or ""
+        secret = secret_of(bot.settings.slack_signing_secret) or ""
         handlers.slack_boundary.register(app, bot.bolt, signing_secret=secret)
     return handlers.webhooks.register(app, webhooks)

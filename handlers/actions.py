@@ -1,6 +1,5 @@
-"""Root-message actions: ack and hand the click off; then, on whichever replica performs it, find
-the incident, call one method of the action core, tell the person the answer (`incident_work`).
-"""
+"""Root-message buttons: ack and hand the click off; then, on the replica performing it, find the
+incident, call one method of the action core, tell the person the answer."""
 
 from __future__ import annotations
 
@@ -44,17 +43,12 @@ def incident_work(act: Act) -> Work:
 async def _silence(
     core: ActionCore, actor: Actor, ref: str, interaction: str | None, body: dict[str, Any]
 ) -> Outcome:
-    seconds = _selected_seconds(body)
-    if seconds is None:
-        return CHOOSE
-    return await core.silence(actor, ref, seconds, interaction=interaction)
-
-
-def _selected_seconds(body: dict[str, Any]) -> int | None:
-    """The silence select's option values are durations in seconds."""
+    # The select's option values are durations in seconds.
     value = text_at(first_action(body), "selected_option", "value")
     seconds = ascii_whole(value, MAX_SILENCE_S + 1)
-    return seconds if seconds is not None and is_silence_length(seconds) else None
+    if seconds is None or not is_silence_length(seconds):
+        return CHOOSE
+    return await core.silence(actor, ref, seconds, interaction=interaction)
 
 
 async def dismiss_warning(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
@@ -66,25 +60,23 @@ async def dismiss_warning(core: ActionCore, slack: SlackGateway, body: dict[str,
     await tell(slack, body, outcome)
 
 
-acknowledge = incident_work(lambda core, who, ref, i, _: core.acknowledge(who, ref, interaction=i))
-resolve = incident_work(lambda core, who, ref, i, _: core.resolve(who, ref, interaction=i))
-resolve_anyway = incident_work(
-    lambda core, who, ref, i, _: core.resolve(who, ref, anyway=True, interaction=i)
-)
-silence = incident_work(_silence)
-unsilence = incident_work(lambda core, who, ref, i, _: core.unsilence(who, ref, interaction=i))
-diagnose = incident_work(lambda core, who, ref, i, _: core.diagnose(who, ref, interaction=i))
-postmortem = incident_work(lambda core, who, ref, i, _: core.postmortem(who, ref, interaction=i))
-
 # Each button's work by its action_id, which also names the work in the requests stream.
 WORKS: dict[str, Work] = {
-    "incident_ack": acknowledge,
-    "incident_resolve": resolve,
-    "incident_resolve_anyway": resolve_anyway,
-    "incident_silence": silence,
-    "incident_unsilence": unsilence,
-    "incident_diagnose": diagnose,
-    "incident_postmortem": postmortem,
+    "incident_ack": incident_work(lambda c, who, ref, i, _: c.acknowledge(who, ref, interaction=i)),
+    "incident_resolve": incident_work(lambda c, who, ref, i, _: c.resolve(who, ref, interaction=i)),
+    "incident_resolve_anyway": incident_work(
+        lambda c, who, ref, i, _: c.resolve(who, ref, anyway=True, interaction=i)
+    ),
+    "incident_silence": incident_work(_silence),
+    "incident_unsilence": incident_work(
+        lambda c, who, ref, i, _: c.unsilence(who, ref, interaction=i)
+    ),
+    "incident_diagnose": incident_work(
+        lambda c, who, ref, i, _: c.diagnose(who, ref, interaction=i)
+    ),
+    "incident_postmortem": incident_work(
+        lambda c, who, ref, i, _: c.postmortem(who, ref, interaction=i)
+    ),
     "warning_dismiss": dismiss_warning,
 }
 

@@ -1,6 +1,5 @@
-"""The `/queue` slash command: ack, then run it in the core. Help and what is wrong with a command
-that does not parse are answered by the replica Slack reached; every other command is handed off
-to the requests stream."""
+"""The `/queue` slash command: the help and a command that does not parse are answered by the
+replica Slack reached; every other command is handed off to the requests stream."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ from handlers.context import (
 
 log = logging.getLogger(__name__)
 FAILED = Outcome(False, "queuepilot could not carry out this command; its log says why.")
-# The command's work in the requests stream (the command's own name is the Slack app's to choose).
-COMMAND = "queue_command"
+COMMAND = "queue_command"  # its work's name in the requests stream
 
 
 async def on_queue(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:

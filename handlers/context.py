@@ -31,8 +31,8 @@ _after_ack: set[asyncio.Task[None]] = set()
 
 
 def after_ack(work: Awaitable[None]) -> None:
-    """Do a listener's work once Slack has its answer: with `process_before_response` that
-    answer goes out the moment the listener returns."""
+    """Do a listener's work once Slack has its answer (`process_before_response` sends it the
+    moment the listener returns)."""
 
     async def logged() -> None:
         try:
@@ -46,9 +46,8 @@ def after_ack(work: Awaitable[None]) -> None:
 
 
 def text_at(data: Any, *path: str) -> str:
-    """The string at `path` in a payload, else "". Bolt hands listeners the body unchecked: every
-    field is read through this (or `object_at`), so a body of another shape reads as absent
-    instead of raising after the ack."""
+    """The string at `path` in a payload, else "": Bolt hands listeners the body unchecked, and a
+    body of another shape must read as absent instead of raising after the ack."""
     found = object_at(data, *path[:-1]).get(path[-1]) if path else data
     return found if isinstance(found, str) else ""
 
@@ -73,13 +72,11 @@ def actor_of(body: dict[str, Any]) -> Actor:
 
 
 def _id_of(value: Any) -> str:
-    """An object's `id` or the string itself: Bolt reads both, and a command may carry either."""
     return value if isinstance(value, str) else text_at(value, "id")
 
 
 def interaction_of(body: dict[str, Any]) -> str | None:
-    """The request's own identity, so the same delivery twice is acted on once: a click's
-    `action_ts`, a modal submission's view and step, a slash command's `trigger_id`."""
+    """The request's own identity, so the same delivery twice is acted on once."""
     if action := first_action(body):
         stamp = text_at(action, "action_ts")
         return f"action:{stamp}" if stamp else None
@@ -99,8 +96,8 @@ def channel_of(body: dict[str, Any]) -> str:
 
 
 async def incident_ref_of(body: dict[str, Any], core: ActionCore) -> str | None:
-    """The incident a root-message action is about, as `<id>:<uid>` whenever known: a button's
-    value, else the clicked message's blocks (Slack echoes them), else the message index."""
+    """`<id>:<uid>` whenever known: a button's value, else the clicked message's blocks (Slack
+    echoes them), else the message index."""
     action = first_action(body)
     if text_at(action, "type") == "button" and (value := text_at(action, "value")):
         return value
@@ -132,8 +129,8 @@ def handed_off(
 
 
 def hand_off(context: AsyncBoltContext, work: str, body: dict[str, Any]) -> None:
-    """Keep `work` on `body` in the requests stream once Slack has its answer; a request that
-    cannot be kept there is answered here, so the person hears why."""
+    """Append `work` on `body` to the requests stream once Slack has its answer; one that cannot
+    be appended is answered here, so the person hears why."""
     after_ack(_kept(context["requests"], slack_of(context), work, body))
 
 
@@ -156,8 +153,8 @@ async def _kept(
 async def tell(
     slack: SlackGateway, body: dict[str, Any], outcome: Outcome, *, channel: str | None = None
 ) -> None:
-    """Answer the person who acted, visible to them only: an ephemeral message where the bot is a
-    member, else (a DM, a channel without the bot, a Web API failure) the `response_url`."""
+    """Answer the person who acted, visible to them only: ephemerally where the bot is a member,
+    else (a DM, a channel without the bot, a Web API failure) through the `response_url`."""
     user = actor_of(body).user_id
     try:
         where = channel or channel_of(body)
@@ -167,7 +164,6 @@ async def tell(
         log.info("ephemeral answer failed (%s); trying response_url", exc.error)
     except RedisError as exc:
         log.info("ephemeral answer not sent (Redis: %s); trying response_url", exc)
-    # As Bolt's `respond` sends it: the replica performing a request has its body, not its context.
     url = response_url_of(body)
     if not url:
         log.warning("could not answer %s: the request has no response_url", user)
@@ -186,7 +182,6 @@ async def tell(
 
 
 def response_url_of(body: dict[str, Any]) -> str:
-    """The request's `response_url`, or a modal submission's first `response_urls` entry."""
     if url := text_at(body, "response_url"):
         return url
     urls = body.get("response_urls")

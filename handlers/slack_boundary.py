@@ -1,13 +1,7 @@
-"""What stands around Bolt for Slack's traffic, over HTTP (`/slack/events`) and Socket Mode alike.
-
-Bolt parses, verifies the signature, routes to the listeners and acks. This boundary adds what Bolt
-leaves to the app:
-- whatever Bolt cannot take (a body its parser raises on, a listener raising, an answer of 500) is
-  refused with one log line and no traceback: over HTTP a 400 `{"ok": false, "error": ...}`, over
-  the socket a plain ack so Slack does not retry it;
-- a request no listener wants (a shortcut, another event) is acked, as Slack expects;
-- Slack's 3 seconds: the answer is bounded, and a listener that overran gets `_late_answer`;
-- an event Slack delivers again (`X-Slack-Retry-Num`) is acked and not handled twice.
+"""What stands around Bolt for Slack's traffic, over HTTP (`/slack/events`) and Socket Mode alike:
+what Bolt cannot take is refused with one log line (a 400 over HTTP, a plain ack over the socket,
+so Slack does not retry it); a request no listener wants is acked; the answer is bounded by
+Slack's 3 seconds; an event Slack delivers again is not handled twice.
 """
 
 from __future__ import annotations
@@ -64,10 +58,9 @@ async def answer(
     via: str,
     signed: Callable[[], bool] = lambda: True,
 ) -> BoltResponse:
-    """Bolt's answer to the request `build` makes (Bolt parses the body as it builds it), bounded
-    in time; never an exception, never a 5xx. `signed` tells, for a request Bolt could not take,
-    whether it carried Slack's signature: Bolt parses before it verifies, and an unsigned request
-    is a 401 whatever its body."""
+    """Bolt's answer to the request `build` makes, bounded in time; never an exception, never a
+    5xx. `signed`: Bolt parses before it verifies, and an unsigned request is a 401 whatever its
+    body."""
     try:
         request = build()
     except Exception as exc:  # Bolt's parser raises on what it cannot read
@@ -76,8 +69,7 @@ async def answer(
     try:
         return await asyncio.wait_for(asyncio.shield(work), ANSWER_BUDGET_S)
     except TimeoutError:
-        # The listener goes on (its answer still reaches the person, late); Slack gets an
-        # answer now instead of an error.
+        # The listener goes on (its answer reaches the person, late); Slack gets one now.
         _overran.add(work)
         work.add_done_callback(_overran.discard)
         log.warning("slack: a request over %s overran %.1f s", via, ANSWER_BUDGET_S)
@@ -110,9 +102,8 @@ def _refusal(via: str, reason: str, signed: Callable[[], bool]) -> BoltResponse:
 
 
 def _late_answer(body: Any) -> BoltResponse:
-    """A plain ack is all a click or a command needs (their listeners answer the person later).
-    A modal would close on it and lose what the person typed: it stays open, saying under its
-    first input that it took too long, so the person submits again."""
+    """A plain ack for a click or a command; a modal would close on it and lose what the person
+    typed, so it stays open, saying under its first input that it took too long."""
     view = body.get("view") if isinstance(body, dict) else None
     blocks = view.get("blocks") if isinstance(view, dict) else None
     for block in blocks if isinstance(blocks, list) else []:
@@ -125,8 +116,7 @@ def _late_answer(body: Any) -> BoltResponse:
 
 
 def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
-    """Event retries answered once, and a failure inside Bolt noted for the boundary's one log
-    line instead of Bolt's traceback."""
+
     claims, keys = Leases(redis), Keys(prefix)
 
     async def handled_once(
@@ -193,11 +183,9 @@ def register(app: Starlette, bolt: AsyncApp, *, signing_secret: str) -> None:
 
 
 class SocketEnvelopes:
-    """slack_sdk's message listener: one envelope in, one ack out, through the same boundary.
-
-    It gets the decoded message before slack_sdk builds its request object (which raises on a
-    payload that is neither an object nor a string, outside any handler of ours). Every envelope
-    is acked, a refused one plainly, so Slack never retries what the bot will never take."""
+    """slack_sdk's message listener: one envelope in, one ack out, through the same boundary. It
+    takes the decoded message before slack_sdk builds its request object, which raises outside
+    any handler of ours on a payload of another shape."""
 
     def __init__(self, bolt: AsyncApp) -> None:
         self._bolt = bolt
@@ -229,8 +217,8 @@ class SocketEnvelopes:
 
 
 async def start_socket_mode(app_token: str, bolt: AsyncApp) -> SocketModeClient:
-    """Connected: the URL is asked for first, so a refused app token stops the start with Slack's
-    error instead of slack_sdk's endless retry; the client reconnects by itself from then on."""
+    """The URL is asked for first, so a refused app token stops the start with Slack's error
+    instead of slack_sdk's endless retry."""
     client = SocketModeClient(
         app_token, web_client=bolt.client, logger=logging.getLogger("slack_sdk.socket_mode")
     )

@@ -1,9 +1,5 @@
-"""The Scale up… modal, opened by an incident root's button or an early warning's (the core
-resolves which owns the scale-up), reviewed, then confirmed into the core.
-
-The trigger lasts 3 seconds: the form opens at once and `views.update` fills in the capacity when
-the backend answers. A submission answers with the next step or with errors under their field,
-on the replica Slack reached; the confirmed scale-up is handed off to the requests stream.
+"""The Scale up… modal, opened by an incident root's button or an early warning's, reviewed on the
+replica Slack reached, then confirmed: the scale-up is handed off to the requests stream.
 """
 
 from __future__ import annotations
@@ -56,8 +52,7 @@ from handlers.context import (
 log = logging.getLogger(__name__)
 
 # A submission's own work (user groups, then the capacity) fits under the boundary's bound
-# (`handlers.slack_boundary.ANSWER_BUDGET_S`), so the person sees the next step rather than
-# "took too long"; a scaler whose client hangs past its timeout is caught by that bound.
+# (`handlers.slack_boundary.ANSWER_BUDGET_S`), so the person sees the next step.
 SUBMISSION_S = 2.2
 PREVIEW_IN_SUBMISSION_S = 1.5
 PREVIEW_IN_FORM_S = 10.0
@@ -72,7 +67,7 @@ async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBol
 
 async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """Open the form at once (the trigger expires in 3 s), then fill in the capacity and the
-    default the owner's judgement gives."""
+    default."""
     slack, action = slack_of(context), first_action(body)
     if text_at(action, "action_id") == "warning_scale":
         # An early warning's: its value is `<warning uid>:<runner type>`.
@@ -129,7 +124,7 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
         return await refuse(TYPE_BLOCK, "This form is out of date.")
     problem = core.scaling.check(runner_type, amount or 0)
     if amount is None or problem:
-        block = TYPE_BLOCK if core.scaling.target(runner_type) is None else AMOUNT_BLOCK
+        block = TYPE_BLOCK if runner_type not in core.scaling.targets else AMOUNT_BLOCK
         return await refuse(block, problem or "A whole number.")
     forms = core.scale_forms
     owner = await forms.owner(
@@ -140,8 +135,7 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
     preview = await core.scaling.preview(runner_type, None, timeout_s=left, until=owner.until)
     raise_maximum = preview.can_raise_maximum and _selected(values, MODE_BLOCK) == RAISE_MAX
-    # Checked at review as the scaler checks it on Confirm: a refusal shows under the amount,
-    # not after the confirmation.
+    # Checked at review as the scaler checks it on Confirm: a refusal shows under the amount.
     refused = core.scaling.refused(preview.target, preview.capacity, amount, raise_maximum)
     if refused:
         return await refuse(AMOUNT_BLOCK, refused)
@@ -187,7 +181,6 @@ def _amount(values: dict[str, Any]) -> int | None:
 
 
 def _plain(message: str) -> str:
-    """Modal errors are plain text: drop mrkdwn code marks and entities."""
     text = message.replace("`", "").replace("&lt;", "<").replace("&gt;", ">")
     return text.replace("&amp;", "&")[:150]
 

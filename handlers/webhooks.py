@@ -62,12 +62,13 @@ class AlertWebhooks:
         self._stream = stream
         self._telemetry = telemetry
         self._config = config
-        self._token = _secret(config.alert_webhook_token)
-        self._hmac_secret = _secret(config.alert_webhook_hmac_secret)
-        user, password = config.alert_webhook_basic_user, config.alert_webhook_basic_password
-        self._basic: tuple[str, str] | None = None
-        if user is not None and password is not None:
-            self._basic = (user, password.get_secret_value())
+        self._token = secret_of(config.alert_webhook_token)
+        self._hmac_secret = secret_of(config.alert_webhook_hmac_secret)
+        user, password = (
+            config.alert_webhook_basic_user,
+            secret_of(config.alert_webhook_basic_password),
+        )
+        self._basic = (user, password) if user is not None and password is not None else None
         self._max_body = config.alert_max_body_bytes
         self._clock = clock
 
@@ -95,8 +96,7 @@ class AlertWebhooks:
                 source, 503, "unavailable", "cannot persist the notification now; retry"
             )
         self._telemetry.notifications.labels(source, "accepted").inc()
-        # Debug: a line per notification is a fifth of the intake's CPU in a flood, and the
-        # counter says as much; what it did to an incident is logged where that happens.
+        # Debug: a line per notification is a fifth of the intake's CPU in a flood.
         log.debug(
             "webhook: accepted %s notification %s (%s, %d alerts)",
             source,
@@ -118,9 +118,7 @@ class AlertWebhooks:
                 "or basic auth on the bot, and send it",
             )
         header = request.headers.get("authorization")
-        allowed = []
-        if self._token:
-            allowed.append(bearer_ok(header, self._token))
+        allowed = [bearer_ok(header, self._token)] if self._token else []
         if self._basic is not None:
             allowed.append(basic_ok(header, *self._basic))
         if allowed and not any(allowed):
@@ -183,5 +181,5 @@ def register(app: Starlette, webhooks: AlertWebhooks) -> AlertRoutes:
     return AlertRoutes(app, webhooks)
 
 
-def _secret(value: SecretStr | None) -> str | None:
+def secret_of(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None

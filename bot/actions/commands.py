@@ -1,11 +1,10 @@
-"""`/queue` subcommands: parsed here, carried out by the action core, like the buttons.
-
-The command's name is whatever the Slack app configures; only its text is parsed.
-"""
+"""`/queue` subcommands: parsed here, carried out by the action core, like the buttons (the
+command's own name is the Slack app's to choose; only its text is parsed)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.actions.core import ActionCore, Actor, Outcome
@@ -18,8 +17,7 @@ from bot.domain.units import ascii_whole, is_silence_length, number, span_second
 from bot.render.mrkdwn import escape, slack_date, truncate
 from bot.render.queue import EMPTY, type_lines
 
-# As people type the commands; `HELP` is it escaped, so Slack shows `<duration>` instead of taking
-# it for a link to nowhere and showing nothing.
+# Escaped into `HELP`, so Slack shows `<duration>` instead of taking it for a link to nowhere.
 _TYPED_HELP = """*`/queue`* — the live queue by runner type (in a team's channel, the types it \
 owns), and the open incidents
 *`/queue incidents`* — open and recent incidents
@@ -41,8 +39,7 @@ Without an ID, a command acts on the one open incident; when several are open it
 `postmortem` without an ID, when none is open, writes up the one that resolved last."""
 HELP = escape(_TYPED_HELP)
 
-# An ephemeral answer is one section-sized text: the overview stops before it, saying how many
-# it left out, whatever the number of open incidents.
+# An ephemeral answer is one section-sized text: the overview says how many it left out.
 MAX_ANSWER = 2900
 MAX_LINES = 20
 MAX_SCAN = 500  # open incidents read to find the ones of a channel
@@ -116,7 +113,15 @@ def parse_command(text: str) -> Command:
                 "usage: `/queue jobs [runner-type]`, e.g. `/queue jobs linux.2xlarge`"
             )
         return Command(verb, runner_type=args[0] if args else None)
-    raise CommandError(f"unknown command `{escape(verb)}`. Try `/queue help`.")
+    raise CommandError(_unknown(verb))
+
+
+def _unknown(verb: str) -> str:
+    return f"unknown command `{escape(verb)}`. Try `/queue help`."
+
+
+def _usage(wrong: str) -> Outcome:
+    return Outcome(False, f"{wrong}\n\n{HELP}", "refused")
 
 
 def _parse_report(args: list[str]) -> Command:
@@ -175,7 +180,7 @@ def read_command(text: str) -> Command | Outcome:
     try:
         command = parse_command(text)
     except CommandError as exc:
-        return Outcome(False, f"{exc}\n\n{HELP}", "refused")
+        return _usage(str(exc))
     return Outcome(True, HELP) if command.verb == "help" else command
 
 
@@ -192,6 +197,19 @@ async def run_command(
     command = read_command(text)
     if isinstance(command, Outcome):
         return command
+    return await perform(core, actor, command, channel=channel, interaction=interaction)
+
+
+async def perform(
+    core: ActionCore,
+    actor: Actor,
+    command: Command,
+    *,
+    channel: str = "",
+    interaction: str | None = None,
+) -> Outcome:
+    """A parsed command, through the same action functions as the buttons; one the core has no
+    action for answers with the usage text."""
     if command.verb == "status":
         return await _status(core, channel)
     if command.verb == "incidents":  # the most recent of every channel, open or resolved
@@ -207,40 +225,40 @@ async def run_command(
         return await core.jobs(
             actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction
         )
-    ref = command.incident_ref
-    if ref is None:
-        found = await _incident_for(core, channel, command)
-        if isinstance(found, Outcome):
-            return found
-        ref = found
-    if command.verb == "scale" and command.runner_type and command.count:
-        return await core.scale(
-            actor,
-            ref,
-            command.runner_type,
-            command.count,
-            raise_maximum=command.raise_maximum,
-            keep=command.keep,
-            interaction=interaction,
-        )
-    if command.verb == "silence" and command.seconds is not None:
-        return await core.silence(actor, ref, command.seconds, interaction=interaction)
-    if command.verb == "resolve":
-        return await core.resolve(actor, ref, anyway=command.anyway, interaction=interaction)
-    act = {
-        "ack": core.acknowledge,
-        "diagnose": core.diagnose,
-        "postmortem": core.postmortem,
-        "unsilence": core.unsilence,
-    }[command.verb]
-    return await act(actor, ref, interaction=interaction)
+    act = _ACTS.get(command.verb)
+    if act is None:
+        return _usage(_unknown(command.verb))
+    ref = command.incident_ref or await _incident_for(core, channel, command)
+    if isinstance(ref, Outcome):
+        return ref
+    return await act(core, actor, ref, command, interaction)
+
+
+# The subcommands that act on one incident (named, or the one open in the channel), as the
+# buttons do: (core, who, incident reference, the command, its interaction) -> the answer.
+_ACTS: dict[str, Callable[[ActionCore, Actor, str, Command, str | None], Awaitable[Outcome]]] = {
+    "ack": lambda core, who, ref, _, i: core.acknowledge(who, ref, interaction=i),
+    "resolve": lambda core, who, ref, c, i: core.resolve(who, ref, anyway=c.anyway, interaction=i),
+    "silence": lambda core, who, ref, c, i: core.silence(who, ref, c.seconds or 0, interaction=i),
+    "unsilence": lambda core, who, ref, _, i: core.unsilence(who, ref, interaction=i),
+    "scale": lambda core, who, ref, c, i: core.scale(
+        who,
+        ref,
+        c.runner_type or "",
+        c.count or 0,
+        raise_maximum=c.raise_maximum,
+        keep=c.keep,
+        interaction=i,
+    ),
+    "diagnose": lambda core, who, ref, _, i: core.diagnose(who, ref, interaction=i),
+    "postmortem": lambda core, who, ref, _, i: core.postmortem(who, ref, interaction=i),
+}
 
 
 async def _incident_for(core: ActionCore, channel: str, command: Command) -> str | Outcome:
-    """The incident a command acts on when none is named: the one open here. When several are
-    open (or none here, some elsewhere), acting on a guess could hit the wrong one: ask which.
-    `postmortem` with none open here writes up the one here that resolved last: a postmortem is
-    mostly asked for just after the summary."""
+    """The one incident open here; when several are open (or none here, some elsewhere), ask
+    which rather than guess. `postmortem` with none open here writes up the one that resolved
+    last: it is mostly asked for just after the summary."""
     here, elsewhere = _split(core, channel, await core.open_incidents(MAX_SCAN))
     if len(here) == 1:
         return here[0].id
@@ -269,8 +287,8 @@ def _which(command: Command, incidents: list[Incident], total: int, channel: str
 
 
 async def _status(core: ActionCore, channel: str) -> Outcome:
-    """The live queue by runner type from the metrics backend, whether or not an incident is
-    open; then the open incidents. With the `alert` backend, the incidents' alert numbers."""
+    """The live queue by runner type, whether or not an incident is open; then the open
+    incidents (with the `alert` backend, with their alert numbers)."""
     readings = core.readings
     incidents = await core.open_incidents(MAX_SCAN)  # read once: for the trend and the list
     if not readings.metrics.live:
@@ -308,18 +326,16 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
                 f"({shown}): `/queue` there lists them, and in a DM with the app every type._"
             )
         head += "\n" + "\n".join(lines)
-    # The live listing above is this message's one reading: the incidents under it say no
-    # numbers of their own (a status's older reading beside it would disagree).
-    # The live part keeps room for the incidents under it.
+    # The live listing is this message's one reading: the incidents under it say no numbers of
+    # their own (an older reading beside it would disagree), and it leaves them room.
     return _open_here(
         core, channel, truncate(head, MAX_ANSWER // 2), incidents, numbers=fleet is None
     )
 
 
 def _trend_of(fleet: FleetSnapshot, incidents: list[Incident]) -> Trend:
-    """The trend of the open incident that shows most of these runner types: the slope its
-    root's advice reads where the backend does not count arrivals and completions, so `/queue`
-    advises the same +N (none open: no trend, the reading alone)."""
+    """The trend of the open incident that shows most of these runner types, for the sparklines
+    its root shows (none open: the reading alone)."""
     listed = {runner_key(name) for name in fleet.runner_types}
 
     def shared(incident: Incident) -> int:
@@ -332,8 +348,7 @@ def _trend_of(fleet: FleetSnapshot, incidents: list[Incident]) -> Trend:
 def _split(
     core: ActionCore, channel: str, incidents: list[Incident]
 ) -> tuple[list[Incident], list[Incident]]:
-    """(those of `channel`, the others). `/queue` answers for the channel it was typed in when
-    incidents open there; elsewhere (a DM, another channel) every incident is "here"."""
+    """(those of `channel`, the others); outside the incidents' channels (a DM) all are "here"."""
     if channel not in core.channels:
         return incidents, []
     here = [i for i in incidents if i.channel == channel]
@@ -347,8 +362,7 @@ def _channels(channels: set[str]) -> str:
 def _open_here(
     core: ActionCore, channel: str, head: str, incidents: list[Incident], *, numbers: bool = True
 ) -> Outcome:
-    """The open `incidents` of `channel`, under `head`, and a line for those in other
-    channels; with their own `numbers` unless `head` shows the live reading."""
+    """The open `incidents` of `channel` under `head`, and a line for those in other channels."""
     here, elsewhere = _split(core, channel, incidents)
     others = ""
     if elsewhere:
@@ -366,8 +380,8 @@ def _open_here(
 
 
 def _capped(head: str, lines: list[str], total: int) -> str:
-    """`head`, then as many lines as fit MAX_LINES and MAX_ANSWER, then how many were left out
-    of `total`. The "more" line is reserved room, so the answer never passes MAX_ANSWER."""
+    """`head` and as many lines as fit MAX_LINES and MAX_ANSWER, then how many of `total` were
+    left out (room reserved for it)."""
     kept = [head] if head else []
     size = len(head) + 100
     for line in lines[:MAX_LINES]:
@@ -383,7 +397,6 @@ def _capped(head: str, lines: list[str], total: int) -> str:
 
 
 def _brief(incident: Incident, channel: str = "") -> str:
-    """One incident, with its channel when it is not the one asked from."""
     elsewhere = incident.channel and incident.channel != channel
     where = f" in <#{escape(incident.channel)}>" if elsewhere else ""
     return f"• *#{escape(incident.id)}* {truncate(escape(incident.title), 150)}{where}"
@@ -391,8 +404,7 @@ def _brief(incident: Incident, channel: str = "") -> str:
 
 def _overview_line(incident: Incident, *, numbers: bool = True) -> str:
     """The incident with its root's numbers and runner types, from the same source as its root
-    (the live reading while it shows one, else the alert; resolved, the worst seen). Without
-    `numbers`: the incident alone, under a listing that says them."""
+    (the live reading, else the alert; resolved, the worst seen)."""
     state = "firing" if incident.is_open else "resolved"
     line = f"*#{escape(incident.id)}* {truncate(escape(incident.title), 150)} — {state}"
     if not numbers:

@@ -1,9 +1,7 @@
 """The action core: what a responder can do to an incident, whichever surface they used.
 
 Buttons, modals and `/queue` subcommands all land here, so all get the same permission check,
-idempotency, timeline entries and answers (`bot.actions.flow`). Acknowledge and resolve only
-change state; silence, scale up and diagnostics call a backend first, and the postmortem and
-`/queue jobs` read the jobs source.
+idempotency, timeline entries and answers (`bot.actions.flow`).
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ class ActionCore:
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
         self.jobs = jobs.jobs
-        self._jobs_watch = jobs.watch  # the write-up names the workflows behind the queue
+        self._jobs_watch = jobs.watch
         self.warnings = warnings
         self.dismiss_warning = warnings.dismiss
         self.report = report.report
@@ -68,7 +66,6 @@ class ActionCore:
         self.channels = self.routing.channels
 
     async def open_incidents(self, limit: int = 100) -> list[Incident]:
-        """The most recently opened open incidents, at most `limit` of them."""
         return await self._store.get_many((await self._store.open_ids())[:limit])
 
     async def open_count(self) -> int:
@@ -96,16 +93,14 @@ class ActionCore:
 
         async def run() -> Outcome:
             name = await self._acting.name(actor)
-            decide = _resolve(actor, name, anyway=anyway)
-            return await self._acting.commit(ref, decide, with_timeline=True)
+            return await self._acting.commit(ref, _resolve(actor, name, anyway), with_timeline=True)
 
         return await self._acting.guarded("resolve", actor, interaction, run)
 
     async def postmortem(
         self, actor: Actor, ref: str, *, interaction: str | None = None
     ) -> Outcome:
-        """The incident's write-up, open or resolved, shared into its thread as a Markdown file.
-        The jobs source is read before the commit, holding no state."""
+        """The incident's write-up, open or resolved, shared into its thread as a Markdown file."""
 
         async def run() -> Outcome:
             if (await self._acting.load(ref)).incident is None:
@@ -116,9 +111,7 @@ class ActionCore:
             def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
                 markdown = render_postmortem(incident, timeline, now=now, jobs=jobs, jobs_note=note)
                 text = (
-                    "Postmortem drafted"
-                    if not incident.is_open
-                    else "Postmortem draft (still firing)"
+                    "Postmortem draft (still firing)" if incident.is_open else "Postmortem drafted"
                 )
                 event = Event(
                     at=now, kind="postmortem", text=text, actor=actor.user_id, actor_name=name
@@ -139,7 +132,6 @@ class ActionCore:
         return render_postmortem(incident, timeline, now=now, jobs=jobs, jobs_note=note)
 
     async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
-        """The jobs behind the queue, or why there are none, in a few words."""
         if self._jobs_watch is None:
             return None, NO_JOBS_SOURCE
         try:
@@ -169,7 +161,7 @@ def _acknowledge(actor: Actor, name: str) -> Decide:
     return decide
 
 
-def _resolve(actor: Actor, name: str, *, anyway: bool) -> Decide:
+def _resolve(actor: Actor, name: str, anyway: bool) -> Decide:
     def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
         if not incident.is_open:
             return None, Outcome(True, f"Incident {incident.id} is already resolved.")

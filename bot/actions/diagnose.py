@@ -1,8 +1,7 @@
 """Run diagnostics: the runbook's checks over what the metrics backend knows, into the thread.
 
-Read-only, yet a double click must not post two reports: the report is locked per incident for
-a short cooldown, and the refusal points at the report just posted. A failing live backend
-leaves the report on the alert's own numbers, and the report says so.
+A double click must not post two reports: the report is locked per incident for a short
+cooldown, and the refusal points at the report just posted.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import asyncio
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
-from bot.actions.flow import UNKNOWN, Acting, Actor, Decided, Outcome, refused
+from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
 from bot.actions.scale import Scaling
 from bot.backends.errors import BackendError
 from bot.config import Settings
@@ -46,22 +45,19 @@ class Diagnosing:
         )
 
     async def _diagnose(self, actor: Actor, ref: str) -> Outcome:
-        incident = (await self.acting.load(ref)).incident
-        if incident is None:
-            return refused(UNKNOWN)
-        if not incident.is_open:
-            return refused(
-                f"Incident {incident.id} is already resolved: its summary is in the thread."
-            )
+        resolved = "Incident {id} is already resolved: its summary is in the thread."
+        incident = await self.acting.open_incident(ref, resolved)
+        if isinstance(incident, Outcome):
+            return incident
         name = await self.acting.name(actor)
-        ttl_s = self.config.backend_timeout_seconds + 5
+        ttl_s, doing = self.config.backend_timeout_seconds + 5, f"{name} ran them"
         lock = await self.acting.interactions.lock(
-            incident.id, "diagnose", doing=f"{name} ran them", ttl_s=ttl_s
+            incident.id, "diagnose", doing=doing, ttl_s=ttl_s
         )
         if isinstance(lock, Held):
             return refused(f"Diagnostics were just run ({lock.what}): see the thread.")
         snapshot, evidence, view = await self._gather(incident)
-        await lock.keep(COOLDOWN_S, f"{name} ran them")
+        await lock.keep(COOLDOWN_S, doing)
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
             diagnosis = diagnose(snapshot, evidence)
@@ -86,9 +82,8 @@ class Diagnosing:
         return await self.acting.commit(ref, decide)
 
     async def _gather(self, incident: Incident) -> tuple[FleetSnapshot, Evidence, JobsView | None]:
-        """The incident's runner types from the shared fleet reading (refreshed if due), with
-        baselines, else the alert's numbers with a note saying why; and what the causes read
-        beyond it: the readings' history, the autoscaler's failures, the jobs behind the queue."""
+        """The incident's runner types from the shared fleet reading (else the alert's numbers,
+        saying why), and what the causes read beyond it."""
         reading, history = await self.readings.current()
         now = self.acting.clock()
         snapshot = incident_fleet(
@@ -122,7 +117,6 @@ class Diagnosing:
         return snapshot, evidence, view
 
     async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
-        """The jobs behind the queue, and what the causes say when there are none to read."""
         if self.jobs is None:
             return None, JOBS_SOURCES
         try:
@@ -133,8 +127,8 @@ class Diagnosing:
 
 
 def _short_of(diagnosis: Diagnosis, snapshot: FleetSnapshot) -> tuple[str, float] | None:
-    """The runner type and the maximum a conclusion of too low a maximum is about: a reading
-    with a higher one disproves it and takes it off the root."""
+    """The runner type and maximum a "maximum too low" conclusion is about: a reading with a
+    higher one takes it off the root."""
     if diagnosis.cause is not Cause.AUTOSCALING or not diagnosis.lead_type:
         return None
     metrics = snapshot.runner_types.get(diagnosis.lead_type)

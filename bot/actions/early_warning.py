@@ -1,11 +1,6 @@
-"""The early warning's buttons: Dismiss (no warning for that runner type for an hour) and
-Scale up (a real scale-up, before the alert fires).
-
-Anyone in the channel may dismiss: it silences nothing, it only holds back a forecast, and the
-message says who dismissed it until when. Scale up takes the incident's checks, lock and call
-(`bot.actions.scale`) and is owned by the warning: its message says who scaled what, and it goes
-back once the warning's queue is over, or passes to the incident that takes the warning on. A
-Scale up… opened from a warning whose alert fired meanwhile scales for that incident.
+"""The early warning's buttons: Dismiss (no warning for that runner type for an hour; anyone may,
+it only holds back a forecast) and Scale up (before the alert fires; the scale-up is the
+warning's, or the incident's that took the warning on).
 """
 
 from __future__ import annotations
@@ -51,8 +46,8 @@ class Warnings:
     async def scale_choice(
         self, actor: Actor, runner_type: str, uid: str
     ) -> WarningState | Outcome:
-        """The standing warning one may scale its runner type from (or the one an incident took
-        on: the scale-up is the incident's then), or why not."""
+        """The standing warning (or the one an incident took on) `actor` may scale from, or why
+        not."""
         refusal = await self.scaling.refusal(actor)
         if refusal is not None:
             return refusal
@@ -110,8 +105,7 @@ class Warnings:
         )
         line += f" {scaled.undo}" if scaled.undo else ""
 
-        # Said on the warning's message (read again when the upkeep saved a newer version
-        # meanwhile), edited once it went back; an ended warning keeps it too.
+        # Said on the warning's message (the upkeep may have saved a newer version meanwhile).
         def noted(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != uid:
                 return None
@@ -124,7 +118,6 @@ class Warnings:
     async def _active(
         self, runner_type: str, uid: str, *, folded: bool = False
     ) -> WarningState | Outcome:
-        """The warning while it stands (`folded`: or once an incident took it on)."""
         state = await self.store.get(runner_type)
         if state is not None and state.uid == uid:
             taken_on = folded and state.phase is Phase.FOLDED and bool(state.incident_id)

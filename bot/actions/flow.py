@@ -1,10 +1,6 @@
-"""The path every responder action takes, whichever action and whichever surface.
-
-`guarded` runs the checks before any work (the authorization hook, then the interaction's
-identity: the same delivery twice does one thing and gets the same answer) and counts every
-outcome in `/metrics`. `commit` decides on the incident as read and commits the change with its
-thread reply, deciding again on fresh state if the incident moved on. Backend calls happen
-between the two, holding no state: a slow Alertmanager never holds up an alert group.
+"""The path every responder action takes, whichever surface: `guarded` authorizes, answers the
+same delivery twice once, and counts the outcome; `commit` decides on the incident as read and
+commits the change with its thread reply. Backend calls happen between the two, holding no state.
 """
 
 from __future__ import annotations
@@ -44,13 +40,9 @@ class Actor:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What to tell the person who asked (ephemerally): mrkdwn, already escaped.
-
-    `result` is how `/metrics` counts it: ok, refused (permission, state, bad input), failed
-    (a backend said no or did not answer), duplicate (the same interaction again), error.
-    `blocks`, when the answer offers a button; `message` is shown alone where blocks are not (a
-    notification, the same interaction answered again), so it must say it all.
-    """
+    """What to tell the person who asked (ephemerally), mrkdwn already escaped. `result` is how
+    `/metrics` counts it: ok, refused, failed (a backend), duplicate, error. `message` is shown
+    alone where `blocks` are not (a notification, a repeated interaction), so it says it all."""
 
     ok: bool
     message: str
@@ -60,8 +52,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Asked:
-    """What someone asked of the incident `ref`, in words ("Scale-up of linux.2xlarge by +10"),
-    so that a refusal of it is kept on its timeline."""
+    """What was asked of the incident `ref`, in words, for its timeline when refused."""
 
     ref: str
     what: str
@@ -75,10 +66,10 @@ def failed(message: str) -> Outcome:
     return Outcome(False, message, "failed")
 
 
-# An action's decision on the incident as read (with its timeline, when asked for): the commit
-# (or none) and the answer.
+# An action's decision on the incident as read: the commit (or none) and the answer.
 Decided = tuple[Commit | None, Outcome]
 Decide = Callable[[Incident, datetime, list[Event]], Decided]
+Run = Callable[[], Awaitable[Outcome]]
 
 
 def parse_ref(ref: str) -> tuple[str, str | None]:
@@ -89,8 +80,6 @@ def parse_ref(ref: str) -> tuple[str, str | None]:
 
 @dataclass
 class Acting:
-    """What every action needs: the store, the clock, names, the guards, the counters."""
-
     store: IncidentStore
     telemetry: Telemetry
     interactions: Interactions
@@ -104,12 +93,12 @@ class Acting:
         action: str,
         actor: Actor,
         interaction: str | None,
-        run: Callable[[], Awaitable[Outcome]],
+        run: Run,
         *,
         asked: Asked | None = None,
     ) -> Outcome:
-        """Authorize, claim the interaction, run, remember the answer, count the outcome; keep
-        a refusal of what was `asked` on the incident's timeline."""
+        """`run` once per interaction, authorized and counted; a refusal of what was `asked` is
+        kept on the incident's timeline."""
         try:
             outcome = await self._once(action, actor, interaction, run)
         except Deposed:
@@ -125,31 +114,23 @@ class Acting:
         self.telemetry.actions.labels(action, label).inc()
         return outcome
 
-    async def _once(
-        self,
-        action: str,
-        actor: Actor,
-        interaction: str | None,
-        run: Callable[[], Awaitable[Outcome]],
-    ) -> Outcome:
-        refusal = await self.authorizer.refusal(actor.user_id, action)
-        if refusal is not None:
+    async def _once(self, action: str, actor: Actor, interaction: str | None, run: Run) -> Outcome:
+        if (refusal := await self.authorizer.refusal(actor.user_id, action)) is not None:
             return refused(refusal)
-        if not interaction:
-            return await run()
         key = f"{action}:{actor.user_id}:{interaction}"
-        previous = await self.interactions.claim(key)
+        previous = await self.interactions.claim(key) if interaction else None
         if previous == IN_PROGRESS:
             return Outcome(False, "This request is already being handled.", "duplicate")
         if previous is not None:
             return Outcome(True, previous, "duplicate")
         outcome = await run()
-        await self.interactions.answered(key, outcome.message)
+        if interaction:
+            await self.interactions.answered(key, outcome.message)
         return outcome
 
     async def keep_refusal(self, asked: Asked, actor: Actor, outcome: Outcome) -> None:
-        """A request refused (by permission, its state or its backend) goes on the incident's
-        timeline, for its postmortem; not on its root nor in its thread: the person was told."""
+        """On the timeline (for the postmortem), not on the root nor in the thread: the person
+        was told."""
         if outcome.result not in ("refused", "failed"):
             return
         try:
@@ -164,8 +145,14 @@ class Acting:
         except RedisError as exc:  # the answer stands; only the record of it is lost
             log.warning("refusal of %s not kept: Redis: %s", asked.what, exc)
 
+    async def open_incident(self, ref: str, resolved: str) -> Incident | Outcome:
+        """The open incident `ref` names, or the refusal: unknown, or `resolved` (its `{id}`)."""
+        incident = (await self.load(ref)).incident
+        if incident is None:
+            return refused(UNKNOWN)
+        return incident if incident.is_open else refused(resolved.format(id=incident.id))
+
     async def load(self, ref: str) -> Loaded:
-        """The incident a reference names, or `Loaded(None)` (unknown, or another UID)."""
         incident_id, uid = parse_ref(ref)
         loaded = await self.store.load(incident_id) if incident_id else Loaded(None)
         incident = loaded.incident
@@ -174,15 +161,13 @@ class Acting:
         return loaded
 
     async def commit(self, ref: str, decide: Decide, *, with_timeline: bool = False) -> Outcome:
-        """Decide on the incident as read and commit, again on fresh state if it moved on;
-        `with_timeline` reads the timeline first, for decisions that render it."""
+        """Commit what `decide` makes of the incident `ref` names (`with_timeline`: given its
+        timeline, for decisions that render it)."""
         incident_id, uid = parse_ref(ref)
         if not incident_id:
             return refused(UNKNOWN)
 
-        def decided(
-            incident: Incident, now: datetime, timeline: list[Event]
-        ) -> tuple[Commit | None, Outcome]:
+        def decided(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
             if uid is not None and uid != incident.uid:
                 return None, refused(UNKNOWN)
             return decide(incident, now, timeline)
@@ -199,7 +184,6 @@ class Acting:
         return fresh.answer
 
     async def name(self, actor: Actor) -> str:
-        """How routine replies name the actor: their Slack display name, else the payload's."""
         try:
             return await self.display_name(actor.user_id) or actor.name or actor.user_id
         except RedisError:

@@ -1,8 +1,5 @@
-"""`/queue jobs [runner-type]`: which jobs are queueing, from where, and what changed.
-
-Read-only and ephemeral: the affected runner types (the one asked for, else the open incidents',
-else the worst queues; without one asked for, only those the channel owns), what arrived in the
-last hour against the same hour a day before, and the source's note.
+"""`/queue jobs [runner-type]`: which jobs are queueing, from where, and what changed: the type
+asked for, else the channel's open incidents' types, else its worst queues.
 """
 
 from __future__ import annotations
@@ -40,7 +37,6 @@ class Jobs:
         limit: int = 2900,
         interaction: str | None = None,
     ) -> Outcome:
-        """The jobs of `runner_type`, whoever owns it; else of the types `channel` owns."""
         return await self.acting.guarded(
             "jobs", actor, interaction, lambda: self._answer(runner_type, channel, limit)
         )
@@ -60,8 +56,7 @@ class Jobs:
         return Outcome(True, render_jobs(view, types, limit=limit, others=others))
 
     async def _affected(self, view: JobsView, owned: set[str]) -> list[str]:
-        """Of the `owned` runner types, the open incidents' that have jobs in the view, else the
-        worst queues."""
+        """Of the `owned` types, the open incidents' with jobs in the view, else the worst."""
         store = self.acting.store
         incidents = await store.get_many((await store.open_ids())[:OPEN_INCIDENTS])
         named = {runner_key(name) for i in incidents for name in i.runner_types}

@@ -20,10 +20,9 @@ log = logging.getLogger(__name__)
 
 RESTRICTED = frozenset({"scale"})
 GROUP_CACHE_S = 300.0
-# The check runs before Slack's answer (a modal's submission waits for it, within Slack's 3 s):
-# the groups are asked all at once and waited for 1.5 s together; a slow group allows nobody
-# this time rather than losing the answer. Its lookup goes on for up to GROUP_FETCH_S, so the
-# next try finds it cached.
+# A modal's submission waits for the check within Slack's 3 s: a slow group allows nobody this
+# time rather than losing the answer; its lookup goes on for up to GROUP_FETCH_S, so the next
+# try finds it cached.
 GROUP_LOOKUP_S = 1.5
 GROUP_FETCH_S = 10.0
 
@@ -63,30 +62,17 @@ class Authorizer:
         )
 
     async def _in_a_group(self, user_id: str) -> bool:
-        """Whether `user_id` is in an allowed group: fresh cached members, else the other groups
-        asked at once, for GROUP_LOOKUP_S in all; the first that has them answers."""
+        """Fresh cached members answer at once; else the other groups are asked together, for
+        GROUP_LOOKUP_S, and a group unread this time answers with the members it had last."""
         now, groups = self._clock(), self._config.scale_allowed_groups
-        fresh = {
-            g: c[1] for g in groups if (c := self._groups.get(g)) and now - c[0] < GROUP_CACHE_S
-        }
-        if any(user_id in members for members in fresh.values()):
+        fresh = {g for g in groups if (c := self._groups.get(g)) and now - c[0] < GROUP_CACHE_S}
+        if any(user_id in self._groups[g][1] for g in fresh):
             return True
-        fetching = {self._fetch(group) for group in groups if group not in fresh}
-        deadline = asyncio.get_running_loop().time() + GROUP_LOOKUP_S
-        while fetching:
-            left = max(deadline - asyncio.get_running_loop().time(), 0.0)
-            done, fetching = await asyncio.wait(
-                fetching, timeout=left, return_when=asyncio.FIRST_COMPLETED
-            )
-            if not done:
-                break
-            if any(user_id in (task.result() or ()) for task in done):
-                return True
-        # A group unread this time: the members it had last time, if any.
+        if stale := {self._fetch(group) for group in groups if group not in fresh}:
+            await asyncio.wait(stale, timeout=GROUP_LOOKUP_S)
         return any(user_id in members for _, members in self._groups.values())
 
     def _fetch(self, group: str) -> asyncio.Task[frozenset[str] | None]:
-        """The group's lookup, shared while under way."""
         task = self._fetching.get(group)
         if task is None:
             task = self._fetching[group] = asyncio.ensure_future(self._members(group))

@@ -1,9 +1,6 @@
-"""`/queue report [7d|30d] [runner-type]`: capacity planning after the alert, answered ephemerally;
-and the weekly post of the same report when `REPORT_SCHEDULE` is set.
-
-Read-only: the incidents kept in the window with their timelines, the live reading, and the
-window's history (Prometheus's range queries, the HUD's, else the readings queuepilot kept); a
-history that cannot be read leaves its numbers out and says why.
+"""`/queue report [7d|30d] [runner-type]`: capacity planning, answered ephemerally; and the weekly
+post of the same report when `REPORT_SCHEDULE` is set. A history that cannot be read leaves its
+numbers out and says why.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ from bot.backends.metrics import QueueHistory
 from bot.config import Settings
 from bot.domain.capacity import TypeHistory, TypeReport, capacity_report, report_channels
 from bot.domain.incidents import Incident
-from bot.domain.routes import channel_for_type
 from bot.fleet.readings import FleetReadings
 from bot.render.capacity import render_report, report_message
 from bot.storage.send_queue import NoticeStore
@@ -57,25 +53,19 @@ class Report:
         return Outcome(True, render_report(reports, **said))
 
     async def post_weekly(self) -> None:
-        """The scheduled report, posted once in each channel with types to report (and
-        `SLACK_CHANNEL`); never raises."""
+        """The scheduled report, once in each channel with types to report; never raises."""
         if self.notices is None:
             return
         try:
             reports, incidents, said = await self._reports(7, None)
+            routing = self.config.routing
             by_channel = report_channels(
-                reports,
-                incidents,
-                default=self.config.slack_channel,
-                routed=lambda name: channel_for_type(
-                    self.config.slack_routes, name, self.config.slack_channel
-                ),
+                reports, incidents, default=routing.default, routed=routing.channel_of_type
             )
             for channel, of_channel in by_channel.items():
-                # One claim per schedule, not per date: a leader that took over (or a 0.25
-                # replica, during a rollout) fires within the hour's grace, which may cross
-                # midnight UTC (`fri 16:30` in Los Angeles), and a claim outlives that hour but
-                # not the week (`NOTICE_CLAIM_S`, 3 days).
+                # One claim per schedule, not per date: a new leader (or a 0.25 replica) fires
+                # within the hour's grace, which may cross midnight UTC; the claim outlives that
+                # hour but not the week.
                 if not await self.notices.claim(f"report:weekly:{channel}"):
                     continue
                 await self.notices.queue(channel, report_message(of_channel, **said))
@@ -88,7 +78,7 @@ class Report:
         self, days: int, runner_type: str | None
     ) -> tuple[list[TypeReport], list[Incident], dict[str, Any]]:
         """The reports, the incidents read (for their channels), and what the rendering says of
-        the window and of where its history came from (or why there is none)."""
+        the window and its history."""
         store, now = self.acting.store, self.acting.clock()
         since = now - timedelta(days=days)
         incidents = await store.get_many(await store.recent_ids(MAX_INCIDENTS))

@@ -1,9 +1,7 @@
 """Scale up: a real call to the autoscaler for one runner type, permission-checked and capped.
 
-The request is checked before anything is called (the person may scale, the runner type has a
-target, the amount is within its cap); the backend then refuses what it would not do. Scale-ups
-of one runner type are locked fleet-wide while the call runs and for a cooldown after it, so two
-people reacting to the same alert add runners once; the refusal says who scaled it and when.
+Scale-ups of one runner type are locked fleet-wide while the call runs and for a cooldown after
+it, so two people reacting to the same alert add runners once; the refusal says who and when.
 Unless kept (`keep`), a scale-up the backend can undo is recorded to be put back
 (`bot.actions.scale_reverts`), and its thread reply says when.
 """
@@ -15,14 +13,15 @@ import logging
 import secrets
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from redis.exceptions import RedisError
 
 from bot.actions.flow import (
-    UNKNOWN,
     Acting,
     Actor,
     Asked,
+    Decide,
     Decided,
     Outcome,
     failed,
@@ -51,12 +50,10 @@ NOT_CONFIGURED = (
 FLEET = "fleet"  # action locks of a runner type are fleet-wide, not per incident
 
 
-@dataclass(frozen=True)
-class Scaled:
+class Scaled(NamedTuple):
     """A scale-up the backend made; `undo` what its message says of undoing it, `put_back` what
     its incident keeps to go back (None for a warning's, or one that does not go back)."""
 
-    request: ScaleRequest
     result: ScaleResult
     undo: str
     put_back: PutBack | None
@@ -72,7 +69,6 @@ class Scaling:
     reverts: ScaleReverts | None = None
 
     async def refusal(self, actor: Actor) -> Outcome | None:
-        """Why `actor` cannot scale at all (no scaler, not allowed), or None."""
         if self.scaler is None or not self.targets:
             return refused(NOT_CONFIGURED)
         refusal = await self.acting.authorizer.refusal(actor.user_id, "scale")
@@ -84,11 +80,9 @@ class Scaling:
         if refusal is not None:
             await self.acting.keep_refusal(Asked(ref, "Scale-up"), actor, refusal)
             return refusal
-        incident = (await self.acting.load(ref)).incident
-        if incident is None:
-            return refused(UNKNOWN)
-        if not incident.is_open:
-            return refused(f"Incident {incident.id} is already resolved.")
+        incident = await self.acting.open_incident(ref, "Incident {id} is already resolved.")
+        if isinstance(incident, Outcome):
+            return incident
         # The live reading's worst types first (it is fresher than the alert), then the alert's.
         live = incident.live
         ranked = [n for n, _ in worst_first(live.runner_types)] if live and live.is_live else []
@@ -100,12 +94,13 @@ class Scaling:
     def backend_name(self) -> str:
         return self.scaler.name if self.scaler is not None else "no scaler"
 
-    def target(self, runner_type: str) -> ScaleTarget | None:
-        return self.targets.get(runner_type)
+    @property
+    def cannot_undo(self) -> str:
+        return self.scaler.cannot_undo if self.scaler is not None else ""
 
     def _configured(self, name: str) -> str | None:
-        """The scale target's runner type that `name` is, or None: an incident names a type as
-        its alert or reading does, which may differ from SCALER_TARGETS in case and punctuation."""
+        """The scale target's runner type `name` is: an incident names a type as its alert or
+        reading does, which may differ from SCALER_TARGETS in case and punctuation."""
         if name in self.targets:
             return name
         key = runner_key(self.config.runner_names.runner_type(name))  # a RUNNER_SCALE_SETS name
@@ -114,39 +109,33 @@ class Scaling:
     async def preview(
         self, runner_type: str, recommended: Judgement | None, *, timeout_s: float, until: str = ""
     ) -> ScalePreview:
-        """What the form shows for `runner_type`: the capacity (read within `timeout_s`: a modal
-        is waiting; past it Slack shows "took too long"), the judgement it advises from, and the
-        default it offers, checked as the scaler would check it. `until` says what puts the
-        scale-up back (the incident's resolve and settle time when empty)."""
+        """What the form shows for `runner_type`: the capacity (within `timeout_s`: a modal is
+        waiting), the judgement it advises from, and the default it offers, checked as the scaler
+        would check it. `until` says what puts the scale-up back (empty: the incident's resolve)."""
         target, scaler = self.targets[runner_type], self.scaler
         capacity, note = None, NOT_CONFIGURED
         if scaler is not None:
             try:
                 capacity = await within(scaler.capacity(target), timeout_s, scaler.name, margin_s=0)
-                note = (
-                    ""
-                    if capacity is not None
-                    else f"{scaler.name} cannot report capacity in advance"
-                )
+                unknown = f"{scaler.name} cannot report capacity in advance"
+                note = "" if capacity is not None else unknown
             except BackendError as exc:
                 note = f"capacity unknown: {exc}"
-        reverts = self.reverts
+        reverts, can_raise = self.reverts, scaler is not None and scaler.can_raise_maximum
         default = scale_default(
             recommended,
             target,
             capacity,
-            can_raise_maximum=scaler is not None and scaler.can_raise_maximum,
-            refusal=lambda delta, raise_maximum: self.refused(
-                target, capacity, delta, raise_maximum
-            ),
+            can_raise_maximum=can_raise,
+            refusal=lambda delta, raise_max: self.refused(target, capacity, delta, raise_max),
         )
         return ScalePreview(
             target,
             capacity,
             note,
             recommended,
-            scaler is not None and scaler.can_raise_maximum,
-            scaler.cannot_undo if scaler is not None else "",
+            can_raise,
+            self.cannot_undo,
             self.config.scale_revert_after if reverts is not None else None,
             until or (reverts.settle_said if reverts is not None else ""),
             default,
@@ -156,14 +145,14 @@ class Scaling:
         self, target: ScaleTarget, capacity: Capacity | None, delta: int, raise_maximum: bool
     ) -> str:
         """Why the scaler would refuse this request at `capacity` ("" when it would not, or it
-        cannot tell): checked when the form opens and again at review."""
+        cannot tell)."""
         if self.scaler is None:
             return ""
         return self.scaler.refusal(target, capacity, delta, raise_maximum=raise_maximum)
 
     async def failures(self, runner_types: list[str]) -> dict[str, list[str] | None]:
         """The autoscaler's own recent failures for each of `runner_types` with a target (None:
-        unreadable, which is not the same as none), read at once, for diagnostics."""
+        unreadable, which is not the same as none)."""
         scaler = self.scaler
         configured = {t: c for t in runner_types if (c := self._configured(t)) is not None}
         if scaler is None or not configured:
@@ -180,7 +169,7 @@ class Scaling:
         return dict(zip(configured, found, strict=True))
 
     def check(self, runner_type: str, delta: int) -> str:
-        """What is wrong with the request itself ("" when nothing): for modals and commands."""
+        """What is wrong with the request itself ("" when nothing)."""
         target = self.targets.get(runner_type)
         if target is None:
             known = ", ".join(f"`{escape(name)}`" for name in sorted(self.targets)[:20])
@@ -207,61 +196,32 @@ class Scaling:
     ) -> Outcome:
         """Scale up; unless `keep`, it is put back once the incident resolved and its queue
         settled, or after `SCALE_REVERT_AFTER` (where the backend can put it back)."""
-
-        async def run() -> Outcome:
-            return await self.scale_now(actor, ref, runner_type, delta, raise_maximum, keep)
-
         asked = Asked(ref, f"Scale-up of {runner_type} by +{delta}")
-        return await self.acting.guarded("scale", actor, interaction, run, asked=asked)
+        return await self.acting.guarded(
+            "scale",
+            actor,
+            interaction,
+            lambda: self.scale_now(actor, ref, runner_type, delta, raise_maximum, keep),
+            asked=asked,
+        )
 
     async def scale_now(
         self, actor: Actor, ref: str, runner_type: str, delta: int, raise_maximum: bool, keep: bool
     ) -> Outcome:
         """The incident's scale-up, already guarded."""
-        if self.scaler is None or not self.targets:
-            return refused(NOT_CONFIGURED)
-        problem = self.check(runner_type, delta)
+        configured = self.scaler is not None and self.targets
+        problem = self.check(runner_type, delta) if configured else NOT_CONFIGURED
         if problem:
             return refused(problem)
-        incident = (await self.acting.load(ref)).incident
-        if incident is None:
-            return refused(UNKNOWN)
-        if not incident.is_open:
-            return refused(f"Incident {incident.id} is already resolved: nothing was scaled.")
+        resolved = "Incident {id} is already resolved: nothing was scaled."
+        incident = await self.acting.open_incident(ref, resolved)
+        if isinstance(incident, Outcome):
+            return incident
         name = await self.acting.name(actor)
         scaled = await self.scale_up(name, runner_type, delta, raise_maximum, keep, incident.id)
         if isinstance(scaled, Outcome):
             return scaled
-        result, undo, put_back = scaled.result, scaled.undo, scaled.put_back
-        changed, kind = result.undo, scaled.request.target.runner_type
-
-        def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-            done = ScaleDone(
-                runner_type=kind,
-                added=delta,
-                by=name,
-                at=now,
-                field=changed.field if changed is not None else "",
-                after=changed.after if changed is not None else None,
-            )
-            text = f"Scaled {kind} by +{delta}: {result.detail} ({self.backend_name})"
-            event = Event(
-                at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name, scale=done
-            )
-            updated = with_action(incident, event)
-            if put_back is not None:
-                updated = with_put_back(updated, put_back)
-            # When it goes back is said once, in the thread: not in the root's latest actions nor
-            # the summary's timeline, nor the answer (the modal said it); that it stays is news.
-            detail = f"· {escape(undo)}" if undo else ""
-            reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=detail))
-            answer = f"You scaled `{escape(kind)}` by +{delta}: {escape(result.detail)}."
-            answer += f" {escape(undo)}" if undo and put_back is None else ""
-            if not incident.is_open:
-                answer += " The incident had resolved meanwhile."
-            return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
-
-        return await self.acting.commit(ref, decide)
+        return await self.acting.commit(ref, self._scaled(actor, name, runner_type, delta, scaled))
 
     async def scale_up(
         self,
@@ -273,9 +233,9 @@ class Scaling:
         incident_id: str = "",
         warning: str = "",
     ) -> Scaled | Outcome:
-        """The backend's call for a checked request under the type's fleet-wide lock (held on
-        for the cooldown), recorded to be put back for its incident or early warning (`warning`:
-        its uid); the failure as the person's answer."""
+        """The backend's call for a checked request under the type's fleet-wide lock (kept for
+        the cooldown), recorded to be put back for its incident or early warning (`warning`: its
+        uid); a failure as the person's answer."""
         scaler = self.scaler
         if scaler is None:  # the callers refuse first; a new one must too
             return refused(NOT_CONFIGURED)
@@ -302,23 +262,72 @@ class Scaling:
         await lock.keep(
             self.config.scale_cooldown_seconds, f"{name} asked for +{delta} at {at:%H:%M} UTC"
         )
+        undo, put_back = await self._going_back(target, result, name, keep, incident_id, warning)
+        return Scaled(result, undo, put_back)
+
+    async def _going_back(
+        self,
+        target: ScaleTarget,
+        result: ScaleResult,
+        name: str,
+        keep: bool,
+        incident_id: str,
+        warning: str,
+    ) -> tuple[str, PutBack | None]:
+        """What the scale-up's message says of undoing it, and what its incident keeps to put it
+        back (None for a warning's, or one that stays)."""
+        scaler, reverts = self.scaler, self.reverts
         if result.undo is None:
-            reason = scaler.cannot_undo or f"{scaler.name} did not say what it changed"
-            return Scaled(request, result, f"It cannot be undone by queuepilot: {reason}.", None)
+            reason = (
+                scaler.cannot_undo if scaler else ""
+            ) or f"{self.backend_name} did not say what it changed"
+            return f"It cannot be undone by queuepilot: {reason}.", None
         if keep:
-            kept = "Kept after the incident, as asked." if incident_id else "Kept, as asked."
-            return Scaled(request, result, kept, None)
-        if self.reverts is None:
-            return Scaled(request, result, "", None)
+            return (
+                "Kept after the incident, as asked." if incident_id else "Kept, as asked."
+            ), None
+        if reverts is None:
+            return "", None
         try:
-            record = await self.reverts.remember(
+            record = await reverts.remember(
                 incident_id, target, result.undo, by=name, warning=warning
             )
         except RedisError as exc:  # the scale-up happened: say so, and that it stays
             log.error("scale-up of %s not recorded for its revert: %s", target, exc)
-            stays = "It could not be recorded to be put back (database unavailable): it stays."
-            return Scaled(request, result, stays, None)
-        put_back = None if warning else self.reverts.put_back(record)
-        return Scaled(
-            request, result, plan_sentence(self.reverts.plan(warning=bool(warning))), put_back
-        )
+            return "It could not be recorded to be put back (database unavailable): it stays.", None
+        plan = plan_sentence(reverts.plan(warning=bool(warning)))
+        return plan, None if warning else reverts.put_back(record)
+
+    def _scaled(
+        self, actor: Actor, name: str, runner_type: str, delta: int, scaled: Scaled
+    ) -> Decide:
+        result, undo, put_back = scaled
+
+        def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
+            changed = result.undo
+            done = ScaleDone(
+                runner_type=runner_type,
+                added=delta,
+                by=name,
+                at=now,
+                field=changed.field if changed is not None else "",
+                after=changed.after if changed is not None else None,
+            )
+            text = f"Scaled {runner_type} by +{delta}: {result.detail} ({self.backend_name})"
+            event = Event(
+                at=now, kind="scaled", text=text, actor=actor.user_id, actor_name=name, scale=done
+            )
+            updated = with_action(incident, event)
+            if put_back is not None:
+                updated = with_put_back(updated, put_back)
+            # When it goes back is said once, in the thread: not in the root's latest actions nor
+            # the summary's timeline, nor the answer (the modal said it); that it stays is news.
+            detail = f"· {escape(undo)}" if undo else ""
+            reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=detail))
+            answer = f"You scaled `{escape(runner_type)}` by +{delta}: {escape(result.detail)}."
+            answer += f" {escape(undo)}" if undo and put_back is None else ""
+            if not incident.is_open:
+                answer += " The incident had resolved meanwhile."
+            return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
+
+        return decide

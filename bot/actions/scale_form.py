@@ -1,9 +1,9 @@
-"""The Scale up… form, one for whoever owns the scale-up (`ScaleOwner`): an incident's root and
-an early warning's message open the same form, reviewed and confirmed the same way.
+"""The Scale up… form, one for whoever owns the scale-up (`ScaleOwner`): an incident's root or an
+early warning's message.
 
 Its default is the judgement the person is looking at: the incident's, as its root shows it; for
-a warning, its runner type's in the current fleet reading (the warning keeps only its words: a
-field added to its stored state would not load on a 0.25 replica during a rolling upgrade).
+a warning, its runner type's in the current fleet reading (a field added to the warning's stored
+state would not load on a 0.25 replica during a rolling upgrade).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ class ScaleForms:
     async def owner(
         self, actor: Actor, *, ref: str, warning: str, runner_type: str
     ) -> ScaleOwner | Outcome:
-        """Whose scale-up a form makes: the early warning `warning` (its uid) for its runner
-        type, else the incident `ref`; or why `actor` cannot scale from it."""
+        """The early warning `warning` (its uid) for its runner type, else the incident `ref`; or
+        why `actor` cannot scale from it."""
         if warning:
             state = await self.warnings.scale_choice(actor, runner_type, warning)
             return (
@@ -50,8 +50,6 @@ class ScaleForms:
     async def preview(
         self, owner: ScaleOwner, runner_type: str, *, timeout_s: float
     ) -> ScalePreview:
-        """What the form shows for `runner_type`, its default from the owner's judgement: the
-        incident root's, or the current fleet reading's (what the warning says, or newer)."""
         advice: Judgement | None = None
         if owner.incident is not None:
             now, within = self.clock(), self.config.drain_target_minutes
@@ -77,8 +75,7 @@ class ScaleForms:
         keep: bool,
         interaction: str | None,
     ) -> Outcome:
-        """The confirmed scale-up, made by its owner: (incident ref, warning uid), as the form
-        carries them."""
+        """The confirmed scale-up; `owner` is (incident ref, warning uid), as the form has it."""
         ref, warning = owner
         how = {"raise_maximum": raise_maximum, "keep": keep, "interaction": interaction}
         if warning:

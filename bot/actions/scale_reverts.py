@@ -1,14 +1,11 @@
 """Scale-ups from Slack that put themselves back: once their incident resolved and the runner
 type's queue stayed drained `SCALE_REVERT_SETTLE` since (a real fleet queues again the instant
-capacity goes when an alert clears), or after `SCALE_REVERT_AFTER`, whichever comes first. An
-early warning's scale-up goes back once the warning's queue is over, unless the alert fired: the
-incident that took the warning on owns it then, and says so in its thread.
+capacity goes), or after `SCALE_REVERT_AFTER`. An early warning's goes back once the warning's
+queue is over, unless the alert fired: the incident that took the warning on owns it then.
 
-One record per runner type and field (`scale-revert:<id>`, due in `scale-reverts`): a second
-scale-up extends the first, and the oldest value is the one put back. A record is claimed as it
-is looked at, under a lease a 0.25 replica honours during a rollout. The backend puts a value
-back only while it is still ours, floors before ceilings (`revert_order`: ARC's maxRunners cannot
-go below a minRunners we raised); a transient failure is tried again with backoff.
+One record per runner type and field: a second scale-up extends the first, and the oldest value
+is put back, floors before ceilings (`revert_order`: ARC's maxRunners cannot go below a
+minRunners we raised). A record is claimed as it is looked at (a 0.25 replica honours the claim).
 """
 
 from __future__ import annotations
@@ -126,8 +123,7 @@ class ScaleReverts:
     async def remember(
         self, incident_id: str, target: ScaleTarget, undo: Undo, *, by: str, warning: str = ""
     ) -> RevertRecord:
-        """Record a scale-up to put back, owned by its incident or its early warning. An earlier
-        record of the same type and field keeps its value before: that is what goes back."""
+        """An earlier record of the same type and field keeps its value before: that goes back."""
         now = self._clock().timestamp()
         rid = record_id(target.runner_type, undo.field)
         earlier = RevertRecord.load(await self._due.data(rid))
@@ -156,7 +152,6 @@ class ScaleReverts:
         return f"when {until} or after {_span(after)}" if after else f"when {until}"
 
     def put_back(self, record: RevertRecord) -> PutBack:
-        """What the incident keeps of a recorded scale-up, for its summary."""
         after = self._config.scale_revert_after
         settle = self._config.scale_revert_settle
         return PutBack(
@@ -175,10 +170,8 @@ class ScaleReverts:
         drained = f" and its queue stays drained {_span(settle)}" if settle else ""
         return f"the incident resolves{drained}"
 
-    # -- the sweep -------------------------------------------------------------------------
-
     async def tick(self) -> None:
-        """Look at every due record; never raises. One reply per incident for what went back."""
+        """Look at every due record; one reply per incident for what went back. Never raises."""
         try:
             due = await self._due.pending(self._clock().timestamp())
         except RedisError as exc:
@@ -210,7 +203,6 @@ class ScaleReverts:
     async def _look(self, rid: str) -> tuple[str, str] | None:
         """(incident id, text) when its thread is to be told that the record went back or could
         not; a warning's own message is told at once."""
-        # Claimed as it is looked at, not with the others: each look may wait on the backend.
         lease_s = 2 * deadline_of(self._config.backend_timeout_seconds) + 30
         claim = await self._due.claim(rid, self._clock().timestamp(), lease_s)
         if claim is None:
@@ -315,7 +307,6 @@ class ScaleReverts:
         return None, record, min(since + settle, again) if drained else since + settle
 
     async def _drained(self, runner_type: str) -> bool | None:
-        """The type's queue in the fleet's latest reading: None when nobody can tell."""
         if self._readings is None:
             return None
         try:
@@ -327,9 +318,8 @@ class ScaleReverts:
         return type_drained(reading.fleet, runner_type, self._config.drain_rule)
 
     async def _earlier_to_go_back(self, record: RevertRecord) -> bool:
-        """Whether a scale-up of ours of the same target, in a field that goes back before this
-        one's, is still to go back: going back part of the way now would leave it raised for
-        good once the floor goes back."""
+        """Whether a field of the same target that goes back before this one's is still raised:
+        going back part of the way now would leave it raised for good."""
         order = self._scaler.revert_order
         if record.undo.field not in order:
             return False
@@ -342,7 +332,6 @@ class ScaleReverts:
         return False
 
     async def _say_on_warning(self, record: RevertRecord, text: str) -> None:
-        """Said on the warning's message in place of when its scale-up goes back."""
 
         def said(state: WarningState | None) -> WarningState | None:
             if state is None or state.uid != record.warning:
@@ -357,7 +346,6 @@ class ScaleReverts:
             log.warning("scale reverts: warning kept changing; not told: %s", text)
 
     async def _warning_of(self, record: RevertRecord) -> WarningState | None:
-        """The early warning that owns `record`, while it is still the same warning."""
         if not record.warning or self._warnings is None:
             return None
         state = await self._warnings.get(record.target.runner_type)
@@ -375,8 +363,8 @@ class ScaleReverts:
         gone: set[str] | None = None,
         scale: ScaleDone | None = None,
     ) -> None:
-        """The event and its thread reply; `on_root` lists it with the incident's actions. The
-        incident keeps `put_back` and drops the records `gone`."""
+        """The event and its thread reply (`on_root`: also on the root); the incident keeps
+        `put_back` and drops the records `gone`."""
 
         def told(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
             event = Event(at=now, kind=kind, text=text, scale=scale)
@@ -394,14 +382,12 @@ class ScaleReverts:
 
 
 def plan_sentence(plan: str) -> str:
-    """Said once, where the scale-up is told: its thread reply, or its warning's message."""
     return f"It goes back {plan}, unless someone changes it meanwhile."
 
 
 def put_back_said(scaled: str, plan: str, said: str) -> str:
-    """A warning's words on its scale-ups, with `said` in place of the first `plan` sentence and
-    the others dropped (nothing else is still to go back on its say); added at the end where no
-    plan is left to replace."""
+    """A warning's words on its scale-ups, `said` in place of the first `plan` sentence and the
+    others dropped; added at the end where no plan is left."""
     if plan not in scaled:
         return scaled if said in scaled else f"{scaled} · {said}" if scaled else said
     first, _, rest = scaled.partition(plan)
@@ -409,8 +395,7 @@ def put_back_said(scaled: str, plan: str, said: str) -> str:
 
 
 def _joined(texts: list[str]) -> str:
-    """One reply for several put-backs: "Put linux back (the incident resolved): minRunners
-    125 → 0 (ARC); maxRunners 130 → 120 (ARC)", the type and the reason said once."""
+    """Several put-backs in one reply, each type and reason said once."""
     parts: list[str] = []
     last = ""
     for text in texts:

@@ -1,9 +1,8 @@
 """Silence and unsilence: a real silence in Alertmanager or Grafana, recorded on the incident.
 
 The backend is called under the incident's silence lock, so two people silencing at once make
-one silence. A backend failure is told with its reason and nothing is recorded. Once the backend
-made the silence it is recorded whatever happened to the incident meanwhile: it exists, so the
-incident must show it (and offer to remove it) even if the alert resolved in between.
+one silence. A silence the backend made is recorded even if the alert resolved meanwhile: it
+exists, so the incident must show it (and offer to remove it).
 """
 
 from __future__ import annotations
@@ -12,15 +11,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 
-from bot.actions.flow import UNKNOWN, Acting, Actor, Asked, Decided, Outcome, failed, refused
+from bot.actions.flow import UNKNOWN, Acting, Actor, Asked, Decide, Outcome, failed, refused
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
 from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsilenced, with_action
-from bot.domain.units import duration
+from bot.domain.units import duration, is_silence_length
 from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event
-from bot.storage.incident_store import BAND_ACTION, Commit, Reply
+from bot.storage.incident_store import BAND_ACTION, Commit, Reply, ThreadRef
 from bot.storage.interactions import Held, Lock
 
 NOT_CONFIGURED = (
@@ -41,7 +40,7 @@ class Silencing:
     async def silence(
         self, actor: Actor, ref: str, seconds: int, *, interaction: str | None = None
     ) -> Outcome:
-        asked = Asked(ref, f"Silence for {duration(timedelta(seconds=seconds))}")
+        asked = Asked(ref, f"Silence for {_span(seconds)}")
         return await self.acting.guarded(
             "silence", actor, interaction, lambda: self._silence(actor, ref, seconds), asked=asked
         )
@@ -52,34 +51,44 @@ class Silencing:
         )
 
     async def _silence(self, actor: Actor, ref: str, seconds: int) -> Outcome:
-        silencer = self.silencer
-        if silencer is None:
-            return refused(NOT_CONFIGURED)
+        if not is_silence_length(seconds):  # the forms offer only these; a command checks them
+            return refused("A silence lasts between 1 minute and 7 days.")
         loaded = await self.acting.load(ref)
         incident = loaded.incident
-        if incident is None:
-            return refused(UNKNOWN)
-        refusal = _silence_refusal(incident)
-        if refusal:
+        refusal = _silence_refusal(incident, self.silencer)
+        if refusal or incident is None or self.silencer is None:
             return refused(refusal)
         name = await self.acting.name(actor)
         lock = await self._lock(incident, f"{name} is silencing it")
         if isinstance(lock, Held):
             return refused(f"Incident {incident.id} is being silenced right now: {lock.what}.")
+        try:
+            made = await self._create(self.silencer, incident, loaded.thread, actor, name, seconds)
+            if isinstance(made, Outcome):
+                return made
+            return await self.acting.commit(ref, _silenced(made, seconds))
+        finally:
+            await lock.release()
+
+    async def _create(
+        self,
+        silencer: Silencer,
+        incident: Incident,
+        thread: ThreadRef | None,
+        actor: Actor,
+        name: str,
+        seconds: int,
+    ) -> ActiveSilence | Outcome:
+        """The backend's silence, with a comment that says why and links the thread."""
         now = self.acting.clock()
         until = now + timedelta(seconds=seconds)
-        thread = loaded.thread
         link = await self.permalink(thread.channel, thread.ts) if thread else ""
         comment = (
             f"queuepilot incident #{incident.id} ({incident.title[:200]}), "
             f"silenced from Slack by {name}"
         )
         request = SilenceRequest(
-            matchers=incident.silence_matchers,
-            starts_at=now,
-            ends_at=until,
-            created_by=name,
-            comment=f"{comment}: {link}" if link else comment,  # Alertmanager says why
+            incident.silence_matchers, now, until, name, f"{comment}: {link}" if link else comment
         )
         # Watched before it exists: a leader dying right after creating it still has the tick
         # look at the incident (and find nothing, if the silence was never recorded).
@@ -88,10 +97,9 @@ class Silencing:
             await self.acting.store.silence_watch.schedule(incident.id, first_check)
             silence_id = await within(silencer.create(request), self._timeout_s, silencer.name)
         except BackendError as exc:
-            await lock.release()
             reason = escape(str(exc))
             return failed(f"Could not silence incident {incident.id}: {reason}. Nothing changed.")
-        record = ActiveSilence(
+        return ActiveSilence(
             silence_id=silence_id,
             backend=silencer.name,
             until=until,
@@ -100,39 +108,13 @@ class Silencing:
             at=now,
         )
 
-        def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-            text = f"Silenced for {duration(timedelta(seconds=seconds))} in {record.backend}"
-            event = Event(
-                at=record.at, kind="silenced", text=text, actor=record.by, actor_name=name
-            )
-            updated = with_action(silenced(incident, record), event)
-            until = slack_date(record.until)
-            answer = (
-                f"You silenced incident {incident.id} until {until} "
-                f"({escape(record.backend)} silence `{escape(record.silence_id)}`)."
-            )
-            if not incident.is_open:
-                answer += " The incident had resolved meanwhile; the silence stays until it ends."
-            # The thread records it as it records the silence's end: the root shows only the
-            # silence in force, and the App Home tells people the thread records what was done.
-            reply = Reply(
-                "action", BAND_ACTION, render_event(updated, event, detail=f"until {until}")
-            )
-            return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
-
-        try:
-            return await self.acting.commit(ref, decide)
-        finally:
-            await lock.release()
-
     async def _unsilence(self, actor: Actor, ref: str) -> Outcome:
         incident = (await self.acting.load(ref)).incident
         if incident is None:
             return refused(UNKNOWN)
-        removed = incident.silence
+        removed, silencer = incident.silence, self.silencer
         if removed is None:
             return refused(f"Incident {incident.id} is not silenced from Slack.")
-        silencer = self.silencer
         if silencer is None or silencer.name != removed.backend:
             return refused(
                 f"This silence lives in {escape(removed.backend)}, which queuepilot no longer "
@@ -144,26 +126,10 @@ class Silencing:
             return refused(f"Incident {incident.id}'s silence is changing right now: {lock.what}.")
         try:
             await within(silencer.expire(removed.silence_id), self._timeout_s, silencer.name)
+            return await self.acting.commit(ref, _unsilenced(removed, actor, name))
         except BackendError as exc:
-            await lock.release()
             reason = escape(str(exc))
             return failed(f"Could not remove the silence: {reason}. It is still in force.")
-
-        def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-            current = incident.silence
-            if current is None or current.silence_id != removed.silence_id:
-                return None, Outcome(True, f"Incident {incident.id}'s silence is already gone.")
-            text = f"Silence removed from {removed.backend}"
-            event = Event(
-                at=now, kind="unsilenced", text=text, actor=actor.user_id, actor_name=name
-            )
-            updated = with_action(unsilenced(incident, now=now), event)
-            reply = Reply("action", BAND_ACTION, render_event(updated, event))
-            answer = f"You removed incident {incident.id}'s silence: its alerts notify again."
-            return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
-
-        try:
-            return await self.acting.commit(ref, decide)
         finally:
             await lock.release()
 
@@ -177,7 +143,11 @@ class Silencing:
         return await self.acting.interactions.lock(incident.id, "silence", doing=doing, ttl_s=ttl_s)
 
 
-def _silence_refusal(incident: Incident) -> str:
+def _silence_refusal(incident: Incident | None, silencer: Silencer | None) -> str:
+    if silencer is None:
+        return NOT_CONFIGURED
+    if incident is None:
+        return UNKNOWN
     if not incident.is_open:
         return f"Incident {incident.id} is already resolved: there is nothing to silence."
     current = incident.silence
@@ -193,3 +163,43 @@ def _silence_refusal(incident: Incident) -> str:
             "silence it in Grafana or Alertmanager."
         )
     return ""
+
+
+def _silenced(made: ActiveSilence, seconds: int) -> Decide:
+    def decide(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, Outcome]:
+        text = f"Silenced for {_span(seconds)} in {made.backend}"
+        event = Event(
+            at=made.at, kind="silenced", text=text, actor=made.by, actor_name=made.by_name
+        )
+        updated = with_action(silenced(incident, made), event)
+        until = slack_date(made.until)
+        answer = (
+            f"You silenced incident {incident.id} until {until} "
+            f"({escape(made.backend)} silence `{escape(made.silence_id)}`)."
+        )
+        if not incident.is_open:
+            answer += " The incident had resolved meanwhile; the silence stays until it ends."
+        # The thread records it as it records the silence's end: the root shows only the
+        # silence in force, and the App Home tells people the thread records what was done.
+        reply = Reply("action", BAND_ACTION, render_event(updated, event, detail=f"until {until}"))
+        return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
+
+    return decide
+
+
+def _unsilenced(removed: ActiveSilence, actor: Actor, name: str) -> Decide:
+    def decide(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit | None, Outcome]:
+        if incident.silence is None or incident.silence.silence_id != removed.silence_id:
+            return None, Outcome(True, f"Incident {incident.id}'s silence is already gone.")
+        text = f"Silence removed from {removed.backend}"
+        event = Event(at=now, kind="unsilenced", text=text, actor=actor.user_id, actor_name=name)
+        updated = with_action(unsilenced(incident, now=now), event)
+        reply = Reply("action", BAND_ACTION, render_event(updated, event))
+        answer = f"You removed incident {incident.id}'s silence: its alerts notify again."
+        return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
+
+    return decide
+
+
+def _span(seconds: int) -> str:
+    return duration(timedelta(seconds=seconds))

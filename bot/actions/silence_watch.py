@@ -1,9 +1,7 @@
 """Noticing a silence that ended without us: it ran out, or someone removed it in the backend.
 
-Each silence made from Slack is in a due set by when to look at it next (every `check_s`, and at
-its planned end). The leader's tick claims a due incident for a short lease (a 0.25 replica
-honours it during a rollout), asks the backend, and commits what changed on fresh state: a
-silence someone changed meanwhile keeps their change, and one "silence ended" reply is posted.
+Each silence made from Slack is due to be looked at every `SILENCE_CHECK_SECONDS` and at its
+planned end; a due incident is claimed as it is checked (a 0.25 replica honours the claim).
 """
 
 from __future__ import annotations
@@ -54,7 +52,6 @@ class SilenceWatch:
                 log.exception("silence watch: incident %s failed", incident_id)
 
     async def check(self, incident_id: str) -> None:
-        # Claimed as it is checked, not with the others: each check waits on the backend.
         lease_s = deadline_of(self.config.backend_timeout_seconds) + 5
         watch = self.store.silence_watch
         claim = await watch.claim(incident_id, self.clock().timestamp(), lease_s)

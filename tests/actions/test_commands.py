@@ -19,6 +19,7 @@ from bot.actions.commands import (
     _trend_of,
     parse_command,
     parse_duration,
+    perform,
     run_command,
 )
 from bot.actions.core import ActionCore, Actor
@@ -314,6 +315,32 @@ async def test_bad_input_answers_what_was_wrong_and_the_help(
     assert mrkdwn_to_text(outcome.message).startswith(wrong), "as Slack shows it"
     assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
     assert "*`/queue jobs [runner-type]`*" in outcome.message
+
+
+async def test_a_command_without_an_action_answers_the_usage_text(redis_url: str) -> None:
+    # Only a Command built in code gets here (the parser refuses the word): still an answer.
+    core = await open_many(redis_url, 1)
+    outcome = await perform(core, Actor("U1", "al"), Command("frobnicate"))
+    assert not outcome.ok and outcome.result == "refused"
+    assert "unknown command `frobnicate`" in outcome.message
+    assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (Command("silence", incident_ref="1"), "A silence lasts between 1 minute and 7 days."),
+        (Command("scale", count=2), "Scaling from Slack is turned off"),
+    ],
+)
+async def test_a_command_without_its_amount_is_refused_by_the_core(
+    redis_url: str, command: Command, said: str
+) -> None:
+    core = await open_many(redis_url, 1)
+    outcome = await perform(core, Actor("U1", "al"), command)
+    assert not outcome.ok and outcome.result == "refused"
+    assert outcome.message.startswith(said), outcome.message
+    assert (await core.open_count()) == 1, "nothing was done"
 
 
 async def test_resolve_while_the_queue_is_live_asks_once_more_and_anyway_resolves(
