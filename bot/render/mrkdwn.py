@@ -93,9 +93,10 @@ def mention(user_id: str) -> str:
 
 
 def person(user_id: str | None, name: str = "") -> str:
-    """Someone named without a mention, for replies that must ping nobody: the display name, else
-    the user ID as text, which Slack never turns into a mention on its own."""
-    shown = name.strip() or (user_id or "someone")
+    """Someone named without a mention, for replies that must ping nobody: the display name (on
+    one line: a newline would break a list), else the user ID as text, which Slack never turns into
+    a mention on its own."""
+    shown = " ".join(name.split()) or (user_id or "someone")
     return f"*{escaped(shown, 80)}*"
 
 
