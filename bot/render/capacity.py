@@ -11,7 +11,7 @@ from bot.domain.capacity import NO_TYPE, TypeReport
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
-from bot.render.chart import BLOCK_TYPE, MAX_CATEGORIES, series_labels
+from bot.render.chart import MAX_CATEGORIES, chart, series_labels
 
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
@@ -138,13 +138,6 @@ def _hours_chart(reports: Sequence[TypeReport], days: int) -> dict[str, Any] | N
     labels = series_labels([r.runner_type for r in firing])
     hours = [round(r.firing.total_seconds() / 3600, 1) for r in firing]
     points = [{"label": lb, "value": h} for lb, h in zip(labels, hours, strict=True)]
-    return {
-        "type": BLOCK_TYPE,
-        "block_id": "capacity_hours",
-        "title": f"Hours firing, last {days} days",
-        "chart": {
-            "type": "bar",
-            "series": [{"name": "hours firing", "data": points}],
-            "axis_config": {"categories": labels, "y_label": "hours"},
-        },
-    }
+    series = [{"name": "hours firing", "data": points}]
+    axes = {"categories": labels, "y_label": "hours"}
+    return chart("capacity_hours", f"Hours firing, last {days} days", "bar", series, axes)

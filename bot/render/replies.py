@@ -165,7 +165,7 @@ def render_status(
         notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
     if since is not None:
         notes.append(f"No meaningful change since {md.time_of(since)}: updated in place")
-    blocks += _chart(incident, live=live)
+    blocks += _chart(incident)
     if notes:
         blocks.append(md.context([md.truncate(n, 2000) for n in notes]))
     said = ", ".join(f"{label.lower()} {value}{_paren(d)}" for label, value, d in headline)
@@ -288,9 +288,9 @@ def summaries(
     return summary, render_summary(incident, events, now=now, chart=True)
 
 
-def _chart(incident: Incident, **drawn: Any) -> list[dict[str, Any]]:
+def _chart(incident: Incident) -> list[dict[str, Any]]:
     """The trend drawn by Slack; the sender takes it out for a workspace that refuses it."""
-    block = chart_block(incident_chart(incident, **drawn))
+    block = chart_block(incident_chart(incident))
     return [block] if block is not None else []
 
 
