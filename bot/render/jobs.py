@@ -1,11 +1,9 @@
-"""Which jobs are queueing, per runner type: its top workflows by trigger, the surge, the ghosts
-left out. `render_jobs` is the `/queue jobs` answer; `jobs_blocks` the same as Block Kit.
-"""
+"""The `/queue jobs` answer: per runner type, its top workflows by trigger, the surge, the slower
+jobs, and the ghosts left out."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from bot.domain.fleet import source_name
 from bot.domain.jobs import JobsView, RunnerTypeJobs, WorkflowQueue, queued_said, surging
@@ -42,15 +40,6 @@ def render_jobs(
     if len(kept) < len(body):
         kept.append(f"_… {len(body) - len(kept)} more lines left out_")
     return md.truncate("\n".join([head, *kept, *foot]), limit)
-
-
-def jobs_blocks(view: JobsView, runner_types: list[str]) -> list[dict[str, Any]]:
-    """Sections of each runner type's lines, a context of the footnotes."""
-    lines = [line for name in runner_types[:MAX_TYPES] for line in type_lines(view, name)]
-    blocks = md.sections([headline(view), *lines])
-    if foot := footnotes(view):
-        blocks.append(md.context([md.truncate(text, 500) for text in foot]))
-    return blocks[:10]
 
 
 def source_of(source: str) -> str:
