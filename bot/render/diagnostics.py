@@ -14,7 +14,7 @@ from bot.domain.message import Rendered
 from bot.domain.units import minutes, number
 from bot.render import mrkdwn as md
 from bot.render.jobs import footnotes, headline, source_of
-from bot.render.queue import advice_parts, judged_parts, reading_parts
+from bot.render.queue import type_parts
 
 ICONS = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.BAD: "❌", Verdict.UNKNOWN: "❔"}
 TOP_WORKFLOWS = 3  # per runner type, in the jobs line
@@ -68,12 +68,8 @@ def _queue_line(finding: Finding, snapshot: FleetSnapshot) -> str:
     """The type's numbers and advice as the root's line says them; a reading without a judgement
     (stored by a 0.25 replica) says its numbers alone."""
     name = md.runner_name(finding.runner_type) if finding.runner_type else "All runner types"
-    if (judged := finding.judged) is not None:
-        parts = [*judged_parts(judged), *advice_parts(judged)]
-    else:
-        metrics = snapshot.runner_types.get(finding.runner_type)
-        parts = reading_parts(metrics) if metrics is not None else []
-    return f"*{name}*" + (f" · {' · '.join(parts)}" if parts else "")
+    parts, advice = type_parts(snapshot.runner_types.get(finding.runner_type))
+    return f"*{name}*" + "".join(f" · {part}" for part in parts + advice)
 
 
 def _evidence_line(names: str, check: Check, several: bool) -> str:

@@ -20,7 +20,7 @@ from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number
 from bot.render import mrkdwn as md
-from bot.render.queue import absent_text, advice_parts, judged_parts, reading_parts
+from bot.render.queue import absent_text, advice_parts, judged_parts, type_parts
 from bot.render.replies import queue_numbers
 
 CALLBACK_ID = "queuepilot_home"
@@ -218,21 +218,16 @@ def _fleet_lines(fleet: FleetSnapshot) -> list[str]:
 
 
 def _fleet_line(name: str, metrics: RunnerTypeMetrics, absent: str) -> str:
-    judged = metrics.judged
-    if absent:
-        parts = [absent]
-    elif judged is None:  # a reading a 0.25 replica stored: it judges none
-        parts = reading_parts(metrics)
-        if metrics.busy is not None and metrics.maximum is not None:
-            parts.append(f"busy {number(metrics.busy)} / max {number(metrics.maximum)}")
-        elif metrics.busy is not None and metrics.registered is not None:
-            parts.append(f"busy {number(metrics.busy)} / {number(metrics.registered)} registered")
-    else:
-        parts = judged_parts(judged)
-        if judged.maximum is not None:
-            parts.append(f"max {number(judged.maximum)}")
-        parts += advice_parts(judged)
-    return f"• `{md.runner_name(name)}`: {' · '.join(parts) or 'no numbers'}"
+    parts, advice = type_parts(metrics, absent)
+    j, busy = metrics.judged, metrics.busy
+    if j is not None and j.maximum is not None and not absent:
+        parts.append(f"max {number(j.maximum)}")
+    elif j is None and busy is not None and not absent:  # a 0.25 reading: no judgement says it
+        if metrics.maximum is not None:
+            parts.append(f"busy {number(busy)} / max {number(metrics.maximum)}")
+        elif metrics.registered is not None:
+            parts.append(f"busy {number(busy)} / {number(metrics.registered)} registered")
+    return f"• `{md.runner_name(name)}`: {' · '.join(parts + advice) or 'no numbers'}"
 
 
 def _how_to(cmd: str) -> str:
