@@ -108,8 +108,20 @@ def render_postmortem(
 ) -> str:
     """The write-up from the timeline (`events`, oldest first). `jobs` is the jobs source's view;
     without one, `jobs_note` says why."""
+    title = md_escape(incident.title)
+    if incident.priority:
+        title = f"{md_escape(incident.priority, 20)} · {title}"
+    state = "The incident is resolved."
+    if incident.is_open:
+        state = "**Draft: the incident is still firing**; the numbers are those seen so far."
+    test = " It was Grafana's test notification." if incident.is_test else ""
+    heading = (
+        f"# Postmortem: incident {md_escape(incident.id, 40)} · {title}\n\n"
+        f"_Drafted by queuepilot on {utc(now)} from what it recorded._ {state}{test} "
+        "Edit it freely: the questions at the end are for the team."
+    )
     sections = [
-        _heading(incident, now),
+        heading,
         summary_section(incident, events, now),
         impact_section(incident, jobs, jobs_note),
         _timeline(incident, events),
@@ -118,23 +130,6 @@ def render_postmortem(
         QUESTIONS,
     ]
     return "\n\n".join(sections) + "\n"
-
-
-def _heading(incident: Incident, now: datetime) -> str:
-    title = md_escape(incident.title)
-    if incident.priority:
-        title = f"{md_escape(incident.priority, 20)} · {title}"
-    state = (
-        "**Draft: the incident is still firing**; the numbers are those seen so far."
-        if incident.is_open
-        else "The incident is resolved."
-    )
-    test = " It was Grafana's test notification." if incident.is_test else ""
-    return (
-        f"# Postmortem: incident {md_escape(incident.id, 40)} · {title}\n\n"
-        f"_Drafted by queuepilot on {utc(now)} from what it recorded._ {state}{test} "
-        "Edit it freely: the questions at the end are for the team."
-    )
 
 
 def summary_section(incident: Incident, events: Sequence[Event], now: datetime) -> str:
@@ -285,23 +280,6 @@ def _jobs(incident: Incident, jobs: JobsView | None, note: str) -> str:
 
 
 def _timeline(incident: Incident, events: Sequence[Event]) -> str:
-    rows = _timeline_rows(events)
-    parts = ["## Timeline"]
-    if not rows:
-        parts.append("_Nothing was recorded on the timeline._")
-    else:
-        left_out = len(rows) - MAX_TIMELINE
-        table = _table(("Time (UTC)", "What happened", "By"), rows[-MAX_TIMELINE:])
-        parts.append(
-            (f"_{left_out} earlier events not shown._\n\n" if left_out > 0 else "") + table
-        )
-    if incident.put_backs:
-        lines = [f"- {put_back_said(p, md_escape, utc)}" for p in incident.put_backs]
-        parts.append("Still to put back:\n\n" + "\n".join(lines))
-    return "\n\n".join(parts)
-
-
-def _timeline_rows(events: Sequence[Event]) -> list[tuple[str, str, str]]:
     """One row per event; a run of the alert's re-notifications is one row saying how many."""
     rows: list[tuple[str, str, str]] = []
     run: list[Event] = []
@@ -318,7 +296,15 @@ def _timeline_rows(events: Sequence[Event]) -> list[tuple[str, str, str]]:
         if event is not None:
             by = who(event.actor, event.actor_name) if event.actor else ""
             rows.append((_clock(event.at), md_escape(event.text), by))
-    return rows
+    parts = ["## Timeline", "_Nothing was recorded on the timeline._"]
+    if rows:
+        left_out = len(rows) - MAX_TIMELINE
+        table = _table(("Time (UTC)", "What happened", "By"), rows[-MAX_TIMELINE:])
+        parts[1] = (f"_{left_out} earlier events not shown._\n\n" if left_out > 0 else "") + table
+    if incident.put_backs:
+        lines = [f"- {put_back_said(p, md_escape, utc)}" for p in incident.put_backs]
+        parts.append("Still to put back:\n\n" + "\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def _clock(moment: datetime) -> str:
