@@ -89,9 +89,8 @@ def mention(user_id: str) -> str:
 
 
 def person(user_id: str | None, name: str = "") -> str:
-    """Someone named without a mention, for replies that must ping nobody: the display name (on
-    one line: a newline would break a list), else the user ID as text, which Slack never turns into
-    a mention on its own."""
+    """Someone named, pinging nobody: the display name on one line (a newline breaks a list), else
+    the user ID as text, which Slack never turns into a mention on its own."""
     shown = " ".join(name.split()) or (user_id or "someone")
     return f"*{escaped(shown, 80)}*"
 

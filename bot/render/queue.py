@@ -41,9 +41,8 @@ def advice_parts(j: Judgement) -> list[str]:
 
 
 def type_parts(metrics: RunnerTypeMetrics | None, absent: str = "") -> tuple[list[str], list[str]]:
-    """A type's numbers and advice: its judgement's; a type the source did not list, `absent` (no
-    count was read, so not "0 queued"); a reading a 0.25 replica stored judges none, so its
-    numbers alone."""
+    """A type's numbers and advice: its judgement's; `absent` where the source did not list it (no
+    count was read: not "0 queued"); a 0.25 replica's reading judged none: its numbers alone."""
     if absent or metrics is None:
         return [absent] if absent else [], []
     if (j := metrics.judged) is not None:

@@ -142,9 +142,8 @@ def render_status(
     drain: tuple[int, int] | None = None,
     since: datetime | None = None,
 ) -> Rendered:
-    """The numbers now and their change since the previous status; with a live `view`, each
-    runner type's line carries its trend. `drain` is (checks that found it drained, checks
-    needed); `since` marks a quiet status edited in place."""
+    """The numbers now and their change since the previous status. `drain` is (checks that found
+    it drained, checks needed); `since` marks a quiet status edited in place."""
     live = view if view is not None and view.is_live else None
     age = _age_line(incident, now)
     blocks = [md.section(f"*📊 Status update · {md.time_of(current.at)}*\n{age}")]
@@ -307,9 +306,8 @@ def put_back_said(
 
 
 def peak_queued_label(incident: Incident) -> str:
-    """What the peak queue is, said wherever it is shown: of several runner types, their sum at
-    one moment (never one type's beside the per-type peaks); before any snapshot named its
-    types' queues, the alert's own figure."""
+    """What the peak queue is, wherever shown: of several types, their sum at one moment (never
+    one type's beside the per-type peaks); before a snapshot named them, the alert's figure."""
     if not incident.peak_summed:
         return "Peak queued jobs (as the alert said)"
     typed = sum(1 for queue in incident.peak_types.values() if queue.queued is not None)

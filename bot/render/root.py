@@ -138,6 +138,11 @@ def _status_line(incident: Incident, mentions: bool) -> str:
     return " · ".join(parts)
 
 
+def _action(event: Event) -> str:
+    by = f" by {md.person(event.actor, event.actor_name)}" if event.actor else ""
+    return f"{md.time_of(event.at)} {md.escape(md.shorten(event.text, ACTION_CHARS))}{by}"
+
+
 def _responders(incident: Incident) -> str:
     """Who acted, in order of first action, the owner left out (the status line names them)."""
     others = [r for r in incident.responders if r.user_id != incident.acknowledged_by]
@@ -146,11 +151,6 @@ def _responders(incident: Incident) -> str:
     names = ", ".join(md.person(r.user_id, r.name) for r in others[:MAX_RESPONDERS])
     more = len(others) - MAX_RESPONDERS
     return f"Responders: {names}" + (f" +{more}" if more > 0 else "")
-
-
-def _action(event: Event) -> str:
-    by = f" by {md.person(event.actor, event.actor_name)}" if event.actor else ""
-    return f"{md.time_of(event.at)} {md.escape(md.shorten(event.text, ACTION_CHARS))}{by}"
 
 
 def _headline_fields(incident: Incident, head: Headline) -> list[str]:
