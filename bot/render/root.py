@@ -259,13 +259,10 @@ def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> st
 
 
 def _facts(incident: Incident) -> list[str]:
-    facts = [
-        f"Incident *{md.escape(incident.id)}*",
-        # {ago} is rendered by the reader's client, so the age stays true without edits.
-        f"Started {md.slack_date(incident.started_at, '{date_short_pretty} {time} ({ago})')}",
-    ]
-    if incident.team:
-        facts.append(f"Team: {md.escaped(incident.team, 200)}")
+    # {ago} is rendered by the reader's client, so the age stays true without edits.
+    started = md.slack_date(incident.started_at, "{date_short_pretty} {time} ({ago})")
+    team = [f"Team: {md.escaped(incident.team, 200)}"] if incident.team else []
+    facts = [f"Incident *{md.escape(incident.id)}*", f"Started {started}", *team]
     return [
         *facts,
         f"Source: {_source(incident)}",
