@@ -302,7 +302,7 @@ def _timeline(incident: Incident, events: Sequence[Event]) -> str:
         table = _table(("Time (UTC)", "What happened", "By"), rows[-MAX_TIMELINE:])
         parts[1] = (f"_{left_out} earlier events not shown._\n\n" if left_out > 0 else "") + table
     if incident.put_backs:
-        lines = [f"- {put_back_said(p, md_escape, utc)}" for p in incident.put_backs]
+        lines = [f"- {put_back_said(p, _type, utc)}" for p in incident.put_backs]
         parts.append("Still to put back:\n\n" + "\n".join(lines))
     return "\n\n".join(parts)
 
