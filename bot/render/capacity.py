@@ -11,7 +11,7 @@ from bot.domain.capacity import NO_TYPE, TypeReport
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
-from bot.render.chart import BLOCK_TYPE, MAX_CATEGORIES, series_labels
+from bot.render.chart import MAX_CATEGORIES, chart, series_labels
 
 MAX_TYPES = 10
 MAX_SCALERS = 5  # who scaled a type up, most first: the rest are counted
@@ -28,10 +28,8 @@ def render_report(
     """`history` names where the queue time and hours at the maximum and over the thresholds
     come from ("" when the backend keeps none); `missing` what of it could not be read, and why."""
     head = f"*Capacity report · the last {days} days*"
-    kept = ""
-    if days > kept_days:
-        kept = f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are "
-        kept += "gone."
+    kept = f" Incidents are kept {kept_days} days (`INCIDENT_RETENTION_DAYS`): older ones are gone."
+    kept = kept if days > kept_days else ""
     if not any(r.incidents or r.hours_over or r.hours_at_max or r.peak_queued for r in reports):
         quiet = f"{head}\nNo queue incident in these {days} days"
         if history:
@@ -114,37 +112,18 @@ def _hours(hours: float) -> str:
     return f"{hours:.1f} h" if hours < 10 else f"{hours:.0f} h"
 
 
-def report_message(
-    reports: Sequence[TypeReport],
-    *,
-    days: int,
-    kept_days: int,
-    history: str = "",
-    missing: str = "",
-) -> Rendered:
-    """The weekly post: the report, and a bar chart of each type's firing hours drawn by Slack
-    (left out, as any chart, where the workspace refuses it)."""
-    text = render_report(reports, days=days, kept_days=kept_days, history=history, missing=missing)
+def report_message(reports: Sequence[TypeReport], *, days: int, **said: Any) -> Rendered:
+    """The weekly post: the report (`render_report`'s), and a bar chart of each type's firing
+    hours drawn by Slack (left out, as any chart, where the workspace refuses it)."""
+    text = render_report(reports, days=days, **said)
     blocks = md.sections(text.splitlines())
-    if chart := _hours_chart(reports, days):
-        blocks.append(chart)
-    return md.rendered(text.splitlines()[0].strip("*"), blocks)
-
-
-def _hours_chart(reports: Sequence[TypeReport], days: int) -> dict[str, Any] | None:
     firing = [r for r in reports if r.runner_type and r.firing.total_seconds() > 0]
-    if not (firing := firing[:MAX_CATEGORIES]):
-        return None
-    labels = series_labels([r.runner_type for r in firing])
-    hours = [round(r.firing.total_seconds() / 3600, 1) for r in firing]
-    points = [{"label": lb, "value": h} for lb, h in zip(labels, hours, strict=True)]
-    return {
-        "type": BLOCK_TYPE,
-        "block_id": "capacity_hours",
-        "title": f"Hours firing, last {days} days",
-        "chart": {
-            "type": "bar",
-            "series": [{"name": "hours firing", "data": points}],
-            "axis_config": {"categories": labels, "y_label": "hours"},
-        },
-    }
+    if firing := firing[:MAX_CATEGORIES]:
+        labels = series_labels([r.runner_type for r in firing])
+        hours = [round(r.firing.total_seconds() / 3600, 1) for r in firing]
+        points = [{"label": lb, "value": h} for lb, h in zip(labels, hours, strict=True)]
+        series = [{"name": "hours firing", "data": points}]
+        axes = {"categories": labels, "y_label": "hours"}
+        title = f"Hours firing, last {days} days"
+        blocks.append(chart("capacity_hours", title, "bar", series, axes))
+    return md.rendered(text.splitlines()[0].strip("*"), blocks)

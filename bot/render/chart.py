@@ -1,8 +1,6 @@
 """The trend chart: queued jobs (and the PNG's longest wait) per runner type over the incident.
-
-Slack draws it from a `data_visualization` block (`chart_block`, within the block's limits); a
-workspace that refuses the block gets `render_chart`'s PNG instead (drawn in a worker thread:
-matplotlib is slow and blocking), with its own white background for light and dark themes.
+Slack draws it from a `data_visualization` block; a workspace that refuses the block gets
+`render_chart`'s PNG (drawn in a worker thread: matplotlib is slow and blocking).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from functools import cached_property
 from itertools import islice
 from typing import Any
 
-from bot.domain.fleet import FleetSnapshot, worst_first
+from bot.domain.fleet import worst_first
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
 from bot.domain.trend import Trend
@@ -41,14 +39,14 @@ Point = tuple[float, float | None, float | None]  # (unix time, queued, longest 
 
 @dataclass(frozen=True)
 class ChartData:
-    """The worst types' columns of the trend, kept as text and expanded into points once."""
+    """The worst types' columns of the trend, expanded into points once."""
 
     title: str
     trend: Trend = field(default_factory=Trend)
 
     @cached_property
     def series(self) -> dict[str, list[Point]]:
-        """runner type -> its points, oldest first; types with too few to draw are left out."""
+        """Each runner type's points, oldest first; types with too few to draw are left out."""
         drawn = {name: self.trend.points(name) for name in self.trend.names()}
         return {name: points for name, points in drawn.items() if len(points) >= MIN_POINTS}
 
@@ -76,13 +74,9 @@ def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
     return ChartData(title, trend.keeping(list(islice(drawable, MAX_SERIES))))
 
 
-def incident_chart(
-    incident: Incident, *, trend: Trend | None = None, live: FleetSnapshot | None = None
-) -> ChartData:
-    """The incident's chart (of its own trend and live view unless given): the live view's worst
-    types, then the others by their peak in the trend."""
-    trend = trend if trend is not None else incident.trend
-    live = live if live is not None else incident.live
+def incident_chart(incident: Incident) -> ChartData:
+    """The incident's chart: its live view's worst types, then the others by their peak."""
+    trend, live = incident.trend, incident.live
     names = [n for n, _ in worst_first(live.runner_types)] if live else []
     peaks = {
         name: max((q or 0 for _, q, _ in trend.points(name)), default=0) for name in trend.names()
@@ -93,8 +87,8 @@ def incident_chart(
 
 def chart_block(data: ChartData) -> dict[str, Any] | None:
     """Queued jobs per runner type at up to 20 moments, evenly spread and ending with the latest;
-    None when there is no line to draw. Slack draws it: no upload."""
-    series = {name: points for name, points in data.series.items() if points}
+    None when there is no line to draw."""
+    series = data.series
     times = sorted({at for points in series.values() for at, _, _ in points})
     if len(times) > MAX_CATEGORIES:
         step = (len(times) - 1) / (MAX_CATEGORIES - 1)
@@ -102,10 +96,9 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
     if len(times) < 2:
         return None
     categories = _labels(times)
-    names = list(series)[:MAX_SERIES]
-    labels = series_labels([name or "all runner types" for name in names])
+    labels = series_labels([name or "all runner types" for name in series])
     drawn = []
-    for name, shown in zip(names, labels, strict=True):
+    for name, shown in zip(series, labels, strict=True):
         # One value per moment: a type the reading did not show then was not queueing (a view
         # lists the types that queue), so it is 0, not its last value.
         queued = {at: q for at, q, _ in series[name]}
@@ -113,12 +106,14 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
         points = zip(categories, values, strict=True)
         drawn.append({"name": shown, "data": [{"label": lb, "value": v} for lb, v in points]})
     axes = {"categories": categories, "x_label": "UTC", "y_label": "queued jobs"}
-    return {
-        "type": BLOCK_TYPE,
-        "block_id": "queue_trend",
-        "title": md.cut(data.title or "Queue trend", MAX_TITLE),
-        "chart": {"type": "line", "series": drawn, "axis_config": axes},
-    }
+    return chart("queue_trend", md.cut(data.title or "Queue trend", MAX_TITLE), "line", drawn, axes)
+
+
+def chart(
+    block_id: str, title: str, kind: str, series: list[dict[str, Any]], axes: dict[str, Any]
+) -> dict[str, Any]:
+    drawn = {"type": kind, "series": series, "axis_config": axes}
+    return {"type": BLOCK_TYPE, "block_id": block_id, "title": title, "chart": drawn}
 
 
 def has_charts(rendered: Rendered) -> bool:
@@ -144,8 +139,7 @@ def without_charts(rendered: Rendered) -> Rendered:
 
 
 def _labels(times: list[float]) -> list[str]:
-    """Unique UTC time labels: minutes when they tell the moments apart, seconds when not, a
-    counter as the last resort (two readings in a second)."""
+    """Unique UTC time labels: minutes, else seconds, else a counter (two readings in a second)."""
     for shape in ("%H:%M", "%H:%M:%S"):
         labels = [datetime.fromtimestamp(at, UTC).strftime(shape) for at in times]
         if len(set(labels)) == len(labels):
@@ -180,8 +174,8 @@ def series_labels(names: Sequence[str], most: int = MAX_LABEL) -> list[str]:
 
 
 def _leading(name: str, most: int) -> str:
-    """The leading dot-separated parts that fit before "…" (a plain cut where whole parts would
-    leave less than half the room)."""
+    """The leading dot-separated parts that fit before "…" (a plain cut where they would leave
+    less than half the room); `_trailing` likewise from the end."""
     if len(name) <= most:
         return name
     dot = name.rfind(".", 0, most)
@@ -189,7 +183,6 @@ def _leading(name: str, most: int) -> str:
 
 
 def _trailing(name: str, most: int) -> str:
-    """The trailing dot-separated parts that fit after "…", likewise."""
     if len(name) <= most:
         return name
     tail = name[-most:]

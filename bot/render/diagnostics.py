@@ -1,20 +1,19 @@
-"""The diagnostics report as a thread reply, what a responder reads first first: the likely cause
-and how sure, the next step, the queues, then the evidence and the jobs behind the queue.
-"""
+"""The diagnostics report as a thread reply, what a responder needs first first: the likely cause
+and how sure, the next step, the queues, then the evidence and the jobs behind the queue."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.domain.diagnostics import Check, Diagnosis, Finding, Verdict
+from bot.domain.diagnostics import Diagnosis, Verdict
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import Incident
-from bot.domain.jobs import JobsView, RunnerTypeJobs
+from bot.domain.jobs import JobsView
 from bot.domain.message import Rendered
 from bot.domain.units import minutes, number
 from bot.render import mrkdwn as md
 from bot.render.jobs import footnotes, headline, source_of
-from bot.render.queue import advice_parts, judged_parts, reading_parts
+from bot.render.queue import type_parts
 
 ICONS = {Verdict.OK: "✅", Verdict.WARN: "⚠️", Verdict.BAD: "❌", Verdict.UNKNOWN: "❔"}
 TOP_WORKFLOWS = 3  # per runner type, in the jobs line
@@ -45,9 +44,15 @@ def render_diagnostics(
     if diagnosis.recommendation:
         lines.append(f"*Next:* {md.escaped(diagnosis.recommendation, 600)}")
     blocks.append(md.section("\n".join(lines)))
-    lines = [_queue_line(f, snapshot) for f in diagnosis.findings]
-    several = len(diagnosis.findings) > 1
-    lines += [_evidence_line(names, check, several) for names, check in diagnosis.evidence]
+    lines = []
+    for finding in diagnosis.findings:  # as the root's line says them
+        name = md.runner_name(finding.runner_type) if finding.runner_type else "All runner types"
+        parts, advice = type_parts(snapshot.runner_types.get(finding.runner_type))
+        lines.append(f"*{name}*" + "".join(f" · {part}" for part in parts + advice))
+    for names, check in diagnosis.evidence:
+        where = f" ({md.escaped(names, 200)})" if len(diagnosis.findings) > 1 and names else ""
+        text = md.escaped(check.text, 600)
+        lines.append(f"{ICONS[check.verdict]} *{check.name}*{where}: {text}")
     notes = []
     if jobs is not None:
         lines.append(_jobs_line(jobs, [f.runner_type for f in diagnosis.findings]))
@@ -64,45 +69,25 @@ def render_diagnostics(
     )
 
 
-def _queue_line(finding: Finding, snapshot: FleetSnapshot) -> str:
-    """The type's numbers and advice as the root's line says them; a reading without a judgement
-    (stored by a 0.25 replica) says its numbers alone."""
-    name = md.runner_name(finding.runner_type) if finding.runner_type else "All runner types"
-    if (judged := finding.judged) is not None:
-        parts = [*judged_parts(judged), *advice_parts(judged)]
-    else:
-        metrics = snapshot.runner_types.get(finding.runner_type)
-        parts = reading_parts(metrics) if metrics is not None else []
-    return f"*{name}*" + (f" · {' · '.join(parts)}" if parts else "")
-
-
-def _evidence_line(names: str, check: Check, several: bool) -> str:
-    where = f" ({md.escaped(names, 200)})" if several and names else ""
-    return f"{ICONS[check.verdict]} *{check.name}*{where}: {md.escaped(check.text, 600)}"
-
-
 def _jobs_line(view: JobsView, runner_types: list[str]) -> str:
     """The workflows behind each diagnosed queue, most queued first, and the oldest job."""
-    queues = [view.runner_types.get(view.name_of(t)) for t in runner_types]
-    parts = [_type_jobs(q) for q in queues if q is not None and q.workflows]
-    if not parts:
-        return f"{headline(view)}: none listed for these runner types"
-    return f"{headline(view)}: " + "; ".join(parts)
-
-
-def _type_jobs(queue: RunnerTypeJobs) -> str:
-    queued = [w for w in queue.workflows if w.queued]
-    said = ", ".join(
-        f"`{md.escaped(w.workflow, 60)}` {w.queued} ({w.trigger.value})"
-        for w in queued[:TOP_WORKFLOWS]
-    )
-    if (more := len(queued) - TOP_WORKFLOWS) > 0:
-        said += f" and {more} more"
-    oldest = max(queue.workflows, key=lambda w: w.longest_wait_mins or -1)
-    if oldest.oldest_url:
-        job = md.truncate(oldest.oldest_job or "the job", 60)
-        said += f" · oldest: {md.link(oldest.oldest_url, job)}"
-    return f"{md.runner_name(queue.runner_type)} {said}"
+    parts = []
+    for queue in (view.runner_types.get(view.name_of(t)) for t in runner_types):
+        if queue is None or not queue.workflows:
+            continue
+        queued = [w for w in queue.workflows if w.queued]
+        said = ", ".join(
+            f"`{md.escaped(w.workflow, 60)}` {w.queued} ({w.trigger.value})"
+            for w in queued[:TOP_WORKFLOWS]
+        )
+        if (more := len(queued) - TOP_WORKFLOWS) > 0:
+            said += f" and {more} more"
+        oldest = max(queue.workflows, key=lambda w: w.longest_wait_mins or -1)
+        if oldest.oldest_url:
+            job = md.truncate(oldest.oldest_job or "the job", 60)
+            said += f" · oldest: {md.link(oldest.oldest_url, job)}"
+        parts.append(f"{md.runner_name(queue.runner_type)} {said}")
+    return f"{headline(view)}: " + ("; ".join(parts) or "none listed for these runner types")
 
 
 def _unseen(view: JobsView, diagnosis: Diagnosis, snapshot: FleetSnapshot) -> str:

@@ -48,15 +48,14 @@ def render_digest(
     counted = entries if part > 0 or storm_entries is None else storm_entries
     total, threaded = len(counted), sum(1 for entry in counted if entry.threaded)
     noun = "alert group" if total == 1 else "alert groups"
+    pace = "Each gets its own thread as the pace allows"
+    so_far = f"{threaded} of {total} so far."
     if part > 0 and over:
         title = f"⛅ Alert storm over, continued: {total} {noun}"
         about = "More groups of the storm above. Each group has its own thread."
     elif part > 0:
         title = f"⛈️ Alert storm, continued: {total} more"
-        about = (
-            "More groups of the storm above, listed as they arrived. Each gets its own thread as "
-            f"the pace allows: {threaded} of {total} so far."
-        )
+        about = f"More groups of the storm above, listed as they arrived. {pace}: {so_far}"
     elif over:
         firing = sum(1 for entry in counted if entry.incident.is_open)
         title = f"⛅ Alert storm over: {total} {noun}"
@@ -68,8 +67,7 @@ def render_digest(
         title = f"⛈️ Alert storm: {total} new {noun}"
         about = (
             "They arrived faster than Slack lets a channel post (about one message a second), "
-            "so they are all listed here at once. Each gets its own thread as the pace allows, "
-            f"most severe first: {threaded} of {total} so far."
+            f"so they are all listed here at once. {pace}, most severe first: {so_far}"
         )
         if len(counted) > len(entries):
             about += " Those that came later are listed in the messages below."

@@ -28,9 +28,8 @@ def _at(timestamp: float) -> str:
 
 
 def render_warning(state: WarningState) -> Rendered:
-    name = md.escaped(state.runner_type, 200)
+    name, said = md.escaped(state.runner_type, 200), md.escaped(state.text, 1500)
     warned = _at(state.warned_at)
-    said = md.escaped(state.text, 1500)
     scaled = [f"↗️ {md.escaped(state.scaled, 1000)}"] if state.scaled else []
     if state.phase is Phase.ACTIVE:
         if state.held_since:
@@ -46,9 +45,8 @@ def render_warning(state: WarningState) -> Rendered:
                 "queue stops building, carried on by the incident if the alert fires."
             )
         value = dismiss_value(state)
-        buttons = [md.button("Dismiss for 1 h", DISMISS, value)]
-        if state.scalable:
-            buttons.insert(0, md.button("Scale up…", SCALE, value))
+        buttons = [md.button("Scale up…", SCALE, value)] if state.scalable else []
+        buttons.append(md.button("Dismiss for 1 h", DISMISS, value))
         blocks = [
             md.section(head),
             md.context([note, *scaled]),
@@ -58,10 +56,9 @@ def render_warning(state: WarningState) -> Rendered:
     if state.phase is Phase.FOLDED:
         # The incident's thread is linked once the upkeep knows it; anything but a plain http(s)
         # URL stays text.
-        incident = md.link(
-            state.incident_link, md.link_label(f"incident {state.incident_id[:MAX_ID]}")
-        )
-        line = f"🔔 The alert fired: {incident} carries it on (warned at {warned})."
+        label = md.link_label(f"incident {state.incident_id[:MAX_ID]}")
+        line = f"🔔 The alert fired: {md.link(state.incident_link, label)} carries it on "
+        line += f"(warned at {warned})."
         blocks = [md.section(f"*Early warning* · {said}"), md.context([line, *scaled])]
         return md.rendered(f"Early warning: {said}\n{line}", blocks)
     if state.phase is Phase.DISMISSED:

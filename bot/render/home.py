@@ -1,8 +1,7 @@
 """The App Home as one view: every open incident, the early warnings standing, the fleet now, and
-how to use the bot. Nothing on it is personal, so it is rendered once a round for everyone who
-opened it; its lists are capped (Slack allows 100 blocks) and say what they left out. `digests`
-says what a viewer would see change: the state is published at once, the numbers (which change
-with every reading) at a slower cadence.
+how to use the bot. Nothing on it is personal, so it is rendered once a round for everyone; its
+lists are capped (Slack allows 100 blocks). `digests` tell a change of state, published at once,
+from a change of numbers (every reading), published at a slower cadence.
 """
 
 from __future__ import annotations
@@ -19,9 +18,10 @@ from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, wors
 from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
 from bot.domain.runner_names import runner_key
-from bot.domain.units import duration, number, wait_parts
+from bot.domain.units import duration, number
 from bot.render import mrkdwn as md
-from bot.render.queue import absent_text, advice_parts, judged_parts, reading_parts
+from bot.render.queue import absent_text, advice_parts, judged_parts, type_parts
+from bot.render.replies import queue_numbers
 
 CALLBACK_ID = "queuepilot_home"
 MAX_HOME_BLOCKS = 100  # Slack's limit for a Home tab's view
@@ -32,20 +32,21 @@ MAX_LABEL = 200  # a link's label: the link must fit its line whole
 DIVIDER = {"type": "divider"}
 
 
+# The state a viewer sees of an incident: a change in any is published at once.
+_SHOWN = {"id", "uid", "status", "title", "priority", "channel", "started_at", "reopened"}
+_SHOWN |= {"acknowledged_by", "acknowledged_name", "silence"}
+
+
 @dataclass(frozen=True)
 class Listed:
-    """An open incident and the permalink of its root ("" while unknown)."""
-
     incident: Incident
-    link: str = ""
+    link: str = ""  # its root's permalink, "" while unknown
 
 
 @dataclass(frozen=True)
 class Standing:
-    """An early warning still standing and the permalink of its message ("" while unknown)."""
-
     warning: WarningState
-    link: str = ""
+    link: str = ""  # its message's permalink, "" while unknown
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,6 @@ class Digests:
 
 
 def render_home(home: HomeState, now: datetime) -> dict[str, Any]:
-    """The Home tab's view (`views.publish`'s `view`)."""
     updated = f"Updated {md.time_of(now)} · refreshed when it opens and as things change"
     blocks = [
         md.header("queuepilot · CI queues"),
@@ -90,7 +90,14 @@ def digests(home: HomeState) -> Digests:
     """Equal digests, the same view but for the clock."""
     state = {
         "open": home.open_count,
-        "incidents": [_incident_state(listed) for listed in home.incidents],
+        "incidents": [
+            [
+                listed.incident.model_dump(mode="json", include=_SHOWN),
+                (_worst(listed.incident) or [""])[0],
+                listed.link,
+            ]
+            for listed in home.incidents
+        ],
         "warnings": [
             [s.warning.runner_type, s.warning.channel, s.warning.text, s.warning.held_since, s.link]
             for s in home.warnings
@@ -155,38 +162,11 @@ def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
         said = " · ".join(f for f in figures if f)
         return f"Worst: {said}" if said else ""
     name, queue = worst
-    parts = [f"`{md.runner_name(name)}`"]
     key = runner_key(name)
     now = fleet.runner_types if fleet is not None else {}
     judged = next((m.judged for n, m in now.items() if runner_key(n) == key), None)
-    if judged is not None:
-        parts += [*judged_parts(judged), *advice_parts(judged)]
-    else:
-        if queue.queued is not None:
-            parts.append(f"{number(queue.queued)} queued")
-        if (wait := wait_parts(queue.longest_wait_mins, over=queue.wait_over)) is not None:
-            parts.append(f"{wait[0]} {wait[1]}")
-    return "Worst runner type: " + " · ".join(parts)
-
-
-def _incident_state(listed: Listed) -> list[Any]:
-    incident = listed.incident
-    worst = _worst(incident)
-    return [
-        incident.id,
-        incident.uid,
-        incident.status.value,
-        incident.title,
-        incident.priority or "",
-        incident.channel,
-        incident.started_at.isoformat(),
-        incident.acknowledged_by or "",
-        incident.acknowledged_name,
-        incident.silence.until.isoformat() if incident.silence is not None else "",
-        incident.reopened,
-        worst[0] if worst is not None else "",
-        listed.link,
-    ]
+    parts = [*judged_parts(judged), *advice_parts(judged)] if judged else [queue_numbers(queue)]
+    return " · ".join([f"Worst runner type: `{md.runner_name(name)}`", *filter(None, parts)])
 
 
 def _warnings(home: HomeState) -> list[dict[str, Any]]:
@@ -238,21 +218,16 @@ def _fleet_lines(fleet: FleetSnapshot) -> list[str]:
 
 
 def _fleet_line(name: str, metrics: RunnerTypeMetrics, absent: str) -> str:
-    judged = metrics.judged
-    if absent:
-        parts = [absent]
-    elif judged is None:  # a reading a 0.25 replica stored: it judges none
-        parts = reading_parts(metrics)
-        if metrics.busy is not None and metrics.maximum is not None:
-            parts.append(f"busy {number(metrics.busy)} / max {number(metrics.maximum)}")
-        elif metrics.busy is not None and metrics.registered is not None:
-            parts.append(f"busy {number(metrics.busy)} / {number(metrics.registered)} registered")
-    else:
-        parts = judged_parts(judged)
-        if judged.maximum is not None:
-            parts.append(f"max {number(judged.maximum)}")
-        parts += advice_parts(judged)
-    return f"• `{md.runner_name(name)}`: {' · '.join(parts) or 'no numbers'}"
+    parts, advice = type_parts(metrics, absent)
+    j, busy = metrics.judged, metrics.busy
+    if j is not None and j.maximum is not None and not absent:
+        parts.append(f"max {number(j.maximum)}")
+    elif j is None and busy is not None and not absent:  # a 0.25 reading: no judgement says it
+        if metrics.maximum is not None:
+            parts.append(f"busy {number(busy)} / max {number(metrics.maximum)}")
+        elif metrics.registered is not None:
+            parts.append(f"busy {number(busy)} / {number(metrics.registered)} registered")
+    return f"• `{md.runner_name(name)}`: {' · '.join(parts + advice) or 'no numbers'}"
 
 
 def _how_to(cmd: str) -> str:

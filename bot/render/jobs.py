@@ -1,14 +1,12 @@
-"""Which jobs are queueing, per runner type: its top workflows by trigger, the surge, the ghosts
-left out. `render_jobs` is the `/queue jobs` answer; `jobs_blocks` the same as Block Kit.
-"""
+"""The `/queue jobs` answer: per runner type, its top workflows by trigger, the surge, the slower
+jobs, and the ghosts left out."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from bot.domain.fleet import source_name
-from bot.domain.jobs import JobsView, RunnerTypeJobs, WorkflowQueue, queued_said, surging
+from bot.domain.jobs import JobsView, WorkflowQueue, queued_said, surging
 from bot.domain.units import duration, minutes
 from bot.render import mrkdwn as md
 
@@ -44,15 +42,6 @@ def render_jobs(
     return md.truncate("\n".join([head, *kept, *foot]), limit)
 
 
-def jobs_blocks(view: JobsView, runner_types: list[str]) -> list[dict[str, Any]]:
-    """Sections of each runner type's lines, a context of the footnotes."""
-    lines = [line for name in runner_types[:MAX_TYPES] for line in type_lines(view, name)]
-    blocks = md.sections([headline(view), *lines])
-    if foot := footnotes(view):
-        blocks.append(md.context([md.truncate(text, 500) for text in foot]))
-    return blocks[:10]
-
-
 def source_of(source: str) -> str:
     return md.escape(source_name(source))
 
@@ -64,10 +53,9 @@ def headline(view: JobsView) -> str:
 def footnotes(view: JobsView) -> list[str]:
     notes = []
     if view.ghosts:
-        noun = "ghost job" if view.ghosts == 1 else "ghost jobs"
         notes.append(
-            f"_{view.ghosts} {noun} left out: listed as queued in a run that has completed; "
-            "nobody will run them._"
+            f"_{md.plural(view.ghosts, 'ghost job')} left out: listed as queued in a run that has "
+            "completed; nobody will run them._"
         )
     if view.note:
         notes.append(f"⚠️ {md.escaped(view.note, 400)}")
@@ -91,7 +79,10 @@ def type_lines(view: JobsView, runner_type: str) -> list[str]:
     if slower := view.slower.get(runner_type, ()):
         said = "; ".join(s.text for s in slower[:3])
         lines.append(f"🐢 *Slower jobs:* {md.escaped(said, 400)}")
-    lines += _grouped(queue, view)
+    groups: dict[str, list[str]] = {}  # the top workflows under their trigger, in their order
+    for workflow in queue.workflows[:TOP_WORKFLOWS]:
+        groups.setdefault(workflow.trigger.value, []).append(_workflow_line(workflow, view))
+    lines += [line for trigger, rows in groups.items() for line in [f"  _{trigger}_", *rows]]
     if len(queue.workflows) > TOP_WORKFLOWS:
         lines.append(f"    _+{len(queue.workflows) - TOP_WORKFLOWS} more workflows_")
     return lines
@@ -105,19 +96,10 @@ def _none(view: JobsView) -> str:
 
 
 def _limit(view: JobsView) -> str:
-    """ " (the HUD lists only those)" beside a count from a source that lists only the jobs
-    queued longer than a threshold."""
+    """Beside a count from a source that lists only jobs queued over a threshold, that."""
     if view.listed_over_mins is None:
         return ""
     return f" ({source_of(view.source)} lists only those)"
-
-
-def _grouped(queue: RunnerTypeJobs, view: JobsView) -> list[str]:
-    """The top workflows under their main trigger, triggers in the order of the first."""
-    groups: dict[str, list[str]] = {}
-    for workflow in queue.workflows[:TOP_WORKFLOWS]:
-        groups.setdefault(workflow.trigger.value, []).append(_workflow_line(workflow, view))
-    return [line for trigger, rows in groups.items() for line in [f"  _{trigger}_", *rows]]
 
 
 def _workflow_line(w: WorkflowQueue, view: JobsView) -> str:

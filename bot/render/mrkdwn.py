@@ -1,8 +1,6 @@
 """Slack primitives: escaping, links, mentions, dates, and blocks within Block Kit's limits.
-
-Alert text is untrusted: it reaches Slack with `&`, `<` and `>` escaped, so a label can neither ping
-`<!channel>` nor forge a link; the only `<…>` tokens are built here. The block builders truncate
-to Slack's limits, so no input size makes Slack refuse a message.
+Alert text is untrusted: escaped, it can neither ping `<!channel>` nor forge a link (the only `<…>`
+tokens are built here); the builders truncate, so no input size makes Slack refuse a message.
 """
 
 from __future__ import annotations
@@ -48,14 +46,12 @@ def escape(text: str) -> str:
 
 
 def escaped(text: str, limit: int) -> str:
-    """Untrusted text escaped and cut to `limit` characters."""
     return truncate(escape(text), limit)
 
 
 def plain_text(mrkdwn: str) -> str:
-    """Mrkdwn made here as plain text (a date as its fallback, a link as its label, a mention as
-    the user ID, no bold, no entities): for an answer kept as a timeline line, escaped again
-    wherever it is shown."""
+    """Mrkdwn made here as plain text (a date's fallback, a link's label, a mention's user ID):
+    for an answer kept as a timeline line, escaped again wherever it is shown."""
     text = _MENTION.sub(r"\1", _LABELLED.sub(r"\1", mrkdwn))
     text = _BOLD.sub(r"\1", text)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
@@ -93,14 +89,13 @@ def mention(user_id: str) -> str:
 
 
 def person(user_id: str | None, name: str = "") -> str:
-    """Someone named without a mention, for replies that must ping nobody: the display name, else
+    """Someone named, pinging nobody: the display name on one line (a newline breaks a list), else
     the user ID as text, which Slack never turns into a mention on its own."""
-    shown = name.strip() or (user_id or "someone")
+    shown = " ".join(name.split()) or (user_id or "someone")
     return f"*{escaped(shown, 80)}*"
 
 
 def runner_name(name: str) -> str:
-    """A runner type's name (an alert label): escaped, and short enough for a list of them."""
     return escaped(name, MAX_RUNNER_NAME)
 
 
@@ -140,7 +135,7 @@ def shorten(text: str, limit: int) -> str:
 
 
 def fit_lines(lines: list[str], limit: int) -> list[str]:
-    """The leading lines that fit in `limit` characters when joined by newlines."""
+    """The leading lines that fit in `limit` characters joined by newlines."""
     kept: list[str] = []
     size = -1
     for line in lines:
@@ -174,7 +169,7 @@ def _mrkdwn(text: str, limit: int) -> dict[str, Any]:
 
 
 def header(text: str) -> dict[str, Any]:
-    """`text` is escaped already: Slack decodes entities in plain_text too."""
+    # `text` is escaped already: Slack decodes entities in plain_text too.
     return {"type": "header", "text": plain(text, MAX_HEADER)}
 
 
@@ -183,8 +178,7 @@ def section(text: str) -> dict[str, Any]:
 
 
 def fields(items: list[str], *, more: str = "+{n} more", text: str = "") -> dict[str, Any]:
-    """A section of two-column fields under `text`; past ten, the last field says how many were
-    left out."""
+    """Two-column fields under `text`; past ten, the last says how many were left out."""
     if len(items) > MAX_FIELDS:
         hidden = len(items) - (MAX_FIELDS - 1)
         items = [*items[: MAX_FIELDS - 1], more.format(n=hidden)]

@@ -18,7 +18,6 @@ from bot.domain.incidents import (
     REFUSED,
     Event,
     Incident,
-    PutBack,
     Resolution,
     Snapshot,
     actions_taken,
@@ -28,7 +27,7 @@ from bot.domain.jobs import JobsView
 from bot.domain.units import duration, minutes, number, wait_said
 from bot.render.chart import incident_chart
 from bot.render.mrkdwn import is_linkable
-from bot.render.replies import peak_queued_label, time_to_drain
+from bot.render.replies import peak_queued_label, put_back_said, time_to_drain
 
 MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
 MAX_TYPES = 15  # runner types in the impact table
@@ -109,8 +108,20 @@ def render_postmortem(
 ) -> str:
     """The write-up from the timeline (`events`, oldest first). `jobs` is the jobs source's view;
     without one, `jobs_note` says why."""
+    title = md_escape(incident.title)
+    if incident.priority:
+        title = f"{md_escape(incident.priority, 20)} · {title}"
+    state = "The incident is resolved."
+    if incident.is_open:
+        state = "**Draft: the incident is still firing**; the numbers are those seen so far."
+    test = " It was Grafana's test notification." if incident.is_test else ""
+    heading = (
+        f"# Postmortem: incident {md_escape(incident.id, 40)} · {title}\n\n"
+        f"_Drafted by queuepilot on {utc(now)} from what it recorded._ {state}{test} "
+        "Edit it freely: the questions at the end are for the team."
+    )
     sections = [
-        _heading(incident, now),
+        heading,
         summary_section(incident, events, now),
         impact_section(incident, jobs, jobs_note),
         _timeline(incident, events),
@@ -119,23 +130,6 @@ def render_postmortem(
         QUESTIONS,
     ]
     return "\n\n".join(sections) + "\n"
-
-
-def _heading(incident: Incident, now: datetime) -> str:
-    title = md_escape(incident.title)
-    if incident.priority:
-        title = f"{md_escape(incident.priority, 20)} · {title}"
-    state = (
-        "**Draft: the incident is still firing**; the numbers are those seen so far."
-        if incident.is_open
-        else "The incident is resolved."
-    )
-    test = " It was Grafana's test notification." if incident.is_test else ""
-    return (
-        f"# Postmortem: incident {md_escape(incident.id, 40)} · {title}\n\n"
-        f"_Drafted by queuepilot on {utc(now)} from what it recorded._ {state}{test} "
-        "Edit it freely: the questions at the end are for the team."
-    )
 
 
 def summary_section(incident: Incident, events: Sequence[Event], now: datetime) -> str:
@@ -205,14 +199,12 @@ def _at_peak(incident: Incident) -> str:
     if then:
         header[1:1], align[1:1] = ["Queued at the peak", "Wait at the peak"], ["---:", "---"]
     rows = []
-    for name in ranked[:MAX_TYPES]:
+    for name in ranked:
         at_peak = [_queued(then[name]), _wait(then[name])] if name in then else ["–", "–"]
         rows.append(
             (_type(name), *(at_peak if then else []), _queued(types[name]), _wait(types[name]))
         )
-    if len(ranked) > MAX_TYPES:
-        rows.append((f"+{len(ranked) - MAX_TYPES} more runner types", *[""] * (len(header) - 1)))
-    return f"{_peak_head(incident, moment)}:\n\n{_table(header, rows, align=align)}"
+    return f"{_peak_head(incident, moment)}:\n\n{_table(header, rows, align=align, most=MAX_TYPES)}"
 
 
 def _peak_head(incident: Incident, moment: Snapshot | None) -> str:
@@ -234,17 +226,14 @@ def _at_last_reading(incident: Incident) -> str:
     if live is None or not live.is_live or not live.runner_types:
         return ""
     order = [n for n, _ in worst_first(incident.peak_types) if n in live.runner_types]
-    names = order + sorted(set(live.runner_types) - set(order))
     rows = []
-    for name in names[:MAX_TYPES]:
+    for name in order + sorted(set(live.runner_types) - set(order)):
         m = live.runner_types[name]
         known = m.busy is not None and m.registered is not None
         runners = f"{number(m.busy)} / {number(m.registered)}" if known else "not read"
         rows.append((_type(name), _queued(m), _wait(m), runners))
-    if len(names) > MAX_TYPES:
-        rows.append((f"+{len(names) - MAX_TYPES} more runner types", "", "", ""))
     header = ("Runner type", "Queued", "Longest wait", "Runners busy / registered")
-    table = _table(header, rows, align=("---", "---:", "---", "---:"))
+    table = _table(header, rows, align=("---", "---:", "---", "---:"), most=MAX_TYPES)
     return f"The last reading, {utc(live.at)}:\n\n{table}"
 
 
@@ -285,31 +274,12 @@ def _jobs(incident: Incident, jobs: JobsView | None, note: str) -> str:
     if not rows:
         return f"{head}: no queued jobs of these runner types."
     rows.sort(key=lambda row: (-int(row[2]), row[0], row[1]))
-    more = len(rows) - MAX_WORKFLOWS
-    kept = rows[:MAX_WORKFLOWS] + ([(f"+{more} more", "", "", "")] if more > 0 else [])
     header = ("Runner type", "Workflow", "Queued", "Arrived in the last hour")
-    table = _table(header, kept, align=("---", "---", "---:", "---:"))
+    table = _table(header, rows, align=("---", "---", "---:", "---:"), most=MAX_WORKFLOWS, of="")
     return f"{head}:\n\n{table}" + (f"\n\n_{md_escape(jobs.note)}_" if jobs.note else "")
 
 
 def _timeline(incident: Incident, events: Sequence[Event]) -> str:
-    rows = _timeline_rows(events)
-    parts = ["## Timeline"]
-    if not rows:
-        parts.append("_Nothing was recorded on the timeline._")
-    else:
-        left_out = len(rows) - MAX_TIMELINE
-        table = _table(("Time (UTC)", "What happened", "By"), rows[-MAX_TIMELINE:])
-        parts.append(
-            (f"_{left_out} earlier events not shown._\n\n" if left_out > 0 else "") + table
-        )
-    if incident.put_backs:
-        lines = [_put_back(p) for p in incident.put_backs]
-        parts.append("Still to put back:\n\n" + "\n".join(lines))
-    return "\n\n".join(parts)
-
-
-def _timeline_rows(events: Sequence[Event]) -> list[tuple[str, str, str]]:
     """One row per event; a run of the alert's re-notifications is one row saying how many."""
     rows: list[tuple[str, str, str]] = []
     run: list[Event] = []
@@ -326,19 +296,19 @@ def _timeline_rows(events: Sequence[Event]) -> list[tuple[str, str, str]]:
         if event is not None:
             by = who(event.actor, event.actor_name) if event.actor else ""
             rows.append((_clock(event.at), md_escape(event.text), by))
-    return rows
+    parts = ["## Timeline", "_Nothing was recorded on the timeline._"]
+    if rows:
+        left_out = len(rows) - MAX_TIMELINE
+        table = _table(("Time (UTC)", "What happened", "By"), rows[-MAX_TIMELINE:])
+        parts[1] = (f"_{left_out} earlier events not shown._\n\n" if left_out > 0 else "") + table
+    if incident.put_backs:
+        lines = [f"- {put_back_said(p, _type, utc)}" for p in incident.put_backs]
+        parts.append("Still to put back:\n\n" + "\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def _clock(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M")
-
-
-def _put_back(put_back: PutBack) -> str:
-    before = "unset" if put_back.before is None else str(put_back.before)
-    field = md_escape(put_back.field, 60)
-    line = f"- {md_escape(put_back.runner_type, 80)} {field} {put_back.after} goes back to {before}"
-    line += f" {md_escape(put_back.when)}" if put_back.when else ""
-    return line + (f" (at the latest {utc(put_back.latest)})" if put_back.latest else "")
 
 
 def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
@@ -413,9 +383,17 @@ def _point(cell: tuple[float | None, float | None] | None) -> str:
 
 
 def _table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], *, align: Sequence[str] | None = None
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    align: Sequence[str] | None = None,
+    most: int = 0,
+    of: str = " runner types",
 ) -> str:
-    """A GitHub table; every cell is already escaped (`md_escape` escapes `|`)."""
+    """A GitHub table; every cell is already escaped (`md_escape` escapes `|`). Past `most` rows,
+    a last one says how many more were left out."""
+    if most and len(rows) > most:
+        rows = [*rows[:most], (f"+{len(rows) - most} more{of}", *[""] * (len(header) - 1))]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align or ["---"] * len(header)) + "|"]
     lines += ["| " + " | ".join(cell or " " for cell in row) + " |" for row in rows]
     return "\n".join(lines)

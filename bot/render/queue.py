@@ -40,13 +40,18 @@ def advice_parts(j: Judgement) -> list[str]:
     return [part for part in (j.heading, j.advice) if part]
 
 
-def reading_parts(metrics: RunnerTypeMetrics) -> list[str]:
-    """A type's numbers where it has no judgement (a reading a 0.25 replica stored)."""
+def type_parts(metrics: RunnerTypeMetrics | None, absent: str = "") -> tuple[list[str], list[str]]:
+    """A type's numbers and advice: its judgement's; `absent` where the source did not list it (no
+    count was read: not "0 queued"); a 0.25 replica's reading judged none: its numbers alone."""
+    if absent or metrics is None:
+        return [absent] if absent else [], []
+    if (j := metrics.judged) is not None:
+        return judged_parts(j), advice_parts(j)
     parts = [f"*{number(metrics.queued)}* queued"] if metrics.queued is not None else []
     wait = wait_parts(
         metrics.longest_wait_mins, over=metrics.wait_over, of_starts=metrics.wait_of_starts
     )
-    return [*parts, f"{wait[0]} *{wait[1]}*"] if wait is not None else parts
+    return [*parts, f"{wait[0]} *{wait[1]}*"] if wait is not None else parts, []
 
 
 def type_lines(view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPES) -> list[str]:
@@ -55,17 +60,11 @@ def type_lines(view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPE
     absent = absent_text(view)
     lines = []
     for name, metrics in ranked[:top]:
-        j = metrics.judged
-        if name in view.absent:
-            parts = [absent]  # not "0 queued": no count was read, only no listing
-        else:
-            parts = judged_parts(j) if j is not None else reading_parts(metrics)
+        parts, advice = type_parts(metrics, absent if name in view.absent else "")
         if spark := sparkline(trend.queued_of(name, SPARK_POINTS)):
             parts.append(f"`{spark}`")
-        if j is not None and name not in view.absent:
-            parts += advice_parts(j)
         label = md.runner_name(name) if name else "all runner types"
-        lines.append(f"• {label}: {' · '.join(parts) or 'no numbers'}")
+        lines.append(f"• {label}: {' · '.join(parts + advice) or 'no numbers'}")
     if more := max(len(ranked) - top, 0) + view.hidden:
         lines.append(f"+{more} more runner types (`/queue` lists them)")
     return lines

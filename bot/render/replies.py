@@ -1,12 +1,10 @@
 """Thread replies of an incident: periodic status, the closing summary, and one-line events.
-
-Pure functions of state like the root (`bot.render.root`): callers pass `now`. Times are Slack date
-tokens, so each reader sees their own time zone.
+Pure functions of state like the root; times are Slack date tokens, each reader's own time zone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,10 +22,8 @@ from bot.domain.incidents import (
     actions_taken,
     chart_drawn,
     peak_moment,
-    with_status,
 )
 from bot.domain.message import Rendered
-from bot.domain.trend import Trend
 from bot.domain.units import change, duration, minutes, number, wait_parts, wait_said
 from bot.render import mrkdwn as md
 from bot.render.chart import chart_block, incident_chart
@@ -71,7 +67,6 @@ def incident_ref(incident: Incident) -> str:
 
 
 def capped_rows(rows: list[str]) -> list[str]:
-    """At most MAX_RUNNER_ROWS rows, then a line saying how many runner types were left out."""
     shown = rows[:MAX_RUNNER_ROWS]
     if len(rows) > len(shown):
         shown.append(f"+{len(rows) - len(shown)} more runner types")
@@ -118,9 +113,9 @@ class StatusShown(BaseModel):
 
 
 def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Rendered:
-    """A status reply as the sender posts it. Its runner types' lines are the live view as it is
-    at posting; when a newer reading took its place meanwhile, the headline is that reading's
-    too, so one reply never shows two readings."""
+    """A status reply as the sender posts it, its runner types' lines from the live view as it is
+    then; when a newer reading took its place meanwhile, the headline is that reading's too, so
+    one reply never shows two readings."""
     view = incident.live if shown.live else None
     current, drain, since = shown.current, shown.drain, shown.since
     if view is not None and view.is_live and view.at != current.at:
@@ -134,7 +129,6 @@ def render_shown(incident: Incident, shown: StatusShown, *, now: datetime) -> Re
         view=view,
         drain=drain,
         since=since,
-        trend=incident.trend,
     )
 
 
@@ -147,24 +141,19 @@ def render_status(
     view: FleetSnapshot | None = None,
     drain: tuple[int, int] | None = None,
     since: datetime | None = None,
-    trend: Trend | None = None,
 ) -> Rendered:
-    """The numbers now and their change since the previous status. With a live `view`, each
-    runner type's line carries its trend (`trend`, else the incident's with `current` appended);
-    `drain` is (checks that found it drained, checks needed); `since` marks a quiet status edited
-    in place."""
-    trend = trend if trend is not None else with_status(incident.trend, current)
+    """The numbers now and their change since the previous status. `drain` is (checks that found
+    it drained, checks needed); `since` marks a quiet status edited in place."""
     live = view if view is not None and view.is_live else None
-    blocks = [
-        md.section(f"*📊 Status update · {md.time_of(current.at)}*\n{_age_line(incident, now)}")
-    ]
+    age = _age_line(incident, now)
+    blocks = [md.section(f"*📊 Status update · {md.time_of(current.at)}*\n{age}")]
     headline = _headline(current, previous)
     if headline:
         blocks.append(md.fields([f"{label}: *{value}*{_paren(d)}" for label, value, d in headline]))
     elif not current.runner_types and live is None:
         blocks.append(md.section(NO_NUMBERS))
     if live is not None:
-        lines = type_lines(live, trend)
+        lines = type_lines(live, incident.trend)
         gone = sorted(set(previous.runner_types if previous else {}) - set(live.runner_types))
         lines += [f"• {md.runner_name(name)}: no longer queueing" for name in gone[:5]]
         blocks.append(md.section("*By runner type*\n" + "\n".join(lines or ["_Nothing queues._"])))
@@ -175,7 +164,7 @@ def render_status(
         notes.append(f"✅ The queue looks drained: check {drain[0]} of {drain[1]}")
     if since is not None:
         notes.append(f"No meaningful change since {md.time_of(since)}: updated in place")
-    blocks += _chart(incident, trend=trend, live=live)
+    blocks += _chart(incident)
     if notes:
         blocks.append(md.context([md.truncate(n, 2000) for n in notes]))
     said = ", ".join(f"{label.lower()} {value}{_paren(d)}" for label, value, d in headline)
@@ -221,25 +210,23 @@ def _headline(current: Snapshot, previous: Snapshot | None) -> list[tuple[str, s
 def _runner_changes(current: Snapshot, previous: Snapshot | None) -> list[str]:
     """Current runner types worst first with their change; then the ones that stopped queueing."""
     before = previous.runner_types if previous else {}
-    rows = [
-        _runner_change(name, queue, before.get(name))
-        for name, queue in worst_first(current.runner_types)
-    ]
+    rows = []
+    for name, queue in worst_first(current.runner_types):
+        was = before.get(name)
+        parts = []
+        if queue.queued is not None:
+            delta = change(queue.queued, was.queued if was else None)
+            parts.append(f"{number(queue.queued)} queued{_paren(delta)}")
+        wait = wait_said(
+            queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts
+        )
+        if wait and queue.longest_wait_mins is not None:
+            known = was is not None and not queue.wait_over and not was.wait_over
+            waited = was.longest_wait_mins if was is not None and known else None
+            parts.append(f"{wait}{_paren(change(queue.longest_wait_mins, waited, 'min'))}")
+        rows.append(f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}")
     gone = sorted(set(before) - set(current.runner_types))
     return capped_rows(rows + [f"• {md.runner_name(name)}: no longer queueing" for name in gone])
-
-
-def _runner_change(name: str, queue: RunnerQueue, before: RunnerQueue | None) -> str:
-    parts = []
-    if queue.queued is not None:
-        delta = change(queue.queued, before.queued if before else None)
-        parts.append(f"{number(queue.queued)} queued{_paren(delta)}")
-    wait = wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
-    if wait and queue.longest_wait_mins is not None:
-        known = before is not None and not queue.wait_over and not before.wait_over
-        delta = change(queue.longest_wait_mins, before.longest_wait_mins if known else None, "min")
-        parts.append(f"{wait}{_paren(delta)}")
-    return f"• {md.runner_name(name)}: {' · '.join(parts) or 'no numbers'}"
 
 
 def render_summary(
@@ -269,14 +256,19 @@ def render_summary(
             )
         )
     if incident.put_backs:
-        blocks.append(md.section("\n".join(_put_back_line(p) for p in incident.put_backs)))
+        lines = [f"↩️ {put_back_said(p, md.runner_name, md.time_of)}" for p in incident.put_backs]
+        blocks.append(md.section("\n".join(lines)))
     if chart or not chart_drawn(incident, incident.charted_at):  # the last status shows it
         blocks += _chart(incident)
     if shown := events[-MAX_TIMELINE:]:
         lines = ["*What was done*"]
         if len(events) > len(shown):
             lines.append(f"_{len(events) - len(shown)} earlier events not shown_")
-        blocks += md.sections(lines + [_timeline_line(event) for event in shown])
+        for event in shown:
+            line = f"{md.time_of(event.at)} · {md.escaped(event.text, 200)}"
+            by = f" · by {md.person(event.actor, event.actor_name)}" if event.actor else ""
+            lines.append(line + by)
+        blocks += md.sections(lines)
     postmortem = md.button("Postmortem", "incident_postmortem", incident_ref(incident))
     blocks.append(md.actions([postmortem], "summary_actions"))
     state = "still firing" if incident.is_open else "resolved"
@@ -295,30 +287,27 @@ def summaries(
     return summary, render_summary(incident, events, now=now, chart=True)
 
 
-def _chart(incident: Incident, **drawn: Any) -> list[dict[str, Any]]:
+def _chart(incident: Incident) -> list[dict[str, Any]]:
     """The trend drawn by Slack; the sender takes it out for a workspace that refuses it."""
-    block = chart_block(incident_chart(incident, **drawn))
+    block = chart_block(incident_chart(incident))
     return [block] if block is not None else []
 
 
-def _put_back_line(put_back: PutBack) -> str:
-    """ "↩️ linux.2xlarge maxRunners 30 goes back to 20 once its queue has stayed drained 30 min
+def put_back_said(
+    put_back: PutBack, escaped: Callable[[str], str], at: Callable[[datetime], str]
+) -> str:
+    """ "linux.2xlarge maxRunners 30 goes back to 20 once its queue has stayed drained 30 min
     (at the latest 14:05)": what the thread's own put-back reply will say was done."""
     before = "unset" if put_back.before is None else str(put_back.before)
-    line = (
-        f"↩️ {md.runner_name(put_back.runner_type)} {md.escape(put_back.field)} {put_back.after} "
-        f"goes back to {before}"
-    )
-    line += f" {md.escape(put_back.when)}" if put_back.when else ""
-    if put_back.latest is not None:
-        line += f" (at the latest {md.time_of(put_back.latest)})"
-    return line
+    line = f"{escaped(put_back.runner_type)} {escaped(put_back.field)} {put_back.after} "
+    line += f"goes back to {before}" + (f" {escaped(put_back.when)}" if put_back.when else "")
+    latest = put_back.latest
+    return line + (f" (at the latest {at(latest)})" if latest is not None else "")
 
 
 def peak_queued_label(incident: Incident) -> str:
-    """What the peak queue is, said wherever it is shown: of several runner types, their sum at
-    one moment (never one type's beside the per-type peaks); before any snapshot named its
-    types' queues, the alert's own figure."""
+    """What the peak queue is, wherever shown: of several types, their sum at one moment (never
+    one type's beside the per-type peaks); before a snapshot named them, the alert's figure."""
     if not incident.peak_summed:
         return "Peak queued jobs (as the alert said)"
     typed = sum(1 for queue in incident.peak_types.values() if queue.queued is not None)
@@ -337,9 +326,8 @@ def _summary_fields(incident: Incident, took: str, events: Sequence[Event]) -> l
     if (drained := time_to_drain(incident)) is not None:
         items.append(f"Drained in: *{duration(drained)}* from the peak")
     if incident.acknowledged_by:
-        items.append(
-            f"Acknowledged by {md.person(incident.acknowledged_by, incident.acknowledged_name)}"
-        )
+        owner = md.person(incident.acknowledged_by, incident.acknowledged_name)
+        items.append(f"Acknowledged by {owner}")
     if taken := actions_taken(events):
         people = list(dict.fromkeys(md.person(e.actor, e.actor_name) for e in taken))
         shown = ", ".join(people[:5]) + (f" and {len(people) - 5} more" if len(people) > 5 else "")
@@ -374,25 +362,17 @@ def _peak_rows(incident: Incident) -> list[str]:
     return [*rows, f"+{more} more runner types"] if more > 0 else rows
 
 
-def _timeline_line(event: Event) -> str:
-    line = f"{md.time_of(event.at)} · {md.escaped(event.text, 200)}"
-    return f"{line} · by {md.person(event.actor, event.actor_name)}" if event.actor else line
-
-
 def render_event(incident: Incident, event: Event, *, detail: str = "") -> Rendered:
     """A one-line reply for something that happened; `detail` is mrkdwn already made safe (a
     Slack date, say) that follows the escaped text."""
-    icon = _EVENT_ICONS.get(event.kind, "•")
-    line = f"{icon} {md.escaped(event.text, 2000)}" + (f" {detail}" if detail else "")
+    line = f"{_EVENT_ICONS.get(event.kind, '•')} {md.escaped(event.text, 2000)}"
+    line += f" {detail}" if detail else ""
     if event.actor:
-        if event.kind in MENTIONING_EVENTS:
-            who = md.mention(event.actor)
-        else:
-            who = md.person(event.actor, event.actor_name)
+        mentioned = event.kind in MENTIONING_EVENTS
+        who = md.mention(event.actor) if mentioned else md.person(event.actor, event.actor_name)
         line = f"{line} · by {who}"
-    return md.rendered(
-        f"Incident {md.escape(incident.id)}: {md.escape(event.text)}", [md.section(line)]
-    )
+    text = f"Incident {md.escape(incident.id)}: {md.escape(event.text)}"
+    return md.rendered(text, [md.section(line)])
 
 
 def _join(*parts: str) -> str:

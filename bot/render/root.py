@@ -1,10 +1,8 @@
 """An incident's root message: its dashboard, re-rendered and edited in place after every change.
 
-It depends on state only, never on `now` (times are Slack date tokens each client renders), so an
-unchanged rendering skips the edit. People are named with `person`, never mentioned, in lines that
-change on routine edits; only the owner is mentioned. Every button's value is the incident's
-reference; the silence select has none of its own, so the reference also rides in the block_id of
-the facts' context (`incident_ref_of`).
+Its times are Slack date tokens each client renders, so an unchanged rendering skips the edit.
+Only the owner is mentioned; everyone else is named with `person`. The silence select has no value
+of its own, so the incident's reference also rides in the facts' block_id (`incident_ref_of`).
 """
 
 from __future__ import annotations
@@ -54,9 +52,8 @@ def render_root(
     mentions: bool = True,
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> Rendered:
-    """Block Kit has no colours, so "turning green" is the ✅ and the actions going away.
-    `mentions=False` for the first post, which notifies the channel: the owner is mentioned only
-    in later edits. `within_mins` is the drain target the alert's numbers are judged for."""
+    """Block Kit has no colours: "turning green" is the ✅ and the actions going away. The first
+    post (`mentions=False`) notifies the channel, so only later edits mention the owner."""
     live = shown_live(incident)
     head = headline(incident)
     status = "\n".join(filter(None, [_status_line(incident, mentions), _responders(incident)]))
@@ -141,9 +138,9 @@ def _status_line(incident: Incident, mentions: bool) -> str:
     return " · ".join(parts)
 
 
-def _named(user_id: str, name: str) -> str:
-    """A display name on one line: a newline in it would break the list."""
-    return md.person(user_id, " ".join(name.split()))
+def _action(event: Event) -> str:
+    by = f" by {md.person(event.actor, event.actor_name)}" if event.actor else ""
+    return f"{md.time_of(event.at)} {md.escape(md.shorten(event.text, ACTION_CHARS))}{by}"
 
 
 def _responders(incident: Incident) -> str:
@@ -151,14 +148,9 @@ def _responders(incident: Incident) -> str:
     others = [r for r in incident.responders if r.user_id != incident.acknowledged_by]
     if not others:
         return ""
-    names = ", ".join(_named(r.user_id, r.name) for r in others[:MAX_RESPONDERS])
+    names = ", ".join(md.person(r.user_id, r.name) for r in others[:MAX_RESPONDERS])
     more = len(others) - MAX_RESPONDERS
     return f"Responders: {names}" + (f" +{more}" if more > 0 else "")
-
-
-def _action(event: Event) -> str:
-    by = f" by {_named(event.actor, event.actor_name)}" if event.actor else ""
-    return f"{md.time_of(event.at)} {md.escape(md.shorten(event.text, ACTION_CHARS))}{by}"
 
 
 def _headline_fields(incident: Incident, head: Headline) -> list[str]:
@@ -167,44 +159,53 @@ def _headline_fields(incident: Incident, head: Headline) -> list[str]:
     peak goes only as the same quantity, and alone with its label when the headline is the worst
     seen. A live headline has no peak beside it, and says how many types were not read."""
     current, peak, live = incident.numbers, incident.peak, head.live
-    time_threshold = _first(current.queue_time_threshold, peak.queue_time_threshold)
-    size_threshold = _first(current.queue_size_threshold, peak.queue_size_threshold)
     wait, queued = (None, None) if head.worst else (head.wait_mins, head.queued)
-    unread = []
+    unread = ""
     if live is not None:
         types, overs, peaks = live.runner_types.values(), (None, None), (None, None)
         if live.missing:  # a sum without them would read as fewer than there are
-            unread = [f"{len(live.missing)} runner types unread"]
+            unread = f"{len(live.missing)} runner types unread"
     else:
         alike = queued is None or incident.peak_summed == sums_types(incident.runner_types)
         types = incident.runner_types.values()
         overs = (current.queue_time_over, current.queue_size_over)
         peaks = (peak.max_queue_time_mins, peak.max_queue_size if alike else None)
     summed = sum(1 for queue in types if queue.queued is not None)
+    time_limit = _first(current.queue_time_threshold, peak.queue_time_threshold)
+    size_limit = _first(current.queue_size_threshold, peak.queue_size_threshold)
     said = wait_parts(wait, over=head.wait_over, of_starts=head.wait_of_starts)
 
     def waited(mins: float) -> str:  # as measured: "over 60 min" past a histogram's top bucket
         return (wait_parts(mins, over=head.wait_over) or ("", ""))[1]
 
-    against_size = _against(size_threshold, overs[1], number, summed=summed)
-    items = [
-        _metric(
+    items = []
+    for label, value, top, shown, notes, peak_label in (
+        (
             said[0].capitalize() if said else "Longest wait",
             wait,
             peaks[0],
-            [_against(time_threshold, overs[0], minutes)],
             waited,
+            [_against(time_limit, overs[0], minutes)],
+            "",
         ),
-        _metric(
+        (
             "Queued jobs",
             queued,
             peaks[1],
-            [against_size, *unread],
             number,
-            peak_label=peak_queued_label(incident),
+            [_against(size_limit, overs[1], number, summed=summed), unread],
+            peak_queued_label(incident),
         ),
-    ]
-    return [item for item in items if item] or [
+    ):
+        if value is None and top is None:
+            continue
+        if value is None:
+            label, value = peak_label or f"Peak {label.lower()}", top
+        elif top is not None and shown(top) != shown(value):
+            notes.append(f"peak {shown(top)}")
+        noted = ", ".join(note for note in notes if note)
+        items.append(f"{label}: *{shown(value)}*" + (f" ({noted})" if noted else ""))
+    return items or [
         f"{md.escaped(name, 100)} = *{number(value)}*"
         for name, value in incident.other_values.items()
     ]
@@ -222,7 +223,7 @@ def _headline_label(incident: Incident, head: Headline) -> str:
         return f"*Now* · live from {source} at {md.time_of(head.live.at)}"
     if head.worst and (head.queued is not None or head.wait_mins is not None):
         return "*Worst seen*"  # the alert's and the readings' worst, not what the alert says
-    said = f"*As the alert says* · {SOURCE_NAMES.get(incident.source, md.escape(incident.source))}"
+    said = f"*As the alert says* · {_source(incident)}"
     if incident.alerted_at is not None:
         said += f" at {md.time_of(incident.alerted_at)}"
     return said
@@ -243,25 +244,6 @@ def _against(
     return "over the rule's threshold" if over else "under the rule's threshold"
 
 
-def _metric(
-    label: str,
-    current: float | None,
-    peak: float | None,
-    notes: list[str | None],
-    shown: Callable[[float], str],
-    *,
-    peak_label: str = "",
-) -> str:
-    if current is None:
-        if peak is None:
-            return ""
-        label, current = peak_label or f"Peak {label.lower()}", peak
-    elif peak is not None and shown(peak) != shown(current):
-        notes.append(f"peak {shown(peak)}")
-    said = [note for note in notes if note]
-    return f"{label}: *{shown(current)}*" + (f" ({', '.join(said)})" if said else "")
-
-
 def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> str:
     """The alert's runner types, and while it fires the judgement of its numbers (the one the
     form and diagnostics give for them)."""
@@ -277,16 +259,19 @@ def _runner_listing(incident: Incident, now: datetime, within_mins: float) -> st
 
 
 def _facts(incident: Incident) -> list[str]:
-    facts = [
-        f"Incident *{md.escape(incident.id)}*",
-        # {ago} is rendered by the reader's client, so the age stays true without edits.
-        f"Started {md.slack_date(incident.started_at, '{date_short_pretty} {time} ({ago})')}",
+    # {ago} is rendered by the reader's client, so the age stays true without edits.
+    started = md.slack_date(incident.started_at, "{date_short_pretty} {time} ({ago})")
+    team = [f"Team: {md.escaped(incident.team, 200)}"] if incident.team else []
+    facts = [f"Incident *{md.escape(incident.id)}*", f"Started {started}", *team]
+    return [
+        *facts,
+        f"Source: {_source(incident)}",
+        md.plural(incident.notifications, "notification"),
     ]
-    if incident.team:
-        facts.append(f"Team: {md.escaped(incident.team, 200)}")
-    facts.append(f"Source: {SOURCE_NAMES.get(incident.source, md.escape(incident.source))}")
-    noun = "notification" if incident.notifications == 1 else "notifications"
-    return [*facts, f"{incident.notifications} {noun}"]
+
+
+def _source(incident: Incident) -> str:
+    return SOURCE_NAMES.get(incident.source, md.escape(incident.source))
 
 
 def _links(incident: Incident) -> list[str]:

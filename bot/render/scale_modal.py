@@ -1,8 +1,7 @@
-"""The Scale up… modal, for an incident or an early warning (`ScaleOwner`). Two steps, so nothing
-is scaled by a stray Enter: the form, then a confirmation of what will be asked of which backend.
-`ScaleForm` rides in `private_metadata` between them. While the capacity is read the form shows
-no input: Slack keeps what an input showed across `views.update` when its IDs stay the same, so an
-amount shown then would stay in place of the advice (bolt-js#290).
+"""The Scale up… modal, for an incident or an early warning: the form, then a confirmation of
+what will be asked of which backend, so a stray Enter scales nothing (`ScaleForm` rides in
+`private_metadata` between them). While the capacity is read the form shows no input: Slack keeps
+an input's value across `views.update` when its IDs stay the same (bolt-js#290).
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ class ScaleForm:
 
 
 def scale_about(owner: ScaleOwner, runner_type: str) -> str:
-    """Where the confirmed scale-up is recorded, under the review."""
+    """Where the confirmed scale-up is recorded, said under the review."""
     if owner.warning is not None:
         return f"Early warning for {md.escaped(runner_type, 200)} · shown on its message"
     incident_id = owner.incident.id if owner.incident is not None else ""
@@ -63,14 +62,12 @@ def render_scale_form(
 ) -> dict[str, Any]:
     """Step one. `preview` is None while the capacity is read (the modal opens first: Slack's
     trigger expires in 3 seconds): no input then, and nothing to submit."""
+    heading = md.section("")
     if owner.warning is not None:
         heading = md.section(f"*Early warning* · {md.escaped(owner.warning.text, 1500)}")
-    elif owner.incident is not None:
-        incident = owner.incident
+    elif (incident := owner.incident) is not None:
         title = md.truncate(title_text(incident), 500)
         heading = md.section(f"*Incident {md.escape(incident.id)}* · {title}")
-    else:
-        heading = md.section("")
     if preview is None:
         waiting = md.context(["Reading the current capacity and the latest advice…"])
         return _modal(SCALE_VIEW, form, [heading, waiting], submit="")
@@ -84,15 +81,23 @@ def render_scale_form(
     if newer := _newer_reading(owner, preview.recommended):
         blocks.append(md.context([newer]))
     capacity = preview.capacity
-    now = (
-        f"Now: {md.escape(capacity.describe())}"
-        if capacity is not None
-        else f"_{md.escape(preview.capacity_note)}_"
-    )
+    now = f"_{md.escape(preview.capacity_note)}_"
+    if capacity is not None:
+        now = f"Now: {md.escape(capacity.describe())}"
     select = {"type": "static_select", "action_id": VALUE, "options": options}
+    # The amount is pre-filled with the default; with none it is empty and required, so nobody
+    # submits a number nobody advised.
+    amount = {"type": "number_input", "action_id": VALUE, "is_decimal_allowed": False}
+    amount["min_value"] = "1"
+    if (delta := preview.default.delta) is not None:
+        amount["initial_value"] = str(delta)
+    else:
+        amount["placeholder"] = md.plain("None advised: type how many to add anyway", 150)
     blocks += [
         _input(TYPE_BLOCK, "Runner type", select | {"initial_option": chosen}),
-        _amount(preview),
+        _input(
+            AMOUNT_BLOCK, "Runners to add", amount, f"At most +{preview.target.cap} per request."
+        ),
         md.context([now, *_advice_lines(preview)]),
     ]
     # Raising the maximum instead of the floor is offered where the backend can (ARC), unless
@@ -109,36 +114,15 @@ def render_scale_form(
             "options": [{"text": md.plain(f"Keep it after {after}"), "value": KEEP}],
         }
         hint = f"Unless kept, the scale-up is put back {_plan(preview)}."
-        blocks.append(_input(KEEP_BLOCK, f"After {after}", keep, hint=hint, optional=True))
+        blocks.append(_input(KEEP_BLOCK, f"After {after}", keep, hint) | {"optional": True})
     return _modal(SCALE_VIEW, form, blocks, submit="Review")
 
 
-def _input(
-    block_id: str, label: str, element: dict[str, Any], *, hint: str = "", optional: bool = False
-) -> dict[str, Any]:
+def _input(block_id: str, label: str, element: dict[str, Any], hint: str = "") -> dict[str, Any]:
     block: dict[str, Any] = {"type": "input", "block_id": block_id, "label": md.plain(label)}
-    if optional:
-        block["optional"] = True
     if hint:
         block["hint"] = md.plain(hint, 2000)
     return block | {"element": element}
-
-
-def _amount(preview: ScalePreview) -> dict[str, Any]:
-    """The amount, pre-filled with the default; empty (and required) when there is none, so
-    nobody submits a number nobody advised."""
-    element: dict[str, Any] = {
-        "type": "number_input",
-        "action_id": VALUE,
-        "is_decimal_allowed": False,
-        "min_value": "1",
-    }
-    if (delta := preview.default.delta) is not None:
-        element["initial_value"] = str(delta)
-    else:
-        element["placeholder"] = md.plain("None advised: type how many to add anyway", 150)
-    hint = f"At most +{preview.target.cap} per request."
-    return _input(AMOUNT_BLOCK, "Runners to add", element, hint=hint)
 
 
 def _advice_lines(preview: ScalePreview) -> list[str]:
@@ -164,8 +148,7 @@ def _advice_lines(preview: ScalePreview) -> list[str]:
 
 
 def _newer_reading(owner: ScaleOwner, advice: Judgement | None) -> str:
-    """An early warning's form advises from the current reading: its time, when the warning's
-    words are older than it."""
+    """The current reading's time, when the warning's words (older) are not its advice."""
     warning = owner.warning
     if warning is None or advice is None:
         return ""
@@ -178,7 +161,7 @@ def _newer_reading(owner: ScaleOwner, advice: Judgement | None) -> str:
 def render_scale_confirm(
     form: ScaleForm, preview: ScalePreview, backend: str, *, about: str
 ) -> dict[str, Any]:
-    """Step two: exactly what will be asked, and of whom; `about` says where it is recorded."""
+    """Step two: exactly what will be asked, and of whom; `about`: where it is recorded."""
     target = f"`{md.escaped(preview.target.target, 200)}`"
     lines = [
         f"Scale *{md.escape(form.runner_type)}* by *+{form.delta}* through {md.escape(backend)} "
@@ -259,7 +242,7 @@ def _raise_maximum_choice(preview: ScalePreview) -> list[dict[str, Any]]:
             raised = f" ({capacity.maximum} → {capacity.maximum + default.delta})"
         why = f": {default.because}" if default.because else ""
         hint = f"maxRunners is chosen{raised}{why}."
-    return [*blocks, _input(MODE_BLOCK, "What to raise", radio, hint=hint)]
+    return [*blocks, _input(MODE_BLOCK, "What to raise", radio, hint)]
 
 
 def _modal(

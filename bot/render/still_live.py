@@ -3,8 +3,6 @@ thresholds, and a way to resolve anyway (a button, and the command for those who
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from bot.domain.headline import StillLive
 from bot.domain.incidents import Incident
 from bot.domain.message import Rendered
@@ -27,16 +25,16 @@ def render_still_live(incident: Incident, live: StillLive) -> Rendered:
 
 def still_live_said(live: StillLive) -> str:
     """What is still over, each number with the threshold it is over."""
+    each = " for a runner type" if live.per_type else ""
     parts = []
-    if live.jobs:
-        each = " for a runner type" if live.per_type else ""
-        parts.append(live.jobs + _against(live.queued_threshold, number, each))
-    if live.wait:
-        parts.append(live.wait + _against(live.wait_threshold, minutes))
+    for said, threshold, shown, of in (
+        (live.jobs, live.queued_threshold, number, each),
+        (live.wait, live.wait_threshold, minutes, ""),
+    ):
+        if not said:
+            continue
+        if threshold is None:  # from a rule that says only whether it was crossed
+            parts.append(f"{said} (the alert last said it was over its threshold)")
+        else:
+            parts.append(f"{said} (the alert's threshold is {shown(threshold)}{of})")
     return ", ".join(parts)
-
-
-def _against(threshold: float | None, shown: Callable[[float], str], each: str = "") -> str:
-    if threshold is None:  # from a rule that says only whether it was crossed
-        return " (the alert last said it was over its threshold)"
-    return f" (the alert's threshold is {shown(threshold)}{each})"

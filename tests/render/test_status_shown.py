@@ -56,14 +56,7 @@ def test_the_sender_renders_the_status_the_tick_decided(
         updated = record_status(incident, current, live=live, posted=not quiet)
         # What the tick would render itself.
         expected = render_status(
-            incident,
-            previous=previous,
-            current=current,
-            now=at,
-            view=live,
-            drain=drain,
-            since=since,
-            trend=updated.trend,
+            updated, previous=previous, current=current, now=at, view=live, drain=drain, since=since
         )
         shown = StatusShown(
             current=current, previous=previous, live=live is not None, drain=drain, since=since
