@@ -295,6 +295,10 @@ def max_known(a: float | None, b: float | None) -> float | None:
     return a if b is None else max(a, b)
 
 
+def first_known(*values: float | None) -> float | None:
+    return next((value for value in values if value is not None), None)
+
+
 def stored_short(short: dict[str, str]) -> ConfigDict:
     """Models kept once per runner type in every incident are stored under short keys
     (`by_alias=True`) and read under either name: the long names would be a fifth of its Redis."""

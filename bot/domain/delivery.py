@@ -1,12 +1,7 @@
-"""A notification reduced to what an incident needs: its facts (title, priority, links, queue
-numbers, silence matchers) and each alert's identity, which tells a stale firing from a re-fire.
-
-Grafana and Alertmanager put the same facts in different places (Grafana: `values`, annotation
-keys in any case; Alertmanager: labels and annotations, numbers as strings), and real rules spell
-keys differently (`Priority`, `severity`, `TEAM`, `Teams`): each fact's places are written once.
-The consumer works a delivery out once per distinct body; a large body is stored as its delivery
-instead, worked out by the webhook.
-"""
+"""A notification reduced to what an incident needs: its facts and each alert's identity, which
+tells a stale firing from a re-fire. Grafana and Alertmanager put the same facts in different
+places, and real rules spell keys differently (`Priority`, `severity`, `TEAM`, `Teams`): each
+fact's places are written once."""
 
 from __future__ import annotations
 
@@ -29,8 +24,10 @@ from bot.domain.alerts import (
     QueueNumbers,
     RunnerQueue,
     Source,
+    first_known,
     max_known,
 )
+from bot.domain.routes import matcher_pieces
 from bot.domain.runner_names import RunnerNames
 from bot.domain.value_string import finite
 
@@ -55,7 +52,7 @@ class Delivery(BaseModel):
 
 
 def group_hash(source: str, group_key: str) -> str:
-    """A fixed-length key for the alert group; group keys can be long and hold anything."""
+    """Group keys can be long and hold anything."""
     return hashlib.sha256(f"{source}\0{group_key}".encode()).hexdigest()[:24]
 
 
@@ -69,8 +66,7 @@ def instance_of(alert: Alert) -> str:
 
 
 def named(delivery: Delivery, names: RunnerNames) -> Delivery:
-    """The delivery with its runner types as the readings name them (an alert on ARC's metrics
-    names a scale set)."""
+    """Runner types as the readings name them (an alert on ARC's metrics names a scale set)."""
     types = delivery.facts.runner_types
     renamed = names.renamed(types)
     if list(renamed) == list(types):
@@ -116,39 +112,9 @@ MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "descrip
 def facts_of(notification: Notification) -> AlertFacts:
     """Everything the incident shows and acts on, from one notification, within the caps."""
     firing = notification.firing
-    primary = (firing or notification.alerts)[0]  # the alert that speaks for the group
-    # Common annotations hold what all alerts agree on; the primary alert fills the gaps.
-    # Priority and team are annotations in Grafana rules and labels in Alertmanager rules.
-    annotations = (notification.common_annotations, primary.annotations)
-    labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
-    priority = _first_value(labelled, ("priority", "severity"))
-    if priority is not None and priority.isdigit():
-        priority = f"P{priority}"  # how PyTorch's rules write P1
     notes: list[str] = []
-    text: dict[str, str] = {
-        "title": _title(notification, primary),
-        "priority": priority or "",
-        "team": _first_value(labelled, ("team", "teams")) or "",
-        "summary": _first_value(annotations, ("summary",)) or "",
-        "description": _first_value(annotations, ("description",)) or "",
-    }
-    for name, value in text.items():
-        if len(value) > MAX_TEXT[name]:
-            notes.append(f"{name} cut to {MAX_TEXT[name]} of {len(value):,} characters")
-            text[name] = value[: MAX_TEXT[name] - 1] + "…"
-    urls = {
-        "runbook": _first_value(annotations, ("runbook_url", "runbook")) or "",
-        **{
-            name: next(
-                (url for a in (*firing, *notification.alerts) if (url := getattr(a, attr))), ""
-            )
-            for name, attr in _URLS.items()
-        },
-    }
-    for name, url in urls.items():
-        if len(url) > MAX_URL:
-            notes.append(f"{name} link dropped: {len(url):,} characters (at most {MAX_URL:,})")
-            urls[name] = ""
+    text = _texts(notification, notes)
+    urls = _links(notification, notes)
     if notification.truncated_alerts:
         notes.append(f"the sender left out {notification.truncated_alerts} alerts")
     worst_first = sorted(
@@ -162,7 +128,7 @@ def facts_of(notification: Notification) -> AlertFacts:
         notes.append(f"silence link has {len(matchers):,} matchers, {MAX_MATCHERS} kept")
     labels = {**notification.common_labels, **notification.group_labels}
     return AlertFacts(
-        **text | {"priority": text["priority"] or None, "team": text["team"] or None},
+        **text,
         **{f"{name}_url": url for name, url in urls.items()},
         numbers=queue_numbers(firing),
         other_values=others,
@@ -179,13 +145,52 @@ def facts_of(notification: Notification) -> AlertFacts:
     )
 
 
-# The first non-empty link of a firing alert, else of any alert: one alert may lack a link.
-_URLS = {
-    "alert": "generator_url",
-    "silence": "silence_url",
-    "dashboard": "dashboard_url",
-    "panel": "panel_url",
-}
+def _primary(notification: Notification) -> tuple[Alert, tuple[Mapping[str, str], ...]]:
+    """The alert that speaks for the group, and the annotations: the common ones hold what all
+    alerts agree on, the primary alert's fill the gaps."""
+    primary = (notification.firing or notification.alerts)[0]
+    return primary, (notification.common_annotations, primary.annotations)
+
+
+def _texts(notification: Notification, notes: list[str]) -> dict[str, str | None]:
+    """Title, priority, team, summary and description, each cut to its cap. Priority and team
+    are annotations in Grafana rules and labels in Alertmanager rules."""
+    primary, annotations = _primary(notification)
+    labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
+    priority = _first_value(labelled, ("priority", "severity")) or ""
+    text = {
+        "title": _title(notification, primary),
+        "priority": f"P{priority}" if priority.isdigit() else priority,  # PyTorch's rules: 1
+        "team": _first_value(labelled, ("team", "teams")) or "",
+        "summary": _first_value(annotations, ("summary",)) or "",
+        "description": _first_value(annotations, ("description",)) or "",
+    }
+    for name, value in text.items():
+        if len(value) > MAX_TEXT[name]:
+            notes.append(f"{name} cut to {MAX_TEXT[name]} of {len(value):,} characters")
+            text[name] = value[: MAX_TEXT[name] - 1] + "…"
+    return {**text, "priority": text["priority"] or None, "team": text["team"] or None}
+
+
+def _links(notification: Notification, notes: list[str]) -> dict[str, str]:
+    """The runbook, and each link from the first firing alert that has it, else from any alert
+    (one alert may lack a link); a link past `MAX_URL` is dropped."""
+    alerts = (*notification.firing, *notification.alerts)
+    urls = {
+        "runbook": _first_value(_primary(notification)[1], ("runbook_url", "runbook")) or "",
+        **{
+            name: next((url for a in alerts if (url := getattr(a, f"{attr}_url"))), "")
+            for name, attr in _URLS.items()
+        },
+    }
+    for name, url in urls.items():
+        if len(url) > MAX_URL:
+            notes.append(f"{name} link dropped: {len(url):,} characters (at most {MAX_URL:,})")
+            urls[name] = ""
+    return urls
+
+
+_URLS = {"alert": "generator", "silence": "silence", "dashboard": "dashboard", "panel": "panel"}
 
 
 def _capped(values: dict[str, T], limit: int, what: str, notes: list[str]) -> dict[str, T]:
@@ -256,41 +261,43 @@ def _alert_queue(alert: Alert, sources: NumberSources) -> RunnerQueue:
 
 
 def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
-    """Worst queue across firing alerts (a resolved alert repeats its last or zeroed numbers);
-    thresholds from the first alert that states them.
+    """Worst queue across firing alerts; thresholds from the first alert that states them.
 
     PyTorch's Grafana rule names its two conditions `queue_time_threshold` and
-    `queue_size_threshold` (`$B > 60`: 1 or 0) and their OR `threshold_breached`. In such a
-    payload they say whether each number is over, not where the threshold is: "threshold 1 min"
-    for a 114-minute wait would be wrong, and an early warning would take 0 queued as the bar.
+    `queue_size_threshold` (`$B > 60`: 1 or 0) and their OR `threshold_breached`: there they say
+    whether each number is over, not where the threshold is ("threshold 1 min" for a 114-minute
+    wait would be wrong, and an early warning would take 0 queued as the bar).
     """
-    wait: float | None = None
-    size: float | None = None
+    worst = RunnerQueue()
     thresholds: dict[str, float | None] = dict.fromkeys(THRESHOLD_NAMES)
     over: dict[str, bool | None] = dict.fromkeys(THRESHOLD_NAMES)
     for alert in firing:
         sources = _number_sources(alert)
-        queue = _alert_queue(alert, sources)
-        wait = max_known(wait, queue.longest_wait_mins)
-        size = max_known(size, queue.queued)
+        worst = _worse(worst, _alert_queue(alert, sources))
         stated = {name: _alert_number(sources, (name,)) for name in THRESHOLD_NAMES}
-        known = [value for value in stated.values() if value is not None]
+        known = {name: value for name, value in stated.items() if value is not None}
         flagged = _alert_number(sources, (BREACHED,)) is not None
-        if flagged and known and all(value in (0, 1) for value in known):
-            for name, value in stated.items():
-                if value is not None:  # over in any firing alert is over
-                    over[name] = bool(over[name]) or value == 1
-            continue
-        for name, known_threshold in thresholds.items():
-            if known_threshold is None:
-                thresholds[name] = stated[name]
+        if flagged and known and set(known.values()) <= {0, 1}:
+            # Over in any firing alert is over.
+            over |= {name: bool(over[name]) or value == 1 for name, value in known.items()}
+        else:
+            thresholds = {
+                name: first_known(found, stated[name]) for name, found in thresholds.items()
+            }
+    time, size = THRESHOLD_NAMES
     return QueueNumbers(
-        max_queue_time_mins=wait,
-        max_queue_size=size,
-        queue_time_threshold=thresholds["queue_time_threshold"],
-        queue_size_threshold=thresholds["queue_size_threshold"],
-        queue_time_over=over["queue_time_threshold"],
-        queue_size_over=over["queue_size_threshold"],
+        max_queue_time_mins=worst.longest_wait_mins,
+        max_queue_size=worst.queued,
+        queue_time_threshold=thresholds[time],
+        queue_size_threshold=thresholds[size],
+        queue_time_over=over[time],
+        queue_size_over=over[size],
+    )
+
+
+def _worse(a: RunnerQueue, b: RunnerQueue) -> RunnerQueue:
+    return RunnerQueue(
+        max_known(a.queued, b.queued), max_known(a.longest_wait_mins, b.longest_wait_mins)
     )
 
 
@@ -312,11 +319,7 @@ def runner_types(firing: Iterable[Alert]) -> dict[str, RunnerQueue]:
 
     def merge(runner: str | None, queue: RunnerQueue) -> None:
         if runner:
-            seen = queues.get(runner, RunnerQueue())
-            queues[runner] = RunnerQueue(
-                queued=max_known(seen.queued, queue.queued),
-                longest_wait_mins=max_known(seen.longest_wait_mins, queue.longest_wait_mins),
-            )
+            queues[runner] = _worse(queues.get(runner, RunnerQueue()), queue)
 
     for alert in firing:
         if runner := _first_value((alert.labels,), RUNNER_KEYS):
@@ -354,29 +357,6 @@ def parse_matcher(text: str) -> Matcher | None:
     return Matcher(name, value, is_equal, is_regex)
 
 
-def split_matchers(text: str) -> list[str]:
-    """Split `a=b,c="x,y"` on commas outside double quotes; braces optional, blanks dropped."""
-    text = text.strip()
-    if text.startswith("{") and text.endswith("}"):
-        text = text[1:-1]
-    parts: list[str] = []
-    current, quoted, escaped = "", False, False
-    for char in text:
-        if char == "," and not quoted:
-            parts.append(current)
-            current = ""
-            continue
-        current += char
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == '"':
-            quoted = not quoted
-    parts.append(current)
-    return [p for p in parts if p.strip()]
-
-
 def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
     """Matchers from a Grafana silence link: repeated `matcher=` (current Grafana), a comma list
     in `matchers=` (older Grafana), or Alertmanager UI's `filter={...}` in the fragment: exactly
@@ -393,7 +373,7 @@ def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
             if key == "matcher":
                 expressions.append(value)
             elif key in ("matchers", "filter"):
-                expressions.extend(split_matchers(value))
+                expressions.extend(p for p in matcher_pieces(value.strip()) if p.strip())
     matchers = (parse_matcher(e) for e in expressions)
     return tuple(m for m in matchers if m is not None)
 

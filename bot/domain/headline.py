@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.domain.alerts import first_known
 from bot.domain.fleet import FleetSnapshot, longest_wait
 from bot.domain.incidents import Incident, queued_total
 from bot.domain.units import number, wait_said
@@ -95,8 +96,8 @@ def still_live(incident: Incident) -> StillLive | None:
     if not incident.is_open or head.worst or head.queued == 0:
         return None  # nothing queues: a wait left is a start's, not a job still waiting
     numbers, peak = incident.numbers, incident.peak
-    size_limit = _first(numbers.queue_size_threshold, peak.queue_size_threshold)
-    time_limit = _first(numbers.queue_time_threshold, peak.queue_time_threshold)
+    size_limit = first_known(numbers.queue_size_threshold, peak.queue_size_threshold)
+    time_limit = first_known(numbers.queue_time_threshold, peak.queue_time_threshold)
     types = head.live.runner_types.values() if head.live else incident.runner_types.values()
     queues = [q.queued for q in types if q.queued is not None]
     largest = max(queues, default=head.queued)
@@ -119,7 +120,3 @@ def _over(value: float | None, threshold: float | None, said_over: bool | None) 
     if threshold is not None:
         return value > threshold
     return bool(said_over) and value > 0
-
-
-def _first(*values: float | None) -> float | None:
-    return next((value for value in values if value is not None), None)

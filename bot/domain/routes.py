@@ -147,10 +147,10 @@ def _route(n: int, item: object) -> Route:
 
 def parse_matchers(text: str) -> list[Matcher]:
     """The matchers of one `match` string; `{}` or `""` holds none."""
-    return [_matcher(piece) for piece in _pieces(text)]
+    return [_matcher(piece) for piece in matcher_pieces(text)]
 
 
-def _pieces(text: str) -> list[str]:
+def matcher_pieces(text: str) -> list[str]:
     """`text` cut where `ParseMatchers` cuts it: one `{` that opens it and one `}` that ends it
     dropped (` {a=b}` keeps its `{`), commas outside quotes (a quote after an odd run of
     backslashes neither opens nor closes), only the last piece trimmed and dropped when blank."""
