@@ -90,7 +90,6 @@ def group_mark(incident: Incident) -> str:
 
 
 def tells_issue(events: Sequence[Event]) -> bool:
-    """Whether `events` give the issue something to hear (or to be opened for)."""
     return any(event.kind in MOMENTS or event.kind == "opened" for event in events)
 
 
@@ -112,7 +111,7 @@ class Moment:
 
 
 def moments(timeline: list[Event]) -> list[Moment]:
-    """Every moment the issue is told, in order, the thread's link first."""
+    """The thread's link first."""
     told = [Moment(THREAD_MOMENT)]
     seen = {THREAD_MOMENT}
     for event in timeline:
@@ -152,6 +151,5 @@ def pending(link: IssueLink, timeline: list[Event]) -> list[Moment]:
 
 
 def issue_number(url: str) -> int | None:
-    """The root shows `#123`."""
     tail = url.rstrip("/").rpartition("/")[2]
     return int(tail) if tail.isdigit() else None

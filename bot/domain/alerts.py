@@ -1,10 +1,7 @@
-"""Grafana and Alertmanager webhook payloads, parsed into frozen models, one path for both.
-
-Tolerant where senders legitimately differ (unknown keys, missing optional fields, numbers where
-strings are expected, Grafana's `\\u0026` in URLs, Go's zero time) and strict where a mistake
-would open a wrong incident. Every `PayloadError` names the field: it goes back to the sender in
-a 400, and an operator fixes their contact point from it.
-"""
+"""Grafana and Alertmanager webhook payloads, one path for both: tolerant where senders
+legitimately differ (unknown keys, Go's nulls and zero time, numbers where strings are expected),
+strict where a mistake would open a wrong incident. A `PayloadError` names the field, so an
+operator fixes their contact point from the 400."""
 
 from __future__ import annotations
 
@@ -38,7 +35,7 @@ _JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string")
 
 
 class PayloadError(ValueError):
-    """A body that is not a valid notification; the message is shown to the sender in a 400."""
+    pass
 
 
 def _json_type(value: object) -> str:
@@ -64,8 +61,7 @@ def _string_map(value: object) -> dict[str, str]:
 
 
 def _text(value: object) -> str:
-    """Go may send null for an empty string."""
-    if value is None:
+    if value is None:  # Go's empty string
         return ""
     if not isinstance(value, str):
         raise ValueError(f"must be a string, got {_json_type(value)}")
@@ -88,7 +84,7 @@ def _count(value: object) -> int:
 
 
 def _values(value: object) -> dict[str, float]:
-    """Grafana's `values`: named expression results; null results (no data) are dropped."""
+    """Grafana's named expression results; a null (no data) is dropped."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -138,8 +134,6 @@ _MODEL = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
 class Alert(BaseModel):
-    """One alert of a notification, in either source's shape (Alertmanager has no values)."""
-
     model_config = _MODEL
 
     status: Literal["firing", "resolved"]
@@ -171,8 +165,6 @@ class Alert(BaseModel):
 
 
 class Notification(BaseModel):
-    """One webhook delivery: a group of alerts identified by its group key."""
-
     model_config = _MODEL
 
     source: Source
@@ -196,12 +188,11 @@ class Notification(BaseModel):
 
     @property
     def firing(self) -> tuple[Alert, ...]:
-        """Numbers and links come from these, not from resolved ones."""
         return tuple(a for a in self.alerts if a.status == "firing")
 
 
 def _check_envelope(source: Source, data: object) -> dict[str, Any]:
-    """The checks whose failure means "wrong endpoint or not a webhook at all", with hints."""
+    """A wrong endpoint, or not a webhook at all, said with a hint."""
     if not isinstance(data, dict):
         raise PayloadError(f"body: must be a JSON object, got {_json_type(data)}")
     version, expected = data.get("version"), EXPECTED_VERSION[source]
@@ -245,8 +236,7 @@ def _reason(error: Any) -> str:
 
 
 def parse_notification(source: Source, data: object) -> Notification:
-    """Validate a decoded webhook body; PayloadError names the bad field as its author reads it
-    ("alerts[0].status")."""
+    """PayloadError names the bad field as its author reads it ("alerts[0].status")."""
     payload = _check_envelope(source, data)
     try:
         return Notification.model_validate({**payload, "source": source})
@@ -312,8 +302,6 @@ def stored_short(short: dict[str, str]) -> ConfigDict:
 
 @dataclass(frozen=True)
 class RunnerQueue:
-    """One runner type's queue, as the alert or a live reading showed it."""
-
     __pydantic_config__ = stored_short(
         {"queued": "q", "longest_wait_mins": "w", "wait_over": "w+", "wait_of_starts": "ws"}
     )
@@ -349,8 +337,6 @@ class QueueNumbers:
 
 @dataclass(frozen=True)
 class Matcher:
-    """One label matcher (`name=value`, `!=`, `=~`, `!~`)."""
-
     name: str
     value: str
     is_equal: bool = True
@@ -367,8 +353,6 @@ OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~":
 
 @dataclass(frozen=True)
 class AlertFacts:
-    """What an incident needs from one notification, whichever source sent it."""
-
     title: str
     priority: str | None
     team: str | None

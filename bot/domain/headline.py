@@ -31,7 +31,6 @@ class Headline:
 
 
 def shown_live(incident: Incident) -> FleetSnapshot | None:
-    """The live reading the root shows: the latest, while the incident is open."""
     live = incident.live
     return live if live is not None and live.is_live and incident.is_open else None
 
@@ -78,7 +77,6 @@ class StillLive:
 
     @property
     def jobs(self) -> str:
-        """ "11 jobs still queued", or "" when the queue is not over."""
         if self.queued is None:
             return ""
         return f"{number(self.queued)} job{'' if self.queued == 1 else 's'} still queued"

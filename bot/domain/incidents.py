@@ -295,17 +295,17 @@ def apply_notification(
         update = {"numbers": QueueNumbers(), "runner_types": {}, "firing_count": 0}
         update["notifications"] = incident.notifications + 1
         return _resolved(incident, Resolution.ALERT, now, **update), Change.RESOLVED
-    resolved_at = incident.resolved_at
-    by_hand = incident.resolution is Resolution.MANUAL and resolved_at is not None
-    if by_hand and entry_order(entry_id)[0] < resolved_at.timestamp() * 1000:
-        # Fired before someone resolved it by hand, processed after: not a new firing.
-        return incident, Change.STALE
+    resolved_ms = incident.resolved_at.timestamp() * 1000 if incident.resolved_at else 0.0
+    if incident.resolution is Resolution.MANUAL and entry_order(entry_id)[0] < resolved_ms:
+        return incident, Change.STALE  # fired before someone resolved it by hand
     updated = _with_facts(incident, delivery.facts, now=now)
     if not incident.is_open:
-        return _reopened(updated), Change.REOPENED
-    changed = incident.firing_count != updated.firing_count or set(incident.runner_types) != set(
-        updated.runner_types
-    )
+        cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "acknowledged_at")
+        update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
+        update |= {"status": Status.FIRING, "reopened": incident.reopened + 1}
+        return updated.model_copy(update=update), Change.REOPENED
+    alerts = [(i.firing_count, set(i.runner_types)) for i in (incident, updated)]
+    changed = alerts[0] != alerts[1]
     return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
 
 
@@ -337,14 +337,6 @@ def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -
 
 def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
     return _resolved(incident, Resolution.DRAINED, now)
-
-
-def _reopened(incident: Incident) -> Incident:
-    cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "acknowledged_at")
-    update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
-    return incident.model_copy(
-        update={**update, "status": Status.FIRING, "reopened": incident.reopened + 1}
-    )
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:

@@ -106,7 +106,7 @@ class Arrivals:
 
 @dataclass(frozen=True)
 class JobsListing:
-    """What a backend saw; a source with no per-job rows (ARC's counters) brings `arrivals`."""
+    """A source with no per-job rows (ARC's counters) brings `arrivals`."""
 
     jobs: tuple[QueuedJob, ...] = ()
     ghosts: int = 0
@@ -155,7 +155,6 @@ class JobsView:
     listed_over_mins: float | None = None  # as `JobsListing` says it
 
     def name_of(self, runner_type: str) -> str:
-        """This view's name for `runner_type`, as `runner_key` matches it."""
         if runner_type in self.runner_types:
             return runner_type
         key = runner_key(runner_type)
@@ -214,7 +213,6 @@ class Surge:
 
 
 def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: datetime) -> JobsView:
-    """Per runner type, its workflows ranked by queued jobs, longest wait, then arrivals."""
     by_workflow: dict[tuple[str, str], list[QueuedJob]] = {}
     for job in listing.jobs:
         by_workflow.setdefault((job.runner_type, job.workflow), []).append(job)

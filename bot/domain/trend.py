@@ -18,7 +18,6 @@ Point = tuple[float, float | None, float | None]  # (epoch seconds, queued, long
 
 
 def _cell(value: float | None) -> str:
-    """As messages show the number; unknown empty."""
     return "" if value is None or not math.isfinite(value) else number(value)
 
 
@@ -92,7 +91,6 @@ class Trend(BaseModel):
         return list(self.queued)
 
     def queued_of(self, name: str, last: int | None = None) -> list[float | None]:
-        """The type's queue at every status, or the `last` ones (None where one did not show it)."""
         if name in self.queued:
             return _column(self.queued[name], last)
         size = len(self)
@@ -107,12 +105,8 @@ class Trend(BaseModel):
             waits={n: self.waits[n] for n in kept},
         )
 
-    def known_at_least(self, name: str, count: int) -> bool:
-        """Whether at least `count` statuses knew the type's queue or wait."""
-        return len(self.points(name)) >= count
-
     def points(self, name: str) -> list[Point]:
-        """(time, queued, longest wait) of the statuses that showed the type."""
+        """The statuses that showed the type."""
         if name not in self.queued:
             return []
         columns = zip(

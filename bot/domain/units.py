@@ -18,7 +18,7 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def number(value: float) -> str:
-    """Integers without ".0", other values to one decimal: "14", "2.5"."""
+    """ "14", "2.5"."""
     if not math.isfinite(value):
         return str(value)
     rounded = round(float(value), 1)
@@ -37,9 +37,6 @@ def minutes(value: float) -> str:
 def wait_said(
     mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
 ) -> str:
-    """A type's wait as it was measured: "longest wait 114 min" (the oldest job queued),
-    "slowest recent start 12 min" (ARC's startup histogram), "over 60 min" (past its top
-    bucket); "" when nothing was read."""
     parts = wait_parts(mins, over=over, of_starts=of_starts)
     return " ".join(parts) if parts else ""
 
@@ -47,7 +44,9 @@ def wait_said(
 def wait_parts(
     mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
 ) -> tuple[str, str] | None:
-    """`wait_said`'s label and amount apart, for a renderer that sets the amount in bold."""
+    """A type's wait as it was measured, label and amount: "longest wait 114 min" (the oldest
+    job queued), "slowest recent start 12 min" (ARC's startup histogram), "over 60 min" (past
+    its top bucket)."""
     if mins is None:
         return None
     label = "slowest recent start" if of_starts else "longest wait"
@@ -95,7 +94,6 @@ def ascii_whole(text: str, cap: int) -> int | None:
 
 
 def is_silence_length(seconds: int) -> bool:
-    """How long a silence made from Slack may last, for the command and the select alike."""
     return MIN_SILENCE_S <= seconds <= MAX_SILENCE_S
 
 

@@ -32,12 +32,6 @@ class Series(BaseModel, frozen=True):
     value: float | None = None
 
 
-def _series_labels(text: str) -> dict[str, str]:
-    """`k=v, k2=v2` as Grafana prints label sets (unquoted, comma-space separated)."""
-    pairs = (part.partition("=") for part in text.split(", ") if part.strip())
-    return {k.strip(): v.strip() for k, sep, v in pairs if sep}
-
-
 def finite(value: object) -> float | None:
     """A finite number from a JSON number or numeric text (Grafana prints `null` for no data);
     NaN, infinities and anything else give None."""
@@ -81,6 +75,8 @@ def parse_value_string(text: object) -> list[Series]:
         start = tail.end()
         if head is not None:
             name, labels_start = head
-            labels = _series_labels(text[labels_start : tail.start()])
+            # `k=v, k2=v2`: Grafana prints label sets unquoted, comma-space separated.
+            pairs = (part.partition("=") for part in text[labels_start : tail.start()].split(", "))
+            labels = {k.strip(): v.strip() for k, sep, v in pairs if sep}
             series.append(Series(name=name, labels=labels, value=finite(tail[1])))
     return series
