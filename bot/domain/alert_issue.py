@@ -1,11 +1,7 @@
 """The alert's GitHub issue: which issue is the alert's, and what it is told, as pure functions.
-
-PyTorch's alerting pipeline (pytorch/alerting-infra) opens one issue per alert, titled
-`[P2] <alert title>` and labelled `area:alerting`, `Pri:P2`, `Team:<team>` and `Source:<source>`;
-we find that issue by its title and open one the same way (`GITHUB_ISSUES_OPEN`), so a team
-running both sees one convention. Each moment of the timeline that matters becomes one comment,
-in order (never the periodic status), recorded by `moment_key` once made.
-"""
+PyTorch's alerting pipeline (pytorch/alerting-infra) titles an alert's issue `[P2] <title>` and
+labels it `area:alerting`, `Pri:P2`, `Team:<team>`, `Source:<source>`; we find and open issues
+the same way, so a team running both sees one convention."""
 
 from __future__ import annotations
 
@@ -123,9 +119,8 @@ def moments(timeline: list[Event]) -> list[Moment]:
 
 
 class IssueLink(BaseModel):
-    """The incident's issue. `ours`: we opened it, so we close and reopen it. `trying`: the
-    moment (or "open") whose call was not answered: look for it before trying again.
-    `refused`: GitHub's last refusal, told in the thread once."""
+    """`ours`: we opened it, so we close and reopen it. `trying`: the moment (or "open") whose
+    call was not answered: look for it before trying again."""
 
     repo: str
     number: int = 0  # 0: none linked yet

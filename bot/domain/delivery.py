@@ -358,9 +358,8 @@ def parse_matcher(text: str) -> Matcher | None:
 
 
 def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
-    """Matchers from a Grafana silence link: repeated `matcher=` (current Grafana), a comma list
-    in `matchers=` (older Grafana), or Alertmanager UI's `filter={...}` in the fragment: exactly
-    what Grafana would silence, `__alert_rule_uid__` included."""
+    """Repeated `matcher=` (current Grafana), a comma list in `matchers=` (older Grafana), or
+    Alertmanager UI's `filter={...}` in the fragment: exactly what Grafana would silence."""
     if not url:
         return ()
     try:
@@ -383,12 +382,9 @@ _RULE_LINK = re.compile(r"/alerting/grafana/([^/?#]+)/")  # Grafana's `/alerting
 
 
 def group_matchers(notification: Notification) -> tuple[Matcher, ...]:
-    """Matchers that select this alert group, for a silence made from Slack.
-
-    Grafana: the rule (`__alert_rule_uid__`, from the silence links, else the alert links) when
-    every alert shares one, the matchers every alert's own silence link carries, and the group
-    labels. Alertmanager: the group labels (what `group_by` grouped on), else the common labels.
-    """
+    """Matchers that select this alert group, for a silence made from Slack. Grafana: the rule
+    when every alert shares one, the matchers every alert's silence link carries, and the group
+    labels. Alertmanager: the group labels (what `group_by` grouped on), else the common labels."""
     alerts = notification.firing or notification.alerts
     labels = notification.group_labels or notification.common_labels
     grouped = [Matcher(name, value) for name, value in sorted(labels.items())]

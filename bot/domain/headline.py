@@ -1,7 +1,6 @@
 """The numbers at the head of an incident's root, which `/queue`, the storm digest and a Resolve's
-second question repeat: one computation, so no surface says the alert's "14 queued" (its rule's
-maximum, often one type's queue) beside a root that says 30 queued across the types, live.
-"""
+second question repeat: one computation, so no surface says the alert's "14 queued" beside a
+root that says 30 queued across the types."""
 
 from __future__ import annotations
 
@@ -15,8 +14,8 @@ from bot.domain.units import number, wait_said
 
 @dataclass(frozen=True)
 class Headline:
-    """Jobs queued across the incident's types and its longest wait (as measured), and the live
-    reading they are from (None: the alert's numbers)."""
+    """Jobs queued across the incident's types and its longest wait, and the live reading they
+    are from (None: the alert's numbers)."""
 
     queued: float | None
     wait_mins: float | None
@@ -65,9 +64,8 @@ def headline(incident: Incident) -> Headline:
 @dataclass(frozen=True)
 class StillLive:
     """What of the headline is still over the alert's thresholds, asked about once more when a
-    responder resolves by hand (they may know better: a stuck alert). `queued_threshold` None:
-    the rule said crossed without saying where; `per_type`: the total adds several types'
-    queues, while the rule holds each type's to it."""
+    responder resolves by hand. `queued_threshold` None: the rule said crossed without saying
+    where; `per_type`: the total adds several types' queues, while the rule holds each type's."""
 
     queued: float | None = None
     queued_threshold: float | None = None

@@ -1,7 +1,5 @@
 """The jobs behind a queue: which workflows queue, from where, and which one surges (a periodic
-job, a mass re-run, a `ciflow` tag), because the fix for a surge is to cancel or defer it, not
-to scale.
-"""
+job, a mass re-run, a `ciflow` tag): the fix for a surge is to cancel or defer it, not to scale."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
-r"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins.
+"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins.
 
-`SLACK_ROUTES` is JSON: `[{"match": ["team=\"rocm\""], "channel": "C0ROCM"}, ...]` (`matchers`
-is taken for `match`); no route taking the group leaves it to `SLACK_CHANNEL`. The labels matched
-are the group's common and group labels, with `team` and `priority` as the incident shows them,
-and `runner_type` matching when any runner type the alert names matches. Each string is read as
-Alertmanager's classic matcher parser (`pkg/labels.ParseMatchers`) reads it and each regex is
-composed as it composes them (`^(?:` + value + `)$`) and run on RE2, whose syntax Go's regexp
-speaks: a route's `matchers:` copied from an Alertmanager config means the same here, and one
-Alertmanager would refuse is refused at start.
-"""
+Each match string is read as Alertmanager's classic `pkg/labels.ParseMatchers` reads it, and each
+regex composed as it composes them (`^(?:` + value + `)$`) and run on RE2, whose syntax Go's
+regexp speaks: a route's `matchers:` copied from an Alertmanager config means the same here, and
+one Alertmanager would refuse is refused at start."""
 
 from __future__ import annotations
 
@@ -146,9 +141,8 @@ def parse_matchers(text: str) -> list[Matcher]:
 
 
 def matcher_pieces(text: str) -> list[str]:
-    """`text` cut where `ParseMatchers` cuts it: one `{` that opens it and one `}` that ends it
-    dropped (` {a=b}` keeps its `{`), commas outside quotes (a quote after an odd run of
-    backslashes neither opens nor closes), only the last piece trimmed and dropped when blank."""
+    """`text` cut where `ParseMatchers` cuts it: a `{` opening it and a `}` ending it dropped,
+    commas outside quotes, only the last piece trimmed and dropped when blank."""
     text = text.removeprefix("{").removesuffix("}")
     pieces: list[str] = []
     start, quoted, escaped = 0, False, False

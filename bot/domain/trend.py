@@ -35,10 +35,8 @@ def _without_first(column: str, count: int) -> str | None:
 
 
 class Trend(BaseModel):
-    """The queue at each recent status, column by column, aligned with `at` (a type's cell
-    empty where a status did not show it). Every status rewrites it with the incident's state,
-    so columns are kept as text ("4,6,,9"), split into numbers only where a message needs them.
-    """
+    """The queue at each recent status, column by column, aligned with `at`. Every status rewrites
+    it, so columns are kept as text ("4,6,,9"), split only where a message needs them."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -81,10 +81,8 @@ def change(current: float | None, previous: float | None, unit: str = "") -> str
 
 
 def ascii_whole(text: str, cap: int) -> int | None:
-    """`text` as a whole number if it is ASCII digits only, at most `cap`; None otherwise.
-
-    `int()` takes other Unicode digits and underscores, refuses `'²'`, which `isdigit` accepts,
-    and raises past 4,300 digits: here any text gives a number or None."""
+    """`int()` takes other Unicode digits and underscores and raises past 4,300 digits: here
+    any text gives a whole number up to `cap`, or None."""
     if not _ASCII_DIGITS.fullmatch(text):
         return None
     digits = text.lstrip("0") or "0"
