@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.domain.alerts import first_known
+from bot.domain.alerts import RunnerQueue, first_known
 from bot.domain.fleet import FleetSnapshot, longest_wait
 from bot.domain.incidents import Incident, queued_total
 from bot.domain.units import number, wait_said
@@ -43,20 +43,14 @@ def headline(incident: Incident) -> Headline:
         types = live.runner_types.values()
         worst = longest_wait(types)
         queued = [m.queued for m in types if m.queued is not None]
-        if worst is not None:
+        if worst is not None or queued:
             total = sum(queued) if queued else None
-            return Headline(
-                total, worst.longest_wait_mins, worst.wait_over, worst.wait_of_starts, live
-            )
-        if queued:
-            return Headline(sum(queued), None, live=live)
-    if incident.is_open:
-        said = Headline(
-            queued_total(incident.numbers, incident.runner_types),
-            incident.numbers.max_queue_time_mins,
-        )
-        if said.queued is not None or said.wait_mins is not None:
-            return said
+            w = worst or RunnerQueue()
+            return Headline(total, w.longest_wait_mins, w.wait_over, w.wait_of_starts, live)
+    alert = incident.numbers
+    total = queued_total(alert, incident.runner_types)
+    if incident.is_open and (total is not None or alert.max_queue_time_mins is not None):
+        return Headline(total, alert.max_queue_time_mins)
     peak = incident.peak
     return Headline(peak.max_queue_size, peak.max_queue_time_mins, worst=True)
 
@@ -113,6 +107,4 @@ def still_live(incident: Incident) -> StillLive | None:
 def _over(value: float | None, threshold: float | None, said_over: bool | None) -> bool:
     if value is None:
         return False
-    if threshold is not None:
-        return value > threshold
-    return bool(said_over) and value > 0
+    return value > threshold if threshold is not None else bool(said_over) and value > 0
