@@ -27,13 +27,6 @@ def _column(text: str, last: int | None = None) -> list[float | None]:
     return [float(cell) if cell else None for cell in cells]
 
 
-def _without_first(column: str, count: int) -> str | None:
-    if count == 0:
-        return column
-    rest = column.split(",", count)
-    return rest[count] if len(rest) > count else None
-
-
 class Trend(BaseModel):
     """The queue at each recent status, column by column, aligned with `at`. Every status rewrites
     it, so columns are kept as text ("4,6,,9"), split only where a message needs them."""
@@ -59,17 +52,15 @@ class Trend(BaseModel):
             # String surgery, not split and join: every status rewrites every column.
             if column is None:  # new to this trend: empty cells before this status
                 return "," * (size - start) + cell
-            kept = _without_first(column, start)
-            return cell if kept is None else f"{kept},{cell}"
+            kept = column.split(",", start)[start:] if start else [column]
+            return f"{kept[0]},{cell}" if kept else cell
 
         queued: dict[str, str] = {}
         waits: dict[str, str] = {}
         for name in dict.fromkeys([*self.queued, *types]):
-            queue = types.get(name)
-            q_col = extended(self.queued.get(name), _cell(queue.queued if queue else None))
-            w_col = extended(
-                self.waits.get(name), _cell(queue.longest_wait_mins if queue else None)
-            )
+            queue = types.get(name, RunnerQueue())
+            q_col = extended(self.queued.get(name), _cell(queue.queued))
+            w_col = extended(self.waits.get(name), _cell(queue.longest_wait_mins))
             if q_col.strip(",") or w_col.strip(","):
                 queued[name], waits[name] = q_col, w_col
         return Trend.model_construct(
