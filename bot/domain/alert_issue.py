@@ -26,18 +26,12 @@ MAX_TITLE = 256  # GitHub's
 
 def priority_label(priority: str | None) -> str | None:
     """`P0`…`P3` ("p2", "2" and " P2 " are P2), else None."""
-    if priority is None:
-        return None
-    value = priority.strip().upper()
-    if re.fullmatch(r"[0-3]", value):
-        value = "P" + value
-    return value if re.fullmatch(r"P[0-3]", value) else None
+    found = re.fullmatch(r"P?([0-3])", (priority or "").strip().upper())
+    return f"P{found[1]}" if found else None
 
 
 def team_label(team: str | None) -> str | None:
-    if not team or not team.strip():
-        return None
-    return re.sub(r"\s+", "-", team.strip().lower())
+    return re.sub(r"\s+", "-", team.strip().lower()) if team and team.strip() else None
 
 
 def issue_title(incident: Incident) -> str:
@@ -48,13 +42,9 @@ def issue_title(incident: Incident) -> str:
 
 
 def issue_labels(incident: Incident) -> tuple[str, ...]:
-    labels = [AREA_LABEL]
-    if priority := priority_label(incident.priority):
-        labels.append(f"Pri:{priority}")
-    if team := team_label(incident.team):
-        labels.append(f"Team:{team}")
-    labels.append(f"Source:{incident.source}")
-    return tuple(labels)
+    priority, team = priority_label(incident.priority), team_label(incident.team)
+    optional = (f"Pri:{priority}" if priority else "", f"Team:{team}" if team else "")
+    return (AREA_LABEL, *filter(None, optional), f"Source:{incident.source}")
 
 
 def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str, ...]) -> bool:

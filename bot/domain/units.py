@@ -22,16 +22,13 @@ def number(value: float) -> str:
     if not math.isfinite(value):
         return str(value)
     rounded = round(float(value), 1)
-    if rounded.is_integer():
-        return str(int(rounded))
-    return f"{rounded:.1f}"
+    return str(int(rounded)) if rounded.is_integer() else f"{rounded:.1f}"
 
 
 def minutes(value: float) -> str:
     """ "16 min", "2.5 min": a tenth of a minute tells something under ten minutes, never above."""
-    if math.isfinite(value) and abs(value) >= 10:
-        return f"{number(round(value))} min"
-    return f"{number(value)} min"
+    shown = round(value) if math.isfinite(value) and abs(value) >= 10 else value
+    return f"{number(shown)} min"
 
 
 def wait_said(
@@ -75,9 +72,7 @@ def change(current: float | None, previous: float | None, unit: str = "") -> str
     if diff == "0":
         return "no change"
     suffix = f" {unit}" if unit else ""
-    if diff.startswith("-"):
-        return f"▼ {diff}{suffix}"
-    return f"▲ +{diff}{suffix}"
+    return f"▼ {diff}{suffix}" if diff.startswith("-") else f"▲ +{diff}{suffix}"
 
 
 def ascii_whole(text: str, cap: int) -> int | None:
@@ -86,9 +81,7 @@ def ascii_whole(text: str, cap: int) -> int | None:
     if not _ASCII_DIGITS.fullmatch(text):
         return None
     digits = text.lstrip("0") or "0"
-    if len(digits) > len(str(cap)):
-        return cap
-    return min(int(digits), cap)
+    return cap if len(digits) > len(str(cap)) else min(int(digits), cap)
 
 
 def is_silence_length(seconds: int) -> bool:
