@@ -202,11 +202,8 @@ def _capped(values: dict[str, T], limit: int, what: str, notes: list[str]) -> di
 
 def _first_value(sources: Iterable[Mapping[str, str]], keys: tuple[str, ...]) -> str | None:
     """First non-blank value whose key matches case-insensitively (rules write `Priority`)."""
-    for source in sources:
-        for key, value in source.items():
-            if key.lower() in keys and value.strip():
-                return value.strip()
-    return None
+    found = (v.strip() for source in sources for k, v in source.items() if k.lower() in keys)
+    return next((value for value in found if value), None)
 
 
 def _title(notification: Notification, primary: Alert) -> str:
@@ -239,24 +236,15 @@ def _number_sources(alert: Alert) -> NumberSources:
 
 def _alert_number(sources: NumberSources, names: tuple[str, ...]) -> float | None:
     """One named number of an alert; Alertmanager carries numbers as strings."""
-    for by_key in sources:
-        for name in names:
-            value = by_key.get(name)
-            number = finite(value) if isinstance(value, str) else value
-            if number is not None:
-                return number
-    return None
+    return first_known(*(finite(by_key.get(name)) for by_key in sources for name in names))
 
 
 def _alert_queue(alert: Alert, sources: NumberSources) -> RunnerQueue:
     """The queue size and wait one alert reports; else the largest of its valueString series."""
     found = []
     for names in (QUEUE_SIZE_NAMES, QUEUE_TIME_NAMES):
-        number = _alert_number(sources, names)
-        if number is None:
-            series = [s.value for s in alert.series if s.name.lower() in names]
-            number = max((v for v in series if v is not None), default=None)
-        found.append(number)
+        series = (s.value for s in alert.series if s.name.lower() in names and s.value is not None)
+        found.append(first_known(_alert_number(sources, names), max(series, default=None)))
     return RunnerQueue(queued=found[0], longest_wait_mins=found[1])
 
 

@@ -319,16 +319,8 @@ def repeated(incident: Incident, *, now: datetime) -> Incident:
 def _resolved(
     incident: Incident, resolution: Resolution, now: datetime, **update: object
 ) -> Incident:
-    return incident.model_copy(
-        update={
-            "status": Status.RESOLVED,
-            "resolution": resolution,
-            "resolved_at": now,
-            "resolved_by": None,
-            "updated_at": now,
-            **update,
-        }
-    )
+    resolved = {"status": Status.RESOLVED, "resolution": resolution, "resolved_by": None}
+    return incident.model_copy(update={**resolved, "resolved_at": now, "updated_at": now, **update})
 
 
 def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
@@ -532,7 +524,8 @@ def peak_types_of(
 
 def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Incident:
     """Counted in the peaks as a reading's are."""
-    update: dict[str, object] = {name: getattr(facts, name) for name in _FROM_FACTS}
+    kept = "title priority team summary description numbers firing_count silence_matchers truncated"
+    update: dict[str, object] = {name: getattr(facts, name) for name in kept.split()}
     links = {name: getattr(facts, f"{name}_url") for name in Links.model_fields if name != "issue"}
     update |= {
         "links": Links(**links, issue=incident.links.issue),  # the issue is ours, not the alert's
@@ -544,12 +537,6 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
     }
     updated = incident.model_copy(update=update)
     return with_live(updated, None, updated.snapshot(now))
-
-
-_FROM_FACTS = (
-    *("title", "priority", "team", "summary", "description"),
-    *("numbers", "firing_count", "silence_matchers", "truncated"),
-)
 
 
 def queued_total(numbers: QueueNumbers, types: Mapping[str, RunnerQueue]) -> float | None:
@@ -588,11 +575,10 @@ def peak_moment(incident: Incident) -> Snapshot | None:
     without it, the trend's status with the most jobs queued."""
     if incident.peak_snapshot is not None:
         return incident.peak_snapshot
-    at = incident.trend.peak_at()
-    if at is None:
+    trend = incident.trend
+    if (at := trend.peak_at()) is None:
         return None
     stamp = at.timestamp()
-    trend = incident.trend
     types = {
         name: RunnerQueue(queued=queued, longest_wait_mins=wait)
         for name in trend.names()
