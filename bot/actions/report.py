@@ -21,7 +21,6 @@ from bot.backends.metrics import QueueHistory
 from bot.config import Settings
 from bot.domain.capacity import TypeHistory, TypeReport, capacity_report, report_channels
 from bot.domain.incidents import Incident
-from bot.domain.routes import channel_for_type
 from bot.fleet.readings import FleetReadings
 from bot.render.capacity import render_report, report_message
 from bot.storage.send_queue import NoticeStore
@@ -67,9 +66,7 @@ class Report:
                 reports,
                 incidents,
                 default=self.config.slack_channel,
-                routed=lambda name: channel_for_type(
-                    self.config.slack_routes, name, self.config.slack_channel
-                ),
+                routed=self.config.routing.channel_of_type,
             )
             for channel, of_channel in by_channel.items():
                 # One claim per schedule, not per date: a leader that took over (or a 0.25

@@ -78,12 +78,6 @@ def channel_for(routes: Iterable[Route], facts: AlertFacts, default: str) -> str
     return next((r.channel for r in routes if r.takes(shown, facts.runner_types)), default)
 
 
-def channel_for_type(routes: Iterable[Route], runner_type: str, default: str) -> str:
-    """Where a runner type's early warning goes: it has no labels, only its type, so the first
-    route made of `runner_type` matchers alone that takes it."""
-    return next((r.channel for r in routes if r.on_type and r.takes({}, (runner_type,))), default)
-
-
 @dataclass(frozen=True)
 class Routing:
     routes: tuple[Route, ...] = ()
@@ -111,7 +105,10 @@ class Routing:
         return tuple(name for name in runner_types if self.owns(channel, name))
 
     def channel_of_type(self, runner_type: str) -> str:
-        return channel_for_type(self.routes, runner_type, self.default)
+        """Where a runner type's early warning goes: it has no labels, only its type, so the
+        first route made of `runner_type` matchers alone that takes it."""
+        taking = (r.channel for r in self.routes if r.on_type and r.takes({}, (runner_type,)))
+        return next(taking, self.default)
 
 
 def _route(n: int, item: object) -> Route:
