@@ -311,14 +311,9 @@ class QueueNumbers:
     """The queue alert's headline numbers; None when the notification does not carry them."""
 
     __pydantic_config__ = stored_short(
-        {
-            "max_queue_time_mins": "wait",
-            "max_queue_size": "size",
-            "queue_time_threshold": "wait_limit",
-            "queue_size_threshold": "size_limit",
-            "queue_time_over": "wait_over",
-            "queue_size_over": "size_over",
-        }
+        {"max_queue_time_mins": "wait", "max_queue_size": "size"}
+        | {"queue_time_threshold": "wait_limit", "queue_size_threshold": "size_limit"}
+        | {"queue_time_over": "wait_over", "queue_size_over": "size_over"}
     )
 
     max_queue_time_mins: float | None = None

@@ -217,11 +217,9 @@ def _title(notification: Notification, primary: Alert) -> str:
         suffix = f" (+{others} more)" if others else ""
     if not name:
         return "Alert"
-    if name in NO_DATA_SUFFIX:
-        sources = (notification.group_labels, notification.common_labels, primary.labels)
-        rule = _first_value(sources, ("rulename",))
-        if rule:
-            name = rule + NO_DATA_SUFFIX[name]
+    sources = (notification.group_labels, notification.common_labels, primary.labels)
+    if name in NO_DATA_SUFFIX and (rule := _first_value(sources, ("rulename",))):
+        name = rule + NO_DATA_SUFFIX[name]
     return name + suffix
 
 
