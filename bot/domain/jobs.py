@@ -42,17 +42,14 @@ _EVENTS = {
 
 
 def trigger_of(event: object, head_branch: object) -> Trigger:
-    """What triggered a run, from GitHub's `event` and `head_branch` (outside input). A push of
-    a `ciflow/…` ref is PyTorch's way of asking for more CI on a PR: a tag, not a branch push."""
-    name = event if isinstance(event, str) else ""
+    """From GitHub's `event` and `head_branch` (outside input). A push of a `ciflow/…` ref is
+    PyTorch's way of asking for more CI on a PR: a tag, not a branch push."""
+    if event != "push":
+        return _EVENTS.get(event, Trigger.OTHER) if isinstance(event, str) else Trigger.OTHER
     branch = head_branch if isinstance(head_branch, str) else ""
-    if name == "push":
-        if branch in MAIN_BRANCHES:
-            return Trigger.MAIN
-        if branch.startswith(("ciflow/", "refs/tags/")):
-            return Trigger.TAG
-        return Trigger.PUSH
-    return _EVENTS.get(name, Trigger.OTHER)
+    if branch in MAIN_BRANCHES:
+        return Trigger.MAIN
+    return Trigger.TAG if branch.startswith(("ciflow/", "refs/tags/")) else Trigger.PUSH
 
 
 # The HUD's `source_type` says it already (`autorevert`: a `trunk/<sha>` dispatch).
@@ -218,14 +215,15 @@ def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: date
     for key in {*by_workflow, *arrivals.last_hour, *arrivals.day_before}:
         workflow = _workflow(key, by_workflow.get(key, []), arrivals, at)
         per_type.setdefault(key[0], []).append(workflow)
-    types = {}
-    for runner_type, workflows in sorted(per_type.items()):
-        types[runner_type] = RunnerTypeJobs(
-            runner_type=runner_type,
+    types = {
+        name: RunnerTypeJobs(
+            runner_type=name,
             queued=sum(w.queued for w in workflows),
             workflows=tuple(sorted(workflows, key=_rank)),
-            triggers=_ranked(sum((Counter(dict(w.triggers)) for w in workflows), Counter())),
+            triggers=_ranked(Counter(j.trigger for j in listing.jobs if j.runner_type == name)),
         )
+        for name, workflows in sorted(per_type.items())
+    }
     return JobsView(
         source=source,
         at=at,
