@@ -97,7 +97,6 @@ class Moment:
 
 
 def moments(timeline: list[Event]) -> list[Moment]:
-    """The thread's link first."""
     told = [Moment(THREAD_MOMENT)]
     seen = {THREAD_MOMENT}
     for event in timeline:

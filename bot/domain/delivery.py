@@ -110,7 +110,7 @@ MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "descrip
 
 
 def facts_of(notification: Notification) -> AlertFacts:
-    """Everything the incident shows and acts on, from one notification, within the caps."""
+    """Everything the incident shows and acts on, within the caps."""
     firing = notification.firing
     notes: list[str] = []
     text = _texts(notification, notes)
@@ -331,10 +331,8 @@ def parse_matcher(text: str) -> Matcher | None:
     """`name=value`, `name!=value`, `name=~regex`, `name!~regex`, spaces around either side
     ignored; anything else (no operator, a blank name) is skipped, not guessed at."""
     operator = _OPERATOR.match(text)
-    if operator is None:
-        return None
-    name = text[: operator.start(1)].strip()
-    if not name:
+    name = text[: operator.start(1)].strip() if operator else ""
+    if not operator or not name:
         return None
     is_equal, is_regex = OPERATORS[operator[1]]
     value = text[operator.end() :].strip()

@@ -230,7 +230,6 @@ def severity_rank(priority: str | None) -> int:
 
 
 def entry_order(entry_id: str) -> tuple[int, int]:
-    """ "" sorts first."""
     if not entry_id:
         return (-1, -1)
     ms, _, seq = entry_id.partition("-")
@@ -380,7 +379,7 @@ def _reads(metrics: RunnerTypeMetrics, done: ScaleDone) -> bool:
 
 
 def with_put_back(incident: Incident, put_back: PutBack) -> Incident:
-    """One of the same record (scaled again) is replaced."""
+    # One of the same record (scaled again) is replaced.
     kept = tuple(p for p in incident.put_backs if p.id != put_back.id)
     return incident.model_copy(update={"put_backs": (*kept, put_back)})
 

@@ -175,9 +175,8 @@ def queued_said(count: int, listed_over_mins: float | None, *, jobs: bool = Fals
     """ "40 queued", or "2 jobs waiting over 5 min" from a source that lists only those: beside
     a queue count of 22 it must not read as the same quantity."""
     noun = f" job{'' if count == 1 else 's'}" if jobs or listed_over_mins is not None else ""
-    if listed_over_mins is None:
-        return f"{count}{noun} queued"
-    return f"{count}{noun} waiting over {units.minutes(listed_over_mins)}"
+    over = f"waiting over {units.minutes(listed_over_mins)}" if listed_over_mins is not None else ""
+    return f"{count}{noun} {over or 'queued'}"
 
 
 @dataclass(frozen=True)

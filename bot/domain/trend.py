@@ -87,15 +87,10 @@ class Trend(BaseModel):
 
     def keeping(self, names: list[str]) -> Trend:
         kept = [n for n in names if n in self.queued]
-        return Trend.model_construct(
-            at=self.at,
-            total=self.total,
-            queued={n: self.queued[n] for n in kept},
-            waits={n: self.waits[n] for n in kept},
-        )
+        queued, waits = ({n: column[n] for n in kept} for column in (self.queued, self.waits))
+        return self.model_copy(update={"queued": queued, "waits": waits})
 
     def points(self, name: str) -> list[Point]:
-        """The statuses that showed the type."""
         if name not in self.queued:
             return []
         columns = zip(
