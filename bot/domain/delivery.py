@@ -112,9 +112,13 @@ MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "descrip
 def facts_of(notification: Notification) -> AlertFacts:
     """Everything the incident shows and acts on, within the caps."""
     firing = notification.firing
+    primary = (firing or notification.alerts)[0]  # the alert that speaks for the group
+    # The common annotations hold what all alerts agree on; the primary alert's fill the gaps.
+    annotations = (notification.common_annotations, primary.annotations)
     notes: list[str] = []
-    text = _texts(notification, notes)
-    urls = _links(notification, notes)
+    text = _texts(notification, primary, annotations, notes)
+    runbook = _first_value(annotations, ("runbook_url", "runbook")) or ""
+    urls = _links(notification, runbook, notes)
     if notification.truncated_alerts:
         notes.append(f"the sender left out {notification.truncated_alerts} alerts")
     worst_first = sorted(
@@ -145,17 +149,14 @@ def facts_of(notification: Notification) -> AlertFacts:
     )
 
 
-def _primary(notification: Notification) -> tuple[Alert, tuple[Mapping[str, str], ...]]:
-    """The alert that speaks for the group, and the annotations: the common ones hold what all
-    alerts agree on, the primary alert's fill the gaps."""
-    primary = (notification.firing or notification.alerts)[0]
-    return primary, (notification.common_annotations, primary.annotations)
-
-
-def _texts(notification: Notification, notes: list[str]) -> dict[str, str | None]:
+def _texts(
+    notification: Notification,
+    primary: Alert,
+    annotations: tuple[Mapping[str, str], ...],
+    notes: list[str],
+) -> dict[str, str | None]:
     """Title, priority, team, summary and description, each cut to its cap. Priority and team
     are annotations in Grafana rules and labels in Alertmanager rules."""
-    primary, annotations = _primary(notification)
     labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
     priority = _first_value(labelled, ("priority", "severity")) or ""
     text = {
@@ -172,12 +173,12 @@ def _texts(notification: Notification, notes: list[str]) -> dict[str, str | None
     return {**text, "priority": text["priority"] or None, "team": text["team"] or None}
 
 
-def _links(notification: Notification, notes: list[str]) -> dict[str, str]:
-    """The runbook, and each link from the first firing alert that has it, else from any alert
-    (one alert may lack a link); a link past `MAX_URL` is dropped."""
+def _links(notification: Notification, runbook: str, notes: list[str]) -> dict[str, str]:
+    """Each link from the first firing alert that has it, else from any alert (one alert may
+    lack a link); a link past `MAX_URL` is dropped."""
     alerts = (*notification.firing, *notification.alerts)
     urls = {
-        "runbook": _first_value(_primary(notification)[1], ("runbook_url", "runbook")) or "",
+        "runbook": runbook,
         **{
             name: next((url for a in alerts if (url := getattr(a, f"{attr}_url"))), "")
             for name, attr in _URLS.items()
