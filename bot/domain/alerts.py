@@ -259,14 +259,10 @@ def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
             raise PayloadError(f"JSON nested deeper than {max_depth} levels") from None
         raise PayloadError(f"body is not valid JSON: {exc}") from None
     # Walked level by level, so depth costs no recursion.
-    level: list[object] = [data]
+    level = [data] if isinstance(data, dict | list) else []
     for _ in range(max_depth):
-        below: list[object] = []
-        for item in level:
-            children = item.values() if isinstance(item, dict) else item
-            if isinstance(item, dict | list):
-                below.extend(v for v in children if isinstance(v, dict | list))
-        level = below
+        children = (item.values() if isinstance(item, dict) else item for item in level)
+        level = [v for values in children for v in values if isinstance(v, dict | list)]
     if level:
         raise PayloadError(f"JSON nested deeper than {max_depth} levels")
     return data
