@@ -1,11 +1,7 @@
 """The alert's GitHub issue: which issue is the alert's, and what it is told, as pure functions.
-
-PyTorch's alerting pipeline (pytorch/alerting-infra) opens one issue per alert, titled
-`[P2] <alert title>` and labelled `area:alerting`, `Pri:P2`, `Team:<team>` and `Source:<source>`;
-we find that issue by its title and open one the same way (`GITHUB_ISSUES_OPEN`), so a team
-running both sees one convention. Each moment of the timeline that matters becomes one comment,
-in order (never the periodic status), recorded by `moment_key` once made.
-"""
+PyTorch's alerting pipeline (pytorch/alerting-infra) titles an alert's issue `[P2] <title>` and
+labels it `area:alerting`, `Pri:P2`, `Team:<team>`, `Source:<source>`; we find and open issues
+the same way, so a team running both sees one convention."""
 
 from __future__ import annotations
 
@@ -30,18 +26,12 @@ MAX_TITLE = 256  # GitHub's
 
 def priority_label(priority: str | None) -> str | None:
     """`P0`…`P3` ("p2", "2" and " P2 " are P2), else None."""
-    if priority is None:
-        return None
-    value = priority.strip().upper()
-    if re.fullmatch(r"[0-3]", value):
-        value = "P" + value
-    return value if re.fullmatch(r"P[0-3]", value) else None
+    found = re.fullmatch(r"P?([0-3])", (priority or "").strip().upper())
+    return f"P{found[1]}" if found else None
 
 
 def team_label(team: str | None) -> str | None:
-    if not team or not team.strip():
-        return None
-    return re.sub(r"\s+", "-", team.strip().lower())
+    return re.sub(r"\s+", "-", team.strip().lower()) if team and team.strip() else None
 
 
 def issue_title(incident: Incident) -> str:
@@ -52,13 +42,9 @@ def issue_title(incident: Incident) -> str:
 
 
 def issue_labels(incident: Incident) -> tuple[str, ...]:
-    labels = [AREA_LABEL]
-    if priority := priority_label(incident.priority):
-        labels.append(f"Pri:{priority}")
-    if team := team_label(incident.team):
-        labels.append(f"Team:{team}")
-    labels.append(f"Source:{incident.source}")
-    return tuple(labels)
+    priority, team = priority_label(incident.priority), team_label(incident.team)
+    optional = (f"Pri:{priority}" if priority else "", f"Team:{team}" if team else "")
+    return (AREA_LABEL, *filter(None, optional), f"Source:{incident.source}")
 
 
 def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str, ...]) -> bool:
@@ -90,7 +76,6 @@ def group_mark(incident: Incident) -> str:
 
 
 def tells_issue(events: Sequence[Event]) -> bool:
-    """Whether `events` give the issue something to hear (or to be opened for)."""
     return any(event.kind in MOMENTS or event.kind == "opened" for event in events)
 
 
@@ -112,7 +97,6 @@ class Moment:
 
 
 def moments(timeline: list[Event]) -> list[Moment]:
-    """Every moment the issue is told, in order, the thread's link first."""
     told = [Moment(THREAD_MOMENT)]
     seen = {THREAD_MOMENT}
     for event in timeline:
@@ -124,9 +108,8 @@ def moments(timeline: list[Event]) -> list[Moment]:
 
 
 class IssueLink(BaseModel):
-    """The incident's issue. `ours`: we opened it, so we close and reopen it. `trying`: the
-    moment (or "open") whose call was not answered: look for it before trying again.
-    `refused`: GitHub's last refusal, told in the thread once."""
+    """`ours`: we opened it, so we close and reopen it. `trying`: the moment (or "open") whose
+    call was not answered: look for it before trying again."""
 
     repo: str
     number: int = 0  # 0: none linked yet
@@ -152,6 +135,5 @@ def pending(link: IssueLink, timeline: list[Event]) -> list[Moment]:
 
 
 def issue_number(url: str) -> int | None:
-    """The root shows `#123`."""
     tail = url.rstrip("/").rpartition("/")[2]
     return int(tail) if tail.isdigit() else None

@@ -1,17 +1,14 @@
-"""Grafana and Alertmanager webhook payloads, parsed into frozen models, one path for both.
-
-Tolerant where senders legitimately differ (unknown keys, missing optional fields, numbers where
-strings are expected, Grafana's `\\u0026` in URLs, Go's zero time) and strict where a mistake
-would open a wrong incident. Every `PayloadError` names the field: it goes back to the sender in
-a 400, and an operator fixes their contact point from it.
-"""
+"""Grafana and Alertmanager webhook payloads, one path for both: tolerant where senders
+legitimately differ (unknown keys, Go's nulls and zero time, numbers where strings are expected),
+strict where a mistake would open a wrong incident. A `PayloadError` names the field, so an
+operator fixes their contact point from the 400."""
 
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -34,17 +31,17 @@ MAX_ALERTS = 1000
 EXPECTED_VERSION: dict[str, str] = {"grafana": "1", "alertmanager": "4"}
 ENDPOINT: dict[Source, str] = {"grafana": "/alerts/grafana", "alertmanager": "/alerts/alertmanager"}
 SENDER: dict[str, str] = {"grafana": "a Grafana", "alertmanager": "an Alertmanager"}
-_JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"))
 
 
 class PayloadError(ValueError):
-    """A body that is not a valid notification; the message is shown to the sender in a 400."""
+    pass
 
 
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    kinds = (*_JSON_TYPES, (dict, "an object"))
+    kinds = (
+        *((type(None), "null"), (bool, "a boolean"), (int | float, "a number")),
+        *((str, "a string"), (list, "a list"), (dict, "an object")),
+    )
     return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
 
 
@@ -64,8 +61,7 @@ def _string_map(value: object) -> dict[str, str]:
 
 
 def _text(value: object) -> str:
-    """Go may send null for an empty string."""
-    if value is None:
+    if value is None:  # Go's empty string
         return ""
     if not isinstance(value, str):
         raise ValueError(f"must be a string, got {_json_type(value)}")
@@ -88,7 +84,7 @@ def _count(value: object) -> int:
 
 
 def _values(value: object) -> dict[str, float]:
-    """Grafana's `values`: named expression results; null results (no data) are dropped."""
+    """Grafana's named expression results; a null (no data) is dropped."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -98,13 +94,14 @@ def _values(value: object) -> dict[str, float]:
 
 
 _RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})"
+    r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
 )
 
 
 def parse_timestamp(value: object) -> datetime | None:
-    """RFC 3339 -> aware UTC datetime; Go's zero time (year 1) and empty give None. By hand:
-    `datetime.fromisoformat` refuses Go's nanoseconds and accepts forms RFC 3339 does not."""
+    """RFC 3339 -> aware UTC datetime; Go's zero time (year 1) and empty give None. Checked by
+    hand first: `datetime.fromisoformat` refuses Go's nanoseconds and accepts forms RFC 3339
+    does not."""
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
@@ -114,18 +111,12 @@ def parse_timestamp(value: object) -> datetime | None:
     match = _RFC3339.fullmatch(value.strip()) if isinstance(value, str) else None
     if match is None:
         raise ValueError(f"must be an RFC 3339 timestamp like 2025-09-16T17:12:20Z, got {shown}")
-    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-    if year == 1:
+    if match[1].startswith("0001-"):
         return None
-    micros = int((match[7] or "0")[:6].ljust(6, "0"))
-    zone = match[8]
+    fraction = (match[4] or "0")[:6].ljust(6, "0")  # Go sends nanoseconds
+    iso = f"{match[1]}T{match[2]}:{min(int(match[3]), 59):02d}.{fraction}{match[5].upper()}"
     try:
-        tz = UTC
-        if zone not in ("Z", "z"):
-            offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
-            tz = timezone(-offset if zone[0] == "-" else offset)
-        moment = datetime(year, month, day, hour, minute, min(second, 59), micros, tzinfo=tz)
-        return moment.astimezone(UTC)
+        return datetime.fromisoformat(iso).astimezone(UTC)
     except (ValueError, OverflowError) as exc:
         raise ValueError(f"must be a valid RFC 3339 timestamp, got {shown} ({exc})") from None
 
@@ -138,8 +129,6 @@ _MODEL = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
 class Alert(BaseModel):
-    """One alert of a notification, in either source's shape (Alertmanager has no values)."""
-
     model_config = _MODEL
 
     status: Literal["firing", "resolved"]
@@ -171,8 +160,6 @@ class Alert(BaseModel):
 
 
 class Notification(BaseModel):
-    """One webhook delivery: a group of alerts identified by its group key."""
-
     model_config = _MODEL
 
     source: Source
@@ -196,12 +183,11 @@ class Notification(BaseModel):
 
     @property
     def firing(self) -> tuple[Alert, ...]:
-        """Numbers and links come from these, not from resolved ones."""
         return tuple(a for a in self.alerts if a.status == "firing")
 
 
 def _check_envelope(source: Source, data: object) -> dict[str, Any]:
-    """The checks whose failure means "wrong endpoint or not a webhook at all", with hints."""
+    """A wrong endpoint, or not a webhook at all, said with a hint."""
     if not isinstance(data, dict):
         raise PayloadError(f"body: must be a JSON object, got {_json_type(data)}")
     version, expected = data.get("version"), EXPECTED_VERSION[source]
@@ -245,8 +231,7 @@ def _reason(error: Any) -> str:
 
 
 def parse_notification(source: Source, data: object) -> Notification:
-    """Validate a decoded webhook body; PayloadError names the bad field as its author reads it
-    ("alerts[0].status")."""
+    """PayloadError names the bad field as its author reads it ("alerts[0].status")."""
     payload = _check_envelope(source, data)
     try:
         return Notification.model_validate({**payload, "source": source})
@@ -274,14 +259,10 @@ def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
             raise PayloadError(f"JSON nested deeper than {max_depth} levels") from None
         raise PayloadError(f"body is not valid JSON: {exc}") from None
     # Walked level by level, so depth costs no recursion.
-    level: list[object] = [data]
+    level = [data] if isinstance(data, dict | list) else []
     for _ in range(max_depth):
-        below: list[object] = []
-        for item in level:
-            children = item.values() if isinstance(item, dict) else item
-            if isinstance(item, dict | list):
-                below.extend(v for v in children if isinstance(v, dict | list))
-        level = below
+        children = (item.values() if isinstance(item, dict) else item for item in level)
+        level = [v for values in children for v in values if isinstance(v, dict | list)]
     if level:
         raise PayloadError(f"JSON nested deeper than {max_depth} levels")
     return data
@@ -293,6 +274,10 @@ def max_known(a: float | None, b: float | None) -> float | None:
     if a is None:
         return b
     return a if b is None else max(a, b)
+
+
+def first_known(*values: float | None) -> float | None:
+    return next((value for value in values if value is not None), None)
 
 
 def stored_short(short: dict[str, str]) -> ConfigDict:
@@ -308,8 +293,6 @@ def stored_short(short: dict[str, str]) -> ConfigDict:
 
 @dataclass(frozen=True)
 class RunnerQueue:
-    """One runner type's queue, as the alert or a live reading showed it."""
-
     __pydantic_config__ = stored_short(
         {"queued": "q", "longest_wait_mins": "w", "wait_over": "w+", "wait_of_starts": "ws"}
     )
@@ -324,14 +307,9 @@ class QueueNumbers:
     """The queue alert's headline numbers; None when the notification does not carry them."""
 
     __pydantic_config__ = stored_short(
-        {
-            "max_queue_time_mins": "wait",
-            "max_queue_size": "size",
-            "queue_time_threshold": "wait_limit",
-            "queue_size_threshold": "size_limit",
-            "queue_time_over": "wait_over",
-            "queue_size_over": "size_over",
-        }
+        {"max_queue_time_mins": "wait", "max_queue_size": "size"}
+        | {"queue_time_threshold": "wait_limit", "queue_size_threshold": "size_limit"}
+        | {"queue_time_over": "wait_over", "queue_size_over": "size_over"}
     )
 
     max_queue_time_mins: float | None = None
@@ -345,8 +323,6 @@ class QueueNumbers:
 
 @dataclass(frozen=True)
 class Matcher:
-    """One label matcher (`name=value`, `!=`, `=~`, `!~`)."""
-
     name: str
     value: str
     is_equal: bool = True
@@ -363,8 +339,6 @@ OPERATORS = {"=": (True, False), "!=": (False, False), "=~": (True, True), "!~":
 
 @dataclass(frozen=True)
 class AlertFacts:
-    """What an incident needs from one notification, whichever source sent it."""
-
     title: str
     priority: str | None
     team: str | None

@@ -1,12 +1,7 @@
-"""A notification reduced to what an incident needs: its facts (title, priority, links, queue
-numbers, silence matchers) and each alert's identity, which tells a stale firing from a re-fire.
-
-Grafana and Alertmanager put the same facts in different places (Grafana: `values`, annotation
-keys in any case; Alertmanager: labels and annotations, numbers as strings), and real rules spell
-keys differently (`Priority`, `severity`, `TEAM`, `Teams`): each fact's places are written once.
-The consumer works a delivery out once per distinct body; a large body is stored as its delivery
-instead, worked out by the webhook.
-"""
+"""A notification reduced to what an incident needs: its facts and each alert's identity, which
+tells a stale firing from a re-fire. Grafana and Alertmanager put the same facts in different
+places, and real rules spell keys differently (`Priority`, `severity`, `TEAM`, `Teams`): each
+fact's places are written once."""
 
 from __future__ import annotations
 
@@ -29,8 +24,10 @@ from bot.domain.alerts import (
     QueueNumbers,
     RunnerQueue,
     Source,
+    first_known,
     max_known,
 )
+from bot.domain.routes import matcher_pieces
 from bot.domain.runner_names import RunnerNames
 from bot.domain.value_string import finite
 
@@ -55,7 +52,7 @@ class Delivery(BaseModel):
 
 
 def group_hash(source: str, group_key: str) -> str:
-    """A fixed-length key for the alert group; group keys can be long and hold anything."""
+    """Group keys can be long and hold anything."""
     return hashlib.sha256(f"{source}\0{group_key}".encode()).hexdigest()[:24]
 
 
@@ -69,8 +66,7 @@ def instance_of(alert: Alert) -> str:
 
 
 def named(delivery: Delivery, names: RunnerNames) -> Delivery:
-    """The delivery with its runner types as the readings name them (an alert on ARC's metrics
-    names a scale set)."""
+    """Runner types as the readings name them (an alert on ARC's metrics names a scale set)."""
     types = delivery.facts.runner_types
     renamed = names.renamed(types)
     if list(renamed) == list(types):
@@ -114,41 +110,15 @@ MAX_TEXT = {"title": 300, "priority": 40, "team": 200, "summary": 3000, "descrip
 
 
 def facts_of(notification: Notification) -> AlertFacts:
-    """Everything the incident shows and acts on, from one notification, within the caps."""
+    """Everything the incident shows and acts on, within the caps."""
     firing = notification.firing
     primary = (firing or notification.alerts)[0]  # the alert that speaks for the group
-    # Common annotations hold what all alerts agree on; the primary alert fills the gaps.
-    # Priority and team are annotations in Grafana rules and labels in Alertmanager rules.
+    # The common annotations hold what all alerts agree on; the primary alert's fill the gaps.
     annotations = (notification.common_annotations, primary.annotations)
-    labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
-    priority = _first_value(labelled, ("priority", "severity"))
-    if priority is not None and priority.isdigit():
-        priority = f"P{priority}"  # how PyTorch's rules write P1
     notes: list[str] = []
-    text: dict[str, str] = {
-        "title": _title(notification, primary),
-        "priority": priority or "",
-        "team": _first_value(labelled, ("team", "teams")) or "",
-        "summary": _first_value(annotations, ("summary",)) or "",
-        "description": _first_value(annotations, ("description",)) or "",
-    }
-    for name, value in text.items():
-        if len(value) > MAX_TEXT[name]:
-            notes.append(f"{name} cut to {MAX_TEXT[name]} of {len(value):,} characters")
-            text[name] = value[: MAX_TEXT[name] - 1] + "…"
-    urls = {
-        "runbook": _first_value(annotations, ("runbook_url", "runbook")) or "",
-        **{
-            name: next(
-                (url for a in (*firing, *notification.alerts) if (url := getattr(a, attr))), ""
-            )
-            for name, attr in _URLS.items()
-        },
-    }
-    for name, url in urls.items():
-        if len(url) > MAX_URL:
-            notes.append(f"{name} link dropped: {len(url):,} characters (at most {MAX_URL:,})")
-            urls[name] = ""
+    text = _texts(notification, primary, annotations, notes)
+    runbook = _first_value(annotations, ("runbook_url", "runbook")) or ""
+    urls = _links(notification, runbook, notes)
     if notification.truncated_alerts:
         notes.append(f"the sender left out {notification.truncated_alerts} alerts")
     worst_first = sorted(
@@ -162,7 +132,7 @@ def facts_of(notification: Notification) -> AlertFacts:
         notes.append(f"silence link has {len(matchers):,} matchers, {MAX_MATCHERS} kept")
     labels = {**notification.common_labels, **notification.group_labels}
     return AlertFacts(
-        **text | {"priority": text["priority"] or None, "team": text["team"] or None},
+        **text,
         **{f"{name}_url": url for name, url in urls.items()},
         numbers=queue_numbers(firing),
         other_values=others,
@@ -179,13 +149,49 @@ def facts_of(notification: Notification) -> AlertFacts:
     )
 
 
-# The first non-empty link of a firing alert, else of any alert: one alert may lack a link.
-_URLS = {
-    "alert": "generator_url",
-    "silence": "silence_url",
-    "dashboard": "dashboard_url",
-    "panel": "panel_url",
-}
+def _texts(
+    notification: Notification,
+    primary: Alert,
+    annotations: tuple[Mapping[str, str], ...],
+    notes: list[str],
+) -> dict[str, str | None]:
+    """Title, priority, team, summary and description, each cut to its cap. Priority and team
+    are annotations in Grafana rules and labels in Alertmanager rules."""
+    labelled = (annotations[0], notification.common_labels, annotations[1], primary.labels)
+    priority = _first_value(labelled, ("priority", "severity")) or ""
+    text = {
+        "title": _title(notification, primary),
+        "priority": f"P{priority}" if priority.isdigit() else priority,  # PyTorch's rules: 1
+        "team": _first_value(labelled, ("team", "teams")) or "",
+        "summary": _first_value(annotations, ("summary",)) or "",
+        "description": _first_value(annotations, ("description",)) or "",
+    }
+    for name, value in text.items():
+        if len(value) > MAX_TEXT[name]:
+            notes.append(f"{name} cut to {MAX_TEXT[name]} of {len(value):,} characters")
+            text[name] = value[: MAX_TEXT[name] - 1] + "…"
+    return {**text, "priority": text["priority"] or None, "team": text["team"] or None}
+
+
+def _links(notification: Notification, runbook: str, notes: list[str]) -> dict[str, str]:
+    """Each link from the first firing alert that has it, else from any alert (one alert may
+    lack a link); a link past `MAX_URL` is dropped."""
+    alerts = (*notification.firing, *notification.alerts)
+    urls = {
+        "runbook": runbook,
+        **{
+            name: next((url for a in alerts if (url := getattr(a, f"{attr}_url"))), "")
+            for name, attr in _URLS.items()
+        },
+    }
+    for name, url in urls.items():
+        if len(url) > MAX_URL:
+            notes.append(f"{name} link dropped: {len(url):,} characters (at most {MAX_URL:,})")
+            urls[name] = ""
+    return urls
+
+
+_URLS = {"alert": "generator", "silence": "silence", "dashboard": "dashboard", "panel": "panel"}
 
 
 def _capped(values: dict[str, T], limit: int, what: str, notes: list[str]) -> dict[str, T]:
@@ -197,11 +203,8 @@ def _capped(values: dict[str, T], limit: int, what: str, notes: list[str]) -> di
 
 def _first_value(sources: Iterable[Mapping[str, str]], keys: tuple[str, ...]) -> str | None:
     """First non-blank value whose key matches case-insensitively (rules write `Priority`)."""
-    for source in sources:
-        for key, value in source.items():
-            if key.lower() in keys and value.strip():
-                return value.strip()
-    return None
+    found = (v.strip() for source in sources for k, v in source.items() if k.lower() in keys)
+    return next((value for value in found if value), None)
 
 
 def _title(notification: Notification, primary: Alert) -> str:
@@ -215,11 +218,9 @@ def _title(notification: Notification, primary: Alert) -> str:
         suffix = f" (+{others} more)" if others else ""
     if not name:
         return "Alert"
-    if name in NO_DATA_SUFFIX:
-        sources = (notification.group_labels, notification.common_labels, primary.labels)
-        rule = _first_value(sources, ("rulename",))
-        if rule:
-            name = rule + NO_DATA_SUFFIX[name]
+    sources = (notification.group_labels, notification.common_labels, primary.labels)
+    if name in NO_DATA_SUFFIX and (rule := _first_value(sources, ("rulename",))):
+        name = rule + NO_DATA_SUFFIX[name]
     return name + suffix
 
 
@@ -234,63 +235,56 @@ def _number_sources(alert: Alert) -> NumberSources:
 
 def _alert_number(sources: NumberSources, names: tuple[str, ...]) -> float | None:
     """One named number of an alert; Alertmanager carries numbers as strings."""
-    for by_key in sources:
-        for name in names:
-            value = by_key.get(name)
-            number = finite(value) if isinstance(value, str) else value
-            if number is not None:
-                return number
-    return None
+    return first_known(*(finite(by_key.get(name)) for by_key in sources for name in names))
 
 
 def _alert_queue(alert: Alert, sources: NumberSources) -> RunnerQueue:
     """The queue size and wait one alert reports; else the largest of its valueString series."""
     found = []
     for names in (QUEUE_SIZE_NAMES, QUEUE_TIME_NAMES):
-        number = _alert_number(sources, names)
-        if number is None:
-            series = [s.value for s in alert.series if s.name.lower() in names]
-            number = max((v for v in series if v is not None), default=None)
-        found.append(number)
+        series = (s.value for s in alert.series if s.name.lower() in names and s.value is not None)
+        found.append(first_known(_alert_number(sources, names), max(series, default=None)))
     return RunnerQueue(queued=found[0], longest_wait_mins=found[1])
 
 
 def queue_numbers(firing: Iterable[Alert]) -> QueueNumbers:
-    """Worst queue across firing alerts (a resolved alert repeats its last or zeroed numbers);
-    thresholds from the first alert that states them.
+    """Worst queue across firing alerts; thresholds from the first alert that states them.
 
     PyTorch's Grafana rule names its two conditions `queue_time_threshold` and
-    `queue_size_threshold` (`$B > 60`: 1 or 0) and their OR `threshold_breached`. In such a
-    payload they say whether each number is over, not where the threshold is: "threshold 1 min"
-    for a 114-minute wait would be wrong, and an early warning would take 0 queued as the bar.
+    `queue_size_threshold` (`$B > 60`: 1 or 0) and their OR `threshold_breached`: there they say
+    whether each number is over, not where the threshold is ("threshold 1 min" for a 114-minute
+    wait would be wrong, and an early warning would take 0 queued as the bar).
     """
-    wait: float | None = None
-    size: float | None = None
+    worst = RunnerQueue()
     thresholds: dict[str, float | None] = dict.fromkeys(THRESHOLD_NAMES)
     over: dict[str, bool | None] = dict.fromkeys(THRESHOLD_NAMES)
     for alert in firing:
         sources = _number_sources(alert)
-        queue = _alert_queue(alert, sources)
-        wait = max_known(wait, queue.longest_wait_mins)
-        size = max_known(size, queue.queued)
+        worst = _worse(worst, _alert_queue(alert, sources))
         stated = {name: _alert_number(sources, (name,)) for name in THRESHOLD_NAMES}
-        known = [value for value in stated.values() if value is not None]
+        known = {name: value for name, value in stated.items() if value is not None}
         flagged = _alert_number(sources, (BREACHED,)) is not None
-        if flagged and known and all(value in (0, 1) for value in known):
-            for name, value in stated.items():
-                if value is not None:  # over in any firing alert is over
-                    over[name] = bool(over[name]) or value == 1
-            continue
-        for name, known_threshold in thresholds.items():
-            if known_threshold is None:
-                thresholds[name] = stated[name]
+        if flagged and known and set(known.values()) <= {0, 1}:
+            # Over in any firing alert is over.
+            over |= {name: bool(over[name]) or value == 1 for name, value in known.items()}
+        else:
+            thresholds = {
+                name: first_known(found, stated[name]) for name, found in thresholds.items()
+            }
+    time, size = THRESHOLD_NAMES
     return QueueNumbers(
-        max_queue_time_mins=wait,
-        max_queue_size=size,
-        queue_time_threshold=thresholds["queue_time_threshold"],
-        queue_size_threshold=thresholds["queue_size_threshold"],
-        queue_time_over=over["queue_time_threshold"],
-        queue_size_over=over["queue_size_threshold"],
+        max_queue_time_mins=worst.longest_wait_mins,
+        max_queue_size=worst.queued,
+        queue_time_threshold=thresholds[time],
+        queue_size_threshold=thresholds[size],
+        queue_time_over=over[time],
+        queue_size_over=over[size],
+    )
+
+
+def _worse(a: RunnerQueue, b: RunnerQueue) -> RunnerQueue:
+    return RunnerQueue(
+        max_known(a.queued, b.queued), max_known(a.longest_wait_mins, b.longest_wait_mins)
     )
 
 
@@ -312,11 +306,7 @@ def runner_types(firing: Iterable[Alert]) -> dict[str, RunnerQueue]:
 
     def merge(runner: str | None, queue: RunnerQueue) -> None:
         if runner:
-            seen = queues.get(runner, RunnerQueue())
-            queues[runner] = RunnerQueue(
-                queued=max_known(seen.queued, queue.queued),
-                longest_wait_mins=max_known(seen.longest_wait_mins, queue.longest_wait_mins),
-            )
+            queues[runner] = _worse(queues.get(runner, RunnerQueue()), queue)
 
     for alert in firing:
         if runner := _first_value((alert.labels,), RUNNER_KEYS):
@@ -342,10 +332,8 @@ def parse_matcher(text: str) -> Matcher | None:
     """`name=value`, `name!=value`, `name=~regex`, `name!~regex`, spaces around either side
     ignored; anything else (no operator, a blank name) is skipped, not guessed at."""
     operator = _OPERATOR.match(text)
-    if operator is None:
-        return None
-    name = text[: operator.start(1)].strip()
-    if not name:
+    name = text[: operator.start(1)].strip() if operator else ""
+    if not operator or not name:
         return None
     is_equal, is_regex = OPERATORS[operator[1]]
     value = text[operator.end() :].strip()
@@ -354,33 +342,9 @@ def parse_matcher(text: str) -> Matcher | None:
     return Matcher(name, value, is_equal, is_regex)
 
 
-def split_matchers(text: str) -> list[str]:
-    """Split `a=b,c="x,y"` on commas outside double quotes; braces optional, blanks dropped."""
-    text = text.strip()
-    if text.startswith("{") and text.endswith("}"):
-        text = text[1:-1]
-    parts: list[str] = []
-    current, quoted, escaped = "", False, False
-    for char in text:
-        if char == "," and not quoted:
-            parts.append(current)
-            current = ""
-            continue
-        current += char
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == '"':
-            quoted = not quoted
-    parts.append(current)
-    return [p for p in parts if p.strip()]
-
-
 def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
-    """Matchers from a Grafana silence link: repeated `matcher=` (current Grafana), a comma list
-    in `matchers=` (older Grafana), or Alertmanager UI's `filter={...}` in the fragment: exactly
-    what Grafana would silence, `__alert_rule_uid__` included."""
+    """Repeated `matcher=` (current Grafana), a comma list in `matchers=` (older Grafana), or
+    Alertmanager UI's `filter={...}` in the fragment: exactly what Grafana would silence."""
     if not url:
         return ()
     try:
@@ -393,7 +357,7 @@ def matchers_from_silence_url(url: str) -> tuple[Matcher, ...]:
             if key == "matcher":
                 expressions.append(value)
             elif key in ("matchers", "filter"):
-                expressions.extend(split_matchers(value))
+                expressions.extend(p for p in matcher_pieces(value.strip()) if p.strip())
     matchers = (parse_matcher(e) for e in expressions)
     return tuple(m for m in matchers if m is not None)
 
@@ -403,12 +367,9 @@ _RULE_LINK = re.compile(r"/alerting/grafana/([^/?#]+)/")  # Grafana's `/alerting
 
 
 def group_matchers(notification: Notification) -> tuple[Matcher, ...]:
-    """Matchers that select this alert group, for a silence made from Slack.
-
-    Grafana: the rule (`__alert_rule_uid__`, from the silence links, else the alert links) when
-    every alert shares one, the matchers every alert's own silence link carries, and the group
-    labels. Alertmanager: the group labels (what `group_by` grouped on), else the common labels.
-    """
+    """Matchers that select this alert group, for a silence made from Slack. Grafana: the rule
+    when every alert shares one, the matchers every alert's silence link carries, and the group
+    labels. Alertmanager: the group labels (what `group_by` grouped on), else the common labels."""
     alerts = notification.firing or notification.alerts
     labels = notification.group_labels or notification.common_labels
     grouped = [Matcher(name, value) for name, value in sorted(labels.items())]

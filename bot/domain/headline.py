@@ -1,12 +1,12 @@
 """The numbers at the head of an incident's root, which `/queue`, the storm digest and a Resolve's
-second question repeat: one computation, so no surface says the alert's "14 queued" (its rule's
-maximum, often one type's queue) beside a root that says 30 queued across the types, live.
-"""
+second question repeat: one computation, so no surface says the alert's "14 queued" beside a
+root that says 30 queued across the types."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bot.domain.alerts import RunnerQueue, first_known
 from bot.domain.fleet import FleetSnapshot, longest_wait
 from bot.domain.incidents import Incident, queued_total
 from bot.domain.units import number, wait_said
@@ -14,8 +14,8 @@ from bot.domain.units import number, wait_said
 
 @dataclass(frozen=True)
 class Headline:
-    """Jobs queued across the incident's types and its longest wait (as measured), and the live
-    reading they are from (None: the alert's numbers)."""
+    """Jobs queued across the incident's types and its longest wait, and the live reading they
+    are from (None: the alert's numbers)."""
 
     queued: float | None
     wait_mins: float | None
@@ -30,7 +30,6 @@ class Headline:
 
 
 def shown_live(incident: Incident) -> FleetSnapshot | None:
-    """The live reading the root shows: the latest, while the incident is open."""
     live = incident.live
     return live if live is not None and live.is_live and incident.is_open else None
 
@@ -44,20 +43,14 @@ def headline(incident: Incident) -> Headline:
         types = live.runner_types.values()
         worst = longest_wait(types)
         queued = [m.queued for m in types if m.queued is not None]
-        if worst is not None:
+        if worst is not None or queued:
             total = sum(queued) if queued else None
-            return Headline(
-                total, worst.longest_wait_mins, worst.wait_over, worst.wait_of_starts, live
-            )
-        if queued:
-            return Headline(sum(queued), None, live=live)
-    if incident.is_open:
-        said = Headline(
-            queued_total(incident.numbers, incident.runner_types),
-            incident.numbers.max_queue_time_mins,
-        )
-        if said.queued is not None or said.wait_mins is not None:
-            return said
+            w = worst or RunnerQueue()
+            return Headline(total, w.longest_wait_mins, w.wait_over, w.wait_of_starts, live)
+    alert = incident.numbers
+    total = queued_total(alert, incident.runner_types)
+    if incident.is_open and (total is not None or alert.max_queue_time_mins is not None):
+        return Headline(total, alert.max_queue_time_mins)
     peak = incident.peak
     return Headline(peak.max_queue_size, peak.max_queue_time_mins, worst=True)
 
@@ -65,9 +58,8 @@ def headline(incident: Incident) -> Headline:
 @dataclass(frozen=True)
 class StillLive:
     """What of the headline is still over the alert's thresholds, asked about once more when a
-    responder resolves by hand (they may know better: a stuck alert). `queued_threshold` None:
-    the rule said crossed without saying where; `per_type`: the total adds several types'
-    queues, while the rule holds each type's to it."""
+    responder resolves by hand. `queued_threshold` None: the rule said crossed without saying
+    where; `per_type`: the total adds several types' queues, while the rule holds each type's."""
 
     queued: float | None = None
     queued_threshold: float | None = None
@@ -77,7 +69,6 @@ class StillLive:
 
     @property
     def jobs(self) -> str:
-        """ "11 jobs still queued", or "" when the queue is not over."""
         if self.queued is None:
             return ""
         return f"{number(self.queued)} job{'' if self.queued == 1 else 's'} still queued"
@@ -95,8 +86,8 @@ def still_live(incident: Incident) -> StillLive | None:
     if not incident.is_open or head.worst or head.queued == 0:
         return None  # nothing queues: a wait left is a start's, not a job still waiting
     numbers, peak = incident.numbers, incident.peak
-    size_limit = _first(numbers.queue_size_threshold, peak.queue_size_threshold)
-    time_limit = _first(numbers.queue_time_threshold, peak.queue_time_threshold)
+    size_limit = first_known(numbers.queue_size_threshold, peak.queue_size_threshold)
+    time_limit = first_known(numbers.queue_time_threshold, peak.queue_time_threshold)
     types = head.live.runner_types.values() if head.live else incident.runner_types.values()
     queues = [q.queued for q in types if q.queued is not None]
     largest = max(queues, default=head.queued)
@@ -116,10 +107,4 @@ def still_live(incident: Incident) -> StillLive | None:
 def _over(value: float | None, threshold: float | None, said_over: bool | None) -> bool:
     if value is None:
         return False
-    if threshold is not None:
-        return value > threshold
-    return bool(said_over) and value > 0
-
-
-def _first(*values: float | None) -> float | None:
-    return next((value for value in values if value is not None), None)
+    return value > threshold if threshold is not None else bool(said_over) and value > 0

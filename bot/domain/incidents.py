@@ -1,8 +1,5 @@
-"""The incident: plain state, and its lifecycle as pure functions of (state, event).
-
-Nothing here reads a clock or talks to Redis or Slack; callers pass `now` and persist the result,
-so races such as "a resolved notification overtaking a firing one" are table tests.
-"""
+"""The incident: plain state, and its lifecycle as pure functions of (state, event, now), so
+races such as "a resolved notification overtaking a firing one" are table tests."""
 
 from __future__ import annotations
 
@@ -22,10 +19,9 @@ from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
 
 TREND_POINTS = 48
-RECENT_ACTIONS = 3  # the root shows the latest responder actions; the timeline keeps them all
+RECENT_ACTIONS = 3  # on the root; the timeline keeps them all
 MAX_RESOLVED_INSTANCES = 1000  # alert instances seen resolved, per group
-# Timeline kinds beyond the lifecycle's: a request that was not carried out, and the early
-# warning the incident took on; both are on the record for the postmortem.
+# Timeline kinds beyond the lifecycle's, on the record for the postmortem.
 REFUSED = "refused"
 EARLY_WARNING = "early_warning"
 
@@ -54,8 +50,9 @@ class Change(StrEnum):
 
 
 class ScaleDone(BaseModel):
-    """A scale-up as its event records it, so scale-ups are counted without reading words.
-    `at` is when it was made (an early warning's is earlier than its event)."""
+    """A scale-up as its event records it, so scale-ups are counted without reading words. `at`:
+    when it was made (an early warning's precedes its event); `after`: what the field became,
+    so a reading that does not show it yet predates it (None: 0.25's)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -64,13 +61,10 @@ class ScaleDone(BaseModel):
     by: str
     at: datetime | None = None
     field: str = ""
-    # What the field became, so a reading that does not show it yet predates it (None: 0.25's).
     after: int | None = None
 
 
 class Event(BaseModel):
-    """One line of the incident's timeline."""
-
     at: datetime
     kind: str  # opened, notified, alerts_changed, status, acknowledged, resolved, reopened, ...
     text: str
@@ -80,7 +74,7 @@ class Event(BaseModel):
 
 
 def actions_taken(events: Sequence[Event]) -> list[Event]:
-    """What people did, oldest first: a refusal is something asked, not done."""
+    """A refusal is something asked, not done."""
     return [event for event in events if event.actor and event.kind != REFUSED]
 
 
@@ -99,7 +93,7 @@ class Links(BaseModel):
 
 
 class ActiveSilence(BaseModel):
-    """A silence created from Slack and still believed in force (the status tick checks it)."""
+    """A silence made from Slack and believed in force (the status tick checks it)."""
 
     silence_id: str
     backend: str  # "Alertmanager", "Grafana", as messages name it
@@ -122,16 +116,12 @@ class PutBack(BaseModel):
 
 
 class Snapshot(BaseModel):
-    """The queue at one moment: what a status post compares against."""
-
     at: datetime
     numbers: QueueNumbers = QueueNumbers()
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
 
 
 class Incident(BaseModel):
-    """One alert group's incident, stored as JSON in Redis."""
-
     id: str
     # Beside the short ID people type: a button from before a Redis data loss carries the old
     # UID, so it never acts on a new incident that got the same short ID.
@@ -150,8 +140,6 @@ class Incident(BaseModel):
     links: Links = Links()
     numbers: QueueNumbers = QueueNumbers()
     peak: QueueNumbers = QueueNumbers()  # the worst any surface showed (`peaks_seen`)
-    # When the peak queue was first seen, with each type's numbers (None in 0.25's incidents,
-    # whose trend stands in: `peak_moment`).
     peak_snapshot: Snapshot | None = None
     runner_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     other_values: dict[str, float] = Field(default_factory=dict)
@@ -175,8 +163,7 @@ class Incident(BaseModel):
     recent_actions: tuple[Event, ...] = ()
     responders: tuple[Responder, ...] = ()  # in order of first action
     likely_cause: str = ""  # the latest diagnostics' conclusion, plain text
-    # When that conclusion is a shortfall against a type's maximum: a reading with a higher
-    # maximum disproves it (`_still_likely`).
+    # A shortfall against this type's maximum: a reading with a higher one disproves it.
     cause_type: str = ""
     cause_maximum: float | None = None
     last_status: Snapshot | None = None
@@ -184,13 +171,11 @@ class Incident(BaseModel):
     live: FleetSnapshot | None = None  # the live backend's latest view; None with `alert`
     peak_types: dict[str, RunnerQueue] = Field(default_factory=dict)
     drain_checks: int = 0  # consecutive checks that found the queue drained
-    # What the latest new status reply showed once quiet statuses (edits) followed it; None
-    # while `last_status` is that reply, so it is not stored twice.
+    # What the latest new status reply showed once quiet statuses (edits) followed it.
     last_posted: Snapshot | None = None
     status_posts: int = 0
     status_checks: int = 0  # statuses posted or edited in place: the chart's cadence
-    # The trend's end when a status last drew it as blocks and as a picture (0: never), so
-    # the summary leaves out a chart that would draw the same.
+    # The trend's end when a status last drew it (0: never): the summary leaves out the same.
     charted_at: float = 0.0
     pictured_at: float = 0.0
     put_backs: tuple[PutBack, ...] = ()  # scale-ups still to go back, in the order made
@@ -209,21 +194,19 @@ class Incident(BaseModel):
 
     @property
     def peak_summed(self) -> bool:
-        """Whether the peak queue is the types' queues summed, not the alert's own figure
-        (its rule's maximum, often one type's): said with it wherever it is shown."""
+        """Whether the peak queue is the types' queues summed, not the alert's own figure."""
         moment = peak_moment(self)
         return sums_types(moment.runner_types if moment else self.peak_types)
 
     def snapshot(self, at: datetime) -> Snapshot:
-        """The alert's numbers at `at`, its types' queues totalled as a reading's are."""
         queued = queued_total(self.numbers, self.runner_types)
         numbers = replace(self.numbers, max_queue_size=queued)
         return Snapshot(at=at, numbers=numbers, runner_types=dict(self.runner_types))
 
 
 class GroupState(BaseModel):
-    """What an alert group remembers across its incidents, kept with none open, so a resolved
-    notification handled before an older firing one still stops that firing from opening one."""
+    """Kept with no incident open, so a resolved notification handled before an older firing
+    one still stops that firing from opening one."""
 
     incident_id: str | None = None
     last_entry: str = ""  # the newest stream entry applied to this group
@@ -238,7 +221,7 @@ UNRANKED = 5
 
 
 def severity_rank(priority: str | None) -> int:
-    """0 … 4, 5 for no or an unknown priority: in a storm, the order new groups get threads."""
+    """In a storm, the order new groups get threads."""
     text = (priority or "").strip().lower()
     if text in _SEVERITY_NAMES:
         return _SEVERITY_NAMES[text]
@@ -247,7 +230,6 @@ def severity_rank(priority: str | None) -> int:
 
 
 def entry_order(entry_id: str) -> tuple[int, int]:
-    """Redis stream IDs ("<ms>-<seq>") as a sortable pair; "" sorts first."""
     if not entry_id:
         return (-1, -1)
     ms, _, seq = entry_id.partition("-")
@@ -267,7 +249,6 @@ def is_stale(group: GroupState, delivery: Delivery, entry_id: str) -> bool:
 
 
 def noted(group: GroupState, delivery: Delivery, entry_id: str) -> GroupState:
-    """The group after a delivery that is not stale."""
     resolved = list(dict.fromkeys((*group.resolved, *delivery.resolved)))
     return group.model_copy(
         update={"last_entry": entry_id, "resolved": tuple(resolved[-MAX_RESOLVED_INSTANCES:])}
@@ -305,7 +286,7 @@ def open_incident(
 def apply_notification(
     incident: Incident, delivery: Delivery, *, entry_id: str, now: datetime
 ) -> tuple[Incident, Change]:
-    """Fold a later notification of the group into its incident (`is_stale` is checked first)."""
+    """A later notification of the group (one `is_stale` let through) folded into its incident."""
     if delivery.status == "resolved":
         if not incident.is_open:
             return incident, Change.STALE
@@ -313,26 +294,22 @@ def apply_notification(
         update = {"numbers": QueueNumbers(), "runner_types": {}, "firing_count": 0}
         update["notifications"] = incident.notifications + 1
         return _resolved(incident, Resolution.ALERT, now, **update), Change.RESOLVED
-    resolved_at = incident.resolved_at
-    if (
-        incident.resolution is Resolution.MANUAL
-        and resolved_at is not None
-        and entry_order(entry_id)[0] < resolved_at.timestamp() * 1000
-    ):
-        # Fired before someone resolved it by hand, processed after: not a new firing.
-        return incident, Change.STALE
+    resolved_ms = incident.resolved_at.timestamp() * 1000 if incident.resolved_at else 0.0
+    if incident.resolution is Resolution.MANUAL and entry_order(entry_id)[0] < resolved_ms:
+        return incident, Change.STALE  # fired before someone resolved it by hand
     updated = _with_facts(incident, delivery.facts, now=now)
     if not incident.is_open:
-        return _reopened(updated), Change.REOPENED
-    changed = incident.firing_count != updated.firing_count or set(incident.runner_types) != set(
-        updated.runner_types
-    )
+        cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "acknowledged_at")
+        update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
+        update |= {"status": Status.FIRING, "reopened": incident.reopened + 1}
+        return updated.model_copy(update=update), Change.REOPENED
+    alerts = [(i.firing_count, set(i.runner_types)) for i in (incident, updated)]
+    changed = alerts[0] != alerts[1]
     return updated, Change.ALERTS_CHANGED if changed else Change.UPDATED
 
 
 def repeated(incident: Incident, *, now: datetime) -> Incident:
-    """The incident after the delivery it was just UPDATED with arrives again: its facts and
-    peaks hold already, so only the count moves, as `apply_notification` would give."""
+    """The delivery the incident was just UPDATED with, again: only the count moves."""
     return incident.model_copy(
         update={"notifications": incident.notifications + 1, "updated_at": now, "alerted_at": now}
     )
@@ -341,16 +318,8 @@ def repeated(incident: Incident, *, now: datetime) -> Incident:
 def _resolved(
     incident: Incident, resolution: Resolution, now: datetime, **update: object
 ) -> Incident:
-    return incident.model_copy(
-        update={
-            "status": Status.RESOLVED,
-            "resolution": resolution,
-            "resolved_at": now,
-            "resolved_by": None,
-            "updated_at": now,
-            **update,
-        }
-    )
+    resolved = {"status": Status.RESOLVED, "resolution": resolution, "resolved_by": None}
+    return incident.model_copy(update={**resolved, "resolved_at": now, "updated_at": now, **update})
 
 
 def resolve_manually(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
@@ -361,22 +330,13 @@ def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
     return _resolved(incident, Resolution.DRAINED, now)
 
 
-def _reopened(incident: Incident) -> Incident:
-    cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "acknowledged_at")
-    update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
-    return incident.model_copy(
-        update={**update, "status": Status.FIRING, "reopened": incident.reopened + 1}
-    )
-
-
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
     update = {"acknowledged_by": by, "acknowledged_name": name, "acknowledged_at": now}
     return incident.model_copy(update={**update, "updated_at": now})
 
 
 def with_action(incident: Incident, event: Event) -> Incident:
-    """Remember a responder's action for the root, and the person as a responder; a scale-up
-    counts in the judgement the root shows."""
+    """A scale-up counts in the judgement the root shows."""
     recent = (*incident.recent_actions, event)[-RECENT_ACTIONS:]
     update: dict[str, object] = {"recent_actions": recent, "updated_at": event.at}
     if event.scale is not None and incident.live is not None:
@@ -388,34 +348,29 @@ def with_action(incident: Incident, event: Event) -> Incident:
 
 
 def with_scale_ups(view: FleetSnapshot, actions: Sequence[Event]) -> FleetSnapshot:
-    """`view` with each type's judgement counting the runners added from Slack after its reading
-    was taken; and, for a boot's time before it, those the reading cannot show yet (no desired
-    runners, or the scale set's bounds as they were before)."""
+    """Each type's judgement counting the runners added from Slack after its reading, and for a
+    boot's time before it, those the reading cannot show yet."""
     done = [(d, d.at or e.at) for e in actions if (d := e.scale) is not None]
-    types = {}
+    types = dict(view.runner_types)
     for name, metrics in view.runner_types.items():
-        judged = metrics.judged
-        if judged is not None:
-            key = runner_key(name)
-            booting = judged.at - timedelta(minutes=BOOT_MINS)
-            mine = [
-                d
-                for d, at in done
-                if runner_key(d.runner_type) == key
-                and (at > judged.at or (at > booting and not _reads(metrics, d)))
-            ]
-            runners = sum(d.added for d in mine)
-            raised = sum(d.added for d in mine if "max" in d.field.lower())
-            metrics = metrics.model_copy(
-                update={"judged": added(judged, runners, maximum_by=raised)}
-            )
-        types[name] = metrics
+        if (judged := metrics.judged) is None:
+            continue
+        booting = judged.at - timedelta(minutes=BOOT_MINS)
+        mine = [
+            d
+            for d, at in done
+            if runner_key(d.runner_type) == runner_key(name)
+            and (at > judged.at or (at > booting and not _reads(metrics, d)))
+        ]
+        raised = sum(d.added for d in mine if "max" in d.field.lower())
+        judged = added(judged, sum(d.added for d in mine), maximum_by=raised)
+        types[name] = metrics.model_copy(update={"judged": judged})
     return view.model_copy(update={"runner_types": types})
 
 
 def _reads(metrics: RunnerTypeMetrics, done: ScaleDone) -> bool:
-    """Whether a reading shows an earlier scale-up: the bound it raised, where read, else the
-    autoscaler's desired runners, which count what is booting."""
+    """The bound it raised, where read, else the autoscaler's desired runners (which count what
+    is booting)."""
     field = done.field.lower()
     bound = metrics.maximum if "max" in field else metrics.minimum if "min" in field else None
     if done.after is not None and bound is not None:
@@ -424,7 +379,7 @@ def _reads(metrics: RunnerTypeMetrics, done: ScaleDone) -> bool:
 
 
 def with_put_back(incident: Incident, put_back: PutBack) -> Incident:
-    """One of the same record (scaled again) is replaced: it keeps the value first put back."""
+    # One of the same record (scaled again) is replaced.
     kept = tuple(p for p in incident.put_backs if p.id != put_back.id)
     return incident.model_copy(update={"put_backs": (*kept, put_back)})
 
@@ -435,13 +390,12 @@ def without_put_backs(incident: Incident, ids: set[str]) -> Incident:
 
 
 def trend_end(incident: Incident) -> float:
-    """The time of the trend's latest point (0: none): what a chart drawn now ends on."""
+    """What a chart drawn now ends on (0: nothing)."""
     times = incident.trend.times()
     return times[-1] if times else 0.0
 
 
 def chart_drawn(incident: Incident, drawn_at: float) -> bool:
-    """Whether a chart drawn at `drawn_at` shows the same as one drawn now."""
     return drawn_at > 0 and drawn_at == trend_end(incident)
 
 
@@ -449,19 +403,19 @@ def diagnosed(
     incident: Incident, likely_cause: str, *, short_of: tuple[str, float] | None = None
 ) -> Incident:
     """`short_of`: the runner type and the maximum the conclusion says it is short of."""
-    kind, maximum = short_of if short_of is not None else ("", None)
+    kind, maximum = short_of or ("", None)
     update = {"likely_cause": likely_cause, "cause_type": kind, "cause_maximum": maximum}
     return incident.model_copy(update=update)
 
 
 def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
     """The conclusion cleared when a live reading disproves it: the maximum it was short of was
-    raised, or the type needs no higher one."""
+    raised, or the type needs no higher one. The alert's numbers, standing in for a failed
+    reading, prove nothing."""
     if incident.cause_maximum is None or not live.is_live:
-        return {}  # the alert's numbers, standing in for a failed reading, prove nothing
+        return {}
     key = runner_key(incident.cause_type)
-    found = next((m for n, m in live.runner_types.items() if runner_key(n) == key), None)
-    judged = found.judged if found is not None else None
+    judged = next((m.judged for n, m in live.runner_types.items() if runner_key(n) == key), None)
     if judged is None or judged.maximum is None:
         return {}
     if judged.maximum > incident.cause_maximum or not judged.raise_maximum_by:
@@ -485,18 +439,15 @@ def record_status(
     drain_checks: int = 0,
     posted: bool = True,
 ) -> Incident:
-    """Remember what the latest status showed; `posted` when it is a new reply (not an edit)."""
-    update: dict[str, object] = {
+    """`posted`: a new reply, which `last_status` is now (not an edit of the previous one)."""
+    update = {
         "last_status": snapshot,
+        "last_posted": None if posted else incident.posted_status,
         "trend": with_status(incident.trend, snapshot),
         "drain_checks": drain_checks,
         "status_checks": incident.status_checks + 1,
+        "status_posts": incident.status_posts + posted,
     }
-    if posted:
-        update["last_posted"] = None  # it is `last_status` now
-        update["status_posts"] = incident.status_posts + 1
-    else:
-        update["last_posted"] = incident.posted_status
     return with_live(incident.model_copy(update=update), live, snapshot)
 
 
@@ -521,14 +472,11 @@ def is_meaningful(last_posted: Snapshot | None, current: Snapshot) -> bool:
     before, now = _queueing(last_posted), _queueing(current)
     if set(before) != set(now):
         return True
-    a, b = last_posted.numbers, current.numbers
-    pairs = [(before[name], queue) for name, queue in now.items()]
-    pairs.append(
-        (
-            RunnerQueue(a.max_queue_size, a.max_queue_time_mins),
-            RunnerQueue(b.max_queue_size, b.max_queue_time_mins),
-        )
+    a, b = (
+        RunnerQueue(s.numbers.max_queue_size, s.numbers.max_queue_time_mins)
+        for s in (last_posted, current)
     )
+    pairs = [(before[name], queue) for name, queue in now.items()] + [(a, b)]
     return any(
         moved(old.queued, new.queued, QUEUED_STEP, QUEUED_RATIO)
         or moved(old.longest_wait_mins, new.longest_wait_mins, WAIT_STEP_MINS, WAIT_RATIO)
@@ -545,9 +493,8 @@ def _queueing(snapshot: Snapshot) -> dict[str, RunnerQueue]:
 
 
 def with_live(incident: Incident, live: FleetSnapshot | None, seen: Snapshot) -> Incident:
-    """The incident once it shows a reading: `live` (None: the alert's numbers stand) and `seen`,
-    counted in the peaks. Every reading comes here, a status's or diagnostics', as every number
-    a surface showed is one the summary may be asked about."""
+    """The incident once it shows a reading (`live` None: the alert's numbers stand), `seen`
+    counted in the peaks: every number a surface showed is one the summary may be asked about."""
     update = peaks_seen(incident, seen)
     if live is not None:
         update["live"] = live
@@ -564,25 +511,20 @@ def with_status(trend: Trend, snapshot: Snapshot) -> Trend:
 def peak_types_of(
     peak: dict[str, RunnerQueue], current: dict[str, RunnerQueue]
 ) -> dict[str, RunnerQueue]:
-    """The worst queue seen per runner type."""
+    """The worst queue seen per runner type; the wait keeps how it was measured with its number
+    (a tie keeps the one seen first)."""
     merged = dict(peak)
     for name, queue in current.items():
-        before = merged.get(name)
-        if before is None:
-            merged[name] = queue
-            continue
-        # The wait keeps how it was measured with its number; a tie keeps the one seen first.
+        before = merged.get(name, queue)
         wait = longest_wait((before, queue)) or before
-        queued = max_known(before.queued, queue.queued)
-        merged[name] = RunnerQueue(
-            queued, wait.longest_wait_mins, wait.wait_over, wait.wait_of_starts
-        )
+        merged[name] = replace(wait, queued=max_known(before.queued, queue.queued))
     return merged
 
 
 def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Incident:
-    """The incident showing a notification's facts, counted in the peaks as a reading's are."""
-    update: dict[str, object] = {name: getattr(facts, name) for name in _FROM_FACTS}
+    """Counted in the peaks as a reading's are."""
+    kept = "title priority team summary description numbers firing_count silence_matchers truncated"
+    update: dict[str, object] = {name: getattr(facts, name) for name in kept.split()}
     links = {name: getattr(facts, f"{name}_url") for name in Links.model_fields if name != "issue"}
     update |= {
         "links": Links(**links, issue=incident.links.issue),  # the issue is ours, not the alert's
@@ -596,22 +538,9 @@ def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Inci
     return with_live(updated, None, updated.snapshot(now))
 
 
-_FROM_FACTS = (
-    "title",
-    "priority",
-    "team",
-    "summary",
-    "description",
-    "numbers",
-    "firing_count",
-    "silence_matchers",
-    "truncated",
-)
-
-
 def queued_total(numbers: QueueNumbers, types: Mapping[str, RunnerQueue]) -> float | None:
-    """Jobs queued across the runner types: their sum where the numbers name them, else the
-    alert's own figure (its rule's, often the largest type's queue, not all of them)."""
+    """The types' queues summed where the numbers name them, else the alert's own figure (its
+    rule's, often the largest type's queue)."""
     queued = [queue.queued for queue in types.values() if queue.queued is not None]
     return sum(queued) if queued else numbers.max_queue_size
 
@@ -622,11 +551,8 @@ def sums_types(types: Mapping[str, RunnerQueue]) -> bool:
 
 
 def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
-    """The update of `peak`, `peak_types` and `peak_snapshot` once the incident showed `seen`.
-
-    The peak queue is the most jobs any snapshot said (`queued_total`), `peak_snapshot` the
-    first moment it was said; each type's peak the most it showed; the wait the longest shown.
-    """
+    """The peak queue is the most jobs any snapshot said, `peak_snapshot` the first moment it
+    was said; each type's peak the most it showed; the wait the longest shown."""
     queued = queued_total(seen.numbers, seen.runner_types)
     before, wait = incident.peak.max_queue_size, incident.peak.max_queue_time_mins
     update: dict[str, object] = {
@@ -645,14 +571,13 @@ def peaks_seen(incident: Incident, seen: Snapshot) -> dict[str, object]:
 
 def peak_moment(incident: Incident) -> Snapshot | None:
     """When the peak queue was seen, with each type's numbers then; for a 0.25 incident, stored
-    without it, the trend's status with the most jobs queued (None without one)."""
+    without it, the trend's status with the most jobs queued."""
     if incident.peak_snapshot is not None:
         return incident.peak_snapshot
-    at = incident.trend.peak_at()
-    if at is None:
+    trend = incident.trend
+    if (at := trend.peak_at()) is None:
         return None
     stamp = at.timestamp()
-    trend = incident.trend
     types = {
         name: RunnerQueue(queued=queued, longest_wait_mins=wait)
         for name in trend.names()

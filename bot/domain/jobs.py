@@ -1,7 +1,5 @@
 """The jobs behind a queue: which workflows queue, from where, and which one surges (a periodic
-job, a mass re-run, a `ciflow` tag), because the fix for a surge is to cancel or defer it, not
-to scale.
-"""
+job, a mass re-run, a `ciflow` tag): the fix for a surge is to cancel or defer it, not to scale."""
 
 from __future__ import annotations
 
@@ -44,17 +42,14 @@ _EVENTS = {
 
 
 def trigger_of(event: object, head_branch: object) -> Trigger:
-    """What triggered a run, from GitHub's `event` and `head_branch` (outside input). A push of
-    a `ciflow/…` ref is PyTorch's way of asking for more CI on a PR: a tag, not a branch push."""
-    name = event if isinstance(event, str) else ""
+    """From GitHub's `event` and `head_branch` (outside input). A push of a `ciflow/…` ref is
+    PyTorch's way of asking for more CI on a PR: a tag, not a branch push."""
+    if event != "push":
+        return _EVENTS.get(event, Trigger.OTHER) if isinstance(event, str) else Trigger.OTHER
     branch = head_branch if isinstance(head_branch, str) else ""
-    if name == "push":
-        if branch in MAIN_BRANCHES:
-            return Trigger.MAIN
-        if branch.startswith(("ciflow/", "refs/tags/")):
-            return Trigger.TAG
-        return Trigger.PUSH
-    return _EVENTS.get(name, Trigger.OTHER)
+    if branch in MAIN_BRANCHES:
+        return Trigger.MAIN
+    return Trigger.TAG if branch.startswith(("ciflow/", "refs/tags/")) else Trigger.PUSH
 
 
 # The HUD's `source_type` says it already (`autorevert`: a `trunk/<sha>` dispatch).
@@ -106,7 +101,7 @@ class Arrivals:
 
 @dataclass(frozen=True)
 class JobsListing:
-    """What a backend saw; a source with no per-job rows (ARC's counters) brings `arrivals`."""
+    """A source with no per-job rows (ARC's counters) brings `arrivals`."""
 
     jobs: tuple[QueuedJob, ...] = ()
     ghosts: int = 0
@@ -155,7 +150,6 @@ class JobsView:
     listed_over_mins: float | None = None  # as `JobsListing` says it
 
     def name_of(self, runner_type: str) -> str:
-        """This view's name for `runner_type`, as `runner_key` matches it."""
         if runner_type in self.runner_types:
             return runner_type
         key = runner_key(runner_type)
@@ -181,9 +175,8 @@ def queued_said(count: int, listed_over_mins: float | None, *, jobs: bool = Fals
     """ "40 queued", or "2 jobs waiting over 5 min" from a source that lists only those: beside
     a queue count of 22 it must not read as the same quantity."""
     noun = f" job{'' if count == 1 else 's'}" if jobs or listed_over_mins is not None else ""
-    if listed_over_mins is None:
-        return f"{count}{noun} queued"
-    return f"{count}{noun} waiting over {units.minutes(listed_over_mins)}"
+    over = f"waiting over {units.minutes(listed_over_mins)}" if listed_over_mins is not None else ""
+    return f"{count}{noun} {over or 'queued'}"
 
 
 @dataclass(frozen=True)
@@ -214,7 +207,6 @@ class Surge:
 
 
 def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: datetime) -> JobsView:
-    """Per runner type, its workflows ranked by queued jobs, longest wait, then arrivals."""
     by_workflow: dict[tuple[str, str], list[QueuedJob]] = {}
     for job in listing.jobs:
         by_workflow.setdefault((job.runner_type, job.workflow), []).append(job)
@@ -222,14 +214,15 @@ def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: date
     for key in {*by_workflow, *arrivals.last_hour, *arrivals.day_before}:
         workflow = _workflow(key, by_workflow.get(key, []), arrivals, at)
         per_type.setdefault(key[0], []).append(workflow)
-    types = {}
-    for runner_type, workflows in sorted(per_type.items()):
-        types[runner_type] = RunnerTypeJobs(
-            runner_type=runner_type,
+    types = {
+        name: RunnerTypeJobs(
+            runner_type=name,
             queued=sum(w.queued for w in workflows),
             workflows=tuple(sorted(workflows, key=_rank)),
-            triggers=_ranked(sum((Counter(dict(w.triggers)) for w in workflows), Counter())),
+            triggers=_ranked(Counter(j.trigger for j in listing.jobs if j.runner_type == name)),
         )
+        for name, workflows in sorted(per_type.items())
+    }
     return JobsView(
         source=source,
         at=at,

@@ -18,7 +18,7 @@ class Rendered:
 
 
 def digest_of(rendered: Rendered) -> str:
-    """A short fingerprint of what a message shows: an edit is made only when it changes."""
+    """An edit is made only when it changes."""
     payload = json.dumps({"text": rendered.text, "blocks": rendered.blocks}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 

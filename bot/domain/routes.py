@@ -1,14 +1,9 @@
-r"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins.
+"""Which Slack channel an alert group's incident goes to: `SLACK_ROUTES`, first match wins.
 
-`SLACK_ROUTES` is JSON: `[{"match": ["team=\"rocm\""], "channel": "C0ROCM"}, ...]` (`matchers`
-is taken for `match`); no route taking the group leaves it to `SLACK_CHANNEL`. The labels matched
-are the group's common and group labels, with `team` and `priority` as the incident shows them,
-and `runner_type` matching when any runner type the alert names matches. Each string is read as
-Alertmanager's classic matcher parser (`pkg/labels.ParseMatchers`) reads it and each regex is
-composed as it composes them (`^(?:` + value + `)$`) and run on RE2, whose syntax Go's regexp
-speaks: a route's `matchers:` copied from an Alertmanager config means the same here, and one
-Alertmanager would refuse is refused at start.
-"""
+Each match string is read as Alertmanager's classic `pkg/labels.ParseMatchers` reads it, and each
+regex composed as it composes them (`^(?:` + value + `)$`) and run on RE2, whose syntax Go's
+regexp speaks: a route's `matchers:` copied from an Alertmanager config means the same here, and
+one Alertmanager would refuse is refused at start."""
 
 from __future__ import annotations
 
@@ -39,6 +34,8 @@ _GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
 
 # A value: an optional opening quote, escapes or anything but a quote (possessive: nothing to
 # backtrack into), a lone trailing backslash, and a closing quote iff it opened with one.
+# `\"`, `\\` and `\n` are escapes and any other backslash is itself, so `"linux\.rocm"` stays
+# the regex `linux\.rocm`.
 _VALUE = re.compile(r'("?)((?:\\.|[^"\\])*+\\?)("?)', re.S)
 _ESCAPES = {"n": "\n", '"': '"', "\\": "\\"}
 
@@ -61,7 +58,6 @@ class Route:
 
 
 def parse_routes(text: str | None) -> tuple[Route, ...]:
-    """ValueError saying which route is wrong and why."""
     if not text or not text.strip():
         return ()
     try:
@@ -77,23 +73,13 @@ def parse_routes(text: str | None) -> tuple[Route, ...]:
 
 def channel_for(routes: Iterable[Route], facts: AlertFacts, default: str) -> str:
     shown = {**facts.labels}
-    for name, value in (("team", facts.team), ("priority", facts.priority)):
-        if value and not shown.get(name):
-            shown[name] = value
-    names = tuple(facts.runner_types)
-    return next((r.channel for r in routes if r.takes(shown, names)), default)
-
-
-def channel_for_type(routes: Iterable[Route], runner_type: str, default: str) -> str:
-    """Where a runner type's early warning goes: it has no labels, only its type, so the first
-    route made of `runner_type` matchers alone that takes it."""
-    return next((r.channel for r in routes if r.on_type and r.takes({}, (runner_type,))), default)
+    told = (("team", facts.team), ("priority", facts.priority))
+    shown |= {name: value for name, value in told if value and not shown.get(name)}
+    return next((r.channel for r in routes if r.takes(shown, facts.runner_types)), default)
 
 
 @dataclass(frozen=True)
 class Routing:
-    """The routes with their default channel: does a runner type belong in this channel?"""
-
     routes: tuple[Route, ...] = ()
     default: str = ""
 
@@ -108,10 +94,9 @@ class Routing:
         return frozenset({self.default, *(r.channel for r in self.routes)}) - {""}
 
     def types_of(self, channel: str, runner_types: Iterable[str]) -> tuple[str, ...] | None:
-        """The runner types `channel` owns (`channel_for_type`), in order; None when it answers
-        for every type: without routes, from a channel no route names (the whole fleet), and in
-        a team channel whose routes match other labels only (`team="rocm"`), where which types
-        its alerts carry cannot be told and an empty answer would hide its queues."""
+        """The runner types `channel` owns, in order; None when it answers for every type: without
+        routes, in a channel no route names, and in a team channel whose routes match other labels
+        only (`team="rocm"`), where an empty answer would hide its queues."""
         if not self.routes or channel not in self.channels:
             return None
         typed = any(r.on_type for r in self.routes if r.channel == channel)
@@ -120,7 +105,10 @@ class Routing:
         return tuple(name for name in runner_types if self.owns(channel, name))
 
     def channel_of_type(self, runner_type: str) -> str:
-        return channel_for_type(self.routes, runner_type, self.default)
+        """Where a runner type's early warning goes: it has no labels, only its type, so the
+        first route made of `runner_type` matchers alone that takes it."""
+        taking = (r.channel for r in self.routes if r.on_type and r.takes({}, (runner_type,)))
+        return next(taking, self.default)
 
 
 def _route(n: int, item: object) -> Route:
@@ -146,14 +134,12 @@ def _route(n: int, item: object) -> Route:
 
 
 def parse_matchers(text: str) -> list[Matcher]:
-    """The matchers of one `match` string; `{}` or `""` holds none."""
-    return [_matcher(piece) for piece in _pieces(text)]
+    return [_matcher(piece) for piece in matcher_pieces(text)]
 
 
-def _pieces(text: str) -> list[str]:
-    """`text` cut where `ParseMatchers` cuts it: one `{` that opens it and one `}` that ends it
-    dropped (` {a=b}` keeps its `{`), commas outside quotes (a quote after an odd run of
-    backslashes neither opens nor closes), only the last piece trimmed and dropped when blank."""
+def matcher_pieces(text: str) -> list[str]:
+    """`text` cut where `ParseMatchers` cuts it: a `{` opening it and a `}` ending it dropped,
+    commas outside quotes, only the last piece trimmed and dropped when blank."""
     text = text.removeprefix("{").removesuffix("}")
     pieces: list[str] = []
     start, quoted, escaped = 0, False, False
@@ -184,9 +170,10 @@ def _matcher(piece: str) -> Matcher:
     name, operator, raw = found.groups()
     if any("\ud800" <= char <= "\udfff" for char in raw):  # an undecodable byte of the setting
         raise ValueError(f"the value of {name!r} is not valid UTF-8")
-    value = _unescaped(raw)
-    if value is None:
+    quoted = _VALUE.fullmatch(raw)
+    if quoted is None or quoted[1] != quoted[3]:
         raise ValueError(f'{raw!r}: a double quote left open or inside the value (write \\")')
+    value = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), quoted[2], flags=re.S)
     is_equal, is_regex = OPERATORS[operator]
     if is_regex:
         try:
@@ -194,15 +181,6 @@ def _matcher(piece: str) -> Matcher:
         except ValueError as exc:
             raise ValueError(f"bad regex {value!r} ({exc})") from None
     return Matcher(name, value, is_equal, is_regex)
-
-
-def _unescaped(raw: str) -> str | None:
-    """Quotes optional; `\\"`, `\\\\` and `\\n` are escapes and any other backslash is itself, so
-    `"linux\\.rocm"` stays the regex `linux\\.rocm`. None for a quote left open or inside."""
-    found = _VALUE.fullmatch(raw)
-    if found is None or found[1] != found[3]:
-        return None
-    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), found[2], flags=re.S)
 
 
 def _holds(matcher: Matcher, labels: Mapping[str, str], runner_types: tuple[str, ...]) -> bool:

@@ -1,10 +1,7 @@
-"""Runner types and their ARC scale sets: one mapping, the common case derived.
-
-An alert names a runner type as `runs-on` does (`linux.2xlarge`); ARC names its scale set as a
-Kubernetes object (`linux-2xlarge`), at most 45 characters. So a type's scale set is derived by
-lower-casing it and making every character outside `a-z0-9-` a `-`, `RUNNER_SCALE_SETS` names
-only the exceptions, and two names that derive alike are one runner type (`runner_key`).
-"""
+"""Runner types and their ARC scale sets: one mapping, the common case derived. An alert names a
+type as `runs-on` does (`linux.2xlarge`), ARC a scale set as a Kubernetes object
+(`linux-2xlarge`): `RUNNER_SCALE_SETS` names only the exceptions, and two names that derive
+alike are one runner type (`runner_key`)."""
 
 from __future__ import annotations
 
@@ -52,8 +49,7 @@ class ScaleSetName(NamedTuple):
 
 
 class RunnerNames:
-    """Runner type <-> scale set: `RUNNER_SCALE_SETS` first, then the derived name of every
-    type the bot knows (the scale targets'); looked up by `runner_key` and derived form."""
+    """`RUNNER_SCALE_SETS` first, then the derived name of every type the bot knows."""
 
     def __init__(
         self, explicit: Mapping[str, str] | None = None, known: Iterable[str] = ()

@@ -18,7 +18,6 @@ Point = tuple[float, float | None, float | None]  # (epoch seconds, queued, long
 
 
 def _cell(value: float | None) -> str:
-    """As messages show the number; unknown empty."""
     return "" if value is None or not math.isfinite(value) else number(value)
 
 
@@ -28,18 +27,9 @@ def _column(text: str, last: int | None = None) -> list[float | None]:
     return [float(cell) if cell else None for cell in cells]
 
 
-def _without_first(column: str, count: int) -> str | None:
-    if count == 0:
-        return column
-    rest = column.split(",", count)
-    return rest[count] if len(rest) > count else None
-
-
 class Trend(BaseModel):
-    """The queue at each recent status, column by column, aligned with `at` (a type's cell
-    empty where a status did not show it). Every status rewrites it with the incident's state,
-    so columns are kept as text ("4,6,,9"), split into numbers only where a message needs them.
-    """
+    """The queue at each recent status, column by column, aligned with `at`. Every status rewrites
+    it, so columns are kept as text ("4,6,,9"), split only where a message needs them."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -62,17 +52,15 @@ class Trend(BaseModel):
             # String surgery, not split and join: every status rewrites every column.
             if column is None:  # new to this trend: empty cells before this status
                 return "," * (size - start) + cell
-            kept = _without_first(column, start)
-            return cell if kept is None else f"{kept},{cell}"
+            kept = column.split(",", start)[start:] if start else [column]
+            return f"{kept[0]},{cell}" if kept else cell
 
         queued: dict[str, str] = {}
         waits: dict[str, str] = {}
         for name in dict.fromkeys([*self.queued, *types]):
-            queue = types.get(name)
-            q_col = extended(self.queued.get(name), _cell(queue.queued if queue else None))
-            w_col = extended(
-                self.waits.get(name), _cell(queue.longest_wait_mins if queue else None)
-            )
+            queue = types.get(name, RunnerQueue())
+            q_col = extended(self.queued.get(name), _cell(queue.queued))
+            w_col = extended(self.waits.get(name), _cell(queue.longest_wait_mins))
             if q_col.strip(",") or w_col.strip(","):
                 queued[name], waits[name] = q_col, w_col
         return Trend.model_construct(
@@ -92,7 +80,6 @@ class Trend(BaseModel):
         return list(self.queued)
 
     def queued_of(self, name: str, last: int | None = None) -> list[float | None]:
-        """The type's queue at every status, or the `last` ones (None where one did not show it)."""
         if name in self.queued:
             return _column(self.queued[name], last)
         size = len(self)
@@ -100,19 +87,10 @@ class Trend(BaseModel):
 
     def keeping(self, names: list[str]) -> Trend:
         kept = [n for n in names if n in self.queued]
-        return Trend.model_construct(
-            at=self.at,
-            total=self.total,
-            queued={n: self.queued[n] for n in kept},
-            waits={n: self.waits[n] for n in kept},
-        )
-
-    def known_at_least(self, name: str, count: int) -> bool:
-        """Whether at least `count` statuses knew the type's queue or wait."""
-        return len(self.points(name)) >= count
+        queued, waits = ({n: column[n] for n in kept} for column in (self.queued, self.waits))
+        return self.model_copy(update={"queued": queued, "waits": waits})
 
     def points(self, name: str) -> list[Point]:
-        """(time, queued, longest wait) of the statuses that showed the type."""
         if name not in self.queued:
             return []
         columns = zip(

@@ -18,28 +18,22 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def number(value: float) -> str:
-    """Integers without ".0", other values to one decimal: "14", "2.5"."""
+    """ "14", "2.5"."""
     if not math.isfinite(value):
         return str(value)
     rounded = round(float(value), 1)
-    if rounded.is_integer():
-        return str(int(rounded))
-    return f"{rounded:.1f}"
+    return str(int(rounded)) if rounded.is_integer() else f"{rounded:.1f}"
 
 
 def minutes(value: float) -> str:
     """ "16 min", "2.5 min": a tenth of a minute tells something under ten minutes, never above."""
-    if math.isfinite(value) and abs(value) >= 10:
-        return f"{number(round(value))} min"
-    return f"{number(value)} min"
+    shown = round(value) if math.isfinite(value) and abs(value) >= 10 else value
+    return f"{number(shown)} min"
 
 
 def wait_said(
     mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
 ) -> str:
-    """A type's wait as it was measured: "longest wait 114 min" (the oldest job queued),
-    "slowest recent start 12 min" (ARC's startup histogram), "over 60 min" (past its top
-    bucket); "" when nothing was read."""
     parts = wait_parts(mins, over=over, of_starts=of_starts)
     return " ".join(parts) if parts else ""
 
@@ -47,7 +41,9 @@ def wait_said(
 def wait_parts(
     mins: float | None, *, over: bool | None = None, of_starts: bool | None = None
 ) -> tuple[str, str] | None:
-    """`wait_said`'s label and amount apart, for a renderer that sets the amount in bold."""
+    """A type's wait as it was measured, label and amount: "longest wait 114 min" (the oldest
+    job queued), "slowest recent start 12 min" (ARC's startup histogram), "over 60 min" (past
+    its top bucket)."""
     if mins is None:
         return None
     label = "slowest recent start" if of_starts else "longest wait"
@@ -76,26 +72,19 @@ def change(current: float | None, previous: float | None, unit: str = "") -> str
     if diff == "0":
         return "no change"
     suffix = f" {unit}" if unit else ""
-    if diff.startswith("-"):
-        return f"▼ {diff}{suffix}"
-    return f"▲ +{diff}{suffix}"
+    return f"▼ {diff}{suffix}" if diff.startswith("-") else f"▲ +{diff}{suffix}"
 
 
 def ascii_whole(text: str, cap: int) -> int | None:
-    """`text` as a whole number if it is ASCII digits only, at most `cap`; None otherwise.
-
-    `int()` takes other Unicode digits and underscores, refuses `'²'`, which `isdigit` accepts,
-    and raises past 4,300 digits: here any text gives a number or None."""
+    """`int()` takes other Unicode digits and underscores and raises past 4,300 digits: here
+    any text gives a whole number up to `cap`, or None."""
     if not _ASCII_DIGITS.fullmatch(text):
         return None
     digits = text.lstrip("0") or "0"
-    if len(digits) > len(str(cap)):
-        return cap
-    return min(int(digits), cap)
+    return cap if len(digits) > len(str(cap)) else min(int(digits), cap)
 
 
 def is_silence_length(seconds: int) -> bool:
-    """How long a silence made from Slack may last, for the command and the select alike."""
     return MIN_SILENCE_S <= seconds <= MAX_SILENCE_S
 
 

@@ -1,13 +1,8 @@
-"""Grafana's `valueString`, parsed in time linear in its length.
-
-Grafana prints each expression as `[ var='B' labels={k=v, k2=v2} value=1 ]` (classic conditions:
-`metric='<series name>'`), joined by `, `, escaping nothing. This runs on the webhook's event
-loop against unauthenticated input, so it must never backtrack (a regex with overlapping lazy
-groups once took 7.7 s on 12.7 KB). An entry is found in three scans that never revisit text:
-its end is the first `} value=<v> ]` after the previous entry; its start the first `[` before
-that which opens `var='`, `metric='` or `labels={`; a name ends at the first `'` followed by the
-next keyword. A malformed or truncated entry is skipped, not refused.
-"""
+"""Grafana's `valueString` (`[ var='B' labels={k=v, k2=v2} value=1 ], ...`, escaping nothing),
+parsed in time linear in its length: it runs on the webhook's event loop against unauthenticated
+input (a regex with overlapping lazy groups once took 7.7 s on 12.7 KB). An entry ends at the
+first `} value=<v> ]`, starts at the first `[` before that which opens `var='`, `metric='` or
+`labels={`; a malformed or truncated entry is skipped, not refused."""
 
 from __future__ import annotations
 
@@ -30,12 +25,6 @@ class Series(BaseModel, frozen=True):
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
     value: float | None = None
-
-
-def _series_labels(text: str) -> dict[str, str]:
-    """`k=v, k2=v2` as Grafana prints label sets (unquoted, comma-space separated)."""
-    pairs = (part.partition("=") for part in text.split(", ") if part.strip())
-    return {k.strip(): v.strip() for k, sep, v in pairs if sep}
 
 
 def finite(value: object) -> float | None:
@@ -81,6 +70,8 @@ def parse_value_string(text: object) -> list[Series]:
         start = tail.end()
         if head is not None:
             name, labels_start = head
-            labels = _series_labels(text[labels_start : tail.start()])
+            # `k=v, k2=v2`: Grafana prints label sets unquoted, comma-space separated.
+            pairs = (part.partition("=") for part in text[labels_start : tail.start()].split(", "))
+            labels = {k.strip(): v.strip() for k, sep, v in pairs if sep}
             series.append(Series(name=name, labels=labels, value=finite(tail[1])))
     return series

@@ -70,7 +70,7 @@ class ChartData:
 
 def chart_data(title: str, trend: Trend, *, worst: list[str]) -> ChartData:
     """The chart of the `worst` runner types (at most MAX_SERIES) that have a line to draw."""
-    drawable = (name for name in worst if trend.known_at_least(name, MIN_POINTS))
+    drawable = (name for name in worst if len(trend.points(name)) >= MIN_POINTS)
     return ChartData(title, trend.keeping(list(islice(drawable, MAX_SERIES))))
 
 

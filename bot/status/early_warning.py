@@ -33,7 +33,6 @@ from bot.domain.early_warning import (
 )
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.incidents import Event, Incident
-from bot.domain.routes import channel_for_type
 from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
 from bot.storage.early_warning import WarningStore
@@ -194,7 +193,7 @@ class EarlyWarnings:
         return await self.permalink(thread.channel, thread.ts) or ""
 
     def _channel(self, name: str) -> str:
-        return channel_for_type(self.config.slack_routes, name, self.config.slack_channel)
+        return self.config.routing.channel_of_type(name)
 
 
 def _current(state: WarningState, now: float) -> bool:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, parse_notification
 from bot.domain.delivery import facts_of
-from bot.domain.routes import Route, Routing, channel_for, channel_for_type, parse_routes
+from bot.domain.routes import Route, Routing, channel_for, parse_routes
 from tests.support.payloads import fixture_json
 
 DEFAULT = "C0DEFAULT"
@@ -76,8 +76,8 @@ def test_a_warning_goes_where_a_route_on_its_runner_type_alone_sends_it() -> Non
         ' {"match": ["team=rocm", "runner_type=~rocm.*"], "channel": "C0BOTH"},'
         ' {"match": ["runner_type=~rocm.*"], "channel": "C0ROCM"}]'
     )
-    assert channel_for_type(routes, "rocm.gpu", DEFAULT) == "C0ROCM"
-    assert channel_for_type(routes, "linux.2xlarge", DEFAULT) == DEFAULT
+    assert Routing(routes, DEFAULT).channel_of_type("rocm.gpu") == "C0ROCM"
+    assert Routing(routes, DEFAULT).channel_of_type("linux.2xlarge") == DEFAULT
 
 
 def test_a_negative_matcher_on_runner_types_means_none_of_them() -> None:
@@ -392,4 +392,4 @@ def test_every_type_is_owned_by_exactly_the_channel_its_warning_goes_to(
     for name in names:
         holders = [c for c, owned in owners.items() if owned is not None and name in owned]
         # The channel its early warning goes to, as for every type.
-        assert holders == [channel_for_type(OWNING.routes, name, DEFAULT)]
+        assert holders == [OWNING.channel_of_type(name)]
