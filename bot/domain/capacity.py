@@ -1,8 +1,7 @@
 """Capacity planning after the alert: per runner type, what its incidents over a week (or a
-month), the live reading and the metrics backend's history say about its size, and the one
-change that would have prevented most of them: a type that queued often, long, or sat at its
-maximum gets the maximum that would have drained its worst peak in 30 minutes (or warm runners,
-when the maximum was never the ceiling); one that queued once, briefly, gets none.
+month), the live reading and the backend's history say about its size, and the one change that
+would have prevented most of them (a maximum that drains its worst peak in 30 minutes, or warm
+runners when the maximum was never the ceiling); a type that queued once, briefly, gets none.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from zoneinfo import ZoneInfo
 from bot.domain.early_warning import Thresholds, stated_thresholds
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
+from bot.domain.judgement import to_drain
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
 
@@ -34,8 +34,8 @@ Series = Mapping[float, float]  # unix time -> value, one per step of a range qu
 
 @dataclass(frozen=True)
 class TypeHistory:
-    """One runner type over the report's window, from the metrics backend's history: series a
-    step apart and the queue time's quantiles over the whole window."""
+    """One runner type over the report's window: series a step apart, and the queue time's
+    quantiles over the whole window."""
 
     step_s: float
     queued: Series = field(default_factory=dict)
@@ -49,8 +49,7 @@ class TypeHistory:
     quantiles_of: str = "queue time"
 
     def hours_over(self, thresholds: Thresholds) -> float | None:
-        """Hours the queue was over the alert's thresholds, alerting or not; None when no
-        threshold or no series is known."""
+        """Hours over the alert's thresholds, alerting or not (None: no threshold or series)."""
         over: set[float] = set()
         known = False
         for series, limit in (
@@ -248,7 +247,7 @@ def _recommendation(report: TypeReport, duration: float | None) -> str:
         if report.maximum is not None and report.peak_queued is None:
             unknown = "its peak queue"
         return f"{why}: a bigger fleet may be due ({unknown} is not known here)"
-    more = math.ceil(report.peak_queued * duration / 30)  # drains the peak in 30 min
+    more = to_drain(report.peak_queued, duration, 30)
     if more <= 0:
         return f"{why}, but no queue at the peak: the size is not the cause"
     was, to = number(report.maximum), number(report.maximum + more)

@@ -6,7 +6,6 @@ each finding is said once; the next step is the reading's judgement, in the root
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -173,7 +172,7 @@ def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
     found, missing = refined(name, m, evidence, snapshot.runner_types, now=snapshot.at)
     by_cause = {f.cause: f for f in found}
     used, rate, limits, auto = utilization(m), arrivals(m), constraints(m), autoscaling(m)
-    # "At its maximum" alone is the autoscaling check's "demand > maximum" said again.
+    # "At its maximum" alone is the autoscaling check's shortfall said again.
     alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
     checks = [
         used,
@@ -262,31 +261,24 @@ def constraints(m: RunnerTypeMetrics) -> Check:
 
 
 def autoscaling(m: RunnerTypeMetrics) -> Check:
-    """The maximum against demand, as the judgement says it: short only when the advice does not
-    fit, so it never says "short" beside "no more runners". Readings a 0.25 replica stored have
-    no judgement: their demand is what runs and queues."""
-    name = AUTOSCALING
-    running = m.busy if m.busy is not None else m.registered
-    if m.maximum is None or running is None or m.queued is None:
-        return Check(name, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue")
+    """The maximum against the judgement's advice: short only when the advice does not fit, so
+    it never says "short" beside "no more runners"."""
     j = m.judged
-    if j is not None and j.maximum is not None:
-        most = number(j.maximum)
-        if j.raise_maximum_by:
-            fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"
-            text = f"+{j.runners} runners needed, {fit}: {j.raise_maximum_by} short"
-            return Check(name, Verdict.BAD, text)
-        if j.runners or j.booting or j.clears_in_mins is not None:
-            return Check(name, Verdict.OK, f"what the queue needs fits the maximum of {most}")
-    demand = running + m.queued
-    if demand > m.maximum:
-        short = math.ceil(demand - m.maximum)
-        text = f"demand {number(demand)} runners > maximum {number(m.maximum)}: {short} short"
-        return Check(name, Verdict.BAD, text)
-    if m.desired is not None and m.desired < demand:
-        text = f"the autoscaler targets {number(m.desired)} while demand is {number(demand)}"
-        return Check(name, Verdict.WARN, f"{text}: lagging")
-    return Check(name, Verdict.OK, f"demand {number(demand)} fits the maximum {number(m.maximum)}")
+    if (
+        j is None
+        or j.maximum is None
+        or j.queued is None
+        or (m.busy is None and m.registered is None)
+    ):
+        return Check(
+            AUTOSCALING, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue"
+        )
+    most = number(j.maximum)
+    if j.raise_maximum_by:
+        fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"
+        text = f"+{j.runners} runners needed, {fit}: {j.raise_maximum_by} short"
+        return Check(AUTOSCALING, Verdict.BAD, text)
+    return Check(AUTOSCALING, Verdict.OK, f"what the queue needs fits the maximum of {most}")
 
 
 def _signals(m: RunnerTypeMetrics, used: Verdict, auto: Verdict) -> dict[Cause, float]:

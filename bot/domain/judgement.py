@@ -185,7 +185,7 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
         if clears <= SLOW_DRAIN_TARGETS * j.within_mins:
             fell = f"the queue fell {-rate:.1f} jobs/min over the last readings"
             return j.model_copy(update={"clears_in_mins": clears, "why": fell})
-        needed = _drain(queued + rate * j.within_mins, duration, j.within_mins)
+        needed = to_drain(queued + rate * j.within_mins, duration, j.within_mins)
         return _fitted(j, needed, f"it falls, but would take ~{eta(clears)} by itself", running)
     # Growth: none while holding; the rates alone before any queue was observed; else the
     # observed slope (the rates size the advice, never turn its direction).
@@ -195,7 +195,7 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
         growth = _net_arrivals(metrics)
     else:
         growth = max(rate, 0.0)
-    needed = _drain(queued + growth * j.within_mins, duration, j.within_mins)
+    needed = to_drain(queued + growth * j.within_mins, duration, j.within_mins)
     each = f"of ~{minutes(duration)}" if duration else "at a runner each (no job duration)"
     why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
     if growth:
@@ -210,8 +210,9 @@ def _net_arrivals(metrics: RunnerTypeMetrics) -> float:
     return max(arrivals - completions, 0.0)
 
 
-def _drain(backlog: float, duration: float | None, within_mins: float) -> int:
-    """Without a duration, a runner per job (as PyTorch's scale-up-chron asks)."""
+def to_drain(backlog: float, duration: float | None, within_mins: float) -> int:
+    """The runners that drain `backlog` jobs of `duration` minutes within `within_mins`;
+    without a duration, a runner per job (as PyTorch's scale-up-chron asks)."""
     if backlog <= 0:
         return 0
     if duration is None:
