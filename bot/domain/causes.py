@@ -1,8 +1,6 @@
-"""Causes a CI engineer recognises, refining the runbook's five: a stalled listener, runners
-that do not register, a failing scale-up, the organisation's limit, one workflow's surge, slower
-jobs. "Raise the maximum by 21" is the wrong advice for a stalled listener, so each cause comes
-with its evidence and the next step that fits it; what cannot be decided for lack of data says
-which source would tell.
+"""Causes a CI engineer recognises, refining the runbook's five. "Raise the maximum by 21" is the
+wrong advice for a stalled listener, so each comes with its evidence and the next step that fits
+it; what cannot be decided for lack of data says which source would tell.
 """
 
 from __future__ import annotations
@@ -219,7 +217,7 @@ def _assigned_for(
     name: str, value: float, history: Sequence[HistoryPoint], now: datetime, enough_mins: float
 ) -> float | None:
     """Minutes `name`'s assigned jobs have read `value`; None when the history is too short to
-    say it held longer than `enough_mins` or changed within it."""
+    tell."""
     oldest = now
     for point in history:  # newest first
         past = point.gauges_of(name).get("assigned")
@@ -231,8 +229,8 @@ def _assigned_for(
 
 
 def _short_since(name: str, history: Sequence[HistoryPoint], now: datetime) -> float | None:
-    """Minutes `name` has had fewer runners registered than desired, as far back as the history
-    shows it; None without any past reading of the two."""
+    """Minutes `name` has had fewer runners registered than desired; None without a past reading
+    of the two."""
     oldest: datetime | None = None
     for point in history:
         gauges = point.gauges_of(name)

@@ -69,6 +69,7 @@ def shown_types(incident: Incident) -> set[str]:
 
 
 def _stated(incident: Incident) -> Thresholds:
+    """The latest notification's thresholds, else (resolved) its last firing one's."""
     for numbers in (incident.numbers, incident.peak):
         said = Thresholds(numbers.queue_size_threshold, numbers.queue_time_threshold)
         if said.known:

@@ -164,7 +164,11 @@ def _relevant(
     # Followed: every type the incident has shown or its alert named; the alert's name wins.
     followed = {runner_key(n): n for n in (*incident.peak_types, *incident.runner_types) if n}
     absent = sorted(name for key, name in followed.items() if key not in by_key)
-    empty = _absent_as_empty(incident, fleet, absent)
+    # Shown from their absence, where the source says absence means nothing queued: only types a
+    # reading showed this incident before. A type only its alert names is more likely spelt
+    # otherwise in the source (`lf.linux.4xlarge`) than drained, and would close it at once.
+    read = _read_before(incident) if fleet.absent_means_empty else set()
+    empty = [name for name in absent if runner_key(name) in read]
     named = {runner_key(name) for name in incident.runner_types if name}
     matched = named & {*by_key, *(runner_key(n) for n in empty)}
     note = ""
@@ -188,17 +192,6 @@ def _relevant(
         lacking = f"no numbers for {', '.join(missing[:3])}{more} in this reading"
         note = f"{note}; {lacking}" if note else lacking
     return ranked, missing, empty, note
-
-
-def _absent_as_empty(incident: Incident, fleet: FleetSnapshot, absent: list[str]) -> list[str]:
-    """The followed types the reading lacks that have nothing queued: only where the backend
-    says absence means that, and only types a reading showed this incident before. A type only
-    its alert names is more likely spelt otherwise in the source (`linux.4xlarge` against
-    `lf.linux.4xlarge`) than drained, and would close the incident at once."""
-    if not fleet.absent_means_empty:
-        return []
-    read = _read_before(incident)
-    return [name for name in absent if runner_key(name) in read]
 
 
 def _read_before(incident: Incident) -> set[str]:
