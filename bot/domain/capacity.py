@@ -133,17 +133,9 @@ def capacity_report(
         report = _report(name, kept, live.get(name), since, now, history.get(name), stated)
         # Without thresholds to judge it by, a type whose history queued at all is shown.
         unjudged = report.hours_over is None and (report.peak_queued or 0) > 0
-        shown = (
-            only
-            or kept
-            or unjudged
-            or max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
-        )
-        if shown:
-            duration = (live[name].job_duration_mins if name in live else None) or (
-                history[name].job_mins if name in history else None
-            )
-            reports.append(replace(report, recommendation=_recommendation(report, duration)))
+        over = max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
+        if only or kept or unjudged or over:
+            reports.append(report)
     return sorted(
         reports, key=lambda r: (-r.firing, -(r.hours_over or 0), -r.incidents, r.runner_type)
     )
@@ -158,15 +150,14 @@ def report_channels(
 ) -> dict[str, list[TypeReport]]:
     """Where each type's part of the weekly report goes: its latest incident's channel, else its
     early warning's (`routed`); `default` always gets a report."""
-    latest: dict[str, tuple[datetime, str]] = {}
-    for incident in incidents:
-        for name in _types_of(incident):
-            if name not in latest or incident.started_at > latest[name][0]:
-                latest[name] = (incident.started_at, incident.channel or default)
+    latest: dict[str, str] = {}
+    for incident in sorted(incidents, key=lambda i: i.started_at):
+        latest.update(dict.fromkeys(_types_of(incident), incident.channel or default))
     out: dict[str, list[TypeReport]] = {default: []}
     for report in reports:
-        channel = latest[report.runner_type][1] if report.runner_type in latest else None
-        out.setdefault(channel or routed(report.runner_type), []).append(report)
+        out.setdefault(latest.get(report.runner_type) or routed(report.runner_type), []).append(
+            report
+        )
     return out
 
 
@@ -199,7 +190,8 @@ def _report(
     maximum = live.maximum if live else None
     if maximum is None and history is not None and history.maximum:
         maximum = history.maximum[max(history.maximum)]  # the latest the history knows
-    return TypeReport(
+    duration = (live.job_duration_mins if live else None) or (history.job_mins if history else None)
+    report = TypeReport(
         runner_type=name,
         incidents=len(incidents),
         firing=max(firing, timedelta()),
@@ -214,6 +206,7 @@ def _report(
         hours_at_max=history.hours_at_max if history else None,
         hours_over=history.hours_over(thresholds) if history else None,
     )
+    return replace(report, recommendation=_recommendation(report, duration))
 
 
 def _scalers(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -> Counter[str]:
