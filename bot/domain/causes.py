@@ -76,12 +76,11 @@ def refined(
     now: datetime,
 ) -> tuple[list[Found], list[str]]:
     """The specific causes found for runner type `name`, and what would tell the others."""
-    history, boot_mins = evidence.history, evidence.boot_mins
     outcomes = (
-        listener_stalled(name, m, history, now=now, stall_mins=evidence.stall_mins),
-        not_registering(name, m, history, now=now, boot_mins=boot_mins),
-        scale_up_failing(name, m, evidence.scaler_failures),
-        org_limit(name, fleet, history, now=now, boot_mins=boot_mins),
+        listener_stalled(name, m, evidence, now),
+        not_registering(name, m, evidence, now),
+        scale_up_failing(name, m, evidence),
+        org_limit(name, fleet, evidence, now),
     )
     found = [o for o in outcomes if isinstance(o, Found)]
     missing = [o for o in outcomes if isinstance(o, str) and o]
@@ -101,19 +100,15 @@ def refined(
 
 
 def listener_stalled(
-    name: str,
-    m: RunnerTypeMetrics,
-    history: Sequence[HistoryPoint],
-    *,
-    now: datetime,
-    stall_mins: float = STALL_MINS,
+    name: str, m: RunnerTypeMetrics, evidence: Evidence, now: datetime
 ) -> Found | str | None:
     """Assigned jobs above zero and frozen for `stall_mins` while the set could take them."""
     if m.assigned is None:
         return f"a stalled listener needs assigned jobs over time ({ARC})"
     if m.assigned <= 0:
         return None
-    held = _assigned_for(name, m.assigned, history, now, stall_mins)
+    stall_mins = evidence.stall_mins
+    held = _assigned_for(name, m.assigned, evidence.history, now, stall_mins)
     if held is None:
         return f"a stalled listener needs {stall_mins:.0f} minutes of readings"
     if held < stall_mins:
@@ -132,12 +127,7 @@ def listener_stalled(
 
 
 def not_registering(
-    name: str,
-    m: RunnerTypeMetrics,
-    history: Sequence[HistoryPoint],
-    *,
-    now: datetime,
-    boot_mins: float = BOOT_MINS,
+    name: str, m: RunnerTypeMetrics, evidence: Evidence, now: datetime
 ) -> Found | str | None:
     """More runners asked for than registered for longer than a boot, or runners offline."""
     offline = m.offline or 0
@@ -148,7 +138,7 @@ def not_registering(
         return Found(Cause.NOT_REGISTERING, said, look)
     if m.desired is None or m.registered is None or m.desired <= m.registered:
         return None
-    since = _short_since(name, history, now)
+    since, boot_mins = _short_since(name, evidence.history, now), evidence.boot_mins
     if since is None:
         return "runners not registering needs readings over time"
     if since < boot_mins:
@@ -162,11 +152,9 @@ def not_registering(
     )
 
 
-def scale_up_failing(
-    name: str, m: RunnerTypeMetrics, failures: Mapping[str, Sequence[str] | None]
-) -> Found | None:
+def scale_up_failing(name: str, m: RunnerTypeMetrics, evidence: Evidence) -> Found | None:
     """The autoscaler's own errors: its metric, or what the scale backend read."""
-    listed = list(failures.get(name) or ())
+    listed = list(evidence.scaler_failures.get(name) or ())
     if not listed and not m.scale_errors:
         return None
     lines = listed[:2] or [f"{number(m.scale_errors or 0)} scale-up errors"]
@@ -180,12 +168,7 @@ def scale_up_failing(
 
 
 def org_limit(
-    name: str,
-    fleet: Mapping[str, RunnerTypeMetrics],
-    history: Sequence[HistoryPoint],
-    *,
-    now: datetime,
-    boot_mins: float = BOOT_MINS,
+    name: str, fleet: Mapping[str, RunnerTypeMetrics], evidence: Evidence, now: datetime
 ) -> Found | None:
     """Several types queue below every maximum, each short of what the autoscaler asked for
     longer than a boot: nothing starts anywhere, which one type's nodes do not explain."""
@@ -198,8 +181,8 @@ def org_limit(
             if queueing:
                 return None  # a type at its maximum, or getting its runners: not a shared limit
             continue
-        since = _short_since(other, history, now)
-        if since is None or since < boot_mins:
+        since = _short_since(other, evidence.history, now)
+        if since is None or since < evidence.boot_mins:
             return None
         short.append(other)
     if name not in short or len(short) < 2:
