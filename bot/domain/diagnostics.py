@@ -182,8 +182,13 @@ def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
         auto,
         *(Check(f.cause.value, Verdict.BAD, f.evidence) for f in found if f.cause not in MERGED),
     ]
-    if not found:
-        checks.append(known_causes(missing, surge=rate.verdict is Verdict.OK))
+    if missing and not found:
+        checks.append(Check(KNOWN, Verdict.UNKNOWN, "; ".join(missing)))
+    elif not found:
+        # "No surge" only when the arrival rate agrees.
+        surge = " or workflow's surge" if rate.verdict is Verdict.OK else ""
+        ruled_out = f"no stalled listener, unregistered runners, failing scale-up{surge}"
+        checks.append(Check(KNOWN, Verdict.OK, ruled_out))
     signals = _signals(m, used.verdict, auto.verdict)
     return Finding(name, tuple(checks), signals, tuple(found), m.judged)
 
@@ -196,16 +201,6 @@ def _named(check: Check, found: Found | None) -> Check:
     if check.verdict is not Verdict.UNKNOWN:
         text += f"; {check.name.lower()} {check.text}"
     return Check(found.cause.value, Verdict.BAD, text)
-
-
-def known_causes(missing: list[str], *, surge: bool = True) -> Check:
-    """What no specific cause was found for: ruled out, or what would tell. "No surge" only
-    when the arrival rate agrees (`surge`)."""
-    if missing:
-        return Check(KNOWN, Verdict.UNKNOWN, "; ".join(missing))
-    ruled_out = "no stalled listener, unregistered runners, failing scale-up"
-    ruled_out += " or workflow's surge" if surge else ""
-    return Check(KNOWN, Verdict.OK, ruled_out)
 
 
 def utilization(m: RunnerTypeMetrics) -> Check:
