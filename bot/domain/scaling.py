@@ -109,12 +109,13 @@ def scale_default(
         raise_maximum = can_raise_maximum and (at_maximum or bool(refusal(1, False)))
         return ScaleDefault(raise_maximum=raise_maximum)
     shapes = _shapes(advice, capacity, can_raise_maximum)
+    raised = f"the advice raises the maximum to {advice.new_maximum}" if advice.new_maximum else ""
     first = ""
     partial: ScaleDefault | None = None
     for raise_maximum, wanted in shapes:
         asked = min(wanted, target.cap)
         refused = refusal(asked, raise_maximum)
-        because = first or _raised_by_advice(advice, raise_maximum)
+        because = first or (raised if raise_maximum else "")
         if not refused:
             return ScaleDefault(asked, raise_maximum, wanted - asked, because)
         first = first or refused
@@ -140,12 +141,6 @@ def _shapes(
         return [(True, wanted - maximum), floor]
     # A floor the target refuses (at or near its maximum): the maximum rises by the runners.
     return [floor, (True, advice.runners)]
-
-
-def _raised_by_advice(advice: Judgement, raise_maximum: bool) -> str:
-    if not raise_maximum or advice.new_maximum is None or advice.maximum is None:
-        return ""
-    return f"the advice raises the maximum to {advice.new_maximum}"
 
 
 def _most_accepted(asked: int, raise_maximum: bool, refusal: Refusal) -> int:
