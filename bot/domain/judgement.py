@@ -115,8 +115,9 @@ class Judgement(BaseModel):
         if self.runners:
             does = f"would drain it in {within}" if self.queued else "would keep it from queueing"
             text = f"+{_runners(self.runners)} {does}"
-            if self.new_maximum is not None and self.maximum is not None:
-                was, to = number(self.maximum), number(self.maximum + self.raise_maximum_by)
+            if (to := self.new_maximum) is not None and self.maximum is not None:
+                # The number the form's default raises the maximum to.
+                was = number(self.maximum)
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             return text
         if self.clears_in_mins is not None:
