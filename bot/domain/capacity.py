@@ -1,8 +1,7 @@
 """Capacity planning after the alert: per runner type, what its incidents over a week (or a
-month), the live reading and the metrics backend's history say about its size, and the one
-change that would have prevented most of them: a type that queued often, long, or sat at its
-maximum gets the maximum that would have drained its worst peak in 30 minutes (or warm runners,
-when the maximum was never the ceiling); one that queued once, briefly, gets none.
+month), the live reading and the backend's history say about its size, and the one change that
+would have prevented most of them (a maximum that drains its worst peak in 30 minutes, or warm
+runners when the maximum was never the ceiling); a type that queued once, briefly, gets none.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from zoneinfo import ZoneInfo
 from bot.domain.early_warning import Thresholds, stated_thresholds
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
+from bot.domain.judgement import to_drain
 from bot.domain.runner_names import runner_key
 from bot.domain.units import number
 
@@ -34,8 +34,8 @@ Series = Mapping[float, float]  # unix time -> value, one per step of a range qu
 
 @dataclass(frozen=True)
 class TypeHistory:
-    """One runner type over the report's window, from the metrics backend's history: series a
-    step apart and the queue time's quantiles over the whole window."""
+    """One runner type over the report's window: series a step apart, and the queue time's
+    quantiles over the whole window."""
 
     step_s: float
     queued: Series = field(default_factory=dict)
@@ -49,8 +49,7 @@ class TypeHistory:
     quantiles_of: str = "queue time"
 
     def hours_over(self, thresholds: Thresholds) -> float | None:
-        """Hours the queue was over the alert's thresholds, alerting or not; None when no
-        threshold or no series is known."""
+        """Hours over the alert's thresholds, alerting or not (None: no threshold or series)."""
         over: set[float] = set()
         known = False
         for series, limit in (
@@ -134,17 +133,9 @@ def capacity_report(
         report = _report(name, kept, live.get(name), since, now, history.get(name), stated)
         # Without thresholds to judge it by, a type whose history queued at all is shown.
         unjudged = report.hours_over is None and (report.peak_queued or 0) > 0
-        shown = (
-            only
-            or kept
-            or unjudged
-            or max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
-        )
-        if shown:
-            duration = (live[name].job_duration_mins if name in live else None) or (
-                history[name].job_mins if name in history else None
-            )
-            reports.append(replace(report, recommendation=_recommendation(report, duration)))
+        over = max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
+        if only or kept or unjudged or over:
+            reports.append(report)
     return sorted(
         reports, key=lambda r: (-r.firing, -(r.hours_over or 0), -r.incidents, r.runner_type)
     )
@@ -159,15 +150,14 @@ def report_channels(
 ) -> dict[str, list[TypeReport]]:
     """Where each type's part of the weekly report goes: its latest incident's channel, else its
     early warning's (`routed`); `default` always gets a report."""
-    latest: dict[str, tuple[datetime, str]] = {}
-    for incident in incidents:
-        for name in _types_of(incident):
-            if name not in latest or incident.started_at > latest[name][0]:
-                latest[name] = (incident.started_at, incident.channel or default)
+    latest: dict[str, str] = {}
+    for incident in sorted(incidents, key=lambda i: i.started_at):
+        latest.update(dict.fromkeys(_types_of(incident), incident.channel or default))
     out: dict[str, list[TypeReport]] = {default: []}
     for report in reports:
-        channel = latest[report.runner_type][1] if report.runner_type in latest else None
-        out.setdefault(channel or routed(report.runner_type), []).append(report)
+        out.setdefault(latest.get(report.runner_type) or routed(report.runner_type), []).append(
+            report
+        )
     return out
 
 
@@ -200,7 +190,8 @@ def _report(
     maximum = live.maximum if live else None
     if maximum is None and history is not None and history.maximum:
         maximum = history.maximum[max(history.maximum)]  # the latest the history knows
-    return TypeReport(
+    duration = (live.job_duration_mins if live else None) or (history.job_mins if history else None)
+    report = TypeReport(
         runner_type=name,
         incidents=len(incidents),
         firing=max(firing, timedelta()),
@@ -215,6 +206,7 @@ def _report(
         hours_at_max=history.hours_at_max if history else None,
         hours_over=history.hours_over(thresholds) if history else None,
     )
+    return replace(report, recommendation=_recommendation(report, duration))
 
 
 def _scalers(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -> Counter[str]:
@@ -248,7 +240,7 @@ def _recommendation(report: TypeReport, duration: float | None) -> str:
         if report.maximum is not None and report.peak_queued is None:
             unknown = "its peak queue"
         return f"{why}: a bigger fleet may be due ({unknown} is not known here)"
-    more = math.ceil(report.peak_queued * duration / 30)  # drains the peak in 30 min
+    more = to_drain(report.peak_queued, duration, 30)
     if more <= 0:
         return f"{why}, but no queue at the peak: the size is not the cause"
     was, to = number(report.maximum), number(report.maximum + more)

@@ -1,8 +1,6 @@
-"""Causes a CI engineer recognises, refining the runbook's five: a stalled listener, runners
-that do not register, a failing scale-up, the organisation's limit, one workflow's surge, slower
-jobs. "Raise the maximum by 21" is the wrong advice for a stalled listener, so each cause comes
-with its evidence and the next step that fits it; what cannot be decided for lack of data says
-which source would tell.
+"""Causes a CI engineer recognises, refining the runbook's five. "Raise the maximum by 21" is the
+wrong advice for a stalled listener, so each comes with its evidence and the next step that fits
+it; what cannot be decided for lack of data says which source would tell.
 """
 
 from __future__ import annotations
@@ -78,12 +76,11 @@ def refined(
     now: datetime,
 ) -> tuple[list[Found], list[str]]:
     """The specific causes found for runner type `name`, and what would tell the others."""
-    history, boot_mins = evidence.history, evidence.boot_mins
     outcomes = (
-        listener_stalled(name, m, history, now=now, stall_mins=evidence.stall_mins),
-        not_registering(name, m, history, now=now, boot_mins=boot_mins),
-        scale_up_failing(name, m, evidence.scaler_failures),
-        org_limit(name, fleet, history, now=now, boot_mins=boot_mins),
+        listener_stalled(name, m, evidence, now),
+        not_registering(name, m, evidence, now),
+        scale_up_failing(name, m, evidence),
+        org_limit(name, fleet, evidence, now),
     )
     found = [o for o in outcomes if isinstance(o, Found)]
     missing = [o for o in outcomes if isinstance(o, str) and o]
@@ -103,19 +100,15 @@ def refined(
 
 
 def listener_stalled(
-    name: str,
-    m: RunnerTypeMetrics,
-    history: Sequence[HistoryPoint],
-    *,
-    now: datetime,
-    stall_mins: float = STALL_MINS,
+    name: str, m: RunnerTypeMetrics, evidence: Evidence, now: datetime
 ) -> Found | str | None:
     """Assigned jobs above zero and frozen for `stall_mins` while the set could take them."""
     if m.assigned is None:
         return f"a stalled listener needs assigned jobs over time ({ARC})"
     if m.assigned <= 0:
         return None
-    held = _assigned_for(name, m.assigned, history, now, stall_mins)
+    stall_mins = evidence.stall_mins
+    held = _assigned_for(name, m.assigned, evidence.history, now, stall_mins)
     if held is None:
         return f"a stalled listener needs {stall_mins:.0f} minutes of readings"
     if held < stall_mins:
@@ -134,12 +127,7 @@ def listener_stalled(
 
 
 def not_registering(
-    name: str,
-    m: RunnerTypeMetrics,
-    history: Sequence[HistoryPoint],
-    *,
-    now: datetime,
-    boot_mins: float = BOOT_MINS,
+    name: str, m: RunnerTypeMetrics, evidence: Evidence, now: datetime
 ) -> Found | str | None:
     """More runners asked for than registered for longer than a boot, or runners offline."""
     offline = m.offline or 0
@@ -150,7 +138,7 @@ def not_registering(
         return Found(Cause.NOT_REGISTERING, said, look)
     if m.desired is None or m.registered is None or m.desired <= m.registered:
         return None
-    since = _short_since(name, history, now)
+    since, boot_mins = _short_since(name, evidence.history, now), evidence.boot_mins
     if since is None:
         return "runners not registering needs readings over time"
     if since < boot_mins:
@@ -164,11 +152,9 @@ def not_registering(
     )
 
 
-def scale_up_failing(
-    name: str, m: RunnerTypeMetrics, failures: Mapping[str, Sequence[str] | None]
-) -> Found | None:
+def scale_up_failing(name: str, m: RunnerTypeMetrics, evidence: Evidence) -> Found | None:
     """The autoscaler's own errors: its metric, or what the scale backend read."""
-    listed = list(failures.get(name) or ())
+    listed = list(evidence.scaler_failures.get(name) or ())
     if not listed and not m.scale_errors:
         return None
     lines = listed[:2] or [f"{number(m.scale_errors or 0)} scale-up errors"]
@@ -182,12 +168,7 @@ def scale_up_failing(
 
 
 def org_limit(
-    name: str,
-    fleet: Mapping[str, RunnerTypeMetrics],
-    history: Sequence[HistoryPoint],
-    *,
-    now: datetime,
-    boot_mins: float = BOOT_MINS,
+    name: str, fleet: Mapping[str, RunnerTypeMetrics], evidence: Evidence, now: datetime
 ) -> Found | None:
     """Several types queue below every maximum, each short of what the autoscaler asked for
     longer than a boot: nothing starts anywhere, which one type's nodes do not explain."""
@@ -200,8 +181,8 @@ def org_limit(
             if queueing:
                 return None  # a type at its maximum, or getting its runners: not a shared limit
             continue
-        since = _short_since(other, history, now)
-        if since is None or since < boot_mins:
+        since = _short_since(other, evidence.history, now)
+        if since is None or since < evidence.boot_mins:
             return None
         short.append(other)
     if name not in short or len(short) < 2:
@@ -219,7 +200,7 @@ def _assigned_for(
     name: str, value: float, history: Sequence[HistoryPoint], now: datetime, enough_mins: float
 ) -> float | None:
     """Minutes `name`'s assigned jobs have read `value`; None when the history is too short to
-    say it held longer than `enough_mins` or changed within it."""
+    tell."""
     oldest = now
     for point in history:  # newest first
         past = point.gauges_of(name).get("assigned")
@@ -231,8 +212,8 @@ def _assigned_for(
 
 
 def _short_since(name: str, history: Sequence[HistoryPoint], now: datetime) -> float | None:
-    """Minutes `name` has had fewer runners registered than desired, as far back as the history
-    shows it; None without any past reading of the two."""
+    """Minutes `name` has had fewer runners registered than desired; None without a past reading
+    of the two."""
     oldest: datetime | None = None
     for point in history:
         gauges = point.gauges_of(name)

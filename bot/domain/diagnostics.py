@@ -1,16 +1,11 @@
-"""The runbook's questions, answered from a fleet snapshot: pure functions, table-tested.
-
-For the worst-queueing runner types, five checks (utilization, arrivals and duration against
-their baselines, resource constraints, autoscaling against demand), each with its numbers or
-what it would need; then the likely cause, how sure, the check it rests on and the next step.
-A cause `bot.domain.causes` names is the likely one, with its own next step. Each finding is
-said once: a named surge *is* the arrival check, so the report never says "2.5× the usual
-arrivals" beside "no surge". The next step is the reading's judgement, in the root's words.
+"""The runbook's questions, answered from a fleet snapshot: for the worst-queueing runner types,
+five checks with their numbers (or what they would need), then the likely cause, how sure, the
+check it rests on and the next step. A cause `bot.domain.causes` names is the likely one, and
+each finding is said once; the next step is the reading's judgement, in the root's words.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -18,8 +13,6 @@ from bot.domain.causes import FAMILY, Cause, Evidence, Found, refined
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
 from bot.domain.judgement import Direction, Judgement
 from bot.domain.units import number
-
-__all__ = ["Cause", "Check", "Diagnosis", "Evidence", "Finding", "Verdict", "diagnose"]
 
 FOCUS = 3  # runner types diagnosed: the worst queues
 BUSY = 0.9  # a fleet this busy cannot absorb a queue
@@ -31,6 +24,7 @@ EVIDENCE_LINES = 8  # a responder reads the cause, the next step and this many l
 UTILIZATION, ARRIVALS, DURATION = "Runner utilization", "Job arrival rate", "Job duration"
 CONSTRAINTS, AUTOSCALING = "Resource constraints", "Autoscaling configuration"
 KNOWN = "Known causes"
+CANNOT_TELL = "Not in these numbers"
 AT_MAXIMUM = "at its maximum"
 # The check each of the runbook's causes rests on, when no specific cause is named.
 RESTS_ON = {
@@ -42,6 +36,17 @@ RESTS_ON = {
 }
 # ✅ lines worth a responder's reading: they rule out a cause someone would suspect.
 RULES_OUT = frozenset({ARRIVALS, DURATION, CONSTRAINTS, KNOWN})
+MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
+# When several causes are named, the one whose fix comes first: a stalled listener or a failing
+# scale-up makes any other advice useless until it is fixed.
+PRIORITY = (
+    Cause.LISTENER_STALLED,
+    Cause.SCALE_UP_FAILING,
+    Cause.ORG_LIMIT,
+    Cause.NOT_REGISTERING,
+    Cause.SURGE,
+    Cause.LONG_JOBS,
+)
 
 
 class Verdict(StrEnum):
@@ -49,6 +54,9 @@ class Verdict(StrEnum):
     WARN = "warn"
     BAD = "bad"
     UNKNOWN = "unknown"
+
+
+ORDER = {Verdict.BAD: 0, Verdict.WARN: 1, Verdict.OK: 2, Verdict.UNKNOWN: 3}
 
 
 @dataclass(frozen=True)
@@ -86,10 +94,10 @@ class Diagnosis:
     @property
     def headline(self) -> str:
         """The conclusion in one line, as the incident's root shows it."""
-        cause = f"{self.cause.value} ({self.confidence} confidence)" if self.cause else None
         why = " ".join(self.why.split())
-        if cause is None:
+        if self.cause is None:
             return f"not determined ({why})" if why else "not determined"
+        cause = f"{self.cause.value} ({self.confidence} confidence)"
         return f"{cause}: {why}" if why else cause
 
     @property
@@ -111,10 +119,6 @@ class Diagnosis:
         for name, check in said:
             kept[check] = f"{kept[check]}, {name}" if check in kept else name
         return [(name, check) for check, name in kept.items()][:EVIDENCE_LINES]
-
-
-ORDER = {Verdict.BAD: 0, Verdict.WARN: 1, Verdict.OK: 2, Verdict.UNKNOWN: 3}
-CANNOT_TELL = "Not in these numbers"
 
 
 def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
@@ -142,11 +146,16 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
         why = f"{finding.runner_type}: {found.evidence}"
         if cause in FAMILY:
             why += f" (a case of {FAMILY[cause].value.lower()})"
-        advice = _named_advice(found, finding)
+        advice = found.advice
+        judged = finding.judged
+        # A surge whose queue already falls clears by itself first.
+        if cause is Cause.SURGE and judged is not None and judged.clears_in_mins is not None:
+            advice = f"{_advice(finding.runner_type, judged)}; {advice}"
         lead_type, lead = finding.runner_type, finding.check(cause.value)
     else:
         cause, confidence, why = _likely_cause(findings)
-        resting = _resting(findings, cause)
+        # The runner type the cause rests on: its signal is strongest.
+        resting = max(findings, key=lambda f: f.signals.get(cause, 0.0)) if cause else None
         lead = resting.check(RESTS_ON[cause]) if cause and resting else None
         if lead is not None and resting is not None:
             why = f"{resting.runner_type}: {lead.text}"
@@ -158,39 +167,30 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
     )
 
 
-# When several causes are named, the one whose fix comes first: a stalled listener or a failing
-# scale-up makes any other advice useless until it is fixed.
-PRIORITY = (
-    Cause.LISTENER_STALLED,
-    Cause.SCALE_UP_FAILING,
-    Cause.ORG_LIMIT,
-    Cause.NOT_REGISTERING,
-    Cause.SURGE,
-    Cause.LONG_JOBS,
-)
-
-
 def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
     m = snapshot.runner_types[name]
     found, missing = refined(name, m, evidence, snapshot.runner_types, now=snapshot.at)
     by_cause = {f.cause: f for f in found}
-    rate, limits, auto = arrivals(m), constraints(m), autoscaling(m)
-    # "At its maximum" alone is the autoscaling check's "demand > maximum" said again.
+    used, rate, limits, auto = utilization(m), arrivals(m), constraints(m), autoscaling(m)
+    # "At its maximum" alone is the autoscaling check's shortfall said again.
     alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
     checks = [
-        utilization(m),
+        used,
         _named(rate, by_cause.get(Cause.SURGE)),
         _named(duration(m), by_cause.get(Cause.LONG_JOBS)),
         *([] if alone and auto.verdict is Verdict.BAD else [limits]),
         auto,
         *(Check(f.cause.value, Verdict.BAD, f.evidence) for f in found if f.cause not in MERGED),
     ]
-    if not found:
-        checks.append(known_causes(missing, surge=rate.verdict is Verdict.OK))
-    return Finding(name, tuple(checks), _signals(m), tuple(found), m.judged)
-
-
-MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
+    if missing and not found:
+        checks.append(Check(KNOWN, Verdict.UNKNOWN, "; ".join(missing)))
+    elif not found:
+        # "No surge" only when the arrival rate agrees.
+        surge = " or workflow's surge" if rate.verdict is Verdict.OK else ""
+        ruled_out = f"no stalled listener, unregistered runners, failing scale-up{surge}"
+        checks.append(Check(KNOWN, Verdict.OK, ruled_out))
+    signals = _signals(m, used.verdict, auto.verdict)
+    return Finding(name, tuple(checks), signals, tuple(found), m.judged)
 
 
 def _named(check: Check, found: Found | None) -> Check:
@@ -201,16 +201,6 @@ def _named(check: Check, found: Found | None) -> Check:
     if check.verdict is not Verdict.UNKNOWN:
         text += f"; {check.name.lower()} {check.text}"
     return Check(found.cause.value, Verdict.BAD, text)
-
-
-def known_causes(missing: list[str], *, surge: bool = True) -> Check:
-    """What no specific cause was found for: ruled out, or what would tell. "No surge" only
-    when the arrival rate agrees (`surge`)."""
-    if missing:
-        return Check(KNOWN, Verdict.UNKNOWN, "; ".join(missing))
-    ruled_out = "no stalled listener, unregistered runners, failing scale-up"
-    ruled_out += " or workflow's surge" if surge else ""
-    return Check(KNOWN, Verdict.OK, ruled_out)
 
 
 def utilization(m: RunnerTypeMetrics) -> Check:
@@ -258,43 +248,37 @@ def constraints(m: RunnerTypeMetrics) -> Check:
     if m.offline:
         problems.append(f"{number(m.offline)} runners offline")
     if m.maximum is None and m.scale_errors is None and m.offline is None:
-        return Check(
-            name, Verdict.UNKNOWN, "needs capacity limits, offline runners, scale-up errors"
-        )
+        needs = "needs capacity limits, offline runners, scale-up errors"
+        return Check(name, Verdict.UNKNOWN, needs)
     if not problems:
         return Check(name, Verdict.OK, "below the maximum, no runner offline, no scale-up error")
     return Check(name, Verdict.BAD if bad else Verdict.WARN, "; ".join(problems))
 
 
 def autoscaling(m: RunnerTypeMetrics) -> Check:
-    """The maximum against demand, as the judgement says it where there is one: short only when
-    the advice does not fit, so it never says "short" beside "no more runners". Readings a 0.25
-    replica stored have no judgement."""
-    name = AUTOSCALING
-    running = m.busy if m.busy is not None else m.registered
-    if m.maximum is None or running is None or m.queued is None:
-        return Check(name, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue")
+    """The maximum against the judgement's advice: short only when the advice does not fit, so
+    it never says "short" beside "no more runners"."""
     j = m.judged
-    if j is not None and j.maximum is not None:
-        most = number(j.maximum)
-        if j.raise_maximum_by:
-            fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"
-            text = f"+{j.runners} runners needed, {fit}: {j.raise_maximum_by} short"
-            return Check(name, Verdict.BAD, text)
-        if j.runners or j.booting or j.clears_in_mins is not None:
-            return Check(name, Verdict.OK, f"what the queue needs fits the maximum of {most}")
-    demand = running + m.queued
-    if demand > m.maximum:
-        short = math.ceil(demand - m.maximum)
-        text = f"demand {number(demand)} runners > maximum {number(m.maximum)}: {short} short"
-        return Check(name, Verdict.BAD, text)
-    if m.desired is not None and m.desired < demand:
-        text = f"the autoscaler targets {number(m.desired)} while demand is {number(demand)}"
-        return Check(name, Verdict.WARN, f"{text}: lagging")
-    return Check(name, Verdict.OK, f"demand {number(demand)} fits the maximum {number(m.maximum)}")
+    if (
+        j is None
+        or j.maximum is None
+        or j.queued is None
+        or (m.busy is None and m.registered is None)
+    ):
+        return Check(
+            AUTOSCALING, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue"
+        )
+    most = number(j.maximum)
+    if j.raise_maximum_by:
+        fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"
+        text = f"+{j.runners} runners needed, {fit}: {j.raise_maximum_by} short"
+        return Check(AUTOSCALING, Verdict.BAD, text)
+    return Check(AUTOSCALING, Verdict.OK, f"what the queue needs fits the maximum of {most}")
 
 
-def _signals(m: RunnerTypeMetrics) -> dict[Cause, float]:
+def _signals(m: RunnerTypeMetrics, used: Verdict, auto: Verdict) -> dict[Cause, float]:
+    """Each cause's signal, from the baselines' ratios and the utilization and autoscaling
+    checks' verdicts (`used`, `auto`)."""
     signals: dict[Cause, float] = {}
     if m.arrival_per_min is not None and m.arrival_baseline_per_min:
         ratio = m.arrival_per_min / m.arrival_baseline_per_min
@@ -305,10 +289,9 @@ def _signals(m: RunnerTypeMetrics) -> dict[Cause, float]:
     offline = m.offline and m.registered and m.offline / (m.registered + m.offline) > 0.1
     if m.scale_errors or offline:
         signals[Cause.CONSTRAINTS] = 1.0 if m.scale_errors else 0.6
-    strength = {Verdict.BAD: 0.9, Verdict.WARN: 0.5}.get(autoscaling(m).verdict)
-    if strength is not None:
+    if (strength := {Verdict.BAD: 0.9, Verdict.WARN: 0.5}.get(auto)) is not None:
         signals[Cause.AUTOSCALING] = strength
-    if utilization(m).verdict is Verdict.WARN:
+    if used is Verdict.WARN:
         signals[Cause.INFRASTRUCTURE] = 0.8  # idle runners that do not take queued jobs
     workload = signals.get(Cause.WORKLOAD, 0.0)
     if workload >= (SURGE - 1) / (STRONG_SURGE - 1) and Cause.AUTOSCALING in signals:
@@ -325,8 +308,7 @@ def _likely_cause(findings: tuple[Finding, ...]) -> tuple[Cause | None, str, str
             totals[cause] = max(totals.get(cause, 0), strength)
     ranked = sorted(totals.items(), key=lambda item: -item[1])
     if not ranked or ranked[0][1] < 0.2:
-        known = sum(c.verdict is not Verdict.UNKNOWN for f in findings for c in f.checks)
-        if known == 0:
+        if all(c.verdict is Verdict.UNKNOWN for f in findings for c in f.checks):
             why = (
                 "the alert carries only the queue; runner counts and job rates would tell "
                 f"workload from limits ({LIVE_BACKENDS})"
@@ -338,22 +320,6 @@ def _likely_cause(findings: tuple[Finding, ...]) -> tuple[Cause | None, str, str
     if strength < 0.5:
         return cause, "low", ""
     return cause, "high" if strength >= 0.8 and runner_up < 0.5 else "medium", ""
-
-
-def _resting(findings: tuple[Finding, ...], cause: Cause | None) -> Finding | None:
-    """The runner type the cause rests on: its signal is strongest."""
-    if cause is None:
-        return None
-    return max(findings, key=lambda f: f.signals.get(cause, 0.0))
-
-
-def _named_advice(found: Found, finding: Finding) -> str:
-    """A named cause's own next step; for a surge whose queue already falls, that it clears by
-    itself first (the workflow may still be worth deferring)."""
-    judged = finding.judged
-    if found.cause is Cause.SURGE and judged is not None and judged.clears_in_mins is not None:
-        return f"{_advice(finding.runner_type, judged)}; {found.advice}"
-    return found.advice
 
 
 def _recommend(worst: Finding, cause: Cause | None) -> str:

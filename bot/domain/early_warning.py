@@ -1,15 +1,11 @@
 """A warning before the alert: will this runner type's queue cross the alert's thresholds soon?
 
-Per type, from its last readings: jobs in the system (`N = busy + queued`, ARC: assigned) must
-build, shown by a least-squares line through the last `WINDOW` readings whose slope stands well
-above both the fit's own scatter and the readings' noise over the last `NOISE_READINGS` (five
-readings alone misjudge their scatter: a wander that happens to line up looks like a line). The
-forecast then steps through the horizon: capacity is the runners now, and the maximum once a
-boot has passed; queued is `N(t) - capacity`, the wait the queue over the throughput (Little's
-law), never more than the wait now plus `t`. The runners it recommends are the reading's
-judgement. A standing warning (`sustained`) needs no fresh evidence: it stands while the
-forecast still crosses within the horizon. Property tests hold the model to "more runners never
-bring a crossing sooner" and "a wandering queue never warns".
+Jobs in the system (`N = busy + queued`, ARC: assigned) must build: a least-squares line through
+the last `WINDOW` readings whose slope stands well above both the fit's scatter and the noise of
+the last `NOISE_READINGS` (five readings alone misjudge their scatter). The forecast then steps
+through the horizon: capacity is the runners now, the maximum once a boot has passed; the wait is
+the queue over the throughput (Little's law). The runners it advises are the reading's judgement.
+A standing warning (`sustained`) stands while the forecast still crosses within the horizon.
 """
 
 from __future__ import annotations
@@ -32,10 +28,9 @@ from bot.domain.units import duration, number
 
 WINDOW = 5  # readings the growth is fitted over: fewer cannot tell a trend from a wander
 # Standard errors the slope must stand above flat: Student's t at 3 degrees of freedom, ~0.5%
-# one-sided (3.0 let 16 false warnings a day through on a queue wandering over 6 jobs).
+# one-sided; then the same at the noise of the last `NOISE_READINGS` (a normal's tail). Lower
+# bars let a queue wandering over a few jobs warn every day.
 T_MIN = 6.0
-# The same at the noise of the last `NOISE_READINGS` (known well enough for a normal's tail);
-# with fewer readings, or a lower bar, wandering queues warned about once a day or two.
 T_NOISE = 4.0
 NOISE_READINGS = 30
 MIN_STRAYS = 5  # strays the noise is measured by: a median of fewer swings with each reading
@@ -59,8 +54,7 @@ class Thresholds:
 
 def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresholds) -> Thresholds:
     """What the alert rule said last: the latest incident showing this runner type that states
-    its thresholds, else the latest that states any, else `fallback` (the settings'). A resolved
-    incident's peak keeps the thresholds of its last firing notification."""
+    its thresholds, else the latest that states any, else `fallback` (the settings')."""
     stated = [
         (incident, said)
         for incident in sorted(incidents, key=lambda i: i.started_at, reverse=True)
@@ -75,6 +69,7 @@ def shown_types(incident: Incident) -> set[str]:
 
 
 def _stated(incident: Incident) -> Thresholds:
+    """The latest notification's thresholds, else (resolved) its last firing one's."""
     for numbers in (incident.numbers, incident.peak):
         said = Thresholds(numbers.queue_size_threshold, numbers.queue_time_threshold)
         if said.known:
@@ -84,7 +79,7 @@ def _stated(incident: Incident) -> Thresholds:
 
 @dataclass(frozen=True)
 class Point:
-    """One past reading of a runner type: when, and its jobs in the system (busy + queued)."""
+    """One past reading of a runner type: when, and its jobs in the system."""
 
     at: datetime
     in_system: float
@@ -107,7 +102,8 @@ class Forecast:
         """`linux.2xlarge: queue building, 9 jobs queued and +1.4 jobs/min at its maximum of 20
         runners; at this rate the alert fires in ~11 min; +6 runners would drain it in 30 min`"""
         queued = number(self.queued)
-        jobs = "no jobs queued yet" if queued == "0" else f"{queued} {_jobs(self.queued)} queued"
+        jobs = f"{queued} {'job' if self.queued == 1 else 'jobs'} queued"
+        jobs = "no jobs queued yet" if queued == "0" else jobs
         when = "any minute now" if self.in_mins < 1 else f"in ~{math.ceil(self.in_mins)} min"
         where = ""
         if self.maximum is not None and self.runners >= self.maximum:
@@ -125,10 +121,6 @@ class Forecast:
         return f"{text}; {self.advice}" if self.advice else text
 
 
-def _jobs(count: float) -> str:
-    return "job" if count == 1 else "jobs"
-
-
 def forecast(
     name: str,
     now: RunnerTypeMetrics,
@@ -141,8 +133,7 @@ def forecast(
     sustained: bool = False,
 ) -> Forecast | None:
     """When `name`'s queue crosses `thresholds` within `horizon_mins` at the growth its readings
-    show (`past`: oldest first); None when it does not or the evidence is not there.
-    `sustained`: a warning stands, and only a growth that stops withdraws it."""
+    show (`past`: oldest first); None when it does not or the evidence is not there."""
     current = in_system(now)
     if not thresholds.known or current is None or now.queued is None:
         return None
@@ -188,9 +179,8 @@ def gauges_in_system(gauges: dict[str, float]) -> float:
 
 
 def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool) -> float | None:
-    """Jobs in the system per minute, or None without the evidence of a build (a standing
-    warning needs none; its growth floors at none): arrivals minus completions where the
-    backend counts both (the demand itself), else the line's slope."""
+    """Jobs in the system per minute, or None without the evidence of a build (a standing warning
+    needs none): arrivals minus completions where the backend counts both, else the slope."""
     window = points[-WINDOW:]
     fit = _fit(window) if len(window) == WINDOW else None
     if fit is None:
@@ -211,8 +201,7 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
 
 
 def _fit(points: Sequence[Point]) -> tuple[float, float] | None:
-    """The least-squares slope per minute and its standard error; None when the readings span
-    no time or are not numbers."""
+    """The least-squares slope per minute and its standard error; None without a spread."""
     xs = _minutes(points)
     ys = [p.in_system for p in points]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
@@ -229,15 +218,14 @@ def _minutes(points: Sequence[Point]) -> list[float]:
 
 
 def _spread(points: Sequence[Point]) -> float:
-    """The sum of squared distances of the readings' times from their mean (minutes²)."""
+    """Sum of squared distances of the readings' times from their mean (minutes²)."""
     xs = _minutes(points)
     mean_x = sum(xs) / len(xs)
     return sum((x - mean_x) ** 2 for x in xs)
 
 
 def _refreshed(points: Sequence[Point]) -> list[Point]:
-    """Without readings that repeat the one before: a backend not refreshed yet would make a
-    rise read in steps stray like noise."""
+    """Without repeated readings: a backend not refreshed makes a rise in steps look like noise."""
     kept = list(points[:1])
     for point in points[1:]:
         if point.in_system != kept[-1].in_system:
@@ -247,8 +235,8 @@ def _refreshed(points: Sequence[Point]) -> list[Point]:
 
 def _noise(points: Sequence[Point]) -> float:
     """The readings' noise as a standard deviation (0 with too few): the median of how far each
-    strays from the line through its neighbours (a steady rise strays not at all), scaled by a
-    normal's 1.4826 and the stray's own spread."""
+    strays from the line through its neighbours (a steady rise strays not at all), scaled to a
+    normal's."""
     xs = _minutes(points)
     strays = []
     for i in range(1, len(points) - 1):
@@ -273,9 +261,8 @@ def _crossing(
     horizon_mins: float,
 ) -> tuple[float, str] | None:
     """(minutes until a threshold is reached, which one). The wait counts at least one runner
-    (none serving is no reason to say the alert fires now) and the oldest job ages a minute a
-    minute; a wait "over" a bound is a floor, and the slowest recent start (ARC) is no queued
-    job's age, so the forecast reads as if no wait was read."""
+    and the oldest job ages a minute a minute; a wait "over" a bound is a floor, and the slowest
+    recent start (ARC) is no queued job's age."""
     maximum = finite(now.maximum)
     maximum = maximum if maximum is not None else registered
     duration = finite(now.job_duration_mins)
@@ -348,7 +335,7 @@ class WarningState:
     def episode_over(self, now: float) -> str:
         """Why this warning's queue is over, for a scale-up made from it ("" while it is not):
         cleared and not back within `REUSE_S` (a paused queue often builds again), or dismissed
-        and the dismissal run out. Folded, the incident owns the scale-up."""
+        and the dismissal run out."""
         if self.phase is Phase.CLEARED and now - self.updated_at >= REUSE_S:
             return "the queue stopped building"
         if self.phase is Phase.DISMISSED and now >= self.until:

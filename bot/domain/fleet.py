@@ -1,7 +1,6 @@
-"""The fleet at one moment, by runner type, and the values around it: a shared reading
-(`Reading`), its types ranked worst first, and what the history keeps of a past one. Every
-number is optional: each backend knows different things, and consumers say what they could not
-know instead of guessing.
+"""The fleet at one moment, by runner type: a shared reading (`Reading`), judged once, and what
+the history keeps of a past one. Every number is optional: each backend knows different things,
+and consumers say what they could not know instead of guessing.
 """
 
 from __future__ import annotations
@@ -137,6 +136,7 @@ def source_name(source: str) -> str:
 
 
 Q = TypeVar("Q", RunnerQueue, RunnerTypeMetrics)
+V = TypeVar("V")
 
 
 def longest_wait(queues: Iterable[Q]) -> Q | None:
@@ -192,12 +192,7 @@ class HistoryPoint:
     gauges: dict[str, dict[str, float]] = field(default_factory=dict)  # `troubled_gauges`
 
     def gauges_of(self, runner_type: str) -> dict[str, float]:
-        """The gauges kept of `runner_type`, named as the reading or as an alert names it."""
-        found = self.gauges.get(runner_type)
-        if found is None:
-            key = runner_key(runner_type)
-            found = next((g for n, g in self.gauges.items() if runner_key(n) == key), {})
-        return found
+        return of_type(self.gauges, runner_type) or {}
 
 
 def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[str, float]]:
@@ -224,12 +219,10 @@ def judged(
     queued then."""
     since = fleet.at - interval * (RECENT_READINGS + 0.5)
     before = sorted((p for p in recent if since <= p.at < fleet.at), key=lambda p: p.at)
-    why = wait_unknown(fleet.source)
     types = {}
     for name, m in fleet.runner_types.items():
         observed = [(p.at.timestamp(), p.gauges_of(name).get("queued", 0.0)) for p in before]
-        verdict = judge(m, observed, at=fleet.at, within_mins=within_mins, wait_unknown=why)
-        types[name] = m.model_copy(update={"judged": verdict})
+        types[name] = judged_as(m, observed, fleet.at, within_mins, fleet.source)
     return fleet.model_copy(update={"runner_types": types})
 
 
@@ -240,5 +233,22 @@ WAIT_UNKNOWN = {
 }
 
 
-def wait_unknown(source: str) -> str:
-    return WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")
+def judged_as(
+    m: RunnerTypeMetrics,
+    observed: Sequence[tuple[float, float]],
+    at: datetime,
+    within: float,
+    source: str,
+) -> RunnerTypeMetrics:
+    """`m` judged as `source` read it at `at` (`observed`: the queue before, oldest first)."""
+    why = WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")
+    verdict = judge(m, observed, at=at, within_mins=within, wait_unknown=why)
+    return m.model_copy(update={"judged": verdict})
+
+
+def of_type(types: Mapping[str, V], runner_type: str) -> V | None:
+    """`runner_type`'s entry, named as the reading or as an alert names it."""
+    if runner_type in types:
+        return types[runner_type]
+    key = runner_key(runner_type)
+    return next((v for n, v in types.items() if runner_key(n) == key), None)

@@ -1,9 +1,8 @@
 """An incident's share of the fleet reading: which runner types it shows, whether it drained.
 
 The reading is matched to the alert's types by `runner_key` (the alert's `linux.2xlarge` is
-ARC's `linux-2xlarge`); an alert that names none is about the fleet, so every type that queues is
-shown. A followed type the reading lacks is drained or unknown as the backend says
-(`FleetSnapshot.absent_means_empty`). Without a fresh reading the alert's numbers stand in.
+ARC's `linux-2xlarge`); an alert that names none shows every type that queues. Without a fresh
+reading the alert's numbers stand in.
 """
 
 from __future__ import annotations
@@ -18,11 +17,12 @@ from bot.domain.fleet import (
     HistoryPoint,
     Reading,
     RunnerTypeMetrics,
-    wait_unknown,
+    judged_as,
+    of_type,
     worst_first,
 )
 from bot.domain.incidents import Incident, Snapshot, with_scale_ups
-from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement, judge
+from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement
 from bot.domain.routes import Routing
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration
@@ -38,14 +38,10 @@ ALL_TYPES = ""  # the alert's headline numbers when it names no runner type
 
 @dataclass(frozen=True)
 class DrainRule:
-    """Drained: every type shown has at most `max_queued` jobs waiting, none longer than
-    `max_wait_mins` (DRAIN_MAX_QUEUED, DRAIN_MAX_WAIT_MINUTES)."""
+    """DRAIN_MAX_QUEUED, DRAIN_MAX_WAIT_MINUTES: drained when every type shown is within both."""
 
     max_queued: float
     max_wait_mins: float
-
-
-NO_ROUTING = Routing()
 
 
 def incident_fleet(
@@ -56,7 +52,7 @@ def incident_fleet(
     backend: str,
     now: datetime,
     interval: timedelta,
-    routing: Routing = NO_ROUTING,
+    routing: Routing | None = None,
     within_mins: float = DRAIN_TARGET_MINS,
 ) -> FleetSnapshot:
     """The runner types this incident shows, from the reading or, failing it, the alert's; an
@@ -82,12 +78,11 @@ def incident_fleet(
     by_key = {key: name for key, name, _ in ranked_all}
     ranked, missing, empty, note = _relevant(incident, fleet, ranked_all, by_key, routing)
     kept, cut = dict(ranked[:MAX_VIEW_TYPES]), ranked[MAX_VIEW_TYPES:]
-    notes = " · ".join(n for n in (fleet.note, note) if n)
     view = FleetSnapshot(
         at=fleet.at,
         source=fleet.source,
         runner_types=kept,
-        note=notes,
+        note=" · ".join(n for n in (fleet.note, note) if n),
         missing=missing,
         queued_over_mins=fleet.queued_over_mins,
         absent=tuple(empty),  # the cut ones too: the drain rule reads them
@@ -103,7 +98,9 @@ def incident_fleet(
 def alert_fleet(
     incident: Incident, *, now: datetime, note: str = "", within_mins: float = DRAIN_TARGET_MINS
 ) -> FleetSnapshot:
-    """Queued jobs and the longest wait per runner type: all an alert carries."""
+    """Queued jobs and the longest wait per runner type (all an alert carries), judged as of when
+    the alert said them (the same numbers are the same judgement whenever read), the direction
+    from the incident's trend before then."""
     types = {
         name: RunnerTypeMetrics(queued=q.queued, longest_wait_mins=q.longest_wait_mins)
         for name, q in incident.runner_types.items()
@@ -113,27 +110,18 @@ def alert_fleet(
         types[ALL_TYPES] = RunnerTypeMetrics(
             queued=numbers.max_queue_size, longest_wait_mins=numbers.max_queue_time_mins
         )
-    judged = {name: _judged_alert(incident, name, m, within_mins) for name, m in types.items()}
-    view = FleetSnapshot(at=now, source="alert", runner_types=judged, note=note)
-    return with_scale_ups(view, incident.recent_actions)
-
-
-def _judged_alert(
-    incident: Incident, name: str, metrics: RunnerTypeMetrics, within_mins: float
-) -> RunnerTypeMetrics:
-    """The alert's numbers judged as of when the alert said them (so the same numbers are the
-    same judgement whenever read), the direction from the incident's trend before then."""
     said = incident.alerted_at or incident.opened_at
     trend = incident.trend
-    queued = trend.totals() if name == ALL_TYPES else trend.queued_of(name)
-    observed = [
-        (at, q)
-        for at, q in zip(trend.times(), queued, strict=True)
-        if q is not None and at < said.timestamp()
-    ][-(RECENT_READINGS - 1) :]
-    why = wait_unknown("alert")
-    verdict = judge(metrics, observed, at=said, within_mins=within_mins, wait_unknown=why)
-    return metrics.model_copy(update={"judged": verdict})
+    for name, metrics in types.items():
+        queued = trend.totals() if name == ALL_TYPES else trend.queued_of(name)
+        observed = [
+            (at, q)
+            for at, q in zip(trend.times(), queued, strict=True)
+            if q is not None and at < said.timestamp()
+        ][-(RECENT_READINGS - 1) :]
+        types[name] = judged_as(metrics, observed, said, within_mins, "alert")
+    view = FleetSnapshot(at=now, source="alert", runner_types=types, note=note)
+    return with_scale_ups(view, incident.recent_actions)
 
 
 def judgement_of(
@@ -144,8 +132,7 @@ def judgement_of(
     view = incident.live
     if view is None or not view.is_live:
         view = alert_fleet(incident, now=now, within_mins=within_mins)
-    key = runner_key(runner_type)
-    found = next((m for n, m in view.runner_types.items() if runner_key(n) == key), None)
+    found = of_type(view.runner_types, runner_type)
     if found is None and set(view.runner_types) == {ALL_TYPES}:
         found = view.runner_types[ALL_TYPES]
     return found.judged if found is not None else None
@@ -168,7 +155,7 @@ def _relevant(
     fleet: FleetSnapshot,
     ranked_all: Ranked,
     by_key: dict[str, str],
-    routing: Routing,
+    routing: Routing | None,
 ) -> tuple[list[tuple[str, RunnerTypeMetrics]], tuple[str, ...], list[str], str]:
     """The types to show (worst first), the followed types the reading cannot speak for, those
     shown from their absence, and a note. Shown: the alert's types found in the reading, else
@@ -177,7 +164,11 @@ def _relevant(
     # Followed: every type the incident has shown or its alert named; the alert's name wins.
     followed = {runner_key(n): n for n in (*incident.peak_types, *incident.runner_types) if n}
     absent = sorted(name for key, name in followed.items() if key not in by_key)
-    empty = _absent_as_empty(incident, fleet, absent)
+    # Shown from their absence, where the source says absence means nothing queued: only types a
+    # reading showed this incident before. A type only its alert names is more likely spelt
+    # otherwise in the source (`lf.linux.4xlarge`) than drained, and would close it at once.
+    read = _read_before(incident) if fleet.absent_means_empty else set()
+    empty = [name for name in absent if runner_key(name) in read]
     named = {runner_key(name) for name in incident.runner_types if name}
     matched = named & {*by_key, *(runner_key(n) for n in empty)}
     note = ""
@@ -187,7 +178,7 @@ def _relevant(
         chosen = {
             key
             for key, n, m in ranked_all
-            if (m.queued or 0) > 0 and routing.owns(incident.channel, n)
+            if (m.queued or 0) > 0 and (routing is None or routing.owns(incident.channel, n))
         }
         if named:
             note = "none of the alert's runner types is in the reading: showing all that queue"
@@ -203,17 +194,6 @@ def _relevant(
     return ranked, missing, empty, note
 
 
-def _absent_as_empty(incident: Incident, fleet: FleetSnapshot, absent: list[str]) -> list[str]:
-    """The followed types the reading lacks that have nothing queued: only where the backend
-    says absence means that, and only types this incident has read before. A type its alert
-    names that the source never listed is more likely spelt otherwise there (`linux.4xlarge`
-    against `lf.linux.4xlarge`) than drained, and would close the incident at once."""
-    if not fleet.absent_means_empty:
-        return []
-    read = _read_before(incident)
-    return [name for name in absent if runner_key(name) in read]
-
-
 def _read_before(incident: Incident) -> set[str]:
     """The types (by `runner_key`) a live reading has shown this incident: its last live view's,
     and its peaks the alert never named (only a reading adds those)."""
@@ -222,15 +202,6 @@ def _read_before(incident: Incident) -> set[str]:
     if incident.live is not None and incident.live.is_live:
         read |= {runner_key(n) for n in incident.live.runner_types}
     return read
-
-
-def can_decide_drain(incident: Incident, view: FleetSnapshot) -> bool:
-    """Only a live view of the incident's own runner types can say it drained: a reading that
-    does not know the alert's types (a misconfigured label) must never close it."""
-    if not view.is_live or view.missing or view.hidden_queueing:
-        return False
-    named = {runner_key(name) for name in incident.runner_types if name}
-    return not named or any(runner_key(n) in named for n in view.runner_types)
 
 
 def absence_can_drain(queued_over_mins: float | None, max_wait_mins: float) -> bool:
@@ -254,8 +225,7 @@ def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool
     """Whether one type's queue is drained in a live reading; None when it cannot tell."""
     if not view.is_live:
         return None
-    key = runner_key(runner_type)
-    found = next((m for n, m in view.runner_types.items() if runner_key(n) == key), None)
+    found = of_type(view.runner_types, runner_type)
     if found is not None:
         return _within(found, rule)
     if view.absent_means_empty and absence_can_drain(view.queued_over_mins, rule.max_wait_mins):
@@ -265,10 +235,20 @@ def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool
 
 def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> int:
     """Consecutive drained checks including this one: 0 when it queues or the numbers are the
-    alert's; unchanged while a live reading cannot tell."""
+    alert's; unchanged while a live reading cannot tell. Only a live view of the incident's own
+    types can say it drained: a reading that does not know them (a misconfigured label) must
+    never close it."""
+    if not view.is_live:
+        return 0
+    named = {runner_key(name) for name in incident.runner_types if name}
     blind = bool(view.absent) and not absence_can_drain(view.queued_over_mins, rule.max_wait_mins)
-    if blind or not can_decide_drain(incident, view):
-        return incident.drain_checks if view.is_live else 0
+    if (
+        blind
+        or view.missing
+        or view.hidden_queueing
+        or (named and not any(runner_key(n) in named for n in view.runner_types))
+    ):
+        return incident.drain_checks
     return incident.drain_checks + 1 if is_drained(view, rule) else 0
 
 

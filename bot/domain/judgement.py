@@ -1,11 +1,7 @@
 """What one reading means for one runner type, decided once and stored with the reading
-(`RunnerTypeMetrics.judged`): every surface renders it and none recomputes it, so two surfaces
-never disagree.
-
-The direction comes from the queue itself (`direction_of`): arrival and completion rates lag a
-turn by their window, so they only size the advice of a queue that grows. The advice is the
-runners that drain the queue within the drain target, less those already booting (desired beyond
-registered), and how far the maximum must rise for them to fit.
+(`RunnerTypeMetrics.judged`): every surface renders it and none recomputes it. The direction
+comes from the queue itself, as rates lag a turn by their window; the advice is the runners that
+drain the queue within the drain target, less those booting, and the maximum they need.
 """
 
 from __future__ import annotations
@@ -38,8 +34,7 @@ class Direction(StrEnum):
 
 
 class Judgement(BaseModel):
-    """One runner type at one reading, decided; stored short, as it rides with every reading
-    kept in an incident's state."""
+    """Stored short: it rides with every reading kept in an incident's state."""
 
     model_config = ConfigDict(
         frozen=True,
@@ -120,8 +115,9 @@ class Judgement(BaseModel):
         if self.runners:
             does = f"would drain it in {within}" if self.queued else "would keep it from queueing"
             text = f"+{_runners(self.runners)} {does}"
-            if self.new_maximum is not None and self.maximum is not None:
-                was, to = number(self.maximum), number(self.maximum + self.raise_maximum_by)
+            if (to := self.new_maximum) is not None and self.maximum is not None:
+                # The number the form's default raises the maximum to.
+                was = number(self.maximum)
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             return text
         if self.clears_in_mins is not None:
@@ -190,7 +186,7 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
         if clears <= SLOW_DRAIN_TARGETS * j.within_mins:
             fell = f"the queue fell {-rate:.1f} jobs/min over the last readings"
             return j.model_copy(update={"clears_in_mins": clears, "why": fell})
-        needed = _drain(queued + rate * j.within_mins, duration, j.within_mins)
+        needed = to_drain(queued + rate * j.within_mins, duration, j.within_mins)
         return _fitted(j, needed, f"it falls, but would take ~{eta(clears)} by itself", running)
     # Growth: none while holding; the rates alone before any queue was observed; else the
     # observed slope (the rates size the advice, never turn its direction).
@@ -200,7 +196,7 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
         growth = _net_arrivals(metrics)
     else:
         growth = max(rate, 0.0)
-    needed = _drain(queued + growth * j.within_mins, duration, j.within_mins)
+    needed = to_drain(queued + growth * j.within_mins, duration, j.within_mins)
     each = f"of ~{minutes(duration)}" if duration else "at a runner each (no job duration)"
     why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
     if growth:
@@ -215,8 +211,9 @@ def _net_arrivals(metrics: RunnerTypeMetrics) -> float:
     return max(arrivals - completions, 0.0)
 
 
-def _drain(backlog: float, duration: float | None, within_mins: float) -> int:
-    """Without a duration, a runner per job (as PyTorch's scale-up-chron asks)."""
+def to_drain(backlog: float, duration: float | None, within_mins: float) -> int:
+    """The runners that drain `backlog` jobs of `duration` minutes within `within_mins`;
+    without a duration, a runner per job (as PyTorch's scale-up-chron asks)."""
     if backlog <= 0:
         return 0
     if duration is None:
@@ -241,8 +238,8 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
 
 def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     """The judgement once `runners` were added from Slack after its reading (raising the
-    maximum by `maximum_by`): they count as booting at once, so nobody is advised the same
-    runners twice. Worked out from the reading's own numbers, so counting again is idempotent."""
+    maximum by `maximum_by`): they count as booting at once, so nobody is advised them twice.
+    Worked out from the reading's own numbers, so counting again changes nothing."""
     if runners == j.added_since and maximum_by == j.maximum_added:
         return j
     update: dict[str, object] = {
@@ -261,9 +258,8 @@ def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
 
 def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | None, float | None]:
     """The direction of the observed queue (epoch seconds, queued, oldest first) and its change
-    per minute over its last `DIRECTION_READINGS` distinct values: a net change beyond
-    `tolerance`, the latest step not against it. A repeated reading (a backend not refreshed)
-    tells nothing and is passed over; None with fewer than two readings."""
+    per minute over its last `DIRECTION_READINGS` distinct values: a net change beyond the noise,
+    the latest step not against it. A repeated reading (a backend not refreshed) is passed over."""
     recent = list(points)[-RECENT_READINGS:]
     if len(recent) < 2:
         return None, None
@@ -276,18 +272,14 @@ def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | Non
         return None, None
     net, step = last[-1][1] - last[0][1], last[-1][1] - last[-2][1]
     rate = net / span
-    allowed = tolerance(max(value for _, value in last))
+    # Noise: four jobs (arrivals less completions, each a count of chance events, differ by that
+    # with no trend), or a twentieth of a long queue.
+    allowed = max(4.0, 0.05 * max(value for _, value in last))
     if net > allowed and step >= 0:
         return Direction.RISING, rate
     if net < -allowed and step <= 0:
         return Direction.FALLING, rate
     return Direction.HOLDING, rate
-
-
-def tolerance(level: float) -> float:
-    """Noise at this level: four jobs (arrivals less completions, each a count of chance
-    events, differ by that with no trend), or a twentieth of a long queue."""
-    return max(4.0, 0.05 * level)
 
 
 def clears(mins: float) -> str:

@@ -1,6 +1,6 @@
-"""What scaling a runner type is about, as values: its target, the capacity a backend reports
-and the tool that re-applies the target's spec (`managed_by`), and what the scale form offers
-before anyone confirms (`ScaleOwner`, `scale_default`). The calls are `bot.backends.scale`'s.
+"""Scaling a runner type as values: its target, the capacity a backend reports, the tool that
+re-applies the target's spec (`managed_by`), and what the scale form offers before anyone
+confirms (`scale_default`). The calls are `bot.backends.scale`'s.
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ class Capacity:
 
 @dataclass(frozen=True)
 class ScaleOwner:
-    """Whose scale-up the Scale up… form makes: an incident's, or an early warning's (once its
-    alert fired, the incident that took it on owns it)."""
+    """Whose scale-up the Scale up… form makes: an incident's, or an early warning's."""
 
     choices: tuple[str, ...]  # the runner types offered, the owner's own first
     incident: Incident | None = None
@@ -102,7 +101,7 @@ def scale_default(
     """What the form pre-fills: the judgement's `runners`, as much as one request may add and
     the target accepts. The maximum is raised instead of the floor where the advice raises it
     or the target refuses a raised floor; a refused shape offers the most the target accepts,
-    saying why; nothing at all rather than a number a responder would take by accident."""
+    saying why; else nothing, rather than a number a responder would take by accident."""
     if advice is None or advice.runners <= 0:
         # Nothing to fill in, but the shape chosen is still one a first runner fits: a set
         # that runs its maximum, or refuses a higher floor, gains nothing from its floor.
@@ -110,12 +109,13 @@ def scale_default(
         raise_maximum = can_raise_maximum and (at_maximum or bool(refusal(1, False)))
         return ScaleDefault(raise_maximum=raise_maximum)
     shapes = _shapes(advice, capacity, can_raise_maximum)
+    raised = f"the advice raises the maximum to {advice.new_maximum}" if advice.new_maximum else ""
     first = ""
     partial: ScaleDefault | None = None
     for raise_maximum, wanted in shapes:
         asked = min(wanted, target.cap)
         refused = refusal(asked, raise_maximum)
-        because = first or _raised_by_advice(advice, raise_maximum)
+        because = first or (raised if raise_maximum else "")
         if not refused:
             return ScaleDefault(asked, raise_maximum, wanted - asked, because)
         first = first or refused
@@ -143,15 +143,9 @@ def _shapes(
     return [floor, (True, advice.runners)]
 
 
-def _raised_by_advice(advice: Judgement, raise_maximum: bool) -> str:
-    if not raise_maximum or advice.new_maximum is None or advice.maximum is None:
-        return ""
-    return f"the advice raises the maximum to {advice.new_maximum}"
-
-
 def _most_accepted(asked: int, raise_maximum: bool, refusal: Refusal) -> int:
-    """The largest amount up to `asked` the target accepts: refusing one amount, it refuses
-    every larger one, so halving finds it."""
+    """The most up to `asked` the target accepts: refusing one amount, it refuses every larger
+    one, so halving finds it."""
     low, high = 0, asked
     while low < high:
         middle = (low + high + 1) // 2
@@ -167,16 +161,13 @@ def _most_accepted(asked: int, raise_maximum: bool, refusal: Refusal) -> int:
 ARGO_TRACKING_ID = "argocd.argoproj.io/tracking-id"
 ARGO_INSTANCE_LABEL = "argocd.argoproj.io/instance"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
-ARGO_PREFIX = "argocd.argoproj.io/"
 # Written by `helm install` and `helm upgrade` alone, never by `helm template`.
 HELM_RELEASE = "meta.helm.sh/release-name"
-HELM_NAMESPACE = "meta.helm.sh/release-namespace"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MAX_NAME = 100  # an application or release as shown (Helm's release names stop at 53)
 
 ARGO_SYNC = "an Argo CD sync puts the values from Git back, within seconds when self-heal is on"
 HELM_UPGRADE = "the next `helm upgrade` puts the chart's values back"
-CHART_APPLIED = "applying the chart again puts its values back"
 
 
 @dataclass(frozen=True)
@@ -194,50 +185,44 @@ class ManagedBy:
 
 
 def managed_by(labels: object, annotations: object) -> ManagedBy | None:
-    """Which tool re-applies this object's spec, from its metadata (None: nothing says), as a
-    sync or an upgrade undoes a patch made from Slack anyway. The first match decides: Argo CD's
+    """Which tool re-applies this object's spec (a sync or an upgrade undoes a patch made from
+    Slack), from its metadata; None when nothing says. The first match decides: Argo CD's
     tracking annotation, its instance label, Helm's release annotation, the instance label
     unless a Helm chart rendered it (Argo CD renders charts with `helm template`, which writes
     no annotation), any other Argo CD annotation, and `managed-by: Helm` alone."""
-    labels = _strings(labels)
-    annotations = _strings(annotations)
-    if annotations.get(ARGO_TRACKING_ID):
-        application = annotations[ARGO_TRACKING_ID].partition(":")[0]
-        return _argo_cd(application, f"tracked by its {ARGO_TRACKING_ID} annotation")
-    if labels.get(ARGO_INSTANCE_LABEL):
-        return _argo_cd(labels[ARGO_INSTANCE_LABEL], f"tracked by its {ARGO_INSTANCE_LABEL} label")
-    if annotations.get(HELM_RELEASE):
-        release = f"release {_name(annotations[HELM_RELEASE])}"
-        if annotations.get(HELM_NAMESPACE):
-            release += f" in {_name(annotations[HELM_NAMESPACE])}"
-        return ManagedBy("Helm", release, f"marked by its {HELM_RELEASE} annotation", HELM_UPGRADE)
-    if labels.get(INSTANCE_LABEL) and not _chart_instance(labels):
-        return _argo_cd(labels[INSTANCE_LABEL], f"tracked by its {INSTANCE_LABEL} label")
-    argo = sorted(key for key in annotations if key.startswith(ARGO_PREFIX))
-    if argo:
-        return _argo_cd("", f"going by its {_name(argo[0])} annotation")
-    if labels.get(MANAGED_BY_LABEL) == "Helm":
+    labels, annotations = _strings(labels), _strings(annotations)
+    if tracking := annotations.get(ARGO_TRACKING_ID):
+        return _argo_cd(tracking.partition(":")[0], f"its {ARGO_TRACKING_ID} annotation")
+    if instance := labels.get(ARGO_INSTANCE_LABEL):
+        return _argo_cd(instance, f"its {ARGO_INSTANCE_LABEL} label")
+    if release := annotations.get(HELM_RELEASE):
+        owner = f"release {_name(release)}"
+        if namespace := annotations.get("meta.helm.sh/release-namespace"):
+            owner += f" in {_name(namespace)}"
+        return ManagedBy("Helm", owner, f"marked by its {HELM_RELEASE} annotation", HELM_UPGRADE)
+    helm = labels.get(MANAGED_BY_LABEL) == "Helm"
+    instance = labels.get(INSTANCE_LABEL)
+    # The chart's own instance label (ARC's: the scale set's name), which Argo CD would have
+    # written its application's name over.
+    chart = (labels.get("app.kubernetes.io/name"), labels.get("actions.github.com/scale-set-name"))
+    if instance and not (helm and instance in chart):
+        return _argo_cd(instance, f"its {INSTANCE_LABEL} label")
+    if argo := sorted(key for key in annotations if key.startswith("argocd.argoproj.io/")):
+        return ManagedBy("Argo CD", "", f"going by its {_name(argo[0])} annotation", ARGO_SYNC)
+    if helm:
         marking = (
             f"marked by its {MANAGED_BY_LABEL}: Helm label, without the annotations "
             "`helm install` writes"
         )
-        return ManagedBy("whatever applies its rendered Helm chart", "", marking, CHART_APPLIED)
+        undoes = "applying the chart again puts its values back"
+        return ManagedBy("whatever applies its rendered Helm chart", "", marking, undoes)
     return None
 
 
-def _chart_instance(labels: dict[str, str]) -> bool:
-    """Whether the instance label is the chart's own (ARC's: the scale set's name), which Argo CD
-    would have written its application's name over."""
-    instance = labels[INSTANCE_LABEL]
-    return labels.get(MANAGED_BY_LABEL) == "Helm" and instance in (
-        labels.get("app.kubernetes.io/name"),
-        labels.get("actions.github.com/scale-set-name"),
-    )
-
-
 def _argo_cd(application: str, marking: str) -> ManagedBy:
-    owner = f"application {_name(application)}" if application else ""
-    return ManagedBy("Argo CD", owner, marking, ARGO_SYNC)
+    return ManagedBy(
+        "Argo CD", f"application {_name(application)}", f"tracked by {marking}", ARGO_SYNC
+    )
 
 
 def _strings(metadata: object) -> dict[str, str]:

@@ -66,7 +66,7 @@ STALLED = M(queued=43, assigned=163, registered=100, busy=96, idle=4, maximum=12
 def test_a_listener_that_stopped_acting_on_its_assigned_jobs(
     metrics: M, past: list[HistoryPoint], finding: str | None
 ) -> None:
-    outcome = listener_stalled("t", metrics, past, now=NOW)
+    outcome = listener_stalled("t", metrics, Evidence(history=past), NOW)
     if finding is None:
         assert not isinstance(outcome, Found), outcome
     else:
@@ -85,7 +85,7 @@ def test_a_listener_that_stopped_acting_on_its_assigned_jobs(
 def test_without_the_data_the_stall_check_says_what_would_tell(
     metrics: M, past: list[HistoryPoint], says: str
 ) -> None:
-    outcome = listener_stalled("t", metrics, past, now=NOW)
+    outcome = listener_stalled("t", metrics, Evidence(history=past), NOW)
     assert isinstance(outcome, str) and says in outcome
 
 
@@ -113,7 +113,7 @@ def test_without_the_data_the_stall_check_says_what_would_tell(
 def test_runners_the_autoscaler_asked_for_that_never_register(
     metrics: M, past: list[HistoryPoint], finding: str | None
 ) -> None:
-    outcome = not_registering("t", metrics, past, now=NOW)
+    outcome = not_registering("t", metrics, Evidence(history=past), NOW)
     if finding is None:
         assert not isinstance(outcome, Found), outcome
     else:
@@ -147,7 +147,9 @@ def test_a_scale_up_the_autoscaler_itself_reports_failing(
     says: str | None,
     advice: str | None,
 ) -> None:
-    found = scale_up_failing("t", M(queued=9, scale_errors=errors), failures)
+    found = scale_up_failing(
+        "t", M(queued=9, scale_errors=errors), Evidence(scaler_failures=failures)
+    )
     if says is None:
         assert found is None
     else:
@@ -194,7 +196,7 @@ def test_the_organisations_limit_when_no_type_gets_runners_below_its_maximum(
         )
         for i in range(20)
     ]
-    outcome = org_limit("a", fleet, past, now=NOW)
+    outcome = org_limit("a", fleet, Evidence(history=past), NOW)
     assert (outcome is not None) is found
     if outcome is not None:
         assert outcome.cause is Cause.ORG_LIMIT and "2 runner types" in outcome.evidence

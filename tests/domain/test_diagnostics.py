@@ -89,13 +89,20 @@ def test_resource_constraints(metrics: M, verdict: Verdict, says: str) -> None:
     ("metrics", "verdict", "says"),
     [
         (M(queued=43, busy=120), Verdict.UNKNOWN, "needs the maximum"),
-        (M(queued=43, busy=120, maximum=120), Verdict.BAD, "43 short"),
-        (M(queued=10, busy=50, maximum=120, desired=52), Verdict.WARN, "lagging"),
-        (M(queued=10, busy=50, maximum=120, desired=60), Verdict.OK, "fits the maximum"),
+        (
+            M(queued=43, busy=120, maximum=120),
+            Verdict.BAD,
+            "0 fit under the maximum of 120: 43 short",
+        ),
+        # Runners booting (desired beyond busy) count against the queue: the rest fit.
+        (M(queued=10, busy=50, maximum=120, desired=52), Verdict.OK, "fits the maximum of 120"),
+        (M(queued=0, busy=50, maximum=120), Verdict.OK, "fits the maximum of 120"),
     ],
 )
-def test_autoscaling_configuration_against_demand(metrics: M, verdict: Verdict, says: str) -> None:
-    check = autoscaling(metrics)
+def test_autoscaling_configuration_is_the_judgements_advice_against_the_maximum(
+    metrics: M, verdict: Verdict, says: str
+) -> None:
+    check = autoscaling(snapshot(t=metrics).runner_types["t"])
     assert (check.verdict, says in check.text) == (verdict, True), check.text
 
 
