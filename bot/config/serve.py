@@ -15,7 +15,6 @@ from bot.domain.fleet import FIELDS, unknown_fields
 from bot.domain.hud_queries import threshold_minutes
 from bot.domain.incident_fleet import absence_can_drain
 
-# What the GitHub readers accept instead of GITHUB_TOKEN.
 OR_APP = "GITHUB_TOKEN or a GitHub App (GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY)"
 # A backend chosen, and what it cannot do without: "SILENCE_BACKEND=grafana needs GRAFANA_URL".
 NEEDS = {
