@@ -1,9 +1,6 @@
-"""The stream consumer: an accepted notification becomes an incident change, and what Slack shows.
-
-The change, the replies for the channel's sender and the entry's acknowledgement are one commit,
-never waiting for Slack. One alert group's entries are one lane, those that arrived together one
-commit, so a flood of repeats costs one read and one write per batch.
-"""
+"""The stream consumer: an accepted notification becomes an incident change and what Slack shows.
+The change, its replies and the entry's acknowledgement are one commit, never waiting for Slack;
+one group's entries are one lane, those that arrived together one commit."""
 
 from __future__ import annotations
 
@@ -43,7 +40,6 @@ from bot.storage.incident_store import (
 from bot.storage.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 
-# Entries a consumer works on at once.
 MAX_IN_FLIGHT = 256
 
 

@@ -1,10 +1,5 @@
-"""The one loop behind both streams the leader consumes (notifications, Slack requests).
-
-It reads new entries, keeps those under way from looking idle, takes over what other consumers
-left idle (burying one taken over too often), prunes consumers that left, and at the end of a term
-hands back what it did not finish, for the next term to take over at once. One lane's entries are
-worked on in order by one task, those waiting together as one batch; lanes run side by side.
-"""
+"""The one loop behind both streams the leader consumes (notifications, Slack requests). At the
+end of a term it hands back what it did not finish, so the next term takes it over at once."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Webhook authentication: pure functions of header values, secrets and the time. Secrets are
-compared in constant time; malformed input is a refusal, never an exception. Grafana's HMAC
-(11.6+): the hex HMAC-SHA256 of the body, or with a timestamp header of `<seconds>:<body>`.
-"""
+"""Webhook authentication: pure functions of header values, secrets and the time; malformed input
+is a refusal, never an exception. Grafana's HMAC (11.6+): the hex HMAC-SHA256 of the body, or with
+a timestamp header of `<seconds>:<body>`."""
 
 from __future__ import annotations
 
