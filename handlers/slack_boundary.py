@@ -1,8 +1,6 @@
-"""What stands around Bolt for Slack's traffic, over HTTP (`/slack/events`) and Socket Mode alike:
-what Bolt cannot take is refused with one log line (a 400 over HTTP, a plain ack over the socket,
-so Slack does not retry it); a request no listener wants is acked; the answer is bounded by
-Slack's 3 seconds; an event Slack delivers again is not handled twice.
-"""
+"""What stands around Bolt for Slack's traffic, over HTTP and Socket Mode alike: what Bolt cannot
+take is refused with one log line (acked over the socket, so Slack does not retry it); the answer
+is bounded by Slack's 3 seconds; an event Slack delivers again is handled once."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Alert webhooks: authenticate, bound, validate, append to the stream, answer 202.
-
-Nothing here waits for Slack. A notification is acknowledged only once it is in Redis, so a 202
-is a promise kept; when Redis is unreachable the answer is 503 and the sender retries.
-"""
+"""Alert webhooks: authenticate, bound, validate, append to the stream, answer 202. Nothing waits
+for Slack; a 202 only once the notification is in Redis, else a 503 so the sender retries."""
 
 from __future__ import annotations
 
