@@ -1,7 +1,6 @@
 """How queuepilot reaches Redis: one server by URL, or the master a set of Sentinels names (asked
 on every new connection, so a retry after a failover reaches the new master). A Redis Cluster is
-refused: the commit script touches keys of many hash slots at once.
-"""
+refused: the commit script touches keys of many hash slots at once."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The durable notification stream: the webhook appends before answering 202; the commit that
-applies an entry acknowledges and deletes it in the same script.
-"""
+applies an entry acknowledges and deletes it in the same script."""
 
 from __future__ import annotations
 
