@@ -1,8 +1,6 @@
-"""GitHub's REST API as the readings and the alert's issue speak it: ETags, `link` pagination,
-rate limits (per token: whoever meets one stops every call of the client), and the token:
-`GITHUB_TOKEN`, or a GitHub App's installation token minted with a JWT (`cryptography`, the
-`github-app` extra). No key, JWT or token ever goes into a message or a log.
-"""
+"""GitHub's REST API as the readings and the alert's issue speak it: ETags, `link` pagination, rate
+limits (whoever meets one stops every call of the client), a token or a GitHub App's installation
+token. No key, JWT or token ever goes into a message or a log."""
 
 from __future__ import annotations
 

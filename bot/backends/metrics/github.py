@@ -1,9 +1,6 @@
-"""Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label.
-
-Per reading: the org's (`GITHUB_ORG`) or each repository's runners, and the jobs of each
-`GITHUB_REPOS` run queued or in progress. The token's quota is shared, so pages are asked with
-ETags (a 304 is free) and `queued_jobs` reuses a fresh listing as it is.
-"""
+"""Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
+token's quota is shared, so pages are asked with ETags (a 304 is free) and `queued_jobs` reuses a
+fresh listing."""
 
 from __future__ import annotations
 

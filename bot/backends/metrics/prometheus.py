@@ -1,9 +1,5 @@
-"""Queue numbers from Prometheus's HTTP API: by default, ARC's scale-set listener metrics.
-
-Each field is one instant query answering one series per scale set (`name`, less ARC's runner-set
-suffix); `PROMETHEUS_QUERIES` replaces any of them. Job counters carry the job's labels, not the
-set's, so they join the set through the scrape target (`instance`) they share with its gauges.
-"""
+"""Queue numbers from Prometheus's HTTP API: by default ARC's scale-set listener metrics, each
+field one instant query answering one series per scale set."""
 
 from __future__ import annotations
 

@@ -54,12 +54,9 @@ TYPE = "queuepilot_type"  # the scale set (the runner set's `name` less its suff
 
 
 def per_type(expr: str, seconds: int, name_suffix: str = "") -> str:
-    """A job series over the window, given its scale set (`TYPE`) through any scrape target
-    that served the set's gauges in the window, so a listener restarted mid-week is not lost.
-
-    A listener recreated (ARC names its runner set anew) serves one scale set under two names:
-    grouping the targets by the name less its suffix makes a target that served both one match,
-    not a duplicate Prometheus refuses. Summed by type before any quantile: quantiles of two
+    """A job series over the window per scale set (`TYPE`), through any scrape target that served
+    the set's gauges, so a listener restarted or recreated under a new name is one match, neither
+    lost nor a duplicate Prometheus refuses. Summed by type before any quantile: quantiles of two
     halves cannot be added afterwards."""
     # Prometheus anchors its regexes at both ends; a name with no suffix is its type whole.
     suffix = f"(?:{name_suffix.removesuffix('$')})?" if name_suffix else ""

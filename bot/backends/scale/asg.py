@@ -1,7 +1,5 @@
 """The `aws-asg` scaler: raise an EC2 Auto Scaling group's desired capacity. An ASG has no
-resource version: a put-back's check and set are two calls. IAM on the groups:
-`autoscaling:DescribeAutoScalingGroups`, `SetDesiredCapacity` and `DescribeScalingActivities`.
-"""
+resource version: a put-back's check and set are two calls."""
 
 from __future__ import annotations
 
