@@ -1,7 +1,6 @@
-"""The path every responder action takes, whichever surface: `guarded` authorizes, answers the
-same delivery twice once, and counts the outcome; `commit` decides on the incident as read and
-commits the change with its thread reply. Backend calls happen between the two, holding no state.
-"""
+"""The path every responder action takes: `guarded` authorizes, answers the same delivery twice
+once, and counts the outcome; `commit` decides on the incident as read and commits the change with
+its thread reply. Backend calls happen between the two, holding no state."""
 
 from __future__ import annotations
 

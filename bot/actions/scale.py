@@ -1,10 +1,6 @@
 """Scale up: a real call to the autoscaler for one runner type, permission-checked and capped.
-
-Scale-ups of one runner type are locked fleet-wide while the call runs and for a cooldown after
-it, so two people reacting to the same alert add runners once; the refusal says who and when.
-Unless kept (`keep`), a scale-up the backend can undo is recorded to be put back
-(`bot.actions.scale_reverts`), and its thread reply says when.
-"""
+Scale-ups of one runner type are locked fleet-wide while the call runs and for a cooldown, so two
+people reacting to the same alert add runners once."""
 
 from __future__ import annotations
 
