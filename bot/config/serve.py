@@ -159,9 +159,8 @@ def _metrics(s: Settings) -> list[str]:
 
 
 def _hud_threshold(s: Settings) -> list[str]:
-    """Refused, not warned: the HUD lists only jobs queued longer than its threshold, so with a
-    threshold past the drain's wait limit no incident could ever close by drain (a label it
-    lists has waited too long; one it lacks may have waited 29 minutes of 30)."""
+    """Refused, not warned: the HUD lists only jobs queued past its threshold, so a threshold past
+    the drain's wait limit means no incident could ever close by drain."""
     try:
         threshold = threshold_minutes(s.hud_query, s.hud_parameters)
     except ValueError as exc:
