@@ -126,9 +126,8 @@ class AsgScaler(Scaler):
 
 
 def failed_activities(answer: object, now: datetime) -> list[str]:
-    """The failed or cancelled activities of the last hour, newest first, at most
-    `MAX_FAILURES`: their StatusMessage (e.g. "We currently do not have sufficient g5.4xlarge
-    capacity…"), else their Description."""
+    """The failed or cancelled activities of the last hour, newest first, at most `MAX_FAILURES`:
+    their StatusMessage ("We currently do not have sufficient … capacity"), else Description."""
     activities = answer.get("Activities") if isinstance(answer, dict) else None
     found: list[tuple[datetime, str]] = []
     for activity in activities if isinstance(activities, list) else []:
