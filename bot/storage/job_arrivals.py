@@ -82,9 +82,8 @@ class JobArrivals:
 
 
 def _counted(hashes: list[dict[str, str]]) -> tuple[Counter[Pair], Counter[Pair]]:
-    """The jobs and their minutes per pair. A field is `<type>\t<workflow>` (jobs) or
-    `<type>\t<workflow>\tm` (their minutes; a workflow may be named `m`, so those are the fields
-    of three parts). A field that does not read is left out, not the whole answer."""
+    """The jobs and their minutes per pair. A minutes field has three parts (a workflow may be
+    named `m`); a field that does not read is left out, not the whole answer."""
     jobs: Counter[Pair] = Counter()
     minutes: Counter[Pair] = Counter()
     for raw in hashes:
