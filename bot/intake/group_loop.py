@@ -91,9 +91,8 @@ class GroupLoop(Generic[E]):
     async def retried(
         self, call: Callable[[], Awaitable[object]], what: str, entry: E | None
     ) -> bool:
-        """Whether `call()` was done: retried while Redis fails; after `intake_max_attempts`
-        other failures `entry` is dead-lettered (a bug costs one entry, never the consumer).
-        Without an entry (a batch), the first such failure gives up at once."""
+        """Whether `call()` was done: retried while Redis fails; after `intake_max_attempts` other
+        failures `entry` is dead-lettered (a bug costs one entry, never the consumer)."""
         backoff, errors = Backoff(1.0, first=0.02), 0
         while not self.stop.is_set():
             try:
