@@ -39,9 +39,8 @@ class Actor:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What to tell the person who asked (ephemerally), mrkdwn already escaped. `result` is how
-    `/metrics` counts it: ok, refused, failed (a backend), duplicate, error. `message` is shown
-    alone where `blocks` are not (a notification, a repeated interaction), so it says it all."""
+    """What to tell the person who asked, mrkdwn already escaped. `message` is shown alone where
+    `blocks` are not (a notification, a repeated interaction), so it says it all."""
 
     ok: bool
     message: str
