@@ -108,7 +108,6 @@ class Bot:
     bolt: AsyncApp
     leadership: Leadership
     home: Home
-    # The leader's periodic jobs, by name: each looks only at what is due in Redis.
     ticks: dict[str, periodic.Tick]
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
