@@ -108,7 +108,6 @@ class Bot:
     bolt: AsyncApp
     leadership: Leadership
     home: Home
-    # The leader's periodic jobs, by name: each looks only at what is due in Redis.
     ticks: dict[str, periodic.Tick]
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -116,7 +115,6 @@ class Bot:
         return all(not task.done() for task in self.background)
 
     async def backlogs(self) -> None:
-        """Read at scrape time: a gauge nobody scrapes costs nothing."""
         self.telemetry.intake_backlog.set(await self.stream.backlog())
         self.telemetry.requests_backlog.set(await self.request_stream.backlog())
         for channel in await self.queue.channels():
@@ -161,7 +159,6 @@ class Bot:
             log.info("queuepilot stopped cleanly")
 
     async def lead(self, deposed: asyncio.Event) -> None:
-        """What the leader does: apply the streams, send to Slack, run the periodic jobs."""
         take_over_ms = self.settings.leader_lease_ms // 2
         tasks = {
             asyncio.create_task(self.intake.run(deposed, take_over_ms=take_over_ms), name="intake"),

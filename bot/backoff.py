@@ -1,7 +1,6 @@
-"""The one way queuepilot backs off after a failure: waits that double from `first` up to
-`maximum`, so "how long after the third failure" has one answer everywhere. Where the other side
-names a time (`Retry-After`, GitHub's quota reset), the caller waits that instead.
-"""
+"""The one way queuepilot backs off after a failure, so "how long after the third failure" has one
+answer everywhere. Where the other side names a time (`Retry-After`, GitHub's quota reset), the
+caller waits that instead."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""One active replica: campaign for the lead, do the work while leading, stop when it is lost.
-
-Every replica serves HTTP and Socket Mode; only the leader applies the streams, sends to Slack
-and runs the periodic jobs (controller-runtime's manager; client-go's `leaderelection` for the
-timings). The lead is a lease in Redis (`bot.storage.leader`), renewed every third of its TTL. A
-leader that cannot renew it keeps working until the TTL it last renewed would have run out, then
-stops; a replica that finds the lease free takes it at once, so a dead leader is replaced within
-one TTL and the new one resumes from Redis.
-"""
+"""One active replica: campaign for the lead, do the work while leading, stop when it is lost. A
+leader that cannot renew keeps working until the TTL it last renewed would run out, then stops; a
+free lease is taken at once, so a dead leader is replaced within one TTL."""
 
 from __future__ import annotations
 

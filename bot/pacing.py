@@ -1,9 +1,5 @@
-"""The one way queuepilot paces calls against a limit kept per app, in this process's memory.
-
-A hold: a method answered 429 with `Retry-After` waits that long. A slot: a method limited per app
-(`chat.update`, history reads, GitHub's writes) is called at most once per `interval_ms`. Only the
-leader does the work (`bot.leader`), so its memory is where the app's budget lives.
-"""
+"""The one way queuepilot paces calls against a limit kept per app, in this process's memory: only
+the leader does the work (`bot.leader`), so its memory is where the app's budget lives."""
 
 from __future__ import annotations
 

@@ -37,7 +37,6 @@ logging.getLogger("apscheduler.executors.default").addFilter(_not_a_cancel)
 def start(
     ticks: dict[str, Tick], *, every_s: float, weekly: tuple[Schedule, Tick] | None = None
 ) -> AsyncIOScheduler:
-    """`ticks` every `every_s`, and `weekly`'s post on its schedule."""
     scheduler = AsyncIOScheduler()
     for name, tick in ticks.items():
         scheduler.add_job(

@@ -1,9 +1,6 @@
 """The Slack bot-token scopes queuepilot's features need, each with what breaks without it.
-
-`queuepilot check` compares a token's scopes (`x-oauth-scopes`) with `needed`; the manifests list
-`DEFAULT`, and a test keeps them equal. `auth.test`, `chat.getPermalink` and `views.*` (App Home
-included) need no scope; Socket Mode's app-level token carries its own `connections:write`.
-"""
+`auth.test`, `chat.getPermalink` and `views.*` need none; the manifests list `DEFAULT`, and a test
+keeps them equal."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""What stands around Bolt for Slack's traffic, over HTTP (`/slack/events`) and Socket Mode alike:
-what Bolt cannot take is refused with one log line (a 400 over HTTP, a plain ack over the socket,
-so Slack does not retry it); a request no listener wants is acked; the answer is bounded by
-Slack's 3 seconds; an event Slack delivers again is not handled twice.
-"""
+"""What stands around Bolt for Slack's traffic, over HTTP and Socket Mode alike: what Bolt cannot
+take is refused with one log line (acked over the socket, so Slack does not retry it); the answer
+is bounded by Slack's 3 seconds; an event Slack delivers again is handled once."""
 
 from __future__ import annotations
 
@@ -58,9 +56,8 @@ async def answer(
     via: str,
     signed: Callable[[], bool] = lambda: True,
 ) -> BoltResponse:
-    """Bolt's answer to the request `build` makes, bounded in time; never an exception, never a
-    5xx. `signed`: Bolt parses before it verifies, and an unsigned request is a 401 whatever its
-    body."""
+    """Bolt's answer, bounded in time; never an exception, never a 5xx. `signed`: Bolt parses
+    before it verifies, and an unsigned request is a 401 whatever its body."""
     try:
         request = build()
     except Exception as exc:  # Bolt's parser raises on what it cannot read
@@ -183,9 +180,8 @@ def register(app: Starlette, bolt: AsyncApp, *, signing_secret: str) -> None:
 
 
 class SocketEnvelopes:
-    """slack_sdk's message listener: one envelope in, one ack out, through the same boundary. It
-    takes the decoded message before slack_sdk builds its request object, which raises outside
-    any handler of ours on a payload of another shape."""
+    """slack_sdk's message listener, through the same boundary. It takes the decoded message before
+    slack_sdk builds its request object, which raises outside our handlers on an odd payload."""
 
     def __init__(self, bolt: AsyncApp) -> None:
         self._bolt = bolt

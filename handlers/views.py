@@ -1,6 +1,5 @@
 """The Scale up… modal, opened by an incident root's button or an early warning's, reviewed on the
-replica Slack reached, then confirmed: the scale-up is handed off to the requests stream.
-"""
+replica Slack reached, then confirmed: the scale-up is handed off to the requests stream."""
 
 from __future__ import annotations
 

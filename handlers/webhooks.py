@@ -1,8 +1,5 @@
-"""Alert webhooks: authenticate, bound, validate, append to the stream, answer 202.
-
-Nothing here waits for Slack. A notification is acknowledged only once it is in Redis, so a 202
-is a promise kept; when Redis is unreachable the answer is 503 and the sender retries.
-"""
+"""Alert webhooks: authenticate, bound, validate, append to the stream, answer 202. Nothing waits
+for Slack; a 202 only once the notification is in Redis, else a 503 so the sender retries."""
 
 from __future__ import annotations
 
@@ -47,8 +44,7 @@ class _Rejected(Exception):
 
 
 class AlertWebhooks:
-    """Each endpoint requires every credential configured for it (bearer or basic auth for both,
-    the HMAC signature for Grafana's). An endpoint with none configured for it refuses everything,
+    """Each endpoint requires every credential configured for it; one with none refuses everything
     unless ALERT_WEBHOOK_ALLOW_UNAUTHENTICATED says the network is private."""
 
     def __init__(
@@ -157,9 +153,8 @@ class AlertWebhooks:
 
 
 class AlertRoutes:
-    """A POST to an alert endpoint goes straight to its handler, the rest to `app` (which has the
-    routes too, and answers the other methods): in a flood, Starlette's middleware and routing
-    would cost every notification for nothing the handler needs."""
+    """Alert POSTs go straight to their handler, the rest to `app`: in a flood, Starlette's
+    middleware and routing would cost every notification for nothing the handler needs."""
 
     def __init__(self, app: ASGIApp, webhooks: AlertWebhooks) -> None:
         self.app = app

@@ -256,9 +256,8 @@ _ACTS: dict[str, Callable[[ActionCore, Actor, str, Command, str | None], Awaitab
 
 
 async def _incident_for(core: ActionCore, channel: str, command: Command) -> str | Outcome:
-    """The one incident open here; when several are open (or none here, some elsewhere), ask
-    which rather than guess. `postmortem` with none open here writes up the one that resolved
-    last: it is mostly asked for just after the summary."""
+    """The one incident open here; when several are open, ask which rather than guess. `postmortem`
+    with none open takes the last resolved: it is mostly asked for just after the summary."""
     here, elsewhere = _split(core, channel, await core.open_incidents(MAX_SCAN))
     if len(here) == 1:
         return here[0].id

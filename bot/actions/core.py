@@ -1,8 +1,6 @@
-"""The action core: what a responder can do to an incident, whichever surface they used.
-
-Buttons, modals and `/queue` subcommands all land here, so all get the same permission check,
-idempotency, timeline entries and answers (`bot.actions.flow`).
-"""
+"""The action core: what a responder can do to an incident. Buttons, modals and `/queue`
+subcommands all land here, so all get the same permission check, idempotency, timeline entries and
+answers."""
 
 from __future__ import annotations
 

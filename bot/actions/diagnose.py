@@ -1,8 +1,5 @@
-"""Run diagnostics: the runbook's checks over what the metrics backend knows, into the thread.
-
-A double click must not post two reports: the report is locked per incident for a short
-cooldown, and the refusal points at the report just posted.
-"""
+"""Run diagnostics into the thread. The report is locked per incident for a short cooldown, so a
+double click posts one report and the refusal points at it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The early warning's buttons: Dismiss (no warning for that runner type for an hour; anyone may,
-it only holds back a forecast) and Scale up (before the alert fires; the scale-up is the
-warning's, or the incident's that took the warning on).
-"""
+"""The early warning's buttons: Dismiss (anyone may: it only holds back a forecast, for an hour)
+and Scale up (before the alert fires; the scale-up is the warning's, or the incident's that took
+the warning on)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The path every responder action takes, whichever surface: `guarded` authorizes, answers the
-same delivery twice once, and counts the outcome; `commit` decides on the incident as read and
-commits the change with its thread reply. Backend calls happen between the two, holding no state.
-"""
+"""The path every responder action takes: `guarded` authorizes, answers the same delivery twice
+once, and counts the outcome; `commit` decides on the incident as read and commits the change with
+its thread reply. Backend calls happen between the two, holding no state."""
 
 from __future__ import annotations
 
@@ -40,9 +39,8 @@ class Actor:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What to tell the person who asked (ephemerally), mrkdwn already escaped. `result` is how
-    `/metrics` counts it: ok, refused, failed (a backend), duplicate, error. `message` is shown
-    alone where `blocks` are not (a notification, a repeated interaction), so it says it all."""
+    """What to tell the person who asked, mrkdwn already escaped. `message` is shown alone where
+    `blocks` are not (a notification, a repeated interaction), so it says it all."""
 
     ok: bool
     message: str

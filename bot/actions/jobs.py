@@ -1,6 +1,5 @@
 """`/queue jobs [runner-type]`: which jobs are queueing, from where, and what changed: the type
-asked for, else the channel's open incidents' types, else its worst queues.
-"""
+asked for, else the channel's open incidents' types, else its worst queues."""
 
 from __future__ import annotations
 

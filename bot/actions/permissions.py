@@ -1,10 +1,6 @@
-"""Who may do what: one hook every action passes through before anything is called.
-
-Acknowledge, silence, diagnose and resolve are open to everyone in the channel (they are how an
-on-call works). Scaling costs money and capacity, so it is refused unless the person is listed in
-`SCALE_ALLOWED_USERS`, directly (`U…`, `W…`) or through a Slack user group (`S…`), whose members
-are read with `usergroups.users.list` and kept for a few minutes.
-"""
+"""Who may do what: one hook every action passes through before anything is called. Scaling costs
+money and capacity, so only `SCALE_ALLOWED_USERS` (directly or through a user group) may; the other
+actions are how an on-call works, open to everyone in the channel."""
 
 from __future__ import annotations
 

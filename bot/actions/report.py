@@ -1,7 +1,6 @@
-"""`/queue report [7d|30d] [runner-type]`: capacity planning, answered ephemerally; and the weekly
-post of the same report when `REPORT_SCHEDULE` is set. A history that cannot be read leaves its
-numbers out and says why.
-"""
+"""`/queue report [7d|30d] [runner-type]`: capacity planning, answered ephemerally, and posted
+weekly when `REPORT_SCHEDULE` is set. A history that cannot be read leaves its numbers out and
+says why."""
 
 from __future__ import annotations
 

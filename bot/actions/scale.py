@@ -1,10 +1,6 @@
 """Scale up: a real call to the autoscaler for one runner type, permission-checked and capped.
-
-Scale-ups of one runner type are locked fleet-wide while the call runs and for a cooldown after
-it, so two people reacting to the same alert add runners once; the refusal says who and when.
-Unless kept (`keep`), a scale-up the backend can undo is recorded to be put back
-(`bot.actions.scale_reverts`), and its thread reply says when.
-"""
+Scale-ups of one runner type are locked fleet-wide while the call runs and for a cooldown, so two
+people reacting to the same alert add runners once."""
 
 from __future__ import annotations
 
@@ -109,9 +105,8 @@ class Scaling:
     async def preview(
         self, runner_type: str, recommended: Judgement | None, *, timeout_s: float, until: str = ""
     ) -> ScalePreview:
-        """What the form shows for `runner_type`: the capacity (within `timeout_s`: a modal is
-        waiting), the judgement it advises from, and the default it offers, checked as the scaler
-        would check it. `until` says what puts the scale-up back (empty: the incident's resolve)."""
+        """What the form shows for `runner_type`, checked as the scaler would check it; the
+        capacity is read within `timeout_s`, since a modal is waiting."""
         target, scaler = self.targets[runner_type], self.scaler
         capacity, note = None, NOT_CONFIGURED
         if scaler is not None:
@@ -233,9 +228,8 @@ class Scaling:
         incident_id: str = "",
         warning: str = "",
     ) -> Scaled | Outcome:
-        """The backend's call for a checked request under the type's fleet-wide lock (kept for
-        the cooldown), recorded to be put back for its incident or early warning (`warning`: its
-        uid); a failure as the person's answer."""
+        """The backend's call under the type's fleet-wide lock (kept for the cooldown), recorded to
+        be put back; a failure as the person's answer."""
         scaler = self.scaler
         if scaler is None:  # the callers refuse first; a new one must too
             return refused(NOT_CONFIGURED)

@@ -1,10 +1,6 @@
-"""The Scale up… form, one for whoever owns the scale-up (`ScaleOwner`): an incident's root or an
-early warning's message.
-
-Its default is the judgement the person is looking at: the incident's, as its root shows it; for
-a warning, its runner type's in the current fleet reading (a field added to the warning's stored
-state would not load on a 0.25 replica during a rolling upgrade).
-"""
+"""The Scale up… form, for an incident's root or an early warning's message. A warning's default is
+its runner type's judgement in the current fleet reading: a field added to the warning's stored
+state would not load on a 0.25 replica during a rolling upgrade."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Scale-ups from Slack that put themselves back: once their incident resolved and the runner
-type's queue stayed drained `SCALE_REVERT_SETTLE` since (a real fleet queues again the instant
-capacity goes), or after `SCALE_REVERT_AFTER`. An early warning's goes back once the warning's
-queue is over, unless the alert fired: the incident that took the warning on owns it then.
-
-One record per runner type and field: a second scale-up extends the first, and the oldest value
-is put back, floors before ceilings (`revert_order`: ARC's maxRunners cannot go below a
-minRunners we raised). A record is claimed as it is looked at (a 0.25 replica honours the claim).
-"""
+"""Scale-ups from Slack that put themselves back: once their incident resolved and the type's queue
+stayed drained `SCALE_REVERT_SETTLE` (a real fleet queues again the instant capacity goes), or after
+`SCALE_REVERT_AFTER`. One record per runner type and field: a second scale-up extends the first,
+and the oldest value goes back."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Silence and unsilence: a real silence in Alertmanager or Grafana, recorded on the incident.
-
-The backend is called under the incident's silence lock, so two people silencing at once make
-one silence. A silence the backend made is recorded even if the alert resolved meanwhile: it
-exists, so the incident must show it (and offer to remove it).
-"""
+"""Silence and unsilence: a real silence in Alertmanager or Grafana, recorded on the incident. Two
+people silencing at once make one silence (the incident's silence lock); one the backend made is
+recorded even if the alert resolved meanwhile: it exists, so the incident must show it."""
 
 from __future__ import annotations
 

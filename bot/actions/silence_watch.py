@@ -1,8 +1,4 @@
-"""Noticing a silence that ended without us: it ran out, or someone removed it in the backend.
-
-Each silence made from Slack is due to be looked at every `SILENCE_CHECK_SECONDS` and at its
-planned end; a due incident is claimed as it is checked (a 0.25 replica honours the claim).
-"""
+"""Noticing a silence that ended without us: it ran out, or someone removed it in the backend."""
 
 from __future__ import annotations
 

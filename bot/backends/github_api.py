@@ -1,8 +1,6 @@
-"""GitHub's REST API as the readings and the alert's issue speak it: ETags, `link` pagination,
-rate limits (per token: whoever meets one stops every call of the client), and the token:
-`GITHUB_TOKEN`, or a GitHub App's installation token minted with a JWT (`cryptography`, the
-`github-app` extra). No key, JWT or token ever goes into a message or a log.
-"""
+"""GitHub's REST API as the readings and the alert's issue speak it: ETags, `link` pagination, rate
+limits (whoever meets one stops every call of the client), a token or a GitHub App's installation
+token. No key, JWT or token ever goes into a message or a log."""
 
 from __future__ import annotations
 
@@ -166,10 +164,8 @@ class GithubApi:
         return response
 
     def _limited(self, response: httpx.Response, *, after_limit: bool) -> BackendError:
-        """A 403/429: a rate limit or a refusal. As GitHub's "Exceeding the rate limit" asks:
-        `retry-after` when given; else, with no calls remaining, until `x-ratelimit-reset`; else a
-        minute, doubling while secondary limits continue. An answer to a call sent before the last
-        limit (`after_limit` false) is that limit, and grows no wait."""
+        """A 403/429 as GitHub's "Exceeding the rate limit" asks: `retry-after`, else the quota's
+        reset, else a minute, doubling; an answer to a call sent before the last limit adds none."""
         headers = response.headers
         now = self._clock()
         retry_after = _float(headers.get("retry-after"))

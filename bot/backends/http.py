@@ -66,7 +66,6 @@ async def request(
 async def request_json(
     client: httpx.AsyncClient, service: str, method: str, url: str, **options: Any
 ) -> dict[str, Any]:
-    """`request`, answered with a JSON object."""
     return json_object(await request(client, service, method, url, **options), service)
 
 

@@ -1,8 +1,6 @@
-"""Where the alert's issue lives: the `Issues` interface, and GitHub's REST API behind it.
-
-Nothing here retries: a write whose answer was lost may have been made, and `find_comment` is how
-the caller looks before writing again.
-"""
+"""Where the alert's issue lives: the `Issues` interface, and GitHub's REST API behind it. Nothing
+here retries: a write whose answer was lost may have been made, and `find_comment` is how the
+caller looks before writing again."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Reaching the Kubernetes API: the pod's service account, or a kubeconfig's current context
-(a bearer token or a client certificate; no `exec` plugins). The in-cluster token is read on every
-request: the kubelet rotates bound service-account tokens.
-"""
+"""Reaching the Kubernetes API: the pod's service account, or a kubeconfig's current context (no
+`exec` plugins). The in-cluster token is read on every request: the kubelet rotates it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """`queuepilot check`: every misconfiguration found before the first alert, not at it. Each module
-probes one dependency through the bot's own clients; `run` runs the configured ones at once and
-prints one line per finding, with its fix when it is not ok."""
+probes one dependency through the bot's own clients."""
 
 from __future__ import annotations
 

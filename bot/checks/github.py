@@ -1,8 +1,5 @@
-"""GitHub (METRICS_BACKEND=github, JOBS_BACKEND=github, GITHUB_ISSUES_REPO) and the HUD (=hud): the
-reads the backends make, with the backends' own clients. `GET /rate_limit` is free and says the
-token works; a 403 or 404 after it is a token without the permission, named as GitHub's docs name
-it for fine-grained and classic tokens (and Apps, whose permissions are a fine-grained token's).
-"""
+"""GitHub and the HUD, read with the backends' own clients. `GET /rate_limit` is free and proves the
+token; a 403 or 404 after it is a missing permission, named as GitHub's docs name it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Prometheus (METRICS_BACKEND=prometheus): each of the backend's own queries, asked as it asks
-them, and which runner types each returns (its label's values, with the name suffix stripped as
-the backend strips it); then whether every scale target is among them.
-
-A query that returns nothing is judged by what it reads: ARC's listener gauges exist from a
-listener's start, its job metrics from its first job event, and the baselines (the same hour a
-day before) after a day of scraping.
-"""
+"""Prometheus: each of the backend's own queries, asked as it asks them, and the runner types each
+returns. An empty answer is judged by what it reads: ARC's listener gauges exist from a listener's
+start, its job metrics from its first job, the baselines (a day before) after a day of scraping."""
 
 from __future__ import annotations
 

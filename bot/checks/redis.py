@@ -1,7 +1,6 @@
-"""Redis: reachable with the bot's own client (Sentinel included), 6.2 or newer, no Cluster node
-nor replica, keeping its data, never evicting it. Eviction fails: it may delete an open incident
-or a lease, where `noeviction` refuses writes, which the webhook answers 503 so the sender
-retries. No persistence only warns: it works until a restart."""
+"""Redis: reachable with the bot's own client, 6.2 or newer, a master, persistent, never evicting.
+Eviction fails: it may delete an open incident or a lease, where `noeviction` refuses writes (the
+webhook answers 503, so the sender retries). No persistence only warns: it works until a restart."""
 
 from __future__ import annotations
 

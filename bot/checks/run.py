@@ -43,8 +43,7 @@ class Probe:
 
 def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
     """The settings (None when `serve` would refuse them) and what was found about them. A near
-    miss (METRIC_BACKEND) fails here, where `serve` only warns: the setting meant is at its
-    default without a word."""
+    miss (METRIC_BACKEND) fails here, where `serve` only warns: the meant one is left default."""
     near_misses = [fail("settings", problem) for problem in unknown_variables(environ)]
     try:
         settings = read_settings()
@@ -67,9 +66,8 @@ def summary(settings: Settings) -> str:
 
 
 def runner_types(settings: Settings) -> list[Finding]:
-    """Each runner type the bot knows with the ARC scale set it stands for, where scale sets
-    matter (Prometheus's ARC metrics, the arc scaler): a name that does not agree across the
-    three is found here, not during an incident."""
+    """Each runner type with the ARC scale set it stands for, where scale sets matter: a name that
+    does not agree is found here, not during an incident."""
     arc = settings.scaler_backend is ScalerBackend.ARC
     if not arc and settings.metrics_backend is not MetricsBackend.PROMETHEUS:
         return []

@@ -1,12 +1,5 @@
-"""The scaler backends, read as the scalers read them, never changed.
-
-arc: for each scale target, whether the bot's identity may `get` and `patch` its
-AutoscalingRunnerSet (a SelfSubjectAccessReview, which the API server answers for the caller
-without touching the object), and the set itself: it exists, and minRunners is not above
-maxRunners. sqs: the scale-up queue read; the scaler needs only `sqs:SendMessage`, which no dry
-call can test, so a queue this check may not read is a warning, one that is gone a failure.
-aws-asg: each Auto Scaling group exists, its desired capacity within its minimum and maximum.
-"""
+"""The scaler backends, read as the scalers read them, never changed. The sqs scaler needs only
+`sqs:SendMessage`, which no dry call can test, so a queue this check may not read is a warning."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Silences: Alertmanager's API v2 (Grafana serves it under its own prefix), read as the bot reads
-it. Whether a Grafana token may create silences is asked by posting an empty one: Grafana checks
-the route's permissions (403) before the body (400), so a 400 says the token got past the
-permission check and nothing was created (folder rights come later, per silence)."""
+"""Silences: Alertmanager's API v2 (Grafana serves it under its own prefix). A Grafana token is
+tested by posting an empty silence: Grafana checks permissions (403) before the body (400), so a
+400 means the token passed and nothing was created."""
 
 from __future__ import annotations
 

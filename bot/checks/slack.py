@@ -1,7 +1,5 @@
-"""Slack, through slack_sdk's client built as the bot builds it: the bot token (`auth.test`), its
-scopes (the `x-oauth-scopes` header, as Bolt reads them) against what the enabled features need,
-the app in every channel it posts to (judged as the start-up check judges it), and in Socket Mode
-the app-level token."""
+"""Slack, through slack_sdk's client built as the bot builds it: the bot token, its scopes (the
+`x-oauth-scopes` header, as Bolt reads them), the channels it posts to, the app-level token."""
 
 from __future__ import annotations
 

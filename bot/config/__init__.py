@@ -1,5 +1,4 @@
-"""queuepilot's settings: the model (`settings`), what each value must be (`values`), what serve
-needs of them together (`serve`), reading them (`loading`) and their reference (`reference`)."""
+"""queuepilot's settings: one validated object, read once at start and passed down."""
 
 from bot.config.loading import known_variables, load_settings, read_settings, unknown_variables
 from bot.config.serve import check_serve

@@ -15,7 +15,6 @@ from bot.domain.fleet import FIELDS, unknown_fields
 from bot.domain.hud_queries import threshold_minutes
 from bot.domain.incident_fleet import absence_can_drain
 
-# What the GitHub readers accept instead of GITHUB_TOKEN.
 OR_APP = "GITHUB_TOKEN or a GitHub App (GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY)"
 # A backend chosen, and what it cannot do without: "SILENCE_BACKEND=grafana needs GRAFANA_URL".
 NEEDS = {
@@ -160,9 +159,8 @@ def _metrics(s: Settings) -> list[str]:
 
 
 def _hud_threshold(s: Settings) -> list[str]:
-    """Refused, not warned: the HUD lists only jobs queued longer than its threshold, so with a
-    threshold past the drain's wait limit no incident could ever close by drain (a label it
-    lists has waited too long; one it lacks may have waited 29 minutes of 30)."""
+    """Refused, not warned: the HUD lists only jobs queued past its threshold, so a threshold past
+    the drain's wait limit means no incident could ever close by drain."""
     try:
         threshold = threshold_minutes(s.hud_query, s.hud_parameters)
     except ValueError as exc:

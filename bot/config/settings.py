@@ -364,9 +364,8 @@ class Issues(Group, title="The alert's GitHub issue"):
 
 
 class Advanced(Group, title="Advanced"):
-    """Slack's limits, as Slack publishes them, and the bot's internal timing. The defaults are what
-    Slack allows and what the tests and benchmarks measured; tests and the demo change some of them
-    to run faster."""
+    """Slack's published limits and the bot's internal timing. The defaults are what Slack allows
+    and what the benchmarks measured; tests and the demo shorten some of them to run faster."""
 
     slack_api_url: SlackApiUrl = "https://slack.com/api/"
     """Slack's Web API base URL; the demo and tests point it at the local emulator."""

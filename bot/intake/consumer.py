@@ -1,9 +1,6 @@
-"""The stream consumer: an accepted notification becomes an incident change, and what Slack shows.
-
-The change, the replies for the channel's sender and the entry's acknowledgement are one commit,
-never waiting for Slack. One alert group's entries are one lane, those that arrived together one
-commit, so a flood of repeats costs one read and one write per batch.
-"""
+"""The stream consumer: an accepted notification becomes an incident change and what Slack shows.
+The change, its replies and the entry's acknowledgement are one commit, never waiting for Slack;
+one group's entries are one lane, those that arrived together one commit."""
 
 from __future__ import annotations
 
@@ -43,7 +40,6 @@ from bot.storage.incident_store import (
 from bot.storage.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 
-# Entries a consumer works on at once.
 MAX_IN_FLIGHT = 256
 
 
@@ -76,9 +72,8 @@ class Intake:
         await self._loop.run(stop, take_over_ms=take_over_ms)
 
     async def handle_batch(self, entries: list[StreamEntry]) -> None:
-        """Apply one group's entries in order, together where they can be; never raises. A batch
-        failing in a way a retry cannot mend (a bug) is applied one entry at a time, so only the
-        entry at fault is dead-lettered."""
+        """Apply one group's entries in order, together where they can be; never raises. A batch a
+        retry cannot mend is applied one entry at a time, so only the one at fault dead-letters."""
         for entry in entries:
             if entry.delivery is None:
                 await self.handle(entry)
@@ -103,9 +98,8 @@ class Intake:
         return change
 
     async def _apply_all(self, pending: list[StreamEntry]) -> list[Change]:
-        """Fold a group's entries, in order, into as few fenced commits as keep their meaning: a
-        change that only updates the incident folds into the next; one that posts or moves the
-        status schedule is committed alone. Committed entries leave `pending`."""
+        """Fold a group's entries into as few fenced commits as keep their meaning: an update folds
+        into the next; a change that posts or moves the status schedule is committed alone."""
         # A delivery shared by repeats stays shared (a flood of repeats folds as one).
         unique = {id(entry.delivery): entry.delivery for entry in pending}
         names = {key: named(d, self.config.runner_names) for key, d in unique.items() if d}

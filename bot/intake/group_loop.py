@@ -1,10 +1,5 @@
-"""The one loop behind both streams the leader consumes (notifications, Slack requests).
-
-It reads new entries, keeps those under way from looking idle, takes over what other consumers
-left idle (burying one taken over too often), prunes consumers that left, and at the end of a term
-hands back what it did not finish, for the next term to take over at once. One lane's entries are
-worked on in order by one task, those waiting together as one batch; lanes run side by side.
-"""
+"""The one loop behind both streams the leader consumes (notifications, Slack requests). At the
+end of a term it hands back what it did not finish, so the next term takes it over at once."""
 
 from __future__ import annotations
 
@@ -96,9 +91,8 @@ class GroupLoop(Generic[E]):
     async def retried(
         self, call: Callable[[], Awaitable[object]], what: str, entry: E | None
     ) -> bool:
-        """Whether `call()` was done: retried while Redis fails; after `intake_max_attempts`
-        other failures `entry` is dead-lettered (a bug costs one entry, never the consumer).
-        Without an entry (a batch), the first such failure gives up at once."""
+        """Whether `call()` was done: retried while Redis fails; after `intake_max_attempts` other
+        failures `entry` is dead-lettered (a bug costs one entry, never the consumer)."""
         backoff, errors = Backoff(1.0, first=0.02), 0
         while not self.stop.is_set():
             try:

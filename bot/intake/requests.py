@@ -1,10 +1,6 @@
-"""The requests stream's consumer: performs what people asked of queuepilot in Slack.
-
-The replica Slack reached answered at once and appended the request (`bot.storage.requests`);
-here its work (the listener's) runs with the Slack body, then the entry is acknowledged. Each
-request is a lane of its own, so a slow backend never holds up a click on another incident. An
-entry taken over from a consumer that died carries on that attempt, so a click acts once.
-"""
+"""The requests stream's consumer: performs what people asked of queuepilot in Slack. Each request
+is a lane of its own, so a slow backend never holds up another click; an entry taken over from a
+consumer that died carries on that attempt, so a click acts once."""
 
 from __future__ import annotations
 

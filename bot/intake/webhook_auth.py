@@ -1,7 +1,6 @@
-"""Webhook authentication: pure functions of header values, secrets and the time. Secrets are
-compared in constant time; malformed input is a refusal, never an exception. Grafana's HMAC
-(11.6+): the hex HMAC-SHA256 of the body, or with a timestamp header of `<seconds>:<body>`.
-"""
+"""Webhook authentication: pure functions of header values, secrets and the time; malformed input
+is a refusal, never an exception. Grafana's HMAC (11.6+): the hex HMAC-SHA256 of the body, or with
+a timestamp header of `<seconds>:<body>`."""
 
 from __future__ import annotations
 
@@ -73,9 +72,8 @@ def grafana_signature_problem(
     max_skew: float = 300,
     require_timestamp: bool = False,
 ) -> str | None:
-    """None when Grafana's HMAC signature is valid, else a short reason for the 401 body. A
-    timestamp `max_skew` seconds off is refused, so a captured request cannot be replayed;
-    `require_timestamp` refuses body-only signatures, which can be."""
+    """None when Grafana's HMAC signature is valid, else a reason for the 401. An old timestamp is
+    refused so a request cannot be replayed; `require_timestamp` refuses body-only signatures."""
     if not signature or not signature.strip():
         return f"missing {SIGNATURE_HEADER}"
     if not secret:

@@ -1,7 +1,6 @@
 """How queuepilot reaches Redis: one server by URL, or the master a set of Sentinels names (asked
 on every new connection, so a retry after a failover reaches the new master). A Redis Cluster is
-refused: the commit script touches keys of many hash slots at once.
-"""
+refused: the commit script touches keys of many hash slots at once."""
 
 from __future__ import annotations
 
@@ -88,8 +87,8 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
 
 
 class _WaitForConnection:
-    """A pool where a command waits for a connection when all are in use, not failing at once (a
-    crowd of clicks did); redis-py's `BlockingConnectionPool` took 25 % of the intake's rate."""
+    """A pool where a command waits for a free connection instead of failing, so a crowd of clicks
+    is served; redis-py's `BlockingConnectionPool` costs 25 % of the intake's rate."""
 
     max_connections: int
 

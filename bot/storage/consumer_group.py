@@ -1,8 +1,6 @@
-"""A Redis stream worked through by a consumer group, for both streams (notifications, Slack
-requests). An entry leaves the stream once done; one a dead consumer (a 0.25 replica's, a former
-leader's) left pending is taken over once idle; one that can never be done is dead-lettered with
-the reason. `parse` never raises: an unreadable entry says why.
-"""
+"""A Redis stream worked through by a consumer group, for both streams. An entry leaves the stream
+once done; one a dead consumer (a 0.25 replica's, a former leader's) left pending is taken over
+once idle; one that can never be done is dead-lettered with the reason."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""A due set: members of a sorted set scored by when they are due, each claimed under a lease.
-
-A claim moves the member's score to the lease's end: not due while worked on, due again if the
-leader dies. That score is the claim's token, ended only while it is still the score, so whoever
-scheduled the member meanwhile keeps their time. 0.25 replicas claim the same sets during a
-rollout (or a status, a put-back, would be done twice). A member may carry data under its own key.
-"""
+"""Members of a sorted set scored by when they are due, each claimed under a lease: a claim moves
+the score to the lease's end (due again if the leader dies) and ends only while that is still the
+score, so whoever rescheduled meanwhile keeps their time. 0.25 replicas claim the same sets during
+a rollout (or a status, a put-back, would be done twice)."""
 
 from __future__ import annotations
 

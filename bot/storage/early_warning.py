@@ -1,8 +1,6 @@
-"""Early warnings in Redis, one per runner type. The channel's sender posts a warning (a
-`warning:<type>` member of its posts) and edits it when it changes; `version` counts the changes
-and `shown` the one Slack shows, so a change made while a post is on its way is edited next. An
-ended warning is kept a while, so a flapping forecast edits one message and a dismissal holds.
-"""
+"""Early warnings in Redis, one per runner type. `version` counts the changes and `shown` the one
+Slack shows, so a change made while a post is on its way is edited next; an ended warning is kept
+a while, so a flapping forecast edits one message and a dismissal holds."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The App Home's viewers: who opened the Home tab and when (kept a day), and what each one's
-Home shows (its digests, when, and Slack's `hash`), so a round publishes only what changed, once:
-whoever claims (viewer, digest) first publishes it, beside 0.25 replicas during a rollout.
-"""
+"""The App Home's viewers and what each one's Home shows, so a round publishes only what changed,
+once: whoever claims (viewer, digest) first publishes it, beside 0.25 replicas during a rollout."""
 
 from __future__ import annotations
 

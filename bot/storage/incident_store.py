@@ -1,9 +1,6 @@
-"""Incidents in Redis: state, groups, timeline, schedule, and what Slack must show.
-
-A change is a `Commit`, applied at once by `lua/commit.lua`, fenced by the leader's token and by
-the versions it was computed from (a 0.25 replica may write beside the leader during a rollout).
-Every key expires `retention_s` after the incident's last change.
-"""
+"""Incidents in Redis. A change is a `Commit`, applied at once by `lua/commit.lua`, fenced by the
+leader's token and by the versions it was computed from (a 0.25 replica may write beside the
+leader during a rollout). Every key expires `retention_s` after the incident's last change."""
 
 from __future__ import annotations
 

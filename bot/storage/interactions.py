@@ -1,8 +1,6 @@
-"""What makes a responder's action happen once: an interaction (a click, a modal, a command) is
-claimed and its answer kept, so a delivery arriving twice gets the same answer (the claim names
-its attempt, so a request taken over from a dead consumer is carried on); an action on an
-incident is locked while its backend call runs, then kept for a cooldown where asked.
-"""
+"""What makes a responder's action happen once: an interaction is claimed and its answer kept, so
+a delivery arriving twice gets the same answer; an action on an incident is locked while its
+backend call runs, then kept for a cooldown where asked."""
 
 from __future__ import annotations
 

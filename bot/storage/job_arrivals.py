@@ -1,10 +1,6 @@
-"""Queued jobs' arrivals per runner type and workflow in five-minute slots, so "this workflow's
-arrivals doubled since the same hour yesterday" can be said (`bot.fleet.jobs.JobsWatch`).
-
-A job counts once, in the slot it was created in (a script keeps each slot's seen IDs); "the last
-hour" is the last twelve slots, "a day before" the same twelve 24 hours earlier, so a burst three
-minutes old counts in full a minute after the hour too.
-"""
+"""Queued jobs' arrivals per runner type and workflow in five-minute slots, for "this workflow's
+arrivals doubled since the same hour yesterday". A job counts once, in the slot it was created in;
+"the last hour" is the last twelve slots, "a day before" the same twelve 24 hours earlier."""
 
 from __future__ import annotations
 
@@ -20,7 +16,7 @@ from bot.storage.keys import Keys
 from bot.storage.scripts import script
 
 SLOT_S = 300
-HOUR = 3600 // SLOT_S  # slots in an hour
+HOUR = 3600 // SLOT_S
 DAY = 24 * HOUR
 KEEP_S = 26 * 3600  # past its slot's end: the same hour a day before is still there
 
@@ -86,9 +82,8 @@ class JobArrivals:
 
 
 def _counted(hashes: list[dict[str, str]]) -> tuple[Counter[Pair], Counter[Pair]]:
-    """The jobs and their minutes per pair. A field is `<type>\t<workflow>` (jobs) or
-    `<type>\t<workflow>\tm` (their minutes; a workflow may be named `m`, so those are the fields
-    of three parts). A field that does not read is left out, not the whole answer."""
+    """The jobs and their minutes per pair. A minutes field has three parts (a workflow may be
+    named `m`); a field that does not read is left out, not the whole answer."""
     jobs: Counter[Pair] = Counter()
     minutes: Counter[Pair] = Counter()
     for raw in hashes:

@@ -1,9 +1,6 @@
-"""Every Redis key queuepilot uses, named in one place.
-
-State lives under `<prefix>:v2:` (this layout's version), so a key of another layout is never
-read as one of this one. The two streams and their dead letters are not versioned, so entries
-accepted before an upgrade are applied after it; they are also the only keys without a TTL.
-"""
+"""Every Redis key queuepilot uses. State lives under `<prefix>:v2:`, so a key of another layout is
+never read as this one's; the streams and their dead letters are not versioned, so entries accepted
+before an upgrade are applied after it (they are also the only keys without a TTL)."""
 
 from __future__ import annotations
 

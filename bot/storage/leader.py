@@ -1,7 +1,6 @@
-"""The leader's lease: which replica does the work (`bot.leader`). Its value is a fencing token (a
-number that only grows) and the holder's name; fenced scripts refuse a value that is not the one
-stored, so a leader that stalled past its TTL cannot write after its successor.
-"""
+"""The leader's lease. Its value is a fencing token (a number that only grows) and the holder's
+name; fenced scripts refuse any other value, so a leader that stalled past its TTL cannot write
+after its successor."""
 
 from __future__ import annotations
 

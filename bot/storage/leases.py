@@ -1,7 +1,6 @@
-"""Claims and leases, written once. `claim_once` is `SET NX PX`: True for the first caller until
-the key expires. A `Lease` is held by a random token, then an optional note for whoever finds it
-taken; only its holder may renew, keep or release it, so an expired holder never touches the next.
-"""
+"""Claims and leases. A `Lease` is held by a random token, then an optional note for whoever finds
+it taken; only its holder may renew, keep or release it, so an expired holder never touches the
+next."""
 
 from __future__ import annotations
 

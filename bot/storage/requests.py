@@ -1,7 +1,6 @@
-"""The Slack requests stream: what people asked in Slack, acknowledged by any replica and waiting
-until the leader performs it. A stream of its own: 0.25 replicas read the notification stream, and
-would dead-letter an entry they do not understand.
-"""
+"""The Slack requests stream: what people asked in Slack, waiting until the leader performs it. A
+stream of its own: 0.25 replicas read the notification stream, and would dead-letter an entry they
+do not understand."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Every Lua script, from `lua/<name>.lua`, after the one prelude several share. The queue's score
-constants are defined here once and handed to the prelude, so Lua and Python agree on them.
-"""
+constants are defined here once and handed to the prelude, so Lua and Python agree on them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""A channel's send queue, filled by the commit script, read by its sender (`bot.outbound.send`):
-`posts` (new roots by severity, then threads with replies waiting by band, each then by age) and
-`edits` (roots due an edit, in ms). A post is marked in flight (per queue member) before Slack is
-called and cleared when recorded: whoever finds a mark looks the post up before sending again.
-"""
+"""A channel's send queue, filled by the commit script, read by its sender. A post is marked in
+flight before Slack is called and cleared when recorded: whoever finds a mark looks the post up
+before sending again."""
 
 from __future__ import annotations
 

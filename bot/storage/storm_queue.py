@@ -1,9 +1,6 @@
-"""A channel's alert storm: one digest message lists every new group at once, while their roots
-go out one per Slack's slot (`bot.outbound.storm`). Per channel: `storm` (a hash: id, times, and
-per digest message its ts and what it shows), `storm:members`, `storm:placed` (incident -> the
-message that lists it) and `storm:links` (incident -> its thread's permalink: 0.25 draws the
-digest's lines from it, should a 0.25 replica take the channel over during an upgrade).
-"""
+"""A channel's alert storm: one digest message lists every new group at once, while their roots go
+out one per Slack's slot. `storm:links` (incident -> its thread's permalink) is for 0.25, which
+draws the digest's lines from it should a 0.25 replica take the channel over during an upgrade."""
 
 from __future__ import annotations
 

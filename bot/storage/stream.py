@@ -1,6 +1,5 @@
 """The durable notification stream: the webhook appends before answering 202; the commit that
-applies an entry acknowledges and deletes it in the same script.
-"""
+applies an entry acknowledges and deletes it in the same script."""
 
 from __future__ import annotations
 
@@ -95,9 +94,8 @@ RECENT = 256
 
 
 def _delivery(source: str, body: str) -> Delivery:
-    """A body repeated (an HA pair, a retry, a flood) is worked out once, and its entries share a
-    delivery the consumer folds as repeats (a flood is taken at 2,833/s, not 1,999/s). Kept by
-    the body's digest, so the memory held is that of the deliveries, not of the bodies."""
+    """A body repeated (an HA pair, a retry, a flood) is worked out once and its entries share a
+    delivery the consumer folds as repeats; kept by digest, so memory holds deliveries only."""
     key = hashlib.blake2b(f"{source}\0{body}".encode(), digest_size=16).digest()
     if (known := _RECENT.get(key)) is not None:
         _RECENT.move_to_end(key)

@@ -1,8 +1,5 @@
-"""Where the queue numbers come from: one reading of every runner type at a time.
-
-The leader asks once per tick (`bot.fleet.readings`) and every open incident takes its runner types
-from that one answer, so a hundred incidents cost one query round.
-"""
+"""Where the queue numbers come from: one reading of every runner type at a time, so a hundred open
+incidents cost one query round."""
 
 from __future__ import annotations
 

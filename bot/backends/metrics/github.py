@@ -1,9 +1,6 @@
-"""Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label.
-
-Per reading: the org's (`GITHUB_ORG`) or each repository's runners, and the jobs of each
-`GITHUB_REPOS` run queued or in progress. The token's quota is shared, so pages are asked with
-ETags (a 304 is free) and `queued_jobs` reuses a fresh listing as it is.
-"""
+"""Queue numbers from GitHub's REST API: queued jobs and self-hosted runners, per label. The
+token's quota is shared, so pages are asked with ETags (a 304 is free) and `queued_jobs` reuses a
+fresh listing."""
 
 from __future__ import annotations
 
@@ -92,9 +89,8 @@ class GithubMetrics:
         return await self._pages([f"/repos/{repo}/actions/runners?" for repo in repos], "runners")
 
     async def _jobs(self) -> RunsAndJobs:
-        """Jobs of the runs that may hold queued jobs: queued runs, and runs in progress (one
-        job running and the next waiting for a runner is the usual shape of a queue). Complete
-        only when every repository's runs and every run's jobs were listed to the end."""
+        """Jobs of queued runs and runs in progress (one job running and the next waiting for a
+        runner is the usual shape of a queue); complete only when every listing reached its end."""
         repos = self._config.github_repos
         statuses = ("queued", "in_progress")
         urls = [f"/repos/{r}/actions/runs?status={s}&" for r in repos for s in statuses]
@@ -132,9 +128,8 @@ def _path(url: Any) -> str:
 def fleet_of(
     jobs: Iterable[Any], runners: Iterable[Any], *, now: datetime, every_job_listed: bool = False
 ) -> FleetSnapshot:
-    """Per runner type: queued jobs and the longest wait, and the runners carrying its label.
-    Types are those of the jobs seen, not every label a runner carries (`AWS:us-east-1`…), so
-    a type whose jobs all finished is absent: "nothing queued" only when `every_job_listed`."""
+    """Per runner type: queued jobs, the longest wait, and the runners carrying its label. Types
+    are the jobs', so a finished one is absent: "nothing queued" only when `every_job_listed`."""
     waits: dict[str, list[datetime]] = {}
     for job in jobs:
         runner_type = runner_type_of(job)

@@ -1,7 +1,5 @@
-"""Queue numbers from a PyTorch-style HUD (pytorch/test-infra `torchci`): its saved ClickHouse
-queries, `GET {HUD_URL}/api/clickhouse/<query>?parameters=<JSON>` with `x-hud-internal-bot`. The
-readings answer only labels with jobs queued past the threshold, so an absent label has none.
-"""
+"""Queue numbers from a PyTorch-style HUD's saved ClickHouse queries. The readings answer only
+labels with jobs queued past the threshold, so an absent label has none."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Queue numbers from Prometheus's HTTP API: by default, ARC's scale-set listener metrics.
-
-Each field is one instant query answering one series per scale set (`name`, less ARC's runner-set
-suffix); `PROMETHEUS_QUERIES` replaces any of them. Job counters carry the job's labels, not the
-set's, so they join the set through the scrape target (`instance`) they share with its gauges.
-"""
+"""Queue numbers from Prometheus's HTTP API: by default ARC's scale-set listener metrics, each
+field one instant query answering one series per scale set."""
 
 from __future__ import annotations
 
@@ -275,9 +271,8 @@ def parse_vector(body: Mapping[str, Any]) -> Vector:
 
 
 def bucket_quantile(q: float, buckets: Mapping[float, float]) -> tuple[float, bool] | None:
-    """The `q` quantile of cumulative buckets (upper bound -> count) as Prometheus's
-    `histogram_quantile` computes it, except past the top finite bound: there Prometheus answers
-    that bound as if it were the value, and this says (that bound, True): over it."""
+    """The `q` quantile of cumulative buckets as `histogram_quantile` computes it, except past the
+    top finite bound, which Prometheus answers as the value: here (that bound, True), "over it"."""
     bounds = sorted(buckets)
     if not bounds or not math.isinf(bounds[-1]) or not 0 <= q <= 1:
         return None

@@ -38,9 +38,8 @@ def step_s(start: datetime, end: datetime) -> int:
 
 
 def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> dict[str, str]:
-    """`TypeHistory` field -> PromQL, from the reading's queries; the level is the runners the
-    autoscaler wants, else those registered. `wait_buckets`: the wait's query answers a
-    histogram's buckets (ARC's default), whose p99 Prometheus computes over a range."""
+    """`TypeHistory` field -> PromQL, from the reading's queries. `wait_buckets`: the wait's query
+    answers a histogram's buckets (ARC's default), whose p99 Prometheus computes over a range."""
     chosen = {field: queries[name] for field, name in SERIES.items() if name in queries}
     if wait_buckets and "wait_mins" in chosen:
         chosen["wait_mins"] = f"histogram_quantile(0.99, {chosen['wait_mins']}) / 60"
@@ -54,13 +53,9 @@ TYPE = "queuepilot_type"  # the scale set (the runner set's `name` less its suff
 
 
 def per_type(expr: str, seconds: int, name_suffix: str = "") -> str:
-    """A job series over the window, given its scale set (`TYPE`) through any scrape target
-    that served the set's gauges in the window, so a listener restarted mid-week is not lost.
-
-    A listener recreated (ARC names its runner set anew) serves one scale set under two names:
-    grouping the targets by the name less its suffix makes a target that served both one match,
-    not a duplicate Prometheus refuses. Summed by type before any quantile: quantiles of two
-    halves cannot be added afterwards."""
+    """A job series per scale set (`TYPE`) through any target that served the set's gauges, so a
+    listener restarted or renamed mid-window is one match. Summed before any quantile: quantiles of
+    two halves cannot be added afterwards."""
     # Prometheus anchors its regexes at both ends; a name with no suffix is its type whole.
     suffix = f"(?:{name_suffix.removesuffix('$')})?" if name_suffix else ""
     cut = json.dumps(f"(.+?){suffix}")

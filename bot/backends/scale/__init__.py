@@ -1,9 +1,6 @@
-"""Scaling a runner type up: a real call to the autoscaler, and its capacity before and after.
-
-No write leaves a target worse: a scale-up the backend would refuse, or that leaves its counts
-invalid (`bounded`), is refused before anything changes; a put-back (`Undo`) goes back only while
-the value is the one set.
-"""
+"""Scaling a runner type up. No write leaves a target worse: a scale-up the backend would refuse,
+or that leaves its counts invalid (`bounded`), is refused before anything changes; a put-back
+(`Undo`) goes back only while the value is the one set."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The `arc` scaler: raise an AutoscalingRunnerSet's floor (or, at its maximum, its ceiling: ARC
 runs `min(minRunners + assigned jobs, maxRunners)` runners). Each write is a JSON merge patch under
-the resourceVersion read (a 409: helm or kubectl wrote meanwhile: read again). RBAC: `get` and
-`patch` on `autoscalingrunnersets`.
-"""
+the resourceVersion read, so a helm or kubectl write meanwhile is a 409, not overwritten."""
 
 from __future__ import annotations
 

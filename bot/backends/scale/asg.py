@@ -1,7 +1,5 @@
 """The `aws-asg` scaler: raise an EC2 Auto Scaling group's desired capacity. An ASG has no
-resource version: a put-back's check and set are two calls. IAM on the groups:
-`autoscaling:DescribeAutoScalingGroups`, `SetDesiredCapacity` and `DescribeScalingActivities`.
-"""
+resource version: a put-back's check and set are two calls."""
 
 from __future__ import annotations
 
@@ -128,9 +126,8 @@ class AsgScaler(Scaler):
 
 
 def failed_activities(answer: object, now: datetime) -> list[str]:
-    """The failed or cancelled activities of the last hour, newest first, at most
-    `MAX_FAILURES`: their StatusMessage (e.g. "We currently do not have sufficient g5.4xlarge
-    capacity…"), else their Description."""
+    """The failed or cancelled activities of the last hour, newest first, at most `MAX_FAILURES`:
+    their StatusMessage ("We currently do not have sufficient … capacity"), else Description."""
     activities = answer.get("Activities") if isinstance(answer, dict) else None
     found: list[tuple[datetime, str]] = []
     for activity in activities if isinstance(activities, list) else []:

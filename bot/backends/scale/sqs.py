@@ -1,8 +1,6 @@
 """The `sqs` scaler: PyTorch-style scale-up Lambdas (terraform-aws-github-runner) read
-`workflow_job` "queued" messages, one runner each, as operators send them by hand
-(pytorch/ci-infra's `send_scale_message.py`). `+N` sends N, ten a batch; the Lambda still
-honours each type's `max_available`. IAM: `sqs:SendMessage` on the queue.
-"""
+`workflow_job` "queued" messages, one runner each, as operators send them by hand; `+N` sends N.
+The Lambda still honours each type's `max_available`."""
 
 from __future__ import annotations
 
