@@ -56,7 +56,6 @@ from bot.outbound import send
 from bot.outbound.gateway import SlackGateway, build_client
 from bot.outbound.home import Home
 from bot.outbound.membership import check_channels
-from bot.outbound.permalinks import Permalinks
 from bot.outbound.send import Outbound
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
@@ -223,9 +222,12 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     client = build_client(settings)
     pacing = Pacing()
     gateway = SlackGateway(
-        client, telemetry=telemetry, pacing=pacing, user_names=UserNames(redis, keys)
+        client,
+        telemetry=telemetry,
+        pacing=pacing,
+        user_names=UserNames(redis, keys),
+        permalinks=PermalinkCache(redis, keys, keep_s=retention_s),
     )
-    permalinks = Permalinks(PermalinkCache(redis, keys, keep_s=retention_s), gateway)
     warnings = WarningStore(redis, keys, bells=bells)
     notices = NoticeStore(redis, keys)
 
@@ -278,7 +280,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     core = ActionCore(
         acting,
-        Silencing(acting, silencer, config=settings, permalink=permalinks.link),
+        Silencing(acting, silencer, config=settings, permalink=gateway.link),
         scaling,
         Diagnosing(acting, readings, config=settings, jobs=jobs, scaling=scaling),
         Jobs(acting, jobs, settings.routing),
@@ -289,7 +291,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     early_warning = settings.early_warning_minutes > 0 and metrics.live
     if early_warning:
         ticks["early-warning"] = EarlyWarnings(
-            readings, store, warnings, config=settings, clock=clock, permalink=permalinks.link
+            readings, store, warnings, config=settings, clock=clock, permalink=gateway.link
         ).tick
     if issues is not None:
         ticks["alert-issue"] = AlertIssues(
@@ -299,7 +301,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             pacing,
             Leases(redis),
             config=settings,
-            permalink=permalinks.link,
+            permalink=gateway.link,
             postmortem=core.postmortem_markdown,
             clock=clock,
         ).tick
@@ -308,7 +310,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         queue=queue,
         storms=StormQueue(redis, prefix, retention_s=retention_s),
         slack=gateway,
-        permalinks=permalinks,
         telemetry=telemetry,
         charts=ChartDelivery(redis, keys, settings.chart_style),
         notices=notices,
@@ -352,7 +353,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         warnings,
         readings,
         HomeViewers(redis, keys),
-        permalinks,
         gateway,
         config=settings,
         clock=clock,

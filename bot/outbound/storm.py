@@ -1,13 +1,9 @@
 """The storm digest's side of a channel's sender: open it, keep it current, end it.
 
-The digest is posted like any other post (`gate` hands the sender a `Post`, before the roots
-waiting) and edited through the channel's `Desk`: one more message in the channel's pace. Its
-state lives in Redis (`bot.storage.storm_queue`); its messages are pure renderings.
-
-Groups that join after the digest is posted need a line too. `chat.update` is paced for the whole
-app (about 50 a minute): when twenty channels storm at once, an edit may be half a minute away.
-Posts are paced per channel, so a channel whose edit cannot come soon posts its waiting groups as
-a continuation instead (`Growth`). A group is placed in one message only (`StormQueue.place`).
+The digest is posted like any other post (`gate` hands the sender a `Post` before the roots
+waiting) and edited through the channel's `Desk`. Groups that join later need a line too; but
+`chat.update` is paced for the whole app (when twenty channels storm, an edit may be half a minute
+away), so a channel whose edit cannot come soon posts them as a continuation instead (`Growth`).
 """
 
 from __future__ import annotations
@@ -219,7 +215,7 @@ class StormDigest:
     async def _thread_links(self, members: list[Member]) -> dict[str, str]:
         """Incident ID -> its thread's link where known ("": the root is gone)."""
         threads = {(self.channel, m.thread_ts): m.incident_id for m in members if m.threaded}
-        found = await self._desk.out.permalinks.links(list(threads), ask_at_most=LINKS_PER_STEP)
+        found = await self._desk.out.slack.links(list(threads), ask_at_most=LINKS_PER_STEP)
         links = {threads[message]: url for message, url in found.items()}
         new = {i: url for i, url in links.items() if i not in self._links_written}
         if new:
@@ -248,7 +244,7 @@ class StormDigest:
             return await self._render(storm, part, mine, members, links, over=over)
 
         # A digest that can never be edited (deleted) is let be: the threads carry on.
-        digest, refused = await self._desk.redraw(storm.part_ts(part), draw, within_s=within_s)
+        digest, refused = await self._desk.update(storm.part_ts(part), draw, within_s=within_s)
         if refused is not None:
             self._desk.lost("the storm digest", refused.error)
         await self._storms.record_shown(self.channel, storm, digest_of(digest), part=part)

@@ -18,7 +18,7 @@ from bot.config import Settings
 from bot.outbound.gateway import SlackError, SlackGateway, build_client
 from bot.pacing import Pacing
 from bot.storage.keys import Keys
-from bot.storage.slack_cache import UserNames
+from bot.storage.slack_cache import PermalinkCache, UserNames
 from bot.telemetry import Telemetry
 from sandbox.serve import serve_in_thread
 from tests.support.servers import free_port
@@ -44,6 +44,7 @@ def make_gateway(
     base_url: str | None = None,
     max_retries: int = 3,
     timeout_s: float = 10,
+    link_timeout_s: float = 3.0,
 ) -> SlackGateway:
     settings = Settings(
         slack_bot_token=token,
@@ -57,6 +58,8 @@ def make_gateway(
         telemetry=telemetry,
         pacing=Pacing(),
         user_names=UserNames(redis, keys),
+        permalinks=PermalinkCache(redis, keys, keep_s=3600),
+        link_timeout_s=link_timeout_s,
     )
 
 
@@ -401,7 +404,7 @@ async def test_every_call_the_bot_makes_is_taken_by_a_slack_that_follows_the_met
     )
     name = await gateway.display_name("U0ALICE")
     members = await gateway.usergroup_members("S0ONCALL")
-    link = await gateway.permalink(CHANNEL, root)
+    link = await gateway.link(CHANNEL, root)
     file_id = await gateway.upload_file(
         CHANNEL, root, data=b"\x89PNG\r\n\x1a\n", filename="t.png", title="trend", alt="a chart"
     )
