@@ -1,15 +1,13 @@
 """The alert's GitHub issue, kept in step with its incident (`GITHUB_ISSUES_REPO`).
 
 A commit that gives the issue something to hear marks the incident in `issue_due`. Each tick the
-leader claims a due incident, holds its pass's lease (which a 0.25 replica honours), and: links
-the alert's open `area:alerting` issue (with `GITHUB_ISSUES_OPEN`, opens one; else looks again
-later); tells the thread's link, then each moment of the timeline not yet told, one comment each;
-closes an issue it opened while the incident is resolved, reopens it when it fires again.
-
-Each write is named in the link before it is sent (`trying`), so a call whose answer was lost is
-looked for before it is made again. Every call takes the app-wide `github` slot (`bot.pacing`);
-a failure is retried with the one backoff; a refusal is said once in the thread and tried again
-every `REFUSED_RETRY_S`. None of it holds up the incident's thread.
+leader claims a due incident, holds its pass's lease (a 0.25 replica honours both), and: links the
+alert's open `area:alerting` issue (with `GITHUB_ISSUES_OPEN`, opens one); tells the thread's link,
+then each moment of the timeline not yet told, one comment each; closes an issue it opened while
+the incident is resolved, reopens it when it fires again. Each write is named in the link before
+it is sent (`trying`), so a call whose answer was lost is looked for before it is made again.
+Every call takes the app-wide `github` slot; a failure is retried with the one backoff; a refusal
+is said once in the thread and tried again every `REFUSED_RETRY_S`.
 """
 
 from __future__ import annotations
@@ -42,7 +40,14 @@ from bot.domain.incidents import Event, Incident
 from bot.pacing import Pacing
 from bot.render.alert_issue import comment, issue_body
 from bot.render.replies import render_event
-from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, IssueLinks, Loaded, Reply
+from bot.storage.incident_store import (
+    BAND_EVENT,
+    Commit,
+    IncidentStore,
+    IssueLinks,
+    Reply,
+    ThreadRef,
+)
 from bot.storage.leases import Lease, Leases
 
 log = logging.getLogger(__name__)
@@ -65,16 +70,9 @@ Permalink = Callable[[str, str], Awaitable[str | None]]
 Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
 
 
-def never_taken(exc: BackendError) -> bool:
-    """A comment GitHub refuses for what it is: 422 (too long, …), or 403 on a locked issue. A
-    403 for a missing permission is not one: once fixed, the comment goes through."""
-    locked = exc.status == FORBIDDEN and "locked" in str(exc).lower()
-    return exc.status == UNPROCESSABLE or locked
-
-
 class Later(Exception):
-    """Nothing failed: the issue waits until `at` (for the root, the pipeline's issue, the
-    app-wide turn); None: for nothing more."""
+    """Nothing failed: the issue waits until `at` (for the root, the issue to appear, its turn);
+    None: for nothing more."""
 
     def __init__(self, at: float | None) -> None:
         self.at = at
@@ -122,10 +120,10 @@ class AlertIssues:
             await self.store.issue_due.reschedule(claim, self.clock().timestamp() + BUSY_S)
             return
         try:
-            link = await self.links.get(incident_id)
-            step = _Step(
-                self, loaded, link or IssueLink(repo=self.config.github_issues_repo), lease
+            link = await self.links.get(incident_id) or IssueLink(
+                repo=self.config.github_issues_repo
             )
+            step = _Step(self, loaded.incident, loaded.thread, link, lease)
             again: float | None = None
             try:
                 await step.run()
@@ -143,7 +141,6 @@ class AlertIssues:
             await self.leases.release(lease)
 
     async def _failed(self, step: _Step, exc: BackendError) -> float:
-        """When to try again."""
         now = self.clock().timestamp()
         link = step.link
         if exc.retryable:
@@ -194,18 +191,20 @@ class AlertIssues:
             log.warning("alert issue: incident %s: not recorded: %s", incident_id, text)
 
 
+@dataclass(eq=False)
 class _Step:
     """One pass over one claimed incident: each call, and the link saved after it."""
 
-    def __init__(self, owner: AlertIssues, loaded: Loaded, link: IssueLink, lease: Lease) -> None:
-        assert loaded.incident is not None
-        self.owner = owner
-        self.loaded = loaded
-        self.incident: Incident = loaded.incident
-        self.id = self.incident.id
-        self.link = link
-        self.lease = lease
-        self.writing = False  # a write is in flight: what GitHub answers is about it
+    owner: AlertIssues
+    incident: Incident
+    thread: ThreadRef | None
+    link: IssueLink
+    lease: Lease
+    writing: bool = False  # a write is in flight: what GitHub answers is about it
+
+    @property
+    def id(self) -> str:
+        return self.incident.id
 
     async def save(self, link: IssueLink) -> None:
         self.link = link
@@ -316,7 +315,10 @@ class _Step:
         try:
             await self.write(moment.key, lambda: owner.issues.comment(number, body))
         except BackendError as exc:
-            if not never_taken(exc):
+            # 422 (too long, …) or 403 on a locked issue is never taken; a 403 for a missing
+            # permission is, once fixed.
+            locked = exc.status == FORBIDDEN and "locked" in str(exc).lower()
+            if exc.status != UNPROCESSABLE and not locked:
                 raise
             # Never taken: said once, and the moments after it go on.
             self.writing = False
@@ -330,8 +332,7 @@ class _Step:
         await self.save(self.link.model_copy(update={"told": told, "trying": ""}))
 
     async def thread_url(self) -> str:
-        thread = self.loaded.thread
-        now = self.owner.clock()
+        thread, now = self.thread, self.owner.clock()
         if thread is not None:
             link = await self.owner.permalink(thread.channel, thread.ts)
             if link is None:  # Slack does not say now: ask again shortly
