@@ -122,11 +122,8 @@ class EarlyWarnings:
         now = self.clock().timestamp()
         if state is not None and state.phase is Phase.DISMISSED and now < state.until:
             return
-        channel = (
-            state.channel
-            if state
-            else channel_for_type(self.config.slack_routes, name, self.config.slack_channel)
-        )
+        routes, fallback = self.config.slack_routes, self.config.slack_channel
+        channel = state.channel if state else channel_for_type(routes, name, fallback)
         incident = _covering(name, channel, incidents)
         if incident is not None:
             if state is not None and _current(state, now):

@@ -22,11 +22,7 @@ from redis.exceptions import RedisError
 from bot.backends.errors import BackendError
 from bot.config import Settings
 from bot.domain.fleet import HistoryPoint, Reading
-from bot.domain.incident_fleet import (
-    as_snapshot,
-    drain_checks,
-    incident_fleet,
-)
+from bot.domain.incident_fleet import as_snapshot, drain_checks, incident_fleet
 from bot.domain.incidents import (
     Event,
     Incident,
