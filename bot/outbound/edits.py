@@ -43,13 +43,7 @@ class Desk:
         raises a failure worth retrying, and what a 429 would past `within_s` (the posts' path
         must not wait out an edit's hold)."""
         interval_ms = self.out.config.slack_update_interval_ms
-        turn = await self.out.slack.pacing.wait_for_slot(
-            "chat.update", interval_ms, within_s=within_s
-        )
-        if not turn.taken:
-            raise SlackError(
-                "chat.update", "ratelimited", retryable=True, retry_after=turn.retry_after_s
-            )
+        await self.out.slack.turn("chat.update", interval_ms, within_s=within_s)
         rendered = await draw()
         try:
             await self.out.slack.update(self.channel, ts, rendered.text, rendered.blocks)

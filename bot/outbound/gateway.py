@@ -270,24 +270,24 @@ class SlackGateway:
     async def in_turn(
         self, method: str, tries: int, *, within_s: float | None = None, **params: Any
     ) -> dict[str, Any]:
-        """A call made in its turn (after any hold, in its slot: waiters do not all call the
-        instant a hold ends; past `within_s`, refused as a 429 would be); a 429 is waited out and
-        the call made again, up to `tries` times."""
+        """A call made in its `turn` (so waiters do not all call the instant a hold ends); a 429
+        is waited out and the call made again, up to `tries` times."""
         attempt = 1
         while True:
-            turn = await self.pacing.wait_for_slot(
-                method, _SLOTS_MS.get(method, 0), within_s=within_s
-            )
-            if not turn.taken:
-                raise SlackError(
-                    method, "ratelimited", retryable=True, retry_after=turn.retry_after_s
-                )
+            await self.turn(method, _SLOTS_MS.get(method, 0), within_s=within_s)
             try:
                 return await self.call(method, **params)
             except SlackError as exc:
                 if exc.retry_after is None or attempt >= tries:
                     raise
             attempt += 1
+
+    async def turn(self, method: str, interval_ms: int, *, within_s: float | None) -> None:
+        """Wait out any hold of `method`, then take its app-wide slot; past `within_s`, raise
+        what a 429 would (a caller with other work does that instead)."""
+        turn = await self.pacing.wait_for_slot(method, interval_ms, within_s=within_s)
+        if not turn.taken:
+            raise SlackError(method, "ratelimited", retryable=True, retry_after=turn.retry_after_s)
 
     async def display_name(self, user: str) -> str | None:
         """The user's display name from `users.info`, cached for a day; None if unknown."""
