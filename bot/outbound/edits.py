@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bot.domain.incidents import Incident
 from bot.domain.message import Rendered, digest_of
 from bot.outbound.gateway import SlackError
 from bot.outbound.messages import ready
@@ -53,6 +54,11 @@ class Desk:
             return rendered, exc
         return rendered, None
 
+    def root(self, incident: Incident, *, mentions: bool) -> Rendered:
+        """The incident's root as it is now (the post without mentions, its edits with them)."""
+        within = self.out.config.drain_target_minutes
+        return render_root(incident, now=self.out.clock(), mentions=mentions, within_mins=within)
+
     def lost(self, what: str, error: str) -> None:
         """A message the channel keeps current can no longer be edited: an operator's concern."""
         log.error("sender %s: cannot edit %s: %s", self.channel, what, error)
@@ -76,12 +82,7 @@ async def edit_root(desk: Desk, due: DueSet) -> None:
     if loaded.incident is None or loaded.thread is None:
         await due.remove(incident_id)
         return
-    root = render_root(
-        loaded.incident,
-        now=desk.out.clock(),
-        mentions=True,
-        within_mins=config.drain_target_minutes,
-    )
+    root = desk.root(loaded.incident, mentions=True)
     digest = digest_of(root)
     edited = digest != loaded.rendered
     if edited and now_ms < edit_after_ms:

@@ -23,7 +23,6 @@ from bot.outbound.gateway import SlackError
 from bot.render.chart import blames_charts, has_charts, incident_chart, render_chart, without_charts
 from bot.render.early_warning import render_warning
 from bot.render.replies import StatusShown, render_shown
-from bot.render.root import render_root
 from bot.storage.early_warning import REFUSED
 from bot.storage.incident_store import CHART, POSTMORTEM, RESTATUS
 from bot.storage.send_queue import HeadReply, InFlight
@@ -122,19 +121,15 @@ async def read_root(desk: Desk, incident_id: str, earlier: InFlight | None) -> P
         await out.queue.forget(channel, f"root:{incident_id}")  # gone, or posted already
         return None
 
-    def render(*, mentions: bool) -> Rendered:
-        within = out.config.drain_target_minutes
-        return render_root(incident, now=out.clock(), mentions=mentions, within_mins=within)
-
     async def draw() -> Rendered:
-        return render(mentions=False)
+        return desk.root(incident, mentions=False)
 
     async def record(ts: str, drawn: Rendered | Upload | None) -> None:
         # Found by a lookup, drawn from an earlier state: an edit checks it at once. Else only
         # an owner named in the post (mentioned in edits) makes an edit differ by itself.
         digest = digest_of(drawn) if isinstance(drawn, Rendered) else ""
         named = bool(incident.acknowledged_by or incident.resolved_by)
-        differs = not digest or (named and digest != digest_of(render(mentions=True)))
+        differs = not digest or (named and digest != digest_of(desk.root(incident, mentions=True)))
         await out.queue.record_root(
             incident,
             ts,
