@@ -166,28 +166,6 @@ class SlackGateway:
         calls.labels(method, "ok").inc()
         return response
 
-    async def post(
-        self,
-        channel: str,
-        text: str,
-        blocks: list[dict[str, Any]],
-        *,
-        thread_ts: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> str:
-        """Post a message (a thread reply when `thread_ts` is given); returns its ts."""
-        response = await self.call(
-            "chat.postMessage",
-            channel=channel,
-            text=text,
-            blocks=blocks,
-            thread_ts=thread_ts,
-            metadata=metadata,
-            unfurl_links=False,
-            unfurl_media=False,
-        )
-        return str(response["ts"])
-
     async def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
         await self.call("chat.update", channel=channel, ts=ts, text=text, blocks=blocks)
 

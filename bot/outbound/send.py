@@ -282,13 +282,17 @@ class ChannelSender:
                 )
                 ts = ""  # a file share is not a message this bot keeps the ts of
             else:
-                ts = await out.slack.post(
-                    channel,
-                    drawn.text,
-                    drawn.blocks,
+                answer = await out.slack.call(
+                    "chat.postMessage",
+                    channel=channel,
+                    text=drawn.text,
+                    blocks=drawn.blocks,
                     thread_ts=post.thread_ts,
                     metadata=messages.metadata(post),
+                    unfurl_links=False,
+                    unfurl_media=False,
                 )
+                ts = str(answer["ts"])
         except SlackError as exc:
             answer = classify(exc, drawn)
             if answer is Answer.UNCERTAIN:

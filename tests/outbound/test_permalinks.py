@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from bot.outbound.gateway import SlackGateway
 from bot.storage.keys import Keys
-from tests.outbound.test_gateway import BLOCKS, make_gateway
+from tests.outbound.test_gateway import BLOCKS, make_gateway, post
 from tests.support.running import eventually
 from tests.support.servers import RedisServer
 from tests.support.slack import CHANNEL, Slack
@@ -26,7 +26,7 @@ def asked(slack: Slack) -> int:
 
 
 async def posted(slack: Slack, redis: Redis, text: str = "root") -> str:
-    return await make_gateway(slack, redis).post(CHANNEL, text, BLOCKS)
+    return await post(make_gateway(slack, redis), CHANNEL, text, BLOCKS)
 
 
 async def test_a_link_is_asked_of_slack_once_for_every_replica(slack: Slack, redis: Redis) -> None:
