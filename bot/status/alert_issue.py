@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -128,7 +128,7 @@ class AlertIssues:
             try:
                 await step.run()
             except Later as later:
-                await step.save(step.link)
+                await step.save()
                 again = later.at
             except BackendError as exc:
                 again = await self._failed(step, exc)
@@ -151,13 +151,13 @@ class AlertIssues:
             else:
                 wait = wait_after(failures, first=RETRY_FIRST_S, maximum=RETRY_MAX_S)
             log.info("alert issue: incident %s: %s; again in %.0f s", step.id, exc, wait)
-            await step.save(link.model_copy(update={"failures": failures}))
+            await step.save(failures=failures)
             return now + wait
         # A refused write was not made; a refused lookup says nothing of the write it sought.
         said = str(exc)
         log.warning("alert issue: incident %s: %s", step.id, said)
         trying = "" if step.writing else link.trying
-        await step.save(link.model_copy(update={"trying": trying, "refused": said}))
+        await step.save(trying=trying, refused=said)
         if said != link.refused:
             await self._tell_refusal(step.id, said)
         return now + REFUSED_RETRY_S
@@ -206,9 +206,9 @@ class _Step:
     def id(self) -> str:
         return self.incident.id
 
-    async def save(self, link: IssueLink) -> None:
-        self.link = link
-        await self.owner.links.save(self.id, link)
+    async def save(self, **changes: Any) -> None:
+        self.link = self.link.model_copy(update=changes)
+        await self.owner.links.save(self.id, self.link)
 
     async def call(self) -> None:
         """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
@@ -226,7 +226,7 @@ class _Step:
     async def write(self, trying: str, send: Callable[[], Awaitable[T]]) -> T:
         """A call that makes something: its turn, its name in the link, then the call."""
         await self.call()
-        await self.save(self.link.model_copy(update={"trying": trying}))
+        await self.save(trying=trying)
         self.writing = True
         answer = await send()
         self.writing = False
@@ -243,7 +243,7 @@ class _Step:
             await self.tell(moment, timeline)
         await self.set_state()
         if self.link.failures or self.link.refused:
-            await self.save(self.link.model_copy(update={"failures": 0, "refused": ""}))
+            await self.save(failures=0, refused="")
 
     async def link_issue(self) -> None:
         owner, incident = self.owner, self.incident
@@ -260,7 +260,7 @@ class _Step:
         elif self.link.trying == OPENING or not owner.config.github_issues_open:
             if self.link.trying == OPENING:
                 # Opened, its answer lost, not listed yet: opening again would make two.
-                await self.save(self.link.model_copy(update={"trying": ""}))
+                await self.save(trying="")
             raise Later(self.search_again())
         else:
             issue = await self.write(
@@ -270,11 +270,7 @@ class _Step:
                 ),
             )
             ours = True
-        await self.save(
-            self.link.model_copy(
-                update={"number": issue.number, "url": issue.url, "ours": ours, "trying": ""}
-            )
-        )
+        await self.save(number=issue.number, url=issue.url, ours=ours, trying="")
         how = "opened by queuepilot" if ours and owner.config.github_issues_open else "found open"
         text = f"Linked to GitHub issue {owner.config.github_issues_repo}#{issue.number} ({how})"
         await owner.record(self.id, "issue_linked", text, url=issue.url)
@@ -324,12 +320,12 @@ class _Step:
             self.writing = False
             if str(exc) != self.link.refused:
                 await owner._tell_refusal(self.id, str(exc), again=False)
-                await self.save(self.link.model_copy(update={"refused": str(exc)}))
+                await self.save(refused=str(exc))
         await self.told(moment)
 
     async def told(self, moment: Moment) -> None:
         told = (*self.link.told, moment.key)
-        await self.save(self.link.model_copy(update={"told": told, "trying": ""}))
+        await self.save(told=told, trying="")
 
     async def thread_url(self) -> str:
         thread, now = self.thread, self.owner.clock()
@@ -349,4 +345,4 @@ class _Step:
             return
         await self.call()
         await self.owner.issues.set_state(self.link.number, closed=closed)
-        await self.save(self.link.model_copy(update={"closed": closed}))
+        await self.save(closed=closed)
