@@ -139,7 +139,8 @@ class SlackGateway:
                 raise SlackError(method, "ratelimited", retryable=True, retry_after=wait) from None
             # A body without Slack's `ok` (a proxy's error page) says nothing of what Slack did.
             uncertain = status >= 500 or error in _TRANSIENT_ERRORS or "ok" not in body
-            messages = (body.get("response_metadata") or {}).get("messages")
+            metadata = body.get("response_metadata")
+            messages = metadata.get("messages") if isinstance(metadata, dict) else None
             details = (
                 tuple(str(m)[:500] for m in messages[:20]) if isinstance(messages, list) else ()
             )
