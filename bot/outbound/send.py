@@ -333,10 +333,8 @@ async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_T
                 for channel, (lease, task) in list(sending.items()):
                     if not task.done() and await out.leases.renew(lease, lease_ttl_ms):
                         continue
-                    if not task.done():
-                        log.warning("senders: stopped sending to %s: its lease is lost", channel)
                     del sending[channel]
-                    await _stop(out, channel, lease, task)
+                    await _stop(out, channel, lease, task, lost=not task.done())
                 queued = set(await out.queue.channels())
                 for channel in sorted((out.config.routing.channels | queued) - {"", *sending}):
                     key = out.queue.keys.sender_lease(channel)
@@ -355,12 +353,16 @@ async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_T
             await _stop(out, channel, lease, task)
 
 
-async def _stop(out: Outbound, channel: str, lease: Lease, task: asyncio.Task[None]) -> None:
+async def _stop(
+    out: Outbound, channel: str, lease: Lease, task: asyncio.Task[None], *, lost: bool = False
+) -> None:
     task.cancel()
     (outcome,) = await asyncio.gather(task, return_exceptions=True)
-    if isinstance(outcome, LostLease):
+    if lost or isinstance(outcome, LostLease):
         log.warning("senders: stopped sending to %s: its lease is lost", channel)
     elif isinstance(outcome, Exception):
         log.error("senders: the sender of %s failed: %r", channel, outcome)
+    else:  # this replica stops, or stops leading
+        log.info("senders: stopped sending to %s", channel)
     with suppress(RedisError):
         await out.leases.release(lease)
