@@ -53,7 +53,6 @@ from bot.outbound import send
 from bot.outbound.gateway import SlackGateway, build_client
 from bot.outbound.home import Home
 from bot.outbound.membership import check_channels
-from bot.outbound.permalinks import Permalinks
 from bot.outbound.send import Outbound
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
@@ -217,9 +216,12 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     client = build_client(settings)
     pacing = Pacing()
     gateway = SlackGateway(
-        client, telemetry=telemetry, pacing=pacing, user_names=UserNames(redis, keys)
+        client,
+        telemetry=telemetry,
+        pacing=pacing,
+        user_names=UserNames(redis, keys),
+        permalinks=PermalinkCache(redis, keys, keep_s=retention_s),
     )
-    permalinks = Permalinks(PermalinkCache(redis, keys, keep_s=retention_s), gateway)
     warnings = WarningStore(redis, keys, bells=bells)
     notices = NoticeStore(redis, keys)
 
@@ -268,7 +270,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     )
     core = ActionCore(
         acting,
-        Silencing(acting, silencer, config=settings, permalink=permalinks.link),
+        Silencing(acting, silencer, config=settings, permalink=gateway.link),
         scaling,
         Diagnosing(acting, readings, config=settings, jobs=jobs, scaling=scaling),
         Jobs(acting, jobs, settings.routing),
@@ -279,7 +281,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     early_warning = settings.early_warning_minutes > 0 and metrics.live
     if early_warning:
         ticks["early-warning"] = EarlyWarnings(
-            readings, store, warnings, config=settings, clock=clock, permalink=permalinks.link
+            readings, store, warnings, config=settings, clock=clock, permalink=gateway.link
         ).tick
     if issues is not None:
         ticks["alert-issue"] = AlertIssues(
@@ -289,7 +291,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
             pacing,
             Leases(redis),
             config=settings,
-            permalink=permalinks.link,
+            permalink=gateway.link,
             postmortem=core.postmortem_markdown,
             clock=clock,
         ).tick
@@ -298,7 +300,6 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         queue=queue,
         storms=StormQueue(redis, prefix, retention_s=retention_s),
         slack=gateway,
-        permalinks=permalinks,
         telemetry=telemetry,
         charts=ChartDelivery(redis, keys, settings.chart_style),
         notices=notices,
@@ -338,9 +339,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         consumer=consumer,
     )
     viewers = HomeViewers(redis, keys)
-    home = Home(
-        store, warnings, readings, viewers, permalinks, gateway, config=settings, clock=clock
-    )
+    home = Home(store, warnings, readings, viewers, gateway, config=settings, clock=clock)
     ticks["app-home"] = home.tick
     # A reading every interval where the readings are the report's history and nothing else
     # reads on a schedule (the early warning does): a week read only during incidents is not

@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from pydantic import ValidationError
 from redis.asyncio import Redis
@@ -110,19 +111,17 @@ class FleetReadings:
         return reading, (await self.history() if has_fleet else [])
 
     async def _refresh(self, stored: Reading | None, now: datetime) -> Reading:
+        name = self.metrics.name
         try:
             fleet = await within(
-                self.metrics.read(now=now), self._config.backend_timeout_seconds, self.metrics.name
+                self.metrics.read(now=now), self._config.backend_timeout_seconds, name
             )
-        except BackendError as exc:
-            reading = Reading(stored.fleet if stored else None, now, str(exc))
-        except Exception as exc:  # a backend bug must not stop the tick; it is logged in full
-            log.exception("fleet: %s failed unexpectedly", self.metrics.name)
-            reading = Reading(
-                stored.fleet if stored else None,
-                now,
-                f"{self.metrics.name} failed ({type(exc).__name__})",
-            )
+        except Exception as exc:
+            error = str(exc)
+            if not isinstance(exc, BackendError):  # a bug must not stop the tick: logged in full
+                log.exception("fleet: %s failed unexpectedly", name)
+                error = f"{name} failed ({type(exc).__name__})"
+            reading = Reading(stored.fleet if stored else None, now, error)
         else:
             jobs = await self._observe_jobs(now)
             if jobs is not None and self._jobs is not None and not self._jobs.lists(self.metrics):
@@ -153,21 +152,14 @@ class FleetReadings:
         return None
 
     async def _remember(self, fleet: FleetSnapshot) -> None:
+        types = fleet.runner_types.items()
         point = {
             "at": fleet.at.timestamp(),
-            "a": {
-                n: m.arrival_per_min
-                for n, m in fleet.runner_types.items()
-                if m.arrival_per_min is not None
-            },
-            "d": {
-                n: m.job_duration_mins
-                for n, m in fleet.runner_types.items()
-                if m.job_duration_mins is not None
-            },
+            "a": {n: m.arrival_per_min for n, m in types if m.arrival_per_min is not None},
+            "d": {n: m.job_duration_mins for n, m in types if m.job_duration_mins is not None},
             "g": troubled_gauges(fleet.runner_types),
         }
-        if not point["a"] and not point["d"] and not point["g"]:
+        if not (point["a"] or point["d"] or point["g"]):
             return
         await self._store.remember(
             json.dumps(point, separators=(",", ":")),
@@ -180,16 +172,10 @@ class FleetReadings:
         for raw in await self._store.history(last):
             try:
                 data = json.loads(raw)
+                at = datetime.fromtimestamp(float(data["at"]), UTC)
+                gauges = {str(n): _floats(g) for n, g in data.get("g", {}).items()}
                 points.append(
-                    HistoryPoint(
-                        datetime.fromtimestamp(float(data["at"]), UTC),
-                        {str(k): float(v) for k, v in data.get("a", {}).items()},
-                        {str(k): float(v) for k, v in data.get("d", {}).items()},
-                        {
-                            str(name): {str(g): float(v) for g, v in gauges.items()}
-                            for name, gauges in data.get("g", {}).items()
-                        },
-                    )
+                    HistoryPoint(at, _floats(data.get("a", {})), _floats(data.get("d", {})), gauges)
                 )
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
@@ -198,3 +184,7 @@ class FleetReadings:
 
 def _keep_ms(interval: timedelta) -> int:
     return int(max(interval.total_seconds() * 10, 600) * 1000)
+
+
+def _floats(numbers: dict[str, Any]) -> dict[str, float]:
+    return {str(k): float(v) for k, v in numbers.items()}

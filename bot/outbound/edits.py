@@ -2,8 +2,7 @@
 
 Every edit takes one path (`Desk.update`): the app-wide `chat.update` slot (`bot.pacing`, after
 any `Retry-After` hold), the call, one reading of a refusal. A root is edited from the incident's
-latest state when its turn comes, so a burst of changes is one edit and an outage ends with the
-latest state, never a replay.
+latest state when its turn comes: a burst of changes is one edit, an outage ends in the latest.
 """
 
 from __future__ import annotations
@@ -14,8 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bot.domain.incidents import Incident
 from bot.domain.message import Rendered, digest_of
 from bot.outbound.gateway import SlackError
+from bot.outbound.messages import ready
 from bot.render.early_warning import render_warning
 from bot.render.root import render_root
 from bot.storage.connection import LONGEST_BLOCK_S
@@ -30,47 +31,33 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Desk:
-    """One channel's sender: what its loops share, and its edits in the app's edit slots."""
+    """One channel's sender: what its loops share, and its edits in the app's edit slot."""
 
     out: Outbound
     channel: str
 
-    async def _slot(self, within_s: float | None) -> None:
-        """Take the app's `chat.update` slot; past `within_s`, raise what a 429 would: the
-        posts' path must not wait out an edit's hold."""
-        interval_ms = self.out.config.slack_update_interval_ms
-        turn = await self.out.slack.pacing.wait_for_slot(
-            "chat.update", interval_ms, within_s=within_s
-        )
-        if not turn.taken:
-            raise SlackError(
-                "chat.update", "ratelimited", retryable=True, retry_after=turn.retry_after_s
-            )
-
     async def update(
-        self, ts: str, rendered: Rendered, *, within_s: float | None = None
-    ) -> SlackError | None:
-        """Show `rendered` at `ts`: None when done, Slack's refusal when the message can never
-        be edited so; a failure worth retrying raises."""
-        await self._slot(within_s)
-        return await self._call(ts, rendered)
-
-    async def redraw(
         self, ts: str, draw: Callable[[], Awaitable[Rendered]], *, within_s: float | None = None
     ) -> tuple[Rendered, SlackError | None]:
-        """`update`, drawn only once the slot is taken, so the edit shows what holds then."""
-        await self._slot(within_s)
+        """Show at `ts` what `draw` gives once the app's `chat.update` slot is taken (so the edit
+        shows what holds then). Answers Slack's refusal when the message can never be edited so;
+        raises a failure worth retrying, and what a 429 would past `within_s` (the posts' path
+        must not wait out an edit's hold)."""
+        interval_ms = self.out.config.slack_update_interval_ms
+        await self.out.slack.turn("chat.update", interval_ms, within_s=within_s)
         rendered = await draw()
-        return rendered, await self._call(ts, rendered)
-
-    async def _call(self, ts: str, rendered: Rendered) -> SlackError | None:
         try:
             await self.out.slack.update(self.channel, ts, rendered.text, rendered.blocks)
         except SlackError as exc:
             if exc.retryable:
                 raise
-            return exc
-        return None
+            return rendered, exc
+        return rendered, None
+
+    def root(self, incident: Incident, *, mentions: bool) -> Rendered:
+        """The incident's root as it is now (the post without mentions, its edits with them)."""
+        within = self.out.config.drain_target_minutes
+        return render_root(incident, now=self.out.clock(), mentions=mentions, within_mins=within)
 
     def lost(self, what: str, error: str) -> None:
         """A message the channel keeps current can no longer be edited: an operator's concern."""
@@ -95,12 +82,7 @@ async def edit_root(desk: Desk, due: DueSet) -> None:
     if loaded.incident is None or loaded.thread is None:
         await due.remove(incident_id)
         return
-    root = render_root(
-        loaded.incident,
-        now=desk.out.clock(),
-        mentions=True,
-        within_mins=config.drain_target_minutes,
-    )
+    root = desk.root(loaded.incident, mentions=True)
     digest = digest_of(root)
     edited = digest != loaded.rendered
     if edited and now_ms < edit_after_ms:
@@ -108,7 +90,7 @@ async def edit_root(desk: Desk, due: DueSet) -> None:
         return
     if edited:
         # One that can never be edited counts as shown: posting it again would make two roots.
-        refused = await desk.update(loaded.thread.ts, root)
+        _, refused = await desk.update(loaded.thread.ts, ready(root))
         if refused is not None:
             desk.lost(f"incident {incident_id}'s root", refused.error)
     await queue.record_edit(
@@ -133,7 +115,7 @@ async def edit_warnings(desk: Desk, warnings: WarningStore) -> None:
             # Gone, or not posted yet (its post's record queues the edit again if needed).
             await warnings.discard_edit(desk.channel, runner_type)
             continue
-        refused = await desk.update(state.ts, render_warning(state))
+        _, refused = await desk.update(state.ts, ready(render_warning(state)))
         if refused is not None:
             desk.lost(f"the early warning for {runner_type}", refused.error)
         # Shown, or never showable again: either way this version is done with.

@@ -1,18 +1,19 @@
 """The Slack gateway: every Web API call the bot makes goes through here, and its answer is
 classified once: a 429 holds the method for `Retry-After` (`bot.pacing`); a refused connection is
 safe to repeat; a timeout, a dropped connection, a 5xx or `internal_error` is uncertain (a post
-must be looked up before it is sent again); anything else is permanent, never retried. Retries
-belong to the callers.
+must be looked up before it is sent again); anything else is permanent. Retries are the callers'.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from aiohttp import ClientConnectorError, ClientError, ClientSession, ClientTimeout
+from redis.exceptions import RedisError
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
@@ -20,7 +21,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.config import Settings
 from bot.pacing import Pacing
-from bot.storage.slack_cache import UserNames
+from bot.storage.slack_cache import Message, PermalinkCache, UserNames
 from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,9 @@ LOOKUP_MAX_PAGES = 20
 LOOKUP_RATE_LIMITED_TRIES = 30  # 429s in a row a lookup waits out (half an hour, distributed)
 # App-wide slots: the history reads (Tier 3, about 50 a minute), the Home's publishes (Tier 4).
 _SLOTS_MS = {"conversations.history": 1200, "conversations.replies": 1200, "views.publish": 600}
+# Slack has no link for the message and never will: kept as "none". Any other refusal (the app
+# not in the channel, a token or scope problem) may be mended, so it is asked again later.
+LINK_GONE = frozenset({"message_not_found", "channel_not_found"})
 
 
 @dataclass(eq=False)
@@ -53,14 +57,6 @@ class SlackError(Exception):
 
     def __str__(self) -> str:
         return f"{self.method}: {self.error}"
-
-
-def _messages(data: Mapping[str, Any]) -> tuple[str, ...]:
-    metadata = data.get("response_metadata")
-    messages = metadata.get("messages") if isinstance(metadata, dict) else None
-    if not isinstance(messages, list):
-        return ()
-    return tuple(str(m)[:500] for m in messages[:20])
 
 
 def retry_after_s(headers: Mapping[str, Any]) -> float:
@@ -98,6 +94,8 @@ class SlackGateway:
     telemetry: Telemetry
     pacing: Pacing
     user_names: UserNames
+    permalinks: PermalinkCache
+    link_timeout_s: float = 3.0
 
     def open(self) -> None:
         """One pool of connections until `aclose` (else slack_sdk handshakes before every call);
@@ -110,9 +108,8 @@ class SlackGateway:
             await session.close()
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
-        """One call of a Web API method; raises `SlackError`. Through slack_sdk's method of that
-        name: only about half the Web API reads a JSON body, and slack_sdk encodes each as Slack
-        takes it."""
+        """One call, through slack_sdk's method of that name: only about half the Web API reads a
+        JSON body, and slack_sdk encodes each as Slack takes it. Raises `SlackError`."""
         send = getattr(self.client, method.replace(".", "_"))
         arguments = {name: value for name, value in params.items() if value is not None}
         response = await self._classified(method, send(**arguments))
@@ -123,75 +120,52 @@ class SlackGateway:
     ) -> AsyncSlackResponse:
         """The response, or a classified `SlackError`. With `upload`, slack_sdk's client error is
         the file host refusing the bytes (a 5xx from files.slack.com): uncertain, like any 5xx."""
+        calls = self.telemetry.slack_calls
         try:
             response = await request
         except SlackApiError as exc:
             # slack_sdk answers a 200 whose body is not JSON with the raw aiohttp response.
-            data = getattr(exc.response, "data", None)
-            status = getattr(exc.response, "status_code", None) or getattr(
-                exc.response, "status", 0
+            answer = exc.response
+            status = int(getattr(answer, "status_code", None) or getattr(answer, "status", 0))
+            data = getattr(answer, "data", None)
+            body: Mapping[str, Any] = data if isinstance(data, dict) else {}
+            error = str(body.get("error") or f"http_{status}")
+            calls.labels(method, error).inc()
+            if status == 429 or error == "ratelimited":
+                wait = retry_after_s(getattr(answer, "headers", None) or {})
+                self.telemetry.slack_rate_limited.labels(method).inc()
+                log.warning("Slack rate-limited %s; holding it for %.1f s", method, wait)
+                self.pacing.hold(method, wait)
+                raise SlackError(method, "ratelimited", retryable=True, retry_after=wait) from None
+            # A body without Slack's `ok` (a proxy's error page) says nothing of what Slack did.
+            uncertain = status >= 500 or error in _TRANSIENT_ERRORS or "ok" not in body
+            metadata = body.get("response_metadata")
+            messages = metadata.get("messages") if isinstance(metadata, dict) else None
+            details = (
+                tuple(str(m)[:500] for m in messages[:20]) if isinstance(messages, list) else ()
             )
-            headers = getattr(exc.response, "headers", None) or {}
-            body = data if isinstance(data, dict) else {}
-            raise await self._failure(method, int(status), body, headers) from None
+            raise SlackError(
+                method, error, retryable=uncertain, uncertain=uncertain, details=details
+            ) from None
         except ClientConnectorError as exc:
-            self.telemetry.slack_calls.labels(method, "connection_refused").inc()
+            calls.labels(method, "connection_refused").inc()
             raise SlackError(method, type(exc).__name__, retryable=True) from None
         except SlackClientError as exc:  # slack_sdk would not send it: it never will
-            self.telemetry.slack_calls.labels(method, "client_error").inc()
+            calls.labels(method, "client_error").inc()
             raise SlackError(
                 method, type(exc).__name__, retryable=upload, uncertain=upload
             ) from None
         except (ClientError, TimeoutError) as exc:
-            self.telemetry.slack_calls.labels(method, "connection_error").inc()
+            calls.labels(method, "connection_error").inc()
             raise SlackError(method, type(exc).__name__, retryable=True, uncertain=True) from None
         except (AttributeError, ValueError) as exc:
             # slack_sdk reading an answer Slack never gives (a 200 of plain text): the call went
             # out, so what Slack did is unknown.
-            self.telemetry.slack_calls.labels(method, "unreadable").inc()
+            calls.labels(method, "unreadable").inc()
             log.warning("Slack %s: an answer slack_sdk could not read (%s)", method, exc)
             raise SlackError(method, "unreadable_answer", retryable=True, uncertain=True) from None
-        self.telemetry.slack_calls.labels(method, "ok").inc()
+        calls.labels(method, "ok").inc()
         return response
-
-    async def _failure(
-        self, method: str, status: int, data: Mapping[str, Any], headers: Mapping[str, Any]
-    ) -> SlackError:
-        error = str(data.get("error") or f"http_{status}")
-        self.telemetry.slack_calls.labels(method, error).inc()
-        if status == 429 or error == "ratelimited":
-            wait = retry_after_s(headers)
-            self.telemetry.slack_rate_limited.labels(method).inc()
-            log.warning("Slack rate-limited %s; holding it for %.1f s", method, wait)
-            self.pacing.hold(method, wait)
-            return SlackError(method, "ratelimited", retryable=True, retry_after=wait)
-        # A body without Slack's `ok` (a proxy's error page) says nothing of what Slack did.
-        uncertain = status >= 500 or error in _TRANSIENT_ERRORS or "ok" not in data
-        return SlackError(
-            method, error, retryable=uncertain, uncertain=uncertain, details=_messages(data)
-        )
-
-    async def post(
-        self,
-        channel: str,
-        text: str,
-        blocks: list[dict[str, Any]],
-        *,
-        thread_ts: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> str:
-        """Post a message (a thread reply when `thread_ts` is given); returns its ts."""
-        response = await self.call(
-            "chat.postMessage",
-            channel=channel,
-            text=text,
-            blocks=blocks,
-            thread_ts=thread_ts,
-            metadata=metadata,
-            unfurl_links=False,
-            unfurl_media=False,
-        )
-        return str(response["ts"])
 
     async def update(self, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
         await self.call("chat.update", channel=channel, ts=ts, text=text, blocks=blocks)
@@ -229,19 +203,17 @@ class SlackGateway:
         window, pages that stop once found, a 429 waited out and the same page asked again."""
         cursor: str | None = None
         for _ in range(LOOKUP_MAX_PAGES):
-            page = await self._patiently(
+            page = await self.in_turn(
                 method,
-                {
-                    "channel": channel,
-                    "ts": ts,
-                    "oldest": f"{oldest:.6f}",
-                    "latest": f"{latest:.6f}",
-                    "inclusive": True,
-                    "cursor": cursor,
-                    "limit": LOOKUP_PAGE,
-                    "include_all_metadata": True,
-                },
-                tries=LOOKUP_RATE_LIMITED_TRIES,
+                LOOKUP_RATE_LIMITED_TRIES,
+                channel=channel,
+                ts=ts,
+                oldest=f"{oldest:.6f}",
+                latest=f"{latest:.6f}",
+                inclusive=True,
+                cursor=cursor,
+                limit=LOOKUP_PAGE,
+                include_all_metadata=True,
             )
             for message in page.get("messages") or ():
                 if isinstance(message, dict) and match(message):
@@ -263,44 +235,25 @@ class SlackGateway:
     ) -> None:
         """Answer one person; a short hold is waited out, then it gives up (they clicked
         seconds ago, and `response_url` is the fallback)."""
-        params = {
-            "channel": channel,
-            "user": user,
-            "text": text,
-            "blocks": list(blocks) or None,
-            "thread_ts": thread_ts,
-        }
-        await self._patiently("chat.postEphemeral", params, tries=2, longest_wait_s=5)
+        await self.in_turn(
+            "chat.postEphemeral",
+            2,
+            within_s=5,
+            channel=channel,
+            user=user,
+            text=text,
+            blocks=list(blocks) or None,
+            thread_ts=thread_ts,
+        )
 
-    async def publish_home(
-        self, user: str, view: dict[str, Any], *, hash: str | None, within_s: float
+    async def in_turn(
+        self, method: str, tries: int, *, within_s: float | None = None, **params: Any
     ) -> dict[str, Any]:
-        """`views.publish` in its app-wide turn (waited for at most `within_s`); the view Slack
-        answers. `hash` makes Slack refuse it (`hash_conflict`) if another came in between."""
-        params = {"user_id": user, "view": view, "hash": hash or None}
-        answer = await self._patiently("views.publish", params, tries=2, longest_wait_s=within_s)
-        published = answer.get("view")
-        return published if isinstance(published, dict) else {}
-
-    async def _patiently(
-        self,
-        method: str,
-        params: dict[str, Any],
-        *,
-        tries: int,
-        longest_wait_s: float | None = None,
-    ) -> dict[str, Any]:
-        """A call made in its turn (after any hold, in its slot: waiters do not all call the
-        instant a hold ends; past `longest_wait_s`, refused as a 429 would be); a 429 is waited
-        out and the call made again, up to `tries` times."""
+        """A call made in its `turn` (so waiters do not all call the instant a hold ends); a 429
+        is waited out and the call made again, up to `tries` times."""
         attempt = 1
         while True:
-            slot_ms = _SLOTS_MS.get(method, 0)
-            turn = await self.pacing.wait_for_slot(method, slot_ms, within_s=longest_wait_s)
-            if not turn.taken:
-                raise SlackError(
-                    method, "ratelimited", retryable=True, retry_after=turn.retry_after_s
-                )
+            await self.turn(method, _SLOTS_MS.get(method, 0), within_s=within_s)
             try:
                 return await self.call(method, **params)
             except SlackError as exc:
@@ -308,30 +261,76 @@ class SlackGateway:
                     raise
             attempt += 1
 
+    async def turn(self, method: str, interval_ms: int, *, within_s: float | None) -> None:
+        """Wait out any hold of `method`, then take its app-wide slot; past `within_s`, raise
+        what a 429 would (a caller with other work does that instead)."""
+        turn = await self.pacing.wait_for_slot(method, interval_ms, within_s=within_s)
+        if not turn.taken:
+            raise SlackError(method, "ratelimited", retryable=True, retry_after=turn.retry_after_s)
+
     async def display_name(self, user: str) -> str | None:
         """The user's display name from `users.info`, cached for a day; None if unknown."""
         cached = await self.user_names.get(user)
         if cached is not None:
             return cached or None
         try:
-            response = await self.call("users.info", user=user)
+            found = (await self.call("users.info", user=user)).get("user") or {}
         except SlackError as exc:
             log.info("users.info %s failed: %s", user, exc.error)
             return None
-        profile = (response.get("user") or {}).get("profile") or {}
-        name = str(profile.get("display_name") or profile.get("real_name") or "")
-        name = name or str((response.get("user") or {}).get("name") or "")
-        await self.user_names.put(user, name)
-        return name or None
+        profile = found.get("profile") or {}
+        name = profile.get("display_name") or profile.get("real_name") or found.get("name")
+        await self.user_names.put(user, str(name or ""))
+        return str(name) if name else None
 
     async def usergroup_members(self, group: str) -> list[str]:
         """User IDs of a user group (`usergroups.users.list`); raises `SlackError`."""
         response = await self.call("usergroups.users.list", usergroup=group)
         return [str(user) for user in response.get("users") or []]
 
-    async def permalink(self, channel: str, ts: str) -> str:
-        """A link to a message, "" when Slack's answer has none. A hold is never waited out: a
-        link is a courtesy, asked again later."""
-        params = {"channel": channel, "message_ts": ts}
-        response = await self._patiently("chat.getPermalink", params, tries=1, longest_wait_s=0)
-        return str(response.get("permalink") or "")
+    async def link(self, channel: str, ts: str) -> str | None:
+        """The message's link; "" when Slack has none (the message deleted, a channel the app
+        left); None while it is not known (Slack slow or failing, a 429 held, Redis away)."""
+        return (await self.links([(channel, ts)])).get((channel, ts))
+
+    async def links(
+        self, messages: Sequence[Message], *, ask_at_most: int | None = None
+    ) -> dict[Message, str]:
+        """The links known of `messages` ("" where Slack has none), asking Slack for at most
+        `ask_at_most` not kept; one left out is not known yet. A permalink never changes, so each
+        is asked once and kept; a link is a courtesy, so this never raises and never waits long."""
+        wanted = list(dict.fromkeys(messages))
+        try:
+            known = await self.permalinks.kept(wanted)
+        except RedisError as exc:
+            log.info("permalinks: Redis unavailable, asking Slack: %s", exc)
+            known = {}
+        asked = [m for m in wanted if m not in known][:ask_at_most]
+        found = await asyncio.gather(*(self._permalink(channel, ts) for channel, ts in asked))
+        known.update((m, url) for m, url in zip(asked, found, strict=True) if url is not None)
+        return known
+
+    async def _permalink(self, channel: str, ts: str) -> str | None:
+        try:
+            # A hold is never waited out: the link is asked again later.
+            found = await asyncio.wait_for(
+                self.in_turn("chat.getPermalink", 1, within_s=0, channel=channel, message_ts=ts),
+                self.link_timeout_s,
+            )
+            url = str(found.get("permalink") or "")
+        except SlackError as exc:
+            if exc.retryable:
+                log.info("permalink of %s %s: not known yet: %s", channel, ts, exc.error)
+                return None
+            log.info("permalink of %s %s: Slack has none: %s", channel, ts, exc.error)
+            if exc.error not in LINK_GONE:
+                return ""  # none now (a scope, a membership, a token): not kept, asked again
+            url = ""
+        except TimeoutError:
+            log.info("permalink of %s %s: no answer within %s s", channel, ts, self.link_timeout_s)
+            return None
+        try:
+            await self.permalinks.keep(channel, ts, url)
+        except RedisError as exc:
+            log.info("permalink of %s %s: not kept, Redis unavailable: %s", channel, ts, exc)
+        return url

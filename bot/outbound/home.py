@@ -1,29 +1,25 @@
-"""The App Home: what `app_home_opened` asks for, and the round that keeps open Homes current.
-
-`opened(user)` publishes that person's Home at once; the leader's round (`tick`) publishes again to
-each person who opened it within a day when what it shows changed: its state at once, its numbers
-at most every `HOME_NUMBERS_SECONDS` (how long an incident has fired is a date token Slack keeps
-current). A change is published once, by whoever claims the viewer and digest first; nothing here
-raises (the event was acknowledged already, and a later round publishes what failed).
+"""The App Home: what `app_home_opened` asks for (on the replica Slack asked), and the leader's
+round that keeps open Homes current: each person who opened it within a day gets it again when its
+state changed, its numbers at most every `HOME_NUMBERS_SECONDS`. A change is published once, by
+whoever claims the viewer and digest first. Nothing here raises (the event was acknowledged
+already, and a later round publishes what failed).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from redis.exceptions import RedisError
 
 from bot.config import Settings
-from bot.domain.early_warning import WarningState
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.incidents import with_scale_ups
 from bot.fleet.readings import FleetReadings
 from bot.outbound.gateway import SlackError, SlackGateway
-from bot.outbound.permalinks import Permalinks
 from bot.render.home import (
     MAX_INCIDENTS,
     MAX_WARNINGS,
@@ -57,7 +53,6 @@ class Home:
     warnings: WarningStore
     readings: FleetReadings
     viewers: HomeViewers
-    permalinks: Permalinks
     slack: SlackGateway
     _: KW_ONLY
     config: Settings
@@ -82,27 +77,22 @@ class Home:
 
     async def tick(self) -> None:
         try:
-            await self._round()
+            now = self.clock().timestamp()
+            users = await self.viewers.since(now - self.viewers.keep_s)
+            if users:
+                home = await self._home()
+                said = digests(home)
+                shown = await self.viewers.shown(users)
+                behind = [u for u in users if self._behind(shown.get(u), said, now)]
+                for user in behind[:PER_ROUND]:
+                    last = shown.get(user)
+                    view_hash = last.hash if last else ""
+                    if not await self._publish(user, home, said, view_hash, within_s=ROUND_WAIT_S):
+                        break  # Slack is holding the method back: the rest next round
         except RedisError as exc:
             log.warning("home: Redis unavailable, no round: %s", exc)
         finally:
             self.rounds += 1
-
-    async def _round(self) -> None:
-        now = self.clock().timestamp()
-        users = await self.viewers.since(now - self.viewers.keep_s)
-        if not users:
-            return
-        home = await self._home()
-        said = digests(home)
-        shown = await self.viewers.shown(users)
-        behind = [u for u in users if self._behind(shown.get(u), said, now)][:PER_ROUND]
-        for user in behind:
-            last = shown.get(user)
-            if not await self._publish(
-                user, home, said, last.hash if last else "", within_s=ROUND_WAIT_S
-            ):
-                return  # Slack is holding the method back: the rest next round
 
     def _behind(self, shown: Shown | None, said: Digests, now: float | None = None) -> bool:
         """Its state differs, or its numbers do (and, at `now`, are old enough to publish)."""
@@ -114,26 +104,33 @@ class Home:
     async def _publish(
         self, user: str, home: HomeState, said: Digests, view_hash: str, *, within_s: float
     ) -> bool:
-        """Publish unless another replica claimed it; False only when Slack holds the method
-        back longer than `within_s`."""
+        """Publish unless claimed already (an `opened` on any replica races the leader's round);
+        False only when Slack holds the method back longer than `within_s`. `hash` makes Slack
+        refuse it (`hash_conflict`) if another publish came in between."""
         claim = await self.viewers.claim(user, f"{said.state}.{said.numbers}", CLAIM_MS)
         if claim is None:
-            return True  # another replica publishes it
+            return True
         at = self.clock()
-        view = render_home(home, at)
         try:
-            published = await self.slack.publish_home(user, view, hash=view_hash, within_s=within_s)
+            published = await self.slack.in_turn(
+                "views.publish",
+                2,
+                within_s=within_s,
+                user_id=user,
+                view=render_home(home, at),
+                hash=view_hash or None,
+            )
         except SlackError as exc:
             await self.viewers.release(claim)
             await self._failed(user, exc)
             return exc.retry_after is None
-        hash_ = str(published.get("hash") or "")
+        view = published.get("view")
+        hash_ = str(view.get("hash") or "") if isinstance(view, dict) else ""
         await self.viewers.record(user, Shown(said.state, said.numbers, at.timestamp(), hash_))
         return True
 
     async def _failed(self, user: str, exc: SlackError) -> None:
         if exc.error == "hash_conflict":
-            # Another publish came in between: the next round publishes without the hash.
             log.info("home: %s's Home changed meanwhile; published again next round", user)
             await self.viewers.unknown(user)
         elif exc.retryable:
@@ -149,23 +146,22 @@ class Home:
         ids = await self.store.open_ids()
         loaded = [ld for ld in await self.store.load_many(ids[:MAX_INCIDENTS]) if ld.incident]
         warned = standing_warnings((await self.warnings.all()).values())[:MAX_WARNINGS]
-        threads = [(ld.thread.channel, ld.thread.ts) if ld.thread else None for ld in loaded]
-        links = await self._links([*threads, *map(_message_of, warned)])
+        threads = [(ld.thread.channel, ld.thread.ts) for ld in loaded if ld.thread]
+        posted = [(w.channel, w.ts) for w in warned if w.ts and w.ts != REFUSED and w.channel]
+        links = await self.slack.links([*threads, *posted])
         fleet, note = await self._fleet()
+        incidents = [ld.incident for ld in loaded if ld.incident]
         if fleet is not None:
             # Counting the scale-ups since the reading, as each root does.
-            actions = [a for ld in loaded if ld.incident for a in ld.incident.recent_actions]
-            fleet = with_scale_ups(fleet, actions)
+            fleet = with_scale_ups(fleet, [a for i in incidents for a in i.recent_actions])
         return HomeState(
             incidents=tuple(
-                Listed(ld.incident, url)
-                for ld, url in zip(loaded, links, strict=False)
+                Listed(ld.incident, _link(links, ld.thread and (ld.thread.channel, ld.thread.ts)))
+                for ld in loaded
                 if ld.incident
             ),
             open_count=len(ids),
-            warnings=tuple(
-                Standing(w, url) for w, url in zip(warned, links[len(loaded) :], strict=True)
-            ),
+            warnings=tuple(Standing(w, _link(links, (w.channel, w.ts))) for w in warned),
             fleet=fleet,
             fleet_note=note,
             backend=self.readings.metrics.name if fleet is not None else "",
@@ -187,12 +183,6 @@ class Home:
             return reading.fleet, f"The latest read failed ({reading.error}): these are older."
         return reading.fleet, ""
 
-    async def _links(self, messages: Sequence[tuple[str, str] | None]) -> list[str]:
-        known = await self.permalinks.links([m for m in messages if m is not None])
-        return [known.get(m, "") if m is not None else "" for m in messages]
 
-
-def _message_of(warning: WarningState) -> tuple[str, str] | None:
-    if not warning.ts or warning.ts == REFUSED or not warning.channel:
-        return None
-    return warning.channel, warning.ts
+def _link(links: dict[tuple[str, str], str], message: tuple[str, str] | None) -> str:
+    return links.get(message, "") if message else ""

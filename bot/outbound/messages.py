@@ -1,11 +1,10 @@
 """The kinds of message a channel's sender posts, as data: what a queue member stands for.
 
-A member of a channel's queue is `<kind>:<key>`. `KINDS` maps each kind to `read` (what it stands
-for now: one `Post`, or None when nothing is left to post, with that recorded) and `unreadable`
-(how it leaves the queue when every read fails). `root`: the incident's root; `replies`: the
-thread's first waiting reply (an answer, an event, a status or a quiet status's edit, a chart's
-PNG, a postmortem's Markdown); `warning`: an early warning; `notice`: a one-off channel message
-(the capacity report). The storm digest is the one post no member names (`bot.outbound.storm`).
+A queue member is `<kind>:<key>`: `root` (the incident's root), `replies` (the thread's first
+waiting reply: an answer, an event, a status, a chart's PNG, a postmortem's Markdown), `warning`
+(an early warning), `notice` (the capacity report). `KINDS` maps each to `read` (one `Post`, or
+None when nothing is left to post, with that recorded) and `unreadable` (how it leaves the queue
+when every read fails). The storm digest is the one post no member names (`bot.outbound.storm`).
 Every post is found again by its metadata, a file by its name.
 """
 
@@ -16,14 +15,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.domain.message import Rendered, digest_of
 from bot.outbound.gateway import SlackError
 from bot.render.chart import blames_charts, has_charts, incident_chart, render_chart, without_charts
 from bot.render.early_warning import render_warning
 from bot.render.replies import StatusShown, render_shown
-from bot.render.root import render_root
 from bot.storage.early_warning import REFUSED
 from bot.storage.incident_store import CHART, POSTMORTEM, RESTATUS
 from bot.storage.send_queue import HeadReply, InFlight
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from bot.outbound.edits import Desk
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ROOT = "root"  # the kind that opens a thread: the one a storm folds into its digest
 UNREADABLE = "unreadable"
@@ -51,9 +51,9 @@ class Upload:
 
 @dataclass(frozen=True)
 class Post:
-    """One message a channel owes Slack, whatever its kind (see the module docstring)."""
+    """One message a channel owes Slack, whatever its kind."""
 
-    member: str  # its place in the in-flight marks: root:<id>, replies:<id>, storm:<id>, ...
+    member: str  # its queue member, which its in-flight mark names: root:<id>, storm:<id>, ...
     item: str  # what it is, as its mark and its metadata name it
     incident_id: str  # "" for a channel message that is no incident's
     uid: str  # what its metadata names it by, with `item`
@@ -67,13 +67,13 @@ class Post:
     filename: str = ""  # a file's: files carry no metadata, a lookup finds them by name
 
 
+async def _as_is(drawn: T) -> T:
+    return drawn
+
+
 def ready(rendered: Rendered) -> Callable[[], Awaitable[Rendered]]:
     """A `draw` for blocks already rendered."""
-
-    async def draw() -> Rendered:
-        return rendered
-
-    return draw
+    return partial(_as_is, rendered)
 
 
 def metadata(post: Post) -> dict[str, Any]:
@@ -121,23 +121,15 @@ async def read_root(desk: Desk, incident_id: str, earlier: InFlight | None) -> P
         await out.queue.forget(channel, f"root:{incident_id}")  # gone, or posted already
         return None
 
-    def render(*, mentions: bool) -> Rendered:
-        # Rendered as it goes out (after any lookup): a change meanwhile is an edit.
-        within = out.config.drain_target_minutes
-        return render_root(incident, now=out.clock(), mentions=mentions, within_mins=within)
-
     async def draw() -> Rendered:
-        return render(mentions=False)
+        return desk.root(incident, mentions=False)
 
     async def record(ts: str, drawn: Rendered | Upload | None) -> None:
-        if not isinstance(drawn, Rendered):
-            # Found by a lookup, drawn from an earlier state: an edit checks it at once.
-            digest, differs = "", True
-        else:
-            digest = digest_of(drawn)
-            # Only an owner named in the post (mentioned in edits) makes an edit differ by itself.
-            named = bool(incident.acknowledged_by or incident.resolved_by)
-            differs = named and digest != digest_of(render(mentions=True))
+        # Found by a lookup, drawn from an earlier state: an edit checks it at once. Else only
+        # an owner named in the post (mentioned in edits) makes an edit differ by itself.
+        digest = digest_of(drawn) if isinstance(drawn, Rendered) else ""
+        named = bool(incident.acknowledged_by or incident.resolved_by)
+        differs = not digest or (named and digest != digest_of(desk.root(incident, mentions=True)))
         await out.queue.record_root(
             incident,
             ts,
@@ -171,16 +163,24 @@ async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> 
         # Its root was refused or expired: the root goes first, or the thread is dropped.
         await out.queue.ensure_root_queued(channel, incident_id)
         return None
-    if head.is_status:
-        rendered = await _status_now(desk, incident_id, head)
-        if rendered is None:
+    files = {CHART: "queue-trend", POSTMORTEM: "postmortem"}
+    if head.kind in files:
+        draw = await _file(desk, incident_id, head)
+        if draw is None:
             await out.queue.record_reply(channel, incident_id, head.item)
             return None
-        head = replace(head, rendered=rendered)
-    if head.kind == CHART:
-        return await _chart(desk, incident_id, head)
-    if head.kind == POSTMORTEM:
-        return _postmortem(desk, incident_id, head)
+        # Named uniquely, so a lookup finds it by its name.
+        number = head.item.rsplit(":", 1)[-1]
+        filename = f"{files[head.kind]}-{incident_id}-{number}.{draw[1]}"
+        return _reply(desk, incident_id, head, draw[0], filename)
+    if head.is_status:
+        # The tick only decided it: rendered as it goes out.
+        incident = (await out.store.load(incident_id)).incident
+        if incident is None:
+            await out.queue.record_reply(channel, incident_id, head.item)
+            return None
+        shown = render_shown(incident, StatusShown.from_extra(head.extra), now=out.clock())
+        head = replace(head, rendered=shown)
     if has_charts(head.rendered) and await out.charts.as_images():
         head = replace(head, rendered=without_charts(head.rendered))
     # A quiet status posted as a reply of its own that may have landed is looked up, not edited.
@@ -189,6 +189,31 @@ async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> 
     if quiet and not posted_maybe and await _edited_status(desk, incident_id, head):
         return None
     return _reply(desk, incident_id, head, ready(head.rendered))
+
+
+async def _file(
+    desk: Desk, incident_id: str, head: HeadReply
+) -> tuple[Callable[[], Awaitable[Upload]], str] | None:
+    """A file's `draw` and extension: the postmortem's Markdown, or the trend chart's PNG from the
+    incident's trend now (none where charts go as blocks)."""
+    if head.kind == POSTMORTEM:
+        extra = head.extra or {}
+        markdown = str(extra.get("markdown") or "").encode()
+        title = str(extra.get("title") or head.rendered.text or "Postmortem")
+        return partial(_as_is, Upload(markdown, title)), "md"
+    out = desk.out
+    if not await out.charts.as_images():
+        return None
+    incident = (await out.store.load(incident_id)).incident
+    chart = incident_chart(incident) if incident is not None else None
+    if chart is None or not chart.series:
+        return None
+
+    async def draw() -> Upload:
+        # Off the event loop: drawing a PNG takes a while.
+        return Upload(await asyncio.to_thread(render_chart, chart), chart.title, chart.alt_text)
+
+    return draw, "png"
 
 
 def _reply(
@@ -214,52 +239,12 @@ def _reply(
     return Post(member, head.item, incident_id, head.uid, thread_ts, draw, record, refuse, filename)
 
 
-async def _chart(desk: Desk, incident_id: str, head: HeadReply) -> Post | None:
-    """The trend chart as a PNG from the incident's trend now; none where charts go as blocks."""
-    out = desk.out
-    chart = None
-    if await out.charts.as_images():
-        incident = (await out.store.load(incident_id)).incident
-        chart = incident_chart(incident) if incident is not None else None
-    if chart is None or not chart.series:
-        await out.queue.record_reply(desk.channel, incident_id, head.item)
-        return None
-
-    async def draw() -> Upload:
-        # Off the event loop: drawing a PNG takes a while.
-        return Upload(await asyncio.to_thread(render_chart, chart), chart.title, chart.alt_text)
-
-    filename = f"queue-trend-{incident_id}-{head.item.rsplit(':', 1)[-1]}.png"
-    return _reply(desk, incident_id, head, draw, filename)
-
-
-def _postmortem(desk: Desk, incident_id: str, head: HeadReply) -> Post:
-    """The postmortem as Markdown, named uniquely so a lookup finds it by its name."""
-    extra = head.extra or {}
-    markdown = str(extra.get("markdown") or "")
-    title = str(extra.get("title") or head.rendered.text or "Postmortem")
-
-    async def draw() -> Upload:
-        return Upload(markdown.encode(), title)
-
-    filename = f"postmortem-{incident_id}-{head.item.rsplit(':', 1)[-1]}.md"
-    return _reply(desk, incident_id, head, draw, filename)
-
-
-async def _status_now(desk: Desk, incident_id: str, head: HeadReply) -> Rendered | None:
-    """A status reply rendered now (the tick only decided it); None when the incident is gone."""
-    incident = (await desk.out.store.load(incident_id)).incident
-    if incident is None:
-        return None
-    return render_shown(incident, StatusShown.from_extra(head.extra), now=desk.out.clock())
-
-
 async def _edited_status(desk: Desk, incident_id: str, head: HeadReply) -> bool:
     """A quiet status edits the previous status reply. It is posted as a new reply (False) when
     that reply can never be edited, and while Slack holds edits: the posts must not wait."""
     patience_s = 2 * desk.out.config.slack_update_interval_ms / 1000
     try:
-        refused = await desk.update(head.status_ts, head.rendered, within_s=patience_s)
+        _, refused = await desk.update(head.status_ts, ready(head.rendered), within_s=patience_s)
     except SlackError as exc:
         if exc.retry_after is None:
             raise
@@ -308,9 +293,8 @@ async def read_warning(desk: Desk, runner_type: str, earlier: InFlight | None) -
 
 
 async def warning_unreadable(desk: Desk, runner_type: str) -> None:
-    member = f"warning:{runner_type}"
-    await undeliverable(desk, "", member, UNREADABLE)
-    await desk.out.queue.forget(desk.channel, member)
+    await undeliverable(desk, "", f"warning:{runner_type}", UNREADABLE)
+    await desk.out.queue.forget(desk.channel, f"warning:{runner_type}")
 
 
 async def read_notice(desk: Desk, uid: str, earlier: InFlight | None) -> Post | None:
@@ -350,17 +334,15 @@ async def read(desk: Desk, member: str, earlier: InFlight | None) -> Post | None
     kind, _, key = member.partition(":")
     if kind not in KINDS:
         return await stray(desk, member)
-    read_kind, _ = KINDS[kind]
-    return await read_kind(desk, key, earlier)
+    return await KINDS[kind][0](desk, key, earlier)
 
 
 async def unreadable(desk: Desk, member: str) -> None:
     kind, _, key = member.partition(":")
     if kind not in KINDS:
         await desk.out.queue.forget(desk.channel, member)
-        return
-    _, unreadable_kind = KINDS[kind]
-    await unreadable_kind(desk, key)
+    else:
+        await KINDS[kind][1](desk, key)
 
 
 async def stray(desk: Desk, member: str) -> None:

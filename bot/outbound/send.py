@@ -1,23 +1,16 @@
 """The send path: from a committed change to a Slack post, read top to bottom.
 
 The leader drains each channel's queue (`bot.storage.send_queue`) one post at a time, every post
-in the same steps (`ChannelSender.post_next`):
-
-1. wait for the channel's post slot (about one a second, short bursts, nothing during a
-   `Retry-After` hold): nothing is read before, so what goes out is the state at that moment;
-2. take the most urgent member (new roots, action replies, events, status; then age) and the
-   in-flight mark an earlier attempt left on it;
-3. storm gate: when enough new roots wait at once, the digest goes first (`bot.outbound.storm`);
-4. read what the member stands for now (`bot.outbound.messages.KINDS`);
-5. if this very item failed uncertainly last time (a timeout, a 5xx, a dead leader), look it up:
-   a post that landed is recorded, not posted again;
-6. draw it, 7. mark it in flight (only while holding the channel's lease), 8. call Slack,
-9. classify the answer (`classify`) and record it. An outage delays the channel and never drops
-   an update; a permanent refusal, or three failures of any other kind, drop that one item.
-
-Edits run in loops beside the posts', in the app-wide `chat.update` slot (`bot.outbound.edits`).
-A 0.25 replica takes the same channel lease (`Keys.sender_lease`) during a rolling upgrade, so two
-versions never send to one channel at once.
+in the same steps (`ChannelSender.post_next`): 1. wait for the channel's post slot (about one a
+second, short bursts, nothing during a `Retry-After` hold), so what goes out is the state then;
+2. take the most urgent member (new roots, action replies, events, status; then age) and any
+in-flight mark an earlier attempt left; 3. the storm gate (`bot.outbound.storm`); 4. read what
+the member stands for now (`bot.outbound.messages`); 5. after an uncertain failure of this very
+item, look it up: one that landed is recorded, not posted again; 6. draw it, 7. mark it in flight
+(only while holding the channel's lease), 8. call Slack, 9. classify the answer and record it.
+An outage delays the channel and never drops an update; a permanent refusal, or three failures
+of any other kind, drop that one item. Edits run in loops beside (`bot.outbound.edits`). A 0.25
+replica takes the same channel lease during a rolling upgrade: two versions never send at once.
 """
 
 from __future__ import annotations
@@ -41,7 +34,6 @@ from bot.outbound import edits, messages
 from bot.outbound.edits import Desk
 from bot.outbound.gateway import SlackError, SlackGateway
 from bot.outbound.messages import ROOT, UNREADABLE, Post, Upload
-from bot.outbound.permalinks import Permalinks
 from bot.outbound.storm import StormDigest
 from bot.storage.early_warning import WarningStore
 from bot.storage.incident_store import IncidentStore
@@ -66,13 +58,10 @@ LEASE_TTL_MS = 5000
 
 @dataclass(frozen=True, kw_only=True)
 class Outbound:
-    """What every channel's sender shares: built once by the composition root."""
-
     store: IncidentStore
     queue: SendQueue
     storms: StormQueue
     slack: SlackGateway
-    permalinks: Permalinks
     telemetry: Telemetry
     charts: ChartDelivery
     notices: NoticeStore
@@ -100,17 +89,17 @@ class TokenBucket:
         self.at = now
 
     def _refill(self, now: float) -> None:
-        if now > self.at and self.interval_s > 0:
+        if self.interval_s <= 0:
+            self.tokens = float(self.burst)
+        elif now > self.at:
             self.tokens = min(self.burst, self.tokens + (now - self.at) / self.interval_s)
             self.at = now
-        elif self.interval_s <= 0:
-            self.tokens = float(self.burst)
 
     def wait_s(self, now: float) -> float:
         if now < self.at:
             return self.at - now  # a Retry-After hold
         self._refill(now)
-        return 0.0 if self.tokens >= 1 else (1 - self.tokens) * self.interval_s
+        return max(0.0, 1 - self.tokens) * self.interval_s
 
     def take(self, now: float) -> None:
         self._refill(now)
@@ -140,8 +129,6 @@ def classify(exc: SlackError, drawn: Rendered | Upload) -> Answer:
 
 
 class ChannelSender:
-    """Drains one channel's queue while `lease` is held; see the module docstring."""
-
     def __init__(
         self, out: Outbound, channel: str, lease: Lease, now: Callable[[], float] = time.time
     ) -> None:
@@ -212,8 +199,7 @@ class ChannelSender:
             await queue.wait_bell(queue.keys.posts_bell(self.channel), 1.0)
 
     async def post_next(self) -> bool:
-        """Send the channel's most urgent post (the module docstring's steps); False when none
-        was waiting."""
+        """Send the channel's most urgent post; False when none was waiting."""
         out, channel = self._out, self.channel
         wait = self._bucket.wait_s(self._now())  # 1. the slot
         if wait > 0:
@@ -296,13 +282,17 @@ class ChannelSender:
                 )
                 ts = ""  # a file share is not a message this bot keeps the ts of
             else:
-                ts = await out.slack.post(
-                    channel,
-                    drawn.text,
-                    drawn.blocks,
+                answer = await out.slack.call(
+                    "chat.postMessage",
+                    channel=channel,
+                    text=drawn.text,
+                    blocks=drawn.blocks,
                     thread_ts=post.thread_ts,
                     metadata=messages.metadata(post),
+                    unfurl_links=False,
+                    unfurl_media=False,
                 )
+                ts = str(answer["ts"])
         except SlackError as exc:
             answer = classify(exc, drawn)
             if answer is Answer.UNCERTAIN:
@@ -334,55 +324,45 @@ class ChannelSender:
 
 async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_TTL_MS) -> None:
     """Send to every channel (the routes' and any with something queued) until `stop`, each
-    while holding its lease; one a 0.25 replica holds is tried again every fifth of the TTL."""
-    sending: dict[str, asyncio.Task[None]] = {}
-    keys = out.queue.keys
+    while holding its lease, renewed every third of its TTL; one a 0.25 replica holds is tried
+    again then."""
+    sending: dict[str, tuple[Lease, asyncio.Task[None]]] = {}
     try:
         while not stop.is_set():
             try:
+                for channel, (lease, task) in list(sending.items()):
+                    if not task.done() and await out.leases.renew(lease, lease_ttl_ms):
+                        continue
+                    del sending[channel]
+                    await _stop(out, channel, lease, task, lost=not task.done())
                 queued = set(await out.queue.channels())
-                for channel in sorted((out.config.routing.channels | queued) - {""}):
-                    if channel in sending:
-                        continue
-                    lease = await out.leases.try_acquire(keys.sender_lease(channel), lease_ttl_ms)
-                    if lease is None:
-                        continue
-                    log.info("senders: this replica now sends to %s", channel)
-                    held = _send_while_held(out, channel, lease, lease_ttl_ms)
-                    task = asyncio.create_task(held, name=f"sender:{channel}")
-                    sending[channel] = task
-                    task.add_done_callback(lambda _, c=channel: sending.pop(c, None))  # type: ignore[misc]
+                for channel in sorted((out.config.routing.channels | queued) - {"", *sending}):
+                    key = out.queue.keys.sender_lease(channel)
+                    lease = await out.leases.try_acquire(key, lease_ttl_ms)
+                    if lease is not None:
+                        log.info("senders: this replica now sends to %s", channel)
+                        sender = ChannelSender(out, channel, lease).run()
+                        task = asyncio.create_task(sender, name=f"sender:{channel}")
+                        sending[channel] = lease, task
             except RedisError as exc:
                 log.warning("senders: Redis unavailable: %s", exc)
             with suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=lease_ttl_ms / 5000)
+                await asyncio.wait_for(stop.wait(), timeout=lease_ttl_ms / 3000)
     finally:
-        tasks = list(sending.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for channel, (lease, task) in sending.items():
+            await _stop(out, channel, lease, task)
 
 
-async def _send_while_held(out: Outbound, channel: str, lease: Lease, ttl_ms: int) -> None:
-    """Run the channel's sender, renewing its lease every third of its TTL, until it is lost."""
-    sender = asyncio.create_task(ChannelSender(out, channel, lease).run())
-    try:
-        while not sender.done():
-            done, _ = await asyncio.wait({sender}, timeout=ttl_ms / 3000)
-            if done:
-                break
-            try:
-                if not await out.leases.renew(lease, ttl_ms):
-                    log.warning("senders: stopped sending to %s: its lease is lost", channel)
-                    break
-            except RedisError as exc:
-                log.warning("senders: cannot renew %s (%s)", channel, exc)
-    finally:
-        sender.cancel()
-        (outcome,) = await asyncio.gather(sender, return_exceptions=True)
-        if isinstance(outcome, LostLease):
-            log.warning("senders: stopped sending to %s: its lease is lost", channel)
-        elif isinstance(outcome, Exception):
-            log.error("senders: the sender of %s failed: %r", channel, outcome)
-        with suppress(RedisError):
-            await out.leases.release(lease)
+async def _stop(
+    out: Outbound, channel: str, lease: Lease, task: asyncio.Task[None], *, lost: bool = False
+) -> None:
+    task.cancel()
+    (outcome,) = await asyncio.gather(task, return_exceptions=True)
+    if lost or isinstance(outcome, LostLease):
+        log.warning("senders: stopped sending to %s: its lease is lost", channel)
+    elif isinstance(outcome, Exception):
+        log.error("senders: the sender of %s failed: %r", channel, outcome)
+    else:  # this replica stops, or stops leading
+        log.info("senders: stopped sending to %s", channel)
+    with suppress(RedisError):
+        await out.leases.release(lease)

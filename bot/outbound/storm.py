@@ -1,13 +1,9 @@
 """The storm digest's side of a channel's sender: open it, keep it current, end it.
 
-The digest is posted like any other post (`gate` hands the sender a `Post`, before the roots
-waiting) and edited through the channel's `Desk`: one more message in the channel's pace. Its
-state lives in Redis (`bot.storage.storm_queue`); its messages are pure renderings.
-
-Groups that join after the digest is posted need a line too. `chat.update` is paced for the whole
-app (about 50 a minute): when twenty channels storm at once, an edit may be half a minute away.
-Posts are paced per channel, so a channel whose edit cannot come soon posts its waiting groups as
-a continuation instead (`Growth`). A group is placed in one message only (`StormQueue.place`).
+The digest is posted like any other post (`gate` hands the sender a `Post` before the roots
+waiting) and edited through the channel's `Desk`. Groups that join later need a line too; but
+`chat.update` is paced for the whole app (when twenty channels storm, an edit may be half a minute
+away), so a channel whose edit cannot come soon posts them as a continuation instead (`Growth`).
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ import asyncio
 import logging
 import time
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.domain.message import Rendered, digest_of
@@ -31,28 +26,23 @@ log = logging.getLogger(__name__)
 EVERY_GROUP = 1_000_000  # the last message's room when no continuation can follow it
 LINKS_PER_STEP = 10  # permalinks asked of Slack per step: each is a Web API call
 POLL_S = 0.25
-# How long a joining group may wait for an edit before a continuation lists it: past the default
+# Groups that joined after the digest was posted get their line in an edit of the last message
+# while one may come within this of the first joining, else in a continuation: past the default
 # edit interval (1.2 s) and the poll, so a lone storm keeps to one message.
-GROW_PATIENCE_S = 1.5
+GROW_PATIENCE_MS = 1500
 
 
-@dataclass(frozen=True)
-class Growth:
-    """Where groups that joined after the digest was posted get their line: an edit of the last
-    message while one may come within `patience_ms` of the first joining, else a continuation.
-    `waiting_ms` is when the oldest group without a line joined, 0 when none waits."""
+def edit_within_s(waiting_ms: int, now_ms: int, *, roots_waiting: bool) -> float | None:
+    """How long an edit adding the groups waiting since `waiting_ms` (0: none) may wait for its
+    slot: None for as long as it takes (no root waits, so no post will list them); 0 when a
+    continuation is due instead."""
+    if not waiting_ms or not roots_waiting:
+        return None
+    return max(0.0, (waiting_ms + GROW_PATIENCE_MS - now_ms) / 1000)
 
-    patience_ms: int
 
-    def edit_within_s(self, waiting_ms: int, now_ms: int, *, roots_waiting: bool) -> float | None:
-        """How long an edit adding them may wait for its slot: None for as long as it takes (no
-        root waits, so no post will list them); 0 when a continuation is due instead."""
-        if not waiting_ms or not roots_waiting:
-            return None
-        return max(0.0, (waiting_ms + self.patience_ms - now_ms) / 1000)
-
-    def continuation_due(self, waiting_ms: int, now_ms: int) -> bool:
-        return bool(waiting_ms) and now_ms - waiting_ms >= self.patience_ms
+def continuation_due(waiting_ms: int, now_ms: int) -> bool:
+    return bool(waiting_ms) and now_ms - waiting_ms >= GROW_PATIENCE_MS
 
 
 class StormDigest:
@@ -63,7 +53,6 @@ class StormDigest:
         self._telemetry = desk.out.telemetry
         self._config = desk.out.config
         self._opened = asyncio.Event()
-        self._growth = Growth(int(GROW_PATIENCE_S * 1000))
         # What each message was last drawn from: edited only when that changes, at once when
         # groups joined, else at most once per ROOT_EDIT_INTERVAL_MS.
         self._drawn: dict[int, tuple[object, ...]] = {}
@@ -100,7 +89,7 @@ class StormDigest:
         if storm is None:
             return None
         part = storm.pending
-        if part is None and self._growth.continuation_due(storm.waiting_ms, _now_ms()):
+        if part is None and continuation_due(storm.waiting_ms, _now_ms()):
             # Placed now, in this post's slot: a continuation begins only with groups to list.
             if not await self._storms.place(self.channel, storm, storm.parts, room=MAX_LINES):
                 return None
@@ -186,9 +175,7 @@ class StormDigest:
         mine = [m for m in members if m.part == part]
         grows = part == storm.last_posted and any(m.part is None for m in members)
         within = (
-            self._growth.edit_within_s(storm.waiting_ms, _now_ms(), roots_waiting=waiting)
-            if grows
-            else None
+            edit_within_s(storm.waiting_ms, _now_ms(), roots_waiting=waiting) if grows else None
         )
         drawn: tuple[object, ...] = (
             storm.id,
@@ -219,7 +206,7 @@ class StormDigest:
     async def _thread_links(self, members: list[Member]) -> dict[str, str]:
         """Incident ID -> its thread's link where known ("": the root is gone)."""
         threads = {(self.channel, m.thread_ts): m.incident_id for m in members if m.threaded}
-        found = await self._desk.out.permalinks.links(list(threads), ask_at_most=LINKS_PER_STEP)
+        found = await self._desk.out.slack.links(list(threads), ask_at_most=LINKS_PER_STEP)
         links = {threads[message]: url for message, url in found.items()}
         new = {i: url for i, url in links.items() if i not in self._links_written}
         if new:
@@ -248,7 +235,7 @@ class StormDigest:
             return await self._render(storm, part, mine, members, links, over=over)
 
         # A digest that can never be edited (deleted) is let be: the threads carry on.
-        digest, refused = await self._desk.redraw(storm.part_ts(part), draw, within_s=within_s)
+        digest, refused = await self._desk.update(storm.part_ts(part), draw, within_s=within_s)
         if refused is not None:
             self._desk.lost("the storm digest", refused.error)
         await self._storms.record_shown(self.channel, storm, digest_of(digest), part=part)

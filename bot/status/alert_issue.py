@@ -1,15 +1,13 @@
 """The alert's GitHub issue, kept in step with its incident (`GITHUB_ISSUES_REPO`).
 
 A commit that gives the issue something to hear marks the incident in `issue_due`. Each tick the
-leader claims a due incident, holds its pass's lease (which a 0.25 replica honours), and: links
-the alert's open `area:alerting` issue (with `GITHUB_ISSUES_OPEN`, opens one; else looks again
-later); tells the thread's link, then each moment of the timeline not yet told, one comment each;
-closes an issue it opened while the incident is resolved, reopens it when it fires again.
-
-Each write is named in the link before it is sent (`trying`), so a call whose answer was lost is
-looked for before it is made again. Every call takes the app-wide `github` slot (`bot.pacing`);
-a failure is retried with the one backoff; a refusal is said once in the thread and tried again
-every `REFUSED_RETRY_S`. None of it holds up the incident's thread.
+leader claims a due incident, holds its pass's lease (a 0.25 replica honours both), and: links the
+alert's open `area:alerting` issue (with `GITHUB_ISSUES_OPEN`, opens one); tells the thread's link,
+then each moment of the timeline not yet told, one comment each; closes an issue it opened while
+the incident is resolved, reopens it when it fires again. Each write is named in the link before
+it is sent (`trying`), so a call whose answer was lost is looked for before it is made again.
+Every call takes the app-wide `github` slot; a failure is retried with the one backoff; a refusal
+is said once in the thread and tried again every `REFUSED_RETRY_S`.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -42,7 +40,14 @@ from bot.domain.incidents import Event, Incident
 from bot.pacing import Pacing
 from bot.render.alert_issue import comment, issue_body
 from bot.render.replies import render_event
-from bot.storage.incident_store import BAND_EVENT, Commit, IncidentStore, IssueLinks, Loaded, Reply
+from bot.storage.incident_store import (
+    BAND_EVENT,
+    Commit,
+    IncidentStore,
+    IssueLinks,
+    Reply,
+    ThreadRef,
+)
 from bot.storage.leases import Lease, Leases
 
 log = logging.getLogger(__name__)
@@ -65,16 +70,9 @@ Permalink = Callable[[str, str], Awaitable[str | None]]
 Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
 
 
-def never_taken(exc: BackendError) -> bool:
-    """A comment GitHub refuses for what it is: 422 (too long, …), or 403 on a locked issue. A
-    403 for a missing permission is not one: once fixed, the comment goes through."""
-    locked = exc.status == FORBIDDEN and "locked" in str(exc).lower()
-    return exc.status == UNPROCESSABLE or locked
-
-
 class Later(Exception):
-    """Nothing failed: the issue waits until `at` (for the root, the pipeline's issue, the
-    app-wide turn); None: for nothing more."""
+    """Nothing failed: the issue waits until `at` (for the root, the issue to appear, its turn);
+    None: for nothing more."""
 
     def __init__(self, at: float | None) -> None:
         self.at = at
@@ -122,15 +120,15 @@ class AlertIssues:
             await self.store.issue_due.reschedule(claim, self.clock().timestamp() + BUSY_S)
             return
         try:
-            link = await self.links.get(incident_id)
-            step = _Step(
-                self, loaded, link or IssueLink(repo=self.config.github_issues_repo), lease
+            link = await self.links.get(incident_id) or IssueLink(
+                repo=self.config.github_issues_repo
             )
+            step = _Step(self, loaded.incident, loaded.thread, link, lease)
             again: float | None = None
             try:
                 await step.run()
             except Later as later:
-                await step.save(step.link)
+                await step.save()
                 again = later.at
             except BackendError as exc:
                 again = await self._failed(step, exc)
@@ -143,7 +141,6 @@ class AlertIssues:
             await self.leases.release(lease)
 
     async def _failed(self, step: _Step, exc: BackendError) -> float:
-        """When to try again."""
         now = self.clock().timestamp()
         link = step.link
         if exc.retryable:
@@ -154,13 +151,13 @@ class AlertIssues:
             else:
                 wait = wait_after(failures, first=RETRY_FIRST_S, maximum=RETRY_MAX_S)
             log.info("alert issue: incident %s: %s; again in %.0f s", step.id, exc, wait)
-            await step.save(link.model_copy(update={"failures": failures}))
+            await step.save(failures=failures)
             return now + wait
         # A refused write was not made; a refused lookup says nothing of the write it sought.
         said = str(exc)
         log.warning("alert issue: incident %s: %s", step.id, said)
         trying = "" if step.writing else link.trying
-        await step.save(link.model_copy(update={"trying": trying, "refused": said}))
+        await step.save(trying=trying, refused=said)
         if said != link.refused:
             await self._tell_refusal(step.id, said)
         return now + REFUSED_RETRY_S
@@ -194,22 +191,24 @@ class AlertIssues:
             log.warning("alert issue: incident %s: not recorded: %s", incident_id, text)
 
 
+@dataclass(eq=False)
 class _Step:
     """One pass over one claimed incident: each call, and the link saved after it."""
 
-    def __init__(self, owner: AlertIssues, loaded: Loaded, link: IssueLink, lease: Lease) -> None:
-        assert loaded.incident is not None
-        self.owner = owner
-        self.loaded = loaded
-        self.incident: Incident = loaded.incident
-        self.id = self.incident.id
-        self.link = link
-        self.lease = lease
-        self.writing = False  # a write is in flight: what GitHub answers is about it
+    owner: AlertIssues
+    incident: Incident
+    thread: ThreadRef | None
+    link: IssueLink
+    lease: Lease
+    writing: bool = False  # a write is in flight: what GitHub answers is about it
 
-    async def save(self, link: IssueLink) -> None:
-        self.link = link
-        await self.owner.links.save(self.id, link)
+    @property
+    def id(self) -> str:
+        return self.incident.id
+
+    async def save(self, **changes: Any) -> None:
+        self.link = self.link.model_copy(update=changes)
+        await self.owner.links.save(self.id, self.link)
 
     async def call(self) -> None:
         """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
@@ -227,7 +226,7 @@ class _Step:
     async def write(self, trying: str, send: Callable[[], Awaitable[T]]) -> T:
         """A call that makes something: its turn, its name in the link, then the call."""
         await self.call()
-        await self.save(self.link.model_copy(update={"trying": trying}))
+        await self.save(trying=trying)
         self.writing = True
         answer = await send()
         self.writing = False
@@ -244,7 +243,7 @@ class _Step:
             await self.tell(moment, timeline)
         await self.set_state()
         if self.link.failures or self.link.refused:
-            await self.save(self.link.model_copy(update={"failures": 0, "refused": ""}))
+            await self.save(failures=0, refused="")
 
     async def link_issue(self) -> None:
         owner, incident = self.owner, self.incident
@@ -261,7 +260,7 @@ class _Step:
         elif self.link.trying == OPENING or not owner.config.github_issues_open:
             if self.link.trying == OPENING:
                 # Opened, its answer lost, not listed yet: opening again would make two.
-                await self.save(self.link.model_copy(update={"trying": ""}))
+                await self.save(trying="")
             raise Later(self.search_again())
         else:
             issue = await self.write(
@@ -271,11 +270,7 @@ class _Step:
                 ),
             )
             ours = True
-        await self.save(
-            self.link.model_copy(
-                update={"number": issue.number, "url": issue.url, "ours": ours, "trying": ""}
-            )
-        )
+        await self.save(number=issue.number, url=issue.url, ours=ours, trying="")
         how = "opened by queuepilot" if ours and owner.config.github_issues_open else "found open"
         text = f"Linked to GitHub issue {owner.config.github_issues_repo}#{issue.number} ({how})"
         await owner.record(self.id, "issue_linked", text, url=issue.url)
@@ -316,22 +311,24 @@ class _Step:
         try:
             await self.write(moment.key, lambda: owner.issues.comment(number, body))
         except BackendError as exc:
-            if not never_taken(exc):
+            # 422 (too long, …) or 403 on a locked issue is never taken; a 403 for a missing
+            # permission is, once fixed.
+            locked = exc.status == FORBIDDEN and "locked" in str(exc).lower()
+            if exc.status != UNPROCESSABLE and not locked:
                 raise
             # Never taken: said once, and the moments after it go on.
             self.writing = False
             if str(exc) != self.link.refused:
                 await owner._tell_refusal(self.id, str(exc), again=False)
-                await self.save(self.link.model_copy(update={"refused": str(exc)}))
+                await self.save(refused=str(exc))
         await self.told(moment)
 
     async def told(self, moment: Moment) -> None:
         told = (*self.link.told, moment.key)
-        await self.save(self.link.model_copy(update={"told": told, "trying": ""}))
+        await self.save(told=told, trying="")
 
     async def thread_url(self) -> str:
-        thread = self.loaded.thread
-        now = self.owner.clock()
+        thread, now = self.thread, self.owner.clock()
         if thread is not None:
             link = await self.owner.permalink(thread.channel, thread.ts)
             if link is None:  # Slack does not say now: ask again shortly
@@ -348,4 +345,4 @@ class _Step:
             return
         await self.call()
         await self.owner.issues.set_state(self.link.number, closed=closed)
-        await self.save(self.link.model_copy(update={"closed": closed}))
+        await self.save(closed=closed)

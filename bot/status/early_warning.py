@@ -1,11 +1,10 @@
 """The early warning's upkeep: once per fleet reading, which runner types get a warning.
 
-A new reading's warnings are decided once, by whoever claims the reading first (a 0.25 replica
-may tick beside the leader). For each runner type the forecast (`bot.domain.early_warning`) says
-whether its queue crosses the alert's thresholds (the latest incident's, else the settings') within
-`EARLY_WARNING_MINUTES`. A warning is raised once the build is beyond the readings' noise, edited as
-its forecast moves, cleared only once the forecast no longer crosses within the horizon, folded
-into the incident once the alert fires (linking its thread), and held back while dismissed.
+A reading's warnings are decided once, by whoever claims it first (a 0.25 replica may tick beside
+the leader). Per runner type the forecast (`bot.domain.early_warning`) says whether its queue
+crosses the alert's thresholds within `EARLY_WARNING_MINUTES`. A warning is raised once the build
+is beyond the readings' noise, edited as its forecast moves, cleared once it no longer crosses
+within the horizon, folded into the incident once the alert fires, held back while dismissed.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from bot.domain.early_warning import (
     stated_thresholds,
     taken_on,
 )
-from bot.domain.fleet import FleetSnapshot, HistoryPoint
+from bot.domain.fleet import HistoryPoint
 from bot.domain.incidents import Event, Incident
 from bot.domain.runner_names import runner_key
 from bot.fleet.readings import FleetReadings
@@ -80,43 +79,31 @@ class EarlyWarnings:
         states = await self.warnings.all()
         fleet = reading.fleet
         for name in sorted({*fleet.runner_types, *states}):
+            state, metrics = states.get(name), fleet.runner_types.get(name)
             try:
-                await self._one(name, fleet, history, recent, incidents, states.get(name))
+                thresholds = stated_thresholds(name, recent, self.config.thresholds)
+                said = None
+                if metrics is not None and thresholds.known:
+                    said = forecast(
+                        name,
+                        metrics,
+                        fleet.at,
+                        _past(name, history, fleet.at),
+                        thresholds,
+                        boot_mins=self.config.runner_boot_minutes,
+                        horizon_mins=self.config.early_warning_minutes,
+                        sustained=state is not None and state.phase is Phase.ACTIVE,
+                    )
+                if said is not None or state is not None:
+                    await self._decide(name, said, state, incidents)
             except RedisError:
                 raise
             except Exception:  # one type's odd reading must not cost the others their warning
                 log.exception("early warning: %s failed; the other types go on", name)
 
-    async def _one(
-        self,
-        name: str,
-        fleet: FleetSnapshot,
-        history: Sequence[HistoryPoint],
-        recent: Sequence[Incident],
-        incidents: Sequence[Incident],
-        state: WarningState | None,
-    ) -> None:
-        metrics = fleet.runner_types.get(name)
-        thresholds = stated_thresholds(name, recent, self.config.thresholds)
-        said = None
-        if metrics is not None and thresholds.known:
-            said = forecast(
-                name,
-                metrics,
-                fleet.at,
-                _past(name, history, fleet.at),
-                thresholds,
-                boot_mins=self.config.runner_boot_minutes,
-                horizon_mins=self.config.early_warning_minutes,
-                sustained=state is not None and state.phase is Phase.ACTIVE,
-            )
-        if said is None and state is None:
-            return
-        await self._decide(name, said, state, incidents)
-
     async def _hold(self, last_read: datetime) -> None:
-        """No fresh reading for `HOLD_AFTER_S`: a standing warning says its forecast is on
-        hold, rather than count down to a crossing nobody can see."""
+        """No fresh reading for `HOLD_AFTER_S`: a standing warning says its forecast is on hold,
+        rather than count down to a crossing nobody can see."""
         now = self.clock().timestamp()
         if now - last_read.timestamp() < HOLD_AFTER_S:
             return
@@ -134,7 +121,7 @@ class EarlyWarnings:
         now = self.clock().timestamp()
         if state is not None and state.phase is Phase.DISMISSED and now < state.until:
             return
-        channel = state.channel if state else self._channel(name)
+        channel = state.channel if state else self.config.routing.channel_of_type(name)
         incident = _covering(name, channel, incidents)
         if incident is not None:
             if state is not None and _current(state, now):
@@ -191,9 +178,6 @@ class EarlyWarnings:
         if thread is None or not thread.ts:
             return ""
         return await self.permalink(thread.channel, thread.ts) or ""
-
-    def _channel(self, name: str) -> str:
-        return self.config.routing.channel_of_type(name)
 
 
 def _current(state: WarningState, now: float) -> bool:

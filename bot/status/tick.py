@@ -1,20 +1,19 @@
 """Periodic status: every open incident gets a status each interval until its queue drains.
 
 Due times live in a Redis sorted set, so a new leader carries on where the last one stopped. A tick
-that finds incidents due takes the fleet's reading once (`bot.fleet.readings`), decides each due
-incident's status and commits it, fenced by the incident's version, with the next due time. The
-due incidents are claimed (`bot.storage.due_set`) because a 0.25 replica ticks beside the leader
-during a rolling upgrade. After DRAIN_CHECKS drained checks in a row the incident resolves itself;
-a status with nothing meaningful to say (`bot.domain.incidents.is_meaningful`) edits the
-previous one instead.
+that finds incidents due takes the fleet's reading once, decides each due incident's status and
+commits it, fenced by the incident's version, with the next due time. The due incidents are
+claimed because a 0.25 replica ticks beside the leader during a rolling upgrade. After DRAIN_CHECKS
+drained checks in a row the incident resolves itself; a status with nothing meaningful to say
+edits the previous one instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
@@ -22,12 +21,8 @@ from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError
 from bot.config import Settings
-from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading
-from bot.domain.incident_fleet import (
-    as_snapshot,
-    drain_checks,
-    incident_fleet,
-)
+from bot.domain.fleet import HistoryPoint, Reading
+from bot.domain.incident_fleet import as_snapshot, drain_checks, incident_fleet
 from bot.domain.incidents import (
     Event,
     Incident,
@@ -47,7 +42,6 @@ from bot.storage.incident_store import (
     STATUS,
     STATUS_KINDS,
     Commit,
-    DueRead,
     IncidentStore,
     Loaded,
     Reply,
@@ -90,57 +84,48 @@ class StatusReporter:
         for claim, read in zip(claims, reads, strict=True):
             # A millisecond of CPU each: let webhooks and clicks in between.
             await asyncio.sleep(0)
-            async with self._guard(claim):
-                commit = await self._status_of(claim, read, reading, history, now)
-                if commit is not None:
+            try:
+                loaded = read.loaded()
+                if loaded.incident is None or not loaded.incident.is_open:
+                    await due.done(claim)
+                elif read.due_at == claim.token:  # else a commit set it anew since the claim
+                    commit = await self._decide(loaded, loaded.incident, reading, history, now)
                     decided.append((claim, commit))
+            except (BackendError, RedisError, TimeoutError) as exc:
+                await self._again(claim, exc)
+            except Exception:
+                log.exception("status: incident %s failed; postponed", claim.member)
+                later = self.clock().timestamp() + self.config.status_interval_seconds
+                with suppress(RedisError):
+                    await due.reschedule(claim, later)
         try:
             applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
         for (claim, commit), done in zip(decided, applied, strict=True):
-            if done is True:
-                if commit.stop_status:
-                    self.telemetry.incidents_resolved.labels("drained").inc()
-                else:
-                    self.telemetry.status_posts.inc()
-                continue
-            async with self._guard(claim):
-                if isinstance(done, Exception):
-                    raise done
-                # The incident moved on since it was read: decided afresh at the next tick.
-                await self.store.status_due.reschedule(claim, self.clock().timestamp())
+            if done is not True:
+                # An error, or the incident moved on since it was read: decided afresh next tick.
+                await self._again(claim, done if isinstance(done, Exception) else None)
+            elif commit.stop_status:
+                self.telemetry.incidents_resolved.labels("drained").inc()
+            else:
+                self.telemetry.status_posts.inc()
 
-    @asynccontextmanager
-    async def _guard(self, claim: Claim) -> AsyncIterator[None]:
-        try:
-            yield
-        except (BackendError, RedisError, TimeoutError) as exc:
-            log.warning("status: incident %s: %s; retrying next tick", claim.member, exc)
-            with suppress(RedisError):
-                await self.store.status_due.reschedule(claim, self.clock().timestamp())
-        except Exception:
-            log.exception("status: incident %s failed; postponed", claim.member)
-            with suppress(RedisError):
-                later = self.clock().timestamp() + self.config.status_interval_seconds
-                await self.store.status_due.reschedule(claim, later)
+    async def _again(self, claim: Claim, failure: Exception | None) -> None:
+        if failure is not None:
+            log.warning("status: incident %s: %s; retrying next tick", claim.member, failure)
+        with suppress(RedisError):
+            await self.store.status_due.reschedule(claim, self.clock().timestamp())
 
-    async def _status_of(
+    async def _decide(
         self,
-        claim: Claim,
-        read: DueRead,
+        loaded: Loaded,
+        incident: Incident,
         reading: Reading | None,
         history: Sequence[HistoryPoint],
         now: datetime,
-    ) -> Commit | None:
-        loaded = read.loaded()
-        incident = loaded.incident
-        if incident is None or not incident.is_open:
-            await self.store.status_due.done(claim)
-            return None
-        if read.due_at != claim.token:
-            return None  # due at another time since it was claimed: a commit set it anew
+    ) -> Commit:
         view = incident_fleet(
             incident,
             reading,
@@ -151,11 +136,6 @@ class StatusReporter:
             routing=self.config.routing,
             within_mins=self.config.drain_target_minutes,
         )
-        return await self._decide(loaded, incident, view, now)
-
-    async def _decide(
-        self, loaded: Loaded, incident: Incident, view: FleetSnapshot, now: datetime
-    ) -> Commit:
         current = as_snapshot(incident, view, now)
         needed = self.config.drain_checks
         checks = drain_checks(incident, view, self.config.drain_rule)

@@ -18,7 +18,7 @@ from bot.config import Settings
 from bot.outbound.gateway import SlackError, SlackGateway, build_client
 from bot.pacing import Pacing
 from bot.storage.keys import Keys
-from bot.storage.slack_cache import UserNames
+from bot.storage.slack_cache import PermalinkCache, UserNames
 from bot.telemetry import Telemetry
 from sandbox.serve import serve_in_thread
 from tests.support.servers import free_port
@@ -44,6 +44,7 @@ def make_gateway(
     base_url: str | None = None,
     max_retries: int = 3,
     timeout_s: float = 10,
+    link_timeout_s: float = 3.0,
 ) -> SlackGateway:
     settings = Settings(
         slack_bot_token=token,
@@ -57,7 +58,17 @@ def make_gateway(
         telemetry=telemetry,
         pacing=Pacing(),
         user_names=UserNames(redis, keys),
+        permalinks=PermalinkCache(redis, keys, keep_s=3600),
+        link_timeout_s=link_timeout_s,
     )
+
+
+async def post(gateway: SlackGateway, channel: str, text: str, blocks: Any, **params: Any) -> str:
+    """A message posted as the sender posts one; its ts."""
+    answer = await gateway.call(
+        "chat.postMessage", channel=channel, text=text, blocks=blocks, **params
+    )
+    return str(answer["ts"])
 
 
 def counted(telemetry: Telemetry, metric: str, **labels: str) -> float:
@@ -71,8 +82,8 @@ async def test_post_reply_and_update_land_in_slack(slack: Slack, redis: Redis) -
     telemetry = Telemetry()
     gateway = make_gateway(slack, redis, telemetry)
 
-    ts = await gateway.post(CHANNEL, "Jobs queueing", BLOCKS)
-    reply_ts = await gateway.post(CHANNEL, "status update", [], thread_ts=ts)
+    ts = await post(gateway, CHANNEL, "Jobs queueing", BLOCKS)
+    reply_ts = await post(gateway, CHANNEL, "status update", [], thread_ts=ts)
     await gateway.update(CHANNEL, ts, "Jobs queueing (resolved)", BLOCKS)
 
     [root] = slack.emulator.channel_messages(CHANNEL)
@@ -89,18 +100,18 @@ async def test_post_reply_and_update_land_in_slack(slack: Slack, redis: Redis) -
 
 
 async def _post_to_unknown_channel(slack: Slack, gateway: SlackGateway) -> None:
-    await gateway.post("C0NOSUCH", "hello", BLOCKS)
+    await post(gateway, "C0NOSUCH", "hello", BLOCKS)
 
 
 async def _post_outside_the_channel(slack: Slack, gateway: SlackGateway) -> None:
     slack.emulator.add_channel("C0OUTSIDE", member=False)
-    await gateway.post("C0OUTSIDE", "hello", BLOCKS)
+    await post(gateway, "C0OUTSIDE", "hello", BLOCKS)
 
 
 async def _post_to_archived_channel(slack: Slack, gateway: SlackGateway) -> None:
     slack.emulator.add_channel("C0ARCHIVED")
     slack.emulator.archive("C0ARCHIVED")
-    await gateway.post("C0ARCHIVED", "hello", BLOCKS)
+    await post(gateway, "C0ARCHIVED", "hello", BLOCKS)
 
 
 async def _update_a_deleted_message(slack: Slack, gateway: SlackGateway) -> None:
@@ -135,7 +146,7 @@ async def test_a_wrong_token_is_invalid_auth_and_not_retried(slack: Slack, redis
     gateway = make_gateway(slack, redis, token="xoxb-wrong")
 
     with pytest.raises(SlackError) as caught:
-        await gateway.post(CHANNEL, "hello", BLOCKS)
+        await post(gateway, CHANNEL, "hello", BLOCKS)
 
     assert caught.value.error == "invalid_auth"
     assert not caught.value.retryable
@@ -153,7 +164,7 @@ async def test_a_5xx_is_retryable_and_uncertain_and_never_resent_by_the_gateway(
     gateway = make_gateway(slack, redis)
 
     with pytest.raises(SlackError) as caught:
-        await gateway.post(CHANNEL, "hello", BLOCKS)
+        await post(gateway, CHANNEL, "hello", BLOCKS)
 
     assert caught.value.retryable and caught.value.uncertain
     assert [c.status for c in slack.emulator.calls("chat.postMessage")] == [status]
@@ -167,7 +178,7 @@ async def test_transient_errors_in_a_200_answer_are_retryable_and_uncertain(
     gateway = make_gateway(slack, redis)
 
     with pytest.raises(SlackError) as caught:
-        await gateway.post(CHANNEL, "hello", BLOCKS)
+        await post(gateway, CHANNEL, "hello", BLOCKS)
 
     assert (caught.value.error, caught.value.retryable, caught.value.uncertain) == (
         error,
@@ -182,7 +193,7 @@ async def test_a_429_is_certain_and_holds_the_method(slack: Slack, redis: Redis)
     slack.emulator.fail_next("chat.postMessage", status=429, retry_after=2)
 
     with pytest.raises(SlackError) as caught:
-        await gateway.post(CHANNEL, "held", BLOCKS)
+        await post(gateway, CHANNEL, "held", BLOCKS)
 
     assert caught.value.error == "ratelimited"
     assert caught.value.retry_after == 2
@@ -224,9 +235,9 @@ async def test_find_reads_the_window_page_by_page_until_the_message_is_there(
 ) -> None:
     gateway = make_gateway(slack, redis)
     meta = {"event_type": "queuepilot_message", "event_payload": {"item": "root"}}
-    root = await gateway.post(CHANNEL, "root", BLOCKS, metadata=meta)
+    root = await post(gateway, CHANNEL, "root", BLOCKS, metadata=meta)
     for i in range(40):
-        await gateway.post(CHANNEL, f"reply {i}", [], thread_ts=root)
+        await post(gateway, CHANNEL, f"reply {i}", [], thread_ts=root)
     now = time.time()
     window = {"oldest": now - 60, "latest": now + 60}
 
@@ -261,9 +272,9 @@ async def test_a_lookup_under_distributed_app_limits_waits_out_each_429_and_ends
     once a minute, 15 messages a call: a lookup of three pages waits out every Retry-After and
     asks for the same page again (the interval is shortened here)."""
     gateway = make_gateway(slack, redis)
-    root = await gateway.post(CHANNEL, "root", BLOCKS)
+    root = await post(gateway, CHANNEL, "root", BLOCKS)
     for i in range(40):
-        await gateway.post(CHANNEL, f"reply {i}", [], thread_ts=root)
+        await post(gateway, CHANNEL, f"reply {i}", [], thread_ts=root)
     now = time.time()
     slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 1.0
     try:
@@ -294,7 +305,7 @@ async def test_two_lookups_waiting_on_one_hold_do_not_both_call_when_it_ends(
     """Every channel whose lookup waits for the same Retry-After would call at
     the instant it ends, and all but one be refused: the history reads take turns app-wide."""
     first = make_gateway(slack, redis)
-    root = await first.post(CHANNEL, "root", BLOCKS)
+    root = await post(first, CHANNEL, "root", BLOCKS)
     now = time.time()
     slack.emulator.history_tier, slack.emulator.history_interval_s = 1, 1.0
     try:
@@ -323,7 +334,7 @@ async def test_connection_refused_is_retryable_and_certain(redis: Redis, slack: 
     gateway = make_gateway(slack, redis, base_url=closed, max_retries=1, timeout_s=2)
 
     with pytest.raises(SlackError) as caught:
-        await gateway.post(CHANNEL, "hello", BLOCKS)
+        await post(gateway, CHANNEL, "hello", BLOCKS)
 
     assert caught.value.retryable
     assert not caught.value.uncertain, "a refused connection never reached Slack"
@@ -336,7 +347,7 @@ async def test_a_post_that_timed_out_is_not_sent_again(slack: Slack, redis: Redi
     gateway = make_gateway(slack, redis, timeout_s=1, max_retries=1)
     try:
         with pytest.raises(SlackError) as caught:
-            await gateway.post(CHANNEL, "hello", BLOCKS)
+            await post(gateway, CHANNEL, "hello", BLOCKS)
     finally:
         slack.emulator.stall("chat.postMessage", 0)
 
@@ -365,7 +376,7 @@ async def test_an_answer_that_is_not_slacks_is_retryable_and_uncertain(
     try:
         gateway = make_gateway(slack, redis, base_url=f"{server.url}/api/")
         with pytest.raises(SlackError) as caught:
-            await gateway.post(CHANNEL, "hello", BLOCKS)
+            await post(gateway, CHANNEL, "hello", BLOCKS)
     finally:
         server.stop()
 
@@ -384,7 +395,8 @@ async def test_every_call_the_bot_makes_is_taken_by_a_slack_that_follows_the_met
     `chat.getPermalink`, the upload steps) arrives as no arguments. 0.13 sent them all as JSON."""
     gateway = make_gateway(slack, redis)
     now = time.time()
-    root = await gateway.post(
+    root = await post(
+        gateway,
         CHANNEL,
         "root",
         BLOCKS,
@@ -401,7 +413,7 @@ async def test_every_call_the_bot_makes_is_taken_by_a_slack_that_follows_the_met
     )
     name = await gateway.display_name("U0ALICE")
     members = await gateway.usergroup_members("S0ONCALL")
-    link = await gateway.permalink(CHANNEL, root)
+    link = await gateway.link(CHANNEL, root)
     file_id = await gateway.upload_file(
         CHANNEL, root, data=b"\x89PNG\r\n\x1a\n", filename="t.png", title="trend", alt="a chart"
     )

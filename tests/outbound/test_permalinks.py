@@ -8,19 +8,17 @@ import time
 
 from redis.asyncio import Redis
 
-from bot.outbound.permalinks import Permalinks
+from bot.outbound.gateway import SlackGateway
 from bot.storage.keys import Keys
-from bot.storage.slack_cache import PermalinkCache
-from tests.outbound.test_gateway import BLOCKS, make_gateway
+from tests.outbound.test_gateway import BLOCKS, make_gateway, post
 from tests.support.running import eventually
 from tests.support.servers import RedisServer
 from tests.support.slack import CHANNEL, Slack
 
 
-def permalinks(slack: Slack, redis: Redis, *, timeout_s: float = 3.0) -> Permalinks:
-    """One replica's permalinks (each call builds another, sharing Redis)."""
-    cache = PermalinkCache(redis, Keys("qp"), keep_s=3600)
-    return Permalinks(cache, make_gateway(slack, redis), timeout_s=timeout_s)
+def permalinks(slack: Slack, redis: Redis, *, timeout_s: float = 3.0) -> SlackGateway:
+    """One replica's gateway (each call builds another, sharing Redis)."""
+    return make_gateway(slack, redis, link_timeout_s=timeout_s)
 
 
 def asked(slack: Slack) -> int:
@@ -28,7 +26,7 @@ def asked(slack: Slack) -> int:
 
 
 async def posted(slack: Slack, redis: Redis, text: str = "root") -> str:
-    return await make_gateway(slack, redis).post(CHANNEL, text, BLOCKS)
+    return await post(make_gateway(slack, redis), CHANNEL, text, BLOCKS)
 
 
 async def test_a_link_is_asked_of_slack_once_for_every_replica(slack: Slack, redis: Redis) -> None:

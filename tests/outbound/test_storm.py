@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from bot.config import Settings
 from bot.domain.alerts import QueueNumbers
 from bot.domain.incidents import Incident, severity_rank
-from bot.outbound.storm import Growth
+from bot.outbound.storm import continuation_due, edit_within_s
 from bot.render.digest import MAX_LINES, DigestEntry, render_digest
 from sandbox.slack_limits import validate_blocks
 from tests.support.payloads import fixture_json
@@ -394,13 +394,12 @@ def test_priorities_rank_most_severe_first() -> None:
 
 # -- growing the digest: an edit while the app-wide budget gives one soon, else a continuation --
 
-PATIENCE = Growth(patience_ms=1500)
 JOINED = 1_000_000  # when the oldest group still without a line joined (a fake clock, in ms)
 
 
 def test_nothing_waiting_needs_neither_an_edit_nor_a_continuation() -> None:
-    assert not PATIENCE.continuation_due(0, JOINED + 60_000)
-    assert PATIENCE.edit_within_s(0, JOINED, roots_waiting=True) is None
+    assert not continuation_due(0, JOINED + 60_000)
+    assert edit_within_s(0, JOINED, roots_waiting=True) is None
 
 
 @pytest.mark.parametrize(
@@ -417,14 +416,14 @@ def test_an_edit_may_wait_out_the_patience_then_a_continuation_is_due(
     after_ms: int, within_s: float, continued: bool
 ) -> None:
     now = JOINED + after_ms
-    assert PATIENCE.edit_within_s(JOINED, now, roots_waiting=True) == pytest.approx(within_s)
-    assert PATIENCE.continuation_due(JOINED, now) is continued
+    assert edit_within_s(JOINED, now, roots_waiting=True) == pytest.approx(within_s)
+    assert continuation_due(JOINED, now) is continued
 
 
 def test_with_no_root_waiting_the_digest_takes_them_in_whenever_its_edit_comes() -> None:
     """Their roots are out already (they show the groups), and no post is coming to list them:
     the last digest message adds them in its own time, not in a continuation."""
-    assert PATIENCE.edit_within_s(JOINED, JOINED + 30_000, roots_waiting=False) is None
+    assert edit_within_s(JOINED, JOINED + 30_000, roots_waiting=False) is None
 
 
 def test_a_continuation_lists_its_own_groups_and_the_first_message_counts_the_storm() -> None:
