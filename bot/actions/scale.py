@@ -30,7 +30,7 @@ from bot.config import Settings
 from bot.domain.fleet import worst_first
 from bot.domain.incidents import Event, Incident, PutBack, ScaleDone, with_action, with_put_back
 from bot.domain.judgement import Judgement
-from bot.domain.runner_names import runner_key
+from bot.domain.runner_names import type_named
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, scale_default
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event
@@ -99,8 +99,7 @@ class Scaling:
         reading does, which may differ from SCALER_TARGETS in case and punctuation."""
         if name in self.targets:
             return name
-        key = runner_key(self.config.runner_names.runner_type(name))  # a RUNNER_SCALE_SETS name
-        return next((t for t in self.targets if runner_key(t) == key), None)
+        return type_named(self.targets, self.config.runner_names.runner_type(name))
 
     async def preview(
         self, runner_type: str, recommended: Judgement | None, *, timeout_s: float, until: str = ""
