@@ -64,9 +64,13 @@ class Scaling:
     config: Settings
     reverts: ScaleReverts | None = None
 
+    def unset(self) -> Outcome | None:
+        """Why nobody can scale here, whoever asks (None when scaling is set up)."""
+        return refused(NOT_CONFIGURED) if self.scaler is None or not self.targets else None
+
     async def refusal(self, actor: Actor) -> Outcome | None:
-        if self.scaler is None or not self.targets:
-            return refused(NOT_CONFIGURED)
+        if (unset := self.unset()) is not None:
+            return unset
         refusal = await self.acting.authorizer.refusal(actor.user_id, "scale")
         return refused(refusal) if refusal is not None else None
 
@@ -203,9 +207,9 @@ class Scaling:
         self, actor: Actor, ref: str, runner_type: str, delta: int, raise_maximum: bool, keep: bool
     ) -> Outcome:
         """The incident's scale-up, already guarded."""
-        configured = self.scaler is not None and self.targets
-        problem = self.check(runner_type, delta) if configured else NOT_CONFIGURED
-        if problem:
+        if (unset := self.unset()) is not None:
+            return unset
+        if problem := self.check(runner_type, delta):
             return refused(problem)
         resolved = "Incident {id} is already resolved: nothing was scaled."
         incident = await self.acting.open_incident(ref, resolved)
