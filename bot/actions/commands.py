@@ -8,14 +8,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.actions.core import ActionCore, Actor, Outcome
-from bot.domain.fleet import FleetSnapshot
-from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident, with_scale_ups
-from bot.domain.runner_names import runner_key
-from bot.domain.trend import Trend
-from bot.domain.units import ascii_whole, is_silence_length, number, span_seconds, wait_said
-from bot.render.mrkdwn import escape, slack_date, truncate
-from bot.render.queue import EMPTY, type_lines
+from bot.domain.units import ascii_whole, is_silence_length, span_seconds
+from bot.render.mrkdwn import escape, truncate
+from bot.render.queue import (
+    MAX_ANSWER,
+    MAX_LINES,
+    capped,
+    live_queue,
+    open_incidents,
+    overview_line,
+    say_which,
+)
 
 # Escaped into `HELP`, so Slack shows `<duration>` instead of taking it for a link to nowhere.
 _TYPED_HELP = """*`/queue`* — the live queue by runner type (in a team's channel, the types it \
@@ -39,11 +43,7 @@ Without an ID, a command acts on the one open incident; when several are open it
 `postmortem` without an ID, when none is open, writes up the one that resolved last."""
 HELP = escape(_TYPED_HELP)
 
-# An ephemeral answer is one section-sized text: the overview says how many it left out.
-MAX_ANSWER = 2900
-MAX_LINES = 20
 MAX_SCAN = 500  # open incidents read to find the ones of a channel
-LIVE_TYPES = 10  # the worst runner types `/queue` lists from the live backend
 
 # ASCII digits only: `\d` also matches Arabic-Indic and other Unicode digits.
 _COUNT = re.compile(r"\+?([0-9]+)")
@@ -216,7 +216,7 @@ async def perform(
         incidents = await core.recent(MAX_LINES)
         if not incidents:
             return Outcome(True, "No open incidents: the queues are quiet.")
-        return Outcome(True, _capped("", [_overview_line(i) for i in incidents], len(incidents)))
+        return Outcome(True, capped("", [overview_line(i) for i in incidents], len(incidents)))
     if command.verb == "report":
         return await core.report(
             actor, command.count or 7, command.runner_type, interaction=interaction
@@ -272,17 +272,7 @@ async def _incident_for(core: ActionCore, channel: str, command: Command) -> str
     if not here and not elsewhere:
         return Outcome(False, "No open incident. `/queue incidents` lists recent ones.")
     shown = here or elsewhere
-    return _which(command, shown[:MAX_LINES], len(shown), channel)
-
-
-def _which(command: Command, incidents: list[Incident], total: int, channel: str) -> Outcome:
-    where = "open" if total != 1 else "open in another channel"
-    head = (
-        f"{total} incident{'s are' if total != 1 else ' is'} {where}: say which, e.g. "
-        f"`/queue {command.verb} {escape(incidents[0].id)}`."
-    )
-    lines = [_brief(incident, channel) for incident in incidents]
-    return Outcome(False, _capped(head, lines, total))
+    return Outcome(False, say_which(command.verb, shown[:MAX_LINES], len(shown), channel))
 
 
 async def _status(core: ActionCore, channel: str) -> Outcome:
@@ -290,58 +280,17 @@ async def _status(core: ActionCore, channel: str) -> Outcome:
     incidents (with the `alert` backend, with their alert numbers)."""
     readings = core.readings
     incidents = await core.open_incidents(MAX_SCAN)  # read once: for the trend and the list
+    here, elsewhere = _split(core, channel, incidents)
     if not readings.metrics.live:
-        return _open_here(core, channel, "", incidents)
+        return Outcome(True, open_incidents("", here, elsewhere))
     reading = await readings.latest()
-    name = readings.metrics.name
     fleet = reading.fleet if reading is not None else None
     if fleet is not None:
         # Counting the scale-ups made since the reading, as the incidents' roots do.
         fleet = with_scale_ups(fleet, [a for i in incidents for a in i.recent_actions])
-    if reading is None or fleet is None:
-        why = reading.error if reading is not None and reading.error else "no reading yet"
-        head = f"⚠️ No live numbers from {escape(name)}: {escape(why)}"
-    else:
-        when = slack_date(fleet.at, "{time}")
-        head = f"*Queue by runner type* · live from {escape(name)} at {when}"
-        owned = core.routing.types_of(channel, fleet.runner_types)
-        others = [n for n in fleet.runner_types if owned is not None and n not in owned]
-        if others:
-            head += " · the types this channel owns"
-            names = set(owned or ())
-            types = {n: m for n, m in fleet.runner_types.items() if n in names}
-            absent = tuple(n for n in fleet.absent if n in names)
-            fleet = fleet.model_copy(update={"runner_types": types, "absent": absent})
-        if reading.error:
-            head += f"\n⚠️ The latest read failed ({escape(reading.error)}): these are older"
-        none = "_None of this channel's runner types is known._" if others else ""
-        trend = _trend_of(fleet, incidents)
-        lines = type_lines(fleet, trend, top=LIVE_TYPES)
-        lines = lines or [none or "_No runner type is known._"]
-        if others:  # where they are answered for: their channels, or a DM for the whole fleet
-            shown = _channels({core.routing.channel_of_type(n) for n in others})
-            lines.append(
-                f"_+{len(others)} runner type{'s' if len(others) != 1 else ''} of other channels "
-                f"({shown}): `/queue` there lists them, and in a DM with the app every type._"
-            )
-        head += "\n" + "\n".join(lines)
-    # The live listing is this message's one reading: the incidents under it say no numbers of
-    # their own (an older reading beside it would disagree), and it leaves them room.
-    return _open_here(
-        core, channel, truncate(head, MAX_ANSWER // 2), incidents, numbers=fleet is None
-    )
-
-
-def _trend_of(fleet: FleetSnapshot, incidents: list[Incident]) -> Trend:
-    """The trend of the open incident that shows most of these runner types, for the sparklines
-    its root shows (none open: the reading alone)."""
-    listed = {runner_key(name) for name in fleet.runner_types}
-
-    def shared(incident: Incident) -> int:
-        return len(listed & {runner_key(name) for name in incident.shown_types})
-
-    best = max(incidents, key=shared, default=None)
-    return best.trend if best is not None and shared(best) else EMPTY
+    error = reading.error if reading is not None else ""
+    head = live_queue(readings.metrics.name, fleet, error, incidents, core.routing, channel)
+    return Outcome(True, open_incidents(head, here, elsewhere, numbers=fleet is None))
 
 
 def _split(
@@ -352,79 +301,3 @@ def _split(
         return incidents, []
     here = [i for i in incidents if i.channel == channel]
     return here, [i for i in incidents if i.channel != channel]
-
-
-def _channels(channels: set[str]) -> str:
-    return ", ".join(f"<#{escape(c)}>" for c in sorted(channels)[:5])
-
-
-def _open_here(
-    core: ActionCore, channel: str, head: str, incidents: list[Incident], *, numbers: bool = True
-) -> Outcome:
-    """The open `incidents` of `channel` under `head`, and a line for those in other channels."""
-    here, elsewhere = _split(core, channel, incidents)
-    others = ""
-    if elsewhere:
-        shown = _channels({i.channel for i in elsewhere if i.channel})
-        others = f"\n_{len(elsewhere)} open in other channels: {shown}_"
-    if not here:
-        # Under the live queue the numbers speak for themselves; alone, say what it means.
-        quiet = "No open incidents" + (
-            " here." if elsewhere else ("." if head else ": the queues are quiet.")
-        )
-        return Outcome(True, (f"{head}\n\n" if head else "") + quiet + others)
-    title = f"{head}\n\n*Open incidents*" if head else ""
-    text = _capped(title, [_overview_line(i, numbers=numbers) for i in here], len(here))
-    return Outcome(True, text + others)
-
-
-def _capped(head: str, lines: list[str], total: int) -> str:
-    """`head` and as many lines as fit MAX_LINES and MAX_ANSWER, then how many of `total` were
-    left out (room reserved for it)."""
-    kept = [head] if head else []
-    size = len(head) + 100
-    for line in lines[:MAX_LINES]:
-        if size + len(line) + 1 > MAX_ANSWER:
-            break
-        kept.append(line)
-        size += len(line) + 1
-    shown = len(kept) - (1 if head else 0)
-    if total > shown:
-        more = escape("`/queue <command> <ID>` acts on one of them.")
-        kept.append(f"… and {total - shown} more: {more}")
-    return "\n".join(kept)
-
-
-def _brief(incident: Incident, channel: str = "") -> str:
-    elsewhere = incident.channel and incident.channel != channel
-    where = f" in <#{escape(incident.channel)}>" if elsewhere else ""
-    return f"• *#{escape(incident.id)}* {truncate(escape(incident.title), 150)}{where}"
-
-
-def _overview_line(incident: Incident, *, numbers: bool = True) -> str:
-    """The incident with its root's numbers and runner types, from the same source as its root
-    (the live reading, else the alert; resolved, the worst seen)."""
-    state = "firing" if incident.is_open else "resolved"
-    line = f"*#{escape(incident.id)}* {truncate(escape(incident.title), 150)} — {state}"
-    if not numbers:
-        return line
-    head = headline(incident)
-    queued = f"{number(head.queued)} queued" if head.queued is not None else ""
-    figures = [figure for figure in (head.wait, queued) if figure]
-    if figures:
-        line += (", worst seen: " if head.worst else ", ") + ", ".join(figures)
-    live = shown_live(incident)
-    types = live.runner_types if live is not None else incident.runner_types
-    if head.worst:
-        types = incident.peak_types or types
-    for name, queue in sorted(types.items())[:5]:
-        said = [f"{number(queue.queued)} queued"] if queue.queued is not None else []
-        said.append(
-            wait_said(queue.longest_wait_mins, over=queue.wait_over, of_starts=queue.wait_of_starts)
-            or ("longest wait not known" if queue.queued else "")
-        )
-        shown = ", ".join(part for part in said if part) or "no numbers"
-        line += f"\n    • `{truncate(escape(name), 80)}`: {shown}"
-    if len(types) > 5:
-        line += f"\n    • +{len(types) - 5} more runner types"
-    return line

@@ -9,12 +9,11 @@ from datetime import datetime
 from bot.actions.diagnose import Diagnosing
 from bot.actions.early_warning import Warnings
 from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decided, Outcome, refused
-from bot.actions.jobs import Jobs
+from bot.actions.jobs import Jobs, read_jobs
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
 from bot.actions.scale_form import ScaleForms
 from bot.actions.silence import Silencing
-from bot.backends.errors import BackendError
 from bot.config import Settings
 from bot.domain.headline import still_live
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
@@ -130,12 +129,8 @@ class ActionCore:
         return render_postmortem(incident, timeline, now=now, jobs=jobs, jobs_note=note)
 
     async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
-        if self._jobs_watch is None:
-            return None, NO_JOBS_SOURCE
-        try:
-            return await self._jobs_watch.view(now=now), ""
-        except BackendError as exc:
-            return None, f"the jobs source could not be read: {exc}"
+        unread = "the jobs source could not be read: {exc}"
+        return await read_jobs(self._jobs_watch, now, unset=NO_JOBS_SOURCE, unread=unread)
 
 
 def _acknowledge(actor: Actor, name: str) -> Decide:

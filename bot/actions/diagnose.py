@@ -8,8 +8,8 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
+from bot.actions.jobs import read_jobs
 from bot.actions.scale import Scaling
-from bot.backends.errors import BackendError
 from bot.config import Settings
 from bot.domain.causes import JOBS_SOURCES
 from bot.domain.diagnostics import Cause, Diagnosis, Evidence, diagnose
@@ -114,13 +114,11 @@ class Diagnosing:
         return snapshot, evidence, view
 
     async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
-        if self.jobs is None:
-            return None, JOBS_SOURCES
-        try:
-            view = await self.jobs.view(now=now)
-        except BackendError as exc:
-            return None, f"needs the jobs behind the queue, which could not be read ({exc})"
-        return view, (f"needs workflows in the jobs ({view.note})" if view.note else "")
+        unread = "needs the jobs behind the queue, which could not be read ({exc})"
+        view, note = await read_jobs(self.jobs, now, unset=JOBS_SOURCES, unread=unread)
+        if view is not None and view.note:
+            note = f"needs workflows in the jobs ({view.note})"
+        return view, note
 
 
 def _short_of(diagnosis: Diagnosis, snapshot: FleetSnapshot) -> tuple[str, float] | None:

@@ -48,8 +48,9 @@ class Warnings:
         """The standing warning (or the one an incident took on) `actor` may scale from, or why
         not."""
         refusal = await self.scaling.refusal(actor)
-        if refusal is not None:
-            return refusal
+        return refusal if refusal is not None else await self._standing(runner_type, uid)
+
+    async def _standing(self, runner_type: str, uid: str) -> WarningState | Outcome:
         state = await self._active(runner_type, uid, folded=True)
         if isinstance(state, Outcome):
             return state
@@ -75,7 +76,8 @@ class Warnings:
     async def _scale(
         self, actor: Actor, runner_type: str, uid: str, delta: int, raise_maximum: bool, keep: bool
     ) -> Outcome:
-        choice = await self.scale_choice(actor, runner_type, uid)
+        # `guarded` authorized the actor; whether scaling is set up is still to say.
+        choice = self.scaling.unset() or await self._standing(runner_type, uid)
         if isinstance(choice, Outcome):
             return choice
         scaling = self.scaling

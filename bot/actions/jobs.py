@@ -4,6 +4,7 @@ asked for, else the channel's open incidents' types, else its worst queues."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from bot.actions.flow import Acting, Actor, Outcome, failed
 from bot.backends.errors import BackendError
@@ -41,12 +42,10 @@ class Jobs:
         )
 
     async def _answer(self, runner_type: str | None, channel: str, limit: int) -> Outcome:
-        if self.watch is None:
-            return failed(f"No queued jobs to show: {NO_SOURCE}.")
-        try:
-            view = await self.watch.view(now=self.acting.clock())
-        except BackendError as exc:
-            return failed(f"No queued jobs to show: {escape(str(exc))}")
+        now = self.acting.clock()
+        view, why = await read_jobs(self.watch, now, unset=f"{NO_SOURCE}.", unread="{exc}")
+        if view is None:
+            return failed(f"No queued jobs to show: {escape(why)}")
         if runner_type:
             return Outcome(True, render_jobs(view, [view.name_of(runner_type)], limit=limit))
         owned = self.routing.types_of(channel, view.runner_types)
@@ -63,3 +62,16 @@ class Jobs:
         ranked = sorted(queues, key=lambda q: (-q.queued, q.runner_type))
         affected = [q.runner_type for q in ranked if runner_key(q.runner_type) in named]
         return (affected or [q.runner_type for q in ranked])[:MAX_TYPES]
+
+
+async def read_jobs(
+    watch: JobsWatch | None, now: datetime, *, unset: str, unread: str
+) -> tuple[JobsView | None, str]:
+    """The jobs `watch` lists now, or why not: `unset` without a jobs source, `unread` (its
+    `{exc}` the error) when it could not be read."""
+    if watch is None:
+        return None, unset
+    try:
+        return await watch.view(now=now), ""
+    except BackendError as exc:
+        return None, unread.format(exc=exc)

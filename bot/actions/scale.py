@@ -30,7 +30,7 @@ from bot.config import Settings
 from bot.domain.fleet import worst_first
 from bot.domain.incidents import Event, Incident, PutBack, ScaleDone, with_action, with_put_back
 from bot.domain.judgement import Judgement
-from bot.domain.runner_names import runner_key
+from bot.domain.runner_names import type_named
 from bot.domain.scaling import Capacity, ScalePreview, ScaleTarget, scale_default
 from bot.render.mrkdwn import escape
 from bot.render.replies import render_event
@@ -64,9 +64,13 @@ class Scaling:
     config: Settings
     reverts: ScaleReverts | None = None
 
+    def unset(self) -> Outcome | None:
+        """Why nobody can scale here, whoever asks (None when scaling is set up)."""
+        return refused(NOT_CONFIGURED) if self.scaler is None or not self.targets else None
+
     async def refusal(self, actor: Actor) -> Outcome | None:
-        if self.scaler is None or not self.targets:
-            return refused(NOT_CONFIGURED)
+        if (unset := self.unset()) is not None:
+            return unset
         refusal = await self.acting.authorizer.refusal(actor.user_id, "scale")
         return refused(refusal) if refusal is not None else None
 
@@ -99,8 +103,7 @@ class Scaling:
         reading does, which may differ from SCALER_TARGETS in case and punctuation."""
         if name in self.targets:
             return name
-        key = runner_key(self.config.runner_names.runner_type(name))  # a RUNNER_SCALE_SETS name
-        return next((t for t in self.targets if runner_key(t) == key), None)
+        return type_named(self.targets, self.config.runner_names.runner_type(name))
 
     async def preview(
         self, runner_type: str, recommended: Judgement | None, *, timeout_s: float, until: str = ""
@@ -204,9 +207,9 @@ class Scaling:
         self, actor: Actor, ref: str, runner_type: str, delta: int, raise_maximum: bool, keep: bool
     ) -> Outcome:
         """The incident's scale-up, already guarded."""
-        configured = self.scaler is not None and self.targets
-        problem = self.check(runner_type, delta) if configured else NOT_CONFIGURED
-        if problem:
+        if (unset := self.unset()) is not None:
+            return unset
+        if problem := self.check(runner_type, delta):
             return refused(problem)
         resolved = "Incident {id} is already resolved: nothing was scaled."
         incident = await self.acting.open_incident(ref, resolved)

@@ -12,9 +12,9 @@ from bot.actions.early_warning import Warnings
 from bot.actions.flow import Actor, Outcome
 from bot.actions.scale import Scaling
 from bot.config import Settings
+from bot.domain.fleet import of_type
 from bot.domain.incident_fleet import judgement_of
 from bot.domain.judgement import Judgement
-from bot.domain.runner_names import runner_key
 from bot.domain.scaling import ScaleOwner, ScalePreview
 from bot.fleet.readings import FleetReadings
 
@@ -51,10 +51,7 @@ class ScaleForms:
             now, within = self.clock(), self.config.drain_target_minutes
             advice = judgement_of(owner.incident, runner_type, now=now, within_mins=within)
         elif (reading := await self.readings.latest()) is not None and reading.fleet is not None:
-            types, key = reading.fleet.runner_types, runner_key(runner_type)
-            found = types.get(runner_type) or next(
-                (m for name, m in types.items() if runner_key(name) == key), None
-            )
+            found = of_type(reading.fleet.runner_types, runner_type)
             advice = found.judged if found is not None else None
         return await self.scaling.preview(
             runner_type, advice, timeout_s=timeout_s, until=owner.until

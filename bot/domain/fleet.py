@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.domain.alerts import RunnerQueue, stored_short
 from bot.domain.jobs import JobsView
 from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement, judge
-from bot.domain.runner_names import runner_key
+from bot.domain.runner_names import type_named
 
 
 class RunnerTypeMetrics(BaseModel):
@@ -248,7 +248,5 @@ def judged_as(
 
 def of_type(types: Mapping[str, V], runner_type: str) -> V | None:
     """`runner_type`'s entry, named as the reading or as an alert names it."""
-    if runner_type in types:
-        return types[runner_type]
-    key = runner_key(runner_type)
-    return next((v for n, v in types.items() if runner_key(n) == key), None)
+    name = type_named(types, runner_type)
+    return None if name is None else types[name]

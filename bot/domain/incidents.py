@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import AlertFacts, Matcher, QueueNumbers, RunnerQueue, Source, max_known
 from bot.domain.delivery import Delivery
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, longest_wait, of_type
 from bot.domain.judgement import BOOT_MINS, added
 from bot.domain.runner_names import runner_key
 from bot.domain.trend import Trend
@@ -414,8 +414,8 @@ def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
     reading, prove nothing."""
     if incident.cause_maximum is None or not live.is_live:
         return {}
-    key = runner_key(incident.cause_type)
-    judged = next((m.judged for n, m in live.runner_types.items() if runner_key(n) == key), None)
+    found = of_type(live.runner_types, incident.cause_type)
+    judged = found.judged if found is not None else None
     if judged is None or judged.maximum is None:
         return {}
     if judged.maximum > incident.cause_maximum or not judged.raise_maximum_by:

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from bot.domain import units
-from bot.domain.runner_names import runner_key
+from bot.domain.runner_names import type_named
 
 # (runner type, workflow) -> a count
 WorkflowCounts = Mapping[tuple[str, str], int]
@@ -150,11 +150,7 @@ class JobsView:
     listed_over_mins: float | None = None  # as `JobsListing` says it
 
     def name_of(self, runner_type: str) -> str:
-        if runner_type in self.runner_types:
-            return runner_type
-        key = runner_key(runner_type)
-        names = (*self.runner_types, *self.slower)
-        return next((name for name in names if runner_key(name) == key), runner_type)
+        return type_named((*self.runner_types, *self.slower), runner_type) or runner_type
 
 
 @dataclass(frozen=True)

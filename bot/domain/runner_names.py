@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import NamedTuple, TypeVar
 
 T = TypeVar("T")
@@ -28,6 +28,14 @@ def derived_scale_set(runner_type: str) -> str:
 def runner_key(name: str) -> str:
     """What two names of one runner type have in common, an alert's label or a scale set."""
     return derived_scale_set(name) or name.casefold()
+
+
+def type_named(names: Collection[str], runner_type: str) -> str | None:
+    """The one of `names` that is `runner_type`, named as the reading or as an alert names it."""
+    if runner_type in names:
+        return runner_type
+    key = runner_key(runner_type)
+    return next((name for name in names if runner_key(name) == key), None)
 
 
 def scale_set_problem(name: str) -> str:

@@ -14,10 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.early_warning import Phase, WarningState
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
+from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, of_type, source_name, worst_first
 from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
-from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number
 from bot.render import mrkdwn as md
 from bot.render.queue import absent_text, advice_parts, judged_parts, type_parts
@@ -162,9 +161,8 @@ def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
         said = " · ".join(f for f in figures if f)
         return f"Worst: {said}" if said else ""
     name, queue = worst
-    key = runner_key(name)
-    now = fleet.runner_types if fleet is not None else {}
-    judged = next((m.judged for n, m in now.items() if runner_key(n) == key), None)
+    found = of_type(fleet.runner_types, name) if fleet is not None else None
+    judged = found.judged if found is not None else None
     parts = [*judged_parts(judged), *advice_parts(judged)] if judged else [queue_numbers(queue)]
     return " · ".join([f"Worst runner type: `{md.runner_name(name)}`", *filter(None, parts)])
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.alert_issue import issue_number
+from bot.domain.alerts import first_known
 from bot.domain.fleet import source_name, worst_first
 from bot.domain.headline import Headline, headline, shown_live
 from bot.domain.incident_fleet import alert_fleet
@@ -171,8 +172,8 @@ def _headline_fields(incident: Incident, head: Headline) -> list[str]:
         overs = (current.queue_time_over, current.queue_size_over)
         peaks = (peak.max_queue_time_mins, peak.max_queue_size if alike else None)
     summed = sum(1 for queue in types if queue.queued is not None)
-    time_limit = _first(current.queue_time_threshold, peak.queue_time_threshold)
-    size_limit = _first(current.queue_size_threshold, peak.queue_size_threshold)
+    time_limit = first_known(current.queue_time_threshold, peak.queue_time_threshold)
+    size_limit = first_known(current.queue_size_threshold, peak.queue_size_threshold)
     said = wait_parts(wait, over=head.wait_over, of_starts=head.wait_of_starts)
 
     def waited(mins: float) -> str:  # as measured: "over 60 min" past a histogram's top bucket
@@ -209,10 +210,6 @@ def _headline_fields(incident: Incident, head: Headline) -> list[str]:
         f"{md.escaped(name, 100)} = *{number(value)}*"
         for name, value in incident.other_values.items()
     ]
-
-
-def _first(*values: float | None) -> float | None:
-    return next((value for value in values if value is not None), None)
 
 
 def _headline_label(incident: Incident, head: Headline) -> str:

@@ -16,7 +16,6 @@ from bot.actions.commands import (
     MAX_LINES,
     Command,
     CommandError,
-    _trend_of,
     parse_command,
     parse_duration,
     perform,
@@ -26,7 +25,7 @@ from bot.actions.core import ActionCore, Actor
 from bot.domain.fleet import FleetSnapshot, HistoryPoint, RunnerTypeMetrics, judged
 from bot.domain.incident_fleet import as_snapshot
 from bot.domain.incidents import record_status
-from bot.render.queue import EMPTY, type_lines
+from bot.render.queue import EMPTY, _trend_of, type_lines
 from bot.render.root import render_root
 from sandbox.transcript import mrkdwn_to_text
 from tests.support.cores import action_core

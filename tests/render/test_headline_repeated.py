@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.actions.commands import _overview_line
 from bot.domain.alerts import QueueNumbers, RunnerQueue
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
 from bot.domain.incidents import Incident, Resolution, Status
 from bot.render.digest import DigestEntry, render_digest
+from bot.render.queue import overview_line
 from bot.render.root import render_root
 from tests.support.incidents import make_incident
 from tests.support.root_headline import root_headline
@@ -69,7 +69,7 @@ def test_the_list_and_the_digest_say_the_roots_queued_jobs_and_longest_wait(
     queued, wait = root_headline(incident, NOW)
     state = "firing" if incident.is_open else "resolved"
 
-    listed = _overview_line(incident).splitlines()[0]
+    listed = overview_line(incident).splitlines()[0]
     digest = render_digest([DigestEntry(incident, threaded=True)], started=NOW, now=NOW, over=True)
     [line] = [ln for ln in digest.text.splitlines() if f"#{incident.id}" in ln]
 
