@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict
@@ -28,7 +28,7 @@ from bot.domain.alerts import (
     max_known,
 )
 from bot.domain.routes import matcher_pieces
-from bot.domain.runner_names import RunnerNames, T
+from bot.domain.runner_names import RunnerNames
 from bot.domain.value_string import finite
 
 
@@ -87,6 +87,8 @@ def delivery_of(notification: Notification) -> Delivery:
         resolved=tuple(instance_of(a) for a in notification.alerts if a.status == "resolved"),
     )
 
+
+T = TypeVar("T")
 
 QUEUE_TIME_NAMES = ("max_queue_time_mins", "queue_time_mins")
 QUEUE_SIZE_NAMES = ("max_queue_size", "queued_jobs", "queue_size")
