@@ -212,7 +212,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     # Each idle channel sender blocks on up to three doorbells: on a client of their own, so with
     # many channels the main pool stays free for commands (tests/system/test_many_channels).
     bells = connect(max_connections=BELL_CONNECTIONS, client_name="queuepilot-bells")
-    queue = SendQueue(redis, prefix, retention_s=retention_s, bells=bells)
+    queue = SendQueue(redis, prefix, retention_s=retention_s, bells=bells, fence=leadership.fence)
     client = build_client(settings)
     pacing = Pacing()
     gateway = SlackGateway(

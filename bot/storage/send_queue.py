@@ -24,6 +24,7 @@ from bot.storage.incident_store import (
     loaded_from,
 )
 from bot.storage.keys import Keys
+from bot.storage.leader import Fence, FencedScript
 from bot.storage.leases import Leases
 from bot.storage.scripts import BAND, script
 
@@ -72,7 +73,13 @@ class HeadReply:
 
 class SendQueue:
     def __init__(
-        self, redis: Redis, prefix: str, *, retention_s: int, bells: Redis | None = None
+        self,
+        redis: Redis,
+        prefix: str,
+        *,
+        retention_s: int,
+        bells: Redis | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self._redis = redis
         # Idle senders block on a client of their own, so the main pool stays free for commands.
@@ -81,7 +88,7 @@ class SendQueue:
         self.retention_s = retention_s
         self._next_post = script(redis, "next_post")
         self._head_reply = script(redis, "head_reply")
-        self._begin = script(redis, "begin_send")
+        self._begin = FencedScript(redis, "begin_send", fence)
         self._end_attempt = script(redis, "end_attempt")
         self._record_root = script(redis, "record_root")
         self._record_reply = script(redis, "record_reply")
@@ -124,7 +131,8 @@ class SendQueue:
         await self._redis.zadd(self.keys.posts(channel), {f"root:{incident_id}": seq}, nx=True)
 
     async def begin(self, channel: str, lease_token: str, marker: InFlight) -> bool:
-        """Mark a post in flight; False when this sender no longer holds the channel."""
+        """Mark a post in flight; False when this sender no longer holds the channel, `Deposed`
+        when this replica no longer leads."""
         k = self.keys
         done = await self._begin(
             keys=[k.sender_lease(channel), k.in_flight(channel)],
