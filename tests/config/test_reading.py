@@ -4,6 +4,7 @@ each naming the variable they set (and the place inside a JSON setting), near-mi
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -38,14 +39,22 @@ def _refuses_nonsense(name: str) -> bool:
     return False
 
 
-# Every setting whose value is checked (free text such as HOST takes anything).
-CHECKED = sorted(name for name in Settings.model_fields if _refuses_nonsense(name))
+@cache
+def checked() -> list[str]:
+    """Every setting whose value is checked (free text such as HOST takes anything). Found when
+    a test first asks, not at import: each worker collects every module, and this is a hundred
+    settings loaded (over half a second)."""
+    return sorted(name for name in Settings.model_fields if _refuses_nonsense(name))
+
+
+# The settings `checked()` finds, drawn from once a test runs.
+CHECKED = st.deferred(lambda: st.sampled_from(checked()))
 
 
 def test_most_settings_are_checked_as_what_they_are() -> None:
-    assert len(CHECKED) >= 68, CHECKED
+    assert len(checked()) >= 68, checked()
     for name in ("slack_channel", "redis_url", "prometheus_url", "scale_allowed_users"):
-        assert name in CHECKED
+        assert name in checked()
 
 
 @pytest.mark.parametrize(
@@ -140,7 +149,7 @@ def test_a_channel_id_a_member_id_and_a_group_id_are_taken() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sets(st.sampled_from(CHECKED), min_size=1, max_size=12))
+@given(st.sets(CHECKED, min_size=1, max_size=12))
 def test_every_wrong_value_is_reported_at_once_each_naming_its_variable(
     wrong: set[str],
 ) -> None:
@@ -154,7 +163,7 @@ def test_every_wrong_value_is_reported_at_once_each_naming_its_variable(
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sets(st.sampled_from(CHECKED), max_size=6))
+@given(st.sets(CHECKED, max_size=6))
 def test_serve_reports_wrong_values_and_what_is_missing_together(wrong: set[str]) -> None:
     # Nothing set but the wrong values: serve's missing settings come in the same report, and
     # none of them repeats a variable already reported as wrong.

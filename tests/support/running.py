@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from bot.app import Bot, build_app, build_bot
 from bot.config import Settings, load_settings
-from sandbox.serve import serve_in_thread
+from sandbox.serve import StoppingServer, serve_in_thread
 from tests.support.payloads import fixture_json
 from tests.support.servers import RedisServer, free_port
 from tests.support.slack import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Slack
@@ -50,7 +50,7 @@ async def run_bot(settings: Settings, *, port: int | None = None) -> AsyncIterat
     config = uvicorn.Config(
         build_app(bot), host="127.0.0.1", port=port, lifespan="on", log_level="warning"
     )
-    server = uvicorn.Server(config)
+    server = StoppingServer(config)
     task = asyncio.create_task(server.serve())
     await eventually(lambda: server.started, what="bot started")
     # State changes are the leader's alone: a test goes on once some replica leads (this one,
@@ -61,7 +61,7 @@ async def run_bot(settings: Settings, *, port: int | None = None) -> AsyncIterat
         try:
             yield RunningBot(bot, url, http)
         finally:
-            server.should_exit = True
+            server.stop_soon()
             await asyncio.wait_for(task, timeout=15)
 
 
