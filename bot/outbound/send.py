@@ -324,45 +324,58 @@ class ChannelSender:
 
 async def run(out: Outbound, stop: asyncio.Event, *, lease_ttl_ms: int = LEASE_TTL_MS) -> None:
     """Send to every channel (the routes' and any with something queued) until `stop`, each
-    while holding its lease, renewed every third of its TTL; one a 0.25 replica holds is tried
-    again then."""
-    sending: dict[str, tuple[Lease, asyncio.Task[None]]] = {}
+    while holding its lease; one a 0.25 replica holds is tried again every fifth of the TTL."""
+    sending: dict[str, asyncio.Task[None]] = {}
+    keys = out.queue.keys
     try:
         while not stop.is_set():
             try:
-                for channel, (lease, task) in list(sending.items()):
-                    if not task.done() and await out.leases.renew(lease, lease_ttl_ms):
-                        continue
-                    del sending[channel]
-                    await _stop(out, channel, lease, task, lost=not task.done())
                 queued = set(await out.queue.channels())
                 for channel in sorted((out.config.routing.channels | queued) - {"", *sending}):
-                    key = out.queue.keys.sender_lease(channel)
-                    lease = await out.leases.try_acquire(key, lease_ttl_ms)
-                    if lease is not None:
-                        log.info("senders: this replica now sends to %s", channel)
-                        sender = ChannelSender(out, channel, lease).run()
-                        task = asyncio.create_task(sender, name=f"sender:{channel}")
-                        sending[channel] = lease, task
+                    lease = await out.leases.try_acquire(keys.sender_lease(channel), lease_ttl_ms)
+                    if lease is None:
+                        continue
+                    log.info("senders: this replica now sends to %s", channel)
+                    held = _send_while_held(out, channel, lease, lease_ttl_ms)
+                    task = asyncio.create_task(held, name=f"sender:{channel}")
+                    sending[channel] = task
+                    task.add_done_callback(lambda _, c=channel: sending.pop(c, None))  # type: ignore[misc]
             except RedisError as exc:
                 log.warning("senders: Redis unavailable: %s", exc)
             with suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=lease_ttl_ms / 3000)
+                await asyncio.wait_for(stop.wait(), timeout=lease_ttl_ms / 5000)
     finally:
-        for channel, (lease, task) in sending.items():
-            await _stop(out, channel, lease, task)
+        tasks = list(sending.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _stop(
-    out: Outbound, channel: str, lease: Lease, task: asyncio.Task[None], *, lost: bool = False
-) -> None:
-    task.cancel()
-    (outcome,) = await asyncio.gather(task, return_exceptions=True)
-    if lost or isinstance(outcome, LostLease):
-        log.warning("senders: stopped sending to %s: its lease is lost", channel)
-    elif isinstance(outcome, Exception):
-        log.error("senders: the sender of %s failed: %r", channel, outcome)
-    else:  # this replica stops, or stops leading
-        log.info("senders: stopped sending to %s", channel)
-    with suppress(RedisError):
-        await out.leases.release(lease)
+async def _send_while_held(out: Outbound, channel: str, lease: Lease, ttl_ms: int) -> None:
+    """Run the channel's sender, renewing its lease every third of its TTL until it is lost.
+    The renewal is a task of its own on the leases' connections: a channel list read on a
+    crowded pool must not cost a lease."""
+    sender = asyncio.create_task(ChannelSender(out, channel, lease).run())
+    lost = False
+    try:
+        while not sender.done():
+            done, _ = await asyncio.wait({sender}, timeout=ttl_ms / 3000)
+            if done:
+                break
+            try:
+                if not await out.leases.renew(lease, ttl_ms):
+                    lost = True
+                    break
+            except RedisError as exc:
+                log.warning("senders: cannot renew %s (%s)", channel, exc)
+    finally:
+        sender.cancel()
+        (outcome,) = await asyncio.gather(sender, return_exceptions=True)
+        if lost or isinstance(outcome, LostLease):
+            log.warning("senders: stopped sending to %s: its lease is lost", channel)
+        elif isinstance(outcome, Exception):
+            log.error("senders: the sender of %s failed: %r", channel, outcome)
+        else:  # this replica stops, or stops leading
+            log.info("senders: stopped sending to %s", channel)
+        with suppress(RedisError):
+            await out.leases.release(lease)
