@@ -110,8 +110,19 @@ async def eventually(
 
 async def open_incident(running: RunningBot, slack: Slack) -> Any:
     await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+    return await recorded_root(running, slack)
+
+
+async def recorded_root(running: RunningBot, slack: Slack, *, last: bool = False) -> Any:
+    """The channel's first (or `last`) root once the bot has recorded it: Slack shows a post
+    before the sender records its answer, and a click naming only its message (a select, whose
+    value is no incident's) finds the incident through that record."""
     roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
-    return roots[0]
+    root = roots[-1] if last else roots[0]
+    await eventually(
+        lambda: running.bot.core.incident_of_message(CHANNEL, root.ts), what="the root recorded"
+    )
+    return root
 
 
 class Tracebacks(logging.Handler):
