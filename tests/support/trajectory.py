@@ -135,16 +135,18 @@ class Trajectory:
         latest status both render it, and linux.2xlarge's numbers in it."""
         wanted = (shown.queued, shown.busy, shown.registered, shown.maximum)
 
-        async def settled() -> tuple[int, RunnerTypeMetrics] | None:
+        async def settled() -> tuple[int, RunnerTypeMetrics]:
+            # Each way of not being there yet says what it saw: the wait's failure shows the last.
             reading = await self._reading()
-            if reading is None or reading[1] is None:
-                return None
+            assert reading is not None and reading[1] is not None, f"no reading: {reading}"
             taken, metrics = reading
             read = (metrics.queued, metrics.busy, metrics.registered, metrics.maximum)
-            if read != wanted or taken < self.fleet.applied_at + 2 * SCRAPE_S:
-                return None
-            shown_at = {stamp_of(self.root()), stamp_of(self.latest_status())}
-            return (int(taken), metrics) if shown_at == {int(taken)} else None
+            assert read == wanted, f"the reading at {taken:.1f} read {read}"
+            assert taken >= self.fleet.applied_at + 2 * SCRAPE_S, f"{taken:.1f}: before the step"
+            root, status = self.root(), self.latest_status()
+            shown_at = {stamp_of(root), stamp_of(status)}
+            assert shown_at == {int(taken)}, f"reading {int(taken)}; root: {root}; status: {status}"
+            return int(taken), metrics
 
         step = len(self.looks) - 1
         found = await eventually(settled, what=f"a reading of step {step}", timeout=30)
@@ -209,7 +211,9 @@ class Trajectory:
             text = shown_text(opened[-1]) if opened else ""
             return opened[-1] if "Now:" in text or "cannot report" in text else None
 
-        return dict(await eventually(filled, what="the Scale up… modal", timeout=15))
+        # The default wait: the form fills in after a capacity read the bot allows 10 s
+        # (PREVIEW_IN_FORM_S), between two Slack calls.
+        return dict(await eventually(filled, what="the Scale up… modal"))
 
     async def submit_default(self, view: dict[str, Any]) -> dict[str, Any]:
         """The form submitted as it opened; the bot's answer (the confirmation, or errors)."""
