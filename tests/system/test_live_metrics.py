@@ -124,14 +124,12 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
         # A later resolved notification for it changes nothing.
         response = await running.send("grafana", fixture_json(RESOLVED))
         assert response.status_code == 202
-        await eventually(
-            lambda: (
-                running.bot.telemetry.notifications_applied_count() >= 2
-                if hasattr(running.bot.telemetry, "notifications_applied_count")
-                else True
-            ),
-            what="applied",
-        )
+
+        async def applied_and_sent() -> bool:
+            bot = running.bot
+            return await bot.stream.backlog() == 0 and await bot.queue.waiting(CHANNEL) == 0
+
+        await eventually(applied_and_sent, what="the resolved notification applied")
         incident_id = await running.bot.core.incident_of_message(CHANNEL, root_ts)
         assert incident_id is not None
         assert await running.bot.store.status_due.due_at(incident_id) is None
