@@ -19,7 +19,7 @@ import pytest
 from sandbox.serve import serve_in_thread
 from sandbox.silence_api import FakeSilenceApi
 from tests.support.payloads import fixture_json
-from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.running import RunningBot, eventually, recorded_root, run_bot
 from tests.support.servers import Alertmanager
 from tests.support.slack import (
     CHANNEL,
@@ -77,8 +77,7 @@ async def open_am_incident(running: RunningBot, slack: Slack, *, group: str = ""
         for alert in payload["alerts"]:
             alert["labels"]["alertname"] = group
     assert (await running.send("alertmanager", payload)).status_code == 202
-    roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
-    return roots[-1]
+    return await recorded_root(running, slack, last=True)
 
 
 def root_now(slack: Slack, ts: str) -> Any:
@@ -252,7 +251,7 @@ async def test_grafana_silence_uses_grafanas_path_token_and_rule_matchers(
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        root = await recorded_root(running, slack)
         await choose_silence(running, root, 7200)
         await eventually(lambda: grafana.silences, what="silence created")
         (silence,) = grafana.silences.values()
@@ -274,7 +273,7 @@ async def test_the_thread_records_who_silenced_until_when_where_and_its_removal(
     or the command, and its removal, each leave a reply naming the person, pinging nobody."""
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        root = await recorded_root(running, slack)
 
         def said(words: str) -> list[str]:
             return [t for t in thread_texts(slack, root.ts) if words in t]
@@ -301,7 +300,7 @@ async def test_a_silence_that_runs_out_is_shown_as_ended(
     settings = grafana_settings(settings_for, grafana, silence_check_seconds=5)
     async with run_bot(settings) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        root = await recorded_root(running, slack)
         await choose_silence(running, root, 1800)
         incident = await eventually(lambda: _silenced(running), what="recorded")
         grafana.run_out(incident.silence.silence_id)
@@ -340,7 +339,7 @@ async def test_a_failing_backend_is_told_nothing_changes_and_the_summary_keeps_t
     settings = grafana_settings(settings_for, grafana, **extra)
     async with run_bot(settings) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        root = await recorded_root(running, slack)
         await choose_silence(running, root, 3600)
         answer = await eventually(
             lambda: [t for t in ephemeral_texts(slack) if "Could not silence" in t],
@@ -369,7 +368,7 @@ async def test_a_hanging_backend_does_not_hold_up_the_groups_notifications(
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
         firing = fixture_json("grafana/queue-alert-firing.json")
         await running.send("grafana", firing)
-        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        root = await recorded_root(running, slack)
         await choose_silence(running, root, 3600)
         # Waits of 30 s: on a loaded machine the click's work may start seconds after its ack.
         await eventually(lambda: grafana.in_flight == 1, what="the silence call hangs", timeout=30)
@@ -398,7 +397,7 @@ async def test_the_click_is_answered_while_its_backend_call_still_hangs(
     try:
         async with run_bot(grafana_settings(settings_for, grafana)) as running:
             await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-            root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+            root = await recorded_root(running, slack)
 
             answer = await asyncio.wait_for(choose_silence(running, root, 3600), timeout=3)
 
@@ -419,7 +418,7 @@ async def test_two_silence_clicks_at_once_make_one_silence(
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        root = await recorded_root(running, slack)
         release = grafana.hang()
         first = asyncio.create_task(choose_silence(running, root, 3600))
         second = asyncio.create_task(choose_silence(running, root, 7200))
@@ -438,7 +437,7 @@ async def test_the_same_click_delivered_twice_silences_once(
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        root = await recorded_root(running, slack)
         action = {
             "type": "static_select",
             "action_id": "incident_silence",
@@ -458,7 +457,7 @@ async def test_resolving_while_silenced_says_the_silence_is_still_in_force(
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        root = await recorded_root(running, slack)
         await choose_silence(running, root, 3600)
         await eventually(lambda: _silenced(running), what="silenced")
         # Silenced, the alert is still firing: resolving is asked once more, as it would be.
@@ -482,7 +481,7 @@ async def test_a_silence_racing_the_alerts_resolve_is_recorded_and_said(
 ) -> None:
     async with run_bot(grafana_settings(settings_for, grafana)) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL)))[0]
+        root = await recorded_root(running, slack)
         release = grafana.hang()
         await choose_silence(running, root, 3600)
         await eventually(lambda: grafana.in_flight == 1, what="the silence call is under way")

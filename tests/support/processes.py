@@ -85,7 +85,9 @@ class BotProcess:
             except httpx.TransportError:
                 return False
 
-        await eventually(healthy, timeout=20, what=f"{self.name} /healthz")
+        # Long: a new process imports a second of CPU's worth before it serves, and with the
+        # suite's workers and two busy loops on two cores it gets a tenth of one (20 s ran out).
+        await eventually(healthy, timeout=60, what=f"{self.name} /healthz")
 
     async def send(self, payload: dict[str, Any]) -> httpx.Response:
         async with httpx.AsyncClient(base_url=self.url, timeout=10) as http:

@@ -88,6 +88,7 @@ class Trajectory:
         self.root_ts = root.ts
         self.looks: list[Look] = []
         self.incident_id = ""
+        self._holding = False  # the bot's refresh, so no newer reading lands during a look
 
     def problems(self) -> list[str]:
         return problems(self.looks)
@@ -102,24 +103,27 @@ class Trajectory:
         shown = self.fleet.apply(step)
         look = Look(len(self.looks), shown, expect)
         self.looks.append(look)
-        for attempt in range(1, ATTEMPTS + 1):
-            look.attempts = attempt
-            stamp, metrics = await self._settled(shown)
-            look.rates = (metrics.arrival_per_min, metrics.completed_per_min)
-            diagnostics, queue = await self.diagnostics(), await self.queue()
-            held = await self._stored_stamp()
-            view = await self.form()
-            look.said = {
-                "root": self.root(),
-                "status": self.latest_status(),
-                "diagnostics": diagnostics,
-                "/queue": queue,
-            }
-            look.form, look.mode = initial_of(view, "amount"), initial_of(view, "mode")
-            read = {stamp_of(text) for text in look.said.values()}
-            if read | {held, await self._stored_stamp()} == {stamp}:
-                look.stamp = stamp
-                break
+        try:
+            for attempt in range(1, ATTEMPTS + 1):
+                look.attempts = attempt
+                stamp, metrics = await self._settled(shown)
+                look.rates = (metrics.arrival_per_min, metrics.completed_per_min)
+                diagnostics, queue = await self.diagnostics(), await self.queue()
+                held = await self._stored_stamp()
+                view = await self.form()
+                look.said = {
+                    "root": self.root(),
+                    "status": self.latest_status(),
+                    "diagnostics": diagnostics,
+                    "/queue": queue,
+                }
+                look.form, look.mode = initial_of(view, "amount"), initial_of(view, "mode")
+                read = {stamp_of(text) for text in look.said.values()}
+                if read | {held, await self._stored_stamp()} == {stamp}:
+                    look.stamp = stamp
+                    break
+        finally:
+            self._let_go()
         if look.form is None:
             return look  # nothing advised, nothing filled in: nothing to submit by accident
         answer = await self.submit_default(view)
@@ -132,23 +136,43 @@ class Trajectory:
 
     async def _settled(self, shown: Step) -> tuple[int, RunnerTypeMetrics]:
         """The time of the first reading taken after `shown` was scraped, once the root and the
-        latest status both render it, and linux.2xlarge's numbers in it."""
+        latest status both render it, and linux.2xlarge's numbers in it. From that reading on,
+        the bot's refresh is held until the look is done: a later reading of the same numbers
+        says the queue held, and reading every surface takes longer than READING_S on a loaded
+        machine."""
         wanted = (shown.queued, shown.busy, shown.registered, shown.maximum)
 
-        async def settled() -> tuple[int, RunnerTypeMetrics] | None:
+        async def settled() -> tuple[int, RunnerTypeMetrics]:
+            # Each way of not being there yet says what it saw: the wait's failure shows the last.
             reading = await self._reading()
-            if reading is None or reading[1] is None:
-                return None
+            assert reading is not None and reading[1] is not None, f"no reading: {reading}"
             taken, metrics = reading
             read = (metrics.queued, metrics.busy, metrics.registered, metrics.maximum)
-            if read != wanted or taken < self.fleet.applied_at + 2 * SCRAPE_S:
-                return None
-            shown_at = {stamp_of(self.root()), stamp_of(self.latest_status())}
-            return (int(taken), metrics) if shown_at == {int(taken)} else None
+            assert read == wanted, f"the reading at {taken:.1f} read {read}"
+            assert taken >= self.fleet.applied_at + 2 * SCRAPE_S, f"{taken:.1f}: before the step"
+            if not self._holding:
+                await self._hold()
+                assert await self._stored_stamp() == int(taken), "a newer reading landed"
+            root, status = self.root(), self.latest_status()
+            shown_at = {stamp_of(root), stamp_of(status)}
+            assert shown_at == {int(taken)}, f"reading {int(taken)}; root: {root}; status: {status}"
+            return int(taken), metrics
 
         step = len(self.looks) - 1
         found = await eventually(settled, what=f"a reading of step {step}", timeout=30)
         return int(found[0]), found[1]
+
+    async def _hold(self) -> None:
+        """Hold the bot's refresh: while it is held, every reader gets the stored reading."""
+        readings = self.running.bot.readings
+        assert readings is not None, "a trajectory reads Prometheus"
+        await readings._refreshing.acquire()
+        self._holding = True
+
+    def _let_go(self) -> None:
+        if self._holding and self.running.bot.readings is not None:
+            self.running.bot.readings._refreshing.release()
+            self._holding = False
 
     async def _reading(self) -> tuple[float, RunnerTypeMetrics | None] | None:
         """The bot's current reading: when it was taken, and linux.2xlarge's numbers in it."""
@@ -209,7 +233,9 @@ class Trajectory:
             text = shown_text(opened[-1]) if opened else ""
             return opened[-1] if "Now:" in text or "cannot report" in text else None
 
-        return dict(await eventually(filled, what="the Scale up… modal", timeout=15))
+        # The default wait: the form fills in after a capacity read the bot allows 10 s
+        # (PREVIEW_IN_FORM_S), between two Slack calls.
+        return dict(await eventually(filled, what="the Scale up… modal"))
 
     async def submit_default(self, view: dict[str, Any]) -> dict[str, Any]:
         """The form submitted as it opened; the bot's answer (the confirmation, or errors)."""

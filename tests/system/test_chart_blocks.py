@@ -208,7 +208,7 @@ async def test_a_summary_after_the_alert_resolved_has_its_picture_where_the_bloc
         await eventually(
             lambda: running.bot.redis.exists(refused),
             what="a status with a trend to draw, its block refused",
-            timeout=30,
+            timeout=FIRST_CHART_S,
         )
         await running.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
         summary = await eventually(

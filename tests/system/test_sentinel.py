@@ -77,7 +77,7 @@ async def deliver(
     raise AssertionError("never accepted")
 
 
-async def test_a_master_killed_mid_storm_costs_503s_for_the_failover_and_loses_nothing(
+async def test_a_master_killed_mid_storm_costs_at_most_503s_for_the_failover_and_loses_nothing(
     settings_for: Callable[..., Settings], slack: Slack, sentinel_set: SentinelSet
 ) -> None:
     settings = settings_for(
@@ -108,9 +108,10 @@ async def test_a_master_killed_mid_storm_costs_503s_for_the_failover_and_loses_n
             lambda: all(name in shown() for name in names), timeout=40, what="every group shown"
         )
 
+    # The 24 sent after the kill could only be accepted by the promoted replica. Whether any was
+    # answered 503 first depends on timing: the client's retries may ride out the whole failover.
     failures = [at for at, status in log if status != 202]
-    assert failures, "the kill was felt"
-    assert max(failures) - killed_at < 30, "503s only for the failover window"
+    assert all(at - killed_at < 30 for at in failures), "503s only for the failover window"
     assert [status for _, status in log if status not in (0, 202, 503)] == []
     roots = [m.text for m in slack.emulator.channel_messages(CHANNEL) if "storm" not in m.text]
     assert len(roots) == len(set(roots)), "no group shown twice"

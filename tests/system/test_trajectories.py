@@ -65,13 +65,12 @@ async def test_capacity_arriving_while_jobs_keep_coming(
     """maxRunners goes from 40 to 80; runners register 8 a reading and take the queue, which
     falls 2 to 8 a reading while jobs keep arriving (more start than finish): falling, with no
     runners advised; then nothing queues while 80 runners keep taking jobs as they come, the
-    surge still in the rates' window: no surface advises runners or a higher maximum. (The
-    drain's second check is an hour off, so the incident stays open to be read at 0.)"""
+    surge still in the rates' window: no surface advises runners or a higher maximum. (A drain
+    needs the most drained checks allowed, so the incident stays open to be read at 0: a check
+    comes with every status, a second apart here.)"""
     first = Step(queued=20, busy=MAX, registered=MAX, maximum=MAX)
     name = "capacity arriving while jobs keep coming"
-    async with trajectory(
-        name, settings_for, slack, kube, tmp_path, first, drain_check_seconds=3600
-    ) as t:
+    async with trajectory(name, settings_for, slack, kube, tmp_path, first, drain_checks=100) as t:
         await t.look(first, expect="holding")
         await t.look(Step(24, MAX, MAX), expect="rising")
         await t.look(Step(28, MAX, MAX), expect="rising")
