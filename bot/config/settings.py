@@ -394,9 +394,10 @@ class Advanced(Group, title="Advanced"):
     storm_quiet_seconds: FractionalSeconds = Field(60.0, gt=0, le=86_400)
     """A storm is over, and its digest becomes a summary, after this long without a new group."""
     drain_check_seconds: Seconds = Field(60, ge=1, le=3600)
-    """The checks after the first that found the queue drained come this far apart."""
+    """The checks after the first that found the queue drained come this far apart, or at the
+    status interval where that is sooner."""
     status_tick_seconds: FractionalSeconds = Field(5.0, gt=0, le=300)
-    """Each replica looks for due status replies this often; the due times live in Redis."""
+    """The leader looks for due status replies this often; the due times live in Redis."""
     intake_reclaim_idle_ms: Milliseconds = Field(30_000, ge=100, le=3_600_000)
     """Notifications and Slack requests a crashed replica left half-done are taken over after this
     long."""
