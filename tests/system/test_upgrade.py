@@ -133,7 +133,7 @@ def shared_settings(kube: FakeKubeApi, grafana: FakeSilenceApi, tmp_path: Path) 
         "SCALER_TARGETS": json.dumps({RUNNER: {"target": "/".join(SCALE_SET), "cap": 20}}),
         "SCALE_ALLOWED_USERS": USER,
         "STATUS_INTERVAL_SECONDS": str(STATUS_INTERVAL_S),
-        # The next version scales incident 1 seconds after 0.22.0 did.
+        # The next version scales incident 1 seconds after 0.25.0 did.
         "SCALE_COOLDOWN_SECONDS": "0",
         # A put-back waits for the queue to stay drained: a second here, not 30 minutes.
         "SCALE_REVERT_SETTLE": "1s",
@@ -210,7 +210,7 @@ def reports(slack: Slack) -> int:
 
 def scales_recorded(store: redis.Redis) -> list[int | None]:
     """Incident 1's scale-up events as its timeline keeps them: what each one's `scale` says was
-    added, None for an event that says it in words only (0.22.0's)."""
+    added, None for an event that says it in words only (0.25.0's)."""
     timeline = [json.loads(item) for item in store.lrange(TIMELINE_1, 0, -1)]
     return [(e.get("scale") or {}).get("added") for e in timeline if e["kind"] == "scaled"]
 
@@ -329,8 +329,8 @@ async def test_a_rolling_update_from_the_previous_release_carries_everything_ove
 async def previous_release_alone(
     old: BotProcess, slack: Slack, kube: FakeKubeApi, grafana: FakeSilenceApi
 ) -> tuple[Any, str]:
-    """Incident 1 opened, acknowledged, silenced and scaled up by 0.22.0, its statuses begun:
-    its root, and the value of the root's Remove silence as 0.22.0 rendered it."""
+    """Incident 1 opened, acknowledged, silenced and scaled up by 0.25.0, its statuses begun:
+    its root, and the value of the root's Remove silence as 0.25.0 rendered it."""
     await notify(old, "grafana", fixture_json(FIRING))
     [first] = await eventually(lambda: roots(slack), what="incident 1's root")
     await deliver(old, press(button_value(first, "incident_ack"), "incident_ack", first.ts))
@@ -356,7 +356,7 @@ async def side_by_side(
     first: Any,
 ) -> tuple[Any, int]:
     """Both versions serve: notifications to either are applied once, by either's consumer,
-    each acts on what the other wrote, statuses go on; 0.22.0 reads the next version's scale-up
+    each acts on what the other wrote, statuses go on; 0.25.0 reads the next version's scale-up
     event. Incident 2's root, and incident 1's longest wait."""
     statuses_before = statuses_shown(slack, first.ts)
     # A new group sent to both at once, twice each (an HA Alertmanager pair does): one root.
@@ -365,14 +365,14 @@ async def side_by_side(
     await eventually(lambda: len(roots(slack)) == 2, what="incident 2's root")
     await eventually(lambda: drained(store), what="the four applied")
 
-    # The next version scales incident 1 again (named: two are open). 0.22.0, the channel's
+    # The next version scales incident 1 again (named: two are open). 0.25.0, the channel's
     # sender, renders the root from the incident whose latest event carries `scale`; the
     # re-notifications below are applied to that incident.
     await deliver(new, slash(f"scale {RUNNER} +{NEW_ADDS} 1"))
     await eventually(lambda: min_runners(kube) == SCALED, what="scaled by the next version")
     await eventually(
         lambda: f"by +{NEW_ADDS}" in text_of(root(slack, first.ts)),
-        what="the next version's scale-up on 0.22.0's root",
+        what="the next version's scale-up on 0.25.0's root",
     )
     assert scales_recorded(store) == [OLD_ADDS, NEW_ADDS], "each version records its scale-up"
 
@@ -400,12 +400,12 @@ async def side_by_side(
         lambda: f"{longest} min" in text_of(root(slack, first.ts)), what="the last shown"
     )
 
-    # Both read every timeline for the capacity report, 0.22.0 one with a `scale` it ignores.
+    # Both read every timeline for the capacity report, 0.25.0 one with a `scale` it ignores.
     for process in (old, new):
         await deliver(process, slash("report"))
     await eventually(lambda: reports(slack) == 2, what="a report from each")
 
-    # 0.22.0 acknowledges incident 2, the next version resolves it; 0.22.0, still the channel's
+    # 0.25.0 acknowledges incident 2, the next version resolves it; 0.25.0, still the channel's
     # sender, shows both.
     second = roots(slack)[1]
     await deliver(old, press(button_value(second, "incident_ack"), "incident_ack", second.ts))
@@ -424,7 +424,7 @@ async def side_by_side(
 
 
 async def stopped_with_sigterm(old: BotProcess, slack: Slack, first: Any) -> None:
-    """0.22.0 stops right after accepting a notification, which is shown all the same."""
+    """0.25.0 stops right after accepting a notification, which is shown all the same."""
     await notify(old, "grafana", renotified(fixture_json(FIRING), wait=150))
     old.signal(signal.SIGTERM)
     # uvicorn re-raises SIGTERM once it has shut down, so the status is 0 or -SIGTERM.
@@ -441,8 +441,8 @@ async def next_release_alone(
     first: Any,
     unsilence: str,
 ) -> None:
-    """The next version carries incident 1 on: the same root, 0.22.0's Remove silence, the
-    statuses, the resolve's summary and the put-back of both scale-ups, 0.22.0's and its own."""
+    """The next version carries incident 1 on: the same root, 0.25.0's Remove silence, the
+    statuses, the resolve's summary and the put-back of both scale-ups, 0.25.0's and its own."""
     statuses_before = statuses_shown(slack, first.ts)
     await notify(new, "grafana", renotified(fixture_json(FIRING), wait=171))
     await eventually(lambda: "171 min" in text_of(root(slack, first.ts)), what="171 shown")
@@ -468,7 +468,7 @@ async def next_release_alone(
 
 def summarized(slack: Slack, first_ts: str, peak_wait: int) -> None:
     """Incident 1's summary, by the next version from what both wrote: both scale-ups among what
-    was done, the one put-back of them still to come, the peak 0.22.0 and it recorded (the
+    was done, the one put-back of them still to come, the peak 0.25.0 and it recorded (the
     alert's figure, as the alert names no runner type's queue)."""
     [summary] = [
         m
