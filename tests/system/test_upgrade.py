@@ -210,7 +210,7 @@ def reports(slack: Slack) -> int:
 
 def scales_recorded(store: redis.Redis) -> list[int | None]:
     """Incident 1's scale-up events as its timeline keeps them: what each one's `scale` says was
-    added, None for an event that says it in words only (0.25.0's)."""
+    added (None for an event without one)."""
     timeline = [json.loads(item) for item in store.lrange(TIMELINE_1, 0, -1)]
     return [(e.get("scale") or {}).get("added") for e in timeline if e["kind"] == "scaled"]
 
