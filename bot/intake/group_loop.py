@@ -132,6 +132,10 @@ class GroupLoop(Generic[E]):
 
     async def _upkeep(self) -> None:
         await self.group.ensure_group()
+        if self._take_over_ms is not None:  # a new term: this consumer's own unfinished first
+            for entry in await self.group.read(self.consumer, count=self.max_in_flight, own=True):
+                if entry.id not in self._in_flight:
+                    self._start(entry)
         await self.group.keep_alive(self.consumer, list(self._in_flight))
         idle_ms = self._take_over_ms or self.config.intake_reclaim_idle_ms
         self._take_over_ms = None

@@ -77,10 +77,14 @@ class ConsumerGroup(Generic[E]):
             await self.ensure_group()
             return None
 
-    async def read(self, consumer: str, *, count: int = 10, block_ms: int = 1000) -> list[E]:
-        """New entries; recreates the group if Redis lost it."""
+    async def read(
+        self, consumer: str, *, count: int = 10, block_ms: int = 1000, own: bool = False
+    ) -> list[E]:
+        """New entries, or (`own`) those handed to this consumer and not acknowledged (it led
+        before); recreates the group if Redis lost it."""
+        block = None if own else block_ms
         read = self._redis.xreadgroup(
-            self.group, consumer, {self.key: ">"}, count=count, block=block_ms
+            self.group, consumer, {self.key: "0" if own else ">"}, count=count, block=block
         )
         return self._parsed(
             pair for _, entries in await self._regrouped(read) or [] for pair in entries
