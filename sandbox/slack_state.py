@@ -185,13 +185,14 @@ class Workspace:
             raise SlackError("is_archived")
         if message.user != BOT_USER_ID:  # an app edits only its own messages
             raise SlackError("cant_update_message")
+        # Counted first: a reader in another thread that sees the new content sees the edit too.
+        message.edits += 1
         if text is not None:
             message.text = text
         if blocks is not None:
             message.blocks = blocks
         if metadata is not None:
             message.metadata = metadata
-        message.edits += 1
         return message
 
     def delete(self, channel_id: str, ts: str) -> None:
