@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import httpx
+
 from tests.support.fakes.arc_exporter import QUEUEING, ArcFleet
 from tests.support.payloads import fixture_json
-from tests.support.running import eventually, run_bot
+from tests.support.running import RunningBot, eventually, run_bot
 from tests.support.slack import Slack
 
 FIRING = "grafana/queue-alert-firing.json"
@@ -34,6 +36,25 @@ def settings(settings_for: Any, url: str, **overrides: Any) -> Any:
         status_chart_every=1,
         **overrides,
     )
+
+
+async def first_chart(
+    running: RunningBot, arc_fleet: ArcFleet, check: Any, what: str, thread: Any
+) -> Any:
+    """Wait for the first chart; when it does not come, say where the chain from the listeners
+    to the status stopped: the scrapes, the bot's reading, the thread."""
+    try:
+        return await eventually(check, what=what, timeout=FIRST_CHART_S)
+    except AssertionError as exc:
+        async with httpx.AsyncClient(base_url=arc_fleet.prometheus.url, timeout=5) as prometheus:
+            targets = (await prometheus.get("/api/v1/targets")).json()["data"]["activeTargets"]
+        scrapes = [(t["scrapeUrl"], t["health"], t["lastError"]) for t in targets]
+        reading = await running.bot.readings.stored()
+        said = reading and (
+            reading.error or sorted(reading.fleet.runner_types if reading.fleet else [])
+        )
+        texts = [m.text[:80] for m in thread()]
+        raise AssertionError(f"{exc}: scrapes {scrapes}; reading {said}; thread {texts}") from exc
 
 
 def charts_in(message: Any) -> list[dict[str, Any]]:
@@ -65,13 +86,15 @@ async def test_slack_draws_the_trend_inside_the_statuses_and_the_summary(
         thread = await slack.first_thread()
 
         # A status whose chart has a line for the queueing type, at two moments or more.
-        status = await eventually(
+        status = await first_chart(
+            running,
+            arc_fleet,
             lambda: next(
                 (m for m in thread()[1:] if charts_in(m) and QUEUEING[:9] in str(charts_in(m))),
                 None,
             ),
-            what="a status with the chart block",
-            timeout=FIRST_CHART_S,
+            "a status with the chart block",
+            thread,
         )
         assert "Status update" in status.text
         [values] = [v for name, v in series_of(status).items() if name.startswith(QUEUEING[:9])]
@@ -145,10 +168,12 @@ async def test_a_refusal_naming_another_block_keeps_the_chart(
     async with run_bot(settings(settings_for, arc_fleet.prometheus.url)) as running:
         await running.send("grafana", fixture_json(FIRING))
         thread = await slack.first_thread()
-        await eventually(
+        await first_chart(
+            running,
+            arc_fleet,
             lambda: next((m for m in thread()[1:] if charts_in(m)), None),
-            what="a status with the chart block",
-            timeout=FIRST_CHART_S,
+            "a status with the chart block",
+            thread,
         )
         shown = {m.ts for m in thread()}
         # The quiet statuses edit that one: Slack refuses the next edit that holds a chart.
@@ -205,10 +230,12 @@ async def test_a_summary_after_the_alert_resolved_has_its_picture_where_the_bloc
         await running.send("grafana", fixture_json(FIRING))
         thread = await slack.first_thread()
         refused = running.bot.store.keys.chart_blocks_refused
-        await eventually(
+        await first_chart(
+            running,
+            arc_fleet,
             lambda: running.bot.redis.exists(refused),
-            what="a status with a trend to draw, its block refused",
-            timeout=FIRST_CHART_S,
+            "a status with a trend to draw, its block refused",
+            thread,
         )
         await running.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
         summary = await eventually(
