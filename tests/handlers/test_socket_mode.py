@@ -30,7 +30,7 @@ from tests.support.fakes.scale_receiver import ScaleReceiver
 from tests.support.mutations import JSON, mutated
 from tests.support.payloads import fixture_json
 from tests.support.running import RunningBot, eventually, run_bot
-from tests.support.slack import BLOCK_ACTION
+from tests.support.slack import BLOCK_ACTION, ephemeral_texts
 
 APP_TOKEN = "xapp-1-A0QUEUEBOT-1-bot-socket-test"
 BOT_TOKEN = "xoxb-bot-socket-test"
@@ -257,6 +257,12 @@ async def test_two_replicas_each_hold_a_connection_and_a_click_is_done_once(
         # A second press of the same button is a second click: still one acknowledgement.
         assert await slack.press(root, "incident_ack") == {"ok": True}
         assert len(slack.socket.envelopes()) == 2
+        # Once the second click's answer is out, its effect (none) is committed too.
+        await eventually(
+            lambda: any("already own" in t for t in ephemeral_texts(slack)),
+            what="the second click answered",
+        )
+        assert sum("You acknowledged" in t for t in ephemeral_texts(slack)) == 1
         assert len(acknowledgements()) == 1, acknowledgements()
     assert [e.retry_attempt for e in slack.socket.envelopes()] == [0, 0], "each sent once"
 
