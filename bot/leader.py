@@ -53,12 +53,16 @@ async def _lead(
         lost = not await _hold(leadership, task, stop)
     finally:
         # Still holding the lease (shutting down, or the work ended): the work finishes what it
-        # is doing, its commits still the leader's, and only then is the lead given up.
+        # is doing while the lease is renewed, its commits still the leader's, and only then is
+        # the lead given up.
         if lost:
             leadership.step_down()
             telemetry.leader.set(0)
         deposed.set()
+        renewing = None if lost else asyncio.create_task(_hold(leadership, task, asyncio.Event()))
         await _stopped(task)
+        if renewing is not None:
+            await asyncio.gather(renewing, return_exceptions=True)
         leadership.step_down()
         telemetry.leader.set(0)
         if not stop.is_set():

@@ -92,10 +92,12 @@ class GroupLoop(Generic[E]):
     async def retried(
         self, call: Callable[[], Awaitable[object]], what: str, entry: E | None
     ) -> bool:
-        """Whether `call()` was done: retried while Redis fails; after `intake_max_attempts` other
-        failures `entry` is dead-lettered (a bug costs one entry, never the consumer)."""
+        """Whether `call()` was done: tried once even as the term ends (work done then is still
+        acknowledged, not performed again by the next leader), retried while Redis fails; after
+        `intake_max_attempts` other failures `entry` is dead-lettered (a bug costs one entry,
+        never the consumer)."""
         backoff, errors = Backoff(1.0, first=0.02), 0
-        while not self.stop.is_set():
+        while True:
             try:
                 await call()
                 return True
@@ -114,8 +116,9 @@ class GroupLoop(Generic[E]):
                 if errors >= self.config.intake_max_attempts:
                     await self.bury(entry, f"failed {errors} times: {type(exc).__name__}")
                     return False
+            if self.stop.is_set():
+                return False
             await sleep_or_stop(self.stop, backoff.next())
-        return False
 
     async def _finish(self) -> None:
         if self._lanes:

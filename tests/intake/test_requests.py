@@ -153,3 +153,30 @@ async def test_a_request_given_up_as_the_term_ends_is_handed_back_to_the_next(
     [taken] = await stream.reclaim("two", min_idle_ms=30_000)
     assert taken.body == {"n": 1}
     assert await redis.xlen(stream.dead_key) == 0
+
+
+async def test_a_request_done_as_the_term_ends_is_acknowledged_not_done_again(
+    redis: Redis,
+) -> None:
+    """The term ends (SIGTERM, the lead lost) while a click is being performed: it finishes, and
+    is acknowledged then, so the next leader does not perform it a second time."""
+    done: list[dict[str, Any]] = []
+    started = asyncio.Event()
+
+    async def slow(body: dict[str, Any]) -> None:
+        started.set()
+        await asyncio.sleep(0.3)  # a backend's answer, arriving after the term ended
+        done.append(body)
+
+    stream = RequestStream(redis, PREFIX)
+    stop = asyncio.Event()
+    config = Settings(intake_reclaim_idle_ms=200, intake_max_attempts=2)
+    consumer = Requests(stream, {"slow": slow}, config=config, consumer="one")
+    running = asyncio.create_task(consumer.run(stop))
+    await stream.append("slow", {"n": 1})
+    await asyncio.wait_for(started.wait(), timeout=30)
+    stop.set()
+    await running
+
+    assert done == [{"n": 1}]
+    assert await stream.reclaim("two", min_idle_ms=0) == [], "nothing left to do again"
