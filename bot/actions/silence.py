@@ -1,12 +1,16 @@
 """Silence and unsilence: a real silence in Alertmanager or Grafana, recorded on the incident. Two
 people silencing at once make one silence (the incident's silence lock); one the backend made is
-recorded even if the alert resolved meanwhile: it exists, so the incident must show it."""
+recorded even if the alert resolved meanwhile: it exists, so the incident must show it; one
+that cannot be recorded is expired again, so a click done again never leaves two."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
+
+from redis.exceptions import RedisError
 
 from bot.actions.flow import UNKNOWN, Acting, Actor, Asked, Decide, Outcome, failed, refused
 from bot.backends.errors import BackendError, deadline_of, within
@@ -18,6 +22,8 @@ from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event
 from bot.storage.incident_store import BAND_ACTION, Commit, Reply, ThreadRef
 from bot.storage.interactions import Held, Lock
+
+log = logging.getLogger(__name__)
 
 NOT_CONFIGURED = (
     "Silencing is not set up: an operator sets `SILENCE_BACKEND` (`alertmanager` with "
@@ -63,9 +69,30 @@ class Silencing:
             made = await self._create(self.silencer, incident, loaded.thread, actor, name, seconds)
             if isinstance(made, Outcome):
                 return made
-            return await self.acting.commit(ref, _silenced(made, seconds))
+            try:
+                outcome = await self.acting.commit(ref, _silenced(made, seconds))
+            except RedisError:  # Deposed too: the next leader does the click again
+                await self._unmade(self.silencer, made)
+                raise
+            if not outcome.ok:
+                await self._unmade(self.silencer, made)
+            return outcome
         finally:
             await lock.release()
+
+    async def _unmade(self, silencer: Silencer, made: ActiveSilence) -> None:
+        """A silence made but not recorded mutes the alert where nobody sees it, and the click
+        done again would make a second one: it goes."""
+        try:
+            await within(silencer.expire(made.silence_id), self._timeout_s, silencer.name)
+        except BackendError as exc:
+            log.warning(
+                "silence %s was made but not recorded, and expiring it failed (%s): expire it "
+                "in %s",
+                made.silence_id,
+                exc,
+                silencer.name,
+            )
 
     async def _create(
         self,

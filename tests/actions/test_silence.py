@@ -498,3 +498,27 @@ async def test_a_silence_racing_the_alerts_resolve_is_recorded_and_said(
             lambda: "incident_unsilence" in action_ids(root_now(slack, root.ts)),
             what="the silence exists, so the resolved root offers to remove it",
         )
+
+
+async def test_a_click_done_again_by_the_next_leader_leaves_one_silence(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    """The lead is lost while the backend makes the silence: the commit is refused, the next
+    term does the click again, and the backend holds one silence in force, the one recorded."""
+    settings = grafana_settings(settings_for, grafana, leader_lease_ms=1000)
+    async with run_bot(settings) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = await recorded_root(running, slack)
+        release = grafana.hang()
+        try:
+            await choose_silence(running, root, 3600)
+            await eventually(lambda: grafana.in_flight == 1, what="the silence call under way")
+            # Another replica leads for a moment: this one's next write is refused.
+            leader_key = running.bot.store.keys.leader
+            await running.bot.redis.set(leader_key, "999999999 elsewhere", px=1500)
+        finally:
+            release.set()
+        incident = await eventually(lambda: _silenced(running), what="a silence recorded")
+        in_force = [s for s, v in grafana.silences.items() if v["status"]["state"] == "active"]
+        assert in_force == [incident.silence.silence_id], grafana.silences
+        assert running.bot.leadership.fence.held, "this replica leads again"
