@@ -13,8 +13,9 @@ from datetime import datetime
 from bot.domain.headline import headline
 from bot.domain.incidents import Incident, severity_rank
 from bot.domain.message import Rendered
-from bot.domain.units import duration, number
+from bot.domain.units import duration
 from bot.render import mrkdwn as md
+from bot.render.queue import head_figures
 from bot.render.replies import title_text
 
 MAX_LINES = 300
@@ -88,10 +89,7 @@ def _line(entry: DigestEntry) -> str:
         md.truncate(title_text(incident), 120),
     ]
     head = headline(incident)  # the root's numbers: live when it is, summed over the types
-    figures = [f"{number(head.queued)} queued"] if head.queued is not None else []
-    if head.wait:
-        figures.append(head.wait)
-    if figures:
+    if figures := head_figures(head)[::-1]:
         parts.append(("worst seen: " if head.worst else "") + ", ".join(figures))
     if types := list(incident.runner_types):
         named = ", ".join(f"`{md.escaped(n, 40)}`" for n in types[:MAX_TYPES_SHOWN])

@@ -17,9 +17,10 @@ from bot.domain.early_warning import Phase, WarningState
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, of_type, source_name, worst_first
 from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
+from bot.domain.trend import Trend
 from bot.domain.units import duration, number
 from bot.render import mrkdwn as md
-from bot.render.queue import absent_text, advice_parts, judged_parts, type_parts
+from bot.render.queue import advice_parts, head_figures, judged_parts, type_lines, type_parts
 from bot.render.replies import queue_numbers
 
 CALLBACK_ID = "queuepilot_home"
@@ -156,9 +157,7 @@ def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
     that has the type (one reading on the page), else the root's."""
     worst = _worst(incident)
     if worst is None:
-        head = headline(incident)
-        figures = [head.wait, f"{number(head.queued)} queued" if head.queued is not None else ""]
-        said = " · ".join(f for f in figures if f)
+        said = " · ".join(head_figures(headline(incident)))
         return f"Worst: {said}" if said else ""
     name, queue = worst
     found = of_type(fleet.runner_types, name) if fleet is not None else None
@@ -203,19 +202,11 @@ def _fleet(home: HomeState) -> list[dict[str, Any]]:
 
 
 def _fleet_lines(fleet: FleetSnapshot) -> list[str]:
-    """Per runner type, worst first: the reading's judgement as the root says it, and its max."""
-    ranked = worst_first(fleet.runner_types)
-    absent = absent_text(fleet)
-    lines = [
-        _fleet_line(name, metrics, absent if name in fleet.absent else "")
-        for name, metrics in ranked[:MAX_FLEET_TYPES]
-    ]
-    if (more := len(ranked) - len(lines) + fleet.hidden) > 0:
-        lines.append(f"+{more} more runner types (`/queue` lists them)")
-    return lines
+    return type_lines(fleet, top=MAX_FLEET_TYPES, line=_fleet_line)
 
 
-def _fleet_line(name: str, metrics: RunnerTypeMetrics, absent: str) -> str:
+def _fleet_line(name: str, metrics: RunnerTypeMetrics, absent: str, _: Trend) -> str:
+    """The reading's judgement as the root says it, and the type's maximum."""
     parts, advice = type_parts(metrics, absent)
     j, busy = metrics.judged, metrics.busy
     if j is not None and j.maximum is not None and not absent:

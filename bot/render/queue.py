@@ -7,8 +7,10 @@ Then `/queue`'s overview: those lines under a live reading, and the open inciden
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
-from bot.domain.headline import headline, shown_live
+from bot.domain.headline import Headline, headline, shown_live
 from bot.domain.incidents import Incident
 from bot.domain.judgement import Judgement
 from bot.domain.routes import Routing
@@ -64,17 +66,33 @@ def type_parts(metrics: RunnerTypeMetrics | None, absent: str = "") -> tuple[lis
     return [*parts, f"{wait[0]} *{wait[1]}*"] if wait is not None else parts, []
 
 
-def type_lines(view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPES) -> list[str]:
-    """The worst `top` types, then how many more were left out."""
+def head_figures(head: Headline) -> list[str]:
+    """The headline's longest wait and queued jobs, as every one-line surface says them."""
+    queued = f"{number(head.queued)} queued" if head.queued is not None else ""
+    return [figure for figure in (head.wait, queued) if figure]
+
+
+def type_line(name: str, metrics: RunnerTypeMetrics, absent: str, trend: Trend) -> str:
+    parts, advice = type_parts(metrics, absent)
+    if spark := sparkline(trend.queued_of(name, SPARK_POINTS)):
+        parts.append(f"`{spark}`")
+    label = md.runner_name(name) if name else "all runner types"
+    return f"• {label}: {' · '.join(parts + advice) or 'no numbers'}"
+
+
+Line = Callable[[str, RunnerTypeMetrics, str, Trend], str]
+
+
+def type_lines(
+    view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPES, line: Line = type_line
+) -> list[str]:
+    """The worst `top` types, each said by `line`, then how many more were left out."""
     ranked = worst_first(view.runner_types)
     absent = absent_text(view)
-    lines = []
-    for name, metrics in ranked[:top]:
-        parts, advice = type_parts(metrics, absent if name in view.absent else "")
-        if spark := sparkline(trend.queued_of(name, SPARK_POINTS)):
-            parts.append(f"`{spark}`")
-        label = md.runner_name(name) if name else "all runner types"
-        lines.append(f"• {label}: {' · '.join(parts + advice) or 'no numbers'}")
+    lines = [
+        line(name, metrics, absent if name in view.absent else "", trend)
+        for name, metrics in ranked[:top]
+    ]
     if more := max(len(ranked) - top, 0) + view.hidden:
         lines.append(f"+{more} more runner types (`/queue` lists them)")
     return lines
@@ -202,8 +220,7 @@ def overview_line(incident: Incident, *, numbers: bool = True) -> str:
     if not numbers:
         return line
     head = headline(incident)
-    queued = f"{number(head.queued)} queued" if head.queued is not None else ""
-    if figures := [figure for figure in (head.wait, queued) if figure]:
+    if figures := head_figures(head):
         line += (", worst seen: " if head.worst else ", ") + ", ".join(figures)
     live = shown_live(incident)
     types = live.runner_types if live is not None else incident.runner_types
