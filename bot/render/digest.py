@@ -73,7 +73,11 @@ def render_digest(
         if len(counted) > len(entries):
             about += " Those that came later are listed in the messages below."
     lines = [_line(entry) for entry in entries]
-    blocks = [md.header(title), md.context([about, _by_priority(counted)])]
+    counts = Counter(
+        (severity_rank(e.incident.priority), e.incident.priority or "no priority") for e in counted
+    )
+    by_priority = " · ".join(f"{md.escaped(p, 30)} × {n}" for (_, p), n in sorted(counts.items()))
+    blocks = [md.header(title), md.context([about, by_priority])]
     shown = _fitting(lines, md.MAX_BLOCKS - _FIXED_BLOCKS)
     blocks += md.sections(lines[:shown])
     if shown < len(entries):
@@ -108,10 +112,3 @@ def _fitting(lines: list[str], budget: int) -> int:
     while count and len(md.sections(lines[:count])) > budget - (1 if count < len(lines) else 0):
         count -= max(1, count // 20)
     return count
-
-
-def _by_priority(entries: Sequence[DigestEntry]) -> str:
-    counts = Counter(
-        (severity_rank(e.incident.priority), e.incident.priority or "no priority") for e in entries
-    )
-    return " · ".join(f"{md.escaped(name, 30)} × {n}" for (_, name), n in sorted(counts.items()))
