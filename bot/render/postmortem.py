@@ -27,7 +27,7 @@ from bot.domain.jobs import JobsView
 from bot.domain.units import duration, minutes, number, wait_said
 from bot.render.chart import incident_chart
 from bot.render.mrkdwn import is_linkable
-from bot.render.replies import peak_queued_label, put_back_said, time_to_drain
+from bot.render.replies import RESOLVED_BY, peak_queued_label, put_back_said, time_to_drain
 
 MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
 MAX_TYPES = 15  # runner types in the impact table
@@ -50,11 +50,7 @@ _GH_REFERENCE = re.compile(r"(?i)\b(gh)-(?=[0-9])")
 # Line breaks and control characters would end a table row or a paragraph.
 _BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*))?$", re.DOTALL)
-_ENDED = {
-    Resolution.ALERT: "(alert cleared)",
-    Resolution.DRAINED: "(queue drained)",
-    Resolution.TEST: "(test notification)",
-}
+_ENDED = RESOLVED_BY | {Resolution.TEST: "(test notification)"}
 QUESTIONS = """## Questions for the team
 
 ### What would have prevented it?
