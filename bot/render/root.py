@@ -41,7 +41,7 @@ SILENCE_OPTIONS = (
     (28800, "8 hours"),
     (86400, "24 hours"),
 )
-SOURCE_NAMES = {"grafana": "Grafana", "alertmanager": "Alertmanager"}
+ALERT_SOURCES = {"grafana": "Grafana", "alertmanager": "Alertmanager"}
 MAX_RESPONDERS = 5
 ACTION_CHARS = 120  # an action's text, before its time and who did it
 
@@ -268,7 +268,7 @@ def _facts(incident: Incident) -> list[str]:
 
 
 def _source(incident: Incident) -> str:
-    return SOURCE_NAMES.get(incident.source, md.escape(incident.source))
+    return ALERT_SOURCES.get(incident.source, md.escape(incident.source))
 
 
 def _links(incident: Incident) -> list[str]:
