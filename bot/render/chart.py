@@ -51,6 +51,10 @@ class ChartData:
         return {name: points for name, points in drawn.items() if len(points) >= MIN_POINTS}
 
     @property
+    def times(self) -> list[float]:
+        return sorted({at for points in self.series.values() for at, _, _ in points})
+
+    @property
     def alt_text(self) -> str:
         parts = []
         for name, points in self.series.items():
@@ -89,10 +93,7 @@ def chart_block(data: ChartData) -> dict[str, Any] | None:
     """Queued jobs per runner type at up to 20 moments, evenly spread and ending with the latest;
     None when there is no line to draw."""
     series = data.series
-    times = sorted({at for points in series.values() for at, _, _ in points})
-    if len(times) > MAX_CATEGORIES:
-        step = (len(times) - 1) / (MAX_CATEGORIES - 1)
-        times = [times[round(i * step)] for i in range(MAX_CATEGORIES)]
+    times = sampled(data.times, MAX_CATEGORIES)
     if len(times) < 2:
         return None
     categories = _labels(times)
@@ -114,6 +115,20 @@ def chart(
 ) -> dict[str, Any]:
     drawn = {"type": kind, "series": series, "axis_config": axes}
     return {"type": BLOCK_TYPE, "block_id": block_id, "title": title, "chart": drawn}
+
+
+def sampled(times: list[float], most: int, peak: datetime | None = None) -> list[float]:
+    """At most `most` of `times`, evenly spread, the first and last kept, and the peak's in place
+    of the nearest other one."""
+    if len(times) <= most:
+        return times
+    picks = {round(i * (len(times) - 1) / (most - 1)) for i in range(most)}
+    at = peak.timestamp() if peak is not None else None
+    if at in times and (index := times.index(at)) not in picks:
+        inner = [p for p in picks if p not in (0, len(times) - 1)]
+        picks.discard(min(inner, key=lambda p: (abs(p - index), p)))
+        picks.add(index)
+    return [times[i] for i in sorted(picks)]
 
 
 def has_charts(rendered: Rendered) -> bool:

@@ -13,8 +13,9 @@ from datetime import datetime
 from bot.domain.headline import headline
 from bot.domain.incidents import Incident, severity_rank
 from bot.domain.message import Rendered
-from bot.domain.units import duration, number
+from bot.domain.units import duration
 from bot.render import mrkdwn as md
+from bot.render.queue import head_figures
 from bot.render.replies import title_text
 
 MAX_LINES = 300
@@ -72,7 +73,11 @@ def render_digest(
         if len(counted) > len(entries):
             about += " Those that came later are listed in the messages below."
     lines = [_line(entry) for entry in entries]
-    blocks = [md.header(title), md.context([about, _by_priority(counted)])]
+    counts = Counter(
+        (severity_rank(e.incident.priority), e.incident.priority or "no priority") for e in counted
+    )
+    by_priority = " · ".join(f"{md.escaped(p, 30)} × {n}" for (_, p), n in sorted(counts.items()))
+    blocks = [md.header(title), md.context([about, by_priority])]
     shown = _fitting(lines, md.MAX_BLOCKS - _FIXED_BLOCKS)
     blocks += md.sections(lines[:shown])
     if shown < len(entries):
@@ -88,10 +93,7 @@ def _line(entry: DigestEntry) -> str:
         md.truncate(title_text(incident), 120),
     ]
     head = headline(incident)  # the root's numbers: live when it is, summed over the types
-    figures = [f"{number(head.queued)} queued"] if head.queued is not None else []
-    if head.wait:
-        figures.append(head.wait)
-    if figures:
+    if figures := head_figures(head)[::-1]:
         parts.append(("worst seen: " if head.worst else "") + ", ".join(figures))
     if types := list(incident.runner_types):
         named = ", ".join(f"`{md.escaped(n, 40)}`" for n in types[:MAX_TYPES_SHOWN])
@@ -110,10 +112,3 @@ def _fitting(lines: list[str], budget: int) -> int:
     while count and len(md.sections(lines[:count])) > budget - (1 if count < len(lines) else 0):
         count -= max(1, count // 20)
     return count
-
-
-def _by_priority(entries: Sequence[DigestEntry]) -> str:
-    counts = Counter(
-        (severity_rank(e.incident.priority), e.incident.priority or "no priority") for e in entries
-    )
-    return " · ".join(f"{md.escaped(name, 30)} × {n}" for (_, name), n in sorted(counts.items()))

@@ -17,12 +17,6 @@ MAX_VALUE = 2000  # Slack's limit for a button's value
 MAX_ID = 100  # of an incident's ID, in a link's label: the link must fit its line whole
 
 
-def dismiss_value(state: WarningState) -> str:
-    """The warning's uid (so a button of an older warning never acts on a newer one of the same
-    type) and its runner type, which fits whole or not at all."""
-    return f"{state.uid}:{state.runner_type}"[:MAX_VALUE]
-
-
 def _at(timestamp: float) -> str:
     return md.time_of(datetime.fromtimestamp(timestamp, UTC))
 
@@ -44,7 +38,8 @@ def render_warning(state: WarningState) -> Rendered:
                 f"From the fleet's readings, updated {_at(state.updated_at)}; withdrawn if the "
                 "queue stops building, carried on by the incident if the alert fires."
             )
-        value = dismiss_value(state)
+        # The uid, so a button of an older warning never acts on a newer one of the same type.
+        value = f"{state.uid}:{state.runner_type}"[:MAX_VALUE]
         buttons = [md.button("Scale up…", SCALE, value)] if state.scalable else []
         buttons.append(md.button("Dismiss for 1 h", DISMISS, value))
         blocks = [

@@ -14,12 +14,12 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.early_warning import Phase, WarningState
-from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, of_type, source_name, worst_first
+from bot.domain.fleet import FleetSnapshot, of_type, source_name, worst_first
 from bot.domain.headline import headline, shown_live
 from bot.domain.incidents import Incident
-from bot.domain.units import duration, number
+from bot.domain.units import duration
 from bot.render import mrkdwn as md
-from bot.render.queue import absent_text, advice_parts, judged_parts, type_parts
+from bot.render.queue import advice_parts, head_figures, judged_parts, type_lines
 from bot.render.replies import queue_numbers
 
 CALLBACK_ID = "queuepilot_home"
@@ -106,7 +106,9 @@ def digests(home: HomeState) -> Digests:
     }
     numbers = {
         "incidents": [_worst_line(listed.incident, home.fleet) for listed in home.incidents],
-        "fleet": _fleet_lines(home.fleet) if home.fleet is not None else [],
+        "fleet": type_lines(home.fleet, top=MAX_FLEET_TYPES, home=True)
+        if home.fleet is not None
+        else [],
     }
     return Digests(_hashed(state), _hashed(numbers))
 
@@ -156,9 +158,7 @@ def _worst_line(incident: Incident, fleet: FleetSnapshot | None) -> str:
     that has the type (one reading on the page), else the root's."""
     worst = _worst(incident)
     if worst is None:
-        head = headline(incident)
-        figures = [head.wait, f"{number(head.queued)} queued" if head.queued is not None else ""]
-        said = " · ".join(f for f in figures if f)
+        said = " · ".join(head_figures(headline(incident)))
         return f"Worst: {said}" if said else ""
     name, queue = worst
     found = of_type(fleet.runner_types, name) if fleet is not None else None
@@ -198,34 +198,8 @@ def _fleet(home: HomeState) -> list[dict[str, Any]]:
     head = f"*The fleet now* · live from {source} at {md.time_of(fleet.at)}"
     if home.fleet_note:
         head += f"\n⚠️ {md.escaped(home.fleet_note, 300)}"
-    lines = _fleet_lines(fleet) or ["_No runner type is known._"]
+    lines = type_lines(fleet, top=MAX_FLEET_TYPES, home=True) or ["_No runner type is known._"]
     return md.sections([head, *lines])[:2]
-
-
-def _fleet_lines(fleet: FleetSnapshot) -> list[str]:
-    """Per runner type, worst first: the reading's judgement as the root says it, and its max."""
-    ranked = worst_first(fleet.runner_types)
-    absent = absent_text(fleet)
-    lines = [
-        _fleet_line(name, metrics, absent if name in fleet.absent else "")
-        for name, metrics in ranked[:MAX_FLEET_TYPES]
-    ]
-    if (more := len(ranked) - len(lines) + fleet.hidden) > 0:
-        lines.append(f"+{more} more runner types (`/queue` lists them)")
-    return lines
-
-
-def _fleet_line(name: str, metrics: RunnerTypeMetrics, absent: str) -> str:
-    parts, advice = type_parts(metrics, absent)
-    j, busy = metrics.judged, metrics.busy
-    if j is not None and j.maximum is not None and not absent:
-        parts.append(f"max {number(j.maximum)}")
-    elif j is None and busy is not None and not absent:  # a 0.25 reading: no judgement says it
-        if metrics.maximum is not None:
-            parts.append(f"busy {number(busy)} / max {number(metrics.maximum)}")
-        elif metrics.registered is not None:
-            parts.append(f"busy {number(busy)} / {number(metrics.registered)} registered")
-    return f"• `{md.runner_name(name)}`: {' · '.join(parts + advice) or 'no numbers'}"
 
 
 def _how_to(cmd: str) -> str:

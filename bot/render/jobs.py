@@ -23,7 +23,7 @@ def render_jobs(
     whole, and the answer says so. `others`: the types with queued jobs left out as other
     channels' (the channel asked from owns `runner_types` only)."""
     foot = footnotes(view)
-    body = [line for name in runner_types[:MAX_TYPES] for line in type_lines(view, name)]
+    body = [line for name in runner_types[:MAX_TYPES] for line in workflow_lines(view, name)]
     if not body:
         body = [f"_{_none(view).capitalize()} seen for these runner types{_limit(view)}._"]
     head = headline(view)
@@ -64,7 +64,7 @@ def footnotes(view: JobsView) -> list[str]:
     return notes
 
 
-def type_lines(view: JobsView, runner_type: str) -> list[str]:
+def workflow_lines(view: JobsView, runner_type: str) -> list[str]:
     queue = view.runner_types.get(runner_type)
     name = md.escaped(runner_type, MAX_NAME)
     if queue is None:

@@ -25,9 +25,9 @@ from bot.domain.incidents import (
 )
 from bot.domain.jobs import JobsView
 from bot.domain.units import duration, minutes, number, wait_said
-from bot.render.chart import incident_chart
+from bot.render.chart import incident_chart, sampled
 from bot.render.mrkdwn import is_linkable
-from bot.render.replies import peak_queued_label, put_back_said, time_to_drain
+from bot.render.replies import RESOLVED_BY, peak_queued_label, put_back_said, time_to_drain
 
 MAX_TEXT = 300  # characters of one outside text (a title, a name) in the file
 MAX_TYPES = 15  # runner types in the impact table
@@ -50,11 +50,7 @@ _GH_REFERENCE = re.compile(r"(?i)\b(gh)-(?=[0-9])")
 # Line breaks and control characters would end a table row or a paragraph.
 _BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _CONCLUSION = re.compile(r"^(?P<cause>.+? \([a-z]+ confidence\))(?:: (?P<why>.*))?$", re.DOTALL)
-_ENDED = {
-    Resolution.ALERT: "(alert cleared)",
-    Resolution.DRAINED: "(queue drained)",
-    Resolution.TEST: "(test notification)",
-}
+_ENDED = RESOLVED_BY | {Resolution.TEST: "(test notification)"}
 QUESTIONS = """## Questions for the team
 
 ### What would have prevented it?
@@ -339,17 +335,17 @@ def _diagnosis(incident: Incident, events: Sequence[Event]) -> str:
 
 def _queue_over_time(incident: Incident) -> str:
     """The series the thread's chart draws, at most MAX_CHART_ROWS rows of them."""
-    series = incident_chart(incident).series
+    data = incident_chart(incident)
+    series, times = data.series, data.times
     if not series:
         return (
             "## Queue over time\n\n_No readings were kept over time: the alert's numbers are "
             "all there is._"
         )
     cells = {name: {at: (q, w) for at, q, w in points} for name, points in series.items()}
-    times = sorted({at for points in series.values() for at, _, _ in points})
     rows = [
         (_clock(datetime.fromtimestamp(at, tz=UTC)), *(_point(cells[n].get(at)) for n in series))
-        for at in _sampled(times, incident.trend.peak_at())
+        for at in sampled(times, MAX_CHART_ROWS, incident.trend.peak_at())
     ]
     header = ("Time (UTC)", *(_type(n) for n in series))
     align = ("---", *("---:" for _ in series))
@@ -358,20 +354,6 @@ def _queue_over_time(incident: Incident) -> str:
         "readings the chart draws:"
     )
     return f"## Queue over time\n\n{note}\n\n{_table(header, rows, align=align)}"
-
-
-def _sampled(times: list[float], peak: datetime | None) -> list[float]:
-    """At most MAX_CHART_ROWS of `times`, evenly spread, the first and last kept, and the peak's
-    in place of the nearest other one."""
-    if len(times) <= MAX_CHART_ROWS:
-        return times
-    picks = {round(i * (len(times) - 1) / (MAX_CHART_ROWS - 1)) for i in range(MAX_CHART_ROWS)}
-    at = peak.timestamp() if peak is not None else None
-    if at in times and (index := times.index(at)) not in picks:
-        inner = [p for p in picks if p not in (0, len(times) - 1)]
-        picks.discard(min(inner, key=lambda p: (abs(p - index), p)))
-        picks.add(index)
-    return [times[i] for i in sorted(picks)]
 
 
 def _point(cell: tuple[float | None, float | None] | None) -> str:

@@ -8,7 +8,7 @@ Then `/queue`'s overview: those lines under a live reading, and the open inciden
 from __future__ import annotations
 
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, source_name, worst_first
-from bot.domain.headline import headline, shown_live
+from bot.domain.headline import Headline, headline, shown_live
 from bot.domain.incidents import Incident
 from bot.domain.judgement import Judgement
 from bot.domain.routes import Routing
@@ -64,20 +64,47 @@ def type_parts(metrics: RunnerTypeMetrics | None, absent: str = "") -> tuple[lis
     return [*parts, f"{wait[0]} *{wait[1]}*"] if wait is not None else parts, []
 
 
-def type_lines(view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPES) -> list[str]:
-    """The worst `top` types, then how many more were left out."""
+def head_figures(head: Headline) -> list[str]:
+    """The headline's longest wait and queued jobs, as every one-line surface says them."""
+    queued = f"{number(head.queued)} queued" if head.queued is not None else ""
+    return [figure for figure in (head.wait, queued) if figure]
+
+
+def type_lines(
+    view: FleetSnapshot, trend: Trend = EMPTY, *, top: int = TOP_TYPES, home: bool = False
+) -> list[str]:
+    """The worst `top` types, then how many more were left out; on the App Home (`home`), the
+    names as code and each type's maximum."""
     ranked = worst_first(view.runner_types)
     absent = absent_text(view)
     lines = []
     for name, metrics in ranked[:top]:
-        parts, advice = type_parts(metrics, absent if name in view.absent else "")
+        here = absent if name in view.absent else ""
+        parts, advice = type_parts(metrics, here)
         if spark := sparkline(trend.queued_of(name, SPARK_POINTS)):
             parts.append(f"`{spark}`")
         label = md.runner_name(name) if name else "all runner types"
+        if home:
+            label = f"`{md.runner_name(name)}`"
+            parts += [] if here else _maximum(metrics)
         lines.append(f"• {label}: {' · '.join(parts + advice) or 'no numbers'}")
     if more := max(len(ranked) - top, 0) + view.hidden:
         lines.append(f"+{more} more runner types (`/queue` lists them)")
     return lines
+
+
+def _maximum(metrics: RunnerTypeMetrics) -> list[str]:
+    j, busy = metrics.judged, metrics.busy
+    if j is not None:
+        return [f"max {number(j.maximum)}"] if j.maximum is not None else []
+    if busy is None:  # below, a 0.25 reading: no judgement says it
+        return []
+    if metrics.maximum is not None:
+        return [f"busy {number(busy)} / max {number(metrics.maximum)}"]
+    registered = metrics.registered
+    return (
+        [f"busy {number(busy)} / {number(registered)} registered"] if registered is not None else []
+    )
 
 
 def source_note(view: FleetSnapshot) -> str:
@@ -164,7 +191,12 @@ def say_which(verb: str, incidents: list[Incident], total: int, channel: str) ->
         f"{total} incident{'s are' if total != 1 else ' is'} {where}: say which, e.g. "
         f"`/queue {verb} {md.escape(incidents[0].id)}`."
     )
-    return capped(head, [_brief(incident, channel) for incident in incidents], total)
+    lines = [
+        f"• *#{md.escape(i.id)}* {md.escaped(i.title, 150)}"
+        + (f" in <#{md.escape(i.channel)}>" if i.channel and i.channel != channel else "")
+        for i in incidents
+    ]
+    return capped(head, lines, total)
 
 
 def capped(head: str, lines: list[str], total: int) -> str:
@@ -188,12 +220,6 @@ def _channels(channels: set[str]) -> str:
     return ", ".join(f"<#{md.escape(c)}>" for c in sorted(channels)[:5])
 
 
-def _brief(incident: Incident, channel: str) -> str:
-    elsewhere = incident.channel and incident.channel != channel
-    where = f" in <#{md.escape(incident.channel)}>" if elsewhere else ""
-    return f"• *#{md.escape(incident.id)}* {md.escaped(incident.title, 150)}{where}"
-
-
 def overview_line(incident: Incident, *, numbers: bool = True) -> str:
     """The incident with its root's numbers and runner types, from the same source as its root
     (the live reading, else the alert; resolved, the worst seen)."""
@@ -202,8 +228,7 @@ def overview_line(incident: Incident, *, numbers: bool = True) -> str:
     if not numbers:
         return line
     head = headline(incident)
-    queued = f"{number(head.queued)} queued" if head.queued is not None else ""
-    if figures := [figure for figure in (head.wait, queued) if figure]:
+    if figures := head_figures(head):
         line += (", worst seen: " if head.worst else ", ") + ", ".join(figures)
     live = shown_live(incident)
     types = live.runner_types if live is not None else incident.runner_types

@@ -54,7 +54,7 @@ _EVENT_ICONS = {
 }
 # The one reply that may mention someone: taking ownership tells the owner the thread is theirs.
 MENTIONING_EVENTS = frozenset({"acknowledged", "handed_over"})
-_RESOLVED_BY = {
+RESOLVED_BY = {
     Resolution.ALERT: "(alert cleared)",
     Resolution.DRAINED: "(queue drained)",
     Resolution.TEST: "(test notification: nothing to follow up)",
@@ -80,7 +80,7 @@ def resolved_how(incident: Incident, *, mentions: bool = False) -> str:
         if mentions:
             return f"by {md.mention(incident.resolved_by)}"
         return f"by {md.person(incident.resolved_by, incident.resolved_by_name)}"
-    return _RESOLVED_BY.get(incident.resolution, "") if incident.resolution else ""
+    return RESOLVED_BY.get(incident.resolution, "") if incident.resolution else ""
 
 
 def title_text(incident: Incident) -> str:

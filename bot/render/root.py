@@ -21,7 +21,7 @@ from bot.domain.judgement import DRAIN_TARGET_MINS
 from bot.domain.message import Rendered
 from bot.domain.units import duration, minutes, number, wait_parts
 from bot.render import mrkdwn as md
-from bot.render.queue import advice_parts, source_note, type_lines
+from bot.render.queue import advice_parts, head_figures, source_note, type_lines
 from bot.render.replies import (
     capped_rows,
     incident_ref,
@@ -41,7 +41,7 @@ SILENCE_OPTIONS = (
     (28800, "8 hours"),
     (86400, "24 hours"),
 )
-SOURCE_NAMES = {"grafana": "Grafana", "alertmanager": "Alertmanager"}
+ALERT_SOURCES = {"grafana": "Grafana", "alertmanager": "Alertmanager"}
 MAX_RESPONDERS = 5
 ACTION_CHARS = 120  # an action's text, before its time and who did it
 
@@ -268,7 +268,7 @@ def _facts(incident: Incident) -> list[str]:
 
 
 def _source(incident: Incident) -> str:
-    return SOURCE_NAMES.get(incident.source, md.escape(incident.source))
+    return ALERT_SOURCES.get(incident.source, md.escape(incident.source))
 
 
 def _links(incident: Incident) -> list[str]:
@@ -339,6 +339,5 @@ def _fallback(incident: Incident, head: Headline) -> str:
     title = md.truncate(title_text(incident), 200)
     if not incident.is_open:
         return f"✅ Resolved: {title}"
-    details = [head.wait, f"{number(head.queued)} queued" if head.queued is not None else ""]
-    shown = ", ".join(detail for detail in details if detail)
+    shown = ", ".join(head_figures(head))
     return f"🔴 {title}: {shown}" if shown else f"🔴 {title}"

@@ -123,30 +123,27 @@ class EarlyWarnings:
             return
         channel = state.channel if state else self.config.routing.channel_of_type(name)
         incident = _covering(name, channel, incidents)
-        if incident is not None:
-            if state is not None and _current(state, now):
+        if state is not None and (incident is not None or said is None):
+            if incident is not None and _current(state, now):
                 link = await self._thread_link(incident.id)
                 folded = state.changed(
                     now, phase=Phase.FOLDED, incident_id=incident.id, incident_link=link
                 )
                 if await self.warnings.save(folded):
                     await self._record_taken_on(incident.id, state)
-            elif state is not None:
+            elif incident is None and state.phase is Phase.ACTIVE:
+                await self.warnings.save(state.changed(now, phase=Phase.CLEARED))
+            else:
                 await self._link_folded(state, now)
             return
-        active = state is not None and state.phase is Phase.ACTIVE
-        if said is None:
-            if active and state is not None:
-                await self.warnings.save(state.changed(now, phase=Phase.CLEARED))
-            elif state is not None:
-                await self._link_folded(state, now)
+        if incident is not None or said is None:
             return
         fields = {
             "text": said.text,
             "hold_runners": said.hold_runners or 0,
             "scalable": name in self.config.scalable,
         }
-        if state is not None and _current(state, now) and (active or state.ts):
+        if state is not None and _current(state, now) and (state.phase is Phase.ACTIVE or state.ts):
             fresh = state.changed(now, phase=Phase.ACTIVE, held_since=0.0, **fields)
             await self.warnings.save(fresh)
         else:

@@ -95,9 +95,7 @@ class StatusReporter:
                 await self._again(claim, exc)
             except Exception:
                 log.exception("status: incident %s failed; postponed", claim.member)
-                later = self.clock().timestamp() + self.config.status_interval_seconds
-                with suppress(RedisError):
-                    await due.reschedule(claim, later)
+                await self._again(claim, None, after=self.config.status_interval_seconds)
         try:
             applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
         except RedisError as exc:
@@ -112,11 +110,11 @@ class StatusReporter:
             else:
                 self.telemetry.status_posts.inc()
 
-    async def _again(self, claim: Claim, failure: Exception | None) -> None:
+    async def _again(self, claim: Claim, failure: Exception | None, after: float = 0.0) -> None:
         if failure is not None:
             log.warning("status: incident %s: %s; retrying next tick", claim.member, failure)
         with suppress(RedisError):
-            await self.store.status_due.reschedule(claim, self.clock().timestamp())
+            await self.store.status_due.reschedule(claim, self.clock().timestamp() + after)
 
     async def _decide(
         self,
