@@ -39,28 +39,10 @@ class Judgement(BaseModel):
     model_config = ConfigDict(
         frozen=True,
         **stored_short(
-            {
-                "at": "at",
-                "queued": "q",
-                "wait_mins": "w",
-                "wait_over": "w+",
-                "wait_of_starts": "ws",
-                "wait_unknown": "w?",
-                "direction": "d",
-                "change_per_min": "r",
-                "busy": "busy",
-                "registered": "reg",
-                "booting": "boot",
-                "maximum": "max",
-                "runners": "n",
-                "needed": "need",
-                "added_since": "add",
-                "maximum_added": "add+",
-                "raise_maximum_by": "max+",
-                "clears_in_mins": "clr",
-                "within_mins": "T",
-                "why": "why",
-            }
+            "queued=q wait_mins=w wait_over=w+ wait_of_starts=ws wait_unknown=w? direction=d "
+            "change_per_min=r registered=reg booting=boot maximum=max runners=n needed=need "
+            "added_since=add maximum_added=add+ raise_maximum_by=max+ clears_in_mins=clr "
+            "within_mins=T"
         ),
     )
 
