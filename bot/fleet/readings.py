@@ -135,7 +135,8 @@ class FleetReadings:
                 await self._kept.keep(fleet)
         if reading.error:
             log.warning("fleet: %s", reading.error)
-        await self._store.save(reading.encode(), keep_ms=_keep_ms(self.interval))
+        keep_s = max(self.interval.total_seconds() * 10, 600)
+        await self._store.save(reading.encode(), keep_ms=int(keep_s * 1000))
         return reading
 
     async def _observe_jobs(self, now: datetime) -> JobsView | None:
@@ -180,10 +181,6 @@ class FleetReadings:
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
         return points
-
-
-def _keep_ms(interval: timedelta) -> int:
-    return int(max(interval.total_seconds() * 10, 600) * 1000)
 
 
 def _floats(numbers: dict[str, Any]) -> dict[str, float]:
