@@ -67,8 +67,8 @@ class FleetReadings:
 
     async def aclose(self) -> None:
         await self.metrics.aclose()
-        if self._jobs is not None:
-            await self._jobs.aclose(unless=self.metrics)
+        if self._jobs is not None and self._jobs.source is not self.metrics:
+            await self._jobs.source.aclose()  # a backend that lists its own jobs is closed once
 
     @property
     def keeps_history(self) -> bool:
@@ -124,8 +124,13 @@ class FleetReadings:
             reading = Reading(stored.fleet if stored else None, now, error)
         else:
             jobs = await self._observe_jobs(now)
-            if jobs is not None and self._jobs is not None and not self._jobs.lists(self.metrics):
-                fleet = with_job_waits(fleet, jobs)  # the oldest job's age, not a start's time
+            # The oldest job's age, not a start's time, unless the backend listed them itself.
+            if (
+                jobs is not None
+                and self._jobs is not None
+                and self._jobs.source is not self.metrics
+            ):
+                fleet = with_job_waits(fleet, jobs)
             recent = await self.history(last=RECENT_READINGS)
             target = self._config.drain_target_minutes
             fleet = judged(fleet, recent, interval=self.interval, within_mins=target)
