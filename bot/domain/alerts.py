@@ -280,13 +280,15 @@ def first_known(*values: float | None) -> float | None:
     return next((value for value in values if value is not None), None)
 
 
-def stored_short(short: dict[str, str]) -> ConfigDict:
+def stored_short(short: str) -> ConfigDict:
     """Models kept once per runner type in every incident are stored under short keys
-    (`by_alias=True`) and read under either name: the long names would be a fifth of its Redis."""
+    (`by_alias=True`) and read under either name: the long names would be a fifth of its Redis.
+    `short`: "field=key …" for each field not stored under its own name."""
+    keys = dict(pair.split("=") for pair in short.split())
     return ConfigDict(
         alias_generator=AliasGenerator(
-            validation_alias=lambda name: AliasChoices(name, short[name]),
-            serialization_alias=lambda name: short[name],
+            validation_alias=lambda name: AliasChoices(name, keys.get(name, name)),
+            serialization_alias=lambda name: keys.get(name, name),
         )
     )
 
@@ -294,7 +296,7 @@ def stored_short(short: dict[str, str]) -> ConfigDict:
 @dataclass(frozen=True)
 class RunnerQueue:
     __pydantic_config__ = stored_short(
-        {"queued": "q", "longest_wait_mins": "w", "wait_over": "w+", "wait_of_starts": "ws"}
+        "queued=q longest_wait_mins=w wait_over=w+ wait_of_starts=ws"
     )
     queued: float | None = None
     longest_wait_mins: float | None = None
@@ -307,9 +309,8 @@ class QueueNumbers:
     """The queue alert's headline numbers; None when the notification does not carry them."""
 
     __pydantic_config__ = stored_short(
-        {"max_queue_time_mins": "wait", "max_queue_size": "size"}
-        | {"queue_time_threshold": "wait_limit", "queue_size_threshold": "size_limit"}
-        | {"queue_time_over": "wait_over", "queue_size_over": "size_over"}
+        "max_queue_time_mins=wait max_queue_size=size queue_time_threshold=wait_limit "
+        "queue_size_threshold=size_limit queue_time_over=wait_over queue_size_over=size_over"
     )
 
     max_queue_time_mins: float | None = None

@@ -191,13 +191,19 @@ def _report(
     if maximum is None and history is not None and history.maximum:
         maximum = history.maximum[max(history.maximum)]  # the latest the history knows
     duration = (live.job_duration_mins if live else None) or (history.job_mins if history else None)
+    made = (e.scale for _, events in incidents for e in events)
+    scalers = Counter(  # who made the type's scale-ups, and how many each
+        done.by or "someone"
+        for done in made
+        if done is not None and runner_key(done.runner_type) == runner_key(name)
+    )
     report = TypeReport(
         runner_type=name,
         incidents=len(incidents),
         firing=max(firing, timedelta()),
         peak_queued=max(queued, default=None),
         peak_wait_mins=max(waits, default=None),
-        scale_ups=dict(_scalers(name, incidents).most_common()),
+        scale_ups=dict(scalers.most_common()),
         minimum=live.minimum if live else None,
         maximum=maximum,
         wait_p50_mins=history.wait_p50_mins if history else None,
@@ -207,16 +213,6 @@ def _report(
         hours_over=history.hours_over(thresholds) if history else None,
     )
     return replace(report, recommendation=_recommendation(report, duration))
-
-
-def _scalers(name: str, incidents: Sequence[tuple[Incident, Sequence[Event]]]) -> Counter[str]:
-    """Who made the scale-ups of type `name`, and how many each."""
-    made = (e.scale for _, events in incidents for e in events)
-    return Counter(
-        done.by or "someone"
-        for done in made
-        if done is not None and runner_key(done.runner_type) == runner_key(name)
-    )
 
 
 def _recommendation(report: TypeReport, duration: float | None) -> str:

@@ -22,9 +22,9 @@ from typing import Any
 
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import EARLY_WARNING, Event, Incident
-from bot.domain.judgement import finite
 from bot.domain.runner_names import runner_key
 from bot.domain.units import duration, number
+from bot.domain.value_string import finite
 
 WINDOW = 5  # readings the growth is fitted over: fewer cannot tell a trend from a wander
 # Standard errors the slope must stand above flat: Student's t at 3 degrees of freedom, ~0.5%
@@ -54,27 +54,17 @@ class Thresholds:
 
 def stated_thresholds(name: str, incidents: Sequence[Incident], fallback: Thresholds) -> Thresholds:
     """What the alert rule said last: the latest incident showing this runner type that states
-    its thresholds, else the latest that states any, else `fallback` (the settings')."""
+    its thresholds, else the latest that states any, else `fallback` (the settings'). An
+    incident's are its latest notification's, else (resolved) its last firing one's."""
     stated = [
         (incident, said)
         for incident in sorted(incidents, key=lambda i: i.started_at, reverse=True)
-        if (said := _stated(incident)).known
+        for numbers in (incident.numbers, incident.peak)
+        if (said := Thresholds(numbers.queue_size_threshold, numbers.queue_time_threshold)).known
     ]
-    named = [said for incident, said in stated if runner_key(name) in shown_types(incident)]
+    key = runner_key(name)
+    named = [said for i, said in stated if key in {runner_key(n) for n in i.shown_types}]
     return next(iter(named or [said for _, said in stated]), fallback)
-
-
-def shown_types(incident: Incident) -> set[str]:
-    return {runner_key(name) for name in incident.shown_types}
-
-
-def _stated(incident: Incident) -> Thresholds:
-    """The latest notification's thresholds, else (resolved) its last firing one's."""
-    for numbers in (incident.numbers, incident.peak):
-        said = Thresholds(numbers.queue_size_threshold, numbers.queue_time_threshold)
-        if said.known:
-            return said
-    return Thresholds()
 
 
 @dataclass(frozen=True)
@@ -186,7 +176,10 @@ def _growth(points: Sequence[Point], now: RunnerTypeMetrics, *, sustained: bool)
     if fit is None:
         return None
     slope, error = fit
-    noise = _noise(_refreshed(points[-NOISE_READINGS:])) / _spread(window) ** 0.5
+    # Repeated readings left out: a backend not refreshed makes a rise in steps look like noise.
+    recent = points[-NOISE_READINGS:]
+    changes = [p for k, p in enumerate(recent) if k == 0 or p.in_system != recent[k - 1].in_system]
+    noise = _noise(changes) / _spread(window) ** 0.5
     span = (window[-1].at - window[0].at).total_seconds() / 60
     evident = slope >= T_MIN * error and slope >= T_NOISE * noise and slope * span >= MIN_RISE
     if not sustained and not evident:
@@ -222,15 +215,6 @@ def _spread(points: Sequence[Point]) -> float:
     xs = _minutes(points)
     mean_x = sum(xs) / len(xs)
     return sum((x - mean_x) ** 2 for x in xs)
-
-
-def _refreshed(points: Sequence[Point]) -> list[Point]:
-    """Without repeated readings: a backend not refreshed makes a rise in steps look like noise."""
-    kept = list(points[:1])
-    for point in points[1:]:
-        if point.in_system != kept[-1].in_system:
-            kept.append(point)
-    return kept
 
 
 def _noise(points: Sequence[Point]) -> float:

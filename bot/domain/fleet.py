@@ -23,28 +23,10 @@ class RunnerTypeMetrics(BaseModel):
     model_config = ConfigDict(
         frozen=True,
         **stored_short(
-            {
-                "queued": "q",
-                "assigned": "asg",
-                "longest_wait_mins": "w",
-                "registered": "reg",
-                "busy": "busy",
-                "idle": "idle",
-                "offline": "off",
-                "minimum": "min",
-                "maximum": "max",
-                "desired": "want",
-                "arrival_per_min": "in",
-                "started_per_min": "start",
-                "completed_per_min": "out",
-                "job_duration_mins": "dur",
-                "arrival_baseline_per_min": "in0",
-                "duration_baseline_mins": "dur0",
-                "scale_errors": "err",
-                "wait_over": "w+",
-                "wait_of_starts": "ws",
-                "judged": "j",
-            }
+            "queued=q assigned=asg longest_wait_mins=w registered=reg offline=off minimum=min "
+            "maximum=max desired=want arrival_per_min=in started_per_min=start "
+            "completed_per_min=out job_duration_mins=dur arrival_baseline_per_min=in0 "
+            "duration_baseline_mins=dur0 scale_errors=err wait_over=w+ wait_of_starts=ws judged=j"
         ),
     )
 

@@ -155,7 +155,6 @@ class Incident(BaseModel):
     resolved_by_name: str = ""
     acknowledged_by: str | None = None
     acknowledged_name: str = ""
-    acknowledged_at: datetime | None = None
     notifications: int = 0
     reopened: int = 0
     truncated: tuple[str, ...] = ()
@@ -299,7 +298,7 @@ def apply_notification(
         return incident, Change.STALE  # fired before someone resolved it by hand
     updated = _with_facts(incident, delivery.facts, now=now)
     if not incident.is_open:
-        cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by", "acknowledged_at")
+        cleared = ("resolution", "resolved_at", "resolved_by", "acknowledged_by")
         update = {**dict.fromkeys(cleared), "resolved_by_name": "", "acknowledged_name": ""}
         update |= {"status": Status.FIRING, "reopened": incident.reopened + 1}
         return updated.model_copy(update=update), Change.REOPENED
@@ -331,8 +330,8 @@ def resolve_drained(incident: Incident, *, now: datetime) -> Incident:
 
 
 def acknowledge(incident: Incident, *, by: str, name: str, now: datetime) -> Incident:
-    update = {"acknowledged_by": by, "acknowledged_name": name, "acknowledged_at": now}
-    return incident.model_copy(update={**update, "updated_at": now})
+    update = {"acknowledged_by": by, "acknowledged_name": name, "updated_at": now}
+    return incident.model_copy(update=update)
 
 
 def with_action(incident: Incident, event: Event) -> Incident:

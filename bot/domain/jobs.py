@@ -208,7 +208,18 @@ def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: date
         by_workflow.setdefault((job.runner_type, job.workflow), []).append(job)
     per_type: dict[str, list[WorkflowQueue]] = {}
     for key in {*by_workflow, *arrivals.last_hour, *arrivals.day_before}:
-        workflow = _workflow(key, by_workflow.get(key, []), arrivals, at)
+        jobs = by_workflow.get(key, [])
+        oldest = min(jobs, key=lambda j: (j.created_at, j.source_id)) if jobs else None
+        workflow = WorkflowQueue(
+            workflow=key[1],
+            queued=len(jobs),
+            longest_wait_mins=oldest.wait_mins(at) if oldest else None,
+            oldest_url=oldest.url if oldest else "",
+            oldest_job=oldest.job if oldest else "",
+            triggers=_ranked(Counter(j.trigger for j in jobs)),
+            last_hour=arrivals.last_hour.get(key),
+            day_before=arrivals.day_before.get(key) if arrivals.history else None,
+        )
         per_type.setdefault(key[0], []).append(workflow)
     types = {
         name: RunnerTypeJobs(
@@ -245,22 +256,6 @@ def _slower(arrivals: Arrivals) -> dict[str, tuple[Slower, ...]]:
         t: tuple(sorted(ws, key=lambda w: (-w.minutes / w.before, w.workflow)))
         for t, ws in found.items()
     }
-
-
-def _workflow(
-    key: tuple[str, str], jobs: list[QueuedJob], arrivals: Arrivals, at: datetime
-) -> WorkflowQueue:
-    oldest = min(jobs, key=lambda j: (j.created_at, j.source_id)) if jobs else None
-    return WorkflowQueue(
-        workflow=key[1],
-        queued=len(jobs),
-        longest_wait_mins=oldest.wait_mins(at) if oldest else None,
-        oldest_url=oldest.url if oldest else "",
-        oldest_job=oldest.job if oldest else "",
-        triggers=_ranked(Counter(j.trigger for j in jobs)),
-        last_hour=arrivals.last_hour.get(key),
-        day_before=arrivals.day_before.get(key) if arrivals.history else None,
-    )
 
 
 def _rank(w: WorkflowQueue) -> tuple[float, float, float, str]:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
 from bot.domain.units import minutes, number, wait_parts
+from bot.domain.value_string import finite
 
 if TYPE_CHECKING:
     from bot.domain.fleet import RunnerTypeMetrics
@@ -39,28 +40,10 @@ class Judgement(BaseModel):
     model_config = ConfigDict(
         frozen=True,
         **stored_short(
-            {
-                "at": "at",
-                "queued": "q",
-                "wait_mins": "w",
-                "wait_over": "w+",
-                "wait_of_starts": "ws",
-                "wait_unknown": "w?",
-                "direction": "d",
-                "change_per_min": "r",
-                "busy": "busy",
-                "registered": "reg",
-                "booting": "boot",
-                "maximum": "max",
-                "runners": "n",
-                "needed": "need",
-                "added_since": "add",
-                "maximum_added": "add+",
-                "raise_maximum_by": "max+",
-                "clears_in_mins": "clr",
-                "within_mins": "T",
-                "why": "why",
-            }
+            "queued=q wait_mins=w wait_over=w+ wait_of_starts=ws wait_unknown=w? direction=d "
+            "change_per_min=r registered=reg booting=boot maximum=max runners=n needed=need "
+            "added_since=add maximum_added=add+ raise_maximum_by=max+ clears_in_mins=clr "
+            "within_mins=T"
         ),
     )
 
@@ -120,8 +103,8 @@ class Judgement(BaseModel):
                 was = number(self.maximum)
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             return text
-        if self.clears_in_mins is not None:
-            return f"none: it clears {clears(self.clears_in_mins)}"
+        if (mins := self.clears_in_mins) is not None:
+            return f"none: it clears {'within a minute' if mins < 1 else f'in ~{eta(mins)}'}"
         if self.booting and self.queued:
             return f"none: the {_runners(self.booting)} booting should drain it in {within}"
         return ""
@@ -282,10 +265,6 @@ def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | Non
     return Direction.HOLDING, rate
 
 
-def clears(mins: float) -> str:
-    return "within a minute" if mins < 1 else f"in ~{eta(mins)}"
-
-
 def eta(mins: float) -> str:
     if mins < 1:
         return "under a minute" if mins > 0 else "0 min"
@@ -294,15 +273,9 @@ def eta(mins: float) -> str:
     return f"{mins / 60:.1f} h"
 
 
-def finite(value: float | None) -> float | None:
-    """None for a gauge not read, NaN or infinite (a backend's division by a zero rate)."""
-    return value if value is not None and math.isfinite(value) else None
-
-
 def _runners(count: int) -> str:
     return f"{count} runner" if count == 1 else f"{count} runners"
 
 
 def _most(*values: float | None) -> float | None:
-    known = [v for v in values if v is not None and math.isfinite(v)]
-    return max(known) if known else None
+    return max((v for v in map(finite, values) if v is not None), default=None)

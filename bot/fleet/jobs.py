@@ -21,19 +21,6 @@ class JobsWatch:
     _: KW_ONLY
     timeout_s: float
 
-    @property
-    def name(self) -> str:
-        return self.source.name
-
-    def lists(self, backend: object) -> bool:
-        """Whether the jobs come from `backend` itself (whose waits are then the jobs')."""
-        return self.source is backend
-
-    async def aclose(self, *, unless: object = None) -> None:
-        """Release the source's connections, unless it is `unless` (closed by its owner)."""
-        if self.source is not unless:
-            await self.source.aclose()
-
     async def view(self, *, now: datetime) -> JobsView:
         """Raises `BackendError` when the source cannot say."""
         source = self.source

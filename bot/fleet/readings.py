@@ -67,8 +67,8 @@ class FleetReadings:
 
     async def aclose(self) -> None:
         await self.metrics.aclose()
-        if self._jobs is not None:
-            await self._jobs.aclose(unless=self.metrics)
+        if self._jobs is not None and self._jobs.source is not self.metrics:
+            await self._jobs.source.aclose()  # a backend that lists its own jobs is closed once
 
     @property
     def keeps_history(self) -> bool:
@@ -124,8 +124,13 @@ class FleetReadings:
             reading = Reading(stored.fleet if stored else None, now, error)
         else:
             jobs = await self._observe_jobs(now)
-            if jobs is not None and self._jobs is not None and not self._jobs.lists(self.metrics):
-                fleet = with_job_waits(fleet, jobs)  # the oldest job's age, not a start's time
+            # The oldest job's age, not a start's time, unless the backend listed them itself.
+            if (
+                jobs is not None
+                and self._jobs is not None
+                and self._jobs.source is not self.metrics
+            ):
+                fleet = with_job_waits(fleet, jobs)
             recent = await self.history(last=RECENT_READINGS)
             target = self._config.drain_target_minutes
             fleet = judged(fleet, recent, interval=self.interval, within_mins=target)
@@ -135,7 +140,8 @@ class FleetReadings:
                 await self._kept.keep(fleet)
         if reading.error:
             log.warning("fleet: %s", reading.error)
-        await self._store.save(reading.encode(), keep_ms=_keep_ms(self.interval))
+        keep_s = max(self.interval.total_seconds() * 10, 600)
+        await self._store.save(reading.encode(), keep_ms=int(keep_s * 1000))
         return reading
 
     async def _observe_jobs(self, now: datetime) -> JobsView | None:
@@ -180,10 +186,6 @@ class FleetReadings:
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
         return points
-
-
-def _keep_ms(interval: timedelta) -> int:
-    return int(max(interval.total_seconds() * 10, 600) * 1000)
 
 
 def _floats(numbers: dict[str, Any]) -> dict[str, float]:

@@ -26,7 +26,6 @@ from bot.domain.early_warning import (
     WarningState,
     forecast,
     gauges_in_system,
-    shown_types,
     stated_thresholds,
     taken_on,
 )
@@ -187,7 +186,7 @@ def _current(state: WarningState, now: float) -> bool:
 def _covering(name: str, channel: str, incidents: Sequence[Incident]) -> Incident | None:
     """The open incident showing type `name`, or one in the channel naming none."""
     for incident in incidents:
-        types = shown_types(incident)
+        types = {runner_key(n) for n in incident.shown_types}
         if runner_key(name) in types or (not types and incident.channel == channel):
             return incident
     return None

@@ -35,9 +35,7 @@ EVIL = "<!channel> <!here> <!everyone> <@U0EVIL> <https://evil.example|click> &<
 
 
 def acknowledged(incident: Incident, by: str = "U123ABC", name: str = "ann") -> Incident:
-    return incident.model_copy(
-        update={"acknowledged_by": by, "acknowledged_name": name, "acknowledged_at": T0}
-    )
+    return incident.model_copy(update={"acknowledged_by": by, "acknowledged_name": name})
 
 
 def resolved(incident: Incident, *, by: str | None = None) -> Incident:
