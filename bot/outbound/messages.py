@@ -2,10 +2,10 @@
 
 A queue member is `<kind>:<key>`: `root` (the incident's root), `replies` (the thread's first
 waiting reply: an answer, an event, a status, a chart's PNG, a postmortem's Markdown), `warning`
-(an early warning), `notice` (the capacity report). `KINDS` maps each to `read` (one `Post`, or
-None when nothing is left to post, with that recorded) and `unreadable` (how it leaves the queue
-when every read fails). The storm digest is the one post no member names (`bot.outbound.storm`).
-Every post is found again by its metadata, a file by its name.
+(an early warning), `notice` (the capacity report). `KINDS` maps each to its read: one `Post`,
+or None when nothing is left to post (with that recorded); `unreadable` is how a member leaves the
+queue when every read fails. The storm digest is the one post no member names
+(`bot.outbound.storm`). Every post is found again by its metadata, a file by its name.
 """
 
 from __future__ import annotations
@@ -148,11 +148,6 @@ async def read_root(desk: Desk, incident_id: str, earlier: InFlight | None) -> P
     return Post(f"root:{incident_id}", ROOT, incident_id, incident.uid, None, draw, record, refuse)
 
 
-async def root_unreadable(desk: Desk, incident_id: str) -> None:
-    await undeliverable(desk, incident_id, f"root:{incident_id}", UNREADABLE)
-    await desk.out.queue.drop_thread(desk.channel, incident_id)
-
-
 async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> Post | None:
     out, channel = desk.out, desk.channel
     head = await out.queue.head_reply(incident_id)
@@ -260,16 +255,6 @@ async def _edited_status(desk: Desk, incident_id: str, head: HeadReply) -> bool:
     return True
 
 
-async def reply_unreadable(desk: Desk, incident_id: str) -> None:
-    queue = desk.out.queue
-    item = await queue.head_item(incident_id)
-    if not item:
-        await queue.forget(desk.channel, f"replies:{incident_id}")
-        return
-    await undeliverable(desk, incident_id, item, UNREADABLE)
-    await queue.record_reply(desk.channel, incident_id, item)
-
-
 async def read_warning(desk: Desk, runner_type: str, earlier: InFlight | None) -> Post | None:
     warnings, member = desk.out.warnings, f"warning:{runner_type}"
     if warnings is None:  # early warnings are off here
@@ -292,11 +277,6 @@ async def read_warning(desk: Desk, runner_type: str, earlier: InFlight | None) -
     return Post(state.member, "warning", "", state.uid, None, draw, record, refuse)
 
 
-async def warning_unreadable(desk: Desk, runner_type: str) -> None:
-    await undeliverable(desk, "", f"warning:{runner_type}", UNREADABLE)
-    await desk.out.queue.forget(desk.channel, f"warning:{runner_type}")
-
-
 async def read_notice(desk: Desk, uid: str, earlier: InFlight | None) -> Post | None:
     notices = desk.out.notices
     rendered = await notices.get(uid)
@@ -316,33 +296,32 @@ async def read_notice(desk: Desk, uid: str, earlier: InFlight | None) -> Post | 
     return Post(f"notice:{uid}", "notice", "", uid, None, ready(rendered), record, refuse)
 
 
-async def notice_unreadable(desk: Desk, uid: str) -> None:
-    await undeliverable(desk, "", f"notice:{uid}", UNREADABLE)
-    await desk.out.notices.done(desk.channel, uid)
-
-
-# Kind -> (read, unreadable).
-KINDS = {
-    ROOT: (read_root, root_unreadable),
-    "replies": (read_reply, reply_unreadable),
-    "warning": (read_warning, warning_unreadable),
-    "notice": (read_notice, notice_unreadable),
-}
+KINDS = {ROOT: read_root, "replies": read_reply, "warning": read_warning, "notice": read_notice}
 
 
 async def read(desk: Desk, member: str, earlier: InFlight | None) -> Post | None:
     kind, _, key = member.partition(":")
     if kind not in KINDS:
         return await stray(desk, member)
-    return await KINDS[kind][0](desk, key, earlier)
+    return await KINDS[kind](desk, key, earlier)
 
 
 async def unreadable(desk: Desk, member: str) -> None:
+    """No read of `member` made sense (STRIKES times): it leaves the queue with a record, as a
+    refused post of its kind would; a thread's replies lose only their head."""
     kind, _, key = member.partition(":")
-    if kind not in KINDS:
-        await desk.out.queue.forget(desk.channel, member)
+    queue, channel = desk.out.queue, desk.channel
+    item = await queue.head_item(key) if kind == "replies" else member
+    if kind in KINDS and item:
+        await undeliverable(desk, key if kind in (ROOT, "replies") else "", item, UNREADABLE)
+    if kind == ROOT:
+        await queue.drop_thread(channel, key)
+    elif kind == "replies" and item:
+        await queue.record_reply(channel, key, item)
+    elif kind == "notice":
+        await desk.out.notices.done(channel, key)
     else:
-        await KINDS[kind][1](desk, key)
+        await queue.forget(channel, member)
 
 
 async def stray(desk: Desk, member: str) -> None:
