@@ -3,8 +3,8 @@
 A queue member is `<kind>:<key>`: `root` (the incident's root), `replies` (the thread's first
 waiting reply: an answer, an event, a status, a chart's PNG, a postmortem's Markdown), `warning`
 (an early warning), `notice` (the capacity report). `KINDS` maps each to its read: one `Post`,
-or None when nothing is left to post (with that recorded); `unreadable` is how a member leaves the
-queue when every read fails. The storm digest is the one post no member names
+or None when nothing is left to post (with that recorded); `drop` is how one leaves the queue when
+Slack refuses it for good or every read fails. The storm digest is the one post no member names
 (`bot.outbound.storm`). Every post is found again by its metadata, a file by its name.
 """
 
