@@ -6,15 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Turn:
-    """A slot `taken`, or refused: it comes in `retry_after_s`, past the caller's deadline."""
-
-    taken: bool
-    retry_after_s: float = 0.0
 
 
 class Pacing:
@@ -33,9 +24,10 @@ class Pacing:
 
     async def wait_for_slot(
         self, method: str, interval_ms: int, *, within_s: float | None = None
-    ) -> Turn:
-        """Wait out any hold, then take the slot (none when `interval_ms` is 0). With `within_s`,
-        refuse rather than wait past it: a caller with other work does that instead."""
+    ) -> float:
+        """Wait out any hold, then take the slot (none when `interval_ms` is 0) and answer 0.
+        With `within_s`, refuse rather than wait past it, answering how far away the slot is: a
+        caller with other work does that instead."""
         deadline = None if within_s is None else self._clock() + within_s
         while True:
             now = self._clock()
@@ -44,7 +36,7 @@ class Pacing:
             if wait_s <= 0:
                 if interval_ms > 0:
                     self._next_slot[method] = now + interval_ms / 1000
-                return Turn(taken=True)
+                return 0.0
             if deadline is not None and now + wait_s > deadline:
-                return Turn(taken=False, retry_after_s=wait_s)
+                return wait_s
             await asyncio.sleep(wait_s)

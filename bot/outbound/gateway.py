@@ -264,9 +264,9 @@ class SlackGateway:
     async def turn(self, method: str, interval_ms: int, *, within_s: float | None) -> None:
         """Wait out any hold of `method`, then take its app-wide slot; past `within_s`, raise
         what a 429 would (a caller with other work does that instead)."""
-        turn = await self.pacing.wait_for_slot(method, interval_ms, within_s=within_s)
-        if not turn.taken:
-            raise SlackError(method, "ratelimited", retryable=True, retry_after=turn.retry_after_s)
+        away_s = await self.pacing.wait_for_slot(method, interval_ms, within_s=within_s)
+        if away_s:
+            raise SlackError(method, "ratelimited", retryable=True, retry_after=away_s)
 
     async def display_name(self, user: str) -> str | None:
         """The user's display name from `users.info`, cached for a day; None if unknown."""

@@ -2,10 +2,10 @@
 
 A queue member is `<kind>:<key>`: `root` (the incident's root), `replies` (the thread's first
 waiting reply: an answer, an event, a status, a chart's PNG, a postmortem's Markdown), `warning`
-(an early warning), `notice` (the capacity report). `KINDS` maps each to `read` (one `Post`, or
-None when nothing is left to post, with that recorded) and `unreadable` (how it leaves the queue
-when every read fails). The storm digest is the one post no member names (`bot.outbound.storm`).
-Every post is found again by its metadata, a file by its name.
+(an early warning), `notice` (the capacity report). `KINDS` maps each to its read: one `Post`,
+or None when nothing is left to post (with that recorded); `drop` is how one leaves the queue when
+Slack refuses it for good or every read fails. The storm digest is the one post no member names
+(`bot.outbound.storm`). Every post is found again by its metadata, a file by its name.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bot.domain.message import Rendered, digest_of
 from bot.outbound.gateway import SlackError
+from bot.outbound.membership import INVITE
 from bot.render.chart import blames_charts, has_charts, incident_chart, render_chart, without_charts
 from bot.render.early_warning import render_warning
 from bot.render.replies import StatusShown, render_shown
@@ -95,24 +96,6 @@ def chart_refused(refused: SlackError, rendered: Rendered) -> bool:
     return refused.error == "invalid_blocks" and blames_charts(rendered, refused.details)
 
 
-async def undeliverable(desk: Desk, incident_id: str, item: str, error: str) -> None:
-    """Slack refused something for good: logged so an operator can act, and kept on record."""
-    whose = f"incident {incident_id}" if incident_id else f"sender {desk.channel}"
-    if error in NOT_A_MEMBER:
-        log.error(
-            "%s: queuepilot cannot post in channel %s (%s): invite it there "
-            "(/invite @queuepilot) or change SLACK_ROUTES / SLACK_CHANNEL; %s dropped",
-            whose,
-            desk.channel,
-            error,
-            item,
-        )
-    else:
-        log.error("%s: %s can never be sent (%s); dropped", whose, item, error)
-    desk.out.telemetry.slack_undeliverable.labels(error).inc()
-    await desk.out.queue.undeliverable(incident_id, item, error)
-
-
 async def read_root(desk: Desk, incident_id: str, earlier: InFlight | None) -> Post | None:
     out, channel = desk.out, desk.channel
     loaded = await out.store.load(incident_id)
@@ -140,17 +123,9 @@ async def read_root(desk: Desk, incident_id: str, earlier: InFlight | None) -> P
         )
         log.info("incident %s: opened thread %s in %s", incident.id, ts, channel)
 
-    async def refuse(error: str) -> None:
-        # A root that can never be posted takes its thread with it.
-        await undeliverable(desk, incident_id, ROOT, error)
-        await out.queue.drop_thread(channel, incident_id)
-
-    return Post(f"root:{incident_id}", ROOT, incident_id, incident.uid, None, draw, record, refuse)
-
-
-async def root_unreadable(desk: Desk, incident_id: str) -> None:
-    await undeliverable(desk, incident_id, f"root:{incident_id}", UNREADABLE)
-    await desk.out.queue.drop_thread(desk.channel, incident_id)
+    member = f"{ROOT}:{incident_id}"
+    refuse = partial(drop, desk, member, ROOT)
+    return Post(member, ROOT, incident_id, incident.uid, None, draw, record, refuse)
 
 
 async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> Post | None:
@@ -231,11 +206,8 @@ def _reply(
         status_ts = ts if head.is_status else ""
         await out.queue.record_reply(channel, incident_id, head.item, status_ts=status_ts)
 
-    async def refuse(error: str) -> None:
-        await undeliverable(desk, incident_id, head.item, error)
-        await out.queue.record_reply(channel, incident_id, head.item)
-
     member, thread_ts = f"replies:{incident_id}", head.thread.ts
+    refuse = partial(drop, desk, member, head.item)
     return Post(member, head.item, incident_id, head.uid, thread_ts, draw, record, refuse, filename)
 
 
@@ -260,16 +232,6 @@ async def _edited_status(desk: Desk, incident_id: str, head: HeadReply) -> bool:
     return True
 
 
-async def reply_unreadable(desk: Desk, incident_id: str) -> None:
-    queue = desk.out.queue
-    item = await queue.head_item(incident_id)
-    if not item:
-        await queue.forget(desk.channel, f"replies:{incident_id}")
-        return
-    await undeliverable(desk, incident_id, item, UNREADABLE)
-    await queue.record_reply(desk.channel, incident_id, item)
-
-
 async def read_warning(desk: Desk, runner_type: str, earlier: InFlight | None) -> Post | None:
     warnings, member = desk.out.warnings, f"warning:{runner_type}"
     if warnings is None:  # early warnings are off here
@@ -285,16 +247,11 @@ async def read_warning(desk: Desk, runner_type: str, earlier: InFlight | None) -
 
     async def refuse(error: str) -> None:
         # Recorded as never showable: not tried again every reading.
-        await undeliverable(desk, "", f"early warning for {runner_type}", error)
+        await drop(desk, member, f"early warning for {runner_type}", error)
         await warnings.record_post(state, REFUSED)
 
     draw = ready(render_warning(state))
     return Post(state.member, "warning", "", state.uid, None, draw, record, refuse)
-
-
-async def warning_unreadable(desk: Desk, runner_type: str) -> None:
-    await undeliverable(desk, "", f"warning:{runner_type}", UNREADABLE)
-    await desk.out.queue.forget(desk.channel, f"warning:{runner_type}")
 
 
 async def read_notice(desk: Desk, uid: str, earlier: InFlight | None) -> Post | None:
@@ -309,40 +266,60 @@ async def read_notice(desk: Desk, uid: str, earlier: InFlight | None) -> Post | 
     async def record(ts: str, drawn: Rendered | Upload | None) -> None:
         await notices.done(desk.channel, uid)
 
-    async def refuse(error: str) -> None:
-        await undeliverable(desk, "", "notice (the capacity report)", error)
-        await notices.done(desk.channel, uid)
-
-    return Post(f"notice:{uid}", "notice", "", uid, None, ready(rendered), record, refuse)
+    member = f"notice:{uid}"
+    refuse = partial(drop, desk, member, "notice (the capacity report)")
+    return Post(member, "notice", "", uid, None, ready(rendered), record, refuse)
 
 
-async def notice_unreadable(desk: Desk, uid: str) -> None:
-    await undeliverable(desk, "", f"notice:{uid}", UNREADABLE)
-    await desk.out.notices.done(desk.channel, uid)
-
-
-# Kind -> (read, unreadable).
-KINDS = {
-    ROOT: (read_root, root_unreadable),
-    "replies": (read_reply, reply_unreadable),
-    "warning": (read_warning, warning_unreadable),
-    "notice": (read_notice, notice_unreadable),
-}
+KINDS = {ROOT: read_root, "replies": read_reply, "warning": read_warning, "notice": read_notice}
 
 
 async def read(desk: Desk, member: str, earlier: InFlight | None) -> Post | None:
     kind, _, key = member.partition(":")
     if kind not in KINDS:
         return await stray(desk, member)
-    return await KINDS[kind][0](desk, key, earlier)
+    return await KINDS[kind](desk, key, earlier)
+
+
+async def drop(desk: Desk, member: str, item: str, error: str) -> None:
+    """Slack refused `item` for good, or no read of it made sense: logged so an operator can act,
+    on record, and it leaves the queue as its kind says (a root takes its thread with it, a thread
+    loses only that reply)."""
+    kind, _, key = member.partition(":")
+    queue, channel = desk.out.queue, desk.channel
+    incident_id = key if kind in (ROOT, "replies") else ""
+    whose = f"incident {incident_id}" if incident_id else f"sender {channel}"
+    if error in NOT_A_MEMBER:
+        log.error(
+            "%s: queuepilot cannot post in channel %s (%s): %s; %s dropped",
+            whose,
+            channel,
+            error,
+            INVITE,
+            item,
+        )
+    else:
+        log.error("%s: %s can never be sent (%s); dropped", whose, item, error)
+    desk.out.telemetry.slack_undeliverable.labels(error).inc()
+    await queue.undeliverable(incident_id, item, error)
+    if kind == ROOT:
+        await queue.drop_thread(channel, key)
+    elif kind == "replies":
+        await queue.record_reply(channel, key, item)
+    elif kind == "notice":
+        await desk.out.notices.done(channel, key)
+    else:
+        await queue.forget(channel, member)
 
 
 async def unreadable(desk: Desk, member: str) -> None:
+    """No read of `member` made sense (STRIKES times): dropped (of a thread, its head reply)."""
     kind, _, key = member.partition(":")
-    if kind not in KINDS:
-        await desk.out.queue.forget(desk.channel, member)
+    item = await desk.out.queue.head_item(key) if kind == "replies" else member
+    if kind in KINDS and item:
+        await drop(desk, member, item, UNREADABLE)
     else:
-        await KINDS[kind][1](desk, key)
+        await desk.out.queue.forget(desk.channel, member)
 
 
 async def stray(desk: Desk, member: str) -> None:

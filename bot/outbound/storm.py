@@ -13,6 +13,7 @@ import logging
 import time
 from contextlib import suppress
 from datetime import UTC, datetime
+from functools import partial
 
 from bot.domain.message import Rendered, digest_of
 from bot.outbound.edits import Desk
@@ -70,20 +71,18 @@ class StormDigest:
         enough wait): the digest, or a continuation due, goes first."""
         if not self.enabled:
             return None
-        swept = await self._storms.sweep(
-            self.channel,
-            threshold=self._config.storm_digest_threshold,
-            now_ms=int(time.time() * 1000),
+        is_open, opened, added = await self._storms.sweep(
+            self.channel, threshold=self._config.storm_digest_threshold, now_ms=_now_ms()
         )
-        if swept.opened:
+        if opened:
             log.warning(
-                "sender %s: alert storm, %d new groups at once: a digest", self.channel, swept.added
+                "sender %s: alert storm, %d new groups at once: a digest", self.channel, added
             )
             self._telemetry.storms.inc()
             self._opened.set()
-        if swept.added:
-            self._telemetry.storm_groups.inc(swept.added)
-        if not swept.open:  # most roots go out with no storm: nothing more to read
+        if added:
+            self._telemetry.storm_groups.inc(added)
+        if not is_open:  # most roots go out with no storm: nothing more to read
             return None
         storm = await self._storms.current(self.channel)
         if storm is None:
@@ -103,10 +102,7 @@ class StormDigest:
         channel, storms = self.channel, self._storms
 
         async def draw() -> Rendered:  # after any lookup: the groups as they are by then
-            listed = set(await storms.place(channel, storm, part, room=MAX_LINES))
-            members = await storms.members(channel)
-            mine = [m for m in members if m.incident_id in listed]
-            return await self._render(storm, part, mine, members, {}, over=False)
+            return await self._render(storm, part, {}, over=False, room=MAX_LINES)
 
         async def record(ts: str, drawn: Rendered | Upload | None) -> None:
             # Found by a lookup, drawn earlier: recorded as showing nothing known, so edited.
@@ -128,13 +124,13 @@ class StormDigest:
         """While a storm lasts: take in joining groups, link threads as they open, edit each
         message when what it shows changed, and turn them into a summary at the end."""
         storm = await self._storms.current(self.channel)
-        if storm is None or not storm.ts:
+        if storm is None or not storm.message_ts[0]:
             self._opened.clear()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._opened.wait(), timeout=1.0)
             return
         now_ms = _now_ms()
-        added = (await self._storms.sweep(self.channel, threshold=0, now_ms=now_ms)).added
+        added = (await self._storms.sweep(self.channel, threshold=0, now_ms=now_ms))[2]
         if added:
             self._telemetry.storm_groups.inc(added)
             storm = await self._storms.current(self.channel) or storm
@@ -151,7 +147,7 @@ class StormDigest:
             and now_ms - storm.last_added_ms >= self._config.storm_quiet_seconds * 1000
         )
         for part in range(storm.parts):
-            if storm.part_ts(part):
+            if storm.message_ts[part]:
                 await self._upkeep(storm, part, members, links, over=over, waiting=waiting > 0)
         if over and await self._storms.close(self.channel, storm):
             log.info("sender %s: the alert storm is over (%d groups)", self.channel, len(members))
@@ -215,42 +211,30 @@ class StormDigest:
         return links
 
     async def _edit(
-        self,
-        storm: Storm,
-        part: int,
-        links: dict[str, str],
-        *,
-        over: bool,
-        within_s: float | None,
+        self, storm: Storm, part: int, links: dict[str, str], *, over: bool, within_s: float | None
     ) -> None:
-        async def draw() -> Rendered:
-            # The last message takes in groups without a line once the slot is had, not before
-            # (one placed while waiting would stay unseen); with no root waiting, no continuation
-            # will come, so it takes every group left ("+N more") or the storm never ends.
-            if part == storm.last_posted:
-                room = MAX_LINES if within_s is not None else EVERY_GROUP
-                await self._storms.place(self.channel, storm, part, room=room)
-            members = await self._storms.members(self.channel)
-            mine = [m for m in members if m.part == part]
-            return await self._render(storm, part, mine, members, links, over=over)
-
+        # The last message takes in groups without a line once the slot is had, not before (one
+        # placed while waiting would stay unseen); with no root waiting, no continuation will
+        # come, so it takes every group left ("+N more") or the storm never ends.
+        room = 0
+        if part == storm.last_posted:
+            room = MAX_LINES if within_s is not None else EVERY_GROUP
+        draw = partial(self._render, storm, part, links, over=over, room=room)
         # A digest that can never be edited (deleted) is let be: the threads carry on.
-        digest, refused = await self._desk.update(storm.part_ts(part), draw, within_s=within_s)
+        digest, refused = await self._desk.update(storm.message_ts[part], draw, within_s=within_s)
         if refused is not None:
             self._desk.lost("the storm digest", refused.error)
         await self._storms.record_shown(self.channel, storm, digest_of(digest), part=part)
 
     async def _render(
-        self,
-        storm: Storm,
-        part: int,
-        mine: list[Member],
-        members: list[Member],
-        links: dict[str, str],
-        *,
-        over: bool,
+        self, storm: Storm, part: int, links: dict[str, str], *, over: bool, room: int
     ) -> Rendered:
-        """Message `part`: its own groups' lines; the first also counts the whole storm."""
+        """Message `part`, after placing up to `room` unlisted groups in it: its own groups'
+        lines; the first also counts the whole storm."""
+        if room:
+            await self._storms.place(self.channel, storm, part, room=room)
+        members = await self._storms.members(self.channel)
+        mine = [m for m in members if m.part == part]
         everyone = members if part == 0 else mine
         incidents = await self._desk.out.store.get_many([m.incident_id for m in everyone])
         by_id = {incident.id: incident for incident in incidents}

@@ -214,12 +214,12 @@ class _Step:
         """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
         (another pass may have begun)."""
         owner = self.owner
-        turn = await owner.pacing.wait_for_slot(
+        away_s = await owner.pacing.wait_for_slot(
             SLOT, owner.config.github_issues_interval_ms, within_s=SLOT_WAIT_S
         )
         now = owner.clock().timestamp()
-        if not turn.taken:
-            raise Later(now + turn.retry_after_s)
+        if away_s:
+            raise Later(now + away_s)
         if not await owner.leases.renew(self.lease, int(LEASE_S * 1000)):
             raise Later(now + BUSY_S)
 

@@ -17,10 +17,6 @@ class Lease:
     key: str
     token: str  # the stored value: the holder's token, then its note if it has one
 
-    @property
-    def note(self) -> str:
-        return self.token.partition(" ")[2]
-
 
 class Leases:
     def __init__(self, redis: Redis) -> None:

@@ -24,15 +24,8 @@ class Storm:
     message_ts: tuple[str, ...]  # each digest message's ts ('' until posted), first to last
 
     @property
-    def ts(self) -> str:
-        return self.message_ts[0]
-
-    @property
     def parts(self) -> int:
         return len(self.message_ts)
-
-    def part_ts(self, part: int) -> str:
-        return self.message_ts[part]
 
     @property
     def pending(self) -> int | None:
@@ -69,13 +62,6 @@ class Member:
         return bool(self.thread_ts)
 
 
-@dataclass(frozen=True)
-class Swept:
-    open: bool
-    opened: bool
-    added: int
-
-
 class StormQueue:
     def __init__(self, redis: Redis, prefix: str, *, retention_s: int) -> None:
         self._redis = redis
@@ -86,15 +72,16 @@ class StormQueue:
         self._record = script(redis, "record_digest")
         self._place = script(redis, "storm_place")
 
-    async def sweep(self, channel: str, *, threshold: int, now_ms: int) -> Swept:
-        """Fold the waiting roots into the storm, opening one if `threshold` (> 0) roots wait."""
+    async def sweep(self, channel: str, *, threshold: int, now_ms: int) -> tuple[bool, bool, int]:
+        """Fold the waiting roots into the storm, opening one if `threshold` (> 0) roots wait:
+        whether a storm is open, whether this opened it, and the groups it added."""
         k = self.keys
         keys = [k.posts(channel), k.storm(channel), k.storm_members(channel), k.send_seq]
         args = [threshold, now_ms, self._ttl_ms]
         storm_id, opened, added = await self._sweep(
             keys=[*keys, k.storm_paused(channel)], args=args
         )
-        return Swept(bool(storm_id), bool(opened), int(added))
+        return bool(storm_id), bool(opened), int(added)
 
     async def current(self, channel: str) -> Storm | None:
         raw = cast(dict[str, str], await self._redis.hgetall(self.keys.storm(channel)))  # type: ignore[misc]
