@@ -12,12 +12,15 @@ from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decided, Outcome, r
 from bot.actions.jobs import Jobs, read_jobs
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
-from bot.actions.scale_form import ScaleForms
 from bot.actions.silence import Silencing
 from bot.config import Settings
+from bot.domain.fleet import of_type
 from bot.domain.headline import still_live
+from bot.domain.incident_fleet import judgement_of
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.jobs import JobsView
+from bot.domain.judgement import Judgement
+from bot.domain.scaling import ScaleOwner, ScalePreview
 from bot.render.mrkdwn import escape
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_event, summaries
@@ -48,7 +51,7 @@ class ActionCore:
         self.unsilence = silencing.unsilence
         self.scaling = scaling
         self.scale = scaling.scale
-        self.scale_forms = ScaleForms(scaling, diagnosing.readings, warnings, acting.clock, config)
+        self._config = config
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
         self.jobs = jobs.jobs
@@ -73,6 +76,39 @@ class ActionCore:
 
     async def incident_of_message(self, channel: str, ts: str) -> str | None:
         return await self._store.incident_of_message(channel, ts)
+
+    async def scale_owner(
+        self, actor: Actor, *, ref: str, warning: str, runner_type: str
+    ) -> ScaleOwner | Outcome:
+        """What the Scale up… form scales for: the early warning `warning` (its uid) for its
+        runner type, else the incident `ref`; or why `actor` cannot scale from it."""
+        if warning:
+            state = await self.warnings.scale_choice(actor, runner_type, warning)
+            return (
+                state if isinstance(state, Outcome) else ScaleOwner((runner_type,), warning=state)
+            )
+        choice = await self.scaling.choices(actor, ref)
+        if isinstance(choice, Outcome):
+            return choice
+        incident, types = choice
+        return ScaleOwner(tuple(types), incident=incident)
+
+    async def scale_preview(
+        self, owner: ScaleOwner, runner_type: str, *, timeout_s: float
+    ) -> ScalePreview:
+        """The form's numbers. A warning's default is its type's judgement in the current
+        reading: a field added to the warning's stored state would not load on a 0.25 replica
+        during a rolling upgrade."""
+        advice: Judgement | None = None
+        if owner.incident is not None:
+            now, within = self._acting.clock(), self._config.drain_target_minutes
+            advice = judgement_of(owner.incident, runner_type, now=now, within_mins=within)
+        elif (reading := await self.readings.latest()) is not None and reading.fleet is not None:
+            found = of_type(reading.fleet.runner_types, runner_type)
+            advice = found.judged if found is not None else None
+        return await self.scaling.preview(
+            runner_type, advice, timeout_s=timeout_s, until=owner.until
+        )
 
     async def acknowledge(
         self, actor: Actor, ref: str, *, interaction: str | None = None

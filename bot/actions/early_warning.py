@@ -99,12 +99,12 @@ class Warnings:
         scaled = await scaling.scale_up(name, runner_type, delta, raise_maximum, keep, warning=uid)
         if isinstance(scaled, Outcome):
             return scaled
-        at, detail = self.acting.clock(), scaled.result.detail
+        at, detail, undo = self.acting.clock(), scaled[0].detail, scaled[1]
         line = (
             f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {detail} "
             f"({scaling.backend_name})."
         )
-        line += f" {scaled.undo}" if scaled.undo else ""
+        line += f" {undo}" if undo else ""
 
         # Said on the warning's message (the upkeep may have saved a newer version meanwhile).
         def noted(state: WarningState | None) -> WarningState | None:

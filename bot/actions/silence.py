@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 
-from bot.actions.flow import UNKNOWN, Acting, Actor, Asked, Decide, Outcome, failed, refused
+from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Outcome, failed, refused
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
@@ -37,7 +37,7 @@ class Silencing:
     async def silence(
         self, actor: Actor, ref: str, seconds: int, *, interaction: str | None = None
     ) -> Outcome:
-        asked = Asked(ref, f"Silence for {_span(seconds)}")
+        asked = (ref, f"Silence for {_span(seconds)}")
         return await self.acting.guarded(
             "silence", actor, interaction, lambda: self._silence(actor, ref, seconds), asked=asked
         )
