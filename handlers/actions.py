@@ -7,6 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
 
 from bot.actions.commands import Command, perform
 from bot.actions.core import ActionCore, Outcome
@@ -17,7 +19,7 @@ from handlers.context import (
     Work,
     actor_of,
     first_action,
-    handed_off,
+    hand_off,
     incident_ref_of,
     interaction_of,
     tell,
@@ -67,7 +69,12 @@ WORKS: dict[str, Work] = dict.fromkeys(COMMANDS, incident_button)
 WORKS["warning_dismiss"] = dismiss_warning
 
 
+async def on_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    hand_off(context, text_at(first_action(body), "action_id"), body)
+
+
 def register(app: AsyncApp) -> None:
     """Every button but the Scale up… ones, which open a modal (`handlers.views`)."""
     for action_id in WORKS:
-        app.action(action_id)(handed_off(action_id))
+        app.action(action_id)(on_button)
