@@ -83,7 +83,9 @@ class ActionCore:
         """What the Scale up… form scales for: the early warning `warning` (its uid) for its
         runner type, else the incident `ref`; or why `actor` cannot scale from it."""
         if warning:
-            state = await self.warnings.scale_choice(actor, runner_type, warning)
+            state = await self.scaling.refusal(actor) or await self.warnings.standing(
+                runner_type, warning
+            )
             return (
                 state if isinstance(state, Outcome) else ScaleOwner((runner_type,), warning=state)
             )
