@@ -20,7 +20,7 @@ from bot.actions.flow import (
     failed,
     refused,
 )
-from bot.actions.scale_reverts import ScaleReverts, plan_sentence
+from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.config import Settings
@@ -277,11 +277,8 @@ class Scaling:
             reason = scaler.cannot_undo or f"{scaler.name} did not say what it changed"
             return result, f"It cannot be undone by queuepilot: {reason}.", None
         if keep:
-            return (
-                result,
-                "Kept after the incident, as asked." if incident_id else "Kept, as asked.",
-                None,
-            )
+            kept = "Kept after the incident, as asked." if incident_id else "Kept, as asked."
+            return result, kept, None
         if reverts is None:
             return result, "", None
         try:
@@ -292,5 +289,5 @@ class Scaling:
             log.error("scale-up of %s not recorded for its revert: %s", target, exc)
             stays = "It could not be recorded to be put back (database unavailable): it stays."
             return result, stays, None
-        plan = plan_sentence(reverts.plan(warning=bool(warning)))
-        return result, plan, None if warning else reverts.put_back(record)
+        put_back = None if warning else reverts.put_back(record)
+        return result, reverts.plan(warning=bool(warning)), put_back
