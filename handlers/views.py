@@ -15,6 +15,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from bot.actions.core import ActionCore, Outcome
 from bot.domain.units import ascii_whole
 from bot.outbound.gateway import SlackError, SlackGateway
+from bot.render.mrkdwn import plain_text
 from bot.render.replies import incident_ref
 from bot.render.scale_modal import (
     AMOUNT_BLOCK,
@@ -109,7 +110,9 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
 
 async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     async def refuse(block: str, message: str) -> None:
-        await ack(response_action="errors", errors={block: _plain(message)})
+        # Slack shows a field's error as plain text, at most 150 characters.
+        shown = plain_text(message).replace("`", "")[:150]
+        await ack(response_action="errors", errors={block: shown})
 
     clock = asyncio.get_running_loop().time
     deadline = clock() + SUBMISSION_S
@@ -176,11 +179,6 @@ def _selected(values: dict[str, Any], block: str) -> str:
 
 def _amount(values: dict[str, Any]) -> int | None:
     return ascii_whole(text_at(values, AMOUNT_BLOCK, VALUE, "value").strip(), MAX_AMOUNT)
-
-
-def _plain(message: str) -> str:
-    text = message.replace("`", "").replace("&lt;", "<").replace("&gt;", ">")
-    return text.replace("&amp;", "&")[:150]
 
 
 def register(app: AsyncApp) -> None:
