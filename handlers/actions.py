@@ -1,14 +1,17 @@
 """Root-message buttons: ack and hand the click off; then, on the replica performing it, find the
-incident, call one method of the action core, tell the person the answer."""
+incident and carry out the `/queue` command the button stands for, telling the person the answer."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
 
-from bot.actions.core import ActionCore, Actor, Outcome
+from bot.actions.commands import Command, perform
+from bot.actions.core import ActionCore, Outcome
 from bot.domain.units import MAX_SILENCE_S, ascii_whole, is_silence_length
 from bot.outbound.gateway import SlackGateway
 from handlers.context import (
@@ -16,7 +19,7 @@ from handlers.context import (
     Work,
     actor_of,
     first_action,
-    handed_off,
+    hand_off,
     incident_ref_of,
     interaction_of,
     tell,
@@ -25,30 +28,32 @@ from handlers.context import (
 
 CHOOSE = Outcome(False, "Choose how long to silence it for.")
 
-# (core, who, incident reference, the click's identity, the payload) -> the answer
-Act = Callable[[ActionCore, Actor, str, str | None, dict[str, Any]], Awaitable[Outcome]]
+# Each incident button's command by its action_id, which also names the work in the requests
+# stream; Silence takes its duration from the select.
+COMMANDS = {
+    "incident_ack": Command("ack"),
+    "incident_resolve": Command("resolve"),
+    "incident_resolve_anyway": Command("resolve", anyway=True),
+    "incident_silence": Command("silence"),
+    "incident_unsilence": Command("unsilence"),
+    "incident_diagnose": Command("diagnose"),
+    "incident_postmortem": Command("postmortem"),
+}
 
 
-def incident_work(act: Act) -> Work:
-    async def work(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
-        ref = await incident_ref_of(body, core)
-        outcome = (
-            await act(core, actor_of(body), ref, interaction_of(body), body) if ref else NO_INCIDENT
-        )
-        await tell(slack, body, outcome)
-
-    return work
-
-
-async def _silence(
-    core: ActionCore, actor: Actor, ref: str, interaction: str | None, body: dict[str, Any]
-) -> Outcome:
-    # The select's option values are durations in seconds.
-    value = text_at(first_action(body), "selected_option", "value")
-    seconds = ascii_whole(value, MAX_SILENCE_S + 1)
-    if seconds is None or not is_silence_length(seconds):
-        return CHOOSE
-    return await core.silence(actor, ref, seconds, interaction=interaction)
+async def incident_button(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
+    action = first_action(body)
+    command = COMMANDS[text_at(action, "action_id")]
+    outcome = NO_INCIDENT
+    if ref := await incident_ref_of(body, core):
+        # The select's option values are durations in seconds.
+        seconds = ascii_whole(text_at(action, "selected_option", "value"), MAX_SILENCE_S + 1)
+        if command.verb == "silence" and (seconds is None or not is_silence_length(seconds)):
+            outcome = CHOOSE
+        else:
+            command = replace(command, incident_ref=ref, seconds=seconds)
+            outcome = await perform(core, actor_of(body), command, interaction=interaction_of(body))
+    await tell(slack, body, outcome)
 
 
 async def dismiss_warning(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
@@ -60,28 +65,16 @@ async def dismiss_warning(core: ActionCore, slack: SlackGateway, body: dict[str,
     await tell(slack, body, outcome)
 
 
-# Each button's work by its action_id, which also names the work in the requests stream.
-WORKS: dict[str, Work] = {
-    "incident_ack": incident_work(lambda c, who, ref, i, _: c.acknowledge(who, ref, interaction=i)),
-    "incident_resolve": incident_work(lambda c, who, ref, i, _: c.resolve(who, ref, interaction=i)),
-    "incident_resolve_anyway": incident_work(
-        lambda c, who, ref, i, _: c.resolve(who, ref, anyway=True, interaction=i)
-    ),
-    "incident_silence": incident_work(_silence),
-    "incident_unsilence": incident_work(
-        lambda c, who, ref, i, _: c.unsilence(who, ref, interaction=i)
-    ),
-    "incident_diagnose": incident_work(
-        lambda c, who, ref, i, _: c.diagnose(who, ref, interaction=i)
-    ),
-    "incident_postmortem": incident_work(
-        lambda c, who, ref, i, _: c.postmortem(who, ref, interaction=i)
-    ),
-    "warning_dismiss": dismiss_warning,
-}
+WORKS: dict[str, Work] = dict.fromkeys(COMMANDS, incident_button)
+WORKS["warning_dismiss"] = dismiss_warning
+
+
+async def on_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    hand_off(context, text_at(first_action(body), "action_id"), body)
 
 
 def register(app: AsyncApp) -> None:
     """Every button but the Scale up… ones, which open a modal (`handlers.views`)."""
     for action_id in WORKS:
-        app.action(action_id)(handed_off(action_id))
+        app.action(action_id)(on_button)

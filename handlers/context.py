@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.exceptions import RedisError
-from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
@@ -118,36 +117,26 @@ def slack_of(context: AsyncBoltContext) -> SlackGateway:
     return context["slack"]  # type: ignore[no-any-return]
 
 
-def handed_off(
-    work: str,
-) -> Callable[[AsyncAck, dict[str, Any], AsyncBoltContext], Awaitable[None]]:
-    async def listener(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
-        await ack()
-        hand_off(context, work, body)
-
-    return listener
-
-
 def hand_off(context: AsyncBoltContext, work: str, body: dict[str, Any]) -> None:
     """Append `work` on `body` to the requests stream once Slack has its answer; one that cannot
     be appended is answered here, so the person hears why."""
-    after_ack(_kept(context["requests"], slack_of(context), work, body))
+    requests: RequestStream = context["requests"]
+    slack = slack_of(context)
 
+    async def kept() -> None:
+        try:
+            await requests.append(work, body)
+        except RequestRefused as exc:
+            log.warning("slack: a %s request was not taken: %s", work, exc)
+            await tell(slack, body, NOT_TAKEN)
+        except NotReplicated as exc:
+            # In the stream, so it will be done: asking the person to retry would do it twice.
+            log.warning("slack: a %s request is not yet on a Redis replica: %s", work, exc)
+        except RedisError as exc:
+            log.error("slack: a %s request was not taken: Redis: %s", work, exc)
+            await tell(slack, body, Outcome(False, NO_REDIS, "error"))
 
-async def _kept(
-    requests: RequestStream, slack: SlackGateway, work: str, body: dict[str, Any]
-) -> None:
-    try:
-        await requests.append(work, body)
-    except RequestRefused as exc:
-        log.warning("slack: a %s request was not taken: %s", work, exc)
-        await tell(slack, body, NOT_TAKEN)
-    except NotReplicated as exc:
-        # It is in the stream and will be done: asking the person to retry would do it twice.
-        log.warning("slack: a %s request is not yet on a Redis replica: %s", work, exc)
-    except RedisError as exc:
-        log.error("slack: a %s request was not taken: Redis: %s", work, exc)
-        await tell(slack, body, Outcome(False, NO_REDIS, "error"))
+    after_ack(kept())
 
 
 async def tell(
@@ -164,7 +153,10 @@ async def tell(
         log.info("ephemeral answer failed (%s); trying response_url", exc.error)
     except RedisError as exc:
         log.info("ephemeral answer not sent (Redis: %s); trying response_url", exc)
-    url = response_url_of(body)
+    urls = body.get("response_urls")
+    url = text_at(body, "response_url") or (
+        text_at(urls[0], "response_url") if isinstance(urls, list) and urls else ""
+    )
     if not url:
         log.warning("could not answer %s: the request has no response_url", user)
         return
@@ -179,10 +171,3 @@ async def tell(
         return
     if answer.status_code != 200:
         log.warning("could not answer %s: response_url answered %d", user, answer.status_code)
-
-
-def response_url_of(body: dict[str, Any]) -> str:
-    if url := text_at(body, "response_url"):
-        return url
-    urls = body.get("response_urls")
-    return text_at(urls[0], "response_url") if isinstance(urls, list) and urls else ""

@@ -143,11 +143,7 @@ def install(bolt: AsyncApp, *, redis: Redis, prefix: str) -> None:
     bolt.error(note_failure)
     # Bolt logs a refused signature with the request's body and headers; the boundary's line
     # says it without what an unauthenticated sender chose to put in the log.
-    logging.getLogger("slack_bolt.RequestVerification").addFilter(_dropped)
-
-
-def _dropped(record: logging.LogRecord) -> bool:
-    return False
+    logging.getLogger("slack_bolt.RequestVerification").addFilter(lambda record: False)
 
 
 def register(app: Starlette, bolt: AsyncApp, *, signing_secret: str) -> None:

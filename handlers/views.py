@@ -15,6 +15,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from bot.actions.core import ActionCore, Outcome
 from bot.domain.units import ascii_whole
 from bot.outbound.gateway import SlackError, SlackGateway
+from bot.render.mrkdwn import plain_text
 from bot.render.replies import incident_ref
 from bot.render.scale_modal import (
     AMOUNT_BLOCK,
@@ -67,18 +68,17 @@ async def on_scale_button(ack: AsyncAck, body: dict[str, Any], context: AsyncBol
 async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
     """Open the form at once (the trigger expires in 3 s), then fill in the capacity and the
     default."""
-    slack, action = slack_of(context), first_action(body)
+    slack, core, action = slack_of(context), core_of(context), first_action(body)
     if text_at(action, "action_id") == "warning_scale":
         # An early warning's: its value is `<warning uid>:<runner type>`.
         uid, _, runner_type = text_at(action, "value").partition(":")
         form = ScaleForm(ref="", channel=channel_of(body), runner_type=runner_type, warning=uid)
-    elif ref := await incident_ref_of(body, core_of(context)):
+    elif ref := await incident_ref_of(body, core):
         form = ScaleForm(ref=ref, channel=channel_of(body))
     else:
         await tell(slack, body, NO_INCIDENT)
         return
-    forms = core_of(context).scale_forms
-    owner = await forms.owner(
+    owner = await core.scale_owner(
         actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
     )
     if isinstance(owner, Outcome):
@@ -96,7 +96,7 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
         await tell(slack, body, Outcome(False, f"Could not open the scale form ({exc.error})."))
         return
     view = opened.get("view") or {}
-    preview = await forms.preview(owner, form.runner_type, timeout_s=PREVIEW_IN_FORM_S)
+    preview = await core.scale_preview(owner, form.runner_type, timeout_s=PREVIEW_IN_FORM_S)
     try:
         await slack.call(
             "views.update",
@@ -110,7 +110,9 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
 
 async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
     async def refuse(block: str, message: str) -> None:
-        await ack(response_action="errors", errors={block: _plain(message)})
+        # Slack shows a field's error as plain text, at most 150 characters.
+        shown = plain_text(message).replace("`", "")[:150]
+        await ack(response_action="errors", errors={block: shown})
 
     clock = asyncio.get_running_loop().time
     deadline = clock() + SUBMISSION_S
@@ -125,8 +127,7 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     if amount is None or problem:
         block = TYPE_BLOCK if runner_type not in core.scaling.targets else AMOUNT_BLOCK
         return await refuse(block, problem or "A whole number.")
-    forms = core.scale_forms
-    owner = await forms.owner(
+    owner = await core.scale_owner(
         actor_of(body), ref=form.ref, warning=form.warning, runner_type=runner_type
     )
     if isinstance(owner, Outcome):
@@ -155,15 +156,16 @@ async def scale(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> 
     form = ScaleForm.load(text_at(body, "view", "private_metadata"))
     if form is None or not form.runner_type:
         return
-    outcome = await core.scale_forms.scale(
-        actor_of(body),
-        (form.ref, form.warning),
-        form.runner_type,
-        form.delta,
-        raise_maximum=form.raise_maximum,
-        keep=form.keep is True,
-        interaction=interaction_of(body),
-    )
+    how = {"raise_maximum": form.raise_maximum, "keep": form.keep is True}
+    actor, interaction = actor_of(body), interaction_of(body)
+    if form.warning:
+        outcome = await core.warnings.scale(
+            actor, form.runner_type, form.warning, form.delta, **how, interaction=interaction
+        )
+    else:
+        outcome = await core.scale(
+            actor, form.ref, form.runner_type, form.delta, **how, interaction=interaction
+        )
     await tell(slack, body, outcome, channel=form.channel)
 
 
@@ -177,11 +179,6 @@ def _selected(values: dict[str, Any], block: str) -> str:
 
 def _amount(values: dict[str, Any]) -> int | None:
     return ascii_whole(text_at(values, AMOUNT_BLOCK, VALUE, "value").strip(), MAX_AMOUNT)
-
-
-def _plain(message: str) -> str:
-    text = message.replace("`", "").replace("&lt;", "<").replace("&gt;", ">")
-    return text.replace("&amp;", "&")[:150]
 
 
 def register(app: AsyncApp) -> None:

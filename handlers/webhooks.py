@@ -76,9 +76,24 @@ class AlertWebhooks:
                 shown = media_type or "none"
                 message = f"expected Content-Type application/json, got {shown}"
                 raise _Rejected(415, "content_type", message)
-            body = await self._read_body(request)
-            if source == "grafana":
-                self._check_signature(request, body)
+            try:
+                body = await read_limited(request, self._max_body)
+            except BodyTooLarge:
+                message = f"body over the {self._max_body}-byte limit"
+                raise _Rejected(413, "too_large", message) from None
+            except ClientDisconnect:
+                raise _Rejected(400, "disconnected", "the client went away mid-body") from None
+            if source == "grafana" and self._hmac_secret:
+                problem = grafana_signature_problem(
+                    body,
+                    request.headers.get(SIGNATURE_HEADER),
+                    request.headers.get(TIMESTAMP_HEADER),
+                    self._hmac_secret,
+                    now=self._clock(),
+                    require_timestamp=not self._config.alert_webhook_hmac_allow_no_timestamp,
+                )
+                if problem is not None:
+                    raise _Rejected(401, "bad_signature", problem)
             notification = parse_notification(source, parse_json_body(body))
         except _Rejected as exc:
             return self._reject(source, *exc.args)
@@ -122,29 +137,6 @@ class AlertWebhooks:
             raise _Rejected(
                 401, "unauthorized", f"{reason} credentials in the Authorization header"
             )
-
-    async def _read_body(self, request: Request) -> bytes:
-        try:
-            return await read_limited(request, self._max_body)
-        except BodyTooLarge:
-            message = f"body over the {self._max_body}-byte limit"
-            raise _Rejected(413, "too_large", message) from None
-        except ClientDisconnect:
-            raise _Rejected(400, "disconnected", "the client went away mid-body") from None
-
-    def _check_signature(self, request: Request, body: bytes) -> None:
-        if not self._hmac_secret:
-            return
-        problem = grafana_signature_problem(
-            body,
-            request.headers.get(SIGNATURE_HEADER),
-            request.headers.get(TIMESTAMP_HEADER),
-            self._hmac_secret,
-            now=self._clock(),
-            require_timestamp=not self._config.alert_webhook_hmac_allow_no_timestamp,
-        )
-        if problem is not None:
-            raise _Rejected(401, "bad_signature", problem)
 
     def _reject(self, source: Source, status: int, reason: str, message: str) -> JsonAnswer:
         self._telemetry.notifications.labels(source, reason).inc()

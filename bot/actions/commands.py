@@ -113,15 +113,7 @@ def parse_command(text: str) -> Command:
                 "usage: `/queue jobs [runner-type]`, e.g. `/queue jobs linux.2xlarge`"
             )
         return Command(verb, runner_type=args[0] if args else None)
-    raise CommandError(_unknown(verb))
-
-
-def _unknown(verb: str) -> str:
-    return f"unknown command `{escape(verb)}`. Try `/queue help`."
-
-
-def _usage(wrong: str) -> Outcome:
-    return Outcome(False, f"{wrong}\n\n{HELP}", "refused")
+    raise CommandError(f"unknown command `{escape(verb)}`. Try `/queue help`.")
 
 
 def _parse_report(args: list[str]) -> Command:
@@ -180,7 +172,7 @@ def read_command(text: str) -> Command | Outcome:
     try:
         command = parse_command(text)
     except CommandError as exc:
-        return _usage(str(exc))
+        return Outcome(False, f"{exc}\n\n{HELP}", "refused")
     return Outcome(True, HELP) if command.verb == "help" else command
 
 
@@ -208,8 +200,7 @@ async def perform(
     channel: str = "",
     interaction: str | None = None,
 ) -> Outcome:
-    """A parsed command, through the same action functions as the buttons; one the core has no
-    action for answers with the usage text."""
+    """A parsed command (or a button's), through the action core."""
     if command.verb == "status":
         return await _status(core, channel)
     if command.verb == "incidents":  # the most recent of every channel, open or resolved
@@ -225,13 +216,10 @@ async def perform(
         return await core.jobs(
             actor, command.runner_type, channel=channel, limit=MAX_ANSWER, interaction=interaction
         )
-    act = _ACTS.get(command.verb)
-    if act is None:
-        return _usage(_unknown(command.verb))
     ref = command.incident_ref or await _incident_for(core, channel, command)
     if isinstance(ref, Outcome):
         return ref
-    return await act(core, actor, ref, command, interaction)
+    return await _ACTS[command.verb](core, actor, ref, command, interaction)
 
 
 # The subcommands that act on one incident (named, or the one open in the channel), as the

@@ -8,16 +8,19 @@ from datetime import datetime
 
 from bot.actions.diagnose import Diagnosing
 from bot.actions.early_warning import Warnings
-from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Decided, Outcome, refused
+from bot.actions.flow import Acting, Actor, Decided, Outcome, refused
 from bot.actions.jobs import Jobs, read_jobs
 from bot.actions.report import Report
 from bot.actions.scale import Scaling
-from bot.actions.scale_form import ScaleForms
 from bot.actions.silence import Silencing
 from bot.config import Settings
+from bot.domain.fleet import of_type
 from bot.domain.headline import still_live
+from bot.domain.incident_fleet import judgement_of
 from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
 from bot.domain.jobs import JobsView
+from bot.domain.judgement import Judgement
+from bot.domain.scaling import ScaleOwner, ScalePreview
 from bot.render.mrkdwn import escape
 from bot.render.postmortem import render_postmortem
 from bot.render.replies import render_event, summaries
@@ -48,7 +51,7 @@ class ActionCore:
         self.unsilence = silencing.unsilence
         self.scaling = scaling
         self.scale = scaling.scale
-        self.scale_forms = ScaleForms(scaling, diagnosing.readings, warnings, acting.clock, config)
+        self._config = config
         self.diagnose = diagnosing.diagnose
         self.readings = diagnosing.readings
         self.jobs = jobs.jobs
@@ -74,12 +77,66 @@ class ActionCore:
     async def incident_of_message(self, channel: str, ts: str) -> str | None:
         return await self._store.incident_of_message(channel, ts)
 
+    async def scale_owner(
+        self, actor: Actor, *, ref: str, warning: str, runner_type: str
+    ) -> ScaleOwner | Outcome:
+        """What the Scale up… form scales for: the early warning `warning` (its uid) for its
+        runner type, else the incident `ref`; or why `actor` cannot scale from it."""
+        if warning:
+            state = await self.scaling.refusal(actor) or await self.warnings.standing(
+                runner_type, warning
+            )
+            return (
+                state if isinstance(state, Outcome) else ScaleOwner((runner_type,), warning=state)
+            )
+        choice = await self.scaling.choices(actor, ref)
+        if isinstance(choice, Outcome):
+            return choice
+        incident, types = choice
+        return ScaleOwner(tuple(types), incident=incident)
+
+    async def scale_preview(
+        self, owner: ScaleOwner, runner_type: str, *, timeout_s: float
+    ) -> ScalePreview:
+        """The form's numbers. A warning's default is its type's judgement in the current
+        reading: a field added to the warning's stored state would not load on a 0.25 replica
+        during a rolling upgrade."""
+        advice: Judgement | None = None
+        if owner.incident is not None:
+            now, within = self._acting.clock(), self._config.drain_target_minutes
+            advice = judgement_of(owner.incident, runner_type, now=now, within_mins=within)
+        elif (reading := await self.readings.latest()) is not None and reading.fleet is not None:
+            found = of_type(reading.fleet.runner_types, runner_type)
+            advice = found.judged if found is not None else None
+        return await self.scaling.preview(
+            runner_type, advice, timeout_s=timeout_s, until=owner.until
+        )
+
     async def acknowledge(
         self, actor: Actor, ref: str, *, interaction: str | None = None
     ) -> Outcome:
         async def run() -> Outcome:
             name = await self._acting.name(actor)
-            return await self._acting.commit(ref, _acknowledge(actor, name))
+
+            def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
+                if not incident.is_open:
+                    return None, refused(f"Incident {incident.id} is already resolved.")
+                if incident.acknowledged_by == actor.user_id:
+                    return None, Outcome(True, f"You already own incident {incident.id}.")
+                previous = incident.acknowledged_name or incident.acknowledged_by
+                if previous:
+                    kind, text = "handed_over", f"Taken over from {previous}"
+                    answer = f"You took incident {incident.id} over from {escape(previous)}."
+                else:
+                    kind, text = "acknowledged", "Acknowledged"
+                    answer = f"You acknowledged incident {incident.id}."
+                by = actor.user_id
+                event = Event(at=now, kind=kind, text=text, actor=by, actor_name=name)
+                updated = with_action(acknowledge(incident, by=by, name=name, now=now), event)
+                reply = Reply("action", BAND_ACTION, render_event(updated, event))
+                return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
+
+            return await self._acting.commit(ref, decide)
 
         return await self._acting.guarded("acknowledge", actor, interaction, run)
 
@@ -90,7 +147,27 @@ class ActionCore:
 
         async def run() -> Outcome:
             name = await self._acting.name(actor)
-            return await self._acting.commit(ref, _resolve(actor, name, anyway), with_timeline=True)
+
+            def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
+                if not incident.is_open:
+                    return None, Outcome(True, f"Incident {incident.id} is already resolved.")
+                live = still_live(incident)
+                if live is not None and not anyway:
+                    # The alert would open it again: asked once more, with what is still live.
+                    asked = render_still_live(incident, live)
+                    return None, Outcome(False, asked.text, "refused", tuple(asked.blocks))
+                text = f"Resolved manually with {live.text}" if live else "Resolved manually"
+                by = actor.user_id
+                event = Event(at=now, kind="resolved", text=text, actor=by, actor_name=name)
+                resolved = resolve_manually(incident, by=by, name=name, now=now)
+                updated = with_action(resolved, event)
+                summary = summaries(updated, [*timeline, event], now=now)
+                replies = summary_replies(BAND_ACTION, summary, updated)
+                commit = Commit(updated, events=(event,), replies=replies, stop_status=True)
+                left = f" with {escape(live.text)}" if live else ""
+                return commit, Outcome(True, f"You resolved incident {incident.id}{left}.")
+
+            return await self._acting.commit(ref, decide, with_timeline=True)
 
         return await self._acting.guarded("resolve", actor, interaction, run)
 
@@ -100,8 +177,6 @@ class ActionCore:
         """The incident's write-up, open or resolved, shared into its thread as a Markdown file."""
 
         async def run() -> Outcome:
-            if (await self._acting.load(ref)).incident is None:
-                return refused(UNKNOWN)
             jobs, note = await self._jobs_view(self._acting.clock())
             name = await self._acting.name(actor)
 
@@ -131,46 +206,3 @@ class ActionCore:
     async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
         unread = "the jobs source could not be read: {exc}"
         return await read_jobs(self._jobs_watch, now, unset=NO_JOBS_SOURCE, unread=unread)
-
-
-def _acknowledge(actor: Actor, name: str) -> Decide:
-    def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-        if not incident.is_open:
-            return None, refused(f"Incident {incident.id} is already resolved.")
-        if incident.acknowledged_by == actor.user_id:
-            return None, Outcome(True, f"You already own incident {incident.id}.")
-        previous = incident.acknowledged_name or incident.acknowledged_by
-        if previous:
-            kind, text = "handed_over", f"Taken over from {previous}"
-            answer = f"You took incident {incident.id} over from {escape(previous)}."
-        else:
-            kind, text = "acknowledged", "Acknowledged"
-            answer = f"You acknowledged incident {incident.id}."
-        event = Event(at=now, kind=kind, text=text, actor=actor.user_id, actor_name=name)
-        updated = with_action(acknowledge(incident, by=actor.user_id, name=name, now=now), event)
-        reply = Reply("action", BAND_ACTION, render_event(updated, event))
-        return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
-
-    return decide
-
-
-def _resolve(actor: Actor, name: str, anyway: bool) -> Decide:
-    def decide(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
-        if not incident.is_open:
-            return None, Outcome(True, f"Incident {incident.id} is already resolved.")
-        live = still_live(incident)
-        if live is not None and not anyway:
-            # The alert would open it again: asked once more, with what is still live.
-            asked = render_still_live(incident, live)
-            return None, Outcome(False, asked.text, "refused", tuple(asked.blocks))
-        text = f"Resolved manually with {live.text}" if live else "Resolved manually"
-        event = Event(at=now, kind="resolved", text=text, actor=actor.user_id, actor_name=name)
-        resolved = resolve_manually(incident, by=actor.user_id, name=name, now=now)
-        updated = with_action(resolved, event)
-        summary = summaries(updated, [*timeline, event], now=now)
-        replies = summary_replies(BAND_ACTION, summary, updated)
-        commit = Commit(updated, events=(event,), replies=replies, stop_status=True)
-        left = f" with {escape(live.text)}" if live else ""
-        return commit, Outcome(True, f"You resolved incident {incident.id}{left}.")
-
-    return decide

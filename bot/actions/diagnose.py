@@ -94,9 +94,13 @@ class Diagnosing:
             within_mins=self.config.drain_target_minutes,
         )
         types = [t for t in snapshot.runner_types if t]
+        unread = "needs the jobs behind the queue, which could not be read ({exc})"
         failures, (view, jobs_note) = await asyncio.gather(
-            self.scaling.failures(types), self._jobs_view(now)
+            self.scaling.failures(types),
+            read_jobs(self.jobs, now, unset=JOBS_SOURCES, unread=unread),
         )
+        if view is not None and view.note:
+            jobs_note = f"needs workflows in the jobs ({view.note})"
         surges, slower = {}, {}
         if view is not None:
             named = {t: view.name_of(t) for t in snapshot.runner_types}
@@ -112,13 +116,6 @@ class Diagnosing:
             jobs_note=jobs_note,
         )
         return snapshot, evidence, view
-
-    async def _jobs_view(self, now: datetime) -> tuple[JobsView | None, str]:
-        unread = "needs the jobs behind the queue, which could not be read ({exc})"
-        view, note = await read_jobs(self.jobs, now, unset=JOBS_SOURCES, unread=unread)
-        if view is not None and view.note:
-            note = f"needs workflows in the jobs ({view.note})"
-        return view, note
 
 
 def _short_of(diagnosis: Diagnosis, snapshot: FleetSnapshot) -> tuple[str, float] | None:

@@ -42,15 +42,8 @@ class Warnings:
 
         return await self.acting.guarded("dismiss_warning", actor, interaction, run)
 
-    async def scale_choice(
-        self, actor: Actor, runner_type: str, uid: str
-    ) -> WarningState | Outcome:
-        """The standing warning (or the one an incident took on) `actor` may scale from, or why
-        not."""
-        refusal = await self.scaling.refusal(actor)
-        return refusal if refusal is not None else await self._standing(runner_type, uid)
-
-    async def _standing(self, runner_type: str, uid: str) -> WarningState | Outcome:
+    async def standing(self, runner_type: str, uid: str) -> WarningState | Outcome:
+        """The standing warning (or the one an incident took on) to scale from, or why not."""
         state = await self._active(runner_type, uid, folded=True)
         if isinstance(state, Outcome):
             return state
@@ -68,16 +61,18 @@ class Warnings:
         keep: bool = False,
         interaction: str | None = None,
     ) -> Outcome:
-        async def run() -> Outcome:
-            return await self._scale(actor, runner_type, uid, delta, raise_maximum, keep)
-
-        return await self.acting.guarded("scale", actor, interaction, run)
+        return await self.acting.guarded(
+            "scale",
+            actor,
+            interaction,
+            lambda: self._scale(actor, runner_type, uid, delta, raise_maximum, keep),
+        )
 
     async def _scale(
         self, actor: Actor, runner_type: str, uid: str, delta: int, raise_maximum: bool, keep: bool
     ) -> Outcome:
         # `guarded` authorized the actor; whether scaling is set up is still to say.
-        choice = self.scaling.unset() or await self._standing(runner_type, uid)
+        choice = self.scaling.unset() or await self.standing(runner_type, uid)
         if isinstance(choice, Outcome):
             return choice
         scaling = self.scaling
@@ -99,12 +94,12 @@ class Warnings:
         scaled = await scaling.scale_up(name, runner_type, delta, raise_maximum, keep, warning=uid)
         if isinstance(scaled, Outcome):
             return scaled
-        at, detail = self.acting.clock(), scaled.result.detail
+        at, detail, undo = self.acting.clock(), scaled[0].detail, scaled[1]
         line = (
             f"{name} scaled {runner_type} by +{delta} at {at:%H:%M} UTC: {detail} "
             f"({scaling.backend_name})."
         )
-        line += f" {scaled.undo}" if scaled.undo else ""
+        line += f" {undo}" if undo else ""
 
         # Said on the warning's message (the upkeep may have saved a newer version meanwhile).
         def noted(state: WarningState | None) -> WarningState | None:

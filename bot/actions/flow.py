@@ -48,14 +48,6 @@ class Outcome:
     blocks: tuple[dict[str, Any], ...] = ()
 
 
-@dataclass(frozen=True)
-class Asked:
-    """What was asked of the incident `ref`, in words, for its timeline when refused."""
-
-    ref: str
-    what: str
-
-
 def refused(message: str) -> Outcome:
     return Outcome(False, message, "refused")
 
@@ -93,10 +85,10 @@ class Acting:
         interaction: str | None,
         run: Run,
         *,
-        asked: Asked | None = None,
+        asked: tuple[str, str] | None = None,
     ) -> Outcome:
-        """`run` once per interaction, authorized and counted; a refusal of what was `asked` is
-        kept on the incident's timeline."""
+        """`run` once per interaction, authorized and counted; a refusal of what was `asked`
+        (the incident's ref, the request in words) is kept on the incident's timeline."""
         try:
             outcome = await self._once(action, actor, interaction, run)
         except Deposed:
@@ -107,7 +99,7 @@ class Acting:
             log.error("action %s failed: Redis: %s", action, exc)
             outcome = Outcome(False, NO_REDIS, "error")
         if asked is not None:
-            await self.keep_refusal(asked, actor, outcome)
+            await self.keep_refusal(*asked, actor, outcome)
         label = outcome.result or ("ok" if outcome.ok else "refused")
         self.telemetry.actions.labels(action, label).inc()
         return outcome
@@ -126,7 +118,7 @@ class Acting:
             await self.interactions.answered(key, outcome.message)
         return outcome
 
-    async def keep_refusal(self, asked: Asked, actor: Actor, outcome: Outcome) -> None:
+    async def keep_refusal(self, ref: str, asked: str, actor: Actor, outcome: Outcome) -> None:
         """On the timeline (for the postmortem), not on the root nor in the thread: the person
         was told."""
         if outcome.result not in ("refused", "failed"):
@@ -135,13 +127,13 @@ class Acting:
             name = await self.name(actor)
 
             def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
-                text = f"{asked.what} refused: {plain_text(outcome.message)}"
+                text = f"{asked} refused: {plain_text(outcome.message)}"
                 event = Event(at=now, kind=REFUSED, text=text, actor=actor.user_id, actor_name=name)
                 return Commit(incident, events=(event,), root=False), outcome
 
-            await self.commit(asked.ref, decide)
+            await self.commit(ref, decide)
         except RedisError as exc:  # the answer stands; only the record of it is lost
-            log.warning("refusal of %s not kept: Redis: %s", asked.what, exc)
+            log.warning("refusal of %s not kept: Redis: %s", asked, exc)
 
     async def open_incident(self, ref: str, resolved: str) -> Incident | Outcome:
         """The open incident `ref` names, or the refusal: unknown, or `resolved` (its `{id}`)."""

@@ -43,13 +43,11 @@ class Report:
         *,
         interaction: str | None = None,
     ) -> Outcome:
-        return await self.acting.guarded(
-            "report", actor, interaction, lambda: self._answer(days, runner_type)
-        )
+        async def run() -> Outcome:
+            reports, _, said = await self._reports(days, runner_type)
+            return Outcome(True, render_report(reports, **said))
 
-    async def _answer(self, days: int, runner_type: str | None) -> Outcome:
-        reports, _, said = await self._reports(days, runner_type)
-        return Outcome(True, render_report(reports, **said))
+        return await self.acting.guarded("report", actor, interaction, run)
 
     async def post_weekly(self) -> None:
         """The scheduled report, once in each channel with types to report; never raises."""

@@ -9,21 +9,18 @@ import logging
 import secrets
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
-from typing import NamedTuple
 
 from redis.exceptions import RedisError
 
 from bot.actions.flow import (
     Acting,
     Actor,
-    Asked,
-    Decide,
     Decided,
     Outcome,
     failed,
     refused,
 )
-from bot.actions.scale_reverts import ScaleReverts, plan_sentence
+from bot.actions.scale_reverts import ScaleReverts
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.config import Settings
@@ -44,15 +41,6 @@ NOT_CONFIGURED = (
     "`aws-asg`) and `SCALER_TARGETS`."
 )
 FLEET = "fleet"  # action locks of a runner type are fleet-wide, not per incident
-
-
-class Scaled(NamedTuple):
-    """A scale-up the backend made; `undo` what its message says of undoing it, `put_back` what
-    its incident keeps to go back (None for a warning's, or one that does not go back)."""
-
-    result: ScaleResult
-    undo: str
-    put_back: PutBack | None
 
 
 @dataclass
@@ -78,7 +66,7 @@ class Scaling:
         """The incident and the runner types one may scale for it (its own first), or why not."""
         refusal = await self.refusal(actor)
         if refusal is not None:
-            await self.acting.keep_refusal(Asked(ref, "Scale-up"), actor, refusal)
+            await self.acting.keep_refusal(ref, "Scale-up", actor, refusal)
             return refusal
         incident = await self.acting.open_incident(ref, "Incident {id} is already resolved.")
         if isinstance(incident, Outcome):
@@ -93,10 +81,6 @@ class Scaling:
     @property
     def backend_name(self) -> str:
         return self.scaler.name if self.scaler is not None else "no scaler"
-
-    @property
-    def cannot_undo(self) -> str:
-        return self.scaler.cannot_undo if self.scaler is not None else ""
 
     def _configured(self, name: str) -> str | None:
         """The scale target's runner type `name` is: an incident names a type as its alert or
@@ -133,7 +117,7 @@ class Scaling:
             note,
             recommended,
             can_raise,
-            self.cannot_undo,
+            scaler.cannot_undo if scaler is not None else "",
             self.config.scale_revert_after if reverts is not None else None,
             until or (reverts.settle_said if reverts is not None else ""),
             default,
@@ -194,7 +178,7 @@ class Scaling:
     ) -> Outcome:
         """Scale up; unless `keep`, it is put back once the incident resolved and its queue
         settled, or after `SCALE_REVERT_AFTER` (where the backend can put it back)."""
-        asked = Asked(ref, f"Scale-up of {runner_type} by +{delta}")
+        asked = (ref, f"Scale-up of {runner_type} by +{delta}")
         return await self.acting.guarded(
             "scale",
             actor,
@@ -219,85 +203,6 @@ class Scaling:
         scaled = await self.scale_up(name, runner_type, delta, raise_maximum, keep, incident.id)
         if isinstance(scaled, Outcome):
             return scaled
-        return await self.acting.commit(ref, self._scaled(actor, name, runner_type, delta, scaled))
-
-    async def scale_up(
-        self,
-        name: str,
-        runner_type: str,
-        delta: int,
-        raise_maximum: bool,
-        keep: bool,
-        incident_id: str = "",
-        warning: str = "",
-    ) -> Scaled | Outcome:
-        """The backend's call under the type's fleet-wide lock (kept for the cooldown), recorded to
-        be put back; a failure as the person's answer."""
-        scaler = self.scaler
-        if scaler is None:  # the callers refuse first; a new one must too
-            return refused(NOT_CONFIGURED)
-        timeout_s = self.config.backend_timeout_seconds
-        lock = await self.acting.interactions.lock(
-            FLEET,
-            f"scale:{runner_type}",
-            doing=f"{name} is scaling it",
-            ttl_s=deadline_of(timeout_s) + 5,
-        )
-        if isinstance(lock, Held):
-            return refused(f"`{escape(runner_type)}` was just scaled: {escape(lock.what)}.")
-        target = self.targets[runner_type]
-        request = ScaleRequest(
-            target, delta, incident_id, name, raise_maximum, request_id=secrets.token_hex(8)
-        )
-        try:
-            result = await within(scaler.scale(request), timeout_s, scaler.name)
-        except BackendError as exc:
-            await lock.release()
-            reason = escape(str(exc))
-            return failed(f"Could not scale `{escape(runner_type)}`: {reason}. Nothing changed.")
-        at = self.acting.clock()
-        await lock.keep(
-            self.config.scale_cooldown_seconds, f"{name} asked for +{delta} at {at:%H:%M} UTC"
-        )
-        undo, put_back = await self._going_back(target, result, name, keep, incident_id, warning)
-        return Scaled(result, undo, put_back)
-
-    async def _going_back(
-        self,
-        target: ScaleTarget,
-        result: ScaleResult,
-        name: str,
-        keep: bool,
-        incident_id: str,
-        warning: str,
-    ) -> tuple[str, PutBack | None]:
-        """What the scale-up's message says of undoing it, and what its incident keeps to put it
-        back (None for a warning's, or one that stays)."""
-        scaler, reverts = self.scaler, self.reverts
-        if result.undo is None:
-            reason = (
-                scaler.cannot_undo if scaler else ""
-            ) or f"{self.backend_name} did not say what it changed"
-            return f"It cannot be undone by queuepilot: {reason}.", None
-        if keep:
-            return (
-                "Kept after the incident, as asked." if incident_id else "Kept, as asked."
-            ), None
-        if reverts is None:
-            return "", None
-        try:
-            record = await reverts.remember(
-                incident_id, target, result.undo, by=name, warning=warning
-            )
-        except RedisError as exc:  # the scale-up happened: say so, and that it stays
-            log.error("scale-up of %s not recorded for its revert: %s", target, exc)
-            return "It could not be recorded to be put back (database unavailable): it stays.", None
-        plan = plan_sentence(reverts.plan(warning=bool(warning)))
-        return plan, None if warning else reverts.put_back(record)
-
-    def _scaled(
-        self, actor: Actor, name: str, runner_type: str, delta: int, scaled: Scaled
-    ) -> Decide:
         result, undo, put_back = scaled
 
         def decide(incident: Incident, now: datetime, _: list[Event]) -> Decided:
@@ -327,4 +232,62 @@ class Scaling:
                 answer += " The incident had resolved meanwhile."
             return Commit(updated, events=(event,), replies=(reply,)), Outcome(True, answer)
 
-        return decide
+        return await self.acting.commit(ref, decide)
+
+    async def scale_up(
+        self,
+        name: str,
+        runner_type: str,
+        delta: int,
+        raise_maximum: bool,
+        keep: bool,
+        incident_id: str = "",
+        warning: str = "",
+    ) -> tuple[ScaleResult, str, PutBack | None] | Outcome:
+        """The backend's call under the type's fleet-wide lock (kept for the cooldown), recorded to
+        be put back: its result, what its message says of undoing it, and what its incident keeps
+        to put it back (None for a warning's, or one that stays); a failure as the answer."""
+        scaler, reverts = self.scaler, self.reverts
+        if scaler is None:  # the callers refuse first; a new one must too
+            return refused(NOT_CONFIGURED)
+        timeout_s = self.config.backend_timeout_seconds
+        lock = await self.acting.interactions.lock(
+            FLEET,
+            f"scale:{runner_type}",
+            doing=f"{name} is scaling it",
+            ttl_s=deadline_of(timeout_s) + 5,
+        )
+        if isinstance(lock, Held):
+            return refused(f"`{escape(runner_type)}` was just scaled: {escape(lock.what)}.")
+        target = self.targets[runner_type]
+        request = ScaleRequest(
+            target, delta, incident_id, name, raise_maximum, request_id=secrets.token_hex(8)
+        )
+        try:
+            result = await within(scaler.scale(request), timeout_s, scaler.name)
+        except BackendError as exc:
+            await lock.release()
+            reason = escape(str(exc))
+            return failed(f"Could not scale `{escape(runner_type)}`: {reason}. Nothing changed.")
+        at = self.acting.clock()
+        await lock.keep(
+            self.config.scale_cooldown_seconds, f"{name} asked for +{delta} at {at:%H:%M} UTC"
+        )
+        if result.undo is None:
+            reason = scaler.cannot_undo or f"{scaler.name} did not say what it changed"
+            return result, f"It cannot be undone by queuepilot: {reason}.", None
+        if keep:
+            kept = "Kept after the incident, as asked." if incident_id else "Kept, as asked."
+            return result, kept, None
+        if reverts is None:
+            return result, "", None
+        try:
+            record = await reverts.remember(
+                incident_id, target, result.undo, by=name, warning=warning
+            )
+        except RedisError as exc:  # the scale-up happened: say so, and that it stays
+            log.error("scale-up of %s not recorded for its revert: %s", target, exc)
+            stays = "It could not be recorded to be put back (database unavailable): it stays."
+            return result, stays, None
+        put_back = None if warning else reverts.put_back(record)
+        return result, reverts.plan(warning=bool(warning)), put_back

@@ -141,10 +141,12 @@ class ScaleReverts:
         return record
 
     def plan(self, *, warning: bool = False) -> str:
-        """When a recorded scale-up goes back: "when the incident resolves … or after 4 h"."""
+        """When a recorded scale-up goes back: "It goes back when the incident resolves … or
+        after 4 h, unless …"."""
         until = SCALE_UNTIL if warning else self.settle_said
         after = self._config.scale_revert_after
-        return f"when {until} or after {_span(after)}" if after else f"when {until}"
+        when = f"when {until} or after {_span(after)}" if after else f"when {until}"
+        return f"It goes back {when}, unless someone changes it meanwhile."
 
     def put_back(self, record: RevertRecord) -> PutBack:
         after = self._config.scale_revert_after
@@ -208,7 +210,10 @@ class ScaleReverts:
             await self._due.done(claim)
             return None
         now = self._clock()
-        state = await self._warning_of(record)
+        warnings, state = self._warnings, None
+        if record.warning and warnings is not None:
+            found = await warnings.get(record.target.runner_type)
+            state = found if found is not None and found.uid == record.warning else None
         if state is not None and state.phase is Phase.FOLDED:
             record = await self._hand_over(record, state)
         why, record, next_at = await self._why_now(record, state, now)
@@ -261,7 +266,7 @@ class ScaleReverts:
             f"({undo.field} {before} → {undo.after})",
             kind="scaled",
             on_root=True,
-            detail=f"· {plan_sentence(self.plan())}",
+            detail=f"· {self.plan()}",
             put_back=self.put_back(taken),
             scale=done,
         )
@@ -332,19 +337,13 @@ class ScaleReverts:
             if state is None or state.uid != record.warning:
                 log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
                 return None
-            scaled = put_back_said(state.scaled, plan_sentence(self.plan(warning=True)), f"{text}.")
+            scaled = put_back_said(state.scaled, self.plan(warning=True), f"{text}.")
             return state.changed(self._clock().timestamp(), scaled=scaled)
 
         if self._warnings is None:
             log.info("scale reverts: warning of %s gone: %s", record.target.runner_type, text)
         elif not await self._warnings.save_fresh(record.target.runner_type, said):
             log.warning("scale reverts: warning kept changing; not told: %s", text)
-
-    async def _warning_of(self, record: RevertRecord) -> WarningState | None:
-        if not record.warning or self._warnings is None:
-            return None
-        state = await self._warnings.get(record.target.runner_type)
-        return state if state is not None and state.uid == record.warning else None
 
     async def _say(
         self,
@@ -374,10 +373,6 @@ class ScaleReverts:
             log.info("scale reverts: incident %s gone: %s", incident_id, text)
         elif fresh.busy:
             log.warning("scale reverts: incident %s kept changing; not told: %s", incident_id, text)
-
-
-def plan_sentence(plan: str) -> str:
-    return f"It goes back {plan}, unless someone changes it meanwhile."
 
 
 def put_back_said(scaled: str, plan: str, said: str) -> str:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from redis.exceptions import RedisError
 
-from bot.actions.flow import UNKNOWN, Acting, Actor, Asked, Decide, Outcome, failed, refused
+from bot.actions.flow import UNKNOWN, Acting, Actor, Decide, Outcome, failed, refused
 from bot.backends.errors import BackendError, deadline_of, within
 from bot.backends.silence import Silencer, SilenceRequest
 from bot.config import Settings
@@ -20,7 +20,7 @@ from bot.domain.incidents import ActiveSilence, Event, Incident, silenced, unsil
 from bot.domain.units import duration, is_silence_length
 from bot.render.mrkdwn import escape, person, slack_date
 from bot.render.replies import render_event
-from bot.storage.incident_store import BAND_ACTION, Commit, Reply, ThreadRef
+from bot.storage.incident_store import BAND_ACTION, Commit, Reply
 from bot.storage.interactions import Held, Lock
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class Silencing:
     async def silence(
         self, actor: Actor, ref: str, seconds: int, *, interaction: str | None = None
     ) -> Outcome:
-        asked = Asked(ref, f"Silence for {_span(seconds)}")
+        asked = (ref, f"Silence for {_span(seconds)}")
         return await self.acting.guarded(
             "silence", actor, interaction, lambda: self._silence(actor, ref, seconds), asked=asked
         )
@@ -57,25 +57,53 @@ class Silencing:
         if not is_silence_length(seconds):  # the forms offer only these; a command checks them
             return refused("A silence lasts between 1 minute and 7 days.")
         loaded = await self.acting.load(ref)
-        incident = loaded.incident
-        refusal = _silence_refusal(incident, self.silencer)
-        if refusal or incident is None or self.silencer is None:
+        incident, silencer = loaded.incident, self.silencer
+        refusal = _silence_refusal(incident, silencer)
+        if refusal or incident is None or silencer is None:
             return refused(refusal)
         name = await self.acting.name(actor)
         lock = await self._lock(incident, f"{name} is silencing it")
         if isinstance(lock, Held):
             return refused(f"Incident {incident.id} is being silenced right now: {lock.what}.")
         try:
-            made = await self._create(self.silencer, incident, loaded.thread, actor, name, seconds)
-            if isinstance(made, Outcome):
-                return made
+            # The backend's silence, with a comment that says why and links the thread.
+            now, thread = self.acting.clock(), loaded.thread
+            until = now + timedelta(seconds=seconds)
+            link = await self.permalink(thread.channel, thread.ts) if thread else ""
+            comment = (
+                f"queuepilot incident #{incident.id} ({incident.title[:200]}), "
+                f"silenced from Slack by {name}"
+            )
+            comment += f": {link}" if link else ""
+            request = SilenceRequest(incident.silence_matchers, now, until, name, comment)
+            # Watched before it exists: a leader dying right after creating it still has the
+            # tick look at the incident (and find nothing, if the silence was never recorded).
+            first_check = min(
+                until.timestamp(), now.timestamp() + self.config.silence_check_seconds
+            )
+            try:
+                await self.acting.store.silence_watch.schedule(incident.id, first_check)
+                silence_id = await within(silencer.create(request), self._timeout_s, silencer.name)
+            except BackendError as exc:
+                reason = escape(str(exc))
+                return failed(
+                    f"Could not silence incident {incident.id}: {reason}. Nothing changed."
+                )
+            made = ActiveSilence(
+                silence_id=silence_id,
+                backend=silencer.name,
+                until=until,
+                by=actor.user_id,
+                by_name=name,
+                at=now,
+            )
             try:
                 outcome = await self.acting.commit(ref, _silenced(made, seconds))
             except RedisError:  # Deposed too: the next leader does the click again
-                await self._unmade(self.silencer, made)
+                await self._unmade(silencer, made)
                 raise
             if not outcome.ok:
-                await self._unmade(self.silencer, made)
+                await self._unmade(silencer, made)
             return outcome
         finally:
             await lock.release()
@@ -93,44 +121,6 @@ class Silencing:
                 exc,
                 silencer.name,
             )
-
-    async def _create(
-        self,
-        silencer: Silencer,
-        incident: Incident,
-        thread: ThreadRef | None,
-        actor: Actor,
-        name: str,
-        seconds: int,
-    ) -> ActiveSilence | Outcome:
-        """The backend's silence, with a comment that says why and links the thread."""
-        now = self.acting.clock()
-        until = now + timedelta(seconds=seconds)
-        link = await self.permalink(thread.channel, thread.ts) if thread else ""
-        comment = (
-            f"queuepilot incident #{incident.id} ({incident.title[:200]}), "
-            f"silenced from Slack by {name}"
-        )
-        request = SilenceRequest(
-            incident.silence_matchers, now, until, name, f"{comment}: {link}" if link else comment
-        )
-        # Watched before it exists: a leader dying right after creating it still has the tick
-        # look at the incident (and find nothing, if the silence was never recorded).
-        first_check = min(until.timestamp(), now.timestamp() + self.config.silence_check_seconds)
-        try:
-            await self.acting.store.silence_watch.schedule(incident.id, first_check)
-            silence_id = await within(silencer.create(request), self._timeout_s, silencer.name)
-        except BackendError as exc:
-            reason = escape(str(exc))
-            return failed(f"Could not silence incident {incident.id}: {reason}. Nothing changed.")
-        return ActiveSilence(
-            silence_id=silence_id,
-            backend=silencer.name,
-            until=until,
-            by=actor.user_id,
-            by_name=name,
-            at=now,
-        )
 
     async def _unsilence(self, actor: Actor, ref: str) -> Outcome:
         incident = (await self.acting.load(ref)).incident

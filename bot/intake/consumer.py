@@ -63,7 +63,7 @@ class Intake:
         self._loop = GroupLoop(
             self.stream,
             self.handle_batch,
-            lane=_group_of,
+            lane=lambda e: e.delivery.group_hash if e.delivery else f"unreadable:{e.id}",
             config=self.config,
             consumer=self.consumer,
             name="intake",
@@ -110,16 +110,14 @@ class Intake:
         pending[:] = [replace(entry, delivery=names[id(entry.delivery)]) for entry in pending]
         changes: list[Change] = []
         while pending:
-            changes += await self._apply_some(pending)
+            group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
+            read = await self.store.load_group(group_hash)
+            if read[2].incident is not None and read[2].incident.is_open:
+                changes += await self._fold(pending, read)
+                continue
+            async with self._opening:
+                changes += await self._fold(pending, await self.store.load_group(group_hash))
         return changes
-
-    async def _apply_some(self, pending: list[StreamEntry]) -> list[Change]:
-        group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
-        read = await self.store.load_group(group_hash)
-        if read[2].incident is not None and read[2].incident.is_open:
-            return await self._fold(pending, read)
-        async with self._opening:
-            return await self._fold(pending, await self.store.load_group(group_hash))
 
     async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change]:
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
@@ -223,10 +221,6 @@ class Intake:
 
     def _next_status(self, now: datetime) -> float:
         return now.timestamp() + self.config.status_interval_seconds
-
-
-def _group_of(entry: StreamEntry) -> str:
-    return entry.delivery.group_hash if entry.delivery else f"unreadable:{entry.id}"
 
 
 # Entries folded between two looks at the event loop: about 1 ms of work in a flood.

@@ -45,15 +45,12 @@ class Requests:
 
     async def _perform_all(self, entries: list[Request]) -> None:
         for entry in entries:  # one: each request has a lane of its own
-            await self.perform(entry)
-
-    async def perform(self, entry: Request) -> None:
-        work = self.works.get(entry.work) if entry.body is not None else None
-        if work is None:
-            await self._loop.bury(entry, entry.problem or f"no work is named {entry.work!r}")
-            return
-        attempt.set(entry.id)  # in this entry's task only
-        what = f"entry {entry.id} ({entry.work})"
-        # Once done, it is acknowledged again while Redis fails, never performed again.
-        if await self._loop.retried(partial(work, entry.body), what, entry):
-            await self._loop.retried(partial(self.stream.ack, entry.id), f"{what} done", entry)
+            work = self.works.get(entry.work) if entry.body is not None else None
+            if work is None:
+                await self._loop.bury(entry, entry.problem or f"no work is named {entry.work!r}")
+                continue
+            attempt.set(entry.id)  # in this entry's task only
+            what = f"entry {entry.id} ({entry.work})"
+            # Once done, it is acknowledged again while Redis fails, never performed again.
+            if await self._loop.retried(partial(work, entry.body), what, entry):
+                await self._loop.retried(partial(self.stream.ack, entry.id), f"{what} done", entry)

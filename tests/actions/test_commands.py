@@ -316,15 +316,6 @@ async def test_bad_input_answers_what_was_wrong_and_the_help(
     assert "*`/queue jobs [runner-type]`*" in outcome.message
 
 
-async def test_a_command_without_an_action_answers_the_usage_text(redis_url: str) -> None:
-    # Only a Command built in code gets here (the parser refuses the word): still an answer.
-    core = await open_many(redis_url, 1)
-    outcome = await perform(core, Actor("U1", "al"), Command("frobnicate"))
-    assert not outcome.ok and outcome.result == "refused"
-    assert "unknown command `frobnicate`" in outcome.message
-    assert "*`/queue unsilence [ID]`*" in outcome.message, "the help follows"
-
-
 @pytest.mark.parametrize(
     ("command", "said"),
     [

@@ -22,7 +22,6 @@ from bot.actions.flow import Actor
 from bot.actions.scale_reverts import (
     RevertRecord,
     ScaleReverts,
-    plan_sentence,
     put_back_said,
     record_id,
 )
@@ -253,9 +252,12 @@ async def test_the_answer_says_when_it_goes_back_with_the_settle_time(
     redis: Redis, arc: ArcScaler, clock: Clock
 ) -> None:
     assert sweep(redis, arc, clock, settle_s=1800).plan() == (
-        "when the incident resolves and its queue stays drained 30 min or after 4 h"
+        "It goes back when the incident resolves and its queue stays drained 30 min or after 4 h,"
+        " unless someone changes it meanwhile."
     )
-    assert sweep(redis, arc, clock, after_s=0).plan() == "when the incident resolves"
+    assert sweep(redis, arc, clock, after_s=0).plan() == (
+        "It goes back when the incident resolves, unless someone changes it meanwhile."
+    )
 
 
 async def test_a_scale_up_of_the_same_field_by_another_incident_takes_its_put_back_on(
@@ -480,7 +482,7 @@ async def test_the_warnings_message_no_longer_says_when_it_goes_back_once_it_wen
 ) -> None:
     reverts, warnings = warning_sweep(redis, arc, clock)
     await warned_and_scaled(reverts, warnings, arc, clock)
-    plan = plan_sentence(reverts.plan(warning=True))
+    plan = reverts.plan(warning=True)
     scaled = f"alice scaled linux by +5 at 10:00 UTC: minRunners 0 → 5 (ARC). {plan}"
     await moved(warnings, clock, phase=Phase.CLEARED, scaled=scaled)
     clock.pass_(minutes=16)
