@@ -4,19 +4,15 @@ token; a 403 or 404 after it is a missing permission, named as GitHub's docs nam
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import AppInstallationToken, GithubApi
-from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, fail, ok, warn
 from bot.config import JobsBackend, MetricsBackend, Settings
 from bot.domain.alert_issue import AREA_LABEL
-from bot.factory import build_issues, build_jobs_source, build_metrics, github_auth
+from bot.factory import build_issues, github_auth
 
 SUBJECT, HUD, ISSUES, APP = "github", "hud", "github issues", "github app"
 GONE = 410  # GitHub's answer where a repository's issues are turned off
@@ -44,22 +40,9 @@ REPO_RUNS = _permission("repository", "Actions", "read", PUBLIC_REPO)
 ISSUES_PERMISSION = _permission("repository", "Issues", "read and write", PUBLIC_REPO)
 
 
-@asynccontextmanager
-async def _readers(settings: Settings) -> AsyncIterator[tuple[Any, Any]]:
-    """The metrics backend and the jobs source, as serve builds them, closed after."""
-    metrics = build_metrics(settings)
-    jobs = build_jobs_source(settings, metrics)
-    try:
-        yield metrics, jobs
-    finally:
-        for backend in {id(b): b for b in (metrics, jobs) if b is not None}.values():
-            if hasattr(backend, "aclose"):
-                await backend.aclose()
-
-
 async def probe_github(settings: Settings) -> list[Finding]:
-    async with _readers(settings) as readers:
-        api = next(r for r in readers if isinstance(r, GithubMetrics)).api
+    api = GithubApi(settings, auth=github_auth(settings))
+    try:
         try:
             body, _ = await api.get("/rate_limit")
         except BackendError as exc:
@@ -77,6 +60,8 @@ async def probe_github(settings: Settings) -> list[Finding]:
             reads[:0] = [_listed(api, f"{o}/actions/runners", "per_page=1", p) for o, p in owners]
         # At once: the probe's deadline is one call's, however many repositories are listed.
         return [_quota(body), *await asyncio.gather(*reads)]
+    finally:
+        await api.aclose()
 
 
 def _quota(body: object) -> Finding:
@@ -182,20 +167,23 @@ def _app_needs(settings: Settings) -> list[tuple[str, str, str, str]]:
 
 
 async def probe_hud(settings: Settings) -> list[Finding]:
-    now, findings = datetime.now(UTC), []
-    async with _readers(settings) as (metrics, jobs):
-        try:
-            if isinstance(metrics, HudMetrics):
-                types = len((await metrics.read(now=now)).runner_types)
-                findings.append(
-                    ok(HUD, f"{settings.hud_query}: {types} runner types with jobs queued now")
-                )
-            if isinstance(jobs, HudMetrics):
-                listing = await jobs.queued_jobs(now=now)
-                findings.append(ok(HUD, f"queued_jobs: {len(listing.jobs)} jobs queued now"))
-        except BackendError as exc:
-            fix = "set HUD_URL to the HUD's base URL (https://hud.pytorch.org), reachable from here"
-            if exc.status in (401, 403):
-                fix = "set HUD_TOKEN to the HUD's bot key (sent as x-hud-internal-bot)"
-            findings.append(fail(HUD, str(exc), fix))
+    """The readings' query when the HUD is the metrics backend; its job listing when it lists the
+    jobs (JOBS_BACKEND=hud, or auto with the HUD's readings)."""
+    hud, now, findings = HudMetrics(settings), datetime.now(UTC), []
+    try:
+        if settings.metrics_backend is MetricsBackend.HUD:
+            types = len((await hud.read(now=now)).runner_types)
+            findings.append(
+                ok(HUD, f"{settings.hud_query}: {types} runner types with jobs queued now")
+            )
+        if settings.jobs_backend in (JobsBackend.HUD, JobsBackend.AUTO):
+            listing = await hud.queued_jobs(now=now)
+            findings.append(ok(HUD, f"queued_jobs: {len(listing.jobs)} jobs queued now"))
+    except BackendError as exc:
+        fix = "set HUD_URL to the HUD's base URL (https://hud.pytorch.org), reachable from here"
+        if exc.status in (401, 403):
+            fix = "set HUD_TOKEN to the HUD's bot key (sent as x-hud-internal-bot)"
+        findings.append(fail(HUD, str(exc), fix))
+    finally:
+        await hud.aclose()
     return findings
