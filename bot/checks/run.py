@@ -137,16 +137,11 @@ async def bounded(probe: Probe, deadline: float) -> list[Finding]:
         return [fail(probe.subject, f"the check itself failed: {type(exc).__name__}: {exc}")]
 
 
-async def check(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
-    settings, findings = read(environ)
-    if settings is None:
-        return None, findings
-    return settings, findings + await probe_all(settings, environ)
-
-
 def main(environ: Mapping[str, str], out: TextIO) -> int:
     """`queuepilot check`: 0 when nothing failed (warnings allowed), 1 otherwise."""
-    settings, findings = asyncio.run(check(environ))
+    settings, findings = read(environ)
+    if settings is not None:
+        findings += asyncio.run(probe_all(settings, environ))
     color = out.isatty() and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
     out.write(render(findings, color=color, secrets=secrets_of(settings, environ)) + "\n")
     counts = {verdict: sum(f.verdict is verdict for f in findings) for verdict in Verdict}
