@@ -4,6 +4,7 @@ token; a 403 or 404 after it is a missing permission, named as GitHub's docs nam
 from __future__ import annotations
 
 import asyncio
+from contextlib import aclosing
 from datetime import UTC, datetime
 
 from bot.backends.errors import BackendError
@@ -41,8 +42,7 @@ ISSUES_PERMISSION = _permission("repository", "Issues", "read and write", PUBLIC
 
 
 async def probe_github(settings: Settings) -> list[Finding]:
-    api = GithubApi(settings, auth=github_auth(settings))
-    try:
+    async with aclosing(GithubApi(settings, auth=github_auth(settings))) as api:
         try:
             body, _ = await api.get("/rate_limit")
         except BackendError as exc:
@@ -60,8 +60,6 @@ async def probe_github(settings: Settings) -> list[Finding]:
             reads[:0] = [_listed(api, f"{o}/actions/runners", "per_page=1", p) for o, p in owners]
         # At once: the probe's deadline is one call's, however many repositories are listed.
         return [_quota(body), *await asyncio.gather(*reads)]
-    finally:
-        await api.aclose()
 
 
 def _quota(body: object) -> Finding:
@@ -103,15 +101,15 @@ async def probe_issues(settings: Settings) -> list[Finding]:
     if issues is None:
         return []
     repo = issues.repo
-    try:
-        body, _ = await issues.api.get(f"/repos/{repo}")
-        listed = await issues.open_issues(AREA_LABEL)
-    except BackendError as exc:
-        unseen = " (or it does not exist)" if exc.status == 404 else ""
-        fix = ISSUES_PERMISSION if exc.status in (401, 403, 404) else ""
-        return [fail(ISSUES, f"{repo}: {exc}{unseen}", ISSUES_OFF if exc.status == GONE else fix)]
-    finally:
-        await issues.api.aclose()
+    async with aclosing(issues.api):
+        try:
+            body, _ = await issues.api.get(f"/repos/{repo}")
+            listed = await issues.open_issues(AREA_LABEL)
+        except BackendError as exc:
+            unseen = " (or it does not exist)" if exc.status == 404 else ""
+            fix = ISSUES_PERMISSION if exc.status in (401, 403, 404) else ""
+            fix = ISSUES_OFF if exc.status == GONE else fix
+            return [fail(ISSUES, f"{repo}: {exc}{unseen}", fix)]
     if isinstance(body, dict) and body.get("has_issues") is False:
         return [fail(ISSUES, f"{repo} has issues turned off", ISSUES_OFF)]
     opens = "opened when none is found" if settings.github_issues_open else "linked, not opened"
@@ -169,21 +167,20 @@ def _app_needs(settings: Settings) -> list[tuple[str, str, str, str]]:
 async def probe_hud(settings: Settings) -> list[Finding]:
     """The readings' query when the HUD is the metrics backend; its job listing when it lists the
     jobs (JOBS_BACKEND=hud, or auto with the HUD's readings)."""
-    hud, now, findings = HudMetrics(settings), datetime.now(UTC), []
-    try:
-        if settings.metrics_backend is MetricsBackend.HUD:
-            types = len((await hud.read(now=now)).runner_types)
-            findings.append(
-                ok(HUD, f"{settings.hud_query}: {types} runner types with jobs queued now")
-            )
-        if settings.jobs_backend in (JobsBackend.HUD, JobsBackend.AUTO):
-            listing = await hud.queued_jobs(now=now)
-            findings.append(ok(HUD, f"queued_jobs: {len(listing.jobs)} jobs queued now"))
-    except BackendError as exc:
-        fix = "set HUD_URL to the HUD's base URL (https://hud.pytorch.org), reachable from here"
-        if exc.status in (401, 403):
-            fix = "set HUD_TOKEN to the HUD's bot key (sent as x-hud-internal-bot)"
-        findings.append(fail(HUD, str(exc), fix))
-    finally:
-        await hud.aclose()
+    now, findings = datetime.now(UTC), []
+    async with aclosing(HudMetrics(settings)) as hud:
+        try:
+            if settings.metrics_backend is MetricsBackend.HUD:
+                types = len((await hud.read(now=now)).runner_types)
+                findings.append(
+                    ok(HUD, f"{settings.hud_query}: {types} runner types with jobs queued now")
+                )
+            if settings.jobs_backend in (JobsBackend.HUD, JobsBackend.AUTO):
+                listing = await hud.queued_jobs(now=now)
+                findings.append(ok(HUD, f"queued_jobs: {len(listing.jobs)} jobs queued now"))
+        except BackendError as exc:
+            fix = "set HUD_URL to the HUD's base URL (https://hud.pytorch.org), reachable from here"
+            if exc.status in (401, 403):
+                fix = "set HUD_TOKEN to the HUD's bot key (sent as x-hud-internal-bot)"
+            findings.append(fail(HUD, str(exc), fix))
     return findings

@@ -4,6 +4,7 @@ start, its job metrics from its first job, the baselines (a day before) after a 
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from datetime import UTC, datetime
 
 from bot.backends.errors import BackendError
@@ -26,12 +27,10 @@ SCRAPE_ARC = (
 async def probe(settings: Settings) -> list[Finding]:
     metrics = build_metrics(settings)
     assert isinstance(metrics, PrometheusMetrics)
-    try:
+    async with aclosing(metrics):
         now = datetime.now(UTC)
         queries = {field: metrics.series(field, now=now) for field in metrics.fields}
         answers, refused = await gathered(queries, all_may_fail=True)
-    finally:
-        await metrics.aclose()
     # Prometheus refusing every query alike (unreachable, a token refused) is said once.
     if not answers and len({str(a) for a in refused.values()}) == 1:
         first = next(iter(refused.values()))

@@ -112,16 +112,13 @@ def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> lis
 
 
 async def probe_all(settings: Settings, environ: Mapping[str, str]) -> list[Finding]:
-    client = build_redis(
-        settings.redis_url, settings.sentinel(), max_connections=8, client_name="queuepilot-check"
-    )
     deadline = deadline_of(max(settings.backend_timeout_seconds, settings.slack_timeout_seconds))
-    try:
+    async with build_redis(
+        settings.redis_url, settings.sentinel(), max_connections=8, client_name="queuepilot-check"
+    ) as client:
         found = await asyncio.gather(
             *(bounded(probe, deadline) for probe in probes(settings, environ, client))
         )
-    finally:
-        await client.aclose()
     return [finding for findings in found for finding in findings]
 
 

@@ -43,14 +43,11 @@ async def probe_arc(settings: Settings, environ: Mapping[str, str]) -> list[Find
         access = kube_access(settings, environ)
     except SettingsError as exc:
         return [fail(KUBERNETES, "; ".join(exc.problems), NO_ACCESS)]
-    client = access.client(settings.backend_timeout_seconds)
-    scaler, namespace = ArcScaler(settings, access, client), settings.scaler_arc_namespace
-    try:
+    async with access.client(settings.backend_timeout_seconds) as client:
+        scaler, namespace = ArcScaler(settings, access, client), settings.scaler_arc_namespace
         targets = scale_targets(settings).values()
         found = (_target(client, access, scaler, target, namespace) for target in targets)
         return list(await asyncio.gather(*found))
-    finally:
-        await client.aclose()
 
 
 async def _target(

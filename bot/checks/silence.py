@@ -4,6 +4,8 @@ tested by posting an empty silence: Grafana checks permissions (403) before the 
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
 import httpx
 
 from bot.backends.errors import BackendError
@@ -27,14 +29,12 @@ GRAFANA_ROLE = (
 async def probe(settings: Settings) -> list[Finding]:
     silencer = build_silencer(settings)
     assert isinstance(silencer, ApiV2Silencer)
-    try:
+    async with aclosing(silencer):
         if settings.silence_backend is SilenceBackend.GRAFANA:
             assert settings.grafana_url
             return await _grafana(silencer, shown_url(settings.grafana_url))
         assert settings.alertmanager_url
         return await _alertmanager(silencer, shown_url(settings.alertmanager_url))
-    finally:
-        await silencer.aclose()
 
 
 async def _grafana(grafana: ApiV2Silencer, where: str) -> list[Finding]:
