@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.backends.errors import BackendError
-from bot.backends.github_api import AppInstallationToken, GithubApi, StaticToken, TokenSource
+from bot.backends.github_api import AppInstallationToken, GithubApi
 from bot.backends.issues import GithubIssues
 from bot.backends.kube import KubeAccess, from_kubeconfig, in_cluster
 from bot.backends.metrics import AlertMetrics, QueuedJobs, QueueMetrics
@@ -92,17 +92,16 @@ def kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
         raise SettingsError(f"SCALER_BACKEND=arc: no Kubernetes access: {exc}") from None
 
 
-def github_auth(settings: Settings) -> TokenSource | None:
-    """GITHUB_TOKEN, or the GitHub App's installation token: one per process, shared by every
-    GitHub reader, so that it is minted and renewed once."""
-    if settings.github_token is not None:
-        return StaticToken(settings.github_token.get_secret_value())
-    if not settings.github_app:
+def github_auth(settings: Settings) -> AppInstallationToken | None:
+    """The GitHub App's installation token (None with GITHUB_TOKEN, which each client reads from
+    the settings): one per process, shared by every GitHub reader, so that it is minted and
+    renewed once."""
+    if settings.github_token is not None or not settings.github_app:
         return None
     return AppInstallationToken(settings)
 
 
-def build_metrics(settings: Settings, auth: TokenSource | None = None) -> QueueMetrics:
+def build_metrics(settings: Settings, auth: AppInstallationToken | None = None) -> QueueMetrics:
     backend = settings.metrics_backend
     if backend is MetricsBackend.PROMETHEUS and settings.prometheus_url:
         return PrometheusMetrics(settings)
@@ -114,7 +113,7 @@ def build_metrics(settings: Settings, auth: TokenSource | None = None) -> QueueM
 
 
 def build_jobs_source(
-    settings: Settings, metrics: QueueMetrics, auth: TokenSource | None = None
+    settings: Settings, metrics: QueueMetrics, auth: AppInstallationToken | None = None
 ) -> QueuedJobs | None:
     """`JOBS_BACKEND`, else the metrics backend when it can list the jobs behind the queue."""
     backend = settings.jobs_backend
@@ -127,16 +126,15 @@ def build_jobs_source(
     return metrics if isinstance(metrics, QueuedJobs) else None
 
 
-def build_issues(settings: Settings, auth: TokenSource | None = None) -> GithubIssues | None:
-    if not settings.github_issues_repo:
-        return None
-    auth = auth or github_auth(settings)
-    if auth is None:
+def build_issues(
+    settings: Settings, auth: AppInstallationToken | None = None
+) -> GithubIssues | None:
+    if not (settings.github_issues_repo and settings.has_github_credential):
         return None
     # GitHub asks for one call at a time from one client (secondary limits).
-    api = GithubApi(settings, auth=auth, concurrency=1)
+    api = GithubApi(settings, auth=auth or github_auth(settings), concurrency=1)
     return GithubIssues(api, settings.github_issues_repo)
 
 
-def _github(settings: Settings, auth: TokenSource | None) -> GithubMetrics:
+def _github(settings: Settings, auth: AppInstallationToken | None) -> GithubMetrics:
     return GithubMetrics(settings, GithubApi(settings, auth=auth or github_auth(settings)))

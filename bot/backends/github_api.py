@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
@@ -65,14 +65,15 @@ class GithubApi:
         config: Settings,
         client: httpx.AsyncClient | None = None,
         *,
-        auth: TokenSource | None = None,
+        auth: AppInstallationToken | None = None,
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
     ) -> None:
         timeout = config.backend_timeout_seconds
         self._client = client or backend_client(config.github_api_url, timeout, HEADERS)
-        token = config.github_token
-        self._auth = auth or StaticToken(token.get_secret_value() if token is not None else "")
+        # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
+        self._token = config.github_token.get_secret_value() if config.github_token else ""
+        self._auth = auth
         self._cache: dict[str, tuple[str, Any, str | None]] = {}  # url: etag, body, next url
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
@@ -150,9 +151,13 @@ class GithubApi:
             if wait > 0:
                 message = f"GitHub's rate limit: no calls for another {wait:.0f} s"
                 raise BackendError(message, retryable=True, retry_after_s=wait)
-            token = await self._auth.token()
+            token = await self._auth.token() if self._auth is not None else self._token
             response = await send(token)
-            if response.status_code == 401 and self._auth.invalidate(token):
+            if (
+                response.status_code == 401
+                and self._auth is not None
+                and self._auth.invalidate(token)
+            ):
                 response = await send(await self._auth.token())
         if response.status_code == 401:
             raise error_of("GitHub", response)
@@ -208,28 +213,6 @@ def _float(value: str | None) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
-
-
-class TokenSource(Protocol):
-    async def token(self) -> str: ...
-
-    def invalidate(self, token: str) -> bool:
-        """GitHub refused `token` (401): forget it; whether another may be had."""
-        ...
-
-
-class StaticToken:
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    def __repr__(self) -> str:
-        return "StaticToken(•••)"
-
-    async def token(self) -> str:
-        return self._token
-
-    def invalidate(self, token: str) -> bool:
-        return False
 
 
 def installation_of(config: Settings) -> str:

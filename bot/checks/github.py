@@ -4,19 +4,16 @@ token; a 403 or 404 after it is a missing permission, named as GitHub's docs nam
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing
 from datetime import UTC, datetime
-from typing import Any
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import AppInstallationToken, GithubApi
-from bot.backends.metrics.github import GithubMetrics
 from bot.backends.metrics.hud import HudMetrics
 from bot.checks import Finding, fail, ok, warn
 from bot.config import JobsBackend, MetricsBackend, Settings
 from bot.domain.alert_issue import AREA_LABEL
-from bot.factory import build_issues, build_jobs_source, build_metrics, github_auth
+from bot.factory import build_issues, github_auth
 
 SUBJECT, HUD, ISSUES, APP = "github", "hud", "github issues", "github app"
 GONE = 410  # GitHub's answer where a repository's issues are turned off
@@ -44,22 +41,8 @@ REPO_RUNS = _permission("repository", "Actions", "read", PUBLIC_REPO)
 ISSUES_PERMISSION = _permission("repository", "Issues", "read and write", PUBLIC_REPO)
 
 
-@asynccontextmanager
-async def _readers(settings: Settings) -> AsyncIterator[tuple[Any, Any]]:
-    """The metrics backend and the jobs source, as serve builds them, closed after."""
-    metrics = build_metrics(settings)
-    jobs = build_jobs_source(settings, metrics)
-    try:
-        yield metrics, jobs
-    finally:
-        for backend in {id(b): b for b in (metrics, jobs) if b is not None}.values():
-            if hasattr(backend, "aclose"):
-                await backend.aclose()
-
-
 async def probe_github(settings: Settings) -> list[Finding]:
-    async with _readers(settings) as readers:
-        api = next(r for r in readers if isinstance(r, GithubMetrics)).api
+    async with aclosing(GithubApi(settings, auth=github_auth(settings))) as api:
         try:
             body, _ = await api.get("/rate_limit")
         except BackendError as exc:
@@ -118,15 +101,15 @@ async def probe_issues(settings: Settings) -> list[Finding]:
     if issues is None:
         return []
     repo = issues.repo
-    try:
-        body, _ = await issues.api.get(f"/repos/{repo}")
-        listed = await issues.open_issues(AREA_LABEL)
-    except BackendError as exc:
-        unseen = " (or it does not exist)" if exc.status == 404 else ""
-        fix = ISSUES_PERMISSION if exc.status in (401, 403, 404) else ""
-        return [fail(ISSUES, f"{repo}: {exc}{unseen}", ISSUES_OFF if exc.status == GONE else fix)]
-    finally:
-        await issues.api.aclose()
+    async with aclosing(issues.api):
+        try:
+            body, _ = await issues.api.get(f"/repos/{repo}")
+            listed = await issues.open_issues(AREA_LABEL)
+        except BackendError as exc:
+            unseen = " (or it does not exist)" if exc.status == 404 else ""
+            fix = ISSUES_PERMISSION if exc.status in (401, 403, 404) else ""
+            fix = ISSUES_OFF if exc.status == GONE else fix
+            return [fail(ISSUES, f"{repo}: {exc}{unseen}", fix)]
     if isinstance(body, dict) and body.get("has_issues") is False:
         return [fail(ISSUES, f"{repo} has issues turned off", ISSUES_OFF)]
     opens = "opened when none is found" if settings.github_issues_open else "linked, not opened"
@@ -182,16 +165,18 @@ def _app_needs(settings: Settings) -> list[tuple[str, str, str, str]]:
 
 
 async def probe_hud(settings: Settings) -> list[Finding]:
+    """The readings' query when the HUD is the metrics backend; its job listing when it lists the
+    jobs (JOBS_BACKEND=hud, or auto with the HUD's readings)."""
     now, findings = datetime.now(UTC), []
-    async with _readers(settings) as (metrics, jobs):
+    async with aclosing(HudMetrics(settings)) as hud:
         try:
-            if isinstance(metrics, HudMetrics):
-                types = len((await metrics.read(now=now)).runner_types)
+            if settings.metrics_backend is MetricsBackend.HUD:
+                types = len((await hud.read(now=now)).runner_types)
                 findings.append(
                     ok(HUD, f"{settings.hud_query}: {types} runner types with jobs queued now")
                 )
-            if isinstance(jobs, HudMetrics):
-                listing = await jobs.queued_jobs(now=now)
+            if settings.jobs_backend in (JobsBackend.HUD, JobsBackend.AUTO):
+                listing = await hud.queued_jobs(now=now)
                 findings.append(ok(HUD, f"queued_jobs: {len(listing.jobs)} jobs queued now"))
         except BackendError as exc:
             fix = "set HUD_URL to the HUD's base URL (https://hud.pytorch.org), reachable from here"

@@ -4,11 +4,11 @@ start, its job metrics from its first job, the baselines (a day before) after a 
 
 from __future__ import annotations
 
-import asyncio
+from contextlib import aclosing
 from datetime import UTC, datetime
 
 from bot.backends.errors import BackendError
-from bot.backends.metrics.prometheus import PrometheusMetrics
+from bot.backends.metrics.prometheus import PrometheusMetrics, gathered
 from bot.checks import Finding, Verdict, fail, ok, warn
 from bot.config import ScalerBackend, Settings
 from bot.factory import build_metrics
@@ -27,20 +27,12 @@ SCRAPE_ARC = (
 async def probe(settings: Settings) -> list[Finding]:
     metrics = build_metrics(settings)
     assert isinstance(metrics, PrometheusMetrics)
-    try:
+    async with aclosing(metrics):
         now = datetime.now(UTC)
-        answers = await asyncio.gather(
-            *(metrics.series(field, now=now) for field in metrics.fields), return_exceptions=True
-        )
-    finally:
-        await metrics.aclose()
-    for answer in answers:
-        if isinstance(answer, BaseException) and not isinstance(answer, BackendError):
-            raise answer
-    results = dict(zip(metrics.fields, answers, strict=True))
-    refused = {f: a for f, a in results.items() if isinstance(a, BackendError)}
+        queries = {field: metrics.series(field, now=now) for field in metrics.fields}
+        answers, refused = await gathered(queries, all_may_fail=True)
     # Prometheus refusing every query alike (unreachable, a token refused) is said once.
-    if len(refused) == len(results) and len({str(a) for a in refused.values()}) == 1:
+    if not answers and len({str(a) for a in refused.values()}) == 1:
         first = next(iter(refused.values()))
         if first.status in (401, 403):
             fix = "set PROMETHEUS_TOKEN to a token this Prometheus accepts"
@@ -51,9 +43,7 @@ async def probe(settings: Settings) -> list[Finding]:
     findings = [_refused(settings, field, error) for field, error in refused.items()]
     types: dict[str, list[str]] = {}
     label = settings.prometheus_runner_type_label
-    for field, answer in results.items():
-        if isinstance(answer, BaseException):
-            continue
+    for field, answer in answers.items():
         types[field] = sorted({metrics.runner_type(labels) for labels, _ in answer} - {""})
         if answer and not types[field]:
             findings.append(
@@ -68,7 +58,7 @@ async def probe(settings: Settings) -> list[Finding]:
     return findings + _answered(settings, types) + _targets(settings, types)
 
 
-def _refused(settings: Settings, field: str, error: BaseException) -> Finding:
+def _refused(settings: Settings, field: str, error: BackendError) -> Finding:
     if field in settings.prometheus_queries:
         fix = f'correct PROMETHEUS_QUERIES["{field}"] (or "" to drop the field)'
     else:

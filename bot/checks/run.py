@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import TextIO
 from urllib.parse import urlsplit
@@ -35,10 +34,7 @@ SUBJECT_WIDTH = 11
 HIDDEN = "•••"
 
 
-@dataclass(frozen=True)
-class Probe:
-    subject: str
-    run: Callable[[], Awaitable[list[Finding]]]
+Probe = Callable[[], Awaitable[list[Finding]]]
 
 
 def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
@@ -82,71 +78,60 @@ def runner_types(settings: Settings) -> list[Finding]:
     return lines
 
 
-def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> list[Probe]:
-    """A probe for each dependency these settings use; Slack and Redis always."""
-    found = [
-        Probe(slack.SUBJECT, partial(slack.probe, settings)),
-        Probe(redis_check.SUBJECT, partial(redis_check.probe, settings, client)),
-    ]
+def probes(settings: Settings, environ: Mapping[str, str], client: Redis) -> dict[str, Probe]:
+    """A probe for each dependency these settings use, by subject; Slack and Redis always."""
+    found: dict[str, Probe] = {
+        slack.SUBJECT: partial(slack.probe, settings),
+        redis_check.SUBJECT: partial(redis_check.probe, settings, client),
+    }
     metrics, jobs, scales = settings.metrics_backend, settings.jobs_backend, settings.scaler_backend
     if metrics is MetricsBackend.PROMETHEUS:
-        found.append(Probe(prometheus.SUBJECT, partial(prometheus.probe, settings)))
+        found[prometheus.SUBJECT] = partial(prometheus.probe, settings)
     if settings.silence_backend is not None:
-        found.append(Probe(silence.SUBJECT, partial(silence.probe, settings)))
+        found[silence.SUBJECT] = partial(silence.probe, settings)
     if scales is ScalerBackend.ARC:
-        found.append(Probe(scaler.KUBERNETES, partial(scaler.probe_arc, settings, environ)))
+        found[scaler.KUBERNETES] = partial(scaler.probe_arc, settings, environ)
     elif scales is ScalerBackend.SQS:
-        found.append(Probe(scaler.SQS, partial(scaler.probe_sqs, settings)))
+        found[scaler.SQS] = partial(scaler.probe_sqs, settings)
     elif scales is ScalerBackend.AWS_ASG:
-        found.append(Probe(scaler.ASG, partial(scaler.probe_asg, settings, environ)))
+        found[scaler.ASG] = partial(scaler.probe_asg, settings, environ)
     reads_github = metrics is MetricsBackend.GITHUB or jobs is JobsBackend.GITHUB
     if settings.github_app and (reads_github or settings.github_issues_repo):
-        found.append(Probe(github.APP, partial(github.probe_app, settings)))
+        found[github.APP] = partial(github.probe_app, settings)
     if reads_github:
-        found.append(Probe(github.SUBJECT, partial(github.probe_github, settings)))
+        found[github.SUBJECT] = partial(github.probe_github, settings)
     if metrics is MetricsBackend.HUD or jobs is JobsBackend.HUD:
-        found.append(Probe(github.HUD, partial(github.probe_hud, settings)))
+        found[github.HUD] = partial(github.probe_hud, settings)
     if settings.github_issues_repo:
-        found.append(Probe(github.ISSUES, partial(github.probe_issues, settings)))
+        found[github.ISSUES] = partial(github.probe_issues, settings)
     return found
 
 
 async def probe_all(settings: Settings, environ: Mapping[str, str]) -> list[Finding]:
-    client = build_redis(
-        settings.redis_url, settings.sentinel(), max_connections=8, client_name="queuepilot-check"
-    )
     deadline = deadline_of(max(settings.backend_timeout_seconds, settings.slack_timeout_seconds))
-    try:
-        found = await asyncio.gather(
-            *(bounded(probe, deadline) for probe in probes(settings, environ, client))
-        )
-    finally:
-        await client.aclose()
+    async with build_redis(
+        settings.redis_url, settings.sentinel(), max_connections=8, client_name="queuepilot-check"
+    ) as client:
+        wanted = probes(settings, environ, client)
+        found = await asyncio.gather(*(bounded(*probe, deadline) for probe in wanted.items()))
     return [finding for findings in found for finding in findings]
 
 
-async def bounded(probe: Probe, deadline: float) -> list[Finding]:
+async def bounded(subject: str, probe: Probe, deadline: float) -> list[Finding]:
     """The probe's findings, or one failure once it overran `deadline` or broke."""
     try:
-        return await asyncio.wait_for(probe.run(), deadline)
+        return await asyncio.wait_for(probe(), deadline)
     except TimeoutError:
-        return [
-            fail(probe.subject, f"no answer within {deadline:g} s", "make it reachable from here")
-        ]
+        return [fail(subject, f"no answer within {deadline:g} s", "make it reachable from here")]
     except Exception as exc:  # a probe's own defect must not hide the other findings
-        return [fail(probe.subject, f"the check itself failed: {type(exc).__name__}: {exc}")]
-
-
-async def check(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
-    settings, findings = read(environ)
-    if settings is None:
-        return None, findings
-    return settings, findings + await probe_all(settings, environ)
+        return [fail(subject, f"the check itself failed: {type(exc).__name__}: {exc}")]
 
 
 def main(environ: Mapping[str, str], out: TextIO) -> int:
     """`queuepilot check`: 0 when nothing failed (warnings allowed), 1 otherwise."""
-    settings, findings = asyncio.run(check(environ))
+    settings, findings = read(environ)
+    if settings is not None:
+        findings += asyncio.run(probe_all(settings, environ))
     color = out.isatty() and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
     out.write(render(findings, color=color, secrets=secrets_of(settings, environ)) + "\n")
     counts = {verdict: sum(f.verdict is verdict for f in findings) for verdict in Verdict}

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import json_object, request
+from bot.backends.http import request_json
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import aws
-from bot.backends.scale.arc import ArcScaler
+from bot.backends.scale.arc import SERVICE, ArcScaler
 from bot.backends.scale.asg import AsgScaler
 from bot.backends.scale.sqs import queue_region
 from bot.checks import Finding, fail, ok, shown_url, warn
@@ -21,7 +21,6 @@ from bot.domain.scaling import ScaleTarget
 from bot.factory import build_scaler, kube_access, scale_targets
 
 KUBERNETES, SQS, ASG = "kubernetes", "sqs", "aws-asg"
-SERVICE = "The Kubernetes API"
 REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
 VERBS = ("get", "patch")
@@ -44,14 +43,11 @@ async def probe_arc(settings: Settings, environ: Mapping[str, str]) -> list[Find
         access = kube_access(settings, environ)
     except SettingsError as exc:
         return [fail(KUBERNETES, "; ".join(exc.problems), NO_ACCESS)]
-    client = access.client(settings.backend_timeout_seconds)
-    scaler, namespace = ArcScaler(settings, access, client), settings.scaler_arc_namespace
-    try:
+    async with access.client(settings.backend_timeout_seconds) as client:
+        scaler, namespace = ArcScaler(settings, access, client), settings.scaler_arc_namespace
         targets = scale_targets(settings).values()
         found = (_target(client, access, scaler, target, namespace) for target in targets)
         return list(await asyncio.gather(*found))
-    finally:
-        await client.aclose()
 
 
 async def _target(
@@ -103,16 +99,11 @@ async def _allowed(
         "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": {**attributes, "name": name}},
     }
-    response = await request(
-        client,
-        SERVICE,
-        "POST",
-        REVIEWS,
-        json_body=review,
-        headers=access.headers(),
+    answer = await request_json(
+        client, SERVICE, "POST", REVIEWS, json_body=review, headers=access.headers(),
         expect=(200, 201),
-    )
-    status = json_object(response, SERVICE).get("status")
+    )  # fmt: skip
+    status = answer.get("status")
     return isinstance(status, dict) and status.get("allowed") is True
 
 

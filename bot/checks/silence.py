@@ -4,13 +4,16 @@ tested by posting an empty silence: Grafana checks permissions (403) before the 
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import json_object, request
-from bot.backends.silence.alertmanager import GRAFANA_PREFIX, grafana_silencer
+from bot.backends.http import json_object
+from bot.backends.silence.alertmanager import ApiV2Silencer
 from bot.checks import Finding, fail, ok, shown_url, warn
 from bot.config import Settings, SilenceBackend
+from bot.factory import build_silencer
 
 SUBJECT = "silences"
 GRAFANA_TOKEN = (
@@ -24,27 +27,24 @@ GRAFANA_ROLE = (
 
 
 async def probe(settings: Settings) -> list[Finding]:
-    async with httpx.AsyncClient(timeout=settings.backend_timeout_seconds) as client:
+    silencer = build_silencer(settings)
+    assert isinstance(silencer, ApiV2Silencer)
+    async with aclosing(silencer):
         if settings.silence_backend is SilenceBackend.GRAFANA:
-            return await _grafana(client, settings)
-        return await _alertmanager(client, settings)
+            assert settings.grafana_url
+            return await _grafana(silencer, shown_url(settings.grafana_url))
+        assert settings.alertmanager_url
+        return await _alertmanager(silencer, shown_url(settings.alertmanager_url))
 
 
-async def _grafana(client: httpx.AsyncClient, settings: Settings) -> list[Finding]:
-    assert settings.grafana_url and settings.grafana_token
-    base = settings.grafana_url.rstrip("/") + GRAFANA_PREFIX
-    where = shown_url(settings.grafana_url)
-    token = settings.grafana_token.get_secret_value()
-    url, headers = f"{base}/silences", {"Authorization": f"Bearer {token}"}
+async def _grafana(grafana: ApiV2Silencer, where: str) -> list[Finding]:
     try:
-        listed = await request(client, "Grafana", "GET", url, headers=headers)
+        listed = await grafana.call("GET", "/silences")
     except BackendError as exc:
         return [_grafana_refused(exc, where, "read silences")]
     findings = [ok(SUBJECT, f"Grafana at {where}: reads silences ({_active(listed)} active)")]
     try:
-        created = await request(
-            client, "Grafana", "POST", url, json_body={}, headers=headers, expect=(400, 200, 202)
-        )
+        created = await grafana.call("POST", "/silences", {}, expect=(400, 200, 202))
     except BackendError as exc:
         return [*findings, _grafana_refused(exc, where, "create silences")]
     if created.status_code == 400:
@@ -56,8 +56,7 @@ async def _grafana(client: httpx.AsyncClient, settings: Settings) -> list[Findin
     else:  # an empty silence taken: no Grafana does; take it back
         silence_id = str(json_object(created, "Grafana").get("silenceID") or "")
         if silence_id:
-            silencer = grafana_silencer(settings.grafana_url, token, client=client)
-            await silencer.expire(silence_id)
+            await grafana.expire(silence_id)
         findings.append(
             warn(SUBJECT, f"Grafana took an empty silence ({silence_id or 'no ID'}), expired again")
         )
@@ -79,15 +78,10 @@ def _grafana_refused(exc: BackendError, where: str, what: str) -> Finding:
     return fail(SUBJECT, str(exc), "set GRAFANA_URL to Grafana's root URL, reachable from here")
 
 
-async def _alertmanager(client: httpx.AsyncClient, settings: Settings) -> list[Finding]:
-    assert settings.alertmanager_url
-    base = settings.alertmanager_url.rstrip("/") + "/api/v2"
-    where = shown_url(settings.alertmanager_url)
+async def _alertmanager(alertmanager: ApiV2Silencer, where: str) -> list[Finding]:
     try:
-        status = json_object(
-            await request(client, "Alertmanager", "GET", f"{base}/status"), "Alertmanager"
-        )
-        listed = await request(client, "Alertmanager", "GET", f"{base}/silences")
+        status = json_object(await alertmanager.call("GET", "/status"), "Alertmanager")
+        listed = await alertmanager.call("GET", "/silences")
     except BackendError as exc:
         fix = "set ALERTMANAGER_URL to Alertmanager's base URL (http://alertmanager:9093)"
         if exc.status == 404:

@@ -66,7 +66,7 @@ async def probe(settings: Settings) -> list[Finding]:
     findings += _scopes(settings, identity.headers, list(seen))
     findings += [finding for finding, _, _ in seen]
     if settings.slack_app_token is not None:
-        findings.append(await _app_token(settings))
+        findings.append(await _app_token(client, settings.slack_app_token.get_secret_value()))
     return findings
 
 
@@ -165,15 +165,9 @@ def _granted(headers: Mapping[str, Any]) -> set[str] | None:
     return None
 
 
-async def _app_token(settings: Settings) -> Finding:
+async def _app_token(client: AsyncWebClient, token: str) -> Finding:
     """`apps.connections.open`, as the Socket Mode client starts: it answers a websocket URL and
     opens nothing until that is connected to (`auth.test` refuses app-level tokens)."""
-    assert settings.slack_app_token is not None
-    client = AsyncWebClient(
-        base_url=settings.slack_api_url,
-        timeout=settings.slack_timeout_seconds,  # type: ignore[arg-type]  # aiohttp takes any number
-    )
-    token = settings.slack_app_token.get_secret_value()
     error = (await ask(client.apps_connections_open(app_token=token))).error
     if not error:
         return ok(SUBJECT, "Socket Mode: the app-level token opens connections")

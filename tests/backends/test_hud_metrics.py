@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 from bot.backends.errors import BackendError
 from bot.backends.metrics.hud import (
     HudMetrics,
-    aggregate_rows,
-    by_label_rows,
     job_rows,
+    per_label,
 )
 from bot.config import Settings
 from bot.domain.jobs import JobsListing, Trigger
@@ -176,8 +175,8 @@ rows = st.lists(
 
 @given(rows)
 def test_any_rows_parse_to_non_negative_numbers(data: list) -> None:
-    for parse in (aggregate_rows, by_label_rows):
-        types, skipped = parse(data)
+    for query in ("queued_jobs_aggregate", "queued_jobs_by_label"):
+        types, skipped = per_label(data, query)
         assert 0 <= skipped <= len(data)
         for metrics in types.values():
             assert metrics.queued is not None and metrics.queued >= 0
@@ -187,7 +186,7 @@ def test_any_rows_parse_to_non_negative_numbers(data: list) -> None:
 @given(st.none() | st.integers() | st.text() | st.dictionaries(st.text(max_size=3), st.integers()))
 def test_an_answer_that_is_not_a_list_is_a_backend_error(data: object) -> None:
     with pytest.raises(BackendError):
-        aggregate_rows(data)
+        per_label(data, "queued_jobs_aggregate")
 
 
 # -- queued_jobs: one row per queued job -------------------------------------------------------

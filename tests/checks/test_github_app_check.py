@@ -65,7 +65,7 @@ async def test_the_installation_and_its_grant_are_said(
         f"installation {installation.id} (some repositories) granted actions: read, "
         "issues: write, metadata: read"
     )
-    assert APP in [probe.subject for probe in probes(app_settings(), {}, None)]  # type: ignore[arg-type]
+    assert APP in probes(app_settings(), {}, None)  # type: ignore[arg-type]
 
 
 async def test_issues_read_only_fails_with_the_fix_when_the_issue_is_configured(

@@ -17,7 +17,7 @@ from redis import Redis
 
 from bot.backends.metrics.prometheus import all_queries
 from bot.checks import Finding, Verdict
-from bot.checks.run import Probe, bounded, probe_all, render
+from bot.checks.run import bounded, probe_all, render
 from bot.config import Settings
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.silence_api import READ, FakeSilenceApi
@@ -429,9 +429,7 @@ async def test_a_probe_that_never_answers_fails_at_its_deadline_and_the_others_r
     async def broken() -> list[Finding]:
         raise ValueError("a defect")
 
-    found = await asyncio.gather(
-        bounded(Probe("hud", never), 0.05), bounded(Probe("sqs", broken), 1)
-    )
+    found = await asyncio.gather(bounded("hud", never, 0.05), bounded("sqs", broken, 1))
 
     assert found == [
         [Finding(Verdict.FAIL, "hud", "no answer within 0.05 s", "make it reachable from here")],

@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from bot.backends.github_api import AppInstallationToken, StaticToken, installation_of
+from bot.backends.github_api import AppInstallationToken, installation_of
 from bot.config import Settings, SettingsError, load_settings, read_settings
 from bot.factory import build_issues, build_metrics, github_auth
 from tests.support.github_app import APP_ID, private_pem
@@ -175,7 +175,7 @@ async def test_both_readers_call_with_the_one_token_source_they_are_given() -> N
     await issues.api.aclose()
     await metrics.aclose()  # type: ignore[attr-defined]
     token = load_settings(_env_file=None, github_token="ghp-1")
-    assert isinstance(github_auth(token), StaticToken)
+    assert github_auth(token) is None  # each client reads GITHUB_TOKEN from the settings
     assert github_auth(load_settings(_env_file=None)) is None
     # A source given for the readings is no issue repository.
     assert build_issues(token, github_auth(token)) is None

@@ -17,7 +17,7 @@ from bot.config import Settings
 from bot.domain.alerts import max_known
 from bot.domain.capacity import FleetHistory, TypeHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.hud_queries import AGGREGATE, DEFAULT_PARAMETERS, threshold_minutes
+from bot.domain.hud_queries import AGGREGATE, BY_LABEL, DEFAULT_PARAMETERS, threshold_minutes
 from bot.domain.jobs import JobsListing, QueuedJob, trigger_of_hud
 
 T = TypeVar("T")
@@ -27,6 +27,12 @@ HISTORY_QUERY = "queue_times_historical"
 HOUR_S = 3600
 # The query lists jobs created less than a week ago; a larger age is not a queued job.
 MAX_QUEUE_S = 8 * 86_400
+# Per readings query: the row's runner label, its count of queued jobs, its longest wait, and that
+# wait's unit in minutes (`queued_jobs_by_label`'s `avg_queue_s` is the longest wait, in seconds).
+COLUMNS = {
+    AGGREGATE: ("runner_label", "num_queued_jobs", "max_queue_time_minutes", 1.0),
+    BY_LABEL: ("machine_type", "count", "avg_queue_s", 60.0),
+}
 
 
 class HudMetrics:
@@ -44,7 +50,7 @@ class HudMetrics:
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         rows = await self._rows(self._query, self._parameters)
-        types, skipped = (aggregate_rows if self._query == AGGREGATE else by_label_rows)(rows)
+        types, skipped = per_label(rows, self._query)
         return FleetSnapshot(
             at=now,
             source="hud",
@@ -96,30 +102,32 @@ def _each(rows: Any, read: Callable[[dict[str, Any]], T | None]) -> tuple[list[T
 
 def job_rows(rows: Any, *, now: datetime) -> tuple[list[QueuedJob], int]:
     """`queued_jobs` rows (`name` "<workflow> / <job>", `queue_s` the job's age) as jobs."""
-    return _each(rows, lambda row: _job(row, now))
 
+    def read(row: dict[str, Any]) -> QueuedJob | None:
+        name, url, machine = row.get("name"), row.get("html_url"), row.get("machine_type")
+        queue_s = _count(row.get("queue_s"))
+        if not (isinstance(name, str) and name and isinstance(machine, str) and machine):
+            return None
+        if not isinstance(url, str) or queue_s is None or queue_s > MAX_QUEUE_S:
+            return None
+        workflow, _, job = name.partition(" / ")
+        parts = url.split("/")  # https://github.com/<owner>/<name>/actions/…
+        return QueuedJob(
+            runner_type=machine[:200],
+            workflow=workflow[:200],
+            job=job[:500],
+            repository="/".join(parts[3:5]) if len(parts) > 5 and parts[2] else "",
+            url=url[:2000],
+            created_at=now - timedelta(seconds=queue_s),
+            trigger=trigger_of_hud(
+                row.get("source_type"), row.get("event"), row.get("head_branch")
+            ),
+            run_attempt=1,
+            # The job's URL names it (…/job/<id>): the same job listed again is not a new arrival.
+            source_id="hud:" + url[-200:],
+        )
 
-def _job(row: dict[str, Any], now: datetime) -> QueuedJob | None:
-    name, url, machine = row.get("name"), row.get("html_url"), row.get("machine_type")
-    queue_s = _count(row.get("queue_s"))
-    if not (isinstance(name, str) and name and isinstance(machine, str) and machine):
-        return None
-    if not isinstance(url, str) or queue_s is None or queue_s > MAX_QUEUE_S:
-        return None
-    workflow, _, job = name.partition(" / ")
-    parts = url.split("/")  # https://github.com/<owner>/<name>/actions/…
-    return QueuedJob(
-        runner_type=machine[:200],
-        workflow=workflow[:200],
-        job=job[:500],
-        repository="/".join(parts[3:5]) if len(parts) > 5 and parts[2] else "",
-        url=url[:2000],
-        created_at=now - timedelta(seconds=queue_s),
-        trigger=trigger_of_hud(row.get("source_type"), row.get("event"), row.get("head_branch")),
-        run_attempt=1,
-        # The job's URL names it (…/job/<id>): the same job listed again is not a new arrival.
-        source_id="hud:" + url[-200:],
-    )
+    return _each(rows, read)
 
 
 def history_rows(rows: Any) -> tuple[dict[str, TypeHistory], int]:
@@ -147,18 +155,8 @@ def _hud_time(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}"
 
 
-def aggregate_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
-    return _per_label(rows, "runner_label", "num_queued_jobs", "max_queue_time_minutes", 1.0)
-
-
-def by_label_rows(rows: Any) -> tuple[dict[str, RunnerTypeMetrics], int]:
-    # Its `avg_queue_s` is the longest wait, in seconds.
-    return _per_label(rows, "machine_type", "count", "avg_queue_s", 60.0)
-
-
-def _per_label(
-    rows: Any, label_key: str, count_key: str, wait_key: str, wait_per_minute: float
-) -> tuple[dict[str, RunnerTypeMetrics], int]:
+def per_label(rows: Any, query: str) -> tuple[dict[str, RunnerTypeMetrics], int]:
+    label_key, count_key, wait_key, wait_per_minute = COLUMNS[query]
 
     def read(row: dict[str, Any]) -> tuple[str, float, float | None] | None:
         label, count = row.get(label_key), _count(row.get(count_key))

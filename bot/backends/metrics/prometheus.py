@@ -115,7 +115,7 @@ class PrometheusMetrics:
     async def read(self, *, now: datetime) -> FleetSnapshot:
         """All queries at once, at one evaluation time: every field describes the same moment."""
         queries = {name: self.series(name, now=now) for name in self._queries}
-        answers, failed = await _gathered(queries)
+        answers, failed = await gathered(queries)
         by_type: dict[str, dict[str, Any]] = {}
         buckets: dict[str, dict[float, float]] = {}
         for name, answer in answers.items():
@@ -205,7 +205,7 @@ class PrometheusMetrics:
             "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix),
             "job_mins": ranges.duration_query(seconds, suffix),
         }
-        ranged, failed = await _gathered(
+        ranged, failed = await gathered(
             {field: self._query_range(query, start, end, step) for field, query in fields.items()}
             | {number: self._query(query, end) for number, query in numbers.items()}
         )
@@ -241,17 +241,19 @@ class PrometheusMetrics:
         await self._client.aclose()
 
 
-async def _gathered(calls: Mapping[str, Awaitable[T]]) -> tuple[dict[str, T], list[str]]:
-    """Every call's answer by name, and the names that failed; the first failure when all did."""
+async def gathered(
+    calls: Mapping[str, Awaitable[T]], *, all_may_fail: bool = False
+) -> tuple[dict[str, T], dict[str, BackendError]]:
+    """Every call's answer by name, and each failure by name; the first failure is raised when
+    all failed, unless `all_may_fail` (`queuepilot check` says what each refusal means)."""
     answers = await asyncio.gather(*calls.values(), return_exceptions=True)
-    failures = [a for a in answers if isinstance(a, BaseException)]
-    for failure in failures:
-        if not isinstance(failure, BackendError):
-            raise failure
-    if failures and len(failures) == len(answers):
-        raise failures[0]
+    for answer in answers:
+        if isinstance(answer, BaseException) and not isinstance(answer, BackendError):
+            raise answer
     named = dict(zip(calls, answers, strict=True))
-    failed = [name for name, answer in named.items() if isinstance(answer, BaseException)]
+    failed = {n: a for n, a in named.items() if isinstance(a, BackendError)}
+    if failed and len(failed) == len(named) and not all_may_fail:
+        raise next(iter(failed.values()))
     return {n: a for n, a in named.items() if n not in failed}, failed  # type: ignore[misc]
 
 

@@ -44,7 +44,7 @@ class ApiV2Silencer:
             "createdBy": silence.created_by,
             "comment": silence.comment,
         }
-        response = await self._call("POST", "/silences", body, expect=(self._created, 200))
+        response = await self.call("POST", "/silences", body, expect=(self._created, 200))
         silence_id = json_object(response, self.name).get("silenceID")
         if not isinstance(silence_id, str) or not silence_id:
             raise BackendError(f"{self.name} created no silence ID", retryable=False)
@@ -52,7 +52,7 @@ class ApiV2Silencer:
 
     async def expire(self, silence_id: str) -> None:
         try:
-            await self._call("DELETE", f"/silence/{quote(silence_id, safe='')}")
+            await self.call("DELETE", f"/silence/{quote(silence_id, safe='')}")
         except BackendError:
             # Alertmanager answers 500 "already expired" to a silence that ended meanwhile: what
             # was asked for is true, so read it back before calling it a failure.
@@ -62,12 +62,12 @@ class ApiV2Silencer:
 
     async def state(self, silence_id: str) -> SilenceState | None:
         path = f"/silence/{quote(silence_id, safe='')}"
-        response = await self._call("GET", path, expect=(200, 404))
+        response = await self.call("GET", path, expect=(200, 404))
         if response.status_code == 404:
             return None
         return silence_state(silence_id, json_object(response, self.name), self.name)
 
-    async def _call(
+    async def call(
         self, method: str, path: str, body: Any = None, *, expect: tuple[int, ...] = (200,)
     ) -> httpx.Response:
         return await request(
