@@ -83,6 +83,8 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
     )
     if isinstance(owner, Outcome):
         await tell(slack, body, owner)
+        if form.ref:
+            hand_off(context, SCALE_REFUSED, body)
         return
     ref = incident_ref(owner.incident) if owner.incident is not None else ""
     form = replace(form, ref=ref, runner_type=owner.choices[0])
@@ -169,8 +171,18 @@ async def scale(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> 
     await tell(slack, body, outcome, channel=form.channel)
 
 
-# By the modal's callback_id, which also names the work in the requests stream.
-WORKS: dict[str, Work] = {CONFIRM_VIEW: scale}
+async def scale_refused(core: ActionCore, slack: SlackGateway, body: dict[str, Any]) -> None:
+    """A Scale up… refused at the button, on the incident's timeline for its summary: written by
+    the leader, whichever replica told the person."""
+    actor, ref = actor_of(body), await incident_ref_of(body, core)
+    if ref and (refusal := await core.scaling.refusal(actor)) is not None:
+        await core.scaling.acting.keep_refusal(ref, "Scale-up", actor, refusal)
+
+
+# By the modal's callback_id (the refusal's by a name no Slack listener has), which also names
+# the work in the requests stream.
+SCALE_REFUSED = "scale_refused"
+WORKS: dict[str, Work] = {CONFIRM_VIEW: scale, SCALE_REFUSED: scale_refused}
 
 
 def _selected(values: dict[str, Any], block: str) -> str:

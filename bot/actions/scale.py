@@ -66,7 +66,6 @@ class Scaling:
         """The incident and the runner types one may scale for it (its own first), or why not."""
         refusal = await self.refusal(actor)
         if refusal is not None:
-            await self.acting.keep_refusal(ref, "Scale-up", actor, refusal)
             return refusal
         incident = await self.acting.open_incident(ref, "Incident {id} is already resolved.")
         if isinstance(incident, Outcome):

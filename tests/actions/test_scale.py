@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.fakes.scale_receiver import ScaleReceiver
-from tests.support.running import RunningBot, eventually, run_bot
+from tests.support.running import RunningBot, eventually, leader_of, run_bot
 from tests.support.scale import (
     RUNNER,
     form_values,
@@ -177,11 +177,14 @@ async def test_a_scale_up_refused_at_the_button_is_kept_for_the_summary(
     settings_for: Any, slack: Slack, receiver: ScaleReceiver
 ) -> None:
     """Alice may not scale: Scale up… tells her so and opens no form; the incident's record
-    keeps the refusal, which its summary says among what was done."""
+    keeps the refusal, which its summary says among what was done, also when the replica Slack
+    reached is not the one that leads (which alone writes)."""
     settings = webhook_settings(settings_for, receiver, scale_allowed_users="U0BOB")
-    async with run_bot(settings) as running:
+    async with run_bot(settings) as first, run_bot(settings) as second:
+        running = await leader_of(first, second)
+        follower = second if running is first else first
         root = await open_incident(running, slack)
-        assert (await click(running, root, "incident_scale")).status_code == 200
+        assert (await click(follower, root, "incident_scale")).status_code == 200
         await eventually(
             lambda: any("not allowed to scale" in t for t in ephemeral_texts(slack)), what="told"
         )
