@@ -129,10 +129,12 @@ async def test_a_workspace_that_refuses_the_block_gets_the_message_without_it_an
         await running.send("grafana", fixture_json(FIRING))
         thread = await slack.first_thread()
 
-        picture = await eventually(
+        picture = await first_chart(
+            running,
+            arc_fleet,
             lambda: next((m for m in thread()[1:] if m.files), None),
-            what="the chart as a picture",
-            timeout=30,
+            "the chart as a picture",
+            thread,
         )
         assert picture.files[0]["name"].endswith(".png")
         statuses = [m for m in thread()[1:] if "Status update" in m.text]
