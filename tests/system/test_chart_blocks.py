@@ -193,7 +193,6 @@ async def test_a_refusal_naming_another_block_keeps_the_chart(
         reposted = await eventually(
             lambda: next((m for m in thread()[1:] if m.ts not in shown), None),
             what="the status posted again",
-            timeout=15,
         )
         assert "Status update" in reposted.text and charts_in(reposted)
         # The next status, the chart still a block: a quiet one edits the new reply, one whose
@@ -248,7 +247,6 @@ async def test_a_summary_after_the_alert_resolved_has_its_picture_where_the_bloc
         picture = await eventually(
             lambda: next((m for m in thread()[1:] if m.files), None),
             what="the summary's chart as a picture",
-            timeout=15,
         )
         assert picture.files[0]["name"].endswith(".png")
         assert thread().index(picture) > thread().index(summary), "the summary's, after it"
