@@ -118,11 +118,17 @@ class ScaleReverts:
     async def remember(
         self, incident_id: str, target: ScaleTarget, undo: Undo, *, by: str, warning: str = ""
     ) -> RevertRecord:
-        """An earlier record of the same type and field keeps its value before: that goes back."""
+        """An earlier record of the same type and field that this scale-up continues keeps its
+        value before: that goes back. One that something else changed since (Helm, kubectl, a
+        scale-up kept) is not continued: the change between is someone else's, and stays."""
         now = self._clock().timestamp()
         rid = record_id(target.runner_type, undo.field)
         earlier = RevertRecord.load(await self._due.data(rid))
-        if earlier is not None and earlier.target.target == target.target:
+        if (
+            earlier is not None
+            and earlier.target.target == target.target
+            and earlier.undo.after == undo.before
+        ):
             undo = replace(undo, before=earlier.undo.before)
         record = RevertRecord(
             rid, incident_id, target, undo, self._scaler.name, by, now, warning=warning

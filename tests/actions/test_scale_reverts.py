@@ -296,6 +296,39 @@ async def commit_put_back(store: IncidentStore, incident_id: str, undo: Undo) ->
     assert await store.commit(Commit(updated, version=loaded.version, thread=loaded.thread))
 
 
+async def test_a_second_scale_up_after_helm_moved_the_floor_goes_back_to_helms(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    """Helm raised the floor between two scale-ups: the put-back ends at Helm's value, never
+    below it (the first scale-up's value before is from before Helm's change)."""
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock, after_s=0)
+    await scaled(reverts, arc, 5)  # 0 → 5
+    kube.write(manager="helm", spec={"minRunners": 20})
+    clock.pass_(minutes=10)
+    await scaled(reverts, arc, 3)  # 20 → 23
+    await resolve(redis, clock)
+    clock.pass_(seconds=16)
+    await reverts.tick()
+    assert min_runners(kube) == 20
+    assert await said(redis) == ["Put linux back (the incident resolved): minRunners 23 → 20 (ARC)"]
+
+
+async def test_a_scale_up_kept_between_two_others_stays(
+    redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
+) -> None:
+    await opened(IncidentStore(redis, PREFIX))
+    reverts = sweep(redis, arc, clock, after_s=0)
+    await scaled(reverts, arc, 5)  # 0 → 5, to go back
+    kept = await arc.scale(ScaleRequest(TARGET, 3, "1", "bob"))  # 5 → 8, kept: not recorded
+    assert kept.undo is not None and kept.undo.after == 8
+    await scaled(reverts, arc, 2)  # 8 → 10, to go back
+    await resolve(redis, clock)
+    clock.pass_(seconds=16)
+    await reverts.tick()
+    assert min_runners(kube) == 8, "bob's kept +3 stays"
+
+
 async def test_a_change_since_is_left_and_said_once(
     redis: Redis, kube: FakeKubeApi, arc: ArcScaler, clock: Clock
 ) -> None:
