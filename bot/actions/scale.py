@@ -265,9 +265,18 @@ class Scaling:
         try:
             result = await within(scaler.scale(request), timeout_s, scaler.name)
         except BackendError as exc:
-            await lock.release()
-            reason = escape(str(exc))
-            return failed(f"Could not scale `{escape(runner_type)}`: {reason}. Nothing changed.")
+            reason, shown = escape(str(exc)), escape(runner_type)
+            if not exc.unanswered:
+                await lock.release()
+                return failed(f"Could not scale `{shown}`: {reason}. Nothing changed.")
+            # Perhaps done: asked again at once it would be done twice, and nothing puts it back.
+            at = self.acting.clock()
+            said = f"{name} asked for +{delta} at {at:%H:%M} UTC and its answer was lost"
+            await lock.keep(self.config.scale_cooldown_seconds, said)
+            return failed(
+                f"Could not tell whether `{shown}` was scaled: {reason}. It may have been: look "
+                "at it before asking again; it would not be put back."
+            )
         at = self.acting.clock()
         await lock.keep(
             self.config.scale_cooldown_seconds, f"{name} asked for +{delta} at {at:%H:%M} UTC"

@@ -15,7 +15,8 @@ MARGIN_S = 2.0
 
 class BackendError(Exception):
     """A failed backend call; the message is fit to show a user (escape it: it may quote the
-    backend). `retryable`: whether the same call may succeed later (a timeout, a 5xx, a 429)."""
+    backend). `retryable`: whether the same call may succeed later (a timeout, a 5xx, a 429);
+    `unanswered`: sent, but its answer never came, so it may have been carried out."""
 
     def __init__(
         self,
@@ -24,11 +25,13 @@ class BackendError(Exception):
         retryable: bool,
         status: int | None = None,
         retry_after_s: float | None = None,
+        unanswered: bool = False,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
         self.retry_after_s = retry_after_s
+        self.unanswered = unanswered
 
 
 def deadline_of(timeout_s: float) -> float:
@@ -44,4 +47,4 @@ async def within(
         return await asyncio.wait_for(call, timeout_s + margin_s)
     except TimeoutError:
         message = f"{service} did not answer within {timeout_s:g} s"
-        raise BackendError(message, retryable=True) from None
+        raise BackendError(message, retryable=True, unanswered=True) from None

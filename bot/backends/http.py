@@ -49,10 +49,12 @@ async def request(
         response = await client.request(
             method, url, json=json_body, content=content, headers=headers, params=params
         )
-    except httpx.TimeoutException:
+    except httpx.TimeoutException as exc:
         timeout = client.timeout.read or client.timeout.connect
         within = f" within {timeout:g} s" if timeout else ""
-        raise BackendError(f"{service} did not answer{within}", retryable=True) from None
+        sent = not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
+        message = f"{service} did not answer{within}"
+        raise BackendError(message, retryable=True, unanswered=sent) from None
     except httpx.ConnectError:
         where = _origin(str(client.base_url.join(url)))
         raise BackendError(f"{service} is unreachable at {where}", retryable=True) from None

@@ -189,6 +189,11 @@ async def test_a_scale_up_refused_at_the_button_is_kept_for_the_summary(
             lambda: any("not allowed to scale" in t for t in ephemeral_texts(slack)), what="told"
         )
         assert not slack.emulator.views()
+
+        async def kept() -> bool:  # by the leader, after the person was told
+            return any(e.kind == "refused" for e in await running.bot.store.events("1"))
+
+        await eventually(kept, what="the refusal on the incident's record")
         await post_event(running.http, slash("resolve 1"))
         summary = await eventually(
             lambda: [t for t in thread_texts(slack, root.ts) if "What was done" in t],
@@ -224,7 +229,6 @@ async def test_the_same_confirmation_twice_and_a_second_modal_scale_once(
         ("500", "The scaler webhook answered 500: scaler broke"),
         ("404", "The scaler webhook answered 404"),
         ("unreachable", "The scaler webhook is unreachable"),
-        ("timeout", "did not answer"),
     ],
 )
 async def test_a_failing_scaler_is_told_and_nothing_is_recorded(
@@ -237,8 +241,6 @@ async def test_a_failing_scaler_is_told_and_nothing_is_recorded(
         extra["scaler_webhook_url"] = receiver.url.replace("/scale", "/nope")  # type: ignore[attr-defined]
     if fault == "unreachable":
         extra["scaler_webhook_url"] = "http://127.0.0.1:9/scale"
-    if fault == "timeout":
-        receiver.hang()
     async with run_bot(webhook_settings(settings_for, receiver, **extra)) as running:
         root = await open_incident(running, slack)
         await post_event(running.http, slash(f"scale {RUNNER} +2"))
@@ -249,6 +251,33 @@ async def test_a_failing_scaler_is_told_and_nothing_is_recorded(
         assert not any("Scaled" in t for t in thread_texts(slack, root.ts))
         incident = await running.bot.store.get("1")
         assert incident is not None and not incident.recent_actions
+
+
+async def test_a_scaler_whose_answer_is_lost_may_have_scaled_and_is_not_asked_again(
+    settings_for: Any, slack: Slack, receiver: ScaleReceiver
+) -> None:
+    """The scaler took the request and never answered: it may have scaled. The person is told
+    so, not "nothing changed", and asking again at once is refused rather than scaling twice."""
+    release = receiver.hang()
+    settings = webhook_settings(settings_for, receiver, backend_timeout_seconds=0.5)
+    try:
+        async with run_bot(settings) as running:
+            root = await open_incident(running, slack)
+            await post_event(running.http, slash(f"scale {RUNNER} +2"))
+            answer = await eventually(
+                lambda: [t for t in ephemeral_texts(slack) if "Could not tell" in t], what="told"
+            )
+            assert "did not answer" in answer[0] and "It may have been" in answer[0]
+            assert "Nothing changed" not in answer[0]
+            await post_event(running.http, slash(f"scale {RUNNER} +2"))
+            again = await eventually(
+                lambda: [t for t in ephemeral_texts(slack) if "was just scaled" in t],
+                what="asking again refused",
+            )
+            assert "its answer was lost" in again[0]
+            assert not any("Scaled" in t for t in thread_texts(slack, root.ts))
+    finally:
+        release.set()
 
 
 def initial(form: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -53,8 +53,10 @@ async def call(service: str, fn: Callable[..., T], **kwargs: Any) -> T:
         message = str(error.get("Message") or code)
         retryable = code in THROTTLED or status >= 500
         raise BackendError(f"{service} refused: {code}: {message}", retryable=retryable) from None
-    except (ConnectTimeoutError, ReadTimeoutError):
-        raise BackendError(f"{service} did not answer in time", retryable=True) from None
+    except (ConnectTimeoutError, ReadTimeoutError) as exc:
+        sent = isinstance(exc, ReadTimeoutError)
+        message = f"{service} did not answer in time"
+        raise BackendError(message, retryable=True, unanswered=sent) from None
     except EndpointConnectionError:
         raise BackendError(f"{service} is unreachable", retryable=True) from None
     except BotoCoreError as exc:
