@@ -278,9 +278,12 @@ class Scaling:
                 "at it before asking again; it would not be put back."
             )
         at = self.acting.clock()
-        await lock.keep(
-            self.config.scale_cooldown_seconds, f"{name} asked for +{delta} at {at:%H:%M} UTC"
-        )
+        try:
+            await lock.keep(
+                self.config.scale_cooldown_seconds, f"{name} asked for +{delta} at {at:%H:%M} UTC"
+            )
+        except RedisError as exc:  # it scaled: what follows must still record it to go back
+            log.warning("scale-up of %s: its cooldown not kept: Redis: %s", target, exc)
         if result.undo is None:
             reason = scaler.cannot_undo or f"{scaler.name} did not say what it changed"
             return result, f"It cannot be undone by queuepilot: {reason}.", None
