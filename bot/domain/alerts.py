@@ -261,6 +261,8 @@ def parse_json_body(body: bytes, *, max_depth: int = 32) -> object:
     # Walked level by level, so depth costs no recursion.
     level = [data] if isinstance(data, dict | list) else []
     for _ in range(max_depth):
+        if not level:
+            return data
         children = (item.values() if isinstance(item, dict) else item for item in level)
         level = [v for values in children for v in values if isinstance(v, dict | list)]
     if level:
