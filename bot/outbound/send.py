@@ -170,11 +170,7 @@ class ChannelSender:
     async def _loop(self, step: Callable[[], Awaitable[None]]) -> None:
         backoff = Backoff(BACKOFF_MAX_S)
         while True:
-            # A cancel swallowed below (redis-py's blocking read of the bell can) still counts on
-            # the task: honoured here, or the sender outlives its replica's shutdown.
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise asyncio.CancelledError
+            _honour_a_swallowed_cancel()
             try:
                 await step()
                 backoff.reset()
@@ -359,6 +355,7 @@ async def _send_while_held(out: Outbound, channel: str, lease: Lease, ttl_ms: in
     lost = False
     try:
         while not sender.done():
+            _honour_a_swallowed_cancel()
             done, _ = await asyncio.wait({sender}, timeout=ttl_ms / 3000)
             if done:
                 break
@@ -379,3 +376,11 @@ async def _send_while_held(out: Outbound, channel: str, lease: Lease, ttl_ms: in
             log.info("senders: stopped sending to %s", channel)
         with suppress(RedisError):
             await out.leases.release(lease)
+
+
+def _honour_a_swallowed_cancel() -> None:
+    """A cancel swallowed in a Redis call (redis-py's reads can swallow one) still counts on the
+    task: honoured here, or a sender's loop outlives its replica's shutdown, renewing forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -317,4 +318,29 @@ async def test_a_channel_a_0_25_replica_sends_to_is_taken_once_it_lets_go(rig: R
     finally:
         stop.set()
         await sending
+    assert await rig.bot.redis.get(key) is None, "given up on the way out"
+
+
+async def test_the_senders_stop_even_when_a_redis_call_swallows_their_cancel(rig: Rig) -> None:
+    """redis-py can swallow a cancel that lands mid-command: the replica's shutdown must still
+    end the channel's loops and give its lease up, not renew it forever."""
+    await opened(rig)
+    await rig.bot.outbound.leases.release(rig.lease)
+    leases, stop = rig.bot.outbound.leases, asyncio.Event()
+    renew = leases.renew
+
+    async def swallowing(lease: Lease, ttl_ms: int) -> bool:
+        if rig.posts():  # the root is out: the replica is told to stop mid-renewal
+            stop.set()
+            with suppress(asyncio.CancelledError):  # as redis-py's read can
+                await asyncio.sleep(0.5)
+        return await renew(lease, ttl_ms)
+
+    leases.renew = swallowing  # type: ignore[method-assign]
+    sending = asyncio.create_task(send.run(rig.bot.outbound, stop, lease_ttl_ms=1000))
+    await eventually(lambda: stop.is_set(), what="the stop, mid-renewal")
+    # Not `wait_for`: its own cancel on timeout would be swallowed the same way, and hang.
+    done, _ = await asyncio.wait({sending}, timeout=10)
+    assert done, "the senders still run after the replica stopped"
+    key = rig.bot.queue.keys.sender_lease(CHANNEL)
     assert await rig.bot.redis.get(key) is None, "given up on the way out"
