@@ -1,7 +1,8 @@
 """The App Home: what `app_home_opened` asks for (on the replica Slack asked), and the leader's
 round that keeps open Homes current: each person who opened it within a day gets it again when its
-state changed, its numbers at most every `HOME_NUMBERS_SECONDS`. Nothing here raises (the event
-was acknowledged already, and a later round publishes what failed).
+state changed, its numbers at most every `HOME_NUMBERS_SECONDS`. A change is published once, by
+whoever claims the viewer and digest first. Nothing here raises (the event was acknowledged
+already, and a later round publishes what failed).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ USER_ID = re.compile(r"[UW][A-Z0-9]{1,31}")
 OPEN_WAIT_S = 5.0  # the person just opened the tab: a short wait for its turn, not a long one
 ROUND_WAIT_S = 10.0
 PER_ROUND = 20  # publishes a round makes at most (20 turns: 12 s of Tier 4)
+CLAIM_MS = 60_000  # longer than a publish waits for its turn and Slack's answer
 # The person is no one to publish to (or Slack names `user_id` in invalid_arguments' details).
 GONE_ERRORS = frozenset({"user_not_found", "account_inactive", "user_disabled"})
 
@@ -102,9 +104,12 @@ class Home:
     async def _publish(
         self, user: str, home: HomeState, said: Digests, view_hash: str, *, within_s: float
     ) -> bool:
-        """False only when Slack holds the method back longer than `within_s`. `hash` makes Slack
-        refuse it (`hash_conflict`) if another publish came in between (an `opened` on any replica
-        may race the leader's round)."""
+        """Publish unless claimed already (an `opened` on any replica races the leader's round);
+        False only when Slack holds the method back longer than `within_s`. `hash` makes Slack
+        refuse it (`hash_conflict`) if another publish came in between."""
+        claim = await self.viewers.claim(user, f"{said.state}.{said.numbers}", CLAIM_MS)
+        if claim is None:
+            return True
         at = self.clock()
         try:
             published = await self.slack.in_turn(
@@ -116,6 +121,7 @@ class Home:
                 hash=view_hash or None,
             )
         except SlackError as exc:
+            await self.viewers.release(claim)
             await self._failed(user, exc)
             return exc.retry_after is None
         view = published.get("view")

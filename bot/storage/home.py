@@ -1,4 +1,5 @@
-"""The App Home's viewers and what each one's Home shows, so a round publishes only what changed."""
+"""The App Home's viewers and what each one's Home shows, so a round publishes only what changed,
+once: whoever claims (viewer, digest) first publishes it, beside 0.25 replicas during a rollout."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from bot.storage.keys import Keys
+from bot.storage.leases import Lease, Leases
 
 VIEWER_KEEP_S = 86_400
 # A bound on the viewers kept, the most recent first: a round reads them all.
@@ -42,6 +44,7 @@ class HomeViewers:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self._redis = redis
         self._keys = keys
+        self._leases = Leases(redis)
 
     async def opened(self, user: str, at: float) -> None:
         """`user` opened the Home at `at`; viewers not seen for `keep_s` are forgotten."""
@@ -83,3 +86,10 @@ class HomeViewers:
             pipe.zrem(self._keys.home_viewers, user)
             pipe.hdel(self._keys.home_shown, user)
             await pipe.execute()
+
+    async def claim(self, user: str, digest: str, ttl_ms: int) -> Lease | None:
+        """The claim to publish `digest` to `user`, None when another replica has it."""
+        return await self._leases.try_acquire(self._keys.home_claim(user, digest), ttl_ms)
+
+    async def release(self, claim: Lease) -> None:
+        await self._leases.release(claim)

@@ -85,5 +85,6 @@ class Keys:
     jobs_seen = _kind("jobs:seen:{}")
     job_arrivals = _kind("jobs:arrivals:{}")
     job_durations = _kind("jobs:durations:{}")
+    home_claim = _kind("home:claim:{}:{}")  # user, digest
     permalink = _kind("permalink:{}:{}")  # channel, ts
     slack_event = _kind("slack-event:{}")

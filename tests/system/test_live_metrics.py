@@ -22,6 +22,9 @@ from tests.support.slack import CHANNEL, Slack
 
 FIRING, RESOLVED = "grafana/queue-alert-firing.json", "grafana/queue-alert-resolved.json"
 HUD_ROWS = FIXTURES / "backends" / "hud"
+# What comes from live readings waits for Prometheus's first scrapes and a rate over two of them:
+# seconds when quiet, past 30 s in a suite's run beside two busy loops (as the first chart).
+LIVE_S = 120
 AGGREGATE = "queued_jobs_aggregate"
 GPU, CPU = "linux.g5.4xlarge.nvidia.gpu", "lf.linux.2xlarge"
 
@@ -46,7 +49,7 @@ async def resolved_on_drain(thread: Callable[[], list[Any]]) -> Any:
     await eventually(
         lambda: "Resolved" in text_of(thread()[0]) and "queue drained" in text_of(thread()[0]),
         what="the root resolved on drain",
-        timeout=30,
+        timeout=LIVE_S,
     )
     return await eventually(
         lambda: next((m for m in thread()[1:] if "Peak by runner type" in text_of(m)), None),
@@ -92,7 +95,7 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
                 for m in thread()[1:]
             ),
             what="a status with the live queue",
-            timeout=30,
+            timeout=LIVE_S,
         )
         assert all(HEALTHY not in text_of(m) for m in thread()[1:]), "a healthy type stays out"
         await eventually(
@@ -106,7 +109,7 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
         # The chart as a picture: uploaded into the thread with files.upload v2, a PNG of the
         # promised size.
         chart = await eventually(
-            lambda: next((m for m in thread()[1:] if m.files), None), what="a chart", timeout=30
+            lambda: next((m for m in thread()[1:] if m.files), None), what="a chart", timeout=LIVE_S
         )
         data = slack.emulator.file_bytes(chart.files[0]["id"])
         assert data is not None and data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -160,7 +163,7 @@ async def test_an_alert_naming_linux_2xlarge_shows_the_numbers_of_scale_set_linu
                     None,
                 ),
                 what="a status with the scale set's live queue",
-                timeout=30,
+                timeout=LIVE_S,
             )
     finally:
         fleet.stop()
@@ -196,7 +199,7 @@ async def test_an_alert_naming_a_scale_set_runner_scale_sets_maps_is_one_type_wi
                     None,
                 ),
                 what="a status with the mapped scale set's live queue",
-                timeout=30,
+                timeout=LIVE_S,
             )
     finally:
         fleet.stop()
@@ -217,7 +220,7 @@ async def test_a_failing_backend_says_so_and_never_closes_the_incident(
 
         # Several checks later (edits of a quiet status count): still open, on the alert's numbers.
         await eventually(
-            lambda: sum(1 + m.edits for m in statuses()) >= 4, what="four statuses", timeout=30
+            lambda: sum(1 + m.edits for m in statuses()) >= 4, what="four statuses", timeout=LIVE_S
         )
         shown = text_of(statuses()[-1])
         assert "Prometheus is unreachable" in shown and "these are the alert" in shown
@@ -244,7 +247,7 @@ async def test_queue_shows_the_live_queue_with_no_incident_open(
                 texts[0] if f"{QUEUEING}: *43* queued" in texts[0] and HEALTHY in texts[0] else None
             )
 
-        text = await eventually(answered, what="the live queue", timeout=30)
+        text = await eventually(answered, what="the live queue", timeout=LIVE_S)
     assert "live from Prometheus" in text
     # Worst first: the queueing type before the healthy one, each with its runners.
     assert text.index(QUEUEING) < text.index(HEALTHY)
@@ -272,13 +275,13 @@ async def test_with_the_hud_the_incident_closes_itself_once_its_labels_leave_the
         await eventually(
             lambda: shown(f"{GPU}: *17* queued") and shown(f"{CPU}: *37* queued"),
             what="a status with the HUD's queue",
-            timeout=30,
+            timeout=LIVE_S,
         )
         # CPU's jobs got runners: the HUD answers without its label. GPU still queues.
         fake.rows[AGGREGATE] = [r for r in fake.rows[AGGREGATE] if r["runner_label"] != CPU]
         # Said as the HUD said it: it lists jobs queued over 5 minutes, and none of CPU's.
         await eventually(
-            lambda: shown(f"{CPU}: none queued over 5 min"), what="CPU drained", timeout=30
+            lambda: shown(f"{CPU}: none queued over 5 min"), what="CPU drained", timeout=LIVE_S
         )
         assert "Resolved" not in text_of(thread()[0])
         # Nothing queues any more: the HUD answers `[]`, and the incident resolves on its own.
@@ -315,7 +318,9 @@ async def test_with_a_hud_threshold_past_the_drain_limit_an_empty_answer_closes_
         def shown(text: str) -> bool:
             return any(text in text_of(m) for m in statuses())
 
-        await eventually(lambda: shown(f"{GPU}: *17* queued"), what="the HUD's queue", timeout=30)
+        await eventually(
+            lambda: shown(f"{GPU}: *17* queued"), what="the HUD's queue", timeout=LIVE_S
+        )
         aggregate = [params for name, params in fake.asked if name == AGGREGATE]
         assert aggregate[-1]["queuedThresholdMinutes"] == 30
         fake.rows[AGGREGATE] = []
@@ -325,7 +330,7 @@ async def test_with_a_hud_threshold_past_the_drain_limit_an_empty_answer_closes_
                 and shown(f"{CPU}: none queued over 30 min")
             ),
             what="the empty answer said as the HUD said it",
-            timeout=30,
+            timeout=LIVE_S,
         )
 
         def resolved() -> bool:
@@ -336,7 +341,7 @@ async def test_with_a_hud_threshold_past_the_drain_limit_an_empty_answer_closes_
         await eventually(
             lambda: resolved() or sum(1 + m.edits for m in statuses()) >= seen + 4,
             what="four more checks",
-            timeout=30,
+            timeout=LIVE_S,
         )
         assert not resolved()
 
@@ -354,7 +359,7 @@ async def test_with_prometheus_a_vanished_series_blocks_the_drain(
         await eventually(
             lambda: any(f"{QUEUEING}: *43* queued" in text_of(m) for m in statuses()),
             what="a status with the live queue",
-            timeout=30,
+            timeout=LIVE_S,
         )
         # The queueing set's listener is recreated: it serves no series while it comes back.
         # Its queue may be long: the incident must not read that as drained.
@@ -363,13 +368,13 @@ async def test_with_prometheus_a_vanished_series_blocks_the_drain(
         await eventually(
             lambda: any(f"no numbers for {QUEUEING}" in text_of(m) for m in statuses()),
             what="a status saying the type is missing",
-            timeout=30,
+            timeout=LIVE_S,
         )
         seen = sum(1 + m.edits for m in statuses())
         # Drained would resolve after two checks a second apart: give it four statuses.
         await eventually(
             lambda: sum(1 + m.edits for m in statuses()) >= seen + 4,
             what="four more statuses",
-            timeout=30,
+            timeout=LIVE_S,
         )
         assert "Resolved" not in text_of(slack.emulator.channel_messages(CHANNEL)[0])
