@@ -26,7 +26,7 @@ SET = ("arc-runners", "mt-l-x86iavx512-8-64")
 
 def scaler(kube: FakeKubeApi, tmp_path: Path) -> ArcScaler:
     path = kube.kubeconfig(tmp_path, kube.url)  # type: ignore[attr-defined]
-    return ArcScaler(Settings(backend_timeout_seconds=1), from_kubeconfig(path))
+    return ArcScaler(Settings(backend_timeout_seconds=10), from_kubeconfig(path))
 
 
 def spec(kube: FakeKubeApi) -> tuple[int | None, int | None]:

@@ -27,7 +27,7 @@ TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=10)
 
 def scaler(kube: FakeKubeApi, tmp_path: Path, *, url: str | None = None) -> ArcScaler:
     path = kube.kubeconfig(tmp_path, url or kube.url)  # type: ignore[attr-defined]
-    return ArcScaler(Settings(backend_timeout_seconds=1), from_kubeconfig(path))
+    return ArcScaler(Settings(backend_timeout_seconds=10), from_kubeconfig(path))
 
 
 @pytest.mark.parametrize(
