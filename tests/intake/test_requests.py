@@ -140,15 +140,7 @@ async def test_a_request_given_up_as_the_term_ends_is_handed_back_to_the_next(
         tries.append(body)
         raise RedisConnectionError("Redis is gone")
 
-    stream = RequestStream(redis, PREFIX)
-    stop = asyncio.Event()
-    config = Settings(intake_reclaim_idle_ms=200, intake_max_attempts=2)
-    consumer = Requests(stream, {"fails": redis_failing}, config=config, consumer="one")
-    running = asyncio.create_task(consumer.run(stop))
-    await stream.append("fails", {"n": 1})
-    await eventually(lambda: tries, what="the request tried")
-    stop.set()
-    await running
+    stream = await ended_while(redis, "fails", redis_failing, lambda: tries)
 
     [taken] = await stream.reclaim("two", min_idle_ms=30_000)
     assert taken.body == {"n": 1}
@@ -161,22 +153,37 @@ async def test_a_request_done_as_the_term_ends_is_acknowledged_not_done_again(
     """The term ends (SIGTERM, the lead lost) while a click is being performed: it finishes, and
     is acknowledged then, so the next leader does not perform it a second time."""
     done: list[dict[str, Any]] = []
-    started = asyncio.Event()
+    started, answered = asyncio.Event(), asyncio.Event()
 
     async def slow(body: dict[str, Any]) -> None:
         started.set()
-        await asyncio.sleep(0.3)  # a backend's answer, arriving after the term ended
+        await answered.wait()  # a backend's answer, arriving after the term ended
         done.append(body)
 
-    stream = RequestStream(redis, PREFIX)
-    stop = asyncio.Event()
-    config = Settings(intake_reclaim_idle_ms=200, intake_max_attempts=2)
-    consumer = Requests(stream, {"slow": slow}, config=config, consumer="one")
-    running = asyncio.create_task(consumer.run(stop))
-    await stream.append("slow", {"n": 1})
-    await asyncio.wait_for(started.wait(), timeout=30)
-    stop.set()
-    await running
+    stream = await ended_while(redis, "slow", slow, started.is_set, then=answered.set)
 
     assert done == [{"n": 1}]
     assert await stream.reclaim("two", min_idle_ms=0) == [], "nothing left to do again"
+
+
+async def ended_while(
+    redis: Redis,
+    work: str,
+    perform: Perform,
+    during: Callable[[], object],
+    then: Callable[[], None] = lambda: None,
+) -> RequestStream:
+    """One request performed by a consumer whose term ends once `during()` holds (`then` runs
+    right after the end is asked); the stream, once the consumer has stopped."""
+    stream = RequestStream(redis, PREFIX)
+    stop = asyncio.Event()
+    config = Settings(intake_reclaim_idle_ms=200, intake_max_attempts=2)
+    running = asyncio.create_task(
+        Requests(stream, {work: perform}, config=config, consumer="one").run(stop)
+    )
+    await stream.append(work, {"n": 1})
+    await eventually(during, what="the request under way")
+    stop.set()
+    then()
+    await running
+    return stream
