@@ -455,7 +455,6 @@ def test_metrics_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
         ("90m", 5400),
         ("1h30m", 5400),
         ("1d", 86_400),
-        ("3600", 3600),
         ("600s", 600),
         (" 2H ", 7200),
         ("off", 0),
@@ -473,7 +472,7 @@ def test_scale_revert_after_defaults_to_four_hours() -> None:
     assert load_settings(_env_file=None).scale_revert_after == 4 * 3600
 
 
-@pytest.mark.parametrize("text", ["soon", "10s", "31d", "1h-5m", "٣h", "-1"])
+@pytest.mark.parametrize("text", ["soon", "10s", "31d", "1h-5m", "٣h", "-1", "3600"])
 def test_a_bad_scale_revert_after_names_it(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     monkeypatch.setenv("SCALE_REVERT_AFTER", text)
     with pytest.raises(SettingsError, match=r"^SCALE_REVERT_AFTER: "):

@@ -35,6 +35,7 @@ from bot.config.values import (
     Sentinels,
     SlackApiUrl,
     SlashCommand,
+    Span,
     Upper,
     json_map,
     parsed,
@@ -123,7 +124,7 @@ ScaleTargets = json_map(ScaleTargetSetting)
 ScaleSets = json_map(Annotated[str, AfterValidator(_scale_set)])
 Routes = Annotated[tuple[Route, ...], NoDecode, parsed(parse_routes)]
 WeeklyAt = Annotated[Schedule | None, NoDecode, parsed(parse_schedule)]
-RevertAfter = Annotated[Seconds, AfterValidator(_revert_span)]
+RevertAfter = Annotated[Span, AfterValidator(_revert_span)]
 LogLevel = Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], Upper]
 
 
@@ -268,7 +269,7 @@ class Scaling(Group, title="Scaling"):
     """A scale-up from Slack is put back once its incident has resolved (and its queue settled:
     SCALE_REVERT_SETTLE), and at the latest this long after it (off: only after the incident).
     Between 1 minute and 30 days."""
-    scale_revert_settle: Seconds = Field(1800, ge=0, le=30 * 86_400)
+    scale_revert_settle: Span = Field(1800, ge=0, le=30 * 86_400)
     """After its incident resolves, a scale-up goes back once the queue has stayed drained this
     long (without live numbers, this long after the resolve). 0: at the resolve."""
     scaler_webhook_url: OptionalHttpUrl = None

@@ -19,9 +19,11 @@ from bot.storage.connection import RedisSetupError, parse_sentinels
 _UNIT_SECONDS = {"milliseconds": 0.001, "seconds": 1, "minutes": 60, "days": 86_400}
 
 
-def duration(kind: type, unit: str, *, whole: bool = False) -> Any:
+def duration(kind: type, unit: str, *, whole: bool = False, bare: bool = True) -> Any:
     """`30s`, `10m`, `4h`, `1d`, `1h30m` or `off` (0, where 0 is allowed); a bare number is in
-    the setting's own unit, the one its name says (`STATUS_INTERVAL_SECONDS=600`)."""
+    the setting's own unit, the one its name says (`STATUS_INTERVAL_SECONDS=600`). Where the name
+    says no unit (`bare=False`), a bare number is refused: `SCALE_REVERT_AFTER=240` would be read
+    as 4 minutes by whoever meant 4 hours. Only 0 needs none."""
 
     def read(value: object) -> object:
         if not isinstance(value, str):
@@ -30,7 +32,12 @@ def duration(kind: type, unit: str, *, whole: bool = False) -> Any:
         if text.lower() in ("off", "none", "never"):
             return 0
         if re.fullmatch(r"-?[0-9]+(?:\.[0-9]+)?", text):
-            return text
+            if bare or float(text) == 0:
+                return text
+            raise ValueError(
+                f"{text[:20]!r} has no unit, and this setting's name says none: write it with "
+                f"one, e.g. {text[:20]}s, {text[:20]}m or {text[:20]}h (or off)"
+            )
         seconds = span_seconds(text)
         if seconds is None:
             raise ValueError(
@@ -42,7 +49,8 @@ def duration(kind: type, unit: str, *, whole: bool = False) -> Any:
             raise ValueError(f"{value[:40]!r} is not a whole number of {unit}")
         return int(amount) if float(amount).is_integer() else amount
 
-    return Annotated[kind, BeforeValidator(read), f"duration (a bare number is in {unit})"]
+    said = f"a bare number is in {unit}" if bare else "with its unit: 90s, 30m, 4h"
+    return Annotated[kind, BeforeValidator(read), f"duration ({said})"]
 
 
 Milliseconds = duration(int, "milliseconds", whole=True)
@@ -50,6 +58,8 @@ Seconds = duration(int, "seconds", whole=True)
 FractionalSeconds = duration(float, "seconds")
 Minutes = duration(float, "minutes")
 Days = duration(int, "days", whole=True)
+# For a name that carries no unit.
+Span = duration(int, "seconds", whole=True, bare=False)
 
 
 def _matching(

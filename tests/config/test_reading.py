@@ -137,6 +137,25 @@ def test_every_duration_takes_one_syntax_and_a_bare_number_keeps_its_unit(
     assert getattr(load_settings(_env_file=None), name.lower()) == read
 
 
+@pytest.mark.parametrize(
+    ("name", "value"), [("SCALE_REVERT_AFTER", "240"), ("SCALE_REVERT_SETTLE", "1800")]
+)
+def test_a_setting_whose_name_has_no_unit_refuses_a_bare_number_and_says_how_to_write_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as refused:
+        load_settings(_env_file=None)
+    assert refused.value.problems == [
+        f"{name}: '{value}' has no unit, and this setting's name says none: write it with one, "
+        f"e.g. {value}s, {value}m or {value}h (or off)"
+    ]
+    monkeypatch.setenv(name, f"{value}m")
+    assert getattr(load_settings(_env_file=None), name.lower()) == int(value) * 60
+    monkeypatch.setenv(name, "0")  # nothing to misread
+    assert getattr(load_settings(_env_file=None), name.lower()) == 0
+
+
 def test_a_channel_id_a_member_id_and_a_group_id_are_taken() -> None:
     settings = load_settings(
         _env_file=None,
