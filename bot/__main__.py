@@ -20,10 +20,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"queuepilot {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the production server (reads the environment and .env)")
-    commands.add_parser(
+    check = commands.add_parser(
         "check",
         help="check the settings and every dependency they configure (Slack, Redis, …), as "
         "serve would use them; exit 1 if anything would fail",
+    )
+    check.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one document for CI, each check's name, status (ok, warn, fail), message "
+        "and fix",
     )
     send = commands.add_parser("send", help="POST an alert payload file to a running bot")
     send.add_argument("file", type=Path)
@@ -36,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         from bot.checks.run import main as run_checks
 
-        return run_checks(os.environ, sys.stdout)
+        return run_checks(os.environ, sys.stdout, as_json=args.format == "json")
     return _send(args.file, args.url, args.source, args.token)
 
 

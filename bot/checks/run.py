@@ -5,9 +5,10 @@ probe at once, each within its deadline so that `check` never hangs; then one li
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
-from typing import TextIO
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
@@ -45,7 +46,8 @@ def read(environ: Mapping[str, str]) -> tuple[Settings | None, list[Finding]]:
         settings = read_settings()
     except SettingsError as exc:
         return None, near_misses + [fail("settings", problem) for problem in exc.problems]
-    return settings, [*near_misses, ok("settings", summary(settings)), *runner_types(settings)]
+    found = [ok("settings", summary(settings)), *runner_types(settings), *scaler.scaling(settings)]
+    return settings, [*near_misses, *found]
 
 
 def summary(settings: Settings) -> str:
@@ -122,38 +124,74 @@ async def bounded(subject: str, probe: Probe, deadline: float) -> list[Finding]:
     try:
         return await asyncio.wait_for(probe(), deadline)
     except TimeoutError:
-        return [fail(subject, f"no answer within {deadline:g} s", "make it reachable from here")]
+        fix = "make it reachable from here (its URL setting), or raise BACKEND_TIMEOUT_SECONDS"
+        return [fail(subject, f"no answer within {deadline:g} s", fix)]
     except Exception as exc:  # a probe's own defect must not hide the other findings
         return [fail(subject, f"the check itself failed: {type(exc).__name__}: {exc}")]
 
 
-def main(environ: Mapping[str, str], out: TextIO) -> int:
+def main(environ: Mapping[str, str], out: TextIO, *, as_json: bool = False) -> int:
     """`queuepilot check`: 0 when nothing failed (warnings allowed), 1 otherwise."""
     settings, findings = read(environ)
     if settings is not None:
         findings += asyncio.run(probe_all(settings, environ))
-    color = out.isatty() and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
-    out.write(render(findings, color=color, secrets=secrets_of(settings, environ)) + "\n")
+    secrets = secrets_of(settings, environ)
     counts = {verdict: sum(f.verdict is verdict for f in findings) for verdict in Verdict}
-    warnings = counts[Verdict.WARN]
-    out.write(
-        f"queuepilot check: {counts[Verdict.OK]} ok, {warnings} warning"
-        f"{'s' if warnings != 1 else ''}, {counts[Verdict.FAIL]} failed\n"
-    )
+    if as_json:
+        out.write(json.dumps(document(findings, counts, secrets=secrets), indent=2) + "\n")
+    else:
+        color = out.isatty() and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
+        out.write(render(findings, color=color, secrets=secrets) + "\n")
+        warnings = counts[Verdict.WARN]
+        out.write(
+            f"queuepilot check: {counts[Verdict.OK]} ok, {warnings} warning"
+            f"{'s' if warnings != 1 else ''}, {counts[Verdict.FAIL]} failed\n"
+        )
     return 1 if counts[Verdict.FAIL] else 0
 
 
 def render(findings: list[Finding], *, color: bool = False, secrets: Iterable[str] = ()) -> str:
-    hidden = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+    hide = hiding(secrets)
     lines = []
     for finding in findings:
         word, code = LABELS[finding.verdict]
         label = f"\033[{code}m{word.ljust(6)}\033[0m" if color else word.ljust(6)
-        text = finding.detail + (f" — fix: {finding.fix}" if finding.fix else "")
-        for secret in hidden:
-            text = text.replace(secret, HIDDEN)
+        text = hide(finding.detail + (f" — fix: {finding.fix}" if finding.fix else ""))
         lines.append(f"{label}{finding.subject.ljust(SUBJECT_WIDTH)}{text}")
     return "\n".join(lines)
+
+
+def document(
+    findings: list[Finding], counts: Mapping[Verdict, int], *, secrets: Iterable[str] = ()
+) -> dict[str, Any]:
+    """`check --format json`, for CI: its keys are kept from release to release (new ones may
+    be added); `status` is ok, warn or fail, as `ok` is false exactly when the exit code is 1."""
+    hide = hiding(secrets)
+    return {
+        "ok": not counts[Verdict.FAIL],
+        "counts": {verdict.value: counts[verdict] for verdict in Verdict},
+        "checks": [
+            {
+                "name": finding.subject,
+                "status": finding.verdict.value,
+                "message": hide(finding.detail),
+                "fix": hide(finding.fix),
+            }
+            for finding in findings
+        ],
+    }
+
+
+def hiding(secrets: Iterable[str]) -> Callable[[str], str]:
+    """A text with every secret (of 4 characters or more) replaced, the longest first."""
+    hidden = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def hide(text: str) -> str:
+        for secret in hidden:
+            text = text.replace(secret, HIDDEN)
+        return text
+
+    return hide
 
 
 def secrets_of(settings: Settings | None, environ: Mapping[str, str]) -> list[str]:

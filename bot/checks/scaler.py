@@ -16,7 +16,7 @@ from bot.backends.scale.arc import SERVICE, ArcScaler
 from bot.backends.scale.asg import AsgScaler
 from bot.backends.scale.sqs import queue_region
 from bot.checks import Finding, fail, ok, shown_url, warn
-from bot.config import Settings, SettingsError
+from bot.config import ScalerBackend, Settings, SettingsError
 from bot.domain.scaling import ScaleTarget
 from bot.factory import build_scaler, kube_access, scale_targets
 
@@ -32,10 +32,46 @@ RBAC = (
     "autoscalingrunnersets (apiGroups: [actions.github.com])"
 )
 FIX_NAME = "name an existing group in SCALER_TARGETS"
+ALLOW = (
+    "set SCALE_ALLOWED_USERS to the Slack member IDs (U…) or user-group IDs (S…) who may scale, "
+    "comma-separated, e.g. SCALE_ALLOWED_USERS=S0123456789 for the on-call group"
+)
 CREDENTIALS = (
     "give the bot AWS credentials (the pod's IAM role, or AWS_ACCESS_KEY_ID and "
     "AWS_SECRET_ACCESS_KEY) and AWS_REGION"
 )
+
+
+def scaling(settings: Settings) -> list[Finding]:
+    """What the scaling settings contradict before any backend is asked: a scaler nobody may use,
+    a per-request cap no request can use in full."""
+    if settings.scaler_backend is ScalerBackend.NONE or not settings.scaler_targets:
+        return []
+    found = []
+    if not settings.scale_allowed_users:
+        found.append(
+            fail(
+                "scaling",
+                f"SCALER_BACKEND is {settings.scaler_backend.value} but SCALE_ALLOWED_USERS is "
+                "empty: nobody can scale (every Scale up is refused)",
+                ALLOW,
+            )
+        )
+    for target in scale_targets(settings).values():
+        if target.ceiling is None or target.cap <= target.ceiling:
+            continue
+        entry = settings.scaler_targets[target.runner_type]
+        cap = "its cap" if entry.cap else f"SCALE_DEFAULT_CAP ({settings.scale_default_cap})"
+        found.append(
+            fail(
+                "scaling",
+                f"{target.runner_type}: {cap}, the most one request may add, is {target.cap}, "
+                f"above its ceiling of {target.ceiling}: a request for the cap is always refused",
+                f'set SCALER_TARGETS["{target.runner_type}"] "cap" to at most {target.ceiling}, '
+                'or raise its "ceiling"',
+            )
+        )
+    return found
 
 
 async def probe_arc(settings: Settings, environ: Mapping[str, str]) -> list[Finding]:
@@ -46,12 +82,21 @@ async def probe_arc(settings: Settings, environ: Mapping[str, str]) -> list[Find
     async with access.client(settings.backend_timeout_seconds) as client:
         scaler, namespace = ArcScaler(settings, access, client), settings.scaler_arc_namespace
         targets = scale_targets(settings).values()
-        found = (_target(client, access, scaler, target, namespace) for target in targets)
+        given = {rt for rt, entry in settings.scaler_targets.items() if entry.target}
+        found = (
+            _target(client, access, scaler, target, namespace, target.runner_type in given)
+            for target in targets
+        )
         return list(await asyncio.gather(*found))
 
 
 async def _target(
-    client: httpx.AsyncClient, access: KubeAccess, scaler: ArcScaler, target: ScaleTarget, ns: str
+    client: httpx.AsyncClient,
+    access: KubeAccess,
+    scaler: ArcScaler,
+    target: ScaleTarget,
+    ns: str,
+    given: bool,
 ) -> Finding:
     namespace, _, name = target.target.rpartition("/")
     namespace = namespace or ns
@@ -71,12 +116,9 @@ async def _target(
         capacity = await scaler.capacity(target)
     except BackendError as exc:
         if exc.status == 404:
-            return fail(
-                KUBERNETES,
-                f"{shown}: no such AutoscalingRunnerSet",
-                f"name an existing scale set in SCALER_TARGETS (kubectl get {RESOURCE} -n "
-                f"{namespace})",
-            )
+            listed = f"(kubectl get {RESOURCE} -n {namespace})"
+            fix = fix_set(target, given, listed)
+            return fail(KUBERNETES, f"{shown}: no such AutoscalingRunnerSet", fix)
         return _refused(exc, access, shown)
     assert capacity is not None
     bounds = f"minRunners {capacity.minimum}, maxRunners {capacity.maximum or 'unset'}"
@@ -88,6 +130,18 @@ async def _target(
         )
     now = f", {capacity.current} runners now" if capacity.current is not None else ""
     return ok(KUBERNETES, f"{shown}: get and patch allowed; {bounds}{now}")
+
+
+def fix_set(target: ScaleTarget, given: bool, listed: str) -> str:
+    """The setting that names this target's scale set: SCALER_TARGETS where it gives the target,
+    else RUNNER_SCALE_SETS (the name derived from the runner type) and SCALER_ARC_NAMESPACE."""
+    runner_type = target.runner_type
+    if given:
+        return f'set SCALER_TARGETS["{runner_type}"] to an existing scale set {listed}'
+    return (
+        f'give {runner_type}\'s scale set in RUNNER_SCALE_SETS ({{"{runner_type}": "<its '
+        f'name>"}}) {listed}, or set SCALER_ARC_NAMESPACE to the namespace it is in'
+    )
 
 
 async def _allowed(

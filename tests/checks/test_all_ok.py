@@ -84,6 +84,7 @@ def deployment(
         "SCALER_BACKEND": "arc",
         "SCALER_KUBECONFIG": str(kubeconfig),
         "SCALER_TARGETS": json.dumps(targets),
+        "SCALE_ALLOWED_USERS": "U0ONCALL",
         "JOBS_BACKEND": "github",
         "GITHUB_TOKEN": fake.token,
         "GITHUB_API_URL": server.url,

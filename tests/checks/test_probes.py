@@ -96,7 +96,31 @@ async def test_a_target_naming_no_set_fails(
 
     assert found.verdict is Verdict.FAIL
     assert found.detail == "arc-runners/nope (linux.big): no such AutoscalingRunnerSet"
-    assert "kubectl get autoscalingrunnersets -n arc-runners" in found.fix
+    assert found.fix == (
+        'set SCALER_TARGETS["linux.big"] to an existing scale set (kubectl get '
+        "autoscalingrunnersets -n arc-runners)"
+    )
+
+
+async def test_a_derived_scale_set_that_does_not_exist_names_runner_scale_sets(
+    settings_for: Callable[..., Settings], kube: FakeKubeApi
+) -> None:
+    kube.add_from_fixture()
+    directory = Path(tempfile.mkdtemp(prefix="qp-kube-"))
+    settings = settings_for(
+        scaler_backend="arc",
+        scaler_kubeconfig=str(kube.kubeconfig(directory, kube.url)),  # type: ignore[attr-defined]
+        scaler_targets=json.dumps({"linux.big": {"cap": 4}}),
+    )
+
+    [found] = of(await probe_all(settings, {}), "kubernetes")
+
+    assert found.detail == "arc-runners/linux-big (linux.big): no such AutoscalingRunnerSet"
+    assert found.fix == (
+        'give linux.big\'s scale set in RUNNER_SCALE_SETS ({"linux.big": "<its name>"}) (kubectl '
+        "get autoscalingrunnersets -n arc-runners), or set SCALER_ARC_NAMESPACE to the namespace "
+        "it is in"
+    )
 
 
 async def test_min_runners_above_max_runners_fails(
@@ -432,7 +456,14 @@ async def test_a_probe_that_never_answers_fails_at_its_deadline_and_the_others_r
     found = await asyncio.gather(bounded("hud", never, 0.05), bounded("sqs", broken, 1))
 
     assert found == [
-        [Finding(Verdict.FAIL, "hud", "no answer within 0.05 s", "make it reachable from here")],
+        [
+            Finding(
+                Verdict.FAIL,
+                "hud",
+                "no answer within 0.05 s",
+                "make it reachable from here (its URL setting), or raise BACKEND_TIMEOUT_SECONDS",
+            )
+        ],
         [Finding(Verdict.FAIL, "sqs", "the check itself failed: ValueError: a defect")],
     ]
 

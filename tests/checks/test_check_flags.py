@@ -1,0 +1,94 @@
+"""What `check` flags in the scaling settings before any backend is asked, and `check --format
+json`, the document CI reads: run as an operator runs them, against the Slack emulator and a real
+redis-server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bot.checks.scaler import scaling
+from bot.config import load_settings
+from tests.checks.conftest import REPO, check_env, lines, run_check
+from tests.support.slack import Slack
+
+WEBHOOK = {
+    "SCALER_BACKEND": "webhook",
+    "SCALER_WEBHOOK_URL": "http://127.0.0.1:9/scale",
+    "SCALER_WEBHOOK_SECRET": "a-webhook-secret",
+}
+
+
+def test_a_scaler_nobody_may_use_and_a_cap_above_the_ceiling_fail_naming_the_settings(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    targets = {
+        "linux.big": {"target": "big", "cap": 10, "ceiling": 5},
+        "linux.small": {"target": "small", "ceiling": 4},
+    }
+    env = check_env(slack, redis_url, **WEBHOOK, SCALER_TARGETS=json.dumps(targets))
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 1
+    assert lines(result, "FAIL") == [
+        "FAIL  scaling    SCALER_BACKEND is webhook but SCALE_ALLOWED_USERS is empty: nobody can "
+        "scale (every Scale up is refused) — fix: set SCALE_ALLOWED_USERS to the Slack member IDs "
+        "(U…) or user-group IDs (S…) who may scale, comma-separated, e.g. "
+        "SCALE_ALLOWED_USERS=S0123456789 for the on-call group",
+        "FAIL  scaling    linux.big: its cap, the most one request may add, is 10, above its "
+        "ceiling of 5: a request for the cap is always refused — fix: set "
+        'SCALER_TARGETS["linux.big"] "cap" to at most 5, or raise its "ceiling"',
+        "FAIL  scaling    linux.small: SCALE_DEFAULT_CAP (10), the most one request may add, is "
+        "10, above its ceiling of 4: a request for the cap is always refused — fix: set "
+        'SCALER_TARGETS["linux.small"] "cap" to at most 4, or raise its "ceiling"',
+    ]
+
+
+def test_someone_allowed_and_a_cap_within_the_ceiling_pass(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    targets = json.dumps({"linux.big": {"target": "big", "cap": 5, "ceiling": 5}})
+    env = check_env(
+        slack, redis_url, **WEBHOOK, SCALER_TARGETS=targets, SCALE_ALLOWED_USERS="S0ONCALL"
+    )
+
+    result = run_check(env, tmp_path)
+
+    assert result.returncode == 0, result.stdout
+    assert not any(line.split()[1] == "scaling" for line in lines(result))
+
+
+def test_the_shipped_kubernetes_settings_allow_someone_to_scale() -> None:
+    config = REPO / "deploy" / "kubernetes" / "base" / "config.env"
+    pairs = [line.split("=", 1) for line in config.read_text().splitlines()]
+    values = {key.lower(): value for key, *value in pairs if key and not key.startswith("#")}
+    settings = load_settings(_env_file=None, **{k: v[0] for k, v in values.items()})
+
+    assert settings.scaler_backend.value == "arc"
+    assert scaling(settings) == []
+
+
+def test_format_json_is_one_document_with_every_check_and_the_same_exit_code(
+    tmp_path: Path, slack: Slack, redis_url: str
+) -> None:
+    """The suite's Redis keeps nothing: a warning; nobody may scale: a failure."""
+    env = check_env(slack, redis_url, **WEBHOOK, SCALER_TARGETS='{"linux.big": "big"}')
+
+    result = run_check(env, tmp_path, "check", "--format", "json")
+
+    assert result.returncode == 1
+    document = json.loads(result.stdout)
+    checks = document["checks"]
+    assert all(set(check) == {"name", "status", "message", "fix"} for check in checks)
+    assert {check["status"] for check in checks} == {"ok", "warn", "fail"}
+    counts = {status: sum(c["status"] == status for c in checks) for status in ("ok", "warn")}
+    assert document["counts"] == {**counts, "fail": 1}
+    assert document["ok"] is False
+    [failed] = [check for check in checks if check["status"] == "fail"]
+    assert failed["name"] == "scaling"
+    assert failed["fix"].startswith("set SCALE_ALLOWED_USERS to")
+    [warned] = [check for check in checks if check["status"] == "warn"]
+    assert (warned["name"], warned["fix"][:31]) == ("redis", "turn on AOF (appendonly yes) or")
+    assert "a-webhook-secret" not in result.stdout
+    assert any(check["name"] == "slack" and check["status"] == "ok" for check in checks)
