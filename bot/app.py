@@ -42,6 +42,7 @@ from bot.actions.scale_reverts import ScaleReverts
 from bot.actions.silence import Silencing
 from bot.actions.silence_watch import SilenceWatch
 from bot.backends.metrics import QueueHistory
+from bot.checks.watch import ProbeWatch
 from bot.config import Settings
 from bot.domain.routes import MAX_ROUTES
 from bot.fleet.jobs import JobsWatch
@@ -108,6 +109,7 @@ class Bot:
     leadership: Leadership
     home: Home
     ticks: dict[str, periodic.Tick]
+    probes: ProbeWatch
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def alive(self) -> bool:
@@ -179,6 +181,7 @@ class Bot:
             deposed.set()
             stopping.cancel()
             scheduler.shutdown(wait=False)
+            self.probes.forget()
             for outcome in await asyncio.gather(*tasks, return_exceptions=True):
                 if isinstance(outcome, Exception):
                     log.error("leader: %r", outcome)
@@ -347,6 +350,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     if readings.keeps_history and not early_warning:
         ticks["fleet-reading"] = readings.tick
     intake = Intake(stream, store, telemetry, config=settings, consumer=consumer, clock=clock)
+    # What `queuepilot check` finds, said by serve too (`bot.checks.watch`).
+    probes = ProbeWatch(settings, redis, telemetry)
+    ticks["probes"] = probes.tick
     return Bot(
         settings=settings,
         redis=redis,
@@ -367,6 +373,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         leadership=leadership,
         home=home,
         ticks=ticks,
+        probes=probes,
     )
 
 

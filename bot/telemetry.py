@@ -31,6 +31,8 @@ HELP = {
     "requests_backlog": "Slack requests acknowledged but not yet performed (read when /metrics is "
     "scraped).",
     "send_queue": "Root posts and threads with replies waiting for the channel's sender.",
+    "probe_ok": "1 while a probe of `queuepilot check` (redis, prometheus, kubernetes, …) finds "
+    "nothing failing, 0 while it fails; exported by the leader, which runs them.",
 }
 
 
@@ -61,3 +63,4 @@ class Telemetry:
         self.intake_backlog = gauge("intake_backlog")
         self.requests_backlog = gauge("requests_backlog")
         self.send_queue = gauge("send_queue", "channel")
+        self.probe_ok = gauge("probe_ok", "probe")

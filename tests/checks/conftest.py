@@ -81,3 +81,32 @@ def persistent_redis() -> Iterator[str]:
         process.terminate()
         process.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def evicting_redis() -> Iterator[str]:
+    """A redis-server that may evict keys (allkeys-lru), with RDB snapshots."""
+    binary = require_binary("redis-server")
+    port = free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="qp-redis-lru-"))
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "60 1"]
+    command += ["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru", "--dir", str(workdir)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: Redis(port=port, socket_timeout=1).ping(), what="redis-server")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def empty_prometheus() -> Iterator[str]:
+    """A real Prometheus that scrapes nothing: ARC's listeners are not among its targets."""
+    from tests.support.servers import Prometheus
+
+    prometheus = Prometheus(targets=[])
+    prometheus.start()
+    yield prometheus.url
+    prometheus.stop()

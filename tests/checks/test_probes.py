@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 
 import boto3
 import pytest
-from redis import Redis
 
 from bot.backends.metrics.prometheus import all_queries
 from bot.checks import Finding, Verdict
@@ -25,7 +23,7 @@ from tests.support.fakes.github_api import FakeGithub
 from tests.support.fakes.hud_api import FakeHud
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.sentinel import MASTER_NAME, SentinelSet
-from tests.support.servers import free_port, moto_server, require_binary, wait_until
+from tests.support.servers import free_port, moto_server
 from tests.support.slack import Slack
 
 REGION = "us-east-1"
@@ -194,17 +192,6 @@ async def test_a_grafana_that_does_not_answer_is_a_failure_within_the_timeout(
 # -- Prometheus: which runner types each query returns ---------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def empty_prometheus() -> Iterator[str]:
-    """A real Prometheus that scrapes nothing: ARC's listeners are not among its targets."""
-    from tests.support.servers import Prometheus
-
-    prometheus = Prometheus(targets=[])
-    prometheus.start()
-    yield prometheus.url
-    prometheus.stop()
-
-
 async def test_queries_that_return_nothing_say_arcs_metrics_are_not_scraped(
     settings_for: Callable[..., Settings], empty_prometheus: str
 ) -> None:
@@ -236,22 +223,6 @@ async def test_a_query_prometheus_refuses_is_named_with_its_setting(
 
 
 # -- Redis: eviction -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def evicting_redis() -> Iterator[str]:
-    binary = require_binary("redis-server")
-    port = free_port()
-    workdir = Path(tempfile.mkdtemp(prefix="qp-redis-lru-"))
-    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "60 1"]
-    command += ["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru", "--dir", str(workdir)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: Redis(port=port, socket_timeout=1).ping(), what="redis-server")
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 async def test_a_redis_that_may_evict_fails_and_snapshots_are_persistence(
