@@ -352,7 +352,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     intake = Intake(stream, store, telemetry, config=settings, consumer=consumer, clock=clock)
     # What `queuepilot check` finds, said by serve too (`bot.checks.watch`).
     probes = ProbeWatch(settings, redis, telemetry)
-    ticks["probes"] = probes.tick
+    if settings.probe_interval_seconds:
+        ticks["probes"] = probes.tick
     return Bot(
         settings=settings,
         redis=redis,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
+from bot.app import build_bot
 from bot.config import Settings
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.running import RunningBot, eventually, run_bot
@@ -134,3 +135,9 @@ async def test_unscraped_metrics_and_a_missing_scale_set_are_said_and_the_set_re
         assert lines.about("kubernetes")[1][0] == "INFO"
         assert await probe_ok(running, "kubernetes") == "1.0"
         assert len(lines.about("prometheus")) == 1, "still failing: said once"
+
+
+def test_off_leaves_the_probes_to_check(settings_for: Callable[..., Settings]) -> None:
+    bot = build_bot(settings_for(probe_interval_seconds="off"))
+    assert "probes" not in bot.ticks
+    assert "probes" in build_bot(settings_for(probe_interval_seconds="5m")).ticks
