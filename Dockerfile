@@ -9,19 +9,20 @@ RUN apt-get update \
     && apt-get install --yes --no-install-recommends python3 python3-venv ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/queuepilot
-# The dependencies alone first: this layer is reused until pyproject.toml changes. The extras are
-# in (`aws`: boto3, for the `sqs` and `aws-asg` scalers; `github-app`: cryptography, for a GitHub
-# App instead of a token), so one image serves every backend.
-COPY pyproject.toml /src/
-RUN python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]; \
-        x = p["optional-dependencies"]; \
-        print(*p["dependencies"], *x["aws"], *x["github-app"], sep="\n")' \
-        > /tmp/requirements.txt \
-    && /opt/queuepilot/bin/pip install --no-cache-dir --requirement /tmp/requirements.txt
+# The dependencies alone first, each at the version and with the hashes of the lock file (`make
+# lock` writes it from pyproject.toml): the same bytes on every build, and a download that does not
+# match is refused. This layer is reused until the lock changes. The extras are in (`aws`: boto3,
+# for the `sqs` and `aws-asg` scalers; `github-app`: cryptography, for a GitHub App instead of a
+# token), so one image serves every backend; setuptools is there to build the package below.
+COPY deploy/image/requirements.txt /tmp/requirements.txt
+RUN /opt/queuepilot/bin/pip install --no-cache-dir --require-hashes --no-deps \
+        --requirement /tmp/requirements.txt \
+    && /opt/queuepilot/bin/pip check
 # The context is the package and its metadata only (.dockerignore), and only the installed package
-# leaves this stage. pip and setuptools are only needed to install: the bot never imports them.
+# leaves this stage. Built with the locked setuptools (no build isolation: nothing unpinned is
+# downloaded). pip and setuptools are only needed to install: the bot never imports them.
 COPY . /src/
-RUN /opt/queuepilot/bin/pip install --no-cache-dir --no-deps /src \
+RUN /opt/queuepilot/bin/pip install --no-cache-dir --no-deps --no-build-isolation /src \
     && /opt/queuepilot/bin/pip uninstall --yes pip setuptools
 
 FROM debian:bookworm-slim

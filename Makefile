@@ -13,7 +13,7 @@ SERVERS := redis-server redis-sentinel prometheus-alertmanager prometheus
 BROWSER := chromium
 BROWSER_PACKAGES := chromium fonts-noto-color-emoji
 
-.PHONY: test demo lint format bench serve system-deps browser-deps screenshot apt-install clean image
+.PHONY: test demo lint format bench serve system-deps browser-deps screenshot apt-install clean image lock
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || $(MAKE) --no-print-directory apt-install PACKAGES=python3-venv
@@ -87,6 +87,19 @@ image: $(STAMP)
 	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt-install PACKAGES="$$missing"; fi
 	deploy/image/build.sh $(QUEUEPILOT_IMAGE)
 	QUEUEPILOT_IMAGE=$(QUEUEPILOT_IMAGE) $(BIN)/pytest -n 0 -m image tests/image
+
+# The image's dependencies, pinned with their hashes (deploy/image/requirements.txt): what
+# pyproject.toml asks for at run time (with the `aws` and `github-app` extras, as the image has
+# them) and to build the package (setuptools), for Debian bookworm's Python 3.11 on any
+# architecture. Run it after changing a dependency, or to take newer releases; commit the result.
+LOCK := deploy/image/requirements.txt
+
+lock: $(STAMP)
+	@$(BIN)/python -c 'import uv' 2>/dev/null || $(BIN)/pip install --quiet uv
+	$(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
+	  | $(BIN)/uv pip compile pyproject.toml - --extra aws --extra github-app --generate-hashes \
+	    --universal --python-version 3.11 --custom-compile-command "make lock" --quiet \
+	    --output-file $(LOCK)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.config.secret_files import SUFFIX, environment, file_variables, read_secret_files
 from bot.config.serve import check_serve, serve_problems
 from bot.config.settings import Settings, SettingsError
 
@@ -40,20 +41,18 @@ def known_variables() -> frozenset[str]:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment, `.env` and `overrides` (over both)."""
-    try:
-        return EnvironmentSettings(**overrides)
-    except ValidationError as exc:
-        raise SettingsError([_problem(error) for error in exc.errors()]) from None
+    """Settings from the environment, `.env`, the secrets' files and `overrides` (over all)."""
+    settings, problems, _ = _load(overrides)
+    if settings is None:
+        raise SettingsError(problems)
+    return settings
 
 
 def read_settings(**overrides: Any) -> Settings:
     """Settings `serve` can run with: every wrong value and every missing or conflicting one,
     in one SettingsError."""
-    try:
-        settings = EnvironmentSettings(**overrides)
-    except ValidationError as exc:
-        failed = {str(e["loc"][0]) for e in exc.errors() if e["loc"]} & Settings.model_fields.keys()
+    settings, problems, failed = _load(overrides)
+    if settings is None:
         # The other settings are still checked together, each failed one at its default; what
         # that reports of a failed variable is said already.
         defaults = {name: Settings.model_fields[name].default for name in failed}
@@ -62,9 +61,22 @@ def read_settings(**overrides: Any) -> Settings:
         except SettingsError:
             rest = []
         extra = [p for p in rest if not any(name.upper() in p for name in failed)]
-        raise SettingsError([_problem(error) for error in exc.errors()] + extra) from None
+        raise SettingsError(problems + extra)
     check_serve(settings)
     return settings
+
+
+def _load(overrides: dict[str, Any]) -> tuple[Settings | None, list[str], set[str]]:
+    """The settings, or None with every problem and the settings that have one."""
+    files = read_secret_files(environment(overrides.get("_env_file", ".env")), overrides)
+    problems, failed = list(files.problems.values()), set(files.problems)
+    try:
+        settings = EnvironmentSettings(**{**files.values, **overrides})
+    except ValidationError as exc:
+        errors = exc.errors()
+        failed |= {str(e["loc"][0]) for e in errors if e["loc"]} & Settings.model_fields.keys()
+        return None, problems + [_problem(error, files.paths) for error in errors], failed
+    return (None if problems else settings), problems, failed
 
 
 def unknown_variables(
@@ -76,7 +88,8 @@ def unknown_variables(
         from dotenv import dotenv_values
 
         names |= set(dotenv_values(dotenv))
-    known = known_variables()
+    settings = known_variables()
+    known = settings | file_variables()
     found = []
     for name in sorted(names):
         upper = name.upper()
@@ -89,15 +102,16 @@ def unknown_variables(
         words = set(upper.split("_"))
         if not near and not shared and len(words) >= 2:
             # Ours with a word left out: SLACK_TOKEN for SLACK_BOT_TOKEN.
-            near = [k for k in sorted(known) if words < set(k.split("_"))]
+            near = [k for k in sorted(settings) if words < set(k.split("_"))]
         if near:
             found.append(f"{name} is not a queuepilot setting: did you mean {' or '.join(near)}?")
     return found
 
 
-def _problem(error: ErrorDetails) -> str:
+def _problem(error: ErrorDetails, read_from: Mapping[str, str]) -> str:
     """`SCALER_TARGETS["linux.2xlarge"].cap: must be ≥ 1` from pydantic's error, with the value
-    refused where pydantic's message doesn't say it and it is no secret."""
+    refused where pydantic's message doesn't say it and it is no secret, and the file it was
+    read from (`read_from`: setting → path) where it was."""
     field, *path = error["loc"] or ("settings",)
     where = "".join(f"[{p}]" if isinstance(p, int) else f'["{p}"]' for p in path[:1])
     where += "".join(f".{p}" for p in path[1:])
@@ -105,4 +119,6 @@ def _problem(error: ErrorDetails) -> str:
     secret = info is not None and "SecretStr" in str(info.annotation)
     if error["type"] != "value_error" and not path and isinstance(value, str) and not secret:
         shown = f" (got {value[:40]!r})"
+    if str(field) in read_from:
+        shown += f" (read from {str(field).upper()}{SUFFIX}={read_from[str(field)]})"
     return f"{str(field).upper()}{where}: {error['msg'].removeprefix('Value error, ')}{shown}"

@@ -12,6 +12,7 @@ from typing import Any
 import annotated_types
 from pydantic.fields import FieldInfo
 
+from bot.config.secret_files import SUFFIX, secret_settings
 from bot.config.settings import GROUPS
 
 HEADER = """\
@@ -25,6 +26,11 @@ in the working directory. `queuepilot check` reads them all and reports every pr
 each with its variable's name; `queuepilot serve` refuses to start on any of them. A variable
 that looks like a misspelt setting (`METRIC_BACKEND`) is a warning at start and an error in
 `check`.
+
+**Secrets** can be files instead: every secret setting, and `REDIS_URL` (it may carry a password),
+is also read from the file `<NAME>_FILE` names, once at start, its trailing line break dropped
+(`SLACK_BOT_TOKEN_FILE=/run/secrets/queuepilot/SLACK_BOT_TOKEN`, a Secret mounted as a volume).
+Setting both `<NAME>` and `<NAME>_FILE` is an error, and so is a file that cannot be read.
 
 **Durations** take one syntax everywhere: `30s`, `10m`, `4h`, `1d`, `1h30m`, and `off` where 0 is
 allowed. A bare number is in the unit the variable's name gives (`STATUS_INTERVAL_SECONDS=600`).
@@ -65,11 +71,14 @@ def _table(group: Any) -> str:
     if group.__doc__:
         lines += [" ".join(group.__doc__.split()), ""]
     lines += ["| Variable | Default | Value | What it does |", "|---|---|---|---|"]
+    from_files = secret_settings()
     for name, field in group.model_fields.items():
         shown = f"**`{name.upper()}`**" if name in REQUIRED else f"`{name.upper()}`"
         doc = " ".join((field.description or "").split()).replace("|", "\\|")
         if field.examples:
             doc += f" Example: `{field.examples[0]}`."
+        if name in from_files:
+            doc += f" Or from a file: `{name.upper()}{SUFFIX}`."
         lines.append(f"| {shown} | {_default(field)} | {_kind(field)} | {doc} |")
     return "\n".join(lines) + "\n"
 

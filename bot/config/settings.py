@@ -312,8 +312,9 @@ class Metrics(Group, title="Live queue metrics"):
     """A GitHub App instead of GITHUB_TOKEN, for github and GITHUB_ISSUES_REPO alike: its App ID or
     client ID (the App's settings page). Its installation token is minted and renewed as needed."""
     github_app_private_key: AppPrivateKey = None
-    """The GitHub App's private key: the .pem file's text (on one line, \\n for each line break).
-    Needs the github-app extra (the image has it)."""
+    """The GitHub App's private key: the .pem file's text (on one line, \\n for each line break;
+    GITHUB_APP_PRIVATE_KEY_FILE takes the .pem file as it is). Needs the github-app extra (the
+    image has it)."""
     github_api_url: HttpUrl = "https://api.github.com"
     """GitHub's REST base URL (GitHub Enterprise: https://HOST/api/v3)."""
     github_org: str = ""

@@ -16,14 +16,27 @@ import yaml
 from bot.app import build_app, build_bot
 from bot.config import known_variables as settings_variables
 from bot.config import load_settings
+from bot.config.secret_files import file_variables
 
 REPO = Path(__file__).resolve().parents[2]
 KUBERNETES = REPO / "deploy" / "kubernetes"
 VARIANTS = {
     "base": KUBERNETES / "base",
     "socket-mode": KUBERNETES / "socket-mode",
-    # The base with the ServiceMonitor component, as an operator's overlay adds it.
+    # The base or Socket Mode with components, as an operator's overlay adds them.
     "servicemonitor": Path(__file__).parent / "servicemonitor",
+    "secret-files": Path(__file__).parent / "secret-files",
+    "socket-mode-secret-files": Path(__file__).parent / "socket-mode-secret-files",
+    "external-secret": Path(__file__).parent / "external-secret",
+    "network-policy": Path(__file__).parent / "network-policy",
+    # An operator's own overlay: its namespace and ARC's, and every component.
+    "overlay": Path(__file__).parent / "overlay",
+}
+# The variants whose secrets are files of the mounted Secret, and what they are otherwise like.
+SECRET_FILES = {
+    "secret-files": "base",
+    "socket-mode-secret-files": "socket-mode",
+    "overlay": "base",
 }
 SECRET_EXAMPLES = {
     "base": KUBERNETES / "base" / "secret.env.example",
@@ -35,8 +48,8 @@ KUBERNETES_VERSION = "1.30"
 
 
 def known_variables() -> set[str]:
-    """Every environment variable queuepilot reads."""
-    return set(settings_variables())
+    """Every environment variable queuepilot reads: the settings, and the secrets' <NAME>_FILE."""
+    return set(settings_variables()) | file_variables()
 
 
 def kubectl() -> str:

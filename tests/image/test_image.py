@@ -10,7 +10,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from packaging.utils import canonicalize_name
 
+from tests.deploy.test_lock import entries
 from tests.image.container import REPO, Container, Image, run_once
 from tests.support.payloads import fixture_json
 from tests.support.running import WEBHOOK_TOKEN
@@ -63,6 +65,24 @@ def test_holds_the_runtime_only(image: Image, tmp_path: Path) -> None:
     assert json.loads(output) == ["bot", "handlers", "boto3"]
     assert not (image.rootfs / "root" / ".cache").exists()
     assert not list((image.rootfs / "usr" / "bin").glob("gcc*"))
+
+
+def test_holds_exactly_the_locked_dependencies(image: Image) -> None:
+    """Each distribution the image holds at the version the lock pins; each pinned one for every
+    platform is there (those behind a marker depend on the platform)."""
+    versions: dict[str, set[str]] = {}
+    for name, version, _, _ in entries():
+        versions.setdefault(canonicalize_name(name), set()).add(version)
+    everywhere = {canonicalize_name(name) for name, _, marker, _ in entries() if not marker}
+    (site,) = (image.rootfs / "opt" / "queuepilot" / "lib").glob("python3*/site-packages")
+    held = {}
+    for info in site.glob("*.dist-info"):
+        name, version = info.name.removesuffix(".dist-info").rsplit("-", 1)
+        held[canonicalize_name(name)] = version
+    assert held.pop("queuepilot")
+    assert [f"{n} {v}" for n, v in held.items() if v not in versions.get(n, ())] == []
+    # setuptools is locked to build the package, then removed.
+    assert everywhere - set(held) == {"setuptools"}
 
 
 def test_draws_the_trend_chart_on_a_read_only_root(image: Image, tmp_path: Path) -> None:
