@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import httpx
 
 from bot.backends.errors import BackendError
+from bot.backends.etag_cache import EtagCache, Page
 from bot.backends.http import (
     backend_client,
     bearer,
@@ -74,7 +75,7 @@ class GithubApi:
         # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
         self._token = config.github_token.get_secret_value() if config.github_token else ""
         self._auth = auth
-        self._cache: dict[str, tuple[str, Any, str | None]] = {}  # url: etag, body, next url
+        self.etags = EtagCache()
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
         # When the last rate limit was met: an answer to a call sent before it tells nothing new.
@@ -106,16 +107,19 @@ class GithubApi:
         return Listing(items, next_url is None and not short)
 
     async def get(self, url: str) -> tuple[Any, str | None]:
-        cached = self._cache.get(url)
-        headers = {"If-None-Match": cached[0]} if cached else {}
+        cached = self.etags.get(url)
+        headers = {"If-None-Match": cached.etag} if cached else {}
         response = await self._call("GET", url, headers=headers, expect=(200, 304))
         if response.status_code == 304 and cached is not None:
             self.not_modified += 1
-            return cached[1:]
+            return json.loads(cached.content), cached.next_url  # JSON when it came
         body = json_of(response, "GitHub")
         next_url = response.links.get("next", {}).get("url")  # as given, never built by hand
-        if response.headers.get("etag"):
-            self._cache[url] = (response.headers["etag"], body, next_url)
+        etag = response.headers.get("etag")
+        if etag:
+            self.etags.put(url, Page(etag, response.content, next_url))
+        else:
+            self.etags.discard(url)
         return body, next_url
 
     async def send(
