@@ -128,7 +128,9 @@ def moments(timeline: list[Event]) -> list[Moment]:
 
 class IssueLink(BaseModel):
     """`ours`: we opened it, so we close and reopen it. `trying`: the moment (or "open") whose
-    call was not answered: look for it before trying again."""
+    call was not answered: look for it before trying again. `repo`: where the issue is (a
+    transferred one elsewhere than GITHUB_ISSUES_REPO). `passed`: issues left (closed by their
+    owner, gone), never linked again. `left`: GitHub refused the issue for good (422)."""
 
     repo: str
     number: int = 0  # 0: none linked yet
@@ -140,6 +142,8 @@ class IssueLink(BaseModel):
     trying: str = ""
     failures: int = 0
     refused: str = ""
+    passed: tuple[int, ...] = ()
+    left: bool = False
 
     model_config = ConfigDict(frozen=True)
 
