@@ -190,7 +190,8 @@ class AlertIssues:
                 step.id, self.config.github_issues_repo, said, fix_of(said),
             )  # fmt: skip
             await step.save(trying="", refused=said, left=True)
-            await self._tell_refusal(step.id, f"{said}. {fix_of(said)}", again=False)
+            then = f"{fix_of(said)}. queuepilot opens no issue for this incident"
+            await self._tell_refusal(step.id, said, then=then)
             return None
         # A refused write was not made; a refused lookup says nothing of the write it sought.
         log.warning("alert issue: incident %s: %s", step.id, said)
@@ -200,10 +201,10 @@ class AlertIssues:
             await self._tell_refusal(step.id, said)
         return now + REFUSED_RETRY_S
 
-    async def _tell_refusal(self, incident_id: str, said: str, *, again: bool = True) -> None:
-        """In the thread: what GitHub refused; `again`: it is tried again, else left out."""
-        minutes = round(REFUSED_RETRY_S / 60)
-        then = f"queuepilot tries again every {minutes} min" if again else "it is left out"
+    async def _tell_refusal(self, incident_id: str, said: str, *, then: str = "") -> None:
+        """In the thread: what GitHub refused, and `then` what follows (by default: it is tried
+        again)."""
+        then = then or f"queuepilot tries again every {round(REFUSED_RETRY_S / 60)} min"
         text = (
             f"GitHub refused the alert's issue in {self.config.github_issues_repo}: {said}. "
             f"{then}; the incident goes on here."
@@ -434,7 +435,7 @@ class _Step:
             # Never taken: said once, and the moments after it go on.
             self.writing = False
             if str(exc) != self.link.refused:
-                await owner._tell_refusal(self.id, str(exc), again=False)
+                await owner._tell_refusal(self.id, str(exc), then="it is left out")
                 await self.save(refused=str(exc))
         await self.told(moment)
 

@@ -416,5 +416,6 @@ async def test_a_422_to_the_issue_queuepilot_opens_is_said_once_with_its_fix_and
     assert issues.issues == [] and issues.listed == 1
     timeline = await store.events(incident.id)
     [refused] = [e for e in timeline if e.kind == "issue_refused"]
-    assert "at most 50 characters" in refused.text and "it is left out" in refused.text
+    assert "at most 50 characters" in refused.text
+    assert "queuepilot opens no issue for this incident" in refused.text
     assert len([r for r in caplog.records if "GitHub refused the issue" in r.getMessage()]) == 1
