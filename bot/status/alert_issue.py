@@ -317,7 +317,7 @@ class _Step:
             # What came before the re-fire was the closed issue's to hear; the new one hears
             # the thread's link and what follows.
             before = tuple(m.key for m in moments[: refires[-1] + 1]) if refires else ()
-            await self.look_again(f"{self.where} was closed by whoever opened it", told=before)
+            await self.look_again(f"{self.where} was closed", told=before)
         elif issue.state == "closed":
             # Closed by its owner when the alert resolved: never told anything more.
             await self.save(told=(*self.link.told, *(m.key for m in moments)))
