@@ -24,8 +24,14 @@ Its rules and refusals come from GitHub's published docs, not from what a client
 - "Rate limits for the REST API": the primary quota (5,000/h) in `x-ratelimit-*`, 403 or 429 with
   `x-ratelimit-remaining: 0` until reset; secondary limits (80 content-generating requests a
   minute, 500 an hour) refused with a message and maybe `retry-after`.
+- "Get an issue": an issue transferred to a repository the caller can read answers 301 Moved
+  Permanently (its new address in `Location`, at /repositories/{id}/...), one deleted answers 410
+  Gone, either where the caller cannot read answers 404; "Update an issue" lists the same.
+  A transferred issue's comments answer 404 here (their endpoints document no 301).
 Wordings the docs leave out are GitHub's answers as its users quoted them (title or body too long,
-a locked issue, issues disabled, an unsupported version). Not modelled: pull requests (numbers
+a label name past 50 characters: 422 with `{"resource": "Label", "field": "name", "code":
+"invalid"}` when an issue names it, as github/docs#32156 shows; a locked issue, issues disabled, an
+unsupported version). Not modelled: pull requests (numbers
 count issues only), milestones (any is invalid), anonymous callers (every API call needs a token).
 Test switches refuse the next calls as a secondary limit, fail them (502/503), hang them until
 released, or apply a write and lose its answer, for a client's "did my comment land?" lookup.
@@ -68,7 +74,7 @@ ISSUES, COMMENTS = f"{DOCS}/issues/issues", f"{DOCS}/issues/comments"
 LIMITS = f"{DOCS}/overview/rate-limits-for-the-rest-api"
 APPS = f"{DOCS}/apps/apps"
 VERSIONS = ("2022-11-28", "2026-03-10")  # github/docs data/tables/rest-api-versions.yml
-TITLE_MAX, BODY_MAX = 256, 65536
+TITLE_MAX, BODY_MAX, LABEL_MAX = 256, 65536, 50
 REASONS = ("completed", "not_planned", "duplicate", "reopened", None)
 # The labels GitHub gives every new repository (`default: true`): name -> (color, description).
 DEFAULT_LABELS = {
@@ -106,7 +112,7 @@ ROUTES: list[tuple[re.Pattern[str], dict[str, tuple[str, str, str]]]] = [
         (f"{_ANY}/issues", {
             "GET": ("list_issues", f"{ISSUES}#list-repository-issues", "issues=read"),
             "POST": ("create_issue", f"{ISSUES}#create-an-issue", "issues=write")}),
-        (f"{_REPO}/issues/(?P<number>\\d+)", {
+        (f"{_ANY}/issues/(?P<number>\\d+)", {
             "GET": ("get_issue", f"{ISSUES}#get-an-issue", "issues=read"),
             "PATCH": ("update_issue", f"{ISSUES}#update-an-issue", "issues=write")}),
         (f"{_ANY}/issues/(?P<number>\\d+)/comments", {
@@ -274,6 +280,24 @@ class GithubIssues:
             repo = self._repos[full_name.lower()]
             issue = repo.issues[number]
             return [self._comment_json(repo, issue, c) for c in issue["comments"]]
+
+    def delete_issue(self, full_name: str, number: int) -> None:
+        """Deleted by an admin: its number answers 410 from now on."""
+        with self._lock:
+            self._repos[full_name.lower()].issues[number]["fate"] = "deleted"
+
+    def transfer_issue(self, full_name: str, number: int, to: str) -> dict:
+        """Moved to the repository `to` (which must exist): a new number there, with its title,
+        body, labels, comments and state; the old number answers 301 pointing at it."""
+        with self._lock:
+            old, new = self._repos[full_name.lower()], self._repos[to.lower()]
+            issue = old.issues[number]
+            keys = [self._label(new, old.labels[k]["name"]) for k in issue["labels"]]
+            moved = self._new_issue(new, issue["title"], issue["body"], keys, issue["user"])
+            for name in ("state", "state_reason", "comments", "created_at", "closed_at"):
+                moved[name] = issue[name]
+            issue["fate"] = (new.id, moved["number"])
+            return self._issue_json(new, moved)
 
     def lock(self, full_name: str, number: int, reason: str | None = "resolved") -> None:
         with self._lock:
@@ -585,7 +609,7 @@ class GithubIssues:
         creator = q.get("creator", "").lower()
         chosen = [
             i for i in repo.issues.values()
-            if state in ("all", i["state"]) and wanted <= set(i["labels"])
+            if not i["fate"] and state in ("all", i["state"]) and wanted <= set(i["labels"])
             and creator in ("", i["user"]["login"].lower()) and int(i["updated_at"]) >= since
         ]  # fmt: skip
         key = {"created": "created_at", "updated": "updated_at"}.get(sort)
@@ -604,11 +628,11 @@ class GithubIssues:
 
     def _get_issue(self, call: _Call) -> tuple[int, Any, dict]:
         repo = self._issues_repo(call)
-        return 200, self._issue_json(repo, self._find_issue(repo, call)), {}
+        return 200, self._issue_json(repo, self._find_issue(repo, call, moves=True)), {}
 
     def _update_issue(self, call: _Call) -> tuple[int, Any, dict]:
         repo = self._issues_repo(call)
-        issue = self._find_issue(repo, call)
+        issue = self._find_issue(repo, call, moves=True)
         state, reason = call.body.get("state", issue["state"]), call.body.get("state_reason")
         errors = [] if state in ("open", "closed") else [_invalid("state", state)]
         changing = state != issue["state"]
@@ -687,6 +711,13 @@ class GithubIssues:
         if errors:
             raise failed(doc, *errors)
         labels = _labels(body, doc) if "labels" in body else None
+        too_long = [
+            {"value": name, "resource": "Label", "field": "name", "code": "invalid"}
+            for name in labels or ()
+            if len(name) > LABEL_MAX and name.lower() not in repo.labels
+        ]
+        if too_long:
+            raise failed(doc, *too_long)
         assignees = _typed(body, "assignees", (list,), "an array", doc)
         if isinstance(body.get("assignee"), str):  # closing down, still taken
             assignees = [*(assignees or []), body["assignee"]]
@@ -712,9 +743,17 @@ class GithubIssues:
             raise error(410, "Issues are disabled for this repo", call.doc)
         return repo
 
-    def _find_issue(self, repo: _Repo, call: _Call) -> dict[str, Any]:
+    def _find_issue(self, repo: _Repo, call: _Call, *, moves: bool = False) -> dict[str, Any]:
+        """The issue; `moves`: an endpoint that answers a transferred issue with 301."""
         issue = repo.issues.get(int(call.params["number"]))
-        if issue is None:
+        fate = issue["fate"] if issue else None
+        if fate == "deleted":
+            raise error(410, "This issue was deleted", call.doc)
+        if fate and moves:
+            to = f"{self.base_url}/repositories/{fate[0]}/issues/{fate[1]}"
+            moved = error(301, "Moved Permanently", call.doc, with_status=False, url=to)
+            raise Refusal(301, moved.body, {"location": to})
+        if issue is None or fate:
             raise error(404, "Not Found", call.doc)
         return issue
 
@@ -740,7 +779,7 @@ class GithubIssues:
                  "state": "open", "state_reason": None, "user": user, "labels": labels,
                  "assignees": [], "locked": False, "active_lock_reason": None, "comments": [],
                  "created_at": now, "updated_at": now, "closed_at": None, "closed_by": None,
-                 "author_association": association}  # fmt: skip
+                 "author_association": association, "fate": None}  # fmt: skip
         repo.issues[repo.next_number] = issue
         repo.next_number += 1  # monotonic, under the lock: concurrent creations never share one
         return issue

@@ -256,6 +256,7 @@ def _settings(
             github_api_url=github_url,
             github_issues_repo=ISSUES_REPO,
             github_issues_open=True,
+            github_issues_open_after_seconds=0,  # no pipeline here to wait for
         )
         check_serve(settings)
     except SettingsError as exc:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import httpx
 
 from bot.backends.errors import BackendError
+from bot.backends.etag_cache import EtagCache, Page
 from bot.backends.http import (
     backend_client,
     bearer,
@@ -74,7 +75,7 @@ class GithubApi:
         # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
         self._token = config.github_token.get_secret_value() if config.github_token else ""
         self._auth = auth
-        self._cache: dict[str, tuple[str, Any, str | None]] = {}  # url: etag, body, next url
+        self.etags = EtagCache()
         self._clock = clock  # epoch seconds, as GitHub's `x-ratelimit-reset`
         self._blocked_until = 0.0
         # When the last rate limit was met: an answer to a call sent before it tells nothing new.
@@ -105,25 +106,38 @@ class GithubApi:
         short = isinstance(total, int) and not isinstance(total, bool) and len(items) < total
         return Listing(items, next_url is None and not short)
 
-    async def get(self, url: str) -> tuple[Any, str | None]:
-        cached = self._cache.get(url)
-        headers = {"If-None-Match": cached[0]} if cached else {}
-        response = await self._call("GET", url, headers=headers, expect=(200, 304))
+    async def get(self, url: str, *, follow: bool = True) -> tuple[Any, str | None]:
+        """The page at `url`; one moved permanently (a transferred issue) is read where its
+        `Location` says."""
+        cached = self.etags.get(url)
+        headers = {"If-None-Match": cached.etag} if cached else {}
+        response = await self._call("GET", url, headers=headers, expect=(200, 301, 304))
+        if response.status_code == 301:
+            location = response.headers.get("location")
+            if not follow or not location:
+                raise error_of("GitHub", response)
+            return await self.get(location, follow=False)
         if response.status_code == 304 and cached is not None:
             self.not_modified += 1
-            return cached[1:]
+            return json.loads(cached.content), cached.next_url  # JSON when it came
         body = json_of(response, "GitHub")
         next_url = response.links.get("next", {}).get("url")  # as given, never built by hand
-        if response.headers.get("etag"):
-            self._cache[url] = (response.headers["etag"], body, next_url)
+        etag = response.headers.get("etag")
+        if etag:
+            self.etags.put(url, Page(etag, response.content, next_url))
+        else:
+            self.etags.discard(url)
         return body, next_url
 
     async def send(
         self, method: str, url: str, body: Mapping[str, Any], *, expect: tuple[int, ...] = (200,)
     ) -> dict[str, Any]:
         """Not retried here: a write whose answer was lost may have been made, and only its
-        caller can look."""
-        return json_object(await self._call(method, url, json_body=body, expect=expect), "GitHub")
+        caller can look. A 422 names what GitHub found invalid."""
+        response = await self._call(method, url, json_body=body, expect=(*expect, 422))
+        if response.status_code == 422:
+            raise BackendError(_invalid(response), retryable=False, status=422)
+        return json_object(response, "GitHub")
 
     async def _call(
         self,
@@ -206,6 +220,24 @@ class GithubApi:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _invalid(response: httpx.Response) -> str:
+    """GitHub's 422 as a person reads it: "Validation Failed" and each field it refused
+    (`errors[]`: resource, field, code, and a message or the value)."""
+    said = str(error_of("GitHub", response))
+    try:
+        errors = response.json().get("errors")
+    except (ValueError, AttributeError):
+        return said
+    refused = [
+        f"{e.get('resource', '')} {e.get('field', '')} {e.get('code', '')}".strip()
+        + (f": {e['message']}" if e.get("message") else "")
+        + (f" ({str(e['value'])[:80]!r})" if e.get("value") is not None else "")
+        for e in (errors if isinstance(errors, list) else [])
+        if isinstance(e, dict)
+    ]
+    return f"{said} ({'; '.join(refused)})" if refused else said
 
 
 def _float(value: str | None) -> float | None:

@@ -4,7 +4,7 @@ caller looks before writing again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -14,6 +14,7 @@ from bot.backends.github_api import GithubApi
 # Open issues looked through for the alert's: GitHub's largest page, newest first.
 PAGE = 100
 MAX_PAGES = 3
+GONE = frozenset({404, 410})  # deleted (410), or not where the caller may see it (404)
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Issue:
     body: str
     labels: tuple[str, ...]
     state: str
+    repo: str = ""  # owner/name, where it is now
 
 
 class Issues(Protocol):
@@ -32,12 +34,15 @@ class Issues(Protocol):
 
     async def create(self, title: str, body: str, labels: tuple[str, ...]) -> Issue: ...
 
-    async def comment(self, number: int, body: str) -> None: ...
+    async def issue(self, repo: str, number: int) -> Issue | None:
+        """The issue where it is now (followed when transferred); None when deleted or gone."""
 
-    async def find_comment(self, number: int, mark: str) -> bool:
+    async def comment(self, repo: str, number: int, body: str) -> None: ...
+
+    async def find_comment(self, repo: str, number: int, mark: str) -> bool:
         """Whether a comment on the issue carries `mark` (a lost answer's comment was made)."""
 
-    async def set_state(self, number: int, *, closed: bool) -> None: ...
+    async def set_state(self, repo: str, number: int, *, closed: bool) -> None: ...
 
 
 class GithubIssues:
@@ -55,21 +60,30 @@ class GithubIssues:
         issue = {"title": title, "body": body, "labels": list(labels)}
         return issue_of(await self.api.send("POST", self._path, issue, expect=(201,)))
 
-    async def comment(self, number: int, body: str) -> None:
-        await self.api.send(
-            "POST", f"{self._path}/{number}/comments", {"body": body}, expect=(201,)
-        )
+    async def issue(self, repo: str, number: int) -> Issue | None:
+        try:
+            body, _ = await self.api.get(f"/repos/{repo}/issues/{number}")
+        except BackendError as exc:
+            if exc.status in GONE:
+                return None
+            raise
+        found = issue_of(body)
+        return found if found.repo else replace(found, repo=repo)
 
-    async def find_comment(self, number: int, mark: str) -> bool:
+    async def comment(self, repo: str, number: int, body: str) -> None:
+        url = f"/repos/{repo}/issues/{number}/comments"
+        await self.api.send("POST", url, {"body": body}, expect=(201,))
+
+    async def find_comment(self, repo: str, number: int, mark: str) -> bool:
         # GitHub lists oldest first and a lost answer's comment is among the newest: every page
         # is read (an incident's issue has tens of comments, not thousands).
-        url = f"{self._path}/{number}/comments?per_page={PAGE}"
+        url = f"/repos/{repo}/issues/{number}/comments?per_page={PAGE}"
         listing = await self.api.pages(url, None, max_pages=10)
         return any(isinstance(c, dict) and mark in str(c.get("body") or "") for c in listing.items)
 
-    async def set_state(self, number: int, *, closed: bool) -> None:
+    async def set_state(self, repo: str, number: int, *, closed: bool) -> None:
         change = {"state": "closed", "state_reason": "completed"} if closed else {"state": "open"}
-        await self.api.send("PATCH", f"{self._path}/{number}", change)
+        await self.api.send("PATCH", f"/repos/{repo}/issues/{number}", change)
 
 
 def issue_of(item: Any) -> Issue:
@@ -81,8 +95,15 @@ def issue_of(item: Any) -> Issue:
     )
     text = {key: str(item.get(key) or "") for key in ("html_url", "title", "body", "state")}
     return Issue(
-        int(item["number"]), text["html_url"], text["title"], text["body"], labels, text["state"]
-    )
+        int(item["number"]), text["html_url"], text["title"], text["body"], labels, text["state"],
+        _repo_of(item.get("repository_url")),
+    )  # fmt: skip
+
+
+def _repo_of(api_url: object) -> str:
+    """owner/name from the API's `repository_url` (https://api.github.com/repos/{owner}/{name})."""
+    _, found, tail = str(api_url or "").partition("/repos/")
+    return tail.strip("/") if found and tail.strip("/").count("/") == 1 else ""
 
 
 def _is_issue(item: Any) -> bool:

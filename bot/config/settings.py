@@ -360,9 +360,14 @@ class Issues(Group, title="The alert's GitHub issue"):
     found and linked both ways, and commented at each step that matters. Empty: no issue. Needs
     GITHUB_TOKEN or a GitHub App (Issues: read and write)."""
     github_issues_open: bool = False
-    """Open an issue per incident when none is found (labels area:alerting, Pri:<priority>,
-    Team:<team>, Source:<source>, as alerting-infra's); closed when the incident resolves, reopened
-    if it fires again within REOPEN_WINDOW_SECONDS."""
+    """Open an issue per incident when none is found (labels area:alerting, Pri:<priority>, one
+    Team:<team> per team, Source:<source>, as alerting-infra's); closed when the incident resolves,
+    reopened if it fires again within REOPEN_WINDOW_SECONDS."""
+    github_issues_open_after_seconds: Seconds = Field(90, ge=0, le=3600)
+    """With GITHUB_ISSUES_OPEN: how long after the alert fires (or fires again) an issue from
+    pytorch/alerting-infra is waited for before queuepilot opens its own. Its collector opens one
+    seconds after the notification (SNS, SQS with a 1 s batching window, a Lambda); 90 s also
+    covers one SQS redelivery after its 70 s visibility timeout. 0: open at once."""
 
 
 class Advanced(Group, title="Advanced"):

@@ -1,7 +1,8 @@
 """The alert's GitHub issue: which issue is the alert's, and what it is told, as pure functions.
-PyTorch's alerting pipeline (pytorch/alerting-infra) titles an alert's issue `[P2] <title>` and
-labels it `area:alerting`, `Pri:P2`, `Team:<team>`, `Source:<source>`; we find and open issues
-the same way, so a team running both sees one convention."""
+PyTorch's alerting pipeline (pytorch/alerting-infra, `bot.domain.pipeline`) titles an alert's
+issue `[P2] <rule>` and labels it `area:alerting`, `Pri:P2`, one `Team:<team>` per team of the
+comma-separated `team`/`teams` annotation (since its PR #195), `Source:<source>`; we find and open
+issues the same way, so a team running both sees one issue per alert and one convention."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ MOMENTS = frozenset(
 )
 THREAD_MOMENT = "thread"  # the first thing an issue hears: where the incident's thread is
 MAX_TITLE = 256  # GitHub's
+MAX_LABEL = 50  # GitHub refuses a longer label name (422)
+TEAM_PREFIX = "Team:"
+# alerting-infra's issue body: ``- *Fingerprint*: `<hex>` `` (lambdas/collector/src/index.ts).
+_PIPELINE_KEY = re.compile(r"\*Fingerprint\*: `([0-9a-f]{64})`")
 
 
 def priority_label(priority: str | None) -> str | None:
@@ -30,32 +35,46 @@ def priority_label(priority: str | None) -> str | None:
     return f"P{found[1]}" if found else None
 
 
-def team_label(team: str | None) -> str | None:
-    return re.sub(r"\s+", "-", team.strip().lower()) if team and team.strip() else None
+def teams_of(team: str | None) -> tuple[str, ...]:
+    """Each team of a comma-separated list, lower-case, spaces as hyphens (alerting-infra's
+    `extractTeams`)."""
+    teams = (re.sub(r"\s+", "-", part.strip().lower()) for part in (team or "").split(","))
+    return tuple(dict.fromkeys(t for t in teams if t))
+
+
+def team_labels(team: str | None) -> tuple[str, ...]:
+    """One `Team:` label per team, each within GitHub's 50 characters."""
+    labels = (f"{TEAM_PREFIX}{t}"[:MAX_LABEL] for t in teams_of(team))
+    return tuple(dict.fromkeys(labels))
 
 
 def issue_title(incident: Incident) -> str:
+    """`[P2] <the rule's name>`, as alerting-infra titles it: no "(no data)" or "(+N more)"."""
     priority = priority_label(incident.priority)
-    title = incident.title.strip()
+    title = (incident.rule or incident.title).strip()
     full = f"[{priority}] {title}" if priority else title
     return full if len(full) <= MAX_TITLE else full[: MAX_TITLE - 1] + "…"
 
 
 def issue_labels(incident: Incident) -> tuple[str, ...]:
-    priority, team = priority_label(incident.priority), team_label(incident.team)
-    optional = (f"Pri:{priority}" if priority else "", f"Team:{team}" if team else "")
-    return (AREA_LABEL, *filter(None, optional), f"Source:{incident.source}")
+    priority = priority_label(incident.priority)
+    pri = (f"Pri:{priority}",) if priority else ()
+    return (AREA_LABEL, *pri, *team_labels(incident.team), f"Source:{incident.source}")
 
 
 def is_alert_issue(incident: Incident, title: str, body: str, labels: tuple[str, ...]) -> bool:
-    """Our mark of the alert group in its body, else its title when it carries no other
-    group's mark; and no other team's label."""
-    team = team_label(incident.team)
-    teams = {label.partition(":")[2] for label in labels if label.lower().startswith("team:")}
-    if team and teams and team not in {t.lower() for t in teams}:
-        return False
+    """Our mark of the alert group in its body; else, with every team of ours among its `Team:`
+    labels, alerting-infra's key of the alert, else its title when it carries no other group's
+    mark or key."""
     if group_mark(incident) in body:
         return True
+    ours = {label.lower() for label in team_labels(incident.team)}
+    teams = {label.lower() for label in labels if label.lower().startswith("team:")}
+    if ours and teams and not ours <= teams:
+        return False
+    keyed = _PIPELINE_KEY.search(body)
+    if keyed and incident.pipeline_key:
+        return keyed[1] == incident.pipeline_key
     # An issue queuepilot opened for another group of the same rule (one Grafana rule, several
     # label groups: one title) is that incident's, closed when it resolves.
     if GROUP_MARK_START in body:
@@ -109,7 +128,9 @@ def moments(timeline: list[Event]) -> list[Moment]:
 
 class IssueLink(BaseModel):
     """`ours`: we opened it, so we close and reopen it. `trying`: the moment (or "open") whose
-    call was not answered: look for it before trying again."""
+    call was not answered: look for it before trying again. `repo`: where the issue is (a
+    transferred one elsewhere than GITHUB_ISSUES_REPO). `passed`: issues left (closed by their
+    owner, gone), never linked again. `left`: GitHub refused the issue for good (422)."""
 
     repo: str
     number: int = 0  # 0: none linked yet
@@ -121,6 +142,8 @@ class IssueLink(BaseModel):
     trying: str = ""
     failures: int = 0
     refused: str = ""
+    passed: tuple[int, ...] = ()
+    left: bool = False
 
     model_config = ConfigDict(frozen=True)
 

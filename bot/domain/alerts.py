@@ -68,6 +68,12 @@ def _text(value: object) -> str:
     return value
 
 
+def _org(value: object) -> str:
+    """Grafana's organization ID, a number: as JavaScript's `String()` writes it."""
+    ok = isinstance(value, (int, str)) and not isinstance(value, bool)
+    return str(value) if ok else ""
+
+
 def _url(value: object) -> str:
     """Grafana's Test button double-escapes `&` in URLs as the six characters `\\u0026`."""
     return _text(value).replace("\\u0026", "&")
@@ -174,6 +180,7 @@ class Notification(BaseModel):
     title: Text = ""
     message: Text = ""
     truncated_alerts: Annotated[int, BeforeValidator(_count)] = Field(0, alias="truncatedAlerts")
+    org_id: Annotated[str, BeforeValidator(_org)] = Field("", alias="orgId")
     alerts: tuple[Alert, ...]
 
     @property
@@ -359,3 +366,6 @@ class AlertFacts:
     silence_matchers: tuple[Matcher, ...] = ()
     truncated: tuple[str, ...] = ()  # what the caps left out, in words the incident shows
     labels: dict[str, str] = field(default_factory=dict)  # what `SLACK_ROUTES` matches
+    # How pytorch/alerting-infra names the alert: its issue's title, its key (`alert_issue`).
+    rule: str = ""
+    pipeline_key: str = ""

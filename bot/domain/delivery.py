@@ -27,6 +27,7 @@ from bot.domain.alerts import (
     first_known,
     max_known,
 )
+from bot.domain.pipeline import pipeline_key, pipeline_rule
 from bot.domain.routes import matcher_pieces
 from bot.domain.runner_names import RunnerNames
 from bot.domain.value_string import finite
@@ -131,6 +132,7 @@ def facts_of(notification: Notification) -> AlertFacts:
     if len(matchers) > MAX_MATCHERS:
         notes.append(f"silence link has {len(matchers):,} matchers, {MAX_MATCHERS} kept")
     labels = {**notification.common_labels, **notification.group_labels}
+    rule = pipeline_rule(notification)[: MAX_TEXT["title"]]
     return AlertFacts(
         **text,
         **{f"{name}_url": url for name, url in urls.items()},
@@ -140,6 +142,8 @@ def facts_of(notification: Notification) -> AlertFacts:
         firing_count=len(firing),
         silence_matchers=matchers[:MAX_MATCHERS],
         truncated=tuple(notes),
+        rule=rule,
+        pipeline_key=pipeline_key(notification, rule),
         # A label past the caps is left out, so a route naming it falls through to the next.
         labels={
             name: value

@@ -135,6 +135,8 @@ class Incident(BaseModel):
     title: str
     priority: str | None = None
     team: str | None = None
+    rule: str = ""  # as pytorch/alerting-infra titles its issue ("": before it was kept)
+    pipeline_key: str = ""  # alerting-infra's key for the alert (`alert_issue.pipeline_key`)
     summary: str = ""
     description: str = ""
     links: Links = Links()
@@ -522,7 +524,10 @@ def peak_types_of(
 
 def _with_facts(incident: Incident, facts: AlertFacts, *, now: datetime) -> Incident:
     """Counted in the peaks as a reading's are."""
-    kept = "title priority team summary description numbers firing_count silence_matchers truncated"
+    kept = (
+        "title priority team rule pipeline_key summary description numbers firing_count "
+        "silence_matchers truncated"
+    )
     update: dict[str, object] = {name: getattr(facts, name) for name in kept.split()}
     links = {name: getattr(facts, f"{name}_url") for name in Links.model_fields if name != "issue"}
     update |= {

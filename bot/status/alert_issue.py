@@ -2,12 +2,22 @@
 
 A commit that gives the issue something to hear marks the incident in `issue_due`. Each tick the
 leader claims a due incident, holds its pass's lease (a 0.25 replica honours both), and: links the
-alert's open `area:alerting` issue (with `GITHUB_ISSUES_OPEN`, opens one); tells the thread's link,
-then each moment of the timeline not yet told, one comment each; closes an issue it opened while
-the incident is resolved, reopens it when it fires again. Each write is named in the link before
-it is sent (`trying`), so a call whose answer was lost is looked for before it is made again.
+alert's open `area:alerting` issue (with `GITHUB_ISSUES_OPEN`, opens one once
+`GITHUB_ISSUES_OPEN_AFTER_SECONDS` have passed since the alert fired without one from
+pytorch/alerting-infra); tells the thread's link, then each moment of the timeline not yet told,
+one comment each; closes an issue it opened while the incident is resolved, reopens it when it
+fires again. Each write is named in the link before it is sent (`trying`), so a call whose answer
+was lost is looked for before it is made again.
+
+An issue someone else opened (alerting-infra's) is theirs: never closed or reopened, and never told
+anything once closed. alerting-infra closes its issue when the alert resolves and opens a new one
+when it fires again, so after a re-fire the incident links the issue open now. A linked issue that
+was transferred is followed to where it is; one deleted or gone is looked for again.
+
 Every call takes the app-wide `github` slot; a failure is retried with the one backoff; a refusal
-is said once in the thread and tried again every `REFUSED_RETRY_S`.
+is said once in the thread and tried again every `REFUSED_RETRY_S`, except GitHub's 422 to the
+issue queuepilot opens, which the same request would meet again: it is said and logged once, with
+its fix, and that incident's issue is left.
 """
 
 from __future__ import annotations
@@ -15,13 +25,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError
-from bot.backends.issues import Issues
+from bot.backends.issues import Issue, Issues
 from bot.backoff import wait_after
 from bot.config import Settings
 from bot.domain.alert_issue import (
@@ -55,6 +65,8 @@ log = logging.getLogger(__name__)
 SLOT = "github"  # the app-wide pacing slot and hold every call to GitHub takes
 OPENING = "open"  # `IssueLink.trying` while an issue is being opened
 UNPROCESSABLE, FORBIDDEN = 422, 403
+# What GitHub answers about a linked issue that moved (301), is gone (404) or was deleted (410).
+NOT_THERE = frozenset({301, 404, 410})
 BUSY_S = 5.0  # another pass holds the incident (a 0.25 replica's): look again this soon
 SEARCH_AGAIN_S = (30.0, 120.0, 300.0, 900.0)  # after no issue was found, per look
 THREAD_WAIT_S = 120.0  # the thread's link is the first comment: how long to wait for the root
@@ -131,7 +143,10 @@ class AlertIssues:
                 await step.save()
                 again = later.at
             except BackendError as exc:
-                again = await self._failed(step, exc)
+                if step.link.linked and exc.status in NOT_THERE:
+                    again = await self._not_there(step, exc)
+                else:
+                    again = await self._failed(step, exc)
             # Done is not done if a commit marked it again meanwhile: the next pass tells that.
             if again is None:
                 await self.store.issue_due.done(claim)
@@ -140,7 +155,21 @@ class AlertIssues:
         finally:
             await self.leases.release(lease)
 
-    async def _failed(self, step: _Step, exc: BackendError) -> float:
+    async def _not_there(self, step: _Step, exc: BackendError) -> float:
+        """The linked issue answered 301, 404 or 410: where is it now?"""
+        try:
+            await step.call()
+            found = await self.issues.issue(step.link.repo, step.link.number)
+        except BackendError as again:
+            return await self._failed(step, again)
+        except Later as later:
+            return later.at or self.clock().timestamp()
+        if found is not None and is_linked(found, step.link):
+            return await self._failed(step, exc)  # it is there: the refusal was of the call
+        await step.moved(found)
+        return self.clock().timestamp()
+
+    async def _failed(self, step: _Step, exc: BackendError) -> float | None:
         now = self.clock().timestamp()
         link = step.link
         if exc.retryable:
@@ -153,8 +182,18 @@ class AlertIssues:
             log.info("alert issue: incident %s: %s; again in %.0f s", step.id, exc, wait)
             await step.save(failures=failures)
             return now + wait
-        # A refused write was not made; a refused lookup says nothing of the write it sought.
         said = str(exc)
+        if exc.status == UNPROCESSABLE and link.trying == OPENING:
+            # The same issue would be refused again: left, said once with what fixes it.
+            log.error(
+                "alert issue: incident %s: GitHub refused the issue queuepilot opens in %s: %s. %s",
+                step.id, self.config.github_issues_repo, said, fix_of(said),
+            )  # fmt: skip
+            await step.save(trying="", refused=said, left=True)
+            then = f"{fix_of(said)}. queuepilot opens no issue for this incident"
+            await self._tell_refusal(step.id, said, then=then)
+            return None
+        # A refused write was not made; a refused lookup says nothing of the write it sought.
         log.warning("alert issue: incident %s: %s", step.id, said)
         trying = "" if step.writing else link.trying
         await step.save(trying=trying, refused=said)
@@ -162,9 +201,10 @@ class AlertIssues:
             await self._tell_refusal(step.id, said)
         return now + REFUSED_RETRY_S
 
-    async def _tell_refusal(self, incident_id: str, said: str, *, again: bool = True) -> None:
-        minutes = round(REFUSED_RETRY_S / 60)
-        then = f"queuepilot tries again every {minutes} min" if again else "it is left out"
+    async def _tell_refusal(self, incident_id: str, said: str, *, then: str = "") -> None:
+        """In the thread: what GitHub refused, and `then` what follows (by default: it is tried
+        again)."""
+        then = then or f"queuepilot tries again every {round(REFUSED_RETRY_S / 60)} min"
         text = (
             f"GitHub refused the alert's issue in {self.config.github_issues_repo}: {said}. "
             f"{then}; the incident goes on here."
@@ -189,6 +229,21 @@ class AlertIssues:
 
         if not (await self.store.commit_fresh(incident_id, recorded, clock=self.clock)).committed:
             log.warning("alert issue: incident %s: not recorded: %s", incident_id, text)
+
+
+def is_linked(issue: Issue, link: IssueLink) -> bool:
+    """Whether `issue` is the linked one where it was (GitHub's names ignore case)."""
+    return issue.number == link.number and issue.repo.lower() == link.repo.lower()
+
+
+def fix_of(refusal: str) -> str:
+    """What fixes a 422 to the issue queuepilot opens (GitHub validates the whole request)."""
+    if "label" in refusal.lower():
+        return (
+            "The fix: a label of at most 50 characters (GitHub's limit): shorten the alert rule's "
+            "team or priority annotation"
+        )
+    return "The fix: correct the alert rule's title, priority or team annotations"
 
 
 @dataclass(eq=False)
@@ -233,28 +288,82 @@ class _Step:
         return answer
 
     async def run(self) -> None:
+        if self.link.left:
+            return
+        timeline = await self.owner.store.events(self.id)
+        if self.link.linked and not self.link.ours and pending(self.link, timeline):
+            await self.theirs_now(timeline)
         if not self.link.linked:
-            await self.link_issue()
+            await self.link_issue(timeline)
         elif self.incident.links.issue != self.link.url:
             # Saved, but the record that follows the save was not made.
             await self.owner.record(self.id, "issue_linked", "", url=self.link.url)
-        timeline = await self.owner.store.events(self.id)
         for moment in pending(self.link, timeline):
             await self.tell(moment, timeline)
         await self.set_state()
         if self.link.failures or self.link.refused:
             await self.save(failures=0, refused="")
 
-    async def link_issue(self) -> None:
+    async def theirs_now(self, timeline: list[Event]) -> None:
+        """Before telling an issue someone else opened: is it still there, and still open? After
+        a re-fire alerting-infra has closed it and opens another: that one is linked instead."""
+        moments = pending(self.link, timeline)
+        refires = [i for i, m in enumerate(moments) if m.event and m.event.kind == "reopened"]
+        await self.call()
+        issue = await self.owner.issues.issue(self.link.repo, self.link.number)
+        if issue is None or not is_linked(issue, self.link):
+            await self.moved(issue)
+        elif issue.state == "closed" and (refires or self.incident.is_open):
+            # What came before the re-fire was the closed issue's to hear; the new one hears
+            # the thread's link and what follows.
+            before = tuple(m.key for m in moments[: refires[-1] + 1]) if refires else ()
+            await self.look_again(f"{self.where} was closed", told=before)
+        elif issue.state == "closed":
+            # Closed by its owner when the alert resolved: never told anything more.
+            await self.save(told=(*self.link.told, *(m.key for m in moments)))
+
+    @property
+    def where(self) -> str:
+        return f"GitHub issue {self.link.repo}#{self.link.number}"
+
+    async def moved(self, issue: Issue | None) -> None:
+        """The linked issue is elsewhere (`issue`, transferred) or nowhere (deleted, gone)."""
+        if issue is None:
+            await self.look_again(f"{self.where} is gone (deleted, or no longer visible)")
+            return
+        text = f"{self.where} moved to {issue.repo}#{issue.number}: linked there"
+        log.info("alert issue: incident %s: %s", self.id, text)
+        await self.save(repo=issue.repo, number=issue.number, url=issue.url, trying="")
+        await self.owner.record(self.id, "issue_linked", text, url=issue.url)
+
+    async def look_again(self, why: str, *, told: tuple[str, ...] = ()) -> None:
+        """Leave the linked issue; the alert's is looked for again (the thread's link goes to
+        the next one; the moments already told, and `told`, stay told)."""
+        log.info("alert issue: incident %s: %s; looking for the alert's issue again", self.id, why)
+        told = tuple(key for key in (*self.link.told, *told) if key != THREAD_MOMENT)
+        passed = (*self.link.passed, self.link.number)
+        self.link = IssueLink(repo=self.owner.config.github_issues_repo, told=told, passed=passed)
+        await self.save()
+        await self.owner.record(self.id, "issue_unlinked", f"{why}: looking for the alert's issue")
+
+    def fired_at(self, timeline: list[Event]) -> datetime:
+        """When the alert last began firing: its incident's opening, or its latest re-fire."""
+        refires = [event.at for event in timeline if event.kind == "reopened"]
+        return max([self.incident.opened_at, *refires])
+
+    async def link_issue(self, timeline: list[Event]) -> None:
         owner, incident = self.owner, self.incident
         await self.call()
         found = [
             issue
             for issue in await owner.issues.open_issues(AREA_LABEL)
             if is_alert_issue(incident, issue.title, issue.body, issue.labels)
+            and issue.number not in self.link.passed
         ]
         # One queuepilot opened (with the group's mark) before a title's match.
         found.sort(key=lambda issue: group_mark(incident) not in issue.body)
+        grace = timedelta(seconds=owner.config.github_issues_open_after_seconds)
+        waited_for = self.fired_at(timeline) + grace
         if found:
             issue, ours = found[0], group_mark(incident) in found[0].body
         elif self.link.trying == OPENING or not owner.config.github_issues_open:
@@ -262,6 +371,11 @@ class _Step:
                 # Opened, its answer lost, not listed yet: opening again would make two.
                 await self.save(trying="")
             raise Later(self.search_again())
+        elif owner.clock() < waited_for:
+            # alerting-infra's issue comes seconds after the notification: its chance first,
+            # linked when it is seen.
+            soon = owner.clock() + timedelta(seconds=SEARCH_AGAIN_S[0])
+            raise Later(min(soon, waited_for).timestamp())
         else:
             issue = await self.write(
                 OPENING,
@@ -270,9 +384,10 @@ class _Step:
                 ),
             )
             ours = True
-        await self.save(number=issue.number, url=issue.url, ours=ours, trying="")
+        repo = issue.repo or owner.config.github_issues_repo
+        await self.save(repo=repo, number=issue.number, url=issue.url, ours=ours, trying="")
         how = "opened by queuepilot" if ours and owner.config.github_issues_open else "found open"
-        text = f"Linked to GitHub issue {owner.config.github_issues_repo}#{issue.number} ({how})"
+        text = f"Linked to GitHub issue {repo}#{issue.number} ({how})"
         await owner.record(self.id, "issue_linked", text, url=issue.url)
 
     def search_again(self) -> float | None:
@@ -290,7 +405,8 @@ class _Step:
         number = self.link.number
         if self.link.trying == moment.key:
             await self.call()
-            if await owner.issues.find_comment(number, comment_mark(incident, moment.key)):
+            mark = comment_mark(incident, moment.key)
+            if await owner.issues.find_comment(self.link.repo, number, mark):
                 await self.told(moment)
                 return
         thread_url = await self.thread_url() if moment.key == THREAD_MOMENT else ""
@@ -309,7 +425,7 @@ class _Step:
             now=owner.clock(),
         )
         try:
-            await self.write(moment.key, lambda: owner.issues.comment(number, body))
+            await self.write(moment.key, lambda: owner.issues.comment(self.link.repo, number, body))
         except BackendError as exc:
             # 422 (too long, …) or 403 on a locked issue is never taken; a 403 for a missing
             # permission is, once fixed.
@@ -319,7 +435,7 @@ class _Step:
             # Never taken: said once, and the moments after it go on.
             self.writing = False
             if str(exc) != self.link.refused:
-                await owner._tell_refusal(self.id, str(exc), again=False)
+                await owner._tell_refusal(self.id, str(exc), then="it is left out")
                 await self.save(refused=str(exc))
         await self.told(moment)
 
@@ -344,5 +460,5 @@ class _Step:
         if not self.link.ours or self.link.closed == closed:
             return
         await self.call()
-        await self.owner.issues.set_state(self.link.number, closed=closed)
+        await self.owner.issues.set_state(self.link.repo, self.link.number, closed=closed)
         await self.save(closed=closed)

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bot.backends.errors import BackendError
+from bot.backends.etag_cache import EtagCache
 from bot.backends.github_api import GithubApi
 from bot.backends.metrics.github import GithubMetrics, fleet_of, queued_jobs_of
 from bot.config import Settings
@@ -527,3 +528,30 @@ def test_any_runs_and_jobs_give_a_listing_never_an_exception(given_: tuple) -> N
     for job in listing.jobs:
         assert job.runner_type and job.workflow and job.source_id.startswith("github:")
         assert isinstance(job.trigger, Trigger) and job.wait_mins(NOW) >= 0
+
+
+@pytest.mark.parametrize(("entries", "size"), [(8, 1 << 20), (100, 2048)])  # each bound binds
+async def test_the_etag_cache_stays_within_its_bounds_and_a_hot_page_keeps_its_304(
+    github: tuple[FakeGithub, RunningServer], entries: int, size: int
+) -> None:
+    """Runs come and go: their `/jobs` pages are read once and never again. The cache keeps the
+    most recently read within its entries and bytes, so memory stays flat, and a page read every
+    time (the runners) still answers 304."""
+    fake, server = github
+    for n in range(40):
+        job = FakeGithub.job(5000 + n, [CPU], "queued", ago(1))
+        fake.run("pytorch/pytorch", 1000 + n, "queued", [job])
+    api = GithubApi(config_of(server))
+    api.etags = EtagCache(max_entries=entries, max_bytes=size)
+    hot = "/orgs/pytorch/actions/runners?per_page=100"
+    try:
+        for n in range(40):
+            await api.get(hot)
+            await api.get(f"/repos/pytorch/pytorch/actions/runs/{1000 + n}/jobs")
+            assert len(api.etags) <= entries and api.etags.bytes <= size
+        assert len(api.etags) < 10  # the runs' pages were let go
+        before = api.not_modified
+        await api.get(hot)
+        assert api.not_modified == before + 1
+    finally:
+        await api.aclose()

@@ -25,7 +25,7 @@ from bot.domain.alert_issue import (
     moment_key,
     pending,
     priority_label,
-    team_label,
+    team_labels,
     tells_issue,
 )
 from bot.domain.incidents import Event
@@ -42,9 +42,22 @@ def test_priority_is_spelled_as_alerting_infra_spells_it(given_priority, label):
     assert priority_label(given_priority) == label
 
 
-def test_team_label_is_lower_case_with_hyphens():
-    assert team_label("  PyTorch Dev Infra ") == "pytorch-dev-infra"
-    assert team_label("") is None
+@pytest.mark.parametrize(
+    ("team", "labels"),
+    [
+        ("  PyTorch Dev Infra ", ("Team:pytorch-dev-infra",)),
+        # alerting-infra #195: one label per team, never "Team:dev-infra,-pytorch-dev-infra".
+        ("dev-infra, pytorch-dev-infra", ("Team:dev-infra", "Team:pytorch-dev-infra")),
+        ("a,, A ,b", ("Team:a", "Team:b")),
+        ("", ()),
+        (None, ()),
+        # GitHub refuses a label past 50 characters: each is cut to fit.
+        ("x" * 60 + ", short", ("Team:" + "x" * 45, "Team:short")),
+    ],
+)
+def test_one_team_label_per_team_lower_case_with_hyphens_within_50(team, labels):
+    assert team_labels(team) == labels
+    assert all(len(label) <= 50 for label in team_labels(team))
 
 
 def test_title_and_labels_follow_alerting_infra():
@@ -62,6 +75,17 @@ def test_title_and_labels_follow_alerting_infra():
     assert len(issue_title(make_incident(title="x" * 400))) == 256
 
 
+def test_the_title_is_the_rules_name_without_queuepilots_suffixes():
+    """Slack's title says "(no data)" or "(+1 more)"; alerting-infra's issue names the rule."""
+    rule = "viable/strict is broken"
+    assert issue_title(make_incident(title=f"{rule} (no data)", rule=rule)) == f"[P2] {rule}"
+    several = make_incident(title="QueueHigh (+1 more)", rule="QueueHigh")
+    assert issue_title(several) == "[P2] QueueHigh"
+
+
+JOBS = "[P2] Jobs queueing in autoscaled machines"
+
+
 @pytest.mark.parametrize(
     ("title", "body", "labels", "is_it"),
     [
@@ -69,6 +93,7 @@ def test_title_and_labels_follow_alerting_infra():
         ("[p2]  jobs queueing in autoscaled machines ", "", (), True),
         ("[P1] Jobs queueing in autoscaled machines", "", (), False),  # another priority's
         ("[P2] Jobs queueing in autoscaled machines", "", ("Team:other",), False),
+        (JOBS, "", ("Team:other", "Team:pytorch-dev-infra"), True),
         ("Something else", "x\n<!-- queuepilot:group:5f3c -->\n", (), True),
         ("Something else", "<!-- queuepilot:group:aaaa -->", (), False),
         # Another group of the same rule: its issue, though the title is the same.
@@ -77,6 +102,26 @@ def test_title_and_labels_follow_alerting_infra():
 )
 def test_the_alerts_issue_is_found_by_title_or_mark(title, body, labels, is_it):
     assert is_alert_issue(make_incident(), title, body, labels) is is_it
+
+
+KEY, OTHER_KEY = "a" * 64, "b" * 64
+TEAMS = ("Team:dev-infra", "Team:pytorch-dev-infra")
+
+
+@pytest.mark.parametrize(
+    ("body", "labels", "is_it"),
+    [
+        (f"- *Fingerprint*: `{KEY}`\n", TEAMS, True),
+        # The same rule, another alert of it: alerting-infra opened each its own issue.
+        (f"- *Fingerprint*: `{OTHER_KEY}`\n", TEAMS, False),
+        ("", TEAMS, True),  # no key: the title says it
+        (f"- *Fingerprint*: `{KEY}`\n", ("Team:dev-infra,-pytorch-dev-infra",), False),
+        (f"- *Fingerprint*: `{KEY}`\n", ("Team:dev-infra",), False),  # not every team of ours
+    ],
+)
+def test_alerting_infras_issue_is_found_by_its_key_and_one_label_per_team(body, labels, is_it):
+    incident = make_incident(team="dev-infra, pytorch-dev-infra", pipeline_key=KEY)
+    assert is_alert_issue(incident, issue_title(incident), body, labels) is is_it
 
 
 def _event(kind: str, minutes: int, **fields: Any) -> Event:

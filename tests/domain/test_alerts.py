@@ -142,6 +142,7 @@ def test_docs_example_two_alerts() -> None:
     facts = facts_of(notification)
     assert len(notification.alerts) == 2
     assert facts.title == "High memory usage (+1 more)"
+    assert facts.rule == "High memory usage"  # alerting-infra's title: the first alert's name
     assert facts.other_values == {"B": pytest.approx(44.23943737541908), "C": 1}
     assert facts.team == "blue"
     assert facts.priority is None
@@ -154,10 +155,18 @@ def test_datasource_nodata_is_named_by_its_rule() -> None:
     notification = load("grafana/datasource-nodata-firing.json")
     facts = facts_of(notification)
     assert facts.title == "viable/strict is broken (no data)"
+    assert facts.rule == "viable/strict is broken"
     assert facts.priority == "P1"
     assert notification.alerts[0].values == {} and notification.alerts[0].series == []
     assert facts.silence_matchers[0] == Matcher("__alert_rule_uid__", "eewi8oa4ccef4e")
     assert Matcher("rulename", "viable/strict is broken") in facts.silence_matchers
+
+
+def test_the_pipelines_key_is_alerting_infras_fingerprint() -> None:
+    """alerting-infra's `generateFingerprint` for this, its own test payload, run under Node."""
+    facts = facts_of(load("grafana/scale-up-failure-firing.json"))
+    assert facts.rule == "Runners Scale Up Failure"
+    assert facts.pipeline_key == "86747880faccc4a3474aa9fc815b3f50e3d4310fbb5ed052bce2062c81b63e83"
 
 
 def test_scale_up_failure_pair() -> None:

@@ -243,3 +243,22 @@ async def test_the_issues_list_links_each_issue_newest_first_escaped(
     assert listed.text.index("#2 second") < listed.text.index("#1 &lt;script&gt;")
     assert f'href="{gh.html_url_base}/{REPO}/issues/1"' in listed.text  # as html_url
     assert unknown.status_code == 404
+
+
+async def test_a_transferred_issue_is_found_where_its_location_says_and_gone_from_the_list(
+    gh: GithubIssues, http: httpx.AsyncClient
+) -> None:
+    gh.repo("pytorch/alerting")
+    gh.seed_issue(REPO, "[P2] Jobs queueing", labels=("area:alerting",))
+    gh.seed_issue("pytorch/alerting", "older")
+    gh.transfer_issue(REPO, 1, "pytorch/alerting")
+
+    answer = await http.get(f"{ISSUES}/1")
+    there = await http.get(answer.headers["location"])
+
+    assert answer.status_code == 301
+    assert there.status_code == 200
+    assert there.json()["html_url"] == "http://gh.test/pytorch/alerting/issues/2"
+    assert [there.json()[k] for k in ("title", "state")] == ["[P2] Jobs queueing", "open"]
+    assert [label["name"] for label in there.json()["labels"]] == ["area:alerting"]
+    assert (await http.get(ISSUES)).json() == []

@@ -33,6 +33,8 @@ CREATE, LIST = (
     f"{DOCS}/issues/issues#list-repository-issues",
 )
 UPDATE = f"{DOCS}/issues/issues#update-an-issue"
+GET = f"{DOCS}/issues/issues#get-an-issue"
+MOVED = Like(r"http://api\.gh\.test/repositories/\d+/issues/1")  # the issue's number there
 COMMENT = f"{DOCS}/issues/comments#create-an-issue-comment"
 LIMITS = f"{DOCS}/overview/rate-limits-for-the-rest-api"
 MINT = f"{DOCS}/apps/apps#create-an-installation-access-token-for-an-app"
@@ -174,6 +176,11 @@ def at_state(state: str, body: dict[str, Any]) -> Ask:
         return await gh.final("PATCH", f"{ISSUES}/{number}", json=body)
 
     return ask
+
+
+def transferred(gh: Github) -> None:
+    gh.api.repo("pytorch/alerting")
+    gh.api.transfer_issue(REPO, 1, "pytorch/alerting")
 
 
 async def content_past_a_minute(gh: Github) -> Answer:
@@ -381,6 +388,26 @@ ROWS: list[tuple[str, Ask, Answer]] = [
     ("a label without a name", call("POST", ISSUES, json={"title": "t", "labels": [{"x": 1}]}),
      refused(422, "Invalid request.\n\nFor 'items', {\"x\": 1} is not a string or an object "
              "with a name.", CREATE)),
+    # A label name past 50 characters (github/docs#32156: an issue naming one is refused so).
+    ("a label of 51 characters", call("POST", ISSUES, json={"title": "t", "labels": [
+        "area:alerting", "Team:" + "x" * 46]}), invalid(CREATE, field(
+        "Label", "invalid", "name", value="Team:" + "x" * 46))),
+    ("a label of 51 characters, on an update", call("PATCH", f"{ISSUES}/1", json={
+        "labels": ["y" * 51]}), invalid(UPDATE, field("Label", "invalid", "name", value="y" * 51))),
+    # A deleted issue is Gone; a transferred one Moved Permanently where it may be read.
+    *((f"a deleted issue: {method} {tail}", after(
+        lambda gh: gh.api.delete_issue(REPO, 1), call(method, f"{ISSUES}/1{tail}", **request)),
+       refused(410, "This issue was deleted", docs))
+      for method, tail, request, docs in [("GET", "", {}, GET), ("PATCH", "", {"json": {
+          "state": "closed"}}, UPDATE), ("POST", "/comments", {"json": {"body": "b"}}, COMMENT)]),
+    *((f"a transferred issue: {method}", after(transferred, call(
+        method, f"{ISSUES}/1", **request)), Answer(301, {
+        "message": "Moved Permanently", "url": MOVED, "documentation_url": docs}, {
+        "location": MOVED}))
+      for method, request, docs in [("GET", {}, GET), ("PATCH", {"json": {"state": "closed"}},
+                                                         UPDATE)]),
+    ("a transferred issue's comments", after(transferred, call(
+        "POST", f"{ISSUES}/1/comments", json={"body": "b"})), refused(404, "Not Found", COMMENT)),
     ("assignees that are a string", call("POST", ISSUES, json={"title": "t", "assignees": "a"}),
      refused(422, "Invalid request.\n\nFor 'properties/assignees', \"a\" is not an array.",
              CREATE)),

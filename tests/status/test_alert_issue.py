@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -16,8 +16,15 @@ from redis.asyncio import Redis
 from bot.backends.errors import BackendError
 from bot.backends.issues import Issue
 from bot.config import Settings
-from bot.domain.alert_issue import THREAD_MOMENT, issue_title
-from bot.domain.incidents import Event, Incident, acknowledge, resolve_manually, with_action
+from bot.domain.alert_issue import THREAD_MOMENT, group_mark, issue_title
+from bot.domain.incidents import (
+    Event,
+    Incident,
+    Status,
+    acknowledge,
+    resolve_manually,
+    with_action,
+)
 from bot.pacing import Pacing
 from bot.status.alert_issue import AlertIssues
 from bot.storage.incident_store import Commit, IncidentStore, IssueLinks
@@ -56,7 +63,12 @@ class FakeIssues:
         self.issues.append(issue)
         return issue
 
-    async def comment(self, number: int, body: str) -> None:
+    async def issue(self, repo: str, number: int) -> Issue | None:
+        self._gate("issue")
+        found = [i for i in self.issues if i.number == number]
+        return replace(found[0], repo=repo) if found else None
+
+    async def comment(self, repo: str, number: int, body: str) -> None:
         self._gate("comment")
         if self.hold is not None:
             hold, self.hold = self.hold, None
@@ -64,10 +76,10 @@ class FakeIssues:
             await hold.wait()
         self.comments.setdefault(number, []).append(body)
 
-    async def find_comment(self, number: int, mark: str) -> bool:
+    async def find_comment(self, repo: str, number: int, mark: str) -> bool:
         return any(mark in body for body in self.comments.get(number, []))
 
-    async def set_state(self, number: int, *, closed: bool) -> None:
+    async def set_state(self, repo: str, number: int, *, closed: bool) -> None:
         self._gate("state")
 
 
@@ -86,6 +98,7 @@ async def keeper(
     *,
     open: bool = False,
     links: dict[str, str | None] | None = None,
+    grace_s: int = 0,
 ) -> tuple[AlertIssues, IncidentStore]:
     """A replica's keeper; `links`: each channel's thread link as Slack gives it now (None:
     not known yet), THREAD_URL in C0STORE unless given."""
@@ -96,7 +109,10 @@ async def keeper(
         return permalinks.get(channel, "")
 
     config = Settings(
-        github_issues_repo=REPO, github_issues_open=open, github_issues_interval_ms=10
+        github_issues_repo=REPO,
+        github_issues_open=open,
+        github_issues_open_after_seconds=grace_s,
+        github_issues_interval_ms=10,
     )
     return (
         AlertIssues(
@@ -281,3 +297,125 @@ async def test_a_moment_committed_mid_pass_is_told_after_that_pass_never_beside_
     [number] = issues.comments
     said = [body.split(" ")[0] for body in issues.comments[number]]
     assert said == ["queuepilot", "**Acknowledged**"], issues.comments[number]
+
+
+async def commit_event(store: IncidentStore, incident: Incident, kind: str, at: datetime) -> None:
+    """The incident resolved, or fired again, with its moment on the timeline."""
+    loaded = await store.load(incident.id)
+    assert loaded.incident is not None
+    if kind == "resolved":
+        changed = resolve_manually(loaded.incident, by="U1", name="alice", now=at)
+    else:
+        update = {"status": Status.FIRING, "resolved_at": None, "resolution": None}
+        changed = loaded.incident.model_copy(update=update)
+    event = Event(at=at, kind=kind, text=kind)
+    commit = Commit(changed, version=loaded.version, events=(event,))
+    assert await store.commit(commit, now=at.timestamp())
+
+
+def pipelines(incident: Incident, number: int, state: str = "open") -> Issue:
+    """The issue alerting-infra opens for the alert."""
+    labels = ("area:alerting", "Pri:P2", "Team:pytorch-dev-infra", "Source:grafana")
+    return Issue(number, f"https://gh/{number}", issue_title(incident), "", labels, state)
+
+
+async def test_with_open_the_pipelines_issue_is_given_its_grace_then_one_is_opened(
+    redis: Redis,
+) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock, open=True, grace_s=90)
+    incident = await opened_due(store)
+    await keep.tick()
+    assert issues.issues == [] and issues.listed == 1
+    assert await due_at(store, incident.id) == (T0 + timedelta(seconds=30)).timestamp()
+    clock.now += timedelta(seconds=30)
+    await keep.tick()
+    clock.now = T0 + timedelta(seconds=90)
+    await keep.tick()
+    [ours] = issues.issues
+    assert issues.listed == 3 and ours.body.endswith(f"{group_mark(incident)}\n")
+
+
+async def test_the_pipelines_issue_opened_within_the_grace_is_linked_not_a_second(
+    redis: Redis,
+) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock, open=True, grace_s=90)
+    incident = await opened_due(store)
+    await keep.tick()
+    issues.issues.append(pipelines(incident, 1))
+    clock.now += timedelta(seconds=30)
+    await keep.tick()
+    linked = await store.get(incident.id)
+    assert linked is not None and linked.links.issue == "https://gh/1"
+    assert len(issues.issues) == 1
+
+
+async def test_after_a_refire_the_pipelines_new_issue_is_linked_and_the_closed_one_hears_nothing(
+    redis: Redis,
+) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock, open=True, grace_s=90)
+    incident = await opened_due(store)
+    await with_thread(redis, incident)
+    issues.issues.append(pipelines(incident, 1))
+    await keep.tick()
+    assert len(issues.comments[1]) == 1  # the thread's link
+    # The alert resolves: alerting-infra closes its issue before queuepilot tells it.
+    issues.issues[0] = pipelines(incident, 1, "closed")
+    clock.now += timedelta(minutes=10)
+    await commit_event(store, incident, "resolved", clock.now)
+    await keep.tick()
+    # It fires again: alerting-infra opens a new issue.
+    clock.now += timedelta(minutes=10)
+    await commit_event(store, incident, "reopened", clock.now)
+    issues.issues.append(pipelines(incident, 2))
+    await keep.tick()
+
+    linked = await store.get(incident.id)
+    assert linked is not None and linked.links.issue == "https://gh/2"
+    assert len(issues.comments[1]) == 1  # neither the resolve nor the re-fire on the closed one
+    [thread] = issues.comments[2]
+    assert thread.startswith("queuepilot follows this alert as incident 1 in [its Slack thread]")
+    assert len(issues.issues) == 2  # alerting-infra's two, none of queuepilot's
+
+
+async def test_a_deleted_issue_is_looked_for_again_and_with_open_one_is_opened(
+    redis: Redis,
+) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock, open=True)
+    incident = await opened_due(store)
+    await with_thread(redis, incident)
+    issues.issues.append(pipelines(incident, 1))
+    await keep.tick()
+    issues.issues.clear()  # deleted: GitHub answers 410
+    issues.refuse["comment"] = BackendError("GitHub answered 410", retryable=False, status=410)
+    await commit_event(store, incident, "resolved", clock.now)
+    await keep.tick()
+    await keep.tick()
+    [ours] = issues.issues
+    linked = await store.get(incident.id)
+    assert linked is not None and linked.links.issue == ours.url
+    timeline = await store.events(incident.id)
+    assert any("#1 is gone" in e.text for e in timeline)
+
+
+async def test_a_422_to_the_issue_queuepilot_opens_is_said_once_with_its_fix_and_left(
+    redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock, open=True)
+    incident = await opened_due(store)
+    said = "GitHub answered 422: Validation Failed (Label name invalid ('Team:xxx'))"
+    issues.refuse["create"] = BackendError(said, retryable=False, status=422)
+    await keep.tick()
+    assert await due_at(store, incident.id) is None
+    await store.issue_due.schedule(incident.id, clock.now.timestamp())  # a later moment
+    await keep.tick()
+    assert issues.issues == [] and issues.listed == 1
+    timeline = await store.events(incident.id)
+    [refused] = [e for e in timeline if e.kind == "issue_refused"]
+    assert "at most 50 characters" in refused.text
+    assert "queuepilot opens no issue for this incident" in refused.text
+    assert len([r for r in caplog.records if "GitHub refused the issue" in r.getMessage()]) == 1

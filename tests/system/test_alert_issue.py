@@ -49,6 +49,7 @@ def issue_settings(
             "github_api_url": github.base_url,
             "github_issues_repo": REPO,
             "github_issues_interval_ms": 20,
+            "github_issues_open_after_seconds": 0,  # no alerting-infra beside it here
         }
         return settings_for(**{**values, **overrides})
 

@@ -1,0 +1,57 @@
+"""The pages GitHub answered, kept for their ETag: asked again with `If-None-Match`, an unchanged
+page is a 304 that costs no quota. Bounded by entries and by bytes, least recently used evicted
+first: the readings ask for every active workflow run's `/jobs`, a URL that never comes back once
+the run is over, so an unbounded cache grows with every run the organization ever had."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+# A reading asks for the runner and run listings (a few pages each) and one `/jobs` page per active
+# run: a busy organization has hundreds of runs queued or running at once, rarely past a thousand.
+# 4,096 entries holds that working set several times over, so every page a reading asks for again
+# is still here for its 304. A page is kept as GitHub's bytes (a `/jobs` page of 100 jobs with their
+# steps is some 100-300 KB); 32 MiB is a tenth of the manifests' 320 Mi memory limit, and parsing a
+# page again on a 304 costs far less than the quota it saves.
+MAX_ENTRIES = 4096
+MAX_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Page:
+    etag: str
+    content: bytes  # as GitHub sent it
+    next_url: str | None
+
+
+class EtagCache:
+    def __init__(self, *, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._pages: OrderedDict[str, Page] = OrderedDict()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    def get(self, url: str) -> Page | None:
+        page = self._pages.get(url)
+        if page is not None:
+            self._pages.move_to_end(url)
+        return page
+
+    def put(self, url: str, page: Page) -> None:
+        self.discard(url)
+        if len(page.content) > self.max_bytes:
+            return  # a page past the whole budget would evict everything and stay alone
+        self._pages[url] = page
+        self.bytes += len(page.content)
+        while len(self._pages) > self.max_entries or self.bytes > self.max_bytes:
+            _, oldest = self._pages.popitem(last=False)
+            self.bytes -= len(oldest.content)
+
+    def discard(self, url: str) -> None:
+        page = self._pages.pop(url, None)
+        if page is not None:
+            self.bytes -= len(page.content)
