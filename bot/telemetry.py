@@ -31,6 +31,8 @@ HELP = {
     "requests_backlog": "Slack requests acknowledged but not yet performed (read when /metrics is "
     "scraped).",
     "send_queue": "Root posts and threads with replies waiting for the channel's sender.",
+    "state_lost_total": "Times Redis was found to have lost queuepilot's state (its marker gone): "
+    "a failover to an empty replica, a restart without persistence, a FLUSHALL.",
 }
 
 
@@ -61,3 +63,4 @@ class Telemetry:
         self.intake_backlog = gauge("intake_backlog")
         self.requests_backlog = gauge("requests_backlog")
         self.send_queue = gauge("send_queue", "channel")
+        self.state_lost = counter("state_lost_total")

@@ -45,7 +45,7 @@ async def test_a_new_incident_is_found_by_its_group_and_its_id(redis: Redis) -> 
     store = IncidentStore(redis, PREFIX)
     new = await opened(store, "7")
 
-    group, group_version, loaded, _ = await store.load_group(new.group_hash)
+    group, group_version, loaded, _, _ = await store.load_group(new.group_hash)
     assert group.incident_id == "7" and group_version == 1
     assert loaded.incident == new and loaded.version == 1
     assert (await store.load("7")).incident == new

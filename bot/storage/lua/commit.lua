@@ -23,6 +23,9 @@ if c.opens then
   redis.call('SET', KEYS[18], c.id, 'EX', c.seq_ttl_s)
   -- An old incident kept this number (the sequence expired and began again): skip it.
   if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+elseif c.adopts then
+  -- Its number is its root's in Slack, used before Redis lost the state: never taken twice.
+  if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 elseif c.incident_v ~= nil and version_of(KEYS[1]) ~= c.incident_v then
   return -1
 end
@@ -35,6 +38,11 @@ local bell_ttl = math.min(10000, c.index_ttl_ms)
 local version = 0
 if c.state ~= nil then
   redis.call('HSET', KEYS[1], 'state', c.state, 'uid', c.uid, 'channel', c.channel)
+  if c.adopts then
+    -- The root is in Slack already: indexed as a posted one, and edited below (no digest).
+    redis.call('HSET', KEYS[1], 'thread', c.thread)
+    redis.call('SET', KEYS[17], c.id)
+  end
   version = redis.call('HINCRBY', KEYS[1], 'v', 1)
   keep(KEYS[1], c.ttl_ms)
   if KEYS[17] ~= KEYS[1] then keep(KEYS[17], c.ttl_ms) end
