@@ -42,11 +42,24 @@ START_CHECK_S = 10.0
 GUIDE = "docs/operations.md, Backup and restore"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Found:
+    """The bot's roots read back from Slack."""
+
     highest: int = 0  # the highest incident number a root shows
     roots: dict[str, FoundRoot] = field(default_factory=dict)  # group -> its newest root
     any_root: bool = False
+
+    def add(self, message: dict[str, Any], channel: str) -> None:
+        payload = _root_payload(message)
+        if payload is None:
+            return
+        self.any_root = True
+        self.highest = max(self.highest, int(payload["incident"]))
+        group, uid = str(payload.get("group") or ""), str(payload.get("uid") or "")
+        if group and group not in self.roots:  # read newest first: the newest root wins
+            ts = str(message.get("ts") or "")
+            self.roots[group] = FoundRoot(payload["incident"], uid, channel, ts)
 
 
 @dataclass(eq=False)
@@ -92,15 +105,16 @@ class StateGuard:
             if self._seen:
                 # Before Slack is read (it may be slow or away): never a number this process saw.
                 await self.marker.record_loss(None, highest=self._highest, roots={}, keep_s=1)
-            everywhere = self._channels()
-            found = await self._found(everywhere if self._seen else everywhere[:1], now)
+            # A process that never saw the marker reads SLACK_CHANNEL alone to tell a first start
+            # from a loss: one history read at a start, not one a channel.
+            channels, found = self._channels(), Found()
+            await self._read(found, channels[:1], now)
             if not self._seen and not found.any_root:
                 await self.marker.create(now)
                 self._seen = True
                 log.info("state: a first start: queuepilot's state begins now")
                 return
-            if not self._seen and len(everywhere) > 1:
-                found = await self._found(everywhere, now)
+            await self._read(found, channels[1:], now)
             await self._lost(found, now)
 
     def _channels(self) -> list[str]:
@@ -108,33 +122,21 @@ class StateGuard:
         others = sorted(self.config.routing.channels - {default})
         return [default, *others] if default else others
 
-    async def _found(self, channels: list[str], now: float) -> Found:
+    async def _read(self, found: Found, channels: list[str], now: float) -> None:
         """The bot's roots in the channels' recent history; a channel Slack will not show is left
         out, said; a failure worth retrying raises (the check is done again)."""
-        highest, roots, any_root = 0, dict[str, FoundRoot](), False
         for channel in channels:
+            pages = self.slack.pages(
+                "conversations.history",
+                channel,
+                oldest=now - LOOKBACK_S,
+                latest=now + 60,
+                max_pages=PAGES_PER_CHANNEL,
+            )
             try:
-                async for page in self.slack.pages(
-                    "conversations.history",
-                    channel,
-                    oldest=now - LOOKBACK_S,
-                    latest=now + 60,
-                    max_pages=PAGES_PER_CHANNEL,
-                ):
+                async for page in pages:
                     for message in page:
-                        payload = _root_payload(message)
-                        if payload is None:
-                            continue
-                        any_root = True
-                        highest = max(highest, int(payload["incident"]))
-                        group = str(payload.get("group") or "")
-                        if group and group not in roots:  # newest first: the newest root wins
-                            roots[group] = FoundRoot(
-                                payload["incident"],
-                                str(payload.get("uid") or ""),
-                                channel,
-                                str(message.get("ts") or ""),
-                            )
+                        found.add(message, channel)
             except SlackError as exc:
                 if exc.retryable:
                     raise
@@ -143,7 +145,6 @@ class StateGuard:
                     channel,
                     exc.error,
                 )
-        return Found(highest, roots, any_root)
 
     async def _lost(self, found: Found, now: float) -> None:
         highest = max(self._highest, found.highest)

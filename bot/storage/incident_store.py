@@ -279,6 +279,7 @@ class IncidentStore:
         keys += [k.status_due, k.outbox(iid), k.outbox_items(iid), k.posts(channel)]
         keys += [k.edits(channel), k.edit_after(channel), k.send_channels, k.send_seq, k.stream]
         keys += [k.posts_bell(channel), k.edits_bell(channel), message, k.incident_seq, k.issue_due]
+        keys += [k.found_roots]
         return keys, [orjson.dumps(self._spec(change, now))]
 
     def _spec(self, change: Commit, now: float) -> dict[str, Any]:
@@ -293,7 +294,7 @@ class IncidentStore:
             spec.update(opens=True, seq_ttl_s=self.retention_s)
         if change.adopts and change.thread is not None:
             thread = {"channel": change.thread.channel, "ts": change.thread.ts}
-            spec.update(adopts=True, thread=json.dumps(thread))
+            spec.update(adopts=True, thread=json.dumps(thread), group_hash=change.group_hash)
         ttl_s = self.retention_s
         incident = change.incident
         if incident is not None:

@@ -5,7 +5,8 @@
 --       9 channel posts     10 channel edits     11 edit-after         12 sending channels
 --      13 send sequence     14 notification stream 15 posts bell       16 edits bell
 --      17 the root's message index (the incident key again when unknown)  18 the ID sequence
---      19 the incidents whose GitHub issue has something to hear  20 the leader's lease
+--      19 the incidents whose GitHub issue has something to hear
+--      20 the roots found in Slack after Redis lost the state  21 the leader's lease
 -- ARGV  1 the change, as JSON (bot/storage/incident_store.py: Commit)  2 the lease as held
 -- Returns the incident's new version, 0 when no incident was written, -1 on a version mismatch;
 -- an error when the caller no longer leads.
@@ -24,7 +25,9 @@ if c.opens then
   -- An old incident kept this number (the sequence expired and began again): skip it.
   if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 elseif c.adopts then
-  -- Its number is its root's in Slack, used before Redis lost the state: never taken twice.
+  -- Its number is its root's in Slack, used before Redis lost the state: taken up once. Refused,
+  -- the group's next try opens an incident of its own.
+  redis.call('HDEL', KEYS[20], c.group_hash)
   if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 elseif c.incident_v ~= nil and version_of(KEYS[1]) ~= c.incident_v then
   return -1
