@@ -93,9 +93,9 @@ class StateGuard:
     async def check(self) -> None:
         """The marker stands, or is set now: on a first start, or after a loss (said)."""
         async with self._lock:
-            if await self.marker.read() is not None:
-                self._seen = True
-                self._highest = max(self._highest, await self.marker.highest_number())
+            marker, highest = await self.marker.kept()
+            if marker is not None:
+                self._seen, self._highest = True, max(self._highest, highest)
                 return
             now = self.clock().timestamp()
             if not self._seen and await self.marker.holds_state():

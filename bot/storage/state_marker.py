@@ -1,8 +1,10 @@
 """The marker that says queuepilot's state exists in Redis, and what is known after a loss of it.
 
-Written when the state is first created and never expiring, it is missing only when Redis lost
-everything (a failover to an empty replica, a restart without persistence, FLUSHALL): then the
-roots found in Slack and the highest incident number used are kept here for the intake."""
+Written when the state is first created and kept while the bot runs (its TTL, the incidents'
+retention, renewed at every check: a bot stopped for longer has no incident left either), it is
+missing only when Redis lost everything (a failover to an empty replica, a restart without
+persistence, FLUSHALL): then the roots found in Slack and the highest incident number used are
+kept for the intake."""
 
 from __future__ import annotations
 
@@ -45,27 +47,28 @@ class StateMarker:
         self._lost = FencedScript(redis, "state_lost", fence)
 
     async def read(self) -> Marker | None:
-        raw = cast(dict[str, str], await self._redis.hgetall(self.keys.state_marker))
-        if not raw.get("since"):
-            return None
-        lost_at = raw.get("lost_at")
-        return Marker(
-            since=float(raw["since"]),
-            lost_at=float(lost_at) if lost_at else None,
-            found=int(raw.get("found") or 0),
-            above=int(raw.get("above") or 0),
-        )
+        return _marker(cast(dict[str, str], await self._redis.hgetall(self.keys.state_marker)))
+
+    async def kept(self) -> tuple[Marker | None, int]:
+        """The marker, its TTL renewed, and the highest incident number used (the sequence's)."""
+        k = self.keys
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(k.state_marker)
+            pipe.expire(k.state_marker, self._retention_s)
+            pipe.get(k.incident_seq)
+            raw, _, seq = await pipe.execute()
+        return _marker(raw), int(seq or 0)
 
     async def holds_state(self) -> bool:
         """Whether Redis holds incidents of a release that wrote no marker (0.25)."""
         k = self.keys
         return bool(await self._redis.exists(k.incident_seq, k.incidents, k.open))
 
-    async def highest_number(self) -> int:
-        return int(await self._redis.get(self.keys.incident_seq) or 0)
-
     async def create(self, now: float) -> None:
-        await self._redis.hsetnx(self.keys.state_marker, "since", repr(now))  # type: ignore[misc]
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(self.keys.state_marker, "since", repr(now))
+            pipe.expire(self.keys.state_marker, self._retention_s)
+            await pipe.execute()
 
     async def record_loss(
         self, now: float | None, *, highest: int, roots: Mapping[str, FoundRoot], keep_s: int
@@ -77,6 +80,18 @@ class StateMarker:
         args = ["" if now is None else repr(now), highest, self._retention_s, keep_s, *pairs]
         keys = [k.state_marker, k.incident_seq, k.found_roots]
         return int(await self._lost(keys=keys, args=args))
+
+
+def _marker(raw: dict[str, str]) -> Marker | None:
+    if not raw.get("since"):
+        return None
+    lost_at = raw.get("lost_at")
+    return Marker(
+        since=float(raw["since"]),
+        lost_at=float(lost_at) if lost_at else None,
+        found=int(raw.get("found") or 0),
+        above=int(raw.get("above") or 0),
+    )
 
 
 def found_root(raw: str | None) -> FoundRoot | None:
