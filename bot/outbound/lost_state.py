@@ -95,6 +95,10 @@ class StateGuard:
         async with self._lock:
             marker, highest = await self.marker.kept()
             if marker is not None:
+                if highest < self._highest:
+                    # Redis went back in time (a failover to a replica that lagged, a backup
+                    # restored under the bot): the numbers used since are not taken again.
+                    await self._number_above_seen()
                 self._seen, self._highest = True, max(self._highest, highest)
                 return
             now = self.clock().timestamp()
@@ -103,8 +107,7 @@ class StateGuard:
                 self._seen = True
                 return
             if self._seen:
-                # Before Slack is read (it may be slow or away): never a number this process saw.
-                await self.marker.record_loss(None, highest=self._highest, roots={}, keep_s=1)
+                await self._number_above_seen()  # before Slack is read: it may be slow or away
             # A process that never saw the marker reads SLACK_CHANNEL alone to tell a first start
             # from a loss: one history read at a start, not one a channel.
             channels, found = self._channels(), Found()
@@ -116,6 +119,9 @@ class StateGuard:
                 return
             await self._read(found, channels[1:], now)
             await self._lost(found, now)
+
+    async def _number_above_seen(self) -> None:
+        await self.marker.record_loss(None, highest=self._highest, roots={}, keep_s=1)
 
     def _channels(self) -> list[str]:
         default = self.config.slack_channel

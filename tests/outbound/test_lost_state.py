@@ -89,3 +89,17 @@ async def test_a_loss_under_a_running_bot_numbers_above_what_it_saw_even_with_sl
     await guard.check()
     assert lost(guard) == 1
     assert (await guard.marker.kept())[1] == 5
+
+
+async def test_a_redis_gone_back_in_time_under_the_bot_never_reuses_a_number_it_used(
+    guard: StateGuard, redis: Redis
+) -> None:
+    """A failover to a replica that lagged, a backup restored under the running bot: the marker
+    is there, the sequence behind."""
+    await guard.check()
+    await redis.set(guard.marker.keys.incident_seq, 8)
+    await guard.check()
+    await redis.set(guard.marker.keys.incident_seq, 5)
+    await guard.check()
+    assert (await guard.marker.kept())[1] == 8
+    assert lost(guard) == 0, "nothing was lost that Redis had"
