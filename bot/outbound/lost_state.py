@@ -95,9 +95,10 @@ class StateGuard:
         async with self._lock:
             marker, highest = await self.marker.kept()
             if marker is not None:
-                if highest < self._highest:
+                if 0 < highest < self._highest:
                     # Redis went back in time (a failover to a replica that lagged, a backup
-                    # restored under the bot): the numbers used since are not taken again.
+                    # restored under the bot): the numbers used since are not taken again. (No
+                    # sequence at all is one that expired: no incident for the retention.)
                     await self._number_above_seen()
                 self._seen, self._highest = True, max(self._highest, highest)
                 return
