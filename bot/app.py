@@ -53,6 +53,7 @@ from bot.intake.requests import Requests
 from bot.outbound import send
 from bot.outbound.gateway import SlackGateway, build_client
 from bot.outbound.home import Home
+from bot.outbound.lost_state import StateGuard
 from bot.outbound.membership import check_channels
 from bot.outbound.send import Outbound
 from bot.pacing import Pacing
@@ -71,6 +72,7 @@ from bot.storage.leases import Leases
 from bot.storage.requests import RequestStream
 from bot.storage.send_queue import NoticeStore, SendQueue
 from bot.storage.slack_cache import ChartDelivery, PermalinkCache, UserNames
+from bot.storage.state_marker import StateMarker
 from bot.storage.storm_queue import StormQueue
 from bot.storage.stream import NotificationStream
 from bot.telemetry import Telemetry
@@ -108,6 +110,7 @@ class Bot:
     bolt: AsyncApp
     leadership: Leadership
     home: Home
+    guard: StateGuard
     ticks: dict[str, periodic.Tick]
     probes: ProbeWatch
     background: list[asyncio.Task[None]] = field(default_factory=list)
@@ -161,6 +164,8 @@ class Bot:
 
     async def lead(self, deposed: asyncio.Event) -> None:
         take_over_ms = self.settings.leader_lease_ms // 2
+        # Before anything is applied: a Redis that lost the state numbers and threads anew.
+        await self.guard.at_start_of_term()
         tasks = {
             asyncio.create_task(self.intake.run(deposed, take_over_ms=take_over_ms), name="intake"),
             asyncio.create_task(
@@ -341,8 +346,13 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         config=settings,
         consumer=consumer,
     )
+    marker = StateMarker(redis, keys, retention_s=retention_s, fence=leadership.fence)
+    guard = StateGuard(marker, gateway, telemetry, config=settings, clock=clock)
+    ticks["state-marker"] = guard.tick
     viewers = HomeViewers(redis, keys)
-    home = Home(store, warnings, readings, viewers, gateway, config=settings, clock=clock)
+    home = Home(
+        store, warnings, readings, viewers, gateway, config=settings, clock=clock, marker=marker
+    )
     ticks["app-home"] = home.tick
     # A reading every interval where the readings are the report's history and nothing else
     # reads on a schedule (the early warning does): a week read only during incidents is not
@@ -373,6 +383,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
         bolt=bolt,
         leadership=leadership,
         home=home,
+        guard=guard,
         ticks=ticks,
         probes=probes,
     )

@@ -33,6 +33,8 @@ HELP = {
     "send_queue": "Root posts and threads with replies waiting for the channel's sender.",
     "probe_ok": "1 while a probe of `queuepilot check` (redis, prometheus, kubernetes, …) finds "
     "nothing failing, 0 while it fails; exported by the leader, which runs them.",
+    "state_lost_total": "Times Redis was found to have lost queuepilot's state (its marker gone): "
+    "a failover to an empty replica, a restart without persistence, a FLUSHALL.",
 }
 
 
@@ -64,3 +66,4 @@ class Telemetry:
         self.requests_backlog = gauge("requests_backlog")
         self.send_queue = gauge("send_queue", "channel")
         self.probe_ok = gauge("probe_ok", "probe")
+        self.state_lost = counter("state_lost_total")

@@ -201,7 +201,7 @@ def _conversations_history(ws: Workspace, p: Params, base_url: str) -> dict[str,
         m for m in reversed(channel.timeline) if _in_window(m.ts, oldest, latest, inclusive)
     ]
     page, paging = _paginate(newest_first, p, ws, "conversations.history")
-    return {"messages": [ws.render(m) for m in page], "pin_count": 0, **paging}
+    return {"messages": _rendered(ws, page, p), "pin_count": 0, **paging}
 
 
 def _conversations_replies(ws: Workspace, p: Params, base_url: str) -> dict[str, Any]:
@@ -219,7 +219,18 @@ def _conversations_replies(ws: Workspace, p: Params, base_url: str) -> dict[str,
     # omit the thread parent", a review on simstudioai/sim#4934).
     in_window = [m for m in replies if _in_window(m.ts, oldest, latest, inclusive)]
     page, paging = _paginate([parent, *in_window], p, ws, "conversations.replies")
-    return {"messages": [ws.render(m) for m in page], **paging}
+    return {"messages": _rendered(ws, page, p), **paging}
+
+
+def _rendered(ws: Workspace, messages: list[Message], p: Params) -> list[dict[str, Any]]:
+    """Slack's docs (conversations.history, conversations.replies): `include_all_metadata`,
+    "Return all metadata associated with this message", default false: without it a message
+    comes without its `metadata`."""
+    rendered = [ws.render(m) for m in messages]
+    if not _flag(p, "include_all_metadata"):
+        for message in rendered:
+            message.pop("metadata", None)
+    return rendered
 
 
 def _ts_bound(p: Params, name: str) -> Decimal | None:

@@ -35,8 +35,10 @@ from bot.storage.incident_store import (
     IncidentStore,
     Loaded,
     Reply,
+    ThreadRef,
     summary_replies,
 )
+from bot.storage.state_marker import FoundRoot
 from bot.storage.stream import NotificationStream, StreamEntry
 from bot.telemetry import Telemetry
 
@@ -121,7 +123,7 @@ class Intake:
 
     async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change]:
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
-        group, group_version, loaded, next_id = read
+        group, group_version, loaded, next_id, found = read
         now = self.clock()
         window = timedelta(seconds=self.config.reopen_window_seconds)
         commit: Commit | None = None
@@ -150,7 +152,8 @@ class Intake:
             elif delivery.status == "resolved":
                 commit = base  # nothing open to resolve; remember the order
             else:
-                changes[-1], commit = self._open(base, delivery, next_id, now)
+                changes[-1], commit = self._open(base, delivery, next_id, now, found)
+                found = None  # one incident goes on in a found root
             group = after if commit.group is None else commit.group
             if commit.incident is not None:
                 loaded = replace(loaded, incident=commit.incident)
@@ -174,26 +177,41 @@ class Intake:
         return changes
 
     def _open(
-        self, base: Commit, delivery: Delivery, incident_id: str, now: datetime
+        self,
+        base: Commit,
+        delivery: Delivery,
+        incident_id: str,
+        now: datetime,
+        found: FoundRoot | None = None,
     ) -> tuple[Change, Commit]:
+        """A new incident; in the group's root found in Slack after Redis lost the state, by that
+        root's number and UID (its buttons keep working), told in its thread."""
+        channel = channel_for(self.config.slack_routes, delivery.facts, self.config.slack_channel)
+        if found is not None:
+            incident_id, channel = found.incident_id, found.channel
         incident = open_incident(
             delivery,
             incident_id=incident_id,
-            uid=secrets.token_hex(6),
-            channel=channel_for(
-                self.config.slack_routes, delivery.facts, self.config.slack_channel
-            ),
+            uid=found.uid if found is not None else secrets.token_hex(6),
+            channel=channel,
             now=now,
         )
         opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
+        events, replies = [opened], []
+        if found is not None:
+            events.append(Event(at=now, kind="state_lost", text=STATE_LOST_TEXT))
+            replies.append(Reply("event", BAND_EVENT, render_event(incident, events[-1])))
         assert base.group is not None
         return Change.OPENED, replace(
             base,
             incident=incident,
             group=base.group.model_copy(update={"incident_id": incident.id}),
-            events=(opened,),
+            events=tuple(events),
+            replies=tuple(replies),
             status_due=self._next_status(now) if incident.is_open else None,
-            opens=True,
+            opens=found is None,
+            adopts=found is not None,
+            thread=ThreadRef(found.channel, found.ts) if found is not None else None,
         )
 
     async def _update(
@@ -222,6 +240,11 @@ class Intake:
     def _next_status(self, now: datetime) -> float:
         return now.timestamp() + self.config.status_interval_seconds
 
+
+STATE_LOST_TEXT = (
+    "queuepilot lost its memory of this incident (its Redis was emptied) and goes on with it "
+    "here: who acknowledged it, its silence and its earlier timeline are not known any more."
+)
 
 # Entries folded between two looks at the event loop: about 1 ms of work in a flood.
 _YIELD_EVERY = 32

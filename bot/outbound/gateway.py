@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
@@ -198,11 +198,31 @@ class SlackGateway:
         ts: str | None = None,
     ) -> dict[str, Any] | None:
         """The first message `match` accepts in a channel (`conversations.history`) or a thread
-        (`conversations.replies`, `ts`) between `oldest` and `latest`; None when none does.
-        Fit for a distributed app's limits (about one call a minute, 15 messages): a bounded
-        window, pages that stop once found, a 429 waited out and the same page asked again."""
+        (`conversations.replies`, `ts`) between `oldest` and `latest`; None when none does."""
+        pages = self.pages(method, channel, oldest=oldest, latest=latest, ts=ts)
+        async for page in pages:
+            for message in page:
+                if match(message):
+                    await pages.aclose()
+                    return message
+        return None
+
+    async def pages(
+        self,
+        method: str,
+        channel: str,
+        *,
+        oldest: float,
+        latest: float,
+        ts: str | None = None,
+        max_pages: int = LOOKUP_MAX_PAGES,
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """The messages of a channel or a thread between `oldest` and `latest`, a page at a time
+        (a channel's newest first), with their metadata. Fit for a distributed app's limits
+        (about one call a minute, 15 messages): a bounded window, at most `max_pages`, a 429
+        waited out and the same page asked again."""
         cursor: str | None = None
-        for _ in range(LOOKUP_MAX_PAGES):
+        for _ in range(max_pages):
             page = await self.in_turn(
                 method,
                 LOOKUP_RATE_LIMITED_TRIES,
@@ -215,14 +235,11 @@ class SlackGateway:
                 limit=LOOKUP_PAGE,
                 include_all_metadata=True,
             )
-            for message in page.get("messages") or ():
-                if isinstance(message, dict) and match(message):
-                    return message
+            yield [m for m in page.get("messages") or () if isinstance(m, dict)]
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
-                return None
-        log.warning("%s of %s: %d pages and no match", method, channel, LOOKUP_MAX_PAGES)
-        return None
+                return
+        log.warning("%s of %s: read %d pages, the most it reads", method, channel, max_pages)
 
     async def post_ephemeral(
         self,

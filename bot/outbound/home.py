@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
@@ -27,6 +27,7 @@ from bot.render.home import (
     HomeState,
     Listed,
     Standing,
+    StateLost,
     digests,
     render_home,
     standing_warnings,
@@ -34,6 +35,7 @@ from bot.render.home import (
 from bot.storage.early_warning import REFUSED, WarningStore
 from bot.storage.home import HomeViewers, Shown
 from bot.storage.incident_store import IncidentStore
+from bot.storage.state_marker import StateMarker
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ PER_ROUND = 20  # publishes a round makes at most (20 turns: 12 s of Tier 4)
 CLAIM_MS = 60_000  # longer than a publish waits for its turn and Slack's answer
 # The person is no one to publish to (or Slack names `user_id` in invalid_arguments' details).
 GONE_ERRORS = frozenset({"user_not_found", "account_inactive", "user_disabled"})
+LOST_SHOWN_S = 86_400
 
 
 @dataclass(eq=False)
@@ -57,6 +60,7 @@ class Home:
     _: KW_ONLY
     config: Settings
     clock: Callable[[], datetime]
+    marker: StateMarker | None = None  # says when Redis lost the state, for the line about it
     # Rounds ended: what a test of "nothing more" waits on.
     rounds: int = field(default=0, init=False)
 
@@ -166,7 +170,18 @@ class Home:
             fleet_note=note,
             backend=self.readings.metrics.name if fleet is not None else "",
             command=self.config.slash_command,
+            lost=await self._lost(),
         )
+
+    async def _lost(self) -> StateLost | None:
+        """Said for a day after Redis lost the state: long enough for everyone to see it."""
+        marker = await self.marker.read() if self.marker is not None else None
+        if marker is None or marker.lost_at is None:
+            return None
+        if self.clock().timestamp() - marker.lost_at > LOST_SHOWN_S:
+            return None
+        at = datetime.fromtimestamp(marker.lost_at, UTC)
+        return StateLost(at, marker.found, marker.above)
 
     async def _fleet(self) -> tuple[FleetSnapshot | None, str]:
         metrics = self.readings.metrics

@@ -66,6 +66,7 @@ class Post:
     # Refused for good (or failed three times): dropped, with a record.
     refuse: Callable[[str], Awaitable[None]]
     filename: str = ""  # a file's: files carry no metadata, a lookup finds them by name
+    group: str = ""  # a root's alert group: found by it after Redis lost the state
 
 
 async def _as_is(drawn: T) -> T:
@@ -79,6 +80,8 @@ def ready(rendered: Rendered) -> Callable[[], Awaitable[Rendered]]:
 
 def metadata(post: Post) -> dict[str, Any]:
     payload = {"incident": post.incident_id, "uid": post.uid, "item": post.item}
+    if post.group:
+        payload["group"] = post.group
     return {"event_type": METADATA_EVENT, "event_payload": payload}
 
 
@@ -125,7 +128,8 @@ async def read_root(desk: Desk, incident_id: str, earlier: InFlight | None) -> P
 
     member = f"{ROOT}:{incident_id}"
     refuse = partial(drop, desk, member, ROOT)
-    return Post(member, ROOT, incident_id, incident.uid, None, draw, record, refuse)
+    group = "" if incident.is_test else incident.group_hash  # a test is never found again
+    return Post(member, ROOT, incident_id, incident.uid, None, draw, record, refuse, group=group)
 
 
 async def read_reply(desk: Desk, incident_id: str, earlier: InFlight | None) -> Post | None:

@@ -49,6 +49,13 @@ class Standing:
 
 
 @dataclass(frozen=True)
+class StateLost:
+    at: datetime
+    found: int  # threads found again in Slack
+    above: int  # new incidents are numbered above it
+
+
+@dataclass(frozen=True)
 class HomeState:
     """`incidents` are the most recently opened of `open_count`; `fleet` is the latest live
     reading (None: no live backend, or none read yet, `fleet_note` says which)."""
@@ -60,6 +67,7 @@ class HomeState:
     fleet_note: str = ""
     backend: str = ""
     command: str = "/queue"
+    lost: StateLost | None = None  # Redis lost the state lately: said at the top
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,7 @@ def render_home(home: HomeState, now: datetime) -> dict[str, Any]:
     blocks = [
         md.header("queuepilot · CI queues"),
         md.context([updated]),
+        *_lost(home.lost),
         DIVIDER,
         *_incidents(home, now),
         DIVIDER,
@@ -103,6 +112,7 @@ def digests(home: HomeState) -> Digests:
         ],
         "fleet": [home.fleet is not None, home.fleet_note, home.backend],
         "command": home.command,
+        "lost": home.lost.at.timestamp() if home.lost is not None else None,
     }
     numbers = {
         "incidents": [_worst_line(listed.incident, home.fleet) for listed in home.incidents],
@@ -111,6 +121,20 @@ def digests(home: HomeState) -> Digests:
         else [],
     }
     return Digests(_hashed(state), _hashed(numbers))
+
+
+def _lost(lost: StateLost | None) -> list[dict[str, Any]]:
+    if lost is None:
+        return []
+    at = md.time_of(lost.at)
+    text = (
+        f"⚠️ *queuepilot lost its state at {at}*: its Redis was emptied (a failover to an empty "
+        "replica, a restart without persistence). Incidents from before, who acknowledged them "
+        f"and their silences are forgotten; {lost.found} thread(s) found in Slack go on when "
+        f"their alert notifies again, and new incidents are numbered above {lost.above}. "
+        "Operators: turn on Redis persistence (the operations guide, *Backup and restore*)."
+    )
+    return [md.section(text)]
 
 
 def _incidents(home: HomeState, now: datetime) -> list[dict[str, Any]]:

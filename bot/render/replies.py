@@ -49,6 +49,7 @@ _EVENT_ICONS = {
     "unsilenced": "🔔",
     "scaled": "⬆️",
     "scale_reverted": "↩️",
+    "state_lost": "⚠️",
     "diagnosed": "🩺",
     "status": "📊",
 }

@@ -23,6 +23,7 @@ from bot.storage.due_set import DueSet
 from bot.storage.keys import Keys
 from bot.storage.leader import Fence, FencedScript
 from bot.storage.scripts import script
+from bot.storage.state_marker import FoundRoot, found_root
 
 # Thread replies wait in an outbox per incident; the channel's sender posts them by band (most
 # urgent first across threads), then age.
@@ -116,6 +117,9 @@ class Commit:
     acks: tuple[str, ...] = ()  # the stream entries this change applies
     thread: ThreadRef | None = None  # known location of the root, to keep its index alive
     opens: bool = False  # a new incident, taking the ID sequence's next number
+    # A new incident going on in its root found in Slack after Redis lost the state (`thread`),
+    # by that root's number: nothing is posted, the root is edited.
+    adopts: bool = False
 
 
 T = TypeVar("T")
@@ -135,8 +139,9 @@ class Fresh(Generic[T]):
     busy: bool = False
 
 
-# The group, its version, its current incident, and the ID a new incident would take.
-GroupLoad = tuple[GroupState, int, Loaded, str]
+# The group, its version, its current incident, the ID a new incident would take, and its root
+# found in Slack after Redis lost the state.
+GroupLoad = tuple[GroupState, int, Loaded, str, FoundRoot | None]
 
 
 class IncidentStore:
@@ -170,13 +175,15 @@ class IncidentStore:
     async def load_group(self, group_hash: str) -> GroupLoad:
         """The group, its incident, and the ID a new incident would take: short numbers from one
         sequence, because people type them (`/queue ack 12`)."""
+        k = self.keys
         raw = await self._load_group(
-            keys=[self.keys.group(group_hash), self.keys.incident_seq],
-            args=[self.keys.incident("")],
+            keys=[k.group(group_hash), k.incident_seq, k.found_roots],
+            args=[k.incident(""), group_hash],
         )
         version, state = raw[0], raw[1]
         group = GroupState.model_validate_json(state) if state else GroupState()
-        return group, int(version or 0), loaded_from(raw[2:6]), str(raw[6])
+        found = found_root(raw[7]) if len(raw) > 7 else None
+        return group, int(version or 0), loaded_from(raw[2:6]), str(raw[6]), found
 
     async def get_many(self, incident_ids: Sequence[str]) -> list[Incident]:
         return [loaded.incident for loaded in await self.load_many(incident_ids) if loaded.incident]
@@ -272,6 +279,7 @@ class IncidentStore:
         keys += [k.status_due, k.outbox(iid), k.outbox_items(iid), k.posts(channel)]
         keys += [k.edits(channel), k.edit_after(channel), k.send_channels, k.send_seq, k.stream]
         keys += [k.posts_bell(channel), k.edits_bell(channel), message, k.incident_seq, k.issue_due]
+        keys += [k.found_roots]
         return keys, [orjson.dumps(self._spec(change, now))]
 
     def _spec(self, change: Commit, now: float) -> dict[str, Any]:
@@ -284,6 +292,9 @@ class IncidentStore:
         }
         if change.opens:
             spec.update(opens=True, seq_ttl_s=self.retention_s)
+        if change.adopts and change.thread is not None:
+            thread = {"channel": change.thread.channel, "ts": change.thread.ts}
+            spec.update(adopts=True, thread=json.dumps(thread), group_hash=change.group_hash)
         ttl_s = self.retention_s
         incident = change.incident
         if incident is not None:

@@ -48,6 +48,10 @@ class Keys:
         self.home_shown = f"{v2}:home:shown"  # user -> what their Home shows
         self.leader = f"{v2}:lease:leader"
         self.leader_tokens = f"{v2}:leader-tokens"
+        # Set when the state is first created and never expires: missing while the bot ran
+        # before, Redis lost the state (`bot.outbound.lost_state`).
+        self.state_marker = f"{v2}:state"
+        self.found_roots = f"{v2}:found-roots"  # group -> its root found in Slack after a loss
 
     incident = _kind("incident:{}")
     group = _kind("group:{}")

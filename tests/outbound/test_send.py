@@ -177,7 +177,9 @@ async def test_a_root_is_posted_with_its_metadata_and_recorded(rig: Rig) -> None
     assert await rig.sender().post_next() is True
     [post] = rig.posts()
     carried = post.params["metadata"]["event_payload"]
-    assert carried == {"incident": "1", "uid": "u1", "item": "root"}, "found by it if need be"
+    assert carried == {"incident": "1", "uid": "u1", "item": "root", "group": "g1"}, (
+        "found by it if need be, by its group after Redis lost the state"
+    )
     [root] = rig.slack.emulator.channel_messages(CHANNEL)
     loaded = await rig.bot.store.load("1")
     assert loaded.thread is not None and loaded.thread.ts == root.ts

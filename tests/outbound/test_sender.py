@@ -453,7 +453,7 @@ async def test_after_a_lost_answer_the_channel_goes_on_under_distributed_app_lim
 
     roots = slack.emulator.channel_messages(CHANNEL)
     assert len({m.metadata["event_payload"]["uid"] for m in roots}) == 2, "no root twice"
-    for call in slack.emulator.calls("conversations.history"):
+    for call in lookups_of(slack):
         assert int(call.params["limit"]) <= 15
         assert float(call.params["latest"]) - float(call.params["oldest"]) <= 120, "bounded"
 
@@ -476,7 +476,18 @@ async def test_paced_posts_with_nothing_failed_never_read_history(
     finally:
         slack.emulator.history_tier = 3
 
-    assert slack.emulator.calls("conversations.history") == []
+    assert lookups_of(slack) == []
+
+
+def lookups_of(slack: Slack) -> list[Any]:
+    """The history reads of lookups: the start's one read of the channel's last week, which tells
+    a first start from a Redis that lost the state (`bot.outbound.lost_state`), set aside."""
+    calls = slack.emulator.calls("conversations.history")
+    start_check = [
+        c for c in calls if float(c.params["latest"]) - float(c.params["oldest"]) > 86_400
+    ]
+    assert len(start_check) <= 1, "the state is checked once"
+    return [c for c in calls if c not in start_check]
 
 
 async def test_a_root_waiting_for_its_slot_is_posted_as_the_incident_is_then(

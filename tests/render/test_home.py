@@ -23,6 +23,7 @@ from bot.render.home import (
     HomeState,
     Listed,
     Standing,
+    StateLost,
     digests,
     render_home,
     standing_warnings,
@@ -290,3 +291,14 @@ def test_any_home_is_a_valid_view(
     )
     assert_valid_view(render_home(home, NOW))
     assert digests(home) == digests(home)
+
+
+def test_a_redis_that_lost_the_state_is_said_at_the_top_and_changes_what_is_shown() -> None:
+    lost = StateLost(T0, found=2, above=41)
+    home = render_home(HomeState(lost=lost), NOW)
+    check_view(home)
+    said = json.dumps(home["blocks"][2], ensure_ascii=False)
+    assert "lost its state" in said and "2 thread(s)" in said and "above 41" in said
+    assert "Backup and restore" in said
+    assert digests(HomeState(lost=lost)).state != digests(HomeState()).state, "published at once"
+    assert "lost its state" not in json.dumps(render_home(HomeState(), NOW))

@@ -76,6 +76,22 @@ async def test_a_thread_ts_naming_no_message_is_answered_ok_and_shown_nowhere(
     assert [m.text for m in slack.emulator.unseen()] == ["lost"]
 
 
+async def test_a_messages_metadata_is_read_back_only_when_asked_for(client: AsyncWebClient) -> None:
+    """Slack's `include_all_metadata` (conversations.history, conversations.replies): "Return all
+    metadata associated with this message", default false."""
+    metadata = {"event_type": "queuepilot_message", "event_payload": {"incident": "7"}}
+    root = (await client.chat_postMessage(channel=CHANNEL, text="root", metadata=metadata))["ts"]
+    await client.chat_postMessage(channel=CHANNEL, text="a", thread_ts=root, metadata=metadata)
+    plain = await client.conversations_history(channel=CHANNEL)
+    assert "metadata" not in plain["messages"][0]
+    asked = await client.conversations_history(channel=CHANNEL, include_all_metadata=True)
+    assert asked["messages"][0]["metadata"] == metadata
+    thread = await client.conversations_replies(channel=CHANNEL, ts=root)
+    assert all("metadata" not in m for m in thread["messages"])
+    thread = await client.conversations_replies(channel=CHANNEL, ts=root, include_all_metadata=True)
+    assert [m["metadata"] for m in thread["messages"]] == [metadata, metadata]
+
+
 async def test_a_replys_ts_joins_its_thread_and_a_broadcast_shows_in_the_channel(
     slack: Slack, client: AsyncWebClient
 ) -> None:

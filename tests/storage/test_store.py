@@ -12,10 +12,12 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.domain.incidents import Event, GroupState, Incident, resolve_manually
-from bot.storage.incident_store import ATTEMPTS, MAX_OUTBOX, Commit, IncidentStore
+from bot.storage.incident_store import ATTEMPTS, MAX_OUTBOX, Commit, IncidentStore, ThreadRef
+from bot.storage.state_marker import FoundRoot, StateMarker
 from bot.storage.stream import GROUP, NotificationStream
 from tests.support.running import eventually
 from tests.support.store import (
+    CHANNEL,
     DAY,
     PREFIX,
     T0,
@@ -45,12 +47,42 @@ async def test_a_new_incident_is_found_by_its_group_and_its_id(redis: Redis) -> 
     store = IncidentStore(redis, PREFIX)
     new = await opened(store, "7")
 
-    group, group_version, loaded, _ = await store.load_group(new.group_hash)
+    group, group_version, loaded, _, _ = await store.load_group(new.group_hash)
     assert group.incident_id == "7" and group_version == 1
     assert loaded.incident == new and loaded.version == 1
     assert (await store.load("7")).incident == new
     assert await store.open_ids() == ["7"]
     assert await store.recent_ids() == ["7"]
+
+
+async def test_a_root_found_after_a_loss_is_taken_up_once_by_its_number(redis: Redis) -> None:
+    """An incident going on in its root found in Slack keeps that root's number and thread, to
+    be edited; a number in use already is refused and the found root dropped, so the group's
+    next try opens an incident of its own instead of being refused forever."""
+    store = IncidentStore(redis, PREFIX)
+    marker = StateMarker(redis, store.keys, retention_s=DAY)
+    found = FoundRoot("4", "uid4", CHANNEL, "1700000000.000100")
+    goes_on = incident("4")
+    await marker.record_loss(
+        T0.timestamp(), highest=9, roots={goes_on.group_hash: found}, keep_s=DAY
+    )
+    *_, next_id, read = await store.load_group(goes_on.group_hash)
+    assert (next_id, read) == ("10", found)
+
+    group = GroupState(incident_id="4", last_entry="1-0")
+    thread = ThreadRef(CHANNEL, found.ts)
+    adopt = Commit(goes_on, group=group, group_hash=goes_on.group_hash, adopts=True, thread=thread)
+    assert await store.commit(adopt)
+    loaded = await store.load("4")
+    assert loaded.thread == thread and loaded.rendered is None, "its root is edited, not posted"
+    assert await store.incident_of_message(CHANNEL, found.ts) == "4"
+    *_, read = await store.load_group(goes_on.group_hash)
+    assert read is None, "taken up once"
+
+    await marker.record_loss(T0.timestamp(), highest=9, roots={"other": found}, keep_s=DAY)
+    again = Commit(incident("4"), group=group, group_hash="other", adopts=True, thread=thread)
+    assert not await store.commit(again), "number 4 is in use"
+    assert (await store.load_group("other"))[4] is None
 
 
 async def test_a_commit_computed_from_an_old_version_is_refused_and_writes_nothing(

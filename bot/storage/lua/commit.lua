@@ -5,7 +5,8 @@
 --       9 channel posts     10 channel edits     11 edit-after         12 sending channels
 --      13 send sequence     14 notification stream 15 posts bell       16 edits bell
 --      17 the root's message index (the incident key again when unknown)  18 the ID sequence
---      19 the incidents whose GitHub issue has something to hear  20 the leader's lease
+--      19 the incidents whose GitHub issue has something to hear
+--      20 the roots found in Slack after Redis lost the state  21 the leader's lease
 -- ARGV  1 the change, as JSON (bot/storage/incident_store.py: Commit)  2 the lease as held
 -- Returns the incident's new version, 0 when no incident was written, -1 on a version mismatch;
 -- an error when the caller no longer leads.
@@ -23,6 +24,11 @@ if c.opens then
   redis.call('SET', KEYS[18], c.id, 'EX', c.seq_ttl_s)
   -- An old incident kept this number (the sequence expired and began again): skip it.
   if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+elseif c.adopts then
+  -- Its number is its root's in Slack, used before Redis lost the state: taken up once. Refused,
+  -- the group's next try opens an incident of its own.
+  redis.call('HDEL', KEYS[20], c.group_hash)
+  if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 elseif c.incident_v ~= nil and version_of(KEYS[1]) ~= c.incident_v then
   return -1
 end
@@ -35,6 +41,11 @@ local bell_ttl = math.min(10000, c.index_ttl_ms)
 local version = 0
 if c.state ~= nil then
   redis.call('HSET', KEYS[1], 'state', c.state, 'uid', c.uid, 'channel', c.channel)
+  if c.adopts then
+    -- The root is in Slack already: indexed as a posted one, and edited below (no digest).
+    redis.call('HSET', KEYS[1], 'thread', c.thread)
+    redis.call('SET', KEYS[17], c.id)
+  end
   version = redis.call('HINCRBY', KEYS[1], 'v', 1)
   keep(KEYS[1], c.ttl_ms)
   if KEYS[17] ~= KEYS[1] then keep(KEYS[17], c.ttl_ms) end

@@ -1,0 +1,102 @@
+"""The marker that says queuepilot's state exists in Redis, and what is known after a loss of it.
+
+Written when the state is first created and kept while the bot runs (its TTL, the incidents'
+retention, renewed at every check: a bot stopped for longer has no incident left either), it is
+missing only when Redis lost everything (a failover to an empty replica, a restart without
+persistence, FLUSHALL): then the roots found in Slack and the highest incident number used are
+kept for the intake."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import cast
+
+from redis.asyncio import Redis
+
+from bot.storage.keys import Keys
+from bot.storage.leader import Fence, FencedScript
+
+
+@dataclass(frozen=True)
+class Marker:
+    since: float  # when this state was first created (or found lost)
+    lost_at: float | None = None  # when Redis was last found to have lost the state
+    found: int = 0  # threads found again in Slack then
+    above: int = 0  # the highest incident number used before, which numbering goes on above
+
+
+@dataclass(frozen=True)
+class FoundRoot:
+    """A root found in Slack after a loss: its incident goes on in it, by its number and UID."""
+
+    incident_id: str
+    uid: str
+    channel: str
+    ts: str
+
+
+class StateMarker:
+    def __init__(
+        self, redis: Redis, keys: Keys, *, retention_s: int, fence: Fence | None = None
+    ) -> None:
+        self._redis = redis
+        self.keys = keys
+        self._retention_s = retention_s
+        self._lost = FencedScript(redis, "state_lost", fence)
+
+    async def read(self) -> Marker | None:
+        return _marker(cast(dict[str, str], await self._redis.hgetall(self.keys.state_marker)))
+
+    async def kept(self) -> tuple[Marker | None, int]:
+        """The marker, its TTL renewed, and the highest incident number used (the sequence's)."""
+        k = self.keys
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(k.state_marker)
+            pipe.expire(k.state_marker, self._retention_s)
+            pipe.get(k.incident_seq)
+            raw, _, seq = await pipe.execute()
+        return _marker(raw), int(seq or 0)
+
+    async def holds_state(self) -> bool:
+        """Whether Redis holds incidents of a release that wrote no marker (0.25)."""
+        k = self.keys
+        return bool(await self._redis.exists(k.incident_seq, k.incidents, k.open))
+
+    async def create(self, now: float) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(self.keys.state_marker, "since", repr(now))
+            pipe.expire(self.keys.state_marker, self._retention_s)
+            await pipe.execute()
+
+    async def record_loss(
+        self, now: float | None, *, highest: int, roots: Mapping[str, FoundRoot], keep_s: int
+    ) -> int:
+        """Numbering above `highest`, the roots by group for `keep_s`; the marker, saying so
+        (with `now`; None raises the numbering only)."""
+        pairs = [item for group, root in roots.items() for item in (group, _json(root))]
+        k = self.keys
+        args = ["" if now is None else repr(now), highest, self._retention_s, keep_s, *pairs]
+        keys = [k.state_marker, k.incident_seq, k.found_roots]
+        return int(await self._lost(keys=keys, args=args))
+
+
+def _marker(raw: dict[str, str]) -> Marker | None:
+    if not raw.get("since"):
+        return None
+    lost_at = raw.get("lost_at")
+    return Marker(
+        since=float(raw["since"]),
+        lost_at=float(lost_at) if lost_at else None,
+        found=int(raw.get("found") or 0),
+        above=int(raw.get("above") or 0),
+    )
+
+
+def found_root(raw: str | None) -> FoundRoot | None:
+    return FoundRoot(**json.loads(raw)) if raw else None
+
+
+def _json(root: FoundRoot) -> str:
+    return json.dumps(asdict(root), separators=(",", ":"))
