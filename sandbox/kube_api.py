@@ -19,7 +19,9 @@ It also answers a SelfSubjectAccessReview (POST `REVIEWS`) as the API server doe
 identity: 201 with the review echoed and its `status` (`allowed`, and RBAC's `reason` when it
 allows), a 422 for a spec that names neither or both of resourceAttributes and
 nonResourceAttributes. The token's Role allows `get` and `patch` on autoscalingrunnersets
-(apiGroup actions.github.com), as the bot's RBAC grants, but the verbs in `denied_verbs`.
+(apiGroup actions.github.com), as the bot's RBAC grants, but the verbs in `denied_verbs`: a GET
+or PATCH of a denied verb is 403 Forbidden, before the object is looked up (authorization comes
+before the handler), worded as the API server's authorization filter words it.
 """
 
 from __future__ import annotations
@@ -71,6 +73,17 @@ def status(code: int, reason: str, message: str, name: str = "") -> JSONResponse
     return JSONResponse(body, status_code=code)
 
 
+def forbidden(user: str, verb: str, namespace: str, name: str) -> JSONResponse:
+    """RBAC's refusal as the API server writes it: apiserver's `responsewriters.Forbidden`, its
+    `forbiddenMessage` for a namespaced resource wrapped by apimachinery's `NewForbidden` (RBAC
+    gives no reason for a rule that is simply missing, so nothing follows the namespace)."""
+    message = (
+        f'{RESOURCE}.{GROUP} "{name}" is forbidden: User "{user}" cannot {verb} resource '
+        f'"{RESOURCE}" in API group "{GROUP}" in the namespace "{namespace}"'
+    )
+    return status(403, "Forbidden", message, name)
+
+
 @dataclass
 class KubeApi:
     token: str = "kube-test-token"
@@ -83,6 +96,7 @@ class KubeApi:
     after_get: tuple[str, dict[str, Any]] | None = None
     # Verbs the token's Role does not grant after all (a ServiceAccount without patch rights).
     denied_verbs: set[str] = field(default_factory=set)
+    user: str = "system:serviceaccount:queuepilot:queuepilot"  # the token's identity
     reviews: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -109,6 +123,9 @@ class KubeApi:
         if request.headers.get("authorization") != f"Bearer {self.token}":
             return status(401, "Unauthorized", "Unauthorized")
         key = (request.path_params["ns"], request.path_params["name"])
+        verb = "get" if request.method == "GET" else "patch"
+        if verb in self.denied_verbs:
+            return forbidden(self.user, verb, *key)
         runner_set = self.sets.get(key)
         if runner_set is None:
             message = f'{RESOURCE}.{GROUP} "{key[1]}" not found'

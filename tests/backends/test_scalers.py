@@ -40,6 +40,17 @@ def scaler(kube: FakeKubeApi, tmp_path: Path, *, url: str | None = None) -> ArcS
         ),
         ("token", "The Kubernetes API answered 401: Unauthorized"),
         ("unreachable", "The Kubernetes API is unreachable at http://127.0.0.1:9"),
+        # RBAC: the API server's whole message would be cut; the reply names who, what and the fix.
+        *(
+            (
+                f"denied {verb}",
+                "The Kubernetes API answered 403 Forbidden: system:serviceaccount:queuepilot:"
+                f"queuepilot may not {verb} the AutoscalingRunnerSet arc-runners/"
+                "mt-l-x86iavx512-8-64. Its Role in arc-runners must allow get and patch on "
+                "autoscalingrunnersets (apiGroup actions.github.com)",
+            )
+            for verb in ("get", "patch")
+        ),
     ],
 )
 async def test_arc_failures_are_told(
@@ -51,6 +62,8 @@ async def test_arc_failures_are_told(
     arc = scaler(kube, tmp_path, url=url)
     if fault == "token":
         kube.token = "rotated"  # the bot's token is no longer valid
+    if fault.startswith("denied "):
+        kube.denied_verbs = {fault.removeprefix("denied ")}
     with pytest.raises(BackendError) as caught:
         await arc.scale(ScaleRequest(TARGET, 2, "1", "al"))
     assert str(caught.value) == expected
