@@ -157,7 +157,11 @@ def _part(data: dict[str, Any], key: str) -> dict[str, Any]:
 def _capacity(runner_set: dict[str, Any]) -> Capacity:
     spec, metadata = _part(runner_set, "spec"), _part(runner_set, "metadata")
     maximum = count_of(spec.get("maxRunners"))  # absent: unbounded
-    current = count_of(_part(runner_set, "status").get("currentRunners"))
+    status = _part(runner_set, "status")
+    # While ARC takes a spec change on (phase Pending, until its listener is back), ARC 0.14's
+    # status reads 0 runners whatever runs: unknown, not none.
+    pending = status.get("phase") == "Pending"
+    current = None if pending else count_of(status.get("currentRunners"))
     return Capacity(
         current=current,
         minimum=count_of(spec.get("minRunners")) or 0,
