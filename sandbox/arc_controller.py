@@ -48,6 +48,7 @@ class ArcController:
     listeners: dict[Key, int] = field(default_factory=dict)  # listeners created, per set
     _loop: asyncio.AbstractEventLoop | None = None
     _tasks: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
+    _objects: dict[Key, int] = field(default_factory=dict)  # a set made anew: another object
     _counts: dict[Key, dict[str, Any]] = field(default_factory=dict)  # the runner set's
 
     def serving(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -61,6 +62,11 @@ class ArcController:
         with contextlib.suppress(RuntimeError):  # its loop closed: nobody serves the API now
             self._loop.call_soon_threadsafe(self._start, key)
 
+    def created(self, key: Key) -> None:
+        """A set made anew at `key`: a reaction to the object it replaced ends, unwritten."""
+        self._objects[key] = self._objects.get(key, 0) + 1
+        self._counts.pop(key, None)
+
     def reconcile(self, key: Key) -> None:
         """The whole reaction at once, for a test that places it between two requests."""
         self._pending(key)
@@ -73,11 +79,13 @@ class ArcController:
         self._tasks[key] = asyncio.get_running_loop().create_task(self._react(key))
 
     async def _react(self, key: Key) -> None:
-        delay = self.after_s or 0.0
+        delay, made = self.after_s or 0.0, self._objects.get(key, 0)
         await asyncio.sleep(delay)
-        self._pending(key)
+        if self._objects.get(key, 0) == made:
+            self._pending(key)
         await asyncio.sleep(delay)
-        self._running(key)
+        if self._objects.get(key, 0) == made:
+            self._running(key)
 
     def _pending(self, key: Key) -> None:
         runner_set = self.api.sets.get(key)

@@ -115,6 +115,7 @@ class KubeApi:
     def add(self, runner_set: dict[str, Any]) -> dict[str, Any]:
         meta = runner_set["metadata"]
         self.sets[(meta["namespace"], meta["name"])] = runner_set
+        self.arc.created((meta["namespace"], meta["name"]))
         return runner_set
 
     def kubeconfig(self, directory: Path, url: str) -> Path:

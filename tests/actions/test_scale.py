@@ -397,11 +397,14 @@ async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
         await post_event(running.http, view_submission({**confirm, "id": form["id"]}, {}))
         await eventually(lambda: kube.patches, what="patched")
         assert kube.patches[0][2]["spec"] == {"maxRunners": 140}
+        # ARC takes it on (its writes meanwhile would make the next patch a 409, read again).
+        await eventually(kube.reacted, what="ARC took maxRunners 140 on")
 
         # The command can raise the ceiling too: 140 → 145.
         await post_event(running.http, slash(f"scale {RUNNER} +5 max"))
         await eventually(lambda: len(kube.patches) == 2, what="patched by the command")
         assert kube.patches[1][2]["spec"] == {"maxRunners": 145}
+        await eventually(lambda: kube.reacted(times=2), what="ARC took maxRunners 145 on")
 
         # Past the ceiling (150): refused at review with the ceiling named, nothing patched.
         step = await post_event(

@@ -78,7 +78,9 @@ async def test_a_scale_set_changed_meanwhile_is_read_again_not_overwritten(
     runner_set = kube.add_from_fixture(minRunners=3, maxRunners=200)
     runner_set["status"]["currentRunners"] = 10
     arc = scaler(kube, tmp_path)
-    # Someone (Helm, Argo, a colleague) raises minRunners between our read and patch.
+    # Someone (Helm, Argo, a colleague) raises minRunners between our read and patch; ARC's
+    # reaction to it, another write meanwhile, has its own tests below.
+    kube.arc.after_s = None
     kube.after_get = ("kubectl", {"minRunners": 8})
     result = await arc.scale(ScaleRequest(TARGET, 2, "1", "al"))
     assert result.detail == "minRunners 8 → 10 (maxRunners 200)"
