@@ -14,12 +14,17 @@ product), with the fields it set and the time.
 The CRD's schema is enforced on the written object, as a structural schema is: `minRunners` and
 `maxRunners` are integers of at least 0 (ARC's `+kubebuilder:validation:Minimum:=0`), else 422.
 `write()` is another writer (Helm, a colleague's kubectl, ARC's controller writing status).
+ARC's controller (`sandbox.arc_controller`, `arc`) reacts to every spec change, whoever made it,
+as the real one does: shortly after, the resourceVersion moves again, the phase goes `Pending`
+then `Running`, and the listener is created again.
 
 It also answers a SelfSubjectAccessReview (POST `REVIEWS`) as the API server does for the token's
 identity: 201 with the review echoed and its `status` (`allowed`, and RBAC's `reason` when it
 allows), a 422 for a spec that names neither or both of resourceAttributes and
 nonResourceAttributes. The token's Role allows `get` and `patch` on autoscalingrunnersets
-(apiGroup actions.github.com), as the bot's RBAC grants, but the verbs in `denied_verbs`.
+(apiGroup actions.github.com), as the bot's RBAC grants, but the verbs in `denied_verbs`: a GET
+or PATCH of a denied verb is 403 Forbidden, before the object is looked up (authorization comes
+before the handler), worded as the API server's authorization filter words it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +42,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from sandbox.arc_controller import ArcController
 
 GROUP, RESOURCE = "actions.github.com", "autoscalingrunnersets"
 PATH = f"/apis/{GROUP}/v1alpha1/namespaces/{{ns}}/{RESOURCE}/{{name}}"
@@ -71,6 +79,17 @@ def status(code: int, reason: str, message: str, name: str = "") -> JSONResponse
     return JSONResponse(body, status_code=code)
 
 
+def forbidden(user: str, verb: str, namespace: str, name: str) -> JSONResponse:
+    """RBAC's refusal as the API server writes it: apiserver's `responsewriters.Forbidden`, its
+    `forbiddenMessage` for a namespaced resource wrapped by apimachinery's `NewForbidden` (RBAC
+    gives no reason for a rule that is simply missing, so nothing follows the namespace)."""
+    message = (
+        f'{RESOURCE}.{GROUP} "{name}" is forbidden: User "{user}" cannot {verb} resource '
+        f'"{RESOURCE}" in API group "{GROUP}" in the namespace "{namespace}"'
+    )
+    return status(403, "Forbidden", message, name)
+
+
 @dataclass
 class KubeApi:
     token: str = "kube-test-token"
@@ -78,21 +97,25 @@ class KubeApi:
     patches: list[tuple[str, str, Any]] = field(default_factory=list)
     get_delay_s: float = 0.0  # a slow API server: each GET answers this late
     unavailable: int = 0  # the next this many PATCHes get 503 (an API server restarting)
-    # Another writer's spec change (manager, fields), made right after the next GET is answered:
-    # someone (Helm, a colleague) changes the set between a client's read and its patch.
-    after_get: tuple[str, dict[str, Any]] | None = None
+    # Another writer's change, made right after the next GET is answered: someone (Helm, a
+    # colleague) changes the spec (manager, fields), or any other write (a call: ARC's
+    # controller reacting), between a client's read and its patch.
+    after_get: tuple[str, dict[str, Any]] | Callable[[], object] | None = None
     # Verbs the token's Role does not grant after all (a ServiceAccount without patch rights).
     denied_verbs: set[str] = field(default_factory=set)
+    user: str = "system:serviceaccount:queuepilot:queuepilot"  # the token's identity
     reviews: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.route = Route(PATH, self.handle, methods=["GET", "PATCH"])
         self.review_route = Route(REVIEWS, self.review, methods=["POST"])
         self.app = Starlette(routes=[self.route, self.review_route])
+        self.arc = ArcController(self)
 
     def add(self, runner_set: dict[str, Any]) -> dict[str, Any]:
         meta = runner_set["metadata"]
         self.sets[(meta["namespace"], meta["name"])] = runner_set
+        self.arc.created((meta["namespace"], meta["name"]))
         return runner_set
 
     def kubeconfig(self, directory: Path, url: str) -> Path:
@@ -108,7 +131,11 @@ class KubeApi:
     async def handle(self, request: Request) -> Response:
         if request.headers.get("authorization") != f"Bearer {self.token}":
             return status(401, "Unauthorized", "Unauthorized")
+        self.arc.serving(asyncio.get_running_loop())
         key = (request.path_params["ns"], request.path_params["name"])
+        verb = "get" if request.method == "GET" else "patch"
+        if verb in self.denied_verbs:
+            return forbidden(self.user, verb, *key)
         runner_set = self.sets.get(key)
         if runner_set is None:
             message = f'{RESOURCE}.{GROUP} "{key[1]}" not found'
@@ -116,8 +143,11 @@ class KubeApi:
         if request.method == "GET":
             await asyncio.sleep(self.get_delay_s)
             answer = JSONResponse(runner_set)  # serialised now: the change comes after
-            if self.after_get is not None:
-                (manager, spec), self.after_get = self.after_get, None
+            change, self.after_get = self.after_get, None
+            if callable(change):
+                change()
+            elif change is not None:
+                manager, spec = change
                 self.write(key[1], manager=manager, spec=spec, namespace=key[0])
             return answer
         if self.unavailable > 0:
@@ -224,12 +254,21 @@ class KubeApi:
             fields["f:status"] = {f"f:{k}": {} for k in status}
         return self._written(current, changed, manager, fields)
 
+    def annotate(self, key: tuple[str, str], manager: str, annotations: dict[str, str]) -> None:
+        """A writer's metadata-only change (ARC's controller recording the spec it took on)."""
+        current = self.sets[key]
+        changed = copy.deepcopy(current)
+        changed["metadata"].setdefault("annotations", {}).update(annotations)
+        fields = {"f:metadata": {"f:annotations": {f"f:{k}": {} for k in annotations}}}
+        self._written(current, changed, manager, fields)
+
     def _written(
         self, before: dict[str, Any], after: dict[str, Any], manager: str, fields: dict[str, Any]
     ) -> dict[str, Any]:
         meta = after["metadata"]
         meta["resourceVersion"] = str(int(before["metadata"]["resourceVersion"]) + 1)
-        if after.get("spec") != before.get("spec"):
+        spec_changed = after.get("spec") != before.get("spec")
+        if spec_changed:
             meta["generation"] = int(before["metadata"].get("generation") or 0) + 1
         entries = [e for e in meta.get("managedFields") or [] if e.get("manager") != manager]
         entries.append(
@@ -244,6 +283,8 @@ class KubeApi:
         )
         meta["managedFields"] = entries
         self.sets[(meta["namespace"], meta["name"])] = after
+        if spec_changed:
+            self.arc.spec_changed((meta["namespace"], meta["name"]))
         return after
 
 

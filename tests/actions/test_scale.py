@@ -335,6 +335,31 @@ async def test_arc_raises_min_runners_with_a_merge_patch(
         )
 
 
+async def test_arc_without_patch_rights_is_refused_with_who_and_the_role_to_fix(
+    settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """The API server's 403 for a Role without `patch`: the person who asked reads who was
+    refused, what, and the fix, and nothing is recorded to put back."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    kube.denied_verbs = {"patch"}
+    async with run_bot(arc_settings(settings_for, kube, tmp_path)) as running:
+        root = await open_incident(running, slack)
+        await post_event(running.http, slash(f"scale {RUNNER} +2"))
+        [answer] = await eventually(
+            lambda: [t for t in ephemeral_texts(slack) if "Could not scale" in t], what="told"
+        )
+        assert answer == (
+            f"Could not scale `{RUNNER}`: The Kubernetes API answered 403 Forbidden: "
+            "system:serviceaccount:queuepilot:queuepilot may not patch the AutoscalingRunnerSet "
+            "arc-runners/mt-l-x86iavx512-8-64. Its Role in arc-runners must allow get and patch "
+            "on autoscalingrunnersets (apiGroup actions.github.com). Nothing changed."
+        )
+        assert kube.sets[("arc-runners", "mt-l-x86iavx512-8-64")]["spec"]["minRunners"] == 0
+        assert not any("Scaled" in t for t in thread_texts(slack, root.ts))
+        incident = await running.bot.store.get("1")
+        assert incident is not None and not incident.recent_actions
+
+
 async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
     settings_for: Any, slack: Slack, kube: FakeKubeApi, tmp_path: Path
 ) -> None:
@@ -372,11 +397,14 @@ async def test_arc_at_its_maximum_offers_raising_max_runners_within_the_ceiling(
         await post_event(running.http, view_submission({**confirm, "id": form["id"]}, {}))
         await eventually(lambda: kube.patches, what="patched")
         assert kube.patches[0][2]["spec"] == {"maxRunners": 140}
+        # ARC takes it on (its writes meanwhile would make the next patch a 409, read again).
+        await eventually(kube.reacted, what="ARC took maxRunners 140 on")
 
         # The command can raise the ceiling too: 140 → 145.
         await post_event(running.http, slash(f"scale {RUNNER} +5 max"))
         await eventually(lambda: len(kube.patches) == 2, what="patched by the command")
         assert kube.patches[1][2]["spec"] == {"maxRunners": 145}
+        await eventually(lambda: kube.reacted(times=2), what="ARC took maxRunners 145 on")
 
         # Past the ceiling (150): refused at review with the ceiling named, nothing patched.
         step = await post_event(

@@ -21,6 +21,7 @@ from bot.domain.scaling import ScaleTarget
 from bot.factory import scale_targets
 from tests.support.fakes.kube_api import FakeKubeApi
 from tests.support.mutations import json_values
+from tests.support.running import eventually
 
 TARGET = ScaleTarget("linux", "arc-runners/mt-l-x86iavx512-8-64", cap=10)
 
@@ -40,6 +41,17 @@ def scaler(kube: FakeKubeApi, tmp_path: Path, *, url: str | None = None) -> ArcS
         ),
         ("token", "The Kubernetes API answered 401: Unauthorized"),
         ("unreachable", "The Kubernetes API is unreachable at http://127.0.0.1:9"),
+        # RBAC: the API server's whole message would be cut; the reply names who, what and the fix.
+        *(
+            (
+                f"denied {verb}",
+                "The Kubernetes API answered 403 Forbidden: system:serviceaccount:queuepilot:"
+                f"queuepilot may not {verb} the AutoscalingRunnerSet arc-runners/"
+                "mt-l-x86iavx512-8-64. Its Role in arc-runners must allow get and patch on "
+                "autoscalingrunnersets (apiGroup actions.github.com)",
+            )
+            for verb in ("get", "patch")
+        ),
     ],
 )
 async def test_arc_failures_are_told(
@@ -51,6 +63,8 @@ async def test_arc_failures_are_told(
     arc = scaler(kube, tmp_path, url=url)
     if fault == "token":
         kube.token = "rotated"  # the bot's token is no longer valid
+    if fault.startswith("denied "):
+        kube.denied_verbs = {fault.removeprefix("denied ")}
     with pytest.raises(BackendError) as caught:
         await arc.scale(ScaleRequest(TARGET, 2, "1", "al"))
     assert str(caught.value) == expected
@@ -64,7 +78,9 @@ async def test_a_scale_set_changed_meanwhile_is_read_again_not_overwritten(
     runner_set = kube.add_from_fixture(minRunners=3, maxRunners=200)
     runner_set["status"]["currentRunners"] = 10
     arc = scaler(kube, tmp_path)
-    # Someone (Helm, Argo, a colleague) raises minRunners between our read and patch.
+    # Someone (Helm, Argo, a colleague) raises minRunners between our read and patch; ARC's
+    # reaction to it, another write meanwhile, has its own tests below.
+    kube.arc.after_s = None
     kube.after_get = ("kubectl", {"minRunners": 8})
     result = await arc.scale(ScaleRequest(TARGET, 2, "1", "al"))
     assert result.detail == "minRunners 8 → 10 (maxRunners 200)"
@@ -114,9 +130,10 @@ async def test_a_scale_up_records_what_it_changed_and_is_put_back(
     kube: FakeKubeApi, tmp_path: Path
 ) -> None:
     kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    read = int(kube.sets[SET]["metadata"]["resourceVersion"])
     arc = scaler(kube, tmp_path)
     result = await arc.scale(ScaleRequest(TARGET, 5, "1", "al"))
-    written = kube.sets[SET]["metadata"]["resourceVersion"]
+    written = str(read + 1)  # ARC's controller moves it on from there soon after
     assert result.undo == Undo("minRunners", 0, 5, written), "the version our patch produced"
     # ARC's controller writes the status as runners start: the version moves, the field not.
     kube.write(manager="manager", status={"currentRunners": 45})
@@ -128,6 +145,82 @@ async def test_a_scale_up_records_what_it_changed_and_is_put_back(
     assert body["spec"] == {"minRunners": 0}
     managers = [e["manager"] for e in kube.sets[SET]["metadata"]["managedFields"]]
     assert "queuepilot" in managers, "our writes are named in managedFields"
+
+
+async def test_a_put_back_after_arc_took_the_scale_up_on_goes_back(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """ARC's controller reacts to our patch and moves the version three times; the put-back reads
+    the set again, finds its value and goes back, and ARC takes that on in turn."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    arc = scaler(kube, tmp_path)
+    result = await arc.scale(ScaleRequest(TARGET, 5, "1", "al"))
+    assert result.undo is not None
+    await eventually(kube.reacted, what="ARC took the scale-up on")
+    assert int(kube.sets[SET]["metadata"]["resourceVersion"]) > int(result.undo.version)
+
+    assert await arc.revert(TARGET, result.undo) == Reverted(True, "minRunners 5 → 0")
+
+    assert kube.sets[SET]["spec"]["minRunners"] == 0
+    await eventually(lambda: kube.reacted(times=2), what="ARC took the put-back on")
+
+
+async def test_a_put_back_that_meets_arcs_reaction_reads_again_and_goes_back(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """ARC's writes land between the put-back's read and its patch: a 409, then a fresh read."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 40
+    kube.arc.after_s = None  # it reacts where the test puts it
+    arc = scaler(kube, tmp_path)
+    result = await arc.scale(ScaleRequest(TARGET, 5, "1", "al"))
+    assert result.undo is not None
+    kube.after_get = lambda: kube.arc.reconcile(SET)
+    patches = len(kube.patches)
+
+    assert await arc.revert(TARGET, result.undo) == Reverted(True, "minRunners 5 → 0")
+
+    assert len(kube.patches) == patches + 2, "the first refused (409), the second taken"
+    assert kube.sets[SET]["spec"]["minRunners"] == 0
+
+
+async def test_a_max_runners_put_back_after_arc_reacted_still_keeps_the_floor(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """Raised maxRunners, then someone raised minRunners; ARC took both on. The put-back goes
+    only as far as the new floor: ARC's listener does not run with maxRunners below it."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)["status"]["currentRunners"] = 120
+    arc = scaler(kube, tmp_path)
+    result = await arc.scale(ScaleRequest(TARGET, 10, "1", "al", raise_maximum=True))
+    assert result.undo is not None
+    assert (result.undo.field, result.undo.before, result.undo.after) == ("maxRunners", 120, 130)
+    await eventually(kube.reacted, what="ARC took the scale-up on")
+    kube.write(manager="kubectl", spec={"minRunners": 125})
+    await eventually(lambda: kube.reacted(times=2), what="ARC took the new floor on")
+
+    reverted = await arc.revert(TARGET, result.undo)
+
+    assert reverted == Reverted(
+        True,
+        "maxRunners 130 → 125",
+        "maxRunners stays 125, not 120: minRunners is 125 now, and ARC's listener does not run "
+        "with maxRunners below minRunners",
+    )
+    spec = kube.sets[SET]["spec"]
+    assert (spec["minRunners"], spec["maxRunners"]) == (125, 125)
+
+
+async def test_capacity_while_arc_takes_a_change_on_is_unknown_not_zero(
+    kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """ARC 0.14 writes 0 runners with phase Pending until its listener is back."""
+    kube.add_from_fixture(minRunners=0, maxRunners=120)
+    kube.arc.after_s = None
+    kube.write(manager="manager", status={"phase": "Pending", "currentRunners": 0})
+
+    capacity = await scaler(kube, tmp_path).capacity(TARGET)
+
+    assert capacity is not None and capacity.current is None and not capacity.at_maximum
+    assert (capacity.minimum, capacity.maximum) == (0, 120)
 
 
 async def test_a_field_changed_since_is_left_and_who_changed_it_is_said(

@@ -195,6 +195,12 @@ def facts(labels: Labels, *, teams_from_annotations: bool) -> AlertFacts:
 @example(case=([['a="\\,",b_2=c']], {}), teams_from_annotations=False)
 @example(case=([['a=\\,b_2="c']], {}), teams_from_annotations=False)
 @example(case=([["{}"], [""], ["{"], ["}"]], {}), teams_from_annotations=False)
+# An empty matcher set is no matcher in Alertmanager too (its config loads, amtool routes every
+# alert there): a catch-all route, taking labels the routes before it do not.
+@example(
+    case=([["a=x"], ["{}"], ["{ }", "team=y"], ["{\t}"], ["\u00a0"]], {"a": "b", "team": "y"}),
+    teams_from_annotations=False,
+)
 @example(case=([["a=b,,team=x"]], {}), teams_from_annotations=False)
 @example(case=([['"service.name"=x']], {}), teams_from_annotations=False)
 @example(case=([["service.name=x"]], {}), teams_from_annotations=False)

@@ -64,6 +64,18 @@ def invalid(*causes: str) -> Answer:
     return status(422, "Invalid", message)
 
 
+def forbidden(verb: str, name: str = RECORDED) -> Answer:
+    """RBAC refused the token's identity (apiserver's forbiddenMessage within NewForbidden)."""
+    return status(
+        403,
+        "Forbidden",
+        f'autoscalingrunnersets.actions.github.com "{name}" is forbidden: User '
+        f'"system:serviceaccount:queuepilot:queuepilot" cannot {verb} resource '
+        '"autoscalingrunnersets" in API group "actions.github.com" in the namespace "arc-runners"',
+        name,
+    )
+
+
 def patch(kind: str, body: object) -> dict[str, Any]:
     return {"method": "PATCH", "content": json.dumps(body).encode(), "type": kind}
 
@@ -167,6 +179,13 @@ ROWS: list[tuple[str, str, str | None, dict[str, Any], Answer]] = [
      status(400, BAD, Like("error decoding body: .+"))),
     ("a review of another kind", REVIEWS, TOKEN, patch("application/json", {"kind": "Pod"}) | {
         "method": "POST"}, status(400, BAD, Like(".+"))),
+    # RBAC (the stand-in's `denied_verbs`): the authorization filter answers before the handler,
+    # so a denied verb is 403 even for a set that is not there.
+    ("a GET the Role does not grant", SET, TOKEN, GET | {"denied": "get"}, forbidden("get")),
+    ("a PATCH the Role does not grant", SET, TOKEN, patch(MERGE, {"spec": {"minRunners": 1}}) | {
+        "denied": "patch"}, forbidden("patch")),
+    ("a denied GET of a set that is not there", SET.replace(RECORDED, "gone"), TOKEN,
+     GET | {"denied": "get"}, forbidden("get", "gone")),
     # The stand-in's switch: the next PATCH meets an API server that is restarting.
     ("a patch while the API server restarts", SET, TOKEN, patch(MERGE, {"spec": {
         "minRunners": 1}}) | {"unavailable": 1}, status(
@@ -187,6 +206,7 @@ async def test_the_api_server_refuses_it_so(
 ) -> None:
     api, http = kube
     api.unavailable = request_.get("unavailable", 0)
+    api.denied_verbs = {request_["denied"]} if "denied" in request_ else set()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if "type" in request_:
         headers["Content-Type"] = request_["type"]

@@ -5,6 +5,7 @@ the resourceVersion read, so a helm or kubectl write meanwhile is a 409, not ove
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -33,6 +34,8 @@ FIELD_MANAGER = "queuepilot"  # how managedFields name our writes (`?fieldManage
 # The counts as ARC's listener checks them (it has no desired count of its own to check).
 NAMES = ("minRunners", "maxRunners", "runners")
 LISTENER = "ARC's listener does not run with maxRunners below minRunners"
+# Who the API server says asked, in its Forbidden message (`User "system:serviceaccount:…"`).
+ASKER = re.compile(r'User "([^"]{1,200})"')
 
 
 class ArcScaler(Scaler):
@@ -113,16 +116,37 @@ class ArcScaler(Scaler):
         self, method: str, target: ScaleTarget, patch: bytes | None = None
     ) -> dict[str, Any]:
         space, _, name = target.target.rpartition("/")  # `namespace/name`, or a bare name
-        space = quote(space or self._namespace, safe="")
-        path = f"{API}/namespaces/{space}/autoscalingrunnersets/{quote(name, safe='')}"
+        space = space or self._namespace
+        path = (
+            f"{API}/namespaces/{quote(space, safe='')}/autoscalingrunnersets/{quote(name, safe='')}"
+        )
         headers = self._access.headers()
         params = None
         if patch is not None:
             headers["Content-Type"] = "application/merge-patch+json"
             params = {"fieldManager": FIELD_MANAGER}
-        return await request_json(
-            self._client, SERVICE, method, path, content=patch, headers=headers, params=params
-        )
+        try:
+            return await request_json(
+                self._client, SERVICE, method, path, content=patch, headers=headers, params=params
+            )
+        except BackendError as exc:
+            if exc.status == 403:
+                raise forbidden(exc, "patch" if patch is not None else "get", space, name) from None
+            raise
+
+
+def forbidden(exc: BackendError, verb: str, namespace: str, name: str) -> BackendError:
+    """RBAC's 403 said whole: the API server's message runs past what a reply shows of it, and
+    the fix (the Role) is the same every time. Never retried: a binding does not appear alone."""
+    asker = ASKER.search(str(exc))
+    who = asker.group(1) if asker else "the bot's service account"
+    return BackendError(
+        f"{SERVICE} answered 403 Forbidden: {who} may not {verb} the AutoscalingRunnerSet "
+        f"{namespace}/{name}. Its Role in {namespace} must allow get and patch on "
+        "autoscalingrunnersets (apiGroup actions.github.com)",
+        retryable=False,
+        status=403,
+    )
 
 
 def _part(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -133,7 +157,11 @@ def _part(data: dict[str, Any], key: str) -> dict[str, Any]:
 def _capacity(runner_set: dict[str, Any]) -> Capacity:
     spec, metadata = _part(runner_set, "spec"), _part(runner_set, "metadata")
     maximum = count_of(spec.get("maxRunners"))  # absent: unbounded
-    current = count_of(_part(runner_set, "status").get("currentRunners"))
+    status = _part(runner_set, "status")
+    # While ARC takes a spec change on (phase Pending, until its listener is back), ARC 0.14's
+    # status reads 0 runners whatever runs: unknown, not none.
+    pending = status.get("phase") == "Pending"
+    current = None if pending else count_of(status.get("currentRunners"))
     return Capacity(
         current=current,
         minimum=count_of(spec.get("minRunners")) or 0,

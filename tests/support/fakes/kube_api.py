@@ -20,3 +20,10 @@ class FakeKubeApi(KubeApi):
         runner_set = json.loads(text.replace(f'"{RECORDED}', f'"{name}'))
         runner_set["spec"].update(spec)
         return self.add(runner_set)
+
+    def reacted(self, name: str = RECORDED, times: int = 1, namespace: str = "arc-runners") -> bool:
+        """ARC's controller took the spec on `times` times: the listener created again that
+        often, and the set Running."""
+        key = (namespace, name)
+        running = self.sets[key]["status"].get("phase") == "Running"
+        return running and self.arc.listeners.get(key) == times
