@@ -13,11 +13,12 @@ from pathlib import Path
 
 from bot.config import SettingsError, read_settings, unknown_variables
 from bot.config.serve import serve_warnings
+from bot.telemetry import queuepilot_version
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="queuepilot", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"queuepilot {_version()}")
+    parser.add_argument("--version", action="version", version=f"queuepilot {queuepilot_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the production server (reads the environment and .env)")
     commands.add_parser(
@@ -80,15 +81,6 @@ def _serve() -> int:
         access_log=False,
     )
     return 0
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("queuepilot")
-    except PackageNotFoundError:  # a checkout run without installing it
-        return "unknown (not installed)"
 
 
 def _send(file: Path, url: str, source: str | None, token: str | None) -> int:
