@@ -50,13 +50,14 @@ def _serve() -> int:
 
     try:
         settings = read_settings()
+        # Before anything is built: what Bolt and the backends log as they are made is JSON too.
+        logs.configure(settings.log_level)
         # Building the backends can still find a setting unusable (an unreadable kubeconfig).
         bot = build_bot(settings)
     except SettingsError as exc:
         for problem in exc.problems:
             print(f"queuepilot: configuration error: {problem}", file=sys.stderr)
         return 2
-    logs.configure(settings.log_level)
     for near_miss in unknown_variables():
         logging.getLogger("queuepilot").warning("%s (ignored)", near_miss)
     for warning in serve_warnings(settings):
