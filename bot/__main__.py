@@ -80,6 +80,9 @@ def _serve() -> int:
         log_config=None,
         lifespan="on",
         access_log=False,
+        # Without a bound uvicorn waits for a stalled client until Kubernetes kills the pod,
+        # and the lifespan's orderly stop (the lease given up) never runs.
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
     return 0
 
