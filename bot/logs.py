@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from typing import Any
 
 # Slack tokens and bearer credentials, wherever they end up in a message (an exception's text,
 # a URL a library logs), and the password of a URL's userinfo (`https://user:password@host`).
@@ -73,8 +75,16 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # A library's DeprecationWarning or RuntimeWarning is a line like any other, not bare text.
+    # A library's DeprecationWarning or RuntimeWarning is a line like any other, not bare text,
+    # and so is the traceback of an error that ends the process.
     logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
     # Per-request and per-call lines (URLs included) are noise: the bot logs what it did itself.
     for noisy in ("uvicorn.access", "slack_sdk", "httpx", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _log_uncaught(kind: type[BaseException], error: BaseException, trace: Any) -> None:
+    logging.getLogger("queuepilot").critical(
+        "stopped by %s", kind.__name__, exc_info=(kind, error, trace)
+    )

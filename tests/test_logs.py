@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import warnings
 from collections.abc import Iterator
 
@@ -27,6 +28,7 @@ def restored() -> Iterator[None]:
     root.setLevel(level)
     logging.getLogger("httpx").setLevel(httpx_level)
     logging.captureWarnings(False)
+    sys.excepthook = sys.__excepthook__
 
 
 def test_a_backend_url_with_a_password_never_reaches_the_logs(
@@ -89,3 +91,17 @@ def test_a_librarys_warning_is_a_json_line(
 
     [entry] = lines(capsys)
     assert entry["level"] == "warning" and "this call is deprecated" in entry["message"]
+
+
+def test_an_error_that_ends_the_process_is_a_json_line(
+    restored: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs.configure("INFO")
+    try:
+        raise RuntimeError("the event loop is closed")
+    except RuntimeError:
+        sys.excepthook(*sys.exc_info())  # what Python calls with an uncaught exception
+
+    [entry] = lines(capsys)
+    assert entry["level"] == "critical" and entry["message"] == "stopped by RuntimeError"
+    assert "the event loop is closed" in entry["error"]
