@@ -47,6 +47,13 @@ async def half_sent(
         writer.close()
 
 
+def logged(bot: BotProcess) -> list[dict[str, str]]:
+    """Every whole line the process wrote, each a JSON object (or the test fails)."""
+    output = bot.output()
+    whole = output if output.endswith("\n") else output.rpartition("\n")[0]
+    return [json.loads(line) for line in whole.splitlines()]
+
+
 async def stopping(bot: BotProcess) -> None:
     bot.signal(signal.SIGTERM)
     await eventually(lambda: DRAINING in bot.output(), what="the drain", timeout=15)
@@ -81,13 +88,17 @@ async def test_a_notification_in_flight_at_sigterm_is_answered_and_not_lost(
         assert "queuepilot stopped cleanly" in bot.output()
         # Applied before the exit, or handed back to the stream for the other replica.
         await eventually(lambda: len(incidents_shown(slack)) == 1, what="its root")
+
         # Every line from the start to the exit is JSON (Bolt's and uvicorn's too), and the
-        # root's post names its incident and channel.
-        lines = [json.loads(line) for b in (bot, other) for line in b.output().splitlines()]
-        assert any(line["logger"].startswith("uvicorn") for line in lines)
-        assert any(line["logger"] == "slack_bolt" for line in lines)
-        posted = [line for line in lines if "opened thread" in line["message"]]
-        assert [(line["incident"], line["channel"]) for line in posted] == [("1", CHANNEL)]
+        # root's post names its incident and channel (logged once Slack has answered it).
+        def posted() -> list[dict[str, str]]:
+            lines = logged(bot) + logged(other)
+            return [line for line in lines if "opened thread" in line["message"]]
+
+        await eventually(posted, what="the post's log line")
+        assert [(line["incident"], line["channel"]) for line in posted()] == [("1", CHANNEL)]
+        assert any(line["logger"].startswith("uvicorn") for line in logged(bot))
+        assert any(line["logger"] == "slack_bolt" for line in logged(bot))
     finally:
         for process in (bot, other):
             process.kill()
