@@ -13,11 +13,12 @@ from pathlib import Path
 
 from bot.config import SettingsError, read_settings, unknown_variables
 from bot.config.serve import serve_warnings
+from bot.telemetry import queuepilot_version
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="queuepilot", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"queuepilot {_version()}")
+    parser.add_argument("--version", action="version", version=f"queuepilot {queuepilot_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the production server (reads the environment and .env)")
     check = commands.add_parser(
@@ -56,13 +57,14 @@ def _serve() -> int:
 
     try:
         settings = read_settings()
+        # Before anything is built: what Bolt and the backends log as they are made is JSON too.
+        logs.configure(settings.log_level)
         # Building the backends can still find a setting unusable (an unreadable kubeconfig).
         bot = build_bot(settings)
     except SettingsError as exc:
         for problem in exc.problems:
             print(f"queuepilot: configuration error: {problem}", file=sys.stderr)
         return 2
-    logs.configure(settings.log_level)
     for near_miss in unknown_variables():
         logging.getLogger("queuepilot").warning("%s (ignored)", near_miss)
     for warning in serve_warnings(settings):
@@ -85,17 +87,11 @@ def _serve() -> int:
         log_config=None,
         lifespan="on",
         access_log=False,
+        # Without a bound uvicorn waits for a stalled client until Kubernetes kills the pod,
+        # and the lifespan's orderly stop (the lease given up) never runs.
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
     return 0
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("queuepilot")
-    except PackageNotFoundError:  # a checkout run without installing it
-        return "unknown (not installed)"
 
 
 def _send(file: Path, url: str, source: str | None, token: str | None) -> int:

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+import platform
+import re
+from importlib.metadata import PackageNotFoundError, version
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 HELP = {
     "notifications_total": "Alert notifications received, by source and outcome (accepted or why "
@@ -35,7 +45,38 @@ HELP = {
     "nothing failing, 0 while it fails; exported by the leader, which runs them.",
     "state_lost_total": "Times Redis was found to have lost queuepilot's state (its marker gone): "
     "a failover to an empty replica, a restart without persistence, a FLUSHALL.",
+    "build_info": "1, labelled with the running queuepilot's version and Python's.",
+    "backend_calls_total": "Calls to the backends (metrics, silences, scalers, GitHub, the "
+    "Kubernetes and AWS APIs), by backend and outcome (ok, refused, rate_limited, server_error, "
+    "timeout, unreachable, error).",
 }
+
+# Backends are built from the settings alone and make every call through one of two functions
+# (`backends.http.request`, `backends.scale.aws.call`): one count of those calls per process,
+# which every app's registry shows, as it shows the process's memory and CPU.
+BACKEND_CALLS = Counter(
+    "queuepilot_backend_calls_total",
+    HELP["backend_calls_total"],
+    ("backend", "outcome"),
+    registry=None,
+)
+
+
+def backend_label(service: str) -> str:
+    """A service as its errors name it, as a label: "The Kubernetes API" -> kubernetes_api."""
+    name = re.sub(r"^the\s+", "", service.strip().lower())
+    return re.sub(r"[^a-z0-9]+", "_", name).strip("_") or "unknown"
+
+
+def backend_called(service: str, outcome: str) -> None:
+    BACKEND_CALLS.labels(backend_label(service), outcome).inc()
+
+
+def queuepilot_version() -> str:
+    try:
+        return version("queuepilot")
+    except PackageNotFoundError:  # a checkout run without installing it
+        return "unknown (not installed)"
 
 
 class Telemetry:
@@ -67,3 +108,9 @@ class Telemetry:
         self.send_queue = gauge("send_queue", "channel")
         self.probe_ok = gauge("probe_ok", "probe")
         self.state_lost = counter("state_lost_total")
+        build = gauge("build_info", "version", "python")
+        build.labels(queuepilot_version(), platform.python_version()).set(1)
+        self.registry.register(BACKEND_CALLS)
+        # process_* (memory, CPU, open files, start time) and python_info.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)

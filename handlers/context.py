@@ -164,10 +164,15 @@ async def tell(
     if outcome.blocks:
         message["blocks"] = list(outcome.blocks)
     message.update(response_type="ephemeral", replace_original=False)
+    calls = slack.telemetry.slack_calls
     try:
         answer = await AsyncWebhookClient(url).send_dict(message)
     except Exception as exc:  # whatever the URL or the network: one line, no traceback
+        calls.labels("response_url", "connection_error").inc()
         log.warning("could not answer %s: %s", user, type(exc).__name__)
         return
+    calls.labels(
+        "response_url", "ok" if answer.status_code == 200 else f"http_{answer.status_code}"
+    ).inc()
     if answer.status_code != 200:
         log.warning("could not answer %s: response_url answered %d", user, answer.status_code)

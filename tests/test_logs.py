@@ -1,8 +1,13 @@
-"""What the logs never carry: credentials, wherever a library or an error message puts them."""
+"""What the logs never carry: credentials, wherever a library or an error message puts them; and
+what every line carries: the incident and channel being worked on, where there is one."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import sys
+import warnings
 from collections.abc import Iterator
 
 import httpx
@@ -22,6 +27,8 @@ def restored() -> Iterator[None]:
     root.handlers[:] = handlers
     root.setLevel(level)
     logging.getLogger("httpx").setLevel(httpx_level)
+    logging.captureWarnings(False)
+    sys.excepthook = sys.__excepthook__
 
 
 def test_a_backend_url_with_a_password_never_reaches_the_logs(
@@ -39,3 +46,62 @@ def test_a_backend_url_with_a_password_never_reaches_the_logs(
     assert "reader:[redacted]@" in output
     assert "hunter2-secret" not in output
     assert "HTTP Request" not in output
+
+
+def lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, str]]:
+    return [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+
+
+async def test_lines_name_the_incident_and_channel_being_worked_on(
+    restored: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs.configure("INFO")
+    log = logging.getLogger("bot.test")
+
+    async def a_channels_sender() -> None:  # a task that works for one channel
+        logs.tag(channel="C2")
+        log.info("sender")
+
+    with logs.about("7", channel="C1"):
+        log.info("status")
+    with logs.about():  # an action: what it tags once it loaded its incident stays inside
+        log.info("action starts")
+        logs.tag(incident="8", channel="C1")
+        log.info("action on 8")
+    await asyncio.create_task(a_channels_sender())
+    log.info("between")
+
+    named = [(e["message"], e.get("incident"), e.get("channel")) for e in lines(capsys)]
+    assert named == [
+        ("status", "7", "C1"),
+        ("action starts", None, None),
+        ("action on 8", "8", "C1"),
+        ("sender", None, "C2"),
+        ("between", None, None),
+    ]
+
+
+def test_a_librarys_warning_is_a_json_line(
+    restored: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs.configure("INFO")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("this call is deprecated", UserWarning, stacklevel=1)
+
+    [entry] = lines(capsys)
+    assert entry["level"] == "warning" and "this call is deprecated" in entry["message"]
+
+
+def test_an_error_that_ends_the_process_is_a_json_line(
+    restored: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs.configure("INFO")
+    try:
+        raise RuntimeError("the event loop is closed")
+    except RuntimeError:
+        sys.excepthook(*sys.exc_info())  # what Python calls with an uncaught exception
+
+    [entry] = lines(capsys)
+    assert entry["level"] == "critical" and entry["message"] == "stopped by RuntimeError"
+    assert "the event loop is closed" in entry["error"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from bot import logs
 from bot.actions.permissions import Authorizer
 from bot.domain.incidents import REFUSED, Event, Incident
 from bot.render.mrkdwn import plain_text
@@ -88,18 +89,20 @@ class Acting:
         asked: tuple[str, str] | None = None,
     ) -> Outcome:
         """`run` once per interaction, authorized and counted; a refusal of what was `asked`
-        (the incident's ref, the request in words) is kept on the incident's timeline."""
-        try:
-            outcome = await self._once(action, actor, interaction, run)
-        except Deposed:
-            # Not an answer to give: the request stays in its stream, and the next leader
-            # (this replica too, leading again) carries it on under the same claim.
-            raise
-        except RedisError as exc:
-            log.error("action %s failed: Redis: %s", action, exc)
-            outcome = Outcome(False, NO_REDIS, "error")
-        if asked is not None:
-            await self.keep_refusal(*asked, actor, outcome)
+        (the incident's ref, the request in words) is kept on the incident's timeline. What it
+        logs names the incident it acts on, once loaded."""
+        with logs.about():
+            try:
+                outcome = await self._once(action, actor, interaction, run)
+            except Deposed:
+                # Not an answer to give: the request stays in its stream, and the next leader
+                # (this replica too, leading again) carries it on under the same claim.
+                raise
+            except RedisError as exc:
+                log.error("action %s failed: Redis: %s", action, exc)
+                outcome = Outcome(False, NO_REDIS, "error")
+            if asked is not None:
+                await self.keep_refusal(*asked, actor, outcome)
         label = outcome.result or ("ok" if outcome.ok else "refused")
         self.telemetry.actions.labels(action, label).inc()
         return outcome
@@ -148,6 +151,7 @@ class Acting:
         incident = loaded.incident
         if incident is None or (uid is not None and uid != incident.uid):
             return Loaded(None)
+        logs.tag(incident=incident.id, channel=incident.channel)
         return loaded
 
     async def commit(self, ref: str, decide: Decide, *, with_timeline: bool = False) -> Outcome:
@@ -160,6 +164,7 @@ class Acting:
         def decided(incident: Incident, now: datetime, timeline: list[Event]) -> Decided:
             if uid is not None and uid != incident.uid:
                 return None, refused(UNKNOWN)
+            logs.tag(incident=incident.id, channel=incident.channel)
             return decide(incident, now, timeline)
 
         fresh = await self.store.commit_fresh(

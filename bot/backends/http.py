@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from bot.backends.errors import BackendError
 from bot.domain.alerts import parse_timestamp
+from bot.telemetry import backend_called
 
 MAX_DETAIL = 200
 
@@ -50,19 +51,41 @@ async def request(
             method, url, json=json_body, content=content, headers=headers, params=params
         )
     except httpx.TimeoutException as exc:
+        backend_called(service, "timeout")
         timeout = client.timeout.read or client.timeout.connect
         within = f" within {timeout:g} s" if timeout else ""
         sent = not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
         message = f"{service} did not answer{within}"
         raise BackendError(message, retryable=True, unanswered=sent) from None
     except httpx.ConnectError:
+        backend_called(service, "unreachable")
         where = _origin(str(client.base_url.join(url)))
         raise BackendError(f"{service} is unreachable at {where}", retryable=True) from None
     except httpx.HTTPError as exc:
+        backend_called(service, "error")
         raise BackendError(f"{service}: {type(exc).__name__}", retryable=True) from None
+    backend_called(service, outcome_of(response, expect))
     if response.status_code in expect:
         return response
     raise error_of(service, response)
+
+
+def outcome_of(response: httpx.Response, expect: Collection[int] = (200,)) -> str:
+    """The answer as `queuepilot_backend_calls_total` counts it. A 4xx the caller expected (a
+    silence's 404: gone) is an answer like any other; a refused credential or permission (401,
+    403) never is, even where a caller handles it; a 403 with a rate limit's headers is how
+    GitHub answers its limits."""
+    status = response.status_code
+    limited = status == 403 and (
+        "retry-after" in response.headers or response.headers.get("x-ratelimit-remaining") == "0"
+    )
+    if status == 429 or limited:
+        return "rate_limited"
+    if status >= 500:
+        return "server_error"
+    if status in (401, 403) or (status >= 400 and status not in expect):
+        return "refused"
+    return "ok"
 
 
 async def request_json(

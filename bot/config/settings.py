@@ -196,6 +196,12 @@ class Server(Group, title="Server"):
     """The address to listen on."""
     log_level: LogLevel = "INFO"
     """DEBUG, INFO, WARNING, ERROR or CRITICAL."""
+    shutdown_grace_seconds: FractionalSeconds = Field(10.0, gt=0, le=300)
+    """On SIGTERM the bot stops accepting connections and gives the requests it is serving (a
+    notification being written, a Slack request being acknowledged) this long to be answered, then
+    stops its work. A request takes milliseconds while Redis answers, and Slack gives up on one
+    after 3 s. Kubernetes' terminationGracePeriodSeconds must cover the preStop pause, this and
+    the stop (up to 15 s)."""
 
 
 class Incidents(Group, title="Incidents"):

@@ -12,6 +12,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 
+from bot import logs
 from bot.config import Settings
 from bot.domain.delivery import Delivery, named
 from bot.domain.incidents import (
@@ -124,6 +125,8 @@ class Intake:
     async def _fold(self, pending: list[StreamEntry], read: GroupLoad) -> list[Change]:
         group_hash = pending[0].delivery.group_hash  # type: ignore[union-attr]
         group, group_version, loaded, next_id, found = read
+        if loaded.incident is not None:  # a lane is one group's: what it logs names its incident
+            logs.tag(incident=loaded.incident.id, channel=loaded.incident.channel)
         now = self.clock()
         window = timedelta(seconds=self.config.reopen_window_seconds)
         commit: Commit | None = None
@@ -196,6 +199,7 @@ class Intake:
             channel=channel,
             now=now,
         )
+        logs.tag(incident=incident.id, channel=incident.channel)
         opened = Event(at=now, kind="opened", text=f"Alert fired: {incident.title}")
         events, replies = [opened], []
         if found is not None:

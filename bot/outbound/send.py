@@ -27,6 +27,7 @@ from functools import partial
 
 from redis.exceptions import RedisError
 
+from bot import logs
 from bot.backoff import Backoff
 from bot.config import Settings
 from bot.domain.message import Rendered
@@ -197,6 +198,7 @@ class ChannelSender:
     async def post_next(self) -> bool:
         """Send the channel's most urgent post; False when none was waiting."""
         out, channel = self._out, self.channel
+        logs.tag(incident="")  # this loop's lines name the post's incident once it is known
         wait = self._bucket.wait_s(self._now())  # 1. the slot
         if wait > 0:
             await asyncio.sleep(wait)
@@ -213,6 +215,7 @@ class ChannelSender:
                 post = await messages.read(self._desk, member, earlier)
             if post is None:
                 return True  # nothing left to post, and that is recorded
+            logs.tag(incident=post.incident_id)
             # 5. this very item may have landed before its last attempt heard back
             if earlier and earlier.item == post.item and await self._found(post, earlier):
                 self._strikes.pop(f"{post.member}/{post.item}", None)
@@ -351,6 +354,7 @@ async def _send_while_held(out: Outbound, channel: str, lease: Lease, ttl_ms: in
     """Run the channel's sender, renewing its lease every third of its TTL until it is lost.
     The renewal is a task of its own on the leases' connections: a channel list read on a
     crowded pool must not cost a lease."""
+    logs.tag(channel=channel)  # this task is the channel's, and so are the sender's it starts
     sender = asyncio.create_task(ChannelSender(out, channel, lease).run())
     lost = False
     try:

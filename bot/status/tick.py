@@ -19,6 +19,7 @@ from datetime import datetime
 
 from redis.exceptions import RedisError
 
+from bot import logs
 from bot.backends.errors import BackendError
 from bot.config import Settings
 from bot.domain.fleet import HistoryPoint, Reading
@@ -42,6 +43,7 @@ from bot.storage.incident_store import (
     STATUS,
     STATUS_KINDS,
     Commit,
+    DueRead,
     IncidentStore,
     Loaded,
     Reply,
@@ -84,18 +86,10 @@ class StatusReporter:
         for claim, read in zip(claims, reads, strict=True):
             # A millisecond of CPU each: let webhooks and clicks in between.
             await asyncio.sleep(0)
-            try:
-                loaded = read.loaded()
-                if loaded.incident is None or not loaded.incident.is_open:
-                    await due.done(claim)
-                elif read.due_at == claim.token:  # else a commit set it anew since the claim
-                    commit = await self._decide(loaded, loaded.incident, reading, history, now)
-                    decided.append((claim, commit))
-            except (BackendError, RedisError, TimeoutError) as exc:
-                await self._again(claim, exc)
-            except Exception:
-                log.exception("status: incident %s failed; postponed", claim.member)
-                await self._again(claim, None, after=self.config.status_interval_seconds)
+            with logs.about(claim.member):
+                commit = await self._decided(claim, read, reading, history, now)
+            if commit is not None:
+                decided.append((claim, commit))
         try:
             applied = await self.store.commit_many([c for _, c in decided], now=now.timestamp())
         except RedisError as exc:
@@ -104,11 +98,36 @@ class StatusReporter:
         for (claim, commit), done in zip(decided, applied, strict=True):
             if done is not True:
                 # An error, or the incident moved on since it was read: decided afresh next tick.
-                await self._again(claim, done if isinstance(done, Exception) else None)
+                channel = commit.incident.channel if commit.incident is not None else None
+                with logs.about(claim.member, channel=channel or None):
+                    await self._again(claim, done if isinstance(done, Exception) else None)
             elif commit.stop_status:
                 self.telemetry.incidents_resolved.labels("drained").inc()
             else:
                 self.telemetry.status_posts.inc()
+
+    async def _decided(
+        self,
+        claim: Claim,
+        read: DueRead,
+        reading: Reading | None,
+        history: Sequence[HistoryPoint],
+        now: datetime,
+    ) -> Commit | None:
+        """A claimed incident's status to commit; None when there is none (put off, or done)."""
+        try:
+            loaded = read.loaded()
+            if loaded.incident is None or not loaded.incident.is_open:
+                await self.store.status_due.done(claim)
+            elif read.due_at == claim.token:  # else a commit set it anew since the claim
+                logs.tag(channel=loaded.incident.channel)
+                return await self._decide(loaded, loaded.incident, reading, history, now)
+        except (BackendError, RedisError, TimeoutError) as exc:
+            await self._again(claim, exc)
+        except Exception:
+            log.exception("status: incident %s failed; postponed", claim.member)
+            await self._again(claim, None, after=self.config.status_interval_seconds)
+        return None
 
     async def _again(self, claim: Claim, failure: Exception | None, after: float = 0.0) -> None:
         if failure is not None:

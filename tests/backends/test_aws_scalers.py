@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from hypothesis import given
+from prometheus_client.parser import text_string_to_metric_families
 
 from bot.backends.scale import Reverted, ScaleRequest, Undo
 from bot.backends.scale.asg import AsgScaler, failed_activities
@@ -46,6 +47,19 @@ def client(service: str, endpoint: str) -> Any:
     return boto3.client(service, region_name=REGION, endpoint_url=endpoint)
 
 
+async def sqs_calls(running: Any) -> float:
+    """The successful calls to SQS `/metrics` counts (in this process, whichever bot made them)."""
+    text = (await running.http.get("/metrics")).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "queuepilot_backend_calls_total" and sample.labels == {
+                "backend": "sqs",
+                "outcome": "ok",
+            }:
+                return sample.value
+    return 0.0
+
+
 async def open_incident(running: Any, slack: Slack) -> Any:
     payload = fixture_json("alertmanager/runner-queue-am-00-firing.json")
     assert (await running.send("alertmanager", payload)).status_code == 202
@@ -70,12 +84,16 @@ async def test_sqs_sends_one_scale_up_message_per_runner(
         scale_allowed_users=USER,
     )
     async with run_bot(settings) as running:
+        before = await sqs_calls(running)
         await open_incident(running, slack)
         await post_event(running.http, slash(f"scale {RUNNER} +12"))
         await eventually(
             lambda: any("12 scale-up messages sent" in t for t in ephemeral_texts(slack)),
             what="the answer",
         )
+        after = await sqs_calls(running)
+    # Two batches of at most ten, each one call, counted as every backend's calls are.
+    assert after - before == 2
     bodies = []
     while True:
         got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)

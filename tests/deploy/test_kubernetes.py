@@ -13,6 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from bot import leader
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import ScaleRequest
 from bot.backends.scale.arc import ArcScaler
@@ -323,9 +324,18 @@ def test_two_replicas_on_two_nodes_one_disrupted_at_a_time() -> None:
     assert selects(spread[0]["labelSelector"]["matchLabels"], labels)
 
 
-def test_termination_grace_covers_the_drain_on_sigterm() -> None:
-    # On SIGTERM the app gives in-flight work 10 s, then closes its clients.
-    assert pod_spec(render("base"))["terminationGracePeriodSeconds"] >= 20
+def test_termination_grace_covers_the_pause_the_drain_and_the_stop() -> None:
+    """Kubernetes counts the preStop pause in the grace; SIGKILL must not come before the
+    requests in flight are answered and the work is stopped in order."""
+    objects = render("base")
+    pause = container(objects)["lifecycle"]["preStop"]["exec"]["command"]
+    assert pause[0] == "sleep"
+    drain = float(
+        config(objects).get("SHUTDOWN_GRACE_SECONDS")
+        or Settings.model_fields["shutdown_grace_seconds"].default
+    )
+    stop = leader.STOP_WORK_S + 5  # the lifespan's wait for the leader's work (bot/app.py)
+    assert pod_spec(objects)["terminationGracePeriodSeconds"] > float(pause[1]) + drain + stop
 
 
 def test_resources_are_set_with_a_memory_limit_and_no_cpu_limit() -> None:

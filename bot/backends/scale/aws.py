@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from bot.backends.errors import BackendError
 from bot.config import Settings
+from bot.telemetry import backend_called
 
 T = TypeVar("T")
 THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", "SlowDown"})
@@ -45,19 +46,27 @@ async def call(service: str, fn: Callable[..., T], **kwargs: Any) -> T:
     )
 
     try:
-        return await asyncio.to_thread(fn, **kwargs)
+        answer = await asyncio.to_thread(fn, **kwargs)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code = str(error.get("Code") or "error")
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
         message = str(error.get("Message") or code)
-        retryable = code in THROTTLED or status >= 500
+        throttled = code in THROTTLED
+        refused = "server_error" if status >= 500 else "refused"
+        backend_called(service, "rate_limited" if throttled else refused)
+        retryable = throttled or status >= 500
         raise BackendError(f"{service} refused: {code}: {message}", retryable=retryable) from None
     except (ConnectTimeoutError, ReadTimeoutError) as exc:
+        backend_called(service, "timeout")
         sent = isinstance(exc, ReadTimeoutError)
         message = f"{service} did not answer in time"
         raise BackendError(message, retryable=True, unanswered=sent) from None
     except EndpointConnectionError:
+        backend_called(service, "unreachable")
         raise BackendError(f"{service} is unreachable", retryable=True) from None
     except BotoCoreError as exc:
+        backend_called(service, "error")
         raise BackendError(f"{service}: {type(exc).__name__}", retryable=False) from None
+    backend_called(service, "ok")
+    return answer

@@ -1,0 +1,112 @@
+"""What an operator's Prometheus reads of the bot itself on `/metrics`: which build runs, the
+process's memory, CPU and files, and every backend call by backend and outcome, counted where
+the calls are made."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from bot.backends.errors import BackendError
+from bot.backends.http import outcome_of
+from bot.backends.silence.alertmanager import grafana_silencer
+from bot.telemetry import queuepilot_version
+from sandbox.serve import serve_in_thread
+from sandbox.silence_api import FakeSilenceApi
+from tests.support.running import RunningBot
+from tests.support.servers import free_port
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    return samples(text).get((name, frozenset(labels.items())), 0.0)
+
+
+async def scrape(running: RunningBot) -> str:
+    response = await running.http.get("/metrics")
+    assert response.status_code == 200
+    return response.text
+
+
+async def test_metrics_say_which_build_runs_and_what_the_process_uses(
+    running_bot: RunningBot,
+) -> None:
+    text = await scrape(running_bot)
+
+    build = {"version": queuepilot_version(), "python": platform.python_version()}
+    assert value(text, "queuepilot_build_info", **build) == 1
+    assert value(text, "process_resident_memory_bytes") > 10 * 2**20
+    assert value(text, "process_open_fds") > 0
+    assert value(text, "process_start_time_seconds") > 1.7e9
+    assert ("process_cpu_seconds_total", frozenset()) in samples(text)
+    assert value(text, "python_info", version=platform.python_version(), **python_parts()) == 1
+
+
+def python_parts() -> dict[str, str]:
+    major, minor, patch = platform.python_version_tuple()
+    impl = platform.python_implementation()
+    return {"implementation": impl, "major": major, "minor": minor, "patchlevel": patch}
+
+
+@pytest.fixture
+def grafana() -> Iterator[FakeSilenceApi]:
+    api = FakeSilenceApi()
+    with serve_in_thread(api.app) as server:
+        api.url = server.url  # type: ignore[attr-defined]
+        yield api
+
+
+async def test_every_backend_answer_is_counted_by_backend_and_outcome(
+    running_bot: RunningBot, grafana: FakeSilenceApi
+) -> None:
+    """The silencer stands for every HTTP backend: they all call through one function."""
+    before = await scrape(running_bot)
+    silencer = grafana_silencer(grafana.url, grafana.token, timeout_s=5)  # type: ignore[attr-defined]
+    grafana.fail_next(503, "unavailable")
+    grafana.fail_next(429, "too many requests")
+    grafana.fail_next(403, "Permissions needed: alert.silences:read")
+    for _ in range(3):
+        with pytest.raises(BackendError):
+            await silencer.state("a-silence")
+    assert await silencer.state("a-silence") is None  # Grafana's 404: no such silence
+    await silencer.aclose()
+    nowhere = grafana_silencer(f"http://127.0.0.1:{free_port()}", "t", timeout_s=5)
+    with pytest.raises(BackendError, match="unreachable"):
+        await nowhere.state("a-silence")
+    await nowhere.aclose()
+
+    after = await scrape(running_bot)
+    counted = {
+        outcome: value(after, "queuepilot_backend_calls_total", backend="grafana", outcome=outcome)
+        - value(before, "queuepilot_backend_calls_total", backend="grafana", outcome=outcome)
+        for outcome in ("server_error", "rate_limited", "refused", "unreachable", "ok")
+    }
+    assert counted == {
+        "server_error": 1,
+        "rate_limited": 1,
+        "refused": 1,
+        "unreachable": 1,
+        "ok": 1,  # Grafana's 404: an answer (no such silence), not a failure
+    }
+
+
+def test_a_rate_limit_answered_as_a_403_counts_as_rate_limited() -> None:
+    """GitHub answers its limits with 403 and a rate limit's headers."""
+    limited = httpx.Response(403, headers={"x-ratelimit-remaining": "0"})
+    assert outcome_of(limited) == "rate_limited"
+    assert outcome_of(httpx.Response(403, headers={"retry-after": "60"})) == "rate_limited"
+    assert outcome_of(httpx.Response(403), expect=(200, 403)) == "refused"
+    assert outcome_of(httpx.Response(404), expect=(200, 404)) == "ok"
+    assert outcome_of(httpx.Response(404)) == "refused"
+    assert outcome_of(httpx.Response(304)) == "ok"
