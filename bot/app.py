@@ -206,8 +206,9 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     retention_s = settings.incident_retention_days * 86_400
     stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
     # One token source for both GitHub readers: an App's installation token is minted once.
-    github = factory.github_auth(settings)
-    issues = factory.build_issues(settings, github)
+    counted = telemetry.backend_called
+    github = factory.github_auth(settings, counted=counted)
+    issues = factory.build_issues(settings, github, counted=counted)
     # The leases are renewed over connections of their own: a crowd that keeps the main pool busy
     # must not cost the leader its lead, nor a channel its sender (tests/storage/test_redis_conn).
     lease_redis = connect(client_name="queuepilot-leases")
@@ -233,8 +234,8 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     warnings = WarningStore(redis, keys, bells=bells)
     notices = NoticeStore(redis, keys)
 
-    metrics = factory.build_metrics(settings, github)
-    jobs_source = factory.build_jobs_source(settings, metrics, github)
+    metrics = factory.build_metrics(settings, github, counted=counted)
+    jobs_source = factory.build_jobs_source(settings, metrics, github, counted=counted)
     jobs = None
     if jobs_source is not None:
         timeout_s = settings.backend_timeout_seconds
@@ -256,10 +257,10 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     acting = Acting(
         store, telemetry, interactions, authorizer, display_name=gateway.display_name, clock=clock
     )
-    silencer = factory.build_silencer(settings)
+    silencer = factory.build_silencer(settings, counted=counted)
     if silencer is not None:
         ticks["silence-watch"] = SilenceWatch(store, silencer, config=settings, clock=clock).tick
-    scaler = factory.build_scaler(settings, os.environ)
+    scaler = factory.build_scaler(settings, os.environ, counted=counted)
     scale_reverts = None
     if scaler is not None:
         scale_reverts = ScaleReverts(

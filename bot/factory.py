@@ -1,4 +1,6 @@
-"""Part of the composition root: the one place that picks each backend for the settings."""
+"""Part of the composition root: the one place that picks each backend for the settings, and
+hands it `counted`, where it counts its calls (the serving app's telemetry; `queuepilot check`,
+with no /metrics, passes nothing)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 from bot.backends.errors import BackendError
 from bot.backends.github_api import AppInstallationToken, GithubApi
+from bot.backends.http import Counted, uncounted
 from bot.backends.issues import GithubIssues
 from bot.backends.kube import KubeAccess, from_kubeconfig, in_cluster
 from bot.backends.metrics import AlertMetrics, QueuedJobs, QueueMetrics
@@ -32,17 +35,17 @@ from bot.config import (
 from bot.domain.scaling import ScaleTarget
 
 
-def build_silencer(settings: Settings) -> Silencer | None:
+def build_silencer(settings: Settings, *, counted: Counted = uncounted) -> Silencer | None:
     timeout = settings.backend_timeout_seconds
     if settings.silence_backend is SilenceBackend.ALERTMANAGER and settings.alertmanager_url:
-        return alertmanager_silencer(settings.alertmanager_url, timeout_s=timeout)
+        return alertmanager_silencer(settings.alertmanager_url, timeout_s=timeout, counted=counted)
     if (
         settings.silence_backend is SilenceBackend.GRAFANA
         and settings.grafana_url
         and settings.grafana_token
     ):
         token = settings.grafana_token.get_secret_value()
-        return grafana_silencer(settings.grafana_url, token, timeout_s=timeout)
+        return grafana_silencer(settings.grafana_url, token, timeout_s=timeout, counted=counted)
     return None
 
 
@@ -65,16 +68,18 @@ def scale_targets(settings: Settings) -> dict[str, ScaleTarget]:
     return targets
 
 
-def build_scaler(settings: Settings, environ: Mapping[str, str]) -> Scaler | None:
+def build_scaler(
+    settings: Settings, environ: Mapping[str, str], *, counted: Counted = uncounted
+) -> Scaler | None:
     backend = settings.scaler_backend
     if backend is ScalerBackend.WEBHOOK and settings.scaler_webhook_url:
-        return WebhookScaler(settings)
+        return WebhookScaler(settings, counted=counted)
     if backend is ScalerBackend.ARC:
-        return ArcScaler(settings, kube_access(settings, environ))
+        return ArcScaler(settings, kube_access(settings, environ), counted=counted)
     if backend is ScalerBackend.SQS and settings.scaler_sqs_queue_url:
-        return SqsScaler(settings)
+        return SqsScaler(settings, counted=counted)
     if backend is ScalerBackend.AWS_ASG:
-        return AsgScaler(settings)
+        return AsgScaler(settings, counted=counted)
     return None
 
 
@@ -92,49 +97,59 @@ def kube_access(settings: Settings, environ: Mapping[str, str]) -> KubeAccess:
         raise SettingsError(f"SCALER_BACKEND=arc: no Kubernetes access: {exc}") from None
 
 
-def github_auth(settings: Settings) -> AppInstallationToken | None:
+def github_auth(settings: Settings, *, counted: Counted = uncounted) -> AppInstallationToken | None:
     """The GitHub App's installation token (None with GITHUB_TOKEN, which each client reads from
     the settings): one per process, shared by every GitHub reader, so that it is minted and
     renewed once."""
     if settings.github_token is not None or not settings.github_app:
         return None
-    return AppInstallationToken(settings)
+    return AppInstallationToken(settings, counted=counted)
 
 
-def build_metrics(settings: Settings, auth: AppInstallationToken | None = None) -> QueueMetrics:
+def build_metrics(
+    settings: Settings, auth: AppInstallationToken | None = None, *, counted: Counted = uncounted
+) -> QueueMetrics:
     backend = settings.metrics_backend
     if backend is MetricsBackend.PROMETHEUS and settings.prometheus_url:
-        return PrometheusMetrics(settings)
+        return PrometheusMetrics(settings, counted=counted)
     if backend is MetricsBackend.GITHUB and settings.has_github_credential:
-        return _github(settings, auth)
+        return _github(settings, auth, counted)
     if backend is MetricsBackend.HUD and settings.hud_url:
-        return HudMetrics(settings)
+        return HudMetrics(settings, counted=counted)
     return AlertMetrics()
 
 
 def build_jobs_source(
-    settings: Settings, metrics: QueueMetrics, auth: AppInstallationToken | None = None
+    settings: Settings,
+    metrics: QueueMetrics,
+    auth: AppInstallationToken | None = None,
+    *,
+    counted: Counted = uncounted,
 ) -> QueuedJobs | None:
     """`JOBS_BACKEND`, else the metrics backend when it can list the jobs behind the queue."""
     backend = settings.jobs_backend
     if backend is JobsBackend.NONE:
         return None
     if backend is JobsBackend.GITHUB:
-        return metrics if isinstance(metrics, GithubMetrics) else _github(settings, auth)
+        return metrics if isinstance(metrics, GithubMetrics) else _github(settings, auth, counted)
     if backend is JobsBackend.HUD:
-        return metrics if isinstance(metrics, HudMetrics) else HudMetrics(settings)
+        return metrics if isinstance(metrics, HudMetrics) else HudMetrics(settings, counted=counted)
     return metrics if isinstance(metrics, QueuedJobs) else None
 
 
 def build_issues(
-    settings: Settings, auth: AppInstallationToken | None = None
+    settings: Settings, auth: AppInstallationToken | None = None, *, counted: Counted = uncounted
 ) -> GithubIssues | None:
     if not (settings.github_issues_repo and settings.has_github_credential):
         return None
     # GitHub asks for one call at a time from one client (secondary limits).
-    api = GithubApi(settings, auth=auth or github_auth(settings), concurrency=1)
+    auth = auth or github_auth(settings, counted=counted)
+    api = GithubApi(settings, auth=auth, concurrency=1, counted=counted)
     return GithubIssues(api, settings.github_issues_repo)
 
 
-def _github(settings: Settings, auth: AppInstallationToken | None) -> GithubMetrics:
-    return GithubMetrics(settings, GithubApi(settings, auth=auth or github_auth(settings)))
+def _github(
+    settings: Settings, auth: AppInstallationToken | None, counted: Counted
+) -> GithubMetrics:
+    auth = auth or github_auth(settings, counted=counted)
+    return GithubMetrics(settings, GithubApi(settings, auth=auth, counted=counted))

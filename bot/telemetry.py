@@ -51,25 +51,11 @@ HELP = {
     "timeout, unreachable, error).",
 }
 
-# Backends are built from the settings alone and make every call through one of two functions
-# (`backends.http.request`, `backends.scale.aws.call`): one count of those calls per process,
-# which every app's registry shows, as it shows the process's memory and CPU.
-BACKEND_CALLS = Counter(
-    "queuepilot_backend_calls_total",
-    HELP["backend_calls_total"],
-    ("backend", "outcome"),
-    registry=None,
-)
-
 
 def backend_label(service: str) -> str:
     """A service as its errors name it, as a label: "The Kubernetes API" -> kubernetes_api."""
     name = re.sub(r"^the\s+", "", service.strip().lower())
     return re.sub(r"[^a-z0-9]+", "_", name).strip("_") or "unknown"
-
-
-def backend_called(service: str, outcome: str) -> None:
-    BACKEND_CALLS.labels(backend_label(service), outcome).inc()
 
 
 def queuepilot_version() -> str:
@@ -110,7 +96,12 @@ class Telemetry:
         self.state_lost = counter("state_lost_total")
         build = gauge("build_info", "version", "python")
         build.labels(queuepilot_version(), platform.python_version()).set(1)
-        self.registry.register(BACKEND_CALLS)
+        self.backend_calls = counter("backend_calls_total", "backend", "outcome")
         # process_* (memory, CPU, open files, start time) and python_info.
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
+
+    def backend_called(self, service: str, outcome: str) -> None:
+        """A backend's call, by the service its errors name: handed to the backends as their
+        `counted`."""
+        self.backend_calls.labels(backend_label(service), outcome).inc()

@@ -1,11 +1,12 @@
 """What an operator's Prometheus reads of the bot itself on `/metrics`: which build runs, the
 process's memory, CPU and files, and every backend call by backend and outcome, counted where
-the calls are made."""
+the calls are made into the app's own registry (the tests run several apps in one process)."""
 
 from __future__ import annotations
 
 import platform
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -17,8 +18,10 @@ from bot.backends.silence.alertmanager import grafana_silencer
 from bot.telemetry import queuepilot_version
 from sandbox.serve import serve_in_thread
 from sandbox.silence_api import FakeSilenceApi
-from tests.support.running import RunningBot
+from tests.support.payloads import fixture_json
+from tests.support.running import RunningBot, eventually, recorded_root, run_bot
 from tests.support.servers import free_port
+from tests.support.slack import Slack, post_event, slash
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -70,9 +73,12 @@ def grafana() -> Iterator[FakeSilenceApi]:
 async def test_every_backend_answer_is_counted_by_backend_and_outcome(
     running_bot: RunningBot, grafana: FakeSilenceApi
 ) -> None:
-    """The silencer stands for every HTTP backend: they all call through one function."""
+    """The silencer stands for every HTTP backend: they all call through one function, and
+    count where the app that built them told them to."""
+    counted = running_bot.bot.telemetry.backend_called
     before = await scrape(running_bot)
-    silencer = grafana_silencer(grafana.url, grafana.token, timeout_s=5)  # type: ignore[attr-defined]
+    url = grafana.url  # type: ignore[attr-defined]
+    silencer = grafana_silencer(url, grafana.token, timeout_s=5, counted=counted)
     grafana.fail_next(503, "unavailable")
     grafana.fail_next(429, "too many requests")
     grafana.fail_next(403, "Permissions needed: alert.silences:read")
@@ -81,7 +87,7 @@ async def test_every_backend_answer_is_counted_by_backend_and_outcome(
             await silencer.state("a-silence")
     assert await silencer.state("a-silence") is None  # Grafana's 404: no such silence
     await silencer.aclose()
-    nowhere = grafana_silencer(f"http://127.0.0.1:{free_port()}", "t", timeout_s=5)
+    nowhere = grafana_silencer(f"http://127.0.0.1:{free_port()}", "t", timeout_s=5, counted=counted)
     with pytest.raises(BackendError, match="unreachable"):
         await nowhere.state("a-silence")
     await nowhere.aclose()
@@ -99,6 +105,28 @@ async def test_every_backend_answer_is_counted_by_backend_and_outcome(
         "unreachable": 1,
         "ok": 1,  # Grafana's 404: an answer (no such silence), not a failure
     }
+
+
+async def test_two_apps_in_one_process_count_only_their_own_backend_calls(
+    settings_for: Any, slack: Slack, grafana: FakeSilenceApi
+) -> None:
+    """A silence made through one bot is on its /metrics, and not on another's beside it."""
+    silencing = settings_for(
+        redis_prefix="one",
+        silence_backend="grafana",
+        grafana_url=grafana.url,  # type: ignore[attr-defined]
+        grafana_token=grafana.token,
+    )
+    async with run_bot(silencing) as one, run_bot(settings_for(redis_prefix="other")) as other:
+        await one.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        await recorded_root(one, slack)
+        assert (await post_event(one.http, slash("silence 2h"))).status_code == 200
+        await eventually(lambda: grafana.silences, what="the silence made")
+        mine, theirs = await scrape(one), await scrape(other)
+
+    calls = "queuepilot_backend_calls_total"
+    assert value(mine, calls, backend="grafana", outcome="ok") == 1
+    assert not [name for name, _ in samples(theirs) if name == calls]
 
 
 def test_a_rate_limit_answered_as_a_403_counts_as_rate_limited() -> None:

@@ -18,6 +18,7 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.etag_cache import EtagCache, Page
 from bot.backends.http import (
+    Counted,
     backend_client,
     bearer,
     error_of,
@@ -25,6 +26,7 @@ from bot.backends.http import (
     json_of,
     request,
     time_of,
+    uncounted,
 )
 from bot.backoff import Backoff
 from bot.config import Settings
@@ -69,7 +71,9 @@ class GithubApi:
         auth: AppInstallationToken | None = None,
         concurrency: int = 4,
         clock: Callable[[], float] = time.time,
+        counted: Counted = uncounted,
     ) -> None:
+        self._counted = counted
         timeout = config.backend_timeout_seconds
         self._client = client or backend_client(config.github_api_url, timeout, HEADERS)
         # GITHUB_TOKEN, unless a GitHub App's installation token (`auth`) is minted instead.
@@ -154,7 +158,7 @@ class GithubApi:
         async def send(token: str) -> httpx.Response:
             self.calls += 1
             return await request(
-                self._client, "GitHub", method, url, json_body=json_body,
+                self._client, "GitHub", method, url, counted=self._counted, json_body=json_body,
                 headers={**(headers or {}), **bearer(token)}, expect=(*expect, 401, 403, 429),
             )  # fmt: skip
 
@@ -276,7 +280,9 @@ class AppInstallationToken:
         *,
         clock: Callable[[], float] = time.time,
         transport: httpx.AsyncBaseTransport | None = None,
+        counted: Counted = uncounted,
     ) -> None:
+        self._counted = counted
         key = config.github_app_private_key
         self._config = config
         self._key = _private_key(key.get_secret_value() if key is not None else "")
@@ -355,8 +361,9 @@ class AppInstallationToken:
         jwt = app_jwt(self._config.github_app_id, self._key, self._clock())
         try:
             response = await request(
-                github, "GitHub", method, url, headers=bearer(jwt), expect=expect
-            )
+                github, "GitHub", method, url, counted=self._counted, headers=bearer(jwt),
+                expect=expect,
+            )  # fmt: skip
         except BackendError as exc:
             exc.args = (f"the GitHub App's token: {exc}",)
             raise

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,9 +14,16 @@ from pydantic import SecretStr
 
 from bot.backends.errors import BackendError
 from bot.domain.alerts import parse_timestamp
-from bot.telemetry import backend_called
 
 MAX_DETAIL = 200
+
+# Where a call's outcome is counted, `(service, outcome)`: the serving app's
+# `Telemetry.backend_called`, handed down by the factory so that each app counts its own calls.
+Counted = Callable[[str, str], None]
+
+
+def uncounted(service: str, outcome: str) -> None:
+    """For callers with no /metrics to show a count on: `queuepilot check`, the tests."""
 
 
 def backend_client(
@@ -38,6 +45,7 @@ async def request(
     method: str,
     url: str,
     *,
+    counted: Counted,
     expect: Collection[int] = (200,),
     json_body: Any = None,
     content: bytes | None = None,
@@ -45,26 +53,27 @@ async def request(
     params: Mapping[str, str] | None = None,
 ) -> httpx.Response:
     """`method url`, answered with one of the `expect`ed statuses, or a `BackendError` naming
-    `service` (never a credential: those travel in headers, never in URLs)."""
+    `service` (never a credential: those travel in headers, never in URLs); its outcome told to
+    `counted`."""
     try:
         response = await client.request(
             method, url, json=json_body, content=content, headers=headers, params=params
         )
     except httpx.TimeoutException as exc:
-        backend_called(service, "timeout")
+        counted(service, "timeout")
         timeout = client.timeout.read or client.timeout.connect
         within = f" within {timeout:g} s" if timeout else ""
         sent = not isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
         message = f"{service} did not answer{within}"
         raise BackendError(message, retryable=True, unanswered=sent) from None
     except httpx.ConnectError:
-        backend_called(service, "unreachable")
+        counted(service, "unreachable")
         where = _origin(str(client.base_url.join(url)))
         raise BackendError(f"{service} is unreachable at {where}", retryable=True) from None
     except httpx.HTTPError as exc:
-        backend_called(service, "error")
+        counted(service, "error")
         raise BackendError(f"{service}: {type(exc).__name__}", retryable=True) from None
-    backend_called(service, outcome_of(response, expect))
+    counted(service, outcome_of(response, expect))
     if response.status_code in expect:
         return response
     raise error_of(service, response)

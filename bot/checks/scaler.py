@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import request_json
+from bot.backends.http import request_json, uncounted
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import aws
 from bot.backends.scale.arc import SERVICE, ArcScaler
@@ -154,8 +154,8 @@ async def _allowed(
         "spec": {"resourceAttributes": {**attributes, "name": name}},
     }
     answer = await request_json(
-        client, SERVICE, "POST", REVIEWS, json_body=review, headers=access.headers(),
-        expect=(200, 201),
+        client, SERVICE, "POST", REVIEWS, counted=uncounted, json_body=review,
+        headers=access.headers(), expect=(200, 201),
     )  # fmt: skip
     status = answer.get("status")
     return isinstance(status, dict) and status.get("allowed") is True
@@ -177,7 +177,7 @@ async def probe_sqs(settings: Settings) -> list[Finding]:
     try:
         sqs = aws.client("sqs", settings, region=queue_region(url))
         answer = await aws.call(
-            "SQS", sqs.get_queue_attributes, QueueUrl=url, AttributeNames=[waiting]
+            "SQS", uncounted, sqs.get_queue_attributes, QueueUrl=url, AttributeNames=[waiting]
         )
     except BackendError as exc:
         return [_sqs_refused(queue, str(exc))]

@@ -5,8 +5,9 @@ The leader runs them because it alone calls the backends (it applies, acts and r
 every replica has the same settings and credentials, so one prober logs each problem once and asks
 each backend once. A probe is logged when its verdict changes, never each round: a warning with its
 findings and their fixes when it starts failing (or warning), one line when it recovers; the gauge
-`queuepilot_probe_ok{probe}` reads 0 while it fails. /readyz never looks here: a Prometheus that
-is down leaves the bot taking alerts and acting on them.
+`queuepilot_probe_ok{probe}` reads 0 while it fails; the probes' own calls are built as `check`'s,
+uncounted, so that `queuepilot_backend_calls_total` tells the bot's work alone. /readyz never looks
+here: a Prometheus that is down leaves the bot taking alerts and acting on them.
 
 Slack is the one probe left to `check`: serve calls Slack all the time, counts each call by its
 outcome (`queuepilot_slack_calls_total`) and logs what Slack refuses as it happens, and checks at

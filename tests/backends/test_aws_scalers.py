@@ -48,7 +48,7 @@ def client(service: str, endpoint: str) -> Any:
 
 
 async def sqs_calls(running: Any) -> float:
-    """The successful calls to SQS `/metrics` counts (in this process, whichever bot made them)."""
+    """The successful calls to SQS this bot's `/metrics` counts."""
     text = (await running.http.get("/metrics")).text
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import backend_client, json_of, request, time_of
+from bot.backends.http import Counted, backend_client, json_of, request, time_of, uncounted
 from bot.config import Settings
 from bot.domain.alerts import max_known
 from bot.domain.capacity import FleetHistory, TypeHistory
@@ -39,7 +39,14 @@ class HudMetrics:
     name = "the HUD"
     live = True
 
-    def __init__(self, config: Settings, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        config: Settings,
+        client: httpx.AsyncClient | None = None,
+        *,
+        counted: Counted = uncounted,
+    ) -> None:
+        self._counted = counted
         self._query = config.hud_query
         self._parameters = {**DEFAULT_PARAMETERS[self._query], **config.hud_parameters}
         self._threshold = threshold_minutes(self._query, config.hud_parameters)
@@ -80,7 +87,10 @@ class HudMetrics:
         shown = json.dumps(parameters, separators=(",", ":"))
         path, params = f"/api/clickhouse/{query}", {"parameters": shown}
         return json_of(
-            await request(self._client, "The HUD", "GET", path, params=params), "The HUD"
+            await request(
+                self._client, "The HUD", "GET", path, counted=self._counted, params=params
+            ),
+            "The HUD",
         )
 
     async def aclose(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import backend_client, bearer, request_json
+from bot.backends.http import Counted, backend_client, bearer, request_json, uncounted
 from bot.backends.metrics import prometheus_history as ranges
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory
@@ -95,8 +95,15 @@ class PrometheusMetrics:
     name = "Prometheus"
     live = True
 
-    def __init__(self, config: Settings, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        config: Settings,
+        client: httpx.AsyncClient | None = None,
+        *,
+        counted: Counted = uncounted,
+    ) -> None:
         self._config = config
+        self._counted = counted
         self._queries = all_queries(config)
         # The wait is ARC's startup histogram (a start, from assignment) unless it was replaced.
         arc_wait = arc_queries(config.prometheus_rate_window).get("longest_wait_mins")
@@ -235,7 +242,9 @@ class PrometheusMetrics:
         return parse_vector(await self._get("/api/v1/query", params))
 
     async def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        return await request_json(self._client, "Prometheus", "GET", path, params=params)
+        return await request_json(
+            self._client, "Prometheus", "GET", path, counted=self._counted, params=params
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()

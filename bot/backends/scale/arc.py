@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import request_json, time_of
+from bot.backends.http import Counted, request_json, time_of, uncounted
 from bot.backends.kube import KubeAccess
 from bot.backends.scale import (
     Reverted,
@@ -44,8 +44,14 @@ class ArcScaler(Scaler):
     revert_order = ("minRunners", "maxRunners")
 
     def __init__(
-        self, config: Settings, access: KubeAccess, client: httpx.AsyncClient | None = None
+        self,
+        config: Settings,
+        access: KubeAccess,
+        client: httpx.AsyncClient | None = None,
+        *,
+        counted: Counted = uncounted,
     ) -> None:
+        self._counted = counted
         self._namespace = config.scaler_arc_namespace
         self._access = access
         self._client = client or access.client(config.backend_timeout_seconds)
@@ -127,8 +133,9 @@ class ArcScaler(Scaler):
             params = {"fieldManager": FIELD_MANAGER}
         try:
             return await request_json(
-                self._client, SERVICE, method, path, content=patch, headers=headers, params=params
-            )
+                self._client, SERVICE, method, path, counted=self._counted,
+                content=patch, headers=headers, params=params,
+            )  # fmt: skip
         except BackendError as exc:
             if exc.status == 403:
                 raise forbidden(exc, "patch" if patch is not None else "get", space, name) from None

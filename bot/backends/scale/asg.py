@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.backends.errors import BackendError
-from bot.backends.http import time_of
+from bot.backends.http import Counted, time_of, uncounted
 from bot.backends.scale import (
     MAX_FAILURES,
     Reverted,
@@ -36,8 +36,11 @@ MAX_PAGES = 5
 class AsgScaler(Scaler):
     name = "AWS Auto Scaling"
 
-    def __init__(self, config: Settings, autoscaling: Any | None = None) -> None:
+    def __init__(
+        self, config: Settings, autoscaling: Any | None = None, *, counted: Counted = uncounted
+    ) -> None:
         self._config = config
+        self._counted = counted
         self._autoscaling = autoscaling
 
     @property
@@ -93,7 +96,7 @@ class AsgScaler(Scaler):
         token: str | None = None
         for _ in range(MAX_PAGES):
             answer = await call(
-                SERVICE, self._client.describe_scaling_activities,
+                SERVICE, self._counted, self._client.describe_scaling_activities,
                 AutoScalingGroupName=target.target, MaxRecords=PAGE,
                 **({"NextToken": token} if token else {}),
             )  # fmt: skip
@@ -110,14 +113,14 @@ class AsgScaler(Scaler):
 
     async def _set(self, target: ScaleTarget, value: int) -> None:
         await call(
-            SERVICE, self._client.set_desired_capacity, AutoScalingGroupName=target.target,
-            DesiredCapacity=value, HonorCooldown=False,
+            SERVICE, self._counted, self._client.set_desired_capacity,
+            AutoScalingGroupName=target.target, DesiredCapacity=value, HonorCooldown=False,
         )  # fmt: skip
 
     async def _sizes(self, target: ScaleTarget) -> tuple[int, int, int]:
         """The group's (desired, minimum, maximum)."""
         describe = self._client.describe_auto_scaling_groups
-        answer = await call(SERVICE, describe, AutoScalingGroupNames=[target.target])
+        answer = await call(SERVICE, self._counted, describe, AutoScalingGroupNames=[target.target])
         groups = answer.get("AutoScalingGroups") or []
         if not groups:
             raise BackendError(f"no Auto Scaling group named {target.target}", retryable=False)

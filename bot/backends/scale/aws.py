@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from bot.backends.errors import BackendError
+from bot.backends.http import Counted
 from bot.config import Settings
-from bot.telemetry import backend_called
 
 T = TypeVar("T")
 THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", "SlowDown"})
@@ -35,8 +35,9 @@ def client(service: str, config: Settings, *, region: str | None = None) -> Any:
     )
 
 
-async def call(service: str, fn: Callable[..., T], **kwargs: Any) -> T:
-    """`fn(**kwargs)` in a thread (boto3 blocks), its failures as `BackendError`."""
+async def call(service: str, counted: Counted, fn: Callable[..., T], **kwargs: Any) -> T:
+    """`fn(**kwargs)` in a thread (boto3 blocks), its failures as `BackendError`, its outcome
+    told to `counted`."""
     from botocore.exceptions import (
         BotoCoreError,
         ClientError,
@@ -54,19 +55,19 @@ async def call(service: str, fn: Callable[..., T], **kwargs: Any) -> T:
         message = str(error.get("Message") or code)
         throttled = code in THROTTLED
         refused = "server_error" if status >= 500 else "refused"
-        backend_called(service, "rate_limited" if throttled else refused)
+        counted(service, "rate_limited" if throttled else refused)
         retryable = throttled or status >= 500
         raise BackendError(f"{service} refused: {code}: {message}", retryable=retryable) from None
     except (ConnectTimeoutError, ReadTimeoutError) as exc:
-        backend_called(service, "timeout")
+        counted(service, "timeout")
         sent = isinstance(exc, ReadTimeoutError)
         message = f"{service} did not answer in time"
         raise BackendError(message, retryable=True, unanswered=sent) from None
     except EndpointConnectionError:
-        backend_called(service, "unreachable")
+        counted(service, "unreachable")
         raise BackendError(f"{service} is unreachable", retryable=True) from None
     except BotoCoreError as exc:
-        backend_called(service, "error")
+        counted(service, "error")
         raise BackendError(f"{service}: {type(exc).__name__}", retryable=False) from None
-    backend_called(service, "ok")
+    counted(service, "ok")
     return answer

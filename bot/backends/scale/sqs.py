@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from bot.backends.errors import BackendError
+from bot.backends.http import Counted, uncounted
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult
 from bot.backends.scale.aws import call, client
 from bot.config import Settings
@@ -25,7 +26,10 @@ class SqsScaler(Scaler):
         "runners down on its own"
     )
 
-    def __init__(self, config: Settings, sqs: Any | None = None) -> None:
+    def __init__(
+        self, config: Settings, sqs: Any | None = None, *, counted: Counted = uncounted
+    ) -> None:
+        self._counted = counted
         self._url = config.scaler_sqs_queue_url or ""
         self._config = config
         self._sqs = sqs
@@ -37,7 +41,9 @@ class SqsScaler(Scaler):
         for start in range(0, len(bodies), BATCH):
             batch = bodies[start : start + BATCH]
             entries = [{"Id": str(i), "MessageBody": body} for i, body in enumerate(batch)]
-            answer = await call("SQS", sqs.send_message_batch, QueueUrl=self._url, Entries=entries)
+            answer = await call(
+                "SQS", self._counted, sqs.send_message_batch, QueueUrl=self._url, Entries=entries
+            )
             sent += len(answer.get("Successful") or [])
             refused += [str(f.get("Code") or "error") for f in answer.get("Failed") or []]
         if sent == 0:

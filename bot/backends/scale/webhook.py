@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from bot.backends.http import backend_client, request
+from bot.backends.http import Counted, backend_client, request, uncounted
 from bot.backends.scale import Scaler, ScaleRequest, ScaleResult, count_of
 from bot.config import Settings
 from bot.domain.scaling import Capacity
@@ -27,7 +27,14 @@ class WebhookScaler(Scaler):
         "your receiver decides what a scale-up does, and queuepilot has no call to undo it"
     )
 
-    def __init__(self, config: Settings, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        config: Settings,
+        client: httpx.AsyncClient | None = None,
+        *,
+        counted: Counted = uncounted,
+    ) -> None:
+        self._counted = counted
         secret = config.scaler_webhook_secret
         self._url = config.scaler_webhook_url or ""
         self._secret = secret.get_secret_value() if secret is not None else ""
@@ -49,8 +56,9 @@ class WebhookScaler(Scaler):
         stamp = int(time.time())
         signed = {TIMESTAMP_HEADER: str(stamp), SIGNATURE_HEADER: sign(self._secret, stamp, body)}
         response = await request(
-            self._client, "The scaler webhook", "POST", self._url, expect=range(200, 300),
-            content=body, headers={"Content-Type": "application/json", **signed},
+            self._client, "The scaler webhook", "POST", self._url, counted=self._counted,
+            expect=range(200, 300), content=body,
+            headers={"Content-Type": "application/json", **signed},
         )  # fmt: skip
         try:
             answer = response.json()

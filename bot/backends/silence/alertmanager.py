@@ -10,7 +10,15 @@ from urllib.parse import quote
 import httpx
 
 from bot.backends.errors import BackendError
-from bot.backends.http import backend_client, bearer, json_object, request, time_of
+from bot.backends.http import (
+    Counted,
+    backend_client,
+    bearer,
+    json_object,
+    request,
+    time_of,
+    uncounted,
+)
 from bot.backends.silence import SilenceRequest, SilenceState
 
 GRAFANA_PREFIX = "/api/alertmanager/grafana/api/v2"
@@ -26,8 +34,10 @@ class ApiV2Silencer:
         created_status: int = 200,  # Alertmanager answers 200 to a new silence; Grafana 202
         timeout_s: float = 10.0,
         client: httpx.AsyncClient | None = None,
+        counted: Counted = uncounted,
     ) -> None:
         self.name = name
+        self._counted = counted
         self._base = api_url.rstrip("/")
         self._headers = headers or {}
         self._created = created_status
@@ -71,7 +81,7 @@ class ApiV2Silencer:
         self, method: str, path: str, body: Any = None, *, expect: tuple[int, ...] = (200,)
     ) -> httpx.Response:
         return await request(
-            self._client, self.name, method, self._base + path,
+            self._client, self.name, method, self._base + path, counted=self._counted,
             expect=expect, json_body=body, headers=self._headers,
         )  # fmt: skip
 
@@ -80,18 +90,27 @@ class ApiV2Silencer:
 
 
 def alertmanager_silencer(
-    url: str, *, timeout_s: float = 10.0, client: httpx.AsyncClient | None = None
+    url: str,
+    *,
+    timeout_s: float = 10.0,
+    client: httpx.AsyncClient | None = None,
+    counted: Counted = uncounted,
 ) -> ApiV2Silencer:
     api = url.rstrip("/") + "/api/v2"
-    return ApiV2Silencer("Alertmanager", api, timeout_s=timeout_s, client=client)
+    return ApiV2Silencer("Alertmanager", api, timeout_s=timeout_s, client=client, counted=counted)
 
 
 def grafana_silencer(
-    url: str, token: str, *, timeout_s: float = 10.0, client: httpx.AsyncClient | None = None
+    url: str,
+    token: str,
+    *,
+    timeout_s: float = 10.0,
+    client: httpx.AsyncClient | None = None,
+    counted: Counted = uncounted,
 ) -> ApiV2Silencer:
     return ApiV2Silencer(
         "Grafana", url.rstrip("/") + GRAFANA_PREFIX, headers=bearer(token),
-        created_status=202, timeout_s=timeout_s, client=client,
+        created_status=202, timeout_s=timeout_s, client=client, counted=counted,
     )  # fmt: skip
 
 
