@@ -38,7 +38,10 @@ async def theirs_now(step: IssuePass, timeline: list[Event]) -> None:
     issue = await step.owner.issues.issue(step.link.repo, step.link.number)
     if issue is None or not is_linked(issue, step.link):
         await moved(step, issue)
-    elif issue.state == "closed" and (refires or step.incident.is_open):
+        if issue is None:
+            return
+    # Judged where it is now (a transfer keeps its state).
+    if issue.state == "closed" and (refires or step.incident.is_open):
         # What came before the re-fire was the closed issue's to hear; the new one hears the
         # thread's link and what follows.
         before = tuple(m.key for m in moments[: refires[-1] + 1]) if refires else ()

@@ -4,6 +4,7 @@ transferred."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from redis.asyncio import Redis
@@ -68,3 +69,28 @@ async def test_a_deleted_issue_is_looked_for_again_and_with_open_one_is_opened(
     assert linked is not None and linked.links.issue == ours.url
     timeline = await store.events(incident.id)
     assert any("#1 is gone" in e.text for e in timeline)
+
+
+async def test_their_issue_transferred_and_closed_there_is_followed_and_told_nothing_more(
+    redis: Redis,
+) -> None:
+    """alerting-infra's issue moved to another repository and closed there: the root follows
+    it, and the resolve is not commented on a closed issue that is not queuepilot's."""
+    issues, clock = FakeIssues(), Clock()
+    keep, store = await keeper(redis, issues, clock)
+    incident = await opened_due(store)
+    await with_thread(redis, incident)
+    issues.issues.append(pipelines(incident, 1))
+    await keep.tick()
+    assert len(issues.comments[1]) == 1  # the thread's link
+    archived = replace(pipelines(incident, 4, "closed"), repo="pytorch/archive")
+    issues.moves[1] = archived
+    clock.now += timedelta(minutes=10)
+    await commit_event(store, incident, "resolved", clock.now)
+    await keep.tick()
+
+    linked = await store.get(incident.id)
+    assert linked is not None and linked.links.issue == archived.url
+    assert 4 not in issues.comments and len(issues.comments[1]) == 1
+    timeline = await store.events(incident.id)
+    assert any("moved to pytorch/archive#4" in e.text for e in timeline)

@@ -32,6 +32,7 @@ class FakeIssues:
     issues: list[Issue] = field(default_factory=list)
     comments: dict[int, list[str]] = field(default_factory=dict)
     refuse: dict[str, BackendError] = field(default_factory=dict)
+    moves: dict[int, Issue] = field(default_factory=dict)  # transferred: where each is now
     listed: int = 0
     # Set: the next comment waits for it (a slow GitHub), `commenting` says it is in flight.
     hold: asyncio.Event | None = None
@@ -55,6 +56,8 @@ class FakeIssues:
 
     async def issue(self, repo: str, number: int) -> Issue | None:
         self._gate("issue")
+        if number in self.moves:
+            return self.moves[number]
         found = [i for i in self.issues if i.number == number]
         return replace(found[0], repo=repo) if found else None
 
