@@ -14,7 +14,9 @@ from bot.backends.github_api import GithubApi
 # Open issues looked through for the alert's: GitHub's largest page, newest first.
 PAGE = 100
 MAX_PAGES = 3
-GONE = frozenset({404, 410})  # deleted (410), or not where the caller may see it (404)
+# What GitHub answers about an issue that is not where it was: transferred (301, to a write; a
+# read follows it), deleted (410), or not where the caller may see it (404).
+NOT_THERE = frozenset({301, 404, 410})
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class GithubIssues:
         try:
             body, _ = await self.api.get(f"/repos/{repo}/issues/{number}")
         except BackendError as exc:
-            if exc.status in GONE:
+            if exc.status in NOT_THERE:
                 return None
             raise
         found = issue_of(body)

@@ -1,18 +1,12 @@
 """The alert's GitHub issue, kept in step with its incident (`GITHUB_ISSUES_REPO`).
 
 A commit that gives the issue something to hear marks the incident in `issue_due`. Each tick the
-leader claims a due incident, holds its pass's lease (a 0.25 replica honours both), and: links the
-alert's open `area:alerting` issue (with `GITHUB_ISSUES_OPEN`, opens one once
-`GITHUB_ISSUES_OPEN_AFTER_SECONDS` have passed since the alert fired without one from
-pytorch/alerting-infra); tells the thread's link, then each moment of the timeline not yet told,
-one comment each; closes an issue it opened while the incident is resolved, reopens it when it
-fires again. Each write is named in the link before it is sent (`trying`), so a call whose answer
-was lost is looked for before it is made again.
-
-An issue someone else opened (alerting-infra's) is theirs: never closed or reopened, and never told
-anything once closed. alerting-infra closes its issue when the alert resolves and opens a new one
-when it fires again, so after a re-fire the incident links the issue open now. A linked issue that
-was transferred is followed to where it is; one deleted or gone is looked for again.
+leader claims a due incident, holds its pass's lease (a 0.25 replica honours both), and runs one
+pass over it (`bot.status.issue_pass`): links the alert's open `area:alerting` issue (with
+`GITHUB_ISSUES_OPEN`, opens one once `GITHUB_ISSUES_OPEN_AFTER_SECONDS` have passed since the alert
+fired without one from pytorch/alerting-infra), tells it what it has not heard, closes or reopens
+an issue queuepilot opened. An issue someone else opened, or one that moved or is gone, is
+followed as `bot.status.issue_whereabouts` says.
 
 Every call takes the app-wide `github` slot; a failure is retried with the one backoff; a refusal
 is said once in the thread and tried again every `REFUSED_RETRY_S`, except GitHub's 422 to the
@@ -25,69 +19,39 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
-from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from datetime import datetime
 
 from redis.exceptions import RedisError
 
 from bot.backends.errors import BackendError
-from bot.backends.issues import Issue, Issues
+from bot.backends.issues import NOT_THERE, Issues
 from bot.backoff import wait_after
 from bot.config import Settings
-from bot.domain.alert_issue import (
-    AREA_LABEL,
-    THREAD_MOMENT,
-    IssueLink,
-    Moment,
-    comment_mark,
-    group_mark,
-    is_alert_issue,
-    issue_labels,
-    issue_title,
-    pending,
-)
+from bot.domain.alert_issue import IssueLink
 from bot.domain.incidents import Event, Incident
 from bot.pacing import Pacing
-from bot.render.alert_issue import comment, issue_body
-from bot.render.replies import render_event
-from bot.storage.incident_store import (
-    BAND_EVENT,
-    Commit,
-    IncidentStore,
-    IssueLinks,
-    Reply,
-    ThreadRef,
+from bot.status.issue_pass import (
+    BUSY_S,
+    LEASE_S,
+    OPENING,
+    REFUSED_RETRY_S,
+    SLOT,
+    UNPROCESSABLE,
+    IssuePass,
+    Later,
 )
-from bot.storage.leases import Lease, Leases
+from bot.status.issue_whereabouts import not_there
+from bot.storage.incident_store import IncidentStore, IssueLinks
+from bot.storage.leases import Leases
 
 log = logging.getLogger(__name__)
 
-SLOT = "github"  # the app-wide pacing slot and hold every call to GitHub takes
-OPENING = "open"  # `IssueLink.trying` while an issue is being opened
-UNPROCESSABLE, FORBIDDEN = 422, 403
-# What GitHub answers about a linked issue that moved (301), is gone (404) or was deleted (410).
-NOT_THERE = frozenset({301, 404, 410})
-BUSY_S = 5.0  # another pass holds the incident (a 0.25 replica's): look again this soon
-SEARCH_AGAIN_S = (30.0, 120.0, 300.0, 900.0)  # after no issue was found, per look
-THREAD_WAIT_S = 120.0  # the thread's link is the first comment: how long to wait for the root
-LEASE_S = 120.0  # an incident's pass, and its claim
-SLOT_WAIT_S = 10.0  # a call waits this long at most for the app-wide turn
 RETRY_FIRST_S, RETRY_MAX_S = 10.0, 900.0  # the backoff after a failed call
-REFUSED_RETRY_S = 900.0
 
-T = TypeVar("T")
 # (channel, ts) -> its link: "" when there is none, None while not known; never raises.
 Permalink = Callable[[str, str], Awaitable[str | None]]
 # The incident's write-up, for a postmortem moment (`ActionCore.postmortem_markdown`).
 Postmortem = Callable[[Incident, list[Event], datetime], Awaitable[str]]
-
-
-class Later(Exception):
-    """Nothing failed: the issue waits until `at` (for the root, the issue to appear, its turn);
-    None: for nothing more."""
-
-    def __init__(self, at: float | None) -> None:
-        self.at = at
 
 
 @dataclass(eq=False)
@@ -135,7 +99,7 @@ class AlertIssues:
             link = await self.links.get(incident_id) or IssueLink(
                 repo=self.config.github_issues_repo
             )
-            step = _Step(self, loaded.incident, loaded.thread, link, lease)
+            step = IssuePass(self, loaded.incident, loaded.thread, link, lease)
             again: float | None = None
             try:
                 await step.run()
@@ -143,10 +107,7 @@ class AlertIssues:
                 await step.save()
                 again = later.at
             except BackendError as exc:
-                if step.link.linked and exc.status in NOT_THERE:
-                    again = await self._not_there(step, exc)
-                else:
-                    again = await self._failed(step, exc)
+                again = await self._after(step, exc)
             # Done is not done if a commit marked it again meanwhile: the next pass tells that.
             if again is None:
                 await self.store.issue_due.done(claim)
@@ -155,21 +116,20 @@ class AlertIssues:
         finally:
             await self.leases.release(lease)
 
-    async def _not_there(self, step: _Step, exc: BackendError) -> float:
-        """The linked issue answered 301, 404 or 410: where is it now?"""
-        try:
-            await step.call()
-            found = await self.issues.issue(step.link.repo, step.link.number)
-        except BackendError as again:
-            return await self._failed(step, again)
-        except Later as later:
-            return later.at or self.clock().timestamp()
-        if found is not None and is_linked(found, step.link):
-            return await self._failed(step, exc)  # it is there: the refusal was of the call
-        await step.moved(found)
-        return self.clock().timestamp()
+    async def _after(self, step: IssuePass, exc: BackendError) -> float | None:
+        """When to go on after a call failed: at once when the linked issue was not there (it
+        is followed, or looked for again), else as the failure says."""
+        if step.link.linked and exc.status in NOT_THERE:
+            try:
+                if await not_there(step):
+                    return self.clock().timestamp()
+            except BackendError as lookup:
+                exc = lookup
+            except Later as later:
+                return later.at or self.clock().timestamp()
+        return await self._failed(step, exc)
 
-    async def _failed(self, step: _Step, exc: BackendError) -> float | None:
+    async def _failed(self, step: IssuePass, exc: BackendError) -> float | None:
         now = self.clock().timestamp()
         link = step.link
         if exc.retryable:
@@ -191,49 +151,15 @@ class AlertIssues:
             )  # fmt: skip
             await step.save(trying="", refused=said, left=True)
             then = f"{fix_of(said)}. queuepilot opens no issue for this incident"
-            await self._tell_refusal(step.id, said, then=then)
+            await step.tell_refusal(said, then=then)
             return None
         # A refused write was not made; a refused lookup says nothing of the write it sought.
         log.warning("alert issue: incident %s: %s", step.id, said)
         trying = "" if step.writing else link.trying
         await step.save(trying=trying, refused=said)
         if said != link.refused:
-            await self._tell_refusal(step.id, said)
+            await step.tell_refusal(said)
         return now + REFUSED_RETRY_S
-
-    async def _tell_refusal(self, incident_id: str, said: str, *, then: str = "") -> None:
-        """In the thread: what GitHub refused, and `then` what follows (by default: it is tried
-        again)."""
-        then = then or f"queuepilot tries again every {round(REFUSED_RETRY_S / 60)} min"
-        text = (
-            f"GitHub refused the alert's issue in {self.config.github_issues_repo}: {said}. "
-            f"{then}; the incident goes on here."
-        )
-        await self.record(incident_id, "issue_refused", text, reply=True)
-
-    async def record(
-        self, incident_id: str, kind: str, text: str, *, reply: bool = False, url: str = ""
-    ) -> None:
-        """A line on the timeline (unless `text` is empty), in the thread with `reply`; with
-        `url`, the root links the issue."""
-
-        def recorded(incident: Incident, now: datetime, _: list[Event]) -> tuple[Commit, None]:
-            event = Event(at=now, kind=kind, text=text)
-            updated = incident
-            if url:
-                links = incident.links.model_copy(update={"issue": url})
-                updated = incident.model_copy(update={"links": links})
-            replies = (Reply("event", BAND_EVENT, render_event(updated, event)),) if reply else ()
-            events = (event,) if text else ()
-            return Commit(updated, events=events, replies=replies, root=bool(url)), None
-
-        if not (await self.store.commit_fresh(incident_id, recorded, clock=self.clock)).committed:
-            log.warning("alert issue: incident %s: not recorded: %s", incident_id, text)
-
-
-def is_linked(issue: Issue, link: IssueLink) -> bool:
-    """Whether `issue` is the linked one where it was (GitHub's names ignore case)."""
-    return issue.number == link.number and issue.repo.lower() == link.repo.lower()
 
 
 def fix_of(refusal: str) -> str:
@@ -244,221 +170,3 @@ def fix_of(refusal: str) -> str:
             "team or priority annotation"
         )
     return "The fix: correct the alert rule's title, priority or team annotations"
-
-
-@dataclass(eq=False)
-class _Step:
-    """One pass over one claimed incident: each call, and the link saved after it."""
-
-    owner: AlertIssues
-    incident: Incident
-    thread: ThreadRef | None
-    link: IssueLink
-    lease: Lease
-    writing: bool = False  # a write is in flight: what GitHub answers is about it
-
-    @property
-    def id(self) -> str:
-        return self.incident.id
-
-    async def save(self, **changes: Any) -> None:
-        self.link = self.link.model_copy(update=changes)
-        await self.owner.links.save(self.id, self.link)
-
-    async def call(self) -> None:
-        """Take the app-wide turn for one call, or wait later; keep the pass's lease, or stop
-        (another pass may have begun)."""
-        owner = self.owner
-        away_s = await owner.pacing.wait_for_slot(
-            SLOT, owner.config.github_issues_interval_ms, within_s=SLOT_WAIT_S
-        )
-        now = owner.clock().timestamp()
-        if away_s:
-            raise Later(now + away_s)
-        if not await owner.leases.renew(self.lease, int(LEASE_S * 1000)):
-            raise Later(now + BUSY_S)
-
-    async def write(self, trying: str, send: Callable[[], Awaitable[T]]) -> T:
-        """A call that makes something: its turn, its name in the link, then the call."""
-        await self.call()
-        await self.save(trying=trying)
-        self.writing = True
-        answer = await send()
-        self.writing = False
-        return answer
-
-    async def run(self) -> None:
-        if self.link.left:
-            return
-        timeline = await self.owner.store.events(self.id)
-        if self.link.linked and not self.link.ours and pending(self.link, timeline):
-            await self.theirs_now(timeline)
-        if not self.link.linked:
-            await self.link_issue(timeline)
-        elif self.incident.links.issue != self.link.url:
-            # Saved, but the record that follows the save was not made.
-            await self.owner.record(self.id, "issue_linked", "", url=self.link.url)
-        for moment in pending(self.link, timeline):
-            await self.tell(moment, timeline)
-        await self.set_state()
-        if self.link.failures or self.link.refused:
-            await self.save(failures=0, refused="")
-
-    async def theirs_now(self, timeline: list[Event]) -> None:
-        """Before telling an issue someone else opened: is it still there, and still open? After
-        a re-fire alerting-infra has closed it and opens another: that one is linked instead."""
-        moments = pending(self.link, timeline)
-        refires = [i for i, m in enumerate(moments) if m.event and m.event.kind == "reopened"]
-        await self.call()
-        issue = await self.owner.issues.issue(self.link.repo, self.link.number)
-        if issue is None or not is_linked(issue, self.link):
-            await self.moved(issue)
-        elif issue.state == "closed" and (refires or self.incident.is_open):
-            # What came before the re-fire was the closed issue's to hear; the new one hears
-            # the thread's link and what follows.
-            before = tuple(m.key for m in moments[: refires[-1] + 1]) if refires else ()
-            await self.look_again(f"{self.where} was closed", told=before)
-        elif issue.state == "closed":
-            # Closed by its owner when the alert resolved: never told anything more.
-            await self.save(told=(*self.link.told, *(m.key for m in moments)))
-
-    @property
-    def where(self) -> str:
-        return f"GitHub issue {self.link.repo}#{self.link.number}"
-
-    async def moved(self, issue: Issue | None) -> None:
-        """The linked issue is elsewhere (`issue`, transferred) or nowhere (deleted, gone)."""
-        if issue is None:
-            await self.look_again(f"{self.where} is gone (deleted, or no longer visible)")
-            return
-        text = f"{self.where} moved to {issue.repo}#{issue.number}: linked there"
-        log.info("alert issue: incident %s: %s", self.id, text)
-        await self.save(repo=issue.repo, number=issue.number, url=issue.url, trying="")
-        await self.owner.record(self.id, "issue_linked", text, url=issue.url)
-
-    async def look_again(self, why: str, *, told: tuple[str, ...] = ()) -> None:
-        """Leave the linked issue; the alert's is looked for again (the thread's link goes to
-        the next one; the moments already told, and `told`, stay told)."""
-        log.info("alert issue: incident %s: %s; looking for the alert's issue again", self.id, why)
-        told = tuple(key for key in (*self.link.told, *told) if key != THREAD_MOMENT)
-        passed = (*self.link.passed, self.link.number)
-        self.link = IssueLink(repo=self.owner.config.github_issues_repo, told=told, passed=passed)
-        await self.save()
-        await self.owner.record(self.id, "issue_unlinked", f"{why}: looking for the alert's issue")
-
-    def fired_at(self, timeline: list[Event]) -> datetime:
-        """When the alert last began firing: its incident's opening, or its latest re-fire."""
-        refires = [event.at for event in timeline if event.kind == "reopened"]
-        return max([self.incident.opened_at, *refires])
-
-    async def link_issue(self, timeline: list[Event]) -> None:
-        owner, incident = self.owner, self.incident
-        await self.call()
-        found = [
-            issue
-            for issue in await owner.issues.open_issues(AREA_LABEL)
-            if is_alert_issue(incident, issue.title, issue.body, issue.labels)
-            and issue.number not in self.link.passed
-        ]
-        # One queuepilot opened (with the group's mark) before a title's match.
-        found.sort(key=lambda issue: group_mark(incident) not in issue.body)
-        grace = timedelta(seconds=owner.config.github_issues_open_after_seconds)
-        waited_for = self.fired_at(timeline) + grace
-        if found:
-            issue, ours = found[0], group_mark(incident) in found[0].body
-        elif self.link.trying == OPENING or not owner.config.github_issues_open:
-            if self.link.trying == OPENING:
-                # Opened, its answer lost, not listed yet: opening again would make two.
-                await self.save(trying="")
-            raise Later(self.search_again())
-        elif owner.clock() < waited_for:
-            # alerting-infra's issue comes seconds after the notification: its chance first,
-            # linked when it is seen.
-            soon = owner.clock() + timedelta(seconds=SEARCH_AGAIN_S[0])
-            raise Later(min(soon, waited_for).timestamp())
-        else:
-            issue = await self.write(
-                OPENING,
-                lambda: owner.issues.create(
-                    issue_title(incident), issue_body(incident), issue_labels(incident)
-                ),
-            )
-            ours = True
-        repo = issue.repo or owner.config.github_issues_repo
-        await self.save(repo=repo, number=issue.number, url=issue.url, ours=ours, trying="")
-        how = "opened by queuepilot" if ours and owner.config.github_issues_open else "found open"
-        text = f"Linked to GitHub issue {repo}#{issue.number} ({how})"
-        await owner.record(self.id, "issue_linked", text, url=issue.url)
-
-    def search_again(self) -> float | None:
-        """When to look for the issue again; None once the incident is over."""
-        searches = self.link.searches
-        self.link = self.link.model_copy(update={"searches": searches + 1})
-        if not self.incident.is_open:
-            return None
-        now = self.owner.clock().timestamp()
-        waits = SEARCH_AGAIN_S
-        return now + (waits[searches] if searches < len(waits) else REFUSED_RETRY_S)
-
-    async def tell(self, moment: Moment, timeline: list[Event]) -> None:
-        owner, incident = self.owner, self.incident
-        number = self.link.number
-        if self.link.trying == moment.key:
-            await self.call()
-            mark = comment_mark(incident, moment.key)
-            if await owner.issues.find_comment(self.link.repo, number, mark):
-                await self.told(moment)
-                return
-        thread_url = await self.thread_url() if moment.key == THREAD_MOMENT else ""
-        if moment.event is not None and moment.event.kind == "reopened":
-            await self.set_state()  # open again before saying it fired again
-        postmortem = ""
-        if moment.event is not None and moment.event.kind == "postmortem" and owner.postmortem:
-            upto = [e for e in timeline if e.at <= moment.event.at]
-            postmortem = await owner.postmortem(incident, upto, moment.event.at)
-        body = comment(
-            incident,
-            moment,
-            thread_url=thread_url,
-            timeline=timeline,
-            postmortem=postmortem,
-            now=owner.clock(),
-        )
-        try:
-            await self.write(moment.key, lambda: owner.issues.comment(self.link.repo, number, body))
-        except BackendError as exc:
-            # 422 (too long, …) or 403 on a locked issue is never taken; a 403 for a missing
-            # permission is, once fixed.
-            locked = exc.status == FORBIDDEN and "locked" in str(exc).lower()
-            if exc.status != UNPROCESSABLE and not locked:
-                raise
-            # Never taken: said once, and the moments after it go on.
-            self.writing = False
-            if str(exc) != self.link.refused:
-                await owner._tell_refusal(self.id, str(exc), then="it is left out")
-                await self.save(refused=str(exc))
-        await self.told(moment)
-
-    async def told(self, moment: Moment) -> None:
-        told = (*self.link.told, moment.key)
-        await self.save(told=told, trying="")
-
-    async def thread_url(self) -> str:
-        thread, now = self.thread, self.owner.clock()
-        if thread is not None:
-            link = await self.owner.permalink(thread.channel, thread.ts)
-            if link is None:  # Slack does not say now: ask again shortly
-                raise Later(now.timestamp() + 30)
-            return link
-        waited = (now - self.incident.opened_at).total_seconds()
-        if waited < THREAD_WAIT_S:
-            raise Later(now.timestamp() + 10)
-        return ""
-
-    async def set_state(self) -> None:
-        closed = not self.incident.is_open
-        if not self.link.ours or self.link.closed == closed:
-            return
-        await self.call()
-        await self.owner.issues.set_state(self.link.repo, self.link.number, closed=closed)
-        await self.save(closed=closed)

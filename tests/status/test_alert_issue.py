@@ -6,144 +6,32 @@ comment GitHub will never take, the thread not posted yet, failures backed off a
 from __future__ import annotations
 
 import asyncio
-import json
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from redis.asyncio import Redis
 
 from bot.backends.errors import BackendError
 from bot.backends.issues import Issue
-from bot.config import Settings
 from bot.domain.alert_issue import THREAD_MOMENT, group_mark, issue_title
 from bot.domain.incidents import (
     Event,
-    Incident,
-    Status,
     acknowledge,
     resolve_manually,
     with_action,
 )
-from bot.pacing import Pacing
-from bot.status.alert_issue import AlertIssues
-from bot.storage.incident_store import Commit, IncidentStore, IssueLinks
-from bot.storage.leases import Leases
-from tests.support.store import KEYS, PREFIX, T0, opened
-
-REPO = "pytorch/alerts"
-THREAD_URL = "https://slack.example/archives/C0STORE/p1"
-
-
-@dataclass
-class FakeIssues:
-    """GitHub's issues as the keeper sees them; `refuse` answers each call named in it once."""
-
-    issues: list[Issue] = field(default_factory=list)
-    comments: dict[int, list[str]] = field(default_factory=dict)
-    refuse: dict[str, BackendError] = field(default_factory=dict)
-    listed: int = 0
-    # Set: the next comment waits for it (a slow GitHub), `commenting` says it is in flight.
-    hold: asyncio.Event | None = None
-    commenting: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def _gate(self, call: str) -> None:
-        if call in self.refuse:
-            raise self.refuse.pop(call)
-
-    async def open_issues(self, label: str) -> list[Issue]:
-        self._gate("list")
-        self.listed += 1
-        return [i for i in self.issues if label in i.labels and i.state == "open"]
-
-    async def create(self, title: str, body: str, labels: tuple[str, ...]) -> Issue:
-        self._gate("create")
-        issue = Issue(len(self.issues) + 1, f"https://gh/{len(self.issues) + 1}", title, body,
-                      labels, "open")  # fmt: skip
-        self.issues.append(issue)
-        return issue
-
-    async def issue(self, repo: str, number: int) -> Issue | None:
-        self._gate("issue")
-        found = [i for i in self.issues if i.number == number]
-        return replace(found[0], repo=repo) if found else None
-
-    async def comment(self, repo: str, number: int, body: str) -> None:
-        self._gate("comment")
-        if self.hold is not None:
-            hold, self.hold = self.hold, None
-            self.commenting.set()
-            await hold.wait()
-        self.comments.setdefault(number, []).append(body)
-
-    async def find_comment(self, repo: str, number: int, mark: str) -> bool:
-        return any(mark in body for body in self.comments.get(number, []))
-
-    async def set_state(self, repo: str, number: int, *, closed: bool) -> None:
-        self._gate("state")
-
-
-@dataclass
-class Clock:
-    now: datetime = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-async def keeper(
-    redis: Redis,
-    issues: FakeIssues,
-    clock: Clock,
-    *,
-    open: bool = False,
-    links: dict[str, str | None] | None = None,
-    grace_s: int = 0,
-) -> tuple[AlertIssues, IncidentStore]:
-    """A replica's keeper; `links`: each channel's thread link as Slack gives it now (None:
-    not known yet), THREAD_URL in C0STORE unless given."""
-    store = IncidentStore(redis, PREFIX, issues=True)
-    permalinks = {"C0STORE": THREAD_URL} if links is None else links
-
-    async def permalink(channel: str, ts: str) -> str | None:
-        return permalinks.get(channel, "")
-
-    config = Settings(
-        github_issues_repo=REPO,
-        github_issues_open=open,
-        github_issues_open_after_seconds=grace_s,
-        github_issues_interval_ms=10,
-    )
-    return (
-        AlertIssues(
-            store,
-            IssueLinks(redis, KEYS, retention_s=3600),
-            issues,
-            Pacing(),
-            Leases(redis),
-            config=config,
-            permalink=permalink,
-            clock=clock,
-        ),
-        store,
-    )
-
-
-async def opened_due(store: IncidentStore) -> Incident:
-    """An incident just opened, due for its issue (the intake's commit marks it so)."""
-    incident = await opened(store)
-    await store.issue_due.schedule(incident.id, T0.timestamp())
-    return incident
-
-
-async def with_thread(redis: Redis, incident: Incident) -> None:
-    """The root posted, as the channel's sender records it (`record_root.lua`)."""
-    thread = json.dumps({"channel": "C0STORE", "ts": "1.000100"})
-    await redis.hset(KEYS.incident(incident.id), "thread", thread)
-
-
-async def due_at(store: IncidentStore, incident_id: str) -> float | None:
-    return await store.issue_due.due_at(incident_id)
+from bot.storage.incident_store import Commit, IssueLinks
+from tests.support.alert_issue import (
+    THREAD_URL,
+    Clock,
+    FakeIssues,
+    due_at,
+    keeper,
+    opened_due,
+    pipelines,
+    with_thread,
+)
+from tests.support.store import KEYS, T0
 
 
 async def test_no_issue_yet_is_looked_for_again_while_open_and_no_more_once_resolved(
@@ -299,26 +187,6 @@ async def test_a_moment_committed_mid_pass_is_told_after_that_pass_never_beside_
     assert said == ["queuepilot", "**Acknowledged**"], issues.comments[number]
 
 
-async def commit_event(store: IncidentStore, incident: Incident, kind: str, at: datetime) -> None:
-    """The incident resolved, or fired again, with its moment on the timeline."""
-    loaded = await store.load(incident.id)
-    assert loaded.incident is not None
-    if kind == "resolved":
-        changed = resolve_manually(loaded.incident, by="U1", name="alice", now=at)
-    else:
-        update = {"status": Status.FIRING, "resolved_at": None, "resolution": None}
-        changed = loaded.incident.model_copy(update=update)
-    event = Event(at=at, kind=kind, text=kind)
-    commit = Commit(changed, version=loaded.version, events=(event,))
-    assert await store.commit(commit, now=at.timestamp())
-
-
-def pipelines(incident: Incident, number: int, state: str = "open") -> Issue:
-    """The issue alerting-infra opens for the alert."""
-    labels = ("area:alerting", "Pri:P2", "Team:pytorch-dev-infra", "Source:grafana")
-    return Issue(number, f"https://gh/{number}", issue_title(incident), "", labels, state)
-
-
 async def test_with_open_the_pipelines_issue_is_given_its_grace_then_one_is_opened(
     redis: Redis,
 ) -> None:
@@ -349,56 +217,6 @@ async def test_the_pipelines_issue_opened_within_the_grace_is_linked_not_a_secon
     linked = await store.get(incident.id)
     assert linked is not None and linked.links.issue == "https://gh/1"
     assert len(issues.issues) == 1
-
-
-async def test_after_a_refire_the_pipelines_new_issue_is_linked_and_the_closed_one_hears_nothing(
-    redis: Redis,
-) -> None:
-    issues, clock = FakeIssues(), Clock()
-    keep, store = await keeper(redis, issues, clock, open=True, grace_s=90)
-    incident = await opened_due(store)
-    await with_thread(redis, incident)
-    issues.issues.append(pipelines(incident, 1))
-    await keep.tick()
-    assert len(issues.comments[1]) == 1  # the thread's link
-    # The alert resolves: alerting-infra closes its issue before queuepilot tells it.
-    issues.issues[0] = pipelines(incident, 1, "closed")
-    clock.now += timedelta(minutes=10)
-    await commit_event(store, incident, "resolved", clock.now)
-    await keep.tick()
-    # It fires again: alerting-infra opens a new issue.
-    clock.now += timedelta(minutes=10)
-    await commit_event(store, incident, "reopened", clock.now)
-    issues.issues.append(pipelines(incident, 2))
-    await keep.tick()
-
-    linked = await store.get(incident.id)
-    assert linked is not None and linked.links.issue == "https://gh/2"
-    assert len(issues.comments[1]) == 1  # neither the resolve nor the re-fire on the closed one
-    [thread] = issues.comments[2]
-    assert thread.startswith("queuepilot follows this alert as incident 1 in [its Slack thread]")
-    assert len(issues.issues) == 2  # alerting-infra's two, none of queuepilot's
-
-
-async def test_a_deleted_issue_is_looked_for_again_and_with_open_one_is_opened(
-    redis: Redis,
-) -> None:
-    issues, clock = FakeIssues(), Clock()
-    keep, store = await keeper(redis, issues, clock, open=True)
-    incident = await opened_due(store)
-    await with_thread(redis, incident)
-    issues.issues.append(pipelines(incident, 1))
-    await keep.tick()
-    issues.issues.clear()  # deleted: GitHub answers 410
-    issues.refuse["comment"] = BackendError("GitHub answered 410", retryable=False, status=410)
-    await commit_event(store, incident, "resolved", clock.now)
-    await keep.tick()
-    await keep.tick()
-    [ours] = issues.issues
-    linked = await store.get(incident.id)
-    assert linked is not None and linked.links.issue == ours.url
-    timeline = await store.events(incident.id)
-    assert any("#1 is gone" in e.text for e in timeline)
 
 
 async def test_a_422_to_the_issue_queuepilot_opens_is_said_once_with_its_fix_and_left(
