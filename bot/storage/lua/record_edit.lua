@@ -4,8 +4,7 @@
 --      6 TTL of the channel's bookkeeping (ms)
 redis.call('HSET', KEYS[1], 'rendered', ARGV[3])
 if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
-  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+  keep_edit_after(KEYS[3], ARGV[1], ARGV[4], ARGV[6])
 end
 if tonumber(redis.call('HGET', KEYS[1], 'v') or '0') == tonumber(ARGV[2]) then
   redis.call('ZREM', KEYS[2], ARGV[1])
