@@ -12,7 +12,7 @@ from bot.config import Settings
 from bot.outbound.send import STRUCK_KEPT, strike
 from bot.storage.home import MAX_VIEWERS, HomeViewers, Shown
 from bot.storage.send_queue import SendQueue
-from tests.support.store import CHANNEL, DAY, KEYS, PREFIX
+from tests.support.store import CHANNEL, DAY, KEYS, PREFIX, incident
 
 EDIT_AFTER_KEPT = 64  # prelude.lua
 
@@ -71,3 +71,17 @@ def test_the_retention_takes_a_span_shorter_than_a_day() -> None:
     base = {"slack_bot_token": "xoxb-1", "slack_signing_secret": "s", "slack_channel": "C0SOAK"}
     assert Settings(**base, incident_retention_days="10m").incident_retention_days * 86_400 == 600
     assert Settings(**base, incident_retention_days="30").incident_retention_days == 30
+
+
+async def test_a_root_recorded_after_its_incident_expired_leaves_no_key_for_ever(
+    redis: Redis,
+) -> None:
+    queue = SendQueue(redis, PREFIX, retention_s=DAY)
+    gone = incident("7")  # never stored, as if it expired while its root was on its way
+    await queue.record_root(
+        gone, "1700000000.000100", "d", version=1, edit_differs=False, edit_after_ms=0
+    )
+    await queue.record_edit(CHANNEL, "8", version=1, digest="d", next_at_ms=0, edited=False)
+
+    for key in (KEYS.incident("7"), KEYS.message(CHANNEL, "1700000000.000100"), KEYS.incident("8")):
+        assert 0 < await redis.ttl(key) <= DAY, key

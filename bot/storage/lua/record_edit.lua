@@ -3,6 +3,8 @@
 -- ARGV 1 incident id  2 version rendered  3 digest  4 next edit allowed at (ms)  5 edited (1/0)
 --      6 TTL of the channel's bookkeeping (ms)
 redis.call('HSET', KEYS[1], 'rendered', ARGV[3])
+-- An incident gone meanwhile leaves no key for ever.
+if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[6]) end
 if ARGV[5] == '1' then
   keep_edit_after(KEYS[3], ARGV[1], ARGV[4], ARGV[6])
 end

@@ -5,6 +5,7 @@
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = tonumber(ARGV[5]) end
 redis.call('HSET', KEYS[1], 'thread', ARGV[2], 'rendered', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ttl)  -- an incident gone meanwhile leaves no key for ever
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
 redis.call('ZREM', KEYS[3], 'root:' .. ARGV[1])
 redis.call('HDEL', KEYS[4], 'root:' .. ARGV[1])
