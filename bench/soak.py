@@ -25,9 +25,11 @@ Time is compressed by settings (production's value → the soak's), so that a we
 
 Every 5 seconds it reads the bot's RSS (/proc/<pid>/status), its open file descriptors
 (/proc/<pid>/fd), its asyncio tasks (counted inside the process), Redis's `used_memory` and its
-number of keys. A few key kinds live a fixed wall-clock span that no setting compresses (an
-hour, a day: `FIXED_SPAN`); a real week reaches their number in its first hour or day, a
-compressed one never does, so they are measured apart (`MEMORY USAGE`) and what is asserted is
+number of keys (and the memory of each key, `MEMORY USAGE`: `used_memory` also counts buffers that
+come and go), and the process's connections to Redis, whose pools open connections up to their
+bound as load peaks. A few key kinds live a fixed wall-clock span that no setting compresses (an
+hour, a day) or hold a fixed number of readings (`FIXED_SPAN`); a real week reaches their size in
+its first hours, a compressed one does not, so they are measured apart and what is asserted is
 Redis less them. After the warm-up (the first `--warm-up` days, longer than the retention) it
 asserts each figure grows by at most 5% (the median of the last three samples against that of the
 first three after warm-up; tasks, descriptors and keys by 5% and 3 more, for what is in flight
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -94,10 +97,11 @@ class Plan:
 
 # Keys kept a fixed wall-clock span whatever the settings (a Slack event's once-only claim and a
 # reading's claim for an hour, a five-minute slot's jobs for 26 hours, a day's kept readings for
-# the report): their number is their rate times that span, which a real week reaches in its first
-# hour or day and a compressed one never does. Counted apart, so that what is asserted flat is
-# what the week's activity and the retention decide.
-FIXED_SPAN = ("slack-event:", "warnings:reading:", "jobs:", "fleet:kept:")
+# the report), and the fleet's history, its last 360 readings (six hours at the default interval,
+# six minutes at the soak's): a real week reaches their size in its first hours or day, a
+# compressed one does not. Counted apart, so that what is asserted flat is what the week's
+# activity and the retention decide.
+FIXED_SPAN = ("slack-event:", "warnings:reading:", "jobs:", "fleet:kept:", "fleet:history")
 
 
 @dataclass
@@ -108,16 +112,17 @@ class Sample:
     tasks: int
     redis_used: int
     redis_keys: int
-    fixed_bytes: int
+    redis_kept: int  # MEMORY USAGE of every key but the fixed-span ones
     fixed_keys: int
-
-    @property
-    def redis_kept(self) -> int:
-        return self.redis_used - self.fixed_bytes
+    redis_conns: int  # the process's connections to Redis (its pools grow to their bound)
 
     @property
     def keys_kept(self) -> int:
         return self.redis_keys - self.fixed_keys
+
+    @property
+    def fds_less_redis(self) -> int:
+        return self.fds - self.redis_conns
 
 
 @dataclass
@@ -220,14 +225,32 @@ def soak_env(base: dict[str, str], github_url: str, plan: Plan) -> dict[str, str
     return env
 
 
-def sample(pid: int, tasks_file: Path, r: redis.Redis, started: float) -> Sample:
+def connections_to(pid: int, port: int) -> int:
+    """The process's TCP sockets whose peer is `port` on loopback (from /proc/<pid>/net/tcp)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    found = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[2].rsplit(":", 1)[1], 16) == port and fields[9] in inodes:
+                found += 1
+    return found
+
+
+def sample(pid: int, tasks_file: Path, r: redis.Redis, redis_port: int, started: float) -> Sample:
     status = Path(f"/proc/{pid}/status").read_text()
     rss_kib = int(re.search(r"VmRSS:\s+(\d+)", status)[1])  # type: ignore[index]
     tasks = int(tasks_file.read_text() or 0) if tasks_file.exists() else 0
-    fixed = [k for kind in FIXED_SPAN for k in r.scan_iter(match=f"*:{kind}*", count=1000)]
+    keys = [k.decode() for k in r.scan_iter(count=1000)]
+    kept = [k for k in keys if not any(f":{kind}" in k for kind in FIXED_SPAN)]
     with r.pipeline(transaction=False) as pipe:
-        for key in fixed:
-            pipe.memory_usage(key)
+        for key in kept:
+            pipe.memory_usage(key, samples=0)
         sizes = pipe.execute()
     return Sample(
         at_s=time.monotonic() - started,
@@ -235,9 +258,10 @@ def sample(pid: int, tasks_file: Path, r: redis.Redis, started: float) -> Sample
         fds=len(os.listdir(f"/proc/{pid}/fd")),
         tasks=tasks,
         redis_used=int(r.info("memory")["used_memory"]),
-        redis_keys=int(r.dbsize()),
-        fixed_bytes=sum(size or 0 for size in sizes),
-        fixed_keys=len(fixed),
+        redis_keys=len(keys),
+        redis_kept=sum(size or 0 for size in sizes),
+        fixed_keys=len(keys) - len(kept),
+        redis_conns=connections_to(pid, redis_port),
     )
 
 
@@ -284,28 +308,33 @@ def drive(
     return step
 
 
-def key_kinds(r: redis.Redis) -> list[tuple[str, int, int, int]]:
-    """Each key kind (its name with IDs masked): how many keys, how many without a TTL, and
-    the longest TTL left (s)."""
+Kinds = dict[str, tuple[int, int, int, int]]
+
+
+def key_kinds(r: redis.Redis) -> Kinds:
+    """Each key kind (its name with IDs masked): how many keys, how many without a TTL, the
+    longest TTL left (s), and their memory (bytes)."""
     kinds: dict[str, list[int]] = {}
     for key in r.scan_iter(count=1000):
         name = key.decode() if isinstance(key, bytes) else key
         kind = re.sub(r"(?<=:)[^:]*\d[^:]*", "*", name)
-        ttl = int(r.ttl(name))
-        if ttl == -2:  # expired since the scan saw it
+        ttl, size = int(r.ttl(name)), r.memory_usage(name, samples=0)
+        if ttl == -2 or size is None:  # expired since the scan saw it
             continue
-        found = kinds.setdefault(kind, [0, 0, 0])
+        found = kinds.setdefault(kind, [0, 0, 0, 0])
         found[0] += 1
         found[1] += ttl < 0
         found[2] = max(found[2], ttl)
-    return sorted((kind, n, bare, most) for kind, (n, bare, most) in kinds.items())
+        found[3] += int(size)
+    return {kind: (n, bare, most, size) for kind, (n, bare, most, size) in sorted(kinds.items())}
 
 
-def run(plan: Plan) -> tuple[list[Sample], Load, list[tuple[str, int, int, int]]]:
+def run(plan: Plan) -> tuple[list[Sample], Load, Kinds, Kinds]:
     emulator = SlackEmulator(token="xoxb-soak", channels=("C0SOAK",), enforce_rate_limits=False)
     fake = FakeGithub(token=GITHUB_TOKEN, page_size=100, remaining=10**9)
     issues = GithubIssues(quota=10**9, content_per_minute=10**9, content_per_hour=10**9)
     port, load, samples = free_port(), Load(), []
+    warm: Kinds = {}
     with (
         RedisServer() as redis_server,
         serve_in_thread(emulator.app) as slack,
@@ -337,12 +366,15 @@ def run(plan: Plan) -> tuple[list[Sample], Load, list[tuple[str, int, int, int]]
                 while (now := time.monotonic()) - started < plan.week_s:
                     step()
                     if now >= next_sample:
-                        samples.append(sample(process.pid, tasks_file, r, started))
+                        seen = sample(process.pid, tasks_file, r, redis_server.port, started)
+                        samples.append(seen)
+                        if not warm and seen.at_s >= plan.warm_up_days * plan.day_s:
+                            warm = key_kinds(r)
                         next_sample += plan.sample_s
                     if process.poll() is not None:
                         raise RuntimeError(f"queuepilot serve exited: {log.name}")
                     time.sleep(0.05)
-            return samples, load, key_kinds(r)
+            return samples, load, warm, key_kinds(r)
         finally:
             process.terminate()
             process.wait(timeout=30)
@@ -368,28 +400,32 @@ def verdicts(samples: list[Sample], plan: Plan) -> list[tuple[str, float, float,
     found = []
     for figure in ASSERTED:
         first, last = growth(samples, plan, figure)
-        slack = SLACK_FREE if figure in ("tasks", "fds", "keys_kept") else 0
+        slack = SLACK_FREE if figure in ("tasks", "fds_less_redis", "keys_kept") else 0
         found.append((figure, first, last, last <= first * (1 + GROWTH) + slack))
     return found
 
 
 NAMES = {
     "rss": "bot RSS (MiB)",
-    "redis_kept": "Redis used_memory less the fixed-span keys (MiB)",
-    "keys_kept": "Redis keys less the fixed-span keys",
+    "redis_kept": "Redis keys' memory (`MEMORY USAGE`), less the fixed-span keys (MiB)",
+    "keys_kept": "Redis keys, less the fixed-span keys",
     "tasks": "asyncio tasks",
-    "fds": "open file descriptors",
-    "redis_used": "Redis used_memory, all (MiB; not asserted)",
+    "fds_less_redis": "open file descriptors, less the Redis pools' connections",
+    "redis_used": "Redis `used_memory`, all keys (MiB; not asserted)",
     "fixed_keys": "fixed-span keys (not asserted)",
+    "redis_conns": "connections to Redis (pools up to their bound; not asserted)",
 }
-ASSERTED = ("rss", "redis_kept", "keys_kept", "tasks", "fds")
+ASSERTED = ("rss", "redis_kept", "keys_kept", "tasks", "fds_less_redis")
+NOTED = ("redis_used", "fixed_keys", "redis_conns")
 
 
 def shown(figure: str, value: float) -> str:
     return f"{value / MIB:.2f}" if figure in ("rss", "redis_used", "redis_kept") else f"{value:.0f}"
 
 
-def report(samples: list[Sample], load: Load, kinds: list[Any], plan: Plan, write: bool) -> bool:
+def report(
+    samples: list[Sample], load: Load, warm: Kinds, kinds: Kinds, plan: Plan, write: bool
+) -> bool:
     print(
         f"soak: a week in {plan.week_s:.0f} s (a day = {plan.day_s:.0f} s); {load.groups} groups "
         f"fired, {load.resolved} resolved, {load.runs} workflow runs, {load.homes} Home tabs "
@@ -399,13 +435,13 @@ def report(samples: list[Sample], load: Load, kinds: list[Any], plan: Plan, writ
         print(f"  refused: {refusal}")
     print(
         f"{'day':>5} {'RSS MiB':>8} {'Redis MiB':>9} {'keys':>6} {'fixed-span':>10} "
-        f"{'less fixed MiB':>14} {'keys':>6} {'tasks':>6} {'fds':>4}"
+        f"{'kept MiB':>8} {'keys':>6} {'tasks':>6} {'fds':>4} {'to Redis':>8}"
     )
     for s in samples[:: max(1, len(samples) // 24)] + samples[-1:]:
         print(
             f"{s.at_s / plan.day_s:5.1f} {s.rss / MIB:8.1f} {s.redis_used / MIB:9.2f} "
-            f"{s.redis_keys:6d} {s.fixed_keys:10d} {s.redis_kept / MIB:14.2f} {s.keys_kept:6d} "
-            f"{s.tasks:6d} {s.fds:4d}"
+            f"{s.redis_keys:6d} {s.fixed_keys:10d} {s.redis_kept / MIB:8.2f} {s.keys_kept:6d} "
+            f"{s.tasks:6d} {s.fds:4d} {s.redis_conns:8d}"
         )
     results = verdicts(samples, plan)
     lines = [
@@ -413,7 +449,7 @@ def report(samples: list[Sample], load: Load, kinds: list[Any], plan: Plan, writ
         f"{'yes' if ok else '**no**'} |"
         for f, a, b, ok in results
     ]
-    for figure in ("redis_used", "fixed_keys"):
+    for figure in NOTED:
         a, b = growth(samples, plan, figure)
         lines.append(
             f"| {NAMES[figure]} | {shown(figure, a)} | {shown(figure, b)} | "
@@ -422,9 +458,15 @@ def report(samples: list[Sample], load: Load, kinds: list[Any], plan: Plan, writ
     table = ["| figure | after warm-up | at the week's end | growth | flat (≤ 5%) |"]
     table += ["|---|---|---|---|---|", *lines]
     print("\n".join(table))
-    print("key kinds at the week's end (IDs as *): keys, without a TTL, longest TTL left (s)")
-    for kind, n, bare, most in kinds:
-        print(f"  {kind:48} {n:6d} {bare:4d} {most:8d}")
+    print(
+        "key kinds (IDs as *): keys after the warm-up and at the week's end, without a TTL at "
+        "the end, longest TTL left (s), memory after the warm-up and at the end (KiB)"
+    )
+    for kind, (n, bare, most, size) in kinds.items():
+        n0, _, _, size0 = warm.get(kind, (0, 0, 0, 0))
+        print(
+            f"  {kind:40} {n0:6d} {n:6d} {bare:4d} {most:8d} {size0 / 1024:8.1f} {size / 1024:8.1f}"
+        )
     if write:
         header = (
             f"Measured {datetime.now(UTC):%Y-%m-%d} on {cpu_name()}, {os.cpu_count()} cores: a "
@@ -451,8 +493,8 @@ def main() -> None:
         serve_counting(args.serve)
         return
     plan = Plan(args.day, args.warm_up, args.open_every, args.hold, args.viewers)
-    samples, load, kinds = run(plan)
-    if not report(samples, load, kinds, plan, args.write):
+    samples, load, warm, kinds = run(plan)
+    if not report(samples, load, warm, kinds, plan, args.write):
         sys.exit("soak: a figure grew more than 5% after the warm-up")
 
 
