@@ -56,8 +56,12 @@ screenshot: $(STAMP) browser-deps
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
 	$(BIN)/python -m sandbox.screenshot docs/demo-thread.png
 
+# `make bench BENCH=soak` runs one module alone (BENCH_ARGS are its options).
 bench: $(STAMP)
 	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then $(MAKE) --no-print-directory system-deps SERVERS=redis-server; fi
+ifdef BENCH
+	$(BIN)/python -m bench.$(BENCH) $(BENCH_ARGS)
+else
 	$(BIN)/python -m bench.intake
 	$(BIN)/python -m bench.cost
 	$(BIN)/python -m bench.recovery
@@ -71,6 +75,8 @@ bench: $(STAMP)
 	@missing=""; for s in wrk prometheus-alertmanager; do command -v $$s >/dev/null 2>&1 || missing="$$missing $$s"; done; \
 	if [ -n "$$missing" ]; then $(MAKE) --no-print-directory apt-install PACKAGES="$$missing"; fi
 	$(BIN)/python -m bench.side_by_side --write
+	$(BIN)/python -m bench.soak --write
+endif
 
 serve: $(STAMP)
 	$(BIN)/queuepilot serve

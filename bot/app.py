@@ -203,7 +203,7 @@ def build_bot(settings: Settings, *, clock: Callable[[], datetime] = utcnow) -> 
     # reclaimed, not assumed done.
     consumer = f"{name}-{secrets.token_hex(3)}"
     telemetry = Telemetry()
-    retention_s = settings.incident_retention_days * 86_400
+    retention_s = round(settings.incident_retention_days * 86_400)
     stream = NotificationStream(redis, prefix, wait_replicas=settings.wait_replicas)
     # One token source for both GitHub readers: an App's installation token is minted once.
     counted = telemetry.backend_called

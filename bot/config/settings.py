@@ -213,8 +213,9 @@ class Incidents(Group, title="Incidents"):
     reopen_window_seconds: Seconds = Field(3600, ge=0, le=7 * 86_400)
     """A group that fires again this soon after resolving reopens its thread instead of a new
     one."""
-    incident_retention_days: Days = Field(30, ge=1, le=3650)
-    """Resolved incidents (state, timeline, thread location) are forgotten this long after."""
+    incident_retention_days: Days = Field(30, ge=1 / 1440, le=3650)
+    """Resolved incidents (state, timeline, thread location) are forgotten this long after (a
+    span such as `12h` works too, down to a minute)."""
     drain_checks: int = Field(3, ge=1, le=100)
     """The queue counts as drained, and the incident resolves by itself, after this many checks in a
     row find every runner type at or under both drain thresholds."""

@@ -19,7 +19,7 @@ from bot.storage.connection import RedisSetupError, parse_sentinels
 _UNIT_SECONDS = {"milliseconds": 0.001, "seconds": 1, "minutes": 60, "days": 86_400}
 
 
-def duration(kind: type, unit: str, *, whole: bool = False, bare: bool = True) -> Any:
+def duration(kind: Any, unit: str, *, bare: bool = True) -> Any:
     """`30s`, `10m`, `4h`, `1d`, `1h30m` or `off` (0, where 0 is allowed); a bare number is in
     the setting's own unit, the one its name says (`STATUS_INTERVAL_SECONDS=600`). Where the name
     says no unit (`bare=False`), a bare number is refused: `SCALE_REVERT_AFTER=240` would be read
@@ -45,21 +45,21 @@ def duration(kind: type, unit: str, *, whole: bool = False, bare: bool = True) -
                 f"(a bare number is in {unit})"
             )
         amount = seconds / _UNIT_SECONDS[unit]
-        if whole and not float(amount).is_integer():
-            raise ValueError(f"{value[:40]!r} is not a whole number of {unit}")
         return int(amount) if float(amount).is_integer() else amount
 
     said = f"a bare number is in {unit}" if bare else "with its unit: 90s, 30m, 4h"
     return Annotated[kind, BeforeValidator(read), f"duration ({said})"]
 
 
-Milliseconds = duration(int, "milliseconds", whole=True)
-Seconds = duration(int, "seconds", whole=True)
+Milliseconds = duration(int, "milliseconds")
+Seconds = duration(int, "seconds")
 FractionalSeconds = duration(float, "seconds")
 Minutes = duration(float, "minutes")
-Days = duration(int, "days", whole=True)
+# A span such as `12h` too, not only whole days: a retention of minutes for a soak that plays a
+# week in minutes.
+Days = duration(int | float, "days")
 # For a name that carries no unit.
-Span = duration(int, "seconds", whole=True, bare=False)
+Span = duration(int, "seconds", bare=False)
 
 
 def _matching(

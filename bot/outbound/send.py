@@ -50,11 +50,23 @@ BACKOFF_MAX_S = 30.0
 # Slack's history can lag a post and its clock is not ours: a lookup reads this far either side.
 LOOKUP_MARGIN_S = 60.0
 STRIKES = 3  # failures in a row that drop an item, so one bug costs one item
+# Items with a failure counted, at most: an item that failed once and then changed (a newer
+# status took its place) is never counted again, so the oldest counts go first.
+STRUCK_KEPT = 256
 # Network jitter can make calls sent one interval apart arrive closer and earn a 429.
 JITTER_MARGIN = 1.05
 POST_METHODS = frozenset({"chat.postMessage", "files.completeUploadExternal"})
 # The leader renews a channel's lease within this; a 0.25 replica may take it once it lapses.
 LEASE_TTL_MS = 5000
+
+
+def strike(strikes: dict[str, int], name: str) -> int:
+    """Count one more failure of `name` (the latest counted last) and answer how many; past
+    STRUCK_KEPT items the one counted longest ago is forgotten."""
+    count = strikes[name] = strikes.pop(name, 0) + 1
+    if len(strikes) > STRUCK_KEPT:
+        del strikes[next(iter(strikes))]
+    return count
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -310,7 +322,7 @@ class ChannelSender:
 
     async def _failed(self, member: str, post: Post | None) -> None:
         name = f"{post.member}/{post.item}" if post is not None else member
-        count = self._strikes[name] = self._strikes.get(name, 0) + 1
+        count = strike(self._strikes, name)
         log.exception("sender %s: %s failed (%d times)", self.channel, name, count)
         if count < STRIKES:
             return

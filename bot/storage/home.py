@@ -47,17 +47,19 @@ class HomeViewers:
         self._leases = Leases(redis)
 
     async def opened(self, user: str, at: float) -> None:
-        """`user` opened the Home at `at`; viewers not seen for `keep_s` are forgotten."""
+        """`user` opened the Home at `at`; viewers not seen for `keep_s`, and those past the
+        MAX_VIEWERS most recent, are forgotten with what their Home shows."""
         k = self._keys
-        gone = cast(
-            list[str], await self._redis.zrangebyscore(k.home_viewers, "-inf", at - self.keep_s)
-        )
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.zadd(k.home_viewers, {user: at})
+            pipe.zrangebyscore(k.home_viewers, "-inf", at - self.keep_s)
+            pipe.zrange(k.home_viewers, 0, -MAX_VIEWERS - 1)
+            _, stale, crowded = await pipe.execute()
+        gone = list(dict.fromkeys([*stale, *crowded]))
+        async with self._redis.pipeline(transaction=False) as pipe:
             if gone:
                 pipe.zrem(k.home_viewers, *gone)
                 pipe.hdel(k.home_shown, *gone)
-            pipe.zremrangebyrank(k.home_viewers, 0, -MAX_VIEWERS - 1)
             pipe.expire(k.home_viewers, self.keep_s)
             pipe.expire(k.home_shown, self.keep_s)
             await pipe.execute()

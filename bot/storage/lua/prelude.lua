@@ -47,3 +47,20 @@ local function fenced()
   local held = ARGV[#ARGV]
   return held == '' or redis.call('GET', KEYS[#KEYS]) == held
 end
+
+-- A channel's edit-after times (incident -> when its root may be edited again, ms). A time gone
+-- by says no more than none (the commit takes the later of now and it), so once the hash holds
+-- more than EDIT_AFTER_KEPT they are dropped: it stays the size of the roots edited lately, in a
+-- channel busy enough that its TTL never runs out.
+local EDIT_AFTER_KEPT = 64
+local function keep_edit_after(key, incident, at_ms, ttl_ms)
+  redis.call('HSET', key, incident, at_ms)
+  redis.call('PEXPIRE', key, ttl_ms)
+  if redis.call('HLEN', key) <= EDIT_AFTER_KEPT then return end
+  local clock = redis.call('TIME')
+  local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    if tonumber(all[i + 1]) <= now_ms then redis.call('HDEL', key, all[i]) end
+  end
+end

@@ -3,9 +3,10 @@
 -- ARGV 1 incident id  2 version rendered  3 digest  4 next edit allowed at (ms)  5 edited (1/0)
 --      6 TTL of the channel's bookkeeping (ms)
 redis.call('HSET', KEYS[1], 'rendered', ARGV[3])
+-- An incident gone meanwhile leaves no key for ever.
+if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[6]) end
 if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
-  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+  keep_edit_after(KEYS[3], ARGV[1], ARGV[4], ARGV[6])
 end
 if tonumber(redis.call('HGET', KEYS[1], 'v') or '0') == tonumber(ARGV[2]) then
   redis.call('ZREM', KEYS[2], ARGV[1])
