@@ -73,12 +73,12 @@ class StateMarker:
     async def record_loss(
         self, now: float | None, *, highest: int, roots: Mapping[str, FoundRoot], keep_s: int
     ) -> int:
-        """Numbering above `highest`, the roots by group for `keep_s`; the marker, saying so
-        (with `now`; None raises the numbering only)."""
+        """Numbering above `highest`, the roots by group for `keep_s` (but a group's that opened
+        an incident since); the marker, saying so (with `now`; None raises the numbering only)."""
         pairs = [item for group, root in roots.items() for item in (group, _json(root))]
         k = self.keys
         args = ["" if now is None else repr(now), highest, self._retention_s, keep_s, *pairs]
-        keys = [k.state_marker, k.incident_seq, k.found_roots]
+        keys = [k.state_marker, k.incident_seq, k.found_roots, *map(k.group, roots)]
         return int(await self._lost(keys=keys, args=args))
 
 
