@@ -24,5 +24,6 @@ if found > 0 then redis.call('EXPIRE', KEYS[3], ARGV[4]) end
 if ARGV[1] == '' then return found end
 redis.call('HSET', KEYS[1], 'since', ARGV[1], 'lost_at', ARGV[1], 'found', found,
   'above', highest)
+redis.call('HDEL', KEYS[1], 'unsure')
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 return found
