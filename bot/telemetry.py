@@ -45,6 +45,8 @@ HELP = {
     "nothing failing, 0 while it fails; exported by the leader, which runs them.",
     "state_lost_total": "Times Redis was found to have lost queuepilot's state (its marker gone): "
     "a failover to an empty replica, a restart without persistence, a FLUSHALL.",
+    "state_lost_timestamp_seconds": "When Redis was last found to have lost queuepilot's state "
+    "(Unix time; 0: not since the state began); exported by the leader.",
     "build_info": "1, labelled with the running queuepilot's version and Python's.",
     "backend_calls_total": "Calls to the backends (metrics, silences, scalers, GitHub, the "
     "Kubernetes and AWS APIs), by backend and outcome (ok, refused, rate_limited, server_error, "
@@ -94,6 +96,7 @@ class Telemetry:
         self.send_queue = gauge("send_queue", "channel")
         self.probe_ok = gauge("probe_ok", "probe")
         self.state_lost = counter("state_lost_total")
+        self.state_lost_at = gauge("state_lost_timestamp_seconds")
         build = gauge("build_info", "version", "python")
         build.labels(queuepilot_version(), platform.python_version()).set(1)
         self.backend_calls = counter("backend_calls_total", "backend", "outcome")

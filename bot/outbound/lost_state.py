@@ -10,8 +10,16 @@ instead of opening a second thread (`bot.intake.consumer`).
 
 Numbers: the highest of those Slack shows and those this process saw used. Numbers stay short
 (people type them: `/queue ack 12`), and Slack keeps every root the bot posted, so what Slack shows
-is the one record of them that survives Redis. A bot started afresh beside an emptied Redis reads
-only `SLACK_CHANNEL` to tell a first start from a loss, so a start is one call, not one a channel.
+is the one record of them that survives Redis. Every channel the bot posts to is read, also to
+tell a first start from a loss: a replica that never saw the marker (started beside an emptied
+Redis, or a standby taking the lead after a wipe) has only Slack to tell, and the roots may all be
+in routed channels.
+
+A check Slack holds up leaves the intake to go on meanwhile; the marker's `unsure` says so, on
+any replica, so that the intake's own writes are never taken for an older release's state, and
+the roots posted since the check began are the bot's new ones, not found ones. Only messages this
+app posted count (`auth.test`'s bot): another app's in the channel (a second deployment) are not
+this deployment's roots.
 """
 
 from __future__ import annotations
@@ -46,13 +54,15 @@ GUIDE = "docs/operations.md, Backup and restore"
 class Found:
     """The bot's roots read back from Slack."""
 
+    bot_id: str  # this app's bot: only its messages are its roots
+    before: float  # roots posted since (the check began) are new ones, not found ones
     highest: int = 0  # the highest incident number a root shows
     roots: dict[str, FoundRoot] = field(default_factory=dict)  # group -> its newest root
     any_root: bool = False
 
     def add(self, message: dict[str, Any], channel: str) -> None:
-        payload = _root_payload(message)
-        if payload is None:
+        payload = _root_payload(message, self.bot_id)
+        if payload is None or float(message.get("ts") or 0) >= self.before:
             return
         self.any_root = True
         self.highest = max(self.highest, int(payload["incident"]))
@@ -72,6 +82,7 @@ class StateGuard:
     clock: Callable[[], datetime]
     _seen: bool = field(default=False, init=False)  # this process saw the marker
     _highest: int = field(default=0, init=False)  # the highest number this process saw used
+    _bot_id: str = field(default="", init=False)  # this app's bot, as auth.test names it
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     async def at_start_of_term(self) -> None:
@@ -101,25 +112,31 @@ class StateGuard:
                     # sequence at all is one that expired: no incident for the retention.)
                     await self._number_above_seen()
                 self._seen, self._highest = True, max(self._highest, highest)
+                if marker.lost_at is not None:
+                    self.telemetry.state_lost_at.set(marker.lost_at)
                 return
             now = self.clock().timestamp()
             if not self._seen and await self.marker.holds_state():
                 await self.marker.create(now)  # a release's state from before the marker
                 self._seen = True
                 return
+            # Before Slack is read (it may be slow or away, and the intake goes on meanwhile).
+            began = await self.marker.unsure(now)
             if self._seen:
-                await self._number_above_seen()  # before Slack is read: it may be slow or away
-            # A process that never saw the marker reads SLACK_CHANNEL alone to tell a first start
-            # from a loss: one history read at a start, not one a channel.
-            channels, found = self._channels(), Found()
-            await self._read(found, channels[:1], now)
+                await self._number_above_seen()
+            found = Found(await self._own_bot(), began)
+            await self._read(found, self._channels(), now)
             if not self._seen and not found.any_root:
                 await self.marker.create(now)
                 self._seen = True
                 log.info("state: a first start: queuepilot's state begins now")
                 return
-            await self._read(found, channels[1:], now)
             await self._lost(found, now)
+
+    async def _own_bot(self) -> str:
+        if not self._bot_id:
+            self._bot_id = str((await self.slack.call("auth.test")).get("bot_id") or "")
+        return self._bot_id
 
     async def _number_above_seen(self) -> None:
         await self.marker.record_loss(None, highest=self._highest, roots={}, keep_s=1)
@@ -155,9 +172,12 @@ class StateGuard:
 
     async def _lost(self, found: Found, now: float) -> None:
         highest = max(self._highest, found.highest)
-        await self.marker.record_loss(now, highest=highest, roots=found.roots, keep_s=FOUND_KEEP_S)
+        kept = await self.marker.record_loss(
+            now, highest=highest, roots=found.roots, keep_s=FOUND_KEEP_S
+        )
         self._seen, self._highest = True, highest
         self.telemetry.state_lost.inc()
+        self.telemetry.state_lost_at.set(now)
         log.error(
             "state: Redis lost queuepilot's state (its marker %s is gone: a failover to an empty "
             "replica, a restart without persistence, a FLUSHALL): open incidents, who "
@@ -166,14 +186,16 @@ class StateGuard:
             "incidents are numbered above %d. Turn on Redis persistence and restore from a backup "
             "if there is one: %s",
             self.marker.keys.state_marker,
-            len(found.roots),
+            kept,
             highest,
             GUIDE,
         )
 
 
-def _root_payload(message: dict[str, Any]) -> dict[str, Any] | None:
+def _root_payload(message: dict[str, Any], bot_id: str) -> dict[str, Any] | None:
     """The metadata of one of the bot's roots, None for any other message."""
+    if not bot_id or message.get("bot_id") != bot_id:
+        return None
     metadata = message.get("metadata")
     if not isinstance(metadata, dict) or metadata.get("event_type") != METADATA_EVENT:
         return None

@@ -291,7 +291,7 @@ class IncidentStore:
             "root": bool(change.incident and change.root),
         }
         if change.opens:
-            spec.update(opens=True, seq_ttl_s=self.retention_s)
+            spec.update(opens=True, seq_ttl_s=self.retention_s, group_hash=change.group_hash)
         if change.adopts and change.thread is not None:
             thread = {"channel": change.thread.channel, "ts": change.thread.ts}
             spec.update(adopts=True, thread=json.dumps(thread), group_hash=change.group_hash)

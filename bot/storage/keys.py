@@ -48,8 +48,9 @@ class Keys:
         self.home_shown = f"{v2}:home:shown"  # user -> what their Home shows
         self.leader = f"{v2}:lease:leader"
         self.leader_tokens = f"{v2}:leader-tokens"
-        # Set when the state is first created and never expires: missing while the bot ran
-        # before, Redis lost the state (`bot.outbound.lost_state`).
+        # Set when the state is first created and kept as long as the incidents (its TTL renewed
+        # at every check): missing while the bot ran before, Redis lost the state
+        # (`bot.outbound.lost_state`).
         self.state_marker = f"{v2}:state"
         self.found_roots = f"{v2}:found-roots"  # group -> its root found in Slack after a loss
 

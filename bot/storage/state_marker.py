@@ -4,7 +4,11 @@ Written when the state is first created and kept while the bot runs (its TTL, th
 retention, renewed at every check: a bot stopped for longer has no incident left either), it is
 missing only when Redis lost everything (a failover to an empty replica, a restart without
 persistence, FLUSHALL): then the roots found in Slack and the highest incident number used are
-kept for the intake."""
+kept for the intake.
+
+While a check of a missing marker has not finished (Slack slow or away), the marker's key holds
+only `unsure`, when that check began: what Redis holds from then on is this release's own,
+written by the intake meanwhile, never a state of a release from before the marker."""
 
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from redis.asyncio import Redis
 
 from bot.storage.keys import Keys
 from bot.storage.leader import Fence, FencedScript
+
+UNSURE = "unsure"  # the marker's field while a check of it is unfinished
 
 
 @dataclass(frozen=True)
@@ -60,25 +66,42 @@ class StateMarker:
         return _marker(raw), int(seq or 0)
 
     async def holds_state(self) -> bool:
-        """Whether Redis holds incidents of a release that wrote no marker (0.25)."""
+        """Whether Redis holds incidents of a release that wrote no marker (0.25): none written
+        since a check of the missing marker began."""
         k = self.keys
-        return bool(await self._redis.exists(k.incident_seq, k.incidents, k.open))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.exists(k.incident_seq, k.incidents, k.open)
+            pipe.hexists(k.state_marker, UNSURE)
+            held, unsure = await pipe.execute()
+        return bool(held) and not unsure
+
+    async def unsure(self, now: float) -> float:
+        """Says a check of the missing marker began (`now`, unless one began before, on any
+        replica); returns when the first one did."""
+        k = self.keys
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(k.state_marker, UNSURE, repr(now))
+            pipe.expire(k.state_marker, self._retention_s)
+            pipe.hget(k.state_marker, UNSURE)
+            *_, began = await pipe.execute()
+        return float(began)
 
     async def create(self, now: float) -> None:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(self.keys.state_marker, "since", repr(now))
+            pipe.hdel(self.keys.state_marker, UNSURE)
             pipe.expire(self.keys.state_marker, self._retention_s)
             await pipe.execute()
 
     async def record_loss(
         self, now: float | None, *, highest: int, roots: Mapping[str, FoundRoot], keep_s: int
     ) -> int:
-        """Numbering above `highest`, the roots by group for `keep_s`; the marker, saying so
-        (with `now`; None raises the numbering only)."""
+        """Numbering above `highest`, the roots by group for `keep_s` (but a group's that opened
+        an incident since); the marker, saying so (with `now`; None raises the numbering only)."""
         pairs = [item for group, root in roots.items() for item in (group, _json(root))]
         k = self.keys
         args = ["" if now is None else repr(now), highest, self._retention_s, keep_s, *pairs]
-        keys = [k.state_marker, k.incident_seq, k.found_roots]
+        keys = [k.state_marker, k.incident_seq, k.found_roots, *map(k.group, roots)]
         return int(await self._lost(keys=keys, args=args))
 
 

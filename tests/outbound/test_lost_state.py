@@ -4,44 +4,62 @@ against a real redis-server and the Slack emulator: only a loss is said, and onl
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.outbound.lost_state import StateGuard
+from bot.outbound.lost_state import Found, StateGuard
 from bot.outbound.messages import METADATA_EVENT
 from bot.storage.keys import Keys
 from bot.storage.state_marker import FoundRoot, StateMarker
 from bot.telemetry import Telemetry
+from sandbox.slack_model import Message
 from tests.outbound.test_gateway import make_gateway, post
 from tests.support.slack import CHANNEL, Slack
 
+TEAM = "C0TEAMQ"  # a routed channel
+
 
 @pytest.fixture
-async def guard(slack: Slack, redis: Redis) -> AsyncIterator[StateGuard]:
+async def replica(slack: Slack, redis: Redis) -> AsyncIterator[Callable[..., StateGuard]]:
+    """Another replica's guard each call, on the same Redis and Slack; `routed`: alerts routed
+    to TEAM too."""
+    slack.emulator.add_channel(TEAM)
     gateway = make_gateway(slack, redis)
-    marker = StateMarker(redis, Keys("qp"), retention_s=86_400)
-    yield StateGuard(
-        marker,
-        gateway,
-        Telemetry(),
-        config=Settings(slack_channel=CHANNEL),
-        clock=lambda: datetime.now(UTC),
-    )
+    routes = json.dumps([{"match": ["team=rocm"], "channel": TEAM}])
+
+    def make(*, routed: bool = False) -> StateGuard:
+        config = Settings(slack_channel=CHANNEL, slack_routes=routes if routed else "[]")
+        marker = StateMarker(redis, Keys("qp"), retention_s=86_400)
+        return StateGuard(
+            marker, gateway, Telemetry(), config=config, clock=lambda: datetime.now(UTC)
+        )
+
+    yield make
     await gateway.aclose()
+
+
+@pytest.fixture
+def guard(replica: Callable[..., StateGuard]) -> StateGuard:
+    return replica()
 
 
 def lost(guard: StateGuard) -> float:
     return guard.telemetry.registry.get_sample_value("queuepilot_state_lost_total") or 0.0
 
 
-async def root(guard: StateGuard, incident: str, group: str) -> str:
+def root_metadata(incident: str, group: str) -> dict[str, Any]:
     payload = {"incident": incident, "uid": f"u{incident}", "item": "root", "group": group}
-    metadata = {"event_type": METADATA_EVENT, "event_payload": payload}
-    return await post(guard.slack, CHANNEL, f"Incident {incident}", [], metadata=metadata)
+    return {"event_type": METADATA_EVENT, "event_payload": payload}
+
+
+async def root(guard: StateGuard, incident: str, group: str, channel: str = CHANNEL) -> str:
+    metadata = root_metadata(incident, group)
+    return await post(guard.slack, channel, f"Incident {incident}", [], metadata=metadata)
 
 
 async def test_a_first_start_sets_the_marker_and_says_nothing(guard: StateGuard) -> None:
@@ -103,3 +121,70 @@ async def test_a_redis_gone_back_in_time_under_the_bot_never_reuses_a_number_it_
     await guard.check()
     assert (await guard.marker.kept())[1] == 8
     assert lost(guard) == 0, "nothing was lost that Redis had"
+
+
+@pytest.mark.parametrize("who", ["the same replica", "another replica taking the lead"])
+async def test_a_loss_is_said_when_slack_held_up_the_check_while_the_intake_opened_incidents(
+    who: str, guard: StateGuard, replica: Callable[..., StateGuard], redis: Redis, slack: Slack
+) -> None:
+    """The check at the start of a term fails (Slack answers 5xx, or is slow past its 10 s), so
+    the intake goes on and opens incident 1: that is the intake's own state, not an older
+    release's, and the tick that reads Slack still says the loss."""
+    await root(guard, "11", "g-old")
+    slack.emulator.fail_next("conversations.history", status=500)
+    await guard.at_start_of_term()
+    assert lost(guard) == 0 and (await guard.marker.read()) is None, "not told yet"
+    await redis.set(guard.marker.keys.incident_seq, 1)  # the intake opened incident 1
+    checking = guard if who == "the same replica" else replica()
+    await checking.tick()
+    assert lost(checking) == 1
+    marker = await checking.marker.read()
+    assert marker is not None and (marker.found, marker.above) == (1, 11)
+    assert (await checking.marker.kept())[1] == 11, "numbering goes on above 11"
+    assert checking.telemetry.registry.get_sample_value(
+        "queuepilot_state_lost_timestamp_seconds"
+    ) == pytest.approx(marker.lost_at)
+
+
+async def test_a_standby_that_never_saw_the_marker_finds_a_loss_in_the_routed_channels(
+    replica: Callable[..., StateGuard], redis: Redis
+) -> None:
+    """Redis emptied under the leader; the standby takes the lead: SLACK_CHANNEL shows nothing,
+    the team channel the alerts are routed to shows the roots."""
+    standby = replica(routed=True)
+    await root(standby, "3", "g-team", TEAM)  # the leader's, before Redis was emptied
+    await standby.at_start_of_term()
+    assert lost(standby) == 1
+    assert (await standby.marker.kept())[1] == 3
+    assert await redis.hget(standby.marker.keys.found_roots, "g-team") is not None
+
+
+async def test_another_app_s_messages_in_the_channel_are_not_this_deployment_s_roots(
+    guard: StateGuard, slack: Slack
+) -> None:
+    """A second queuepilot (staging) posting into the same channel: a fresh start here is a
+    first start, not a loss, and takes none of its roots."""
+    with slack.emulator.workspace() as ws:
+        message = Message(
+            ts=ws.clock.next(),
+            channel=CHANNEL,
+            text="Incident 40",
+            blocks=[],
+            thread_ts=None,
+            user="U0STAGING",
+            metadata=root_metadata("40", "g-staging"),
+        )
+        ws.channel(CHANNEL).by_ts[message.ts] = message
+        ws.channel(CHANNEL).timeline.append(message)
+    await guard.check()
+    marker = await guard.marker.read()
+    assert marker is not None and marker.lost_at is None
+    assert lost(guard) == 0 and (await guard.marker.kept())[1] == 0
+
+
+def test_roots_posted_since_the_check_began_are_the_bot_s_new_ones_not_found_ones() -> None:
+    found = Found("B0QUEUEBOT", before=1000.0)
+    for ts, incident, group in (("999.000001", "7", "g-old"), ("1000.000002", "1", "g-new")):
+        message = {"ts": ts, "bot_id": "B0QUEUEBOT", "metadata": root_metadata(incident, group)}
+        found.add(message, CHANNEL)
+    assert list(found.roots) == ["g-old"] and found.highest == 7

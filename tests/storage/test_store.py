@@ -85,6 +85,27 @@ async def test_a_root_found_after_a_loss_is_taken_up_once_by_its_number(redis: R
     assert (await store.load_group("other"))[4] is None
 
 
+async def test_a_group_with_a_thread_of_its_own_since_the_loss_never_takes_up_its_old_root(
+    redis: Redis,
+) -> None:
+    """A group that opened an incident after Redis lost the state (its root found before or
+    after that) goes on in its own thread: its next incident, past the reopen window, opens
+    anew instead of editing the day-old root from before the loss."""
+    store = IncidentStore(redis, PREFIX)
+    marker = StateMarker(redis, store.keys, retention_s=DAY)
+    old = FoundRoot("4", "uid4", CHANNEL, "1700000000.000100")
+    new, other = incident("10"), incident("11")
+    await marker.record_loss(T0.timestamp(), highest=9, roots={new.group_hash: old}, keep_s=DAY)
+    group = GroupState(incident_id="10", last_entry="1-0")
+    assert await store.commit(Commit(new, group=group, group_hash=new.group_hash, opens=True))
+    assert (await store.load_group(new.group_hash))[4] is None, "found before it opened"
+
+    roots = {new.group_hash: old, other.group_hash: old}
+    assert await marker.record_loss(T0.timestamp(), highest=9, roots=roots, keep_s=DAY) == 1
+    assert (await store.load_group(new.group_hash))[4] is None, "found after it opened"
+    assert (await store.load_group(other.group_hash))[4] == old
+
+
 async def test_a_commit_computed_from_an_old_version_is_refused_and_writes_nothing(
     redis: Redis,
 ) -> None:

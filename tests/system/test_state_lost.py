@@ -29,6 +29,7 @@ ALICE = Person("U0ALICE", "alice")
 LOST = "Redis lost queuepilot's state"
 FIRING = as_group("lost-firing")
 LEASE_MS = 1500  # a lease lost with the state is taken again within it
+TEAM = "C0TEAMQ"  # a channel SLACK_ROUTES sends alerts to
 
 
 @pytest.fixture
@@ -141,3 +142,34 @@ async def goes_on(running: RunningBot, slack: Slack, caplog: pytest.LogCaptureFi
     assert await metric(running, "queuepilot_state_lost_total") == 1
     await open_home(running, slack)
     await eventually(lambda: "lost its state" in home_text(slack), what="the App Home says so")
+
+
+async def test_a_replica_that_never_saw_the_state_finds_its_loss_in_the_team_channels(
+    own_redis: RedisServer, settings_for: Callable[..., Settings], slack: Slack
+) -> None:
+    """SLACK_ROUTES sends the alerts to a team channel and SLACK_CHANNEL shows no root: a replica
+    that never saw the state (here a bot started afresh; a standby that takes the lead after the
+    wipe is the same) still finds the loss there, and the numbers go on."""
+    slack.emulator.add_channel(TEAM)
+    routes = json.dumps([{"match": ["team=rocm"], "channel": TEAM}])
+    settings = settings_for(redis_url=own_redis.url, leader_lease_ms=LEASE_MS, slack_routes=routes)
+    firing = as_group("lost-team", team="rocm")
+    async with run_bot(settings) as running:
+        await fire(running, firing)
+        [first] = await eventually(
+            lambda: slack.emulator.channel_messages(TEAM), what="the alert's thread"
+        )
+    Redis.from_url(own_redis.url).flushall()
+    async with run_bot(settings) as running:
+        await fire(running, firing)
+        await eventually(
+            lambda: any("lost its memory" in m.text for m in slack.emulator.thread(TEAM, first.ts)),
+            what="the thread told what was forgotten",
+            timeout=20,
+        )
+        await fire(running, as_group("lost-team-new", team="rocm"))
+        team = await eventually(
+            lambda: (t := slack.emulator.channel_messages(TEAM))[1:] and t, what="a new thread"
+        )
+        assert len(team) == 2 and number(team[-1]) > number(first), "a number never used"
+        assert await metric(running, "queuepilot_state_lost_total") == 1

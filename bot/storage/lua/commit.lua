@@ -22,6 +22,8 @@ if c.opens then
   -- read the sequence before another incident opened is refused and redoes its work.
   if tonumber(redis.call('GET', KEYS[18]) or '0') + 1 ~= tonumber(c.id) then return -1 end
   redis.call('SET', KEYS[18], c.id, 'EX', c.seq_ttl_s)
+  -- The group has a thread of its own now: a root of it found in Slack before is not taken up.
+  if c.group_hash then redis.call('HDEL', KEYS[20], c.group_hash) end
   -- An old incident kept this number (the sequence expired and began again): skip it.
   if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 elseif c.adopts then

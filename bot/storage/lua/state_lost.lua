@@ -1,7 +1,9 @@
 -- Redis lost queuepilot's state: numbering goes on above the highest number known to have been
 -- used, the roots found in Slack wait for their groups' next notification, and the marker says
--- when it happened.
--- KEYS 1 the marker  2 the ID sequence  3 the roots found  4 the leader's lease
+-- when it happened. A group that opened an incident since has a thread of its own: its root found
+-- is left out.
+-- KEYS 1 the marker  2 the ID sequence  3 the roots found  4.. the roots' groups, in ARGV's order
+--      last: the leader's lease
 -- ARGV 1 now (s), '' to raise the numbering only  2 the highest number used  3 the sequence's TTL (s)  4 the roots' TTL (s)
 --      5.. group, root JSON pairs;  last: the lease as held
 -- The marker and the sequence are kept as long as the incidents (ARGV 3).
@@ -12,12 +14,16 @@ if tonumber(redis.call('GET', KEYS[2]) or '0') < highest then
 end
 local found = 0
 for i = 5, #ARGV - 1, 2 do
-  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
-  found = found + 1
+  local opened = redis.call('HGET', KEYS[4 + (i - 5) / 2], 'incident')
+  if not opened or opened == '' then
+    redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+    found = found + 1
+  end
 end
 if found > 0 then redis.call('EXPIRE', KEYS[3], ARGV[4]) end
 if ARGV[1] == '' then return found end
 redis.call('HSET', KEYS[1], 'since', ARGV[1], 'lost_at', ARGV[1], 'found', found,
   'above', highest)
+redis.call('HDEL', KEYS[1], 'unsure')
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 return found
