@@ -18,6 +18,7 @@ Time is compressed by settings (production's value → the soak's), so that a we
 - a day → `--day` seconds (45 s: 1920× faster);
 - the metrics interval 60 s → 1 s (its floor), the status interval 10 min → 5 s, the status
   tick 5 s → 1 s, the Home's numbers 5 min → 30 s (its floor);
+- GITHUB_ISSUES_OPEN_AFTER_SECONDS 90 s → 0 (no pipeline opens issues beside it here);
 - INCIDENT_RETENTION_DAYS 30 days → 2 minutes (under three compressed days), so Redis reaches
   the size retention gives it within the warm-up;
 - Slack's pace (a post a second a channel, an edit each 1.2 s) → 20 per second: the emulator
@@ -215,6 +216,7 @@ def soak_env(base: dict[str, str], github_url: str, plan: Plan) -> dict[str, str
         GITHUB_REPOS=REPO,
         GITHUB_ISSUES_REPO=ISSUES_REPO,
         GITHUB_ISSUES_OPEN="true",
+        GITHUB_ISSUES_OPEN_AFTER_SECONDS="0",
         GITHUB_ISSUES_INTERVAL_MS="20",
         INCIDENT_RETENTION_DAYS="2m",
         HOME_NUMBERS_SECONDS="30",
