@@ -164,10 +164,15 @@ class Bot:
 
     async def lead(self, deposed: asyncio.Event) -> None:
         take_over_ms = self.settings.leader_lease_ms // 2
-        # Before anything is applied: a Redis that lost the state numbers and threads anew.
-        await self.guard.at_start_of_term()
+
+        async def intake() -> None:
+            # Before a notification is applied: a Redis that lost the state numbers and threads
+            # anew. Only the intake waits: a slow history read holds up no click, post or tick.
+            await self.guard.at_start_of_term()
+            await self.intake.run(deposed, take_over_ms=take_over_ms)
+
         tasks = {
-            asyncio.create_task(self.intake.run(deposed, take_over_ms=take_over_ms), name="intake"),
+            asyncio.create_task(intake(), name="intake"),
             asyncio.create_task(
                 self.requests.run(deposed, take_over_ms=take_over_ms), name="requests"
             ),

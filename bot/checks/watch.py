@@ -1,5 +1,5 @@
 """`serve` says what `check` finds: the same probes (`bot.checks.run.probes`, one table), run by
-the leader at the start of its term and every PROBE_INTERVAL_SECONDS after.
+the leader 30 s into its term (or one interval, if shorter) and every PROBE_INTERVAL_SECONDS after.
 
 The leader runs them because it alone calls the backends (it applies, acts and reads the fleet);
 every replica has the same settings and credentials, so one prober logs each problem once and asks
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 RANK = {Verdict.OK: 0, Verdict.WARN: 1, Verdict.FAIL: 2}
 SAID = {Verdict.WARN: "warns", Verdict.FAIL: "failing"}
+FIRST_ROUND_AFTER_S = 30.0
 
 
 class ProbeWatch:
@@ -60,6 +61,10 @@ class ProbeWatch:
         """The scheduler's tick (every few seconds): a round started when one is due. It runs
         apart, so a backend that takes its whole timeout to answer never holds up the tick."""
         now = self._clock()
+        if not self._due:
+            # A replica that just took the lead has a backlog to catch up on (a failover in a
+            # storm): the first round waits a little, never the work.
+            self._due = now + min(FIRST_ROUND_AFTER_S, self._every_s)
         if now < self._due or (self._round is not None and not self._round.done()):
             return
         self._due = now + self._every_s

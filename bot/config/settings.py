@@ -436,9 +436,10 @@ class Advanced(Group, title="Advanced"):
     """Calls to GitHub for the alert's issue, at most one per this long across replicas (GitHub asks
     for a second between writes, against its secondary limits)."""
     probe_interval_seconds: FractionalSeconds = Field(300.0, ge=0, le=86_400)
-    """The leader runs `queuepilot check`'s probes of Redis and the backends when it starts leading
-    and this often after; a probe that starts failing is logged once, with its fix, and its
-    queuepilot_probe_ok gauge reads 0 until it recovers. off: only `queuepilot check` probes."""
+    """The leader runs `queuepilot check`'s probes of Redis and the backends 30 s after it starts
+    leading (or this long, if shorter) and this often after; a probe that starts failing is
+    logged once, with its fix, and its queuepilot_probe_ok gauge reads 0 until it recovers. off:
+    only `queuepilot check` probes."""
 
 
 # In the reference's order.
