@@ -103,16 +103,28 @@ class PodCause(BaseModel):
     advice: str
 
 
+# A source's readings all missing, said short.
+SOURCE_SAID = {
+    KSM: "pods Pending, image pulls, OOM kills, node conditions",
+    CADVISOR: "CPU throttling, memory against its limit",
+}
+
+
 def unknown_said(missing: dict[str, str]) -> str:
-    """ "CPU throttling, memory against its limit not known: the kubelet's cAdvisor is not
-    scraped" from {reading: source}, one clause per source."""
+    """ "CPU throttling, memory against its limit not known (the kubelet's cAdvisor is not
+    scraped)" from {reading: source}, one clause per source."""
     by_source: dict[str, list[str]] = {}
     for reading, source in missing.items():
-        by_source.setdefault(source, []).append(SAID.get(reading, reading))
-    return "; ".join(
-        f"{', '.join(said)} not known ({source} is not scraped)"
-        for source, said in by_source.items()
-    )
+        by_source.setdefault(source, []).append(reading)
+    clauses = []
+    for source, readings in by_source.items():
+        every = {r for r, (_, s) in NEEDS.items() if s == source}
+        if set(readings) == every:
+            said = SOURCE_SAID[source]
+        else:
+            said = ", ".join(SAID.get(r, r) for r in readings)
+        clauses.append(f"{said} not known ({source} is not scraped)")
+    return "; ".join(clauses)
 
 
 def pod_causes(pods: RunnerPods | None, *, slower: float | None = None) -> tuple[PodCause, ...]:
