@@ -38,6 +38,7 @@ class PodScenario:
     running: int = 0
     unschedulable: int = 0  # Pending: no node fits
     image_pull: int = 0  # Pending: ImagePullBackOff
+    creating: int = 0  # Pending: ContainerCreating (since `pending_since`)
     oom_killed: int = 0  # Failed within the window: the runner container OOMKilled
     throttled: float = 0.0  # share of CFS periods throttled, of each running runner
     memory_of_limit: float = 0.3  # working set over the memory limit, of each running runner
@@ -74,6 +75,7 @@ class RunnerPodsExporter:
                     [("Running", "")] * s.running
                     + [("Pending", "unschedulable")] * s.unschedulable
                     + [("Pending", "ImagePullBackOff")] * s.image_pull
+                    + [("Pending", "ContainerCreating")] * s.creating
                     + [("Failed", "OOMKilled")] * s.oom_killed
                 )
                 for n, (phase, why) in enumerate(kinds):
@@ -124,7 +126,7 @@ class RunnerPodsExporter:
             add("kube_pod_status_phase", {**ids, "phase": each}, int(each == phase))
         if why == "unschedulable":
             add("kube_pod_status_unschedulable", ids, 1)
-        if why == "ImagePullBackOff":
+        if why in ("ImagePullBackOff", "ContainerCreating"):
             add("kube_pod_container_status_waiting_reason", {**runner, "reason": why}, 1)
         if why == "OOMKilled":
             add("kube_pod_container_status_terminated_reason", {**runner, "reason": why}, 1)

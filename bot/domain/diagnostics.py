@@ -47,6 +47,7 @@ PRIORITY = (
     Cause.PODS_UNSCHEDULABLE,
     Cause.IMAGE_PULL,
     Cause.CONFIG_ERROR,
+    Cause.CREATING,
     Cause.ORG_LIMIT,
     Cause.NOT_REGISTERING,
     Cause.NODE_PRESSURE,

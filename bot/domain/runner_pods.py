@@ -18,6 +18,7 @@ from bot.domain.units import minutes, number
 WINDOW_MINS = 30.0
 THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
 MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
+CREATING_MINS = 5.0  # a runner pod still ContainerCreating after this is stuck, not slow
 KSM = "kube-state-metrics"
 CADVISOR = "the kubelet's cAdvisor"
 # Each reading, the series its default query needs and where that series comes from.
@@ -27,6 +28,7 @@ NEEDS = {
     "unschedulable": ("kube_pod_status_phase", KSM),
     "image_pull": ("kube_pod_status_phase", KSM),
     "config_error": ("kube_pod_status_phase", KSM),
+    "creating": ("kube_pod_created", KSM),
     "oom_kills": ("kube_pod_status_phase", KSM),
     "restarts": ("kube_pod_container_status_restarts_total", KSM),
     "cpu_throttled": ("container_cpu_cfs_periods_total", CADVISOR),
@@ -39,6 +41,7 @@ SAID = {
     "unschedulable": "unschedulable pods",
     "image_pull": "image pulls",
     "config_error": "container config errors",
+    "creating": "pods stuck creating",
     "oom_kills": "OOM kills",
     "restarts": "restarts",
     "cpu_throttled": "CPU throttling",
@@ -51,6 +54,7 @@ class Trouble(StrEnum):
     UNSCHEDULABLE = "Runner pods cannot be scheduled"
     IMAGE_PULL = "Runner image not pulled"
     CONFIG_ERROR = "Runner pods misconfigured"
+    CREATING = "Runner pods stuck creating"
     OOM_KILLED = "Jobs OOMKilled"
     NODE_PRESSURE = "Nodes under pressure"
     CPU_THROTTLED = "Runners CPU-throttled"
@@ -72,7 +76,8 @@ class RunnerPods(BaseModel):
         frozen=True,
         **stored_short(
             "pods_pending=pp pending_mins=pm unschedulable=un image_pull=ip config_error=ce "
-            "oom_kills=oom restarts=rs cpu_throttled=thr memory_of_limit=mem nodes=n unknown=u"
+            "creating=cr oom_kills=oom restarts=rs cpu_throttled=thr memory_of_limit=mem nodes=n "
+            "unknown=u"
         ),
     )
 
@@ -81,6 +86,7 @@ class RunnerPods(BaseModel):
     unschedulable: float | None = None
     image_pull: float | None = None  # ImagePullBackOff or ErrImagePull
     config_error: float | None = None  # CreateContainerConfigError
+    creating: float | None = None  # ContainerCreating for over `CREATING_MINS`
     oom_kills: float | None = None  # runner pods OOMKilled within `WINDOW_MINS`
     restarts: float | None = None  # within `WINDOW_MINS`
     cpu_throttled: float | None = None  # share of the runner container's CFS periods
@@ -90,9 +96,10 @@ class RunnerPods(BaseModel):
 
     @property
     def cannot_start(self) -> int:
-        """New pods that cannot start: unschedulable, or failing to pull or configure."""
-        stuck = (self.unschedulable or 0) + (self.image_pull or 0) + (self.config_error or 0)
-        return round(stuck)
+        """New pods that cannot start: unschedulable, failing to pull or configure, stuck
+        creating."""
+        readings = (self.unschedulable, self.image_pull, self.config_error, self.creating)
+        return round(sum(n or 0 for n in readings))
 
 
 class PodCause(BaseModel):
@@ -135,6 +142,7 @@ def pod_causes(pods: RunnerPods | None, *, slower: float | None = None) -> tuple
         _unschedulable(pods),
         _waiting(pods.image_pull, Trouble.IMAGE_PULL),
         _waiting(pods.config_error, Trouble.CONFIG_ERROR),
+        _waiting(pods.creating, Trouble.CREATING),
         *(_node(node) for node in pods.nodes),
         _oom(pods),
         _throttled(pods.cpu_throttled, slower),
@@ -168,6 +176,14 @@ def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
             "pods)",
             advice="check the runner image's tag and the registry's credentials or limits; "
             "roll back a new image; more runners would fail the same",
+        )
+    if trouble is Trouble.CREATING:
+        return PodCause(
+            trouble=trouble,
+            evidence=f"{number(count)} runner pods ContainerCreating for over "
+            f"{minutes(CREATING_MINS)}",
+            advice="describe one of those pods: a volume that does not attach or mount, or no "
+            "pod IP from the network plugin, on their nodes; more runners would wait the same",
         )
     return PodCause(
         trouble=trouble,

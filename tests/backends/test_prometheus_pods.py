@@ -4,6 +4,7 @@ named as the listener's series are; and a source nobody scrapes read as not know
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -26,10 +27,12 @@ def pods_fleet() -> Iterator[ArcFleet]:
         running=3,
         unschedulable=2,
         image_pull=1,
+        creating=1,
         oom_killed=2,
         throttled=0.5,
         memory_of_limit=0.95,
         node_condition="DiskPressure",
+        pending_since=time.time() - 600,
     )
     fleet.pods.set(fleet.healthy.name, running=2)
     try:
@@ -56,15 +59,15 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
     snap = await eventually(throttled, what="two scrapes of the throttling counters", timeout=30)
     pods, healthy = snap.runner_types[QUEUEING].pods, snap.runner_types[HEALTHY].pods
     assert pods is not None and healthy is not None
-    assert (pods.pods_pending, pods.unschedulable, pods.image_pull) == (3, 2, 1)
-    assert (pods.config_error, pods.oom_kills, pods.restarts) == (0, 2, 0)
-    assert pods.pending_mins is not None and 0 <= pods.pending_mins < 5
+    assert (pods.pods_pending, pods.unschedulable, pods.image_pull) == (4, 2, 1)
+    assert (pods.config_error, pods.creating, pods.oom_kills, pods.restarts) == (0, 1, 2, 0)
+    assert pods.pending_mins == pytest.approx(10, abs=0.5)
     assert pods.cpu_throttled == pytest.approx(0.5, abs=0.05)
     assert pods.memory_of_limit == pytest.approx(0.95)
     # The queueing set's node (second in name order) holds every pod placed: 3 running, 1
-    # pulling its image, 2 killed; the unschedulable ones are on no node.
+    # pulling its image, 1 creating, 2 killed; the unschedulable ones are on no node.
     node = "ip-10-0-1-17.ec2.internal"
-    assert pods.nodes == (NodeTrouble(node=node, condition="DiskPressure", pods=6),)
+    assert pods.nodes == (NodeTrouble(node=node, condition="DiskPressure", pods=7),)
     assert pods.unknown == ""
     assert (healthy.pods_pending, healthy.oom_kills, healthy.nodes) == (0, 0, ())
     assert healthy.pending_mins is None and healthy.cpu_throttled == pytest.approx(0)

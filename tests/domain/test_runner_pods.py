@@ -62,6 +62,12 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
             "a Secret or ConfigMap the runner pod names is missing",
         ),
         (
+            QUIET.model_copy(update={"pods_pending": 3, "creating": 3}),
+            Cause.CREATING,
+            "3 runner pods ContainerCreating for over 5 min",
+            "a volume that does not attach or mount",
+        ),
+        (
             QUIET.model_copy(update={"oom_kills": 7, "restarts": 2}),
             Cause.OOM_KILLED,
             "jobs were OOMKilled 7 times in 30 min, 2 restarts",
@@ -112,6 +118,7 @@ def test_throttling_says_how_much_longer_jobs_take_than_a_day_before() -> None:
         RunnerPods(pods_pending=12, unschedulable=12),
         RunnerPods(pods_pending=3, image_pull=3),
         RunnerPods(config_error=1),
+        RunnerPods(creating=2),
     ],
 )
 def test_no_runners_nor_a_higher_maximum_while_new_pods_cannot_start(pods: RunnerPods) -> None:

@@ -15,7 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-from bot.domain.runner_pods import NEEDS, WINDOW_MINS, NodeTrouble, RunnerPods, unknown_said
+from bot.domain.runner_pods import (
+    CREATING_MINS,
+    NEEDS,
+    WINDOW_MINS,
+    NodeTrouble,
+    RunnerPods,
+    unknown_said,
+)
 
 Vector = list[tuple[dict[str, str], float]]
 RUNNER_POD = "(.+)-runner-[a-z0-9]+"
@@ -47,6 +54,11 @@ def pod_queries(label: str = "name", window: str = "10m") -> dict[str, str]:
 
     pending = 'kube_pod_status_phase{phase="Pending"} == 1'
     aged = f"(time() - kube_pod_created) * on (namespace, pod) group_left () ({pending})"
+    # Waiting as ContainerCreating, created longer ago than a pod takes to start.
+    creating = (
+        '(kube_pod_container_status_waiting_reason{reason="ContainerCreating"} == 1) * on '
+        f"(namespace, pod) group_left () (time() - kube_pod_created > {CREATING_MINS * 60:.0f})"
+    )
     oom = 'reason="OOMKilled"'
     killed = (
         f"max by (namespace, pod) (max_over_time(kube_pod_container_status_terminated_reason"
@@ -74,6 +86,7 @@ def pod_queries(label: str = "name", window: str = "10m") -> dict[str, str]:
         "unschedulable": f"sum by ({label}) ({runners('kube_pod_status_unschedulable == 1')})",
         "image_pull": waiting("ImagePullBackOff|ErrImagePull"),
         "config_error": waiting("CreateContainerConfigError"),
+        "creating": f"count by ({label}) ({runners(creating)})",
         "oom_kills": f"count by ({label}) ({runners(killed)})",
         "restarts": f"sum by ({label}) ({runners(restarts)})",
         "cpu_throttled": f"{throttled} / {total}",
