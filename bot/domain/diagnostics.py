@@ -39,8 +39,8 @@ RESTS_ON = {
 RULES_OUT = frozenset({ARRIVALS, DURATION, CONSTRAINTS, KNOWN})
 MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
 # When several causes are named, the one whose fix comes first: a stalled listener or a failing
-# scale-up makes any other advice useless until it is fixed.
-# Pods that cannot start explain runners not registering, and make more runners useless.
+# scale-up makes any other advice useless until it is fixed; pods that cannot start explain
+# runners not registering.
 PRIORITY = (
     Cause.LISTENER_STALLED,
     Cause.SCALE_UP_FAILING,

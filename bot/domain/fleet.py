@@ -54,7 +54,7 @@ class RunnerTypeMetrics(BaseModel):
     arrival_baseline_per_min: float | None = None  # the same hour on earlier days, or before
     duration_baseline_mins: float | None = None
     scale_errors: float | None = None  # scale-up failures in the recent window
-    pods: RunnerPods | None = None  # its runner pods and their nodes (kube-state-metrics)
+    pods: RunnerPods | None = None  # its runner pods and their nodes (kube-state-metrics, cAdvisor)
     judged: Judgement | None = None  # what this reading means, decided once as it arrived
 
 
