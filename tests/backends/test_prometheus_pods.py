@@ -80,12 +80,10 @@ def test_a_source_not_scraped_is_not_known_and_a_series_with_none_is_zero() -> N
         "cpu_throttled": [],
     }
     probed = {"unschedulable": True, "oom_kills": True, "cpu_throttled": False}
-    found = runner_pods(answers, probed, lambda labels: labels["name"][:-6], {"linux-4xlarge"})
+    found, none = runner_pods(answers, probed, lambda labels: labels["name"][:-6])
     unknown = f"CPU throttling not known ({CADVISOR} is not scraped)"
-    assert found == {
-        "linux-2xlarge": RunnerPods(unschedulable=4, oom_kills=0, unknown=unknown),
-        "linux-4xlarge": RunnerPods(unschedulable=0, oom_kills=0, unknown=unknown),
-    }
-    everything_missing = runner_pods({"oom_kills": []}, {"oom_kills": False}, str, {"t"})
-    assert everything_missing["t"].oom_kills is None
-    assert everything_missing["t"].unknown == f"OOM kills not known ({KSM} is not scraped)"
+    assert found == {"linux-2xlarge": RunnerPods(unschedulable=4, oom_kills=0, unknown=unknown)}
+    assert none == RunnerPods(unschedulable=0, oom_kills=0, unknown=unknown)
+    _, missing = runner_pods({"oom_kills": []}, {"oom_kills": False}, str)
+    assert missing.oom_kills is None
+    assert missing.unknown == f"OOM kills not known ({KSM} is not scraped)"

@@ -20,7 +20,7 @@ from bot.config import Settings
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
-from bot.domain.runner_pods import NEEDS
+from bot.domain.runner_pods import NEEDS, RunnerPods
 
 T = TypeVar("T")
 Vector = list[tuple[dict[str, str], float]]
@@ -130,14 +130,11 @@ class PrometheusMetrics:
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         """All queries at once, at one evaluation time: every field describes the same moment."""
-        queries = {name: self.series(name, now=now) for name in self._queries}
-        if self._probed:
-            needed = [NEEDS[r][0] for r in self._probed]
-            queries[PROBE] = self._query(probe_query(needed), now)
-        answers, failed = await gathered(queries)
-        scraped = {labels.get("__name__") for labels, _ in answers.pop(PROBE, [])}
-        probed = {r: NEEDS[r][0] in scraped for r in self._probed} if PROBE not in failed else {}
-        pods = {name: answers.pop(name) for name in list(answers) if name in NEEDS}
+        queries = {name: self.series(name, now=now) for name in self.fields}
+        (answers, failed), (pods, unseen, refused) = await asyncio.gather(
+            gathered(queries), self.runner_pods(now=now)
+        )
+        failed.update(refused)
         by_type: dict[str, dict[str, Any]] = {}
         buckets: dict[str, dict[float, float]] = {}
         for name, answer in answers.items():
@@ -159,10 +156,9 @@ class PrometheusMetrics:
                     wait_over=found[1] or None,
                     wait_of_starts=self._arc_wait or None,
                 )
-        if pods:
-            for name, read in runner_pods(pods, probed, self.runner_type, set(by_type)).items():
-                by_type.setdefault(name, {})["pods"] = read
-        failed.pop(PROBE, None)
+        if unseen is not None:
+            for name in {*by_type, *pods}:
+                by_type.setdefault(name, {})["pods"] = pods.get(name, unseen)
         note = f"Prometheus could not answer for {', '.join(failed)}" if failed else ""
         types = {name: RunnerTypeMetrics(**values) for name, values in sorted(by_type.items())}
         # A runner type with no series is unknown, not idle: a listener being recreated (after a
@@ -170,6 +166,25 @@ class PrometheusMetrics:
         return FleetSnapshot(
             at=now, source="prometheus", runner_types=types, note=note, absent_means_empty=False
         )
+
+    async def runner_pods(
+        self, *, now: datetime
+    ) -> tuple[dict[str, RunnerPods], RunnerPods | None, dict[str, BackendError]]:
+        """Per runner type with runner pods, their readings; those of a type with none (None when
+        no reading is asked); and the readings' queries Prometheus refused. Optional: a refusal
+        never fails the reading."""
+        queries = {r: self.series(r, now=now) for r in self._queries if r in NEEDS}
+        if not queries:
+            return {}, None, {}
+        if self._probed:
+            needed = [NEEDS[r][0] for r in self._probed]
+            queries[PROBE] = self._query(probe_query(needed), now)
+        answers, failed = await gathered(queries, all_may_fail=True)
+        scraped = {labels.get("__name__") for labels, _ in answers.pop(PROBE, [])}
+        probed = {r: NEEDS[r][0] in scraped for r in self._probed} if PROBE not in failed else {}
+        failed.pop(PROBE, None)
+        found, unseen = runner_pods(answers, probed, self.runner_type)
+        return found, unseen, failed
 
     async def series(self, field: str, *, now: datetime) -> Vector:
         """One field's query as `read` asks it (`queuepilot check` asks them one by one)."""

@@ -107,11 +107,10 @@ def runner_pods(
     answers: Mapping[str, Vector],
     probed: Mapping[str, bool],
     runner_type: Callable[[Mapping[str, str]], str],
-    types: set[str],
-) -> dict[str, RunnerPods]:
-    """Per runner type, its pods' readings from `answers` (reading -> series); `probed`: reading
-    -> whether its source is scraped (a reading not probed, a replaced query, is trusted: its
-    empty answer is none). `types`: the types the reading knows, each given its pods."""
+) -> tuple[dict[str, RunnerPods], RunnerPods]:
+    """Per runner type with series, its pods' readings from `answers` (reading -> series), and
+    those of a type with none; `probed`: reading -> whether its source is scraped (a reading
+    not probed, a replaced query, is trusted: its empty answer is none)."""
     values: dict[str, dict[str, float]] = {}
     nodes: dict[str, list[NodeTrouble]] = {}
     for reading, series in answers.items():
@@ -130,9 +129,9 @@ def runner_pods(
     unknown = unknown_said(missing)
     known = [r for r in answers if r not in missing and r != "nodes"]
     found = {}
-    for name in sorted(types | set(values) | set(nodes)):
+    for name in sorted({"", *values, *nodes}):
         read = {r: values.get(name, {}).get(r, 0.0) for r in known}
         read["pending_mins"] = values.get(name, {}).get("pending_mins")  # no pod: no age
         listed = tuple(sorted(nodes.get(name, ()), key=lambda n: (-n.pods, n.node)))
         found[name] = RunnerPods(**read, nodes=listed, unknown=unknown)
-    return found
+    return found, found.pop("")
