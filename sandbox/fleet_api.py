@@ -49,6 +49,8 @@ from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import arc_queries
 from bot.backends.metrics.prometheus_history import range_queries
+from bot.backends.metrics.prometheus_pods import pod_queries, probe_query
+from bot.domain.runner_pods import NEEDS
 from sandbox.fleet import Fleet, Job, TypeReading, in_real_time, minutes
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
 from sandbox.kube_api import KubeApi
@@ -113,6 +115,11 @@ class FleetApi:
         # range (`range_queries`); answered from the readings kept, as the instant one is.
         wait = range_queries(queries, wait_buckets=True)["wait_mins"]
         self._fields[wait] = "longest_wait_mins"
+        # The runner pods' queries and their sources' probe: this fleet exports no
+        # kube-state-metrics or cAdvisor series, so it answers them with none, as a Prometheus
+        # that scrapes neither would.
+        pods = pod_queries(window=config.rate_window)
+        self._unscraped = {*pods.values(), probe_query([NEEDS[r][0] for r in pods])}
         self.url = ""  # set once served; the payloads' links point here
         self.app = Starlette(
             routes=[
@@ -150,8 +157,9 @@ class FleetApi:
 
     async def _query(self, request: Request) -> Response:
         params = await self._params(request)
-        wanted = self._fields.get(params.get("query", "").strip())
-        if wanted is None:
+        query = params.get("query", "").strip()
+        wanted = self._fields.get(query)
+        if wanted is None and query not in self._unscraped:
             return self._unknown_query()
         stamp = _stamp(params.get("time"))
         result = [
@@ -160,6 +168,7 @@ class FleetApi:
                 "value": [stamp, _sample(getattr(reading, wanted))],
             }
             for name, reading in self.served().items()
+            if wanted is not None
         ]
         return JSONResponse(
             {"status": "success", "data": {"resultType": "vector", "result": result}}

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from bot.backends.errors import BackendError
 from bot.backends.metrics.prometheus import PrometheusMetrics, gathered
 from bot.checks import Finding, Verdict, fail, ok, warn
+from bot.checks.runner_pods import pods_findings
 from bot.config import ScalerBackend, Settings
 from bot.factory import build_metrics
 
@@ -31,6 +32,8 @@ async def probe(settings: Settings) -> list[Finding]:
         now = datetime.now(UTC)
         queries = {field: metrics.series(field, now=now) for field in metrics.fields}
         answers, refused = await gathered(queries, all_may_fail=True)
+        custom = set(settings.prometheus_queries)
+        pods = await pods_findings(metrics, custom, now) if answers else []
     # Prometheus refusing every query alike (unreachable, a token refused) is said once.
     if not answers and len({str(a) for a in refused.values()}) == 1:
         first = next(iter(refused.values()))
@@ -55,7 +58,7 @@ async def probe(settings: Settings) -> list[Finding]:
                 )
             )
             del types[field]
-    return findings + _answered(settings, types) + _targets(settings, types)
+    return findings + _answered(settings, types) + _targets(settings, types) + pods
 
 
 def _refused(settings: Settings, field: str, error: BackendError) -> Finding:

@@ -13,6 +13,7 @@ from enum import StrEnum
 from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
 from bot.domain.jobs import Slower, Surge
 from bot.domain.judgement import BOOT_MINS
+from bot.domain.runner_pods import Trouble
 from bot.domain.units import number
 
 STALL_MINS = 15.0  # ARCListenerStall: gha_assigned_jobs > 0 unchanged for 15 minutes
@@ -33,6 +34,15 @@ class Cause(StrEnum):
     NOT_REGISTERING = "Runners not registering"
     SCALE_UP_FAILING = "Scale-up failing"
     ORG_LIMIT = "At the organisation's limit"
+    # What the runner pods show (`bot.domain.runner_pods`), judged with the reading.
+    PODS_UNSCHEDULABLE = Trouble.UNSCHEDULABLE.value
+    IMAGE_PULL = Trouble.IMAGE_PULL.value
+    CONFIG_ERROR = Trouble.CONFIG_ERROR.value
+    CREATING = Trouble.CREATING.value
+    NODE_PRESSURE = Trouble.NODE_PRESSURE.value
+    OOM_KILLED = Trouble.OOM_KILLED.value
+    CPU_THROTTLED = Trouble.CPU_THROTTLED.value
+    MEMORY_NEAR_LIMIT = Trouble.MEMORY_NEAR_LIMIT.value
 
 
 # Which of the runbook's five each refinement is a case of.
@@ -42,6 +52,14 @@ FAMILY = {
     Cause.NOT_REGISTERING: Cause.INFRASTRUCTURE,
     Cause.SCALE_UP_FAILING: Cause.CONSTRAINTS,
     Cause.ORG_LIMIT: Cause.CONSTRAINTS,
+    Cause.PODS_UNSCHEDULABLE: Cause.CONSTRAINTS,
+    Cause.IMAGE_PULL: Cause.INFRASTRUCTURE,
+    Cause.CONFIG_ERROR: Cause.INFRASTRUCTURE,
+    Cause.CREATING: Cause.INFRASTRUCTURE,
+    Cause.NODE_PRESSURE: Cause.INFRASTRUCTURE,
+    Cause.OOM_KILLED: Cause.CONSTRAINTS,
+    Cause.CPU_THROTTLED: Cause.CONSTRAINTS,
+    Cause.MEMORY_NEAR_LIMIT: Cause.CONSTRAINTS,
 }
 
 
@@ -84,6 +102,9 @@ def refined(
     )
     found = [o for o in outcomes if isinstance(o, Found)]
     missing = [o for o in outcomes if isinstance(o, str) and o]
+    # The runner pods' causes were judged with the reading: said as judged, never recomputed.
+    if m.judged is not None:
+        found += [Found(Cause(c.trouble.value), c.evidence, c.advice) for c in m.judged.causes]
     surge = evidence.surges.get(name)
     if surge is not None:
         defer = f"cancel or defer {surge.workflow} if it can wait; scaling only buys time"

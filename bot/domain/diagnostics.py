@@ -24,6 +24,7 @@ EVIDENCE_LINES = 8  # a responder reads the cause, the next step and this many l
 UTILIZATION, ARRIVALS, DURATION = "Runner utilization", "Job arrival rate", "Job duration"
 CONSTRAINTS, AUTOSCALING = "Resource constraints", "Autoscaling configuration"
 KNOWN = "Known causes"
+RUNNER_PODS = "Runner pods"  # what of the pods' sources is not scraped, said apart
 CANNOT_TELL = "Not in these numbers"
 AT_MAXIMUM = "at its maximum"
 # The check each of the runbook's causes rests on, when no specific cause is named.
@@ -38,13 +39,22 @@ RESTS_ON = {
 RULES_OUT = frozenset({ARRIVALS, DURATION, CONSTRAINTS, KNOWN})
 MERGED = (Cause.SURGE, Cause.LONG_JOBS)  # said in the arrival and duration checks' place
 # When several causes are named, the one whose fix comes first: a stalled listener or a failing
-# scale-up makes any other advice useless until it is fixed.
+# scale-up makes any other advice useless until it is fixed; pods that cannot start explain
+# runners not registering.
 PRIORITY = (
     Cause.LISTENER_STALLED,
     Cause.SCALE_UP_FAILING,
+    Cause.PODS_UNSCHEDULABLE,
+    Cause.IMAGE_PULL,
+    Cause.CONFIG_ERROR,
+    Cause.CREATING,
     Cause.ORG_LIMIT,
     Cause.NOT_REGISTERING,
+    Cause.NODE_PRESSURE,
+    Cause.OOM_KILLED,
     Cause.SURGE,
+    Cause.CPU_THROTTLED,
+    Cause.MEMORY_NEAR_LIMIT,
     Cause.LONG_JOBS,
 )
 
@@ -123,8 +133,9 @@ class Diagnosis:
 
 def _unknown(checks: tuple[Check, ...], source: str) -> list[Check]:
     """A type's checks that cannot tell, as one line: what each needs, and where it comes from."""
-    unknown = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name != KNOWN]
-    known = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name == KNOWN]
+    apart = (KNOWN, RUNNER_PODS)
+    unknown = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name not in apart]
+    known = [c for c in checks if c.verdict is Verdict.UNKNOWN and c.name in apart]
     if not unknown:
         return known
     needs = "; ".join(f"{c.name.lower()} {c.text}" for c in unknown)
@@ -182,6 +193,8 @@ def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
         auto,
         *(Check(f.cause.value, Verdict.BAD, f.evidence) for f in found if f.cause not in MERGED),
     ]
+    if m.pods is not None and m.pods.unknown:
+        checks.append(Check(RUNNER_PODS, Verdict.UNKNOWN, m.pods.unknown))
     if missing and not found:
         checks.append(Check(KNOWN, Verdict.UNKNOWN, "; ".join(missing)))
     elif not found:
@@ -269,6 +282,9 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
             AUTOSCALING, Verdict.UNKNOWN, "needs the maximum, runners in use and the queue"
         )
     most = number(j.maximum)
+    if j.cannot_start:
+        stuck = f"{j.cannot_start} new runner pods cannot start"
+        return Check(AUTOSCALING, Verdict.OK, f"{stuck}: the maximum of {most} is not the limit")
     if j.raise_maximum_by:
         fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"
         text = f"+{j.runners} runners needed, {fit}: {j.raise_maximum_by} short"

@@ -17,6 +17,7 @@ from bot.domain.alerts import RunnerQueue, stored_short
 from bot.domain.jobs import JobsView
 from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement, judge
 from bot.domain.runner_names import type_named
+from bot.domain.runner_pods import NEEDS, RunnerPods
 
 
 class RunnerTypeMetrics(BaseModel):
@@ -26,7 +27,8 @@ class RunnerTypeMetrics(BaseModel):
             "queued=q assigned=asg longest_wait_mins=w registered=reg offline=off minimum=min "
             "maximum=max desired=want arrival_per_min=in started_per_min=start "
             "completed_per_min=out job_duration_mins=dur arrival_baseline_per_min=in0 "
-            "duration_baseline_mins=dur0 scale_errors=err wait_over=w+ wait_of_starts=ws judged=j"
+            "duration_baseline_mins=dur0 scale_errors=err wait_over=w+ wait_of_starts=ws pods=pd "
+            "judged=j"
         ),
     )
 
@@ -52,10 +54,16 @@ class RunnerTypeMetrics(BaseModel):
     arrival_baseline_per_min: float | None = None  # the same hour on earlier days, or before
     duration_baseline_mins: float | None = None
     scale_errors: float | None = None  # scale-up failures in the recent window
+    pods: RunnerPods | None = None  # its runner pods and their nodes (kube-state-metrics, cAdvisor)
     judged: Judgement | None = None  # what this reading means, decided once as it arrived
 
 
-FIELDS = frozenset(RunnerTypeMetrics.model_fields) - {"wait_over", "wait_of_starts", "judged"}
+FIELDS = frozenset(RunnerTypeMetrics.model_fields) - {
+    "wait_over",
+    "wait_of_starts",
+    "judged",
+    "pods",
+} | frozenset(NEEDS)
 
 
 def unknown_fields(queries: Mapping[str, str]) -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.alerts import stored_short
+from bot.domain.runner_pods import PodCause, pod_causes
 from bot.domain.units import minutes, number, wait_parts
 from bot.domain.value_string import finite
 
@@ -43,7 +44,7 @@ class Judgement(BaseModel):
             "queued=q wait_mins=w wait_over=w+ wait_of_starts=ws wait_unknown=w? direction=d "
             "change_per_min=r registered=reg booting=boot maximum=max runners=n needed=need "
             "added_since=add maximum_added=add+ raise_maximum_by=max+ clears_in_mins=clr "
-            "within_mins=T"
+            "within_mins=T causes=pc cannot_start=stuck"
         ),
     )
 
@@ -67,6 +68,10 @@ class Judgement(BaseModel):
     clears_in_mins: float | None = None  # a falling queue's, by itself
     within_mins: float = DRAIN_TARGET_MINS
     why: str = ""
+    # What the type's runner pods show (`bot.domain.runner_pods`), and how many new ones cannot
+    # start: while any cannot, more runners (or a higher maximum) would wait the same.
+    causes: tuple[PodCause, ...] = ()
+    cannot_start: int = 0
 
     @property
     def wait(self) -> str:
@@ -103,6 +108,12 @@ class Judgement(BaseModel):
                 was = number(self.maximum)
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             return text
+        if self.cannot_start and self.needed:
+            pods = "pod" if self.cannot_start == 1 else "pods"
+            return (
+                f"none until pods start: {self.cannot_start} new runner {pods} cannot, "
+                "and more would wait the same"
+            )
         if (mins := self.clears_in_mins) is not None:
             return f"none: it clears {'within a minute' if mins < 1 else f'in ~{eta(mins)}'}"
         if self.booting and self.queued:
@@ -147,8 +158,15 @@ def judge(
         booting=0 if desired is None else max(math.floor(desired - (running or 0.0)), 0),
         maximum=finite(metrics.maximum),
         within_mins=within_mins,
+        causes=pod_causes(metrics.pods, slower=_slower(metrics)),
+        cannot_start=metrics.pods.cannot_start if metrics.pods else 0,
     )
     return _advised(judgement, metrics, running)
+
+
+def _slower(metrics: RunnerTypeMetrics) -> float | None:
+    now, before = finite(metrics.job_duration_mins), finite(metrics.duration_baseline_mins)
+    return now / before if now and before else None
 
 
 def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) -> Judgement:
@@ -205,7 +223,12 @@ def to_drain(backlog: float, duration: float | None, within_mins: float) -> int:
 
 
 def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judgement:
-    """`needed` less the runners booting, and how far the maximum must rise for the rest."""
+    """`needed` less the runners booting, and how far the maximum must rise for the rest; none
+    while new pods cannot start."""
+    if j.cannot_start:
+        why = f"{j.cannot_start} new runner pods cannot start, so more would not either"
+        update = {"runners": 0, "needed": needed, "raise_maximum_by": 0, "why": why}
+        return j.model_copy(update=update)
     runners = max(needed - j.booting, 0)
     if needed and not runners:
         why = f"the {_runners(j.booting)} booting cover the ~{needed} needed"

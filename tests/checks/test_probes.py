@@ -17,11 +17,14 @@ from bot.backends.metrics.prometheus import all_queries
 from bot.checks import Finding, Verdict
 from bot.checks.run import bounded, probe_all, render
 from bot.config import Settings
+from bot.domain.runner_pods import NEEDS
 from sandbox.serve import RunningServer, serve_in_thread
 from sandbox.silence_api import READ, FakeSilenceApi
+from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.fakes.github_api import FakeGithub
 from tests.support.fakes.hud_api import FakeHud
 from tests.support.fakes.kube_api import FakeKubeApi
+from tests.support.running import eventually
 from tests.support.sentinel import MASTER_NAME, SentinelSet
 from tests.support.servers import free_port, moto_server
 from tests.support.slack import Slack
@@ -198,11 +201,52 @@ async def test_queries_that_return_nothing_say_arcs_metrics_are_not_scraped(
     settings = settings_for(metrics_backend="prometheus", prometheus_url=empty_prometheus)
 
     found = of(await probe_all(settings, {}), "prometheus")
+    pods = [f for f in found if f.detail.startswith("runner pods")]
+    found = [f for f in found if f not in pods]
 
     assert verdicts(found) == [Verdict.FAIL]
-    every = len(all_queries(Settings(prometheus_url=empty_prometheus)))
+    # The runner pods' readings are optional, said apart.
+    queries = all_queries(Settings(prometheus_url=empty_prometheus))
+    every = len([field for field in queries if field not in NEEDS])
     assert found[0].detail == f"none of the {every} queries returns a series"
     assert "scrape ARC's listeners" in found[0].fix
+    assert [(f.verdict, f.detail) for f in pods] == [
+        (
+            Verdict.OK,
+            "runner pods: kube-state-metrics is not scraped, so diagnostics cannot see runner "
+            "pods that cannot be scheduled or start, OOM kills, nodes under pressure (optional)",
+        ),
+        (
+            Verdict.OK,
+            "runner pods: the kubelet's cAdvisor is not scraped, so diagnostics cannot see CPU "
+            "throttling, memory near its limit (optional)",
+        ),
+    ]
+
+
+async def test_the_runner_pods_sources_found_are_said_with_their_runner_types(
+    settings_for: Callable[..., Settings],
+) -> None:
+    fleet = ArcFleet(pods=("ksm",))
+    fleet.pods.set(fleet.queueing.name, running=2)
+    fleet.pods.set(fleet.healthy.name, running=1)
+    settings = settings_for(metrics_backend="prometheus", prometheus_url=fleet.prometheus.url)
+    try:
+
+        async def both_types() -> list[str] | None:
+            found = of(await probe_all(settings, {}), "prometheus")
+            pods = [f.detail for f in found if f.detail.startswith("runner pods")]
+            return pods if pods and "2 runner types" in pods[0] else None
+
+        pods = await eventually(both_types, what="the runner pods scraped", timeout=30)
+    finally:
+        fleet.stop()
+    assert pods[0] == (
+        f"runner pods: kube-state-metrics for 2 runner types ({HEALTHY}, {QUEUEING}): "
+        "diagnostics can see runner pods that cannot be scheduled or start, OOM kills, nodes "
+        "under pressure"
+    )
+    assert "cAdvisor is not scraped" in pods[1]
 
 
 async def test_a_query_prometheus_refuses_is_named_with_its_setting(

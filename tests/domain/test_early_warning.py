@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -23,6 +24,7 @@ from bot.domain.early_warning import (
 )
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.judgement import judge
+from bot.domain.runner_pods import RunnerPods
 from tests.support.incidents import make_incident
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -36,7 +38,7 @@ def trail(*in_system: float) -> list[Point]:
 
 
 def metrics(
-    queued: float, busy: float, maximum: float | None = 20, **more: float
+    queued: float, busy: float, maximum: float | None = 20, **more: Any
 ) -> RunnerTypeMetrics:
     """A reading, judged as readings are when they arrive (the queue before it: steady)."""
     values = {"registered": busy, "job_duration_mins": 6.0, **more}
@@ -407,3 +409,21 @@ def test_the_incident_keeps_the_warning_it_took_on_with_its_lead(
     assert (
         event.text == f"Took on the early warning {said}, which said: linux.2xlarge: queue building"
     )
+
+
+def test_no_runners_would_hold_a_queue_whose_new_pods_cannot_start() -> None:
+    stuck = RunnerPods(pods_pending=4, unschedulable=4)
+    found = forecast(
+        "linux.2xlarge",
+        metrics(6, 20, pods=stuck),
+        NOW,
+        trail(20.8, 22.1, 23.4, 24.7),
+        ALERT,
+        boot_mins=5,
+        horizon_mins=15,
+    )
+    assert found is not None and found.hold_runners == 0
+    assert found.text.endswith(
+        "; none until pods start: 4 new runner pods cannot, and more would wait the same"
+    )
+    assert "raise the maximum" not in found.text and "+2 runners" not in found.text

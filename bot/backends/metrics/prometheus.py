@@ -15,10 +15,12 @@ import httpx
 from bot.backends.errors import BackendError
 from bot.backends.http import Counted, backend_client, bearer, request_json, uncounted
 from bot.backends.metrics import prometheus_history as ranges
+from bot.backends.metrics.prometheus_pods import pod_queries, probe_query, runner_pods
 from bot.config import Settings
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
+from bot.domain.runner_pods import NEEDS, RunnerPods
 
 T = TypeVar("T")
 Vector = list[tuple[dict[str, str], float]]
@@ -28,6 +30,7 @@ _JOIN = " * on (instance) group_left (name) group by (instance, name) (gha_assig
 _QUEUED = "(max by (name) (gha_assigned_jobs) - max by (name) (gha_running_jobs))"
 # The quantile of the startup histogram read as the longest wait: its slowest recent starts.
 WAIT_QUANTILE = 0.99
+PROBE = "series scraped"  # the pods' sources probe, asked beside the fields
 WORKFLOW_LABELS = ("job_workflow_name", "job_workflow_ref")
 NO_WORKFLOW = (
     "ARC's listener metrics carry no job_workflow_name or job_workflow_ref: add one to the "
@@ -87,7 +90,8 @@ def all_queries(config: Settings) -> dict[str, str]:
     unknown = unknown_fields(queries)
     if unknown:
         raise ValueError(f"PROMETHEUS_QUERIES: unknown fields {unknown}")
-    merged = {**arc_queries(config.prometheus_rate_window), **queries}
+    window, label = config.prometheus_rate_window, config.prometheus_runner_type_label
+    merged = {**arc_queries(window), **pod_queries(label, window), **queries}
     return {name: query for name, query in merged.items() if query.strip()}
 
 
@@ -108,6 +112,10 @@ class PrometheusMetrics:
         # The wait is ARC's startup histogram (a start, from assignment) unless it was replaced.
         arc_wait = arc_queries(config.prometheus_rate_window).get("longest_wait_mins")
         self._arc_wait = self._queries.get("longest_wait_mins") == arc_wait
+        # The pods' readings whose default query stands: an empty answer is "not scraped" when
+        # the series it reads is absent altogether.
+        defaults = pod_queries(config.prometheus_runner_type_label, config.prometheus_rate_window)
+        self._probed = [r for r in defaults if self._queries.get(r) == defaults[r]]
         suffix = config.prometheus_name_suffix
         self._suffix = re.compile(suffix) if suffix else None
         self._names = config.runner_names
@@ -117,12 +125,16 @@ class PrometheusMetrics:
 
     @property
     def fields(self) -> list[str]:
-        return list(self._queries)
+        """The queue's fields `queuepilot check` asks; the runner pods' readings are optional."""
+        return [name for name in self._queries if name not in NEEDS]
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         """All queries at once, at one evaluation time: every field describes the same moment."""
-        queries = {name: self.series(name, now=now) for name in self._queries}
-        answers, failed = await gathered(queries)
+        queries = {name: self.series(name, now=now) for name in self.fields}
+        (answers, failed), (pods, unseen, refused) = await asyncio.gather(
+            gathered(queries), self.runner_pods(now=now)
+        )
+        failed.update(refused)
         by_type: dict[str, dict[str, Any]] = {}
         buckets: dict[str, dict[float, float]] = {}
         for name, answer in answers.items():
@@ -144,6 +156,9 @@ class PrometheusMetrics:
                     wait_over=found[1] or None,
                     wait_of_starts=self._arc_wait or None,
                 )
+        if unseen is not None:
+            for name in {*by_type, *pods}:
+                by_type.setdefault(name, {})["pods"] = pods.get(name, unseen)
         note = f"Prometheus could not answer for {', '.join(failed)}" if failed else ""
         types = {name: RunnerTypeMetrics(**values) for name, values in sorted(by_type.items())}
         # A runner type with no series is unknown, not idle: a listener being recreated (after a
@@ -151,6 +166,25 @@ class PrometheusMetrics:
         return FleetSnapshot(
             at=now, source="prometheus", runner_types=types, note=note, absent_means_empty=False
         )
+
+    async def runner_pods(
+        self, *, now: datetime
+    ) -> tuple[dict[str, RunnerPods], RunnerPods | None, dict[str, BackendError]]:
+        """Per runner type with runner pods, their readings; those of a type with none (None when
+        no reading is asked); and the readings' queries Prometheus refused. Optional: a refusal
+        never fails the reading."""
+        queries = {r: self.series(r, now=now) for r in self._queries if r in NEEDS}
+        if not queries:
+            return {}, None, {}
+        if self._probed:
+            needed = [NEEDS[r][0] for r in self._probed]
+            queries[PROBE] = self._query(probe_query(needed), now)
+        answers, failed = await gathered(queries, all_may_fail=True)
+        scraped = {labels.get("__name__") for labels, _ in answers.pop(PROBE, [])}
+        probed = {r: NEEDS[r][0] in scraped for r in self._probed} if PROBE not in failed else {}
+        failed.pop(PROBE, None)
+        found, unseen = runner_pods(answers, probed, self.runner_type)
+        return found, unseen, failed
 
     async def series(self, field: str, *, now: datetime) -> Vector:
         """One field's query as `read` asks it (`queuepilot check` asks them one by one)."""

@@ -139,8 +139,15 @@ class ArcFleet:
     the two scale sets (as Helm releases name them: `linux-2xlarge` serves `linux.2xlarge`)."""
 
     def __init__(
-        self, workflow_label: str = "", names: tuple[str, str] = (QUEUEING, HEALTHY)
+        self,
+        workflow_label: str = "",
+        names: tuple[str, str] = (QUEUEING, HEALTHY),
+        *,
+        pods: tuple[str, ...] = (),
     ) -> None:
+        """`pods`: the runner pods' sources scraped beside the listeners ("ksm", "cadvisor";
+        `sandbox.runner_pods`), one more target."""
+        from sandbox.runner_pods import RunnerPodsExporter
         from sandbox.serve import serve_in_thread
         from tests.support.servers import Prometheus
 
@@ -156,6 +163,9 @@ class ArcFleet:
             idle_runners=2, min_runners=2, max_runners=200, desired_runners=19,
         )  # fmt: skip
         self.servers = [serve_in_thread(self.queueing.app), serve_in_thread(self.healthy.app)]
+        self.pods = RunnerPodsExporter([self.queueing.name, self.healthy.name], scraped=pods)
+        if pods:
+            self.servers.append(serve_in_thread(self.pods.app))
         self.prometheus = Prometheus(targets=[s.url.split("//", 1)[1] for s in self.servers])
         try:
             self.prometheus.start()

@@ -1,0 +1,244 @@
+"""Why a runner type's runners do not come up or run slowly, read from its runner pods and their
+nodes (kube-state-metrics and cAdvisor under Prometheus): pods that cannot be scheduled or cannot
+pull their image, jobs killed for memory, CPU throttled, nodes under pressure. Each is a cause
+with its numbers and the next step; a pod that cannot start makes "more runners" the wrong advice,
+since the new ones would wait the same (`cannot_start`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.domain.alerts import stored_short
+from bot.domain.units import minutes, number
+
+# The window the default queries count OOM kills and restarts over (their `[30m]`).
+WINDOW_MINS = 30.0
+THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
+MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
+CREATING_MINS = 5.0  # a runner pod still ContainerCreating after this is stuck, not slow
+KSM = "kube-state-metrics"
+CADVISOR = "the kubelet's cAdvisor"
+# Each reading, the series its default query needs and where that series comes from.
+NEEDS = {
+    "pods_pending": ("kube_pod_status_phase", KSM),
+    "pending_mins": ("kube_pod_created", KSM),
+    "unschedulable": ("kube_pod_status_phase", KSM),
+    "image_pull": ("kube_pod_status_phase", KSM),
+    "config_error": ("kube_pod_status_phase", KSM),
+    "creating": ("kube_pod_created", KSM),
+    "oom_kills": ("kube_pod_status_phase", KSM),
+    "restarts": ("kube_pod_container_status_restarts_total", KSM),
+    "cpu_throttled": ("container_cpu_cfs_periods_total", CADVISOR),
+    "memory_of_limit": ("container_memory_working_set_bytes", CADVISOR),
+    "nodes": ("kube_node_status_condition", KSM),
+}
+SAID = {
+    "pods_pending": "pods Pending",
+    "pending_mins": "how long pods are Pending",
+    "unschedulable": "unschedulable pods",
+    "image_pull": "image pulls",
+    "config_error": "container config errors",
+    "creating": "pods stuck creating",
+    "oom_kills": "OOM kills",
+    "restarts": "restarts",
+    "cpu_throttled": "CPU throttling",
+    "memory_of_limit": "memory against its limit",
+    "nodes": "node conditions",
+}
+
+
+class Trouble(StrEnum):
+    UNSCHEDULABLE = "Runner pods cannot be scheduled"
+    IMAGE_PULL = "Runner image not pulled"
+    CONFIG_ERROR = "Runner pods misconfigured"
+    CREATING = "Runner pods stuck creating"
+    OOM_KILLED = "Jobs OOMKilled"
+    NODE_PRESSURE = "Nodes under pressure"
+    CPU_THROTTLED = "Runners CPU-throttled"
+    MEMORY_NEAR_LIMIT = "Runners near their memory limit"
+
+
+class NodeTrouble(BaseModel):
+    model_config = ConfigDict(frozen=True, **stored_short("condition=c pods=p"))
+
+    node: str
+    condition: str  # DiskPressure, MemoryPressure, PIDPressure, or NotReady
+    pods: float = 0  # the type's runner pods on it
+
+
+class RunnerPods(BaseModel):
+    """One runner type's pods at one reading; None: not read (its series not scraped)."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        **stored_short(
+            "pods_pending=pp pending_mins=pm unschedulable=un image_pull=ip config_error=ce "
+            "creating=cr oom_kills=oom restarts=rs cpu_throttled=thr memory_of_limit=mem nodes=n "
+            "unknown=u"
+        ),
+    )
+
+    pods_pending: float | None = None
+    pending_mins: float | None = None  # the oldest Pending pod's age
+    unschedulable: float | None = None
+    image_pull: float | None = None  # ImagePullBackOff or ErrImagePull
+    config_error: float | None = None  # CreateContainerConfigError
+    creating: float | None = None  # ContainerCreating for over `CREATING_MINS`
+    oom_kills: float | None = None  # runner pods OOMKilled within `WINDOW_MINS`
+    restarts: float | None = None  # within `WINDOW_MINS`
+    cpu_throttled: float | None = None  # share of the runner container's CFS periods
+    memory_of_limit: float | None = None  # the fullest runner's working set over its limit
+    nodes: tuple[NodeTrouble, ...] = ()
+    unknown: str = ""  # what could not be read, and the source that would tell
+
+    @property
+    def cannot_start(self) -> int:
+        """New pods that cannot start: unschedulable, failing to pull or configure, stuck
+        creating."""
+        readings = (self.unschedulable, self.image_pull, self.config_error, self.creating)
+        return round(sum(n or 0 for n in readings))
+
+
+class PodCause(BaseModel):
+    model_config = ConfigDict(frozen=True, **stored_short("trouble=t evidence=e advice=a"))
+
+    trouble: Trouble
+    evidence: str
+    advice: str
+
+
+# A source's readings all missing, said short.
+SOURCE_SAID = {
+    KSM: "pods Pending, image pulls, OOM kills, node conditions",
+    CADVISOR: "CPU throttling, memory against its limit",
+}
+
+
+def unknown_said(missing: dict[str, str]) -> str:
+    """ "CPU throttling, memory against its limit not known (the kubelet's cAdvisor is not
+    scraped)" from {reading: source}, one clause per source."""
+    by_source: dict[str, list[str]] = {}
+    for reading, source in missing.items():
+        by_source.setdefault(source, []).append(reading)
+    clauses = []
+    for source, readings in by_source.items():
+        every = {r for r, (_, s) in NEEDS.items() if s == source}
+        if set(readings) == every:
+            said = SOURCE_SAID[source]
+        else:
+            said = ", ".join(SAID.get(r, r) for r in readings)
+        clauses.append(f"{said} not known ({source} is not scraped)")
+    return "; ".join(clauses)
+
+
+def pod_causes(pods: RunnerPods | None, *, slower: float | None = None) -> tuple[PodCause, ...]:
+    """The causes `pods` show, worst first; `slower`: jobs' duration against the day before."""
+    if pods is None:
+        return ()
+    found = [
+        _unschedulable(pods),
+        _waiting(pods.image_pull, Trouble.IMAGE_PULL),
+        _waiting(pods.config_error, Trouble.CONFIG_ERROR),
+        _waiting(pods.creating, Trouble.CREATING),
+        *(_node(node) for node in pods.nodes),
+        _oom(pods),
+        _throttled(pods.cpu_throttled, slower),
+        _memory(pods.memory_of_limit, pods.oom_kills),
+    ]
+    return tuple(cause for cause in found if cause is not None)
+
+
+def _unschedulable(pods: RunnerPods) -> PodCause | None:
+    stuck = pods.unschedulable or 0
+    if stuck <= 0:
+        return None
+    pending = max(pods.pods_pending or 0, stuck)
+    since = f" for {minutes(pods.pending_mins)}" if pods.pending_mins else ""
+    return PodCause(
+        trouble=Trouble.UNSCHEDULABLE,
+        evidence=f"{number(pending)} runner pods Pending{since}: no node fits (unschedulable)",
+        advice="the node group is at its limit or out of the resource the pods request "
+        "(GPUs, memory): look at the cluster autoscaler or Karpenter; raising maxRunners "
+        "will not help",
+    )
+
+
+def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
+    if not count or count <= 0:
+        return None
+    if trouble is Trouble.IMAGE_PULL:
+        return PodCause(
+            trouble=trouble,
+            evidence=f"new runners fail to pull their image (ImagePullBackOff, {number(count)} "
+            "pods)",
+            advice="check the runner image's tag and the registry's credentials or limits; "
+            "roll back a new image; more runners would fail the same",
+        )
+    if trouble is Trouble.CREATING:
+        return PodCause(
+            trouble=trouble,
+            evidence=f"{number(count)} runner pods ContainerCreating for over "
+            f"{minutes(CREATING_MINS)}",
+            advice="describe one of those pods: a volume that does not attach or mount, or no "
+            "pod IP from the network plugin, on their nodes; more runners would wait the same",
+        )
+    return PodCause(
+        trouble=trouble,
+        evidence=f"{number(count)} runner pods cannot start (CreateContainerConfigError)",
+        advice="a Secret or ConfigMap the runner pod names is missing: fix the scale set's "
+        "pod template; more runners would fail the same",
+    )
+
+
+def _node(node: NodeTrouble) -> PodCause:
+    on = f"{number(node.pods)} runner pods on it" if node.pods else "runner pods run on it"
+    state = "not Ready" if node.condition == "NotReady" else f"under {node.condition}"
+    fix = {
+        "DiskPressure": "free or grow its disk (runner work directories, images) or replace it",
+        "MemoryPressure": "replace it or lower the runners packed on it",
+        "PIDPressure": "replace it; look for jobs leaving processes behind",
+    }.get(node.condition, "cordon and replace it")
+    return PodCause(
+        trouble=Trouble.NODE_PRESSURE,
+        evidence=f"node {node.node} {state}: {on}, which it may evict",
+        advice=f"cordon {node.node} so no new runner lands there, then {fix}",
+    )
+
+
+def _oom(pods: RunnerPods) -> PodCause | None:
+    kills = pods.oom_kills or 0
+    if kills <= 0:
+        return None
+    times = "once" if kills == 1 else f"{number(kills)} times"
+    restarts = f", {number(pods.restarts)} restarts" if pods.restarts else ""
+    return PodCause(
+        trouble=Trouble.OOM_KILLED,
+        evidence=f"jobs were OOMKilled {times} in {minutes(WINDOW_MINS)}{restarts}",
+        advice="raise the runner's memory or move those jobs to a larger type; "
+        "each kill reruns a job and lengthens the queue",
+    )
+
+
+def _throttled(share: float | None, slower: float | None) -> PodCause | None:
+    if share is None or share < THROTTLED:
+        return None
+    longer = f": jobs take {slower:.1f}× as long as a day before" if slower else ""
+    return PodCause(
+        trouble=Trouble.CPU_THROTTLED,
+        evidence=f"runners CPU-throttled {share:.0%} of periods{longer}",
+        advice="raise the runner container's CPU limit (or drop it and keep the request), "
+        "or move the heavy jobs to a larger type",
+    )
+
+
+def _memory(share: float | None, kills: float | None) -> PodCause | None:
+    if share is None or share < MEMORY_NEAR or (kills or 0) > 0:
+        return None  # with kills, the OOM cause says it
+    return PodCause(
+        trouble=Trouble.MEMORY_NEAR_LIMIT,
+        evidence=f"a runner's memory working set is at {share:.0%} of its limit",
+        advice="raise the runner's memory limit before jobs start being OOMKilled",
+    )

@@ -1,0 +1,160 @@
+"""The runner pods' causes, as tables of readings → what diagnostics say: each cause with its
+numbers and next step, what a source not scraped leaves unknown, and no runners (nor a higher
+maximum) advised while new pods cannot start."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bot.domain.causes import Cause
+from bot.domain.diagnostics import diagnose
+from bot.domain.fleet import FleetSnapshot
+from bot.domain.fleet import RunnerTypeMetrics as M
+from bot.domain.judgement import judge
+from bot.domain.runner_pods import CADVISOR, NodeTrouble, RunnerPods, pod_causes, unknown_said
+
+NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
+TYPE = "linux.2xlarge"
+# At its maximum with a queue: without the pods, the advice is to raise the maximum.
+FULL = M(queued=40, registered=20, busy=20, idle=0, maximum=20, desired=20, job_duration_mins=15)
+QUIET = RunnerPods(
+    pods_pending=0, unschedulable=0, image_pull=0, config_error=0, oom_kills=0, restarts=0,
+    cpu_throttled=0.02, memory_of_limit=0.4,
+)  # fmt: skip
+
+
+def judged(m: M) -> M:
+    return m.model_copy(update={"judged": judge(m, [], at=NOW)})
+
+
+def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
+    """(the likely cause, its line of evidence, the next step) for one type."""
+    snapshot = FleetSnapshot(
+        at=NOW,
+        source="prometheus",
+        runner_types={TYPE: judged(m.model_copy(update={"pods": pods}))},
+    )
+    d = diagnose(snapshot)
+    return (d.cause.value if d.cause else "", d.why, d.recommendation)
+
+
+@pytest.mark.parametrize(
+    ("pods", "cause", "evidence", "advice"),
+    [
+        (
+            QUIET.model_copy(update={"pods_pending": 12, "unschedulable": 12, "pending_mins": 6}),
+            Cause.PODS_UNSCHEDULABLE,
+            "12 runner pods Pending for 6 min: no node fits (unschedulable)",
+            "look at the cluster autoscaler or Karpenter; raising maxRunners will not help",
+        ),
+        (
+            QUIET.model_copy(update={"pods_pending": 9, "image_pull": 9}),
+            Cause.IMAGE_PULL,
+            "new runners fail to pull their image (ImagePullBackOff, 9 pods)",
+            "roll back a new image",
+        ),
+        (
+            QUIET.model_copy(update={"config_error": 2}),
+            Cause.CONFIG_ERROR,
+            "2 runner pods cannot start (CreateContainerConfigError)",
+            "a Secret or ConfigMap the runner pod names is missing",
+        ),
+        (
+            QUIET.model_copy(update={"pods_pending": 3, "creating": 3}),
+            Cause.CREATING,
+            "3 runner pods ContainerCreating for over 5 min",
+            "a volume that does not attach or mount",
+        ),
+        (
+            QUIET.model_copy(update={"oom_kills": 7, "restarts": 2}),
+            Cause.OOM_KILLED,
+            "jobs were OOMKilled 7 times in 30 min, 2 restarts",
+            "raise the runner's memory or move those jobs to a larger type",
+        ),
+        (
+            QUIET.model_copy(
+                update={
+                    "nodes": (NodeTrouble(node="ip-10-0-1-5", condition="DiskPressure", pods=5),)
+                }
+            ),
+            Cause.NODE_PRESSURE,
+            "node ip-10-0-1-5 under DiskPressure: 5 runner pods on it",
+            "cordon ip-10-0-1-5",
+        ),
+        (
+            QUIET.model_copy(update={"cpu_throttled": 0.45}),
+            Cause.CPU_THROTTLED,
+            "runners CPU-throttled 45% of periods",
+            "raise the runner container's CPU limit",
+        ),
+        (
+            QUIET.model_copy(update={"memory_of_limit": 0.95}),
+            Cause.MEMORY_NEAR_LIMIT,
+            "memory working set is at 95% of its limit",
+            "before jobs start being OOMKilled",
+        ),
+    ],
+)
+def test_each_cause_is_named_with_its_numbers_and_next_step(
+    pods: RunnerPods, cause: Cause, evidence: str, advice: str
+) -> None:
+    named, why, step = diagnosis_of(pods)
+    assert named == cause.value
+    assert why.startswith(f"{TYPE}: ") and evidence in why
+    assert advice in step
+
+
+def test_throttling_says_how_much_longer_jobs_take_than_a_day_before() -> None:
+    slower = FULL.model_copy(update={"job_duration_mins": 24, "duration_baseline_mins": 15})
+    _, why, _ = diagnosis_of(QUIET.model_copy(update={"cpu_throttled": 0.45}), slower)
+    assert "runners CPU-throttled 45% of periods: jobs take 1.6× as long as a day before" in why
+
+
+@pytest.mark.parametrize(
+    "pods",
+    [
+        RunnerPods(pods_pending=12, unschedulable=12),
+        RunnerPods(pods_pending=3, image_pull=3),
+        RunnerPods(config_error=1),
+        RunnerPods(creating=2),
+    ],
+)
+def test_no_runners_nor_a_higher_maximum_while_new_pods_cannot_start(pods: RunnerPods) -> None:
+    j = judge(FULL.model_copy(update={"pods": pods}), [], at=NOW)
+    assert (j.runners, j.raise_maximum_by, j.new_maximum) == (0, 0, None)
+    assert j.advice.startswith("none until pods start") and "maximum" not in j.advice
+    _, _, step = diagnosis_of(pods)
+    assert "raise the maximum" not in step and "+" not in step
+
+
+def test_without_the_pods_the_same_queue_asks_for_a_higher_maximum() -> None:
+    j = judge(FULL, [], at=NOW)
+    assert j.raise_maximum_by > 0 and "raise the maximum" in j.advice
+    assert judge(FULL.model_copy(update={"pods": QUIET}), [], at=NOW).advice == j.advice
+
+
+def test_a_source_not_scraped_is_said_once_with_the_source_that_would_tell() -> None:
+    unknown = unknown_said({"cpu_throttled": CADVISOR, "memory_of_limit": CADVISOR})
+    assert unknown == (
+        "CPU throttling, memory against its limit not known (the kubelet's cAdvisor is not scraped)"
+    )
+    pods = RunnerPods(pods_pending=0, unschedulable=0, image_pull=0, oom_kills=0, unknown=unknown)
+    other = "linux.4xlarge"
+    snapshot = FleetSnapshot(
+        at=NOW,
+        source="prometheus",
+        runner_types={
+            name: judged(FULL.model_copy(update={"pods": pods})) for name in (TYPE, other)
+        },
+    )
+    lines = [(names, c.text) for names, c in diagnose(snapshot).evidence]
+    said = [(names, text) for names, text in lines if "cAdvisor" in text]
+    assert said == [(f"{TYPE}, {other}", unknown)]
+
+
+def test_nothing_read_names_no_cause_and_says_nothing() -> None:
+    assert pod_causes(None) == ()
+    assert pod_causes(RunnerPods()) == ()
+    assert pod_causes(QUIET) == ()
