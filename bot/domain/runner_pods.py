@@ -19,6 +19,9 @@ WINDOW_MINS = 30.0
 THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
 MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
 CREATING_MINS = 5.0  # a runner pod still ContainerCreating after this is stuck, not slow
+# Pods that cannot start withhold the advice only when they are this share of the pods waiting to
+# start: a few stuck among many booting say little about the next ones.
+STUCK_SHARE = 0.5
 KSM = "kube-state-metrics"
 CADVISOR = "the kubelet's cAdvisor"
 # Each reading, the series its default query needs and where that series comes from.
@@ -26,6 +29,7 @@ NEEDS = {
     "pods_pending": ("kube_pod_status_phase", KSM),
     "pending_mins": ("kube_pod_created", KSM),
     "unschedulable": ("kube_pod_status_phase", KSM),
+    "unschedulable_mins": ("kube_pod_created", KSM),
     "image_pull": ("kube_pod_status_phase", KSM),
     "config_error": ("kube_pod_status_phase", KSM),
     "creating": ("kube_pod_created", KSM),
@@ -39,6 +43,7 @@ SAID = {
     "pods_pending": "pods Pending",
     "pending_mins": "how long pods are Pending",
     "unschedulable": "unschedulable pods",
+    "unschedulable_mins": "how long pods are unschedulable",
     "image_pull": "image pulls",
     "config_error": "container config errors",
     "creating": "pods stuck creating",
@@ -75,16 +80,18 @@ class RunnerPods(BaseModel):
     model_config = ConfigDict(
         frozen=True,
         **stored_short(
-            "pods_pending=pp pending_mins=pm unschedulable=un image_pull=ip config_error=ce "
-            "creating=cr oom_kills=oom restarts=rs cpu_throttled=thr memory_of_limit=mem nodes=n "
-            "unknown=u"
+            "pods_pending=pp pending_mins=pm unschedulable=un unschedulable_mins=um image_pull=ip "
+            "config_error=ce creating=cr oom_kills=oom restarts=rs cpu_throttled=thr "
+            "memory_of_limit=mem nodes=n unknown=u"
         ),
     )
 
     pods_pending: float | None = None
     pending_mins: float | None = None  # the oldest Pending pod's age
+    # Unschedulable (no node fits) for longer than a new node takes to come up
     unschedulable: float | None = None
-    image_pull: float | None = None  # ImagePullBackOff or ErrImagePull
+    unschedulable_mins: float | None = None  # the oldest of those
+    image_pull: float | None = None  # ImagePullBackOff or ErrImagePull, for as long
     config_error: float | None = None  # CreateContainerConfigError
     creating: float | None = None  # ContainerCreating for over `CREATING_MINS`
     oom_kills: float | None = None  # runner pods OOMKilled within `WINDOW_MINS`
@@ -100,6 +107,14 @@ class RunnerPods(BaseModel):
         creating."""
         readings = (self.unschedulable, self.image_pull, self.config_error, self.creating)
         return round(sum(n or 0 for n in readings))
+
+    @property
+    def withholding(self) -> int:
+        """`cannot_start` when those pods are a meaningful share (`STUCK_SHARE`) of the pods
+        waiting to start, so more runners would wait the same; else 0."""
+        stuck = self.cannot_start
+        waiting = max(self.pods_pending or 0, stuck)
+        return stuck if stuck and stuck >= STUCK_SHARE * waiting else 0
 
 
 class PodCause(BaseModel):
@@ -155,11 +170,10 @@ def _unschedulable(pods: RunnerPods) -> PodCause | None:
     stuck = pods.unschedulable or 0
     if stuck <= 0:
         return None
-    pending = max(pods.pods_pending or 0, stuck)
-    since = f" for {minutes(pods.pending_mins)}" if pods.pending_mins else ""
+    since = f" for {minutes(pods.unschedulable_mins)}" if pods.unschedulable_mins else ""
     return PodCause(
         trouble=Trouble.UNSCHEDULABLE,
-        evidence=f"{number(pending)} runner pods Pending{since}: no node fits (unschedulable)",
+        evidence=f"{_pods(stuck)} Pending{since}: no node fits (unschedulable)",
         advice="the node group is at its limit or out of the resource the pods request "
         "(GPUs, memory): look at the cluster autoscaler or Karpenter; raising maxRunners "
         "will not help",
@@ -180,21 +194,20 @@ def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
     if trouble is Trouble.CREATING:
         return PodCause(
             trouble=trouble,
-            evidence=f"{number(count)} runner pods ContainerCreating for over "
-            f"{minutes(CREATING_MINS)}",
+            evidence=f"{_pods(count)} ContainerCreating for over {minutes(CREATING_MINS)}",
             advice="describe one of those pods: a volume that does not attach or mount, or no "
             "pod IP from the network plugin, on their nodes; more runners would wait the same",
         )
     return PodCause(
         trouble=trouble,
-        evidence=f"{number(count)} runner pods cannot start (CreateContainerConfigError)",
+        evidence=f"{_pods(count)} cannot start (CreateContainerConfigError)",
         advice="a Secret or ConfigMap the runner pod names is missing: fix the scale set's "
         "pod template; more runners would fail the same",
     )
 
 
 def _node(node: NodeTrouble) -> PodCause:
-    on = f"{number(node.pods)} runner pods on it" if node.pods else "runner pods run on it"
+    on = f"{_pods(node.pods)} on it" if node.pods else "runner pods run on it"
     state = "not Ready" if node.condition == "NotReady" else f"under {node.condition}"
     fix = {
         "DiskPressure": "free or grow its disk (runner work directories, images) or replace it",
@@ -242,3 +255,7 @@ def _memory(share: float | None, kills: float | None) -> PodCause | None:
         evidence=f"a runner's memory working set is at {share:.0%} of its limit",
         advice="raise the runner's memory limit before jobs start being OOMKilled",
     )
+
+
+def _pods(count: float) -> str:
+    return f"{number(count)} runner pod" + ("" if count == 1 else "s")
