@@ -120,7 +120,10 @@ class FleetApi:
         # kube-state-metrics or cAdvisor series, so it answers them with none, as a Prometheus
         # that scrapes neither would.
         pods = pod_queries(window=config.rate_window, boot_mins=config.boot_minutes)
-        self._unscraped = {*pods.values(), probe_query([NEEDS[r][0] for r in pods])}
+        self._unscraped = {
+            *pods.values(),
+            probe_query([series for r in pods for series, _ in NEEDS[r]]),
+        }
         self.url = ""  # set once served; the payloads' links point here
         self.app = Starlette(
             routes=[

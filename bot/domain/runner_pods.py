@@ -24,21 +24,42 @@ CREATING_MINS = 5.0  # a runner pod still ContainerCreating after this is stuck,
 STUCK_SHARE = 0.5
 KSM = "kube-state-metrics"
 CADVISOR = "the kubelet's cAdvisor"
-# Each reading, the series its default query needs and where that series comes from.
-NEEDS = {
-    "pods_pending": ("kube_pod_status_phase", KSM),
-    "pending_mins": ("kube_pod_created", KSM),
-    "unschedulable": ("kube_pod_status_phase", KSM),
-    "unschedulable_mins": ("kube_pod_created", KSM),
-    "image_pull": ("kube_pod_status_phase", KSM),
-    "config_error": ("kube_pod_status_phase", KSM),
-    "creating": ("kube_pod_created", KSM),
-    "oom_kills": ("kube_pod_status_phase", KSM),
-    "restarts": ("kube_pod_container_status_restarts_total", KSM),
-    "cpu_throttled": ("container_cpu_cfs_periods_total", CADVISOR),
-    "memory_of_limit": ("container_memory_working_set_bytes", CADVISOR),
-    "nodes": ("kube_node_status_condition", KSM),
+# Each reading, every series its default query needs and where that series comes from, its own
+# first: a reading is known only when all are scraped. Each series is one present whenever its
+# source is scraped (the Pending phase stands for the waiting reasons and unschedulable, which
+# exist only while a pod is so); every default query keeps the pods `kube_pod_owner` names.
+OWNER = ("kube_pod_owner", KSM)
+PHASE, CREATED = ("kube_pod_status_phase", KSM), ("kube_pod_created", KSM)
+NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "pods_pending": (PHASE, OWNER),
+    "pending_mins": (CREATED, PHASE, OWNER),
+    "unschedulable": (PHASE, CREATED, OWNER),
+    "unschedulable_mins": (CREATED, PHASE, OWNER),
+    "image_pull": (PHASE, CREATED, OWNER),
+    "config_error": (PHASE, CREATED, OWNER),
+    "creating": (PHASE, CREATED, OWNER),
+    "oom_kills": (PHASE, OWNER),
+    "restarts": (("kube_pod_container_status_restarts_total", KSM), OWNER),
+    "cpu_throttled": (("container_cpu_cfs_periods_total", CADVISOR), OWNER),
+    "memory_of_limit": (
+        ("container_memory_working_set_bytes", CADVISOR),
+        ("kube_pod_container_resource_limits", KSM),
+        OWNER,
+    ),
+    "nodes": (("kube_node_status_condition", KSM), ("kube_pod_info", KSM), OWNER),
 }
+
+
+def source_of(reading: str) -> str:
+    """The source a reading is of (its own series')."""
+    return NEEDS[reading][0][1]
+
+
+def not_scraped(reading: str, scraped: set[str]) -> str:
+    """The source of the first series `reading` needs that is not in `scraped`; "" if none."""
+    return next((source for series, source in NEEDS[reading] if series not in scraped), "")
+
+
 SAID = {
     "pods_pending": "pods Pending",
     "pending_mins": "how long pods are Pending",
@@ -140,9 +161,10 @@ def unknown_said(missing: dict[str, str]) -> str:
         by_source.setdefault(source, []).append(reading)
     clauses = []
     for source, readings in by_source.items():
-        every = {r for r, (_, s) in NEEDS.items() if s == source}
-        if set(readings) == every:
-            said = SOURCE_SAID[source]
+        own = {r for r in NEEDS if source_of(r) == source}
+        if own <= set(readings):  # the source's own said short, then others that need it
+            rest = [SAID.get(r, r) for r in readings if r not in own]
+            said = ", ".join([SOURCE_SAID[source], *rest])
         else:
             said = ", ".join(SAID.get(r, r) for r in readings)
         clauses.append(f"{said} not known ({source} is not scraped)")

@@ -87,12 +87,12 @@ def test_a_source_not_scraped_is_not_known_and_a_series_with_none_is_zero() -> N
         "oom_kills": [],
         "cpu_throttled": [],
     }
-    probed = {"unschedulable": True, "oom_kills": True, "cpu_throttled": False}
+    probed = {"unschedulable": "", "oom_kills": "", "cpu_throttled": CADVISOR}
     found, none = runner_pods(answers, probed, lambda labels: labels["name"][:-6])
     unknown = f"CPU throttling not known ({CADVISOR} is not scraped)"
     assert found == {"linux-2xlarge": RunnerPods(unschedulable=4, oom_kills=0, unknown=unknown)}
     assert none == RunnerPods(unschedulable=0, oom_kills=0, unknown=unknown)
-    _, missing = runner_pods({"oom_kills": []}, {"oom_kills": False}, str)
+    _, missing = runner_pods({"oom_kills": []}, {"oom_kills": KSM}, str)
     assert missing.oom_kills is None
     assert missing.unknown == f"OOM kills not known ({KSM} is not scraped)"
 
@@ -160,3 +160,24 @@ def test_runner_sets_of_one_type_add_up() -> None:
     pods = found["a"]
     assert (pods.unschedulable, pods.unschedulable_mins, pods.memory_of_limit) == (5, 9, 0.95)
     assert pods.nodes == (NodeTrouble(node="n1", condition="DiskPressure", pods=5),)
+
+
+async def test_cadvisor_without_kube_state_metrics_leaves_its_readings_not_known() -> None:
+    """Every default query keeps the pods kube-state-metrics names as runner pods (and memory
+    needs its limits): cAdvisor alone tells nothing, which is not "no throttling"."""
+    fleet = ArcFleet(pods=("cadvisor",))
+    fleet.pods.set(fleet.queueing.name, running=2, throttled=0.5)
+    try:
+
+        async def listened() -> FleetSnapshot | None:
+            snap = await read(fleet.prometheus.url)
+            return snap if QUEUEING in snap.runner_types else None
+
+        snap = await eventually(listened, what="the listeners scraped", timeout=30)
+    finally:
+        fleet.stop()
+    pods = snap.runner_types[QUEUEING].pods
+    assert pods is not None
+    assert pods.cpu_throttled is None and pods.memory_of_limit is None
+    every = "pods Pending, image pulls, OOM kills, node conditions, CPU throttling, memory"
+    assert pods.unknown == f"{every} against its limit not known ({KSM} is not scraped)"

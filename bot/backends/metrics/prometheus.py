@@ -20,7 +20,7 @@ from bot.config import Settings
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
-from bot.domain.runner_pods import NEEDS, RunnerPods
+from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
 
 T = TypeVar("T")
 Vector = list[tuple[dict[str, str], float]]
@@ -184,11 +184,11 @@ class PrometheusMetrics:
         if not queries:
             return {}, None, {}
         if self._probed:
-            needed = [NEEDS[r][0] for r in self._probed]
+            needed = [series for r in self._probed for series, _ in NEEDS[r]]
             queries[PROBE] = self._query(probe_query(needed), now)
         answers, failed = await gathered(queries, all_may_fail=True)
         scraped = {labels.get("__name__") for labels, _ in answers.pop(PROBE, [])}
-        probed = {r: NEEDS[r][0] in scraped for r in self._probed} if PROBE not in failed else {}
+        probed = {r: not_scraped(r, scraped) for r in self._probed} if PROBE not in failed else {}
         failed.pop(PROBE, None)
         found, unseen = runner_pods(answers, probed, self.runner_type)
         return found, unseen, failed

@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from bot.domain.judgement import BOOT_MINS
 from bot.domain.runner_pods import (
     CREATING_MINS,
-    NEEDS,
     WINDOW_MINS,
     NodeTrouble,
     RunnerPods,
@@ -127,12 +126,13 @@ def probe_query(metrics: list[str]) -> str:
 
 def runner_pods(
     answers: Mapping[str, Vector],
-    probed: Mapping[str, bool],
+    probed: Mapping[str, str],
     runner_type: Callable[[Mapping[str, str]], str],
 ) -> tuple[dict[str, RunnerPods], RunnerPods]:
     """Per runner type with series, its pods' readings from `answers` (reading -> series), and
-    those of a type with none; `probed`: reading -> whether its source is scraped (a reading
-    not probed, a replaced query, is trusted: its empty answer is none)."""
+    those of a type with none; `probed`: reading -> the source of a series it needs that is not
+    scraped, "" when all are (a reading not probed, a replaced query, is trusted: its empty
+    answer is none)."""
     values: dict[str, dict[str, float]] = {}
     nodes: dict[str, dict[tuple[str, str], float]] = {}
     for reading, series in answers.items():
@@ -153,7 +153,7 @@ def runner_pods(
                 read[reading] = max(read.get(reading, value), value)
             else:
                 read[reading] = read.get(reading, 0.0) + value
-    missing = {r: NEEDS[r][1] for r, scraped in probed.items() if not scraped}
+    missing = {r: source for r, source in probed.items() if source}
     unknown = unknown_said(missing)
     known = [r for r in answers if r not in missing and r != "nodes"]
     found = {}
