@@ -73,6 +73,7 @@ class FleetApiConfig:
     kube_token: str = "sandbox-kube-token"  # the bearer token the Kubernetes API requires
     namespace: str = "arc-runners"  # where the AutoscalingRunnerSets live
     rate_window: str = "10m"
+    boot_minutes: float = 5.0  # the bot's RUNNER_BOOT_MINUTES, which its pods' queries carry
     rule: RuleConfig = field(default_factory=RuleConfig)
     # Teams' own rules, each over the runner type its labels name (`runner_type`); the main
     # rule then leaves those types to them, as a team that routes its alerts takes them over.
@@ -118,8 +119,11 @@ class FleetApi:
         # The runner pods' queries and their sources' probe: this fleet exports no
         # kube-state-metrics or cAdvisor series, so it answers them with none, as a Prometheus
         # that scrapes neither would.
-        pods = pod_queries(window=config.rate_window)
-        self._unscraped = {*pods.values(), probe_query([NEEDS[r][0] for r in pods])}
+        pods = pod_queries(window=config.rate_window, boot_mins=config.boot_minutes)
+        self._unscraped = {
+            *pods.values(),
+            probe_query([series for r in pods for series, _ in NEEDS[r]]),
+        }
         self.url = ""  # set once served; the payloads' links point here
         self.app = Starlette(
             routes=[

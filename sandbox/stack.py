@@ -146,6 +146,7 @@ def start_sandbox(
             webhook_token=webhook_token,
             kube_token=kube_token,
             rate_window=RATE_WINDOW,
+            boot_minutes=FLEET_MINUTES["runner_boot_minutes"] / config.speed,
             team_rules=(GPU_RULE_LABELS,),
         ),
     )

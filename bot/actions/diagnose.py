@@ -67,7 +67,9 @@ class Diagnosing:
                 # it (after a scale-up, busy 30/30 on both, not 20/20 on the root).
                 updated = with_live(updated, snapshot, as_snapshot(updated, snapshot, snapshot.at))
             short_of = _short_of(diagnosis, snapshot)
-            updated = with_action(diagnosed(updated, diagnosis.headline, short_of=short_of), event)
+            pods_of = diagnosis.lead_type if diagnosis.cause in PODS_NOT_STARTING else ""
+            concluded = diagnosed(updated, diagnosis.headline, short_of=short_of, pods_of=pods_of)
+            updated = with_action(concluded, event)
             by = person(actor.user_id, name)
             report = render_diagnostics(updated, diagnosis, snapshot, by=by, jobs=view)
             answer = (
@@ -116,6 +118,10 @@ class Diagnosing:
             jobs_note=jobs_note,
         )
         return snapshot, evidence, view
+
+
+# Causes a reading whose new pods of the type start disproves.
+PODS_NOT_STARTING = (Cause.PODS_UNSCHEDULABLE, Cause.IMAGE_PULL, Cause.CONFIG_ERROR, Cause.CREATING)
 
 
 def _short_of(diagnosis: Diagnosis, snapshot: FleetSnapshot) -> tuple[str, float] | None:

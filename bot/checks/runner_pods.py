@@ -8,7 +8,7 @@ from datetime import datetime
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.checks import Finding, ok, warn
-from bot.domain.runner_pods import CADVISOR, KSM, NEEDS
+from bot.domain.runner_pods import CADVISOR, KSM, NEEDS, source_of
 
 SUBJECT = "prometheus"
 SHOWN_TYPES = 8
@@ -34,7 +34,7 @@ async def pods_findings(
     plural = "s" * (len(types) != 1)
     findings = []
     for source, sees in SEES.items():
-        readings = [r for r, (_, s) in NEEDS.items() if s == source and r != "nodes"]
+        readings = [r for r in NEEDS if source_of(r) == source and r != "nodes"]
         if all(getattr(unseen, r) is None for r in readings):
             said = f"{source} is not scraped, so diagnostics cannot see {sees} (optional)"
         elif types:

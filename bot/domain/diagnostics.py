@@ -283,7 +283,8 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
         )
     most = number(j.maximum)
     if j.cannot_start:
-        stuck = f"{j.cannot_start} new runner pods cannot start"
+        pods = "pod" if j.cannot_start == 1 else "pods"
+        stuck = f"{j.cannot_start} new runner {pods} cannot start"
         return Check(AUTOSCALING, Verdict.OK, f"{stuck}: the maximum of {most} is not the limit")
     if j.raise_maximum_by:
         fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"

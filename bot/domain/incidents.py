@@ -167,6 +167,8 @@ class Incident(BaseModel):
     # A shortfall against this type's maximum: a reading with a higher one disproves it.
     cause_type: str = ""
     cause_maximum: float | None = None
+    # Or new runner pods of `cause_type` that cannot start: a reading where they can disproves it.
+    cause_pods: bool = False
     last_status: Snapshot | None = None
     trend: Trend = Field(default_factory=Trend)
     live: FleetSnapshot | None = None  # the live backend's latest view; None with `alert`
@@ -401,26 +403,41 @@ def chart_drawn(incident: Incident, drawn_at: float) -> bool:
 
 
 def diagnosed(
-    incident: Incident, likely_cause: str, *, short_of: tuple[str, float] | None = None
+    incident: Incident,
+    likely_cause: str,
+    *,
+    short_of: tuple[str, float] | None = None,
+    pods_of: str = "",
 ) -> Incident:
-    """`short_of`: the runner type and the maximum the conclusion says it is short of."""
-    kind, maximum = short_of or ("", None)
-    update = {"likely_cause": likely_cause, "cause_type": kind, "cause_maximum": maximum}
+    """`short_of`: the runner type and the maximum the conclusion says it is short of;
+    `pods_of`: the runner type whose new pods the conclusion says cannot start."""
+    kind, maximum = short_of or (pods_of, None)
+    update = {
+        "likely_cause": likely_cause,
+        "cause_type": kind,
+        "cause_maximum": maximum,
+        "cause_pods": bool(pods_of) and short_of is None,
+    }
     return incident.model_copy(update=update)
 
 
 def _still_likely(incident: Incident, live: FleetSnapshot) -> dict[str, object]:
     """The conclusion cleared when a live reading disproves it: the maximum it was short of was
-    raised, or the type needs no higher one. The alert's numbers, standing in for a failed
-    reading, prove nothing."""
-    if incident.cause_maximum is None or not live.is_live:
+    raised, or the type needs no higher one; the pods that could not start now can. The alert's
+    numbers, standing in for a failed reading, prove nothing."""
+    cleared = {"likely_cause": "", "cause_type": "", "cause_maximum": None, "cause_pods": False}
+    if not live.is_live or (incident.cause_maximum is None and not incident.cause_pods):
         return {}
     found = of_type(live.runner_types, incident.cause_type)
     judged = found.judged if found is not None else None
+    if incident.cause_pods:
+        # Read without the pods (their sources gone), the reading says nothing of them.
+        known = judged is not None and found is not None and found.pods is not None
+        return cleared if known and not judged.cannot_start else {}
     if judged is None or judged.maximum is None:
         return {}
     if judged.maximum > incident.cause_maximum or not judged.raise_maximum_by:
-        return {"likely_cause": "", "cause_type": "", "cause_maximum": None}
+        return cleared
     return {}
 
 

@@ -159,7 +159,7 @@ def judge(
         maximum=finite(metrics.maximum),
         within_mins=within_mins,
         causes=pod_causes(metrics.pods, slower=_slower(metrics)),
-        cannot_start=metrics.pods.cannot_start if metrics.pods else 0,
+        cannot_start=metrics.pods.withholding if metrics.pods else 0,
     )
     return _advised(judgement, metrics, running)
 
@@ -226,7 +226,8 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
     """`needed` less the runners booting, and how far the maximum must rise for the rest; none
     while new pods cannot start."""
     if j.cannot_start:
-        why = f"{j.cannot_start} new runner pods cannot start, so more would not either"
+        pods = "pod" if j.cannot_start == 1 else "pods"
+        why = f"{j.cannot_start} new runner {pods} cannot start, so more would not either"
         update = {"runners": 0, "needed": needed, "raise_maximum_by": 0, "why": why}
         return j.model_copy(update=update)
     runners = max(needed - j.booting, 0)

@@ -19,26 +19,52 @@ WINDOW_MINS = 30.0
 THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
 MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
 CREATING_MINS = 5.0  # a runner pod still ContainerCreating after this is stuck, not slow
+# Pods that cannot start withhold the advice only when they are this share of the pods waiting to
+# start: a few stuck among many booting say little about the next ones.
+STUCK_SHARE = 0.5
 KSM = "kube-state-metrics"
 CADVISOR = "the kubelet's cAdvisor"
-# Each reading, the series its default query needs and where that series comes from.
-NEEDS = {
-    "pods_pending": ("kube_pod_status_phase", KSM),
-    "pending_mins": ("kube_pod_created", KSM),
-    "unschedulable": ("kube_pod_status_phase", KSM),
-    "image_pull": ("kube_pod_status_phase", KSM),
-    "config_error": ("kube_pod_status_phase", KSM),
-    "creating": ("kube_pod_created", KSM),
-    "oom_kills": ("kube_pod_status_phase", KSM),
-    "restarts": ("kube_pod_container_status_restarts_total", KSM),
-    "cpu_throttled": ("container_cpu_cfs_periods_total", CADVISOR),
-    "memory_of_limit": ("container_memory_working_set_bytes", CADVISOR),
-    "nodes": ("kube_node_status_condition", KSM),
+# Each reading, every series its default query needs and where that series comes from, its own
+# first: a reading is known only when all are scraped. Each series is one present whenever its
+# source is scraped (the Pending phase stands for the waiting reasons and unschedulable, which
+# exist only while a pod is so); every default query keeps the pods `kube_pod_owner` names.
+OWNER = ("kube_pod_owner", KSM)
+PHASE, CREATED = ("kube_pod_status_phase", KSM), ("kube_pod_created", KSM)
+NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "pods_pending": (PHASE, OWNER),
+    "pending_mins": (CREATED, PHASE, OWNER),
+    "unschedulable": (PHASE, CREATED, OWNER),
+    "unschedulable_mins": (CREATED, PHASE, OWNER),
+    "image_pull": (PHASE, CREATED, OWNER),
+    "config_error": (PHASE, CREATED, OWNER),
+    "creating": (PHASE, CREATED, OWNER),
+    "oom_kills": (PHASE, OWNER),
+    "restarts": (("kube_pod_container_status_restarts_total", KSM), OWNER),
+    "cpu_throttled": (("container_cpu_cfs_periods_total", CADVISOR), OWNER),
+    "memory_of_limit": (
+        ("container_memory_working_set_bytes", CADVISOR),
+        ("kube_pod_container_resource_limits", KSM),
+        OWNER,
+    ),
+    "nodes": (("kube_node_status_condition", KSM), ("kube_pod_info", KSM), OWNER),
 }
+
+
+def source_of(reading: str) -> str:
+    """The source a reading is of (its own series')."""
+    return NEEDS[reading][0][1]
+
+
+def not_scraped(reading: str, scraped: set[str]) -> str:
+    """The source of the first series `reading` needs that is not in `scraped`; "" if none."""
+    return next((source for series, source in NEEDS[reading] if series not in scraped), "")
+
+
 SAID = {
     "pods_pending": "pods Pending",
     "pending_mins": "how long pods are Pending",
     "unschedulable": "unschedulable pods",
+    "unschedulable_mins": "how long pods are unschedulable",
     "image_pull": "image pulls",
     "config_error": "container config errors",
     "creating": "pods stuck creating",
@@ -75,16 +101,18 @@ class RunnerPods(BaseModel):
     model_config = ConfigDict(
         frozen=True,
         **stored_short(
-            "pods_pending=pp pending_mins=pm unschedulable=un image_pull=ip config_error=ce "
-            "creating=cr oom_kills=oom restarts=rs cpu_throttled=thr memory_of_limit=mem nodes=n "
-            "unknown=u"
+            "pods_pending=pp pending_mins=pm unschedulable=un unschedulable_mins=um image_pull=ip "
+            "config_error=ce creating=cr oom_kills=oom restarts=rs cpu_throttled=thr "
+            "memory_of_limit=mem nodes=n unknown=u"
         ),
     )
 
     pods_pending: float | None = None
     pending_mins: float | None = None  # the oldest Pending pod's age
+    # Unschedulable (no node fits) for longer than a new node takes to come up
     unschedulable: float | None = None
-    image_pull: float | None = None  # ImagePullBackOff or ErrImagePull
+    unschedulable_mins: float | None = None  # the oldest of those
+    image_pull: float | None = None  # ImagePullBackOff or ErrImagePull, for as long
     config_error: float | None = None  # CreateContainerConfigError
     creating: float | None = None  # ContainerCreating for over `CREATING_MINS`
     oom_kills: float | None = None  # runner pods OOMKilled within `WINDOW_MINS`
@@ -100,6 +128,14 @@ class RunnerPods(BaseModel):
         creating."""
         readings = (self.unschedulable, self.image_pull, self.config_error, self.creating)
         return round(sum(n or 0 for n in readings))
+
+    @property
+    def withholding(self) -> int:
+        """`cannot_start` when those pods are a meaningful share (`STUCK_SHARE`) of the pods
+        waiting to start, so more runners would wait the same; else 0."""
+        stuck = self.cannot_start
+        waiting = max(self.pods_pending or 0, stuck)
+        return stuck if stuck and stuck >= STUCK_SHARE * waiting else 0
 
 
 class PodCause(BaseModel):
@@ -125,9 +161,10 @@ def unknown_said(missing: dict[str, str]) -> str:
         by_source.setdefault(source, []).append(reading)
     clauses = []
     for source, readings in by_source.items():
-        every = {r for r, (_, s) in NEEDS.items() if s == source}
-        if set(readings) == every:
-            said = SOURCE_SAID[source]
+        own = {r for r in NEEDS if source_of(r) == source}
+        if own <= set(readings):  # the source's own said short, then others that need it
+            rest = [SAID.get(r, r) for r in readings if r not in own]
+            said = ", ".join([SOURCE_SAID[source], *rest])
         else:
             said = ", ".join(SAID.get(r, r) for r in readings)
         clauses.append(f"{said} not known ({source} is not scraped)")
@@ -155,11 +192,10 @@ def _unschedulable(pods: RunnerPods) -> PodCause | None:
     stuck = pods.unschedulable or 0
     if stuck <= 0:
         return None
-    pending = max(pods.pods_pending or 0, stuck)
-    since = f" for {minutes(pods.pending_mins)}" if pods.pending_mins else ""
+    since = f" for {minutes(pods.unschedulable_mins)}" if pods.unschedulable_mins else ""
     return PodCause(
         trouble=Trouble.UNSCHEDULABLE,
-        evidence=f"{number(pending)} runner pods Pending{since}: no node fits (unschedulable)",
+        evidence=f"{_pods(stuck)} Pending{since}: no node fits (unschedulable)",
         advice="the node group is at its limit or out of the resource the pods request "
         "(GPUs, memory): look at the cluster autoscaler or Karpenter; raising maxRunners "
         "will not help",
@@ -180,21 +216,20 @@ def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
     if trouble is Trouble.CREATING:
         return PodCause(
             trouble=trouble,
-            evidence=f"{number(count)} runner pods ContainerCreating for over "
-            f"{minutes(CREATING_MINS)}",
+            evidence=f"{_pods(count)} ContainerCreating for over {minutes(CREATING_MINS)}",
             advice="describe one of those pods: a volume that does not attach or mount, or no "
             "pod IP from the network plugin, on their nodes; more runners would wait the same",
         )
     return PodCause(
         trouble=trouble,
-        evidence=f"{number(count)} runner pods cannot start (CreateContainerConfigError)",
+        evidence=f"{_pods(count)} cannot start (CreateContainerConfigError)",
         advice="a Secret or ConfigMap the runner pod names is missing: fix the scale set's "
         "pod template; more runners would fail the same",
     )
 
 
 def _node(node: NodeTrouble) -> PodCause:
-    on = f"{number(node.pods)} runner pods on it" if node.pods else "runner pods run on it"
+    on = f"{_pods(node.pods)} on it" if node.pods else "runner pods run on it"
     state = "not Ready" if node.condition == "NotReady" else f"under {node.condition}"
     fix = {
         "DiskPressure": "free or grow its disk (runner work directories, images) or replace it",
@@ -242,3 +277,7 @@ def _memory(share: float | None, kills: float | None) -> PodCause | None:
         evidence=f"a runner's memory working set is at {share:.0%} of its limit",
         advice="raise the runner's memory limit before jobs start being OOMKilled",
     )
+
+
+def _pods(count: float) -> str:
+    return f"{number(count)} runner pod" + ("" if count == 1 else "s")

@@ -15,8 +15,13 @@ from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.runner_pods import CADVISOR, KSM, NodeTrouble, RunnerPods
+from sandbox.runner_pods import PodScenario, RunnerPodsExporter
+from sandbox.serve import serve_in_thread
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.running import eventually
+from tests.support.servers import Prometheus
+
+OTHER = "other-team-bbbbb"
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +40,8 @@ def pods_fleet() -> Iterator[ArcFleet]:
         pending_since=time.time() - 600,
     )
     fleet.pods.set(fleet.healthy.name, running=2)
+    # Another team's scale set in the same cluster: no listener of this fleet serves it.
+    fleet.pods.scenarios[OTHER] = PodScenario(running=1, unschedulable=1)
     try:
         yield fleet
     finally:
@@ -71,6 +78,7 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
     assert pods.unknown == ""
     assert (healthy.pods_pending, healthy.oom_kills, healthy.nodes) == (0, 0, ())
     assert healthy.pending_mins is None and healthy.cpu_throttled == pytest.approx(0)
+    assert set(snap.runner_types) == {QUEUEING, HEALTHY}  # no type from pods alone
 
 
 def test_a_source_not_scraped_is_not_known_and_a_series_with_none_is_zero() -> None:
@@ -79,11 +87,97 @@ def test_a_source_not_scraped_is_not_known_and_a_series_with_none_is_zero() -> N
         "oom_kills": [],
         "cpu_throttled": [],
     }
-    probed = {"unschedulable": True, "oom_kills": True, "cpu_throttled": False}
+    probed = {"unschedulable": "", "oom_kills": "", "cpu_throttled": CADVISOR}
     found, none = runner_pods(answers, probed, lambda labels: labels["name"][:-6])
     unknown = f"CPU throttling not known ({CADVISOR} is not scraped)"
     assert found == {"linux-2xlarge": RunnerPods(unschedulable=4, oom_kills=0, unknown=unknown)}
     assert none == RunnerPods(unschedulable=0, oom_kills=0, unknown=unknown)
-    _, missing = runner_pods({"oom_kills": []}, {"oom_kills": False}, str)
+    _, missing = runner_pods({"oom_kills": []}, {"oom_kills": KSM}, str)
     assert missing.oom_kills is None
     assert missing.unknown == f"OOM kills not known ({KSM} is not scraped)"
+
+
+@pytest.fixture(scope="module")
+def two_ksm() -> Iterator[Prometheus]:
+    """kube-state-metrics as two replicas (HA, or its own rolling update), each a target: every
+    series twice, differing only in `instance`. One set stuck 10 min; one whose pods wait 2 min
+    for the node a cluster autoscaler is adding."""
+    pods = RunnerPodsExporter(["stuck-x7q2k", "scaling-d4zt9"], scraped=("ksm",))
+    pods.set(
+        "stuck-x7q2k", running=1, unschedulable=3, image_pull=2, creating=1,
+        pending_since=time.time() - 600,
+    )  # fmt: skip
+    pods.set("scaling-d4zt9", unschedulable=4, image_pull=1, pending_since=time.time() - 120)
+    servers = [serve_in_thread(pods.app), serve_in_thread(pods.app)]
+    prometheus = Prometheus(targets=[s.url.split("//", 1)[1] for s in servers])
+    try:
+        prometheus.start()
+        yield prometheus
+    finally:
+        prometheus.stop()
+        for server in servers:
+            server.stop()
+
+
+async def test_two_kube_state_metrics_replicas_count_each_pod_once(two_ksm: Prometheus) -> None:
+    metrics = PrometheusMetrics(Settings(prometheus_url=two_ksm.url))
+    try:
+
+        async def both_scraped() -> tuple[dict[str, RunnerPods], dict[str, object]] | None:
+            found, _, refused = await metrics.runner_pods(now=datetime.now(UTC))
+            ready = found.get("stuck") is not None and found["stuck"].pods_pending
+            return (found, dict(refused)) if ready else None
+
+        found, refused = await eventually(both_scraped, what="both replicas scraped", timeout=30)
+    finally:
+        await metrics.aclose()
+    assert refused == {}
+    stuck, scaling = found["stuck"], found["scaling"]
+    assert (stuck.pods_pending, stuck.unschedulable, stuck.image_pull, stuck.creating) == (
+        6, 3, 2, 1
+    )  # fmt: skip
+    assert stuck.unschedulable_mins == pytest.approx(10, abs=0.5)
+    assert stuck.pending_mins == pytest.approx(10, abs=0.5)
+    # Waiting for a node or an image under the boot time is a scale-up, not a pod stuck.
+    assert (scaling.pods_pending, scaling.unschedulable, scaling.image_pull) == (5, 0, 0)
+    assert scaling.cannot_start == 0
+
+
+def test_runner_sets_of_one_type_add_up() -> None:
+    def two(a: float, b: float) -> list[tuple[dict[str, str], float]]:
+        return [({"name": "a-x7q2k"}, a), ({"name": "a-d4zt9"}, b)]
+
+    answers = {
+        "unschedulable": two(2, 3),
+        "unschedulable_mins": two(9, 6),
+        "memory_of_limit": two(0.5, 0.95),
+        "nodes": [
+            ({"name": "a-x7q2k", "node": "n1", "condition": "DiskPressure"}, 2.0),
+            ({"name": "a-d4zt9", "node": "n1", "condition": "DiskPressure"}, 3.0),
+        ],
+    }
+    found, _ = runner_pods(answers, {}, lambda labels: labels["name"][:-6])
+    pods = found["a"]
+    assert (pods.unschedulable, pods.unschedulable_mins, pods.memory_of_limit) == (5, 9, 0.95)
+    assert pods.nodes == (NodeTrouble(node="n1", condition="DiskPressure", pods=5),)
+
+
+async def test_cadvisor_without_kube_state_metrics_leaves_its_readings_not_known() -> None:
+    """Every default query keeps the pods kube-state-metrics names as runner pods (and memory
+    needs its limits): cAdvisor alone tells nothing, which is not "no throttling"."""
+    fleet = ArcFleet(pods=("cadvisor",))
+    fleet.pods.set(fleet.queueing.name, running=2, throttled=0.5)
+    try:
+
+        async def listened() -> FleetSnapshot | None:
+            snap = await read(fleet.prometheus.url)
+            return snap if QUEUEING in snap.runner_types else None
+
+        snap = await eventually(listened, what="the listeners scraped", timeout=30)
+    finally:
+        fleet.stop()
+    pods = snap.runner_types[QUEUEING].pods
+    assert pods is not None
+    assert pods.cpu_throttled is None and pods.memory_of_limit is None
+    every = "pods Pending, image pulls, OOM kills, node conditions, CPU throttling, memory"
+    assert pods.unknown == f"{every} against its limit not known ({KSM} is not scraped)"

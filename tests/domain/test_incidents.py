@@ -43,6 +43,7 @@ from bot.domain.incidents import (
     resolve_manually,
     with_live,
 )
+from bot.domain.runner_pods import RunnerPods
 from bot.domain.trend import Trend
 from bot.storage.incident_store import state_json
 from tests.support.incidents import make_incident
@@ -841,3 +842,31 @@ def test_a_cause_of_too_low_a_maximum_leaves_the_root_once_a_reading_disproves_i
     shown = record_status(incident, as_snapshot(incident, view, at), live=view)
     assert (shown.likely_cause == cause) is kept
     assert (shown.cause_maximum is not None) is kept
+
+
+@pytest.mark.parametrize(
+    ("source", "pods", "kept"),
+    [
+        ("prometheus", RunnerPods(pods_pending=0, unschedulable=0), False),  # pods start now
+        ("prometheus", RunnerPods(pods_pending=12, unschedulable=12), True),  # still stuck
+        ("prometheus", None, True),  # the pods not read: nothing disproved
+        ("alert", RunnerPods(pods_pending=0, unschedulable=0), True),
+    ],
+)
+def test_a_cause_of_pods_that_cannot_start_leaves_the_root_once_they_can(
+    source: str, pods: RunnerPods | None, kept: bool
+) -> None:
+    from bot.domain.fleet import judged
+    from bot.domain.incidents import diagnosed
+
+    cause = "Runner pods cannot be scheduled (high confidence): linux.2xlarge: 12 runner pods"
+    incident = diagnosed(make_incident(), cause, pods_of="linux.2xlarge")
+    at = make_incident().opened_at + timedelta(minutes=5)
+    metrics = RunnerTypeMetrics(
+        queued=20, busy=20, registered=20, desired=20, maximum=20, job_duration_mins=30, pods=pods
+    )
+    read = FleetSnapshot(at=at, source=source, runner_types={"linux.2xlarge": metrics})
+    view = judged(read, [], interval=timedelta(minutes=1))
+    shown = record_status(incident, as_snapshot(incident, view, at), live=view)
+    assert (shown.likely_cause == cause) is kept
+    assert shown.cause_pods is kept

@@ -44,7 +44,14 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
     ("pods", "cause", "evidence", "advice"),
     [
         (
-            QUIET.model_copy(update={"pods_pending": 12, "unschedulable": 12, "pending_mins": 6}),
+            QUIET.model_copy(
+                update={
+                    "pods_pending": 15,
+                    "pending_mins": 9,
+                    "unschedulable": 12,
+                    "unschedulable_mins": 6,
+                }
+            ),
             Cause.PODS_UNSCHEDULABLE,
             "12 runner pods Pending for 6 min: no node fits (unschedulable)",
             "look at the cluster autoscaler or Karpenter; raising maxRunners will not help",
@@ -127,6 +134,39 @@ def test_no_runners_nor_a_higher_maximum_while_new_pods_cannot_start(pods: Runne
     assert j.advice.startswith("none until pods start") and "maximum" not in j.advice
     _, _, step = diagnosis_of(pods)
     assert "raise the maximum" not in step and "+" not in step
+
+
+@pytest.mark.parametrize(
+    "pods",
+    [
+        # Pods the cluster autoscaler or Karpenter is adding a node for (under the boot time,
+        # so not counted unschedulable): a normal scale-up.
+        RunnerPods(pods_pending=12, pending_mins=2, unschedulable=0),
+        # One pod stuck among many still booting.
+        RunnerPods(pods_pending=12, pending_mins=7, unschedulable=1),
+        RunnerPods(pods_pending=12, image_pull=1),
+    ],
+)
+def test_a_few_pods_stuck_among_many_starting_still_get_runners(pods: RunnerPods) -> None:
+    j = judge(FULL.model_copy(update={"pods": pods}), [], at=NOW)
+    assert j.runners > 0 and j.advice.startswith(f"+{j.runners}")
+    assert j.cannot_start == 0
+
+
+def test_the_unschedulable_cause_counts_and_times_only_the_unschedulable_pods() -> None:
+    pods = RunnerPods(
+        pods_pending=6, pending_mins=10, unschedulable=3, unschedulable_mins=7, image_pull=2,
+        creating=1,
+    )  # fmt: skip
+    said = [c.evidence for c in pod_causes(pods)]
+    assert said[0] == "3 runner pods Pending for 7 min: no node fits (unschedulable)"
+    assert "1 runner pod ContainerCreating for over 5 min" in said
+
+
+def test_one_pod_that_cannot_start_is_said_in_the_singular() -> None:
+    j = judge(FULL.model_copy(update={"pods": RunnerPods(config_error=1)}), [], at=NOW)
+    assert j.advice.startswith("none until pods start: 1 new runner pod cannot")
+    assert "1 runner pod cannot start" in pod_causes(RunnerPods(config_error=1))[0].evidence
 
 
 def test_without_the_pods_the_same_queue_asks_for_a_higher_maximum() -> None:

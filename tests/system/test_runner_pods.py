@@ -7,6 +7,7 @@ what a source not scraped would tell."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +26,13 @@ def pods_fleet() -> Iterator[ArcFleet]:
     """The queueing scale set at its maximum, with 12 new pods that no node fits and 3 jobs
     OOMKilled; kube-state-metrics scraped, cAdvisor not."""
     fleet = ArcFleet(pods=("ksm",))
-    fleet.pods.set(fleet.queueing.name, running=4, unschedulable=12, oom_killed=3)
+    fleet.pods.set(
+        fleet.queueing.name,
+        running=4,
+        unschedulable=12,
+        oom_killed=3,
+        pending_since=time.time() - 600,
+    )
     fleet.pods.set(fleet.healthy.name, running=2)
     try:
         yield fleet

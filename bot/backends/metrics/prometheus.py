@@ -20,7 +20,7 @@ from bot.config import Settings
 from bot.domain.capacity import FleetHistory
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics, unknown_fields
 from bot.domain.jobs import Arrivals, JobsListing
-from bot.domain.runner_pods import NEEDS, RunnerPods
+from bot.domain.runner_pods import NEEDS, RunnerPods, not_scraped
 
 T = TypeVar("T")
 Vector = list[tuple[dict[str, str], float]]
@@ -91,7 +91,8 @@ def all_queries(config: Settings) -> dict[str, str]:
     if unknown:
         raise ValueError(f"PROMETHEUS_QUERIES: unknown fields {unknown}")
     window, label = config.prometheus_rate_window, config.prometheus_runner_type_label
-    merged = {**arc_queries(window), **pod_queries(label, window), **queries}
+    pods = pod_queries(label, window, config.runner_boot_minutes)
+    merged = {**arc_queries(window), **pods, **queries}
     return {name: query for name, query in merged.items() if query.strip()}
 
 
@@ -114,7 +115,11 @@ class PrometheusMetrics:
         self._arc_wait = self._queries.get("longest_wait_mins") == arc_wait
         # The pods' readings whose default query stands: an empty answer is "not scraped" when
         # the series it reads is absent altogether.
-        defaults = pod_queries(config.prometheus_runner_type_label, config.prometheus_rate_window)
+        defaults = pod_queries(
+            config.prometheus_runner_type_label,
+            config.prometheus_rate_window,
+            config.runner_boot_minutes,
+        )
         self._probed = [r for r in defaults if self._queries.get(r) == defaults[r]]
         suffix = config.prometheus_name_suffix
         self._suffix = re.compile(suffix) if suffix else None
@@ -157,8 +162,10 @@ class PrometheusMetrics:
                     wait_of_starts=self._arc_wait or None,
                 )
         if unseen is not None:
-            for name in {*by_type, *pods}:
-                by_type.setdefault(name, {})["pods"] = pods.get(name, unseen)
+            # Only the types the listener's series name: other teams' scale sets, or one deleted
+            # within the pods' window, are no runner type of this fleet.
+            for name, values in by_type.items():
+                values["pods"] = pods.get(name, unseen)
         note = f"Prometheus could not answer for {', '.join(failed)}" if failed else ""
         types = {name: RunnerTypeMetrics(**values) for name, values in sorted(by_type.items())}
         # A runner type with no series is unknown, not idle: a listener being recreated (after a
@@ -177,11 +184,11 @@ class PrometheusMetrics:
         if not queries:
             return {}, None, {}
         if self._probed:
-            needed = [NEEDS[r][0] for r in self._probed]
+            needed = [series for r in self._probed for series, _ in NEEDS[r]]
             queries[PROBE] = self._query(probe_query(needed), now)
         answers, failed = await gathered(queries, all_may_fail=True)
         scraped = {labels.get("__name__") for labels, _ in answers.pop(PROBE, [])}
-        probed = {r: NEEDS[r][0] in scraped for r in self._probed} if PROBE not in failed else {}
+        probed = {r: not_scraped(r, scraped) for r in self._probed} if PROBE not in failed else {}
         failed.pop(PROBE, None)
         found, unseen = runner_pods(answers, probed, self.runner_type)
         return found, unseen, failed

@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
+from bot.domain.judgement import BOOT_MINS
 from bot.domain.runner_pods import (
     CREATING_MINS,
-    NEEDS,
     WINDOW_MINS,
     NodeTrouble,
     RunnerPods,
@@ -26,6 +26,9 @@ from bot.domain.runner_pods import (
 
 Vector = list[tuple[dict[str, str], float]]
 RUNNER_POD = "(.+)-runner-[a-z0-9]+"
+# Readings that are a share or an age: several runner sets of one type give their worst. The
+# throttled share of each set, not recomputed over the sets' periods together, errs high.
+WORST = {"pending_mins", "unschedulable_mins", "cpu_throttled", "memory_of_limit"}
 CONTAINER = "runner"  # the runner container in ARC's pod template
 _BAD_NODE = (
     'max by (node, condition) (kube_node_status_condition{condition=~"DiskPressure|'
@@ -35,9 +38,18 @@ _BAD_NODE = (
 )
 
 
-def pod_queries(label: str = "name", window: str = "10m") -> dict[str, str]:
+def pod_queries(
+    label: str = "name", window: str = "10m", boot_mins: float = BOOT_MINS
+) -> dict[str, str]:
     """Reading of `RunnerPods` -> PromQL answering one series per runner set in `label` (`nodes`:
-    one per runner set, node and condition, its value the set's pods on that node)."""
+    one per runner set, node and condition, its value the set's pods on that node). `boot_mins`:
+    how long a new pod may wait for its node (a cluster autoscaler or Karpenter adding one) or
+    its image before it counts as unable to start.
+
+    Every kube-state-metrics series is first taken `max by` the pod (and what else tells its
+    series apart): two replicas of kube-state-metrics (HA, or its own rolling update) serve each
+    series twice, differing only in `instance`, which would double every count and make a join
+    with such a series on both sides fail."""
     counted = f"{WINDOW_MINS:.0f}m"
 
     def runners(expr: str) -> str:
@@ -48,17 +60,23 @@ def pod_queries(label: str = "name", window: str = "10m") -> dict[str, str]:
         joined = f"({expr}) * on (namespace, pod) group_left () {owned}"
         return f'label_replace({joined}, "{label}", "$1", "pod", "{RUNNER_POD}")'
 
-    def waiting(reasons: str) -> str:
-        series = f'kube_pod_container_status_waiting_reason{{reason=~"{reasons}"}} == 1'
-        return f"count by ({label}) ({runners(series)})"
+    def once(series: str) -> str:
+        return f"max by (namespace, pod) ({series})"
 
-    pending = 'kube_pod_status_phase{phase="Pending"} == 1'
-    aged = f"(time() - kube_pod_created) * on (namespace, pod) group_left () ({pending})"
-    # Waiting as ContainerCreating, created longer ago than a pod takes to start.
-    creating = (
-        '(kube_pod_container_status_waiting_reason{reason="ContainerCreating"} == 1) * on '
-        f"(namespace, pod) group_left () (time() - kube_pod_created > {CREATING_MINS * 60:.0f})"
-    )
+    age = once("time() - kube_pod_created")
+
+    def older(expr: str, mins: float) -> str:
+        return f"({expr}) and on (namespace, pod) ({age} > {mins * 60:.0f})"
+
+    def aged(pods: str) -> str:
+        return f"{age} and on (namespace, pod) ({pods})"
+
+    def waiting(reasons: str, mins: float) -> str:
+        series = once(f'kube_pod_container_status_waiting_reason{{reason=~"{reasons}"}}') + " == 1"
+        return f"count by ({label}) ({runners(older(series, mins))})"
+
+    pending = once('kube_pod_status_phase{phase="Pending"}') + " == 1"
+    unschedulable = older(once("kube_pod_status_unschedulable") + " == 1", boot_mins)
     oom = 'reason="OOMKilled"'
     killed = (
         f"max by (namespace, pod) (max_over_time(kube_pod_container_status_terminated_reason"
@@ -79,14 +97,17 @@ def pod_queries(label: str = "name", window: str = "10m") -> dict[str, str]:
         f"max by (namespace, pod) (kube_pod_container_resource_limits{{{runner}, "
         'resource="memory"})'
     )
-    on_node = 'kube_pod_info{node!=""}'
+    on_node = 'max by (namespace, pod, node) (kube_pod_info{node!=""})'
     return {
-        "pods_pending": f"sum by ({label}) ({runners(pending)})",
-        "pending_mins": f"max by ({label}) ({runners(aged)}) / 60",
-        "unschedulable": f"sum by ({label}) ({runners('kube_pod_status_unschedulable == 1')})",
-        "image_pull": waiting("ImagePullBackOff|ErrImagePull"),
-        "config_error": waiting("CreateContainerConfigError"),
-        "creating": f"count by ({label}) ({runners(creating)})",
+        "pods_pending": f"count by ({label}) ({runners(pending)})",
+        "pending_mins": f"max by ({label}) ({runners(aged(pending))}) / 60",
+        "unschedulable": f"count by ({label}) ({runners(unschedulable)})",
+        "unschedulable_mins": f"max by ({label}) ({runners(aged(unschedulable))}) / 60",
+        # ErrImagePull as well as the back-off: they alternate while a pull keeps failing.
+        "image_pull": waiting("ImagePullBackOff|ErrImagePull", boot_mins),
+        "config_error": waiting("CreateContainerConfigError", 0),
+        # Waiting as ContainerCreating, created longer ago than a pod takes to start.
+        "creating": waiting("ContainerCreating", CREATING_MINS),
         "oom_kills": f"count by ({label}) ({runners(killed)})",
         "restarts": f"sum by ({label}) ({runners(restarts)})",
         "cpu_throttled": f"{throttled} / {total}",
@@ -105,33 +126,47 @@ def probe_query(metrics: list[str]) -> str:
 
 def runner_pods(
     answers: Mapping[str, Vector],
-    probed: Mapping[str, bool],
+    probed: Mapping[str, str],
     runner_type: Callable[[Mapping[str, str]], str],
 ) -> tuple[dict[str, RunnerPods], RunnerPods]:
     """Per runner type with series, its pods' readings from `answers` (reading -> series), and
-    those of a type with none; `probed`: reading -> whether its source is scraped (a reading
-    not probed, a replaced query, is trusted: its empty answer is none)."""
+    those of a type with none; `probed`: reading -> the source of a series it needs that is not
+    scraped, "" when all are (a reading not probed, a replaced query, is trusted: its empty
+    answer is none)."""
     values: dict[str, dict[str, float]] = {}
-    nodes: dict[str, list[NodeTrouble]] = {}
+    nodes: dict[str, dict[tuple[str, str], float]] = {}
     for reading, series in answers.items():
         for labels, value in series:
             name = runner_type(labels)
             if not name:
                 continue
+            # Several runner sets make one type (a new template's set while the old one drains,
+            # one name in two namespaces, RUNNER_SCALE_SETS): counts add up, the rest the worst.
             if reading == "nodes":
                 node, condition = labels.get("node", ""), labels.get("condition", "")
                 if node and condition:
-                    trouble = NodeTrouble(node=node, condition=condition, pods=value)
-                    nodes.setdefault(name, []).append(trouble)
+                    on = nodes.setdefault(name, {})
+                    on[node, condition] = on.get((node, condition), 0.0) + value
+                continue
+            read = values.setdefault(name, {})
+            if reading in WORST:
+                read[reading] = max(read.get(reading, value), value)
             else:
-                values.setdefault(name, {})[reading] = value
-    missing = {r: NEEDS[r][1] for r, scraped in probed.items() if not scraped}
+                read[reading] = read.get(reading, 0.0) + value
+    missing = {r: source for r, source in probed.items() if source}
     unknown = unknown_said(missing)
     known = [r for r in answers if r not in missing and r != "nodes"]
     found = {}
     for name in sorted({"", *values, *nodes}):
         read = {r: values.get(name, {}).get(r, 0.0) for r in known}
-        read["pending_mins"] = values.get(name, {}).get("pending_mins")  # no pod: no age
-        listed = tuple(sorted(nodes.get(name, ()), key=lambda n: (-n.pods, n.node)))
+        for aged in ("pending_mins", "unschedulable_mins"):
+            read[aged] = values.get(name, {}).get(aged)  # no pod: no age
+        on = nodes.get(name, {})
+        listed = tuple(
+            sorted(
+                (NodeTrouble(node=n, condition=c, pods=p) for (n, c), p in on.items()),
+                key=lambda n: (-n.pods, n.node),
+            )
+        )
         found[name] = RunnerPods(**read, nodes=listed, unknown=unknown)
     return found, found.pop("")
