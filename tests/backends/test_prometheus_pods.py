@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
@@ -169,11 +170,19 @@ async def test_cadvisor_without_kube_state_metrics_leaves_its_readings_not_known
     fleet.pods.set(fleet.queueing.name, running=2, throttled=0.5)
     try:
 
-        async def listened() -> FleetSnapshot | None:
+        async def scraped() -> FleetSnapshot | None:
+            # The listeners and cAdvisor are scraped apart: read once both are in.
+            async with httpx.AsyncClient(timeout=5) as client:
+                answer = await client.get(
+                    f"{fleet.prometheus.url}/api/v1/query",
+                    params={"query": "count(container_cpu_cfs_periods_total)"},
+                )
+            if not answer.json()["data"]["result"]:
+                return None
             snap = await read(fleet.prometheus.url)
             return snap if QUEUEING in snap.runner_types else None
 
-        snap = await eventually(listened, what="the listeners scraped", timeout=30)
+        snap = await eventually(scraped, what="the listeners and cAdvisor scraped", timeout=30)
     finally:
         fleet.stop()
     pods = snap.runner_types[QUEUEING].pods
