@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 
 import pytest
 
 from tests.support.fakes.arc_exporter import ArcFleet
+from tests.support.servers import RedisServer
 
 
 @pytest.fixture
@@ -18,3 +20,15 @@ def arc_fleet() -> Iterator[ArcFleet]:
         yield fleet
     finally:
         fleet.stop()
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server this test may empty, stop and start (the session's is shared)."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.dir, ignore_errors=True)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import shutil
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -197,18 +196,6 @@ async def test_a_slow_backend_for_one_incident_holds_up_no_click_on_another(
 
 
 # -- Redis down at click time ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    """A redis-server this test may stop (the session's is shared)."""
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(server.dir, ignore_errors=True)
 
 
 async def test_a_click_while_redis_is_down_is_acked_and_the_person_told(

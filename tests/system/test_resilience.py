@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.config import Settings
@@ -51,18 +49,6 @@ def other_group(payload: dict[str, Any], suffix: str) -> dict[str, Any]:
 
 
 # --- 1. Redis down: 503, then recovery without a restart ---------------------------------------
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    """A redis-server this test may stop and start (the session one is shared)."""
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(server.dir, ignore_errors=True)
 
 
 async def test_redis_outage_answers_503_and_recovers_without_restart(

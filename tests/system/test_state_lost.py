@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,18 +29,6 @@ LOST = "Redis lost queuepilot's state"
 FIRING = as_group("lost-firing")
 LEASE_MS = 1500  # a lease lost with the state is taken again within it
 TEAM = "C0TEAMQ"  # a channel SLACK_ROUTES sends alerts to
-
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    """A redis-server this test may empty and restart (the session one is shared)."""
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(server.dir, ignore_errors=True)
 
 
 def roots(slack: Slack) -> list[Message]:
