@@ -139,9 +139,10 @@ class RunnerPodsExporter:
         cadvisor = {"container": "runner", "namespace": NAMESPACE, "pod": pod,
                     "name": uid[:12], "image": "ghcr.io/actions/actions-runner:latest"}  # fmt: skip
         periods = (now - self.started) * PERIODS_PER_S
-        add("container_cpu_cfs_periods_total", cadvisor, round(periods))
-        throttled = round(periods * s.throttled)
-        add("container_cpu_cfs_throttled_periods_total", cadvisor, throttled)
+        # Unrounded, so any two scrapes give the scenario's share exactly (the kubelet's are
+        # whole periods, which over a test's seconds would move the share by a period or two).
+        add("container_cpu_cfs_periods_total", cadvisor, periods)
+        add("container_cpu_cfs_throttled_periods_total", cadvisor, periods * s.throttled)
         working = MEMORY_LIMIT * s.memory_of_limit
         add("container_memory_working_set_bytes", cadvisor, working)
 

@@ -18,6 +18,7 @@ from bot.domain.units import minutes, number
 WINDOW_MINS = 30.0
 THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
 MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
+OOM_PODS_KEPT = 20  # the kills' pods kept with a reading: enough to name their workflows
 CREATING_MINS = 5.0  # a runner pod still ContainerCreating after this is stuck, not slow
 # Pods that cannot start withhold the advice only when they are this share of the pods waiting to
 # start: a few stuck among many booting say little about the next ones.
@@ -102,7 +103,7 @@ class RunnerPods(BaseModel):
         frozen=True,
         **stored_short(
             "pods_pending=pp pending_mins=pm unschedulable=un unschedulable_mins=um image_pull=ip "
-            "config_error=ce creating=cr oom_kills=oom restarts=rs cpu_throttled=thr "
+            "config_error=ce creating=cr oom_kills=oom oom_pods=oomp restarts=rs cpu_throttled=thr "
             "memory_of_limit=mem nodes=n unknown=u"
         ),
     )
@@ -116,6 +117,9 @@ class RunnerPods(BaseModel):
     config_error: float | None = None  # CreateContainerConfigError
     creating: float | None = None  # ContainerCreating for over `CREATING_MINS`
     oom_kills: float | None = None  # runner pods OOMKilled within `WINDOW_MINS`
+    # Those pods as (name, uid), at most `OOM_PODS_KEPT`: ARC recreates a failed runner's pod
+    # under its name, so the uid tells one kill from the next; the name is the job's runner_name.
+    oom_pods: tuple[tuple[str, str], ...] = ()
     restarts: float | None = None  # within `WINDOW_MINS`
     cpu_throttled: float | None = None  # share of the runner container's CFS periods
     memory_of_limit: float | None = None  # the fullest runner's working set over its limit

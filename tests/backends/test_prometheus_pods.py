@@ -70,6 +70,10 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
     assert (pods.pods_pending, pods.unschedulable, pods.image_pull) == (4, 2, 1)
     assert (pods.config_error, pods.creating, pods.oom_kills, pods.restarts) == (0, 1, 2, 0)
     assert pods.pending_mins == pytest.approx(10, abs=0.5)
+    # Each kill by its pod's name (the job's runner_name) and uid.
+    runner = f"{pods_fleet.queueing.name}-runner-"
+    assert len(pods.oom_pods) == 2
+    assert all(name.startswith(runner) and uid for name, uid in pods.oom_pods)
     assert pods.cpu_throttled == pytest.approx(0.5, abs=0.05)
     assert pods.memory_of_limit == pytest.approx(0.95)
     # The queueing set's node (second in name order) holds every pod placed: 3 running, 1

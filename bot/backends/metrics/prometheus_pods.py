@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from bot.domain.judgement import BOOT_MINS
 from bot.domain.runner_pods import (
     CREATING_MINS,
+    OOM_PODS_KEPT,
     WINDOW_MINS,
     NodeTrouble,
     RunnerPods,
@@ -79,7 +80,7 @@ def pod_queries(
     unschedulable = older(once("kube_pod_status_unschedulable") + " == 1", boot_mins)
     oom = 'reason="OOMKilled"'
     killed = (
-        f"max by (namespace, pod) (max_over_time(kube_pod_container_status_terminated_reason"
+        f"max by (namespace, pod, uid) (max_over_time(kube_pod_container_status_terminated_reason"
         f"{{{oom}}}[{counted}]) or max_over_time(kube_pod_container_status_last_terminated_"
         f"reason{{{oom}}}[{counted}])) == 1"
     )
@@ -108,7 +109,8 @@ def pod_queries(
         "config_error": waiting("CreateContainerConfigError", 0),
         # Waiting as ContainerCreating, created longer ago than a pod takes to start.
         "creating": waiting("ContainerCreating", CREATING_MINS),
-        "oom_kills": f"count by ({label}) ({runners(killed)})",
+        # One series per killed pod (its uid: ARC recreates a failed runner's pod by name).
+        "oom_kills": f"count by ({label}, pod, uid) ({runners(killed)})",
         "restarts": f"sum by ({label}) ({runners(restarts)})",
         "cpu_throttled": f"{throttled} / {total}",
         "memory_of_limit": f"max by ({label}) ({runners(memory)})",
@@ -134,6 +136,7 @@ def runner_pods(
     scraped, "" when all are (a reading not probed, a replaced query, is trusted: its empty
     answer is none)."""
     values: dict[str, dict[str, float]] = {}
+    killed: dict[str, set[tuple[str, str]]] = {}
     nodes: dict[str, dict[tuple[str, str], float]] = {}
     for reading, series in answers.items():
         for labels, value in series:
@@ -148,6 +151,8 @@ def runner_pods(
                     on = nodes.setdefault(name, {})
                     on[node, condition] = on.get((node, condition), 0.0) + value
                 continue
+            if reading == "oom_kills" and labels.get("pod"):
+                killed.setdefault(name, set()).add((labels["pod"], labels.get("uid", "")))
             read = values.setdefault(name, {})
             if reading in WORST:
                 read[reading] = max(read.get(reading, value), value)
@@ -168,5 +173,6 @@ def runner_pods(
                 key=lambda n: (-n.pods, n.node),
             )
         )
-        found[name] = RunnerPods(**read, nodes=listed, unknown=unknown)
+        pods = tuple(sorted(killed.get(name, ())))[:OOM_PODS_KEPT]
+        found[name] = RunnerPods(**read, oom_pods=pods, nodes=listed, unknown=unknown)
     return found, found.pop("")
