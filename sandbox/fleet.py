@@ -2,11 +2,12 @@
 
 Each runner type has a job arrival rate, a job duration, a boot time and min/max capacity. Jobs
 queue until a runner is idle; an ARC-like autoscaler asks for `busy + queued` runners within
-[min, max], and a runner it asks for is usable after its boot time. A `Burst` raises one type's
-arrival rate for a while, so that type hits its maximum and queues: that is what the demo's alert
-catches. `set_bounds` is ARC's listener seeing a new `minRunners`/`maxRunners` (the bot's `arc`
-scaler patches them through `fleet_api`'s Kubernetes API): runners it now asks for boot like any
-other.
+[min, max], and a runner it asks for is usable after its boot time, unless the type's node group
+is full (`node_capacity`): then its pod stays Pending, unschedulable, and never registers. A
+`Burst` raises one type's arrival rate for a while, so that type hits its maximum and queues:
+that is what the demo's alert catches. `set_bounds` is ARC's listener seeing a new
+`minRunners`/`maxRunners` (the bot's `arc` scaler patches them through `fleet_api`'s Kubernetes
+API): runners it now asks for boot like any other.
 
 Time is simulated: `speed` simulated seconds pass per real second, so a 40-minute incident plays
 in under 7 minutes at `--speed 6`, the demo's pace. The model, its specs and bursts, and its own
@@ -50,6 +51,9 @@ class RunnerTypeSpec:
     maximum: int
     # ARC's scale set serving it, a Kubernetes name ("": the type's own name).
     scale_set: str = ""
+    # The most runner pods its node group holds (None: as many as asked for): past it, a new
+    # pod stays Pending, unschedulable, and never registers.
+    node_capacity: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,11 @@ DEMO_TYPES = (
     # Scale sets are named as Helm releases must be (no dots); one was named by hand.
     RunnerTypeSpec("linux.2xlarge", 2.0, 6.0, 2.0, 16, 20, "linux-2xlarge"),
     RunnerTypeSpec("linux.4xlarge", 1.0, 10.0, 2.0, 14, 18, "linux-4xlarge"),
+    # The GPU node group holds 10 runners, fewer than the scale set may ask for: past them new
+    # pods stay Pending, as a node group at its limit (or out of GPUs) leaves them. Ten runners
+    # at most take jobs, as the timing below assumes.
     RunnerTypeSpec(
-        "linux.g5.4xlarge.nvidia.gpu", 0.3, 15.0, 5.0, 8, 10, "linux-g5-4xlarge-nvidia-gpu"
+        "linux.g5.4xlarge.nvidia.gpu", 0.3, 15.0, 5.0, 8, 14, "linux-g5-4xlarge-nvidia-gpu", 10
     ),
     RunnerTypeSpec("windows.4xlarge", 0.5, 12.0, 6.0, 10, 12, "win-4xlarge"),
 )
@@ -102,8 +109,11 @@ DEMO_TYPES = (
 # half an hour, with ten more runners in about ten minutes.
 DEMO_BURSTS = (Burst("linux.2xlarge", 1.0, 15.0, 6.0),)
 # The GPU team's own surge, once the 2xlarge story has played out: an inductor benchmark run
-# needs ~30 GPU runners for ten minutes and the type has 10, so the team's rule fires and its
-# incident opens in the team's channel.
+# needs ~30 GPU runners for ten minutes and the type has 10 (its node group's), so the team's
+# rule fires and its incident opens in the team's channel. The scale set asks for its 14 within
+# a few minutes; the 4 pods no node fits stay Pending until the queue falls after the burst, and
+# they are unschedulable past a boot (5 min) by the time the rule fires, so diagnostics say no
+# node fits and more runners would not help.
 DEMO_TEAM_BURSTS = (Burst("linux.g5.4xlarge.nvidia.gpu", 20.0, 10.0, 2.0, INDUCTOR_BENCHMARKS),)
 # `make demo`'s pace: a fleet minute every 10 s, for a person following it in a browser. Left
 # alone, the 2xlarge rule goes pending at fleet minute ~5 and fires at ~8 (the early warning
@@ -142,6 +152,7 @@ class _Runners:
     running: list[tuple[float, float]] = field(default_factory=list)  # (end, duration)
     booted: int = 0
     booting: list[float] = field(default_factory=list)  # ready times
+    unplaced: list[float] = field(default_factory=list)  # creation times of pods no node fits
     # Events for rates over a window: arrival and start times, (end, duration) of finished jobs.
     arrived: deque[float] = field(default_factory=deque)
     started: deque[float] = field(default_factory=deque)
@@ -178,7 +189,7 @@ class TypeReading:
     assigned: int  # ARC's gha_assigned_jobs: queued and running
     longest_wait_mins: float
     registered: int
-    booting: int  # asked for, not yet registered
+    booting: int  # asked for, not yet registered (those no node fits among them)
     busy: int
     idle: int
     minimum: int
@@ -190,6 +201,9 @@ class TypeReading:
     job_duration_mins: float
     arrival_baseline_per_min: float
     duration_baseline_mins: float
+    # The age of each runner pod Pending (booting, or no node fits), and of those no node fits.
+    pending_ages_mins: tuple[float, ...] = ()
+    unschedulable_ages_mins: tuple[float, ...] = ()
 
 
 class Fleet:
@@ -278,17 +292,24 @@ class Fleet:
 
     def _autoscale(self, r: _Runners) -> None:
         """ARC's listener: as many runners as busy + queued jobs, within [min, max]."""
-        have = r.booted + len(r.booting)
+        have = r.booted + len(r.booting) + len(r.unplaced)
         want = r.desired
         if have < want:
-            ready_at = self._now + r.spec.boot_minutes * 60
-            r.booting.extend([ready_at] * (want - have))
+            # A pod that no node fits waits for one; none frees while it waits, since the
+            # pods that cannot start are the first to go when fewer are wanted.
+            capacity = r.spec.node_capacity
+            room = want - have if capacity is None else max(capacity - r.booted - len(r.booting), 0)
+            placed = min(want - have, room)
+            r.booting.extend([self._now + r.spec.boot_minutes * 60] * placed)
+            r.unplaced.extend([self._now] * (want - have - placed))
         elif have > want:
-            # Only idle runners go; booting ones are cancelled first.
+            # Only idle runners go; pods that cannot start are deleted first, then booting ones.
             surplus = have - want
-            cancel = min(surplus, len(r.booting))
-            r.booting = r.booting[: len(r.booting) - cancel]
-            r.booted -= min(surplus - cancel, r.booted - r.busy)
+            for pods in (r.unplaced, r.booting):
+                cancel = min(surplus, len(pods))
+                del pods[len(pods) - cancel :]
+                surplus -= cancel
+            r.booted -= min(surplus, r.booted - r.busy)
 
     # -- what the outside world sees ---------------------------------------------------------
 
@@ -312,7 +333,7 @@ class Fleet:
             assigned=r.stalled_at if r.stalled_at is not None else len(r.queue) + r.busy,
             longest_wait_mins=round((now - r.queue[0].at) / 60, 2) if r.queue else 0.0,
             registered=r.booted,
-            booting=len(r.booting),
+            booting=len(r.booting) + len(r.unplaced),
             busy=r.busy,
             idle=r.booted - r.busy,
             minimum=r.minimum,
@@ -324,6 +345,11 @@ class Fleet:
             job_duration_mins=round(sum(done) / len(done) / 60, 2) if done else r.spec.job_minutes,
             arrival_baseline_per_min=r.spec.arrival_per_min,
             duration_baseline_mins=r.spec.job_minutes,
+            pending_ages_mins=tuple(
+                round((now - created) / 60, 2)
+                for created in (*(t - r.spec.boot_minutes * 60 for t in r.booting), *r.unplaced)
+            ),
+            unschedulable_ages_mins=tuple(round((now - t) / 60, 2) for t in r.unplaced),
         )
 
     def set_bounds(self, runner_type: str, minimum: int, maximum: int | None) -> bool:
@@ -381,6 +407,10 @@ def in_real_time(reading: TypeReading, speed: float) -> TypeReading:
         job_duration_mins=round(reading.job_duration_mins / speed, 2),
         arrival_baseline_per_min=round(reading.arrival_baseline_per_min * speed, 3),
         duration_baseline_mins=round(reading.duration_baseline_mins / speed, 2),
+        pending_ages_mins=tuple(round(age / speed, 2) for age in reading.pending_ages_mins),
+        unschedulable_ages_mins=tuple(
+            round(age / speed, 2) for age in reading.unschedulable_ages_mins
+        ),
     )
 
 

@@ -3,8 +3,13 @@
 - Prometheus: `GET|POST /api/v1/query` answers the instant queries of the `prometheus` metrics
   backend (its default ARC queries, at the bot's rate window) with instant vectors labelled like
   ARC's listener metrics (`name` = the scale set with its random suffix: `linux-2xlarge-x7q2k`
-  for the runner type `linux.2xlarge`). Any other query is a `bad_data` error, as Prometheus
-  answers a query it cannot run.
+  for the runner type `linux.2xlarge`). The runner pods' default queries (`pod_queries`, each
+  reading whatever it is) and their sources' probe it answers as a Prometheus scraping
+  kube-state-metrics and cAdvisor would over the fleet's pods: every series present, each type's
+  Pending pods and those no node fits (its node group full), labelled with the runner set from
+  the pods' names; what never happens here (image pulls, OOM kills, throttling, nodes under
+  pressure) has no series. Any other query is a `bad_data` error, as Prometheus answers a query
+  it cannot run.
 - Alertmanager API v2: `/api/v2/status`, `/api/v2/silences`, `/api/v2/silence/{id}`,
   `/api/v2/alerts`, `/-/ready`; the `alertmanager` silence backend points here, and the alert
   rule honours what is silenced.
@@ -34,6 +39,7 @@ import hashlib
 import html
 import json
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -49,7 +55,7 @@ from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import arc_queries
 from bot.backends.metrics.prometheus_history import range_queries
-from bot.backends.metrics.prometheus_pods import pod_queries, probe_query
+from bot.backends.metrics.prometheus_pods import RUNNER_POD, pod_queries, probe_query
 from bot.domain.runner_pods import NEEDS
 from sandbox.fleet import Fleet, Job, TypeReading, in_real_time, minutes
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
@@ -62,6 +68,7 @@ EVALUATE_EVERY_SIM_S = 30.0  # Grafana evaluates a rule every 30 s here (simulat
 SAMPLES_KEPT = 20_000  # a reading per evaluation: days of the demo at ×10
 LOOKBACK_S = 300.0  # Prometheus's: a step takes the latest sample at most this old
 MAX_POINTS = 11_000  # Prometheus refuses a range query of more points per series
+POD_LABEL = "name"  # the runner-type label the pods' queries give (PROMETHEUS_RUNNER_TYPE_LABEL)
 
 
 @dataclass(frozen=True)
@@ -82,9 +89,13 @@ class FleetApiConfig:
 
 def runner_set_name(scale_set: str) -> str:
     """ARC 0.14's `<scale set>-<5 random chars>`, stable per set (the bot strips the suffix)."""
-    digest = hashlib.sha256(scale_set.encode()).digest()
-    suffix = "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])
-    return f"{scale_set}-{suffix}"
+    return f"{scale_set}-{_suffix(scale_set)}"
+
+
+def _suffix(seed: str) -> str:
+    """Five characters as Kubernetes' `GenerateName` picks them, stable per `seed`."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    return "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])
 
 
 class FleetApi:
@@ -116,14 +127,12 @@ class FleetApi:
         # range (`range_queries`); answered from the readings kept, as the instant one is.
         wait = range_queries(queries, wait_buckets=True)["wait_mins"]
         self._fields[wait] = "longest_wait_mins"
-        # The runner pods' queries and their sources' probe: this fleet exports no
-        # kube-state-metrics or cAdvisor series, so it answers them with none, as a Prometheus
-        # that scrapes neither would.
-        pods = pod_queries(window=config.rate_window, boot_mins=config.boot_minutes)
-        self._unscraped = {
-            *pods.values(),
-            probe_query([series for r in pods for series, _ in NEEDS[r]]),
-        }
+        # The runner pods' queries (whatever readings they are) and their sources' probe, as a
+        # Prometheus that scrapes kube-state-metrics and cAdvisor answers them.
+        pods = pod_queries(POD_LABEL, config.rate_window, config.boot_minutes)
+        self._pod_readings = {query: reading for reading, query in pods.items()}
+        self._scraped = sorted({series for r in pods for series, _ in NEEDS[r]})
+        self._probe = probe_query(self._scraped)
         self.url = ""  # set once served; the payloads' links point here
         self.app = Starlette(
             routes=[
@@ -163,17 +172,16 @@ class FleetApi:
         params = await self._params(request)
         query = params.get("query", "").strip()
         wanted = self._fields.get(query)
-        if wanted is None and query not in self._unscraped:
-            return self._unknown_query()
         stamp = _stamp(params.get("time"))
-        result = [
-            {
-                "metric": self._labels(name),
-                "value": [stamp, _sample(getattr(reading, wanted))],
-            }
-            for name, reading in self.served().items()
-            if wanted is not None
-        ]
+        if query == self._probe:
+            series = self._probed()
+        elif query in self._pod_readings:
+            series = self._pods(self._pod_readings[query])
+        elif wanted is not None:
+            series = [(self._labels(name), getattr(r, wanted)) for name, r in self.served().items()]
+        else:
+            return self._unknown_query()
+        result = [{"metric": labels, "value": [stamp, _sample(value)]} for labels, value in series]
         return JSONResponse(
             {"status": "success", "data": {"resultType": "vector", "result": result}}
         )
@@ -224,6 +232,41 @@ class FleetApi:
         """A listener's labels: its runner set's name, as ARC 0.14 names it."""
         name = runner_set_name(self.scale_sets[runner_type])
         return {"name": name, "namespace": self.config.namespace}
+
+    # -- the runner pods, as kube-state-metrics and cAdvisor export them -----------------------
+
+    def _probed(self) -> list[tuple[dict[str, str], float]]:
+        """The probe's answer: every series the pods' queries read is scraped (its count of
+        series, which the bot does not read, is the fleet's runner pods')."""
+        pods = sum(r.registered + r.booting for r in self.served().values())
+        return [({"__name__": series}, pods) for series in self._scraped]
+
+    def _pods(self, reading: str) -> list[tuple[dict[str, str], float]]:
+        """One runner pods' reading as its default query answers it over this fleet's pods: per
+        runner type, Pending pods (booting, or no node fits), how long, and those no node fits
+        for longer than a boot; no series for what never happens here (an image that does not
+        pull, a kill for memory, throttling, a node under pressure), as Prometheus has none
+        for a `count` over no pods."""
+        found = []
+        for name, r in self.served().items():
+            stuck = [age for age in r.unschedulable_ages_mins if age > self.config.boot_minutes]
+            value = {
+                "pods_pending": len(r.pending_ages_mins) or None,
+                "pending_mins": max(r.pending_ages_mins, default=None),
+                "unschedulable": len(stuck) or None,
+                "unschedulable_mins": max(stuck, default=None),
+            }.get(reading)
+            if value is not None:
+                found.append((self._pod_labels(name), value))
+        return found
+
+    def _pod_labels(self, runner_type: str) -> dict[str, str]:
+        """A pods' reading's labels: the runner set, taken from a runner pod's name by the
+        query's own pattern (ARC names the pod `<runner set>-runner-<5 chars>`)."""
+        runner_set = runner_set_name(self.scale_sets[runner_type])
+        pod = f"{runner_set}-runner-{_suffix(runner_set)}"
+        found = re.fullmatch(RUNNER_POD, pod)  # label_replace leaves a name it misses empty
+        return {POD_LABEL: found.group(1) if found else ""}
 
     # -- the HUD ---------------------------------------------------------------------------
 
@@ -373,7 +416,8 @@ class FleetApi:
         )
         rows = "".join(
             f"<tr><td>{html.escape(name)}</td><td>{r.queued}</td><td>{r.longest_wait_mins}</td>"
-            f"<td>{r.busy}/{r.registered}</td><td>{r.minimum}–{r.maximum}</td>"
+            f"<td>{r.busy}/{r.registered}</td><td>{len(r.pending_ages_mins)} "
+            f"({len(r.unschedulable_ages_mins)})</td><td>{r.minimum}–{r.maximum}</td>"
             f"<td>{r.arrival_per_min}</td><td>{r.completed_per_min}</td></tr>"
             for name, r in readings.items()
         )
@@ -384,7 +428,8 @@ class FleetApi:
             f" · alert: {self.rule.state} · waits and rates in real minutes, as the bot reads "
             "them</p><table border=1 cellpadding=4>"
             "<tr><th>runner type</th><th>queued</th><th>longest wait (min)</th><th>busy</th>"
-            "<th>min–max</th><th>arrivals/min</th><th>completions/min</th></tr>"
+            "<th>pods Pending (no node fits)</th><th>min–max</th><th>arrivals/min</th>"
+            "<th>completions/min</th></tr>"
             f"{rows}</table><h2>Queued jobs by workflow</h2><table border=1 cellpadding=4>"
             f"<tr><th>runner type</th><th>workflow</th><th>queued</th></tr>{jobs}</table></body>"
         )

@@ -44,8 +44,9 @@ async def test_range_queries_over_the_kept_readings() -> None:
     # Every type read (under its runner type's name), its maximum known; the last step of the
     # hour holds the reading.
     assert sorted(kept.types) == sorted(spec.name for spec in DEMO_TYPES)
-    gpu = kept.types["linux.g5.4xlarge.nvidia.gpu"]
-    assert list(gpu.maximum.values()) == [10.0] and gpu.queued == {max(gpu.queued): 0.0}
+    [spec] = [spec for spec in DEMO_TYPES if spec.name == "linux.g5.4xlarge.nvidia.gpu"]
+    gpu = kept.types[spec.name]
+    assert list(gpu.maximum.values()) == [spec.maximum] and gpu.queued == {max(gpu.queued): 0.0}
     # The histogram quantiles are queries the fleet does not serve: said, not guessed.
     assert kept.note == (
         "Prometheus could not answer for queue time p50, queue time p90, job duration"
