@@ -71,12 +71,23 @@ def chromium_page(url: str) -> Iterator[Page]:
 
 def see_the_incident(page: Page, *, within_ms: float) -> Any:
     """The incident's root, once it shows the live numbers by runner type."""
-    # The incident's root: an early warning may be in the channel before it.
-    root = page.locator("#messages article.message", has_text=TITLE).first
-    expect(root).to_contain_text(TITLE, timeout=within_ms)
+    root = find_the_incident(page, TITLE, within_ms=within_ms)
     expect(root).to_contain_text(re.compile(r"linux\.2xlarge: \d+ queued"), timeout=within_ms)
     expect(root).to_contain_text("live from Prometheus", timeout=within_ms)
     return root
+
+
+def find_the_incident(page: Page, title: str, *, within_ms: float) -> Any:
+    """The root titled `title` in the channel shown (an early warning may be there before it)."""
+    root = page.locator("#messages article.message", has_text=title).first
+    expect(root).to_contain_text(title, timeout=within_ms)
+    return root
+
+
+def open_the_channel(page: Page, name: str) -> None:
+    """Choose a channel in the sidebar; its newest incident's thread opens by itself."""
+    page.locator("#channels button", has_text=f"# {name}").click()
+    expect(page.locator("#channel-name")).to_have_text(f"# {name}")
 
 
 def silence_for_four_hours(page: Page, root: Any, *, within_ms: float) -> None:

@@ -23,6 +23,7 @@ import pytest
 from sandbox.stack import (
     CHANNEL,
     GPU_CHANNEL,
+    GPU_CHANNEL_NAME,
     ISSUES_REPO,
     PAGE_USER,
     SCALE_CAP,
@@ -42,6 +43,7 @@ ARTIFACTS = Path(os.environ.get("QUEUEPILOT_ARTIFACTS", "build/test-artifacts"))
 STEP_MS = 60_000
 DRAIN_MS = 240_000
 RUNNER_TYPE = "linux.2xlarge"  # the demo incident's
+GPU_TITLE = "GPU jobs queueing"  # the GPU team's incident
 
 
 def browsed(redis_server: RedisServer, prefix: str, config: SandboxConfig) -> Iterator[Sandbox]:
@@ -72,20 +74,40 @@ def two_channels(redis_server: RedisServer) -> Iterator[Sandbox]:
     yield from browsed(redis_server, "qphome", config)
 
 
-def test_the_home_tab_shows_the_open_incidents_of_both_channels(two_channels: Sandbox) -> None:
+def test_the_home_tab_shows_both_channels_incidents_and_the_gpu_pods_no_node_fits(
+    two_channels: Sandbox,
+) -> None:
     """Opened before the incidents, the Home tab follows them as they open (the bot publishes
-    it again on each change), each with its channel and a link to its thread, and the fleet."""
+    it again on each change), each with its channel and a link to its thread, and the fleet.
+    In the GPU team's channel, diagnostics find the new GPU runner pods Pending for no node
+    and advise no more runners: a higher maximum would leave more pods waiting."""
     with visitor.chromium_page(two_channels.page_url) as page:
         home = visitor.open_the_home(page, within_ms=STEP_MS)
         playwright_expect(home).to_contain_text("The fleet now", timeout=STEP_MS)
         playwright_expect(home).to_contain_text("New to queuepilot?")
-        for title in (visitor.TITLE, "GPU jobs queueing"):
+        for title in (visitor.TITLE, GPU_TITLE):
             playwright_expect(home.locator("a", has_text=title)).to_be_visible(timeout=DRAIN_MS)
         playwright_expect(home).to_contain_text(f"in #{CHANNEL}")
         playwright_expect(home).to_contain_text(f"in #{GPU_CHANNEL}")
         playwright_expect(home).to_contain_text(re.compile(r"linux\.g5\.4xlarge\.nvidia\.gpu"))
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "app-home.png"))
+
+        visitor.open_the_channel(page, GPU_CHANNEL_NAME)
+        root = visitor.find_the_incident(page, GPU_TITLE, within_ms=STEP_MS)
+        visitor.run_diagnostics(page, root, within_ms=STEP_MS)
+        thread = page.locator("#thread")
+        for shown in (root, thread):
+            playwright_expect(shown).to_contain_text(
+                "Likely cause: Runner pods cannot be scheduled", timeout=STEP_MS
+            )
+            playwright_expect(shown).to_contain_text(
+                re.compile(r"\d+ runner pods Pending for [\d.]+ min: no node fits")
+            )
+            playwright_expect(shown).to_contain_text("none until pods start")
+            playwright_expect(shown).not_to_contain_text("raise the maximum")
+        playwright_expect(thread).to_contain_text("raising maxRunners will not help")
+        page.screenshot(path=str(ARTIFACTS / "gpu-no-node-fits.png"))
     links = [
         str(b["text"]["text"])
         for b in (two_channels.emulator.home(PAGE_USER) or {})["blocks"]
