@@ -215,10 +215,11 @@ def is_drained(view: FleetSnapshot, rule: DrainRule) -> bool:
 
 
 def _within(m: RunnerTypeMetrics, rule: DrainRule) -> bool:
-    """An unknown wait does not count; a wait "over" a number is not known to be under any."""
+    """An unknown wait does not count; a wait "over" a number is not known to be under any; an
+    unknown queue is not known to be drained."""
     wait = m.longest_wait_mins
     waits = wait is None or (wait <= rule.max_wait_mins and not m.wait_over)
-    return (m.queued or 0) <= rule.max_queued and waits
+    return m.queued is not None and m.queued <= rule.max_queued and waits
 
 
 def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool | None:
@@ -227,7 +228,7 @@ def type_drained(view: FleetSnapshot, runner_type: str, rule: DrainRule) -> bool
         return None
     found = of_type(view.runner_types, runner_type)
     if found is not None:
-        return _within(found, rule)
+        return None if found.queued is None else _within(found, rule)
     if view.absent_means_empty and absence_can_drain(view.queued_over_mins, rule.max_wait_mins):
         return True
     return None
@@ -237,7 +238,9 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
     """Consecutive drained checks including this one: 0 when it queues or the numbers are the
     alert's; unchanged while a live reading cannot tell. Only a live view of the incident's own
     types can say it drained: a reading that does not know them (a misconfigured label) must
-    never close it."""
+    never close it, nor one without queue numbers: a type read without its queue, or a view of
+    no type at all (an alert naming none, read while the listener that queues is not scraped
+    yet: the others, scraped apart, queue nothing)."""
     if not view.is_live:
         return 0
     named = {runner_key(name) for name in incident.runner_types if name}
@@ -247,6 +250,8 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
         or view.missing
         or view.hidden_queueing
         or (named and not any(runner_key(n) in named for n in view.runner_types))
+        or not view.runner_types
+        or any(m.queued is None for m in view.runner_types.values())
     ):
         return incident.drain_checks
     return incident.drain_checks + 1 if is_drained(view, rule) else 0

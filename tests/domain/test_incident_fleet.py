@@ -154,6 +154,11 @@ def test_drained_means_every_type_at_or_below_both_thresholds(types: dict, drain
         (incident("gpu", checks=1), fleet(cpu=(0, 0)), 1),
         # The alert's own numbers (a failed backend) never count either, and reset nothing.
         (incident("gpu", checks=2), fleet(gpu=(0, 0)).model_copy(update={"source": "alert"}), 0),
+        # No numbers never count, and reset nothing: a type read without its queue, and a view
+        # of no type (an alert naming none, read before the listener that queues was scraped).
+        (incident("gpu", checks=1), fleet(gpu=(None, None)), 1),
+        (incident("gpu", checks=1), fleet(gpu=(0, 0), cpu=(None, 2)), 1),
+        (incident(checks=1), fleet(), 1),
     ],
 )
 def test_drain_checks_count_consecutive_drained_readings(
@@ -405,6 +410,7 @@ def test_an_alert_naming_no_type_leaves_another_teams_types_to_its_channel() -> 
         ({"linux-2xlarge": 0}, True),  # ARC's scale set, named for the type
         ({"linux.2xlarge": 4}, False),
         ({"linux.4xlarge": 0}, None),  # the type is not in the reading: nobody can tell
+        ({"linux-2xlarge": None}, None),  # read without its queue: nobody can tell either
     ],
 )
 def test_a_put_back_reads_its_types_queue_whatever_the_reading_names_it(
