@@ -3,7 +3,8 @@
 The whole sandbox runs for real (the production bot, the Slack emulator and its page, the
 simulated fleet); Playwright drives the browser like a person (`sandbox.visitor`): it reads
 the incident, chooses Silence 1h, scales up through the modal, runs diagnostics, and waits for
-the queue to drain and the summary to land; it also asks `/queue` in the composer. Each step is
+the queue to drain and the summary to land; it also asks `/queue` in the composer, and in the
+GPU team's channel runs diagnostics where no node fits the new GPU runner pods. Each step is
 checked on the page, and in the fleet where the bot's call had to arrive. Where the root and a
 reply show one reading (diagnostics' right after they ran, the next status's), the page says the
 same numbers in both (`tests.support.page_numbers`). A screenshot of the end, and the texts
