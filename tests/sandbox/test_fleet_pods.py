@@ -121,9 +121,10 @@ async def test_a_young_unplaced_pod_is_not_yet_unschedulable_for_the_bot(
     clock.to_minute(burst)
     # The first minute past the burst in which a pod waits for a node, before it counts.
     minute = burst
-    while not api.served()[GPU].unschedulable_ages_mins:
+    while not api.served()[GPU].unschedulable_ages_mins and minute < burst + 10:
         minute += 0.5
         clock.to_minute(minute)
+    assert api.served()[GPU].unschedulable_ages_mins, "the surge leaves a pod no node fits"
     read = (await metrics.read(now=datetime.now(UTC))).runner_types[GPU].pods
     assert read is not None and read.pods_pending and read.unschedulable == 0
     assert pod_causes(read) == ()
