@@ -185,11 +185,15 @@ def _finding(name: str, evidence: Evidence, snapshot: FleetSnapshot) -> Finding:
     used, rate, limits, auto = utilization(m), arrivals(m), constraints(m), autoscaling(m)
     # "At its maximum" alone is the autoscaling check's shortfall said again.
     alone = limits.text.startswith(AT_MAXIMUM) and ";" not in limits.text
+    # A ✅ "below the maximum" beside a ❌ constraint of the pods' reads as a contradiction: the
+    # constraint found says it.
+    constrained = any(FAMILY.get(f.cause) is Cause.CONSTRAINTS for f in found)
+    said = (alone and auto.verdict is Verdict.BAD) or (constrained and limits.verdict is Verdict.OK)
     checks = [
         used,
         _named(rate, by_cause.get(Cause.SURGE)),
         _named(duration(m), by_cause.get(Cause.LONG_JOBS)),
-        *([] if alone and auto.verdict is Verdict.BAD else [limits]),
+        *([] if said else [limits]),
         auto,
         *(Check(f.cause.value, Verdict.BAD, f.evidence) for f in found if f.cause not in MERGED),
     ]

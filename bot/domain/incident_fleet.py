@@ -240,7 +240,7 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
     types can say it drained: a reading that does not know them (a misconfigured label) must
     never close it, nor one without queue numbers: a type read without its queue, or a view of
     no type at all (an alert naming none, read while the listener that queues is not scraped
-    yet: the others, scraped apart, queue nothing)."""
+    yet: the others, scraped apart, queue nothing), unless the source lists every queue."""
     if not view.is_live:
         return 0
     named = {runner_key(name) for name in incident.runner_types if name}
@@ -250,7 +250,7 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
         or view.missing
         or view.hidden_queueing
         or (named and not any(runner_key(n) in named for n in view.runner_types))
-        or not view.runner_types
+        or (not view.runner_types and not view.absent_means_empty)
         or any(m.queued is None for m in view.runner_types.values())
     ):
         return incident.drain_checks

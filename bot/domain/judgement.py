@@ -144,6 +144,7 @@ def judge(
     running = _most(metrics.registered, metrics.busy)
     desired = finite(metrics.desired)
     wait = finite(metrics.longest_wait_mins)
+    stuck = metrics.pods.cannot_start if metrics.pods else 0
     judgement = Judgement(
         at=at,
         queued=queued,
@@ -155,7 +156,8 @@ def judge(
         change_per_min=rate,
         busy=finite(metrics.busy),
         registered=finite(metrics.registered),
-        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)), 0),
+        # Pods that cannot start are wanted but not booting: they drain nothing.
+        booting=0 if desired is None else max(math.floor(desired - (running or 0.0)) - stuck, 0),
         maximum=finite(metrics.maximum),
         within_mins=within_mins,
         causes=pod_causes(metrics.pods, slower=_slower(metrics)),

@@ -159,6 +159,8 @@ def test_drained_means_every_type_at_or_below_both_thresholds(types: dict, drain
         (incident("gpu", checks=1), fleet(gpu=(None, None)), 1),
         (incident("gpu", checks=1), fleet(gpu=(0, 0), cpu=(None, 2)), 1),
         (incident(checks=1), fleet(), 1),
+        # A source that lists every queue (GitHub's jobs) says so by showing none.
+        (incident(checks=1), fleet().model_copy(update={"absent_means_empty": True}), 2),
     ],
 )
 def test_drain_checks_count_consecutive_drained_readings(

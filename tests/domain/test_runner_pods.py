@@ -198,3 +198,20 @@ def test_nothing_read_names_no_cause_and_says_nothing() -> None:
     assert pod_causes(None) == ()
     assert pod_causes(RunnerPods()) == ()
     assert pod_causes(QUIET) == ()
+
+
+def test_pods_that_cannot_start_are_not_counted_booting_nor_the_maximum_said_fine() -> None:
+    """The GPU node group fits 10 and the set wants 14: the 4 stuck are not "booting", and the
+    constraints line does not say "below the maximum" beside "no node fits"."""
+    gpu = M(queued=12, registered=10, busy=10, idle=0, maximum=14, desired=14, job_duration_mins=20)
+    pods = RunnerPods(pods_pending=4, pending_mins=9, unschedulable=4, unschedulable_mins=9)
+    j = judge(gpu.model_copy(update={"pods": pods}), [], at=NOW)
+    assert j.booting == 0 and "booting" not in j.advice
+    snapshot = FleetSnapshot(
+        at=NOW,
+        source="prometheus",
+        runner_types={TYPE: judged(gpu.model_copy(update={"pods": pods}))},
+    )
+    texts = [c.text for f in diagnose(snapshot).findings for c in f.checks]
+    assert any("no node fits" in t for t in texts)
+    assert not any("below the maximum" in t for t in texts), texts
