@@ -14,7 +14,7 @@ from bot.domain.fleet import HistoryPoint, RunnerTypeMetrics
 from bot.domain.jobs import Slower, Surge
 from bot.domain.judgement import BOOT_MINS
 from bot.domain.runner_pods import Trouble
-from bot.domain.units import number
+from bot.domain.units import minutes, number
 
 STALL_MINS = 15.0  # ARCListenerStall: gha_assigned_jobs > 0 unchanged for 15 minutes
 ARC = "ARC's listener metrics (METRICS_BACKEND=prometheus)"
@@ -159,6 +159,8 @@ def not_registering(
         return Found(Cause.NOT_REGISTERING, said, look)
     if m.desired is None or m.registered is None or m.desired <= m.registered:
         return None
+    if m.pods is not None and m.pods.cannot_start:
+        return None  # the pods' own cause says why, with the pods' numbers
     since, boot_mins = _short_since(name, evidence.history, now), evidence.boot_mins
     if since is None:
         return "runners not registering needs readings over time"
@@ -167,7 +169,7 @@ def not_registering(
     return Found(
         Cause.NOT_REGISTERING,
         f"the autoscaler wants {number(m.desired)} runners, {number(m.registered)} registered, "
-        f"for {since:.0f} min (a boot takes about {boot_mins:.0f})",
+        f"for {minutes(since)} (a boot takes about {minutes(boot_mins)})",
         f"find why new {name} runners do not register (pods pending, image pulls, node "
         "capacity, the registration token) before asking for more",
     )

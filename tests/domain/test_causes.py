@@ -21,6 +21,7 @@ from bot.domain.diagnostics import Verdict, diagnose
 from bot.domain.fleet import FleetSnapshot, HistoryPoint
 from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.jobs import Slower
+from bot.domain.runner_pods import RunnerPods
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 
@@ -108,6 +109,12 @@ def test_without_the_data_the_stall_check_says_what_would_tell(
         (M(queued=5, registered=30, offline=6), [], "6 of 36 runners offline"),
         # Everything asked for is there.
         (M(queued=5, desired=40, registered=40), steady("t", 30, desired=40, registered=40), None),
+        # The missing runners' pods cannot be scheduled: that cause says it, with their numbers.
+        (
+            M(queued=20, desired=60, registered=40, pods=RunnerPods(unschedulable=20)),
+            steady("t", 12, desired=60, registered=40),
+            None,
+        ),
     ],
 )
 def test_runners_the_autoscaler_asked_for_that_never_register(
@@ -119,6 +126,13 @@ def test_runners_the_autoscaler_asked_for_that_never_register(
     else:
         assert isinstance(outcome, Found) and outcome.cause is Cause.NOT_REGISTERING
         assert finding in outcome.evidence
+
+
+def test_a_short_boot_is_said_in_tenths_of_a_minute_not_about_zero() -> None:
+    past = steady("t", 2, desired=14, registered=10)
+    evidence = Evidence(history=past, boot_mins=0.1)  # the demo's boot at ×60
+    outcome = not_registering("t", M(queued=20, desired=14, registered=10), evidence, NOW)
+    assert isinstance(outcome, Found) and "(a boot takes about 0.1 min)" in outcome.evidence
 
 
 @pytest.mark.parametrize(
