@@ -42,7 +42,7 @@ NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
     "creating": (PHASE, CREATED, OWNER),
     "oom_kills": (PHASE, OWNER),
     "restarts": (("kube_pod_container_status_restarts_total", KSM), OWNER),
-    "cpu_throttled_periods": (("container_cpu_cfs_periods_total", CADVISOR), OWNER),
+    "cpu_throttled_periods": (("container_cpu_cfs_throttled_periods_total", CADVISOR), OWNER),
     "cpu_periods": (("container_cpu_cfs_periods_total", CADVISOR), OWNER),
     "memory_of_limit": (
         ("container_memory_working_set_bytes", CADVISOR),
