@@ -3,10 +3,16 @@ kube-state-metrics v2 (`docs/metrics/workload/pod-metrics.md`, `docs/metrics/clu
 node-metrics.md`) and the kubelet's cAdvisor, with their documented names and labels, driven by a
 scenario's knobs (pods Pending for no node, image pulls failing, OOM kills, throttling, a node
 under pressure). One `/metrics` serves both sources; each can be left out (`scraped`), as on a
-cluster that does not scrape it.
+cluster that does not scrape it, and `app_of` serves one alone (two kube-state-metrics replicas,
+each a target, beside one cAdvisor).
 
 ARC names a runner pod after its EphemeralRunner, `<EphemeralRunnerSet>-runner-<5 chars>`, and the
-EphemeralRunner owns it (`controllers/actions.github.com/resourcebuilder.go`).
+EphemeralRunner owns it (`controllers/actions.github.com/resourcebuilder.go`); Kubernetes cuts a
+`GenerateName` to 58 characters before its 5 (apimachinery's `names.SimpleNameGenerator`). In dind
+mode (ARC's chart, `containerMode.type: dind`, Kubernetes 1.29 and later) the pod has the init
+containers `init-dind-externals` (the runner's image) and `dind` (restartPolicy Always, a sidecar)
+before its `runner` container; the kubelet says PodInitializing of every container waiting while
+init containers have not all started.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ CONDITIONS = ("Ready", "DiskPressure", "MemoryPressure", "PIDPressure")
 MEMORY_LIMIT = 8 * 2**30
 PERIODS_PER_S = 10  # the CFS period is 100 ms
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+MAX_GENERATED_NAME = 58  # apimachinery: 63, less the 5 random characters
+RUNNER_IMAGE = "ghcr.io/actions/actions-runner:latest"
 Add = Callable[[str, dict[str, str], float], None]  # a sample of a family
 
 
@@ -43,7 +51,13 @@ class PodScenario:
     throttled: float = 0.0  # share of CFS periods throttled, of each running runner
     memory_of_limit: float = 0.3  # working set over the memory limit, of each running runner
     node_condition: str = ""  # DiskPressure, MemoryPressure, PIDPressure or NotReady: its node's
-    pending_since: float = field(default_factory=time.time)
+    pending_since: float = field(default_factory=time.time)  # the Pending pods' creation
+    scheduled_after: float = 0.0  # seconds the Pending pods on a node waited for it
+    # dind mode: the runner image's pull fails in `init-dind-externals`, and the `dind` sidecar
+    # has CPU and memory limits of its own, throttled and filled so.
+    dind: bool = False
+    dind_throttled: float = 0.0
+    dind_memory_of_limit: float = 0.3
 
 
 class RunnerPodsExporter:
@@ -59,7 +73,8 @@ class RunnerPodsExporter:
             for name, value in knobs.items():
                 setattr(scenario, name, value)
 
-    def exposition(self) -> str:
+    def exposition(self, sources: tuple[str, ...] = ("ksm", "cadvisor")) -> str:
+        """`sources`: those of the scraped ones this target serves."""
         families: dict[str, list[str]] = {}
 
         def add(family: str, labels: dict[str, str], value: float) -> None:
@@ -79,12 +94,12 @@ class RunnerPodsExporter:
                     + [("Failed", "OOMKilled")] * s.oom_killed
                 )
                 for n, (phase, why) in enumerate(kinds):
-                    pod = f"{runner_set}-runner-{_suffix(f'{runner_set}/{n}')}"
+                    pod = generated(f"{runner_set}-runner-", f"{runner_set}/{n}")
                     on = "" if phase == "Pending" and why == "unschedulable" else node
                     self._pod(add, pod, phase, why, on, s, now)
-        if "ksm" not in self.scraped:
+        if "ksm" not in self.scraped or "ksm" not in sources:
             families = {f: lines for f, lines in families.items() if not f.startswith("kube_")}
-        if "cadvisor" not in self.scraped:
+        if "cadvisor" not in self.scraped or "cadvisor" not in sources:
             families = {f: v for f, v in families.items() if not f.startswith("container_")}
         lines = []
         for family, samples in families.items():
@@ -107,7 +122,6 @@ class RunnerPodsExporter:
     ) -> None:
         uid = hashlib.sha256(pod.encode()).hexdigest()[:32]
         ids = {"namespace": NAMESPACE, "pod": pod, "uid": uid}
-        runner = {**ids, "container": "runner"}
         owner = {"owner_kind": "EphemeralRunner", "owner_name": pod, "owner_is_controller": "true"}
         add("kube_pod_owner", {**ids, **owner}, 1)
         info = {
@@ -122,40 +136,87 @@ class RunnerPodsExporter:
         add("kube_pod_info", {**ids, **info}, 1)
         created = s.pending_since if phase == "Pending" else self.started
         add("kube_pod_created", ids, round(created))
+        if node:
+            scheduled = created + (s.scheduled_after if phase == "Pending" else 0)
+            add("kube_pod_status_scheduled_time", ids, round(scheduled))
         for each in PHASES:
             add("kube_pod_status_phase", {**ids, "phase": each}, int(each == phase))
         if why == "unschedulable":
             add("kube_pod_status_unschedulable", ids, 1)
-        if why in ("ImagePullBackOff", "ContainerCreating"):
-            add("kube_pod_container_status_waiting_reason", {**runner, "reason": why}, 1)
+        for container, waiting in self._waiting(why, s.dind).items():
+            family = "kube_pod_container_status_waiting_reason"
+            if container != "runner":
+                family = "kube_pod_init_container_status_waiting_reason"
+            add(family, {**ids, "container": container, "reason": waiting}, 1)
+        runner = {**ids, "container": "runner"}
         if why == "OOMKilled":
             add("kube_pod_container_status_terminated_reason", {**runner, "reason": why}, 1)
         add("kube_pod_container_status_restarts_total", runner, 0)
-        limit = {**runner, "node": node, "resource": "memory", "unit": "byte"}
-        add("kube_pod_container_resource_limits", limit, MEMORY_LIMIT)
+        limit = {"node": node, "resource": "memory", "unit": "byte"}
+        add("kube_pod_container_resource_limits", {**runner, **limit}, MEMORY_LIMIT)
+        if s.dind:
+            for init, policy in (("init-dind-externals", ""), ("dind", "Always")):
+                image = RUNNER_IMAGE if init == "init-dind-externals" else "docker:dind"
+                labels = {**ids, "container": init, "image": image, "image_spec": image,
+                          "image_id": "", "container_id": "", "restart_policy": policy}  # fmt: skip
+                add("kube_pod_init_container_info", labels, 1)
+            dind = {**ids, "container": "dind", **limit}
+            add("kube_pod_init_container_resource_limits", dind, MEMORY_LIMIT)
+            if phase == "Running":  # the externals copied, the sidecar runs on
+                done = {**ids, "container": "init-dind-externals", "reason": "Completed"}
+                add("kube_pod_init_container_status_terminated_reason", done, 1)
         if phase != "Running":
             return
+        self._cadvisor(add, pod, uid, "runner", s.throttled, s.memory_of_limit, now)
+        if s.dind:
+            self._cadvisor(add, pod, uid, "dind", s.dind_throttled, s.dind_memory_of_limit, now)
+
+    @staticmethod
+    def _waiting(why: str, dind: bool) -> dict[str, str]:
+        """Container -> the reason it waits. With init containers, the kubelet says
+        PodInitializing of each that waits for the sandbox or an earlier one; a bad runner image
+        fails first in `init-dind-externals`, which runs it."""
+        if why not in ("ImagePullBackOff", "ContainerCreating"):
+            return {}
+        if not dind:
+            return {"runner": why}
+        waiting = dict.fromkeys(("init-dind-externals", "dind", "runner"), "PodInitializing")
+        if why == "ImagePullBackOff":
+            waiting["init-dind-externals"] = why
+        return waiting
+
+    def _cadvisor(
+        self, add: Add, pod: str, uid: str, container: str, throttled: float, memory: float,
+        now: float,
+    ) -> None:  # fmt: skip
         # cAdvisor's labels as the kubelet serves them, less `id` and `image`'s detail.
-        cadvisor = {"container": "runner", "namespace": NAMESPACE, "pod": pod,
-                    "name": uid[:12], "image": "ghcr.io/actions/actions-runner:latest"}  # fmt: skip
+        image = RUNNER_IMAGE if container == "runner" else "docker:dind"
+        labels = {"container": container, "namespace": NAMESPACE, "pod": pod,
+                  "name": hashlib.sha256(f"{uid}/{container}".encode()).hexdigest()[:12],
+                  "image": image}  # fmt: skip
         periods = (now - self.started) * PERIODS_PER_S
         # Unrounded, so any two scrapes give the scenario's share exactly (the kubelet's are
         # whole periods, which over a test's seconds would move the share by a period or two).
-        add("container_cpu_cfs_periods_total", cadvisor, periods)
-        add("container_cpu_cfs_throttled_periods_total", cadvisor, periods * s.throttled)
-        working = MEMORY_LIMIT * s.memory_of_limit
-        add("container_memory_working_set_bytes", cadvisor, working)
+        add("container_cpu_cfs_periods_total", labels, periods)
+        add("container_cpu_cfs_throttled_periods_total", labels, periods * throttled)
+        add("container_memory_working_set_bytes", labels, MEMORY_LIMIT * memory)
 
     @property
     def app(self) -> Starlette:
+        return self.app_of(("ksm", "cadvisor"))
+
+    def app_of(self, sources: tuple[str, ...]) -> Starlette:
+        """A target serving only `sources`' series."""
+
         async def metrics(request: Request) -> PlainTextResponse:
             return PlainTextResponse(
-                self.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8"
+                self.exposition(sources), media_type="text/plain; version=0.0.4; charset=utf-8"
             )
 
         return Starlette(routes=[Route("/metrics", metrics)])
 
 
-def _suffix(seed: str) -> str:
+def generated(base: str, seed: str) -> str:
+    """A name from a `GenerateName` as Kubernetes makes it: cut to 58, then 5 characters."""
     digest = hashlib.sha256(seed.encode()).digest()
-    return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
+    return base[:MAX_GENERATED_NAME] + "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])

@@ -19,7 +19,8 @@ WINDOW_MINS = 30.0
 THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
 MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
 OOM_PODS_KEPT = 20  # the kills' pods kept with a reading: enough to name their workflows
-CREATING_MINS = 5.0  # a runner pod still ContainerCreating after this is stuck, not slow
+# A runner pod still creating its containers this long after its node was found is stuck, not slow
+CREATING_MINS = 5.0
 # Pods that cannot start withhold the advice only when they are this share of the pods waiting to
 # start: a few stuck among many booting say little about the next ones.
 STUCK_SHARE = 0.5
@@ -41,7 +42,8 @@ NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
     "creating": (PHASE, CREATED, OWNER),
     "oom_kills": (PHASE, OWNER),
     "restarts": (("kube_pod_container_status_restarts_total", KSM), OWNER),
-    "cpu_throttled": (("container_cpu_cfs_periods_total", CADVISOR), OWNER),
+    "cpu_throttled_periods": (("container_cpu_cfs_throttled_periods_total", CADVISOR), OWNER),
+    "cpu_periods": (("container_cpu_cfs_periods_total", CADVISOR), OWNER),
     "memory_of_limit": (
         ("container_memory_working_set_bytes", CADVISOR),
         ("kube_pod_container_resource_limits", KSM),
@@ -71,7 +73,8 @@ SAID = {
     "creating": "pods stuck creating",
     "oom_kills": "OOM kills",
     "restarts": "restarts",
-    "cpu_throttled": "CPU throttling",
+    "cpu_throttled_periods": "CPU throttling",
+    "cpu_periods": "CPU throttling",
     "memory_of_limit": "memory against its limit",
     "nodes": "node conditions",
 }
@@ -104,7 +107,7 @@ class RunnerPods(BaseModel):
         **stored_short(
             "pods_pending=pp pending_mins=pm unschedulable=un unschedulable_mins=um image_pull=ip "
             "config_error=ce creating=cr oom_kills=oom oom_pods=oomp restarts=rs cpu_throttled=thr "
-            "memory_of_limit=mem nodes=n unknown=u"
+            "cpu_throttled_periods=thp cpu_periods=cp memory_of_limit=mem nodes=n unknown=u"
         ),
     )
 
@@ -113,16 +116,23 @@ class RunnerPods(BaseModel):
     # Unschedulable (no node fits) for longer than a new node takes to come up
     unschedulable: float | None = None
     unschedulable_mins: float | None = None  # the oldest of those
-    image_pull: float | None = None  # ImagePullBackOff or ErrImagePull, for as long
-    config_error: float | None = None  # CreateContainerConfigError
-    creating: float | None = None  # ContainerCreating for over `CREATING_MINS`
+    # A container or an init container in ImagePullBackOff or ErrImagePull, for as long
+    image_pull: float | None = None
+    config_error: float | None = None  # CreateContainerConfigError, in one or the other
+    # ContainerCreating or PodInitializing over `CREATING_MINS` after being scheduled
+    creating: float | None = None
     oom_kills: float | None = None  # runner pods OOMKilled within `WINDOW_MINS`
     # Those pods as (name, uid), at most `OOM_PODS_KEPT`: ARC recreates a failed runner's pod
     # under its name, so the uid tells one kill from the next; the name is the job's runner_name.
     oom_pods: tuple[tuple[str, str], ...] = ()
     restarts: float | None = None  # within `WINDOW_MINS`
-    cpu_throttled: float | None = None  # share of the runner container's CFS periods
-    memory_of_limit: float | None = None  # the fullest runner's working set over its limit
+    # The CFS periods per second of the runner and dind containers, throttled and all, summed
+    # over the type's pods; `cpu_throttled` is their share.
+    cpu_throttled_periods: float | None = None
+    cpu_periods: float | None = None
+    cpu_throttled: float | None = None
+    # The fullest runner or dind container's working set over its own limit
+    memory_of_limit: float | None = None
     nodes: tuple[NodeTrouble, ...] = ()
     unknown: str = ""  # what could not be read, and the source that would tell
 
@@ -168,9 +178,9 @@ def unknown_said(missing: dict[str, str]) -> str:
         own = {r for r in NEEDS if source_of(r) == source}
         if own <= set(readings):  # the source's own said short, then others that need it
             rest = [SAID.get(r, r) for r in readings if r not in own]
-            said = ", ".join([SOURCE_SAID[source], *rest])
+            said = ", ".join(dict.fromkeys([SOURCE_SAID[source], *rest]))
         else:
-            said = ", ".join(SAID.get(r, r) for r in readings)
+            said = ", ".join(dict.fromkeys(SAID.get(r, r) for r in readings))
         clauses.append(f"{said} not known ({source} is not scraped)")
     return "; ".join(clauses)
 
@@ -220,7 +230,8 @@ def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
     if trouble is Trouble.CREATING:
         return PodCause(
             trouble=trouble,
-            evidence=f"{_pods(count)} ContainerCreating for over {minutes(CREATING_MINS)}",
+            evidence=f"{_pods(count)} ContainerCreating or PodInitializing for over "
+            f"{minutes(CREATING_MINS)} on their node",
             advice="describe one of those pods: a volume that does not attach or mount, or no "
             "pod IP from the network plugin, on their nodes; more runners would wait the same",
         )

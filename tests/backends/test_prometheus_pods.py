@@ -4,6 +4,7 @@ named as the listener's series are; and a source nobody scrapes read as not know
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -12,17 +13,20 @@ import httpx
 import pytest
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
-from bot.backends.metrics.prometheus_pods import runner_pods
+from bot.backends.metrics.prometheus_pods import RUNNER_POD, runner_pods
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.runner_pods import CADVISOR, KSM, NodeTrouble, RunnerPods
-from sandbox.runner_pods import PodScenario, RunnerPodsExporter
+from sandbox.runner_pods import PodScenario, RunnerPodsExporter, generated
 from sandbox.serve import serve_in_thread
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
 from tests.support.running import eventually
 from tests.support.servers import Prometheus
 
 OTHER = "other-team-bbbbb"
+# A scale set of the chart's longest name (45 characters): its runner set, with ARC 0.14's
+# `-<5 chars>`, is 51, and Kubernetes cuts its runner pods' `<runner set>-runner-` to 58.
+LONG = "ubuntu-2404-arm64-16-cores-64gb-nvidia-a10g-x"
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +94,15 @@ def test_a_source_not_scraped_is_not_known_and_a_series_with_none_is_zero() -> N
     answers = {
         "unschedulable": [({"name": "linux-2xlarge-x7q2k"}, 4.0)],
         "oom_kills": [],
-        "cpu_throttled": [],
+        "cpu_throttled_periods": [],
+        "cpu_periods": [],
     }
-    probed = {"unschedulable": "", "oom_kills": "", "cpu_throttled": CADVISOR}
+    probed = {
+        "unschedulable": "",
+        "oom_kills": "",
+        "cpu_throttled_periods": CADVISOR,
+        "cpu_periods": CADVISOR,
+    }
     found, none = runner_pods(answers, probed, lambda labels: labels["name"][:-6])
     unknown = f"CPU throttling not known ({CADVISOR} is not scraped)"
     assert found == {"linux-2xlarge": RunnerPods(unschedulable=4, oom_kills=0, unknown=unknown)}
@@ -105,15 +115,28 @@ def test_a_source_not_scraped_is_not_known_and_a_series_with_none_is_zero() -> N
 @pytest.fixture(scope="module")
 def two_ksm() -> Iterator[Prometheus]:
     """kube-state-metrics as two replicas (HA, or its own rolling update), each a target: every
-    series twice, differing only in `instance`. One set stuck 10 min; one whose pods wait 2 min
-    for the node a cluster autoscaler is adding."""
-    pods = RunnerPodsExporter(["stuck-x7q2k", "scaling-d4zt9"], scraped=("ksm",))
+    series twice, differing only in `instance`; cAdvisor once. One set stuck 10 min; one whose
+    pods wait 2 min for the node a cluster autoscaler is adding; one in ARC's dind mode; one
+    whose pods waited 4 min for a node, then 2 min creating; one of the longest scale set."""
+    now = time.time()
+    pods = RunnerPodsExporter(
+        ["stuck-x7q2k", "scaling-d4zt9", "dind-b2c4d", "late-h5j6k", f"{LONG}-k9wxz"]
+    )
     pods.set(
         "stuck-x7q2k", running=1, unschedulable=3, image_pull=2, creating=1,
-        pending_since=time.time() - 600,
+        pending_since=now - 600,
     )  # fmt: skip
-    pods.set("scaling-d4zt9", unschedulable=4, image_pull=1, pending_since=time.time() - 120)
-    servers = [serve_in_thread(pods.app), serve_in_thread(pods.app)]
+    pods.set("scaling-d4zt9", unschedulable=4, image_pull=1, pending_since=now - 120)
+    # The runner throttled 10% of periods, its docker builds' dind 50% and at 95% of its memory.
+    pods.set(
+        "dind-b2c4d", dind=True, running=2, image_pull=2, creating=1, throttled=0.1,
+        dind_throttled=0.5, dind_memory_of_limit=0.95, pending_since=now - 600,
+        scheduled_after=60,
+    )  # fmt: skip
+    pods.set("late-h5j6k", creating=2, pending_since=now - 360, scheduled_after=240)
+    pods.set(f"{LONG}-k9wxz", running=1, unschedulable=1, pending_since=now - 600)
+    apps = [pods.app_of(("ksm",)), pods.app_of(("ksm",)), pods.app_of(("cadvisor",))]
+    servers = [serve_in_thread(app) for app in apps]
     prometheus = Prometheus(targets=[s.url.split("//", 1)[1] for s in servers])
     try:
         prometheus.start()
@@ -124,19 +147,25 @@ def two_ksm() -> Iterator[Prometheus]:
             server.stop()
 
 
-async def test_two_kube_state_metrics_replicas_count_each_pod_once(two_ksm: Prometheus) -> None:
-    metrics = PrometheusMetrics(Settings(prometheus_url=two_ksm.url))
+async def read_pods(prometheus: Prometheus) -> dict[str, RunnerPods]:
+    """The readings once both replicas and cAdvisor's two scrapes are in."""
+    metrics = PrometheusMetrics(Settings(prometheus_url=prometheus.url))
     try:
 
-        async def both_scraped() -> tuple[dict[str, RunnerPods], dict[str, object]] | None:
+        async def scraped() -> dict[str, RunnerPods] | None:
             found, _, refused = await metrics.runner_pods(now=datetime.now(UTC))
-            ready = found.get("stuck") is not None and found["stuck"].pods_pending
-            return (found, dict(refused)) if ready else None
+            assert refused == {}
+            stuck, dind = found.get("stuck"), found.get("dind")
+            ready = stuck and stuck.pods_pending and dind and dind.cpu_throttled
+            return found if ready else None
 
-        found, refused = await eventually(both_scraped, what="both replicas scraped", timeout=30)
+        return await eventually(scraped, what="both replicas and cAdvisor scraped", timeout=30)
     finally:
         await metrics.aclose()
-    assert refused == {}
+
+
+async def test_two_kube_state_metrics_replicas_count_each_pod_once(two_ksm: Prometheus) -> None:
+    found = await read_pods(two_ksm)
     stuck, scaling = found["stuck"], found["scaling"]
     assert (stuck.pods_pending, stuck.unschedulable, stuck.image_pull, stuck.creating) == (
         6, 3, 2, 1
@@ -146,6 +175,67 @@ async def test_two_kube_state_metrics_replicas_count_each_pod_once(two_ksm: Prom
     # Waiting for a node or an image under the boot time is a scale-up, not a pod stuck.
     assert (scaling.pods_pending, scaling.unschedulable, scaling.image_pull) == (5, 0, 0)
     assert scaling.cannot_start == 0
+
+
+async def test_dind_runner_pods_read_their_init_containers_and_the_dind_container(
+    two_ksm: Prometheus,
+) -> None:
+    """ARC's dind mode: a bad runner image fails in `init-dind-externals` (Init:ImagePullBackOff),
+    a pod stuck creating says PodInitializing, and docker builds run in `dind`."""
+    dind = (await read_pods(two_ksm))["dind"]
+    assert (dind.pods_pending, dind.image_pull, dind.creating) == (3, 2, 1)
+    assert dind.cannot_start == 3
+    # Both containers' periods: (10% + 50%) of equal periods, over two pods.
+    assert dind.cpu_throttled == pytest.approx(0.3, abs=0.02)
+    assert dind.memory_of_limit == pytest.approx(0.95)
+
+
+async def test_creating_is_timed_from_when_the_pod_got_its_node(two_ksm: Prometheus) -> None:
+    late = (await read_pods(two_ksm))["late"]
+    # Created 6 min ago, but 4 of them waiting for a node: 2 min creating is not stuck.
+    assert (late.pods_pending, late.creating, late.cannot_start) == (2, 0, 0)
+
+
+async def test_the_longest_scale_set_name_is_read_and_no_other_type_appears(
+    two_ksm: Prometheus,
+) -> None:
+    found = await read_pods(two_ksm)
+    assert (found[LONG].pods_pending, found[LONG].unschedulable) == (1, 1)
+    # cAdvisor's series carry a `name` of their own: it never becomes a runner type.
+    assert set(found) == {"stuck", "scaling", "dind", "late", LONG}
+
+
+@pytest.mark.parametrize("length", range(1, 58))
+def test_every_runner_pod_name_arc_makes_gives_its_runner_set(length: int) -> None:
+    runner_set = ("a1-" * 20)[: length - 1] + "z"
+    pod = generated(f"{runner_set}-runner-", runner_set)
+    assert len(pod) <= 63
+    found = re.fullmatch(RUNNER_POD, pod)
+    assert found is not None and "".join(g or "" for g in found.groups()) == runner_set
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        "arc-gha-rs-controller-7d9f8b6c5-x7q2k",  # a Deployment's pod
+        "linux-2xlarge-x7q2k-runner-b2c4d-workflow",  # the kubernetes mode's job pod
+        "linux-2xlarge-x7q2k-listener",
+        "runner-b2c4d",
+    ],
+)
+def test_a_pod_name_arc_does_not_make_gives_no_runner_set(pod: str) -> None:
+    assert re.fullmatch(RUNNER_POD, pod) is None
+
+
+def test_runner_sets_of_one_type_add_up_their_throttling_exactly() -> None:
+    def two(a: float, b: float) -> list[tuple[dict[str, str], float]]:
+        return [({"name": "a-x7q2k"}, a), ({"name": "a-d4zt9"}, b)]
+
+    # A set throttled all of its 1 period per second beside one throttled in none of its 9.
+    answers = {"cpu_throttled_periods": two(1, 0), "cpu_periods": two(1, 9)}
+    found, none = runner_pods(answers, {}, lambda labels: labels["name"][:-6])
+    assert found["a"].cpu_throttled == pytest.approx(0.1)
+    assert none.cpu_throttled == 0
 
 
 def test_runner_sets_of_one_type_add_up() -> None:

@@ -71,7 +71,7 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
         (
             QUIET.model_copy(update={"pods_pending": 3, "creating": 3}),
             Cause.CREATING,
-            "3 runner pods ContainerCreating for over 5 min",
+            "3 runner pods ContainerCreating or PodInitializing for over 5 min on their node",
             "a volume that does not attach or mount",
         ),
         (
@@ -160,7 +160,7 @@ def test_the_unschedulable_cause_counts_and_times_only_the_unschedulable_pods() 
     )  # fmt: skip
     said = [c.evidence for c in pod_causes(pods)]
     assert said[0] == "3 runner pods Pending for 7 min: no node fits (unschedulable)"
-    assert "1 runner pod ContainerCreating for over 5 min" in said
+    assert "1 runner pod ContainerCreating or PodInitializing for over 5 min on their node" in said
 
 
 def test_one_pod_that_cannot_start_is_said_in_the_singular() -> None:
@@ -176,7 +176,8 @@ def test_without_the_pods_the_same_queue_asks_for_a_higher_maximum() -> None:
 
 
 def test_a_source_not_scraped_is_said_once_with_the_source_that_would_tell() -> None:
-    unknown = unknown_said({"cpu_throttled": CADVISOR, "memory_of_limit": CADVISOR})
+    cadvisor = ("cpu_throttled_periods", "cpu_periods", "memory_of_limit")
+    unknown = unknown_said(dict.fromkeys(cadvisor, CADVISOR))
     assert unknown == (
         "CPU throttling, memory against its limit not known (the kubelet's cAdvisor is not scraped)"
     )

@@ -8,6 +8,13 @@ resourcebuilder.go`), and the EphemeralRunner owns the pod. The default queries 
 deleted once their job ends) and take the runner set from the pod's name into the runner-type
 label, so the scale set is found as for ARC's listener metrics (its suffix stripped) without
 `--metric-labels-allowlist` carrying ARC's `actions.github.com/scale-set-name` label.
+
+Kubernetes cuts a `GenerateName` over 58 characters to 58 before adding its 5 characters
+(apimachinery's `names.SimpleNameGenerator`): a runner set of 51 characters (a scale set of 45,
+the chart's longest, and ARC 0.14's `-<5 chars>`) gives the 63 characters
+`<runner set>-runner<5 chars>`, and a longer one loses more of `-runner-`. `RUNNER_POD` reads
+each of those cut names by its length, so that any other name (another controller's pods, which
+the owner already leaves out) gives no runner set rather than a phantom one.
 """
 
 from __future__ import annotations
@@ -26,11 +33,20 @@ from bot.domain.runner_pods import (
 )
 
 Vector = list[tuple[dict[str, str], float]]
-RUNNER_POD = "(.+)-runner-[a-z0-9]+"
-# Readings that are a share or an age: several runner sets of one type give their worst. The
-# throttled share of each set, not recomputed over the sets' periods together, errs high.
-WORST = {"pending_mins", "unschedulable_mins", "cpu_throttled", "memory_of_limit"}
-CONTAINER = "runner"  # the runner container in ARC's pod template
+_KEPT, _ADDED = 58, 5  # Kubernetes cuts a GenerateName to 58 characters, then adds 5
+_BASE = "-runner-"
+# A runner set of n characters whose `<runner set>-runner-` Kubernetes cut.
+_CUT = [
+    f"(.{{{n}}}){_BASE[: _KEPT - n]}[a-z0-9]{{{_ADDED}}}"
+    for n in range(_KEPT - len(_BASE) + 1, _KEPT)
+]
+RUNNER_POD = "|".join([f"(.+){_BASE}[a-z0-9]{{{_ADDED}}}", *_CUT])
+RUNNER_SET = "".join(f"${n}" for n in range(1, len(_CUT) + 2))  # the one group that matched
+# Readings that are a share or an age: several runner sets of one type give their worst.
+WORST = {"pending_mins", "unschedulable_mins", "memory_of_limit"}
+# The runner container and, in ARC's dind mode, the `dind` one its docker builds run in (a
+# container, or an init container with restartPolicy Always from Kubernetes 1.29).
+CONTAINERS = "runner|dind"
 _BAD_NODE = (
     'max by (node, condition) (kube_node_status_condition{condition=~"DiskPressure|'
     'MemoryPressure|PIDPressure", status="true"} == 1) or label_replace(max by (node) '
@@ -54,49 +70,72 @@ def pod_queries(
     counted = f"{WINDOW_MINS:.0f}m"
 
     def runners(expr: str) -> str:
+        """`expr`, of pods named by their `namespace` and `pod` and nothing the runner-type label
+        could be (cAdvisor's series carry a `name`), less the pods that are no runner's."""
         owned = (
             "max by (namespace, pod) (max_over_time("
             f'kube_pod_owner{{owner_kind="EphemeralRunner"}}[{counted}]))'
         )
         joined = f"({expr}) * on (namespace, pod) group_left () {owned}"
-        return f'label_replace({joined}, "{label}", "$1", "pod", "{RUNNER_POD}")'
+        return f'label_replace({joined}, "{label}", "{RUNNER_SET}", "pod", "{RUNNER_POD}")'
 
     def once(series: str) -> str:
         return f"max by (namespace, pod) ({series})"
 
-    age = once("time() - kube_pod_created")
+    def both(series: str, matchers: str) -> str:
+        """A container series and its init containers' (ARC's dind mode runs some there)."""
+        init = series.replace("kube_pod_container_", "kube_pod_init_container_")
+        return f"{series}{{{matchers}}} or {init}{{{matchers}}}"
 
-    def older(expr: str, mins: float) -> str:
-        return f"({expr}) and on (namespace, pod) ({age} > {mins * 60:.0f})"
+    age = once("time() - kube_pod_created")
+    # Creating starts once a node is found: waiting for one is the unschedulable reading's. A
+    # pod without the series (a kube-state-metrics that lacks it) is timed from its creation.
+    placed = (
+        "time() - (max by (namespace, pod) (kube_pod_status_scheduled_time) or "
+        "max by (namespace, pod) (kube_pod_created))"
+    )
+
+    def older(expr: str, mins: float, since: str = age) -> str:
+        return f"({expr}) and on (namespace, pod) ({since} > {mins * 60:.0f})"
 
     def aged(pods: str) -> str:
         return f"{age} and on (namespace, pod) ({pods})"
 
-    def waiting(reasons: str, mins: float) -> str:
-        series = once(f'kube_pod_container_status_waiting_reason{{reason=~"{reasons}"}}') + " == 1"
-        return f"count by ({label}) ({runners(older(series, mins))})"
+    def waiting(reasons: str, mins: float, since: str = age, only: bool = False) -> str:
+        """Pods with a container or an init container waiting for `reasons`, each pod once;
+        `only`: and none waiting for another."""
+        series = once(both("kube_pod_container_status_waiting_reason", f'reason=~"{reasons}"'))
+        series += " == 1"
+        if only:
+            other = both("kube_pod_container_status_waiting_reason", f'reason!~"{reasons}"')
+            series = f"({series}) unless on (namespace, pod) ({once(other)} == 1)"
+        return f"count by ({label}) ({runners(older(series, mins, since))})"
 
     pending = once('kube_pod_status_phase{phase="Pending"}') + " == 1"
     unschedulable = older(once("kube_pod_status_unschedulable") + " == 1", boot_mins)
     oom = 'reason="OOMKilled"'
-    killed = (
-        f"max by (namespace, pod, uid) (max_over_time(kube_pod_container_status_terminated_reason"
-        f"{{{oom}}}[{counted}]) or max_over_time(kube_pod_container_status_last_terminated_"
-        f"reason{{{oom}}}[{counted}])) == 1"
+    ended = " or ".join(
+        f"max_over_time(kube_pod_{kind}container_status_{reason}{{{oom}}}[{counted}])"
+        for reason in ("terminated_reason", "last_terminated_reason")
+        for kind in ("", "init_")
     )
+    killed = f"max by (namespace, pod, uid) ({ended}) == 1"
     restarts = (
         f"max by (namespace, pod) (increase(kube_pod_container_status_restarts_total[{counted}]))"
     )
-    runner = f'container="{CONTAINER}"'
-    periods = "container_cpu_cfs_{}periods_total{{" + runner + "}}"
+    containers = f'container=~"{CONTAINERS}"'
+    # Summed over the pod's containers first: only those with a CPU limit have CFS periods.
+    periods = "sum by (namespace, pod) (rate(container_cpu_cfs_{}periods_total{{{}}}[{}]))"
     throttled, total = (
-        f"sum by ({label}) ({runners(f'rate({periods.format(part)}[{window}])')})"
+        f"sum by ({label}) ({runners(periods.format(part, containers, window))})"
         for part in ("throttled_", "")
     )
+    # Each container against its own limit, the fuller of them; one without a limit has none.
+    by_container = "max by (namespace, pod, container)"
+    limits = both("kube_pod_container_resource_limits", f'{containers}, resource="memory"')
     memory = (
-        f"max by (namespace, pod) (container_memory_working_set_bytes{{{runner}}}) / "
-        f"max by (namespace, pod) (kube_pod_container_resource_limits{{{runner}, "
-        'resource="memory"})'
+        f"max by (namespace, pod) ({by_container} (container_memory_working_set_bytes{{"
+        f"{containers}}}) / on (namespace, pod, container) {by_container} ({limits}))"
     )
     on_node = 'max by (namespace, pod, node) (kube_pod_info{node!=""})'
     return {
@@ -107,12 +146,16 @@ def pod_queries(
         # ErrImagePull as well as the back-off: they alternate while a pull keeps failing.
         "image_pull": waiting("ImagePullBackOff|ErrImagePull", boot_mins),
         "config_error": waiting("CreateContainerConfigError", 0),
-        # Waiting as ContainerCreating, created longer ago than a pod takes to start.
-        "creating": waiting("ContainerCreating", CREATING_MINS),
+        # Still creating its containers that long after its node was found: ContainerCreating,
+        # or PodInitializing, which the kubelet says instead for a pod with init containers (and
+        # of the others while one fails to pull, which the pod's other reading says).
+        "creating": waiting("ContainerCreating|PodInitializing", CREATING_MINS, placed, True),
         # One series per killed pod (its uid: ARC recreates a failed runner's pod by name).
         "oom_kills": f"count by ({label}, pod, uid) ({runners(killed)})",
         "restarts": f"sum by ({label}) ({runners(restarts)})",
-        "cpu_throttled": f"{throttled} / {total}",
+        # Rates of CFS periods, summed per type, so runner sets of one type add up exactly.
+        "cpu_throttled_periods": throttled,
+        "cpu_periods": total,
         "memory_of_limit": f"max by ({label}) ({runners(memory)})",
         # One condition per node (topk): a node both under pressure and not Ready is one line.
         "nodes": f"count by ({label}, node, condition) ({runners(on_node)} * on (node) "
@@ -174,5 +217,16 @@ def runner_pods(
             )
         )
         pods = tuple(sorted(killed.get(name, ())))[:OOM_PODS_KEPT]
-        found[name] = RunnerPods(**read, oom_pods=pods, nodes=listed, unknown=unknown)
+        throttled = _share(read.get("cpu_throttled_periods"), read.get("cpu_periods"))
+        found[name] = RunnerPods(
+            **read, cpu_throttled=throttled, oom_pods=pods, nodes=listed, unknown=unknown
+        )
     return found, found.pop("")
+
+
+def _share(throttled: float | None, periods: float | None) -> float | None:
+    """The throttled share of the CFS periods; none without both (a query dropped or its source
+    not scraped), 0 without periods (no runner with a CPU limit ran)."""
+    if throttled is None or periods is None:
+        return None
+    return throttled / periods if periods > 0 else 0.0
