@@ -144,6 +144,6 @@ async def test_every_pods_reading_is_answered_and_any_other_query_refused(
         assert none.json() == {"status": "success", "data": {"resultType": "vector", "result": []}}
         # The same reading at another window is no query the bot sends: refused as Prometheus
         # refuses what it cannot run, so a drift fails loudly.
-        other = pod_queries(window="5m", boot_mins=api.config.boot_minutes)["cpu_throttled"]
+        other = pod_queries(window="5m", boot_mins=api.config.boot_minutes)["cpu_periods"]
         refusal = await http.get("/api/v1/query", params={"query": other})
     assert refusal.status_code == 400 and refusal.json()["errorType"] == "bad_data"
