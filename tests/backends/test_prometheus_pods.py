@@ -1,6 +1,7 @@
-"""The runner pods' default queries against a real `prometheus` scraping kube-state-metrics' and
-cAdvisor's series (`sandbox.runner_pods`) beside ARC's listeners: each reading per runner type,
-named as the listener's series are; and a source nobody scrapes read as not known, not as none."""
+"""The runner pods' default queries against a real `prometheus` scraping kube-state-metrics',
+cAdvisor's and node-exporter's series (`sandbox.runner_pods`) beside ARC's listeners: each reading
+per runner type, named as the listener's series are; and a source nobody scrapes read as not
+known, not as none."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.runner_pods import CADVISOR, KSM, NodeTrouble, RunnerPods
+from bot.domain.runner_pods import CADVISOR, DISK, KSM, NODE_EXPORTER, NodeTrouble, RunnerPods
 from sandbox.runner_pods import PodScenario, RunnerPodsExporter
 from sandbox.serve import serve_in_thread
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
@@ -27,7 +28,7 @@ OTHER = "other-team-bbbbb"
 
 @pytest.fixture(scope="module")
 def pods_fleet() -> Iterator[ArcFleet]:
-    fleet = ArcFleet(pods=("ksm", "cadvisor"))
+    fleet = ArcFleet(pods=("ksm", "cadvisor", "node"))
     fleet.pods.set(
         fleet.queueing.name,
         running=3,
@@ -38,9 +39,11 @@ def pods_fleet() -> Iterator[ArcFleet]:
         throttled=0.5,
         memory_of_limit=0.95,
         node_condition="DiskPressure",
+        disk_busy=0.96,
         pending_since=time.time() - 600,
     )
-    fleet.pods.set(fleet.healthy.name, running=2)
+    # Its node's disk idle, though a loop device on it is busy all the time.
+    fleet.pods.set(fleet.healthy.name, running=2, disk_busy=0.2)
     # Another team's scale set in the same cluster: no listener of this fleet serves it.
     fleet.pods.scenarios[OTHER] = PodScenario(running=1, unschedulable=1)
     try:
@@ -62,9 +65,9 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
         snap = await read(pods_fleet.prometheus.url)
         pods = snap.runner_types.get(QUEUEING, None)
         ready = pods is not None and pods.pods is not None and pods.pods.cpu_throttled
-        return snap if ready else None
+        return snap if ready and len(pods.pods.nodes) == 2 else None
 
-    snap = await eventually(throttled, what="two scrapes of the throttling counters", timeout=30)
+    snap = await eventually(throttled, what="two scrapes of the counters", timeout=30)
     pods, healthy = snap.runner_types[QUEUEING].pods, snap.runner_types[HEALTHY].pods
     assert pods is not None and healthy is not None
     assert (pods.pods_pending, pods.unschedulable, pods.image_pull) == (4, 2, 1)
@@ -79,7 +82,10 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
     # The queueing set's node (second in name order) holds every pod placed: 3 running, 1
     # pulling its image, 1 creating, 2 killed; the unschedulable ones are on no node.
     node = "ip-10-0-1-17.ec2.internal"
-    assert pods.nodes == (NodeTrouble(node=node, condition="DiskPressure", pods=7),)
+    assert pods.nodes == (
+        NodeTrouble(node=node, condition=DISK, pods=7, busy=0.96),
+        NodeTrouble(node=node, condition="DiskPressure", pods=7),
+    )
     assert pods.unknown == ""
     assert (healthy.pods_pending, healthy.oom_kills, healthy.nodes) == (0, 0, ())
     assert healthy.pending_mins is None and healthy.cpu_throttled == pytest.approx(0)
@@ -193,4 +199,7 @@ async def test_cadvisor_without_kube_state_metrics_leaves_its_readings_not_known
     assert pods is not None
     assert pods.cpu_throttled is None and pods.memory_of_limit is None
     every = "pods Pending, image pulls, OOM kills, node conditions, CPU throttling, memory"
-    assert pods.unknown == f"{every} against its limit not known ({KSM} is not scraped)"
+    assert pods.unknown == (
+        f"{every} against its limit not known ({KSM} is not scraped); disk I/O saturation not "
+        f"known ({NODE_EXPORTER} is not scraped)"
+    )
