@@ -203,3 +203,52 @@ async def test_cadvisor_without_kube_state_metrics_leaves_its_readings_not_known
         f"{every} against its limit not known ({KSM} is not scraped); disk I/O saturation not "
         f"known ({NODE_EXPORTER} is not scraped)"
     )
+
+
+@pytest.fixture
+def changing() -> Iterator[tuple[RunnerPodsExporter, Prometheus]]:
+    pods = RunnerPodsExporter(["cached-x7q2k"], scraped=("ksm", "node"))
+    pods.set("cached-x7q2k", running=1)
+    server = serve_in_thread(pods.app)
+    prometheus = Prometheus(targets=[server.url.split("//", 1)[1]])
+    try:
+        prometheus.start()
+        yield pods, prometheus
+    finally:
+        prometheus.stop()
+        server.stop()
+
+
+async def test_the_sources_found_are_not_probed_again_for_minutes_but_check_probes_fresh(
+    changing: tuple[RunnerPodsExporter, Prometheus],
+) -> None:
+    """The probe scans every series of each name: a source found is taken as scraped for
+    minutes, a source missing is asked again each reading (so one scraped later is seen at
+    once), and `fresh` (what `queuepilot check` asks) probes everything."""
+    pods, prometheus = changing
+    no_cadvisor = f"CPU throttling, memory against its limit not known ({CADVISOR} is not scraped)"
+    no_disks = f"disk I/O saturation not known ({NODE_EXPORTER} is not scraped)"
+    cached = PrometheusMetrics(Settings(prometheus_url=prometheus.url))
+    other = PrometheusMetrics(Settings(prometheus_url=prometheus.url))
+
+    async def unknown(metrics: PrometheusMetrics, *, fresh: bool = False) -> str:
+        _, unseen, _ = await metrics.runner_pods(now=datetime.now(UTC), fresh=fresh)
+        assert unseen is not None
+        return unseen.unknown
+
+    async def said(metrics: PrometheusMetrics, wanted: str) -> bool:
+        return await unknown(metrics, fresh=True) == wanted
+
+    try:
+        await eventually(lambda: said(cached, no_cadvisor), what="scraped but cAdvisor", timeout=30)
+        # node-exporter goes (a node-exporter uninstalled), cAdvisor comes.
+        pods.scraped = ("ksm", "cadvisor")
+        await eventually(lambda: said(other, no_disks), what="the change scraped", timeout=30)
+        # Within minutes of finding it, node-exporter is still taken as scraped; cAdvisor, not
+        # found before, was asked again and is seen.
+        assert await unknown(cached) == ""
+        assert await unknown(cached, fresh=True) == no_disks
+        assert await unknown(cached) == no_disks  # the fresh probe is kept
+    finally:
+        await cached.aclose()
+        await other.aclose()
