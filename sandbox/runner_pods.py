@@ -2,9 +2,14 @@
 kube-state-metrics v2 (`docs/metrics/workload/pod-metrics.md`, `docs/metrics/cluster/
 node-metrics.md`) and the kubelet's cAdvisor, with their documented names and labels, driven by a
 scenario's knobs (pods Pending for no node, image pulls failing, OOM kills, throttling, a node
-under pressure). One `/metrics` serves both sources; each can be left out (`scraped`), as on a
-cluster that does not scrape it, and `app_of` serves one alone (two kube-state-metrics replicas,
-each a target, beside one cAdvisor).
+under pressure or its disk saturated). One `/metrics` serves the sources; each can be left out
+(`scraped`), as on a cluster that does not scrape it, and `app_of` serves one alone (two
+kube-state-metrics replicas, each a target, beside one cAdvisor).
+
+node-exporter's series (`collector/diskstats_linux.go`) carry the labels kube-prometheus-stack's
+ServiceMonitor gives its targets: the node-exporter pod's `namespace` and `pod` (its `instance`
+is the pod's address, which the scraping Prometheus sets), so its node is that pod's in
+kube-state-metrics' `kube_pod_info`.
 
 ARC names a runner pod after its EphemeralRunner, `<EphemeralRunnerSet>-runner-<5 chars>`, and the
 EphemeralRunner owns it (`controllers/actions.github.com/resourcebuilder.go`); Kubernetes cuts a
@@ -33,6 +38,8 @@ PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 CONDITIONS = ("Ready", "DiskPressure", "MemoryPressure", "PIDPressure")
 MEMORY_LIMIT = 8 * 2**30
 PERIODS_PER_S = 10  # the CFS period is 100 ms
+MONITORING = "monitoring"  # kube-prometheus-stack's namespace
+NODE_EXPORTER_POD = "kube-prometheus-stack-prometheus-node-exporter-"
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 MAX_GENERATED_NAME = 58  # apimachinery: 63, less the 5 random characters
 RUNNER_IMAGE = "ghcr.io/actions/actions-runner:latest"
@@ -51,6 +58,7 @@ class PodScenario:
     throttled: float = 0.0  # share of CFS periods throttled, of each running runner
     memory_of_limit: float = 0.3  # working set over the memory limit, of each running runner
     node_condition: str = ""  # DiskPressure, MemoryPressure, PIDPressure or NotReady: its node's
+    disk_busy: float = 0.0  # share of the time its node's disk is busy (node-exporter)
     pending_since: float = field(default_factory=time.time)  # the Pending pods' creation
     scheduled_after: float = 0.0  # seconds the Pending pods on a node waited for it
     # dind mode: the runner image's pull fails in `init-dind-externals`, and the `dind` sidecar
@@ -62,6 +70,7 @@ class PodScenario:
 
 class RunnerPodsExporter:
     def __init__(self, runner_sets: list[str], *, scraped: tuple[str, ...] = ("ksm", "cadvisor")):
+        """`scraped`: of "ksm", "cadvisor" and "node" (node-exporter)."""
         self.scenarios = {name: PodScenario() for name in runner_sets}
         self.scraped = scraped
         self.started = time.time()
@@ -73,7 +82,7 @@ class RunnerPodsExporter:
             for name, value in knobs.items():
                 setattr(scenario, name, value)
 
-    def exposition(self, sources: tuple[str, ...] = ("ksm", "cadvisor")) -> str:
+    def exposition(self, sources: tuple[str, ...] = ("ksm", "cadvisor", "node")) -> str:
         """`sources`: those of the scraped ones this target serves."""
         families: dict[str, list[str]] = {}
 
@@ -86,6 +95,7 @@ class RunnerPodsExporter:
             for index, (runner_set, s) in enumerate(sorted(self.scenarios.items())):
                 node = f"ip-10-0-{index}-17.ec2.internal"
                 self._node(add, node, s.node_condition)
+                self._disks(add, node, s.disk_busy, now)
                 kinds = (
                     [("Running", "")] * s.running
                     + [("Pending", "unschedulable")] * s.unschedulable
@@ -101,6 +111,8 @@ class RunnerPodsExporter:
             families = {f: lines for f, lines in families.items() if not f.startswith("kube_")}
         if "cadvisor" not in self.scraped or "cadvisor" not in sources:
             families = {f: v for f, v in families.items() if not f.startswith("container_")}
+        if "node" not in self.scraped or "node" not in sources:
+            families = {f: v for f, v in families.items() if not f.startswith("node_")}
         lines = []
         for family, samples in families.items():
             kind = "counter" if family.endswith("_total") else "gauge"
@@ -117,10 +129,27 @@ class RunnerPodsExporter:
                 labels = {"node": node, "condition": kind, "status": status}
                 add("kube_node_status_condition", labels, value)
 
+    def _disks(self, add: Add, node: str, busy: float, now: float) -> None:
+        """The node's disk, busy `busy` of the time, and a loop device always busy, which no
+        reading of the disks may count."""
+        pod = generated(NODE_EXPORTER_POD, node)
+        # The node-exporter pod as kube-state-metrics lists it (a DaemonSet's, on this node).
+        ids = {"namespace": MONITORING, "pod": pod, "uid": _uid(pod)}
+        info = {"node": node, "created_by_kind": "DaemonSet", "host_network": "true",
+                "created_by_name": NODE_EXPORTER_POD[:-1], "host_ip": "", "pod_ip": "",
+                "priority_class": "system-node-critical"}  # fmt: skip
+        add("kube_pod_info", {**ids, **info}, 1)
+        target = {"namespace": MONITORING, "pod": pod, "container": "node-exporter",
+                  "endpoint": "http-metrics", "service": NODE_EXPORTER_POD[:-1]}  # fmt: skip
+        up = now - self.started
+        # Unrounded seconds, so any two scrapes give the scenario's share.
+        for device, share in (("nvme0n1", busy), ("loop0", 1.0)):
+            add("node_disk_io_time_seconds_total", {**target, "device": device}, up * share)
+
     def _pod(
         self, add: Add, pod: str, phase: str, why: str, node: str, s: PodScenario, now: float
     ) -> None:
-        uid = hashlib.sha256(pod.encode()).hexdigest()[:32]
+        uid = _uid(pod)
         ids = {"namespace": NAMESPACE, "pod": pod, "uid": uid}
         owner = {"owner_kind": "EphemeralRunner", "owner_name": pod, "owner_is_controller": "true"}
         add("kube_pod_owner", {**ids, **owner}, 1)
@@ -203,7 +232,7 @@ class RunnerPodsExporter:
 
     @property
     def app(self) -> Starlette:
-        return self.app_of(("ksm", "cadvisor"))
+        return self.app_of(("ksm", "cadvisor", "node"))
 
     def app_of(self, sources: tuple[str, ...]) -> Starlette:
         """A target serving only `sources`' series."""
@@ -220,3 +249,7 @@ def generated(base: str, seed: str) -> str:
     """A name from a `GenerateName` as Kubernetes makes it: cut to 58, then 5 characters."""
     digest = hashlib.sha256(seed.encode()).digest()
     return base[:MAX_GENERATED_NAME] + "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
+
+
+def _uid(pod: str) -> str:
+    return hashlib.sha256(pod.encode()).hexdigest()[:32]

@@ -1,6 +1,7 @@
-"""Prometheus, the runner pods: which of their sources (kube-state-metrics, cAdvisor) it has, for
-which runner types, and so which causes diagnostics can see. Each is optional: a source not
-scraped is said, never a failure."""
+"""Prometheus, the runner pods: which of their sources (kube-state-metrics, cAdvisor,
+node-exporter) it has, for which runner types, and so which causes diagnostics can see. Each is
+optional: a source not scraped is said, never a failure. Probed fresh, never from a reading's
+cache: `check` runs after a change to what is scraped."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ from datetime import datetime
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.checks import Finding, ok, warn
-from bot.domain.runner_pods import CADVISOR, KSM, NEEDS, source_of
+from bot.domain.runner_pods import CADVISOR, KSM, NEEDS, NODE_EXPORTER, source_of
 
 SUBJECT = "prometheus"
 SHOWN_TYPES = 8
 SEES = {
     KSM: "runner pods that cannot be scheduled or start, OOM kills, nodes under pressure",
     CADVISOR: "CPU throttling, memory near its limit",
+    NODE_EXPORTER: "runner nodes whose disks are saturated",
 }
 NO_POD = (
     "no ARC runner pod in the last 30 min (named <runner set>-runner-…, owned by an "
@@ -26,27 +28,41 @@ async def pods_findings(
     metrics: PrometheusMetrics, custom: set[str], now: datetime
 ) -> list[Finding]:
     """`custom`: the readings PROMETHEUS_QUERIES replaced."""
-    found, unseen, refused = await metrics.runner_pods(now=now)
+    found, unseen, refused = await metrics.runner_pods(now=now, fresh=True)
     if unseen is None:
         return []
+    unscraped = metrics.unscraped()
     types = sorted(found)
-    shown = ", ".join(types[:SHOWN_TYPES]) + (" …" if len(types) > SHOWN_TYPES else "")
-    plural = "s" * (len(types) != 1)
     findings = []
     for source, sees in SEES.items():
-        readings = [r for r in NEEDS if source_of(r) == source and r != "nodes"]
-        if all(getattr(unseen, r) is None for r in readings):
+        readings = [r for r in NEEDS if source_of(r) == source and r in metrics.readings]
+        lacking = {unscraped.get(r, "") for r in readings}
+        if not readings:
+            said = f"PROMETHEUS_QUERIES drops {source}'s readings, so diagnostics cannot see {sees}"
+        elif "" in lacking:
+            said = _seen(source, sees, types)
+        elif source in lacking:
             said = f"{source} is not scraped, so diagnostics cannot see {sees} (optional)"
-        elif types:
-            said = f"{source} for {len(types)} runner type{plural} ({shown}): diagnostics can "
-            said += f"see {sees}"
-        else:
-            said = f"{source} scraped, {NO_POD}; diagnostics can see {sees}"
+        else:  # scraped, but what ties its series to runner pods is not
+            others = " and ".join(sorted(lacking))
+            said = (
+                f"{source} is scraped but {others} is missing, whose kube_pod_owner ties its "
+                f"series to runner pods: diagnostics cannot see {sees} (optional)"
+            )
         findings.append(ok(SUBJECT, f"runner pods: {said}"))
     for reading, error in refused.items():
         replace = f'PROMETHEUS_QUERIES["{reading}"]'
         fix = f'correct {replace} (or "" to drop it)'
         if reading not in custom:
-            fix = f'a default (kube-state-metrics v2, cAdvisor): replace it with {replace}, or ""'
+            fix = "a default (kube-state-metrics v2, cAdvisor, node-exporter): replace it with "
+            fix += f'{replace}, or ""'
         findings.append(warn(SUBJECT, f"runner pods, {reading}: {error}", fix))
     return findings
+
+
+def _seen(source: str, sees: str, types: list[str]) -> str:
+    if not types:
+        return f"{source} scraped, {NO_POD}; diagnostics can see {sees}"
+    shown = ", ".join(types[:SHOWN_TYPES]) + (" …" if len(types) > SHOWN_TYPES else "")
+    plural = "s" * (len(types) != 1)
+    return f"{source} for {len(types)} runner type{plural} ({shown}): diagnostics can see {sees}"

@@ -40,6 +40,7 @@ class Cause(StrEnum):
     CONFIG_ERROR = Trouble.CONFIG_ERROR.value
     CREATING = Trouble.CREATING.value
     NODE_PRESSURE = Trouble.NODE_PRESSURE.value
+    DISK_BUSY = Trouble.DISK_BUSY.value
     OOM_KILLED = Trouble.OOM_KILLED.value
     CPU_THROTTLED = Trouble.CPU_THROTTLED.value
     MEMORY_NEAR_LIMIT = Trouble.MEMORY_NEAR_LIMIT.value
@@ -57,6 +58,7 @@ FAMILY = {
     Cause.CONFIG_ERROR: Cause.INFRASTRUCTURE,
     Cause.CREATING: Cause.INFRASTRUCTURE,
     Cause.NODE_PRESSURE: Cause.INFRASTRUCTURE,
+    Cause.DISK_BUSY: Cause.INFRASTRUCTURE,
     Cause.OOM_KILLED: Cause.CONSTRAINTS,
     Cause.CPU_THROTTLED: Cause.CONSTRAINTS,
     Cause.MEMORY_NEAR_LIMIT: Cause.CONSTRAINTS,

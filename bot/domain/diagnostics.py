@@ -51,6 +51,7 @@ PRIORITY = (
     Cause.ORG_LIMIT,
     Cause.NOT_REGISTERING,
     Cause.NODE_PRESSURE,
+    Cause.DISK_BUSY,
     Cause.OOM_KILLED,
     Cause.SURGE,
     Cause.CPU_THROTTLED,

@@ -21,16 +21,22 @@ MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation f
 OOM_PODS_KEPT = 20  # the kills' pods kept with a reading: enough to name their workflows
 # A runner pod still creating its containers this long after its node was found is stuck, not slow
 CREATING_MINS = 5.0
+DISK_BUSY = 0.9  # a node's disk busy this share of the time makes every job on it wait on I/O
+# The nodes kept with a reading, worst first: it is stored in each incident and in the readings'
+# history, and a cluster-wide problem names no node more usefully than five of them do.
+NODES_KEPT = 5
 # Pods that cannot start withhold the advice only when they are this share of the pods waiting to
 # start: a few stuck among many booting say little about the next ones.
 STUCK_SHARE = 0.5
 KSM = "kube-state-metrics"
 CADVISOR = "the kubelet's cAdvisor"
+NODE_EXPORTER = "node-exporter"
 # Each reading, every series its default query needs and where that series comes from, its own
 # first: a reading is known only when all are scraped. Each series is one present whenever its
 # source is scraped (the Pending phase stands for the waiting reasons and unschedulable, which
 # exist only while a pod is so); every default query keeps the pods `kube_pod_owner` names.
 OWNER = ("kube_pod_owner", KSM)
+DISK = "DiskBusy"  # a node's condition in `RunnerPods.nodes` when node-exporter finds its disk busy
 PHASE, CREATED = ("kube_pod_status_phase", KSM), ("kube_pod_created", KSM)
 NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
     "pods_pending": (PHASE, OWNER),
@@ -50,7 +56,14 @@ NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
         OWNER,
     ),
     "nodes": (("kube_node_status_condition", KSM), ("kube_pod_info", KSM), OWNER),
+    # node-exporter's series name its own pod, not the node: `kube_pod_info` ties them.
+    "disk_busy": (
+        ("node_disk_io_time_seconds_total", NODE_EXPORTER),
+        ("kube_pod_info", KSM),
+        OWNER,
+    ),
 }
+NODE_READINGS = ("nodes", "disk_busy")  # read into `RunnerPods.nodes`, not a number
 
 
 def source_of(reading: str) -> str:
@@ -77,6 +90,7 @@ SAID = {
     "cpu_periods": "CPU throttling",
     "memory_of_limit": "memory against its limit",
     "nodes": "node conditions",
+    "disk_busy": "disk I/O saturation",
 }
 
 
@@ -87,16 +101,19 @@ class Trouble(StrEnum):
     CREATING = "Runner pods stuck creating"
     OOM_KILLED = "Jobs OOMKilled"
     NODE_PRESSURE = "Nodes under pressure"
+    DISK_BUSY = "Node disks saturated"
     CPU_THROTTLED = "Runners CPU-throttled"
     MEMORY_NEAR_LIMIT = "Runners near their memory limit"
 
 
 class NodeTrouble(BaseModel):
-    model_config = ConfigDict(frozen=True, **stored_short("condition=c pods=p"))
+    model_config = ConfigDict(frozen=True, **stored_short("condition=c pods=p busy=b"))
 
     node: str
-    condition: str  # DiskPressure, MemoryPressure, PIDPressure, or NotReady
+    # DiskPressure, MemoryPressure, PIDPressure, NotReady, or DiskBusy (node-exporter's)
+    condition: str
     pods: float = 0  # the type's runner pods on it
+    busy: float | None = None  # DiskBusy: the share of time its busiest disk was busy
 
 
 class RunnerPods(BaseModel):
@@ -107,7 +124,8 @@ class RunnerPods(BaseModel):
         **stored_short(
             "pods_pending=pp pending_mins=pm unschedulable=un unschedulable_mins=um image_pull=ip "
             "config_error=ce creating=cr oom_kills=oom oom_pods=oomp restarts=rs cpu_throttled=thr "
-            "cpu_throttled_periods=thp cpu_periods=cp memory_of_limit=mem nodes=n unknown=u"
+            "cpu_throttled_periods=thp cpu_periods=cp memory_of_limit=mem nodes=n more_nodes=n+ "
+            "unknown=u"
         ),
     )
 
@@ -133,7 +151,8 @@ class RunnerPods(BaseModel):
     cpu_throttled: float | None = None
     # The fullest runner or dind container's working set over its own limit
     memory_of_limit: float | None = None
-    nodes: tuple[NodeTrouble, ...] = ()
+    nodes: tuple[NodeTrouble, ...] = ()  # the worst `NODES_KEPT`
+    more_nodes: int = 0  # the other nodes in trouble, not kept
     unknown: str = ""  # what could not be read, and the source that would tell
 
     @property
@@ -164,6 +183,7 @@ class PodCause(BaseModel):
 SOURCE_SAID = {
     KSM: "pods Pending, image pulls, OOM kills, node conditions",
     CADVISOR: "CPU throttling, memory against its limit",
+    NODE_EXPORTER: "disk I/O saturation",
 }
 
 
@@ -195,6 +215,7 @@ def pod_causes(pods: RunnerPods | None, *, slower: float | None = None) -> tuple
         _waiting(pods.config_error, Trouble.CONFIG_ERROR),
         _waiting(pods.creating, Trouble.CREATING),
         *(_node(node) for node in pods.nodes),
+        _more_nodes(pods.more_nodes),
         _oom(pods),
         _throttled(pods.cpu_throttled, slower),
         _memory(pods.memory_of_limit, pods.oom_kills),
@@ -245,6 +266,15 @@ def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
 
 def _node(node: NodeTrouble) -> PodCause:
     on = f"{_pods(node.pods)} on it" if node.pods else "runner pods run on it"
+    if node.condition == DISK:
+        busy = f" {node.busy:.0%} of the time" if node.busy is not None else ""
+        return PodCause(
+            trouble=Trouble.DISK_BUSY,
+            evidence=f"node {node.node} disk busy{busy}: {on}; jobs there wait on I/O",
+            advice=f"cordon {node.node} and look for the jobs writing most on it (caches, "
+            "Docker layers, artifacts); give runners faster disks (NVMe instance storage, "
+            "more provisioned IOPS) or fewer runners per node",
+        )
     state = "not Ready" if node.condition == "NotReady" else f"under {node.condition}"
     fix = {
         "DiskPressure": "free or grow its disk (runner work directories, images) or replace it",
@@ -255,6 +285,19 @@ def _node(node: NodeTrouble) -> PodCause:
         trouble=Trouble.NODE_PRESSURE,
         evidence=f"node {node.node} {state}: {on}, which it may evict",
         advice=f"cordon {node.node} so no new runner lands there, then {fix}",
+    )
+
+
+def _more_nodes(more: int) -> PodCause | None:
+    if more <= 0:
+        return None
+    nodes = "node" if more == 1 else "nodes"
+    return PodCause(
+        trouble=Trouble.NODE_PRESSURE,
+        evidence=f"and {more} more {nodes} of these runners under pressure, not Ready or with "
+        "busy disks",
+        advice="`kubectl get nodes` and the node group's health: so many nodes at once is the "
+        "node group or its image, not one node",
     )
 
 
@@ -292,6 +335,15 @@ def _memory(share: float | None, kills: float | None) -> PodCause | None:
         evidence=f"a runner's memory working set is at {share:.0%} of its limit",
         advice="raise the runner's memory limit before jobs start being OOMKilled",
     )
+
+
+def kept_nodes(troubles: list[NodeTrouble]) -> tuple[tuple[NodeTrouble, ...], int]:
+    """The worst `NODES_KEPT` of `troubles` (most runner pods on them first), and how many other
+    nodes are in trouble."""
+    worst = sorted(troubles, key=lambda n: (-n.pods, -(n.busy or 0), n.node, n.condition))
+    kept = tuple(worst[:NODES_KEPT])
+    shown = {n.node for n in kept}
+    return kept, len({n.node for n in worst[NODES_KEPT:]} - shown)
 
 
 def _pods(count: float) -> str:

@@ -1,6 +1,7 @@
-"""The runner pods' default queries against a real `prometheus` scraping kube-state-metrics' and
-cAdvisor's series (`sandbox.runner_pods`) beside ARC's listeners: each reading per runner type,
-named as the listener's series are; and a source nobody scrapes read as not known, not as none."""
+"""The runner pods' default queries against a real `prometheus` scraping kube-state-metrics',
+cAdvisor's and node-exporter's series (`sandbox.runner_pods`) beside ARC's listeners: each reading
+per runner type, named as the listener's series are; and a source nobody scrapes read as not
+known, not as none."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_pods import RUNNER_POD, runner_pods
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.runner_pods import CADVISOR, KSM, NodeTrouble, RunnerPods
+from bot.domain.runner_pods import CADVISOR, DISK, KSM, NODE_EXPORTER, NodeTrouble, RunnerPods
 from sandbox.runner_pods import PodScenario, RunnerPodsExporter, generated
 from sandbox.serve import serve_in_thread
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
@@ -31,7 +32,7 @@ LONG = "ubuntu-2404-arm64-16-cores-64gb-nvidia-a10g-x"
 
 @pytest.fixture(scope="module")
 def pods_fleet() -> Iterator[ArcFleet]:
-    fleet = ArcFleet(pods=("ksm", "cadvisor"))
+    fleet = ArcFleet(pods=("ksm", "cadvisor", "node"))
     fleet.pods.set(
         fleet.queueing.name,
         running=3,
@@ -42,9 +43,11 @@ def pods_fleet() -> Iterator[ArcFleet]:
         throttled=0.5,
         memory_of_limit=0.95,
         node_condition="DiskPressure",
+        disk_busy=0.96,
         pending_since=time.time() - 600,
     )
-    fleet.pods.set(fleet.healthy.name, running=2)
+    # Its node's disk idle, though a loop device on it is busy all the time.
+    fleet.pods.set(fleet.healthy.name, running=2, disk_busy=0.2)
     # Another team's scale set in the same cluster: no listener of this fleet serves it.
     fleet.pods.scenarios[OTHER] = PodScenario(running=1, unschedulable=1)
     try:
@@ -66,9 +69,9 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
         snap = await read(pods_fleet.prometheus.url)
         pods = snap.runner_types.get(QUEUEING, None)
         ready = pods is not None and pods.pods is not None and pods.pods.cpu_throttled
-        return snap if ready else None
+        return snap if ready and len(pods.pods.nodes) == 2 else None
 
-    snap = await eventually(throttled, what="two scrapes of the throttling counters", timeout=30)
+    snap = await eventually(throttled, what="two scrapes of the counters", timeout=30)
     pods, healthy = snap.runner_types[QUEUEING].pods, snap.runner_types[HEALTHY].pods
     assert pods is not None and healthy is not None
     assert (pods.pods_pending, pods.unschedulable, pods.image_pull) == (4, 2, 1)
@@ -83,7 +86,10 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
     # The queueing set's node (second in name order) holds every pod placed: 3 running, 1
     # pulling its image, 1 creating, 2 killed; the unschedulable ones are on no node.
     node = "ip-10-0-1-17.ec2.internal"
-    assert pods.nodes == (NodeTrouble(node=node, condition="DiskPressure", pods=7),)
+    assert pods.nodes == (
+        NodeTrouble(node=node, condition=DISK, pods=7, busy=0.96),
+        NodeTrouble(node=node, condition="DiskPressure", pods=7),
+    )
     assert pods.unknown == ""
     assert (healthy.pods_pending, healthy.oom_kills, healthy.nodes) == (0, 0, ())
     assert healthy.pending_mins is None and healthy.cpu_throttled == pytest.approx(0)
@@ -283,4 +289,56 @@ async def test_cadvisor_without_kube_state_metrics_leaves_its_readings_not_known
     assert pods is not None
     assert pods.cpu_throttled is None and pods.memory_of_limit is None
     every = "pods Pending, image pulls, OOM kills, node conditions, CPU throttling, memory"
-    assert pods.unknown == f"{every} against its limit not known ({KSM} is not scraped)"
+    assert pods.unknown == (
+        f"{every} against its limit not known ({KSM} is not scraped); disk I/O saturation not "
+        f"known ({NODE_EXPORTER} is not scraped)"
+    )
+
+
+@pytest.fixture
+def changing() -> Iterator[tuple[RunnerPodsExporter, Prometheus]]:
+    pods = RunnerPodsExporter(["cached-x7q2k"], scraped=("ksm", "node"))
+    pods.set("cached-x7q2k", running=1)
+    server = serve_in_thread(pods.app)
+    prometheus = Prometheus(targets=[server.url.split("//", 1)[1]])
+    try:
+        prometheus.start()
+        yield pods, prometheus
+    finally:
+        prometheus.stop()
+        server.stop()
+
+
+async def test_the_sources_found_are_not_probed_again_for_minutes_but_check_probes_fresh(
+    changing: tuple[RunnerPodsExporter, Prometheus],
+) -> None:
+    """The probe scans every series of each name: a source found is taken as scraped for
+    minutes, a source missing is asked again each reading (so one scraped later is seen at
+    once), and `fresh` (what `queuepilot check` asks) probes everything."""
+    pods, prometheus = changing
+    no_cadvisor = f"CPU throttling, memory against its limit not known ({CADVISOR} is not scraped)"
+    no_disks = f"disk I/O saturation not known ({NODE_EXPORTER} is not scraped)"
+    cached = PrometheusMetrics(Settings(prometheus_url=prometheus.url))
+    other = PrometheusMetrics(Settings(prometheus_url=prometheus.url))
+
+    async def unknown(metrics: PrometheusMetrics, *, fresh: bool = False) -> str:
+        _, unseen, _ = await metrics.runner_pods(now=datetime.now(UTC), fresh=fresh)
+        assert unseen is not None
+        return unseen.unknown
+
+    async def said(metrics: PrometheusMetrics, wanted: str) -> bool:
+        return await unknown(metrics, fresh=True) == wanted
+
+    try:
+        await eventually(lambda: said(cached, no_cadvisor), what="scraped but cAdvisor", timeout=30)
+        # node-exporter goes (a node-exporter uninstalled), cAdvisor comes.
+        pods.scraped = ("ksm", "cadvisor")
+        await eventually(lambda: said(other, no_disks), what="the change scraped", timeout=30)
+        # Within minutes of finding it, node-exporter is still taken as scraped; cAdvisor, not
+        # found before, was asked again and is seen.
+        assert await unknown(cached) == ""
+        assert await unknown(cached, fresh=True) == no_disks
+        assert await unknown(cached) == no_disks  # the fresh probe is kept
+    finally:
+        await cached.aclose()
+        await other.aclose()

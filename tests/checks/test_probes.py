@@ -221,6 +221,11 @@ async def test_queries_that_return_nothing_say_arcs_metrics_are_not_scraped(
             "runner pods: the kubelet's cAdvisor is not scraped, so diagnostics cannot see CPU "
             "throttling, memory near its limit (optional)",
         ),
+        (
+            Verdict.OK,
+            "runner pods: node-exporter is not scraped, so diagnostics cannot see runner nodes "
+            "whose disks are saturated (optional)",
+        ),
     ]
 
 
@@ -247,6 +252,35 @@ async def test_the_runner_pods_sources_found_are_said_with_their_runner_types(
         "under pressure"
     )
     assert "cAdvisor is not scraped" in pods[1]
+
+
+async def test_cadvisor_without_kube_state_metrics_names_kube_state_metrics_as_missing(
+    settings_for: Callable[..., Settings],
+) -> None:
+    """cAdvisor's series are tied to runner pods by kube-state-metrics' kube_pod_owner: with
+    cAdvisor alone, the missing source is kube-state-metrics, not cAdvisor."""
+    fleet = ArcFleet(pods=("cadvisor",))
+    fleet.pods.set(fleet.queueing.name, running=2, throttled=0.5)
+    settings = settings_for(metrics_backend="prometheus", prometheus_url=fleet.prometheus.url)
+    try:
+
+        async def cadvisor_in() -> list[str] | None:
+            found = of(await probe_all(settings, {}), "prometheus")
+            pods = [f.detail for f in found if f.detail.startswith("runner pods")]
+            return pods if len(pods) == 3 and "cAdvisor is scraped" in pods[1] else None
+
+        pods = await eventually(cadvisor_in, what="cAdvisor scraped", timeout=30)
+    finally:
+        fleet.stop()
+    assert pods == [
+        "runner pods: kube-state-metrics is not scraped, so diagnostics cannot see runner pods "
+        "that cannot be scheduled or start, OOM kills, nodes under pressure (optional)",
+        "runner pods: the kubelet's cAdvisor is scraped but kube-state-metrics is missing, whose "
+        "kube_pod_owner ties its series to runner pods: diagnostics cannot see CPU throttling, "
+        "memory near its limit (optional)",
+        "runner pods: node-exporter is not scraped, so diagnostics cannot see runner nodes whose "
+        "disks are saturated (optional)",
+    ]
 
 
 async def test_a_query_prometheus_refuses_is_named_with_its_setting(

@@ -8,12 +8,21 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bot.backends.metrics.prometheus_pods import runner_pods
 from bot.domain.causes import Cause
 from bot.domain.diagnostics import diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.judgement import judge
-from bot.domain.runner_pods import CADVISOR, NodeTrouble, RunnerPods, pod_causes, unknown_said
+from bot.domain.runner_pods import (
+    CADVISOR,
+    DISK,
+    NODE_EXPORTER,
+    NodeTrouble,
+    RunnerPods,
+    pod_causes,
+    unknown_said,
+)
 
 NOW = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
 TYPE = "linux.2xlarge"
@@ -89,6 +98,17 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
             Cause.NODE_PRESSURE,
             "node ip-10-0-1-5 under DiskPressure: 5 runner pods on it",
             "cordon ip-10-0-1-5",
+        ),
+        (
+            QUIET.model_copy(
+                update={
+                    "nodes": (NodeTrouble(node="ip-10-0-1-5", condition=DISK, pods=5, busy=0.96),)
+                }
+            ),
+            Cause.DISK_BUSY,
+            "node ip-10-0-1-5 disk busy 96% of the time: 5 runner pods on it; jobs there wait "
+            "on I/O",
+            "give runners faster disks",
         ),
         (
             QUIET.model_copy(update={"cpu_throttled": 0.45}),
@@ -216,3 +236,49 @@ def test_pods_that_cannot_start_are_not_counted_booting_nor_the_maximum_said_fin
     texts = [c.text for f in diagnose(snapshot).findings for c in f.checks]
     assert any("no node fits" in t for t in texts)
     assert not any("below the maximum" in t for t in texts), texts
+
+
+def test_forty_bad_nodes_keep_five_and_say_how_many_more() -> None:
+    """A node group gone bad at once: the reading stored in each incident and in the history
+    keeps the five nodes with most runner pods, and diagnostics say the rest in one line."""
+    answers = {
+        "nodes": [
+            ({"name": "a-x7q2k", "node": f"ip-10-0-{n}-17", "condition": "DiskPressure"}, n + 1.0)
+            for n in range(40)
+        ],
+        "disk_busy": [],
+    }
+    found, _ = runner_pods(answers, {}, lambda labels: labels["name"][:-6])
+    pods = found["a"]
+    assert [n.node for n in pods.nodes] == [f"ip-10-0-{n}-17" for n in (39, 38, 37, 36, 35)]
+    assert pods.more_nodes == 35
+    # Forty nodes stored would be four times as long.
+    assert len(pods.model_dump_json(by_alias=True, exclude_defaults=True)) < 400
+    _, why, _ = diagnosis_of(pods)
+    assert why.startswith(f"{TYPE}: node ip-10-0-39-17 under DiskPressure: 40 runner pods")
+    snapshot = FleetSnapshot(
+        at=NOW,
+        source="prometheus",
+        runner_types={TYPE: judged(FULL.model_copy(update={"pods": pods}))},
+    )
+    said = [c.text for _, c in diagnose(snapshot).evidence if c.name == Cause.NODE_PRESSURE.value]
+    assert len(said) == 6
+    assert said[-1].startswith("and 35 more nodes of these runners under pressure")
+
+
+def test_a_node_with_a_saturated_disk_counts_as_one_of_the_nodes_kept() -> None:
+    answers = {
+        "disk_busy": [
+            ({"name": "a-x7q2k", "node": "n1", "busy": "0.96"}, 2.0),
+            ({"name": "a-d4zt9", "node": "n1", "busy": "0.96"}, 3.0),
+        ],
+    }
+    found, _ = runner_pods(answers, {}, lambda labels: labels["name"][:-6])
+    assert found["a"].nodes == (NodeTrouble(node="n1", condition=DISK, pods=5, busy=0.96),)
+    assert found["a"].more_nodes == 0
+
+
+def test_node_exporter_not_scraped_is_said_with_its_source() -> None:
+    assert unknown_said({"disk_busy": NODE_EXPORTER}) == (
+        "disk I/O saturation not known (node-exporter is not scraped)"
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 
-from sandbox.runner_pods import RunnerPodsExporter
+from sandbox.runner_pods import NAMESPACE, RunnerPodsExporter
 
 POD = {"namespace", "pod", "uid"}
 CONTAINER = POD | {"container"}
@@ -92,8 +92,10 @@ def test_a_dind_pod_shows_its_init_containers_as_kube_state_metrics_does() -> No
 
 def test_only_pods_on_a_node_have_a_scheduled_time() -> None:
     found = samples(dind_fleet())
-    on_node = {
-        labels["pod"] for family, labels in found if family == "kube_pod_info" and labels["node"]
+    on_node = {  # the runner pods: node-exporter's own pods are placed too
+        labels["pod"]
+        for family, labels in found
+        if family == "kube_pod_info" and labels["node"] and labels["namespace"] == NAMESPACE
     }
     scheduled = {
         labels["pod"] for family, labels in found if family == "kube_pod_status_scheduled_time"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import time
 from collections.abc import Awaitable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -31,6 +32,9 @@ _QUEUED = "(max by (name) (gha_assigned_jobs) - max by (name) (gha_running_jobs)
 # The quantile of the startup histogram read as the longest wait: its slowest recent starts.
 WAIT_QUANTILE = 0.99
 PROBE = "series scraped"  # the pods' sources probe, asked beside the fields
+# A series the probe found is taken as scraped this long without asking again: which sources a
+# cluster scrapes changes with a deploy, and the probe matches every series of each name.
+PROBE_TTL_S = 600.0
 WORKFLOW_LABELS = ("job_workflow_name", "job_workflow_ref")
 NO_WORKFLOW = (
     "ARC's listener metrics carry no job_workflow_name or job_workflow_ref: add one to the "
@@ -121,6 +125,8 @@ class PrometheusMetrics:
             config.runner_boot_minutes,
         )
         self._probed = [r for r in defaults if self._queries.get(r) == defaults[r]]
+        self._found: dict[str, float] = {}  # series name -> when the probe found it (monotonic)
+        self._unscraped: dict[str, str] = {}  # the last probe's `runner_pods` `probed`
         suffix = config.prometheus_name_suffix
         self._suffix = re.compile(suffix) if suffix else None
         self._names = config.runner_names
@@ -132,6 +138,11 @@ class PrometheusMetrics:
     def fields(self) -> list[str]:
         """The queue's fields `queuepilot check` asks; the runner pods' readings are optional."""
         return [name for name in self._queries if name not in NEEDS]
+
+    @property
+    def readings(self) -> list[str]:
+        """The runner pods' readings asked (PROMETHEUS_QUERIES may drop some)."""
+        return [name for name in self._queries if name in NEEDS]
 
     async def read(self, *, now: datetime) -> FleetSnapshot:
         """All queries at once, at one evaluation time: every field describes the same moment."""
@@ -175,23 +186,42 @@ class PrometheusMetrics:
         )
 
     async def runner_pods(
-        self, *, now: datetime
+        self, *, now: datetime, fresh: bool = False
     ) -> tuple[dict[str, RunnerPods], RunnerPods | None, dict[str, BackendError]]:
         """Per runner type with runner pods, their readings; those of a type with none (None when
         no reading is asked); and the readings' queries Prometheus refused. Optional: a refusal
-        never fails the reading."""
-        queries = {r: self.series(r, now=now) for r in self._queries if r in NEEDS}
+        never fails the reading.
+
+        The probe asks only for the series not found within `PROBE_TTL_S` (`fresh`: all of
+        them): one not scraped matches nothing, cheaply, and is seen the reading after it is;
+        one no longer scraped reads as none until its finding expires."""
+        queries = {r: self.series(r, now=now) for r in self.readings}
         if not queries:
             return {}, None, {}
-        if self._probed:
-            needed = [series for r in self._probed for series, _ in NEEDS[r]]
-            queries[PROBE] = self._query(probe_query(needed), now)
+        since = time.monotonic() - PROBE_TTL_S
+        known = set() if fresh else {name for name, at in self._found.items() if at > since}
+        needed = {series for r in self._probed for series, _ in NEEDS[r]} - known
+        if needed:
+            queries[PROBE] = self._query(probe_query(sorted(needed)), now)
         answers, failed = await gathered(queries, all_may_fail=True)
-        scraped = {labels.get("__name__") for labels, _ in answers.pop(PROBE, [])}
+        found_now = {labels.get("__name__", "") for labels, _ in answers.pop(PROBE, [])}
+        scraped = known | found_now
+        # A failed probe is not kept: each reading is trusted until one answers.
         probed = {r: not_scraped(r, scraped) for r in self._probed} if PROBE not in failed else {}
+        if PROBE not in failed:
+            stamp = time.monotonic()
+            self._found = {name: stamp for name in found_now} | {
+                name: at for name, at in self._found.items() if name in known
+            }
+        self._unscraped = probed
         failed.pop(PROBE, None)
         found, unseen = runner_pods(answers, probed, self.runner_type)
         return found, unseen, failed
+
+    def unscraped(self) -> dict[str, str]:
+        """Per reading probed by the last `runner_pods`, the source of a series it needs that
+        Prometheus does not have ("" when all are); {} when none was probed or the probe failed."""
+        return dict(self._unscraped)
 
     async def series(self, field: str, *, now: datetime) -> Vector:
         """One field's query as `read` asks it (`queuepilot check` asks them one by one)."""

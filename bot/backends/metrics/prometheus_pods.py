@@ -25,10 +25,14 @@ from collections.abc import Callable, Mapping
 from bot.domain.judgement import BOOT_MINS
 from bot.domain.runner_pods import (
     CREATING_MINS,
+    DISK,
+    DISK_BUSY,
+    NODE_READINGS,
     OOM_PODS_KEPT,
     WINDOW_MINS,
     NodeTrouble,
     RunnerPods,
+    kept_nodes,
     unknown_said,
 )
 
@@ -53,6 +57,26 @@ _BAD_NODE = (
     '(kube_node_status_condition{condition="Ready", status!="true"} == 1), "condition", '
     '"NotReady", "", "")'
 )
+# The block devices that are disks, as kube-prometheus's node-exporter mixin selects them
+# (`diskDeviceSelector`): no loop or ram devices, whose busy time says nothing of the disks'.
+DISKS = 'device=~"(/dev/)?(mmcblk.p.+|nvme.+|rbd.+|sd.+|vd.+|xvd.+|dm-.+|md.+|dasd.+)"'
+
+
+def busy_disks(window: str) -> str:
+    """Per node, the share of `window` its busiest disk was busy, of nodes at `DISK_BUSY` or
+    more. node-exporter's series name its own pod (kube-prometheus-stack's ServiceMonitor keeps
+    the target's `namespace` and `pod`; `instance` is the pod's address, no `node` label), so
+    its node is that pod's in `kube_pod_info`, as kube-prometheus-stack's own recording rules
+    (`node_namespace_pod:kube_pod_info:`) join them."""
+    node_of = (
+        'topk by (namespace, pod) (1, max by (namespace, pod, node) (kube_pod_info{node!=""}))'
+    )
+    busy = (
+        f"rate(node_disk_io_time_seconds_total{{{DISKS}}}[{window}]) * on (namespace, pod) "
+        f"group_left (node) {node_of}"
+    )
+    # A counter's rate extrapolated over the window can pass 1 s/s by a little.
+    return f"round(clamp_max(max by (node) ({busy}), 1), 0.01) >= {DISK_BUSY}"
 
 
 def pod_queries(
@@ -160,6 +184,10 @@ def pod_queries(
         # One condition per node (topk): a node both under pressure and not Ready is one line.
         "nodes": f"count by ({label}, node, condition) ({runners(on_node)} * on (node) "
         f"group_left (condition) topk by (node) (1, {_BAD_NODE}))",
+        # Per runner set and node whose disk is saturated, the set's pods on it; the share busy
+        # in the `busy` label.
+        "disk_busy": f'count_values by ({label}, node) ("busy", '
+        f"{runners(f'{on_node} * on (node) group_left () ({busy_disks(window)})')})",
     }
 
 
@@ -181,6 +209,7 @@ def runner_pods(
     values: dict[str, dict[str, float]] = {}
     killed: dict[str, set[tuple[str, str]]] = {}
     nodes: dict[str, dict[tuple[str, str], float]] = {}
+    busy: dict[str, float] = {}  # node -> its disks' busy share
     for reading, series in answers.items():
         for labels, value in series:
             name = runner_type(labels)
@@ -188,8 +217,11 @@ def runner_pods(
                 continue
             # Several runner sets make one type (a new template's set while the old one drains,
             # one name in two namespaces, RUNNER_SCALE_SETS): counts add up, the rest the worst.
-            if reading == "nodes":
+            if reading in NODE_READINGS:
                 node, condition = labels.get("node", ""), labels.get("condition", "")
+                if reading == "disk_busy":
+                    condition = DISK
+                    busy[node] = max(busy.get(node, 0.0), _busy(labels.get("busy", "")))
                 if node and condition:
                     on = nodes.setdefault(name, {})
                     on[node, condition] = on.get((node, condition), 0.0) + value
@@ -203,23 +235,27 @@ def runner_pods(
                 read[reading] = read.get(reading, 0.0) + value
     missing = {r: source for r, source in probed.items() if source}
     unknown = unknown_said(missing)
-    known = [r for r in answers if r not in missing and r != "nodes"]
+    known = [r for r in answers if r not in missing and r not in NODE_READINGS]
     found = {}
     for name in sorted({"", *values, *nodes}):
         read = {r: values.get(name, {}).get(r, 0.0) for r in known}
         for aged in ("pending_mins", "unschedulable_mins"):
             read[aged] = values.get(name, {}).get(aged)  # no pod: no age
-        on = nodes.get(name, {})
-        listed = tuple(
-            sorted(
-                (NodeTrouble(node=n, condition=c, pods=p) for (n, c), p in on.items()),
-                key=lambda n: (-n.pods, n.node),
-            )
+        listed, more = kept_nodes(
+            [
+                NodeTrouble(node=n, condition=c, pods=p, busy=busy.get(n) if c == DISK else None)
+                for (n, c), p in nodes.get(name, {}).items()
+            ]
         )
         pods = tuple(sorted(killed.get(name, ())))[:OOM_PODS_KEPT]
         throttled = _share(read.get("cpu_throttled_periods"), read.get("cpu_periods"))
         found[name] = RunnerPods(
-            **read, cpu_throttled=throttled, oom_pods=pods, nodes=listed, unknown=unknown
+            **read,
+            cpu_throttled=throttled,
+            oom_pods=pods,
+            nodes=listed,
+            more_nodes=more,
+            unknown=unknown,
         )
     return found, found.pop("")
 
@@ -230,3 +266,11 @@ def _share(throttled: float | None, periods: float | None) -> float | None:
     if throttled is None or periods is None:
         return None
     return throttled / periods if periods > 0 else 0.0
+
+
+def _busy(said: str) -> float:
+    """`count_values`' label back to the share it counted."""
+    try:
+        return float(said)
+    except ValueError:
+        return 0.0
