@@ -12,6 +12,7 @@ from datetime import datetime
 
 from bot.domain.fleet import FleetSnapshot
 
+KEEP_DAYS = 8  # kills recorded for the weekly report: its window, and a day's grace
 WORKFLOWS_NAMED = 5  # per runner type, most kills first: the rest are in the count
 # Said beside kills no jobs source can name, once per cause.
 NAMING = "`JOBS_BACKEND=github` names their workflows"

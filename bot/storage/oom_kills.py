@@ -11,11 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 from redis.asyncio import Redis
 
-from bot.domain.oom_kills import OomKill, Pod
+from bot.domain.oom_kills import KEEP_DAYS, OomKill, Pod
 from bot.storage.keys import Keys
 from bot.storage.scripts import script
 
-KEEP_DAYS = 8  # a weekly report's window, and a day's grace for a late schedule
 CAP = 10_000  # about 1.5 MB: a fleet killing a runner every 70 s all week
 
 

@@ -2,7 +2,7 @@
 for memory (`sandbox.runner_pods`, the pods named as ARC names them), GitHub lists the jobs that ran
 on them under those names (`runner_name`), and the served bot's diagnostics, read back from
 Slack, name the workflows with their kills; the record the weekly report reads holds each kill
-once, however many readings saw it."""
+once, however many readings saw it, and `/queue report` says them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from bot.actions.commands import run_command
+from bot.actions.core import Actor
 from sandbox.serve import RunningServer, serve_in_thread
 from tests.support.fakes.arc_exporter import ArcFleet
 from tests.support.fakes.github_api import FakeGithub
@@ -118,5 +120,8 @@ async def test_diagnostics_name_the_workflows_of_the_jobs_oomkilled_and_each_kil
 
         await eventually(refreshed, what="a later reading", timeout=LIVE_S)
         kept = await redis.hgetall(keys.oom_kills)
+        answer = await run_command(running.bot.core, Actor("U1", "al"), "report 7d")
     assert len(kept) == 3, "each (pod, uid) once, across readings"
     assert sorted(json.loads(v)["w"] for v in kept.values()) == ["pull", "pull", "trunk"]
+    # The weekly report's numbers, from that record.
+    assert answer.ok and "3 OOM kills (pull 2, trunk 1)" in answer.message, answer.message
