@@ -14,6 +14,7 @@ from bot.domain.fleet import FleetSnapshot
 
 KEEP_DAYS = 8  # kills recorded for the weekly report: its window, and a day's grace
 WORKFLOWS_NAMED = 5  # per runner type, most kills first: the rest are in the count
+WORKFLOW_CHARS = 100  # a workflow's name as kept with a reading and in the record
 # Said beside kills no jobs source can name, once per cause.
 NAMING = "`JOBS_BACKEND=github` names their workflows"
 
@@ -41,7 +42,7 @@ def kills_of(fleet: FleetSnapshot) -> list[OomKill]:
 
 def ranked(workflows: Iterable[str], kept: int = WORKFLOWS_NAMED) -> tuple[tuple[str, int], ...]:
     """(workflow, kills), most first, the unnamed ("") left out."""
-    counted = Counter(w for w in workflows if w)
+    counted = Counter(w[:WORKFLOW_CHARS] for w in workflows if w)
     return tuple(sorted(counted.items(), key=lambda item: (-item[1], item[0]))[:kept])
 
 

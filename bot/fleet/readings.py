@@ -34,7 +34,7 @@ from bot.domain.fleet import (
 )
 from bot.domain.jobs import JobsView
 from bot.domain.judgement import RECENT_READINGS
-from bot.domain.oom_kills import NAMING, kills_of, with_workflows
+from bot.domain.oom_kills import NAMING, WORKFLOW_CHARS, kills_of, with_workflows
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.keys import Keys
@@ -171,7 +171,7 @@ class FleetReadings:
         if not kills:
             return fleet
         if jobs is not None:
-            kills = [replace(k, workflow=jobs.workflow_on(k.pod)) for k in kills]
+            kills = [replace(k, workflow=jobs.workflow_on(k.pod)[:WORKFLOW_CHARS]) for k in kills]
         named = {(k.pod, k.uid): k.workflow for k in kills}
         try:
             named = await self.oom_kills.record(kills, now=now)
