@@ -252,7 +252,7 @@ class PrometheusMetrics:
             "wait_p50_mins": ranges.quantile_query(0.5, seconds, suffix),
             "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix),
             "job_mins": ranges.duration_query(seconds, suffix),
-            **ranges.pending_queries(self._queries, seconds),
+            **ranges.pending_queries(self._queries, seconds, step),
         }
         ranged, failed = await gathered(
             {field: self._query_range(query, start, end, step) for field, query in fields.items()}

@@ -32,10 +32,6 @@ SAID = {
     "pending_longest_mins": "the longest a runner pod was Pending",
     "unschedulable_hours": "runner pods unschedulable",
 }
-# A subquery's points per series: Prometheus limits only range queries to 11,000
-# (prometheus/prometheus#9999), but a proxy in front of it (promxy) applies that to subqueries
-# too. A week at one minute is 10,080.
-SUBQUERY_POINTS = 11_000
 # The runner pods' numbers over the window, from the reading's queries: those that add up across
 # a type's runner sets, and the rest (the worst).
 ADDED = {"pending_pod_mins", "unschedulable_hours"}
@@ -59,11 +55,14 @@ def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> 
     return chosen
 
 
-def pending_queries(queries: Mapping[str, str], seconds: int) -> dict[str, str]:
+def pending_queries(queries: Mapping[str, str], seconds: int, step: int) -> dict[str, str]:
     """`TypeHistory`'s runner pods numbers -> PromQL asked at the window's end: the reading's
-    pods queries over the window as subqueries, a step apart that keeps under
-    `SUBQUERY_POINTS`."""
-    step = 60 * max(1, math.ceil(seconds / SUBQUERY_POINTS / 60))
+    pods queries over the window as subqueries, `step` apart (`step_s`, as the range queries).
+    Each step evaluates a join over the cluster's pods, so the range queries' step, not a
+    minute, keeps a week's report as cheap as its range queries (and far under the 11,000
+    points a series that a proxy such as promxy allows a subquery; Prometheus limits only range
+    queries, prometheus/prometheus#9999). Pods sampled a step apart still add up to their
+    minutes Pending on average; the longest wait reads up to a step short."""
     span = f"[{seconds}s:{step}s]"
     found = {}
     if query := queries.get("pods_pending"):  # pods Pending at each step, a step each
