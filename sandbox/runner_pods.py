@@ -55,6 +55,8 @@ class PodScenario:
     image_pull: int = 0  # Pending: ImagePullBackOff
     creating: int = 0  # Pending: ContainerCreating (since `pending_since`)
     oom_killed: int = 0  # Failed within the window: the runner container OOMKilled
+    # Those pods' names, where a scenario gives them (the jobs that ran on them name them).
+    oom_names: tuple[str, ...] = ()
     throttled: float = 0.0  # share of CFS periods throttled, of each running runner
     memory_of_limit: float = 0.3  # working set over the memory limit, of each running runner
     node_condition: str = ""  # DiskPressure, MemoryPressure, PIDPressure or NotReady: its node's
@@ -103,10 +105,12 @@ class RunnerPodsExporter:
                     + [("Pending", "ContainerCreating")] * s.creating
                     + [("Failed", "OOMKilled")] * s.oom_killed
                 )
+                named = iter(s.oom_names)
                 for n, (phase, why) in enumerate(kinds):
                     pod = generated(f"{runner_set}-runner-", f"{runner_set}/{n}")
+                    pod = next(named, pod) if why == "OOMKilled" else pod
                     on = "" if phase == "Pending" and why == "unschedulable" else node
-                    self._pod(add, pod, phase, why, on, s, now)
+                    self._pod(add, (pod, f"{runner_set}/{n}"), phase, why, on, s, now)
         if "ksm" not in self.scraped or "ksm" not in sources:
             families = {f: lines for f, lines in families.items() if not f.startswith("kube_")}
         if "cadvisor" not in self.scraped or "cadvisor" not in sources:
@@ -147,9 +151,19 @@ class RunnerPodsExporter:
             add("node_disk_io_time_seconds_total", {**target, "device": device}, up * share)
 
     def _pod(
-        self, add: Add, pod: str, phase: str, why: str, node: str, s: PodScenario, now: float
+        self,
+        add: Add,
+        named: tuple[str, str],
+        phase: str,
+        why: str,
+        node: str,
+        s: PodScenario,
+        now: float,
     ) -> None:
-        uid = _uid(pod)
+        """`named`: the pod's name and what makes its uid, which tells apart two pods of one name
+        (ARC recreates a failed runner's pod under its name)."""
+        pod, seed = named
+        uid = _uid(seed)
         ids = {"namespace": NAMESPACE, "pod": pod, "uid": uid}
         owner = {"owner_kind": "EphemeralRunner", "owner_name": pod, "owner_is_controller": "true"}
         add("kube_pod_owner", {**ids, **owner}, 1)

@@ -92,6 +92,7 @@ class Report:
             except BackendError as exc:
                 log.warning("capacity report: no history: %s", exc)
                 missing = f"{self.history.name} could not say: {exc}"
+        kills = await self.readings.oom_kills.since(since)
         reports = capacity_report(
             list(zip(incidents, timelines, strict=True)),
             live,
@@ -100,6 +101,7 @@ class Report:
             only=runner_type,
             history=history,
             thresholds=self.config.thresholds,
+            kills=kills,
         )
         kept_days = self.config.incident_retention_days
         said = {"days": days, "kept_days": kept_days, "history": source, "missing": missing}

@@ -19,13 +19,18 @@ from bot.domain.early_warning import Thresholds, stated_thresholds
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident
 from bot.domain.judgement import to_drain
+from bot.domain.oom_kills import OomKill, ranked
 from bot.domain.runner_names import runner_key
+from bot.domain.runner_pods import STUCK_SHARE
 from bot.domain.units import number
 
 NO_TYPE = ""  # incidents whose alert and readings named no runner type
 RECOMMEND_INCIDENTS = 2
 RECOMMEND_FIRING = timedelta(hours=2)
 RECOMMEND_AT_MAX_H = 8.0  # hours at the maximum in the window that make its size a question
+# Hours with runner pods unschedulable (and half the hours at the maximum) that make the nodes,
+# not the maximum, the limit.
+UNSCHEDULABLE_H = 2.0
 SHOWN_OVER_H = 0.25  # a type only the history names is shown from a quarter hour over or at max
 V = TypeVar("V")
 
@@ -47,6 +52,11 @@ class TypeHistory:
     job_mins: float | None = None  # the mean minutes a job ran
     # Every job's queue time (ARC's histogram), or the longest wait at queuepilot's readings.
     quantiles_of: str = "queue time"
+    # Its runner pods over the window (kube-state-metrics): minutes Pending summed over the pods,
+    # the longest one pod waited, and the hours any was unschedulable. None: not known.
+    pending_pod_mins: float | None = None
+    pending_longest_mins: float | None = None
+    unschedulable_hours: float | None = None
 
     def hours_over(self, thresholds: Thresholds) -> float | None:
         """Hours over the alert's thresholds, alerting or not (None: no threshold or series)."""
@@ -99,6 +109,12 @@ class TypeReport:
     quantiles_of: str = "queue time"
     hours_at_max: float | None = None
     hours_over: float | None = None
+    pending_pod_mins: float | None = None  # as `TypeHistory` says them
+    pending_longest_mins: float | None = None
+    unschedulable_hours: float | None = None
+    # Its runner pods OOMKilled in the window, and the workflows of their jobs, most first.
+    oom_kills: int = 0
+    oom_workflows: tuple[tuple[str, int], ...] = ()
     recommendation: str = ""
 
 
@@ -111,9 +127,11 @@ def capacity_report(
     only: str | None = None,
     history: Mapping[str, TypeHistory] | None = None,
     thresholds: Thresholds | None = None,
+    kills: Sequence[OomKill] = (),
 ) -> list[TypeReport]:
     """One report per runner type that had incidents in [since, now], or whose history shows
-    it over the thresholds or at its maximum (or `only`), worst first."""
+    it over the thresholds or at its maximum (or `only`), worst first; `kills`: its runner pods'
+    OOM kills as the readings recorded them."""
     grouped: dict[str, list[tuple[Incident, Sequence[Event]]]] = {}
     for incident, events in incidents:
         if incident.started_at > now or (incident.resolved_at or now) < since:
@@ -131,6 +149,10 @@ def capacity_report(
         kept = grouped.get(name, [])
         stated = stated_thresholds(name, [i for i, _ in incidents], thresholds or Thresholds())
         report = _report(name, kept, live.get(name), since, now, history.get(name), stated)
+        killed = [k for k in kills if since <= (k.at or now) <= now and _same(k.runner_type, name)]
+        if killed:
+            workflows = ranked(k.workflow for k in killed)
+            report = replace(report, oom_kills=len(killed), oom_workflows=workflows)
         # Without thresholds to judge it by, a type whose history queued at all is shown.
         unjudged = report.hours_over is None and (report.peak_queued or 0) > 0
         over = max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H
@@ -159,6 +181,10 @@ def report_channels(
             report
         )
     return out
+
+
+def _same(runner_type: str, name: str) -> bool:
+    return runner_key(runner_type) == runner_key(name)
 
 
 def _named_as(values: Mapping[str, V], names: Mapping[str, str]) -> dict[str, V]:
@@ -211,6 +237,9 @@ def _report(
         quantiles_of=history.quantiles_of if history else "queue time",
         hours_at_max=history.hours_at_max if history else None,
         hours_over=history.hours_over(thresholds) if history else None,
+        pending_pod_mins=history.pending_pod_mins if history else None,
+        pending_longest_mins=history.pending_longest_mins if history else None,
+        unschedulable_hours=history.unschedulable_hours if history else None,
     )
     return replace(report, recommendation=_recommendation(report, duration))
 
@@ -229,6 +258,13 @@ def _recommendation(report: TypeReport, duration: float | None) -> str:
     why = f"{report.incidents} incident{'s' if report.incidents != 1 else ''}, {hours:.1f} h firing"
     if at_max >= 1:
         why = f"at its maximum {at_max:.0f} h, {why}"
+    stuck = report.unschedulable_hours or 0.0
+    if stuck >= UNSCHEDULABLE_H and stuck >= STUCK_SHARE * at_max:
+        # As the judgement withholds more runners while new pods cannot start.
+        return (
+            f"{why}: its runner pods sat unschedulable {stuck:.0f} h (no node fits): the node "
+            "group is the limit, not maxRunners: look at the cluster autoscaler or Karpenter"
+        )
     if report.hours_at_max is not None and at_max < SHOWN_OVER_H and report.peak_queued:
         return _warmer(report, why)
     if report.maximum is None or report.peak_queued is None or not duration:

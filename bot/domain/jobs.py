@@ -19,6 +19,9 @@ MAIN_BRANCHES = frozenset({"main", "master"})
 SURGE_MIN_MORE = 5  # more arrivals than a day before for a surge: two against one is noise
 SURGE_MIN_QUEUED = 5  # without history: a workflow holding most of a queue this long
 SLOWER, SLOWER_MIN_MINS = 1.3, 2.0  # jobs "got slower": as the duration check counts it
+# Runners named with their job's workflow per listing: the jobs of the runs still queued or in
+# progress, which is where a runner pod killed in the last half hour ran.
+RUNNERS_NAMED = 2000
 
 
 class Trigger(StrEnum):
@@ -111,6 +114,9 @@ class JobsListing:
     finished: tuple[FinishedJob, ...] = ()
     # The source lists a job only once it has queued this long (the HUD's `queued_jobs`: 5 min).
     listed_over_mins: float | None = None
+    # The runner each job running or finished ran on -> its workflow (at most `RUNNERS_NAMED`);
+    # None: the source does not name runners (the HUD lists queued jobs only, ARC counts them).
+    runners: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,12 @@ class JobsView:
     history: bool = False
     slower: dict[str, tuple[Slower, ...]] = field(default_factory=dict)
     listed_over_mins: float | None = None  # as `JobsListing` says it
+    runners: Mapping[str, str] | None = None  # as `JobsListing` says it
+
+    def workflow_on(self, runner: str) -> str:
+        """The workflow of the job that ran on `runner` (ARC: a runner pod's name); "" if none
+        listed."""
+        return (self.runners or {}).get(runner, "")
 
     def name_of(self, runner_type: str) -> str:
         return type_named((*self.runner_types, *self.slower), runner_type) or runner_type
@@ -240,6 +252,7 @@ def jobs_view(listing: JobsListing, arrivals: Arrivals, *, source: str, at: date
         history=arrivals.history,
         slower=_slower(arrivals),
         listed_over_mins=listing.listed_over_mins,
+        runners=listing.runners,
     )
 
 

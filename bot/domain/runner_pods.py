@@ -125,7 +125,7 @@ class RunnerPods(BaseModel):
             "pods_pending=pp pending_mins=pm unschedulable=un unschedulable_mins=um image_pull=ip "
             "config_error=ce creating=cr oom_kills=oom oom_pods=oomp restarts=rs cpu_throttled=thr "
             "cpu_throttled_periods=thp cpu_periods=cp memory_of_limit=mem nodes=n more_nodes=n+ "
-            "unknown=u"
+            "unknown=u oom_workflows=oomw oom_naming=oomn"
         ),
     )
 
@@ -143,6 +143,10 @@ class RunnerPods(BaseModel):
     # Those pods as (name, uid), at most `OOM_PODS_KEPT`: ARC recreates a failed runner's pod
     # under its name, so the uid tells one kill from the next; the name is the job's runner_name.
     oom_pods: tuple[tuple[str, str], ...] = ()
+    # The workflows of the jobs those pods ran, with their kills, most first (`bot.domain.
+    # oom_kills`); `oom_naming`: how to get them named where no jobs source can.
+    oom_workflows: tuple[tuple[str, int], ...] = ()
+    oom_naming: str = ""
     restarts: float | None = None  # within `WINDOW_MINS`
     # The CFS periods per second of the runner and dind containers, throttled and all, summed
     # over the type's pods; `cpu_throttled` is their share.
@@ -307,9 +311,11 @@ def _oom(pods: RunnerPods) -> PodCause | None:
         return None
     times = "once" if kills == 1 else f"{number(kills)} times"
     restarts = f", {number(pods.restarts)} restarts" if pods.restarts else ""
+    named = ", ".join(f"{workflow} {count}" for workflow, count in pods.oom_workflows)
+    named = f" ({named or pods.oom_naming})" if named or pods.oom_naming else ""
     return PodCause(
         trouble=Trouble.OOM_KILLED,
-        evidence=f"jobs were OOMKilled {times} in {minutes(WINDOW_MINS)}{restarts}",
+        evidence=f"jobs were OOMKilled {times} in {minutes(WINDOW_MINS)}{named}{restarts}",
         advice="raise the runner's memory or move those jobs to a larger type; "
         "each kill reruns a job and lengthens the queue",
     )

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,9 +34,11 @@ from bot.domain.fleet import (
 )
 from bot.domain.jobs import JobsView
 from bot.domain.judgement import RECENT_READINGS
+from bot.domain.oom_kills import NAMING, WORKFLOW_CHARS, kills_of, with_workflows
 from bot.fleet.jobs import JobsWatch
 from bot.fleet.readings_history import ReadingsHistory
 from bot.storage.keys import Keys
+from bot.storage.oom_kills import OomKillRecord
 from bot.storage.readings import ReadingStore
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,7 @@ class FleetReadings:
         kept: ReadingsHistory | None = None,
     ) -> None:
         self._store = ReadingStore(redis, keys)
+        self.oom_kills = OomKillRecord(redis, keys)  # the weekly report reads them
         self.metrics = metrics
         self.interval = timedelta(seconds=config.metrics_interval_seconds)
         self._config = config
@@ -131,6 +135,7 @@ class FleetReadings:
                 and self._jobs.source is not self.metrics
             ):
                 fleet = with_job_waits(fleet, jobs)
+            fleet = await self._named_kills(fleet, jobs, now)
             recent = await self.history(last=RECENT_READINGS)
             target = self._config.drain_target_minutes
             fleet = judged(fleet, recent, interval=self.interval, within_mins=target)
@@ -156,6 +161,25 @@ class FleetReadings:
         except Exception:  # a bug must not stop the tick; it is logged in full
             log.exception("fleet: listing the jobs failed unexpectedly")
         return None
+
+    async def _named_kills(
+        self, fleet: FleetSnapshot, jobs: JobsView | None, now: datetime
+    ) -> FleetSnapshot:
+        """`fleet` with its OOM kills named by the jobs that ran on their pods, and recorded;
+        before the judgement, which says them."""
+        kills = kills_of(fleet)
+        if not kills:
+            return fleet
+        if jobs is not None:
+            kills = [replace(k, workflow=jobs.workflow_on(k.pod)[:WORKFLOW_CHARS]) for k in kills]
+        named = {(k.pod, k.uid): k.workflow for k in kills}
+        try:
+            named = await self.oom_kills.record(kills, now=now)
+        except RedisError as exc:  # the kills are still named from this reading's jobs
+            log.warning("fleet: the OOM kills not recorded: %s", exc)
+        # Said only where no jobs source could name them, not when one failed this reading.
+        unnamed = self._jobs is None or (jobs is not None and jobs.runners is None)
+        return with_workflows(fleet, named, NAMING if unnamed else "")
 
     async def _remember(self, fleet: FleetSnapshot) -> None:
         types = fleet.runner_types.items()

@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.domain.capacity import NO_TYPE, TypeReport
 from bot.domain.message import Rendered
+from bot.domain.oom_kills import KEEP_DAYS
 from bot.domain.units import duration, minutes, number
 from bot.render import mrkdwn as md
 from bot.render.chart import MAX_CATEGORIES, chart, series_labels
@@ -52,6 +53,8 @@ def render_report(
 
 def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
     own = "From queuepilot's own incidents and the live reading"
+    if any(r.oom_kills for r in reports):
+        own += f" (OOM kills as its readings saw them, kept {KEEP_DAYS} days)"
     if not history:
         if missing:
             return f"{own}. {_missing(missing)}"
@@ -65,6 +68,7 @@ def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
         quantiled[0] if quantiled else "",
         any(r.hours_at_max is not None for r in reports) and "hours at the maximum",
         any(r.hours_over is not None for r in reports) and "hours over the alert's thresholds",
+        any(r.pending_pod_mins is not None for r in reports) and "runner pods Pending",
     ]
     partly = f" ({md.escaped(missing, 300)})" if missing else ""
     if not (said := [what for what in known if what]):
@@ -92,6 +96,12 @@ def _type_line(report: TypeReport) -> str:
         parts.append(f"{md.escape(report.quantiles_of)} p50 {p50}, p90 {p90}")
     if report.hours_at_max is not None:
         parts.append(f"{_hours(report.hours_at_max)} at the maximum")
+    if report.pending_pod_mins is not None:
+        parts.append(_pending(report))
+    if report.oom_kills:
+        named = ", ".join(f"{md.escaped(w, 60)} {n}" for w, n in report.oom_workflows)
+        kills = md.plural(report.oom_kills, "OOM kill")
+        parts.append(f"{kills} ({named})" if named else kills)
     if report.peak_queued is not None:
         parts.append(f"peak {number(report.peak_queued)} queued")
     if report.peak_wait_mins is not None:
@@ -106,6 +116,19 @@ def _type_line(report: TypeReport) -> str:
             who += f", {len(named) - MAX_SCALERS} others"
         parts.append(f"{md.plural(sum(report.scale_ups.values()), 'scale-up')} ({who})")
     return f"• *{name}*: " + " · ".join(parts)
+
+
+def _pending(report: TypeReport) -> str:
+    """ "runner pods Pending 72 pod-hours, the longest 6 h, 6.0 h unschedulable": the minutes
+    each pod was Pending, added up."""
+    mins = report.pending_pod_mins or 0.0
+    summed = f"{mins / 60:.0f} pod-hours" if mins >= 120 else f"{mins:.0f} pod-min"
+    text = f"runner pods Pending {summed}"
+    if report.pending_longest_mins is not None and mins:
+        text += f", the longest {duration(timedelta(minutes=report.pending_longest_mins))}"
+    if report.unschedulable_hours:
+        text += f", {_hours(report.unschedulable_hours)} unschedulable"
+    return text
 
 
 def _hours(hours: float) -> str:

@@ -53,6 +53,9 @@ class Keys:
         # (`bot.outbound.lost_state`).
         self.state_marker = f"{v2}:state"
         self.found_roots = f"{v2}:found-roots"  # group -> its root found in Slack after a loss
+        # Runner pods' OOM kills for the weekly report: "<pod>/<uid>" -> the kill, and by time.
+        self.oom_kills = f"{v2}:pods:oom-kills"
+        self.oom_kills_at = f"{v2}:pods:oom-kills:at"
 
     incident = _kind("incident:{}")
     group = _kind("group:{}")

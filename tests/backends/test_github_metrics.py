@@ -511,6 +511,7 @@ runs_and_jobs = st.tuples(
                 "html_url": json_scalars,
                 "name": json_scalars,
                 "workflow_name": json_scalars,
+                "runner_name": json_scalars,
             },
         )
         | json_scalars,
@@ -528,6 +529,23 @@ def test_any_runs_and_jobs_give_a_listing_never_an_exception(given_: tuple) -> N
     for job in listing.jobs:
         assert job.runner_type and job.workflow and job.source_id.startswith("github:")
         assert isinstance(job.trigger, Trigger) and job.wait_mins(NOW) >= 0
+    assert listing.runners is not None
+    assert all(isinstance(r, str) and r and w for r, w in listing.runners.items())
+
+
+def test_the_jobs_that_ran_name_their_runners_workflow_and_a_queued_job_none() -> None:
+    """ARC registers a runner under its pod's name: a killed pod's job is found by it."""
+    job = FakeGithub.job
+    runs = {1: {"id": 1, "name": "pull"}, 2: {"id": 2, "name": "trunk"}}
+    jobs = [
+        {**job(11, ["linux.2xlarge"], "completed", ago(20), runner_name="arc-runner-k7x2p",
+               conclusion="failure", completed_at=ago(2)), "run_id": 1},
+        {**job(12, ["linux.2xlarge"], "in_progress", ago(9), runner_name="arc-runner-m4q9z"),
+         "run_id": 2},
+        {**job(13, ["linux.2xlarge"], "queued", ago(1)), "run_id": 2},
+    ]  # fmt: skip
+    listing = queued_jobs_of(runs, jobs)
+    assert listing.runners == {"arc-runner-k7x2p": "pull", "arc-runner-m4q9z": "trunk"}
 
 
 @pytest.mark.parametrize(("entries", "size"), [(8, 1 << 20), (100, 2048)])  # each bound binds

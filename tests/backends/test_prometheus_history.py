@@ -3,6 +3,7 @@ listeners (`tests.support.fakes.arc_week`), through `/query_range` and the start
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,11 +22,21 @@ from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_history import parse_matrix, step_s
 from bot.config import Settings
 from bot.domain.early_warning import Thresholds
+from bot.domain.oom_kills import OomKill
 from bot.storage.incident_store import IncidentStore
+from bot.storage.oom_kills import OomKillRecord
 from sandbox.redis_server import free_port
 from tests.support.cores import action_core
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING
-from tests.support.fakes.arc_week import DAY, HOUR, expected_p90_s, week
+from tests.support.fakes.arc_week import (
+    BURSTS,
+    DAY,
+    HOUR,
+    PENDING_PODS,
+    UNSCHEDULABLE_BURSTS,
+    expected_p90_s,
+    week,
+)
 from tests.support.incidents import keep_resolved
 from tests.support.servers import Prometheus
 
@@ -92,6 +103,28 @@ async def test_a_week_of_queueing_at_the_maximum_and_the_queue_time(seeded: Week
     assert queueing.job_mins == pytest.approx(30) and healthy.job_mins == pytest.approx(30)
 
 
+async def test_a_weeks_runner_pods_pending_in_pod_minutes_the_longest_and_hours_unschedulable(
+    seeded: Week,
+) -> None:
+    """Three 6-hour bursts with 4 runner pods Pending (kube-state-metrics), the first with no
+    node fitting them: what the weekly report says of them, from the reading's own queries."""
+    backend = metrics(seeded.url)
+    try:
+        kept = await backend.history(start=seeded.start, end=seeded.end)
+    finally:
+        await backend.aclose()
+    queueing, healthy = kept.types[QUEUEING], kept.types[HEALTHY]
+    assert kept.note == ""
+    step_mins = queueing.step_s / 60  # read a step apart: each number within a step
+    expected = len(BURSTS) * 6 * 60 * PENDING_PODS
+    assert queueing.pending_pod_mins == pytest.approx(expected, rel=0.03)
+    assert queueing.pending_longest_mins == pytest.approx(6 * 60, abs=step_mins)
+    unschedulable = 6 * len(UNSCHEDULABLE_BURSTS)
+    assert queueing.unschedulable_hours == pytest.approx(unschedulable, abs=2 * step_mins / 60)
+    # Not known where its pods have no series: nothing said, no zero.
+    assert healthy.pending_pod_mins is None and healthy.unschedulable_hours is None
+
+
 async def test_the_history_is_named_for_the_runner_types_the_alerts_use(seeded: Week) -> None:
     """The queueing set serves `linux.2xlarge` (RUNNER_SCALE_SETS), the recreated listener's two
     runner-set names included; the healthy one serves no type the bot knows."""
@@ -118,6 +151,12 @@ async def test_queue_report_over_a_seeded_week_of_incidents_and_prometheus_histo
     for n, day in enumerate((1, 3), 1):  # two of the three bursts alerted
         started = seeded.start + timedelta(days=day, hours=9, minutes=20)
         await keep_resolved(store, n, started, 5.5, QUEUEING, thresholds=(10, 30))
+    # The readings saw 3 of its runner pods OOMKilled (one before the week, not reported).
+    kills = OomKillRecord(redis, store.keys)
+    seen = [(-8, "pull"), (-2, "pull"), (-1, "trunk"), (-1, "")]
+    for days, workflow in seen:
+        kill = OomKill(QUEUEING, f"{QUEUEING}-x7q2k-runner-k{days}{workflow}", "u1", workflow)
+        await kills.record([kill], now=seeded.end + timedelta(days=days))
     backend = metrics(seeded.url)
     core = action_core(redis, store, metrics=backend, clock=lambda: seeded.end)
     try:
@@ -129,6 +168,14 @@ async def test_queue_report_over_a_seeded_week_of_incidents_and_prometheus_histo
     assert "2 incidents · 11 h firing" in line
     assert "over the thresholds" in line and "at the maximum" in line
     assert "queue time p50 4 s, p90 34 min" in line
+    # Its runner pods: 4 Pending through each 6-hour burst (72 pod-hours, read a step apart),
+    # unschedulable in the first once older than a node takes to come up.
+    pods = re.search(
+        r"runner pods Pending (\d+) pod-hours, the longest 6 h, ([\d.]+) h unsch", line
+    )
+    assert pods is not None, line
+    assert 70 <= int(pods[1]) <= 74 and 5.8 <= float(pods[2]) <= 6.1, line
+    assert "3 OOM kills (pull 1, trunk 1)" in line, line
     # Hours at the maximum make the case; the size comes from the history's maximum and peak.
     # 15 queued at the peak, 30-minute jobs: 15 more runners drain it in 30 minutes.
     assert "at its maximum 26 h, 2 incidents, 11.0 h firing: raise maxRunners 20 → 35" in text

@@ -21,6 +21,7 @@ from bot.domain.capacity import (
 from bot.domain.early_warning import Thresholds
 from bot.domain.fleet import RunnerTypeMetrics
 from bot.domain.incidents import Event, Incident, ScaleDone
+from bot.domain.oom_kills import OomKill
 
 NOW = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 WEEK = NOW - timedelta(days=7)
@@ -325,3 +326,38 @@ def test_who_took_a_scale_up_on_is_the_name_the_event_records_whatever_its_words
     [big, windows] = capacity_report(incidents, LIVE, since=WEEK, now=NOW)
     assert big.scale_ups == {"Alice (she/her)": 1}
     assert windows.scale_ups == {}
+
+
+@pytest.mark.parametrize(
+    ("unschedulable_h", "raises"),
+    [
+        (None, True),  # no runner pods source: the size is the question
+        (1.0, True),  # an hour with no node: not the week's story
+        (20.0, False),  # most of its time at the maximum its pods could not be scheduled
+    ],
+)
+def test_no_maxrunners_raise_for_a_type_whose_pods_sat_unschedulable(
+    unschedulable_h: float | None, raises: bool
+) -> None:
+    at_max = {NOW.timestamp() - 3600 * h: 20.0 for h in range(30)}
+    history = {
+        BIG: TypeHistory(
+            step_s=3600, level=at_max, maximum=at_max, unschedulable_hours=unschedulable_h
+        )
+    }
+    incidents = [(incident(n, 10 * n, 2, {BIG: (60, 75)}), []) for n in (1, 2)]
+    [big] = capacity_report(incidents, LIVE, since=WEEK, now=NOW, history=history)
+    assert ("raise maxRunners" in big.recommendation) is raises, big.recommendation
+    if not raises:
+        assert "unschedulable 20 h (no node fits)" in big.recommendation
+        assert "cluster autoscaler or Karpenter" in big.recommendation
+
+
+def test_oom_kills_in_the_window_are_counted_with_their_workflows_under_the_alerts_name() -> None:
+    kills = [
+        OomKill("linux-2xlarge", f"p{n}", "u", workflow, NOW - timedelta(days=days))
+        for n, (days, workflow) in enumerate([(1, "pull"), (2, "pull"), (3, ""), (9, "trunk")])
+    ]
+    incidents = [(incident(1, 10, 2, {BIG: (60, 75)}), [])]
+    [big] = capacity_report(incidents, LIVE, since=WEEK, now=NOW, kills=kills)
+    assert (big.oom_kills, big.oom_workflows) == (3, (("pull", 2),))

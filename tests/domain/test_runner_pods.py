@@ -14,6 +14,7 @@ from bot.domain.diagnostics import diagnose
 from bot.domain.fleet import FleetSnapshot
 from bot.domain.fleet import RunnerTypeMetrics as M
 from bot.domain.judgement import judge
+from bot.domain.oom_kills import NAMING, with_workflows
 from bot.domain.runner_pods import (
     CADVISOR,
     DISK,
@@ -88,6 +89,18 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
             Cause.OOM_KILLED,
             "jobs were OOMKilled 7 times in 30 min, 2 restarts",
             "raise the runner's memory or move those jobs to a larger type",
+        ),
+        (
+            QUIET.model_copy(update={"oom_kills": 7, "oom_workflows": (("pull", 5), ("trunk", 2))}),
+            Cause.OOM_KILLED,
+            "jobs were OOMKilled 7 times in 30 min (pull 5, trunk 2)",
+            "raise the runner's memory or move those jobs to a larger type",
+        ),
+        (
+            QUIET.model_copy(update={"oom_kills": 1, "oom_naming": "`JOBS_BACKEND=github` names"}),
+            Cause.OOM_KILLED,
+            "jobs were OOMKilled once in 30 min (`JOBS_BACKEND=github` names)",
+            "raise the runner's memory",
         ),
         (
             QUIET.model_copy(
@@ -282,3 +295,22 @@ def test_node_exporter_not_scraped_is_said_with_its_source() -> None:
     assert unknown_said({"disk_busy": NODE_EXPORTER}) == (
         "disk I/O saturation not known (node-exporter is not scraped)"
     )
+
+
+def test_kills_are_named_by_the_workflows_that_ran_on_their_pods_or_say_how_to_name_them() -> None:
+    """`with_workflows` matches each killed (pod, uid) to the workflow its job ran; where no
+    jobs source can, the cause says once how to get them named."""
+    pods = QUIET.model_copy(
+        update={"oom_kills": 4, "oom_pods": (("a", "1"), ("a", "2"), ("b", "3"), ("c", "4"))}
+    )
+    fleet = FleetSnapshot(
+        at=NOW, source="prometheus", runner_types={TYPE: FULL.model_copy(update={"pods": pods})}
+    )
+    named = {("a", "1"): "pull", ("a", "2"): "pull", ("b", "3"): "trunk", ("c", "4"): ""}
+    said = with_workflows(fleet, named, NAMING).runner_types[TYPE].pods
+    assert said is not None and said.oom_workflows == (("pull", 2), ("trunk", 1))
+    assert said.oom_naming == "", "named kills need no hint"
+    unnamed = with_workflows(fleet, {}, NAMING).runner_types[TYPE].pods
+    _, why, _ = diagnosis_of(unnamed)
+    assert "OOMKilled 4 times in 30 min (`JOBS_BACKEND=github` names their workflows)" in why
+    assert why.count("JOBS_BACKEND") == 1

@@ -15,7 +15,7 @@ from bot.backends.github_api import GithubApi, Listing
 from bot.backends.http import time_of
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot, RunnerTypeMetrics
-from bot.domain.jobs import FinishedJob, JobsListing, QueuedJob, trigger_of
+from bot.domain.jobs import RUNNERS_NAMED, FinishedJob, JobsListing, QueuedJob, trigger_of
 
 T = TypeVar("T")
 # The runs that may hold queued jobs (by id), and their jobs.
@@ -170,15 +170,20 @@ def queued_jobs_of(
     runs: Mapping[Any, Any], jobs: Iterable[Any], *, complete: bool = True
 ) -> JobsListing:
     """The queued jobs with their run's workflow and trigger; ghosts and jobs that cannot be read
-    are left out and counted. Finished jobs say how long jobs ran."""
+    are left out and counted. Finished jobs say how long jobs ran; jobs that ran say their runner's
+    workflow (ARC registers a runner under its pod's name)."""
     found: list[QueuedJob] = []
     finished: list[FinishedJob] = []
+    runners: dict[str, str] = {}
     ghosts = unreadable = 0
     for job in jobs:
         if not isinstance(job, dict):
             continue
         run = runs.get(job.get("run_id"))
         run = run if isinstance(run, dict) else {}
+        runner = _text(job.get("runner_name"))
+        if runner and job.get("status") != "queued" and len(runners) < RUNNERS_NAMED:
+            runners[runner] = _workflow(job, run)
         if job.get("status") == "completed":
             done = _finished_job(job, run)
             finished += [done] if done is not None else []
@@ -192,7 +197,12 @@ def queued_jobs_of(
             found.append(queued)
     note = f"{unreadable} unreadable GitHub jobs left out" if unreadable else ""
     return JobsListing(
-        tuple(found), ghosts, complete and not unreadable, note, finished=tuple(finished)
+        tuple(found),
+        ghosts,
+        complete and not unreadable,
+        note,
+        finished=tuple(finished),
+        runners=runners,
     )
 
 
@@ -214,8 +224,11 @@ def _identity(job: dict[str, Any], run: dict[str, Any]) -> tuple[str, str, str] 
     job_id = job.get("id")
     if not runner_type or job_id is None or isinstance(job_id, bool):
         return None
-    workflow = _text(run.get("name")) or _text(job.get("workflow_name")) or "(unnamed workflow)"
-    return runner_type, workflow, f"github:{str(job_id)[:40]}"
+    return runner_type, _workflow(job, run), f"github:{str(job_id)[:40]}"
+
+
+def _workflow(job: dict[str, Any], run: dict[str, Any]) -> str:
+    return _text(run.get("name")) or _text(job.get("workflow_name")) or "(unnamed workflow)"
 
 
 def _queued_job(job: dict[str, Any], run: dict[str, Any]) -> QueuedJob | None:

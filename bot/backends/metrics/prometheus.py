@@ -282,6 +282,7 @@ class PrometheusMetrics:
             "wait_p50_mins": ranges.quantile_query(0.5, seconds, suffix),
             "wait_p90_mins": ranges.quantile_query(0.9, seconds, suffix),
             "job_mins": ranges.duration_query(seconds, suffix),
+            **ranges.pending_queries(self._queries, seconds, step),
         }
         ranged, failed = await gathered(
             {field: self._query_range(query, start, end, step) for field, query in fields.items()}
@@ -296,7 +297,8 @@ class PrometheusMetrics:
                     by_field = series.setdefault(runner_type, {})
                     ranges.merged(by_field.setdefault(name, {}), found)  # type: ignore[arg-type]
                 elif runner_type:
-                    by_type.setdefault(runner_type, {})[name] = found  # type: ignore[assignment]
+                    kept = by_type.setdefault(runner_type, {})
+                    kept[name] = ranges.combined(name, kept.get(name), found)  # type: ignore[arg-type]
         said = [ranges.SAID.get(name, name) for name in failed]
         note = f"Prometheus could not answer for {', '.join(said)}" if failed else ""
         return FleetHistory(ranges.histories(step, series, by_type), note)

@@ -28,7 +28,13 @@ SAID = {
     "wait_p50_mins": "queue time p50",
     "wait_p90_mins": "queue time p90",
     "job_mins": "job duration",
+    "pending_pod_mins": "runner pods Pending",
+    "pending_longest_mins": "the longest a runner pod was Pending",
+    "unschedulable_hours": "runner pods unschedulable",
 }
+# The runner pods' numbers over the window, from the reading's queries: those that add up across
+# a type's runner sets, and the rest (the worst).
+ADDED = {"pending_pod_mins", "unschedulable_hours"}
 
 
 def step_s(start: datetime, end: datetime) -> int:
@@ -47,6 +53,32 @@ def range_queries(queries: Mapping[str, str], *, wait_buckets: bool = False) -> 
     if level:
         chosen["level"] = level
     return chosen
+
+
+def pending_queries(queries: Mapping[str, str], seconds: int, step: int) -> dict[str, str]:
+    """`TypeHistory`'s runner pods numbers -> PromQL asked at the window's end: the reading's
+    pods queries over the window as subqueries, `step` apart (`step_s`, as the range queries).
+    Each step evaluates a join over the cluster's pods, so the range queries' step, not a
+    minute, keeps a week's report as cheap as its range queries (and far under the 11,000
+    points a series that a proxy such as promxy allows a subquery; Prometheus limits only range
+    queries, prometheus/prometheus#9999). Pods sampled a step apart still add up to their
+    minutes Pending on average; the longest wait reads up to a step short."""
+    span = f"[{seconds}s:{step}s]"
+    found = {}
+    if query := queries.get("pods_pending"):  # pods Pending at each step, a step each
+        found["pending_pod_mins"] = f"sum_over_time(({query}){span}) * {step / 60:g}"
+    if query := queries.get("pending_mins"):
+        found["pending_longest_mins"] = f"max_over_time(({query}){span})"
+    if query := queries.get("unschedulable"):  # the steps with any pod no node fits
+        found["unschedulable_hours"] = f"count_over_time((({query}) > 0){span}) * {step / 3600:g}"
+    return found
+
+
+def combined(name: str, was: float | None, value: float) -> float:
+    """A number of two runner sets of one type: added (`ADDED`), else the worst."""
+    if was is None:
+        return value
+    return was + value if name in ADDED else max(was, value)
 
 
 TYPE = "queuepilot_type"  # the scale set (the runner set's `name` less its suffix), while summing

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from sandbox.runner_pods import generated
 from tests.support.fakes.arc_exporter import BUCKETS, HEALTHY, JOB, QUEUEING
 
 STEP_S = 300
@@ -26,6 +27,10 @@ RECREATED_DAY = 4
 # Queue time: 2 jobs every 5 min wait 5 s; while bursting, 4 jobs every 5 min wait 40 min.
 QUICK_S, SLOW_S = 5.0, 2400.0
 JOB_S = 1800.0  # every job runs 30 min
+# While bursting, the queueing set's new runner pods wait Pending (kube-state-metrics' series),
+# created as the burst starts; in the first burst no node fits them (unschedulable).
+PENDING_PODS = 4
+UNSCHEDULABLE_BURSTS = BURSTS[:1]
 
 
 @dataclass(frozen=True)
@@ -88,12 +93,43 @@ def week(start: int, end: int) -> str:
             # Every job that started has finished (a 30-min job, a 5-min step: near enough).
             started = sum(n for (where, _), n in counts.items() if where == instance)
             execution += _executions(instance, started, at)
+        if bursting:
+            _pending_pods(
+                gauges, queueing.name, at, start, _within(at, start, UNSCHEDULABLE_BURSTS)
+            )
     lines = []
     for family, samples in gauges.items():
-        lines += [f"# TYPE gha_{family} gauge", *samples]
+        name = family if family.startswith("kube_") else f"gha_{family}"
+        lines += [f"# TYPE {name} gauge", *samples]
     lines += ["# TYPE gha_job_startup_duration_seconds histogram", *histogram]
     lines += ["# TYPE gha_job_execution_duration_seconds histogram", *execution, "# EOF"]
     return "\n".join(lines) + "\n"
+
+
+def _pending_pods(
+    gauges: dict[str, list[str]], runner_set: str, at: int, start: int, unschedulable: bool
+) -> None:
+    """The runner set's `PENDING_PODS` Pending pods at `at`, as kube-state-metrics serves them
+    (`sandbox.runner_pods`), created as their burst started."""
+    began = max(
+        start + day * DAY + h0 * HOUR
+        for day, h0, _ in BURSTS
+        if start + day * DAY + h0 * HOUR <= at
+    )
+    for n in range(PENDING_PODS):
+        name = generated(f"{runner_set}-runner-", f"{began}/{n}")  # as ARC names them
+        pod = f'namespace="arc-runners",pod="{name}"'
+        ids = f'{pod},uid="{runner_set}-{began}-{n}"'
+        owner = f'{ids},owner_is_controller="true",owner_kind="EphemeralRunner",owner_name="x"'
+        samples = [
+            ("kube_pod_owner", owner, 1),
+            ("kube_pod_created", ids, began),
+            ("kube_pod_status_phase", f'{ids},phase="Pending"', 1),
+        ]
+        if unschedulable:
+            samples.append(("kube_pod_status_unschedulable", ids, 1))
+        for family, labels, value in samples:
+            gauges.setdefault(family, []).append(f"{family}{{{labels}}} {value} {at}")
 
 
 def _buckets(instance: str, counts: dict[tuple[str, float], int], at: int) -> Iterator[str]:

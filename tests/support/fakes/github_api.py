@@ -104,6 +104,7 @@ class FakeGithub:
         conclusion: str | None = None,
         started_at: str | None = None,
         completed_at: str | None = None,
+        runner_name: str = "i-77",
     ) -> dict[str, Any]:
         queued = status == "queued"
         # `started_at` is the time queued until a runner takes the job (actions/runner#1881).
@@ -112,7 +113,7 @@ class FakeGithub:
             "id": job_id, "name": name, "status": status, "conclusion": conclusion,
             "created_at": created_at, "started_at": started, "completed_at": completed_at,
             "labels": labels, "steps": [],
-            "runner_id": None if queued else 77, "runner_name": None if queued else "i-77",
+            "runner_id": None if queued else 77, "runner_name": None if queued else runner_name,
             "runner_group_id": None if queued else 1,
             "runner_group_name": None if queued else "Default",
         }  # fmt: skip

@@ -1,0 +1,60 @@
+"""The workflows behind the jobs OOMKilled: ARC names a runner pod after its EphemeralRunner and
+registers the runner under that name, so a GitHub job's `runner_name` is the pod's name, and a pod
+killed for memory (`RunnerPods.oom_pods`) is the job that ran on it. ARC recreates a failed
+runner's pod under the same name: the pod's uid tells one kill from the next."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.domain.fleet import FleetSnapshot
+
+KEEP_DAYS = 8  # kills recorded for the weekly report: its window, and a day's grace
+WORKFLOWS_NAMED = 5  # per runner type, most kills first: the rest are in the count
+WORKFLOW_CHARS = 100  # a workflow's name as kept with a reading and in the record
+# Said beside kills no jobs source can name, once per cause.
+NAMING = "`JOBS_BACKEND=github` names their workflows"
+
+Pod = tuple[str, str]  # (pod name, uid)
+
+
+@dataclass(frozen=True)
+class OomKill:
+    runner_type: str
+    pod: str
+    uid: str
+    workflow: str = ""  # "" when no job listed ran on the pod
+    at: datetime | None = None  # when a reading first saw it (from the record)
+
+
+def kills_of(fleet: FleetSnapshot) -> list[OomKill]:
+    """Each runner type's OOM-killed pods in `fleet`."""
+    return [
+        OomKill(name, pod, uid)
+        for name, metrics in fleet.runner_types.items()
+        if metrics.pods is not None
+        for pod, uid in metrics.pods.oom_pods
+    ]
+
+
+def ranked(workflows: Iterable[str], kept: int = WORKFLOWS_NAMED) -> tuple[tuple[str, int], ...]:
+    """(workflow, kills), most first, the unnamed ("") left out."""
+    counted = Counter(w[:WORKFLOW_CHARS] for w in workflows if w)
+    return tuple(sorted(counted.items(), key=lambda item: (-item[1], item[0]))[:kept])
+
+
+def with_workflows(fleet: FleetSnapshot, named: Mapping[Pod, str], naming: str) -> FleetSnapshot:
+    """`fleet` with each type's OOM kills named by the workflow that ran on each pod (`named`),
+    or, where none is, `naming`: how to get them named."""
+    types = {}
+    for name, metrics in fleet.runner_types.items():
+        pods = metrics.pods
+        if pods is not None and pods.oom_pods:
+            workflows = ranked(named.get(pod, "") for pod in pods.oom_pods)
+            update = {"oom_workflows": workflows, "oom_naming": "" if workflows else naming}
+            metrics = metrics.model_copy(update={"pods": pods.model_copy(update=update)})
+        types[name] = metrics
+    return fleet.model_copy(update={"runner_types": types})
