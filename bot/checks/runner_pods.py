@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.backends.metrics.prometheus import PrometheusMetrics
+from bot.backends.errors import BackendError
+from bot.backends.metrics.prometheus import PROBE, PrometheusMetrics
 from bot.checks import Finding, ok, warn
 from bot.domain.runner_pods import CADVISOR, KSM, NEEDS, NODE_EXPORTER, source_of
 
@@ -31,6 +32,12 @@ async def pods_findings(
     found, unseen, refused = await metrics.runner_pods(now=now, fresh=True)
     if unseen is None:
         return []
+    if (error := refused.pop(PROBE, None)) is not None:
+        # Without it nothing tells a source not scraped from one that shows no trouble.
+        said = f"runner pods: Prometheus could not say which of their series it has: {error}"
+        fix = "the probe is one `count by (__name__)` over those series: raise Prometheus's "
+        fix += "--query.timeout or --query.max-samples, or BACKEND_TIMEOUT_SECONDS"
+        return [warn(SUBJECT, said, fix), *_refusals(refused, custom)]
     unscraped = metrics.unscraped()
     types = sorted(found)
     findings = []
@@ -50,6 +57,11 @@ async def pods_findings(
                 f"series to runner pods: diagnostics cannot see {sees} (optional)"
             )
         findings.append(ok(SUBJECT, f"runner pods: {said}"))
+    return findings + _refusals(refused, custom)
+
+
+def _refusals(refused: dict[str, BackendError], custom: set[str]) -> list[Finding]:
+    findings = []
     for reading, error in refused.items():
         replace = f'PROMETHEUS_QUERIES["{reading}"]'
         fix = f'correct {replace} (or "" to drop it)'

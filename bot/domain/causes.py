@@ -161,7 +161,7 @@ def not_registering(
         return Found(Cause.NOT_REGISTERING, said, look)
     if m.desired is None or m.registered is None or m.desired <= m.registered:
         return None
-    if m.pods is not None and m.pods.cannot_start:
+    if m.pods is not None and m.pods.cannot_start >= m.desired - m.registered:
         return None  # the pods' own cause says why, with the pods' numbers
     since, boot_mins = _short_since(name, evidence.history, now), evidence.boot_mins
     if since is None:

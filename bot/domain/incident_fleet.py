@@ -240,7 +240,8 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
     types can say it drained: a reading that does not know them (a misconfigured label) must
     never close it, nor one without queue numbers: a type read without its queue, or a view of
     no type at all (an alert naming none, read while the listener that queues is not scraped
-    yet: the others, scraped apart, queue nothing), unless the source lists every queue."""
+    yet: the others, scraped apart, queue nothing), unless the source lists every queue or the
+    incident is older than every target's first scrape (`SCRAPED_WITHIN`)."""
     if not view.is_live:
         return 0
     named = {runner_key(name) for name in incident.runner_types if name}
@@ -250,11 +251,24 @@ def drain_checks(incident: Incident, view: FleetSnapshot, rule: DrainRule) -> in
         or view.missing
         or view.hidden_queueing
         or (named and not any(runner_key(n) in named for n in view.runner_types))
-        or (not view.runner_types and not view.absent_means_empty)
+        or (not view.runner_types and not _can_show_none(incident, view))
         or any(m.queued is None for m in view.runner_types.values())
     ):
         return incident.drain_checks
     return incident.drain_checks + 1 if is_drained(view, rule) else 0
+
+
+# Every target is scraped within this of an alert: Prometheus's scrape intervals are a minute or
+# less, and an alert's rule evaluated scraped numbers already.
+SCRAPED_WITHIN = timedelta(minutes=5)
+
+
+def _can_show_none(incident: Incident, view: FleetSnapshot) -> bool:
+    """Whether a view of no runner type means nothing queues: a source that lists every queue,
+    or one read long enough after the incident opened that no target is still unscraped (an
+    alert naming no type whose queue drained before a live reading saw it would else wait for
+    the alert's resolve, which an alert source may never send)."""
+    return view.absent_means_empty or view.at - incident.opened_at >= SCRAPED_WITHIN
 
 
 def as_snapshot(incident: Incident, view: FleetSnapshot, now: datetime) -> Snapshot:

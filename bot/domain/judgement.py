@@ -44,7 +44,7 @@ class Judgement(BaseModel):
             "queued=q wait_mins=w wait_over=w+ wait_of_starts=ws wait_unknown=w? direction=d "
             "change_per_min=r registered=reg booting=boot maximum=max runners=n needed=need "
             "added_since=add maximum_added=add+ raise_maximum_by=max+ clears_in_mins=clr "
-            "within_mins=T causes=pc cannot_start=stuck"
+            "within_mins=T causes=pc cannot_start=stuck stuck=stk unplaced=unp"
         ),
     )
 
@@ -72,6 +72,10 @@ class Judgement(BaseModel):
     # start: while any cannot, more runners (or a higher maximum) would wait the same.
     causes: tuple[PodCause, ...] = ()
     cannot_start: int = 0
+    # However few: the pods that cannot start hold their slots under the maximum (ARC counts
+    # them), and while any find no node (`unplaced`) a higher maximum would only add more such.
+    stuck: int = 0
+    unplaced: int = 0
 
     @property
     def wait(self) -> str:
@@ -162,6 +166,8 @@ def judge(
         within_mins=within_mins,
         causes=pod_causes(metrics.pods, slower=_slower(metrics)),
         cannot_start=metrics.pods.withholding if metrics.pods else 0,
+        stuck=stuck,
+        unplaced=round(metrics.pods.unschedulable or 0) if metrics.pods else 0,
     )
     return _advised(judgement, metrics, running)
 
@@ -237,9 +243,13 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
         why = f"the {_runners(j.booting)} booting cover the ~{needed} needed"
     raise_by = 0
     if runners and j.maximum is not None and running is not None:
-        room = max(math.floor(j.maximum - running) - j.booting, 0)
+        room = max(math.floor(j.maximum - running) - j.booting - j.stuck, 0)
         raise_by = max(runners - room, 0)
-        if raise_by:
+        if raise_by and j.unplaced:
+            pods = "pod finds" if j.unplaced == 1 else "pods find"
+            why += f"; {j.unplaced} new runner {pods} no node, so not a higher maximum"
+            runners, raise_by = room, 0
+        elif raise_by:
             why += f"; only {room} fit under the maximum of {number(j.maximum)}"
     update = {"runners": runners, "needed": needed, "raise_maximum_by": raise_by, "why": why}
     return j.model_copy(update=update)

@@ -48,13 +48,18 @@ def ranked(workflows: Iterable[str], kept: int = WORKFLOWS_NAMED) -> tuple[tuple
 
 def with_workflows(fleet: FleetSnapshot, named: Mapping[Pod, str], naming: str) -> FleetSnapshot:
     """`fleet` with each type's OOM kills named by the workflow that ran on each pod (`named`),
-    or, where none is, `naming`: how to get them named."""
+    or, where none is, `naming`: how to get them named. The pods themselves are left out: the
+    record keeps them, and the reading is stored in every incident it shows."""
     types = {}
     for name, metrics in fleet.runner_types.items():
         pods = metrics.pods
         if pods is not None and pods.oom_pods:
             workflows = ranked(named.get(pod, "") for pod in pods.oom_pods)
-            update = {"oom_workflows": workflows, "oom_naming": "" if workflows else naming}
+            update = {
+                "oom_workflows": workflows,
+                "oom_naming": "" if workflows else naming,
+                "oom_pods": (),
+            }
             metrics = metrics.model_copy(update={"pods": pods.model_copy(update=update)})
         types[name] = metrics
     return fleet.model_copy(update={"runner_types": types})

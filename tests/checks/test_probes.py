@@ -12,6 +12,10 @@ from typing import Any
 
 import boto3
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from bot.backends.metrics.prometheus import all_queries
 from bot.checks import Finding, Verdict
@@ -543,3 +547,30 @@ def test_slack_scopes_the_emulator_sees_match_the_map(slack: Slack) -> None:
         *slack_scopes.PUBLIC_CHANNELS,
         *slack_scopes.OPTIONAL,
     } <= ALL_SCOPES
+
+
+async def test_a_refused_sources_probe_is_a_warning_not_every_source_scraped(
+    settings_for: Callable[..., Settings],
+) -> None:
+    """A Prometheus that times out on the probe of which series exist (a big cluster): `check`
+    warns with the fix, never says the sources are scraped."""
+
+    async def query(request: Request) -> JSONResponse:
+        if request.query_params.get("query", "").startswith("count by (__name__)"):
+            timeout = "query timed out in expression evaluation"  # Prometheus's 503 body
+            body = {"status": "error", "errorType": "timeout", "error": timeout}
+            return JSONResponse(body, status_code=503)
+        empty = {"resultType": "vector", "result": []}
+        return JSONResponse({"status": "success", "data": empty})
+
+    server = serve_in_thread(Starlette(routes=[Route("/api/v1/query", query)]))
+    try:
+        settings = settings_for(metrics_backend="prometheus", prometheus_url=server.url)
+        found = of(await probe_all(settings, {}), "prometheus")
+    finally:
+        server.stop()
+    pods = [f for f in found if f.detail.startswith("runner pods")]
+    assert [f.verdict for f in pods] == [Verdict.WARN]
+    assert "could not say which of their series it has" in pods[0].detail
+    assert "--query.timeout" in pods[0].fix
+    assert not any("scraped" in f.detail and f.verdict is Verdict.OK for f in found)

@@ -115,6 +115,12 @@ def test_without_the_data_the_stall_check_says_what_would_tell(
             steady("t", 12, desired=60, registered=40),
             None,
         ),
+        # One pod stuck among twenty missing explains one, not the other nineteen.
+        (
+            M(queued=20, desired=60, registered=40, pods=RunnerPods(image_pull=1)),
+            steady("t", 12, desired=60, registered=40),
+            "wants 60 runners, 40 registered, for 12 min",
+        ),
     ],
 )
 def test_runners_the_autoscaler_asked_for_that_never_register(

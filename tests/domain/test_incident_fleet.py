@@ -158,7 +158,14 @@ def test_drained_means_every_type_at_or_below_both_thresholds(types: dict, drain
         # of no type (an alert naming none, read before the listener that queues was scraped).
         (incident("gpu", checks=1), fleet(gpu=(None, None)), 1),
         (incident("gpu", checks=1), fleet(gpu=(0, 0), cpu=(None, 2)), 1),
-        (incident(checks=1), fleet(), 1),
+        (
+            incident(checks=1).model_copy(update={"opened_at": NOW - timedelta(minutes=1)}),
+            fleet(),
+            1,
+        ),
+        # ... until every target was surely scraped: an hour on, none queues (it drained before
+        # a live reading saw it).
+        (incident(checks=1), fleet(), 2),
         # A source that lists every queue (GitHub's jobs) says so by showing none.
         (incident(checks=1), fleet().model_copy(update={"absent_means_empty": True}), 2),
     ],

@@ -181,9 +181,24 @@ def test_no_runners_nor_a_higher_maximum_while_new_pods_cannot_start(pods: Runne
     ],
 )
 def test_a_few_pods_stuck_among_many_starting_still_get_runners(pods: RunnerPods) -> None:
-    j = judge(FULL.model_copy(update={"pods": pods}), [], at=NOW)
+    # Below its maximum, so the runners fit without raising it.
+    roomy = FULL.model_copy(update={"maximum": 60, "pods": pods})
+    j = judge(roomy, [], at=NOW)
     assert j.runners > 0 and j.advice.startswith(f"+{j.runners}")
     assert j.cannot_start == 0
+
+
+def test_never_a_higher_maximum_while_any_pod_finds_no_node() -> None:
+    """Desired = maximum = 20, 8 registered, 12 Pending of which 4 unschedulable past the boot:
+    the stuck hold their slots, nothing fits under the maximum, and a higher one would only add
+    pods that find no node."""
+    m = M(queued=40, registered=8, busy=8, idle=0, maximum=20, desired=20, job_duration_mins=15)
+    pods = RunnerPods(pods_pending=12, pending_mins=7, unschedulable=4, unschedulable_mins=7)
+    j = judge(m.model_copy(update={"pods": pods}), [], at=NOW)
+    assert (j.raise_maximum_by, j.new_maximum) == (0, None)
+    assert "maximum" not in j.advice and "4 new runner pods find no node" in j.why
+    _, _, step = diagnosis_of(pods, m)
+    assert "raise the maximum" not in step
 
 
 def test_the_unschedulable_cause_counts_and_times_only_the_unschedulable_pods() -> None:

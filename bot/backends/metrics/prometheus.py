@@ -206,21 +206,23 @@ class PrometheusMetrics:
         answers, failed = await gathered(queries, all_may_fail=True)
         found_now = {labels.get("__name__", "") for labels, _ in answers.pop(PROBE, [])}
         scraped = known | found_now
-        # A failed probe is not kept: each reading is trusted until one answers.
-        probed = {r: not_scraped(r, scraped) for r in self._probed} if PROBE not in failed else {}
-        if PROBE not in failed:
+        if PROBE in failed:
+            # Said as a refusal (the reading's note, `check`'s warning); the last answer's
+            # verdicts stand meanwhile, as an empty answer of a source not scraped is no "none".
+            probed = self._unscraped
+        else:
+            probed = {r: not_scraped(r, scraped) for r in self._probed}
             stamp = time.monotonic()
             self._found = {name: stamp for name in found_now} | {
                 name: at for name, at in self._found.items() if name in known
             }
         self._unscraped = probed
-        failed.pop(PROBE, None)
         found, unseen = runner_pods(answers, probed, self.runner_type)
         return found, unseen, failed
 
     def unscraped(self) -> dict[str, str]:
         """Per reading probed by the last `runner_pods`, the source of a series it needs that
-        Prometheus does not have ("" when all are); {} when none was probed or the probe failed."""
+        Prometheus does not have ("" when all are); {} when none was ever probed."""
         return dict(self._unscraped)
 
     async def series(self, field: str, *, now: datetime) -> Vector:
