@@ -67,8 +67,8 @@ class PodScenario:
     creating: int = 0  # Pending: ContainerCreating (since `pending_since`)
     oom_killed: int = 0  # Failed within the window: the runner container OOMKilled
     killed_at: float = field(default_factory=time.time)  # when: `set(oom_killed=…)`'s time
-    # How long the killed pods' series are served after that; None: until the scenario changes
-    # (a test that must catch them, as a scrape sometimes does).
+    # How long the killed pods' series are served after that; None: as long as the scenario has
+    # them (a test that must catch them, as a scrape sometimes does).
     oom_seen_s: float | None = OOM_SEEN_S
     # Those pods' names, where a scenario gives them (the jobs that ran on them name them).
     oom_names: tuple[str, ...] = ()
@@ -171,10 +171,9 @@ class RunnerPodsExporter:
         add("kube_pod_info", {**ids, **info}, 1)
         target = {"namespace": MONITORING, "pod": pod, "container": "node-exporter",
                   "endpoint": "http-metrics", "service": NODE_EXPORTER_POD[:-1]}  # fmt: skip
+        add("node_vmstat_oom_kill", target, NODE_OOM_KILLS_BEFORE + s.oom_killed)
         up = now - self.started
         # Unrounded seconds, so any two scrapes give the scenario's share.
-        kills = NODE_OOM_KILLS_BEFORE + s.oom_killed
-        add("node_vmstat_oom_kill", target, kills)
         for device, share in (("nvme0n1", s.disk_busy), ("loop0", 1.0)):
             add("node_disk_io_time_seconds_total", {**target, "device": device}, up * share)
 
