@@ -6,10 +6,11 @@ under pressure or its disk saturated). One `/metrics` serves the sources; each c
 (`scraped`), as on a cluster that does not scrape it, and `app_of` serves one alone (two
 kube-state-metrics replicas, each a target, beside one cAdvisor).
 
-node-exporter's series (`collector/diskstats_linux.go`) carry the labels kube-prometheus-stack's
-ServiceMonitor gives its targets: the node-exporter pod's `namespace` and `pod` (its `instance`
-is the pod's address, which the scraping Prometheus sets), so its node is that pod's in
-kube-state-metrics' `kube_pod_info`.
+node-exporter's series (`collector/diskstats_linux.go`, and `collector/vmstat_linux.go`'s
+`node_vmstat_oom_kill`, in its default `--collector.vmstat.fields`) carry the labels
+kube-prometheus-stack's ServiceMonitor gives its targets: the node-exporter pod's `namespace` and
+`pod` (its `instance` is the pod's address, which the scraping Prometheus sets), so its node is
+that pod's in kube-state-metrics' `kube_pod_info`.
 
 ARC names a runner pod after its EphemeralRunner, `<EphemeralRunnerSet>-runner-<5 chars>`, and the
 EphemeralRunner owns it (`controllers/actions.github.com/resourcebuilder.go`); Kubernetes cuts a
@@ -18,6 +19,11 @@ mode (ARC's chart, `containerMode.type: dind`, Kubernetes 1.29 and later) the po
 containers `init-dind-externals` (the runner's image) and `dind` (restartPolicy Always, a sidecar)
 before its `runner` container; the kubelet says PodInitializing of every container waiting while
 init containers have not all started.
+
+A runner container killed for memory ends its pod, and ARC deletes the pod (or its EphemeralRunner,
+when a job was assigned) at once (`deleteEphemeralRunnerOrPod` in `controllers/actions.github.com/
+ephemeralrunner_controller.go`): kube-state-metrics serves the killed pod's series only until then,
+`oom_seen_s`, while the kernel's count of OOM kills on its node (`node_vmstat_oom_kill`) keeps it.
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ MEMORY_LIMIT = 8 * 2**30
 PERIODS_PER_S = 10  # the CFS period is 100 ms
 MONITORING = "monitoring"  # kube-prometheus-stack's namespace
 NODE_EXPORTER_POD = "kube-prometheus-stack-prometheus-node-exporter-"
+NODE_OOM_KILLS_BEFORE = 4  # each node's kernel OOM kills since it booted, before any scenario
+# How long a killed runner pod's series are served: ARC deletes the pod within a reconcile of
+# the kubelet reporting its runner container terminated, a second or two, while a
+# kube-state-metrics scrape comes every 30 s or so.
+OOM_SEEN_S = 2.0
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 MAX_GENERATED_NAME = 58  # apimachinery: 63, less the 5 random characters
 RUNNER_IMAGE = "ghcr.io/actions/actions-runner:latest"
@@ -55,6 +66,10 @@ class PodScenario:
     image_pull: int = 0  # Pending: ImagePullBackOff
     creating: int = 0  # Pending: ContainerCreating (since `pending_since`)
     oom_killed: int = 0  # Failed within the window: the runner container OOMKilled
+    killed_at: float = field(default_factory=time.time)  # when: `set(oom_killed=…)`'s time
+    # How long the killed pods' series are served after that; None: as long as the scenario has
+    # them (a test that must catch them, as a scrape sometimes does).
+    oom_seen_s: float | None = OOM_SEEN_S
     # Those pods' names, where a scenario gives them (the jobs that ran on them name them).
     oom_names: tuple[str, ...] = ()
     throttled: float = 0.0  # share of CFS periods throttled, of each running runner
@@ -62,6 +77,10 @@ class PodScenario:
     node_condition: str = ""  # DiskPressure, MemoryPressure, PIDPressure or NotReady: its node's
     disk_busy: float = 0.0  # share of the time its node's disk is busy (node-exporter)
     pending_since: float = field(default_factory=time.time)  # the Pending pods' creation
+    # Each pod's runner container restarts (the chart's restartPolicy Never has none; a template
+    # may set another) and its dind sidecar's (restartPolicy Always), as their counters say now.
+    restarts: int = 0
+    dind_restarts: int = 0
     scheduled_after: float = 0.0  # seconds the Pending pods on a node waited for it
     # dind mode: the runner image's pull fails in `init-dind-externals`, and the `dind` sidecar
     # has CPU and memory limits of its own, throttled and filled so.
@@ -83,6 +102,8 @@ class RunnerPodsExporter:
             scenario = self.scenarios[runner_set]
             for name, value in knobs.items():
                 setattr(scenario, name, value)
+            if "oom_killed" in knobs:
+                scenario.killed_at = time.time()
 
     def exposition(self, sources: tuple[str, ...] = ("ksm", "cadvisor", "node")) -> str:
         """`sources`: those of the scraped ones this target serves."""
@@ -97,7 +118,7 @@ class RunnerPodsExporter:
             for index, (runner_set, s) in enumerate(sorted(self.scenarios.items())):
                 node = f"ip-10-0-{index}-17.ec2.internal"
                 self._node(add, node, s.node_condition)
-                self._disks(add, node, s.disk_busy, now)
+                self._node_exporter(add, node, s, now)
                 kinds = (
                     [("Running", "")] * s.running
                     + [("Pending", "unschedulable")] * s.unschedulable
@@ -106,7 +127,10 @@ class RunnerPodsExporter:
                     + [("Failed", "OOMKilled")] * s.oom_killed
                 )
                 named = iter(s.oom_names)
+                gone = s.oom_seen_s is not None and now > s.killed_at + s.oom_seen_s
                 for n, (phase, why) in enumerate(kinds):
+                    if why == "OOMKilled" and gone:
+                        continue  # ARC deleted it
                     pod = generated(f"{runner_set}-runner-", f"{runner_set}/{n}")
                     pod = next(named, pod) if why == "OOMKilled" else pod
                     on = "" if phase == "Pending" and why == "unschedulable" else node
@@ -120,6 +144,7 @@ class RunnerPodsExporter:
         lines = []
         for family, samples in families.items():
             kind = "counter" if family.endswith("_total") else "gauge"
+            kind = "untyped" if family.startswith("node_vmstat_") else kind  # as node-exporter
             lines += [f"# TYPE {family} {kind}", *samples]
         return "\n".join(lines) + "\n"
 
@@ -133,9 +158,10 @@ class RunnerPodsExporter:
                 labels = {"node": node, "condition": kind, "status": status}
                 add("kube_node_status_condition", labels, value)
 
-    def _disks(self, add: Add, node: str, busy: float, now: float) -> None:
-        """The node's disk, busy `busy` of the time, and a loop device always busy, which no
-        reading of the disks may count."""
+    def _node_exporter(self, add: Add, node: str, s: PodScenario, now: float) -> None:
+        """The node's kernel OOM kills, the scenario's since `set` counted; its disk, busy
+        `disk_busy` of the time, and a loop device always busy, which no reading of the disks
+        may count."""
         pod = generated(NODE_EXPORTER_POD, node)
         # The node-exporter pod as kube-state-metrics lists it (a DaemonSet's, on this node).
         ids = {"namespace": MONITORING, "pod": pod, "uid": _uid(pod)}
@@ -145,9 +171,10 @@ class RunnerPodsExporter:
         add("kube_pod_info", {**ids, **info}, 1)
         target = {"namespace": MONITORING, "pod": pod, "container": "node-exporter",
                   "endpoint": "http-metrics", "service": NODE_EXPORTER_POD[:-1]}  # fmt: skip
+        add("node_vmstat_oom_kill", target, NODE_OOM_KILLS_BEFORE + s.oom_killed)
         up = now - self.started
         # Unrounded seconds, so any two scrapes give the scenario's share.
-        for device, share in (("nvme0n1", busy), ("loop0", 1.0)):
+        for device, share in (("nvme0n1", s.disk_busy), ("loop0", 1.0)):
             add("node_disk_io_time_seconds_total", {**target, "device": device}, up * share)
 
     def _pod(
@@ -194,7 +221,7 @@ class RunnerPodsExporter:
         runner = {**ids, "container": "runner"}
         if why == "OOMKilled":
             add("kube_pod_container_status_terminated_reason", {**runner, "reason": why}, 1)
-        add("kube_pod_container_status_restarts_total", runner, 0)
+        add("kube_pod_container_status_restarts_total", runner, s.restarts)
         limit = {"node": node, "resource": "memory", "unit": "byte"}
         add("kube_pod_container_resource_limits", {**runner, **limit}, MEMORY_LIMIT)
         if s.dind:
@@ -205,6 +232,9 @@ class RunnerPodsExporter:
                 add("kube_pod_init_container_info", labels, 1)
             dind = {**ids, "container": "dind", **limit}
             add("kube_pod_init_container_resource_limits", dind, MEMORY_LIMIT)
+            for init, restarted in (("init-dind-externals", 0), ("dind", s.dind_restarts)):
+                labels = {**ids, "container": init}
+                add("kube_pod_init_container_status_restarts_total", labels, restarted)
             if phase == "Running":  # the externals copied, the sidecar runs on
                 done = {**ids, "container": "init-dind-externals", "reason": "Completed"}
                 add("kube_pod_init_container_status_terminated_reason", done, 1)

@@ -19,7 +19,9 @@ WINDOW_MINS = 30.0
 THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
 MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
 OOM_PODS_KEPT = 20  # the kills' pods kept with a reading: enough to name their workflows
-# A runner pod still creating its containers this long after its node was found is stuck, not slow
+# A runner pod still creating its containers this long after its node was found is stuck, not slow;
+# the default query waits a runner's boot time if longer, as the kubelet says ContainerCreating
+# while it pulls the image, which for a multi-GB image on a new node takes minutes.
 CREATING_MINS = 5.0
 DISK_BUSY = 0.9  # a node's disk busy this share of the time makes every job on it wait on I/O
 # The nodes kept with a reading, worst first: it is stored in each incident and in the readings'
@@ -62,6 +64,9 @@ NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("kube_pod_info", KSM),
         OWNER,
     ),
+    # The kernel's count of OOM kills on the nodes the runner pods ran on: it outlives the
+    # pods, which ARC deletes within seconds of a kill.
+    "node_oom_kills": (("node_vmstat_oom_kill", NODE_EXPORTER), ("kube_pod_info", KSM), OWNER),
 }
 NODE_READINGS = ("nodes", "disk_busy")  # read into `RunnerPods.nodes`, not a number
 
@@ -91,6 +96,7 @@ SAID = {
     "memory_of_limit": "memory against its limit",
     "nodes": "node conditions",
     "disk_busy": "disk I/O saturation",
+    "node_oom_kills": "OOM kills on the nodes",
 }
 
 
@@ -125,7 +131,7 @@ class RunnerPods(BaseModel):
             "pods_pending=pp pending_mins=pm unschedulable=un unschedulable_mins=um image_pull=ip "
             "config_error=ce creating=cr oom_kills=oom oom_pods=oomp restarts=rs cpu_throttled=thr "
             "cpu_throttled_periods=thp cpu_periods=cp memory_of_limit=mem nodes=n more_nodes=n+ "
-            "unknown=u oom_workflows=oomw oom_naming=oomn"
+            "unknown=u oom_workflows=oomw oom_naming=oomn node_oom_kills=noom"
         ),
     )
 
@@ -139,7 +145,9 @@ class RunnerPods(BaseModel):
     config_error: float | None = None  # CreateContainerConfigError, in one or the other
     # ContainerCreating or PodInitializing over `CREATING_MINS` after being scheduled
     creating: float | None = None
-    oom_kills: float | None = None  # runner pods OOMKilled within `WINDOW_MINS`
+    # Runner pods seen OOMKilled within `WINDOW_MINS`: a sample, as ARC deletes a killed runner's
+    # pod within seconds, often before kube-state-metrics is scraped.
+    oom_kills: float | None = None
     # Those pods as (name, uid), at most `OOM_PODS_KEPT`: ARC recreates a failed runner's pod
     # under its name, so the uid tells one kill from the next; the name is the job's runner_name.
     oom_pods: tuple[tuple[str, str], ...] = ()
@@ -147,7 +155,10 @@ class RunnerPods(BaseModel):
     # oom_kills`); `oom_naming`: how to get them named where no jobs source can.
     oom_workflows: tuple[tuple[str, int], ...] = ()
     oom_naming: str = ""
-    restarts: float | None = None  # within `WINDOW_MINS`
+    # The kernel's OOM kills within `WINDOW_MINS` on the nodes those pods ran on: every kill,
+    # the runners' and any other process's there (a node of several types counts for each).
+    node_oom_kills: float | None = None
+    restarts: float | None = None  # of all the pods' containers, sidecars too, in `WINDOW_MINS`
     # The CFS periods per second of the runner and dind containers, throttled and all, summed
     # over the type's pods; `cpu_throttled` is their share.
     cpu_throttled_periods: float | None = None
@@ -187,7 +198,7 @@ class PodCause(BaseModel):
 SOURCE_SAID = {
     KSM: "pods Pending, image pulls, OOM kills, node conditions",
     CADVISOR: "CPU throttling, memory against its limit",
-    NODE_EXPORTER: "disk I/O saturation",
+    NODE_EXPORTER: "disk I/O saturation, OOM kills on the nodes",
 }
 
 
@@ -222,7 +233,7 @@ def pod_causes(pods: RunnerPods | None, *, slower: float | None = None) -> tuple
         _more_nodes(pods.more_nodes),
         _oom(pods),
         _throttled(pods.cpu_throttled, slower),
-        _memory(pods.memory_of_limit, pods.oom_kills),
+        _memory(pods.memory_of_limit, max(pods.oom_kills or 0, pods.node_oom_kills or 0)),
     ]
     return tuple(cause for cause in found if cause is not None)
 
@@ -257,8 +268,10 @@ def _waiting(count: float | None, trouble: Trouble) -> PodCause | None:
             trouble=trouble,
             evidence=f"{_pods(count)} ContainerCreating or PodInitializing for over "
             f"{minutes(CREATING_MINS)} on their node",
-            advice="describe one of those pods: a volume that does not attach or mount, or no "
-            "pod IP from the network plugin, on their nodes; more runners would wait the same",
+            advice="describe one of those pods: most often a large runner image still pulling "
+            "on a new node (pre-pull it or bake it into the node image), else a volume that does "
+            "not attach or mount, or no pod IP from the network plugin; more runners would wait "
+            "the same",
         )
     return PodCause(
         trouble=trouble,
@@ -306,16 +319,24 @@ def _more_nodes(more: int) -> PodCause | None:
 
 
 def _oom(pods: RunnerPods) -> PodCause | None:
-    kills = pods.oom_kills or 0
-    if kills <= 0:
+    """The pods seen killed name their workflows; the nodes' counter sees every kill, so the
+    larger of the two is the count, said for what it is."""
+    seen, on_nodes = pods.oom_kills or 0, pods.node_oom_kills or 0
+    if max(seen, on_nodes) <= 0:
         return None
-    times = "once" if kills == 1 else f"{number(kills)} times"
     restarts = f", {number(pods.restarts)} restarts" if pods.restarts else ""
     named = ", ".join(f"{workflow} {count}" for workflow, count in pods.oom_workflows)
     named = f" ({named or pods.oom_naming})" if named or pods.oom_naming else ""
+    window = minutes(WINDOW_MINS)
+    evidence = f"jobs were OOMKilled {_times(seen)} in {window}{named}"
+    if on_nodes > seen:
+        kills = "OOM kill" + ("" if on_nodes == 1 else "s")
+        evidence = f"{number(on_nodes)} {kills} in {window} on the nodes these runners ran on"
+        if seen:
+            evidence += f"; jobs seen OOMKilled {_times(seen)}{named}"
     return PodCause(
         trouble=Trouble.OOM_KILLED,
-        evidence=f"jobs were OOMKilled {times} in {minutes(WINDOW_MINS)}{named}{restarts}",
+        evidence=evidence + restarts,
         advice="raise the runner's memory or move those jobs to a larger type; "
         "each kill reruns a job and lengthens the queue",
     )
@@ -350,6 +371,10 @@ def kept_nodes(troubles: list[NodeTrouble]) -> tuple[tuple[NodeTrouble, ...], in
     kept = tuple(worst[:NODES_KEPT])
     shown = {n.node for n in kept}
     return kept, len({n.node for n in worst[NODES_KEPT:]} - shown)
+
+
+def _times(count: float) -> str:
+    return "once" if count == 1 else f"{number(count)} times"
 
 
 def _pods(count: float) -> str:

@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -17,7 +18,16 @@ from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_pods import RUNNER_POD, runner_pods
 from bot.config import Settings
 from bot.domain.fleet import FleetSnapshot
-from bot.domain.runner_pods import CADVISOR, DISK, KSM, NODE_EXPORTER, NodeTrouble, RunnerPods
+from bot.domain.runner_pods import (
+    CADVISOR,
+    DISK,
+    KSM,
+    NODE_EXPORTER,
+    NodeTrouble,
+    RunnerPods,
+    Trouble,
+    pod_causes,
+)
 from sandbox.runner_pods import PodScenario, RunnerPodsExporter, generated
 from sandbox.serve import serve_in_thread
 from tests.support.fakes.arc_exporter import HEALTHY, QUEUEING, ArcFleet
@@ -40,6 +50,8 @@ def pods_fleet() -> Iterator[ArcFleet]:
         image_pull=1,
         creating=1,
         oom_killed=2,
+        # Kept served, so a scrape catches them: ARC deletes a killed pod within seconds.
+        oom_seen_s=None,
         throttled=0.5,
         memory_of_limit=0.95,
         node_condition="DiskPressure",
@@ -290,8 +302,8 @@ async def test_cadvisor_without_kube_state_metrics_leaves_its_readings_not_known
     assert pods.cpu_throttled is None and pods.memory_of_limit is None
     every = "pods Pending, image pulls, OOM kills, node conditions, CPU throttling, memory"
     assert pods.unknown == (
-        f"{every} against its limit not known ({KSM} is not scraped); disk I/O saturation not "
-        f"known ({NODE_EXPORTER} is not scraped)"
+        f"{every} against its limit not known ({KSM} is not scraped); disk I/O saturation, OOM "
+        f"kills on the nodes not known ({NODE_EXPORTER} is not scraped)"
     )
 
 
@@ -317,7 +329,9 @@ async def test_the_sources_found_are_not_probed_again_for_minutes_but_check_prob
     once), and `fresh` (what `queuepilot check` asks) probes everything."""
     pods, prometheus = changing
     no_cadvisor = f"CPU throttling, memory against its limit not known ({CADVISOR} is not scraped)"
-    no_disks = f"disk I/O saturation not known ({NODE_EXPORTER} is not scraped)"
+    no_disks = (
+        f"disk I/O saturation, OOM kills on the nodes not known ({NODE_EXPORTER} is not scraped)"
+    )
     cached = PrometheusMetrics(Settings(prometheus_url=prometheus.url))
     other = PrometheusMetrics(Settings(prometheus_url=prometheus.url))
 
@@ -342,3 +356,124 @@ async def test_the_sources_found_are_not_probed_again_for_minutes_but_check_prob
     finally:
         await cached.aclose()
         await other.aclose()
+
+
+def test_a_node_counts_its_oom_kills_once_per_runner_type_however_many_sets_ran_there() -> None:
+    answers = {
+        "node_oom_kills": [
+            ({"name": "a-x7q2k", "node": "n1"}, 7.0),
+            ({"name": "a-d4zt9", "node": "n1"}, 7.0),
+            ({"name": "a-d4zt9", "node": "n2"}, 2.0),
+            ({"name": "b-b2c4d", "node": "n1"}, 7.0),  # another type on n1: counts for both
+        ],
+    }
+    found, none = runner_pods(answers, {}, lambda labels: labels["name"][:-6])
+    assert (found["a"].node_oom_kills, found["b"].node_oom_kills) == (9, 7)
+    assert none.node_oom_kills == 0
+
+
+@pytest.fixture
+def counters() -> Iterator[tuple[RunnerPodsExporter, Prometheus]]:
+    """Runner sets whose counters move while a real Prometheus scrapes them: a set whose jobs
+    get OOMKilled, a set in ARC's dind mode whose sidecar restarts, a set whose pods pull a
+    large image on a new node for 7 min; kube-state-metrics and node-exporter scraped."""
+    pods = RunnerPodsExporter(
+        ["killed-x7q2k", "dind-d4zt9", "pulling-b2c4d"], scraped=("ksm", "node")
+    )
+    pods.set("killed-x7q2k", running=2)
+    pods.set("dind-d4zt9", running=2, dind=True)
+    pods.set("pulling-b2c4d", creating=1, pending_since=time.time() - 420)
+    server = serve_in_thread(pods.app)
+    prometheus = Prometheus(targets=[server.url.split("//", 1)[1]])
+    try:
+        prometheus.start()
+        yield pods, prometheus
+    finally:
+        prometheus.stop()
+        server.stop()
+
+
+async def scraped_once(prometheus: Prometheus, *series: str) -> None:
+    """Wait until Prometheus holds a sample of each of `series`: a counter's change is seen
+    only against an earlier sample."""
+
+    async def held() -> bool:
+        async with httpx.AsyncClient(timeout=5) as client:
+            for name in series:
+                answer = await client.get(
+                    f"{prometheus.url}/api/v1/query", params={"query": f"count({name})"}
+                )
+                if not answer.json()["data"]["result"]:
+                    return False
+        return True
+
+    await eventually(held, what=f"{', '.join(series)} scraped", timeout=30)
+
+
+async def pods_read(prometheus: Prometheus, **settings: Any) -> dict[str, RunnerPods]:
+    metrics = PrometheusMetrics(Settings(prometheus_url=prometheus.url, **settings))
+    try:
+        found, _, refused = await metrics.runner_pods(now=datetime.now(UTC))
+    finally:
+        await metrics.aclose()
+    assert refused == {}
+    return found
+
+
+async def test_oom_kills_arc_deleted_before_a_scrape_are_counted_on_their_nodes(
+    counters: tuple[RunnerPodsExporter, Prometheus],
+) -> None:
+    """ARC deletes a killed runner's pod within seconds, so kube-state-metrics rarely shows the
+    kill; node-exporter's count of the kernel's OOM kills on the pods' nodes keeps it."""
+    pods, prometheus = counters
+    await scraped_once(prometheus, "node_vmstat_oom_kill", "kube_pod_owner")
+    pods.set("killed-x7q2k", oom_killed=7, oom_seen_s=0)
+
+    async def counted() -> dict[str, RunnerPods] | None:
+        found = await pods_read(prometheus)
+        return found if "killed" in found and found["killed"].node_oom_kills else None
+
+    found = await eventually(counted, what="the kills scraped", timeout=30)
+    killed = found["killed"]
+    # Exactly the kills, not the node's count since boot nor a young series' extrapolation.
+    assert (killed.oom_kills, killed.node_oom_kills) == (0, 7)
+    assert found["dind"].node_oom_kills == 0  # its own node: no kill there
+    (cause,) = [c for c in pod_causes(killed) if c.trouble is Trouble.OOM_KILLED]
+    assert cause.evidence == "7 OOM kills in 30 min on the nodes these runners ran on"
+
+
+async def test_restarts_add_up_every_container_of_a_pod_the_dind_sidecar_too(
+    counters: tuple[RunnerPodsExporter, Prometheus],
+) -> None:
+    pods, prometheus = counters
+    await scraped_once(prometheus, "kube_pod_init_container_status_restarts_total")
+    # Each of its 2 pods: the runner container restarted once (a template's restartPolicy) and
+    # the dind sidecar twice.
+    pods.set("dind-d4zt9", restarts=1, dind_restarts=2)
+
+    async def restarted() -> dict[str, RunnerPods] | None:
+        found = await pods_read(prometheus)
+        return found if "dind" in found and found["dind"].restarts else None
+
+    found = await eventually(restarted, what="the restarts scraped", timeout=30)
+    assert found["dind"].restarts == 6
+    assert found["killed"].restarts == 0
+
+
+async def test_a_pod_pulling_its_image_within_a_runner_boot_is_not_stuck_creating(
+    counters: tuple[RunnerPodsExporter, Prometheus],
+) -> None:
+    """The kubelet says ContainerCreating while it pulls: a multi-GB image on a new node takes
+    minutes, so the stuck-creating threshold is a runner's boot time where that is longer."""
+    _, prometheus = counters
+    await scraped_once(prometheus, "kube_pod_container_status_waiting_reason")
+
+    async def creating(boot: float) -> float | None:
+        found = await pods_read(prometheus, runner_boot_minutes=boot)
+        return found["pulling"].creating if "pulling" in found else None
+
+    assert await eventually(lambda: creating(5), what="a pod creating 7 min", timeout=30) == 1
+    assert await creating(10) == 0
+    pulling = (await pods_read(prometheus))["pulling"]
+    (cause,) = pod_causes(pulling)
+    assert cause.advice.startswith("describe one of those pods: most often a large runner image")

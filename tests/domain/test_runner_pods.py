@@ -82,7 +82,7 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
             QUIET.model_copy(update={"pods_pending": 3, "creating": 3}),
             Cause.CREATING,
             "3 runner pods ContainerCreating or PodInitializing for over 5 min on their node",
-            "a volume that does not attach or mount",
+            "most often a large runner image still pulling on a new node",
         ),
         (
             QUIET.model_copy(update={"oom_kills": 7, "restarts": 2}),
@@ -100,6 +100,43 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
             QUIET.model_copy(update={"oom_kills": 1, "oom_naming": "`JOBS_BACKEND=github` names"}),
             Cause.OOM_KILLED,
             "jobs were OOMKilled once in 30 min (`JOBS_BACKEND=github` names)",
+            "raise the runner's memory",
+        ),
+        (  # ARC deleted every killed pod before a scrape: the nodes' kernel counted the kills
+            QUIET.model_copy(update={"node_oom_kills": 7}),
+            Cause.OOM_KILLED,
+            "7 OOM kills in 30 min on the nodes these runners ran on",
+            "raise the runner's memory or move those jobs to a larger type",
+        ),
+        (
+            QUIET.model_copy(
+                update={
+                    "oom_kills": 3,
+                    "node_oom_kills": 7,
+                    "oom_workflows": (("pull", 2), ("trunk", 1)),
+                }
+            ),
+            Cause.OOM_KILLED,
+            "7 OOM kills in 30 min on the nodes these runners ran on; jobs seen OOMKilled 3 "
+            "times (pull 2, trunk 1)",
+            "raise the runner's memory",
+        ),
+        (  # every kill on the nodes was a runner pod seen killed
+            QUIET.model_copy(
+                update={
+                    "oom_kills": 3,
+                    "node_oom_kills": 3,
+                    "oom_workflows": (("pull", 2), ("trunk", 1)),
+                }
+            ),
+            Cause.OOM_KILLED,
+            "jobs were OOMKilled 3 times in 30 min (pull 2, trunk 1)",
+            "raise the runner's memory",
+        ),
+        (  # near the limit and killed: the kills say it
+            QUIET.model_copy(update={"memory_of_limit": 0.95, "node_oom_kills": 1}),
+            Cause.OOM_KILLED,
+            "1 OOM kill in 30 min on the nodes these runners ran on",
             "raise the runner's memory",
         ),
         (
@@ -307,8 +344,8 @@ def test_a_node_with_a_saturated_disk_counts_as_one_of_the_nodes_kept() -> None:
 
 
 def test_node_exporter_not_scraped_is_said_with_its_source() -> None:
-    assert unknown_said({"disk_busy": NODE_EXPORTER}) == (
-        "disk I/O saturation not known (node-exporter is not scraped)"
+    assert unknown_said({"disk_busy": NODE_EXPORTER, "node_oom_kills": NODE_EXPORTER}) == (
+        "disk I/O saturation, OOM kills on the nodes not known (node-exporter is not scraped)"
     )
 
 

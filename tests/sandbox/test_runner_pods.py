@@ -27,6 +27,7 @@ DOCUMENTED = {
     "kube_pod_container_status_terminated_reason": CONTAINER | {"reason"},
     "kube_pod_init_container_status_terminated_reason": CONTAINER | {"reason"},
     "kube_pod_container_status_restarts_total": CONTAINER,
+    "kube_pod_init_container_status_restarts_total": CONTAINER,
     "kube_pod_container_resource_limits": LIMITS,
     "kube_pod_init_container_resource_limits": LIMITS,
     "kube_pod_init_container_info": CONTAINER
@@ -56,7 +57,7 @@ def dind_fleet() -> RunnerPodsExporter:
     pods = RunnerPodsExporter(["dind-b2c4d", f"{LONG}-k9wxz"])
     pods.set(
         "dind-b2c4d", dind=True, running=1, image_pull=1, creating=1, oom_killed=1,
-        unschedulable=1, pending_since=time.time() - 600, scheduled_after=60,
+        oom_seen_s=None, unschedulable=1, pending_since=time.time() - 600, scheduled_after=60,
     )  # fmt: skip
     pods.set(f"{LONG}-k9wxz", running=1)
     return pods

@@ -2,7 +2,8 @@
 for memory (`sandbox.runner_pods`, the pods named as ARC names them), GitHub lists the jobs that ran
 on them under those names (`runner_name`), and the served bot's diagnostics, read back from
 Slack, name the workflows with their kills; the record the weekly report reads holds each kill
-once, however many readings saw it, and `/queue report` says them."""
+once, however many readings saw it, and `/queue report` says them. Kills whose pods ARC deleted
+before any scrape are said from their nodes' kernel counter (node-exporter)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import httpx
 import pytest
 
 from bot.actions.commands import run_command
@@ -33,7 +35,11 @@ def killed_fleet() -> Iterator[tuple[ArcFleet, list[str]]]:
     fleet = ArcFleet(pods=("ksm",))
     name = fleet.queueing.name
     pods = [f"{name}-runner-k7x2p", f"{name}-runner-m4q9z"]
-    fleet.pods.set(name, running=4, oom_killed=3, oom_names=(pods[0], pods[0], pods[1]))
+    # The killed pods kept served, as a scrape sometimes catches them before ARC deletes them:
+    # only those name the workflows (node-exporter, not scraped here, counts kills unnamed).
+    fleet.pods.set(
+        name, running=4, oom_killed=3, oom_names=(pods[0], pods[0], pods[1]), oom_seen_s=None
+    )
     fleet.pods.set(fleet.healthy.name, running=2)
     try:
         yield fleet, pods
@@ -125,3 +131,64 @@ async def test_diagnostics_name_the_workflows_of_the_jobs_oomkilled_and_each_kil
     assert sorted(json.loads(v)["w"] for v in kept.values()) == ["pull", "pull", "trunk"]
     # The weekly report's numbers, from that record.
     assert answer.ok and "3 OOM kills (pull 2, trunk 1)" in answer.message, answer.message
+
+
+@pytest.fixture
+def deleted_fleet() -> Iterator[ArcFleet]:
+    """The queueing scale set's runners on a node node-exporter watches; kube-state-metrics and
+    node-exporter scraped."""
+    fleet = ArcFleet(pods=("ksm", "node"))
+    fleet.pods.set(fleet.queueing.name, running=4)
+    fleet.pods.set(fleet.healthy.name, running=2)
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+async def test_kills_arc_deleted_before_any_scrape_are_said_from_their_nodes(
+    settings_for: Any, slack: Slack, deleted_fleet: ArcFleet
+) -> None:
+    fleet = deleted_fleet
+
+    async def node_scraped() -> bool:
+        async with httpx.AsyncClient(timeout=5) as client:
+            answer = await client.get(
+                f"{fleet.prometheus.url}/api/v1/query",
+                params={"query": "count(node_vmstat_oom_kill)"},
+            )
+        return bool(answer.json()["data"]["result"])
+
+    await eventually(node_scraped, what="the nodes' OOM kill counter scraped", timeout=30)
+    # 7 jobs killed, their pods deleted by ARC before kube-state-metrics was scraped, as most are.
+    fleet.pods.set(fleet.queueing.name, oom_killed=7, oom_seen_s=0)
+    settings = settings_for(
+        metrics_backend="prometheus",
+        prometheus_url=fleet.prometheus.url,
+        prometheus_rate_window="30s",
+        metrics_interval_seconds=1,
+        status_interval_seconds=1,
+    )
+    async with run_bot(settings) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = await eventually(
+            lambda: slack.emulator.channel_messages(CHANNEL), what="the root", timeout=30
+        )
+
+        def thread() -> list[Any]:
+            return slack.emulator.thread(CHANNEL, root[0].ts)
+
+        async def judged_kills() -> bool:
+            reading = await running.bot.readings.stored()
+            types = reading.fleet.runner_types.values() if reading and reading.fleet else ()
+            return any(m.pods and m.pods.node_oom_kills for m in types)
+
+        await eventually(judged_kills, what="a reading with the nodes' kills", timeout=LIVE_S)
+        assert (await click(running, thread()[0], "incident_diagnose")).status_code == 200
+        report = await eventually(
+            lambda: next((text_of(m) for m in thread()[1:] if "Diagnostics" in m.text), None),
+            what="the diagnostics",
+            timeout=30,
+        )
+    assert "7 OOM kills in 30 min on the nodes these runners ran on" in report, report
+    assert "raise the runner's memory" in report

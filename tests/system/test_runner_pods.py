@@ -31,6 +31,8 @@ def pods_fleet() -> Iterator[ArcFleet]:
         running=4,
         unschedulable=12,
         oom_killed=3,
+        # Kept served, so a scrape catches them: ARC deletes a killed pod within seconds.
+        oom_seen_s=None,
         pending_since=time.time() - 600,
     )
     fleet.pods.set(fleet.healthy.name, running=2)

@@ -62,18 +62,32 @@ _BAD_NODE = (
 DISKS = 'device=~"(/dev/)?(mmcblk.p.+|nvme.+|rbd.+|sd.+|vd.+|xvd.+|dm-.+|md.+|dasd.+)"'
 
 
+def grown(series: str, window: str) -> str:
+    """How much the counter `series` grew over `window`, exactly where it did not reset:
+    `increase` extrapolates a series younger than the window (a new pod's, a Prometheus just
+    started) to the window's edges, which would count 2 restarts as 2.4. Over a reset (a node
+    rebooted, a container restarted) `increase` is the one that counts across it."""
+    ranged = f"{series}[{window}]"
+    return (
+        f"((max_over_time({ranged}) - min_over_time({ranged}) and resets({ranged}) == 0) "
+        f"or increase({ranged}))"
+    )
+
+
+def node_exporter_node() -> str:
+    """Each node-exporter pod's node. Its series name that pod (kube-prometheus-stack's
+    ServiceMonitor keeps the target's `namespace` and `pod`; `instance` is the pod's address, no
+    `node` label), so its node is the pod's in `kube_pod_info`, as kube-prometheus-stack's own
+    recording rules (`node_namespace_pod:kube_pod_info:`) join them."""
+    return 'topk by (namespace, pod) (1, max by (namespace, pod, node) (kube_pod_info{node!=""}))'
+
+
 def busy_disks(window: str) -> str:
     """Per node, the share of `window` its busiest disk was busy, of nodes at `DISK_BUSY` or
-    more. node-exporter's series name its own pod (kube-prometheus-stack's ServiceMonitor keeps
-    the target's `namespace` and `pod`; `instance` is the pod's address, no `node` label), so
-    its node is that pod's in `kube_pod_info`, as kube-prometheus-stack's own recording rules
-    (`node_namespace_pod:kube_pod_info:`) join them."""
-    node_of = (
-        'topk by (namespace, pod) (1, max by (namespace, pod, node) (kube_pod_info{node!=""}))'
-    )
+    more."""
     busy = (
         f"rate(node_disk_io_time_seconds_total{{{DISKS}}}[{window}]) * on (namespace, pod) "
-        f"group_left (node) {node_of}"
+        f"group_left (node) {node_exporter_node()}"
     )
     # A counter's rate extrapolated over the window can pass 1 s/s by a little.
     return f"round(clamp_max(max by (node) ({busy}), 1), 0.01) >= {DISK_BUSY}"
@@ -144,9 +158,17 @@ def pod_queries(
         for kind in ("", "init_")
     )
     killed = f"max by (namespace, pod, uid) ({ended}) == 1"
-    restarts = (
-        f"max by (namespace, pod) (increase(kube_pod_container_status_restarts_total[{counted}]))"
-    )
+    # Every container's restarts, the init containers' too: ARC's dind sidecar is one
+    # (restartPolicy Always); the runner container restarts none under the chart's restartPolicy
+    # Never, but a pod template may set another.
+    restarted = [
+        f"max by (namespace, pod, container) ({grown(series, counted)})"
+        for series in (
+            "kube_pod_container_status_restarts_total",
+            "kube_pod_init_container_status_restarts_total",
+        )
+    ]
+    restarts = f"sum by (namespace, pod) ({' or '.join(restarted)})"
     containers = f'container=~"{CONTAINERS}"'
     # Summed over the pod's containers first: only those with a CPU limit have CFS periods.
     periods = "sum by (namespace, pod) (rate(container_cpu_cfs_{}periods_total{{{}}}[{}]))"
@@ -162,6 +184,12 @@ def pod_queries(
         f"{containers}}}) / on (namespace, pod, container) {by_container} ({limits}))"
     )
     on_node = 'max by (namespace, pod, node) (kube_pod_info{node!=""})'
+    # The nodes the runner pods ran on within the window, killed pods' too, though ARC deleted them.
+    ran_on = f'max by (namespace, pod, node) (max_over_time(kube_pod_info{{node!=""}}[{counted}]))'
+    node_kills = (
+        f"max by (node) ({grown('node_vmstat_oom_kill', counted)} * on (namespace, pod) "
+        f"group_left (node) {node_exporter_node()})"
+    )
     return {
         "pods_pending": f"count by ({label}) ({runners(pending)})",
         "pending_mins": f"max by ({label}) ({runners(aged(pending))}) / 60",
@@ -173,7 +201,11 @@ def pod_queries(
         # Still creating its containers that long after its node was found: ContainerCreating,
         # or PodInitializing, which the kubelet says instead for a pod with init containers (and
         # of the others while one fails to pull, which the pod's other reading says).
-        "creating": waiting("ContainerCreating|PodInitializing", CREATING_MINS, placed, True),
+        # The kubelet says ContainerCreating while it pulls the image: a multi-GB one on a new
+        # node may take as long as a runner's boot, which is a slow start, not a stuck one.
+        "creating": waiting(
+            "ContainerCreating|PodInitializing", max(CREATING_MINS, boot_mins), placed, True
+        ),
         # One series per killed pod (its uid: ARC recreates a failed runner's pod by name).
         "oom_kills": f"count by ({label}, pod, uid) ({runners(killed)})",
         "restarts": f"sum by ({label}) ({runners(restarts)})",
@@ -188,6 +220,10 @@ def pod_queries(
         # in the `busy` label.
         "disk_busy": f'count_values by ({label}, node) ("busy", '
         f"{runners(f'{on_node} * on (node) group_left () ({busy_disks(window)})')})",
+        # Per runner set and node its pods ran on, the node's OOM kills (a node is counted once
+        # per type: `runner_pods` adds each node's once).
+        "node_oom_kills": f"max by ({label}, node) ({runners(ran_on)} * on (node) "
+        f"group_left () {node_kills})",
     }
 
 
@@ -210,6 +246,7 @@ def runner_pods(
     killed: dict[str, set[tuple[str, str]]] = {}
     nodes: dict[str, dict[tuple[str, str], float]] = {}
     busy: dict[str, float] = {}  # node -> its disks' busy share
+    node_kills: dict[str, dict[str, float]] = {}  # type -> node -> its OOM kills
     for reading, series in answers.items():
         for labels, value in series:
             name = runner_type(labels)
@@ -226,6 +263,9 @@ def runner_pods(
                     on = nodes.setdefault(name, {})
                     on[node, condition] = on.get((node, condition), 0.0) + value
                 continue
+            if reading == "node_oom_kills":  # each node once, whichever sets ran there
+                node_kills.setdefault(name, {})[labels.get("node", "")] = value
+                continue
             if reading == "oom_kills" and labels.get("pod"):
                 killed.setdefault(name, set()).add((labels["pod"], labels.get("uid", "")))
             read = values.setdefault(name, {})
@@ -237,8 +277,10 @@ def runner_pods(
     unknown = unknown_said(missing)
     known = [r for r in answers if r not in missing and r not in NODE_READINGS]
     found = {}
-    for name in sorted({"", *values, *nodes}):
+    for name in sorted({"", *values, *nodes, *node_kills}):
         read = {r: values.get(name, {}).get(r, 0.0) for r in known}
+        if "node_oom_kills" in read:
+            read["node_oom_kills"] = sum(node_kills.get(name, {}).values())
         for aged in ("pending_mins", "unschedulable_mins"):
             read[aged] = values.get(name, {}).get(aged)  # no pod: no age
         listed, more = kept_nodes(
