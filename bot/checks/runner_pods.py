@@ -17,7 +17,7 @@ SHOWN_TYPES = 8
 SEES = {
     KSM: "runner pods that cannot be scheduled or start, OOM kills, nodes under pressure",
     CADVISOR: "CPU throttling, memory near its limit",
-    NODE_EXPORTER: "runner nodes whose disks are saturated",
+    NODE_EXPORTER: "runner nodes whose disks are saturated, OOM kills of pods ARC deleted",
 }
 NO_POD = (
     "no ARC runner pod in the last 30 min (named <runner set>-runner-…, owned by an "

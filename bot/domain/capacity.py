@@ -57,6 +57,9 @@ class TypeHistory:
     pending_pod_mins: float | None = None
     pending_longest_mins: float | None = None
     unschedulable_hours: float | None = None
+    # OOM kills on the nodes its runner pods ran on (node-exporter): ARC deletes a killed pod
+    # within seconds, so most kills show only there.
+    node_oom_kills: float | None = None
 
     def hours_over(self, thresholds: Thresholds) -> float | None:
         """Hours over the alert's thresholds, alerting or not (None: no threshold or series)."""
@@ -150,9 +153,12 @@ def capacity_report(
         stated = stated_thresholds(name, [i for i, _ in incidents], thresholds or Thresholds())
         report = _report(name, kept, live.get(name), since, now, history.get(name), stated)
         killed = [k for k in kills if since <= (k.at or now) <= now and _same(k.runner_type, name)]
-        if killed:
-            workflows = ranked(k.workflow for k in killed)
-            report = replace(report, oom_kills=len(killed), oom_workflows=workflows)
+        kept_history = history.get(name)
+        on_nodes = round(kept_history.node_oom_kills or 0) if kept_history else 0
+        if killed or on_nodes:
+            workflows = ranked(k.workflow for k in killed)  # those whose pods were caught
+            kills_seen = max(len(killed), on_nodes)
+            report = replace(report, oom_kills=kills_seen, oom_workflows=workflows)
         # Without thresholds to judge it by, a type whose history queued at all is shown.
         unjudged = report.hours_over is None and (report.peak_queued or 0) > 0
         over = max(report.hours_over or 0, report.hours_at_max or 0) >= SHOWN_OVER_H

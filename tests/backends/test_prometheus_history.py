@@ -35,6 +35,7 @@ from tests.support.fakes.arc_week import (
     PENDING_PODS,
     UNSCHEDULABLE_BURSTS,
     expected_p90_s,
+    node_kills,
     week,
 )
 from tests.support.incidents import keep_resolved
@@ -123,6 +124,9 @@ async def test_a_weeks_runner_pods_pending_in_pod_minutes_the_longest_and_hours_
     assert queueing.unschedulable_hours == pytest.approx(unschedulable, abs=2 * step_mins / 60)
     # Not known where its pods have no series: nothing said, no zero.
     assert healthy.pending_pod_mins is None and healthy.unschedulable_hours is None
+    # The kills ARC's deleted pods leave only on their node, an hour apart while bursting.
+    kills = node_kills(seeded.start.timestamp(), seeded.end.timestamp())
+    assert kills == 18 and queueing.node_oom_kills == pytest.approx(kills, abs=1)
 
 
 async def test_the_history_is_named_for_the_runner_types_the_alerts_use(seeded: Week) -> None:
@@ -175,7 +179,8 @@ async def test_queue_report_over_a_seeded_week_of_incidents_and_prometheus_histo
     )
     assert pods is not None, line
     assert 70 <= int(pods[1]) <= 74 and 5.8 <= float(pods[2]) <= 6.1, line
-    assert "3 OOM kills (pull 1, trunk 1)" in line, line
+    # The nodes' 18 kills, of which the readings caught 3 pods and named the workflows of two.
+    assert "18 OOM kills (pull 1, trunk 1)" in line, line
     # Hours at the maximum make the case; the size comes from the history's maximum and peak.
     # 15 queued at the peak, 30-minute jobs: 15 more runners drain it in 30 minutes.
     assert "at its maximum 26 h, 2 incidents, 11.0 h firing: raise maxRunners 20 → 35" in text

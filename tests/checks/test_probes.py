@@ -228,7 +228,7 @@ async def test_queries_that_return_nothing_say_arcs_metrics_are_not_scraped(
         (
             Verdict.OK,
             "runner pods: node-exporter is not scraped, so diagnostics cannot see runner nodes "
-            "whose disks are saturated (optional)",
+            "whose disks are saturated, OOM kills of pods ARC deleted (optional)",
         ),
     ]
 
@@ -283,7 +283,7 @@ async def test_cadvisor_without_kube_state_metrics_names_kube_state_metrics_as_m
         "kube_pod_owner ties its series to runner pods: diagnostics cannot see CPU throttling, "
         "memory near its limit (optional)",
         "runner pods: node-exporter is not scraped, so diagnostics cannot see runner nodes whose "
-        "disks are saturated (optional)",
+        "disks are saturated, OOM kills of pods ARC deleted (optional)",
     ]
 
 

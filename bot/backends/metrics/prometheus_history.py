@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.backends.errors import BackendError
 from bot.domain.capacity import Series, TypeHistory
+from bot.domain.runner_pods import WINDOW_MINS
 
 # Prometheus refuses a range query of more than 11,000 points per series; a week at 5 min is
 # 2,016, a month at 22 min about the same.
@@ -31,10 +32,11 @@ SAID = {
     "pending_pod_mins": "runner pods Pending",
     "pending_longest_mins": "the longest a runner pod was Pending",
     "unschedulable_hours": "runner pods unschedulable",
+    "node_oom_kills": "OOM kills on the runners' nodes",
 }
 # The runner pods' numbers over the window, from the reading's queries: those that add up across
 # a type's runner sets, and the rest (the worst).
-ADDED = {"pending_pod_mins", "unschedulable_hours"}
+ADDED = {"pending_pod_mins", "unschedulable_hours", "node_oom_kills"}
 
 
 def step_s(start: datetime, end: datetime) -> int:
@@ -71,6 +73,8 @@ def pending_queries(queries: Mapping[str, str], seconds: int, step: int) -> dict
         found["pending_longest_mins"] = f"max_over_time(({query}){span})"
     if query := queries.get("unschedulable"):  # the steps with any pod no node fits
         found["unschedulable_hours"] = f"count_over_time((({query}) > 0){span}) * {step / 3600:g}"
+    if query := queries.get("node_oom_kills"):  # its kills over 30 min: each 30 minutes once
+        found["node_oom_kills"] = f"sum_over_time(({query})[{seconds}s:{WINDOW_MINS:.0f}m])"
     return found
 
 

@@ -31,6 +31,10 @@ JOB_S = 1800.0  # every job runs 30 min
 # created as the burst starts; in the first burst no node fits them (unschedulable).
 PENDING_PODS = 4
 UNSCHEDULABLE_BURSTS = BURSTS[:1]
+# While bursting, a job on the queueing set's node is OOMKilled every hour: the node's kernel
+# counts it (node-exporter's `node_vmstat_oom_kill`), as ARC deletes the pod at once.
+NODE = "ip-10-0-1-17.ec2.internal"
+NODE_EXPORTER = "kube-prometheus-stack-prometheus-node-exporter-q7x2k"
 
 
 @dataclass(frozen=True)
@@ -97,9 +101,10 @@ def week(start: int, end: int) -> str:
             _pending_pods(
                 gauges, queueing.name, at, start, _within(at, start, UNSCHEDULABLE_BURSTS)
             )
+        _node_kills(gauges, queueing.name, at, start)
     lines = []
     for family, samples in gauges.items():
-        name = family if family.startswith("kube_") else f"gha_{family}"
+        name = family if family.startswith(("kube_", "node_")) else f"gha_{family}"
         lines += [f"# TYPE {name} gauge", *samples]
     lines += ["# TYPE gha_job_startup_duration_seconds histogram", *histogram]
     lines += ["# TYPE gha_job_execution_duration_seconds histogram", *execution, "# EOF"]
@@ -130,6 +135,31 @@ def _pending_pods(
             samples.append(("kube_pod_status_unschedulable", ids, 1))
         for family, labels, value in samples:
             gauges.setdefault(family, []).append(f"{family}{{{labels}}} {value} {at}")
+
+
+def node_kills(start: int, at: int) -> int:
+    """The queueing set's node's OOM kills by `at`: one an hour while bursting, from the start."""
+    bursting = sum(
+        max(0, min(at, start + day * DAY + h1 * HOUR) - (start + day * DAY + h0 * HOUR))
+        for day, h0, h1 in BURSTS
+    )
+    return bursting // HOUR
+
+
+def _node_kills(gauges: dict[str, list[str]], runner_set: str, at: int, start: int) -> None:
+    """A runner pod of the set running on `NODE` all week, node-exporter's pod there, and the
+    node's kernel OOM kill counter (kube-prometheus-stack's target labels)."""
+    runner = generated(f"{runner_set}-runner-", "running")
+    ids = f'namespace="arc-runners",pod="{runner}",uid="{runner}"'
+    owner = f'{ids},owner_is_controller="true",owner_kind="EphemeralRunner",owner_name="x"'
+    exporter = f'namespace="monitoring",pod="{NODE_EXPORTER}"'
+    for family, labels, value in (
+        ("kube_pod_owner", owner, 1),
+        ("kube_pod_info", f'{ids},node="{NODE}"', 1),
+        ("kube_pod_info", f'{exporter},uid="ne",node="{NODE}"', 1),
+        ("node_vmstat_oom_kill", f'{exporter},job="node-exporter"', node_kills(start, at)),
+    ):
+        gauges.setdefault(family, []).append(f"{family}{{{labels}}} {value} {at}")
 
 
 def _buckets(instance: str, counts: dict[tuple[str, float], int], at: int) -> Iterator[str]:
