@@ -291,6 +291,10 @@ def autoscaling(m: RunnerTypeMetrics) -> Check:
         pods = "pod" if j.cannot_start == 1 else "pods"
         stuck = f"{j.cannot_start} new runner {pods} cannot start"
         return Check(AUTOSCALING, Verdict.OK, f"{stuck}: the maximum of {most} is not the limit")
+    if j.nodes_short:
+        pods = "pod finds" if j.unplaced == 1 else "pods find"
+        short = f"{j.nodes_short} more runners needed, but {j.unplaced} new {pods} no node"
+        return Check(AUTOSCALING, Verdict.OK, f"{short}: the maximum of {most} is not the limit")
     if j.raise_maximum_by:
         fit = f"{j.runners - j.raise_maximum_by} fit under the maximum of {most}"
         text = f"+{j.runners} runners needed, {fit}: {j.raise_maximum_by} short"

@@ -44,7 +44,7 @@ class Judgement(BaseModel):
             "queued=q wait_mins=w wait_over=w+ wait_of_starts=ws wait_unknown=w? direction=d "
             "change_per_min=r registered=reg booting=boot maximum=max runners=n needed=need "
             "added_since=add maximum_added=add+ raise_maximum_by=max+ clears_in_mins=clr "
-            "within_mins=T causes=pc cannot_start=stuck stuck=stk unplaced=unp"
+            "within_mins=T causes=pc cannot_start=stuck held=hld unplaced=unp nodes_short=nsh"
         ),
     )
 
@@ -73,9 +73,11 @@ class Judgement(BaseModel):
     causes: tuple[PodCause, ...] = ()
     cannot_start: int = 0
     # However few: the pods that cannot start hold their slots under the maximum (ARC counts
-    # them), and while any find no node (`unplaced`) a higher maximum would only add more such.
-    stuck: int = 0
+    # them), and while any find no node (`unplaced`) a higher maximum would only add more such:
+    # the runners needed past the maximum wait for nodes (`nodes_short`), not for a raise.
+    held: int = 0
     unplaced: int = 0
+    nodes_short: int = 0
 
     @property
     def wait(self) -> str:
@@ -111,7 +113,11 @@ class Judgement(BaseModel):
                 # The number the form's default raises the maximum to.
                 was = number(self.maximum)
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
+            if self.nodes_short:
+                text += f"; {self._no_node}"
             return text
+        if self.nodes_short:
+            return f"none until nodes fit: {self._no_node}"
         if self.cannot_start and self.needed:
             pods = "pod" if self.cannot_start == 1 else "pods"
             return (
@@ -123,6 +129,14 @@ class Judgement(BaseModel):
         if self.booting and self.queued:
             return f"none: the {_runners(self.booting)} booting should drain it in {within}"
         return ""
+
+    @property
+    def _no_node(self) -> str:
+        pods = "pod finds" if self.unplaced == 1 else "pods find"
+        return (
+            f"{self.nodes_short} more need nodes ({self.unplaced} new runner {pods} none), "
+            "not a higher maximum"
+        )
 
     @property
     def new_maximum(self) -> int | None:
@@ -166,7 +180,7 @@ def judge(
         within_mins=within_mins,
         causes=pod_causes(metrics.pods, slower=_slower(metrics)),
         cannot_start=metrics.pods.withholding if metrics.pods else 0,
-        stuck=stuck,
+        held=stuck,
         unplaced=round(metrics.pods.unschedulable or 0) if metrics.pods else 0,
     )
     return _advised(judgement, metrics, running)
@@ -237,21 +251,23 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
         pods = "pod" if j.cannot_start == 1 else "pods"
         why = f"{j.cannot_start} new runner {pods} cannot start, so more would not either"
         update = {"runners": 0, "needed": needed, "raise_maximum_by": 0, "why": why}
-        return j.model_copy(update=update)
+        return j.model_copy(update={**update, "nodes_short": 0})
     runners = max(needed - j.booting, 0)
     if needed and not runners:
         why = f"the {_runners(j.booting)} booting cover the ~{needed} needed"
     raise_by = 0
     if runners and j.maximum is not None and running is not None:
-        room = max(math.floor(j.maximum - running) - j.booting - j.stuck, 0)
+        room = max(math.floor(j.maximum - running) - j.booting - j.held, 0)
         raise_by = max(runners - room, 0)
         if raise_by and j.unplaced:
             pods = "pod finds" if j.unplaced == 1 else "pods find"
             why += f"; {j.unplaced} new runner {pods} no node, so not a higher maximum"
-            runners, raise_by = room, 0
-        elif raise_by:
+            update = {"runners": room, "nodes_short": raise_by, "needed": needed, "why": why}
+            return j.model_copy(update={**update, "raise_maximum_by": 0})
+        if raise_by:
             why += f"; only {room} fit under the maximum of {number(j.maximum)}"
     update = {"runners": runners, "needed": needed, "raise_maximum_by": raise_by, "why": why}
+    update["nodes_short"] = 0
     return j.model_copy(update=update)
 
 

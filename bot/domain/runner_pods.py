@@ -16,6 +16,9 @@ from bot.domain.units import minutes, number
 
 # The window the default queries count OOM kills and restarts over (their `[30m]`).
 WINDOW_MINS = 30.0
+# OOM kills the runners' nodes count (any process) that make a cause when no runner pod was seen
+# killed: a daemon killed once on a shared node pool is not the runners' trouble.
+NODE_OOM_KILLS = 3
 THROTTLED = 0.25  # a quarter of the CFS periods throttled slows every job noticeably
 MEMORY_NEAR = 0.9  # the working set this close to the limit is one allocation from a kill
 OOM_PODS_KEPT = 20  # the kills' pods kept with a reading: enough to name their workflows
@@ -322,8 +325,8 @@ def _oom(pods: RunnerPods) -> PodCause | None:
     """The pods seen killed name their workflows; the nodes' counter sees every kill, so the
     larger of the two is the count, said for what it is."""
     seen, on_nodes = pods.oom_kills or 0, pods.node_oom_kills or 0
-    if max(seen, on_nodes) <= 0:
-        return None
+    if seen <= 0 and on_nodes < NODE_OOM_KILLS:
+        return None  # the kernel counts any process: one kill of a daemon is no runners' cause
     restarts = f", {number(pods.restarts)} restarts" if pods.restarts else ""
     named = ", ".join(f"{workflow} {count}" for workflow, count in pods.oom_workflows)
     named = f" ({named or pods.oom_naming})" if named or pods.oom_naming else ""
@@ -331,7 +334,10 @@ def _oom(pods: RunnerPods) -> PodCause | None:
     evidence = f"jobs were OOMKilled {_times(seen)} in {window}{named}"
     if on_nodes > seen:
         kills = "OOM kill" + ("" if on_nodes == 1 else "s")
-        evidence = f"{number(on_nodes)} {kills} in {window} on the nodes these runners ran on"
+        evidence = (
+            f"{number(on_nodes)} {kills} in {window} on the nodes these runners ran on "
+            "(the kernel's count, of any process there)"
+        )
         if seen:
             evidence += f"; jobs seen OOMKilled {_times(seen)}{named}"
     return PodCause(

@@ -117,8 +117,8 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
                 }
             ),
             Cause.OOM_KILLED,
-            "7 OOM kills in 30 min on the nodes these runners ran on; jobs seen OOMKilled 3 "
-            "times (pull 2, trunk 1)",
+            "7 OOM kills in 30 min on the nodes these runners ran on (the kernel's count, of any "
+            "process there); jobs seen OOMKilled 3 times (pull 2, trunk 1)",
             "raise the runner's memory",
         ),
         (  # every kill on the nodes was a runner pod seen killed
@@ -134,9 +134,9 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
             "raise the runner's memory",
         ),
         (  # near the limit and killed: the kills say it
-            QUIET.model_copy(update={"memory_of_limit": 0.95, "node_oom_kills": 1}),
+            QUIET.model_copy(update={"memory_of_limit": 0.95, "node_oom_kills": 3}),
             Cause.OOM_KILLED,
-            "1 OOM kill in 30 min on the nodes these runners ran on",
+            "3 OOM kills in 30 min on the nodes these runners ran on",
             "raise the runner's memory",
         ),
         (
@@ -233,9 +233,41 @@ def test_never_a_higher_maximum_while_any_pod_finds_no_node() -> None:
     pods = RunnerPods(pods_pending=12, pending_mins=7, unschedulable=4, unschedulable_mins=7)
     j = judge(m.model_copy(update={"pods": pods}), [], at=NOW)
     assert (j.raise_maximum_by, j.new_maximum) == (0, None)
-    assert "maximum" not in j.advice and "4 new runner pods find no node" in j.why
+    assert "raise the maximum" not in j.advice and "4 new runner pods find no node" in j.why
+    assert j.advice.startswith("none until nodes fit: ")
     _, _, step = diagnosis_of(pods, m)
     assert "raise the maximum" not in step
+
+
+@pytest.mark.parametrize(
+    ("maximum", "advice"),
+    [
+        # Nothing fits under the maximum: the runners needed wait for nodes, not for "booting".
+        (20, "none until nodes fit: 12 more need nodes (2 new runner pods find none), not a "
+             "higher maximum"),
+        # Some fit: those, and the rest said as nodes'.
+        (26, "+6 runners would drain it in 30 min; 6 more need nodes (2 new runner pods find "
+             "none), not a higher maximum"),
+    ],
+)  # fmt: skip
+def test_runners_short_of_nodes_are_said_so_never_booting_nor_fitting(
+    maximum: float, advice: str
+) -> None:
+    """20 queued, 10 registered, 10 Pending of which 2 find no node (too few to withhold the
+    advice): the 8 booting do not drain it, and the autoscaling check never says it fits."""
+    m = M(queued=20, registered=10, busy=10, idle=0, maximum=maximum, desired=20,
+          job_duration_mins=30)  # fmt: skip
+    pods = RunnerPods(pods_pending=10, pending_mins=7, unschedulable=2, unschedulable_mins=7)
+    j = judge(m.model_copy(update={"pods": pods}), [], at=NOW)
+    assert j.advice == advice
+    snapshot = FleetSnapshot(
+        at=NOW,
+        source="prometheus",
+        runner_types={TYPE: judged(m.model_copy(update={"pods": pods}))},
+    )
+    texts = [c.text for f in diagnose(snapshot).findings for c in f.checks]
+    assert not any("fits the maximum" in t for t in texts), texts
+    assert any("the maximum of " in t and "is not the limit" in t for t in texts), texts
 
 
 def test_the_unschedulable_cause_counts_and_times_only_the_unschedulable_pods() -> None:
@@ -284,6 +316,8 @@ def test_nothing_read_names_no_cause_and_says_nothing() -> None:
     assert pod_causes(None) == ()
     assert pod_causes(RunnerPods()) == ()
     assert pod_causes(QUIET) == ()
+    # The kernel counts any process: a daemon killed once on a shared node is not the runners'.
+    assert pod_causes(QUIET.model_copy(update={"node_oom_kills": 2})) == ()
 
 
 def test_pods_that_cannot_start_are_not_counted_booting_nor_the_maximum_said_fine() -> None:
