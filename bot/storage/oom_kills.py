@@ -15,7 +15,7 @@ from bot.domain.oom_kills import KEEP_DAYS, OomKill, Pod
 from bot.storage.keys import Keys
 from bot.storage.scripts import script
 
-CAP = 10_000  # about 1.5 MB: a fleet killing a runner every 70 s all week
+CAP = 10_000  # up to about 5 MB (long pod and workflow names): a runner killed every 70 s all week
 
 
 def field_of(pod: str, uid: str) -> str:

@@ -36,6 +36,8 @@ SAID = {
 }
 # The runner pods' numbers over the window, from the reading's queries: those that add up across
 # a type's runner sets, and the rest (the worst).
+# Added: a type's runner sets mostly follow one another (a listener recreated, a template rolled),
+# so their hours and kills are apart; two sets at once on one node count its kills twice.
 ADDED = {"pending_pod_mins", "unschedulable_hours", "node_oom_kills"}
 
 
