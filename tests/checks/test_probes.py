@@ -574,3 +574,30 @@ async def test_a_refused_sources_probe_is_a_warning_not_every_source_scraped(
     assert "could not say which of their series it has" in pods[0].detail
     assert "--query.timeout" in pods[0].fix
     assert not any("scraped" in f.detail and f.verdict is Verdict.OK for f in found)
+
+
+async def test_a_source_scraped_without_one_of_its_series_says_which_it_cannot_see(
+    settings_for: Callable[..., Settings],
+) -> None:
+    """node-exporter scraped with its vmstat collector off: its disks are read, the OOM kills on
+    the nodes are not, and `check` says so, as diagnostics do."""
+    present = sorted({s for r in NEEDS for s, _ in NEEDS[r]} - {"node_vmstat_oom_kill"})
+
+    async def query(request: Request) -> JSONResponse:
+        result = []
+        if request.query_params.get("query", "").startswith("count by (__name__)"):
+            result = [{"metric": {"__name__": name}, "value": [0, "1"]} for name in present]
+        return JSONResponse(
+            {"status": "success", "data": {"resultType": "vector", "result": result}}
+        )
+
+    server = serve_in_thread(Starlette(routes=[Route("/api/v1/query", query)]))
+    try:
+        settings = settings_for(metrics_backend="prometheus", prometheus_url=server.url)
+        found = of(await probe_all(settings, {}), "prometheus")
+    finally:
+        server.stop()
+    node = next(f.detail for f in found if f.detail.startswith("runner pods: node-exporter"))
+    assert node.endswith(
+        ", but not OOM kills on the nodes (node_vmstat_oom_kill is not scraped)"
+    ), node
