@@ -53,8 +53,8 @@ def render_report(
 
 def _sources(reports: Sequence[TypeReport], history: str, missing: str) -> str:
     own = "From queuepilot's own incidents and the live reading"
-    if any(r.oom_kills for r in reports):
-        own += f" (OOM kills as its readings saw them, kept {KEEP_DAYS} days)"
+    if any(r.oom_workflows for r in reports):
+        own += f" (the OOM-killed pods its readings caught, kept {KEEP_DAYS} days)"
     if not history:
         if missing:
             return f"{own}. {_missing(missing)}"

@@ -54,6 +54,12 @@ def test_the_runner_pods_numbers_of_a_type(
 
 
 def test_the_sources_say_the_kills_are_queuepilots_own_and_kept_eight_days() -> None:
-    report = TypeReport(runner_type="linux.2xlarge", incidents=1, oom_kills=3)
-    text = render_report([report], days=30, kept_days=30)
-    assert "OOM kills as its readings saw them, kept 8 days" in text.splitlines()[-1]
+    """The workflows come from the killed pods queuepilot's readings caught, kept 8 days; kills
+    only the nodes counted come with the history, said with it."""
+    caught = TypeReport(
+        runner_type="linux.2xlarge", incidents=1, oom_kills=3, oom_workflows=(("pull", 2),)
+    )
+    text = render_report([caught], days=30, kept_days=30)
+    assert "the OOM-killed pods its readings caught, kept 8 days" in text.splitlines()[-1]
+    counted = TypeReport(runner_type="linux.2xlarge", incidents=1, oom_kills=18)
+    assert "caught" not in render_report([counted], days=7, kept_days=30).splitlines()[-1]
