@@ -111,7 +111,10 @@ class RunnerPodsExporter:
 
         def add(family: str, labels: dict[str, str], value: float) -> None:
             pairs = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-            families.setdefault(family, []).append(f"{family}{{{pairs}}} {value:.17g}")
+            # The kubelet serves cAdvisor's samples with the time they were read, so a rate
+            # over them is exact however late a loaded scrape reads them.
+            stamp = f" {round(now * 1000)}" if family.startswith("container_") else ""
+            families.setdefault(family, []).append(f"{family}{{{pairs}}} {value:.17g}{stamp}")
 
         now = time.time()
         with self.lock:

@@ -98,10 +98,11 @@ async def test_every_reading_of_the_runner_pods_per_runner_type(pods_fleet: ArcF
     # The queueing set's node (second in name order) holds every pod placed: 3 running, 1
     # pulling its image, 1 creating, 2 killed; the unschedulable ones are on no node.
     node = "ip-10-0-1-17.ec2.internal"
-    assert pods.nodes == (
-        NodeTrouble(node=node, condition=DISK, pods=7, busy=0.96),
-        NodeTrouble(node=node, condition="DiskPressure", pods=7),
-    )
+    busy, pressure = pods.nodes
+    # node-exporter serves no timestamps: a loaded scrape's lag moves the rate by a point or so.
+    assert busy.busy == pytest.approx(0.96, abs=0.02)
+    assert (busy.node, busy.condition, busy.pods) == (node, DISK, 7)
+    assert pressure == NodeTrouble(node=node, condition="DiskPressure", pods=7)
     assert pods.unknown == ""
     assert (healthy.pods_pending, healthy.oom_kills, healthy.nodes) == (0, 0, ())
     assert healthy.pending_mins is None and healthy.cpu_throttled == pytest.approx(0)

@@ -39,7 +39,7 @@ DOCUMENTED = {
     "container_memory_working_set_bytes": {"container", "namespace", "pod", "name", "image"},
 }
 LONG = "ubuntu-2404-arm64-16-cores-64gb-nvidia-a10g-x"  # 45: the chart's longest scale set
-SAMPLE = re.compile(r"^(\w+)\{(.*)\} \S+$")
+SAMPLE = re.compile(r"^(\w+)\{(.*)\} \S+( \d+)?$")  # a value, and cAdvisor's timestamp
 
 
 def samples(exporter: RunnerPodsExporter) -> list[tuple[str, dict[str, str]]]:
