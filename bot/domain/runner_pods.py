@@ -132,7 +132,7 @@ class RunnerPods(BaseModel):
         frozen=True,
         **stored_short(
             "pods_pending=pp pending_mins=pm unschedulable=un unschedulable_mins=um image_pull=ip "
-            "config_error=ce creating=cr oom_kills=oom oom_pods=oomp restarts=rs cpu_throttled=thr "
+            "config_error=ce creating=cr oom_kills=oom oom_pods=oomp restarts=rs "
             "cpu_throttled_periods=thp cpu_periods=cp memory_of_limit=mem nodes=n more_nodes=n+ "
             "unknown=u oom_workflows=oomw oom_naming=oomn node_oom_kills=noom"
         ),
@@ -166,12 +166,19 @@ class RunnerPods(BaseModel):
     # over the type's pods; `cpu_throttled` is their share.
     cpu_throttled_periods: float | None = None
     cpu_periods: float | None = None
-    cpu_throttled: float | None = None
     # The fullest runner or dind container's working set over its own limit
     memory_of_limit: float | None = None
     nodes: tuple[NodeTrouble, ...] = ()  # the worst `NODES_KEPT`
     more_nodes: int = 0  # the other nodes in trouble, not kept
     unknown: str = ""  # what could not be read, and the source that would tell
+
+    @property
+    def cpu_throttled(self) -> float | None:
+        """The throttled share of the CFS periods; none without both readings (a query dropped
+        or its source not scraped), 0 without periods (no runner with a CPU limit ran)."""
+        if self.cpu_throttled_periods is None or self.cpu_periods is None:
+            return None
+        return self.cpu_throttled_periods / self.cpu_periods if self.cpu_periods > 0 else 0.0
 
     @property
     def cannot_start(self) -> int:

@@ -31,7 +31,7 @@ TYPE = "linux.2xlarge"
 FULL = M(queued=40, registered=20, busy=20, idle=0, maximum=20, desired=20, job_duration_mins=15)
 QUIET = RunnerPods(
     pods_pending=0, unschedulable=0, image_pull=0, config_error=0, oom_kills=0, restarts=0,
-    cpu_throttled=0.02, memory_of_limit=0.4,
+    cpu_throttled_periods=0.02, cpu_periods=1, memory_of_limit=0.4,
 )  # fmt: skip
 
 
@@ -161,7 +161,7 @@ def diagnosis_of(pods: RunnerPods | None, m: M = FULL) -> tuple[str, str, str]:
             "give runners faster disks",
         ),
         (
-            QUIET.model_copy(update={"cpu_throttled": 0.45}),
+            QUIET.model_copy(update={"cpu_throttled_periods": 0.45}),
             Cause.CPU_THROTTLED,
             "runners CPU-throttled 45% of periods",
             "raise the runner container's CPU limit",
@@ -185,7 +185,7 @@ def test_each_cause_is_named_with_its_numbers_and_next_step(
 
 def test_throttling_says_how_much_longer_jobs_take_than_a_day_before() -> None:
     slower = FULL.model_copy(update={"job_duration_mins": 24, "duration_baseline_mins": 15})
-    _, why, _ = diagnosis_of(QUIET.model_copy(update={"cpu_throttled": 0.45}), slower)
+    _, why, _ = diagnosis_of(QUIET.model_copy(update={"cpu_throttled_periods": 0.45}), slower)
     assert "runners CPU-throttled 45% of periods: jobs take 1.6× as long as a day before" in why
 
 

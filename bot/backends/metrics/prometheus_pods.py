@@ -290,24 +290,14 @@ def runner_pods(
             ]
         )
         pods = tuple(sorted(killed.get(name, ())))[:OOM_PODS_KEPT]
-        throttled = _share(read.get("cpu_throttled_periods"), read.get("cpu_periods"))
         found[name] = RunnerPods(
             **read,
-            cpu_throttled=throttled,
             oom_pods=pods,
             nodes=listed,
             more_nodes=more,
             unknown=unknown,
         )
     return found, found.pop("")
-
-
-def _share(throttled: float | None, periods: float | None) -> float | None:
-    """The throttled share of the CFS periods; none without both (a query dropped or its source
-    not scraped), 0 without periods (no runner with a CPU limit ran)."""
-    if throttled is None or periods is None:
-        return None
-    return throttled / periods if periods > 0 else 0.0
 
 
 def _busy(said: str) -> float:
