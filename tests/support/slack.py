@@ -125,6 +125,28 @@ async def click(running: RunningBot, root: Any, action_id: str) -> httpx.Respons
     return await post_event(running.http, block_action(action, message_ts=root.ts))
 
 
+def shown(message: Any) -> str:
+    """A message's text and blocks as one readable string, bold marks dropped."""
+    return (message.text + json.dumps(message.blocks, ensure_ascii=False)).replace("*", "")
+
+
+async def diagnosed(running: RunningBot, slack: Slack, root_ts: str) -> str:
+    """Press the root's Run diagnostics and wait for the report in its thread."""
+    from tests.support.running import eventually
+
+    thread = slack.emulator.thread(CHANNEL, root_ts)
+    assert (await click(running, thread[0], "incident_diagnose")).status_code == 200
+    return await eventually(
+        lambda: next(
+            (shown(m) for m in slack.emulator.thread(CHANNEL, root_ts)[1:]
+             if "Diagnostics" in m.text),
+            None,
+        ),
+        what="the diagnostics",
+        timeout=30,
+    )  # fmt: skip
+
+
 def thread_texts(slack: Slack, ts: str) -> list[str]:
     """The thread's replies (not the root) as their blocks' JSON, readable (no \\u escapes)."""
     replies = slack.emulator.thread(CHANNEL, ts)[1:]

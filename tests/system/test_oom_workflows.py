@@ -23,7 +23,7 @@ from tests.support.fakes.github_api import FakeGithub
 from tests.support.jobs import ago
 from tests.support.payloads import fixture_json
 from tests.support.running import eventually, run_bot
-from tests.support.slack import CHANNEL, Slack, click
+from tests.support.slack import Slack, diagnosed
 
 LIVE_S = 60
 
@@ -70,10 +70,6 @@ def github(killed_fleet: tuple[ArcFleet, list[str]]) -> Iterator[tuple[FakeGithu
         server.stop()
 
 
-def text_of(message: Any) -> str:
-    return (message.text + json.dumps(message.blocks, ensure_ascii=False)).replace("*", "")
-
-
 async def test_diagnostics_name_the_workflows_of_the_jobs_oomkilled_and_each_kill_is_kept_once(
     settings_for: Any,
     slack: Slack,
@@ -94,13 +90,7 @@ async def test_diagnostics_name_the_workflows_of_the_jobs_oomkilled_and_each_kil
     )
     async with run_bot(settings) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = await eventually(
-            lambda: slack.emulator.channel_messages(CHANNEL), what="the root", timeout=30
-        )
-
-        def thread() -> list[Any]:
-            return slack.emulator.thread(CHANNEL, root[0].ts)
-
+        thread = await slack.first_thread()
         readings, redis = running.bot.readings, running.bot.redis
         keys = running.bot.store.keys
 
@@ -112,12 +102,7 @@ async def test_diagnostics_name_the_workflows_of_the_jobs_oomkilled_and_each_kil
             return reading.tried_at if reading and named else None
 
         first = await eventually(judged_kills, what="a reading naming the kills", timeout=LIVE_S)
-        assert (await click(running, thread()[0], "incident_diagnose")).status_code == 200
-        report = await eventually(
-            lambda: next((text_of(m) for m in thread()[1:] if "Diagnostics" in m.text), None),
-            what="the diagnostics",
-            timeout=30,
-        )
+        report = await diagnosed(running, slack, thread()[0].ts)
         assert "OOMKilled 3 times in 30 min (pull 2, trunk 1)" in report, report
         assert "JOBS_BACKEND" not in report, "no hint where the jobs name the workflows"
 
@@ -171,12 +156,7 @@ async def test_kills_arc_deleted_before_any_scrape_are_said_from_their_nodes(
     )
     async with run_bot(settings) as running:
         await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
-        root = await eventually(
-            lambda: slack.emulator.channel_messages(CHANNEL), what="the root", timeout=30
-        )
-
-        def thread() -> list[Any]:
-            return slack.emulator.thread(CHANNEL, root[0].ts)
+        thread = await slack.first_thread()
 
         async def judged_kills() -> bool:
             reading = await running.bot.readings.stored()
@@ -184,11 +164,6 @@ async def test_kills_arc_deleted_before_any_scrape_are_said_from_their_nodes(
             return any(m.pods and m.pods.node_oom_kills for m in types)
 
         await eventually(judged_kills, what="a reading with the nodes' kills", timeout=LIVE_S)
-        assert (await click(running, thread()[0], "incident_diagnose")).status_code == 200
-        report = await eventually(
-            lambda: next((text_of(m) for m in thread()[1:] if "Diagnostics" in m.text), None),
-            what="the diagnostics",
-            timeout=30,
-        )
+        report = await diagnosed(running, slack, thread()[0].ts)
     assert "7 OOM kills in 30 min on the nodes these runners ran on" in report, report
     assert "raise the runner's memory" in report
