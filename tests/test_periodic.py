@@ -161,5 +161,12 @@ async def test_a_shutdown_as_a_tick_starts_logs_no_error(caplog: pytest.LogCaptu
             for _ in range(yields):
                 await asyncio.sleep(0)
             scheduler.shutdown(wait=False)
-            await asyncio.sleep(0.005)  # the cancelled jobs' done-callbacks run
+            # The cancelled ticks ended, and their done-callbacks (which log) with them.
+            await eventually(_others_done, what="the cancelled ticks ended")
+            await asyncio.sleep(0)  # their done-callbacks, scheduled as they ended, run
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+def _others_done() -> bool:
+    me = asyncio.current_task()
+    return all(task.done() for task in asyncio.all_tasks() if task is not me)
