@@ -8,11 +8,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 
 from bot.backends.metrics.prometheus import PrometheusMetrics
 from bot.backends.metrics.prometheus_pods import RUNNER_POD, runner_pods
@@ -154,16 +156,8 @@ def two_ksm() -> Iterator[Prometheus]:
     )  # fmt: skip
     pods.set("late-h5j6k", creating=2, pending_since=now - 360, scheduled_after=240)
     pods.set(f"{LONG}-k9wxz", running=1, unschedulable=1, pending_since=now - 600)
-    apps = [pods.app_of(("ksm",)), pods.app_of(("ksm",)), pods.app_of(("cadvisor",))]
-    servers = [serve_in_thread(app) for app in apps]
-    prometheus = Prometheus(targets=[s.url.split("//", 1)[1] for s in servers])
-    try:
-        prometheus.start()
-        yield prometheus
-    finally:
-        prometheus.stop()
-        for server in servers:
-            server.stop()
+    with scraping(pods.app_of(("ksm",)), pods.app_of(("ksm",)), pods.app_of(("cadvisor",))) as prom:
+        yield prom
 
 
 async def read_pods(prometheus: Prometheus) -> dict[str, RunnerPods]:
@@ -308,18 +302,26 @@ async def test_cadvisor_without_kube_state_metrics_leaves_its_readings_not_known
     )
 
 
+@contextmanager
+def scraping(*apps: Starlette) -> Iterator[Prometheus]:
+    """A real Prometheus scraping each of `apps` as a target of its own."""
+    servers = [serve_in_thread(app) for app in apps]
+    prometheus = Prometheus(targets=[server.url.split("//", 1)[1] for server in servers])
+    try:
+        prometheus.start()
+        yield prometheus
+    finally:
+        prometheus.stop()
+        for server in servers:
+            server.stop()
+
+
 @pytest.fixture
 def changing() -> Iterator[tuple[RunnerPodsExporter, Prometheus]]:
     pods = RunnerPodsExporter(["cached-x7q2k"], scraped=("ksm", "node"))
     pods.set("cached-x7q2k", running=1)
-    server = serve_in_thread(pods.app)
-    prometheus = Prometheus(targets=[server.url.split("//", 1)[1]])
-    try:
-        prometheus.start()
+    with scraping(pods.app) as prometheus:
         yield pods, prometheus
-    finally:
-        prometheus.stop()
-        server.stop()
 
 
 async def test_the_sources_found_are_not_probed_again_for_minutes_but_check_probes_fresh(
@@ -384,14 +386,8 @@ def counters() -> Iterator[tuple[RunnerPodsExporter, Prometheus]]:
     pods.set("killed-x7q2k", running=2)
     pods.set("dind-d4zt9", running=2, dind=True)
     pods.set("pulling-b2c4d", creating=1, pending_since=time.time() - 420)
-    server = serve_in_thread(pods.app)
-    prometheus = Prometheus(targets=[server.url.split("//", 1)[1]])
-    try:
-        prometheus.start()
+    with scraping(pods.app) as prometheus:
         yield pods, prometheus
-    finally:
-        prometheus.stop()
-        server.stop()
 
 
 async def scraped_once(prometheus: Prometheus, *series: str) -> None:
