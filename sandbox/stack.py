@@ -72,6 +72,10 @@ FLEET_MINUTES = {
 }
 
 
+# The advice is held over five fleet minutes (ADVICE_WINDOW's default), in the bot's seconds.
+ADVICE_WINDOW_S = 300
+
+
 class SandboxError(Exception):
     """A part of the sandbox could not start; the message says which and why."""
 
@@ -238,6 +242,8 @@ def _settings(
             # The early warning watches for the fleet's own alert rule, before it ever fired.
             early_warning_queued=RuleConfig().fire_queued,
             **{name: fleet_mins / config.speed for name, fleet_mins in FLEET_MINUTES.items()},
+            # Five fleet minutes, as a real fleet's operator keeps the default.
+            advice_window=max(round(ADVICE_WINDOW_S / config.speed), 1),
             scaler_backend="arc",
             scaler_kubeconfig=str(kubeconfig),
             scaler_targets=json.dumps(targets),

@@ -226,6 +226,10 @@ class Incidents(Group, title="Incidents"):
     drain_target_minutes: Minutes = Field(30, gt=0, le=1440)
     """Runners are recommended to drain the queue within this long (the one recommendation every
     surface shows)."""
+    advice_window: Span = Field(300, ge=0, le=3600)
+    """The advice shown is held over this window, as Kubernetes' HPA holds a scale-down: the most
+    any reading in it advised (less the runners added since), "none" only once every reading in
+    it advised none. 0: each reading's own advice."""
     chart_style: ChartStyle = ChartStyle.NATIVE
     """native: Slack draws the trend in the status replies and the summary (no upload, no
     files:write); image: a PNG uploaded with every Nth status (needs files:write), also the fallback

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bot.domain.alerts import RunnerQueue, stored_short
 from bot.domain.jobs import JobsView
-from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Judgement, judge
+from bot.domain.judgement import DRAIN_TARGET_MINS, RECENT_READINGS, Advised, Judgement, judge
 from bot.domain.runner_names import type_named
 from bot.domain.runner_pods import NEEDS, RunnerPods
 
@@ -170,6 +170,8 @@ class Reading:
 # What the history keeps of a troubled type: what causes read over time, and the queue the
 # next readings' direction is read from.
 GAUGES = ("queued", "assigned", "busy", "desired", "registered", "idle", "maximum")
+# And of a type advised runners, what the next readings hold the advice from (`Advised`).
+ADVISED = {"own": "own", "sup": "supply", "adv": "wanted"}
 
 
 @dataclass(frozen=True)
@@ -191,8 +193,12 @@ def troubled_gauges(types: Mapping[str, RunnerTypeMetrics]) -> dict[str, dict[st
     kept = {}
     for name, m in types.items():
         short = m.desired is not None and m.registered is not None and m.desired > m.registered
-        if (m.queued or 0) > 0 or (m.assigned or 0) > 0 or (m.busy or 0) > 0 or short:
+        j = m.judged
+        advised = j is not None and (j.own > 0 or j.wanted > 0)
+        if (m.queued or 0) > 0 or (m.assigned or 0) > 0 or (m.busy or 0) > 0 or short or advised:
             values = {g: getattr(m, g) for g in GAUGES}
+            if advised:
+                values |= {key: getattr(j, field) for key, field in ADVISED.items()}
             kept[name] = {g: float(v) for g, v in values.items() if v is not None}
     return kept
 
@@ -203,17 +209,27 @@ def judged(
     *,
     interval: timedelta,
     within_mins: float = DRAIN_TARGET_MINS,
+    window: timedelta = timedelta(0),
 ) -> FleetSnapshot:
     """`fleet` with each runner type judged, its direction read from the `recent` readings (any
-    order) within the direction's window; a type a past reading kept no gauges of had nothing
-    queued then."""
+    order) within the direction's window, its advice held over `window`; a type a past reading
+    kept no gauges of had nothing queued and was advised nothing then."""
     since = fleet.at - interval * (RECENT_READINGS + 0.5)
-    before = sorted((p for p in recent if since <= p.at < fleet.at), key=lambda p: p.at)
+    ordered = sorted((p for p in recent if p.at < fleet.at), key=lambda p: p.at)
+    before = [p for p in ordered if since <= p.at]
+    held = [p for p in ordered if fleet.at - window < p.at]
     types = {}
     for name, m in fleet.runner_types.items():
         observed = [(p.at.timestamp(), p.gauges_of(name).get("queued", 0.0)) for p in before]
-        types[name] = judged_as(m, observed, fleet.at, within_mins, fleet.source)
+        earlier = [_advised(p.gauges_of(name)) for p in held]
+        types[name] = judged_as(
+            m, observed, fleet.at, within_mins, fleet.source, earlier, window / timedelta(minutes=1)
+        )
     return fleet.model_copy(update={"runner_types": types})
+
+
+def _advised(gauges: Mapping[str, float]) -> Advised:
+    return Advised(int(gauges.get("own", 0)), gauges.get("sup", 0.0), int(gauges.get("adv", 0)))
 
 
 # Why a source may give no wait for a type that queues.
@@ -229,10 +245,21 @@ def judged_as(
     at: datetime,
     within: float,
     source: str,
+    earlier: Sequence[Advised] = (),
+    window_mins: float = 0.0,
 ) -> RunnerTypeMetrics:
-    """`m` judged as `source` read it at `at` (`observed`: the queue before, oldest first)."""
+    """`m` judged as `source` read it at `at` (`observed`: the queue before, `earlier`: the
+    advice over the window, both oldest first)."""
     why = WAIT_UNKNOWN.get(source, f"{source_name(source)} gives none")
-    verdict = judge(m, observed, at=at, within_mins=within, wait_unknown=why)
+    verdict = judge(
+        m,
+        observed,
+        at=at,
+        within_mins=within,
+        wait_unknown=why,
+        earlier=earlier,
+        window_mins=window_mins,
+    )
     return m.model_copy(update={"judged": verdict})
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -26,7 +27,12 @@ DRAIN_TARGET_MINS = 30.0
 BOOT_MINS = 5.0  # how long a new runner may take to register before it counts as stuck
 DIRECTION_READINGS = 3  # a turn shows within two readings of it
 RECENT_READINGS = 6  # looked back over, past readings that repeat the one before
+SURE_READINGS = 3  # fewer distinct readings cannot tell a climb from a wobble
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}  # Student's t, one-sided 97.5%, by degrees of freedom
 SLOW_DRAIN_TARGETS = 2.0  # a falling queue that clears within this many targets needs no runner
+# A queue's noise: arrivals less completions, each a count of chance events, differ by four jobs
+# with no trend, or a twentieth of a long queue.
+NOISE_JOBS, NOISE_SHARE = 4.0, 0.05
 
 
 class Direction(StrEnum):
@@ -44,7 +50,8 @@ class Judgement(BaseModel):
             "queued=q wait_mins=w wait_over=w+ wait_of_starts=ws wait_unknown=w? direction=d "
             "change_per_min=r registered=reg booting=boot maximum=max runners=n needed=need "
             "added_since=add maximum_added=add+ raise_maximum_by=max+ clears_in_mins=clr "
-            "within_mins=T causes=pc cannot_start=stuck held=hld unplaced=unp nodes_short=nsh"
+            "within_mins=T causes=pc cannot_start=stuck held=hld unplaced=unp nodes_short=nsh "
+            "own=own window_mins=win"
         ),
     )
 
@@ -78,6 +85,10 @@ class Judgement(BaseModel):
     held: int = 0
     unplaced: int = 0
     nodes_short: int = 0
+    # What this reading alone advised (before the maximum), and the window the shown advice is
+    # held over (`held_over`): people read a thread over minutes, not per reading.
+    own: int = 0
+    window_mins: float = 0.0
 
     @property
     def wait(self) -> str:
@@ -115,7 +126,7 @@ class Judgement(BaseModel):
                 text += f"; raise the maximum by {self.raise_maximum_by} ({was} → {to})"
             if self.nodes_short:
                 text += f"; {self._no_node}"
-            return text
+            return text + self._held_note
         if self.nodes_short:
             return f"none until nodes fit: {self._no_node}"
         if self.cannot_start and self.needed:
@@ -129,6 +140,26 @@ class Judgement(BaseModel):
         if self.booting and self.queued:
             return f"none: the {_runners(self.booting)} booting should drain it in {within}"
         return ""
+
+    @property
+    def wanted(self) -> int:
+        """The runners advised before the maximum is fitted: what the window holds."""
+        return 0 if self.cannot_start else max(self.needed - self.booting, 0)
+
+    @property
+    def supply(self) -> float:
+        """The runners the type has or is getting: running (registered or busy) and booting."""
+        return (_most(self.registered, self.busy) or 0.0) + self.booting
+
+    @property
+    def _held_note(self) -> str:
+        """Said where the advice is the window's, above what this reading alone advises (less
+        the runners added since), so a falling queue beside it contradicts nothing."""
+        alone = max(self.own - self.added_since, 0)
+        if self.wanted <= alone:
+            return ""
+        said = f"+{alone}" if alone else "none"
+        return f" (the most advised over {minutes(self.window_mins)}; this reading alone: {said})"
 
     @property
     def _no_node(self) -> str:
@@ -145,6 +176,17 @@ class Judgement(BaseModel):
         return math.ceil(self.maximum) + self.raise_maximum_by
 
 
+@dataclass(frozen=True)
+class Advised:
+    """What an earlier reading within the advice window made of a type: the runners it advised
+    alone (`Judgement.own`), those the type had or was getting then (`supply`), and the advice
+    it showed (`Judgement.wanted`)."""
+
+    own: int
+    supply: float
+    shown: int
+
+
 def judge(
     metrics: RunnerTypeMetrics,
     observed: Sequence[tuple[float, float]],
@@ -152,8 +194,11 @@ def judge(
     at: datetime,
     within_mins: float = DRAIN_TARGET_MINS,
     wait_unknown: str = "",
+    earlier: Sequence[Advised] = (),
+    window_mins: float = 0.0,
 ) -> Judgement:
-    """`observed`: (epoch seconds, queued) at the readings before this one, oldest first."""
+    """`observed`: (epoch seconds, queued) at the readings before this one, oldest first;
+    `earlier`: what the readings within the last `window_mins` advised, oldest first."""
     queued = finite(metrics.queued)
     points = [(t, value) for t, value in observed if math.isfinite(value)]
     if queued is not None:
@@ -183,7 +228,38 @@ def judge(
         held=stuck,
         unplaced=round(metrics.pods.unschedulable or 0) if metrics.pods else 0,
     )
-    return _advised(judgement, metrics, running)
+    judged = _advised(judgement, metrics, running, sure_growth(points))
+    judged = judged.model_copy(update={"own": judged.wanted, "window_mins": window_mins})
+    return _held(judged, earlier, running, _noise_runners(judged, metrics))
+
+
+def _held(j: Judgement, earlier: Sequence[Advised], running: float | None, noise: int) -> Judgement:
+    """The advice stabilized as HPA's `behavior` stabilizes a scale-down: the most any reading in
+    the window advised, less the runners the type gained since (so a scale-up counts at once);
+    "none" only once every reading in the window advised none. A lower most within the queue's
+    noise of what the last reading showed keeps that: a wobble does not move it."""
+    if j.cannot_start or not earlier:
+        return j
+    supply = j.supply
+
+    def now(runners: int, then: float) -> int:
+        return runners - math.floor(max(supply - then, 0.0))
+
+    most = max(j.own, *(now(a.own, a.supply) for a in earlier))
+    shown = now(earlier[-1].shown, earlier[-1].supply)
+    if most > 0 and most < shown <= most + noise:
+        most = shown
+    if most <= j.own:
+        return j
+    held = f"the most advised over the last {minutes(j.window_mins)}"
+    return _fitted(j, most + j.booting, held, running)
+
+
+def _noise_runners(j: Judgement, metrics: RunnerTypeMetrics) -> int:
+    """The runners a queue's noise (as `direction_of` reads it) would ask for."""
+    duration = finite(metrics.job_duration_mins)
+    jobs = max(NOISE_JOBS, NOISE_SHARE * (j.queued or 0.0))
+    return to_drain(jobs, duration if duration and duration > 0 else None, j.within_mins)
 
 
 def _slower(metrics: RunnerTypeMetrics) -> float | None:
@@ -191,7 +267,9 @@ def _slower(metrics: RunnerTypeMetrics) -> float | None:
     return now / before if now and before else None
 
 
-def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) -> Judgement:
+def _advised(
+    j: Judgement, metrics: RunnerTypeMetrics, running: float | None, sure: float
+) -> Judgement:
     queued = j.queued or 0.0
     duration = finite(metrics.job_duration_mins)
     duration = duration if duration and duration > 0 else None
@@ -212,13 +290,13 @@ def _advised(j: Judgement, metrics: RunnerTypeMetrics, running: float | None) ->
         needed = to_drain(queued + rate * j.within_mins, duration, j.within_mins)
         return _fitted(j, needed, f"it falls, but would take ~{eta(clears)} by itself", running)
     # Growth: none while holding; the rates alone before any queue was observed; else the
-    # observed slope (the rates size the advice, never turn its direction).
+    # observed growth beyond its scatter (the rates size the advice, never turn its direction).
     if j.direction is Direction.HOLDING:
         growth = 0.0
     elif j.direction is None:
         growth = _net_arrivals(metrics)
     else:
-        growth = max(rate, 0.0)
+        growth = min(max(rate, 0.0), sure)
     needed = to_drain(queued + growth * j.within_mins, duration, j.within_mins)
     each = f"of ~{minutes(duration)}" if duration else "at a runner each (no job duration)"
     why = f"drains {number(queued)} queued jobs {each} in {minutes(j.within_mins)}"
@@ -300,21 +378,42 @@ def direction_of(points: Sequence[tuple[float, float]]) -> tuple[Direction | Non
         return None, None
     if len({value for _, value in recent[-DIRECTION_READINGS:]}) == 1:
         return Direction.HOLDING, 0.0
-    changes = [p for k, p in enumerate(recent) if k == 0 or p[1] != recent[k - 1][1]]
-    last = changes[-DIRECTION_READINGS:]
+    last = _distinct(recent)[-DIRECTION_READINGS:]
     span = (last[-1][0] - last[0][0]) / 60
     if span <= 0:
         return None, None
     net, step = last[-1][1] - last[0][1], last[-1][1] - last[-2][1]
     rate = net / span
-    # Noise: four jobs (arrivals less completions, each a count of chance events, differ by that
-    # with no trend), or a twentieth of a long queue.
-    allowed = max(4.0, 0.05 * max(value for _, value in last))
+    allowed = max(NOISE_JOBS, NOISE_SHARE * max(value for _, value in last))
     if net > allowed and step >= 0:
         return Direction.RISING, rate
     if net < -allowed and step <= 0:
         return Direction.FALLING, rate
     return Direction.HOLDING, rate
+
+
+def sure_growth(points: Sequence[tuple[float, float]]) -> float:
+    """The growth per minute the observed queue shows beyond its own scatter: the least-squares
+    slope over its last `RECENT_READINGS` distinct values, at its one-sided 97.5% lower bound, so
+    a wobble sizes no runners for growth and a steady climb sizes them at its full slope."""
+    last = _distinct(list(points)[-RECENT_READINGS:])
+    if len(last) < SURE_READINGS:
+        return 0.0
+    xs = [(t - last[0][0]) / 60 for t, _ in last]
+    ys = [value for _, value in last]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread <= 0:
+        return 0.0
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
+    scatter = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
+    error = math.sqrt(scatter / (len(xs) - 2) / spread)
+    return max(slope - T_975[len(xs) - 2] * error, 0.0)
+
+
+def _distinct(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Each reading that differs from the one before."""
+    return [p for k, p in enumerate(points) if k == 0 or p[1] != points[k - 1][1]]
 
 
 def eta(mins: float) -> str:

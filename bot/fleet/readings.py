@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -136,9 +137,12 @@ class FleetReadings:
             ):
                 fleet = with_job_waits(fleet, jobs)
             fleet = await self._named_kills(fleet, jobs, now)
-            recent = await self.history(last=RECENT_READINGS)
+            window = timedelta(seconds=self._config.advice_window)
+            recent = await self.history(
+                last=max(RECENT_READINGS, math.ceil(window / self.interval) + 1)
+            )
             target = self._config.drain_target_minutes
-            fleet = judged(fleet, recent, interval=self.interval, within_mins=target)
+            fleet = judged(fleet, recent, interval=self.interval, within_mins=target, window=window)
             reading = Reading(fleet, now)
             await self._remember(fleet)
             if self._kept is not None:
