@@ -25,6 +25,7 @@ from bot.render.scale_modal import (
     MODE_BLOCK,
     RAISE_MAX,
     SCALE_VIEW,
+    TAKE_ADVICE,
     TYPE_BLOCK,
     VALUE,
     ScaleForm,
@@ -99,6 +100,7 @@ async def _open_form(body: dict[str, Any], context: AsyncBoltContext) -> None:
         return
     view = opened.get("view") or {}
     preview = await core.scale_preview(owner, form.runner_type, timeout_s=PREVIEW_IN_FORM_S)
+    form = replace(form, advised=preview.default.delta or 0)  # the review compares with it
     try:
         await slack.call(
             "views.update",
@@ -135,7 +137,8 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
     if isinstance(owner, Outcome):
         return await refuse(TYPE_BLOCK, owner.message)
     left = max(min(PREVIEW_IN_SUBMISSION_S, deadline - clock()), 0.1)
-    preview = await core.scaling.preview(runner_type, None, timeout_s=left, until=owner.until)
+    # With the advice now: the review says whether it moved since the form opened.
+    preview = await core.scale_preview(owner, runner_type, timeout_s=left)
     raise_maximum = preview.can_raise_maximum and _selected(values, MODE_BLOCK) == RAISE_MAX
     # Checked at review as the scaler checks it on Confirm: a refusal shows under the amount.
     refused = core.scaling.refused(preview.target, preview.capacity, amount, raise_maximum)
@@ -143,10 +146,45 @@ async def on_scale_form(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltC
         return await refuse(AMOUNT_BLOCK, refused)
     checked = object_at(values, KEEP_BLOCK, VALUE).get("selected_options")
     keep = isinstance(checked, list) and KEEP in {text_at(o, "value") for o in checked}
-    step = ScaleForm(form.ref, form.channel, runner_type, amount, raise_maximum, keep, form.warning)
+    step = replace(
+        form, runner_type=runner_type, delta=amount, raise_maximum=raise_maximum, keep=keep
+    )
     about = scale_about(owner, runner_type)
     view = render_scale_confirm(step, preview, core.scaling.backend_name, about=about)
     await ack(response_action="update", view=view)
+
+
+async def on_take_advice(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
+    await ack()
+    after_ack(_take_advice(body, context))
+
+
+async def _take_advice(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    """The review's "Scale by +N instead": the same review, of the advice's amount, checked as
+    a typed one is."""
+    slack, core, view = slack_of(context), core_of(context), object_at(body, "view")
+    form = ScaleForm.load(text_at(view, "private_metadata"))
+    amount = ascii_whole(text_at(first_action(body), "value"), MAX_AMOUNT)
+    if form is None or amount is None or core.scaling.check(form.runner_type, amount):
+        return
+    owner = await core.scale_owner(
+        actor_of(body), ref=form.ref, warning=form.warning, runner_type=form.runner_type
+    )
+    if isinstance(owner, Outcome):
+        await tell(slack, body, owner, channel=form.channel)
+        return
+    preview = await core.scale_preview(owner, form.runner_type, timeout_s=PREVIEW_IN_FORM_S)
+    refused = core.scaling.refused(preview.target, preview.capacity, amount, form.raise_maximum)
+    if refused:
+        await tell(slack, body, Outcome(False, refused), channel=form.channel)
+        return
+    step = replace(form, delta=amount, advised=amount)
+    about = scale_about(owner, form.runner_type)
+    review = render_scale_confirm(step, preview, core.scaling.backend_name, about=about)
+    try:
+        await slack.call("views.update", view_id=view.get("id"), hash=view.get("hash"), view=review)
+    except SlackError as exc:  # closed or moved on meanwhile
+        log.info("scale review not updated: %s", exc.error)
 
 
 async def on_scale_confirm(ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -198,3 +236,4 @@ def register(app: AsyncApp) -> None:
     app.action("warning_scale")(on_scale_button)
     app.view(SCALE_VIEW)(on_scale_form)
     app.view(CONFIRM_VIEW)(on_scale_confirm)
+    app.action(TAKE_ADVICE)(on_take_advice)

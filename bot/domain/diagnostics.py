@@ -160,9 +160,14 @@ def diagnose(snapshot: FleetSnapshot, evidence: Evidence | None = None) -> Diagn
             why += f" (a case of {FAMILY[cause].value.lower()})"
         advice = found.advice
         judged = finding.judged
-        # A surge whose queue already falls clears by itself first.
-        if cause is Cause.SURGE and judged is not None and judged.clears_in_mins is not None:
-            advice = f"{_advice(finding.runner_type, judged)}; {advice}"
+        if cause in (Cause.SURGE, Cause.LONG_JOBS) and judged is not None and judged.advice:
+            # The fix that scaling only buys time for, beside the runners every surface
+            # advises, or a surge whose queue already falls clears by itself first.
+            said = _advice(finding.runner_type, judged)
+            if judged.runners:
+                advice = f"{advice}; meanwhile {said}"
+            elif cause is Cause.SURGE and judged.clears_in_mins is not None:
+                advice = f"{said}; {advice}"
         lead_type, lead = finding.runner_type, finding.check(cause.value)
     else:
         cause, confidence, why = _likely_cause(findings)

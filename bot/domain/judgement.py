@@ -28,7 +28,8 @@ BOOT_MINS = 5.0  # how long a new runner may take to register before it counts a
 DIRECTION_READINGS = 3  # a turn shows within two readings of it
 RECENT_READINGS = 6  # looked back over, past readings that repeat the one before
 SURE_READINGS = 3  # fewer distinct readings cannot tell a climb from a wobble
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}  # Student's t, one-sided 97.5%, by degrees of freedom
+# Student's t at one-sided 97.5%, by degrees of freedom.
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}
 SLOW_DRAIN_TARGETS = 2.0  # a falling queue that clears within this many targets needs no runner
 # A queue's noise: arrivals less completions, each a count of chance events, differ by four jobs
 # with no trend, or a twentieth of a long queue.
@@ -326,8 +327,8 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
     """`needed` less the runners booting, and how far the maximum must rise for the rest; none
     while new pods cannot start."""
     if j.cannot_start:
-        pods = "pod" if j.cannot_start == 1 else "pods"
-        why = f"{j.cannot_start} new runner {pods} cannot start, so more would not either"
+        # The advice says why none; its reason says what they would be.
+        why = f"~{_runners(needed)} once new pods start" if needed else ""
         update = {"runners": 0, "needed": needed, "raise_maximum_by": 0, "why": why}
         return j.model_copy(update={**update, "nodes_short": 0})
     runners = max(needed - j.booting, 0)
@@ -337,9 +338,7 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
     if runners and j.maximum is not None and running is not None:
         room = max(math.floor(j.maximum - running) - j.booting - j.held, 0)
         raise_by = max(runners - room, 0)
-        if raise_by and j.unplaced:
-            pods = "pod finds" if j.unplaced == 1 else "pods find"
-            why += f"; {j.unplaced} new runner {pods} no node, so not a higher maximum"
+        if raise_by and j.unplaced:  # the advice says that the rest need nodes
             update = {"runners": room, "nodes_short": raise_by, "needed": needed, "why": why}
             return j.model_copy(update={**update, "raise_maximum_by": 0})
         if raise_by:
@@ -351,12 +350,14 @@ def _fitted(j: Judgement, needed: int, why: str, running: float | None) -> Judge
 
 def added(j: Judgement, runners: int, *, maximum_by: int = 0) -> Judgement:
     """The judgement once `runners` were added from Slack after its reading (raising the
-    maximum by `maximum_by`): they count as booting at once, so nobody is advised them twice.
-    Worked out from the reading's own numbers, so counting again changes nothing."""
+    maximum by `maximum_by`): they count as booting at once, so nobody is advised them twice,
+    or, while new pods cannot start or find no node, as pods that hold their slots: never
+    "booting". Worked out from the reading's own numbers, so counting again changes nothing."""
     if runners == j.added_since and maximum_by == j.maximum_added:
         return j
+    stuck = "held" if j.cannot_start or j.unplaced else "booting"
     update: dict[str, object] = {
-        "booting": j.booting - j.added_since + runners,
+        stuck: getattr(j, stuck) - j.added_since + runners,
         "added_since": runners,
         "maximum_added": maximum_by,
     }

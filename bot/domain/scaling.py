@@ -104,7 +104,10 @@ def scale_default(
     saying why; else nothing, rather than a number a responder would take by accident."""
     if advice is None or advice.runners <= 0:
         # Nothing to fill in, but the shape chosen is still one a first runner fits: a set
-        # that runs its maximum, or refuses a higher floor, gains nothing from its floor.
+        # that runs its maximum, or refuses a higher floor, gains nothing from its floor;
+        # while new pods cannot start, a higher bound is nothing to choose for anyone.
+        if advice is not None and (advice.cannot_start or advice.nodes_short):
+            return ScaleDefault()
         at_maximum = capacity is not None and capacity.at_maximum
         raise_maximum = can_raise_maximum and (at_maximum or bool(refusal(1, False)))
         return ScaleDefault(raise_maximum=raise_maximum)

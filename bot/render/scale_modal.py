@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.domain.judgement import Judgement
 from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview
 from bot.domain.units import duration
 from bot.render import mrkdwn as md
+from bot.render.queue import judged_parts
 from bot.render.replies import title_text
 
 SCALE_VIEW = "incident_scale_modal"
 CONFIRM_VIEW = "incident_scale_confirm"
+TAKE_ADVICE = "scale_take_advice"  # the review's button that takes the advice now instead
 TYPE_BLOCK, AMOUNT_BLOCK, MODE_BLOCK, KEEP_BLOCK = "runner_type", "amount", "mode", "keep"
 VALUE = "value"
 RAISE_MAX, RAISE_MIN = "raise_max", "raise_min"
@@ -36,6 +38,7 @@ class ScaleForm:
     raise_maximum: bool = False
     keep: bool = False  # not put back when the incident resolves
     warning: str = ""  # from an early warning: its uid (`ref` is then empty)
+    advised: int = 0  # what the form filled in when it opened (0: nothing), for the review
 
     def dump(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -63,8 +66,11 @@ def render_scale_form(
     """Step one. `preview` is None while the capacity is read (the modal opens first: Slack's
     trigger expires in 3 seconds): no input then, and nothing to submit."""
     heading = md.section("")
-    if owner.warning is not None:
-        heading = md.section(f"*Early warning* · {md.escaped(owner.warning.text, 1500)}")
+    if (warned := owner.warning) is not None:
+        # Its words are an older reading's: the numbers below are the reading the advice is.
+        raised = md.time_of(datetime.fromtimestamp(warned.warned_at, UTC))
+        about = f"{md.escaped(warned.runner_type, 200)}, raised {raised}"
+        heading = md.section(f"*Early warning* · {about}")
     elif (incident := owner.incident) is not None:
         title = md.truncate(title_text(incident), 500)
         heading = md.section(f"*Incident {md.escape(incident.id)}* · {title}")
@@ -78,8 +84,8 @@ def render_scale_form(
     ]
     chosen = next((o for o in options if o["value"] == form.runner_type), options[0])
     blocks: list[dict[str, Any]] = [heading]
-    if newer := _newer_reading(owner, preview.recommended):
-        blocks.append(md.context([newer]))
+    if (reading := _reading(preview.recommended)) is not None:
+        blocks.append(md.context([reading]))
     capacity = preview.capacity
     now = f"_{md.escape(preview.capacity_note)}_"
     if capacity is not None:
@@ -147,15 +153,13 @@ def _advice_lines(preview: ScalePreview) -> list[str]:
     return [said]
 
 
-def _newer_reading(owner: ScaleOwner, advice: Judgement | None) -> str:
-    """The current reading's time, when the warning's words (older) are not its advice."""
-    warning = owner.warning
-    if warning is None or advice is None:
-        return ""
-    if advice.at.timestamp() <= warning.updated_at and advice.advice in warning.text:
-        return ""
-    at = md.slack_date(advice.at.astimezone(UTC), "{time}")
-    return f"The advice below is the fleet's reading at {at}, newer than the warning's words."
+def _reading(advice: Judgement | None) -> str | None:
+    """The reading the advice below is, in the words every surface uses for it."""
+    if advice is None:
+        return None
+    parts = [*judged_parts(advice), advice.heading]
+    said = " · ".join(part for part in parts if part)
+    return f"The fleet at {md.time_of(advice.at.astimezone(UTC))}: {said or 'no numbers'}"
 
 
 def render_scale_confirm(
@@ -182,10 +186,37 @@ def render_scale_confirm(
     elif preview.revert_after_s is not None:
         lines.append(f"Put back {_plan(preview)}, unless someone changes it meanwhile.")
     blocks = [md.section("\n".join(lines))]
+    blocks += _against_advice(form, preview)
     if managed := _managed(preview):
         blocks.append(md.context([managed]))
     blocks.append(md.context([about]))
     return _modal(CONFIRM_VIEW, form, blocks, submit="Scale up")
+
+
+def _against_advice(form: ScaleForm, preview: ScalePreview) -> list[dict[str, Any]]:
+    """The amount asked beside the advice now: where the advice moved since the form opened, or
+    differs from what was typed, it is said and offered; where new pods cannot start, more
+    runners would wait the same, and that is said whatever was typed."""
+    advice = preview.recommended
+    if advice is None:
+        return []
+    words = md.escape(advice.advice or "none")
+    now = preview.default.delta or 0
+    blocks: list[dict[str, Any]] = []
+    if advice.cannot_start or advice.nodes_short:
+        blocks.append(md.section(f"⚠️ Runner pods of this type cannot all start: *{words}*."))
+    elif now != form.delta:
+        said = f"+{now}" if now else "none"
+        if now != form.advised:
+            was = f"+{form.advised}" if form.advised else "none"
+            line = f"⚠️ The advice moved since the form opened: {was} then, *{said}* now ({words})."
+        else:
+            line = f"You chose +{form.delta}; the advice is *{said}* ({words})."
+        blocks.append(md.section(line))
+        if now:
+            use = md.button(f"Scale by +{now} instead", TAKE_ADVICE, str(now))
+            blocks.append(md.actions([use], "scale_advice"))
+    return blocks
 
 
 def _after(form: ScaleForm, can_raise_maximum: bool, capacity: Capacity) -> str:

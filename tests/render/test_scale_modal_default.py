@@ -5,6 +5,7 @@ a responder who takes the default would submit it, and checked with the scaler's
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from bot.backends.scale.arc import ArcScaler
 from bot.backends.scale.asg import AsgScaler
 from bot.config import Settings
 from bot.domain.early_warning import Phase, WarningState
-from bot.domain.judgement import Judgement
+from bot.domain.judgement import Judgement, added
 from bot.domain.scaling import Capacity, ScaleOwner, ScalePreview, ScaleTarget, scale_default
 from bot.render.scale_modal import (
     RAISE_MAX,
@@ -311,16 +312,69 @@ def warning(text: str, updated: datetime) -> WarningState:
     )
 
 
-def test_a_warnings_form_says_when_its_advice_is_newer_than_the_warning() -> None:
+def test_a_warnings_form_shows_one_reading_not_the_warnings_older_words() -> None:
+    """The warning's words are the reading that raised it; the form's numbers and advice are the
+    reading now: the header names the warning, the numbers are said once, of one reading."""
     target = ScaleTarget(TYPE, "arc-runners/linux-2xlarge", cap=20)
-    advice = advised(6, 0, 120)
-    text = f"{TYPE}: queue building, 9 jobs queued; {advice.advice}"
-    capacity = arc_capacity(40, 0, 120)
-    current = ScaleOwner((TYPE,), warning=warning(text, NOW))
-    view = render_scale_form(FORM, current, preview_of(advice, target, capacity))
-    assert "newer than the warning" not in contexts(view), "the reading the warning shows"
+    advice = advised(6, 0, 120, busy=20.0, registered=20.0)
+    older = f"{TYPE}: queue building, 9 jobs queued and +30.2 jobs/min on 16 runners; +1 runner"
+    owner = ScaleOwner((TYPE,), warning=warning(older, NOW - timedelta(minutes=2)))
+    view = render_scale_form(FORM, owner, preview_of(advice, target, arc_capacity(40, 0, 120)))
+    header = view["blocks"][0]["text"]["text"]
+    assert header.startswith(f"*Early warning* · {TYPE}, raised <!date^")
+    assert "30.2" not in str(view["blocks"]) and "16 runners" not in str(view["blocks"])
+    assert "|09:00 UTC>: *30* queued" in contexts(view) and "busy 20/20" in contexts(view)
+    assert f"Recommended: *{advice.advice}*" in contexts(view)
 
-    older = ScaleOwner((TYPE,), warning=warning(text, NOW - timedelta(minutes=2)))
-    view = render_scale_form(FORM, older, preview_of(advice, target, capacity))
-    assert "The advice below is the fleet's reading at <!date^" in contexts(view)
-    assert "|09:00 UTC>, newer than the warning's words." in contexts(view)
+
+def review_of(form: ScaleForm, advice: Judgement, capacity: Capacity) -> dict[str, Any]:
+    target = ScaleTarget(TYPE, "arc-runners/linux-2xlarge", cap=20)
+    shown = preview_of(advice, target, capacity)
+    return render_scale_confirm(form, shown, "ARC", about="Recorded in the thread.")
+
+
+def sections(view: dict[str, Any]) -> str:
+    return " ".join(b["text"]["text"] for b in view["blocks"] if b["type"] == "section")
+
+
+def offered(view: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (e["action_id"], e["value"])
+        for b in view["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+    ]
+
+
+def test_the_review_says_the_advice_moved_since_the_form_opened_and_offers_it() -> None:
+    """Opened at +5, the advice is +7 by the review: said, and +7 offered in one click."""
+    opened = replace(FORM, delta=5, advised=5)
+    view = review_of(opened, advised(7), arc_capacity(10, 0, 120))
+    assert "The advice moved since the form opened: +5 then, *+7* now" in sections(view)
+    assert offered(view) == [("scale_take_advice", "7")]
+    # Unmoved and taken as advised: nothing to say.
+    taken = review_of(replace(FORM, delta=7, advised=7), advised(7), arc_capacity(10, 0, 120))
+    assert "advice" not in sections(taken) and offered(taken) == []
+    # A typed amount beside an unmoved advice: said, and the advice offered.
+    typed = review_of(replace(FORM, delta=2, advised=7), advised(7), arc_capacity(10, 0, 120))
+    assert "You chose +2; the advice is *+7*" in sections(typed)
+
+
+def test_where_pods_cannot_start_nothing_raises_a_bound_and_a_typed_amount_is_warned() -> None:
+    stuck = advised(0, queued=6.0, cannot_start=4, needed=6, held=4)
+    assert stuck.advice.startswith("none until pods start")
+    target = ScaleTarget(TYPE, "arc-runners/linux-g5", cap=20)
+    at_max = arc_capacity(14, 0, 14)
+    form = render_scale_form(FORM, OWNER, preview_of(stuck, target, at_max))
+    amount, raised = submitted(form)
+    assert amount is None and not raised, "neither a number nor a higher maximum preselected"
+    review = review_of(replace(FORM, delta=2), stuck, at_max)
+    assert f"⚠️ Runner pods of this type cannot all start: *{stuck.advice}*" in sections(review)
+    assert offered(review) == []
+
+
+def test_runners_added_while_pods_cannot_start_are_never_booting() -> None:
+    stuck = advised(0, queued=6.0, cannot_start=4, needed=6, held=4)
+    after = added(stuck, 2)
+    assert (after.booting, after.held) == (0, 6)
+    assert "booting" not in after.advice
