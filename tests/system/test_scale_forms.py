@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +228,83 @@ async def test_the_warnings_form_offers_the_current_readings_advice_as_arc_accep
         )
         assert kube.sets[SET]["spec"]["minRunners"] == 16
         assert not [t for t in ephemeral_texts(slack) if "Could not scale" in t]
+
+
+def modal_click(view: dict[str, Any], action_id: str, value: str) -> str:
+    """A button pressed in a modal, as Slack sends it: the view as it stands, its hash."""
+    payload = {
+        "type": "block_actions",
+        "team": {"id": "T0QUEUE", "domain": "example"},
+        "user": {"id": USER, "username": "alice", "name": "alice", "team_id": "T0QUEUE"},
+        "api_app_id": "A0QUEUE",
+        "token": "legacy",
+        "trigger_id": f"{time.time_ns()}.1",
+        "container": {"type": "view", "view_id": view["id"]},
+        "view": {**view, "state": {"values": {}}},
+        "actions": [{"type": "button", "action_id": action_id, "value": value, "block_id": "x"}],
+    }
+    return urllib.parse.urlencode({"payload": json.dumps(payload)})
+
+
+async def test_the_review_says_the_advice_moved_and_takes_the_new_amount(
+    settings_for: Any, slack: Slack, arc_fleet: ArcFleet, kube: FakeKubeApi, tmp_path: Path
+) -> None:
+    """The form opens at +8 (12 queued on 16 of 20: the maximum to 28); before the review the
+    queue grows to 16 and the root moves to +12. The review says the advice moved and offers
+    +12; taking it reviews +12, and ARC gets exactly that."""
+    arc_fleet.queueing.set(assigned_jobs=28, **SIXTEEN_OF_TWENTY)
+    sixteen_of_twenty(kube)
+    async with run_bot(settings(settings_for, arc_fleet, kube, tmp_path)) as running:
+        await running.send("grafana", fixture_json("grafana/queue-alert-firing.json"))
+        root = await eventually(
+            lambda: next(
+                (
+                    m
+                    for m in slack.emulator.channel_messages(CHANNEL)
+                    if "+12 runners" in text_of(m)
+                ),
+                None,
+            ),
+            what="the root advising +12",
+            timeout=30,
+        )
+        opened = len(slack.emulator.views())
+        assert (await click(running, root, "incident_scale")).status_code == 200
+        form = await opened_form(slack, opened)
+        assert untouched(form) == ("8", "raise_max")
+
+        arc_fleet.queueing.set(assigned_jobs=32, **SIXTEEN_OF_TWENTY)
+        await eventually(
+            lambda: any(
+                "+16 runners" in text_of(m) for m in slack.emulator.channel_messages(CHANNEL)
+            ),
+            what="the root advising +16",
+            timeout=30,
+        )
+        values = form_values(QUEUEING, "8", "raise_max")
+        step = (await post_event(running.http, view_submission(form, values))).json()
+        review = json.dumps(step["view"]["blocks"], ensure_ascii=False)
+        assert "The advice moved since the form opened: +8 then, *+12* now" in review
+        assert f"Scale *{QUEUEING}* by *+8*" in review
+
+        confirm = {**step["view"], "id": form["id"], "hash": form["hash"]}
+        taken = await post_event(running.http, modal_click(confirm, "scale_take_advice", "12"))
+        assert taken.status_code == 200
+        updated = await eventually(
+            lambda: next(
+                (
+                    v
+                    for v in slack.emulator.views()
+                    if v["id"] == form["id"] and "by *+12*" in json.dumps(v["blocks"])
+                ),
+                None,
+            ),
+            what="the review of +12",
+        )
+        assert "moved" not in json.dumps(updated["blocks"])
+        assert (await post_event(running.http, view_submission(updated, {}))).json() == {
+            "response_action": "clear"
+        }
+        await eventually(
+            lambda: kube.sets[SET]["spec"]["maxRunners"] == 32, what="ARC took +12 on its maximum"
+        )
