@@ -15,14 +15,14 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
 from bot import logs
 from bot.backends.errors import BackendError
 from bot.config import Settings
-from bot.domain.fleet import HistoryPoint, Reading
+from bot.domain.fleet import FleetSnapshot, HistoryPoint, Reading, shows_the_same
 from bot.domain.incident_fleet import as_snapshot, drain_checks, incident_fleet
 from bot.domain.incidents import (
     Event,
@@ -31,6 +31,7 @@ from bot.domain.incidents import (
     record_status,
     resolve_drained,
     trend_end,
+    with_live,
 )
 from bot.domain.message import Rendered
 from bot.fleet.readings import FleetReadings
@@ -54,6 +55,7 @@ from bot.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
+NEVER = datetime.min.replace(tzinfo=UTC)
 # How long a tick holds its claims: a leader that dies meanwhile delays them by this much.
 CLAIM_S = 30.0
 
@@ -66,10 +68,16 @@ class StatusReporter:
     _: KW_ONLY
     config: Settings
     clock: Callable[[], datetime]
+    _followed: datetime = NEVER  # the reading the roots show
 
     async def tick(self) -> None:
         """Commit every status that is due, in three round trips (claim, read, commit); one
-        whose incident moved on meanwhile is due again at once. Never raises."""
+        whose incident moved on meanwhile is due again at once. Then every open incident's root
+        follows a new reading. Never raises."""
+        await self._statuses()
+        await self._follow()
+
+    async def _statuses(self) -> None:
         due = self.store.status_due
         try:
             if not await due.pending(self.clock().timestamp()):
@@ -105,6 +113,60 @@ class StatusReporter:
                 self.telemetry.incidents_resolved.labels("drained").inc()
             else:
                 self.telemetry.status_posts.inc()
+
+    async def _follow(self) -> None:
+        """Each open incident's root shows the newest reading, between statuses too: the root,
+        `/queue`, diagnostics and the forms then say one moment. A root is edited only where what
+        it shows of its types moved (`shows_the_same`); a commit that finds its incident moved
+        on is left to the next reading."""
+        if not self.readings.metrics.live:
+            return
+        try:
+            reading = await self.readings.latest()
+            if reading is None or reading.fleet is None or reading.fleet.at <= self._followed:
+                return
+            history = await self.readings.history()
+            reads = await self.store.read_due(await self.store.open_ids())
+        except RedisError as exc:
+            log.warning("status: Redis unavailable: %s", exc)
+            return
+        now, commits = self.clock(), []
+        for read in reads:
+            await asyncio.sleep(0)
+            with suppress(ValueError, RedisError):
+                loaded = read.loaded()
+                incident = loaded.incident
+                if incident is None or not incident.is_open:
+                    continue
+                view = self._view(incident, reading, history, now)
+                shown = incident.live
+                if view.is_live and (shown is None or not shows_the_same(shown, view)):
+                    seen = with_live(incident, view, as_snapshot(incident, view, view.at))
+                    commits.append(Commit(seen, version=loaded.version, thread=loaded.thread))
+        try:
+            await self.store.commit_many(commits, now=now.timestamp())
+        except RedisError as exc:
+            log.warning("status: Redis unavailable: %s", exc)
+            return
+        self._followed = reading.fleet.at
+
+    def _view(
+        self,
+        incident: Incident,
+        reading: Reading | None,
+        history: Sequence[HistoryPoint],
+        now: datetime,
+    ) -> FleetSnapshot:
+        return incident_fleet(
+            incident,
+            reading,
+            history,
+            backend=self.readings.metrics.name,
+            now=now,
+            interval=self.readings.interval,
+            routing=self.config.routing,
+            within_mins=self.config.drain_target_minutes,
+        )
 
     async def _decided(
         self,
@@ -143,16 +205,7 @@ class StatusReporter:
         history: Sequence[HistoryPoint],
         now: datetime,
     ) -> Commit:
-        view = incident_fleet(
-            incident,
-            reading,
-            history,
-            backend=self.readings.metrics.name,
-            now=now,
-            interval=self.readings.interval,
-            routing=self.config.routing,
-            within_mins=self.config.drain_target_minutes,
-        )
+        view = self._view(incident, reading, history, now)
         current = as_snapshot(incident, view, now)
         needed = self.config.drain_checks
         checks = drain_checks(incident, view, self.config.drain_rule)

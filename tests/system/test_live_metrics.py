@@ -141,6 +141,35 @@ async def test_live_numbers_a_chart_and_the_incident_closes_itself_on_drain(
         assert [m.ts for m in thread()] == [ts for ts, _ in settled]
 
 
+async def test_the_root_follows_each_reading_between_statuses(
+    settings_for: Any, slack: Slack, arc_fleet: ArcFleet
+) -> None:
+    """Statuses ten minutes apart, readings every second: the root shows the newest reading (the
+    moment `/queue` and the forms show) without a reply for it."""
+    settings = live(settings_for, arc_fleet.prometheus.url, status_interval_seconds=600)
+    async with run_bot(settings) as running:
+        await running.send("grafana", fixture_json(FIRING))
+        roots = await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+        root_ts = roots[0].ts
+
+        def thread() -> list[Any]:
+            return slack.emulator.thread(CHANNEL, root_ts)
+
+        await eventually(
+            lambda: f"{QUEUEING}: *43* queued" in text_of(thread()[0]),
+            what="the root with the live queue",
+            timeout=LIVE_S,
+        )
+        replies = len(thread()) - 1
+        arc_fleet.queueing.set(assigned_jobs=140)  # 20 queued on 120 busy runners
+        await eventually(
+            lambda: f"{QUEUEING}: *20* queued" in text_of(thread()[0]),
+            what="the root following the next reading",
+            timeout=LIVE_S,
+        )
+        assert len(thread()) - 1 == replies, "no reply for a reading between statuses"
+
+
 async def test_an_alert_naming_linux_2xlarge_shows_the_numbers_of_scale_set_linux_2xlarge(
     settings_for: Any, slack: Slack
 ) -> None:
