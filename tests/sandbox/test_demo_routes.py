@@ -58,6 +58,10 @@ async def test_the_gpu_teams_alert_opens_in_its_channel_and_the_rest_in_the_defa
     )
     assert root(sandbox, CHANNEL, "GPU jobs queueing") is None, "not in the default channel"
     assert root(sandbox, GPU_CHANNEL, "Jobs queueing in autoscaled machines") is None
+    # Each root says what its own rule watches: the GPU rule's words, not the main rule's.
+    assert "GPU jobs are queueing" in str(gpu.blocks)
+    assert "regular runner types" not in str(gpu.blocks)
+    assert "regular runner types" in str(main.blocks)
     # Each root lists its own team's runner types from the live reading.
     await eventually(
         lambda: GPU in str(root(sandbox, GPU_CHANNEL, "GPU jobs queueing").blocks),

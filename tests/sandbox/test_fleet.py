@@ -42,7 +42,7 @@ from sandbox.fleet import (
     Stall,
     minutes,
 )
-from sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
+from sandbox.fleet_alerts import GPU_RULE_LABELS, RULE_UID, QueueRule, RuleConfig, grafana_payload
 from sandbox.fleet_api import FleetApi, FleetApiConfig, runner_set_name
 from sandbox.serve import serve_in_thread
 from sandbox.stack import SCALE_SETS
@@ -456,8 +456,6 @@ def test_a_silenced_alert_sends_nothing_until_the_silence_ends() -> None:
 def test_the_payload_is_a_grafana_notification_the_bot_reads(fleet_api: FleetApi) -> None:
     rule = fleet_api.rule
     note = evaluate(QueueRule(RuleConfig(pending_min=0)), 0, 17, 6.25)
-    from sandbox.fleet_alerts import grafana_payload
-
     payload = grafana_payload(note, rule.labels, fleet_url=fleet_api.url, thresholds=rule.config)
     facts = facts_of(parse_notification("grafana", payload))
     assert (facts.numbers.max_queue_size, facts.numbers.max_queue_time_mins) == (17, 6.2)
@@ -466,11 +464,26 @@ def test_the_payload_is_a_grafana_notification_the_bot_reads(fleet_api: FleetApi
     assert "__alert_rule_uid__" not in payload["alerts"][0]["labels"]  # Grafana hides it
 
 
+def test_the_gpu_teams_rule_says_what_it_watches_not_the_main_rules_words() -> None:
+    """The incident's description is the rule's: the GPU team's speaks of its GPU runners."""
+    note = evaluate(QueueRule(RuleConfig(pending_min=0)), 0, 17, 6.25)
+    said = {}
+    for name, labels in (("main", QueueRule().labels), ("gpu", GPU_RULE_LABELS)):
+        payload = grafana_payload(note, labels, fleet_url="http://fleet", thresholds=RuleConfig())
+        facts = facts_of(parse_notification("grafana", payload))
+        said[name] = (facts.team, facts.summary, facts.description)
+    assert said["main"][2].startswith("Triggers when regular runner types queue")
+    assert said["gpu"] == (
+        "gpu",
+        "GPU jobs are queueing",
+        "Triggers when jobs wait too long for linux.g5.4xlarge.nvidia.gpu runners or many of "
+        "them queue at once.",
+    )
+
+
 def test_the_payload_says_the_rules_fleet_minutes_in_real_ones() -> None:
     """A fleet 6 times faster: its rule holds 30 fleet minutes' wait to 5, and Grafana's payload
     says 5 and 0.83 real minutes, as the bot measures an incident's duration."""
-    from sandbox.fleet_alerts import grafana_payload
-
     rule = QueueRule(RuleConfig(pending_min=0))
     note = evaluate(rule, 0, 17, 30.0)
     payload = grafana_payload(
