@@ -273,7 +273,7 @@ def grafana_payload(
         values=values,
         valueString=", ".join(f"[ var='{k}' labels={{}} value={v} ]" for k, v in values.items()),
     )
-    alert["annotations"].update(runbook_url=f"{fleet_url}/runbook", **RULE_ANNOTATIONS.get(uid, {}))
+    alert["annotations"] = annotations_of(labels) | {"runbook_url": f"{fleet_url}/runbook"}
     firing = note.status == "firing"
     title, folder = labels["alertname"], labels["grafana_folder"]
     # Grafana groups by alertname and folder here; one group, one key, per rule.
@@ -293,6 +293,13 @@ def grafana_payload(
         commonAnnotations=dict(alert["annotations"]),
     )
     return payload
+
+
+def annotations_of(labels: dict[str, str]) -> dict[str, str]:
+    """What the rule with these labels says of itself: its own words, else the fixture's."""
+    fixture = json.loads((ALERTS / "queue-alert-firing.json").read_text())
+    own = RULE_ANNOTATIONS.get(labels["__alert_rule_uid__"], {})
+    return dict(fixture["alerts"][0]["annotations"]) | own
 
 
 def _iso(moment: datetime) -> str:

@@ -42,7 +42,14 @@ from sandbox.fleet import (
     Stall,
     minutes,
 )
-from sandbox.fleet_alerts import GPU_RULE_LABELS, RULE_UID, QueueRule, RuleConfig, grafana_payload
+from sandbox.fleet_alerts import (
+    GPU_RULE_LABELS,
+    RULE_UID,
+    Notification,
+    QueueRule,
+    RuleConfig,
+    grafana_payload,
+)
 from sandbox.fleet_api import FleetApi, FleetApiConfig, runner_set_name
 from sandbox.serve import serve_in_thread
 from sandbox.stack import SCALE_SETS
@@ -295,6 +302,55 @@ async def test_the_alertmanager_silencer_creates_reads_and_expires(fleet_api: Fl
         assert await silencer.state(str(uuid.uuid4())) is None
     finally:
         await silencer.aclose()
+
+
+def test_the_alerts_view_and_silence_links_open_pages_that_say_the_rule_and_its_silences(
+    fleet_api: FleetApi,
+) -> None:
+    """*View alert* and *Silence in Grafana* on the root open the rule, with its state and
+    the silences that hold it, and the silence form, which says where silences are made here."""
+    assert evaluate(fleet_api.rule, 0, 30, 9) is None and fleet_api.rule.state == "pending"
+    payload = grafana_payload(
+        Notification("firing", 30, 9, datetime.now(UTC)),
+        fleet_api.rule.labels,
+        fleet_url=fleet_api.url,
+        thresholds=fleet_api.rule.config,
+    )
+    alert = payload["alerts"][0]
+    now = datetime.now(UTC)
+    fleet_api.silences.create(
+        {
+            "matchers": [
+                {
+                    "name": "__alert_rule_uid__",
+                    "value": RULE_UID,
+                    "isRegex": False,
+                    "isEqual": True,
+                },
+                {"name": "type", "value": "alerting-infra", "isRegex": False, "isEqual": True},
+            ],
+            "startsAt": now.isoformat(),
+            "endsAt": (now + timedelta(hours=2)).isoformat(),
+            "createdBy": "alice <b>",
+            "comment": "from Slack",
+        },
+        now,
+    )
+
+    rule = httpx.get(alert["generatorURL"])
+    assert rule.status_code == 200 and rule.headers["content-type"].startswith("text/html")
+    assert "<h1>Jobs queueing in autoscaled machines</h1>" in rule.text
+    assert "state <b>Pending</b> (silenced)" in rule.text
+    assert "Triggers when regular runner types queue" in rule.text
+    assert "alice &lt;b&gt;" in rule.text, "what a silence says is escaped"
+
+    form = httpx.get(alert["silenceURL"])
+    assert form.status_code == 200
+    assert f"<code>__alert_rule_uid__={RULE_UID}</code>" in form.text
+    assert "silences are made from Slack" in form.text and "from Slack</td>" in form.text
+    for link in (alert["dashboardURL"], alert["panelURL"], alert["annotations"]["runbook_url"]):
+        assert httpx.get(link).status_code == 200, link
+    assert httpx.get(f"{fleet_api.url}/alerting/grafana/nope/view").status_code == 404
 
 
 def target(runner_type: str = "linux.2xlarge") -> ScaleTarget:
