@@ -220,6 +220,30 @@ def test_the_page_names_channels_as_slack_shows_them() -> None:
         )  # fmt: skip
 
 
+def test_the_channel_pane_scrolls_when_its_messages_overflow_as_the_thread_does() -> None:
+    visitor = pytest.importorskip("sandbox.visitor")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    if visitor.chromium_path() is None:
+        pytest.skip("Debian's chromium is missing (apt install chromium)")
+    with (
+        posted([f"status {n}" for n in range(60)]) as url,
+        visitor.chromium_page(url) as browser,
+    ):
+        texts = browser.locator("#messages .message-text")
+        expect(texts).to_have_count(60, timeout=20_000)
+        pane = browser.locator("#messages").evaluate(
+            "box => ({overflow: getComputedStyle(box).overflowY, scroll: box.scrollHeight,"
+            " client: box.clientHeight, top: box.scrollTop, window: innerHeight})"
+        )
+        assert pane["overflow"] in ("auto", "scroll"), pane
+        assert pane["scroll"] > pane["client"] and pane["client"] < pane["window"], pane
+        assert pane["top"] > 0, "it opens at the newest message, as Slack does"
+        expect(texts.nth(59)).to_be_in_viewport()
+        browser.locator("#messages").evaluate("box => { box.scrollTop = 0; }")
+        expect(texts.nth(0)).to_be_in_viewport()
+        expect(texts.nth(59)).not_to_be_in_viewport()
+
+
 def test_closing_the_emulator_ends_open_event_streams() -> None:
     """Ctrl-C on `make demo` with a browser open: the page's stream lets go, nothing hangs."""
     emulator = SlackEmulator(token=TOKEN, channels=(CHANNEL,))
