@@ -29,10 +29,11 @@ from handlers.context import (
 CHOOSE = Outcome(False, "Choose how long to silence it for.")
 
 # Each incident button's command by its action_id, which also names the work in the requests
-# stream; Silence takes its duration from the select.
+# stream; Silence takes its duration from the select. The root's Resolve asked in its confirm
+# dialog, with what is still live: confirmed, it resolves anyway.
 COMMANDS = {
     "incident_ack": Command("ack"),
-    "incident_resolve": Command("resolve"),
+    "incident_resolve": Command("resolve", anyway=True),
     "incident_resolve_anyway": Command("resolve", anyway=True),
     "incident_silence": Command("silence"),
     "incident_unsilence": Command("unsilence"),

@@ -38,6 +38,18 @@ GPU_RULE_LABELS = {
     "team": "gpu",
     "runner_type": "linux.g5.4xlarge.nvidia.gpu",
 }
+# What each rule says of itself, by its UID; a rule not named here says the fixture's (the main
+# rule, over the regular runner types).
+RULE_ANNOTATIONS = {
+    GPU_RULE_LABELS["__alert_rule_uid__"]: {
+        "Teams": GPU_RULE_LABELS["team"],
+        "summary": "GPU jobs are queueing",
+        "description": (
+            f"Triggers when jobs wait too long for {GPU_RULE_LABELS['runner_type']} runners "
+            "or many of them queue at once."
+        ),
+    },
+}
 GRAFANA_ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
@@ -261,9 +273,7 @@ def grafana_payload(
         values=values,
         valueString=", ".join(f"[ var='{k}' labels={{}} value={v} ]" for k, v in values.items()),
     )
-    alert["annotations"]["runbook_url"] = f"{fleet_url}/runbook"
-    if "team" in labels:  # a team's own rule names its team, not the fixture's
-        alert["annotations"]["Teams"] = labels["team"]
+    alert["annotations"] = annotations_of(labels) | {"runbook_url": f"{fleet_url}/runbook"}
     firing = note.status == "firing"
     title, folder = labels["alertname"], labels["grafana_folder"]
     # Grafana groups by alertname and folder here; one group, one key, per rule.
@@ -283,6 +293,13 @@ def grafana_payload(
         commonAnnotations=dict(alert["annotations"]),
     )
     return payload
+
+
+def annotations_of(labels: dict[str, str]) -> dict[str, str]:
+    """What the rule with these labels says of itself: its own words, else the fixture's."""
+    fixture = json.loads((ALERTS / "queue-alert-firing.json").read_text())
+    own = RULE_ANNOTATIONS.get(labels["__alert_rule_uid__"], {})
+    return dict(fixture["alerts"][0]["annotations"]) | own
 
 
 def _iso(moment: datetime) -> str:

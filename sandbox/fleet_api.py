@@ -23,7 +23,8 @@
   the resourceVersion as it does.
 - Grafana's side: a background loop evaluates the alert rule and posts Grafana webhook payloads
   to the bot, retrying like Grafana when the bot cannot take them.
-- A human's view: `GET /` (the fleet, refreshed), `GET /runbook`, `GET /fleet.json`.
+- A human's view: `GET /` (the fleet, refreshed), `GET /runbook`, `GET /fleet.json`, and the
+  pages the alerts' links open (`sandbox.fleet_pages`): the rule, and Grafana's silence form.
 
 What it serves is in real time (`sandbox.fleet.in_real_time`: waits in real minutes, rates per
 real minute), as the bot measures everything else on the wall clock; the fleet's model and its
@@ -59,6 +60,7 @@ from bot.backends.metrics.prometheus_pods import RUNNER_POD, pod_queries, probe_
 from bot.domain.runner_pods import NEEDS
 from sandbox.fleet import Fleet, Job, TypeReading, in_real_time, minutes
 from sandbox.fleet_alerts import QueueRule, RuleConfig, SilenceError, Silences, grafana_payload
+from sandbox.fleet_pages import rule_page, silence_form
 from sandbox.kube_api import KubeApi
 
 log = logging.getLogger(__name__)
@@ -139,6 +141,8 @@ class FleetApi:
                 Route("/", self._dashboard, methods=["GET"]),
                 Route("/fleet.json", self._fleet_json, methods=["GET"]),
                 Route("/runbook", self._runbook, methods=["GET"]),
+                Route("/alerting/grafana/{uid:str}/view", self._rule_view, methods=["GET"]),
+                Route("/alerting/silence/new", self._silence_form, methods=["GET"]),
                 Route("/api/v1/query", self._query, methods=["GET", "POST"]),
                 Route("/api/v1/query_range", self._query_range, methods=["GET", "POST"]),
                 Route("/api/v2/status", self._status, methods=["GET"]),
@@ -446,6 +450,18 @@ class FleetApi:
             "   maxRunners when it is at its maximum); it is put back once the queue drains.\n"
             "3. Silence the alert while you work on it; the thread keeps the numbers coming.\n"
         )
+
+    async def _rule_view(self, request: Request) -> Response:
+        uid = request.path_params["uid"]
+        rule = next((r for r in self.rules if r.labels["__alert_rule_uid__"] == uid), None)
+        if rule is None:
+            return HTMLResponse("<!doctype html><title>Rule not found</title>", status_code=404)
+        now = datetime.now(UTC)
+        return HTMLResponse(rule_page(rule, self.silences, now, speed=self.fleet.speed))
+
+    async def _silence_form(self, request: Request) -> Response:
+        matchers = request.query_params.getlist("matcher")
+        return HTMLResponse(silence_form(matchers, self.silences, datetime.now(UTC)))
 
     # -- Grafana's side: evaluate the rule, send the notifications -------------------------------
 

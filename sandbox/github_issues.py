@@ -59,6 +59,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import httpx
+from markdown_it import MarkdownIt
 from starlette.applications import Starlette
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
@@ -69,6 +70,11 @@ from starlette.types import Receive, Scope, Send
 from sandbox.github_apps import GithubApps, Installation, JwtRefused
 
 TOKEN = "ghs_queuepilot-test"
+# An issue page's Markdown as github.com renders it: CommonMark with GitHub's tables and
+# strikethrough; raw HTML shown as text (GitHub strips most), its comments hidden as GitHub does.
+MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+PAGE_STYLE = "table{border-collapse:collapse}th,td{border:1px solid #d0d7de;padding:4px 12px}"
 DOCS = "https://docs.github.com/rest"
 ISSUES, COMMENTS = f"{DOCS}/issues/issues", f"{DOCS}/issues/comments"
 LIMITS = f"{DOCS}/overview/rate-limits-for-the-rest-api"
@@ -550,17 +556,18 @@ class GithubIssues:
             labels = "".join(f"<li>{e(repo.labels[k]['name'])}</li>" for k in issue["labels"])
             comments = "".join(
                 f'<article id="issuecomment-{c["id"]}"><p><b>{e(c["user"]["login"])}</b> '
-                f"commented at {_iso(c['created_at'])}</p><pre>{e(c['body'])}</pre></article>"
+                f"commented at {_iso(c['created_at'])}</p>{as_github_shows(c['body'])}</article>"
                 for c in issue["comments"]
             )
             title = e(issue["title"])
             return HTMLResponse(
                 f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title} · '
-                f"Issue #{number} · {e(repo.full_name)}</title></head><body>"
+                f"Issue #{number} · {e(repo.full_name)}</title><style>{PAGE_STYLE}</style>"
+                "</head><body>"
                 f"<h1>{title} <span>#{number}</span></h1>"
                 f'<p class="state">{issue["state"].capitalize()}{e(reason)} · opened by '
                 f"{e(issue['user']['login'])} at {_iso(issue['created_at'])}</p>"
-                f'<ul class="labels">{labels}</ul><pre>{e(issue["body"] or "")}</pre>'
+                f'<ul class="labels">{labels}</ul>{as_github_shows(issue["body"] or "")}'
                 f"<h2>{len(issue['comments'])} comments</h2>{comments}</body></html>"
             )
 
@@ -961,3 +968,8 @@ def _int(value: str | None, default: int) -> int:
 
 def _dump(payload: Any) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def as_github_shows(markdown: str) -> str:
+    """An issue's or comment's body as its page shows it: rendered, without its HTML comments."""
+    return MARKDOWN.render(HTML_COMMENT.sub("", markdown))

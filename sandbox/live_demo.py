@@ -43,8 +43,13 @@ NARRATED_WIDTH = 110
 # Fleet minutes from the start to the GPU team's incident resolving, left alone (`DEMO_SPEED`).
 STORY_FLEET_MINUTES = 60
 FAST_SPEED = 30  # the tests' pace: for one who has seen the story and wants it again quickly
-# The page's people and the bot, by name, as the page shows them.
-NAMES: Mapping[str, str] = {**DEFAULT_NAMES, **DEFAULT_USERS}
+# The page's people, the bot and the channels, by name, as the page shows them.
+NAMES: Mapping[str, str] = {
+    **DEFAULT_NAMES,
+    **DEFAULT_USERS,
+    CHANNEL: CHANNEL_NAME,
+    GPU_CHANNEL: GPU_CHANNEL_NAME,
+}
 
 
 def run_live_demo(

@@ -104,7 +104,8 @@ class SlackPage:
             "version": ws.version,
             "me": {"id": self._me, "name": self._emulator.person.name},
             "command": self._emulator.command,
-            "users": dict(ws.users),
+            # Users' and channels' names by ID: a mention, `<#C…>` too, shows its name.
+            "names": {**ws.users, **{c["id"]: c["name"] for c in channels}},
             "bot_user_id": BOT_USER_ID,
             "channels": channels,
             "modal": modal,

@@ -18,6 +18,7 @@ from sandbox.slack_state import BOT_USER_ID, BOT_USER_NAME
 REPLY_INDENT = "    "
 DIVIDER = "─" * 40
 WIDTH = 100
+# Users' and channels' names by ID (the two never share an ID), as a reader's client knows them.
 DEFAULT_NAMES: Mapping[str, str] = {BOT_USER_ID: BOT_USER_NAME}
 
 _TOKEN = re.compile(r"<([^<>]*)>")
@@ -46,7 +47,7 @@ def mrkdwn_to_text(
     text: str, *, keep_emphasis: bool = False, names: Mapping[str, str] = DEFAULT_NAMES
 ) -> str:
     """Plain text for a mrkdwn string: tokens shown as a reader sees them, entities decoded;
-    a mention of a user in `names` shows their name.
+    a mention of a user or a channel in `names` shows its name.
 
     Emphasis markers (`*bold*`, `_italic_`) are stripped unless `keep_emphasis`, because a
     terminal cannot show them and the asterisks only add noise. Tokens are set aside first, so
@@ -70,8 +71,8 @@ def _token(body: str, names: Mapping[str, str] = DEFAULT_NAMES) -> str:
     target, label = _unescape(target), _unescape(label)
     if target.startswith("@"):
         return f"@{label or names.get(target[1:], target[1:])}"
-    if target.startswith("#"):
-        return f"#{label or target[1:]}"
+    if target.startswith("#"):  # Slack shows the channel's name now, whatever the label says
+        return f"#{names.get(target[1:]) or label or target[1:]}"
     if target.startswith("!date^"):
         # Slack shows the fallback where it cannot format; without one, the moment itself.
         return label or _date(target.split("^")[1])
@@ -89,13 +90,15 @@ def _unescape(text: str) -> str:
     return _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
 
 
-def _text_object(obj: Mapping[str, Any] | None, *, keep_emphasis: bool) -> str:
+def _text_object(
+    obj: Mapping[str, Any] | None, *, keep_emphasis: bool, names: Mapping[str, str] = DEFAULT_NAMES
+) -> str:
     """A Block Kit text object: mrkdwn is parsed; plain_text only has its entities decoded."""
     if not obj:
         return ""
     text = str(obj.get("text", ""))
     if obj.get("type") == "mrkdwn":
-        return mrkdwn_to_text(text, keep_emphasis=keep_emphasis)
+        return mrkdwn_to_text(text, keep_emphasis=keep_emphasis, names=names)
     return _unescape(text)
 
 
@@ -114,7 +117,12 @@ def render_element(element: Mapping[str, Any]) -> str:
     return f"[{kind}]"
 
 
-def render_block(block: Mapping[str, Any], *, keep_emphasis: bool = False) -> list[str]:
+def render_block(
+    block: Mapping[str, Any],
+    *,
+    keep_emphasis: bool = False,
+    names: Mapping[str, str] = DEFAULT_NAMES,
+) -> list[str]:
     """The lines one block shows; unknown block types are named so nothing vanishes silently."""
     kind = block.get("type")
     if kind == "header":
@@ -122,9 +130,10 @@ def render_block(block: Mapping[str, Any], *, keep_emphasis: bool = False) -> li
     if kind == "divider":
         return [DIVIDER]
     if kind == "section":
-        return _section(block, keep_emphasis=keep_emphasis)
+        return _section(block, keep_emphasis=keep_emphasis, names=names)
     if kind == "context":
-        parts = [_context_part(e, keep_emphasis=keep_emphasis) for e in block.get("elements", [])]
+        elements = block.get("elements", [])
+        parts = [_context_part(e, keep_emphasis=keep_emphasis, names=names) for e in elements]
         return _wrap([part for part in parts if part])
     if kind == "actions":
         return [" ".join(render_element(e) for e in block.get("elements", []))]
@@ -133,14 +142,16 @@ def render_block(block: Mapping[str, Any], *, keep_emphasis: bool = False) -> li
     return [f"[{kind} block]"]
 
 
-def _section(block: Mapping[str, Any], *, keep_emphasis: bool) -> list[str]:
+def _section(
+    block: Mapping[str, Any], *, keep_emphasis: bool, names: Mapping[str, str]
+) -> list[str]:
     """A section's text, then its fields one per line, then its accessory control if any."""
     lines: list[str] = []
-    text = _text_object(block.get("text"), keep_emphasis=keep_emphasis)
+    text = _text_object(block.get("text"), keep_emphasis=keep_emphasis, names=names)
     if text:
         lines += text.split("\n")
     for field in block.get("fields", []):
-        lines += _text_object(field, keep_emphasis=keep_emphasis).split("\n")
+        lines += _text_object(field, keep_emphasis=keep_emphasis, names=names).split("\n")
     accessory = block.get("accessory")
     if accessory:
         lines.append(render_element(accessory))
@@ -159,10 +170,12 @@ def _wrap(parts: list[str], *, width: int = WIDTH, sep: str = " · ") -> list[st
     return lines
 
 
-def _context_part(element: Mapping[str, Any], *, keep_emphasis: bool) -> str:
+def _context_part(
+    element: Mapping[str, Any], *, keep_emphasis: bool, names: Mapping[str, str]
+) -> str:
     if element.get("type") == "image":
         return f"[{element.get('alt_text', 'image')}]"
-    return _text_object(element, keep_emphasis=keep_emphasis)
+    return _text_object(element, keep_emphasis=keep_emphasis, names=names)
 
 
 def render_message(
@@ -181,10 +194,12 @@ def render_message(
         byline.append(f"edited {message.edits}×")
     if message.blocks:
         body = [
-            line for b in message.blocks for line in render_block(b, keep_emphasis=keep_emphasis)
+            line
+            for block in message.blocks
+            for line in render_block(block, keep_emphasis=keep_emphasis, names=names)
         ]
     else:
-        body = mrkdwn_to_text(message.text, keep_emphasis=keep_emphasis).split("\n")
+        body = mrkdwn_to_text(message.text, keep_emphasis=keep_emphasis, names=names).split("\n")
     body += [f"📎 {f.get('title') or f.get('name', 'file')}" for f in _files(message)]
     return [" · ".join(byline), *body]
 

@@ -143,7 +143,8 @@ class ActionCore:
     async def resolve(
         self, actor: Actor, ref: str, *, anyway: bool = False, interaction: str | None = None
     ) -> Outcome:
-        """Resolve by hand; while the queue is still live, only `anyway` (asked once more)."""
+        """Resolve by hand; while the queue is still live, only `anyway`: the root's button asked
+        in its confirm dialog, `/queue resolve` asks here, once, with what is still live."""
 
         async def run() -> Outcome:
             name = await self._acting.name(actor)
@@ -153,7 +154,7 @@ class ActionCore:
                     return None, Outcome(True, f"Incident {incident.id} is already resolved.")
                 live = still_live(incident)
                 if live is not None and not anyway:
-                    # The alert would open it again: asked once more, with what is still live.
+                    # Typed without `anyway`: asked once, with what is still live.
                     asked = render_still_live(incident, live)
                     return None, Outcome(False, asked.text, "refused", tuple(asked.blocks))
                 text = f"Resolved manually with {live.text}" if live else "Resolved manually"

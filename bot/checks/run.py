@@ -31,7 +31,7 @@ from bot.storage.connection import build_redis
 
 # The verdict as the report shows it, and its colour (green, yellow, red).
 LABELS = {Verdict.OK: ("ok", "32"), Verdict.WARN: ("warn", "33"), Verdict.FAIL: ("FAIL", "31")}
-SUBJECT_WIDTH = 11
+SUBJECT_WIDTH = 11  # the least; a longer subject ("github issues") widens the column for all
 HIDDEN = "•••"
 
 
@@ -152,12 +152,13 @@ def main(environ: Mapping[str, str], out: TextIO, *, as_json: bool = False) -> i
 
 def render(findings: list[Finding], *, color: bool = False, secrets: Iterable[str] = ()) -> str:
     hide = hiding(secrets)
+    width = max([SUBJECT_WIDTH, *(len(finding.subject) + 1 for finding in findings)])
     lines = []
     for finding in findings:
         word, code = LABELS[finding.verdict]
         label = f"\033[{code}m{word.ljust(6)}\033[0m" if color else word.ljust(6)
         text = hide(finding.detail + (f" — fix: {finding.fix}" if finding.fix else ""))
-        lines.append(f"{label}{finding.subject.ljust(SUBJECT_WIDTH)}{text}")
+        lines.append(f"{label}{finding.subject.ljust(width)}{text}")
     return "\n".join(lines)
 
 

@@ -82,7 +82,7 @@ def type_lines(
         here = absent if name in view.absent else ""
         parts, advice = type_parts(metrics, here)
         if spark := sparkline(trend.queued_of(name, SPARK_POINTS)):
-            parts.append(f"`{spark}`")
+            parts.append(spark)  # plain: Slack draws inline code red on grey; bars need no escape
         label = md.runner_name(name) if name else "all runner types"
         if home:
             label = f"`{md.runner_name(name)}`"

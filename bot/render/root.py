@@ -14,7 +14,7 @@ from typing import Any
 from bot.domain.alert_issue import issue_number
 from bot.domain.alerts import first_known
 from bot.domain.fleet import source_name, worst_first
-from bot.domain.headline import Headline, headline, shown_live
+from bot.domain.headline import Headline, headline, shown_live, still_live
 from bot.domain.incident_fleet import alert_fleet
 from bot.domain.incidents import RECENT_ACTIONS, Event, Incident, sums_types
 from bot.domain.judgement import DRAIN_TARGET_MINS
@@ -30,6 +30,7 @@ from bot.render.replies import (
     resolved_how,
     title_text,
 )
+from bot.render.still_live import still_live_said
 
 ACTIONS_BLOCK_ID = "incident_actions"
 INCIDENT_BLOCK_PREFIX = "incident:"
@@ -315,23 +316,31 @@ def _actions(incident: Incident) -> dict[str, Any]:
                 "options": options,
             }
         )
-    confirm = {
-        "title": md.plain(f"Resolve incident {incident.id}?", 100),
-        "text": md.plain(
-            "This closes the incident and stops its status updates. "
-            "If the alert fires again, it reopens.",
-            300,
-        ),
-        "confirm": md.plain("Resolve", 30),
-        "deny": md.plain("Cancel", 30),
-        "style": "danger",
-    }
     elements += [
         md.button("Scale up…", "incident_scale", ref),
         md.button("Run diagnostics", "incident_diagnose", ref),
-        md.button("Resolve", "incident_resolve", ref, "danger") | {"confirm": confirm},
+        md.button("Resolve", "incident_resolve", ref, "danger") | {"confirm": _confirm(incident)},
     ]
     return md.actions(elements, ACTIONS_BLOCK_ID)
+
+
+def _confirm(incident: Incident) -> dict[str, Any]:
+    """Resolve's one question: while the queue is still live, what is (the root is rendered
+    again on every change, so it is current), and confirming resolves anyway."""
+    closes = (
+        "closes the incident and stops its status updates. If the alert fires again, it reopens."
+    )
+    text, confirm = f"This {closes}", "Resolve"
+    if (live := still_live(incident)) is not None:
+        said = f"Still live: {still_live_said(live)}, and the alert is still firing."
+        text, confirm = f"{said} Resolving anyway {closes}", "Resolve anyway"
+    return {
+        "title": md.plain(f"Resolve incident {incident.id}?", 100),
+        "text": md.plain(text, 300),
+        "confirm": md.plain(confirm, 30),
+        "deny": md.plain("Cancel", 30),
+        "style": "danger",
+    }
 
 
 def _fallback(incident: Incident, head: Headline) -> str:

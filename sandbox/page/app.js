@@ -96,7 +96,7 @@ function renderHome(home) {
   box.hidden = false;
   box.dataset.hash = home?.hash || "";
   box.replaceChildren(home ? renderBlocks(home.blocks, {
-    users: view.state.users, confirm,
+    names: view.state.names, confirm,
     act: () => toast("The local page takes no clicks on the Home tab"),
   }) : el("p", { class: "empty" }, "Opening queuepilot's Home…"));
 }
@@ -149,13 +149,13 @@ function stickToBottom(box) {
 }
 
 function message(item, channel, inChannel) {
-  const users = view.state.users;
+  const names = view.state.names;
   // An ephemeral's `user` is who sees it; the app sent it (the page has no other sender of them).
   const isBot = item.kind === "ephemeral" || item.user === view.state.bot_user_id || item.bot_id;
-  const name = isBot ? "queuepilot" : users[item.user] || item.user;
+  const name = isBot ? "queuepilot" : names[item.user] || item.user;
   const when = new Date(Number(item.ts) * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   const ctx = {
-    users,
+    names,
     confirm,
     act: (blockId, element, selected) => post("/_page/action", {
       channel: channel.id, message_ts: item.ts, block_id: blockId, action_id: element.action_id, selected,
@@ -163,7 +163,7 @@ function message(item, channel, inChannel) {
   };
   const interactive = item.kind === "message";
   const body = item.blocks?.length ? renderBlocks(item.blocks, interactive ? ctx : { ...ctx, act: () => {} })
-    : el("div", { class: "message-text", html: mrkdwn(item.text, users) });
+    : el("div", { class: "message-text", html: mrkdwn(item.text, names) });
   const files = (item.files || []).map((file) => file.mimetype?.startsWith("image/")
     ? el("figure", { class: "file" },
       el("img", { src: `/_emulator/files/${file.id}`, alt: file.title || file.name, loading: "lazy" }),
@@ -196,7 +196,7 @@ function renderModal(modal) {
   if (!modal) { overlay.hidden = true; overlay.replaceChildren(); return; }
   const form = el("form", { class: "modal", role: "dialog", "aria-modal": "true", "aria-label": modal.title?.text });
   const body = renderBlocks(modal.blocks, {
-    users: view.state.users, confirm, errors: modal.errors,
+    names: view.state.names, confirm, errors: modal.errors,
     act: (blockId, element, selected) => post("/_page/action", { view_id: modal.id, block_id: blockId, action_id: element.action_id, selected }),
   });
   const close = () => post("/_page/view/close", { view_id: modal.id });
@@ -223,7 +223,7 @@ function confirm(dialog) {
     const done = (answer) => { overlay.remove(); resolve(answer); };
     overlay.append(el("div", { class: "modal confirm", role: "alertdialog", "aria-label": dialog.title?.text || "Confirm" },
       el("header", {}, el("h2", {}, dialog.title?.text || "Are you sure?")),
-      el("div", { class: "modal-body", html: mrkdwn(dialog.text?.text || "", view.state.users) }),
+      el("div", { class: "modal-body", html: mrkdwn(dialog.text?.text || "", view.state.names) }),
       el("footer", {},
         el("button", { type: "button", class: "button", onclick: () => done(false) }, dialog.deny?.text || "Cancel"),
         el("button", { type: "button", class: `button button-${dialog.style || "primary"}`, onclick: () => done(true) }, dialog.confirm?.text || "Yes"))));

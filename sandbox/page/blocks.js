@@ -18,7 +18,7 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-const text = (object, ctx) => el("span", { html: textObject(object, ctx.users) });
+const text = (object, ctx) => el("span", { html: textObject(object, ctx.names) });
 
 export function renderBlocks(blocks, ctx) {
   const box = el("div", { class: "blocks" });

@@ -22,14 +22,17 @@ function safeUrl(url) {
   return /^(https?:|mailto:)/i.test(url) ? url : null;
 }
 
-function special(inner, users) {
+// `names`: users' and channels' names by ID. Slack shows a channel's name as it is now, whatever
+// the label says.
+function special(inner, names) {
   const [target, label] = splitOnce(inner, "|");
   if (target.startsWith("@")) {
-    const name = users[target.slice(1)] || label || target.slice(1);
+    const name = names[target.slice(1)] || label || target.slice(1);
     return `<span class="mention">@${escapeHtml(name)}</span>`;
   }
   if (target.startsWith("#")) {
-    return `<span class="mention">#${escapeHtml(label || target.slice(1))}</span>`;
+    const name = names[target.slice(1)] || label || target.slice(1);
+    return `<span class="mention">#${escapeHtml(name)}</span>`;
   }
   if (target.startsWith("!date^")) {
     return escapeHtml(unescapeSlack(label || ""));
@@ -60,10 +63,10 @@ function inline(html) {
     .replace(/:([a-z0-9_+-]+):/g, (whole, name) => EMOJI[name] || whole);
 }
 
-export function mrkdwn(text, users = {}) {
+export function mrkdwn(text, names = {}) {
   const pieces = [];
   const stash = (html) => `\u0000${pieces.push(html) - 1}\u0000`;
-  let source = String(text || "").replace(/<([^<>\n]+)>/g, (_, inner) => stash(special(inner, users)));
+  let source = String(text || "").replace(/<([^<>\n]+)>/g, (_, inner) => stash(special(inner, names)));
   // Code spans and blocks are literal: nothing inside them is formatted.
   source = source.replace(/```([\s\S]*?)```/g, (_, code) => stash(`<pre>${escapeHtml(unescapeSlack(code))}</pre>`));
   source = source.replace(/`([^`\n]+)`/g, (_, code) => stash(`<code>${escapeHtml(unescapeSlack(code))}</code>`));
@@ -91,7 +94,7 @@ export function plain(text) {
 }
 
 // A text object ({type: "mrkdwn" | "plain_text", text}) as HTML.
-export function textObject(object, users) {
+export function textObject(object, names) {
   if (!object) return "";
-  return object.type === "mrkdwn" ? mrkdwn(object.text, users) : plain(object.text);
+  return object.type === "mrkdwn" ? mrkdwn(object.text, names) : plain(object.text);
 }

@@ -427,7 +427,8 @@ def test_queue_says_the_readings_judgement_as_the_root_does() -> None:
     assert trend == incident.trend and _trend_of(live, [other]) is EMPTY
     [queue_line] = type_lines(live, trend)
     root = json.dumps(render_root(incident, now=T0 + timedelta(minutes=2)).blocks)
-    direction, advice = queue_line.split(" · ")[-2:]
+    spark, direction, advice = queue_line.split(" · ")[-3:]
+    assert spark == "▃▆█", "the bars as plain text: in inline code Slack draws them red on grey"
     assert direction == "▲ rising +10.0 jobs/min"
     assert advice == "+330 runners would drain it in 30 min"
     for said in (direction, advice):

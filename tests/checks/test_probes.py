@@ -537,6 +537,18 @@ def test_a_line_per_finding_with_its_fix_and_no_secret() -> None:
     assert "\033[31mFAIL" in render(findings, color=True)
 
 
+def test_a_subject_longer_than_the_column_is_still_set_apart_from_its_detail() -> None:
+    findings = [
+        Finding(Verdict.OK, "slack", "auth.test: @queuepilot (U1) in Acme (T1)"),
+        Finding(Verdict.OK, "github issues", "pytorch/ci-queue-alerts: 0 open issues"),
+    ]
+
+    assert render(findings).splitlines() == [
+        "ok    slack         auth.test: @queuepilot (U1) in Acme (T1)",
+        "ok    github issues pytorch/ci-queue-alerts: 0 open issues",
+    ]
+
+
 def test_slack_scopes_the_emulator_sees_match_the_map(slack: Slack) -> None:
     """Every scope the bot may need is one the emulator knows: a test can grant or withhold it."""
     from bot import slack_scopes

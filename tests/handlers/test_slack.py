@@ -53,12 +53,62 @@ async def test_acknowledge_button_marks_the_root_with_the_owner(
     )
 
 
-async def test_resolve_while_jobs_still_queue_asks_once_more_then_resolves_anyway(
+async def test_resolve_while_jobs_still_queue_asks_once_in_its_dialog_then_resolves(
     running_bot: RunningBot, slack: Slack
 ) -> None:
+    """The root's Resolve asks once: its confirm dialog says what is still live; confirmed (the
+    click Slack sends), it resolves, with no second question."""
     await running_bot.send("grafana", stating_thresholds(queued=11, size=0, wait_mins=180))
     root = (await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root"))[0]
+    [resolve] = [
+        e
+        for b in root.blocks
+        for e in b.get("elements", [])
+        if e.get("action_id") == "incident_resolve"
+    ]
+    assert resolve["confirm"]["text"]["text"] == (
+        "Still live: 11 jobs still queued (the alert's threshold is 0), and the alert is still "
+        "firing. Resolving anyway closes the incident and stops its status updates. If the alert "
+        "fires again, it reopens."
+    )
+    assert resolve["confirm"]["confirm"]["text"] == "Resolve anyway"
+
     assert (await click(running_bot, root, "incident_resolve")).status_code == 200
+    await eventually(
+        lambda: "resolved" in slack.emulator.channel_messages(CHANNEL)[0].text.lower(),
+        what="root resolved",
+    )
+    thread = await eventually(
+        lambda: [
+            m
+            for m in slack.emulator.thread(CHANNEL, root.ts)[1:]
+            if "alice" in m.text + json.dumps(m.blocks)
+        ],
+        what="summary naming who resolved",
+    )
+    said = json.dumps([m.blocks for m in thread], ensure_ascii=False)
+    assert "Resolved manually with 11 jobs still queued" in said, "the thread says what was left"
+    assert not any("<@" in m.text + json.dumps(m.blocks) for m in thread), "a summary pings nobody"
+    await eventually(
+        lambda: "You resolved incident 1 with 11 jobs still queued." in ephemeral_texts(slack),
+        what="the answer",
+    )
+    assert not any("Resolve it anyway?" in t for t in ephemeral_texts(slack)), "asked once"
+    # Grafana's resolved notification arriving afterwards changes nothing and posts nothing twice.
+    await running_bot.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
+    await eventually(lambda: _drained(running_bot), what="notification processed")
+    summaries = [m for m in slack.emulator.thread(CHANNEL, root.ts) if "summary" in m.text.lower()]
+    assert len(summaries) <= 1
+
+
+async def test_queue_resolve_while_jobs_still_queue_asks_once_then_its_button_resolves(
+    running_bot: RunningBot, slack: Slack
+) -> None:
+    """`/queue resolve` has no dialog: it asks once, with what is still live, and *Resolve
+    anyway* under the question resolves."""
+    await running_bot.send("grafana", stating_thresholds(queued=11, size=0, wait_mins=180))
+    await eventually(lambda: slack.emulator.channel_messages(CHANNEL), what="root")
+    assert (await post_event(running_bot.http, slash("resolve"))).status_code == 200
 
     [asked] = await eventually(lambda: slack.emulator.ephemerals(CHANNEL), what="the question")
     assert mrkdwn_to_text(asked.text) == (
@@ -79,26 +129,6 @@ async def test_resolve_while_jobs_still_queue_asks_once_more_then_resolves_anywa
         lambda: "resolved" in slack.emulator.channel_messages(CHANNEL)[0].text.lower(),
         what="root resolved",
     )
-    thread = await eventually(
-        lambda: [
-            m
-            for m in slack.emulator.thread(CHANNEL, root.ts)[1:]
-            if "alice" in m.text + json.dumps(m.blocks)
-        ],
-        what="summary naming who resolved",
-    )
-    said = json.dumps([m.blocks for m in thread], ensure_ascii=False)
-    assert "Resolved manually with 11 jobs still queued" in said, "the thread says what was left"
-    assert not any("<@" in m.text + json.dumps(m.blocks) for m in thread), "a summary pings nobody"
-    await eventually(
-        lambda: "You resolved incident 1 with 11 jobs still queued." in ephemeral_texts(slack),
-        what="the answer",
-    )
-    # Grafana's resolved notification arriving afterwards changes nothing and posts nothing twice.
-    await running_bot.send("grafana", fixture_json("grafana/queue-alert-resolved.json"))
-    await eventually(lambda: _drained(running_bot), what="notification processed")
-    summaries = [m for m in slack.emulator.thread(CHANNEL, root.ts) if "summary" in m.text.lower()]
-    assert len(summaries) <= 1
 
 
 async def _drained(running: RunningBot) -> bool:

@@ -479,12 +479,35 @@ def test_silence_select_offers_durations_in_seconds() -> None:
     ]
 
 
-def test_resolve_is_dangerous_and_asks_first() -> None:
-    elements = block_of(render_root(make_incident(), now=T0), "actions")[0]["elements"]
+@pytest.mark.parametrize(
+    ("changes", "text", "confirm"),
+    [
+        (
+            {"numbers": QueueNumbers(40, 0, 60, 10)},
+            "This closes the incident and stops its status updates. If the alert fires again, "
+            "it reopens.",
+            "Resolve",
+        ),
+        # Still live: the one question says what is, and confirming resolves anyway.
+        (
+            {},
+            "Still live: the longest wait 114 min (the alert last said it was over its "
+            "threshold), and the alert is still firing. Resolving anyway closes the incident and "
+            "stops its status updates. If the alert fires again, it reopens.",
+            "Resolve anyway",
+        ),
+    ],
+)
+def test_resolve_is_dangerous_and_asks_once_what_is_still_live(
+    changes: dict[str, Any], text: str, confirm: str
+) -> None:
+    incident = make_incident(**changes)
+    elements = block_of(render_root(incident, now=T0), "actions")[0]["elements"]
     resolve = next(e for e in elements if e["action_id"] == "incident_resolve")
     assert resolve["style"] == "danger"
     assert resolve["confirm"]["title"]["text"] == "Resolve incident 12?"
-    assert resolve["confirm"]["confirm"]["text"] == "Resolve"
+    assert resolve["confirm"]["text"]["text"] == text
+    assert resolve["confirm"]["confirm"]["text"] == confirm
     assert resolve["confirm"]["deny"]["text"] == "Cancel"
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from sandbox.stack import (
     CHANNEL,
+    CHANNEL_NAME,
     GPU_CHANNEL,
     GPU_CHANNEL_NAME,
     ISSUES_REPO,
@@ -88,8 +89,10 @@ def test_the_home_tab_shows_both_channels_incidents_and_the_gpu_pods_no_node_fit
         playwright_expect(home).to_contain_text("New to queuepilot?")
         for title in (visitor.TITLE, GPU_TITLE):
             playwright_expect(home.locator("a", has_text=title)).to_be_visible(timeout=DRAIN_MS)
-        playwright_expect(home).to_contain_text(f"in #{CHANNEL}")
-        playwright_expect(home).to_contain_text(f"in #{GPU_CHANNEL}")
+        # Channels by name, as Slack shows `<#C…>`, never their IDs.
+        playwright_expect(home).to_contain_text(f"in #{CHANNEL_NAME}")
+        playwright_expect(home).to_contain_text(f"in #{GPU_CHANNEL_NAME}")
+        playwright_expect(home).not_to_contain_text(GPU_CHANNEL)
         playwright_expect(home).to_contain_text(re.compile(r"linux\.g5\.4xlarge\.nvidia\.gpu"))
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "app-home.png"))

@@ -76,6 +76,17 @@ def test_mrkdwn_is_shown_as_a_reader_sees_it(source: str, shown: str) -> None:
     assert mrkdwn_to_text(source) == shown
 
 
+def test_channels_and_people_show_their_names_in_text_and_blocks() -> None:
+    names = {"C0GPU": "gpu-ci-incidents", "U0ALICE": "alice"}
+    assert (
+        mrkdwn_to_text("in <#C0GPU> by <@U0ALICE>", names=names) == "in #gpu-ci-incidents by @alice"
+    )
+    assert mrkdwn_to_text("<#C0GPU|old-name>", names=names) == "#gpu-ci-incidents"
+    assert mrkdwn_to_text("<#C0OTHER|other> <#C0NONE>", names=names) == "#other #C0NONE"
+    block = {"type": "context", "elements": [mrkdwn("1 open in <#C0GPU>")]}
+    assert render_block(block, names=names) == ["1 open in #gpu-ci-incidents"]
+
+
 def test_emphasis_can_be_kept() -> None:
     assert (
         mrkdwn_to_text("Longest wait: *131 min*", keep_emphasis=True) == "Longest wait: *131 min*"

@@ -4,10 +4,14 @@ type and `SLACK_ROUTES` (on `runner_type`) sends its incident to #gpu-ci-inciden
 
 from __future__ import annotations
 
+import html
+import json
+import re
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
+import httpx
 import pytest
 
 from sandbox.stack import (
@@ -58,6 +62,10 @@ async def test_the_gpu_teams_alert_opens_in_its_channel_and_the_rest_in_the_defa
     )
     assert root(sandbox, CHANNEL, "GPU jobs queueing") is None, "not in the default channel"
     assert root(sandbox, GPU_CHANNEL, "Jobs queueing in autoscaled machines") is None
+    # Each root says what its own rule watches: the GPU rule's words, not the main rule's.
+    assert "GPU jobs are queueing" in str(gpu.blocks)
+    assert "regular runner types" not in str(gpu.blocks)
+    assert "regular runner types" in str(main.blocks)
     # Each root lists its own team's runner types from the live reading.
     await eventually(
         lambda: GPU in str(root(sandbox, GPU_CHANNEL, "GPU jobs queueing").blocks),
@@ -98,3 +106,20 @@ async def test_the_gpu_teams_alert_opens_in_its_channel_and_the_rest_in_the_defa
         )
         assert channel in thread["body"]  # the permalink is of this channel's thread
     assert len(github.issues(ISSUES_REPO)) == 2
+    # Every link either root carries opens a page: the rule, the silence form, the runbook,
+    # the fleet, the GitHub issue.
+    for channel, title in ((CHANNEL, "Jobs queueing"), (GPU_CHANNEL, "GPU jobs queueing")):
+        links = links_of(root(sandbox, channel, title).blocks)
+        assert len(links) == 6, links
+        async with httpx.AsyncClient() as client:
+            for link in links:
+                answer = await client.get(link)
+                assert answer.status_code == 200, (link, answer.status_code, answer.text[:200])
+
+
+def links_of(blocks: list[dict[str, Any]]) -> list[str]:
+    """Every URL in the blocks' mrkdwn links (`<url|label>`, entities decoded as Slack does)
+    and buttons."""
+    text = json.dumps(blocks)
+    found = re.findall(r"<(https?://[^|>]+)\|", text) + re.findall(r'"url": "([^"]+)"', text)
+    return [html.unescape(url) for url in found]

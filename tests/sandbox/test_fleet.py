@@ -42,7 +42,14 @@ from sandbox.fleet import (
     Stall,
     minutes,
 )
-from sandbox.fleet_alerts import RULE_UID, QueueRule, RuleConfig
+from sandbox.fleet_alerts import (
+    GPU_RULE_LABELS,
+    RULE_UID,
+    Notification,
+    QueueRule,
+    RuleConfig,
+    grafana_payload,
+)
 from sandbox.fleet_api import FleetApi, FleetApiConfig, runner_set_name
 from sandbox.serve import serve_in_thread
 from sandbox.stack import SCALE_SETS
@@ -297,6 +304,55 @@ async def test_the_alertmanager_silencer_creates_reads_and_expires(fleet_api: Fl
         await silencer.aclose()
 
 
+def test_the_alerts_view_and_silence_links_open_pages_that_say_the_rule_and_its_silences(
+    fleet_api: FleetApi,
+) -> None:
+    """*View alert* and *Silence in Grafana* on the root open the rule, with its state and
+    the silences that hold it, and the silence form, which says where silences are made here."""
+    assert evaluate(fleet_api.rule, 0, 30, 9) is None and fleet_api.rule.state == "pending"
+    payload = grafana_payload(
+        Notification("firing", 30, 9, datetime.now(UTC)),
+        fleet_api.rule.labels,
+        fleet_url=fleet_api.url,
+        thresholds=fleet_api.rule.config,
+    )
+    alert = payload["alerts"][0]
+    now = datetime.now(UTC)
+    fleet_api.silences.create(
+        {
+            "matchers": [
+                {
+                    "name": "__alert_rule_uid__",
+                    "value": RULE_UID,
+                    "isRegex": False,
+                    "isEqual": True,
+                },
+                {"name": "type", "value": "alerting-infra", "isRegex": False, "isEqual": True},
+            ],
+            "startsAt": now.isoformat(),
+            "endsAt": (now + timedelta(hours=2)).isoformat(),
+            "createdBy": "alice <b>",
+            "comment": "from Slack",
+        },
+        now,
+    )
+
+    rule = httpx.get(alert["generatorURL"])
+    assert rule.status_code == 200 and rule.headers["content-type"].startswith("text/html")
+    assert "<h1>Jobs queueing in autoscaled machines</h1>" in rule.text
+    assert "state <b>Pending</b> (silenced)" in rule.text
+    assert "Triggers when regular runner types queue" in rule.text
+    assert "alice &lt;b&gt;" in rule.text, "what a silence says is escaped"
+
+    form = httpx.get(alert["silenceURL"])
+    assert form.status_code == 200
+    assert f"<code>__alert_rule_uid__={RULE_UID}</code>" in form.text
+    assert "silences are made from Slack" in form.text and "from Slack</td>" in form.text
+    for link in (alert["dashboardURL"], alert["panelURL"], alert["annotations"]["runbook_url"]):
+        assert httpx.get(link).status_code == 200, link
+    assert httpx.get(f"{fleet_api.url}/alerting/grafana/nope/view").status_code == 404
+
+
 def target(runner_type: str = "linux.2xlarge") -> ScaleTarget:
     return ScaleTarget(runner_type, f"arc-runners/{DEMO_NAMES.scale_set(runner_type)}", cap=20)
 
@@ -456,8 +512,6 @@ def test_a_silenced_alert_sends_nothing_until_the_silence_ends() -> None:
 def test_the_payload_is_a_grafana_notification_the_bot_reads(fleet_api: FleetApi) -> None:
     rule = fleet_api.rule
     note = evaluate(QueueRule(RuleConfig(pending_min=0)), 0, 17, 6.25)
-    from sandbox.fleet_alerts import grafana_payload
-
     payload = grafana_payload(note, rule.labels, fleet_url=fleet_api.url, thresholds=rule.config)
     facts = facts_of(parse_notification("grafana", payload))
     assert (facts.numbers.max_queue_size, facts.numbers.max_queue_time_mins) == (17, 6.2)
@@ -466,11 +520,26 @@ def test_the_payload_is_a_grafana_notification_the_bot_reads(fleet_api: FleetApi
     assert "__alert_rule_uid__" not in payload["alerts"][0]["labels"]  # Grafana hides it
 
 
+def test_the_gpu_teams_rule_says_what_it_watches_not_the_main_rules_words() -> None:
+    """The incident's description is the rule's: the GPU team's speaks of its GPU runners."""
+    note = evaluate(QueueRule(RuleConfig(pending_min=0)), 0, 17, 6.25)
+    said = {}
+    for name, labels in (("main", QueueRule().labels), ("gpu", GPU_RULE_LABELS)):
+        payload = grafana_payload(note, labels, fleet_url="http://fleet", thresholds=RuleConfig())
+        facts = facts_of(parse_notification("grafana", payload))
+        said[name] = (facts.team, facts.summary, facts.description)
+    assert said["main"][2].startswith("Triggers when regular runner types queue")
+    assert said["gpu"] == (
+        "gpu",
+        "GPU jobs are queueing",
+        "Triggers when jobs wait too long for linux.g5.4xlarge.nvidia.gpu runners or many of "
+        "them queue at once.",
+    )
+
+
 def test_the_payload_says_the_rules_fleet_minutes_in_real_ones() -> None:
     """A fleet 6 times faster: its rule holds 30 fleet minutes' wait to 5, and Grafana's payload
     says 5 and 0.83 real minutes, as the bot measures an incident's duration."""
-    from sandbox.fleet_alerts import grafana_payload
-
     rule = QueueRule(RuleConfig(pending_min=0))
     note = evaluate(rule, 0, 17, 30.0)
     payload = grafana_payload(

@@ -225,10 +225,38 @@ async def test_the_issue_page_shows_the_issue_escaped_with_its_comments_in_order
     assert page.headers["content-type"].startswith("text/html")
     assert "<script>" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt; queue stuck" in page.text
-    assert "<pre>&lt;b&gt;2h&lt;/b&gt; &amp; more</pre>" in page.text
+    assert "<p>&lt;b&gt;2h&lt;/b&gt; &amp; more</p>" in page.text
     assert "<li>ci: sev</li>" in page.text and "Open" in page.text
     assert page.text.index("Incident opened") < page.text.index("&lt;i&gt;Resolved&lt;/i&gt;")
     assert missing.status_code == 404
+
+
+async def test_the_issue_page_renders_markdown_as_github_does_and_hides_html_comments(
+    gh: GithubIssues, http: httpx.AsyncClient
+) -> None:
+    body = (
+        "**Jobs are queueing** in _linux.2xlarge_ · `/queue diagnose 3`\n\n"
+        "## Alert details\n\n| Field | Value |\n|---|---|\n| Peak queued \\| jobs | 43 |\n\n"
+        "- [Slack thread](https://slack.test/archives/C1/p1)\n- [bad](javascript:alert(1))\n"
+        "- issue \\#12 and 2\\*3\n\n<!-- queuepilot:group:abc -->"
+    )
+    issue = gh.seed_issue(REPO, "Jobs queueing", body=body)
+    await http.post(
+        f"{ISSUES}/1/comments",
+        json={"body": "✅ **Resolved** after 12 min\n<!-- queuepilot:moment:0123abcd -->"},
+    )
+
+    async with client(gh, token=None) as browser:
+        page = (await browser.get(urlsplit(issue["html_url"]).path)).text
+
+    assert "<strong>Jobs are queueing</strong> in <em>linux.2xlarge</em>" in page
+    assert "<code>/queue diagnose 3</code>" in page and "<h2>Alert details</h2>" in page
+    assert "<th>Field</th>" in page and "<td>Peak queued | jobs</td>" in page
+    assert '<li><a href="https://slack.test/archives/C1/p1">Slack thread</a></li>' in page
+    assert 'href="javascript' not in page, "a link GitHub would not make is not made"
+    assert "<li>issue #12 and 2*3</li>" in page, "escapes read as the characters they keep"
+    assert "<strong>Resolved</strong> after 12 min" in page
+    assert "queuepilot:" not in page and "**" not in page and "&lt;!--" not in page
 
 
 async def test_the_issues_list_links_each_issue_newest_first_escaped(

@@ -24,6 +24,9 @@ from sandbox.live_demo import STORY_FLEET_MINUTES, narrated, pace_note
         ("Acknowledged by <@U0ALICE>", "Acknowledged by @alice"),
         ("<@U0NOBODY> scaled", "@U0NOBODY scaled"),
         ("moved to <#C0GPU|gpu-infra>", "moved to #gpu-infra"),
+        # The demo's channels by the names the page shows, whatever the label.
+        ("open in <#C0GPUQUEUE>", "open in #gpu-ci-incidents"),
+        ("moved to <#C0GPUQUEUE|old-name>", "moved to #gpu-ci-incidents"),
         ("*Jobs queueing* &lt;linux&gt; &amp; more\nsecond line", "Jobs queueing <linux> & more"),
         (
             "<https://grafana.example/d/1|📈 Dashboard>",

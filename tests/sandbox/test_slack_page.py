@@ -9,6 +9,8 @@ browser shows is looked at in chromium.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -176,6 +178,70 @@ def test_the_page_shows_angle_brackets_as_slack_does(page: Page) -> None:
             ["/queue silence [ID] labelled", "/queue silence <duration> [ID] <b> & c"],
             timeout=20_000,
         )
+
+
+GPU_CHANNEL = "C0GPUQUEUE"
+
+
+@contextmanager
+def posted(texts: list[str]) -> Iterator[str]:
+    """The local page's URL, its emulator serving two named channels with `texts` posted in the
+    first."""
+    names = {CHANNEL: "ci-queue-incidents", GPU_CHANNEL: "gpu-ci-incidents"}
+    emulator = SlackEmulator(token=TOKEN, channels=(CHANNEL, GPU_CHANNEL), channel_names=names)
+    with serve_in_thread(emulator.app) as server:
+        for text in texts:
+            answer = httpx.post(
+                f"{server.url}/api/chat.postMessage",
+                json={"channel": CHANNEL, "text": text},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            ).json()
+            assert answer["ok"], answer
+        yield server.url
+
+
+def test_the_page_names_channels_as_slack_shows_them() -> None:
+    """`<#C…>` shows the channel's name, as Slack shows it to every reader; its label only where
+    the workspace does not know it."""
+    visitor = pytest.importorskip("sandbox.visitor")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    if visitor.chromium_path() is None:
+        pytest.skip("Debian's chromium is missing (apt install chromium)")
+    said = [
+        f"1 open in <#{GPU_CHANNEL}>",
+        f"moved to <#{GPU_CHANNEL}|an-old-name>",
+        "<#C0ELSEWHERE|elsewhere> and <#C0UNNAMED>",
+    ]
+    with posted(said) as url, visitor.chromium_page(url) as browser:
+        expect(browser.locator("#messages .message-text")).to_have_text(
+            ["1 open in #gpu-ci-incidents", "moved to #gpu-ci-incidents",
+             "#elsewhere and #C0UNNAMED"],
+            timeout=20_000,
+        )  # fmt: skip
+
+
+def test_the_channel_pane_scrolls_when_its_messages_overflow_as_the_thread_does() -> None:
+    visitor = pytest.importorskip("sandbox.visitor")
+    expect = pytest.importorskip("playwright.sync_api").expect
+    if visitor.chromium_path() is None:
+        pytest.skip("Debian's chromium is missing (apt install chromium)")
+    with (
+        posted([f"status {n}" for n in range(60)]) as url,
+        visitor.chromium_page(url) as browser,
+    ):
+        texts = browser.locator("#messages .message-text")
+        expect(texts).to_have_count(60, timeout=20_000)
+        pane = browser.locator("#messages").evaluate(
+            "box => ({overflow: getComputedStyle(box).overflowY, scroll: box.scrollHeight,"
+            " client: box.clientHeight, top: box.scrollTop, window: innerHeight})"
+        )
+        assert pane["overflow"] in ("auto", "scroll"), pane
+        assert pane["scroll"] > pane["client"] and pane["client"] < pane["window"], pane
+        assert pane["top"] > 0, "it opens at the newest message, as Slack does"
+        expect(texts.nth(59)).to_be_in_viewport()
+        browser.locator("#messages").evaluate("box => { box.scrollTop = 0; }")
+        expect(texts.nth(0)).to_be_in_viewport()
+        expect(texts.nth(59)).not_to_be_in_viewport()
 
 
 def test_closing_the_emulator_ends_open_event_streams() -> None:
