@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
@@ -56,6 +56,7 @@ from bot.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 NEVER = datetime.min.replace(tzinfo=UTC)
+FOLLOW_BATCH = 100  # roots brought to a new reading per tick, as the due set hands out statuses
 # How long a tick holds its claims: a leader that dies meanwhile delays them by this much.
 CLAIM_S = 30.0
 
@@ -68,7 +69,8 @@ class StatusReporter:
     _: KW_ONLY
     config: Settings
     clock: Callable[[], datetime]
-    _followed: datetime = NEVER  # the reading the roots show
+    _followed: datetime = NEVER  # the reading the roots are brought to
+    _to_follow: list[str] = field(default_factory=list)  # the open incidents not brought to it yet
 
     async def tick(self) -> None:
         """Commit every status that is due, in three round trips (claim, read, commit); one
@@ -116,20 +118,27 @@ class StatusReporter:
 
     async def _follow(self) -> None:
         """Each open incident's root shows the newest reading, between statuses too: the root,
-        `/queue`, diagnostics and the forms then say one moment. A root is edited only where what
-        it shows of its types moved (`shows_the_same`); a commit that finds its incident moved
-        on is left to the next reading."""
+        `/queue`, diagnostics and the forms then say one moment. At most `FOLLOW_BATCH` incidents
+        a tick, as statuses are taken, so a thousand open ones never hold the loop long; a root
+        is edited only where what it shows of its types moved (`shows_the_same`); a commit that
+        finds its incident moved on is left to the next reading."""
         if not self.readings.metrics.live:
             return
         try:
             reading = await self.readings.latest()
-            if reading is None or reading.fleet is None or reading.fleet.at <= self._followed:
+            if reading is None or reading.fleet is None:
                 return
+            if reading.fleet.at > self._followed:
+                self._followed, self._to_follow = reading.fleet.at, await self.store.open_ids()
+            if not self._to_follow:
+                return
+            batch = self._to_follow[:FOLLOW_BATCH]
             history = await self.readings.history()
-            reads = await self.store.read_due(await self.store.open_ids())
+            reads = await self.store.read_due(batch)
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
             return
+        del self._to_follow[: len(batch)]
         now, commits = self.clock(), []
         for read in reads:
             await asyncio.sleep(0)
@@ -147,8 +156,6 @@ class StatusReporter:
             await self.store.commit_many(commits, now=now.timestamp())
         except RedisError as exc:
             log.warning("status: Redis unavailable: %s", exc)
-            return
-        self._followed = reading.fleet.at
 
     def _view(
         self,
