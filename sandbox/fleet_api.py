@@ -53,7 +53,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot.backends.metrics.prometheus import arc_queries
+from bot.backends.metrics.prometheus import arc_queries, startup_buckets, wait_window
 from bot.backends.metrics.prometheus_history import range_queries
 from bot.backends.metrics.prometheus_pods import RUNNER_POD, pod_queries, probe_query
 from bot.domain.runner_pods import NEEDS
@@ -123,6 +123,8 @@ class FleetApi:
         self.samples: deque[tuple[float, dict[str, TypeReading]]] = deque(maxlen=SAMPLES_KEPT)
         queries = arc_queries(config.rate_window)
         self._fields = {query: name for name, query in queries.items()}
+        if longer := wait_window(config.rate_window):  # the wait where no job started lately
+            self._fields[startup_buckets(longer)] = "longest_wait_mins"
         # The capacity report's wait: the same startup buckets, quantiled by Prometheus over the
         # range (`range_queries`); answered from the readings kept, as the instant one is.
         wait = range_queries(queries, wait_buckets=True)["wait_mins"]

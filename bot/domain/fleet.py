@@ -219,7 +219,7 @@ def judged(
 # Why a source may give no wait for a type that queues.
 WAIT_UNKNOWN = {
     "alert": "the alert does not say",
-    "prometheus": "ARC times jobs only as they start, and none started lately",
+    "prometheus": "ARC times jobs only as they start, and none started in the last hour",
 }
 
 
