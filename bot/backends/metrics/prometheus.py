@@ -179,9 +179,10 @@ class PrometheusMetrics:
                 runner_type = self.runner_type(labels)
                 if not runner_type:
                     continue
-                if name not in (WAIT, LONGER_WAIT) or "le" not in labels:
+                bucket = name in (WAIT, LONGER_WAIT) and "le" in labels
+                if not bucket and name != LONGER_WAIT:
                     by_type.setdefault(runner_type, {})[name] = value
-                elif (le := _bound(labels["le"])) is not None:
+                elif bucket and (le := _bound(labels["le"])) is not None:
                     kept = buckets.setdefault((name, runner_type), {})  # summed per type
                     kept[le] = kept.get(le, 0.0) + value
         for runner_type in {runner_type for _, runner_type in buckets}:
